@@ -1,0 +1,91 @@
+// A performance profile: how long each op of the vocabulary takes on a GPU kind, how fast collectives
+// move over each kind of link, and how much overlap slows both. The built-in profile holds estimates
+// from datasheets and published efficiency curves; `twin calibrate` replaces them with measurements.
+#pragma once
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/cluster.hpp"
+#include "core/op.hpp"
+#include "core/units.hpp"
+
+namespace twin {
+
+// A measured time of one exact shape (median over repetitions, with its spread).
+struct Measurement {
+  double median_ns = 0;
+  double p10_ns = 0;
+  double p90_ns = 0;
+  int samples = 0;
+};
+
+// Efficiency that rises with work: eff(w) = peak * w / (w + half_work). `half_work` is the work
+// (FLOPs or bytes) at which half the peak is reached: small kernels are latency- and occupancy-bound.
+struct SaturatingEfficiency {
+  double peak = 1.0;
+  double half_work = 0;
+  double at(double work) const { return work <= 0 ? peak : peak * work / (work + half_work); }
+};
+
+struct GpuKernelProfile {
+  std::string gpu;                        // GpuSpec::name this applies to
+  SaturatingEfficiency gemm;              // fraction of peak_bf16_tflops, by FLOPs of the GEMM
+  SaturatingEfficiency attention_forward; // fraction of peak, by FLOPs
+  SaturatingEfficiency attention_backward;
+  SaturatingEfficiency memory_bound;      // fraction of hbm_bandwidth_GBps, by bytes moved
+  double launch_overhead_ns = 0;          // added to every kernel
+  // Exact shapes measured by calibration: key from kernel_shape_key(op) -> time. Lookup wins over the model.
+  std::map<std::string, Measurement> measured;
+};
+
+// Collective algorithm on one kind of link: time = steps * latency + traffic / (bandwidth * efficiency).
+enum class LinkKind { intra_node, inter_node };
+struct LinkProfile {
+  double latency_us = 0;                  // per algorithm step
+  SaturatingEfficiency bandwidth;         // fraction of the link's nominal bandwidth, by message bytes
+};
+
+// How concurrency slows work: compute runs `compute_slowdown` times slower while communication is
+// active on the same GPU (SM and memory contention); communication runs `communication_slowdown` slower
+// while compute is active.
+struct OverlapProfile {
+  double compute_slowdown = 1.0;
+  double communication_slowdown = 1.0;
+};
+
+struct Profile {
+  int version = 1;
+  std::string name;
+  bool builtin = false;
+  nlohmann::json provenance;              // gpu, count, driver, versions, host, date, command
+  std::vector<GpuKernelProfile> gpus;
+  LinkProfile intra_node;
+  LinkProfile inter_node;
+  OverlapProfile overlap;
+
+  // The kernel profile of a GPU kind: an exact match on the name, else the closest built-in estimate.
+  const GpuKernelProfile& kernels_for(const GpuSpec& gpu) const;
+  const LinkProfile& link(LinkKind kind) const { return kind == LinkKind::intra_node ? intra_node : inter_node; }
+};
+
+// The embedded default: estimates for every GPU preset (see docs/PROFILES.md for the sources).
+const Profile& builtin_profile();
+// "builtin" or a path; throws InputError for missing, corrupt or partial files.
+Profile load_profile(const std::string& name_or_path);
+// Atomic: writes PATH.tmp then renames.
+void save_profile(const Profile& profile, const std::filesystem::path& path);
+nlohmann::json to_json(const Profile& profile);
+Profile profile_from_json(const nlohmann::json& document, const std::string& source);
+
+// Time of one compute op (not communication) on `gpu`, kernel launch overhead included.
+TimeNs compute_time_ns(const Profile& profile, const GpuSpec& gpu, const Op& op);
+// The shape key under which calibration stores an op: "gemm:m=4096,n=4096,k=4096,count=1,ta=0,tb=0".
+std::string kernel_shape_key(const Op& op);
+// Bytes a memory-bound op moves (reads + writes), for ops priced by bandwidth.
+double memory_bound_bytes(const Op& op);
+
+}  // namespace twin

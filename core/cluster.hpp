@@ -1,0 +1,70 @@
+// The hardware a scenario runs on: GPU kinds (datasheet presets), nodes and their links, the network.
+#pragma once
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace twin {
+
+struct GpuSpec {
+  std::string name;
+  double peak_bf16_tflops = 0;      // dense tensor-core bf16 with fp32 accumulation, datasheet
+  double peak_fp32_tflops = 0;      // non-tensor fp32
+  double memory_GiB = 0;            // as the driver reports it (GiB)
+  double hbm_bandwidth_GBps = 0;
+  double nvlink_bandwidth_GBps = 0; // per GPU, per direction; 0 = no NVLink
+  double pcie_bandwidth_GBps = 0;   // per direction
+  int sm_count = 0;
+};
+
+enum class IntraNodeKind { nvswitch, nvlink, pcie };
+
+struct IntraNodeLink {
+  IntraNodeKind kind = IntraNodeKind::nvswitch;
+  double bandwidth_GBps = 0;  // per GPU, per direction
+  double latency_us = 0;
+};
+
+struct Nics {
+  int count = 0;               // per node
+  double bandwidth_Gbps = 0;   // per NIC, per direction
+  double latency_us = 0;
+};
+
+struct NodeGroup {
+  int count = 0;               // nodes of this kind
+  GpuSpec gpu;
+  int gpus_per_node = 0;
+  IntraNodeLink intra_node;
+  Nics nics;
+};
+
+struct Network {
+  std::string topology = "fat-tree";
+  double oversubscription = 1.0;  // bisection divides inter-node bandwidth by this
+};
+
+struct Cluster {
+  std::vector<NodeGroup> node_groups;
+  Network network;
+
+  int total_gpus() const;
+  int total_nodes() const;
+  bool is_homogeneous() const { return node_groups.size() == 1; }
+  // The node group of global GPU `rank` (ranks are numbered node group by node group, node by node).
+  const NodeGroup& group_of_rank(int rank) const;
+  int node_group_index_of_rank(int rank) const;
+  // Global node index of `rank` (nodes numbered across node groups in order).
+  int node_of_rank(int rank) const;
+};
+
+std::optional<GpuSpec> gpu_preset(std::string_view name);
+std::vector<std::string> gpu_preset_names();
+std::optional<IntraNodeKind> intra_node_kind_from_string(std::string_view name);
+std::string to_string(IntraNodeKind kind);
+
+// Per-GPU inter-node bandwidth in GB/s: the node's NICs shared by its GPUs, divided by oversubscription.
+double inter_node_bandwidth_per_gpu_GBps(const NodeGroup& group, const Network& network);
+
+}  // namespace twin

@@ -1,0 +1,69 @@
+// Decoder-only transformer descriptions (dense and MoE), with the presets users start from.
+// Field names follow Megatron-LM's TransformerConfig so that a scenario reads like a launch script.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace twin {
+
+enum class Activation { swiglu, gelu };
+enum class Normalization { rmsnorm, layernorm };
+// flash: fused kernel, keeps only O and the softmax statistics; unfused: materialises the s x s scores.
+enum class AttentionBackend { flash, unfused };
+
+struct MoeConfig {
+  int num_experts = 0;               // 0 means a dense model
+  int top_k = 0;                     // Megatron: moe_router_topk
+  std::int64_t ffn_hidden_size = 0;  // per expert; Megatron: moe_ffn_hidden_size
+  int layer_freq = 1;                // every layer_freq-th layer is MoE (1 = all)
+  // Load of the busiest expert over the mean (1.0 = perfectly balanced routing). The expert GEMMs
+  // and the all-to-all of the busiest EP rank scale with it, since every rank waits for that one.
+  double routing_imbalance = 1.0;
+};
+
+struct ModelConfig {
+  std::string name;
+  int num_layers = 0;
+  std::int64_t hidden_size = 0;
+  std::int64_t ffn_hidden_size = 0;
+  int num_attention_heads = 0;
+  int num_query_groups = 0;        // = heads for MHA; < heads for GQA
+  std::int64_t kv_channels = 0;    // head dimension; hidden_size / heads unless given
+  std::int64_t vocab_size = 0;
+  std::int64_t max_position_embeddings = 0;
+  Activation activation = Activation::swiglu;
+  Normalization normalization = Normalization::rmsnorm;
+  AttentionBackend attention_backend = AttentionBackend::flash;
+  bool untie_embeddings_and_output_weights = true;
+  bool position_embedding_rope = true;  // false: learned absolute positions (GPT)
+  double hidden_dropout = 0.0;          // dropout keeps a 1-byte mask per element
+  double attention_dropout = 0.0;
+  MoeConfig moe;
+
+  bool is_moe() const { return moe.num_experts > 0; }
+  // Megatron's moe_layer_freq: layer i is MoE when i % freq == 0.
+  bool is_moe_layer(int layer) const { return is_moe() && layer % moe.layer_freq == 0; }
+  int num_moe_layers() const;
+};
+
+// Parameter counts (embedding and output projection included; MoE counts all experts).
+std::int64_t parameter_count(const ModelConfig& model);
+// Parameters touched per token: MoE counts top_k experts instead of all.
+std::int64_t active_parameter_count(const ModelConfig& model);
+// Parameters of one transformer layer (attention, MLP or experts, norms).
+std::int64_t layer_parameter_count(const ModelConfig& model, int layer);
+std::int64_t embedding_parameter_count(const ModelConfig& model);
+
+// Presets, case-insensitive: llama2-7b/13b/70b, llama3-8b/70b/405b, gpt3-175b, mixtral-8x7b/8x22b and
+// the GPT family of Megatron-LM's scaling study (Narayanan et al. 2021): megatron-gpt-1.7b ... megatron-gpt-1t.
+std::optional<ModelConfig> model_preset(std::string_view name);
+std::vector<std::string> model_preset_names();
+
+std::string to_string(Activation a);
+std::string to_string(Normalization n);
+std::string to_string(AttentionBackend b);
+
+}  // namespace twin

@@ -1,0 +1,109 @@
+// The one operator vocabulary. A strategy lowers a model to these ops per rank class; the simulator
+// prices and replays them; the executor runs them as real kernels and NCCL calls; traces join back by id.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "core/units.hpp"
+
+namespace twin {
+
+enum class OpKind : std::uint8_t {
+  // compute
+  gemm,                 // gemm: C[m,n] = A[m,k] * B[k,n], `count` independent problems (grouped expert GEMMs)
+  attention_forward,    // attention: causal self-attention, flash-style unless the model says unfused
+  attention_backward,
+  norm_forward,         // rows x cols (RMSNorm or LayerNorm)
+  norm_backward,
+  rope_forward,         // rows x cols applied to q and k
+  rope_backward,
+  activation_forward,   // SwiGLU / GeLU over rows x cols (cols = ffn width)
+  activation_backward,
+  elementwise,          // residual add, dropout, bias: `bytes` moved
+  embedding_forward,    // gather rows of the (vocab-parallel) table
+  embedding_backward,   // scatter-add into the table's gradient
+  loss_forward,         // softmax cross-entropy over rows x vocab-shard
+  loss_backward,
+  moe_router,           // router logits GEMM + top-k over rows x num_experts
+  moe_permute,          // gather tokens by expert: `bytes` moved
+  moe_unpermute,
+  optimizer_step,       // AdamW over `elements` fp32 master params (+ grad clip scaling)
+  // communication (bytes per nccl-tests: the buffer size of the collective, see sim/collectives.hpp)
+  all_reduce,
+  all_gather,
+  reduce_scatter,
+  all_to_all,
+  send,
+  recv,
+};
+
+enum class Phase : std::uint8_t { forward, backward, optimizer };
+
+// Streams of a GPU. Ops on one stream run in issue order; ops on different streams overlap.
+enum class Stream : std::uint8_t { compute, tp_comm, cp_comm, ep_comm, dp_comm, pp_comm, count };
+
+// Which communicator a collective or p2p runs on.
+enum class GroupKind : std::uint8_t { none, tensor, context, expert, data, pipeline, expert_data };
+
+// What an op is, in the model: names the weight or step so traces and reports read like the model.
+enum class OpRole : std::uint8_t {
+  none,
+  embedding, input_norm, qkv_projection, rope, core_attention, attention_projection, attention_residual,
+  mlp_norm, fc1, activation, fc2, mlp_residual,
+  router, dispatch, expert_fc1, expert_activation, expert_fc2, combine,
+  final_norm, output_projection, loss,
+  tp_gather, tp_scatter, tp_reduce,    // TP / SP collectives around attention and MLP
+  cp_exchange,                         // ring attention KV exchange
+  pipeline_activation, pipeline_gradient,
+  grad_reduce, param_gather, embedding_grad_sync, grad_norm, optimizer,
+};
+
+struct GemmShape {
+  std::int64_t m = 0, n = 0, k = 0;
+  std::int32_t count = 1;        // grouped GEMM: count independent problems of this shape
+  bool transpose_a = false;
+  bool transpose_b = false;
+};
+
+struct AttentionShape {
+  std::int64_t batch = 0, heads = 0, kv_heads = 0, seq_q = 0, seq_kv = 0, head_dim = 0;
+  bool causal = true;
+};
+
+struct Op {
+  OpKind kind = OpKind::elementwise;
+  OpRole role = OpRole::none;
+  Phase phase = Phase::forward;
+  Stream stream = Stream::compute;
+  std::int32_t layer = -1;        // transformer layer (global index), -1 for none
+  std::int32_t micro_batch = -1;
+  std::int16_t chunk = 0;         // virtual pipeline chunk (model chunk) on this rank
+  bool recomputed = false;        // forward work repeated in backward (counts in HFU, not MFU)
+
+  GemmShape gemm;                 // gemm, moe_router
+  AttentionShape attention;       // attention_*
+  std::int64_t rows = 0, cols = 0;  // norm, rope, activation, embedding, loss: rows x cols elements
+  std::int64_t elements = 0;      // optimizer_step: parameters updated by this rank
+  Bytes bytes = 0;                // elementwise/permute: bytes moved; collectives/p2p: message bytes
+
+  GroupKind group = GroupKind::none;
+  std::int32_t group_size = 1;
+  std::int32_t peer = -1;         // send/recv: the other rank class
+  std::int64_t p2p_tag = -1;      // send/recv: equal tags on the two sides are one transfer
+
+  double flops = 0;               // floating-point operations of this op on this rank (0 for memory-bound)
+
+  bool is_communication() const { return kind >= OpKind::all_reduce; }
+};
+
+// A short readable name: "L3.fc1.fwd", "L3.tp_scatter.bwd", "pipeline_activation.send".
+std::string op_name(const Op& op);
+std::string to_string(OpKind kind);
+std::string to_string(OpRole role);
+std::string to_string(Phase phase);
+std::string to_string(Stream stream);
+std::string to_string(GroupKind group);
+// Stream names as the trace shows them (tid labels): "compute", "tp", ...
+inline constexpr int kStreamCount = static_cast<int>(Stream::count);
+
+}  // namespace twin

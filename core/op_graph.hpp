@@ -1,0 +1,58 @@
+// Op graphs: one per rank class (ranks that behave identically are lowered and simulated once).
+// Vertices are ops in issue order; edges are dependencies beyond stream order (event waits).
+// Send/recv ops of different rank classes with equal p2p_tag are the two ends of one transfer.
+#pragma once
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <boost/graph/adjacency_list.hpp>
+
+#include "core/op.hpp"
+
+namespace twin {
+
+using OpGraph = boost::adjacency_list<boost::vecS, boost::vecS, boost::bidirectionalS, Op>;
+using OpIndex = std::uint32_t;
+
+// A communicator's placement: `size` ranks, `ranks_per_node` of them share a node, over `nodes` nodes.
+struct GroupSpan {
+  int size = 1;
+  int ranks_per_node = 1;
+  int nodes = 1;
+};
+inline constexpr int kGroupKindCount = 7;
+
+struct RankClass {
+  int index = 0;          // position in IterationGraph::classes
+  int pipeline = 0;       // which pipeline (asymmetric plans have several)
+  int stage = 0;          // pipeline stage
+  int num_ranks = 1;      // GPUs that run exactly this graph
+  int first_rank = 0;     // global rank of one representative member (trace pid, placement)
+  int node_group = 0;     // index into Cluster::node_groups: the GPU kind and links of this class
+  // How each communicator of this class lies on the cluster (indexed by GroupKind).
+  std::array<GroupSpan, kGroupKindCount> spans{};
+  std::string label;      // "stage 0", shown in reports and traces
+  OpGraph graph;
+
+  OpIndex add(const Op& op) { return static_cast<OpIndex>(boost::add_vertex(op, graph)); }
+  // `then` starts only after `first` has finished (an event wait; stream order needs no edge).
+  void add_dependency(OpIndex first, OpIndex then) { boost::add_edge(first, then, graph); }
+  std::size_t size() const { return boost::num_vertices(graph); }
+  const Op& op(OpIndex i) const { return graph[i]; }
+};
+
+struct IterationGraph {
+  std::vector<RankClass> classes;
+  std::size_t total_ops() const;
+};
+
+// Global op id as the executor and traces name it: "c<class>.<index>".
+std::string op_id(int rank_class, OpIndex index);
+
+// Throws std::logic_error when a class graph has a dependency cycle or a send has no matching recv:
+// a lowering bug, never user input.
+void check_well_formed(const IterationGraph& graph);
+
+}  // namespace twin

@@ -1,0 +1,39 @@
+// One parallel strategy: how a model is split over the cluster and how its micro-batches are scheduled.
+// Field names are Megatron-LM's; this value type is shared by the search, the simulator and the executor.
+#pragma once
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace twin {
+
+enum class Schedule { gpipe, one_f_one_b, interleaved_1f1b, double_strand };
+enum class Recompute { none, selective, full };
+
+struct Strategy {
+  int tensor_model_parallel_size = 1;
+  int pipeline_model_parallel_size = 1;
+  int context_parallel_size = 1;
+  int expert_model_parallel_size = 1;
+  int data_parallel_size = 1;                      // derived: world / (tp * pp * cp) unless given
+  int virtual_pipeline_model_parallel_size = 1;    // model chunks per pipeline rank (interleaved 1F1B)
+  bool sequence_parallel = false;
+  int micro_batch_size = 1;
+  int num_micro_batches = 1;                       // derived: global_batch / (micro_batch * dp)
+  int zero_stage = 0;                              // 0 = plain DP, 1 = optimizer states, 2 = + grads, 3 = + params
+  Recompute recompute = Recompute::none;
+  Schedule schedule = Schedule::one_f_one_b;
+
+  int model_parallel_size() const { return tensor_model_parallel_size * pipeline_model_parallel_size * context_parallel_size; }
+  int world_size() const { return model_parallel_size() * data_parallel_size; }
+  // Stable, human-readable identity, e.g. "tp2.pp4.cp1.ep1.dp4.vpp1.sp.mbs1.z1.rc-none.1f1b".
+  std::string key() const;
+  bool operator==(const Strategy&) const = default;
+};
+
+std::string to_string(Schedule s);
+std::string to_string(Recompute r);
+std::optional<Schedule> schedule_from_string(std::string_view s);
+std::optional<Recompute> recompute_from_string(std::string_view s);
+
+}  // namespace twin

@@ -1,0 +1,50 @@
+// The memory model: what each pipeline stage holds per GPU at its peak. Mixed precision with fp32
+// master weights and Adam (16 bytes/parameter before sharding), ZeRO 1/2/3 over data parallel ranks,
+// activations per layer after Korthikanti et al. 2022 (with TP, SP and recompute), times the
+// micro-batches in flight under the schedule, plus communication buffers and workspace.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "core/model.hpp"
+#include "core/scenario.hpp"
+#include "core/strategy.hpp"
+#include "core/units.hpp"
+
+namespace twin {
+
+struct MemoryBreakdown {
+  Bytes parameters = 0;          // bf16 weights held (sharded under ZeRO-3)
+  Bytes gradients = 0;           // bf16/fp32 grads held (sharded under ZeRO-2/3)
+  Bytes optimizer_states = 0;    // fp32 master + Adam m, v (sharded under ZeRO-1+)
+  Bytes activations = 0;         // peak over the schedule
+  Bytes communication_buffers = 0;
+  Bytes workspace = 0;           // cuBLAS workspace, CUDA context, allocator fragmentation reserve
+  Bytes total() const {
+    return parameters + gradients + optimizer_states + activations + communication_buffers + workspace;
+  }
+};
+
+struct MemoryEstimate {
+  std::vector<MemoryBreakdown> per_stage;
+  int worst_stage = 0;
+  Bytes peak_bytes() const { return per_stage.empty() ? 0 : per_stage[worst_stage].total(); }
+};
+
+// Activation bytes one transformer layer keeps for backward, for one micro-batch on one GPU.
+// With tp=1, sp=false, cp=1, recompute none, unfused attention and GPT dropout this is
+// s*b*h*34 + 5*a*s^2*b (Korthikanti et al., eq. 1); SwiGLU, GQA and flash attention generalise it.
+Bytes activation_bytes_per_layer(const ModelConfig& model, std::int64_t seq_length, int micro_batch_size,
+                                 int tensor_parallel, bool sequence_parallel, int context_parallel,
+                                 Recompute recompute, bool moe_layer = false, int expert_parallel = 1);
+
+// Bytes per parameter of weights + grads + optimizer states under ZeRO `stage` over `dp` ranks
+// (mixed precision Adam: 2 + 2 + 12 = 16 unsharded, as in the ZeRO paper).
+double model_state_bytes_per_parameter(int zero_stage, int data_parallel, const std::string& precision);
+
+MemoryEstimate estimate_memory(const Scenario& scenario, const Strategy& strategy);
+
+// "out of memory: 93.1 GiB > 80.0 GiB on stage 0" when it does not fit, else empty.
+std::string out_of_memory_reason(const MemoryEstimate& memory, double capacity_GiB);
+
+}  // namespace twin

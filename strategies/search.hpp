@@ -1,0 +1,40 @@
+// The search: enumerate the scenario's strategies, explain the invalid ones, prune what does not fit
+// memory, simulate the rest on all cores, and rank by throughput. Deterministic whatever `jobs` is.
+#pragma once
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "calibrate/profile.hpp"
+#include "core/scenario.hpp"
+#include "core/strategy.hpp"
+#include "sim/result.hpp"
+#include "strategies/flops.hpp"
+#include "strategies/memory.hpp"
+
+namespace twin {
+
+struct Candidate {
+  Strategy strategy;
+  bool feasible = false;
+  std::string infeasible_reason;   // empty when feasible
+  MemoryEstimate memory;           // empty when the strategy was invalid
+  IterationResult result;          // zero unless simulated
+  Throughput throughput;
+};
+
+// Every strategy of the search space (or the pinned one), completed; invalid ones keep their reason.
+std::vector<Candidate> enumerate_candidates(const Scenario& scenario);
+
+struct SearchOptions {
+  int jobs = 0;                                      // 0 = all cores
+  std::function<void(int done, int total)> progress; // called from the caller's thread only
+};
+
+// Feasible candidates first, fastest first; then infeasible ones in enumeration order.
+std::vector<Candidate> search(const Scenario& scenario, const Profile& profile, const SearchOptions& options = {});
+
+// Simulates one complete, valid strategy (used by search and by the report for the top K).
+Candidate evaluate(const Scenario& scenario, const Profile& profile, const Strategy& strategy, bool record_op_timings);
+
+}  // namespace twin

@@ -1,0 +1,20 @@
+// Validity rules of a strategy for a model and cluster, each explained in words a user understands.
+#pragma once
+#include <optional>
+#include <string>
+
+#include "core/scenario.hpp"
+#include "core/strategy.hpp"
+
+namespace twin {
+
+// Derives data_parallel_size (world / (tp*pp*cp)) and num_micro_batches (global / (mbs*dp)) and
+// normalises sequence_parallel (off when tp == 1). Returns the reason when they cannot be derived.
+std::optional<std::string> complete_strategy(const Scenario& scenario, Strategy& strategy);
+
+// Every rule: divisibility of heads, query groups, layers, experts, batch, sequence (CP), vocabulary;
+// world size; schedule constraints. nullopt when valid, else the first broken rule, e.g.
+// "num_attention_heads 32 not divisible by tensor_model_parallel_size 3".
+std::optional<std::string> invalid_reason(const Scenario& scenario, const Strategy& strategy);
+
+}  // namespace twin
