@@ -33,14 +33,17 @@ enum class OpKind : std::uint8_t {
   all_gather,
   reduce_scatter,
   all_to_all,
-  send,
-  recv,
+  send,                 // pipeline: matched with the recv of equal p2p_tag on `peer`'s class;
+  recv,                 // group context (ring attention): every CP rank sends `bytes` to its ring
+                        // neighbour at once, so a context send stands alone, with no recv op
 };
 
 enum class Phase : std::uint8_t { forward, backward, optimizer };
 
 // Streams of a GPU. Ops on one stream run in issue order; ops on different streams overlap.
-enum class Stream : std::uint8_t { compute, tp_comm, cp_comm, ep_comm, dp_comm, pp_comm, count };
+// Pipeline sends and receives get a stream each so that a posted receive never blocks a send
+// (Megatron batches them in one isend/irecv group for the same reason).
+enum class Stream : std::uint8_t { compute, tp_comm, cp_comm, ep_comm, dp_comm, pp_send, pp_recv, count };
 
 // Which communicator a collective or p2p runs on.
 enum class GroupKind : std::uint8_t { none, tensor, context, expert, data, pipeline, expert_data };
