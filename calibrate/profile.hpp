@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -57,20 +58,49 @@ struct OverlapProfile {
   double communication_slowdown = 1.0;
 };
 
+// Measured by `twin calibrate` (built-in profiles have none): one collective over one communicator
+// placement, with nccl-tests' definitions (algbw = size / time, busbw = algbw * factor).
+struct CollectivePoint {
+  Bytes size_bytes = 0;       // nccl-tests' S of the collective (see sim/collectives.hpp)
+  double time_us = 0;         // mean over iterations, averaged over ranks
+  double algbw_GBps = 0;
+  double busbw_GBps = 0;
+};
+struct CollectiveTable {
+  OpKind collective = OpKind::all_reduce;  // all_reduce, all_gather, reduce_scatter, all_to_all, send (send/recv)
+  int group_size = 2;
+  int ranks_per_node = 2;                  // span, as GroupSpan
+  int nodes = 1;
+  double nominal_bandwidth_GBps = 0;       // the link bandwidth `fit` is a fraction of
+  LinkProfile fit;                         // fitted on `points` with ring steps and the busbw factor
+  std::vector<CollectivePoint> points;     // ascending size
+};
+
 struct Profile {
   int version = 1;
   std::string name;
   bool builtin = false;
   nlohmann::json provenance;              // gpu, count, driver, versions, host, date, command
   std::vector<GpuKernelProfile> gpus;
-  LinkProfile intra_node;
+  LinkProfile intra_node;        // NVLink / NVSwitch inside a node
   LinkProfile inter_node;
+  LinkProfile intra_node_pcie;   // intra-node collectives of nodes whose link kind is pcie
   OverlapProfile overlap;
+  std::vector<CollectiveTable> collectives;  // calibrated profiles only
 
   // The kernel profile of a GPU kind: an exact match on the name, else the closest built-in estimate.
   const GpuKernelProfile& kernels_for(const GpuSpec& gpu) const;
   const LinkProfile& link(LinkKind kind) const { return kind == LinkKind::intra_node ? intra_node : inter_node; }
+  // As link(), but intra-node traffic over PCIe uses intra_node_pcie.
+  const LinkProfile& link(LinkKind kind, IntraNodeKind intra_kind) const {
+    if (kind == LinkKind::intra_node && intra_kind == IntraNodeKind::pcie) return intra_node_pcie;
+    return link(kind);
+  }
 };
+
+// The family a GPU name belongs to ("hopper", "ampere", "ampere-consumer", "ada"), empty when unknown:
+// kernels_for() falls back to a profile of the same family.
+std::string gpu_family(std::string_view gpu_name);
 
 // The embedded default: estimates for every GPU preset (see docs/PROFILES.md for the sources).
 const Profile& builtin_profile();
@@ -81,11 +111,13 @@ void save_profile(const Profile& profile, const std::filesystem::path& path);
 nlohmann::json to_json(const Profile& profile);
 Profile profile_from_json(const nlohmann::json& document, const std::string& source);
 
-// Time of one compute op (not communication) on `gpu`, kernel launch overhead included.
+// Time of one compute op (not communication) on `gpu`, kernel launch overhead included: a measured exact
+// shape (kernel time) wins, else the efficiency model. Throws std::logic_error for communication ops.
 TimeNs compute_time_ns(const Profile& profile, const GpuSpec& gpu, const Op& op);
 // The shape key under which calibration stores an op: "gemm:m=4096,n=4096,k=4096,count=1,ta=0,tb=0".
 std::string kernel_shape_key(const Op& op);
-// Bytes a memory-bound op moves (reads + writes), for ops priced by bandwidth.
+// Bytes a memory-bound op moves (reads + writes), for ops priced by bandwidth (docs/PROFILES.md lists
+// the rule per kind; an op's own `bytes`, when set, wins). Throws std::logic_error for communication ops.
 double memory_bound_bytes(const Op& op);
 
 }  // namespace twin

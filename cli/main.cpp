@@ -1,2 +1,45 @@
-// Placeholder entry point until the CLI lands (replaced in the same session).
-int main() { return 0; }
+// twin: the command line. Each subcommand is a thin layer over the libraries; errors in the user's
+// input print one line (file, JSON path, expectation) and exit 1; usage errors exit 2.
+#include <cstdio>
+#include <iostream>
+
+#include <CLI/CLI.hpp>
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include "cli/commands.hpp"
+#include "core/error.hpp"
+
+int main(int argc, char** argv) {
+  spdlog::set_default_logger(spdlog::stderr_color_mt("twin"));
+  spdlog::set_pattern("%^[%l]%$ %v");
+
+  CLI::App app{"twin: a digital twin of distributed LLM training.\n"
+               "Simulates every parallel strategy of a scenario and ranks them."};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", std::string("twin ") + twin::kTwinVersion);
+  twin::SimulateOptions simulate;
+  twin::add_simulate_command(app, simulate);
+#ifdef TWIN_WITH_CUDA
+  twin::add_calibrate_command(app);
+#endif
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : 2;
+  }
+  try {
+    if (app.got_subcommand("simulate")) return twin::run_simulate(simulate);
+#ifdef TWIN_WITH_CUDA
+    if (twin::calibrate_selected(app)) return twin::run_calibrate(app);
+#endif
+  } catch (const twin::InputError& e) {
+    spdlog::error("{}", e.what());
+    return 1;
+  } catch (const std::exception& e) {
+    spdlog::error("{}", e.what());
+    return 1;
+  }
+  return 2;
+}

@@ -16,6 +16,7 @@ struct GpuSpec {
   double nvlink_bandwidth_GBps = 0; // per GPU, per direction; 0 = no NVLink
   double pcie_bandwidth_GBps = 0;   // per direction
   int sm_count = 0;
+  bool operator==(const GpuSpec&) const = default;
 };
 
 enum class IntraNodeKind { nvswitch, nvlink, pcie };
@@ -24,12 +25,14 @@ struct IntraNodeLink {
   IntraNodeKind kind = IntraNodeKind::nvswitch;
   double bandwidth_GBps = 0;  // per GPU, per direction
   double latency_us = 0;
+  bool operator==(const IntraNodeLink&) const = default;
 };
 
 struct Nics {
   int count = 0;               // per node
   double bandwidth_Gbps = 0;   // per NIC, per direction
-  double latency_us = 0;
+  double latency_us = 0;       // 0 unless given: the profile's per-step inter-node latency applies alone
+  bool operator==(const Nics&) const = default;
 };
 
 struct NodeGroup {
@@ -38,11 +41,13 @@ struct NodeGroup {
   int gpus_per_node = 0;
   IntraNodeLink intra_node;
   Nics nics;
+  bool operator==(const NodeGroup&) const = default;
 };
 
 struct Network {
   std::string topology = "fat-tree";
   double oversubscription = 1.0;  // bisection divides inter-node bandwidth by this
+  bool operator==(const Network&) const = default;
 };
 
 struct Cluster {
@@ -57,12 +62,18 @@ struct Cluster {
   int node_group_index_of_rank(int rank) const;
   // Global node index of `rank` (nodes numbered across node groups in order).
   int node_of_rank(int rank) const;
+  bool operator==(const Cluster&) const = default;
 };
 
 std::optional<GpuSpec> gpu_preset(std::string_view name);
 std::vector<std::string> gpu_preset_names();
 std::optional<IntraNodeKind> intra_node_kind_from_string(std::string_view name);
 std::string to_string(IntraNodeKind kind);
+std::vector<std::string> intra_node_kind_names();
+
+// The link a node of `gpu` has when the scenario names none: NVSwitch at the GPU's NVLink bandwidth
+// (2 us) for NVLink GPUs, else PCIe at its PCIe bandwidth (5 us).
+IntraNodeLink default_intra_node(const GpuSpec& gpu);
 
 // Per-GPU inter-node bandwidth in GB/s: the node's NICs shared by its GPUs, divided by oversubscription.
 double inter_node_bandwidth_per_gpu_GBps(const NodeGroup& group, const Network& network);

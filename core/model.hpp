@@ -22,6 +22,7 @@ struct MoeConfig {
   // Load of the busiest expert over the mean (1.0 = perfectly balanced routing). The expert GEMMs
   // and the all-to-all of the busiest EP rank scale with it, since every rank waits for that one.
   double routing_imbalance = 1.0;
+  bool operator==(const MoeConfig&) const = default;
 };
 
 struct ModelConfig {
@@ -41,12 +42,14 @@ struct ModelConfig {
   bool position_embedding_rope = true;  // false: learned absolute positions (GPT)
   double hidden_dropout = 0.0;          // dropout keeps a 1-byte mask per element
   double attention_dropout = 0.0;
+  bool add_bias_linear = false;         // Megatron's add_bias_linear: GPT linear layers have biases, Llama none
   MoeConfig moe;
 
   bool is_moe() const { return moe.num_experts > 0; }
   // Megatron's moe_layer_freq: layer i is MoE when i % freq == 0.
   bool is_moe_layer(int layer) const { return is_moe() && layer % moe.layer_freq == 0; }
   int num_moe_layers() const;
+  bool operator==(const ModelConfig&) const = default;
 };
 
 // Parameter counts (embedding and output projection included; MoE counts all experts).
@@ -55,6 +58,7 @@ std::int64_t parameter_count(const ModelConfig& model);
 std::int64_t active_parameter_count(const ModelConfig& model);
 // Parameters of one transformer layer (attention, MLP or experts, norms).
 std::int64_t layer_parameter_count(const ModelConfig& model, int layer);
+// Input embedding, learned position embedding (when not RoPE) and the output projection when untied.
 std::int64_t embedding_parameter_count(const ModelConfig& model);
 
 // Presets, case-insensitive: llama2-7b/13b/70b, llama3-8b/70b/405b, gpt3-175b, mixtral-8x7b/8x22b and
@@ -65,5 +69,8 @@ std::vector<std::string> model_preset_names();
 std::string to_string(Activation a);
 std::string to_string(Normalization n);
 std::string to_string(AttentionBackend b);
+std::optional<Activation> activation_from_string(std::string_view s);
+std::optional<Normalization> normalization_from_string(std::string_view s);
+std::optional<AttentionBackend> attention_backend_from_string(std::string_view s);
 
 }  // namespace twin

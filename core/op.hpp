@@ -71,6 +71,7 @@ struct GemmShape {
 struct AttentionShape {
   std::int64_t batch = 0, heads = 0, kv_heads = 0, seq_q = 0, seq_kv = 0, head_dim = 0;
   bool causal = true;
+  bool flash = true;             // false: unfused (the seq_q x seq_kv scores go through memory)
 };
 
 struct Op {
@@ -86,6 +87,7 @@ struct Op {
   GemmShape gemm;                 // gemm, moe_router
   AttentionShape attention;       // attention_*
   std::int64_t rows = 0, cols = 0;  // norm, rope, activation, embedding, loss: rows x cols elements
+  bool gated_activation = true;   // activation: SwiGLU reads two halves of width cols; false = GeLU
   std::int64_t elements = 0;      // optimizer_step: parameters updated by this rank
   Bytes bytes = 0;                // elementwise/permute: bytes moved; collectives/p2p: message bytes
 

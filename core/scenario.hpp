@@ -19,6 +19,7 @@ namespace twin {
 struct SeqLengthBucket {
   std::int64_t max = 0;   // sequences up to this length fall in the bucket
   double fraction = 0;    // share of the sequences
+  bool operator==(const SeqLengthBucket&) const = default;
 };
 
 struct TrainingConfig {
@@ -27,6 +28,7 @@ struct TrainingConfig {
   std::string precision = "bf16";      // bf16 | fp16 | fp32 (mixed precision keeps fp32 master weights)
   std::string optimizer = "adam";      // adam | sgd
   std::vector<SeqLengthBucket> seq_length_buckets;
+  bool operator==(const TrainingConfig&) const = default;
 };
 
 // Every list is the set of values the search tries; a scenario may omit any (defaults: the value 1,
@@ -44,6 +46,7 @@ struct SearchSpace {
   std::vector<Schedule> schedule{Schedule::one_f_one_b, Schedule::interleaved_1f1b};
   bool per_layer = false;
   bool hot_switch = false;
+  bool operator==(const SearchSpace&) const = default;
 };
 
 struct Scenario {
@@ -55,9 +58,13 @@ struct Scenario {
   SearchSpace search;
   std::optional<Strategy> strategy;  // pinned: simulate exactly this one
   std::string profile = "builtin";
+  bool operator==(const Scenario&) const = default;
 };
 
 // Throws InputError naming the file, JSON path and expectation.
+// A scenario may give both `strategy` and `search`: the pinned strategy wins and the search space is
+// kept only for to_json(). `strategy.pipelines` and search.per_layer / hot_switch = true are rejected
+// (heterogeneous plans, per-layer and hot-switching search are not implemented in this version).
 Scenario load_scenario(const std::filesystem::path& path);
 Scenario parse_scenario(const nlohmann::json& document, const std::string& source);
 // Parses text (for the fuzzer and tests); malformed JSON is an InputError too.

@@ -4,6 +4,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace twin {
 
@@ -35,5 +36,8 @@ std::string to_string(Schedule s);
 std::string to_string(Recompute r);
 std::optional<Schedule> schedule_from_string(std::string_view s);
 std::optional<Recompute> recompute_from_string(std::string_view s);
+// Every valid spelling, for messages: "gpipe", "1f1b", "interleaved-1f1b", "double-strand".
+std::vector<std::string> schedule_names();
+std::vector<std::string> recompute_names();
 
 }  // namespace twin

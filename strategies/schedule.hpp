@@ -21,5 +21,7 @@ std::vector<std::vector<ScheduleStep>> pipeline_schedule(Schedule schedule, int 
 
 // The most forward passes whose activations a stage holds at once under this schedule (per chunk-pass).
 int peak_in_flight_passes(const std::vector<ScheduleStep>& stage_order);
+// The same, counting only the passes of one chunk (e.g. the last chunk, which holds the logits).
+int peak_in_flight_passes(const std::vector<ScheduleStep>& stage_order, int chunk);
 
 }  // namespace twin

@@ -1,0 +1,20 @@
+// `twin calibrate` end to end: with no rank in the environment it starts one process per GPU; each rank
+// measures collectives and interference together, then rank 0 times the GEMMs, fits the models and
+// writes the profile atomically (an interrupted run writes nothing).
+#pragma once
+#include <string>
+
+namespace twin::gpu {
+
+struct CalibrationRequest {
+  std::string scenario;  // empty: the default grid only
+  std::string out = "calibrated-profile.json";
+  int gpus = 0;          // 0: every GPU of the machine
+  bool quick = false;
+  long long max_message_bytes = 1ll << 30;
+};
+
+// Returns the process exit code; prints progress and errors on stderr.
+int calibrate_main(const CalibrationRequest& request);
+
+}  // namespace twin::gpu

@@ -1,0 +1,49 @@
+// GEMMs of the op vocabulary through cuBLASLt (bf16 in and out, fp32 accumulation), and their timing
+// from CUPTI kernel records: warm-up launches, then one CUPTI region per timed repetition.
+#pragma once
+#include <cstddef>
+#include <memory>
+#include <optional>
+
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+
+#include "calibrate/gpu/cupti_timer.hpp"
+#include "calibrate/gpu/device_buffer.hpp"
+#include "calibrate/profile.hpp"
+#include "core/op.hpp"
+
+namespace twin::gpu {
+
+// Element counts of the three row-major operands of one problem: A is [m,k] ([k,m] when transpose_a),
+// B is [k,n] ([n,k] when transpose_b), C is [m,n]; `count` problems lie back to back.
+std::size_t gemm_a_elements(const GemmShape& shape);
+std::size_t gemm_b_elements(const GemmShape& shape);
+std::size_t gemm_c_elements(const GemmShape& shape);
+double gemm_flops(const GemmShape& shape);  // 2 m n k count
+
+class GemmBench {
+ public:
+  static constexpr std::size_t kWorkspaceBytes = 64ull << 20;
+  explicit GemmBench(cudaStream_t stream);
+  ~GemmBench();
+  GemmBench(const GemmBench&) = delete;
+  GemmBench& operator=(const GemmBench&) = delete;
+
+  // C = A * B on device pointers laid out as `shape` says. Throws when cuBLASLt has no algorithm.
+  void launch(const GemmShape& shape, const void* a, const void* b, void* c);
+  // Median/p10/p90 of `repetitions` CUPTI-timed runs on random data after `warmup` runs; std::nullopt when
+  // the operands do not fit in `max_bytes` of device memory. Input sets rotate so that the L2 cache does not
+  // hold a small problem's operands between repetitions.
+  std::optional<Measurement> measure(const GemmShape& shape, CuptiKernelTimer& timer, int warmup, int repetitions,
+                                     std::size_t max_bytes);
+  cudaStream_t stream() const { return stream_; }
+
+ private:
+  cudaStream_t stream_;
+  cublasLtHandle_t handle_ = nullptr;
+  DeviceBuffer workspace_;
+  std::uint64_t next_region_ = 1;
+};
+
+}  // namespace twin::gpu

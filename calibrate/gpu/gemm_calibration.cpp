@@ -1,0 +1,114 @@
+// Shapes are deduplicated through an ordered set of their keys' fields so the order (and the profile's
+// bytes) depends only on the inputs.
+#include "calibrate/gpu/gemm_calibration.hpp"
+
+#include <algorithm>
+#include <set>
+#include <tuple>
+
+#include <fmt/format.h>
+
+#include "calibrate/gpu/checks.hpp"
+#include "calibrate/gpu/cupti_timer.hpp"
+#include "calibrate/gpu/fit.hpp"
+#include "calibrate/gpu/gemm_bench.hpp"
+#include "core/scenario.hpp"
+#include "strategies/lowering.hpp"
+#include "strategies/search.hpp"
+
+namespace twin::gpu {
+namespace {
+
+using ShapeTuple = std::tuple<std::int64_t, std::int64_t, std::int64_t, std::int32_t, bool, bool>;
+ShapeTuple tuple_of(const GemmShape& s) { return {s.m, s.n, s.k, s.count, s.transpose_a, s.transpose_b}; }
+GemmShape shape_of(const ShapeTuple& t) {
+  return GemmShape{std::get<0>(t), std::get<1>(t), std::get<2>(t), std::get<3>(t), std::get<4>(t), std::get<5>(t)};
+}
+
+}  // namespace
+
+std::string gemm_key(const GemmShape& shape) {
+  Op op;
+  op.kind = OpKind::gemm;
+  op.gemm = shape;
+  return kernel_shape_key(op);
+}
+
+std::vector<GemmShape> default_gemm_grid(bool quick) {
+  std::set<ShapeTuple> shapes;
+  const std::vector<std::int64_t> squares = quick ? std::vector<std::int64_t>{512, 2048, 8192}
+                                                  : std::vector<std::int64_t>{256, 512, 1024, 2048, 4096, 8192};
+  for (std::int64_t s : squares) shapes.insert({s, s, s, 1, false, false});
+  // tokens x (out, in) of attention and MLP projections of 4096- and 8192-wide models.
+  const std::vector<std::int64_t> tokens = quick ? std::vector<std::int64_t>{4096} : std::vector<std::int64_t>{1024, 4096, 16384};
+  const std::vector<std::pair<std::int64_t, std::int64_t>> projections =
+      quick ? std::vector<std::pair<std::int64_t, std::int64_t>>{{12288, 4096}, {4096, 11008}}
+            : std::vector<std::pair<std::int64_t, std::int64_t>>{{12288, 4096}, {4096, 4096}, {22016, 4096},
+                                                                 {4096, 11008}, {28672, 8192}, {8192, 14336}};
+  for (std::int64_t t : tokens)
+    for (auto [out, in] : projections) {
+      shapes.insert({t, out, in, 1, false, true});   // forward: X[t,in] W[out,in]^T
+      shapes.insert({t, in, out, 1, false, false});  // data gradient: dY[t,out] W[out,in]
+      shapes.insert({out, in, t, 1, true, false});   // weight gradient: dY^T X
+    }
+  std::vector<GemmShape> out;
+  for (const ShapeTuple& t : shapes) out.push_back(shape_of(t));
+  return out;
+}
+
+std::vector<GemmShape> scenario_gemm_shapes(const std::string& path) {
+  const Scenario scenario = load_scenario(path);
+  std::set<ShapeTuple> shapes;
+  for (const Candidate& candidate : enumerate_candidates(scenario)) {
+    if (!candidate.feasible) continue;
+    const IterationGraph graph = lower_to_op_graphs(scenario, candidate.strategy);
+    for (const RankClass& rank_class : graph.classes)
+      for (OpIndex i = 0; i < rank_class.size(); ++i)
+        if (rank_class.op(i).kind == OpKind::gemm) shapes.insert(tuple_of(rank_class.op(i).gemm));
+  }
+  std::vector<GemmShape> out;
+  for (const ShapeTuple& t : shapes) out.push_back(shape_of(t));
+  return out;
+}
+
+GemmCalibration calibrate_gemms(const std::vector<GemmShape>& shapes, double peak_tflops, bool quick,
+                                const std::function<void(const std::string&)>& progress) {
+  GemmCalibration result;
+  cudaStream_t stream = nullptr;
+  TWIN_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  {
+    GemmBench bench(stream);
+    CuptiKernelTimer timer;
+    std::size_t free_bytes = 0, total_bytes = 0;
+    TWIN_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+    const std::size_t max_bytes = free_bytes / 2;
+    std::vector<double> flops, seconds;
+    for (std::size_t i = 0; i < shapes.size(); ++i) {
+      const GemmShape& shape = shapes[i];
+      const auto measurement = bench.measure(shape, timer, quick ? 3 : 5, quick ? 10 : 25, max_bytes);
+      if (!measurement) {
+        result.skipped.push_back(shape);
+        continue;
+      }
+      result.measured.emplace_back(shape, *measurement);
+      flops.push_back(gemm_flops(shape));
+      seconds.push_back(measurement->median_ns * 1e-9);
+      const double tflops = gemm_flops(shape) / measurement->median_ns * 1e-3;
+      result.best_tflops = std::max(result.best_tflops, tflops);
+      if (progress)
+        progress(fmt::format("GEMM {}/{} m={} n={} k={} count={} ta={} tb={}: {:.1f} us (p10 {:.1f}, p90 {:.1f}), {:.0f} TFLOP/s",
+                             i + 1, shapes.size(), shape.m, shape.n, shape.k, shape.count, int(shape.transpose_a),
+                             int(shape.transpose_b), measurement->median_ns * 1e-3, measurement->p10_ns * 1e-3,
+                             measurement->p90_ns * 1e-3, tflops));
+    }
+    if (timer.dropped_records() > 0)
+      throw std::runtime_error(fmt::format("CUPTI dropped {} activity records: GEMM timings are incomplete",
+                                           timer.dropped_records()));
+    if (result.measured.size() < 2) throw std::runtime_error("fewer than 2 GEMM shapes could be measured");
+    result.efficiency = gemm_efficiency_from_fit(fit_affine_relative(flops, seconds), peak_tflops);
+  }
+  TWIN_CUDA_CHECK(cudaStreamDestroy(stream));
+  return result;
+}
+
+}  // namespace twin::gpu

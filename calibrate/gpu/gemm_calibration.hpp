@@ -1,0 +1,32 @@
+// GEMM calibration: the default grid plus the exact shapes of a scenario's feasible candidates,
+// each timed through cuBLASLt under CUPTI, and the GEMM efficiency model refitted over all of them.
+#pragma once
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "calibrate/profile.hpp"
+#include "core/op.hpp"
+
+namespace twin::gpu {
+
+// Square and transformer-like shapes in the three layouts the lowering uses (forward, data gradient,
+// weight gradient); `quick` keeps a third of them.
+std::vector<GemmShape> default_gemm_grid(bool quick);
+// Distinct GEMM shapes of every feasible candidate strategy of the scenario at `path`, in a stable order.
+std::vector<GemmShape> scenario_gemm_shapes(const std::string& path);
+// The shape as the profile's key names it (kernel_shape_key of a gemm op).
+std::string gemm_key(const GemmShape& shape);
+
+struct GemmCalibration {
+  std::vector<std::pair<GemmShape, Measurement>> measured;
+  std::vector<GemmShape> skipped;  // operands larger than the memory allowed
+  SaturatingEfficiency efficiency; // fitted on all measured shapes
+  double best_tflops = 0;
+};
+
+GemmCalibration calibrate_gemms(const std::vector<GemmShape>& shapes, double peak_tflops, bool quick,
+                                const std::function<void(const std::string&)>& progress);
+
+}  // namespace twin::gpu

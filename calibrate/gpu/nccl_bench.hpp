@@ -1,0 +1,46 @@
+// NCCL collectives timed as nccl-tests times them: float32 buffers, warm-up iterations, then many
+// iterations between two CUDA events, the mean per iteration averaged over the group's ranks;
+// algbw = S / t and busbw = algbw * factor with nccl-tests' S and factor for each collective.
+#pragma once
+#include <vector>
+
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include "calibrate/gpu/device_buffer.hpp"
+#include "calibrate/profile.hpp"
+#include "core/op.hpp"
+
+namespace twin::gpu {
+
+// The collectives calibration measures (send stands for nccl-tests' sendrecv: each rank sends S to the
+// next rank of the ring and receives S from the previous one).
+inline constexpr OpKind kCalibratedCollectives[] = {OpKind::all_reduce, OpKind::all_gather, OpKind::reduce_scatter,
+                                                    OpKind::all_to_all, OpKind::send};
+
+// nccl-tests' S for a requested size: element counts are rounded down so that each rank's share is whole.
+Bytes collective_size_bytes(OpKind collective, Bytes requested_bytes, int ranks);
+// Iterations for one size: about 4 GiB of traffic, between 5 and 100; warm-up is a fifth of it, at least 2.
+int collective_iterations(Bytes size_bytes);
+// 4 KiB .. max_bytes: every power of two, or every power of four when `quick`.
+std::vector<Bytes> collective_sizes(Bytes max_bytes, bool quick);
+
+class CollectiveBench {
+ public:
+  // Buffers for messages up to `max_bytes` (send and receive, max_bytes each).
+  CollectiveBench(Bytes max_bytes, cudaStream_t stream);
+  // One collective of nccl-tests' size S = `size_bytes` (already rounded by collective_size_bytes).
+  void launch(ncclComm_t comm, OpKind collective, Bytes size_bytes);
+  // Mean time per iteration on this rank, in microseconds (nccl-tests: events around `iterations` launches).
+  double time_us(ncclComm_t comm, OpKind collective, Bytes size_bytes, int warmup, int iterations);
+  // The table row, time averaged over the communicator's ranks (a collective call on `comm`).
+  CollectivePoint measure(ncclComm_t comm, OpKind collective, Bytes size_bytes);
+  cudaStream_t stream() const { return stream_; }
+
+ private:
+  cudaStream_t stream_;
+  DeviceBuffer send_, recv_, scalar_;
+  Bytes max_bytes_;
+};
+
+}  // namespace twin::gpu

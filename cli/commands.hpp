@@ -1,0 +1,34 @@
+// The subcommands of `twin`: their options and what each runs.
+#pragma once
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+namespace twin {
+
+inline constexpr const char* kTwinVersion = "0.1.0";
+
+struct SimulateOptions {
+  std::string scenario;
+  std::string profile;     // empty: the scenario's "profile" field
+  std::string out = "twin-out";
+  int top = 3;
+  int jobs = 0;
+  bool quiet = false;
+};
+
+void add_simulate_command(CLI::App& app, SimulateOptions& options);
+// Returns the process exit code.
+int run_simulate(const SimulateOptions& options);
+
+}  // namespace twin
+
+#ifdef TWIN_WITH_CUDA
+namespace twin {
+struct CalibrateOptions;  // cli/calibrate_command.cpp
+// Registers `twin calibrate`; returns the options it fills.
+CalibrateOptions& add_calibrate_command(CLI::App& app);
+bool calibrate_selected(const CLI::App& app);
+int run_calibrate(const CLI::App& app);
+}  // namespace twin
+#endif

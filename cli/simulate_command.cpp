@@ -1,0 +1,160 @@
+// `twin simulate`: load, search, write the run folder (ranking.csv, report.html, best.json, traces/).
+#include <algorithm>
+#include <cctype>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <map>
+#include <unistd.h>
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include "calibrate/profile.hpp"
+#include "cli/commands.hpp"
+#include "core/atomic_file.hpp"
+#include "core/scenario.hpp"
+#include "reports/best_plan.hpp"
+#include "reports/html_report.hpp"
+#include "reports/ranking_csv.hpp"
+#include "strategies/lowering.hpp"
+#include "strategies/search.hpp"
+#include "traces/chrome_trace.hpp"
+
+namespace twin {
+
+void add_simulate_command(CLI::App& app, SimulateOptions& options) {
+  CLI::App* sub = app.add_subcommand(
+      "simulate",
+      "Enumerate the scenario's strategies (or take its pinned one), simulate each feasible one as a\n"
+      "discrete-event replay of its op graphs, and rank them by throughput. Writes into --out:\n"
+      "  ranking.csv   every candidate, feasible or not (with the reason), times, MFU/HFU, memory\n"
+      "  report.html   one self-contained page: ranking, timeline, memory and time breakdowns\n"
+      "  best.json     the winning plan, for `twin execute --plan`\n"
+      "  traces/       Chrome/Perfetto timelines of the top K strategies (pid = rank, tid = stream)");
+  sub->add_option("scenario", options.scenario, "Scenario JSON (see scenarios/ and DESIGN.md)")
+      ->required()
+      ->check(CLI::ExistingFile);
+  sub->add_option("--profile", options.profile,
+                  "Performance profile: 'builtin' (datasheet estimates) or a JSON file from `twin calibrate`.\n"
+                  "Default: the scenario's \"profile\" field");
+  sub->add_option("--out", options.out, "Output folder (created if missing)")->capture_default_str();
+  sub->add_option("--top", options.top, "Write Chrome traces of the K fastest strategies")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1000));
+  sub->add_option("--jobs", options.jobs, "Threads that simulate candidates (0 = all cores)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 4096));
+  sub->add_flag("--quiet", options.quiet, "Print only errors and the final summary");
+}
+
+namespace {
+
+// A progress line on a terminal, a log line every 10% otherwise.
+class Progress {
+ public:
+  explicit Progress(bool quiet) : quiet_(quiet), terminal_(isatty(fileno(stderr)) != 0) {}
+  void operator()(int done, int total) {
+    if (quiet_ || total == 0) return;
+    if (terminal_) {
+      std::fprintf(stderr, "\rsimulating %d/%d strategies (%.0f%%)", done, total, 100.0 * done / total);
+      if (done == total) std::fputc('\n', stderr);
+      return;
+    }
+    int decile = done * 10 / total;
+    if (decile > last_decile_) {
+      last_decile_ = decile;
+      spdlog::info("simulated {}/{} strategies", done, total);
+    }
+  }
+
+ private:
+  bool quiet_, terminal_;
+  int last_decile_ = 0;
+};
+
+std::string file_safe(const std::string& key) {
+  std::string name = key;
+  for (char& c : name)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '.') c = '_';
+  return name;
+}
+
+// Names the scenario's file and JSON path, and the reasons that ruled the candidates out, most common first.
+std::string no_feasible_strategy_message(const Scenario& scenario, const std::vector<Candidate>& ranked,
+                                         const std::filesystem::path& csv) {
+  if (scenario.strategy)
+    return fmt::format("{}: at /strategy: {}", scenario.source, ranked.front().infeasible_reason);
+  std::map<std::string, int> count_by_reason;
+  for (const Candidate& c : ranked) {
+    // "out of memory: 93.1 GiB > 80 GiB on stage 0" and its like differ only in numbers: group by the words.
+    std::string reason = c.infeasible_reason.substr(0, c.infeasible_reason.find(':'));
+    ++count_by_reason[reason];
+  }
+  std::vector<std::pair<int, std::string>> common;
+  for (const auto& [reason, count] : count_by_reason) common.emplace_back(-count, reason);
+  std::sort(common.begin(), common.end());
+  std::string reasons;
+  for (std::size_t i = 0; i < std::min<std::size_t>(3, common.size()); ++i)
+    reasons += fmt::format("{}{} ({}x)", i ? "; " : "", common[i].second, -common[i].first);
+  return fmt::format("{}: at /search: no feasible strategy among {} candidates; most common reasons: {}; see {}",
+                     scenario.source, ranked.size(), reasons, csv.string());
+}
+
+}  // namespace
+
+int run_simulate(const SimulateOptions& options) {
+  auto started = std::chrono::steady_clock::now();
+  Scenario scenario = load_scenario(options.scenario);
+  std::string profile_name = options.profile.empty() ? scenario.profile : options.profile;
+  Profile profile = load_profile(profile_name);
+  scenario.profile = profile_name;
+
+  std::vector<Candidate> ranked = search(scenario, profile, SearchOptions{options.jobs, Progress(options.quiet)});
+  std::size_t feasible = std::count_if(ranked.begin(), ranked.end(), [](const Candidate& c) { return c.feasible; });
+
+  std::filesystem::path out = options.out;
+  std::filesystem::create_directories(out / "traces");
+  write_file_atomically(out / "ranking.csv", ranking_csv(scenario, ranked));
+
+  if (feasible == 0) {
+    write_file_atomically(out / "report.html", html_report(scenario, ranked, IterationGraph{}, Candidate{}));
+    spdlog::error("{}", no_feasible_strategy_message(scenario, ranked, out / "ranking.csv"));
+    return 1;
+  }
+
+  // The best and the top K again, with every op's timing recorded, for the report, plan and traces.
+  int traced = std::min<int>(options.top, static_cast<int>(feasible));
+  IterationGraph best_graph;
+  Candidate best;
+  for (int k = 0; k < std::max(1, traced); ++k) {
+    const Strategy& strategy = ranked[k].strategy;
+    Candidate detailed = evaluate(scenario, profile, strategy, true);
+    IterationGraph graph = lower_to_op_graphs(scenario, strategy);
+    if (k < traced) {
+      auto trace = chrome_trace(graph, detailed.result, scenario.name + " | " + strategy.key());
+      write_file_atomically(out / "traces" / fmt::format("top{}_{}.json", k + 1, file_safe(strategy.key())),
+                            trace.dump());
+    }
+    if (k == 0) {
+      best = std::move(detailed);
+      best.memory = ranked[0].memory;
+      best_graph = std::move(graph);
+    }
+  }
+  write_file_atomically(out / "best.json", best_plan_json(scenario, best, best_graph).dump(1));
+  write_file_atomically(out / "report.html", html_report(scenario, ranked, best_graph, best));
+
+  double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  const Throughput& t = best.throughput;
+  std::printf("%s: %zu candidates, %zu feasible, simulated in %.2f s\n", scenario.name.c_str(), ranked.size(),
+              feasible, seconds);
+  std::printf("best: %s\n  iteration %.3f s, %.0f tokens/s, MFU %.1f%%, HFU %.1f%%, peak memory %.1f GiB\n",
+              best.strategy.key().c_str(), t.iteration_s, t.tokens_per_s, 100 * t.mfu, 100 * t.hfu,
+              best.memory.peak_bytes() / kGiB);
+  std::printf("wrote %s/{ranking.csv,report.html,best.json,traces/}\n", out.string().c_str());
+  return 0;
+}
+
+}  // namespace twin

@@ -1,0 +1,201 @@
+// Model presets (published configs) and parameter counting for dense and MoE decoders.
+// Counting follows Megatron-LM's layer structure: QKV (GQA-aware) and output projections, an MLP of two
+// (GeLU) or three (SwiGLU) matrices or that many per expert plus a router, and one norm before each block.
+#include "core/model.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cctype>
+
+namespace twin {
+
+namespace {
+
+std::string lowercase(std::string_view text) {
+  std::string out(text);
+  std::transform(out.begin(), out.end(), out.begin(), [](unsigned char c) { return std::tolower(c); });
+  return out;
+}
+
+ModelConfig llama(std::string name, int layers, std::int64_t hidden, int heads, int groups, std::int64_t ffn,
+                  std::int64_t vocab, std::int64_t max_positions) {
+  ModelConfig m;
+  m.name = std::move(name);
+  m.num_layers = layers;
+  m.hidden_size = hidden;
+  m.ffn_hidden_size = ffn;
+  m.num_attention_heads = heads;
+  m.num_query_groups = groups;
+  m.kv_channels = hidden / heads;
+  m.vocab_size = vocab;
+  m.max_position_embeddings = max_positions;
+  m.activation = Activation::swiglu;
+  m.normalization = Normalization::rmsnorm;
+  m.untie_embeddings_and_output_weights = true;
+  m.position_embedding_rope = true;
+  m.add_bias_linear = false;
+  return m;
+}
+
+ModelConfig mixtral(std::string name, int layers, std::int64_t hidden, int heads, int groups, std::int64_t ffn,
+                    std::int64_t vocab, std::int64_t max_positions) {
+  ModelConfig m = llama(std::move(name), layers, hidden, heads, groups, ffn, vocab, max_positions);
+  m.moe.num_experts = 8;
+  m.moe.top_k = 2;
+  m.moe.ffn_hidden_size = ffn;
+  m.moe.layer_freq = 1;
+  return m;
+}
+
+// GPT-style: GeLU MLP of width 4h (unless given), LayerNorm, biases, tied embeddings, learned positions.
+ModelConfig gpt(std::string name, int layers, std::int64_t hidden, int heads, std::int64_t ffn, std::int64_t vocab,
+                std::int64_t max_positions) {
+  ModelConfig m;
+  m.name = std::move(name);
+  m.num_layers = layers;
+  m.hidden_size = hidden;
+  m.ffn_hidden_size = ffn;
+  m.num_attention_heads = heads;
+  m.num_query_groups = heads;
+  m.kv_channels = hidden / heads;
+  m.vocab_size = vocab;
+  m.max_position_embeddings = max_positions;
+  m.activation = Activation::gelu;
+  m.normalization = Normalization::layernorm;
+  m.untie_embeddings_and_output_weights = false;
+  m.position_embedding_rope = false;
+  m.hidden_dropout = 0.1;
+  m.attention_dropout = 0.1;
+  m.add_bias_linear = true;
+  return m;
+}
+
+ModelConfig megatron_gpt(std::string name, int layers, std::int64_t hidden, int heads) {
+  return gpt(std::move(name), layers, hidden, heads, 4 * hidden, 51200, 2048);
+}
+
+// Sources: Llama-2 paper / HF config.json; Llama-3(.1) HF config.json; GPT-3 paper Table 2.1;
+// Mixtral HF config.json; Narayanan et al. SC'21 Table 1 for the Megatron GPT family.
+const std::vector<ModelConfig>& presets() {
+  static const std::vector<ModelConfig> all = {
+      llama("llama2-7b", 32, 4096, 32, 32, 11008, 32000, 4096),
+      llama("llama2-13b", 40, 5120, 40, 40, 13824, 32000, 4096),
+      llama("llama2-70b", 80, 8192, 64, 8, 28672, 32000, 4096),
+      llama("llama3-8b", 32, 4096, 32, 8, 14336, 128256, 8192),
+      llama("llama3-70b", 80, 8192, 64, 8, 28672, 128256, 8192),
+      llama("llama3-405b", 126, 16384, 128, 8, 53248, 128256, 131072),
+      gpt("gpt3-175b", 96, 12288, 96, 49152, 50257, 2048),
+      mixtral("mixtral-8x7b", 32, 4096, 32, 8, 14336, 32000, 32768),
+      mixtral("mixtral-8x22b", 56, 6144, 48, 8, 16384, 32768, 65536),
+      megatron_gpt("megatron-gpt-1.7b", 24, 2304, 24),
+      megatron_gpt("megatron-gpt-3.6b", 30, 3072, 32),
+      megatron_gpt("megatron-gpt-7.5b", 36, 4096, 32),
+      megatron_gpt("megatron-gpt-18.4b", 40, 6144, 48),
+      megatron_gpt("megatron-gpt-39.1b", 48, 8192, 64),
+      megatron_gpt("megatron-gpt-76.1b", 60, 10240, 80),
+      megatron_gpt("megatron-gpt-145.6b", 80, 12288, 96),
+      megatron_gpt("megatron-gpt-310.1b", 96, 16384, 128),
+      megatron_gpt("megatron-gpt-529.6b", 105, 20480, 128),
+      megatron_gpt("megatron-gpt-1t", 128, 25600, 160),
+  };
+  return all;
+}
+
+std::int64_t norm_parameters(const ModelConfig& m) {
+  return m.normalization == Normalization::rmsnorm ? m.hidden_size : 2 * m.hidden_size;  // weight (+ bias)
+}
+
+std::int64_t attention_parameters(const ModelConfig& m) {
+  const std::int64_t h = m.hidden_size;
+  const std::int64_t q_width = m.num_attention_heads * m.kv_channels;
+  const std::int64_t kv_width = m.num_query_groups * m.kv_channels;
+  std::int64_t weights = h * (q_width + 2 * kv_width) + q_width * h;
+  std::int64_t biases = m.add_bias_linear ? q_width + 2 * kv_width + h : 0;
+  return weights + biases;
+}
+
+std::int64_t mlp_parameters(const ModelConfig& m, std::int64_t ffn) {
+  const std::int64_t h = m.hidden_size;
+  const std::int64_t fc1_width = m.activation == Activation::swiglu ? 2 * ffn : ffn;  // gate and up halves
+  std::int64_t weights = h * fc1_width + ffn * h;
+  std::int64_t biases = m.add_bias_linear ? fc1_width + h : 0;
+  return weights + biases;
+}
+
+std::int64_t layer_parameters(const ModelConfig& m, int layer, int experts_counted) {
+  std::int64_t total = attention_parameters(m) + 2 * norm_parameters(m);
+  if (m.is_moe_layer(layer)) {
+    total += experts_counted * mlp_parameters(m, m.moe.ffn_hidden_size);
+    total += m.hidden_size * m.moe.num_experts;  // router, no bias
+  } else {
+    total += mlp_parameters(m, m.ffn_hidden_size);
+  }
+  return total;
+}
+
+std::int64_t count_parameters(const ModelConfig& m, bool active_only) {
+  std::int64_t total = embedding_parameter_count(m) + norm_parameters(m);  // + final norm
+  for (int layer = 0; layer < m.num_layers; ++layer)
+    total += layer_parameters(m, layer, active_only ? m.moe.top_k : m.moe.num_experts);
+  return total;
+}
+
+}  // namespace
+
+int ModelConfig::num_moe_layers() const {
+  if (!is_moe()) return 0;
+  int count = 0;
+  for (int layer = 0; layer < num_layers; ++layer) count += is_moe_layer(layer) ? 1 : 0;
+  return count;
+}
+
+std::int64_t embedding_parameter_count(const ModelConfig& m) {
+  std::int64_t total = m.vocab_size * m.hidden_size;
+  if (!m.position_embedding_rope) total += m.max_position_embeddings * m.hidden_size;
+  if (m.untie_embeddings_and_output_weights) total += m.vocab_size * m.hidden_size;
+  return total;
+}
+
+std::int64_t layer_parameter_count(const ModelConfig& m, int layer) {
+  return layer_parameters(m, layer, m.moe.num_experts);
+}
+
+std::int64_t parameter_count(const ModelConfig& m) { return count_parameters(m, false); }
+std::int64_t active_parameter_count(const ModelConfig& m) { return count_parameters(m, true); }
+
+std::optional<ModelConfig> model_preset(std::string_view name) {
+  const std::string wanted = lowercase(name);
+  for (const ModelConfig& m : presets())
+    if (m.name == wanted) return m;
+  return std::nullopt;
+}
+
+std::vector<std::string> model_preset_names() {
+  std::vector<std::string> names;
+  for (const ModelConfig& m : presets()) names.push_back(m.name);
+  return names;
+}
+
+std::string to_string(Activation a) { return a == Activation::swiglu ? "swiglu" : "gelu"; }
+std::string to_string(Normalization n) { return n == Normalization::rmsnorm ? "rmsnorm" : "layernorm"; }
+std::string to_string(AttentionBackend b) { return b == AttentionBackend::flash ? "flash" : "unfused"; }
+
+std::optional<Activation> activation_from_string(std::string_view s) {
+  if (s == "swiglu") return Activation::swiglu;
+  if (s == "gelu") return Activation::gelu;
+  return std::nullopt;
+}
+
+std::optional<Normalization> normalization_from_string(std::string_view s) {
+  if (s == "rmsnorm") return Normalization::rmsnorm;
+  if (s == "layernorm") return Normalization::layernorm;
+  return std::nullopt;
+}
+
+std::optional<AttentionBackend> attention_backend_from_string(std::string_view s) {
+  if (s == "flash") return AttentionBackend::flash;
+  if (s == "unfused") return AttentionBackend::unfused;
+  return std::nullopt;
+}
+
+}  // namespace twin

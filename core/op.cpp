@@ -1,0 +1,128 @@
+// Names of the op vocabulary: what traces, reports and messages print for an op and its enums.
+#include "core/op.hpp"
+
+namespace twin {
+
+std::string to_string(OpKind kind) {
+  switch (kind) {
+    case OpKind::gemm: return "gemm";
+    case OpKind::attention_forward: return "attention_forward";
+    case OpKind::attention_backward: return "attention_backward";
+    case OpKind::norm_forward: return "norm_forward";
+    case OpKind::norm_backward: return "norm_backward";
+    case OpKind::rope_forward: return "rope_forward";
+    case OpKind::rope_backward: return "rope_backward";
+    case OpKind::activation_forward: return "activation_forward";
+    case OpKind::activation_backward: return "activation_backward";
+    case OpKind::elementwise: return "elementwise";
+    case OpKind::embedding_forward: return "embedding_forward";
+    case OpKind::embedding_backward: return "embedding_backward";
+    case OpKind::loss_forward: return "loss_forward";
+    case OpKind::loss_backward: return "loss_backward";
+    case OpKind::moe_router: return "moe_router";
+    case OpKind::moe_permute: return "moe_permute";
+    case OpKind::moe_unpermute: return "moe_unpermute";
+    case OpKind::optimizer_step: return "optimizer_step";
+    case OpKind::all_reduce: return "all_reduce";
+    case OpKind::all_gather: return "all_gather";
+    case OpKind::reduce_scatter: return "reduce_scatter";
+    case OpKind::all_to_all: return "all_to_all";
+    case OpKind::send: return "send";
+    case OpKind::recv: return "recv";
+  }
+  return "unknown";
+}
+
+std::string to_string(OpRole role) {
+  switch (role) {
+    case OpRole::none: return "none";
+    case OpRole::embedding: return "embedding";
+    case OpRole::input_norm: return "input_norm";
+    case OpRole::qkv_projection: return "qkv_projection";
+    case OpRole::rope: return "rope";
+    case OpRole::core_attention: return "core_attention";
+    case OpRole::attention_projection: return "attention_projection";
+    case OpRole::attention_residual: return "attention_residual";
+    case OpRole::mlp_norm: return "mlp_norm";
+    case OpRole::fc1: return "fc1";
+    case OpRole::activation: return "activation";
+    case OpRole::fc2: return "fc2";
+    case OpRole::mlp_residual: return "mlp_residual";
+    case OpRole::router: return "router";
+    case OpRole::dispatch: return "dispatch";
+    case OpRole::expert_fc1: return "expert_fc1";
+    case OpRole::expert_activation: return "expert_activation";
+    case OpRole::expert_fc2: return "expert_fc2";
+    case OpRole::combine: return "combine";
+    case OpRole::final_norm: return "final_norm";
+    case OpRole::output_projection: return "output_projection";
+    case OpRole::loss: return "loss";
+    case OpRole::tp_gather: return "tp_gather";
+    case OpRole::tp_scatter: return "tp_scatter";
+    case OpRole::tp_reduce: return "tp_reduce";
+    case OpRole::cp_exchange: return "cp_exchange";
+    case OpRole::pipeline_activation: return "pipeline_activation";
+    case OpRole::pipeline_gradient: return "pipeline_gradient";
+    case OpRole::grad_reduce: return "grad_reduce";
+    case OpRole::param_gather: return "param_gather";
+    case OpRole::embedding_grad_sync: return "embedding_grad_sync";
+    case OpRole::grad_norm: return "grad_norm";
+    case OpRole::optimizer: return "optimizer";
+  }
+  return "unknown";
+}
+
+std::string to_string(Phase phase) {
+  switch (phase) {
+    case Phase::forward: return "forward";
+    case Phase::backward: return "backward";
+    case Phase::optimizer: return "optimizer";
+  }
+  return "unknown";
+}
+
+std::string to_string(Stream stream) {
+  switch (stream) {
+    case Stream::compute: return "compute";
+    case Stream::tp_comm: return "tp";
+    case Stream::cp_comm: return "cp";
+    case Stream::ep_comm: return "ep";
+    case Stream::dp_comm: return "dp";
+    case Stream::pp_send: return "pp_send";
+    case Stream::pp_recv: return "pp_recv";
+    case Stream::count: break;
+  }
+  return "unknown";
+}
+
+std::string to_string(GroupKind group) {
+  switch (group) {
+    case GroupKind::none: return "none";
+    case GroupKind::tensor: return "tensor";
+    case GroupKind::context: return "context";
+    case GroupKind::expert: return "expert";
+    case GroupKind::data: return "data";
+    case GroupKind::pipeline: return "pipeline";
+    case GroupKind::expert_data: return "expert_data";
+  }
+  return "unknown";
+}
+
+// "L3.fc1.fwd.mb2": layer, what (role, else kind), pass, micro-batch; recomputed forward work reads
+// "recompute" instead of "fwd"; send/recv read "pipeline_activation.send.mb2".
+std::string op_name(const Op& op) {
+  std::string name;
+  if (op.layer >= 0) name = "L" + std::to_string(op.layer) + ".";
+  name += op.role == OpRole::none ? to_string(op.kind) : to_string(op.role);
+  if (op.kind == OpKind::send || op.kind == OpKind::recv) {
+    name += op.kind == OpKind::send ? ".send" : ".recv";
+  } else if (op.recomputed) {
+    name += ".recompute";
+  } else {
+    name += op.phase == Phase::forward ? ".fwd" : op.phase == Phase::backward ? ".bwd" : ".opt";
+  }
+  if (op.micro_batch >= 0) name += ".mb" + std::to_string(op.micro_batch);
+  return name;
+}
+
+}  // namespace twin

@@ -1,0 +1,135 @@
+// Scenario -> JSON, fully resolved (presets expanded, defaults written), so that best.json is
+// self-contained and parse_scenario(to_json(s)) gives s back.
+#include <nlohmann/json.hpp>
+
+#include "core/scenario.hpp"
+
+namespace twin {
+
+namespace {
+
+using nlohmann::json;
+
+json model_json(const ModelConfig& m) {
+  json out = {
+      {"name", m.name},
+      {"num_layers", m.num_layers},
+      {"hidden_size", m.hidden_size},
+      {"ffn_hidden_size", m.ffn_hidden_size},
+      {"num_attention_heads", m.num_attention_heads},
+      {"num_query_groups", m.num_query_groups},
+      {"kv_channels", m.kv_channels},
+      {"vocab_size", m.vocab_size},
+      {"max_position_embeddings", m.max_position_embeddings},
+      {"activation", to_string(m.activation)},
+      {"normalization", to_string(m.normalization)},
+      {"attention_backend", to_string(m.attention_backend)},
+      {"untie_embeddings_and_output_weights", m.untie_embeddings_and_output_weights},
+      {"position_embedding_rope", m.position_embedding_rope},
+      {"add_bias_linear", m.add_bias_linear},
+      {"hidden_dropout", m.hidden_dropout},
+      {"attention_dropout", m.attention_dropout},
+  };
+  if (m.is_moe())
+    out["moe"] = {{"num_experts", m.moe.num_experts},
+                  {"top_k", m.moe.top_k},
+                  {"ffn_hidden_size", m.moe.ffn_hidden_size},
+                  {"layer_freq", m.moe.layer_freq},
+                  {"routing_imbalance", m.moe.routing_imbalance}};
+  return out;
+}
+
+json training_json(const TrainingConfig& t) {
+  json out = {{"seq_length", t.seq_length},
+              {"global_batch_size", t.global_batch_size},
+              {"precision", t.precision},
+              {"optimizer", t.optimizer}};
+  if (!t.seq_length_buckets.empty()) {
+    json buckets = json::array();
+    for (const SeqLengthBucket& b : t.seq_length_buckets) buckets.push_back({{"max", b.max}, {"fraction", b.fraction}});
+    out["seq_length_buckets"] = buckets;
+  }
+  return out;
+}
+
+json gpu_json(const GpuSpec& g) {
+  return {{"name", g.name},
+          {"peak_bf16_tflops", g.peak_bf16_tflops},
+          {"peak_fp32_tflops", g.peak_fp32_tflops},
+          {"memory_GiB", g.memory_GiB},
+          {"hbm_bandwidth_GBps", g.hbm_bandwidth_GBps},
+          {"nvlink_bandwidth_GBps", g.nvlink_bandwidth_GBps},
+          {"pcie_bandwidth_GBps", g.pcie_bandwidth_GBps},
+          {"sm_count", g.sm_count}};
+}
+
+json cluster_json(const Cluster& c) {
+  json nodes = json::array();
+  for (const NodeGroup& g : c.node_groups)
+    nodes.push_back({{"count", g.count},
+                     {"gpu", gpu_json(g.gpu)},
+                     {"gpus_per_node", g.gpus_per_node},
+                     {"intra_node",
+                      {{"kind", to_string(g.intra_node.kind)},
+                       {"bandwidth_GBps", g.intra_node.bandwidth_GBps},
+                       {"latency_us", g.intra_node.latency_us}}},
+                     {"nics",
+                      {{"count", g.nics.count},
+                       {"bandwidth_Gbps", g.nics.bandwidth_Gbps},
+                       {"latency_us", g.nics.latency_us}}}});
+  return {{"nodes", nodes},
+          {"network", {{"topology", c.network.topology}, {"oversubscription", c.network.oversubscription}}}};
+}
+
+template <typename T, typename Name>
+json named_list(const std::vector<T>& values, Name name) {
+  json out = json::array();
+  for (const T& v : values) out.push_back(name(v));
+  return out;
+}
+
+json search_json(const SearchSpace& s) {
+  auto bools = json::array();
+  for (bool b : s.sequence_parallel) bools.push_back(b);
+  return {{"tensor_model_parallel_size", s.tensor_model_parallel_size},
+          {"pipeline_model_parallel_size", s.pipeline_model_parallel_size},
+          {"context_parallel_size", s.context_parallel_size},
+          {"expert_model_parallel_size", s.expert_model_parallel_size},
+          {"virtual_pipeline_model_parallel_size", s.virtual_pipeline_model_parallel_size},
+          {"sequence_parallel", bools},
+          {"micro_batch_size", s.micro_batch_size},
+          {"zero_stage", s.zero_stage},
+          {"recompute", named_list(s.recompute, [](Recompute r) { return to_string(r); })},
+          {"schedule", named_list(s.schedule, [](Schedule x) { return to_string(x); })},
+          {"per_layer", s.per_layer},
+          {"hot_switch", s.hot_switch}};
+}
+
+}  // namespace
+
+json to_json(const Strategy& s) {
+  return {{"tensor_model_parallel_size", s.tensor_model_parallel_size},
+          {"pipeline_model_parallel_size", s.pipeline_model_parallel_size},
+          {"context_parallel_size", s.context_parallel_size},
+          {"expert_model_parallel_size", s.expert_model_parallel_size},
+          {"data_parallel_size", s.data_parallel_size},
+          {"virtual_pipeline_model_parallel_size", s.virtual_pipeline_model_parallel_size},
+          {"sequence_parallel", s.sequence_parallel},
+          {"micro_batch_size", s.micro_batch_size},
+          {"num_micro_batches", s.num_micro_batches},
+          {"zero_stage", s.zero_stage},
+          {"recompute", to_string(s.recompute)},
+          {"schedule", to_string(s.schedule)}};
+}
+
+json to_json(const Scenario& s) {
+  return {{"name", s.name},
+          {"model", model_json(s.model)},
+          {"training", training_json(s.training)},
+          {"cluster", cluster_json(s.cluster)},
+          {"search", search_json(s.search)},
+          {"strategy", s.strategy ? to_json(*s.strategy) : json(nullptr)},
+          {"profile", s.profile}};
+}
+
+}  // namespace twin

@@ -1,0 +1,371 @@
+// Scenario JSON -> Scenario: presets fill absent fields, explicit fields win, and the first bad value
+// stops the parse with its file, JSON path and expectation. The format is DESIGN.md's "Scenario (JSON)".
+#include <cmath>
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "core/error.hpp"
+#include "core/json_reader.hpp"
+#include "core/scenario.hpp"
+
+namespace twin {
+
+namespace {
+
+using Reader = JsonReader;
+
+// Upper bounds keep every derived count (parameters, FLOPs, bytes) far inside 64-bit integers.
+constexpr std::int64_t kMaxLayers = 4096;
+constexpr std::int64_t kMaxHidden = 1 << 18;
+constexpr std::int64_t kMaxFfn = 1 << 20;
+constexpr std::int64_t kMaxHeads = 1 << 16;
+constexpr std::int64_t kMaxKvChannels = 1 << 12;
+constexpr std::int64_t kMaxVocab = 1 << 22;
+constexpr std::int64_t kMaxSequence = 1 << 24;
+constexpr std::int64_t kMaxExperts = 1024;
+constexpr std::int64_t kMaxBatch = 1 << 24;
+constexpr std::int64_t kMaxParallelSize = 1 << 16;
+constexpr std::int64_t kMaxNodes = 1 << 17;
+constexpr std::int64_t kMaxGpusPerNode = 1024;
+constexpr std::int64_t kMaxGpus = 1 << 24;
+
+// A field that a preset may fill: required only when there is no preset.
+std::optional<Reader> field(const Reader& r, std::string_view key, bool has_preset) {
+  if (auto found = r.find(key)) return found;
+  if (!has_preset) r.fail_plain(fmt::format("missing required key '{}' (or give a \"preset\")", key));
+  return std::nullopt;
+}
+
+MoeConfig parse_moe(const Reader& r, MoeConfig moe, std::int64_t dense_ffn) {
+  r.only_keys({"num_experts", "top_k", "ffn_hidden_size", "layer_freq", "routing_imbalance"});
+  const bool has_base = moe.num_experts > 0;
+  if (!has_base) moe.ffn_hidden_size = dense_ffn;
+  if (auto f = field(r, "num_experts", has_base)) moe.num_experts = static_cast<int>(f->integer(1, kMaxExperts));
+  if (auto f = field(r, "top_k", has_base)) moe.top_k = static_cast<int>(f->integer(1, kMaxExperts));
+  if (auto f = r.find("ffn_hidden_size")) moe.ffn_hidden_size = f->integer(1, kMaxFfn);
+  if (auto f = r.find("layer_freq")) moe.layer_freq = static_cast<int>(f->integer(1, kMaxLayers));
+  if (auto f = r.find("routing_imbalance"))
+    moe.routing_imbalance = f->number(1.0, 1e6, "expected a number >= 1 (busiest expert load over the mean)");
+  if (moe.top_k > moe.num_experts)
+    (r.find("top_k") ? *r.find("top_k") : r)
+        .fail_plain(fmt::format("expected top_k <= num_experts {}, got {}", moe.num_experts, moe.top_k));
+  return moe;
+}
+
+ModelConfig parse_model(const Reader& r) {
+  r.only_keys({"preset", "name", "num_layers", "hidden_size", "ffn_hidden_size", "num_attention_heads",
+               "num_query_groups", "kv_channels", "vocab_size", "max_position_embeddings", "activation",
+               "normalization", "attention_backend", "untie_embeddings_and_output_weights",
+               "position_embedding_rope", "add_bias_linear", "hidden_dropout", "attention_dropout", "moe"});
+  ModelConfig m;
+  m.name = "custom";
+  bool has_preset = false;
+  if (auto p = r.find("preset")) {
+    if (!p->value().is_string()) p->fail("expected a model preset name");
+    auto preset = model_preset(p->value().get<std::string>());
+    if (!preset) {
+      std::string message = fmt::format("unknown model preset {}", p->describe_value());
+      if (auto near = closest_name(p->value().get<std::string>(), model_preset_names()))
+        message += fmt::format(" (did you mean '{}'?)", *near);
+      p->fail_plain(message + "; expected one of: " + join_names(model_preset_names()));
+    }
+    m = *preset;
+    has_preset = true;
+  }
+  const bool preset_is_mha = m.num_query_groups == m.num_attention_heads;
+  if (auto f = r.find("name")) m.name = f->string();
+  if (auto f = field(r, "num_layers", has_preset)) m.num_layers = static_cast<int>(f->integer(1, kMaxLayers));
+  if (auto f = field(r, "hidden_size", has_preset)) m.hidden_size = f->integer(1, kMaxHidden);
+  if (auto f = field(r, "ffn_hidden_size", has_preset)) m.ffn_hidden_size = f->integer(1, kMaxFfn);
+  if (auto f = field(r, "num_attention_heads", has_preset))
+    m.num_attention_heads = static_cast<int>(f->integer(1, kMaxHeads));
+  if (auto f = field(r, "vocab_size", has_preset)) m.vocab_size = f->integer(1, kMaxVocab);
+
+  if (auto f = r.find("num_query_groups")) {
+    m.num_query_groups = static_cast<int>(f->integer(1, kMaxHeads));
+    if (m.num_attention_heads % m.num_query_groups != 0)
+      f->fail(fmt::format("expected a divisor of num_attention_heads {}", m.num_attention_heads));
+  } else if (!has_preset || preset_is_mha || m.num_attention_heads % m.num_query_groups != 0) {
+    m.num_query_groups = m.num_attention_heads;  // MHA unless told otherwise
+  }
+  if (auto f = r.find("kv_channels")) {
+    m.kv_channels = f->integer(1, kMaxKvChannels);
+  } else {
+    if (m.hidden_size % m.num_attention_heads != 0)
+      r.fail_plain(fmt::format("expected kv_channels, since hidden_size {} is not divisible by num_attention_heads {}",
+                               m.hidden_size, m.num_attention_heads));
+    m.kv_channels = m.hidden_size / m.num_attention_heads;
+  }
+  if (auto f = r.find("max_position_embeddings")) m.max_position_embeddings = f->integer(1, kMaxSequence);
+  else if (!has_preset) m.max_position_embeddings = 0;  // filled from training.seq_length
+  if (auto f = r.find("activation"))
+    m.activation = *activation_from_string(f->one_of({"swiglu", "gelu"}, "activation"));
+  if (auto f = r.find("normalization"))
+    m.normalization = *normalization_from_string(f->one_of({"rmsnorm", "layernorm"}, "normalization"));
+  if (auto f = r.find("attention_backend"))
+    m.attention_backend = *attention_backend_from_string(f->one_of({"flash", "unfused"}, "attention backend"));
+  if (auto f = r.find("untie_embeddings_and_output_weights")) m.untie_embeddings_and_output_weights = f->boolean();
+  if (auto f = r.find("position_embedding_rope")) m.position_embedding_rope = f->boolean();
+  if (auto f = r.find("add_bias_linear")) m.add_bias_linear = f->boolean();
+  const char* dropout = "expected a dropout probability in [0, 1)";
+  if (auto f = r.find("hidden_dropout")) m.hidden_dropout = f->number(0, std::nextafter(1.0, 0.0), dropout);
+  if (auto f = r.find("attention_dropout")) m.attention_dropout = f->number(0, std::nextafter(1.0, 0.0), dropout);
+
+  auto moe = r.value().find("moe");
+  if (moe != r.value().end() && moe->is_null()) m.moe = MoeConfig{};  // "moe": null makes a MoE preset dense
+  else if (auto f = r.find("moe")) m.moe = parse_moe(*f, m.moe, m.ffn_hidden_size);
+  return m;
+}
+
+TrainingConfig parse_training(const Reader& r) {
+  r.only_keys({"seq_length", "global_batch_size", "precision", "optimizer", "seq_length_buckets"});
+  TrainingConfig t;
+  t.seq_length = r.required("seq_length").integer(1, kMaxSequence);
+  t.global_batch_size = r.required("global_batch_size").integer(1, kMaxBatch);
+  if (auto f = r.find("precision")) t.precision = f->one_of({"bf16", "fp16", "fp32"}, "precision");
+  if (auto f = r.find("optimizer")) t.optimizer = f->one_of({"adam", "sgd"}, "optimizer");
+  if (auto buckets = r.find("seq_length_buckets")) {
+    double fraction_sum = 0;
+    for (const Reader& item : buckets->non_empty_elements()) {
+      item.only_keys({"max", "fraction"});
+      SeqLengthBucket bucket;
+      bucket.max = item.required("max").integer(1, kMaxSequence);
+      bucket.fraction = item.required("fraction").number(0, 1, "expected a fraction in [0, 1]");
+      if (!t.seq_length_buckets.empty() && bucket.max <= t.seq_length_buckets.back().max)
+        item.required("max").fail(fmt::format("expected a max above the previous bucket's {}",
+                                              t.seq_length_buckets.back().max));
+      fraction_sum += bucket.fraction;
+      t.seq_length_buckets.push_back(bucket);
+    }
+    if (std::abs(fraction_sum - 1.0) > 1e-6)
+      buckets->fail_plain(fmt::format("expected bucket fractions summing to 1, got {:.6g}", fraction_sum));
+  }
+  return t;
+}
+
+GpuSpec parse_gpu(const Reader& r) {
+  auto preset_named = [](const Reader& name) {
+    if (!name.value().is_string()) name.fail("expected a GPU preset name or an object of GPU fields");
+    auto preset = gpu_preset(name.value().get<std::string>());
+    if (!preset) {
+      std::string message = fmt::format("unknown GPU {}", name.describe_value());
+      if (auto near = closest_name(name.value().get<std::string>(), gpu_preset_names()))
+        message += fmt::format(" (did you mean '{}'?)", *near);
+      name.fail_plain(message + "; expected one of: " + join_names(gpu_preset_names()));
+    }
+    return *preset;
+  };
+  if (!r.value().is_object()) return preset_named(r);
+  r.only_keys({"preset", "name", "peak_bf16_tflops", "peak_fp32_tflops", "memory_GiB", "hbm_bandwidth_GBps",
+               "nvlink_bandwidth_GBps", "pcie_bandwidth_GBps", "sm_count"});
+  GpuSpec gpu;
+  const auto preset = r.find("preset");
+  if (preset) gpu = preset_named(*preset);
+  const bool has_preset = preset.has_value();
+  if (auto f = field(r, "name", has_preset)) gpu.name = f->string();
+  if (auto f = field(r, "peak_bf16_tflops", has_preset)) gpu.peak_bf16_tflops = f->positive_number();
+  if (auto f = field(r, "peak_fp32_tflops", has_preset)) gpu.peak_fp32_tflops = f->positive_number();
+  if (auto f = field(r, "memory_GiB", has_preset)) gpu.memory_GiB = f->positive_number();
+  if (auto f = field(r, "hbm_bandwidth_GBps", has_preset)) gpu.hbm_bandwidth_GBps = f->positive_number();
+  if (auto f = r.find("nvlink_bandwidth_GBps"))
+    gpu.nvlink_bandwidth_GBps = f->number(0, 1e9, "expected a bandwidth in GB/s (0 = no NVLink)");
+  if (auto f = field(r, "pcie_bandwidth_GBps", has_preset)) gpu.pcie_bandwidth_GBps = f->positive_number();
+  if (auto f = field(r, "sm_count", has_preset)) gpu.sm_count = f->positive_int();
+  return gpu;
+}
+
+IntraNodeLink parse_intra_node(const Reader& r, const GpuSpec& gpu) {
+  r.only_keys({"kind", "bandwidth_GBps", "latency_us"});
+  IntraNodeLink link = default_intra_node(gpu);
+  if (auto f = r.find("kind")) {
+    link.kind = *intra_node_kind_from_string(f->one_of(intra_node_kind_names(), "intra-node link kind"));
+    const bool nvlink = link.kind != IntraNodeKind::pcie;
+    link.bandwidth_GBps = nvlink ? gpu.nvlink_bandwidth_GBps : gpu.pcie_bandwidth_GBps;
+    link.latency_us = nvlink ? 2.0 : 5.0;
+  }
+  if (auto f = r.find("bandwidth_GBps")) link.bandwidth_GBps = f->positive_number();
+  if (auto f = r.find("latency_us")) link.latency_us = f->number(0, 1e6, "expected a latency in microseconds >= 0");
+  if (link.bandwidth_GBps <= 0)
+    r.fail_plain(fmt::format("expected bandwidth_GBps, since GPU '{}' has no {} bandwidth", gpu.name,
+                             to_string(link.kind)));
+  return link;
+}
+
+Nics parse_nics(const Reader& r) {
+  r.only_keys({"count", "bandwidth_Gbps", "latency_us"});
+  Nics nics;
+  nics.count = static_cast<int>(r.required("count").integer(0, 1024));
+  if (nics.count > 0) nics.bandwidth_Gbps = r.required("bandwidth_Gbps").positive_number();
+  else if (auto f = r.find("bandwidth_Gbps")) nics.bandwidth_Gbps = f->number(0, 1e9, "expected a bandwidth in Gb/s");
+  if (auto f = r.find("latency_us")) nics.latency_us = f->number(0, 1e6, "expected a latency in microseconds >= 0");
+  return nics;
+}
+
+Cluster parse_cluster(const Reader& r) {
+  r.only_keys({"nodes", "network"});
+  Cluster cluster;
+  const Reader nodes = r.required("nodes");
+  std::int64_t total_gpus = 0;
+  for (const Reader& item : nodes.non_empty_elements()) {
+    item.only_keys({"count", "gpu", "gpus_per_node", "intra_node", "nics"});
+    NodeGroup group;
+    group.count = static_cast<int>(item.required("count").integer(1, kMaxNodes));
+    group.gpu = parse_gpu(item.required("gpu"));
+    group.gpus_per_node = static_cast<int>(item.required("gpus_per_node").integer(1, kMaxGpusPerNode));
+    if (auto f = item.find("intra_node")) group.intra_node = parse_intra_node(*f, group.gpu);
+    else group.intra_node = default_intra_node(group.gpu);
+    if (group.intra_node.bandwidth_GBps <= 0 && group.gpus_per_node > 1)
+      item.fail_plain(fmt::format("expected an \"intra_node\" link, since GPU '{}' gives no link bandwidth",
+                                  group.gpu.name));
+    if (auto f = item.find("nics")) group.nics = parse_nics(*f);
+    total_gpus += std::int64_t{group.count} * group.gpus_per_node;
+    if (total_gpus > kMaxGpus) nodes.fail_plain(fmt::format("expected at most {} GPUs in all", kMaxGpus));
+    cluster.node_groups.push_back(std::move(group));
+  }
+  if (cluster.total_nodes() > 1) {
+    const auto items = nodes.elements();
+    for (std::size_t i = 0; i < items.size(); ++i)
+      if (cluster.node_groups[i].nics.count == 0)
+        (items[i].find("nics") ? *items[i].find("nics") : items[i])
+            .fail_plain("expected \"nics\" with count >= 1, since the cluster has more than one node");
+  }
+  if (auto network = r.find("network")) {
+    network->only_keys({"topology", "oversubscription"});
+    if (auto f = network->find("topology")) cluster.network.topology = f->one_of({"fat-tree"}, "network topology");
+    if (auto f = network->find("oversubscription"))
+      cluster.network.oversubscription = f->number(1.0, 1e6, "expected an oversubscription ratio >= 1");
+  }
+  return cluster;
+}
+
+std::vector<int> int_list(const Reader& r, std::int64_t min, std::int64_t max) {
+  std::vector<int> values;
+  for (const Reader& item : r.non_empty_elements()) {
+    const int value = static_cast<int>(item.integer(min, max));
+    if (std::find(values.begin(), values.end(), value) != values.end()) item.fail("expected distinct values");
+    values.push_back(value);
+  }
+  return values;
+}
+
+template <typename T, typename Parse>
+std::vector<T> parsed_list(const Reader& r, Parse parse) {
+  std::vector<T> values;
+  for (const Reader& item : r.non_empty_elements()) {
+    const T value = parse(item);
+    if (std::find(values.begin(), values.end(), value) != values.end()) item.fail("expected distinct values");
+    values.push_back(value);
+  }
+  return values;
+}
+
+Schedule parse_schedule(const Reader& r) { return *schedule_from_string(r.one_of(schedule_names(), "schedule")); }
+Recompute parse_recompute(const Reader& r) {
+  return *recompute_from_string(r.one_of(recompute_names(), "recompute granularity"));
+}
+
+// Sizes of the parallel dimensions, shared by `search` (lists) and `strategy` (single values).
+const std::initializer_list<std::string_view> kParallelKeys = {
+    "tensor_model_parallel_size", "pipeline_model_parallel_size", "context_parallel_size",
+    "expert_model_parallel_size", "virtual_pipeline_model_parallel_size", "micro_batch_size"};
+
+SearchSpace parse_search(const Reader& r) {
+  r.only_keys({"tensor_model_parallel_size", "pipeline_model_parallel_size", "context_parallel_size",
+               "expert_model_parallel_size", "virtual_pipeline_model_parallel_size", "micro_batch_size",
+               "sequence_parallel", "zero_stage", "recompute", "schedule", "per_layer", "hot_switch"});
+  SearchSpace s;
+  std::vector<int>* lists[] = {&s.tensor_model_parallel_size, &s.pipeline_model_parallel_size,
+                               &s.context_parallel_size, &s.expert_model_parallel_size,
+                               &s.virtual_pipeline_model_parallel_size, &s.micro_batch_size};
+  int i = 0;
+  for (std::string_view key : kParallelKeys) {
+    if (auto f = r.find(key)) *lists[i] = int_list(*f, 1, kMaxParallelSize);
+    ++i;
+  }
+  if (auto f = r.find("zero_stage")) s.zero_stage = int_list(*f, 0, 3);
+  if (auto f = r.find("sequence_parallel")) s.sequence_parallel = parsed_list<bool>(*f, [](const Reader& x) { return x.boolean(); });
+  if (auto f = r.find("recompute")) s.recompute = parsed_list<Recompute>(*f, parse_recompute);
+  if (auto f = r.find("schedule")) s.schedule = parsed_list<Schedule>(*f, parse_schedule);
+  if (auto f = r.find("per_layer"); f && f->boolean())
+    f->fail_plain("per-layer strategies (Galvatron-style search) are not implemented in this version; expected false");
+  if (auto f = r.find("hot_switch"); f && f->boolean())
+    f->fail_plain("hot switching between strategies (HotSPa) is not implemented in this version; expected false");
+  return s;
+}
+
+Strategy parse_strategy(const Reader& r) {
+  if (auto f = r.find("pipelines"))
+    f->fail_plain("heterogeneous plans (strategy.pipelines) are not implemented in this version");
+  r.only_keys({"tensor_model_parallel_size", "pipeline_model_parallel_size", "context_parallel_size",
+               "expert_model_parallel_size", "virtual_pipeline_model_parallel_size", "micro_batch_size",
+               "sequence_parallel", "zero_stage", "recompute", "schedule", "data_parallel_size",
+               "num_micro_batches"});
+  Strategy s;
+  int* sizes[] = {&s.tensor_model_parallel_size, &s.pipeline_model_parallel_size, &s.context_parallel_size,
+                  &s.expert_model_parallel_size, &s.virtual_pipeline_model_parallel_size, &s.micro_batch_size};
+  int i = 0;
+  for (std::string_view key : kParallelKeys) {
+    if (auto f = r.find(key)) *sizes[i] = static_cast<int>(f->integer(1, kMaxParallelSize));
+    ++i;
+  }
+  if (auto f = r.find("data_parallel_size")) s.data_parallel_size = static_cast<int>(f->integer(1, kMaxGpus));
+  if (auto f = r.find("num_micro_batches")) s.num_micro_batches = static_cast<int>(f->integer(1, kMaxBatch));
+  if (auto f = r.find("zero_stage")) s.zero_stage = static_cast<int>(f->integer(0, 3));
+  if (auto f = r.find("sequence_parallel")) s.sequence_parallel = f->boolean();
+  if (auto f = r.find("recompute")) s.recompute = parse_recompute(*f);
+  if (auto f = r.find("schedule")) s.schedule = parse_schedule(*f);
+  return s;
+}
+
+}  // namespace
+
+Scenario parse_scenario(const nlohmann::json& document, const std::string& source) {
+  const Reader root(document, source);
+  if (!document.is_object()) root.fail("expected a JSON object at the top level");
+  root.only_keys({"name", "model", "training", "cluster", "search", "strategy", "profile"});
+  Scenario s;
+  s.source = source;
+  if (auto f = root.find("name")) {
+    if (!f->value().is_string()) f->fail("expected a string");
+    s.name = f->value().get<std::string>();
+  }
+  const Reader model = root.required("model");
+  s.model = parse_model(model);
+  s.training = parse_training(root.required("training"));
+  if (s.model.max_position_embeddings == 0) s.model.max_position_embeddings = s.training.seq_length;
+  if (!s.model.position_embedding_rope && s.training.seq_length > s.model.max_position_embeddings)
+    root.required("training").required("seq_length")
+        .fail(fmt::format("expected at most max_position_embeddings {} (learned position embeddings)",
+                          s.model.max_position_embeddings));
+  s.cluster = parse_cluster(root.required("cluster"));
+  if (auto f = root.find("search")) s.search = parse_search(*f);
+  if (auto f = root.find("strategy")) s.strategy = parse_strategy(*f);
+  if (auto f = root.find("profile")) s.profile = f->string();
+  return s;
+}
+
+Scenario parse_scenario_text(const std::string& text, const std::string& source) {
+  nlohmann::json document;
+  try {
+    document = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::parse_error& error) {
+    // nlohmann's message carries the line and column; the byte offset locates it in any editor too.
+    throw InputError(source, "", fmt::format("malformed JSON (byte {}): {}", error.byte, error.what()));
+  } catch (const nlohmann::json::exception& error) {  // e.g. a number too large for a double
+    throw InputError(source, "", fmt::format("malformed JSON: {}", error.what()));
+  }
+  return parse_scenario(document, source);
+}
+
+Scenario load_scenario(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InputError(path.string(), "", "cannot open the file (expected a readable scenario JSON)");
+  std::ostringstream text;
+  text << in.rdbuf();
+  return parse_scenario_text(text.str(), path.string());
+}
+
+}  // namespace twin

@@ -1,0 +1,53 @@
+// Strategy identity and the names of schedules and recompute granularities as scenarios spell them.
+#include "core/strategy.hpp"
+
+#include <fmt/format.h>
+
+namespace twin {
+
+std::string Strategy::key() const {
+  return fmt::format("tp{}.pp{}.cp{}.ep{}.dp{}.vpp{}.{}.mbs{}.z{}.rc-{}.{}", tensor_model_parallel_size,
+                     pipeline_model_parallel_size, context_parallel_size, expert_model_parallel_size,
+                     data_parallel_size, virtual_pipeline_model_parallel_size, sequence_parallel ? "sp" : "nosp",
+                     micro_batch_size, zero_stage, to_string(recompute), to_string(schedule));
+}
+
+std::string to_string(Schedule s) {
+  switch (s) {
+    case Schedule::gpipe: return "gpipe";
+    case Schedule::one_f_one_b: return "1f1b";
+    case Schedule::interleaved_1f1b: return "interleaved-1f1b";
+    case Schedule::double_strand: return "double-strand";
+  }
+  return "unknown";
+}
+
+std::string to_string(Recompute r) {
+  switch (r) {
+    case Recompute::none: return "none";
+    case Recompute::selective: return "selective";
+    case Recompute::full: return "full";
+  }
+  return "unknown";
+}
+
+std::optional<Schedule> schedule_from_string(std::string_view s) {
+  for (Schedule candidate : {Schedule::gpipe, Schedule::one_f_one_b, Schedule::interleaved_1f1b,
+                             Schedule::double_strand})
+    if (s == to_string(candidate)) return candidate;
+  return std::nullopt;
+}
+
+std::optional<Recompute> recompute_from_string(std::string_view s) {
+  for (Recompute candidate : {Recompute::none, Recompute::selective, Recompute::full})
+    if (s == to_string(candidate)) return candidate;
+  return std::nullopt;
+}
+
+std::vector<std::string> schedule_names() {
+  return {"gpipe", "1f1b", "interleaved-1f1b", "double-strand"};
+}
+
+std::vector<std::string> recompute_names() { return {"none", "selective", "full"}; }
+
+}  // namespace twin

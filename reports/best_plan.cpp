@@ -1,0 +1,185 @@
+// The plan stores the strategy, not the graph: the executor lowers it again with the same code, and the
+// per-op list (compact arrays) is the cross-check that both sides see the same ops in the same order.
+#include "reports/best_plan.hpp"
+
+#include <cmath>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "core/atomic_file.hpp"
+#include "core/error.hpp"
+
+namespace twin {
+namespace {
+
+nlohmann::json breakdown_json(const TimeBreakdown& breakdown) {
+  return {{"compute_ns", breakdown.compute_ns},
+          {"exposed_communication_ns", breakdown.exposed_communication_ns},
+          {"bubble_ns", breakdown.bubble_ns},
+          {"optimizer_ns", breakdown.optimizer_ns}};
+}
+
+nlohmann::json memory_json(const MemoryBreakdown& memory) {
+  return {{"parameters", memory.parameters},
+          {"gradients", memory.gradients},
+          {"optimizer_states", memory.optimizer_states},
+          {"activations", memory.activations},
+          {"communication_buffers", memory.communication_buffers},
+          {"workspace", memory.workspace},
+          {"total", memory.total()}};
+}
+
+nlohmann::json predicted_json(const Candidate& best) {
+  nlohmann::json peak_GiB = nlohmann::json::array();
+  nlohmann::json memory_bytes = nlohmann::json::array();
+  for (const MemoryBreakdown& stage : best.memory.per_stage) {
+    peak_GiB.push_back(std::round(static_cast<double>(stage.total()) / kGiB * 1000.0) / 1000.0);
+    memory_bytes.push_back(memory_json(stage));
+  }
+  return {{"iteration_ns", best.result.iteration_ns},
+          {"iteration_time_s", to_seconds(best.result.iteration_ns)},
+          {"tokens_per_s", best.throughput.tokens_per_s},
+          {"mfu", best.throughput.mfu},
+          {"hfu", best.throughput.hfu},
+          {"critical_class", best.result.critical_class},
+          {"breakdown", breakdown_json(best.result.breakdown)},
+          {"peak_memory_GiB", std::move(peak_GiB)},
+          {"memory_bytes_per_stage", std::move(memory_bytes)}};
+}
+
+nlohmann::json rank_class_json(const RankClass& rank_class, const ClassResult& timing) {
+  nlohmann::json ops = nlohmann::json::array();
+  for (OpIndex i = 0; i < rank_class.size(); ++i) {
+    const Op& op = rank_class.op(i);
+    const OpTiming& t = timing.op_timings[i];
+    ops.push_back({op_id(rank_class.index, i), to_string(op.kind), to_string(op.role), op.layer, op.micro_batch,
+                   to_string(op.stream), t.start_ns, t.end_ns - t.start_ns});
+  }
+  return {{"index", rank_class.index},         {"pipeline", rank_class.pipeline},
+          {"stage", rank_class.stage},         {"num_ranks", rank_class.num_ranks},
+          {"first_rank", rank_class.first_rank}, {"label", rank_class.label},
+          {"finish_ns", timing.finish_ns},     {"op_count", rank_class.size()},
+          {"ops", std::move(ops)}};
+}
+
+bool is_flat(const nlohmann::json& value) {
+  for (const auto& element : value)
+    if (element.is_structured()) return false;
+  return true;
+}
+
+// Indented like dump(1), except that arrays of scalars stay on one line: one op per line.
+void write_compact(const nlohmann::json& value, int depth, std::string& out) {
+  const auto dump = [](const nlohmann::json& v) { return v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace); };
+  const std::string indent(static_cast<std::size_t>(depth + 1), ' ');
+  const std::string closing_indent(static_cast<std::size_t>(depth), ' ');
+  if (!value.is_structured() || value.empty() || (value.is_array() && is_flat(value))) {
+    out += dump(value);
+    return;
+  }
+  out += value.is_object() ? "{\n" : "[\n";
+  bool first = true;
+  for (const auto& [key, element] : value.items()) {
+    out += first ? "" : ",\n";
+    first = false;
+    out += indent;
+    if (value.is_object()) out += dump(nlohmann::json(key)) + ": ";
+    write_compact(element, depth + 1, out);
+  }
+  out += "\n" + closing_indent + (value.is_object() ? "}" : "]");
+}
+
+const nlohmann::json& member(const nlohmann::json& document, const char* key, const std::string& source,
+                             const char* expected) {
+  if (!document.contains(key)) throw InputError(source, std::string("/") + key, expected);
+  return document.at(key);
+}
+
+}  // namespace
+
+nlohmann::json best_plan_json(const Scenario& scenario, const Candidate& best, const IterationGraph& graph) {
+  if (best.result.classes.size() != graph.classes.size())
+    throw std::invalid_argument("best_plan_json: the result has a different number of rank classes than the graph");
+  nlohmann::json classes = nlohmann::json::array();
+  for (const RankClass& rank_class : graph.classes) {
+    const ClassResult& timing = best.result.classes[rank_class.index];
+    if (timing.op_timings.size() != rank_class.size())
+      throw std::invalid_argument(fmt::format(
+          "best_plan_json: no op timings for class {} (simulate with record_op_timings)", rank_class.index));
+    classes.push_back(rank_class_json(rank_class, timing));
+  }
+  nlohmann::json columns = nlohmann::json::array();
+  for (const char* column : kPlanOpColumns) columns.push_back(column);
+  return {{"format", "twin-plan"},
+          {"version", kPlanFormatVersion},
+          {"lowering_version", kLoweringVersion},
+          {"scenario", to_json(scenario)},
+          {"strategy", to_json(best.strategy)},
+          {"strategy_key", best.strategy.key()},
+          {"profile", scenario.profile},
+          {"predicted", predicted_json(best)},
+          {"op_columns", std::move(columns)},
+          {"total_ops", graph.total_ops()},
+          {"rank_classes", std::move(classes)}};
+}
+
+void write_best_plan(const std::filesystem::path& path, const Scenario& scenario, const Candidate& best,
+                     const IterationGraph& graph) {
+  std::string text;
+  write_compact(best_plan_json(scenario, best, graph), 0, text);
+  text += "\n";
+  write_file_atomically(path, text);
+}
+
+Plan parse_plan(const nlohmann::json& document, const std::string& source) {
+  if (!document.is_object()) throw InputError(source, "", "a twin plan (a JSON object with \"format\": \"twin-plan\")");
+  const nlohmann::json& format = member(document, "format", source, "\"twin-plan\"");
+  if (format != "twin-plan") throw InputError(source, "/format", "\"twin-plan\"");
+  const nlohmann::json& version = member(document, "version", source, "an integer");
+  if (!version.is_number_integer() || version.get<int>() != kPlanFormatVersion)
+    throw InputError(source, "/version", fmt::format("{} (the plan version this twin reads)", kPlanFormatVersion));
+  const nlohmann::json& lowering = member(document, "lowering_version", source, "an integer");
+  if (!lowering.is_number_integer() || lowering.get<int>() != kLoweringVersion)
+    throw InputError(source, "/lowering_version",
+                     fmt::format("{} (plans of another lowering name other ops: simulate again)", kLoweringVersion));
+  const nlohmann::json& scenario_json = member(document, "scenario", source, "the scenario object");
+  const nlohmann::json& strategy_json = member(document, "strategy", source, "the strategy object");
+  if (!scenario_json.is_object()) throw InputError(source, "/scenario", "an object");
+  if (!strategy_json.is_object()) throw InputError(source, "/strategy", "an object");
+
+  // The plan's strategy pins the scenario, so the scenario parser validates and completes it.
+  nlohmann::json pinned = scenario_json;
+  pinned.erase("search");
+  pinned["strategy"] = strategy_json;
+  Plan plan;
+  try {
+    plan.scenario = parse_scenario(pinned, source);
+  } catch (const InputError& error) {
+    const bool in_strategy = error.json_path().rfind("/strategy", 0) == 0;
+    throw InputError(source, (in_strategy ? "" : "/scenario") + error.json_path(), error.expected());
+  }
+  if (!plan.scenario.strategy) throw InputError(source, "/strategy", "one pinned strategy");
+  plan.strategy = *plan.scenario.strategy;
+  if (document.contains("profile") && document["profile"].is_string()) plan.profile = document["profile"];
+  plan.document = document;
+  return plan;
+}
+
+Plan read_plan(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InputError(path.string(), "", "a readable plan file (best.json from twin simulate)");
+  std::stringstream text;
+  text << in.rdbuf();
+  nlohmann::json document;
+  try {
+    document = nlohmann::json::parse(text.str());
+  } catch (const nlohmann::json::parse_error& error) {
+    throw InputError(path.string(), "", std::string("valid JSON (") + error.what() + ")");
+  }
+  return parse_plan(document, path.string());
+}
+
+}  // namespace twin

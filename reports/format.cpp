@@ -1,0 +1,51 @@
+// fmt formats doubles with the shortest exact algorithm, independent of the C locale.
+#include "reports/format.hpp"
+
+#include <cmath>
+#include <cstdlib>
+
+#include <fmt/format.h>
+
+namespace twin {
+
+std::string fixed(double value, int decimals) {
+  std::string text = fmt::format("{:.{}f}", value, decimals);
+  // Values that round to zero from below print as "-0.00"; a report should not show signed zeros.
+  if (text.front() == '-' && text.find_first_not_of("-0.") == std::string::npos) text.erase(0, 1);
+  return text;
+}
+
+std::string grouped(double value) {
+  std::string digits = fixed(value, 0);
+  const std::size_t first_digit = digits.front() == '-' ? 1 : 0;
+  for (std::size_t at = digits.size(); at > first_digit + 3; at -= 3) digits.insert(at - 3, ",");
+  return digits;
+}
+
+std::string seconds_text(TimeNs ns) {
+  const char* sign = ns < 0 ? "-" : "";
+  const TimeNs magnitude = std::llabs(ns);
+  return fmt::format("{}{}.{:09}", sign, magnitude / kNsPerS, magnitude % kNsPerS);
+}
+
+std::string milliseconds_text(TimeNs ns) { return fixed(static_cast<double>(ns) / kNsPerMs, 3); }
+
+std::string gib_text(Bytes bytes, int decimals) { return fixed(static_cast<double>(bytes) / kGiB, decimals); }
+
+std::string escape_html(std::string_view text) {
+  std::string escaped;
+  escaped.reserve(text.size());
+  for (char c : text) {
+    switch (c) {
+      case '&': escaped += "&amp;"; break;
+      case '<': escaped += "&lt;"; break;
+      case '>': escaped += "&gt;"; break;
+      case '"': escaped += "&quot;"; break;
+      case '\'': escaped += "&#39;"; break;
+      default: escaped += c;
+    }
+  }
+  return escaped;
+}
+
+}  // namespace twin

@@ -1,0 +1,243 @@
+// The report is assembled from escaped fragments; charts come from charts_svg/timeline_svg, the table from
+// ranking_table. No element references anything outside the file, so it renders offline and archives well.
+#include "reports/html_report.hpp"
+
+#include <algorithm>
+#include <array>
+
+#include <fmt/format.h>
+
+#include "core/atomic_file.hpp"
+#include "reports/charts_svg.hpp"
+#include "reports/format.hpp"
+#include "reports/ranking_table.hpp"
+#include "reports/timeline_svg.hpp"
+#include "strategies/flops.hpp"
+
+namespace twin {
+namespace {
+
+constexpr std::size_t kTopCandidatesCharted = 10;
+
+constexpr const char* kStyle = R"(<style>
+:root { color-scheme: light; }
+body { font-family: -apple-system, BlinkMacSystemFont, "Segoe UI", Roboto, "Helvetica Neue", Arial, "Noto Sans",
+       sans-serif; font-size: 15px; line-height: 1.45; color: #1f2328; background: #fff; margin: 0; }
+main { max-width: 1480px; margin: 0 auto; padding: 24px 32px 48px; }
+h1 { font-size: 26px; margin: 0 0 6px; }
+h2 { font-size: 19px; margin: 32px 0 10px; padding-bottom: 4px; border-bottom: 1px solid #e3e6eb; }
+code, .key { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, "Liberation Mono", monospace; font-size: 13px; }
+dl.facts { display: grid; grid-template-columns: max-content 1fr; gap: 4px 16px; margin: 12px 0; }
+dl.facts dt { color: #59636e; } dl.facts dd { margin: 0; }
+.warning { background: #fff8e1; border: 1px solid #f0c36d; border-radius: 6px; padding: 8px 12px; margin: 12px 0; }
+.cards { display: flex; flex-wrap: wrap; gap: 12px; margin: 12px 0; }
+.card { border: 1px solid #e3e6eb; border-radius: 8px; padding: 10px 14px; min-width: 130px; }
+.card b { display: block; font-size: 20px; } .card span { color: #59636e; font-size: 13px; }
+.chart { overflow-x: auto; margin: 8px 0; }
+.legend { display: flex; flex-wrap: wrap; gap: 6px 16px; font-size: 13px; margin: 6px 0; }
+.legend i { display: inline-block; width: 12px; height: 12px; border-radius: 2px; margin-right: 5px;
+            vertical-align: -1px; }
+.table-scroll { overflow-x: auto; max-height: 1400px; overflow-y: auto; border: 1px solid #e3e6eb; border-radius: 6px; }
+table#ranking { border-collapse: collapse; font-size: 12.5px; width: 100%; }
+#ranking th { position: sticky; top: 0; background: #f6f8fa; text-align: left; padding: 5px 6px;
+              border-bottom: 2px solid #d0d7de; white-space: nowrap; }
+#ranking td { padding: 3px 6px; border-bottom: 1px solid #eaeef2; vertical-align: top; }
+#ranking td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
+#ranking td.key { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; font-size: 11.5px;
+                  white-space: nowrap; }
+#ranking td.reason { color: #8a3b12; min-width: 260px; }
+#ranking tr.feasible:nth-child(even) { background: #fafbfc; }
+#ranking tr.feasible:first-child { background: #e9f6ec; font-weight: 600; }
+#ranking tr.infeasible { color: #6e7781; }
+.note { color: #59636e; font-size: 13px; }
+footer { margin-top: 36px; color: #59636e; font-size: 13px; }
+</style>
+)";
+
+std::string percent(double fraction) { return fixed(100.0 * fraction, 1) + "%"; }
+
+double total_peak_tflops(const Cluster& cluster) {
+  double total = 0;
+  for (const NodeGroup& group : cluster.node_groups)
+    total += static_cast<double>(group.count) * group.gpus_per_node * group.gpu.peak_bf16_tflops;
+  return total;
+}
+
+std::string cluster_text(const Cluster& cluster) {
+  std::string text;
+  for (const NodeGroup& group : cluster.node_groups) {
+    if (!text.empty()) text += " + ";
+    text += fmt::format("{} node{} × {} {} ({} {} GB/s", group.count, group.count == 1 ? "" : "s", group.gpus_per_node,
+                        group.gpu.name, to_string(group.intra_node.kind), fixed(group.intra_node.bandwidth_GBps, 0));
+    if (group.nics.count > 0)
+      text += fmt::format("; {} × {} Gb/s NICs", group.nics.count, fixed(group.nics.bandwidth_Gbps, 0));
+    text += ")";
+  }
+  return fmt::format("{} ({} GPUs, {} network)", text, cluster.total_gpus(), cluster.network.topology);
+}
+
+std::string model_text(const ModelConfig& model) {
+  std::string text = fmt::format("{}: {} layers, hidden {}, {} heads ({} KV groups), vocabulary {}",
+                                 model.name.empty() ? "custom" : model.name, model.num_layers, model.hidden_size,
+                                 model.num_attention_heads, model.num_query_groups, model.vocab_size);
+  if (model.is_moe())
+    text += fmt::format(", MoE {} experts top-{}", model.moe.num_experts, model.moe.top_k);
+  return text + fmt::format(", {}B parameters", fixed(static_cast<double>(parameter_count(model)) / 1e9, 2));
+}
+
+std::string header_html(const Scenario& scenario) {
+  const double peak_tflops = total_peak_tflops(scenario.cluster);
+  std::string html = "<header>\n<h1>" + escape_html(scenario.name.empty() ? "twin report" : scenario.name) + "</h1>\n";
+  html += "<dl class=\"facts\">\n";
+  const auto fact = [&](const char* name, const std::string& value) {
+    html += std::string("<dt>") + name + "</dt><dd>" + escape_html(value) + "</dd>\n";
+  };
+  fact("model", model_text(scenario.model));
+  fact("training", fmt::format("sequence length {}, global batch {} sequences, {}, {}", scenario.training.seq_length,
+                               scenario.training.global_batch_size, scenario.training.precision,
+                               scenario.training.optimizer));
+  fact("cluster", cluster_text(scenario.cluster));
+  fact("profile", scenario.profile);
+  fact("MFU formula", kFlopFormula);
+  fact("peak used", fmt::format("{} TFLOP/s: the sum of every GPU's dense bf16 datasheet peak", fixed(peak_tflops, 0)));
+  html += "</dl>\n";
+  if (scenario.profile == "builtin")
+    html += "<p class=\"warning\"><b>Estimates.</b> These times come from the built-in profile (datasheet peaks and "
+            "published efficiency curves), not from measurements of this cluster. Run <code>twin calibrate</code> "
+            "and simulate with its profile for predictions to trust.</p>\n";
+  return html + "</header>\n";
+}
+
+std::string cards_html(const Candidate& best) {
+  const auto card = [](const std::string& value, const char* label) {
+    return "<div class=\"card\"><b>" + escape_html(value) + "</b><span>" + label + "</span></div>";
+  };
+  std::string html = "<div class=\"cards\">";
+  html += card(milliseconds_text(best.result.iteration_ns) + " ms", "iteration time");
+  html += card(grouped(best.throughput.tokens_per_s), "tokens/s");
+  html += card(percent(best.throughput.mfu), "MFU");
+  html += card(percent(best.throughput.hfu), "HFU");
+  html += card(gib_text(best.memory.peak_bytes(), 1) + " GiB", "peak memory per GPU");
+  return html + "</div>\n";
+}
+
+// Per stage, the smallest GPU memory among the classes of that stage (the one that must fit).
+std::vector<double> stage_capacities_GiB(const Scenario& scenario, const IterationGraph& graph, std::size_t stages) {
+  std::vector<double> capacity(stages, 0.0);
+  for (const RankClass& rank_class : graph.classes) {
+    if (rank_class.stage < 0 || static_cast<std::size_t>(rank_class.stage) >= stages) continue;
+    if (rank_class.node_group < 0 || static_cast<std::size_t>(rank_class.node_group) >= scenario.cluster.node_groups.size())
+      continue;
+    const double memory = scenario.cluster.node_groups[rank_class.node_group].gpu.memory_GiB;
+    double& slot = capacity[rank_class.stage];
+    slot = slot > 0 ? std::min(slot, memory) : memory;
+  }
+  return capacity;
+}
+
+std::array<TimeNs, 4> parts(const TimeBreakdown& b) {
+  return {b.compute_ns, b.exposed_communication_ns, b.bubble_ns, b.optimizer_ns};
+}
+constexpr std::array<const char*, 4> kPartNames = {"compute", "exposed communication", "pipeline bubble", "optimizer"};
+
+}  // namespace
+
+std::string why_this_one_html(const std::vector<Candidate>& ranked, const Candidate& best,
+                              const std::vector<double>& capacity_GiB) {
+  std::size_t feasible = 0, out_of_memory = 0;
+  const Candidate* runner_up = nullptr;
+  for (const Candidate& candidate : ranked) {
+    if (candidate.feasible) {
+      ++feasible;
+      if (!runner_up && !(candidate.strategy == best.strategy)) runner_up = &candidate;
+    } else if (candidate.infeasible_reason.rfind("out of memory", 0) == 0) {
+      ++out_of_memory;
+    }
+  }
+  const TimeBreakdown& b = best.result.breakdown;
+  const double total = std::max<double>(1.0, static_cast<double>(b.total_ns()));
+  const auto share = [&](TimeNs part) { return percent(static_cast<double>(part) / total); };
+
+  std::string text = feasible <= 1
+                         ? fmt::format("{} is the only feasible candidate of {}.", best.strategy.key(), ranked.size())
+                         : fmt::format("{} is the fastest of {} feasible candidates ({} enumerated).",
+                                       best.strategy.key(), feasible, ranked.size());
+  text += fmt::format(" One iteration takes {} ms ({} tokens/s, MFU {}): compute {}, exposed communication {}, "
+                      "pipeline bubble {}, optimizer {}.",
+                      milliseconds_text(best.result.iteration_ns), grouped(best.throughput.tokens_per_s),
+                      percent(best.throughput.mfu), share(b.compute_ns), share(b.exposed_communication_ns),
+                      share(b.bubble_ns), share(b.optimizer_ns));
+  const auto best_parts = parts(b);
+  std::size_t overhead = 1;
+  for (std::size_t p = 2; p < best_parts.size(); ++p)
+    if (best_parts[p] > best_parts[overhead]) overhead = p;
+  if (best_parts[overhead] > 0)
+    text += fmt::format(" Its largest overhead is the {} ({} of the iteration).", kPartNames[overhead],
+                        share(best_parts[overhead]));
+  if (runner_up) {
+    const auto other_parts = parts(runner_up->result.breakdown);
+    std::size_t largest = 0;
+    for (std::size_t p = 1; p < other_parts.size(); ++p)
+      if (std::llabs(other_parts[p] - best_parts[p]) > std::llabs(other_parts[largest] - best_parts[largest])) largest = p;
+    const TimeNs difference_ns = runner_up->result.iteration_ns - best.result.iteration_ns;
+    const TimeNs part_difference_ns = other_parts[largest] - best_parts[largest];
+    text += fmt::format(" The runner-up, {}, takes {} ms ({} longer); the largest difference is in {} ({}{} ms).",
+                        runner_up->strategy.key(), milliseconds_text(runner_up->result.iteration_ns),
+                        percent(static_cast<double>(difference_ns) / std::max<double>(1.0, best.result.iteration_ns)),
+                        kPartNames[largest], part_difference_ns >= 0 ? "+" : "", milliseconds_text(part_difference_ns));
+  }
+  if (!best.memory.per_stage.empty()) {
+    const int stage = best.memory.worst_stage;
+    const double peak = static_cast<double>(best.memory.peak_bytes()) / kGiB;
+    text += fmt::format(" Peak memory is {} GiB per GPU on stage {}", fixed(peak, 1), stage);
+    if (static_cast<std::size_t>(stage) < capacity_GiB.size() && capacity_GiB[stage] > 0)
+      text += fmt::format(" of {} GiB ({} GiB headroom)", fixed(capacity_GiB[stage], 1),
+                          fixed(capacity_GiB[stage] - peak, 1));
+    text += ".";
+  }
+  const std::size_t excluded = ranked.size() - feasible;
+  if (excluded > 0)
+    text += fmt::format(" {} candidates were excluded: {} out of memory, {} invalid for this model or cluster.",
+                        excluded, out_of_memory, excluded - out_of_memory);
+  return "<p class=\"why\">" + escape_html(text) + "</p>\n";
+}
+
+std::string html_report(const Scenario& scenario, const std::vector<Candidate>& ranked,
+                        const IterationGraph& best_graph, const Candidate& best) {
+  const std::vector<double> capacity = stage_capacities_GiB(scenario, best_graph, best.memory.per_stage.size());
+  std::vector<const Candidate*> top;
+  for (const Candidate& candidate : ranked)
+    if (candidate.feasible && top.size() < kTopCandidatesCharted) top.push_back(&candidate);
+
+  std::string html = "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n";
+  html += "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n";
+  html += "<title>" + escape_html("twin: " + scenario.name) + "</title>\n" + kStyle + "</head>\n<body>\n<main>\n";
+  html += header_html(scenario);
+
+  html += "<section id=\"best\">\n<h2>Best strategy: <span class=\"key\">" + escape_html(best.strategy.key()) +
+          "</span></h2>\n" + cards_html(best) + why_this_one_html(ranked, best, capacity) + "</section>\n";
+
+  html += "<section id=\"timeline\">\n<h2>One iteration of the best strategy</h2>\n" + family_legend_html() +
+          "\n<div class=\"chart\">" + timeline_svg(best_graph, best.result) + "</div>\n";
+  html += "<p class=\"note\">One lane per rank class and stream; ranks that behave identically share a lane. "
+          "Hover a bar for its ops. The Chrome traces written with this report show every op: open them in "
+          "Perfetto (ui.perfetto.dev) or chrome://tracing.</p>\n</section>\n";
+
+  html += "<section id=\"memory\">\n<h2>Memory per GPU, by pipeline stage</h2>\n" + memory_legend_html() +
+          "\n<div class=\"chart\">" + memory_chart_svg(best.memory, capacity) + "</div>\n</section>\n";
+
+  html += "<section id=\"breakdown\">\n<h2>Where the time goes: top candidates</h2>\n" + time_legend_html() +
+          "\n<div class=\"chart\">" + time_breakdown_svg(top) + "</div>\n</section>\n";
+
+  html += "<section id=\"candidates\">\n<h2>Ranking</h2>\n" + ranking_table_html(ranked) + "</section>\n";
+  html += "<footer>Generated by twin simulate. Times are simulated; MFU counts model FLOPs only, HFU adds "
+          "recomputed forward work.</footer>\n</main>\n</body>\n</html>\n";
+  return html;
+}
+
+void write_html_report(const std::filesystem::path& path, const Scenario& scenario,
+                       const std::vector<Candidate>& ranked, const IterationGraph& best_graph, const Candidate& best) {
+  write_file_atomically(path, html_report(scenario, ranked, best_graph, best));
+}
+
+}  // namespace twin

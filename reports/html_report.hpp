@@ -1,0 +1,27 @@
+// report.html: one self-contained file (inline CSS and SVG, no script, no network) with the scenario,
+// the best strategy's timeline, memory and time breakdowns, a "why this one" paragraph and the ranking.
+#pragma once
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "core/op_graph.hpp"
+#include "core/scenario.hpp"
+#include "strategies/search.hpp"
+
+namespace twin {
+
+// `ranked` as search() returns it; `best` must carry op timings for `best_graph` (evaluate with
+// record_op_timings). The profile shown is scenario.profile ("builtin" adds the estimates warning).
+std::string html_report(const Scenario& scenario, const std::vector<Candidate>& ranked,
+                        const IterationGraph& best_graph, const Candidate& best);
+
+// Writes html_report atomically.
+void write_html_report(const std::filesystem::path& path, const Scenario& scenario,
+                       const std::vector<Candidate>& ranked, const IterationGraph& best_graph, const Candidate& best);
+
+// The "why this one" paragraph (HTML-escaped sentences built from the numbers).
+std::string why_this_one_html(const std::vector<Candidate>& ranked, const Candidate& best,
+                              const std::vector<double>& capacity_GiB);
+
+}  // namespace twin

@@ -1,0 +1,107 @@
+// Every number is formatted with fixed decimals (times exactly, from integer ns) so the file diffs cleanly.
+#include "reports/ranking_csv.hpp"
+
+#include "reports/format.hpp"
+
+namespace twin {
+
+const std::vector<std::string>& ranking_csv_columns() {
+  static const std::vector<std::string> columns = {
+      "rank",
+      "strategy",
+      "tensor_model_parallel_size",
+      "pipeline_model_parallel_size",
+      "context_parallel_size",
+      "expert_model_parallel_size",
+      "data_parallel_size",
+      "virtual_pipeline_model_parallel_size",
+      "sequence_parallel",
+      "micro_batch_size",
+      "num_micro_batches",
+      "zero_stage",
+      "recompute",
+      "schedule",
+      "feasible",
+      "iteration_time_s",
+      "tokens_per_s",
+      "mfu",
+      "hfu",
+      "peak_memory_GiB",
+      "compute_s",
+      "exposed_communication_s",
+      "pipeline_bubble_s",
+      "optimizer_s",
+      "infeasible_reason",
+  };
+  return columns;
+}
+
+std::string csv_field(std::string_view text) {
+  if (text.find_first_of(",\"\r\n") == std::string_view::npos) return std::string(text);
+  std::string quoted = "\"";
+  for (char c : text) {
+    if (c == '"') quoted += '"';
+    quoted += c;
+  }
+  quoted += '"';
+  return quoted;
+}
+
+namespace {
+
+void append_row(std::string& csv, const std::vector<std::string>& fields) {
+  for (std::size_t i = 0; i < fields.size(); ++i) {
+    if (i > 0) csv += ',';
+    csv += csv_field(fields[i]);
+  }
+  csv += "\r\n";
+}
+
+std::vector<std::string> candidate_row(const Candidate& candidate, int rank) {
+  const Strategy& s = candidate.strategy;
+  const auto flag = [](bool value) { return std::string(value ? "true" : "false"); };
+  std::vector<std::string> row = {
+      rank > 0 ? std::to_string(rank) : std::string(),
+      s.key(),
+      std::to_string(s.tensor_model_parallel_size),
+      std::to_string(s.pipeline_model_parallel_size),
+      std::to_string(s.context_parallel_size),
+      std::to_string(s.expert_model_parallel_size),
+      std::to_string(s.data_parallel_size),
+      std::to_string(s.virtual_pipeline_model_parallel_size),
+      flag(s.sequence_parallel),
+      std::to_string(s.micro_batch_size),
+      std::to_string(s.num_micro_batches),
+      std::to_string(s.zero_stage),
+      to_string(s.recompute),
+      to_string(s.schedule),
+      flag(candidate.feasible),
+  };
+  const bool simulated = candidate.feasible;
+  const IterationResult& result = candidate.result;
+  const auto when_simulated = [&](std::string text) { return simulated ? text : std::string(); };
+  row.push_back(when_simulated(seconds_text(result.iteration_ns)));
+  row.push_back(when_simulated(fixed(candidate.throughput.tokens_per_s, 1)));
+  row.push_back(when_simulated(fixed(candidate.throughput.mfu, 4)));
+  row.push_back(when_simulated(fixed(candidate.throughput.hfu, 4)));
+  // An out-of-memory candidate still has its memory estimate: show how far over it is.
+  row.push_back(candidate.memory.per_stage.empty() ? std::string() : gib_text(candidate.memory.peak_bytes(), 3));
+  row.push_back(when_simulated(seconds_text(result.breakdown.compute_ns)));
+  row.push_back(when_simulated(seconds_text(result.breakdown.exposed_communication_ns)));
+  row.push_back(when_simulated(seconds_text(result.breakdown.bubble_ns)));
+  row.push_back(when_simulated(seconds_text(result.breakdown.optimizer_ns)));
+  row.push_back(candidate.feasible ? std::string() : candidate.infeasible_reason);
+  return row;
+}
+
+}  // namespace
+
+std::string ranking_csv(const Scenario& scenario, const std::vector<Candidate>& candidates) {
+  std::string csv;
+  append_row(csv, ranking_csv_columns());
+  int rank = 0;
+  for (const Candidate& candidate : candidates) append_row(csv, candidate_row(candidate, candidate.feasible ? ++rank : 0));
+  return csv;
+}
+
+}  // namespace twin

@@ -1,0 +1,23 @@
+// ranking.csv: one RFC-4180 row per candidate, feasible ones ranked first, infeasible ones with their
+// reason. Columns use Megatron-LM's names for strategy fields and carry units in metric names.
+#pragma once
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/scenario.hpp"
+#include "strategies/search.hpp"
+
+namespace twin {
+
+// The header row's column names, in order.
+const std::vector<std::string>& ranking_csv_columns();
+
+// `candidates` in ranked order (as search() returns them); rank counts feasible rows from 1 and is
+// empty for infeasible ones. Lines end in CRLF as RFC 4180 says.
+std::string ranking_csv(const Scenario& scenario, const std::vector<Candidate>& candidates);
+
+// One field, quoted when it holds a comma, a quote or a line break (quotes doubled).
+std::string csv_field(std::string_view text);
+
+}  // namespace twin

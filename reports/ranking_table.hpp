@@ -1,0 +1,18 @@
+// The ranking as an HTML table (id="ranking"): feasible candidates ranked first, then infeasible ones
+// with their reasons, capped at `max_rows` rows with a note pointing to ranking.csv.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "strategies/search.hpp"
+
+namespace twin {
+
+inline constexpr std::size_t kRankingTableMaxRows = 300;
+// Rows kept for infeasible candidates when the feasible ones alone would fill the table.
+inline constexpr std::size_t kRankingTableInfeasibleRows = 50;
+
+// Each body row is <tr class="feasible"> or <tr class="infeasible">.
+std::string ranking_table_html(const std::vector<Candidate>& candidates, std::size_t max_rows = kRankingTableMaxRows);
+
+}  // namespace twin

@@ -1,0 +1,376 @@
+// The event loop. An activity whose rate changes gets a new version and a new event; the loop drops
+// the old one when it pops. A change marks the classes it affects dirty and
+// they are re-rated once per event, after everything that event caused.
+#include "sim/engine.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "sim/activities.hpp"
+#include "sim/breakdown.hpp"
+#include "sim/event_queue.hpp"
+#include "sim/links.hpp"
+
+namespace twin::sim {
+namespace {
+
+// Float error must not add a nanosecond to an exact result: 1000 ns at 1.5x is 1500, not 1501.
+TimeNs ceil_ns(double ns) {
+  const double up = std::ceil(ns - (1e-6 + ns * 1e-12));
+  return up > 0 ? static_cast<TimeNs>(up) : 0;
+}
+
+// A communication op in progress: a collective or context send on one class, or a pipeline transfer
+// (side 0 the send, side 1 the recv) whose two ends finish together.
+struct CommRun {
+  std::array<std::int32_t, 2> rank_class{-1, -1};
+  std::array<std::uint32_t, 2> op{};
+  const CollectivePlan* plan = nullptr;
+  double message_bytes = 0;
+  int phase = 0;
+  int flows_left = 0;
+  bool latency_done = false;
+};
+
+enum class OpState : std::uint8_t { blocked, waiting_peer, running, done };
+
+struct ClassRun {
+  std::vector<std::uint32_t> pending;    // unfinished predecessors
+  std::vector<OpState> state;
+  std::vector<OpTiming> timings;
+  ClassClock clock;
+  TimeNs finish_ns = 0;
+  std::size_t done = 0;
+  bool dirty = false;
+};
+
+class Engine {
+ public:
+  Engine(const FlatIteration& flat, const IterationGraph& graph, const SimOptions& options)
+      : flat_(flat), graph_(graph), record_(options.record_op_timings), loads_(flat.classes.size()),
+        classes_(flat.classes.size()), activities_(flat.classes.size()) {
+    for (std::size_t c = 0; c < classes_.size(); ++c) {
+      const FlatClass& flat_class = flat.classes[c];
+      ClassRun& run = classes_[c];
+      run.pending.resize(flat_class.ops.size());
+      for (std::size_t i = 0; i < flat_class.ops.size(); ++i) run.pending[i] = flat_class.ops[i].predecessors;
+      run.state.assign(flat_class.ops.size(), OpState::blocked);
+      if (record_) run.timings.resize(flat_class.ops.size());
+    }
+    queue_.reserve(4096);
+    runs_.reserve(64);
+  }
+
+  IterationResult run() {
+    for (std::size_t c = 0; c < classes_.size(); ++c) {
+      for (std::uint32_t i = 0; i < classes_[c].pending.size(); ++i)
+        if (classes_[c].pending[i] == 0) start_op(static_cast<int>(c), i);
+    }
+    refresh_dirty();
+    std::uint64_t events = 0;
+    while (!queue_.empty()) {
+      const Event event = queue_.pop();
+      ++events;
+      if (activities_[event.activity].version != event.version) continue;
+      now_ = event.time_ns;
+      complete(event.activity);
+      refresh_dirty();
+    }
+    for (const ClassRun& run : classes_)
+      if (run.done != run.state.size()) report_deadlock();
+    return result(events);
+  }
+
+ private:
+  // ---- ops ----
+  void start_op(int c, std::uint32_t i) {
+    const FlatOp& op = flat_.classes[c].ops[i];
+    switch (op.kind) {
+      case OpClass::compute: {
+        begin(c, i, /*communication=*/false);
+        const std::uint32_t a = activities_.acquire(ActivityKind::compute, now_);
+        Activity& act = activities_[a];
+        act.rank_class = c;
+        act.target = i;
+        act.remaining = static_cast<double>(op.nominal_ns);
+        list(a, c);
+        return;
+      }
+      case OpClass::collective:
+      case OpClass::context_send:
+        begin(c, i, /*communication=*/true);
+        start_run({c, -1}, {i, 0}, flat_.classes[c].plans[op.plan], op.message_bytes);
+        return;
+      case OpClass::pipeline_send:
+      case OpClass::pipeline_recv: {
+        classes_[c].state[i] = OpState::waiting_peer;
+        if (classes_[op.peer_class].state[op.peer_op] != OpState::waiting_peer) return;
+        const bool is_send = op.kind == OpClass::pipeline_send;
+        const int sender = is_send ? c : op.peer_class;
+        const std::uint32_t send = is_send ? i : op.peer_op;
+        const int receiver = is_send ? op.peer_class : c;
+        const std::uint32_t recv = is_send ? op.peer_op : i;
+        begin(sender, send, true);
+        begin(receiver, recv, true);
+        const FlatOp& send_op = flat_.classes[sender].ops[send];
+        start_run({sender, receiver}, {send, recv}, flat_.classes[sender].plans[send_op.plan], send_op.message_bytes);
+        return;
+      }
+    }
+  }
+
+  // The op becomes active: the breakdown sees it, and overlap may re-rate the class's other work.
+  void begin(int c, std::uint32_t i, bool communication) {
+    ClassRun& run = classes_[c];
+    const bool optimizer = flat_.classes[c].ops[i].optimizer;
+    run.clock.advance(now_);
+    if (communication) {
+      run.clock.begin_communication(optimizer);
+      if (run.clock.communication_active() == 1 && flat_.overlap.compute_slowdown != 1.0) mark_dirty(c);
+    } else {
+      run.clock.begin_compute(optimizer);
+      if (run.clock.compute_active() == 1 && flat_.overlap.communication_slowdown != 1.0) mark_dirty(c);
+    }
+    run.state[i] = OpState::running;
+    if (record_) run.timings[i].start_ns = now_;
+  }
+
+  void finish_op(int c, std::uint32_t i) {
+    ClassRun& run = classes_[c];
+    const FlatClass& flat_class = flat_.classes[c];
+    const FlatOp& op = flat_class.ops[i];
+    run.clock.advance(now_);
+    if (op.kind == OpClass::compute) {
+      run.clock.end_compute(op.optimizer);
+      if (run.clock.compute_active() == 0 && flat_.overlap.communication_slowdown != 1.0) mark_dirty(c);
+    } else {
+      run.clock.end_communication(op.optimizer);
+      if (run.clock.communication_active() == 0 && flat_.overlap.compute_slowdown != 1.0) mark_dirty(c);
+    }
+    run.state[i] = OpState::done;
+    ++run.done;
+    run.finish_ns = now_;
+    if (record_) run.timings[i].end_ns = now_;
+    for (std::uint32_t s = op.successors_begin; s < op.successors_end; ++s) {
+      const std::uint32_t next = flat_class.successors[s];
+      if (--run.pending[next] == 0) start_op(c, next);
+    }
+  }
+
+  // ---- communication ----
+  void start_run(std::array<std::int32_t, 2> rank_class, std::array<std::uint32_t, 2> op, const CollectivePlan& plan,
+                 double message_bytes) {
+    std::uint32_t r;
+    if (!free_runs_.empty()) {
+      r = free_runs_.back();
+      free_runs_.pop_back();
+    } else {
+      r = static_cast<std::uint32_t>(runs_.size());
+      runs_.emplace_back();
+    }
+    runs_[r] = CommRun{rank_class, op, &plan, message_bytes, 0, 0, false};
+    continue_run(r, /*may_finish_now=*/false);
+  }
+
+  // Runs the plan from the current phase until something has to wait (latency or flows). A run that
+  // would end during its own start ends through a zero delay instead, so finishing never recurses.
+  void continue_run(std::uint32_t r, bool may_finish_now) {
+    CommRun& run = runs_[r];
+    while (run.phase < run.plan->phase_count) {
+      const CollectivePhase& phase = run.plan->phases[run.phase];
+      if (!run.latency_done && phase.latency_ns > 0) {
+        run.latency_done = true;
+        schedule_delay(r, phase.latency_ns);
+        return;
+      }
+      run.latency_done = false;
+      if (start_flows(r, phase) > 0) return;
+      ++run.phase;
+    }
+    if (!may_finish_now) {
+      schedule_delay(r, 0);
+      return;
+    }
+    const CommRun finished = run;
+    free_runs_.push_back(r);
+    finish_op(finished.rank_class[0], finished.op[0]);
+    if (finished.rank_class[1] >= 0) finish_op(finished.rank_class[1], finished.op[1]);
+  }
+
+  int start_flows(std::uint32_t r, const CollectivePhase& phase) {
+    int started = 0;
+    for (int f = 0; f < phase.flow_count; ++f) {
+      const CollectiveFlow& flow = phase.flows[f];
+      if (flow.bytes <= 0) continue;
+      const CommRun& run = runs_[r];
+      const int from = run.rank_class[0];
+      const int to = run.rank_class[1] >= 0 ? run.rank_class[1] : from;
+      FlowRoute route;
+      for (int link = 0; link < kLinkKindCount; ++link) {
+        if (!(flow.links & (1 << link))) continue;
+        // A pipeline transfer leaves the sender's GPUs and enters the receiver's; a collective's (and a
+        // ring-attention send's) GPUs send and receive at once, so it occupies both directions of one class.
+        route.add(from, link, Direction::transmit, capacity_GBps(from, link, run.message_bytes));
+        route.add(to, link, Direction::receive, capacity_GBps(to, link, run.message_bytes));
+      }
+      const std::uint32_t a = activities_.acquire(ActivityKind::flow, now_);
+      Activity& act = activities_[a];
+      act.target = r;
+      act.remaining = flow.bytes;
+      act.route = route;
+      loads_.attach(route);
+      for (int i = 0; i < route.count; ++i) mark_dirty(route.resources[i].rank_class);
+      list(a, from);
+      if (to != from) list(a, to);
+      ++started;
+    }
+    runs_[r].flows_left = started;
+    return started;
+  }
+
+  double capacity_GBps(int c, int link, double message_bytes) const {
+    const LinkParams& links = flat_.classes[c].links;
+    return links.bandwidth_GBps[link] * links.efficiency[link].at(message_bytes);
+  }
+
+  void schedule_delay(std::uint32_t r, TimeNs latency_ns) {
+    const std::uint32_t a = activities_.acquire(ActivityKind::delay, now_);
+    activities_[a].target = r;
+    queue_.push(now_ + latency_ns, a, activities_[a].version);
+  }
+
+  // ---- activities ----
+  void complete(std::uint32_t a) {
+    Activity& act = activities_[a];
+    const ActivityKind kind = act.kind;
+    const std::int32_t rank_class = act.rank_class;
+    const std::uint32_t target = act.target;
+    if (kind == ActivityKind::flow) {
+      loads_.detach(act.route);
+      for (int i = 0; i < act.route.count; ++i) mark_dirty(act.route.resources[i].rank_class);
+    }
+    activities_.unlist(a);
+    activities_.release(a);
+    switch (kind) {
+      case ActivityKind::compute:
+        finish_op(rank_class, target);
+        return;
+      case ActivityKind::delay:
+        continue_run(target, true);
+        return;
+      case ActivityKind::flow:
+        if (--runs_[target].flows_left == 0) {
+          ++runs_[target].phase;
+          continue_run(target, true);
+        }
+        return;
+    }
+  }
+
+  void list(std::uint32_t a, int c) {
+    activities_.list(a, c);
+    mark_dirty(c);
+  }
+
+  void mark_dirty(int c) {
+    if (classes_[c].dirty) return;
+    classes_[c].dirty = true;
+    dirty_.push_back(c);
+  }
+
+  double rate_ns_per_unit(const Activity& act) const {
+    if (act.kind == ActivityKind::compute)
+      return classes_[act.rank_class].clock.communication_active() > 0 ? flat_.overlap.compute_slowdown : 1.0;
+    bool compute_busy = false;
+    for (int c : act.listed_in)
+      if (c >= 0 && classes_[c].clock.compute_active() > 0) compute_busy = true;
+    return loads_.ns_per_byte(act.route) * (compute_busy ? flat_.overlap.communication_slowdown : 1.0);
+  }
+
+  void refresh_dirty() {
+    for (std::size_t d = 0; d < dirty_.size(); ++d) {
+      ClassRun& run = classes_[dirty_[d]];
+      run.dirty = false;
+      for (std::uint32_t a : activities_.active(dirty_[d])) {
+        Activity& act = activities_[a];
+        const double ns_per_unit = rate_ns_per_unit(act);
+        if (ns_per_unit == act.ns_per_unit) continue;
+        const TimeNs elapsed = now_ - act.updated_ns;
+        if (elapsed > 0) act.remaining = std::max(0.0, act.remaining - static_cast<double>(elapsed) / act.ns_per_unit);
+        act.updated_ns = now_;
+        act.ns_per_unit = ns_per_unit;
+        ++act.version;
+        queue_.push(now_ + ceil_ns(act.remaining * ns_per_unit), a, act.version);
+      }
+    }
+    dirty_.clear();
+  }
+
+  // ---- end ----
+  [[noreturn]] void report_deadlock() const {
+    std::string message = "simulation deadlock (a lowering bug): ";
+    bool first = true;
+    for (std::size_t c = 0; c < classes_.size(); ++c) {
+      const ClassRun& run = classes_[c];
+      if (run.done == run.state.size()) continue;
+      const auto stuck = static_cast<std::uint32_t>(
+          std::find_if(run.state.begin(), run.state.end(), [](OpState s) { return s != OpState::done; }) -
+          run.state.begin());
+      const FlatOp& op = flat_.classes[c].ops[stuck];
+      message += (first ? "" : "; ") + op_name(graph_.classes[c].op(stuck)) + " (" +
+                 op_id(static_cast<int>(c), stuck) + ")";
+      if (run.state[stuck] == OpState::waiting_peer)
+        message += " waits for its peer " + op_id(op.peer_class, op.peer_op);
+      else
+        message += " waits for " + std::to_string(run.pending[stuck]) + " unfinished predecessor(s)";
+      first = false;
+    }
+    throw std::logic_error(message);
+  }
+
+  IterationResult result(std::uint64_t events) {
+    IterationResult result;
+    result.events = events;
+    result.classes.resize(classes_.size());
+    for (std::size_t c = 0; c < classes_.size(); ++c) {
+      ClassRun& run = classes_[c];
+      run.clock.advance(run.finish_ns);
+      ClassResult& out = result.classes[c];
+      out.finish_ns = run.finish_ns;
+      out.breakdown = run.clock.breakdown();
+      out.communication_busy_ns = run.clock.communication_busy_ns();
+      out.op_timings = std::move(run.timings);
+      if (out.finish_ns > result.iteration_ns) {
+        result.iteration_ns = out.finish_ns;
+        result.critical_class = static_cast<int>(c);
+      }
+    }
+    if (!result.classes.empty()) result.breakdown = result.classes[result.critical_class].breakdown;
+    return result;
+  }
+
+  const FlatIteration& flat_;
+  const IterationGraph& graph_;
+  const bool record_;
+  TimeNs now_ = 0;
+  EventQueue queue_;
+  LinkLoads loads_;
+  std::vector<ClassRun> classes_;
+  ActivityPool activities_;
+  std::vector<CommRun> runs_;
+  std::vector<std::uint32_t> free_runs_;
+  std::vector<int> dirty_;
+};
+
+}  // namespace
+
+IterationResult run_engine(const FlatIteration& flat, const IterationGraph& graph, const SimOptions& options) {
+  return Engine(flat, graph, options).run();
+}
+
+}  // namespace twin::sim

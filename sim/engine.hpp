@@ -1,0 +1,23 @@
+// The discrete-event loop over a flattened iteration. An op starts when the previous op of its stream
+// and all its dependencies have finished; compute runs for its nominal time, communication runs its
+// plan's phases (step latency, then fluid flows on the class's links); a pipeline send and its recv
+// start together when both are ready and end together. Whenever what a class is running changes, every
+// activity whose rate depends on it is brought up to date and its completion rescheduled:
+//   compute rate   1/compute_slowdown while any communication op of its class is in progress, else 1;
+//   flow rate      its smallest link share (links.hpp), / communication_slowdown while a class it
+//                  belongs to has compute running.
+// Completions are integer nanoseconds (now + ceil(remaining / rate)); equal times run in the order they
+// were scheduled. Ops of zero duration still complete through the queue, never recursively.
+#pragma once
+#include "core/op_graph.hpp"
+#include "sim/flat_graph.hpp"
+#include "sim/result.hpp"
+#include "sim/simulate.hpp"
+
+namespace twin::sim {
+
+// `graph` is the one `flat` was built from (used to name ops in errors). Throws std::logic_error naming a
+// stuck op of each class when nothing can run while ops remain (a deadlock: a lowering bug).
+IterationResult run_engine(const FlatIteration& flat, const IterationGraph& graph, const SimOptions& options);
+
+}  // namespace twin::sim

@@ -1,0 +1,267 @@
+// Flattening: one pass over each Boost graph for CSR successors and dependency counts, a price cache so
+// that each distinct op shape is priced once, plans tuned once per distinct (kind, bytes, span), and a
+// sorted map that pairs pipeline sends with their receives.
+#include "sim/flat_graph.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <map>
+#include <string>
+#include <stdexcept>
+#include <tuple>
+
+namespace twin::sim {
+namespace {
+
+constexpr std::uint32_t kNone = std::numeric_limits<std::uint32_t>::max();
+
+std::string describe(const IterationGraph& graph, int rank_class, OpIndex index) {
+  return op_id(rank_class, index) + " (" + op_name(graph.classes[rank_class].op(index)) + ")";
+}
+
+// Lowering repeats a handful of shapes across layers and micro-batches, so ops that would be priced
+// alike share one call to compute_time_ns. The key holds every field that can affect a price; fields
+// that only place an op (stream, layer, micro-batch, chunk, group, peer, tag) are left out.
+using PriceKey = std::array<std::int64_t, 24>;
+static_assert(sizeof(Op) == 176, "Op changed: make price_key() cover any new field that can affect a price");
+
+PriceKey price_key(const Op& op) {
+  std::int64_t flops_bits = 0;
+  std::memcpy(&flops_bits, &op.flops, sizeof flops_bits);
+  const GemmShape& g = op.gemm;
+  const AttentionShape& a = op.attention;
+  return {static_cast<std::int64_t>(op.kind), static_cast<std::int64_t>(op.role), static_cast<std::int64_t>(op.phase),
+          op.recomputed, g.m, g.n, g.k, g.count, g.transpose_a, g.transpose_b,
+          a.batch, a.heads, a.kv_heads, a.seq_q, a.seq_kv, a.head_dim, a.causal, a.flash,
+          op.rows, op.cols, op.gated_activation, op.elements, op.bytes, flops_bits};
+}
+
+class ComputeTimes {
+ public:
+  ComputeTimes(const Profile& profile, const GpuSpec& gpu) : profile_(profile), gpu_(gpu) {}
+  TimeNs operator()(const Op& op) {
+    auto [it, inserted] = cache_.try_emplace(price_key(op), 0);
+    if (inserted) it->second = compute_time_ns(profile_, gpu_, op);
+    return it->second;
+  }
+
+ private:
+  const Profile& profile_;
+  const GpuSpec& gpu_;
+  std::map<PriceKey, TimeNs> cache_;
+};
+
+// Every link a plan crosses must exist: a zero bandwidth would stall the flow forever.
+// `op` names the op in the error: (graph, class, index).
+struct OpRef {
+  const IterationGraph& graph;
+  int rank_class;
+  OpIndex index;
+  std::string describe() const { return twin::sim::describe(graph, rank_class, index); }
+};
+
+void require_links(const CollectivePlan& plan, const LinkParams& links, const OpRef& op) {
+  for (int p = 0; p < plan.phase_count; ++p) {
+    for (int f = 0; f < plan.phases[p].flow_count; ++f) {
+      for (int link = 0; link < kLinkKindCount; ++link) {
+        if ((plan.phases[p].flows[f].links & (1 << link)) && !(links.bandwidth_GBps[link] > 0))
+          throw std::invalid_argument(op.describe() + " needs the " + (link == 0 ? "intra" : "inter") +
+                                      "-node link, which has no bandwidth on this cluster");
+      }
+    }
+  }
+}
+
+class PlanTable {
+ public:
+  explicit PlanTable(FlatClass& flat) : flat_(flat) {}
+  std::uint32_t collective(const Op& op, const GroupSpan& span, const OpRef& what) {
+    return find_or_add({static_cast<int>(op.kind), op.bytes, span.size, span.ranks_per_node, span.nodes},
+                       [&] { return tune_collective(op.kind, op.bytes, span, flat_.links); }, what);
+  }
+  std::uint32_t point_to_point(Bytes bytes, LinkKind link, const OpRef& what) {
+    return find_or_add({-1 - link_index(link), bytes, 0, 0, 0},
+                       [&] { return point_to_point_plan(bytes, link, flat_.links); }, what);
+  }
+
+ private:
+  using Key = std::tuple<int, Bytes, int, int, int>;
+  template <class MakePlan>
+  std::uint32_t find_or_add(const Key& key, MakePlan make_plan, const OpRef& what) {
+    auto it = index_.find(key);
+    if (it != index_.end()) return it->second;
+    CollectivePlan plan = make_plan();
+    require_links(plan, flat_.links, what);
+    const auto index = static_cast<std::uint32_t>(flat_.plans.size());
+    flat_.plans.push_back(plan);
+    index_.emplace(key, index);
+    return index;
+  }
+  FlatClass& flat_;
+  std::map<Key, std::uint32_t> index_;
+};
+
+// Successors in CSR order: graph out-edges first, then the next op of the same stream.
+void flatten_structure(const IterationGraph& graph, int c, FlatClass& flat) {
+  const RankClass& rank_class = graph.classes[c];
+  const auto n = static_cast<std::uint32_t>(rank_class.size());
+  std::vector<std::uint32_t> next_in_stream(n, kNone);
+  std::array<std::uint32_t, kStreamCount> last_of_stream;
+  last_of_stream.fill(kNone);
+  std::size_t edges = 0;
+  for (std::uint32_t i = 0; i < n; ++i) {
+    const int stream = static_cast<int>(rank_class.op(i).stream);
+    if (stream < 0 || stream >= kStreamCount)
+      throw std::logic_error(describe(graph, c, i) + " is on no valid stream");
+    FlatOp& op = flat.ops[i];
+    op.predecessors = static_cast<std::uint32_t>(boost::in_degree(i, rank_class.graph));
+    if (last_of_stream[stream] != kNone) {
+      next_in_stream[last_of_stream[stream]] = i;
+      ++op.predecessors;
+    }
+    last_of_stream[stream] = i;
+    edges += boost::out_degree(i, rank_class.graph);
+  }
+  flat.successors.reserve(edges + n);
+  for (std::uint32_t i = 0; i < n; ++i) {
+    FlatOp& op = flat.ops[i];
+    op.successors_begin = static_cast<std::uint32_t>(flat.successors.size());
+    for (auto [e, end] = boost::out_edges(i, rank_class.graph); e != end; ++e)
+      flat.successors.push_back(static_cast<std::uint32_t>(boost::target(*e, rank_class.graph)));
+    if (next_in_stream[i] != kNone) flat.successors.push_back(next_in_stream[i]);
+    op.successors_end = static_cast<std::uint32_t>(flat.successors.size());
+  }
+}
+
+struct PipelineEnds {
+  std::int64_t send = -1;
+  std::int64_t recv = -1;
+};
+using PipelineKey = std::tuple<int, int, std::int64_t>;  // sender class, receiver class, tag
+
+void classify_ops(const IterationGraph& graph, int c, FlatClass& flat, PlanTable& plans, ComputeTimes& compute_times,
+                  std::map<PipelineKey, PipelineEnds>& pipeline) {
+  const RankClass& rank_class = graph.classes[c];
+  const int classes = static_cast<int>(graph.classes.size());
+  for (std::uint32_t i = 0; i < flat.ops.size(); ++i) {
+    const Op& op = rank_class.op(i);
+    FlatOp& flat_op = flat.ops[i];
+    flat_op.optimizer = op.phase == Phase::optimizer;
+    flat_op.message_bytes = static_cast<double>(op.bytes);
+    if (!op.is_communication()) {
+      flat_op.kind = OpClass::compute;
+      flat_op.nominal_ns = compute_times(op);
+      continue;
+    }
+    if (op.kind == OpKind::send && op.group == GroupKind::context) {
+      flat_op.kind = OpClass::context_send;
+      const bool crosses_nodes = rank_class.spans[static_cast<int>(GroupKind::context)].nodes > 1;
+      flat_op.plan = plans.point_to_point(op.bytes, crosses_nodes ? LinkKind::inter_node : LinkKind::intra_node,
+                                          OpRef{graph, c, i});
+      continue;
+    }
+    if (op.kind == OpKind::send || op.kind == OpKind::recv) {
+      if (op.kind == OpKind::recv && op.group == GroupKind::context)
+        throw std::logic_error(describe(graph, c, i) + ": context (ring attention) sends stand alone; no recv expected");
+      if (op.peer < 0 || op.peer >= classes)
+        throw std::logic_error(describe(graph, c, i) + ": peer class " + std::to_string(op.peer) + " does not exist");
+      const bool is_send = op.kind == OpKind::send;
+      flat_op.kind = is_send ? OpClass::pipeline_send : OpClass::pipeline_recv;
+      PipelineEnds& ends = pipeline[is_send ? PipelineKey{c, op.peer, op.p2p_tag} : PipelineKey{op.peer, c, op.p2p_tag}];
+      std::int64_t& end = is_send ? ends.send : ends.recv;
+      if (end >= 0)
+        throw std::logic_error(describe(graph, c, i) + ": p2p_tag " + std::to_string(op.p2p_tag) + " used twice");
+      end = i;
+      continue;
+    }
+    if (op.group == GroupKind::none)
+      throw std::logic_error(describe(graph, c, i) + ": a collective needs a group");
+    const GroupSpan& span = rank_class.spans[static_cast<int>(op.group)];
+    if (span.size != op.group_size)
+      throw std::logic_error(describe(graph, c, i) + ": group_size " + std::to_string(op.group_size) + " but the " +
+                             to_string(op.group) + " span has size " + std::to_string(span.size));
+    flat_op.kind = OpClass::collective;
+    flat_op.plan = plans.collective(op, span, OpRef{graph, c, i});
+  }
+}
+
+void pair_pipeline_transfers(const IterationGraph& graph, const Cluster& cluster,
+                             const std::map<PipelineKey, PipelineEnds>& pipeline, std::vector<FlatClass>& flat,
+                             std::vector<PlanTable>& plans) {
+  for (const auto& [key, ends] : pipeline) {
+    const auto [sender, receiver, tag] = key;
+    if (ends.send < 0 || ends.recv < 0) {
+      const int c = ends.send >= 0 ? sender : receiver;
+      const auto i = static_cast<OpIndex>(ends.send >= 0 ? ends.send : ends.recv);
+      throw std::logic_error(describe(graph, c, i) + ": no matching " + (ends.send >= 0 ? "recv" : "send") +
+                             " on class " + std::to_string(ends.send >= 0 ? receiver : sender) + " with p2p_tag " +
+                             std::to_string(tag));
+    }
+    const auto send = static_cast<std::uint32_t>(ends.send);
+    const auto recv = static_cast<std::uint32_t>(ends.recv);
+    const Op& send_op = graph.classes[sender].op(send);
+    if (send_op.bytes != graph.classes[receiver].op(recv).bytes)
+      throw std::logic_error(describe(graph, sender, send) + " and " + describe(graph, receiver, recv) +
+                             " are one transfer but disagree on bytes");
+    const bool same_node = cluster.node_of_rank(graph.classes[sender].first_rank) ==
+                           cluster.node_of_rank(graph.classes[receiver].first_rank);
+    const LinkKind link = same_node ? LinkKind::intra_node : LinkKind::inter_node;
+    FlatOp& send_flat = flat[sender].ops[send];
+    FlatOp& recv_flat = flat[receiver].ops[recv];
+    send_flat.plan = plans[sender].point_to_point(send_op.bytes, link, OpRef{graph, sender, send});
+    // The receiving GPUs' side of the link must exist too.
+    require_links(flat[sender].plans[send_flat.plan], flat[receiver].links, OpRef{graph, receiver, recv});
+    send_flat.peer_class = receiver;
+    send_flat.peer_op = recv;
+    recv_flat.peer_class = sender;
+    recv_flat.peer_op = send;
+  }
+}
+
+}  // namespace
+
+LinkParams link_params(const NodeGroup& group, const Network& network, const Profile& profile) {
+  LinkParams links;
+  links.bandwidth_GBps = {group.intra_node.bandwidth_GBps, inter_node_bandwidth_per_gpu_GBps(group, network)};
+  const std::array<double, kLinkKindCount> declared_latency_us = {group.intra_node.latency_us, group.nics.latency_us};
+  for (LinkKind kind : {LinkKind::intra_node, LinkKind::inter_node}) {
+    const LinkProfile& link = profile.link(kind, group.intra_node.kind);
+    const int index = link_index(kind);
+    // The profile's per-step latency is measured (or estimated) whole; a latency the cluster declares
+    // for its hardware is a floor under it, never added (that would count the hop twice).
+    const double latency_us = std::max(link.latency_us, declared_latency_us[index]);
+    links.step_latency_ns[index] = static_cast<TimeNs>(std::llround(latency_us * kNsPerUs));
+    links.efficiency[index] = link.bandwidth;
+  }
+  return links;
+}
+
+FlatIteration flatten(const IterationGraph& graph, const Cluster& cluster, const Profile& profile) {
+  FlatIteration flat;
+  flat.overlap = profile.overlap;
+  flat.classes.resize(graph.classes.size());
+  std::map<PipelineKey, PipelineEnds> pipeline;
+  std::vector<PlanTable> plans;
+  plans.reserve(graph.classes.size());
+  for (FlatClass& flat_class : flat.classes) plans.emplace_back(flat_class);
+  for (int c = 0; c < static_cast<int>(graph.classes.size()); ++c) {
+    const RankClass& rank_class = graph.classes[c];
+    if (rank_class.node_group < 0 || rank_class.node_group >= static_cast<int>(cluster.node_groups.size()))
+      throw std::logic_error("class " + std::to_string(c) + ": node group " + std::to_string(rank_class.node_group) +
+                             " does not exist");
+    const NodeGroup& group = cluster.node_groups[rank_class.node_group];
+    FlatClass& flat_class = flat.classes[c];
+    flat_class.links = link_params(group, cluster.network, profile);
+    flat_class.ops.resize(rank_class.size());
+    flatten_structure(graph, c, flat_class);
+    ComputeTimes compute_times(profile, group.gpu);
+    classify_ops(graph, c, flat_class, plans[c], compute_times, pipeline);
+  }
+  pair_pipeline_transfers(graph, cluster, pipeline, flat.classes, plans);
+  return flat;
+}
+
+}  // namespace twin::sim

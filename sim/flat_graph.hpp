@@ -1,0 +1,50 @@
+// The op graphs flattened once per simulation, so that the event loop touches only plain arrays:
+// successors in CSR form (stream order folded in as one more edge), dependency counts, nominal compute
+// times, collective plans chosen by the tuner, and the two ends of every pipeline transfer.
+// Flattening is where lowering bugs surface: it throws std::logic_error for an unmatched send or recv,
+// a collective without a group or whose group span disagrees with its group_size.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "calibrate/profile.hpp"
+#include "core/cluster.hpp"
+#include "core/op_graph.hpp"
+#include "sim/collectives.hpp"
+
+namespace twin::sim {
+
+enum class OpClass : std::uint8_t { compute, collective, pipeline_send, pipeline_recv, context_send };
+
+struct FlatOp {
+  TimeNs nominal_ns = 0;                 // compute: time alone on the GPU
+  std::uint32_t successors_begin = 0;    // range in FlatClass::successors
+  std::uint32_t successors_end = 0;
+  std::uint32_t predecessors = 0;        // in-edges plus the previous op of its stream
+  std::uint32_t plan = 0;                // collective, context or pipeline send: index in FlatClass::plans
+  std::int32_t peer_class = -1;          // pipeline send/recv: the class and op of the other end
+  std::uint32_t peer_op = 0;
+  double message_bytes = 0;              // communication: the nccl-tests size, for link efficiency
+  OpClass kind = OpClass::compute;
+  bool optimizer = false;                // Phase::optimizer: charged to the optimizer in the breakdown
+};
+
+struct FlatClass {
+  std::vector<FlatOp> ops;
+  std::vector<std::uint32_t> successors;
+  std::vector<CollectivePlan> plans;     // deduplicated: ops of equal kind, bytes and span share one
+  LinkParams links;                      // this class's GPUs
+};
+
+struct FlatIteration {
+  std::vector<FlatClass> classes;
+  OverlapProfile overlap;
+};
+
+FlatIteration flatten(const IterationGraph& graph, const Cluster& cluster, const Profile& profile);
+
+// Link parameters of a node group: bandwidths from the cluster; efficiency and per-step latency from the
+// profile (its PCIe intra-node curve for PCIe nodes), the latency no lower than the cluster declares.
+LinkParams link_params(const NodeGroup& group, const Network& network, const Profile& profile);
+
+}  // namespace twin::sim

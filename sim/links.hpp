@@ -1,0 +1,51 @@
+// Fluid bandwidth sharing (SimGrid's flow-level idea, with equal shares instead of max-min). Every GPU
+// of a rank class has an intra-node and an inter-node link, each full duplex: a transmit and a receive
+// resource. A flow occupies some of these resources (a collective both directions of the links it
+// uses, a pipeline send the sender's transmit and the receiver's receive side); the flows on one
+// resource share its capacity equally, and a flow moves at the smallest share among its resources.
+#pragma once
+#include <array>
+#include <cstdint>
+#include <vector>
+
+#include "sim/collectives.hpp"
+
+namespace twin::sim {
+
+enum class Direction : std::uint8_t { transmit, receive };
+inline constexpr int kResourcesPerClass = 2 * kLinkKindCount;
+inline constexpr int resource_index(int link, Direction direction) {
+  return 2 * link + (direction == Direction::transmit ? 0 : 1);
+}
+
+// One resource a flow occupies, with the capacity it would have alone (bandwidth x efficiency at the
+// flow's message size, in bytes/ns).
+struct FlowResource {
+  std::int32_t rank_class = 0;
+  std::uint8_t resource = 0;
+  double capacity_GBps = 0;
+};
+
+struct FlowRoute {
+  std::array<FlowResource, 4> resources{};
+  int count = 0;
+  void add(std::int32_t rank_class, int link, Direction direction, double capacity_GBps) {
+    resources[count++] = {rank_class, static_cast<std::uint8_t>(resource_index(link, direction)), capacity_GBps};
+  }
+};
+
+// How many flows are active on each resource of each class.
+class LinkLoads {
+ public:
+  explicit LinkLoads(std::size_t classes) : flows_(classes) {}
+  void attach(const FlowRoute& route);
+  void detach(const FlowRoute& route);
+  int flows_on(std::int32_t rank_class, int resource) const { return flows_[rank_class][resource]; }
+  // Nanoseconds per byte of a flow on `route` given the current loads (the inverse of its rate).
+  double ns_per_byte(const FlowRoute& route) const;
+
+ private:
+  std::vector<std::array<int, kResourcesPerClass>> flows_;
+};
+
+}  // namespace twin::sim

@@ -1,0 +1,80 @@
+// Megatron-LM's num_floating_point_operations, term by term: 3 passes (forward, input gradient, weight
+// gradient) x 2 (multiply-add) x the GEMM sizes per token, plus causal core attention (Q K^T and
+// attention x V, halved by the mask). The vocabulary is the model's, unpadded: padding is not model work.
+#include "strategies/flops.hpp"
+
+#include <algorithm>
+
+namespace twin {
+namespace {
+
+double head_dim(const ModelConfig& m) {
+  return m.kv_channels > 0 ? static_cast<double>(m.kv_channels)
+                           : static_cast<double>(m.hidden_size) / m.num_attention_heads;
+}
+
+// Forward FLOPs per token of one layer's weights (2 x multiply-adds), without core attention.
+double layer_weight_flops_per_token(const ModelConfig& m, int layer) {
+  const double h = static_cast<double>(m.hidden_size), d = head_dim(m);
+  const double gated = m.activation == Activation::swiglu ? 3 : 2;
+  double macs = h * (m.num_attention_heads + 2.0 * m.num_query_groups) * d  // QKV
+                + m.num_attention_heads * d * h;                            // output projection
+  if (m.is_moe_layer(layer))
+    macs += static_cast<double>(m.moe.ffn_hidden_size) * h * m.moe.top_k * gated + h * m.moe.num_experts;
+  else
+    macs += h * static_cast<double>(m.ffn_hidden_size) * gated;
+  return 2 * macs;
+}
+
+// Forward FLOPs per token of causal core attention: 2 matmuls x 2 x seq x heads x head_dim / 2.
+double attention_flops_per_token(const ModelConfig& m, std::int64_t seq_length) {
+  return 2.0 * static_cast<double>(seq_length) * m.num_attention_heads * head_dim(m);
+}
+
+double tokens_per_iteration(const Scenario& s) {
+  return static_cast<double>(s.training.global_batch_size) * static_cast<double>(s.training.seq_length);
+}
+
+}  // namespace
+
+double model_flops_per_iteration(const Scenario& scenario) {
+  const ModelConfig& m = scenario.model;
+  double forward = 2.0 * static_cast<double>(m.hidden_size) * static_cast<double>(m.vocab_size);  // logits
+  for (int layer = 0; layer < m.num_layers; ++layer)
+    forward += layer_weight_flops_per_token(m, layer) + attention_flops_per_token(m, scenario.training.seq_length);
+  return 3 * forward * tokens_per_iteration(scenario);
+}
+
+double hardware_flops_per_iteration(const Scenario& scenario, Recompute recompute) {
+  const ModelConfig& m = scenario.model;
+  double repeated = 0;  // forward work done again in backward, per token
+  for (int layer = 0; layer < m.num_layers; ++layer) {
+    if (recompute == Recompute::selective)
+      repeated += attention_flops_per_token(m, scenario.training.seq_length);
+    else if (recompute == Recompute::full)
+      repeated += layer_weight_flops_per_token(m, layer) + attention_flops_per_token(m, scenario.training.seq_length);
+  }
+  return model_flops_per_iteration(scenario) + repeated * tokens_per_iteration(scenario);
+}
+
+Throughput throughput(const Scenario& scenario, const Strategy& strategy, double iteration_s) {
+  Throughput t;
+  t.iteration_s = iteration_s;
+  if (iteration_s <= 0) return t;
+  // Sum of the peaks of the GPUs the strategy occupies (ranks fill node groups in order).
+  double peak_flops = 0;
+  int remaining = strategy.world_size();
+  for (const NodeGroup& group : scenario.cluster.node_groups) {
+    const int used = std::min(remaining, group.count * group.gpus_per_node);
+    peak_flops += used * group.gpu.peak_bf16_tflops * 1e12;
+    remaining -= used;
+  }
+  t.tokens_per_s = tokens_per_iteration(scenario) / iteration_s;
+  if (peak_flops > 0) {
+    t.mfu = model_flops_per_iteration(scenario) / (iteration_s * peak_flops);
+    t.hfu = hardware_flops_per_iteration(scenario, strategy.recompute) / (iteration_s * peak_flops);
+  }
+  return t;
+}
+
+}  // namespace twin

@@ -1,0 +1,96 @@
+// Internal to the lowering: the shapes one rank sees under a strategy, and an emitter that appends ops
+// to a rank class in issue order, wiring each op to the one whose output it consumes (an explicit
+// dependency only across streams: stream order covers the rest).
+#pragma once
+#include <cstdint>
+#include <limits>
+
+#include "core/op_graph.hpp"
+#include "core/scenario.hpp"
+#include "core/strategy.hpp"
+
+namespace twin::lowering {
+
+inline constexpr OpIndex kNoOp = std::numeric_limits<OpIndex>::max();
+
+struct RankShapes {
+  int tp = 1, cp = 1, ep = 1, pp = 1, vpp = 1;
+  bool sp = false;
+  int data_group = 1;          // dp*cp
+  int expert_data_group = 1;   // tp*cp*dp/ep
+  int zero_stage = 0;
+  Recompute recompute = Recompute::none;
+  std::int64_t b = 0, s = 0;   // micro-batch, local sequence (seq / cp)
+  std::int64_t tokens = 0;     // T = b*s, rows of the TP-gathered activations
+  std::int64_t tokens_local = 0;  // rows this rank holds outside TP regions (T/tp with SP)
+  std::int64_t h = 0, d = 0, heads = 0, groups = 0;  // heads and groups per TP rank
+  std::int64_t qkv_width = 0, ffn = 0, fc1_width = 0, vocab = 0;  // per TP rank
+  bool rope = true, swiglu = true;
+  // MoE (per rank): experts held, tokens per expert of the busiest rank, expert widths.
+  std::int64_t experts_total = 0, experts_local = 0, expert_tokens = 0, moe_ffn = 0, moe_fc1_width = 0;
+  std::int64_t dispatch_bytes = 0;  // all-to-all buffer of the busiest rank (imbalance included)
+  std::int64_t permute_bytes = 0;   // read + write of this rank's routed token copies
+  int layers_per_chunk = 0;
+};
+
+RankShapes rank_shapes(const Scenario& scenario, const Strategy& strategy);
+
+class Emitter {
+ public:
+  Emitter(RankClass& rank_class, const RankShapes& shapes) : rc_(rank_class), sh_(shapes) {}
+
+  const RankShapes& shapes() const { return sh_; }
+  RankClass& rank_class() { return rc_; }
+
+  void begin_pass(Phase phase, int micro_batch, int chunk) {
+    phase_ = phase;
+    micro_batch_ = micro_batch;
+    chunk_ = chunk;
+    recomputed_ = false;
+    layer_ = -1;
+  }
+  void set_layer(int layer) { layer_ = layer; }
+  void set_recomputed(bool recomputed) { recomputed_ = recomputed; }
+  void set_phase(Phase phase) { phase_ = phase; }
+  Phase phase() const { return phase_; }
+  int micro_batch() const { return micro_batch_; }
+  int chunk() const { return chunk_; }
+
+  // The op the next op consumes; kNoOp for none.
+  OpIndex chain = kNoOp;
+  // One more op the next emitted op must wait for (a prefetched weight gather), consumed by it.
+  OpIndex pending_wait = kNoOp;
+
+  // Appends `op` (context filled in), after `chain` and `pending_wait`; becomes the new chain.
+  OpIndex emit(Op op);
+  // Appends `op` after `after` only; leaves the chain alone.
+  OpIndex emit_after(Op op, OpIndex after);
+  void depend(OpIndex first, OpIndex then);
+
+  // Builders for the op kinds the lowering uses.
+  static Op gemm(OpRole role, std::int64_t m, std::int64_t n, std::int64_t k, int count = 1);
+  static Op rows_cols(OpKind kind, OpRole role, std::int64_t rows, std::int64_t cols);
+  static Op moved(OpKind kind, OpRole role, std::int64_t bytes);
+  static Op collective(OpKind kind, OpRole role, Stream stream, GroupKind group, int group_size, std::int64_t bytes);
+
+ private:
+  void fill(Op& op) const;
+  RankClass& rc_;
+  const RankShapes& sh_;
+  Phase phase_ = Phase::forward;
+  int micro_batch_ = -1;
+  int chunk_ = 0;
+  int layer_ = -1;
+  bool recomputed_ = false;
+};
+
+// One transformer layer's forward and backward (the backward includes what recompute repeats).
+void emit_layer_forward(Emitter& e, const ModelConfig& model, int layer);
+void emit_layer_backward(Emitter& e, const ModelConfig& model, int layer);
+// Embedding on the first virtual stage; final norm, output projection and loss on the last.
+void emit_embedding_forward(Emitter& e);
+void emit_embedding_backward(Emitter& e);
+void emit_head_forward(Emitter& e);
+void emit_head_backward(Emitter& e);
+
+}  // namespace twin::lowering

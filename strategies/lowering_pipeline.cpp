@@ -1,0 +1,355 @@
+// Lowering of a whole iteration: one rank class per pipeline stage, its passes in schedule order with
+// pipeline send/recv at virtual-stage boundaries, data-parallel gradient reduction per layer as its last
+// micro-batch's backward ends (Megatron's overlap_grad_reduce, one bucket per layer), ZeRO-3 weight
+// gathers one layer ahead, then the optimizer phase.
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include "strategies/lowering.hpp"
+#include "strategies/lowering_emitter.hpp"
+#include "strategies/rank_layout.hpp"
+#include "strategies/schedule.hpp"
+#include "strategies/sharded_parameters.hpp"
+
+namespace twin {
+namespace lowering {
+
+RankShapes rank_shapes(const Scenario& scenario, const Strategy& st) {
+  const ModelConfig& m = scenario.model;
+  RankShapes s;
+  s.tp = st.tensor_model_parallel_size;
+  s.cp = st.context_parallel_size;
+  s.ep = st.expert_model_parallel_size;
+  s.pp = st.pipeline_model_parallel_size;
+  s.vpp = st.virtual_pipeline_model_parallel_size;
+  s.sp = st.sequence_parallel && s.tp > 1;
+  s.data_group = st.data_parallel_size * s.cp;
+  s.expert_data_group = expert_data_parallel_size(st);
+  s.zero_stage = st.zero_stage;
+  s.recompute = st.recompute;
+  s.b = st.micro_batch_size;
+  s.s = scenario.training.seq_length / s.cp;
+  s.tokens = s.b * s.s;
+  s.tokens_local = s.sp ? s.tokens / s.tp : s.tokens;
+  s.h = m.hidden_size;
+  s.d = m.kv_channels > 0 ? m.kv_channels : m.hidden_size / m.num_attention_heads;
+  s.heads = m.num_attention_heads / s.tp;
+  s.groups = m.num_query_groups / s.tp;
+  s.qkv_width = (s.heads + 2 * s.groups) * s.d;
+  s.swiglu = m.activation == Activation::swiglu;
+  s.rope = m.position_embedding_rope;
+  s.ffn = m.ffn_hidden_size / s.tp;
+  s.fc1_width = (s.swiglu ? 2 : 1) * s.ffn;
+  s.vocab = padded_vocab_size(m, s.tp) / s.tp;
+  if (m.is_moe()) {
+    s.experts_total = m.moe.num_experts;
+    s.experts_local = m.moe.num_experts / s.ep;
+    s.moe_ffn = m.moe.ffn_hidden_size;
+    s.moe_fc1_width = (s.swiglu ? 2 : 1) * s.moe_ffn;
+    const double routed = static_cast<double>(s.tokens_local) * m.moe.top_k;
+    s.expert_tokens = static_cast<std::int64_t>(std::ceil(routed * s.ep / s.experts_total * m.moe.routing_imbalance));
+    s.dispatch_bytes = std::llround(routed * s.h * 2 * m.moe.routing_imbalance);
+    s.permute_bytes = 2 * s.tokens_local * m.moe.top_k * s.h * 2;
+  }
+  s.layers_per_chunk = layers_per_virtual_stage(m, st);
+  return s;
+}
+
+void Emitter::fill(Op& op) const {
+  op.phase = phase_;
+  op.micro_batch = micro_batch_;
+  op.chunk = static_cast<std::int16_t>(chunk_);
+  op.layer = layer_;
+  op.recomputed = recomputed_;
+}
+
+void Emitter::depend(OpIndex first, OpIndex then) {
+  if (first == kNoOp || then == kNoOp) return;
+  if (rc_.op(first).stream != rc_.op(then).stream) rc_.add_dependency(first, then);
+}
+
+OpIndex Emitter::emit(Op op) {
+  fill(op);
+  const OpIndex index = rc_.add(op);
+  depend(chain, index);
+  depend(pending_wait, index);
+  pending_wait = kNoOp;
+  chain = index;
+  return index;
+}
+
+OpIndex Emitter::emit_after(Op op, OpIndex after) {
+  fill(op);
+  const OpIndex index = rc_.add(op);
+  depend(after, index);
+  return index;
+}
+
+Op Emitter::gemm(OpRole role, std::int64_t m, std::int64_t n, std::int64_t k, int count) {
+  Op op;
+  op.kind = OpKind::gemm;
+  op.role = role;
+  op.gemm = {m, n, k, count, false, false};
+  op.flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) * count;
+  return op;
+}
+
+Op Emitter::rows_cols(OpKind kind, OpRole role, std::int64_t rows, std::int64_t cols) {
+  Op op;
+  op.kind = kind;
+  op.role = role;
+  op.rows = rows;
+  op.cols = cols;
+  return op;
+}
+
+Op Emitter::moved(OpKind kind, OpRole role, std::int64_t bytes) {
+  Op op;
+  op.kind = kind;
+  op.role = role;
+  op.bytes = bytes;
+  return op;
+}
+
+Op Emitter::collective(OpKind kind, OpRole role, Stream stream, GroupKind group, int group_size, std::int64_t bytes) {
+  Op op;
+  op.kind = kind;
+  op.role = role;
+  op.stream = stream;
+  op.group = group;
+  op.group_size = group_size;
+  op.bytes = bytes;
+  return op;
+}
+
+}  // namespace lowering
+
+namespace {
+
+using lowering::Emitter;
+using lowering::kNoOp;
+using lowering::RankShapes;
+
+// A unit of weights used together: the embedding, one layer, or the output layer.
+struct Unit {
+  enum Kind { embedding_unit, layer_unit, head_unit } kind;
+  int layer = -1;
+};
+
+class StageLowering {
+ public:
+  StageLowering(const Scenario& scenario, const Strategy& strategy, const RankShapes& shapes, RankClass& rc)
+      : model_(scenario.model), strategy_(strategy), s_(shapes), e_(rc, shapes) {}
+
+  void run(int stage, const std::vector<ScheduleStep>& order) {
+    stage_ = stage;
+    last_virtual_stage_ = s_.pp * s_.vpp - 1;
+    std::vector<int> last_backward(static_cast<std::size_t>(s_.vpp), -1);
+    for (int i = 0; i < static_cast<int>(order.size()); ++i)
+      if (!order[i].forward) last_backward[order[i].chunk] = i;
+    for (int i = 0; i < static_cast<int>(order.size()); ++i) {
+      const ScheduleStep& step = order[i];
+      if (step.forward)
+        forward_pass(step);
+      else
+        backward_pass(step, last_backward[step.chunk] == i);
+    }
+    optimizer_phase();
+  }
+
+ private:
+  int virtual_stage(int chunk) const { return chunk * s_.pp + stage_; }
+  std::int64_t p2p_tag(int micro_batch, int boundary, bool backward) const {
+    return (static_cast<std::int64_t>(micro_batch) * (last_virtual_stage_ + 1) + boundary) * 2 + (backward ? 1 : 0);
+  }
+
+  std::vector<Unit> units(int chunk) const {
+    std::vector<Unit> list;
+    const int vs = virtual_stage(chunk);
+    if (vs == 0) list.push_back({Unit::embedding_unit});
+    const int first = vs * s_.layers_per_chunk;
+    for (int l = first; l < first + s_.layers_per_chunk; ++l) list.push_back({Unit::layer_unit, l});
+    if (vs == last_virtual_stage_) list.push_back({Unit::head_unit});
+    return list;
+  }
+
+  RankParameters unit_parameters(const Unit& u) const {
+    switch (u.kind) {
+      case Unit::embedding_unit: return {lowering_embedding_parameters(), 0};
+      case Unit::head_unit: return {output_parameters_per_rank(model_, s_.tp, s_.pp == 1), 0};
+      case Unit::layer_unit: break;
+    }
+    return layer_parameters_per_rank(model_, u.layer, s_.tp, s_.ep);
+  }
+  std::int64_t lowering_embedding_parameters() const { return embedding_parameters_per_rank(model_, s_.tp); }
+
+  Op p2p(OpKind kind, OpRole role, int peer_stage, std::int64_t tag) const {
+    Op op = Emitter::collective(kind, role, kind == OpKind::send ? Stream::pp_send : Stream::pp_recv,
+                                GroupKind::pipeline, s_.pp, s_.tokens_local * s_.h * 2);
+    op.peer = peer_stage;
+    op.p2p_tag = tag;
+    return op;
+  }
+
+  // ZeRO-3: all-gather a unit's weights over its data-parallel groups; returns the last gather or kNoOp.
+  OpIndex gather_weights(const Unit& u, OpIndex after) {
+    if (s_.zero_stage < 3) return kNoOp;
+    const RankParameters p = unit_parameters(u);
+    OpIndex last = kNoOp;
+    if (s_.data_group > 1 && p.dense > 0)
+      last = e_.emit_after(Emitter::collective(OpKind::all_gather, OpRole::param_gather, Stream::dp_comm,
+                                               GroupKind::data, s_.data_group, p.dense * 2), after);
+    if (s_.expert_data_group > 1 && p.expert > 0)
+      last = e_.emit_after(Emitter::collective(OpKind::all_gather, OpRole::param_gather, Stream::dp_comm,
+                                               GroupKind::expert_data, s_.expert_data_group, p.expert * 2), after);
+    return last;
+  }
+
+  void reduce_gradients(const Unit& u) {
+    const RankParameters p = unit_parameters(u);
+    const OpKind kind = s_.zero_stage == 0 ? OpKind::all_reduce : OpKind::reduce_scatter;
+    if (s_.data_group > 1 && p.dense > 0)
+      e_.emit_after(Emitter::collective(kind, OpRole::grad_reduce, Stream::dp_comm, GroupKind::data, s_.data_group,
+                                        p.dense * 2), e_.chain);
+    if (s_.expert_data_group > 1 && p.expert > 0)
+      e_.emit_after(Emitter::collective(kind, OpRole::grad_reduce, Stream::dp_comm, GroupKind::expert_data,
+                                        s_.expert_data_group, p.expert * 2), e_.chain);
+  }
+
+  void emit_unit(const Unit& u, bool forward) {
+    switch (u.kind) {
+      case Unit::embedding_unit:
+        forward ? lowering::emit_embedding_forward(e_) : lowering::emit_embedding_backward(e_);
+        break;
+      case Unit::head_unit:
+        forward ? lowering::emit_head_forward(e_) : lowering::emit_head_backward(e_);
+        break;
+      case Unit::layer_unit:
+        forward ? lowering::emit_layer_forward(e_, model_, u.layer) : lowering::emit_layer_backward(e_, model_, u.layer);
+        break;
+    }
+  }
+
+  // Runs the units in order, each after its weights are gathered (ZeRO-3, prefetched one unit ahead).
+  void run_units(const std::vector<Unit>& list, bool forward, bool reduce_after) {
+    OpIndex next_gather = gather_weights(list.front(), kNoOp);
+    for (std::size_t i = 0; i < list.size(); ++i) {
+      const OpIndex this_gather = next_gather;
+      if (i + 1 < list.size()) next_gather = gather_weights(list[i + 1], e_.chain);
+      e_.pending_wait = this_gather;
+      emit_unit(list[i], forward);
+      if (reduce_after) reduce_gradients(list[i]);
+    }
+  }
+
+  void forward_pass(const ScheduleStep& step) {
+    const int vs = virtual_stage(step.chunk);
+    e_.begin_pass(Phase::forward, step.micro_batch, step.chunk);
+    e_.chain = kNoOp;
+    if (vs > 0)
+      e_.emit(p2p(OpKind::recv, OpRole::pipeline_activation, (vs - 1) % s_.pp, p2p_tag(step.micro_batch, vs - 1, false)));
+    run_units(units(step.chunk), true, false);
+    e_.set_layer(-1);
+    if (vs < last_virtual_stage_)
+      e_.emit(p2p(OpKind::send, OpRole::pipeline_activation, (vs + 1) % s_.pp, p2p_tag(step.micro_batch, vs, false)));
+  }
+
+  void backward_pass(const ScheduleStep& step, bool last_of_chunk) {
+    const int vs = virtual_stage(step.chunk);
+    e_.begin_pass(Phase::backward, step.micro_batch, step.chunk);
+    e_.chain = kNoOp;
+    if (vs < last_virtual_stage_)
+      e_.emit(p2p(OpKind::recv, OpRole::pipeline_gradient, (vs + 1) % s_.pp, p2p_tag(step.micro_batch, vs, true)));
+    std::vector<Unit> list = units(step.chunk);
+    std::reverse(list.begin(), list.end());
+    run_units(list, false, last_of_chunk);
+    e_.set_layer(-1);
+    if (vs > 0)
+      e_.emit(p2p(OpKind::send, OpRole::pipeline_gradient, (vs - 1) % s_.pp, p2p_tag(step.micro_batch, vs - 1, true)));
+  }
+
+  OpIndex last_on(Stream stream) const {
+    RankClass& rc = const_cast<Emitter&>(e_).rank_class();
+    for (std::size_t i = rc.size(); i-- > 0;)
+      if (rc.op(static_cast<OpIndex>(i)).stream == stream) return static_cast<OpIndex>(i);
+    return kNoOp;
+  }
+
+  // Tied embeddings over a pipeline: the first and last stage sum their copies' gradients; then the
+  // gradient norm, the optimizer step on this rank's shard, and (ZeRO-1/2) the updated weights gathered.
+  void optimizer_phase() {
+    e_.begin_pass(Phase::optimizer, -1, 0);
+    const OpIndex last_compute = last_on(Stream::compute);
+    const bool tied_pair = !model_.untie_embeddings_and_output_weights && s_.pp > 1 &&
+                           (stage_ == 0 || stage_ == s_.pp - 1);
+    if (tied_pair)
+      e_.emit_after(Emitter::collective(OpKind::all_reduce, OpRole::embedding_grad_sync, Stream::dp_comm,
+                                        GroupKind::pipeline, 2,
+                                        padded_vocab_size(model_, s_.tp) / s_.tp * s_.h * 2),
+                    last_compute);
+    if (s_.data_group > 1)
+      e_.emit_after(Emitter::collective(OpKind::all_reduce, OpRole::grad_norm, Stream::dp_comm, GroupKind::data,
+                                        s_.data_group, 8),
+                    last_compute);
+    const RankParameters p = stage_parameters_per_rank(model_, strategy_, stage_);
+    const auto shard = [&](std::int64_t n, int group) {
+      return s_.zero_stage >= 1 ? (n + group - 1) / group : n;
+    };
+    Op step;
+    step.kind = OpKind::optimizer_step;
+    step.role = OpRole::optimizer;
+    step.elements = shard(p.dense, s_.data_group) + shard(p.expert, s_.expert_data_group);
+    const OpIndex gradients_ready = last_on(Stream::dp_comm);
+    e_.chain = last_compute;
+    const OpIndex update = e_.emit(step);
+    e_.depend(gradients_ready, update);
+    if (s_.zero_stage == 1 || s_.zero_stage == 2) {
+      if (s_.data_group > 1 && p.dense > 0)
+        e_.emit_after(Emitter::collective(OpKind::all_gather, OpRole::param_gather, Stream::dp_comm, GroupKind::data,
+                                          s_.data_group, p.dense * 2), update);
+      if (s_.expert_data_group > 1 && p.expert > 0)
+        e_.emit_after(Emitter::collective(OpKind::all_gather, OpRole::param_gather, Stream::dp_comm,
+                                          GroupKind::expert_data, s_.expert_data_group, p.expert * 2), update);
+    }
+  }
+
+  const ModelConfig& model_;
+  const Strategy& strategy_;
+  const RankShapes& s_;
+  Emitter e_;
+  int stage_ = 0;
+  int last_virtual_stage_ = 0;
+};
+
+// Ops one stage will hold, to reserve storage once: passes x layers x ops per layer, generously rounded.
+std::size_t estimated_ops(const RankShapes& s, std::size_t passes) {
+  const std::size_t per_layer = 60 + 8 * static_cast<std::size_t>(s.cp) + (s.recompute == Recompute::full ? 30 : 0);
+  return passes * (static_cast<std::size_t>(s.layers_per_chunk) * per_layer / 2 + 16) + 16;
+}
+
+}  // namespace
+
+IterationGraph lower_to_op_graphs(const Scenario& scenario, const Strategy& strategy) {
+  const RankShapes shapes = lowering::rank_shapes(scenario, strategy);
+  const auto orders = pipeline_schedule(strategy.schedule, shapes.pp, strategy.num_micro_batches, shapes.vpp);
+  IterationGraph graph;
+  graph.classes.resize(static_cast<std::size_t>(shapes.pp));
+  for (int stage = 0; stage < shapes.pp; ++stage) {
+    RankClass& rc = graph.classes[stage];
+    rc.index = stage;
+    rc.pipeline = 0;
+    rc.stage = stage;
+    rc.num_ranks = shapes.tp * shapes.cp * strategy.data_parallel_size;
+    rc.first_rank = global_rank(strategy, 0, 0, 0, stage);
+    rc.node_group = scenario.cluster.node_group_index_of_rank(rc.first_rank);
+    rc.spans = group_spans(strategy, scenario.cluster, stage);
+    rc.label = "stage " + std::to_string(stage);
+    rc.graph.m_vertices.reserve(estimated_ops(shapes, orders[stage].size()));
+    StageLowering(scenario, strategy, shapes, rc).run(stage, orders[stage]);
+  }
+  return graph;
+}
+
+}  // namespace twin

@@ -1,0 +1,179 @@
+// Memory per GPU of each pipeline stage: model states (ZeRO-sharded), activations in flight under the
+// schedule, NCCL buffers and workspace.
+//
+// Model states per parameter: mixed precision (bf16/fp16) Adam holds 2 (weights) + 2 (gradients) + 12
+// (fp32 master weights, m, v) = 16 bytes, the ZeRO paper's count; fp32 training holds 4 + 4 + 8 (m, v)
+// = 16 with no master copy. SGD with momentum keeps one optimizer moment (mixed: 4 + 4, fp32: 4).
+// ZeRO-1 shards the optimizer states over the data group, ZeRO-2 the gradients too, ZeRO-3 the weights.
+// (Megatron's own buffers keep fp32 main gradients; the 16-byte figure is the one the estimates quote.)
+//
+// Activations per layer generalise Korthikanti et al. 2022 (arXiv 2205.05198) tensor by tensor: each
+// saved tensor is 2 bytes per element (masks 1), sharded by tp inside the TP regions and, with SP,
+// outside them too. Unfused attention keeps softmax output (+ dropout mask and output with attention
+// dropout), flash attention only its output and fp32 softmax statistics; CP divides the sequence.
+#include "strategies/memory.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "strategies/rank_layout.hpp"
+#include "strategies/schedule.hpp"
+#include "strategies/sharded_parameters.hpp"
+
+namespace twin {
+namespace {
+
+// NCCL: NCCL_BUFFSIZE (4 MiB) per channel per ring peer (send and receive) over up to 32 channels.
+constexpr double kNcclBytesPerCommunicator = 32.0 * 2 * 4 * 1024 * 1024;
+// cuBLAS workspace on Hopper (32 MiB) plus the CUDA context and module images (~0.5 GiB).
+constexpr double kWorkspaceBytes = 32.0 * 1024 * 1024 + 0.5 * kGiB;
+
+struct StateBytes {
+  double weights, gradients, optimizer;
+};
+
+StateBytes state_bytes_per_parameter(const std::string& precision, const std::string& optimizer) {
+  const bool fp32 = precision == "fp32";
+  const bool sgd = optimizer == "sgd";
+  if (fp32) return {4, 4, sgd ? 4.0 : 8.0};
+  return {2, 2, sgd ? 8.0 : 12.0};
+}
+
+// Bytes saved for backward by one forward pass of the embedding (dropout mask) or the output layer
+// (final norm input, output projection input, fp32 logits for the loss), per micro-batch.
+double head_activation_bytes(const ModelConfig& m, std::int64_t tokens, std::int64_t tokens_local, int tp) {
+  const double saved_input = 2.0 * tokens_local * m.hidden_size;
+  return saved_input + saved_input + 4.0 * tokens * (padded_vocab_size(m, tp) / tp);
+}
+
+}  // namespace
+
+Bytes activation_bytes_per_layer(const ModelConfig& model, std::int64_t seq_length, int micro_batch_size,
+                                 int tensor_parallel, bool sequence_parallel, int context_parallel,
+                                 Recompute recompute, bool moe_layer, int expert_parallel) {
+  const double t = tensor_parallel;
+  const double s = static_cast<double>(seq_length) / context_parallel;
+  const double b = micro_batch_size, h = static_cast<double>(model.hidden_size);
+  const double a = model.num_attention_heads;
+  const double d = model.kv_channels > 0 ? static_cast<double>(model.kv_channels) : h / a;
+  const double q_width = a * d, kv_width = model.num_query_groups * d;
+  const double outside = sequence_parallel && tensor_parallel > 1 ? 1.0 / t : 1.0;  // outside TP regions
+  const double inside = 1.0 / t;
+  const double sbh = s * b * h;
+  if (recompute == Recompute::full) return std::llround(2 * sbh * outside);  // the layer input only
+
+  const bool hidden_dropout = model.hidden_dropout > 0, attention_dropout = model.attention_dropout > 0;
+  double bytes = 0;
+  bytes += 2 * sbh * outside;                      // input norm input
+  bytes += 2 * sbh * outside;                      // QKV input (norm output)
+  bytes += 2 * s * b * (q_width + kv_width) * inside;  // Q and K for Q K^T
+  bytes += 2 * s * b * kv_width * inside;          // V
+  if (recompute == Recompute::none) {              // selective recomputes core attention
+    if (model.attention_backend == AttentionBackend::unfused)
+      bytes += (attention_dropout ? 5.0 : 2.0) * a * s * s * b * inside;  // softmax (+ mask, dropout output)
+    else
+      bytes += 4.0 * b * a * s * inside;           // fp32 log-sum-exp per query and head
+  }
+  bytes += 2 * s * b * q_width * inside;           // attention output, the projection's input
+  if (hidden_dropout) bytes += sbh * outside;      // dropout mask after the projection
+  bytes += 2 * sbh * outside;                      // MLP norm input
+  if (moe_layer) {
+    const double tokens_local = s * b * outside;
+    const double routed = tokens_local * model.moe.top_k * model.moe.routing_imbalance;
+    const double ffn = static_cast<double>(model.moe.ffn_hidden_size);
+    bytes += 2 * sbh * outside;                    // router input
+    bytes += 4 * tokens_local * model.moe.num_experts;  // fp32 router probabilities
+    bytes += 2 * routed * h;                       // permuted tokens, expert fc1 input
+    bytes += 2 * routed * (model.activation == Activation::swiglu ? 2 : 1) * ffn;  // expert fc1 output
+    bytes += 2 * routed * ffn;                     // expert fc2 input
+    bytes += 2 * routed * h;                       // expert outputs, for the combine weights' gradient
+  } else {
+    const double f = static_cast<double>(model.ffn_hidden_size);
+    bytes += 2 * sbh * outside;                    // fc1 input (norm output)
+    bytes += 2 * s * b * (model.activation == Activation::swiglu ? 2 : 1) * f * inside;  // activation input
+    bytes += 2 * s * b * f * inside;               // fc2 input
+  }
+  if (hidden_dropout) bytes += sbh * outside;      // dropout mask after fc2
+  return std::llround(bytes);
+}
+
+double model_state_bytes_per_parameter(int zero_stage, int data_parallel, const std::string& precision) {
+  const StateBytes b = state_bytes_per_parameter(precision, "adam");
+  const double dp = data_parallel;
+  return b.weights / (zero_stage >= 3 ? dp : 1) + b.gradients / (zero_stage >= 2 ? dp : 1) +
+         b.optimizer / (zero_stage >= 1 ? dp : 1);
+}
+
+MemoryEstimate estimate_memory(const Scenario& scenario, const Strategy& st) {
+  const ModelConfig& m = scenario.model;
+  const int tp = st.tensor_model_parallel_size, pp = st.pipeline_model_parallel_size;
+  const int cp = st.context_parallel_size, ep = st.expert_model_parallel_size;
+  const int vpp = st.virtual_pipeline_model_parallel_size;
+  const bool sp = st.sequence_parallel && tp > 1;
+  const int data_group = st.data_parallel_size * cp;
+  const int expert_data_group = expert_data_parallel_size(st);
+  const std::int64_t seq = scenario.training.seq_length;
+  const std::int64_t tokens = static_cast<std::int64_t>(st.micro_batch_size) * (seq / cp);
+  const std::int64_t tokens_local = sp ? tokens / tp : tokens;
+  const StateBytes per_param = state_bytes_per_parameter(scenario.training.precision, scenario.training.optimizer);
+  const auto orders = pipeline_schedule(st.schedule, pp, st.num_micro_batches, vpp);
+  const int per_chunk = layers_per_virtual_stage(m, st);
+
+  int communicators = 0;
+  for (int size : {tp, cp, data_group, pp, m.is_moe() ? ep : 1, m.is_moe() ? expert_data_group : 1})
+    communicators += size > 1 ? 1 : 0;
+
+  MemoryEstimate estimate;
+  for (int stage = 0; stage < pp; ++stage) {
+    MemoryBreakdown mem;
+    const RankParameters p = stage_parameters_per_rank(m, st, stage);
+    const auto sharded = [&](double bytes_per_param, bool shard) {
+      const double dense = p.dense * bytes_per_param / (shard ? data_group : 1);
+      const double expert = p.expert * bytes_per_param / (shard ? expert_data_group : 1);
+      return static_cast<Bytes>(std::llround(dense + expert));
+    };
+    mem.parameters = sharded(per_param.weights, st.zero_stage >= 3);
+    mem.gradients = sharded(per_param.gradients, st.zero_stage >= 2);
+    mem.optimizer_states = sharded(per_param.optimizer, st.zero_stage >= 1);
+
+    // Activations: walk the schedule, adding a pass's saved tensors at its forward and freeing them at
+    // its backward; the peak is what the stage must hold.
+    std::vector<double> pass_bytes(static_cast<std::size_t>(vpp), 0.0);
+    std::int64_t largest_unit = 0;
+    for (int chunk = 0; chunk < vpp; ++chunk) {
+      const int vs = chunk * pp + stage;
+      const int first = first_layer_of(m, st, stage, chunk);
+      for (int layer = first; layer < first + per_chunk; ++layer) {
+        pass_bytes[chunk] += static_cast<double>(activation_bytes_per_layer(
+            m, seq, st.micro_batch_size, tp, sp, cp, st.recompute, m.is_moe_layer(layer), ep));
+        largest_unit = std::max(largest_unit, layer_parameters_per_rank(m, layer, tp, ep).dense);
+      }
+      if (vs == 0 && m.hidden_dropout > 0) pass_bytes[chunk] += static_cast<double>(tokens_local) * m.hidden_size;
+      if (vs == pp * vpp - 1) pass_bytes[chunk] += head_activation_bytes(m, tokens, tokens_local, tp);
+    }
+    double live = 0, peak = 0;
+    for (const ScheduleStep& step : orders[stage]) {
+      live += (step.forward ? 1 : -1) * pass_bytes[step.chunk];
+      peak = std::max(peak, live);
+    }
+    mem.activations = std::llround(peak);
+
+    double buffers = communicators * kNcclBytesPerCommunicator;
+    if (st.zero_stage >= 3 && data_group > 1) buffers += 2.0 * 2 * largest_unit;  // gathered layer + prefetch
+    mem.communication_buffers = std::llround(buffers);
+    mem.workspace = std::llround(kWorkspaceBytes);
+    estimate.per_stage.push_back(mem);
+    if (mem.total() > estimate.per_stage[estimate.worst_stage].total()) estimate.worst_stage = stage;
+  }
+  return estimate;
+}
+
+std::string out_of_memory_reason(const MemoryEstimate& memory, double capacity_GiB) {
+  const double peak_GiB = static_cast<double>(memory.peak_bytes()) / kGiB;
+  if (peak_GiB <= capacity_GiB) return {};
+  return fmt::format("out of memory: {:.1f} GiB > {:.1f} GiB on stage {}", peak_GiB, capacity_GiB, memory.worst_stage);
+}
+
+}  // namespace twin

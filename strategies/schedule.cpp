@@ -1,0 +1,109 @@
+// Pipeline schedules as per-stage orders of (forward|backward, micro-batch, chunk) steps.
+// Interleaved 1F1B follows Megatron-LM's schedules.py (get_pp_rank_microbatches and the
+// virtual-microbatch tables with microbatch_group_size_per_vp_stage = pipeline size).
+#include "strategies/schedule.hpp"
+
+#include <algorithm>
+#include <stdexcept>
+
+namespace twin {
+namespace {
+
+std::vector<ScheduleStep> gpipe_order(int micro_batches, int virtual_stages) {
+  std::vector<ScheduleStep> order;
+  order.reserve(2 * static_cast<std::size_t>(micro_batches) * virtual_stages);
+  for (int chunk = 0; chunk < virtual_stages; ++chunk)
+    for (int mb = 0; mb < micro_batches; ++mb) order.push_back({true, mb, chunk});
+  for (int chunk = virtual_stages - 1; chunk >= 0; --chunk)
+    for (int mb = 0; mb < micro_batches; ++mb) order.push_back({false, mb, chunk});
+  return order;
+}
+
+// PipeDream-flush: stage s runs p-s-1 warm-up forwards, then alternates one forward and one
+// backward, then drains the backwards it still owes.
+std::vector<ScheduleStep> one_f_one_b_order(int stages, int stage, int micro_batches) {
+  std::vector<ScheduleStep> order;
+  order.reserve(2 * static_cast<std::size_t>(micro_batches));
+  const int warmup = std::min(stages - stage - 1, micro_batches);
+  int next_forward = 0, next_backward = 0;
+  for (; next_forward < warmup; ++next_forward) order.push_back({true, next_forward, 0});
+  while (next_forward < micro_batches) {
+    order.push_back({true, next_forward++, 0});
+    order.push_back({false, next_backward++, 0});
+  }
+  while (next_backward < micro_batches) order.push_back({false, next_backward++, 0});
+  return order;
+}
+
+// Megatron's interleaving: virtual micro-batch k runs chunk (k/p)%v of micro-batch (k/(p*v))*p + k%p;
+// backwards walk the chunks in reverse.
+ScheduleStep interleaved_step(bool forward, int k, int stages, int virtual_stages) {
+  const int chunk_in_group = (k / stages) % virtual_stages;
+  const int micro_batch = (k / (stages * virtual_stages)) * stages + k % stages;
+  return {forward, micro_batch, forward ? chunk_in_group : virtual_stages - 1 - chunk_in_group};
+}
+
+std::vector<ScheduleStep> interleaved_order(int stages, int stage, int micro_batches, int virtual_stages) {
+  const int total = micro_batches * virtual_stages;
+  int warmup = (stages - stage - 1) * 2 + (virtual_stages - 1) * stages;
+  warmup = std::min(warmup, total);
+  std::vector<ScheduleStep> order;
+  order.reserve(2 * static_cast<std::size_t>(total));
+  for (int k = 0; k < warmup; ++k) order.push_back(interleaved_step(true, k, stages, virtual_stages));
+  const int steady = total - warmup;
+  for (int k = 0; k < steady; ++k) {
+    order.push_back(interleaved_step(true, k + warmup, stages, virtual_stages));
+    order.push_back(interleaved_step(false, k, stages, virtual_stages));
+  }
+  for (int k = steady; k < total; ++k) order.push_back(interleaved_step(false, k, stages, virtual_stages));
+  return order;
+}
+
+}  // namespace
+
+std::vector<std::vector<ScheduleStep>> pipeline_schedule(Schedule schedule, int stages, int micro_batches,
+                                                         int virtual_stages) {
+  if (stages < 1 || micro_batches < 1 || virtual_stages < 1)
+    throw std::invalid_argument("pipeline_schedule: stages, micro-batches and virtual stages must be >= 1");
+  std::vector<std::vector<ScheduleStep>> orders(static_cast<std::size_t>(stages));
+  for (int stage = 0; stage < stages; ++stage) {
+    switch (schedule) {
+      case Schedule::gpipe:
+        orders[stage] = gpipe_order(micro_batches, virtual_stages);
+        break;
+      case Schedule::one_f_one_b:
+        if (virtual_stages != 1) throw std::invalid_argument("pipeline_schedule: 1f1b has one chunk per stage");
+        orders[stage] = one_f_one_b_order(stages, stage, micro_batches);
+        break;
+      case Schedule::interleaved_1f1b:
+        if (micro_batches % stages != 0)
+          throw std::invalid_argument("pipeline_schedule: interleaved 1F1B needs micro-batches % stages == 0");
+        orders[stage] = interleaved_order(stages, stage, micro_batches, virtual_stages);
+        break;
+      case Schedule::double_strand:
+        throw std::invalid_argument("pipeline_schedule: double-strand is not implemented in this version");
+    }
+  }
+  return orders;
+}
+
+int peak_in_flight_passes(const std::vector<ScheduleStep>& stage_order) {
+  int in_flight = 0, peak = 0;
+  for (const ScheduleStep& step : stage_order) {
+    in_flight += step.forward ? 1 : -1;
+    peak = std::max(peak, in_flight);
+  }
+  return peak;
+}
+
+int peak_in_flight_passes(const std::vector<ScheduleStep>& stage_order, int chunk) {
+  int in_flight = 0, peak = 0;
+  for (const ScheduleStep& step : stage_order) {
+    if (step.chunk != chunk) continue;
+    in_flight += step.forward ? 1 : -1;
+    peak = std::max(peak, in_flight);
+  }
+  return peak;
+}
+
+}  // namespace twin

@@ -1,0 +1,152 @@
+// Enumerates the search space, prunes invalid and out-of-memory strategies without simulating them,
+// simulates the rest on a pool of threads, and ranks. Results land in slots indexed by enumeration
+// order, so the ranking is the same whatever the number of threads.
+#include "strategies/search.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "sim/simulate.hpp"
+#include "strategies/lowering.hpp"
+#include "strategies/validity.hpp"
+
+namespace twin {
+namespace {
+
+// With one pipeline stage every schedule is plain gradient accumulation: keep one of them.
+Strategy normalised(Strategy s) {
+  if (s.pipeline_model_parallel_size == 1 && s.schedule != Schedule::double_strand) {
+    s.schedule = Schedule::one_f_one_b;
+    s.virtual_pipeline_model_parallel_size = 1;
+  }
+  if (s.tensor_model_parallel_size == 1) s.sequence_parallel = false;
+  return s;
+}
+
+std::vector<Strategy> strategies_of(const Scenario& scenario) {
+  if (scenario.strategy) return {*scenario.strategy};
+  const SearchSpace& space = scenario.search;
+  std::vector<Strategy> all;
+  for (int pp : space.pipeline_model_parallel_size)
+    for (int tp : space.tensor_model_parallel_size)
+      for (int cp : space.context_parallel_size)
+        for (int ep : space.expert_model_parallel_size)
+          for (Schedule schedule : space.schedule)
+            for (int vpp : space.virtual_pipeline_model_parallel_size)
+              for (bool sp : space.sequence_parallel)
+                for (int mbs : space.micro_batch_size)
+                  for (int zero : space.zero_stage)
+                    for (Recompute recompute : space.recompute) {
+                      // Interleaving is what virtual stages are for; other schedules take vpp 1 only.
+                      if ((schedule == Schedule::interleaved_1f1b) != (vpp > 1)) continue;
+                      Strategy s;
+                      s.tensor_model_parallel_size = tp;
+                      s.pipeline_model_parallel_size = pp;
+                      s.context_parallel_size = cp;
+                      s.expert_model_parallel_size = ep;
+                      s.virtual_pipeline_model_parallel_size = vpp;
+                      s.sequence_parallel = sp;
+                      s.micro_batch_size = mbs;
+                      s.zero_stage = zero;
+                      s.recompute = recompute;
+                      s.schedule = schedule;
+                      all.push_back(s);
+                    }
+  return all;
+}
+
+bool faster(const Candidate& a, const Candidate& b) {
+  if (a.result.iteration_ns != b.result.iteration_ns) return a.result.iteration_ns < b.result.iteration_ns;
+  return a.strategy.key() < b.strategy.key();
+}
+
+}  // namespace
+
+std::vector<Candidate> enumerate_candidates(const Scenario& scenario) {
+  std::vector<Candidate> candidates;
+  std::set<std::string> seen;
+  for (Strategy strategy : strategies_of(scenario)) {
+    Candidate candidate;
+    if (auto reason = complete_strategy(scenario, strategy)) {
+      candidate.infeasible_reason = *reason;
+    } else {
+      if (!scenario.strategy) strategy = normalised(strategy);
+      if (auto invalid = invalid_reason(scenario, strategy)) candidate.infeasible_reason = *invalid;
+    }
+    candidate.strategy = strategy;
+    if (!seen.insert(strategy.key()).second) continue;
+    if (candidate.infeasible_reason.empty()) {
+      candidate.memory = estimate_memory(scenario, strategy);
+      double capacity_GiB = scenario.cluster.node_groups.front().gpu.memory_GiB;
+      candidate.infeasible_reason = out_of_memory_reason(candidate.memory, capacity_GiB);
+    }
+    candidate.feasible = candidate.infeasible_reason.empty();
+    candidates.push_back(std::move(candidate));
+  }
+  return candidates;
+}
+
+Candidate evaluate(const Scenario& scenario, const Profile& profile, const Strategy& strategy, bool record_op_timings) {
+  Candidate candidate;
+  candidate.strategy = strategy;
+  candidate.memory = estimate_memory(scenario, strategy);
+  candidate.feasible = true;
+  IterationGraph graph = lower_to_op_graphs(scenario, strategy);
+  candidate.result = simulate_iteration(graph, scenario.cluster, profile, SimOptions{record_op_timings});
+  candidate.throughput = throughput(scenario, strategy, to_seconds(candidate.result.iteration_ns));
+  return candidate;
+}
+
+std::vector<Candidate> search(const Scenario& scenario, const Profile& profile, const SearchOptions& options) {
+  std::vector<Candidate> candidates = enumerate_candidates(scenario);
+  std::vector<std::size_t> to_simulate;
+  for (std::size_t i = 0; i < candidates.size(); ++i)
+    if (candidates[i].feasible) to_simulate.push_back(i);
+
+  int jobs = options.jobs > 0 ? options.jobs : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  jobs = std::min<int>(jobs, std::max<std::size_t>(1, to_simulate.size()));
+  std::atomic<std::size_t> next{0};
+  std::atomic<int> done{0};
+  std::mutex mutex;
+  std::condition_variable finished;
+  std::exception_ptr failure;
+
+  auto work = [&] {
+    for (std::size_t k = next++; k < to_simulate.size(); k = next++) {
+      try {
+        Candidate& c = candidates[to_simulate[k]];
+        MemoryEstimate memory = std::move(c.memory);
+        c = evaluate(scenario, profile, c.strategy, false);
+        c.memory = std::move(memory);
+      } catch (...) {
+        std::lock_guard lock(mutex);
+        if (!failure) failure = std::current_exception();
+      }
+      ++done;
+      finished.notify_one();
+    }
+  };
+  {
+    std::vector<std::jthread> pool;
+    for (int j = 0; j < jobs; ++j) pool.emplace_back(work);
+    int total = static_cast<int>(to_simulate.size());
+    std::unique_lock lock(mutex);
+    while (done < total) {
+      finished.wait_for(lock, std::chrono::milliseconds(200));
+      if (options.progress) options.progress(done, total);
+    }
+  }
+  if (failure) std::rethrow_exception(failure);
+
+  std::stable_partition(candidates.begin(), candidates.end(), [](const Candidate& c) { return c.feasible; });
+  auto first_infeasible = std::find_if(candidates.begin(), candidates.end(), [](const Candidate& c) { return !c.feasible; });
+  std::sort(candidates.begin(), first_infeasible, faster);
+  return candidates;
+}
+
+}  // namespace twin

@@ -1,0 +1,43 @@
+// Parameters one GPU holds, split as the lowering and the memory model need them: per transformer
+// layer, per embedding and output layer, dense (reduced over the data group) and expert (reduced over
+// the expert-data group). TP shards linear weights (and column-parallel biases); norm weights, the
+// router and row-parallel biases are replicated; experts are split over EP and not TP-sharded.
+#pragma once
+#include <cstdint>
+
+#include "core/model.hpp"
+#include "core/strategy.hpp"
+
+namespace twin {
+
+// Megatron pads the vocabulary to a multiple of make_vocab_size_divisible_by (128) * tp.
+inline constexpr std::int64_t kVocabDivisibleBy = 128;
+std::int64_t padded_vocab_size(const ModelConfig& model, int tensor_parallel);
+
+struct RankParameters {
+  std::int64_t dense = 0;   // replicated over GroupKind::data (dp*cp ranks)
+  std::int64_t expert = 0;  // replicated over GroupKind::expert_data
+  std::int64_t total() const { return dense + expert; }
+  RankParameters& operator+=(const RankParameters& o) {
+    dense += o.dense;
+    expert += o.expert;
+    return *this;
+  }
+};
+
+RankParameters layer_parameters_per_rank(const ModelConfig& model, int layer, int tensor_parallel,
+                                         int expert_parallel);
+// Word embedding (vocab-parallel) plus learned positions when the model has no RoPE.
+std::int64_t embedding_parameters_per_rank(const ModelConfig& model, int tensor_parallel);
+// Final norm plus the output projection (absent when tied and the embedding is on the same rank).
+std::int64_t output_parameters_per_rank(const ModelConfig& model, int tensor_parallel, bool holds_embedding);
+
+// Virtual stage j = chunk * pp + stage holds layers [first_layer, first_layer + layers_per_virtual_stage).
+int layers_per_virtual_stage(const ModelConfig& model, const Strategy& strategy);
+int first_layer_of(const ModelConfig& model, const Strategy& strategy, int stage, int chunk);
+
+// All parameters of pipeline stage `stage` per GPU: its chunks' layers, the embedding on the first
+// virtual stage, the output layer on the last (a tied copy of the embedding there when pp > 1).
+RankParameters stage_parameters_per_rank(const ModelConfig& model, const Strategy& strategy, int stage);
+
+}  // namespace twin

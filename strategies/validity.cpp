@@ -1,0 +1,102 @@
+// Validity of a strategy, rule by rule, each broken rule explained with the numbers involved.
+// The vocabulary needs no rule: like Megatron, the lowering pads it to a multiple of 128 * tp.
+#include "strategies/validity.hpp"
+
+#include <initializer_list>
+#include <utility>
+
+#include <fmt/format.h>
+
+namespace twin {
+namespace {
+
+std::optional<std::string> divisible(std::int64_t value, const char* value_name, std::int64_t by, const char* by_name) {
+  if (by > 0 && value % by == 0) return std::nullopt;
+  return fmt::format("{} {} not divisible by {} {}", value_name, value, by_name, by);
+}
+
+}  // namespace
+
+std::optional<std::string> complete_strategy(const Scenario& scenario, Strategy& s) {
+  const int world = scenario.cluster.total_gpus();
+  const int model_parallel = s.model_parallel_size();
+  if (model_parallel <= 0 || world % model_parallel != 0)
+    return fmt::format("world size {} not divisible by tensor*pipeline*context {}", world, model_parallel);
+  s.data_parallel_size = world / model_parallel;
+  const std::int64_t per_micro_step = static_cast<std::int64_t>(s.micro_batch_size) * s.data_parallel_size;
+  const std::int64_t global = scenario.training.global_batch_size;
+  if (per_micro_step <= 0 || global % per_micro_step != 0)
+    return fmt::format("global_batch_size {} not divisible by micro_batch_size*data_parallel_size {}", global,
+                       per_micro_step);
+  s.num_micro_batches = static_cast<int>(global / per_micro_step);
+  if (s.tensor_model_parallel_size == 1) s.sequence_parallel = false;
+  return std::nullopt;
+}
+
+std::optional<std::string> invalid_reason(const Scenario& scenario, const Strategy& s) {
+  const ModelConfig& m = scenario.model;
+  const Cluster& cluster = scenario.cluster;
+  const int tp = s.tensor_model_parallel_size, pp = s.pipeline_model_parallel_size;
+  const int cp = s.context_parallel_size, ep = s.expert_model_parallel_size;
+  const int vpp = s.virtual_pipeline_model_parallel_size, dp = s.data_parallel_size;
+  const std::initializer_list<std::pair<int, const char*>> sizes = {
+      {tp, "tensor_model_parallel_size"}, {pp, "pipeline_model_parallel_size"}, {cp, "context_parallel_size"},
+      {ep, "expert_model_parallel_size"}, {vpp, "virtual_pipeline_model_parallel_size"},
+      {dp, "data_parallel_size"}, {s.micro_batch_size, "micro_batch_size"}, {s.num_micro_batches, "num_micro_batches"}};
+  for (const auto& [value, name] : sizes)
+    if (value < 1) return fmt::format("{} {} must be at least 1", name, value);
+
+  if (!cluster.is_homogeneous())
+    return std::string("heterogeneous clusters (several node groups) are not supported by this version");
+  if (s.world_size() != cluster.total_gpus())
+    return fmt::format("tensor*pipeline*context*data {} does not match the world size {}", s.world_size(),
+                       cluster.total_gpus());
+  const int gpus_per_node = cluster.node_groups.front().gpus_per_node;
+  if (tp > gpus_per_node)
+    return fmt::format(
+        "tensor_model_parallel_size {} exceeds gpus_per_node {}: tensor-parallel collectives sit on the critical "
+        "path of every layer and would cross the inter-node network (Megatron allows it; it never pays)",
+        tp, gpus_per_node);
+  if (s.schedule == Schedule::double_strand)
+    return std::string("schedule double-strand is not implemented in this version");
+  if (s.zero_stage < 0 || s.zero_stage > 3) return fmt::format("zero_stage {} is not one of 0, 1, 2, 3", s.zero_stage);
+
+  if (auto r = divisible(m.num_attention_heads, "num_attention_heads", tp, "tensor_model_parallel_size")) return r;
+  if (auto r = divisible(m.num_query_groups, "num_query_groups", tp, "tensor_model_parallel_size")) return r;
+  if (auto r = divisible(m.ffn_hidden_size, "ffn_hidden_size", tp, "tensor_model_parallel_size")) return r;
+  if (m.num_layers % (pp * vpp) != 0)
+    return fmt::format("num_layers {} not divisible by pipeline_model_parallel_size*virtual_pipeline_model_parallel_size {}",
+                       m.num_layers, pp * vpp);
+
+  if (vpp > 1 && s.schedule != Schedule::interleaved_1f1b)
+    return fmt::format("virtual_pipeline_model_parallel_size {} needs the interleaved-1f1b schedule, not {}", vpp,
+                       to_string(s.schedule));
+  if (s.schedule == Schedule::interleaved_1f1b) {
+    if (pp == 1) return std::string("interleaved-1f1b needs pipeline_model_parallel_size > 1");
+    if (s.num_micro_batches % pp != 0)
+      return fmt::format("interleaved-1f1b needs num_micro_batches {} divisible by pipeline_model_parallel_size {}",
+                         s.num_micro_batches, pp);
+  }
+  if (pp > 1 && s.num_micro_batches < pp)
+    return fmt::format("num_micro_batches {} is fewer than pipeline_model_parallel_size {}: stages would sit idle",
+                       s.num_micro_batches, pp);
+
+  if (cp > 1) {
+    if (auto r = divisible(scenario.training.seq_length, "seq_length", 2 * cp, "2*context_parallel_size")) return r;
+  }
+  if (ep > 1 && !m.is_moe())
+    return fmt::format("expert_model_parallel_size {} needs a MoE model (num_experts > 0)", ep);
+  if (m.is_moe()) {
+    if (auto r = divisible(m.moe.num_experts, "num_experts", ep, "expert_model_parallel_size")) return r;
+    if (auto r = divisible(static_cast<std::int64_t>(tp) * cp * dp, "tensor*context*data", ep,
+                           "expert_model_parallel_size"))
+      return r;
+    if (tp > 1 && !s.sequence_parallel)
+      return std::string(
+          "MoE with tensor_model_parallel_size > 1 needs sequence_parallel: experts are not tensor-parallel, so "
+          "each TP rank must route its own share of the tokens");
+  }
+  return std::nullopt;
+}
+
+}  // namespace twin

@@ -1,0 +1,4 @@
+// One main for every benchmark file in tests/bench/.
+#include <benchmark/benchmark.h>
+
+BENCHMARK_MAIN();

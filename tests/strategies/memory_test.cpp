@@ -1,0 +1,155 @@
+// The memory model against closed forms: Korthikanti et al. 2022's per-layer activations for a
+// GPT-shaped layer (every variant of TP, SP and recompute), 16 bytes per parameter with ZeRO sharding,
+// activations in flight per schedule, and the out-of-memory message.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "strategies/memory.hpp"
+#include "strategies/sharded_parameters.hpp"
+#include "strategy_fixtures.hpp"
+
+namespace twin {
+namespace {
+
+using testing::gpt_shaped;
+
+constexpr std::int64_t s = 2048, b = 2, h = 2048, a = 16;
+
+Bytes gpt_layer(int t, bool sp, Recompute r) {
+  return activation_bytes_per_layer(gpt_shaped(), s, b, t, sp, 1, r);
+}
+
+TEST(ActivationMemory, KorthikantiNoParallelism) {  // s*b*h*(34 + 5*a*s/h)
+  EXPECT_EQ(gpt_layer(1, false, Recompute::none), s * b * h * 34 + 5 * a * s * s * b);
+}
+
+TEST(ActivationMemory, KorthikantiTensorParallel) {  // s*b*h*(10 + 24/t + 5*a*s/(h*t))
+  for (std::int64_t t : {2, 4, 8})
+    EXPECT_EQ(gpt_layer(static_cast<int>(t), false, Recompute::none),
+              s * b * h * 10 + 24 * s * b * h / t + 5 * a * s * s * b / t) << t;
+}
+
+TEST(ActivationMemory, KorthikantiSequenceParallel) {  // s*b*h/t*(34 + 5*a*s/h)
+  for (std::int64_t t : {2, 4, 8})
+    EXPECT_EQ(gpt_layer(static_cast<int>(t), true, Recompute::none), (34 * s * b * h + 5 * a * s * s * b) / t) << t;
+}
+
+TEST(ActivationMemory, KorthikantiSelectiveRecompute) {
+  for (std::int64_t t : {2, 4, 8}) {
+    EXPECT_EQ(gpt_layer(static_cast<int>(t), true, Recompute::selective), 34 * s * b * h / t);
+    EXPECT_EQ(gpt_layer(static_cast<int>(t), false, Recompute::selective), s * b * h * 10 + 24 * s * b * h / t);
+  }
+  EXPECT_EQ(gpt_layer(1, false, Recompute::selective), 34 * s * b * h);
+}
+
+TEST(ActivationMemory, KorthikantiFullRecompute) {
+  EXPECT_EQ(gpt_layer(1, false, Recompute::full), 2 * s * b * h);
+  EXPECT_EQ(gpt_layer(4, false, Recompute::full), 2 * s * b * h);
+  EXPECT_EQ(gpt_layer(4, true, Recompute::full), 2 * s * b * h / 4);
+}
+
+TEST(ActivationMemory, GeneralisedTensors) {
+  ModelConfig m = gpt_shaped();
+  m.attention_dropout = 0;
+  m.hidden_dropout = 0;
+  // No dropout: no masks (2 sbh) and no dropout output or mask of the scores (3 a s^2 b).
+  EXPECT_EQ(activation_bytes_per_layer(m, s, b, 1, false, 1, Recompute::none), 32 * s * b * h + 2 * a * s * s * b);
+  m.attention_backend = AttentionBackend::flash;  // no s^2 terms; fp32 softmax statistics
+  EXPECT_EQ(activation_bytes_per_layer(m, s, b, 1, false, 1, Recompute::none), 32 * s * b * h + 4 * b * a * s);
+  // Context parallel: the sequence is split cp ways.
+  EXPECT_EQ(activation_bytes_per_layer(m, s, b, 1, false, 2, Recompute::none), 32 * (s / 2) * b * h + 4 * b * a * (s / 2));
+  // SwiGLU (fc1 output 2f, activation output f) and GQA (K, V of groups*d).
+  m.activation = Activation::swiglu;
+  m.ffn_hidden_size = 3 * h;
+  m.num_query_groups = 4;
+  const std::int64_t kv = 4 * 128;
+  const std::int64_t expected = s * b * h * (2 + 2 + 2 + 2 + 2) + 2 * s * b * (h + kv) + 2 * s * b * kv +
+                                2 * s * b * 2 * (3 * h) + 2 * s * b * (3 * h) + 4 * b * a * s;
+  EXPECT_EQ(activation_bytes_per_layer(m, s, b, 1, false, 1, Recompute::none), expected);
+}
+
+TEST(ActivationMemory, MoeLayerScalesWithRoutedTokens) {
+  ModelConfig m = testing::moe_shaped();
+  const Bytes balanced = activation_bytes_per_layer(m, 1024, 1, 1, false, 1, Recompute::none, true, 2);
+  m.moe.routing_imbalance = 1.5;
+  const Bytes skewed = activation_bytes_per_layer(m, 1024, 1, 1, false, 1, Recompute::none, true, 2);
+  // Expert tensors per routed token: fc1 input h, fc1 output 2f, fc2 input f, expert output h (2 bytes each).
+  const double per_routed_token = 2.0 * (1024 + 2 * 1408 + 1408 + 1024);
+  EXPECT_EQ(skewed - balanced, std::llround(1024 * 2 * 0.5 * per_routed_token));
+}
+
+TEST(ModelStates, SixteenBytesPerParameterAndZeroSharding) {
+  EXPECT_DOUBLE_EQ(model_state_bytes_per_parameter(0, 8, "bf16"), 16.0);
+  EXPECT_DOUBLE_EQ(model_state_bytes_per_parameter(1, 8, "bf16"), 2 + 2 + 12.0 / 8);
+  EXPECT_DOUBLE_EQ(model_state_bytes_per_parameter(2, 8, "bf16"), 2 + 14.0 / 8);
+  EXPECT_DOUBLE_EQ(model_state_bytes_per_parameter(3, 8, "bf16"), 16.0 / 8);
+  EXPECT_DOUBLE_EQ(model_state_bytes_per_parameter(0, 8, "fp32"), 16.0);
+  EXPECT_DOUBLE_EQ(model_state_bytes_per_parameter(3, 1, "bf16"), 16.0);
+}
+
+TEST(ModelStates, WholeModelOnOneStageMatchesTheParameterCount) {
+  const ModelConfig m = *model_preset("llama2-7b");  // vocabulary 32000 = 250 x 128: no padding
+  Strategy st = testing::make_strategy(1, 1);
+  EXPECT_EQ(stage_parameters_per_rank(m, st, 0).total(), parameter_count(m));
+  const ModelConfig gpt = *model_preset("megatron-gpt-1.7b");  // tied, biases, learned positions
+  EXPECT_EQ(stage_parameters_per_rank(gpt, st, 0).total(), parameter_count(gpt));
+  for (int layer : {0, 5})
+    EXPECT_EQ(layer_parameters_per_rank(gpt, layer, 1, 1).total(), layer_parameter_count(gpt, layer));
+  const ModelConfig moe = *model_preset("mixtral-8x7b");
+  EXPECT_EQ(layer_parameters_per_rank(moe, 0, 1, 1).total(), layer_parameter_count(moe, 0));
+}
+
+TEST(ModelStates, EstimateShardsOverTheDataGroup) {
+  Scenario sc = testing::make_scenario(testing::llama_shaped(), 2, 2048, 64);
+  for (int zero : {0, 1, 2, 3}) {
+    Strategy st = testing::make_strategy(2, 2);
+    st.data_parallel_size = 4;
+    st.num_micro_batches = 16;
+    st.zero_stage = zero;
+    const MemoryEstimate mem = estimate_memory(sc, st);
+    ASSERT_EQ(mem.per_stage.size(), 2u);
+    for (int stage = 0; stage < 2; ++stage) {
+      const double params = static_cast<double>(stage_parameters_per_rank(sc.model, st, stage).total());
+      const MemoryBreakdown& m = mem.per_stage[stage];
+      EXPECT_NEAR(m.parameters + m.gradients + m.optimizer_states,
+                  params * model_state_bytes_per_parameter(zero, 4, "bf16"), 3.0);
+    }
+  }
+}
+
+TEST(InFlight, ActivationsFollowTheSchedule) {
+  // Middle stage (no embedding, no logits): per-pass activations times the passes in flight.
+  Scenario sc = testing::make_scenario(testing::llama_shaped(8), 4, 2048, 32);
+  Strategy st = testing::make_strategy(2, 4);
+  st.data_parallel_size = 4;
+  st.num_micro_batches = 8;
+  const Bytes layer = activation_bytes_per_layer(sc.model, 2048, 1, 2, true, 1, Recompute::none);
+  const Bytes per_pass = 2 * layer;  // 8 layers over 4 stages
+  EXPECT_EQ(estimate_memory(sc, st).per_stage[1].activations, (4 - 1) * per_pass);  // 1F1B: p - s
+  st.schedule = Schedule::gpipe;
+  EXPECT_EQ(estimate_memory(sc, st).per_stage[1].activations, 8 * per_pass);  // GPipe: m
+}
+
+TEST(InFlight, LastStageHoldsTheLogits) {
+  Scenario sc = testing::make_scenario(testing::llama_shaped(8), 1, 2048, 8);
+  Strategy st = testing::make_strategy(2, 2);
+  st.data_parallel_size = 2;
+  st.num_micro_batches = 4;
+  const Bytes layer = activation_bytes_per_layer(sc.model, 2048, 1, 2, true, 1, Recompute::none);
+  const std::int64_t tokens = 2048, vocab_shard = 32000 / 2;
+  const Bytes head = 2 * (tokens / 2) * 1024 * 2 + tokens * vocab_shard * 4;
+  EXPECT_EQ(estimate_memory(sc, st).per_stage[1].activations, 4 * layer + head);  // one pass in flight
+}
+
+TEST(OutOfMemory, MessageNamesSizesAndStage) {
+  MemoryEstimate mem;
+  mem.per_stage.resize(2);
+  mem.per_stage[0].parameters = std::llround(93.1 * kGiB);
+  mem.per_stage[1].parameters = std::llround(10 * kGiB);
+  EXPECT_EQ(out_of_memory_reason(mem, 80.0), "out of memory: 93.1 GiB > 80.0 GiB on stage 0");
+  EXPECT_EQ(out_of_memory_reason(mem, 94.0), "");
+}
+
+}  // namespace
+}  // namespace twin

@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# The README's second command (and exactly what .ci/run runs): install what is missing, build
+# everything, run every test (GPU tests skip with a message where no GPU is present), then fuzz the
+# scenario parser for a bounded time.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+tools/deps.sh
+cmake -S . -B build-test -DCMAKE_BUILD_TYPE=Release -DTWIN_BUILD_TESTS=ON > /dev/null
+cmake --build build-test -j "$(nproc)"
+ctest --test-dir build-test --output-on-failure -j "$(nproc)"
+tools/fuzz.sh "${TWIN_FUZZ_SECONDS:-60}"

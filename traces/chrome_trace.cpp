@@ -1,0 +1,155 @@
+// Builds the trace event by event in a fixed order (metadata, ops class by class, then flows), so that
+// the same iteration always gives the same bytes; nlohmann::json sorts keys, which fixes key order too.
+#include "traces/chrome_trace.hpp"
+
+#include <array>
+#include <map>
+#include <stdexcept>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "core/atomic_file.hpp"
+
+namespace twin {
+namespace {
+
+// Microseconds from integer ns: ns / 1000.0 is the double nearest to the 3-decimal value, and JSON's
+// shortest round-trip printing writes it back as at most 3 decimals, so ts * 1000 recovers ns exactly.
+double microseconds(TimeNs ns) { return static_cast<double>(ns) / 1000.0; }
+
+std::string process_label(const RankClass& rank_class) {
+  std::string label = rank_class.label.empty() ? fmt::format("class {}", rank_class.index) : rank_class.label;
+  if (rank_class.num_ranks == 1) return fmt::format("{} (rank {})", label, rank_class.first_rank);
+  return fmt::format("{} (rank {}, 1 of {} identical ranks)", label, rank_class.first_rank, rank_class.num_ranks);
+}
+
+// Labels come from user scenarios: replace invalid UTF-8 rather than fail at the end of a long run.
+std::string dump(const nlohmann::json& value) {
+  return value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+nlohmann::json metadata(const char* name, int pid, int tid, nlohmann::json args) {
+  return {{"ph", "M"}, {"name", name}, {"pid", pid}, {"tid", tid}, {"args", std::move(args)}};
+}
+
+void add_metadata(const RankClass& rank_class, nlohmann::json& events) {
+  const int pid = rank_class.first_rank;
+  events.push_back(metadata("process_name", pid, 0, {{"name", process_label(rank_class)}}));
+  events.push_back(metadata("process_sort_index", pid, 0, {{"sort_index", rank_class.index}}));
+  events.push_back(metadata("process_labels", pid, 0,
+                            {{"labels", fmt::format("pipeline {} stage {}", rank_class.pipeline, rank_class.stage)}}));
+  std::array<bool, kStreamCount> used{};
+  for (OpIndex i = 0; i < rank_class.size(); ++i) used[static_cast<int>(rank_class.op(i).stream)] = true;
+  for (int stream = 0; stream < kStreamCount; ++stream) {
+    if (!used[stream]) continue;
+    events.push_back(metadata("thread_name", pid, stream, {{"name", to_string(static_cast<Stream>(stream))}}));
+    events.push_back(metadata("thread_sort_index", pid, stream, {{"sort_index", stream}}));
+  }
+}
+
+nlohmann::json op_event(const RankClass& rank_class, OpIndex index, const OpTiming& timing) {
+  const Op& op = rank_class.op(index);
+  nlohmann::json args = {
+      {"op_id", op_id(rank_class.index, index)}, {"kind", to_string(op.kind)}, {"role", to_string(op.role)},
+      {"phase", to_string(op.phase)},           {"layer", op.layer},          {"micro_batch", op.micro_batch},
+      {"chunk", op.chunk},                      {"bytes", op.bytes},          {"flops", op.flops},
+      {"group", to_string(op.group)},           {"stage", rank_class.stage},
+  };
+  if (op.recomputed) args["recomputed"] = true;
+  return {{"ph", "X"},
+          {"name", op_name(op)},
+          {"cat", to_string(op.kind)},
+          {"pid", rank_class.first_rank},
+          {"tid", static_cast<int>(op.stream)},
+          {"ts", microseconds(timing.start_ns)},
+          {"dur", microseconds(timing.end_ns - timing.start_ns)},
+          {"args", std::move(args)}};
+}
+
+// One arrow per pipeline transfer, from the start of the send to where the data lands in the receive.
+void add_flows(const IterationGraph& graph, const IterationResult& result, nlohmann::json& events) {
+  std::map<std::pair<int, std::int64_t>, OpIndex> receives;  // (class, p2p_tag) -> recv op
+  for (const RankClass& rank_class : graph.classes)
+    for (OpIndex i = 0; i < rank_class.size(); ++i)
+      if (rank_class.op(i).kind == OpKind::recv) receives.emplace(std::pair{rank_class.index, rank_class.op(i).p2p_tag}, i);
+
+  std::int64_t flow_id = 0;
+  for (const RankClass& sender : graph.classes) {
+    for (OpIndex i = 0; i < sender.size(); ++i) {
+      const Op& send = sender.op(i);
+      if (send.kind != OpKind::send || send.peer < 0) continue;
+      auto found = receives.find({send.peer, send.p2p_tag});
+      if (found == receives.end()) continue;  // context-parallel ring sends have no recv op
+      const RankClass& receiver = graph.classes.at(send.peer);
+      const Op& recv = receiver.op(found->second);
+      const OpTiming& send_time = result.classes[sender.index].op_timings[i];
+      const OpTiming& recv_time = result.classes[receiver.index].op_timings[found->second];
+      // "bp":"e" binds the arrow head to the slice enclosing its ts; a slice's end is exclusive, so the
+      // head sits 1 ns before the receive completes (or at its start when it took no time).
+      const TimeNs landing_ns = recv_time.end_ns > recv_time.start_ns ? recv_time.end_ns - 1 : recv_time.start_ns;
+      const std::string name = to_string(send.role);
+      ++flow_id;
+      events.push_back({{"ph", "s"}, {"id", flow_id}, {"name", name}, {"cat", "pp_p2p"},
+                        {"pid", sender.first_rank}, {"tid", static_cast<int>(send.stream)},
+                        {"ts", microseconds(send_time.start_ns)}});
+      events.push_back({{"ph", "f"}, {"bp", "e"}, {"id", flow_id}, {"name", name}, {"cat", "pp_p2p"},
+                        {"pid", receiver.first_rank}, {"tid", static_cast<int>(recv.stream)},
+                        {"ts", microseconds(landing_ns)}});
+    }
+  }
+}
+
+}  // namespace
+
+nlohmann::json chrome_trace(const IterationGraph& graph, const IterationResult& result, const std::string& title) {
+  if (result.classes.size() != graph.classes.size())
+    throw std::invalid_argument("chrome_trace: the result has a different number of rank classes than the graph");
+  for (const RankClass& rank_class : graph.classes)
+    if (result.classes[rank_class.index].op_timings.size() != rank_class.size())
+      throw std::invalid_argument(
+          fmt::format("chrome_trace: no op timings for class {} (simulate with record_op_timings)", rank_class.index));
+
+  nlohmann::json events = nlohmann::json::array();
+  for (const RankClass& rank_class : graph.classes) add_metadata(rank_class, events);
+  for (const RankClass& rank_class : graph.classes) {
+    const auto& timings = result.classes[rank_class.index].op_timings;
+    for (OpIndex i = 0; i < rank_class.size(); ++i) events.push_back(op_event(rank_class, i, timings[i]));
+  }
+  add_flows(graph, result, events);
+
+  return {{"displayTimeUnit", "ns"},
+          {"otherData",
+           {{"source", "twin simulate"},
+            {"strategy", title},
+            {"iteration_ns", result.iteration_ns},
+            {"critical_class", result.critical_class},
+            {"ops", graph.total_ops()}}},
+          {"traceEvents", std::move(events)}};
+}
+
+std::string chrome_trace_text(const nlohmann::json& trace) {
+  std::string text = "{";
+  bool first_key = true;
+  for (const auto& [key, value] : trace.items()) {
+    text += first_key ? "\n" : ",\n";
+    first_key = false;
+    text += dump(nlohmann::json(key)) + ":";
+    if (key != "traceEvents") {
+      text += dump(value);
+      continue;
+    }
+    text += "[";
+    for (std::size_t i = 0; i < value.size(); ++i) text += (i == 0 ? "\n" : ",\n") + dump(value[i]);
+    text += "\n]";
+  }
+  text += "\n}\n";
+  return text;
+}
+
+void write_chrome_trace(const std::filesystem::path& path, const IterationGraph& graph,
+                        const IterationResult& result, const std::string& title) {
+  write_file_atomically(path, chrome_trace_text(chrome_trace(graph, result, title)));
+}
+
+}  // namespace twin
