@@ -4,7 +4,6 @@
 #include "core/model.hpp"
 
 #include <algorithm>
-#include <array>
 #include <cctype>
 
 namespace twin {

@@ -1,5 +1,6 @@
 // Scenario JSON -> Scenario: presets fill absent fields, explicit fields win, and the first bad value
 // stops the parse with its file, JSON path and expectation. The format is DESIGN.md's "Scenario (JSON)".
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <sstream>

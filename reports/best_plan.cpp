@@ -40,7 +40,8 @@ nlohmann::json predicted_json(const Candidate& best) {
     memory_bytes.push_back(memory_json(stage));
   }
   return {{"iteration_ns", best.result.iteration_ns},
-          {"iteration_time_s", to_seconds(best.result.iteration_ns)},
+          // ns / 1e9 (one correctly rounded division) prints as the exact decimal; ns * 1e-9 may not.
+          {"iteration_time_s", static_cast<double>(best.result.iteration_ns) / kNsPerS},
           {"tokens_per_s", best.throughput.tokens_per_s},
           {"mfu", best.throughput.mfu},
           {"hfu", best.throughput.hfu},

@@ -48,14 +48,20 @@ std::array<TimeNs, 4> time_parts(const TimeBreakdown& b) {
 
 }  // namespace
 
-std::string memory_legend_html() { return legend_html(kMemoryParts); }
+std::string memory_legend_html() {
+  std::string html = legend_html(kMemoryParts);
+  const std::string capacity = "<span><i class=\"dashed\"></i>GPU memory</span>";
+  return html.insert(html.size() - std::string("</div>").size(), capacity);
+}
 std::string time_legend_html() { return legend_html(kTimeParts); }
 
 std::string memory_chart_svg(const MemoryEstimate& memory, const std::vector<double>& capacity_GiB) {
   constexpr double kLeft = 60, kTop = 12, kPlotHeight = 260, kBottom = 44, kRight = 16;
   const std::size_t stages = memory.per_stage.size();
+  // At least 360 px wide so that the axis title fits; a bar never wider than 60% of 90 px.
   const double slot = std::clamp(640.0 / std::max<std::size_t>(stages, 1), 14.0, 90.0);
-  const double plot_width = slot * static_cast<double>(std::max<std::size_t>(stages, 1));
+  const double plot_width = std::max(360.0, slot * static_cast<double>(std::max<std::size_t>(stages, 1)));
+  const double left_pad = (plot_width - slot * static_cast<double>(stages)) / 2;  // centres few bars
   double max_GiB = 0;
   for (std::size_t s = 0; s < stages; ++s) {
     max_GiB = std::max(max_GiB, static_cast<double>(memory.per_stage[s].total()) / kGiB);
@@ -74,7 +80,8 @@ std::string memory_chart_svg(const MemoryEstimate& memory, const std::vector<dou
   svg.text(14, kTop + kPlotHeight / 2, "GiB", "middle", 12);
   const std::size_t label_every = std::max<std::size_t>(1, static_cast<std::size_t>(std::ceil(36.0 / slot)));
   for (std::size_t s = 0; s < stages; ++s) {
-    const double x = kLeft + slot * static_cast<double>(s) + slot * 0.2, bar_width = slot * 0.6;
+    const double slot_x = kLeft + left_pad + slot * static_cast<double>(s);
+    const double x = slot_x + slot * 0.2, bar_width = slot * 0.6;
     double stacked_GiB = 0;
     const auto parts = memory_parts(memory.per_stage[s]);
     for (std::size_t p = 0; p < parts.size(); ++p) {
@@ -85,8 +92,7 @@ std::string memory_chart_svg(const MemoryEstimate& memory, const std::vector<dou
       stacked_GiB += GiB;
     }
     if (s < capacity_GiB.size() && capacity_GiB[s] > 0)
-      svg.line(kLeft + slot * static_cast<double>(s) + 2, y_of(capacity_GiB[s]),
-               kLeft + slot * static_cast<double>(s + 1) - 2, y_of(capacity_GiB[s]), "#c0392b", 2, true);
+      svg.line(slot_x + 2, y_of(capacity_GiB[s]), slot_x + slot - 2, y_of(capacity_GiB[s]), "#c0392b", 2, true);
     if (s % label_every == 0)
       svg.text(x + bar_width / 2, kTop + kPlotHeight + 16, fmt::format("{}", s), "middle", 11, "#555");
   }
@@ -96,7 +102,12 @@ std::string memory_chart_svg(const MemoryEstimate& memory, const std::vector<dou
 }
 
 std::string time_breakdown_svg(const std::vector<const Candidate*>& candidates) {
-  constexpr double kLabelWidth = 330, kPlotWidth = 560, kRowHeight = 22, kTop = 6, kRight = 90, kAxis = 36;
+  constexpr double kPlotWidth = 560, kRowHeight = 22, kTop = 6, kRight = 90, kAxis = 36;
+  // Keys differ in length (schedule names); about 5.6 px per character at 11 px keeps the longest whole.
+  std::size_t longest_label = 0;
+  for (std::size_t row = 0; row < candidates.size(); ++row)
+    longest_label = std::max(longest_label, candidates[row]->strategy.key().size() + 4);
+  const double label_width = std::max(160.0, 5.6 * static_cast<double>(longest_label) + 16);
   TimeNs max_ns = 1;
   for (const Candidate* candidate : candidates)
     max_ns = std::max(max_ns, candidate->result.breakdown.total_ns());
@@ -105,19 +116,19 @@ std::string time_breakdown_svg(const std::vector<const Candidate*>& candidates) 
   const double top_ms = std::max(ticks.back(), max_ms);
   const double plot_bottom = kTop + kRowHeight * static_cast<double>(candidates.size());
 
-  Svg svg(kLabelWidth + kPlotWidth + kRight, plot_bottom + kAxis, "time breakdown of the top candidates");
+  Svg svg(label_width + kPlotWidth + kRight, plot_bottom + kAxis, "time breakdown of the top candidates");
   const int decimals = ticks.size() > 1 ? tick_decimals(ticks[1]) : 0;
   for (double tick : ticks) {
-    const double x = kLabelWidth + tick / top_ms * kPlotWidth;
+    const double x = label_width + tick / top_ms * kPlotWidth;
     svg.line(x, kTop, x, plot_bottom + 4, "#e3e6eb");
     svg.text(x, plot_bottom + 17, fixed(tick, decimals), "middle", 11, "#555");
   }
-  svg.text(kLabelWidth + kPlotWidth / 2, plot_bottom + 32, "iteration time (ms)", "middle", 12);
+  svg.text(label_width + kPlotWidth / 2, plot_bottom + 32, "iteration time (ms)", "middle", 12);
   for (std::size_t row = 0; row < candidates.size(); ++row) {
     const Candidate& candidate = *candidates[row];
     const double y = kTop + kRowHeight * static_cast<double>(row);
-    svg.text(kLabelWidth - 8, y + 15, fmt::format("{}. {}", row + 1, candidate.strategy.key()), "end", 11);
-    double x = kLabelWidth;
+    svg.text(label_width - 8, y + 15, fmt::format("{}. {}", row + 1, candidate.strategy.key()), "end", 11);
+    double x = label_width;
     const auto parts = time_parts(candidate.result.breakdown);
     for (std::size_t p = 0; p < parts.size(); ++p) {
       const double width = static_cast<double>(parts[p]) / kNsPerMs / top_ms * kPlotWidth;

@@ -37,15 +37,16 @@ dl.facts dt { color: #59636e; } dl.facts dd { margin: 0; }
 .legend { display: flex; flex-wrap: wrap; gap: 6px 16px; font-size: 13px; margin: 6px 0; }
 .legend i { display: inline-block; width: 12px; height: 12px; border-radius: 2px; margin-right: 5px;
             vertical-align: -1px; }
+.legend i.dashed { height: 0; border-top: 2px dashed #c0392b; border-radius: 0; vertical-align: 3px; }
 .table-scroll { overflow-x: auto; max-height: 1400px; overflow-y: auto; border: 1px solid #e3e6eb; border-radius: 6px; }
 table#ranking { border-collapse: collapse; font-size: 12.5px; width: 100%; }
 #ranking th { position: sticky; top: 0; background: #f6f8fa; text-align: left; padding: 5px 6px;
               border-bottom: 2px solid #d0d7de; white-space: nowrap; }
-#ranking td { padding: 3px 6px; border-bottom: 1px solid #eaeef2; vertical-align: top; }
+#ranking td { padding: 3px 6px; border-bottom: 1px solid #eaeef2; vertical-align: top; white-space: nowrap; }
 #ranking td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
 #ranking td.key { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; font-size: 11.5px;
                   white-space: nowrap; }
-#ranking td.reason { color: #8a3b12; min-width: 260px; }
+#ranking td.reason { color: #8a3b12; min-width: 260px; white-space: normal; }
 #ranking tr.feasible:nth-child(even) { background: #fafbfc; }
 #ranking tr.feasible:first-child { background: #e9f6ec; font-weight: 600; }
 #ranking tr.infeasible { color: #6e7781; }

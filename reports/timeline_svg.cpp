@@ -48,7 +48,7 @@ std::string family_name(OpFamily family) {
 
 std::string family_color(OpFamily family) {
   // Tableau 10: distinguishable, and print-friendly.
-  static const std::array<const char*, kOpFamilyCount> colors = {"#4e79a7", "#76b7b2", "#bab0ac", "#f28e2b", "#e15759",
+  static const std::array<const char*, kOpFamilyCount> colors = {"#4e79a7", "#76b7b2", "#edc948", "#f28e2b", "#e15759",
                                                                  "#59a14f", "#b07aa1", "#ff9da7", "#9c755f"};
   return colors[static_cast<int>(family)];
 }

@@ -1,12 +1,11 @@
-// The event loop. An activity whose rate changes gets a new version and a new event; the loop drops
-// the old one when it pops. A change marks the classes it affects dirty and
-// they are re-rated once per event, after everything that event caused.
+// The event loop. A change marks the classes it affects dirty; they are re-rated once per event, after
+// everything that event caused, and an activity whose rate changed gets a new version and a new event
+// (the loop drops the old one when it pops).
 #include "sim/engine.hpp"
 
 #include <algorithm>
 #include <array>
 #include <cmath>
-#include <limits>
 #include <stdexcept>
 #include <string>
 #include <vector>

@@ -30,7 +30,7 @@ struct RankShapes {
   std::int64_t experts_total = 0, experts_local = 0, expert_tokens = 0, moe_ffn = 0, moe_fc1_width = 0;
   std::int64_t dispatch_bytes = 0;  // all-to-all buffer of the busiest rank (imbalance included)
   std::int64_t permute_bytes = 0;   // read + write of this rank's routed token copies
-  int layers_per_chunk = 0;
+  int layers_per_chunk = 0;   // the most layers any virtual stage holds (uneven splits differ by one)
 };
 
 RankShapes rank_shapes(const Scenario& scenario, const Strategy& strategy);

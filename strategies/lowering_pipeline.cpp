@@ -53,7 +53,7 @@ RankShapes rank_shapes(const Scenario& scenario, const Strategy& st) {
     s.dispatch_bytes = std::llround(routed * s.h * 2 * m.moe.routing_imbalance);
     s.permute_bytes = 2 * s.tokens_local * m.moe.top_k * s.h * 2;
   }
-  s.layers_per_chunk = layers_per_virtual_stage(m, st);
+  s.layers_per_chunk = max_layers_in_virtual_stage(m, st);
   return s;
 }
 
@@ -169,21 +169,21 @@ class StageLowering {
     std::vector<Unit> list;
     const int vs = virtual_stage(chunk);
     if (vs == 0) list.push_back({Unit::embedding_unit});
-    const int first = vs * s_.layers_per_chunk;
-    for (int l = first; l < first + s_.layers_per_chunk; ++l) list.push_back({Unit::layer_unit, l});
+    const int first = first_layer_of(model_, strategy_, stage_, chunk);
+    const int count = layers_in_virtual_stage(model_, strategy_, vs);
+    for (int l = first; l < first + count; ++l) list.push_back({Unit::layer_unit, l});
     if (vs == last_virtual_stage_) list.push_back({Unit::head_unit});
     return list;
   }
 
   RankParameters unit_parameters(const Unit& u) const {
     switch (u.kind) {
-      case Unit::embedding_unit: return {lowering_embedding_parameters(), 0};
+      case Unit::embedding_unit: return {embedding_parameters_per_rank(model_, s_.tp), 0};
       case Unit::head_unit: return {output_parameters_per_rank(model_, s_.tp, s_.pp == 1), 0};
       case Unit::layer_unit: break;
     }
     return layer_parameters_per_rank(model_, u.layer, s_.tp, s_.ep);
   }
-  std::int64_t lowering_embedding_parameters() const { return embedding_parameters_per_rank(model_, s_.tp); }
 
   Op p2p(OpKind kind, OpRole role, int peer_stage, std::int64_t tag) const {
     Op op = Emitter::collective(kind, role, kind == OpKind::send ? Stream::pp_send : Stream::pp_recv,
@@ -270,8 +270,8 @@ class StageLowering {
       e_.emit(p2p(OpKind::send, OpRole::pipeline_gradient, (vs - 1) % s_.pp, p2p_tag(step.micro_batch, vs - 1, true)));
   }
 
-  OpIndex last_on(Stream stream) const {
-    RankClass& rc = const_cast<Emitter&>(e_).rank_class();
+  OpIndex last_on(Stream stream) {
+    const RankClass& rc = e_.rank_class();
     for (std::size_t i = rc.size(); i-- > 0;)
       if (rc.op(static_cast<OpIndex>(i)).stream == stream) return static_cast<OpIndex>(i);
     return kNoOp;

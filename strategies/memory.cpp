@@ -119,7 +119,6 @@ MemoryEstimate estimate_memory(const Scenario& scenario, const Strategy& st) {
   const std::int64_t tokens_local = sp ? tokens / tp : tokens;
   const StateBytes per_param = state_bytes_per_parameter(scenario.training.precision, scenario.training.optimizer);
   const auto orders = pipeline_schedule(st.schedule, pp, st.num_micro_batches, vpp);
-  const int per_chunk = layers_per_virtual_stage(m, st);
 
   int communicators = 0;
   for (int size : {tp, cp, data_group, pp, m.is_moe() ? ep : 1, m.is_moe() ? expert_data_group : 1})
@@ -145,7 +144,8 @@ MemoryEstimate estimate_memory(const Scenario& scenario, const Strategy& st) {
     for (int chunk = 0; chunk < vpp; ++chunk) {
       const int vs = chunk * pp + stage;
       const int first = first_layer_of(m, st, stage, chunk);
-      for (int layer = first; layer < first + per_chunk; ++layer) {
+      const int count = layers_in_virtual_stage(m, st, vs);
+      for (int layer = first; layer < first + count; ++layer) {
         pass_bytes[chunk] += static_cast<double>(activation_bytes_per_layer(
             m, seq, st.micro_batch_size, tp, sp, cp, st.recompute, m.is_moe_layer(layer), ep));
         largest_unit = std::max(largest_unit, layer_parameters_per_rank(m, layer, tp, ep).dense);

@@ -54,12 +54,31 @@ std::int64_t output_parameters_per_rank(const ModelConfig& m, int tp, bool holds
   return p;
 }
 
-int layers_per_virtual_stage(const ModelConfig& m, const Strategy& s) {
-  return m.num_layers / (s.pipeline_model_parallel_size * s.virtual_pipeline_model_parallel_size);
+namespace {
+struct LayerSplit {
+  int virtual_stages, per_stage, missing;
+};
+LayerSplit layer_split(const ModelConfig& m, const Strategy& s) {
+  const int n = s.pipeline_model_parallel_size * s.virtual_pipeline_model_parallel_size;
+  const int per = (m.num_layers + n - 1) / n;
+  return {n, per, per * n - m.num_layers};
+}
+}  // namespace
+
+int max_layers_in_virtual_stage(const ModelConfig& m, const Strategy& s) { return layer_split(m, s).per_stage; }
+
+int layers_in_virtual_stage(const ModelConfig& m, const Strategy& s, int vs) {
+  const LayerSplit split = layer_split(m, s);
+  int count = split.per_stage;
+  if (split.missing >= 1 && vs == split.virtual_stages - 1) --count;
+  if (split.missing >= 2 && vs == 0) --count;
+  return count;
 }
 
 int first_layer_of(const ModelConfig& m, const Strategy& s, int stage, int chunk) {
-  return (chunk * s.pipeline_model_parallel_size + stage) * layers_per_virtual_stage(m, s);
+  const LayerSplit split = layer_split(m, s);
+  const int vs = chunk * s.pipeline_model_parallel_size + stage;
+  return vs * split.per_stage - (split.missing >= 2 && vs > 0 ? 1 : 0);
 }
 
 RankParameters stage_parameters_per_rank(const ModelConfig& m, const Strategy& s, int stage) {
@@ -68,7 +87,8 @@ RankParameters stage_parameters_per_rank(const ModelConfig& m, const Strategy& s
   RankParameters total;
   for (int chunk = 0; chunk < vpp; ++chunk) {
     const int first = first_layer_of(m, s, stage, chunk);
-    for (int layer = first; layer < first + layers_per_virtual_stage(m, s); ++layer)
+    const int count = layers_in_virtual_stage(m, s, chunk * pp + stage);
+    for (int layer = first; layer < first + count; ++layer)
       total += layer_parameters_per_rank(m, layer, tp, s.expert_model_parallel_size);
   }
   const bool first_stage = stage == 0, last_stage = stage == pp - 1;

@@ -32,9 +32,14 @@ std::int64_t embedding_parameters_per_rank(const ModelConfig& model, int tensor_
 // Final norm plus the output projection (absent when tied and the embedding is on the same rank).
 std::int64_t output_parameters_per_rank(const ModelConfig& model, int tensor_parallel, bool holds_embedding);
 
-// Virtual stage j = chunk * pp + stage holds layers [first_layer, first_layer + layers_per_virtual_stage).
-int layers_per_virtual_stage(const ModelConfig& model, const Strategy& strategy);
+// Virtual stage j = chunk * pp + stage holds layers [first_layer_of, first_layer_of + layers_in_virtual_stage).
+// Even when num_layers divides over the pp * vpp virtual stages. Otherwise as Llama 3 (and Megatron's
+// decoder_first/last_pipeline_num_layers) do: every virtual stage holds ceil(L / n) layers but the last,
+// and when two are missing also the first, hold one fewer, which offsets the embedding and loss they carry.
+// uneven_layer_split_reason() says when that is impossible (more than two layers missing).
+int layers_in_virtual_stage(const ModelConfig& model, const Strategy& strategy, int virtual_stage);
 int first_layer_of(const ModelConfig& model, const Strategy& strategy, int stage, int chunk);
+int max_layers_in_virtual_stage(const ModelConfig& model, const Strategy& strategy);
 
 // All parameters of pipeline stage `stage` per GPU: its chunks' layers, the embedding on the first
 // virtual stage, the output layer on the last (a tied copy of the embedding there when pp > 1).

@@ -153,6 +153,3 @@ BENCHMARK(BM_SimulateIteration)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace twin
-
-// twin_bench's one main (tests/CMakeLists.txt links benchmark::benchmark, not benchmark_main).
-BENCHMARK_MAIN();

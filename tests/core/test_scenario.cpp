@@ -1,9 +1,9 @@
 // Scenario parsing semantics (presets fill, explicit fields win, defaults) and the to_json round trip.
-#include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
 #include <filesystem>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "core/scenario.hpp"
 

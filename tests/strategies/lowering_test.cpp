@@ -2,7 +2,8 @@
 // gradient reduction per layer, and the FLOPs of the lowered ops against Megatron's formula.
 #include <gtest/gtest.h>
 
-#include <chrono>
+#include <cstdio>
+#include <ctime>
 #include <functional>
 #include <map>
 #include <tuple>
@@ -84,8 +85,9 @@ bool completes(const IterationGraph& g) {
   return done == total;
 }
 
-bool layer_op(const Op& op, int layer, Phase phase) {
-  return op.layer == layer && op.micro_batch == 0 && op.phase == phase && !op.recomputed;
+bool layer_op(const Op& op, int layer, Phase phase) {  // the layer's own work, not its gradient reduction
+  return op.layer == layer && op.micro_batch == 0 && op.phase == phase && !op.recomputed &&
+         op.stream != Stream::dp_comm;
 }
 
 TEST(Lowering, OpsPerLayer) {
@@ -199,7 +201,7 @@ TEST(Lowering, GradientsReduceOncePerLayer) {
       EXPECT_EQ(z3_gathers, zero == 3 ? 2 * 5 * st.num_micro_batches : 0);
     }
   }
-  Strategy no_dp = make_strategy(8, 1);
+  Strategy no_dp = make_strategy(2, 4);  // dp 1
   const IterationGraph g = lower(sc, no_dp);
   EXPECT_EQ(count(g.classes[0], [](const Op& op) { return op.stream == Stream::dp_comm; }), 0);
 }
@@ -240,7 +242,8 @@ TEST(Lowering, MoeForwardFlopsMatchFormula) {
     const int all_to_alls = count(g.classes[0], [](const Op& op) { return op.kind == OpKind::all_to_all; });
     EXPECT_EQ(all_to_alls, ep > 1 ? 2 * 2 * 2 * st.num_micro_batches : 0);  // 2 layers, dispatch+combine, fwd+bwd
     const int expert_reduces = count(g.classes[0], [](const Op& op) { return op.group == GroupKind::expert_data; });
-    EXPECT_EQ(expert_reduces, 2);  // one per MoE layer (expert_data = 16/ep > 1)
+    const int expert_data = 2 * 4 / ep;  // tp*cp*dp / ep
+    EXPECT_EQ(expert_reduces, expert_data > 1 ? 2 : 0);  // one per MoE layer of the stage
   }
 }
 
@@ -248,12 +251,13 @@ TEST(Lowering, Llama70bWith128MicroBatchesIsFast) {
   const Scenario sc = make_scenario(*model_preset("llama2-70b"), 64, 4096, 1024);
   Strategy st = make_strategy(8, 8);
   st.recompute = Recompute::selective;
-  const auto start = std::chrono::steady_clock::now();
+  // CPU time, not wall time: the build machine is shared.
+  const std::clock_t start = std::clock();
   const IterationGraph g = lower(sc, st);
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  const double seconds = static_cast<double>(std::clock() - start) / CLOCKS_PER_SEC;
   EXPECT_EQ(st.num_micro_batches, 128);
   EXPECT_GT(g.total_ops(), 300000u);
-  EXPECT_LT(seconds, 0.5) << g.total_ops() << " ops";
+  EXPECT_LT(seconds, 0.25) << g.total_ops() << " ops";
   std::printf("llama2-70b tp8 pp8 dp8, 128 micro-batches: %zu ops lowered in %.3f s\n", g.total_ops(), seconds);
 }
 
