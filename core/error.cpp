@@ -5,8 +5,8 @@ namespace twin {
 
 static std::string format_input_error(const std::string& file, const std::string& json_path,
                                       const std::string& expected) {
-  std::string where = json_path.empty() ? std::string() : " at " + json_path;
-  return file + ":" + where + ": " + expected;
+  std::string where = json_path.empty() ? std::string() : " at " + json_path + ":";
+  return file + ":" + where + " " + expected;
 }
 
 InputError::InputError(std::string file, std::string json_path, std::string expected)

@@ -25,7 +25,7 @@ struct RankShapes {
   std::int64_t tokens_local = 0;  // rows this rank holds outside TP regions (T/tp with SP)
   std::int64_t h = 0, d = 0, heads = 0, groups = 0;  // heads and groups per TP rank
   std::int64_t qkv_width = 0, ffn = 0, fc1_width = 0, vocab = 0;  // per TP rank
-  bool rope = true, swiglu = true;
+  bool rope = true, swiglu = true, flash = true;
   // MoE (per rank): experts held, tokens per expert of the busiest rank, expert widths.
   std::int64_t experts_total = 0, experts_local = 0, expert_tokens = 0, moe_ffn = 0, moe_fc1_width = 0;
   std::int64_t dispatch_bytes = 0;  // all-to-all buffer of the busiest rank (imbalance included)

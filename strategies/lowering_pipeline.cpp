@@ -40,6 +40,7 @@ RankShapes rank_shapes(const Scenario& scenario, const Strategy& st) {
   s.qkv_width = (s.heads + 2 * s.groups) * s.d;
   s.swiglu = m.activation == Activation::swiglu;
   s.rope = m.position_embedding_rope;
+  s.flash = m.attention_backend == AttentionBackend::flash;
   s.ffn = m.ffn_hidden_size / s.tp;
   s.fc1_width = (s.swiglu ? 2 : 1) * s.ffn;
   s.vocab = padded_vocab_size(m, s.tp) / s.tp;
@@ -63,6 +64,9 @@ void Emitter::fill(Op& op) const {
   op.chunk = static_cast<std::int16_t>(chunk_);
   op.layer = layer_;
   op.recomputed = recomputed_;
+  // How the kernels price these ops depends on the model, not the call site.
+  op.attention.flash = sh_.flash;
+  op.gated_activation = sh_.swiglu;
 }
 
 void Emitter::depend(OpIndex first, OpIndex then) {

@@ -22,6 +22,8 @@ std::string scenario_with(const std::string& model, const std::string& training,
   return "{ \"name\": \"bad\", \"model\": " + model + ", \"training\": " + training + ", " + kCluster + rest + " }";
 }
 
+void PrintTo(const BadCase& bad, std::ostream* out) { *out << bad.name; }
+
 class BadInput : public ::testing::TestWithParam<BadCase> {};
 
 TEST_P(BadInput, NamesFileJsonPathAndExpectation) {

@@ -50,7 +50,8 @@ TEST(Validity, EveryRuleExplains) {
   const Scenario sc = make_scenario(testing::llama_shaped(8), 2, 2048, 64);  // 16 GPUs, 16 heads, 4 groups
   EXPECT_EQ(reason(sc, make_strategy(8, 1)), "num_query_groups 4 not divisible by tensor_model_parallel_size 8");
   EXPECT_EQ(reason(sc, make_strategy(1, 16)),
-            "num_layers 8 not divisible by pipeline_model_parallel_size*virtual_pipeline_model_parallel_size 16");
+            "num_layers 8 not divisible by pipeline_model_parallel_size*virtual_pipeline_model_parallel_size 16"
+            " (an uneven split may only shorten the first and last virtual stage by one layer each)");
   EXPECT_EQ(reason(sc, make_strategy(2, 2, 1, true, 2)),
             "virtual_pipeline_model_parallel_size 2 needs the interleaved-1f1b schedule, not 1f1b");
   EXPECT_EQ(reason(sc, make_strategy(2, 1, 1, true, 1, Schedule::interleaved_1f1b)),
