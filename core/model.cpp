@@ -16,8 +16,10 @@ std::string lowercase(std::string_view text) {
   return out;
 }
 
-ModelConfig llama(std::string name, int layers, std::int64_t hidden, int heads, int groups, std::int64_t ffn,
-                  std::int64_t vocab, std::int64_t max_positions) {
+// The fields every decoder preset sets; the rest keep ModelConfig's defaults (Llama's choices: SwiGLU,
+// RMSNorm, RoPE, untied embeddings, no biases).
+ModelConfig decoder(std::string name, int layers, std::int64_t hidden, int heads, int groups, std::int64_t ffn,
+                    std::int64_t vocab, std::int64_t max_positions) {
   ModelConfig m;
   m.name = std::move(name);
   m.num_layers = layers;
@@ -28,6 +30,12 @@ ModelConfig llama(std::string name, int layers, std::int64_t hidden, int heads, 
   m.kv_channels = hidden / heads;
   m.vocab_size = vocab;
   m.max_position_embeddings = max_positions;
+  return m;
+}
+
+ModelConfig llama(std::string name, int layers, std::int64_t hidden, int heads, int groups, std::int64_t ffn,
+                  std::int64_t vocab, std::int64_t max_positions) {
+  ModelConfig m = decoder(std::move(name), layers, hidden, heads, groups, ffn, vocab, max_positions);
   m.activation = Activation::swiglu;
   m.normalization = Normalization::rmsnorm;
   m.untie_embeddings_and_output_weights = true;
@@ -49,16 +57,7 @@ ModelConfig mixtral(std::string name, int layers, std::int64_t hidden, int heads
 // GPT-style: GeLU MLP of width 4h (unless given), LayerNorm, biases, tied embeddings, learned positions.
 ModelConfig gpt(std::string name, int layers, std::int64_t hidden, int heads, std::int64_t ffn, std::int64_t vocab,
                 std::int64_t max_positions) {
-  ModelConfig m;
-  m.name = std::move(name);
-  m.num_layers = layers;
-  m.hidden_size = hidden;
-  m.ffn_hidden_size = ffn;
-  m.num_attention_heads = heads;
-  m.num_query_groups = heads;
-  m.kv_channels = hidden / heads;
-  m.vocab_size = vocab;
-  m.max_position_embeddings = max_positions;
+  ModelConfig m = decoder(std::move(name), layers, hidden, heads, heads, ffn, vocab, max_positions);
   m.activation = Activation::gelu;
   m.normalization = Normalization::layernorm;
   m.untie_embeddings_and_output_weights = false;

@@ -104,6 +104,7 @@ std::string to_string(GroupKind group) {
     case GroupKind::data: return "data";
     case GroupKind::pipeline: return "pipeline";
     case GroupKind::expert_data: return "expert_data";
+    case GroupKind::embedding: return "embedding";
   }
   return "unknown";
 }

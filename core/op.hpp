@@ -46,7 +46,9 @@ enum class Phase : std::uint8_t { forward, backward, optimizer };
 enum class Stream : std::uint8_t { compute, tp_comm, cp_comm, ep_comm, dp_comm, pp_send, pp_recv, count };
 
 // Which communicator a collective or p2p runs on.
-enum class GroupKind : std::uint8_t { none, tensor, context, expert, data, pipeline, expert_data };
+// embedding: the first and the last pipeline stage, which both hold the tied word embedding
+// (Megatron's embedding group).
+enum class GroupKind : std::uint8_t { none, tensor, context, expert, data, pipeline, expert_data, embedding };
 
 // What an op is, in the model: names the weight or step so traces and reports read like the model.
 enum class OpRole : std::uint8_t {

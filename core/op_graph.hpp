@@ -22,7 +22,7 @@ struct GroupSpan {
   int ranks_per_node = 1;
   int nodes = 1;
 };
-inline constexpr int kGroupKindCount = 7;
+inline constexpr int kGroupKindCount = 8;
 
 struct RankClass {
   int index = 0;          // position in IterationGraph::classes

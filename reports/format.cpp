@@ -16,10 +16,14 @@ std::string fixed(double value, int decimals) {
 }
 
 std::string grouped(double value) {
-  std::string digits = fixed(value, 0);
+  const std::string digits = fixed(value, 0);
   const std::size_t first_digit = digits.front() == '-' ? 1 : 0;
-  for (std::size_t at = digits.size(); at > first_digit + 3; at -= 3) digits.insert(at - 3, ",");
-  return digits;
+  std::string out = digits.substr(0, first_digit);
+  for (std::size_t i = first_digit; i < digits.size(); ++i) {
+    if (i > first_digit && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return out;
 }
 
 std::string seconds_text(TimeNs ns) {

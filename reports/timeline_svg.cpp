@@ -25,7 +25,8 @@ OpFamily op_family(const Op& op) {
       case GroupKind::expert: return OpFamily::ep_comm;
       case GroupKind::pipeline: return OpFamily::pp_p2p;
       case GroupKind::data:
-      case GroupKind::expert_data: return OpFamily::dp_comm;
+      case GroupKind::expert_data:
+      case GroupKind::embedding: return OpFamily::dp_comm;
       case GroupKind::none: break;
     }
     return op.kind == OpKind::send || op.kind == OpKind::recv ? OpFamily::pp_p2p : OpFamily::dp_comm;

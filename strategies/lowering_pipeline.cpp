@@ -290,7 +290,7 @@ class StageLowering {
                            (stage_ == 0 || stage_ == s_.pp - 1);
     if (tied_pair)
       e_.emit_after(Emitter::collective(OpKind::all_reduce, OpRole::embedding_grad_sync, Stream::dp_comm,
-                                        GroupKind::pipeline, 2,
+                                        GroupKind::embedding, 2,
                                         padded_vocab_size(model_, s_.tp) / s_.tp * s_.h * 2),
                     last_compute);
     if (s_.data_group > 1)

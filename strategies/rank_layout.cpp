@@ -56,6 +56,7 @@ std::array<GroupSpan, kGroupKindCount> group_spans(const Strategy& s, const Clus
   members.clear();
   for (int p = 0; p < pp; ++p) members.push_back(global_rank(s, 0, 0, 0, p));
   set(GroupKind::pipeline, members);
+  if (pp > 1) set(GroupKind::embedding, {global_rank(s, 0, 0, 0, 0), global_rank(s, 0, 0, 0, pp - 1)});
 
   // The stage's ranks are consecutive: first_rank + i for i in [0, tp*cp*dp).
   const int first = global_rank(s, 0, 0, 0, stage);
