@@ -1,12 +1,14 @@
 // The kernel cost model: GEMM and attention by FLOPs at a saturating fraction of peak (GEMMs with a
 // memory floor), everything else by bytes at a saturating fraction of HBM bandwidth; measured exact
-// shapes win. Byte counts assume bf16 activations (2 bytes) and fp32 optimizer state.
+// shapes win, and measured GEMMs correct the GEMM model for shapes near them (gemm_predictor.hpp).
+// Byte counts assume bf16 activations (2 bytes) and fp32 optimizer state.
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
 
 #include <fmt/format.h>
 
+#include "calibrate/gemm_predictor.hpp"
 #include "calibrate/profile.hpp"
 
 namespace twin {
@@ -151,7 +153,12 @@ TimeNs compute_time_ns(const Profile& profile, const GpuSpec& gpu, const Op& op)
   switch (op.kind) {
     case OpKind::gemm:
     case OpKind::moe_router:
-      kernel_ns = gemm_time_ns(op.gemm, gpu, kernels);
+      if (kernels.measured_gemms.empty() || gemm_flops(op.gemm) <= 0) {
+        kernel_ns = gemm_time_ns(op.gemm, gpu, kernels);
+      } else {
+        kernel_ns = predict_gemm_time_ns(kernels.measured_gemms, op.gemm,
+                                         [&](const GemmShape& g) { return gemm_time_ns(g, gpu, kernels); });
+      }
       break;
     case OpKind::attention_forward:
     case OpKind::attention_backward:

@@ -1,5 +1,6 @@
 // Profiles as files: versioned JSON read with JsonReader (every error names file and JSON path), written
 // atomically; and the choice of a GPU's kernel profile (exact name, else same family, else the first).
+// Collective tables, first kept under provenance.collectives, are read from there too and moved up.
 #include "calibrate/profile.hpp"
 
 #include <algorithm>
@@ -11,6 +12,9 @@
 
 #include <fmt/format.h>
 
+#include "calibrate/collective_tables.hpp"
+#include "calibrate/shipped_profiles.hpp"
+#include "calibrate/gemm_predictor.hpp"
 #include "core/atomic_file.hpp"
 #include "core/error.hpp"
 #include "core/json_reader.hpp"
@@ -75,6 +79,7 @@ GpuKernelProfile read_gpu(const JsonReader& r) {
       g.measured.emplace(item.key(), read_measurement(entry));
     }
   }
+  g.measured_gemms = index_measured_gemms(g.measured);
   return g;
 }
 
@@ -118,24 +123,26 @@ json to_json(const Profile& profile) {
                     {"launch_overhead_ns", g.launch_overhead_ns},
                     {"measured", measured}});
   }
-  return {{"format", "twin-profile"},
-          {"version", profile.version},
-          {"name", profile.name},
-          {"builtin", profile.builtin},
-          {"provenance", profile.provenance.is_null() ? json::object() : profile.provenance},
-          {"gpus", gpus},
-          {"intra_node", link_json(profile.intra_node)},
-          {"intra_node_pcie", link_json(profile.intra_node_pcie)},
-          {"inter_node", link_json(profile.inter_node)},
-          {"overlap",
-           {{"compute_slowdown", profile.overlap.compute_slowdown},
-            {"communication_slowdown", profile.overlap.communication_slowdown}}}};
+  json out = {{"format", "twin-profile"},
+              {"version", profile.version},
+              {"name", profile.name},
+              {"builtin", profile.builtin},
+              {"provenance", profile.provenance.is_null() ? json::object() : profile.provenance},
+              {"gpus", gpus},
+              {"intra_node", link_json(profile.intra_node)},
+              {"intra_node_pcie", link_json(profile.intra_node_pcie)},
+              {"inter_node", link_json(profile.inter_node)},
+              {"overlap",
+               {{"compute_slowdown", profile.overlap.compute_slowdown},
+                {"communication_slowdown", profile.overlap.communication_slowdown}}}};
+  if (!profile.collectives.empty()) out["collectives"] = collective_tables_to_json(profile.collectives);
+  return out;
 }
 
 Profile profile_from_json(const json& document, const std::string& source) {
   const JsonReader root(document, source);
   root.only_keys({"format", "version", "name", "builtin", "provenance", "gpus", "intra_node", "intra_node_pcie",
-                  "inter_node", "overlap"});
+                  "inter_node", "overlap", "collectives"});
   const JsonReader format = root.required("format");
   if (format.value() != "twin-profile") format.fail("expected \"twin-profile\"");
   Profile p;
@@ -159,24 +166,48 @@ Profile profile_from_json(const json& document, const std::string& source) {
   p.overlap.compute_slowdown = overlap.required("compute_slowdown").number(1.0, 100.0, "expected a slowdown >= 1");
   p.overlap.communication_slowdown =
       overlap.required("communication_slowdown").number(1.0, 100.0, "expected a slowdown >= 1");
+  if (auto collectives = root.find("collectives")) {
+    p.collectives = collective_tables_from_json(*collectives);
+  } else if (p.provenance.contains("collectives")) {
+    const JsonReader provenance = *root.find("provenance");
+    std::string gpu;
+    if (auto preset = provenance.find("gpu_preset")) gpu = preset->string();
+    p.collectives = legacy_collective_tables_from_json(provenance.required("collectives"), gpu);
+    p.provenance.erase("collectives");
+  }
   return p;
 }
 
+// Names "builtin", then a shipped measured profile ("h200-x4"), then a path.
 Profile load_profile(const std::string& name_or_path) {
   if (name_or_path == "builtin") return builtin_profile();
-  std::ifstream in(name_or_path, std::ios::binary);
-  if (!in) throw InputError(name_or_path, "", "cannot open the file (expected \"builtin\" or a profile JSON path)");
-  std::ostringstream text;
-  text << in.rdbuf();
+  std::string text;
+  std::string source = name_or_path;
+  if (auto shipped = std::find_if(shipped_profiles().begin(), shipped_profiles().end(),
+                                  [&](const ShippedProfile& p) { return p.name == name_or_path; });
+      shipped != shipped_profiles().end()) {
+    text = shipped->json;
+    source = "builtin:" + name_or_path;
+  } else {
+    std::ifstream in(name_or_path, std::ios::binary);
+    if (!in) {
+      std::string names = "builtin";
+      for (const ShippedProfile& p : shipped_profiles()) names += fmt::format(", {}", p.name);
+      throw InputError(name_or_path, "", fmt::format("cannot open the file (expected a profile JSON path or one of: {})", names));
+    }
+    std::ostringstream read;
+    read << in.rdbuf();
+    text = read.str();
+  }
   json document;
   try {
-    document = json::parse(text.str());
+    document = json::parse(text);
   } catch (const json::parse_error& error) {
-    throw InputError(name_or_path, "", fmt::format("malformed JSON (byte {}): {}", error.byte, error.what()));
+    throw InputError(source, "", fmt::format("malformed JSON (byte {}): {}", error.byte, error.what()));
   } catch (const json::exception& error) {  // e.g. a number too large for a double
-    throw InputError(name_or_path, "", fmt::format("malformed JSON: {}", error.what()));
+    throw InputError(source, "", fmt::format("malformed JSON: {}", error.what()));
   }
-  return profile_from_json(document, name_or_path);
+  return profile_from_json(document, source);
 }
 
 void save_profile(const Profile& profile, const std::filesystem::path& path) {

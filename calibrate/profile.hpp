@@ -32,6 +32,12 @@ struct SaturatingEfficiency {
   double at(double work) const { return work <= 0 ? peak : peak * work / (work + half_work); }
 };
 
+// One measured GEMM as a shape, for predicting shapes that were not measured (calibrate/gemm_predictor.hpp).
+struct MeasuredGemm {
+  GemmShape shape;
+  double time_ns = 0;  // median kernel time
+};
+
 struct GpuKernelProfile {
   std::string gpu;                        // GpuSpec::name this applies to
   SaturatingEfficiency gemm;              // fraction of peak_bf16_tflops, by FLOPs of the GEMM
@@ -41,6 +47,10 @@ struct GpuKernelProfile {
   double launch_overhead_ns = 0;          // added to every kernel
   // Exact shapes measured by calibration: key from kernel_shape_key(op) -> time. Lookup wins over the model.
   std::map<std::string, Measurement> measured;
+  // Derived from `measured` (its gemm entries, in key order), never written: load_profile and calibration
+  // fill it with index_measured_gemms(); code that edits `measured` calls that again. Non-empty, it
+  // replaces the `gemm` curve for unmeasured GEMM shapes by interpolation among these.
+  std::vector<MeasuredGemm> measured_gemms;
 };
 
 // Collective algorithm on one kind of link: time = steps * latency + traffic / (bandwidth * efficiency).
@@ -67,6 +77,7 @@ struct CollectivePoint {
   double busbw_GBps = 0;
 };
 struct CollectiveTable {
+  std::string gpu;                         // GpuSpec::name of the GPUs measured (the simulator matches on it)
   OpKind collective = OpKind::all_reduce;  // all_reduce, all_gather, reduce_scatter, all_to_all, send (send/recv)
   int group_size = 2;
   int ranks_per_node = 2;                  // span, as GroupSpan
@@ -86,7 +97,7 @@ struct Profile {
   LinkProfile inter_node;
   LinkProfile intra_node_pcie;   // intra-node collectives of nodes whose link kind is pcie
   OverlapProfile overlap;
-  std::vector<CollectiveTable> collectives;  // calibrated profiles only
+  std::vector<CollectiveTable> collectives;  // calibrated profiles only (calibrate/collective_tables.hpp)
 
   // The kernel profile of a GPU kind: an exact match on the name, else the closest built-in estimate.
   const GpuKernelProfile& kernels_for(const GpuSpec& gpu) const;
@@ -112,7 +123,8 @@ nlohmann::json to_json(const Profile& profile);
 Profile profile_from_json(const nlohmann::json& document, const std::string& source);
 
 // Time of one compute op (not communication) on `gpu`, kernel launch overhead included: a measured exact
-// shape (kernel time) wins, else the efficiency model. Throws std::logic_error for communication ops.
+// shape (kernel time) wins; an unmeasured GEMM of a profile with measured GEMMs is interpolated among them
+// (calibrate/gemm_predictor.hpp); else the efficiency model. Throws std::logic_error for communication ops.
 TimeNs compute_time_ns(const Profile& profile, const GpuSpec& gpu, const Op& op);
 // The shape key under which calibration stores an op: "gemm:m=4096,n=4096,k=4096,count=1,ta=0,tb=0".
 std::string kernel_shape_key(const Op& op);

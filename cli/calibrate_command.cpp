@@ -36,10 +36,17 @@ CalibrateOptions& add_calibrate_command(CLI::App& app) {
                         "largest collective message (nccl-tests' S)")
       ->capture_default_str()
       ->check(CLI::Range(4096ll, 1ll << 33));
+  calibrate->add_option("--check", options.request.check_profile,
+                        "instead of calibrating, check PROFILE against fresh measurements of collective sizes and GEMM\n"
+                        "shapes it did not measure (same harnesses); writes check.csv and check.md, exits 1 on a miss")
+      ->check(CLI::ExistingFile);
+  calibrate->add_option("--check-out", options.request.check_out, "directory for the --check tables")
+      ->capture_default_str();
   calibrate->footer(
       "Examples:\n"
       "  twin calibrate --out my.json\n"
       "  twin calibrate --scenario scenarios/llama3-8b-4xH200.json --out my.json\n"
+      "  twin calibrate --check my.json --check-out check/\n"
       "  twin simulate scenarios/llama3-8b-4xH200.json --profile my.json");
   options.command = calibrate;
   return options;

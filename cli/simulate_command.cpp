@@ -131,7 +131,7 @@ int run_simulate(const SimulateOptions& options) {
   for (int k = 0; k < std::max(1, traced); ++k) {
     const Strategy& strategy = ranked[k].strategy;
     Candidate detailed = evaluate(scenario, profile, strategy, true);
-    IterationGraph graph = lower_to_op_graphs(scenario, strategy);
+    IterationGraph graph = lower_to_op_graphs(scenario, strategy, profile);
     if (k < traced) {
       auto trace = chrome_trace(graph, detailed.result, scenario.name + " | " + strategy.key());
       write_file_atomically(out / "traces" / fmt::format("top{}_{}.json", k + 1, file_safe(strategy.key())),

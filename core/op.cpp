@@ -90,6 +90,7 @@ std::string to_string(Stream stream) {
     case Stream::dp_comm: return "dp";
     case Stream::pp_send: return "pp_send";
     case Stream::pp_recv: return "pp_recv";
+    case Stream::compute2: return "compute2";
     case Stream::count: break;
   }
   return "unknown";

@@ -42,8 +42,9 @@ enum class Phase : std::uint8_t { forward, backward, optimizer };
 
 // Streams of a GPU. Ops on one stream run in issue order; ops on different streams overlap.
 // Pipeline sends and receives get a stream each so that a posted receive never blocks a send
-// (Megatron batches them in one isend/irecv group for the same reason).
-enum class Stream : std::uint8_t { compute, tp_comm, cp_comm, ep_comm, dp_comm, pp_send, pp_recv, count };
+// (Megatron batches them in one isend/irecv group for the same reason). compute2 is the second compute
+// stream of double-strand co-execution (the backward strand); concurrent compute ops share the GPU.
+enum class Stream : std::uint8_t { compute, tp_comm, cp_comm, ep_comm, dp_comm, pp_send, pp_recv, compute2, count };
 
 // Which communicator a collective or p2p runs on.
 // embedding: the first and the last pipeline stage, which both hold the tied word embedding

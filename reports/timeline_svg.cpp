@@ -82,7 +82,14 @@ std::vector<Lane> lanes_of(const IterationGraph& graph, const IterationResult& r
     std::array<std::vector<OpIndex>, kStreamCount> by_stream;
     for (OpIndex i = 0; i < rank_class.size(); ++i) by_stream[static_cast<int>(rank_class.op(i).stream)].push_back(i);
     const auto& timings = result.classes[rank_class.index].op_timings;
-    for (int s = 0; s < kStreamCount; ++s) {
+    // The second compute stream (double strand) sits right under the first.
+    std::array<int, kStreamCount> display_order{};
+    for (int s = 0, next = 0; s < kStreamCount; ++s) {
+      if (static_cast<Stream>(s) == Stream::compute2) continue;
+      display_order[next++] = s;
+      if (static_cast<Stream>(s) == Stream::compute) display_order[next++] = static_cast<int>(Stream::compute2);
+    }
+    for (int s : display_order) {
       if (by_stream[s].empty()) continue;
       std::stable_sort(by_stream[s].begin(), by_stream[s].end(),
                        [&](OpIndex a, OpIndex b) { return timings[a].start_ns < timings[b].start_ns; });

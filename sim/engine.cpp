@@ -133,7 +133,9 @@ class Engine {
       if (run.clock.communication_active() == 1 && flat_.overlap.compute_slowdown != 1.0) mark_dirty(c);
     } else {
       run.clock.begin_compute(optimizer);
-      if (run.clock.compute_active() == 1 && flat_.overlap.communication_slowdown != 1.0) mark_dirty(c);
+      // A second concurrent compute op (double strand) halves the first one's rate: re-rate the class.
+      const int computing = run.clock.compute_active();
+      if (computing >= 2 || (computing == 1 && flat_.overlap.communication_slowdown != 1.0)) mark_dirty(c);
     }
     run.state[i] = OpState::running;
     if (record_) run.timings[i].start_ns = now_;
@@ -146,7 +148,8 @@ class Engine {
     run.clock.advance(now_);
     if (op.kind == OpClass::compute) {
       run.clock.end_compute(op.optimizer);
-      if (run.clock.compute_active() == 0 && flat_.overlap.communication_slowdown != 1.0) mark_dirty(c);
+      const int computing = run.clock.compute_active();
+      if (computing >= 1 || flat_.overlap.communication_slowdown != 1.0) mark_dirty(c);
     } else {
       run.clock.end_communication(op.optimizer);
       if (run.clock.communication_active() == 0 && flat_.overlap.compute_slowdown != 1.0) mark_dirty(c);
@@ -283,8 +286,12 @@ class Engine {
   }
 
   double rate_ns_per_unit(const Activity& act) const {
-    if (act.kind == ActivityKind::compute)
-      return classes_[act.rank_class].clock.communication_active() > 0 ? flat_.overlap.compute_slowdown : 1.0;
+    if (act.kind == ActivityKind::compute) {
+      // Concurrent compute ops (the two strands of double-strand) share the SMs equally.
+      const ClassClock& clock = classes_[act.rank_class].clock;
+      const double sharing = static_cast<double>(clock.compute_active());
+      return (clock.communication_active() > 0 ? flat_.overlap.compute_slowdown : 1.0) * sharing;
+    }
     bool compute_busy = false;
     for (int c : act.listed_in)
       if (c >= 0 && classes_[c].clock.compute_active() > 0) compute_busy = true;

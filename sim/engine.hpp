@@ -3,7 +3,9 @@
 // plan's phases (step latency, then fluid flows on the class's links); a pipeline send and its recv
 // start together when both are ready and end together. Whenever what a class is running changes, every
 // activity whose rate depends on it is brought up to date and its completion rescheduled:
-//   compute rate   1/compute_slowdown while any communication op of its class is in progress, else 1;
+//   compute rate   1/compute_slowdown while any communication op of its class is in progress, else 1,
+//                  divided by the number of compute ops of its class in progress (two compute streams
+//                  share the SMs: co-running two kernels takes as long as running them one after another);
 //   flow rate      its smallest link share (links.hpp), / communication_slowdown while a class it
 //                  belongs to has compute running.
 // Completions are integer nanoseconds (now + ceil(remaining / rate)); equal times run in the order they

@@ -1,7 +1,10 @@
 // Flattening: one pass over each Boost graph for CSR successors and dependency counts, a price cache so
-// that each distinct op shape is priced once, plans tuned once per distinct (kind, bytes, span), and a
-// sorted map that pairs pipeline sends with their receives.
+// that each distinct op shape is priced once, plans made once per distinct (kind, bytes, span) (from the
+// profile's measured table when it has one, else tuned), and a sorted map that pairs pipeline sends with
+// their receives.
 #include "sim/flat_graph.hpp"
+
+#include "sim/measured_collectives.hpp"
 
 #include <algorithm>
 #include <array>
@@ -77,14 +80,20 @@ void require_links(const CollectivePlan& plan, const LinkParams& links, const Op
 
 class PlanTable {
  public:
-  explicit PlanTable(FlatClass& flat) : flat_(flat) {}
+  // `gpu`: the class's GPUs, whose measured tables (if the profile has any) replace the algorithm models.
+  PlanTable(FlatClass& flat, const Profile& profile, const GpuSpec& gpu) : flat_(flat), profile_(profile), gpu_(gpu) {}
   std::uint32_t collective(const Op& op, const GroupSpan& span, const OpRef& what) {
-    return find_or_add({static_cast<int>(op.kind), op.bytes, span.size, span.ranks_per_node, span.nodes},
-                       [&] { return tune_collective(op.kind, op.bytes, span, flat_.links); }, what);
+    return find_or_add({static_cast<int>(op.kind), op.bytes, span.size, span.ranks_per_node, span.nodes}, [&] {
+      const CollectiveTable* table = span.size > 1 ? measured_collective(profile_, gpu_.name, op.kind, span) : nullptr;
+      return table ? measured_collective_plan(*table, op.bytes, flat_.links)
+                   : tune_collective(op.kind, op.bytes, span, flat_.links);
+    }, what);
   }
   std::uint32_t point_to_point(Bytes bytes, LinkKind link, const OpRef& what) {
-    return find_or_add({-1 - link_index(link), bytes, 0, 0, 0},
-                       [&] { return point_to_point_plan(bytes, link, flat_.links); }, what);
+    return find_or_add({-1 - link_index(link), bytes, 0, 0, 0}, [&] {
+      const CollectiveTable* table = measured_point_to_point(profile_, gpu_.name, link);
+      return table ? measured_collective_plan(*table, bytes, flat_.links) : point_to_point_plan(bytes, link, flat_.links);
+    }, what);
   }
 
  private:
@@ -101,6 +110,8 @@ class PlanTable {
     return index;
   }
   FlatClass& flat_;
+  const Profile& profile_;
+  const GpuSpec& gpu_;
   std::map<Key, std::uint32_t> index_;
 };
 
@@ -246,12 +257,15 @@ FlatIteration flatten(const IterationGraph& graph, const Cluster& cluster, const
   std::map<PipelineKey, PipelineEnds> pipeline;
   std::vector<PlanTable> plans;
   plans.reserve(graph.classes.size());
-  for (FlatClass& flat_class : flat.classes) plans.emplace_back(flat_class);
   for (int c = 0; c < static_cast<int>(graph.classes.size()); ++c) {
     const RankClass& rank_class = graph.classes[c];
     if (rank_class.node_group < 0 || rank_class.node_group >= static_cast<int>(cluster.node_groups.size()))
       throw std::logic_error("class " + std::to_string(c) + ": node group " + std::to_string(rank_class.node_group) +
                              " does not exist");
+    plans.emplace_back(flat.classes[c], profile, cluster.node_groups[rank_class.node_group].gpu);
+  }
+  for (int c = 0; c < static_cast<int>(graph.classes.size()); ++c) {
+    const RankClass& rank_class = graph.classes[c];
     const NodeGroup& group = cluster.node_groups[rank_class.node_group];
     FlatClass& flat_class = flat.classes[c];
     flat_class.links = link_params(group, cluster.network, profile);

@@ -1,6 +1,7 @@
 // The op graphs flattened once per simulation, so that the event loop touches only plain arrays:
 // successors in CSR form (stream order folded in as one more edge), dependency counts, nominal compute
-// times, collective plans chosen by the tuner, and the two ends of every pipeline transfer.
+// times, collective plans (measured tables of the profile, else the tuner), and the two ends of every
+// pipeline transfer.
 // Flattening is where lowering bugs surface: it throws std::logic_error for an unmatched send or recv,
 // a collective without a group or whose group span disagrees with its group_size.
 #pragma once

@@ -1,17 +1,15 @@
 // Lowering of a whole iteration: one rank class per pipeline stage, its passes in schedule order with
 // pipeline send/recv at virtual-stage boundaries, data-parallel gradient reduction per layer as its last
 // micro-batch's backward ends (Megatron's overlap_grad_reduce, one bucket per layer), ZeRO-3 weight
-// gathers one layer ahead, then the optimizer phase.
+// gathers one layer ahead, then the optimizer phase. The double-strand passes are in
+// lowering_double_strand.cpp.
 #include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
 
-#include "strategies/lowering.hpp"
-#include "strategies/lowering_emitter.hpp"
+#include "strategies/lowering_stage.hpp"
 #include "strategies/rank_layout.hpp"
-#include "strategies/schedule.hpp"
-#include "strategies/sharded_parameters.hpp"
 
 namespace twin {
 namespace lowering {
@@ -128,216 +126,214 @@ Op Emitter::collective(OpKind kind, OpRole role, Stream stream, GroupKind group,
   return op;
 }
 
+
+void emit_unit(Emitter& e, const ModelConfig& model, const Unit& u, bool forward) {
+  switch (u.kind) {
+    case Unit::embedding_unit:
+      forward ? emit_embedding_forward(e) : emit_embedding_backward(e);
+      break;
+    case Unit::head_unit:
+      forward ? emit_head_forward(e) : emit_head_backward(e);
+      break;
+    case Unit::layer_unit:
+      forward ? emit_layer_forward(e, model, u.layer) : emit_layer_backward(e, model, u.layer);
+      break;
+  }
+}
+
+StageLowering::StageLowering(const Scenario& scenario, const Strategy& strategy, const RankShapes& shapes,
+                             RankClass& rc, const Profile* profile)
+    : model_(scenario.model), scenario_(scenario), strategy_(strategy), s_(shapes), profile_(profile),
+      e_(rc, shapes) {}
+
+void StageLowering::begin_stage(int stage) {
+  stage_ = stage;
+  const int chunks = chunks_per_stage(strategy_);
+  last_virtual_stage_ = s_.pp * chunks - 1;
+  holds_embedding_ = false;
+  for (int chunk = 0; chunk < chunks; ++chunk) holds_embedding_ |= virtual_stage(chunk) == 0;
+}
+
+void StageLowering::run(int stage, const std::vector<ScheduleStep>& order) {
+  begin_stage(stage);
+  std::vector<int> last_backward(static_cast<std::size_t>(s_.vpp), -1);
+  for (int i = 0; i < static_cast<int>(order.size()); ++i)
+    if (!order[i].forward) last_backward[order[i].chunk] = i;
+  for (int i = 0; i < static_cast<int>(order.size()); ++i) {
+    const ScheduleStep& step = order[i];
+    if (step.forward)
+      forward_pass(step);
+    else
+      backward_pass(step, last_backward[step.chunk] == i);
+  }
+  optimizer_phase();
+}
+
+std::vector<Unit> StageLowering::units(int chunk) const {
+  std::vector<Unit> list;
+  const int vs = virtual_stage(chunk);
+  if (vs == 0) list.push_back({Unit::embedding_unit});
+  const int first = first_layer_of(model_, strategy_, stage_, chunk);
+  const int count = layers_in_virtual_stage(model_, strategy_, vs);
+  for (int l = first; l < first + count; ++l) list.push_back({Unit::layer_unit, l});
+  if (vs == last_virtual_stage_) list.push_back({Unit::head_unit});
+  return list;
+}
+
+RankParameters StageLowering::unit_parameters(const Unit& u) const {
+  switch (u.kind) {
+    case Unit::embedding_unit: return {embedding_parameters_per_rank(model_, s_.tp), 0};
+    case Unit::head_unit: return {output_parameters_per_rank(model_, s_.tp, holds_embedding_), 0};
+    case Unit::layer_unit: break;
+  }
+  return layer_parameters_per_rank(model_, u.layer, s_.tp, s_.ep);
+}
+
+// `tensors`: a double-strand transfer carries one strand's activation and the other's gradient.
+Op StageLowering::p2p(OpKind kind, OpRole role, int peer_stage, std::int64_t tag, int tensors) const {
+  Op op = Emitter::collective(kind, role, kind == OpKind::send ? Stream::pp_send : Stream::pp_recv,
+                              GroupKind::pipeline, s_.pp, tensors * s_.tokens_local * s_.h * 2);
+  op.peer = peer_stage;
+  op.p2p_tag = tag;
+  return op;
+}
+
+// ZeRO-3: all-gather a unit's weights over its data-parallel groups; returns the last gather or kNoOp.
+OpIndex StageLowering::gather_weights(const Unit& u, OpIndex after) {
+  if (s_.zero_stage < 3) return kNoOp;
+  const RankParameters p = unit_parameters(u);
+  OpIndex last = kNoOp;
+  if (s_.data_group > 1 && p.dense > 0)
+    last = e_.emit_after(Emitter::collective(OpKind::all_gather, OpRole::param_gather, Stream::dp_comm,
+                                             GroupKind::data, s_.data_group, p.dense * 2), after);
+  if (s_.expert_data_group > 1 && p.expert > 0)
+    last = e_.emit_after(Emitter::collective(OpKind::all_gather, OpRole::param_gather, Stream::dp_comm,
+                                             GroupKind::expert_data, s_.expert_data_group, p.expert * 2), after);
+  return last;
+}
+
+void StageLowering::reduce_gradients(const Unit& u, OpIndex after) {
+  const RankParameters p = unit_parameters(u);
+  const OpKind kind = s_.zero_stage == 0 ? OpKind::all_reduce : OpKind::reduce_scatter;
+  if (s_.data_group > 1 && p.dense > 0)
+    e_.emit_after(Emitter::collective(kind, OpRole::grad_reduce, Stream::dp_comm, GroupKind::data, s_.data_group,
+                                      p.dense * 2), after);
+  if (s_.expert_data_group > 1 && p.expert > 0)
+    e_.emit_after(Emitter::collective(kind, OpRole::grad_reduce, Stream::dp_comm, GroupKind::expert_data,
+                                      s_.expert_data_group, p.expert * 2), after);
+}
+
+// Runs the units in order, each after its weights are gathered (ZeRO-3, prefetched one unit ahead).
+void StageLowering::run_units(const std::vector<Unit>& list, bool forward, bool reduce_after) {
+  OpIndex next_gather = gather_weights(list.front(), kNoOp);
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    const OpIndex this_gather = next_gather;
+    if (i + 1 < list.size()) next_gather = gather_weights(list[i + 1], e_.chain);
+    e_.pending_wait = this_gather;
+    emit_unit(e_, model_, list[i], forward);
+    if (reduce_after) reduce_gradients(list[i], e_.chain);
+  }
+}
+
+void StageLowering::forward_pass(const ScheduleStep& step) {
+  const int vs = virtual_stage(step.chunk);
+  e_.begin_pass(Phase::forward, step.micro_batch, step.chunk);
+  e_.chain = kNoOp;
+  if (vs > 0)
+    e_.emit(p2p(OpKind::recv, OpRole::pipeline_activation, (vs - 1) % s_.pp, p2p_tag(step.micro_batch, vs - 1, false)));
+  run_units(units(step.chunk), true, false);
+  e_.set_layer(-1);
+  if (vs < last_virtual_stage_)
+    e_.emit(p2p(OpKind::send, OpRole::pipeline_activation, (vs + 1) % s_.pp, p2p_tag(step.micro_batch, vs, false)));
+}
+
+void StageLowering::backward_pass(const ScheduleStep& step, bool last_of_chunk) {
+  const int vs = virtual_stage(step.chunk);
+  e_.begin_pass(Phase::backward, step.micro_batch, step.chunk);
+  e_.chain = kNoOp;
+  if (vs < last_virtual_stage_)
+    e_.emit(p2p(OpKind::recv, OpRole::pipeline_gradient, (vs + 1) % s_.pp, p2p_tag(step.micro_batch, vs, true)));
+  std::vector<Unit> list = units(step.chunk);
+  std::reverse(list.begin(), list.end());
+  run_units(list, false, last_of_chunk);
+  e_.set_layer(-1);
+  if (vs > 0)
+    e_.emit(p2p(OpKind::send, OpRole::pipeline_gradient, (vs - 1) % s_.pp, p2p_tag(step.micro_batch, vs - 1, true)));
+}
+
+OpIndex StageLowering::last_on(Stream stream) {
+  const RankClass& rc = e_.rank_class();
+  for (std::size_t i = rc.size(); i-- > 0;)
+    if (rc.op(static_cast<OpIndex>(i)).stream == stream) return static_cast<OpIndex>(i);
+  return kNoOp;
+}
+
+// Tied embeddings held by two stages: they sum their copies' gradients; then the gradient norm, the
+// optimizer step on this rank's shard, and (ZeRO-1/2) the updated weights gathered. Under double strand
+// the backward strand's last op (second compute stream) must have finished too.
+void StageLowering::optimizer_phase() {
+  e_.begin_pass(Phase::optimizer, -1, 0);
+  const OpIndex last_compute = last_on(Stream::compute);
+  const OpIndex last_compute2 = last_on(Stream::compute2);
+  bool holds_output = false;
+  for (int chunk = 0; chunk < chunks_per_stage(strategy_); ++chunk)
+    holds_output |= virtual_stage(chunk) == last_virtual_stage_;
+  const bool tied_pair = !model_.untie_embeddings_and_output_weights && holds_embedding_ != holds_output;
+  if (tied_pair) {
+    const OpIndex sync = e_.emit_after(
+        Emitter::collective(OpKind::all_reduce, OpRole::embedding_grad_sync, Stream::dp_comm, GroupKind::embedding, 2,
+                            padded_vocab_size(model_, s_.tp) / s_.tp * s_.h * 2),
+        last_compute);
+    e_.depend(last_compute2, sync);
+  }
+  if (s_.data_group > 1) {
+    const OpIndex norm = e_.emit_after(Emitter::collective(OpKind::all_reduce, OpRole::grad_norm, Stream::dp_comm,
+                                                           GroupKind::data, s_.data_group, 8),
+                                       last_compute);
+    e_.depend(last_compute2, norm);
+  }
+  const RankParameters p = stage_parameters_per_rank(model_, strategy_, stage_);
+  const auto shard = [&](std::int64_t n, int group) {
+    return s_.zero_stage >= 1 ? (n + group - 1) / group : n;
+  };
+  Op step;
+  step.kind = OpKind::optimizer_step;
+  step.role = OpRole::optimizer;
+  step.elements = shard(p.dense, s_.data_group) + shard(p.expert, s_.expert_data_group);
+  const OpIndex gradients_ready = last_on(Stream::dp_comm);
+  e_.chain = last_compute;
+  const OpIndex update = e_.emit(step);
+  e_.depend(gradients_ready, update);
+  e_.depend(last_compute2, update);
+  if (s_.zero_stage == 1 || s_.zero_stage == 2) {
+    if (s_.data_group > 1 && p.dense > 0)
+      e_.emit_after(Emitter::collective(OpKind::all_gather, OpRole::param_gather, Stream::dp_comm, GroupKind::data,
+                                        s_.data_group, p.dense * 2), update);
+    if (s_.expert_data_group > 1 && p.expert > 0)
+      e_.emit_after(Emitter::collective(OpKind::all_gather, OpRole::param_gather, Stream::dp_comm,
+                                        GroupKind::expert_data, s_.expert_data_group, p.expert * 2), update);
+  }
+}
+
 }  // namespace lowering
 
 namespace {
 
-using lowering::Emitter;
-using lowering::kNoOp;
-using lowering::RankShapes;
-
-// A unit of weights used together: the embedding, one layer, or the output layer.
-struct Unit {
-  enum Kind { embedding_unit, layer_unit, head_unit } kind;
-  int layer = -1;
-};
-
-class StageLowering {
- public:
-  StageLowering(const Scenario& scenario, const Strategy& strategy, const RankShapes& shapes, RankClass& rc)
-      : model_(scenario.model), strategy_(strategy), s_(shapes), e_(rc, shapes) {}
-
-  void run(int stage, const std::vector<ScheduleStep>& order) {
-    stage_ = stage;
-    last_virtual_stage_ = s_.pp * s_.vpp - 1;
-    std::vector<int> last_backward(static_cast<std::size_t>(s_.vpp), -1);
-    for (int i = 0; i < static_cast<int>(order.size()); ++i)
-      if (!order[i].forward) last_backward[order[i].chunk] = i;
-    for (int i = 0; i < static_cast<int>(order.size()); ++i) {
-      const ScheduleStep& step = order[i];
-      if (step.forward)
-        forward_pass(step);
-      else
-        backward_pass(step, last_backward[step.chunk] == i);
-    }
-    optimizer_phase();
-  }
-
- private:
-  int virtual_stage(int chunk) const { return chunk * s_.pp + stage_; }
-  std::int64_t p2p_tag(int micro_batch, int boundary, bool backward) const {
-    return (static_cast<std::int64_t>(micro_batch) * (last_virtual_stage_ + 1) + boundary) * 2 + (backward ? 1 : 0);
-  }
-
-  std::vector<Unit> units(int chunk) const {
-    std::vector<Unit> list;
-    const int vs = virtual_stage(chunk);
-    if (vs == 0) list.push_back({Unit::embedding_unit});
-    const int first = first_layer_of(model_, strategy_, stage_, chunk);
-    const int count = layers_in_virtual_stage(model_, strategy_, vs);
-    for (int l = first; l < first + count; ++l) list.push_back({Unit::layer_unit, l});
-    if (vs == last_virtual_stage_) list.push_back({Unit::head_unit});
-    return list;
-  }
-
-  RankParameters unit_parameters(const Unit& u) const {
-    switch (u.kind) {
-      case Unit::embedding_unit: return {embedding_parameters_per_rank(model_, s_.tp), 0};
-      case Unit::head_unit: return {output_parameters_per_rank(model_, s_.tp, s_.pp == 1), 0};
-      case Unit::layer_unit: break;
-    }
-    return layer_parameters_per_rank(model_, u.layer, s_.tp, s_.ep);
-  }
-
-  Op p2p(OpKind kind, OpRole role, int peer_stage, std::int64_t tag) const {
-    Op op = Emitter::collective(kind, role, kind == OpKind::send ? Stream::pp_send : Stream::pp_recv,
-                                GroupKind::pipeline, s_.pp, s_.tokens_local * s_.h * 2);
-    op.peer = peer_stage;
-    op.p2p_tag = tag;
-    return op;
-  }
-
-  // ZeRO-3: all-gather a unit's weights over its data-parallel groups; returns the last gather or kNoOp.
-  OpIndex gather_weights(const Unit& u, OpIndex after) {
-    if (s_.zero_stage < 3) return kNoOp;
-    const RankParameters p = unit_parameters(u);
-    OpIndex last = kNoOp;
-    if (s_.data_group > 1 && p.dense > 0)
-      last = e_.emit_after(Emitter::collective(OpKind::all_gather, OpRole::param_gather, Stream::dp_comm,
-                                               GroupKind::data, s_.data_group, p.dense * 2), after);
-    if (s_.expert_data_group > 1 && p.expert > 0)
-      last = e_.emit_after(Emitter::collective(OpKind::all_gather, OpRole::param_gather, Stream::dp_comm,
-                                               GroupKind::expert_data, s_.expert_data_group, p.expert * 2), after);
-    return last;
-  }
-
-  void reduce_gradients(const Unit& u) {
-    const RankParameters p = unit_parameters(u);
-    const OpKind kind = s_.zero_stage == 0 ? OpKind::all_reduce : OpKind::reduce_scatter;
-    if (s_.data_group > 1 && p.dense > 0)
-      e_.emit_after(Emitter::collective(kind, OpRole::grad_reduce, Stream::dp_comm, GroupKind::data, s_.data_group,
-                                        p.dense * 2), e_.chain);
-    if (s_.expert_data_group > 1 && p.expert > 0)
-      e_.emit_after(Emitter::collective(kind, OpRole::grad_reduce, Stream::dp_comm, GroupKind::expert_data,
-                                        s_.expert_data_group, p.expert * 2), e_.chain);
-  }
-
-  void emit_unit(const Unit& u, bool forward) {
-    switch (u.kind) {
-      case Unit::embedding_unit:
-        forward ? lowering::emit_embedding_forward(e_) : lowering::emit_embedding_backward(e_);
-        break;
-      case Unit::head_unit:
-        forward ? lowering::emit_head_forward(e_) : lowering::emit_head_backward(e_);
-        break;
-      case Unit::layer_unit:
-        forward ? lowering::emit_layer_forward(e_, model_, u.layer) : lowering::emit_layer_backward(e_, model_, u.layer);
-        break;
-    }
-  }
-
-  // Runs the units in order, each after its weights are gathered (ZeRO-3, prefetched one unit ahead).
-  void run_units(const std::vector<Unit>& list, bool forward, bool reduce_after) {
-    OpIndex next_gather = gather_weights(list.front(), kNoOp);
-    for (std::size_t i = 0; i < list.size(); ++i) {
-      const OpIndex this_gather = next_gather;
-      if (i + 1 < list.size()) next_gather = gather_weights(list[i + 1], e_.chain);
-      e_.pending_wait = this_gather;
-      emit_unit(list[i], forward);
-      if (reduce_after) reduce_gradients(list[i]);
-    }
-  }
-
-  void forward_pass(const ScheduleStep& step) {
-    const int vs = virtual_stage(step.chunk);
-    e_.begin_pass(Phase::forward, step.micro_batch, step.chunk);
-    e_.chain = kNoOp;
-    if (vs > 0)
-      e_.emit(p2p(OpKind::recv, OpRole::pipeline_activation, (vs - 1) % s_.pp, p2p_tag(step.micro_batch, vs - 1, false)));
-    run_units(units(step.chunk), true, false);
-    e_.set_layer(-1);
-    if (vs < last_virtual_stage_)
-      e_.emit(p2p(OpKind::send, OpRole::pipeline_activation, (vs + 1) % s_.pp, p2p_tag(step.micro_batch, vs, false)));
-  }
-
-  void backward_pass(const ScheduleStep& step, bool last_of_chunk) {
-    const int vs = virtual_stage(step.chunk);
-    e_.begin_pass(Phase::backward, step.micro_batch, step.chunk);
-    e_.chain = kNoOp;
-    if (vs < last_virtual_stage_)
-      e_.emit(p2p(OpKind::recv, OpRole::pipeline_gradient, (vs + 1) % s_.pp, p2p_tag(step.micro_batch, vs, true)));
-    std::vector<Unit> list = units(step.chunk);
-    std::reverse(list.begin(), list.end());
-    run_units(list, false, last_of_chunk);
-    e_.set_layer(-1);
-    if (vs > 0)
-      e_.emit(p2p(OpKind::send, OpRole::pipeline_gradient, (vs - 1) % s_.pp, p2p_tag(step.micro_batch, vs - 1, true)));
-  }
-
-  OpIndex last_on(Stream stream) {
-    const RankClass& rc = e_.rank_class();
-    for (std::size_t i = rc.size(); i-- > 0;)
-      if (rc.op(static_cast<OpIndex>(i)).stream == stream) return static_cast<OpIndex>(i);
-    return kNoOp;
-  }
-
-  // Tied embeddings over a pipeline: the first and last stage sum their copies' gradients; then the
-  // gradient norm, the optimizer step on this rank's shard, and (ZeRO-1/2) the updated weights gathered.
-  void optimizer_phase() {
-    e_.begin_pass(Phase::optimizer, -1, 0);
-    const OpIndex last_compute = last_on(Stream::compute);
-    const bool tied_pair = !model_.untie_embeddings_and_output_weights && s_.pp > 1 &&
-                           (stage_ == 0 || stage_ == s_.pp - 1);
-    if (tied_pair)
-      e_.emit_after(Emitter::collective(OpKind::all_reduce, OpRole::embedding_grad_sync, Stream::dp_comm,
-                                        GroupKind::embedding, 2,
-                                        padded_vocab_size(model_, s_.tp) / s_.tp * s_.h * 2),
-                    last_compute);
-    if (s_.data_group > 1)
-      e_.emit_after(Emitter::collective(OpKind::all_reduce, OpRole::grad_norm, Stream::dp_comm, GroupKind::data,
-                                        s_.data_group, 8),
-                    last_compute);
-    const RankParameters p = stage_parameters_per_rank(model_, strategy_, stage_);
-    const auto shard = [&](std::int64_t n, int group) {
-      return s_.zero_stage >= 1 ? (n + group - 1) / group : n;
-    };
-    Op step;
-    step.kind = OpKind::optimizer_step;
-    step.role = OpRole::optimizer;
-    step.elements = shard(p.dense, s_.data_group) + shard(p.expert, s_.expert_data_group);
-    const OpIndex gradients_ready = last_on(Stream::dp_comm);
-    e_.chain = last_compute;
-    const OpIndex update = e_.emit(step);
-    e_.depend(gradients_ready, update);
-    if (s_.zero_stage == 1 || s_.zero_stage == 2) {
-      if (s_.data_group > 1 && p.dense > 0)
-        e_.emit_after(Emitter::collective(OpKind::all_gather, OpRole::param_gather, Stream::dp_comm, GroupKind::data,
-                                          s_.data_group, p.dense * 2), update);
-      if (s_.expert_data_group > 1 && p.expert > 0)
-        e_.emit_after(Emitter::collective(OpKind::all_gather, OpRole::param_gather, Stream::dp_comm,
-                                          GroupKind::expert_data, s_.expert_data_group, p.expert * 2), update);
-    }
-  }
-
-  const ModelConfig& model_;
-  const Strategy& strategy_;
-  const RankShapes& s_;
-  Emitter e_;
-  int stage_ = 0;
-  int last_virtual_stage_ = 0;
-};
-
 // Ops one stage will hold, to reserve storage once: passes x layers x ops per layer, generously rounded.
-std::size_t estimated_ops(const RankShapes& s, std::size_t passes) {
+std::size_t estimated_ops(const lowering::RankShapes& s, std::size_t passes) {
   const std::size_t per_layer = 60 + 8 * static_cast<std::size_t>(s.cp) + (s.recompute == Recompute::full ? 30 : 0);
   return passes * (static_cast<std::size_t>(s.layers_per_chunk) * per_layer / 2 + 16) + 16;
 }
 
 }  // namespace
 
-IterationGraph lower_to_op_graphs(const Scenario& scenario, const Strategy& strategy) {
-  const RankShapes shapes = lowering::rank_shapes(scenario, strategy);
+IterationGraph lower_to_op_graphs(const Scenario& scenario, const Strategy& strategy, const Profile& profile,
+                                  std::vector<StrandPairingSummary>* pairings) {
+  const lowering::RankShapes shapes = lowering::rank_shapes(scenario, strategy);
+  const bool double_strand = strategy.schedule == Schedule::double_strand;
   const auto orders = pipeline_schedule(strategy.schedule, shapes.pp, strategy.num_micro_batches, shapes.vpp);
+  const auto strand_orders = double_strand ? double_strand_schedule(shapes.pp, strategy.num_micro_batches)
+                                           : std::vector<std::vector<StrandStep>>{};
   IterationGraph graph;
   graph.classes.resize(static_cast<std::size_t>(shapes.pp));
   for (int stage = 0; stage < shapes.pp; ++stage) {
@@ -351,9 +347,19 @@ IterationGraph lower_to_op_graphs(const Scenario& scenario, const Strategy& stra
     rc.spans = group_spans(strategy, scenario.cluster, stage);
     rc.label = "stage " + std::to_string(stage);
     rc.graph.m_vertices.reserve(estimated_ops(shapes, orders[stage].size()));
-    StageLowering(scenario, strategy, shapes, rc).run(stage, orders[stage]);
+    lowering::StageLowering lowering(scenario, strategy, shapes, rc, &profile);
+    if (double_strand)
+      lowering.run_double_strand(stage, strand_orders[stage], stage == 0 ? pairings : nullptr);
+    else
+      lowering.run(stage, orders[stage]);
   }
   return graph;
+}
+
+IterationGraph lower_to_op_graphs(const Scenario& scenario, const Strategy& strategy) {
+  if (strategy.schedule != Schedule::double_strand || scenario.profile.empty() || scenario.profile == "builtin")
+    return lower_to_op_graphs(scenario, strategy, builtin_profile());
+  return lower_to_op_graphs(scenario, strategy, load_profile(scenario.profile));
 }
 
 }  // namespace twin

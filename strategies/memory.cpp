@@ -11,6 +11,8 @@
 // saved tensor is 2 bytes per element (masks 1), sharded by tp inside the TP regions and, with SP,
 // outside them too. Unfused attention keeps softmax output (+ dropout mask and output with attention
 // dropout), flash attention only its output and fp32 softmax statistics; CP divides the sequence.
+// Double strand walks its units: the forward strand's unit is saved before the backward strand frees
+// the unit beside it, so the peak counts one unit of both strands at once.
 #include "strategies/memory.hpp"
 
 #include <algorithm>
@@ -118,7 +120,9 @@ MemoryEstimate estimate_memory(const Scenario& scenario, const Strategy& st) {
   const std::int64_t tokens = static_cast<std::int64_t>(st.micro_batch_size) * (seq / cp);
   const std::int64_t tokens_local = sp ? tokens / tp : tokens;
   const StateBytes per_param = state_bytes_per_parameter(scenario.training.precision, scenario.training.optimizer);
-  const auto orders = pipeline_schedule(st.schedule, pp, st.num_micro_batches, vpp);
+  const auto orders = st.schedule == Schedule::double_strand
+                          ? std::vector<std::vector<ScheduleStep>>(static_cast<std::size_t>(pp))
+                          : pipeline_schedule(st.schedule, pp, st.num_micro_batches, vpp);
 
   int communicators = 0;
   for (int size : {tp, cp, data_group, pp, m.is_moe() ? ep : 1, m.is_moe() ? expert_data_group : 1})
@@ -139,24 +143,44 @@ MemoryEstimate estimate_memory(const Scenario& scenario, const Strategy& st) {
 
     // Activations: walk the schedule, adding a pass's saved tensors at its forward and freeing them at
     // its backward; the peak is what the stage must hold.
-    std::vector<double> pass_bytes(static_cast<std::size_t>(vpp), 0.0);
+    // Per chunk, the saved bytes of each unit in forward order (embedding, layers, output layer).
+    const int chunks = chunks_per_stage(st);
+    std::vector<std::vector<double>> unit_bytes(static_cast<std::size_t>(chunks));
+    std::vector<double> pass_bytes(static_cast<std::size_t>(chunks), 0.0);
     std::int64_t largest_unit = 0;
-    for (int chunk = 0; chunk < vpp; ++chunk) {
-      const int vs = chunk * pp + stage;
+    for (int chunk = 0; chunk < chunks; ++chunk) {
+      const int vs = virtual_stage_of(st, stage, chunk);
       const int first = first_layer_of(m, st, stage, chunk);
       const int count = layers_in_virtual_stage(m, st, vs);
+      std::vector<double>& units = unit_bytes[chunk];
+      if (vs == 0) units.push_back(m.hidden_dropout > 0 ? static_cast<double>(tokens_local) * m.hidden_size : 0.0);
       for (int layer = first; layer < first + count; ++layer) {
-        pass_bytes[chunk] += static_cast<double>(activation_bytes_per_layer(
-            m, seq, st.micro_batch_size, tp, sp, cp, st.recompute, m.is_moe_layer(layer), ep));
+        units.push_back(static_cast<double>(activation_bytes_per_layer(
+            m, seq, st.micro_batch_size, tp, sp, cp, st.recompute, m.is_moe_layer(layer), ep)));
         largest_unit = std::max(largest_unit, layer_parameters_per_rank(m, layer, tp, ep).dense);
       }
-      if (vs == 0 && m.hidden_dropout > 0) pass_bytes[chunk] += static_cast<double>(tokens_local) * m.hidden_size;
-      if (vs == pp * vpp - 1) pass_bytes[chunk] += head_activation_bytes(m, tokens, tokens_local, tp);
+      if (vs == pp * chunks - 1) units.push_back(head_activation_bytes(m, tokens, tokens_local, tp));
+      for (double bytes : units) pass_bytes[chunk] += bytes;
     }
     double live = 0, peak = 0;
-    for (const ScheduleStep& step : orders[stage]) {
-      live += (step.forward ? 1 : -1) * pass_bytes[step.chunk];
-      peak = std::max(peak, live);
+    if (st.schedule == Schedule::double_strand) {
+      // Unit beside unit: the forward strand saves a unit's tensors before the backward strand frees
+      // the mirror unit's.
+      const auto strand_orders = double_strand_schedule(pp, st.num_micro_batches);
+      for (const StrandStep& step : strand_orders[stage]) {
+        const std::vector<double>& saved = unit_bytes[step.forward_chunk()];
+        const std::vector<double>& freed = unit_bytes[step.backward_chunk()];
+        for (std::size_t k = 0; k < std::max(saved.size(), freed.size()); ++k) {
+          if (step.forward_micro_batch >= 0 && k < saved.size()) live += saved[k];
+          peak = std::max(peak, live);
+          if (step.backward_micro_batch >= 0 && k < freed.size()) live -= freed[freed.size() - 1 - k];
+        }
+      }
+    } else {
+      for (const ScheduleStep& step : orders[stage]) {
+        live += (step.forward ? 1 : -1) * pass_bytes[step.chunk];
+        peak = std::max(peak, live);
+      }
     }
     mem.activations = std::llround(peak);
 

@@ -61,11 +61,27 @@ std::vector<ScheduleStep> interleaved_order(int stages, int stage, int micro_bat
 
 }  // namespace
 
+std::vector<std::vector<StrandStep>> double_strand_schedule(int stages, int micro_batches) {
+  if (stages < 1 || micro_batches < 1)
+    throw std::invalid_argument("double_strand_schedule: stages and micro-batches must be >= 1");
+  const int units = micro_batches + stages;
+  const auto step = [&](int unit, bool down) {
+    return StrandStep{unit, down, unit < micro_batches ? unit : -1, unit >= stages ? unit - stages : -1};
+  };
+  std::vector<std::vector<StrandStep>> orders(static_cast<std::size_t>(stages));
+  for (int stage = 0; stage < stages; ++stage) {
+    for (const ScheduleStep& pass : one_f_one_b_order(stages, stage, units))
+      orders[stage].push_back(step(pass.micro_batch, pass.forward));
+  }
+  return orders;
+}
+
 std::vector<std::vector<ScheduleStep>> pipeline_schedule(Schedule schedule, int stages, int micro_batches,
                                                          int virtual_stages) {
   if (stages < 1 || micro_batches < 1 || virtual_stages < 1)
     throw std::invalid_argument("pipeline_schedule: stages, micro-batches and virtual stages must be >= 1");
   std::vector<std::vector<ScheduleStep>> orders(static_cast<std::size_t>(stages));
+  std::vector<std::vector<StrandStep>> strand_orders;
   for (int stage = 0; stage < stages; ++stage) {
     switch (schedule) {
       case Schedule::gpipe:
@@ -81,7 +97,14 @@ std::vector<std::vector<ScheduleStep>> pipeline_schedule(Schedule schedule, int 
         orders[stage] = interleaved_order(stages, stage, micro_batches, virtual_stages);
         break;
       case Schedule::double_strand:
-        throw std::invalid_argument("pipeline_schedule: double-strand is not implemented in this version");
+        if (virtual_stages != 1) throw std::invalid_argument("pipeline_schedule: double-strand has no virtual stages");
+        if (strand_orders.empty()) strand_orders = double_strand_schedule(stages, micro_batches);
+        for (const StrandStep& step : strand_orders[stage]) {
+          if (step.forward_micro_batch >= 0) orders[stage].push_back({true, step.forward_micro_batch, step.forward_chunk()});
+          if (step.backward_micro_batch >= 0)
+            orders[stage].push_back({false, step.backward_micro_batch, step.backward_chunk()});
+        }
+        break;
     }
   }
   return orders;

@@ -1,5 +1,6 @@
 // Pipeline schedules: the order in which each pipeline stage runs forward and backward passes of
-// micro-batches over its model chunks. GPipe, 1F1B (PipeDream-flush) and interleaved 1F1B (Megatron).
+// micro-batches over its model chunks. GPipe, 1F1B (PipeDream-flush), interleaved 1F1B (Megatron) and
+// DHeLlam's double strand (folded, W-shaped).
 #pragma once
 #include <vector>
 
@@ -14,8 +15,27 @@ struct ScheduleStep {
   bool operator==(const ScheduleStep&) const = default;
 };
 
+// Double strand: the model is folded (sharded_parameters.hpp: chunk 0 of stage s is virtual stage s,
+// chunk 1 is 2*pp-1-s). Unit u carries the forward of micro-batch u (u < m) and the backward of micro-batch
+// u - pp (u >= pp): m + pp units, so warm-up and cool-down grow by the pipeline depth. A unit's down pass
+// runs on stages 0..pp-1 the forward over chunk 0 beside the backward over chunk 1; its up pass, on
+// stages pp-1..0, the forward over chunk 1 beside the backward over chunk 0. Each stage orders the passes
+// as 1F1B orders forwards (down) and backwards (up), and one p2p carries both strands' tensors.
+struct StrandStep {
+  int unit = 0;
+  bool down = true;
+  int forward_micro_batch = -1;   // -1: no forward strand (cool-down)
+  int backward_micro_batch = -1;  // -1: no backward strand (warm-up)
+  int forward_chunk() const { return down ? 0 : 1; }
+  int backward_chunk() const { return down ? 1 : 0; }
+  bool operator==(const StrandStep&) const = default;
+};
+std::vector<std::vector<StrandStep>> double_strand_schedule(int stages, int micro_batches);
+
 // One list per stage. Every (micro_batch, chunk) appears once forward and once backward on each stage.
 // interleaved_1f1b needs micro_batches % stages == 0 (Megatron's rule); validity.cpp checks it first.
+// double_strand: each StrandStep as its forward step then its backward step (virtual_stages must be 1;
+// the two chunks are the fold's).
 std::vector<std::vector<ScheduleStep>> pipeline_schedule(Schedule schedule, int stages, int micro_batches,
                                                          int virtual_stages);
 

@@ -96,7 +96,7 @@ Candidate evaluate(const Scenario& scenario, const Profile& profile, const Strat
   candidate.strategy = strategy;
   candidate.memory = estimate_memory(scenario, strategy);
   candidate.feasible = true;
-  IterationGraph graph = lower_to_op_graphs(scenario, strategy);
+  IterationGraph graph = lower_to_op_graphs(scenario, strategy, profile, &candidate.strand_pairings);
   candidate.result = simulate_iteration(graph, scenario.cluster, profile, SimOptions{record_op_timings});
   candidate.throughput = throughput(scenario, strategy, to_seconds(candidate.result.iteration_ns));
   return candidate;

@@ -10,6 +10,7 @@
 #include "core/strategy.hpp"
 #include "sim/result.hpp"
 #include "strategies/flops.hpp"
+#include "strategies/lowering.hpp"
 #include "strategies/memory.hpp"
 
 namespace twin {
@@ -21,6 +22,7 @@ struct Candidate {
   MemoryEstimate memory;           // empty when the strategy was invalid
   IterationResult result;          // zero unless simulated
   Throughput throughput;
+  std::vector<StrandPairingSummary> strand_pairings;  // double-strand: what the pairing chose (first stage)
 };
 
 // Every strategy of the search space (or the pinned one), completed; invalid ones keep their reason.

@@ -59,11 +59,21 @@ struct LayerSplit {
   int virtual_stages, per_stage, missing;
 };
 LayerSplit layer_split(const ModelConfig& m, const Strategy& s) {
-  const int n = s.pipeline_model_parallel_size * s.virtual_pipeline_model_parallel_size;
+  const int n = s.pipeline_model_parallel_size * chunks_per_stage(s);
   const int per = (m.num_layers + n - 1) / n;
   return {n, per, per * n - m.num_layers};
 }
 }  // namespace
+
+int chunks_per_stage(const Strategy& s) {
+  return s.schedule == Schedule::double_strand ? 2 : s.virtual_pipeline_model_parallel_size;
+}
+
+int virtual_stage_of(const Strategy& s, int stage, int chunk) {
+  const int pp = s.pipeline_model_parallel_size;
+  if (s.schedule == Schedule::double_strand) return chunk == 0 ? stage : 2 * pp - 1 - stage;
+  return chunk * pp + stage;
+}
 
 int max_layers_in_virtual_stage(const ModelConfig& m, const Strategy& s) { return layer_split(m, s).per_stage; }
 
@@ -77,23 +87,26 @@ int layers_in_virtual_stage(const ModelConfig& m, const Strategy& s, int vs) {
 
 int first_layer_of(const ModelConfig& m, const Strategy& s, int stage, int chunk) {
   const LayerSplit split = layer_split(m, s);
-  const int vs = chunk * s.pipeline_model_parallel_size + stage;
+  const int vs = virtual_stage_of(s, stage, chunk);
   return vs * split.per_stage - (split.missing >= 2 && vs > 0 ? 1 : 0);
 }
 
 RankParameters stage_parameters_per_rank(const ModelConfig& m, const Strategy& s, int stage) {
   const int tp = s.tensor_model_parallel_size, pp = s.pipeline_model_parallel_size;
-  const int vpp = s.virtual_pipeline_model_parallel_size;
+  const int chunks = chunks_per_stage(s);
   RankParameters total;
-  for (int chunk = 0; chunk < vpp; ++chunk) {
+  bool holds_embedding = false, holds_output = false;
+  for (int chunk = 0; chunk < chunks; ++chunk) {
+    const int vs = virtual_stage_of(s, stage, chunk);
+    holds_embedding |= vs == 0;
+    holds_output |= vs == pp * chunks - 1;
     const int first = first_layer_of(m, s, stage, chunk);
-    const int count = layers_in_virtual_stage(m, s, chunk * pp + stage);
+    const int count = layers_in_virtual_stage(m, s, vs);
     for (int layer = first; layer < first + count; ++layer)
       total += layer_parameters_per_rank(m, layer, tp, s.expert_model_parallel_size);
   }
-  const bool first_stage = stage == 0, last_stage = stage == pp - 1;
-  if (first_stage) total.dense += embedding_parameters_per_rank(m, tp);
-  if (last_stage) total.dense += output_parameters_per_rank(m, tp, first_stage);
+  if (holds_embedding) total.dense += embedding_parameters_per_rank(m, tp);
+  if (holds_output) total.dense += output_parameters_per_rank(m, tp, holds_embedding);
   return total;
 }
 

@@ -32,7 +32,14 @@ std::int64_t embedding_parameters_per_rank(const ModelConfig& model, int tensor_
 // Final norm plus the output projection (absent when tied and the embedding is on the same rank).
 std::int64_t output_parameters_per_rank(const ModelConfig& model, int tensor_parallel, bool holds_embedding);
 
-// Virtual stage j = chunk * pp + stage holds layers [first_layer_of, first_layer_of + layers_in_virtual_stage).
+// Model chunks each pipeline rank holds: virtual_pipeline_model_parallel_size, or 2 under double-strand.
+int chunks_per_stage(const Strategy& strategy);
+// The virtual stage that chunk `chunk` of pipeline stage `stage` is: chunk * pp + stage. Double-strand
+// folds the model (DHeLlam's W-shaped pipeline): chunk 0 is virtual stage `stage` and chunk 1 its mirror
+// 2 * pp - 1 - stage, so stage 0 holds the first and the last layers, the embedding and the output layer.
+int virtual_stage_of(const Strategy& strategy, int stage, int chunk);
+
+// Virtual stage j holds layers [first_layer_of, first_layer_of + layers_in_virtual_stage).
 // Even when num_layers divides over the pp * vpp virtual stages. Otherwise as Llama 3 (and Megatron's
 // decoder_first/last_pipeline_num_layers) do: every virtual stage holds ceil(L / n) layers but the last,
 // and when two are missing also the first, hold one fewer, which offsets the embedding and loss they carry.
@@ -42,7 +49,8 @@ int first_layer_of(const ModelConfig& model, const Strategy& strategy, int stage
 int max_layers_in_virtual_stage(const ModelConfig& model, const Strategy& strategy);
 
 // All parameters of pipeline stage `stage` per GPU: its chunks' layers, the embedding on the first
-// virtual stage, the output layer on the last (a tied copy of the embedding there when pp > 1).
+// virtual stage, the output layer on the last (a tied copy of the embedding there when another stage
+// holds the embedding).
 RankParameters stage_parameters_per_rank(const ModelConfig& model, const Strategy& strategy, int stage);
 
 }  // namespace twin

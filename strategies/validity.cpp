@@ -57,8 +57,6 @@ std::optional<std::string> invalid_reason(const Scenario& scenario, const Strate
         "tensor_model_parallel_size {} exceeds gpus_per_node {}: tensor-parallel collectives sit on the critical "
         "path of every layer and would cross the inter-node network (Megatron allows it; it never pays)",
         tp, gpus_per_node);
-  if (s.schedule == Schedule::double_strand)
-    return std::string("schedule double-strand is not implemented in this version");
   if (s.zero_stage < 0 || s.zero_stage > 3) return fmt::format("zero_stage {} is not one of 0, 1, 2, 3", s.zero_stage);
 
   if (auto r = divisible(m.num_attention_heads, "num_attention_heads", tp, "tensor_model_parallel_size")) return r;
@@ -78,6 +76,19 @@ std::optional<std::string> invalid_reason(const Scenario& scenario, const Strate
     if (s.num_micro_batches % pp != 0)
       return fmt::format("interleaved-1f1b needs num_micro_batches {} divisible by pipeline_model_parallel_size {}",
                          s.num_micro_batches, pp);
+  }
+  if (s.schedule == Schedule::double_strand) {
+    if (tp == 1 && cp == 1 && ep == 1)
+      return std::string("double-strand hides tensor, context or expert parallel communication under the other "
+                         "strand's compute; with tensor, context and expert parallel sizes 1 there is none to hide");
+    if (m.num_layers % (2 * pp) != 0)
+      return fmt::format("double-strand needs num_layers {} divisible by 2*pipeline_model_parallel_size {}: the model "
+                         "is folded, each stage holds a run of layers and its mirror of equal length",
+                         m.num_layers, 2 * pp);
+    if (s.zero_stage > 2)
+      return fmt::format("double-strand with zero_stage {} is not modelled: the two strands run different layers at "
+                         "once, which would need two layers' weights gathered (DHeLlam uses ZeRO-1)",
+                         s.zero_stage);
   }
   if (pp > 1 && s.num_micro_batches < pp)
     return fmt::format("num_micro_batches {} is fewer than pipeline_model_parallel_size {}: stages would sit idle",

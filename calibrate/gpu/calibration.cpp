@@ -17,11 +17,14 @@
 
 #include "calibrate/gpu/checks.hpp"
 #include "calibrate/gpu/collective_calibration.hpp"
-#include "calibrate/gpu/collective_json.hpp"
 #include "calibrate/gpu/device_buffer.hpp"
 #include "calibrate/gpu/gemm_calibration.hpp"
 #include "calibrate/gpu/interference.hpp"
+#include "calibrate/gpu/kernel_calibration.hpp"
 #include "calibrate/gpu/launcher.hpp"
+#include "calibrate/gpu/profile_check.hpp"
+#include "calibrate/gemm_grid.hpp"
+#include "calibrate/gemm_predictor.hpp"
 #include "calibrate/profile.hpp"
 #include "core/cluster.hpp"
 
@@ -169,10 +172,16 @@ int run_rank(const CalibrationRequest& request, const RankIdentity& identity) {
   TWIN_CUDA_CHECK(cudaStreamDestroy(stream));
   if (identity.rank != 0) return 0;
 
-  std::vector<GemmShape> shapes = default_gemm_grid(request.quick);
+  const GemmGrid grid = default_gemm_grid(request.quick, *spec);
+  std::vector<GemmShape> shapes = grid.shapes;
+  progress(fmt::format("GEMM grid: {} shapes ({} half-octave shapes estimated over {:.0f} ms left out), about {:.0f} s "
+                       "of GPU kernel time estimated from the built-in profile",
+                       grid.shapes.size(), grid.left_out_slow, kGemmGridMaxKernelNs * 1e-6,
+                       estimated_gemm_calibration_seconds(grid.shapes, *spec, request.quick)));
   if (!request.scenario.empty()) {
     const std::vector<GemmShape> needed = scenario_gemm_shapes(request.scenario);
-    progress(fmt::format("scenario {}: {} distinct GEMM shapes", request.scenario, needed.size()));
+    progress(fmt::format("scenario {}: {} distinct GEMM shapes, about {:.0f} s of GPU kernel time", request.scenario,
+                         needed.size(), estimated_gemm_calibration_seconds(needed, *spec, request.quick)));
     shapes.insert(shapes.end(), needed.begin(), needed.end());
   }
   const GemmCalibration gemms = calibrate_gemms(shapes, spec->peak_bf16_tflops, request.quick, progress);
@@ -183,6 +192,8 @@ int run_rank(const CalibrationRequest& request, const RankIdentity& identity) {
   kernels.gemm = gemms.efficiency;
   kernels.measured.clear();
   for (const auto& [shape, m] : gemms.measured) kernels.measured[gemm_key(shape)] = m;
+  kernels.measured_gemms = index_measured_gemms(kernels.measured);
+  const json kernel_summary = calibrate_kernels_into(kernels, request.scenario, *spec, request.quick, progress);
   profile.gpus = {kernels};
   profile.builtin = false;
   profile.name = fmt::format("calibrated {}x {} ({})", identity.world_size, preset_name, *hosts.begin());
@@ -202,11 +213,15 @@ int run_rank(const CalibrationRequest& request, const RankIdentity& identity) {
     profile.overlap.communication_slowdown = std::max(1.0, interference->overlap.communication_slowdown);
     measured_parts.push_back("overlap");
   }
+  for (CollectiveTable& t : tables) t.gpu = preset_name;
   profile.collectives = tables;
   if (!tables.empty()) measured_parts.push_back("collectives");
 
-  json estimated_parts = {"attention_forward", "attention_backward", "memory_bound", "launch_overhead_ns",
-                          "intra_node_pcie"};
+  // Kernels (memory-bound ops, attention) are measured above; what stays an estimate is listed here.
+  measured_parts.push_back("memory_bound");
+  measured_parts.push_back("attention_forward");
+  measured_parts.push_back("attention_backward");
+  json estimated_parts = {"launch_overhead_ns", "intra_node_pcie"};
   if (!widest) estimated_parts.push_back("intra_node");
   if (std::none_of(tables.begin(), tables.end(), [](const CollectiveTable& t) { return t.nodes > 1; }))
     estimated_parts.push_back("inter_node");
@@ -238,8 +253,8 @@ int run_rank(const CalibrationRequest& request, const RankIdentity& identity) {
       {"gemm_shapes_skipped", skipped},
       {"gemm_best_tflops", gemms.best_tflops},
       {"usable_memory", memory_json},
-      {"collective_timing", "nccl-tests: float32, CUDA events around iterations, mean averaged over ranks"},
-      {"collectives", collectives_to_json(tables)}};
+      {"collective_timing", "nccl-tests: float32, CUDA events around iterations, mean averaged over ranks"}};
+  profile.provenance["kernels"] = kernel_summary;
   if (interference)
     profile.provenance["interference"] = {
         {"gemm", gemm_key(interference->gemm)},
@@ -256,10 +271,18 @@ int run_rank(const CalibrationRequest& request, const RankIdentity& identity) {
   return 0;
 }
 
+
+// The program of one rank: calibration, or the check of a profile.
+int rank_main(const CalibrationRequest& request, const RankIdentity& identity) {
+  if (!request.check_profile.empty())
+    return check_profile_rank(request.check_profile, request.check_out, request.max_message_bytes, identity);
+  return run_rank(request, identity);
+}
+
 }  // namespace
 
 int calibrate_main(const CalibrationRequest& request) {
-  if (auto identity = rank_from_environment()) return run_rank(request, *identity);
+  if (auto identity = rank_from_environment()) return rank_main(request, *identity);
   int count = 0;
   const cudaError_t status = cudaGetDeviceCount(&count);
   if (status != cudaSuccess || count == 0) {
@@ -274,7 +297,7 @@ int calibrate_main(const CalibrationRequest& request) {
   }
   const int gpus = request.gpus > 0 ? request.gpus : count;
   spdlog::info("[calibrate] {} GPU(s): one process each{}", gpus, request.quick ? " (quick)" : "");
-  if (gpus == 1) return run_rank(request, RankIdentity{0, 1, 0, "twin"});
+  if (gpus == 1) return rank_main(request, RankIdentity{0, 1, 0, "twin"});
   return launch_local_ranks(gpus);
 }
 

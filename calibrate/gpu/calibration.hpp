@@ -12,6 +12,10 @@ struct CalibrationRequest {
   int gpus = 0;          // 0: every GPU of the machine
   bool quick = false;
   long long max_message_bytes = 1ll << 30;
+  // Non-empty: check this profile instead of calibrating (calibrate/gpu/profile_check.hpp), writing
+  // check.csv and check.md into `check_out`.
+  std::string check_profile;
+  std::string check_out = ".";
 };
 
 // Returns the process exit code; prints progress and errors on stderr.

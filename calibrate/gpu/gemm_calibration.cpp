@@ -3,11 +3,16 @@
 #include "calibrate/gpu/gemm_calibration.hpp"
 
 #include <algorithm>
+#include <chrono>
+#include <numeric>
+#include <random>
+#include <cstdint>
 #include <set>
 #include <tuple>
 
 #include <fmt/format.h>
 
+#include "calibrate/gemm_grid.hpp"
 #include "calibrate/gpu/checks.hpp"
 #include "calibrate/gpu/cupti_timer.hpp"
 #include "calibrate/gpu/fit.hpp"
@@ -34,28 +39,6 @@ std::string gemm_key(const GemmShape& shape) {
   return kernel_shape_key(op);
 }
 
-std::vector<GemmShape> default_gemm_grid(bool quick) {
-  std::set<ShapeTuple> shapes;
-  const std::vector<std::int64_t> squares = quick ? std::vector<std::int64_t>{512, 2048, 8192}
-                                                  : std::vector<std::int64_t>{256, 512, 1024, 2048, 4096, 8192};
-  for (std::int64_t s : squares) shapes.insert({s, s, s, 1, false, false});
-  // tokens x (out, in) of attention and MLP projections of 4096- and 8192-wide models.
-  const std::vector<std::int64_t> tokens = quick ? std::vector<std::int64_t>{4096} : std::vector<std::int64_t>{1024, 4096, 16384};
-  const std::vector<std::pair<std::int64_t, std::int64_t>> projections =
-      quick ? std::vector<std::pair<std::int64_t, std::int64_t>>{{12288, 4096}, {4096, 11008}}
-            : std::vector<std::pair<std::int64_t, std::int64_t>>{{12288, 4096}, {4096, 4096}, {22016, 4096},
-                                                                 {4096, 11008}, {28672, 8192}, {8192, 14336}};
-  for (std::int64_t t : tokens)
-    for (auto [out, in] : projections) {
-      shapes.insert({t, out, in, 1, false, true});   // forward: X[t,in] W[out,in]^T
-      shapes.insert({t, in, out, 1, false, false});  // data gradient: dY[t,out] W[out,in]
-      shapes.insert({out, in, t, 1, true, false});   // weight gradient: dY^T X
-    }
-  std::vector<GemmShape> out;
-  for (const ShapeTuple& t : shapes) out.push_back(shape_of(t));
-  return out;
-}
-
 std::vector<GemmShape> scenario_gemm_shapes(const std::string& path) {
   const Scenario scenario = load_scenario(path);
   std::set<ShapeTuple> shapes;
@@ -71,6 +54,13 @@ std::vector<GemmShape> scenario_gemm_shapes(const std::string& path) {
   return out;
 }
 
+void heat_gpu(GemmBench& bench, CuptiKernelTimer& timer, double seconds) {
+  GemmShape large;
+  large.m = large.n = large.k = 8192;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  while (std::chrono::steady_clock::now() < until) bench.measure(large, timer, 0, 50, SIZE_MAX);
+}
+
 GemmCalibration calibrate_gemms(const std::vector<GemmShape>& shapes, double peak_tflops, bool quick,
                                 const std::function<void(const std::string&)>& progress) {
   GemmCalibration result;
@@ -82,10 +72,19 @@ GemmCalibration calibrate_gemms(const std::vector<GemmShape>& shapes, double pea
     std::size_t free_bytes = 0, total_bytes = 0;
     TWIN_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
     const std::size_t max_bytes = free_bytes / 2;
+    const GemmRuns runs = gemm_runs(quick);
     std::vector<double> flops, seconds;
+    std::set<ShapeTuple> timed;  // a scenario's shapes may repeat grid shapes
+    // Training keeps the GPU hot, and a GPU's clocks fall as it heats: measure it hot, and in a fixed
+    // shuffled order, so that any drift left is spread over all sizes instead of landing on the last ones.
+    heat_gpu(bench, timer, quick ? 2.0 : kHeatSeconds);
+    std::vector<std::size_t> order(shapes.size());
+    std::iota(order.begin(), order.end(), std::size_t{0});
+    std::shuffle(order.begin(), order.end(), std::mt19937(20261121));
     for (std::size_t i = 0; i < shapes.size(); ++i) {
-      const GemmShape& shape = shapes[i];
-      const auto measurement = bench.measure(shape, timer, quick ? 3 : 5, quick ? 10 : 25, max_bytes);
+      const GemmShape& shape = shapes[order[i]];
+      if (!timed.insert(tuple_of(shape)).second) continue;
+      const auto measurement = bench.measure(shape, timer, runs.warmup, runs.timed, max_bytes);
       if (!measurement) {
         result.skipped.push_back(shape);
         continue;

@@ -1,7 +1,11 @@
-// GEMM calibration: the default grid plus the exact shapes of a scenario's feasible candidates,
-// each timed through cuBLASLt under CUPTI, and the GEMM efficiency model refitted over all of them.
+// GEMM calibration: the default grid (calibrate/gemm_grid.hpp) plus the exact shapes of a scenario's
+// feasible candidates, each timed through cuBLASLt under CUPTI, and the GEMM efficiency model refitted
+// over all of them.
 #pragma once
 #include <functional>
+
+#include "calibrate/gpu/cupti_timer.hpp"
+#include "calibrate/gpu/gemm_bench.hpp"
 #include <string>
 #include <utility>
 #include <vector>
@@ -11,9 +15,6 @@
 
 namespace twin::gpu {
 
-// Square and transformer-like shapes in the three layouts the lowering uses (forward, data gradient,
-// weight gradient); `quick` keeps a third of them.
-std::vector<GemmShape> default_gemm_grid(bool quick);
 // Distinct GEMM shapes of every feasible candidate strategy of the scenario at `path`, in a stable order.
 std::vector<GemmShape> scenario_gemm_shapes(const std::string& path);
 // The shape as the profile's key names it (kernel_shape_key of a gemm op).
@@ -25,6 +26,11 @@ struct GemmCalibration {
   SaturatingEfficiency efficiency; // fitted on all measured shapes
   double best_tflops = 0;
 };
+
+// Seconds of large GEMMs run before GEMMs are measured, so that they are timed at the clocks a hot GPU
+// keeps during training.
+inline constexpr double kHeatSeconds = 10.0;
+void heat_gpu(GemmBench& bench, CuptiKernelTimer& timer, double seconds);
 
 GemmCalibration calibrate_gemms(const std::vector<GemmShape>& shapes, double peak_tflops, bool quick,
                                 const std::function<void(const std::string&)>& progress);

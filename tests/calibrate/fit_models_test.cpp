@@ -1,14 +1,12 @@
 // The fitting code of twin calibrate against closed forms: affine fits recover exact lines, model
 // conversions invert the profile's formulas, order statistics and interpolation match hand values.
-#ifdef TWIN_WITH_CUDA  // calibrate/gpu is built only with the CUDA toolkit
 #include <gtest/gtest.h>
 
 #include <cmath>
 
-#include "calibrate/gpu/collective_json.hpp"
-#include "calibrate/gpu/fit.hpp"
+#include "calibrate/model_fit.hpp"
 
-namespace twin::gpu {
+namespace twin {
 namespace {
 
 TEST(FitAffineRelative, RecoversAnExactLineOverManyDecades) {
@@ -88,36 +86,5 @@ TEST(InterpolateTime, IsLinearInLogLogSpace) {
   EXPECT_NEAR(interpolate_time_us(points, 250), 2.5, 1e-9);           // and the first
 }
 
-TEST(CollectivesJson, RoundTripsAndRejectsCorruptTables) {
-  CollectiveTable t;
-  t.collective = OpKind::reduce_scatter;
-  t.group_size = 4;
-  t.ranks_per_node = 4;
-  t.nominal_bandwidth_GBps = 450;
-  t.fit.latency_us = 2.5;
-  t.fit.bandwidth.peak = 0.75;
-  t.points = {{4096, 20, 0.2048, 0.1536}, {8192, 21, 0.39, 0.29}};
-  const auto back = collectives_from_json(collectives_to_json({t}), "test");
-  ASSERT_EQ(back.size(), 1u);
-  EXPECT_EQ(back[0].collective, OpKind::reduce_scatter);
-  EXPECT_EQ(back[0].group_size, 4);
-  EXPECT_DOUBLE_EQ(back[0].fit.bandwidth.peak, 0.75);
-  ASSERT_EQ(back[0].points.size(), 2u);
-  EXPECT_EQ(back[0].points[1].size_bytes, 8192);
-  EXPECT_DOUBLE_EQ(back[0].points[0].busbw_GBps, 0.1536);
-
-  nlohmann::json corrupt = collectives_to_json({t});
-  corrupt[0]["collective"] = "broadcast";
-  EXPECT_THROW(collectives_from_json(corrupt, "test"), std::runtime_error);
-  nlohmann::json partial = collectives_to_json({t});
-  partial[0].erase("rows");
-  EXPECT_THROW(collectives_from_json(partial, "test"), std::runtime_error);
-  partial = collectives_to_json({t});
-  partial[0]["rows"][0] = {4096, 20};
-  EXPECT_THROW(collectives_from_json(partial, "test"), std::runtime_error);
-  EXPECT_THROW(collectives_from_json(nlohmann::json::object(), "test"), std::runtime_error);
-}
-
 }  // namespace
-}  // namespace twin::gpu
-#endif
+}  // namespace twin

@@ -96,7 +96,7 @@ TEST(Schedule, InterleavedVirtualMicroBatchTable) {
 
 TEST(Schedule, RejectsWhatItCannotSchedule) {
   EXPECT_THROW(pipeline_schedule(Schedule::interleaved_1f1b, 4, 6, 2), std::invalid_argument);
-  EXPECT_THROW(pipeline_schedule(Schedule::double_strand, 2, 4, 1), std::invalid_argument);
+  EXPECT_THROW(pipeline_schedule(Schedule::double_strand, 2, 4, 2), std::invalid_argument);
 }
 
 TEST(Schedule, PeakPerChunk) {

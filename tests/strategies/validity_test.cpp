@@ -67,9 +67,21 @@ TEST(Validity, EveryRuleExplains) {
   Strategy ep = make_strategy(1, 1);
   ep.expert_model_parallel_size = 2;
   EXPECT_EQ(reason(sc, ep), "expert_model_parallel_size 2 needs a MoE model (num_experts > 0)");
-  Strategy ds = make_strategy(2, 2);
-  ds.schedule = Schedule::double_strand;
-  EXPECT_EQ(reason(sc, ds), "schedule double-strand is not implemented in this version");
+  Strategy ds = make_strategy(2, 2, 1, true, 1, Schedule::double_strand);
+  EXPECT_EQ(reason(sc, ds), std::nullopt);
+  EXPECT_EQ(reason(sc, make_strategy(1, 2, 1, true, 1, Schedule::double_strand)),
+            "double-strand hides tensor, context or expert parallel communication under the other strand's compute; "
+            "with tensor, context and expert parallel sizes 1 there is none to hide");
+  Strategy ds_zero3 = ds;
+  ds_zero3.zero_stage = 3;
+  EXPECT_EQ(reason(sc, ds_zero3),
+            "double-strand with zero_stage 3 is not modelled: the two strands run different layers at once, which "
+            "would need two layers' weights gathered (DHeLlam uses ZeRO-1)");
+  const Scenario twelve_layers = make_scenario(testing::llama_shaped(12), 2, 2048, 64);
+  EXPECT_EQ(reason(twelve_layers, make_strategy(2, 4, 1, true, 1, Schedule::double_strand)),
+            "double-strand needs num_layers 12 divisible by 2*pipeline_model_parallel_size 8: the model is folded, "
+            "each stage holds a run of layers and its mirror of equal length");
+  EXPECT_EQ(reason(twelve_layers, make_strategy(2, 2, 1, true, 1, Schedule::double_strand)), std::nullopt);
   Strategy zero = make_strategy(2, 2);
   zero.zero_stage = 4;
   EXPECT_EQ(reason(sc, zero), "zero_stage 4 is not one of 0, 1, 2, 3");

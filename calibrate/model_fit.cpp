@@ -1,11 +1,11 @@
 // Least squares on relative error via the 2x2 normal equations: each row (1, x) / t against 1.
-#include "calibrate/gpu/fit.hpp"
+#include "calibrate/model_fit.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
 
-namespace twin::gpu {
+namespace twin {
 
 AffineFit fit_affine_relative(const std::vector<double>& work, const std::vector<double>& time) {
   if (work.size() != time.size() || work.size() < 2)
@@ -107,4 +107,4 @@ double interpolate_time_us(const std::vector<CollectivePoint>& points, double si
   return std::exp(y0 + (y1 - y0) * (x - x0) / (x1 - x0));
 }
 
-}  // namespace twin::gpu
+}  // namespace twin

@@ -1,0 +1,38 @@
+// Predicting the kernel time of a GEMM shape that calibration did not measure, from the shapes it did:
+// the efficiency of the nearest measured shapes, interpolated in (log2 m, log2 n, log2 k, log2 count)
+// and carried over to the query through the profile's efficiency model.
+#pragma once
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "calibrate/profile.hpp"
+
+namespace twin {
+
+// The shape of a "gemm:m=..,n=..,k=..,count=..,ta=..,tb=.." key (kernel_shape_key); nullopt for other keys.
+std::optional<GemmShape> gemm_shape_from_key(std::string_view key);
+
+// The GEMM entries of a profile's `measured` map, in key order (GpuKernelProfile::measured_gemms).
+std::vector<MeasuredGemm> index_measured_gemms(const std::map<std::string, Measurement>& measured);
+
+// How many measured neighbours a prediction uses: the 8 corners of a grid cell around the query. On the
+// default grid (calibrate/gemm_grid.hpp) they lie within about 0.6 octave of a query in the lowering's
+// layout, whose sizes are measured every half octave.
+inline constexpr int kGemmNeighbours = 8;
+// A neighbour of another layout (transpose_a, transpose_b) counts as this many octaves further away:
+// the same size in the other layout is preferred over the same layout one octave away, as measured
+// layouts differ by a few percent where sizes an octave apart differ by more.
+inline constexpr double kGemmLayoutDistance = 0.5;
+
+// model_ns(shape) * exp(weighted mean of log(measured_ns / model_ns) over the kGemmNeighbours nearest
+// measured shapes), weights 1 / distance^2: the efficiency relative to the model is interpolated, not the
+// time, so that the model carries size effects (FLOPs, saturation) between and beyond measured shapes.
+// An exactly measured shape returns its time. Throws std::invalid_argument when `measured` is empty.
+double predict_gemm_time_ns(const std::vector<MeasuredGemm>& measured, const GemmShape& shape,
+                            const std::function<double(const GemmShape&)>& model_ns);
+
+}  // namespace twin

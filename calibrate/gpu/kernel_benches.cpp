@@ -1,0 +1,241 @@
+// Shapes of the op vocabulary mapped onto the executor's kernels. Where an op's fields leave a kernel
+// parameter open (RoPE's q/k head split, the MoE row width), the choice moves the same bytes.
+#include "calibrate/gpu/kernel_benches.hpp"
+
+#include <algorithm>
+
+#include "calibrate/gpu/checks.hpp"
+#include "executor/kernels.hpp"
+
+namespace twin::gpu {
+namespace {
+
+namespace k = twin::kernels;
+using B = k::bf16;
+
+constexpr std::int64_t kVocabShardRows = 32000;  // embedding table rows of the timed shard
+
+struct Builder {
+  KernelBench bench;
+  std::uint64_t seed;
+  cudaStream_t stream;
+  std::size_t bf16(std::int64_t count) {
+    bench.buffers.emplace_back(static_cast<std::size_t>(count) * 2);
+    fill_random_bf16(bench.buffers.back().data(), count, seed++, stream);
+    return bench.buffers.size() - 1;
+  }
+  std::size_t f32(std::int64_t count) {
+    bench.buffers.emplace_back(static_cast<std::size_t>(count) * 4);
+    fill_random_f32(bench.buffers.back().data(), count, seed++, stream);
+    return bench.buffers.size() - 1;
+  }
+  // Indices uniform in [0, bound), made on the host (splitmix-like, deterministic in the seed).
+  std::size_t indices(std::int64_t count, std::int64_t bound) {
+    std::vector<std::int32_t> host(count);
+    std::uint64_t z = seed++;
+    for (auto& v : host) {
+      z = z * 6364136223846793005ull + 1442695040888963407ull;
+      v = static_cast<std::int32_t>((z >> 33) % static_cast<std::uint64_t>(bound));
+    }
+    bench.buffers.emplace_back(host.size() * 4);
+    TWIN_CUDA_CHECK(cudaMemcpy(bench.buffers.back().data(), host.data(), host.size() * 4, cudaMemcpyHostToDevice));
+    return bench.buffers.size() - 1;
+  }
+  std::size_t raw(std::size_t bytes) {
+    bench.buffers.emplace_back(std::max<std::size_t>(bytes, 1));
+    return bench.buffers.size() - 1;
+  }
+  B* b(std::size_t i) { return static_cast<B*>(bench.buffers[i].data()); }
+  float* f(std::size_t i) { return static_cast<float*>(bench.buffers[i].data()); }
+  std::int32_t* idx(std::size_t i) { return static_cast<std::int32_t*>(bench.buffers[i].data()); }
+  void* v(std::size_t i) { return bench.buffers[i].data(); }
+};
+
+int head_dim_for(std::int64_t cols) { return cols % 128 == 0 ? 128 : cols % 64 == 0 ? 64 : 0; }
+
+}  // namespace
+
+std::size_t KernelBench::bytes() const {
+  std::size_t total = 0;
+  for (const DeviceBuffer& b : buffers) total += b.bytes();
+  return total;
+}
+
+std::optional<KernelBench> make_kernel_bench(const Op& op, const KernelModelFacts& facts, std::uint64_t seed,
+                                             cudaStream_t stream, std::string& why_not) {
+  Builder x{{}, seed, stream};
+  const std::int64_t rows = op.rows, cols = op.cols, n = rows * cols;
+  const bool shaped = rows > 0 && cols > 0;
+  // Buffer data pointers stay put when the vector of buffers grows: lambdas capture them by value.
+  switch (op.kind) {
+    case OpKind::norm_forward: {
+      if (!shaped) break;
+      B *in = x.b(x.bf16(n)), *w = x.b(x.bf16(cols)), *bias = x.b(x.bf16(cols)), *y = x.b(x.raw(n * 2));
+      float *mean = x.f(x.raw(rows * 4)), *rstd = x.f(x.raw(rows * 4));
+      const bool ln = facts.layernorm;
+      x.bench.run = [=](cudaStream_t s) {
+        if (ln) k::layernorm_forward(in, w, bias, y, mean, rstd, rows, cols, 1e-5f, s);
+        else k::rmsnorm_forward(in, w, y, rstd, rows, cols, 1e-5f, s);
+      };
+      return std::move(x.bench);
+    }
+    case OpKind::norm_backward: {
+      if (!shaped) break;
+      if (cols * 4 * (facts.layernorm ? 2 : 1) > 227 * 1024) { why_not = "cols too wide for the norm kernels"; return std::nullopt; }
+      B *dy = x.b(x.bf16(n)), *in = x.b(x.bf16(n)), *w = x.b(x.bf16(cols)), *dx = x.b(x.raw(n * 2));
+      float *mean = x.f(x.f32(rows)), *rstd = x.f(x.f32(rows)), *grad = x.f(x.f32(2 * cols));
+      float* partials = x.f(x.raw(2 * k::norm_partial_floats(rows, cols) * 4));
+      const std::int64_t blocks = k::norm_partial_blocks(rows);
+      const bool ln = facts.layernorm;
+      x.bench.run = [=](cudaStream_t s) {
+        if (ln) {
+          k::layernorm_backward(dy, in, w, mean, rstd, dx, partials, rows, cols, s);
+          k::norm_weight_grad_reduce(partials, grad, blocks, cols, s);
+          k::norm_weight_grad_reduce(partials + blocks * cols, grad + cols, blocks, cols, s);
+        } else {
+          k::rmsnorm_backward(dy, in, w, rstd, dx, partials, rows, cols, s);
+          k::norm_weight_grad_reduce(partials, grad, blocks, cols, s);
+        }
+      };
+      return std::move(x.bench);
+    }
+    case OpKind::rope_forward:
+    case OpKind::rope_backward: {
+      if (!shaped) break;
+      const int d = head_dim_for(cols);
+      if (d == 0) { why_not = "cols is no multiple of a 64 or 128 head dimension"; return std::nullopt; }
+      const int heads = static_cast<int>(cols / d), kv = heads / 2;
+      B *q = x.b(x.bf16(rows * (heads - kv) * d)), *kp = x.b(x.bf16(rows * std::max(kv, 1) * d));
+      const std::int64_t seq = std::min<std::int64_t>(rows, 8192);
+      auto* table = static_cast<float2*>(x.v(x.raw(seq * d / 2 * 8)));
+      k::rope_build_table(table, seq, d, 10000.f, stream);
+      const k::RopeShape shape{rows, seq, heads - kv, kv, d, 0, 0};
+      const bool forward = op.kind == OpKind::rope_forward;
+      x.bench.run = [=](cudaStream_t s) {
+        if (forward) k::rope_forward(q, kp, table, shape, s);
+        else k::rope_backward(q, kp, table, shape, s);
+      };
+      return std::move(x.bench);
+    }
+    case OpKind::activation_forward:
+    case OpKind::activation_backward: {
+      if (!shaped) break;
+      const bool gated = op.gated_activation, forward = op.kind == OpKind::activation_forward;
+      B *in = x.b(x.bf16(gated ? 2 * n : n)), *dout = x.b(x.bf16(n)), *out = x.b(x.raw((gated ? 4 : 2) * n));
+      x.bench.run = [=](cudaStream_t s) {
+        if (gated && forward) k::swiglu_forward(in, out, rows, cols, s);
+        else if (gated) k::swiglu_backward(in, dout, out, rows, cols, s);
+        else if (forward) k::gelu_forward(in, out, n, s);
+        else k::gelu_backward(in, dout, out, n, s);
+      };
+      return std::move(x.bench);
+    }
+    case OpKind::elementwise: {
+      const std::int64_t count = op.bytes / 6;  // residual add: 2 reads and 1 write of bf16
+      if (count <= 0) { why_not = "bytes too small"; return std::nullopt; }
+      B *a = x.b(x.bf16(count)), *b = x.b(x.bf16(count)), *out = x.b(x.raw(count * 2));
+      x.bench.run = [=](cudaStream_t s) { k::residual_add(a, b, out, count, s); };
+      return std::move(x.bench);
+    }
+    case OpKind::embedding_forward:
+    case OpKind::embedding_backward: {
+      if (!shaped) break;
+      std::int32_t* tokens = x.idx(x.indices(rows, kVocabShardRows));
+      if (op.kind == OpKind::embedding_forward) {
+        B *table = x.b(x.bf16(kVocabShardRows * cols)), *out = x.b(x.raw(n * 2));
+        x.bench.run = [=](cudaStream_t s) { k::embedding_forward(tokens, table, out, rows, cols, 0, kVocabShardRows, s); };
+      } else {
+        B* dy = x.b(x.bf16(n));
+        float* grad = x.f(x.f32(kVocabShardRows * cols));
+        const std::size_t ws_bytes = k::embedding_backward_workspace_bytes(rows);
+        void* ws = x.v(x.raw(ws_bytes));
+        x.bench.run = [=](cudaStream_t s) {
+          k::embedding_backward(tokens, dy, grad, ws, ws_bytes, rows, cols, 0, kVocabShardRows, s);
+        };
+      }
+      return std::move(x.bench);
+    }
+    case OpKind::loss_forward:
+    case OpKind::loss_backward: {
+      if (!shaped) break;
+      B *logits = x.b(x.bf16(n)), *dlogits = x.b(x.raw(op.kind == OpKind::loss_backward ? n * 2 : 2));
+      std::int32_t* targets = x.idx(x.indices(rows, cols));
+      float *max = x.f(x.raw(rows * 4)), *sum = x.f(x.raw(rows * 4)), *target = x.f(x.raw(rows * 4));
+      float* loss = x.f(x.raw(rows * 4));
+      k::cross_entropy_local_max(logits, max, rows, cols, stream);  // real statistics for backward
+      k::cross_entropy_local_sum_exp(logits, max, targets, sum, target, rows, cols, 0, stream);
+      const bool forward = op.kind == OpKind::loss_forward;
+      x.bench.run = [=](cudaStream_t s) {
+        if (forward) {  // the all-reduces of a vocab-parallel loss run between these, on the TP stream
+          k::cross_entropy_local_max(logits, max, rows, cols, s);
+          k::cross_entropy_local_sum_exp(logits, max, targets, sum, target, rows, cols, 0, s);
+          k::cross_entropy_loss(max, sum, target, loss, rows, s);
+        } else {
+          k::cross_entropy_backward(logits, max, sum, targets, dlogits, rows, cols, 0, 1.f / rows, s);
+        }
+      };
+      return std::move(x.bench);
+    }
+    case OpKind::moe_permute:
+    case OpKind::moe_unpermute: {
+      const std::int64_t width = facts.hidden, top_k = std::max(facts.top_k, 1);
+      const std::int64_t routed = op.bytes / (4 * width);  // lowering: read + write of routed bf16 rows
+      const std::int64_t tokens = routed / top_k;
+      if (width <= 0 || tokens <= 0) { why_not = "bytes too small for one routed token"; return std::nullopt; }
+      B *in = x.b(x.bf16(routed * width)), *out = x.b(x.raw(routed * width * 2));
+      if (op.kind == OpKind::moe_permute) {
+        std::int32_t* source = x.idx(x.indices(routed, tokens));
+        x.bench.run = [=](cudaStream_t s) { k::moe_permute(in, source, out, routed, width, s); };
+      } else {
+        std::int32_t* routed_row = x.idx(x.indices(routed, routed));
+        float* weight = x.f(x.f32(routed));
+        const int kk = static_cast<int>(top_k);
+        x.bench.run = [=](cudaStream_t s) { k::moe_unpermute(in, routed_row, weight, out, tokens, kk, width, s); };
+      }
+      return std::move(x.bench);
+    }
+    case OpKind::optimizer_step: {
+      const std::int64_t count = op.elements;
+      if (count <= 0) { why_not = "no elements"; return std::nullopt; }
+      float *master = x.f(x.f32(count)), *m = x.f(x.f32(count)), *v = x.f(x.f32(count));
+      B *grad = x.b(x.bf16(count)), *param = x.b(x.raw(count * 2));
+      float *partials = x.f(x.raw(k::grad_norm_partial_count() * 4)), *sum_sq = x.f(x.f32(1)), *scale = x.f(x.raw(4));
+      x.bench.run = [=](cudaStream_t s) {  // grad-norm pass, clip factor, then the update (as the executor runs it)
+        k::grad_sum_squares(grad, count, partials, sum_sq, s);
+        k::grad_clip_scale(sum_sq, 1.f, scale, s);
+        k::adamw_step(master, m, v, grad, param, count, k::AdamWParams{}, scale, s);
+      };
+      return std::move(x.bench);
+    }
+    case OpKind::attention_forward:
+    case OpKind::attention_backward: {
+      const AttentionShape& a = op.attention;
+      if (!a.flash) { why_not = "unfused attention is not a kernel of the executor"; return std::nullopt; }
+      if (a.seq_q != a.seq_kv || (a.head_dim != 64 && a.head_dim != 128) || a.kv_heads <= 0 || a.heads % a.kv_heads) {
+        why_not = "attention kernels need seq_q == seq_kv, head_dim 64 or 128 and kv_heads dividing heads";
+        return std::nullopt;
+      }
+      const k::AttentionDims dims{a.batch, a.seq_q, static_cast<int>(a.heads), static_cast<int>(a.kv_heads),
+                                  static_cast<int>(a.head_dim), 0, 0, a.causal};
+      const std::int64_t tokens = a.batch * a.seq_q, qn = tokens * a.heads * a.head_dim, kvn = tokens * a.kv_heads * a.head_dim;
+      B *q = x.b(x.bf16(qn)), *kp = x.b(x.bf16(kvn)), *v = x.b(x.bf16(kvn)), *o = x.b(x.raw(qn * 2));
+      float* lse = x.f(x.raw(a.batch * a.heads * a.seq_q * 4));
+      if (op.kind == OpKind::attention_forward) {
+        x.bench.run = [=](cudaStream_t s) { k::attention_forward(q, kp, v, o, lse, dims, s); };
+      } else {
+        k::attention_forward(q, kp, v, o, lse, dims, stream);  // O and the logsumexp backward reads
+        B *dout = x.b(x.bf16(qn)), *dq = x.b(x.raw(qn * 2)), *dk = x.b(x.raw(kvn * 2)), *dv = x.b(x.raw(kvn * 2));
+        float* delta = x.f(x.raw(a.batch * a.heads * a.seq_q * 4));
+        x.bench.run = [=](cudaStream_t s) { k::attention_backward(q, kp, v, o, dout, lse, delta, dq, dk, dv, dims, s); };
+      }
+      return std::move(x.bench);
+    }
+    default:
+      why_not = to_string(op.kind) + " is not timed by the kernel calibration";
+      return std::nullopt;
+  }
+  why_not = "rows and cols must be positive";
+  return std::nullopt;
+}
+
+}  // namespace twin::gpu

@@ -1,0 +1,280 @@
+// Grids and scenario shapes are deduplicated by kernel_shape_key in an ordered map, so the order of
+// measurement (and the profile's bytes) depends only on the inputs.
+#include "calibrate/gpu/kernel_calibration.hpp"
+
+#include <algorithm>
+#include <map>
+
+#include <fmt/format.h>
+
+#include "calibrate/gpu/checks.hpp"
+#include "calibrate/gpu/cupti_timer.hpp"
+#include "calibrate/gpu/kernel_benches.hpp"
+#include "calibrate/kernel_fit.hpp"
+#include "calibrate/model_fit.hpp"
+#include "core/scenario.hpp"
+#include "strategies/lowering.hpp"
+#include "strategies/search.hpp"
+
+namespace twin::gpu {
+namespace {
+
+bool is_timed_kind(OpKind kind) {
+  Op op;
+  op.kind = kind;
+  return !op.is_communication() && kind != OpKind::gemm && kind != OpKind::moe_router;
+}
+
+Op rows_cols(OpKind kind, std::int64_t rows, std::int64_t cols, bool gated = true) {
+  Op op;
+  op.kind = kind;
+  op.rows = rows;
+  op.cols = cols;
+  op.gated_activation = gated;
+  return op;
+}
+
+Op attention(OpKind kind, std::int64_t seq, std::int64_t heads, std::int64_t kv_heads, std::int64_t head_dim) {
+  Op op;
+  op.kind = kind;
+  op.attention = AttentionShape{1, heads, kv_heads, seq, seq, head_dim, true, true};
+  return op;
+}
+
+void add(std::map<std::string, Op>& ops, const Op& op) { ops.emplace(kernel_shape_key(op), op); }
+
+KernelOps to_ops(const std::map<std::string, Op>& by_key, const KernelModelFacts& facts) {
+  KernelOps out;
+  out.facts = facts;
+  for (const auto& [key, op] : by_key) out.ops.push_back(op);
+  return out;
+}
+
+// FLOPs as the cost model counts them (calibrate/kernel_cost.cpp): forward QK^T and PV, halved by the
+// causal skip, backward 2.5 times the forward.
+double attention_flops(const Op& op) {
+  const AttentionShape& a = op.attention;
+  double flops = 4.0 * a.batch * a.heads * a.seq_q * a.seq_kv * a.head_dim;
+  if (a.causal && a.flash) flops /= 2;
+  return op.kind == OpKind::attention_backward ? 2.5 * flops : flops;
+}
+
+}  // namespace
+
+namespace {
+
+// Stores the measurements (a scenario shape measured twice keeps its later, scenario-side value) and
+// refits the models over every measured point, grid and scenario together.
+nlohmann::json apply(GpuKernelProfile& kernels, const KernelCalibration& calibration, const GpuSpec& gpu) {
+  for (const auto& [key, m] : calibration.measured) kernels.measured[key] = m;
+  nlohmann::json fitted = nlohmann::json::array();
+  kernels.memory_bound = calibration.memory_bound;
+  kernels.attention_forward = calibration.attention_forward;
+  kernels.attention_backward = calibration.attention_backward;
+  if (calibration.memory_bound_fitted) fitted.push_back("memory_bound");
+  if (calibration.attention_forward_fitted) fitted.push_back("attention_forward");
+  if (calibration.attention_backward_fitted) fitted.push_back("attention_backward");
+  return {{"kernel_timing", "CUPTI kernel spans of executor/kernels (all kernels of an op in one span), random "
+                            "data, rotating buffer sets, median/p10/p90"},
+          {"kernel_shapes_measured", calibration.measured.size()},
+          {"kernel_shapes_skipped", calibration.skipped},
+          {"kernel_models_fitted", fitted},
+          {"gpu_preset_peaks", {{"hbm_bandwidth_GBps", gpu.hbm_bandwidth_GBps}, {"peak_bf16_tflops", gpu.peak_bf16_tflops}}}};
+}
+
+}  // namespace
+
+KernelOps default_kernel_ops(bool quick) {
+  std::map<std::string, Op> ops;
+  const std::vector<std::int64_t> tokens = quick ? std::vector<std::int64_t>{4096} : std::vector<std::int64_t>{1024, 4096, 16384};
+  const std::vector<std::int64_t> widths = quick ? std::vector<std::int64_t>{4096} : std::vector<std::int64_t>{4096, 8192};
+  for (std::int64_t t : tokens) {
+    for (std::int64_t h : widths) {
+      for (OpKind kind : {OpKind::norm_forward, OpKind::norm_backward, OpKind::embedding_forward, OpKind::embedding_backward})
+        add(ops, rows_cols(kind, t, h));
+      Op residual;
+      residual.kind = OpKind::elementwise;
+      residual.bytes = 3 * t * h * 2;
+      add(ops, residual);
+      add(ops, rows_cols(OpKind::rope_forward, t, h + h / 4));  // GQA with 8 KV heads of 32: q + k widths
+      add(ops, rows_cols(OpKind::rope_backward, t, h + h / 4));
+    }
+    for (std::int64_t ffn : {11008, 14336}) {
+      add(ops, rows_cols(OpKind::activation_forward, t, ffn));
+      add(ops, rows_cols(OpKind::activation_backward, t, ffn));
+    }
+    add(ops, rows_cols(OpKind::activation_forward, t, 16384, false));
+    add(ops, rows_cols(OpKind::activation_backward, t, 16384, false));
+    for (std::int64_t vocab : {32000, 64128}) {
+      add(ops, rows_cols(OpKind::loss_forward, t, vocab));
+      add(ops, rows_cols(OpKind::loss_backward, t, vocab));
+    }
+    for (OpKind kind : {OpKind::moe_permute, OpKind::moe_unpermute}) {
+      Op moved;
+      moved.kind = kind;
+      moved.bytes = 2 * t * 2 * 4096 * 2;  // lowering's rule: tokens x top_k 2 x hidden 4096, read + write
+      add(ops, moved);
+    }
+  }
+  for (std::int64_t elements : quick ? std::vector<std::int64_t>{1 << 24, 1 << 27} : std::vector<std::int64_t>{1 << 20, 1 << 24, 1 << 27, 1 << 29}) {
+    Op step;
+    step.kind = OpKind::optimizer_step;
+    step.elements = elements;
+    add(ops, step);
+  }
+  const std::vector<std::int64_t> seqs = quick ? std::vector<std::int64_t>{1024, 4096} : std::vector<std::int64_t>{1024, 2048, 4096, 8192};
+  for (std::int64_t seq : seqs)
+    for (OpKind kind : {OpKind::attention_forward, OpKind::attention_backward}) {
+      add(ops, attention(kind, seq, 32, 8, 128));
+      if (!quick) add(ops, attention(kind, seq, 16, 16, 64));
+    }
+  return to_ops(ops, KernelModelFacts{});
+}
+
+KernelOps scenario_kernel_ops(const std::string& path) {
+  const Scenario scenario = load_scenario(path);
+  std::map<std::string, Op> ops;
+  for (const Candidate& candidate : enumerate_candidates(scenario)) {
+    if (!candidate.feasible) continue;
+    const IterationGraph graph = lower_to_op_graphs(scenario, candidate.strategy);
+    for (const RankClass& rank_class : graph.classes)
+      for (OpIndex i = 0; i < rank_class.size(); ++i)
+        if (is_timed_kind(rank_class.op(i).kind)) add(ops, rank_class.op(i));
+  }
+  KernelModelFacts facts;
+  facts.layernorm = scenario.model.normalization == Normalization::layernorm;
+  facts.hidden = scenario.model.hidden_size;
+  if (scenario.model.moe.top_k > 0) facts.top_k = scenario.model.moe.top_k;
+  return to_ops(ops, facts);
+}
+
+KernelCalibration calibrate_kernels(const KernelOps& ops, const GpuSpec& gpu, const GpuKernelProfile& fallback,
+                                    bool quick, const std::function<void(const std::string&)>& progress) {
+  KernelCalibration result;
+  result.memory_bound = fallback.memory_bound;
+  result.attention_forward = fallback.attention_forward;
+  result.attention_backward = fallback.attention_backward;
+  const int warmup = quick ? 2 : 3, repetitions = quick ? 7 : 15;
+  cudaStream_t stream = nullptr;
+  TWIN_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  int device = 0, l2_bytes = 0;
+  TWIN_CUDA_CHECK(cudaGetDevice(&device));
+  TWIN_CUDA_CHECK(cudaDeviceGetAttribute(&l2_bytes, cudaDevAttrL2CacheSize, device));
+  std::vector<double>& mem_bytes = result.memory_bytes;
+  std::vector<double>& mem_seconds = result.memory_seconds;
+  std::vector<double>& fwd_flops = result.forward_flops;
+  std::vector<double>& fwd_seconds = result.forward_seconds;
+  std::vector<double>& bwd_flops = result.backward_flops;
+  std::vector<double>& bwd_seconds = result.backward_seconds;
+  {
+    CuptiKernelTimer timer;
+    std::uint64_t next_region = 1;
+    for (std::size_t i = 0; i < ops.ops.size(); ++i) {
+      const Op& op = ops.ops[i];
+      const std::string key = kernel_shape_key(op);
+      std::size_t free_bytes = 0, total_bytes = 0;
+      TWIN_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+      // Rotate over buffer sets until they span twice the L2 (at most 4 sets, within half the free memory).
+      std::vector<KernelBench> sets;
+      std::string why_not;
+      std::size_t held = 0;
+      while (sets.size() < 4 && (sets.empty() || held < 2 * static_cast<std::size_t>(l2_bytes))) {
+        if (!sets.empty() && held + sets.front().bytes() > free_bytes / 2) break;
+        std::optional<KernelBench> bench;
+        try {
+          bench = make_kernel_bench(op, ops.facts, 1000 * i + sets.size() * 100 + 1, stream, why_not);
+        } catch (const std::runtime_error& e) {  // out of memory for a huge shape: skip it, keep going
+          cudaGetLastError();
+          why_not = e.what();
+        }
+        if (!bench) break;
+        held += bench->bytes();
+        sets.push_back(std::move(*bench));
+      }
+      if (sets.empty()) {
+        result.skipped.push_back(key + ": " + why_not);
+        if (progress) progress(fmt::format("kernel {}/{} {}: skipped ({})", i + 1, ops.ops.size(), key, why_not));
+        continue;
+      }
+      for (int w = 0; w < warmup; ++w) sets[w % sets.size()].run(stream);
+      timer.collect();  // drop fills and warm-up
+      const std::uint64_t first_region = next_region;
+      for (int r = 0; r < repetitions; ++r) {
+        timer.begin_region(next_region++);
+        sets[r % sets.size()].run(stream);
+        timer.end_region();
+      }
+      std::vector<double> samples;
+      for (const auto& [region, span_ns] : region_spans_ns(timer.collect()))
+        if (region >= first_region) samples.push_back(span_ns);
+      if (samples.size() != static_cast<std::size_t>(repetitions))
+        throw std::runtime_error(fmt::format("CUPTI returned kernel records for {} of {} repetitions of {}",
+                                             samples.size(), repetitions, key));
+      const Measurement m = summarize(samples);
+      result.measured.emplace_back(key, m);
+      const double seconds = m.median_ns * 1e-9;
+      std::string rate;
+      if (op.kind == OpKind::attention_forward || op.kind == OpKind::attention_backward) {
+        const double flops = attention_flops(op);
+        (op.kind == OpKind::attention_forward ? fwd_flops : bwd_flops).push_back(flops);
+        (op.kind == OpKind::attention_forward ? fwd_seconds : bwd_seconds).push_back(seconds);
+        rate = fmt::format("{:.1f} TFLOP/s", flops / seconds * 1e-12);
+      } else {
+        const double bytes = memory_bound_bytes(op);
+        mem_bytes.push_back(bytes);
+        mem_seconds.push_back(seconds);
+        rate = fmt::format("{:.0f} GB/s", bytes / seconds * 1e-9);
+      }
+      if (progress)
+        progress(fmt::format("kernel {}/{} {}: {:.1f} us (p10 {:.1f}, p90 {:.1f}), {}", i + 1, ops.ops.size(), key,
+                             m.median_ns * 1e-3, m.p10_ns * 1e-3, m.p90_ns * 1e-3, rate));
+    }
+    if (timer.dropped_records() > 0)
+      throw std::runtime_error(fmt::format("CUPTI dropped {} activity records: kernel timings are incomplete",
+                                           timer.dropped_records()));
+  }
+  TWIN_CUDA_CHECK(cudaStreamDestroy(stream));
+  fit_kernel_models(result, gpu);
+  return result;
+}
+
+void fit_kernel_models(KernelCalibration& c, const GpuSpec& gpu) {
+  if (c.memory_bytes.size() >= 2) {
+    c.memory_bound = fit_saturating_efficiency(c.memory_bytes, c.memory_seconds, gpu.hbm_bandwidth_GBps * 1e9);
+    c.memory_bound_fitted = true;
+  }
+  if (c.forward_flops.size() >= 2) {
+    c.attention_forward = fit_saturating_efficiency(c.forward_flops, c.forward_seconds, gpu.peak_bf16_tflops * 1e12);
+    c.attention_forward_fitted = true;
+  }
+  if (c.backward_flops.size() >= 2) {
+    c.attention_backward = fit_saturating_efficiency(c.backward_flops, c.backward_seconds, gpu.peak_bf16_tflops * 1e12);
+    c.attention_backward_fitted = true;
+  }
+}
+
+nlohmann::json calibrate_kernels_into(GpuKernelProfile& kernels, const std::string& scenario, const GpuSpec& gpu,
+                                      bool quick, const std::function<void(const std::string&)>& progress) {
+  KernelOps ops = default_kernel_ops(quick);
+  if (!scenario.empty()) {
+    // The scenario's facts (normalization, widths) apply to its own shapes; the grid keeps the defaults.
+    const KernelOps needed = scenario_kernel_ops(scenario);
+    if (progress) progress(fmt::format("scenario {}: {} distinct non-GEMM kernel shapes", scenario, needed.ops.size()));
+    const KernelCalibration grid = calibrate_kernels(ops, gpu, kernels, quick, progress);
+    KernelCalibration own = calibrate_kernels(needed, gpu, kernels, quick, progress);
+    own.measured.insert(own.measured.begin(), grid.measured.begin(), grid.measured.end());
+    own.skipped.insert(own.skipped.begin(), grid.skipped.begin(), grid.skipped.end());
+    auto append = [](std::vector<double>& to, const std::vector<double>& from) { to.insert(to.end(), from.begin(), from.end()); };
+    append(own.memory_bytes, grid.memory_bytes);
+    append(own.memory_seconds, grid.memory_seconds);
+    append(own.forward_flops, grid.forward_flops);
+    append(own.forward_seconds, grid.forward_seconds);
+    append(own.backward_flops, grid.backward_flops);
+    append(own.backward_seconds, grid.backward_seconds);
+    fit_kernel_models(own, gpu);
+    return apply(kernels, own, gpu);
+  }
+  return apply(kernels, calibrate_kernels(ops, gpu, kernels, quick, progress), gpu);
+}
+
+}  // namespace twin::gpu

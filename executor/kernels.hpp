@@ -1,0 +1,139 @@
+// The executor's CUDA kernels, one launcher per kernel: bf16 storage with fp32 arithmetic, row-major
+// tensors, every launch checked (a failing launch throws std::runtime_error). Launchers only enqueue
+// work on `stream`; nothing synchronizes. Compiled by nvcc (C++17) and included by C++20 code.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+namespace twin::kernels {
+
+using bf16 = __nv_bfloat16;
+
+// ---- normalization (rows x cols; statistics per row kept in fp32 for backward) ----
+// y = x * rstd * weight, rstd = 1 / sqrt(mean(x^2) + eps).
+void rmsnorm_forward(const bf16* x, const bf16* weight, bf16* y, float* rstd, std::int64_t rows, std::int64_t cols,
+                     float eps, cudaStream_t stream);
+// y = (x - mean) * rstd * weight + bias.
+void layernorm_forward(const bf16* x, const bf16* weight, const bf16* bias, bf16* y, float* mean, float* rstd,
+                       std::int64_t rows, std::int64_t cols, float eps, cudaStream_t stream);
+// Weight (and bias) gradients are reduced in two deterministic steps: the backward kernel writes one
+// fp32 partial per block of rows into `partials` (norm_partial_floats(rows, cols) floats; LayerNorm
+// writes weight partials then bias partials, so twice that), then norm_weight_grad_reduce ADDS the sum
+// of the partials to the fp32 gradient (gradients accumulate over micro-batches).
+std::size_t norm_partial_floats(std::int64_t rows, std::int64_t cols);
+void rmsnorm_backward(const bf16* dy, const bf16* x, const bf16* weight, const float* rstd, bf16* dx, float* partials,
+                      std::int64_t rows, std::int64_t cols, cudaStream_t stream);
+void layernorm_backward(const bf16* dy, const bf16* x, const bf16* weight, const float* mean, const float* rstd,
+                        bf16* dx, float* partials, std::int64_t rows, std::int64_t cols, cudaStream_t stream);
+// grad[c] += sum over the partial blocks of partials[b * cols + c]; `partial_blocks` from norm_partial_blocks.
+std::int64_t norm_partial_blocks(std::int64_t rows);
+void norm_weight_grad_reduce(const float* partials, float* grad, std::int64_t partial_blocks, std::int64_t cols,
+                             cudaStream_t stream);
+
+// ---- rotary position embedding (Llama's rotate-half: pairs (i, i + head_dim/2)) ----
+// table[pos * head_dim/2 + i] = (cos, sin) of pos * theta^(-2i / head_dim), for pos < max_positions.
+void rope_build_table(float2* table, std::int64_t max_positions, int head_dim, float theta, cudaStream_t stream);
+// q: [tokens, q_heads, head_dim], k: [tokens, kv_heads, head_dim], rotated in place; consecutive tokens
+// are `*_row_stride` elements apart (a view into the fused QKV output). Token t is at position t % seq_len.
+struct RopeShape {
+  std::int64_t tokens = 0, seq_len = 0;
+  int q_heads = 0, kv_heads = 0, head_dim = 0;
+  std::int64_t q_row_stride = 0, k_row_stride = 0;
+};
+void rope_forward(bf16* q, bf16* k, const float2* table, const RopeShape& shape, cudaStream_t stream);
+// The inverse rotation, in place on dq and dk.
+void rope_backward(bf16* dq, bf16* dk, const float2* table, const RopeShape& shape, cudaStream_t stream);
+
+// ---- activations ----
+// in: [rows, 2 cols] as gate | up; out[r, c] = silu(gate) * up.
+void swiglu_forward(const bf16* in, bf16* out, std::int64_t rows, std::int64_t cols, cudaStream_t stream);
+// din: [rows, 2 cols] = (d gate | d up).
+void swiglu_backward(const bf16* in, const bf16* dout, bf16* din, std::int64_t rows, std::int64_t cols,
+                     cudaStream_t stream);
+// GeLU, tanh approximation, over `count` elements.
+void gelu_forward(const bf16* x, bf16* y, std::int64_t count, cudaStream_t stream);
+void gelu_backward(const bf16* x, const bf16* dy, bf16* dx, std::int64_t count, cudaStream_t stream);
+// out = a + b (out may alias a or b).
+void residual_add(const bf16* a, const bf16* b, bf16* out, std::int64_t count, cudaStream_t stream);
+
+// ---- vocab-parallel embedding: this rank holds rows [vocab_start, vocab_start + vocab_rows) ----
+// out[t] = table[tokens[t] - vocab_start], or zeros when the token lies in another shard.
+void embedding_forward(const std::int32_t* tokens, const bf16* table, bf16* out, std::int64_t token_count,
+                       std::int64_t hidden, std::int64_t vocab_start, std::int64_t vocab_rows, cudaStream_t stream);
+// grad[tokens[t] - vocab_start] += dy[t] in fp32, deterministically: token positions are sorted by token
+// (CUB radix sort, stable) and each distinct token's rows are summed in position order by one block.
+std::size_t embedding_backward_workspace_bytes(std::int64_t token_count);
+void embedding_backward(const std::int32_t* tokens, const bf16* dy, float* grad, void* workspace,
+                        std::size_t workspace_bytes, std::int64_t token_count, std::int64_t hidden,
+                        std::int64_t vocab_start, std::int64_t vocab_rows, cudaStream_t stream);
+
+// ---- softmax cross-entropy over a vocabulary shard (logits [rows, vocab_shard], this shard starts at
+// vocab_start). Vocab-parallel use: local_max -> all-reduce(max) -> local_sum_exp(global max) ->
+// all-reduce(sum) of sum_exp and target_logit -> loss / backward. One shard: the same calls, no
+// all-reduces. ----
+void cross_entropy_local_max(const bf16* logits, float* row_max, std::int64_t rows, std::int64_t vocab_shard,
+                             cudaStream_t stream);
+// sum_exp[r] = sum_v exp(logit - global_max[r]); target_logit[r] = the logit of targets[r] if this shard
+// holds it, else 0.
+void cross_entropy_local_sum_exp(const bf16* logits, const float* global_max, const std::int32_t* targets,
+                                 float* sum_exp, float* target_logit, std::int64_t rows, std::int64_t vocab_shard,
+                                 std::int64_t vocab_start, cudaStream_t stream);
+// loss[r] = log(sum_exp) + max - target_logit (fp32, per row).
+void cross_entropy_loss(const float* global_max, const float* global_sum_exp, const float* target_logit, float* loss,
+                        std::int64_t rows, cudaStream_t stream);
+// dlogits = (softmax - onehot(target)) * grad_scale; dlogits may alias logits.
+void cross_entropy_backward(const bf16* logits, const float* global_max, const float* global_sum_exp,
+                            const std::int32_t* targets, bf16* dlogits, std::int64_t rows, std::int64_t vocab_shard,
+                            std::int64_t vocab_start, float grad_scale, cudaStream_t stream);
+
+// ---- optimizer ----
+struct AdamWParams {
+  float lr = 3e-4f, beta1 = 0.9f, beta2 = 0.95f, eps = 1e-8f, weight_decay = 0.1f;
+  int step = 1;  // 1-based, for bias correction
+};
+// Decoupled weight decay; grad is multiplied by *grad_scale first (the clip factor; nullptr = 1).
+// Updates the fp32 master, m, v in place and writes the bf16 copy of the parameters.
+void adamw_step(float* master, float* m, float* v, const bf16* grad, bf16* param, std::int64_t count,
+                const AdamWParams& params, const float* grad_scale, cudaStream_t stream);
+// Sum of squares of grad, added to *sum_squares (fp32): per-block partials in `partials`
+// (grad_norm_partial_count() floats) then one reduction, so the result is deterministic.
+int grad_norm_partial_count();
+void grad_sum_squares(const bf16* grad, std::int64_t count, float* partials, float* sum_squares, cudaStream_t stream);
+// scale = min(1, max_norm / (sqrt(sum_squares) + 1e-6)).
+void grad_clip_scale(const float* sum_squares, float max_norm, float* scale, cudaStream_t stream);
+
+// ---- mixture of experts ----
+// Router: per token, the top_k experts of `logits` [tokens, experts] (fp32 softmax over all experts,
+// weights renormalised over the chosen k). experts <= 1024, top_k <= 8.
+void moe_router_topk(const bf16* logits, std::int32_t* expert_index, float* expert_weight, std::int64_t tokens,
+                     int experts, int top_k, cudaStream_t stream);
+// out[i] = in[source_row[i]] for i < out_rows (dispatch into expert order).
+void moe_permute(const bf16* in, const std::int32_t* source_row, bf16* out, std::int64_t out_rows, std::int64_t cols,
+                 cudaStream_t stream);
+// out[t] = sum_k weight[t, k] * in[routed_row[t, k]] (combine back into token order).
+void moe_unpermute(const bf16* in, const std::int32_t* routed_row, const float* weight, bf16* out,
+                   std::int64_t tokens, int top_k, std::int64_t cols, cudaStream_t stream);
+
+// ---- causal self-attention, flash style (K/V tiles in shared memory, online softmax, no seq x seq
+// matrix in memory). q: [batch * seq, heads, head_dim] with q_row_stride elements between tokens;
+// k, v: [batch * seq, kv_heads, head_dim] with kv_row_stride; o: [batch * seq, heads, head_dim]
+// contiguous. heads % kv_heads == 0 (GQA). head_dim is 64 or 128. ----
+struct AttentionDims {
+  std::int64_t batch = 0, seq = 0;
+  int heads = 0, kv_heads = 0, head_dim = 0;
+  std::int64_t q_row_stride = 0, kv_row_stride = 0;  // 0: contiguous (heads * head_dim, kv_heads * head_dim)
+  bool causal = true;
+};
+// lse: [batch, heads, seq] fp32, the natural-log sum of exp of the scaled scores of each row (kept for
+// backward).
+void attention_forward(const bf16* q, const bf16* k, const bf16* v, bf16* o, float* lse, const AttentionDims& dims,
+                       cudaStream_t stream);
+// dq has q's layout; dk, dv have k's. `delta` is scratch of batch * heads * seq floats (rowsum(dO * O)).
+// Three kernels: delta, then dK/dV by key block, then dQ by query block (no atomics: deterministic).
+void attention_backward(const bf16* q, const bf16* k, const bf16* v, const bf16* o, const bf16* dout, const float* lse,
+                        float* delta, bf16* dq, bf16* dk, bf16* dv, const AttentionDims& dims, cudaStream_t stream);
+
+}  // namespace twin::kernels

@@ -1,0 +1,179 @@
+// RMSNorm and LayerNorm: one block per row forward; backward by blocks of rows, each block keeping its
+// weight-gradient partial in shared memory (fp32) so the final reduction over blocks is deterministic.
+#include <algorithm>
+
+#include "executor/kernels/common.cuh"
+
+namespace twin::kernels {
+namespace {
+
+using detail::block_sum;
+using detail::to_bf16;
+using detail::to_float;
+
+constexpr int kThreads = 256;
+constexpr std::int64_t kMaxPartialBlocks = 264;  // two waves of an H100/H200's 132 multiprocessors
+
+__global__ void rmsnorm_forward_kernel(const bf16* x, const bf16* weight, bf16* y, float* rstd, std::int64_t cols,
+                                       float eps) {
+  __shared__ float scratch[32];
+  const bf16* row = x + blockIdx.x * cols;
+  float sum_sq = 0.f;
+  for (std::int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
+    const float v = to_float(row[c]);
+    sum_sq += v * v;
+  }
+  const float r = rsqrtf(block_sum(sum_sq, scratch) / cols + eps);
+  for (std::int64_t c = threadIdx.x; c < cols; c += blockDim.x)
+    y[blockIdx.x * cols + c] = to_bf16(to_float(row[c]) * r * to_float(weight[c]));
+  if (threadIdx.x == 0) rstd[blockIdx.x] = r;
+}
+
+__global__ void layernorm_forward_kernel(const bf16* x, const bf16* weight, const bf16* bias, bf16* y, float* mean,
+                                         float* rstd, std::int64_t cols, float eps) {
+  __shared__ float scratch[32];
+  const bf16* row = x + blockIdx.x * cols;
+  float sum = 0.f;
+  for (std::int64_t c = threadIdx.x; c < cols; c += blockDim.x) sum += to_float(row[c]);
+  const float mu = block_sum(sum, scratch) / cols;
+  float sum_sq = 0.f;  // two passes: the centred sum of squares does not cancel
+  for (std::int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
+    const float d = to_float(row[c]) - mu;
+    sum_sq += d * d;
+  }
+  const float r = rsqrtf(block_sum(sum_sq, scratch) / cols + eps);
+  for (std::int64_t c = threadIdx.x; c < cols; c += blockDim.x)
+    y[blockIdx.x * cols + c] = to_bf16((to_float(row[c]) - mu) * r * to_float(weight[c]) + to_float(bias[c]));
+  if (threadIdx.x == 0) {
+    mean[blockIdx.x] = mu;
+    rstd[blockIdx.x] = r;
+  }
+}
+
+// Block b handles rows b, b + gridDim.x, ...; dw (and db) partials of its rows land in partials[b].
+__global__ void rmsnorm_backward_kernel(const bf16* dy, const bf16* x, const bf16* weight, const float* rstd, bf16* dx,
+                                        float* partials, std::int64_t rows, std::int64_t cols) {
+  extern __shared__ float dw[];
+  __shared__ float scratch[32];
+  for (std::int64_t c = threadIdx.x; c < cols; c += blockDim.x) dw[c] = 0.f;
+  for (std::int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const bf16* dy_row = dy + r * cols;
+    const bf16* x_row = x + r * cols;
+    const float rs = rstd[r];
+    float dot = 0.f;
+    for (std::int64_t c = threadIdx.x; c < cols; c += blockDim.x)
+      dot += to_float(dy_row[c]) * to_float(weight[c]) * to_float(x_row[c]);
+    const float coefficient = block_sum(dot, scratch) * rs * rs * rs / cols;
+    for (std::int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
+      const float g = to_float(dy_row[c]), xv = to_float(x_row[c]);
+      dx[r * cols + c] = to_bf16(rs * g * to_float(weight[c]) - xv * coefficient);
+      dw[c] += g * xv * rs;  // column c is always this thread's: no race
+    }
+  }
+  for (std::int64_t c = threadIdx.x; c < cols; c += blockDim.x) partials[blockIdx.x * cols + c] = dw[c];
+}
+
+__global__ void layernorm_backward_kernel(const bf16* dy, const bf16* x, const bf16* weight, const float* mean,
+                                          const float* rstd, bf16* dx, float* partials, std::int64_t rows,
+                                          std::int64_t cols) {
+  extern __shared__ float shared[];
+  float* dw = shared;
+  float* db = shared + cols;
+  __shared__ float scratch[32];
+  for (std::int64_t c = threadIdx.x; c < cols; c += blockDim.x) dw[c] = db[c] = 0.f;
+  for (std::int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const bf16* dy_row = dy + r * cols;
+    const bf16* x_row = x + r * cols;
+    const float mu = mean[r], rs = rstd[r];
+    float sum_g = 0.f, sum_g_xhat = 0.f;
+    for (std::int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
+      const float g = to_float(dy_row[c]) * to_float(weight[c]);
+      sum_g += g;
+      sum_g_xhat += g * (to_float(x_row[c]) - mu) * rs;
+    }
+    const float mean_g = block_sum(sum_g, scratch) / cols;
+    const float mean_g_xhat = block_sum(sum_g_xhat, scratch) / cols;
+    for (std::int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
+      const float d = to_float(dy_row[c]);
+      const float xhat = (to_float(x_row[c]) - mu) * rs;
+      dx[r * cols + c] = to_bf16(rs * (d * to_float(weight[c]) - mean_g - xhat * mean_g_xhat));
+      dw[c] += d * xhat;
+      db[c] += d;
+    }
+  }
+  const std::int64_t blocks = gridDim.x;
+  for (std::int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
+    partials[blockIdx.x * cols + c] = dw[c];
+    partials[(blocks + blockIdx.x) * cols + c] = db[c];
+  }
+}
+
+__global__ void reduce_partials_kernel(const float* partials, float* grad, std::int64_t blocks, std::int64_t cols) {
+  const std::int64_t c = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
+  if (c >= cols) return;
+  float sum = 0.f;
+  for (std::int64_t b = 0; b < blocks; ++b) sum += partials[b * cols + c];
+  grad[c] += sum;
+}
+
+void check_shape(std::int64_t rows, std::int64_t cols) {
+  detail::require(rows > 0 && cols > 0 && rows <= 0x7fffffff, "norm: rows and cols must be positive");
+}
+
+template <typename Kernel>
+void allow_shared(Kernel kernel, std::size_t bytes) {
+  detail::require(bytes <= 227 * 1024, "norm backward: cols too wide for the shared-memory gradient partial");
+  TWIN_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+}
+
+}  // namespace
+
+std::int64_t norm_partial_blocks(std::int64_t rows) { return std::min(rows, kMaxPartialBlocks); }
+std::size_t norm_partial_floats(std::int64_t rows, std::int64_t cols) {
+  return static_cast<std::size_t>(norm_partial_blocks(rows) * cols);
+}
+
+void rmsnorm_forward(const bf16* x, const bf16* weight, bf16* y, float* rstd, std::int64_t rows, std::int64_t cols,
+                     float eps, cudaStream_t stream) {
+  check_shape(rows, cols);
+  rmsnorm_forward_kernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(x, weight, y, rstd, cols, eps);
+  TWIN_CUDA_CHECK_LAUNCH();
+}
+
+void layernorm_forward(const bf16* x, const bf16* weight, const bf16* bias, bf16* y, float* mean, float* rstd,
+                       std::int64_t rows, std::int64_t cols, float eps, cudaStream_t stream) {
+  check_shape(rows, cols);
+  layernorm_forward_kernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(x, weight, bias, y, mean, rstd, cols,
+                                                                                eps);
+  TWIN_CUDA_CHECK_LAUNCH();
+}
+
+void rmsnorm_backward(const bf16* dy, const bf16* x, const bf16* weight, const float* rstd, bf16* dx, float* partials,
+                      std::int64_t rows, std::int64_t cols, cudaStream_t stream) {
+  check_shape(rows, cols);
+  const std::size_t shared = static_cast<std::size_t>(cols) * sizeof(float);
+  allow_shared(rmsnorm_backward_kernel, shared);
+  rmsnorm_backward_kernel<<<static_cast<unsigned>(norm_partial_blocks(rows)), kThreads, shared, stream>>>(
+      dy, x, weight, rstd, dx, partials, rows, cols);
+  TWIN_CUDA_CHECK_LAUNCH();
+}
+
+void layernorm_backward(const bf16* dy, const bf16* x, const bf16* weight, const float* mean, const float* rstd,
+                        bf16* dx, float* partials, std::int64_t rows, std::int64_t cols, cudaStream_t stream) {
+  check_shape(rows, cols);
+  const std::size_t shared = 2 * static_cast<std::size_t>(cols) * sizeof(float);
+  allow_shared(layernorm_backward_kernel, shared);
+  layernorm_backward_kernel<<<static_cast<unsigned>(norm_partial_blocks(rows)), kThreads, shared, stream>>>(
+      dy, x, weight, mean, rstd, dx, partials, rows, cols);
+  TWIN_CUDA_CHECK_LAUNCH();
+}
+
+void norm_weight_grad_reduce(const float* partials, float* grad, std::int64_t partial_blocks, std::int64_t cols,
+                             cudaStream_t stream) {
+  check_shape(partial_blocks, cols);
+  reduce_partials_kernel<<<static_cast<unsigned>((cols + kThreads - 1) / kThreads), kThreads, 0, stream>>>(
+      partials, grad, partial_blocks, cols);
+  TWIN_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace twin::kernels

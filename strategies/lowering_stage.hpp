@@ -1,0 +1,85 @@
+// Internal to the lowering: one pipeline stage's ops in schedule order. lowering_pipeline.cpp runs the
+// Megatron schedules (one pass at a time on one compute stream); lowering_double_strand.cpp runs the
+// double-strand schedule (two strands on two compute streams, paired segment by segment).
+#pragma once
+#include <map>
+#include <utility>
+#include <vector>
+
+#include "calibrate/profile.hpp"
+#include "strategies/lowering.hpp"
+#include "strategies/lowering_emitter.hpp"
+#include "strategies/schedule.hpp"
+#include "strategies/sharded_parameters.hpp"
+#include "strategies/strand_pairing.hpp"
+
+namespace twin::lowering {
+
+// A unit of weights used together: the embedding, one layer, or the output layer.
+struct Unit {
+  enum Kind { embedding_unit, layer_unit, head_unit } kind;
+  int layer = -1;
+};
+
+void emit_unit(Emitter& e, const ModelConfig& model, const Unit& unit, bool forward);
+
+class StageLowering {
+ public:
+  // `profile` prices the double-strand pairing; the Megatron schedules do not use it.
+  StageLowering(const Scenario& scenario, const Strategy& strategy, const RankShapes& shapes, RankClass& rc,
+                const Profile* profile);
+
+  void run(int stage, const std::vector<ScheduleStep>& order);
+  // `pairings`, when given, receives what the pairing chose for each kind of unit pair (reports).
+  void run_double_strand(int stage, const std::vector<StrandStep>& order, std::vector<StrandPairingSummary>* pairings);
+
+ private:
+  // ---- shared (lowering_pipeline.cpp) ----
+  int virtual_stage(int chunk) const { return virtual_stage_of(strategy_, stage_, chunk); }
+  std::int64_t p2p_tag(int micro_batch, int boundary, bool backward) const {
+    return (static_cast<std::int64_t>(micro_batch) * (last_virtual_stage_ + 1) + boundary) * 2 + (backward ? 1 : 0);
+  }
+  void begin_stage(int stage);
+  std::vector<Unit> units(int chunk) const;
+  RankParameters unit_parameters(const Unit& u) const;
+  Op p2p(OpKind kind, OpRole role, int peer_stage, std::int64_t tag, int tensors = 1) const;
+  OpIndex gather_weights(const Unit& u, OpIndex after);
+  void reduce_gradients(const Unit& u, OpIndex after);
+  void run_units(const std::vector<Unit>& list, bool forward, bool reduce_after);
+  void forward_pass(const ScheduleStep& step);
+  void backward_pass(const ScheduleStep& step, bool last_of_chunk);
+  OpIndex last_on(Stream stream);
+  void optimizer_phase();
+
+  // ---- double strand (lowering_double_strand.cpp) ----
+  // One unit of one strand emitted into a scratch graph: its ops and their dependencies (-1: the
+  // strand's chain before the unit), and the op that is the strand's chain after it.
+  struct StrandUnit {
+    std::vector<Op> ops;
+    std::vector<std::vector<int>> predecessors;
+    int chain_after = -1;
+  };
+  StrandUnit record_unit(const Unit& unit, bool forward, int micro_batch, int chunk) const;
+  const StrandPairing& pairing_for(const Unit& forward_unit, const StrandUnit& forward,
+                                   const Unit& backward_unit, const StrandUnit& backward,
+                                   std::vector<StrandPairingSummary>* pairings);
+  void strand_pass(const StrandStep& step, bool reduce_after, std::vector<StrandPairingSummary>* pairings);
+  // Copies both strands' ops in the pairing's block order; updates the two chains.
+  void emit_paired(const StrandUnit& forward, const StrandUnit& backward, const StrandPairing& pairing,
+                   OpIndex& forward_chain, OpIndex& backward_chain);
+
+  const ModelConfig& model_;
+  const Scenario& scenario_;
+  const Strategy& strategy_;
+  const RankShapes& s_;
+  const Profile* profile_;
+  Emitter e_;
+  int stage_ = 0;
+  int last_virtual_stage_ = 0;
+  bool holds_embedding_ = false;
+  // Double strand: the last op of each micro-batch on this stage; pairings by (forward, backward) unit kind.
+  std::vector<OpIndex> last_of_micro_batch_;
+  std::map<std::pair<int, int>, StrandPairing> pairings_;
+};
+
+}  // namespace twin::lowering

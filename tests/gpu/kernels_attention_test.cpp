@@ -1,0 +1,159 @@
+// Flash-style attention forward and backward against a float64 CPU reference that builds the full
+// score matrix: causal and not, GQA, head_dim 64 and 128, an odd sequence length, a fused-QKV layout.
+#include <algorithm>
+#include <cstdio>
+#include <tuple>
+
+#include "executor/kernels.hpp"
+#include "tests/gpu/kernel_test_util.hpp"
+
+namespace twin::test {
+namespace {
+
+namespace k = twin::kernels;
+using B = k::bf16;
+
+struct Case {
+  std::int64_t batch, seq;
+  int heads, kv_heads, head_dim;
+  bool causal, fused_qkv;
+};
+
+struct Reference {
+  std::vector<double> o, lse, dq, dk, dv;
+};
+
+// qh: [tokens, heads*D] (row stride q_stride), kh/vh: [tokens, kv*D] (kv_stride); outputs contiguous.
+Reference reference(const Case& c, const std::vector<double>& qh, const std::vector<double>& kh,
+                    const std::vector<double>& vh, const std::vector<double>& doh, std::int64_t q_stride,
+                    std::int64_t kv_stride) {
+  const int D = c.head_dim, group = c.heads / c.kv_heads;
+  const std::int64_t S = c.seq, tokens = c.batch * S;
+  Reference r;
+  r.o.assign(tokens * c.heads * D, 0);
+  r.dq.assign(tokens * c.heads * D, 0);
+  r.dk.assign(tokens * c.kv_heads * D, 0);
+  r.dv.assign(tokens * c.kv_heads * D, 0);
+  r.lse.assign(c.batch * c.heads * S, 0);
+  const double scale = 1 / std::sqrt(double(D));
+  std::vector<double> p(S * S), dp(S * S);
+  for (std::int64_t b = 0; b < c.batch; ++b)
+    for (int h = 0; h < c.heads; ++h) {
+      const int g = h / group;
+      auto Q = [&](std::int64_t i, int d) { return qh[(b * S + i) * q_stride + h * D + d]; };
+      auto K = [&](std::int64_t j, int d) { return kh[(b * S + j) * kv_stride + g * D + d]; };
+      auto V = [&](std::int64_t j, int d) { return vh[(b * S + j) * kv_stride + g * D + d]; };
+      auto dO = [&](std::int64_t i, int d) { return doh[((b * S + i) * c.heads + h) * D + d]; };
+      for (std::int64_t i = 0; i < S; ++i) {
+        const std::int64_t last = c.causal ? i : S - 1;
+        double m = -INFINITY;
+        for (std::int64_t j = 0; j <= last; ++j) {
+          double s = 0;
+          for (int d = 0; d < D; ++d) s += Q(i, d) * K(j, d);
+          p[i * S + j] = s * scale;
+          m = std::max(m, p[i * S + j]);
+        }
+        double sum = 0;
+        for (std::int64_t j = 0; j <= last; ++j) sum += (p[i * S + j] = std::exp(p[i * S + j] - m));
+        for (std::int64_t j = 0; j <= last; ++j) p[i * S + j] /= sum;
+        for (std::int64_t j = last + 1; j < S; ++j) p[i * S + j] = 0;
+        r.lse[(b * c.heads + h) * S + i] = m + std::log(sum);
+        double delta = 0;
+        for (int d = 0; d < D; ++d) {
+          double o = 0;
+          for (std::int64_t j = 0; j <= last; ++j) o += p[i * S + j] * V(j, d);
+          r.o[((b * S + i) * c.heads + h) * D + d] = o;
+          delta += o * dO(i, d);
+        }
+        for (std::int64_t j = 0; j <= last; ++j) {
+          double x = 0;
+          for (int d = 0; d < D; ++d) x += dO(i, d) * V(j, d);
+          dp[i * S + j] = p[i * S + j] * (x - delta);  // dS
+        }
+        for (std::int64_t j = 0; j <= last; ++j)
+          for (int d = 0; d < D; ++d) {
+            r.dq[((b * S + i) * c.heads + h) * D + d] += dp[i * S + j] * K(j, d) * scale;
+            r.dk[((b * S + j) * c.kv_heads + g) * D + d] += dp[i * S + j] * Q(i, d) * scale;
+            r.dv[((b * S + j) * c.kv_heads + g) * D + d] += p[i * S + j] * dO(i, d);
+          }
+      }
+    }
+  return r;
+}
+
+// Copies the rows of a strided [tokens, width] view into a contiguous [tokens, width] array.
+std::vector<double> compact(const std::vector<double>& strided, std::int64_t tokens, std::int64_t width,
+                            std::int64_t stride) {
+  std::vector<double> out(tokens * width);
+  for (std::int64_t t = 0; t < tokens; ++t)
+    std::copy_n(strided.begin() + t * stride, width, out.begin() + t * width);
+  return out;
+}
+
+class KernelAttention : public ::testing::TestWithParam<Case> {};
+
+TEST_P(KernelAttention, ForwardAndBackwardMatchFloat64) {
+  REQUIRE_GPU();
+  const Case c = GetParam();
+  const int D = c.head_dim;
+  const std::int64_t tokens = c.batch * c.seq, q_width = c.heads * D, kv_width = c.kv_heads * D;
+  // Fused layout: one [tokens, q | k | v] buffer, as the QKV projection writes it.
+  const std::int64_t q_stride = c.fused_qkv ? q_width + 2 * kv_width : q_width;
+  const std::int64_t kv_stride = c.fused_qkv ? q_width + 2 * kv_width : kv_width;
+  gpu::DeviceBuffer fused, qb, kb, vb;
+  const B *q, *kp, *v;
+  if (c.fused_qkv) {
+    fused = random_bf16(tokens * q_stride, 2.0);
+    q = static_cast<const B*>(fused.data());
+    kp = q + q_width;
+    v = kp + kv_width;
+  } else {
+    qb = random_bf16(tokens * q_width, 2.0);
+    kb = random_bf16(tokens * kv_width, 2.0);
+    vb = random_bf16(tokens * kv_width);
+    q = static_cast<const B*>(qb.data()), kp = static_cast<const B*>(kb.data()), v = static_cast<const B*>(vb.data());
+  }
+  auto dout = random_bf16(tokens * q_width);
+  auto o = poisoned(tokens * q_width * 2), lse = poisoned(c.batch * c.heads * c.seq * 4);
+  auto delta = poisoned(c.batch * c.heads * c.seq * 4);
+  // Gradients keep q's and k's layouts: strided into a poisoned fused buffer when the inputs are fused.
+  auto dfused = poisoned(tokens * q_stride * 2);
+  auto dqb = poisoned(tokens * q_width * 2), dkb = poisoned(tokens * kv_width * 2), dvb = poisoned(tokens * kv_width * 2);
+  B* dq = c.fused_qkv ? static_cast<B*>(dfused.data()) : static_cast<B*>(dqb.data());
+  B* dk = c.fused_qkv ? dq + q_width : static_cast<B*>(dkb.data());
+  B* dv = c.fused_qkv ? dk + kv_width : static_cast<B*>(dvb.data());
+  k::AttentionDims dims{c.batch, c.seq, c.heads, c.kv_heads, D, q_stride, kv_stride, c.causal};
+  k::attention_forward(q, kp, v, static_cast<B*>(o.data()), static_cast<float*>(lse.data()), dims, nullptr);
+  k::attention_backward(q, kp, v, static_cast<B*>(o.data()), static_cast<B*>(dout.data()),
+                        static_cast<float*>(lse.data()), static_cast<float*>(delta.data()), dq, dk, dv, dims, nullptr);
+
+  const auto hq = bf16_to_host(q, (tokens - 1) * q_stride + q_width);
+  const auto hk = bf16_to_host(kp, (tokens - 1) * kv_stride + kv_width);
+  const auto hv = bf16_to_host(v, (tokens - 1) * kv_stride + kv_width);
+  const auto hdo = bf16_to_host(dout.data(), tokens * q_width);
+  const Reference r = reference(c, hq, hk, hv, hdo, q_stride, kv_stride);
+  const auto got_dq = compact(bf16_to_host(dq, (tokens - 1) * q_stride + q_width), tokens, q_width, q_stride);
+  const auto got_dk = compact(bf16_to_host(dk, (tokens - 1) * kv_stride + kv_width), tokens, kv_width, kv_stride);
+  const auto got_dv = compact(bf16_to_host(dv, (tokens - 1) * kv_stride + kv_width), tokens, kv_width, kv_stride);
+  char name[96];
+  std::snprintf(name, sizeof name, "b=%lld s=%lld h=%d kvh=%d d=%d%s%s", (long long)c.batch, (long long)c.seq, c.heads,
+                c.kv_heads, D, c.causal ? " causal" : "", c.fused_qkv ? " fused" : "");
+  const double errors[5] = {relative_error(bf16_to_host(o.data(), tokens * q_width), r.o),
+                            relative_error(f32_to_host(lse.data(), r.lse.size()), r.lse),
+                            relative_error(got_dq, r.dq), relative_error(got_dk, r.dk), relative_error(got_dv, r.dv)};
+  std::printf("[kernel-error] attention %s: O %.2e lse %.2e dQ %.2e dK %.2e dV %.2e\n", name, errors[0], errors[1],
+              errors[2], errors[3], errors[4]);
+  EXPECT_LT(errors[0], kBf16Tolerance) << name;
+  EXPECT_LT(errors[1], 1e-5) << name;
+  EXPECT_LT(errors[2], kBf16Tolerance) << name;
+  EXPECT_LT(errors[3], kBf16Tolerance) << name;
+  EXPECT_LT(errors[4], kBf16Tolerance) << name;
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, KernelAttention,
+                         ::testing::Values(Case{1, 256, 4, 2, 64, true, false}, Case{2, 256, 4, 4, 128, true, true},
+                                           Case{1, 1024, 8, 2, 128, true, false}, Case{1, 1024, 4, 1, 64, true, true},
+                                           Case{1, 203, 6, 2, 64, true, false}, Case{2, 130, 2, 2, 128, false, false}));
+
+}  // namespace
+}  // namespace twin::test

@@ -1,0 +1,356 @@
+// The executor's elementwise, norm, embedding, loss, optimizer and MoE kernels against float64 CPU
+// references on fresh random inputs, with every output poisoned first (attention: kernels_attention_test).
+#include <algorithm>
+#include <cstdio>
+#include <numeric>
+
+#include "executor/kernels.hpp"
+#include "tests/gpu/kernel_test_util.hpp"
+
+namespace twin::test {
+namespace {
+
+namespace k = twin::kernels;
+using B = k::bf16;
+
+double report(const char* what, double error) {
+  std::printf("[kernel-error] %-34s %.3e\n", what, error);
+  return error;
+}
+B* bf(const gpu::DeviceBuffer& b) { return static_cast<B*>(b.data()); }
+float* f32(const gpu::DeviceBuffer& b) { return static_cast<float*>(b.data()); }
+std::int32_t* i32(const gpu::DeviceBuffer& b) { return static_cast<std::int32_t*>(b.data()); }
+
+class KernelNorm : public ::testing::TestWithParam<std::pair<std::int64_t, std::int64_t>> {};
+
+TEST_P(KernelNorm, RmsNormForwardBackwardAndWeightGrad) {
+  REQUIRE_GPU();
+  const auto [rows, cols] = GetParam();
+  const std::size_t n = rows * cols;
+  auto x = random_bf16(n), w = random_bf16(cols), dy = random_bf16(n), grad = random_f32(cols);
+  auto y = poisoned(n * 2), rstd = poisoned(rows * 4), dx = poisoned(n * 2);
+  auto partials = poisoned(k::norm_partial_floats(rows, cols) * 4);
+  const auto grad0 = f32_to_host(grad.data(), cols);
+  k::rmsnorm_forward(bf(x), bf(w), bf(y), f32(rstd), rows, cols, 1e-5f, nullptr);
+  k::rmsnorm_backward(bf(dy), bf(x), bf(w), f32(rstd), bf(dx), f32(partials), rows, cols, nullptr);
+  k::norm_weight_grad_reduce(f32(partials), f32(grad), k::norm_partial_blocks(rows), cols, nullptr);
+  const auto hx = bf16_to_host(x.data(), n), hw = bf16_to_host(w.data(), cols), hdy = bf16_to_host(dy.data(), n);
+  std::vector<double> ry(n), rr(rows), rdx(n), rgrad(grad0);
+  for (std::int64_t r = 0; r < rows; ++r) {
+    double ss = 0, dot = 0;
+    for (std::int64_t c = 0; c < cols; ++c) ss += hx[r * cols + c] * hx[r * cols + c];
+    const double rs = 1 / std::sqrt(ss / cols + 1e-5);
+    rr[r] = rs;
+    for (std::int64_t c = 0; c < cols; ++c) {
+      ry[r * cols + c] = hx[r * cols + c] * rs * hw[c];
+      dot += hdy[r * cols + c] * hw[c] * hx[r * cols + c];
+      rgrad[c] += hdy[r * cols + c] * hx[r * cols + c] * rs;
+    }
+    for (std::int64_t c = 0; c < cols; ++c)
+      rdx[r * cols + c] = rs * hdy[r * cols + c] * hw[c] - hx[r * cols + c] * rs * rs * rs * dot / cols;
+  }
+  EXPECT_LT(report("rmsnorm_forward y", relative_error(bf16_to_host(y.data(), n), ry)), kBf16Tolerance);
+  EXPECT_LT(report("rmsnorm_forward rstd", relative_error(f32_to_host(rstd.data(), rows), rr)), kF32Tolerance);
+  EXPECT_LT(report("rmsnorm_backward dx", relative_error(bf16_to_host(dx.data(), n), rdx)), kBf16Tolerance);
+  EXPECT_LT(report("rmsnorm weight grad (+=)", relative_error(f32_to_host(grad.data(), cols), rgrad)), 1e-4);
+}
+
+TEST_P(KernelNorm, LayerNormForwardBackwardAndWeightGrads) {
+  REQUIRE_GPU();
+  const auto [rows, cols] = GetParam();
+  const std::size_t n = rows * cols;
+  auto x = random_bf16(n), w = random_bf16(cols), b = random_bf16(cols), dy = random_bf16(n);
+  auto dw = random_f32(cols), db = random_f32(cols);
+  auto y = poisoned(n * 2), mean = poisoned(rows * 4), rstd = poisoned(rows * 4), dx = poisoned(n * 2);
+  auto partials = poisoned(2 * k::norm_partial_floats(rows, cols) * 4);
+  const auto dw0 = f32_to_host(dw.data(), cols), db0 = f32_to_host(db.data(), cols);
+  k::layernorm_forward(bf(x), bf(w), bf(b), bf(y), f32(mean), f32(rstd), rows, cols, 1e-5f, nullptr);
+  k::layernorm_backward(bf(dy), bf(x), bf(w), f32(mean), f32(rstd), bf(dx), f32(partials), rows, cols, nullptr);
+  const std::int64_t blocks = k::norm_partial_blocks(rows);
+  k::norm_weight_grad_reduce(f32(partials), f32(dw), blocks, cols, nullptr);
+  k::norm_weight_grad_reduce(f32(partials) + blocks * cols, f32(db), blocks, cols, nullptr);
+  const auto hx = bf16_to_host(x.data(), n), hw = bf16_to_host(w.data(), cols), hb = bf16_to_host(b.data(), cols);
+  const auto hdy = bf16_to_host(dy.data(), n);
+  std::vector<double> ry(n), rdx(n), rdw(dw0), rdb(db0);
+  for (std::int64_t r = 0; r < rows; ++r) {
+    double mu = 0, var = 0, mg = 0, mgx = 0;
+    for (std::int64_t c = 0; c < cols; ++c) mu += hx[r * cols + c] / cols;
+    for (std::int64_t c = 0; c < cols; ++c) var += (hx[r * cols + c] - mu) * (hx[r * cols + c] - mu) / cols;
+    const double rs = 1 / std::sqrt(var + 1e-5);
+    for (std::int64_t c = 0; c < cols; ++c) {
+      const double xhat = (hx[r * cols + c] - mu) * rs, g = hdy[r * cols + c] * hw[c];
+      ry[r * cols + c] = xhat * hw[c] + hb[c];
+      mg += g / cols;
+      mgx += g * xhat / cols;
+      rdw[c] += hdy[r * cols + c] * xhat;
+      rdb[c] += hdy[r * cols + c];
+    }
+    for (std::int64_t c = 0; c < cols; ++c) {
+      const double xhat = (hx[r * cols + c] - mu) * rs;
+      rdx[r * cols + c] = rs * (hdy[r * cols + c] * hw[c] - mg - xhat * mgx);
+    }
+  }
+  EXPECT_LT(report("layernorm_forward y", relative_error(bf16_to_host(y.data(), n), ry)), kBf16Tolerance);
+  EXPECT_LT(report("layernorm_backward dx", relative_error(bf16_to_host(dx.data(), n), rdx)), kBf16Tolerance);
+  EXPECT_LT(report("layernorm weight grad (+=)", relative_error(f32_to_host(dw.data(), cols), rdw)), 1e-4);
+  EXPECT_LT(report("layernorm bias grad (+=)", relative_error(f32_to_host(db.data(), cols), rdb)), 1e-4);
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, KernelNorm,
+                         ::testing::Values(std::pair<std::int64_t, std::int64_t>{7, 33}, std::pair<std::int64_t, std::int64_t>{300, 1000},
+                                           std::pair<std::int64_t, std::int64_t>{64, 4096}));
+
+TEST(KernelRope, RotateHalfOnStridedQkAndInverse) {
+  REQUIRE_GPU();
+  for (int head_dim : {64, 128}) {
+    const std::int64_t seq = 37, tokens = 2 * seq;
+    const int q_heads = 4, kv_heads = 2;
+    const std::int64_t stride = (q_heads + 2 * kv_heads) * head_dim;  // fused q | k | v rows
+    auto qkv = random_bf16(tokens * stride);
+    const auto before = bf16_to_host(qkv.data(), tokens * stride);
+    auto table = poisoned(seq * head_dim / 2 * 8);
+    k::rope_build_table(static_cast<float2*>(table.data()), seq, head_dim, 10000.f, nullptr);
+    k::RopeShape shape{tokens, seq, q_heads, kv_heads, head_dim, stride, stride};
+    B* q = bf(qkv);
+    B* kp = q + q_heads * head_dim;
+    k::rope_forward(q, kp, static_cast<float2*>(table.data()), shape, nullptr);
+    std::vector<double> ref(before);
+    const int half = head_dim / 2;
+    for (std::int64_t t = 0; t < tokens; ++t)
+      for (int h = 0; h < q_heads + kv_heads; ++h)
+        for (int i = 0; i < half; ++i) {
+          const double angle = double(t % seq) * std::pow(10000.0, -2.0 * i / head_dim);
+          const std::int64_t at = t * stride + h * head_dim + i;
+          ref[at] = before[at] * std::cos(angle) - before[at + half] * std::sin(angle);
+          ref[at + half] = before[at + half] * std::cos(angle) + before[at] * std::sin(angle);
+        }
+    EXPECT_LT(report(head_dim == 64 ? "rope_forward d=64" : "rope_forward d=128",
+                     relative_error(bf16_to_host(qkv.data(), tokens * stride), ref)), kBf16Tolerance);
+    // v (untouched) is part of the comparison above; backward is the inverse rotation.
+    k::rope_backward(q, kp, static_cast<float2*>(table.data()), shape, nullptr);
+    EXPECT_LT(report("rope_backward(rope_forward(x)) vs x", relative_error(bf16_to_host(qkv.data(), tokens * stride), before)),
+              kBf16Tolerance);
+  }
+}
+
+TEST(KernelActivation, SwiGluGeluAndResidual) {
+  REQUIRE_GPU();
+  for (auto [rows, cols] : {std::pair<std::int64_t, std::int64_t>{3, 7}, {129, 1000}, {64, 4096}}) {
+    const std::size_t n = rows * cols;
+    auto in = random_bf16(2 * n, 3.0), dout = random_bf16(n), out = poisoned(2 * n), din = poisoned(4 * n);
+    k::swiglu_forward(bf(in), bf(out), rows, cols, nullptr);
+    k::swiglu_backward(bf(in), bf(dout), bf(din), rows, cols, nullptr);
+    const auto hin = bf16_to_host(in.data(), 2 * n), hd = bf16_to_host(dout.data(), n);
+    std::vector<double> rout(n), rdin(2 * n);
+    for (std::int64_t r = 0; r < rows; ++r)
+      for (std::int64_t c = 0; c < cols; ++c) {
+        const double g = hin[r * 2 * cols + c], u = hin[r * 2 * cols + cols + c], s = 1 / (1 + std::exp(-g));
+        rout[r * cols + c] = g * s * u;
+        rdin[r * 2 * cols + c] = hd[r * cols + c] * u * s * (1 + g * (1 - s));
+        rdin[r * 2 * cols + cols + c] = hd[r * cols + c] * g * s;
+      }
+    EXPECT_LT(report("swiglu_forward", relative_error(bf16_to_host(out.data(), n), rout)), kBf16Tolerance);
+    EXPECT_LT(report("swiglu_backward", relative_error(bf16_to_host(din.data(), 2 * n), rdin)), kBf16Tolerance);
+
+    auto x = random_bf16(n, 3.0), y = poisoned(2 * n), dx = poisoned(2 * n);
+    k::gelu_forward(bf(x), bf(y), n, nullptr);
+    k::gelu_backward(bf(x), bf(dout), bf(dx), n, nullptr);
+    const auto hx = bf16_to_host(x.data(), n);
+    std::vector<double> ry(n), rdx(n);
+    const double a = std::sqrt(2 / M_PI);
+    for (std::size_t i = 0; i < n; ++i) {
+      const double v = hx[i], t = std::tanh(a * (v + 0.044715 * v * v * v));
+      ry[i] = 0.5 * v * (1 + t);
+      rdx[i] = hd[i] * (0.5 * (1 + t) + 0.5 * v * (1 - t * t) * a * (1 + 3 * 0.044715 * v * v));
+    }
+    EXPECT_LT(report("gelu_forward", relative_error(bf16_to_host(y.data(), n), ry)), kBf16Tolerance);
+    EXPECT_LT(report("gelu_backward", relative_error(bf16_to_host(dx.data(), n), rdx)), kBf16Tolerance);
+
+    auto sum = poisoned(2 * n);
+    k::residual_add(bf(x), bf(dout), bf(sum), n, nullptr);
+    std::vector<double> rsum(n);
+    for (std::size_t i = 0; i < n; ++i) rsum[i] = hx[i] + hd[i];
+    EXPECT_LT(report("residual_add", relative_error(bf16_to_host(sum.data(), n), rsum)), kBf16Tolerance);
+  }
+}
+
+TEST(KernelEmbedding, VocabShardGatherAndDeterministicScatterAdd) {
+  REQUIRE_GPU();
+  const std::int64_t vocab = 1000, start = 300, shard = 400, hidden = 65, count = 517;
+  std::vector<std::int32_t> tokens(count);
+  for (std::int64_t i = 0; i < count; ++i) tokens[i] = static_cast<std::int32_t>((i * 7919 + next_seed()) % vocab);
+  tokens[5] = tokens[9] = tokens[100] = 301;  // repeats inside the shard
+  auto dtokens = upload(tokens);
+  auto table = random_bf16(shard * hidden), out = poisoned(count * hidden * 2), dy = random_bf16(count * hidden);
+  auto grad = random_f32(shard * hidden);
+  const auto grad0 = f32_to_host(grad.data(), shard * hidden);
+  k::embedding_forward(i32(dtokens), bf(table), bf(out), count, hidden, start, shard, nullptr);
+  const std::size_t ws_bytes = k::embedding_backward_workspace_bytes(count);
+  gpu::DeviceBuffer workspace(ws_bytes);
+  k::embedding_backward(i32(dtokens), bf(dy), f32(grad), workspace.data(), ws_bytes, count, hidden, start, shard, nullptr);
+  const auto ht = bf16_to_host(table.data(), shard * hidden), hdy = bf16_to_host(dy.data(), count * hidden);
+  std::vector<double> rout(count * hidden, 0.0), rgrad(grad0);
+  for (std::int64_t t = 0; t < count; ++t) {
+    const std::int64_t row = tokens[t] - start;
+    if (row < 0 || row >= shard) continue;
+    for (std::int64_t c = 0; c < hidden; ++c) {
+      rout[t * hidden + c] = ht[row * hidden + c];
+      rgrad[row * hidden + c] += hdy[t * hidden + c];
+    }
+  }
+  EXPECT_EQ(report("embedding_forward", relative_error(bf16_to_host(out.data(), count * hidden), rout)), 0.0);
+  const auto got = f32_to_host(grad.data(), shard * hidden);
+  EXPECT_LT(report("embedding_backward (+=)", relative_error(got, rgrad)), kF32Tolerance);
+  k::embedding_backward(i32(dtokens), bf(dy), f32(grad), workspace.data(), ws_bytes, count, hidden, start, shard, nullptr);
+  auto again = f32_to_host(grad.data(), shard * hidden);
+  for (std::size_t i = 0; i < again.size(); ++i) again[i] -= got[i];  // the second call adds the same sum
+  std::vector<double> increment(rgrad);
+  for (std::size_t i = 0; i < increment.size(); ++i) increment[i] -= grad0[i];
+  EXPECT_LT(relative_error(again, increment), 1e-5);
+}
+
+TEST(KernelCrossEntropy, TwoShardsMatchOneShardAndReference) {
+  REQUIRE_GPU();
+  const std::int64_t rows = 45, vocab = 1001, split = 384;
+  auto logits = random_bf16(rows * vocab, 8.0);
+  std::vector<std::int32_t> targets(rows);
+  for (std::int64_t r = 0; r < rows; ++r) targets[r] = static_cast<std::int32_t>((r * 131 + 7) % vocab);
+  auto dtargets = upload(targets);
+  const auto hl = bf16_to_host(logits.data(), rows * vocab);
+  std::vector<double> rloss(rows), rgrad(rows * vocab);
+  const double scale = 1.0 / rows;
+  for (std::int64_t r = 0; r < rows; ++r) {
+    double m = -INFINITY, s = 0;
+    for (std::int64_t v = 0; v < vocab; ++v) m = std::max(m, hl[r * vocab + v]);
+    for (std::int64_t v = 0; v < vocab; ++v) s += std::exp(hl[r * vocab + v] - m);
+    rloss[r] = std::log(s) + m - hl[r * vocab + targets[r]];
+    for (std::int64_t v = 0; v < vocab; ++v)
+      rgrad[r * vocab + v] = (std::exp(hl[r * vocab + v] - m) / s - (v == targets[r])) * scale;
+  }
+  // The shards are column ranges of the logits: copy them out as [rows, width] tensors.
+  const std::int64_t starts[2] = {0, split}, widths[2] = {split, vocab - split};
+  std::vector<gpu::DeviceBuffer> shard_logits;
+  for (int s = 0; s < 2; ++s) {
+    shard_logits.emplace_back(rows * widths[s] * 2);
+    TWIN_CUDA_CHECK(cudaMemcpy2D(shard_logits[s].data(), widths[s] * 2, bf(logits) + starts[s], vocab * 2, widths[s] * 2,
+                                 rows, cudaMemcpyDeviceToDevice));
+  }
+  std::vector<double> global_max(rows, -INFINITY), global_sum(rows, 0), global_target(rows, 0);
+  for (int s = 0; s < 2; ++s) {
+    auto local_max = poisoned(rows * 4);
+    k::cross_entropy_local_max(bf(shard_logits[s]), f32(local_max), rows, widths[s], nullptr);
+    const auto h = f32_to_host(local_max.data(), rows);
+    for (std::int64_t r = 0; r < rows; ++r) global_max[r] = std::max(global_max[r], h[r]);
+  }
+  auto dmax = upload(std::vector<float>(global_max.begin(), global_max.end()));
+  for (int s = 0; s < 2; ++s) {
+    auto sum = poisoned(rows * 4), target = poisoned(rows * 4);
+    k::cross_entropy_local_sum_exp(bf(shard_logits[s]), f32(dmax), i32(dtargets), f32(sum), f32(target), rows, widths[s],
+                                   starts[s], nullptr);
+    const auto hs = f32_to_host(sum.data(), rows), ht = f32_to_host(target.data(), rows);
+    for (std::int64_t r = 0; r < rows; ++r) global_sum[r] += hs[r], global_target[r] += ht[r];
+  }
+  auto dsum = upload(std::vector<float>(global_sum.begin(), global_sum.end()));
+  auto dtarget = upload(std::vector<float>(global_target.begin(), global_target.end()));
+  auto loss = poisoned(rows * 4);
+  k::cross_entropy_loss(f32(dmax), f32(dsum), f32(dtarget), f32(loss), rows, nullptr);
+  EXPECT_LT(report("cross_entropy loss (2 shards)", relative_error(f32_to_host(loss.data(), rows), rloss)), 1e-5);
+  std::vector<double> got_grad(rows * vocab);
+  for (int s = 0; s < 2; ++s) {
+    k::cross_entropy_backward(bf(shard_logits[s]), f32(dmax), f32(dsum), i32(dtargets), bf(shard_logits[s]), rows,
+                              widths[s], starts[s], static_cast<float>(scale), nullptr);  // in place
+    const auto h = bf16_to_host(shard_logits[s].data(), rows * widths[s]);
+    for (std::int64_t r = 0; r < rows; ++r)
+      for (std::int64_t v = 0; v < widths[s]; ++v) got_grad[r * vocab + starts[s] + v] = h[r * widths[s] + v];
+  }
+  EXPECT_LT(report("cross_entropy_backward (2 shards)", relative_error(got_grad, rgrad)), kBf16Tolerance);
+}
+
+TEST(KernelOptimizer, AdamWTwoStepsWithClipScaleAndGradNorm) {
+  REQUIRE_GPU();
+  const std::int64_t n = 100003;
+  auto master = random_f32(n), m = random_f32(n), v = random_f32(n), grad = random_bf16(n), param = poisoned(n * 2);
+  auto partials = poisoned(k::grad_norm_partial_count() * 4), sum_sq = upload(std::vector<float>{0.5f});
+  auto scale = poisoned(4);
+  auto hm = f32_to_host(m.data(), n), hv = f32_to_host(v.data(), n), hp = f32_to_host(master.data(), n);
+  for (auto& x : hv) x = std::abs(x);  // second moments are non-negative
+  std::vector<float> vf(hv.begin(), hv.end());
+  TWIN_CUDA_CHECK(cudaMemcpy(v.data(), vf.data(), n * 4, cudaMemcpyHostToDevice));
+  const auto hg = bf16_to_host(grad.data(), n);
+  k::grad_sum_squares(bf(grad), n, f32(partials), f32(sum_sq), nullptr);
+  const float max_norm = 10.f;
+  k::grad_clip_scale(f32(sum_sq), max_norm, f32(scale), nullptr);
+  double ss = 0.5;
+  for (double g : hg) ss += g * g;
+  EXPECT_LT(report("grad_sum_squares (+=)", relative_error(f32_to_host(sum_sq.data(), 1), {ss})), 1e-5);
+  const double clip = std::min(1.0, max_norm / (std::sqrt(ss) + 1e-6));
+  EXPECT_LT(clip, 1.0);  // the test exercises clipping
+  EXPECT_LT(report("grad_clip_scale", relative_error(f32_to_host(scale.data(), 1), {clip})), 1e-6);
+  k::AdamWParams p;
+  p.lr = 1e-2f;
+  for (int step = 1; step <= 2; ++step) {
+    p.step = step;
+    k::adamw_step(f32(master), f32(m), f32(v), bf(grad), bf(param), n, p, f32(scale), nullptr);
+    for (std::int64_t i = 0; i < n; ++i) {
+      const double g = hg[i] * clip;
+      hm[i] = p.beta1 * hm[i] + (1 - p.beta1) * g;
+      hv[i] = p.beta2 * hv[i] + (1 - p.beta2) * g * g;
+      const double mh = hm[i] / (1 - std::pow(double(p.beta1), step)), vh = hv[i] / (1 - std::pow(double(p.beta2), step));
+      hp[i] = hp[i] * (1 - double(p.lr) * p.weight_decay) - p.lr * mh / (std::sqrt(vh) + p.eps);
+    }
+  }
+  EXPECT_LT(report("adamw master", relative_error(f32_to_host(master.data(), n), hp)), 1e-5);
+  EXPECT_LT(report("adamw m", relative_error(f32_to_host(m.data(), n), hm)), 1e-5);
+  EXPECT_LT(report("adamw v", relative_error(f32_to_host(v.data(), n), hv)), 1e-5);
+  EXPECT_LT(report("adamw bf16 param", relative_error(bf16_to_host(param.data(), n), hp)), kBf16Tolerance);
+}
+
+TEST(KernelMoe, RouterTopKPermuteUnpermute) {
+  REQUIRE_GPU();
+  const std::int64_t tokens = 37, cols = 72;
+  const int experts = 40, top_k = 3;
+  auto logits = random_bf16(tokens * experts, 4.0);
+  auto index = poisoned(tokens * top_k * 4), weight = poisoned(tokens * top_k * 4);
+  k::moe_router_topk(bf(logits), i32(index), f32(weight), tokens, experts, top_k, nullptr);
+  const auto hl = bf16_to_host(logits.data(), tokens * experts);
+  std::vector<std::int32_t> got_index(tokens * top_k);
+  TWIN_CUDA_CHECK(cudaMemcpy(got_index.data(), index.data(), got_index.size() * 4, cudaMemcpyDeviceToHost));
+  std::vector<double> rweight(tokens * top_k);
+  std::vector<std::int32_t> rindex(tokens * top_k);
+  for (std::int64_t t = 0; t < tokens; ++t) {
+    std::vector<int> order(experts);
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return hl[t * experts + a] > hl[t * experts + b]; });
+    double chosen = 0;
+    for (int j = 0; j < top_k; ++j) chosen += std::exp(hl[t * experts + order[j]]);
+    for (int j = 0; j < top_k; ++j) {
+      rindex[t * top_k + j] = order[j];
+      rweight[t * top_k + j] = std::exp(hl[t * experts + order[j]]) / chosen;
+    }
+  }
+  EXPECT_EQ(got_index, rindex);
+  EXPECT_LT(report("moe_router_topk weights", relative_error(f32_to_host(weight.data(), tokens * top_k), rweight)), 1e-5);
+
+  // Dispatch: routed row i holds token source[i]; combine: token t sums its top_k routed rows.
+  const std::int64_t routed = tokens * top_k;
+  std::vector<std::int32_t> source(routed), routed_row(routed);
+  for (std::int64_t i = 0; i < routed; ++i) source[i] = static_cast<std::int32_t>((i * 17) % tokens);
+  for (std::int64_t i = 0; i < routed; ++i) routed_row[i] = static_cast<std::int32_t>((i * 29 + 3) % routed);
+  auto dsource = upload(source), drouted = upload(routed_row);
+  auto x = random_bf16(tokens * cols), permuted = poisoned(routed * cols * 2), combined = poisoned(tokens * cols * 2);
+  k::moe_permute(bf(x), i32(dsource), bf(permuted), routed, cols, nullptr);
+  k::moe_unpermute(bf(permuted), i32(drouted), f32(weight), bf(combined), tokens, top_k, cols, nullptr);
+  const auto hx = bf16_to_host(x.data(), tokens * cols), hw = f32_to_host(weight.data(), routed);
+  std::vector<double> rperm(routed * cols), rcomb(tokens * cols, 0.0);
+  for (std::int64_t i = 0; i < routed; ++i)
+    for (std::int64_t c = 0; c < cols; ++c) rperm[i * cols + c] = hx[source[i] * cols + c];
+  for (std::int64_t t = 0; t < tokens; ++t)
+    for (int j = 0; j < top_k; ++j)
+      for (std::int64_t c = 0; c < cols; ++c)
+        rcomb[t * cols + c] += hw[t * top_k + j] * rperm[routed_row[t * top_k + j] * cols + c];
+  EXPECT_EQ(report("moe_permute", relative_error(bf16_to_host(permuted.data(), routed * cols), rperm)), 0.0);
+  EXPECT_LT(report("moe_unpermute", relative_error(bf16_to_host(combined.data(), tokens * cols), rcomb)), kBf16Tolerance);
+}
+
+}  // namespace
+}  // namespace twin::test
