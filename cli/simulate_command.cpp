@@ -37,8 +37,9 @@ void add_simulate_command(CLI::App& app, SimulateOptions& options) {
       ->required()
       ->check(CLI::ExistingFile);
   sub->add_option("--profile", options.profile,
-                  "Performance profile: 'builtin' (datasheet estimates) or a JSON file from `twin calibrate`.\n"
-                  "Default: the scenario's \"profile\" field");
+                  "Performance profile: 'builtin' (datasheet estimates), a shipped measured profile\n"
+                  "(h200-x1, h200-x2, h200-x4, h100-x1: see docs/PROFILES.md), or a JSON file from\n"
+                  "`twin calibrate`. Default: the scenario's \"profile\" field");
   sub->add_option("--out", options.out, "Output folder (created if missing)")->capture_default_str();
   sub->add_option("--top", options.top, "Write Chrome traces of the K fastest strategies")
       ->capture_default_str()

@@ -54,11 +54,21 @@ std::vector<GemmShape> scenario_gemm_shapes(const std::string& path) {
   return out;
 }
 
-void heat_gpu(GemmBench& bench, CuptiKernelTimer& timer, double seconds) {
+namespace {
+GemmShape heater_shape() {
   GemmShape large;
   large.m = large.n = large.k = 8192;
+  return large;
+}
+}  // namespace
+
+void heat_gpu(GemmBench& bench, CuptiKernelTimer& timer, double seconds) {
   const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
-  while (std::chrono::steady_clock::now() < until) bench.measure(large, timer, 0, 50, SIZE_MAX);
+  while (std::chrono::steady_clock::now() < until) bench.measure(heater_shape(), timer, 0, 50, SIZE_MAX);
+}
+
+void keep_gpu_hot(GemmBench& bench, CuptiKernelTimer& timer) {
+  bench.measure(heater_shape(), timer, 0, kHeaterLaunchesPerShape, SIZE_MAX);
 }
 
 GemmCalibration calibrate_gemms(const std::vector<GemmShape>& shapes, double peak_tflops, bool quick,
@@ -84,6 +94,7 @@ GemmCalibration calibrate_gemms(const std::vector<GemmShape>& shapes, double pea
     for (std::size_t i = 0; i < shapes.size(); ++i) {
       const GemmShape& shape = shapes[order[i]];
       if (!timed.insert(tuple_of(shape)).second) continue;
+      if (!quick) keep_gpu_hot(bench, timer);
       const auto measurement = bench.measure(shape, timer, runs.warmup, runs.timed, max_bytes);
       if (!measurement) {
         result.skipped.push_back(shape);

@@ -31,6 +31,10 @@ struct GemmCalibration {
 // keeps during training.
 inline constexpr double kHeatSeconds = 10.0;
 void heat_gpu(GemmBench& bench, CuptiKernelTimer& timer, double seconds);
+// A short burst of large GEMMs before each measured shape: a grid of mostly small shapes would otherwise
+// let the GPU cool and clock up between them, and time them faster than a training step runs them.
+inline constexpr int kHeaterLaunchesPerShape = 12;
+void keep_gpu_hot(GemmBench& bench, CuptiKernelTimer& timer);
 
 GemmCalibration calibrate_gemms(const std::vector<GemmShape>& shapes, double peak_tflops, bool quick,
                                 const std::function<void(const std::string&)>& progress);

@@ -103,6 +103,7 @@ std::vector<CheckRow> check_gemms(const Profile& profile, const GpuSpec& gpu) {
         continue;
       }
       // As calibration times its grid (calibrate_gemms, full mode).
+      keep_gpu_hot(bench, timer);
       const auto measurement = bench.measure(shape, timer, runs.warmup, runs.timed, free_bytes / 2);
       if (!measurement) {
         spdlog::warn("[check] {} ({}) does not fit in memory, skipped", shape_text(shape), gemm.origin);
