@@ -1,6 +1,8 @@
 // Names of the op vocabulary: what traces, reports and messages print for an op and its enums.
 #include "core/op.hpp"
 
+#include <fmt/format.h>
+
 namespace twin {
 
 std::string to_string(OpKind kind) {
@@ -113,8 +115,8 @@ std::string to_string(GroupKind group) {
 // "L3.fc1.fwd.mb2": layer, what (role, else kind), pass, micro-batch; recomputed forward work reads
 // "recompute" instead of "fwd"; send/recv read "pipeline_activation.send.mb2".
 std::string op_name(const Op& op) {
-  std::string name;
-  if (op.layer >= 0) name = "L" + std::to_string(op.layer) + ".";
+  // fmt rather than "L" + std::to_string(...): GCC 12 warns falsely (-Wrestrict) on the latter.
+  std::string name = op.layer >= 0 ? fmt::format("L{}.", op.layer) : std::string();
   name += op.role == OpRole::none ? to_string(op.kind) : to_string(op.role);
   if (op.kind == OpKind::send || op.kind == OpKind::recv) {
     name += op.kind == OpKind::send ? ".send" : ".recv";
@@ -123,7 +125,7 @@ std::string op_name(const Op& op) {
   } else {
     name += op.phase == Phase::forward ? ".fwd" : op.phase == Phase::backward ? ".bwd" : ".opt";
   }
-  if (op.micro_batch >= 0) name += ".mb" + std::to_string(op.micro_batch);
+  if (op.micro_batch >= 0) name += fmt::format(".mb{}", op.micro_batch);
   return name;
 }
 

@@ -1,5 +1,6 @@
 // Flash-style attention forward and backward against a float64 CPU reference that builds the full
-// score matrix: causal and not, GQA, head_dim 64 and 128, an odd sequence length, a fused-QKV layout.
+// score matrix: causal and not, GQA, head_dim 64 and 128, odd sequence lengths, a fused-QKV layout;
+// and the throughput of both at one large shape, printed.
 #include <algorithm>
 #include <cstdio>
 #include <tuple>
@@ -153,7 +154,62 @@ TEST_P(KernelAttention, ForwardAndBackwardMatchFloat64) {
 INSTANTIATE_TEST_SUITE_P(Shapes, KernelAttention,
                          ::testing::Values(Case{1, 256, 4, 2, 64, true, false}, Case{2, 256, 4, 4, 128, true, true},
                                            Case{1, 1024, 8, 2, 128, true, false}, Case{1, 1024, 4, 1, 64, true, true},
-                                           Case{1, 203, 6, 2, 64, true, false}, Case{2, 130, 2, 2, 128, false, false}));
+                                           Case{1, 203, 6, 2, 64, true, false}, Case{2, 130, 2, 2, 128, false, false},
+                                           Case{1, 77, 4, 2, 128, false, true}, Case{1, 200, 4, 1, 128, true, true}));
+
+// Median milliseconds of `runs` launches of `launch` on the default stream, after two warm-up launches.
+template <typename Launch>
+double median_ms(Launch launch, int runs) {
+  for (int i = 0; i < 2; ++i) launch();
+  cudaEvent_t start, stop;
+  TWIN_CUDA_CHECK(cudaEventCreate(&start));
+  TWIN_CUDA_CHECK(cudaEventCreate(&stop));
+  std::vector<double> times_ms;
+  for (int i = 0; i < runs; ++i) {
+    TWIN_CUDA_CHECK(cudaEventRecord(start, nullptr));
+    launch();
+    TWIN_CUDA_CHECK(cudaEventRecord(stop, nullptr));
+    TWIN_CUDA_CHECK(cudaEventSynchronize(stop));
+    float ms = 0;
+    TWIN_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+    times_ms.push_back(ms);
+  }
+  TWIN_CUDA_CHECK(cudaEventDestroy(start));
+  TWIN_CUDA_CHECK(cudaEventDestroy(stop));
+  std::sort(times_ms.begin(), times_ms.end());
+  return times_ms[times_ms.size() / 2];
+}
+
+// Throughput at a Llama-8B-like shape, printed for the record; FLOPs by FlashAttention's convention
+// (causal: half of 4 b h s^2 d forward, 2.5 times that backward). It checks that every lse is finite.
+TEST(KernelAttentionSpeed, CausalGqaSeq4096) {
+  REQUIRE_GPU();
+  const Case c{1, 4096, 32, 8, 128, true, false};
+  const std::int64_t tokens = c.batch * c.seq, q_width = c.heads * c.head_dim, kv_width = c.kv_heads * c.head_dim;
+  auto q = random_bf16(tokens * q_width), kb = random_bf16(tokens * kv_width), v = random_bf16(tokens * kv_width);
+  auto dout = random_bf16(tokens * q_width);
+  auto o = poisoned(tokens * q_width * 2), lse = poisoned(c.batch * c.heads * c.seq * 4);
+  auto delta = poisoned(c.batch * c.heads * c.seq * 4);
+  auto dq = poisoned(tokens * q_width * 2), dk = poisoned(tokens * kv_width * 2), dv = poisoned(tokens * kv_width * 2);
+  const k::AttentionDims dims{c.batch, c.seq, c.heads, c.kv_heads, c.head_dim, 0, 0, c.causal};
+  const auto as_bf16 = [](gpu::DeviceBuffer& b) { return static_cast<B*>(b.data()); };
+  const auto forward = [&] {
+    k::attention_forward(as_bf16(q), as_bf16(kb), as_bf16(v), as_bf16(o), static_cast<float*>(lse.data()), dims,
+                         nullptr);
+  };
+  const auto backward = [&] {
+    k::attention_backward(as_bf16(q), as_bf16(kb), as_bf16(v), as_bf16(o), as_bf16(dout),
+                          static_cast<float*>(lse.data()), static_cast<float*>(delta.data()), as_bf16(dq),
+                          as_bf16(dk), as_bf16(dv), dims, nullptr);
+  };
+  const double forward_ms = median_ms(forward, 9), backward_ms = median_ms(backward, 5);
+  const double forward_flop = 2.0 * c.batch * c.heads * double(c.seq) * c.seq * c.head_dim;
+  std::printf("[kernel-speed] attention b=1 s=4096 h=32 kvh=8 d=128 causal: forward %.3f ms %.1f TFLOP/s, backward "
+              "%.3f ms %.1f TFLOP/s\n",
+              forward_ms, forward_flop / forward_ms * 1e-9, backward_ms, 2.5 * forward_flop / backward_ms * 1e-9);
+  const auto host_lse = f32_to_host(lse.data(), c.batch * c.heads * c.seq);
+  EXPECT_TRUE(std::all_of(host_lse.begin(), host_lse.end(), [](double x) { return std::isfinite(x); }));
+}
 
 }  // namespace
 }  // namespace twin::test

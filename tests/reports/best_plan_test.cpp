@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include "core/error.hpp"
 #include "tests/reports/report_fixture.hpp"
@@ -27,8 +28,11 @@ constexpr const char* kScenarioText = R"({
 
 Scenario plan_scenario() { return parse_scenario_text(kScenarioText, "plan_test.json"); }
 
+// One folder per test and process: ctest runs these tests as parallel processes.
 std::filesystem::path scratch_directory() {
-  const auto directory = std::filesystem::temp_directory_path() / "twin_best_plan_test";
+  const auto* test = ::testing::UnitTest::GetInstance()->current_test_info();
+  const auto directory = std::filesystem::temp_directory_path() /
+                         ("twin_best_plan_test_" + std::string(test->name()) + "_" + std::to_string(::getpid()));
   std::filesystem::create_directories(directory);
   return directory;
 }

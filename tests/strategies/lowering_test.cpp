@@ -181,7 +181,9 @@ TEST(Lowering, InterleavedLastStageFeedsTheFirst) {
   EXPECT_EQ(count(last, [](const Op& op) { return op.kind == OpKind::send && op.chunk == 1 && op.phase == Phase::forward; }), 0);
   // Activation bytes: T/tp rows (SP) of h bf16 values.
   for (OpIndex i = 0; i < last.size(); ++i) {
-    if (last.op(i).kind == OpKind::recv) EXPECT_EQ(last.op(i).bytes, 1024 / 2 * 1024 * 2);
+    if (last.op(i).kind == OpKind::recv) {
+      EXPECT_EQ(last.op(i).bytes, 1024 / 2 * 1024 * 2);
+    }
   }
 }
 
