@@ -18,7 +18,6 @@
 #include "reports/best_plan.hpp"
 #include "reports/html_report.hpp"
 #include "reports/ranking_csv.hpp"
-#include "strategies/lowering.hpp"
 #include "strategies/search.hpp"
 #include "traces/chrome_trace.hpp"
 
@@ -131,8 +130,8 @@ int run_simulate(const SimulateOptions& options) {
   Candidate best;
   for (int k = 0; k < std::max(1, traced); ++k) {
     const Strategy& strategy = ranked[k].strategy;
-    Candidate detailed = evaluate(scenario, profile, strategy, true);
-    IterationGraph graph = lower_to_op_graphs(scenario, strategy, profile);
+    IterationGraph graph;
+    Candidate detailed = evaluate(scenario, profile, strategy, true, &graph);
     if (k < traced) {
       auto trace = chrome_trace(graph, detailed.result, scenario.name + " | " + strategy.key());
       write_file_atomically(out / "traces" / fmt::format("top{}_{}.json", k + 1, file_safe(strategy.key())),

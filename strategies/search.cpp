@@ -91,7 +91,8 @@ std::vector<Candidate> enumerate_candidates(const Scenario& scenario) {
   return candidates;
 }
 
-Candidate evaluate(const Scenario& scenario, const Profile& profile, const Strategy& strategy, bool record_op_timings) {
+Candidate evaluate(const Scenario& scenario, const Profile& profile, const Strategy& strategy, bool record_op_timings,
+                   IterationGraph* graph_out) {
   Candidate candidate;
   candidate.strategy = strategy;
   candidate.memory = estimate_memory(scenario, strategy);
@@ -99,7 +100,17 @@ Candidate evaluate(const Scenario& scenario, const Profile& profile, const Strat
   IterationGraph graph = lower_to_op_graphs(scenario, strategy, profile, &candidate.strand_pairings);
   candidate.result = simulate_iteration(graph, scenario.cluster, profile, SimOptions{record_op_timings});
   candidate.throughput = throughput(scenario, strategy, to_seconds(candidate.result.iteration_ns));
+  if (graph_out) *graph_out = std::move(graph);
   return candidate;
+}
+
+void for_each_candidate_op(const Scenario& scenario, const std::function<void(const Op&)>& visit) {
+  for (const Candidate& candidate : enumerate_candidates(scenario)) {
+    if (!candidate.feasible) continue;
+    const IterationGraph graph = lower_to_op_graphs(scenario, candidate.strategy);
+    for (const RankClass& rank_class : graph.classes)
+      for (OpIndex i = 0; i < rank_class.size(); ++i) visit(rank_class.op(i));
+  }
 }
 
 std::vector<Candidate> search(const Scenario& scenario, const Profile& profile, const SearchOptions& options) {

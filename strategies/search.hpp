@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "calibrate/profile.hpp"
+#include "core/op_graph.hpp"
 #include "core/scenario.hpp"
 #include "core/strategy.hpp"
 #include "sim/result.hpp"
@@ -36,7 +37,13 @@ struct SearchOptions {
 // Feasible candidates first, fastest first; then infeasible ones in enumeration order.
 std::vector<Candidate> search(const Scenario& scenario, const Profile& profile, const SearchOptions& options = {});
 
-// Simulates one complete, valid strategy (used by search and by the report for the top K).
-Candidate evaluate(const Scenario& scenario, const Profile& profile, const Strategy& strategy, bool record_op_timings);
+// Simulates one complete, valid strategy (used by search and by the report for the top K). With `graph`,
+// hands back the op graphs it simulated, so that traces and plans show exactly those.
+Candidate evaluate(const Scenario& scenario, const Profile& profile, const Strategy& strategy, bool record_op_timings,
+                   IterationGraph* graph = nullptr);
+
+// Calls `visit` for every op of every feasible candidate's op graphs: the shapes a calibration of this
+// scenario must measure.
+void for_each_candidate_op(const Scenario& scenario, const std::function<void(const Op&)>& visit);
 
 }  // namespace twin

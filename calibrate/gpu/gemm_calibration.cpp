@@ -18,7 +18,6 @@
 #include "calibrate/gpu/fit.hpp"
 #include "calibrate/gpu/gemm_bench.hpp"
 #include "core/scenario.hpp"
-#include "strategies/lowering.hpp"
 #include "strategies/search.hpp"
 
 namespace twin::gpu {
@@ -42,13 +41,9 @@ std::string gemm_key(const GemmShape& shape) {
 std::vector<GemmShape> scenario_gemm_shapes(const std::string& path) {
   const Scenario scenario = load_scenario(path);
   std::set<ShapeTuple> shapes;
-  for (const Candidate& candidate : enumerate_candidates(scenario)) {
-    if (!candidate.feasible) continue;
-    const IterationGraph graph = lower_to_op_graphs(scenario, candidate.strategy);
-    for (const RankClass& rank_class : graph.classes)
-      for (OpIndex i = 0; i < rank_class.size(); ++i)
-        if (rank_class.op(i).kind == OpKind::gemm) shapes.insert(tuple_of(rank_class.op(i).gemm));
-  }
+  for_each_candidate_op(scenario, [&](const Op& op) {
+    if (op.kind == OpKind::gemm) shapes.insert(tuple_of(op.gemm));
+  });
   std::vector<GemmShape> out;
   for (const ShapeTuple& t : shapes) out.push_back(shape_of(t));
   return out;

@@ -13,7 +13,6 @@
 #include "calibrate/kernel_fit.hpp"
 #include "calibrate/model_fit.hpp"
 #include "core/scenario.hpp"
-#include "strategies/lowering.hpp"
 #include "strategies/search.hpp"
 
 namespace twin::gpu {
@@ -134,13 +133,9 @@ KernelOps default_kernel_ops(bool quick) {
 KernelOps scenario_kernel_ops(const std::string& path) {
   const Scenario scenario = load_scenario(path);
   std::map<std::string, Op> ops;
-  for (const Candidate& candidate : enumerate_candidates(scenario)) {
-    if (!candidate.feasible) continue;
-    const IterationGraph graph = lower_to_op_graphs(scenario, candidate.strategy);
-    for (const RankClass& rank_class : graph.classes)
-      for (OpIndex i = 0; i < rank_class.size(); ++i)
-        if (is_timed_kind(rank_class.op(i).kind)) add(ops, rank_class.op(i));
-  }
+  for_each_candidate_op(scenario, [&](const Op& op) {
+    if (is_timed_kind(op.kind)) add(ops, op);
+  });
   KernelModelFacts facts;
   facts.layernorm = scenario.model.normalization == Normalization::layernorm;
   facts.hidden = scenario.model.hidden_size;
