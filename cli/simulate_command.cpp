@@ -129,12 +129,12 @@ int run_simulate(const SimulateOptions& options) {
   IterationGraph best_graph;
   Candidate best;
   for (int k = 0; k < std::max(1, traced); ++k) {
-    const Strategy& strategy = ranked[k].strategy;
+    const std::string key = ranked[k].key();
     IterationGraph graph;
-    Candidate detailed = evaluate(scenario, profile, strategy, true, &graph);
+    Candidate detailed = evaluate_again(scenario, profile, ranked[k], true, &graph);
     if (k < traced) {
-      auto trace = chrome_trace(graph, detailed.result, scenario.name + " | " + strategy.key());
-      write_file_atomically(out / "traces" / fmt::format("top{}_{}.json", k + 1, file_safe(strategy.key())),
+      auto trace = chrome_trace(graph, detailed.result, scenario.name + " | " + key);
+      write_file_atomically(out / "traces" / fmt::format("top{}_{}.json", k + 1, file_safe(key)),
                             trace.dump());
     }
     if (k == 0) {
@@ -151,7 +151,7 @@ int run_simulate(const SimulateOptions& options) {
   std::printf("%s: %zu candidates, %zu feasible, simulated in %.2f s\n", scenario.name.c_str(), ranked.size(),
               feasible, seconds);
   std::printf("best: %s\n  iteration %.3f s, %.0f tokens/s, MFU %.1f%%, HFU %.1f%%, peak memory %.1f GiB\n",
-              best.strategy.key().c_str(), t.iteration_s, t.tokens_per_s, 100 * t.mfu, 100 * t.hfu,
+              best.key().c_str(), t.iteration_s, t.tokens_per_s, 100 * t.mfu, 100 * t.hfu,
               best.memory.peak_bytes() / kGiB);
   std::printf("wrote %s/{ranking.csv,report.html,best.json,traces/}\n", out.string().c_str());
   return 0;

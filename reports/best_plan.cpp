@@ -114,17 +114,21 @@ nlohmann::json best_plan_json(const Scenario& scenario, const Candidate& best, c
   }
   nlohmann::json columns = nlohmann::json::array();
   for (const char* column : kPlanOpColumns) columns.push_back(column);
-  return {{"format", "twin-plan"},
+  nlohmann::json plan = {{"format", "twin-plan"},
           {"version", kPlanFormatVersion},
           {"lowering_version", kLoweringVersion},
           {"scenario", to_json(scenario)},
           {"strategy", to_json(best.strategy)},
-          {"strategy_key", best.strategy.key()},
+          {"strategy_key", best.key()},
           {"profile", scenario.profile},
           {"predicted", predicted_json(best)},
           {"op_columns", std::move(columns)},
           {"total_ops", graph.total_ops()},
           {"rank_classes", std::move(classes)}};
+  // A family plan (hot switching, per-layer, heterogeneous) travels whole; `strategy` is its home strategy.
+  if (best.plan) plan["family_plan"] = {{"family", best.plan->family}, {"key", best.plan->key},
+                                        {"summary", best.plan->summary}, {"detail", best.plan->detail}};
+  return plan;
 }
 
 void write_best_plan(const std::filesystem::path& path, const Scenario& scenario, const Candidate& best,

@@ -29,7 +29,7 @@ std::string double_strand_section_html(const std::vector<const Candidate*>& top,
   if (!chosen) return {};
 
   std::string html = "<section id=\"double-strand\">\n<h2>Double strand: " +
-                     escape_html(fmt::format("{} (rank {})", chosen->strategy.key(), rank)) + "</h2>\n";
+                     escape_html(fmt::format("{} (rank {})", chosen->key(), rank)) + "</h2>\n";
   const TimeBreakdown& b = chosen->result.breakdown;
   std::string text = fmt::format(
       "The forward of one micro-batch runs beside the backward of another (compute and compute2 streams), a layer "

@@ -161,9 +161,9 @@ std::string why_this_one_html(const std::vector<Candidate>& ranked, const Candid
   const auto share = [&](TimeNs part) { return percent(static_cast<double>(part) / total); };
 
   std::string text = feasible <= 1
-                         ? fmt::format("{} is the only feasible candidate of {}.", best.strategy.key(), ranked.size())
+                         ? fmt::format("{} is the only feasible candidate of {}.", best.key(), ranked.size())
                          : fmt::format("{} is the fastest of {} feasible candidates ({} enumerated).",
-                                       best.strategy.key(), feasible, ranked.size());
+                                       best.key(), feasible, ranked.size());
   text += fmt::format(" One iteration takes {} ms ({} tokens/s, MFU {}): compute {}, exposed communication {}, "
                       "pipeline bubble {}, optimizer {}.",
                       milliseconds_text(best.result.iteration_ns), grouped(best.throughput.tokens_per_s),
@@ -184,7 +184,7 @@ std::string why_this_one_html(const std::vector<Candidate>& ranked, const Candid
     const TimeNs difference_ns = runner_up->result.iteration_ns - best.result.iteration_ns;
     const TimeNs part_difference_ns = other_parts[largest] - best_parts[largest];
     text += fmt::format(" The runner-up, {}, takes {} ms ({} longer); the largest difference is in {} ({}{} ms).",
-                        runner_up->strategy.key(), milliseconds_text(runner_up->result.iteration_ns),
+                        runner_up->key(), milliseconds_text(runner_up->result.iteration_ns),
                         percent(static_cast<double>(difference_ns) / std::max<double>(1.0, best.result.iteration_ns)),
                         kPartNames[largest], part_difference_ns >= 0 ? "+" : "", milliseconds_text(part_difference_ns));
   }
@@ -216,7 +216,7 @@ std::string html_report(const Scenario& scenario, const std::vector<Candidate>& 
   html += "<title>" + escape_html("twin: " + scenario.name) + "</title>\n" + kStyle + "</head>\n<body>\n<main>\n";
   html += header_html(scenario);
 
-  html += "<section id=\"best\">\n<h2>Best strategy: <span class=\"key\">" + escape_html(best.strategy.key()) +
+  html += "<section id=\"best\">\n<h2>Best strategy: <span class=\"key\">" + escape_html(best.key()) +
           "</span></h2>\n" + cards_html(best) + why_this_one_html(ranked, best, capacity) + "</section>\n";
 
   html += "<section id=\"timeline\">\n<h2>One iteration of the best strategy</h2>\n" + family_legend_html() +

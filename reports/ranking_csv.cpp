@@ -9,6 +9,7 @@ const std::vector<std::string>& ranking_csv_columns() {
   static const std::vector<std::string> columns = {
       "rank",
       "strategy",
+      "family",
       "tensor_model_parallel_size",
       "pipeline_model_parallel_size",
       "context_parallel_size",
@@ -32,6 +33,7 @@ const std::vector<std::string>& ranking_csv_columns() {
       "pipeline_bubble_s",
       "optimizer_s",
       "infeasible_reason",
+      "plan",
   };
   return columns;
 }
@@ -62,7 +64,8 @@ std::vector<std::string> candidate_row(const Candidate& candidate, int rank) {
   const auto flag = [](bool value) { return std::string(value ? "true" : "false"); };
   std::vector<std::string> row = {
       rank > 0 ? std::to_string(rank) : std::string(),
-      s.key(),
+      candidate.key(),
+      candidate.family(),
       std::to_string(s.tensor_model_parallel_size),
       std::to_string(s.pipeline_model_parallel_size),
       std::to_string(s.context_parallel_size),
@@ -91,6 +94,7 @@ std::vector<std::string> candidate_row(const Candidate& candidate, int rank) {
   row.push_back(when_simulated(seconds_text(result.breakdown.bubble_ns)));
   row.push_back(when_simulated(seconds_text(result.breakdown.optimizer_ns)));
   row.push_back(candidate.feasible ? std::string() : candidate.infeasible_reason);
+  row.push_back(candidate.plan ? candidate.plan->summary : std::string());
   return row;
 }
 

@@ -37,7 +37,7 @@ std::string row_html(const Candidate& candidate, int rank) {
   const TimeBreakdown& b = candidate.result.breakdown;
   std::string row = candidate.feasible ? "<tr class=\"feasible\">" : "<tr class=\"infeasible\">";
   row += cell(rank > 0 ? std::to_string(rank) : "", "num");
-  row += cell(s.key(), "key");
+  row += cell(candidate.key(), "key");
   for (int value : {s.tensor_model_parallel_size, s.pipeline_model_parallel_size, s.context_parallel_size,
                     s.expert_model_parallel_size, s.data_parallel_size, s.virtual_pipeline_model_parallel_size})
     row += cell(std::to_string(value), "num");

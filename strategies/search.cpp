@@ -62,7 +62,7 @@ std::vector<Strategy> strategies_of(const Scenario& scenario) {
 
 bool faster(const Candidate& a, const Candidate& b) {
   if (a.result.iteration_ns != b.result.iteration_ns) return a.result.iteration_ns < b.result.iteration_ns;
-  return a.strategy.key() < b.strategy.key();
+  return a.key() < b.key();
 }
 
 }  // namespace
@@ -102,6 +102,14 @@ Candidate evaluate(const Scenario& scenario, const Profile& profile, const Strat
   candidate.throughput = throughput(scenario, strategy, to_seconds(candidate.result.iteration_ns));
   if (graph_out) *graph_out = std::move(graph);
   return candidate;
+}
+
+Candidate evaluate_again(const Scenario& scenario, const Profile& profile, const Candidate& candidate,
+                         bool record_op_timings, IterationGraph* graph) {
+  Candidate again = candidate.plan ? candidate.plan->evaluate(profile, record_op_timings, graph)
+                                   : evaluate(scenario, profile, candidate.strategy, record_op_timings, graph);
+  if (candidate.plan && !again.plan) again.plan = candidate.plan;
+  return again;
 }
 
 void for_each_candidate_op(const Scenario& scenario, const std::function<void(const Op&)>& visit) {

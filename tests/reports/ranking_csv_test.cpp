@@ -42,11 +42,11 @@ std::vector<std::vector<std::string>> parse_csv(const std::string& text) {
 TEST(RankingCsv, HeaderUsesMegatronNamesAndUnits) {
   const std::string csv = ranking_csv(testing::small_scenario(), {});
   EXPECT_EQ(csv,
-            "rank,strategy,tensor_model_parallel_size,pipeline_model_parallel_size,context_parallel_size,"
+            "rank,strategy,family,tensor_model_parallel_size,pipeline_model_parallel_size,context_parallel_size,"
             "expert_model_parallel_size,data_parallel_size,virtual_pipeline_model_parallel_size,sequence_parallel,"
             "micro_batch_size,num_micro_batches,zero_stage,recompute,schedule,feasible,iteration_time_s,tokens_per_s,"
             "mfu,hfu,peak_memory_GiB,compute_s,exposed_communication_s,pipeline_bubble_s,optimizer_s,"
-            "infeasible_reason\r\n");
+            "infeasible_reason,plan\r\n");
 }
 
 TEST(RankingCsv, OneRowPerCandidateWithExactNumbers) {
@@ -56,14 +56,14 @@ TEST(RankingCsv, OneRowPerCandidateWithExactNumbers) {
   for (const auto& record : records) EXPECT_EQ(record.size(), ranking_csv_columns().size());
 
   const std::vector<std::string> best = {
-      "1", candidates[0].strategy.key(), "2", "2", "1", "1", "2", "1", "true", "1", "8", "0", "none", "1f1b", "true",
+      "1", candidates[0].strategy.key(), "uniform", "2", "2", "1", "1", "2", "1", "true", "1", "8", "0", "none", "1f1b", "true",
       "0.000007000", "1234567.9", "0.4312", "0.5126",
       "37.500",  // 2 + 2 + 12 + 20 + 0.5 + 1 GiB
-      "0.000002001", "0.000000500", "0.000003500", "0.000000999", ""};
+      "0.000002001", "0.000000500", "0.000003500", "0.000000999", "", ""};
   EXPECT_EQ(records[1], best);
   EXPECT_EQ(records[2][0], "2");
-  EXPECT_EQ(records[2][13], "gpipe");
-  EXPECT_EQ(records[2][15], "0.000009600");
+  EXPECT_EQ(records[2][14], "gpipe");
+  EXPECT_EQ(records[2][16], "0.000009600");
 }
 
 TEST(RankingCsv, InfeasibleRowsHaveNoRankNoTimesAndTheirReason) {
@@ -71,14 +71,13 @@ TEST(RankingCsv, InfeasibleRowsHaveNoRankNoTimesAndTheirReason) {
   const auto records = parse_csv(ranking_csv(testing::small_scenario(), candidates));
   const auto& out_of_memory = records[3];
   EXPECT_EQ(out_of_memory[0], "");
-  EXPECT_EQ(out_of_memory[14], "false");
-  EXPECT_EQ(out_of_memory[15], "");
+  EXPECT_EQ(out_of_memory[15], "false");
   EXPECT_EQ(out_of_memory[16], "");
-  EXPECT_EQ(out_of_memory[19], "137.500");  // its estimate shows how far over it is
-  EXPECT_EQ(out_of_memory[24], "out of memory: 137.5 GiB > 79.6 GiB on stage 0");
+  EXPECT_EQ(out_of_memory[20], "137.500");  // its estimate shows how far over it is
+  EXPECT_EQ(out_of_memory[25], "out of memory: 137.5 GiB > 79.6 GiB on stage 0");
   const auto& invalid = records[4];
-  EXPECT_EQ(invalid[19], "");
-  EXPECT_EQ(invalid[24], candidates[3].infeasible_reason);  // comma and quotes survive the round trip
+  EXPECT_EQ(invalid[20], "");
+  EXPECT_EQ(invalid[25], candidates[3].infeasible_reason);  // comma and quotes survive the round trip
 }
 
 TEST(RankingCsv, QuotesOnlyFieldsThatNeedIt) {
