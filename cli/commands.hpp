@@ -30,5 +30,9 @@ struct CalibrateOptions;  // cli/calibrate_command.cpp
 CalibrateOptions& add_calibrate_command(CLI::App& app);
 bool calibrate_selected(const CLI::App& app);
 int run_calibrate(const CLI::App& app);
+struct ExecuteOptions;  // cli/execute_command.cpp
+ExecuteOptions& add_execute_command(CLI::App& app);
+bool execute_selected(const CLI::App& app);
+int run_execute(const CLI::App& app);
 }  // namespace twin
 #endif

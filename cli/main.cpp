@@ -22,6 +22,7 @@ int main(int argc, char** argv) {
   twin::add_simulate_command(app, simulate);
 #ifdef TWIN_WITH_CUDA
   twin::add_calibrate_command(app);
+  twin::add_execute_command(app);
 #endif
 
   try {
@@ -33,6 +34,7 @@ int main(int argc, char** argv) {
     if (app.got_subcommand("simulate")) return twin::run_simulate(simulate);
 #ifdef TWIN_WITH_CUDA
     if (twin::calibrate_selected(app)) return twin::run_calibrate(app);
+    if (twin::execute_selected(app)) return twin::run_execute(app);
 #endif
   } catch (const twin::InputError& e) {
     spdlog::error("{}", e.what());

@@ -77,6 +77,12 @@ struct AttentionShape {
   bool flash = true;             // false: unfused (the seq_q x seq_kv scores go through memory)
 };
 
+// Whose parameters a grad_reduce, param_gather or embedding_grad_sync op moves: a layer (>= 0), or one of these.
+inline constexpr std::int32_t kNoParameterUnit = -1;
+inline constexpr std::int32_t kEmbeddingUnit = -2;   // the input embedding
+inline constexpr std::int32_t kHeadUnit = -3;        // final norm and output projection
+inline constexpr std::int32_t kWholeStage = -4;      // every parameter of the rank (ZeRO-1/2 gather after the step)
+
 struct Op {
   OpKind kind = OpKind::elementwise;
   OpRole role = OpRole::none;
@@ -98,6 +104,7 @@ struct Op {
   std::int32_t group_size = 1;
   std::int32_t peer = -1;         // send/recv: the other rank class
   std::int64_t p2p_tag = -1;      // send/recv: equal tags on the two sides are one transfer
+  std::int32_t parameter_unit = kNoParameterUnit;  // grad_reduce / param_gather: whose parameters
 
   double flops = 0;               // floating-point operations of this op on this rank (0 for memory-bound)
 

@@ -5,6 +5,7 @@
 #include <array>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <boost/graph/adjacency_list.hpp>
@@ -33,6 +34,10 @@ struct RankClass {
   int node_group = 0;     // index into Cluster::node_groups: the GPU kind and links of this class
   // How each communicator of this class lies on the cluster (indexed by GroupKind).
   std::array<GroupSpan, kGroupKindCount> spans{};
+  // Communicators of a kind in further sizes, for classes whose layers differ in layout (per-layer
+  // hybrid plans: TP 2 on one layer, TP 4 on the next): a collective whose group_size is not
+  // spans[kind].size runs on the entry here of its kind and size.
+  std::vector<std::pair<GroupKind, GroupSpan>> extra_spans;
   std::string label;      // "stage 0", shown in reports and traces
   OpGraph graph;
 
@@ -41,6 +46,14 @@ struct RankClass {
   void add_dependency(OpIndex first, OpIndex then) { boost::add_edge(first, then, graph); }
   std::size_t size() const { return boost::num_vertices(graph); }
   const Op& op(OpIndex i) const { return graph[i]; }
+  // The communicator a collective of `kind` over `size` ranks runs on; nullptr when the class has none.
+  const GroupSpan* span_of(GroupKind kind, int size) const {
+    const GroupSpan& main = spans[static_cast<int>(kind)];
+    if (main.size == size) return &main;
+    for (const auto& [extra_kind, span] : extra_spans)
+      if (extra_kind == kind && span.size == size) return &span;
+    return nullptr;
+  }
 };
 
 struct IterationGraph {

@@ -136,4 +136,24 @@ void attention_forward(const bf16* q, const bf16* k, const bf16* v, bf16* o, flo
 void attention_backward(const bf16* q, const bf16* k, const bf16* v, const bf16* o, const bf16* dout, const float* lse,
                         float* delta, bf16* dq, bf16* dk, bf16* dv, const AttentionDims& dims, cudaStream_t stream);
 
+// ---- parameters and gradient buffers ----
+// Where a rank's shard of a weight lies in the full [global_rows, global_cols] matrix: local row r is
+// global row row_offset + r; local columns come in up to three segments (fused QKV: q | k | v), each a
+// run of `width` columns starting at local_begin that maps to global columns from global_begin.
+struct ShardMap {
+  std::int64_t local_rows = 0, local_cols = 0;
+  std::int64_t global_cols = 0, row_offset = 0;
+  int segments = 1;
+  std::int64_t local_begin[3] = {0, 0, 0}, global_begin[3] = {0, 0, 0}, width[3] = {0, 0, 0};
+};
+// out[r, c] = stddev * N(0,1) drawn from a counter-based hash of (seed, global index): every sharding
+// of a weight holds exactly the values of the unsharded one.
+void init_normal_shard(bf16* out, const ShardMap& map, std::uint64_t seed, float stddev, cudaStream_t stream);
+void fill_bf16(bf16* out, std::int64_t count, float value, cudaStream_t stream);
+void bf16_to_f32(const bf16* in, float* out, std::int64_t count, cudaStream_t stream);
+// dst += src (fp32 partial gradients into a bf16 gradient buffer).
+void add_f32_to_bf16(const float* src, bf16* dst, std::int64_t count, cudaStream_t stream);
+// *total += sum of values, in one block and a fixed order (deterministic; for per-token losses).
+void add_sum_f32(const float* values, std::int64_t count, float* total, cudaStream_t stream);
+
 }  // namespace twin::kernels

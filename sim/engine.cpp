@@ -31,6 +31,7 @@ struct CommRun {
   std::array<std::uint32_t, 2> op{};
   const CollectivePlan* plan = nullptr;
   double message_bytes = 0;
+  double receive_scale = 1.0;  // pipeline transfer: receiver's bytes per GPU over the sender's
   int phase = 0;
   int flows_left = 0;
   bool latency_done = false;
@@ -117,7 +118,8 @@ class Engine {
         begin(sender, send, true);
         begin(receiver, recv, true);
         const FlatOp& send_op = flat_.classes[sender].ops[send];
-        start_run({sender, receiver}, {send, recv}, flat_.classes[sender].plans[send_op.plan], send_op.message_bytes);
+        start_run({sender, receiver}, {send, recv}, flat_.classes[sender].plans[send_op.plan], send_op.message_bytes,
+                  send_op.receive_scale);
         return;
       }
     }
@@ -166,7 +168,7 @@ class Engine {
 
   // ---- communication ----
   void start_run(std::array<std::int32_t, 2> rank_class, std::array<std::uint32_t, 2> op, const CollectivePlan& plan,
-                 double message_bytes) {
+                 double message_bytes, double receive_scale = 1.0) {
     std::uint32_t r;
     if (!free_runs_.empty()) {
       r = free_runs_.back();
@@ -175,7 +177,7 @@ class Engine {
       r = static_cast<std::uint32_t>(runs_.size());
       runs_.emplace_back();
     }
-    runs_[r] = CommRun{rank_class, op, &plan, message_bytes, 0, 0, false};
+    runs_[r] = CommRun{rank_class, op, &plan, message_bytes, receive_scale, 0, 0, false};
     continue_run(r, /*may_finish_now=*/false);
   }
 
@@ -218,7 +220,7 @@ class Engine {
         // A pipeline transfer leaves the sender's GPUs and enters the receiver's; a collective's (and a
         // ring-attention send's) GPUs send and receive at once, so it occupies both directions of one class.
         route.add(from, link, Direction::transmit, capacity_GBps(from, link, run.message_bytes));
-        route.add(to, link, Direction::receive, capacity_GBps(to, link, run.message_bytes));
+        route.add(to, link, Direction::receive, capacity_GBps(to, link, run.message_bytes) / run.receive_scale);
       }
       const std::uint32_t a = activities_.acquire(ActivityKind::flow, now_);
       Activity& act = activities_[a];

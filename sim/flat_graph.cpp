@@ -29,7 +29,7 @@ std::string describe(const IterationGraph& graph, int rank_class, OpIndex index)
 // alike share one call to compute_time_ns. The key holds every field that can affect a price; fields
 // that only place an op (stream, layer, micro-batch, chunk, group, peer, tag) are left out.
 using PriceKey = std::array<std::int64_t, 24>;
-static_assert(sizeof(Op) == 176, "Op changed: make price_key() cover any new field that can affect a price");
+static_assert(sizeof(Op) == 184, "Op changed: make price_key() cover any new field that can affect a price");
 
 PriceKey price_key(const Op& op) {
   std::int64_t flops_bits = 0;
@@ -190,12 +190,13 @@ void classify_ops(const IterationGraph& graph, int c, FlatClass& flat, PlanTable
     }
     if (op.group == GroupKind::none)
       throw std::logic_error(describe(graph, c, i) + ": a collective needs a group");
-    const GroupSpan& span = rank_class.spans[static_cast<int>(op.group)];
-    if (span.size != op.group_size)
+    const GroupSpan* span = rank_class.span_of(op.group, op.group_size);
+    if (!span)
       throw std::logic_error(describe(graph, c, i) + ": group_size " + std::to_string(op.group_size) + " but the " +
-                             to_string(op.group) + " span has size " + std::to_string(span.size));
+                             to_string(op.group) + " span has size " +
+                             std::to_string(rank_class.spans[static_cast<int>(op.group)].size));
     flat_op.kind = OpClass::collective;
-    flat_op.plan = plans.collective(op, span, OpRef{graph, c, i});
+    flat_op.plan = plans.collective(op, *span, OpRef{graph, c, i});
   }
 }
 
@@ -214,7 +215,11 @@ void pair_pipeline_transfers(const IterationGraph& graph, const Cluster& cluster
     const auto send = static_cast<std::uint32_t>(ends.send);
     const auto recv = static_cast<std::uint32_t>(ends.recv);
     const Op& send_op = graph.classes[sender].op(send);
-    if (send_op.bytes != graph.classes[receiver].op(recv).bytes)
+    const Op& recv_op = graph.classes[receiver].op(recv);
+    // Classes of different sizes (asymmetric plans) hold a tensor in different shards: each side's op
+    // gives its own bytes per GPU. Classes of equal size must agree.
+    const bool same_size = graph.classes[sender].num_ranks == graph.classes[receiver].num_ranks;
+    if (send_op.bytes != recv_op.bytes && (same_size || send_op.bytes <= 0 || recv_op.bytes <= 0))
       throw std::logic_error(describe(graph, sender, send) + " and " + describe(graph, receiver, recv) +
                              " are one transfer but disagree on bytes");
     const bool same_node = cluster.node_of_rank(graph.classes[sender].first_rank) ==
@@ -225,6 +230,8 @@ void pair_pipeline_transfers(const IterationGraph& graph, const Cluster& cluster
     send_flat.plan = plans[sender].point_to_point(send_op.bytes, link, OpRef{graph, sender, send});
     // The receiving GPUs' side of the link must exist too.
     require_links(flat[sender].plans[send_flat.plan], flat[receiver].links, OpRef{graph, receiver, recv});
+    if (recv_op.bytes != send_op.bytes)
+      send_flat.receive_scale = static_cast<double>(recv_op.bytes) / static_cast<double>(send_op.bytes);
     send_flat.peer_class = receiver;
     send_flat.peer_op = recv;
     recv_flat.peer_class = sender;

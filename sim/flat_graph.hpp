@@ -3,7 +3,8 @@
 // times, collective plans (measured tables of the profile, else the tuner), and the two ends of every
 // pipeline transfer.
 // Flattening is where lowering bugs surface: it throws std::logic_error for an unmatched send or recv,
-// a collective without a group or whose group span disagrees with its group_size.
+// a send and recv of classes of equal size that disagree on bytes, a collective without a group or
+// whose group span disagrees with its group_size.
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -26,6 +27,10 @@ struct FlatOp {
   std::int32_t peer_class = -1;          // pipeline send/recv: the class and op of the other end
   std::uint32_t peer_op = 0;
   double message_bytes = 0;              // communication: the nccl-tests size, for link efficiency
+  // Pipeline send between classes of different sizes (asymmetric plans: stages or pipelines with other
+  // TP sizes): the receiver's bytes per GPU over the sender's. The flow carries the sender's bytes and
+  // the receiving side's capacity is divided by this, so each side moves its own bytes.
+  double receive_scale = 1.0;
   OpClass kind = OpClass::compute;
   bool optimizer = false;                // Phase::optimizer: charged to the optimizer in the breakdown
 };

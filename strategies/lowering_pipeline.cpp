@@ -198,17 +198,37 @@ Op StageLowering::p2p(OpKind kind, OpRole role, int peer_stage, std::int64_t tag
   return op;
 }
 
+namespace {
+
+std::int32_t parameter_unit(const Unit& u) {
+  switch (u.kind) {
+    case Unit::embedding_unit: return kEmbeddingUnit;
+    case Unit::head_unit: return kHeadUnit;
+    case Unit::layer_unit: break;
+  }
+  return u.layer;
+}
+
+Op parameter_collective(OpKind kind, OpRole role, GroupKind group, int group_size, std::int64_t bytes,
+                        std::int32_t unit) {
+  Op op = Emitter::collective(kind, role, Stream::dp_comm, group, group_size, bytes);
+  op.parameter_unit = unit;
+  return op;
+}
+
+}  // namespace
+
 // ZeRO-3: all-gather a unit's weights over its data-parallel groups; returns the last gather or kNoOp.
 OpIndex StageLowering::gather_weights(const Unit& u, OpIndex after) {
   if (s_.zero_stage < 3) return kNoOp;
   const RankParameters p = unit_parameters(u);
   OpIndex last = kNoOp;
   if (s_.data_group > 1 && p.dense > 0)
-    last = e_.emit_after(Emitter::collective(OpKind::all_gather, OpRole::param_gather, Stream::dp_comm,
-                                             GroupKind::data, s_.data_group, p.dense * 2), after);
+    last = e_.emit_after(parameter_collective(OpKind::all_gather, OpRole::param_gather, GroupKind::data,
+                                              s_.data_group, p.dense * 2, parameter_unit(u)), after);
   if (s_.expert_data_group > 1 && p.expert > 0)
-    last = e_.emit_after(Emitter::collective(OpKind::all_gather, OpRole::param_gather, Stream::dp_comm,
-                                             GroupKind::expert_data, s_.expert_data_group, p.expert * 2), after);
+    last = e_.emit_after(parameter_collective(OpKind::all_gather, OpRole::param_gather, GroupKind::expert_data,
+                                              s_.expert_data_group, p.expert * 2, parameter_unit(u)), after);
   return last;
 }
 
@@ -216,11 +236,11 @@ void StageLowering::reduce_gradients(const Unit& u, OpIndex after) {
   const RankParameters p = unit_parameters(u);
   const OpKind kind = s_.zero_stage == 0 ? OpKind::all_reduce : OpKind::reduce_scatter;
   if (s_.data_group > 1 && p.dense > 0)
-    e_.emit_after(Emitter::collective(kind, OpRole::grad_reduce, Stream::dp_comm, GroupKind::data, s_.data_group,
-                                      p.dense * 2), after);
+    e_.emit_after(parameter_collective(kind, OpRole::grad_reduce, GroupKind::data, s_.data_group, p.dense * 2,
+                                       parameter_unit(u)), after);
   if (s_.expert_data_group > 1 && p.expert > 0)
-    e_.emit_after(Emitter::collective(kind, OpRole::grad_reduce, Stream::dp_comm, GroupKind::expert_data,
-                                      s_.expert_data_group, p.expert * 2), after);
+    e_.emit_after(parameter_collective(kind, OpRole::grad_reduce, GroupKind::expert_data, s_.expert_data_group,
+                                       p.expert * 2, parameter_unit(u)), after);
 }
 
 // Runs the units in order, each after its weights are gathered (ZeRO-3, prefetched one unit ahead).
@@ -281,8 +301,9 @@ void StageLowering::optimizer_phase() {
   const bool tied_pair = !model_.untie_embeddings_and_output_weights && holds_embedding_ != holds_output;
   if (tied_pair) {
     const OpIndex sync = e_.emit_after(
-        Emitter::collective(OpKind::all_reduce, OpRole::embedding_grad_sync, Stream::dp_comm, GroupKind::embedding, 2,
-                            padded_vocab_size(model_, s_.tp) / s_.tp * s_.h * 2),
+        parameter_collective(OpKind::all_reduce, OpRole::embedding_grad_sync, GroupKind::embedding, 2,
+                             padded_vocab_size(model_, s_.tp) / s_.tp * s_.h * 2,
+                             holds_embedding_ ? kEmbeddingUnit : kHeadUnit),
         last_compute);
     e_.depend(last_compute2, sync);
   }
@@ -307,11 +328,11 @@ void StageLowering::optimizer_phase() {
   e_.depend(last_compute2, update);
   if (s_.zero_stage == 1 || s_.zero_stage == 2) {
     if (s_.data_group > 1 && p.dense > 0)
-      e_.emit_after(Emitter::collective(OpKind::all_gather, OpRole::param_gather, Stream::dp_comm, GroupKind::data,
-                                        s_.data_group, p.dense * 2), update);
+      e_.emit_after(parameter_collective(OpKind::all_gather, OpRole::param_gather, GroupKind::data, s_.data_group,
+                                         p.dense * 2, kWholeStage), update);
     if (s_.expert_data_group > 1 && p.expert > 0)
-      e_.emit_after(Emitter::collective(OpKind::all_gather, OpRole::param_gather, Stream::dp_comm,
-                                        GroupKind::expert_data, s_.expert_data_group, p.expert * 2), update);
+      e_.emit_after(parameter_collective(OpKind::all_gather, OpRole::param_gather, GroupKind::expert_data,
+                                         s_.expert_data_group, p.expert * 2, kWholeStage), update);
   }
 }
 
@@ -343,7 +364,8 @@ IterationGraph lower_to_op_graphs(const Scenario& scenario, const Strategy& stra
     rc.stage = stage;
     rc.num_ranks = shapes.tp * shapes.cp * strategy.data_parallel_size;
     rc.first_rank = global_rank(strategy, 0, 0, 0, stage);
-    rc.node_group = scenario.cluster.node_group_index_of_rank(rc.first_rank);
+    // On a mixed cluster a stage whose ranks span GPU kinds runs at its slowest kind's pace.
+    rc.node_group = slowest_node_group_of_ranks(scenario.cluster, rc.first_rank, rc.num_ranks);
     rc.spans = group_spans(strategy, scenario.cluster, stage);
     rc.label = "stage " + std::to_string(stage);
     rc.graph.m_vertices.reserve(estimated_ops(shapes, orders[stage].size()));

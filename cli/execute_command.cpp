@@ -1,0 +1,63 @@
+// `twin execute`: options and the hand-over to executor/ (built only with the CUDA toolkit).
+#include <filesystem>
+
+#include <CLI/CLI.hpp>
+
+#include "cli/commands.hpp"
+#include <stdexcept>
+#include "executor/execute.hpp"
+
+namespace twin {
+
+struct ExecuteOptions {
+  exec::ExecuteRequest request;
+  bool best = false;
+  std::string run;
+};
+
+namespace {
+ExecuteOptions& execute_options() {
+  static ExecuteOptions options;  // CLI11 keeps pointers to the option targets
+  return options;
+}
+}  // namespace
+
+ExecuteOptions& add_execute_command(CLI::App& app) {
+  ExecuteOptions& o = execute_options();
+  CLI::App* execute = app.add_subcommand(
+      "execute",
+      "Train the plan's model with the plan's strategy on this machine's GPUs (one process per GPU, or the ranks\n"
+      "of mpirun/srun), op for op as the simulator priced it; writes losses, iteration times, MFU, peak memory,\n"
+      "CUPTI traces per rank, ops.csv and predicted-vs-measured into the run folder.");
+  auto* best = execute->add_flag("--best", o.best, "run the best plan of a `twin simulate` output folder (--run)");
+  execute->add_option("--run", o.run, "the `twin simulate --out` folder: reads best.json, writes the results there");
+  execute->add_option("--plan", o.request.plan, "a plan file (best.json) to run instead")
+      ->check(CLI::ExistingFile)
+      ->excludes(best);
+  execute->add_option("--iters", o.request.iterations, "training iterations")->capture_default_str()->check(CLI::PositiveNumber);
+  execute->add_option("--warmup", o.request.warmup, "first iterations left out of the timing")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  execute->add_option("--lr", o.request.learning_rate, "AdamW learning rate")->capture_default_str();
+  execute->add_option("--seed", o.request.seed, "seed of the weights and the data")->capture_default_str();
+  execute->add_flag("!--no-trace", o.request.trace, "skip CUPTI kernel records (no traces, no ops.csv)");
+  execute->footer(
+      "Examples:\n"
+      "  twin simulate scenarios/llama3-8b-4xH200.json --out run/ && twin execute --best --run run/ --iters 20\n"
+      "  twin execute --plan run/best.json --run run2/");
+  return o;
+}
+
+bool execute_selected(const CLI::App& app) { return app.got_subcommand("execute"); }
+
+int run_execute(const CLI::App&) {
+  ExecuteOptions& o = execute_options();
+  if (o.request.plan.empty()) {
+    if (!o.best || o.run.empty()) throw std::invalid_argument("twin execute: give --best --run DIR, or --plan best.json");
+    o.request.plan = (std::filesystem::path(o.run) / "best.json").string();
+  }
+  o.request.run_dir = o.run;
+  return exec::execute_main(o.request);
+}
+
+}  // namespace twin

@@ -1,0 +1,55 @@
+// The NCCL communicators of one rank, split from the world communicator by Megatron's rank order (tensor
+// fastest, then context, data, pipeline). One communicator per stream that uses it: NCCL serialises the
+// work of a communicator, and two streams sharing one could deadlock. Pipeline p2p gets one communicator
+// per ordered stage pair, used by the sender's pp_send stream and the receiver's pp_recv stream only.
+#pragma once
+#include <map>
+#include <utility>
+#include <vector>
+
+#include <nccl.h>
+
+#include "core/op_graph.hpp"
+#include "core/strategy.hpp"
+
+namespace twin::exec {
+
+struct RankCoordinates {
+  int tp = 0, cp = 0, dp = 0, pp = 0;
+};
+// Inverse of strategies/rank_layout.hpp's global_rank().
+RankCoordinates coordinates_of(const Strategy& strategy, int global_rank);
+
+// Ordered (sender stage, receiver stage) pairs that the graph's sends use, sorted.
+std::vector<std::pair<int, int>> p2p_stage_pairs(const IterationGraph& graph);
+
+class Communicators {
+ public:
+  // Collective over all `world_size` ranks (each calls it with the same unique id, graph and strategy).
+  Communicators(const Strategy& strategy, const IterationGraph& graph, int rank, int world_size, ncclUniqueId id);
+  ~Communicators();
+  Communicators(const Communicators&) = delete;
+  Communicators& operator=(const Communicators&) = delete;
+
+  ncclComm_t world() const { return world_; }
+  ncclComm_t tensor() const { return tensor_; }        // tp_comm stream
+  ncclComm_t data() const { return data_; }            // dp_comm stream
+  ncclComm_t embedding() const { return embedding_; }  // dp_comm stream (first and last stage); null if none
+  // Optimizer-phase reductions (gradient norm, SP norm-weight gradients) over TP and PP.
+  ncclComm_t tensor_for_optimizer() const { return tensor_optimizer_; }
+  ncclComm_t pipeline_for_optimizer() const { return pipeline_optimizer_; }
+  // The pair communicator and the peer's rank in it.
+  std::pair<ncclComm_t, int> p2p(int from_stage, int to_stage) const;
+  // Aborts every communicator (after an error or a timeout): pending NCCL work returns.
+  void abort_all();
+
+ private:
+  ncclComm_t split(int color, int key);
+  std::vector<ncclComm_t> owned_;
+  ncclComm_t world_ = nullptr, tensor_ = nullptr, data_ = nullptr, embedding_ = nullptr;
+  ncclComm_t tensor_optimizer_ = nullptr, pipeline_optimizer_ = nullptr;
+  std::map<std::pair<int, int>, ncclComm_t> p2p_;
+  RankCoordinates me_;
+};
+
+}  // namespace twin::exec

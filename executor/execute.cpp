@@ -1,0 +1,154 @@
+// The launch (checks, one process per GPU) and each rank's training loop: data, iterations, the loss
+// summed over ranks, timings, and the rank's report in the run folder; rank 0 writes the summary.
+#include "executor/execute.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <optional>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include "calibrate/gpu/checks.hpp"
+#include "calibrate/gpu/cupti_timer.hpp"
+#include "calibrate/gpu/launcher.hpp"
+#include "core/atomic_file.hpp"
+#include "core/error.hpp"
+#include "executor/communicators.hpp"
+#include "executor/op_binding.hpp"
+#include "executor/parameters.hpp"
+#include "executor/run_report.hpp"
+#include "executor/stage_runtime.hpp"
+#include "executor/token_stream.hpp"
+#include "reports/best_plan.hpp"
+#include "strategies/flops.hpp"
+#include "strategies/lowering.hpp"
+#include "strategies/memory.hpp"
+
+namespace twin::exec {
+namespace {
+
+using nlohmann::json;
+
+// Everything that can be refused without a GPU: memory, and what the executor runs.
+void check_plan(const Plan& plan, const std::string& file) {
+  const Strategy& s = plan.strategy;
+  const MemoryEstimate memory = estimate_memory(plan.scenario, s);
+  const std::string oom = out_of_memory_reason(memory, plan.scenario.cluster.node_groups.front().gpu.memory_GiB);
+  if (!oom.empty()) throw InputError(file, "/strategy", "a plan that fits; the simulator says it does not: " + oom);
+  if (s.schedule == Schedule::double_strand)
+    throw InputError(file, "/strategy/schedule", "a schedule twin execute runs (not double-strand, yet)");
+  if (s.context_parallel_size > 1 || s.expert_model_parallel_size > 1)
+    throw InputError(file, "/strategy", "no context or expert parallelism (twin execute does not run them yet)");
+  try {
+    plan_parameter_units(plan.scenario, s, RankPlacement{}, 0);
+    const IterationGraph graph = lower_to_op_graphs(plan.scenario, s);
+    for (const RankClass& rc : graph.classes) bind_ops(rc);
+  } catch (const std::invalid_argument& error) {
+    throw InputError(file, "/scenario/model", std::string("a model and strategy twin execute runs: ") + error.what());
+  }
+}
+
+int rank_main(const ExecuteRequest& request, const gpu::RankIdentity& identity) {
+  if (identity.rank != 0) spdlog::set_level(spdlog::level::warn);
+  gpu::prepare_nccl_environment(identity);
+  TWIN_CUDA_CHECK(cudaSetDevice(identity.local_rank));
+  const Plan plan = read_plan(request.plan);
+  const Scenario& scenario = plan.scenario;
+  const Strategy& strategy = plan.strategy;
+  const IterationGraph graph = lower_to_op_graphs(scenario, strategy);
+  cudaDeviceProp props{};
+  TWIN_CUDA_CHECK(cudaGetDeviceProperties(&props, identity.local_rank));
+
+  ncclUniqueId id{};
+  TWIN_NCCL_CHECK(ncclGetUniqueId(&id));  // with NCCL_COMM_ID set, every rank derives the same id
+  const RankCoordinates me = coordinates_of(strategy, identity.rank);
+  Communicators comms(strategy, graph, identity.rank, identity.world_size, id);
+  TrainingOptions options;
+  options.learning_rate = request.learning_rate;
+  options.seed = request.seed;
+  StageRuntime runtime(scenario, strategy, graph, me, comms, options);
+  std::optional<gpu::CuptiKernelTimer> timer;
+  if (request.trace) timer.emplace();
+
+  const TokenStream stream{scenario.model.vocab_size, scenario.training.seq_length, request.seed};
+  const double global_tokens =
+      static_cast<double>(scenario.training.global_batch_size) * static_cast<double>(scenario.training.seq_length);
+  float* loss_device = nullptr;
+  cudaStream_t side = nullptr;
+  TWIN_CUDA_CHECK(cudaMalloc(&loss_device, sizeof(float)));
+  TWIN_CUDA_CHECK(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking));
+  const auto world_sum = [&](float value) {
+    TWIN_CUDA_CHECK(cudaMemcpyAsync(loss_device, &value, sizeof(float), cudaMemcpyHostToDevice, side));
+    TWIN_NCCL_CHECK(ncclAllReduce(loss_device, loss_device, 1, ncclFloat32, ncclSum, comms.world(), side));
+    TWIN_CUDA_CHECK(cudaMemcpyAsync(&value, loss_device, sizeof(float), cudaMemcpyDeviceToHost, side));
+    TWIN_CUDA_CHECK(cudaStreamSynchronize(side));
+    return value;
+  };
+
+  RankRun run;
+  run.rank = identity.rank;
+  run.rank_class = runtime.rank_class().index;
+  run.coordinates = {me.tp, me.cp, me.dp, me.pp};
+  run.device = props.name;
+  spdlog::info("[execute] {} on {} GPU(s) ({}), {} iterations ({} warm-up)", strategy.key(), identity.world_size,
+               props.name, request.iterations, request.warmup);
+  for (int iteration = 0; iteration < request.iterations; ++iteration) {
+    const auto tokens = rank_iteration_tokens(stream, iteration, scenario.training.global_batch_size,
+                                              strategy.data_parallel_size, me.dp, strategy.micro_batch_size,
+                                              strategy.num_micro_batches);
+    runtime.run_iteration(iteration, tokens, timer ? &*timer : nullptr);
+    const double loss = world_sum(static_cast<float>(runtime.last_loss_sum())) / global_tokens;
+    const double seconds = runtime.last_iteration_ms() / 1e3;
+    run.losses.push_back(loss);
+    run.iteration_s.push_back(seconds);
+    if (timer) {
+      std::vector<gpu::KernelRecord> records = timer->collect();
+      if (iteration >= request.warmup) append_kernels(run, records);
+    }
+    const Throughput t = throughput(scenario, strategy, seconds);
+    spdlog::info("[execute] step {:>3}/{}  loss {:.4f}  iteration {:.1f} ms  {:.0f} tokens/s  MFU {:.1f}%",
+                 iteration + 1, request.iterations, loss, 1e3 * seconds, t.tokens_per_s, 100 * t.mfu);
+  }
+  run.peak_memory_bytes = runtime.peak_memory_bytes();
+  if (timer) run.dropped_records = timer->dropped_records();
+  write_rank_run(request.run_dir, run, runtime.rank_class(), request.warmup);
+  world_sum(0);  // every rank has written its part
+  if (identity.rank == 0) write_run_summary(request.run_dir, plan, graph, identity.world_size, request.warmup);
+  TWIN_CUDA_CHECK(cudaFree(loss_device));
+  TWIN_CUDA_CHECK(cudaStreamDestroy(side));
+  return 0;
+}
+
+}  // namespace
+
+int execute_main(const ExecuteRequest& request) {
+  const Plan plan = read_plan(request.plan);
+  ExecuteRequest resolved = request;
+  if (resolved.run_dir.empty()) resolved.run_dir = std::filesystem::path(request.plan).parent_path().string();
+  if (resolved.run_dir.empty()) resolved.run_dir = ".";
+  if (resolved.iterations <= resolved.warmup)
+    throw std::invalid_argument(fmt::format("--iters {} must exceed --warmup {}", resolved.iterations, resolved.warmup));
+  if (auto identity = gpu::rank_from_environment()) return rank_main(resolved, *identity);
+  check_plan(plan, request.plan);
+  const int world = plan.strategy.world_size();
+  int count = 0;
+  const cudaError_t status = cudaGetDeviceCount(&count);
+  if (status != cudaSuccess || count == 0) {
+    spdlog::error("twin execute needs CUDA GPUs, and none was found ({})",
+                  status != cudaSuccess ? cudaGetErrorString(status) : "cudaGetDeviceCount reports 0 devices");
+    return 1;
+  }
+  if (count < world) {
+    spdlog::error("the plan {} needs {} GPUs; this machine has {} (launch it with mpirun/srun over several nodes)",
+                  plan.strategy.key(), world, count);
+    return 1;
+  }
+  std::filesystem::create_directories(resolved.run_dir);
+  if (world == 1) return rank_main(resolved, gpu::RankIdentity{0, 1, 0, "twin"});
+  return gpu::launch_local_ranks(world);
+}
+
+}  // namespace twin::exec

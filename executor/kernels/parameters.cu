@@ -1,0 +1,100 @@
+// Parameter initialisation by global index (so that any sharding reproduces the unsharded weights) and
+// the small conversions between fp32 and bf16 buffers that gradients and master weights need.
+#include "executor/kernels/common.cuh"
+
+namespace twin::kernels {
+namespace {
+
+using detail::to_bf16;
+using detail::to_float;
+
+constexpr int kThreads = 256;
+
+__device__ std::uint64_t mix(std::uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+// Box-Muller on two 24-bit uniforms of one hash: a normal deviate per global element.
+__device__ float normal_from_hash(std::uint64_t seed, std::uint64_t index) {
+  const std::uint64_t z = mix(seed + 0x9E3779B97F4A7C15ull * (index + 1));
+  const float u1 = (static_cast<float>(z >> 40) + 1.0f) * (1.0f / 16777217.0f);
+  const float u2 = static_cast<float>((z >> 16) & 0xFFFFFF) * (1.0f / 16777216.0f);
+  return sqrtf(-2.0f * logf(u1)) * cospif(2.0f * u2);
+}
+
+__global__ void init_normal_shard_kernel(bf16* out, ShardMap map, std::uint64_t seed, float stddev) {
+  const std::int64_t count = map.local_rows * map.local_cols;
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < count;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    const std::int64_t r = i / map.local_cols, c = i % map.local_cols;
+    std::int64_t global_col = c;
+    for (int s = 0; s < map.segments; ++s)
+      if (c >= map.local_begin[s] && c < map.local_begin[s] + map.width[s])
+        global_col = map.global_begin[s] + (c - map.local_begin[s]);
+    const std::int64_t global_index = (map.row_offset + r) * map.global_cols + global_col;
+    out[i] = to_bf16(stddev * normal_from_hash(seed, static_cast<std::uint64_t>(global_index)));
+  }
+}
+
+__global__ void fill_bf16_kernel(bf16* out, std::int64_t count, float value) {
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < count;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
+    out[i] = to_bf16(value);
+}
+
+__global__ void bf16_to_f32_kernel(const bf16* in, float* out, std::int64_t count) {
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < count;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
+    out[i] = to_float(in[i]);
+}
+
+__global__ void add_f32_to_bf16_kernel(const float* src, bf16* dst, std::int64_t count) {
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < count;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
+    dst[i] = to_bf16(to_float(dst[i]) + src[i]);
+}
+
+__global__ void add_sum_f32_kernel(const float* values, std::int64_t count, float* total) {
+  __shared__ float scratch[32];
+  float sum = 0.f;
+  for (std::int64_t i = threadIdx.x; i < count; i += blockDim.x) sum += values[i];
+  sum = detail::block_sum(sum, scratch);
+  if (threadIdx.x == 0) *total += sum;
+}
+
+}  // namespace
+
+void add_sum_f32(const float* values, std::int64_t count, float* total, cudaStream_t stream) {
+  add_sum_f32_kernel<<<1, 1024, 0, stream>>>(values, count, total);
+  TWIN_CUDA_CHECK_LAUNCH();
+}
+
+void init_normal_shard(bf16* out, const ShardMap& map, std::uint64_t seed, float stddev, cudaStream_t stream) {
+  detail::require(map.segments >= 1 && map.segments <= 3, "init_normal_shard: 1 to 3 column segments");
+  const std::int64_t count = map.local_rows * map.local_cols;
+  if (count == 0) return;
+  init_normal_shard_kernel<<<detail::grid_for(count, kThreads), kThreads, 0, stream>>>(out, map, seed, stddev);
+  TWIN_CUDA_CHECK_LAUNCH();
+}
+
+void fill_bf16(bf16* out, std::int64_t count, float value, cudaStream_t stream) {
+  if (count == 0) return;
+  fill_bf16_kernel<<<detail::grid_for(count, kThreads), kThreads, 0, stream>>>(out, count, value);
+  TWIN_CUDA_CHECK_LAUNCH();
+}
+
+void bf16_to_f32(const bf16* in, float* out, std::int64_t count, cudaStream_t stream) {
+  if (count == 0) return;
+  bf16_to_f32_kernel<<<detail::grid_for(count, kThreads), kThreads, 0, stream>>>(in, out, count);
+  TWIN_CUDA_CHECK_LAUNCH();
+}
+
+void add_f32_to_bf16(const float* src, bf16* dst, std::int64_t count, cudaStream_t stream) {
+  if (count == 0) return;
+  add_f32_to_bf16_kernel<<<detail::grid_for(count, kThreads), kThreads, 0, stream>>>(src, dst, count);
+  TWIN_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace twin::kernels

@@ -1,0 +1,313 @@
+// What each bound op does with tensors. Shapes come from the op itself where it carries them (GEMM m, n,
+// k; rows and columns) and from the rank's shapes otherwise; layouts are row-major, linears y = x W with
+// W stored [in, out], so the three GEMMs of a linear are exactly the op graph's (T,out,in), (T,in,out)
+// and (in,out,T).
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "calibrate/gpu/checks.hpp"
+#include "executor/kernels.hpp"
+#include "executor/stage_runtime.hpp"
+#include "strategies/sharded_parameters.hpp"
+
+namespace twin::exec {
+namespace {
+
+constexpr std::size_t kBf16 = sizeof(bf16);
+
+ncclDataType_t nccl_bf16() { return ncclBfloat16; }
+
+// The tensors of one linear layer in its unit's slot.
+struct LinearTensors {
+  Act input, input_full, output;      // forward: output = input_full W
+  Act d_output, d_output_full;        // backward: d_input_full = d_output_full W^T
+  Act d_input_full, d_input;          // d_input: after the TP reduction (or the same tensor without one)
+};
+
+LinearTensors linear_tensors(OpRole subject) {
+  switch (subject) {
+    case OpRole::qkv_projection:
+      return {Act::ln1, Act::ln1_full, Act::qkv, Act::d_qkv, Act::d_qkv, Act::d_ln1_full, Act::d_ln1};
+    case OpRole::attention_projection:
+      return {Act::attn, Act::attn, Act::proj, Act::d_x_mid, Act::d_x_mid_full, Act::d_attn, Act::d_attn};
+    case OpRole::fc1:
+      return {Act::ln2, Act::ln2_full, Act::fc1, Act::d_fc1, Act::d_fc1, Act::d_ln2_full, Act::d_ln2};
+    case OpRole::fc2:
+      return {Act::act, Act::act, Act::fc2, Act::dy, Act::dy_full, Act::d_act, Act::d_act};
+    case OpRole::output_projection:
+      return {Act::ln1, Act::ln1_full, Act::logits, Act::logits, Act::logits, Act::d_ln1_full, Act::d_ln1};
+    default: break;
+  }
+  throw std::logic_error("executor: " + to_string(subject) + " is not a linear layer");
+}
+
+}  // namespace
+
+int StageRuntime::unit_of(const Op& op, const OpBinding& b) const {
+  if (op.layer >= 0) return op.layer;
+  if (b.subject == OpRole::embedding || op.role == OpRole::embedding) return kEmbeddingUnit;
+  return kHeadUnit;
+}
+
+int StageRuntime::previous_unit(int unit, int chunk) const {
+  const auto [first, end] = chunk_layers_.at(chunk);
+  if (unit == kHeadUnit) return end - 1;
+  if (unit > first) return unit - 1;
+  return virtual_stage_of(strategy_, me_.pp, chunk) == 0 ? kEmbeddingUnit : kReceivedUnit - chunk;
+}
+
+void StageRuntime::run_op(OpIndex index, int iteration) {
+  const Op& op = rc_.op(index);
+  const OpBinding& b = bindings_[index];
+  cudaStream_t stream = streams_[static_cast<int>(op.stream)];
+  const int mb = op.micro_batch;
+  switch (b.action) {
+    case Action::linear_forward:
+    case Action::linear_input_grad:
+    case Action::linear_weight_grad: return linear(op, b, mb, unit_of(op, b), stream);
+    case Action::gather_input:
+    case Action::reduce_output:
+    case Action::gather_output_grad:
+    case Action::reduce_input_grad: return tensor_collective(op, b, mb, unit_of(op, b), stream);
+    case Action::norm_forward:
+    case Action::norm_backward: return norm(op, b, mb, unit_of(op, b), stream);
+    case Action::residual_forward:
+    case Action::residual_backward: return residual(op, b, mb, unit_of(op, b), stream);
+    case Action::rope_forward:
+    case Action::rope_backward:
+    case Action::attention_forward:
+    case Action::attention_backward:
+    case Action::activation_forward:
+    case Action::activation_backward: return attention(op, b, mb, unit_of(op, b), stream);
+    case Action::loss_forward:
+    case Action::loss_reduce:
+    case Action::loss_backward: return head(op, b, mb, stream);
+    case Action::embedding_forward:
+    case Action::embedding_backward: return embedding(op, b, mb, stream);
+    case Action::send_activation:
+    case Action::recv_activation:
+    case Action::send_gradient:
+    case Action::recv_gradient: return pipeline(op, b, mb, stream);
+    case Action::grad_reduce:
+    case Action::param_gather:
+    case Action::embedding_grad_sync:
+    case Action::grad_norm: return parameters_collective(op, b, stream);
+    case Action::optimizer_step: return optimizer(op, stream);
+  }
+}
+
+void StageRuntime::linear(const Op& op, const OpBinding& b, int mb, int unit, cudaStream_t stream) {
+  const LinearTensors t = linear_tensors(b.subject);
+  ParameterUnit& parameters = params_->unit(unit);
+  const WeightTensor& w = parameters.tensor(b.subject);
+  bf16* weight = parameters.params + w.offset;
+  Matmul& matmul = *matmuls_[static_cast<int>(op.stream)];
+  const auto input_full = [&] { return static_cast<bf16*>(has(mb, unit, t.input_full) ? get(mb, unit, t.input_full)
+                                                                                       : get(mb, unit, t.input)); };
+  const auto d_output_full = [&] {
+    return static_cast<bf16*>(has(mb, unit, t.d_output_full) ? get(mb, unit, t.d_output_full)
+                                                             : get(mb, unit, t.d_output));
+  };
+  const std::int64_t m = op.gemm.m, n = op.gemm.n, k = op.gemm.k;
+  if (b.action == Action::linear_forward) {
+    if (k != w.rows || n != w.cols) throw std::logic_error("linear forward: GEMM shape differs from the weight's");
+    auto* out = static_cast<bf16*>(make(mb, unit, t.output, m * n * kBf16, stream));
+    matmul.run({m, n, k, false, false, false}, input_full(), weight, out, stream);
+    // Under SP the gathered input is gathered again for the weight gradient (the graph says so): drop it.
+    if (t.input_full != t.input && shapes_.sp) release(mb, unit, t.input_full, stream);
+  } else if (b.action == Action::linear_input_grad) {
+    if (n != w.rows || k != w.cols) throw std::logic_error("linear input gradient: GEMM shape differs from the weight's");
+    auto* d_in = static_cast<bf16*>(make(mb, unit, t.d_input_full, m * n * kBf16, stream));
+    matmul.run({m, n, k, false, true, false}, d_output_full(), weight, d_in, stream);
+  } else {
+    if (m != w.rows || n != w.cols) throw std::logic_error("linear weight gradient: GEMM shape differs from the weight's");
+    matmul.run({m, n, k, true, false, true}, input_full(), d_output_full(), parameters.grads + w.offset, stream);
+    if (t.input_full != t.input && shapes_.sp) release(mb, unit, t.input_full, stream);
+    if (t.d_output_full != t.d_output) release(mb, unit, t.d_output_full, stream);
+  }
+}
+
+void StageRuntime::tensor_collective(const Op& op, const OpBinding& b, int mb, int unit, cudaStream_t stream) {
+  ncclComm_t comm = comms_.tensor();
+  const std::int64_t local = shapes_.tokens_local * shapes_.h;
+  const bool scatter = op.kind == OpKind::reduce_scatter;
+  // (source, destination) tensor names in the unit's slot.
+  Act from = Act::count, to = Act::count;
+  if (b.subject == OpRole::embedding) {
+    if (b.action == Action::reduce_output) from = Act::embedded, to = Act::x_out;
+    if (b.action == Action::gather_output_grad) from = Act::carry_norm, to = Act::dy_full;
+  } else {
+    const LinearTensors t = linear_tensors(b.subject);
+    switch (b.action) {
+      case Action::gather_input: from = t.input, to = t.input_full; break;
+      case Action::reduce_output: from = t.output, to = b.subject == OpRole::fc2 ? Act::fc2_red : Act::proj_red; break;
+      case Action::gather_output_grad: from = t.d_output, to = t.d_output_full; break;
+      case Action::reduce_input_grad: from = t.d_input_full, to = t.d_input; break;
+      default: break;
+    }
+  }
+  if (from == Act::count) throw std::logic_error("executor: no tensors for " + to_string(b.action));
+  void* source = get(mb, unit, from);
+  switch (op.kind) {
+    case OpKind::all_gather:
+      TWIN_NCCL_CHECK(ncclAllGather(source, make(mb, unit, to, local * shapes_.tp * kBf16, stream), local, nccl_bf16(),
+                                    comm, stream));
+      break;
+    case OpKind::reduce_scatter:
+      TWIN_NCCL_CHECK(ncclReduceScatter(source, make(mb, unit, to, local * kBf16, stream), local, nccl_bf16(),
+                                        ncclSum, comm, stream));
+      break;
+    case OpKind::all_reduce:
+      TWIN_NCCL_CHECK(ncclAllReduce(source, source, shapes_.tokens * shapes_.h, nccl_bf16(), ncclSum, comm, stream));
+      alias(mb, unit, to, unit, from);
+      break;
+    default: throw std::logic_error("executor: unexpected tensor-parallel collective");
+  }
+  (void)scatter;
+}
+
+void StageRuntime::norm(const Op& op, const OpBinding& b, int mb, int unit, cudaStream_t stream) {
+  const std::int64_t rows = op.rows, cols = op.cols;
+  ParameterUnit& parameters = params_->unit(unit);
+  const WeightTensor& w = parameters.tensor(b.subject);
+  const bf16* weight = parameters.params + w.offset;
+  const bool mlp = b.subject == OpRole::mlp_norm;
+  const int chunk = op.chunk;
+  // The normalised tensor: the unit's input (input and final norms) or the attention block's output.
+  const int input_unit = mlp ? unit : previous_unit(unit, chunk);
+  const auto* x = static_cast<const bf16*>(get(mb, input_unit, mlp ? Act::x_mid : Act::x_out));
+  const Act out = mlp ? Act::ln2 : Act::ln1, rstd = mlp ? Act::rstd2 : Act::rstd1;
+  if (b.action == Action::norm_forward) {
+    auto* y = static_cast<bf16*>(make(mb, unit, out, rows * cols * kBf16, stream));
+    auto* r = static_cast<float*>(make(mb, unit, rstd, rows * sizeof(float), stream));
+    kernels::rmsnorm_forward(x, weight, y, r, rows, cols, 1e-5f, stream);
+    return;
+  }
+  const Act d_reduced = mlp ? Act::d_ln2 : Act::d_ln1, d_full = mlp ? Act::d_ln2_full : Act::d_ln1_full;
+  const auto* dy = static_cast<const bf16*>(has(mb, unit, d_reduced) ? get(mb, unit, d_reduced) : get(mb, unit, d_full));
+  // mlp norm: its input gradient is the start of d_x_mid (the residual backward adds the rest).
+  const Act dx_name = mlp ? Act::d_x_mid : Act::d_input;
+  auto* dx = static_cast<bf16*>(make(mb, unit, dx_name, rows * cols * kBf16, stream));
+  TWIN_CUDA_CHECK(cudaMemsetAsync(norm_grad_f32_, 0, cols * sizeof(float), stream));
+  kernels::rmsnorm_backward(dy, x, weight, static_cast<const float*>(get(mb, unit, rstd)), dx, norm_partials_, rows,
+                            cols, stream);
+  kernels::norm_weight_grad_reduce(norm_partials_, norm_grad_f32_, kernels::norm_partial_blocks(rows), cols, stream);
+  kernels::add_f32_to_bf16(norm_grad_f32_, parameters.grads + w.offset, cols, stream);
+  if (mlp) {
+    release(mb, unit, d_reduced, stream);
+    release(mb, unit, d_full, stream);
+    return;
+  }
+  // Input or final norm: the unit's backward ends; its input gradient goes to the unit before it.
+  const int before = previous_unit(unit, chunk);
+  if (unit == kHeadUnit) {
+    move(mb, unit, Act::d_input, before, Act::carry_norm);
+  } else if (before >= 0) {
+    move(mb, unit, Act::d_input, before, Act::carry_norm);
+    move(mb, unit, Act::d_x_mid, before, Act::carry_residual);
+  } else {  // no residual op follows the chunk's first layer: add the residual branch here
+    kernels::residual_add(dx, static_cast<const bf16*>(get(mb, unit, Act::d_x_mid)), dx, rows * cols, stream);
+    move(mb, unit, Act::d_input, before, Act::carry_norm);
+  }
+  release_slot(mb, unit, stream);
+}
+
+void StageRuntime::residual(const Op& op, const OpBinding& b, int mb, int unit, cudaStream_t stream) {
+  const std::int64_t count = shapes_.tokens_local * shapes_.h;
+  const bool attention_block = b.subject == OpRole::attention_residual;
+  if (b.action == Action::residual_forward) {
+    const auto* x = static_cast<const bf16*>(attention_block ? get(mb, previous_unit(unit, op.chunk), Act::x_out)
+                                                             : get(mb, unit, Act::x_mid));
+    const Act branch = attention_block ? Act::proj_red : Act::fc2_red;
+    const Act out = attention_block ? Act::x_mid : Act::x_out;
+    auto* y = static_cast<bf16*>(make(mb, unit, out, count * kBf16, stream));
+    kernels::residual_add(x, static_cast<const bf16*>(get(mb, unit, branch)), y, count, stream);
+    release(mb, unit, branch, stream);
+    release(mb, unit, attention_block ? Act::proj : Act::fc2, stream);
+    // Full recompute keeps only the layer's output until its backward runs the forward again.
+    if (!attention_block && !op.recomputed && strategy_.recompute == Recompute::full)
+      release_slot(mb, unit, stream, Act::x_out);
+    return;
+  }
+  if (!attention_block) {  // dy = the next block's residual gradient + its norm's input gradient
+    move(mb, unit, Act::carry_norm, unit, Act::dy);
+    if (has(mb, unit, Act::carry_residual)) {
+      auto* dy = static_cast<bf16*>(get(mb, unit, Act::dy));
+      kernels::residual_add(dy, static_cast<const bf16*>(get(mb, unit, Act::carry_residual)), dy, count, stream);
+      release(mb, unit, Act::carry_residual, stream);
+    }
+    return;
+  }
+  auto* d_x_mid = static_cast<bf16*>(get(mb, unit, Act::d_x_mid));
+  kernels::residual_add(d_x_mid, static_cast<const bf16*>(get(mb, unit, Act::dy)), d_x_mid, count, stream);
+  release(mb, unit, Act::dy, stream);
+}
+
+// Attention, RoPE and the MLP activation: the ops between the linears of a layer.
+void StageRuntime::attention(const Op& op, const OpBinding& b, int mb, int unit, cudaStream_t stream) {
+  const lowering::RankShapes& s = shapes_;
+  const std::int64_t tokens = s.tokens;
+  const std::int64_t q_width = s.heads * s.d, kv_width = s.groups * s.d;
+  kernels::AttentionDims dims{s.b, s.s, static_cast<int>(s.heads), static_cast<int>(s.groups), static_cast<int>(s.d),
+                              s.qkv_width, s.qkv_width, true};
+  kernels::RopeShape rope{tokens, s.s, static_cast<int>(s.heads), static_cast<int>(s.groups), static_cast<int>(s.d),
+                          s.qkv_width, s.qkv_width};
+  switch (b.action) {
+    case Action::rope_forward: {
+      auto* qkv = static_cast<bf16*>(get(mb, unit, Act::qkv));
+      kernels::rope_forward(qkv, qkv + q_width, rope_table_, rope, stream);
+      return;
+    }
+    case Action::rope_backward: {
+      auto* d_qkv = static_cast<bf16*>(get(mb, unit, Act::d_qkv));
+      kernels::rope_backward(d_qkv, d_qkv + q_width, rope_table_, rope, stream);
+      return;
+    }
+    case Action::attention_forward: {
+      const auto* qkv = static_cast<const bf16*>(get(mb, unit, Act::qkv));
+      auto* o = static_cast<bf16*>(make(mb, unit, Act::attn, tokens * q_width * kBf16, stream));
+      auto* lse = static_cast<float*>(make(mb, unit, Act::lse, s.b * s.heads * s.s * sizeof(float), stream));
+      kernels::attention_forward(qkv, qkv + q_width, qkv + q_width + kv_width, o, lse, dims, stream);
+      return;
+    }
+    case Action::attention_backward: {
+      const auto* qkv = static_cast<const bf16*>(get(mb, unit, Act::qkv));
+      auto* d_qkv = static_cast<bf16*>(make(mb, unit, Act::d_qkv, tokens * s.qkv_width * kBf16, stream));
+      float* delta = nullptr;
+      TWIN_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&delta), s.b * s.heads * s.s * sizeof(float), stream));
+      kernels::attention_backward(qkv, qkv + q_width, qkv + q_width + kv_width,
+                                  static_cast<const bf16*>(get(mb, unit, Act::attn)),
+                                  static_cast<const bf16*>(get(mb, unit, Act::d_attn)),
+                                  static_cast<const float*>(get(mb, unit, Act::lse)), delta, d_qkv, d_qkv + q_width,
+                                  d_qkv + q_width + kv_width, dims, stream);
+      TWIN_CUDA_CHECK(cudaFreeAsync(delta, stream));
+      for (Act done : {Act::qkv, Act::attn, Act::lse, Act::d_attn}) release(mb, unit, done, stream);
+      return;
+    }
+    case Action::activation_forward: {
+      auto* act = static_cast<bf16*>(make(mb, unit, Act::act, op.rows * op.cols * kBf16, stream));
+      const auto* fc1 = static_cast<const bf16*>(get(mb, unit, Act::fc1));
+      if (op.gated_activation)
+        kernels::swiglu_forward(fc1, act, op.rows, op.cols, stream);
+      else
+        kernels::gelu_forward(fc1, act, op.rows * op.cols, stream);
+      return;
+    }
+    case Action::activation_backward: {
+      const std::int64_t width = (op.gated_activation ? 2 : 1) * op.cols;
+      auto* d_fc1 = static_cast<bf16*>(make(mb, unit, Act::d_fc1, op.rows * width * kBf16, stream));
+      const auto* fc1 = static_cast<const bf16*>(get(mb, unit, Act::fc1));
+      const auto* d_act = static_cast<const bf16*>(get(mb, unit, Act::d_act));
+      if (op.gated_activation)
+        kernels::swiglu_backward(fc1, d_act, d_fc1, op.rows, op.cols, stream);
+      else
+        kernels::gelu_backward(fc1, d_act, d_fc1, op.rows * op.cols, stream);
+      for (Act done : {Act::fc1, Act::d_act}) release(mb, unit, done, stream);
+      return;
+    }
+    default: throw std::logic_error("executor: not an attention-block action");
+  }
+}
+
+}  // namespace twin::exec

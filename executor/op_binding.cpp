@@ -1,0 +1,153 @@
+// The lowering emits a layer's ops in a fixed pattern (strategies/lowering_layer.cpp): a TP collective
+// sits right before or after the GEMM it serves, and a backward pass runs a linear's input-gradient GEMM
+// before its weight-gradient GEMM. The binding reads that pattern back, per (micro-batch, chunk, layer).
+#include "executor/op_binding.hpp"
+
+#include <map>
+#include <stdexcept>
+#include <tuple>
+
+#include <fmt/format.h>
+
+namespace twin::exec {
+namespace {
+
+bool is_gemm_like(const Op& op) {
+  return op.kind == OpKind::gemm || op.kind == OpKind::embedding_forward || op.kind == OpKind::embedding_backward;
+}
+
+OpRole subject_of(const Op& op) {
+  return op.kind == OpKind::gemm ? op.role : OpRole::embedding;
+}
+
+bool same_pass(const Op& a, const Op& b) {
+  return a.micro_batch == b.micro_batch && a.chunk == b.chunk && a.layer == b.layer;
+}
+
+// The GEMM-like op a TP collective serves: the next one in its pass (gathers) or the previous (reductions).
+OpRole served_linear(const RankClass& rc, OpIndex index, bool look_ahead) {
+  const Op& op = rc.op(index);
+  const std::int64_t step = look_ahead ? 1 : -1;
+  for (std::int64_t i = static_cast<std::int64_t>(index) + step; i >= 0 && i < static_cast<std::int64_t>(rc.size());
+       i += step) {
+    const Op& other = rc.op(static_cast<OpIndex>(i));
+    if (other.is_communication() || !same_pass(op, other)) continue;
+    if (is_gemm_like(other)) return subject_of(other);
+  }
+  throw std::invalid_argument(fmt::format("executor: {} ({}) serves no linear layer in its pass", op_name(op),
+                                          op_id(rc.index, index)));
+}
+
+bool column_parallel(OpRole role) {
+  return role == OpRole::qkv_projection || role == OpRole::fc1 || role == OpRole::output_projection;
+}
+
+[[noreturn]] void unsupported(const RankClass& rc, OpIndex index, const char* what) {
+  throw std::invalid_argument(fmt::format("executor: op {} ({}) is {}, which twin execute does not run yet",
+                                          op_id(rc.index, index), op_name(rc.op(index)), what));
+}
+
+}  // namespace
+
+std::string to_string(Action action) {
+  static const char* names[] = {
+      "embedding_forward", "embedding_backward", "norm_forward", "norm_backward", "linear_forward",
+      "linear_input_grad", "linear_weight_grad", "rope_forward", "rope_backward", "attention_forward",
+      "attention_backward", "activation_forward", "activation_backward", "residual_forward", "residual_backward",
+      "loss_forward", "loss_reduce", "loss_backward", "gather_input", "reduce_output", "gather_output_grad",
+      "reduce_input_grad", "send_activation", "recv_activation", "send_gradient", "recv_gradient", "grad_reduce",
+      "param_gather", "embedding_grad_sync", "grad_norm", "optimizer_step"};
+  return names[static_cast<int>(action)];
+}
+
+std::vector<OpBinding> bind_ops(const RankClass& rc) {
+  std::vector<OpBinding> bindings(rc.size());
+  // Backward GEMMs of one linear in one pass: the first is the input gradient, the second the weight's.
+  std::map<std::tuple<int, int, int, OpRole>, int> backward_gemms_seen;
+  OpIndex last_embedding_backward = static_cast<OpIndex>(rc.size());
+  for (OpIndex i = 0; i < rc.size(); ++i) {
+    const Op& op = rc.op(i);
+    OpBinding& b = bindings[i];
+    const bool backward = op.phase == Phase::backward;
+    if (op.stream == Stream::compute2) unsupported(rc, i, "on a second compute stream (double strand)");
+    switch (op.kind) {
+      case OpKind::gemm: {
+        b.subject = op.role;
+        if (!backward) {
+          b.action = Action::linear_forward;
+        } else {
+          int& seen = backward_gemms_seen[{op.micro_batch, op.chunk, op.layer, op.role}];
+          b.action = seen++ % 2 == 0 ? Action::linear_input_grad : Action::linear_weight_grad;
+        }
+        if (op.gemm.count != 1) unsupported(rc, i, "a grouped (expert) GEMM");
+        break;
+      }
+      case OpKind::attention_forward:
+        if (op.attention.seq_q != op.attention.seq_kv) unsupported(rc, i, "a context-parallel attention block");
+        b.action = Action::attention_forward;
+        break;
+      case OpKind::attention_backward:
+        if (op.attention.seq_q != op.attention.seq_kv) unsupported(rc, i, "a context-parallel attention block");
+        b.action = Action::attention_backward;
+        break;
+      case OpKind::norm_forward: b.action = Action::norm_forward; b.subject = op.role; break;
+      case OpKind::norm_backward: b.action = Action::norm_backward; b.subject = op.role; break;
+      case OpKind::rope_forward: b.action = Action::rope_forward; break;
+      case OpKind::rope_backward: b.action = Action::rope_backward; break;
+      case OpKind::activation_forward: b.action = Action::activation_forward; break;
+      case OpKind::activation_backward: b.action = Action::activation_backward; break;
+      case OpKind::elementwise:
+        b.action = backward ? Action::residual_backward : Action::residual_forward;
+        b.subject = op.role;
+        break;
+      case OpKind::embedding_forward: b.action = Action::embedding_forward; b.subject = OpRole::embedding; break;
+      case OpKind::embedding_backward:
+        b.action = Action::embedding_backward;
+        b.subject = OpRole::embedding;
+        last_embedding_backward = i;
+        break;
+      case OpKind::loss_forward: b.action = Action::loss_forward; break;
+      case OpKind::loss_backward: b.action = Action::loss_backward; break;
+      case OpKind::optimizer_step: b.action = Action::optimizer_step; break;
+      case OpKind::moe_router:
+      case OpKind::moe_permute:
+      case OpKind::moe_unpermute: unsupported(rc, i, "a mixture-of-experts op");
+      case OpKind::all_to_all: unsupported(rc, i, "an all-to-all (expert parallel)");
+      case OpKind::send:
+      case OpKind::recv: {
+        if (op.role == OpRole::cp_exchange) unsupported(rc, i, "a context-parallel exchange");
+        const bool send = op.kind == OpKind::send;
+        b.action = op.role == OpRole::pipeline_activation ? (send ? Action::send_activation : Action::recv_activation)
+                                                          : (send ? Action::send_gradient : Action::recv_gradient);
+        break;
+      }
+      case OpKind::all_reduce:
+      case OpKind::all_gather:
+      case OpKind::reduce_scatter:
+        switch (op.role) {
+          case OpRole::grad_reduce: b.action = Action::grad_reduce; break;
+          case OpRole::param_gather: b.action = Action::param_gather; break;
+          case OpRole::embedding_grad_sync: b.action = Action::embedding_grad_sync; break;
+          case OpRole::grad_norm: b.action = Action::grad_norm; break;
+          case OpRole::loss: b.action = Action::loss_reduce; break;
+          case OpRole::tp_gather:
+            b.subject = served_linear(rc, i, true);
+            b.action = backward && !column_parallel(b.subject) ? Action::gather_output_grad : Action::gather_input;
+            break;
+          case OpRole::tp_scatter:
+          case OpRole::tp_reduce:
+            b.subject = served_linear(rc, i, false);
+            b.action = backward ? Action::reduce_input_grad : Action::reduce_output;
+            break;
+          default: unsupported(rc, i, "a collective of an unknown role");
+        }
+        if (op.group == GroupKind::expert || op.group == GroupKind::expert_data || op.group == GroupKind::context)
+          unsupported(rc, i, "a collective over an expert or context group");
+        break;
+    }
+  }
+  if (last_embedding_backward < rc.size()) bindings[last_embedding_backward].last_embedding_backward = true;
+  return bindings;
+}
+
+}  // namespace twin::exec

@@ -1,0 +1,44 @@
+// What each op of a rank class does to tensors when the executor runs it: the op graph names kinds and
+// roles; the binding adds what the graph leaves to position (which linear a TP collective serves, which of
+// a backward's two GEMMs is the input gradient). Pure CPU code: the executor's contract with the lowering.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/op_graph.hpp"
+
+namespace twin::exec {
+
+enum class Action : std::uint8_t {
+  embedding_forward, embedding_backward,
+  norm_forward, norm_backward,
+  linear_forward, linear_input_grad, linear_weight_grad,
+  rope_forward, rope_backward,
+  attention_forward, attention_backward,
+  activation_forward, activation_backward,
+  residual_forward, residual_backward,
+  loss_forward, loss_reduce, loss_backward,
+  gather_input,        // SP all-gather of a column-parallel linear's input (forward, or again for its wgrad)
+  reduce_output,       // reduce-scatter (SP) / all-reduce of a row-parallel linear's or the embedding's output
+  gather_output_grad,  // SP all-gather of a row-parallel linear's (or the embedding's) output gradient
+  reduce_input_grad,   // reduce-scatter (SP) / all-reduce of a column-parallel linear's input gradient
+  send_activation, recv_activation, send_gradient, recv_gradient,
+  grad_reduce, param_gather, embedding_grad_sync, grad_norm, optimizer_step,
+};
+
+struct OpBinding {
+  Action action = Action::linear_forward;
+  // The model part the op works on: the linear's role for GEMMs and TP collectives (qkv_projection,
+  // attention_projection, fc1, fc2, output_projection, or embedding), the norm's role for norms.
+  OpRole subject = OpRole::none;
+  bool last_embedding_backward = false;  // the class's last embedding backward: fold its fp32 gradient in
+};
+
+std::string to_string(Action action);
+
+// One binding per op, in op order. Throws std::invalid_argument naming the op for what the executor does
+// not run (context parallel, MoE, double strand's second compute stream).
+std::vector<OpBinding> bind_ops(const RankClass& rank_class);
+
+}  // namespace twin::exec

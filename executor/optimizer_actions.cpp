@@ -1,0 +1,107 @@
+// The data-parallel and optimizer ops: per-unit gradient reduction (all-reduce, or reduce-scatter into
+// the ZeRO shard), parameter gathers, the global gradient norm, clipping and AdamW on fp32 masters.
+// Megatron also sums sequence-parallel norm-weight gradients over TP and reduces the norm over TP and
+// PP; the graph has no op for those, so they run inside the first optimizer-phase op (tiny messages).
+#include <algorithm>
+#include <stdexcept>
+
+#include "calibrate/gpu/checks.hpp"
+#include "executor/kernels.hpp"
+#include "executor/stage_runtime.hpp"
+
+namespace twin::exec {
+namespace {
+
+// The part of [begin, begin + count) that lies in this rank's reduced shard [shard_begin, shard_end).
+std::pair<std::int64_t, std::int64_t> within(std::int64_t begin, std::int64_t count, std::int64_t shard_begin,
+                                             std::int64_t shard_end) {
+  const std::int64_t lo = std::max(begin, shard_begin), hi = std::min(begin + count, shard_end);
+  return {lo, std::max<std::int64_t>(0, hi - lo)};
+}
+
+}  // namespace
+
+void StageRuntime::parameters_collective(const Op& op, const OpBinding& b, cudaStream_t stream) {
+  ncclComm_t data = comms_.data();
+  switch (b.action) {
+    case Action::grad_reduce: {
+      ParameterUnit& unit = params_->unit(op.parameter_unit);
+      if (op.kind == OpKind::all_reduce)
+        TWIN_NCCL_CHECK(ncclAllReduce(unit.grads, unit.grads, unit.padded, ncclBfloat16, ncclSum, data, stream));
+      else
+        TWIN_NCCL_CHECK(ncclReduceScatter(unit.grads, unit.grads + unit.shard_begin, unit.shard_elements, ncclBfloat16,
+                                          ncclSum, data, stream));
+      return;
+    }
+    case Action::param_gather: {
+      std::vector<ParameterUnit*> units =
+          op.parameter_unit == kWholeStage ? params_->units() : std::vector<ParameterUnit*>{&params_->unit(op.parameter_unit)};
+      TWIN_NCCL_CHECK(ncclGroupStart());
+      for (ParameterUnit* unit : units)
+        TWIN_NCCL_CHECK(ncclAllGather(unit->params + unit->shard_begin, unit->params, unit->shard_elements,
+                                      ncclBfloat16, data, stream));
+      TWIN_NCCL_CHECK(ncclGroupEnd());
+      return;
+    }
+    case Action::grad_norm:
+      model_parallel_gradient_fixups(stream);
+      return;
+    case Action::embedding_grad_sync:
+      throw std::invalid_argument("tied embeddings are not executed (the model check refuses them)");
+    default: throw std::logic_error("executor: not a parameter collective");
+  }
+}
+
+// Sums SP norm-weight gradients over TP, then the squared gradient norm over the data group (the graph's
+// grad_norm op), TP and PP, and turns it into the clip factor.
+void StageRuntime::model_parallel_gradient_fixups(cudaStream_t stream) {
+  if (fixups_done_) return;
+  fixups_done_ = true;
+  const bool zero_sharded = strategy_.zero_stage >= 1;
+  if (shapes_.sp) {
+    TWIN_NCCL_CHECK(ncclGroupStart());
+    for (ParameterUnit* unit : params_->units())
+      for (const WeightTensor& w : unit->tensors) {
+        if (!w.is_norm) continue;
+        const auto [begin, count] = zero_sharded ? within(w.offset, w.elements(), unit->shard_begin,
+                                                          unit->shard_begin + unit->shard_elements)
+                                                 : std::pair<std::int64_t, std::int64_t>{w.offset, w.elements()};
+        if (count > 0)
+          TWIN_NCCL_CHECK(ncclAllReduce(unit->grads + begin, unit->grads + begin, count, ncclBfloat16, ncclSum,
+                                        comms_.tensor_for_optimizer(), stream));
+      }
+    TWIN_NCCL_CHECK(ncclGroupEnd());
+  }
+  // Each data-parallel rank sums its 1/dp of every unit (ZeRO: its shard; plain DP: the same split), and
+  // only TP rank 0 counts the weights every TP rank holds.
+  TWIN_CUDA_CHECK(cudaMemsetAsync(grad_sum_squares_, 0, sizeof(float), stream));
+  for (ParameterUnit* unit : params_->units())
+    for (const WeightTensor& w : unit->tensors) {
+      if (w.is_norm && me_.tp != 0) continue;
+      const auto [begin, count] = within(w.offset, w.elements(), unit->shard_begin, unit->shard_begin + unit->shard_elements);
+      if (count > 0) kernels::grad_sum_squares(unit->grads + begin, count, grad_partials_, grad_sum_squares_, stream);
+    }
+  if (strategy_.data_parallel_size * strategy_.context_parallel_size > 1)
+    TWIN_NCCL_CHECK(ncclAllReduce(grad_sum_squares_, grad_sum_squares_, 1, ncclFloat32, ncclSum, comms_.data(), stream));
+  if (strategy_.tensor_model_parallel_size > 1)
+    TWIN_NCCL_CHECK(ncclAllReduce(grad_sum_squares_, grad_sum_squares_, 1, ncclFloat32, ncclSum,
+                                  comms_.tensor_for_optimizer(), stream));
+  if (strategy_.pipeline_model_parallel_size > 1)
+    TWIN_NCCL_CHECK(ncclAllReduce(grad_sum_squares_, grad_sum_squares_, 1, ncclFloat32, ncclSum,
+                                  comms_.pipeline_for_optimizer(), stream));
+  kernels::grad_clip_scale(grad_sum_squares_, options_.max_grad_norm, clip_scale_, stream);
+}
+
+void StageRuntime::optimizer(const Op& op, cudaStream_t stream) {
+  model_parallel_gradient_fixups(stream);
+  kernels::AdamWParams adam;
+  adam.lr = options_.learning_rate;
+  adam.step = ++step_;
+  for (ParameterUnit* unit : params_->units()) {
+    const std::int64_t begin = unit->update_begin();
+    kernels::adamw_step(unit->master, unit->adam_m, unit->adam_v, unit->grads + begin, unit->params + begin,
+                        unit->update_elements(), adam, clip_scale_, stream);
+  }
+}
+
+}  // namespace twin::exec

@@ -1,0 +1,204 @@
+// Shard maps follow Megatron's TP layout: QKV and FC1 are column-parallel (each rank its heads' q, k, v
+// columns, its slice of the gate and up halves), the attention projection and FC2 row-parallel, the
+// embedding vocab-parallel by rows and the output projection by columns. Norm weights are replicated.
+#include "executor/parameters.hpp"
+
+#include <cmath>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "calibrate/gpu/checks.hpp"
+#include "strategies/sharded_parameters.hpp"
+
+namespace twin::exec {
+namespace {
+
+kernels::ShardMap columns(std::int64_t rows, std::int64_t local_cols, std::int64_t global_cols,
+                          std::vector<std::pair<std::int64_t, std::int64_t>> segments /* (global_begin, width) */) {
+  kernels::ShardMap map;
+  map.local_rows = rows;
+  map.local_cols = local_cols;
+  map.global_cols = global_cols;
+  map.segments = static_cast<int>(segments.size());
+  std::int64_t local = 0;
+  for (std::size_t s = 0; s < segments.size(); ++s) {
+    map.local_begin[s] = local;
+    map.global_begin[s] = segments[s].first;
+    map.width[s] = segments[s].second;
+    local += segments[s].second;
+  }
+  return map;
+}
+
+kernels::ShardMap rows_from(std::int64_t local_rows, std::int64_t cols, std::int64_t row_offset) {
+  kernels::ShardMap map = columns(local_rows, cols, cols, {{0, cols}});
+  map.row_offset = row_offset;
+  return map;
+}
+
+void require_supported(const ModelConfig& m) {
+  const auto fail = [&](const std::string& what) {
+    throw std::invalid_argument("twin execute runs dense Llama-style models; this model " + what);
+  };
+  if (m.is_moe()) fail("has experts (MoE execution follows in a later issue)");
+  if (m.normalization != Normalization::rmsnorm) fail("uses LayerNorm (RMSNorm only)");
+  if (!m.position_embedding_rope) fail("uses learned position embeddings (RoPE only)");
+  if (m.add_bias_linear) fail("has linear biases");
+  if (!m.untie_embeddings_and_output_weights) fail("ties the embedding and output weights");
+  if (m.hidden_dropout > 0 || m.attention_dropout > 0) fail("uses dropout");
+  if (m.attention_backend != AttentionBackend::flash) fail("asks for unfused attention");
+}
+
+}  // namespace
+
+const WeightTensor& ParameterUnit::tensor(OpRole role) const {
+  for (const WeightTensor& t : tensors)
+    if (t.role == role) return t;
+  throw std::logic_error(fmt::format("parameter unit {} has no {} weight", id, to_string(role)));
+}
+
+std::vector<ParameterUnit> plan_parameter_units(const Scenario& scenario, const Strategy& strategy,
+                                                const RankPlacement& placement, std::uint64_t seed) {
+  const ModelConfig& m = scenario.model;
+  require_supported(m);
+  const int tp = strategy.tensor_model_parallel_size, t = placement.tp_rank;
+  const std::int64_t h = m.hidden_size, d = head_dim(m);
+  const std::int64_t heads = m.num_attention_heads, groups = m.num_query_groups;
+  const std::int64_t heads_l = heads / tp, groups_l = groups / tp;
+  const std::int64_t ffn = m.ffn_hidden_size, ffn_l = ffn / tp;
+  const bool swiglu = m.activation == Activation::swiglu;
+  const std::int64_t vocab = padded_vocab_size(m, tp), vocab_l = vocab / tp;
+  const float stddev = 0.02f;
+  const float output_stddev = stddev / std::sqrt(2.0f * static_cast<float>(m.num_layers));
+  const int data_group = strategy.data_parallel_size * strategy.context_parallel_size;
+
+  const auto tensor_seed = [&](std::int32_t unit, int index) {
+    return seed + 0x9E3779B97F4A7C15ull * static_cast<std::uint64_t>(unit + 16) + 0xD1B54A32D192ED03ull * index;
+  };
+  const auto norm = [&](std::string name, OpRole role) {
+    WeightTensor w{std::move(name), role, 1, h};
+    w.is_norm = true;
+    w.shard = rows_from(1, h, 0);
+    return w;
+  };
+  const auto weight = [&](std::string name, OpRole role, kernels::ShardMap map, float init) {
+    WeightTensor w{std::move(name), role, map.local_rows, map.local_cols};
+    w.shard = map;
+    w.init_stddev = init;
+    return w;
+  };
+
+  std::vector<ParameterUnit> units;
+  const auto finish = [&](ParameterUnit unit) {
+    for (std::size_t i = 0; i < unit.tensors.size(); ++i) {
+      unit.tensors[i].offset = unit.elements;
+      unit.tensors[i].seed = tensor_seed(unit.id, static_cast<int>(i));
+      unit.elements += unit.tensors[i].elements();
+    }
+    unit.padded = (unit.elements + data_group - 1) / data_group * data_group;
+    unit.shard_elements = unit.padded / data_group;
+    unit.shard_begin = unit.shard_elements * placement.dp_rank;
+    unit.sharded_optimizer = strategy.zero_stage >= 1 && data_group > 1;
+    units.push_back(std::move(unit));
+  };
+
+  const int chunks = chunks_per_stage(strategy);
+  const int last_virtual_stage = strategy.pipeline_model_parallel_size * chunks - 1;
+  for (int chunk = 0; chunk < chunks; ++chunk) {
+    const int vs = virtual_stage_of(strategy, placement.stage, chunk);
+    if (vs == 0) {
+      ParameterUnit unit{kEmbeddingUnit};
+      unit.tensors.push_back(weight("embedding", OpRole::embedding, rows_from(vocab_l, h, t * vocab_l), stddev));
+      finish(std::move(unit));
+    }
+    const int first = first_layer_of(m, strategy, placement.stage, chunk);
+    for (int l = first; l < first + layers_in_virtual_stage(m, strategy, vs); ++l) {
+      ParameterUnit unit{l};
+      const std::string p = fmt::format("L{}.", l);
+      unit.tensors.push_back(norm(p + "input_norm", OpRole::input_norm));
+      unit.tensors.push_back(weight(p + "qkv", OpRole::qkv_projection,
+                                    columns(h, (heads_l + 2 * groups_l) * d, (heads + 2 * groups) * d,
+                                            {{t * heads_l * d, heads_l * d},
+                                             {heads * d + t * groups_l * d, groups_l * d},
+                                             {(heads + groups) * d + t * groups_l * d, groups_l * d}}),
+                                    stddev));
+      unit.tensors.push_back(weight(p + "proj", OpRole::attention_projection,
+                                    rows_from(heads_l * d, h, t * heads_l * d), output_stddev));
+      unit.tensors.push_back(norm(p + "mlp_norm", OpRole::mlp_norm));
+      unit.tensors.push_back(weight(p + "fc1", OpRole::fc1,
+                                    swiglu ? columns(h, 2 * ffn_l, 2 * ffn, {{t * ffn_l, ffn_l}, {ffn + t * ffn_l, ffn_l}})
+                                           : columns(h, ffn_l, ffn, {{t * ffn_l, ffn_l}}),
+                                    stddev));
+      unit.tensors.push_back(weight(p + "fc2", OpRole::fc2, rows_from(ffn_l, h, t * ffn_l), output_stddev));
+      finish(std::move(unit));
+    }
+    if (vs == last_virtual_stage) {
+      ParameterUnit unit{kHeadUnit};
+      unit.tensors.push_back(norm("final_norm", OpRole::final_norm));
+      unit.tensors.push_back(
+          weight("output", OpRole::output_projection, columns(h, vocab_l, vocab, {{t * vocab_l, vocab_l}}), stddev));
+      finish(std::move(unit));
+    }
+  }
+  return units;
+}
+
+StageParameters::StageParameters(const Scenario& scenario, const Strategy& strategy, const RankPlacement& placement,
+                                 std::uint64_t seed, cudaStream_t stream) {
+  const auto allocate = [&](std::size_t bytes) {
+    void* p = nullptr;
+    TWIN_CUDA_CHECK(cudaMalloc(&p, bytes));
+    allocations_.push_back(p);
+    return p;
+  };
+  for (ParameterUnit& unit : plan_parameter_units(scenario, strategy, placement, seed)) {
+    unit.params = static_cast<bf16*>(allocate(unit.padded * sizeof(bf16)));
+    unit.grads = static_cast<bf16*>(allocate(unit.padded * sizeof(bf16)));
+    const std::int64_t updated = unit.update_elements();
+    unit.master = static_cast<float*>(allocate(updated * sizeof(float)));
+    unit.adam_m = static_cast<float*>(allocate(updated * sizeof(float)));
+    unit.adam_v = static_cast<float*>(allocate(updated * sizeof(float)));
+    TWIN_CUDA_CHECK(cudaMemsetAsync(unit.params, 0, unit.padded * sizeof(bf16), stream));
+    for (const WeightTensor& w : unit.tensors) {
+      if (w.init_stddev == 0)
+        kernels::fill_bf16(unit.params + w.offset, w.elements(), 1.0f, stream);
+      else
+        kernels::init_normal_shard(unit.params + w.offset, w.shard, w.seed, w.init_stddev, stream);
+    }
+    kernels::bf16_to_f32(unit.params + unit.update_begin(), unit.master, updated, stream);
+    TWIN_CUDA_CHECK(cudaMemsetAsync(unit.adam_m, 0, updated * sizeof(float), stream));
+    TWIN_CUDA_CHECK(cudaMemsetAsync(unit.adam_v, 0, updated * sizeof(float), stream));
+    TWIN_CUDA_CHECK(cudaMemsetAsync(unit.grads, 0, unit.padded * sizeof(bf16), stream));
+    const std::int32_t id = unit.id;
+    units_.emplace(id, std::move(unit));
+  }
+}
+
+StageParameters::~StageParameters() {
+  for (void* p : allocations_) cudaFree(p);
+}
+
+ParameterUnit& StageParameters::unit(std::int32_t id) {
+  auto found = units_.find(id);
+  if (found == units_.end()) throw std::logic_error(fmt::format("this rank holds no parameter unit {}", id));
+  return found->second;
+}
+
+std::vector<ParameterUnit*> StageParameters::units() {
+  std::vector<ParameterUnit*> all;
+  for (auto& [id, unit] : units_) all.push_back(&unit);
+  return all;
+}
+
+std::int64_t StageParameters::total_elements() const {
+  std::int64_t total = 0;
+  for (const auto& [id, unit] : units_) total += unit.elements;
+  return total;
+}
+
+void StageParameters::zero_grads(cudaStream_t stream) {
+  for (auto& [id, unit] : units_) TWIN_CUDA_CHECK(cudaMemsetAsync(unit.grads, 0, unit.padded * sizeof(bf16), stream));
+}
+
+}  // namespace twin::exec

@@ -1,0 +1,195 @@
+// Per-rank files are plain JSON: the kernel records as columns (names interned) so that a 20-iteration
+// run of a few thousand kernels stays a few MB. Rank 0 re-reads them all; nothing here touches the GPU.
+#include "executor/run_report.hpp"
+
+#include <algorithm>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "core/atomic_file.hpp"
+#include "core/error.hpp"
+#include "strategies/flops.hpp"
+#include "strategies/memory.hpp"
+#include "traces/measured_trace.hpp"
+#include "traces/ops_csv.hpp"
+#include "traces/plan_prediction.hpp"
+#include "traces/predicted_vs_measured.hpp"
+
+namespace twin::exec {
+namespace {
+
+using nlohmann::json;
+
+std::filesystem::path rank_file(const std::filesystem::path& run_dir, int rank) {
+  return run_dir / "measured" / fmt::format("rank{}.json", rank);
+}
+
+double median(std::vector<double> values) {
+  if (values.empty()) return 0;
+  std::sort(values.begin(), values.end());
+  const std::size_t n = values.size();
+  return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
+}
+
+}  // namespace
+
+void append_kernels(RankRun& run, const std::vector<gpu::KernelRecord>& records) {
+  for (const gpu::KernelRecord& r : records) {
+    if (r.is_memcpy) continue;
+    run.kernels.push_back(measured_kernel(r.name, r.start_ns, r.end_ns, r.stream_id, r.region));
+  }
+}
+
+void write_rank_run(const std::filesystem::path& run_dir, const RankRun& run, const RankClass& rank_class, int warmup) {
+  std::map<std::string, int> name_index;
+  json names = json::array(), start = json::array(), end = json::array(), stream = json::array(),
+       iteration = json::array(), op = json::array(), name = json::array();
+  for (const MeasuredKernel& k : run.kernels) {
+    auto [it, added] = name_index.emplace(k.name, static_cast<int>(name_index.size()));
+    if (added) names.push_back(k.name);
+    name.push_back(it->second);
+    start.push_back(k.start_ns);
+    end.push_back(k.end_ns);
+    stream.push_back(k.stream_id);
+    iteration.push_back(k.iteration);
+    op.push_back(k.in_op() ? static_cast<std::int64_t>(k.op) : -1);
+  }
+  const json document = {{"format", "twin-measured-rank"},
+                         {"version", 1},
+                         {"rank", run.rank},
+                         {"rank_class", run.rank_class},
+                         {"coordinates", {{"tp", run.coordinates[0]}, {"cp", run.coordinates[1]},
+                                          {"dp", run.coordinates[2]}, {"pp", run.coordinates[3]}}},
+                         {"device", run.device},
+                         {"warmup_iterations", warmup},
+                         {"losses", run.losses},
+                         {"iteration_s", run.iteration_s},
+                         {"peak_memory_bytes", run.peak_memory_bytes},
+                         {"dropped_records", run.dropped_records},
+                         {"kernel_names", names},
+                         {"kernels", {{"name", name}, {"start_ns", start}, {"end_ns", end}, {"stream", stream},
+                                      {"iteration", iteration}, {"op", op}}}};
+  std::filesystem::create_directories(run_dir / "measured");
+  write_file_atomically(rank_file(run_dir, run.rank), document.dump());
+  if (!run.kernels.empty()) {
+    std::filesystem::create_directories(run_dir / "traces");
+    write_measured_chrome_trace(run_dir / "traces" / fmt::format("measured_rank{}.json", run.rank), rank_class,
+                                run.rank, run.kernels, fmt::format("measured, rank {}", run.rank));
+  }
+}
+
+RankRun read_rank_run(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  if (!in) throw InputError(path.string(), "", "a rank's measurements (the file cannot be read)");
+  const json d = json::parse(in, nullptr, false);
+  if (d.is_discarded() || d.value("format", "") != "twin-measured-rank")
+    throw InputError(path.string(), "/format", "\"twin-measured-rank\"");
+  RankRun run;
+  run.rank = d.at("rank");
+  run.rank_class = d.at("rank_class");
+  const json& c = d.at("coordinates");
+  run.coordinates = {c.at("tp"), c.at("cp"), c.at("dp"), c.at("pp")};
+  run.device = d.at("device");
+  run.losses = d.at("losses").get<std::vector<double>>();
+  run.iteration_s = d.at("iteration_s").get<std::vector<double>>();
+  run.peak_memory_bytes = d.at("peak_memory_bytes");
+  run.dropped_records = d.at("dropped_records");
+  const auto names = d.at("kernel_names").get<std::vector<std::string>>();
+  const json& k = d.at("kernels");
+  for (std::size_t i = 0; i < k.at("name").size(); ++i) {
+    MeasuredKernel kernel;
+    kernel.name = names.at(k["name"][i].get<std::size_t>());
+    kernel.start_ns = k["start_ns"][i];
+    kernel.end_ns = k["end_ns"][i];
+    kernel.stream_id = k["stream"][i];
+    kernel.iteration = k["iteration"][i];
+    const std::int64_t op = k["op"][i];
+    kernel.op = op < 0 ? kNoOp : static_cast<OpIndex>(op);
+    run.kernels.push_back(std::move(kernel));
+  }
+  return run;
+}
+
+void write_run_summary(const std::filesystem::path& run_dir, const Plan& plan, const IterationGraph& graph,
+                       int world_size, int warmup) {
+  std::vector<RankRun> runs;
+  for (int rank = 0; rank < world_size; ++rank) runs.push_back(read_rank_run(rank_file(run_dir, rank)));
+  const Scenario& scenario = plan.scenario;
+  const Strategy& strategy = plan.strategy;
+
+  // A step lasts as long as its slowest rank.
+  const std::size_t steps = runs.front().iteration_s.size();
+  std::vector<double> step_s(steps, 0), measured_steps;
+  for (const RankRun& run : runs)
+    for (std::size_t i = 0; i < steps; ++i) step_s[i] = std::max(step_s[i], run.iteration_s.at(i));
+  std::string steps_csv = "step,loss,iteration_s,tokens_per_s,mfu,measured\r\n";
+  json steps_json = json::array();
+  for (std::size_t i = 0; i < steps; ++i) {
+    const Throughput t = throughput(scenario, strategy, step_s[i]);
+    const bool measured = static_cast<int>(i) >= warmup;
+    if (measured) measured_steps.push_back(step_s[i]);
+    steps_csv += fmt::format("{},{:.6f},{:.6f},{:.1f},{:.4f},{}\r\n", i + 1, runs.front().losses[i], step_s[i],
+                             t.tokens_per_s, t.mfu, measured ? "true" : "false");
+    steps_json.push_back({{"step", i + 1}, {"loss", runs.front().losses[i]}, {"iteration_s", step_s[i]},
+                          {"tokens_per_s", t.tokens_per_s}, {"mfu", t.mfu}, {"measured", measured}});
+  }
+  write_file_atomically(run_dir / "steps.csv", steps_csv);
+
+  const double measured_s = median(measured_steps);
+  const Throughput measured = throughput(scenario, strategy, measured_s);
+  const json predicted = plan.document.at("predicted");
+  const MemoryEstimate memory = estimate_memory(scenario, strategy);
+  json ranks = json::array();
+  for (const RankRun& run : runs)
+    ranks.push_back({{"rank", run.rank}, {"rank_class", run.rank_class}, {"device", run.device},
+                     {"peak_memory_GiB", static_cast<double>(run.peak_memory_bytes) / kGiB},
+                     {"predicted_peak_memory_GiB",
+                      static_cast<double>(memory.per_stage.at(run.coordinates[3]).total()) / kGiB},
+                     {"median_iteration_s", median(std::vector<double>(run.iteration_s.begin() + warmup,
+                                                                       run.iteration_s.end()))},
+                     {"dropped_kernel_records", run.dropped_records}});
+  json metrics = {{"format", "twin-execute-run"},
+                  {"strategy", strategy.key()},
+                  {"scenario", scenario.name},
+                  {"world_size", world_size},
+                  {"device", runs.front().device},
+                  {"iterations", steps},
+                  {"warmup_iterations", warmup},
+                  {"precision", "bf16 parameters and activations, fp32 master weights and AdamW moments, "
+                                "fp32 accumulation in GEMMs and reductions, bf16 gradient reduction"},
+                  {"loss_first", runs.front().losses.front()},
+                  {"loss_last", runs.front().losses.back()},
+                  {"measured", {{"iteration_s", measured_s}, {"tokens_per_s", measured.tokens_per_s},
+                                {"mfu", measured.mfu}, {"hfu", measured.hfu}}},
+                  {"predicted", predicted},
+                  {"ranks", ranks},
+                  {"steps", steps_json}};
+
+  // Op by op, where the kernels were traced.
+  if (!runs.front().kernels.empty()) {
+    std::vector<MeasuredRank> joined;
+    for (const RankRun& run : runs)
+      joined.push_back(join_measured_ops(graph.classes.at(run.rank_class), run.kernels, run.rank));
+    const PlanPrediction prediction = read_plan_prediction(plan.document, graph, scenario.source);
+    write_file_atomically(run_dir / "ops.csv", ops_csv(graph, joined, prediction));
+    const PredictedVsMeasured comparison = predicted_vs_measured(graph, joined, prediction);
+    write_file_atomically(run_dir / "predicted_vs_measured.json", to_json(comparison).dump(1));
+    metrics["kernel_span"] = to_json(comparison);
+  }
+  write_file_atomically(run_dir / "metrics.json", metrics.dump(1));
+
+  const double predicted_s = predicted.at("iteration_time_s").get<double>();
+  std::printf("%s on %d x %s: loss %.3f -> %.3f over %zu steps\n", strategy.key().c_str(), world_size,
+              runs.front().device.c_str(), runs.front().losses.front(), runs.front().losses.back(), steps);
+  std::printf("measured iteration %.4f s (median of %zu), %.0f tokens/s, MFU %.1f%%; predicted %.4f s (%+.1f%%)\n",
+              measured_s, measured_steps.size(), measured.tokens_per_s, 100 * measured.mfu, predicted_s,
+              100 * (measured_s / predicted_s - 1));
+  std::printf("wrote %s/{metrics.json,steps.csv,ops.csv,predicted_vs_measured.json,measured/,traces/}\n",
+              run_dir.string().c_str());
+}
+
+}  // namespace twin::exec

@@ -1,0 +1,242 @@
+// Construction (streams, events, parameters, scratch), tensor bookkeeping, and one iteration's issue loop.
+// Activations come from CUDA's stream-ordered pool: allocated on the stream of the op that writes them,
+// freed on the stream of their last user, so the pool reuses memory as Megatron's caching allocator does.
+#include "executor/stage_runtime.hpp"
+
+#include <limits>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "calibrate/gpu/checks.hpp"
+#include "calibrate/gpu/cupti_timer.hpp"
+#include "executor/kernels.hpp"
+#include "strategies/sharded_parameters.hpp"
+
+namespace twin::exec {
+namespace {
+
+const RankClass& class_of_stage(const IterationGraph& graph, int stage) {
+  for (const RankClass& rc : graph.classes)
+    if (rc.stage == stage && rc.pipeline == 0) return rc;
+  throw std::invalid_argument(fmt::format("the plan has no rank class for pipeline stage {}", stage));
+}
+
+std::uint64_t region_id(int iteration, OpIndex op) {
+  return (static_cast<std::uint64_t>(iteration + 1) << 32) | static_cast<std::uint64_t>(op + 1);
+}
+
+}  // namespace
+
+StageRuntime::StageRuntime(const Scenario& scenario, const Strategy& strategy, const IterationGraph& graph,
+                           const RankCoordinates& me, Communicators& comms, const TrainingOptions& options)
+    : scenario_(scenario), strategy_(strategy), rc_(class_of_stage(graph, me.pp)), me_(me), comms_(comms),
+      options_(options), shapes_(lowering::rank_shapes(scenario, strategy)), bindings_(bind_ops(rc_)) {
+  for (cudaStream_t& stream : streams_) TWIN_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  matmuls_[static_cast<int>(Stream::compute)] = std::make_unique<Matmul>();
+  cudaStream_t compute = streams_[static_cast<int>(Stream::compute)];
+
+  // The pool keeps what it frees: the next micro-batch reuses it without going back to the driver.
+  cudaMemPool_t pool = nullptr;
+  int device = 0;
+  TWIN_CUDA_CHECK(cudaGetDevice(&device));
+  TWIN_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, device));
+  std::uint64_t keep_all = std::numeric_limits<std::uint64_t>::max();
+  TWIN_CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep_all));
+
+  params_ = std::make_unique<StageParameters>(scenario, strategy, RankPlacement{me.tp, me.dp, me.pp}, options.seed,
+                                              compute);
+
+  // Cross-stream dependencies become event waits; an op with a successor on another stream records one.
+  op_done_.assign(rc_.size(), nullptr);
+  waits_.assign(rc_.size(), {});
+  for (OpIndex i = 0; i < rc_.size(); ++i) {
+    for (auto [edge, end] = boost::in_edges(i, rc_.graph); edge != end; ++edge) {
+      const OpIndex from = static_cast<OpIndex>(boost::source(*edge, rc_.graph));
+      if (rc_.op(from).stream == rc_.op(i).stream) continue;
+      waits_[i].push_back(from);
+      if (!op_done_[from]) TWIN_CUDA_CHECK(cudaEventCreateWithFlags(&op_done_[from], cudaEventDisableTiming));
+    }
+  }
+  TWIN_CUDA_CHECK(cudaEventCreate(&iteration_start_));
+  TWIN_CUDA_CHECK(cudaEventCreate(&iteration_end_));
+  stream_done_.resize(kStreamCount);
+  for (cudaEvent_t& event : stream_done_) TWIN_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
+
+  const int chunks = chunks_per_stage(strategy);
+  last_virtual_stage_ = strategy.pipeline_model_parallel_size * chunks - 1;
+  for (int chunk = 0; chunk < chunks; ++chunk) {
+    const int first = first_layer_of(scenario.model, strategy, me.pp, chunk);
+    chunk_layers_[chunk] = {first, first + layers_in_virtual_stage(scenario.model, strategy,
+                                                                   virtual_stage_of(strategy, me.pp, chunk))};
+  }
+
+  const std::int64_t tokens = shapes_.tokens, h = shapes_.h;
+  tokens_ = static_cast<std::int32_t*>(static_buffer(2 * strategy.num_micro_batches * tokens * sizeof(std::int32_t)));
+  rope_table_ = static_cast<float2*>(static_buffer(shapes_.s * (shapes_.d / 2) * sizeof(float2)));
+  kernels::rope_build_table(rope_table_, shapes_.s, static_cast<int>(shapes_.d), 10000.0f, compute);
+  loss_sum_ = static_cast<float*>(static_buffer(sizeof(float)));
+  norm_partials_ = static_cast<float*>(static_buffer(kernels::norm_partial_floats(tokens, h) * sizeof(float)));
+  norm_grad_f32_ = static_cast<float*>(static_buffer(h * sizeof(float)));
+  grad_partials_ = static_cast<float*>(static_buffer(kernels::grad_norm_partial_count() * sizeof(float)));
+  grad_sum_squares_ = static_cast<float*>(static_buffer(sizeof(float)));
+  clip_scale_ = static_cast<float*>(static_buffer(sizeof(float)));
+  for (ParameterUnit* unit : params_->units())
+    if (unit->id == kEmbeddingUnit) {
+      embedding_grad_f32_ = static_cast<float*>(static_buffer(shapes_.vocab * h * sizeof(float)));
+      embedding_workspace_bytes_ = kernels::embedding_backward_workspace_bytes(tokens);
+      embedding_workspace_ = static_buffer(embedding_workspace_bytes_);
+    }
+  TWIN_CUDA_CHECK(cudaStreamSynchronize(compute));
+}
+
+StageRuntime::~StageRuntime() {
+  cudaDeviceSynchronize();
+  for (auto& [key, slot] : slots_)
+    for (Buffer& buffer : slot)
+      if (buffer.owned) cudaFree(buffer.ptr);
+  for (void* p : static_buffers_) cudaFree(p);
+  for (cudaEvent_t event : op_done_)
+    if (event) cudaEventDestroy(event);
+  for (cudaEvent_t event : stream_done_) cudaEventDestroy(event);
+  cudaEventDestroy(iteration_start_);
+  cudaEventDestroy(iteration_end_);
+  params_.reset();
+  for (auto& matmul : matmuls_) matmul.reset();
+  for (cudaStream_t stream : streams_) cudaStreamDestroy(stream);
+}
+
+void* StageRuntime::static_buffer(std::size_t bytes) {
+  void* p = nullptr;
+  TWIN_CUDA_CHECK(cudaMalloc(&p, std::max<std::size_t>(bytes, 16)));
+  static_buffers_.push_back(p);
+  static_bytes_ += bytes;
+  return p;
+}
+
+// ---- tensors ----
+
+bool StageRuntime::has(int mb, int unit, Act name) {
+  auto found = slots_.find({mb, unit});
+  return found != slots_.end() && found->second[static_cast<int>(name)].ptr != nullptr;
+}
+
+void* StageRuntime::get(int mb, int unit, Act name) {
+  auto found = slots_.find({mb, unit});
+  if (found == slots_.end() || !found->second[static_cast<int>(name)].ptr)
+    throw std::logic_error(fmt::format("executor: tensor {} of micro-batch {} unit {} is not there (rank class {})",
+                                       static_cast<int>(name), mb, unit, rc_.index));
+  return found->second[static_cast<int>(name)].ptr;
+}
+
+void* StageRuntime::make(int mb, int unit, Act name, std::size_t bytes, cudaStream_t stream) {
+  Buffer& buffer = slots_[{mb, unit}][static_cast<int>(name)];
+  if (buffer.ptr) return buffer.ptr;  // a recomputed forward writes where the first one did
+  TWIN_CUDA_CHECK(cudaMallocAsync(&buffer.ptr, bytes, stream));
+  buffer.owned = true;
+  return buffer.ptr;
+}
+
+void StageRuntime::alias(int mb, int unit, Act name, int from_unit, Act from) {
+  Buffer& buffer = slots_[{mb, unit}][static_cast<int>(name)];
+  if (buffer.ptr) return;
+  buffer.ptr = get(mb, from_unit, from);
+  buffer.owned = false;
+}
+
+void StageRuntime::release(int mb, int unit, Act name, cudaStream_t stream) {
+  auto found = slots_.find({mb, unit});
+  if (found == slots_.end()) return;
+  Buffer& buffer = found->second[static_cast<int>(name)];
+  if (buffer.ptr && buffer.owned) TWIN_CUDA_CHECK(cudaFreeAsync(buffer.ptr, stream));
+  buffer = Buffer{};
+}
+
+// Frees a unit's tensors except `keep`. Aliases are dropped first so that no alias outlives its memory.
+void StageRuntime::release_slot(int mb, int unit, cudaStream_t stream, Act keep) {
+  auto found = slots_.find({mb, unit});
+  if (found == slots_.end()) return;
+  Slot& slot = found->second;
+  for (int name = 0; name < static_cast<int>(Act::count); ++name) {
+    if (name == static_cast<int>(keep)) continue;
+    Buffer& buffer = slot[name];
+    if (buffer.ptr && buffer.owned) TWIN_CUDA_CHECK(cudaFreeAsync(buffer.ptr, stream));
+    buffer = Buffer{};
+  }
+  if (keep == Act::count) slots_.erase(found);
+}
+
+void StageRuntime::move(int mb, int from_unit, Act from, int to_unit, Act to) {
+  Buffer& source = slots_[{mb, from_unit}][static_cast<int>(from)];
+  Buffer& target = slots_[{mb, to_unit}][static_cast<int>(to)];
+  if (target.ptr) throw std::logic_error("executor: moving a tensor onto one that is there");
+  target = source;
+  source = Buffer{};
+}
+
+// ---- one iteration ----
+
+void StageRuntime::run_iteration(int iteration, const std::vector<std::int32_t>& tokens,
+                                 gpu::CuptiKernelTimer* timer) {
+  cudaStream_t compute = streams_[static_cast<int>(Stream::compute)];
+  const std::size_t expected = 2 * static_cast<std::size_t>(strategy_.num_micro_batches * shapes_.tokens);
+  if (tokens.size() != expected)
+    throw std::invalid_argument(fmt::format("executor: {} input and target tokens given, {} expected", tokens.size(),
+                                            expected));
+  TWIN_CUDA_CHECK(cudaMemcpyAsync(tokens_, tokens.data(), tokens.size() * sizeof(std::int32_t),
+                                  cudaMemcpyHostToDevice, compute));
+  params_->zero_grads(compute);
+  TWIN_CUDA_CHECK(cudaMemsetAsync(loss_sum_, 0, sizeof(float), compute));
+  if (embedding_grad_f32_)
+    TWIN_CUDA_CHECK(cudaMemsetAsync(embedding_grad_f32_, 0, shapes_.vocab * shapes_.h * sizeof(float), compute));
+  fixups_done_ = false;
+  TWIN_CUDA_CHECK(cudaEventRecord(iteration_start_, compute));
+  for (cudaStream_t stream : streams_)
+    if (stream != compute) TWIN_CUDA_CHECK(cudaStreamWaitEvent(stream, iteration_start_));
+
+  for (OpIndex i = 0; i < rc_.size(); ++i) {
+    cudaStream_t stream = streams_[static_cast<int>(rc_.op(i).stream)];
+    for (OpIndex from : waits_[i]) TWIN_CUDA_CHECK(cudaStreamWaitEvent(stream, op_done_[from]));
+    if (timer) timer->begin_region(region_id(iteration, i));
+    try {
+      run_op(i, iteration);
+    } catch (const std::exception& error) {
+      if (timer) timer->end_region();
+      throw std::runtime_error(fmt::format("rank class {} op {} ({}): {}", rc_.index, op_id(rc_.index, i),
+                                           op_name(rc_.op(i)), error.what()));
+    }
+    if (timer) timer->end_region();
+    if (op_done_[i]) TWIN_CUDA_CHECK(cudaEventRecord(op_done_[i], stream));
+  }
+
+  for (int s = 0; s < kStreamCount; ++s) {
+    if (streams_[s] == compute) continue;
+    TWIN_CUDA_CHECK(cudaEventRecord(stream_done_[s], streams_[s]));
+    TWIN_CUDA_CHECK(cudaStreamWaitEvent(compute, stream_done_[s]));
+  }
+  TWIN_CUDA_CHECK(cudaEventRecord(iteration_end_, compute));
+  TWIN_CUDA_CHECK(cudaEventSynchronize(iteration_end_));
+  TWIN_CUDA_CHECK(cudaEventElapsedTime(&last_iteration_ms_, iteration_start_, iteration_end_));
+  float loss_sum = 0;
+  TWIN_CUDA_CHECK(cudaMemcpy(&loss_sum, loss_sum_, sizeof(float), cudaMemcpyDeviceToHost));
+  last_loss_sum_ = loss_sum;
+  if (!slots_.empty())
+    throw std::logic_error(fmt::format("executor: {} activation slots outlived the iteration (first: micro-batch {}, "
+                                       "unit {})", slots_.size(), slots_.begin()->first.first,
+                                       slots_.begin()->first.second));
+}
+
+std::size_t StageRuntime::peak_memory_bytes() const {
+  int device = 0;
+  cudaMemPool_t pool = nullptr;
+  TWIN_CUDA_CHECK(cudaGetDevice(&device));
+  TWIN_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, device));
+  std::uint64_t pool_high = 0;
+  TWIN_CUDA_CHECK(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemHigh, &pool_high));
+  std::size_t parameter_bytes = 0;
+  for (ParameterUnit* unit : params_->units())
+    parameter_bytes += unit->padded * 2 * sizeof(bf16) + unit->update_elements() * 3 * sizeof(float);
+  return static_bytes_ + parameter_bytes + pool_high + Matmul::kWorkspaceBytes;
+}
+
+}  // namespace twin::exec

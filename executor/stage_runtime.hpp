@@ -1,0 +1,138 @@
+// The per-rank interpreter: runs the op graph of the rank's class, op for op, each op as real kernels or
+// NCCL calls on the stream the graph gives it, with an event wait for every cross-stream dependency of
+// the graph, so that the overlap the simulator assumed is the overlap that happens. Activations live per
+// (micro-batch, parameter unit) and are freed where Megatron frees them (after the unit's backward; after
+// the forward under full recompute; gathered SP inputs right after their GEMM).
+#pragma once
+#include <array>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include <cuda_runtime.h>
+
+#include "core/op_graph.hpp"
+#include "core/scenario.hpp"
+#include "executor/communicators.hpp"
+#include "executor/matmul.hpp"
+#include "executor/op_binding.hpp"
+#include "executor/parameters.hpp"
+#include "strategies/lowering_emitter.hpp"
+
+namespace twin::gpu {
+class CuptiKernelTimer;
+}
+
+namespace twin::exec {
+
+// Named activations and gradients of one (micro-batch, unit).
+enum class Act : std::uint8_t {
+  x_out, ln1, rstd1, ln1_full, qkv, attn, lse, proj, proj_red, x_mid, ln2, rstd2, ln2_full, fc1, act, fc2, fc2_red,
+  embedded, logits, row_max, sum_exp, target_logit, token_loss,
+  carry_norm, carry_residual, dy, dy_full, d_act, d_fc1, d_ln2_full, d_ln2, d_x_mid, d_x_mid_full, d_attn, d_qkv,
+  d_ln1_full, d_ln1, d_input,
+  count
+};
+
+struct TrainingOptions {
+  float learning_rate = 3e-4f;
+  float max_grad_norm = 1.0f;
+  std::uint64_t seed = 1234;
+};
+
+class StageRuntime {
+ public:
+  StageRuntime(const Scenario& scenario, const Strategy& strategy, const IterationGraph& graph,
+               const RankCoordinates& me, Communicators& comms, const TrainingOptions& options);
+  ~StageRuntime();
+  StageRuntime(const StageRuntime&) = delete;
+  StageRuntime& operator=(const StageRuntime&) = delete;
+
+  // Enqueues one iteration on `tokens` (this rank's micro-batches, [micro_batches, tokens + 1] each: the
+  // targets are the tokens shifted by one). With a timer, each op's launches form a CUPTI region
+  // (traces/measured_ops.hpp's encoding of iteration and op index). Returns after the GPU finished.
+  void run_iteration(int iteration, const std::vector<std::int32_t>& tokens, gpu::CuptiKernelTimer* timer);
+  // Sum of this rank's per-token losses in the last iteration (non-zero on the last stage's TP rank 0 only).
+  double last_loss_sum() const { return last_loss_sum_; }
+  float last_iteration_ms() const { return last_iteration_ms_; }
+  const RankClass& rank_class() const { return rc_; }
+  // Bytes of device memory in use at the peak (static buffers plus the activation pool's high mark).
+  std::size_t peak_memory_bytes() const;
+
+ private:
+  struct Buffer {
+    void* ptr = nullptr;
+    bool owned = false;
+  };
+  using Slot = std::array<Buffer, static_cast<std::size_t>(Act::count)>;
+
+  // ---- tensors (stage_runtime.cpp) ----
+  void* get(int mb, int unit, Act name);
+  bool has(int mb, int unit, Act name);
+  void* make(int mb, int unit, Act name, std::size_t bytes, cudaStream_t stream);
+  void alias(int mb, int unit, Act name, int from_unit, Act from);
+  void release(int mb, int unit, Act name, cudaStream_t stream);
+  void release_slot(int mb, int unit, cudaStream_t stream, Act keep = Act::count);
+  void move(int mb, int from_unit, Act from, int to_unit, Act to);
+  void* static_buffer(std::size_t bytes);
+
+  // ---- ops (op_actions.cpp) ----
+  void run_op(OpIndex index, int iteration);
+  int unit_of(const Op& op, const OpBinding& b) const;
+  int previous_unit(int unit, int chunk) const;   // the unit whose output feeds `unit` (kRecv... for a received input)
+  void linear(const Op& op, const OpBinding& b, int mb, int unit, cudaStream_t stream);
+  void tensor_collective(const Op& op, const OpBinding& b, int mb, int unit, cudaStream_t stream);
+  void norm(const Op& op, const OpBinding& b, int mb, int unit, cudaStream_t stream);
+  void residual(const Op& op, const OpBinding& b, int mb, int unit, cudaStream_t stream);
+  void attention(const Op& op, const OpBinding& b, int mb, int unit, cudaStream_t stream);
+  void head(const Op& op, const OpBinding& b, int mb, cudaStream_t stream);
+  void embedding(const Op& op, const OpBinding& b, int mb, cudaStream_t stream);
+  void pipeline(const Op& op, const OpBinding& b, int mb, cudaStream_t stream);
+  void parameters_collective(const Op& op, const OpBinding& b, cudaStream_t stream);
+  void optimizer(const Op& op, cudaStream_t stream);
+  void model_parallel_gradient_fixups(cudaStream_t stream);
+
+  const Scenario& scenario_;
+  const Strategy& strategy_;
+  const RankClass& rc_;
+  RankCoordinates me_;
+  Communicators& comms_;
+  TrainingOptions options_;
+  lowering::RankShapes shapes_;
+  std::vector<OpBinding> bindings_;
+  std::unique_ptr<StageParameters> params_;
+  std::array<cudaStream_t, kStreamCount> streams_{};
+  std::array<std::unique_ptr<Matmul>, kStreamCount> matmuls_;
+  std::vector<cudaEvent_t> op_done_;               // per op with a cross-stream successor, else null
+  std::vector<std::vector<OpIndex>> waits_;        // per op: cross-stream predecessors
+  cudaEvent_t iteration_start_ = nullptr, iteration_end_ = nullptr;
+  std::vector<cudaEvent_t> stream_done_;
+  std::map<std::pair<int, int>, Slot> slots_;
+  std::vector<void*> static_buffers_;
+  std::size_t static_bytes_ = 0;
+  std::map<int, std::pair<int, int>> chunk_layers_;  // chunk -> [first layer, end)
+  int last_virtual_stage_ = 0;
+  // Inputs and scalars.
+  std::int32_t* tokens_ = nullptr;                 // [micro_batches][tokens + 1]
+  float2* rope_table_ = nullptr;
+  float* loss_sum_ = nullptr;                      // device scalar
+  float* embedding_grad_f32_ = nullptr;
+  void* embedding_workspace_ = nullptr;
+  std::size_t embedding_workspace_bytes_ = 0;
+  float* norm_partials_ = nullptr;
+  float* norm_grad_f32_ = nullptr;
+  float* grad_partials_ = nullptr;
+  float* grad_sum_squares_ = nullptr;
+  float* clip_scale_ = nullptr;
+  bool fixups_done_ = false;
+  int step_ = 0;
+  double last_loss_sum_ = 0;
+  float last_iteration_ms_ = 0;
+};
+
+// Pseudo unit of a chunk's received input activations: kReceivedUnit - chunk.
+inline constexpr int kReceivedUnit = -10;
+
+}  // namespace twin::exec

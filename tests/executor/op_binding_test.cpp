@@ -1,0 +1,97 @@
+// The executor's reading of the op graph: every op of real lowerings gets an action, TP collectives
+// serve the right linear, and a backward's two GEMMs of one linear are input gradient then weight gradient.
+#include <map>
+
+#include <gtest/gtest.h>
+
+#include "executor/op_binding.hpp"
+#include "strategies/lowering.hpp"
+#include "strategies/validity.hpp"
+#include "../strategies/strategy_fixtures.hpp"
+
+namespace twin::exec {
+namespace {
+
+IterationGraph lower(Strategy strategy, Scenario scenario = testing::make_scenario(testing::llama_shaped(4), 1, 1024, 16)) {
+  if (auto reason = complete_strategy(scenario, strategy)) throw std::runtime_error(*reason);
+  return lower_to_op_graphs(scenario, strategy);
+}
+
+std::map<Action, int> count_actions(const RankClass& rc) {
+  std::map<Action, int> counts;
+  for (const OpBinding& b : bind_ops(rc)) ++counts[b.action];
+  return counts;
+}
+
+TEST(OpBinding, SingleGpuLayerHasEveryComputeActionOncePerMicroBatch) {
+  Strategy s = testing::make_strategy(1, 1);
+  s.micro_batch_size = 2;
+  Scenario scenario = testing::make_scenario(testing::llama_shaped(4), 1, 1024, 64);
+  ASSERT_FALSE(complete_strategy(scenario, s).has_value());
+  ASSERT_EQ(s.num_micro_batches, 4);  // 64 sequences over DP 8 in micro-batches of 2
+  const IterationGraph graph = lower(s, scenario);
+  const auto counts = count_actions(graph.classes[0]);
+  const int micro_batches = 4, layers = 4;
+  EXPECT_EQ(counts.at(Action::linear_forward), micro_batches * (layers * 4 + 1));
+  EXPECT_EQ(counts.at(Action::linear_input_grad), micro_batches * (layers * 4 + 1));
+  EXPECT_EQ(counts.at(Action::linear_weight_grad), micro_batches * (layers * 4 + 1));
+  EXPECT_EQ(counts.at(Action::attention_forward), micro_batches * layers);
+  EXPECT_EQ(counts.at(Action::norm_backward), micro_batches * (layers * 2 + 1));
+  EXPECT_EQ(counts.at(Action::optimizer_step), 1);
+  EXPECT_EQ(counts.count(Action::gather_input), 0u);
+}
+
+TEST(OpBinding, TensorCollectivesServeTheirLinear) {
+  const IterationGraph graph = lower(testing::make_strategy(2, 1, 1, true));
+  const RankClass& rc = graph.classes[0];
+  const auto bindings = bind_ops(rc);
+  std::map<std::pair<Action, OpRole>, int> seen;
+  for (OpIndex i = 0; i < rc.size(); ++i)
+    if (rc.op(i).group == GroupKind::tensor && rc.op(i).micro_batch == 0 && rc.op(i).layer == 1)
+      ++seen[{bindings[i].action, bindings[i].subject}];
+  // Forward: gathers before QKV and FC1, reduce-scatters after the projection and FC2.
+  EXPECT_EQ((seen[{Action::gather_input, OpRole::qkv_projection}]), 2);  // forward + again for the weight gradient
+  EXPECT_EQ((seen[{Action::gather_input, OpRole::fc1}]), 2);
+  EXPECT_EQ((seen[{Action::reduce_output, OpRole::attention_projection}]), 1);
+  EXPECT_EQ((seen[{Action::reduce_output, OpRole::fc2}]), 1);
+  // Backward: gathers of the row-parallel linears' output gradients, reductions of the column-parallel inputs'.
+  EXPECT_EQ((seen[{Action::gather_output_grad, OpRole::fc2}]), 1);
+  EXPECT_EQ((seen[{Action::gather_output_grad, OpRole::attention_projection}]), 1);
+  EXPECT_EQ((seen[{Action::reduce_input_grad, OpRole::fc1}]), 1);
+  EXPECT_EQ((seen[{Action::reduce_input_grad, OpRole::qkv_projection}]), 1);
+}
+
+TEST(OpBinding, InputGradientComesBeforeWeightGradientWithTheirShapes) {
+  const IterationGraph graph = lower(testing::make_strategy(1, 1));
+  const RankClass& rc = graph.classes[0];
+  const auto bindings = bind_ops(rc);
+  int checked = 0;
+  for (OpIndex i = 0; i < rc.size(); ++i) {
+    const Op& op = rc.op(i);
+    if (op.kind != OpKind::gemm || op.phase != Phase::backward) continue;
+    // tokens = 2 * 1024; hidden 1024: the input gradient has the tokens as rows, the weight gradient as k.
+    if (bindings[i].action == Action::linear_input_grad) EXPECT_EQ(op.gemm.m, 1024 * 1) << op_name(op);
+    if (bindings[i].action == Action::linear_weight_grad) EXPECT_EQ(op.gemm.k, 1024 * 1) << op_name(op);
+    ++checked;
+  }
+  EXPECT_GT(checked, 0);
+}
+
+TEST(OpBinding, PipelineStagesSendAndReceiveBothDirections) {
+  const IterationGraph graph = lower(testing::make_strategy(1, 2, 1, false, 2, Schedule::interleaved_1f1b));
+  for (const RankClass& rc : graph.classes) {
+    const auto counts = count_actions(rc);
+    EXPECT_EQ(counts.at(Action::send_activation) + counts.at(Action::recv_activation),
+              counts.at(Action::send_gradient) + counts.at(Action::recv_gradient));
+    EXPECT_GT(counts.at(Action::send_activation), 0);
+  }
+}
+
+TEST(OpBinding, RefusesWhatTheExecutorDoesNotRun) {
+  Scenario moe = testing::make_scenario(testing::moe_shaped(), 1, 1024, 16);
+  EXPECT_THROW(bind_ops(lower(testing::make_strategy(1, 1), moe).classes[0]), std::invalid_argument);
+  EXPECT_THROW(bind_ops(lower(testing::make_strategy(1, 1, 2, false)).classes[0]), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace twin::exec

@@ -1,0 +1,116 @@
+// Parameter units and shard maps: every TP split of a weight covers the full weight's columns (or rows)
+// exactly once, so that a sharded model holds exactly the single-GPU model's values.
+#include <set>
+
+#include <gtest/gtest.h>
+
+#include "executor/parameters.hpp"
+#include "executor/token_stream.hpp"
+#include "strategies/validity.hpp"
+#include "../strategies/strategy_fixtures.hpp"
+
+namespace twin::exec {
+namespace {
+
+Scenario small() { return testing::make_scenario(testing::llama_shaped(4), 1, 1024, 16); }
+
+Strategy complete(Strategy s) {
+  Scenario scenario = small();
+  if (auto reason = complete_strategy(scenario, s)) throw std::runtime_error(*reason);
+  return s;
+}
+
+// The global (row, col) cells a rank's shard covers, for a weight of up to a few million cells.
+std::set<std::int64_t> cells(const kernels::ShardMap& map) {
+  std::set<std::int64_t> out;
+  for (std::int64_t r = 0; r < map.local_rows; r += 97)  // a sample of rows keeps the test fast
+    for (std::int64_t c = 0; c < map.local_cols; ++c) {
+      std::int64_t global_col = c;
+      for (int s = 0; s < map.segments; ++s)
+        if (c >= map.local_begin[s] && c < map.local_begin[s] + map.width[s])
+          global_col = map.global_begin[s] + (c - map.local_begin[s]);
+      out.insert((map.row_offset + r) * map.global_cols + global_col);
+    }
+  return out;
+}
+
+TEST(Parameters, TensorParallelShardsTileEveryWeight) {
+  const Strategy single = complete(testing::make_strategy(1, 1));
+  const Strategy split = complete(testing::make_strategy(2, 1));
+  const auto full = plan_parameter_units(small(), single, RankPlacement{0, 0, 0}, 7);
+  const auto rank0 = plan_parameter_units(small(), split, RankPlacement{0, 0, 0}, 7);
+  const auto rank1 = plan_parameter_units(small(), split, RankPlacement{1, 0, 0}, 7);
+  ASSERT_EQ(full.size(), rank0.size());
+  for (std::size_t u = 0; u < full.size(); ++u)
+    for (std::size_t t = 0; t < full[u].tensors.size(); ++t) {
+      const WeightTensor& whole = full[u].tensors[t];
+      std::set<std::int64_t> joined = cells(rank0[u].tensors[t].shard);
+      const std::set<std::int64_t> other = cells(rank1[u].tensors[t].shard);
+      if (whole.is_norm) {
+        EXPECT_EQ(joined, other) << whole.name << " is replicated";
+        continue;
+      }
+      for (std::int64_t cell : other) EXPECT_TRUE(joined.insert(cell).second) << whole.name << " cell twice";
+      // Row sampling differs between splits of rows; compare on column-split weights exactly.
+      if (whole.shard.row_offset == 0 && rank1[u].tensors[t].shard.row_offset == 0)
+        EXPECT_EQ(joined, cells(whole.shard)) << whole.name;
+      EXPECT_EQ(rank0[u].tensors[t].seed, whole.seed) << whole.name << ": same values on every split";
+    }
+}
+
+TEST(Parameters, UnitsPadToTheDataGroupAndShardContiguously) {
+  Strategy s = testing::make_strategy(1, 1);
+  s.data_parallel_size = 3;
+  s.zero_stage = 1;
+  Scenario scenario = small();
+  scenario.cluster.node_groups[0].gpus_per_node = 3;
+  scenario.training.global_batch_size = 12;
+  ASSERT_FALSE(complete_strategy(scenario, s).has_value());
+  for (int dp = 0; dp < 3; ++dp)
+    for (const ParameterUnit& unit : plan_parameter_units(scenario, s, RankPlacement{0, dp, 0}, 1)) {
+      EXPECT_EQ(unit.padded % 3, 0);
+      EXPECT_GE(unit.padded, unit.elements);
+      EXPECT_LT(unit.padded - unit.elements, 3);
+      EXPECT_EQ(unit.shard_begin, dp * unit.padded / 3);
+      EXPECT_TRUE(unit.sharded_optimizer);
+      EXPECT_EQ(unit.update_elements(), unit.padded / 3);
+    }
+}
+
+TEST(Parameters, RefusesModelsTheExecutorDoesNotRun) {
+  Scenario gpt = testing::make_scenario(testing::gpt_shaped(), 1, 1024, 16);
+  Strategy s = testing::make_strategy(1, 1);
+  ASSERT_FALSE(complete_strategy(gpt, s).has_value());
+  EXPECT_THROW(plan_parameter_units(gpt, s, RankPlacement{}, 1), std::invalid_argument);
+}
+
+TEST(TokenStream, SplitsOfTheBatchSeeTheSameSequences) {
+  const TokenStream stream{32000, 64, 5};
+  const auto whole = rank_iteration_tokens(stream, 2, 8, 1, 0, 2, 4);
+  const auto first = rank_iteration_tokens(stream, 2, 8, 2, 0, 1, 4);
+  const auto second = rank_iteration_tokens(stream, 2, 8, 2, 1, 2, 2);
+  // Single GPU, micro-batch 0 holds sequences 16 and 17: inputs then targets, 64 tokens each.
+  const auto sequence = stream.sequence(2 * 8 + 1);
+  for (int i = 0; i < 64; ++i) {
+    EXPECT_EQ(whole[64 + i], sequence[i]);
+    EXPECT_EQ(whole[2 * 64 + 64 + i], sequence[i + 1]);
+    EXPECT_EQ(first[2 * 64 + i], sequence[i]);  // DP rank 0, micro-batch 1 of 1 sequence
+  }
+  // DP rank 1 of 2 starts at sequence 4 of the iteration.
+  const auto fifth = stream.sequence(2 * 8 + 4);
+  for (int i = 0; i < 64; ++i) EXPECT_EQ(second[i], fifth[i]);
+}
+
+TEST(TokenStream, FollowsItsRuleNineTimesInTen) {
+  const TokenStream stream{32000, 10000, 3};
+  const auto tokens = stream.sequence(0);
+  int follows = 0;
+  for (std::size_t i = 0; i + 1 < tokens.size(); ++i) {
+    EXPECT_LT(tokens[i], 1024);
+    follows += tokens[i + 1] == (1103 * tokens[i] + 12345) % 1024;
+  }
+  EXPECT_NEAR(follows / 10000.0, 0.9, 0.01);
+}
+
+}  // namespace
+}  // namespace twin::exec
