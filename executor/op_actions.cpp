@@ -219,12 +219,14 @@ void StageRuntime::residual(const Op& op, const OpBinding& b, int mb, int unit, 
   if (b.action == Action::residual_forward) {
     const auto* x = static_cast<const bf16*>(attention_block ? get(mb, previous_unit(unit, op.chunk), Act::x_out)
                                                              : get(mb, unit, Act::x_mid));
-    const Act branch = attention_block ? Act::proj_red : Act::fc2_red;
+    // The branch after its TP reduction, or the GEMM output itself without TP.
+    const Act reduced = attention_block ? Act::proj_red : Act::fc2_red, output = attention_block ? Act::proj : Act::fc2;
+    const Act branch = has(mb, unit, reduced) ? reduced : output;
     const Act out = attention_block ? Act::x_mid : Act::x_out;
     auto* y = static_cast<bf16*>(make(mb, unit, out, count * kBf16, stream));
     kernels::residual_add(x, static_cast<const bf16*>(get(mb, unit, branch)), y, count, stream);
-    release(mb, unit, branch, stream);
-    release(mb, unit, attention_block ? Act::proj : Act::fc2, stream);
+    release(mb, unit, reduced, stream);
+    release(mb, unit, output, stream);
     // Full recompute keeps only the layer's output until its backward runs the forward again.
     if (!attention_block && !op.recomputed && strategy_.recompute == Recompute::full)
       release_slot(mb, unit, stream, Act::x_out);

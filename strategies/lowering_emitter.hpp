@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 #include <limits>
+#include <map>
 
 #include "core/op_graph.hpp"
 #include "core/scenario.hpp"
@@ -60,6 +61,9 @@ class Emitter {
   OpIndex chain = kNoOp;
   // One more op the next emitted op must wait for (a prefetched weight gather), consumed by it.
   OpIndex pending_wait = kNoOp;
+  // Per micro-batch, the op after which its loss is complete (the TP all-reduce of vocab-parallel
+  // cross-entropy): the loss backward must wait for it.
+  std::map<int, OpIndex> loss_complete;
 
   // Appends `op` (context filled in), after `chain` and `pending_wait`; becomes the new chain.
   OpIndex emit(Op op);

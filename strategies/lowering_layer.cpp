@@ -214,12 +214,13 @@ void emit_head_forward(Emitter& e) {
   e.emit(Emitter::rows_cols(OpKind::norm_forward, OpRole::final_norm, s.tokens_local, s.h));
   column_parallel_forward(e, OpRole::output_projection, s.vocab, s.h);
   e.emit(Emitter::rows_cols(OpKind::loss_forward, OpRole::loss, s.tokens, s.vocab));
-  if (tp_active(s)) e.emit(tp_op(OpKind::all_reduce, OpRole::loss, s, 2 * s.tokens * 4));
+  if (tp_active(s)) e.loss_complete[e.micro_batch()] = e.emit(tp_op(OpKind::all_reduce, OpRole::loss, s, 2 * s.tokens * 4));
 }
 
 void emit_head_backward(Emitter& e) {
   const RankShapes& s = e.shapes();
   e.set_layer(-1);
+  if (auto loss = e.loss_complete.find(e.micro_batch()); loss != e.loss_complete.end()) e.pending_wait = loss->second;
   e.emit(Emitter::rows_cols(OpKind::loss_backward, OpRole::loss, s.tokens, s.vocab));
   column_parallel_backward(e, OpRole::output_projection, s.vocab, s.h);
   e.emit(Emitter::rows_cols(OpKind::norm_backward, OpRole::final_norm, s.tokens_local, s.h));

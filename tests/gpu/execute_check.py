@@ -1,0 +1,151 @@
+#!/usr/bin/env python3
+"""twin execute on GPUs: every strategy of a small Llama-shaped model against the single-GPU loss curve,
+and the speed of a Llama-2-7B-shaped model (4 layers) on one GPU and scaled over 2 and 4.
+
+Each case is a scenario with a pinned strategy: `twin simulate` writes its plan (best.json), `twin execute`
+trains it and writes metrics.json. Results: $OUT/execute_check.md (tables) and $OUT/execute_check.json.
+Usage: execute_check.py --twin build/twin [--out DIR] [--gpus N] [--only correctness|speed] [--iters N]
+"""
+import argparse, json, os, subprocess, sys, time
+
+SMALL = {"preset": "llama2-7b", "num_layers": 4, "hidden_size": 1024, "ffn_hidden_size": 2816,
+         "num_attention_heads": 16, "num_query_groups": 4, "vocab_size": 8192}
+LLAMA7B_4L = {"preset": "llama2-7b", "num_layers": 4}
+
+# (name, GPUs, strategy fields beyond the defaults)
+CORRECTNESS = [
+    ("single", 1, {}),
+    ("recompute-selective", 1, {"recompute": "selective"}),
+    ("recompute-full", 1, {"recompute": "full"}),
+    ("dp2", 2, {}),
+    ("dp2-zero1", 2, {"zero_stage": 1}),
+    ("dp2-zero2", 2, {"zero_stage": 2}),
+    ("dp2-zero3", 2, {"zero_stage": 3}),
+    ("tp2", 2, {"tensor_model_parallel_size": 2, "sequence_parallel": False}),
+    ("tp2-sp", 2, {"tensor_model_parallel_size": 2, "sequence_parallel": True}),
+    ("pp2-gpipe", 2, {"pipeline_model_parallel_size": 2, "schedule": "gpipe"}),
+    ("pp2-1f1b", 2, {"pipeline_model_parallel_size": 2, "schedule": "1f1b"}),
+    ("pp2-interleaved", 2, {"pipeline_model_parallel_size": 2, "schedule": "interleaved-1f1b",
+                            "virtual_pipeline_model_parallel_size": 2}),
+    ("tp2-pp2-sp", 4, {"tensor_model_parallel_size": 2, "pipeline_model_parallel_size": 2, "sequence_parallel": True}),
+    ("tp2-sp-full-recompute", 2, {"tensor_model_parallel_size": 2, "sequence_parallel": True, "recompute": "full"}),
+    ("dp2-tp2-zero1", 4, {"tensor_model_parallel_size": 2, "zero_stage": 1, "sequence_parallel": True}),
+]
+
+# (name, GPUs, micro-batch, global batch, strategy fields)
+SPEED = [
+    ("7b4l-mbs1", 1, 1, 1, {}),
+    ("7b4l-mbs2", 1, 2, 2, {}),
+    ("7b4l-dp2", 2, 1, 2, {}),
+    ("7b4l-dp4", 4, 1, 4, {}),
+    ("7b4l-tp2", 2, 1, 1, {"tensor_model_parallel_size": 2, "sequence_parallel": True}),
+    ("7b4l-tp4", 4, 1, 1, {"tensor_model_parallel_size": 4, "sequence_parallel": True}),
+    ("7b4l-pp2", 2, 1, 8, {"pipeline_model_parallel_size": 2}),
+    ("7b4l-pp4", 4, 1, 8, {"pipeline_model_parallel_size": 4}),
+]
+
+
+def scenario(name, model, gpus, seq, global_batch, micro_batch, fields):
+    strategy = {"tensor_model_parallel_size": 1, "pipeline_model_parallel_size": 1, "micro_batch_size": micro_batch,
+                "zero_stage": 0, "recompute": "none", "schedule": "1f1b", "sequence_parallel": False}
+    strategy.update(fields)
+    return {"name": name, "model": model,
+            "training": {"seq_length": seq, "global_batch_size": global_batch},
+            "cluster": {"nodes": [{"count": 1, "gpu": "H200-141GB", "gpus_per_node": gpus,
+                                   "intra_node": {"kind": "nvlink", "bandwidth_GBps": 450}}]},
+            "strategy": strategy, "profile": "h200-x4"}
+
+
+def run_case(twin, out, name, doc, iters, warmup, log):
+    folder = os.path.join(out, name)
+    os.makedirs(folder, exist_ok=True)
+    path = os.path.join(folder, "scenario.json")
+    with open(path, "w") as f:
+        json.dump(doc, f, indent=1)
+    started = time.time()
+    steps = [[twin, "simulate", path, "--out", folder, "--quiet", "--top", "0"],
+             [twin, "execute", "--plan", os.path.join(folder, "best.json"), "--run", folder,
+              "--iters", str(iters), "--warmup", str(warmup)]]
+    for command in steps:
+        result = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600)
+        log.write(f"$ {' '.join(command)}\n{result.stdout}\n")
+        log.flush()
+        if result.returncode != 0:
+            print(f"  {name}: FAILED ({' '.join(command[:2])}): {result.stdout.strip().splitlines()[-1:]}")
+            return None
+    with open(os.path.join(folder, "metrics.json")) as f:
+        metrics = json.load(f)
+    metrics["wall_s"] = time.time() - started
+    return metrics
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--twin", required=True)
+    parser.add_argument("--out", default=os.environ.get("OUT", "out") + "/execute")
+    parser.add_argument("--gpus", type=int, default=4)
+    parser.add_argument("--only", choices=["correctness", "speed"])
+    parser.add_argument("--iters", type=int, default=12)
+    parser.add_argument("--tolerance", type=float, default=0.02,
+                        help="largest relative loss difference from the single-GPU curve (bf16)")
+    args = parser.parse_args()
+    os.makedirs(args.out, exist_ok=True)
+    log = open(os.path.join(args.out, "execute_check.log"), "w")
+    report = {"correctness": {}, "speed": {}}
+    lines, failed = [], False
+
+    if args.only != "speed":
+        lines += ["## Loss against the single-GPU run (small Llama-shaped model: 4 layers, hidden 1024, GQA 16/4, "
+                  "vocab 8192, seq 1024, global batch 8)", "",
+                  "| case | GPUs | loss step 1 | loss last | max relative difference | result |", "|---|---|---|---|---|---|"]
+        baseline = None
+        for name, gpus, fields in CORRECTNESS:
+            if gpus > args.gpus:
+                continue
+            doc = scenario(name, SMALL, gpus, 1024, 8, 2, fields)
+            metrics = run_case(args.twin, args.out, name, doc, args.iters, 2, log)
+            if metrics is None:
+                failed = True
+                lines.append(f"| {name} | {gpus} | | | | FAILED to run |")
+                continue
+            losses = [s["loss"] for s in metrics["steps"]]
+            if baseline is None:
+                baseline = losses
+            diff = max(abs(a - b) / b for a, b in zip(losses, baseline))
+            ok = diff <= args.tolerance and losses[-1] < 0.8 * losses[0]
+            failed |= not ok
+            report["correctness"][name] = {"gpus": gpus, "losses": losses, "max_relative_difference": diff, "ok": ok}
+            lines.append(f"| {name} | {gpus} | {losses[0]:.4f} | {losses[-1]:.4f} | {diff:.2e} | {'pass' if ok else 'FAIL'} |")
+            print(lines[-1], flush=True)
+
+    if args.only != "correctness":
+        lines += ["", "## Speed (Llama-2-7B widths, 4 layers, seq 4096; bf16 params/activations, fp32 master weights)", "",
+                  "| case | GPUs | micro-batch | global batch | iteration s | tokens/s | MFU | predicted s | error | peak GiB |",
+                  "|---|---|---|---|---|---|---|---|---|---|"]
+        for name, gpus, mbs, batch, fields in SPEED:
+            if gpus > args.gpus:
+                continue
+            doc = scenario(name, LLAMA7B_4L, gpus, 4096, batch, mbs, fields)
+            metrics = run_case(args.twin, args.out, name, doc, args.iters, 3, log)
+            if metrics is None:
+                failed = True
+                lines.append(f"| {name} | {gpus} | {mbs} | {batch} | FAILED | | | | | |")
+                continue
+            m, p = metrics["measured"], metrics["predicted"]
+            peak = max(r["peak_memory_GiB"] for r in metrics["ranks"])
+            report["speed"][name] = metrics
+            lines.append(f"| {name} | {gpus} | {mbs} | {batch} | {m['iteration_s']:.4f} | {m['tokens_per_s']:.0f} | "
+                         f"{100 * m['mfu']:.1f}% | {p['iteration_time_s']:.4f} | "
+                         f"{100 * (m['iteration_s'] / p['iteration_time_s'] - 1):+.1f}% | {peak:.1f} |")
+            print(lines[-1], flush=True)
+
+    with open(os.path.join(args.out, "execute_check.md"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+    with open(os.path.join(args.out, "execute_check.json"), "w") as f:
+        json.dump(report, f, indent=1)
+    print("\n".join(lines))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
