@@ -40,6 +40,11 @@ ExecuteOptions& add_execute_command(CLI::App& app) {
       ->check(CLI::NonNegativeNumber);
   execute->add_option("--lr", o.request.learning_rate, "AdamW learning rate")->capture_default_str();
   execute->add_option("--seed", o.request.seed, "seed of the weights and the data")->capture_default_str();
+  execute->add_option("--nccl-timeout", o.request.nccl_timeout_s,
+                      "seconds after which an unfinished iteration counts as a NCCL hang: all ranks stop, naming "
+                      "the rank and the op")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
   execute->add_flag("!--no-trace", o.request.trace, "skip CUPTI kernel records (no traces, no ops.csv)");
   execute->footer(
       "Examples:\n"

@@ -80,6 +80,28 @@ int Cluster::node_of_rank(int rank) const {
   return first_node + (rank - first_rank) / node_groups[index].gpus_per_node;
 }
 
+int slowest_node_group_of_ranks(const Cluster& cluster, int first_rank, int count) {
+  const int first_group = cluster.node_group_index_of_rank(first_rank);
+  const int last_group = cluster.node_group_index_of_rank(first_rank + std::max(count, 1) - 1);
+  int slowest = first_group;
+  for (int g = first_group + 1; g <= last_group; ++g) {
+    const GpuSpec& a = cluster.node_groups[g].gpu;
+    const GpuSpec& b = cluster.node_groups[slowest].gpu;
+    if (a.peak_bf16_tflops < b.peak_bf16_tflops ||
+        (a.peak_bf16_tflops == b.peak_bf16_tflops && a.memory_GiB < b.memory_GiB))
+      slowest = g;
+  }
+  return slowest;
+}
+
+double smallest_memory_GiB_of_ranks(const Cluster& cluster, int first_rank, int count) {
+  const int first_group = cluster.node_group_index_of_rank(first_rank);
+  const int last_group = cluster.node_group_index_of_rank(first_rank + std::max(count, 1) - 1);
+  double smallest = cluster.node_groups[first_group].gpu.memory_GiB;
+  for (int g = first_group + 1; g <= last_group; ++g) smallest = std::min(smallest, cluster.node_groups[g].gpu.memory_GiB);
+  return smallest;
+}
+
 std::optional<GpuSpec> gpu_preset(std::string_view name) {
   const std::string wanted = lowercase(name);
   for (const GpuSpec& spec : presets())

@@ -71,6 +71,12 @@ std::optional<IntraNodeKind> intra_node_kind_from_string(std::string_view name);
 std::string to_string(IntraNodeKind kind);
 std::vector<std::string> intra_node_kind_names();
 
+// Of the node groups that global ranks [first_rank, first_rank + count) fall in: the one with the slowest
+// GPUs (lowest bf16 peak, then least memory, then the first), and the smallest GPU memory. Ranks that run
+// one graph in lockstep on a mixed cluster go at their slowest member's pace and fit its memory.
+int slowest_node_group_of_ranks(const Cluster& cluster, int first_rank, int count);
+double smallest_memory_GiB_of_ranks(const Cluster& cluster, int first_rank, int count);
+
 // The link a node of `gpu` has when the scenario names none: NVSwitch at the GPU's NVLink bandwidth
 // (2 us) for NVLink GPUs, else PCIe at its PCIe bandwidth (5 us).
 IntraNodeLink default_intra_node(const GpuSpec& gpu);

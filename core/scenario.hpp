@@ -22,12 +22,22 @@ struct SeqLengthBucket {
   bool operator==(const SeqLengthBucket&) const = default;
 };
 
+// One bar of a sequence-length histogram: `count` sequences of `length` tokens (relative counts).
+struct SeqLengthCount {
+  std::int64_t length = 0;
+  std::int64_t count = 0;
+  bool operator==(const SeqLengthCount&) const = default;
+};
+
 struct TrainingConfig {
   std::int64_t seq_length = 0;
   std::int64_t global_batch_size = 0;  // sequences per iteration
   std::string precision = "bf16";      // bf16 | fp16 | fp32 (mixed precision keeps fp32 master weights)
   std::string optimizer = "adam";      // adam | sgd
   std::vector<SeqLengthBucket> seq_length_buckets;
+  // training.seq_length_histogram: inline [[length, count], ...] or a JSON/CSV file of such pairs (relative
+  // to the scenario's folder), loaded here; lengths increasing, at most seq_length. Not with buckets.
+  std::vector<SeqLengthCount> seq_length_histogram;
   bool operator==(const TrainingConfig&) const = default;
 };
 
@@ -49,6 +59,25 @@ struct SearchSpace {
   bool operator==(const SearchSpace&) const = default;
 };
 
+// One stage of an asymmetric pipeline (strategy.pipelines[p].stages[s]): one tensor-parallel group.
+// `devices` are global GPU indices: GPUs are numbered node group by node group, node by node, in the
+// order of cluster.nodes (the scenario may also write them {"node_group": g, "first": j, "count": k}).
+struct AsymmetricStage {
+  std::vector<int> devices;
+  int tensor_model_parallel_size = 1;  // = devices.size()
+  int num_layers = 0;                  // consecutive layers, after the previous stage's
+  bool operator==(const AsymmetricStage&) const = default;
+};
+
+// One pipeline of an asymmetric plan: a data-parallel replica with its own batch share
+// (micro_batch_size * num_micro_batches sequences) and its own stages.
+struct AsymmetricPipeline {
+  int micro_batch_size = 1;
+  int num_micro_batches = 1;
+  std::vector<AsymmetricStage> stages;
+  bool operator==(const AsymmetricPipeline&) const = default;
+};
+
 struct Scenario {
   std::string name;
   std::string source;             // file it came from (for messages)
@@ -57,14 +86,19 @@ struct Scenario {
   Cluster cluster;
   SearchSpace search;
   std::optional<Strategy> strategy;  // pinned: simulate exactly this one
+  // strategy.pipelines: a fixed asymmetric plan (HexiScale). `strategy` then holds the fields its
+  // pipelines share (sequence_parallel, recompute, schedule, zero_stage).
+  std::vector<AsymmetricPipeline> pipelines;
   std::string profile = "builtin";
   bool operator==(const Scenario&) const = default;
 };
 
 // Throws InputError naming the file, JSON path and expectation.
 // A scenario may give both `strategy` and `search`: the pinned strategy wins and the search space is
-// kept only for to_json(). `strategy.pipelines` and search.per_layer / hot_switch = true are rejected
-// (heterogeneous plans, per-layer and hot-switching search are not implemented in this version).
+// kept only for to_json(). search.per_layer = true adds per-layer hybrid plans (Galvatron-style,
+// strategies/per_layer.hpp) to the search. search.hot_switch = true needs a length distribution
+// (seq_length_buckets or seq_length_histogram), a dense model and at most 64 GPUs. `strategy.pipelines` is checked against
+// the model, batch and cluster (core/scenario_pipelines.hpp).
 Scenario load_scenario(const std::filesystem::path& path);
 Scenario parse_scenario(const nlohmann::json& document, const std::string& source);
 // Parses text (for the fuzzer and tests); malformed JSON is an InputError too.

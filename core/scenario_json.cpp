@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/scenario.hpp"
+#include "core/scenario_pipelines.hpp"
 
 namespace twin {
 
@@ -48,6 +49,11 @@ json training_json(const TrainingConfig& t) {
     json buckets = json::array();
     for (const SeqLengthBucket& b : t.seq_length_buckets) buckets.push_back({{"max", b.max}, {"fraction", b.fraction}});
     out["seq_length_buckets"] = buckets;
+  }
+  if (!t.seq_length_histogram.empty()) {
+    json bars = json::array();
+    for (const SeqLengthCount& bar : t.seq_length_histogram) bars.push_back({bar.length, bar.count});
+    out["seq_length_histogram"] = bars;
   }
   return out;
 }
@@ -128,7 +134,14 @@ json to_json(const Scenario& s) {
           {"training", training_json(s.training)},
           {"cluster", cluster_json(s.cluster)},
           {"search", search_json(s.search)},
-          {"strategy", s.strategy ? to_json(*s.strategy) : json(nullptr)},
+          {"strategy", !s.strategy ? json(nullptr)
+                       : s.pipelines.empty()
+                           ? to_json(*s.strategy)
+                           : json{{"pipelines", pipelines_json(s.pipelines)},
+                                  {"sequence_parallel", s.strategy->sequence_parallel},
+                                  {"recompute", to_string(s.strategy->recompute)},
+                                  {"schedule", to_string(s.strategy->schedule)},
+                                  {"zero_stage", s.strategy->zero_stage}}},
           {"profile", s.profile}};
 }
 

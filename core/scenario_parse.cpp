@@ -11,6 +11,8 @@
 #include "core/error.hpp"
 #include "core/json_reader.hpp"
 #include "core/scenario.hpp"
+#include "core/scenario_histogram.hpp"
+#include "core/scenario_pipelines.hpp"
 
 namespace twin {
 
@@ -122,7 +124,8 @@ ModelConfig parse_model(const Reader& r) {
 }
 
 TrainingConfig parse_training(const Reader& r) {
-  r.only_keys({"seq_length", "global_batch_size", "precision", "optimizer", "seq_length_buckets"});
+  r.only_keys({"seq_length", "global_batch_size", "precision", "optimizer", "seq_length_buckets",
+               "seq_length_histogram"});
   TrainingConfig t;
   t.seq_length = r.required("seq_length").integer(1, kMaxSequence);
   t.global_batch_size = r.required("global_batch_size").integer(1, kMaxBatch);
@@ -143,6 +146,12 @@ TrainingConfig parse_training(const Reader& r) {
     }
     if (std::abs(fraction_sum - 1.0) > 1e-6)
       buckets->fail_plain(fmt::format("expected bucket fractions summing to 1, got {:.6g}", fraction_sum));
+  }
+  if (auto histogram = r.find("seq_length_histogram")) {
+    if (!t.seq_length_buckets.empty())
+      histogram->fail_plain("expected either seq_length_buckets or seq_length_histogram, not both");
+    t.seq_length_histogram = parse_seq_length_histogram(
+        *histogram, std::filesystem::path(r.file()).parent_path(), t.seq_length);
   }
   return t;
 }
@@ -290,17 +299,15 @@ SearchSpace parse_search(const Reader& r) {
   if (auto f = r.find("sequence_parallel")) s.sequence_parallel = parsed_list<bool>(*f, [](const Reader& x) { return x.boolean(); });
   if (auto f = r.find("recompute")) s.recompute = parsed_list<Recompute>(*f, parse_recompute);
   if (auto f = r.find("schedule")) s.schedule = parsed_list<Schedule>(*f, parse_schedule);
-  if (auto f = r.find("per_layer"); f && f->boolean())
-    f->fail_plain("per-layer strategies (Galvatron-style search) are not implemented in this version; expected false");
-  if (auto f = r.find("hot_switch"); f && f->boolean())
-    f->fail_plain("hot switching between strategies (HotSPa) is not implemented in this version; expected false");
+  if (auto f = r.find("per_layer")) s.per_layer = f->boolean();
+  if (auto f = r.find("hot_switch")) s.hot_switch = f->boolean();
   return s;
 }
 
 Strategy parse_strategy(const Reader& r) {
-  if (auto f = r.find("pipelines"))
-    f->fail_plain("heterogeneous plans (strategy.pipelines) are not implemented in this version");
-  r.only_keys({"tensor_model_parallel_size", "pipeline_model_parallel_size", "context_parallel_size",
+  // Beside an asymmetric plan (read by parse_pipelines) only the fields its pipelines share may appear.
+  if (r.find("pipelines")) r.only_keys({"pipelines", "sequence_parallel", "recompute", "schedule", "zero_stage"});
+  r.only_keys({"pipelines", "tensor_model_parallel_size", "pipeline_model_parallel_size", "context_parallel_size",
                "expert_model_parallel_size", "virtual_pipeline_model_parallel_size", "micro_batch_size",
                "sequence_parallel", "zero_stage", "recompute", "schedule", "data_parallel_size",
                "num_micro_batches"});
@@ -343,7 +350,15 @@ Scenario parse_scenario(const nlohmann::json& document, const std::string& sourc
                           s.model.max_position_embeddings));
   s.cluster = parse_cluster(root.required("cluster"));
   if (auto f = root.find("search")) s.search = parse_search(*f);
+  if (s.search.hot_switch) check_hot_switch_preconditions(s, root.required("search").required("hot_switch"));
   if (auto f = root.find("strategy")) s.strategy = parse_strategy(*f);
+  if (auto f = root.find("strategy"); f && f->find("pipelines")) {
+    s.pipelines = parse_pipelines(*f->find("pipelines"), s);
+    if (s.strategy->schedule != Schedule::gpipe && s.strategy->schedule != Schedule::one_f_one_b)
+      f->required("schedule").fail("expected \"gpipe\" or \"1f1b\" for an asymmetric plan");
+    if (s.strategy->zero_stage > 1)
+      f->required("zero_stage").fail("expected 0 or 1 for an asymmetric plan (ZeRO-1 shards over its pipelines)");
+  }
   if (auto f = root.find("profile")) s.profile = f->string();
   return s;
 }

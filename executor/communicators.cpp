@@ -74,6 +74,16 @@ std::pair<ncclComm_t, int> Communicators::p2p(int from_stage, int to_stage) cons
   return {found->second, me_.pp == from_stage ? 1 : 0};
 }
 
+std::string Communicators::async_error() const {
+  for (ncclComm_t comm : owned_) {
+    ncclResult_t result = ncclSuccess;
+    if (ncclCommGetAsyncError(comm, &result) != ncclSuccess) return "ncclCommGetAsyncError failed";
+    if (result != ncclSuccess && result != ncclInProgress)
+      return std::string(ncclGetErrorString(result)) + " (" + ncclGetLastError(comm) + ")";
+  }
+  return {};
+}
+
 void Communicators::abort_all() {
   for (ncclComm_t comm : owned_) ncclCommAbort(comm);
   owned_.clear();

@@ -4,6 +4,7 @@
 // per ordered stage pair, used by the sender's pp_send stream and the receiver's pp_recv stream only.
 #pragma once
 #include <map>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -40,6 +41,8 @@ class Communicators {
   ncclComm_t pipeline_for_optimizer() const { return pipeline_optimizer_; }
   // The pair communicator and the peer's rank in it.
   std::pair<ncclComm_t, int> p2p(int from_stage, int to_stage) const;
+  // The first asynchronous NCCL error of any communicator, empty when none.
+  std::string async_error() const;
   // Aborts every communicator (after an error or a timeout): pending NCCL work returns.
   void abort_all();
 

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <optional>
 
@@ -22,6 +24,7 @@
 #include "executor/run_report.hpp"
 #include "executor/stage_runtime.hpp"
 #include "executor/token_stream.hpp"
+#include "executor/watchdog.hpp"
 #include "reports/best_plan.hpp"
 #include "strategies/flops.hpp"
 #include "strategies/lowering.hpp"
@@ -69,7 +72,8 @@ int rank_main(const ExecuteRequest& request, const gpu::RankIdentity& identity) 
   TrainingOptions options;
   options.learning_rate = request.learning_rate;
   options.seed = request.seed;
-  StageRuntime runtime(scenario, strategy, graph, me, comms, options);
+  options.nccl_timeout_s = request.nccl_timeout_s;
+  StageRuntime runtime(scenario, strategy, graph, identity.rank, me, comms, options);
   std::optional<gpu::CuptiKernelTimer> timer;
   if (request.trace) timer.emplace();
 
@@ -80,11 +84,15 @@ int rank_main(const ExecuteRequest& request, const gpu::RankIdentity& identity) 
   cudaStream_t side = nullptr;
   TWIN_CUDA_CHECK(cudaMalloc(&loss_device, sizeof(float)));
   TWIN_CUDA_CHECK(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking));
+  cudaEvent_t summed = nullptr;
+  TWIN_CUDA_CHECK(cudaEventCreateWithFlags(&summed, cudaEventDisableTiming));
   const auto world_sum = [&](float value) {
     TWIN_CUDA_CHECK(cudaMemcpyAsync(loss_device, &value, sizeof(float), cudaMemcpyHostToDevice, side));
     TWIN_NCCL_CHECK(ncclAllReduce(loss_device, loss_device, 1, ncclFloat32, ncclSum, comms.world(), side));
     TWIN_CUDA_CHECK(cudaMemcpyAsync(&value, loss_device, sizeof(float), cudaMemcpyDeviceToHost, side));
-    TWIN_CUDA_CHECK(cudaStreamSynchronize(side));
+    TWIN_CUDA_CHECK(cudaEventRecord(summed, side));
+    wait_watching_nccl(summed, comms, request.nccl_timeout_s,
+                       [&] { return fmt::format("rank {}: the loss all-reduce over all ranks", identity.rank); });
     return value;
   };
 
@@ -117,9 +125,23 @@ int rank_main(const ExecuteRequest& request, const gpu::RankIdentity& identity) 
   write_rank_run(request.run_dir, run, runtime.rank_class(), request.warmup);
   world_sum(0);  // every rank has written its part
   if (identity.rank == 0) write_run_summary(request.run_dir, plan, graph, identity.world_size, request.warmup);
+  TWIN_CUDA_CHECK(cudaEventDestroy(summed));
   TWIN_CUDA_CHECK(cudaFree(loss_device));
   TWIN_CUDA_CHECK(cudaStreamDestroy(side));
   return 0;
+}
+
+// A failed rank reports and leaves at once: destructors would wait on GPU work that may never finish
+// (a hung collective), and the launcher stops the other ranks when one exits non-zero.
+int rank_main_or_exit(const ExecuteRequest& request, const gpu::RankIdentity& identity) {
+  try {
+    return rank_main(request, identity);
+  } catch (const std::exception& error) {
+    spdlog::error("{}", error.what());
+    spdlog::default_logger()->flush();
+    std::fflush(nullptr);
+    std::_Exit(1);
+  }
 }
 
 }  // namespace
@@ -131,7 +153,7 @@ int execute_main(const ExecuteRequest& request) {
   if (resolved.run_dir.empty()) resolved.run_dir = ".";
   if (resolved.iterations <= resolved.warmup)
     throw std::invalid_argument(fmt::format("--iters {} must exceed --warmup {}", resolved.iterations, resolved.warmup));
-  if (auto identity = gpu::rank_from_environment()) return rank_main(resolved, *identity);
+  if (auto identity = gpu::rank_from_environment()) return rank_main_or_exit(resolved, *identity);
   check_plan(plan, request.plan);
   const int world = plan.strategy.world_size();
   int count = 0;
@@ -147,7 +169,7 @@ int execute_main(const ExecuteRequest& request) {
     return 1;
   }
   std::filesystem::create_directories(resolved.run_dir);
-  if (world == 1) return rank_main(resolved, gpu::RankIdentity{0, 1, 0, "twin"});
+  if (world == 1) return rank_main_or_exit(resolved, gpu::RankIdentity{0, 1, 0, "twin"});
   return gpu::launch_local_ranks(world);
 }
 

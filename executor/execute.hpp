@@ -14,6 +14,7 @@ struct ExecuteRequest {
   bool trace = true;             // CUPTI kernel records -> Chrome traces and ops.csv
   float learning_rate = 3e-4f;
   std::uint64_t seed = 1234;
+  double nccl_timeout_s = 300;   // an iteration (or the loss all-reduce) not done by then is a hang
 };
 
 // Refuses plans that do not fit or that the executor cannot run (with the reason) before launching.

@@ -3,10 +3,13 @@
 // freed on the stream of their last user, so the pool reuses memory as Megatron's caching allocator does.
 #include "executor/stage_runtime.hpp"
 
+#include <chrono>
 #include <limits>
 #include <stdexcept>
+#include <thread>
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include "calibrate/gpu/checks.hpp"
 #include "calibrate/gpu/cupti_timer.hpp"
@@ -28,9 +31,9 @@ std::uint64_t region_id(int iteration, OpIndex op) {
 
 }  // namespace
 
-StageRuntime::StageRuntime(const Scenario& scenario, const Strategy& strategy, const IterationGraph& graph,
+StageRuntime::StageRuntime(const Scenario& scenario, const Strategy& strategy, const IterationGraph& graph, int rank,
                            const RankCoordinates& me, Communicators& comms, const TrainingOptions& options)
-    : scenario_(scenario), strategy_(strategy), rc_(class_of_stage(graph, me.pp)), me_(me), comms_(comms),
+    : scenario_(scenario), strategy_(strategy), rc_(class_of_stage(graph, me.pp)), rank_(rank), me_(me), comms_(comms),
       options_(options), shapes_(lowering::rank_shapes(scenario, strategy)), bindings_(bind_ops(rc_)) {
   for (cudaStream_t& stream : streams_) TWIN_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   matmuls_[static_cast<int>(Stream::compute)] = std::make_unique<Matmul>();
@@ -47,17 +50,18 @@ StageRuntime::StageRuntime(const Scenario& scenario, const Strategy& strategy, c
   params_ = std::make_unique<StageParameters>(scenario, strategy, RankPlacement{me.tp, me.dp, me.pp}, options.seed,
                                               compute);
 
-  // Cross-stream dependencies become event waits; an op with a successor on another stream records one.
+  // Cross-stream dependencies become event waits. Every op records its event: the watchdog names the
+  // first one that did not complete when an iteration hangs.
   op_done_.assign(rc_.size(), nullptr);
   waits_.assign(rc_.size(), {});
   for (OpIndex i = 0; i < rc_.size(); ++i) {
+    TWIN_CUDA_CHECK(cudaEventCreateWithFlags(&op_done_[i], cudaEventDisableTiming));
     for (auto [edge, end] = boost::in_edges(i, rc_.graph); edge != end; ++edge) {
       const OpIndex from = static_cast<OpIndex>(boost::source(*edge, rc_.graph));
-      if (rc_.op(from).stream == rc_.op(i).stream) continue;
-      waits_[i].push_back(from);
-      if (!op_done_[from]) TWIN_CUDA_CHECK(cudaEventCreateWithFlags(&op_done_[from], cudaEventDisableTiming));
+      if (rc_.op(from).stream != rc_.op(i).stream) waits_[i].push_back(from);
     }
   }
+  fault_ = injected_fault_from_environment();
   TWIN_CUDA_CHECK(cudaEventCreate(&iteration_start_));
   TWIN_CUDA_CHECK(cudaEventCreate(&iteration_end_));
   stream_done_.resize(kStreamCount);
@@ -96,8 +100,7 @@ StageRuntime::~StageRuntime() {
     for (Buffer& buffer : slot)
       if (buffer.owned) cudaFree(buffer.ptr);
   for (void* p : static_buffers_) cudaFree(p);
-  for (cudaEvent_t event : op_done_)
-    if (event) cudaEventDestroy(event);
+  for (cudaEvent_t event : op_done_) cudaEventDestroy(event);
   for (cudaEvent_t event : stream_done_) cudaEventDestroy(event);
   cudaEventDestroy(iteration_start_);
   cudaEventDestroy(iteration_end_);
@@ -132,7 +135,20 @@ void* StageRuntime::get(int mb, int unit, Act name) {
 void* StageRuntime::make(int mb, int unit, Act name, std::size_t bytes, cudaStream_t stream) {
   Buffer& buffer = slots_[{mb, unit}][static_cast<int>(name)];
   if (buffer.ptr) return buffer.ptr;  // a recomputed forward writes where the first one did
-  TWIN_CUDA_CHECK(cudaMallocAsync(&buffer.ptr, bytes, stream));
+  if (inject_oom_) {
+    inject_oom_ = false;
+    bytes = std::size_t{16} << 40;
+  }
+  const cudaError_t status = cudaMallocAsync(&buffer.ptr, bytes, stream);
+  if (status == cudaErrorMemoryAllocation) {
+    cudaGetLastError();  // not sticky: clear it so that the report below is the error
+    std::size_t free_bytes = 0, total_bytes = 0;
+    cudaMemGetInfo(&free_bytes, &total_bytes);
+    throw std::runtime_error(fmt::format("out of memory: {} bytes ({:.2f} GiB) for activation {} of micro-batch {} "
+                                         "(unit {}); {:.2f} of {:.2f} GiB free", bytes, bytes / kGiB,
+                                         static_cast<int>(name), mb, unit, free_bytes / kGiB, total_bytes / kGiB));
+  }
+  TWIN_CUDA_CHECK(status);
   buffer.owned = true;
   return buffer.ptr;
 }
@@ -190,6 +206,7 @@ void StageRuntime::run_iteration(int iteration, const std::vector<std::int32_t>&
   if (embedding_grad_f32_)
     TWIN_CUDA_CHECK(cudaMemsetAsync(embedding_grad_f32_, 0, shapes_.vocab * shapes_.h * sizeof(float), compute));
   fixups_done_ = false;
+  inject_oom_ = fault_.kind == InjectedFault::out_of_memory && fault_.hits(rank_, iteration);
   TWIN_CUDA_CHECK(cudaEventRecord(iteration_start_, compute));
   for (cudaStream_t stream : streams_)
     if (stream != compute) TWIN_CUDA_CHECK(cudaStreamWaitEvent(stream, iteration_start_));
@@ -197,16 +214,20 @@ void StageRuntime::run_iteration(int iteration, const std::vector<std::int32_t>&
   for (OpIndex i = 0; i < rc_.size(); ++i) {
     cudaStream_t stream = streams_[static_cast<int>(rc_.op(i).stream)];
     for (OpIndex from : waits_[i]) TWIN_CUDA_CHECK(cudaStreamWaitEvent(stream, op_done_[from]));
+    if (fault_.kind == InjectedFault::hang && fault_.hits(rank_, iteration) && rc_.op(i).is_communication()) {
+      spdlog::warn("rank {}: injected fault: hanging before op {} ({})", rank_, op_id(rc_.index, i), op_name(rc_.op(i)));
+      std::this_thread::sleep_for(std::chrono::hours(1));
+    }
     if (timer) timer->begin_region(region_id(iteration, i));
     try {
       run_op(i, iteration);
     } catch (const std::exception& error) {
       if (timer) timer->end_region();
-      throw std::runtime_error(fmt::format("rank class {} op {} ({}): {}", rc_.index, op_id(rc_.index, i),
-                                           op_name(rc_.op(i)), error.what()));
+      throw std::runtime_error(fmt::format("rank {} op {} ({}): {}", rank_, op_id(rc_.index, i), op_name(rc_.op(i)),
+                                           error.what()));
     }
     if (timer) timer->end_region();
-    if (op_done_[i]) TWIN_CUDA_CHECK(cudaEventRecord(op_done_[i], stream));
+    TWIN_CUDA_CHECK(cudaEventRecord(op_done_[i], stream));
   }
 
   for (int s = 0; s < kStreamCount; ++s) {
@@ -215,7 +236,8 @@ void StageRuntime::run_iteration(int iteration, const std::vector<std::int32_t>&
     TWIN_CUDA_CHECK(cudaStreamWaitEvent(compute, stream_done_[s]));
   }
   TWIN_CUDA_CHECK(cudaEventRecord(iteration_end_, compute));
-  TWIN_CUDA_CHECK(cudaEventSynchronize(iteration_end_));
+  wait_watching_nccl(iteration_end_, comms_, options_.nccl_timeout_s,
+                     [&] { return fmt::format("rank {} iteration {}: {}", rank_, iteration, unfinished_op()); });
   TWIN_CUDA_CHECK(cudaEventElapsedTime(&last_iteration_ms_, iteration_start_, iteration_end_));
   float loss_sum = 0;
   TWIN_CUDA_CHECK(cudaMemcpy(&loss_sum, loss_sum_, sizeof(float), cudaMemcpyDeviceToHost));
@@ -224,6 +246,13 @@ void StageRuntime::run_iteration(int iteration, const std::vector<std::int32_t>&
     throw std::logic_error(fmt::format("executor: {} activation slots outlived the iteration (first: micro-batch {}, "
                                        "unit {})", slots_.size(), slots_.begin()->first.first,
                                        slots_.begin()->first.second));
+}
+
+std::string StageRuntime::unfinished_op() const {
+  for (OpIndex i = 0; i < rc_.size(); ++i)
+    if (cudaEventQuery(op_done_[i]) == cudaErrorNotReady)
+      return fmt::format("op {} ({}, {} stream)", op_id(rc_.index, i), op_name(rc_.op(i)), to_string(rc_.op(i).stream));
+  return "the iteration's last wait";
 }
 
 std::size_t StageRuntime::peak_memory_bytes() const {

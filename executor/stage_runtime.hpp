@@ -19,6 +19,7 @@
 #include "executor/matmul.hpp"
 #include "executor/op_binding.hpp"
 #include "executor/parameters.hpp"
+#include "executor/watchdog.hpp"
 #include "strategies/lowering_emitter.hpp"
 
 namespace twin::gpu {
@@ -40,11 +41,12 @@ struct TrainingOptions {
   float learning_rate = 3e-4f;
   float max_grad_norm = 1.0f;
   std::uint64_t seed = 1234;
+  double nccl_timeout_s = 300;  // an iteration that does not finish by then is a hang
 };
 
 class StageRuntime {
  public:
-  StageRuntime(const Scenario& scenario, const Strategy& strategy, const IterationGraph& graph,
+  StageRuntime(const Scenario& scenario, const Strategy& strategy, const IterationGraph& graph, int rank,
                const RankCoordinates& me, Communicators& comms, const TrainingOptions& options);
   ~StageRuntime();
   StageRuntime(const StageRuntime&) = delete;
@@ -97,6 +99,7 @@ class StageRuntime {
   const Scenario& scenario_;
   const Strategy& strategy_;
   const RankClass& rc_;
+  int rank_ = 0;
   RankCoordinates me_;
   Communicators& comms_;
   TrainingOptions options_;
@@ -105,7 +108,7 @@ class StageRuntime {
   std::unique_ptr<StageParameters> params_;
   std::array<cudaStream_t, kStreamCount> streams_{};
   std::array<std::unique_ptr<Matmul>, kStreamCount> matmuls_;
-  std::vector<cudaEvent_t> op_done_;               // per op with a cross-stream successor, else null
+  std::vector<cudaEvent_t> op_done_;               // per op: recorded after it (waits, and where a hang is)
   std::vector<std::vector<OpIndex>> waits_;        // per op: cross-stream predecessors
   cudaEvent_t iteration_start_ = nullptr, iteration_end_ = nullptr;
   std::vector<cudaEvent_t> stream_done_;
@@ -127,6 +130,10 @@ class StageRuntime {
   float* grad_sum_squares_ = nullptr;
   float* clip_scale_ = nullptr;
   bool fixups_done_ = false;
+  InjectedFault fault_;
+  bool inject_oom_ = false;
+  // The first op whose completion event has not fired: where a stuck iteration is.
+  std::string unfinished_op() const;
   int step_ = 0;
   double last_loss_sum_ = 0;
   float last_iteration_ms_ = 0;

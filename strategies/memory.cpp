@@ -27,21 +27,6 @@
 namespace twin {
 namespace {
 
-// NCCL: NCCL_BUFFSIZE (4 MiB) per channel per ring peer (send and receive) over up to 32 channels.
-constexpr double kNcclBytesPerCommunicator = 32.0 * 2 * 4 * 1024 * 1024;
-// cuBLAS workspace on Hopper (32 MiB) plus the CUDA context and module images (~0.5 GiB).
-constexpr double kWorkspaceBytes = 32.0 * 1024 * 1024 + 0.5 * kGiB;
-
-struct StateBytes {
-  double weights, gradients, optimizer;
-};
-
-StateBytes state_bytes_per_parameter(const std::string& precision, const std::string& optimizer) {
-  const bool fp32 = precision == "fp32";
-  const bool sgd = optimizer == "sgd";
-  if (fp32) return {4, 4, sgd ? 4.0 : 8.0};
-  return {2, 2, sgd ? 8.0 : 12.0};
-}
 
 // Bytes saved for backward by one forward pass of the embedding (dropout mask) or the output layer
 // (final norm input, output projection input, fp32 logits for the loss), per micro-batch.
@@ -51,6 +36,12 @@ double head_activation_bytes(const ModelConfig& m, std::int64_t tokens, std::int
 }
 
 }  // namespace
+
+StateBytes state_bytes_per_parameter(const TrainingConfig& training) {
+  const bool sgd = training.optimizer == "sgd";
+  if (training.precision == "fp32") return {4, 4, sgd ? 4.0 : 8.0};
+  return {2, 2, sgd ? 8.0 : 12.0};
+}
 
 Bytes activation_bytes_per_layer(const ModelConfig& model, std::int64_t seq_length, int micro_batch_size,
                                  int tensor_parallel, bool sequence_parallel, int context_parallel,
@@ -102,7 +93,9 @@ Bytes activation_bytes_per_layer(const ModelConfig& model, std::int64_t seq_leng
 }
 
 double model_state_bytes_per_parameter(int zero_stage, int data_parallel, const std::string& precision) {
-  const StateBytes b = state_bytes_per_parameter(precision, "adam");
+  TrainingConfig adam;
+  adam.precision = precision;
+  const StateBytes b = state_bytes_per_parameter(adam);
   const double dp = data_parallel;
   return b.weights / (zero_stage >= 3 ? dp : 1) + b.gradients / (zero_stage >= 2 ? dp : 1) +
          b.optimizer / (zero_stage >= 1 ? dp : 1);
@@ -119,7 +112,7 @@ MemoryEstimate estimate_memory(const Scenario& scenario, const Strategy& st) {
   const std::int64_t seq = scenario.training.seq_length;
   const std::int64_t tokens = static_cast<std::int64_t>(st.micro_batch_size) * (seq / cp);
   const std::int64_t tokens_local = sp ? tokens / tp : tokens;
-  const StateBytes per_param = state_bytes_per_parameter(scenario.training.precision, scenario.training.optimizer);
+  const StateBytes per_param = state_bytes_per_parameter(scenario.training);
   const auto orders = st.schedule == Schedule::double_strand
                           ? std::vector<std::vector<ScheduleStep>>(static_cast<std::size_t>(pp))
                           : pipeline_schedule(st.schedule, pp, st.num_micro_batches, vpp);

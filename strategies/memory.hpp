@@ -34,6 +34,18 @@ struct MemoryEstimate {
 // Activation bytes one transformer layer keeps for backward, for one micro-batch on one GPU.
 // With tp=1, sp=false, cp=1, recompute none, unfused attention and GPT dropout this is
 // s*b*h*34 + 5*a*s^2*b (Korthikanti et al., eq. 1); SwiGLU, GQA and flash attention generalise it.
+// NCCL: NCCL_BUFFSIZE (4 MiB) per channel per ring peer (send and receive) over up to 32 channels.
+inline constexpr double kNcclBytesPerCommunicator = 32.0 * 2 * 4 * 1024 * 1024;
+// cuBLAS workspace on Hopper (32 MiB) plus the CUDA context and module images (~0.5 GiB).
+inline constexpr double kWorkspaceBytes = 32.0 * 1024 * 1024 + 0.5 * kGiB;
+
+// Bytes per parameter of weights, gradients and optimizer states before ZeRO sharding: mixed precision
+// keeps bf16 weights and gradients plus fp32 master weights and Adam moments (12 bytes).
+struct StateBytes {
+  double weights, gradients, optimizer;
+};
+StateBytes state_bytes_per_parameter(const TrainingConfig& training);
+
 Bytes activation_bytes_per_layer(const ModelConfig& model, std::int64_t seq_length, int micro_batch_size,
                                  int tensor_parallel, bool sequence_parallel, int context_parallel,
                                  Recompute recompute, bool moe_layer = false, int expert_parallel = 1);

@@ -12,7 +12,10 @@
 #include <thread>
 
 #include "sim/simulate.hpp"
+#include "strategies/heterogeneous_search.hpp"
+#include "strategies/hot_switch_search.hpp"
 #include "strategies/lowering.hpp"
+#include "strategies/per_layer_search.hpp"
 #include "strategies/validity.hpp"
 
 namespace twin {
@@ -29,6 +32,7 @@ Strategy normalised(Strategy s) {
 }
 
 std::vector<Strategy> strategies_of(const Scenario& scenario) {
+  if (!scenario.pipelines.empty()) return {};  // a fixed asymmetric plan: the heterogeneous family's
   if (scenario.strategy) return {*scenario.strategy};
   const SearchSpace& space = scenario.search;
   std::vector<Strategy> all;
@@ -82,8 +86,7 @@ std::vector<Candidate> enumerate_candidates(const Scenario& scenario) {
     if (!seen.insert(strategy.key()).second) continue;
     if (candidate.infeasible_reason.empty()) {
       candidate.memory = estimate_memory(scenario, strategy);
-      double capacity_GiB = scenario.cluster.node_groups.front().gpu.memory_GiB;
-      candidate.infeasible_reason = out_of_memory_reason(candidate.memory, capacity_GiB);
+      candidate.infeasible_reason = uniform_out_of_memory_reason(scenario, strategy, candidate.memory);
     }
     candidate.feasible = candidate.infeasible_reason.empty();
     candidates.push_back(std::move(candidate));
@@ -161,6 +164,10 @@ std::vector<Candidate> search(const Scenario& scenario, const Profile& profile, 
     }
   }
   if (failure) std::rethrow_exception(failure);
+  append_heterogeneous_candidates(scenario, profile, jobs, candidates);
+  if (scenario.search.hot_switch && !scenario.strategy)
+    for (Candidate& c : search_hot_switch(scenario, profile, options.jobs)) candidates.push_back(std::move(c));
+  for (Candidate& c : per_layer_candidates(scenario, profile)) candidates.push_back(std::move(c));
 
   std::stable_partition(candidates.begin(), candidates.end(), [](const Candidate& c) { return c.feasible; });
   auto first_infeasible = std::find_if(candidates.begin(), candidates.end(), [](const Candidate& c) { return !c.feasible; });

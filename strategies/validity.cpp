@@ -2,6 +2,7 @@
 // The vocabulary needs no rule: like Megatron, the lowering pads it to a multiple of 128 * tp.
 #include "strategies/validity.hpp"
 
+#include <algorithm>
 #include <initializer_list>
 #include <utility>
 
@@ -46,12 +47,12 @@ std::optional<std::string> invalid_reason(const Scenario& scenario, const Strate
   for (const auto& [value, name] : sizes)
     if (value < 1) return fmt::format("{} {} must be at least 1", name, value);
 
-  if (!cluster.is_homogeneous())
-    return std::string("heterogeneous clusters (several node groups) are not supported by this version");
   if (s.world_size() != cluster.total_gpus())
     return fmt::format("tensor*pipeline*context*data {} does not match the world size {}", s.world_size(),
                        cluster.total_gpus());
-  const int gpus_per_node = cluster.node_groups.front().gpus_per_node;
+  // On a mixed cluster a TP group must fit in the smallest node (the uniform plan runs everywhere).
+  int gpus_per_node = cluster.node_groups.front().gpus_per_node;
+  for (const NodeGroup& group : cluster.node_groups) gpus_per_node = std::min(gpus_per_node, group.gpus_per_node);
   if (tp > gpus_per_node)
     return fmt::format(
         "tensor_model_parallel_size {} exceeds gpus_per_node {}: tensor-parallel collectives sit on the critical "

@@ -176,13 +176,13 @@ TEST(ScenarioErrors, MultiNodeNeedsNics) {
 
 TEST(ScenarioErrors, UnimplementedFeaturesAreRejectedClearly) {
   json d = valid();
-  d["search"] = {{"per_layer", true}};
-  expect_error(d, "/search/per_layer", {"not implemented in this version"});
+  d["search"] = {{"per_layer", 1}};  // per-layer plans are searched (strategies/per_layer.hpp); the flag is a boolean
+  expect_error(d, "/search/per_layer", {"expected true or false"});
   d["search"] = {{"hot_switch", true}};
-  expect_error(d, "/search/hot_switch", {"not implemented in this version"});
+  expect_error(d, "/search/hot_switch", {"needs a sequence-length distribution"});
   d = valid();
   d["strategy"] = {{"pipelines", json::array()}};
-  expect_error(d, "/strategy/pipelines", {"heterogeneous plans", "not implemented in this version"});
+  expect_error(d, "/strategy/pipelines", {"expected a non-empty array"});
 }
 
 TEST(ScenarioErrors, UnreadableFileNamesIt) {

@@ -84,7 +84,7 @@ def main():
     parser.add_argument("--twin", required=True)
     parser.add_argument("--out", default=os.environ.get("OUT", "out") + "/execute")
     parser.add_argument("--gpus", type=int, default=4)
-    parser.add_argument("--only", choices=["correctness", "speed"])
+    parser.add_argument("--only", choices=["correctness", "speed", "faults"])
     parser.add_argument("--iters", type=int, default=12)
     parser.add_argument("--tolerance", type=float, default=0.02,
                         help="largest relative loss difference from the single-GPU curve (bf16)")
@@ -137,6 +137,35 @@ def main():
             lines.append(f"| {name} | {gpus} | {mbs} | {batch} | {m['iteration_s']:.4f} | {m['tokens_per_s']:.0f} | "
                          f"{100 * m['mfu']:.1f}% | {p['iteration_time_s']:.4f} | "
                          f"{100 * (m['iteration_s'] / p['iteration_time_s'] - 1):+.1f}% | {peak:.1f} |")
+            print(lines[-1], flush=True)
+
+    if args.only in (None, "faults") and args.gpus >= 2:
+        lines += ["", "## Faults (DP 2 on the small model; TWIN_FAULT_INJECT, --nccl-timeout 20)", "",
+                  "| fault | exit | seconds | message | stray processes | result |", "|---|---|---|---|---|---|"]
+        folder = os.path.join(args.out, "faults")
+        os.makedirs(folder, exist_ok=True)
+        path = os.path.join(folder, "scenario.json")
+        with open(path, "w") as f:
+            json.dump(scenario("faults", SMALL, 2, 1024, 8, 2, {}), f)
+        subprocess.run([args.twin, "simulate", path, "--out", folder, "--quiet", "--top", "0"], check=True,
+                       stdout=subprocess.DEVNULL)
+        # The hung rank is 1: rank 0 must time out naming itself and the stuck op; the out-of-memory one
+        # names the rank, the op and the bytes.
+        for fault, expected in (("hang:1:2", "did not finish within 20 s"), ("oom:0:1", "out of memory")):
+            started = time.time()
+            result = subprocess.run([args.twin, "execute", "--plan", os.path.join(folder, "best.json"), "--run", folder,
+                                     "--iters", "5", "--warmup", "1", "--nccl-timeout", "20"],
+                                    env=dict(os.environ, TWIN_FAULT_INJECT=fault), stdout=subprocess.PIPE,
+                                    stderr=subprocess.STDOUT, text=True, timeout=300)
+            seconds = time.time() - started
+            log.write(f"$ TWIN_FAULT_INJECT={fault} twin execute ...\n{result.stdout}\n")
+            message = next((l for l in result.stdout.splitlines() if expected in l), "")
+            time.sleep(2)
+            stray = subprocess.run(["pgrep", "-f", "twin execute"], stdout=subprocess.PIPE, text=True).stdout.split()
+            ok = result.returncode != 0 and bool(message) and "rank" in message and not stray
+            failed |= not ok
+            lines.append(f"| {fault} | {result.returncode} | {seconds:.0f} | {message.strip()[:160]} | {len(stray)} | "
+                         f"{'pass' if ok else 'FAIL'} |")
             print(lines[-1], flush=True)
 
     with open(os.path.join(args.out, "execute_check.md"), "w") as f:

@@ -112,11 +112,15 @@ TEST(Validity, MixtureOfExperts) {
             "each TP rank must route its own share of the tokens");
 }
 
-TEST(Validity, HeterogeneousClusterIsRejected) {
+// Uniform strategies run on mixed clusters (each stage at its slowest GPU's pace); TP must fit the
+// smallest node.
+TEST(Validity, HeterogeneousClusterTakesUniformStrategiesThatFitEveryNode) {
   Scenario sc = make_scenario(testing::llama_shaped(), 1, 2048, 64);
   sc.cluster.node_groups.push_back(sc.cluster.node_groups.front());
-  EXPECT_EQ(reason(sc, make_strategy(2, 1)),
-            "heterogeneous clusters (several node groups) are not supported by this version");
+  sc.cluster.node_groups.back().gpus_per_node = 4;
+  sc.cluster.node_groups.back().count = 2;
+  EXPECT_EQ(reason(sc, make_strategy(2, 1)), std::nullopt);
+  EXPECT_NE(reason(sc, make_strategy(8, 1)), std::nullopt);
 }
 
 }  // namespace

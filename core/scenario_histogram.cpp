@@ -1,0 +1,116 @@
+// Reading a sequence-length histogram: inline JSON, a JSON file or a CSV file, each checked pair by pair so
+// that an error points at the offending entry (JSON Pointer) or line (CSV).
+#include "core/scenario_histogram.hpp"
+
+#include <fstream>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "core/error.hpp"
+
+namespace twin {
+namespace {
+
+constexpr std::int64_t kMaxCount = std::int64_t{1} << 40;
+
+// Appends one pair after checking it against the previous one; `fail` throws at the right place.
+template <class Fail>
+void append_pair(std::vector<SeqLengthCount>& out, std::int64_t length, std::int64_t count, std::int64_t max_length,
+                 Fail fail) {
+  if (length < 1 || length > max_length)
+    fail(fmt::format("expected a length in [1, training.seq_length {}], got {}", max_length, length));
+  if (!out.empty() && length <= out.back().length)
+    fail(fmt::format("expected a length above the previous entry's {}, got {}", out.back().length, length));
+  if (count < 0 || count > kMaxCount) fail(fmt::format("expected a count in [0, 2^40], got {}", count));
+  out.push_back({length, count});
+}
+
+std::vector<SeqLengthCount> parse_pairs(const JsonReader& r, std::int64_t max_length) {
+  std::vector<SeqLengthCount> out;
+  for (const JsonReader& item : r.non_empty_elements()) {
+    const std::vector<JsonReader> pair = item.elements();
+    if (pair.size() != 2) item.fail("expected a [length, count] pair");
+    const std::int64_t length = pair[0].integer(1, max_length);
+    const std::int64_t count = pair[1].integer(0, kMaxCount);
+    append_pair(out, length, count, max_length, [&](const std::string& message) { pair[0].fail_plain(message); });
+  }
+  std::int64_t total = 0;
+  for (const SeqLengthCount& bar : out) total += bar.count;
+  if (total <= 0) r.fail_plain("expected counts with a positive sum");
+  return out;
+}
+
+std::string read_file(const std::filesystem::path& path, const JsonReader& naming) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) naming.fail(fmt::format("expected a readable histogram file ({})", path.string()));
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+}  // namespace
+
+std::vector<SeqLengthCount> parse_seq_length_histogram_csv(const std::string& text, const std::string& file,
+                                                           std::int64_t max_length) {
+  std::vector<SeqLengthCount> out;
+  std::istringstream lines(text);
+  std::string line;
+  int number = 0;
+  while (std::getline(lines, line)) {
+    ++number;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.find_first_not_of(" \t") == std::string::npos) continue;
+    const auto fail = [&](const std::string& message) {
+      throw InputError(file, "", fmt::format("line {}: {}", number, message));
+    };
+    if (number == 1 && line.find_first_of("0123456789") == std::string::npos) continue;  // header
+    std::istringstream fields(line);
+    std::int64_t length = 0, count = 0;
+    char comma = 0;
+    std::string rest;
+    if (!(fields >> length >> comma >> count) || comma != ',' || (fields >> rest))
+      fail(fmt::format("expected \"length,count\" with two integers, got \"{}\"", line));
+    append_pair(out, length, count, max_length, fail);
+  }
+  std::int64_t total = 0;
+  for (const SeqLengthCount& bar : out) total += bar.count;
+  if (out.empty() || total <= 0) throw InputError(file, "", "expected (length, count) rows with a positive count sum");
+  return out;
+}
+
+std::vector<SeqLengthCount> parse_seq_length_histogram(const JsonReader& r, const std::filesystem::path& scenario_folder,
+                                                       std::int64_t max_length) {
+  if (r.value().is_array()) return parse_pairs(r, max_length);
+  if (!r.value().is_string()) r.fail("expected [[length, count], ...] or a .json or .csv file name");
+  const std::string name = r.string();
+  const std::filesystem::path path = scenario_folder / name;
+  const std::string extension = path.extension().string();
+  if (extension == ".csv") return parse_seq_length_histogram_csv(read_file(path, r), path.string(), max_length);
+  if (extension != ".json") r.fail("expected a file name ending in .json or .csv");
+  const std::string text = read_file(path, r);
+  nlohmann::json document;
+  try {
+    document = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& error) {
+    throw InputError(path.string(), "", fmt::format("malformed JSON: {}", error.what()));
+  }
+  const std::string file = path.string();
+  return parse_pairs(JsonReader(document, file), max_length);
+}
+
+void check_hot_switch_preconditions(const Scenario& scenario, const JsonReader& hot_switch) {
+  const TrainingConfig& t = scenario.training;
+  if (t.seq_length_buckets.empty() && t.seq_length_histogram.empty())
+    hot_switch.fail_plain("hot switching needs a sequence-length distribution: expected training.seq_length_buckets "
+                          "or training.seq_length_histogram");
+  if (scenario.model.is_moe())
+    hot_switch.fail_plain("hot switching is implemented for dense models; expected false for a MoE model");
+  if (scenario.cluster.total_gpus() > kMaxHotSwitchGpus)
+    hot_switch.fail_plain(fmt::format("hot switching is simulated with one rank class per GPU; expected at most {} "
+                                      "GPUs, the cluster has {}",
+                                      kMaxHotSwitchGpus, scenario.cluster.total_gpus()));
+}
+
+}  // namespace twin

@@ -1,0 +1,56 @@
+// Renders the best asymmetric plan as a table of stages, with the uniform comparison in one sentence.
+#include "reports/heterogeneous_section.hpp"
+
+#include <fmt/format.h>
+
+#include "reports/format.hpp"
+
+namespace twin {
+
+std::string heterogeneous_section_html(const std::vector<Candidate>& ranked) {
+  const Candidate* best = nullptr;
+  const Candidate* uniform = nullptr;
+  std::size_t rank = 0;
+  for (std::size_t k = 0; k < ranked.size(); ++k) {
+    const Candidate& c = ranked[k];
+    if (!c.feasible) continue;
+    if (!best && c.family() == "heterogeneous") best = &c, rank = k + 1;
+    if (!uniform && c.family() == "uniform") uniform = &c;
+  }
+  if (!best) return {};
+  const nlohmann::json& detail = best->plan->detail;
+  std::string html = "<section id=\"heterogeneous\">\n<h2>Heterogeneous plan: " +
+                     escape_html(fmt::format("rank {}", rank)) + "</h2>\n";
+  std::string text = fmt::format(
+      "{} pipelines are data-parallel replicas, each with its own batch share and its own stages; each stage is "
+      "one tensor-parallel group inside a node, priced on its own GPU kind, and faster GPUs hold more layers. "
+      "Gradients are reduced across pipelines per segment of layers that one stage of each pipeline holds, by a "
+      "ring over the pipelines. Iteration {}, {} tokens/s.",
+      detail["pipelines"].size(), seconds_text(best->result.iteration_ns), fixed(best->throughput.tokens_per_s, 0));
+  if (uniform)
+    text += fmt::format(" The best uniform plan ({}) takes {}: the asymmetric plan is {}x its throughput.",
+                        uniform->key(), seconds_text(uniform->result.iteration_ns),
+                        fixed(best->throughput.tokens_per_s / uniform->throughput.tokens_per_s, 2));
+  html += "<p>" + escape_html(text) + "</p>\n<table>\n<tr><th>pipeline</th><th>sequences</th><th>stage</th>"
+          "<th>GPU</th><th>devices</th><th>TP</th><th>layers</th><th>memory</th></tr>\n";
+  std::size_t flat_stage = 0;
+  for (std::size_t p = 0; p < detail["pipelines"].size(); ++p) {
+    const nlohmann::json& pipeline = detail["pipelines"][p];
+    const int mbs = pipeline["micro_batch_size"], count = pipeline["num_micro_batches"];
+    for (std::size_t s = 0; s < pipeline["stages"].size(); ++s, ++flat_stage) {
+      const nlohmann::json& stage = pipeline["stages"][s];
+      const std::vector<int> devices = stage["devices"];
+      const std::string memory = flat_stage < best->memory.per_stage.size()
+                                     ? gib_text(best->memory.per_stage[flat_stage].total(), 1) : std::string();
+      html += fmt::format("<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}–{}</td><td>{}</td><td>{}</td>"
+                          "<td>{}</td></tr>\n",
+                          p, s == 0 ? fmt::format("{} x {}", mbs, count) : "", s,
+                          escape_html(detail["stage_gpus"][p][s].get<std::string>()), devices.front(), devices.back(),
+                          stage["tensor_model_parallel_size"].get<int>(), stage["num_layers"].get<int>(), memory);
+    }
+  }
+  html += "</table>\n</section>\n";
+  return html;
+}
+
+}  // namespace twin
