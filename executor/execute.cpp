@@ -86,13 +86,15 @@ int rank_main(const ExecuteRequest& request, const gpu::RankIdentity& identity) 
   TWIN_CUDA_CHECK(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking));
   cudaEvent_t summed = nullptr;
   TWIN_CUDA_CHECK(cudaEventCreateWithFlags(&summed, cudaEventDisableTiming));
+  Watchdog watchdog(request.nccl_timeout_s, nccl_watchdog_hooks(comms));
   const auto world_sum = [&](float value) {
+    watchdog.arm([&] { return fmt::format("rank {}: the loss all-reduce over all ranks", identity.rank); });
     TWIN_CUDA_CHECK(cudaMemcpyAsync(loss_device, &value, sizeof(float), cudaMemcpyHostToDevice, side));
     TWIN_NCCL_CHECK(ncclAllReduce(loss_device, loss_device, 1, ncclFloat32, ncclSum, comms.world(), side));
     TWIN_CUDA_CHECK(cudaMemcpyAsync(&value, loss_device, sizeof(float), cudaMemcpyDeviceToHost, side));
     TWIN_CUDA_CHECK(cudaEventRecord(summed, side));
-    wait_watching_nccl(summed, comms, request.nccl_timeout_s,
-                       [&] { return fmt::format("rank {}: the loss all-reduce over all ranks", identity.rank); });
+    TWIN_CUDA_CHECK(cudaEventSynchronize(summed));
+    watchdog.disarm();
     return value;
   };
 
@@ -107,7 +109,7 @@ int rank_main(const ExecuteRequest& request, const gpu::RankIdentity& identity) 
     const auto tokens = rank_iteration_tokens(stream, iteration, scenario.training.global_batch_size,
                                               strategy.data_parallel_size, me.dp, strategy.micro_batch_size,
                                               strategy.num_micro_batches);
-    runtime.run_iteration(iteration, tokens, timer ? &*timer : nullptr);
+    runtime.run_iteration(iteration, tokens, timer ? &*timer : nullptr, watchdog);
     const double loss = world_sum(static_cast<float>(runtime.last_loss_sum())) / global_tokens;
     const double seconds = runtime.last_iteration_ms() / 1e3;
     run.losses.push_back(loss);

@@ -135,9 +135,11 @@ void* StageRuntime::get(int mb, int unit, Act name) {
 void* StageRuntime::make(int mb, int unit, Act name, std::size_t bytes, cudaStream_t stream) {
   Buffer& buffer = slots_[{mb, unit}][static_cast<int>(name)];
   if (buffer.ptr) return buffer.ptr;  // a recomputed forward writes where the first one did
-  if (inject_oom_) {
+  if (inject_oom_) {  // more than the GPU holds
     inject_oom_ = false;
-    bytes = std::size_t{16} << 40;
+    std::size_t free_bytes = 0, total_bytes = 0;
+    TWIN_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+    bytes = total_bytes + (std::size_t{8} << 30);
   }
   const cudaError_t status = cudaMallocAsync(&buffer.ptr, bytes, stream);
   if (status == cudaErrorMemoryAllocation) {
@@ -193,7 +195,13 @@ void StageRuntime::move(int mb, int from_unit, Act from, int to_unit, Act to) {
 // ---- one iteration ----
 
 void StageRuntime::run_iteration(int iteration, const std::vector<std::int32_t>& tokens,
-                                 gpu::CuptiKernelTimer* timer) {
+                                 gpu::CuptiKernelTimer* timer, Watchdog& watchdog) {
+  watchdog.arm([this, iteration] {
+    std::string where = fmt::format("rank {} iteration {}: {}", rank_, iteration, unfinished_op());
+    if (const std::int64_t issuing = issuing_op_; issuing >= 0)
+      where += fmt::format(" (the host was issuing op {})", op_id(rc_.index, static_cast<OpIndex>(issuing)));
+    return where;
+  });
   cudaStream_t compute = streams_[static_cast<int>(Stream::compute)];
   const std::size_t expected = 2 * static_cast<std::size_t>(strategy_.num_micro_batches * shapes_.tokens);
   if (tokens.size() != expected)
@@ -212,6 +220,7 @@ void StageRuntime::run_iteration(int iteration, const std::vector<std::int32_t>&
     if (stream != compute) TWIN_CUDA_CHECK(cudaStreamWaitEvent(stream, iteration_start_));
 
   for (OpIndex i = 0; i < rc_.size(); ++i) {
+    issuing_op_ = i;
     cudaStream_t stream = streams_[static_cast<int>(rc_.op(i).stream)];
     for (OpIndex from : waits_[i]) TWIN_CUDA_CHECK(cudaStreamWaitEvent(stream, op_done_[from]));
     if (fault_.kind == InjectedFault::hang && fault_.hits(rank_, iteration) && rc_.op(i).is_communication()) {
@@ -235,9 +244,10 @@ void StageRuntime::run_iteration(int iteration, const std::vector<std::int32_t>&
     TWIN_CUDA_CHECK(cudaEventRecord(stream_done_[s], streams_[s]));
     TWIN_CUDA_CHECK(cudaStreamWaitEvent(compute, stream_done_[s]));
   }
+  issuing_op_ = -1;
   TWIN_CUDA_CHECK(cudaEventRecord(iteration_end_, compute));
-  wait_watching_nccl(iteration_end_, comms_, options_.nccl_timeout_s,
-                     [&] { return fmt::format("rank {} iteration {}: {}", rank_, iteration, unfinished_op()); });
+  TWIN_CUDA_CHECK(cudaEventSynchronize(iteration_end_));
+  watchdog.disarm();
   TWIN_CUDA_CHECK(cudaEventElapsedTime(&last_iteration_ms_, iteration_start_, iteration_end_));
   float loss_sum = 0;
   TWIN_CUDA_CHECK(cudaMemcpy(&loss_sum, loss_sum_, sizeof(float), cudaMemcpyDeviceToHost));

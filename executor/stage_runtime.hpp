@@ -5,6 +5,7 @@
 // the forward under full recompute; gathered SP inputs right after their GEMM).
 #pragma once
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -55,7 +56,9 @@ class StageRuntime {
   // Enqueues one iteration on `tokens` (this rank's micro-batches, [micro_batches, tokens + 1] each: the
   // targets are the tokens shifted by one). With a timer, each op's launches form a CUPTI region
   // (traces/measured_ops.hpp's encoding of iteration and op index). Returns after the GPU finished.
-  void run_iteration(int iteration, const std::vector<std::int32_t>& tokens, gpu::CuptiKernelTimer* timer);
+  // The watchdog is armed while the iteration is issued and runs: a hang or a NCCL error ends the process.
+  void run_iteration(int iteration, const std::vector<std::int32_t>& tokens, gpu::CuptiKernelTimer* timer,
+                     Watchdog& watchdog);
   // Sum of this rank's per-token losses in the last iteration (non-zero on the last stage's TP rank 0 only).
   double last_loss_sum() const { return last_loss_sum_; }
   float last_iteration_ms() const { return last_iteration_ms_; }
@@ -132,6 +135,7 @@ class StageRuntime {
   bool fixups_done_ = false;
   InjectedFault fault_;
   bool inject_oom_ = false;
+  std::atomic<std::int64_t> issuing_op_{-1};  // the op the host is issuing (read by the watchdog thread)
   // The first op whose completion event has not fired: where a stuck iteration is.
   std::string unfinished_op() const;
   int step_ = 0;

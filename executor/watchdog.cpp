@@ -1,36 +1,65 @@
+// The watchdog thread and the fault-injection hook of twin execute.
 #include "executor/watchdog.hpp"
 
 #include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <stdexcept>
-#include <thread>
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
-#include "calibrate/gpu/checks.hpp"
 
 namespace twin::exec {
 
-void wait_watching_nccl(cudaEvent_t event, Communicators& comms, double timeout_s,
-                        const std::function<std::string()>& where) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
-  for (int polls = 0;; ++polls) {
-    const cudaError_t status = cudaEventQuery(event);
-    if (status == cudaSuccess) return;
-    if (status != cudaErrorNotReady) TWIN_CUDA_CHECK(status);
-    if (const std::string error = comms.async_error(); !error.empty()) {
-      comms.abort_all();
-      throw std::runtime_error(fmt::format("{}: NCCL reported an error: {}", where(), error));
-    }
-    if (std::chrono::steady_clock::now() > deadline) {
-      const std::string place = where();  // before the abort: it reads which op's event completed
-      comms.abort_all();
-      throw std::runtime_error(fmt::format("{} did not finish within {:.0f} s: a NCCL peer is stuck or gone "
-                                           "(hang)", place, timeout_s));
-    }
-    // Spin briefly (most waits end within a millisecond), then poll gently.
-    if (polls > 1000) std::this_thread::sleep_for(std::chrono::microseconds(200));
+WatchdogHooks nccl_watchdog_hooks(Communicators& comms) {
+  return {[&comms] { return comms.async_error(); }, [&comms] { comms.abort_all(); }};
+}
+
+Watchdog::Watchdog(double timeout_s, WatchdogHooks hooks)
+    : timeout_s_(timeout_s), hooks_(std::move(hooks)), thread_([this] { watch(); }) {}
+
+Watchdog::~Watchdog() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  wake_.notify_one();
+  thread_.join();
+}
+
+void Watchdog::arm(std::function<std::string()> where) {
+  std::lock_guard lock(mutex_);
+  where_ = std::move(where);
+  deadline_ = std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                                      std::chrono::duration<double>(timeout_s_));
+  armed_ = true;
+}
+
+void Watchdog::disarm() {
+  std::lock_guard lock(mutex_);
+  armed_ = false;
+}
+
+void Watchdog::watch() {
+  std::unique_lock lock(mutex_);
+  while (!stopping_) {
+    wake_.wait_for(lock, std::chrono::milliseconds(100));
+    if (stopping_ || !armed_) continue;
+    std::string failure;
+    if (const std::string error = hooks_.async_error(); !error.empty())
+      failure = fmt::format("{}: NCCL reported an error: {}", where_(), error);
+    else if (std::chrono::steady_clock::now() > deadline_)
+      failure = fmt::format("{} did not finish within {:.0f} s: a NCCL peer is stuck or gone (hang)", where_(),
+                            timeout_s_);
+    if (failure.empty()) continue;
+    // Straight to stderr, as twin's logger prints errors: the process ends before any logger flushes.
+    spdlog::default_logger()->flush();
+    std::fprintf(stderr, "[error] %s\n", failure.c_str());
+    std::fflush(nullptr);
+    hooks_.abort();
+    std::_Exit(1);
   }
 }
 

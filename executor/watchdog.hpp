@@ -1,24 +1,54 @@
-// Waiting on the GPU without hanging forever: NCCL reports errors asynchronously and a dead or diverged
-// peer makes collectives wait forever, so every wait polls its event, checks the communicators' async
-// errors and gives up after a timeout, aborting the communicators so that nothing stays blocked.
+// A watchdog thread per rank, as PyTorch's NCCL watchdog: NCCL reports errors asynchronously, and a dead
+// or diverged peer makes collectives wait forever (the host can even block inside an NCCL call when its
+// work queue is full). While armed, the thread checks the communicators' async errors and the deadline;
+// on either it prints the rank and the op that did not finish, aborts every communicator and ends the
+// process with exit code 1, so that the launcher stops the other ranks and nothing is left running.
 #pragma once
+#include <atomic>
+#include <condition_variable>
 #include <functional>
+#include <mutex>
 #include <string>
-
-#include <cuda_runtime.h>
+#include <thread>
 
 #include "executor/communicators.hpp"
 
 namespace twin::exec {
 
-// Returns when `event` has completed. Throws std::runtime_error naming `where()` (evaluated only on
-// failure: the rank and the op that did not finish) on a NCCL async error or after `timeout_s`.
-void wait_watching_nccl(cudaEvent_t event, Communicators& comms, double timeout_s,
-                        const std::function<std::string()>& where);
+// What the watchdog watches and what it stops: NCCL's communicators in twin execute, fakes in tests.
+struct WatchdogHooks {
+  std::function<std::string()> async_error;  // the first asynchronous error, empty when none
+  std::function<void()> abort;               // aborts every communicator, so that no NCCL work stays blocked
+};
+WatchdogHooks nccl_watchdog_hooks(Communicators& comms);
+
+class Watchdog {
+ public:
+  Watchdog(double timeout_s, WatchdogHooks hooks);
+  ~Watchdog();
+  Watchdog(const Watchdog&) = delete;
+  Watchdog& operator=(const Watchdog&) = delete;
+
+  // The caller is about to wait for GPU work; `where` (called on the watchdog thread, on failure only)
+  // names the rank and the op it is stuck on. The deadline is timeout_s from now.
+  void arm(std::function<std::string()> where);
+  void disarm();
+
+ private:
+  void watch();
+  double timeout_s_;
+  WatchdogHooks hooks_;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  std::function<std::string()> where_;
+  std::chrono::steady_clock::time_point deadline_;
+  bool armed_ = false, stopping_ = false;
+  std::thread thread_;
+};
 
 // Test hook: TWIN_FAULT_INJECT="hang:RANK:ITERATION" makes that rank stop issuing work at its first
 // collective of that iteration and sleep (a stuck peer); "oom:RANK:ITERATION" makes its first activation
-// allocation of that iteration ask for 16 TiB (a real out-of-memory). Unset: no fault.
+// allocation of that iteration ask for more than the GPU holds (a real out-of-memory). Unset: no fault.
 struct InjectedFault {
   enum Kind { none, hang, out_of_memory } kind = none;
   int rank = -1, iteration = -1;
