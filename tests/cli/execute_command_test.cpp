@@ -1,0 +1,60 @@
+// `twin execute` refuses, before launching anything, plans that do not fit or that it does not run, and
+// names the plan file, the JSON path and why. (Builds with the CUDA toolkit only: the command lives there.)
+#ifdef TWIN_WITH_CUDA
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "run_twin.hpp"
+
+namespace twin::test {
+namespace {
+
+const std::string kScenarioDir = std::string(TWIN_SOURCE_DIR) + "/scenarios/";
+
+// `twin simulate` of a shipped scenario into `dir`, returning the plan's path.
+std::string plan_of(const TempDir& dir, const std::string& scenario) {
+  Outcome run = run_twin("simulate " + kScenarioDir + scenario + " --out " + dir.path.string() + " --top 0 --quiet");
+  EXPECT_EQ(run.exit_code, 0) << run.output;
+  return (dir.path / "best.json").string();
+}
+
+TEST(ExecuteCommand, RefusesAPlanThatDoesNotFitBeforeLaunch) {
+  TempDir dir("execute-oom");
+  const std::string plan_path = plan_of(dir, "llama3-8b-4xH200.json");
+  // The same plan on 24 GB GPUs: the memory model says it does not fit.
+  auto plan = nlohmann::json::parse(read_file(plan_path));
+  plan["scenario"]["cluster"]["nodes"][0]["gpu"] = "RTX-4090";
+  plan["scenario"]["cluster"]["nodes"][0].erase("intra_node");
+  write_file(plan_path, plan.dump());
+  Outcome run = run_twin("execute --plan " + plan_path + " --iters 5");
+  EXPECT_EQ(run.exit_code, 1) << run.output;
+  EXPECT_NE(run.output.find(plan_path), std::string::npos) << run.output;
+  EXPECT_NE(run.output.find("/strategy"), std::string::npos) << run.output;
+  EXPECT_NE(run.output.find("out of memory: 107.6 GiB > 24.0 GiB"), std::string::npos) << run.output;
+}
+
+TEST(ExecuteCommand, RefusesExpertParallelPlansItDoesNotRunYet) {
+  TempDir dir("execute-moe");
+  const std::string plan_path = plan_of(dir, "mixtral-8x7b-64xH100.json");
+  Outcome run = run_twin("execute --plan " + plan_path + " --iters 5");
+  EXPECT_EQ(run.exit_code, 1) << run.output;
+  EXPECT_NE(run.output.find("expert parallelism"), std::string::npos) << run.output;
+}
+
+TEST(ExecuteCommand, RejectsMoreWarmUpThanIterations) {
+  TempDir dir("execute-iters");
+  const std::string plan_path = plan_of(dir, "llama3-8b-4xH200.json");
+  Outcome run = run_twin("execute --plan " + plan_path + " --iters 3 --warmup 3");
+  EXPECT_EQ(run.exit_code, 1) << run.output;
+  EXPECT_NE(run.output.find("--iters 3 must exceed --warmup 3"), std::string::npos) << run.output;
+}
+
+TEST(ExecuteCommand, BestNeedsTheRunFolder) {
+  Outcome run = run_twin("execute --best --iters 5");
+  EXPECT_NE(run.exit_code, 0);
+  EXPECT_NE(run.output.find("--run"), std::string::npos) << run.output;
+}
+
+}  // namespace
+}  // namespace twin::test
+#endif
