@@ -142,33 +142,58 @@ std::string kernel_shape_key(const Op& op) {
   }
 }
 
+namespace {
+
+// The model's kernel time: GEMMs interpolated among `measured_gemms` (when there are any), attention and
+// memory-bound ops by their efficiency curves. No exact entry, no correction, no launch overhead.
+double model_time_ns(const GpuKernelProfile& kernels, const std::vector<MeasuredGemm>& measured_gemms,
+                     const GpuSpec& gpu, const Op& op) {
+  switch (op.kind) {
+    case OpKind::gemm:
+    case OpKind::moe_router:
+      if (measured_gemms.empty() || gemm_flops(op.gemm) <= 0) return gemm_time_ns(op.gemm, gpu, kernels);
+      return predict_gemm_time_ns(measured_gemms, op.gemm,
+                                  [&](const GemmShape& g) { return gemm_time_ns(g, gpu, kernels); });
+    case OpKind::attention_forward:
+    case OpKind::attention_backward:
+      return attention_time_ns(op, gpu, kernels);
+    default:
+      return bandwidth_time_ns(memory_bound_bytes(op), gpu, kernels.memory_bound);
+  }
+}
+
+bool same_gemm(const GemmShape& a, const GemmShape& b) {
+  return a.m == b.m && a.n == b.n && a.k == b.k && a.count == b.count && a.transpose_a == b.transpose_a &&
+         a.transpose_b == b.transpose_b;
+}
+
+}  // namespace
+
 TimeNs compute_time_ns(const Profile& profile, const GpuSpec& gpu, const Op& op) {
   require_compute(op, "compute_time_ns");
   const GpuKernelProfile& kernels = profile.kernels_for(gpu);
-  double kernel_ns = 0;
   if (!kernels.measured.empty()) {
     auto found = kernels.measured.find(kernel_shape_key(op));
     if (found != kernels.measured.end()) return std::llround(found->second.median_ns + kernels.launch_overhead_ns);
   }
-  switch (op.kind) {
-    case OpKind::gemm:
-    case OpKind::moe_router:
-      if (kernels.measured_gemms.empty() || gemm_flops(op.gemm) <= 0) {
-        kernel_ns = gemm_time_ns(op.gemm, gpu, kernels);
-      } else {
-        kernel_ns = predict_gemm_time_ns(kernels.measured_gemms, op.gemm,
-                                         [&](const GemmShape& g) { return gemm_time_ns(g, gpu, kernels); });
-      }
-      break;
-    case OpKind::attention_forward:
-    case OpKind::attention_backward:
-      kernel_ns = attention_time_ns(op, gpu, kernels);
-      break;
-    default:
-      kernel_ns = bandwidth_time_ns(memory_bound_bytes(op), gpu, kernels.memory_bound);
-      break;
+  double kernel_ns = model_time_ns(kernels, kernels.measured_gemms, gpu, op);
+  if (!kernels.corrections.empty()) {
+    auto correction = kernels.corrections.find(to_string(op.kind));
+    if (correction != kernels.corrections.end()) kernel_ns *= correction->second.factor;
   }
   return std::llround(kernel_ns + kernels.launch_overhead_ns);
+}
+
+double model_kernel_time_ns(const GpuKernelProfile& kernels, const GpuSpec& gpu, const Op& op) {
+  require_compute(op, "model_kernel_time_ns");
+  const bool gemm = op.kind == OpKind::gemm || op.kind == OpKind::moe_router;
+  if (!gemm || kernels.measured.count(kernel_shape_key(op)) == 0)
+    return model_time_ns(kernels, kernels.measured_gemms, gpu, op);
+  std::vector<MeasuredGemm> others;
+  others.reserve(kernels.measured_gemms.size());
+  for (const MeasuredGemm& g : kernels.measured_gemms)
+    if (!same_gemm(g.shape, op.gemm)) others.push_back(g);
+  return model_time_ns(kernels, others, gpu, op);
 }
 
 }  // namespace twin

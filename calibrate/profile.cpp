@@ -52,19 +52,79 @@ LinkProfile read_link(const JsonReader& r) {
 }
 
 Measurement read_measurement(const JsonReader& r) {
-  r.only_keys({"median_ns", "p10_ns", "p90_ns", "samples"});
+  r.only_keys({"median_ns", "p10_ns", "p90_ns", "samples", "source"});
   const double max = std::numeric_limits<double>::max();
   Measurement m;
   m.median_ns = r.required("median_ns").number(0, max, "expected a time in ns >= 0");
   m.p10_ns = r.required("p10_ns").number(0, max, "expected a time in ns >= 0");
   m.p90_ns = r.required("p90_ns").number(0, max, "expected a time in ns >= 0");
   m.samples = r.required("samples").positive_int();
+  if (auto source = r.find("source")) m.source = source->string();
   return m;
+}
+
+json measurement_json(const Measurement& m) {
+  json out = {{"median_ns", m.median_ns}, {"p10_ns", m.p10_ns}, {"p90_ns", m.p90_ns}, {"samples", m.samples}};
+  if (!m.source.empty()) out["source"] = m.source;
+  return out;
+}
+
+// The op kinds a correction may name: every compute kind and the collectives the simulator prices by
+// algorithm (point-to-point transfers are never corrected: their measured time includes waiting).
+std::vector<std::string> correctable_kind_names() {
+  std::vector<std::string> names;
+  for (int k = 0; k <= static_cast<int>(OpKind::all_to_all); ++k) names.push_back(to_string(static_cast<OpKind>(k)));
+  return names;
+}
+
+json corrections_json(const std::map<std::string, KindCorrection>& corrections) {
+  json kinds = json::object();
+  for (const auto& [kind, c] : corrections) {
+    json runs = json::array();
+    for (const CorrectionRun& run : c.runs)
+      runs.push_back({{"run", run.run}, {"measured_ns", run.measured_ns}, {"model_ns", run.model_ns}, {"ops", run.ops}});
+    kinds[kind] = {{"factor", c.factor}, {"runs", runs}};
+  }
+  return {{"version", kCorrectionsVersion}, {"kinds", kinds}};
+}
+
+std::map<std::string, KindCorrection> read_corrections(const JsonReader& r) {
+  r.only_keys({"version", "kinds"});
+  const JsonReader version = r.required("version");
+  if (version.value() != kCorrectionsVersion)
+    version.fail(fmt::format("expected corrections format version {}", kCorrectionsVersion));
+  const JsonReader kinds = r.required("kinds");
+  kinds.expect_object();
+  const std::vector<std::string> names = correctable_kind_names();
+  std::map<std::string, KindCorrection> corrections;
+  const double max = std::numeric_limits<double>::max();
+  for (const auto& item : kinds.value().items()) {
+    const JsonReader entry = *kinds.find(item.key());
+    if (std::find(names.begin(), names.end(), item.key()) == names.end())
+      entry.fail_plain(fmt::format("\"{}\" is not an op kind a correction can apply to (expected one of: {})", item.key(),
+                                   join_names(names)));
+    entry.only_keys({"factor", "runs"});
+    KindCorrection c;
+    c.factor = entry.required("factor").number(1e-3, 1e3, "expected a factor in [0.001, 1000]");
+    for (const JsonReader& run_reader : entry.required("runs").non_empty_elements()) {
+      run_reader.only_keys({"run", "measured_ns", "model_ns", "ops"});
+      CorrectionRun run;
+      run.run = run_reader.required("run").string();
+      run.measured_ns = run_reader.required("measured_ns").number(0, max, "expected a time in ns >= 0");
+      run.model_ns = run_reader.required("model_ns").positive_number();
+      run.ops = run_reader.required("ops").positive_int();
+      if (!c.runs.empty() && run.run <= c.runs.back().run)
+        run_reader.required("run").fail("expected runs in ascending order, each once");
+      c.runs.push_back(std::move(run));
+    }
+    corrections.emplace(item.key(), std::move(c));
+  }
+  return corrections;
 }
 
 GpuKernelProfile read_gpu(const JsonReader& r) {
   r.only_keys({"gpu", "gemm", "attention_forward", "attention_backward", "memory_bound", "launch_overhead_ns",
-               "measured"});
+               "measured", "corrections"});
   GpuKernelProfile g;
   g.gpu = r.required("gpu").string();
   g.gemm = read_efficiency(r.required("gemm"));
@@ -80,6 +140,7 @@ GpuKernelProfile read_gpu(const JsonReader& r) {
     }
   }
   g.measured_gemms = index_measured_gemms(g.measured);
+  if (auto corrections = r.find("corrections")) g.corrections = read_corrections(*corrections);
   return g;
 }
 
@@ -113,15 +174,16 @@ json to_json(const Profile& profile) {
   json gpus = json::array();
   for (const GpuKernelProfile& g : profile.gpus) {
     json measured = json::object();
-    for (const auto& [key, m] : g.measured)
-      measured[key] = {{"median_ns", m.median_ns}, {"p10_ns", m.p10_ns}, {"p90_ns", m.p90_ns}, {"samples", m.samples}};
-    gpus.push_back({{"gpu", g.gpu},
+    for (const auto& [key, m] : g.measured) measured[key] = measurement_json(m);
+    json gpu = {{"gpu", g.gpu},
                     {"gemm", efficiency_json(g.gemm)},
                     {"attention_forward", efficiency_json(g.attention_forward)},
                     {"attention_backward", efficiency_json(g.attention_backward)},
                     {"memory_bound", efficiency_json(g.memory_bound)},
                     {"launch_overhead_ns", g.launch_overhead_ns},
-                    {"measured", measured}});
+                    {"measured", measured}};
+    if (!g.corrections.empty()) gpu["corrections"] = corrections_json(g.corrections);
+    gpus.push_back(std::move(gpu));
   }
   json out = {{"format", "twin-profile"},
               {"version", profile.version},

@@ -22,7 +22,25 @@ struct Measurement {
   double p10_ns = 0;
   double p90_ns = 0;
   int samples = 0;
+  // Where it was measured: empty for `twin calibrate`'s micro-benchmarks, "trace:<run folder>" for an op
+  // time folded in from an executed run (calibrate/recalibration.hpp). Written only when non-empty.
+  std::string source;
 };
+
+// A fitted correction of one op kind (format: docs/PROFILES.md, "Corrections from traces"): the real runs
+// folded in measured `factor` times what the profile's model prices for this kind, so shapes with no
+// exact entry are priced at model x factor. factor = sum of measured / sum of model over the runs' ops.
+struct CorrectionRun {
+  std::string run;          // "trace:<run folder>"
+  double measured_ns = 0;   // sum over the run's measured ops of the kind (medians over iterations)
+  double model_ns = 0;      // sum of the model's prices of the same ops (kernel time, no launch overhead)
+  int ops = 0;
+};
+struct KindCorrection {
+  double factor = 1.0;
+  std::vector<CorrectionRun> runs;  // by run, ascending; one entry per run (re-folding a run replaces it)
+};
+inline constexpr int kCorrectionsVersion = 1;
 
 // Efficiency that rises with work: eff(w) = peak * w / (w + half_work). `half_work` is the work
 // (FLOPs or bytes) at which half the peak is reached: small kernels are latency- and occupancy-bound.
@@ -51,6 +69,10 @@ struct GpuKernelProfile {
   // fill it with index_measured_gemms(); code that edits `measured` calls that again. Non-empty, it
   // replaces the `gemm` curve for unmeasured GEMM shapes by interpolation among these.
   std::vector<MeasuredGemm> measured_gemms;
+  // Fitted corrections by op kind name (to_string(OpKind)): compute kinds scale the kernel time of shapes
+  // with no `measured` entry; collective kinds scale collectives priced without a measured table
+  // (sim/flat_graph.cpp). Empty in profiles never recalibrated (then pricing is unchanged, bit for bit).
+  std::map<std::string, KindCorrection> corrections;
 };
 
 // Collective algorithm on one kind of link: time = steps * latency + traffic / (bandwidth * efficiency).
@@ -124,8 +146,13 @@ Profile profile_from_json(const nlohmann::json& document, const std::string& sou
 
 // Time of one compute op (not communication) on `gpu`, kernel launch overhead included: a measured exact
 // shape (kernel time) wins; an unmeasured GEMM of a profile with measured GEMMs is interpolated among them
-// (calibrate/gemm_predictor.hpp); else the efficiency model. Throws std::logic_error for communication ops.
+// (calibrate/gemm_predictor.hpp); else the efficiency model. A shape with no exact entry is then scaled by
+// the kind's correction, when the GPU's kernel profile has one. Throws std::logic_error for communication ops.
 TimeNs compute_time_ns(const Profile& profile, const GpuSpec& gpu, const Op& op);
+// The kernel time the model gives `op` as if its shape had no exact entry (a measured GEMM of that shape
+// is left out of the interpolation): no correction, no launch overhead. What a correction multiplies, so
+// recalibration fits corrections against it (calibrate/recalibration.hpp).
+double model_kernel_time_ns(const GpuKernelProfile& kernels, const GpuSpec& gpu, const Op& op);
 // The shape key under which calibration stores an op: "gemm:m=4096,n=4096,k=4096,count=1,ta=0,tb=0".
 std::string kernel_shape_key(const Op& op);
 // Bytes a memory-bound op moves (reads + writes), for ops priced by bandwidth (docs/PROFILES.md lists

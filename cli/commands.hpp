@@ -21,15 +21,28 @@ void add_simulate_command(CLI::App& app, SimulateOptions& options);
 // Returns the process exit code.
 int run_simulate(const SimulateOptions& options);
 
+struct ReportOptions {
+  std::string run_dir;
+  std::string out;         // empty: RUN_DIR/execution_report.html
+  std::string plan;        // empty: RUN_DIR/best.json
+  int rank = -1;           // the measured timeline's rank; -1: the lowest rank with a trace
+};
+
+void add_report_command(CLI::App& app, ReportOptions& options);
+int run_report(const ReportOptions& options);
+
 }  // namespace twin
 
-#ifdef TWIN_WITH_CUDA
 namespace twin {
-struct CalibrateOptions;  // cli/calibrate_command.cpp
+struct CalibrateOptions;  // cli/calibrate_command.cpp (every build; measuring GPUs needs CUDA)
 // Registers `twin calibrate`; returns the options it fills.
 CalibrateOptions& add_calibrate_command(CLI::App& app);
 bool calibrate_selected(const CLI::App& app);
 int run_calibrate(const CLI::App& app);
+}  // namespace twin
+
+#ifdef TWIN_WITH_CUDA
+namespace twin {
 struct ExecuteOptions;  // cli/execute_command.cpp
 ExecuteOptions& add_execute_command(CLI::App& app);
 bool execute_selected(const CLI::App& app);

@@ -20,8 +20,10 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", std::string("twin ") + twin::kTwinVersion);
   twin::SimulateOptions simulate;
   twin::add_simulate_command(app, simulate);
-#ifdef TWIN_WITH_CUDA
+  twin::ReportOptions report;
+  twin::add_report_command(app, report);
   twin::add_calibrate_command(app);
+#ifdef TWIN_WITH_CUDA
   twin::add_execute_command(app);
 #endif
 
@@ -32,8 +34,9 @@ int main(int argc, char** argv) {
   }
   try {
     if (app.got_subcommand("simulate")) return twin::run_simulate(simulate);
-#ifdef TWIN_WITH_CUDA
+    if (app.got_subcommand("report")) return twin::run_report(report);
     if (twin::calibrate_selected(app)) return twin::run_calibrate(app);
+#ifdef TWIN_WITH_CUDA
     if (twin::execute_selected(app)) return twin::run_execute(app);
 #endif
   } catch (const twin::InputError& e) {

@@ -93,11 +93,6 @@ void write_compact(const nlohmann::json& value, int depth, std::string& out) {
   out += "\n" + closing_indent + (value.is_object() ? "}" : "]");
 }
 
-const nlohmann::json& member(const nlohmann::json& document, const char* key, const std::string& source,
-                             const char* expected) {
-  if (!document.contains(key)) throw InputError(source, std::string("/") + key, expected);
-  return document.at(key);
-}
 
 }  // namespace
 
@@ -137,54 +132,6 @@ void write_best_plan(const std::filesystem::path& path, const Scenario& scenario
   write_compact(best_plan_json(scenario, best, graph), 0, text);
   text += "\n";
   write_file_atomically(path, text);
-}
-
-Plan parse_plan(const nlohmann::json& document, const std::string& source) {
-  if (!document.is_object()) throw InputError(source, "", "a twin plan (a JSON object with \"format\": \"twin-plan\")");
-  const nlohmann::json& format = member(document, "format", source, "\"twin-plan\"");
-  if (format != "twin-plan") throw InputError(source, "/format", "\"twin-plan\"");
-  const nlohmann::json& version = member(document, "version", source, "an integer");
-  if (!version.is_number_integer() || version.get<int>() != kPlanFormatVersion)
-    throw InputError(source, "/version", fmt::format("{} (the plan version this twin reads)", kPlanFormatVersion));
-  const nlohmann::json& lowering = member(document, "lowering_version", source, "an integer");
-  if (!lowering.is_number_integer() || lowering.get<int>() != kLoweringVersion)
-    throw InputError(source, "/lowering_version",
-                     fmt::format("{} (plans of another lowering name other ops: simulate again)", kLoweringVersion));
-  const nlohmann::json& scenario_json = member(document, "scenario", source, "the scenario object");
-  const nlohmann::json& strategy_json = member(document, "strategy", source, "the strategy object");
-  if (!scenario_json.is_object()) throw InputError(source, "/scenario", "an object");
-  if (!strategy_json.is_object()) throw InputError(source, "/strategy", "an object");
-
-  // The plan's strategy pins the scenario, so the scenario parser validates and completes it.
-  nlohmann::json pinned = scenario_json;
-  pinned.erase("search");
-  pinned["strategy"] = strategy_json;
-  Plan plan;
-  try {
-    plan.scenario = parse_scenario(pinned, source);
-  } catch (const InputError& error) {
-    const bool in_strategy = error.json_path().rfind("/strategy", 0) == 0;
-    throw InputError(source, (in_strategy ? "" : "/scenario") + error.json_path(), error.expected());
-  }
-  if (!plan.scenario.strategy) throw InputError(source, "/strategy", "one pinned strategy");
-  plan.strategy = *plan.scenario.strategy;
-  if (document.contains("profile") && document["profile"].is_string()) plan.profile = document["profile"];
-  plan.document = document;
-  return plan;
-}
-
-Plan read_plan(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(path.string(), "", "a readable plan file (best.json from twin simulate)");
-  std::stringstream text;
-  text << in.rdbuf();
-  nlohmann::json document;
-  try {
-    document = nlohmann::json::parse(text.str());
-  } catch (const nlohmann::json::parse_error& error) {
-    throw InputError(path.string(), "", std::string("valid JSON (") + error.what() + ")");
-  }
-  return parse_plan(document, path.string());
 }
 
 }  // namespace twin

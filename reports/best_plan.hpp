@@ -8,19 +8,12 @@
 #include <nlohmann/json.hpp>
 
 #include "core/op_graph.hpp"
+#include "core/plan_file.hpp"  // Plan, read_plan: reading best.json back
 #include "core/scenario.hpp"
 #include "core/strategy.hpp"
 #include "strategies/search.hpp"
 
 namespace twin {
-
-inline constexpr int kPlanFormatVersion = 1;
-// Bump when lowering changes the op graph a strategy gives: a plan of another version names other ops.
-inline constexpr int kLoweringVersion = 1;
-
-// Columns of each entry of rank_classes[].ops, in order.
-inline constexpr const char* kPlanOpColumns[] = {"op_id",  "kind",   "role",               "layer",
-                                                 "micro_batch", "stream", "predicted_start_ns", "predicted_duration_ns"};
 
 // `best.result` must carry op timings for every class of `graph` (throws std::invalid_argument otherwise).
 nlohmann::json best_plan_json(const Scenario& scenario, const Candidate& best, const IterationGraph& graph);
@@ -28,16 +21,5 @@ nlohmann::json best_plan_json(const Scenario& scenario, const Candidate& best, c
 // Writes best_plan_json atomically, indented.
 void write_best_plan(const std::filesystem::path& path, const Scenario& scenario, const Candidate& best,
                      const IterationGraph& graph);
-
-struct Plan {
-  Scenario scenario;   // with scenario.strategy set to `strategy`
-  Strategy strategy;
-  std::string profile;
-  nlohmann::json document;  // the whole file, for the predicted numbers and op list
-};
-
-// Throws InputError (file, JSON path, expectation) for unreadable, malformed or foreign files.
-Plan read_plan(const std::filesystem::path& path);
-Plan parse_plan(const nlohmann::json& document, const std::string& source);
 
 }  // namespace twin

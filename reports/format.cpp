@@ -8,13 +8,6 @@
 
 namespace twin {
 
-std::string fixed(double value, int decimals) {
-  std::string text = fmt::format("{:.{}f}", value, decimals);
-  // Values that round to zero from below print as "-0.00"; a report should not show signed zeros.
-  if (text.front() == '-' && text.find_first_not_of("-0.") == std::string::npos) text.erase(0, 1);
-  return text;
-}
-
 std::string grouped(double value) {
   const std::string digits = fixed(value, 0);
   const std::size_t first_digit = digits.front() == '-' ? 1 : 0;

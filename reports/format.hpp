@@ -4,12 +4,11 @@
 #include <string>
 #include <string_view>
 
+#include "core/text_format.hpp"  // fixed()
 #include "core/units.hpp"
 
 namespace twin {
 
-// `value` with exactly `decimals` digits after the point ("0.4312"); -0 prints as 0.
-std::string fixed(double value, int decimals);
 // `value` rounded to an integer, with commas between thousands ("1,234,568"), for readers.
 std::string grouped(double value);
 // Integer nanoseconds as seconds with all 9 decimals, exact ("1.234567891").

@@ -14,6 +14,7 @@
 #include "reports/hot_switch_section.hpp"
 #include "reports/heterogeneous_section.hpp"
 #include "reports/format.hpp"
+#include "reports/page_style.hpp"
 #include "reports/ranking_table.hpp"
 #include "reports/timeline_svg.hpp"
 #include "strategies/flops.hpp"
@@ -23,24 +24,7 @@ namespace {
 
 constexpr std::size_t kTopCandidatesCharted = 10;
 
-constexpr const char* kStyle = R"(<style>
-:root { color-scheme: light; }
-body { font-family: -apple-system, BlinkMacSystemFont, "Segoe UI", Roboto, "Helvetica Neue", Arial, "Noto Sans",
-       sans-serif; font-size: 15px; line-height: 1.45; color: #1f2328; background: #fff; margin: 0; }
-main { max-width: 1480px; margin: 0 auto; padding: 24px 32px 48px; }
-h1 { font-size: 26px; margin: 0 0 6px; }
-h2 { font-size: 19px; margin: 32px 0 10px; padding-bottom: 4px; border-bottom: 1px solid #e3e6eb; }
-code, .key { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, "Liberation Mono", monospace; font-size: 13px; }
-dl.facts { display: grid; grid-template-columns: max-content 1fr; gap: 4px 16px; margin: 12px 0; }
-dl.facts dt { color: #59636e; } dl.facts dd { margin: 0; }
-.warning { background: #fff8e1; border: 1px solid #f0c36d; border-radius: 6px; padding: 8px 12px; margin: 12px 0; }
-.cards { display: flex; flex-wrap: wrap; gap: 12px; margin: 12px 0; }
-.card { border: 1px solid #e3e6eb; border-radius: 8px; padding: 10px 14px; min-width: 130px; }
-.card b { display: block; font-size: 20px; } .card span { color: #59636e; font-size: 13px; }
-.chart { overflow-x: auto; margin: 8px 0; }
-.legend { display: flex; flex-wrap: wrap; gap: 6px 16px; font-size: 13px; margin: 6px 0; }
-.legend i { display: inline-block; width: 12px; height: 12px; border-radius: 2px; margin-right: 5px;
-            vertical-align: -1px; }
+const std::string kStyle = std::string("<style>\n") + kPageStyle + R"(.warning { background: #fff8e1; border: 1px solid #f0c36d; border-radius: 6px; padding: 8px 12px; margin: 12px 0; }
 .legend i.dashed { height: 0; border-top: 2px dashed #c0392b; border-radius: 0; vertical-align: 3px; }
 .table-scroll { overflow-x: auto; max-height: 1400px; overflow-y: auto; border: 1px solid #e3e6eb; border-radius: 6px; }
 table#ranking { border-collapse: collapse; font-size: 12.5px; width: 100%; }

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/scenario.hpp"
+#include "core/text_format.hpp"  // csv_field()
 #include "strategies/search.hpp"
 
 namespace twin {
@@ -16,8 +17,5 @@ const std::vector<std::string>& ranking_csv_columns();
 // `candidates` in ranked order (as search() returns them); rank counts feasible rows from 1 and is
 // empty for infeasible ones. Lines end in CRLF as RFC 4180 says.
 std::string ranking_csv(const Scenario& scenario, const std::vector<Candidate>& candidates);
-
-// One field, quoted when it holds a comma, a quote or a line break (quotes doubled).
-std::string csv_field(std::string_view text);
 
 }  // namespace twin

@@ -1,7 +1,7 @@
 // Flattening: one pass over each Boost graph for CSR successors and dependency counts, a price cache so
 // that each distinct op shape is priced once, plans made once per distinct (kind, bytes, span) (from the
-// profile's measured table when it has one, else tuned), and a sorted map that pairs pipeline sends with
-// their receives.
+// profile's measured table when it has one, else tuned and scaled by the profile's fitted correction),
+// and a sorted map that pairs pipeline sends with their receives.
 #include "sim/flat_graph.hpp"
 
 #include "sim/measured_collectives.hpp"
@@ -78,6 +78,23 @@ void require_links(const CollectivePlan& plan, const LinkParams& links, const Op
   }
 }
 
+// A collective priced by the algorithm models (no measured table) on GPUs whose kernel profile carries
+// a fitted correction for its kind runs `factor` times as long alone: every phase's latency and bytes
+// scale by it (profile.hpp, KindCorrection).
+void apply_correction(CollectivePlan& plan, const Profile& profile, const GpuSpec& gpu, OpKind kind) {
+  if (profile.gpus.empty()) return;
+  const GpuKernelProfile& kernels = profile.kernels_for(gpu);
+  if (kernels.corrections.empty()) return;
+  auto correction = kernels.corrections.find(to_string(kind));
+  if (correction == kernels.corrections.end()) return;
+  const double factor = correction->second.factor;
+  for (int p = 0; p < plan.phase_count; ++p) {
+    CollectivePhase& phase = plan.phases[p];
+    phase.latency_ns = static_cast<TimeNs>(std::llround(static_cast<double>(phase.latency_ns) * factor));
+    for (int f = 0; f < phase.flow_count; ++f) phase.flows[f].bytes *= factor;
+  }
+}
+
 class PlanTable {
  public:
   // `gpu`: the class's GPUs, whose measured tables (if the profile has any) replace the algorithm models.
@@ -85,8 +102,10 @@ class PlanTable {
   std::uint32_t collective(const Op& op, const GroupSpan& span, const OpRef& what) {
     return find_or_add({static_cast<int>(op.kind), op.bytes, span.size, span.ranks_per_node, span.nodes}, [&] {
       const CollectiveTable* table = span.size > 1 ? measured_collective(profile_, gpu_.name, op.kind, span) : nullptr;
-      return table ? measured_collective_plan(*table, op.bytes, flat_.links)
-                   : tune_collective(op.kind, op.bytes, span, flat_.links);
+      if (table) return measured_collective_plan(*table, op.bytes, flat_.links);
+      CollectivePlan plan = tune_collective(op.kind, op.bytes, span, flat_.links);
+      apply_correction(plan, profile_, gpu_, op.kind);
+      return plan;
     }, what);
   }
   std::uint32_t point_to_point(Bytes bytes, LinkKind link, const OpRef& what) {

@@ -42,6 +42,13 @@ Strategy layout_strategy(int tp, int dp, int pp) {
   return st;
 }
 
+void add_tensor_span(RankClass& rc, const Scenario& scenario, int pipeline_stages, int stage, int gpus, int group) {
+  if (rc.span_of(GroupKind::tensor, group)) return;
+  rc.extra_spans.emplace_back(
+      GroupKind::tensor, group_spans(layout_strategy(group, gpus / group, pipeline_stages), scenario.cluster,
+                                     stage)[static_cast<int>(GroupKind::tensor)]);
+}
+
 }  // namespace
 
 void set_spans(RankClass& rc, const Scenario& scenario, const PerLayerPlan& plan, int stage, int gpus,
@@ -53,14 +60,12 @@ void set_spans(RankClass& rc, const Scenario& scenario, const PerLayerPlan& plan
       group_spans(layout_strategy(gpus / data_group_of(home, gpus), data_group_of(home, gpus), pp), scenario.cluster,
                   stage)[static_cast<int>(GroupKind::data)];
   rc.extra_spans.clear();
-  const auto add = [&](GroupKind kind, int tp) {
-    const GroupSpan span = group_spans(layout_strategy(tp, gpus / tp, pp), scenario.cluster, stage)[static_cast<int>(kind)];
-    if (rc.span_of(kind, span.size)) return;
-    rc.extra_spans.emplace_back(kind, span);
-  };
   for (const LayerStrategy& s : strategies) {
-    add(GroupKind::tensor, s.layout.group);
-    add(GroupKind::data, gpus / data_group_of(s.layout, gpus));
+    add_tensor_span(rc, scenario, pp, stage, gpus, s.layout.group);
+    const int data_group = data_group_of(s.layout, gpus);
+    const GroupSpan span =
+        group_spans(layout_strategy(gpus / data_group, data_group, pp), scenario.cluster, stage)[static_cast<int>(GroupKind::data)];
+    if (!rc.span_of(GroupKind::data, span.size)) rc.extra_spans.emplace_back(GroupKind::data, span);
   }
 }
 
@@ -87,6 +92,7 @@ PerLayerStage::PerLayerStage(const Scenario& scenario, const PerLayerPlan& plan,
                       output_parameters_per_rank(m, tp_of(last_s), stage == 0), data_group_of(last_s.layout, gpus)});
   group_before_ = stage == 0 ? first_s.layout.group : plan.layers[first - 1].layout.group;
   group_after_ = stage == last_stage_ ? last_s.layout.group : plan.layers[first + count].layout.group;
+  set_spans(rc, scenario, plan, stage, gpus, {plan.layers.begin() + first, plan.layers.begin() + first + count});
 }
 
 Emitter PerLayerStage::emitter(const lowering::RankShapes& shapes) {
@@ -144,8 +150,11 @@ void PerLayerStage::relayout(int& current_group, const UnitPlan& u) {
   const int group = u.strategy.layout.group;
   if (u.unit.kind == Unit::layer_unit && group != current_group) {
     const OpRole role = phase_ == Phase::forward ? OpRole::tp_scatter : OpRole::tp_gather;
-    emit(Emitter::collective(OpKind::all_to_all, role, Stream::tp_comm, GroupKind::tensor,
-                             std::max(group, current_group),
+    // At a stage's first layer (forward) or last (backward) the other layout is the neighbour stage's,
+    // which none of this stage's layers may use: its group is registered here, where it is needed.
+    const int relayout_group = std::max(group, current_group);
+    add_tensor_span(rc_, scenario_, plan_.pipeline_stages, stage_, gpus_, relayout_group);
+    emit(Emitter::collective(OpKind::all_to_all, role, Stream::tp_comm, GroupKind::tensor, relayout_group,
                              relayout_bytes(tokens_, scenario_.model.hidden_size, current_group, group, gpus_)),
          u.unit.layer);
   }
@@ -278,10 +287,6 @@ IterationGraph lower_per_layer_plan(const Scenario& scenario, const PerLayerPlan
     rc.num_ranks = gpus;
     rc.first_rank = stage * gpus;
     rc.node_group = scenario.cluster.node_group_index_of_rank(rc.first_rank);
-    const int first = plan.first_layer(stage);
-    const std::vector<LayerStrategy> strategies(plan.layers.begin() + first,
-                                                plan.layers.begin() + first + plan.stage_layers[stage]);
-    per_layer::set_spans(rc, scenario, plan, stage, gpus, strategies);
     rc.label = "stage " + std::to_string(stage);
     per_layer::PerLayerStage lowering(scenario, plan, stage, gpus, rc);
     lowering.run(orders[stage]);

@@ -31,6 +31,8 @@ void emit_ulysses_layer_backward(lowering::Emitter& e, const ModelConfig& model,
 class PerLayerStage {
  public:
   // `with_edges`: false leaves out the embedding and the output layer (pricing one layer alone).
+  // Sets rc's spans (set_spans over the stage's layers); a re-layout to or from a neighbour stage's
+  // layout registers its group's span as it is emitted.
   PerLayerStage(const Scenario& scenario, const PerLayerPlan& plan, int stage, int stage_gpus, RankClass& rc,
                 bool with_edges = true);
 
@@ -76,8 +78,9 @@ class PerLayerStage {
   std::map<int, OpIndex> loss_complete_;  // the emitters' record of each micro-batch's loss all-reduce
 };
 
-// Spans of every communicator the stage's units use: the first unit's as the main ones, the other
-// TP/Ulysses and data group sizes as extra spans.
+// Spans of every communicator the layers `strategies` use: the first's as the main ones, the other
+// TP/Ulysses and data group sizes as extra spans. (PerLayerStage adds the group of a re-layout with a
+// neighbour stage's layout, which may be none of these.)
 void set_spans(RankClass& rc, const Scenario& scenario, const PerLayerPlan& plan, int stage, int stage_gpus,
                const std::vector<LayerStrategy>& strategies);
 

@@ -37,7 +37,6 @@ struct Pricing {
     graph.classes.resize(1);
     RankClass& rc = graph.classes[0];
     rc.num_ranks = gpus;
-    per_layer::set_spans(rc, scenario, tiny, 0, gpus, layers);
     per_layer::PerLayerStage stage(scenario, tiny, 0, gpus, rc, false);
     stage.run({{true, 0, 0}, {false, 0, 0}}, reduce_and_step, reduce_and_step);
     return static_cast<double>(simulate_iteration(graph, scenario.cluster, profile).iteration_ns);

@@ -8,8 +8,7 @@
 
 #include <fmt/format.h>
 
-#include "reports/format.hpp"
-#include "reports/ranking_csv.hpp"
+#include "core/text_format.hpp"
 
 namespace twin {
 namespace {

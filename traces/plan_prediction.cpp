@@ -9,7 +9,7 @@
 #include <fmt/format.h>
 
 #include "core/json_reader.hpp"
-#include "reports/best_plan.hpp"
+#include "core/plan_file.hpp"
 
 namespace twin {
 namespace {

@@ -1,0 +1,75 @@
+// Recalibration: folding the measured op times of an executed run into a profile. Shapes the run measured
+// become exact entries (marked with the run), collectives at a placement the profile has a table for
+// become table rows, and each op kind gets a correction fitted over the run (docs/PROFILES.md).
+// Pure arithmetic on values: reading a run folder is traces/recalibration_run.hpp, files are
+// calibrate/recalibration_files.hpp.
+#pragma once
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "calibrate/profile.hpp"
+#include "core/cluster.hpp"
+#include "core/op.hpp"
+#include "core/op_graph.hpp"
+#include "core/units.hpp"
+
+namespace twin {
+
+// One op of one rank as the run measured it.
+struct MeasuredOpSample {
+  Op op;                   // as lowered: its shapes and bytes
+  GpuSpec gpu;             // the GPUs of its rank class
+  GroupSpan span;          // collectives: the placement of its group
+  int rank = 0;
+  int rank_class = 0;
+  OpIndex index = 0;       // op id within the class (ops.csv op_id)
+  TimeNs measured_ns = 0;  // median over the measured iterations (all its kernels, first start to last end)
+  // Collectives only: the simulator's time for it alone under the profile's algorithm models, with no
+  // correction (sim::isolated_time_ns of the tuned plan). Compute ops are priced here, by the profile.
+  double model_ns = 0;
+};
+
+struct RunMeasurements {
+  std::string run;                        // "trace:<run folder>", the source recorded in the profile
+  std::vector<MeasuredOpSample> samples;  // compute ops and collectives that ran
+  int absent_ops = 0;                     // ops with no kernel in any iteration (nothing to fold)
+  int point_to_point_ops = 0;             // sends and receives: left out (their time includes waiting)
+};
+
+// One entry of the profile that recalibration set, with why.
+struct ProfileChange {
+  std::string entry;        // a JSON Pointer into the profile, e.g. "/gpus/0/measured/gemm:m=..."
+  nlohmann::json old_value; // null when the entry is new
+  nlohmann::json new_value;
+  int samples = 0;          // ops (over ranks) the new value is fitted on
+  std::string reason;
+};
+
+struct Recalibration {
+  Profile profile;
+  std::vector<ProfileChange> changes;  // exact entries, table rows, then corrections; each in key order
+};
+
+// The rules, in order:
+//  1. compute ops, grouped by (GPU, kernel_shape_key): the entry becomes the median of the ops' medians
+//     (p10/p90 over them, samples = ops), replacing a micro-benchmark or earlier value; source = run.
+//  2. collectives (all_reduce .. all_to_all), grouped by (GPU, kind, placement, bytes): where the profile
+//     has that placement's table, the row at those bytes becomes the median (time, algbw, busbw).
+//  3. per GPU and kind, over the run's ops not placed in a table: this run's (sum measured, sum model)
+//     replaces any earlier entry of the same run in the kind's correction, and factor = sum of measured /
+//     sum of model over its runs. The model of a compute op is model_kernel_time_ns on `profile` (its own
+//     exact entry left out: what the factor will multiply); of a collective, the sample's model_ns.
+// A run on a GPU without a kernel profile of its exact name gets one copied from kernels_for().
+// Throws std::invalid_argument for a run with no samples or a fitted factor outside [0.001, 1000].
+Recalibration recalibrate(const Profile& profile, const RunMeasurements& run);
+
+// changes.json: {"format": "twin-profile-changes", "source_run", "profile", "previous", "changes": [...]}.
+nlohmann::json changes_json(const Recalibration& result, const std::string& run, const std::string& profile_path,
+                            const std::string& previous_path, const nlohmann::json& effect);
+// The same as a short Markdown table.
+std::string changes_markdown(const nlohmann::json& changes);
+
+}  // namespace twin

@@ -1,0 +1,34 @@
+// Reading best.json back: the plan's scenario and pinned strategy (validated by the scenario parser), its
+// format and lowering versions, and the whole document for the predicted numbers. Written by
+// reports/best_plan.hpp; read by twin execute, traces and recalibration.
+#pragma once
+#include <filesystem>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "core/scenario.hpp"
+#include "core/strategy.hpp"
+
+namespace twin {
+
+inline constexpr int kPlanFormatVersion = 1;
+// Bump when lowering changes the op graph a strategy gives: a plan of another version names other ops.
+inline constexpr int kLoweringVersion = 1;
+
+// Columns of each entry of rank_classes[].ops, in order.
+inline constexpr const char* kPlanOpColumns[] = {"op_id",  "kind",   "role",               "layer",
+                                                 "micro_batch", "stream", "predicted_start_ns", "predicted_duration_ns"};
+
+struct Plan {
+  Scenario scenario;   // with scenario.strategy set to `strategy`
+  Strategy strategy;
+  std::string profile;
+  nlohmann::json document;  // the whole file, for the predicted numbers and op list
+};
+
+// Throws InputError (file, JSON path, expectation) for unreadable, malformed or foreign files.
+Plan read_plan(const std::filesystem::path& path);
+Plan parse_plan(const nlohmann::json& document, const std::string& source);
+
+}  // namespace twin

@@ -1,0 +1,165 @@
+// The plan is lowered again, exactly as `twin execute` lowered it, so that ops.csv rows and trace events
+// are checked op by op against the graph that produced them; a folder of another plan fails loudly.
+#include "reports/execution_run.hpp"
+
+#include <cmath>
+#include <fstream>
+#include <limits>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "core/error.hpp"
+#include "core/json_reader.hpp"
+#include "strategies/lowering.hpp"
+#include "traces/ops_csv_reader.hpp"
+
+namespace twin {
+namespace {
+
+constexpr double kMaxSeconds = 1e9;
+
+std::string any_string(const JsonReader& field) {
+  if (!field.value().is_string()) field.fail("expected a string");
+  return field.value().get<std::string>();
+}
+
+std::optional<double> optional_number(const JsonReader& object, std::string_view key) {
+  const std::optional<JsonReader> field = object.find(key);
+  if (!field) return std::nullopt;
+  return field->number(-1e300, 1e300, "a number");
+}
+
+TimeNs seconds_to_ns(const JsonReader& field) {
+  return static_cast<TimeNs>(std::llround(field.number(0, kMaxSeconds, "a time in seconds, at least 0") * 1e9));
+}
+
+nlohmann::json read_json(const std::filesystem::path& path, const char* what) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InputError(path.string(), "", fmt::format("a readable {}", what));
+  std::stringstream text;
+  text << in.rdbuf();
+  try {
+    return nlohmann::json::parse(text.str());
+  } catch (const nlohmann::json::parse_error& error) {
+    throw InputError(path.string(), "", std::string("valid JSON (") + error.what() + ")");
+  }
+}
+
+std::filesystem::path trace_path(const std::filesystem::path& dir, int rank) {
+  return dir / "traces" / fmt::format("measured_rank{}.json", rank);
+}
+
+}  // namespace
+
+RunMetrics parse_run_metrics(const nlohmann::json& document, const std::string& source) {
+  const JsonReader root(document, source);
+  root.expect_object();
+  root.required("format").one_of({"twin-execute-run"}, "format (metrics.json of twin execute)");
+  RunMetrics metrics;
+  metrics.scenario = any_string(root.required("scenario"));
+  metrics.strategy = any_string(root.required("strategy"));
+  metrics.device = any_string(root.required("device"));
+  metrics.world_size = root.required("world_size").positive_int();
+  metrics.warmup_iterations = static_cast<int>(root.required("warmup_iterations").integer(0, INT32_MAX));
+  metrics.loss_first = optional_number(root, "loss_first");
+  metrics.loss_last = optional_number(root, "loss_last");
+  const JsonReader measured = root.required("measured");
+  metrics.measured_iteration_ns = seconds_to_ns(measured.required("iteration_s"));
+  metrics.measured_tokens_per_s = measured.required("tokens_per_s").number(0, 1e300, "tokens per second, at least 0");
+  metrics.measured_mfu = measured.required("mfu").number(0, 1e3, "a fraction, at least 0");
+
+  for (const JsonReader& step : root.required("steps").non_empty_elements()) {
+    step.expect_object();
+    metrics.steps.push_back({static_cast<int>(step.required("step").integer(1, INT32_MAX)), optional_number(step, "loss"),
+                             seconds_to_ns(step.required("iteration_s")), step.required("measured").boolean()});
+  }
+  for (const JsonReader& rank : root.required("ranks").non_empty_elements()) {
+    rank.expect_object();
+    RankMetrics entry;
+    entry.rank = static_cast<int>(rank.required("rank").integer(0, INT32_MAX));
+    entry.rank_class = static_cast<int>(rank.required("rank_class").integer(0, INT32_MAX));
+    entry.median_step_ns = seconds_to_ns(rank.required("median_iteration_s"));
+    entry.peak_memory_GiB = rank.required("peak_memory_GiB").number(0, 1e9, "GiB, at least 0");
+    entry.predicted_peak_memory_GiB = rank.required("predicted_peak_memory_GiB").number(0, 1e9, "GiB, at least 0");
+    if (!metrics.ranks.empty() && entry.rank <= metrics.ranks.back().rank)
+      rank.required("rank").fail("expected ranks in ascending order, each once");
+    metrics.ranks.push_back(entry);
+  }
+  if (const std::optional<JsonReader> span = root.find("kernel_span")) {
+    if (const std::optional<JsonReader> iteration = span->find("measured_iteration_ns"))
+      metrics.kernel_span_iteration_ns = iteration->integer(0, std::numeric_limits<TimeNs>::max());
+    for (const JsonReader& rank : span->required("ranks").elements()) {
+      const JsonReader rank_field = rank.required("rank");
+      const int id = static_cast<int>(rank_field.integer(0, INT32_MAX));
+      RankMetrics* entry = nullptr;
+      for (RankMetrics& candidate : metrics.ranks)
+        if (candidate.rank == id) entry = &candidate;
+      if (!entry) rank_field.fail("expected a rank listed in /ranks");
+      if (const std::optional<JsonReader> median = rank.find("measured_median_ns"))
+        entry->kernel_span_ns = median->integer(0, std::numeric_limits<TimeNs>::max());
+    }
+  }
+  return metrics;
+}
+
+ExecutedRun load_executed_run(const std::filesystem::path& dir, const RunFolderOptions& options) {
+  if (!std::filesystem::is_directory(dir))
+    throw InputError(dir.string(), "", "a run folder of twin execute (it is not a folder)");
+  const std::filesystem::path plan_path = options.plan.empty() ? dir / "best.json" : options.plan;
+  const std::filesystem::path metrics_path = dir / "metrics.json", ops_path = dir / "ops.csv";
+  std::vector<std::string> missing;
+  for (const std::filesystem::path& path : {plan_path, metrics_path, ops_path})
+    if (!std::filesystem::is_regular_file(path)) missing.push_back(path.string());
+  if (!missing.empty())
+    throw InputError(missing.front(), "",
+                     fmt::format("not found: `twin report` reads the folder of an executed run (`twin execute "
+                                 "--best --run DIR` writes metrics.json and ops.csv next to best.json); missing: {}",
+                                 fmt::join(missing, ", ")));
+
+  ExecutedRun run;
+  run.dir = dir;
+  run.plan = read_plan(plan_path);
+  run.graph = lower_to_op_graphs(run.plan.scenario, run.plan.strategy);
+  run.prediction = read_plan_prediction(run.plan.document, run.graph, plan_path.string());
+  const std::string plan_source = plan_path.string();
+  const JsonReader predicted = JsonReader(run.plan.document, plan_source).required("predicted");
+  run.predicted_mfu = predicted.required("mfu").number(0, 1e3, "a fraction, at least 0");
+  run.predicted_tokens_per_s = predicted.required("tokens_per_s").number(0, 1e300, "tokens per second, at least 0");
+
+  run.metrics = parse_run_metrics(read_json(metrics_path, "metrics.json (written by twin execute)"),
+                                  metrics_path.string());
+  if (run.metrics.strategy != run.plan.strategy.key())
+    throw InputError(metrics_path.string(), "/strategy",
+                     fmt::format("\"{}\" (the strategy of {}), got \"{}\": the run is of another plan",
+                                 run.plan.strategy.key(), plan_path.string(), run.metrics.strategy));
+
+  run.ranks = measured_ranks_from_rows(read_ops_csv(ops_path), run.graph, run.prediction, ops_path.string());
+  for (MeasuredRank& rank : run.ranks) {
+    const RankMetrics* entry = nullptr;
+    for (const RankMetrics& candidate : run.metrics.ranks)
+      if (candidate.rank == rank.rank) entry = &candidate;
+    if (!entry || entry->rank_class != rank.rank_class)
+      throw InputError(metrics_path.string(), "/ranks",
+                       fmt::format("an entry for rank {} of class {} (ops.csv lists it)", rank.rank, rank.rank_class));
+    rank.median_iteration_ns = entry->kernel_span_ns;
+  }
+
+  std::optional<int> timeline_rank = options.timeline_rank;
+  if (!timeline_rank) {
+    for (const RankMetrics& rank : run.metrics.ranks)
+      if (std::filesystem::is_regular_file(trace_path(dir, rank.rank))) {
+        timeline_rank = rank.rank;
+        break;
+      }
+  } else if (!std::filesystem::is_regular_file(trace_path(dir, *timeline_rank))) {
+    throw InputError(trace_path(dir, *timeline_rank).string(), "",
+                     fmt::format("the measured trace of rank {} (not found)", *timeline_rank));
+  }
+  run.measured_trace = trace_path(dir, timeline_rank.value_or(0));
+  if (timeline_rank) run.measured_iteration = read_median_measured_iteration(run.measured_trace, run.graph);
+  return run;
+}
+
+}  // namespace twin

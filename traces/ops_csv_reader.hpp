@@ -1,0 +1,45 @@
+// Reads ops.csv (traces/ops_csv.hpp) back: one row per (rank, op) with its predicted and measured times,
+// then joins the rows onto the plan's op graph as MeasuredRanks so that `twin report` reuses the same
+// comparisons `twin execute` made. Every complaint names the file, the line and the column.
+#pragma once
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/op_graph.hpp"
+#include "core/units.hpp"
+#include "traces/measured_ops.hpp"
+#include "traces/plan_prediction.hpp"
+
+namespace twin {
+
+struct OpsCsvRow {
+  int line = 0;                       // 1-based line in the file (the header is line 1)
+  OpIndex op_index = 0;               // the op_id column: the OpIndex within the rank class
+  int rank = 0;
+  int rank_class = 0;
+  std::string name, kind, role, phase, stream;
+  int layer = -1;
+  int micro_batch = -1;
+  TimeNs predicted_start_ns = 0;
+  TimeNs predicted_duration_ns = 0;
+  std::optional<TimeNs> measured_median_ns, measured_min_ns, measured_max_ns;  // empty for an absent op
+  int kernels = 0;
+};
+
+// RFC 4180 (quoted fields, CRLF or LF line ends); the header must be ops_csv_columns(). Throws InputError
+// (file `source`, "line N, column C") for a wrong header, a short or long row, or a value out of type.
+std::vector<OpsCsvRow> parse_ops_csv(std::string_view text, const std::string& source);
+// Reads and parses the file; InputError when it cannot be read.
+std::vector<OpsCsvRow> read_ops_csv(const std::filesystem::path& path);
+
+// One MeasuredRank per rank of `rows` (ascending), its ops filled from the rows' measured columns
+// (iterations and spans are not in ops.csv: left empty). Each row must name the op of `graph` at its
+// index (name, kind, role, phase, stream, layer, micro_batch) with the predicted times of `prediction`,
+// and every rank must list every op of its class once; InputError naming the line otherwise.
+std::vector<MeasuredRank> measured_ranks_from_rows(const std::vector<OpsCsvRow>& rows, const IterationGraph& graph,
+                                                   const PlanPrediction& prediction, const std::string& source);
+
+}  // namespace twin

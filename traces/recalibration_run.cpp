@@ -1,0 +1,172 @@
+// The join is by identity, not by position: a row's op_id indexes the class the plan lowers to again, and
+// its name and kind must be that op's, so ops.csv of another plan (or another lowering) is refused rather
+// than folded into the wrong shapes. The plan is re-simulated before and after only to record the effect.
+#include "traces/recalibration_run.hpp"
+
+#include <algorithm>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "calibrate/shipped_profiles.hpp"
+#include "core/atomic_file.hpp"
+#include "core/error.hpp"
+#include "sim/collectives.hpp"
+#include "sim/flat_graph.hpp"
+#include "sim/simulate.hpp"
+#include "strategies/lowering.hpp"
+#include "traces/ops_csv_reader.hpp"
+#include "traces/plan_prediction.hpp"
+
+namespace twin {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+std::string read_text(const fs::path& path, const std::string& what) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InputError(path.string(), "", fmt::format("cannot open the file (expected {})", what));
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+bool is_named_profile(const std::string& name) {
+  if (name == "builtin") return true;
+  return std::any_of(shipped_profiles().begin(), shipped_profiles().end(),
+                     [&](const ShippedProfile& p) { return p.name == name; });
+}
+
+fs::path beside(const fs::path& path, const std::string& suffix) {
+  return path.parent_path() / (path.stem().string() + suffix);
+}
+
+std::optional<TimeNs> measured_iteration_ns(const fs::path& metrics_path) {
+  if (!fs::exists(metrics_path)) return std::nullopt;
+  json metrics;
+  try {
+    metrics = json::parse(read_text(metrics_path, "metrics.json of twin execute"));
+  } catch (const json::exception& error) {
+    throw InputError(metrics_path.string(), "", fmt::format("malformed JSON: {}", error.what()));
+  }
+  const json::json_pointer pointer("/kernel_span/measured_iteration_ns");
+  if (!metrics.contains(pointer) || !metrics.at(pointer).is_number_integer())
+    throw InputError(metrics_path.string(), pointer.to_string(), "an integer (ns)");
+  return metrics.at(pointer).get<TimeNs>();
+}
+
+}  // namespace
+
+RunMeasurements read_run_measurements(const fs::path& ops_csv, const IterationGraph& graph, const Cluster& cluster,
+                                      const Profile& profile, const std::string& run) {
+  const std::string file = ops_csv.string();
+  RunMeasurements result;
+  result.run = run;
+  std::map<std::pair<int, OpIndex>, int> seen;  // (rank, op) -> line
+  for (const OpsCsvRow& row : read_ops_csv(ops_csv)) {
+    const int line = row.line;
+    if (row.rank_class < 0 || row.rank_class >= static_cast<int>(graph.classes.size()))
+      throw InputError(file, fmt::format("line {}, column rank_class", line),
+                       fmt::format("a rank class of the plan (0 to {})", graph.classes.size() - 1));
+    const int c = row.rank_class;
+    const RankClass& rank_class = graph.classes[static_cast<std::size_t>(c)];
+    if (row.op_index >= rank_class.size())
+      throw InputError(file, fmt::format("line {}, column op_id", line),
+                       fmt::format("an op of class {} (0 to {})", c, rank_class.size() - 1));
+    const OpIndex index = row.op_index;
+    const Op& op = rank_class.op(index);
+    if (row.name != op_name(op) || row.kind != to_string(op.kind))
+      throw InputError(file, fmt::format("line {}, columns name and kind", line),
+                       fmt::format("op {} of class {} of the plan: {} ({}), not {} ({}): ops.csv of another plan?", index,
+                                   c, op_name(op), to_string(op.kind), row.name, row.kind));
+    if (auto [it, inserted] = seen.emplace(std::pair{row.rank, index}, line); !inserted)
+      throw InputError(file, fmt::format("line {}", line),
+                       fmt::format("one row per rank and op (rank {} op {} is on line {} too)", row.rank, index,
+                                   it->second));
+    if (!row.measured_median_ns) {
+      ++result.absent_ops;
+      continue;
+    }
+    if (op.kind == OpKind::send || op.kind == OpKind::recv) {
+      ++result.point_to_point_ops;
+      continue;
+    }
+    MeasuredOpSample sample;
+    sample.op = op;
+    const NodeGroup& group = cluster.node_groups.at(static_cast<std::size_t>(rank_class.node_group));
+    sample.gpu = group.gpu;
+    sample.rank = row.rank;
+    sample.rank_class = c;
+    sample.index = index;
+    sample.measured_ns = *row.measured_median_ns;
+    if (op.is_communication()) {
+      const GroupSpan* span = rank_class.span_of(op.group, op.group_size);
+      if (!span) throw std::logic_error(fmt::format("{}: the lowering gave {} no group span", file, op_name(op)));
+      sample.span = *span;
+      const sim::LinkParams links = sim::link_params(group, cluster.network, profile);
+      sample.model_ns = sim::isolated_time_ns(sim::tune_collective(op.kind, op.bytes, *span, links),
+                                              static_cast<double>(op.bytes), links);
+    }
+    result.samples.push_back(std::move(sample));
+  }
+  return result;
+}
+
+fs::path previous_profile_path(const fs::path& path) {
+  fs::path candidate = beside(path, ".previous.json");
+  for (int n = 2; fs::exists(candidate); ++n) candidate = beside(path, fmt::format(".previous-{}.json", n));
+  return candidate;
+}
+
+RecalibrateOutcome recalibrate_from_run(const RecalibrateRequest& request) {
+  const fs::path run_dir = request.run_dir;
+  if (!fs::is_directory(run_dir)) throw InputError(run_dir.string(), "", "a run folder of twin execute");
+  const Plan plan = read_plan(run_dir / "best.json");
+  const std::string profile_name = request.profile.empty() ? plan.profile : request.profile;
+  if (profile_name.empty())
+    throw InputError((run_dir / "best.json").string(), "/profile", "the profile the plan was simulated with (or give --profile)");
+  const Profile before = load_profile(profile_name);
+  const IterationGraph graph = lower_to_op_graphs(plan.scenario, plan.strategy);
+  read_plan_prediction(plan.document, graph, (run_dir / "best.json").string());  // the plan names these ops
+  const std::string run = "trace:" + fs::weakly_canonical(run_dir).generic_string();
+  const RunMeasurements measured =
+      read_run_measurements(run_dir / "ops.csv", graph, plan.scenario.cluster, before, run);
+  const std::optional<TimeNs> measured_ns = measured_iteration_ns(run_dir / "metrics.json");
+  const Recalibration result = recalibrate(before, measured);
+
+  const Cluster& cluster = plan.scenario.cluster;
+  const TimeNs predicted_before = simulate_iteration(graph, cluster, before).iteration_ns;
+  const TimeNs predicted_after = simulate_iteration(graph, cluster, result.profile).iteration_ns;
+  json effect = {{"predicted_before_ns", predicted_before}, {"predicted_after_ns", predicted_after},
+                 {"ops_folded", measured.samples.size()}, {"ops_absent", measured.absent_ops},
+                 {"ops_point_to_point", measured.point_to_point_ops}};
+  if (measured_ns) {
+    effect["measured_iteration_ns"] = *measured_ns;
+    effect["error_before"] = static_cast<double>(*measured_ns) / static_cast<double>(predicted_before) - 1;
+    effect["error_after"] = static_cast<double>(*measured_ns) / static_cast<double>(predicted_after) - 1;
+  }
+
+  RecalibrateOutcome outcome;
+  if (!request.out.empty()) outcome.profile_path = request.out;
+  else if (is_named_profile(profile_name)) outcome.profile_path = run_dir / "profile.json";
+  else outcome.profile_path = profile_name;
+  const bool replaces = fs::exists(outcome.profile_path);
+  if (replaces) outcome.previous_path = previous_profile_path(outcome.profile_path);
+  outcome.changes_json = beside(outcome.profile_path, ".changes.json");
+  outcome.changes_md = beside(outcome.profile_path, ".changes.md");
+  outcome.record = changes_json(result, run, outcome.profile_path.generic_string(),
+                                outcome.previous_path.generic_string(), effect);
+  const std::string profile_text = to_json(result.profile).dump(2) + "\n";
+  const std::string previous_text = replaces ? read_text(outcome.profile_path, "the profile to replace") : "";
+
+  if (replaces) write_file_atomically(outcome.previous_path, previous_text);
+  write_file_atomically(outcome.changes_json, outcome.record.dump(2) + "\n");
+  write_file_atomically(outcome.changes_md, changes_markdown(outcome.record));
+  write_file_atomically(outcome.profile_path, profile_text);
+  return outcome;
+}
+
+}  // namespace twin
