@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The GPU check in one device call: build twin and test_gpu, run the gpu-labelled tests, calibrate
 # every local GPU, then check the profile against fresh measurements, in a separate run of the same
-# harnesses, of GEMM shapes and collective sizes calibration did not measure (`twin calibrate --check`).
+# harnesses, of GEMM shapes and collective sizes calibration did not measure (`twin calibrate --check`);
+# then twin execute: every strategy against the single-GPU loss curve, speed, scaling and faults.
 # Logs and tables go to $OUT (or out/gpu-check): run.log, ctest.log, calibrate.log, profile.json,
 # check.log, check.csv, check.md.
 set -uo pipefail
@@ -86,6 +87,13 @@ step "scenario shapes (1 GPU, quick, at most 90 s)"
 timeout 90 "$twin" calibrate --gpus 1 --quick --scenario scenarios/llama3-8b-4xH200.json --out /tmp/scenario.json \
   > /tmp/scenario.log 2>&1; echo "exit code $?"
 grep -E "scenario|wrote|error" /tmp/scenario.log | tail -5
+
+step "twin execute: every strategy against the single-GPU loss, speed and scaling, faults (tests/gpu/execute_check.py)"
+SECONDS=0
+python3 tests/gpu/execute_check.py --twin "$twin" --out /tmp/execute-check --gpus "$(nvidia-smi -L | wc -l)" \
+  > "$OUT/execute_check.log" 2>&1 || status=1
+cp /tmp/execute-check/execute_check.md "$OUT/" 2>/dev/null && cat "$OUT/execute_check.md"
+echo "execute checks: ${SECONDS}s wall"
 
 step "done: status $status"
 exit $status
