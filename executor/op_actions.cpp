@@ -131,7 +131,6 @@ void StageRuntime::linear(const Op& op, const OpBinding& b, int mb, int unit, cu
 void StageRuntime::tensor_collective(const Op& op, const OpBinding& b, int mb, int unit, cudaStream_t stream) {
   ncclComm_t comm = comms_.tensor();
   const std::int64_t local = shapes_.tokens_local * shapes_.h;
-  const bool scatter = op.kind == OpKind::reduce_scatter;
   // (source, destination) tensor names in the unit's slot.
   Act from = Act::count, to = Act::count;
   if (b.subject == OpRole::embedding) {
@@ -164,7 +163,6 @@ void StageRuntime::tensor_collective(const Op& op, const OpBinding& b, int mb, i
       break;
     default: throw std::logic_error("executor: unexpected tensor-parallel collective");
   }
-  (void)scatter;
 }
 
 void StageRuntime::norm(const Op& op, const OpBinding& b, int mb, int unit, cudaStream_t stream) {

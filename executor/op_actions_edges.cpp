@@ -82,7 +82,7 @@ void StageRuntime::head(const Op& op, const OpBinding& b, int mb, cudaStream_t s
 
 void StageRuntime::pipeline(const Op& op, const OpBinding& b, int mb, cudaStream_t stream) {
   const std::int64_t count = shapes_.tokens_local * shapes_.h;
-  const auto [first, end] = chunk_layers_.at(op.chunk);
+  const int end = chunk_layers_.at(op.chunk).second;
   const int received = kReceivedUnit - op.chunk;
   switch (b.action) {
     case Action::send_activation: {
@@ -110,7 +110,6 @@ void StageRuntime::pipeline(const Op& op, const OpBinding& b, int mb, cudaStream
     }
     default: throw std::logic_error("executor: not a pipeline action");
   }
-  (void)first;
 }
 
 }  // namespace twin::exec
