@@ -1,0 +1,580 @@
+#!/usr/bin/env python3
+"""Issue 5's accuracy study: twin's predicted iteration time against twin execute's measured one, over a
+spread of strategies of one scenario on one machine, and what recalibrating from half of the runs does to
+the other half. The method and the formulas are in docs/ACCURACY.md.
+
+Phases (all keep their state in the work folder, so a phase can resume where an earlier device call stopped):
+  plan     simulate the search space, choose the strategies, pin each in its own scenario, estimate device time
+  run      calibrate the machine (unless --profile or an earlier run gave a profile), plan, execute (GPUs)
+  analyze  errors, per-op-kind errors, Kendall's tau-b, regret; recalibrate from half A, predict half B (no GPU)
+Results: RESULTS/accuracy.json and RESULTS/accuracy.md; --pack FILE writes the work folder (without the
+measured traces) as one tar.gz, rewritten after every run so that a command stopped at its limit still returns it.
+Usage: accuracy_study.py --twin build-carry/twin --phase run --work out/accuracy --pack $OUT/accuracy-work.tar.gz
+       accuracy_study.py --twin build/twin --phase analyze --work out/accuracy
+       accuracy_study.py --self-test
+"""
+import argparse, csv, datetime, json, math, os, shutil, signal, socket, subprocess, sys, tarfile, time
+
+REPO = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
+SCENARIO = os.path.join(REPO, "scenarios", "accuracy-llama2-7b-4xH200.json")
+STRATEGY_FIELDS = {"tensor_model_parallel_size": int, "pipeline_model_parallel_size": int,
+                   "context_parallel_size": int, "expert_model_parallel_size": int, "data_parallel_size": int,
+                   "virtual_pipeline_model_parallel_size": int, "sequence_parallel": lambda v: v == "true",
+                   "micro_batch_size": int, "num_micro_batches": int, "zero_stage": int, "recompute": str,
+                   "schedule": str}
+TOP, SPREAD = 4, 8          # the predicted top 4, then 8 ranks evenly spaced down to the last
+STARTUP_S = 15.0            # per twin execute: 4 processes, CUDA, NCCL and CUPTI set-up, weights (estimate)
+CALIBRATE_S = 120.0         # twin calibrate on 4 H200s took 116 s (provenance of the shipped h200-x4)
+
+
+# ---------------------------------------------------------------- statistics (checked by --self-test)
+def relative_error(measured, predicted):
+    """twin's convention everywhere (metrics.json, ops.csv): measured / predicted - 1."""
+    return measured / predicted - 1
+
+
+def kendall_tau_b(x, y):
+    """Kendall's tau-b: (C - D) / sqrt((n0 - n1) (n0 - n2)), n0 = n(n-1)/2, n1 and n2 the pairs tied in x and
+    in y (a pair tied in both counts in each). None when either side is all ties."""
+    concordant = discordant = tied_x = tied_y = 0
+    for i in range(len(x)):
+        for j in range(i + 1, len(x)):
+            dx, dy = (x[i] > x[j]) - (x[i] < x[j]), (y[i] > y[j]) - (y[i] < y[j])
+            tied_x += dx == 0
+            tied_y += dy == 0
+            concordant += dx * dy > 0
+            discordant += dx * dy < 0
+    pairs = len(x) * (len(x) - 1) // 2
+    denominator = math.sqrt((pairs - tied_x) * (pairs - tied_y))
+    return (concordant - discordant) / denominator if denominator > 0 else None
+
+
+def regret(predicted_ranks, measured_s):
+    """How much slower the predicted best (the lowest predicted rank: twin's own tie order) runs than the
+    measured best: measured[predicted best] / min(measured) - 1, with both indices."""
+    best_predicted = min(range(len(measured_s)), key=lambda i: predicted_ranks[i])
+    best_measured = min(range(len(measured_s)), key=lambda i: (measured_s[i], predicted_ranks[i]))
+    return measured_s[best_predicted] / measured_s[best_measured] - 1, best_predicted, best_measured
+
+
+def error_summary(errors):
+    """Mean and maximum absolute error, the signed mean, and the index of the largest."""
+    if not errors:
+        return None
+    worst = max(range(len(errors)), key=lambda i: abs(errors[i]))
+    return {"mean_abs": sum(abs(e) for e in errors) / len(errors), "max_abs": abs(errors[worst]),
+            "mean_signed": sum(errors) / len(errors), "worst_index": worst, "count": len(errors)}
+
+
+def aggregate_kinds(per_run_kinds):
+    """Per op kind over every run: sums of predicted and measured op time (ns), error of the sums, and the
+    range of the per-run errors. per_run_kinds: a list (one per run) of predicted_vs_measured "kinds" lists."""
+    total = {}
+    for kinds in per_run_kinds:
+        for k in kinds:
+            if not k["ops"]:
+                continue
+            t = total.setdefault(k["kind"], {"kind": k["kind"], "runs": 0, "ops": 0, "predicted_ns": 0,
+                                             "measured_ns": 0, "run_errors": []})
+            t["runs"] += 1
+            t["ops"] += k["ops"]
+            t["predicted_ns"] += k["predicted_ns"]
+            t["measured_ns"] += k["measured_ns"]
+            if k["predicted_ns"] > 0:
+                t["run_errors"].append(relative_error(k["measured_ns"], k["predicted_ns"]))
+    rows = []
+    for t in total.values():
+        t["error"] = relative_error(t["measured_ns"], t["predicted_ns"]) if t["predicted_ns"] > 0 else None
+        t["contribution_ns"] = t["measured_ns"] - t["predicted_ns"]
+        errors = t.pop("run_errors")
+        t["run_error_min"], t["run_error_max"] = (min(errors), max(errors)) if errors else (None, None)
+        rows.append(t)
+    return sorted(rows, key=lambda t: (-abs(t["contribution_ns"]), t["kind"]))
+
+
+def split_halves(runs):
+    """Runs ordered by predicted rank, alternately into half A (1st, 3rd, ...) and half B (2nd, 4th, ...)."""
+    ordered = sorted(runs, key=lambda r: r["predicted_rank"])
+    return ordered[0::2], ordered[1::2]
+
+
+def features(row):
+    """The values of the issue's dimensions a strategy shows (a PP schedule only where there is a pipeline)."""
+    f = [f"DP {row['data_parallel_size']}", f"ZeRO {row['zero_stage']}", f"TP {row['tensor_model_parallel_size']}",
+         f"PP {row['pipeline_model_parallel_size']}", f"micro-batch {row['micro_batch_size']}",
+         f"recompute {row['recompute']}"]
+    if int(row["pipeline_model_parallel_size"]) > 1:
+        f.append(f"schedule {row['schedule']}")
+    return f
+
+
+def select(feasible):
+    """Deterministic choice from the feasible rows in predicted order: the top TOP, SPREAD ranks evenly spaced
+    from there to the last, then for every dimension value no chosen strategy shows, the best that shows it."""
+    n, chosen = len(feasible), {}
+    for i in range(min(TOP, n)):
+        chosen[i] = f"predicted top {TOP}"
+    for j in range(1, SPREAD + 1):
+        i = round(TOP - 1 + j * (n - TOP) / SPREAD)
+        chosen.setdefault(min(i, n - 1), "evenly spaced rank")
+    wanted = sorted({v for row in feasible for v in features(row)})
+    for value in wanted:
+        if not any(value in features(feasible[i]) for i in chosen):
+            chosen[next(i for i in range(n) if value in features(feasible[i]))] = f"best with {value}"
+    return [(i, chosen[i]) for i in sorted(chosen)]
+
+
+# ---------------------------------------------------------------- running twin
+def twin_env(twin):
+    env = dict(os.environ, NCCL_NVLS_ENABLE="0")
+    lib = os.path.join(os.path.dirname(os.path.abspath(twin)), "lib")  # build-carry/lib: spdlog, fmt
+    if os.path.isdir(lib):
+        env["LD_LIBRARY_PATH"] = lib + os.pathsep + env.get("LD_LIBRARY_PATH", "")
+    return env
+
+
+def call(twin, args, log, timeout_s=600):
+    """Runs twin in its own process group (the launcher's ranks included), which a timeout ends whole."""
+    command = [twin] + args
+    log.write(f"$ {' '.join(command)}\n")
+    log.flush()
+    process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=twin_env(twin), start_new_session=True)
+    try:
+        return process.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGTERM)
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+        log.write(f"(stopped after {timeout_s} s)\n")
+        return 124
+
+
+def load(path):
+    with open(path) as f:
+        return json.load(f)
+
+
+def save(path, document):
+    with open(path + ".tmp", "w") as f:
+        json.dump(document, f, indent=1, sort_keys=True)
+        f.write("\n")
+    os.replace(path + ".tmp", path)
+
+
+def profile_argument(work, profile):
+    """A profile file inside the work folder travels with it (relative name); anything else is a shipped name."""
+    return os.path.join(work, profile) if os.path.exists(os.path.join(work, profile)) else profile
+
+
+def machine():
+    try:
+        query = subprocess.run(["nvidia-smi", "--query-gpu=index,name,uuid,driver_version,memory.total",
+                                "--format=csv,noheader"], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        gpus = query.stdout.strip().splitlines() if query.returncode == 0 else []
+    except OSError:  # no driver here
+        gpus = []
+    return {"host": socket.gethostname(), "gpus": gpus,
+            "date_utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
+
+
+def plan(args, log):
+    """Step 2: the search under the study's profile, the choice, one pinned scenario and plan per choice."""
+    study_path = os.path.join(args.work, "study.json")
+    if os.path.exists(study_path):
+        return load(study_path)
+    profile = profile_argument(args.work, args.profile_used)
+    search_dir = os.path.join(args.work, "search")
+    if call(args.twin, ["simulate", args.scenario, "--profile", profile, "--out", search_dir, "--quiet", "--top", "0"], log):
+        sys.exit(f"twin simulate {args.scenario} failed: see {log.name}")
+    with open(os.path.join(search_dir, "ranking.csv")) as f:
+        candidates = list(csv.DictReader(f))
+    feasible = [r for r in candidates if r["feasible"] == "true"]
+    base = load(args.scenario)
+    base.pop("search")
+    strategies = []
+    for index, why in select(feasible):
+        row = feasible[index]
+        name = f"{len(strategies):02d}-{row['strategy']}"
+        folder = os.path.join(args.work, "runs", name)
+        os.makedirs(folder, exist_ok=True)
+        doc = dict(base, name=f"{base['name']}: {row['strategy']}",
+                   strategy={k: convert(row[k]) for k, convert in STRATEGY_FIELDS.items()})
+        save(os.path.join(folder, "scenario.json"), doc)
+        if call(args.twin, ["simulate", os.path.join(folder, "scenario.json"), "--profile", profile, "--out", folder,
+                            "--quiet", "--top", "0"], log):
+            sys.exit(f"twin simulate of the pinned {name} failed: see {log.name}")
+        predicted_s = load(os.path.join(folder, "best.json"))["predicted"]["iteration_time_s"]
+        strategies.append({"name": name, "key": row["strategy"], "predicted_rank": int(row["rank"]), "why": why,
+                           "predicted_s": predicted_s, "search_predicted_s": float(row["iteration_time_s"]),
+                           "features": features(row), "peak_memory_GiB": float(row["peak_memory_GiB"]),
+                           "estimate_s": STARTUP_S + args.iters * predicted_s})
+    covered = sorted({v for s in strategies for v in s["features"]})
+    study = {"scenario": os.path.relpath(args.scenario, REPO), "profile": args.profile_used, "iters": args.iters,
+             "warmup": args.warmup, "feasible": len(feasible), "candidates": len(candidates), "strategies": strategies,
+             "covered": covered,
+             "device_estimate_s": round(sum(s["estimate_s"] for s in strategies), 1)}
+    save(study_path, study)
+    return study
+
+
+def executed(folder):
+    """The exit status of the run's twin execute; None where it has not run to an end."""
+    path = os.path.join(folder, "execution.json")
+    return load(path)["rc"] if os.path.exists(path) else None
+
+
+def pack(work, destination):
+    if not destination:
+        return
+    skipped = {"traces", "measured", "report.html", "execution_report.html"}
+    with tarfile.open(destination + ".tmp", "w:gz") as tar:
+        tar.add(work, arcname=os.path.basename(os.path.normpath(work)),
+                filter=lambda info: None if os.path.basename(info.name) in skipped else info)
+    os.replace(destination + ".tmp", destination)
+
+
+def run_phase(args, log, started):
+    """Steps 1 and 3: calibrate once, then execute each planned strategy not yet measured, within the budget."""
+    if args.profile_used == "profile.json" and not os.path.exists(os.path.join(args.work, "profile.json")):
+        command = ["calibrate", "--out", os.path.join(args.work, "profile.json")]
+        if args.calibrate_scenario_shapes:
+            command += ["--scenario", args.scenario]
+        if call(args.twin, command, log, timeout_s=args.budget_s):
+            sys.exit(f"twin calibrate failed: see {log.name}")
+        pack(args.work, args.pack)
+    study = plan(args, log)
+    for s in study["strategies"][:args.only]:
+        folder = os.path.join(args.work, "runs", s["name"])
+        if executed(folder) is not None and (executed(folder) == 0 or not args.retry_failed):
+            continue
+        elapsed = time.time() - started
+        if elapsed + 1.5 * s["estimate_s"] > args.budget_s:
+            left = [x for x in study["strategies"][:args.only]
+                    if executed(os.path.join(args.work, "runs", x["name"])) is None]
+            print(f"budget: {elapsed:.0f} s spent of {args.budget_s} s; {len(left)} runs left for the next call")
+            return
+        run_started, this_machine = time.time(), machine()
+        rc = call(args.twin, ["execute", "--plan", os.path.join(folder, "best.json"), "--run", folder, "--iters",
+                              str(study["iters"]), "--warmup", str(study["warmup"]), "--nccl-timeout", "60"],
+                  log, timeout_s=max(60, int(args.budget_s - (time.time() - started))))
+        record = dict(this_machine, rc=rc, wall_s=round(time.time() - run_started, 1), iters=study["iters"],
+                      warmup=study["warmup"])
+        save(os.path.join(folder, "execution.json"), record)
+        print(f"{s['name']}: exit {rc}, {record['wall_s']} s (estimated {s['estimate_s']:.0f} s)", flush=True)
+        pack(args.work, args.pack)
+
+
+# ---------------------------------------------------------------- step 4 and 5
+def measured_runs(args, study):
+    runs = []
+    for s in study["strategies"][:args.only]:
+        folder = os.path.join(args.work, "runs", s["name"])
+        if executed(folder) != 0:
+            continue
+        metrics, best = load(os.path.join(folder, "metrics.json")), load(os.path.join(folder, "best.json"))
+        comparison = os.path.join(folder, "predicted_vs_measured.json")
+        span = load(comparison) if os.path.exists(comparison) else metrics.get("kernel_span") or {}
+        steps = sorted(step["iteration_s"] for step in metrics["steps"] if step["measured"])
+        predicted_ns, measured_s = best["predicted"]["iteration_ns"], metrics["measured"]["iteration_s"]
+        kernel_ns = span.get("measured_iteration_ns")
+        runs.append(dict(s, folder=folder, predicted_ns=predicted_ns, measured_s=measured_s,
+                         error=relative_error(measured_s, predicted_ns / 1e9), measured_steps=len(steps),
+                         spread=(steps[-1] - steps[0]) / measured_s, kernel_s=kernel_ns / 1e9 if kernel_ns else None,
+                         kernel_error=relative_error(kernel_ns, predicted_ns) if kernel_ns else None,
+                         peak_GiB=max(r["peak_memory_GiB"] for r in metrics["ranks"]),
+                         predicted_peak_GiB=max(r["predicted_peak_memory_GiB"] for r in metrics["ranks"]),
+                         kinds=span.get("kinds", []), machine=load(os.path.join(folder, "execution.json"))))
+    return runs
+
+
+class StepFailed(Exception):
+    pass
+
+
+def predict(args, scenario, profile, out, log):
+    if call(args.twin, ["simulate", scenario, "--profile", profile, "--out", out, "--quiet", "--top", "0"], log):
+        raise StepFailed(f"twin simulate {scenario} --profile {profile} failed: see {log.name}")
+    return load(os.path.join(out, "best.json"))["predicted"]["iteration_ns"]
+
+
+def recalibration(args, study, runs, log):
+    """Step 5: half A folded one run after another into a copy of the profile; both halves predicted again
+    with the study's profile (before: this twin, as the after) and with the folded one (after)."""
+    half_a, half_b = split_halves(runs)
+    if not half_a or not half_b:
+        return None
+    folder = os.path.join(args.work, "recalibration")
+    shutil.rmtree(folder, ignore_errors=True)
+    os.makedirs(folder)
+    before, after = profile_argument(args.work, study["profile"]), os.path.join(folder, "profile-A.json")
+    for i, r in enumerate(half_a):
+        source = ["--profile", before, "--out", after] if i == 0 else ["--profile", after]
+        if call(args.twin, ["calibrate", "--from-trace", r["folder"]] + source, log):
+            raise StepFailed(f"twin calibrate --from-trace {r['folder']} failed: see {log.name}")
+    rows = []
+    for half, members in (("A", half_a), ("B", half_b)):
+        for r in members:
+            scenario = os.path.join(r["folder"], "scenario.json")
+            ns = {when: predict(args, scenario, profile, os.path.join(folder, when, r["name"]), log)
+                  for when, profile in (("before", before), ("after", after))}
+            row = {"name": r["name"], "key": r["key"], "half": half, "measured_s": r["measured_s"],
+                   "kernel_s": r["kernel_s"], "reproduces_plan": ns["before"] == r["predicted_ns"]}
+            for when in ("before", "after"):
+                row[f"predicted_{when}_s"] = ns[when] / 1e9
+                row[f"error_{when}"] = relative_error(r["measured_s"], ns[when] / 1e9)
+                row[f"kernel_error_{when}"] = relative_error(r["kernel_s"], ns[when] / 1e9) if r["kernel_s"] else None
+            rows.append(row)
+    held_out = [r for r in rows if r["half"] == "B"]
+    summary = {}
+    for when in ("before", "after"):
+        for measure in ("error", "kernel_error"):
+            errors = [r[f"{measure}_{when}"] for r in held_out if r[f"{measure}_{when}"] is not None]
+            summary[f"{measure}_{when}"] = error_summary(errors)
+        summary[f"tau_b_{when}"] = kendall_tau_b([r[f"predicted_{when}_s"] for r in held_out],
+                                                 [r["measured_s"] for r in held_out])
+    summary["held_out_error_fell"] = summary["error_after"]["mean_abs"] < summary["error_before"]["mean_abs"]
+    return {"folded": [r["name"] for r in half_a], "predicted": [r["name"] for r in half_b], "runs": rows,
+            "held_out": summary}
+
+
+def analyze(args, study, log):
+    runs = measured_runs(args, study)
+    if len(runs) < 2:
+        sys.exit(f"{len(runs)} executed runs in {args.work}: nothing to compare")
+    errors = error_summary([r["error"] for r in runs])
+    kernel = error_summary([r["kernel_error"] for r in runs if r["kernel_error"] is not None])
+    tau = kendall_tau_b([r["predicted_ns"] for r in runs], [r["measured_s"] for r in runs])
+    value, best_predicted, best_measured = regret([r["predicted_rank"] for r in runs], [r["measured_s"] for r in runs])
+    order = sorted(range(len(runs)), key=lambda i: (runs[i]["measured_s"], runs[i]["predicted_rank"]))
+    for position, i in enumerate(order):
+        runs[i]["measured_position"] = position + 1
+    profile = os.path.join(args.work, "profile.json")
+    provenance = {k: v for k, v in load(profile).get("provenance", {}).items()
+                  if k in ("date_utc", "gpu", "gpu_count", "hosts", "versions", "calibration_seconds", "command")} \
+        if os.path.exists(profile) else {"shipped": study["profile"]}
+    machines = sorted({json.dumps({k: r["machine"][k] for k in ("host", "gpus")}, sort_keys=True) for r in runs})
+    result = {
+        "scenario": study["scenario"], "profile": study["profile"], "calibration": provenance,
+        "machines": [json.loads(m) for m in machines],
+        "executed_utc": sorted(r["machine"]["date_utc"] for r in runs)[::len(runs) - 1],
+        "iters": study["iters"], "warmup": study["warmup"], "feasible": study["feasible"],
+        "candidates": study["candidates"], "planned": len(study["strategies"]), "executed": len(runs),
+        "not_executed": [s["name"] for s in study["strategies"] if s["name"] not in {r["name"] for r in runs}],
+        "iteration_error": errors, "kernel_span_error": kernel, "kendall_tau_b": tau, "regret": value,
+        "predicted_best": runs[best_predicted]["name"], "measured_best": runs[best_measured]["name"],
+        "kinds": aggregate_kinds([r["kinds"] for r in runs]),
+        "runs": [{k: v for k, v in r.items() if k not in ("kinds", "folder")} for r in runs],
+        "recalibration": None}
+    try:
+        result["recalibration"] = recalibration(args, study, runs, log)
+    except StepFailed as failure:  # steps 1-4 still stand
+        result["recalibration"] = {"failed": str(failure)}
+    result["aims"] = {"mean_abs_error<=2%": errors["mean_abs"] <= 0.02, "max_abs_error<=5%": errors["max_abs"] <= 0.05,
+                      "regret<=2%": value <= 0.02, "kendall_tau_b>=0.9": tau is not None and tau >= 0.9,
+                      "held_out_error_fell": bool(result["recalibration"] and "held_out" in result["recalibration"]
+                                                  and result["recalibration"]["held_out"]["held_out_error_fell"])}
+    return result
+
+
+def pct(value, signed=True):
+    return "n/a" if value is None else (f"{100 * value:+.2f}%" if signed else f"{100 * value:.2f}%")
+
+
+def markdown(result):
+    e, k = result["iteration_error"], result["kernel_span_error"]
+    lines = [f"Scenario `{result['scenario']}`, profile `{result['profile']}` (calibrated "
+             f"{result['calibration'].get('date_utc', 'n/a')}); executed {' to '.join(result['executed_utc'])} on "
+             + "; ".join(f"{m['host']} ({len(m['gpus'])} GPUs: {m['gpus'][0] if m['gpus'] else '?'})"
+                         for m in result["machines"]) +
+             f". {result['executed']} of {result['planned']} planned strategies executed ({result['feasible']} "
+             f"feasible of {result['candidates']} candidates), {result['iters']} iterations, the first "
+             f"{result['warmup']} left out; error = measured / predicted - 1.", "",
+             "| measure | value | aim | met |", "|---|---|---|---|",
+             f"| mean absolute error, iteration (step time) | {pct(e['mean_abs'], False)} | <= 2% | "
+             f"{'yes' if result['aims']['mean_abs_error<=2%'] else 'no'} |",
+             f"| maximum absolute error, iteration | {pct(e['max_abs'], False)} "
+             f"({result['runs'][e['worst_index']]['key']}) | <= 5% | {'yes' if result['aims']['max_abs_error<=5%'] else 'no'} |",
+             f"| mean signed error, iteration | {pct(e['mean_signed'])} | | |",
+             f"| mean / max absolute error, kernel span | {pct(k['mean_abs'], False) if k else 'n/a'} / "
+             f"{pct(k['max_abs'], False) if k else 'n/a'} | | |",
+             f"| Kendall's tau-b, predicted vs measured | {fmt_tau(result['kendall_tau_b'])} "
+             f"| >= 0.9 | {'yes' if result['aims']['kendall_tau_b>=0.9'] else 'no'} |",
+             f"| regret of the predicted best ({result['predicted_best']}; measured best {result['measured_best']}) | "
+             f"{pct(result['regret'], False)} | <= 2% | {'yes' if result['aims']['regret<=2%'] else 'no'} |", "",
+             "| # | strategy | why chosen | predicted rank | measured position | predicted s | measured s | spread | "
+             "error | kernel span s | kernel error | peak GiB (predicted) |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for r in result["runs"]:
+        lines.append(f"| {r['name'][:2]} | `{r['key']}` | {r['why']} | {r['predicted_rank']} | {r['measured_position']} | "
+                     f"{r['predicted_ns'] / 1e9:.4f} | {r['measured_s']:.4f} | {pct(r['spread'], False)} | "
+                     f"{pct(r['error'])} | {'n/a' if r['kernel_s'] is None else round(r['kernel_s'], 4)} | "
+                     f"{pct(r['kernel_error'])} | {r['peak_GiB']:.1f} ({r['predicted_peak_GiB']:.1f}) |")
+    lines += ["", "Per op kind, summed over every rank of every run (kernel time of the ops):", "",
+              "| kind | runs | ops | predicted ms | measured ms | error | measured - predicted ms | per-run error range |",
+              "|---|---|---|---|---|---|---|---|"]
+    for t in result["kinds"]:
+        lines.append(f"| {t['kind']} | {t['runs']} | {t['ops']} | {t['predicted_ns'] / 1e6:.2f} | "
+                     f"{t['measured_ns'] / 1e6:.2f} | {pct(t['error'])} | {t['contribution_ns'] / 1e6:+.2f} | "
+                     f"{pct(t['run_error_min'])} to {pct(t['run_error_max'])} |")
+    rec = result["recalibration"]
+    if rec and "failed" in rec:
+        lines += ["", f"Recalibration: **failed**: {rec['failed']}"]
+    elif rec:
+        h = rec["held_out"]
+        lines += ["", f"Recalibration: half A ({len(rec['folded'])} runs, predicted ranks 1st, 3rd, ...) folded one "
+                  f"after another into a copy of the profile (`twin calibrate --from-trace`); half B predicted again:", "",
+                  "| run | half | measured s | predicted before s | error before | predicted after s | error after | "
+                  "kernel error before | kernel error after |", "|---|---|---|---|---|---|---|---|---|"]
+        for r in rec["runs"]:
+            lines.append(f"| `{r['key']}` | {r['half']} | {r['measured_s']:.4f} | {r['predicted_before_s']:.4f} | "
+                         f"{pct(r['error_before'])} | {r['predicted_after_s']:.4f} | {pct(r['error_after'])} | "
+                         f"{pct(r['kernel_error_before'])} | {pct(r['kernel_error_after'])} |")
+        lines += ["", "| held out (half B) | before | after |", "|---|---|---|",
+                  f"| mean / max absolute error, iteration | {pct(h['error_before']['mean_abs'], False)} / "
+                  f"{pct(h['error_before']['max_abs'], False)} | {pct(h['error_after']['mean_abs'], False)} / "
+                  f"{pct(h['error_after']['max_abs'], False)} |",
+                  f"| mean / max absolute error, kernel span | "
+                  + (f"{pct(h['kernel_error_before']['mean_abs'], False)} / {pct(h['kernel_error_before']['max_abs'], False)} | "
+                     f"{pct(h['kernel_error_after']['mean_abs'], False)} / {pct(h['kernel_error_after']['max_abs'], False)} |"
+                     if h["kernel_error_before"] else "n/a | n/a |"),
+                  f"| Kendall's tau-b within half B | {fmt_tau(h['tau_b_before'])} | {fmt_tau(h['tau_b_after'])} |",
+                  "", f"Held-out error fell: **{'yes' if h['held_out_error_fell'] else 'no'}**."]
+        if not all(r["reproduces_plan"] for r in rec["runs"]):
+            lines.append("Note: this twin does not reproduce every plan's prediction (before != best.json): the "
+                         "binary that planned and the one that analysed differ.")
+    return "\n".join(lines) + "\n"
+
+
+def fmt_tau(value):
+    return "n/a" if value is None else f"{value:.3f}"
+
+
+# ---------------------------------------------------------------- self-test and command line
+def self_test():
+    """The statistics against hand-computed values (pairs counted by hand in the comments)."""
+    checks = []
+
+    def close(name, got, expected):
+        ok = got is expected if expected is None else got is not None and abs(got - expected) < 1e-12
+        checks.append(ok)
+        print(f"{'ok  ' if ok else 'FAIL'} {name}: {got} (expected {expected})")
+
+    close("tau-b identical order", kendall_tau_b([1, 2, 3, 4], [10, 20, 30, 40]), 1.0)
+    close("tau-b reversed order", kendall_tau_b([1, 2, 3, 4], [4, 3, 2, 1]), -1.0)
+    close("tau-b one swap of 3: C 2, D 1 of 3 pairs", kendall_tau_b([1, 2, 3], [1, 3, 2]), 1 / 3)
+    close("tau-b 5 items: C 7, D 3", kendall_tau_b([1, 2, 3, 4, 5], [3, 1, 2, 5, 4]), 0.4)
+    # x ties pair (1,2), y ties pair (2,3), the other 4 concordant: 4 / sqrt((6-1)(6-1))
+    close("tau-b ties on each side", kendall_tau_b([1, 2, 2, 3], [1, 2, 3, 3]), 0.8)
+    # (0,1) tied in both: counts in n1 and n2; (0,2), (1,2) concordant: 2 / sqrt((3-1)(3-1))
+    close("tau-b a pair tied on both sides", kendall_tau_b([1, 1, 2], [5, 5, 6]), 1.0)
+    # 2 x-ties, 2 y-ties, C 1, D 1
+    close("tau-b 2x2 grid", kendall_tau_b([1, 1, 2, 2], [1, 2, 1, 2]), 0.0)
+    # n0 6, n1 3 (x 1,1,1), n2 0; C 3, D 0: 3 / sqrt(3 * 6)
+    close("tau-b three tied in x", kendall_tau_b([1, 1, 1, 2], [1, 2, 3, 4]), 3 / math.sqrt(18))
+    close("tau-b all tied", kendall_tau_b([1, 1, 1], [1, 2, 3]), None)
+    close("regret: predicted best measured 1.05, best 1.00",
+          regret([1, 2, 3], [1.05, 1.00, 1.30])[0], 0.05 / 1.00)
+    close("regret: predicted best is the measured best", regret([2, 1, 3], [1.2, 1.1, 1.3])[0], 0.0)
+    close("regret: the lowest predicted rank is the predicted best", regret([5, 3, 9], [1.0, 1.5, 1.2])[0], 0.5)
+    close("relative error: 66.195 measured, 76.213 predicted", relative_error(66.195, 76.213), 66.195 / 76.213 - 1)
+    summary = error_summary([-0.02, 0.01, 0.05])
+    close("mean absolute error", summary["mean_abs"], 0.08 / 3)
+    close("maximum absolute error", summary["max_abs"], 0.05)
+    close("mean signed error", summary["mean_signed"], 0.04 / 3)
+    close("largest error index", summary["worst_index"], 2)
+    close("largest error of a negative one", error_summary([0.01, -0.04, 0.03])["max_abs"], 0.04)
+    kinds = aggregate_kinds([
+        [{"kind": "gemm", "ops": 2, "predicted_ns": 100, "measured_ns": 90},
+         {"kind": "norm_forward", "ops": 1, "predicted_ns": 10, "measured_ns": 20}],
+        [{"kind": "gemm", "ops": 3, "predicted_ns": 300, "measured_ns": 330},
+         {"kind": "attention_forward", "ops": 0, "predicted_ns": 0, "measured_ns": 0}]])
+    gemm = kinds[0]
+    close("kinds: largest contribution first (gemm +20 ns before norm +10 ns)", float(gemm["kind"] == "gemm"), 1.0)
+    close("kinds: gemm error of the sums (420 / 400 - 1)", gemm["error"], 0.05)
+    close("kinds: gemm ops over runs", gemm["ops"], 5)
+    close("kinds: gemm per-run error range low", gemm["run_error_min"], -0.1)
+    close("kinds: gemm per-run error range high", gemm["run_error_max"], 0.1)
+    close("kinds: norm_forward error", kinds[1]["error"], 1.0)
+    close("kinds: a kind with no measured op is left out", float(len(kinds)), 2.0)
+    a, b = split_halves([{"predicted_rank": r} for r in (20, 1, 12, 4, 9)])
+    close("halves: A holds predicted ranks 1, 9, 20", float([r["predicted_rank"] for r in a] == [1, 9, 20]), 1.0)
+    close("halves: B holds predicted ranks 4, 12", float([r["predicted_rank"] for r in b] == [4, 12]), 1.0)
+    rows = [{"data_parallel_size": dp, "zero_stage": z, "tensor_model_parallel_size": 4 // dp,
+             "pipeline_model_parallel_size": 1, "micro_batch_size": 1, "recompute": "none", "schedule": "1f1b"}
+            for dp in (4, 2, 1) for z in (0, 1, 2, 3)] + [
+            {"data_parallel_size": 1, "zero_stage": 0, "tensor_model_parallel_size": 1,
+             "pipeline_model_parallel_size": 4, "micro_batch_size": 2, "recompute": r, "schedule": s}
+            for r in ("full", "selective") for s in ("gpipe", "1f1b")]
+    chosen = select(rows)  # 16 rows: top 0-3, spread over 4..15, then the values not yet covered
+    picked = [i for i, _ in chosen]
+    close("select: the top 4 and the last are chosen", float(picked[:4] == [0, 1, 2, 3] and picked[-1] == 15), 1.0)
+    close("select: every dimension value is covered",
+          float(all(any(v in features(rows[i]) for i in picked) for row in rows for v in features(row))), 1.0)
+    close("select: the same choice twice", float(select(rows) == chosen), 1.0)
+    print(f"self-test: {sum(checks)}/{len(checks)} passed")
+    return 0 if all(checks) else 1
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--twin", help="the twin binary (a CUDA build for --phase run)")
+    parser.add_argument("--phase", choices=["plan", "run", "analyze", "all"], default="all")
+    parser.add_argument("--scenario", default=SCENARIO)
+    parser.add_argument("--work", default="out/accuracy", help="the study's state: profile, plans, runs")
+    parser.add_argument("--results", default=os.environ.get("OUT"), help="where accuracy.json/.md go (default "
+                        "$OUT, else the work folder)")
+    parser.add_argument("--profile", help="use this profile (file or shipped name) instead of calibrating")
+    parser.add_argument("--calibrate-scenario-shapes", action="store_true",
+                        help="twin calibrate --scenario: also the exact GEMM shapes of the feasible candidates")
+    parser.add_argument("--iters", type=int, default=13)
+    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument("--budget-s", type=int, default=510, help="start no run that would end after this (run phase)")
+    parser.add_argument("--only", type=int, help="execute and analyse only the first N planned strategies (smoke)")
+    parser.add_argument("--retry-failed", action="store_true")
+    parser.add_argument("--pack", help="write the work folder (no traces) to this tar.gz after every step")
+    parser.add_argument("--self-test", action="store_true", help="check the statistics on the CPU and exit")
+    args = parser.parse_args()
+    if args.self_test:
+        return self_test()
+    if not args.twin:
+        parser.error("--twin is required")
+    started = time.time()
+    os.makedirs(args.work, exist_ok=True)
+    study_path = os.path.join(args.work, "study.json")
+    planned = load(study_path)["profile"] if os.path.exists(study_path) else None
+    if args.profile and os.path.isfile(args.profile):
+        shutil.copyfile(args.profile, os.path.join(args.work, "profile.json"))
+        args.profile = "profile.json"
+    if planned and args.profile and args.profile != planned:
+        sys.exit(f"{study_path} was planned with profile {planned}, not {args.profile}: use another --work")
+    args.profile_used = planned or args.profile or "profile.json"
+    if args.phase == "plan" and not os.path.exists(profile_argument(args.work, args.profile_used)) \
+            and args.profile_used == "profile.json":
+        sys.exit("--phase plan needs --profile (calibrating needs GPUs: --phase run)")
+    log = open(os.path.join(args.work, f"{args.phase}.log"), "a")
+    if args.phase in ("run", "all"):
+        run_phase(args, log, started)
+    study = plan(args, log)
+    if args.phase == "plan":
+        for s in study["strategies"]:
+            print(f"{s['name']}  rank {s['predicted_rank']:3d}  {s['predicted_s']:.4f} s  {s['why']}")
+        print(f"{len(study['strategies'])} of {study['feasible']} feasible ({study['candidates']} candidates); "
+              f"device estimate {study['device_estimate_s']:.0f} s for the runs (+ about {CALIBRATE_S:.0f} s to "
+              f"calibrate); covered: {', '.join(study['covered'])}")
+        return 0
+    if args.phase == "run":
+        return 0
+    result = analyze(args, study, log)
+    results = args.results or args.work
+    os.makedirs(results, exist_ok=True)
+    save(os.path.join(results, "accuracy.json"), result)
+    with open(os.path.join(results, "accuracy.md"), "w") as f:
+        f.write(markdown(result))
+    print(markdown(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
