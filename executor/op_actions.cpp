@@ -79,7 +79,7 @@ void StageRuntime::run_op(OpIndex index, int iteration) {
     case Action::attention_forward:
     case Action::attention_backward:
     case Action::activation_forward:
-    case Action::activation_backward: return attention(op, b, mb, unit_of(op, b), stream);
+    case Action::activation_backward: return between_linears(op, b, mb, unit_of(op, b), stream);
     case Action::loss_forward:
     case Action::loss_reduce:
     case Action::loss_backward: return head(op, b, mb, stream);
@@ -245,7 +245,7 @@ void StageRuntime::residual(const Op& op, const OpBinding& b, int mb, int unit, 
 }
 
 // Attention, RoPE and the MLP activation: the ops between the linears of a layer.
-void StageRuntime::attention(const Op& op, const OpBinding& b, int mb, int unit, cudaStream_t stream) {
+void StageRuntime::between_linears(const Op& op, const OpBinding& b, int mb, int unit, cudaStream_t stream) {
   const lowering::RankShapes& s = shapes_;
   const std::int64_t tokens = s.tokens;
   const std::int64_t q_width = s.heads * s.d, kv_width = s.groups * s.d;

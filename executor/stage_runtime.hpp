@@ -91,7 +91,8 @@ class StageRuntime {
   void tensor_collective(const Op& op, const OpBinding& b, int mb, int unit, cudaStream_t stream);
   void norm(const Op& op, const OpBinding& b, int mb, int unit, cudaStream_t stream);
   void residual(const Op& op, const OpBinding& b, int mb, int unit, cudaStream_t stream);
-  void attention(const Op& op, const OpBinding& b, int mb, int unit, cudaStream_t stream);
+  // RoPE, attention and the MLP activation: the ops between the linears of a layer.
+  void between_linears(const Op& op, const OpBinding& b, int mb, int unit, cudaStream_t stream);
   void head(const Op& op, const OpBinding& b, int mb, cudaStream_t stream);
   void embedding(const Op& op, const OpBinding& b, int mb, cudaStream_t stream);
   void pipeline(const Op& op, const OpBinding& b, int mb, cudaStream_t stream);
