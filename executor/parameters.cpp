@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "calibrate/gpu/checks.hpp"
+#include "strategies/lowering_emitter.hpp"
 #include "strategies/sharded_parameters.hpp"
 
 namespace twin::exec {
@@ -62,13 +63,15 @@ std::vector<ParameterUnit> plan_parameter_units(const Scenario& scenario, const 
                                                 const RankPlacement& placement, std::uint64_t seed) {
   const ModelConfig& m = scenario.model;
   require_supported(m);
-  const int tp = strategy.tensor_model_parallel_size, t = placement.tp_rank;
-  const std::int64_t h = m.hidden_size, d = head_dim(m);
-  const std::int64_t heads = m.num_attention_heads, groups = m.num_query_groups;
-  const std::int64_t heads_l = heads / tp, groups_l = groups / tp;
-  const std::int64_t ffn = m.ffn_hidden_size, ffn_l = ffn / tp;
-  const bool swiglu = m.activation == Activation::swiglu;
-  const std::int64_t vocab = padded_vocab_size(m, tp), vocab_l = vocab / tp;
+  // This rank's widths are the lowering's (the op graph's GEMMs have exactly these shapes); the full
+  // widths place each shard in the unsharded weight.
+  const lowering::RankShapes shapes = lowering::rank_shapes(scenario, strategy);
+  const int tp = shapes.tp, t = placement.tp_rank;
+  const std::int64_t h = shapes.h, d = shapes.d;
+  const std::int64_t heads_l = shapes.heads, groups_l = shapes.groups, heads = heads_l * tp, groups = groups_l * tp;
+  const std::int64_t ffn_l = shapes.ffn, ffn = ffn_l * tp;
+  const bool swiglu = shapes.swiglu;
+  const std::int64_t vocab_l = shapes.vocab, vocab = vocab_l * tp;
   const float stddev = 0.02f;
   const float output_stddev = stddev / std::sqrt(2.0f * static_cast<float>(m.num_layers));
   const int data_group = strategy.data_parallel_size * strategy.context_parallel_size;
@@ -90,12 +93,16 @@ std::vector<ParameterUnit> plan_parameter_units(const Scenario& scenario, const 
   };
 
   std::vector<ParameterUnit> units;
-  const auto finish = [&](ParameterUnit unit) {
+  const auto finish = [&](ParameterUnit unit, std::int64_t counted_by_memory_model) {
     for (std::size_t i = 0; i < unit.tensors.size(); ++i) {
       unit.tensors[i].offset = unit.elements;
       unit.tensors[i].seed = tensor_seed(unit.id, static_cast<int>(i));
       unit.elements += unit.tensors[i].elements();
     }
+    // One model, one count: the weights allocated here are the ones the simulator's memory model counts.
+    if (unit.elements != counted_by_memory_model)
+      throw std::logic_error(fmt::format("parameter unit {}: the executor holds {} weights, the memory model counts {}",
+                                         unit.id, unit.elements, counted_by_memory_model));
     unit.padded = (unit.elements + data_group - 1) / data_group * data_group;
     unit.shard_elements = unit.padded / data_group;
     unit.shard_begin = unit.shard_elements * placement.dp_rank;
@@ -110,7 +117,7 @@ std::vector<ParameterUnit> plan_parameter_units(const Scenario& scenario, const 
     if (vs == 0) {
       ParameterUnit unit{kEmbeddingUnit};
       unit.tensors.push_back(weight("embedding", OpRole::embedding, rows_from(vocab_l, h, t * vocab_l), stddev));
-      finish(std::move(unit));
+      finish(std::move(unit), embedding_parameters_per_rank(m, tp));
     }
     const int first = first_layer_of(m, strategy, placement.stage, chunk);
     for (int l = first; l < first + layers_in_virtual_stage(m, strategy, vs); ++l) {
@@ -131,14 +138,14 @@ std::vector<ParameterUnit> plan_parameter_units(const Scenario& scenario, const 
                                            : columns(h, ffn_l, ffn, {{t * ffn_l, ffn_l}}),
                                     stddev));
       unit.tensors.push_back(weight(p + "fc2", OpRole::fc2, rows_from(ffn_l, h, t * ffn_l), output_stddev));
-      finish(std::move(unit));
+      finish(std::move(unit), layer_parameters_per_rank(m, l, tp, strategy.expert_model_parallel_size).dense);
     }
     if (vs == last_virtual_stage) {
       ParameterUnit unit{kHeadUnit};
       unit.tensors.push_back(norm("final_norm", OpRole::final_norm));
       unit.tensors.push_back(
           weight("output", OpRole::output_projection, columns(h, vocab_l, vocab, {{t * vocab_l, vocab_l}}), stddev));
-      finish(std::move(unit));
+      finish(std::move(unit), output_parameters_per_rank(m, tp, /*holds_embedding=*/false));
     }
   }
   return units;

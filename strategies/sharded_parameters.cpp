@@ -8,11 +8,11 @@ std::int64_t norm_parameters(const ModelConfig& m) {
   return m.normalization == Normalization::layernorm ? 2 * m.hidden_size : m.hidden_size;
 }
 
-}  // namespace
-
 std::int64_t head_dim(const ModelConfig& m) {
   return m.kv_channels > 0 ? m.kv_channels : m.hidden_size / m.num_attention_heads;
 }
+
+}  // namespace
 
 std::int64_t padded_vocab_size(const ModelConfig& model, int tensor_parallel) {
   const std::int64_t multiple = kVocabDivisibleBy * tensor_parallel;

@@ -13,8 +13,6 @@ namespace twin {
 // Megatron pads the vocabulary to a multiple of make_vocab_size_divisible_by (128) * tp.
 inline constexpr std::int64_t kVocabDivisibleBy = 128;
 std::int64_t padded_vocab_size(const ModelConfig& model, int tensor_parallel);
-// kv_channels, or hidden / heads.
-std::int64_t head_dim(const ModelConfig& model);
 
 struct RankParameters {
   std::int64_t dense = 0;   // replicated over GroupKind::data (dp*cp ranks)
