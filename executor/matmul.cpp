@@ -24,10 +24,27 @@ struct Matmul::Plan {
   }
 };
 
-Matmul::Matmul() : workspace_(kWorkspaceBytes) { TWIN_CUBLAS_CHECK(cublasLtCreate(&handle_)); }
+namespace {
+
+// A stored operand: `rows` x `cols` column-major with leading dimension `ld`, `count` of them back to back.
+cublasLtMatrixLayout_t layout(std::int64_t rows, std::int64_t cols, std::int64_t ld, int count) {
+  cublasLtMatrixLayout_t result = nullptr;
+  TWIN_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&result, CUDA_R_16BF, rows, cols, ld));
+  if (count > 1) {
+    const std::int64_t stride = rows * cols;
+    TWIN_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(result, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count)));
+    TWIN_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(result, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &stride,
+                                                       sizeof(stride)));
+  }
+  return result;
+}
+
+}  // namespace
+
+Matmul::Matmul(std::size_t workspace_bytes) : workspace_(workspace_bytes) { TWIN_CUBLAS_CHECK(cublasLtCreate(&handle_)); }
 
 Matmul::~Matmul() {
-  for (auto& [problem, plan] : plans_) delete plan;
+  plans_.clear();
   cublasLtDestroy(handle_);
 }
 
@@ -39,11 +56,10 @@ const Matmul::Plan& Matmul::plan_for(const MatmulProblem& p) {
   const cublasOperation_t op_second = p.transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N;  // our A
   TWIN_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_first, sizeof(op_first)));
   TWIN_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_second, sizeof(op_second)));
-  TWIN_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->first, CUDA_R_16BF, p.transpose_b ? p.k : p.n,
-                                               p.transpose_b ? p.n : p.k, p.transpose_b ? p.k : p.n));
-  TWIN_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->second, CUDA_R_16BF, p.transpose_a ? p.m : p.k,
-                                               p.transpose_a ? p.k : p.m, p.transpose_a ? p.m : p.k));
-  TWIN_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->out, CUDA_R_16BF, p.n, p.m, p.n));
+  // Stored (column-major) shapes: B^T is n x k (ld n), or k x n (ld k) when B is stored [n,k].
+  plan->first = layout(p.transpose_b ? p.k : p.n, p.transpose_b ? p.n : p.k, p.transpose_b ? p.k : p.n, p.count);
+  plan->second = layout(p.transpose_a ? p.m : p.k, p.transpose_a ? p.k : p.m, p.transpose_a ? p.m : p.k, p.count);
+  plan->out = layout(p.n, p.m, p.n, p.count);
   plan->beta = p.accumulate ? 1.0f : 0.0f;
 
   cublasLtMatmulPreference_t preference = nullptr;
@@ -61,7 +77,7 @@ const Matmul::Plan& Matmul::plan_for(const MatmulProblem& p) {
     throw std::runtime_error(fmt::format("cuBLASLt has no algorithm for GEMM m={} n={} k={} (transposes {}/{})", p.m,
                                          p.n, p.k, p.transpose_a, p.transpose_b));
   plan->algo = heuristic.algo;
-  return *plans_.emplace(p, plan.release()).first->second;
+  return *plans_.emplace(p, std::move(plan)).first->second;
 }
 
 void Matmul::run(const MatmulProblem& problem, const __nv_bfloat16* a, const __nv_bfloat16* b, __nv_bfloat16* c,

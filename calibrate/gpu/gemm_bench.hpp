@@ -5,12 +5,12 @@
 #include <memory>
 #include <optional>
 
-#include <cublasLt.h>
 #include <cuda_runtime.h>
 
 #include "calibrate/gpu/cupti_timer.hpp"
 #include "calibrate/gpu/device_buffer.hpp"
 #include "calibrate/profile.hpp"
+#include "executor/matmul.hpp"
 #include "core/op.hpp"
 
 namespace twin::gpu {
@@ -24,9 +24,8 @@ double gemm_flops(const GemmShape& shape);  // 2 m n k count
 
 class GemmBench {
  public:
-  static constexpr std::size_t kWorkspaceBytes = 64ull << 20;
+  static constexpr std::size_t kWorkspaceBytes = 64ull << 20;  // the heuristic's limit while calibrating
   explicit GemmBench(cudaStream_t stream);
-  ~GemmBench();
   GemmBench(const GemmBench&) = delete;
   GemmBench& operator=(const GemmBench&) = delete;
 
@@ -41,8 +40,7 @@ class GemmBench {
 
  private:
   cudaStream_t stream_;
-  cublasLtHandle_t handle_ = nullptr;
-  DeviceBuffer workspace_;
+  exec::Matmul matmul_;  // the executor's GEMM path: calibration times the calls training makes
   std::uint64_t next_region_ = 1;
 };
 
