@@ -88,7 +88,7 @@ int rank_main(const ExecuteRequest& request, const gpu::RankIdentity& identity) 
   TWIN_CUDA_CHECK(cudaEventCreateWithFlags(&summed, cudaEventDisableTiming));
   Watchdog watchdog(request.nccl_timeout_s, nccl_watchdog_hooks(comms));
   const auto world_sum = [&](float value) {
-    watchdog.arm([&] { return fmt::format("rank {}: the loss all-reduce over all ranks", identity.rank); });
+    watchdog.arm(fmt::format("rank {}", identity.rank), [] { return std::string("the loss all-reduce over all ranks"); });
     TWIN_CUDA_CHECK(cudaMemcpyAsync(loss_device, &value, sizeof(float), cudaMemcpyHostToDevice, side));
     TWIN_NCCL_CHECK(ncclAllReduce(loss_device, loss_device, 1, ncclFloat32, ncclSum, comms.world(), side));
     TWIN_CUDA_CHECK(cudaMemcpyAsync(&value, loss_device, sizeof(float), cudaMemcpyDeviceToHost, side));

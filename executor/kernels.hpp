@@ -156,4 +156,8 @@ void add_f32_to_bf16(const float* src, bf16* dst, std::int64_t count, cudaStream
 // *total += sum of values, in one block and a fixed order (deterministic; for per-token losses).
 void add_sum_f32(const float* values, std::int64_t count, float* total, cudaStream_t stream);
 
+// ---- fault injection ----
+// A one-warp kernel on `stream` that runs for `seconds` and does nothing: a stuck kernel, for the watchdog's test.
+void stall_stream(int seconds, cudaStream_t stream);
+
 }  // namespace twin::kernels

@@ -25,6 +25,10 @@ const RankClass& class_of_stage(const IterationGraph& graph, int stage) {
   throw std::invalid_argument(fmt::format("the plan has no rank class for pipeline stage {}", stage));
 }
 
+// Past the --nccl-timeout the fault test sets (20 s), and short enough that a process whose exit waited
+// for the kernel would show it (it would end at about 90 s, not 20).
+constexpr int kStallSeconds = 90;
+
 std::uint64_t region_id(int iteration, OpIndex op) {
   return (static_cast<std::uint64_t>(iteration + 1) << 32) | static_cast<std::uint64_t>(op + 1);
 }
@@ -196,8 +200,8 @@ void StageRuntime::move(int mb, int from_unit, Act from, int to_unit, Act to) {
 
 void StageRuntime::run_iteration(int iteration, const std::vector<std::int32_t>& tokens,
                                  gpu::CuptiKernelTimer* timer, Watchdog& watchdog) {
-  watchdog.arm([this, iteration] {
-    std::string where = fmt::format("rank {} iteration {}: {}", rank_, iteration, unfinished_op());
+  watchdog.arm(fmt::format("rank {} iteration {}", rank_, iteration), [this] {
+    std::string where = unfinished_op();
     if (const std::int64_t issuing = issuing_op_; issuing >= 0)
       where += fmt::format(" (the host was issuing op {})", op_id(rc_.index, static_cast<OpIndex>(issuing)));
     return where;
@@ -223,6 +227,11 @@ void StageRuntime::run_iteration(int iteration, const std::vector<std::int32_t>&
     issuing_op_ = i;
     cudaStream_t stream = streams_[static_cast<int>(rc_.op(i).stream)];
     for (OpIndex from : waits_[i]) TWIN_CUDA_CHECK(cudaStreamWaitEvent(stream, op_done_[from]));
+    if (fault_.kind == InjectedFault::stall && fault_.hits(rank_, iteration) && i == 0) {
+      spdlog::warn("rank {}: injected fault: a kernel that does not finish before op {} ({})", rank_,
+                   op_id(rc_.index, i), op_name(rc_.op(i)));
+      kernels::stall_stream(kStallSeconds, stream);
+    }
     if (fault_.kind == InjectedFault::hang && fault_.hits(rank_, iteration) && rc_.op(i).is_communication()) {
       spdlog::warn("rank {}: injected fault: hanging before op {} ({})", rank_, op_id(rc_.index, i), op_name(rc_.op(i)));
       std::this_thread::sleep_for(std::chrono::hours(1));

@@ -139,30 +139,48 @@ def main():
                          f"{100 * (m['iteration_s'] / p['iteration_time_s'] - 1):+.1f}% | {peak:.1f} |")
             print(lines[-1], flush=True)
 
-    if args.only in (None, "faults") and args.gpus >= 2:
-        lines += ["", "## Faults (DP 2 on the small model; TWIN_FAULT_INJECT, --nccl-timeout 20)", "",
+    if args.only in (None, "faults"):
+        # A stuck kernel needs one GPU; a stuck NCCL peer needs two (NCCL runs no two ranks on one GPU).
+        gpus = min(2, args.gpus)
+        lines += ["", f"## Faults ({'DP 2' if gpus == 2 else 'one GPU'} on the small model; TWIN_FAULT_INJECT, "
+                  "--nccl-timeout 20)", "",
                   "| fault | exit | seconds | message | stray processes | result |", "|---|---|---|---|---|---|"]
         folder = os.path.join(args.out, "faults")
         os.makedirs(folder, exist_ok=True)
         path = os.path.join(folder, "scenario.json")
         with open(path, "w") as f:
-            json.dump(scenario("faults", SMALL, 2, 1024, 8, 2, {}), f)
+            json.dump(scenario("faults", SMALL, gpus, 1024, 8, 2, {}), f)
         subprocess.run([args.twin, "simulate", path, "--out", folder, "--quiet", "--top", "0"], check=True,
                        stdout=subprocess.DEVNULL)
-        # The hung rank is 1: rank 0 must time out naming itself and the stuck op; the out-of-memory one
-        # names the rank, the op and the bytes.
-        for fault, expected in (("hang:1:2", "did not finish within 20 s"), ("oom:0:1", "out of memory")):
+        # hang: rank 1 stops before a collective, rank 0 must time out naming itself and the stuck op;
+        # stall: a kernel of the last rank never finishes, its own watchdog must fire while the host waits;
+        # oom: names the rank, the op and the bytes.
+        faults = ([("hang:1:2", "did not finish within 20 s")] if gpus == 2 else []) + \
+                 [(f"stall:{gpus - 1}:2", "did not finish within 20 s"), ("oom:0:1", "out of memory")]
+        for fault, expected in faults:
             started = time.time()
-            result = subprocess.run([args.twin, "execute", "--plan", os.path.join(folder, "best.json"), "--run", folder,
-                                     "--iters", "5", "--warmup", "1", "--nccl-timeout", "20"],
-                                    env=dict(os.environ, TWIN_FAULT_INJECT=fault), stdout=subprocess.PIPE,
-                                    stderr=subprocess.STDOUT, text=True, timeout=300)
+            # Output to a file, so that what a stuck run printed is there even when it has to be killed.
+            fault_log = os.path.join(folder, f"{fault.replace(':', '-')}.log")
+            command = [args.twin, "execute", "--plan", os.path.join(folder, "best.json"), "--run", folder, "--iters",
+                       "5", "--warmup", "1", "--nccl-timeout", "20"]
+            with open(fault_log, "w") as out:
+                process = subprocess.Popen(command, env=dict(os.environ, TWIN_FAULT_INJECT=fault), stdout=out,
+                                           stderr=subprocess.STDOUT, start_new_session=True)
+                try:
+                    returncode = process.wait(timeout=180)
+                except subprocess.TimeoutExpired:
+                    os.killpg(process.pid, 9)
+                    returncode = process.wait()
+                    out.write("\n(killed by execute_check.py after 180 s)\n")
             seconds = time.time() - started
-            log.write(f"$ TWIN_FAULT_INJECT={fault} twin execute ...\n{result.stdout}\n")
+            with open(fault_log) as f:
+                output = f.read()
+            log.write(f"$ TWIN_FAULT_INJECT={fault} twin execute ...\n{output}\n")
+            result = subprocess.CompletedProcess(command, returncode, output)
             message = next((l for l in result.stdout.splitlines() if expected in l), "")
             time.sleep(2)
             stray = subprocess.run(["pgrep", "-f", "twin execute"], stdout=subprocess.PIPE, text=True).stdout.split()
-            ok = result.returncode != 0 and bool(message) and "rank" in message and not stray
+            ok = result.returncode != 0 and bool(message) and "rank" in message and not stray and seconds < 120
             failed |= not ok
             lines.append(f"| {fault} | {result.returncode} | {seconds:.0f} | {message.strip()[:160]} | {len(stray)} | "
                          f"{'pass' if ok else 'FAIL'} |")

@@ -5,6 +5,11 @@
 # then twin execute: every strategy against the single-GPU loss curve, speed, scaling and faults.
 # Logs and tables go to $OUT (or out/gpu-check): run.log, ctest.log, calibrate.log, profile.json,
 # check.log, check.csv, check.md.
+# TWIN_GPU_STEPS picks steps (default: all but accuracy): tests calibrate calibrate-checks check execute
+# mpirun accuracy;
+# `accuracy` runs issue 5's study on as many GPUs as the machine has (scenarios/accuracy-*-<N>xH200.json)
+# with this call's profile. TWIN_PROFILE=FILE skips calibration and checks that profile instead.
+# TWIN_CALIBRATE_SCENARIO=S.json makes calibration also measure the exact shapes of S's candidates.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT="${OUT:-out/gpu-check}"
@@ -13,6 +18,9 @@ exec > >(tee -a "$OUT/run.log") 2>&1
 export NCCL_NVLS_ENABLE=0
 step() { echo; echo "=== $* ($(date -u +%H:%M:%S))"; }
 status=0
+steps="${TWIN_GPU_STEPS:-tests calibrate calibrate-checks check execute mpirun}"
+wants() { [[ " $steps " == *" $1 "* ]]; }
+gpus=$(nvidia-smi -L | wc -l)
 
 step "machine"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true
@@ -52,18 +60,37 @@ else
 fi
 echo "build: ${SECONDS}s"
 
+if wants tests; then
 step "GPU tests (test_gpu: what ctest -L gpu runs)"
 "$test_gpu" > "$OUT/ctest.log" 2>&1 || status=1
 tail -15 "$OUT/ctest.log"
+fi
 
+if [ -n "${TWIN_PROFILE:-}" ]; then
+  cp "$TWIN_PROFILE" "$OUT/profile.json"; echo "profile: $TWIN_PROFILE"
+elif wants calibrate; then
 step "twin calibrate (all GPUs)"
 SECONDS=0
-"$twin" calibrate --out "$OUT/profile.json" > "$OUT/calibrate.log" 2>&1 || status=1
+scenario_flag=""; [ -n "${TWIN_CALIBRATE_SCENARIO:-}" ] && scenario_flag="--scenario $TWIN_CALIBRATE_SCENARIO"
+"$twin" calibrate $scenario_flag --out "$OUT/profile.json" > "$OUT/calibrate.log" 2>&1 || status=1
 echo "calibrate: ${SECONDS}s wall"
 grep -E "TFLOP/s|busbw|overlap|usable|wrote|error" "$OUT/calibrate.log" | grep -vE "^.*GEMM [0-9]+/" | tail -40
 echo "GEMMs measured: $(grep -cE "GEMM [0-9]+/" "$OUT/calibrate.log"); the fastest:"
 grep -E "GEMM [0-9]+/" "$OUT/calibrate.log" | sed 's/.*, \([0-9]*\) TFLOP\/s$/\1 &/' | sort -n | tail -3 | cut -d' ' -f2-
+fi
 
+if wants accuracy && [ -f "$OUT/profile.json" ]; then
+  step "issue 5's accuracy study on $gpus GPU(s) (tests/gpu/accuracy_study.py)"
+  SECONDS=0
+  export PYTHONUNBUFFERED=1
+  python3 tests/gpu/accuracy_study.py --twin "$twin" --phase all --scenario "scenarios/accuracy-llama2-7b-${gpus}xH200.json" \
+    --profile "$OUT/profile.json" --work "out/accuracy-${gpus}gpu" --results "$OUT" --pack "$OUT/accuracy-work.tar.gz" \
+    --budget-s "${TWIN_ACCURACY_BUDGET_S:-420}" > "$OUT/accuracy.log" 2>&1 || status=1
+  grep -E "exit|budget" "$OUT/accuracy.log" | tail -20; head -12 "$OUT/accuracy.md" 2>/dev/null
+  echo "accuracy study: ${SECONDS}s wall"
+fi
+
+if wants calibrate-checks; then
 step "no-GPU message"
 CUDA_VISIBLE_DEVICES="" "$twin" calibrate --out /tmp/none.json; echo "exit code $? (non-zero expected)"
 [ ! -e /tmp/none.json ] && echo "no profile written: ok"
@@ -74,8 +101,9 @@ rm -f /tmp/interrupted.json*
 # SIGTERM, not SIGINT: a background job of a non-interactive shell ignores SIGINT.
 pid=$!; sleep 3; kill -TERM $pid; wait $pid; echo "exit code $? (non-zero expected)"
 ls /tmp/interrupted.json* 2>/dev/null || echo "no profile or temp file: ok"
+fi
 
-if [ -f "$OUT/profile.json" ]; then
+if wants check && [ -f "$OUT/profile.json" ]; then
   step "independent check: twin calibrate --check (GEMMs off the grid, collectives between measured sizes)"
   SECONDS=0
   "$twin" calibrate --check "$OUT/profile.json" --check-out "$OUT" > "$OUT/check.log" 2>&1 || status=1
@@ -83,17 +111,35 @@ if [ -f "$OUT/profile.json" ]; then
   grep -E "error|\[check\]" "$OUT/check.log" | head -5
   cat "$OUT/check.md" 2>/dev/null || tail -20 "$OUT/check.log"
 fi
+if wants calibrate-checks; then
 step "scenario shapes (1 GPU, quick, at most 90 s)"
 timeout 90 "$twin" calibrate --gpus 1 --quick --scenario scenarios/llama3-8b-4xH200.json --out /tmp/scenario.json \
   > /tmp/scenario.log 2>&1; echo "exit code $?"
 grep -E "scenario|wrote|error" /tmp/scenario.log | tail -5
+fi
 
+if wants execute; then
 step "twin execute: every strategy against the single-GPU loss, speed and scaling, faults (tests/gpu/execute_check.py)"
 SECONDS=0
-python3 tests/gpu/execute_check.py --twin "$twin" --out /tmp/execute-check --gpus "$(nvidia-smi -L | wc -l)" \
+python3 tests/gpu/execute_check.py --twin "$twin" --out /tmp/execute-check --gpus "$gpus" \
   > "$OUT/execute_check.log" 2>&1 || status=1
 cp /tmp/execute-check/execute_check.md "$OUT/" 2>/dev/null && cat "$OUT/execute_check.md"
 echo "execute checks: ${SECONDS}s wall"
+fi
+
+if wants mpirun && command -v mpirun > /dev/null; then
+  # The launcher's ranks instead of twin's own: one process per GPU started by mpirun (as root here).
+  step "under mpirun: twin calibrate --quick and twin execute with OMPI_COMM_WORLD_* ranks"
+  mpi="mpirun --allow-run-as-root --oversubscribe -np $gpus -x NCCL_NVLS_ENABLE=0 -x LD_LIBRARY_PATH"
+  [ "$gpus" -gt 1 ] && mpi="$mpi -x NCCL_COMM_ID=127.0.0.1:29533"
+  $mpi "$twin" calibrate --quick --out /tmp/mpirun-profile.json > "$OUT/mpirun.log" 2>&1; echo "calibrate: exit $?"
+  grep -E "rank|launcher|wrote|error" "$OUT/mpirun.log" | head -5
+  plan=$(ls -d /tmp/execute-check/single/best.json 2>/dev/null | head -1)
+  if [ -n "$plan" ] && [ "$gpus" -eq 1 ]; then
+    $mpi "$twin" execute --plan "$plan" --run /tmp/mpirun-run --iters 4 --warmup 1 >> "$OUT/mpirun.log" 2>&1
+    echo "execute: exit $?"; grep -E "launcher|loss|error" "$OUT/mpirun.log" | tail -4
+  fi
+fi
 
 step "done: status $status"
 exit $status
