@@ -14,6 +14,8 @@
 #include <cmath>
 #include <stdexcept>
 
+#include "calibrate/shape_space.hpp"
+
 namespace twin {
 namespace {
 
@@ -61,7 +63,8 @@ std::optional<GemmShape> gemm_shape_from_key(std::string_view key) {
 std::vector<MeasuredGemm> index_measured_gemms(const std::map<std::string, Measurement>& measured) {
   std::vector<MeasuredGemm> out;
   for (const auto& [key, m] : measured)
-    if (auto shape = gemm_shape_from_key(key); shape && m.median_ns > 0) out.push_back({*shape, m.median_ns});
+    if (auto shape = gemm_shape_from_key(key); shape && benchmark_time_ns(m) > 0)
+      out.push_back({*shape, benchmark_time_ns(m)});
   return out;
 }
 
@@ -73,17 +76,11 @@ double predict_gemm_time_ns(const std::vector<MeasuredGemm>& measured, const Gem
   by_distance.reserve(measured.size());
   for (std::size_t i = 0; i < measured.size(); ++i)
     by_distance.emplace_back(squared_distance(query, shape, measured[i].shape), i);
-  const std::size_t used = std::min<std::size_t>(kGemmNeighbours, by_distance.size());
-  std::partial_sort(by_distance.begin(), by_distance.begin() + static_cast<std::ptrdiff_t>(used), by_distance.end());
-  if (by_distance.front().first == 0) return measured[by_distance.front().second].time_ns;
-  double weight_sum = 0, log_ratio_sum = 0;
-  for (std::size_t j = 0; j < used; ++j) {
-    const auto [squared, i] = by_distance[j];
-    const double weight = 1.0 / squared;
-    weight_sum += weight;
-    log_ratio_sum += weight * std::log(measured[i].time_ns / model_ns(measured[i].shape));
-  }
-  return model_ns(shape) * std::exp(log_ratio_sum / weight_sum);
+  const auto ratio = interpolate_log_ratio(std::move(by_distance), kGemmNeighbours, 0, [&](std::size_t i) {
+    return std::log(measured[i].time_ns / model_ns(measured[i].shape));
+  });
+  if (ratio->exact) return measured[*ratio->exact].time_ns;
+  return model_ns(shape) * std::exp(ratio->log_ratio);
 }
 
 }  // namespace twin

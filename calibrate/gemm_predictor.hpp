@@ -16,7 +16,8 @@ namespace twin {
 // The shape of a "gemm:m=..,n=..,k=..,count=..,ta=..,tb=.." key (kernel_shape_key); nullopt for other keys.
 std::optional<GemmShape> gemm_shape_from_key(std::string_view key);
 
-// The GEMM entries of a profile's `measured` map, in key order (GpuKernelProfile::measured_gemms).
+// The GEMM entries of a profile's `measured` map on the benchmark basis (benchmark_time_ns; a trace entry
+// without a replaced benchmark is left out), in key order (GpuKernelProfile::measured_gemms).
 std::vector<MeasuredGemm> index_measured_gemms(const std::map<std::string, Measurement>& measured);
 
 // How many measured neighbours a prediction uses: the 8 corners of a grid cell around the query. On the

@@ -1,6 +1,7 @@
 // The kernel cost model: GEMM and attention by FLOPs at a saturating fraction of peak (GEMMs with a
 // memory floor), everything else by bytes at a saturating fraction of HBM bandwidth; measured exact
-// shapes win, and measured GEMMs correct the GEMM model for shapes near them (gemm_predictor.hpp).
+// shapes win, and the measured shapes of a kind correct the model for shapes near them
+// (gemm_predictor.hpp, kernel_predictor.hpp); shapes traced runs measured scale the result (in_situ.hpp).
 // Byte counts assume bf16 activations (2 bytes) and fp32 optimizer state.
 #include <algorithm>
 #include <cmath>
@@ -9,6 +10,8 @@
 #include <fmt/format.h>
 
 #include "calibrate/gemm_predictor.hpp"
+#include "calibrate/in_situ.hpp"
+#include "calibrate/kernel_predictor.hpp"
 #include "calibrate/profile.hpp"
 
 namespace twin {
@@ -144,56 +147,49 @@ std::string kernel_shape_key(const Op& op) {
 
 namespace {
 
-// The model's kernel time: GEMMs interpolated among `measured_gemms` (when there are any), attention and
-// memory-bound ops by their efficiency curves. No exact entry, no correction, no launch overhead.
-double model_time_ns(const GpuKernelProfile& kernels, const std::vector<MeasuredGemm>& measured_gemms,
-                     const GpuSpec& gpu, const Op& op) {
+// The efficiency curves alone: the carrier that interpolation among measured shapes scales.
+double curve_time_ns(const GpuKernelProfile& kernels, const GpuSpec& gpu, const Op& op) {
   switch (op.kind) {
     case OpKind::gemm:
-    case OpKind::moe_router:
-      if (measured_gemms.empty() || gemm_flops(op.gemm) <= 0) return gemm_time_ns(op.gemm, gpu, kernels);
-      return predict_gemm_time_ns(measured_gemms, op.gemm,
-                                  [&](const GemmShape& g) { return gemm_time_ns(g, gpu, kernels); });
+    case OpKind::moe_router: return gemm_time_ns(op.gemm, gpu, kernels);
     case OpKind::attention_forward:
-    case OpKind::attention_backward:
-      return attention_time_ns(op, gpu, kernels);
-    default:
-      return bandwidth_time_ns(memory_bound_bytes(op), gpu, kernels.memory_bound);
+    case OpKind::attention_backward: return attention_time_ns(op, gpu, kernels);
+    default: return bandwidth_time_ns(memory_bound_bytes(op), gpu, kernels.memory_bound);
   }
 }
 
-bool same_gemm(const GemmShape& a, const GemmShape& b) {
-  return a.m == b.m && a.n == b.n && a.k == b.k && a.count == b.count && a.transpose_a == b.transpose_a &&
-         a.transpose_b == b.transpose_b;
+// The model's kernel time for a shape with no exact entry: interpolated among the measured shapes of its
+// kind (GEMMs among measured_gemms), the curves where the kind has none.
+double model_time_ns(const GpuKernelProfile& kernels, const GpuSpec& gpu, const Op& op) {
+  const bool gemm = op.kind == OpKind::gemm || op.kind == OpKind::moe_router;
+  if (gemm) {
+    if (kernels.measured_gemms.empty() || gemm_flops(op.gemm) <= 0) return curve_time_ns(kernels, gpu, op);
+    return predict_gemm_time_ns(kernels.measured_gemms, op.gemm, [&](const GemmShape& g) {
+      return gemm_time_ns(g, gpu, kernels);
+    });
+  }
+  return predict_kernel_time_ns(kernels.measured_kernels, op,
+                                [&](const Op& other) { return curve_time_ns(kernels, gpu, other); });
 }
 
 }  // namespace
 
+double benchmark_kernel_time_ns(const GpuKernelProfile& kernels, const GpuSpec& gpu, const Op& op) {
+  require_compute(op, "benchmark_kernel_time_ns");
+  if (auto found = kernels.measured.find(kernel_shape_key(op)); found != kernels.measured.end())
+    if (const double benchmark_ns = benchmark_time_ns(found->second); benchmark_ns > 0) return benchmark_ns;
+  return model_time_ns(kernels, gpu, op);
+}
+
 TimeNs compute_time_ns(const Profile& profile, const GpuSpec& gpu, const Op& op) {
   require_compute(op, "compute_time_ns");
   const GpuKernelProfile& kernels = profile.kernels_for(gpu);
-  if (!kernels.measured.empty()) {
-    auto found = kernels.measured.find(kernel_shape_key(op));
-    if (found != kernels.measured.end()) return std::llround(found->second.median_ns + kernels.launch_overhead_ns);
-  }
-  double kernel_ns = model_time_ns(kernels, kernels.measured_gemms, gpu, op);
-  if (!kernels.corrections.empty()) {
-    auto correction = kernels.corrections.find(to_string(op.kind));
-    if (correction != kernels.corrections.end()) kernel_ns *= correction->second.factor;
-  }
+  if (auto found = kernels.measured.find(kernel_shape_key(op));
+      found != kernels.measured.end() && !found->second.source.empty())
+    return std::llround(found->second.median_ns + kernels.launch_overhead_ns);  // measured in a training step
+  double kernel_ns = benchmark_kernel_time_ns(kernels, gpu, op);
+  if (!kernels.trace_shapes.empty()) kernel_ns *= in_situ_ratio(kernels.trace_shapes, op);
   return std::llround(kernel_ns + kernels.launch_overhead_ns);
-}
-
-double model_kernel_time_ns(const GpuKernelProfile& kernels, const GpuSpec& gpu, const Op& op) {
-  require_compute(op, "model_kernel_time_ns");
-  const bool gemm = op.kind == OpKind::gemm || op.kind == OpKind::moe_router;
-  if (!gemm || kernels.measured.count(kernel_shape_key(op)) == 0)
-    return model_time_ns(kernels, kernels.measured_gemms, gpu, op);
-  std::vector<MeasuredGemm> others;
-  others.reserve(kernels.measured_gemms.size());
-  for (const MeasuredGemm& g : kernels.measured_gemms)
-    if (!same_gemm(g.shape, op.gemm)) others.push_back(g);
-  return model_time_ns(kernels, others, gpu, op);
 }
 
 }  // namespace twin

@@ -15,6 +15,8 @@
 #include "calibrate/collective_tables.hpp"
 #include "calibrate/shipped_profiles.hpp"
 #include "calibrate/gemm_predictor.hpp"
+#include "calibrate/in_situ.hpp"
+#include "calibrate/kernel_predictor.hpp"
 #include "core/atomic_file.hpp"
 #include "core/error.hpp"
 #include "core/json_reader.hpp"
@@ -52,7 +54,7 @@ LinkProfile read_link(const JsonReader& r) {
 }
 
 Measurement read_measurement(const JsonReader& r) {
-  r.only_keys({"median_ns", "p10_ns", "p90_ns", "samples", "source"});
+  r.only_keys({"median_ns", "p10_ns", "p90_ns", "samples", "source", "priced_ns", "benchmark_ns"});
   const double max = std::numeric_limits<double>::max();
   Measurement m;
   m.median_ns = r.required("median_ns").number(0, max, "expected a time in ns >= 0");
@@ -60,12 +62,19 @@ Measurement read_measurement(const JsonReader& r) {
   m.p90_ns = r.required("p90_ns").number(0, max, "expected a time in ns >= 0");
   m.samples = r.required("samples").positive_int();
   if (auto source = r.find("source")) m.source = source->string();
+  for (auto [name, field] : {std::pair{"priced_ns", &m.priced_ns}, std::pair{"benchmark_ns", &m.benchmark_ns}})
+    if (auto value = r.find(name)) {
+      if (m.source.empty()) value->fail(fmt::format("expected {} only on an entry with a source (a trace)", name));
+      *field = value->number(0, max, "expected a time in ns >= 0");
+    }
   return m;
 }
 
 json measurement_json(const Measurement& m) {
   json out = {{"median_ns", m.median_ns}, {"p10_ns", m.p10_ns}, {"p90_ns", m.p90_ns}, {"samples", m.samples}};
   if (!m.source.empty()) out["source"] = m.source;
+  if (m.priced_ns > 0) out["priced_ns"] = m.priced_ns;
+  if (m.benchmark_ns > 0) out["benchmark_ns"] = m.benchmark_ns;
   return out;
 }
 
@@ -139,12 +148,18 @@ GpuKernelProfile read_gpu(const JsonReader& r) {
       g.measured.emplace(item.key(), read_measurement(entry));
     }
   }
-  g.measured_gemms = index_measured_gemms(g.measured);
+  index_measured_shapes(g);
   if (auto corrections = r.find("corrections")) g.corrections = read_corrections(*corrections);
   return g;
 }
 
 }  // namespace
+
+void index_measured_shapes(GpuKernelProfile& kernels) {
+  kernels.measured_gemms = index_measured_gemms(kernels.measured);
+  kernels.measured_kernels = index_measured_kernels(kernels.measured);
+  kernels.trace_shapes = index_trace_shapes(kernels.measured);
+}
 
 std::string gpu_family(std::string_view gpu_name) {
   const std::string name = normalised(gpu_name);

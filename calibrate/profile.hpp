@@ -25,15 +25,25 @@ struct Measurement {
   // Where it was measured: empty for `twin calibrate`'s micro-benchmarks, "trace:<run folder>" for an op
   // time folded in from an executed run (calibrate/recalibration.hpp). Written only when non-empty.
   std::string source;
+  // Trace entries only. `priced_ns`: what the profile priced the shape at when the trace was folded
+  // (its micro-benchmark, else the interpolation among the benchmarks): measured / priced is the shape's
+  // in-situ ratio, which shapes near it inherit (calibrate/in_situ.hpp). `benchmark_ns`: the
+  // micro-benchmark median the entry replaced (0: none), which interpolation keeps using.
+  double priced_ns = 0;
+  double benchmark_ns = 0;
 };
+// The micro-benchmark time of an entry: its median, or for a trace entry the benchmark it replaced (0 if none).
+inline double benchmark_time_ns(const Measurement& m) { return m.source.empty() ? m.median_ns : m.benchmark_ns; }
 
-// A fitted correction of one op kind (format: docs/PROFILES.md, "Corrections from traces"): the real runs
-// folded in measured `factor` times what the profile's model prices for this kind, so shapes with no
-// exact entry are priced at model x factor. factor = sum of measured / sum of model over the runs' ops.
+// A fitted correction of a collective kind (format: docs/PROFILES.md, "Corrections from traces"): the runs
+// folded in measured `factor` times what the algorithm models price for collectives over placements the
+// profile has no measured table of; such collectives are priced at model x factor. factor = sum of
+// measured / sum of model over the runs' ops. (Version 1 profiles may also hold compute kinds: they are
+// read and written back, and no longer used: compute ops learn from the shapes traces measured.)
 struct CorrectionRun {
   std::string run;          // "trace:<run folder>"
   double measured_ns = 0;   // sum over the run's measured ops of the kind (medians over iterations)
-  double model_ns = 0;      // sum of the model's prices of the same ops (kernel time, no launch overhead)
+  double model_ns = 0;      // sum of the model's prices of the same ops
   int ops = 0;
 };
 struct KindCorrection {
@@ -53,7 +63,17 @@ struct SaturatingEfficiency {
 // One measured GEMM as a shape, for predicting shapes that were not measured (calibrate/gemm_predictor.hpp).
 struct MeasuredGemm {
   GemmShape shape;
-  double time_ns = 0;  // median kernel time
+  double time_ns = 0;  // median kernel time of the micro-benchmark (benchmark_time_ns)
+};
+// One measured non-GEMM kernel shape, likewise (calibrate/kernel_predictor.hpp).
+struct MeasuredKernelShape {
+  Op op;
+  double time_ns = 0;
+};
+// One shape a traced training step measured: log(measured / priced) (calibrate/in_situ.hpp).
+struct TraceShape {
+  Op op;
+  double log_ratio = 0;
 };
 
 struct GpuKernelProfile {
@@ -65,15 +85,19 @@ struct GpuKernelProfile {
   double launch_overhead_ns = 0;          // added to every kernel
   // Exact shapes measured by calibration: key from kernel_shape_key(op) -> time. Lookup wins over the model.
   std::map<std::string, Measurement> measured;
-  // Derived from `measured` (its gemm entries, in key order), never written: load_profile and calibration
-  // fill it with index_measured_gemms(); code that edits `measured` calls that again. Non-empty, it
-  // replaces the `gemm` curve for unmeasured GEMM shapes by interpolation among these.
+  // Derived from `measured` on the benchmark basis (benchmark_time_ns), never written: load_profile,
+  // calibration and recalibration fill them with index_measured_shapes(). Shapes with no exact entry are
+  // interpolated among these (GEMMs, then every other kind among its own measured shapes).
   std::vector<MeasuredGemm> measured_gemms;
-  // Fitted corrections by op kind name (to_string(OpKind)): compute kinds scale the kernel time of shapes
-  // with no `measured` entry; collective kinds scale collectives priced without a measured table
-  // (sim/flat_graph.cpp). Empty in profiles never recalibrated (then pricing is unchanged, bit for bit).
+  std::vector<MeasuredKernelShape> measured_kernels;
+  // Derived likewise: the trace entries with their in-situ ratios, in key order.
+  std::vector<TraceShape> trace_shapes;
+  // Fitted corrections of collective kinds by name (to_string(OpKind)), for collectives priced without a
+  // measured table (sim/flat_graph.cpp). Empty in profiles never recalibrated.
   std::map<std::string, KindCorrection> corrections;
 };
+// Fills measured_gemms, measured_kernels and trace_shapes from measured.
+void index_measured_shapes(GpuKernelProfile& kernels);
 
 // Collective algorithm on one kind of link: time = steps * latency + traffic / (bandwidth * efficiency).
 enum class LinkKind { intra_node, inter_node };
@@ -144,15 +168,16 @@ void save_profile(const Profile& profile, const std::filesystem::path& path);
 nlohmann::json to_json(const Profile& profile);
 Profile profile_from_json(const nlohmann::json& document, const std::string& source);
 
-// Time of one compute op (not communication) on `gpu`, kernel launch overhead included: a measured exact
-// shape (kernel time) wins; an unmeasured GEMM of a profile with measured GEMMs is interpolated among them
-// (calibrate/gemm_predictor.hpp); else the efficiency model. A shape with no exact entry is then scaled by
-// the kind's correction, when the GPU's kernel profile has one. Throws std::logic_error for communication ops.
+// Time of one compute op (not communication) on `gpu`, kernel launch overhead included: a shape measured
+// in a traced run takes that time; any other its benchmark price (benchmark_kernel_time_ns) times the
+// in-situ ratio of the traced shapes near it (calibrate/in_situ.hpp; 1 where none is near). Throws
+// std::logic_error for communication ops.
 TimeNs compute_time_ns(const Profile& profile, const GpuSpec& gpu, const Op& op);
-// The kernel time the model gives `op` as if its shape had no exact entry (a measured GEMM of that shape
-// is left out of the interpolation): no correction, no launch overhead. What a correction multiplies, so
-// recalibration fits corrections against it (calibrate/recalibration.hpp).
-double model_kernel_time_ns(const GpuKernelProfile& kernels, const GpuSpec& gpu, const Op& op);
+// The benchmark price of `op`: the micro-benchmark of its exact shape (for a trace entry, the benchmark it
+// replaced), else the model interpolated among the measured shapes of its kind (calibrate/gemm_predictor.hpp,
+// calibrate/kernel_predictor.hpp), else the efficiency curves. No in-situ ratio, no launch overhead: the
+// basis a traced shape's ratio is measured against (calibrate/recalibration.hpp).
+double benchmark_kernel_time_ns(const GpuKernelProfile& kernels, const GpuSpec& gpu, const Op& op);
 // The shape key under which calibration stores an op: "gemm:m=4096,n=4096,k=4096,count=1,ta=0,tb=0".
 std::string kernel_shape_key(const Op& op);
 // Bytes a memory-bound op moves (reads + writes), for ops priced by bandwidth (docs/PROFILES.md lists

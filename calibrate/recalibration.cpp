@@ -1,6 +1,6 @@
-// Why a ratio of sums for the correction: an iteration's time is a sum of op times, so the factor that
-// makes the run's total time of a kind exact, sum(measured) / sum(model), is the one that matters for the
-// next prediction; a median of per-op ratios would weigh a 30 us residual add like a 12 ms optimizer step.
+// Why a ratio of sums for a collective's correction: an iteration's time is a sum of op times, so the
+// factor that makes the run's total time of a kind exact, sum(measured) / sum(model), is the one that
+// matters for the next prediction; a median of per-op ratios would weigh a small op like a large one.
 // Medians (not means) for exact shapes: one slow rank or layer does not move an entry.
 #include "calibrate/recalibration.hpp"
 
@@ -90,13 +90,21 @@ void fold_exact_shapes(const Profile& before, Profile& after, const RunMeasureme
       reason = found->second.source.empty() ? "the run measured the shape: replaces the micro-benchmark"
                                             : "the run measured the shape again: replaces " + found->second.source;
     }
-    const TimeNs model_before = compute_time_ns(before, samples.front()->gpu, samples.front()->op);
-    reason += fmt::format(" (profile priced it {} ns with launch overhead)", model_before);
+    const MeasuredOpSample& first = *samples.front();
+    const GpuKernelProfile& priced_by = before.kernels_for(first.gpu);
+    const auto earlier = priced_by.measured.find(key);
+    const bool earlier_trace = earlier != priced_by.measured.end() && !earlier->second.source.empty();
+    // The ratio keeps one basis across folds: the price the shape had before any trace measured it.
+    m.priced_ns = earlier_trace && earlier->second.priced_ns > 0 ? earlier->second.priced_ns
+                                                                  : benchmark_kernel_time_ns(priced_by, first.gpu, first.op);
+    if (earlier != priced_by.measured.end()) m.benchmark_ns = benchmark_time_ns(earlier->second);
+    reason += fmt::format(" (profile priced it {} ns with launch overhead; in the run {:.3f} x the benchmark price {:.0f} ns)",
+                          compute_time_ns(before, first.gpu, first.op), m.median_ns / m.priced_ns, m.priced_ns);
     kernels.measured[key] = m;
     changes.push_back({fmt::format("/gpus/{}/measured/{}", gpu_index, key), old_value, measurement_value(m),
                        m.samples, reason});
   }
-  for (GpuKernelProfile& kernels : after.gpus) kernels.measured_gemms = index_measured_gemms(kernels.measured);
+  for (GpuKernelProfile& kernels : after.gpus) index_measured_shapes(kernels);
 }
 
 using CollectiveKey = std::tuple<std::string, int, int, int, int, Bytes>;  // gpu, kind, size, rpn, nodes, bytes
@@ -180,10 +188,6 @@ Recalibration recalibrate(const Profile& profile, const RunMeasurements& run) {
     const std::size_t gpu_index = kernel_profile_index(after, s.gpu, result.changes);
     if (!s.op.is_communication()) {
       shapes[{gpu_index, kernel_shape_key(s.op)}].push_back(&s);
-      KindSums& sum = sums[{gpu_index, to_string(s.op.kind)}];
-      sum.measured_ns += static_cast<double>(s.measured_ns);
-      sum.model_ns += model_kernel_time_ns(profile.kernels_for(s.gpu), s.gpu, s.op);
-      ++sum.ops;
       continue;
     }
     if (!is_table_collective(s.op.kind) || s.span.size < 2) continue;

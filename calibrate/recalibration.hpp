@@ -1,6 +1,7 @@
 // Recalibration: folding the measured op times of an executed run into a profile. Shapes the run measured
-// become exact entries (marked with the run), collectives at a placement the profile has a table for
-// become table rows, and each op kind gets a correction fitted over the run (docs/PROFILES.md).
+// become exact entries (marked with the run, with the price they had: shapes near them inherit the ratio,
+// calibrate/in_situ.hpp), collectives at a placement the profile has a table for become table rows, and
+// other collectives get a correction per kind fitted over the run (docs/PROFILES.md).
 // Pure arithmetic on values: reading a run folder is traces/recalibration_run.hpp, files are
 // calibrate/recalibration_files.hpp.
 #pragma once
@@ -55,13 +56,14 @@ struct Recalibration {
 
 // The rules, in order:
 //  1. compute ops, grouped by (GPU, kernel_shape_key): the entry becomes the median of the ops' medians
-//     (p10/p90 over them, samples = ops), replacing a micro-benchmark or earlier value; source = run.
+//     (p10/p90 over them, samples = ops), replacing a micro-benchmark or earlier value; source = run;
+//     priced_ns = the shape's benchmark_kernel_time_ns on `profile` (an earlier trace entry's priced_ns
+//     when the shape was traced before), benchmark_ns = the micro-benchmark it replaced.
 //  2. collectives (all_reduce .. all_to_all), grouped by (GPU, kind, placement, bytes): where the profile
 //     has that placement's table, the row at those bytes becomes the median (time, algbw, busbw).
-//  3. per GPU and kind, over the run's ops not placed in a table: this run's (sum measured, sum model)
-//     replaces any earlier entry of the same run in the kind's correction, and factor = sum of measured /
-//     sum of model over its runs. The model of a compute op is model_kernel_time_ns on `profile` (its own
-//     exact entry left out: what the factor will multiply); of a collective, the sample's model_ns.
+//  3. per GPU and collective kind, over the run's collectives not placed in a table: this run's (sum
+//     measured, sum of the samples' model_ns) replaces any earlier entry of the same run in the kind's
+//     correction, and factor = sum of measured / sum of model over its runs.
 // A run on a GPU without a kernel profile of its exact name gets one copied from kernels_for().
 // Throws std::invalid_argument for a run with no samples or a fitted factor outside [0.001, 1000].
 Recalibration recalibrate(const Profile& profile, const RunMeasurements& run);

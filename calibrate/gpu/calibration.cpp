@@ -192,7 +192,7 @@ int run_rank(const CalibrationRequest& request, const RankIdentity& identity) {
   kernels.gemm = gemms.efficiency;
   kernels.measured.clear();
   for (const auto& [shape, m] : gemms.measured) kernels.measured[gemm_key(shape)] = m;
-  kernels.measured_gemms = index_measured_gemms(kernels.measured);
+  index_measured_shapes(kernels);
   const json kernel_summary = calibrate_kernels_into(kernels, request.scenario, *spec, request.quick, progress);
   profile.gpus = {kernels};
   profile.builtin = false;

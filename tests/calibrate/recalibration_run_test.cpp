@@ -1,9 +1,10 @@
-// `twin calibrate --from-trace` on the recorded H200 runs (tests/traces/fixtures/executed, 2026-11-21):
-// re-simulating the same plan with the recalibrated profile predicts the measured iteration; a profile
-// recalibrated on one run predicts another run's unseen shapes better; failures write nothing; the
-// previous profile is kept; same inputs give the same bytes.
+// `twin calibrate --from-trace` on the recorded H200 runs (tests/traces/fixtures/executed): re-simulating
+// the same plan with the recalibrated profile predicts the measured iteration; a profile recalibrated on
+// one run predicts a nearby run's op kinds better and leaves another model's far shapes nearly alone;
+// failures write nothing; the previous profile is kept; same inputs give the same bytes.
 #include <cmath>
 #include <filesystem>
+#include <map>
 #include <set>
 
 #include <gtest/gtest.h>
@@ -49,51 +50,73 @@ std::set<fs::path> listing(const fs::path& dir) {
 
 TEST(RecalibrateFromRun, SamePlanPredictsTheMeasuredIteration) {
   TempDir dir("recal-same");
-  for (const std::string name : {"7b4l-mbs1-h200", "small-single-h200"}) {
+  for (const auto& [name, profile] : {std::pair{"7b4l-mbs1-h200", "h200-x4"}, std::pair{"small-single-h200", "h200-x4"},
+                                      std::pair{"study1-mbs2-h200", "h200-x1"}}) {
     const fs::path run = copy_run(name, dir.path);
-    const double before = prediction_error(run, load_profile("h200-x4"));
-    const RecalibrateOutcome outcome = recalibrate_from_run({run, "", ""});
-    // h200-x4 is shipped: the result goes to RUN_DIR/profile.json, nothing is replaced.
+    const double before = prediction_error(run, load_profile(profile));
+    const RecalibrateOutcome outcome = recalibrate_from_run({run, profile, ""});
+    // A shipped profile: the result goes to RUN_DIR/profile.json, nothing is replaced.
     EXPECT_EQ(outcome.profile_path, run / "profile.json");
     EXPECT_TRUE(outcome.previous_path.empty());
     const double after = prediction_error(run, load_profile((run / "profile.json").string()));
     EXPECT_DOUBLE_EQ(after, outcome.record["effect"]["error_after"].get<double>());
     EXPECT_DOUBLE_EQ(before, outcome.record["effect"]["error_before"].get<double>());
-    // Recorded: 7b4l -13.2% -> -0.25%, small +27.2% -> -0.5% (the 2 us launch overhead per op stands
-    // for the gaps between ops, which the measured op spans leave out).
-    EXPECT_GT(std::abs(before), 0.12) << name;
+    RecordProperty(std::string(name) + "_error_before", std::to_string(before));
+    RecordProperty(std::string(name) + "_error_after", std::to_string(after));
+    // What is left is the time between kernels that no op's span holds (the 2 us launch overhead per op
+    // stands for it): under 1% on every run.
     EXPECT_LT(std::abs(after), 0.01) << name;
+    EXPECT_LT(std::abs(after), std::abs(before) + 0.002) << name;
   }
 }
 
-TEST(RecalibrateFromRun, CorrectionsPredictAnotherRunsUnseenShapesBetter) {
+// Ops' kernel times of `run` against the plan re-simulated with `profile`: the sum over kinds of
+// |measured - predicted| of the kind's total (ns), the error a kind's bias makes whatever the others do.
+double kind_error_ns(const fs::path& run, const Profile& profile) {
+  const Plan plan = read_plan(run / "best.json");
+  const IterationGraph graph = lower_to_op_graphs(plan.scenario, plan.strategy);
+  const RunMeasurements measured = read_run_measurements(run / "ops.csv", graph, plan.scenario.cluster, profile, "trace:x");
+  std::map<OpKind, std::pair<double, double>> kinds;  // measured, predicted
+  for (const MeasuredOpSample& s : measured.samples) {
+    if (s.op.is_communication()) continue;
+    kinds[s.op.kind].first += static_cast<double>(s.measured_ns);
+    kinds[s.op.kind].second += static_cast<double>(compute_time_ns(profile, s.gpu, s.op));
+  }
+  double error = 0;
+  for (const auto& [kind, sums] : kinds) error += std::abs(sums.first - sums.second);
+  return error;
+}
+
+// The accuracy study's held-out check in small (docs/ACCURACY.md): one run folded (micro-batch 2), another
+// predicted (micro-batch 4, whose GEMM and attention shapes are an octave away). Every kind moves toward
+// what it measured: GEMMs ran 9.5% under their benchmarks, attention 16% over.
+TEST(RecalibrateFromRun, AFoldedRunPredictsANearbyRunsOpKindsBetter) {
+  TempDir dir("recal-nearby");
+  const fs::path folded = copy_run("study1-mbs2-h200", dir.path);
+  const fs::path held_out = copy_run("study1-mbs4-h200", dir.path);
+  recalibrate_from_run({folded, "h200-x1", (dir.path / "p1.json").string()});
+  const double before = kind_error_ns(held_out, load_profile("h200-x1"));
+  const double after = kind_error_ns(held_out, load_profile((dir.path / "p1.json").string()));
+  RecordProperty("kind_error_ns_before", static_cast<int>(before));
+  RecordProperty("kind_error_ns_after", static_cast<int>(after));
+  EXPECT_LT(after, 0.6 * before) << after << " vs " << before;
+}
+
+// The small model's shapes lie two octaves and more from the 7B run's: they inherit little of its ratios,
+// so a profile recalibrated on the 7B run predicts the small run about as before (what it did not see, it
+// does not pretend to know).
+TEST(RecalibrateFromRun, AnotherModelsRunLeavesFarShapesNearlyAlone) {
   TempDir dir("recal-cross");
   const fs::path big = copy_run("7b4l-mbs1-h200", dir.path);
   const fs::path small = copy_run("small-single-h200", dir.path);
   recalibrate_from_run({big, "h200-x4", (dir.path / "p1.json").string()});
   const Profile original = load_profile("h200-x4");
   const Profile p1 = load_profile((dir.path / "p1.json").string());
-  // The small run's compute ops whose shapes neither h200-x4 nor the 7b4l run measured: P1 prices them
-  // by model x correction, h200-x4 by the model alone.
-  const Plan plan = read_plan(small / "best.json");
-  const IterationGraph graph = lower_to_op_graphs(plan.scenario, plan.strategy);
-  const RunMeasurements run = read_run_measurements(small / "ops.csv", graph, plan.scenario.cluster, original, "trace:s");
-  double error_original = 0, error_p1 = 0;
-  int unseen = 0;
-  for (const MeasuredOpSample& s : run.samples) {
-    const std::string key = kernel_shape_key(s.op);
-    if (p1.gpus[0].measured.count(key)) continue;
-    ++unseen;
-    error_original += std::abs(double(compute_time_ns(original, s.gpu, s.op)) - double(s.measured_ns));
-    error_p1 += std::abs(double(compute_time_ns(p1, s.gpu, s.op)) - double(s.measured_ns));
-  }
-  ASSERT_GT(unseen, 20);
-  RecordProperty("unseen_ops", unseen);
-  RecordProperty("unseen_abs_error_ns_h200_x4", static_cast<int>(error_original));
-  RecordProperty("unseen_abs_error_ns_recalibrated", static_cast<int>(error_p1));
-  EXPECT_LT(error_p1, 0.9 * error_original) << error_p1 << " vs " << error_original << " over " << unseen << " ops";
-  // And the whole iteration of the other run.
-  EXPECT_LT(std::abs(prediction_error(small, p1)), std::abs(prediction_error(small, original)));
+  const double before = prediction_error(small, original), after = prediction_error(small, p1);
+  RecordProperty("small_error_before", std::to_string(before));
+  RecordProperty("small_error_after", std::to_string(after));
+  EXPECT_LT(std::abs(after - before), 0.01) << before << " -> " << after;
+  EXPECT_LT(kind_error_ns(small, p1), 1.05 * kind_error_ns(small, original));
 }
 
 TEST(RecalibrateFromRun, AFileProfileIsUpdatedInPlaceKeepingThePreviousOnes) {
@@ -169,7 +192,7 @@ TEST(RecalibrateCommand, WorksWithoutAGpuAndCalibrationSaysWhatItNeeds) {
   const fs::path run = copy_run("7b4l-mbs1-h200", dir.path);
   const test::Outcome folded = test::run_twin("calibrate --from-trace " + run.string());
   EXPECT_EQ(folded.exit_code, 0) << folded.output;
-  EXPECT_NE(folded.output.find("error -13.2% -> -0.3%"), std::string::npos) << folded.output;
+  EXPECT_NE(folded.output.find("error +5.0% -> -0.3%"), std::string::npos) << folded.output;
   EXPECT_TRUE(fs::exists(run / "profile.json"));
   const test::Outcome both = test::run_twin("calibrate --from-trace " + run.string() + " --quick");
   EXPECT_EQ(both.exit_code, 2) << both.output;

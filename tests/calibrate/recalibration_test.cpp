@@ -69,8 +69,8 @@ TEST(RecalibrationArithmetic, ExactShapesTakeTheMedianOverOps) {
   // One optimizer step: its time as measured, replacing nothing (1.07e9 elements were never benchmarked).
   EXPECT_FALSE(fixture().profile.gpus[0].measured.count("optimizer_step:elements=1071681536"));
   EXPECT_DOUBLE_EQ(kernels.measured.at("optimizer_step:elements=1071681536").median_ns, 12132542);
-  // The micro-benchmark of embedding_forward 4096 x 4096 (36992 ns) is replaced by the run's 30080 ns.
-  EXPECT_DOUBLE_EQ(fixture().profile.gpus[0].measured.at("embedding_forward:rows=4096,cols=4096").median_ns, 36992);
+  // The micro-benchmark of embedding_forward 4096 x 4096 (36064 ns in h200-x4) is replaced by the run's 30080 ns.
+  EXPECT_DOUBLE_EQ(fixture().profile.gpus[0].measured.at("embedding_forward:rows=4096,cols=4096").median_ns, 36064);
   EXPECT_DOUBLE_EQ(kernels.measured.at("embedding_forward:rows=4096,cols=4096").median_ns, 30080);
   // Pricing now gives the measured time plus the profile's 2 us launch overhead.
   EXPECT_EQ(compute_time_ns(result.profile, sample_of(fixture().run, 113).gpu, sample_of(fixture().run, 113).op),
@@ -78,48 +78,54 @@ TEST(RecalibrationArithmetic, ExactShapesTakeTheMedianOverOps) {
   EXPECT_FALSE(result.profile.builtin);
 }
 
-TEST(RecalibrationArithmetic, CorrectionIsMeasuredOverModelSummedOverTheKind) {
+TEST(RecalibrationArithmetic, TracedShapesKeepTheirPriceAndLendTheirRatioToShapesNearThem) {
   const Recalibration result = recalibrate(fixture().profile, fixture().run);
+  const GpuKernelProfile& before = fixture().profile.gpus[0];
   const GpuKernelProfile& kernels = result.profile.gpus.at(0);
-  // rope_forward: the 4 ops measured 546909 ns in all (metrics.json's kernel_span agrees); the model
-  // priced each 81336 ns with the 2000 ns launch overhead (best.json), so 4 x 79336 ns of kernel.
-  const KindCorrection& rope = kernels.corrections.at("rope_forward");
-  ASSERT_EQ(rope.runs.size(), 1u);
-  EXPECT_DOUBLE_EQ(rope.runs[0].measured_ns, 546909);
-  EXPECT_NEAR(rope.runs[0].model_ns, 4 * 79336.0, 4 * 0.5);
-  EXPECT_DOUBLE_EQ(rope.factor, rope.runs[0].measured_ns / rope.runs[0].model_ns);
-  EXPECT_NEAR(rope.factor, 546909 / (4 * 79336.0), 3e-5);  // 1.7234: the run's rope ran 72% over the model
-  EXPECT_EQ(rope.runs[0].ops, 4);
-  // gemm: 51 ops measured 29918237 ns (metrics.json); their model leaves each shape's own entry out.
-  EXPECT_DOUBLE_EQ(kernels.corrections.at("gemm").runs[0].measured_ns, 29918237);
-  EXPECT_EQ(kernels.corrections.at("gemm").runs[0].ops, 51);
-  // A rope shape the run did not measure is priced by the model times the factor.
-  Op unseen = sample_of(fixture().run, 3).op;
-  unseen.rows = 2048;
-  const GpuSpec& gpu = sample_of(fixture().run, 3).gpu;
-  const double model_ns = model_kernel_time_ns(fixture().profile.gpus[0], gpu, unseen);
-  EXPECT_EQ(compute_time_ns(result.profile, gpu, unseen), std::llround(model_ns * rope.factor + 2000));
-  EXPECT_EQ(compute_time_ns(fixture().profile, gpu, unseen), std::llround(model_ns + 2000));
+  // rope_forward rows=4096, cols=8192: the entry remembers what the profile priced it at.
+  const MeasuredOpSample& rope_op = sample_of(fixture().run, 3);
+  ASSERT_EQ(rope_op.op.kind, OpKind::rope_forward);
+  const Measurement& rope = kernels.measured.at("rope_forward:rows=4096,cols=8192");
+  EXPECT_DOUBLE_EQ(rope.priced_ns, benchmark_kernel_time_ns(before, rope_op.gpu, rope_op.op));
+  const double ratio = rope.median_ns / rope.priced_ns;
+  // The run's only rope_forward shape. A shape one octave away (rows 2048) weighs it like the benchmark
+  // price itself (w = 1 against w_0 = 1): half its log ratio, sqrt(ratio).
+  Op near = rope_op.op;
+  near.rows = 2048;
+  const double near_priced = benchmark_kernel_time_ns(before, rope_op.gpu, near);
+  EXPECT_DOUBLE_EQ(benchmark_kernel_time_ns(kernels, rope_op.gpu, near), near_priced);  // the basis stays
+  EXPECT_EQ(compute_time_ns(result.profile, rope_op.gpu, near), std::llround(near_priced * std::sqrt(ratio) + 2000));
+  EXPECT_EQ(compute_time_ns(fixture().profile, rope_op.gpu, near), std::llround(near_priced + 2000));
+  // Four octaves away (cols x 16): w = 1/16 against 1, a sixteenth of a seventeenth... of the log ratio.
+  Op far = rope_op.op;
+  far.cols = 8192 * 16;
+  const double far_priced = benchmark_kernel_time_ns(before, rope_op.gpu, far);
+  EXPECT_EQ(compute_time_ns(result.profile, rope_op.gpu, far),
+            std::llround(far_priced * std::exp(std::log(ratio) / 17) + 2000));
+  // The embedding_forward shape the run measured keeps the micro-benchmark it replaced (36064 ns) as basis.
+  const Measurement& embedding = kernels.measured.at("embedding_forward:rows=4096,cols=4096");
+  EXPECT_EQ(embedding.source, "trace:7b4l");
+  EXPECT_DOUBLE_EQ(embedding.benchmark_ns, 36064);
+  EXPECT_DOUBLE_EQ(embedding.priced_ns, 36064);
+  // Compute kinds get no correction factor any more: the traced shapes are the correction.
+  EXPECT_TRUE(kernels.corrections.empty());
 }
 
 TEST(RecalibrationArithmetic, FoldingTheSameRunAgainReplacesItsEntries) {
   const Recalibration once = recalibrate(fixture().profile, fixture().run);
   const Recalibration twice = recalibrate(once.profile, fixture().run);
-  // One entry per run in every correction. Curves do not depend on exact entries, so every kind but the
-  // GEMMs keeps its factor exactly; GEMMs are interpolated among measured GEMMs, which now include the
-  // run's other shapes, so their model (and factor) moves a little.
-  for (const auto& [kind, correction] : twice.profile.gpus[0].corrections) {
-    ASSERT_EQ(correction.runs.size(), 1u) << kind;
-    const double first = once.profile.gpus[0].corrections.at(kind).factor;
-    if (kind == "gemm") EXPECT_NEAR(correction.factor, first, 0.05 * first);
-    else EXPECT_DOUBLE_EQ(correction.factor, first) << kind;
-  }
+  // The same entries, each priced on the basis of the first fold (the price before any trace).
   EXPECT_EQ(to_json(twice.profile)["gpus"][0]["measured"], to_json(once.profile)["gpus"][0]["measured"]);
   EXPECT_EQ(twice.profile.provenance["recalibrated_from"], nlohmann::json::array({"trace:7b4l"}));
+  const MeasuredOpSample& rope_op = sample_of(fixture().run, 3);
+  Op near = rope_op.op;
+  near.rows = 2048;
+  EXPECT_EQ(compute_time_ns(twice.profile, rope_op.gpu, near), compute_time_ns(once.profile, rope_op.gpu, near));
 }
 
-TEST(RecalibrationArithmetic, CollectivesUpdateTheirTableOrFeedTheCorrection) {
-  const Profile& profile = fixture().profile;
+// Collectives of a synthetic run: three 2-GPU all-reduces of a placement h200-x4 has a table of, and one
+// over 8 GPUs (no table) that measured 1.5 x its model.
+RunMeasurements collective_run() {
   const GpuSpec gpu = sample_of(fixture().run, 2).gpu;
   RunMeasurements run;
   run.run = "trace:synthetic";
@@ -137,7 +143,22 @@ TEST(RecalibrationArithmetic, CollectivesUpdateTheirTableOrFeedTheCorrection) {
   untabled.measured_ns = 90000;
   untabled.model_ns = 60000;
   run.samples.push_back(untabled);
-  const Recalibration result = recalibrate(profile, run);
+  return run;
+}
+
+// The 7B run with the synthetic collectives: exact entries and a correction in one profile.
+const Profile& recalibrated_with_both() {
+  static const Profile both = [] {
+    RunMeasurements run = fixture().run;
+    for (const MeasuredOpSample& s : collective_run().samples) run.samples.push_back(s);
+    return recalibrate(fixture().profile, run).profile;
+  }();
+  return both;
+}
+
+TEST(RecalibrationArithmetic, CollectivesUpdateTheirTableOrFeedTheCorrection) {
+  const GpuSpec gpu = sample_of(fixture().run, 2).gpu;
+  const Recalibration result = recalibrate(fixture().profile, collective_run());
   const CollectiveTable* table = find_collective_table(result.profile.collectives, gpu.name, OpKind::all_reduce, 2, 2, 1);
   ASSERT_NE(table, nullptr);
   auto row = std::find_if(table->points.begin(), table->points.end(),
@@ -153,11 +174,12 @@ TEST(RecalibrationArithmetic, CollectivesUpdateTheirTableOrFeedTheCorrection) {
 }
 
 TEST(RecalibrationFormat, CorrectionsAndSourcesRoundTripAndOldProfilesStayByteIdentical) {
-  const Recalibration result = recalibrate(fixture().profile, fixture().run);
-  const nlohmann::json written = to_json(result.profile);
+  const nlohmann::json written = to_json(recalibrated_with_both());
   const Profile read = profile_from_json(written, "p.json");
   EXPECT_EQ(to_json(read), written);
   EXPECT_EQ(read.gpus[0].measured.at("rope_forward:rows=4096,cols=8192").source, "trace:7b4l");
+  EXPECT_GT(read.gpus[0].measured.at("rope_forward:rows=4096,cols=8192").priced_ns, 0);
+  EXPECT_FALSE(read.gpus[0].trace_shapes.empty());
   EXPECT_EQ(written["gpus"][0]["corrections"]["version"], kCorrectionsVersion);
   // A profile never recalibrated writes neither field.
   const nlohmann::json original = to_json(fixture().profile);
@@ -177,13 +199,20 @@ void expect_input_error(nlohmann::json document, const std::string& pointer, con
 }
 
 TEST(RecalibrationFormat, BadCorrectionsAreInputErrorsNamingTheirPath) {
-  const nlohmann::json written = to_json(recalibrate(fixture().profile, fixture().run).profile);
-  expect_input_error(written, "/gpus/0/corrections/kinds/gemm/factor", -1.0, "/gpus/0/corrections/kinds/gemm/factor");
-  expect_input_error(written, "/gpus/0/corrections/kinds/gemm/factor", "fast", "/gpus/0/corrections/kinds/gemm/factor");
+  const nlohmann::json written = to_json(recalibrated_with_both());
+  expect_input_error(written, "/gpus/0/corrections/kinds/all_reduce/factor", -1.0,
+                     "/gpus/0/corrections/kinds/all_reduce/factor");
+  expect_input_error(written, "/gpus/0/corrections/kinds/all_reduce/factor", "fast",
+                     "/gpus/0/corrections/kinds/all_reduce/factor");
   expect_input_error(written, "/gpus/0/corrections/version", 2, "/gpus/0/corrections/version");
-  expect_input_error(written, "/gpus/0/corrections/kinds/send", written["gpus"][0]["corrections"]["kinds"]["gemm"],
+  expect_input_error(written, "/gpus/0/measured/gemm:m=1024,n=1024,k=1024,count=1,ta=0,tb=0/benchmark_ns", 5,
+                     "/gpus/0/measured/gemm:m=1024,n=1024,k=1024,count=1,ta=0,tb=0/benchmark_ns");
+  expect_input_error(written, "/gpus/0/measured/rope_forward:rows=4096,cols=8192/priced_ns", -1,
+                     "/gpus/0/measured/rope_forward:rows=4096,cols=8192/priced_ns");
+  expect_input_error(written, "/gpus/0/corrections/kinds/send", written["gpus"][0]["corrections"]["kinds"]["all_reduce"],
                      "/gpus/0/corrections/kinds/send");
-  expect_input_error(written, "/gpus/0/corrections/kinds/gemm/runs/0/model_ns", 0, "/gpus/0/corrections/kinds/gemm/runs/0/model_ns");
+  expect_input_error(written, "/gpus/0/corrections/kinds/all_reduce/runs/0/model_ns", 0,
+                     "/gpus/0/corrections/kinds/all_reduce/runs/0/model_ns");
   expect_input_error(written, "/gpus/0/measured/gemm:m=4096,n=4096,k=4096,count=1,ta=0,tb=0/source", 7,
                      "/gpus/0/measured/gemm:m=4096,n=4096,k=4096,count=1,ta=0,tb=0/source");
 }

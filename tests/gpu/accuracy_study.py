@@ -205,6 +205,27 @@ def predict(args, scenario, profile, out, log):
     return load(os.path.join(out, "best.json"))["predicted"]["iteration_ns"]
 
 
+def fold(args, run_folders, before, folder, log):
+    """A fresh `folder` holding profile.json: `before` with every run of run_folders folded in, in order."""
+    shutil.rmtree(folder, ignore_errors=True)
+    os.makedirs(folder)
+    after = os.path.join(folder, "profile.json")
+    for i, run in enumerate(run_folders):
+        source = ["--profile", before, "--out", after] if i == 0 else ["--profile", after]
+        if call(args.twin, ["calibrate", "--from-trace", run] + source, log):
+            raise StepFailed(f"twin calibrate --from-trace {run} failed: see {log.name}")
+    return after
+
+
+def ranks_of(values):
+    """1-based positions of values in ascending order (ties keep the order given)."""
+    order = sorted(range(len(values)), key=lambda i: (values[i], i))
+    ranks = [0] * len(values)
+    for position, i in enumerate(order):
+        ranks[i] = position + 1
+    return ranks
+
+
 def recalibration(args, study, runs, log):
     """Step 5: half A folded one run after another into a copy of the profile; both halves predicted again
     with the study's profile (before: this twin, as the after) and with the folded one (after)."""
@@ -212,13 +233,8 @@ def recalibration(args, study, runs, log):
     if not half_a or not half_b:
         return None
     folder = os.path.join(args.work, "recalibration")
-    shutil.rmtree(folder, ignore_errors=True)
-    os.makedirs(folder)
-    before, after = profile_argument(args.work, study["profile"]), os.path.join(folder, "profile-A.json")
-    for i, r in enumerate(half_a):
-        source = ["--profile", before, "--out", after] if i == 0 else ["--profile", after]
-        if call(args.twin, ["calibrate", "--from-trace", r["folder"]] + source, log):
-            raise StepFailed(f"twin calibrate --from-trace {r['folder']} failed: see {log.name}")
+    before = profile_argument(args.work, study["profile"])
+    after = fold(args, [r["folder"] for r in half_a], before, folder, log)
     rows = []
     for half, members in (("A", half_a), ("B", half_b)):
         for r in members:
@@ -233,6 +249,12 @@ def recalibration(args, study, runs, log):
                 row[f"kernel_error_{when}"] = relative_error(r["kernel_s"], ns[when] / 1e9) if r["kernel_s"] else None
             rows.append(row)
     held_out = [r for r in rows if r["half"] == "B"]
+    # Every run re-simulated by this twin with the study's profile: the plan-time predictions above come
+    # from the twin that planned, which may be older than the one analysing.
+    predicted = [r["predicted_before_s"] for r in rows]
+    resimulated = {"error": error_summary([r["error_before"] for r in rows]),
+                   "tau_b": kendall_tau_b(predicted, [r["measured_s"] for r in rows]),
+                   "regret": regret(ranks_of(predicted), [r["measured_s"] for r in rows])[0]}
     summary = {}
     for when in ("before", "after"):
         for measure in ("error", "kernel_error"):
@@ -242,7 +264,37 @@ def recalibration(args, study, runs, log):
                                                  [r["measured_s"] for r in held_out])
     summary["held_out_error_fell"] = summary["error_after"]["mean_abs"] < summary["error_before"]["mean_abs"]
     return {"folded": [r["name"] for r in half_a], "predicted": [r["name"] for r in half_b], "runs": rows,
-            "held_out": summary}
+            "held_out": summary, "resimulated": resimulated}
+
+
+def prior_recalibration(args, study, runs, log):
+    """Every executed run of an earlier study (--prior WORK) folded into a copy of this study's profile, then
+    every run of this study predicted again: what the twin learnt from one set of runs does for the next."""
+    prior_runs = sorted(os.path.join(args.prior, "runs", name) for name in os.listdir(os.path.join(args.prior, "runs"))
+                        if executed(os.path.join(args.prior, "runs", name)) == 0)
+    if not prior_runs:
+        return {"failed": f"{args.prior} has no executed run"}
+    folder = os.path.join(args.work, "prior-recalibration")
+    before = profile_argument(args.work, study["profile"])
+    after = fold(args, prior_runs, before, folder, log)
+    rows = []
+    for r in runs:
+        scenario = os.path.join(r["folder"], "scenario.json")
+        ns = {when: predict(args, scenario, profile, os.path.join(folder, when, r["name"]), log)
+              for when, profile in (("before", before), ("after", after))}
+        rows.append({"name": r["name"], "key": r["key"], "measured_s": r["measured_s"],
+                     "predicted_before_s": ns["before"] / 1e9, "predicted_after_s": ns["after"] / 1e9,
+                     "error_before": relative_error(r["measured_s"], ns["before"] / 1e9),
+                     "error_after": relative_error(r["measured_s"], ns["after"] / 1e9)})
+    summary = {}
+    for when in ("before", "after"):
+        summary[f"error_{when}"] = error_summary([row[f"error_{when}"] for row in rows])
+        summary[f"tau_b_{when}"] = kendall_tau_b([row[f"predicted_{when}_s"] for row in rows],
+                                                 [row["measured_s"] for row in rows])
+        ranks = ranks_of([row[f"predicted_{when}_s"] for row in rows])
+        summary[f"regret_{when}"] = regret(ranks, [row["measured_s"] for row in rows])[0]
+    return {"prior": os.path.relpath(args.prior, REPO), "folded": [os.path.basename(r) for r in prior_runs],
+            "runs": rows, "summary": summary}
 
 
 def analyze(args, study, log):
@@ -277,6 +329,11 @@ def analyze(args, study, log):
         result["recalibration"] = recalibration(args, study, runs, log)
     except StepFailed as failure:  # steps 1-4 still stand
         result["recalibration"] = {"failed": str(failure)}
+    if args.prior:
+        try:
+            result["prior_recalibration"] = prior_recalibration(args, study, runs, log)
+        except StepFailed as failure:
+            result["prior_recalibration"] = {"failed": str(failure)}
     result["aims"] = {"mean_abs_error<=2%": errors["mean_abs"] <= 0.02, "max_abs_error<=5%": errors["max_abs"] <= 0.05,
                       "regret<=2%": value <= 0.02, "kendall_tau_b>=0.9": tau is not None and tau >= 0.9,
                       "held_out_error_fell": bool(result["recalibration"] and "held_out" in result["recalibration"]
@@ -347,8 +404,33 @@ def markdown(result):
                   f"| Kendall's tau-b within half B | {fmt_tau(h['tau_b_before'])} | {fmt_tau(h['tau_b_after'])} |",
                   "", f"Held-out error fell: **{'yes' if h['held_out_error_fell'] else 'no'}**."]
         if not all(r["reproduces_plan"] for r in rec["runs"]):
-            lines.append("Note: this twin does not reproduce every plan's prediction (before != best.json): the "
-                         "binary that planned and the one that analysed differ.")
+            x = rec["resimulated"]
+            lines += ["", "This twin does not reproduce every plan's prediction (before != best.json): the binary that "
+                      "planned and the one that analysed differ. Every run re-simulated by this one, with the study's "
+                      "profile and nothing folded in:", "", "| measure | value |", "|---|---|",
+                      f"| mean / max absolute error, iteration | {pct(x['error']['mean_abs'], False)} / "
+                      f"{pct(x['error']['max_abs'], False)} |",
+                      f"| mean signed error | {pct(x['error']['mean_signed'])} |",
+                      f"| Kendall's tau-b | {fmt_tau(x['tau_b'])} |",
+                      f"| regret of the predicted best | {pct(x['regret'], False)} |"]
+    prior = result.get("prior_recalibration")
+    if prior and "failed" in prior:
+        lines += ["", f"Learning from an earlier study: **failed**: {prior['failed']}"]
+    elif prior:
+        m = prior["summary"]
+        lines += ["", f"Learning from an earlier study: the {len(prior['folded'])} runs of `{prior['prior']}` folded one "
+                  "after another into a copy of the profile; every run of this study predicted again:", "",
+                  "| run | measured s | predicted before s | error before | predicted after s | error after |",
+                  "|---|---|---|---|---|---|"]
+        for r in prior["runs"]:
+            lines.append(f"| `{r['key']}` | {r['measured_s']:.4f} | {r['predicted_before_s']:.4f} | "
+                         f"{pct(r['error_before'])} | {r['predicted_after_s']:.4f} | {pct(r['error_after'])} |")
+        lines += ["", "| this study, predicted | before | after |", "|---|---|---|",
+                  f"| mean / max absolute error | {pct(m['error_before']['mean_abs'], False)} / "
+                  f"{pct(m['error_before']['max_abs'], False)} | {pct(m['error_after']['mean_abs'], False)} / "
+                  f"{pct(m['error_after']['max_abs'], False)} |",
+                  f"| Kendall's tau-b | {fmt_tau(m['tau_b_before'])} | {fmt_tau(m['tau_b_after'])} |",
+                  f"| regret of the predicted best | {pct(m['regret_before'], False)} | {pct(m['regret_after'], False)} |"]
     return "\n".join(lines) + "\n"
 
 
@@ -374,6 +456,8 @@ def main():
     parser.add_argument("--only", type=int, help="execute and analyse only the first N planned strategies (smoke)")
     parser.add_argument("--retry-failed", action="store_true")
     parser.add_argument("--pack", help="write the work folder (no traces) to this tar.gz after every step")
+    parser.add_argument("--prior", help="analyze: also fold every executed run of this earlier study's work folder "
+                        "into the profile and predict this study again")
     parser.add_argument("--self-test", action="store_true", help="check the statistics on the CPU and exit")
     args = parser.parse_args()
     if args.self_test:

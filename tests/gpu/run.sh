@@ -7,8 +7,8 @@
 # check.log, check.csv, check.md.
 # TWIN_GPU_STEPS picks steps (default: all but accuracy): tests calibrate calibrate-checks check execute
 # mpirun accuracy;
-# `accuracy` runs issue 5's study on as many GPUs as the machine has (scenarios/accuracy-*-<N>xH200.json)
-# with this call's profile. TWIN_PROFILE=FILE skips calibration and checks that profile instead.
+# `accuracy` runs issue 5's study on as many GPUs as the machine has (scenarios/accuracy-llama2-7b-<N>xH200.json,
+# or TWIN_ACCURACY_SCENARIO) with this call's profile. TWIN_PROFILE=FILE skips calibration and checks that profile instead.
 # TWIN_CALIBRATE_SCENARIO=S.json makes calibration also measure the exact shapes of S's candidates.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -83,8 +83,9 @@ if wants accuracy && [ -f "$OUT/profile.json" ]; then
   step "issue 5's accuracy study on $gpus GPU(s) (tests/gpu/accuracy_study.py)"
   SECONDS=0
   export PYTHONUNBUFFERED=1
-  python3 tests/gpu/accuracy_study.py --twin "$twin" --phase all --scenario "scenarios/accuracy-llama2-7b-${gpus}xH200.json" \
-    --profile "$OUT/profile.json" --work "out/accuracy-${gpus}gpu" --results "$OUT" --pack "$OUT/accuracy-work.tar.gz" \
+  scenario="${TWIN_ACCURACY_SCENARIO:-scenarios/accuracy-llama2-7b-${gpus}xH200.json}"
+  python3 tests/gpu/accuracy_study.py --twin "$twin" --phase all --scenario "$scenario" \
+    --profile "$OUT/profile.json" --work "out/$(basename "$scenario" .json)" --results "$OUT" --pack "$OUT/accuracy-work.tar.gz" \
     --budget-s "${TWIN_ACCURACY_BUDGET_S:-420}" > "$OUT/accuracy.log" 2>&1 || status=1
   grep -E "exit|budget" "$OUT/accuracy.log" | tail -20; head -12 "$OUT/accuracy.md" 2>/dev/null
   echo "accuracy study: ${SECONDS}s wall"
