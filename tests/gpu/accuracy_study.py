@@ -268,12 +268,13 @@ def recalibration(args, study, runs, log):
 
 
 def prior_recalibration(args, study, runs, log):
-    """Every executed run of an earlier study (--prior WORK) folded into a copy of this study's profile, then
-    every run of this study predicted again: what the twin learnt from one set of runs does for the next."""
-    prior_runs = sorted(os.path.join(args.prior, "runs", name) for name in os.listdir(os.path.join(args.prior, "runs"))
-                        if executed(os.path.join(args.prior, "runs", name)) == 0)
+    """Every executed run of earlier studies (--prior WORK ...) folded into a copy of this study's profile, then
+    every run of this study predicted again: what the twin learnt from some runs does for the next."""
+    prior_runs = [os.path.join(work, "runs", name) for work in args.prior
+                  for name in sorted(os.listdir(os.path.join(work, "runs")))
+                  if executed(os.path.join(work, "runs", name)) == 0]
     if not prior_runs:
-        return {"failed": f"{args.prior} has no executed run"}
+        return {"failed": f"{' '.join(args.prior)}: no executed run"}
     folder = os.path.join(args.work, "prior-recalibration")
     before = profile_argument(args.work, study["profile"])
     after = fold(args, prior_runs, before, folder, log)
@@ -293,7 +294,7 @@ def prior_recalibration(args, study, runs, log):
                                                  [row["measured_s"] for row in rows])
         ranks = ranks_of([row[f"predicted_{when}_s"] for row in rows])
         summary[f"regret_{when}"] = regret(ranks, [row["measured_s"] for row in rows])[0]
-    return {"prior": os.path.relpath(args.prior, REPO), "folded": [os.path.basename(r) for r in prior_runs],
+    return {"prior": [os.path.relpath(work, REPO) for work in args.prior], "folded": [os.path.basename(r) for r in prior_runs],
             "runs": rows, "summary": summary}
 
 
@@ -415,10 +416,11 @@ def markdown(result):
                       f"| regret of the predicted best | {pct(x['regret'], False)} |"]
     prior = result.get("prior_recalibration")
     if prior and "failed" in prior:
-        lines += ["", f"Learning from an earlier study: **failed**: {prior['failed']}"]
+        lines += ["", f"Learning from earlier studies: **failed**: {prior['failed']}"]
     elif prior:
         m = prior["summary"]
-        lines += ["", f"Learning from an earlier study: the {len(prior['folded'])} runs of `{prior['prior']}` folded one "
+        lines += ["", f"Learning from earlier studies: the {len(prior['folded'])} runs of "
+                  f"{', '.join(f'`{w}`' for w in prior['prior'])} folded one "
                   "after another into a copy of the profile; every run of this study predicted again:", "",
                   "| run | measured s | predicted before s | error before | predicted after s | error after |",
                   "|---|---|---|---|---|---|"]
@@ -456,8 +458,8 @@ def main():
     parser.add_argument("--only", type=int, help="execute and analyse only the first N planned strategies (smoke)")
     parser.add_argument("--retry-failed", action="store_true")
     parser.add_argument("--pack", help="write the work folder (no traces) to this tar.gz after every step")
-    parser.add_argument("--prior", help="analyze: also fold every executed run of this earlier study's work folder "
-                        "into the profile and predict this study again")
+    parser.add_argument("--prior", nargs="+", metavar="WORK", help="analyze: also fold every executed run of these "
+                        "earlier studies' work folders into the profile and predict this study again")
     parser.add_argument("--self-test", action="store_true", help="check the statistics on the CPU and exit")
     args = parser.parse_args()
     if args.self_test:
