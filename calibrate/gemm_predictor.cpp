@@ -10,7 +10,6 @@
 #include "calibrate/gemm_predictor.hpp"
 
 #include <algorithm>
-#include <charconv>
 #include <cmath>
 #include <stdexcept>
 
@@ -18,17 +17,6 @@
 
 namespace twin {
 namespace {
-
-// Reads "name=<integer>" at `text` and advances past it and one following ','.
-bool read_field(std::string_view& text, std::string_view name, std::int64_t& value) {
-  if (text.substr(0, name.size()) != name || text.size() <= name.size() || text[name.size()] != '=') return false;
-  text.remove_prefix(name.size() + 1);
-  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
-  if (error != std::errc()) return false;
-  text.remove_prefix(static_cast<std::size_t>(end - text.data()));
-  if (!text.empty() && text.front() == ',') text.remove_prefix(1);
-  return true;
-}
 
 // A shape's position in octaves: (log2 m, log2 n, log2 k, log2 count).
 struct Octaves {
@@ -48,16 +36,11 @@ double squared_distance(const Octaves& a, const GemmShape& a_shape, const GemmSh
 }  // namespace
 
 std::optional<GemmShape> gemm_shape_from_key(std::string_view key) {
-  constexpr std::string_view prefix = "gemm:";
-  if (key.substr(0, prefix.size()) != prefix) return std::nullopt;
-  key.remove_prefix(prefix.size());
-  std::int64_t m, n, k, count, ta, tb;
-  if (!read_field(key, "m", m) || !read_field(key, "n", n) || !read_field(key, "k", k) ||
-      !read_field(key, "count", count) || !read_field(key, "ta", ta) || !read_field(key, "tb", tb) || !key.empty())
-    return std::nullopt;
-  if (m < 1 || n < 1 || k < 1 || count < 1 || count > INT32_MAX || (ta != 0 && ta != 1) || (tb != 0 && tb != 1))
-    return std::nullopt;
-  return GemmShape{m, n, k, static_cast<std::int32_t>(count), ta == 1, tb == 1};
+  const std::optional<Op> op = op_from_kernel_key(key);
+  if (!op || op->kind != OpKind::gemm) return std::nullopt;
+  const GemmShape& g = op->gemm;
+  if (g.m < 1 || g.n < 1 || g.k < 1 || g.count < 1) return std::nullopt;
+  return g;
 }
 
 std::vector<MeasuredGemm> index_measured_gemms(const std::map<std::string, Measurement>& measured) {

@@ -176,13 +176,12 @@ def main():
             with open(fault_log) as f:
                 output = f.read()
             log.write(f"$ TWIN_FAULT_INJECT={fault} twin execute ...\n{output}\n")
-            result = subprocess.CompletedProcess(command, returncode, output)
-            message = next((l for l in result.stdout.splitlines() if expected in l), "")
+            message = next((l for l in output.splitlines() if expected in l), "")
             time.sleep(2)
             stray = subprocess.run(["pgrep", "-f", "twin execute"], stdout=subprocess.PIPE, text=True).stdout.split()
-            ok = result.returncode != 0 and bool(message) and "rank" in message and not stray and seconds < 120
+            ok = returncode != 0 and bool(message) and "rank" in message and not stray and seconds < 120
             failed |= not ok
-            lines.append(f"| {fault} | {result.returncode} | {seconds:.0f} | {message.strip()[:160]} | {len(stray)} | "
+            lines.append(f"| {fault} | {returncode} | {seconds:.0f} | {message.strip()[:160]} | {len(stray)} | "
                          f"{'pass' if ok else 'FAIL'} |")
             print(lines[-1], flush=True)
 
