@@ -7,10 +7,16 @@
 // combination only averages.
 // Variants tried on the same data (4 or 12 neighbours, weights 1/d^3, k's octaves counted 0.5 or 1.5
 // times, another layout 0.25 to 1 octave away) were none better in both the mean and the worst case.
+// Why the model carries gemm_tile_work_factor: on a clock-scaled H200 calibration (2026-11-23, docs/
+// PERFORMANCE.md), 58 shapes swept between grid sizes were 49 within 5% without it (mean 2.97%, worst
+// 19.4%) and 56 with it (mean 1.72%, worst 13.0%), leave-one-out over the grid's 1827 untransposed shapes
+// unchanged (mean 2.8%, p90 6.3%). Counting waves below one full wave made leave-one-out worse (3.8%),
+// and so did the tiles CUPTI named in one orientation only (3.2%).
 #include "calibrate/gemm_predictor.hpp"
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <stdexcept>
 
 #include "calibrate/shape_space.hpp"
@@ -33,6 +39,16 @@ double squared_distance(const Octaves& a, const GemmShape& a_shape, const GemmSh
   return dm * dm + dn * dn + dk * dk + dc * dc + dl * dl;
 }
 
+std::vector<std::pair<double, std::size_t>> by_distance_to(const std::vector<MeasuredGemm>& measured,
+                                                          const GemmShape& shape) {
+  const Octaves query(shape);
+  std::vector<std::pair<double, std::size_t>> by_distance;
+  by_distance.reserve(measured.size());
+  for (std::size_t i = 0; i < measured.size(); ++i)
+    by_distance.emplace_back(squared_distance(query, shape, measured[i].shape), i);
+  return by_distance;
+}
+
 }  // namespace
 
 std::optional<GemmShape> gemm_shape_from_key(std::string_view key) {
@@ -51,15 +67,33 @@ std::vector<MeasuredGemm> index_measured_gemms(const std::map<std::string, Measu
   return out;
 }
 
+std::vector<std::size_t> nearest_measured_gemms(const std::vector<MeasuredGemm>& measured, const GemmShape& shape,
+                                                std::size_t count) {
+  auto by_distance = by_distance_to(measured, shape);
+  const std::size_t used = std::min(count, by_distance.size());
+  std::partial_sort(by_distance.begin(), by_distance.begin() + static_cast<std::ptrdiff_t>(used), by_distance.end());
+  std::vector<std::size_t> nearest;
+  for (std::size_t j = 0; j < used; ++j) nearest.push_back(by_distance[j].second);
+  return nearest;
+}
+
+double gemm_tile_work_factor(const GemmShape& shape, int sm_count) {
+  double best = std::numeric_limits<double>::infinity();
+  const double useful = double(shape.m) * double(shape.n);
+  for (const auto& [rows, columns] : kGemmTiles) {
+    const std::int64_t tiles = ((shape.m + rows - 1) / rows) * ((shape.n + columns - 1) / columns) * shape.count;
+    double work = double(tiles) * double(rows * columns) / (useful * shape.count);
+    const double waves = double(tiles) / sm_count;
+    if (sm_count > 0 && waves >= 1) work *= std::ceil(waves) / waves;
+    best = std::min(best, work);
+  }
+  return best;
+}
+
 double predict_gemm_time_ns(const std::vector<MeasuredGemm>& measured, const GemmShape& shape,
                             const std::function<double(const GemmShape&)>& model_ns) {
   if (measured.empty()) throw std::invalid_argument("predict_gemm_time_ns: no measured GEMMs");
-  const Octaves query(shape);
-  std::vector<std::pair<double, std::size_t>> by_distance;
-  by_distance.reserve(measured.size());
-  for (std::size_t i = 0; i < measured.size(); ++i)
-    by_distance.emplace_back(squared_distance(query, shape, measured[i].shape), i);
-  const auto ratio = interpolate_log_ratio(std::move(by_distance), kGemmNeighbours, 0, [&](std::size_t i) {
+  const auto ratio = interpolate_log_ratio(by_distance_to(measured, shape), kGemmNeighbours, 0, [&](std::size_t i) {
     return std::log(measured[i].time_ns / model_ns(measured[i].shape));
   });
   if (ratio->exact) return measured[*ratio->exact].time_ns;

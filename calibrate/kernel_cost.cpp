@@ -165,7 +165,7 @@ double model_time_ns(const GpuKernelProfile& kernels, const GpuSpec& gpu, const 
   if (gemm) {
     if (kernels.measured_gemms.empty() || gemm_flops(op.gemm) <= 0) return curve_time_ns(kernels, gpu, op);
     return predict_gemm_time_ns(kernels.measured_gemms, op.gemm, [&](const GemmShape& g) {
-      return gemm_time_ns(g, gpu, kernels);
+      return gemm_time_ns(g, gpu, kernels) * gemm_tile_work_factor(g, gpu.sm_count);
     });
   }
   return predict_kernel_time_ns(kernels.measured_kernels, op,

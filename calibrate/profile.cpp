@@ -54,7 +54,7 @@ LinkProfile read_link(const JsonReader& r) {
 }
 
 Measurement read_measurement(const JsonReader& r) {
-  r.only_keys({"median_ns", "p10_ns", "p90_ns", "samples", "source", "priced_ns", "benchmark_ns"});
+  r.only_keys({"median_ns", "p10_ns", "p90_ns", "samples", "source", "priced_ns", "benchmark_ns", "sm_clock_MHz"});
   const double max = std::numeric_limits<double>::max();
   Measurement m;
   m.median_ns = r.required("median_ns").number(0, max, "expected a time in ns >= 0");
@@ -67,6 +67,7 @@ Measurement read_measurement(const JsonReader& r) {
       if (m.source.empty()) value->fail(fmt::format("expected {} only on an entry with a source (a trace)", name));
       *field = value->number(0, max, "expected a time in ns >= 0");
     }
+  if (auto clock = r.find("sm_clock_MHz")) m.sm_clock_MHz = clock->number(1, 1e5, "expected an SM clock in MHz");
   return m;
 }
 
@@ -75,6 +76,7 @@ json measurement_json(const Measurement& m) {
   if (!m.source.empty()) out["source"] = m.source;
   if (m.priced_ns > 0) out["priced_ns"] = m.priced_ns;
   if (m.benchmark_ns > 0) out["benchmark_ns"] = m.benchmark_ns;
+  if (m.sm_clock_MHz > 0) out["sm_clock_MHz"] = m.sm_clock_MHz;
   return out;
 }
 
@@ -133,7 +135,7 @@ std::map<std::string, KindCorrection> read_corrections(const JsonReader& r) {
 
 GpuKernelProfile read_gpu(const JsonReader& r) {
   r.only_keys({"gpu", "gemm", "attention_forward", "attention_backward", "memory_bound", "launch_overhead_ns",
-               "measured", "corrections"});
+               "reference_sm_clock_MHz", "measured", "corrections"});
   GpuKernelProfile g;
   g.gpu = r.required("gpu").string();
   g.gemm = read_efficiency(r.required("gemm"));
@@ -141,6 +143,8 @@ GpuKernelProfile read_gpu(const JsonReader& r) {
   g.attention_backward = read_efficiency(r.required("attention_backward"));
   g.memory_bound = read_efficiency(r.required("memory_bound"));
   g.launch_overhead_ns = r.required("launch_overhead_ns").number(0, 1e9, "expected a time in ns >= 0");
+  if (auto clock = r.find("reference_sm_clock_MHz"))
+    g.reference_sm_clock_MHz = clock->number(1, 1e5, "expected an SM clock in MHz");
   if (auto measured = r.find("measured")) {
     measured->expect_object();
     for (const auto& item : measured->value().items()) {
@@ -197,6 +201,7 @@ json to_json(const Profile& profile) {
                     {"memory_bound", efficiency_json(g.memory_bound)},
                     {"launch_overhead_ns", g.launch_overhead_ns},
                     {"measured", measured}};
+    if (g.reference_sm_clock_MHz > 0) gpu["reference_sm_clock_MHz"] = g.reference_sm_clock_MHz;
     if (!g.corrections.empty()) gpu["corrections"] = corrections_json(g.corrections);
     gpus.push_back(std::move(gpu));
   }

@@ -31,6 +31,9 @@ struct Measurement {
   // micro-benchmark median the entry replaced (0: none), which interpolation keeps using.
   double priced_ns = 0;
   double benchmark_ns = 0;
+  // GEMM micro-benchmarks: the SM clock (MHz) the timing ran at; median and percentiles are scaled to the
+  // profile's reference clock (GpuKernelProfile::reference_sm_clock_MHz). 0: not recorded.
+  double sm_clock_MHz = 0;
 };
 // The micro-benchmark time of an entry: its median, or for a trace entry the benchmark it replaced (0 if none).
 inline double benchmark_time_ns(const Measurement& m) { return m.source.empty() ? m.median_ns : m.benchmark_ns; }
@@ -83,6 +86,10 @@ struct GpuKernelProfile {
   SaturatingEfficiency attention_backward;
   SaturatingEfficiency memory_bound;      // fraction of hbm_bandwidth_GBps, by bytes moved
   double launch_overhead_ns = 0;          // added to every kernel
+  // GEMM times are at this SM clock: the median clock of calibration's GEMM timings on a GPU held at its
+  // power limit, where the clock swings by tens of percent and a GEMM's time with it
+  // (calibrate/gpu/clock_probe.hpp). 0: GEMM times as measured (profiles before 2026-11-24).
+  double reference_sm_clock_MHz = 0;
   // Exact shapes measured by calibration: key from kernel_shape_key(op) -> time. Lookup wins over the model.
   std::map<std::string, Measurement> measured;
   // Derived from `measured` on the benchmark basis (benchmark_time_ns), never written: load_profile,

@@ -80,6 +80,11 @@ CalibrateOptions& add_calibrate_command(CLI::App& app) {
       ->check(CLI::ExistingFile);
   CLI::Option* check_out = calibrate->add_option("--check-out", options.request.check_out, "directory for the --check tables")
       ->capture_default_str();
+  CLI::Option* check_gemms = calibrate->add_option("--check-gemms", options.request.check_gemms,
+                        "with --check: the GEMM shapes to check, a JSON array of {\"m\", \"n\", \"k\"[, \"count\",\n"
+                        "\"transpose_a\", \"transpose_b\", \"origin\"]} (default: 17 model GEMMs off the grid)")
+      ->check(CLI::ExistingFile)
+      ->needs(check);
   CLI::Option* from_trace = calibrate->add_option("--from-trace", options.from_trace,
                         "recalibrate from the run folder of `twin execute` (best.json, ops.csv, metrics.json): exact\n"
                         "shapes it measured become profile entries, other shapes of each op kind get a fitted\n"
@@ -88,12 +93,13 @@ CalibrateOptions& add_calibrate_command(CLI::App& app) {
   calibrate->add_option("--profile", options.profile,
                         "with --from-trace: the profile to update (default: the plan's \"profile\")")
       ->needs(from_trace);
-  for (CLI::Option* gpu_only : {scenario, gpus, quick, max_message, check, check_out}) from_trace->excludes(gpu_only);
+  for (CLI::Option* gpu_only : {scenario, gpus, quick, max_message, check, check_out, check_gemms}) from_trace->excludes(gpu_only);
   calibrate->footer(
       "Examples:\n"
       "  twin calibrate --out my.json\n"
       "  twin calibrate --scenario scenarios/llama3-8b-4xH200.json --out my.json\n"
       "  twin calibrate --check my.json --check-out check/\n"
+      "  twin calibrate --check my.json --check-gemms my-gemms.json\n"
       "  twin calibrate --from-trace run/ --profile my.json\n"
       "  twin simulate scenarios/llama3-8b-4xH200.json --profile my.json");
   options.command = calibrate;

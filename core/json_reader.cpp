@@ -4,8 +4,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <fstream>
 #include <limits>
 #include <numeric>
+#include <sstream>
 
 #include <fmt/format.h>
 
@@ -178,6 +180,18 @@ std::string JsonReader::one_of(const std::vector<std::string>& names, std::strin
     if (std::find(names.begin(), names.end(), text) != names.end()) return text;
   }
   fail(fmt::format("expected a {}: one of {}", what, join_names(names)));
+}
+
+nlohmann::json read_json_file(const std::string& path, std::string_view readable) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InputError(path, "", std::string(readable));
+  std::stringstream text;
+  text << in.rdbuf();
+  try {
+    return nlohmann::json::parse(text.str());
+  } catch (const nlohmann::json::parse_error& error) {
+    throw InputError(path, "", std::string("valid JSON (") + error.what() + ")");
+  }
 }
 
 }  // namespace twin

@@ -17,6 +17,10 @@ std::optional<std::string> closest_name(std::string_view word, const std::vector
 // "a, b, c" for messages.
 std::string join_names(const std::vector<std::string>& names);
 
+// The JSON document in the file at `path`. Throws InputError naming the file: "<readable>" when it cannot
+// be opened, "valid JSON (<parser's message with its position>)" when it does not parse.
+nlohmann::json read_json_file(const std::string& path, std::string_view readable);
+
 class JsonReader {
  public:
   JsonReader(const nlohmann::json& value, const std::string& file, std::string path = "");

@@ -1,12 +1,11 @@
 // The plan's strategy pins its scenario, so the scenario parser validates and completes both.
 #include "core/plan_file.hpp"
 
-#include <fstream>
-#include <sstream>
 
 #include <fmt/format.h>
 
 #include "core/error.hpp"
+#include "core/json_reader.hpp"
 
 namespace twin {
 namespace {
@@ -54,16 +53,8 @@ Plan parse_plan(const nlohmann::json& document, const std::string& source) {
 }
 
 Plan read_plan(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(path.string(), "", "a readable plan file (best.json from twin simulate)");
-  std::stringstream text;
-  text << in.rdbuf();
-  nlohmann::json document;
-  try {
-    document = nlohmann::json::parse(text.str());
-  } catch (const nlohmann::json::parse_error& error) {
-    throw InputError(path.string(), "", std::string("valid JSON (") + error.what() + ")");
-  }
+  const nlohmann::json document =
+      read_json_file(path.string(), "a readable plan file (best.json from twin simulate)");
   return parse_plan(document, path.string());
 }
 

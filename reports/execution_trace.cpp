@@ -4,10 +4,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <fstream>
 #include <limits>
 #include <map>
-#include <sstream>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -100,16 +98,8 @@ MeasuredIteration median_measured_iteration(const nlohmann::json& trace, const I
 }
 
 MeasuredIteration read_median_measured_iteration(const std::filesystem::path& path, const IterationGraph& graph) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(path.string(), "", "a readable measured trace (written by twin execute)");
-  std::stringstream text;
-  text << in.rdbuf();
-  nlohmann::json trace;
-  try {
-    trace = nlohmann::json::parse(text.str());
-  } catch (const nlohmann::json::parse_error& error) {
-    throw InputError(path.string(), "", std::string("valid JSON (") + error.what() + ")");
-  }
+  const nlohmann::json trace =
+      read_json_file(path.string(), "a readable measured trace (written by twin execute)");
   return median_measured_iteration(trace, graph, path.string());
 }
 

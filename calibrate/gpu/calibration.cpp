@@ -190,6 +190,7 @@ int run_rank(const CalibrationRequest& request, const RankIdentity& identity) {
   GpuKernelProfile kernels = profile.kernels_for(*spec);
   kernels.gpu = preset_name;
   kernels.gemm = gemms.efficiency;
+  kernels.reference_sm_clock_MHz = gemms.reference_sm_clock_MHz;
   kernels.measured.clear();
   for (const auto& [shape, m] : gemms.measured) kernels.measured[gemm_key(shape)] = m;
   index_measured_shapes(kernels);
@@ -248,7 +249,9 @@ int run_rank(const CalibrationRequest& request, const RankIdentity& identity) {
       {"calibration_seconds", seconds},
       {"measured", measured_parts},
       {"estimated_from_builtin", estimated_parts},
-      {"gemm_timing", "CUPTI kernel spans, cuBLASLt bf16 in/out fp32 compute, random data, median/p10/p90"},
+      {"gemm_timing", "CUPTI kernel spans, cuBLASLt bf16 in/out fp32 compute, random data, median/p10/p90, scaled "
+                      "from the SM clock of each timing (a spinning probe kernel) to reference_sm_clock_MHz"},
+      {"gemm_reference_sm_clock_MHz", gemms.reference_sm_clock_MHz},
       {"gemm_shapes_measured", gemms.measured.size()},
       {"gemm_shapes_skipped", skipped},
       {"gemm_best_tflops", gemms.best_tflops},
@@ -275,7 +278,8 @@ int run_rank(const CalibrationRequest& request, const RankIdentity& identity) {
 // The program of one rank: calibration, or the check of a profile.
 int rank_main(const CalibrationRequest& request, const RankIdentity& identity) {
   if (!request.check_profile.empty())
-    return check_profile_rank(request.check_profile, request.check_out, request.max_message_bytes, identity);
+    return check_profile_rank(request.check_profile, request.check_gemms, request.check_out,
+                              request.max_message_bytes, identity);
   return run_rank(request, identity);
 }
 

@@ -16,6 +16,7 @@ struct CalibrationRequest {
   // check.csv and check.md into `check_out`.
   std::string check_profile;
   std::string check_out = ".";
+  std::string check_gemms;  // with check_profile: a JSON list of GEMM shapes instead of the built-in set
 };
 
 // Returns the process exit code; prints progress and errors on stderr.

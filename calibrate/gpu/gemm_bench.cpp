@@ -1,11 +1,13 @@
 // GEMM timing: the executor's cuBLASLt path (executor/matmul.hpp) under CUPTI regions, on rotating input
-// sets so that the L2 cache does not hold a small problem's operands between repetitions.
+// sets so that the L2 cache does not hold a small problem's operands between repetitions, between two
+// clock probes (calibrate/gpu/clock_probe.hpp).
 #include "calibrate/gpu/gemm_bench.hpp"
 
 #include <algorithm>
 #include <vector>
 
 #include "calibrate/gpu/checks.hpp"
+#include "calibrate/gpu/clock_probe.hpp"
 #include "calibrate/gpu/fit.hpp"
 
 namespace twin::gpu {
@@ -45,16 +47,32 @@ std::optional<Measurement> GemmBench::measure(const GemmShape& shape, CuptiKerne
   for (int i = 0; i < warmup; ++i) launch(shape, a_sets[i % sets].data(), b_sets[i % sets].data(), c.data());
   timer.collect();  // drop the warm-up and fill records
 
+  // The SM clock just before and just after the timed runs: one probe region on each side.
+  const std::uint64_t probe_before = next_region_++;
+  timer.begin_region(probe_before);
+  launch_clock_probe(stream_);
+  timer.end_region();
   const std::uint64_t first_region = next_region_;
   for (int i = 0; i < repetitions; ++i) {
     timer.begin_region(next_region_++);
     launch(shape, a_sets[i % sets].data(), b_sets[i % sets].data(), c.data());
     timer.end_region();
   }
-  const auto spans = region_spans_ns(timer.collect());
+  const std::uint64_t probe_after = next_region_++;
+  timer.begin_region(probe_after);
+  launch_clock_probe(stream_);
+  timer.end_region();
+  const std::vector<KernelRecord> records = timer.collect();
+  last_kernel_.clear();
+  for (const KernelRecord& r : records)
+    if (r.region == first_region && !r.is_memcpy) last_kernel_ += (last_kernel_.empty() ? "" : "+") + r.name;
+  const auto spans = region_spans_ns(records);
+  if (!spans.count(probe_before) || !spans.count(probe_after))
+    throw std::runtime_error("CUPTI returned no kernel record for a clock probe");
+  last_sm_clock_MHz_ = (clock_probe_MHz(spans.at(probe_before)) + clock_probe_MHz(spans.at(probe_after))) / 2;
   std::vector<double> samples;
   for (const auto& [region, span_ns] : spans)
-    if (region >= first_region) samples.push_back(span_ns);
+    if (region >= first_region && region < probe_after) samples.push_back(span_ns);
   if (samples.size() != static_cast<std::size_t>(repetitions))
     throw std::runtime_error("CUPTI returned kernel records for " + std::to_string(samples.size()) + " of " +
                              std::to_string(repetitions) + " GEMM repetitions");

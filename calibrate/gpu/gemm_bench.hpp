@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <memory>
 #include <optional>
+#include <string>
 
 #include <cuda_runtime.h>
 
@@ -37,11 +38,19 @@ class GemmBench {
   std::optional<Measurement> measure(const GemmShape& shape, CuptiKernelTimer& timer, int warmup, int repetitions,
                                      std::size_t max_bytes);
   cudaStream_t stream() const { return stream_; }
+  // The kernel(s) cuBLASLt ran for the last measured shape, as CUPTI names them ('+' between the kernels of
+  // one repetition, e.g. a split-K GEMM and its reduction).
+  const std::string& last_kernel() const { return last_kernel_; }
+  // The SM clock (MHz) around the last measured shape's timed runs: the mean of a probe just before them
+  // and one just after (calibrate/gpu/clock_probe.hpp).
+  double last_sm_clock_MHz() const { return last_sm_clock_MHz_; }
 
  private:
   cudaStream_t stream_;
   exec::Matmul matmul_;  // the executor's GEMM path: calibration times the calls training makes
   std::uint64_t next_region_ = 1;
+  std::string last_kernel_;
+  double last_sm_clock_MHz_ = 0;
 };
 
 }  // namespace twin::gpu

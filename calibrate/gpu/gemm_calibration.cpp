@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "calibrate/gemm_grid.hpp"
+#include "calibrate/sm_clock.hpp"
 #include "calibrate/gpu/checks.hpp"
 #include "calibrate/gpu/cupti_timer.hpp"
 #include "calibrate/gpu/fit.hpp"
@@ -78,7 +79,6 @@ GemmCalibration calibrate_gemms(const std::vector<GemmShape>& shapes, double pea
     TWIN_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
     const std::size_t max_bytes = free_bytes / 2;
     const GemmRuns runs = gemm_runs(quick);
-    std::vector<double> flops, seconds;
     std::set<ShapeTuple> timed;  // a scenario's shapes may repeat grid shapes
     // Training keeps the GPU hot, and a GPU's clocks fall as it heats: measure it hot, and in a fixed
     // shuffled order, so that any drift left is spread over all sizes instead of landing on the last ones.
@@ -90,26 +90,36 @@ GemmCalibration calibrate_gemms(const std::vector<GemmShape>& shapes, double pea
       const GemmShape& shape = shapes[order[i]];
       if (!timed.insert(tuple_of(shape)).second) continue;
       if (!quick) keep_gpu_hot(bench, timer);
-      const auto measurement = bench.measure(shape, timer, runs.warmup, runs.timed, max_bytes);
+      auto measurement = bench.measure(shape, timer, runs.warmup, runs.timed, max_bytes);
       if (!measurement) {
         result.skipped.push_back(shape);
         continue;
       }
+      measurement->sm_clock_MHz = bench.last_sm_clock_MHz();
       result.measured.emplace_back(shape, *measurement);
-      flops.push_back(gemm_flops(shape));
-      seconds.push_back(measurement->median_ns * 1e-9);
       const double tflops = gemm_flops(shape) / measurement->median_ns * 1e-3;
       result.best_tflops = std::max(result.best_tflops, tflops);
       if (progress)
-        progress(fmt::format("GEMM {}/{} m={} n={} k={} count={} ta={} tb={}: {:.1f} us (p10 {:.1f}, p90 {:.1f}), {:.0f} TFLOP/s",
+        progress(fmt::format("GEMM {}/{} m={} n={} k={} count={} ta={} tb={}: {:.1f} us (p10 {:.1f}, p90 {:.1f}) at {:.0f} MHz, "
+                             "{:.0f} TFLOP/s",
                              i + 1, shapes.size(), shape.m, shape.n, shape.k, shape.count, int(shape.transpose_a),
                              int(shape.transpose_b), measurement->median_ns * 1e-3, measurement->p10_ns * 1e-3,
-                             measurement->p90_ns * 1e-3, tflops));
+                             measurement->p90_ns * 1e-3, measurement->sm_clock_MHz, tflops));
     }
     if (timer.dropped_records() > 0)
       throw std::runtime_error(fmt::format("CUPTI dropped {} activity records: GEMM timings are incomplete",
                                            timer.dropped_records()));
     if (result.measured.size() < 2) throw std::runtime_error("fewer than 2 GEMM shapes could be measured");
+    // Every time at the median clock of the run (calibrate/sm_clock.hpp), and the model fitted on those.
+    std::vector<Measurement> as_measured;
+    for (const auto& [shape, m] : result.measured) as_measured.push_back(m);
+    result.reference_sm_clock_MHz = median_sm_clock_MHz(as_measured);
+    std::vector<double> flops, seconds;
+    for (auto& [shape, m] : result.measured) {
+      m = at_sm_clock(m, result.reference_sm_clock_MHz);
+      flops.push_back(gemm_flops(shape));
+      seconds.push_back(m.median_ns * 1e-9);
+    }
     result.efficiency = gemm_efficiency_from_fit(fit_affine_relative(flops, seconds), peak_tflops);
   }
   TWIN_CUDA_CHECK(cudaStreamDestroy(stream));

@@ -24,7 +24,8 @@ struct GemmCalibration {
   std::vector<std::pair<GemmShape, Measurement>> measured;
   std::vector<GemmShape> skipped;  // operands larger than the memory allowed
   SaturatingEfficiency efficiency; // fitted on all measured shapes
-  double best_tflops = 0;
+  double best_tflops = 0;          // as timed, before scaling to the reference clock
+  double reference_sm_clock_MHz = 0; // every measured time is scaled to it (calibrate/sm_clock.hpp)
 };
 
 // Seconds of large GEMMs run before GEMMs are measured, so that they are timed at the clocks a hot GPU
@@ -36,6 +37,8 @@ void heat_gpu(GemmBench& bench, CuptiKernelTimer& timer, double seconds);
 inline constexpr int kHeaterLaunchesPerShape = 12;
 void keep_gpu_hot(GemmBench& bench, CuptiKernelTimer& timer);
 
+// Times each shape once, in a fixed shuffled order on a hot GPU, with the SM clock it ran at, then scales
+// every time to the median clock of the run.
 GemmCalibration calibrate_gemms(const std::vector<GemmShape>& shapes, double peak_tflops, bool quick,
                                 const std::function<void(const std::string&)>& progress);
 

@@ -1,6 +1,6 @@
 // Collectives first, while every rank is alive (groups of the first g ranks, as calibration splits them);
-// then the GEMMs on rank 0 alone. Predictions go through the code the simulator runs:
-// collective_table_time_us for the tables and compute_time_ns (less launch overhead) for GEMMs.
+// then the GEMMs on rank 0 alone (calibrate/gpu/gemm_check.hpp). Predictions go through the code the
+// simulator runs: collective_table_time_us for the tables and compute_time_ns (less launch overhead) for GEMMs.
 #include "calibrate/gpu/profile_check.hpp"
 
 #include <filesystem>
@@ -11,10 +11,10 @@
 
 #include "calibrate/collective_tables.hpp"
 #include "calibrate/gemm_grid.hpp"
+#include "calibrate/gemm_shapes_file.hpp"
 #include "calibrate/gpu/checks.hpp"
 #include "calibrate/gpu/cupti_timer.hpp"
-#include "calibrate/gpu/gemm_bench.hpp"
-#include "calibrate/gpu/gemm_calibration.hpp"
+#include "calibrate/gpu/gemm_check.hpp"
 #include "calibrate/gpu/nccl_bench.hpp"
 #include "calibrate/model_fit.hpp"
 #include "calibrate/profile.hpp"
@@ -24,7 +24,6 @@
 namespace twin::gpu {
 namespace {
 
-constexpr double kGemmLimitPct = 5;
 constexpr double kCollectiveLimitPct = 10;
 
 // 3 * 4^i KiB: 12 KiB .. 768 MiB, each between two of calibration's power-of-two sizes.
@@ -32,10 +31,6 @@ std::vector<Bytes> check_sizes(Bytes max_bytes) {
   std::vector<Bytes> sizes;
   for (Bytes s = 3 * 4096; s <= max_bytes; s *= 4) sizes.push_back(s);
   return sizes;
-}
-
-std::string shape_text(const GemmShape& g) {
-  return fmt::format("m={} n={} k={} ta={} tb={}", g.m, g.n, g.k, int(g.transpose_a), int(g.transpose_b));
 }
 
 std::vector<CheckRow> check_collectives(const Profile& profile, const RankIdentity& identity, Bytes max_bytes) {
@@ -83,68 +78,23 @@ std::vector<CheckRow> check_collectives(const Profile& profile, const RankIdenti
   return rows;
 }
 
-std::vector<CheckRow> check_gemms(const Profile& profile, const GpuSpec& gpu) {
-  std::vector<CheckRow> rows;
-  const GpuKernelProfile& kernels = profile.kernels_for(gpu);
-  cudaStream_t stream = nullptr;
-  TWIN_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  {
-    GemmBench bench(stream);
-    CuptiKernelTimer timer;
-    std::size_t free_bytes = 0, total_bytes = 0;
-    TWIN_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
-    const GemmRuns runs = gemm_runs(false);
-    heat_gpu(bench, timer, kHeatSeconds);  // as calibration does, so both measure a hot GPU
-    for (const ModelGemm& gemm : off_grid_model_gemms()) {
-      const GemmShape& shape = gemm.shape;
-      if (kernels.measured.count(gemm_key(shape))) {
-        spdlog::warn("[check] {} ({}) was measured by calibration: not an independent check, skipped",
-                     gemm_key(shape), gemm.origin);
-        continue;
-      }
-      // As calibration times its grid (calibrate_gemms, full mode).
-      keep_gpu_hot(bench, timer);
-      const auto measurement = bench.measure(shape, timer, runs.warmup, runs.timed, free_bytes / 2);
-      if (!measurement) {
-        spdlog::warn("[check] {} ({}) does not fit in memory, skipped", shape_text(shape), gemm.origin);
-        continue;
-      }
-      Op op;
-      op.kind = OpKind::gemm;
-      op.gemm = shape;
-      CheckRow row;
-      row.kind = "gemm";
-      row.shape = shape_text(shape);
-      row.origin = gemm.origin;
-      row.measured_us = measurement->median_ns * 1e-3;
-      row.predicted_us =
-          (static_cast<double>(compute_time_ns(profile, gpu, op)) - kernels.launch_overhead_ns) * 1e-3;
-      row.limit_pct = kGemmLimitPct;
-      row.tflops = gemm_flops(shape) / measurement->median_ns * 1e-3;
-      spdlog::info("[check] GEMM {} ({}): measured {:.1f} us, predicted {:.1f} us ({:+.1f}%)", row.shape, row.origin,
-                   row.measured_us, row.predicted_us, row.error_pct());
-      rows.push_back(row);
-    }
-  }
-  TWIN_CUDA_CHECK(cudaStreamDestroy(stream));
-  return rows;
-}
-
 std::string number(double value) { return value == 0 ? "" : fmt::format("{:.2f}", value); }
 
 }  // namespace
 
 std::string check_table_markdown(const std::vector<CheckRow>& rows) {
   std::string out =
-      "| kind | shape | origin | ranks | measured_us | predicted_us | error_pct | limit_pct | TFLOP/s | busbw_GBps | "
-      "profile_busbw_GBps | fit_model_us | pass |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
+      "| kind | shape | origin | ranks | measured_us | predicted_us | error_pct | limit_pct | TFLOP/s | raw_us | clock_MHz | "
+      "spread_pct | neighbours_now_us | busbw_GBps | profile_busbw_GBps | fit_model_us | pass |\n"
+      "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n";
   int passed = 0;
   for (const CheckRow& r : rows) {
     passed += r.passes();
-    out += fmt::format("| {} | {} | {} | {} | {:.2f} | {:.2f} | {:+.2f} | {:.0f} | {} | {} | {} | {} | {} |\n", r.kind,
-                       r.shape, r.origin, r.ranks, r.measured_us, r.predicted_us, r.error_pct(), r.limit_pct, number(r.tflops),
-                       number(r.busbw_GBps), number(r.profile_busbw_GBps), number(r.fit_model_us),
-                       r.passes() ? "yes" : "NO");
+    out += fmt::format("| {} | {} | {} | {} | {:.2f} | {:.2f} | {:+.2f} | {:.0f} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
+                       r.kind, r.shape, r.origin, r.ranks, r.measured_us, r.predicted_us, r.error_pct(), r.limit_pct,
+                       number(r.tflops), number(r.measured_raw_us), number(r.sm_clock_MHz), number(r.spread_pct),
+                       number(r.neighbours_now_us), number(r.busbw_GBps), number(r.profile_busbw_GBps),
+                       number(r.fit_model_us), r.passes() ? "yes" : "NO");
   }
   out += fmt::format("\n{} of {} within their limit (GEMM {:.0f}%, collectives {:.0f}%)\n", passed, rows.size(),
                      kGemmLimitPct, kCollectiveLimitPct);
@@ -152,21 +102,25 @@ std::string check_table_markdown(const std::vector<CheckRow>& rows) {
 }
 
 std::string check_table_csv(const std::vector<CheckRow>& rows) {
-  std::string out = "kind,shape,origin,ranks,size_B,measured_us,predicted_us,error_pct,limit_pct,tflops,busbw_GBps,"
-                    "profile_busbw_GBps,fit_model_us,pass\n";
+  std::string out = "kind,shape,origin,ranks,size_B,measured_us,predicted_us,error_pct,limit_pct,tflops,raw_us,clock_MHz,"
+                    "spread_pct,neighbours_now_us,busbw_GBps,profile_busbw_GBps,fit_model_us,pass,kernel\n";
   for (const CheckRow& r : rows)
-    out += fmt::format("{},{},\"{}\",{},{:.0f},{:.3f},{:.3f},{:.3f},{:.0f},{:.2f},{:.2f},{:.2f},{:.3f},{}\n", r.kind, r.shape,
-                       r.origin, r.ranks, r.size_bytes, r.measured_us, r.predicted_us, r.error_pct(), r.limit_pct, r.tflops,
-                       r.busbw_GBps, r.profile_busbw_GBps, r.fit_model_us, r.passes() ? "yes" : "no");
+    out += fmt::format("{},{},\"{}\",{},{:.0f},{:.3f},{:.3f},{:.3f},{:.0f},{:.2f},{:.3f},{:.0f},{:.2f},{:.3f},{:.2f},{:.2f},{:.3f},{},"
+                       "\"{}\"\n",
+                       r.kind, r.shape, r.origin, r.ranks, r.size_bytes, r.measured_us, r.predicted_us, r.error_pct(),
+                       r.limit_pct, r.tflops, r.measured_raw_us, r.sm_clock_MHz, r.spread_pct, r.neighbours_now_us,
+                       r.busbw_GBps, r.profile_busbw_GBps, r.fit_model_us, r.passes() ? "yes" : "no", r.kernel);
   return out;
 }
 
-int check_profile_rank(const std::string& profile_path, const std::string& out_dir, long long max_message_bytes,
-                       const RankIdentity& identity) {
+int check_profile_rank(const std::string& profile_path, const std::string& gemm_shapes_path, const std::string& out_dir,
+                       long long max_message_bytes, const RankIdentity& identity) {
   if (identity.rank != 0) spdlog::set_level(spdlog::level::warn);
   prepare_nccl_environment(identity);
   TWIN_CUDA_CHECK(cudaSetDevice(identity.local_rank));
   const Profile profile = load_profile(profile_path);
+  const std::vector<ModelGemm> shapes =  // read before any GPU work, so that a bad file fails at once
+      gemm_shapes_path.empty() ? off_grid_model_gemms() : read_gemm_shapes_file(gemm_shapes_path);
   if (profile.gpus.empty()) throw std::runtime_error(profile_path + ": no GPU kernel profile to check");
   const std::optional<GpuSpec> gpu = gpu_preset(profile.gpus.front().gpu);
   if (!gpu) throw std::runtime_error(profile_path + ": GPU " + profile.gpus.front().gpu + " is not a preset");
@@ -175,7 +129,7 @@ int check_profile_rank(const std::string& profile_path, const std::string& out_d
   std::vector<CheckRow> rows;
   if (identity.world_size > 1) rows = check_collectives(profile, identity, max_message_bytes);
   if (identity.rank != 0) return 0;
-  std::vector<CheckRow> gemms = check_gemms(profile, *gpu);
+  std::vector<CheckRow> gemms = check_gemms(profile, *gpu, shapes, out_dir);
   gemms.insert(gemms.end(), rows.begin(), rows.end());
   const std::filesystem::path dir(out_dir);
   std::filesystem::create_directories(dir);

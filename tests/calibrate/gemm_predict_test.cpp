@@ -79,6 +79,44 @@ TEST(PredictGemmTime, InterpolatesTheModelRatioByInverseSquaredDistance) {
   EXPECT_THROW(predict_gemm_time_ns({}, query, model), std::invalid_argument);
 }
 
+TEST(NearestMeasuredGemms, AreTheNeighboursThePredictionWeighs) {
+  auto model = [](const GemmShape& g) { return flops(g) * 1e-9; };
+  std::vector<MeasuredGemm> measured;
+  for (std::int64_t m : {1024, 2048, 4096, 8192})
+    for (std::int64_t n : {1024, 2048, 4096, 8192})
+      for (std::int64_t k : {1024, 4096}) {
+        const GemmShape g{m, n, k, 1, false, false};
+        measured.push_back({g, model(g) * (1 + 0.01 * static_cast<double>(measured.size() % 7))});
+      }
+  const GemmShape query{3000, 1500, 2000, 1, false, false};
+  const std::vector<std::size_t> nearest = nearest_measured_gemms(measured, query, kGemmNeighbours);
+  ASSERT_EQ(nearest.size(), std::size_t(kGemmNeighbours));
+  std::vector<MeasuredGemm> only_nearest;
+  for (std::size_t i : nearest) only_nearest.push_back(measured[i]);
+  EXPECT_NEAR(predict_gemm_time_ns(only_nearest, query, model), predict_gemm_time_ns(measured, query, model), 1e-9);
+  // Nearest first; asking for more than there are returns them all.
+  EXPECT_EQ(measured[nearest[0]].shape.m, 4096);  // (4096, 2048, 1024) lies nearest in octaves
+  EXPECT_EQ(measured[nearest[0]].shape.n, 2048);
+  EXPECT_EQ(nearest_measured_gemms(measured, query, 1000).size(), measured.size());
+}
+
+TEST(GemmTileWorkFactor, CountsTilePaddingAndTheLastWave) {
+  // 4096 x 4096 in 128 x 256 tiles: 512 tiles, 3.88 waves of 132 SMs run as 4; no tile does better.
+  EXPECT_NEAR(gemm_tile_work_factor({4096, 4096, 4096, 1, false, false}, 132), 4.0 / (512.0 / 132), 1e-12);
+  // Fewer tiles than SMs: no wave counted (cuBLASLt splits K), and 512 fits 128 x 256 tiles exactly.
+  EXPECT_DOUBLE_EQ(gemm_tile_work_factor({512, 512, 8192, 1, false, false}, 132), 1.0);
+  // n = 1344 fits no tile: about 14% more work than n = 1024 (measured 11% slower on an H200).
+  const double between = gemm_tile_work_factor({8192, 1344, 5120, 1, false, false}, 132);
+  const double grid = gemm_tile_work_factor({8192, 1024, 5120, 1, false, false}, 132);
+  EXPECT_GT(between / grid, 1.10);
+  EXPECT_LT(between / grid, 1.20);
+  for (std::int64_t m : {1, 7, 100, 1728, 9831})
+    for (std::int64_t n : {1, 64, 1280, 5504, 28672}) {
+      EXPECT_GE(gemm_tile_work_factor({m, n, 4096, 1, false, false}, 132), 1.0) << m << " x " << n;
+      EXPECT_GE(gemm_tile_work_factor({m, n, 4096, 3, false, false}, 132), 1.0) << m << " x " << n << " x 3";
+    }
+}
+
 TEST(ComputeTimeNs, UsesMeasuredGemmsForUnmeasuredShapesOnly) {
   const GpuSpec gpu = *gpu_preset("H200-141GB");
   Profile profile = builtin_profile();

@@ -101,6 +101,33 @@ TEST(CuptiKernelTimer, AttributesEveryRepetitionToItsRegion) {
   TWIN_CUDA_CHECK(cudaStreamDestroy(stream));
 }
 
+TEST(ClockProbe, ReportsTheSmClockAGemmRanAtAndItsKernel) {
+  REQUIRE_GPUS(1);
+  int device = 0, peak_kHz = 0;
+  TWIN_CUDA_CHECK(cudaGetDevice(&device));
+  TWIN_CUDA_CHECK(cudaDeviceGetAttribute(&peak_kHz, cudaDevAttrClockRate, device));
+  cudaStream_t stream = nullptr;
+  TWIN_CUDA_CHECK(cudaStreamCreate(&stream));
+  {
+    GemmBench bench(stream);
+    CuptiKernelTimer timer;
+    const GemmShape shape{4096, 4096, 4096, 1, false, false};
+    std::vector<double> cycles;
+    for (int i = 0; i < 2; ++i) {
+      const auto m = bench.measure(shape, timer, 3, 10, 1ull << 30);
+      ASSERT_TRUE(m.has_value());
+      // The reference: the device's peak SM clock; a GPU under load runs at most at it, and not 5x below.
+      EXPECT_GT(bench.last_sm_clock_MHz(), peak_kHz / 1e3 / 5);
+      EXPECT_LT(bench.last_sm_clock_MHz(), peak_kHz / 1e3 * 1.05);
+      EXPECT_FALSE(bench.last_kernel().empty());
+      cycles.push_back(m->median_ns * bench.last_sm_clock_MHz());
+    }
+    // Counted in cycles, two timings of one shape agree even where the clock moved between them.
+    EXPECT_NEAR(cycles[1] / cycles[0], 1.0, 0.15);
+  }
+  TWIN_CUDA_CHECK(cudaStreamDestroy(stream));
+}
+
 TEST(CollectiveBench, AllCollectivesRunAcrossLocalGpusWithNcclTestsBandwidth) {
   REQUIRE_GPUS(2);
   setenv("NCCL_NVLS_ENABLE", "0", 1);

@@ -5,8 +5,8 @@
 # then twin execute: every strategy against the single-GPU loss curve, speed, scaling and faults.
 # Logs and tables go to $OUT (or out/gpu-check): run.log, ctest.log, calibrate.log, profile.json,
 # check.log, check.csv, check.md.
-# TWIN_GPU_STEPS picks steps (default: all but accuracy): tests calibrate calibrate-checks check execute
-# mpirun accuracy;
+# TWIN_GPU_STEPS picks steps (default: all but accuracy and check-sweep): tests calibrate calibrate-checks check
+# check-sweep execute mpirun accuracy;
 # `accuracy` runs issue 5's study on as many GPUs as the machine has (scenarios/accuracy-llama2-7b-<N>xH200.json,
 # or TWIN_ACCURACY_SCENARIO) with this call's profile. TWIN_PROFILE=FILE skips calibration and checks that profile instead.
 # TWIN_CALIBRATE_SCENARIO=S.json makes calibration also measure the exact shapes of S's candidates.
@@ -24,6 +24,12 @@ gpus=$(nvidia-smi -L | wc -l)
 
 step "machine"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true
+# SM clock, power and temperature every 200 ms for the whole call (read only): what the GPU ran at when a
+# measurement moved.
+nvidia-smi --query-gpu=index,timestamp,clocks.sm,clocks.mem,power.draw,temperature.gpu,clocks_throttle_reasons.active \
+  --format=csv -lms 200 > "$OUT/gpu_clocks.csv" 2>/dev/null &
+clock_logger=$!
+trap 'kill $clock_logger 2>/dev/null' EXIT
 nvidia-smi topo -m || true
 nvcc --version | tail -1; cmake --version | head -1; nproc
 
@@ -111,6 +117,16 @@ if wants check && [ -f "$OUT/profile.json" ]; then
   echo "check: ${SECONDS}s wall"
   grep -E "error|\[check\]" "$OUT/check.log" | head -5
   cat "$OUT/check.md" 2>/dev/null || tail -20 "$OUT/check.log"
+fi
+if wants check-sweep && [ -f "$OUT/profile.json" ]; then
+  # Sweeps of K, N and M between grid sizes (tests/gpu/gemm_sweep.json): where the kernel cuBLASLt
+  # picks, or its tiles, leave the interpolation between the grid's half octaves.
+  step "GEMM sweeps between grid sizes: twin calibrate --check --check-gemms tests/gpu/gemm_sweep.json"
+  SECONDS=0
+  "$twin" calibrate --check "$OUT/profile.json" --check-gemms tests/gpu/gemm_sweep.json --check-out "$OUT/sweep" \
+    > "$OUT/sweep.log" 2>&1
+  echo "sweep: exit $?, ${SECONDS}s wall"
+  grep -E "neighbours run|within their limit" "$OUT/sweep.log" "$OUT/sweep/check.md" | tail -3
 fi
 if wants calibrate-checks; then
 step "scenario shapes (1 GPU, quick, at most 90 s)"
