@@ -24,7 +24,7 @@ std::vector<GemmShape> ordered(const std::set<ShapeTuple>& shapes) {
 
 }  // namespace
 
-GemmRuns gemm_runs(bool quick) { return quick ? GemmRuns{3, 10} : GemmRuns{5, 25}; }
+GemmRuns gemm_runs(bool quick) { return quick ? GemmRuns{3, 10, 1} : GemmRuns{3, 10, 3}; }
 
 bool is_power_of_two(std::int64_t x) { return x > 0 && (x & (x - 1)) == 0; }
 
@@ -48,7 +48,8 @@ double estimated_gemm_kernel_ns(const GemmShape& shape, const GpuSpec& gpu) {
 double estimated_gemm_calibration_seconds(const std::vector<GemmShape>& shapes, const GpuSpec& gpu, bool quick) {
   const GemmRuns runs = gemm_runs(quick);
   double ns = 0;
-  for (const GemmShape& shape : shapes) ns += (runs.warmup + runs.timed) * estimated_gemm_kernel_ns(shape, gpu);
+  for (const GemmShape& shape : shapes)
+    ns += runs.rounds * (runs.warmup + runs.timed) * estimated_gemm_kernel_ns(shape, gpu);
   return ns * 1e-9;
 }
 

@@ -11,10 +11,14 @@
 
 namespace twin {
 
-// Launches per GEMM shape: untimed warm-up, then timed repetitions (the median is kept).
+// Launches per GEMM shape and round: untimed warm-up, then timed repetitions (the median is kept); the
+// shapes are timed in `rounds` passes, each in its own order, and a shape keeps its median round
+// (calibrate/sm_clock.hpp): one timing is a draw from the swings of a power-limited GPU's clock, and
+// scaling to one clock leaves about 3% of noise (sd) that the median of three rounds halves.
 struct GemmRuns {
   int warmup = 0;
   int timed = 0;
+  int rounds = 1;
 };
 GemmRuns gemm_runs(bool quick);
 

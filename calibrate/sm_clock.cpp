@@ -2,6 +2,9 @@
 // can check, and over the +-10% the clock swings the two differ by under 1%.
 #include "calibrate/sm_clock.hpp"
 
+#include <algorithm>
+#include <stdexcept>
+
 #include "calibrate/model_fit.hpp"
 
 namespace twin {
@@ -24,6 +27,15 @@ Measurement at_sm_clock(const Measurement& measured, double reference_MHz) {
   scaled.p10_ns = time_at_sm_clock_ns(measured.p10_ns, measured.sm_clock_MHz, reference_MHz);
   scaled.p90_ns = time_at_sm_clock_ns(measured.p90_ns, measured.sm_clock_MHz, reference_MHz);
   return scaled;
+}
+
+Measurement median_round_at_sm_clock(const std::vector<Measurement>& rounds, double reference_MHz) {
+  if (rounds.empty()) throw std::invalid_argument("median_round_at_sm_clock: no rounds");
+  std::vector<Measurement> scaled;
+  for (const Measurement& round : rounds) scaled.push_back(at_sm_clock(round, reference_MHz));
+  std::stable_sort(scaled.begin(), scaled.end(),
+                   [](const Measurement& a, const Measurement& b) { return a.median_ns < b.median_ns; });
+  return scaled[(scaled.size() - 1) / 2];
 }
 
 }  // namespace twin

@@ -20,4 +20,8 @@ double time_at_sm_clock_ns(double time_ns, double clock_MHz, double reference_MH
 // ran at.
 Measurement at_sm_clock(const Measurement& measured, double reference_MHz);
 
+// Of one shape's rounds, the one whose median at `reference_MHz` is the median (the lower middle for an
+// even count), scaled to it. Throws std::invalid_argument when `rounds` is empty.
+Measurement median_round_at_sm_clock(const std::vector<Measurement>& rounds, double reference_MHz);
+
 }  // namespace twin

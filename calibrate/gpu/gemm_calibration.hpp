@@ -37,8 +37,9 @@ void heat_gpu(GemmBench& bench, CuptiKernelTimer& timer, double seconds);
 inline constexpr int kHeaterLaunchesPerShape = 12;
 void keep_gpu_hot(GemmBench& bench, CuptiKernelTimer& timer);
 
-// Times each shape once, in a fixed shuffled order on a hot GPU, with the SM clock it ran at, then scales
-// every time to the median clock of the run.
+// Times each shape in gemm_runs(quick).rounds passes, each in its own fixed shuffled order on a hot GPU,
+// with the SM clock each timing ran at; every time is scaled to the median clock of all timings and each
+// shape keeps its median round. `measured` follows the order of first appearance in `shapes`.
 GemmCalibration calibrate_gemms(const std::vector<GemmShape>& shapes, double peak_tflops, bool quick,
                                 const std::function<void(const std::string&)>& progress);
 

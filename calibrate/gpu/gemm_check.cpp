@@ -1,4 +1,4 @@
-// Times are medians of each round's median (kGemmCheckRounds rounds of gemm_runs(false) repetitions),
+// Times are medians of each round's median (gemm_runs(false): calibration's rounds and repetitions),
 // every shape after the same burst of large GEMMs as in calibration (keep_gpu_hot), each round's time
 // scaled from the SM clock it ran at to the profile's reference clock as calibration scales its own. Shapes are keyed by
 // their profile key in ordered maps so that the order of the rounds depends only on the inputs.
@@ -67,7 +67,7 @@ void time_in_rounds(std::map<std::string, TimedShape>& shapes) {
     heat_gpu(bench, timer, kHeatSeconds);  // as calibration does, so both measure a hot GPU
     std::vector<std::string> order;
     for (const auto& [key, timed] : shapes) order.push_back(key);
-    for (int round = 0; round < kGemmCheckRounds; ++round) {
+    for (int round = 0; round < runs.rounds; ++round) {
       std::shuffle(order.begin(), order.end(), std::mt19937(20261123 + round));
       for (const std::string& key : order) {
         TimedShape& timed = shapes.at(key);
@@ -78,7 +78,7 @@ void time_in_rounds(std::map<std::string, TimedShape>& shapes) {
         timed.round_clock_MHz.push_back(bench.last_sm_clock_MHz());
         timed.kernel = bench.last_kernel();
       }
-      spdlog::info("[check] GEMM round {}/{}: {} shapes timed", round + 1, kGemmCheckRounds, order.size());
+      spdlog::info("[check] GEMM round {}/{}: {} shapes timed", round + 1, runs.rounds, order.size());
     }
     if (timer.dropped_records() > 0)
       throw std::runtime_error(fmt::format("CUPTI dropped {} activity records: GEMM check timings are incomplete",
@@ -88,16 +88,17 @@ void time_in_rounds(std::map<std::string, TimedShape>& shapes) {
 }
 
 std::string rounds_csv(const std::map<std::string, TimedShape>& shapes) {
+  const int rounds = gemm_runs(false).rounds;
   std::string out = "shape,role,profile_us";
-  for (int round = 1; round <= kGemmCheckRounds; ++round) out += fmt::format(",round{}_us", round);
-  for (int round = 1; round <= kGemmCheckRounds; ++round) out += fmt::format(",round{}_MHz", round);
+  for (int round = 1; round <= rounds; ++round) out += fmt::format(",round{}_us", round);
+  for (int round = 1; round <= rounds; ++round) out += fmt::format(",round{}_MHz", round);
   out += ",kernel\n";
   for (const auto& [key, timed] : shapes) {
     out += fmt::format("{},{},{:.3f}", shape_text(timed.shape), timed.checked ? "checked" : "neighbour",
                        timed.profile_ns * 1e-3);
-    for (int round = 0; round < kGemmCheckRounds; ++round)
+    for (int round = 0; round < rounds; ++round)
       out += round < int(timed.round_ns.size()) ? fmt::format(",{:.3f}", timed.round_ns[round] * 1e-3) : ",";
-    for (int round = 0; round < kGemmCheckRounds; ++round)
+    for (int round = 0; round < rounds; ++round)
       out += round < int(timed.round_clock_MHz.size()) ? fmt::format(",{:.0f}", timed.round_clock_MHz[round]) : ",";
     out += fmt::format(",\"{}\"\n", timed.kernel);
   }
@@ -127,7 +128,7 @@ std::vector<CheckRow> check_gemms(const Profile& profile, const GpuSpec& gpu, co
     }
   }
   spdlog::info("[check] {} GEMM shapes and {} measured neighbours, {} rounds", checked.size(),
-               shapes.size() - checked.size(), kGemmCheckRounds);
+               shapes.size() - checked.size(), gemm_runs(false).rounds);
   time_in_rounds(shapes);
   std::filesystem::create_directories(out_dir);
   write_file_atomically(std::filesystem::path(out_dir) / "gemm_rounds.csv", rounds_csv(shapes));

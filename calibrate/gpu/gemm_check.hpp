@@ -15,7 +15,6 @@
 namespace twin::gpu {
 
 inline constexpr double kGemmLimitPct = 5;
-inline constexpr int kGemmCheckRounds = 3;
 
 // One CheckRow per shape of `gemms` that the profile did not measure (measured ones are skipped with a
 // warning). Writes `out_dir`/gemm_rounds.csv: every timed shape (checked and neighbour), its profile time

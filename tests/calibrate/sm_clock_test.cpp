@@ -31,5 +31,18 @@ TEST(SmClock, ScalesTimeAsCyclesAtTheReference) {
   EXPECT_EQ(scaled.samples, 25);
 }
 
+TEST(SmClock, KeepsTheMedianRoundAtTheReference) {
+  // In cycles the rounds are 180k, 150k and 165k: the middle one, 165k cycles, is 110 us at 1500 MHz,
+  // although its time as measured (100 us) is not the middle one.
+  const Measurement kept =
+      median_round_at_sm_clock({timed_at(100e3, 1800), timed_at(100e3, 1500), timed_at(100e3, 1650)}, 1500);
+  EXPECT_DOUBLE_EQ(kept.median_ns, 110e3);
+  EXPECT_DOUBLE_EQ(kept.sm_clock_MHz, 1650);
+  // Two rounds: the lower one; one round: itself.
+  EXPECT_DOUBLE_EQ(median_round_at_sm_clock({timed_at(90e3, 1500), timed_at(80e3, 1500)}, 1500).median_ns, 80e3);
+  EXPECT_DOUBLE_EQ(median_round_at_sm_clock({timed_at(90e3, 1500)}, 1000).median_ns, 135e3);
+  EXPECT_THROW(median_round_at_sm_clock({}, 1500), std::invalid_argument);
+}
+
 }  // namespace
 }  // namespace twin
