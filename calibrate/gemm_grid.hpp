@@ -22,7 +22,8 @@ struct GemmRuns {
 };
 GemmRuns gemm_runs(bool quick);
 
-// Half-octave sizes 256, 384, 512, 768, ..., 12288, 16384: the powers of two and 1.5 times each.
+// Half-octave sizes 256, 384, 512, 768, ..., 24576, 32768: the powers of two and 1.5 times each (tokens per
+// micro-batch and the widest layers, 28672 in Llama-2 70B, reach past 16384).
 std::vector<std::int64_t> half_octave_sizes();
 bool is_power_of_two(std::int64_t x);
 
@@ -44,7 +45,7 @@ GemmGrid default_gemm_grid(bool quick, const GpuSpec& gpu);
 
 // The built-in profile's kernel time of one GEMM on `gpu`, launch overhead excluded.
 double estimated_gemm_kernel_ns(const GemmShape& shape, const GpuSpec& gpu);
-// GPU kernel time of timing `shapes` as calibration does ((warm-up + timed) launches each), from
+// GPU kernel time of timing `shapes` as calibration does (rounds x (warm-up + timed) launches each), from
 // estimated_gemm_kernel_ns; allocation, data fill and CUPTI processing come on top.
 double estimated_gemm_calibration_seconds(const std::vector<GemmShape>& shapes, const GpuSpec& gpu, bool quick);
 

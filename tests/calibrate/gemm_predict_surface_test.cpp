@@ -140,9 +140,10 @@ TEST(PredictGemmTime, LeaveOneOutOnASmoothSurfaceMeetsTheTaylorBound) {
   leave_one_out(false, all, clean);
   std::printf("smooth surface, untransposed shapes of at least 2^31 FLOPs: %s (largest bound %.2f%%)\n",
               all.text().c_str(), all.largest_bound_pct);
-  // The per-shape bound asserted in leave_one_out is at most 1.53% over these shapes (printed): on the
-  // half-octave grid, this +-9% surface is interpolated to within 1.6%.
-  EXPECT_LT(all.largest_bound_pct, 1.6);
+  // The per-shape bound asserted in leave_one_out is at most 2.16% over these shapes (printed; 1.53% before
+  // the grid reached 32768, whose edge shapes have neighbours on one side only): on the half-octave grid,
+  // this +-9% surface is interpolated to within 1.6%.
+  EXPECT_LT(all.largest_bound_pct, 2.2);
   EXPECT_LT(all.max(), 1.6);
 }
 
