@@ -2,7 +2,9 @@
 # Measures the profiles twin ships (calibrate/profiles/<gpu>-x<N>.json) in one device call: the whole
 # GPU check (tests/gpu/run.sh: tests, calibration of every GPU, the independent check), then
 # calibrations of fewer GPUs on the same machine. Logs are packed into one archive because the device
-# returns at most 8 files.
+# returns at most 8 files. One calibration takes about 7 minutes since 2026-11-23 (three rounds over a grid
+# to 32768), so a 10-minute device call holds one: run the full check with TWIN_GPU_STEPS="calibrate check"
+# TWIN_SHIP_FEWER_GPUS="", then one call per smaller count with TWIN_GPU_STEPS=none TWIN_SHIP_FEWER_GPUS=N.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 export OUT="${OUT:-out/gpu-ship}" NCCL_NVLS_ENABLE=0
