@@ -88,7 +88,7 @@ struct GpuKernelProfile {
   double launch_overhead_ns = 0;          // added to every kernel
   // GEMM times are at this SM clock: the median clock of calibration's GEMM timings on a GPU held at its
   // power limit, where the clock swings by tens of percent and a GEMM's time with it
-  // (calibrate/gpu/clock_probe.hpp). 0: GEMM times as measured (profiles before 2026-11-24).
+  // (calibrate/gpu/clock_probe.hpp). 0: GEMM times as measured (profiles calibrated before 2026-11-23 20:00 UTC).
   double reference_sm_clock_MHz = 0;
   // Exact shapes measured by calibration: key from kernel_shape_key(op) -> time. Lookup wins over the model.
   std::map<std::string, Measurement> measured;

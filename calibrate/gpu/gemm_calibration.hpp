@@ -2,14 +2,14 @@
 // feasible candidates, each timed through cuBLASLt under CUPTI, and the GEMM efficiency model refitted
 // over all of them.
 #pragma once
+#include <cstdint>
 #include <functional>
-
-#include "calibrate/gpu/cupti_timer.hpp"
-#include "calibrate/gpu/gemm_bench.hpp"
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "calibrate/gpu/cupti_timer.hpp"
+#include "calibrate/gpu/gemm_bench.hpp"
 #include "calibrate/profile.hpp"
 #include "core/op.hpp"
 
@@ -36,6 +36,22 @@ void heat_gpu(GemmBench& bench, CuptiKernelTimer& timer, double seconds);
 // let the GPU cool and clock up between them, and time them faster than a training step runs them.
 inline constexpr int kHeaterLaunchesPerShape = 12;
 void keep_gpu_hot(GemmBench& bench, CuptiKernelTimer& timer);
+
+// One timing of one shape: its measurement, with sm_clock_MHz the clock it ran at, and the cuBLASLt
+// kernel(s) CUPTI saw.
+struct GemmTiming {
+  Measurement measured;
+  std::string kernel;
+};
+
+// The timing protocol calibration and `twin calibrate --check` share: heat the GPU, then
+// gemm_runs(quick).rounds passes over `shapes`, each in the order std::shuffle with mt19937(seed + round)
+// gives, every timing after keep_gpu_hot (not with `quick`). Returns each shape's timings, one per round;
+// none when its operands do not fit in half the free device memory. `on_timing` follows every timing with
+// the shape's index, its position in the round's order and the round.
+std::vector<std::vector<GemmTiming>> time_gemm_rounds(
+    const std::vector<GemmShape>& shapes, bool quick, std::uint32_t seed,
+    const std::function<void(std::size_t shape, std::size_t visit, int round, const GemmTiming&)>& on_timing);
 
 // Times each shape in gemm_runs(quick).rounds passes, each in its own fixed shuffled order on a hot GPU,
 // with the SM clock each timing ran at; every time is scaled to the median clock of all timings and each

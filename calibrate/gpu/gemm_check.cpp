@@ -1,22 +1,19 @@
-// Times are medians of each round's median (gemm_runs(false): calibration's rounds and repetitions),
-// every shape after the same burst of large GEMMs as in calibration (keep_gpu_hot), each round's time
-// scaled from the SM clock it ran at to the profile's reference clock as calibration scales its own. Shapes are keyed by
-// their profile key in ordered maps so that the order of the rounds depends only on the inputs.
+// Timed by calibration's own protocol (time_gemm_rounds, not quick); a shape's time is the median of its
+// rounds, each scaled from the SM clock it ran at to the profile's reference clock as calibration scales
+// its own. Shapes are keyed by their profile key in ordered maps so that the order of the rounds depends
+// only on the inputs.
 #include "calibrate/gpu/gemm_check.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <map>
-#include <random>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include "calibrate/gemm_predictor.hpp"
 #include "calibrate/sm_clock.hpp"
-#include "calibrate/gpu/checks.hpp"
-#include "calibrate/gpu/cupti_timer.hpp"
 #include "calibrate/gpu/fit.hpp"
 #include "calibrate/gpu/gemm_bench.hpp"
 #include "calibrate/gpu/gemm_calibration.hpp"
@@ -29,9 +26,7 @@ struct TimedShape {
   GemmShape shape;
   bool checked = false;        // a shape under check (else a neighbour of one)
   double profile_ns = 0;       // neighbours: the profile's measured time
-  std::vector<double> round_ns;
-  std::vector<double> round_clock_MHz;  // the SM clock each round's timing ran at
-  std::string kernel;
+  std::vector<GemmTiming> rounds;
 };
 
 std::string shape_text(const GemmShape& g) {
@@ -43,9 +38,16 @@ double median_of(std::vector<double> values) { return percentile(std::move(value
 // Each round's time at the profile's reference clock (as measured where the profile has none).
 std::vector<double> at_reference_clock(const TimedShape& timed, double reference_MHz) {
   std::vector<double> times;
-  for (std::size_t r = 0; r < timed.round_ns.size(); ++r)
-    times.push_back(time_at_sm_clock_ns(timed.round_ns[r], timed.round_clock_MHz[r], reference_MHz));
+  for (const GemmTiming& round : timed.rounds)
+    times.push_back(time_at_sm_clock_ns(round.measured.median_ns, round.measured.sm_clock_MHz, reference_MHz));
   return times;
+}
+
+// Each round's time, or its clock, as timed.
+std::vector<double> as_timed(const TimedShape& timed, double Measurement::*field) {
+  std::vector<double> values;
+  for (const GemmTiming& round : timed.rounds) values.push_back(round.measured.*field);
+  return values;
 }
 
 Op gemm_op(const GemmShape& shape) {
@@ -56,35 +58,12 @@ Op gemm_op(const GemmShape& shape) {
 }
 
 void time_in_rounds(std::map<std::string, TimedShape>& shapes) {
-  cudaStream_t stream = nullptr;
-  TWIN_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  {
-    GemmBench bench(stream);
-    CuptiKernelTimer timer;
-    std::size_t free_bytes = 0, total_bytes = 0;
-    TWIN_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
-    const GemmRuns runs = gemm_runs(false);
-    heat_gpu(bench, timer, kHeatSeconds);  // as calibration does, so both measure a hot GPU
-    std::vector<std::string> order;
-    for (const auto& [key, timed] : shapes) order.push_back(key);
-    for (int round = 0; round < runs.rounds; ++round) {
-      std::shuffle(order.begin(), order.end(), std::mt19937(20261123 + round));
-      for (const std::string& key : order) {
-        TimedShape& timed = shapes.at(key);
-        keep_gpu_hot(bench, timer);
-        const auto measurement = bench.measure(timed.shape, timer, runs.warmup, runs.timed, free_bytes / 2);
-        if (!measurement) continue;
-        timed.round_ns.push_back(measurement->median_ns);
-        timed.round_clock_MHz.push_back(bench.last_sm_clock_MHz());
-        timed.kernel = bench.last_kernel();
-      }
-      spdlog::info("[check] GEMM round {}/{}: {} shapes timed", round + 1, runs.rounds, order.size());
-    }
-    if (timer.dropped_records() > 0)
-      throw std::runtime_error(fmt::format("CUPTI dropped {} activity records: GEMM check timings are incomplete",
-                                           timer.dropped_records()));
-  }
-  TWIN_CUDA_CHECK(cudaStreamDestroy(stream));
+  std::vector<GemmShape> order;
+  for (const auto& [key, timed] : shapes) order.push_back(timed.shape);
+  auto timings = time_gemm_rounds(order, false, 20261123, nullptr);
+  std::size_t i = 0;
+  for (auto& [key, timed] : shapes) timed.rounds = std::move(timings[i++]);
+  spdlog::info("[check] {} GEMM shapes timed in {} rounds", shapes.size(), gemm_runs(false).rounds);
 }
 
 std::string rounds_csv(const std::map<std::string, TimedShape>& shapes) {
@@ -96,11 +75,12 @@ std::string rounds_csv(const std::map<std::string, TimedShape>& shapes) {
   for (const auto& [key, timed] : shapes) {
     out += fmt::format("{},{},{:.3f}", shape_text(timed.shape), timed.checked ? "checked" : "neighbour",
                        timed.profile_ns * 1e-3);
+    const int timed_rounds = static_cast<int>(timed.rounds.size());
     for (int round = 0; round < rounds; ++round)
-      out += round < int(timed.round_ns.size()) ? fmt::format(",{:.3f}", timed.round_ns[round] * 1e-3) : ",";
+      out += round < timed_rounds ? fmt::format(",{:.3f}", timed.rounds[round].measured.median_ns * 1e-3) : ",";
     for (int round = 0; round < rounds; ++round)
-      out += round < int(timed.round_clock_MHz.size()) ? fmt::format(",{:.0f}", timed.round_clock_MHz[round]) : ",";
-    out += fmt::format(",\"{}\"\n", timed.kernel);
+      out += round < timed_rounds ? fmt::format(",{:.0f}", timed.rounds[round].measured.sm_clock_MHz) : ",";
+    out += fmt::format(",\"{}\"\n", timed_rounds > 0 ? timed.rounds.back().kernel : "");
   }
   return out;
 }
@@ -120,11 +100,11 @@ std::vector<CheckRow> check_gemms(const Profile& profile, const GpuSpec& gpu, co
       continue;
     }
     checked.push_back(gemm);
-    shapes[key] = TimedShape{gemm.shape, true, 0, {}, {}, {}};
+    shapes[key] = TimedShape{gemm.shape, true, 0, {}};
     neighbours.push_back(nearest_measured_gemms(kernels.measured_gemms, gemm.shape, kGemmNeighbours));
     for (std::size_t i : neighbours.back()) {
       const MeasuredGemm& neighbour = kernels.measured_gemms[i];
-      shapes.try_emplace(gemm_key(neighbour.shape), TimedShape{neighbour.shape, false, neighbour.time_ns, {}, {}, {}});
+      shapes.try_emplace(gemm_key(neighbour.shape), TimedShape{neighbour.shape, false, neighbour.time_ns, {}});
     }
   }
   spdlog::info("[check] {} GEMM shapes and {} measured neighbours, {} rounds", checked.size(),
@@ -140,7 +120,7 @@ std::vector<CheckRow> check_gemms(const Profile& profile, const GpuSpec& gpu, co
     spdlog::warn("[check] the profile records no reference SM clock: times compared as measured");
   std::vector<double> drift;  // neighbours: now / at calibration
   for (const auto& [key, timed] : shapes)
-    if (!timed.checked && !timed.round_ns.empty())
+    if (!timed.checked && !timed.rounds.empty())
       drift.push_back(median_of(at_reference_clock(timed, reference_MHz)) / timed.profile_ns);
   if (!drift.empty())
     spdlog::info("[check] re-timed neighbours run {:+.1f}% (median) against the profile", 100 * (median_of(drift) - 1));
@@ -149,7 +129,7 @@ std::vector<CheckRow> check_gemms(const Profile& profile, const GpuSpec& gpu, co
   for (std::size_t c = 0; c < checked.size(); ++c) {
     const ModelGemm& gemm = checked[c];
     const TimedShape& timed = shapes.at(gemm_key(gemm.shape));
-    if (timed.round_ns.empty()) {
+    if (timed.rounds.empty()) {
       spdlog::warn("[check] {} ({}) does not fit in memory, skipped", shape_text(gemm.shape), gemm.origin);
       continue;
     }
@@ -157,7 +137,7 @@ std::vector<CheckRow> check_gemms(const Profile& profile, const GpuSpec& gpu, co
     // The neighbours' times now, in a copy of the profile: how the prediction moves with them.
     GpuKernelProfile now = kernels;
     for (std::size_t i : neighbours[c])
-      if (const TimedShape& n = shapes.at(gemm_key(now.measured_gemms[i].shape)); !n.round_ns.empty())
+      if (const TimedShape& n = shapes.at(gemm_key(now.measured_gemms[i].shape)); !n.rounds.empty())
         now.measured_gemms[i].time_ns = median_of(at_reference_clock(n, reference_MHz));
     const double neighbours_move = benchmark_kernel_time_ns(now, gpu, op) / benchmark_kernel_time_ns(kernels, gpu, op);
 
@@ -167,8 +147,8 @@ std::vector<CheckRow> check_gemms(const Profile& profile, const GpuSpec& gpu, co
     row.origin = gemm.origin;
     const std::vector<double> times_ns = at_reference_clock(timed, reference_MHz);
     row.measured_us = median_of(times_ns) * 1e-3;
-    row.measured_raw_us = median_of(timed.round_ns) * 1e-3;
-    row.sm_clock_MHz = median_of(timed.round_clock_MHz);
+    row.measured_raw_us = median_of(as_timed(timed, &Measurement::median_ns)) * 1e-3;
+    row.sm_clock_MHz = median_of(as_timed(timed, &Measurement::sm_clock_MHz));
     row.predicted_us =
         (static_cast<double>(compute_time_ns(profile, gpu, op)) - kernels.launch_overhead_ns) * 1e-3;
     row.limit_pct = kGemmLimitPct;
@@ -176,7 +156,7 @@ std::vector<CheckRow> check_gemms(const Profile& profile, const GpuSpec& gpu, co
     const auto [low, high] = std::minmax_element(times_ns.begin(), times_ns.end());
     row.spread_pct = 100 * (*high - *low) / (row.measured_us * 1e3);
     row.neighbours_now_us = row.predicted_us * neighbours_move;
-    row.kernel = timed.kernel;
+    row.kernel = timed.rounds.back().kernel;
     spdlog::info("[check] GEMM {} ({}): measured {:.1f} us at {:.0f} MHz, {:.1f} us at the reference clock (rounds "
                  "within {:.1f}%), predicted {:.1f} us ({:+.1f}%), from the neighbours re-timed now {:.1f} us", row.shape,
                  row.origin, row.measured_raw_us, row.sm_clock_MHz, row.measured_us, row.spread_pct, row.predicted_us,

@@ -36,6 +36,23 @@ def regret(predicted_ranks, measured_s):
     return measured_s[best_predicted] / measured_s[best_measured] - 1, best_predicted, best_measured
 
 
+def ranks_of(values):
+    """1-based positions of values in ascending order (ties keep the order given)."""
+    order = sorted(range(len(values)), key=lambda i: (values[i], i))
+    ranks = [0] * len(values)
+    for position, i in enumerate(order):
+        ranks[i] = position + 1
+    return ranks
+
+
+def prediction_summary(predicted_s, measured_s):
+    """How well predictions of runs did: their errors (error_summary), Kendall's tau-b against the measured
+    times, and the regret of the predicted fastest."""
+    return {"error": error_summary([relative_error(m, p) for m, p in zip(measured_s, predicted_s)]),
+            "tau_b": kendall_tau_b(predicted_s, measured_s),
+            "regret": regret(ranks_of(predicted_s), measured_s)[0]}
+
+
 def error_summary(errors):
     """Mean and maximum absolute error, the signed mean, and the index of the largest."""
     if not errors:
@@ -129,6 +146,7 @@ def self_test():
           regret([1, 2, 3], [1.05, 1.00, 1.30])[0], 0.05 / 1.00)
     close("regret: predicted best is the measured best", regret([2, 1, 3], [1.2, 1.1, 1.3])[0], 0.0)
     close("regret: the lowest predicted rank is the predicted best", regret([5, 3, 9], [1.0, 1.5, 1.2])[0], 0.5)
+    close("ranks of [3, 1, 2, 1]: ties keep their order", float(ranks_of([3, 1, 2, 1]) == [4, 1, 3, 2]), 1.0)
     close("relative error: 66.195 measured, 76.213 predicted", relative_error(66.195, 76.213), 66.195 / 76.213 - 1)
     summary = error_summary([-0.02, 0.01, 0.05])
     close("mean absolute error", summary["mean_abs"], 0.08 / 3)

@@ -15,8 +15,8 @@ Usage: accuracy_study.py --twin build-carry/twin --phase run --work out/accuracy
 """
 import argparse, csv, datetime, json, os, shutil, signal, socket, subprocess, sys, tarfile, time
 
-from accuracy_stats import (TOP, SPREAD, aggregate_kinds, error_summary, features, kendall_tau_b, regret,
-                            relative_error, select, self_test, split_halves)
+from accuracy_stats import (TOP, SPREAD, aggregate_kinds, error_summary, features, kendall_tau_b,
+                            prediction_summary, regret, relative_error, select, self_test, split_halves)
 
 REPO = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
 SCENARIO = os.path.join(REPO, "scenarios", "accuracy-llama2-7b-4xH200.json")
@@ -217,15 +217,6 @@ def fold(args, run_folders, before, folder, log):
     return after
 
 
-def ranks_of(values):
-    """1-based positions of values in ascending order (ties keep the order given)."""
-    order = sorted(range(len(values)), key=lambda i: (values[i], i))
-    ranks = [0] * len(values)
-    for position, i in enumerate(order):
-        ranks[i] = position + 1
-    return ranks
-
-
 def recalibration(args, study, runs, log):
     """Step 5: half A folded one run after another into a copy of the profile; both halves predicted again
     with the study's profile (before: this twin, as the after) and with the folded one (after)."""
@@ -251,10 +242,7 @@ def recalibration(args, study, runs, log):
     held_out = [r for r in rows if r["half"] == "B"]
     # Every run re-simulated by this twin with the study's profile: the plan-time predictions above come
     # from the twin that planned, which may be older than the one analysing.
-    predicted = [r["predicted_before_s"] for r in rows]
-    resimulated = {"error": error_summary([r["error_before"] for r in rows]),
-                   "tau_b": kendall_tau_b(predicted, [r["measured_s"] for r in rows]),
-                   "regret": regret(ranks_of(predicted), [r["measured_s"] for r in rows])[0]}
+    resimulated = prediction_summary([r["predicted_before_s"] for r in rows], [r["measured_s"] for r in rows])
     summary = {}
     for when in ("before", "after"):
         for measure in ("error", "kernel_error"):
@@ -289,11 +277,8 @@ def prior_recalibration(args, study, runs, log):
                      "error_after": relative_error(r["measured_s"], ns["after"] / 1e9)})
     summary = {}
     for when in ("before", "after"):
-        summary[f"error_{when}"] = error_summary([row[f"error_{when}"] for row in rows])
-        summary[f"tau_b_{when}"] = kendall_tau_b([row[f"predicted_{when}_s"] for row in rows],
-                                                 [row["measured_s"] for row in rows])
-        ranks = ranks_of([row[f"predicted_{when}_s"] for row in rows])
-        summary[f"regret_{when}"] = regret(ranks, [row["measured_s"] for row in rows])[0]
+        measures = prediction_summary([row[f"predicted_{when}_s"] for row in rows], [row["measured_s"] for row in rows])
+        summary.update({f"{measure}_{when}": value for measure, value in measures.items()})
     return {"prior": [os.path.relpath(work, REPO) for work in args.prior], "folded": [os.path.basename(r) for r in prior_runs],
             "runs": rows, "summary": summary}
 

@@ -81,7 +81,7 @@ scenario_flag=""; [ -n "${TWIN_CALIBRATE_SCENARIO:-}" ] && scenario_flag="--scen
 "$twin" calibrate $scenario_flag --out "$OUT/profile.json" > "$OUT/calibrate.log" 2>&1 || status=1
 echo "calibrate: ${SECONDS}s wall"
 grep -E "TFLOP/s|busbw|overlap|usable|wrote|error" "$OUT/calibrate.log" | grep -vE "^.*GEMM [0-9]+/" | tail -40
-echo "GEMMs measured: $(grep -cE "GEMM [0-9]+/" "$OUT/calibrate.log"); the fastest:"
+echo "GEMM timings (shapes x rounds): $(grep -cE "GEMM [0-9]+/" "$OUT/calibrate.log"); the fastest:"
 grep -E "GEMM [0-9]+/" "$OUT/calibrate.log" | sed 's/.*, \([0-9]*\) TFLOP\/s$/\1 &/' | sort -n | tail -3 | cut -d' ' -f2-
 fi
 
