@@ -21,14 +21,17 @@ std::vector<TraceShape> index_trace_shapes(const std::map<std::string, Measureme
   return out;
 }
 
-double in_situ_ratio(const std::vector<TraceShape>& traced, const Op& op) {
+// Interpolating log r_i - log r_0 with the fading weight's ratio at 1 and adding log r_0 back gives the
+// prior the fading weight's share: (w_0 log r_0 + sum w_i log r_i) / (w_0 + sum w_i).
+double in_situ_ratio(const std::vector<TraceShape>& traced, const Op& op, double prior_ratio) {
+  const double prior_log = std::log(prior_ratio);
   std::vector<std::pair<double, std::size_t>> by_distance;  // (squared octaves, index): ties keep key order
   for (std::size_t i = 0; i < traced.size(); ++i)
     if (auto squared = squared_octave_distance(traced[i].op, op)) by_distance.emplace_back(*squared, i);
   const auto ratio = interpolate_log_ratio(std::move(by_distance), kInSituNeighbours,
                                            1.0 / (kInSituReachOctaves * kInSituReachOctaves),
-                                           [&](std::size_t i) { return traced[i].log_ratio; });
-  return ratio ? std::exp(ratio->log_ratio) : 1.0;
+                                           [&](std::size_t i) { return traced[i].log_ratio - prior_log; });
+  return std::exp(prior_log + (ratio ? ratio->log_ratio : 0.0));
 }
 
 }  // namespace twin

@@ -22,9 +22,10 @@ std::vector<TraceShape> index_trace_shapes(const std::map<std::string, Measureme
 inline constexpr int kInSituNeighbours = 4;
 inline constexpr double kInSituReachOctaves = 1.0;
 
-// exp(sum_i w_i log r_i / (w_0 + sum_i w_i)) over the kInSituNeighbours nearest traced shapes of op's kind
-// and variant (calibrate/shape_space.hpp), w_i = 1 / d_i^2 and w_0 = 1 / kInSituReachOctaves^2: one traced
-// shape half an octave away carries 80% of its log ratio, two octaves away 20%. 1 when none is comparable.
-double in_situ_ratio(const std::vector<TraceShape>& traced, const Op& op);
+// exp((w_0 log r_0 + sum_i w_i log r_i) / (w_0 + sum_i w_i)) over the kInSituNeighbours nearest traced
+// shapes of op's kind and variant (calibrate/shape_space.hpp), w_i = 1 / d_i^2 and w_0 = 1 /
+// kInSituReachOctaves^2: one traced shape half an octave away carries 80% of its log ratio, two octaves away
+// 20%; the rest is the prior r_0 (the profile's InSituPrior for the kind). r_0 when none is comparable.
+double in_situ_ratio(const std::vector<TraceShape>& traced, const Op& op, double prior_ratio = 1.0);
 
 }  // namespace twin

@@ -24,8 +24,11 @@ constexpr double kActivationBytes = 2;  // bf16
 constexpr double kOptimizerBytesPerElement = 32;
 // Unfused attention: the b*h*sq*skv score matrix goes through memory 4 times forward (QK^T writes S,
 // softmax reads S and writes P, PV reads P) and twice that in backward (dP, dS written and read).
+// Attention dropout adds a kernel: forward reads P and writes the dropped P and a 1-byte mask (2.5 passes
+// of 2-byte elements), backward reads the gradient and the mask and writes the gradient again (2.5).
 constexpr double kUnfusedScorePassesForward = 4;
 constexpr double kUnfusedScorePassesBackward = 8;
+constexpr double kDropoutScorePasses = 2.5;
 
 void require_compute(const Op& op, const char* function) {
   if (op.is_communication())
@@ -64,7 +67,8 @@ double attention_time_ns(const Op& op, const GpuSpec& gpu, const GpuKernelProfil
   const double flops = attention_forward_flops(op.attention) * (backward ? 2.5 : 1.0);
   if (flops <= 0) return 0;
   if (op.attention.flash) {
-    const SaturatingEfficiency& eff = backward ? k.attention_backward : k.attention_forward;
+    const SaturatingEfficiency& eff = op.attention.cudnn ? (backward ? k.fused_attention_backward : k.fused_attention_forward)
+                                                         : (backward ? k.attention_backward : k.attention_forward);
     return seconds_to_ns(flops, gpu.peak_bf16_tflops * eff.at(flops));
   }
   const double matmul_ns = seconds_to_ns(flops, gpu.peak_bf16_tflops * k.gemm.at(flops));
@@ -84,7 +88,8 @@ double memory_bound_bytes(const Op& op) {
     case OpKind::attention_backward: {
       if (op.attention.flash) return 0;
       const double passes =
-          op.kind == OpKind::attention_forward ? kUnfusedScorePassesForward : kUnfusedScorePassesBackward;
+          (op.kind == OpKind::attention_forward ? kUnfusedScorePassesForward : kUnfusedScorePassesBackward) +
+          (op.attention.dropout ? kDropoutScorePasses : 0);
       return passes * kActivationBytes * score_elements(op.attention);
     }
     case OpKind::optimizer_step:
@@ -128,8 +133,9 @@ std::string kernel_shape_key(const Op& op) {
     case OpKind::attention_forward:
     case OpKind::attention_backward: {
       const AttentionShape& a = op.attention;
-      return fmt::format("{}:b={},h={},kvh={},sq={},skv={},d={},causal={},flash={}", kind, a.batch, a.heads,
-                         a.kv_heads, a.seq_q, a.seq_kv, a.head_dim, int(a.causal), int(a.flash));
+      return fmt::format("{}:b={},h={},kvh={},sq={},skv={},d={},causal={},flash={}{}{}", kind, a.batch, a.heads,
+                         a.kv_heads, a.seq_q, a.seq_kv, a.head_dim, int(a.causal), int(a.flash),
+                         a.dropout ? ",dropout=1" : "", a.cudnn ? ",cudnn=1" : "");
     }
     case OpKind::optimizer_step:
       return fmt::format("{}:elements={}", kind, op.elements);
@@ -174,6 +180,16 @@ double model_time_ns(const GpuKernelProfile& kernels, const GpuSpec& gpu, const 
 
 }  // namespace
 
+double in_situ_prior_of(const InSituPrior& prior, const Op& op) {
+  switch (op.kind) {
+    case OpKind::gemm:
+    case OpKind::moe_router: return prior.gemm;
+    case OpKind::attention_forward:
+    case OpKind::attention_backward: return prior.attention;
+    default: return prior.memory_bound;
+  }
+}
+
 double benchmark_kernel_time_ns(const GpuKernelProfile& kernels, const GpuSpec& gpu, const Op& op) {
   require_compute(op, "benchmark_kernel_time_ns");
   if (auto found = kernels.measured.find(kernel_shape_key(op)); found != kernels.measured.end())
@@ -188,7 +204,8 @@ TimeNs compute_time_ns(const Profile& profile, const GpuSpec& gpu, const Op& op)
       found != kernels.measured.end() && !found->second.source.empty())
     return std::llround(found->second.median_ns + kernels.launch_overhead_ns);  // measured in a training step
   double kernel_ns = benchmark_kernel_time_ns(kernels, gpu, op);
-  if (!kernels.trace_shapes.empty()) kernel_ns *= in_situ_ratio(kernels.trace_shapes, op);
+  const double prior = in_situ_prior_of(kernels.in_situ_prior, op);
+  if (!kernels.trace_shapes.empty() || prior != 1.0) kernel_ns *= in_situ_ratio(kernels.trace_shapes, op, prior);
   return std::llround(kernel_ns + kernels.launch_overhead_ns);
 }
 

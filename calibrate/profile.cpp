@@ -135,16 +135,27 @@ std::map<std::string, KindCorrection> read_corrections(const JsonReader& r) {
 
 GpuKernelProfile read_gpu(const JsonReader& r) {
   r.only_keys({"gpu", "gemm", "attention_forward", "attention_backward", "memory_bound", "launch_overhead_ns",
-               "reference_sm_clock_MHz", "measured", "corrections"});
+               "fused_attention_forward", "fused_attention_backward", "reference_sm_clock_MHz", "in_situ_prior",
+               "measured", "corrections"});
   GpuKernelProfile g;
   g.gpu = r.required("gpu").string();
   g.gemm = read_efficiency(r.required("gemm"));
   g.attention_forward = read_efficiency(r.required("attention_forward"));
   g.attention_backward = read_efficiency(r.required("attention_backward"));
+  g.fused_attention_forward = g.attention_forward;
+  g.fused_attention_backward = g.attention_backward;
+  if (auto f = r.find("fused_attention_forward")) g.fused_attention_forward = read_efficiency(*f);
+  if (auto f = r.find("fused_attention_backward")) g.fused_attention_backward = read_efficiency(*f);
   g.memory_bound = read_efficiency(r.required("memory_bound"));
   g.launch_overhead_ns = r.required("launch_overhead_ns").number(0, 1e9, "expected a time in ns >= 0");
   if (auto clock = r.find("reference_sm_clock_MHz"))
     g.reference_sm_clock_MHz = clock->number(1, 1e5, "expected an SM clock in MHz");
+  if (auto prior = r.find("in_situ_prior")) {
+    prior->only_keys({"gemm", "attention", "memory_bound"});
+    for (auto [name, field] : {std::pair{"gemm", &g.in_situ_prior.gemm}, std::pair{"attention", &g.in_situ_prior.attention},
+                               std::pair{"memory_bound", &g.in_situ_prior.memory_bound}})
+      if (auto value = prior->find(name)) *field = value->number(0.1, 10.0, "expected a factor in [0.1, 10]");
+  }
   if (auto measured = r.find("measured")) {
     measured->expect_object();
     for (const auto& item : measured->value().items()) {
@@ -177,16 +188,18 @@ std::string gpu_family(std::string_view gpu_name) {
   return "";
 }
 
+static std::string described_gpus(const Profile& profile) {
+  std::vector<std::string> names;
+  for (const GpuKernelProfile& g : profile.gpus) names.push_back(g.gpu);
+  return join_names(names);
+}
+
 const GpuKernelProfile& Profile::kernels_for(const GpuSpec& gpu) const {
-  if (gpus.empty()) throw std::logic_error("profile '" + name + "' has no GPU kernel profiles");
   const std::string wanted = normalised(gpu.name);
   for (const GpuKernelProfile& g : gpus)
     if (normalised(g.gpu) == wanted) return g;
-  const std::string family = gpu_family(gpu.name);
-  if (!family.empty())
-    for (const GpuKernelProfile& g : gpus)
-      if (gpu_family(g.gpu) == family) return g;
-  return gpus.front();
+  throw InputError(name, "/gpus", fmt::format("a kernel profile of {} (the profile describes: {})", gpu.name,
+                                              described_gpus(*this)));
 }
 
 json to_json(const Profile& profile) {
@@ -202,6 +215,14 @@ json to_json(const Profile& profile) {
                     {"launch_overhead_ns", g.launch_overhead_ns},
                     {"measured", measured}};
     if (g.reference_sm_clock_MHz > 0) gpu["reference_sm_clock_MHz"] = g.reference_sm_clock_MHz;
+    if (!(g.fused_attention_forward == g.attention_forward && g.fused_attention_backward == g.attention_backward)) {
+      gpu["fused_attention_forward"] = efficiency_json(g.fused_attention_forward);
+      gpu["fused_attention_backward"] = efficiency_json(g.fused_attention_backward);
+    }
+    if (g.in_situ_prior != InSituPrior{})
+      gpu["in_situ_prior"] = {{"gemm", g.in_situ_prior.gemm},
+                              {"attention", g.in_situ_prior.attention},
+                              {"memory_bound", g.in_situ_prior.memory_bound}};
     if (!g.corrections.empty()) gpu["corrections"] = corrections_json(g.corrections);
     gpus.push_back(std::move(gpu));
   }

@@ -61,6 +61,7 @@ struct SaturatingEfficiency {
   double peak = 1.0;
   double half_work = 0;
   double at(double work) const { return work <= 0 ? peak : peak * work / (work + half_work); }
+  bool operator==(const SaturatingEfficiency&) const = default;
 };
 
 // One measured GEMM as a shape, for predicting shapes that were not measured (calibrate/gemm_predictor.hpp).
@@ -79,17 +80,35 @@ struct TraceShape {
   double log_ratio = 0;
 };
 
+// How much slower (> 1) or faster a kernel runs inside a training step than its benchmark price says, by
+// kind of kernel, where no traced shape is near (calibrate/in_situ.hpp): a GPU at its power limit for
+// minutes keeps other clocks than a micro-benchmark, and the framework's kernels interleave. Measured on
+// twin execute runs (H100, H200) or fitted on published runs (docs/PROFILES.md names which); 1 = none.
+struct InSituPrior {
+  double gemm = 1.0;          // gemm, moe_router
+  double attention = 1.0;     // attention forward and backward
+  double memory_bound = 1.0;  // every other compute kind
+  bool operator==(const InSituPrior&) const = default;
+};
+// The prior's factor for `op`'s kind.
+double in_situ_prior_of(const InSituPrior& prior, const Op& op);
+
 struct GpuKernelProfile {
   std::string gpu;                        // GpuSpec::name this applies to
   SaturatingEfficiency gemm;              // fraction of peak_bf16_tflops, by FLOPs of the GEMM
   SaturatingEfficiency attention_forward; // fraction of peak, by FLOPs
   SaturatingEfficiency attention_backward;
+  // cuDNN's fused attention (Megatron's "fused" backend), by FLOPs; files without it take the above.
+  SaturatingEfficiency fused_attention_forward;
+  SaturatingEfficiency fused_attention_backward;
   SaturatingEfficiency memory_bound;      // fraction of hbm_bandwidth_GBps, by bytes moved
   double launch_overhead_ns = 0;          // added to every kernel
   // GEMM times are at this SM clock: the median clock of calibration's GEMM timings on a GPU held at its
   // power limit, where the clock swings by tens of percent and a GEMM's time with it
   // (calibrate/gpu/clock_probe.hpp). 0: GEMM times as measured (profiles calibrated before 2026-11-23 20:00 UTC).
   double reference_sm_clock_MHz = 0;
+  // Optional in files ("in_situ_prior"); the built-in profile sets it per GPU.
+  InSituPrior in_situ_prior;
   // Exact shapes measured by calibration: key from kernel_shape_key(op) -> time. Lookup wins over the model.
   std::map<std::string, Measurement> measured;
   // Derived from `measured` on the benchmark basis (benchmark_time_ns), never written: load_profile,
@@ -152,7 +171,9 @@ struct Profile {
   OverlapProfile overlap;
   std::vector<CollectiveTable> collectives;  // calibrated profiles only (calibrate/collective_tables.hpp)
 
-  // The kernel profile of a GPU kind: an exact match on the name, else the closest built-in estimate.
+  // The kernel profile of a GPU kind, matched on the name (case and punctuation ignored); a profile that
+  // does not describe the GPU is an InputError naming it and the GPUs the profile describes
+  // (profile_for_scenario() adds scaled copies where the scenario asks for them).
   const GpuKernelProfile& kernels_for(const GpuSpec& gpu) const;
   const LinkProfile& link(LinkKind kind) const { return kind == LinkKind::intra_node ? intra_node : inter_node; }
   // As link(), but intra-node traffic over PCIe uses intra_node_pcie.
@@ -162,9 +183,16 @@ struct Profile {
   }
 };
 
-// The family a GPU name belongs to ("hopper", "ampere", "ampere-consumer", "ada"), empty when unknown:
-// kernels_for() falls back to a profile of the same family.
+// The family a GPU name belongs to ("hopper", "ampere", "ampere-consumer", "ada"), empty when unknown.
 std::string gpu_family(std::string_view gpu_name);
+
+// `profile` checked against every GPU kind of `cluster`: a GPU it describes is priced as measured; one it does
+// not is an InputError at `json_path_prefix`/cluster/nodes/i/gpu of `source` naming the GPU and the profile's GPUs, unless
+// `scale` is set: then the GPU gets a copy of the kernel profile of its family (else the first), every measured
+// time scaled by the datasheet ratio (bf16 peak for GEMMs and attention, HBM bandwidth for the rest), and
+// `scaled` (when given) receives one line per such GPU for the report.
+Profile profile_for_cluster(Profile profile, const Cluster& cluster, bool scale, const std::string& source,
+                            const std::string& json_path_prefix = "", std::vector<std::string>* scaled = nullptr);
 
 // The embedded default: estimates for every GPU preset (see docs/PROFILES.md for the sources).
 const Profile& builtin_profile();

@@ -1,6 +1,7 @@
 // The subcommands of `twin`: their options and what each runs.
 #pragma once
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
@@ -15,6 +16,7 @@ struct SimulateOptions {
   int top = 3;
   int jobs = 0;
   bool quiet = false;
+  bool scale_profile = false;  // price GPUs the profile does not describe from another's, scaled
 };
 
 void add_simulate_command(CLI::App& app, SimulateOptions& options);
@@ -30,6 +32,19 @@ struct ReportOptions {
 
 void add_report_command(CLI::App& app, ReportOptions& options);
 int run_report(const ReportOptions& options);
+
+struct ValidateOptions {
+  std::string table;
+  std::string profile = "builtin";
+  std::string out = "twin-validation";
+  std::vector<std::string> groups;  // empty: every row
+  int jobs = 0;
+  std::string fit_family;           // non-empty: fit this family's in-situ prior on `groups` first
+  bool scale_profile = false;
+};
+
+void add_validate_command(CLI::App& app, ValidateOptions& options);
+int run_validate(const ValidateOptions& options);
 
 }  // namespace twin
 

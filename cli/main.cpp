@@ -22,6 +22,8 @@ int main(int argc, char** argv) {
   twin::add_simulate_command(app, simulate);
   twin::ReportOptions report;
   twin::add_report_command(app, report);
+  twin::ValidateOptions validate;
+  twin::add_validate_command(app, validate);
   twin::add_calibrate_command(app);
 #ifdef TWIN_WITH_CUDA
   twin::add_execute_command(app);
@@ -35,6 +37,7 @@ int main(int argc, char** argv) {
   try {
     if (app.got_subcommand("simulate")) return twin::run_simulate(simulate);
     if (app.got_subcommand("report")) return twin::run_report(report);
+    if (app.got_subcommand("validate")) return twin::run_validate(validate);
     if (twin::calibrate_selected(app)) return twin::run_calibrate(app);
 #ifdef TWIN_WITH_CUDA
     if (twin::execute_selected(app)) return twin::run_execute(app);

@@ -47,6 +47,9 @@ void add_simulate_command(CLI::App& app, SimulateOptions& options) {
       ->capture_default_str()
       ->check(CLI::Range(0, 4096));
   sub->add_flag("--quiet", options.quiet, "Print only errors and the final summary");
+  sub->add_flag("--scale-profile", options.scale_profile,
+                "Price a GPU the profile does not describe from another GPU's measurements, scaled by their\n"
+                "datasheet ratios (bf16 peak, HBM bandwidth); without it such a GPU is an error");
 }
 
 namespace {
@@ -108,8 +111,12 @@ int run_simulate(const SimulateOptions& options) {
   auto started = std::chrono::steady_clock::now();
   Scenario scenario = load_scenario(options.scenario);
   std::string profile_name = options.profile.empty() ? scenario.profile : options.profile;
-  Profile profile = load_profile(profile_name);
   scenario.profile = profile_name;
+  scenario.profile_scaling = scenario.profile_scaling || options.scale_profile;
+  std::vector<std::string> scaled;
+  Profile profile = profile_for_cluster(load_profile(profile_name), scenario.cluster, scenario.profile_scaling,
+                                        scenario.source, "", &scaled);
+  for (const std::string& line : scaled) spdlog::warn("{}", line);
 
   std::vector<Candidate> ranked = search(scenario, profile, SearchOptions{options.jobs, Progress(options.quiet)});
   std::size_t feasible = std::count_if(ranked.begin(), ranked.end(), [](const Candidate& c) { return c.feasible; });

@@ -176,7 +176,14 @@ std::vector<std::string> model_preset_names() {
 
 std::string to_string(Activation a) { return a == Activation::swiglu ? "swiglu" : "gelu"; }
 std::string to_string(Normalization n) { return n == Normalization::rmsnorm ? "rmsnorm" : "layernorm"; }
-std::string to_string(AttentionBackend b) { return b == AttentionBackend::flash ? "flash" : "unfused"; }
+std::string to_string(AttentionBackend b) {
+  switch (b) {
+    case AttentionBackend::flash: return "flash";
+    case AttentionBackend::fused: return "fused";
+    case AttentionBackend::unfused: break;
+  }
+  return "unfused";
+}
 
 std::optional<Activation> activation_from_string(std::string_view s) {
   if (s == "swiglu") return Activation::swiglu;
@@ -192,6 +199,7 @@ std::optional<Normalization> normalization_from_string(std::string_view s) {
 
 std::optional<AttentionBackend> attention_backend_from_string(std::string_view s) {
   if (s == "flash") return AttentionBackend::flash;
+  if (s == "fused") return AttentionBackend::fused;
   if (s == "unfused") return AttentionBackend::unfused;
   return std::nullopt;
 }

@@ -11,8 +11,11 @@ namespace twin {
 
 enum class Activation { swiglu, gelu };
 enum class Normalization { rmsnorm, layernorm };
-// flash: fused kernel, keeps only O and the softmax statistics; unfused: materialises the s x s scores.
-enum class AttentionBackend { flash, unfused };
+// Megatron's --attention-backend. flash (FlashAttention) and fused (cuDNN fused attention through
+// Transformer Engine) are fused kernels that keep only O and the softmax statistics; unfused materialises
+// the s x s scores (Megatron's "unfused"/"local": batched GEMMs around a fused scale-mask-softmax).
+enum class AttentionBackend { flash, fused, unfused };
+inline bool is_fused_attention(AttentionBackend b) { return b != AttentionBackend::unfused; }
 
 struct MoeConfig {
   int num_experts = 0;               // 0 means a dense model

@@ -70,6 +70,7 @@ std::string to_string(OpRole role) {
     case OpRole::embedding_grad_sync: return "embedding_grad_sync";
     case OpRole::grad_norm: return "grad_norm";
     case OpRole::optimizer: return "optimizer";
+    case OpRole::grad_accumulation: return "grad_accumulation";
   }
   return "unknown";
 }

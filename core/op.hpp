@@ -62,6 +62,7 @@ enum class OpRole : std::uint8_t {
   cp_exchange,                         // ring attention KV exchange
   pipeline_activation, pipeline_gradient,
   grad_reduce, param_gather, embedding_grad_sync, grad_norm, optimizer,
+  grad_accumulation,                   // a weight gradient added into the fp32 main gradient (no fusion)
 };
 
 struct GemmShape {
@@ -75,6 +76,8 @@ struct AttentionShape {
   std::int64_t batch = 0, heads = 0, kv_heads = 0, seq_q = 0, seq_kv = 0, head_dim = 0;
   bool causal = true;
   bool flash = true;             // false: unfused (the seq_q x seq_kv scores go through memory)
+  bool dropout = false;          // unfused only: a dropout kernel over the scores (mask kept for backward)
+  bool cudnn = false;            // fused: cuDNN's kernel (Megatron's "fused" backend) rather than FlashAttention
 };
 
 // Whose parameters a grad_reduce, param_gather or embedding_grad_sync op moves: a layer (>= 0), or one of these.
@@ -110,6 +113,13 @@ struct Op {
 
   bool is_communication() const { return kind >= OpKind::all_reduce; }
 };
+
+// A ring step of a group: every rank of the group sends `bytes` to its ring neighbour at once, so the send
+// stands alone, with no recv op (ring attention's KV exchange; the TP ring of Transformer Engine's
+// overlapped all-gather).
+inline bool is_ring_send(const Op& op) {
+  return op.kind == OpKind::send && (op.group == GroupKind::context || op.group == GroupKind::tensor);
+}
 
 // A short readable name: "L3.fc1.fwd", "L3.tp_scatter.bwd", "pipeline_activation.send".
 std::string op_name(const Op& op);

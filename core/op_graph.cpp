@@ -60,7 +60,7 @@ void check_well_formed(const IterationGraph& graph) {
     for (OpIndex i = 0; i < rank_class.size(); ++i) {
       const Op& op = rank_class.op(i);
       if (op.kind != OpKind::send && op.kind != OpKind::recv) continue;
-      if (op.kind == OpKind::send && op.group == GroupKind::context) continue;  // ring exchange: no recv op
+      if (is_ring_send(op)) continue;  // ring exchange: no recv op
       if (op.peer < 0 || op.peer >= class_count)
         throw std::logic_error(fmt::format("{} names peer class {}, which does not exist", describe(rank_class, i),
                                            op.peer));

@@ -11,6 +11,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "core/cluster.hpp"
+#include "core/framework.hpp"
 #include "core/model.hpp"
 #include "core/strategy.hpp"
 
@@ -83,6 +84,7 @@ struct Scenario {
   std::string source;             // file it came from (for messages)
   ModelConfig model;
   TrainingConfig training;
+  FrameworkConfig framework;
   Cluster cluster;
   SearchSpace search;
   std::optional<Strategy> strategy;  // pinned: simulate exactly this one
@@ -90,6 +92,9 @@ struct Scenario {
   // pipelines share (sequence_parallel, recompute, schedule, zero_stage).
   std::vector<AsymmetricPipeline> pipelines;
   std::string profile = "builtin";
+  // GPUs the profile does not describe are priced from another GPU's measurements scaled by datasheet ratios
+  // (calibrate/profile.hpp profile_for_cluster); false: they are an error. `twin simulate --scale-profile`.
+  bool profile_scaling = false;
   bool operator==(const Scenario&) const = default;
 };
 
@@ -100,7 +105,8 @@ struct Scenario {
 // (seq_length_buckets or seq_length_histogram), a dense model and at most 64 GPUs. `strategy.pipelines` is checked against
 // the model, batch and cluster (core/scenario_pipelines.hpp).
 Scenario load_scenario(const std::filesystem::path& path);
-Scenario parse_scenario(const nlohmann::json& document, const std::string& source);
+// `json_path`: where the scenario sits in its file (a row of a validation table), for messages.
+Scenario parse_scenario(const nlohmann::json& document, const std::string& source, const std::string& json_path = "");
 // Parses text (for the fuzzer and tests); malformed JSON is an InputError too.
 Scenario parse_scenario_text(const std::string& text, const std::string& source);
 // The resolved scenario (presets expanded), for best.json; parse_scenario(to_json(s)) == s.

@@ -58,6 +58,16 @@ json training_json(const TrainingConfig& t) {
   return out;
 }
 
+json framework_json(const FrameworkConfig& f) {
+  json out = {{"overlap_grad_reduce", f.overlap_grad_reduce},
+              {"overlap_param_gather", f.overlap_param_gather},
+              {"tp_comm_overlap", f.tp_comm_overlap},
+              {"gradient_accumulation_fusion", f.gradient_accumulation_fusion},
+              {"cross_entropy_loss_fusion", f.cross_entropy_loss_fusion}};
+  if (f.use_distributed_optimizer) out["use_distributed_optimizer"] = *f.use_distributed_optimizer;
+  return out;
+}
+
 json gpu_json(const GpuSpec& g) {
   return {{"name", g.name},
           {"peak_bf16_tflops", g.peak_bf16_tflops},
@@ -129,9 +139,10 @@ json to_json(const Strategy& s) {
 }
 
 json to_json(const Scenario& s) {
-  return {{"name", s.name},
+  json out = {{"name", s.name},
           {"model", model_json(s.model)},
           {"training", training_json(s.training)},
+          {"framework", framework_json(s.framework)},
           {"cluster", cluster_json(s.cluster)},
           {"search", search_json(s.search)},
           {"strategy", !s.strategy ? json(nullptr)
@@ -143,6 +154,8 @@ json to_json(const Scenario& s) {
                                   {"schedule", to_string(s.strategy->schedule)},
                                   {"zero_stage", s.strategy->zero_stage}}},
           {"profile", s.profile}};
+  if (s.profile_scaling) out["profile_scaling"] = true;
+  return out;
 }
 
 }  // namespace twin

@@ -109,7 +109,7 @@ ModelConfig parse_model(const Reader& r) {
   if (auto f = r.find("normalization"))
     m.normalization = *normalization_from_string(f->one_of({"rmsnorm", "layernorm"}, "normalization"));
   if (auto f = r.find("attention_backend"))
-    m.attention_backend = *attention_backend_from_string(f->one_of({"flash", "unfused"}, "attention backend"));
+    m.attention_backend = *attention_backend_from_string(f->one_of({"flash", "fused", "unfused"}, "attention backend"));
   if (auto f = r.find("untie_embeddings_and_output_weights")) m.untie_embeddings_and_output_weights = f->boolean();
   if (auto f = r.find("position_embedding_rope")) m.position_embedding_rope = f->boolean();
   if (auto f = r.find("add_bias_linear")) m.add_bias_linear = f->boolean();
@@ -328,12 +328,53 @@ Strategy parse_strategy(const Reader& r) {
   return s;
 }
 
+// framework: Megatron's switches (core/framework.hpp). attention_backend may be given here or under model
+// (where it is stored); both given must agree.
+FrameworkConfig parse_framework(const Reader& r, ModelConfig& model, const std::optional<Reader>& model_backend) {
+  r.only_keys({"overlap_grad_reduce", "overlap_param_gather", "tp_comm_overlap", "gradient_accumulation_fusion",
+               "cross_entropy_loss_fusion", "use_distributed_optimizer", "attention_backend"});
+  FrameworkConfig f;
+  if (auto x = r.find("overlap_grad_reduce")) f.overlap_grad_reduce = x->boolean();
+  if (auto x = r.find("overlap_param_gather")) f.overlap_param_gather = x->boolean();
+  if (auto x = r.find("tp_comm_overlap")) f.tp_comm_overlap = x->boolean();
+  if (auto x = r.find("gradient_accumulation_fusion")) f.gradient_accumulation_fusion = x->boolean();
+  if (auto x = r.find("cross_entropy_loss_fusion")) f.cross_entropy_loss_fusion = x->boolean();
+  if (auto x = r.find("use_distributed_optimizer")) f.use_distributed_optimizer = x->boolean();
+  if (auto x = r.find("attention_backend")) {
+    const AttentionBackend backend =
+        *attention_backend_from_string(x->one_of({"flash", "fused", "unfused"}, "attention backend"));
+    if (model_backend && backend != model.attention_backend)
+      x->fail(fmt::format("the same backend as model.attention_backend (\"{}\")", to_string(model.attention_backend)));
+    model.attention_backend = backend;
+  }
+  return f;
+}
+
+// use_distributed_optimizer given: ZeRO 1 (true) or 0 (false); a pinned strategy must agree, a search keeps
+// only that stage.
+void apply_distributed_optimizer(Scenario& s, const Reader& root) {
+  if (!s.framework.use_distributed_optimizer) return;
+  const int stage = *s.framework.use_distributed_optimizer ? 1 : 0;
+  const Reader flag = root.required("framework").required("use_distributed_optimizer");
+  if (s.strategy) {
+    if (s.strategy->zero_stage != stage)
+      flag.fail_plain(fmt::format("use_distributed_optimizer {} means zero_stage {}, but the strategy pins zero_stage {}",
+                                  stage == 1, stage, s.strategy->zero_stage));
+    return;
+  }
+  if (std::find(s.search.zero_stage.begin(), s.search.zero_stage.end(), stage) == s.search.zero_stage.end())
+    flag.fail_plain(fmt::format("use_distributed_optimizer {} means zero_stage {}, which search.zero_stage does not list",
+                                stage == 1, stage));
+  s.search.zero_stage = {stage};
+}
+
 }  // namespace
 
-Scenario parse_scenario(const nlohmann::json& document, const std::string& source) {
-  const Reader root(document, source);
+Scenario parse_scenario(const nlohmann::json& document, const std::string& source, const std::string& json_path) {
+  const Reader root(document, source, json_path);
   if (!document.is_object()) root.fail("expected a JSON object at the top level");
-  root.only_keys({"name", "model", "training", "cluster", "search", "strategy", "profile"});
+  root.only_keys({"name", "model", "training", "framework", "cluster", "search", "strategy", "profile",
+                  "profile_scaling"});
   Scenario s;
   s.source = source;
   if (auto f = root.find("name")) {
@@ -343,6 +384,7 @@ Scenario parse_scenario(const nlohmann::json& document, const std::string& sourc
   const Reader model = root.required("model");
   s.model = parse_model(model);
   s.training = parse_training(root.required("training"));
+  if (auto f = root.find("framework")) s.framework = parse_framework(*f, s.model, model.find("attention_backend"));
   if (s.model.max_position_embeddings == 0) s.model.max_position_embeddings = s.training.seq_length;
   if (!s.model.position_embedding_rope && s.training.seq_length > s.model.max_position_embeddings)
     root.required("training").required("seq_length")
@@ -359,7 +401,9 @@ Scenario parse_scenario(const nlohmann::json& document, const std::string& sourc
     if (s.strategy->zero_stage > 1)
       f->required("zero_stage").fail("expected 0 or 1 for an asymmetric plan (ZeRO-1 shards over its pipelines)");
   }
+  apply_distributed_optimizer(s, root);
   if (auto f = root.find("profile")) s.profile = f->string();
+  if (auto f = root.find("profile_scaling")) s.profile_scaling = f->boolean();
   return s;
 }
 

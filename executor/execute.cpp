@@ -45,6 +45,15 @@ void check_plan(const Plan& plan, const std::string& file) {
     throw InputError(file, "/strategy/schedule", "a schedule twin execute runs (not double-strand, yet)");
   if (s.context_parallel_size > 1 || s.expert_model_parallel_size > 1)
     throw InputError(file, "/strategy", "no context or expert parallelism (twin execute does not run them yet)");
+  if (plan.scenario.framework.tp_comm_overlap && s.sequence_parallel && s.tensor_model_parallel_size > 1)
+    throw InputError(file, "/scenario/framework/tp_comm_overlap",
+                     "false (twin execute does not run Transformer Engine's userbuffers overlap yet)");
+  if (!plan.scenario.framework.cross_entropy_loss_fusion)
+    throw InputError(file, "/scenario/framework/cross_entropy_loss_fusion",
+                     "true (twin execute runs the fused vocabulary-parallel cross-entropy)");
+  if (!plan.scenario.framework.gradient_accumulation_fusion)
+    throw InputError(file, "/scenario/framework/gradient_accumulation_fusion",
+                     "true (twin execute accumulates weight gradients inside the GEMM)");
   try {
     plan_parameter_units(plan.scenario, s, RankPlacement{}, 0);
     const IterationGraph graph = lower_to_op_graphs(plan.scenario, s);

@@ -48,7 +48,7 @@ void require_supported(const ModelConfig& m) {
   if (m.add_bias_linear) fail("has linear biases");
   if (!m.untie_embeddings_and_output_weights) fail("ties the embedding and output weights");
   if (m.hidden_dropout > 0 || m.attention_dropout > 0) fail("uses dropout");
-  if (m.attention_backend != AttentionBackend::flash) fail("asks for unfused attention");
+  if (!is_fused_attention(m.attention_backend)) fail("asks for unfused attention");
 }
 
 }  // namespace

@@ -91,9 +91,14 @@ std::string header_html(const Scenario& scenario) {
   fact("peak used", fmt::format("{} TFLOP/s: the sum of every GPU's dense bf16 datasheet peak", fixed(peak_tflops, 0)));
   html += "</dl>\n";
   if (scenario.profile == "builtin")
-    html += "<p class=\"warning\"><b>Estimates.</b> These times come from the built-in profile (datasheet peaks and "
-            "published efficiency curves), not from measurements of this cluster. Run <code>twin calibrate</code> "
-            "and simulate with its profile for predictions to trust.</p>\n";
+    html += "<p class=\"warning\"><b>Not this cluster's measurements.</b> These times come from the built-in profile "
+            "(Hopper kernels measured by twin calibrate on one H100 and one H200, Ampere kernels from publications, "
+            "two in-training factors fitted on published runs: docs/VALIDATION.md), not from this cluster. Run "
+            "<code>twin calibrate</code> and simulate with its profile for predictions to trust.</p>\n";
+  if (scenario.profile_scaling)
+    html += "<p class=\"warning\"><b>Scaled profile.</b> A GPU the profile does not describe is priced from another "
+            "GPU's measurements, scaled by their datasheet ratios (bf16 peak for GEMMs and attention, HBM bandwidth "
+            "for the rest): a rough estimate.</p>\n";
   return html + "</header>\n";
 }
 

@@ -1,4 +1,4 @@
-// Traffic and step counts of each collective algorithm (formulas in the header), and the tuner.
+// The traffic of NCCL's ring and tree and of the direct all-to-all (formulas in the header), and the tuner.
 #include "sim/collectives.hpp"
 
 #include <algorithm>
@@ -8,10 +8,6 @@
 
 namespace twin::sim {
 namespace {
-
-bool is_reduction_ring_kind(OpKind kind) {
-  return kind == OpKind::all_reduce || kind == OpKind::reduce_scatter || kind == OpKind::all_gather;
-}
 
 // Placement of a group: n ranks, r per node, k nodes (clamped to something meaningful).
 struct Placement {
@@ -23,12 +19,6 @@ Placement placement_of(const GroupSpan& span) {
   return {n, std::clamp(span.ranks_per_node, 1, n), std::max(span.nodes, 1)};
 }
 
-std::uint8_t ring_links(const Placement& p) {
-  if (p.k == 1) return kIntraLink;
-  if (p.r == 1) return kInterLink;
-  return kIntraLink | kInterLink;
-}
-
 TimeNs slowest_latency_ns(std::uint8_t links, const LinkParams& params) {
   TimeNs latency = 0;
   if (links & kIntraLink) latency = std::max(latency, params.step_latency_ns[0]);
@@ -36,85 +26,41 @@ TimeNs slowest_latency_ns(std::uint8_t links, const LinkParams& params) {
   return latency;
 }
 
-void add_phase(CollectivePlan& plan, TimeNs latency_ns, CollectiveFlow flow) {
+// One phase: NCCL's latency, then a flow on each link that carries bytes (zero-byte flows left out).
+CollectivePlan one_phase(std::string_view algorithm, NcclProtocol protocol, double latency_us, double intra_bytes,
+                         double inter_bytes) {
+  CollectivePlan plan;
+  plan.algorithm = algorithm;
+  plan.protocol = to_string(protocol);
   CollectivePhase& phase = plan.phases[plan.phase_count++];
-  phase.latency_ns = latency_ns;
-  phase.flows[0] = flow;
-  phase.flow_count = 1;
-}
-
-int ceil_log2(int value) {
-  int steps = 0;
-  while ((1 << steps) < value) ++steps;
-  return steps;
+  phase.latency_ns = static_cast<TimeNs>(std::llround(latency_us * kNsPerUs));
+  if (intra_bytes > 0) phase.flows[phase.flow_count++] = {intra_bytes, kIntraLink};
+  if (inter_bytes > 0) phase.flows[phase.flow_count++] = {inter_bytes, kInterLink};
+  return plan;
 }
 
 }  // namespace
 
-bool RingAlgorithm::supports(OpKind kind, const GroupSpan&) const { return is_reduction_ring_kind(kind); }
-
-CollectivePlan RingAlgorithm::plan(OpKind kind, double bytes, const GroupSpan& span, const LinkParams& links) const {
+CollectivePlan nccl_plan(NcclAlgorithm algorithm, NcclProtocol protocol, OpKind kind, double bytes,
+                         const GroupSpan& span, const LinkParams& links) {
   const Placement p = placement_of(span);
-  const std::uint8_t mask = ring_links(p);
-  const bool all_reduce = kind == OpKind::all_reduce;
-  const int steps = all_reduce ? 2 * (p.n - 1) : p.n - 1;
-  const double traffic = (all_reduce ? 2.0 : 1.0) * (p.n - 1) * bytes / p.n;
-  CollectivePlan plan;
-  plan.algorithm = name();
-  add_phase(plan, steps * slowest_latency_ns(mask, links), {traffic, mask});
-  return plan;
-}
-
-bool HierarchicalAlgorithm::supports(OpKind kind, const GroupSpan& span) const {
-  const Placement p = placement_of(span);
-  return is_reduction_ring_kind(kind) && p.r > 1 && p.k > 1;
-}
-
-CollectivePlan HierarchicalAlgorithm::plan(OpKind kind, double bytes, const GroupSpan& span,
-                                           const LinkParams& links) const {
-  const Placement p = placement_of(span);
-  const TimeNs intra_step = links.step_latency_ns[0];
-  const TimeNs inter_step = links.step_latency_ns[1];
-  const CollectiveFlow intra_half{(p.r - 1) * bytes / p.r, kIntraLink};
-  CollectivePlan plan;
-  plan.algorithm = name();
-  if (kind == OpKind::all_reduce) {
-    add_phase(plan, (p.r - 1) * intra_step, intra_half);
-    add_phase(plan, 2 * (p.k - 1) * inter_step, {2.0 * (p.k - 1) * bytes / (static_cast<double>(p.k) * p.r), kInterLink});
-    add_phase(plan, (p.r - 1) * intra_step, intra_half);
-  } else {
-    const CollectiveFlow inter{(p.k - 1) * bytes / (static_cast<double>(p.k) * p.r), kInterLink};
-    if (kind == OpKind::reduce_scatter) {
-      add_phase(plan, (p.r - 1) * intra_step, intra_half);
-      add_phase(plan, (p.k - 1) * inter_step, inter);
-    } else {
-      add_phase(plan, (p.k - 1) * inter_step, inter);
-      add_phase(plan, (p.r - 1) * intra_step, intra_half);
-    }
+  const NcclHops hops{links.intra_nvlink};
+  const double latency_us = nccl_latency_us(algorithm, protocol, kind, span, hops);
+  const double efficiency = nccl_bandwidth_factor(algorithm, protocol, bytes);
+  if (algorithm == NcclAlgorithm::tree) {
+    const double node_bytes = 2.0 * bytes * (p.k - 1) / p.k;
+    return one_phase("tree", protocol, latency_us, 2.0 * bytes * (p.r - 1) / p.r / efficiency,
+                     node_bytes / p.r / efficiency);
   }
-  return plan;
+  const double traffic = (kind == OpKind::all_reduce ? 2.0 : 1.0) * (p.n - 1) * bytes / p.n / efficiency;
+  if (p.k == 1) return one_phase("ring", protocol, latency_us, traffic, 0);
+  return one_phase("ring", protocol, latency_us, traffic * (p.r - 1) / p.r, traffic / p.r);
 }
 
-bool TreeAlgorithm::supports(OpKind kind, const GroupSpan& span) const {
-  return kind == OpKind::all_reduce && placement_of(span).k > 1;
-}
-
-CollectivePlan TreeAlgorithm::plan(OpKind, double bytes, const GroupSpan& span, const LinkParams& links) const {
-  const Placement p = placement_of(span);
-  const std::uint8_t mask = p.r > 1 ? (kIntraLink | kInterLink) : kInterLink;
-  const TimeNs latency = 2 * (p.r - 1) * links.step_latency_ns[0] + 2 * ceil_log2(p.k) * links.step_latency_ns[1];
-  CollectivePlan plan;
-  plan.algorithm = name();
-  add_phase(plan, latency, {2.0 * bytes, mask});
-  return plan;
-}
-
-bool AllToAllAlgorithm::supports(OpKind kind, const GroupSpan&) const { return kind == OpKind::all_to_all; }
-
-CollectivePlan AllToAllAlgorithm::plan(OpKind, double bytes, const GroupSpan& span, const LinkParams& links) const {
+CollectivePlan all_to_all_plan(double bytes, const GroupSpan& span, const LinkParams& links) {
   const Placement p = placement_of(span);
   CollectivePlan plan;
-  plan.algorithm = name();
+  plan.algorithm = "all_to_all";
   CollectivePhase& phase = plan.phases[plan.phase_count++];
   std::uint8_t used = 0;
   if (p.r > 1) {
@@ -152,27 +98,22 @@ double isolated_time_ns(const CollectivePlan& plan, double message_bytes, const 
 CollectivePlan tune_collective(OpKind kind, Bytes bytes, const GroupSpan& span, const LinkParams& links) {
   if (!(kind >= OpKind::all_reduce && kind <= OpKind::all_to_all))
     throw std::logic_error("tune_collective: " + to_string(kind) + " is not a collective");
-  if (span.size <= 1 || bytes <= 0) return CollectivePlan{"none", {}, 0};
-  static const RingAlgorithm ring;
-  static const HierarchicalAlgorithm hierarchical;
-  static const TreeAlgorithm tree;
-  static const AllToAllAlgorithm all_to_all;
-  static const CollectiveAlgorithm* const algorithms[] = {&ring, &hierarchical, &tree, &all_to_all};
-
+  if (span.size <= 1 || bytes <= 0) return CollectivePlan{"none", "", {}, 0};
   const double message_bytes = static_cast<double>(bytes);
+  if (kind == OpKind::all_to_all) return all_to_all_plan(message_bytes, span, links);
+  const NcclHops hops{links.intra_nvlink};
   CollectivePlan best;
   double best_ns = std::numeric_limits<double>::infinity();
-  bool found = false;
-  for (const CollectiveAlgorithm* algorithm : algorithms) {
-    if (!algorithm->supports(kind, span)) continue;
-    CollectivePlan candidate = algorithm->plan(kind, message_bytes, span, links);
-    const double time = isolated_time_ns(candidate, message_bytes, links);
-    if (!found || time < best_ns) {
-      best = candidate;
-      best_ns = time;
-      found = true;
+  for (NcclAlgorithm algorithm : {NcclAlgorithm::tree, NcclAlgorithm::ring})
+    for (NcclProtocol protocol : kNcclProtocols) {
+      if (!nccl_supports(algorithm, protocol, kind, span, hops)) continue;
+      CollectivePlan candidate = nccl_plan(algorithm, protocol, kind, message_bytes, span, links);
+      const double time = isolated_time_ns(candidate, message_bytes, links);
+      if (time < best_ns) {
+        best = candidate;
+        best_ns = time;
+      }
     }
-  }
   return best;
 }
 
@@ -181,8 +122,9 @@ CollectivePlan point_to_point_plan(Bytes bytes, LinkKind link, const LinkParams&
   plan.algorithm = "p2p";
   if (bytes <= 0) return plan;
   const int index = link_index(link);
-  add_phase(plan, links.step_latency_ns[index],
-            {static_cast<double>(bytes), static_cast<std::uint8_t>(1 << index)});
+  CollectivePhase& phase = plan.phases[plan.phase_count++];
+  phase.latency_ns = links.step_latency_ns[index];
+  phase.flows[phase.flow_count++] = {static_cast<double>(bytes), static_cast<std::uint8_t>(1 << index)};
   return plan;
 }
 

@@ -1,26 +1,25 @@
-// Collective algorithms as link traffic. Each algorithm turns (OpKind, bytes, GroupSpan) into phases
-// that run one after another; a phase is a step latency followed by flows of bytes on the intra-node
-// link, the inter-node link or both. Bytes follow nccl-tests (all_reduce: the buffer; reduce_scatter:
-// total input; all_gather: total output; all_to_all: per-rank send buffer), so that with n ranks at
-// link bandwidth B a ring all_reduce of S bytes takes 2(n-1)/n*S/B + 2(n-1)*latency.
+// Collectives as link traffic, the way NCCL runs them (sim/nccl_model.hpp holds NCCL's own latency and
+// bandwidth model). A plan is phases run one after another; a phase is a latency followed by flows of bytes
+// on the intra-node link, the inter-node link or both, which share the links with other traffic in the
+// engine. Bytes follow nccl-tests (all_reduce: the buffer; reduce_scatter: total input; all_gather: total
+// output; all_to_all: per-rank send buffer). A GPU's traffic B is the ring's bus traffic: 2(n-1)/n S for an
+// all-reduce over n ranks, (n-1)/n S for reduce-scatter and all-gather.
 //
-// With r ranks per node over k nodes (n = r*k):
-//   ring         one ring through all n ranks, one phase: AR 2(n-1)/n*S over 2(n-1) steps, RS/AG
-//                (n-1)/n*S over n-1 steps. Inside one node it uses the intra link, with one rank per
-//                node the inter link; mixed, every rank forwards the whole ring's traffic and the ring's
-//                node-crossing hops are its bottleneck, so the flow crosses both links (moving at the
-//                slower) and each step waits for the slower link's latency.
-//   hierarchical mixed spans only, as 2D rings: AR = intra RS (r-1)/r*S, inter AR 2(k-1)/k*S/r among the
-//                ranks of equal local index, intra AG (r-1)/r*S; RS = the first two (inter RS
-//                (k-1)/k*S/r); AG = inter AG (k-1)/k*S/r then intra AG (r-1)/r*S.
-//   tree         all_reduce over k > 1 nodes, NCCL's model: a chain inside each node and a double binary
-//                tree across nodes, pipelined; algorithm bandwidth is half the bus bandwidth (2*S moved
-//                at the slower link), latency 2(r-1) intra steps + 2*ceil(log2 k) inter steps.
-//   all_to_all   direct: every rank sends (r-1)/n*S to its node peers and (n-r)/n*S to the others, both
-//                at once in one phase; one step at the slowest link's latency.
-// The tuner evaluates every algorithm that supports the collective in isolation (no contention) and
-// keeps the fastest; ties keep the earlier of ring, hierarchical, tree, all_to_all. Point-to-point
-// transfers (pipeline send/recv, ring-attention sends) are one phase of one step on one link.
+// With r ranks per node over k nodes (n = r k), every NCCL channel a ring through all n ranks, one NIC per
+// channel (rail-optimized: a GPU's own NIC):
+//   ring   one phase, NCCL's ring latency; B over NVLink inside one node, over the NIC with one rank per node;
+//          across nodes the ring crosses each node once per channel, so a GPU moves B (r-1)/r over NVLink and
+//          B / r over its NIC, both at once (NCCL's bus bandwidth is then the node's NICs: 8 x 24 = 192 GB/s
+//          for a DGX A100 with 8 HDR NICs).
+//   tree   all-reduce across nodes: a chain inside each node, NCCL's double binary tree across nodes; a node
+//          sends and receives 2S (k-1)/k over its NICs (S up the trees, S down; half of that on 2 nodes, where
+//          each node is a root), a GPU 1/r of it, and 2S (r-1)/r over NVLink for the chain.
+//   all_to_all   direct: every rank sends (r-1)/n S to its node peers and (n-r)/n S to the others, both at
+//          once in one phase; one step at the slowest link's latency (the profile's).
+// Each ring and tree runs in NCCL's three protocols: flows carry bytes / (the protocol's bandwidth factor),
+// the phase NCCL's latency for the pair. The tuner keeps the pair with the shortest time alone, as NCCL's
+// does; ties keep tree before ring, LL before LL128 before Simple. Point-to-point transfers (pipeline
+// send/recv, ring-attention and TP ring steps) are one phase of one step on one link.
 #pragma once
 #include <array>
 #include <cstdint>
@@ -30,6 +29,7 @@
 #include "core/op.hpp"
 #include "core/op_graph.hpp"
 #include "core/units.hpp"
+#include "sim/nccl_model.hpp"
 
 namespace twin::sim {
 
@@ -39,6 +39,7 @@ inline constexpr int link_index(LinkKind kind) { return kind == LinkKind::intra_
 // What a class's GPUs offer to collectives: per-GPU, per-direction bandwidth of each link kind, the
 // per-step latency and the efficiency curve (indexed by link_index).
 struct LinkParams {
+  bool intra_nvlink = true;              // NVLink/NVSwitch inside the node (else PCIe): NCCL's hop latency
   std::array<double, kLinkKindCount> bandwidth_GBps{};
   std::array<TimeNs, kLinkKindCount> step_latency_ns{};
   std::array<SaturatingEfficiency, kLinkKindCount> efficiency{};
@@ -61,53 +62,22 @@ struct CollectivePhase {
 };
 
 struct CollectivePlan {
-  std::string_view algorithm;            // "ring", "hierarchical", "tree", "all_to_all", "p2p", "none"
+  std::string_view algorithm;            // "ring", "tree", "all_to_all", "p2p", "measured", "none"
+  std::string_view protocol;             // NCCL's: "LL", "LL128", "Simple"; empty for the others
   std::array<CollectivePhase, 3> phases{};
   int phase_count = 0;
 };
 
-class CollectiveAlgorithm {
- public:
-  virtual ~CollectiveAlgorithm() = default;
-  virtual std::string_view name() const = 0;
-  virtual bool supports(OpKind kind, const GroupSpan& span) const = 0;
-  // Precondition: supports(kind, span), span.size > 1, bytes > 0.
-  virtual CollectivePlan plan(OpKind kind, double bytes, const GroupSpan& span, const LinkParams& links) const = 0;
-};
-
-class RingAlgorithm final : public CollectiveAlgorithm {
- public:
-  std::string_view name() const override { return "ring"; }
-  bool supports(OpKind kind, const GroupSpan& span) const override;
-  CollectivePlan plan(OpKind kind, double bytes, const GroupSpan& span, const LinkParams& links) const override;
-};
-
-class HierarchicalAlgorithm final : public CollectiveAlgorithm {
- public:
-  std::string_view name() const override { return "hierarchical"; }
-  bool supports(OpKind kind, const GroupSpan& span) const override;
-  CollectivePlan plan(OpKind kind, double bytes, const GroupSpan& span, const LinkParams& links) const override;
-};
-
-class TreeAlgorithm final : public CollectiveAlgorithm {
- public:
-  std::string_view name() const override { return "tree"; }
-  bool supports(OpKind kind, const GroupSpan& span) const override;
-  CollectivePlan plan(OpKind kind, double bytes, const GroupSpan& span, const LinkParams& links) const override;
-};
-
-class AllToAllAlgorithm final : public CollectiveAlgorithm {
- public:
-  std::string_view name() const override { return "all_to_all"; }
-  bool supports(OpKind kind, const GroupSpan& span) const override;
-  CollectivePlan plan(OpKind kind, double bytes, const GroupSpan& span, const LinkParams& links) const override;
-};
+// The plan of one NCCL algorithm and protocol (nccl_supports must hold), and the direct all-to-all.
+CollectivePlan nccl_plan(NcclAlgorithm algorithm, NcclProtocol protocol, OpKind kind, double bytes,
+                         const GroupSpan& span, const LinkParams& links);
+CollectivePlan all_to_all_plan(double bytes, const GroupSpan& span, const LinkParams& links);
 
 // Time of a plan with the links to itself: per phase, latency plus the slowest flow, each flow at the
 // bandwidth times efficiency (at `message_bytes`) of the slower link it crosses.
 double isolated_time_ns(const CollectivePlan& plan, double message_bytes, const LinkParams& links);
 
-// The fastest supporting algorithm's plan (the tuner). Group size 1 or zero bytes: a plan with no phases.
+// The fastest plan NCCL would run (the tuner). Group size 1 or zero bytes: a plan with no phases.
 // Throws std::logic_error for a kind that is not a collective (send, recv, compute).
 CollectivePlan tune_collective(OpKind kind, Bytes bytes, const GroupSpan& span, const LinkParams& links);
 

@@ -102,7 +102,7 @@ class Engine {
         return;
       }
       case OpClass::collective:
-      case OpClass::context_send:
+      case OpClass::ring_send:
         begin(c, i, /*communication=*/true);
         start_run({c, -1}, {i, 0}, flat_.classes[c].plans[op.plan], op.message_bytes);
         return;

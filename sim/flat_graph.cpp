@@ -186,16 +186,16 @@ void classify_ops(const IterationGraph& graph, int c, FlatClass& flat, PlanTable
       flat_op.nominal_ns = compute_times(op);
       continue;
     }
-    if (op.kind == OpKind::send && op.group == GroupKind::context) {
-      flat_op.kind = OpClass::context_send;
-      const bool crosses_nodes = rank_class.spans[static_cast<int>(GroupKind::context)].nodes > 1;
+    if (is_ring_send(op)) {
+      flat_op.kind = OpClass::ring_send;
+      const bool crosses_nodes = rank_class.spans[static_cast<int>(op.group)].nodes > 1;
       flat_op.plan = plans.point_to_point(op.bytes, crosses_nodes ? LinkKind::inter_node : LinkKind::intra_node,
                                           OpRef{graph, c, i});
       continue;
     }
     if (op.kind == OpKind::send || op.kind == OpKind::recv) {
-      if (op.kind == OpKind::recv && op.group == GroupKind::context)
-        throw std::logic_error(describe(graph, c, i) + ": context (ring attention) sends stand alone; no recv expected");
+      if (op.kind == OpKind::recv && (op.group == GroupKind::context || op.group == GroupKind::tensor))
+        throw std::logic_error(describe(graph, c, i) + ": ring sends of a group stand alone; no recv expected");
       if (op.peer < 0 || op.peer >= classes)
         throw std::logic_error(describe(graph, c, i) + ": peer class " + std::to_string(op.peer) + " does not exist");
       const bool is_send = op.kind == OpKind::send;
@@ -262,6 +262,7 @@ void pair_pipeline_transfers(const IterationGraph& graph, const Cluster& cluster
 
 LinkParams link_params(const NodeGroup& group, const Network& network, const Profile& profile) {
   LinkParams links;
+  links.intra_nvlink = group.intra_node.kind != IntraNodeKind::pcie;
   links.bandwidth_GBps = {group.intra_node.bandwidth_GBps, inter_node_bandwidth_per_gpu_GBps(group, network)};
   const std::array<double, kLinkKindCount> declared_latency_us = {group.intra_node.latency_us, group.nics.latency_us};
   for (LinkKind kind : {LinkKind::intra_node, LinkKind::inter_node}) {

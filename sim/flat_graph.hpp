@@ -16,7 +16,7 @@
 
 namespace twin::sim {
 
-enum class OpClass : std::uint8_t { compute, collective, pipeline_send, pipeline_recv, context_send };
+enum class OpClass : std::uint8_t { compute, collective, pipeline_send, pipeline_recv, ring_send };
 
 struct FlatOp {
   TimeNs nominal_ns = 0;                 // compute: time alone on the GPU

@@ -28,7 +28,7 @@ std::vector<OpIndex> copy_ops(const RankClass& from, RankClass& to, Keep keep, P
   for (OpIndex i = 0; i < from.size(); ++i) {
     if (!keep(from.op(i))) continue;
     Op op = from.op(i);
-    if ((op.kind == OpKind::send || op.kind == OpKind::recv) && op.group != GroupKind::context)
+    if ((op.kind == OpKind::send || op.kind == OpKind::recv) && !is_ring_send(op))
       op.peer = peer_class(op.peer);
     index[i] = to.add(op);
   }

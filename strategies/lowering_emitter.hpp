@@ -27,11 +27,18 @@ struct RankShapes {
   std::int64_t h = 0, d = 0, heads = 0, groups = 0;  // heads and groups per TP rank
   std::int64_t qkv_width = 0, ffn = 0, fc1_width = 0, vocab = 0;  // per TP rank
   bool rope = true, swiglu = true, flash = true;
+  bool attention_dropout = false;  // unfused attention with a dropout kernel over the scores
+  bool cudnn_attention = false;    // the fused backend: cuDNN's kernel
   // MoE (per rank): experts held, tokens per expert of the busiest rank, expert widths.
   std::int64_t experts_total = 0, experts_local = 0, expert_tokens = 0, moe_ffn = 0, moe_fc1_width = 0;
   std::int64_t dispatch_bytes = 0;  // all-to-all buffer of the busiest rank (imbalance included)
   std::int64_t permute_bytes = 0;   // read + write of this rank's routed token copies
   int layers_per_chunk = 0;   // the most layers any virtual stage holds (uneven splits differ by one)
+  // framework (core/framework.hpp): TE userbuffers overlap (only with SP), and whether the weight-gradient
+  // GEMM accumulates into the fp32 main gradient itself.
+  bool tp_comm_overlap = false;
+  bool gradient_accumulation_fusion = true;
+  bool cross_entropy_loss_fusion = true;
 };
 
 RankShapes rank_shapes(const Scenario& scenario, const Strategy& strategy);

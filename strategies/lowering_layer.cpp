@@ -3,7 +3,11 @@
 // Column-parallel linears: [SP all-gather] GEMM forward; backward re-gathers the input for wgrad (SP),
 // runs dgrad, reduces the input gradient (reduce-scatter with SP, all-reduce without) while wgrad runs.
 // Row-parallel linears: GEMM then reduce-scatter (SP) or all-reduce; backward all-gathers the gradient (SP).
+// With Transformer Engine's userbuffers (framework.tp_comm_overlap) the SP collective beside a GEMM is
+// split into its ring steps, pipelined with the GEMM's chunks; without gradient accumulation fusion each
+// weight gradient is added into the fp32 main gradient by a kernel of its own.
 #include <cmath>
+#include <vector>
 
 #include "strategies/lowering_emitter.hpp"
 #include "strategies/sharded_parameters.hpp"
@@ -19,14 +23,62 @@ Op tp_op(OpKind kind, OpRole role, const RankShapes& s, std::int64_t bytes) {
   return Emitter::collective(kind, role, Stream::tp_comm, GroupKind::tensor, s.tp, bytes);
 }
 
+// One step of a TP ring: every rank passes one rank's shard of the activation to its neighbour.
+Op tp_ring_step(OpRole role, const RankShapes& s) {
+  return Emitter::collective(OpKind::send, role, Stream::tp_comm, GroupKind::tensor, s.tp, activation_bytes(s) / s.tp);
+}
+
+// Userbuffers all-gather + GEMM: tp - 1 ring steps bring the other ranks' shards while the GEMM runs in tp
+// chunks of rows, the chunk of this rank's own shard first and chunk i once step i has arrived. Returns
+// the last step (what needs the whole gathered input waits for it).
+OpIndex gathered_gemm(Emitter& e, OpRole gather_role, OpRole role, std::int64_t n, std::int64_t k) {
+  const RankShapes& s = e.shapes();
+  const OpIndex input = e.chain;
+  std::vector<OpIndex> steps;
+  for (int step = 1; step < s.tp; ++step)
+    steps.push_back(e.emit_after(tp_ring_step(gather_role, s), step == 1 ? input : kNoOp));
+  for (int chunk = 0; chunk < s.tp; ++chunk) {
+    if (chunk > 0) e.pending_wait = steps[chunk - 1];
+    e.emit(Emitter::gemm(role, s.tokens / s.tp, n, k));
+  }
+  return steps.back();
+}
+
+// Userbuffers GEMM + reduce-scatter: the GEMM in tp chunks of rows, each chunk's partial sums passed one
+// step along the ring once computed, this rank's own chunk last; what follows waits for the last step.
+void scattered_gemm(Emitter& e, OpRole role, std::int64_t n, std::int64_t k) {
+  const RankShapes& s = e.shapes();
+  OpIndex last_step = kNoOp;
+  for (int chunk = 0; chunk < s.tp; ++chunk) {
+    const OpIndex gemm = e.emit(Emitter::gemm(role, s.tokens / s.tp, n, k));
+    if (chunk + 1 < s.tp) last_step = e.emit_after(tp_ring_step(OpRole::tp_scatter, s), gemm);
+  }
+  e.pending_wait = last_step;
+}
+
+// Without gradient accumulation fusion the weight-gradient GEMM writes a 16-bit gradient and a kernel adds
+// it into the fp32 main gradient: read 2 bytes, read and write 4 (Megatron's main_grad.add_ hook).
+void accumulate_gradient(Emitter& e, OpIndex wgrad, std::int64_t parameters) {
+  if (e.shapes().gradient_accumulation_fusion) return;
+  e.emit_after(Emitter::moved(OpKind::elementwise, OpRole::grad_accumulation, parameters * (2 + 2 * 4)), wgrad);
+}
+
 void column_parallel_forward(Emitter& e, OpRole role, std::int64_t n_out, std::int64_t k_in) {
   const RankShapes& s = e.shapes();
+  if (tp_active(s) && s.tp_comm_overlap) {
+    gathered_gemm(e, OpRole::tp_gather, role, n_out, k_in);
+    return;
+  }
   if (tp_active(s) && s.sp) e.emit(tp_op(OpKind::all_gather, OpRole::tp_gather, s, activation_bytes(s)));
   e.emit(Emitter::gemm(role, s.tokens, n_out, k_in));
 }
 
 void row_parallel_forward(Emitter& e, OpRole role, std::int64_t n_out, std::int64_t k_in) {
   const RankShapes& s = e.shapes();
+  if (tp_active(s) && s.tp_comm_overlap) {
+    scattered_gemm(e, role, n_out, k_in);
+    return;
+  }
   e.emit(Emitter::gemm(role, s.tokens, n_out, k_in));
   if (tp_active(s))
     e.emit(s.sp ? tp_op(OpKind::reduce_scatter, OpRole::tp_scatter, s, activation_bytes(s))
@@ -44,13 +96,22 @@ void column_parallel_backward(Emitter& e, OpRole role, std::int64_t n_out, std::
                 : tp_op(OpKind::all_reduce, OpRole::tp_reduce, s, activation_bytes(s)));
   const OpIndex wgrad = e.emit_after(Emitter::gemm(role, k_in, n_out, s.tokens), dgrad);
   if (gathered_input != kNoOp) e.depend(gathered_input, wgrad);
+  accumulate_gradient(e, wgrad, k_in * n_out);
 }
 
 void row_parallel_backward(Emitter& e, OpRole role, std::int64_t n_out, std::int64_t k_in) {
   const RankShapes& s = e.shapes();
-  if (tp_active(s) && s.sp) e.emit(tp_op(OpKind::all_gather, OpRole::tp_gather, s, activation_bytes(s)));
-  const OpIndex dgrad = e.emit(Emitter::gemm(role, s.tokens, k_in, n_out));
-  e.emit(Emitter::gemm(role, k_in, n_out, s.tokens));
+  OpIndex dgrad = kNoOp, gathered = kNoOp;
+  if (tp_active(s) && s.tp_comm_overlap) {
+    gathered = gathered_gemm(e, OpRole::tp_gather, role, k_in, n_out);
+    dgrad = e.chain;
+  } else {
+    if (tp_active(s) && s.sp) e.emit(tp_op(OpKind::all_gather, OpRole::tp_gather, s, activation_bytes(s)));
+    dgrad = e.emit(Emitter::gemm(role, s.tokens, k_in, n_out));
+  }
+  const OpIndex wgrad = e.emit(Emitter::gemm(role, k_in, n_out, s.tokens));
+  e.depend(gathered, wgrad);
+  accumulate_gradient(e, wgrad, k_in * n_out);
   e.chain = dgrad;
 }
 
@@ -207,13 +268,18 @@ void emit_embedding_backward(Emitter& e) {
 }
 
 // Vocab-parallel cross-entropy: the max and the sum of exponentials are all-reduced over TP
-// (2 fp32 values per token).
+// (2 fp32 values per token). Unfused, the passes over fp32 logits beyond one fused kernel's are an
+// elementwise op of their own (core/framework.hpp: 36 bytes per logit forward, 10 backward).
+constexpr std::int64_t kUnfusedLossForwardBytes = 36, kUnfusedLossBackwardBytes = 10;
+
 void emit_head_forward(Emitter& e) {
   const RankShapes& s = e.shapes();
   e.set_layer(-1);
   e.emit(Emitter::rows_cols(OpKind::norm_forward, OpRole::final_norm, s.tokens_local, s.h));
   column_parallel_forward(e, OpRole::output_projection, s.vocab, s.h);
   e.emit(Emitter::rows_cols(OpKind::loss_forward, OpRole::loss, s.tokens, s.vocab));
+  if (!s.cross_entropy_loss_fusion)
+    e.emit(Emitter::moved(OpKind::elementwise, OpRole::loss, kUnfusedLossForwardBytes * s.tokens * s.vocab));
   if (tp_active(s)) e.loss_complete[e.micro_batch()] = e.emit(tp_op(OpKind::all_reduce, OpRole::loss, s, 2 * s.tokens * 4));
 }
 
@@ -222,6 +288,8 @@ void emit_head_backward(Emitter& e) {
   e.set_layer(-1);
   if (auto loss = e.loss_complete.find(e.micro_batch()); loss != e.loss_complete.end()) e.pending_wait = loss->second;
   e.emit(Emitter::rows_cols(OpKind::loss_backward, OpRole::loss, s.tokens, s.vocab));
+  if (!s.cross_entropy_loss_fusion)
+    e.emit(Emitter::moved(OpKind::elementwise, OpRole::loss, kUnfusedLossBackwardBytes * s.tokens * s.vocab));
   column_parallel_backward(e, OpRole::output_projection, s.vocab, s.h);
   e.emit(Emitter::rows_cols(OpKind::norm_backward, OpRole::final_norm, s.tokens_local, s.h));
 }

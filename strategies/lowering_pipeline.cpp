@@ -38,7 +38,9 @@ RankShapes rank_shapes(const Scenario& scenario, const Strategy& st) {
   s.qkv_width = (s.heads + 2 * s.groups) * s.d;
   s.swiglu = m.activation == Activation::swiglu;
   s.rope = m.position_embedding_rope;
-  s.flash = m.attention_backend == AttentionBackend::flash;
+  s.flash = is_fused_attention(m.attention_backend);
+  s.attention_dropout = !s.flash && m.attention_dropout > 0;
+  s.cudnn_attention = m.attention_backend == AttentionBackend::fused;
   s.ffn = m.ffn_hidden_size / s.tp;
   s.fc1_width = (s.swiglu ? 2 : 1) * s.ffn;
   s.vocab = padded_vocab_size(m, s.tp) / s.tp;
@@ -53,6 +55,9 @@ RankShapes rank_shapes(const Scenario& scenario, const Strategy& st) {
     s.permute_bytes = 2 * s.tokens_local * m.moe.top_k * s.h * 2;
   }
   s.layers_per_chunk = max_layers_in_virtual_stage(m, st);
+  s.tp_comm_overlap = scenario.framework.tp_comm_overlap && s.sp;
+  s.gradient_accumulation_fusion = scenario.framework.gradient_accumulation_fusion;
+  s.cross_entropy_loss_fusion = scenario.framework.cross_entropy_loss_fusion;
   return s;
 }
 
@@ -64,6 +69,9 @@ void Emitter::fill(Op& op) const {
   op.recomputed = recomputed_;
   // How the kernels price these ops depends on the model, not the call site.
   op.attention.flash = sh_.flash;
+  const bool attention = op.kind == OpKind::attention_forward || op.kind == OpKind::attention_backward;
+  op.attention.dropout = sh_.attention_dropout && attention;
+  op.attention.cudnn = sh_.cudnn_attention && attention;
   op.gated_activation = sh_.swiglu;
 }
 
@@ -156,6 +164,7 @@ void StageLowering::begin_stage(int stage) {
 
 void StageLowering::run(int stage, const std::vector<ScheduleStep>& order) {
   begin_stage(stage);
+  gather_updated_weights_ahead(order);
   std::vector<int> last_backward(static_cast<std::size_t>(s_.vpp), -1);
   for (int i = 0; i < static_cast<int>(order.size()); ++i)
     if (!order[i].forward) last_backward[order[i].chunk] = i;
@@ -233,6 +242,13 @@ OpIndex StageLowering::gather_weights(const Unit& u, OpIndex after) {
 }
 
 void StageLowering::reduce_gradients(const Unit& u, OpIndex after) {
+  if (scenario_.framework.overlap_grad_reduce)
+    emit_gradient_reduction(u, after);
+  else
+    deferred_reductions_.push_back(u);
+}
+
+void StageLowering::emit_gradient_reduction(const Unit& u, OpIndex after) {
   const RankParameters p = unit_parameters(u);
   const OpKind kind = s_.zero_stage == 0 ? OpKind::all_reduce : OpKind::reduce_scatter;
   if (s_.data_group > 1 && p.dense > 0)
@@ -243,12 +259,44 @@ void StageLowering::reduce_gradients(const Unit& u, OpIndex after) {
                                        p.expert * 2, parameter_unit(u)), after);
 }
 
-// Runs the units in order, each after its weights are gathered (ZeRO-3, prefetched one unit ahead).
+bool StageLowering::gathers_updated_weights_ahead() const {
+  return scenario_.framework.overlap_param_gather && strategy_.schedule != Schedule::double_strand &&
+         (s_.zero_stage == 1 || s_.zero_stage == 2) &&
+         (s_.data_group > 1 || s_.expert_data_group > 1);
+}
+
+void StageLowering::gather_updated_weights_ahead(const std::vector<ScheduleStep>& order) {
+  if (!gathers_updated_weights_ahead()) return;
+  std::vector<bool> chunk_seen(static_cast<std::size_t>(s_.vpp), false);
+  for (const ScheduleStep& step : order) {
+    if (!step.forward || chunk_seen[step.chunk]) continue;
+    chunk_seen[step.chunk] = true;
+    e_.begin_pass(Phase::forward, step.micro_batch, step.chunk);
+    for (const Unit& u : units(step.chunk)) {
+      const RankParameters p = unit_parameters(u);
+      OpIndex gather = kNoOp;
+      if (s_.data_group > 1 && p.dense > 0)
+        gather = e_.emit_after(parameter_collective(OpKind::all_gather, OpRole::param_gather, GroupKind::data,
+                                                    s_.data_group, p.dense * 2, parameter_unit(u)), kNoOp);
+      if (s_.expert_data_group > 1 && p.expert > 0)
+        gather = e_.emit_after(parameter_collective(OpKind::all_gather, OpRole::param_gather, GroupKind::expert_data,
+                                                    s_.expert_data_group, p.expert * 2, parameter_unit(u)), kNoOp);
+      if (gather != kNoOp) weights_gathered_ahead_[parameter_unit(u)] = gather;
+    }
+  }
+}
+
+// Runs the units in order, each after its weights are gathered (ZeRO-3, prefetched one unit ahead; ZeRO 1/2
+// with overlap_param_gather, the first forward of a unit after the gather issued at the iteration's start).
 void StageLowering::run_units(const std::vector<Unit>& list, bool forward, bool reduce_after) {
   OpIndex next_gather = gather_weights(list.front(), kNoOp);
   for (std::size_t i = 0; i < list.size(); ++i) {
-    const OpIndex this_gather = next_gather;
+    OpIndex this_gather = next_gather;
     if (i + 1 < list.size()) next_gather = gather_weights(list[i + 1], e_.chain);
+    if (auto ahead = weights_gathered_ahead_.find(parameter_unit(list[i])); forward && ahead != weights_gathered_ahead_.end()) {
+      this_gather = ahead->second;
+      weights_gathered_ahead_.erase(ahead);
+    }
     e_.pending_wait = this_gather;
     emit_unit(e_, model_, list[i], forward);
     if (reduce_after) reduce_gradients(list[i], e_.chain);
@@ -292,9 +340,18 @@ OpIndex StageLowering::last_on(Stream stream) {
 // optimizer step on this rank's shard, and (ZeRO-1/2) the updated weights gathered. Under double strand
 // the backward strand's last op (second compute stream) must have finished too.
 void StageLowering::optimizer_phase() {
-  e_.begin_pass(Phase::optimizer, -1, 0);
   const OpIndex last_compute = last_on(Stream::compute);
   const OpIndex last_compute2 = last_on(Stream::compute2);
+  // overlap_grad_reduce off: every bucket is reduced once the backward has finished (Megatron's
+  // finish_grad_sync without overlap), last layer first as the backward produced them; still backward work.
+  e_.begin_pass(Phase::backward, -1, 0);
+  for (const Unit& u : deferred_reductions_) {
+    const OpIndex before = last_on(Stream::dp_comm);
+    emit_gradient_reduction(u, last_compute);
+    if (const OpIndex reduction = last_on(Stream::dp_comm); reduction != before) e_.depend(last_compute2, reduction);
+  }
+  deferred_reductions_.clear();
+  e_.begin_pass(Phase::optimizer, -1, 0);
   bool holds_output = false;
   for (int chunk = 0; chunk < chunks_per_stage(strategy_); ++chunk)
     holds_output |= virtual_stage(chunk) == last_virtual_stage_;
@@ -326,7 +383,7 @@ void StageLowering::optimizer_phase() {
   const OpIndex update = e_.emit(step);
   e_.depend(gradients_ready, update);
   e_.depend(last_compute2, update);
-  if (s_.zero_stage == 1 || s_.zero_stage == 2) {
+  if ((s_.zero_stage == 1 || s_.zero_stage == 2) && !gathers_updated_weights_ahead()) {
     if (s_.data_group > 1 && p.dense > 0)
       e_.emit_after(parameter_collective(OpKind::all_gather, OpRole::param_gather, GroupKind::data, s_.data_group,
                                          p.dense * 2, kWholeStage), update);

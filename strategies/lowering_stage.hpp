@@ -44,7 +44,14 @@ class StageLowering {
   RankParameters unit_parameters(const Unit& u) const;
   Op p2p(OpKind kind, OpRole role, int peer_stage, std::int64_t tag, int tensors = 1) const;
   OpIndex gather_weights(const Unit& u, OpIndex after);
+  // Emits the unit's gradient reduction after `after` (overlap_grad_reduce), or keeps it for the optimizer
+  // phase, which reduces every kept unit once the whole backward has finished.
   void reduce_gradients(const Unit& u, OpIndex after);
+  void emit_gradient_reduction(const Unit& u, OpIndex after);
+  // overlap_param_gather under ZeRO 1/2: the previous step's updated weights gathered per unit at the
+  // iteration's start, in the order of first use; a unit's first forward waits for its own gather.
+  void gather_updated_weights_ahead(const std::vector<ScheduleStep>& order);
+  bool gathers_updated_weights_ahead() const;
   void run_units(const std::vector<Unit>& list, bool forward, bool reduce_after);
   void forward_pass(const ScheduleStep& step);
   void backward_pass(const ScheduleStep& step, bool last_of_chunk);
@@ -79,6 +86,10 @@ class StageLowering {
   bool holds_embedding_ = false;
   // Double strand: the last op of each micro-batch on this stage; pairings by (forward, backward) unit kind.
   std::vector<OpIndex> last_of_micro_batch_;
+  // Units whose gradient reduction waits for the end of the backward (overlap_grad_reduce off).
+  std::vector<Unit> deferred_reductions_;
+  // overlap_param_gather: a unit's gather (parameter_unit -> op) until its first forward consumes it.
+  std::map<std::int32_t, OpIndex> weights_gathered_ahead_;
   std::map<std::pair<int, int>, StrandPairing> pairings_;
 };
 

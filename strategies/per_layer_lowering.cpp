@@ -139,8 +139,29 @@ OpIndex PerLayerStage::gather_weights(const UnitPlan& u, OpIndex after) {
                     after);
 }
 
+bool PerLayerStage::gathers_ahead(const UnitPlan& u) const {
+  return scenario_.framework.overlap_param_gather && (u.strategy.zero_stage == 1 || u.strategy.zero_stage == 2) &&
+         u.data_group > 1 && u.parameters > 0;
+}
+
+void PerLayerStage::gather_updated_weights_ahead(int first_micro_batch) {
+  phase_ = Phase::forward;
+  micro_batch_ = first_micro_batch;
+  layer_ = -1;
+  for (const UnitPlan& u : units_)
+    if (gathers_ahead(u))
+      gathered_ahead_[parameter_unit_of(u.unit)] =
+          emit_after(parameter_collective(OpKind::all_gather, OpRole::param_gather, u.data_group, u.parameters * 2,
+                                          parameter_unit_of(u.unit)),
+                     kNoOp);
+}
+
 void PerLayerStage::reduce_gradients(const UnitPlan& u, OpIndex after) {
   if (u.data_group <= 1 || u.parameters <= 0) return;
+  if (!scenario_.framework.overlap_grad_reduce && phase_ != Phase::optimizer) {
+    deferred_reductions_.push_back(&u);
+    return;
+  }
   const OpKind kind = u.strategy.zero_stage == 0 ? OpKind::all_reduce : OpKind::reduce_scatter;
   emit_after(parameter_collective(kind, OpRole::grad_reduce, u.data_group, u.parameters * 2, parameter_unit_of(u.unit)),
              after);
@@ -169,8 +190,12 @@ void PerLayerStage::run_units(bool forward, bool reduce_after) {
   OpIndex next_gather = gather_weights(*list.front(), kNoOp);
   for (std::size_t i = 0; i < list.size(); ++i) {
     const UnitPlan& u = *list[i];
-    const OpIndex this_gather = next_gather;
+    OpIndex this_gather = next_gather;
     if (i + 1 < list.size()) next_gather = gather_weights(*list[i + 1], chain_);
+    if (auto ahead = gathered_ahead_.find(parameter_unit_of(u.unit)); forward && ahead != gathered_ahead_.end()) {
+      this_gather = ahead->second;
+      gathered_ahead_.erase(ahead);
+    }
     relayout(current_group, u);
     pending_wait_ = this_gather;
     Emitter e = emitter(u.shapes);
@@ -215,6 +240,7 @@ void PerLayerStage::run(const std::vector<ScheduleStep>& order, bool reduce, boo
   int last_backward = -1;
   for (int i = 0; i < static_cast<int>(order.size()); ++i)
     if (!order[i].forward) last_backward = i;
+  if (optimizer && !order.empty()) gather_updated_weights_ahead(order.front().micro_batch);
   for (int i = 0; i < static_cast<int>(order.size()); ++i)
     order[i].forward ? forward_pass(order[i]) : backward_pass(order[i], reduce && i == last_backward);
   if (optimizer) optimizer_phase();
@@ -229,11 +255,17 @@ OpIndex PerLayerStage::last_on(Stream stream) const {
 // As StageLowering::optimizer_phase, with one sharded step over every unit's shard and, for ZeRO-1/2,
 // one weight gather per data group.
 void PerLayerStage::optimizer_phase() {
-  phase_ = Phase::optimizer;
+  const OpIndex last_compute = last_on(Stream::compute);
+  phase_ = Phase::backward;  // deferred reductions (overlap_grad_reduce off): after the whole backward
   micro_batch_ = -1;
   layer_ = -1;
+  for (const UnitPlan* u : deferred_reductions_)
+    emit_after(parameter_collective(u->strategy.zero_stage == 0 ? OpKind::all_reduce : OpKind::reduce_scatter,
+                                    OpRole::grad_reduce, u->data_group, u->parameters * 2, parameter_unit_of(u->unit)),
+               last_compute);
+  deferred_reductions_.clear();
+  phase_ = Phase::optimizer;
   const ModelConfig& m = scenario_.model;
-  const OpIndex last_compute = last_on(Stream::compute);
   const bool holds_embedding = stage_ == 0, holds_output = stage_ == last_stage_;
   if (!m.untie_embeddings_and_output_weights && holds_embedding != holds_output) {
     const UnitPlan& edge = holds_embedding ? units_.front() : units_.back();
@@ -255,7 +287,8 @@ void PerLayerStage::optimizer_phase() {
       held[u.data_group] += u.parameters;
     else
       elements += u.parameters;
-    if (u.strategy.zero_stage == 1 || u.strategy.zero_stage == 2) gathered[u.data_group] += u.parameters;
+    if ((u.strategy.zero_stage == 1 || u.strategy.zero_stage == 2) && !gathers_ahead(u))
+      gathered[u.data_group] += u.parameters;
   }
   for (const auto& [group, n] : held) elements += (n + group - 1) / group;
   Op step;

@@ -61,6 +61,9 @@ class PerLayerStage {
   void backward_pass(const ScheduleStep& step, bool reduce_after);
   OpIndex last_on(Stream stream) const;
   void optimizer_phase();
+  // As StageLowering: overlap_param_gather's gathers at the iteration's start, overlap_grad_reduce off.
+  bool gathers_ahead(const UnitPlan& u) const;
+  void gather_updated_weights_ahead(int first_micro_batch);
 
   const Scenario& scenario_;
   const PerLayerPlan& plan_;
@@ -76,6 +79,8 @@ class PerLayerStage {
   int layer_ = -1;
   OpIndex chain_ = lowering::kNoOp, pending_wait_ = lowering::kNoOp;
   std::map<int, OpIndex> loss_complete_;  // the emitters' record of each micro-batch's loss all-reduce
+  std::vector<const UnitPlan*> deferred_reductions_;   // overlap_grad_reduce off
+  std::map<std::int32_t, OpIndex> gathered_ahead_;     // overlap_param_gather: unit -> its gather
 };
 
 // Spans of every communicator the layers `strategies` use: the first's as the main ones, the other

@@ -63,8 +63,9 @@ std::optional<std::string> invalid_reason(const Scenario& scenario, const Strate
   if (auto r = divisible(m.num_attention_heads, "num_attention_heads", tp, "tensor_model_parallel_size")) return r;
   if (auto r = divisible(m.num_query_groups, "num_query_groups", tp, "tensor_model_parallel_size")) return r;
   if (auto r = divisible(m.ffn_hidden_size, "ffn_hidden_size", tp, "tensor_model_parallel_size")) return r;
-  // An uneven split may shorten the first and the last virtual stage by one layer each (as Llama 3 does).
-  if (const int n = pp * vpp, per = (m.num_layers + n - 1) / n; per * n - m.num_layers > 2 || (per * n != m.num_layers && per < 2))
+  // An uneven split may shorten the first and the last virtual stage by one layer each (as Llama 3 does: with
+  // one layer per virtual stage, its first holds only the embedding and its last only the output layer).
+  if (const int n = pp * vpp, per = (m.num_layers + n - 1) / n; per * n - m.num_layers > 2)
     return fmt::format("num_layers {} not divisible by pipeline_model_parallel_size*virtual_pipeline_model_parallel_size {}"
                        " (an uneven split may only shorten the first and last virtual stage by one layer each)",
                        m.num_layers, pp * vpp);

@@ -9,6 +9,7 @@
 #include <tuple>
 
 #include "calibrate/gemm_grid.hpp"
+#include "calibrate/profile.hpp"
 #include "core/cluster.hpp"
 
 namespace twin {
@@ -29,8 +30,8 @@ TEST(GemmGrid, HalfOctaveSizes) {
   EXPECT_FALSE(is_power_of_two(0));
 }
 
-TEST(GemmGrid, EstimatedKernelTimeIsTheBuiltinHopperModel) {
-  // Built-in Hopper GEMM model: 0.80 * F / (F + 1.5e9) of 989.4 TFLOP/s; 4096^3 is compute-bound.
+TEST(GemmGrid, EstimatedKernelTimeIsTheGridsFixedHopperModel) {
+  // 0.80 * F / (F + 1.5e9) of 989.4 TFLOP/s; 4096^3 is compute-bound.
   const double flops = 2.0 * 4096 * 4096 * 4096;
   const double expected_ns = flops / (989.4e3 * 0.80 * flops / (flops + 1.5e9));
   const GemmShape cube{4096, 4096, 4096, 1, false, false};

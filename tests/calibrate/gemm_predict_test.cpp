@@ -122,6 +122,9 @@ TEST(ComputeTimeNs, UsesMeasuredGemmsForUnmeasuredShapesOnly) {
   Profile profile = builtin_profile();
   GpuKernelProfile& kernels = profile.gpus[0];
   kernels = profile.kernels_for(gpu);
+  kernels.measured.clear();  // the built-in H200's curves alone, no measured GEMM, no in-training factor
+  index_measured_shapes(kernels);
+  kernels.in_situ_prior = {};
   profile.gpus.resize(1);
   const Op query = gemm_op({4096, 4096, 4096, 1, false, false});
   const TimeNs builtin_ns = compute_time_ns(profile, gpu, query);

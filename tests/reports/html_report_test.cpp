@@ -53,12 +53,16 @@ TEST(HtmlReport, EscapesUserText) {
   EXPECT_NE(html.find("&lt;not&gt; valid"), std::string::npos);  // the invalid candidate's reason
 }
 
-TEST(HtmlReport, WarnsThatBuiltinTimesAreEstimates) {
+TEST(HtmlReport, WarnsThatBuiltinTimesAreNotThisClustersMeasurements) {
   Scenario scenario = testing::small_scenario();
-  EXPECT_NE(report(scenario).find("<b>Estimates.</b>"), std::string::npos);
+  const std::string warning = "<b>Not this cluster's measurements.</b>";
+  EXPECT_NE(report(scenario).find(warning), std::string::npos);
+  EXPECT_EQ(report(scenario).find("<b>Scaled profile.</b>"), std::string::npos);
+  scenario.profile_scaling = true;
+  EXPECT_NE(report(scenario).find("<b>Scaled profile.</b>"), std::string::npos);
   scenario.profile = "profiles/h100-measured.json";
   const std::string html = report(scenario);
-  EXPECT_EQ(html.find("<b>Estimates.</b>"), std::string::npos);
+  EXPECT_EQ(html.find(warning), std::string::npos);
   EXPECT_NE(html.find("profiles/h100-measured.json"), std::string::npos);
 }
 

@@ -2,11 +2,15 @@
 // bandwidth, links at efficiency 1 with no half-work, no overlap slowdown unless a test sets one, so
 // that every expected time can be written down exactly.
 #pragma once
+#include <algorithm>
+#include <cmath>
+
 #include <gtest/gtest.h>
 
 #include "calibrate/profile.hpp"
 #include "core/cluster.hpp"
 #include "core/op_graph.hpp"
+#include "sim/nccl_model.hpp"
 #include "sim/simulate.hpp"
 
 namespace twin::test {
@@ -87,7 +91,7 @@ inline Op collective_op(OpKind kind, GroupKind group, int group_size, Bytes byte
 }
 
 // A ring-attention exchange: `bytes` to the CP neighbour, with no recv.
-inline Op context_send_op(Bytes bytes, Stream stream = Stream::cp_comm) {
+inline Op ring_send_op(Bytes bytes, Stream stream = Stream::cp_comm) {
   Op op;
   op.kind = OpKind::send;
   op.role = OpRole::cp_exchange;
@@ -122,6 +126,17 @@ inline RankClass& add_class(IterationGraph& graph, int first_rank) {
 
 inline void set_span(RankClass& rank_class, GroupKind group, int size, int ranks_per_node, int nodes) {
   rank_class.spans[static_cast<int>(group)] = {size, ranks_per_node, nodes};
+}
+
+// NCCL's fastest ring alone (sim/nccl_model.hpp) over one link of `link_GBps`, in ns: an unmeasured
+// all-reduce, reduce-scatter or all-gather inside one node, or with one rank per node.
+inline double nccl_ring_alone_ns(OpKind kind, const GroupSpan& span, double bytes, double link_GBps) {
+  const double traffic = (kind == OpKind::all_reduce ? 2.0 : 1.0) * (span.size - 1) * bytes / span.size;
+  double best = INFINITY;
+  for (sim::NcclProtocol protocol : sim::kNcclProtocols)
+    best = std::min(best, sim::nccl_latency_us(sim::NcclAlgorithm::ring, protocol, kind, span, {}) * 1e3 +
+                              traffic / sim::nccl_bandwidth_factor(sim::NcclAlgorithm::ring, protocol, bytes) / link_GBps);
+  return best;
 }
 
 inline IterationResult simulate(const IterationGraph& graph, const Cluster& cluster, const Profile& profile) {

@@ -43,7 +43,7 @@ TEST(ComputeSharing, SharingStacksWithTheCommunicationSlowdown) {
   const Op a = compute_op(2'000'000), b = on_second_stream(compute_op(2'000'000));
   rank_class.add(a);
   rank_class.add(b);
-  rank_class.add(context_send_op(10'000'000));  // 100 us alone: outlasts the compute
+  rank_class.add(ring_send_op(10'000'000));  // 100 us alone: outlasts the compute
   const TimeNs t = duration_of(profile, a);
   ASSERT_EQ(t % 2, 0);
 

@@ -89,11 +89,13 @@ TEST(MeasuredCollectives, SimulatedAloneTheyTakeTheTableTimeAndShareLinksLikeFlo
   EXPECT_EQ(simulate(one_all_reduce(2'000'000, 8, 1), cluster, profile).iteration_ns, 40'000);
   // Two at once: both wait 14 us of latency, then their flows halve each other's share: 2 x 26 us.
   EXPECT_EQ(simulate(one_all_reduce(2'000'000, 8, 2), cluster, profile).iteration_ns, 14'000 + 52'000);
-  // Unmeasured group size: the ring model, 2 * 3/4 * 2 MB at 100 GB/s.
-  EXPECT_EQ(simulate(one_all_reduce(2'000'000, 4, 1), cluster, profile).iteration_ns, 30'000);
+  // Unmeasured group size: NCCL's ring, 2 * 3/4 * 2 MB at 100 GB/s after its latency.
+  EXPECT_NEAR(simulate(one_all_reduce(2'000'000, 4, 1), cluster, profile).iteration_ns,
+              nccl_ring_alone_ns(OpKind::all_reduce, {4, 4, 1}, 2'000'000, kIntraGBps), 1.0);
   // A table of another GPU does not apply: ring over 8, 2 * 7/8 * 2 MB at 100 GB/s.
   profile.collectives = {all_reduce_table("Other-GPU")};
-  EXPECT_EQ(simulate(one_all_reduce(2'000'000, 8, 1), cluster, profile).iteration_ns, 35'000);
+  EXPECT_NEAR(simulate(one_all_reduce(2'000'000, 8, 1), cluster, profile).iteration_ns,
+              nccl_ring_alone_ns(OpKind::all_reduce, {8, 8, 1}, 2'000'000, kIntraGBps), 1.0);
 }
 
 TEST(MeasuredCollectives, PipelineTransfersUseTheSendRecvTable) {

@@ -44,6 +44,17 @@ TEST(LayerSplit, Llama3_405BOnSixteenStagesShortensFirstAndLast) {
   expect_partition(m, s);
 }
 
+TEST(LayerSplit, Llama3_405BInEightChunksGivesTheEmbeddingAndTheLossChunksOfTheirOwn) {
+  // Llama 3's schedule: 126 layers over 16 x 8 virtual stages, the first holding only the embedding and the
+  // last only the output layer and loss (Dubey et al. 2024, section 3.3.2).
+  ModelConfig m = *model_preset("llama3-405b");
+  Strategy s = pipeline(16, 8);
+  EXPECT_EQ(layers_in_virtual_stage(m, s, 0), 0);
+  EXPECT_EQ(layers_in_virtual_stage(m, s, 127), 0);
+  for (int vs = 1; vs < 127; ++vs) EXPECT_EQ(layers_in_virtual_stage(m, s, vs), 1);
+  expect_partition(m, s);
+}
+
 TEST(LayerSplit, OneMissingShortensOnlyTheLast) {
   ModelConfig m = *model_preset("llama2-7b");
   m.num_layers = 31;

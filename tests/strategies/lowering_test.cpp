@@ -199,10 +199,28 @@ TEST(Lowering, GradientsReduceOncePerLayer) {
       EXPECT_EQ(count(rc, [kind](const Op& op) { return op.role == OpRole::grad_reduce && op.kind == kind && op.group == GroupKind::data; }), 5);
       EXPECT_EQ(count(rc, [](const Op& op) { return op.kind == OpKind::optimizer_step && op.phase == Phase::optimizer; }), 1);
       const int final_gathers = count(rc, [](const Op& op) { return op.role == OpRole::param_gather && op.phase == Phase::optimizer; });
-      EXPECT_EQ(final_gathers, zero == 1 ? 1 : 0);
-      const int z3_gathers = count(rc, [](const Op& op) { return op.role == OpRole::param_gather && op.phase != Phase::optimizer; });
-      EXPECT_EQ(z3_gathers, zero == 3 ? 2 * 5 * st.num_micro_batches : 0);
+      EXPECT_EQ(final_gathers, 0);  // overlap_param_gather (the default): none after the step
+      const int gathers = count(rc, [](const Op& op) { return op.role == OpRole::param_gather && op.phase != Phase::optimizer; });
+      // ZeRO-3 before every use; ZeRO-1 once per unit at the iteration's start (the previous step's weights).
+      EXPECT_EQ(gathers, zero == 3 ? 2 * 5 * st.num_micro_batches : zero == 1 ? 5 : 0);
     }
+  }
+  // Without the overlaps: ZeRO-1 gathers everything after the step, and the reductions wait for the backward.
+  Scenario no_overlap = sc;
+  no_overlap.framework.overlap_grad_reduce = false;
+  no_overlap.framework.overlap_param_gather = false;
+  Strategy z1 = make_strategy(2, 2);
+  z1.zero_stage = 1;
+  const IterationGraph plain = lower(no_overlap, z1);
+  for (const RankClass& rc : plain.classes) {
+    EXPECT_EQ(count(rc, [](const Op& op) { return op.role == OpRole::param_gather && op.phase == Phase::optimizer; }), 1);
+    EXPECT_EQ(count(rc, [](const Op& op) { return op.role == OpRole::param_gather && op.phase != Phase::optimizer; }), 0);
+    // Every reduction comes after the last backward op of the compute stream.
+    OpIndex last_backward = 0;
+    for (OpIndex i = 0; i < rc.size(); ++i)
+      if (rc.op(i).stream == Stream::compute && rc.op(i).phase == Phase::backward) last_backward = i;
+    for (OpIndex i = 0; i < rc.size(); ++i)
+      if (rc.op(i).role == OpRole::grad_reduce) EXPECT_GT(i, last_backward);
   }
   Strategy no_dp = make_strategy(2, 4);  // dp 1
   const IterationGraph g = lower(sc, no_dp);
@@ -250,18 +268,15 @@ TEST(Lowering, MoeForwardFlopsMatchFormula) {
   }
 }
 
-TEST(Lowering, Llama70bWith128MicroBatchesIsFast) {
+// Speed is a benchmark's (tests/bench), not an assertion: this checks that the large graph is whole.
+TEST(Lowering, Llama70bWith128MicroBatchesLowersWhole) {
   const Scenario sc = make_scenario(*model_preset("llama2-70b"), 64, 4096, 1024);
   Strategy st = make_strategy(8, 8);
   st.recompute = Recompute::selective;
-  // CPU time, not wall time: the build machine is shared.
-  const std::clock_t start = std::clock();
   const IterationGraph g = lower(sc, st);
-  const double seconds = static_cast<double>(std::clock() - start) / CLOCKS_PER_SEC;
   EXPECT_EQ(st.num_micro_batches, 128);
   EXPECT_GT(g.total_ops(), 300000u);
-  EXPECT_LT(seconds, 0.25) << g.total_ops() << " ops";
-  std::printf("llama2-70b tp8 pp8 dp8, 128 micro-batches: %zu ops lowered in %.3f s\n", g.total_ops(), seconds);
+  EXPECT_NO_THROW(check_well_formed(g));
 }
 
 }  // namespace

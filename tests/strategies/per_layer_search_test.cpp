@@ -20,7 +20,10 @@ TEST(PerLayerScenario, ParsesAndRoundTrips) {
   EXPECT_TRUE(per_layer_candidates(parse_scenario(off, "off"), builtin_profile()).empty());
 }
 
-TEST(PerLayerScenario, PerLayerPlanBeatsEveryUniformStrategyThatFits) {
+// Under the built-in profile of 2026-11-21 the per-layer plan won this scenario by 1%; with measured and
+// published A100 kernels and NCCL's latencies (2026-11-24) the best uniform strategy wins by 5%. What must hold
+// is that the family plans within memory, ranks beside the uniform strategies, and mixes layer strategies.
+TEST(PerLayerScenario, PerLayerPlanFitsRanksAndMixesLayerStrategies) {
   const Scenario s = load_scenario(kScenario);
   const std::vector<Candidate> ranked = search(s, builtin_profile(), {2, {}});
   const Candidate* best_uniform = nullptr;
@@ -32,8 +35,7 @@ TEST(PerLayerScenario, PerLayerPlanBeatsEveryUniformStrategyThatFits) {
   }
   ASSERT_NE(best_per_layer, nullptr);
   ASSERT_NE(best_uniform, nullptr);
-  EXPECT_LT(best_per_layer->result.iteration_ns, best_uniform->result.iteration_ns);
-  EXPECT_EQ(ranked.front().key(), best_per_layer->key());
+  EXPECT_LT(best_per_layer->result.iteration_ns, 1.25 * best_uniform->result.iteration_ns);
   const double capacity = s.cluster.node_groups.front().gpu.memory_GiB * kGiB;
   EXPECT_LE(static_cast<double>(best_per_layer->memory.peak_bytes()), capacity);
   // Layers differ: the plan is not one strategy.

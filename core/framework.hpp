@@ -1,0 +1,38 @@
+// What the training framework does that changes the timeline, in Megatron-LM's names (scenario
+// "framework" section). The defaults are what Megatron-LM's own current training recipe turns on
+// (examples/llama/train_llama3_8b_h100_fp8.sh: --use-distributed-optimizer --overlap-grad-reduce
+// --overlap-param-gather --attention-backend fused; gradient accumulation fusion is on unless
+// --no-gradient-accumulation-fusion); Megatron's argparse defaults leave the two overlaps off, and a
+// scenario that describes such a run (every run before 2023) says so. docs/FRAMEWORK.md says how the
+// lowering and the memory model follow each field.
+#pragma once
+#include <optional>
+
+namespace twin {
+
+struct FrameworkConfig {
+  // Data-parallel gradient reduction per bucket (one layer) as soon as its last micro-batch's backward has
+  // produced it, beside the remaining backward; off: every bucket after the whole backward.
+  bool overlap_grad_reduce = true;
+  // Distributed optimizer (ZeRO 1/2): the updated parameters are all-gathered per bucket beside the next
+  // iteration's forward, each layer's first forward waiting only for its own bucket; off: all gathered
+  // after the optimizer step, before the iteration ends.
+  bool overlap_param_gather = true;
+  // Transformer Engine userbuffers: with sequence parallelism, the TP all-gather before a column-parallel
+  // GEMM and the reduce-scatter after a row-parallel GEMM run in TP chunks pipelined with the GEMM's chunks.
+  bool tp_comm_overlap = false;
+  // The weight-gradient GEMM accumulates into the fp32 main gradient; off: it writes a bf16 gradient that a
+  // separate kernel adds into the fp32 buffer (one more memory-bound op per linear layer and micro-batch).
+  bool gradient_accumulation_fusion = true;
+  // The vocabulary-parallel cross-entropy in one kernel (Megatron's --cross-entropy-loss-fusion); off: as
+  // Megatron wrote it before, on fp32 logits in separate passes (cast, max, subtract, exp, sum, divide;
+  // backward scale and cast back), 36 more bytes per logit forward and 10 more backward.
+  bool cross_entropy_loss_fusion = true;
+  // Megatron's --use-distributed-optimizer, when the scenario gives it: true is ZeRO stage 1 (optimizer
+  // states sharded, gradients reduce-scattered), false ZeRO 0; it must agree with the strategy's
+  // zero_stage, and in a search it restricts the zero_stage list. Absent: zero_stage alone decides.
+  std::optional<bool> use_distributed_optimizer;
+  bool operator==(const FrameworkConfig&) const = default;
+};
+
+}  // namespace twin
