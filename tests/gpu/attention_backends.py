@@ -1,0 +1,91 @@
+#!/usr/bin/env python3
+"""Attention kernels as frameworks run them, timed on this GPU: PyTorch's scaled_dot_product_attention forced to
+one backend at a time (cuDNN: what Transformer Engine prefers on Hopper, Megatron's "fused"; FlashAttention-2:
+"flash"), bf16, causal, head dim 128, on the six shapes of ../shared/reference/measured-anchors.md. FLOPs as
+FlashAttention counts them (causal forward 2*b*h*s^2*d, backward 2.5x that), CUDA events, mean of --iters
+after --warmup. The built-in profile's attention curves are fitted on these figures (docs/PROFILES.md).
+
+  python3 tests/gpu/attention_backends.py --out DIR     # DIR/attention_backends.{json,md}
+"""
+import argparse
+import json
+import os
+import sys
+
+SHAPES = [(1, 32, 32, 4096), (1, 32, 8, 4096), (2, 32, 32, 4096), (1, 32, 8, 8192), (4, 40, 40, 2048), (1, 64, 8, 4096)]
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--out", default="out/attention")
+    p.add_argument("--warmup", type=int, default=5)
+    p.add_argument("--iters", type=int, default=20)
+    args = p.parse_args()
+    try:
+        import torch
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+    except ImportError as error:
+        print(f"skipped: PyTorch is not installed ({error})")
+        return 0
+    if not torch.cuda.is_available():
+        print("skipped: no GPU")
+        return 0
+    backends = {"cudnn": SDPBackend.CUDNN_ATTENTION, "flash": SDPBackend.FLASH_ATTENTION}
+    device = torch.cuda.get_device_name()
+    rows = []
+    for b, h, kvh, s in SHAPES:
+        d = 128
+        q = torch.randn(b, h, s, d, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+        k = torch.randn(b, kvh, s, d, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+        v = torch.randn(b, kvh, s, d, device="cuda", dtype=torch.bfloat16, requires_grad=True)
+        grad = torch.randn(b, h, s, d, device="cuda", dtype=torch.bfloat16)
+        forward_flops = 2.0 * b * h * s * s * d
+        row = {"batch": b, "heads": h, "kv_heads": kvh, "seq": s, "head_dim": d}
+        for name, backend in backends.items():
+            try:
+                with sdpa_kernel(backend):
+                    def forward():
+                        return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True,
+                                                                               enable_gqa=kvh != h)
+                    for _ in range(args.warmup):
+                        forward().backward(grad)
+                    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                    start.record()
+                    for _ in range(args.iters):
+                        out = forward()
+                    end.record()
+                    torch.cuda.synchronize()
+                    forward_ms = start.elapsed_time(end) / args.iters
+                    outs = [forward() for _ in range(args.iters)]
+                    start.record()
+                    for out in outs:
+                        out.backward(grad)
+                    end.record()
+                    torch.cuda.synchronize()
+                    backward_ms = start.elapsed_time(end) / args.iters
+                row[name] = {"forward_tflops": forward_flops / forward_ms / 1e9,
+                             "backward_tflops": 2.5 * forward_flops / backward_ms / 1e9}
+            except RuntimeError as error:  # e.g. no GQA support in a backend
+                row[name] = {"error": str(error).splitlines()[0][:120]}
+        rows.append(row)
+        print(json.dumps(row), flush=True)
+    os.makedirs(args.out, exist_ok=True)
+    result = {"device": device, "torch": torch.__version__, "cudnn": torch.backends.cudnn.version(), "rows": rows}
+    with open(os.path.join(args.out, "attention_backends.json"), "w") as out:
+        json.dump(result, out, indent=1)
+    lines = [f"{device}, PyTorch {torch.__version__}, cuDNN {torch.backends.cudnn.version()}", "",
+             "| b, heads, kv heads, seq | cuDNN fwd / bwd TFLOP/s | flash fwd / bwd |", "| --- | --- | --- |"]
+    for r in rows:
+        cells = []
+        for name in backends:
+            x = r[name]
+            cells.append("—" if "error" in x else f"{x['forward_tflops']:.0f} / {x['backward_tflops']:.0f}")
+        lines.append(f"| {r['batch']}, {r['heads']}, {r['kv_heads']}, {r['seq']} | {cells[0]} | {cells[1]} |")
+    with open(os.path.join(args.out, "attention_backends.md"), "w") as out:
+        out.write("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
