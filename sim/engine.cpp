@@ -44,6 +44,7 @@ struct ClassRun {
   std::vector<OpState> state;
   std::vector<OpTiming> timings;
   ClassClock clock;
+  int slowing_communication = 0;         // active communication ops that slow compute (FlatOp::slows_compute)
   TimeNs finish_ns = 0;
   std::size_t done = 0;
   bool dirty = false;
@@ -132,7 +133,9 @@ class Engine {
     run.clock.advance(now_);
     if (communication) {
       run.clock.begin_communication(optimizer);
-      if (run.clock.communication_active() == 1 && flat_.overlap.compute_slowdown != 1.0) mark_dirty(c);
+      if (flat_.classes[c].ops[i].slows_compute && ++run.slowing_communication == 1 &&
+          flat_.overlap.compute_slowdown != 1.0)
+        mark_dirty(c);
     } else {
       run.clock.begin_compute(optimizer);
       // A second concurrent compute op (double strand) halves the first one's rate: re-rate the class.
@@ -154,7 +157,7 @@ class Engine {
       if (computing >= 1 || flat_.overlap.communication_slowdown != 1.0) mark_dirty(c);
     } else {
       run.clock.end_communication(op.optimizer);
-      if (run.clock.communication_active() == 0 && flat_.overlap.compute_slowdown != 1.0) mark_dirty(c);
+      if (op.slows_compute && --run.slowing_communication == 0 && flat_.overlap.compute_slowdown != 1.0) mark_dirty(c);
     }
     run.state[i] = OpState::done;
     ++run.done;
@@ -290,9 +293,9 @@ class Engine {
   double rate_ns_per_unit(const Activity& act) const {
     if (act.kind == ActivityKind::compute) {
       // Concurrent compute ops (the two strands of double-strand) share the SMs equally.
-      const ClassClock& clock = classes_[act.rank_class].clock;
-      const double sharing = static_cast<double>(clock.compute_active());
-      return (clock.communication_active() > 0 ? flat_.overlap.compute_slowdown : 1.0) * sharing;
+      const ClassRun& run = classes_[act.rank_class];
+      const double sharing = static_cast<double>(run.clock.compute_active());
+      return (run.slowing_communication > 0 ? flat_.overlap.compute_slowdown : 1.0) * sharing;
     }
     bool compute_busy = false;
     for (int c : act.listed_in)

@@ -188,6 +188,7 @@ void classify_ops(const IterationGraph& graph, int c, FlatClass& flat, PlanTable
     }
     if (is_ring_send(op)) {
       flat_op.kind = OpClass::ring_send;
+      flat_op.slows_compute = !(op.group == GroupKind::tensor && op.role == OpRole::tp_gather);
       const bool crosses_nodes = rank_class.spans[static_cast<int>(op.group)].nodes > 1;
       flat_op.plan = plans.point_to_point(op.bytes, crosses_nodes ? LinkKind::inter_node : LinkKind::intra_node,
                                           OpRef{graph, c, i});

@@ -33,6 +33,10 @@ struct FlatOp {
   double receive_scale = 1.0;
   OpClass kind = OpClass::compute;
   bool optimizer = false;                // Phase::optimizer: charged to the optimizer in the breakdown
+  // Communication that slows the GPU's compute while it runs (overlap.compute_slowdown). Not the ring steps
+  // of Transformer Engine's overlapped TP all-gather: it copies with the copy engines and one SM
+  // (initialize_ub's "ring_exchange" default: num_sm 1, use_ce), leaving the GEMM its SMs.
+  bool slows_compute = true;
 };
 
 struct FlatClass {

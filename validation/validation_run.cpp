@@ -137,15 +137,14 @@ PriorFit fit_in_situ_prior(const PublishedTable& table, const Profile& profile, 
 std::string validation_csv(const std::vector<RowPrediction>& rows) {
   std::string out =
       "id,group,confidence,published_iteration_s,predicted_iteration_s,error,predicted_mfu,best,candidates,"
-      "compute_s,exposed_communication_s,pipeline_bubble_s,optimizer_s,search_seconds,infeasible_reason\n";
+      "compute_s,exposed_communication_s,pipeline_bubble_s,optimizer_s,infeasible_reason\n";
   for (const RowPrediction& r : rows) {
     const PublishedRow& row = *r.row;
-    out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", csv_field(row.id), csv_field(row.group),
+    out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", csv_field(row.id), csv_field(row.group),
                        row.confidence, fixed(row.published_iteration_s, 4), r.feasible ? fixed(r.predicted_s, 4) : "",
                        r.feasible ? fixed(r.error, 4) : "", r.feasible ? fixed(r.mfu, 4) : "", csv_field(r.best),
                        r.candidates, seconds(r.breakdown.compute_ns), seconds(r.breakdown.exposed_communication_ns),
-                       seconds(r.breakdown.bubble_ns), seconds(r.breakdown.optimizer_ns), fixed(r.seconds, 2),
-                       csv_field(r.reason));
+                       seconds(r.breakdown.bubble_ns), seconds(r.breakdown.optimizer_ns), csv_field(r.reason));
   }
   return out;
 }

@@ -63,7 +63,8 @@ PriorFit fit_in_situ_prior(const PublishedTable& table, const Profile& profile, 
 // names none.
 Profile with_in_situ_prior(Profile profile, const std::string& gpus, double factor);
 
-// validation.csv: one line per row (id, group, published and predicted time, error, best strategy, ...).
+// validation.csv: one line per row (id, group, published and predicted time, error, best strategy, ...); the
+// same bytes for the same table and profile (the search's wall time is printed, not written).
 std::string validation_csv(const std::vector<RowPrediction>& rows);
 // validation.md: the per-group summary and every row, for docs/VALIDATION.md.
 std::string validation_markdown(const std::vector<RowPrediction>& rows, const std::string& profile_name);

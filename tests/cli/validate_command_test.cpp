@@ -1,0 +1,66 @@
+// End to end: `twin validate` on two groups of the published table writes validation.csv and validation.md,
+// the same bytes twice; a bad table names its file and JSON path; an unknown group is refused; the profile
+// mismatch of `twin simulate` is an error unless --scale-profile asks for scaling.
+#include <algorithm>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "run_twin.hpp"
+
+namespace twin::test {
+namespace {
+
+const std::string kTable = std::string(TWIN_SOURCE_DIR) + "/tests/validation/published.json";
+
+TEST(ValidateCommand, WritesTheErrorsOfTheChosenGroups) {
+  TempDir dir("validate-command");
+  const std::string out = (dir.path / "v").string();
+  Outcome run = run_twin("validate " + kTable + " --group korthikanti2022-table5 --group korthikanti2022-abstract --out " + out);
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_NE(run.output.find("korthikanti22_1T_selective_plus_sp"), std::string::npos) << run.output;
+  EXPECT_NE(run.output.find("korthikanti2022-table5"), std::string::npos) << run.output;
+  const std::string csv = read_file(std::filesystem::path(out) / "validation.csv");
+  EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 1 + 8 + 2);
+  EXPECT_NE(csv.find("korthikanti22_22B_full_recompute,korthikanti2022-table5,high,1.4200,"), std::string::npos) << csv;
+  const std::string md = read_file(std::filesystem::path(out) / "validation.md");
+  EXPECT_NE(md.find("| **all** | 10 |"), std::string::npos) << md;
+  Outcome again = run_twin("validate " + kTable + " --group korthikanti2022-table5 --group korthikanti2022-abstract --out " + out);
+  ASSERT_EQ(again.exit_code, 0) << again.output;
+  EXPECT_EQ(read_file(std::filesystem::path(out) / "validation.csv"), csv);
+  EXPECT_EQ(read_file(std::filesystem::path(out) / "validation.md"), md);
+}
+
+TEST(ValidateCommand, BadTablesAndGroupsAreNamed) {
+  TempDir dir("validate-bad");
+  nlohmann::json table = nlohmann::json::parse(read_file(kTable));
+  table["rows"][2]["published"]["value"] = -1;
+  const std::string path = (dir.path / "t.json").string();
+  write_file(path, table.dump());
+  Outcome bad = run_twin("validate " + path + " --out " + (dir.path / "v").string());
+  EXPECT_EQ(bad.exit_code, 1) << bad.output;
+  EXPECT_NE(bad.output.find(path + ": at /rows/2/published/value"), std::string::npos) << bad.output;
+  Outcome group = run_twin("validate " + kTable + " --group nobody2099 --out " + (dir.path / "v").string());
+  EXPECT_EQ(group.exit_code, 1) << group.output;
+  EXPECT_NE(group.output.find("nobody2099"), std::string::npos) << group.output;
+}
+
+TEST(SimulateCommand, AProfileThatDoesNotDescribeTheGpuIsAnErrorUnlessScalingIsAsked) {
+  TempDir dir("simulate-scaling");
+  const std::string scenario = std::string(TWIN_SOURCE_DIR) + "/scenarios/megatron-gpt-18.4b-256xA100.json";
+  Outcome strict = run_twin("simulate " + scenario + " --profile h100-x1 --out " + (dir.path / "a").string());
+  EXPECT_EQ(strict.exit_code, 1) << strict.output;
+  EXPECT_NE(strict.output.find("at /cluster/nodes/0/gpu: a GPU the profile"), std::string::npos) << strict.output;
+  EXPECT_NE(strict.output.find("describes, got A100-SXM-80GB (it describes: H100-SXM-80GB); pass --scale-profile"),
+            std::string::npos) << strict.output;
+  Outcome scaled = run_twin("simulate " + scenario + " --profile h100-x1 --scale-profile --quiet --out " +
+                            (dir.path / "b").string());
+  ASSERT_EQ(scaled.exit_code, 0) << scaled.output;
+  EXPECT_NE(scaled.output.find("A100-SXM-80GB priced from H100-SXM-80GB's kernel profile"), std::string::npos)
+      << scaled.output;
+  EXPECT_NE(read_file(dir.path / "b" / "report.html").find("<b>Scaled profile.</b>"), std::string::npos);
+  EXPECT_NE(read_file(dir.path / "b" / "best.json").find("\"profile_scaling\": true"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace twin::test

@@ -1,0 +1,96 @@
+// The scenario's framework section: Megatron-LM's recipe as defaults, each switch read and written back,
+// use_distributed_optimizer against zero_stage, attention_backend in either place, and bad values named by path.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "core/error.hpp"
+#include "core/scenario.hpp"
+
+namespace twin {
+namespace {
+
+using nlohmann::json;
+
+json base() {
+  return json::parse(R"({
+    "name": "t",
+    "model": {"preset": "llama2-7b"},
+    "training": {"seq_length": 4096, "global_batch_size": 64},
+    "cluster": {"nodes": [{"count": 1, "gpu": "H100-SXM-80GB", "gpus_per_node": 8}]}
+  })");
+}
+
+std::string error_path(const json& document) {
+  try {
+    parse_scenario(document, "s.json");
+  } catch (const InputError& e) {
+    return e.json_path() + " | " + e.what();
+  }
+  return "no error";
+}
+
+TEST(Framework, DefaultsAreMegatronsRecipe) {
+  const Scenario s = parse_scenario(base(), "s.json");
+  EXPECT_TRUE(s.framework.overlap_grad_reduce);
+  EXPECT_TRUE(s.framework.overlap_param_gather);
+  EXPECT_FALSE(s.framework.tp_comm_overlap);
+  EXPECT_TRUE(s.framework.gradient_accumulation_fusion);
+  EXPECT_TRUE(s.framework.cross_entropy_loss_fusion);
+  EXPECT_FALSE(s.framework.use_distributed_optimizer.has_value());
+  EXPECT_EQ(s.model.attention_backend, AttentionBackend::flash);
+  EXPECT_FALSE(s.profile_scaling);
+}
+
+TEST(Framework, EverySwitchRoundTrips) {
+  json d = base();
+  d["framework"] = {{"overlap_grad_reduce", false},        {"overlap_param_gather", false},
+                    {"tp_comm_overlap", true},             {"gradient_accumulation_fusion", false},
+                    {"cross_entropy_loss_fusion", false},  {"use_distributed_optimizer", true},
+                    {"attention_backend", "fused"}};
+  d["profile_scaling"] = true;
+  const Scenario s = parse_scenario(d, "s.json");
+  EXPECT_FALSE(s.framework.overlap_grad_reduce);
+  EXPECT_FALSE(s.framework.overlap_param_gather);
+  EXPECT_TRUE(s.framework.tp_comm_overlap);
+  EXPECT_FALSE(s.framework.gradient_accumulation_fusion);
+  EXPECT_FALSE(s.framework.cross_entropy_loss_fusion);
+  EXPECT_EQ(s.framework.use_distributed_optimizer, true);
+  EXPECT_EQ(s.model.attention_backend, AttentionBackend::fused);
+  EXPECT_EQ(s.search.zero_stage, std::vector<int>{1});  // the distributed optimizer is ZeRO 1
+  EXPECT_TRUE(s.profile_scaling);
+  EXPECT_EQ(parse_scenario(to_json(s), s.source), s);
+}
+
+TEST(Framework, DistributedOptimizerMustAgreeWithTheStrategy) {
+  json d = base();
+  d["framework"] = {{"use_distributed_optimizer", true}};
+  d["strategy"] = {{"tensor_model_parallel_size", 1}, {"zero_stage", 0}};
+  EXPECT_NE(error_path(d).find("/framework/use_distributed_optimizer | "), std::string::npos) << error_path(d);
+  EXPECT_NE(error_path(d).find("means zero_stage 1, but the strategy pins zero_stage 0"), std::string::npos);
+  d.erase("strategy");
+  d["search"] = {{"zero_stage", {0, 3}}};
+  EXPECT_NE(error_path(d).find("which search.zero_stage does not list"), std::string::npos) << error_path(d);
+  d["framework"]["use_distributed_optimizer"] = false;
+  EXPECT_EQ(parse_scenario(d, "s.json").search.zero_stage, std::vector<int>{0});
+}
+
+TEST(Framework, BadValuesNameTheirPath) {
+  json d = base();
+  d["framework"] = {{"overlap_grad_reduce", "yes"}};
+  EXPECT_EQ(error_path(d).rfind("/framework/overlap_grad_reduce | ", 0), 0u) << error_path(d);
+  d["framework"] = {{"overlap_grad_reduces", true}};
+  EXPECT_NE(error_path(d).find("did you mean 'overlap_grad_reduce'"), std::string::npos) << error_path(d);
+  d["framework"] = {{"attention_backend", "sdpa"}};
+  EXPECT_NE(error_path(d).find("flash, fused, unfused"), std::string::npos) << error_path(d);
+  d["framework"] = {{"attention_backend", "fused"}};
+  d["model"]["attention_backend"] = "unfused";
+  EXPECT_EQ(error_path(d).rfind("/framework/attention_backend | ", 0), 0u) << error_path(d);
+  d["model"]["attention_backend"] = "fused";
+  EXPECT_EQ(parse_scenario(d, "s.json").model.attention_backend, AttentionBackend::fused);
+  d = base();
+  d["profile_scaling"] = "on";
+  EXPECT_EQ(error_path(d).rfind("/profile_scaling | ", 0), 0u) << error_path(d);
+}
+
+}  // namespace
+}  // namespace twin

@@ -1,0 +1,150 @@
+// What each framework switch (core/framework.hpp) changes in the op graph, and that the graph still runs in
+// the engine: Transformer Engine's TP overlap, unfused gradient accumulation and cross-entropy, the kernels
+// attention runs as (FlashAttention, cuDNN, unfused with dropout).
+#include <functional>
+
+#include <gtest/gtest.h>
+
+#include "calibrate/profile.hpp"
+#include "sim/simulate.hpp"
+#include "strategies/lowering.hpp"
+#include "strategies/validity.hpp"
+#include "strategy_fixtures.hpp"
+
+namespace twin {
+namespace {
+
+struct Lowered {
+  Scenario scenario;
+  Strategy strategy;
+  IterationGraph graph;
+};
+
+Lowered lower(Scenario scenario, Strategy strategy) {
+  scenario.cluster.node_groups[0].gpu = *gpu_preset("H100-SXM-80GB");  // the fixture's GPU has no HBM figure
+  EXPECT_EQ(complete_strategy(scenario, strategy), std::nullopt);
+  EXPECT_EQ(invalid_reason(scenario, strategy), std::nullopt) << strategy.key();
+  IterationGraph graph = lower_to_op_graphs(scenario, strategy);
+  check_well_formed(graph);
+  return {scenario, strategy, std::move(graph)};
+}
+
+int count(const IterationGraph& g, const std::function<bool(const Op&)>& wanted) {
+  int n = 0;
+  for (const RankClass& rc : g.classes)
+    for (OpIndex i = 0; i < rc.size(); ++i) n += wanted(rc.op(i)) ? 1 : 0;
+  return n;
+}
+
+TimeNs iteration_ns(const Lowered& l) {
+  return simulate_iteration(l.graph, l.scenario.cluster, builtin_profile()).iteration_ns;
+}
+
+TEST(FrameworkLowering, TpCommOverlapPipelinesTheSequenceParallelCollectivesWithTheirGemms) {
+  // Widths of a 70B model, where TP 4 moves enough to hide (on a small model the chunked GEMMs cost more
+  // than the communication they hide, as Transformer Engine's do).
+  ModelConfig model = testing::llama_shaped(4);
+  model.hidden_size = 8192;
+  model.ffn_hidden_size = 28672;
+  model.num_attention_heads = 64;
+  model.num_query_groups = 8;
+  model.kv_channels = 128;
+  Scenario scenario = testing::make_scenario(model, 1, 2048, 8);
+  const Strategy tp4 = testing::make_strategy(4, 1);  // SP on
+  const Lowered plain = lower(scenario, tp4);
+  scenario.framework.tp_comm_overlap = true;
+  const Lowered overlapped = lower(scenario, tp4);
+  const auto forward_gemms = [](const Op& op) { return op.kind == OpKind::gemm && op.phase == Phase::forward; };
+  // qkv, projection, fc1 and fc2 of 4 layers and the output projection, each in 4 chunks of a quarter of
+  // the rows, in every micro-batch's forward.
+  EXPECT_EQ(count(overlapped.graph, forward_gemms),
+            count(plain.graph, forward_gemms) + overlapped.strategy.num_micro_batches * (4 * 4 + 1) * 3);
+  const auto ring_steps = [](const Op& op) { return op.kind == OpKind::send && op.group == GroupKind::tensor; };
+  EXPECT_EQ(count(plain.graph, ring_steps), 0);
+  EXPECT_GT(count(overlapped.graph, ring_steps), 0);
+  for (const RankClass& rc : overlapped.graph.classes)
+    for (OpIndex i = 0; i < rc.size(); ++i)
+      if (ring_steps(rc.op(i))) EXPECT_EQ(rc.op(i).bytes, 2048 * 8192 * 2 / 4);  // one rank's shard of T x h
+  // The layers' forward TP collectives are gone; the TP time hides under the chunks, so it is not slower.
+  const auto forward_tp_collectives = [](const Op& op) {
+    return op.group == GroupKind::tensor && op.phase == Phase::forward &&
+           (op.kind == OpKind::all_gather || op.kind == OpKind::reduce_scatter) && op.layer >= 0;
+  };
+  EXPECT_EQ(count(overlapped.graph, forward_tp_collectives), 0);
+  EXPECT_LT(iteration_ns(overlapped), iteration_ns(plain));
+}
+
+TEST(FrameworkLowering, UnfusedGradientAccumulationAddsEachWeightGradientIntoFp32) {
+  Scenario scenario = testing::make_scenario(testing::gpt_shaped(), 1, 2048, 8);
+  const Strategy tp8 = testing::make_strategy(8, 1);  // no data parallelism: compute is the whole iteration
+  const Lowered fused = lower(scenario, tp8);
+  scenario.framework.gradient_accumulation_fusion = false;
+  const Lowered unfused = lower(scenario, tp8);
+  const auto accumulations = [](const Op& op) { return op.role == OpRole::grad_accumulation; };
+  EXPECT_EQ(count(fused.graph, accumulations), 0);
+  EXPECT_GT(count(unfused.graph, accumulations), 0);
+  // One per linear layer per micro-batch: 10 bytes per parameter (read 2, read and write 4).
+  for (const RankClass& rc : unfused.graph.classes)
+    for (OpIndex i = 0; i + 1 < rc.size(); ++i)
+      if (rc.op(i + 1).role == OpRole::grad_accumulation && rc.op(i).kind == OpKind::gemm)
+        EXPECT_EQ(rc.op(i + 1).bytes, 10 * rc.op(i).gemm.m * rc.op(i).gemm.n) << op_name(rc.op(i));
+  EXPECT_GT(iteration_ns(unfused), iteration_ns(fused));
+}
+
+TEST(FrameworkLowering, UnfusedCrossEntropyPassesOverFp32Logits) {
+  Scenario scenario = testing::make_scenario(testing::gpt_shaped(), 1, 2048, 8);
+  const Strategy tp2 = testing::make_strategy(2, 1);
+  scenario.framework.cross_entropy_loss_fusion = false;
+  const Lowered unfused = lower(scenario, tp2);
+  const auto loss_passes = [](const Op& op) { return op.kind == OpKind::elementwise && op.role == OpRole::loss; };
+  const Strategy& st = unfused.strategy;
+  EXPECT_EQ(count(unfused.graph, loss_passes), 2 * st.num_micro_batches);  // forward and backward
+  const RankClass& last = unfused.graph.classes.back();
+  for (OpIndex i = 0; i < last.size(); ++i) {
+    const Op& op = last.op(i);
+    if (!loss_passes(op)) continue;
+    const Op& loss = last.op(i - 1);
+    ASSERT_TRUE(loss.kind == OpKind::loss_forward || loss.kind == OpKind::loss_backward) << op_name(loss);
+    EXPECT_EQ(op.bytes, (loss.kind == OpKind::loss_forward ? 36 : 10) * loss.rows * loss.cols);
+  }
+}
+
+TEST(FrameworkLowering, AttentionRunsAsTheBackendSays) {
+  Scenario scenario = testing::make_scenario(testing::gpt_shaped(), 1, 2048, 8);  // unfused, dropout 0.1
+  const Strategy tp2 = testing::make_strategy(2, 1);
+  const auto attention = [](const Op& op) {
+    return op.kind == OpKind::attention_forward || op.kind == OpKind::attention_backward;
+  };
+  const auto check = [&](const Lowered& l, bool flash, bool dropout, bool cudnn) {
+    for (const RankClass& rc : l.graph.classes)
+      for (OpIndex i = 0; i < rc.size(); ++i)
+        if (attention(rc.op(i))) {
+          EXPECT_EQ(rc.op(i).attention.flash, flash);
+          EXPECT_EQ(rc.op(i).attention.dropout, dropout);
+          EXPECT_EQ(rc.op(i).attention.cudnn, cudnn);
+          EXPECT_EQ(kernel_shape_key(rc.op(i)).find(",dropout=1") != std::string::npos, dropout);
+        }
+  };
+  check(lower(scenario, tp2), false, true, false);
+  scenario.model.attention_backend = AttentionBackend::flash;
+  check(lower(scenario, tp2), true, false, false);
+  scenario.model.attention_backend = AttentionBackend::fused;
+  check(lower(scenario, tp2), true, false, true);
+  // Dropout over unfused scores moves 2.5 more passes of the score matrix each way.
+  Op forward;
+  forward.kind = OpKind::attention_forward;
+  forward.attention = {1, 16, 16, 2048, 2048, 128, true, false};
+  const double plain = memory_bound_bytes(forward);
+  forward.attention.dropout = true;
+  EXPECT_DOUBLE_EQ(memory_bound_bytes(forward), plain * (4 + 2.5) / 4);
+  // On Hopper the built-in profile prices cuDNN's kernel faster than FlashAttention-2's.
+  const GpuSpec h100 = *gpu_preset("H100-SXM-80GB");
+  Op flash = forward;
+  flash.attention = {1, 32, 8, 4096, 4096, 128, true, true};
+  Op cudnn = flash;
+  cudnn.attention.cudnn = true;
+  EXPECT_LT(compute_time_ns(builtin_profile(), h100, cudnn), 0.6 * compute_time_ns(builtin_profile(), h100, flash));
+}
+
+}  // namespace
+}  // namespace twin
