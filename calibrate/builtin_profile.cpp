@@ -64,8 +64,8 @@ constexpr AttentionCurves kH100Attention{{0.662, 2.76e10}, {0.509, 1.0e11}, {0.3
 // megatron-readme-h100-2024 group (9 Megatron-Core runs, 48 to 6,144 H100s) with
 // `twin validate tests/validation/published.json --group megatron-readme-h100-2024 --fit-prior H100-SXM-80GB`
 // (2026-11-24). GEMMs alone ran 1.116x in twin execute's own training steps on one H100 and 1.048x on one
-// H200 (measured-anchors.md); the H200 takes the H100's fit scaled by that ratio (1.2748 x 1.048 / 1.116).
-constexpr double kH100InTraining = 1.2748;
+// H200 (measured-anchors.md); the H200 takes the H100's fit scaled by that ratio (1.3050 x 1.048 / 1.116).
+constexpr double kH100InTraining = 1.3050;
 constexpr double kH200InTraining = kH100InTraining * 1.048 / 1.116;
 
 // A Hopper GPU's kernels from the shipped measured profile `name`: GEMMs by shape (4,243 shapes at the

@@ -41,10 +41,10 @@ double gemm_bytes(const GemmShape& g) {
 }
 
 // Forward attention FLOPs as the kernel executes them: QK^T and PV, 2 FLOPs per multiply-add each.
-// Flash kernels skip the masked half of a causal square; unfused ones compute it all and mask.
+// Flash kernels skip the masked scores (half of a causal square); unfused ones compute them all and mask.
 double attention_forward_flops(const AttentionShape& a) {
   double flops = 4.0 * a.batch * a.heads * a.seq_q * a.seq_kv * a.head_dim;
-  if (a.causal && a.flash) flops /= 2;
+  if (a.flash) flops *= attention_score_fraction(a);
   return flops;
 }
 double score_elements(const AttentionShape& a) { return double(a.batch) * a.heads * a.seq_q * a.seq_kv; }
@@ -127,8 +127,9 @@ std::string kernel_shape_key(const Op& op) {
     case OpKind::gemm:
     case OpKind::moe_router: {
       const GemmShape& g = op.gemm;
-      return fmt::format("{}:m={},n={},k={},count={},ta={},tb={}", kind, g.m, g.n, g.k, g.count,
-                         int(g.transpose_a), int(g.transpose_b));
+      return fmt::format("{}:m={},n={},k={},count={},ta={},tb={}{}", kind, g.m, g.n, g.k, g.count,
+                         int(g.transpose_a), int(g.transpose_b),
+                         g.split > 1 ? fmt::format(",split={}", g.split) : std::string());
     }
     case OpKind::attention_forward:
     case OpKind::attention_backward: {
@@ -190,8 +191,24 @@ double in_situ_prior_of(const InSituPrior& prior, const Op& op) {
   }
 }
 
+namespace {
+
+bool is_split_gemm(const Op& op) { return op.kind == OpKind::gemm && op.gemm.split > 1; }
+
+// The whole GEMM a split chunk is one part of.
+Op whole_gemm(const Op& chunk) {
+  Op whole = chunk;
+  whole.gemm.m *= chunk.gemm.split;
+  whole.gemm.split = 1;
+  whole.flops *= chunk.gemm.split;
+  return whole;
+}
+
+}  // namespace
+
 double benchmark_kernel_time_ns(const GpuKernelProfile& kernels, const GpuSpec& gpu, const Op& op) {
   require_compute(op, "benchmark_kernel_time_ns");
+  if (is_split_gemm(op)) return benchmark_kernel_time_ns(kernels, gpu, whole_gemm(op)) / op.gemm.split;
   if (auto found = kernels.measured.find(kernel_shape_key(op)); found != kernels.measured.end())
     if (const double benchmark_ns = benchmark_time_ns(found->second); benchmark_ns > 0) return benchmark_ns;
   return model_time_ns(kernels, gpu, op);
@@ -200,6 +217,10 @@ double benchmark_kernel_time_ns(const GpuKernelProfile& kernels, const GpuSpec& 
 TimeNs compute_time_ns(const Profile& profile, const GpuSpec& gpu, const Op& op) {
   require_compute(op, "compute_time_ns");
   const GpuKernelProfile& kernels = profile.kernels_for(gpu);
+  if (is_split_gemm(op)) {
+    const double whole_kernel_ns = double(compute_time_ns(profile, gpu, whole_gemm(op))) - kernels.launch_overhead_ns;
+    return std::llround(whole_kernel_ns / op.gemm.split + kernels.launch_overhead_ns);
+  }
   if (auto found = kernels.measured.find(kernel_shape_key(op));
       found != kernels.measured.end() && !found->second.source.empty())
     return std::llround(found->second.median_ns + kernels.launch_overhead_ns);  // measured in a training step

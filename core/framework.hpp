@@ -10,6 +10,11 @@
 
 namespace twin {
 
+// How context parallelism exchanges keys and values (Megatron's --cp-comm-type): "p2p" passes them around
+// the CP ring beside the attention blocks; "all_gather" gathers them all first, then runs the rank's two
+// query chunks against the keys they see (Llama 3's choice, Dubey et al. 2024, section 3.3.2).
+enum class CpCommType { p2p, all_gather };
+
 struct FrameworkConfig {
   // Data-parallel gradient reduction per bucket (one layer) as soon as its last micro-batch's backward has
   // produced it, beside the remaining backward; off: every bucket after the whole backward.
@@ -32,6 +37,7 @@ struct FrameworkConfig {
   // states sharded, gradients reduce-scattered), false ZeRO 0; it must agree with the strategy's
   // zero_stage, and in a search it restricts the zero_stage list. Absent: zero_stage alone decides.
   std::optional<bool> use_distributed_optimizer;
+  CpCommType cp_comm_type = CpCommType::p2p;
   bool operator==(const FrameworkConfig&) const = default;
 };
 

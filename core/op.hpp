@@ -70,6 +70,10 @@ struct GemmShape {
   std::int32_t count = 1;        // grouped GEMM: count independent problems of this shape
   bool transpose_a = false;
   bool transpose_b = false;
+  // One of `split` equal row chunks of one GEMM, issued on rotating streams (Transformer Engine's
+  // overlapped GEMMs) so one chunk's last wave fills with the next chunk's tiles: m rows here, and
+  // it costs 1/split of the whole GEMM, not a GEMM of m rows alone.
+  std::int32_t split = 1;
 };
 
 struct AttentionShape {
@@ -79,6 +83,21 @@ struct AttentionShape {
   bool dropout = false;          // unfused only: a dropout kernel over the scores (mask kept for backward)
   bool cudnn = false;            // fused: cuDNN's kernel (Megatron's "fused" backend) rather than FlashAttention
 };
+
+// What moves a communication op's bytes, for how much it slows the GEMMs beside it. NCCL's kernels occupy
+// SMs (the profile's overlap.compute_slowdown, measured). Transformer Engine's userbuffers (Megatron's
+// tp_comm_overlap) copy either with the copy engines and one SM ("ring_exchange": the GEMM keeps its SMs)
+// or with a kernel on a few SMs the GEMM is launched without ("pipeline" and "bulk": num_sm 16 with
+// set_sm_margin, initialize_ub's defaults in transformer_engine/pytorch/module/base.py).
+enum class CommKernel : std::uint8_t { nccl, userbuffers_copy_engine, userbuffers_sm };
+inline constexpr int kUserbuffersSmCount = 16;
+
+// The share of the seq_q x seq_kv scores a kernel computes: a causal mask with the queries the last seq_q
+// positions of the keys (bottom-right aligned) keeps 1 - seq_q / (2 seq_kv) of them, half of a square.
+inline double attention_score_fraction(const AttentionShape& a) {
+  if (!a.causal || a.seq_kv <= 0) return 1.0;
+  return 1.0 - static_cast<double>(a.seq_q) / (2.0 * static_cast<double>(a.seq_kv));
+}
 
 // Whose parameters a grad_reduce, param_gather or embedding_grad_sync op moves: a layer (>= 0), or one of these.
 inline constexpr std::int32_t kNoParameterUnit = -1;
@@ -108,6 +127,7 @@ struct Op {
   std::int32_t peer = -1;         // send/recv: the other rank class
   std::int64_t p2p_tag = -1;      // send/recv: equal tags on the two sides are one transfer
   std::int32_t parameter_unit = kNoParameterUnit;  // grad_reduce / param_gather: whose parameters
+  CommKernel comm_kernel = CommKernel::nccl;       // communication: what moves the bytes
 
   double flops = 0;               // floating-point operations of this op on this rank (0 for memory-bound)
 

@@ -44,7 +44,7 @@ struct ClassRun {
   std::vector<OpState> state;
   std::vector<OpTiming> timings;
   ClassClock clock;
-  int slowing_communication = 0;         // active communication ops that slow compute (FlatOp::slows_compute)
+  std::array<int, 3> active_by_kernel{};  // active communication ops by CommKernel (how they slow compute)
   TimeNs finish_ns = 0;
   std::size_t done = 0;
   bool dirty = false;
@@ -133,8 +133,8 @@ class Engine {
     run.clock.advance(now_);
     if (communication) {
       run.clock.begin_communication(optimizer);
-      if (flat_.classes[c].ops[i].slows_compute && ++run.slowing_communication == 1 &&
-          flat_.overlap.compute_slowdown != 1.0)
+      const CommKernel kernel = flat_.classes[c].ops[i].comm_kernel;
+      if (++run.active_by_kernel[static_cast<int>(kernel)] == 1 && kernel != CommKernel::userbuffers_copy_engine)
         mark_dirty(c);
     } else {
       run.clock.begin_compute(optimizer);
@@ -157,7 +157,9 @@ class Engine {
       if (computing >= 1 || flat_.overlap.communication_slowdown != 1.0) mark_dirty(c);
     } else {
       run.clock.end_communication(op.optimizer);
-      if (op.slows_compute && --run.slowing_communication == 0 && flat_.overlap.compute_slowdown != 1.0) mark_dirty(c);
+      if (--run.active_by_kernel[static_cast<int>(op.comm_kernel)] == 0 &&
+          op.comm_kernel != CommKernel::userbuffers_copy_engine)
+        mark_dirty(c);
     }
     run.state[i] = OpState::done;
     ++run.done;
@@ -290,16 +292,30 @@ class Engine {
     dirty_.push_back(c);
   }
 
+  // The slowest of what the communication running beside the class's compute does to it.
+  double compute_slowdown(int c) const {
+    const auto& active = classes_[c].active_by_kernel;
+    double slowdown = 1.0;
+    if (active[static_cast<int>(CommKernel::nccl)] > 0) slowdown = flat_.overlap.compute_slowdown;
+    if (active[static_cast<int>(CommKernel::userbuffers_sm)] > 0)
+      slowdown = std::max(slowdown, flat_.classes[c].userbuffers_slowdown);
+    return slowdown;
+  }
+
   double rate_ns_per_unit(const Activity& act) const {
     if (act.kind == ActivityKind::compute) {
       // Concurrent compute ops (the two strands of double-strand) share the SMs equally.
       const ClassRun& run = classes_[act.rank_class];
       const double sharing = static_cast<double>(run.clock.compute_active());
-      return (run.slowing_communication > 0 ? flat_.overlap.compute_slowdown : 1.0) * sharing;
+      return compute_slowdown(act.rank_class) * sharing;
     }
+    // NCCL's kernels share the SMs with the compute beside them; userbuffers keep SMs of their own or the
+    // copy engines, which a GEMM does not slow.
+    const CommRun& comm = runs_[act.target];
     bool compute_busy = false;
-    for (int c : act.listed_in)
-      if (c >= 0 && classes_[c].clock.compute_active() > 0) compute_busy = true;
+    if (flat_.classes[comm.rank_class[0]].ops[comm.op[0]].comm_kernel == CommKernel::nccl)
+      for (int c : act.listed_in)
+        if (c >= 0 && classes_[c].clock.compute_active() > 0) compute_busy = true;
     return loads_.ns_per_byte(act.route) * (compute_busy ? flat_.overlap.communication_slowdown : 1.0);
   }
 

@@ -3,11 +3,14 @@
 // plan's phases (step latency, then fluid flows on the class's links); a pipeline send and its recv
 // start together when both are ready and end together. Whenever what a class is running changes, every
 // activity whose rate depends on it is brought up to date and its completion rescheduled:
-//   compute rate   1/compute_slowdown while any communication op of its class is in progress, else 1,
+//   compute rate   1/slowdown while communication of its class is in progress, else 1: the profile's
+//                  overlap.compute_slowdown beside NCCL kernels, sm_count / (sm_count - 16) beside a
+//                  userbuffers kernel on 16 SMs, none beside copy-engine copies (the largest that applies);
 //                  divided by the number of compute ops of its class in progress (two compute streams
 //                  share the SMs: co-running two kernels takes as long as running them one after another);
 //   flow rate      its smallest link share (links.hpp), / communication_slowdown while a class it
-//                  belongs to has compute running.
+//                  belongs to has compute running and NCCL moves it (userbuffers run on SMs of their own
+//                  or the copy engines).
 // Completions are integer nanoseconds (now + ceil(remaining / rate)); equal times run in the order they
 // were scheduled. Ops of zero duration still complete through the queue, never recursively.
 #pragma once

@@ -28,8 +28,8 @@ std::string describe(const IterationGraph& graph, int rank_class, OpIndex index)
 // Lowering repeats a handful of shapes across layers and micro-batches, so ops that would be priced
 // alike share one call to compute_time_ns. The key holds every field that can affect a price; fields
 // that only place an op (stream, layer, micro-batch, chunk, group, peer, tag) are left out.
-using PriceKey = std::array<std::int64_t, 24>;
-static_assert(sizeof(Op) == 184, "Op changed: make price_key() cover any new field that can affect a price");
+using PriceKey = std::array<std::int64_t, 27>;
+static_assert(sizeof(Op) == 192, "Op changed: make price_key() cover any new field that can affect a price");
 
 PriceKey price_key(const Op& op) {
   std::int64_t flops_bits = 0;
@@ -37,8 +37,8 @@ PriceKey price_key(const Op& op) {
   const GemmShape& g = op.gemm;
   const AttentionShape& a = op.attention;
   return {static_cast<std::int64_t>(op.kind), static_cast<std::int64_t>(op.role), static_cast<std::int64_t>(op.phase),
-          op.recomputed, g.m, g.n, g.k, g.count, g.transpose_a, g.transpose_b,
-          a.batch, a.heads, a.kv_heads, a.seq_q, a.seq_kv, a.head_dim, a.causal, a.flash,
+          op.recomputed, g.m, g.n, g.k, g.count, g.transpose_a, g.transpose_b, g.split,
+          a.batch, a.heads, a.kv_heads, a.seq_q, a.seq_kv, a.head_dim, a.causal, a.flash, a.dropout, a.cudnn,
           op.rows, op.cols, op.gated_activation, op.elements, op.bytes, flops_bits};
 }
 
@@ -186,9 +186,9 @@ void classify_ops(const IterationGraph& graph, int c, FlatClass& flat, PlanTable
       flat_op.nominal_ns = compute_times(op);
       continue;
     }
+    flat_op.comm_kernel = op.comm_kernel;
     if (is_ring_send(op)) {
       flat_op.kind = OpClass::ring_send;
-      flat_op.slows_compute = !(op.group == GroupKind::tensor && op.role == OpRole::tp_gather);
       const bool crosses_nodes = rank_class.spans[static_cast<int>(op.group)].nodes > 1;
       flat_op.plan = plans.point_to_point(op.bytes, crosses_nodes ? LinkKind::inter_node : LinkKind::intra_node,
                                           OpRef{graph, c, i});
@@ -297,6 +297,8 @@ FlatIteration flatten(const IterationGraph& graph, const Cluster& cluster, const
     const NodeGroup& group = cluster.node_groups[rank_class.node_group];
     FlatClass& flat_class = flat.classes[c];
     flat_class.links = link_params(group, cluster.network, profile);
+    if (group.gpu.sm_count > kUserbuffersSmCount)
+      flat_class.userbuffers_slowdown = double(group.gpu.sm_count) / (group.gpu.sm_count - kUserbuffersSmCount);
     flat_class.ops.resize(rank_class.size());
     flatten_structure(graph, c, flat_class);
     ComputeTimes compute_times(profile, group.gpu);

@@ -33,10 +33,8 @@ struct FlatOp {
   double receive_scale = 1.0;
   OpClass kind = OpClass::compute;
   bool optimizer = false;                // Phase::optimizer: charged to the optimizer in the breakdown
-  // Communication that slows the GPU's compute while it runs (overlap.compute_slowdown). Not the ring steps
-  // of Transformer Engine's overlapped TP all-gather: it copies with the copy engines and one SM
-  // (initialize_ub's "ring_exchange" default: num_sm 1, use_ce), leaving the GEMM its SMs.
-  bool slows_compute = true;
+  // Communication: what moves the bytes, and so how much the compute beside it slows (FlatClass).
+  CommKernel comm_kernel = CommKernel::nccl;
 };
 
 struct FlatClass {
@@ -44,6 +42,9 @@ struct FlatClass {
   std::vector<std::uint32_t> successors;
   std::vector<CollectivePlan> plans;     // deduplicated: ops of equal kind, bytes and span share one
   LinkParams links;                      // this class's GPUs
+  // Compute slows by this while a userbuffers kernel runs on kUserbuffersSmCount of the GPU's SMs (the GEMM
+  // beside it is launched without them): sm_count / (sm_count - kUserbuffersSmCount).
+  double userbuffers_slowdown = 1.0;
 };
 
 struct FlatIteration {

@@ -37,6 +37,7 @@ struct RankShapes {
   // framework (core/framework.hpp): TE userbuffers overlap (only with SP), and whether the weight-gradient
   // GEMM accumulates into the fp32 main gradient itself.
   bool tp_comm_overlap = false;
+  bool cp_all_gather = false;  // framework.cp_comm_type all_gather
   bool gradient_accumulation_fusion = true;
   bool cross_entropy_loss_fusion = true;
 };

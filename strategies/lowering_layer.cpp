@@ -4,7 +4,9 @@
 // runs dgrad, reduces the input gradient (reduce-scatter with SP, all-reduce without) while wgrad runs.
 // Row-parallel linears: GEMM then reduce-scatter (SP) or all-reduce; backward all-gathers the gradient (SP).
 // With Transformer Engine's userbuffers (framework.tp_comm_overlap) the SP collective beside a GEMM is
-// split into its ring steps, pipelined with the GEMM's chunks; without gradient accumulation fusion each
+// pipelined with the GEMM's chunks, as initialize_ub's defaults run it: an all-gather in ring steps on the
+// copy engines, a reduce-scatter per chunk on a few SMs, backward's collectives "bulk" beside the GEMM
+// that does not need them (sim/engine.hpp: how each slows compute); without gradient accumulation fusion each
 // weight gradient is added into the fp32 main gradient by a kernel of its own.
 #include <cmath>
 #include <vector>
@@ -23,14 +25,31 @@ Op tp_op(OpKind kind, OpRole role, const RankShapes& s, std::int64_t bytes) {
   return Emitter::collective(kind, role, Stream::tp_comm, GroupKind::tensor, s.tp, bytes);
 }
 
-// One step of a TP ring: every rank passes one rank's shard of the activation to its neighbour.
-Op tp_ring_step(OpRole role, const RankShapes& s) {
-  return Emitter::collective(OpKind::send, role, Stream::tp_comm, GroupKind::tensor, s.tp, activation_bytes(s) / s.tp);
+// A TP collective Transformer Engine's userbuffers run beside a GEMM ("bulk": on a few SMs).
+Op userbuffers_op(OpKind kind, OpRole role, const RankShapes& s, std::int64_t bytes) {
+  Op op = tp_op(kind, role, s, bytes);
+  op.comm_kernel = CommKernel::userbuffers_sm;
+  return op;
 }
 
-// Userbuffers all-gather + GEMM: tp - 1 ring steps bring the other ranks' shards while the GEMM runs in tp
-// chunks of rows, the chunk of this rank's own shard first and chunk i once step i has arrived. Returns
-// the last step (what needs the whole gathered input waits for it).
+// One step of a TP ring: every rank passes one rank's shard of the activation to its neighbour, with the
+// copy engines ("ring_exchange").
+Op tp_ring_step(OpRole role, const RankShapes& s) {
+  Op op = Emitter::collective(OpKind::send, role, Stream::tp_comm, GroupKind::tensor, s.tp, activation_bytes(s) / s.tp);
+  op.comm_kernel = CommKernel::userbuffers_copy_engine;
+  return op;
+}
+
+// One of `splits` row chunks of a userbuffers GEMM (priced as its share of the whole: GemmShape::split).
+Op gemm_chunk(OpRole role, std::int64_t rows, int splits, std::int64_t n, std::int64_t k) {
+  Op op = Emitter::gemm(role, rows / splits, n, k);
+  op.gemm.split = splits;
+  return op;
+}
+
+// Userbuffers all-gather + GEMM ("ring_exchange"): tp - 1 ring steps bring the other ranks' shards while
+// the GEMM runs in tp chunks of rows, the chunk of this rank's own shard first and chunk i once step i has
+// arrived. Returns the last step (what needs the whole gathered input waits for it).
 OpIndex gathered_gemm(Emitter& e, OpRole gather_role, OpRole role, std::int64_t n, std::int64_t k) {
   const RankShapes& s = e.shapes();
   const OpIndex input = e.chain;
@@ -39,21 +58,25 @@ OpIndex gathered_gemm(Emitter& e, OpRole gather_role, OpRole role, std::int64_t 
     steps.push_back(e.emit_after(tp_ring_step(gather_role, s), step == 1 ? input : kNoOp));
   for (int chunk = 0; chunk < s.tp; ++chunk) {
     if (chunk > 0) e.pending_wait = steps[chunk - 1];
-    e.emit(Emitter::gemm(role, s.tokens / s.tp, n, k));
+    e.emit(gemm_chunk(role, s.tokens, s.tp, n, k));
   }
   return steps.back();
 }
 
-// Userbuffers GEMM + reduce-scatter: the GEMM in tp chunks of rows, each chunk's partial sums passed one
-// step along the ring once computed, this rank's own chunk last; what follows waits for the last step.
+// Userbuffers GEMM + reduce-scatter ("pipeline", initialize_ub's default of 4 splits): the GEMM in 4
+// chunks of rows, each chunk's partial sums reduce-scattered by a userbuffers kernel while the next chunk
+// computes; what follows waits for the last reduce-scatter.
+constexpr int kPipelineSplits = 4;
+
 void scattered_gemm(Emitter& e, OpRole role, std::int64_t n, std::int64_t k) {
   const RankShapes& s = e.shapes();
-  OpIndex last_step = kNoOp;
-  for (int chunk = 0; chunk < s.tp; ++chunk) {
-    const OpIndex gemm = e.emit(Emitter::gemm(role, s.tokens / s.tp, n, k));
-    if (chunk + 1 < s.tp) last_step = e.emit_after(tp_ring_step(OpRole::tp_scatter, s), gemm);
+  OpIndex last_scatter = kNoOp;
+  for (int chunk = 0; chunk < kPipelineSplits; ++chunk) {
+    const OpIndex gemm = e.emit(gemm_chunk(role, s.tokens, kPipelineSplits, n, k));
+    last_scatter = e.emit_after(
+        userbuffers_op(OpKind::reduce_scatter, OpRole::tp_scatter, s, activation_bytes(s) / kPipelineSplits), gemm);
   }
-  e.pending_wait = last_step;
+  e.pending_wait = last_scatter;
 }
 
 // Without gradient accumulation fusion the weight-gradient GEMM writes a 16-bit gradient and a kernel adds
@@ -87,12 +110,14 @@ void row_parallel_forward(Emitter& e, OpRole role, std::int64_t n_out, std::int6
 
 void column_parallel_backward(Emitter& e, OpRole role, std::int64_t n_out, std::int64_t k_in) {
   const RankShapes& s = e.shapes();
+  // With userbuffers both collectives are "bulk": the gather beside dgrad, the reduce-scatter beside wgrad.
+  const auto collective = s.tp_comm_overlap ? userbuffers_op : tp_op;
   OpIndex gathered_input = kNoOp;
   if (tp_active(s) && s.sp)
-    gathered_input = e.emit_after(tp_op(OpKind::all_gather, OpRole::tp_gather, s, activation_bytes(s)), e.chain);
+    gathered_input = e.emit_after(collective(OpKind::all_gather, OpRole::tp_gather, s, activation_bytes(s)), e.chain);
   const OpIndex dgrad = e.emit(Emitter::gemm(role, s.tokens, k_in, n_out));
   if (tp_active(s))
-    e.emit(s.sp ? tp_op(OpKind::reduce_scatter, OpRole::tp_scatter, s, activation_bytes(s))
+    e.emit(s.sp ? collective(OpKind::reduce_scatter, OpRole::tp_scatter, s, activation_bytes(s))
                 : tp_op(OpKind::all_reduce, OpRole::tp_reduce, s, activation_bytes(s)));
   const OpIndex wgrad = e.emit_after(Emitter::gemm(role, k_in, n_out, s.tokens), dgrad);
   if (gathered_input != kNoOp) e.depend(gathered_input, wgrad);
@@ -115,13 +140,33 @@ void row_parallel_backward(Emitter& e, OpRole role, std::int64_t n_out, std::int
   e.chain = dgrad;
 }
 
-Op attention_op(const RankShapes& s, bool backward, std::int64_t seq_q, bool causal) {
+// Attention of seq_q queries against seq_kv keys (the queries the last of them when causal).
+Op attention_op(const RankShapes& s, bool backward, std::int64_t seq_q, std::int64_t seq_kv, bool causal) {
   Op op;
   op.kind = backward ? OpKind::attention_backward : OpKind::attention_forward;
   op.role = OpRole::core_attention;
-  op.attention = {s.b, s.heads, s.groups, seq_q, s.s, s.d, causal};
-  op.flops = 4.0 * s.b * s.heads * seq_q * s.s * s.d * (causal ? 0.5 : 1.0) * (backward ? 2.5 : 1.0);
+  op.attention = {s.b, s.heads, s.groups, seq_q, seq_kv, s.d, causal};
+  op.flops = 4.0 * s.b * s.heads * seq_q * seq_kv * s.d * attention_score_fraction(op.attention) *
+             (backward ? 2.5 : 1.0);
   return op;
+}
+
+// Context parallelism with the keys and values all-gathered (cp_comm_type all_gather): the rank's two
+// query chunks of s/2 (Megatron's load-balanced sharding: chunks r and 2cp-1-r of 2cp) each run against
+// the keys before them, (r+1) and (2cp-r) chunks; together 2cp+1 chunks of keys. The ranks of a class do
+// the same work in total, so the class runs the mean split, cp and cp+1 chunks. Backward gathers again
+// and reduce-scatters the key and value gradients.
+void all_gathered_attention(Emitter& e, bool backward) {
+  const RankShapes& s = e.shapes();
+  const std::int64_t kv_bytes = s.b * s.s * 2 * s.groups * s.d * 2;  // this rank's K and V, bf16
+  const auto cp_op = [&](OpKind kind) {
+    return Emitter::collective(kind, OpRole::cp_exchange, Stream::cp_comm, GroupKind::context, s.cp, kv_bytes * s.cp);
+  };
+  e.emit(cp_op(OpKind::all_gather));
+  const std::int64_t chunk = s.s / 2;
+  e.emit(attention_op(s, backward, chunk, chunk * s.cp, true));
+  e.emit(attention_op(s, backward, chunk, chunk * (s.cp + 1), true));
+  if (backward) e.emit(cp_op(OpKind::reduce_scatter));
 }
 
 // Core attention. With CP it is a ring: cp blocks on compute, the KV block travelling one neighbour on
@@ -131,7 +176,11 @@ Op attention_op(const RankShapes& s, bool backward, std::int64_t seq_q, bool cau
 void core_attention(Emitter& e, bool backward) {
   const RankShapes& s = e.shapes();
   if (s.cp == 1) {
-    e.emit(attention_op(s, backward, s.s, true));
+    e.emit(attention_op(s, backward, s.s, s.s, true));
+    return;
+  }
+  if (s.cp_all_gather) {
+    all_gathered_attention(e, backward);
     return;
   }
   const std::int64_t kv_bytes = s.b * s.s * 2 * s.groups * s.d * 2;
@@ -144,8 +193,8 @@ void core_attention(Emitter& e, bool backward) {
       send = e.emit_after(Emitter::collective(OpKind::send, OpRole::cp_exchange, Stream::cp_comm,
                                               GroupKind::context, s.cp, step_bytes),
                           block == 0 ? kv_ready : kNoOp);
-    const OpIndex compute = block == 0 ? e.emit(attention_op(s, backward, s.s, true))
-                                       : e.emit(attention_op(s, backward, s.s / 2, false));
+    const OpIndex compute = block == 0 ? e.emit(attention_op(s, backward, s.s, s.s, true))
+                                       : e.emit(attention_op(s, backward, s.s / 2, s.s, false));
     if (previous_send != kNoOp) e.depend(previous_send, compute);
     previous_send = send;
   }

@@ -56,6 +56,7 @@ RankShapes rank_shapes(const Scenario& scenario, const Strategy& st) {
   }
   s.layers_per_chunk = max_layers_in_virtual_stage(m, st);
   s.tp_comm_overlap = scenario.framework.tp_comm_overlap && s.sp;
+  s.cp_all_gather = scenario.framework.cp_comm_type == CpCommType::all_gather;
   s.gradient_accumulation_fusion = scenario.framework.gradient_accumulation_fusion;
   s.cross_entropy_loss_fusion = scenario.framework.cross_entropy_loss_fusion;
   return s;

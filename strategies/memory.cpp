@@ -182,6 +182,12 @@ MemoryEstimate estimate_memory(const Scenario& scenario, const Strategy& st) {
     // Transformer Engine's userbuffers: the gathered input of a column-parallel GEMM and the partial sums of a
     // row-parallel one, registered once per TP group (bf16 T x h each), and the ring's receive buffer.
     if (scenario.framework.tp_comm_overlap && sp) buffers += 3.0 * 2 * tokens * m.hidden_size;
+    // Context parallelism by all-gather: one layer's gathered keys and values (bf16) and, in backward,
+    // their gradients before the reduce-scatter.
+    if (cp > 1 && scenario.framework.cp_comm_type == CpCommType::all_gather) {
+      const double kv_heads = std::max(1.0, double(m.num_query_groups) / tp);
+      buffers += 2.0 * st.micro_batch_size * double(seq) * 2 * kv_heads * m.kv_channels * 2;
+    }
     mem.communication_buffers = std::llround(buffers);
     mem.workspace = std::llround(kWorkspaceBytes);
     estimate.per_stage.push_back(mem);

@@ -151,7 +151,8 @@ def h100_rows():
             model = h100_model(m, {"activation": "swiglu", "normalization": "rmsnorm", "position_embedding_rope": True,
                                    "untie_embeddings_and_output_weights": True, "add_bias_linear": False})
             framework = {"overlap_grad_reduce": True, "overlap_param_gather": True, "tp_comm_overlap": False,
-                         "gradient_accumulation_fusion": True, "attention_backend": "flash"}
+                         "gradient_accumulation_fusion": True, "attention_backend": "flash",
+                         "cp_comm_type": "all_gather"}  # section 3.3.2: K and V all-gathered, not a ring
             per_replica = t["global_batch_size"] // dp
             mbs = [b for b in (1, 2) if per_replica % b == 0]
             search |= {"virtual_pipeline_model_parallel_size": [s["virtual_pipeline_model_parallel_size"]],

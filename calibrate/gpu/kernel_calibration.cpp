@@ -49,12 +49,12 @@ KernelOps to_ops(const std::map<std::string, Op>& by_key, const KernelModelFacts
   return out;
 }
 
-// FLOPs as the cost model counts them (calibrate/kernel_cost.cpp): forward QK^T and PV, halved by the
-// causal skip, backward 2.5 times the forward.
+// FLOPs as the cost model counts them (calibrate/kernel_cost.cpp): forward QK^T and PV, less the causal
+// skip, backward 2.5 times the forward.
 double attention_flops(const Op& op) {
   const AttentionShape& a = op.attention;
   double flops = 4.0 * a.batch * a.heads * a.seq_q * a.seq_kv * a.head_dim;
-  if (a.causal && a.flash) flops /= 2;
+  if (a.flash) flops *= attention_score_fraction(a);
   return op.kind == OpKind::attention_backward ? 2.5 * flops : flops;
 }
 

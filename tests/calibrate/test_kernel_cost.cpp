@@ -161,5 +161,21 @@ TEST(KernelCost, ShapeKeysDistinguishShapes) {
   EXPECT_EQ(kernel_shape_key(norm), "norm_forward:rows=8,cols=4096");
 }
 
+// A chunk of a GEMM split across rotating streams costs its share of the whole GEMM, not the price of a
+// GEMM of its rows alone (whose last wave of tiles would idle SMs the next chunk fills).
+TEST(KernelCost, SplitGemmChunkCostsItsShareOfTheWholeGemm) {
+  const Profile profile = builtin_profile();
+  const GpuSpec& gpu = *gpu_preset("H100-SXM-80GB");
+  const double launch_ns = profile.kernels_for(gpu).launch_overhead_ns;
+  Op chunk = gemm(2048, 2688, 7168);
+  chunk.gemm.split = 8;
+  const Op whole = gemm(2048 * 8, 2688, 7168);
+  const double whole_kernel_ns = double(compute_time_ns(profile, gpu, whole)) - launch_ns;
+  EXPECT_NEAR(double(compute_time_ns(profile, gpu, chunk)), whole_kernel_ns / 8 + launch_ns, 1.0);
+  // Alone, 2048 x 2688 is 1.3 waves of tiles on 132 SMs: dearer than an eighth of the whole.
+  EXPECT_GT(compute_time_ns(profile, gpu, gemm(2048, 2688, 7168)), compute_time_ns(profile, gpu, chunk) * 1.1);
+  EXPECT_EQ(kernel_shape_key(chunk), "gemm:m=2048,n=2688,k=7168,count=1,ta=0,tb=0,split=8");
+}
+
 }  // namespace
 }  // namespace twin

@@ -38,6 +38,7 @@ TEST(Framework, DefaultsAreMegatronsRecipe) {
   EXPECT_TRUE(s.framework.cross_entropy_loss_fusion);
   EXPECT_FALSE(s.framework.use_distributed_optimizer.has_value());
   EXPECT_EQ(s.model.attention_backend, AttentionBackend::flash);
+  EXPECT_EQ(s.framework.cp_comm_type, CpCommType::p2p);
   EXPECT_FALSE(s.profile_scaling);
 }
 
@@ -46,7 +47,7 @@ TEST(Framework, EverySwitchRoundTrips) {
   d["framework"] = {{"overlap_grad_reduce", false},        {"overlap_param_gather", false},
                     {"tp_comm_overlap", true},             {"gradient_accumulation_fusion", false},
                     {"cross_entropy_loss_fusion", false},  {"use_distributed_optimizer", true},
-                    {"attention_backend", "fused"}};
+                    {"attention_backend", "fused"},        {"cp_comm_type", "all_gather"}};
   d["profile_scaling"] = true;
   const Scenario s = parse_scenario(d, "s.json");
   EXPECT_FALSE(s.framework.overlap_grad_reduce);
@@ -56,6 +57,7 @@ TEST(Framework, EverySwitchRoundTrips) {
   EXPECT_FALSE(s.framework.cross_entropy_loss_fusion);
   EXPECT_EQ(s.framework.use_distributed_optimizer, true);
   EXPECT_EQ(s.model.attention_backend, AttentionBackend::fused);
+  EXPECT_EQ(s.framework.cp_comm_type, CpCommType::all_gather);
   EXPECT_EQ(s.search.zero_stage, std::vector<int>{1});  // the distributed optimizer is ZeRO 1
   EXPECT_TRUE(s.profile_scaling);
   EXPECT_EQ(parse_scenario(to_json(s), s.source), s);
@@ -82,6 +84,9 @@ TEST(Framework, BadValuesNameTheirPath) {
   EXPECT_NE(error_path(d).find("did you mean 'overlap_grad_reduce'"), std::string::npos) << error_path(d);
   d["framework"] = {{"attention_backend", "sdpa"}};
   EXPECT_NE(error_path(d).find("flash, fused, unfused"), std::string::npos) << error_path(d);
+  d["framework"] = {{"cp_comm_type", "a2a"}};
+  EXPECT_EQ(error_path(d).rfind("/framework/cp_comm_type | ", 0), 0u) << error_path(d);
+  EXPECT_NE(error_path(d).find("p2p, all_gather"), std::string::npos) << error_path(d);
   d["framework"] = {{"attention_backend", "fused"}};
   d["model"]["attention_backend"] = "unfused";
   EXPECT_EQ(error_path(d).rfind("/framework/attention_backend | ", 0), 0u) << error_path(d);

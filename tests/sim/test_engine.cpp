@@ -76,6 +76,32 @@ TEST(Engine, OverlapSlowsComputeAndCommunicationByTheProfileFactors) {
   EXPECT_EQ(result.iteration_ns, expected_send_end);
 }
 
+TEST(Engine, UserbuffersSlowComputeByTheirSmsAndCopyEnginesNotAtAll) {
+  Profile profile = test_profile();
+  profile.overlap = {1.5, 2.0};  // NCCL's factors: neither applies to userbuffers
+  const Cluster cluster = test_cluster(1);
+  const auto run = [&](CommKernel kernel) {
+    IterationGraph graph;
+    RankClass& rank_class = add_class(graph, 0);
+    set_span(rank_class, GroupKind::context, 2, 2, 1);
+    rank_class.add(compute_op(1'000'000));
+    Op send = ring_send_op(10'000'000);  // 100 us alone: outlasts the compute
+    send.comm_kernel = kernel;
+    rank_class.add(send);
+    return simulate(graph, cluster, profile).classes[0].op_timings;
+  };
+  const TimeNs t_compute = duration_of(profile, compute_op(1'000'000));
+  // Copy engines: the GEMM keeps every SM, and the copy runs at the link's rate.
+  const auto copy = run(CommKernel::userbuffers_copy_engine);
+  EXPECT_EQ(copy[0].end_ns, t_compute);
+  EXPECT_EQ(copy[1].end_ns, 100'000);
+  // A userbuffers kernel on 16 of the test GPU's 100 SMs: compute runs on 84 of them; the kernel's own
+  // SMs keep the transfer at the link's rate.
+  const auto on_sms = run(CommKernel::userbuffers_sm);
+  EXPECT_NEAR(double(on_sms[0].end_ns), t_compute * 100.0 / 84.0, 1.0);
+  EXPECT_EQ(on_sms[1].end_ns, 100'000);
+}
+
 TEST(Engine, ConcurrentFlowsOnOneLinkShareItEqually) {
   const Profile profile = test_profile();
   const Cluster cluster = test_cluster(1);

@@ -8,6 +8,7 @@
 #include "calibrate/profile.hpp"
 #include "sim/simulate.hpp"
 #include "strategies/lowering.hpp"
+#include "strategies/memory.hpp"
 #include "strategies/validity.hpp"
 #include "strategy_fixtures.hpp"
 
@@ -56,21 +57,44 @@ TEST(FrameworkLowering, TpCommOverlapPipelinesTheSequenceParallelCollectivesWith
   const Lowered overlapped = lower(scenario, tp4);
   const auto forward_gemms = [](const Op& op) { return op.kind == OpKind::gemm && op.phase == Phase::forward; };
   // qkv, projection, fc1 and fc2 of 4 layers and the output projection, each in 4 chunks of a quarter of
-  // the rows, in every micro-batch's forward.
+  // the rows (TP 4 ring steps for the gathered ones, initialize_ub's 4 splits for the scattered ones), in
+  // every micro-batch's forward; each chunk is priced as its share of the whole GEMM.
   EXPECT_EQ(count(overlapped.graph, forward_gemms),
             count(plain.graph, forward_gemms) + overlapped.strategy.num_micro_batches * (4 * 4 + 1) * 3);
+  for (const RankClass& rc : overlapped.graph.classes)
+    for (OpIndex i = 0; i < rc.size(); ++i)
+      if (forward_gemms(rc.op(i)) && rc.op(i).layer >= 0) {
+        EXPECT_EQ(rc.op(i).gemm.split, 4) << op_name(rc.op(i));
+        EXPECT_EQ(rc.op(i).gemm.m, 2048 / 4) << op_name(rc.op(i));
+      }
+  // All-gathers: ring steps of one rank's shard of T x h on the copy engines.
   const auto ring_steps = [](const Op& op) { return op.kind == OpKind::send && op.group == GroupKind::tensor; };
   EXPECT_EQ(count(plain.graph, ring_steps), 0);
   EXPECT_GT(count(overlapped.graph, ring_steps), 0);
   for (const RankClass& rc : overlapped.graph.classes)
     for (OpIndex i = 0; i < rc.size(); ++i)
-      if (ring_steps(rc.op(i))) EXPECT_EQ(rc.op(i).bytes, 2048 * 8192 * 2 / 4);  // one rank's shard of T x h
-  // The layers' forward TP collectives are gone; the TP time hides under the chunks, so it is not slower.
-  const auto forward_tp_collectives = [](const Op& op) {
-    return op.group == GroupKind::tensor && op.phase == Phase::forward &&
-           (op.kind == OpKind::all_gather || op.kind == OpKind::reduce_scatter) && op.layer >= 0;
+      if (ring_steps(rc.op(i))) {
+        EXPECT_EQ(rc.op(i).bytes, 2048 * 8192 * 2 / 4);
+        EXPECT_EQ(rc.op(i).comm_kernel, CommKernel::userbuffers_copy_engine);
+      }
+  // Reduce-scatters: a quarter of T x h after each chunk of a row-parallel GEMM, by a userbuffers kernel;
+  // no forward all-gather of a layer is left, and every TP collective of a layer is a userbuffers one.
+  const auto layer_tp = [](Phase phase, OpKind kind) {
+    return [=](const Op& op) {
+      return op.group == GroupKind::tensor && op.phase == phase && op.kind == kind && op.layer >= 0;
+    };
   };
-  EXPECT_EQ(count(overlapped.graph, forward_tp_collectives), 0);
+  const int micro_batches = overlapped.strategy.num_micro_batches;
+  EXPECT_EQ(count(overlapped.graph, layer_tp(Phase::forward, OpKind::all_gather)), 0);
+  EXPECT_EQ(count(overlapped.graph, layer_tp(Phase::forward, OpKind::reduce_scatter)), micro_batches * 4 * 2 * 4);
+  for (const RankClass& rc : overlapped.graph.classes)
+    for (OpIndex i = 0; i < rc.size(); ++i) {
+      const Op& op = rc.op(i);
+      if (op.group != GroupKind::tensor || op.layer < 0 || !op.is_communication()) continue;
+      EXPECT_NE(op.comm_kernel, CommKernel::nccl) << op_name(op);
+      if (op.phase == Phase::forward && op.kind == OpKind::reduce_scatter) EXPECT_EQ(op.bytes, 2048 * 8192 * 2 / 4);
+    }
+  // The TP time hides under the chunks, so it is not slower.
   EXPECT_LT(iteration_ns(overlapped), iteration_ns(plain));
 }
 
@@ -144,6 +168,44 @@ TEST(FrameworkLowering, AttentionRunsAsTheBackendSays) {
   Op cudnn = flash;
   cudnn.attention.cudnn = true;
   EXPECT_LT(compute_time_ns(builtin_profile(), h100, cudnn), 0.6 * compute_time_ns(builtin_profile(), h100, flash));
+}
+
+TEST(FrameworkLowering, AllGatherContextParallelismDoesTheRingsAttentionWork) {
+  Scenario scenario = testing::make_scenario(testing::gpt_shaped(), 1, 8192, 8);
+  scenario.model.attention_backend = AttentionBackend::flash;
+  const Strategy cp4 = testing::make_strategy(1, 1, 4);
+  const Lowered ring = lower(scenario, cp4);
+  scenario.framework.cp_comm_type = CpCommType::all_gather;
+  const Lowered gathered = lower(scenario, cp4);
+  const auto is = [](OpKind kind) {
+    return [kind](const Op& op) { return op.kind == kind && op.role == OpRole::cp_exchange; };
+  };
+  const auto attention_flops = [](const Lowered& l) {
+    double flops = 0;
+    for (const RankClass& rc : l.graph.classes)
+      for (OpIndex i = 0; i < rc.size(); ++i)
+        if (rc.op(i).role == OpRole::core_attention) flops += rc.op(i).flops;
+    return flops;
+  };
+  const int layer_passes = int(scenario.model.num_layers) * gathered.strategy.num_micro_batches *
+                           int(gathered.graph.classes.size());
+  EXPECT_EQ(count(ring.graph, is(OpKind::all_gather)), 0);
+  // One gather per layer forward and one in backward; the key and value gradients reduce-scattered.
+  EXPECT_EQ(count(gathered.graph, is(OpKind::all_gather)), 2 * layer_passes);
+  EXPECT_EQ(count(gathered.graph, is(OpKind::reduce_scatter)), layer_passes);
+  EXPECT_EQ(count(gathered.graph, is(OpKind::send)), 0);
+  // Two query chunks of s/2 against the keys before them: the causal work of the ring, no more, no less.
+  EXPECT_NEAR(attention_flops(gathered), attention_flops(ring), 1e-9 * attention_flops(ring));
+  for (const RankClass& rc : gathered.graph.classes)
+    for (OpIndex i = 0; i < rc.size(); ++i)
+      if (rc.op(i).role == OpRole::core_attention) {
+        EXPECT_EQ(rc.op(i).attention.seq_q, 8192 / 4 / 2);
+        EXPECT_TRUE(rc.op(i).attention.seq_kv == 4 * 1024 || rc.op(i).attention.seq_kv == 5 * 1024);
+      }
+  EXPECT_GT(iteration_ns(gathered), 0);
+  // The gathered keys and values are held as buffers.
+  EXPECT_GT(estimate_memory(gathered.scenario, cp4).per_stage[0].communication_buffers,
+            estimate_memory(ring.scenario, cp4).per_stage[0].communication_buffers);
 }
 
 }  // namespace

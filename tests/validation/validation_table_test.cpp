@@ -59,9 +59,9 @@ TEST(PublishedTable, BadRowsNameTheirPath) {
 // worse by more than half a point fails here.
 const std::map<std::string, std::pair<double, double>> kReached = {
     {"narayanan2021-table1", {0.030, 0.051}},       {"korthikanti2022-table5", {0.029, 0.073}},
-    {"korthikanti2022-abstract", {0.039, 0.042}},   {"dubey2024-llama3-table4", {0.059, 0.081}},
-    {"megatron-readme-h100-2024", {0.033, 0.117}},  {"llmfoundry-mpt-h100-2024", {0.043, 0.122}},
-    {"all", {0.037, 0.122}}};
+    {"korthikanti2022-abstract", {0.039, 0.042}},   {"dubey2024-llama3-table4", {0.039, 0.056}},
+    {"megatron-readme-h100-2024", {0.032, 0.076}},  {"llmfoundry-mpt-h100-2024", {0.039, 0.102}},
+    {"all", {0.034, 0.102}}};
 
 TEST(ValidationTable, ErrorsStayWhereTheyAre) {
   const PublishedTable table = load_published_table(kTable);
