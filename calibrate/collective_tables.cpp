@@ -67,15 +67,16 @@ CollectiveTable read_table(const JsonReader& r, const std::string& legacy_gpu) {
   if (static_cast<std::int64_t>(t.ranks_per_node) * t.nodes < t.group_size)
     nodes.fail_plain(fmt::format("{} node(s) of {} rank(s) cannot hold a group of {}", t.nodes, t.ranks_per_node,
                                  t.group_size));
-  t.nominal_bandwidth_GBps = r.required("nominal_bandwidth_GBps").positive_number();
+  t.nominal_bandwidth_GBps =
+      r.required("nominal_bandwidth_GBps").number(0.1, 1e6, "expected a bandwidth in GB/s in [0.1, 1e6]");
   const JsonReader fit = r.required("fit");
   fit.only_keys({"latency_us", "bandwidth"});
   t.fit.latency_us = fit.required("latency_us").number(0, 1e6, "expected a latency in microseconds >= 0");
   const JsonReader bandwidth = fit.required("bandwidth");
   bandwidth.only_keys({"peak", "half_work"});
   // busbw may exceed the nominal link (NVLS, in-network reduction): a fraction up to 10, not 1.
-  t.fit.bandwidth.peak = bandwidth.required("peak").number(std::numeric_limits<double>::min(), 10.0,
-                                                           "expected a fraction of the nominal bandwidth in (0, 10]");
+  t.fit.bandwidth.peak = bandwidth.required("peak").number(1e-3, 10.0,
+                                                           "expected a fraction of the nominal bandwidth in [0.001, 10]");
   t.fit.bandwidth.half_work =
       bandwidth.required("half_work").number(0, std::numeric_limits<double>::max(), "expected a number >= 0");
   for (const JsonReader& row : r.required("rows").non_empty_elements()) {

@@ -19,6 +19,7 @@
 #include "calibrate/kernel_predictor.hpp"
 #include "core/atomic_file.hpp"
 #include "core/error.hpp"
+#include "core/input_file.hpp"
 #include "core/json_reader.hpp"
 
 namespace twin {
@@ -43,7 +44,7 @@ json link_json(const LinkProfile& l) {
 
 SaturatingEfficiency read_efficiency(const JsonReader& r) {
   r.only_keys({"peak", "half_work"});
-  return {r.required("peak").number(std::numeric_limits<double>::min(), 1.0, "expected a fraction in (0, 1]"),
+  return {r.required("peak").number(1e-3, 1.0, "expected a fraction of the peak in [0.001, 1]"),
           r.required("half_work").number(0, std::numeric_limits<double>::max(), "expected a number >= 0")};
 }
 
@@ -292,25 +293,11 @@ Profile load_profile(const std::string& name_or_path) {
     text = shipped->json;
     source = "builtin:" + name_or_path;
   } else {
-    std::ifstream in(name_or_path, std::ios::binary);
-    if (!in) {
-      std::string names = "builtin";
-      for (const ShippedProfile& p : shipped_profiles()) names += fmt::format(", {}", p.name);
-      throw InputError(name_or_path, "", fmt::format("cannot open the file (expected a profile JSON path or one of: {})", names));
-    }
-    std::ostringstream read;
-    read << in.rdbuf();
-    text = read.str();
+    std::string names = "builtin";
+    for (const ShippedProfile& p : shipped_profiles()) names += fmt::format(", {}", p.name);
+    text = read_input_file(name_or_path, fmt::format("a profile JSON path or one of: {}", names));
   }
-  json document;
-  try {
-    document = json::parse(text);
-  } catch (const json::parse_error& error) {
-    throw InputError(source, "", fmt::format("malformed JSON (byte {}): {}", error.byte, error.what()));
-  } catch (const json::exception& error) {  // e.g. a number too large for a double
-    throw InputError(source, "", fmt::format("malformed JSON: {}", error.what()));
-  }
-  return profile_from_json(document, source);
+  return profile_from_json(parse_input_json(text, source), source);
 }
 
 void save_profile(const Profile& profile, const std::filesystem::path& path) {

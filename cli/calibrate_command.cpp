@@ -61,8 +61,7 @@ CalibrateOptions& add_calibrate_command(CLI::App& app) {
       "usable memory. One process per GPU (started here, or by mpirun/srun with NCCL_COMM_ID set).\n"
       "With --from-trace, no GPU: fold the measured op times of a `twin execute` run into a profile.");
   CLI::Option* scenario = calibrate->add_option("--scenario", options.request.scenario,
-                        "also measure the exact GEMM shapes of this scenario's feasible candidate strategies")
-      ->check(CLI::ExistingFile);
+                        "also measure the exact GEMM shapes of this scenario's feasible candidate strategies");
   options.out = calibrate->add_option("--out", options.request.out,
                                       "profile to write (atomically); with --from-trace, default: the --profile file in\n"
                                       "place, or RUN_DIR/profile.json for a built-in or shipped profile")
@@ -76,20 +75,17 @@ CalibrateOptions& add_calibrate_command(CLI::App& app) {
       ->check(CLI::Range(4096ll, 1ll << 33));
   CLI::Option* check = calibrate->add_option("--check", options.request.check_profile,
                         "instead of calibrating, check PROFILE against fresh measurements of collective sizes and GEMM\n"
-                        "shapes it did not measure (same harnesses); writes check.csv and check.md, exits 1 on a miss")
-      ->check(CLI::ExistingFile);
+                        "shapes it did not measure (same harnesses); writes check.csv and check.md, exits 1 on a miss");
   CLI::Option* check_out = calibrate->add_option("--check-out", options.request.check_out, "directory for the --check tables")
       ->capture_default_str();
   CLI::Option* check_gemms = calibrate->add_option("--check-gemms", options.request.check_gemms,
                         "with --check: the GEMM shapes to check, a JSON array of {\"m\", \"n\", \"k\"[, \"count\",\n"
                         "\"transpose_a\", \"transpose_b\", \"origin\"]} (default: 17 model GEMMs off the grid)")
-      ->check(CLI::ExistingFile)
       ->needs(check);
   CLI::Option* from_trace = calibrate->add_option("--from-trace", options.from_trace,
                         "recalibrate from the run folder of `twin execute` (best.json, ops.csv, metrics.json): exact\n"
                         "shapes it measured become profile entries, other shapes of each op kind get a fitted\n"
-                        "correction; keeps the previous profile (P.previous.json) and writes P.changes.json/.md")
-      ->check(CLI::ExistingDirectory);
+                        "correction; keeps the previous profile (P.previous.json) and writes P.changes.json/.md");
   calibrate->add_option("--profile", options.profile,
                         "with --from-trace: the profile to update (default: the plan's \"profile\")")
       ->needs(from_trace);

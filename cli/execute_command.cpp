@@ -32,7 +32,6 @@ ExecuteOptions& add_execute_command(CLI::App& app) {
   auto* best = execute->add_flag("--best", o.best, "run the best plan of a `twin simulate` output folder (--run)");
   execute->add_option("--run", o.run, "the `twin simulate --out` folder: reads best.json, writes the results there");
   execute->add_option("--plan", o.request.plan, "a plan file (best.json) to run instead")
-      ->check(CLI::ExistingFile)
       ->excludes(best);
   execute->add_option("--iters", o.request.iterations, "training iterations")->capture_default_str()->check(CLI::PositiveNumber);
   execute->add_option("--warmup", o.request.warmup, "first iterations left out of the timing")

@@ -1,6 +1,9 @@
 // twin: the command line. Each subcommand is a thin layer over the libraries; errors in the user's
 // input print one line (file, JSON path, expectation) and exit 1; usage errors exit 2.
+#include <algorithm>
 #include <cstdio>
+#include <string>
+#include <vector>
 #include <iostream>
 
 #include <CLI/CLI.hpp>
@@ -9,8 +12,11 @@
 
 #include "cli/commands.hpp"
 #include "core/error.hpp"
+#include "core/json_reader.hpp"
+#include "core/output_folder.hpp"
 
 int main(int argc, char** argv) {
+  twin::install_interrupt_cleanup();  // before any thread starts: they inherit the blocked signals
   spdlog::set_default_logger(spdlog::stderr_color_mt("twin"));
   spdlog::set_pattern("%^[%l]%$ %v");
 
@@ -29,6 +35,17 @@ int main(int argc, char** argv) {
   twin::add_execute_command(app);
 #endif
 
+  // CLI11 answers an unknown subcommand with "A subcommand is required"; name it instead.
+  if (argc > 1 && argv[1][0] != '-') {
+    const std::string word = argv[1];
+    std::vector<std::string> names;
+    for (const CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) names.push_back(sub->get_name());
+    if (std::find(names.begin(), names.end(), word) == names.end()) {
+      std::fprintf(stderr, "twin: unknown command '%s' (expected one of: %s; see twin --help)\n",
+                   word.substr(0, 60).c_str(), twin::join_names(names).c_str());
+      return 2;
+    }
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -3,6 +3,7 @@
 #include <cctype>
 #include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <filesystem>
 #include <map>
@@ -14,6 +15,7 @@
 #include "calibrate/profile.hpp"
 #include "cli/commands.hpp"
 #include "core/atomic_file.hpp"
+#include "core/output_folder.hpp"
 #include "core/scenario.hpp"
 #include "reports/best_plan.hpp"
 #include "reports/html_report.hpp"
@@ -32,9 +34,7 @@ void add_simulate_command(CLI::App& app, SimulateOptions& options) {
       "  report.html   one self-contained page: ranking, timeline, memory and time breakdowns\n"
       "  best.json     the winning plan, for `twin execute --plan`\n"
       "  traces/       Chrome/Perfetto timelines of the top K strategies (pid = rank, tid = stream)");
-  sub->add_option("scenario", options.scenario, "Scenario JSON (see scenarios/ and DESIGN.md)")
-      ->required()
-      ->check(CLI::ExistingFile);
+  sub->add_option("scenario", options.scenario, "Scenario JSON (see scenarios/ and DESIGN.md)")->required();
   sub->add_option("--profile", options.profile,
                   "Performance profile: 'builtin' (datasheet estimates), a shipped measured profile\n"
                   "(h200-x1, h200-x2, h200-x4, h100-x1: see docs/PROFILES.md), or a JSON file from\n"
@@ -77,11 +77,15 @@ class Progress {
   int last_decile_ = 0;
 };
 
-std::string file_safe(const std::string& key) {
-  std::string name = key;
-  for (char& c : name)
+// "top<k>_<the plan's key, cut to 60 characters>_<8 hex digits of its hash>.json": short enough for any
+// file system however long the plan (the whole key is inside the trace), and distinct per plan.
+std::string trace_file_name(int k, const std::string& key) {
+  std::string readable = key.substr(0, 60);
+  for (char& c : readable)
     if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '.') c = '_';
-  return name;
+  std::uint32_t hash = 2166136261u;  // FNV-1a: the same name on every machine and run
+  for (unsigned char c : key) hash = (hash ^ c) * 16777619u;
+  return fmt::format("top{}_{}_{:08x}.json", k, readable, hash);
 }
 
 // Names the scenario's file and JSON path, and the reasons that ruled the candidates out, most common first.
@@ -118,19 +122,23 @@ int run_simulate(const SimulateOptions& options) {
                                         scenario.source, "", &scaled);
   for (const std::string& line : scaled) spdlog::warn("{}", line);
 
+  // Before the search: a folder that cannot be written is known at once, not after minutes.
+  OutputFolder folder(options.out, {"ranking.csv", "report.html", "best.json", "traces"});
+  const std::filesystem::path out = folder.out();
+
   std::vector<Candidate> ranked = search(scenario, profile, SearchOptions{options.jobs, Progress(options.quiet)});
   std::size_t feasible = std::count_if(ranked.begin(), ranked.end(), [](const Candidate& c) { return c.feasible; });
 
-  std::filesystem::path out = options.out;
-  std::filesystem::create_directories(out / "traces");
-  write_file_atomically(out / "ranking.csv", ranking_csv(scenario, ranked));
+  write_file_atomically(folder.staged("ranking.csv"), ranking_csv(scenario, ranked));
 
   if (feasible == 0) {
-    write_file_atomically(out / "report.html", html_report(scenario, ranked, IterationGraph{}, Candidate{}));
+    write_file_atomically(folder.staged("report.html"), html_report(scenario, ranked, IterationGraph{}, Candidate{}));
+    folder.publish();  // the previous run's best.json and traces go too: nothing here is runnable
     spdlog::error("{}", no_feasible_strategy_message(scenario, ranked, out / "ranking.csv"));
     return 1;
   }
 
+  std::filesystem::create_directories(folder.staged("traces"));
   // The best and the top K again, with every op's timing recorded, for the report, plan and traces.
   int traced = std::min<int>(options.top, static_cast<int>(feasible));
   IterationGraph best_graph;
@@ -140,9 +148,8 @@ int run_simulate(const SimulateOptions& options) {
     IterationGraph graph;
     Candidate detailed = evaluate_again(scenario, profile, ranked[k], true, &graph);
     if (k < traced) {
-      auto trace = chrome_trace(graph, detailed.result, scenario.name + " | " + key);
-      write_file_atomically(out / "traces" / fmt::format("top{}_{}.json", k + 1, file_safe(key)),
-                            trace.dump());
+      write_chrome_trace(folder.staged("traces") / trace_file_name(k + 1, key), graph, detailed.result,
+                         scenario.name + " | " + key);
     }
     if (k == 0) {
       best = std::move(detailed);
@@ -150,8 +157,9 @@ int run_simulate(const SimulateOptions& options) {
       best_graph = std::move(graph);
     }
   }
-  write_file_atomically(out / "best.json", best_plan_json(scenario, best, best_graph).dump(1));
-  write_file_atomically(out / "report.html", html_report(scenario, ranked, best_graph, best));
+  write_file_atomically(folder.staged("best.json"), best_plan_json(scenario, best, best_graph).dump(1));
+  write_file_atomically(folder.staged("report.html"), html_report(scenario, ranked, best_graph, best));
+  folder.publish();
 
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   const Throughput& t = best.throughput;

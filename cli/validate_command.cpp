@@ -10,6 +10,7 @@
 #include "cli/commands.hpp"
 #include "core/atomic_file.hpp"
 #include "core/error.hpp"
+#include "core/output_folder.hpp"
 #include "core/text_format.hpp"
 #include "validation/validation_run.hpp"
 
@@ -22,9 +23,7 @@ void add_validate_command(CLI::App& app, ValidateOptions& options) {
       "write the error of each against its published iteration time, per group and overall:\n"
       "  validation.csv  one line per row: published and predicted time, error, best candidate, breakdown\n"
       "  validation.md   the summary per group and every row (docs/VALIDATION.md holds the latest)");
-  sub->add_option("table", options.table, "Validation table JSON (format: docs/VALIDATION.md)")
-      ->required()
-      ->check(CLI::ExistingFile);
+  sub->add_option("table", options.table, "Validation table JSON (format: docs/VALIDATION.md)")->required();
   sub->add_option("--profile", options.profile, "Profile for every row (default: builtin)")->capture_default_str();
   sub->add_option("--out", options.out, "Output folder (created if missing)")->capture_default_str();
   sub->add_option("--group", options.groups, "Only the rows of this group (repeatable)");
@@ -40,6 +39,7 @@ void add_validate_command(CLI::App& app, ValidateOptions& options) {
 
 int run_validate(const ValidateOptions& options) {
   const PublishedTable table = load_published_table(options.table);
+  OutputFolder folder(options.out, {"validation.csv", "validation.md"});
   Profile profile = load_profile(options.profile);
   ValidationOptions run;
   run.jobs = options.jobs;
@@ -67,9 +67,9 @@ int run_validate(const ValidateOptions& options) {
   };
   run.scale_profile = options.scale_profile;
   const std::vector<RowPrediction> rows = predict_table(table, profile, run);
-  std::filesystem::create_directories(options.out);
-  write_file_atomically(std::filesystem::path(options.out) / "validation.csv", validation_csv(rows));
-  write_file_atomically(std::filesystem::path(options.out) / "validation.md", validation_markdown(rows, options.profile));
+  write_file_atomically(folder.staged("validation.csv"), validation_csv(rows));
+  write_file_atomically(folder.staged("validation.md"), validation_markdown(rows, options.profile));
+  folder.publish();
   for (const GroupSummary& g : summarize(rows))
     std::printf("%-44s %2d rows  mean |error| %5.1f%%  max %5.1f%%  mean %+5.1f%%\n", g.group.c_str(), g.rows,
                 100 * g.mean_abs_error, 100 * g.max_abs_error, 100 * g.mean_error);

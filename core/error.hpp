@@ -8,6 +8,9 @@ namespace twin {
 
 class InputError : public std::runtime_error {
  public:
+  // Each part longer than this is cut (a megabyte key in the input must not become a megabyte message).
+  static constexpr std::size_t kMaxFileChars = 400, kMaxPathChars = 200, kMaxExpectedChars = 800;
+
   // json_path is a JSON Pointer ("/model/num_layers"); empty when the whole file is at fault.
   InputError(std::string file, std::string json_path, std::string expected);
 

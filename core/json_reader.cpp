@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "core/error.hpp"
+#include "core/input_file.hpp"
 
 namespace twin {
 
@@ -96,10 +97,12 @@ void JsonReader::only_keys(std::initializer_list<std::string_view> known) const 
   const std::vector<std::string> names(known.begin(), known.end());
   for (const auto& item : value_->items()) {
     if (std::find(names.begin(), names.end(), item.key()) != names.end()) continue;
-    std::string message = fmt::format("unknown key '{}'", truncated(item.key()));
-    if (auto suggestion = closest_name(item.key(), names)) message += fmt::format(" (did you mean '{}'?)", *suggestion);
+    const std::string shown = truncated(item.key());
+    std::string message = fmt::format("unknown key '{}'", shown);
+    const auto suggestion = shown == item.key() ? closest_name(item.key(), names) : std::nullopt;
+    if (suggestion) message += fmt::format(" (did you mean '{}'?)", *suggestion);
     else message += fmt::format(" (expected one of: {})", join_names(names));
-    throw InputError(file(), path_ + "/" + escape_pointer_token(item.key()), message);
+    throw InputError(file(), path_ + "/" + escape_pointer_token(shown), message);
   }
 }
 
@@ -183,15 +186,7 @@ std::string JsonReader::one_of(const std::vector<std::string>& names, std::strin
 }
 
 nlohmann::json read_json_file(const std::string& path, std::string_view readable) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(path, "", std::string(readable));
-  std::stringstream text;
-  text << in.rdbuf();
-  try {
-    return nlohmann::json::parse(text.str());
-  } catch (const nlohmann::json::parse_error& error) {
-    throw InputError(path, "", std::string("valid JSON (") + error.what() + ")");
-  }
+  return parse_input_json(read_input_file(path, readable), path);
 }
 
 }  // namespace twin

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.hpp"
+#include "core/input_file.hpp"
 
 namespace twin {
 namespace {
@@ -43,11 +44,11 @@ std::vector<SeqLengthCount> parse_pairs(const JsonReader& r, std::int64_t max_le
 }
 
 std::string read_file(const std::filesystem::path& path, const JsonReader& naming) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) naming.fail(fmt::format("expected a readable histogram file ({})", path.string()));
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
+  try {
+    return read_input_file(path, "a histogram file of sequence lengths");
+  } catch (const InputError& error) {  // named where the scenario points to it
+    naming.fail_plain(fmt::format("expected a readable histogram file: {}", error.what()));
+  }
 }
 
 }  // namespace
@@ -90,13 +91,8 @@ std::vector<SeqLengthCount> parse_seq_length_histogram(const JsonReader& r, cons
   if (extension == ".csv") return parse_seq_length_histogram_csv(read_file(path, r), path.string(), max_length);
   if (extension != ".json") r.fail("expected a file name ending in .json or .csv");
   const std::string text = read_file(path, r);
-  nlohmann::json document;
-  try {
-    document = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::exception& error) {
-    throw InputError(path.string(), "", fmt::format("malformed JSON: {}", error.what()));
-  }
   const std::string file = path.string();
+  const nlohmann::json document = parse_input_json(text, file);
   return parse_pairs(JsonReader(document, file), max_length);
 }
 

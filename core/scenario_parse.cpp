@@ -2,13 +2,15 @@
 // stops the parse with its file, JSON path and expectation. The format is DESIGN.md's "Scenario (JSON)".
 #include <algorithm>
 #include <cmath>
-#include <fstream>
+#include <optional>
 #include <sstream>
+#include <utility>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "core/error.hpp"
+#include "core/input_file.hpp"
 #include "core/json_reader.hpp"
 #include "core/scenario.hpp"
 #include "core/scenario_histogram.hpp"
@@ -34,6 +36,8 @@ constexpr std::int64_t kMaxParallelSize = 1 << 16;
 constexpr std::int64_t kMaxNodes = 1 << 17;
 constexpr std::int64_t kMaxGpusPerNode = 1024;
 constexpr std::int64_t kMaxGpus = 1 << 24;
+// The search enumerates every combination of its lists before pruning: beyond this, memory and time run away.
+constexpr std::int64_t kMaxSearchCombinations = 200000;
 
 // A field that a preset may fill: required only when there is no preset.
 std::optional<Reader> field(const Reader& r, std::string_view key, bool has_preset) {
@@ -156,6 +160,12 @@ TrainingConfig parse_training(const Reader& r) {
   return t;
 }
 
+// A physical quantity within what hardware can be: a slip of orders of magnitude (or of units) is refused
+// here, before it becomes a plan of 0.000 s or a clock beyond the simulator's horizon.
+double physical(const Reader& r, double min, double max, std::string_view what) {
+  return r.number(min, max, fmt::format("expected {} in [{:g}, {:g}]", what, min, max));
+}
+
 GpuSpec parse_gpu(const Reader& r) {
   auto preset_named = [](const Reader& name) {
     if (!name.value().is_string()) name.fail("expected a GPU preset name or an object of GPU fields");
@@ -176,14 +186,17 @@ GpuSpec parse_gpu(const Reader& r) {
   if (preset) gpu = preset_named(*preset);
   const bool has_preset = preset.has_value();
   if (auto f = field(r, "name", has_preset)) gpu.name = f->string();
-  if (auto f = field(r, "peak_bf16_tflops", has_preset)) gpu.peak_bf16_tflops = f->positive_number();
-  if (auto f = field(r, "peak_fp32_tflops", has_preset)) gpu.peak_fp32_tflops = f->positive_number();
-  if (auto f = field(r, "memory_GiB", has_preset)) gpu.memory_GiB = f->positive_number();
-  if (auto f = field(r, "hbm_bandwidth_GBps", has_preset)) gpu.hbm_bandwidth_GBps = f->positive_number();
-  if (auto f = r.find("nvlink_bandwidth_GBps"))
-    gpu.nvlink_bandwidth_GBps = f->number(0, 1e9, "expected a bandwidth in GB/s (0 = no NVLink)");
-  if (auto f = field(r, "pcie_bandwidth_GBps", has_preset)) gpu.pcie_bandwidth_GBps = f->positive_number();
-  if (auto f = field(r, "sm_count", has_preset)) gpu.sm_count = f->positive_int();
+  if (auto f = field(r, "peak_bf16_tflops", has_preset)) gpu.peak_bf16_tflops = physical(*f, 1, 1e5, "a bf16 peak in TFLOP/s");
+  if (auto f = field(r, "peak_fp32_tflops", has_preset)) gpu.peak_fp32_tflops = physical(*f, 0.1, 1e5, "an fp32 peak in TFLOP/s");
+  if (auto f = field(r, "memory_GiB", has_preset)) gpu.memory_GiB = physical(*f, 1, 1e5, "a memory size in GiB");
+  if (auto f = field(r, "hbm_bandwidth_GBps", has_preset)) gpu.hbm_bandwidth_GBps = physical(*f, 10, 1e6, "a memory bandwidth in GB/s");
+  if (auto f = r.find("nvlink_bandwidth_GBps")) {
+    constexpr const char* kExpected = "expected an NVLink bandwidth in GB/s in [1, 1e5], or 0 for none";
+    gpu.nvlink_bandwidth_GBps = f->number(0, 1e5, kExpected);
+    if (gpu.nvlink_bandwidth_GBps > 0 && gpu.nvlink_bandwidth_GBps < 1) f->fail(kExpected);
+  }
+  if (auto f = field(r, "pcie_bandwidth_GBps", has_preset)) gpu.pcie_bandwidth_GBps = physical(*f, 1, 1e5, "a PCIe bandwidth in GB/s");
+  if (auto f = field(r, "sm_count", has_preset)) gpu.sm_count = static_cast<int>(f->integer(1, 100000));
   return gpu;
 }
 
@@ -196,8 +209,8 @@ IntraNodeLink parse_intra_node(const Reader& r, const GpuSpec& gpu) {
     link.bandwidth_GBps = nvlink ? gpu.nvlink_bandwidth_GBps : gpu.pcie_bandwidth_GBps;
     link.latency_us = nvlink ? 2.0 : 5.0;
   }
-  if (auto f = r.find("bandwidth_GBps")) link.bandwidth_GBps = f->positive_number();
-  if (auto f = r.find("latency_us")) link.latency_us = f->number(0, 1e6, "expected a latency in microseconds >= 0");
+  if (auto f = r.find("bandwidth_GBps")) link.bandwidth_GBps = physical(*f, 0.1, 1e5, "a link bandwidth in GB/s");
+  if (auto f = r.find("latency_us")) link.latency_us = physical(*f, 0, 1e4, "a latency in microseconds");
   if (link.bandwidth_GBps <= 0)
     r.fail_plain(fmt::format("expected bandwidth_GBps, since GPU '{}' has no {} bandwidth", gpu.name,
                              to_string(link.kind)));
@@ -208,9 +221,9 @@ Nics parse_nics(const Reader& r) {
   r.only_keys({"count", "bandwidth_Gbps", "latency_us"});
   Nics nics;
   nics.count = static_cast<int>(r.required("count").integer(0, 1024));
-  if (nics.count > 0) nics.bandwidth_Gbps = r.required("bandwidth_Gbps").positive_number();
-  else if (auto f = r.find("bandwidth_Gbps")) nics.bandwidth_Gbps = f->number(0, 1e9, "expected a bandwidth in Gb/s");
-  if (auto f = r.find("latency_us")) nics.latency_us = f->number(0, 1e6, "expected a latency in microseconds >= 0");
+  if (nics.count > 0) nics.bandwidth_Gbps = physical(r.required("bandwidth_Gbps"), 1, 1e6, "a NIC bandwidth in Gb/s");
+  else if (auto f = r.find("bandwidth_Gbps")) nics.bandwidth_Gbps = f->number(0, 1e6, "expected a bandwidth in Gb/s");
+  if (auto f = r.find("latency_us")) nics.latency_us = physical(*f, 0, 1e4, "a latency in microseconds");
   return nics;
 }
 
@@ -246,7 +259,7 @@ Cluster parse_cluster(const Reader& r) {
     network->only_keys({"topology", "oversubscription"});
     if (auto f = network->find("topology")) cluster.network.topology = f->one_of({"fat-tree"}, "network topology");
     if (auto f = network->find("oversubscription"))
-      cluster.network.oversubscription = f->number(1.0, 1e6, "expected an oversubscription ratio >= 1");
+      cluster.network.oversubscription = physical(*f, 1, 1000, "an oversubscription ratio");
   }
   return cluster;
 }
@@ -328,6 +341,58 @@ Strategy parse_strategy(const Reader& r) {
   return s;
 }
 
+// The search enumerates every combination of its lists before pruning any: refuse a space whose
+// enumeration alone would take minutes and gigabytes, saying how large it is.
+void check_search_size(const std::optional<Reader>& search, const SearchSpace& space, const Reader& root) {
+  const std::vector<std::pair<const char*, std::size_t>> lists = {
+      {"tensor_model_parallel_size", space.tensor_model_parallel_size.size()},
+      {"pipeline_model_parallel_size", space.pipeline_model_parallel_size.size()},
+      {"context_parallel_size", space.context_parallel_size.size()},
+      {"expert_model_parallel_size", space.expert_model_parallel_size.size()},
+      {"virtual_pipeline_model_parallel_size", space.virtual_pipeline_model_parallel_size.size()},
+      {"sequence_parallel", space.sequence_parallel.size()},
+      {"micro_batch_size", space.micro_batch_size.size()},
+      {"zero_stage", space.zero_stage.size()},
+      {"recompute", space.recompute.size()},
+      {"schedule", space.schedule.size()}};
+  std::int64_t combinations = 1;
+  std::string factors;
+  for (const auto& [name, size] : lists) {
+    combinations *= static_cast<std::int64_t>(size);  // at most 2^16 values each: no overflow before the check
+    if (combinations > (std::int64_t{1} << 40)) combinations = std::int64_t{1} << 40;
+    if (size > 1) factors += fmt::format("{}{} {}", factors.empty() ? "" : " x ", name, size);
+  }
+  if (combinations <= kMaxSearchCombinations) return;
+  (search ? *search : root)
+      .fail_plain(fmt::format("expected a search of at most {} combinations, got {}{} ({}): shorten the longest lists",
+                              kMaxSearchCombinations, combinations >= (std::int64_t{1} << 40) ? "over " : "",
+                              combinations, factors));
+}
+
+// A pinned strategy's sizes must describe the cluster and the batch: the product of the parallel sizes
+// divides the GPUs, and data_parallel_size and num_micro_batches, if given, are what they derive to (never
+// replaced). Both are derived here, so the scenario written back reads the same.
+void complete_pinned_sizes(const Reader& r, Strategy& st, const Scenario& s) {
+  const std::int64_t world = s.cluster.total_gpus();
+  const std::int64_t model_parallel = st.model_parallel_size();
+  if (model_parallel > world || world % model_parallel != 0)
+    r.fail_plain(fmt::format("expected tensor x pipeline x context parallel sizes ({} x {} x {} = {}) that divide the "
+                             "cluster's {} GPUs", st.tensor_model_parallel_size, st.pipeline_model_parallel_size,
+                             st.context_parallel_size, model_parallel, world));
+  const int data_parallel = static_cast<int>(world / model_parallel);
+  if (auto f = r.find("data_parallel_size"); f && st.data_parallel_size != data_parallel)
+    f->fail(fmt::format("expected {} (the cluster's {} GPUs / tensor x pipeline x context {})", data_parallel, world,
+                        model_parallel));
+  st.data_parallel_size = data_parallel;
+  const std::int64_t per_step = std::int64_t{data_parallel} * st.micro_batch_size;
+  const std::int64_t global = s.training.global_batch_size;
+  if (global % per_step != 0) return;  // the search explains why this strategy cannot run
+  if (auto f = r.find("num_micro_batches"); f && st.num_micro_batches != global / per_step)
+    f->fail(fmt::format("expected {} (global_batch_size {} / (micro_batch_size x data_parallel_size {}))",
+                        global / per_step, global, per_step));
+  st.num_micro_batches = static_cast<int>(global / per_step);
+}
+
 // framework: Megatron's switches (core/framework.hpp). attention_backend may be given here or under model
 // (where it is stored); both given must agree.
 FrameworkConfig parse_framework(const Reader& r, ModelConfig& model, const std::optional<Reader>& model_backend) {
@@ -396,7 +461,11 @@ Scenario parse_scenario(const nlohmann::json& document, const std::string& sourc
   s.cluster = parse_cluster(root.required("cluster"));
   if (auto f = root.find("search")) s.search = parse_search(*f);
   if (s.search.hot_switch) check_hot_switch_preconditions(s, root.required("search").required("hot_switch"));
-  if (auto f = root.find("strategy")) s.strategy = parse_strategy(*f);
+  if (auto f = root.find("strategy")) {
+    s.strategy = parse_strategy(*f);
+    if (!f->find("pipelines")) complete_pinned_sizes(*f, *s.strategy, s);
+  }
+  if (!s.strategy) check_search_size(root.find("search"), s.search, root);
   if (auto f = root.find("strategy"); f && f->find("pipelines")) {
     s.pipelines = parse_pipelines(*f->find("pipelines"), s);
     if (s.strategy->schedule != Schedule::gpipe && s.strategy->schedule != Schedule::one_f_one_b)
@@ -411,24 +480,11 @@ Scenario parse_scenario(const nlohmann::json& document, const std::string& sourc
 }
 
 Scenario parse_scenario_text(const std::string& text, const std::string& source) {
-  nlohmann::json document;
-  try {
-    document = nlohmann::json::parse(text);
-  } catch (const nlohmann::json::parse_error& error) {
-    // nlohmann's message carries the line and column; the byte offset locates it in any editor too.
-    throw InputError(source, "", fmt::format("malformed JSON (byte {}): {}", error.byte, error.what()));
-  } catch (const nlohmann::json::exception& error) {  // e.g. a number too large for a double
-    throw InputError(source, "", fmt::format("malformed JSON: {}", error.what()));
-  }
-  return parse_scenario(document, source);
+  return parse_scenario(parse_input_json(text, source), source);
 }
 
 Scenario load_scenario(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(path.string(), "", "cannot open the file (expected a readable scenario JSON)");
-  std::ostringstream text;
-  text << in.rdbuf();
-  return parse_scenario_text(text.str(), path.string());
+  return parse_scenario_text(read_input_file(path, "a readable scenario JSON"), path.string());
 }
 
 }  // namespace twin

@@ -1,6 +1,7 @@
 // One parallel strategy: how a model is split over the cluster and how its micro-batches are scheduled.
 // Field names are Megatron-LM's; this value type is shared by the search, the simulator and the executor.
 #pragma once
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -25,8 +26,11 @@ struct Strategy {
   Recompute recompute = Recompute::none;
   Schedule schedule = Schedule::one_f_one_b;
 
-  int model_parallel_size() const { return tensor_model_parallel_size * pipeline_model_parallel_size * context_parallel_size; }
-  int world_size() const { return model_parallel_size() * data_parallel_size; }
+  // 64-bit: each size may be up to 2^16 before validity rules them out.
+  std::int64_t model_parallel_size() const {
+    return std::int64_t{tensor_model_parallel_size} * pipeline_model_parallel_size * context_parallel_size;
+  }
+  std::int64_t world_size() const { return model_parallel_size() * data_parallel_size; }
   // Stable, human-readable identity, e.g. "tp2.pp4.cp1.ep1.dp4.vpp1.sp.mbs1.z1.rc-none.1f1b".
   std::string key() const;
   bool operator==(const Strategy&) const = default;

@@ -11,6 +11,7 @@
 #include <fmt/ranges.h>
 
 #include "core/error.hpp"
+#include "core/input_file.hpp"
 #include "core/json_reader.hpp"
 #include "strategies/lowering.hpp"
 #include "traces/ops_csv_reader.hpp"
@@ -36,15 +37,7 @@ TimeNs seconds_to_ns(const JsonReader& field) {
 }
 
 nlohmann::json read_json(const std::filesystem::path& path, const char* what) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(path.string(), "", fmt::format("a readable {}", what));
-  std::stringstream text;
-  text << in.rdbuf();
-  try {
-    return nlohmann::json::parse(text.str());
-  } catch (const nlohmann::json::parse_error& error) {
-    throw InputError(path.string(), "", std::string("valid JSON (") + error.what() + ")");
-  }
+  return parse_input_json(read_input_file(path, fmt::format("a readable {}", what), kMaxRunFileBytes), path.string());
 }
 
 std::filesystem::path trace_path(const std::filesystem::path& dir, int rank) {

@@ -18,10 +18,27 @@
 namespace twin::sim {
 namespace {
 
+// Simulated time ends at 1e17 ns (about three years): only an implausibly slow GPU or link gets there,
+// and the integer clock must never wrap (at 9.2e18 ns).
+constexpr TimeNs kHorizonNs = TimeNs{100'000'000} * kNsPerS;
+
+[[noreturn]] void beyond_horizon() {
+  throw std::range_error(
+      "the simulated iteration would last more than 1e17 ns (3 years): a speed or bandwidth of the scenario's "
+      "cluster or of the profile is implausibly small");
+}
+
 // Float error must not add a nanosecond to an exact result: 1000 ns at 1.5x is 1500, not 1501.
 TimeNs ceil_ns(double ns) {
+  if (!(ns <= static_cast<double>(kHorizonNs))) beyond_horizon();  // NaN included
   const double up = std::ceil(ns - (1e-6 + ns * 1e-12));
   return up > 0 ? static_cast<TimeNs>(up) : 0;
+}
+
+// now + delta, within the horizon.
+TimeNs later(TimeNs now, TimeNs delta) {
+  if (delta > kHorizonNs - now) beyond_horizon();
+  return now + delta;
 }
 
 // A communication op in progress: a collective or context send on one class, or a pipeline transfer
@@ -250,7 +267,7 @@ class Engine {
   void schedule_delay(std::uint32_t r, TimeNs latency_ns) {
     const std::uint32_t a = activities_.acquire(ActivityKind::delay, now_);
     activities_[a].target = r;
-    queue_.push(now_ + latency_ns, a, activities_[a].version);
+    queue_.push(later(now_, latency_ns), a, activities_[a].version);
   }
 
   // ---- activities ----
@@ -332,7 +349,7 @@ class Engine {
         act.updated_ns = now_;
         act.ns_per_unit = ns_per_unit;
         ++act.version;
-        queue_.push(now_ + ceil_ns(act.remaining * ns_per_unit), a, act.version);
+        queue_.push(later(now_, ceil_ns(act.remaining * ns_per_unit)), a, act.version);
       }
     }
     dirty_.clear();

@@ -19,11 +19,11 @@ std::optional<std::string> divisible(std::int64_t value, const char* value_name,
 }  // namespace
 
 std::optional<std::string> complete_strategy(const Scenario& scenario, Strategy& s) {
-  const int world = scenario.cluster.total_gpus();
-  const int model_parallel = s.model_parallel_size();
+  const std::int64_t world = scenario.cluster.total_gpus();
+  const std::int64_t model_parallel = s.model_parallel_size();
   if (model_parallel <= 0 || world % model_parallel != 0)
     return fmt::format("world size {} not divisible by tensor*pipeline*context {}", world, model_parallel);
-  s.data_parallel_size = world / model_parallel;
+  s.data_parallel_size = static_cast<int>(world / model_parallel);
   const std::int64_t per_micro_step = static_cast<std::int64_t>(s.micro_batch_size) * s.data_parallel_size;
   const std::int64_t global = scenario.training.global_batch_size;
   if (per_micro_step <= 0 || global % per_micro_step != 0)
@@ -111,7 +111,25 @@ std::optional<std::string> invalid_reason(const Scenario& scenario, const Strate
           "MoE with tensor_model_parallel_size > 1 needs sequence_parallel: experts are not tensor-parallel, so "
           "each TP rank must route its own share of the tokens");
   }
+  if (const std::int64_t ops = estimated_op_count(scenario, s); ops > kMaxOpsPerCandidate)
+    return fmt::format("its op graph would hold about {:.1f} M ops ({} micro-batches x {} layers), more than the "
+                       "limit of {} M: a larger micro_batch_size (fewer micro-batches) or a smaller global batch",
+                       ops / 1e6, s.num_micro_batches, m.num_layers, kMaxOpsPerCandidate / 1000000);
   return std::nullopt;
+}
+
+std::int64_t estimated_op_count(const Scenario& scenario, const Strategy& s) {
+  const ModelConfig& m = scenario.model;
+  // Per layer and micro-batch, forward and backward: about 40 ops (36 to 48 in the 405B, 530B and 1T
+  // benchmark graphs, docs/PERFORMANCE.md); TE's userbuffers split four linears into about tp chunks and
+  // steps each way, the CP ring adds a block and a send per rank, MoE the routing and expert ops.
+  double per_layer = 48;
+  if (scenario.framework.tp_comm_overlap && s.sequence_parallel) per_layer += 12.0 * s.tensor_model_parallel_size;
+  if (s.context_parallel_size > 1) per_layer += 6.0 * s.context_parallel_size;
+  if (m.is_moe()) per_layer += 24;
+  if (s.recompute == Recompute::full) per_layer *= 1.5;
+  const double ops = double(s.num_micro_batches) * double(m.num_layers + 2) * per_layer;
+  return ops > 1e15 ? std::int64_t{1000000000000000} : static_cast<std::int64_t>(ops);
 }
 
 }  // namespace twin

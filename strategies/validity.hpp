@@ -1,5 +1,6 @@
 // Validity rules of a strategy for a model and cluster, each explained in words a user understands.
 #pragma once
+#include <cstdint>
 #include <optional>
 #include <string>
 
@@ -16,5 +17,11 @@ std::optional<std::string> complete_strategy(const Scenario& scenario, Strategy&
 // world size; schedule constraints. nullopt when valid, else the first broken rule, e.g.
 // "num_attention_heads 32 not divisible by tensor_model_parallel_size 3".
 std::optional<std::string> invalid_reason(const Scenario& scenario, const Strategy& strategy);
+
+// About how many ops lower_to_op_graphs makes for a complete strategy (within about 2x, from its micro-batches,
+// layers and what splits ops), computed without lowering. A strategy beyond kMaxOpsPerCandidate is invalid: its
+// graph and simulation would take gigabytes (about 0.5 KB per op simulated, more with traces).
+inline constexpr std::int64_t kMaxOpsPerCandidate = 8000000;
+std::int64_t estimated_op_count(const Scenario& scenario, const Strategy& strategy);
 
 }  // namespace twin

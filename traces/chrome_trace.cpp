@@ -3,6 +3,7 @@
 #include "traces/chrome_trace.hpp"
 
 #include <array>
+#include <functional>
 #include <map>
 #include <stdexcept>
 #include <utility>
@@ -16,6 +17,8 @@ namespace {
 
 // Microseconds from integer ns: ns / 1000.0 is the double nearest to the 3-decimal value, and JSON's
 // shortest round-trip printing writes it back as at most 3 decimals, so ts * 1000 recovers ns exactly.
+using Emit = std::function<void(const nlohmann::json&)>;
+
 double microseconds(TimeNs ns) { return static_cast<double>(ns) / 1000.0; }
 
 std::string process_label(const RankClass& rank_class) {
@@ -33,18 +36,18 @@ nlohmann::json metadata(const char* name, int pid, int tid, nlohmann::json args)
   return {{"ph", "M"}, {"name", name}, {"pid", pid}, {"tid", tid}, {"args", std::move(args)}};
 }
 
-void add_metadata(const RankClass& rank_class, nlohmann::json& events) {
+void add_metadata(const RankClass& rank_class, const Emit& events) {
   const int pid = rank_class.first_rank;
-  events.push_back(metadata("process_name", pid, 0, {{"name", process_label(rank_class)}}));
-  events.push_back(metadata("process_sort_index", pid, 0, {{"sort_index", rank_class.index}}));
-  events.push_back(metadata("process_labels", pid, 0,
+  events(metadata("process_name", pid, 0, {{"name", process_label(rank_class)}}));
+  events(metadata("process_sort_index", pid, 0, {{"sort_index", rank_class.index}}));
+  events(metadata("process_labels", pid, 0,
                             {{"labels", fmt::format("pipeline {} stage {}", rank_class.pipeline, rank_class.stage)}}));
   std::array<bool, kStreamCount> used{};
   for (OpIndex i = 0; i < rank_class.size(); ++i) used[static_cast<int>(rank_class.op(i).stream)] = true;
   for (int stream = 0; stream < kStreamCount; ++stream) {
     if (!used[stream]) continue;
-    events.push_back(metadata("thread_name", pid, stream, {{"name", to_string(static_cast<Stream>(stream))}}));
-    events.push_back(metadata("thread_sort_index", pid, stream, {{"sort_index", stream}}));
+    events(metadata("thread_name", pid, stream, {{"name", to_string(static_cast<Stream>(stream))}}));
+    events(metadata("thread_sort_index", pid, stream, {{"sort_index", stream}}));
   }
 }
 
@@ -68,7 +71,7 @@ nlohmann::json op_event(const RankClass& rank_class, OpIndex index, const OpTimi
 }
 
 // One arrow per pipeline transfer, from the start of the send to where the data lands in the receive.
-void add_flows(const IterationGraph& graph, const IterationResult& result, nlohmann::json& events) {
+void add_flows(const IterationGraph& graph, const IterationResult& result, const Emit& events) {
   std::map<std::pair<int, std::int64_t>, OpIndex> receives;  // (class, p2p_tag) -> recv op
   for (const RankClass& rank_class : graph.classes)
     for (OpIndex i = 0; i < rank_class.size(); ++i)
@@ -90,42 +93,50 @@ void add_flows(const IterationGraph& graph, const IterationResult& result, nlohm
       const TimeNs landing_ns = recv_time.end_ns > recv_time.start_ns ? recv_time.end_ns - 1 : recv_time.start_ns;
       const std::string name = to_string(send.role);
       ++flow_id;
-      events.push_back({{"ph", "s"}, {"id", flow_id}, {"name", name}, {"cat", "pp_p2p"},
+      events({{"ph", "s"}, {"id", flow_id}, {"name", name}, {"cat", "pp_p2p"},
                         {"pid", sender.first_rank}, {"tid", static_cast<int>(send.stream)},
                         {"ts", microseconds(send_time.start_ns)}});
-      events.push_back({{"ph", "f"}, {"bp", "e"}, {"id", flow_id}, {"name", name}, {"cat", "pp_p2p"},
+      events({{"ph", "f"}, {"bp", "e"}, {"id", flow_id}, {"name", name}, {"cat", "pp_p2p"},
                         {"pid", receiver.first_rank}, {"tid", static_cast<int>(recv.stream)},
                         {"ts", microseconds(landing_ns)}});
     }
   }
 }
 
-}  // namespace
-
-nlohmann::json chrome_trace(const IterationGraph& graph, const IterationResult& result, const std::string& title) {
+void check_timings(const IterationGraph& graph, const IterationResult& result) {
   if (result.classes.size() != graph.classes.size())
     throw std::invalid_argument("chrome_trace: the result has a different number of rank classes than the graph");
   for (const RankClass& rank_class : graph.classes)
     if (result.classes[rank_class.index].op_timings.size() != rank_class.size())
       throw std::invalid_argument(
           fmt::format("chrome_trace: no op timings for class {} (simulate with record_op_timings)", rank_class.index));
+}
 
-  nlohmann::json events = nlohmann::json::array();
-  for (const RankClass& rank_class : graph.classes) add_metadata(rank_class, events);
+nlohmann::json other_data(const IterationGraph& graph, const IterationResult& result, const std::string& title) {
+  return {{"source", "twin simulate"},
+          {"strategy", title},
+          {"iteration_ns", result.iteration_ns},
+          {"critical_class", result.critical_class},
+          {"ops", graph.total_ops()}};
+}
+
+// Every event in the trace's fixed order, one at a time: a trace of millions of ops is never held whole.
+void for_each_event(const IterationGraph& graph, const IterationResult& result, const Emit& emit) {
+  for (const RankClass& rank_class : graph.classes) add_metadata(rank_class, emit);
   for (const RankClass& rank_class : graph.classes) {
     const auto& timings = result.classes[rank_class.index].op_timings;
-    for (OpIndex i = 0; i < rank_class.size(); ++i) events.push_back(op_event(rank_class, i, timings[i]));
+    for (OpIndex i = 0; i < rank_class.size(); ++i) emit(op_event(rank_class, i, timings[i]));
   }
-  add_flows(graph, result, events);
+  add_flows(graph, result, emit);
+}
 
-  return {{"displayTimeUnit", "ns"},
-          {"otherData",
-           {{"source", "twin simulate"},
-            {"strategy", title},
-            {"iteration_ns", result.iteration_ns},
-            {"critical_class", result.critical_class},
-            {"ops", graph.total_ops()}}},
-          {"traceEvents", std::move(events)}};
+}  // namespace
+
+nlohmann::json chrome_trace(const IterationGraph& graph, const IterationResult& result, const std::string& title) {
+  check_timings(graph, result);
+  nlohmann::json events = nlohmann::json::array();
+  for_each_event(graph, result, [&](const nlohmann::json& event) { events.push_back(event); });
+  return {{"displayTimeUnit", "ns"}, {"otherData", other_data(graph, result, title)}, {"traceEvents", std::move(events)}};
 }
 
 std::string chrome_trace_text(const nlohmann::json& trace) {
@@ -149,7 +160,19 @@ std::string chrome_trace_text(const nlohmann::json& trace) {
 
 void write_chrome_trace(const std::filesystem::path& path, const IterationGraph& graph,
                         const IterationResult& result, const std::string& title) {
-  write_file_atomically(path, chrome_trace_text(chrome_trace(graph, result, title)));
+  check_timings(graph, result);
+  // The layout of chrome_trace_text (keys in order, one event per line), written as the events come.
+  write_file_atomically(path, [&](std::ostream& out) {
+    out << "{\n" << dump(nlohmann::json("displayTimeUnit")) << ":" << dump(nlohmann::json("ns")) << ",\n"
+        << dump(nlohmann::json("otherData")) << ":" << dump(other_data(graph, result, title)) << ",\n"
+        << dump(nlohmann::json("traceEvents")) << ":[";
+    bool first = true;
+    for_each_event(graph, result, [&](const nlohmann::json& event) {
+      out << (first ? "\n" : ",\n") << dump(event);
+      first = false;
+    });
+    out << "\n]\n}\n";
+  });
 }
 
 }  // namespace twin

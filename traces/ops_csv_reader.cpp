@@ -12,6 +12,7 @@
 #include <fmt/ranges.h>
 
 #include "core/error.hpp"
+#include "core/input_file.hpp"
 #include "traces/ops_csv.hpp"
 
 namespace twin {
@@ -149,11 +150,8 @@ std::vector<OpsCsvRow> parse_ops_csv(std::string_view text, const std::string& s
 }
 
 std::vector<OpsCsvRow> read_ops_csv(const std::filesystem::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(path.string(), "", "a readable ops.csv (written by twin execute)");
-  std::stringstream text;
-  text << in.rdbuf();
-  return parse_ops_csv(text.str(), path.string());
+  return parse_ops_csv(read_input_file(path, "a readable ops.csv (written by twin execute)", kMaxRunFileBytes),
+                       path.string());
 }
 
 std::vector<MeasuredRank> measured_ranks_from_rows(const std::vector<OpsCsvRow>& rows, const IterationGraph& graph,

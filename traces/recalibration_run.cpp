@@ -13,6 +13,7 @@
 #include "calibrate/shipped_profiles.hpp"
 #include "core/atomic_file.hpp"
 #include "core/error.hpp"
+#include "core/input_file.hpp"
 #include "sim/collectives.hpp"
 #include "sim/flat_graph.hpp"
 #include "sim/simulate.hpp"
@@ -26,13 +27,7 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-std::string read_text(const fs::path& path, const std::string& what) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(path.string(), "", fmt::format("cannot open the file (expected {})", what));
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
+std::string read_text(const fs::path& path, const std::string& what) { return read_input_file(path, what); }
 
 bool is_named_profile(const std::string& name) {
   if (name == "builtin") return true;
@@ -46,12 +41,7 @@ fs::path beside(const fs::path& path, const std::string& suffix) {
 
 std::optional<TimeNs> measured_iteration_ns(const fs::path& metrics_path) {
   if (!fs::exists(metrics_path)) return std::nullopt;
-  json metrics;
-  try {
-    metrics = json::parse(read_text(metrics_path, "metrics.json of twin execute"));
-  } catch (const json::exception& error) {
-    throw InputError(metrics_path.string(), "", fmt::format("malformed JSON: {}", error.what()));
-  }
+  const json metrics = parse_input_json(read_text(metrics_path, "metrics.json of twin execute"), metrics_path.string());
   const json::json_pointer pointer("/kernel_span/measured_iteration_ns");
   if (!metrics.contains(pointer) || !metrics.at(pointer).is_number_integer())
     throw InputError(metrics_path.string(), pointer.to_string(), "an integer (ns)");

@@ -185,7 +185,7 @@ TEST(ProfileFiles, PartialFileNamesTheMissingField) {
   document = to_json(builtin_profile());
   document["gpus"][0]["gemm"]["peak"] = 1.5;
   write(dir / "p.json", document.dump());
-  expect_load_error(dir / "p.json", "/gpus/0/gemm/peak", "expected a fraction in (0, 1]");
+  expect_load_error(dir / "p.json", "/gpus/0/gemm/peak", "expected a fraction of the peak in [0.001, 1]");
   document = to_json(builtin_profile());
   document["gpus"][0]["measured"]["gemm:m=1"] = {{"median_ns", 5}};
   write(dir / "p.json", document.dump());

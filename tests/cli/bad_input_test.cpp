@@ -62,9 +62,9 @@ INSTANTIATE_TEST_SUITE_P(
                       BadCase{"impossible_strategy", kImpossibleStrategy.c_str(), "/strategy", "not divisible by tensor_model_parallel_size 3"}),
     [](const auto& info) { return std::string(info.param.name); });
 
-TEST(BadInputFile, MissingFileIsAUsageError) {
+TEST(BadInputFile, MissingFileIsBadInput) {
   Outcome run = run_twin("simulate /nonexistent/scenario.json");
-  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_EQ(run.exit_code, 1);  // as the README says: 1 for bad input, 2 for a wrong command line
   EXPECT_NE(run.output.find("/nonexistent/scenario.json"), std::string::npos) << run.output;
 }
 

@@ -14,8 +14,9 @@ struct Outcome {
   std::string output;  // stdout and stderr together
 };
 
-inline Outcome run_twin(const std::string& arguments) {
-  std::string command = std::string(TWIN_BINARY) + " " + arguments + " 2>&1";
+// `prefix` runs before the binary (e.g. "timeout -s INT 1").
+inline Outcome run_twin_under(const std::string& prefix, const std::string& arguments) {
+  std::string command = prefix + " " + std::string(TWIN_BINARY) + " " + arguments + " 2>&1";
   Outcome outcome;
   FILE* pipe = popen(command.c_str(), "r");
   if (!pipe) return outcome;
@@ -25,6 +26,8 @@ inline Outcome run_twin(const std::string& arguments) {
   outcome.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   return outcome;
 }
+
+inline Outcome run_twin(const std::string& arguments) { return run_twin_under("", arguments); }
 
 inline std::string read_file(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);

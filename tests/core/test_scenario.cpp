@@ -60,7 +60,7 @@ TEST(ScenarioRoundTrip, EverythingSet) {
     "search": {"tensor_model_parallel_size": [1, 2], "schedule": ["gpipe", "double-strand"],
                "sequence_parallel": [true, false], "zero_stage": [3], "recompute": ["full"]},
     "strategy": {"tensor_model_parallel_size": 2, "pipeline_model_parallel_size": 2, "sequence_parallel": true,
-                 "num_micro_batches": 8, "zero_stage": 1, "recompute": "selective", "schedule": "interleaved-1f1b",
+                 "num_micro_batches": 16, "zero_stage": 1, "recompute": "selective", "schedule": "interleaved-1f1b",
                  "virtual_pipeline_model_parallel_size": 2},
     "profile": "my_profile.json"
   })");
@@ -83,8 +83,8 @@ TEST(ScenarioRoundTrip, EverythingSet) {
   EXPECT_EQ(s.search.pipeline_model_parallel_size, SearchSpace{}.pipeline_model_parallel_size);
   ASSERT_TRUE(s.strategy.has_value());
   EXPECT_EQ(s.strategy->schedule, Schedule::interleaved_1f1b);
-  EXPECT_EQ(s.strategy->num_micro_batches, 8);
-  EXPECT_EQ(s.strategy->data_parallel_size, 1);
+  EXPECT_EQ(s.strategy->num_micro_batches, 16);  // as given: 64 sequences do not split over DP 5, nothing to derive
+  EXPECT_EQ(s.strategy->data_parallel_size, 5);   // derived: 20 GPUs / (TP 2 x PP 2)
   EXPECT_EQ(s.profile, "my_profile.json");
   expect_round_trip(s);
 }

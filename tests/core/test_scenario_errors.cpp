@@ -49,13 +49,14 @@ TEST(ScenarioErrors, MalformedJsonNamesTheByte) {
   }
 }
 
-TEST(ScenarioErrors, NumberOverflowIsMalformedJson) {
+TEST(ScenarioErrors, NumberOverflowNamesItsPath) {
   try {
-    parse_scenario_text("{\"name\": 1e400}", "scenario.json");
+    parse_scenario_text("{\"name\": \"x\", \"model\": {\"num_layers\": [1, 1e400]}}", "scenario.json");
     FAIL();
   } catch (const InputError& e) {
-    EXPECT_EQ(e.json_path(), "");
-    EXPECT_NE(std::string(e.what()).find("malformed JSON"), std::string::npos) << e.what();
+    EXPECT_EQ(e.json_path(), "/model/num_layers/1");
+    EXPECT_NE(std::string(e.what()).find("expected a number within the range of a double, got 1e400"),
+              std::string::npos) << e.what();
   }
 }
 
@@ -158,7 +159,20 @@ TEST(ScenarioErrors, OutOfRange) {
   expect_error(d, "/model/hidden_dropout", {"expected a dropout probability in [0, 1)"});
   d = valid();
   d["cluster"]["network"] = {{"oversubscription", 0.5}};
-  expect_error(d, "/cluster/network/oversubscription", {"expected an oversubscription ratio >= 1, got 0.5"});
+  expect_error(d, "/cluster/network/oversubscription", {"expected an oversubscription ratio in [1, 1000], got 0.5"});
+  // Physical quantities orders of magnitude off are refused where they are written (a NIC of 1e-12 Gb/s
+  // once made a plan of 0.000 s, and one of 1e-15 overflowed the clock).
+  d = valid();
+  d["cluster"]["nodes"][0]["nics"] = {{"count", 8}, {"bandwidth_Gbps", 1e-12}};
+  expect_error(d, "/cluster/nodes/0/nics/bandwidth_Gbps", {"expected a NIC bandwidth in Gb/s in [1, 1e+06]"});
+  d = valid();
+  d["cluster"]["nodes"][0]["gpu"] = {{"preset", "H100-SXM-80GB"}, {"peak_bf16_tflops", 1e9}};
+  expect_error(d, "/cluster/nodes/0/gpu/peak_bf16_tflops", {"expected a bf16 peak in TFLOP/s in [1, 100000]"});
+  d["cluster"]["nodes"][0]["gpu"] = {{"preset", "H100-SXM-80GB"}, {"nvlink_bandwidth_GBps", 0.001}};
+  expect_error(d, "/cluster/nodes/0/gpu/nvlink_bandwidth_GBps", {"[1, 1e5], or 0 for none"});
+  d = valid();
+  d["cluster"]["nodes"][0]["intra_node"] = {{"kind", "nvswitch"}, {"latency_us", 1e7}};
+  expect_error(d, "/cluster/nodes/0/intra_node/latency_us", {"expected a latency in microseconds in [0, 10000]"});
   d = valid();
   d["model"]["preset"] = "gpt3-175b";
   expect_error(d, "/training/seq_length", {"expected at most max_position_embeddings 2048", "got 4096"});

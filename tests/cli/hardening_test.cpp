@@ -1,0 +1,138 @@
+// Hostile and unlucky input end to end: one run's outputs are never mixed with another's, an interrupted
+// run leaves nothing behind, work beyond a stated limit is refused before it is spent, and every refusal
+// names the file and path and exits 1 (2 for a wrong command line).
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include "run_twin.hpp"
+
+namespace twin::test {
+namespace {
+
+namespace fs = std::filesystem;
+
+const std::string kScenarios = std::string(TWIN_SOURCE_DIR) + "/scenarios/";
+
+nlohmann::json small_scenario() {
+  return nlohmann::json::parse(R"({
+    "name": "small", "model": { "preset": "llama2-7b", "num_layers": 4 },
+    "training": { "seq_length": 2048, "global_batch_size": 8 },
+    "cluster": { "nodes": [ { "count": 1, "gpu": "H100-SXM-80GB", "gpus_per_node": 4 } ] },
+    "search": { "tensor_model_parallel_size": [1, 2], "pipeline_model_parallel_size": [1],
+                "micro_batch_size": [1], "zero_stage": [1], "recompute": ["none"] } })");
+}
+
+bool has_staging(const fs::path& out) {
+  for (const auto& entry : fs::directory_iterator(out))
+    if (entry.path().filename().string().starts_with(".twin-partial")) return true;
+  return false;
+}
+
+TEST(Hardening, ARerunThatFindsNothingFeasibleRemovesThePreviousPlan) {
+  TempDir dir("rerun");
+  const fs::path out = dir.path / "out";
+  write_file(dir.path / "s.json", small_scenario().dump());
+  ASSERT_EQ(run_twin("simulate " + (dir.path / "s.json").string() + " --quiet --out " + out.string()).exit_code, 0);
+  ASSERT_TRUE(fs::exists(out / "best.json"));
+  nlohmann::json tiny = small_scenario();
+  tiny["cluster"]["nodes"][0]["gpu"] = {{"preset", "H100-SXM-80GB"}, {"memory_GiB", 2}};
+  write_file(dir.path / "s.json", tiny.dump());
+  const Outcome run = run_twin("simulate " + (dir.path / "s.json").string() + " --quiet --out " + out.string());
+  EXPECT_EQ(run.exit_code, 1) << run.output;
+  EXPECT_NE(run.output.find("no feasible strategy"), std::string::npos) << run.output;
+  EXPECT_TRUE(fs::exists(out / "ranking.csv"));
+  EXPECT_FALSE(fs::exists(out / "best.json"));  // `twin execute --best` must not run the previous plan
+  EXPECT_FALSE(fs::exists(out / "traces"));
+  EXPECT_FALSE(has_staging(out));
+}
+
+TEST(Hardening, AnInterruptedRunLeavesThePreviousOutputsAndNoTemporaries) {
+  TempDir dir("interrupt");
+  const fs::path out = dir.path / "out";
+  write_file(dir.path / "s.json", small_scenario().dump());
+  ASSERT_EQ(run_twin("simulate " + (dir.path / "s.json").string() + " --quiet --out " + out.string()).exit_code, 0);
+  const std::string previous = read_file(out / "best.json");
+  // The 70B search on 1,024 GPUs takes many seconds: SIGINT arrives during it.
+  const Outcome run = run_twin_under("timeout --preserve-status -s INT 1",
+                                     "simulate " + kScenarios + "llama2-70b-1024xH100.json --jobs 1 --out " + out.string());
+  EXPECT_EQ(run.exit_code, 128 + 2) << run.output;
+  EXPECT_EQ(read_file(out / "best.json"), previous);
+  EXPECT_FALSE(has_staging(out));
+}
+
+TEST(Hardening, TraceFileNamesStayShortHoweverLongThePlan) {
+  TempDir dir("long_names");
+  nlohmann::json mixed = nlohmann::json::parse(read_file(kScenarios + "mixed-h100-a100-llama2-13b.json"));
+  for (auto& group : mixed["cluster"]["nodes"]) group["count"] = 2;
+  for (auto& group : mixed["cluster"]["nodes"]) group["nics"] = {{"count", 8}, {"bandwidth_Gbps", 200}};
+  write_file(dir.path / "s.json", mixed.dump());
+  const Outcome run = run_twin("simulate " + (dir.path / "s.json").string() + " --quiet --top 3 --out " +
+                               (dir.path / "out").string());
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  int traces = 0;
+  for (const auto& entry : fs::directory_iterator(dir.path / "out" / "traces")) {
+    EXPECT_LT(entry.path().filename().string().size(), 100u) << entry.path();
+    ++traces;
+  }
+  EXPECT_EQ(traces, 3);
+}
+
+TEST(Hardening, WorkBeyondTheLimitsIsRefusedWithItsSize) {
+  TempDir dir("limits");
+  nlohmann::json wide = small_scenario();
+  for (const char* key : {"tensor_model_parallel_size", "pipeline_model_parallel_size", "context_parallel_size",
+                          "micro_batch_size"}) {
+    wide["search"][key] = nlohmann::json::array();
+    for (int i = 1; i <= 40; ++i) wide["search"][key].push_back(i);
+  }
+  write_file(dir.path / "wide.json", wide.dump());
+  Outcome run = run_twin("simulate " + (dir.path / "wide.json").string() + " --out " + (dir.path / "o").string());
+  EXPECT_EQ(run.exit_code, 1) << run.output;
+  EXPECT_NE(run.output.find("wide.json: at /search: expected a search of at most 200000 combinations, got 10240000"),
+            std::string::npos) << run.output;
+
+  nlohmann::json long_batch = small_scenario();
+  long_batch["training"]["global_batch_size"] = 1 << 20;  // a million micro-batches on one replica
+  long_batch["cluster"]["nodes"][0]["gpus_per_node"] = 1;
+  write_file(dir.path / "batch.json", long_batch.dump());
+  run = run_twin("simulate " + (dir.path / "batch.json").string() + " --out " + (dir.path / "o").string());
+  EXPECT_EQ(run.exit_code, 1) << run.output;
+  EXPECT_NE(run.output.find("its op graph would hold about"), std::string::npos) << run.output;
+}
+
+TEST(Hardening, PinnedSizesAreHonouredOrRefused) {
+  TempDir dir("pinned");
+  nlohmann::json pinned = small_scenario();
+  pinned.erase("search");
+  pinned["strategy"] = {{"tensor_model_parallel_size", 2}, {"data_parallel_size", 4}};
+  write_file(dir.path / "s.json", pinned.dump());
+  Outcome run = run_twin("simulate " + (dir.path / "s.json").string() + " --out " + (dir.path / "o").string());
+  EXPECT_EQ(run.exit_code, 1) << run.output;
+  EXPECT_NE(run.output.find("at /strategy/data_parallel_size: expected 2 (the cluster's 4 GPUs"), std::string::npos)
+      << run.output;
+  pinned["strategy"] = {{"tensor_model_parallel_size", 65536}, {"pipeline_model_parallel_size", 65536},
+                        {"context_parallel_size", 65536}};
+  write_file(dir.path / "s.json", pinned.dump());
+  run = run_twin("simulate " + (dir.path / "s.json").string() + " --out " + (dir.path / "o").string());
+  EXPECT_EQ(run.exit_code, 1) << run.output;
+  EXPECT_NE(run.output.find("(65536 x 65536 x 65536 = 281474976710656) that divide the cluster's 4 GPUs"),
+            std::string::npos) << run.output;
+}
+
+TEST(Hardening, CommandLineMistakesAreNamed) {
+  Outcome run = run_twin("frob");
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_NE(run.output.find("unknown command 'frob' (expected one of: simulate, report, validate, calibrate"),
+            std::string::npos) << run.output;
+  TempDir dir("empty_out");
+  write_file(dir.path / "s.json", small_scenario().dump());
+  run = run_twin("simulate " + (dir.path / "s.json").string() + " --out ''");
+  EXPECT_EQ(run.exit_code, 1);
+  EXPECT_NE(run.output.find("--out: a folder name (it is empty)"), std::string::npos) << run.output;
+  EXPECT_EQ(run.output.find("simulated"), std::string::npos) << "refused before the search: " << run.output;
+}
+
+}  // namespace
+}  // namespace twin::test

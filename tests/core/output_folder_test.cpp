@@ -1,0 +1,84 @@
+// A command's outputs appear all together or not at all (core/output_folder.hpp).
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "core/atomic_file.hpp"
+#include "core/error.hpp"
+#include "core/output_folder.hpp"
+
+namespace twin {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Folder {
+  fs::path path = fs::temp_directory_path() / ("twin-output-folder-" + std::to_string(::getpid()));
+  Folder() { fs::remove_all(path); }
+  ~Folder() { fs::remove_all(path); }
+};
+
+std::string text_of(const fs::path& path) {
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+TEST(OutputFolder, PublishReplacesEveryOutputOfThePreviousRun) {
+  Folder out;
+  {
+    OutputFolder first(out.path, {"ranking.csv", "best.json", "traces"});
+    write_file_atomically(first.staged("ranking.csv"), "old ranking");
+    write_file_atomically(first.staged("best.json"), "old plan");
+    fs::create_directories(first.staged("traces"));
+    write_file_atomically(first.staged("traces") / "top1.json", "old trace");
+    first.publish();
+  }
+  std::ofstream(out.path / "notes.txt") << "the user's";
+  {
+    OutputFolder second(out.path, {"ranking.csv", "best.json", "traces"});
+    write_file_atomically(second.staged("ranking.csv"), "new ranking");  // nothing feasible: no plan, no traces
+    second.publish();
+  }
+  EXPECT_EQ(text_of(out.path / "ranking.csv"), "new ranking");
+  EXPECT_FALSE(fs::exists(out.path / "best.json"));  // `twin execute --best` must not run the old plan
+  EXPECT_FALSE(fs::exists(out.path / "traces"));
+  EXPECT_EQ(text_of(out.path / "notes.txt"), "the user's");
+  for (const auto& entry : fs::directory_iterator(out.path))
+    EXPECT_FALSE(entry.path().filename().string().starts_with(".twin-partial")) << entry.path();
+}
+
+TEST(OutputFolder, AFailedRunLeavesThePreviousOutputsAndNoStaging) {
+  Folder out;
+  {
+    OutputFolder first(out.path, {"ranking.csv"});
+    write_file_atomically(first.staged("ranking.csv"), "old ranking");
+    first.publish();
+  }
+  try {
+    OutputFolder second(out.path, {"ranking.csv"});
+    write_file_atomically(second.staged("ranking.csv"), "half");
+    throw std::runtime_error("the search failed");
+  } catch (const std::runtime_error&) {
+  }
+  EXPECT_EQ(text_of(out.path / "ranking.csv"), "old ranking");
+  EXPECT_EQ(std::distance(fs::directory_iterator(out.path), fs::directory_iterator()), 1);
+}
+
+TEST(OutputFolder, RemovesTheStagingOfAKilledRun) {
+  Folder out;
+  fs::create_directories(out.path / ".twin-partial-999999999");  // no such process
+  std::ofstream(out.path / ".twin-partial-999999999" / "traces.json.tmp") << "20 MiB once";
+  OutputFolder folder(out.path, {"ranking.csv"});
+  EXPECT_FALSE(fs::exists(out.path / ".twin-partial-999999999"));
+}
+
+TEST(OutputFolder, AnEmptyNameIsRefused) {
+  EXPECT_THROW(OutputFolder(fs::path(), {"ranking.csv"}), InputError);
+}
+
+}  // namespace
+}  // namespace twin
