@@ -23,10 +23,10 @@ Plan parse_plan(const nlohmann::json& document, const std::string& source) {
   const nlohmann::json& format = member(document, "format", source, "\"twin-plan\"");
   if (format != "twin-plan") throw InputError(source, "/format", "\"twin-plan\"");
   const nlohmann::json& version = member(document, "version", source, "an integer");
-  if (!version.is_number_integer() || version.get<int>() != kPlanFormatVersion)
+  if (!version.is_number_integer() || version.get<std::int64_t>() != kPlanFormatVersion)  // 2^40+1 is not 1
     throw InputError(source, "/version", fmt::format("{} (the plan version this twin reads)", kPlanFormatVersion));
   const nlohmann::json& lowering = member(document, "lowering_version", source, "an integer");
-  if (!lowering.is_number_integer() || lowering.get<int>() != kLoweringVersion)
+  if (!lowering.is_number_integer() || lowering.get<std::int64_t>() != kLoweringVersion)
     throw InputError(source, "/lowering_version",
                      fmt::format("{} (plans of another lowering name other ops: simulate again)", kLoweringVersion));
   const nlohmann::json& scenario_json = member(document, "scenario", source, "the scenario object");

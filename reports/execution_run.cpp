@@ -19,23 +19,6 @@
 namespace twin {
 namespace {
 
-constexpr double kMaxSeconds = 1e9;
-
-std::string any_string(const JsonReader& field) {
-  if (!field.value().is_string()) field.fail("expected a string");
-  return field.value().get<std::string>();
-}
-
-std::optional<double> optional_number(const JsonReader& object, std::string_view key) {
-  const std::optional<JsonReader> field = object.find(key);
-  if (!field) return std::nullopt;
-  return field->number(-1e300, 1e300, "a number");
-}
-
-TimeNs seconds_to_ns(const JsonReader& field) {
-  return static_cast<TimeNs>(std::llround(field.number(0, kMaxSeconds, "a time in seconds, at least 0") * 1e9));
-}
-
 nlohmann::json read_json(const std::filesystem::path& path, const char* what) {
   return parse_input_json(read_input_file(path, fmt::format("a readable {}", what), kMaxRunFileBytes), path.string());
 }
@@ -45,57 +28,6 @@ std::filesystem::path trace_path(const std::filesystem::path& dir, int rank) {
 }
 
 }  // namespace
-
-RunMetrics parse_run_metrics(const nlohmann::json& document, const std::string& source) {
-  const JsonReader root(document, source);
-  root.expect_object();
-  root.required("format").one_of({"twin-execute-run"}, "format (metrics.json of twin execute)");
-  RunMetrics metrics;
-  metrics.scenario = any_string(root.required("scenario"));
-  metrics.strategy = any_string(root.required("strategy"));
-  metrics.device = any_string(root.required("device"));
-  metrics.world_size = root.required("world_size").positive_int();
-  metrics.warmup_iterations = static_cast<int>(root.required("warmup_iterations").integer(0, INT32_MAX));
-  metrics.loss_first = optional_number(root, "loss_first");
-  metrics.loss_last = optional_number(root, "loss_last");
-  const JsonReader measured = root.required("measured");
-  metrics.measured_iteration_ns = seconds_to_ns(measured.required("iteration_s"));
-  metrics.measured_tokens_per_s = measured.required("tokens_per_s").number(0, 1e300, "tokens per second, at least 0");
-  metrics.measured_mfu = measured.required("mfu").number(0, 1e3, "a fraction, at least 0");
-
-  for (const JsonReader& step : root.required("steps").non_empty_elements()) {
-    step.expect_object();
-    metrics.steps.push_back({static_cast<int>(step.required("step").integer(1, INT32_MAX)), optional_number(step, "loss"),
-                             seconds_to_ns(step.required("iteration_s")), step.required("measured").boolean()});
-  }
-  for (const JsonReader& rank : root.required("ranks").non_empty_elements()) {
-    rank.expect_object();
-    RankMetrics entry;
-    entry.rank = static_cast<int>(rank.required("rank").integer(0, INT32_MAX));
-    entry.rank_class = static_cast<int>(rank.required("rank_class").integer(0, INT32_MAX));
-    entry.median_step_ns = seconds_to_ns(rank.required("median_iteration_s"));
-    entry.peak_memory_GiB = rank.required("peak_memory_GiB").number(0, 1e9, "GiB, at least 0");
-    entry.predicted_peak_memory_GiB = rank.required("predicted_peak_memory_GiB").number(0, 1e9, "GiB, at least 0");
-    if (!metrics.ranks.empty() && entry.rank <= metrics.ranks.back().rank)
-      rank.required("rank").fail("expected ranks in ascending order, each once");
-    metrics.ranks.push_back(entry);
-  }
-  if (const std::optional<JsonReader> span = root.find("kernel_span")) {
-    if (const std::optional<JsonReader> iteration = span->find("measured_iteration_ns"))
-      metrics.kernel_span_iteration_ns = iteration->integer(0, std::numeric_limits<TimeNs>::max());
-    for (const JsonReader& rank : span->required("ranks").elements()) {
-      const JsonReader rank_field = rank.required("rank");
-      const int id = static_cast<int>(rank_field.integer(0, INT32_MAX));
-      RankMetrics* entry = nullptr;
-      for (RankMetrics& candidate : metrics.ranks)
-        if (candidate.rank == id) entry = &candidate;
-      if (!entry) rank_field.fail("expected a rank listed in /ranks");
-      if (const std::optional<JsonReader> median = rank.find("measured_median_ns"))
-        entry->kernel_span_ns = median->integer(0, std::numeric_limits<TimeNs>::max());
-    }
-  }
-  return metrics;
-}
 
 ExecutedRun load_executed_run(const std::filesystem::path& dir, const RunFolderOptions& options) {
   if (!std::filesystem::is_directory(dir))

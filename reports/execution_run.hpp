@@ -14,40 +14,9 @@
 #include "reports/execution_trace.hpp"
 #include "traces/measured_ops.hpp"
 #include "traces/plan_prediction.hpp"
+#include "traces/run_metrics.hpp"
 
 namespace twin {
-
-struct StepMetrics {
-  int step = 0;                 // 1-based, warm-up steps included
-  std::optional<double> loss;   // empty where the run recorded none (NaN is written as null)
-  TimeNs iteration_ns = 0;      // the slowest rank's CUDA-event time of the step
-  bool measured = false;        // false for warm-up steps
-};
-
-struct RankMetrics {
-  int rank = 0;
-  int rank_class = 0;
-  TimeNs median_step_ns = 0;                  // median CUDA-event time of its measured steps
-  std::optional<TimeNs> kernel_span_ns;       // median first-kernel-to-last-kernel span (kernel_span.ranks)
-  double peak_memory_GiB = 0;
-  double predicted_peak_memory_GiB = 0;
-};
-
-// metrics.json ("format": "twin-execute-run", executor/run_report.hpp).
-struct RunMetrics {
-  std::string scenario, strategy, device;
-  int world_size = 1;
-  int warmup_iterations = 0;
-  std::optional<double> loss_first, loss_last;
-  TimeNs measured_iteration_ns = 0;           // median of the measured steps
-  double measured_tokens_per_s = 0;
-  double measured_mfu = 0;
-  std::optional<TimeNs> kernel_span_iteration_ns;  // kernel_span.measured_iteration_ns
-  std::vector<StepMetrics> steps;
-  std::vector<RankMetrics> ranks;             // by rank
-};
-
-RunMetrics parse_run_metrics(const nlohmann::json& metrics, const std::string& source);
 
 struct ExecutedRun {
   std::filesystem::path dir;

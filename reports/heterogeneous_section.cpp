@@ -25,11 +25,11 @@ std::string heterogeneous_section_html(const std::vector<Candidate>& ranked) {
       "{} pipelines are data-parallel replicas, each with its own batch share and its own stages; each stage is "
       "one tensor-parallel group inside a node, priced on its own GPU kind, and faster GPUs hold more layers. "
       "Gradients are reduced across pipelines per segment of layers that one stage of each pipeline holds, by a "
-      "ring over the pipelines. Iteration {}, {} tokens/s.",
-      detail["pipelines"].size(), seconds_text(best->result.iteration_ns), fixed(best->throughput.tokens_per_s, 0));
+      "ring over the pipelines. Iteration {} ms, {} tokens/s.",
+      detail["pipelines"].size(), milliseconds_text(best->result.iteration_ns), fixed(best->throughput.tokens_per_s, 0));
   if (uniform)
-    text += fmt::format(" The best uniform plan ({}) takes {}: the asymmetric plan is {}x its throughput.",
-                        uniform->key(), seconds_text(uniform->result.iteration_ns),
+    text += fmt::format(" The best uniform plan ({}) takes {} ms: the asymmetric plan is {}x its throughput.",
+                        uniform->key(), milliseconds_text(uniform->result.iteration_ns),
                         fixed(best->throughput.tokens_per_s / uniform->throughput.tokens_per_s, 2));
   html += "<p>" + escape_html(text) + "</p>\n<table>\n<tr><th>pipeline</th><th>sequences</th><th>stage</th>"
           "<th>GPU</th><th>devices</th><th>TP</th><th>layers</th><th>memory</th></tr>\n";

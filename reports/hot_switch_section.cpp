@@ -54,13 +54,13 @@ std::string hot_switch_section_html(const std::vector<Candidate>& ranked) {
                         escape_html(phase["strategy"].get<std::string>()), escape_html(moved), most);
   }
   html += "</table>\n";
-  std::string comparison = fmt::format("Iteration {}.", seconds_text(plan->result.iteration_ns));
+  std::string comparison = fmt::format("Iteration {} ms.", milliseconds_text(plan->result.iteration_ns));
   if (baseline) {
     const double ratio = static_cast<double>(baseline->result.iteration_ns) / static_cast<double>(plan->result.iteration_ns);
     comparison += fmt::format(
-        " The best static strategy that fits the longest sequence, {}, with every sequence packed to it, takes {}: "
+        " The best static strategy that fits the longest sequence, {}, with every sequence packed to it, takes {} ms: "
         "hot switching is {} ({}x).",
-        baseline->strategy.key(), seconds_text(baseline->result.iteration_ns),
+        baseline->strategy.key(), milliseconds_text(baseline->result.iteration_ns),
         ratio >= 1 ? fixed((ratio - 1) * 100, 1) + "% faster" : fixed((1 / ratio - 1) * 100, 1) + "% slower",
         fixed(ratio, 3));
   }

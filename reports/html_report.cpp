@@ -33,7 +33,9 @@ table#ranking { border-collapse: collapse; font-size: 12.5px; width: 100%; }
 #ranking td { padding: 3px 6px; border-bottom: 1px solid #eaeef2; vertical-align: top; white-space: nowrap; }
 #ranking td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
 #ranking td.key { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; font-size: 11.5px;
-                  white-space: nowrap; }
+                  white-space: normal; overflow-wrap: anywhere; min-width: 220px; max-width: 360px; }
+#ranking tr.tie td:nth-child(4) { color: #8a6d00; font-weight: 600; }
+.key { overflow-wrap: anywhere; }
 #ranking td.reason { color: #8a3b12; min-width: 260px; white-space: normal; }
 #ranking tr.feasible:nth-child(even) { background: #fafbfc; }
 #ranking tr.feasible:first-child { background: #e9f6ec; font-weight: 600; }
@@ -115,26 +117,30 @@ std::string cards_html(const Candidate& best) {
   return html + "</div>\n";
 }
 
-// Per stage, the smallest GPU memory among the classes of that stage (the one that must fit).
-std::vector<double> stage_capacities_GiB(const Scenario& scenario, const IterationGraph& graph, std::size_t stages) {
-  std::vector<double> capacity(stages, 0.0);
-  for (const RankClass& rank_class : graph.classes) {
-    if (rank_class.stage < 0 || static_cast<std::size_t>(rank_class.stage) >= stages) continue;
-    if (rank_class.node_group < 0 || static_cast<std::size_t>(rank_class.node_group) >= scenario.cluster.node_groups.size())
-      continue;
-    const double memory = scenario.cluster.node_groups[rank_class.node_group].gpu.memory_GiB;
-    double& slot = capacity[rank_class.stage];
-    slot = slot > 0 ? std::min(slot, memory) : memory;
-  }
-  return capacity;
-}
-
 std::array<TimeNs, 4> parts(const TimeBreakdown& b) {
   return {b.compute_ns, b.exposed_communication_ns, b.bubble_ns, b.optimizer_ns};
 }
 constexpr std::array<const char*, 4> kPartNames = {"compute", "exposed communication", "pipeline bubble", "optimizer"};
 
 }  // namespace
+
+// Uniform plans estimate memory per stage; asymmetric ones (several pipelines, each with its own stages on
+// its own GPUs) per pipeline stage, in the order of the graph's classes.
+std::vector<double> stage_capacities_GiB(const Scenario& scenario, const IterationGraph& graph, std::size_t stages) {
+  std::vector<double> capacity(stages, 0.0);
+  const bool per_class = std::any_of(graph.classes.begin(), graph.classes.end(),
+                                     [](const RankClass& c) { return c.pipeline > 0; });
+  for (const RankClass& rank_class : graph.classes) {
+    const int entry = per_class ? rank_class.index : rank_class.stage;
+    if (entry < 0 || static_cast<std::size_t>(entry) >= stages) continue;
+    if (rank_class.node_group < 0 || static_cast<std::size_t>(rank_class.node_group) >= scenario.cluster.node_groups.size())
+      continue;
+    const double memory = scenario.cluster.node_groups[rank_class.node_group].gpu.memory_GiB;
+    double& slot = capacity[entry];
+    slot = slot > 0 ? std::min(slot, memory) : memory;
+  }
+  return capacity;
+}
 
 std::string why_this_one_html(const std::vector<Candidate>& ranked, const Candidate& best,
                               const std::vector<double>& capacity_GiB) {
@@ -179,6 +185,11 @@ std::string why_this_one_html(const std::vector<Candidate>& ranked, const Candid
                         runner_up->key(), milliseconds_text(runner_up->result.iteration_ns),
                         percent(static_cast<double>(difference_ns) / std::max<double>(1.0, best.result.iteration_ns)),
                         kPartNames[largest], part_difference_ns >= 0 ? "+" : "", milliseconds_text(part_difference_ns));
+    if (static_cast<double>(difference_ns) <= kTieFraction * static_cast<double>(best.result.iteration_ns))
+      text += fmt::format(" The two tie: {}% is within the model's mean error on published runs ({}%, "
+                          "docs/VALIDATION.md).",
+                          fixed(100.0 * difference_ns / std::max<double>(1.0, best.result.iteration_ns), 1),
+                          fixed(100 * kTieFraction, 1));
   }
   if (!best.memory.per_stage.empty()) {
     const int stage = best.memory.worst_stage;

@@ -20,6 +20,10 @@ std::string html_report(const Scenario& scenario, const std::vector<Candidate>& 
 void write_html_report(const std::filesystem::path& path, const Scenario& scenario,
                        const std::vector<Candidate>& ranked, const IterationGraph& best_graph, const Candidate& best);
 
+// Per entry of a memory estimate with `stages` entries, the smallest GPU memory among the rank classes it
+// describes (the one that must fit), for the memory chart's capacity line.
+std::vector<double> stage_capacities_GiB(const Scenario& scenario, const IterationGraph& graph, std::size_t stages);
+
 // The "why this one" paragraph (HTML-escaped sentences built from the numbers).
 std::string why_this_one_html(const std::vector<Candidate>& ranked, const Candidate& best,
                               const std::vector<double>& capacity_GiB);

@@ -10,14 +10,17 @@
 namespace twin {
 namespace {
 
+// What a reader compares comes first (time, throughput, MFU, memory), so it stays on screen however wide
+// the strategy columns make the table.
 constexpr const char* kHeader =
-    "<thead><tr><th>#</th><th>strategy</th><th title=\"tensor_model_parallel_size\">TP</th>"
+    "<thead><tr><th>#</th><th>strategy</th><th>iteration (ms)</th><th title=\"iteration time over the best's\">"
+    "vs best</th><th>tokens/s</th><th>MFU</th><th>HFU</th><th>peak memory (GiB)</th>"
+    "<th title=\"tensor_model_parallel_size\">TP</th>"
     "<th title=\"pipeline_model_parallel_size\">PP</th><th title=\"context_parallel_size\">CP</th>"
     "<th title=\"expert_model_parallel_size\">EP</th><th title=\"data_parallel_size\">DP</th>"
     "<th title=\"virtual_pipeline_model_parallel_size\">VPP</th><th title=\"sequence_parallel\">SP</th>"
     "<th title=\"micro_batch_size\">MBS</th><th title=\"num_micro_batches\">micro-batches</th>"
-    "<th title=\"zero_stage\">ZeRO</th><th>recompute</th><th>schedule</th><th>iteration (ms)</th>"
-    "<th>tokens/s</th><th>MFU</th><th>HFU</th><th>peak memory (GiB)</th><th>bubble</th>"
+    "<th title=\"zero_stage\">ZeRO</th><th>recompute</th><th>schedule</th><th>bubble</th>"
     "<th>exposed comm</th><th>why not</th></tr></thead>\n";
 
 std::string cell(const std::string& text, const char* css_class = nullptr) {
@@ -31,13 +34,23 @@ std::string share(TimeNs part, TimeNs total) {
   return total > 0 ? percent(static_cast<double>(part) / static_cast<double>(total)) : std::string();
 }
 
-std::string row_html(const Candidate& candidate, int rank) {
+// `best_ns`: the fastest candidate's iteration, for the "vs best" column and the tie mark.
+std::string row_html(const Candidate& candidate, int rank, TimeNs best_ns) {
   const Strategy& s = candidate.strategy;
   const bool simulated = candidate.feasible;
+  const TimeNs iteration_ns = candidate.result.iteration_ns;
+  const double versus = simulated && best_ns > 0 ? static_cast<double>(iteration_ns) / best_ns - 1 : 0;
+  const bool tie = simulated && rank > 1 && versus <= kTieFraction;
   const TimeBreakdown& b = candidate.result.breakdown;
-  std::string row = candidate.feasible ? "<tr class=\"feasible\">" : "<tr class=\"infeasible\">";
+  std::string row = !simulated ? "<tr class=\"infeasible\">" : tie ? "<tr class=\"feasible tie\">" : "<tr class=\"feasible\">";
   row += cell(rank > 0 ? std::to_string(rank) : "", "num");
   row += cell(candidate.key(), "key");
+  row += cell(simulated ? milliseconds_text(iteration_ns) : "", "num");
+  row += cell(!simulated ? "" : rank == 1 ? "best" : "+" + percent(versus) + (tie ? " (tie)" : ""), "num");
+  row += cell(simulated ? grouped(candidate.throughput.tokens_per_s) : "", "num");
+  row += cell(simulated ? percent(candidate.throughput.mfu) : "", "num");
+  row += cell(simulated ? percent(candidate.throughput.hfu) : "", "num");
+  row += cell(candidate.memory.per_stage.empty() ? "" : gib_text(candidate.memory.peak_bytes(), 1), "num");
   for (int value : {s.tensor_model_parallel_size, s.pipeline_model_parallel_size, s.context_parallel_size,
                     s.expert_model_parallel_size, s.data_parallel_size, s.virtual_pipeline_model_parallel_size})
     row += cell(std::to_string(value), "num");
@@ -47,11 +60,6 @@ std::string row_html(const Candidate& candidate, int rank) {
   row += cell(std::to_string(s.zero_stage), "num");
   row += cell(to_string(s.recompute));
   row += cell(to_string(s.schedule));
-  row += cell(simulated ? milliseconds_text(candidate.result.iteration_ns) : "", "num");
-  row += cell(simulated ? grouped(candidate.throughput.tokens_per_s) : "", "num");
-  row += cell(simulated ? percent(candidate.throughput.mfu) : "", "num");
-  row += cell(simulated ? percent(candidate.throughput.hfu) : "", "num");
-  row += cell(candidate.memory.per_stage.empty() ? "" : gib_text(candidate.memory.peak_bytes(), 1), "num");
   row += cell(simulated ? share(b.bubble_ns, b.total_ns()) : "", "num");
   row += cell(simulated ? share(b.exposed_communication_ns, b.total_ns()) : "", "num");
   row += cell(candidate.infeasible_reason, "reason");
@@ -68,9 +76,20 @@ std::string ranking_table_html(const std::vector<Candidate>& candidates, std::si
   const std::size_t infeasible_shown = std::min(infeasible.size(), max_rows - feasible_shown);
 
   std::string html = "<div class=\"table-scroll\">\n<table id=\"ranking\">\n" + std::string(kHeader) + "<tbody>\n";
-  for (std::size_t i = 0; i < feasible_shown; ++i) html += row_html(*feasible[i], static_cast<int>(i + 1));
-  for (std::size_t i = 0; i < infeasible_shown; ++i) html += row_html(*infeasible[i], 0);
+  const TimeNs best_ns = feasible.empty() ? 0 : feasible.front()->result.iteration_ns;
+  for (std::size_t i = 0; i < feasible_shown; ++i) html += row_html(*feasible[i], static_cast<int>(i + 1), best_ns);
+  for (std::size_t i = 0; i < infeasible_shown; ++i) html += row_html(*infeasible[i], 0, best_ns);
   html += "</tbody>\n</table>\n</div>\n";
+  const auto ties = std::count_if(feasible.begin() + std::min<std::size_t>(1, feasible.size()), feasible.end(),
+                                  [&](const Candidate* c) {
+                                    return static_cast<double>(c->result.iteration_ns) / best_ns - 1 <= kTieFraction;
+                                  });
+  if (ties > 0)
+    html += fmt::format(
+        "<p class=\"note\">{} candidate{} within {}% of the best (marked \"tie\"): that is the mean error of twin's "
+        "predictions against published training runs (docs/VALIDATION.md), so the model does not tell them apart; "
+        "choose among them by what else matters (memory headroom, simplicity) or measure.</p>\n",
+        ties, ties == 1 ? " is" : "s are", fixed(100 * kTieFraction, 1));
   if (feasible_shown + infeasible_shown < candidates.size())
     html += fmt::format(
         "<p class=\"note\">Showing {} of {} feasible and {} of {} infeasible candidates; ranking.csv lists them "

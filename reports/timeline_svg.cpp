@@ -1,5 +1,6 @@
 // Binning: each lane accumulates, per pixel column, how much of the column each family covers; a column
-// takes the colour of its largest family, and runs of equal columns become one rect. The element count
+// takes the colour of its largest family (a thin bar where ops cover under a fifth of it), and runs of
+// equal columns become one rect. The element count
 // is thus bounded by lanes x plot width whatever the number of ops, while ops wider than a pixel keep
 // their own rect and tooltip.
 #include "reports/timeline_svg.hpp"
@@ -67,8 +68,11 @@ std::string family_legend_html() {
 namespace {
 
 constexpr double kLabelWidth = 200, kRightMargin = 20, kTop = 6, kLaneHeight = 16, kAxisHeight = 40;
-// A column less covered than this stays blank: mostly idle is what a reader should see.
+// A column less covered than this is drawn as a thin bar: mostly idle is what a reader should see, yet
+// a stream whose ops are all short and sparse (TP collectives over a long iteration) must still show.
 constexpr double kMinColumnCoverage = 0.2;
+constexpr int kSparse = 100;  // added to a column's family when it is below kMinColumnCoverage
+constexpr double kSparseHeight = 4;
 
 struct Lane {
   int class_index = 0;
@@ -134,7 +138,7 @@ void draw_lane(Svg& svg, const RankClass& rank_class, const std::vector<OpTiming
       total += cover[c][f];
       if (cover[c][f] > cover[c][best]) best = f;
     }
-    if (total >= kMinColumnCoverage) column_family[c] = best;
+    if (total > 0) column_family[c] = best + (total >= kMinColumnCoverage ? 0 : kSparse);
   }
   std::size_t next_op = 0;  // ops ending before the current run are done
   for (int a = 0; a < width_px;) {
@@ -145,8 +149,10 @@ void draw_lane(Svg& svg, const RankClass& rank_class, const std::vector<OpTiming
       std::size_t end_op = next_op;
       while (end_op < lane.ops.size() && timings[lane.ops[end_op]].start_ns * px_per_ns < b) ++end_op;
       const std::string tooltip = end_op > next_op ? run_tooltip(rank_class, timings, lane.ops, next_op, end_op) : "";
-      svg.rect(kLabelWidth + a, y + 2, b - a, kLaneHeight - 4,
-               family_color(static_cast<OpFamily>(column_family[a])), tooltip);
+      const bool sparse = column_family[a] >= kSparse;
+      const double height = sparse ? kSparseHeight : kLaneHeight - 4;
+      svg.rect(kLabelWidth + a, y + (kLaneHeight - height) / 2, b - a, height,
+               family_color(static_cast<OpFamily>(column_family[a] % kSparse)), tooltip);
     }
     a = b;
   }

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <limits>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -14,6 +15,9 @@
 #include <thread>
 #include <tuple>
 
+#include <fmt/format.h>
+
+#include "core/error.hpp"
 #include "sim/collectives.hpp"
 #include "sim/flat_graph.hpp"
 #include "strategies/asymmetric_plan.hpp"
@@ -21,6 +25,9 @@
 
 namespace twin {
 namespace {
+
+// Beyond this many ways to give each GPU kind a TP size, the heterogeneous search would take minutes.
+constexpr double kMaxTpAssignments = 4096;
 
 double priced_ns(const Profile& profile, const NodeGroup& group, const sim::LinkParams& links, const RankClass& rc,
                  int tp) {
@@ -164,21 +171,44 @@ class PlanBuilder {
   std::map<std::tuple<int, int, int, int, int, int, bool, int, int>, int> max_layers_;
 };
 
+// The kind of each node group: a GPU model in nodes of one size. Node groups of one kind take one TP size
+// and one split into pipelines, so the choices grow with the kinds of GPU, not with the node groups.
+std::vector<int> kind_of_each_group(const Cluster& cluster, std::vector<int>& first_group_of_kind) {
+  std::vector<int> kind_of_group;
+  for (const NodeGroup& group : cluster.node_groups) {
+    const auto same = std::find_if(first_group_of_kind.begin(), first_group_of_kind.end(), [&](int first) {
+      return cluster.node_groups[first].gpu.name == group.gpu.name &&
+             cluster.node_groups[first].gpus_per_node == group.gpus_per_node;
+    });
+    kind_of_group.push_back(static_cast<int>(same - first_group_of_kind.begin()));
+    if (same == first_group_of_kind.end()) first_group_of_kind.push_back(static_cast<int>(kind_of_group.size()) - 1);
+  }
+  return kind_of_group;
+}
+
 // Every layout of TP groups into pipelines the search tries for one choice of TP size per kind.
-std::vector<std::vector<std::vector<TpGroup>>> layouts(const Cluster& cluster, const std::vector<TpGroup>& groups) {
+std::vector<std::vector<std::vector<TpGroup>>> layouts(const Cluster& cluster, const std::vector<TpGroup>& groups,
+                                                       const std::vector<int>& kind_of_group, int kinds) {
   std::vector<std::vector<std::vector<TpGroup>>> out;
-  const int kinds = static_cast<int>(cluster.node_groups.size());
-  std::vector<int> groups_of_kind(kinds, 0);
-  for (const TpGroup& t : groups) ++groups_of_kind[t.node_group];
-  const int fewest = *std::min_element(groups_of_kind.begin(), groups_of_kind.end());
+  const int node_groups = static_cast<int>(cluster.node_groups.size());
+  std::vector<int> groups_of_node_group(node_groups, 0);
+  for (const TpGroup& t : groups) ++groups_of_node_group[t.node_group];
+  const int fewest = *std::min_element(groups_of_node_group.begin(), groups_of_node_group.end());
   for (int p : powers_of_two_up_to(fewest))
     if (auto layout = mixed_pipelines(cluster, groups, p); !layout.empty()) out.push_back(std::move(layout));
-  // Split: every combination of pipelines per kind (powers of two dividing its TP groups).
+  // Split: every combination of pipelines per kind (powers of two dividing the TP groups of each of its
+  // node groups).
+  std::vector<int> fewest_of_kind(kinds, std::numeric_limits<int>::max());
+  for (int g = 0; g < node_groups; ++g)
+    fewest_of_kind[kind_of_group[g]] = std::min(fewest_of_kind[kind_of_group[g]], groups_of_node_group[g]);
   std::vector<int> counts(kinds, 1);
   while (true) {
-    if (auto layout = split_pipelines(cluster, groups, counts); !layout.empty()) out.push_back(std::move(layout));
+    std::vector<int> pipelines_of_group(node_groups);
+    for (int g = 0; g < node_groups; ++g) pipelines_of_group[g] = counts[kind_of_group[g]];
+    if (auto layout = split_pipelines(cluster, groups, pipelines_of_group); !layout.empty())
+      out.push_back(std::move(layout));
     int k = 0;
-    while (k < kinds && (counts[k] *= 2) > groups_of_kind[k]) counts[k++] = 1;
+    while (k < kinds && (counts[k] *= 2) > fewest_of_kind[k]) counts[k++] = 1;
     if (k == kinds) break;
   }
   return out;
@@ -192,14 +222,24 @@ std::vector<Candidate> heterogeneous_candidates(const Scenario& scenario, const 
   const ModelConfig& model = scenario.model;
   if (model.is_moe() || (!model.untie_embeddings_and_output_weights)) return {};
   const SearchSpace& space = scenario.search;
-  const int kinds = static_cast<int>(cluster.node_groups.size());
+  const int groups_count = static_cast<int>(cluster.node_groups.size());
+  std::vector<int> first_group_of_kind;
+  const std::vector<int> kind_of_group = kind_of_each_group(cluster, first_group_of_kind);
+  const int kinds = static_cast<int>(first_group_of_kind.size());
   // TP sizes per kind: the search space's, inside a node, dividing heads, query groups and FFN width.
   std::vector<std::vector<int>> tp_options(kinds);
-  for (int g = 0; g < kinds; ++g)
+  for (int k = 0; k < kinds; ++k)
     for (int tp : space.tensor_model_parallel_size)
-      if (cluster.node_groups[g].gpus_per_node % tp == 0 && model.num_attention_heads % tp == 0 &&
+      if (cluster.node_groups[first_group_of_kind[k]].gpus_per_node % tp == 0 && model.num_attention_heads % tp == 0 &&
           model.num_query_groups % tp == 0 && model.ffn_hidden_size % tp == 0)
-        tp_options[g].push_back(tp);
+        tp_options[k].push_back(tp);
+  double assignments = 1;
+  for (const auto& options : tp_options) assignments *= static_cast<double>(std::max<std::size_t>(1, options.size()));
+  if (assignments > kMaxTpAssignments)
+    throw InputError(scenario.source, "/search/tensor_model_parallel_size",
+                     fmt::format("at most {} assignments of TP sizes to the cluster's {} GPU kinds for heterogeneous "
+                                 "plans, got {:.0f}: list fewer TP sizes",
+                                 kMaxTpAssignments, kinds, assignments));
   for (const auto& options : tp_options)
     if (options.empty()) return {};
   std::vector<int> zero_stages;
@@ -214,10 +254,10 @@ std::vector<Candidate> heterogeneous_candidates(const Scenario& scenario, const 
   std::set<std::string> seen;
   std::vector<std::size_t> choice(kinds, 0);
   while (true) {
-    std::vector<int> tp_of_group(kinds);
-    for (int g = 0; g < kinds; ++g) tp_of_group[g] = tp_options[g][choice[g]];
+    std::vector<int> tp_of_group(groups_count);
+    for (int g = 0; g < groups_count; ++g) tp_of_group[g] = tp_options[kind_of_group[g]][choice[kind_of_group[g]]];
     const std::vector<TpGroup> groups = tensor_parallel_groups(cluster, tp_of_group);
-    for (const auto& layout : layouts(cluster, groups))
+    for (const auto& layout : layouts(cluster, groups, kind_of_group, kinds))
       for (int mbs : space.micro_batch_size)
         for (Recompute recompute : space.recompute)
           for (int zero : zero_stages) {

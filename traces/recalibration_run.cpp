@@ -19,6 +19,7 @@
 #include "sim/simulate.hpp"
 #include "strategies/lowering.hpp"
 #include "traces/ops_csv_reader.hpp"
+#include "traces/run_metrics.hpp"
 #include "traces/plan_prediction.hpp"
 
 namespace twin {
@@ -39,14 +40,6 @@ fs::path beside(const fs::path& path, const std::string& suffix) {
   return path.parent_path() / (path.stem().string() + suffix);
 }
 
-std::optional<TimeNs> measured_iteration_ns(const fs::path& metrics_path) {
-  if (!fs::exists(metrics_path)) return std::nullopt;
-  const json metrics = parse_input_json(read_text(metrics_path, "metrics.json of twin execute"), metrics_path.string());
-  const json::json_pointer pointer("/kernel_span/measured_iteration_ns");
-  if (!metrics.contains(pointer) || !metrics.at(pointer).is_number_integer())
-    throw InputError(metrics_path.string(), pointer.to_string(), "an integer (ns)");
-  return metrics.at(pointer).get<TimeNs>();
-}
 
 }  // namespace
 
@@ -124,7 +117,17 @@ RecalibrateOutcome recalibrate_from_run(const RecalibrateRequest& request) {
   const std::string run = "trace:" + fs::weakly_canonical(run_dir).generic_string();
   const RunMeasurements measured =
       read_run_measurements(run_dir / "ops.csv", graph, plan.scenario.cluster, before, run);
-  const std::optional<TimeNs> measured_ns = measured_iteration_ns(run_dir / "metrics.json");
+  // metrics.json is read as `twin report` reads it: the two commands accept the same folders.
+  const fs::path metrics_path = run_dir / "metrics.json";
+  const RunMetrics metrics = parse_run_metrics(
+      parse_input_json(read_input_file(metrics_path, "metrics.json of twin execute", kMaxRunFileBytes),
+                       metrics_path.string()),
+      metrics_path.string());
+  if (metrics.strategy != plan.strategy.key())
+    throw InputError(metrics_path.string(), "/strategy",
+                     fmt::format("\"{}\" (the strategy of best.json), got \"{}\": the run is of another plan",
+                                 plan.strategy.key(), metrics.strategy));
+  const std::optional<TimeNs> measured_ns = metrics.kernel_span_iteration_ns;
   const Recalibration result = recalibrate(before, measured);
 
   const Cluster& cluster = plan.scenario.cluster;

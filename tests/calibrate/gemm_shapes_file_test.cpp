@@ -48,7 +48,7 @@ TEST(GemmShapesFile, ReadsShapesWithDefaults) {
 }
 
 TEST(GemmShapesFile, BadInputNamesFileAndPath) {
-  expect_error("[{\"m\": 1, \"n\": 2", "", "valid JSON");
+  expect_error("[{\"m\": 1, \"n\": 2", "", "malformed JSON (byte 17)");
   expect_error("{\"m\": 1}", "", "an array of GEMM shapes");
   expect_error("[]", "", "non-empty array");
   expect_error("[{\"m\": 1, \"n\": 2}]", "/0", "missing required key 'k'");

@@ -134,5 +134,39 @@ TEST(Hardening, CommandLineMistakesAreNamed) {
   EXPECT_EQ(run.output.find("simulated"), std::string::npos) << "refused before the search: " << run.output;
 }
 
+// tests/cli/hostile/: inputs that once crashed, hung or misled twin (issue 13). Each is refused in one short
+// line that names its file, with exit 1 and no plan.
+TEST(Hardening, EveryHostileInputIsRefusedInOneShortLine) {
+  int files = 0;
+  for (const auto& entry : fs::directory_iterator(std::string(TWIN_SOURCE_DIR) + "/tests/cli/hostile")) {
+    TempDir dir("hostile");
+    const Outcome run = run_twin("simulate " + entry.path().string() + " --quiet --out " + (dir.path / "o").string());
+    EXPECT_EQ(run.exit_code, 1) << entry.path() << run.output.substr(0, 500);
+    EXPECT_NE(run.output.find(entry.path().filename().string()), std::string::npos) << run.output.substr(0, 500);
+    EXPECT_LT(run.output.size(), 1500u) << entry.path();
+    EXPECT_FALSE(fs::exists(dir.path / "o" / "best.json")) << entry.path();
+    ++files;
+  }
+  EXPECT_GE(files, 10);
+}
+
+// TP sizes are chosen per kind of GPU, not per node group: 16 node groups of two kinds once meant 4^16
+// assignments and a search that never ended.
+TEST(Hardening, ManyNodeGroupsOfFewKindsSearchAsFewKinds) {
+  TempDir dir("node_groups");
+  nlohmann::json mixed = small_scenario();
+  mixed["training"]["global_batch_size"] = 64;
+  mixed["cluster"]["nodes"] = nlohmann::json::array();
+  for (int g = 0; g < 16; ++g)
+    mixed["cluster"]["nodes"].push_back({{"count", 1}, {"gpu", g % 2 ? "A100-SXM-80GB" : "H100-SXM-80GB"},
+                                         {"gpus_per_node", 4}, {"nics", {{"count", 4}, {"bandwidth_Gbps", 400}}}});
+  mixed["model"]["untie_embeddings_and_output_weights"] = true;
+  mixed["search"]["tensor_model_parallel_size"] = {1, 2, 4};
+  write_file(dir.path / "s.json", mixed.dump());
+  const Outcome run = run_twin("simulate " + (dir.path / "s.json").string() + " --quiet --top 0 --out " +
+                               (dir.path / "o").string());
+  EXPECT_EQ(run.exit_code, 0) << run.output;
+}
+
 }  // namespace
 }  // namespace twin::test

@@ -121,6 +121,8 @@ TEST(BestPlan, BadFilesAreInputErrors) {
   nlohmann::json plan = best_plan_json(plan_scenario(), testing::best_candidate(), testing::two_stage_graph());
   plan["version"] = 2;
   expect_input_error(plan.dump(), "/version");
+  plan["version"] = (std::int64_t{1} << 40) + 1;  // once read as 1 through an int
+  expect_input_error(plan.dump(), "/version");
   plan["version"] = 1;
   plan["lowering_version"] = 0;
   expect_input_error(plan.dump(), "/lowering_version");

@@ -98,14 +98,59 @@ TEST(RankingTable, CapsRowsAndSaysWhereTheRestIs) {
   for (int i = 0; i < 400; ++i) many.push_back(testing::best_candidate());
   for (int i = 0; i < 80; ++i) many.push_back(testing::ranked_candidates()[3]);
   const std::string table = ranking_table_html(many);
-  EXPECT_EQ(count(table, "<tr class=\"feasible\">"), kRankingTableMaxRows - kRankingTableInfeasibleRows);
+  EXPECT_EQ(count(table, "<tr class=\"feasible"), kRankingTableMaxRows - kRankingTableInfeasibleRows);  // all tie
   EXPECT_EQ(count(table, "<tr class=\"infeasible\">"), kRankingTableInfeasibleRows);
   EXPECT_NE(table.find("Showing 250 of 400 feasible and 50 of 80 infeasible candidates"), std::string::npos);
   // Few infeasible ones leave their unused rows to feasible candidates.
   many.resize(410);
   const std::string fewer = ranking_table_html(many);
-  EXPECT_EQ(count(fewer, "<tr class=\"feasible\">"), 290u);
+  EXPECT_EQ(count(fewer, "<tr class=\"feasible"), 290u);
   EXPECT_EQ(count(fewer, "<tr class=\"infeasible\">"), 10u);
+}
+
+TEST(HtmlReport, CandidatesWithinTheModelsErrorAreMarkedAsTies) {
+  auto ranked = testing::ranked_candidates();  // the best takes 7000 ns
+  ranked[1].result.iteration_ns = 7200;        // +2.9%: within the 3.4% the model errs by
+  const std::string table = ranking_table_html(ranked);
+  EXPECT_EQ(count(table, "<tr class=\"feasible tie\">"), 1u);
+  EXPECT_NE(table.find("+2.9% (tie)"), std::string::npos) << table;
+  EXPECT_NE(table.find("1 candidate is within 3.4% of the best"), std::string::npos);
+  const std::string why = why_this_one_html(ranked, ranked[0], {79.6, 79.6});
+  EXPECT_NE(why.find("The two tie: 2.9% is within the model&#39;s mean error"), std::string::npos) << why;
+  ranked[1].result.iteration_ns = 9600;  // +37%: told apart
+  EXPECT_EQ(count(ranking_table_html(ranked), "tie"), 0u);
+  EXPECT_EQ(why_this_one_html(ranked, ranked[0], {79.6, 79.6}).find("tie"), std::string::npos);
+}
+
+TEST(HtmlReport, TheKeyColumnsComeBeforeTheStrategyFields) {
+  const std::string table = ranking_table_html(testing::ranked_candidates());
+  const auto at = [&](const char* header) { return table.find(header); };
+  EXPECT_LT(at("<th>iteration (ms)</th>"), at(">TP</th>"));
+  EXPECT_LT(at("<th>MFU</th>"), at(">TP</th>"));
+  EXPECT_LT(at("<th>peak memory (GiB)</th>"), at(">TP</th>"));
+}
+
+TEST(HtmlReport, MemoryCapacityFollowsEachPipelinesOwnGpus) {
+  Scenario scenario = testing::small_scenario();
+  NodeGroup a100 = scenario.cluster.node_groups[0];
+  a100.gpu.name = "A100-SXM-40GB";
+  a100.gpu.memory_GiB = 40;
+  scenario.cluster.node_groups.push_back(a100);
+  // Two asymmetric pipelines, each an H100 stage feeding an A100 stage: one memory entry per class.
+  IterationGraph graph;
+  graph.classes.resize(4);
+  for (int c = 0; c < 4; ++c) {
+    graph.classes[c].index = c;
+    graph.classes[c].pipeline = c / 2;
+    graph.classes[c].stage = c % 2;
+    graph.classes[c].node_group = c % 2;
+  }
+  EXPECT_EQ(stage_capacities_GiB(scenario, graph, 4), (std::vector<double>{79.6, 40, 79.6, 40}));
+  // A uniform plan: one entry per stage, the smallest GPU of the stage.
+  graph.classes.resize(2);
+  graph.classes[1].pipeline = 0;
+  graph.classes[1].node_group = 1;
+  EXPECT_EQ(stage_capacities_GiB(scenario, graph, 2), (std::vector<double>{79.6, 40}));
 }
 
 }  // namespace
