@@ -38,6 +38,12 @@ using nlohmann::json;
 // Everything that can be refused without a GPU: memory, and what the executor runs.
 void check_plan(const Plan& plan, const std::string& file) {
   const Strategy& s = plan.strategy;
+  // A family plan's `strategy` is only its home strategy: lowering that alone would run another plan.
+  if (const auto family = plan.document.find("family_plan"); family != plan.document.end() && family->is_object())
+    throw InputError(file, "/family_plan",
+                     fmt::format("a uniform plan: twin execute does not run {} plans yet (simulate without "
+                                 "per_layer, hot_switch or a mixed cluster to get one)",
+                                 family->value("family", std::string("family"))));
   const MemoryEstimate memory = estimate_memory(plan.scenario, s);
   const std::string oom = out_of_memory_reason(memory, plan.scenario.cluster.node_groups.front().gpu.memory_GiB);
   if (!oom.empty()) throw InputError(file, "/strategy", "a plan that fits; the simulator says it does not: " + oom);

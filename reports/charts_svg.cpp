@@ -103,10 +103,12 @@ std::string memory_chart_svg(const MemoryEstimate& memory, const std::vector<dou
 
 std::string time_breakdown_svg(const std::vector<const Candidate*>& candidates) {
   constexpr double kPlotWidth = 560, kRowHeight = 22, kTop = 6, kRight = 90, kAxis = 36;
-  // Keys differ in length (schedule names); about 5.6 px per character at 11 px keeps the longest whole.
+  // Keys differ in length (schedule names); about 5.6 px per character at 11 px keeps the longest whole, up
+  // to kMaxLabelChars: a heterogeneous plan's key runs to hundreds (the ranking table holds it whole).
+  constexpr std::size_t kMaxLabelChars = 64;
   std::size_t longest_label = 0;
   for (std::size_t row = 0; row < candidates.size(); ++row)
-    longest_label = std::max(longest_label, candidates[row]->key().size() + 4);
+    longest_label = std::max(longest_label, std::min(kMaxLabelChars, candidates[row]->key().size() + 4));
   const double label_width = std::max(160.0, 5.6 * static_cast<double>(longest_label) + 16);
   TimeNs max_ns = 1;
   for (const Candidate* candidate : candidates)
@@ -127,7 +129,8 @@ std::string time_breakdown_svg(const std::vector<const Candidate*>& candidates) 
   for (std::size_t row = 0; row < candidates.size(); ++row) {
     const Candidate& candidate = *candidates[row];
     const double y = kTop + kRowHeight * static_cast<double>(row);
-    svg.text(label_width - 8, y + 15, fmt::format("{}. {}", row + 1, candidate.key()), "end", 11);
+    svg.text(label_width - 8, y + 15, cut_label(fmt::format("{}. {}", row + 1, candidate.key()), kMaxLabelChars),
+             "end", 11);
     double x = label_width;
     const auto parts = time_parts(candidate.result.breakdown);
     for (std::size_t p = 0; p < parts.size(); ++p) {

@@ -171,8 +171,21 @@ TEST(RecalibrateFromRun, AFailureLeavesTheProfileByteIdenticalAndWritesNothing) 
   // The ops of another plan: small-single-h200's ops.csv against 7b4l's best.json.
   test::write_file(run / "ops.csv", read_file(kFixtures / "small-single-h200/ops.csv"));
   expect_refused("another plan's ops.csv", "ops.csv");
-  // A plan that is not one.
+  // Folders `twin report` refuses are refused here too: metrics.json missing, or of another run.
   test::write_file(run / "ops.csv", ops);
+  const std::string metrics = read_file(run / "metrics.json");
+  fs::remove(run / "metrics.json");
+  expect_refused("a folder without metrics.json", "metrics.json");
+  auto other = nlohmann::json::parse(metrics);
+  other["strategy"] = "tp8.pp1.cp1.ep1.dp1.vpp1.sp.mbs1.z0.rc-none.1f1b";
+  test::write_file(run / "metrics.json", other.dump());
+  expect_refused("metrics.json of another plan", "metrics.json");
+  other = nlohmann::json::parse(metrics);
+  other.erase("steps");
+  test::write_file(run / "metrics.json", other.dump());
+  expect_refused("metrics.json without its steps", "metrics.json");
+  test::write_file(run / "metrics.json", metrics);
+  // A plan that is not one.
   test::write_file(run / "best.json", "{\"format\": \"twin-plan\"");
   expect_refused("a truncated best.json", "best.json");
 }

@@ -42,6 +42,19 @@ TEST(ExecuteCommand, RefusesExpertParallelPlansItDoesNotRunYet) {
   EXPECT_NE(run.output.find("expert parallelism"), std::string::npos) << run.output;
 }
 
+TEST(ExecuteCommand, RefusesAFamilyPlanInsteadOfRunningItsHomeStrategy) {
+  TempDir dir("execute-per-layer");
+  // The per-layer winner of a mixed Ulysses/ZeRO plan: its home strategy alone would not fit (it once
+  // failed as "out of memory: 77.7 GiB > 40.0 GiB").
+  auto plan = nlohmann::json::parse(read_file(plan_of(dir, "llama2-13b-8xA100-40GB-per-layer.json")));
+  plan["family_plan"] = {{"family", "per-layer"}, {"key", "per-layer.pp2"}};
+  write_file(dir.path / "family.json", plan.dump());
+  Outcome run = run_twin("execute --plan " + (dir.path / "family.json").string() + " --iters 5");
+  EXPECT_EQ(run.exit_code, 1) << run.output;
+  EXPECT_NE(run.output.find("/family_plan: a uniform plan: twin execute does not run per-layer plans yet"),
+            std::string::npos) << run.output;
+}
+
 TEST(ExecuteCommand, RejectsMoreWarmUpThanIterations) {
   TempDir dir("execute-iters");
   const std::string plan_path = plan_of(dir, "llama3-8b-4xH200.json");

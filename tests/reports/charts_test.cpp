@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "reports/charts_svg.hpp"
+#include "reports/format.hpp"
 #include "reports/svg.hpp"
 #include "reports/timeline_svg.hpp"
 #include "tests/reports/report_fixture.hpp"
@@ -171,6 +172,23 @@ TEST(TimeBreakdownChart, OneBarPerCandidateOnACommonScale) {
   EXPECT_NE(svg.find("<title>compute: 0.002 ms</title>"), std::string::npos);
   EXPECT_NE(svg.find("1. " + ranked[0].strategy.key()), std::string::npos);
   EXPECT_NE(svg.find("2. " + ranked[1].strategy.key()), std::string::npos);
+}
+
+TEST(Charts, LongPlanKeysAndLaneLabelsAreCutToFitTheirCharts) {
+  EXPECT_EQ(cut_label("tp2.pp1", 10), "tp2.pp1");
+  EXPECT_EQ(cut_label("hetero.p0[d0+2:tp2/L27]", 10), "hetero.p0…");
+  EXPECT_EQ(cut_label("ab·cd", 4), "ab…");  // "·" is two bytes: never split
+  Candidate long_key = testing::best_candidate();
+  long_key.plan = FamilyPlan{};
+  long_key.plan->family = "heterogeneous";
+  long_key.plan->key = "hetero." + std::string(300, 'p');
+  const std::string svg = time_breakdown_svg({&long_key});
+  EXPECT_EQ(svg.find(std::string(100, 'p')), std::string::npos);
+  EXPECT_NE(svg.find("…"), std::string::npos);
+  OneLane lane;
+  lane.graph.classes[0].label = "pipeline 3 stage 1 (A100-SXM-40GB, 2 of 4 identical)";
+  lane.add(OpKind::gemm, 0, 1000);
+  EXPECT_NE(timeline_svg(lane.graph, lane.result).find(">pipeline 3 stage 1 (A100-SXM-40G…<"), std::string::npos);
 }
 
 }  // namespace
