@@ -1,14 +1,22 @@
 // `twin calibrate`: its options in every build. Measuring GPUs needs the CUDA toolkit (the hand-over is
-// cli/calibrate_gpu_command.cpp); --from-trace, folding an executed run into a profile, is CPU work.
+// cli/calibrate_gpu_command.cpp); --from-trace, folding an executed run into a profile, and
+// --from-nccl-tests, folding nccl-tests logs into its collective tables, are CPU work.
 #include <filesystem>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include "calibrate/gpu/calibration.hpp"  // the request's fields and defaults only: no CUDA in the header
+#include "calibrate/nccl_tests_import.hpp"
+#include "calibrate/shipped_profiles.hpp"
 #include "cli/commands.hpp"
+#include "core/cluster.hpp"
+#include "core/input_file.hpp"
+#include "core/json_reader.hpp"
 #include "traces/recalibration_run.hpp"
 #ifdef TWIN_WITH_CUDA
 #include "cli/calibrate_gpu_command.hpp"
@@ -19,6 +27,9 @@ namespace twin {
 struct CalibrateOptions {
   gpu::CalibrationRequest request;
   std::string from_trace;
+  std::vector<std::string> nccl_logs;
+  std::string collective;  // --collective: the nccl-tests collective of logs that do not say
+  std::string gpu;         // --gpu: the GPU preset of logs whose device name maps to none
   std::string profile;
   CLI::App* command = nullptr;
   CLI::Option* out = nullptr;
@@ -50,6 +61,37 @@ int run_from_trace(const CalibrateOptions& options) {
                100 * effect.at("error_after").get<double>());
   return 0;
 }
+bool is_named_profile(const std::string& name) {
+  if (name == "builtin") return true;
+  for (const ShippedProfile& p : shipped_profiles())
+    if (p.name == name) return true;
+  return false;
+}
+
+// Everything is read and checked before the one write: a bad log leaves the profile as it was.
+int run_from_nccl_tests(const CalibrateOptions& options) {
+  std::optional<OpKind> collective;
+  if (!options.collective.empty()) collective = nccl_tests_collective(options.collective);
+  std::vector<NcclTestsRun> runs;
+  for (const std::string& log : options.nccl_logs) {
+    std::vector<NcclTestsRun> read =
+        parse_nccl_tests_log(read_input_file(log, "an nccl-tests log (the output of all_reduce_perf, ...)"), log, collective);
+    for (NcclTestsRun& run : read) runs.push_back(std::move(run));
+  }
+  const std::string profile_name = options.profile.empty() ? "builtin" : options.profile;
+  std::optional<std::string> gpu;
+  if (!options.gpu.empty()) gpu = options.gpu;
+  NcclTestsFold fold = fold_nccl_tests(load_profile(profile_name), runs, gpu);
+  // --out, else the --profile file in place; a built-in or shipped profile goes to --out's default.
+  const std::filesystem::path out =
+      options.out->count() > 0 || is_named_profile(profile_name) ? options.request.out : profile_name;
+  save_profile(fold.profile, out);
+  for (const std::string& line : fold.summary) fmt::print("{}\n", line);
+  fmt::print("wrote {} ({} collective table(s) from {} log(s), profile {})\n", out.generic_string(), fold.summary.size(),
+             options.nccl_logs.size(), profile_name);
+  return 0;
+}
+
 }  // namespace
 
 CalibrateOptions& add_calibrate_command(CLI::App& app) {
@@ -59,7 +101,8 @@ CalibrateOptions& add_calibrate_command(CLI::App& app) {
       "Measure this machine's GPUs and write a profile: cuBLASLt GEMMs timed with CUPTI, NCCL all-reduce, all-gather,\n"
       "reduce-scatter, all-to-all and send/recv over every group size (nccl-tests' busbw), overlap interference and\n"
       "usable memory. One process per GPU (started here, or by mpirun/srun with NCCL_COMM_ID set).\n"
-      "With --from-trace, no GPU: fold the measured op times of a `twin execute` run into a profile.");
+      "With --from-trace, no GPU: fold the measured op times of a `twin execute` run into a profile.\n"
+      "With --from-nccl-tests, no GPU: fold nccl-tests logs (all_reduce_perf, ...) into a profile's collective tables.");
   CLI::Option* scenario = calibrate->add_option("--scenario", options.request.scenario,
                         "also measure the exact GEMM shapes of this scenario's feasible candidate strategies");
   options.out = calibrate->add_option("--out", options.request.out,
@@ -86,10 +129,33 @@ CalibrateOptions& add_calibrate_command(CLI::App& app) {
                         "recalibrate from the run folder of `twin execute` (best.json, ops.csv, metrics.json): exact\n"
                         "shapes it measured become profile entries, other shapes of each op kind get a fitted\n"
                         "correction; keeps the previous profile (P.previous.json) and writes P.changes.json/.md");
+  CLI::Option* from_nccl = calibrate->add_option(
+      "--from-nccl-tests", options.nccl_logs,
+      "fold the standard output of NVIDIA nccl-tests (all_reduce_perf, all_gather_perf, reduce_scatter_perf,\n"
+      "alltoall_perf, sendrecv_perf; one or more logs) into the profile's collective tables: the out-of-place\n"
+      "time of every size, over the GPUs and hosts the log's Rank lines name; a table over a placement the\n"
+      "profile holds is replaced");
+  calibrate->add_option("--collective", options.collective,
+                        "with --from-nccl-tests: the collective of logs that do not name it (nccl-tests before 2.13)\n"
+                        "and whose file name does not either")
+      ->check(CLI::IsMember({"all_reduce", "all_gather", "reduce_scatter", "alltoall", "sendrecv"}))
+      ->needs(from_nccl);
+  calibrate->add_option("--gpu", options.gpu,
+                        "with --from-nccl-tests: the GPU preset of the log's GPUs, where their device name maps to none")
+      ->check(CLI::Validator(
+          [](const std::string& name) {
+            return gpu_preset(name) ? std::string() : "expected a GPU preset: " + join_names(gpu_preset_names());
+          },
+          "GPU preset"))
+      ->needs(from_nccl);
   calibrate->add_option("--profile", options.profile,
-                        "with --from-trace: the profile to update (default: the plan's \"profile\")")
-      ->needs(from_trace);
-  for (CLI::Option* gpu_only : {scenario, gpus, quick, max_message, check, check_out, check_gemms}) from_trace->excludes(gpu_only);
+                        "with --from-trace: the profile to update (default: the plan's \"profile\");\n"
+                        "with --from-nccl-tests: the profile to add the tables to (default: builtin)");
+  for (CLI::Option* gpu_only : {scenario, gpus, quick, max_message, check, check_out, check_gemms}) {
+    from_trace->excludes(gpu_only);
+    from_nccl->excludes(gpu_only);
+  }
+  from_nccl->excludes(from_trace);
   calibrate->footer(
       "Examples:\n"
       "  twin calibrate --out my.json\n"
@@ -97,6 +163,7 @@ CalibrateOptions& add_calibrate_command(CLI::App& app) {
       "  twin calibrate --check my.json --check-out check/\n"
       "  twin calibrate --check my.json --check-gemms my-gemms.json\n"
       "  twin calibrate --from-trace run/ --profile my.json\n"
+      "  twin calibrate --from-nccl-tests all_reduce_perf.log all_gather_perf.log --profile my.json\n"
       "  twin simulate scenarios/llama3-8b-4xH200.json --profile my.json");
   options.command = calibrate;
   return options;
@@ -107,6 +174,11 @@ bool calibrate_selected(const CLI::App& app) { return app.got_subcommand("calibr
 int run_calibrate(const CLI::App&) {
   const CalibrateOptions& options = calibrate_options();
   if (!options.from_trace.empty()) return run_from_trace(options);
+  if (!options.nccl_logs.empty()) return run_from_nccl_tests(options);
+  if (!options.profile.empty()) {
+    spdlog::error("--profile needs --from-trace or --from-nccl-tests (twin calibrate measures into --out)");
+    return 2;
+  }
 #ifdef TWIN_WITH_CUDA
   return run_gpu_calibration(options.request);
 #else

@@ -19,6 +19,7 @@
 #include "core/scenario.hpp"
 #include "reports/best_plan.hpp"
 #include "reports/html_report.hpp"
+#include "reports/megatron_args.hpp"
 #include "reports/ranking_csv.hpp"
 #include "strategies/search.hpp"
 #include "traces/chrome_trace.hpp"
@@ -33,6 +34,7 @@ void add_simulate_command(CLI::App& app, SimulateOptions& options) {
       "  ranking.csv   every candidate, feasible or not (with the reason), times, MFU/HFU, memory\n"
       "  report.html   one self-contained page: ranking, timeline, memory and time breakdowns\n"
       "  best.json     the winning plan, for `twin execute --plan`\n"
+      "  megatron_args.txt  the winner as Megatron-LM pretrain_gpt.py arguments ('#' lines: what it cannot express)\n"
       "  traces/       Chrome/Perfetto timelines of the top K strategies (pid = rank, tid = stream)");
   sub->add_option("scenario", options.scenario, "Scenario JSON (see scenarios/ and DESIGN.md)")->required();
   sub->add_option("--profile", options.profile,
@@ -123,7 +125,7 @@ int run_simulate(const SimulateOptions& options) {
   for (const std::string& line : scaled) spdlog::warn("{}", line);
 
   // Before the search: a folder that cannot be written is known at once, not after minutes.
-  OutputFolder folder(options.out, {"ranking.csv", "report.html", "best.json", "traces"});
+  OutputFolder folder(options.out, {"ranking.csv", "report.html", "best.json", "megatron_args.txt", "traces"});
   const std::filesystem::path out = folder.out();
 
   std::vector<Candidate> ranked = search(scenario, profile, SearchOptions{options.jobs, Progress(options.quiet)});
@@ -158,6 +160,7 @@ int run_simulate(const SimulateOptions& options) {
     }
   }
   write_file_atomically(folder.staged("best.json"), best_plan_json(scenario, best, best_graph).dump(1));
+  write_file_atomically(folder.staged("megatron_args.txt"), megatron_args(scenario, best));
   write_file_atomically(folder.staged("report.html"), html_report(scenario, ranked, best_graph, best));
   folder.publish();
 
@@ -168,7 +171,7 @@ int run_simulate(const SimulateOptions& options) {
   std::printf("best: %s\n  iteration %.3f s, %.0f tokens/s, MFU %.1f%%, HFU %.1f%%, peak memory %.1f GiB\n",
               best.key().c_str(), t.iteration_s, t.tokens_per_s, 100 * t.mfu, 100 * t.hfu,
               best.memory.peak_bytes() / kGiB);
-  std::printf("wrote %s/{ranking.csv,report.html,best.json,traces/}\n", out.string().c_str());
+  std::printf("wrote %s/{ranking.csv,report.html,best.json,megatron_args.txt,traces/}\n", out.string().c_str());
   return 0;
 }
 

@@ -10,8 +10,10 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.hpp"
+#include "core/hf_config.hpp"
 #include "core/input_file.hpp"
 #include "core/json_reader.hpp"
+#include "core/model_limits.hpp"
 #include "core/scenario.hpp"
 #include "core/scenario_histogram.hpp"
 #include "core/scenario_pipelines.hpp"
@@ -22,15 +24,8 @@ namespace {
 
 using Reader = JsonReader;
 
-// Upper bounds keep every derived count (parameters, FLOPs, bytes) far inside 64-bit integers.
-constexpr std::int64_t kMaxLayers = 4096;
-constexpr std::int64_t kMaxHidden = 1 << 18;
-constexpr std::int64_t kMaxFfn = 1 << 20;
-constexpr std::int64_t kMaxHeads = 1 << 16;
-constexpr std::int64_t kMaxKvChannels = 1 << 12;
-constexpr std::int64_t kMaxVocab = 1 << 22;
-constexpr std::int64_t kMaxSequence = 1 << 24;
-constexpr std::int64_t kMaxExperts = 1024;
+// Upper bounds keep every derived count (parameters, FLOPs, bytes) far inside 64-bit integers (the model's
+// in core/model_limits.hpp).
 constexpr std::int64_t kMaxBatch = 1 << 24;
 constexpr std::int64_t kMaxParallelSize = 1 << 16;
 constexpr std::int64_t kMaxNodes = 1 << 17;
@@ -63,14 +58,18 @@ MoeConfig parse_moe(const Reader& r, MoeConfig moe, std::int64_t dense_ffn) {
 }
 
 ModelConfig parse_model(const Reader& r) {
-  r.only_keys({"preset", "name", "num_layers", "hidden_size", "ffn_hidden_size", "num_attention_heads",
+  r.only_keys({"preset", "hf_config", "name", "num_layers", "hidden_size", "ffn_hidden_size", "num_attention_heads",
                "num_query_groups", "kv_channels", "vocab_size", "max_position_embeddings", "activation",
                "normalization", "attention_backend", "untie_embeddings_and_output_weights",
                "position_embedding_rope", "add_bias_linear", "hidden_dropout", "attention_dropout", "moe"});
   ModelConfig m;
   m.name = "custom";
   bool has_preset = false;
-  if (auto p = r.find("preset")) {
+  if (auto p = r.find("hf_config")) {  // a Hugging Face config.json fills the fields, as a preset does
+    if (r.find("preset")) p->fail_plain("expected either \"preset\" or \"hf_config\", not both");
+    m = load_hf_config(*p);
+    has_preset = true;
+  } else if (auto p = r.find("preset")) {
     if (!p->value().is_string()) p->fail("expected a model preset name");
     auto preset = model_preset(p->value().get<std::string>());
     if (!preset) {
@@ -100,7 +99,7 @@ ModelConfig parse_model(const Reader& r) {
   }
   if (auto f = r.find("kv_channels")) {
     m.kv_channels = f->integer(1, kMaxKvChannels);
-  } else {
+  } else if (!has_preset || r.find("hidden_size") || r.find("num_attention_heads")) {  // else the base's head_dim
     if (m.hidden_size % m.num_attention_heads != 0)
       r.fail_plain(fmt::format("expected kv_channels, since hidden_size {} is not divisible by num_attention_heads {}",
                                m.hidden_size, m.num_attention_heads));

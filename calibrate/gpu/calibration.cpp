@@ -21,6 +21,7 @@
 #include "calibrate/gpu/gemm_calibration.hpp"
 #include "calibrate/gpu/interference.hpp"
 #include "calibrate/gpu/kernel_calibration.hpp"
+#include "calibrate/device_names.hpp"
 #include "calibrate/gpu/launcher.hpp"
 #include "calibrate/gpu/profile_check.hpp"
 #include "calibrate/gemm_grid.hpp"
@@ -35,17 +36,9 @@ using nlohmann::json;
 
 // The datasheet preset of the device (efficiencies are fractions of its peaks).
 std::string preset_for_device(const cudaDeviceProp& props) {
-  const std::string name = props.name;
   const double memory_GiB = static_cast<double>(props.totalGlobalMem) / kGiB;
-  auto has = [&](const char* s) { return name.find(s) != std::string::npos; };
-  if (has("H200")) return "H200-141GB";
-  if (has("H100")) return "H100-SXM-80GB";
-  if (has("A800")) return "A800-80GB";
-  if (has("A100")) return memory_GiB > 50 ? "A100-SXM-80GB" : "A100-SXM-40GB";
-  if (has("4090")) return "RTX-4090";
-  if (has("3090")) return "RTX-3090";
-  if (has("3080 Ti")) return "RTX-3080Ti";
-  throw std::runtime_error("no GPU preset matches \"" + name + "\": calibration expresses efficiency as a fraction of a "
+  if (auto preset = gpu_preset_for_device_name(props.name, memory_GiB)) return *preset;
+  throw std::runtime_error("no GPU preset matches \"" + std::string(props.name) + "\": calibration expresses efficiency as a fraction of a "
                            "preset's datasheet peaks (see core/cluster.cpp)");
 }
 

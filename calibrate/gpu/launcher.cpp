@@ -19,12 +19,6 @@
 namespace twin::gpu {
 namespace {
 
-std::optional<int> env_int(const char* name) {
-  const char* value = std::getenv(name);
-  if (!value || !*value) return std::nullopt;
-  return std::atoi(value);
-}
-
 int free_local_port() {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
   if (fd < 0) throw std::runtime_error("launcher: cannot open a socket to find a free port");
@@ -48,27 +42,12 @@ void remember_signal(int signal) { g_forward_signal = signal; }
 
 }  // namespace
 
-std::optional<RankIdentity> rank_from_environment() {
-  if (auto rank = env_int("TWIN_RANK"))
-    return RankIdentity{*rank, env_int("TWIN_WORLD_SIZE").value_or(1), env_int("TWIN_LOCAL_RANK").value_or(*rank), "twin"};
-  if (auto rank = env_int("OMPI_COMM_WORLD_RANK"))
-    return RankIdentity{*rank, env_int("OMPI_COMM_WORLD_SIZE").value_or(1),
-                        env_int("OMPI_COMM_WORLD_LOCAL_RANK").value_or(0), "mpirun"};
-  if (auto rank = env_int("SLURM_PROCID"))
-    return RankIdentity{*rank, env_int("SLURM_NTASKS").value_or(1), env_int("SLURM_LOCALID").value_or(0), "srun"};
-  return std::nullopt;
-}
+std::optional<RankIdentity> rank_from_environment() { return twin::rank_from_environment(process_environment()); }
 
 void prepare_nccl_environment(const RankIdentity& identity) {
-  setenv("NCCL_NVLS_ENABLE", "0", 1);
-  if (identity.world_size > 1 && !std::getenv("NCCL_COMM_ID")) {
-    const char* address = std::getenv("MASTER_ADDR");
-    const char* port = std::getenv("MASTER_PORT");
-    if (!address || !port)
-      throw std::runtime_error("under " + identity.launcher +
-                               ", set NCCL_COMM_ID=<host of rank 0>:<free port> (or MASTER_ADDR and MASTER_PORT) "
-                               "so that the ranks can rendezvous");
-    setenv("NCCL_COMM_ID", (std::string(address) + ":" + port).c_str(), 1);
+  for (const EnvironmentDecision& decision : nccl_environment_decisions(identity, process_environment())) {
+    if (decision.set_by_twin) setenv(decision.name.c_str(), decision.value.c_str(), 0);
+    spdlog::info("{}", decision.message);
   }
 }
 
@@ -94,7 +73,9 @@ int launch_local_ranks(int gpus) {
   std::vector<char*> argv;
   for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
   argv.push_back(nullptr);
-  const std::string comm_id = "127.0.0.1:" + std::to_string(free_local_port());
+  // The user's NCCL_COMM_ID (a port their firewall opens, say) is kept; otherwise a free local port.
+  const EnvironmentDecision comm_id = local_comm_id_decision(free_local_port(), process_environment());
+  spdlog::info("{}", comm_id.message);
 
   struct sigaction action{};
   action.sa_handler = remember_signal;
@@ -110,8 +91,8 @@ int launch_local_ranks(int gpus) {
       setenv("TWIN_RANK", std::to_string(rank).c_str(), 1);
       setenv("TWIN_WORLD_SIZE", std::to_string(gpus).c_str(), 1);
       setenv("TWIN_LOCAL_RANK", std::to_string(rank).c_str(), 1);
-      setenv("NCCL_COMM_ID", comm_id.c_str(), 1);
-      setenv("NCCL_NVLS_ENABLE", "0", 1);
+      // NCCL_NVLS_ENABLE is each rank's prepare_nccl_environment's to decide, from the user's environment.
+      setenv("NCCL_COMM_ID", comm_id.value.c_str(), 0);
       signal(SIGINT, SIG_DFL);
       signal(SIGTERM, SIG_DFL);
       execv("/proc/self/exe", argv.data());

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "run_twin.hpp"
@@ -28,7 +29,7 @@ TEST(SimulateCommand, WritesRankingReportPlanAndTraces) {
                          " --top 2 --quiet");
   ASSERT_EQ(run.exit_code, 0) << run.output;
   EXPECT_NE(run.output.find("best: "), std::string::npos) << run.output;
-  for (const char* file : {"ranking.csv", "report.html", "best.json"})
+  for (const char* file : {"ranking.csv", "report.html", "best.json", "megatron_args.txt"})
     EXPECT_TRUE(std::filesystem::exists(dir.path / "out" / file)) << file;
   int traces = 0, temporaries = 0;
   for (const auto& entry : std::filesystem::recursive_directory_iterator(dir.path / "out")) {
@@ -46,6 +47,18 @@ TEST(SimulateCommand, WritesRankingReportPlanAndTraces) {
   EXPECT_EQ(plan["format"], "twin-plan");
   EXPECT_GT(plan["predicted"]["iteration_time_s"].get<double>(), 0.0);
   EXPECT_EQ(plan["scenario"]["model"]["num_layers"], 8);
+
+  // The winner as Megatron-LM arguments: the same strategy best.json holds.
+  std::string args = read_file(dir.path / "out" / "megatron_args.txt");
+  EXPECT_EQ(args.rfind("# Megatron-LM pretrain_gpt.py arguments for twin's plan " +
+                           plan["strategy_key"].get<std::string>(), 0), 0u) << args;
+  const nlohmann::json& strategy = plan["strategy"];
+  for (const std::string& line :
+       {fmt::format("--tensor-model-parallel-size {}\n", strategy["tensor_model_parallel_size"].get<int>()),
+        fmt::format("--pipeline-model-parallel-size {}\n", strategy["pipeline_model_parallel_size"].get<int>()),
+        fmt::format("--micro-batch-size {}\n", strategy["micro_batch_size"].get<int>()),
+        std::string("--num-layers 8\n"), std::string("--global-batch-size 24\n")})
+    EXPECT_NE(args.find(line), std::string::npos) << line << args;
 }
 
 TEST(SimulateCommand, SameInputGivesSameBytesWhateverTheThreadCount) {

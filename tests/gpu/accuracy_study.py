@@ -31,7 +31,8 @@ CALIBRATE_S = 120.0         # twin calibrate on 4 H200s took 116 s (provenance o
 
 # ---------------------------------------------------------------- running twin
 def twin_env(twin):
-    env = dict(os.environ, NCCL_NVLS_ENABLE="0")
+    env = dict(os.environ)
+    env.setdefault("NCCL_NVLS_ENABLE", "0")  # the user's value wins, as in twin's launcher
     lib = os.path.join(os.path.dirname(os.path.abspath(twin)), "lib")  # build-carry/lib: spdlog, fmt
     if os.path.isdir(lib):
         env["LD_LIBRARY_PATH"] = lib + os.pathsep + env.get("LD_LIBRARY_PATH", "")

@@ -7,7 +7,7 @@ set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT="${OUT:-out/side-by-side}"
 mkdir -p "$OUT"
-export NCCL_NVLS_ENABLE=0
+export NCCL_NVLS_ENABLE="${NCCL_NVLS_ENABLE:-0}"
 twin="${TWIN:-build-carry/twin}"
 test_gpu="${TEST_GPU:-build-carry/test_gpu}"
 [ -d build-carry/lib ] && export LD_LIBRARY_PATH="$PWD/build-carry/lib:${LD_LIBRARY_PATH:-}"

@@ -15,7 +15,7 @@ cd "$(dirname "$0")/../.."
 OUT="${OUT:-out/gpu-check}"
 mkdir -p "$OUT"
 exec > >(tee -a "$OUT/run.log") 2>&1
-export NCCL_NVLS_ENABLE=0
+export NCCL_NVLS_ENABLE="${NCCL_NVLS_ENABLE:-0}"  # the user's value wins, as in twin's launcher
 step() { echo; echo "=== $* ($(date -u +%H:%M:%S))"; }
 status=0
 steps="${TWIN_GPU_STEPS:-tests calibrate calibrate-checks check execute mpirun}"
@@ -147,8 +147,8 @@ fi
 if wants mpirun && command -v mpirun > /dev/null; then
   # The launcher's ranks instead of twin's own: one process per GPU started by mpirun (as root here).
   step "under mpirun: twin calibrate --quick and twin execute with OMPI_COMM_WORLD_* ranks"
-  mpi="mpirun --allow-run-as-root --oversubscribe -np $gpus -x NCCL_NVLS_ENABLE=0 -x LD_LIBRARY_PATH"
-  [ "$gpus" -gt 1 ] && mpi="$mpi -x NCCL_COMM_ID=127.0.0.1:29533"
+  mpi="mpirun --allow-run-as-root --oversubscribe -np $gpus -x NCCL_NVLS_ENABLE -x LD_LIBRARY_PATH"
+  [ "$gpus" -gt 1 ] && mpi="$mpi -x NCCL_COMM_ID=${NCCL_COMM_ID:-127.0.0.1:29533}"
   $mpi "$twin" calibrate --quick --out /tmp/mpirun-profile.json > "$OUT/mpirun.log" 2>&1; echo "calibrate: exit $?"
   grep -E "rank|launcher|wrote|error" "$OUT/mpirun.log" | head -5
   plan=$(ls -d /tmp/execute-check/single/best.json 2>/dev/null | head -1)

@@ -7,7 +7,7 @@
 # TWIN_SHIP_FEWER_GPUS="", then one call per smaller count with TWIN_GPU_STEPS=none TWIN_SHIP_FEWER_GPUS=N.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-export OUT="${OUT:-out/gpu-ship}" NCCL_NVLS_ENABLE=0
+export OUT="${OUT:-out/gpu-ship}" NCCL_NVLS_ENABLE="${NCCL_NVLS_ENABLE:-0}"
 mkdir -p "$OUT"
 bash tests/gpu/run.sh; status=$?
 

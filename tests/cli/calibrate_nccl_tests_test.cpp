@@ -1,0 +1,66 @@
+// End to end: `twin calibrate --from-nccl-tests` folds logs into a profile that twin reads back; a bad log
+// exits 1 naming its line and leaves the profile untouched; option mistakes exit 2.
+#include <gtest/gtest.h>
+
+#include "calibrate/collective_tables.hpp"
+#include "calibrate/profile.hpp"
+#include "run_twin.hpp"
+
+namespace twin::test {
+namespace {
+
+const std::string kFixtures = std::string(TWIN_SOURCE_DIR) + "/tests/calibrate/fixtures/nccl-tests/";
+
+TEST(CalibrateNcclTests, FoldsLogsIntoAProfile) {
+  TempDir dir("nccl-tests");
+  const std::string out = (dir.path / "p.json").string();
+  Outcome run = run_twin("calibrate --from-nccl-tests " + kFixtures + "all_reduce_perf-8xH100.log " + kFixtures +
+                         "allgather-2x4xA100.txt --out " + out);
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_NE(run.output.find("all_reduce over 8 GPUs (8 per node, 1 node) on H100-SXM-80GB: 25 sizes"), std::string::npos)
+      << run.output;
+  EXPECT_NE(run.output.find("wrote " + out + " (2 collective table(s) from 2 log(s), profile builtin)"),
+            std::string::npos) << run.output;
+  Profile profile = load_profile(out);
+  EXPECT_NE(find_collective_table(profile.collectives, "A100-SXM-80GB", OpKind::all_gather, 8, 4, 2), nullptr);
+
+  // Updating that file in place (no --out): the same table is replaced, not added twice.
+  run = run_twin("calibrate --from-nccl-tests " + kFixtures + "all_reduce_perf-8xH100.log --profile " + out);
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_NE(run.output.find("replaced"), std::string::npos) << run.output;
+  EXPECT_EQ(load_profile(out).collectives.size(), profile.collectives.size());
+}
+
+TEST(CalibrateNcclTests, BadLogLeavesTheProfileAndNamesTheLine) {
+  TempDir dir("nccl-tests-bad");
+  const std::string out = (dir.path / "p.json").string();
+  write_file(out, "unchanged");
+  std::string log = read_file(kFixtures + "all_reduce_perf-8xH100.log");
+  log.replace(log.find("       0    17.33"), 16, "       2    17.33");
+  write_file(dir.path / "all_reduce.log", log);
+  Outcome run = run_twin("calibrate --from-nccl-tests " + (dir.path / "all_reduce.log").string() + " --out " + out);
+  EXPECT_EQ(run.exit_code, 1) << run.output;
+  EXPECT_NE(run.output.find((dir.path / "all_reduce.log").string() + ": line 18: #wrong 2"), std::string::npos)
+      << run.output;
+  EXPECT_EQ(read_file(out), "unchanged");
+
+  run = run_twin("calibrate --from-nccl-tests " + (dir.path / "missing.log").string() + " --out " + out);
+  EXPECT_EQ(run.exit_code, 1) << run.output;
+  EXPECT_NE(run.output.find("missing.log: cannot open the file"), std::string::npos) << run.output;
+}
+
+TEST(CalibrateNcclTests, OptionMistakesAreUsageErrors) {
+  EXPECT_EQ(run_twin("calibrate --from-nccl-tests " + kFixtures + "allgather-2x4xA100.txt --collective allgather").exit_code, 2);
+  EXPECT_EQ(run_twin("calibrate --from-nccl-tests " + kFixtures + "allgather-2x4xA100.txt --gpu V100").exit_code, 2);
+  EXPECT_EQ(run_twin("calibrate --collective all_reduce").exit_code, 2);
+  Outcome profile_alone = run_twin("calibrate --profile builtin");
+  EXPECT_EQ(profile_alone.exit_code, 2);
+  EXPECT_NE(profile_alone.output.find("--profile needs --from-trace or --from-nccl-tests"), std::string::npos)
+      << profile_alone.output;
+  Outcome help = run_twin("calibrate --help");
+  for (const char* option : {"--from-nccl-tests", "--collective", "--gpu"})
+    EXPECT_NE(help.output.find(option), std::string::npos) << option;
+}
+
+}  // namespace
+}  // namespace twin::test

@@ -1,0 +1,269 @@
+// megatron_args.txt: the exact arguments for a Llama-like and a GPT-like plan, the uneven split of Llama 3
+// 405B, MoE, and what Megatron-LM cannot express (ZeRO 2/3, GPipe, double strand, family plans).
+#include "reports/megatron_args.hpp"
+
+#include <gtest/gtest.h>
+
+#include <sstream>
+
+#include "core/scenario.hpp"
+#include "strategies/search.hpp"
+
+namespace twin {
+namespace {
+
+// The pinned strategy, completed (data-parallel size and micro-batches derived) as the search completes it.
+Strategy pinned(const Scenario& scenario) {
+  std::vector<Candidate> candidates = enumerate_candidates(scenario);
+  EXPECT_EQ(candidates.size(), 1u);
+  EXPECT_TRUE(candidates.front().infeasible_reason.empty()) << candidates.front().infeasible_reason;
+  return candidates.front().strategy;
+}
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+// The argument lines only (comments dropped), in order.
+std::vector<std::string> arguments(const std::string& text) {
+  std::vector<std::string> args;
+  for (const std::string& line : lines_of(text))
+    if (line.rfind("#", 0) != 0) args.push_back(line);
+  return args;
+}
+
+std::vector<std::string> comments(const std::string& text) {
+  std::vector<std::string> notes;
+  for (const std::string& line : lines_of(text))
+    if (line.rfind("#", 0) == 0) notes.push_back(line);
+  return notes;
+}
+
+bool has_comment_with(const std::string& text, const std::string& words) {
+  for (const std::string& line : comments(text))
+    if (line.find(words) != std::string::npos) return true;
+  return false;
+}
+
+const char* kLlamaScenario = R"({
+  "name": "llama2-7b on 2x8 H100",
+  "model": { "preset": "llama2-7b" },
+  "training": { "seq_length": 4096, "global_batch_size": 64 },
+  "cluster": { "nodes": [ { "count": 2, "gpu": "H100-SXM-80GB", "gpus_per_node": 8,
+                            "nics": { "count": 8, "bandwidth_Gbps": 400 } } ] },
+  "strategy": { "tensor_model_parallel_size": 2, "pipeline_model_parallel_size": 2,
+                "virtual_pipeline_model_parallel_size": 2, "sequence_parallel": true, "micro_batch_size": 1,
+                "zero_stage": 1, "recompute": "selective", "schedule": "interleaved-1f1b" }
+})";
+
+TEST(MegatronArgs, LlamaLikeInterleavedPlan) {
+  Scenario scenario = parse_scenario_text(kLlamaScenario, "llama.json");
+  std::string text = megatron_args(scenario, pinned(scenario));
+  std::vector<std::string> expected = {
+      "--tensor-model-parallel-size 2",
+      "--pipeline-model-parallel-size 2",
+      "--context-parallel-size 1",
+      "--sequence-parallel",
+      "--num-layers-per-virtual-pipeline-stage 8",
+      "--micro-batch-size 1",
+      "--global-batch-size 64",
+      "--seq-length 4096",
+      "--num-layers 32",
+      "--hidden-size 4096",
+      "--ffn-hidden-size 11008",
+      "--num-attention-heads 32",
+      "--kv-channels 128",
+      "--max-position-embeddings 4096",
+      "--position-embedding-type rope",
+      "--normalization RMSNorm",
+      "--swiglu",
+      "--untie-embeddings-and-output-weights",
+      "--disable-bias-linear",
+      "--hidden-dropout 0",
+      "--attention-dropout 0",
+      "--attention-backend flash",
+      "--bf16",
+      "--optimizer adam",
+      "--recompute-granularity selective",
+      "--use-distributed-optimizer",
+      "--overlap-grad-reduce",
+      "--overlap-param-gather",
+      "--cross-entropy-loss-fusion",
+  };
+  EXPECT_EQ(arguments(text), expected) << text;
+  EXPECT_TRUE(has_comment_with(text, "data-parallel size 4 from the 16 ranks launched, 16 micro-batches")) << text;
+  EXPECT_TRUE(has_comment_with(text, "32000 tokens")) << text;
+  EXPECT_FALSE(has_comment_with(text, "Not expressible")) << text;
+  EXPECT_EQ(lines_of(text).front(),
+            "# Megatron-LM pretrain_gpt.py arguments for twin's plan "
+            "tp2.pp2.cp1.ep1.dp4.vpp2.sp.mbs1.z1.rc-selective.interleaved-1f1b of \"llama2-7b on 2x8 H100\".");
+  EXPECT_EQ(text, megatron_args(scenario, pinned(scenario)));  // deterministic
+}
+
+const char* kGptScenario = R"({
+  "name": "GPT 18.4B on 8x8 A100",
+  "model": { "preset": "megatron-gpt-18.4b" },
+  "training": { "seq_length": 2048, "global_batch_size": 1024, "precision": "fp16" },
+  "framework": { "overlap_grad_reduce": false, "overlap_param_gather": false,
+                 "gradient_accumulation_fusion": false, "cross_entropy_loss_fusion": false,
+                 "attention_backend": "unfused" },
+  "cluster": { "nodes": [ { "count": 8, "gpu": "A100-SXM-80GB", "gpus_per_node": 8,
+                            "nics": { "count": 8, "bandwidth_Gbps": 200 } } ] },
+  "strategy": { "tensor_model_parallel_size": 8, "pipeline_model_parallel_size": 2, "sequence_parallel": false,
+                "micro_batch_size": 1, "zero_stage": 0, "recompute": "full", "schedule": "1f1b" }
+})";
+
+TEST(MegatronArgs, GptLikePlan) {
+  Scenario scenario = parse_scenario_text(kGptScenario, "gpt.json");
+  std::string text = megatron_args(scenario, pinned(scenario));
+  std::vector<std::string> expected = {
+      "--tensor-model-parallel-size 8",
+      "--pipeline-model-parallel-size 2",
+      "--context-parallel-size 1",
+      "--micro-batch-size 1",
+      "--global-batch-size 1024",
+      "--seq-length 2048",
+      "--num-layers 40",
+      "--hidden-size 6144",
+      "--ffn-hidden-size 24576",
+      "--num-attention-heads 48",
+      "--kv-channels 128",
+      "--max-position-embeddings 2048",
+      "--position-embedding-type learned_absolute",
+      "--normalization LayerNorm",
+      "--hidden-dropout 0.1",
+      "--attention-dropout 0.1",
+      "--attention-backend unfused",
+      "--fp16",
+      "--optimizer adam",
+      "--recompute-granularity full",
+      "--recompute-method uniform",
+      "--recompute-num-layers 1",
+      "--no-gradient-accumulation-fusion",
+  };
+  EXPECT_EQ(arguments(text), expected) << text;
+  EXPECT_TRUE(has_comment_with(text, "data-parallel size 4 from the 64 ranks launched, 256 micro-batches")) << text;
+  EXPECT_FALSE(has_comment_with(text, "Not expressible")) << text;
+}
+
+bool has_argument(const std::string& text, const std::string& argument) {
+  for (const std::string& line : arguments(text))
+    if (line == argument) return true;
+  return false;
+}
+
+// 126 layers over 16 x 8 virtual stages: the first and last hold the embedding and the loss (Llama 3).
+TEST(MegatronArgs, UnevenSplitCountsEmbeddingAndLossAsLayersAndZero2IsNamed) {
+  Scenario scenario = load_scenario(std::string(TWIN_SOURCE_DIR) + "/scenarios/llama3-405b-16384xH100.json");
+  std::string text = megatron_args(scenario, pinned(scenario));
+  for (const char* argument : {"--pipeline-model-parallel-size 16", "--account-for-embedding-in-pipeline-split",
+                               "--account-for-loss-in-pipeline-split", "--num-layers-per-virtual-pipeline-stage 1",
+                               "--group-query-attention", "--num-query-groups 8", "--overlap-grad-reduce"})
+    EXPECT_TRUE(has_argument(text, argument)) << argument << "\n" << text;
+  // ZeRO 2 is not the distributed optimizer: neither it nor the param-gather overlap (which needs it) is given.
+  EXPECT_FALSE(has_argument(text, "--use-distributed-optimizer")) << text;
+  EXPECT_FALSE(has_argument(text, "--overlap-param-gather")) << text;
+  EXPECT_TRUE(has_comment_with(text, "Not expressible: ZeRO stage 2")) << text;
+  EXPECT_TRUE(has_comment_with(text, "--data-parallel-sharding-strategy optim_grads")) << text;
+}
+
+TEST(MegatronArgs, OneMissingLayerCountsOnlyTheLoss) {
+  Scenario scenario = parse_scenario_text(kLlamaScenario, "llama.json");
+  scenario.model.num_layers = 31;  // 4 virtual stages of 8, the last holding 7
+  std::string text = megatron_args(scenario, pinned(scenario));
+  EXPECT_TRUE(has_argument(text, "--account-for-loss-in-pipeline-split")) << text;
+  EXPECT_FALSE(has_argument(text, "--account-for-embedding-in-pipeline-split")) << text;
+  EXPECT_TRUE(has_argument(text, "--num-layers-per-virtual-pipeline-stage 8")) << text;
+}
+
+TEST(MegatronArgs, MoeWithExpertAndContextParallelism) {
+  Scenario scenario = parse_scenario_text(R"({
+    "name": "mixtral on 4x8 H100",
+    "model": { "preset": "mixtral-8x7b", "moe": { "routing_imbalance": 1.25 } },
+    "training": { "seq_length": 8192, "global_batch_size": 64 },
+    "framework": { "cp_comm_type": "all_gather", "tp_comm_overlap": true },
+    "cluster": { "nodes": [ { "count": 4, "gpu": "H100-SXM-80GB", "gpus_per_node": 8,
+                              "nics": { "count": 8, "bandwidth_Gbps": 400 } } ] },
+    "strategy": { "tensor_model_parallel_size": 2, "pipeline_model_parallel_size": 4, "context_parallel_size": 2,
+                  "expert_model_parallel_size": 4, "sequence_parallel": true, "micro_batch_size": 1,
+                  "zero_stage": 1, "recompute": "full", "schedule": "1f1b" }
+  })", "mixtral.json");
+  std::string text = megatron_args(scenario, pinned(scenario));
+  for (const char* argument :
+       {"--expert-model-parallel-size 4", "--expert-tensor-parallel-size 1", "--context-parallel-size 2",
+        "--cp-comm-type allgather", "--sequence-parallel", "--tp-comm-overlap", "--num-experts 8",
+        "--moe-router-topk 2", "--moe-ffn-hidden-size 14336", "--moe-token-dispatcher-type alltoall",
+        "--group-query-attention", "--num-query-groups 8", "--max-position-embeddings 32768"})
+    EXPECT_TRUE(has_argument(text, argument)) << argument << "\n" << text;
+  EXPECT_TRUE(has_comment_with(text, "routing imbalance 1.25")) << text;
+}
+
+TEST(MegatronArgs, TensorParallelOneDropsSequenceParallelAndItsOverlap) {
+  Scenario scenario = parse_scenario_text(kLlamaScenario, "llama.json");
+  scenario.framework.tp_comm_overlap = true;
+  Strategy s = pinned(scenario);
+  s.tensor_model_parallel_size = 1;  // Megatron turns sequence parallelism off at TP 1
+  s.data_parallel_size = 8;
+  std::string text = megatron_args(scenario, s);
+  EXPECT_FALSE(has_argument(text, "--sequence-parallel")) << text;
+  EXPECT_FALSE(has_argument(text, "--tp-comm-overlap")) << text;
+}
+
+TEST(MegatronArgs, ScheduleMegatronLacksIsNamedAndTheRestGiven) {
+  Scenario scenario = parse_scenario_text(kLlamaScenario, "llama.json");
+  Strategy s = pinned(scenario);
+  s.virtual_pipeline_model_parallel_size = 1;
+  s.schedule = Schedule::gpipe;
+  std::string gpipe = megatron_args(scenario, s);
+  EXPECT_TRUE(has_comment_with(gpipe, "Not expressible: the GPipe schedule")) << gpipe;
+  EXPECT_TRUE(has_argument(gpipe, "--pipeline-model-parallel-size 2")) << gpipe;
+  EXPECT_FALSE(has_argument(gpipe, "--num-layers-per-virtual-pipeline-stage 8")) << gpipe;
+
+  s.schedule = Schedule::double_strand;
+  std::string strands = megatron_args(scenario, s);
+  EXPECT_TRUE(has_comment_with(strands, "Not expressible: the double-strand schedule")) << strands;
+  EXPECT_TRUE(has_argument(strands, "--tensor-model-parallel-size 2")) << strands;
+  EXPECT_FALSE(has_comment_with(strands, "GPipe")) << strands;
+
+  s.schedule = Schedule::one_f_one_b;
+  s.zero_stage = 3;
+  std::string zero3 = megatron_args(scenario, s);
+  EXPECT_TRUE(has_comment_with(zero3, "Not expressible: ZeRO stage 3 (gradients and parameters sharded)")) << zero3;
+  EXPECT_TRUE(has_comment_with(zero3, "optim_grads_params")) << zero3;
+  EXPECT_FALSE(has_argument(zero3, "--use-distributed-optimizer")) << zero3;
+}
+
+TEST(MegatronArgs, FamilyPlanGivesOnlyCommentsSayingWhy) {
+  Scenario scenario = parse_scenario_text(kLlamaScenario, "llama.json");
+  Candidate candidate;
+  candidate.strategy = pinned(scenario);
+  candidate.plan = FamilyPlan{"hot-switch", "hot-switch:b8192-dp8|b32768-tp4dp2", "seq <= 8192: DP 8; rest: TP 4",
+                              nlohmann::json::object(), nullptr};
+  std::string text = megatron_args(scenario, candidate);
+  EXPECT_TRUE(arguments(text).empty()) << text;
+  EXPECT_TRUE(has_comment_with(text, "Not expressible: the winning plan is a hot-switch plan")) << text;
+  EXPECT_TRUE(has_comment_with(text, "The plan: seq <= 8192: DP 8; rest: TP 4")) << text;
+
+  candidate.plan->family = "heterogeneous";
+  EXPECT_TRUE(has_comment_with(megatron_args(scenario, candidate), "HexiScale"));
+  candidate.plan->family = "per-layer";
+  EXPECT_TRUE(has_comment_with(megatron_args(scenario, candidate), "Galvatron"));
+
+  candidate.plan.reset();  // a uniform candidate: its strategy's arguments
+  EXPECT_EQ(megatron_args(scenario, candidate), megatron_args(scenario, candidate.strategy));
+}
+
+TEST(MegatronArgs, ALineBreakInTheNameStaysInsideTheComment) {
+  Scenario scenario = parse_scenario_text(kLlamaScenario, "llama.json");
+  scenario.name = "two\nlines --fp16\r";
+  std::string text = megatron_args(scenario, pinned(scenario));
+  for (const std::string& line : lines_of(text))
+    EXPECT_TRUE(line.rfind("# ", 0) == 0 || line.rfind("--", 0) == 0) << line;
+  EXPECT_FALSE(has_argument(text, "--fp16"));
+}
+
+}  // namespace
+}  // namespace twin
