@@ -192,7 +192,9 @@ class Parser {
     if (r.size_bytes == 0) return;  // -b 0: no bytes, no bandwidth
     if (!(r.time_us > 0)) fail(number_, "expected a time above 0 us");
     if (!run_.rows.empty() && r.size_bytes <= run_.rows.back().size_bytes)
-      fail(number_, fmt::format("expected a size above the previous row's {} B (rows ascend)", run_.rows.back().size_bytes));
+      fail(number_, fmt::format("expected a size above the previous row's {} B (rows ascend: one datatype and one "
+                                "reduction per run, not nccl-tests -d all or -o all)",
+                                run_.rows.back().size_bytes));
     run_.rows.push_back(r);
   }
 

@@ -44,6 +44,7 @@ TEST(Hardening, ARerunThatFindsNothingFeasibleRemovesThePreviousPlan) {
   EXPECT_NE(run.output.find("no feasible strategy"), std::string::npos) << run.output;
   EXPECT_TRUE(fs::exists(out / "ranking.csv"));
   EXPECT_FALSE(fs::exists(out / "best.json"));  // `twin execute --best` must not run the previous plan
+  EXPECT_FALSE(fs::exists(out / "megatron_args.txt"));
   EXPECT_FALSE(fs::exists(out / "traces"));
   EXPECT_FALSE(has_staging(out));
 }
