@@ -16,7 +16,7 @@
 #include "core/output_folder.hpp"
 
 int main(int argc, char** argv) {
-  twin::install_interrupt_cleanup();  // before any thread starts: they inherit the blocked signals
+  twin::install_interrupt_cleanup();  // SIGINT/SIGTERM remove what a run was writing
   spdlog::set_default_logger(spdlog::stderr_color_mt("twin"));
   spdlog::set_pattern("%^[%l]%$ %v");
 

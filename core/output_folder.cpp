@@ -1,6 +1,8 @@
-// Interrupts are taken by a thread of their own (sigwait), so the cleanup runs as ordinary code, not in a
-// signal handler where removing a folder would not be safe. Stale staging folders are recognised by the
-// pid in their name: one whose process no longer exists is removed.
+// Interrupts: the handler only writes the signal's number into a pipe (async-signal-safe); a thread of
+// its own reads it and removes the temporaries as ordinary code, then exits. No signal is blocked, so the
+// processes twin forks (a rank per GPU) and execs inherit plain SIGINT/SIGTERM: in a forked child the
+// handler sees another pid, restores the default action and re-raises. Stale staging folders are
+// recognised by the pid in their name: one whose process no longer exists is removed.
 #include "core/output_folder.hpp"
 
 #include <algorithm>
@@ -12,7 +14,6 @@
 #include <stdexcept>
 #include <thread>
 
-#include <pthread.h>
 #include <unistd.h>
 
 #include "core/error.hpp"
@@ -56,18 +57,40 @@ bool is_stale_staging(const fs::directory_entry& entry) {
 
 }  // namespace
 
+namespace {
+
+pid_t interrupt_owner = 0;           // the process whose temporaries the cleanup thread removes
+int interrupt_pipe[2] = {-1, -1};
+
+extern "C" void on_interrupt(int signal) {
+  if (getpid() != interrupt_owner) {  // a forked child: behave as if twin had installed nothing
+    std::signal(signal, SIG_DFL);
+    std::raise(signal);
+    return;
+  }
+  const unsigned char number = static_cast<unsigned char>(signal);
+  [[maybe_unused]] const ssize_t written = write(interrupt_pipe[1], &number, 1);
+}
+
+}  // namespace
+
 void install_interrupt_cleanup() {
-  sigset_t signals;
-  sigemptyset(&signals);
-  sigaddset(&signals, SIGINT);
-  sigaddset(&signals, SIGTERM);
-  if (pthread_sigmask(SIG_BLOCK, &signals, nullptr) != 0) throw std::runtime_error("pthread_sigmask failed");
-  std::thread([signals] {
-    int signal = 0;
-    if (sigwait(&signals, &signal) != 0) return;
+  if (interrupt_owner != 0) return;
+  if (pipe(interrupt_pipe) != 0) throw std::runtime_error("pipe() failed");
+  interrupt_owner = getpid();
+  std::thread([] {
+    unsigned char number = 0;
+    while (read(interrupt_pipe[0], &number, 1) != 1)
+      if (errno != EINTR) return;
     remove_registered();
-    std::_Exit(128 + signal);
+    std::_Exit(128 + number);
   }).detach();
+  struct sigaction action {};
+  action.sa_handler = on_interrupt;
+  sigemptyset(&action.sa_mask);
+  action.sa_flags = SA_RESTART;
+  for (int signal : {SIGINT, SIGTERM})
+    if (sigaction(signal, &action, nullptr) != 0) throw std::runtime_error("sigaction failed");
 }
 
 void register_temporary(const fs::path& path) {

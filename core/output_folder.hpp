@@ -10,9 +10,9 @@
 
 namespace twin {
 
-// Blocks SIGINT and SIGTERM in this thread and every thread it starts later, and starts a thread that, on
-// either, removes every registered temporary (register_temporary) and exits with 128 + the signal.
-// Call once, first thing in main.
+// Installs handlers for SIGINT and SIGTERM and a thread that, on either, removes every registered
+// temporary (register_temporary) and exits with 128 + the signal. Processes forked from this one keep the
+// default actions. Call once, first thing in main.
 void install_interrupt_cleanup();
 
 // Paths (files or folders) removed if the process is interrupted while they are registered.

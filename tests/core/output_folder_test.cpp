@@ -1,5 +1,8 @@
 // A command's outputs appear all together or not at all (core/output_folder.hpp).
+#include <sys/wait.h>
 #include <unistd.h>
+
+#include <csignal>
 
 #include <filesystem>
 #include <fstream>
@@ -78,6 +81,37 @@ TEST(OutputFolder, RemovesTheStagingOfAKilledRun) {
 
 TEST(OutputFolder, AnEmptyNameIsRefused) {
   EXPECT_THROW(OutputFolder(fs::path(), {"ranking.csv"}), InputError);
+}
+
+// A rank forked by twin's launcher must still die of the SIGTERM that ends its siblings (a blocked signal
+// once left three of them running after a fault), and twin itself must remove what it was writing.
+TEST(InterruptCleanup, ForkedChildrenKeepTheDefaultActionsAndTwinCleansUp) {
+  Folder out;
+  fs::create_directories(out.path);
+  const pid_t twin = fork();
+  ASSERT_GE(twin, 0);
+  if (twin == 0) {  // stands for the twin process
+    install_interrupt_cleanup();
+    const pid_t rank = fork();
+    if (rank == 0) {
+      pause();
+      _exit(3);  // reached only if SIGTERM did not end it
+    }
+    kill(rank, SIGTERM);
+    int status = 0;
+    waitpid(rank, &status, 0);
+    if (!WIFSIGNALED(status) || WTERMSIG(status) != SIGTERM) _exit(4);
+    register_temporary(out.path / "half-written");
+    std::ofstream(out.path / "half-written") << "x";
+    raise(SIGTERM);  // twin's own: the cleanup thread removes the file and exits 128 + 15
+    pause();
+    _exit(5);
+  }
+  int status = 0;
+  waitpid(twin, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status)) << status;
+  EXPECT_EQ(WEXITSTATUS(status), 128 + SIGTERM);
+  EXPECT_FALSE(fs::exists(out.path / "half-written"));
 }
 
 }  // namespace
