@@ -6,18 +6,16 @@
 #include "strategies/heterogeneous_search.hpp"
 
 #include <algorithm>
-#include <atomic>
 #include <limits>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <set>
-#include <thread>
 #include <tuple>
 
 #include <fmt/format.h>
 
 #include "core/error.hpp"
+#include "core/parallel_for.hpp"
 #include "sim/collectives.hpp"
 #include "sim/flat_graph.hpp"
 #include "strategies/asymmetric_plan.hpp"
@@ -279,25 +277,9 @@ std::vector<Candidate> heterogeneous_candidates(const Scenario& scenario, const 
   if (static_cast<int>(estimates.size()) > simulate_top) estimates.resize(static_cast<std::size_t>(simulate_top));
 
   std::vector<Candidate> out(estimates.size());
-  std::atomic<std::size_t> next{0};
-  std::exception_ptr failure;
-  std::mutex mutex;
-  auto work = [&] {
-    for (std::size_t k = next++; k < estimates.size(); k = next++) {
-      try {
-        out[k] = evaluate_asymmetric_plan(scenario, profile, estimates[k].shared, estimates[k].plan, false);
-      } catch (...) {
-        std::lock_guard lock(mutex);
-        if (!failure) failure = std::current_exception();
-      }
-    }
-  };
-  {
-    std::vector<std::jthread> pool;
-    const int threads = std::max(1, std::min<int>(jobs, static_cast<int>(estimates.size())));
-    for (int j = 0; j < threads; ++j) pool.emplace_back(work);
-  }
-  if (failure) std::rethrow_exception(failure);
+  parallel_for(estimates.size(), jobs, [&](std::size_t k) {
+    out[k] = evaluate_asymmetric_plan(scenario, profile, estimates[k].shared, estimates[k].plan, false);
+  });
   return out;
 }
 

@@ -4,45 +4,19 @@
 #include "strategies/hot_switch_search.hpp"
 
 #include <algorithm>
-#include <atomic>
-#include <mutex>
 #include <map>
 #include <set>
-#include <thread>
 #include <tuple>
 
 #include <fmt/format.h>
 
+#include "core/parallel_for.hpp"
 #include "sim/simulate.hpp"
 #include "strategies/hot_switch_graph.hpp"
 #include "strategies/validity.hpp"
 
 namespace twin {
 namespace {
-
-template <class Work>
-void parallel_for(std::size_t count, int jobs, Work work) {
-  jobs = std::max(1, std::min<int>(jobs > 0 ? jobs : static_cast<int>(std::thread::hardware_concurrency()),
-                                   static_cast<int>(std::max<std::size_t>(1, count))));
-  std::atomic<std::size_t> next{0};
-  std::exception_ptr failure;
-  std::mutex mutex;
-  {
-    std::vector<std::jthread> pool;
-    for (int j = 0; j < jobs; ++j)
-      pool.emplace_back([&] {
-        for (std::size_t k = next++; k < count; k = next++) {
-          try {
-            work(k);
-          } catch (...) {
-            std::lock_guard lock(mutex);
-            if (!failure) failure = std::current_exception();
-          }
-        }
-      });
-  }
-  if (failure) std::rethrow_exception(failure);
-}
 
 // The uniform strategies a phase may run: one stage layout per pipeline rank (no virtual stages, no
 // double strand, no experts), deduplicated after normalisation.

@@ -4,13 +4,10 @@
 #include "strategies/search.hpp"
 
 #include <algorithm>
-#include <atomic>
-#include <chrono>
-#include <condition_variable>
-#include <mutex>
 #include <set>
 #include <thread>
 
+#include "core/parallel_for.hpp"
 #include "sim/simulate.hpp"
 #include "strategies/heterogeneous_search.hpp"
 #include "strategies/hot_switch_search.hpp"
@@ -130,40 +127,16 @@ std::vector<Candidate> search(const Scenario& scenario, const Profile& profile, 
   for (std::size_t i = 0; i < candidates.size(); ++i)
     if (candidates[i].feasible) to_simulate.push_back(i);
 
-  int jobs = options.jobs > 0 ? options.jobs : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  jobs = std::min<int>(jobs, std::max<std::size_t>(1, to_simulate.size()));
-  std::atomic<std::size_t> next{0};
-  std::atomic<int> done{0};
-  std::mutex mutex;
-  std::condition_variable finished;
-  std::exception_ptr failure;
-
-  auto work = [&] {
-    for (std::size_t k = next++; k < to_simulate.size(); k = next++) {
-      try {
+  parallel_for(
+      to_simulate.size(), options.jobs,
+      [&](std::size_t k) {
         Candidate& c = candidates[to_simulate[k]];
         MemoryEstimate memory = std::move(c.memory);
         c = evaluate(scenario, profile, c.strategy, false);
         c.memory = std::move(memory);
-      } catch (...) {
-        std::lock_guard lock(mutex);
-        if (!failure) failure = std::current_exception();
-      }
-      ++done;
-      finished.notify_one();
-    }
-  };
-  {
-    std::vector<std::jthread> pool;
-    for (int j = 0; j < jobs; ++j) pool.emplace_back(work);
-    int total = static_cast<int>(to_simulate.size());
-    std::unique_lock lock(mutex);
-    while (done < total) {
-      finished.wait_for(lock, std::chrono::milliseconds(200));
-      if (options.progress) options.progress(done, total);
-    }
-  }
-  if (failure) std::rethrow_exception(failure);
+      },
+      options.progress);
+  const int jobs = options.jobs > 0 ? options.jobs : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   append_heterogeneous_candidates(scenario, profile, jobs, candidates);
   if (scenario.search.hot_switch && !scenario.strategy)
     for (Candidate& c : search_hot_switch(scenario, profile, options.jobs)) candidates.push_back(std::move(c));
