@@ -1,0 +1,62 @@
+#!/usr/bin/env python3
+"""Prints the folders of twin's sources and which folders each includes from (its #include "folder/..."
+lines), and every cycle among them: the picture docs/DESIGN.md shows. Usage: python3 tools/layers.py"""
+import os
+import re
+import sys
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+FOLDERS = ["core", "calibrate", "calibrate/gpu", "sim", "strategies", "traces", "validation", "reports",
+           "executor", "cli"]
+
+
+def folder_of(path):
+    best = ""
+    for folder in FOLDERS:
+        if (path == folder or path.startswith(folder + "/")) and len(folder) > len(best):
+            best = folder
+    return best
+
+
+def edges():
+    graph = {f: set() for f in FOLDERS}
+    for folder in FOLDERS:
+        directory = os.path.join(ROOT, folder)
+        for name in sorted(os.listdir(directory)):
+            if not name.endswith((".cpp", ".hpp", ".cu", ".cuh")):
+                continue
+            with open(os.path.join(directory, name), encoding="utf-8") as source:
+                for included in re.findall(r'^#include "([^"]+)"', source.read(), re.M):
+                    target = folder_of(os.path.dirname(included))
+                    if target and target != folder:
+                        graph[folder].add(target)
+    return graph
+
+
+def cycles(graph):
+    found = set()
+    def walk(node, path):
+        for nxt in sorted(graph[node]):
+            if nxt in path:
+                cycle = path[path.index(nxt):]
+                start = cycle.index(min(cycle))
+                found.add(tuple(cycle[start:] + cycle[:start]))
+            elif len(path) < len(FOLDERS):
+                walk(nxt, path + [nxt])
+    for folder in FOLDERS:
+        walk(folder, [folder])
+    return sorted(found)
+
+
+def main():
+    graph = edges()
+    for folder in FOLDERS:
+        print(f"{folder:14} -> {', '.join(sorted(graph[folder])) or '(nothing)'}")
+    found = cycles(graph)
+    for cycle in found:
+        print("cycle: " + " -> ".join(cycle + (cycle[0],)))
+    return 0 if not found else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
