@@ -1,5 +1,5 @@
 // Which rank this process is, and which NCCL variables the launcher sets, decided from the environment as
-// plain functions (the GPU launcher, calibrate/gpu/launcher.cpp, applies them; CPU tests check them).
+// plain functions (the GPU launcher, gpu/launcher.cpp, applies them; CPU tests check them).
 // Launchers understood: twin's own (TWIN_RANK, TWIN_WORLD_SIZE, TWIN_LOCAL_RANK), torchrun (RANK,
 // WORLD_SIZE, LOCAL_RANK), mpirun (OMPI_COMM_WORLD_RANK, _SIZE, _LOCAL_RANK) and srun (SLURM_PROCID,
 // SLURM_NTASKS, SLURM_LOCALID). The user's NCCL settings are never changed: a variable is set only where

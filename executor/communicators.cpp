@@ -7,7 +7,7 @@
 
 #include <fmt/format.h>
 
-#include "calibrate/gpu/checks.hpp"
+#include "gpu/checks.hpp"
 
 namespace twin::exec {
 

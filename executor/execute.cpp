@@ -13,9 +13,9 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
-#include "calibrate/gpu/checks.hpp"
-#include "calibrate/gpu/cupti_timer.hpp"
-#include "calibrate/gpu/launcher.hpp"
+#include "gpu/checks.hpp"
+#include "gpu/cupti_timer.hpp"
+#include "gpu/launcher.hpp"
 #include "core/atomic_file.hpp"
 #include "core/error.hpp"
 #include "executor/communicators.hpp"

@@ -6,8 +6,8 @@
 
 #include <fmt/format.h>
 
-#include "calibrate/gpu/checks.hpp"
-#include "executor/kernels.hpp"
+#include "gpu/checks.hpp"
+#include "gpu/kernels.hpp"
 #include "executor/stage_runtime.hpp"
 #include "strategies/sharded_parameters.hpp"
 

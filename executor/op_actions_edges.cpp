@@ -2,8 +2,8 @@
 // local max, all-reduce max, local sum of exponentials, all-reduce sum, loss) and pipeline send/recv.
 #include <stdexcept>
 
-#include "calibrate/gpu/checks.hpp"
-#include "executor/kernels.hpp"
+#include "gpu/checks.hpp"
+#include "gpu/kernels.hpp"
 #include "executor/stage_runtime.hpp"
 
 namespace twin::exec {

@@ -5,8 +5,8 @@
 #include <algorithm>
 #include <stdexcept>
 
-#include "calibrate/gpu/checks.hpp"
-#include "executor/kernels.hpp"
+#include "gpu/checks.hpp"
+#include "gpu/kernels.hpp"
 #include "executor/stage_runtime.hpp"
 
 namespace twin::exec {

@@ -8,7 +8,7 @@
 
 #include <fmt/format.h>
 
-#include "calibrate/gpu/checks.hpp"
+#include "gpu/checks.hpp"
 #include "strategies/lowering_emitter.hpp"
 #include "strategies/sharded_parameters.hpp"
 

@@ -13,7 +13,7 @@
 
 #include "core/op.hpp"
 #include "core/scenario.hpp"
-#include "executor/kernels.hpp"
+#include "gpu/kernels.hpp"
 
 namespace twin::exec {
 

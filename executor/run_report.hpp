@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "calibrate/gpu/cupti_timer.hpp"
+#include "gpu/cupti_timer.hpp"
 #include "core/op_graph.hpp"
 #include "reports/best_plan.hpp"
 #include "traces/measured_ops.hpp"

@@ -11,9 +11,9 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
-#include "calibrate/gpu/checks.hpp"
-#include "calibrate/gpu/cupti_timer.hpp"
-#include "executor/kernels.hpp"
+#include "gpu/checks.hpp"
+#include "gpu/cupti_timer.hpp"
+#include "gpu/kernels.hpp"
 #include "strategies/sharded_parameters.hpp"
 
 namespace twin::exec {

@@ -17,7 +17,7 @@
 #include "core/op_graph.hpp"
 #include "core/scenario.hpp"
 #include "executor/communicators.hpp"
-#include "executor/matmul.hpp"
+#include "gpu/matmul.hpp"
 #include "executor/op_binding.hpp"
 #include "executor/parameters.hpp"
 #include "executor/watchdog.hpp"

@@ -15,14 +15,14 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
-#include "calibrate/gpu/checks.hpp"
+#include "gpu/checks.hpp"
 #include "calibrate/gpu/collective_calibration.hpp"
-#include "calibrate/gpu/device_buffer.hpp"
+#include "gpu/device_buffer.hpp"
 #include "calibrate/gpu/gemm_calibration.hpp"
 #include "calibrate/gpu/interference.hpp"
 #include "calibrate/gpu/kernel_calibration.hpp"
 #include "calibrate/device_names.hpp"
-#include "calibrate/gpu/launcher.hpp"
+#include "gpu/launcher.hpp"
 #include "calibrate/gpu/profile_check.hpp"
 #include "calibrate/gemm_grid.hpp"
 #include "calibrate/gemm_predictor.hpp"

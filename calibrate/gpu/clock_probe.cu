@@ -1,7 +1,7 @@
 // clock64() counts the cycles of the SM the thread runs on, at the SM clock.
 #include "calibrate/gpu/clock_probe.hpp"
 
-#include "calibrate/gpu/checks.hpp"
+#include "gpu/checks.hpp"
 
 namespace twin::gpu {
 namespace {

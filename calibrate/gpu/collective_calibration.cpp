@@ -6,7 +6,7 @@
 
 #include <fmt/format.h>
 
-#include "calibrate/gpu/checks.hpp"
+#include "gpu/checks.hpp"
 #include "calibrate/gpu/fit.hpp"
 #include "calibrate/gpu/nccl_bench.hpp"
 

@@ -1,4 +1,4 @@
-// GEMM timing: the executor's cuBLASLt path (executor/matmul.hpp) under CUPTI regions, on rotating input
+// GEMM timing: the executor's cuBLASLt path (gpu/matmul.hpp) under CUPTI regions, on rotating input
 // sets so that the L2 cache does not hold a small problem's operands between repetitions, between two
 // clock probes (calibrate/gpu/clock_probe.hpp).
 #include "calibrate/gpu/gemm_bench.hpp"
@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <vector>
 
-#include "calibrate/gpu/checks.hpp"
+#include "gpu/checks.hpp"
 #include "calibrate/gpu/clock_probe.hpp"
 #include "calibrate/gpu/fit.hpp"
 

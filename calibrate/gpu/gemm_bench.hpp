@@ -8,10 +8,10 @@
 
 #include <cuda_runtime.h>
 
-#include "calibrate/gpu/cupti_timer.hpp"
-#include "calibrate/gpu/device_buffer.hpp"
+#include "gpu/cupti_timer.hpp"
+#include "gpu/device_buffer.hpp"
 #include "calibrate/profile.hpp"
-#include "executor/matmul.hpp"
+#include "gpu/matmul.hpp"
 #include "core/op.hpp"
 
 namespace twin::gpu {

@@ -14,8 +14,8 @@
 
 #include "calibrate/gemm_grid.hpp"
 #include "calibrate/sm_clock.hpp"
-#include "calibrate/gpu/checks.hpp"
-#include "calibrate/gpu/cupti_timer.hpp"
+#include "gpu/checks.hpp"
+#include "gpu/cupti_timer.hpp"
 #include "calibrate/gpu/fit.hpp"
 #include "calibrate/gpu/gemm_bench.hpp"
 #include "core/scenario.hpp"

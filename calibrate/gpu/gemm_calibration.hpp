@@ -8,7 +8,7 @@
 #include <utility>
 #include <vector>
 
-#include "calibrate/gpu/cupti_timer.hpp"
+#include "gpu/cupti_timer.hpp"
 #include "calibrate/gpu/gemm_bench.hpp"
 #include "calibrate/profile.hpp"
 #include "core/op.hpp"

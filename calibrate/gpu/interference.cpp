@@ -7,9 +7,9 @@
 #include <map>
 #include <vector>
 
-#include "calibrate/gpu/checks.hpp"
-#include "calibrate/gpu/cupti_timer.hpp"
-#include "calibrate/gpu/device_buffer.hpp"
+#include "gpu/checks.hpp"
+#include "gpu/cupti_timer.hpp"
+#include "gpu/device_buffer.hpp"
 #include "calibrate/gpu/fit.hpp"
 #include "calibrate/gpu/gemm_bench.hpp"
 

@@ -4,8 +4,8 @@
 
 #include <algorithm>
 
-#include "calibrate/gpu/checks.hpp"
-#include "executor/kernels.hpp"
+#include "gpu/checks.hpp"
+#include "gpu/kernels.hpp"
 
 namespace twin::gpu {
 namespace {

@@ -8,7 +8,7 @@
 
 #include <cuda_runtime.h>
 
-#include "calibrate/gpu/device_buffer.hpp"
+#include "gpu/device_buffer.hpp"
 #include "calibrate/gpu/kernel_calibration.hpp"
 
 namespace twin::gpu {

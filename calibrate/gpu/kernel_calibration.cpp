@@ -7,8 +7,8 @@
 
 #include <fmt/format.h>
 
-#include "calibrate/gpu/checks.hpp"
-#include "calibrate/gpu/cupti_timer.hpp"
+#include "gpu/checks.hpp"
+#include "gpu/cupti_timer.hpp"
 #include "calibrate/gpu/kernel_benches.hpp"
 #include "calibrate/kernel_fit.hpp"
 #include "calibrate/model_fit.hpp"

@@ -1,5 +1,5 @@
 // Calibration of every compute op kind but the GEMMs: each op shape runs the executor's own kernels
-// (executor/kernels.hpp) under the CUPTI timer, and the profile's memory-bound and flash-attention
+// (gpu/kernels.hpp) under the CUPTI timer, and the profile's memory-bound and flash-attention
 // efficiency models are refitted on the measurements.
 #pragma once
 #include <functional>

@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <stdexcept>
 
-#include "calibrate/gpu/checks.hpp"
+#include "gpu/checks.hpp"
 #include "calibrate/gpu/fit.hpp"
 
 namespace twin::gpu {

@@ -7,7 +7,7 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
-#include "calibrate/gpu/device_buffer.hpp"
+#include "gpu/device_buffer.hpp"
 #include "calibrate/profile.hpp"
 #include "core/op.hpp"
 

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "calibrate/gpu/launcher.hpp"
+#include "gpu/launcher.hpp"
 
 namespace twin::gpu {
 

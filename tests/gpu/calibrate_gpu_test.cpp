@@ -8,9 +8,9 @@
 
 #include <cuda_bf16.h>
 
-#include "calibrate/gpu/checks.hpp"
-#include "calibrate/gpu/cupti_timer.hpp"
-#include "calibrate/gpu/device_buffer.hpp"
+#include "gpu/checks.hpp"
+#include "gpu/cupti_timer.hpp"
+#include "gpu/device_buffer.hpp"
 #include "calibrate/gpu/fit.hpp"
 #include "calibrate/gpu/gemm_bench.hpp"
 #include "calibrate/gpu/nccl_bench.hpp"

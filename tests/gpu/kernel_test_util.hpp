@@ -9,8 +9,8 @@
 
 #include <cuda_bf16.h>
 
-#include "calibrate/gpu/checks.hpp"
-#include "calibrate/gpu/device_buffer.hpp"
+#include "gpu/checks.hpp"
+#include "gpu/device_buffer.hpp"
 
 namespace twin::test {
 

@@ -5,7 +5,7 @@
 #include <cstdio>
 #include <tuple>
 
-#include "executor/kernels.hpp"
+#include "gpu/kernels.hpp"
 #include "tests/gpu/kernel_test_util.hpp"
 
 namespace twin::test {

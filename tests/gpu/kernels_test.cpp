@@ -4,7 +4,7 @@
 #include <cstdio>
 #include <numeric>
 
-#include "executor/kernels.hpp"
+#include "gpu/kernels.hpp"
 #include "tests/gpu/kernel_test_util.hpp"
 
 namespace twin::test {

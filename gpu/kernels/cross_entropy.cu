@@ -1,7 +1,7 @@
 // Softmax cross-entropy over a vocabulary shard, one block per row, in the passes a vocab-parallel
 // loss needs (the all-reduces between them belong to the caller). Exponentials are of (logit - max),
 // so they never overflow.
-#include "executor/kernels/common.cuh"
+#include "gpu/kernels/common.cuh"
 
 namespace twin::kernels {
 namespace {

@@ -3,7 +3,7 @@
 // run of equal tokens sums that run in position order.
 #include <cub/device/device_radix_sort.cuh>
 
-#include "executor/kernels/common.cuh"
+#include "gpu/kernels/common.cuh"
 
 namespace twin::kernels {
 namespace {

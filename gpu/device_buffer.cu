@@ -1,9 +1,9 @@
 // Device allocations and the random-fill kernels (splitmix64 of seed + index, one value per thread).
-#include "calibrate/gpu/device_buffer.hpp"
+#include "gpu/device_buffer.hpp"
 
 #include <cuda_bf16.h>
 
-#include "calibrate/gpu/checks.hpp"
+#include "gpu/checks.hpp"
 
 namespace twin::gpu {
 namespace {

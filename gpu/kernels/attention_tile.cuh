@@ -1,7 +1,7 @@
 // Pieces shared by the attention kernels' launchers and bodies: the log-base constants of the
 // exp2-domain softmax and the check of the shapes and layouts the kernels can run.
 #pragma once
-#include "executor/kernels/common.cuh"
+#include "gpu/kernels/common.cuh"
 
 namespace twin::kernels::detail {
 

@@ -2,7 +2,7 @@
 // pair rotates by angle pos * theta^(-2i/d). One thread per pair; q and k heads in one launch.
 #include <cmath>
 
-#include "executor/kernels/common.cuh"
+#include "gpu/kernels/common.cuh"
 
 namespace twin::kernels {
 namespace {

@@ -1,6 +1,6 @@
 // Mixture-of-experts routing: top-k of the router's softmax (one warp per token, ties to the lower
 // expert index), and the row gathers that move tokens into expert order and back (weighted).
-#include "executor/kernels/common.cuh"
+#include "gpu/kernels/common.cuh"
 
 namespace twin::kernels {
 namespace {

@@ -1,6 +1,6 @@
 // Elementwise kernels: SwiGLU and GeLU (tanh) forward and backward, and the residual add. Grid-stride
 // loops over elements; SwiGLU reads the gate and up halves of one row of its [rows, 2 cols] input.
-#include "executor/kernels/common.cuh"
+#include "gpu/kernels/common.cuh"
 
 namespace twin::kernels {
 namespace {

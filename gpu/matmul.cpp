@@ -1,13 +1,13 @@
 // Row-major C = A B is column-major C^T = B^T A^T: cuBLASLt's first operand is our B, its second our A,
 // and a row-major [r,c] matrix is a column-major c x r one with leading dimension c.
-#include "executor/matmul.hpp"
+#include "gpu/matmul.hpp"
 
 #include <memory>
 #include <stdexcept>
 
 #include <fmt/format.h>
 
-#include "calibrate/gpu/checks.hpp"
+#include "gpu/checks.hpp"
 
 namespace twin::exec {
 

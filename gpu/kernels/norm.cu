@@ -2,7 +2,7 @@
 // weight-gradient partial in shared memory (fp32) so the final reduction over blocks is deterministic.
 #include <algorithm>
 
-#include "executor/kernels/common.cuh"
+#include "gpu/kernels/common.cuh"
 
 namespace twin::kernels {
 namespace {

@@ -11,7 +11,7 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
-#include "calibrate/gpu/device_buffer.hpp"
+#include "gpu/device_buffer.hpp"
 
 namespace twin::exec {
 

@@ -1,7 +1,7 @@
 // CUPTI hands activity records over in buffers we provide; records are parsed in the completion
 // callback (a CUPTI thread) into a mutex-guarded list. External-correlation records map each launch's
 // correlation id to the region pushed around it; collect() joins the two.
-#include "calibrate/gpu/cupti_timer.hpp"
+#include "gpu/cupti_timer.hpp"
 
 #include <atomic>
 #include <cstdlib>
@@ -10,7 +10,7 @@
 
 #include <cupti.h>
 
-#include "calibrate/gpu/checks.hpp"
+#include "gpu/checks.hpp"
 
 namespace twin::gpu {
 namespace {

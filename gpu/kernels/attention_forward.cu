@@ -2,7 +2,7 @@
 // 64 query rows of one head, each warp 16 rows held as mma.sync m16n8k16 bf16 fragments. K/V tiles of 64
 // keys are copied into shared memory with cp.async (the next K tile loads while P V runs) and the
 // softmax is computed online in fp32 registers, so no score matrix is stored.
-#include "executor/kernels/attention_mma.cuh"
+#include "gpu/kernels/attention_mma.cuh"
 
 namespace twin::kernels {
 namespace {

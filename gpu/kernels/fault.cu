@@ -1,7 +1,7 @@
 // Fault injection on the GPU: a kernel that does not finish, as a deadlocked kernel or an NCCL kernel
 // waiting for a peer that is gone would not. It ends by itself after a bound, so that a watchdog that
 // failed to act cannot leave the GPU busy for good.
-#include "executor/kernels/common.cuh"
+#include "gpu/kernels/common.cuh"
 
 namespace twin::kernels {
 namespace {

@@ -7,7 +7,7 @@
 //   dQ by blocks of 64 query rows (16 per warp, Q and dO held as fragments), looping over double-buffered
 //   tiles of 32 keys: dQ += dS K.
 // Recomputing P in both passes costs one more QK^T than FlashAttention-2's atomic dQ.
-#include "executor/kernels/attention_mma.cuh"
+#include "gpu/kernels/attention_mma.cuh"
 
 namespace twin::kernels {
 namespace {

@@ -2,7 +2,7 @@
 // fragment loads and mma.sync m16n8k16 (bf16 in, fp32 accumulate), in the PTX ISA's fragment layout:
 // lane = 4 g + t; a 16x8 C fragment holds rows g and g + 8, columns 2t and 2t + 1.
 #pragma once
-#include "executor/kernels/attention_tile.cuh"
+#include "gpu/kernels/attention_tile.cuh"
 
 namespace twin::kernels::detail {
 

@@ -3,7 +3,7 @@
 // order, so the norm is the same bits every run.
 #include <cmath>
 
-#include "executor/kernels/common.cuh"
+#include "gpu/kernels/common.cuh"
 
 namespace twin::kernels {
 namespace {

@@ -1,6 +1,6 @@
 // Parameter initialisation by global index (so that any sharding reproduces the unsharded weights) and
 // the small conversions between fp32 and bf16 buffers that gradients and master weights need.
-#include "executor/kernels/common.cuh"
+#include "gpu/kernels/common.cuh"
 
 namespace twin::kernels {
 namespace {

@@ -1,6 +1,6 @@
 // fork + execv of /proc/self/exe; the parent only waits and forwards signals. A free port comes from
 // binding port 0 and reading it back (closed again before the children start: a small race we accept).
-#include "calibrate/gpu/launcher.hpp"
+#include "gpu/launcher.hpp"
 
 #include <arpa/inet.h>
 #include <cerrno>

@@ -7,8 +7,8 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
-#include "calibrate/gpu/checks.hpp"
-#include "executor/kernels.hpp"
+#include "gpu/checks.hpp"
+#include "gpu/kernels.hpp"
 
 namespace twin::kernels::detail {
 
