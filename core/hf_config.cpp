@@ -97,7 +97,8 @@ void attention_shape(const JsonReader& config, ModelConfig& m, std::string_view 
   }
 }
 
-void llama_family(const JsonReader& config, ModelConfig& m, Family family) {
+// The shape fields Llama-style configs and GPT-NeoX name alike.
+void llama_style_shape(const JsonReader& config, ModelConfig& m) {
   m.num_layers = required_int(config, "num_hidden_layers", kMaxLayers);
   m.hidden_size = config.required("hidden_size").integer(1, kMaxHidden);
   m.ffn_hidden_size = config.required("intermediate_size").integer(1, kMaxFfn);
@@ -105,6 +106,10 @@ void llama_family(const JsonReader& config, ModelConfig& m, Family family) {
   attention_shape(config, m, "num_key_value_heads");
   m.vocab_size = config.required("vocab_size").integer(1, kMaxVocab);
   m.max_position_embeddings = config.required("max_position_embeddings").integer(1, kMaxSequence);
+}
+
+void llama_family(const JsonReader& config, ModelConfig& m, Family family) {
+  llama_style_shape(config, m);
   const JsonReader act = config.required("hidden_act");
   if (act.string() != "silu") act.fail("expected \"silu\" (the gated MLP twin models for this family is SwiGLU)");
   m.activation = Activation::swiglu;
@@ -144,13 +149,7 @@ void gpt2(const JsonReader& config, ModelConfig& m) {
 }
 
 void gpt_neox(const JsonReader& config, ModelConfig& m) {
-  m.num_layers = required_int(config, "num_hidden_layers", kMaxLayers);
-  m.hidden_size = config.required("hidden_size").integer(1, kMaxHidden);
-  m.ffn_hidden_size = config.required("intermediate_size").integer(1, kMaxFfn);
-  m.num_attention_heads = required_int(config, "num_attention_heads", kMaxHeads);
-  attention_shape(config, m, "num_key_value_heads");
-  m.vocab_size = config.required("vocab_size").integer(1, kMaxVocab);
-  m.max_position_embeddings = config.required("max_position_embeddings").integer(1, kMaxSequence);
+  llama_style_shape(config, m);
   expect_gelu(config, "hidden_act");
   m.activation = Activation::gelu;
   m.normalization = Normalization::layernorm;

@@ -185,6 +185,12 @@ std::string JsonReader::one_of(const std::vector<std::string>& names, std::strin
   fail(fmt::format("expected a {}: one of {}", what, join_names(names)));
 }
 
+std::optional<JsonReader> preset_field(const JsonReader& r, std::string_view key, bool has_preset) {
+  if (auto found = r.find(key)) return found;
+  if (!has_preset) r.fail_plain(fmt::format("missing required key '{}' (or give a \"preset\")", key));
+  return std::nullopt;
+}
+
 nlohmann::json read_json_file(const std::string& path, std::string_view readable) {
   return parse_input_json(read_input_file(path, readable), path);
 }

@@ -21,6 +21,12 @@ std::string join_names(const std::vector<std::string>& names);
 // be opened, "valid JSON (<parser's message with its position>)" when it does not parse.
 nlohmann::json read_json_file(const std::string& path, std::string_view readable);
 
+class JsonReader;
+
+// The field `key` of object `r` where a preset may fill it: absent is an error ("missing required key ... (or
+// give a \"preset\")") only when there is no preset.
+std::optional<JsonReader> preset_field(const JsonReader& r, std::string_view key, bool has_preset);
+
 class JsonReader {
  public:
   JsonReader(const nlohmann::json& value, const std::string& file, std::string path = "");
