@@ -8,7 +8,7 @@
 #include <set>
 #include <tuple>
 
-#include "calibrate/profile.hpp"
+#include "cost/profile.hpp"
 
 namespace twin {
 namespace {

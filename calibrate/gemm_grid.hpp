@@ -13,7 +13,7 @@ namespace twin {
 
 // Launches per GEMM shape and round: untimed warm-up, then timed repetitions (the median is kept); the
 // shapes are timed in `rounds` passes, each in its own order, and a shape keeps its median round
-// (calibrate/sm_clock.hpp): one timing is a draw from the swings of a power-limited GPU's clock, and
+// (cost/sm_clock.hpp): one timing is a draw from the swings of a power-limited GPU's clock, and
 // scaling to one clock leaves about 3% of noise (sd) that the median of three rounds halves.
 struct GemmRuns {
   int warmup = 0;

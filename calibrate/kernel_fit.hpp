@@ -3,7 +3,7 @@
 #pragma once
 #include <vector>
 
-#include "calibrate/profile.hpp"
+#include "cost/profile.hpp"
 
 namespace twin {
 

@@ -1,10 +1,12 @@
-// Fitting measured times to the profile's models (pure C++, no GPU, so that the simulator and CPU tests
-// use it too): an affine time model fitted by least squares on relative error, its conversion to
-// SaturatingEfficiency and LinkProfile, order statistics of repeated samples, and log-log interpolation.
+// Fitting measured times to the profile's models (pure C++, no GPU, so that CPU tests and imports use it
+// too): an affine time model fitted by least squares on relative error, and its conversion to
+// SaturatingEfficiency and LinkProfile. Sample statistics and step counts live with pricing (cost/).
 #pragma once
 #include <vector>
 
-#include "calibrate/profile.hpp"
+#include "cost/collective_steps.hpp"
+#include "cost/measurement_stats.hpp"
+#include "cost/profile.hpp"
 
 namespace twin {
 
@@ -30,18 +32,5 @@ SaturatingEfficiency gemm_efficiency_from_fit(const AffineFit& seconds_per_flop,
 // model cannot tell a per-step latency from a bandwidth half-work: both are a constant term).
 LinkProfile link_profile_from_fit(const AffineFit& time_us_per_byte, int steps, double busbw_factor,
                                   double nominal_bandwidth_GBps);
-
-// nccl-tests' bus bandwidth factor and ring algorithm steps for a collective of `ranks` ranks.
-// `collective` is all_reduce, all_gather, reduce_scatter, all_to_all or send (send/recv).
-double busbw_factor(OpKind collective, int ranks);
-int algorithm_steps(OpKind collective, int ranks);
-
-// Order statistics of samples (linear interpolation between order statistics, as numpy's default).
-double percentile(std::vector<double> samples, double fraction);
-Measurement summarize(const std::vector<double>& samples_ns);
-
-// Log-log interpolation of time over size between the two measured neighbours of `size_bytes`;
-// outside the table, the nearest end extrapolated along the last segment. Points must be ascending.
-double interpolate_time_us(const std::vector<CollectivePoint>& points, double size_bytes);
 
 }  // namespace twin

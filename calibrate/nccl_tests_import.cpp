@@ -6,8 +6,8 @@
 
 #include <fmt/format.h>
 
-#include "calibrate/collective_tables.hpp"
-#include "calibrate/device_names.hpp"
+#include "cost/collective_tables.hpp"
+#include "core/device_names.hpp"
 #include "calibrate/model_fit.hpp"
 #include "core/error.hpp"
 #include "core/json_reader.hpp"

@@ -1,5 +1,5 @@
 // `twin calibrate --from-nccl-tests LOG...`: nccl-tests runs (calibrate/nccl_tests_log.hpp) become
-// collective tables as `twin calibrate` measures them (calibrate/collective_tables.hpp), and are folded
+// collective tables as `twin calibrate` measures them (cost/collective_tables.hpp), and are folded
 // into a profile: a table over a placement the profile already holds is replaced, any other added.
 #pragma once
 #include <optional>
@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "calibrate/nccl_tests_log.hpp"
-#include "calibrate/profile.hpp"
+#include "cost/profile.hpp"
 
 namespace twin {
 

@@ -13,8 +13,8 @@
 
 #include <fmt/format.h>
 
-#include "calibrate/collective_tables.hpp"
-#include "calibrate/gemm_predictor.hpp"
+#include "cost/collective_tables.hpp"
+#include "cost/gemm_predictor.hpp"
 #include "calibrate/model_fit.hpp"
 
 namespace twin {

@@ -1,6 +1,6 @@
 // Recalibration: folding the measured op times of an executed run into a profile. Shapes the run measured
 // become exact entries (marked with the run, with the price they had: shapes near them inherit the ratio,
-// calibrate/in_situ.hpp), collectives at a placement the profile has a table for become table rows, and
+// cost/in_situ.hpp), collectives at a placement the profile has a table for become table rows, and
 // other collectives get a correction per kind fitted over the run (docs/PROFILES.md).
 // Pure arithmetic on values: reading a run folder is traces/recalibration_run.hpp, files are
 // calibrate/recalibration_files.hpp.
@@ -11,7 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "calibrate/profile.hpp"
+#include "cost/profile.hpp"
 #include "core/cluster.hpp"
 #include "core/op.hpp"
 #include "core/op_graph.hpp"

@@ -12,7 +12,7 @@
 
 #include "calibrate/gpu/calibration.hpp"  // the request's fields and defaults only: no CUDA in the header
 #include "calibrate/nccl_tests_import.hpp"
-#include "calibrate/shipped_profiles.hpp"
+#include "cost/shipped_profiles.hpp"
 #include "cli/commands.hpp"
 #include "core/cluster.hpp"
 #include "core/input_file.hpp"

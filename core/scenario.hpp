@@ -93,7 +93,7 @@ struct Scenario {
   std::vector<AsymmetricPipeline> pipelines;
   std::string profile = "builtin";
   // GPUs the profile does not describe are priced from another GPU's measurements scaled by datasheet ratios
-  // (calibrate/profile.hpp profile_for_cluster); false: they are an error. `twin simulate --scale-profile`.
+  // (cost/profile.hpp profile_for_cluster); false: they are an error. `twin simulate --scale-profile`.
   bool profile_scaling = false;
   bool operator==(const Scenario&) const = default;
 };

@@ -1,13 +1,13 @@
 // One process per GPU. `launch_local_ranks` re-executes this program once per local GPU with TWIN_RANK,
 // TWIN_WORLD_SIZE, TWIN_LOCAL_RANK and NCCL_COMM_ID (the user's, else 127.0.0.1:<free port>) in its
 // environment, so the ranks rendezvous through NCCL alone. Under torchrun, mpirun or srun the launcher's
-// own variables name the rank (calibrate/launch_environment.hpp decides; this file applies).
+// own variables name the rank (core/launch_environment.hpp decides; this file applies).
 #pragma once
 #include <optional>
 #include <string>
 #include <vector>
 
-#include "calibrate/launch_environment.hpp"
+#include "core/launch_environment.hpp"
 
 namespace twin::gpu {
 

@@ -25,7 +25,7 @@
 #include <cstdint>
 #include <string_view>
 
-#include "calibrate/profile.hpp"
+#include "cost/profile.hpp"
 #include "core/op.hpp"
 #include "core/op_graph.hpp"
 #include "core/units.hpp"

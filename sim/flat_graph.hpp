@@ -9,7 +9,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "calibrate/profile.hpp"
+#include "cost/profile.hpp"
 #include "core/cluster.hpp"
 #include "core/op_graph.hpp"
 #include "sim/collectives.hpp"

@@ -6,8 +6,9 @@
 #include <cmath>
 #include <limits>
 
-#include "calibrate/collective_tables.hpp"
-#include "calibrate/model_fit.hpp"
+#include "cost/collective_tables.hpp"
+#include "cost/collective_steps.hpp"
+#include "cost/measurement_stats.hpp"
 
 namespace twin::sim {
 

@@ -7,7 +7,7 @@
 #pragma once
 #include <string_view>
 
-#include "calibrate/profile.hpp"
+#include "cost/profile.hpp"
 #include "core/op_graph.hpp"
 #include "sim/collectives.hpp"
 

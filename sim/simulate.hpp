@@ -1,7 +1,7 @@
 // Replays an iteration's op graphs in simulated time: streams per GPU, collectives over the cluster's
 // links as fluid flows that share bandwidth, overlap interference from the profile.
 #pragma once
-#include "calibrate/profile.hpp"
+#include "cost/profile.hpp"
 #include "core/cluster.hpp"
 #include "core/op_graph.hpp"
 #include "sim/result.hpp"

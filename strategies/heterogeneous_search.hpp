@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "calibrate/profile.hpp"
+#include "cost/profile.hpp"
 #include "core/scenario.hpp"
 #include "strategies/search.hpp"
 

@@ -7,7 +7,7 @@
 #pragma once
 #include <vector>
 
-#include "calibrate/profile.hpp"
+#include "cost/profile.hpp"
 #include "core/op_graph.hpp"
 #include "core/scenario.hpp"
 #include "sim/result.hpp"

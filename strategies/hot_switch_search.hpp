@@ -7,7 +7,7 @@
 #include <limits>
 #include <vector>
 
-#include "calibrate/profile.hpp"
+#include "cost/profile.hpp"
 #include "core/scenario.hpp"
 #include "strategies/search.hpp"
 

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "calibrate/profile.hpp"
+#include "cost/profile.hpp"
 #include "core/op_graph.hpp"
 #include "core/scenario.hpp"
 #include "core/strategy.hpp"

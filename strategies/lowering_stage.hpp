@@ -6,7 +6,7 @@
 #include <utility>
 #include <vector>
 
-#include "calibrate/profile.hpp"
+#include "cost/profile.hpp"
 #include "strategies/lowering.hpp"
 #include "strategies/lowering_emitter.hpp"
 #include "strategies/schedule.hpp"

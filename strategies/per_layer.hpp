@@ -9,7 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "calibrate/profile.hpp"
+#include "cost/profile.hpp"
 #include "core/op_graph.hpp"
 #include "core/scenario.hpp"
 #include "core/strategy.hpp"

@@ -4,7 +4,7 @@
 #pragma once
 #include <vector>
 
-#include "calibrate/profile.hpp"
+#include "cost/profile.hpp"
 #include "core/op.hpp"
 #include "core/units.hpp"
 

@@ -6,7 +6,7 @@ import re
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-FOLDERS = ["core", "calibrate", "gpu", "calibrate/gpu", "sim", "strategies", "traces", "validation", "reports",
+FOLDERS = ["core", "cost", "calibrate", "gpu", "calibrate/gpu", "sim", "strategies", "traces", "validation", "reports",
            "executor", "cli"]
 
 

@@ -3,8 +3,8 @@
 same GPU, keeping its own collectives, interference and memory, and say so in provenance.kernels_replaced.
 For when the kernels were re-measured on one GPU and no machine of several GPUs could be had.
 
-  python3 tools/replace_profile_kernels.py --kernels calibrate/profiles/h200-x1.json \
-      --into calibrate/profiles/h200-x4.json --why "..."
+  python3 tools/replace_profile_kernels.py --kernels cost/profiles/h200-x1.json \
+      --into cost/profiles/h200-x4.json --why "..."
 """
 import argparse
 import json

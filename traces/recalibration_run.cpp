@@ -10,7 +10,7 @@
 
 #include <fmt/format.h>
 
-#include "calibrate/shipped_profiles.hpp"
+#include "cost/shipped_profiles.hpp"
 #include "core/atomic_file.hpp"
 #include "core/error.hpp"
 #include "core/input_file.hpp"

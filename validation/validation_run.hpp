@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "calibrate/profile.hpp"
+#include "cost/profile.hpp"
 #include "sim/result.hpp"
 #include "validation/published_table.hpp"
 
@@ -50,7 +50,7 @@ std::vector<RowPrediction> predict_table(const PublishedTable& table, const Prof
 std::vector<GroupSummary> summarize(const std::vector<RowPrediction>& rows);
 
 // The factor f of the in-situ prior (the same for GEMMs, attention and memory-bound kernels) of the kernel
-// profiles `gpus` names (a GPU name, or a family as calibrate/profile.hpp gpu_family gives it) that makes
+// profiles `gpus` names (a GPU name, or a family as cost/profile.hpp gpu_family gives it) that makes
 // the mean signed error of the groups in `options.groups` zero: secant steps on f from 1, each predicting
 // those groups again.
 struct PriorFit {

@@ -21,12 +21,12 @@
 #include "calibrate/gpu/gemm_calibration.hpp"
 #include "calibrate/gpu/interference.hpp"
 #include "calibrate/gpu/kernel_calibration.hpp"
-#include "calibrate/device_names.hpp"
+#include "core/device_names.hpp"
 #include "gpu/launcher.hpp"
 #include "calibrate/gpu/profile_check.hpp"
 #include "calibrate/gemm_grid.hpp"
-#include "calibrate/gemm_predictor.hpp"
-#include "calibrate/profile.hpp"
+#include "cost/gemm_predictor.hpp"
+#include "cost/profile.hpp"
 #include "core/cluster.hpp"
 
 namespace twin::gpu {

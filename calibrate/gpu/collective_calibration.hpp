@@ -9,7 +9,7 @@
 
 #include <nccl.h>
 
-#include "calibrate/profile.hpp"
+#include "cost/profile.hpp"
 
 namespace twin::gpu {
 

@@ -10,7 +10,7 @@
 
 #include "gpu/cupti_timer.hpp"
 #include "gpu/device_buffer.hpp"
-#include "calibrate/profile.hpp"
+#include "cost/profile.hpp"
 #include "gpu/matmul.hpp"
 #include "core/op.hpp"
 

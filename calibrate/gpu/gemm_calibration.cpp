@@ -13,7 +13,7 @@
 #include <fmt/format.h>
 
 #include "calibrate/gemm_grid.hpp"
-#include "calibrate/sm_clock.hpp"
+#include "cost/sm_clock.hpp"
 #include "gpu/checks.hpp"
 #include "gpu/cupti_timer.hpp"
 #include "calibrate/gpu/fit.hpp"
@@ -131,7 +131,7 @@ GemmCalibration calibrate_gemms(const std::vector<GemmShape>& shapes, double pea
                                int(shape.transpose_a), int(shape.transpose_b), m.median_ns * 1e-3, m.p10_ns * 1e-3,
                                m.p90_ns * 1e-3, m.sm_clock_MHz, tflops));
       });
-  // Every time at the median clock of all timings (calibrate/sm_clock.hpp), each shape its median round,
+  // Every time at the median clock of all timings (cost/sm_clock.hpp), each shape its median round,
   // and the model fitted on those.
   std::vector<Measurement> all_timings;
   for (const auto& shape_timings : timings)

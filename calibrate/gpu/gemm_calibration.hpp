@@ -10,7 +10,7 @@
 
 #include "gpu/cupti_timer.hpp"
 #include "calibrate/gpu/gemm_bench.hpp"
-#include "calibrate/profile.hpp"
+#include "cost/profile.hpp"
 #include "core/op.hpp"
 
 namespace twin::gpu {
@@ -25,7 +25,7 @@ struct GemmCalibration {
   std::vector<GemmShape> skipped;  // operands larger than the memory allowed
   SaturatingEfficiency efficiency; // fitted on all measured shapes
   double best_tflops = 0;          // as timed, before scaling to the reference clock
-  double reference_sm_clock_MHz = 0; // every measured time is scaled to it (calibrate/sm_clock.hpp)
+  double reference_sm_clock_MHz = 0; // every measured time is scaled to it (cost/sm_clock.hpp)
 };
 
 // Seconds of large GEMMs run before GEMMs are measured, so that they are timed at the clocks a hot GPU

@@ -12,8 +12,8 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
-#include "calibrate/gemm_predictor.hpp"
-#include "calibrate/sm_clock.hpp"
+#include "cost/gemm_predictor.hpp"
+#include "cost/sm_clock.hpp"
 #include "calibrate/gpu/fit.hpp"
 #include "calibrate/gpu/gemm_bench.hpp"
 #include "calibrate/gpu/gemm_calibration.hpp"

@@ -9,7 +9,7 @@
 
 #include "calibrate/gemm_grid.hpp"
 #include "calibrate/gpu/profile_check.hpp"
-#include "calibrate/profile.hpp"
+#include "cost/profile.hpp"
 #include "core/cluster.hpp"
 
 namespace twin::gpu {

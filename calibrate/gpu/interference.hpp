@@ -4,7 +4,7 @@
 #pragma once
 #include <nccl.h>
 
-#include "calibrate/profile.hpp"
+#include "cost/profile.hpp"
 
 namespace twin::gpu {
 

@@ -49,7 +49,7 @@ KernelOps to_ops(const std::map<std::string, Op>& by_key, const KernelModelFacts
   return out;
 }
 
-// FLOPs as the cost model counts them (calibrate/kernel_cost.cpp): forward QK^T and PV, less the causal
+// FLOPs as the cost model counts them (cost/kernel_cost.cpp): forward QK^T and PV, less the causal
 // skip, backward 2.5 times the forward.
 double attention_flops(const Op& op) {
   const AttentionShape& a = op.attention;

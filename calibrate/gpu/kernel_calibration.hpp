@@ -9,7 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "calibrate/profile.hpp"
+#include "cost/profile.hpp"
 #include "core/cluster.hpp"
 #include "core/op.hpp"
 

@@ -8,7 +8,7 @@
 #include <nccl.h>
 
 #include "gpu/device_buffer.hpp"
-#include "calibrate/profile.hpp"
+#include "cost/profile.hpp"
 #include "core/op.hpp"
 
 namespace twin::gpu {

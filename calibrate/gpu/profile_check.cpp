@@ -9,7 +9,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
-#include "calibrate/collective_tables.hpp"
+#include "cost/collective_tables.hpp"
 #include "calibrate/gemm_grid.hpp"
 #include "calibrate/gemm_shapes_file.hpp"
 #include "gpu/checks.hpp"
@@ -17,7 +17,7 @@
 #include "calibrate/gpu/gemm_check.hpp"
 #include "calibrate/gpu/nccl_bench.hpp"
 #include "calibrate/model_fit.hpp"
-#include "calibrate/profile.hpp"
+#include "cost/profile.hpp"
 #include "core/atomic_file.hpp"
 #include "core/cluster.hpp"
 

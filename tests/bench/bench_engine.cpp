@@ -5,7 +5,7 @@
 
 #include <benchmark/benchmark.h>
 
-#include "calibrate/profile.hpp"
+#include "cost/profile.hpp"
 #include "core/cluster.hpp"
 #include "sim/engine.hpp"
 #include "sim/flat_graph.hpp"

@@ -3,7 +3,7 @@
 // whole), and one switch planned and simulated alone.
 #include <benchmark/benchmark.h>
 
-#include "calibrate/profile.hpp"
+#include "cost/profile.hpp"
 #include "core/scenario.hpp"
 #include "sim/simulate.hpp"
 #include "strategies/hot_switch_graph.hpp"

@@ -4,7 +4,7 @@
 
 #include <algorithm>
 
-#include "calibrate/profile.hpp"
+#include "cost/profile.hpp"
 #include "core/scenario.hpp"
 #include "sim/simulate.hpp"
 #include "strategies/lowering.hpp"

@@ -4,7 +4,7 @@
 #include <benchmark/benchmark.h>
 #include <sys/resource.h>
 
-#include "calibrate/profile.hpp"
+#include "cost/profile.hpp"
 #include "sim/simulate.hpp"
 #include "strategies/lowering.hpp"
 #include "strategies/validity.hpp"

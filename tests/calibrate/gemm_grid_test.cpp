@@ -9,7 +9,7 @@
 #include <tuple>
 
 #include "calibrate/gemm_grid.hpp"
-#include "calibrate/profile.hpp"
+#include "cost/profile.hpp"
 #include "core/cluster.hpp"
 
 namespace twin {

@@ -7,7 +7,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
-#include "calibrate/collective_tables.hpp"
+#include "cost/collective_tables.hpp"
 #include "calibrate/nccl_tests_import.hpp"
 #include "calibrate/nccl_tests_log.hpp"
 #include "core/error.hpp"

@@ -7,7 +7,7 @@
 
 #include <gtest/gtest.h>
 
-#include "calibrate/collective_tables.hpp"
+#include "cost/collective_tables.hpp"
 #include "calibrate/recalibration.hpp"
 #include "core/error.hpp"
 #include "reports/best_plan.hpp"

@@ -2,8 +2,8 @@
 // exits 1 naming its line and leaves the profile untouched; option mistakes exit 2.
 #include <gtest/gtest.h>
 
-#include "calibrate/collective_tables.hpp"
-#include "calibrate/profile.hpp"
+#include "cost/collective_tables.hpp"
+#include "cost/profile.hpp"
 #include "run_twin.hpp"
 
 namespace twin::test {

@@ -7,7 +7,7 @@
 #include <exception>
 #include <string>
 
-#include "calibrate/profile.hpp"
+#include "cost/profile.hpp"
 #include "core/error.hpp"
 #include "core/input_file.hpp"
 #include "core/plan_file.hpp"

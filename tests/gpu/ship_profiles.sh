@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Measures the profiles twin ships (calibrate/profiles/<gpu>-x<N>.json) in one device call: the whole
+# Measures the profiles twin ships (cost/profiles/<gpu>-x<N>.json) in one device call: the whole
 # GPU check (tests/gpu/run.sh: tests, calibration of every GPU, the independent check), then
 # calibrations of fewer GPUs on the same machine. Logs are packed into one archive because the device
 # returns at most 8 files. One calibration takes about 7 minutes since 2026-11-23 (three rounds over a grid

@@ -10,7 +10,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "calibrate/profile.hpp"
+#include "cost/profile.hpp"
 #include "sim/collectives.hpp"
 #include "sim/flat_graph.hpp"
 

@@ -7,7 +7,7 @@
 
 #include <gtest/gtest.h>
 
-#include "calibrate/profile.hpp"
+#include "cost/profile.hpp"
 #include "core/cluster.hpp"
 #include "core/op_graph.hpp"
 #include "sim/nccl_model.hpp"

@@ -5,7 +5,7 @@
 
 #include <gtest/gtest.h>
 
-#include "calibrate/profile.hpp"
+#include "cost/profile.hpp"
 #include "sim/simulate.hpp"
 #include "strategies/lowering.hpp"
 #include "strategies/memory.hpp"

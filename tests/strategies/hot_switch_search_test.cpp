@@ -3,7 +3,7 @@
 // strategy that fits the longest sequence, and the per-layer waits hide part of the switch.
 #include <gtest/gtest.h>
 
-#include "calibrate/profile.hpp"
+#include "cost/profile.hpp"
 #include "sim/simulate.hpp"
 #include "strategies/hot_switch_graph.hpp"
 #include "strategies/hot_switch_search.hpp"

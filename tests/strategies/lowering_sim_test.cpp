@@ -2,7 +2,7 @@
 // forever), and the pipeline's stages all finish within the iteration.
 #include <gtest/gtest.h>
 
-#include "calibrate/profile.hpp"
+#include "cost/profile.hpp"
 #include "sim/simulate.hpp"
 #include "strategies/lowering.hpp"
 #include "strategies/validity.hpp"

@@ -3,7 +3,7 @@
 // interleaved 1F1B has bubble fraction (p - 1) / (v m).
 #include <gtest/gtest.h>
 
-#include "calibrate/profile.hpp"
+#include "cost/profile.hpp"
 #include "sim/simulate.hpp"
 #include "strategies/schedule.hpp"
 

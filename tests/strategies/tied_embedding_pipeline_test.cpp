@@ -2,7 +2,7 @@
 // all-reduce its gradient over Megatron's embedding group (those two ranks), not the pipeline group.
 #include <gtest/gtest.h>
 
-#include "calibrate/profile.hpp"
+#include "cost/profile.hpp"
 #include "strategies/lowering.hpp"
 #include "strategies/search.hpp"
 #include "strategies/validity.hpp"

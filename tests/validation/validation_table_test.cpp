@@ -7,7 +7,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "calibrate/profile.hpp"
+#include "cost/profile.hpp"
 #include "core/error.hpp"
 #include "validation/validation_run.hpp"
 

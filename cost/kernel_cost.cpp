@@ -1,0 +1,233 @@
+// The kernel cost model: GEMM and attention by FLOPs at a saturating fraction of peak (GEMMs with a
+// memory floor), everything else by bytes at a saturating fraction of HBM bandwidth; measured exact
+// shapes win, and the measured shapes of a kind correct the model for shapes near them
+// (gemm_predictor.hpp, kernel_predictor.hpp); shapes traced runs measured scale the result (in_situ.hpp).
+// Byte counts assume bf16 activations (2 bytes) and fp32 optimizer state.
+#include <algorithm>
+#include <cmath>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "cost/gemm_predictor.hpp"
+#include "cost/in_situ.hpp"
+#include "cost/kernel_predictor.hpp"
+#include "cost/profile.hpp"
+
+namespace twin {
+
+namespace {
+
+constexpr double kActivationBytes = 2;  // bf16
+// AdamW per parameter: fp32 param, m, v read and written (24), fp32 main grad read (4), bf16 param copy
+// written (2), and the grad-norm / clip pass reading the grad once more in bf16 (2).
+constexpr double kOptimizerBytesPerElement = 32;
+// Unfused attention: the b*h*sq*skv score matrix goes through memory 4 times forward (QK^T writes S,
+// softmax reads S and writes P, PV reads P) and twice that in backward (dP, dS written and read).
+// Attention dropout adds a kernel: forward reads P and writes the dropped P and a 1-byte mask (2.5 passes
+// of 2-byte elements), backward reads the gradient and the mask and writes the gradient again (2.5).
+constexpr double kUnfusedScorePassesForward = 4;
+constexpr double kUnfusedScorePassesBackward = 8;
+constexpr double kDropoutScorePasses = 2.5;
+
+void require_compute(const Op& op, const char* function) {
+  if (op.is_communication())
+    throw std::logic_error(fmt::format("{} called for communication op {}", function, op_name(op)));
+}
+
+double gemm_flops(const GemmShape& g) { return 2.0 * g.m * g.n * g.k * g.count; }
+double gemm_bytes(const GemmShape& g) {
+  return kActivationBytes * (double(g.m) * g.k + double(g.k) * g.n + double(g.m) * g.n) * g.count;
+}
+
+// Forward attention FLOPs as the kernel executes them: QK^T and PV, 2 FLOPs per multiply-add each.
+// Flash kernels skip the masked scores (half of a causal square); unfused ones compute them all and mask.
+double attention_forward_flops(const AttentionShape& a) {
+  double flops = 4.0 * a.batch * a.heads * a.seq_q * a.seq_kv * a.head_dim;
+  if (a.flash) flops *= attention_score_fraction(a);
+  return flops;
+}
+double score_elements(const AttentionShape& a) { return double(a.batch) * a.heads * a.seq_q * a.seq_kv; }
+
+double seconds_to_ns(double flops, double tflops) { return flops / (tflops * 1e3); }  // 1 TFLOP/s = 1e3 FLOP/ns
+
+double bandwidth_time_ns(double bytes, const GpuSpec& gpu, const SaturatingEfficiency& eff) {
+  if (bytes <= 0) return 0;
+  return transfer_ns(bytes, gpu.hbm_bandwidth_GBps * eff.at(bytes));
+}
+
+double gemm_time_ns(const GemmShape& g, const GpuSpec& gpu, const GpuKernelProfile& k) {
+  const double flops = gemm_flops(g);
+  const double compute_ns = flops <= 0 ? 0 : seconds_to_ns(flops, gpu.peak_bf16_tflops * k.gemm.at(flops));
+  return std::max(compute_ns, bandwidth_time_ns(gemm_bytes(g), gpu, k.memory_bound));
+}
+
+double attention_time_ns(const Op& op, const GpuSpec& gpu, const GpuKernelProfile& k) {
+  const bool backward = op.kind == OpKind::attention_backward;
+  const double flops = attention_forward_flops(op.attention) * (backward ? 2.5 : 1.0);
+  if (flops <= 0) return 0;
+  if (op.attention.flash) {
+    const SaturatingEfficiency& eff = op.attention.cudnn ? (backward ? k.fused_attention_backward : k.fused_attention_forward)
+                                                         : (backward ? k.attention_backward : k.attention_forward);
+    return seconds_to_ns(flops, gpu.peak_bf16_tflops * eff.at(flops));
+  }
+  const double matmul_ns = seconds_to_ns(flops, gpu.peak_bf16_tflops * k.gemm.at(flops));
+  return matmul_ns + bandwidth_time_ns(memory_bound_bytes(op), gpu, k.memory_bound);
+}
+
+}  // namespace
+
+double memory_bound_bytes(const Op& op) {
+  require_compute(op, "memory_bound_bytes");
+  const double elements = double(op.rows) * op.cols;
+  switch (op.kind) {
+    case OpKind::gemm:
+    case OpKind::moe_router:
+      return gemm_bytes(op.gemm);
+    case OpKind::attention_forward:
+    case OpKind::attention_backward: {
+      if (op.attention.flash) return 0;
+      const double passes =
+          (op.kind == OpKind::attention_forward ? kUnfusedScorePassesForward : kUnfusedScorePassesBackward) +
+          (op.attention.dropout ? kDropoutScorePasses : 0);
+      return passes * kActivationBytes * score_elements(op.attention);
+    }
+    case OpKind::optimizer_step:
+      return kOptimizerBytesPerElement * op.elements;
+    case OpKind::elementwise:
+    case OpKind::moe_permute:
+    case OpKind::moe_unpermute:
+      return op.bytes;
+    default:
+      break;
+  }
+  if (op.bytes > 0) return op.bytes;  // the lowering knows better than the shape rule
+  switch (op.kind) {
+    case OpKind::norm_forward: return 2 * kActivationBytes * elements;      // read x, write y
+    case OpKind::norm_backward: return 3 * kActivationBytes * elements;     // read x, dy; write dx
+    case OpKind::rope_forward:
+    case OpKind::rope_backward: return 2 * kActivationBytes * elements;     // read and write q, k (cols spans both)
+    case OpKind::activation_forward:                                        // SwiGLU: read gate and up, write one
+      return (op.gated_activation ? 3 : 2) * kActivationBytes * elements;
+    case OpKind::activation_backward:                                       // SwiGLU: read 2 + dy, write 2
+      return (op.gated_activation ? 5 : 3) * kActivationBytes * elements;
+    case OpKind::embedding_forward: return 2 * kActivationBytes * elements; // gather rows, write them
+    case OpKind::embedding_backward:                                        // read dy, add into the fp32 grad
+      return (kActivationBytes + 2 * 4) * elements;
+    case OpKind::loss_forward: return kActivationBytes * elements;          // read the logits once
+    case OpKind::loss_backward: return 2 * kActivationBytes * elements;     // read logits, write their grad
+    default: return 0;
+  }
+}
+
+std::string kernel_shape_key(const Op& op) {
+  require_compute(op, "kernel_shape_key");
+  const std::string kind = to_string(op.kind);
+  switch (op.kind) {
+    case OpKind::gemm:
+    case OpKind::moe_router: {
+      const GemmShape& g = op.gemm;
+      return fmt::format("{}:m={},n={},k={},count={},ta={},tb={}{}", kind, g.m, g.n, g.k, g.count,
+                         int(g.transpose_a), int(g.transpose_b),
+                         g.split > 1 ? fmt::format(",split={}", g.split) : std::string());
+    }
+    case OpKind::attention_forward:
+    case OpKind::attention_backward: {
+      const AttentionShape& a = op.attention;
+      return fmt::format("{}:b={},h={},kvh={},sq={},skv={},d={},causal={},flash={}{}{}", kind, a.batch, a.heads,
+                         a.kv_heads, a.seq_q, a.seq_kv, a.head_dim, int(a.causal), int(a.flash),
+                         a.dropout ? ",dropout=1" : "", a.cudnn ? ",cudnn=1" : "");
+    }
+    case OpKind::optimizer_step:
+      return fmt::format("{}:elements={}", kind, op.elements);
+    case OpKind::elementwise:
+    case OpKind::moe_permute:
+    case OpKind::moe_unpermute:
+      return fmt::format("{}:bytes={}", kind, op.bytes);
+    case OpKind::activation_forward:
+    case OpKind::activation_backward:
+      return fmt::format("{}:rows={},cols={},gated={}", kind, op.rows, op.cols, int(op.gated_activation));
+    default:
+      return fmt::format("{}:rows={},cols={}", kind, op.rows, op.cols);
+  }
+}
+
+namespace {
+
+// The efficiency curves alone: the carrier that interpolation among measured shapes scales.
+double curve_time_ns(const GpuKernelProfile& kernels, const GpuSpec& gpu, const Op& op) {
+  switch (op.kind) {
+    case OpKind::gemm:
+    case OpKind::moe_router: return gemm_time_ns(op.gemm, gpu, kernels);
+    case OpKind::attention_forward:
+    case OpKind::attention_backward: return attention_time_ns(op, gpu, kernels);
+    default: return bandwidth_time_ns(memory_bound_bytes(op), gpu, kernels.memory_bound);
+  }
+}
+
+// The model's kernel time for a shape with no exact entry: interpolated among the measured shapes of its
+// kind (GEMMs among measured_gemms), the curves where the kind has none.
+double model_time_ns(const GpuKernelProfile& kernels, const GpuSpec& gpu, const Op& op) {
+  const bool gemm = op.kind == OpKind::gemm || op.kind == OpKind::moe_router;
+  if (gemm) {
+    if (kernels.measured_gemms.empty() || gemm_flops(op.gemm) <= 0) return curve_time_ns(kernels, gpu, op);
+    return predict_gemm_time_ns(kernels.measured_gemms, op.gemm, [&](const GemmShape& g) {
+      return gemm_time_ns(g, gpu, kernels) * gemm_tile_work_factor(g, gpu.sm_count);
+    });
+  }
+  return predict_kernel_time_ns(kernels.measured_kernels, op,
+                                [&](const Op& other) { return curve_time_ns(kernels, gpu, other); });
+}
+
+}  // namespace
+
+double in_situ_prior_of(const InSituPrior& prior, const Op& op) {
+  switch (op.kind) {
+    case OpKind::gemm:
+    case OpKind::moe_router: return prior.gemm;
+    case OpKind::attention_forward:
+    case OpKind::attention_backward: return prior.attention;
+    default: return prior.memory_bound;
+  }
+}
+
+namespace {
+
+bool is_split_gemm(const Op& op) { return op.kind == OpKind::gemm && op.gemm.split > 1; }
+
+// The whole GEMM a split chunk is one part of.
+Op whole_gemm(const Op& chunk) {
+  Op whole = chunk;
+  whole.gemm.m *= chunk.gemm.split;
+  whole.gemm.split = 1;
+  whole.flops *= chunk.gemm.split;
+  return whole;
+}
+
+}  // namespace
+
+double benchmark_kernel_time_ns(const GpuKernelProfile& kernels, const GpuSpec& gpu, const Op& op) {
+  require_compute(op, "benchmark_kernel_time_ns");
+  if (is_split_gemm(op)) return benchmark_kernel_time_ns(kernels, gpu, whole_gemm(op)) / op.gemm.split;
+  if (auto found = kernels.measured.find(kernel_shape_key(op)); found != kernels.measured.end())
+    if (const double benchmark_ns = benchmark_time_ns(found->second); benchmark_ns > 0) return benchmark_ns;
+  return model_time_ns(kernels, gpu, op);
+}
+
+TimeNs compute_time_ns(const Profile& profile, const GpuSpec& gpu, const Op& op) {
+  require_compute(op, "compute_time_ns");
+  const GpuKernelProfile& kernels = profile.kernels_for(gpu);
+  if (is_split_gemm(op)) {
+    const double whole_kernel_ns = double(compute_time_ns(profile, gpu, whole_gemm(op))) - kernels.launch_overhead_ns;
+    return std::llround(whole_kernel_ns / op.gemm.split + kernels.launch_overhead_ns);
+  }
+  if (auto found = kernels.measured.find(kernel_shape_key(op));
+      found != kernels.measured.end() && !found->second.source.empty())
+    return std::llround(found->second.median_ns + kernels.launch_overhead_ns);  // measured in a training step
+  double kernel_ns = benchmark_kernel_time_ns(kernels, gpu, op);
+  const double prior = in_situ_prior_of(kernels.in_situ_prior, op);
+  if (!kernels.trace_shapes.empty() || prior != 1.0) kernel_ns *= in_situ_ratio(kernels.trace_shapes, op, prior);
+  return std::llround(kernel_ns + kernels.launch_overhead_ns);
+}
+
+}  // namespace twin

@@ -1,0 +1,307 @@
+// Profiles as files: versioned JSON read with JsonReader (every error names file and JSON path), written
+// atomically; and the choice of a GPU's kernel profile (exact name, else same family, else the first).
+// Collective tables, first kept under provenance.collectives, are read from there too and moved up.
+#include "cost/profile.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <fstream>
+#include <limits>
+#include <sstream>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "cost/collective_tables.hpp"
+#include "cost/shipped_profiles.hpp"
+#include "cost/gemm_predictor.hpp"
+#include "cost/in_situ.hpp"
+#include "cost/kernel_predictor.hpp"
+#include "core/atomic_file.hpp"
+#include "core/error.hpp"
+#include "core/input_file.hpp"
+#include "core/json_reader.hpp"
+
+namespace twin {
+
+namespace {
+
+using nlohmann::json;
+constexpr int kProfileVersion = 1;
+
+std::string normalised(std::string_view name) {
+  std::string out;
+  for (unsigned char c : name)
+    if (std::isalnum(c)) out += static_cast<char>(std::tolower(c));
+  return out;
+}
+
+json efficiency_json(const SaturatingEfficiency& e) { return {{"peak", e.peak}, {"half_work", e.half_work}}; }
+
+json link_json(const LinkProfile& l) {
+  return {{"latency_us", l.latency_us}, {"bandwidth", efficiency_json(l.bandwidth)}};
+}
+
+SaturatingEfficiency read_efficiency(const JsonReader& r) {
+  r.only_keys({"peak", "half_work"});
+  return {r.required("peak").number(1e-3, 1.0, "expected a fraction of the peak in [0.001, 1]"),
+          r.required("half_work").number(0, std::numeric_limits<double>::max(), "expected a number >= 0")};
+}
+
+LinkProfile read_link(const JsonReader& r) {
+  r.only_keys({"latency_us", "bandwidth"});
+  return {r.required("latency_us").number(0, 1e6, "expected a latency in microseconds >= 0"),
+          read_efficiency(r.required("bandwidth"))};
+}
+
+Measurement read_measurement(const JsonReader& r) {
+  r.only_keys({"median_ns", "p10_ns", "p90_ns", "samples", "source", "priced_ns", "benchmark_ns", "sm_clock_MHz"});
+  const double max = std::numeric_limits<double>::max();
+  Measurement m;
+  m.median_ns = r.required("median_ns").number(0, max, "expected a time in ns >= 0");
+  m.p10_ns = r.required("p10_ns").number(0, max, "expected a time in ns >= 0");
+  m.p90_ns = r.required("p90_ns").number(0, max, "expected a time in ns >= 0");
+  m.samples = r.required("samples").positive_int();
+  if (auto source = r.find("source")) m.source = source->string();
+  for (auto [name, field] : {std::pair{"priced_ns", &m.priced_ns}, std::pair{"benchmark_ns", &m.benchmark_ns}})
+    if (auto value = r.find(name)) {
+      if (m.source.empty()) value->fail(fmt::format("expected {} only on an entry with a source (a trace)", name));
+      *field = value->number(0, max, "expected a time in ns >= 0");
+    }
+  if (auto clock = r.find("sm_clock_MHz")) m.sm_clock_MHz = clock->number(1, 1e5, "expected an SM clock in MHz");
+  return m;
+}
+
+json measurement_json(const Measurement& m) {
+  json out = {{"median_ns", m.median_ns}, {"p10_ns", m.p10_ns}, {"p90_ns", m.p90_ns}, {"samples", m.samples}};
+  if (!m.source.empty()) out["source"] = m.source;
+  if (m.priced_ns > 0) out["priced_ns"] = m.priced_ns;
+  if (m.benchmark_ns > 0) out["benchmark_ns"] = m.benchmark_ns;
+  if (m.sm_clock_MHz > 0) out["sm_clock_MHz"] = m.sm_clock_MHz;
+  return out;
+}
+
+// The op kinds a correction may name: every compute kind and the collectives the simulator prices by
+// algorithm (point-to-point transfers are never corrected: their measured time includes waiting).
+std::vector<std::string> correctable_kind_names() {
+  std::vector<std::string> names;
+  for (int k = 0; k <= static_cast<int>(OpKind::all_to_all); ++k) names.push_back(to_string(static_cast<OpKind>(k)));
+  return names;
+}
+
+json corrections_json(const std::map<std::string, KindCorrection>& corrections) {
+  json kinds = json::object();
+  for (const auto& [kind, c] : corrections) {
+    json runs = json::array();
+    for (const CorrectionRun& run : c.runs)
+      runs.push_back({{"run", run.run}, {"measured_ns", run.measured_ns}, {"model_ns", run.model_ns}, {"ops", run.ops}});
+    kinds[kind] = {{"factor", c.factor}, {"runs", runs}};
+  }
+  return {{"version", kCorrectionsVersion}, {"kinds", kinds}};
+}
+
+std::map<std::string, KindCorrection> read_corrections(const JsonReader& r) {
+  r.only_keys({"version", "kinds"});
+  const JsonReader version = r.required("version");
+  if (version.value() != kCorrectionsVersion)
+    version.fail(fmt::format("expected corrections format version {}", kCorrectionsVersion));
+  const JsonReader kinds = r.required("kinds");
+  kinds.expect_object();
+  const std::vector<std::string> names = correctable_kind_names();
+  std::map<std::string, KindCorrection> corrections;
+  const double max = std::numeric_limits<double>::max();
+  for (const auto& item : kinds.value().items()) {
+    const JsonReader entry = *kinds.find(item.key());
+    if (std::find(names.begin(), names.end(), item.key()) == names.end())
+      entry.fail_plain(fmt::format("\"{}\" is not an op kind a correction can apply to (expected one of: {})", item.key(),
+                                   join_names(names)));
+    entry.only_keys({"factor", "runs"});
+    KindCorrection c;
+    c.factor = entry.required("factor").number(1e-3, 1e3, "expected a factor in [0.001, 1000]");
+    for (const JsonReader& run_reader : entry.required("runs").non_empty_elements()) {
+      run_reader.only_keys({"run", "measured_ns", "model_ns", "ops"});
+      CorrectionRun run;
+      run.run = run_reader.required("run").string();
+      run.measured_ns = run_reader.required("measured_ns").number(0, max, "expected a time in ns >= 0");
+      run.model_ns = run_reader.required("model_ns").positive_number();
+      run.ops = run_reader.required("ops").positive_int();
+      if (!c.runs.empty() && run.run <= c.runs.back().run)
+        run_reader.required("run").fail("expected runs in ascending order, each once");
+      c.runs.push_back(std::move(run));
+    }
+    corrections.emplace(item.key(), std::move(c));
+  }
+  return corrections;
+}
+
+GpuKernelProfile read_gpu(const JsonReader& r) {
+  r.only_keys({"gpu", "gemm", "attention_forward", "attention_backward", "memory_bound", "launch_overhead_ns",
+               "fused_attention_forward", "fused_attention_backward", "reference_sm_clock_MHz", "in_situ_prior",
+               "measured", "corrections"});
+  GpuKernelProfile g;
+  g.gpu = r.required("gpu").string();
+  g.gemm = read_efficiency(r.required("gemm"));
+  g.attention_forward = read_efficiency(r.required("attention_forward"));
+  g.attention_backward = read_efficiency(r.required("attention_backward"));
+  g.fused_attention_forward = g.attention_forward;
+  g.fused_attention_backward = g.attention_backward;
+  if (auto f = r.find("fused_attention_forward")) g.fused_attention_forward = read_efficiency(*f);
+  if (auto f = r.find("fused_attention_backward")) g.fused_attention_backward = read_efficiency(*f);
+  g.memory_bound = read_efficiency(r.required("memory_bound"));
+  g.launch_overhead_ns = r.required("launch_overhead_ns").number(0, 1e9, "expected a time in ns >= 0");
+  if (auto clock = r.find("reference_sm_clock_MHz"))
+    g.reference_sm_clock_MHz = clock->number(1, 1e5, "expected an SM clock in MHz");
+  if (auto prior = r.find("in_situ_prior")) {
+    prior->only_keys({"gemm", "attention", "memory_bound"});
+    for (auto [name, field] : {std::pair{"gemm", &g.in_situ_prior.gemm}, std::pair{"attention", &g.in_situ_prior.attention},
+                               std::pair{"memory_bound", &g.in_situ_prior.memory_bound}})
+      if (auto value = prior->find(name)) *field = value->number(0.1, 10.0, "expected a factor in [0.1, 10]");
+  }
+  if (auto measured = r.find("measured")) {
+    measured->expect_object();
+    for (const auto& item : measured->value().items()) {
+      const JsonReader entry = *measured->find(item.key());
+      g.measured.emplace(item.key(), read_measurement(entry));
+    }
+  }
+  index_measured_shapes(g);
+  if (auto corrections = r.find("corrections")) g.corrections = read_corrections(*corrections);
+  return g;
+}
+
+}  // namespace
+
+void index_measured_shapes(GpuKernelProfile& kernels) {
+  kernels.measured_gemms = index_measured_gemms(kernels.measured);
+  kernels.measured_kernels = index_measured_kernels(kernels.measured);
+  kernels.trace_shapes = index_trace_shapes(kernels.measured);
+}
+
+std::string gpu_family(std::string_view gpu_name) {
+  const std::string name = normalised(gpu_name);
+  auto has = [&](std::initializer_list<const char*> parts) {
+    return std::any_of(parts.begin(), parts.end(), [&](const char* p) { return name.find(p) != std::string::npos; });
+  };
+  if (has({"h100", "h200", "h800", "h20"})) return "hopper";
+  if (has({"4090", "4080", "4070", "4060", "l40", "ada"})) return "ada";
+  if (has({"3090", "3080", "3070", "3060"})) return "ampere-consumer";
+  if (has({"a100", "a800", "a40", "a30", "a10"})) return "ampere";
+  return "";
+}
+
+static std::string described_gpus(const Profile& profile) {
+  std::vector<std::string> names;
+  for (const GpuKernelProfile& g : profile.gpus) names.push_back(g.gpu);
+  return join_names(names);
+}
+
+const GpuKernelProfile& Profile::kernels_for(const GpuSpec& gpu) const {
+  const std::string wanted = normalised(gpu.name);
+  for (const GpuKernelProfile& g : gpus)
+    if (normalised(g.gpu) == wanted) return g;
+  throw InputError(name, "/gpus", fmt::format("a kernel profile of {} (the profile describes: {})", gpu.name,
+                                              described_gpus(*this)));
+}
+
+json to_json(const Profile& profile) {
+  json gpus = json::array();
+  for (const GpuKernelProfile& g : profile.gpus) {
+    json measured = json::object();
+    for (const auto& [key, m] : g.measured) measured[key] = measurement_json(m);
+    json gpu = {{"gpu", g.gpu},
+                    {"gemm", efficiency_json(g.gemm)},
+                    {"attention_forward", efficiency_json(g.attention_forward)},
+                    {"attention_backward", efficiency_json(g.attention_backward)},
+                    {"memory_bound", efficiency_json(g.memory_bound)},
+                    {"launch_overhead_ns", g.launch_overhead_ns},
+                    {"measured", measured}};
+    if (g.reference_sm_clock_MHz > 0) gpu["reference_sm_clock_MHz"] = g.reference_sm_clock_MHz;
+    if (!(g.fused_attention_forward == g.attention_forward && g.fused_attention_backward == g.attention_backward)) {
+      gpu["fused_attention_forward"] = efficiency_json(g.fused_attention_forward);
+      gpu["fused_attention_backward"] = efficiency_json(g.fused_attention_backward);
+    }
+    if (g.in_situ_prior != InSituPrior{})
+      gpu["in_situ_prior"] = {{"gemm", g.in_situ_prior.gemm},
+                              {"attention", g.in_situ_prior.attention},
+                              {"memory_bound", g.in_situ_prior.memory_bound}};
+    if (!g.corrections.empty()) gpu["corrections"] = corrections_json(g.corrections);
+    gpus.push_back(std::move(gpu));
+  }
+  json out = {{"format", "twin-profile"},
+              {"version", profile.version},
+              {"name", profile.name},
+              {"builtin", profile.builtin},
+              {"provenance", profile.provenance.is_null() ? json::object() : profile.provenance},
+              {"gpus", gpus},
+              {"intra_node", link_json(profile.intra_node)},
+              {"intra_node_pcie", link_json(profile.intra_node_pcie)},
+              {"inter_node", link_json(profile.inter_node)},
+              {"overlap",
+               {{"compute_slowdown", profile.overlap.compute_slowdown},
+                {"communication_slowdown", profile.overlap.communication_slowdown}}}};
+  if (!profile.collectives.empty()) out["collectives"] = collective_tables_to_json(profile.collectives);
+  return out;
+}
+
+Profile profile_from_json(const json& document, const std::string& source) {
+  const JsonReader root(document, source);
+  root.only_keys({"format", "version", "name", "builtin", "provenance", "gpus", "intra_node", "intra_node_pcie",
+                  "inter_node", "overlap", "collectives"});
+  const JsonReader format = root.required("format");
+  if (format.value() != "twin-profile") format.fail("expected \"twin-profile\"");
+  Profile p;
+  const JsonReader version = root.required("version");
+  if (version.value() != kProfileVersion) version.fail(fmt::format("expected profile format version {}", kProfileVersion));
+  p.version = kProfileVersion;
+  p.name = root.required("name").string();
+  if (auto f = root.find("builtin")) p.builtin = f->boolean();
+  if (auto f = root.find("provenance")) {
+    f->expect_object();
+    p.provenance = f->value();
+  } else {
+    p.provenance = json::object();
+  }
+  for (const JsonReader& g : root.required("gpus").non_empty_elements()) p.gpus.push_back(read_gpu(g));
+  p.intra_node = read_link(root.required("intra_node"));
+  p.inter_node = read_link(root.required("inter_node"));
+  p.intra_node_pcie = read_link(root.required("intra_node_pcie"));
+  const JsonReader overlap = root.required("overlap");
+  overlap.only_keys({"compute_slowdown", "communication_slowdown"});
+  p.overlap.compute_slowdown = overlap.required("compute_slowdown").number(1.0, 100.0, "expected a slowdown >= 1");
+  p.overlap.communication_slowdown =
+      overlap.required("communication_slowdown").number(1.0, 100.0, "expected a slowdown >= 1");
+  if (auto collectives = root.find("collectives")) {
+    p.collectives = collective_tables_from_json(*collectives);
+  } else if (p.provenance.contains("collectives")) {
+    const JsonReader provenance = *root.find("provenance");
+    std::string gpu;
+    if (auto preset = provenance.find("gpu_preset")) gpu = preset->string();
+    p.collectives = legacy_collective_tables_from_json(provenance.required("collectives"), gpu);
+    p.provenance.erase("collectives");
+  }
+  return p;
+}
+
+// Names "builtin", then a shipped measured profile ("h200-x4"), then a path.
+Profile load_profile(const std::string& name_or_path) {
+  if (name_or_path == "builtin") return builtin_profile();
+  std::string text;
+  std::string source = name_or_path;
+  if (auto shipped = std::find_if(shipped_profiles().begin(), shipped_profiles().end(),
+                                  [&](const ShippedProfile& p) { return p.name == name_or_path; });
+      shipped != shipped_profiles().end()) {
+    text = shipped->json;
+    source = "builtin:" + name_or_path;
+  } else {
+    std::string names = "builtin";
+    for (const ShippedProfile& p : shipped_profiles()) names += fmt::format(", {}", p.name);
+    text = read_input_file(name_or_path, fmt::format("a profile JSON path or one of: {}", names));
+  }
+  return profile_from_json(parse_input_json(text, source), source);
+}
+
+void save_profile(const Profile& profile, const std::filesystem::path& path) {
+  write_file_atomically(path, to_json(profile).dump(2) + "\n");
+}
+
+}  // namespace twin

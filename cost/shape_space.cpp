@@ -1,0 +1,128 @@
+// Keys are parsed field by field and checked by writing them again, so the parser never has to know
+// which fields a kind carries: kernel_shape_key is the one definition.
+#include "cost/shape_space.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+
+#include "cost/profile.hpp"
+
+namespace twin {
+namespace {
+
+std::optional<OpKind> compute_kind_named(std::string_view name) {
+  for (int k = 0; k < static_cast<int>(OpKind::all_reduce); ++k) {
+    const auto kind = static_cast<OpKind>(k);
+    if (to_string(kind) == name) return kind;
+  }
+  return std::nullopt;
+}
+
+// Sets the field `name` of `op` to `value`; false for a name no key uses.
+bool set_field(Op& op, std::string_view name, std::int64_t value) {
+  AttentionShape& a = op.attention;
+  GemmShape& g = op.gemm;
+  if (name == "rows") op.rows = value;
+  else if (name == "cols") op.cols = value;
+  else if (name == "gated") op.gated_activation = value != 0;
+  else if (name == "elements") op.elements = value;
+  else if (name == "bytes") op.bytes = value;
+  else if (name == "b") a.batch = value;
+  else if (name == "h") a.heads = value;
+  else if (name == "kvh") a.kv_heads = value;
+  else if (name == "sq") a.seq_q = value;
+  else if (name == "skv") a.seq_kv = value;
+  else if (name == "d") a.head_dim = value;
+  else if (name == "causal") a.causal = value != 0;
+  else if (name == "flash") a.flash = value != 0;
+  else if (name == "dropout") a.dropout = value != 0;
+  else if (name == "cudnn") a.cudnn = value != 0;
+  else if (name == "m") g.m = value;
+  else if (name == "n") g.n = value;
+  else if (name == "k") g.k = value;
+  else if (name == "count" && value <= INT32_MAX) g.count = static_cast<std::int32_t>(value);
+  else if (name == "ta") g.transpose_a = value != 0;
+  else if (name == "tb") g.transpose_b = value != 0;
+  else return false;
+  return true;
+}
+
+bool is_gemm(const Op& op) { return op.kind == OpKind::gemm || op.kind == OpKind::moe_router; }
+
+// Shapes are comparable only with the same kernel variant.
+int variant(const Op& op) {
+  if (is_gemm(op)) return int(op.gemm.transpose_a) | int(op.gemm.transpose_b) << 1;
+  return int(op.gated_activation) | int(op.attention.causal) << 1 | int(op.attention.flash) << 2 |
+         int(op.attention.dropout) << 3 | int(op.attention.cudnn) << 4;
+}
+
+}  // namespace
+
+std::optional<Op> op_from_kernel_key(std::string_view key) {
+  const auto colon = key.find(':');
+  if (colon == std::string_view::npos) return std::nullopt;
+  const auto kind = compute_kind_named(key.substr(0, colon));
+  if (!kind) return std::nullopt;
+  Op op;
+  op.kind = *kind;
+  std::string_view fields = key.substr(colon + 1);
+  while (!fields.empty()) {
+    const auto comma = fields.find(',');
+    const std::string_view field = fields.substr(0, comma);
+    const auto equals = field.find('=');
+    if (equals == std::string_view::npos) return std::nullopt;
+    std::int64_t value = 0;
+    const std::string_view number = field.substr(equals + 1);
+    const auto [end, error] = std::from_chars(number.data(), number.data() + number.size(), value);
+    if (error != std::errc() || end != number.data() + number.size() || value < 0) return std::nullopt;
+    if (!set_field(op, field.substr(0, equals), value)) return std::nullopt;
+    fields = comma == std::string_view::npos ? std::string_view{} : fields.substr(comma + 1);
+  }
+  if (kernel_shape_key(op) != key) return std::nullopt;
+  return op;
+}
+
+std::vector<double> shape_octaves(const Op& op) {
+  auto log2 = [](double v) { return std::log2(std::max(v, 1.0)); };
+  if (is_gemm(op)) return {log2(op.gemm.m), log2(op.gemm.n), log2(op.gemm.k), log2(op.gemm.count)};
+  switch (op.kind) {
+    case OpKind::attention_forward:
+    case OpKind::attention_backward: {
+      const AttentionShape& a = op.attention;
+      return {log2(a.batch), log2(a.heads), log2(a.kv_heads), log2(a.seq_q), log2(a.seq_kv), log2(a.head_dim)};
+    }
+    case OpKind::optimizer_step: return {log2(op.elements)};
+    case OpKind::elementwise:
+    case OpKind::moe_permute:
+    case OpKind::moe_unpermute: return {log2(op.bytes)};
+    default: return {log2(op.rows), log2(op.cols)};
+  }
+}
+
+std::optional<double> squared_octave_distance(const Op& a, const Op& b) {
+  if (a.kind != b.kind || variant(a) != variant(b)) return std::nullopt;
+  const std::vector<double> x = shape_octaves(a), y = shape_octaves(b);
+  double squared = 0;
+  for (std::size_t i = 0; i < x.size(); ++i) squared += (x[i] - y[i]) * (x[i] - y[i]);
+  return squared;
+}
+
+std::optional<InterpolatedLogRatio> interpolate_log_ratio(std::vector<std::pair<double, std::size_t>> by_distance,
+                                                          std::size_t neighbours, double prior_weight,
+                                                          const std::function<double(std::size_t)>& log_ratio) {
+  if (by_distance.empty()) return std::nullopt;
+  const std::size_t used = std::min(neighbours, by_distance.size());
+  std::partial_sort(by_distance.begin(), by_distance.begin() + static_cast<std::ptrdiff_t>(used), by_distance.end());
+  if (by_distance.front().first == 0)
+    return InterpolatedLogRatio{log_ratio(by_distance.front().second), by_distance.front().second};
+  double weight_sum = prior_weight, log_ratio_sum = 0;
+  for (std::size_t j = 0; j < used; ++j) {
+    const auto [squared, i] = by_distance[j];
+    weight_sum += 1.0 / squared;
+    log_ratio_sum += log_ratio(i) / squared;
+  }
+  return InterpolatedLogRatio{log_ratio_sum / weight_sum, std::nullopt};
+}
+
+}  // namespace twin

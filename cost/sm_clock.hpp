@@ -1,0 +1,27 @@
+// GEMM times at one SM clock. A GPU at its power limit swings its SM clock by tens of percent within a
+// second, and a GEMM's time moves with it (on an H200, time ~ clock^-0.91 over three rounds of 116 shapes):
+// one timing is a draw from that swing. Scaled to a reference clock, times measured at different moments
+// compare; the reference is the median clock of the calibration, the clock its hot GPU typically ran at.
+#pragma once
+#include <vector>
+
+#include "cost/profile.hpp"
+
+namespace twin {
+
+// The median of the recorded clocks (sm_clock_MHz > 0); 0 when none is recorded.
+double median_sm_clock_MHz(const std::vector<Measurement>& measurements);
+
+// `time_ns` measured at `clock_MHz`, as it would run at `reference_MHz`: time * clock / reference (a GEMM
+// counted in SM cycles). Unchanged when either clock is 0 (not recorded).
+double time_at_sm_clock_ns(double time_ns, double clock_MHz, double reference_MHz);
+
+// The measurement with median and percentiles scaled to `reference_MHz`; sm_clock_MHz keeps the clock it
+// ran at.
+Measurement at_sm_clock(const Measurement& measured, double reference_MHz);
+
+// Of one shape's rounds, the one whose median at `reference_MHz` is the median (the lower middle for an
+// even count), scaled to it. Throws std::invalid_argument when `rounds` is empty.
+Measurement median_round_at_sm_clock(const std::vector<Measurement>& rounds, double reference_MHz);
+
+}  // namespace twin
