@@ -1,39 +1,13 @@
 // Names of the op vocabulary: what traces, reports and messages print for an op and its enums.
 #include "core/op.hpp"
 
+#include "core/op_kinds.hpp"
+
 #include <fmt/format.h>
 
 namespace twin {
 
-std::string to_string(OpKind kind) {
-  switch (kind) {
-    case OpKind::gemm: return "gemm";
-    case OpKind::attention_forward: return "attention_forward";
-    case OpKind::attention_backward: return "attention_backward";
-    case OpKind::norm_forward: return "norm_forward";
-    case OpKind::norm_backward: return "norm_backward";
-    case OpKind::rope_forward: return "rope_forward";
-    case OpKind::rope_backward: return "rope_backward";
-    case OpKind::activation_forward: return "activation_forward";
-    case OpKind::activation_backward: return "activation_backward";
-    case OpKind::elementwise: return "elementwise";
-    case OpKind::embedding_forward: return "embedding_forward";
-    case OpKind::embedding_backward: return "embedding_backward";
-    case OpKind::loss_forward: return "loss_forward";
-    case OpKind::loss_backward: return "loss_backward";
-    case OpKind::moe_router: return "moe_router";
-    case OpKind::moe_permute: return "moe_permute";
-    case OpKind::moe_unpermute: return "moe_unpermute";
-    case OpKind::optimizer_step: return "optimizer_step";
-    case OpKind::all_reduce: return "all_reduce";
-    case OpKind::all_gather: return "all_gather";
-    case OpKind::reduce_scatter: return "reduce_scatter";
-    case OpKind::all_to_all: return "all_to_all";
-    case OpKind::send: return "send";
-    case OpKind::recv: return "recv";
-  }
-  return "unknown";
-}
+std::string to_string(OpKind kind) { return std::string(op_kind_traits(kind).name); }
 
 std::string to_string(OpRole role) {
   switch (role) {
@@ -128,6 +102,27 @@ std::string op_name(const Op& op) {
   }
   if (op.micro_batch >= 0) name += fmt::format(".mb{}", op.micro_batch);
   return name;
+}
+
+std::string to_string(GemmPass pass) {
+  switch (pass) {
+    case GemmPass::none: return "none";
+    case GemmPass::forward: return "forward";
+    case GemmPass::input_gradient: return "input_gradient";
+    case GemmPass::weight_gradient: return "weight_gradient";
+  }
+  return "unknown";
+}
+
+std::string to_string(LinearTensor tensor) {
+  switch (tensor) {
+    case LinearTensor::none: return "none";
+    case LinearTensor::input: return "input";
+    case LinearTensor::output: return "output";
+    case LinearTensor::output_gradient: return "output_gradient";
+    case LinearTensor::input_gradient: return "input_gradient";
+  }
+  return "unknown";
 }
 
 }  // namespace twin

@@ -37,6 +37,8 @@ enum class OpKind : std::uint8_t {
   recv,                 // group context (ring attention): every CP rank sends `bytes` to its ring
                         // neighbour at once, so a context send stands alone, with no recv op
 };
+// The last kind: a kind added after it must move this too (core/op_kinds.hpp counts kinds up to it).
+inline constexpr OpKind kLastOpKind = OpKind::recv;
 
 enum class Phase : std::uint8_t { forward, backward, optimizer };
 
@@ -64,6 +66,17 @@ enum class OpRole : std::uint8_t {
   grad_reduce, param_gather, embedding_grad_sync, grad_norm, optimizer,
   grad_accumulation,                   // a weight gradient added into the fp32 main gradient (no fusion)
 };
+
+// Which product of its linear layer a GEMM computes (the linear is the op's role): the forward output, the
+// input gradient (dgrad) or the weight gradient (wgrad). Set where the GEMM is made; the simulator prices all
+// three by shape alone, the executor runs each as a different product.
+enum class GemmPass : std::uint8_t { none, forward, input_gradient, weight_gradient };
+
+// Which tensor of a linear layer a tensor-parallel collective moves: the linear's input (gathered before a
+// column-parallel GEMM), its output (reduced after a row-parallel GEMM or the embedding), its output
+// gradient (gathered before a row-parallel backward) or its input gradient (reduced after a column-parallel
+// dgrad). The linear is the op's `linear`.
+enum class LinearTensor : std::uint8_t { none, input, output, output_gradient, input_gradient };
 
 struct GemmShape {
   std::int64_t m = 0, n = 0, k = 0;
@@ -114,6 +127,7 @@ struct Op {
   std::int32_t micro_batch = -1;
   std::int16_t chunk = 0;         // virtual pipeline chunk (model chunk) on this rank
   bool recomputed = false;        // forward work repeated in backward (counts in HFU, not MFU)
+  GemmPass gemm_pass = GemmPass::none;  // gemm, moe_router: which product of the linear (the role) it computes
 
   GemmShape gemm;                 // gemm, moe_router
   AttentionShape attention;       // attention_*
@@ -128,6 +142,8 @@ struct Op {
   std::int64_t p2p_tag = -1;      // send/recv: equal tags on the two sides are one transfer
   std::int32_t parameter_unit = kNoParameterUnit;  // grad_reduce / param_gather: whose parameters
   CommKernel comm_kernel = CommKernel::nccl;       // communication: what moves the bytes
+  OpRole linear = OpRole::none;                    // TP collectives: the linear (or embedding) they serve
+  LinearTensor linear_tensor = LinearTensor::none; // TP collectives: which of its tensors they move
 
   double flops = 0;               // floating-point operations of this op on this rank (0 for memory-bound)
 
@@ -148,6 +164,8 @@ std::string to_string(OpRole role);
 std::string to_string(Phase phase);
 std::string to_string(Stream stream);
 std::string to_string(GroupKind group);
+std::string to_string(GemmPass pass);
+std::string to_string(LinearTensor tensor);
 // Stream names as the trace shows them (tid labels): "compute", "tp", ...
 inline constexpr int kStreamCount = static_cast<int>(Stream::count);
 

@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "core/op_kinds.hpp"
 #include "cost/gemm_predictor.hpp"
 #include "cost/in_situ.hpp"
 #include "cost/kernel_predictor.hpp"
@@ -116,8 +117,23 @@ double memory_bound_bytes(const Op& op) {
       return (kActivationBytes + 2 * 4) * elements;
     case OpKind::loss_forward: return kActivationBytes * elements;          // read the logits once
     case OpKind::loss_backward: return 2 * kActivationBytes * elements;     // read logits, write their grad
-    default: return 0;
+    // Priced by their own fields above; communication never gets here (require_compute).
+    case OpKind::gemm:
+    case OpKind::moe_router:
+    case OpKind::attention_forward:
+    case OpKind::attention_backward:
+    case OpKind::optimizer_step:
+    case OpKind::elementwise:
+    case OpKind::moe_permute:
+    case OpKind::moe_unpermute:
+    case OpKind::all_reduce:
+    case OpKind::all_gather:
+    case OpKind::reduce_scatter:
+    case OpKind::all_to_all:
+    case OpKind::send:
+    case OpKind::recv: break;
   }
+  return 0;
 }
 
 std::string kernel_shape_key(const Op& op) {
@@ -156,13 +172,14 @@ namespace {
 
 // The efficiency curves alone: the carrier that interpolation among measured shapes scales.
 double curve_time_ns(const GpuKernelProfile& kernels, const GpuSpec& gpu, const Op& op) {
-  switch (op.kind) {
-    case OpKind::gemm:
-    case OpKind::moe_router: return gemm_time_ns(op.gemm, gpu, kernels);
-    case OpKind::attention_forward:
-    case OpKind::attention_backward: return attention_time_ns(op, gpu, kernels);
-    default: return bandwidth_time_ns(memory_bound_bytes(op), gpu, kernels.memory_bound);
+  switch (op_kind_traits(op.kind).pricing) {
+    case OpPricing::gemm: return gemm_time_ns(op.gemm, gpu, kernels);
+    case OpPricing::attention: return attention_time_ns(op, gpu, kernels);
+    case OpPricing::memory_bound: return bandwidth_time_ns(memory_bound_bytes(op), gpu, kernels.memory_bound);
+    case OpPricing::collective:
+    case OpPricing::point_to_point: break;
   }
+  throw std::logic_error("kernel time asked of communication op " + op_name(op));
 }
 
 // The model's kernel time for a shape with no exact entry: interpolated among the measured shapes of its

@@ -1,50 +1,40 @@
-// The lowering emits a layer's ops in a fixed pattern (strategies/lowering_layer.cpp): a TP collective
-// sits right before or after the GEMM it serves, and a backward pass runs a linear's input-gradient GEMM
-// before its weight-gradient GEMM. The binding reads that pattern back, per (micro-batch, chunk, layer).
+// Binding is a lookup: every op says what it is where the lowering makes it (a GEMM its pass and weight,
+// a TP collective the linear and tensor it serves: core/op.hpp), so nothing here depends on op order.
 #include "executor/op_binding.hpp"
 
-#include <map>
 #include <stdexcept>
-#include <tuple>
 
 #include <fmt/format.h>
 
 namespace twin::exec {
 namespace {
 
-bool is_gemm_like(const Op& op) {
-  return op.kind == OpKind::gemm || op.kind == OpKind::embedding_forward || op.kind == OpKind::embedding_backward;
-}
-
-OpRole subject_of(const Op& op) {
-  return op.kind == OpKind::gemm ? op.role : OpRole::embedding;
-}
-
-bool same_pass(const Op& a, const Op& b) {
-  return a.micro_batch == b.micro_batch && a.chunk == b.chunk && a.layer == b.layer;
-}
-
-// The GEMM-like op a TP collective serves: the next one in its pass (gathers) or the previous (reductions).
-OpRole served_linear(const RankClass& rc, OpIndex index, bool look_ahead) {
-  const Op& op = rc.op(index);
-  const std::int64_t step = look_ahead ? 1 : -1;
-  for (std::int64_t i = static_cast<std::int64_t>(index) + step; i >= 0 && i < static_cast<std::int64_t>(rc.size());
-       i += step) {
-    const Op& other = rc.op(static_cast<OpIndex>(i));
-    if (other.is_communication() || !same_pass(op, other)) continue;
-    if (is_gemm_like(other)) return subject_of(other);
-  }
-  throw std::invalid_argument(fmt::format("executor: {} ({}) serves no linear layer in its pass", op_name(op),
-                                          op_id(rc.index, index)));
-}
-
-bool column_parallel(OpRole role) {
-  return role == OpRole::qkv_projection || role == OpRole::fc1 || role == OpRole::output_projection;
-}
-
 [[noreturn]] void unsupported(const RankClass& rc, OpIndex index, const char* what) {
   throw std::invalid_argument(fmt::format("executor: op {} ({}) is {}, which twin execute does not run yet",
                                           op_id(rc.index, index), op_name(rc.op(index)), what));
+}
+
+Action gemm_action(const RankClass& rc, OpIndex index) {
+  switch (rc.op(index).gemm_pass) {
+    case GemmPass::forward: return Action::linear_forward;
+    case GemmPass::input_gradient: return Action::linear_input_grad;
+    case GemmPass::weight_gradient: return Action::linear_weight_grad;
+    case GemmPass::none: break;
+  }
+  unsupported(rc, index, "a GEMM that does not say which product of its linear it computes");
+}
+
+Action tensor_collective_action(const RankClass& rc, OpIndex index) {
+  const Op& op = rc.op(index);
+  if (op.linear == OpRole::none) unsupported(rc, index, "a tensor-parallel collective that serves no linear");
+  switch (op.linear_tensor) {
+    case LinearTensor::input: return Action::gather_input;
+    case LinearTensor::output: return Action::reduce_output;
+    case LinearTensor::output_gradient: return Action::gather_output_grad;
+    case LinearTensor::input_gradient: return Action::reduce_input_grad;
+    case LinearTensor::none: break;
+  }
+  unsupported(rc, index, "a tensor-parallel collective that does not say which tensor it moves");
 }
 
 }  // namespace
@@ -62,8 +52,6 @@ std::string to_string(Action action) {
 
 std::vector<OpBinding> bind_ops(const RankClass& rc) {
   std::vector<OpBinding> bindings(rc.size());
-  // Backward GEMMs of one linear in one pass: the first is the input gradient, the second the weight's.
-  std::map<std::tuple<int, int, int, OpRole>, int> backward_gemms_seen;
   OpIndex last_embedding_backward = static_cast<OpIndex>(rc.size());
   for (OpIndex i = 0; i < rc.size(); ++i) {
     const Op& op = rc.op(i);
@@ -71,17 +59,11 @@ std::vector<OpBinding> bind_ops(const RankClass& rc) {
     const bool backward = op.phase == Phase::backward;
     if (op.stream == Stream::compute2) unsupported(rc, i, "on a second compute stream (double strand)");
     switch (op.kind) {
-      case OpKind::gemm: {
+      case OpKind::gemm:
         b.subject = op.role;
-        if (!backward) {
-          b.action = Action::linear_forward;
-        } else {
-          int& seen = backward_gemms_seen[{op.micro_batch, op.chunk, op.layer, op.role}];
-          b.action = seen++ % 2 == 0 ? Action::linear_input_grad : Action::linear_weight_grad;
-        }
+        b.action = gemm_action(rc, i);
         if (op.gemm.count != 1) unsupported(rc, i, "a grouped (expert) GEMM");
         break;
-      }
       case OpKind::attention_forward:
         if (op.attention.seq_q != op.attention.seq_kv) unsupported(rc, i, "a context-parallel attention block");
         b.action = Action::attention_forward;
@@ -116,6 +98,7 @@ std::vector<OpBinding> bind_ops(const RankClass& rc) {
       case OpKind::send:
       case OpKind::recv: {
         if (op.role == OpRole::cp_exchange) unsupported(rc, i, "a context-parallel exchange");
+        if (op.group == GroupKind::tensor) unsupported(rc, i, "a userbuffers ring step (tp_comm_overlap)");
         const bool send = op.kind == OpKind::send;
         b.action = op.role == OpRole::pipeline_activation ? (send ? Action::send_activation : Action::recv_activation)
                                                           : (send ? Action::send_gradient : Action::recv_gradient);
@@ -131,13 +114,10 @@ std::vector<OpBinding> bind_ops(const RankClass& rc) {
           case OpRole::grad_norm: b.action = Action::grad_norm; break;
           case OpRole::loss: b.action = Action::loss_reduce; break;
           case OpRole::tp_gather:
-            b.subject = served_linear(rc, i, true);
-            b.action = backward && !column_parallel(b.subject) ? Action::gather_output_grad : Action::gather_input;
-            break;
           case OpRole::tp_scatter:
           case OpRole::tp_reduce:
-            b.subject = served_linear(rc, i, false);
-            b.action = backward ? Action::reduce_input_grad : Action::reduce_output;
+            b.subject = op.linear;
+            b.action = tensor_collective_action(rc, i);
             break;
           default: unsupported(rc, i, "a collective of an unknown role");
         }

@@ -1,6 +1,6 @@
-// What each op of a rank class does to tensors when the executor runs it: the op graph names kinds and
-// roles; the binding adds what the graph leaves to position (which linear a TP collective serves, which of
-// a backward's two GEMMs is the input gradient). Pure CPU code: the executor's contract with the lowering.
+// What each op of a rank class does to tensors when the executor runs it, looked up from what the op says
+// it is (kind, role, a GEMM's pass, the linear and tensor a TP collective serves). Pure CPU code: the
+// executor's contract with the lowering.
 #pragma once
 #include <cstdint>
 #include <string>

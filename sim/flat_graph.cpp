@@ -27,7 +27,8 @@ std::string describe(const IterationGraph& graph, int rank_class, OpIndex index)
 
 // Lowering repeats a handful of shapes across layers and micro-batches, so ops that would be priced
 // alike share one call to compute_time_ns. The key holds every field that can affect a price; fields
-// that only place an op (stream, layer, micro-batch, chunk, group, peer, tag) are left out.
+// that only place an op (stream, layer, micro-batch, chunk, group, peer, tag) or say what it does for the
+// executor (a GEMM's pass, the linear and tensor a TP collective serves: priced by shape alike) are left out.
 using PriceKey = std::array<std::int64_t, 27>;
 static_assert(sizeof(Op) == 192, "Op changed: make price_key() cover any new field that can affect a price");
 

@@ -80,10 +80,13 @@ class Emitter {
   void depend(OpIndex first, OpIndex then);
 
   // Builders for the op kinds the lowering uses.
-  static Op gemm(OpRole role, std::int64_t m, std::int64_t n, std::int64_t k, int count = 1);
+  // A GEMM of the linear `role` (its weight), computing `pass` of it.
+  static Op gemm(OpRole role, GemmPass pass, std::int64_t m, std::int64_t n, std::int64_t k, int count = 1);
   static Op rows_cols(OpKind kind, OpRole role, std::int64_t rows, std::int64_t cols);
   static Op moved(OpKind kind, OpRole role, std::int64_t bytes);
   static Op collective(OpKind kind, OpRole role, Stream stream, GroupKind group, int group_size, std::int64_t bytes);
+  // `op` (a TP collective) marked as moving `tensor` of the linear `linear`.
+  static Op serving(Op op, OpRole linear, LinearTensor tensor);
 
  private:
   void fill(Op& op) const;

@@ -21,44 +21,50 @@ bool tp_active(const RankShapes& s) { return s.tp > 1; }
 std::int64_t activation_bytes(const RankShapes& s) { return s.tokens * s.h * 2; }  // bf16 T x h
 std::int64_t residual_bytes(const RankShapes& s) { return 3 * s.tokens_local * s.h * 2; }  // 2 reads, 1 write
 
-Op tp_op(OpKind kind, OpRole role, const RankShapes& s, std::int64_t bytes) {
-  return Emitter::collective(kind, role, Stream::tp_comm, GroupKind::tensor, s.tp, bytes);
+// A TP collective moving `tensor` of the linear `linear`.
+Op tp_op(OpKind kind, OpRole role, const RankShapes& s, std::int64_t bytes, OpRole linear, LinearTensor tensor) {
+  return Emitter::serving(Emitter::collective(kind, role, Stream::tp_comm, GroupKind::tensor, s.tp, bytes), linear,
+                          tensor);
 }
 
 // A TP collective Transformer Engine's userbuffers run beside a GEMM ("bulk": on a few SMs).
-Op userbuffers_op(OpKind kind, OpRole role, const RankShapes& s, std::int64_t bytes) {
-  Op op = tp_op(kind, role, s, bytes);
+Op userbuffers_op(OpKind kind, OpRole role, const RankShapes& s, std::int64_t bytes, OpRole linear,
+                  LinearTensor tensor) {
+  Op op = tp_op(kind, role, s, bytes, linear, tensor);
   op.comm_kernel = CommKernel::userbuffers_sm;
   return op;
 }
 
-// One step of a TP ring: every rank passes one rank's shard of the activation to its neighbour, with the
-// copy engines ("ring_exchange").
-Op tp_ring_step(OpRole role, const RankShapes& s) {
-  Op op = Emitter::collective(OpKind::send, role, Stream::tp_comm, GroupKind::tensor, s.tp, activation_bytes(s) / s.tp);
+// One step of a TP ring: every rank passes one rank's shard of `tensor` of `linear` to its neighbour, with
+// the copy engines ("ring_exchange").
+Op tp_ring_step(OpRole role, const RankShapes& s, OpRole linear, LinearTensor tensor) {
+  Op op = Emitter::serving(
+      Emitter::collective(OpKind::send, role, Stream::tp_comm, GroupKind::tensor, s.tp, activation_bytes(s) / s.tp),
+      linear, tensor);
   op.comm_kernel = CommKernel::userbuffers_copy_engine;
   return op;
 }
 
 // One of `splits` row chunks of a userbuffers GEMM (priced as its share of the whole: GemmShape::split).
-Op gemm_chunk(OpRole role, std::int64_t rows, int splits, std::int64_t n, std::int64_t k) {
-  Op op = Emitter::gemm(role, rows / splits, n, k);
+Op gemm_chunk(OpRole role, GemmPass pass, std::int64_t rows, int splits, std::int64_t n, std::int64_t k) {
+  Op op = Emitter::gemm(role, pass, rows / splits, n, k);
   op.gemm.split = splits;
   return op;
 }
 
-// Userbuffers all-gather + GEMM ("ring_exchange"): tp - 1 ring steps bring the other ranks' shards while
-// the GEMM runs in tp chunks of rows, the chunk of this rank's own shard first and chunk i once step i has
-// arrived. Returns the last step (what needs the whole gathered input waits for it).
-OpIndex gathered_gemm(Emitter& e, OpRole gather_role, OpRole role, std::int64_t n, std::int64_t k) {
+// Userbuffers all-gather + GEMM ("ring_exchange"): tp - 1 ring steps bring the other ranks' shards of the
+// GEMM's input (`gathered`: the linear's input forward, its output gradient backward) while the GEMM runs in
+// tp chunks of rows, the chunk of this rank's own shard first and chunk i once step i has arrived. Returns the
+// last step (what needs the whole gathered input waits for it).
+OpIndex gathered_gemm(Emitter& e, OpRole role, GemmPass pass, LinearTensor gathered, std::int64_t n, std::int64_t k) {
   const RankShapes& s = e.shapes();
   const OpIndex input = e.chain;
   std::vector<OpIndex> steps;
   for (int step = 1; step < s.tp; ++step)
-    steps.push_back(e.emit_after(tp_ring_step(gather_role, s), step == 1 ? input : kNoOp));
+    steps.push_back(e.emit_after(tp_ring_step(OpRole::tp_gather, s, role, gathered), step == 1 ? input : kNoOp));
   for (int chunk = 0; chunk < s.tp; ++chunk) {
     if (chunk > 0) e.pending_wait = steps[chunk - 1];
-    e.emit(gemm_chunk(role, s.tokens, s.tp, n, k));
+    e.emit(gemm_chunk(role, pass, s.tokens, s.tp, n, k));
   }
   return steps.back();
 }
@@ -72,9 +78,10 @@ void scattered_gemm(Emitter& e, OpRole role, std::int64_t n, std::int64_t k) {
   const RankShapes& s = e.shapes();
   OpIndex last_scatter = kNoOp;
   for (int chunk = 0; chunk < kPipelineSplits; ++chunk) {
-    const OpIndex gemm = e.emit(gemm_chunk(role, s.tokens, kPipelineSplits, n, k));
-    last_scatter = e.emit_after(
-        userbuffers_op(OpKind::reduce_scatter, OpRole::tp_scatter, s, activation_bytes(s) / kPipelineSplits), gemm);
+    const OpIndex gemm = e.emit(gemm_chunk(role, GemmPass::forward, s.tokens, kPipelineSplits, n, k));
+    last_scatter = e.emit_after(userbuffers_op(OpKind::reduce_scatter, OpRole::tp_scatter, s,
+                                               activation_bytes(s) / kPipelineSplits, role, LinearTensor::output),
+                                gemm);
   }
   e.pending_wait = last_scatter;
 }
@@ -89,11 +96,12 @@ void accumulate_gradient(Emitter& e, OpIndex wgrad, std::int64_t parameters) {
 void column_parallel_forward(Emitter& e, OpRole role, std::int64_t n_out, std::int64_t k_in) {
   const RankShapes& s = e.shapes();
   if (tp_active(s) && s.tp_comm_overlap) {
-    gathered_gemm(e, OpRole::tp_gather, role, n_out, k_in);
+    gathered_gemm(e, role, GemmPass::forward, LinearTensor::input, n_out, k_in);
     return;
   }
-  if (tp_active(s) && s.sp) e.emit(tp_op(OpKind::all_gather, OpRole::tp_gather, s, activation_bytes(s)));
-  e.emit(Emitter::gemm(role, s.tokens, n_out, k_in));
+  if (tp_active(s) && s.sp)
+    e.emit(tp_op(OpKind::all_gather, OpRole::tp_gather, s, activation_bytes(s), role, LinearTensor::input));
+  e.emit(Emitter::gemm(role, GemmPass::forward, s.tokens, n_out, k_in));
 }
 
 void row_parallel_forward(Emitter& e, OpRole role, std::int64_t n_out, std::int64_t k_in) {
@@ -102,10 +110,10 @@ void row_parallel_forward(Emitter& e, OpRole role, std::int64_t n_out, std::int6
     scattered_gemm(e, role, n_out, k_in);
     return;
   }
-  e.emit(Emitter::gemm(role, s.tokens, n_out, k_in));
+  e.emit(Emitter::gemm(role, GemmPass::forward, s.tokens, n_out, k_in));
   if (tp_active(s))
-    e.emit(s.sp ? tp_op(OpKind::reduce_scatter, OpRole::tp_scatter, s, activation_bytes(s))
-                : tp_op(OpKind::all_reduce, OpRole::tp_reduce, s, activation_bytes(s)));
+    e.emit(s.sp ? tp_op(OpKind::reduce_scatter, OpRole::tp_scatter, s, activation_bytes(s), role, LinearTensor::output)
+                : tp_op(OpKind::all_reduce, OpRole::tp_reduce, s, activation_bytes(s), role, LinearTensor::output));
 }
 
 void column_parallel_backward(Emitter& e, OpRole role, std::int64_t n_out, std::int64_t k_in) {
@@ -114,12 +122,15 @@ void column_parallel_backward(Emitter& e, OpRole role, std::int64_t n_out, std::
   const auto collective = s.tp_comm_overlap ? userbuffers_op : tp_op;
   OpIndex gathered_input = kNoOp;
   if (tp_active(s) && s.sp)
-    gathered_input = e.emit_after(collective(OpKind::all_gather, OpRole::tp_gather, s, activation_bytes(s)), e.chain);
-  const OpIndex dgrad = e.emit(Emitter::gemm(role, s.tokens, k_in, n_out));
+    gathered_input = e.emit_after(
+        collective(OpKind::all_gather, OpRole::tp_gather, s, activation_bytes(s), role, LinearTensor::input), e.chain);
+  const OpIndex dgrad = e.emit(Emitter::gemm(role, GemmPass::input_gradient, s.tokens, k_in, n_out));
   if (tp_active(s))
-    e.emit(s.sp ? collective(OpKind::reduce_scatter, OpRole::tp_scatter, s, activation_bytes(s))
-                : tp_op(OpKind::all_reduce, OpRole::tp_reduce, s, activation_bytes(s)));
-  const OpIndex wgrad = e.emit_after(Emitter::gemm(role, k_in, n_out, s.tokens), dgrad);
+    e.emit(s.sp ? collective(OpKind::reduce_scatter, OpRole::tp_scatter, s, activation_bytes(s), role,
+                             LinearTensor::input_gradient)
+                : tp_op(OpKind::all_reduce, OpRole::tp_reduce, s, activation_bytes(s), role,
+                        LinearTensor::input_gradient));
+  const OpIndex wgrad = e.emit_after(Emitter::gemm(role, GemmPass::weight_gradient, k_in, n_out, s.tokens), dgrad);
   if (gathered_input != kNoOp) e.depend(gathered_input, wgrad);
   accumulate_gradient(e, wgrad, k_in * n_out);
 }
@@ -128,13 +139,14 @@ void row_parallel_backward(Emitter& e, OpRole role, std::int64_t n_out, std::int
   const RankShapes& s = e.shapes();
   OpIndex dgrad = kNoOp, gathered = kNoOp;
   if (tp_active(s) && s.tp_comm_overlap) {
-    gathered = gathered_gemm(e, OpRole::tp_gather, role, k_in, n_out);
+    gathered = gathered_gemm(e, role, GemmPass::input_gradient, LinearTensor::output_gradient, k_in, n_out);
     dgrad = e.chain;
   } else {
-    if (tp_active(s) && s.sp) e.emit(tp_op(OpKind::all_gather, OpRole::tp_gather, s, activation_bytes(s)));
-    dgrad = e.emit(Emitter::gemm(role, s.tokens, k_in, n_out));
+    if (tp_active(s) && s.sp)
+      e.emit(tp_op(OpKind::all_gather, OpRole::tp_gather, s, activation_bytes(s), role, LinearTensor::output_gradient));
+    dgrad = e.emit(Emitter::gemm(role, GemmPass::input_gradient, s.tokens, k_in, n_out));
   }
-  const OpIndex wgrad = e.emit(Emitter::gemm(role, k_in, n_out, s.tokens));
+  const OpIndex wgrad = e.emit(Emitter::gemm(role, GemmPass::weight_gradient, k_in, n_out, s.tokens));
   e.depend(gathered, wgrad);
   accumulate_gradient(e, wgrad, k_in * n_out);
   e.chain = dgrad;
@@ -202,7 +214,7 @@ void core_attention(Emitter& e, bool backward) {
 
 void moe_forward(Emitter& e) {
   const RankShapes& s = e.shapes();
-  Op router = Emitter::gemm(OpRole::router, s.tokens_local, s.experts_total, s.h);
+  Op router = Emitter::gemm(OpRole::router, GemmPass::forward, s.tokens_local, s.experts_total, s.h);
   router.kind = OpKind::moe_router;
   e.emit(router);
   const auto a2a = [&](OpRole role) {
@@ -212,9 +224,9 @@ void moe_forward(Emitter& e) {
   if (s.ep > 1) e.emit(a2a(OpRole::dispatch));
   e.emit(Emitter::moved(OpKind::moe_permute, OpRole::dispatch, permute_bytes));
   const int count = static_cast<int>(s.experts_local);
-  e.emit(Emitter::gemm(OpRole::expert_fc1, s.expert_tokens, s.moe_fc1_width, s.h, count));
+  e.emit(Emitter::gemm(OpRole::expert_fc1, GemmPass::forward, s.expert_tokens, s.moe_fc1_width, s.h, count));
   e.emit(Emitter::rows_cols(OpKind::activation_forward, OpRole::expert_activation, s.expert_tokens * count, s.moe_ffn));
-  e.emit(Emitter::gemm(OpRole::expert_fc2, s.expert_tokens, s.h, s.moe_ffn, count));
+  e.emit(Emitter::gemm(OpRole::expert_fc2, GemmPass::forward, s.expert_tokens, s.h, s.moe_ffn, count));
   e.emit(Emitter::moved(OpKind::moe_unpermute, OpRole::combine, permute_bytes));
   if (s.ep > 1) e.emit(a2a(OpRole::combine));
 }
@@ -228,17 +240,20 @@ void moe_backward(Emitter& e) {
   const int count = static_cast<int>(s.experts_local);
   if (s.ep > 1) e.emit(a2a(OpRole::combine));
   e.emit(Emitter::moved(OpKind::moe_unpermute, OpRole::combine, permute_bytes));
-  const OpIndex fc2_dgrad = e.emit(Emitter::gemm(OpRole::expert_fc2, s.expert_tokens, s.moe_ffn, s.h, count));
-  e.emit(Emitter::gemm(OpRole::expert_fc2, s.moe_ffn, s.h, s.expert_tokens, count));
+  const OpIndex fc2_dgrad =
+      e.emit(Emitter::gemm(OpRole::expert_fc2, GemmPass::input_gradient, s.expert_tokens, s.moe_ffn, s.h, count));
+  e.emit(Emitter::gemm(OpRole::expert_fc2, GemmPass::weight_gradient, s.moe_ffn, s.h, s.expert_tokens, count));
   e.chain = fc2_dgrad;
   e.emit(Emitter::rows_cols(OpKind::activation_backward, OpRole::expert_activation, s.expert_tokens * count, s.moe_ffn));
-  const OpIndex fc1_dgrad = e.emit(Emitter::gemm(OpRole::expert_fc1, s.expert_tokens, s.h, s.moe_fc1_width, count));
-  e.emit(Emitter::gemm(OpRole::expert_fc1, s.h, s.moe_fc1_width, s.expert_tokens, count));
+  const OpIndex fc1_dgrad = e.emit(
+      Emitter::gemm(OpRole::expert_fc1, GemmPass::input_gradient, s.expert_tokens, s.h, s.moe_fc1_width, count));
+  e.emit(Emitter::gemm(OpRole::expert_fc1, GemmPass::weight_gradient, s.h, s.moe_fc1_width, s.expert_tokens, count));
   e.chain = fc1_dgrad;
   e.emit(Emitter::moved(OpKind::moe_permute, OpRole::dispatch, permute_bytes));
   if (s.ep > 1) e.emit(a2a(OpRole::dispatch));
-  const OpIndex router_dgrad = e.emit(Emitter::gemm(OpRole::router, s.tokens_local, s.h, s.experts_total));
-  e.emit(Emitter::gemm(OpRole::router, s.h, s.experts_total, s.tokens_local));
+  const OpIndex router_dgrad =
+      e.emit(Emitter::gemm(OpRole::router, GemmPass::input_gradient, s.tokens_local, s.h, s.experts_total));
+  e.emit(Emitter::gemm(OpRole::router, GemmPass::weight_gradient, s.h, s.experts_total, s.tokens_local));
   e.chain = router_dgrad;
 }
 
@@ -305,14 +320,18 @@ void emit_embedding_forward(Emitter& e) {
   e.set_layer(-1);
   e.emit(Emitter::rows_cols(OpKind::embedding_forward, OpRole::embedding, s.tokens, s.h));
   if (tp_active(s))
-    e.emit(s.sp ? tp_op(OpKind::reduce_scatter, OpRole::tp_scatter, s, activation_bytes(s))
-                : tp_op(OpKind::all_reduce, OpRole::tp_reduce, s, activation_bytes(s)));
+    e.emit(s.sp ? tp_op(OpKind::reduce_scatter, OpRole::tp_scatter, s, activation_bytes(s), OpRole::embedding,
+                        LinearTensor::output)
+                : tp_op(OpKind::all_reduce, OpRole::tp_reduce, s, activation_bytes(s), OpRole::embedding,
+                        LinearTensor::output));
 }
 
 void emit_embedding_backward(Emitter& e) {
   const RankShapes& s = e.shapes();
   e.set_layer(-1);
-  if (tp_active(s) && s.sp) e.emit(tp_op(OpKind::all_gather, OpRole::tp_gather, s, activation_bytes(s)));
+  if (tp_active(s) && s.sp)
+    e.emit(tp_op(OpKind::all_gather, OpRole::tp_gather, s, activation_bytes(s), OpRole::embedding,
+                 LinearTensor::output_gradient));
   e.emit(Emitter::rows_cols(OpKind::embedding_backward, OpRole::embedding, s.tokens, s.h));
 }
 
@@ -329,7 +348,10 @@ void emit_head_forward(Emitter& e) {
   e.emit(Emitter::rows_cols(OpKind::loss_forward, OpRole::loss, s.tokens, s.vocab));
   if (!s.cross_entropy_loss_fusion)
     e.emit(Emitter::moved(OpKind::elementwise, OpRole::loss, kUnfusedLossForwardBytes * s.tokens * s.vocab));
-  if (tp_active(s)) e.loss_complete[e.micro_batch()] = e.emit(tp_op(OpKind::all_reduce, OpRole::loss, s, 2 * s.tokens * 4));
+  if (tp_active(s))
+    e.loss_complete[e.micro_batch()] =
+        e.emit(Emitter::collective(OpKind::all_reduce, OpRole::loss, Stream::tp_comm, GroupKind::tensor, s.tp,
+                                   2 * s.tokens * 4));
 }
 
 void emit_head_backward(Emitter& e) {

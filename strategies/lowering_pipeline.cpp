@@ -98,10 +98,11 @@ OpIndex Emitter::emit_after(Op op, OpIndex after) {
   return index;
 }
 
-Op Emitter::gemm(OpRole role, std::int64_t m, std::int64_t n, std::int64_t k, int count) {
+Op Emitter::gemm(OpRole role, GemmPass pass, std::int64_t m, std::int64_t n, std::int64_t k, int count) {
   Op op;
   op.kind = OpKind::gemm;
   op.role = role;
+  op.gemm_pass = pass;
   op.gemm = {m, n, k, count, false, false};
   op.flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) * count;
   return op;
@@ -132,6 +133,12 @@ Op Emitter::collective(OpKind kind, OpRole role, Stream stream, GroupKind group,
   op.group = group;
   op.group_size = group_size;
   op.bytes = bytes;
+  return op;
+}
+
+Op Emitter::serving(Op op, OpRole linear, LinearTensor tensor) {
+  op.linear = linear;
+  op.linear_tensor = tensor;
   return op;
 }
 

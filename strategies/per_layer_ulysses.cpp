@@ -44,8 +44,8 @@ std::int64_t residual_bytes(const RankShapes& s) { return 3 * s.tokens_local * s
 // dgrad then wgrad of a linear with whole weights on the local rows; the chain continues from dgrad.
 void linear_backward(Emitter& e, OpRole role, std::int64_t n_out, std::int64_t k_in) {
   const RankShapes& s = e.shapes();
-  const OpIndex dgrad = e.emit(Emitter::gemm(role, s.tokens_local, k_in, n_out));
-  e.emit(Emitter::gemm(role, k_in, n_out, s.tokens_local));
+  const OpIndex dgrad = e.emit(Emitter::gemm(role, GemmPass::input_gradient, s.tokens_local, k_in, n_out));
+  e.emit(Emitter::gemm(role, GemmPass::weight_gradient, k_in, n_out, s.tokens_local));
   e.chain = dgrad;
 }
 
@@ -85,17 +85,17 @@ void emit_ulysses_layer_forward(Emitter& e, const ModelConfig& model, int layer)
   const RankShapes& s = e.shapes();
   e.set_layer(layer);
   e.emit(Emitter::rows_cols(OpKind::norm_forward, OpRole::input_norm, s.tokens_local, s.h));
-  e.emit(Emitter::gemm(OpRole::qkv_projection, s.tokens_local, qkv_width(s), s.h));
+  e.emit(Emitter::gemm(OpRole::qkv_projection, GemmPass::forward, s.tokens_local, qkv_width(s), s.h));
   e.emit(all_to_all(s, OpRole::tp_gather, qkv_width(s)));
   if (s.rope) e.emit(Emitter::rows_cols(OpKind::rope_forward, OpRole::rope, s.tokens, (s.heads + s.groups) * s.d));
   e.emit(attention(s, false));
   e.emit(all_to_all(s, OpRole::tp_scatter, q_width(s)));
-  e.emit(Emitter::gemm(OpRole::attention_projection, s.tokens_local, s.h, q_width(s)));
+  e.emit(Emitter::gemm(OpRole::attention_projection, GemmPass::forward, s.tokens_local, s.h, q_width(s)));
   e.emit(Emitter::moved(OpKind::elementwise, OpRole::attention_residual, residual_bytes(s)));
   e.emit(Emitter::rows_cols(OpKind::norm_forward, OpRole::mlp_norm, s.tokens_local, s.h));
-  e.emit(Emitter::gemm(OpRole::fc1, s.tokens_local, s.fc1_width, s.h));
+  e.emit(Emitter::gemm(OpRole::fc1, GemmPass::forward, s.tokens_local, s.fc1_width, s.h));
   e.emit(Emitter::rows_cols(OpKind::activation_forward, OpRole::activation, s.tokens_local, s.ffn));
-  e.emit(Emitter::gemm(OpRole::fc2, s.tokens_local, s.h, s.ffn));
+  e.emit(Emitter::gemm(OpRole::fc2, GemmPass::forward, s.tokens_local, s.h, s.ffn));
   e.emit(Emitter::moved(OpKind::elementwise, OpRole::mlp_residual, residual_bytes(s)));
 }
 

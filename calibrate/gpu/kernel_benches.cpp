@@ -230,7 +230,15 @@ std::optional<KernelBench> make_kernel_bench(const Op& op, const KernelModelFact
       }
       return std::move(x.bench);
     }
-    default:
+    // Measured otherwise (core/op_kinds.hpp): GEMMs on the GEMM grid, communication by NCCL sweeps.
+    case OpKind::gemm:
+    case OpKind::moe_router:
+    case OpKind::all_reduce:
+    case OpKind::all_gather:
+    case OpKind::reduce_scatter:
+    case OpKind::all_to_all:
+    case OpKind::send:
+    case OpKind::recv:
       why_not = to_string(op.kind) + " is not timed by the kernel calibration";
       return std::nullopt;
   }

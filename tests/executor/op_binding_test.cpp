@@ -1,9 +1,12 @@
 // The executor's reading of the op graph: every op of real lowerings gets an action, TP collectives
-// serve the right linear, and a backward's two GEMMs of one linear are input gradient then weight gradient.
+// serve the right linear, a backward's GEMMs are input and weight gradient, and none of it depends on the
+// order the lowering issues ops in.
 #include <map>
+#include <set>
 
 #include <gtest/gtest.h>
 
+#include "core/op_kinds.hpp"
 #include "executor/op_binding.hpp"
 #include "strategies/lowering.hpp"
 #include "strategies/validity.hpp"
@@ -84,6 +87,62 @@ TEST(OpBinding, PipelineStagesSendAndReceiveBothDirections) {
     EXPECT_EQ(counts.at(Action::send_activation) + counts.at(Action::recv_activation),
               counts.at(Action::send_gradient) + counts.at(Action::recv_gradient));
     EXPECT_GT(counts.at(Action::send_activation), 0);
+  }
+}
+
+// A lowering that issued a layer's ops in another order (a deferred weight gradient, a zero-bubble schedule)
+// must bind every op to the same action: binding reads what each op says, never its position.
+TEST(OpBinding, ReversedOpOrderBindsEveryOpTheSame) {
+  const IterationGraph graph = lower(testing::make_strategy(2, 1, 1, true));
+  const RankClass& rc = graph.classes[0];
+  const auto in_order = bind_ops(rc);
+  RankClass reversed;
+  for (OpIndex i = static_cast<OpIndex>(rc.size()); i-- > 0;) reversed.add(rc.op(i));
+  const auto bound = bind_ops(reversed);
+  int tensor_collectives = 0, backward_gemms = 0;
+  for (OpIndex i = 0; i < rc.size(); ++i) {
+    const OpBinding& reread = bound[rc.size() - 1 - i];
+    EXPECT_EQ(reread.action, in_order[i].action) << op_name(rc.op(i));
+    EXPECT_EQ(reread.subject, in_order[i].subject) << op_name(rc.op(i));
+    tensor_collectives += rc.op(i).group == GroupKind::tensor ? 1 : 0;
+    backward_gemms += rc.op(i).kind == OpKind::gemm && rc.op(i).phase == Phase::backward ? 1 : 0;
+  }
+  EXPECT_GT(tensor_collectives, 0);
+  EXPECT_GT(backward_gemms, 0);
+}
+
+TEST(OpBinding, RefusesAGemmThatDoesNotSayItsPass) {
+  RankClass rc;
+  Op gemm;
+  gemm.kind = OpKind::gemm;
+  gemm.role = OpRole::fc1;
+  gemm.gemm = {8, 8, 8};
+  rc.add(gemm);
+  EXPECT_THROW(bind_ops(rc), std::invalid_argument);
+}
+
+// The op-kind table says which kinds twin execute runs: each of them is bound in a dense TP/SP/PP lowering,
+// and a lone op of any other kind is refused.
+TEST(OpBinding, RunsExactlyTheKindsTheTableSaysItRuns) {
+  Strategy strategy = testing::make_strategy(2, 2, 1, true);
+  Scenario scenario = testing::make_scenario(testing::llama_shaped(4), 1, 1024, 16);
+  std::set<OpKind> bound;
+  for (const RankClass& rc : lower(strategy, scenario).classes) {
+    bind_ops(rc);
+    for (OpIndex i = 0; i < rc.size(); ++i) bound.insert(rc.op(i).kind);
+  }
+  for (OpKind kind : all_op_kinds()) {
+    if (op_kind_traits(kind).executor_runs) {
+      EXPECT_EQ(bound.count(kind), 1u) << to_string(kind) << " runs but no dense lowering here binds it";
+      continue;
+    }
+    RankClass lone;
+    Op op;
+    op.kind = kind;
+    op.gemm_pass = GemmPass::forward;
+    op.group = GroupKind::expert;
+    lone.add(op);
+    EXPECT_THROW(bind_ops(lone), std::invalid_argument) << to_string(kind);
   }
 }
 

@@ -2,8 +2,11 @@
 // models fitted, and an unrunnable shape skipped with its reason. Prints the timings it saw.
 #include <gtest/gtest.h>
 
+#include <set>
+
 #include "calibrate/gpu/kernel_calibration.hpp"
 #include "core/cluster.hpp"
+#include "core/op_kinds.hpp"
 #include "tests/gpu/kernel_test_util.hpp"
 
 namespace twin::gpu {
@@ -34,6 +37,17 @@ TEST(KernelCalibration, MeasuresEveryKindAndFitsTheModels) {
               result.attention_forward.half_work, result.attention_backward.peak, result.attention_backward.half_work);
   EXPECT_GT(result.memory_bound.peak, 0.05);
   EXPECT_LT(result.memory_bound.peak, 1.2);
+}
+
+// Needs no GPU: the op list is plain data. Every kind the op-kind table says the kernel calibration measures
+// is in its default list, so a new kernel kind cannot ship unmeasured.
+TEST(KernelCalibration, DefaultOpsCoverEveryKindTheTableSaysIsBenched) {
+  std::set<OpKind> listed;
+  for (const Op& op : default_kernel_ops(/*quick=*/false).ops) listed.insert(op.kind);
+  for (OpKind kind : all_op_kinds()) {
+    const bool benched = op_kind_traits(kind).measured_by == OpMeasurement::kernel_bench;
+    EXPECT_EQ(listed.count(kind) == 1, benched) << to_string(kind);
+  }
 }
 
 }  // namespace

@@ -1,0 +1,89 @@
+// The op kinds in one table: for each kind, its name and how every layer serves it — how the simulator
+// prices it, how calibration measures it, whether the executor runs it. Adding a kind starts here: the
+// switch below has no default and the build treats a missing enumerator as an error (-Werror=switch), and
+// so do the switches that act on a kind (cost/kernel_cost.cpp, calibrate/gpu/kernel_benches.cpp,
+// executor/op_binding.cpp); tests/core/op_kinds_test.cpp and its GPU and executor counterparts check that
+// each layer does what the row says. docs/DESIGN.md, "Adding an op kind", lists the places.
+#pragma once
+#include <array>
+#include <cstdint>
+#include <string_view>
+
+#include "core/op.hpp"
+
+namespace twin {
+
+// How the simulator prices a kind (cost/kernel_cost.hpp for compute, sim/collectives.hpp for communication).
+enum class OpPricing : std::uint8_t {
+  gemm,          // the GEMM efficiency model and measured GEMMs
+  attention,     // the attention model (fused or unfused) and measured attention kernels
+  memory_bound,  // bytes moved over the HBM bandwidth curve, and measured kernels of the kind
+  collective,    // NCCL's algorithms over the links, or a measured collective table
+  point_to_point,
+};
+
+// How calibration measures a kind (calibrate/gpu/).
+enum class OpMeasurement : std::uint8_t {
+  gemm_grid,        // cuBLASLt GEMMs over a grid of shapes and the scenario's own
+  kernel_bench,     // the executor's own kernel, timed under CUPTI (kernel_benches.cpp)
+  nccl_collective,  // nccl-tests-style sweeps of the collective over every group placement
+  nccl_p2p,
+};
+
+struct OpKindTraits {
+  std::string_view name;        // as traces, ops.csv and kernel keys spell it
+  OpPricing pricing;
+  OpMeasurement measured_by;
+  // Whether twin execute runs the kind; when it does not, executor/op_binding.cpp refuses the plan naming it.
+  bool executor_runs;
+};
+
+constexpr OpKindTraits op_kind_traits(OpKind kind) {
+  using P = OpPricing;
+  using M = OpMeasurement;
+  switch (kind) {
+    case OpKind::gemm: return {"gemm", P::gemm, M::gemm_grid, true};
+    case OpKind::attention_forward: return {"attention_forward", P::attention, M::kernel_bench, true};
+    case OpKind::attention_backward: return {"attention_backward", P::attention, M::kernel_bench, true};
+    case OpKind::norm_forward: return {"norm_forward", P::memory_bound, M::kernel_bench, true};
+    case OpKind::norm_backward: return {"norm_backward", P::memory_bound, M::kernel_bench, true};
+    case OpKind::rope_forward: return {"rope_forward", P::memory_bound, M::kernel_bench, true};
+    case OpKind::rope_backward: return {"rope_backward", P::memory_bound, M::kernel_bench, true};
+    case OpKind::activation_forward: return {"activation_forward", P::memory_bound, M::kernel_bench, true};
+    case OpKind::activation_backward: return {"activation_backward", P::memory_bound, M::kernel_bench, true};
+    case OpKind::elementwise: return {"elementwise", P::memory_bound, M::kernel_bench, true};
+    case OpKind::embedding_forward: return {"embedding_forward", P::memory_bound, M::kernel_bench, true};
+    case OpKind::embedding_backward: return {"embedding_backward", P::memory_bound, M::kernel_bench, true};
+    case OpKind::loss_forward: return {"loss_forward", P::memory_bound, M::kernel_bench, true};
+    case OpKind::loss_backward: return {"loss_backward", P::memory_bound, M::kernel_bench, true};
+    case OpKind::moe_router: return {"moe_router", P::gemm, M::gemm_grid, false};
+    case OpKind::moe_permute: return {"moe_permute", P::memory_bound, M::kernel_bench, false};
+    case OpKind::moe_unpermute: return {"moe_unpermute", P::memory_bound, M::kernel_bench, false};
+    case OpKind::optimizer_step: return {"optimizer_step", P::memory_bound, M::kernel_bench, true};
+    case OpKind::all_reduce: return {"all_reduce", P::collective, M::nccl_collective, true};
+    case OpKind::all_gather: return {"all_gather", P::collective, M::nccl_collective, true};
+    case OpKind::reduce_scatter: return {"reduce_scatter", P::collective, M::nccl_collective, true};
+    case OpKind::all_to_all: return {"all_to_all", P::collective, M::nccl_collective, false};
+    case OpKind::send: return {"send", P::point_to_point, M::nccl_p2p, true};
+    case OpKind::recv: return {"recv", P::point_to_point, M::nccl_p2p, true};
+  }
+  return {"unknown", P::memory_bound, M::kernel_bench, false};
+}
+
+// Every kind, in declaration order (kLastOpKind, beside the enum, names the last).
+inline constexpr int kOpKindCount = static_cast<int>(kLastOpKind) + 1;
+constexpr std::array<OpKind, kOpKindCount> all_op_kinds() {
+  std::array<OpKind, kOpKindCount> kinds{};
+  for (int k = 0; k < kOpKindCount; ++k) kinds[k] = static_cast<OpKind>(k);
+  return kinds;
+}
+
+// The table names every kind: an enumerator added to OpKind without a row here fails the build twice (the
+// switch above, and this check on the names).
+static_assert([] {
+  for (OpKind kind : all_op_kinds())
+    if (op_kind_traits(kind).name == "unknown") return false;
+  return true;
+}());
+
+}  // namespace twin
