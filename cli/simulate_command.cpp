@@ -21,6 +21,7 @@
 #include "reports/html_report.hpp"
 #include "reports/megatron_args.hpp"
 #include "reports/ranking_csv.hpp"
+#include "strategies/families/families.hpp"
 #include "strategies/search.hpp"
 #include "traces/chrome_trace.hpp"
 
@@ -128,7 +129,8 @@ int run_simulate(const SimulateOptions& options) {
   OutputFolder folder(options.out, {"ranking.csv", "report.html", "best.json", "megatron_args.txt", "traces"});
   const std::filesystem::path out = folder.out();
 
-  std::vector<Candidate> ranked = search(scenario, profile, SearchOptions{options.jobs, Progress(options.quiet)});
+  std::vector<Candidate> ranked =
+      search(scenario, profile, plan_families(), SearchOptions{options.jobs, Progress(options.quiet)});
   std::size_t feasible = std::count_if(ranked.begin(), ranked.end(), [](const Candidate& c) { return c.feasible; });
 
   write_file_atomically(folder.staged("ranking.csv"), ranking_csv(scenario, ranked));

@@ -121,8 +121,8 @@ nlohmann::json best_plan_json(const Scenario& scenario, const Candidate& best, c
           {"total_ops", graph.total_ops()},
           {"rank_classes", std::move(classes)}};
   // A family plan (hot switching, per-layer, heterogeneous) travels whole; `strategy` is its home strategy.
-  if (best.plan) plan["family_plan"] = {{"family", best.plan->family}, {"key", best.plan->key},
-                                        {"summary", best.plan->summary}, {"detail", best.plan->detail}};
+  if (best.plan) plan["family_plan"] = {{"family", best.plan->family()}, {"key", best.plan->key()},
+                                        {"summary", best.plan->summary()}, {"detail", best.plan->to_json()}};
   return plan;
 }
 

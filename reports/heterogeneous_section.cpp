@@ -4,21 +4,22 @@
 #include <fmt/format.h>
 
 #include "reports/format.hpp"
+#include "strategies/heterogeneous/asymmetric_plan.hpp"
 
 namespace twin {
 
 std::string heterogeneous_section_html(const std::vector<Candidate>& ranked) {
   const Candidate* best = nullptr;
+  const AsymmetricPlan* plan = nullptr;
   const Candidate* uniform = nullptr;
   std::size_t rank = 0;
   for (std::size_t k = 0; k < ranked.size(); ++k) {
     const Candidate& c = ranked[k];
     if (!c.feasible) continue;
-    if (!best && c.family() == "heterogeneous") best = &c, rank = k + 1;
-    if (!uniform && c.family() == "uniform") uniform = &c;
+    if (const auto* found = c.plan_as<AsymmetricPlan>(); found && !best) best = &c, plan = found, rank = k + 1;
+    if (!uniform && !c.plan) uniform = &c;
   }
   if (!best) return {};
-  const nlohmann::json& detail = best->plan->detail;
   std::string html = "<section id=\"heterogeneous\">\n<h2>Heterogeneous plan: " +
                      escape_html(fmt::format("rank {}", rank)) + "</h2>\n";
   std::string text = fmt::format(
@@ -26,7 +27,7 @@ std::string heterogeneous_section_html(const std::vector<Candidate>& ranked) {
       "one tensor-parallel group inside a node, priced on its own GPU kind, and faster GPUs hold more layers. "
       "Gradients are reduced across pipelines per segment of layers that one stage of each pipeline holds, by a "
       "ring over the pipelines. Iteration {} ms, {} tokens/s.",
-      detail["pipelines"].size(), milliseconds_text(best->result.iteration_ns), fixed(best->throughput.tokens_per_s, 0));
+      plan->pipelines.size(), milliseconds_text(best->result.iteration_ns), fixed(best->throughput.tokens_per_s, 0));
   if (uniform)
     text += fmt::format(" The best uniform plan ({}) takes {} ms: the asymmetric plan is {}x its throughput.",
                         uniform->key(), milliseconds_text(uniform->result.iteration_ns),
@@ -34,19 +35,17 @@ std::string heterogeneous_section_html(const std::vector<Candidate>& ranked) {
   html += "<p>" + escape_html(text) + "</p>\n<table>\n<tr><th>pipeline</th><th>sequences</th><th>stage</th>"
           "<th>GPU</th><th>devices</th><th>TP</th><th>layers</th><th>memory</th></tr>\n";
   std::size_t flat_stage = 0;
-  for (std::size_t p = 0; p < detail["pipelines"].size(); ++p) {
-    const nlohmann::json& pipeline = detail["pipelines"][p];
-    const int mbs = pipeline["micro_batch_size"], count = pipeline["num_micro_batches"];
-    for (std::size_t s = 0; s < pipeline["stages"].size(); ++s, ++flat_stage) {
-      const nlohmann::json& stage = pipeline["stages"][s];
-      const std::vector<int> devices = stage["devices"];
+  for (std::size_t p = 0; p < plan->pipelines.size(); ++p) {
+    const AsymmetricPipeline& pipeline = plan->pipelines[p];
+    for (std::size_t s = 0; s < pipeline.stages.size(); ++s, ++flat_stage) {
+      const AsymmetricStage& stage = pipeline.stages[s];
       const std::string memory = flat_stage < best->memory.per_stage.size()
                                      ? gib_text(best->memory.per_stage[flat_stage].total(), 1) : std::string();
       html += fmt::format("<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}–{}</td><td>{}</td><td>{}</td>"
                           "<td>{}</td></tr>\n",
-                          p, s == 0 ? fmt::format("{} x {}", mbs, count) : "", s,
-                          escape_html(detail["stage_gpus"][p][s].get<std::string>()), devices.front(), devices.back(),
-                          stage["tensor_model_parallel_size"].get<int>(), stage["num_layers"].get<int>(), memory);
+                          p, s == 0 ? fmt::format("{} x {}", pipeline.micro_batch_size, pipeline.num_micro_batches) : "",
+                          s, escape_html(plan->stage_gpus[p][s]), stage.devices.front(), stage.devices.back(),
+                          stage.tensor_model_parallel_size, stage.num_layers, memory);
     }
   }
   html += "</table>\n</section>\n";

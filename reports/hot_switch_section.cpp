@@ -1,18 +1,19 @@
-// Only simulated numbers are printed: the plan's detail (phases, switch bytes) and the iteration times of
-// the plan and of the fastest static-packed candidate of the same run.
+// Only simulated numbers are printed: the plan's phases and switch bytes and the iteration times of the plan
+// and of the fastest static-packed candidate of the same run.
 #include "reports/hot_switch_section.hpp"
 
 #include <fmt/format.h>
 
 #include "reports/format.hpp"
+#include "strategies/hot_switch/hot_switch_plan.hpp"
 
 namespace twin {
 namespace {
 
-bool is_hot_switch(const Candidate& c) { return c.feasible && c.plan && c.plan->family == "hot-switch"; }
-std::size_t phase_count(const Candidate& c) { return c.plan->detail.at("phases").size(); }
+bool is_hot_switch(const Candidate& c) { return c.feasible && c.plan_as<HotSwitchPlan>(); }
+std::size_t phase_count(const Candidate& c) { return c.plan_as<HotSwitchPlan>()->phases.size(); }
 
-std::string gigabytes(const nlohmann::json& bytes) { return fixed(bytes.get<double>() / 1e9, 2) + " GB"; }
+std::string gigabytes(Bytes bytes) { return fixed(static_cast<double>(bytes) / 1e9, 2) + " GB"; }
 
 }  // namespace
 
@@ -36,22 +37,22 @@ std::string hot_switch_section_html(const std::vector<Candidate>& ranked) {
       "GPU; each layer's compute waits only for its own weights.") + "</p>\n";
   html += "<table>\n<tr><th>phase</th><th>lengths</th><th>sequences</th><th>packs</th><th>strategy</th>"
           "<th>switch in (intra / inter node)</th><th>most received by one GPU</th></tr>\n";
-  const nlohmann::json& phases = plan->plan->detail.at("phases");
+  const HotSwitchPlan& hot = *plan->plan_as<HotSwitchPlan>();
+  const std::vector<HotSwitchPhase>& phases = hot.phases;
   for (std::size_t p = 0; p < phases.size(); ++p) {
-    const nlohmann::json& phase = phases[p];
+    const PhaseWorkload& workload = phases[p].workload;
     std::string moved = "–", most = "–";
-    if (phase.contains("switch_in")) {
-      const nlohmann::json& s = phase["switch_in"];
-      moved = gigabytes(s["intra_node_bytes"]) + " / " + gigabytes(s["inter_node_bytes"]) +
-              (s["gradients"].get<bool>() ? " (weights + gradients)" : " (weights)");
-      most = gigabytes(s["max_received_bytes_per_gpu"]);
+    if (p < hot.switches.size()) {  // into phase p; the first brings the weights only
+      const SwitchPlan& s = hot.switches[p];
+      moved = gigabytes(s.intra_node_bytes) + " / " + gigabytes(s.inter_node_bytes) +
+              (p > 0 ? " (weights + gradients)" : " (weights)");
+      most = gigabytes(s.max_received_bytes());
     }
     html += fmt::format("<tr><td>{}{}</td><td>({}, {}]</td><td class=\"num\">{}</td><td class=\"num\">{}</td>"
                         "<td>{}</td><td>{}</td><td class=\"num\">{}</td></tr>\n",
-                        p + 1, p + 1 == phases.size() ? " (home)" : "",
-                        phase["min_length_exclusive"].get<std::int64_t>(), phase["max_length"].get<std::int64_t>(),
-                        phase["sequences"].get<std::int64_t>(), phase["padded_packs"].get<std::int64_t>(),
-                        escape_html(phase["strategy"].get<std::string>()), escape_html(moved), most);
+                        p + 1, p + 1 == phases.size() ? " (home)" : "", workload.min_exclusive, workload.max_length,
+                        workload.sequences, phases[p].packs, escape_html(phases[p].strategy.key()), escape_html(moved),
+                        most);
   }
   html += "</table>\n";
   std::string comparison = fmt::format("Iteration {} ms.", milliseconds_text(plan->result.iteration_ns));

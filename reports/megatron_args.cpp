@@ -9,6 +9,9 @@
 
 #include <fmt/format.h>
 
+#include "strategies/heterogeneous/asymmetric_plan.hpp"
+#include "strategies/hot_switch/hot_switch_plan.hpp"
+#include "strategies/per_layer/per_layer.hpp"
 #include "strategies/sharded_parameters.hpp"
 
 namespace twin {
@@ -178,21 +181,20 @@ std::string megatron_args(const Scenario& scenario, const Strategy& strategy) {
 std::string megatron_args(const Scenario& scenario, const Candidate& candidate) {
   if (!candidate.plan) return megatron_args(scenario, candidate.strategy);
   ArgsText out;
-  header(out, scenario, candidate.plan->key);
-  const std::string& family = candidate.plan->family;
+  header(out, scenario, candidate.plan->key());
   std::string why = "its parallel layout differs within one iteration";
-  if (family == "hot-switch")
+  if (candidate.plan_as<HotSwitchPlan>())
     why = "it switches strategy between sequence-length phases within an iteration (HotSPa); Megatron-LM runs one "
           "strategy for every sequence";
-  else if (family == "per-layer")
+  else if (candidate.plan_as<PerLayerPlan>())
     why = "each layer has its own layout, ZeRO stage and recompute (Galvatron); Megatron-LM gives every layer the "
           "same";
-  else if (family == "heterogeneous")
+  else if (candidate.plan_as<AsymmetricPlan>())
     why = "its pipelines differ in stages, TP sizes and layer counts (HexiScale); Megatron-LM's pipelines are "
           "identical replicas";
-  out.comment(fmt::format("Not expressible: the winning plan is a {} plan, and {}. No arguments are given.", family,
-                          why));
-  out.comment("The plan: " + candidate.plan->summary);
+  out.comment(fmt::format("Not expressible: the winning plan is a {} plan, and {}. No arguments are given.",
+                          candidate.plan->family(), why));
+  out.comment("The plan: " + candidate.plan->summary());
   out.comment("ranking.csv lists the uniform strategies, which Megatron-LM can run, with their predicted times.");
   return out.text();
 }

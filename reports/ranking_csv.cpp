@@ -84,7 +84,7 @@ std::vector<std::string> candidate_row(const Candidate& candidate, int rank) {
   row.push_back(when_simulated(seconds_text(result.breakdown.bubble_ns)));
   row.push_back(when_simulated(seconds_text(result.breakdown.optimizer_ns)));
   row.push_back(candidate.feasible ? std::string() : candidate.infeasible_reason);
-  row.push_back(candidate.plan ? candidate.plan->summary : std::string());
+  row.push_back(candidate.plan ? candidate.plan->summary() : std::string());
   return row;
 }
 

@@ -7,11 +7,11 @@
 #include <vector>
 
 #include "cost/profile.hpp"
+#include "strategies/double_strand/strand_pairing.hpp"
 #include "strategies/lowering.hpp"
 #include "strategies/lowering_emitter.hpp"
 #include "strategies/schedule.hpp"
 #include "strategies/sharded_parameters.hpp"
-#include "strategies/strand_pairing.hpp"
 
 namespace twin::lowering {
 

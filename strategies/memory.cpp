@@ -202,4 +202,19 @@ std::string out_of_memory_reason(const MemoryEstimate& memory, double capacity_G
   return fmt::format("out of memory: {:.1f} GiB > {:.1f} GiB on stage {}", peak_GiB, capacity_GiB, memory.worst_stage);
 }
 
+std::string uniform_out_of_memory_reason(const Scenario& scenario, const Strategy& strategy,
+                                         const MemoryEstimate& memory) {
+  const Cluster& cluster = scenario.cluster;
+  if (cluster.is_homogeneous()) return out_of_memory_reason(memory, cluster.node_groups.front().gpu.memory_GiB);
+  const int stage_ranks = strategy.tensor_model_parallel_size * strategy.context_parallel_size * strategy.data_parallel_size;
+  for (int stage = 0; stage < static_cast<int>(memory.per_stage.size()); ++stage) {
+    const double capacity_GiB =
+        smallest_memory_GiB_of_ranks(cluster, global_rank(strategy, 0, 0, 0, stage), stage_ranks);
+    const double used_GiB = static_cast<double>(memory.per_stage[stage].total()) / kGiB;
+    if (used_GiB > capacity_GiB)
+      return fmt::format("out of memory: {:.1f} GiB > {:.1f} GiB on stage {}", used_GiB, capacity_GiB, stage);
+  }
+  return {};
+}
+
 }  // namespace twin

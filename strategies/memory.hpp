@@ -59,4 +59,9 @@ MemoryEstimate estimate_memory(const Scenario& scenario, const Strategy& strateg
 // "out of memory: 93.1 GiB > 80.0 GiB on stage 0" when it does not fit, else empty.
 std::string out_of_memory_reason(const MemoryEstimate& memory, double capacity_GiB);
 
+// Memory check of a uniform strategy on a possibly mixed cluster: each stage against the smallest GPU
+// memory among its ranks (the message of out_of_memory_reason for one node group).
+std::string uniform_out_of_memory_reason(const Scenario& scenario, const Strategy& strategy,
+                                         const MemoryEstimate& memory);
+
 }  // namespace twin

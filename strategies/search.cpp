@@ -1,18 +1,14 @@
 // Enumerates the search space, prunes invalid and out-of-memory strategies without simulating them,
-// simulates the rest on a pool of threads, and ranks. Results land in slots indexed by enumeration
+// simulates the rest with parallel_for, appends the plan families' candidates, and ranks. Results land in slots indexed by enumeration
 // order, so the ranking is the same whatever the number of threads.
 #include "strategies/search.hpp"
 
 #include <algorithm>
 #include <set>
-#include <thread>
 
 #include "core/parallel_for.hpp"
 #include "sim/simulate.hpp"
-#include "strategies/heterogeneous_search.hpp"
-#include "strategies/hot_switch_search.hpp"
 #include "strategies/lowering.hpp"
-#include "strategies/per_layer_search.hpp"
 #include "strategies/validity.hpp"
 
 namespace twin {
@@ -106,7 +102,7 @@ Candidate evaluate(const Scenario& scenario, const Profile& profile, const Strat
 
 Candidate evaluate_again(const Scenario& scenario, const Profile& profile, const Candidate& candidate,
                          bool record_op_timings, IterationGraph* graph) {
-  Candidate again = candidate.plan ? candidate.plan->evaluate(profile, record_op_timings, graph)
+  Candidate again = candidate.plan ? candidate.plan->evaluate(scenario, profile, record_op_timings, graph)
                                    : evaluate(scenario, profile, candidate.strategy, record_op_timings, graph);
   if (candidate.plan && !again.plan) again.plan = candidate.plan;
   return again;
@@ -121,7 +117,8 @@ void for_each_candidate_op(const Scenario& scenario, const std::function<void(co
   }
 }
 
-std::vector<Candidate> search(const Scenario& scenario, const Profile& profile, const SearchOptions& options) {
+std::vector<Candidate> search(const Scenario& scenario, const Profile& profile,
+                              const std::vector<FamilySearch>& families, const SearchOptions& options) {
   std::vector<Candidate> candidates = enumerate_candidates(scenario);
   std::vector<std::size_t> to_simulate;
   for (std::size_t i = 0; i < candidates.size(); ++i)
@@ -136,11 +133,8 @@ std::vector<Candidate> search(const Scenario& scenario, const Profile& profile, 
         c.memory = std::move(memory);
       },
       options.progress);
-  const int jobs = options.jobs > 0 ? options.jobs : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  append_heterogeneous_candidates(scenario, profile, jobs, candidates);
-  if (scenario.search.hot_switch && !scenario.strategy)
-    for (Candidate& c : search_hot_switch(scenario, profile, options.jobs)) candidates.push_back(std::move(c));
-  for (Candidate& c : per_layer_candidates(scenario, profile)) candidates.push_back(std::move(c));
+  for (const FamilySearch& family : families)
+    for (Candidate& c : family(scenario, profile, options.jobs)) candidates.push_back(std::move(c));
 
   std::stable_partition(candidates.begin(), candidates.end(), [](const Candidate& c) { return c.feasible; });
   auto first_infeasible = std::find_if(candidates.begin(), candidates.end(), [](const Candidate& c) { return !c.feasible; });

@@ -1,7 +1,9 @@
 // The search: enumerate the scenario's strategies, explain the invalid ones, prune what does not fit
-// memory, simulate the rest on all cores, and rank by throughput. Deterministic whatever `jobs` is.
+// memory, simulate the rest on all cores, add the plan families' candidates, and rank by throughput.
+// Deterministic whatever `jobs` is.
 #pragma once
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -21,22 +23,30 @@ namespace twin {
 
 struct Candidate;
 
-// A plan beyond one uniform strategy: issue 6's families (hot switching by sequence length, per-layer
-// hybrid, asymmetric pipelines on heterogeneous clusters). The family's search fills it in, and the
-// candidate's `strategy` then holds the plan's home (base) strategy.
-struct FamilyPlan {
-  std::string family;     // "hot-switch", "per-layer", "heterogeneous"
-  std::string key;        // unique, stable identity of the plan (ranking, file names, best.json)
-  std::string summary;    // the plan in words, one line, for ranking.csv and the report
-  nlohmann::json detail;  // the plan as best.json carries it
-  // Simulates the plan again, recording op timings when asked and handing back the graphs it simulated:
-  // the report, the traces and best.json of the top K use it.
-  std::function<Candidate(const Profile& profile, bool record_op_timings, IterationGraph* graph)> evaluate;
+// A plan beyond one uniform strategy, as a candidate holds it: one implementation per plan family
+// (strategies/hot_switch/, per_layer/, heterogeneous/), each a struct of the plan's own typed fields that
+// reports read back with Candidate::plan_as. The candidate's `strategy` holds the plan's home strategy.
+class FamilyPlan {
+ public:
+  virtual ~FamilyPlan() = default;
+  virtual std::string family() const = 0;   // "hot-switch", "per-layer", "heterogeneous" (ranking.csv, best.json)
+  virtual std::string key() const = 0;       // unique, stable identity of the plan (ranking, file names, best.json)
+  virtual std::string summary() const = 0;   // the plan in words, one line, for ranking.csv and the report
+  virtual nlohmann::json to_json() const = 0;  // the plan as best.json carries it
+  // Simulates the plan again (in `scenario`, the one it was searched in), recording op timings when asked and
+  // handing back the graphs it simulated: the report, the traces and best.json of the top K use it.
+  virtual Candidate evaluate(const Scenario& scenario, const Profile& profile, bool record_op_timings,
+                             IterationGraph* graph) const = 0;
+
+ protected:
+  FamilyPlan() = default;
+  FamilyPlan(const FamilyPlan&) = default;
+  FamilyPlan& operator=(const FamilyPlan&) = default;
 };
 
 struct Candidate {
   Strategy strategy;
-  std::optional<FamilyPlan> plan;  // set for the families beyond one uniform strategy
+  std::shared_ptr<const FamilyPlan> plan;  // set for the families beyond one uniform strategy
   bool feasible = false;
   std::string infeasible_reason;   // empty when feasible
   MemoryEstimate memory;           // empty when the strategy was invalid
@@ -45,9 +55,14 @@ struct Candidate {
   std::vector<StrandPairingSummary> strand_pairings;  // double-strand: what the pairing chose (first stage)
 
   // The plan's identity: the family plan's key, else the strategy's key.
-  std::string key() const { return plan ? plan->key : strategy.key(); }
+  std::string key() const { return plan ? plan->key() : strategy.key(); }
   // "uniform" for one Megatron-style strategy (double strand included), else the plan's family.
-  std::string family() const { return plan ? plan->family : "uniform"; }
+  std::string family() const { return plan ? plan->family() : "uniform"; }
+  // The family plan as its own type (e.g. PerLayerPlan), or null when the candidate holds none of that family.
+  template <class Plan>
+  const Plan* plan_as() const {
+    return dynamic_cast<const Plan*>(plan.get());
+  }
 };
 
 // Simulates a candidate again: its family plan's evaluate, or evaluate() of its strategy.
@@ -58,12 +73,18 @@ Candidate evaluate_again(const Scenario& scenario, const Profile& profile, const
 std::vector<Candidate> enumerate_candidates(const Scenario& scenario);
 
 struct SearchOptions {
-  int jobs = 0;                                      // 0 = all cores
+  int jobs = 0;                                      // 0 = all cores (parallel_for's rule)
   std::function<void(int done, int total)> progress; // called from the caller's thread only
 };
 
-// Feasible candidates first, fastest first; then infeasible ones in enumeration order.
-std::vector<Candidate> search(const Scenario& scenario, const Profile& profile, const SearchOptions& options = {});
+// One plan family's search: its candidates for the scenario (feasible ones simulated), none where the
+// family does not apply; `jobs` as SearchOptions::jobs. strategies/families/ lists every family.
+using FamilySearch = std::function<std::vector<Candidate>(const Scenario& scenario, const Profile& profile, int jobs)>;
+
+// The uniform strategies, then each of `families`' candidates in that order. Feasible candidates first,
+// fastest first; then infeasible ones in enumeration order.
+std::vector<Candidate> search(const Scenario& scenario, const Profile& profile,
+                              const std::vector<FamilySearch>& families, const SearchOptions& options = {});
 
 // Simulates one complete, valid strategy (used by search and by the report for the top K). With `graph`,
 // hands back the op graphs it simulated, so that traces and plans show exactly those.

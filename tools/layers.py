@@ -6,8 +6,9 @@ import re
 import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-FOLDERS = ["core", "cost", "calibrate", "gpu", "calibrate/gpu", "sim", "strategies", "traces", "validation", "reports",
-           "executor", "cli"]
+FOLDERS = ["core", "cost", "calibrate", "gpu", "calibrate/gpu", "sim", "strategies/double_strand", "strategies",
+           "strategies/per_layer", "strategies/hot_switch", "strategies/heterogeneous", "strategies/families", "traces",
+           "validation", "reports", "executor", "cli"]
 
 
 def folder_of(path):
@@ -51,7 +52,7 @@ def cycles(graph):
 def main():
     graph = edges()
     for folder in FOLDERS:
-        print(f"{folder:14} -> {', '.join(sorted(graph[folder])) or '(nothing)'}")
+        print(f"{folder:25} -> {', '.join(sorted(graph[folder])) or '(nothing)'}")
     found = cycles(graph)
     for cycle in found:
         print("cycle: " + " -> ".join(cycle + (cycle[0],)))

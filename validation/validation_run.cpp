@@ -10,6 +10,7 @@
 
 #include "core/error.hpp"
 #include "core/text_format.hpp"
+#include "strategies/families/families.hpp"
 #include "strategies/search.hpp"
 
 namespace twin {
@@ -28,7 +29,8 @@ RowPrediction predict_row(const PublishedTable& table, const PublishedRow& row, 
   const Profile for_row = profile_for_cluster(profile, row.scenario.cluster,
                                               options.scale_profile || row.scenario.profile_scaling, table.source,
                                               row.json_path + "/scenario");
-  const std::vector<Candidate> ranked = search(row.scenario, for_row, SearchOptions{options.jobs, {}});
+  const std::vector<Candidate> ranked =
+      search(row.scenario, for_row, plan_families(), SearchOptions{options.jobs, {}});
   p.candidates = static_cast<int>(ranked.size());
   p.simulated = static_cast<int>(std::count_if(ranked.begin(), ranked.end(), [](const Candidate& c) {
     return c.result.iteration_ns > 0;

@@ -3,7 +3,7 @@
 #include <benchmark/benchmark.h>
 
 #include "core/scenario.hpp"
-#include "strategies/heterogeneous_search.hpp"
+#include "strategies/heterogeneous/heterogeneous_search.hpp"
 
 namespace {
 

@@ -6,8 +6,8 @@
 #include "cost/profile.hpp"
 #include "core/scenario.hpp"
 #include "sim/simulate.hpp"
-#include "strategies/hot_switch_graph.hpp"
-#include "strategies/hot_switch_search.hpp"
+#include "strategies/hot_switch/hot_switch_graph.hpp"
+#include "strategies/hot_switch/hot_switch_search.hpp"
 
 namespace twin {
 namespace {

@@ -3,7 +3,7 @@
 #include <benchmark/benchmark.h>
 
 #include "core/scenario.hpp"
-#include "strategies/per_layer_search.hpp"
+#include "strategies/per_layer/per_layer_search.hpp"
 
 namespace twin {
 namespace {

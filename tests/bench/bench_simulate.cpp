@@ -7,6 +7,7 @@
 #include "cost/profile.hpp"
 #include "core/scenario.hpp"
 #include "sim/simulate.hpp"
+#include "strategies/families/families.hpp"
 #include "strategies/lowering.hpp"
 #include "strategies/search.hpp"
 #include "strategies/validity.hpp"
@@ -40,7 +41,8 @@ void BM_Search_Llama2_70B_1024Gpus(benchmark::State& state) {
   const Profile& profile = builtin_profile();
   std::size_t simulated = 0, enumerated = 0;
   for (auto _ : state) {
-    std::vector<Candidate> ranked = search(scenario, profile, SearchOptions{static_cast<int>(state.range(0)), {}});
+    std::vector<Candidate> ranked =
+        search(scenario, profile, plan_families(), SearchOptions{static_cast<int>(state.range(0)), {}});
     enumerated = ranked.size();
     simulated = std::count_if(ranked.begin(), ranked.end(), [](const Candidate& c) { return c.feasible; });
   }

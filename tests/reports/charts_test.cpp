@@ -174,14 +174,21 @@ TEST(TimeBreakdownChart, OneBarPerCandidateOnACommonScale) {
   EXPECT_NE(svg.find("2. " + ranked[1].strategy.key()), std::string::npos);
 }
 
+// A family plan whose key is longer than any chart's label.
+struct LongKeyPlan final : FamilyPlan {
+  std::string family() const override { return "heterogeneous"; }
+  std::string key() const override { return "hetero." + std::string(300, 'p'); }
+  std::string summary() const override { return {}; }
+  nlohmann::json to_json() const override { return {}; }
+  Candidate evaluate(const Scenario&, const Profile&, bool, IterationGraph*) const override { return {}; }
+};
+
 TEST(Charts, LongPlanKeysAndLaneLabelsAreCutToFitTheirCharts) {
   EXPECT_EQ(cut_label("tp2.pp1", 10), "tp2.pp1");
   EXPECT_EQ(cut_label("hetero.p0[d0+2:tp2/L27]", 10), "hetero.p0…");
   EXPECT_EQ(cut_label("ab·cd", 4), "ab…");  // "·" is two bytes: never split
   Candidate long_key = testing::best_candidate();
-  long_key.plan = FamilyPlan{};
-  long_key.plan->family = "heterogeneous";
-  long_key.plan->key = "hetero." + std::string(300, 'p');
+  long_key.plan = std::make_shared<LongKeyPlan>();
   const std::string svg = time_breakdown_svg({&long_key});
   EXPECT_EQ(svg.find(std::string(100, 'p')), std::string::npos);
   EXPECT_NE(svg.find("…"), std::string::npos);

@@ -4,7 +4,7 @@
 
 #include "core/scenario.hpp"
 #include "reports/heterogeneous_section.hpp"
-#include "strategies/asymmetric_plan.hpp"
+#include "strategies/heterogeneous/asymmetric_plan.hpp"
 
 namespace twin {
 namespace {

@@ -3,41 +3,44 @@
 #include <gtest/gtest.h>
 
 #include "reports/hot_switch_section.hpp"
+#include "strategies/hot_switch/hot_switch_plan.hpp"
 
 namespace twin {
 namespace {
 
-Candidate hot_switch_candidate(const std::string& key, int phases, TimeNs iteration_ns) {
+Candidate hot_switch_candidate(int phases, TimeNs iteration_ns) {
   Candidate c;
   c.feasible = true;
   c.strategy.tensor_model_parallel_size = 4;
   c.result.iteration_ns = iteration_ns;
-  FamilyPlan plan;
-  plan.family = "hot-switch";
-  plan.key = key;
-  nlohmann::json list = nlohmann::json::array();
+  auto plan = std::make_shared<HotSwitchPlan>();
   for (int p = 0; p < phases; ++p) {
-    nlohmann::json phase = {{"min_length_exclusive", p * 4096}, {"max_length", (p + 1) * 4096},
-                            {"sequences", 100 - p}, {"padded_packs", 40 + p}, {"strategy", "s" + std::to_string(p)}};
-    if (phases > 1)
-      phase["switch_in"] = {{"gradients", p > 0}, {"intra_node_bytes", 1.5e9}, {"inter_node_bytes", 0},
-                            {"max_received_bytes_per_gpu", 2.5e8}};
-    list.push_back(phase);
+    HotSwitchPhase phase;
+    phase.workload.min_exclusive = p * 4096;
+    phase.workload.max_length = (p + 1) * 4096;
+    phase.workload.sequences = 100 - p;
+    phase.packs = 40 + p;
+    plan->phases.push_back(phase);
+    if (phases > 1) {
+      SwitchPlan in;
+      in.intra_node_bytes = 1'500'000'000;
+      in.received_bytes = {100'000'000, 250'000'000};
+      plan->switches.push_back(in);
+    }
   }
-  plan.detail = {{"phases", list}};
-  c.plan = plan;
+  c.plan = std::move(plan);
   return c;
 }
 
 TEST(HotSwitchSection, EmptyWithoutAMultiPhasePlan) {
   EXPECT_EQ(hot_switch_section_html({}), "");
-  EXPECT_EQ(hot_switch_section_html({hot_switch_candidate("static", 1, 1000)}), "");
+  EXPECT_EQ(hot_switch_section_html({hot_switch_candidate(1, 1000)}), "");
 }
 
 TEST(HotSwitchSection, ShowsPhasesSwitchBytesAndTheWinOverTheBestStatic) {
-  std::vector<Candidate> ranked = {hot_switch_candidate("hs", 2, 8'000'000'000),
-                                   hot_switch_candidate("static-a", 1, 10'000'000'000),
-                                   hot_switch_candidate("static-b", 1, 12'000'000'000)};
+  std::vector<Candidate> ranked = {hot_switch_candidate(2, 8'000'000'000),
+                                   hot_switch_candidate(1, 10'000'000'000),
+                                   hot_switch_candidate(1, 12'000'000'000)};
   const std::string html = hot_switch_section_html(ranked);
   EXPECT_NE(html.find("2 phases (rank 1)"), std::string::npos) << html;
   EXPECT_NE(html.find("(0, 4096]"), std::string::npos);
@@ -51,8 +54,8 @@ TEST(HotSwitchSection, ShowsPhasesSwitchBytesAndTheWinOverTheBestStatic) {
 }
 
 TEST(HotSwitchSection, SaysSoWhenHotSwitchingLoses) {
-  std::vector<Candidate> ranked = {hot_switch_candidate("static", 1, 8'000'000'000),
-                                   hot_switch_candidate("hs", 3, 10'000'000'000)};
+  std::vector<Candidate> ranked = {hot_switch_candidate(1, 8'000'000'000),
+                                   hot_switch_candidate(3, 10'000'000'000)};
   const std::string html = hot_switch_section_html(ranked);
   EXPECT_NE(html.find("3 phases (rank 2)"), std::string::npos);
   EXPECT_NE(html.find("25.0% slower (0.800x)"), std::string::npos) << html;

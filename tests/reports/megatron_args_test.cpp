@@ -7,6 +7,9 @@
 #include <sstream>
 
 #include "core/scenario.hpp"
+#include "strategies/heterogeneous/asymmetric_plan.hpp"
+#include "strategies/hot_switch/hot_switch_plan.hpp"
+#include "strategies/per_layer/per_layer.hpp"
 #include "strategies/search.hpp"
 
 namespace twin {
@@ -240,16 +243,20 @@ TEST(MegatronArgs, FamilyPlanGivesOnlyCommentsSayingWhy) {
   Scenario scenario = parse_scenario_text(kLlamaScenario, "llama.json");
   Candidate candidate;
   candidate.strategy = pinned(scenario);
-  candidate.plan = FamilyPlan{"hot-switch", "hot-switch:b8192-dp8|b32768-tp4dp2", "seq <= 8192: DP 8; rest: TP 4",
-                              nlohmann::json::object(), nullptr};
+  auto hot = std::make_shared<HotSwitchPlan>();
+  hot->phases.resize(2);
+  hot->phases[0].workload.max_length = 8192;
+  hot->phases[1].workload.min_exclusive = 8192;
+  hot->phases[1].workload.max_length = 32768;
+  candidate.plan = hot;
   std::string text = megatron_args(scenario, candidate);
   EXPECT_TRUE(arguments(text).empty()) << text;
   EXPECT_TRUE(has_comment_with(text, "Not expressible: the winning plan is a hot-switch plan")) << text;
-  EXPECT_TRUE(has_comment_with(text, "The plan: seq <= 8192: DP 8; rest: TP 4")) << text;
+  EXPECT_TRUE(has_comment_with(text, "The plan: 2 phases: (0,8192] ")) << text;
 
-  candidate.plan->family = "heterogeneous";
+  candidate.plan = std::make_shared<AsymmetricPlan>();
   EXPECT_TRUE(has_comment_with(megatron_args(scenario, candidate), "HexiScale"));
-  candidate.plan->family = "per-layer";
+  candidate.plan = std::make_shared<PerLayerPlan>();
   EXPECT_TRUE(has_comment_with(megatron_args(scenario, candidate), "Galvatron"));
 
   candidate.plan.reset();  // a uniform candidate: its strategy's arguments

@@ -1,8 +1,9 @@
 // The per-layer section: absent without a per-layer plan; with one, its stages' runs of layer
-// strategies and the comparison with the best uniform strategy, from the plan's detail.
+// strategies and the comparison with the best uniform strategy, from the plan's fields.
 #include <gtest/gtest.h>
 
 #include "reports/per_layer_section.hpp"
+#include "strategies/per_layer/per_layer.hpp"
 
 namespace twin {
 namespace {
@@ -11,11 +12,14 @@ Candidate per_layer_candidate() {
   Candidate c;
   c.feasible = true;
   c.result.iteration_ns = 8'000'000'000;
-  nlohmann::json tp4 = {{"layout", "tensor"}, {"group_size", 4}, {"zero_stage", 1}, {"recompute", "none"}};
-  nlohmann::json usp8 = {{"layout", "ulysses"}, {"group_size", 8}, {"zero_stage", 3}, {"recompute", "full"}};
-  nlohmann::json detail = {{"stage_micro_batch_size", 2}, {"num_micro_batches", 16}, {"stage_num_layers", {3, 1}},
-                           {"layers", {tp4, tp4, usp8, usp8}}};
-  c.plan = FamilyPlan{"per-layer", "per-layer.test", "summary", detail, {}};
+  const LayerStrategy tp4{{4, false}, 1, Recompute::none};
+  const LayerStrategy usp8{{8, true}, 3, Recompute::full};
+  auto plan = std::make_shared<PerLayerPlan>();
+  plan->stage_micro_batch = 2;
+  plan->num_micro_batches = 16;
+  plan->stage_layers = {3, 1};
+  plan->layers = {tp4, tp4, usp8, usp8};
+  c.plan = std::move(plan);
   return c;
 }
 

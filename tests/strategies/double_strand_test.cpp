@@ -136,7 +136,7 @@ TEST(DoubleStrand, MemoryHoldsOneMoreUnitThanTheMicroBatchItFrees) {
 // reduce-scatters sit on 1F1B's critical path.
 TEST(DoubleStrand, HidesTheTensorParallelCommunicationThat1F1BExposes) {
   const Scenario sc = load_scenario(std::string(TWIN_SOURCE_DIR) + "/scenarios/llama2-13b-8xH100-double-strand.json");
-  const std::vector<Candidate> ranked = search(sc, builtin_profile(), SearchOptions{2, {}});
+  const std::vector<Candidate> ranked = search(sc, builtin_profile(), {}, SearchOptions{2, {}});
   std::map<std::string, const Candidate*> by_key;
   for (const Candidate& c : ranked)
     if (c.feasible) by_key[c.strategy.key()] = &c;

@@ -1,0 +1,293 @@
+// The heterogeneous family's search: enumerate TP sizes per GPU kind, pipeline layouts (split by kind or
+// mixed), micro-batch sizes, recompute and ZeRO-1; for each, assign layers and micro-batches from priced
+// unit costs and memory bounds, estimate the iteration (slowest pipeline's fill + steady state + drain),
+// and simulate the best estimates in the event engine. Deterministic: plans are ranked by (estimate,
+// key) and simulated into fixed slots whatever the number of threads.
+#include "strategies/heterogeneous/heterogeneous_search.hpp"
+
+#include <algorithm>
+#include <limits>
+#include <map>
+#include <optional>
+#include <set>
+#include <tuple>
+
+#include <fmt/format.h>
+
+#include "core/error.hpp"
+#include "core/parallel_for.hpp"
+#include "sim/collectives.hpp"
+#include "sim/flat_graph.hpp"
+#include "strategies/heterogeneous/asymmetric_plan.hpp"
+#include "strategies/lowering_emitter.hpp"
+
+namespace twin {
+namespace {
+
+// Beyond this many ways to give each GPU kind a TP size, the heterogeneous search would take minutes.
+constexpr double kMaxTpAssignments = 4096;
+
+double priced_ns(const Profile& profile, const NodeGroup& group, const sim::LinkParams& links, const RankClass& rc,
+                 int tp) {
+  double ns = 0;
+  const GroupSpan span{tp, tp, 1};
+  for (OpIndex i = 0; i < rc.size(); ++i) {
+    const Op& op = rc.op(i);
+    if (!op.is_communication()) ns += static_cast<double>(compute_time_ns(profile, group.gpu, op));
+    else if (op.group == GroupKind::tensor && tp > 1)
+      ns += sim::isolated_time_ns(sim::tune_collective(op.kind, op.bytes, span, links), static_cast<double>(op.bytes), links);
+  }
+  return ns;
+}
+
+}  // namespace
+
+StageCosts stage_costs(const Scenario& scenario, const Profile& profile, int node_group, int tp, const Strategy& shared,
+                       int micro_batch_size) {
+  AsymmetricPipeline one{micro_batch_size, 1, {AsymmetricStage{{0}, tp, scenario.model.num_layers}}};
+  const Strategy s = stage_strategy(shared, one, 0);
+  const lowering::RankShapes shapes = lowering::rank_shapes(scenario, s);
+  const NodeGroup& group = scenario.cluster.node_groups[node_group];
+  const sim::LinkParams links = sim::link_params(group, scenario.cluster.network, profile);
+  const auto cost_of = [&](auto emit) {
+    RankClass rc;
+    lowering::Emitter e(rc, shapes);
+    e.begin_pass(Phase::forward, 0, 0);
+    emit(e, true);
+    e.begin_pass(Phase::backward, 0, 0);
+    e.chain = lowering::kNoOp;
+    emit(e, false);
+    return priced_ns(profile, group, links, rc, tp);
+  };
+  StageCosts costs;
+  costs.layer_ns = cost_of([&](lowering::Emitter& e, bool fwd) {
+    fwd ? lowering::emit_layer_forward(e, scenario.model, 0) : lowering::emit_layer_backward(e, scenario.model, 0);
+  });
+  costs.embedding_ns = cost_of([](lowering::Emitter& e, bool fwd) {
+    fwd ? lowering::emit_embedding_forward(e) : lowering::emit_embedding_backward(e);
+  });
+  costs.head_ns = cost_of([](lowering::Emitter& e, bool fwd) {
+    fwd ? lowering::emit_head_forward(e) : lowering::emit_head_backward(e);
+  });
+  return costs;
+}
+
+namespace {
+
+struct Estimated {
+  double iteration_ns = 0;
+  std::string key;
+  Strategy shared;
+  std::vector<AsymmetricPipeline> plan;
+};
+
+std::vector<int> powers_of_two_up_to(int n) {
+  std::vector<int> out;
+  for (int v = 1; v <= n; v *= 2) out.push_back(v);
+  return out;
+}
+
+class PlanBuilder {
+ public:
+  PlanBuilder(const Scenario& scenario, const Profile& profile) : scenario_(scenario), profile_(profile) {}
+
+  // Layers and micro-batches for pipelines of TP groups; nullopt when memory or batch cannot be met.
+  std::optional<Estimated> build(const std::vector<std::vector<TpGroup>>& layout, const Strategy& shared, int mbs) {
+    const int pipelines = static_cast<int>(layout.size());
+    const std::int64_t global = scenario_.training.global_batch_size;
+    if (global % mbs != 0) return std::nullopt;
+    Estimated out;
+    out.shared = shared;
+    std::vector<double> micro_batch_ns;
+    std::vector<int> depths;
+    for (const std::vector<TpGroup>& stages : layout) {
+      const int depth = static_cast<int>(stages.size());
+      std::vector<double> layer_ns, extra_ns;
+      std::vector<int> max_layers;
+      AsymmetricPipeline pipeline{mbs, depth, {}};
+      for (int s = 0; s < depth; ++s) {
+        const TpGroup& t = stages[s];
+        const int tp = static_cast<int>(t.devices.size());
+        const StageCosts& c = costs(t.node_group, tp, shared, mbs);
+        layer_ns.push_back(c.layer_ns);
+        extra_ns.push_back((s == 0 ? c.embedding_ns : 0.0) + (s == depth - 1 ? c.head_ns : 0.0));
+        max_layers.push_back(max_layers_of(t.node_group, tp, s, depth, shared, mbs, pipelines));
+        pipeline.stages.push_back(AsymmetricStage{t.devices, tp, 0});
+      }
+      const std::vector<int> layers = assign_layers(scenario_.model.num_layers, layer_ns, extra_ns, max_layers);
+      if (layers.empty()) return std::nullopt;
+      double slowest = 0;
+      for (int s = 0; s < depth; ++s) {
+        pipeline.stages[s].num_layers = layers[s];
+        slowest = std::max(slowest, layers[s] * layer_ns[s] + extra_ns[s]);
+      }
+      micro_batch_ns.push_back(slowest);
+      depths.push_back(depth);
+      out.plan.push_back(std::move(pipeline));
+    }
+    const std::vector<int> counts = assign_micro_batches(static_cast<int>(global / mbs), micro_batch_ns, depths);
+    if (counts.empty()) return std::nullopt;
+    for (int p = 0; p < pipelines; ++p) {
+      out.plan[p].num_micro_batches = counts[p];
+      out.iteration_ns = std::max(out.iteration_ns, (counts[p] + depths[p] - 1) * micro_batch_ns[p]);
+    }
+    out.key = asymmetric_plan_key(shared, out.plan);
+    return out;
+  }
+
+ private:
+  const StageCosts& costs(int node_group, int tp, const Strategy& shared, int mbs) {
+    const auto key = std::make_tuple(node_group, tp, mbs, static_cast<int>(shared.recompute), shared.sequence_parallel);
+    auto it = costs_.find(key);
+    if (it == costs_.end()) it = costs_.emplace(key, stage_costs(scenario_, profile_, node_group, tp, shared, mbs)).first;
+    return it->second;
+  }
+
+  // Memory is affine in the layer count: measure at one and two layers and solve for the capacity.
+  // The stage is assumed to hold its most micro-batches in flight (as many as the stages from it on).
+  int max_layers_of(int node_group, int tp, int stage, int depth, const Strategy& shared, int mbs, int pipelines) {
+    const auto key = std::make_tuple(node_group, tp, stage, depth, mbs, static_cast<int>(shared.recompute),
+                                     shared.sequence_parallel, shared.zero_stage, pipelines);
+    auto it = max_layers_.find(key);
+    if (it != max_layers_.end()) return it->second;
+    AsymmetricPipeline probe{mbs, depth, {}};
+    for (int s = 0; s < depth; ++s) probe.stages.push_back(AsymmetricStage{{0}, s == stage ? tp : 1, 1});
+    const double one = static_cast<double>(asymmetric_stage_memory(scenario_, shared, probe, stage, pipelines).total());
+    for (AsymmetricStage& s : probe.stages) s.num_layers = 2;
+    const double two = static_cast<double>(asymmetric_stage_memory(scenario_, shared, probe, stage, pipelines).total());
+    const double capacity = scenario_.cluster.node_groups[node_group].gpu.memory_GiB * kGiB;
+    int most = 0;
+    if (one <= capacity) most = two > one ? 1 + static_cast<int>((capacity - one) / (two - one)) : scenario_.model.num_layers;
+    most = std::min(most, scenario_.model.num_layers);
+    max_layers_.emplace(key, most);
+    return most;
+  }
+
+  const Scenario& scenario_;
+  const Profile& profile_;
+  std::map<std::tuple<int, int, int, int, bool>, StageCosts> costs_;
+  std::map<std::tuple<int, int, int, int, int, int, bool, int, int>, int> max_layers_;
+};
+
+// The kind of each node group: a GPU model in nodes of one size. Node groups of one kind take one TP size
+// and one split into pipelines, so the choices grow with the kinds of GPU, not with the node groups.
+std::vector<int> kind_of_each_group(const Cluster& cluster, std::vector<int>& first_group_of_kind) {
+  std::vector<int> kind_of_group;
+  for (const NodeGroup& group : cluster.node_groups) {
+    const auto same = std::find_if(first_group_of_kind.begin(), first_group_of_kind.end(), [&](int first) {
+      return cluster.node_groups[first].gpu.name == group.gpu.name &&
+             cluster.node_groups[first].gpus_per_node == group.gpus_per_node;
+    });
+    kind_of_group.push_back(static_cast<int>(same - first_group_of_kind.begin()));
+    if (same == first_group_of_kind.end()) first_group_of_kind.push_back(static_cast<int>(kind_of_group.size()) - 1);
+  }
+  return kind_of_group;
+}
+
+// Every layout of TP groups into pipelines the search tries for one choice of TP size per kind.
+std::vector<std::vector<std::vector<TpGroup>>> layouts(const Cluster& cluster, const std::vector<TpGroup>& groups,
+                                                       const std::vector<int>& kind_of_group, int kinds) {
+  std::vector<std::vector<std::vector<TpGroup>>> out;
+  const int node_groups = static_cast<int>(cluster.node_groups.size());
+  std::vector<int> groups_of_node_group(node_groups, 0);
+  for (const TpGroup& t : groups) ++groups_of_node_group[t.node_group];
+  const int fewest = *std::min_element(groups_of_node_group.begin(), groups_of_node_group.end());
+  for (int p : powers_of_two_up_to(fewest))
+    if (auto layout = mixed_pipelines(cluster, groups, p); !layout.empty()) out.push_back(std::move(layout));
+  // Split: every combination of pipelines per kind (powers of two dividing the TP groups of each of its
+  // node groups).
+  std::vector<int> fewest_of_kind(kinds, std::numeric_limits<int>::max());
+  for (int g = 0; g < node_groups; ++g)
+    fewest_of_kind[kind_of_group[g]] = std::min(fewest_of_kind[kind_of_group[g]], groups_of_node_group[g]);
+  std::vector<int> counts(kinds, 1);
+  while (true) {
+    std::vector<int> pipelines_of_group(node_groups);
+    for (int g = 0; g < node_groups; ++g) pipelines_of_group[g] = counts[kind_of_group[g]];
+    if (auto layout = split_pipelines(cluster, groups, pipelines_of_group); !layout.empty())
+      out.push_back(std::move(layout));
+    int k = 0;
+    while (k < kinds && (counts[k] *= 2) > fewest_of_kind[k]) counts[k++] = 1;
+    if (k == kinds) break;
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<Candidate> heterogeneous_candidates(const Scenario& scenario, const Profile& profile, int jobs,
+                                                int simulate_top) {
+  const Cluster& cluster = scenario.cluster;
+  const ModelConfig& model = scenario.model;
+  if (model.is_moe() || (!model.untie_embeddings_and_output_weights)) return {};
+  const SearchSpace& space = scenario.search;
+  const int groups_count = static_cast<int>(cluster.node_groups.size());
+  std::vector<int> first_group_of_kind;
+  const std::vector<int> kind_of_group = kind_of_each_group(cluster, first_group_of_kind);
+  const int kinds = static_cast<int>(first_group_of_kind.size());
+  // TP sizes per kind: the search space's, inside a node, dividing heads, query groups and FFN width.
+  std::vector<std::vector<int>> tp_options(kinds);
+  for (int k = 0; k < kinds; ++k)
+    for (int tp : space.tensor_model_parallel_size)
+      if (cluster.node_groups[first_group_of_kind[k]].gpus_per_node % tp == 0 && model.num_attention_heads % tp == 0 &&
+          model.num_query_groups % tp == 0 && model.ffn_hidden_size % tp == 0)
+        tp_options[k].push_back(tp);
+  double assignments = 1;
+  for (const auto& options : tp_options) assignments *= static_cast<double>(std::max<std::size_t>(1, options.size()));
+  if (assignments > kMaxTpAssignments)
+    throw InputError(scenario.source, "/search/tensor_model_parallel_size",
+                     fmt::format("at most {} assignments of TP sizes to the cluster's {} GPU kinds for heterogeneous "
+                                 "plans, got {:.0f}: list fewer TP sizes",
+                                 kMaxTpAssignments, kinds, assignments));
+  for (const auto& options : tp_options)
+    if (options.empty()) return {};
+  std::vector<int> zero_stages;
+  for (int z : space.zero_stage)
+    if (z <= 1) zero_stages.push_back(z);
+  if (zero_stages.empty()) zero_stages.push_back(0);
+  const bool sp = std::find(space.sequence_parallel.begin(), space.sequence_parallel.end(), true) !=
+                  space.sequence_parallel.end();
+
+  PlanBuilder builder(scenario, profile);
+  std::vector<Estimated> estimates;
+  std::set<std::string> seen;
+  std::vector<std::size_t> choice(kinds, 0);
+  while (true) {
+    std::vector<int> tp_of_group(groups_count);
+    for (int g = 0; g < groups_count; ++g) tp_of_group[g] = tp_options[kind_of_group[g]][choice[kind_of_group[g]]];
+    const std::vector<TpGroup> groups = tensor_parallel_groups(cluster, tp_of_group);
+    for (const auto& layout : layouts(cluster, groups, kind_of_group, kinds))
+      for (int mbs : space.micro_batch_size)
+        for (Recompute recompute : space.recompute)
+          for (int zero : zero_stages) {
+            Strategy shared;
+            shared.sequence_parallel = sp;
+            shared.recompute = recompute;
+            shared.zero_stage = layout.size() > 1 ? zero : 0;
+            shared.schedule = Schedule::one_f_one_b;
+            if (auto estimate = builder.build(layout, shared, mbs); estimate && seen.insert(estimate->key).second)
+              estimates.push_back(std::move(*estimate));
+          }
+    int g = 0;
+    while (g < kinds && ++choice[g] == tp_options[g].size()) choice[g++] = 0;
+    if (g == kinds) break;
+  }
+  std::sort(estimates.begin(), estimates.end(), [](const Estimated& a, const Estimated& b) {
+    return a.iteration_ns != b.iteration_ns ? a.iteration_ns < b.iteration_ns : a.key < b.key;
+  });
+  if (static_cast<int>(estimates.size()) > simulate_top) estimates.resize(static_cast<std::size_t>(simulate_top));
+
+  std::vector<Candidate> out(estimates.size());
+  parallel_for(estimates.size(), jobs, [&](std::size_t k) {
+    out[k] = evaluate_asymmetric_plan(scenario, profile, estimates[k].shared, estimates[k].plan, false);
+  });
+  return out;
+}
+
+std::vector<Candidate> heterogeneous_family_candidates(const Scenario& scenario, const Profile& profile, int jobs) {
+  if (!scenario.pipelines.empty())
+    return {evaluate_asymmetric_plan(scenario, profile, *scenario.strategy, scenario.pipelines, false)};
+  if (scenario.strategy || scenario.cluster.is_homogeneous()) return {};
+  return heterogeneous_candidates(scenario, profile, jobs);
+}
+
+}  // namespace twin

@@ -1,0 +1,111 @@
+// Galvatron-style per-layer hybrid plans: inside each pipeline stage every transformer layer has its own
+// layout (Megatron TP with SP, or Ulysses sequence parallel, over `group` GPUs; data parallel over the
+// rest of the stage), ZeRO stage and recompute. Consecutive layers of different layouts re-layout their
+// activations with an all-to-all. The plan is lowered to real op graphs and simulated like any strategy.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "cost/profile.hpp"
+#include "core/op_graph.hpp"
+#include "core/scenario.hpp"
+#include "core/strategy.hpp"
+#include "strategies/memory.hpp"
+#include "strategies/search.hpp"
+
+namespace twin {
+
+// How one layer's work is split over a stage's G GPUs: groups of `group` consecutive GPUs share each
+// sample (Megatron TP+SP, or Ulysses: sequence-sharded, heads split around attention by all-to-all),
+// and the G / group groups take different samples (data parallel).
+struct LayerLayout {
+  int group = 1;
+  bool ulysses = false;
+  auto operator<=>(const LayerLayout&) const = default;
+};
+
+struct LayerStrategy {
+  LayerLayout layout;
+  int zero_stage = 0;
+  Recompute recompute = Recompute::none;
+  bool operator==(const LayerStrategy&) const = default;
+};
+// "tp4.z1.rc-none", "usp4.z3.rc-full" (Ulysses), "tp1.z3.rc-selective" (pure data parallel).
+std::string to_string(const LayerStrategy& strategy);
+
+// The plan, as the lowering takes it and as a candidate holds it (family "per-layer").
+struct PerLayerPlan final : FamilyPlan {
+  int pipeline_stages = 1;
+  // Samples of one micro-batch over one stage's G GPUs (Galvatron's micro-batch): a layer of group t
+  // gives each of its G / t groups stage_micro_batch * t / G samples. Every layout then holds the same
+  // tokens per GPU, stage_micro_batch * seq_length / G.
+  int stage_micro_batch = 1;
+  int num_micro_batches = 1;
+  Schedule schedule = Schedule::one_f_one_b;  // 1f1b or gpipe
+  std::vector<int> stage_layers;              // transformer layers per stage, in order
+  std::vector<LayerStrategy> layers;          // one per transformer layer
+
+  int first_layer(int stage) const;
+  std::string family() const override { return "per-layer"; }
+  // Unique and stable, e.g. "per-layer.pp2.smb8.1f1b.split22-18.tp4.z1.rc-none*30+tp4.z1.rc-full*10".
+  std::string key() const override;
+  // One line: "pp 2 (22+18 layers), 8 samples x 4 micro-batches, 1f1b: tp4.z1.rc-none x30, tp4.z1.rc-full x10".
+  std::string summary() const override;
+  nlohmann::json to_json() const override;
+  // evaluate_per_layer (per_layer_search.hpp).
+  Candidate evaluate(const Scenario& scenario, const Profile& profile, bool record_op_timings,
+                     IterationGraph* graph) const override;
+};
+
+int stage_gpus(const Scenario& scenario, const PerLayerPlan& plan);
+// Tokens every GPU of a stage holds per micro-batch outside attention, whatever the layout.
+std::int64_t tokens_per_gpu(const Scenario& scenario, const PerLayerPlan& plan);
+// Data-parallel (ZeRO) group of a layout: G / group for Megatron TP, all G for Ulysses (weights whole).
+int data_group_of(const LayerLayout& layout, int stage_gpus);
+
+// Fraction of its activation rows a GPU keeps when a micro-batch goes from layout `from_group` to
+// `to_group` (samples split over G / group blocks of consecutive GPUs, sequence split inside a block),
+// for the GPU that keeps least: 1 when the groups are equal.
+double relayout_kept_fraction(int from_group, int to_group, int stage_gpus);
+// The re-layout all-to-all's message (nccl-tests all_to_all bytes: the per-rank buffer, of which the
+// algorithm sends (n-1)/n), sized so that the busiest GPU sends exactly the rows it does not keep;
+// over max(from, to) GPUs. 0 when the groups are equal (Megatron-SP t and Ulysses t share a layout).
+std::int64_t relayout_bytes(std::int64_t tokens_per_gpu, std::int64_t hidden, int from_group, int to_group,
+                            int stage_gpus);
+
+// What one layer (or the embedding and output layer beside it) holds per GPU: model states after ZeRO,
+// and the activations one micro-batch in flight keeps (Korthikanti, as memory.cpp counts them).
+struct LayerMemory {
+  double parameters = 0, gradients = 0, optimizer_states = 0, activations_per_pass = 0;
+  double states() const { return parameters + gradients + optimizer_states; }
+  void add(const LayerMemory& o) {
+    parameters += o.parameters, gradients += o.gradients, optimizer_states += o.optimizer_states;
+    activations_per_pass += o.activations_per_pass;
+  }
+};
+LayerMemory layer_memory(const Scenario& scenario, const LayerStrategy& strategy, int layer, int stage_gpus,
+                         int stage_micro_batch);
+// The embedding (`embedding`) and the output layer (`output`) in the layout of `strategy`.
+LayerMemory edge_memory(const Scenario& scenario, const LayerStrategy& strategy, bool embedding, bool output,
+                        int pipeline_stages, int stage_gpus, int stage_micro_batch);
+// An upper bound on what a stage holds besides its layers, whichever of `options` its layers take:
+// the largest embedding/output layer, NCCL buffers of every communicator the options use, the ZeRO-3
+// gather buffers, workspace.
+double stage_fixed_bytes_bound(const Scenario& scenario, const std::vector<LayerStrategy>& options, int stage,
+                               int pipeline_stages, int stage_gpus, int stage_micro_batch, int passes_in_flight);
+
+// Memory per GPU of each stage, as estimate_memory() counts it, layer by layer.
+MemoryEstimate estimate_per_layer_memory(const Scenario& scenario, const PerLayerPlan& plan);
+
+// The op graphs of one iteration, one rank class per stage: each layer with its own TP/Ulysses group,
+// data group, ZeRO collectives and recompute; re-layout all-to-alls where layouts change.
+IterationGraph lower_per_layer_plan(const Scenario& scenario, const PerLayerPlan& plan);
+
+// The plan's home strategy (its most common layer strategy, applied to every layer): complete and valid,
+// what ranking.csv's strategy columns show.
+Strategy home_strategy(const Scenario& scenario, const PerLayerPlan& plan);
+
+}  // namespace twin

@@ -1,0 +1,230 @@
+// The plan value type, its layouts' geometry (data groups, re-layout bytes) and its memory per stage.
+// Memory follows memory.cpp term by term (model states per parameter, Korthikanti activations walked
+// over the schedule, NCCL buffers per communicator, workspace), each layer with its own TP/Ulysses
+// group, data group, ZeRO stage and recompute.
+#include "strategies/per_layer/per_layer.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
+
+#include <fmt/format.h>
+
+#include "strategies/schedule.hpp"
+#include "strategies/memory.hpp"
+#include "strategies/sharded_parameters.hpp"
+
+namespace twin {
+namespace {
+
+
+std::string run_length(const std::vector<LayerStrategy>& layers, const char* times, const char* plus) {
+  std::string out;
+  for (std::size_t i = 0; i < layers.size();) {
+    std::size_t j = i;
+    while (j < layers.size() && layers[j] == layers[i]) ++j;
+    if (!out.empty()) out += plus;
+    out += fmt::format("{}{}{}", to_string(layers[i]), times, j - i);
+    i = j;
+  }
+  return out;
+}
+
+std::string joined(const std::vector<int>& values, const char* separator) {
+  std::string out;
+  for (std::size_t i = 0; i < values.size(); ++i) out += (i ? separator : "") + std::to_string(values[i]);
+  return out;
+}
+
+// Megatron TP of the layer's weights: the layout's group, or 1 under Ulysses (weights whole).
+int weight_tp(const LayerLayout& layout) { return layout.ulysses ? 1 : layout.group; }
+
+}  // namespace
+
+std::string to_string(const LayerStrategy& s) {
+  return fmt::format("{}{}.z{}.rc-{}", s.layout.ulysses ? "usp" : "tp", s.layout.group, s.zero_stage,
+                     to_string(s.recompute));
+}
+
+int PerLayerPlan::first_layer(int stage) const {
+  int first = 0;
+  for (int i = 0; i < stage; ++i) first += stage_layers[i];
+  return first;
+}
+
+std::string PerLayerPlan::key() const {
+  return fmt::format("per-layer.pp{}.smb{}.{}.split{}.{}", pipeline_stages, stage_micro_batch, to_string(schedule),
+                     joined(stage_layers, "-"), run_length(layers, "*", "+"));
+}
+
+std::string PerLayerPlan::summary() const {
+  return fmt::format("pp {} ({} layers), {} samples x {} micro-batches, {}: {}", pipeline_stages,
+                     joined(stage_layers, "+"), stage_micro_batch, num_micro_batches, to_string(schedule),
+                     run_length(layers, " x", ", "));
+}
+
+nlohmann::json PerLayerPlan::to_json() const {
+  nlohmann::json layer_list = nlohmann::json::array();
+  for (const LayerStrategy& s : layers)
+    layer_list.push_back({{"layout", s.layout.ulysses ? "ulysses" : "tensor"},
+                          {"group_size", s.layout.group},
+                          {"zero_stage", s.zero_stage},
+                          {"recompute", to_string(s.recompute)}});
+  return {{"pipeline_model_parallel_size", pipeline_stages},
+          {"stage_micro_batch_size", stage_micro_batch},
+          {"num_micro_batches", num_micro_batches},
+          {"schedule", to_string(schedule)},
+          {"stage_num_layers", stage_layers},
+          {"layers", layer_list}};
+}
+
+int stage_gpus(const Scenario& scenario, const PerLayerPlan& plan) {
+  return scenario.cluster.total_gpus() / plan.pipeline_stages;
+}
+
+std::int64_t tokens_per_gpu(const Scenario& scenario, const PerLayerPlan& plan) {
+  return static_cast<std::int64_t>(plan.stage_micro_batch) * scenario.training.seq_length / stage_gpus(scenario, plan);
+}
+
+int data_group_of(const LayerLayout& layout, int gpus) { return layout.ulysses ? gpus : gpus / layout.group; }
+
+double relayout_kept_fraction(int from_group, int to_group, int gpus) {
+  // GPU r of layout t holds samples [r/t * t/G, (r/t + 1) * t/G) and sequence [r%t / t, (r%t + 1) / t),
+  // both as fractions of the micro-batch; it keeps the overlap of its two rectangles.
+  const auto overlap = [](double a0, double a1, double b0, double b1) { return std::max(0.0, std::min(a1, b1) - std::max(a0, b0)); };
+  double least = 1;
+  for (int r = 0; r < gpus; ++r) {
+    const double a = from_group, b = to_group;
+    const double samples = overlap((r / from_group) * a / gpus, (r / from_group + 1) * a / gpus,
+                                   (r / to_group) * b / gpus, (r / to_group + 1) * b / gpus);
+    const double sequence = overlap((r % from_group) / a, (r % from_group + 1) / a, (r % to_group) / b,
+                                    (r % to_group + 1) / b);
+    least = std::min(least, samples * sequence * gpus);
+  }
+  return least;
+}
+
+std::int64_t relayout_bytes(std::int64_t tokens, std::int64_t hidden, int from_group, int to_group, int gpus) {
+  if (from_group == to_group) return 0;
+  const int n = std::max(from_group, to_group);
+  const double buffer = 2.0 * static_cast<double>(tokens) * static_cast<double>(hidden);
+  const double sent = buffer * (1 - relayout_kept_fraction(from_group, to_group, gpus));
+  return std::llround(sent * n / (n - 1));
+}
+
+LayerMemory layer_memory(const Scenario& scenario, const LayerStrategy& s, int layer, int gpus, int stage_micro_batch) {
+  const StateBytes per_param = state_bytes_per_parameter(scenario.training);
+  const int dg = data_group_of(s.layout, gpus);
+  const double n = static_cast<double>(layer_parameters_per_rank(scenario.model, layer, weight_tp(s.layout), 1).dense);
+  LayerMemory mem;
+  mem.parameters = n * per_param.weights / (s.zero_stage >= 3 ? dg : 1);
+  mem.gradients = n * per_param.gradients / (s.zero_stage >= 2 ? dg : 1);
+  mem.optimizer_states = n * per_param.optimizer / (s.zero_stage >= 1 ? dg : 1);
+  const int samples = stage_micro_batch * s.layout.group / gpus;
+  mem.activations_per_pass = static_cast<double>(activation_bytes_per_layer(
+      scenario.model, scenario.training.seq_length, samples, s.layout.group, s.layout.group > 1, 1, s.recompute));
+  return mem;
+}
+
+LayerMemory edge_memory(const Scenario& scenario, const LayerStrategy& s, bool embedding, bool output, int pp,
+                        int gpus, int stage_micro_batch) {
+  const ModelConfig& m = scenario.model;
+  const StateBytes per_param = state_bytes_per_parameter(scenario.training);
+  const int dg = data_group_of(s.layout, gpus), tp = weight_tp(s.layout);
+  const double tokens = static_cast<double>(stage_micro_batch) * scenario.training.seq_length / gpus;
+  double n = 0;
+  LayerMemory mem;
+  if (embedding) {
+    n += static_cast<double>(embedding_parameters_per_rank(m, tp));
+    if (m.hidden_dropout > 0) mem.activations_per_pass += tokens * m.hidden_size;
+  }
+  if (output) {  // as memory.cpp: norm and projection inputs, fp32 logits of the TP-gathered rows
+    n += static_cast<double>(output_parameters_per_rank(m, tp, pp == 1));
+    mem.activations_per_pass += 2.0 * tokens * m.hidden_size * 2 + 4.0 * tokens * tp * (padded_vocab_size(m, tp) / tp);
+  }
+  mem.parameters = n * per_param.weights / (s.zero_stage >= 3 ? dg : 1);
+  mem.gradients = n * per_param.gradients / (s.zero_stage >= 2 ? dg : 1);
+  mem.optimizer_states = n * per_param.optimizer / (s.zero_stage >= 1 ? dg : 1);
+  return mem;
+}
+
+double stage_fixed_bytes_bound(const Scenario& scenario, const std::vector<LayerStrategy>& options, int stage, int pp,
+                               int gpus, int stage_micro_batch, int passes_in_flight) {
+  std::set<int> tensor_groups, data_groups;
+  double edges = 0, gathered = 0;
+  for (const LayerStrategy& s : options) {
+    const LayerMemory e = edge_memory(scenario, s, stage == 0, stage == pp - 1, pp, gpus, stage_micro_batch);
+    edges = std::max(edges, e.states() + e.activations_per_pass * passes_in_flight);
+    if (s.layout.group > 1) tensor_groups.insert(s.layout.group);
+    const int dg = data_group_of(s.layout, gpus);
+    if (dg > 1) data_groups.insert(dg);
+    if (s.zero_stage >= 3 && dg > 1)
+      gathered = std::max(gathered, static_cast<double>(layer_parameters_per_rank(scenario.model, 0, weight_tp(s.layout), 1).dense));
+  }
+  // NCCL buffers for at most two layouts (a TP and a data group each): plans using more are checked
+  // exactly after the DP and dropped when they do not fit.
+  const double communicators = static_cast<double>(std::min<std::size_t>(tensor_groups.size(), 2) +
+                                                   std::min<std::size_t>(data_groups.size(), 2)) + (pp > 1 ? 1 : 0);
+  return edges + communicators * kNcclBytesPerCommunicator + 2.0 * 2 * gathered + kWorkspaceBytes;
+}
+
+MemoryEstimate estimate_per_layer_memory(const Scenario& scenario, const PerLayerPlan& plan) {
+  const int gpus = stage_gpus(scenario, plan), pp = plan.pipeline_stages;
+  const auto orders = pipeline_schedule(plan.schedule, pp, plan.num_micro_batches, 1);
+  MemoryEstimate estimate;
+  for (int stage = 0; stage < pp; ++stage) {
+    const int first = plan.first_layer(stage), count = plan.stage_layers[stage];
+    std::set<int> tensor_groups, data_groups;
+    std::int64_t largest_gathered = 0;
+    // The embedding and the output layer take the strategy of the layer beside them.
+    LayerMemory total = edge_memory(scenario, plan.layers[first], stage == 0, false, pp, gpus, plan.stage_micro_batch);
+    total.add(edge_memory(scenario, plan.layers[first + count - 1], false, stage == pp - 1, pp, gpus,
+                          plan.stage_micro_batch));
+    for (int layer = first; layer < first + count; ++layer) {
+      const LayerStrategy& s = plan.layers[layer];
+      total.add(layer_memory(scenario, s, layer, gpus, plan.stage_micro_batch));
+      const int dg = data_group_of(s.layout, gpus);
+      if (s.layout.group > 1) tensor_groups.insert(s.layout.group);
+      if (dg > 1) data_groups.insert(dg);
+      if (s.zero_stage >= 3 && dg > 1)  // the gathered layer and the prefetched one
+        largest_gathered = std::max(largest_gathered, layer_parameters_per_rank(scenario.model, layer, weight_tp(s.layout), 1).dense);
+    }
+    MemoryBreakdown mem;
+    mem.parameters = std::llround(total.parameters);
+    mem.gradients = std::llround(total.gradients);
+    mem.optimizer_states = std::llround(total.optimizer_states);
+    mem.activations = std::llround(total.activations_per_pass * peak_in_flight_passes(orders[stage]));
+    const int communicators = static_cast<int>(tensor_groups.size() + data_groups.size()) + (pp > 1 ? 1 : 0);
+    mem.communication_buffers = std::llround(communicators * kNcclBytesPerCommunicator + 2.0 * 2 * largest_gathered);
+    mem.workspace = std::llround(kWorkspaceBytes);
+    estimate.per_stage.push_back(mem);
+    if (mem.total() > estimate.per_stage[estimate.worst_stage].total()) estimate.worst_stage = stage;
+  }
+  return estimate;
+}
+
+Strategy home_strategy(const Scenario& scenario, const PerLayerPlan& plan) {
+  // The most common layer strategy; ties go to the one that comes first.
+  std::map<std::string, int> counts;
+  for (const LayerStrategy& s : plan.layers) ++counts[to_string(s)];
+  const LayerStrategy* home = &plan.layers.front();
+  for (const LayerStrategy& s : plan.layers)
+    if (counts[to_string(s)] > counts[to_string(*home)]) home = &s;
+  const int gpus = stage_gpus(scenario, plan);
+  const int tp = weight_tp(home->layout);
+  Strategy st;
+  st.tensor_model_parallel_size = tp;
+  st.pipeline_model_parallel_size = plan.pipeline_stages;
+  st.data_parallel_size = gpus / tp;
+  st.sequence_parallel = tp > 1;
+  // Samples per data-parallel rank; a Ulysses home with fewer samples than GPUs rounds up to one.
+  st.micro_batch_size = std::max(1, plan.stage_micro_batch * tp / gpus);
+  st.num_micro_batches = plan.num_micro_batches;
+  st.zero_stage = home->zero_stage;
+  st.recompute = home->recompute;
+  st.schedule = plan.schedule;
+  return st;
+}
+
+}  // namespace twin

@@ -1,0 +1,239 @@
+// Pricing for the dynamic programme comes from the event engine: each layer strategy is lowered as a
+// one-stage graph of 1 and of 3 identical layers (one micro-batch forward and backward), and the
+// difference over 2 is a layer's steady-state time, its ZeRO-3 gathers prefetched behind its neighbour
+// as in the real graph; the same with gradient reduction and the optimizer step gives the last
+// micro-batch's share. A layer costs (m - 1) x the first + the second. Re-layouts are priced by
+// simulating their all-to-all. The DP only chooses: each chosen plan is lowered whole and simulated.
+#include "strategies/per_layer/per_layer_search.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <set>
+
+#include "sim/simulate.hpp"
+#include "strategies/per_layer/per_layer_dp.hpp"
+#include "strategies/per_layer/per_layer_lowering.hpp"
+#include "strategies/schedule.hpp"
+#include "strategies/sharded_parameters.hpp"
+
+namespace twin {
+namespace {
+
+constexpr int kMemoryBuckets = 512;
+
+struct Pricing {
+  const Scenario& scenario;
+  const Profile& profile;
+  int pp, gpus, stage_micro_batch;
+
+  double simulate_one_stage(const std::vector<LayerStrategy>& layers, bool reduce_and_step) const {
+    PerLayerPlan tiny;
+    tiny.pipeline_stages = 1;
+    tiny.stage_micro_batch = stage_micro_batch;
+    tiny.stage_layers = {static_cast<int>(layers.size())};
+    tiny.layers = layers;
+    IterationGraph graph;
+    graph.classes.resize(1);
+    RankClass& rc = graph.classes[0];
+    rc.num_ranks = gpus;
+    per_layer::PerLayerStage stage(scenario, tiny, 0, gpus, rc, false);
+    stage.run({{true, 0, 0}, {false, 0, 0}}, reduce_and_step, reduce_and_step);
+    return static_cast<double>(simulate_iteration(graph, scenario.cluster, profile).iteration_ns);
+  }
+
+  // Per layer: (steady micro-batch time, last micro-batch time with reduction and optimizer share).
+  std::pair<double, double> layer_times(const LayerStrategy& s) const {
+    const double one = simulate_one_stage({s}, false), three = simulate_one_stage({s, s, s}, false);
+    const double one_r = simulate_one_stage({s}, true), three_r = simulate_one_stage({s, s, s}, true);
+    return {(three - one) / 2, (three_r - one_r) / 2};
+  }
+
+  double relayout_time(int from_group, int to_group) const {
+    const std::int64_t bytes = relayout_bytes(static_cast<std::int64_t>(stage_micro_batch) * scenario.training.seq_length / gpus,
+                                              scenario.model.hidden_size, from_group, to_group, gpus);
+    if (bytes == 0) return 0;
+    IterationGraph graph;
+    graph.classes.resize(1);
+    RankClass& rc = graph.classes[0];
+    const LayerStrategy wide{{std::max(from_group, to_group), false}};
+    PerLayerPlan tiny;
+    tiny.stage_micro_batch = stage_micro_batch;
+    per_layer::set_spans(rc, scenario, tiny, 0, gpus, {wide});
+    rc.add(lowering::Emitter::collective(OpKind::all_to_all, OpRole::tp_scatter, Stream::tp_comm, GroupKind::tensor,
+                                         wide.layout.group, bytes));
+    return static_cast<double>(simulate_iteration(graph, scenario.cluster, profile).iteration_ns);
+  }
+};
+
+bool divides(std::int64_t d, std::int64_t n) { return d > 0 && n % d == 0; }
+
+std::vector<int> stage_micro_batches(const Scenario& scenario, int gpus) {
+  std::set<int> values;
+  for (int tp : scenario.search.tensor_model_parallel_size)
+    for (int mbs : scenario.search.micro_batch_size)
+      if (divides(tp, gpus)) {
+        const int smb = mbs * (gpus / tp);
+        if (divides(smb, scenario.training.global_batch_size)) values.insert(smb);
+      }
+  return {values.begin(), values.end()};
+}
+
+bool is_uniform_megatron(const PerLayerPlan& plan, const Scenario& scenario) {
+  for (const LayerStrategy& s : plan.layers)
+    if (!(s == plan.layers.front())) return false;
+  if (plan.layers.front().layout.ulysses) return false;
+  Strategy st;
+  st.pipeline_model_parallel_size = plan.pipeline_stages;
+  for (int stage = 0; stage < plan.pipeline_stages; ++stage)
+    if (plan.stage_layers[stage] != layers_in_virtual_stage(scenario.model, st, stage)) return false;
+  return true;
+}
+
+}  // namespace
+
+std::vector<LayerStrategy> layer_strategy_space(const Scenario& scenario, int pp, int smb) {
+  const ModelConfig& m = scenario.model;
+  const SearchSpace& space = scenario.search;
+  const int gpus = scenario.cluster.total_gpus() / pp;
+  std::vector<LayerStrategy> out;
+  for (bool ulysses : {false, true})
+    for (int t : space.tensor_model_parallel_size) {
+      if (!divides(t, gpus) || !divides(gpus / t, smb) || (ulysses && t == 1)) continue;
+      if (!divides(t, m.num_attention_heads) || !divides(t, m.num_query_groups) || !divides(t, m.ffn_hidden_size))
+        continue;
+      if (!divides(t, scenario.training.seq_length)) continue;
+      const LayerLayout layout{t, ulysses};
+      for (int zero : space.zero_stage) {
+        if (zero > 0 && data_group_of(layout, gpus) == 1) continue;
+        for (Recompute r : space.recompute) out.push_back({layout, zero, r});
+      }
+    }
+  return out;
+}
+
+Candidate evaluate_per_layer(const Scenario& scenario, const Profile& profile, const PerLayerPlan& plan,
+                             bool record_op_timings, IterationGraph* graph_out) {
+  Candidate c;
+  c.strategy = home_strategy(scenario, plan);
+  c.memory = estimate_per_layer_memory(scenario, plan);
+  c.feasible = true;
+  IterationGraph graph = lower_per_layer_plan(scenario, plan);
+  c.result = simulate_iteration(graph, scenario.cluster, profile, SimOptions{record_op_timings});
+  c.throughput = throughput(scenario, c.strategy, to_seconds(c.result.iteration_ns));
+  // HFU counts each layer's own recompute.
+  const double model = model_flops_per_iteration(scenario);
+  double hardware = model;
+  for (const LayerStrategy& s : plan.layers)
+    hardware += (hardware_flops_per_iteration(scenario, s.recompute) - model) / static_cast<double>(plan.layers.size());
+  c.throughput.hfu = c.throughput.mfu * hardware / model;
+  c.plan = std::make_shared<PerLayerPlan>(plan);
+  if (graph_out) *graph_out = std::move(graph);
+  return c;
+}
+
+Candidate PerLayerPlan::evaluate(const Scenario& scenario, const Profile& profile, bool record_op_timings,
+                                 IterationGraph* graph) const {
+  return evaluate_per_layer(scenario, profile, *this, record_op_timings, graph);
+}
+
+std::vector<Candidate> per_layer_candidates(const Scenario& scenario, const Profile& profile) {
+  std::vector<Candidate> out;
+  const SearchSpace& space = scenario.search;
+  const ModelConfig& m = scenario.model;
+  if (!space.per_layer || scenario.strategy || m.is_moe() || scenario.cluster.node_groups.size() != 1) return out;
+  if (std::find(space.context_parallel_size.begin(), space.context_parallel_size.end(), 1) ==
+      space.context_parallel_size.end())
+    return out;
+  const double capacity = scenario.cluster.node_groups.front().gpu.memory_GiB * kGiB;
+  std::set<std::string> seen;
+  for (int pp : space.pipeline_model_parallel_size) {
+    const int world = scenario.cluster.total_gpus();
+    if (!divides(pp, world) || pp > m.num_layers) continue;
+    const int gpus = world / pp;
+    std::vector<Schedule> schedules;
+    for (Schedule s : space.schedule)
+      if ((s == Schedule::one_f_one_b || s == Schedule::gpipe) && (pp > 1 || schedules.empty())) schedules.push_back(s);
+    for (Schedule schedule : schedules)
+      for (int smb : stage_micro_batches(scenario, gpus)) {
+        const std::vector<LayerStrategy> options = layer_strategy_space(scenario, pp, smb);
+        if (options.empty()) continue;
+        PerLayerPlan plan;
+        plan.pipeline_stages = pp;
+        plan.stage_micro_batch = smb;
+        plan.num_micro_batches = static_cast<int>(scenario.training.global_batch_size / smb);
+        plan.schedule = schedule;
+        const int micro_batches = plan.num_micro_batches;
+        if (pp > 1 && micro_batches < pp) continue;
+        const auto orders = pipeline_schedule(schedule, pp, micro_batches, 1);
+
+        const Pricing pricing{scenario, profile, pp, gpus, smb};
+        std::vector<std::pair<double, double>> times;
+        for (const LayerStrategy& s : options) times.push_back(pricing.layer_times(s));
+        std::map<int, int> layout_index;
+        for (const LayerStrategy& s : options) layout_index.emplace(s.layout.group, 0);
+        std::vector<int> groups;
+        for (auto& [group, index] : layout_index) index = static_cast<int>(groups.size()), groups.push_back(group);
+        std::vector<std::vector<double>> relayout(groups.size(), std::vector<double>(groups.size(), 0));
+        for (std::size_t a = 0; a < groups.size(); ++a)
+          for (std::size_t b = 0; b < groups.size(); ++b)
+            relayout[a][b] = 2.0 * micro_batches * pricing.relayout_time(groups[a], groups[b]);
+
+        // Stages balanced by memory: the leanest layer strategy's bytes per layer at each stage's depth.
+        std::vector<double> fixed(pp), per_layer(pp);
+        std::vector<int> in_flight(pp);
+        for (int stage = 0; stage < pp; ++stage) {
+          in_flight[stage] = peak_in_flight_passes(orders[stage]);
+          fixed[stage] = stage_fixed_bytes_bound(scenario, options, stage, pp, gpus, smb, in_flight[stage]);
+          per_layer[stage] = capacity;
+          for (const LayerStrategy& s : options) {
+            const LayerMemory lm = layer_memory(scenario, s, 0, gpus, smb);
+            per_layer[stage] = std::min(per_layer[stage], lm.states() + lm.activations_per_pass * in_flight[stage]);
+          }
+        }
+        Strategy even;
+        even.pipeline_model_parallel_size = pp;
+        std::vector<int> even_split(pp);
+        for (int stage = 0; stage < pp; ++stage) even_split[stage] = layers_in_virtual_stage(m, even, stage);
+        std::vector<std::vector<int>> splits = {memory_balanced_split(m.num_layers, fixed, per_layer)};
+        if (splits.front() != even_split) splits.push_back(even_split);
+
+        double best_time = 0;
+        std::optional<PerLayerPlan> best;
+        for (const std::vector<int>& split : splits) {
+          PerLayerPlan candidate = plan;
+          candidate.stage_layers = split;
+          double slowest = 0;
+          bool fits = true;
+          for (int stage = 0; stage < pp && fits; ++stage) {
+            DpProblem problem;
+            problem.layers = split[stage];
+            problem.relayout_time = relayout;
+            problem.budget_bytes = capacity - fixed[stage];
+            problem.memory_buckets = kMemoryBuckets;
+            for (std::size_t k = 0; k < options.size(); ++k) {
+              const LayerMemory lm = layer_memory(scenario, options[k], 0, gpus, smb);
+              problem.options.push_back({(micro_batches - 1) * times[k].first + times[k].second,
+                                         lm.states() + lm.activations_per_pass * in_flight[stage],
+                                         layout_index[options[k].layout.group]});
+            }
+            const DpSolution solution = choose_layer_options(problem);
+            fits = solution.feasible;
+            for (int choice : solution.choice) candidate.layers.push_back(options[choice]);
+            slowest = std::max(slowest, solution.time);
+          }
+          if (!fits) continue;
+          // Pipeline estimate: the slowest stage's work plus (pp - 1) of its micro-batches of fill and drain.
+          const double estimate = slowest * (micro_batches + pp - 1) / micro_batches;
+          if (!best || estimate < best_time) best_time = estimate, best = candidate;
+        }
+        if (!best || is_uniform_megatron(*best, scenario) || !seen.insert(best->key()).second) continue;
+        const MemoryEstimate memory = estimate_per_layer_memory(scenario, *best);
+        if (!out_of_memory_reason(memory, capacity / kGiB).empty()) continue;  // the DP's bound is conservative
+        out.push_back(evaluate_per_layer(scenario, profile, *best, false));
+      }
+  }
+  return out;
+}
+
+}  // namespace twin

@@ -1,0 +1,129 @@
+// Per-layer plans: re-layout bytes by hand, the lowering of a one-strategy plan against the uniform
+// lowering op for op, re-layout and Ulysses all-to-alls in the graph, memory against estimate_memory.
+#include <gtest/gtest.h>
+
+#include "sim/simulate.hpp"
+#include "strategies/lowering.hpp"
+#include "strategies/per_layer/per_layer.hpp"
+#include "strategies/validity.hpp"
+#include "tests/strategies/strategy_fixtures.hpp"
+
+namespace twin {
+namespace {
+
+using testing::llama_shaped;
+using testing::make_scenario;
+
+PerLayerPlan plan_of(int pp, int smb, int micro_batches, std::vector<int> split, std::vector<LayerStrategy> layers) {
+  PerLayerPlan p;
+  p.pipeline_stages = pp;
+  p.stage_micro_batch = smb;
+  p.num_micro_batches = micro_batches;
+  p.stage_layers = std::move(split);
+  p.layers = std::move(layers);
+  return p;
+}
+
+TEST(PerLayerRelayout, BytesFollowTheTwoLayouts) {
+  // 1 -> 4 on 8 GPUs: a GPU keeps a quarter of its rows (its sequence quarter of its own sample).
+  EXPECT_DOUBLE_EQ(relayout_kept_fraction(1, 4, 8), 0.25);
+  EXPECT_DOUBLE_EQ(relayout_kept_fraction(4, 1, 8), 0.25);
+  // Sent: 3/4 of 2*T*h, as an all-to-all over 4 of the whole buffer.
+  EXPECT_EQ(relayout_bytes(1024, 512, 1, 4, 8), 2 * 1024 * 512);
+  // 2 -> 4: GPU 1 held sequence half 1 and needs quarter 1: it keeps nothing, sends all (x 4/3).
+  EXPECT_DOUBLE_EQ(relayout_kept_fraction(2, 4, 8), 0.0);
+  EXPECT_EQ(relayout_bytes(1024, 512, 2, 4, 8), 2 * 1024 * 512 * 4 / 3);
+  EXPECT_EQ(relayout_bytes(1024, 512, 4, 4, 8), 0);  // Megatron-SP 4 and Ulysses 4 share a layout
+}
+
+TEST(PerLayerLowering, OneStrategyPlanEmitsTheUniformOps) {
+  const Scenario sc = make_scenario(llama_shaped(8), 1, 1024, 16);
+  Strategy st = testing::make_strategy(2, 2);
+  st.zero_stage = 1;
+  st.recompute = Recompute::full;
+  ASSERT_FALSE(complete_strategy(sc, st));
+  // tp 2 of 4 stage GPUs, 1 sample per data rank: 2 samples per stage micro-batch.
+  const LayerStrategy ls{{2, false}, 1, Recompute::full};
+  const PerLayerPlan plan = plan_of(2, 2, st.num_micro_batches, {4, 4}, std::vector<LayerStrategy>(8, ls));
+  const IterationGraph uniform = lower_to_op_graphs(sc, st);
+  const IterationGraph mine = lower_per_layer_plan(sc, plan);
+  ASSERT_EQ(uniform.classes.size(), mine.classes.size());
+  for (std::size_t c = 0; c < uniform.classes.size(); ++c) {
+    const RankClass& a = uniform.classes[c];
+    const RankClass& b = mine.classes[c];
+    ASSERT_EQ(a.size(), b.size());
+    EXPECT_EQ(boost::num_edges(a.graph), boost::num_edges(b.graph));
+    EXPECT_EQ(a.first_rank, b.first_rank);
+    for (OpIndex i = 0; i < a.size(); ++i) {
+      const Op& x = a.op(i);
+      const Op& y = b.op(i);
+      ASSERT_EQ(op_name(x), op_name(y)) << i;
+      EXPECT_EQ(x.kind, y.kind);
+      EXPECT_EQ(x.stream, y.stream);
+      EXPECT_EQ(x.micro_batch, y.micro_batch);
+      EXPECT_EQ(x.bytes, y.bytes) << op_name(x);
+      EXPECT_EQ(x.group_size, y.group_size);
+      EXPECT_EQ(x.gemm.m, y.gemm.m);
+      EXPECT_EQ(x.gemm.n, y.gemm.n);
+      EXPECT_EQ(x.gemm.k, y.gemm.k);
+      EXPECT_EQ(x.rows, y.rows);
+      EXPECT_EQ(x.elements, y.elements);
+      EXPECT_EQ(x.p2p_tag, y.p2p_tag);
+    }
+  }
+  const MemoryEstimate u = estimate_memory(sc, st), p = estimate_per_layer_memory(sc, plan);
+  for (int stage = 0; stage < 2; ++stage) EXPECT_EQ(u.per_stage[stage].total(), p.per_stage[stage].total());
+}
+
+TEST(PerLayerLowering, LayoutChangesAddOneAllToAllEachWayAndTheEngineRunsIt) {
+  const Scenario sc = make_scenario(llama_shaped(8), 1, 1024, 16);
+  std::vector<LayerStrategy> layers(4, LayerStrategy{{2, false}, 1, Recompute::none});
+  layers.resize(8, LayerStrategy{{8, false}, 0, Recompute::none});
+  const PerLayerPlan plan = plan_of(1, 8, 2, {8}, layers);  // tokens per GPU: 8 * 1024 / 8
+  const IterationGraph graph = lower_per_layer_plan(sc, plan);
+  const RankClass& rc = graph.classes[0];
+  int relayouts = 0, tp2 = 0, tp8 = 0;
+  for (OpIndex i = 0; i < rc.size(); ++i) {
+    const Op& op = rc.op(i);
+    if (op.kind == OpKind::all_to_all) {
+      ++relayouts;
+      EXPECT_EQ(op.layer, op.phase == Phase::forward ? 4 : 3);
+      EXPECT_EQ(op.group_size, 8);
+      EXPECT_EQ(op.bytes, relayout_bytes(1024, 1024, 2, 8, 8));
+    }
+    if (op.group == GroupKind::tensor && op.kind != OpKind::all_to_all) (op.group_size == 2 ? tp2 : tp8)++;
+  }
+  EXPECT_EQ(relayouts, 2 * 2);  // 2 micro-batches, forward and backward
+  EXPECT_GT(tp2, 0);
+  EXPECT_GT(tp8, 0);
+  EXPECT_GT(simulate_iteration(graph, sc.cluster, builtin_profile()).iteration_ns, 0);
+}
+
+TEST(PerLayerLowering, UlyssesLayersSwapSequenceForHeadsAroundAttention) {
+  const Scenario sc = make_scenario(llama_shaped(2), 1, 1024, 8);
+  const PerLayerPlan plan = plan_of(1, 4, 2, {2}, std::vector<LayerStrategy>(2, {{4, true}, 3, Recompute::none}));
+  const RankClass rc = lower_per_layer_plan(sc, plan).classes[0];
+  // Per layer and micro-batch: Q,K,V and output forward, their gradients backward.
+  const std::int64_t local = 4 * 1024 / 8, qkv = (16 + 2 * 4) * 64, q = 16 * 64;
+  int qkv_count = 0, q_count = 0, gathers = 0;
+  for (OpIndex i = 0; i < rc.size(); ++i) {
+    const Op& op = rc.op(i);
+    if (op.kind == OpKind::all_to_all) {
+      EXPECT_EQ(op.group_size, 4);
+      (op.bytes == local * qkv * 2 ? qkv_count : q_count)++;
+      if (op.bytes != local * qkv * 2) EXPECT_EQ(op.bytes, local * q * 2);
+    }
+    if (op.role == OpRole::param_gather && op.layer >= 0) {
+      EXPECT_EQ(op.group_size, 8);  // weights whole, ZeRO-3 over the whole stage
+      ++gathers;
+    }
+    if (op.kind == OpKind::gemm && op.role == OpRole::fc1 && op.phase == Phase::forward) EXPECT_EQ(op.gemm.m, local);
+  }
+  EXPECT_EQ(qkv_count, 2 * 2 * 2);
+  EXPECT_EQ(q_count, 2 * 2 * 2);
+  EXPECT_GT(gathers, 0);
+  EXPECT_GT(simulate_iteration(lower_per_layer_plan(sc, plan), sc.cluster, builtin_profile()).iteration_ns, 0);
+}
+
+}  // namespace
+}  // namespace twin
