@@ -99,42 +99,31 @@ const std::vector<ModelConfig>& presets() {
   return all;
 }
 
+// kv_channels, or hidden_size / heads when it is not set.
+std::int64_t head_dim(const ModelConfig& m) {
+  return m.kv_channels > 0 ? m.kv_channels : m.hidden_size / m.num_attention_heads;
+}
+
 std::int64_t norm_parameters(const ModelConfig& m) {
   return m.normalization == Normalization::rmsnorm ? m.hidden_size : 2 * m.hidden_size;  // weight (+ bias)
 }
 
-std::int64_t attention_parameters(const ModelConfig& m) {
-  const std::int64_t h = m.hidden_size;
-  const std::int64_t q_width = m.num_attention_heads * m.kv_channels;
-  const std::int64_t kv_width = m.num_query_groups * m.kv_channels;
-  std::int64_t weights = h * (q_width + 2 * kv_width) + q_width * h;
-  std::int64_t biases = m.add_bias_linear ? q_width + 2 * kv_width + h : 0;
-  return weights + biases;
+std::int64_t fc1_width(const ModelConfig& m, std::int64_t ffn) {
+  return m.activation == Activation::swiglu ? 2 * ffn : ffn;  // gate and up halves
 }
 
-std::int64_t mlp_parameters(const ModelConfig& m, std::int64_t ffn) {
-  const std::int64_t h = m.hidden_size;
-  const std::int64_t fc1_width = m.activation == Activation::swiglu ? 2 * ffn : ffn;  // gate and up halves
-  std::int64_t weights = h * fc1_width + ffn * h;
-  std::int64_t biases = m.add_bias_linear ? fc1_width + h : 0;
-  return weights + biases;
+std::int64_t mlp_weights(const ModelConfig& m, std::int64_t ffn) {
+  return m.hidden_size * fc1_width(m, ffn) + ffn * m.hidden_size;
 }
 
-std::int64_t layer_parameters(const ModelConfig& m, int layer, int experts_counted) {
-  std::int64_t total = attention_parameters(m) + 2 * norm_parameters(m);
-  if (m.is_moe_layer(layer)) {
-    total += experts_counted * mlp_parameters(m, m.moe.ffn_hidden_size);
-    total += m.hidden_size * m.moe.num_experts;  // router, no bias
-  } else {
-    total += mlp_parameters(m, m.ffn_hidden_size);
-  }
-  return total;
+std::int64_t layer_total(const LayerParameterGroups& g, int experts_counted) {
+  return g.tp_split() + g.replicated + experts_counted * g.per_expert;
 }
 
 std::int64_t count_parameters(const ModelConfig& m, bool active_only) {
   std::int64_t total = embedding_parameter_count(m) + norm_parameters(m);  // + final norm
   for (int layer = 0; layer < m.num_layers; ++layer)
-    total += layer_parameters(m, layer, active_only ? m.moe.top_k : m.moe.num_experts);
+    total += layer_total(layer_parameter_groups(m, layer), active_only ? m.moe.top_k : m.moe.num_experts);
   return total;
 }
 
@@ -147,15 +136,48 @@ int ModelConfig::num_moe_layers() const {
   return count;
 }
 
+LayerParameterGroups layer_parameter_groups(const ModelConfig& m, int layer) {
+  const std::int64_t h = m.hidden_size, d = head_dim(m);
+  const std::int64_t q_width = m.num_attention_heads * d;
+  const std::int64_t kv_width = m.num_query_groups * d;
+  LayerParameterGroups g;
+  g.attention_weights = h * (q_width + 2 * kv_width) + q_width * h;
+  g.replicated = 2 * norm_parameters(m);
+  if (m.add_bias_linear) {
+    g.attention_biases = q_width + 2 * kv_width;
+    g.replicated += h;  // the projection's (row-parallel) bias
+  }
+  if (m.is_moe_layer(layer)) {
+    const std::int64_t ffn = m.moe.ffn_hidden_size;
+    g.replicated += h * m.moe.num_experts;  // router, no bias
+    g.experts = m.moe.num_experts;
+    g.per_expert = mlp_weights(m, ffn) + (m.add_bias_linear ? fc1_width(m, ffn) + h : 0);
+  } else {
+    g.mlp_weights = mlp_weights(m, m.ffn_hidden_size);
+    if (m.add_bias_linear) {
+      g.mlp_biases = fc1_width(m, m.ffn_hidden_size);
+      g.replicated += h;  // FC2's (row-parallel) bias
+    }
+  }
+  return g;
+}
+
+EmbeddingAndOutputParameters embedding_and_output_parameters(const ModelConfig& m, std::int64_t vocab_rows) {
+  EmbeddingAndOutputParameters p;
+  p.word_embedding = vocab_rows * m.hidden_size;
+  if (!m.position_embedding_rope) p.position_embedding = m.max_position_embeddings * m.hidden_size;
+  if (m.untie_embeddings_and_output_weights) p.output_projection = p.word_embedding;
+  p.final_norm = norm_parameters(m);
+  return p;
+}
+
 std::int64_t embedding_parameter_count(const ModelConfig& m) {
-  std::int64_t total = m.vocab_size * m.hidden_size;
-  if (!m.position_embedding_rope) total += m.max_position_embeddings * m.hidden_size;
-  if (m.untie_embeddings_and_output_weights) total += m.vocab_size * m.hidden_size;
-  return total;
+  const EmbeddingAndOutputParameters p = embedding_and_output_parameters(m, m.vocab_size);
+  return p.word_embedding + p.position_embedding + p.output_projection;
 }
 
 std::int64_t layer_parameter_count(const ModelConfig& m, int layer) {
-  return layer_parameters(m, layer, m.moe.num_experts);
+  return layer_total(layer_parameter_groups(m, layer), m.moe.num_experts);
 }
 
 std::int64_t parameter_count(const ModelConfig& m) { return count_parameters(m, false); }

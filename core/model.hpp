@@ -55,6 +55,31 @@ struct ModelConfig {
   bool operator==(const ModelConfig&) const = default;
 };
 
+// The one description of a model's parameters: each part once, grouped by how Megatron's tensor and expert
+// parallelism split it. Totals (below) sum the parts; strategies/sharded_parameters.hpp divides them per GPU.
+// One transformer layer: the attention and dense MLP weights and their column-parallel biases are split over
+// TP; norms, the router and row-parallel biases are replicated; experts are whole, split over EP.
+struct LayerParameterGroups {
+  std::int64_t attention_weights = 0;  // QKV (GQA-aware) and the output projection
+  std::int64_t attention_biases = 0;   // QKV bias (column-parallel)
+  std::int64_t mlp_weights = 0;        // the dense MLP's two or three matrices; 0 in an MoE layer
+  std::int64_t mlp_biases = 0;         // the dense MLP's FC1 bias (column-parallel)
+  std::int64_t replicated = 0;         // two norms, row-parallel biases (projection, FC2), the router
+  int experts = 0;                     // num_experts in an MoE layer, else 0
+  std::int64_t per_expert = 0;         // one expert's MLP, its biases included
+  std::int64_t tp_split() const { return attention_weights + attention_biases + mlp_weights + mlp_biases; }
+};
+LayerParameterGroups layer_parameter_groups(const ModelConfig& model, int layer);
+
+// Outside the layers, for an embedding of `vocab_rows` rows (the vocabulary, or Megatron's padded one).
+struct EmbeddingAndOutputParameters {
+  std::int64_t word_embedding = 0;      // vocab_rows x hidden (vocab-parallel over TP)
+  std::int64_t position_embedding = 0;  // learned positions; 0 with RoPE (replicated)
+  std::int64_t output_projection = 0;   // as large as the word embedding when untied, else 0 (tied to it)
+  std::int64_t final_norm = 0;          // replicated
+};
+EmbeddingAndOutputParameters embedding_and_output_parameters(const ModelConfig& model, std::int64_t vocab_rows);
+
 // Parameter counts (embedding and output projection included; MoE counts all experts).
 std::int64_t parameter_count(const ModelConfig& model);
 // Parameters touched per token: MoE counts top_k experts instead of all.

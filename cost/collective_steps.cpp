@@ -1,35 +1,39 @@
-// all_reduce as reduce-scatter then all-gather around a ring: 2 (n-1) steps of S/n each; all_gather,
-// reduce_scatter and the direct all_to_all: n-1 steps; send/recv: one.
+// The ring's steps by collective; the bus factor follows from them, since each ring step moves S/n.
 #include "cost/collective_steps.hpp"
 
+#include <optional>
 #include <stdexcept>
 #include <string>
 
 namespace twin {
+namespace {
 
-double busbw_factor(OpKind collective, int ranks) {
-  const double n = ranks;
-  switch (collective) {
-    case OpKind::all_reduce: return 2.0 * (n - 1) / n;
-    case OpKind::all_gather:
-    case OpKind::reduce_scatter:
-    case OpKind::all_to_all: return (n - 1) / n;
-    case OpKind::send:
-    case OpKind::recv: return 1.0;
-    default: throw std::invalid_argument("busbw_factor: not a collective: " + to_string(collective));
-  }
-}
+bool is_point_to_point(OpKind kind) { return kind == OpKind::send || kind == OpKind::recv; }
 
-int algorithm_steps(OpKind collective, int ranks) {
+// Ring steps of S/n each; nullopt for anything but the four collectives.
+std::optional<int> ring_steps(OpKind collective, int ranks) {
   switch (collective) {
     case OpKind::all_reduce: return 2 * (ranks - 1);
     case OpKind::all_gather:
     case OpKind::reduce_scatter:
     case OpKind::all_to_all: return ranks - 1;
-    case OpKind::send:
-    case OpKind::recv: return 1;
-    default: throw std::invalid_argument("algorithm_steps: not a collective: " + to_string(collective));
+    default: return std::nullopt;
   }
+}
+
+}  // namespace
+
+int algorithm_steps(OpKind collective, int ranks) {
+  if (is_point_to_point(collective)) return 1;
+  if (const std::optional<int> steps = ring_steps(collective, ranks)) return *steps;
+  throw std::invalid_argument("algorithm_steps: not a collective: " + to_string(collective));
+}
+
+double busbw_factor(OpKind collective, int ranks) {
+  if (is_point_to_point(collective)) return 1.0;
+  // steps / n: the same double as nccl-tests' 2.0 * (n - 1) / n, both operands of the one rounding division exact.
+  if (const std::optional<int> steps = ring_steps(collective, ranks)) return *steps / static_cast<double>(ranks);
+  throw std::invalid_argument("busbw_factor: not a collective: " + to_string(collective));
 }
 
 }  // namespace twin

@@ -2,6 +2,7 @@
 // NCCL_SPLIT_NOCOLOR.
 #include "executor/communicators.hpp"
 
+#include <optional>
 #include <set>
 #include <stdexcept>
 
@@ -10,17 +11,6 @@
 #include "gpu/checks.hpp"
 
 namespace twin::exec {
-
-RankCoordinates coordinates_of(const Strategy& s, int rank) {
-  RankCoordinates c;
-  c.tp = rank % s.tensor_model_parallel_size;
-  rank /= s.tensor_model_parallel_size;
-  c.cp = rank % s.context_parallel_size;
-  rank /= s.context_parallel_size;
-  c.dp = rank % s.data_parallel_size;
-  c.pp = rank / s.data_parallel_size;
-  return c;
-}
 
 std::vector<std::pair<int, int>> p2p_stage_pairs(const IterationGraph& graph) {
   std::set<std::pair<int, int>> pairs;
@@ -38,24 +28,24 @@ Communicators::Communicators(const Strategy& s, const IterationGraph& graph, int
   me_ = coordinates_of(s, rank);
   TWIN_NCCL_CHECK(ncclCommInitRank(&world_, world_size, id, rank));
   owned_.push_back(world_);
-  const int TP = s.tensor_model_parallel_size, CP = s.context_parallel_size, DP = s.data_parallel_size;
-  const int within_stage = me_.tp + TP * (me_.cp + CP * me_.dp);  // position among the stage's ranks
-  // Tensor group: same (cp, dp, pp); data group: same (tp, pp), over cp and dp.
-  const int tensor_color = me_.cp + CP * (me_.dp + DP * me_.pp);
-  tensor_ = split(tensor_color, me_.tp);
-  tensor_optimizer_ = split(tensor_color, me_.tp);
-  data_ = split(me_.tp + TP * me_.pp, me_.cp + CP * me_.dp);
-  pipeline_optimizer_ = split(within_stage, me_.pp);
+  // Color: the group's first rank; key: the rank's place in it (strategies/rank_layout.hpp).
+  const auto split_by = [&](GroupKind kind) {
+    const std::optional<GroupSlot> slot = group_slot(s, kind, rank);
+    return slot ? split(slot->first_rank, slot->position) : split(NCCL_SPLIT_NOCOLOR, 0);
+  };
+  tensor_ = split_by(GroupKind::tensor);
+  tensor_optimizer_ = split_by(GroupKind::tensor);
+  data_ = split_by(GroupKind::data);
+  pipeline_optimizer_ = split_by(GroupKind::pipeline);
   bool has_embedding_sync = false;
   for (const RankClass& rc : graph.classes)
     for (OpIndex i = 0; i < rc.size(); ++i) has_embedding_sync |= rc.op(i).role == OpRole::embedding_grad_sync;
-  if (has_embedding_sync) {
-    const bool member = me_.pp == 0 || me_.pp == s.pipeline_model_parallel_size - 1;
-    embedding_ = split(member ? within_stage : NCCL_SPLIT_NOCOLOR, me_.pp);
-  }
+  if (has_embedding_sync) embedding_ = split_by(GroupKind::embedding);
+  // A pair's two ranks are members of one pipeline group: color it by that group.
+  const int pipeline_group = group_slot(s, GroupKind::pipeline, rank)->first_rank;
   for (const auto& [from, to] : p2p_stage_pairs(graph)) {
     const bool member = me_.pp == from || me_.pp == to;
-    ncclComm_t comm = split(member ? within_stage : NCCL_SPLIT_NOCOLOR, me_.pp == from ? 0 : 1);
+    ncclComm_t comm = split(member ? pipeline_group : NCCL_SPLIT_NOCOLOR, me_.pp == from ? 0 : 1);
     if (member) p2p_[{from, to}] = comm;
   }
 }

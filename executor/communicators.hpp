@@ -1,7 +1,8 @@
-// The NCCL communicators of one rank, split from the world communicator by Megatron's rank order (tensor
-// fastest, then context, data, pipeline). One communicator per stream that uses it: NCCL serialises the
-// work of a communicator, and two streams sharing one could deadlock. Pipeline p2p gets one communicator
-// per ordered stage pair, used by the sender's pp_send stream and the receiver's pp_recv stream only.
+// The NCCL communicators of one rank, split from the world communicator by the groups of
+// strategies/rank_layout.hpp (Megatron's rank order: tensor fastest, then context, data, pipeline). One
+// communicator per stream that uses it: NCCL serialises the work of a communicator, and two streams sharing
+// one could deadlock. Pipeline p2p gets one communicator per ordered stage pair, used by the sender's pp_send
+// stream and the receiver's pp_recv stream only.
 #pragma once
 #include <map>
 #include <string>
@@ -12,14 +13,9 @@
 
 #include "core/op_graph.hpp"
 #include "core/strategy.hpp"
+#include "strategies/rank_layout.hpp"
 
 namespace twin::exec {
-
-struct RankCoordinates {
-  int tp = 0, cp = 0, dp = 0, pp = 0;
-};
-// Inverse of strategies/rank_layout.hpp's global_rank().
-RankCoordinates coordinates_of(const Strategy& strategy, int global_rank);
 
 // Ordered (sender stage, receiver stage) pairs that the graph's sends use, sorted.
 std::vector<std::pair<int, int>> p2p_stage_pairs(const IterationGraph& graph);

@@ -6,6 +6,8 @@
 #include <limits>
 #include <stdexcept>
 
+#include "cost/collective_steps.hpp"
+
 namespace twin::sim {
 namespace {
 
@@ -52,7 +54,8 @@ CollectivePlan nccl_plan(NcclAlgorithm algorithm, NcclProtocol protocol, OpKind 
     return one_phase("tree", protocol, latency_us, 2.0 * bytes * (p.r - 1) / p.r / efficiency,
                      node_bytes / p.r / efficiency);
   }
-  const double traffic = (kind == OpKind::all_reduce ? 2.0 : 1.0) * (p.n - 1) * bytes / p.n / efficiency;
+  // The ring's steps (cost/collective_steps.hpp) of S/n each, stretched by the protocol's efficiency.
+  const double traffic = algorithm_steps(kind, p.n) * bytes / p.n / efficiency;
   if (p.k == 1) return one_phase("ring", protocol, latency_us, traffic, 0);
   return one_phase("ring", protocol, latency_us, traffic * (p.r - 1) / p.r, traffic / p.r);
 }

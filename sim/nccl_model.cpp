@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "cost/collective_steps.hpp"
+
 namespace twin::sim {
 namespace {
 
@@ -64,8 +66,9 @@ double nccl_latency_us(NcclAlgorithm algorithm, NcclProtocol protocol, OpKind ki
   if (algorithm == NcclAlgorithm::tree)
     return base + 2 * ((per_node - 1) * intra + floor_log2(nodes) * network);
   const bool all_reduce = kind == OpKind::all_reduce;
-  const int steps = all_reduce ? 2 * (n - 1) : n - 1;
-  const int network_steps = nodes > 1 ? (all_reduce ? 2 * (nodes - 1) : nodes - 1) : 0;
+  // The ring's steps, and those of them that cross nodes: the same count over a ring of the nodes.
+  const int steps = algorithm_steps(kind, n);
+  const int network_steps = nodes > 1 ? algorithm_steps(kind, nodes) : 0;
   if (nodes > 1) intra = std::max(intra, kNetOverheadUs * (protocol == NcclProtocol::simple ? 3 : 1));
   const double latency = base + (steps - network_steps) * intra + network_steps * network;
   return all_reduce && nodes > 1 && protocol == NcclProtocol::simple ? kRingPlateau * latency : latency;

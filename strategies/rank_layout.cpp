@@ -32,41 +32,90 @@ int global_rank(const Strategy& s, int tp, int cp, int dp, int pp) {
                   (cp + s.context_parallel_size * (dp + s.data_parallel_size * pp));
 }
 
-std::array<GroupSpan, kGroupKindCount> group_spans(const Strategy& s, const Cluster& cluster, int stage) {
+RankCoordinates coordinates_of(const Strategy& s, int rank) {
+  RankCoordinates c;
+  c.tp = rank % s.tensor_model_parallel_size;
+  rank /= s.tensor_model_parallel_size;
+  c.cp = rank % s.context_parallel_size;
+  rank /= s.context_parallel_size;
+  c.dp = rank % s.data_parallel_size;
+  c.pp = rank / s.data_parallel_size;
+  return c;
+}
+
+namespace {
+
+// A group of one kind is the ranks that differ from a member only along the kind's axes of the global rank
+// (digit (rank / stride) % size along each); the first axis varies fastest within the group.
+struct Axis {
+  int size = 1, stride = 1;
+};
+struct GroupAxes {
+  std::array<Axis, 2> axes{};
+  int count = 0;
+};
+
+GroupAxes axes_of(const Strategy& s, GroupKind kind) {
   const int tp = s.tensor_model_parallel_size, cp = s.context_parallel_size, dp = s.data_parallel_size;
-  const int pp = s.pipeline_model_parallel_size, ep = s.expert_model_parallel_size;
+  const int pp = s.pipeline_model_parallel_size, ep = std::max(s.expert_model_parallel_size, 1);
+  const int stage_ranks = tp * cp * dp;  // a stage's ranks are consecutive
+  switch (kind) {
+    case GroupKind::none: return {};
+    case GroupKind::tensor: return {{{{tp, 1}}}, 1};
+    case GroupKind::context: return {{{{cp, tp}}}, 1};
+    case GroupKind::data: return {{{{cp, tp}, {dp, tp * cp}}}, 2};
+    case GroupKind::pipeline: return {{{{pp, stage_ranks}}}, 1};
+    case GroupKind::embedding: return {{{{pp > 1 ? 2 : 1, std::max(pp - 1, 1) * stage_ranks}}}, 1};
+    // Megatron's expert grid tp-ep-dp-pp with etp 1: a stage's ranks in groups of ep consecutive ones.
+    case GroupKind::expert: return {{{{std::min(ep, stage_ranks), 1}}}, 1};
+    case GroupKind::expert_data: return {{{{(stage_ranks + ep - 1) / ep, ep}}}, 1};
+  }
+  return {};
+}
+
+}  // namespace
+
+std::optional<GroupSlot> group_slot(const Strategy& s, GroupKind kind, int rank) {
+  if (kind == GroupKind::embedding) {
+    const int stage = coordinates_of(s, rank).pp;
+    if (stage != 0 && stage != s.pipeline_model_parallel_size - 1) return std::nullopt;
+  }
+  const GroupAxes group = axes_of(s, kind);
+  GroupSlot slot{rank, 0};
+  int place_value = 1;
+  for (int i = 0; i < group.count; ++i) {
+    const Axis& axis = group.axes[i];
+    const int digit = rank / axis.stride % axis.size;
+    slot.first_rank -= digit * axis.stride;
+    slot.position += digit * place_value;
+    place_value *= axis.size;
+  }
+  return slot;
+}
+
+std::vector<int> group_members(const Strategy& s, GroupKind kind, int rank) {
+  const std::optional<GroupSlot> slot = group_slot(s, kind, rank);
+  if (!slot) return {};
+  const GroupAxes group = axes_of(s, kind);
+  std::vector<int> members{slot->first_rank};
+  for (int i = 0; i < group.count; ++i) {
+    const Axis& axis = group.axes[i];
+    const std::size_t inner = members.size();
+    for (int digit = 1; digit < axis.size; ++digit)
+      for (std::size_t m = 0; m < inner; ++m) members.push_back(members[m] + digit * axis.stride);
+  }
+  return members;
+}
+
+std::array<GroupSpan, kGroupKindCount> group_spans(const Strategy& s, const Cluster& cluster, int stage) {
   std::array<GroupSpan, kGroupKindCount> spans{};
-  auto set = [&](GroupKind kind, const std::vector<int>& members) {
-    spans[static_cast<int>(kind)] = span_of(members, cluster);
-  };
-  std::vector<int> members;
-  members.reserve(static_cast<std::size_t>(std::max({tp, cp * dp, pp, tp * cp * dp})));
-
-  set(GroupKind::none, {global_rank(s, 0, 0, 0, stage)});
-  members.clear();
-  for (int t = 0; t < tp; ++t) members.push_back(global_rank(s, t, 0, 0, stage));
-  set(GroupKind::tensor, members);
-  members.clear();
-  for (int c = 0; c < cp; ++c) members.push_back(global_rank(s, 0, c, 0, stage));
-  set(GroupKind::context, members);
-  members.clear();
-  for (int d = 0; d < dp; ++d)
-    for (int c = 0; c < cp; ++c) members.push_back(global_rank(s, 0, c, d, stage));
-  set(GroupKind::data, members);
-  members.clear();
-  for (int p = 0; p < pp; ++p) members.push_back(global_rank(s, 0, 0, 0, p));
-  set(GroupKind::pipeline, members);
-  if (pp > 1) set(GroupKind::embedding, {global_rank(s, 0, 0, 0, 0), global_rank(s, 0, 0, 0, pp - 1)});
-
-  // The stage's ranks are consecutive: first_rank + i for i in [0, tp*cp*dp).
   const int first = global_rank(s, 0, 0, 0, stage);
-  const int stage_ranks = tp * cp * dp;
-  members.clear();
-  for (int i = 0; i < std::min(ep, stage_ranks); ++i) members.push_back(first + i);
-  set(GroupKind::expert, members);
-  members.clear();
-  for (int i = 0; i < stage_ranks; i += std::max(ep, 1)) members.push_back(first + i);
-  set(GroupKind::expert_data, members);
+  for (GroupKind kind : {GroupKind::none, GroupKind::tensor, GroupKind::context, GroupKind::data,
+                         GroupKind::pipeline, GroupKind::expert, GroupKind::expert_data})
+    spans[static_cast<int>(kind)] = span_of(group_members(s, kind, first), cluster);
+  // Every stage's ops name the embedding group by the first stage's (a middle stage has no embedding op).
+  if (s.pipeline_model_parallel_size > 1)
+    spans[static_cast<int>(GroupKind::embedding)] = span_of(group_members(s, GroupKind::embedding, 0), cluster);
   return spans;
 }
 

@@ -2,6 +2,8 @@
 // communicator of a stage spans the cluster's nodes.
 #pragma once
 #include <array>
+#include <optional>
+#include <vector>
 
 #include "core/cluster.hpp"
 #include "core/op_graph.hpp"
@@ -11,6 +13,25 @@ namespace twin {
 
 // Global rank of (tp, cp, dp, pp) coordinates: tp + TP*(cp + CP*(dp + DP*pp)).
 int global_rank(const Strategy& s, int tp, int cp, int dp, int pp);
+struct RankCoordinates {
+  int tp = 0, cp = 0, dp = 0, pp = 0;
+};
+RankCoordinates coordinates_of(const Strategy& s, int global_rank);  // the inverse of global_rank
+
+// The one description of which ranks form which group (the simulator measures these groups' spans, the
+// executor splits its NCCL communicators by them). tensor: the TP ranks of the same (cp, dp, pp); context:
+// the CP ranks; data: the CP x DP ranks of the same (tp, pp); pipeline: one rank per stage; embedding: the
+// first and last stage's ranks of the same (tp, cp, dp); expert and expert_data as group_spans says.
+// A rank's group of one kind is named by its first (lowest) rank; `position` is the rank's place in it.
+struct GroupSlot {
+  int first_rank = 0;
+  int position = 0;
+};
+// nullopt when the rank is in no group of that kind: GroupKind::embedding off the first and last stage.
+std::optional<GroupSlot> group_slot(const Strategy& s, GroupKind kind, int global_rank);
+// The members of `global_rank`'s group of `kind`, by position (empty when it has none).
+std::vector<int> group_members(const Strategy& s, GroupKind kind, int global_rank);
+
 // Spans of every GroupKind for the ranks of pipeline stage `stage`. GroupKind::data is the group dense
 // gradients reduce over: Megatron's data-parallel group with context parallel, dp*cp ranks. Experts are
 // not TP-sharded (expert_tensor_parallel_size 1), so as in Megatron's tp-ep-dp-pp expert grid with etp 1,

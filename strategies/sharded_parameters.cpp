@@ -1,18 +1,7 @@
-// Per-GPU parameter counts under TP and EP sharding, from the layer shapes.
+// Per-GPU parameter counts: core's parameter groups (core/model.hpp) divided by TP and EP.
 #include "strategies/sharded_parameters.hpp"
 
 namespace twin {
-namespace {
-
-std::int64_t norm_parameters(const ModelConfig& m) {
-  return m.normalization == Normalization::layernorm ? 2 * m.hidden_size : m.hidden_size;
-}
-
-std::int64_t head_dim(const ModelConfig& m) {
-  return m.kv_channels > 0 ? m.kv_channels : m.hidden_size / m.num_attention_heads;
-}
-
-}  // namespace
 
 std::int64_t padded_vocab_size(const ModelConfig& model, int tensor_parallel) {
   const std::int64_t multiple = kVocabDivisibleBy * tensor_parallel;
@@ -20,38 +9,22 @@ std::int64_t padded_vocab_size(const ModelConfig& model, int tensor_parallel) {
 }
 
 RankParameters layer_parameters_per_rank(const ModelConfig& m, int layer, int tp, int ep) {
-  const std::int64_t h = m.hidden_size, d = head_dim(m);
-  const std::int64_t qkv = h * (m.num_attention_heads + 2LL * m.num_query_groups) * d;
-  const std::int64_t projection = static_cast<std::int64_t>(m.num_attention_heads) * d * h;
-  const std::int64_t mlp_matrices = m.activation == Activation::swiglu ? 3 : 2;
-  const std::int64_t gated = m.activation == Activation::swiglu ? 2 : 1;
-  // Biases: a column-parallel bias is sharded with its weight, a row-parallel one (h) replicated.
-  const auto mlp_biases = [&](std::int64_t ffn, int shards) {
-    return m.add_bias_linear ? gated * ffn / shards + h : 0;
-  };
+  const LayerParameterGroups g = layer_parameter_groups(m, layer);
   RankParameters p;
-  p.dense = (qkv + projection) / tp + 2 * norm_parameters(m);
-  if (m.add_bias_linear) p.dense += (m.num_attention_heads + 2LL * m.num_query_groups) * d / tp + h;
-  if (m.is_moe_layer(layer)) {
-    p.dense += h * m.moe.num_experts;  // router, replicated
-    const std::int64_t per_expert = mlp_matrices * h * m.moe.ffn_hidden_size + mlp_biases(m.moe.ffn_hidden_size, 1);
-    p.expert = static_cast<std::int64_t>(m.moe.num_experts / ep) * per_expert;
-  } else {
-    p.dense += mlp_matrices * h * m.ffn_hidden_size / tp + mlp_biases(m.ffn_hidden_size, tp);
-  }
+  p.dense = g.attention_weights / tp + g.attention_biases / tp + g.mlp_weights / tp + g.mlp_biases / tp + g.replicated;
+  p.expert = static_cast<std::int64_t>(g.experts / ep) * g.per_expert;
   return p;
 }
 
 std::int64_t embedding_parameters_per_rank(const ModelConfig& m, int tp) {
-  std::int64_t p = padded_vocab_size(m, tp) * m.hidden_size / tp;
-  if (!m.position_embedding_rope) p += m.max_position_embeddings * m.hidden_size;
-  return p;
+  const EmbeddingAndOutputParameters p = embedding_and_output_parameters(m, padded_vocab_size(m, tp));
+  return p.word_embedding / tp + p.position_embedding;
 }
 
 std::int64_t output_parameters_per_rank(const ModelConfig& m, int tp, bool holds_embedding) {
-  std::int64_t p = norm_parameters(m);
-  if (m.untie_embeddings_and_output_weights || !holds_embedding) p += padded_vocab_size(m, tp) * m.hidden_size / tp;
-  return p;
+  const EmbeddingAndOutputParameters p = embedding_and_output_parameters(m, padded_vocab_size(m, tp));
+  // Tied: the embedding serves as the output projection, or a copy of it does on another stage.
+  return p.final_norm + (holds_embedding ? p.output_projection : p.word_embedding) / tp;
 }
 
 namespace {

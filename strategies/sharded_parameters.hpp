@@ -1,7 +1,8 @@
 // Parameters one GPU holds, split as the lowering and the memory model need them: per transformer
 // layer, per embedding and output layer, dense (reduced over the data group) and expert (reduced over
-// the expert-data group). TP shards linear weights (and column-parallel biases); norm weights, the
-// router and row-parallel biases are replicated; experts are split over EP and not TP-sharded.
+// the expert-data group). The counts are core's parameter groups (core/model.hpp's LayerParameterGroups and
+// EmbeddingAndOutputParameters) divided: TP shards linear weights (and column-parallel biases); norm weights,
+// the router and row-parallel biases are replicated; experts are split over EP and not TP-sharded.
 #pragma once
 #include <cstdint>
 

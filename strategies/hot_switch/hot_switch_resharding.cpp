@@ -79,19 +79,15 @@ class SenderChoice {
 
 std::vector<SwitchUnit> switch_units(const ModelConfig& model) {
   std::vector<SwitchUnit> units;
-  const std::int64_t h = model.hidden_size;
-  SwitchUnit embedding{"embedding", -1, false, model.vocab_size * h,
-                       model.position_embedding_rope ? 0 : model.max_position_embeddings * h};
-  units.push_back(embedding);
+  const EmbeddingAndOutputParameters ends = embedding_and_output_parameters(model, model.vocab_size);
+  units.push_back({"embedding", -1, false, ends.word_embedding, ends.position_embedding});
   for (int layer = 0; layer < model.num_layers; ++layer) {
-    const std::int64_t one = layer_parameters_per_rank(model, layer, 1, 1).total();
-    const std::int64_t two = layer_parameters_per_rank(model, layer, 2, 1).total();
-    const std::int64_t split = 2 * (one - two);
-    units.push_back({"layer " + std::to_string(layer), layer, false, split, one - split});
+    // Experts are not TP-split (expert_tensor_parallel_size 1): they move with the replicated part.
+    const LayerParameterGroups g = layer_parameter_groups(model, layer);
+    units.push_back(
+        {"layer " + std::to_string(layer), layer, false, g.tp_split(), g.replicated + g.experts * g.per_expert});
   }
-  const std::int64_t norm = output_parameters_per_rank(model, 1, true) -
-                            (model.untie_embeddings_and_output_weights ? padded_vocab_size(model, 1) * h : 0);
-  units.push_back({"output", -1, true, model.untie_embeddings_and_output_weights ? model.vocab_size * h : 0, norm});
+  units.push_back({"output", -1, true, ends.output_projection, ends.final_norm});
   return units;
 }
 

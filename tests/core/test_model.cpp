@@ -86,6 +86,32 @@ TEST(ModelPresets, MixtralLayersAreAllMoe) {
   EXPECT_EQ(layer_parameter_count(every_other, 1), attention + 3 * h * 14336 + 2 * h);
 }
 
+TEST(ModelParameterGroups, SplitAsMegatronShardsThem) {
+  const ModelConfig gpt = preset("gpt3-175b");  // biases, LayerNorm, tied, learned positions
+  const std::int64_t h = 12288;
+  const LayerParameterGroups dense = layer_parameter_groups(gpt, 0);
+  EXPECT_EQ(dense.attention_weights, 4 * h * h);
+  EXPECT_EQ(dense.attention_biases, 3 * h);             // QKV (column-parallel)
+  EXPECT_EQ(dense.mlp_weights, 2 * h * 4 * h);
+  EXPECT_EQ(dense.mlp_biases, 4 * h);                   // FC1 (column-parallel)
+  EXPECT_EQ(dense.replicated, 2 * 2 * h + h + h);       // two LayerNorms, projection and FC2 biases
+  EXPECT_EQ(dense.experts, 0);
+  EXPECT_EQ(dense.tp_split() + dense.replicated, layer_parameter_count(gpt, 0));
+  const EmbeddingAndOutputParameters ends = embedding_and_output_parameters(gpt, 50304);
+  EXPECT_EQ(ends.word_embedding, 50304 * h);
+  EXPECT_EQ(ends.position_embedding, 2048 * h);
+  EXPECT_EQ(ends.output_projection, 0);  // tied
+  EXPECT_EQ(ends.final_norm, 2 * h);
+
+  const ModelConfig mixtral = preset("mixtral-8x7b");
+  const LayerParameterGroups moe = layer_parameter_groups(mixtral, 0);
+  EXPECT_EQ(moe.mlp_weights, 0);
+  EXPECT_EQ(moe.experts, 8);
+  EXPECT_EQ(moe.per_expert, 3 * 4096LL * 14336);
+  EXPECT_EQ(moe.replicated, 2 * 4096 + 8 * 4096);  // two RMSNorms and the router
+  EXPECT_EQ(embedding_and_output_parameters(mixtral, 32000).output_projection, 32000 * 4096LL);  // untied
+}
+
 TEST(ModelPresets, NamesAreCaseInsensitive) {
   ASSERT_TRUE(model_preset("LLaMA3-70B").has_value());
   EXPECT_EQ(model_preset("LLaMA3-70B")->name, "llama3-70b");
