@@ -7,7 +7,7 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FOLDERS = ["core", "cost", "calibrate", "gpu", "calibrate/gpu", "sim", "strategies", "traces", "validation", "reports",
-           "executor", "cli"]
+           "executor", "executor/gpu", "cli"]
 
 
 def folder_of(path):
