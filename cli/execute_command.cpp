@@ -5,7 +5,7 @@
 
 #include "cli/commands.hpp"
 #include <stdexcept>
-#include "executor/execute.hpp"
+#include "executor/gpu/execute.hpp"
 
 namespace twin {
 

@@ -1,6 +1,7 @@
 // Shard maps follow Megatron's TP layout: QKV and FC1 are column-parallel (each rank its heads' q, k, v
 // columns, its slice of the gate and up halves), the attention projection and FC2 row-parallel, the
 // embedding vocab-parallel by rows and the output projection by columns. Norm weights are replicated.
+// The layout only; executor/gpu/stage_parameters.cpp allocates and initialises the buffers.
 #include "executor/parameters.hpp"
 
 #include <cmath>
@@ -8,16 +9,15 @@
 
 #include <fmt/format.h>
 
-#include "gpu/checks.hpp"
 #include "strategies/lowering_emitter.hpp"
 #include "strategies/sharded_parameters.hpp"
 
 namespace twin::exec {
 namespace {
 
-kernels::ShardMap columns(std::int64_t rows, std::int64_t local_cols, std::int64_t global_cols,
-                          std::vector<std::pair<std::int64_t, std::int64_t>> segments /* (global_begin, width) */) {
-  kernels::ShardMap map;
+ShardMap columns(std::int64_t rows, std::int64_t local_cols, std::int64_t global_cols,
+                 std::vector<std::pair<std::int64_t, std::int64_t>> segments /* (global_begin, width) */) {
+  ShardMap map;
   map.local_rows = rows;
   map.local_cols = local_cols;
   map.global_cols = global_cols;
@@ -32,8 +32,8 @@ kernels::ShardMap columns(std::int64_t rows, std::int64_t local_cols, std::int64
   return map;
 }
 
-kernels::ShardMap rows_from(std::int64_t local_rows, std::int64_t cols, std::int64_t row_offset) {
-  kernels::ShardMap map = columns(local_rows, cols, cols, {{0, cols}});
+ShardMap rows_from(std::int64_t local_rows, std::int64_t cols, std::int64_t row_offset) {
+  ShardMap map = columns(local_rows, cols, cols, {{0, cols}});
   map.row_offset = row_offset;
   return map;
 }
@@ -53,14 +53,14 @@ void require_supported(const ModelConfig& m) {
 
 }  // namespace
 
-const WeightTensor& ParameterUnit::tensor(OpRole role) const {
+const WeightTensor& ParameterUnitLayout::tensor(OpRole role) const {
   for (const WeightTensor& t : tensors)
     if (t.role == role) return t;
   throw std::logic_error(fmt::format("parameter unit {} has no {} weight", id, to_string(role)));
 }
 
-std::vector<ParameterUnit> plan_parameter_units(const Scenario& scenario, const Strategy& strategy,
-                                                const RankPlacement& placement, std::uint64_t seed) {
+std::vector<ParameterUnitLayout> plan_parameter_units(const Scenario& scenario, const Strategy& strategy,
+                                                      const RankPlacement& placement, std::uint64_t seed) {
   const ModelConfig& m = scenario.model;
   require_supported(m);
   // This rank's widths are the lowering's (the op graph's GEMMs have exactly these shapes); the full
@@ -85,15 +85,15 @@ std::vector<ParameterUnit> plan_parameter_units(const Scenario& scenario, const 
     w.shard = rows_from(1, h, 0);
     return w;
   };
-  const auto weight = [&](std::string name, OpRole role, kernels::ShardMap map, float init) {
+  const auto weight = [&](std::string name, OpRole role, ShardMap map, float init) {
     WeightTensor w{std::move(name), role, map.local_rows, map.local_cols};
     w.shard = map;
     w.init_stddev = init;
     return w;
   };
 
-  std::vector<ParameterUnit> units;
-  const auto finish = [&](ParameterUnit unit, std::int64_t counted_by_memory_model) {
+  std::vector<ParameterUnitLayout> units;
+  const auto finish = [&](ParameterUnitLayout unit, std::int64_t counted_by_memory_model) {
     for (std::size_t i = 0; i < unit.tensors.size(); ++i) {
       unit.tensors[i].offset = unit.elements;
       unit.tensors[i].seed = tensor_seed(unit.id, static_cast<int>(i));
@@ -115,13 +115,13 @@ std::vector<ParameterUnit> plan_parameter_units(const Scenario& scenario, const 
   for (int chunk = 0; chunk < chunks; ++chunk) {
     const int vs = virtual_stage_of(strategy, placement.stage, chunk);
     if (vs == 0) {
-      ParameterUnit unit{kEmbeddingUnit};
+      ParameterUnitLayout unit{kEmbeddingUnit};
       unit.tensors.push_back(weight("embedding", OpRole::embedding, rows_from(vocab_l, h, t * vocab_l), stddev));
       finish(std::move(unit), embedding_parameters_per_rank(m, tp));
     }
     const int first = first_layer_of(m, strategy, placement.stage, chunk);
     for (int l = first; l < first + layers_in_virtual_stage(m, strategy, vs); ++l) {
-      ParameterUnit unit{l};
+      ParameterUnitLayout unit{l};
       const std::string p = fmt::format("L{}.", l);
       unit.tensors.push_back(norm(p + "input_norm", OpRole::input_norm));
       unit.tensors.push_back(weight(p + "qkv", OpRole::qkv_projection,
@@ -141,7 +141,7 @@ std::vector<ParameterUnit> plan_parameter_units(const Scenario& scenario, const 
       finish(std::move(unit), layer_parameters_per_rank(m, l, tp, strategy.expert_model_parallel_size).dense);
     }
     if (vs == last_virtual_stage) {
-      ParameterUnit unit{kHeadUnit};
+      ParameterUnitLayout unit{kHeadUnit};
       unit.tensors.push_back(norm("final_norm", OpRole::final_norm));
       unit.tensors.push_back(
           weight("output", OpRole::output_projection, columns(h, vocab_l, vocab, {{t * vocab_l, vocab_l}}), stddev));
@@ -149,63 +149,6 @@ std::vector<ParameterUnit> plan_parameter_units(const Scenario& scenario, const 
     }
   }
   return units;
-}
-
-StageParameters::StageParameters(const Scenario& scenario, const Strategy& strategy, const RankPlacement& placement,
-                                 std::uint64_t seed, cudaStream_t stream) {
-  const auto allocate = [&](std::size_t bytes) {
-    void* p = nullptr;
-    TWIN_CUDA_CHECK(cudaMalloc(&p, bytes));
-    allocations_.push_back(p);
-    return p;
-  };
-  for (ParameterUnit& unit : plan_parameter_units(scenario, strategy, placement, seed)) {
-    unit.params = static_cast<bf16*>(allocate(unit.padded * sizeof(bf16)));
-    unit.grads = static_cast<bf16*>(allocate(unit.padded * sizeof(bf16)));
-    const std::int64_t updated = unit.update_elements();
-    unit.master = static_cast<float*>(allocate(updated * sizeof(float)));
-    unit.adam_m = static_cast<float*>(allocate(updated * sizeof(float)));
-    unit.adam_v = static_cast<float*>(allocate(updated * sizeof(float)));
-    TWIN_CUDA_CHECK(cudaMemsetAsync(unit.params, 0, unit.padded * sizeof(bf16), stream));
-    for (const WeightTensor& w : unit.tensors) {
-      if (w.init_stddev == 0)
-        kernels::fill_bf16(unit.params + w.offset, w.elements(), 1.0f, stream);
-      else
-        kernels::init_normal_shard(unit.params + w.offset, w.shard, w.seed, w.init_stddev, stream);
-    }
-    kernels::bf16_to_f32(unit.params + unit.update_begin(), unit.master, updated, stream);
-    TWIN_CUDA_CHECK(cudaMemsetAsync(unit.adam_m, 0, updated * sizeof(float), stream));
-    TWIN_CUDA_CHECK(cudaMemsetAsync(unit.adam_v, 0, updated * sizeof(float), stream));
-    TWIN_CUDA_CHECK(cudaMemsetAsync(unit.grads, 0, unit.padded * sizeof(bf16), stream));
-    const std::int32_t id = unit.id;
-    units_.emplace(id, std::move(unit));
-  }
-}
-
-StageParameters::~StageParameters() {
-  for (void* p : allocations_) cudaFree(p);
-}
-
-ParameterUnit& StageParameters::unit(std::int32_t id) {
-  auto found = units_.find(id);
-  if (found == units_.end()) throw std::logic_error(fmt::format("this rank holds no parameter unit {}", id));
-  return found->second;
-}
-
-std::vector<ParameterUnit*> StageParameters::units() {
-  std::vector<ParameterUnit*> all;
-  for (auto& [id, unit] : units_) all.push_back(&unit);
-  return all;
-}
-
-std::int64_t StageParameters::total_elements() const {
-  std::int64_t total = 0;
-  for (const auto& [id, unit] : units_) total += unit.elements;
-  return total;
-}
-
-void StageParameters::zero_grads(cudaStream_t stream) {
-  for (auto& [id, unit] : units_) TWIN_CUDA_CHECK(cudaMemsetAsync(unit.grads, 0, unit.padded * sizeof(bf16), stream));
 }
 
 }  // namespace twin::exec

@@ -37,13 +37,6 @@ double median(std::vector<double> values) {
 
 }  // namespace
 
-void append_kernels(RankRun& run, const std::vector<gpu::KernelRecord>& records) {
-  for (const gpu::KernelRecord& r : records) {
-    if (r.is_memcpy) continue;
-    run.kernels.push_back(measured_kernel(r.name, r.start_ns, r.end_ns, r.stream_id, r.region));
-  }
-}
-
 void write_rank_run(const std::filesystem::path& run_dir, const RankRun& run, const RankClass& rank_class, int warmup) {
   std::map<std::string, int> name_index;
   json names = json::array(), start = json::array(), end = json::array(), stream = json::array(),

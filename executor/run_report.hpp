@@ -9,7 +9,6 @@
 #include <string>
 #include <vector>
 
-#include "gpu/cupti_timer.hpp"
 #include "core/op_graph.hpp"
 #include "reports/best_plan.hpp"
 #include "traces/measured_ops.hpp"
@@ -28,7 +27,6 @@ struct RankRun {
   std::vector<MeasuredKernel> kernels;  // measured iterations only
 };
 
-void append_kernels(RankRun& run, const std::vector<gpu::KernelRecord>& records);
 // Atomic writes of measured/rank<r>.json and traces/measured_rank<r>.json.
 void write_rank_run(const std::filesystem::path& run_dir, const RankRun& run, const RankClass& rank_class, int warmup);
 RankRun read_rank_run(const std::filesystem::path& path);

@@ -15,10 +15,6 @@
 
 namespace twin::exec {
 
-WatchdogHooks nccl_watchdog_hooks(Communicators& comms) {
-  return {[&comms] { return comms.async_error(); }, [&comms] { comms.abort_all(); }};
-}
-
 Watchdog::Watchdog(double timeout_s, WatchdogHooks hooks)
     : timeout_s_(timeout_s), hooks_(std::move(hooks)), thread_([this] { watch(); }) {}
 

@@ -12,16 +12,14 @@
 #include <string>
 #include <thread>
 
-#include "executor/communicators.hpp"
-
 namespace twin::exec {
 
-// What the watchdog watches and what it stops: NCCL's communicators in twin execute, fakes in tests.
+// What the watchdog watches and what it stops: NCCL's communicators in twin execute (executor/gpu/
+// execute.cpp), fakes in tests.
 struct WatchdogHooks {
   std::function<std::string()> async_error;  // the first asynchronous error, empty when none
   std::function<void()> abort;               // aborts every communicator, so that no NCCL work stays blocked
 };
-WatchdogHooks nccl_watchdog_hooks(Communicators& comms);
 
 class Watchdog {
  public:

@@ -8,6 +8,8 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include "core/shard_map.hpp"
+
 namespace twin::kernels {
 
 using bf16 = __nv_bfloat16;
@@ -137,15 +139,6 @@ void attention_backward(const bf16* q, const bf16* k, const bf16* v, const bf16*
                         float* delta, bf16* dq, bf16* dk, bf16* dv, const AttentionDims& dims, cudaStream_t stream);
 
 // ---- parameters and gradient buffers ----
-// Where a rank's shard of a weight lies in the full [global_rows, global_cols] matrix: local row r is
-// global row row_offset + r; local columns come in up to three segments (fused QKV: q | k | v), each a
-// run of `width` columns starting at local_begin that maps to global columns from global_begin.
-struct ShardMap {
-  std::int64_t local_rows = 0, local_cols = 0;
-  std::int64_t global_cols = 0, row_offset = 0;
-  int segments = 1;
-  std::int64_t local_begin[3] = {0, 0, 0}, global_begin[3] = {0, 0, 0}, width[3] = {0, 0, 0};
-};
 // out[r, c] = stddev * N(0,1) drawn from a counter-based hash of (seed, global index): every sharding
 // of a weight holds exactly the values of the unsharded one.
 void init_normal_shard(bf16* out, const ShardMap& map, std::uint64_t seed, float stddev, cudaStream_t stream);

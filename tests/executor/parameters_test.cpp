@@ -21,7 +21,7 @@ Strategy complete(Strategy s) {
 }
 
 // The global (row, col) cells a rank's shard covers, for a weight of up to a few million cells.
-std::set<std::int64_t> cells(const kernels::ShardMap& map) {
+std::set<std::int64_t> cells(const ShardMap& map) {
   std::set<std::int64_t> out;
   for (std::int64_t r = 0; r < map.local_rows; r += 97)  // a sample of rows keeps the test fast
     for (std::int64_t c = 0; c < map.local_cols; ++c) {
@@ -67,7 +67,7 @@ TEST(Parameters, UnitsPadToTheDataGroupAndShardContiguously) {
   scenario.training.global_batch_size = 12;
   ASSERT_FALSE(complete_strategy(scenario, s).has_value());
   for (int dp = 0; dp < 3; ++dp)
-    for (const ParameterUnit& unit : plan_parameter_units(scenario, s, RankPlacement{0, dp, 0}, 1)) {
+    for (const ParameterUnitLayout& unit : plan_parameter_units(scenario, s, RankPlacement{0, dp, 0}, 1)) {
       EXPECT_EQ(unit.padded % 3, 0);
       EXPECT_GE(unit.padded, unit.elements);
       EXPECT_LT(unit.padded - unit.elements, 3);

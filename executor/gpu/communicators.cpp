@@ -1,6 +1,6 @@
 // Every split is a collective over the world: all ranks call split() in the same order, non-members with
 // NCCL_SPLIT_NOCOLOR.
-#include "executor/communicators.hpp"
+#include "executor/gpu/communicators.hpp"
 
 #include <optional>
 #include <set>

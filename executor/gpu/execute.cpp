@@ -1,6 +1,6 @@
 // The launch (checks, one process per GPU) and each rank's training loop: data, iterations, the loss
 // summed over ranks, timings, and the rank's report in the run folder; rank 0 writes the summary.
-#include "executor/execute.hpp"
+#include "executor/gpu/execute.hpp"
 
 #include <algorithm>
 #include <chrono>
@@ -17,55 +17,32 @@
 #include "gpu/cupti_timer.hpp"
 #include "gpu/launcher.hpp"
 #include "core/atomic_file.hpp"
-#include "core/error.hpp"
-#include "executor/communicators.hpp"
-#include "executor/op_binding.hpp"
-#include "executor/parameters.hpp"
+#include "executor/gpu/communicators.hpp"
+#include "executor/plan_check.hpp"
 #include "executor/run_report.hpp"
-#include "executor/stage_runtime.hpp"
+#include "executor/gpu/stage_runtime.hpp"
 #include "executor/token_stream.hpp"
 #include "executor/watchdog.hpp"
 #include "reports/best_plan.hpp"
 #include "strategies/flops.hpp"
 #include "strategies/lowering.hpp"
-#include "strategies/memory.hpp"
+#include "traces/measured_ops.hpp"
 
 namespace twin::exec {
 namespace {
 
 using nlohmann::json;
 
-// Everything that can be refused without a GPU: memory, and what the executor runs.
-void check_plan(const Plan& plan, const std::string& file) {
-  const Strategy& s = plan.strategy;
-  // A family plan's `strategy` is only its home strategy: lowering that alone would run another plan.
-  if (const auto family = plan.document.find("family_plan"); family != plan.document.end() && family->is_object())
-    throw InputError(file, "/family_plan",
-                     fmt::format("a uniform plan: twin execute does not run {} plans yet (simulate without "
-                                 "per_layer, hot_switch or a mixed cluster to get one)",
-                                 family->value("family", std::string("family"))));
-  const MemoryEstimate memory = estimate_memory(plan.scenario, s);
-  const std::string oom = out_of_memory_reason(memory, plan.scenario.cluster.node_groups.front().gpu.memory_GiB);
-  if (!oom.empty()) throw InputError(file, "/strategy", "a plan that fits; the simulator says it does not: " + oom);
-  if (s.schedule == Schedule::double_strand)
-    throw InputError(file, "/strategy/schedule", "a schedule twin execute runs (not double-strand, yet)");
-  if (s.context_parallel_size > 1 || s.expert_model_parallel_size > 1)
-    throw InputError(file, "/strategy", "no context or expert parallelism (twin execute does not run them yet)");
-  if (plan.scenario.framework.tp_comm_overlap && s.sequence_parallel && s.tensor_model_parallel_size > 1)
-    throw InputError(file, "/scenario/framework/tp_comm_overlap",
-                     "false (twin execute does not run Transformer Engine's userbuffers overlap yet)");
-  if (!plan.scenario.framework.cross_entropy_loss_fusion)
-    throw InputError(file, "/scenario/framework/cross_entropy_loss_fusion",
-                     "true (twin execute runs the fused vocabulary-parallel cross-entropy)");
-  if (!plan.scenario.framework.gradient_accumulation_fusion)
-    throw InputError(file, "/scenario/framework/gradient_accumulation_fusion",
-                     "true (twin execute accumulates weight gradients inside the GEMM)");
-  try {
-    plan_parameter_units(plan.scenario, s, RankPlacement{}, 0);
-    const IterationGraph graph = lower_to_op_graphs(plan.scenario, s);
-    for (const RankClass& rc : graph.classes) bind_ops(rc);
-  } catch (const std::invalid_argument& error) {
-    throw InputError(file, "/scenario/model", std::string("a model and strategy twin execute runs: ") + error.what());
+// The watchdog's view of this rank's NCCL communicators.
+WatchdogHooks nccl_watchdog_hooks(Communicators& comms) {
+  return {[&comms] { return comms.async_error(); }, [&comms] { comms.abort_all(); }};
+}
+
+// CUPTI's kernel records as the run files keep them (memcpys are not ops).
+void append_kernels(RankRun& run, const std::vector<gpu::KernelRecord>& records) {
+  for (const gpu::KernelRecord& r : records) {
+    if (r.is_memcpy) continue;
+    run.kernels.push_back(measured_kernel(r.name, r.start_ns, r.end_ns, r.stream_id, r.region));
   }
 }
 
@@ -171,7 +148,7 @@ int execute_main(const ExecuteRequest& request) {
   if (resolved.iterations <= resolved.warmup)
     throw std::invalid_argument(fmt::format("--iters {} must exceed --warmup {}", resolved.iterations, resolved.warmup));
   if (auto identity = gpu::rank_from_environment()) return rank_main_or_exit(resolved, *identity);
-  check_plan(plan, request.plan);
+  check_executable_plan(plan, request.plan);
   const int world = plan.strategy.world_size();
   int count = 0;
   const cudaError_t status = cudaGetDeviceCount(&count);

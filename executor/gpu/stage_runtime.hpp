@@ -16,10 +16,10 @@
 
 #include "core/op_graph.hpp"
 #include "core/scenario.hpp"
-#include "executor/communicators.hpp"
+#include "executor/gpu/communicators.hpp"
 #include "gpu/matmul.hpp"
 #include "executor/op_binding.hpp"
-#include "executor/parameters.hpp"
+#include "executor/gpu/stage_parameters.hpp"
 #include "executor/watchdog.hpp"
 #include "strategies/lowering_emitter.hpp"
 

@@ -8,7 +8,7 @@
 
 #include "gpu/checks.hpp"
 #include "gpu/kernels.hpp"
-#include "executor/stage_runtime.hpp"
+#include "executor/gpu/stage_runtime.hpp"
 #include "strategies/sharded_parameters.hpp"
 
 namespace twin::exec {

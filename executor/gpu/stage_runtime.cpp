@@ -1,7 +1,7 @@
 // Construction (streams, events, parameters, scratch), tensor bookkeeping, and one iteration's issue loop.
 // Activations come from CUDA's stream-ordered pool: allocated on the stream of the op that writes them,
 // freed on the stream of their last user, so the pool reuses memory as Megatron's caching allocator does.
-#include "executor/stage_runtime.hpp"
+#include "executor/gpu/stage_runtime.hpp"
 
 #include <chrono>
 #include <limits>

@@ -7,7 +7,7 @@
 
 #include "gpu/checks.hpp"
 #include "gpu/kernels.hpp"
-#include "executor/stage_runtime.hpp"
+#include "executor/gpu/stage_runtime.hpp"
 
 namespace twin::exec {
 namespace {

@@ -1,0 +1,73 @@
+// Every weight is initialised on the GPU by its global index (kernels::init_normal_shard), so any
+// TP/PP/DP split holds the single-GPU model; fp32 master weights start as the bf16 values.
+#include "executor/gpu/stage_parameters.hpp"
+
+#include <stdexcept>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "gpu/checks.hpp"
+#include "gpu/kernels.hpp"
+
+namespace twin::exec {
+
+StageParameters::StageParameters(const Scenario& scenario, const Strategy& strategy, const RankPlacement& placement,
+                                 std::uint64_t seed, cudaStream_t stream) {
+  const auto allocate = [&](std::size_t bytes) {
+    void* p = nullptr;
+    TWIN_CUDA_CHECK(cudaMalloc(&p, bytes));
+    allocations_.push_back(p);
+    return p;
+  };
+  for (ParameterUnitLayout& layout : plan_parameter_units(scenario, strategy, placement, seed)) {
+    ParameterUnit unit(std::move(layout));
+    unit.params = static_cast<bf16*>(allocate(unit.padded * sizeof(bf16)));
+    unit.grads = static_cast<bf16*>(allocate(unit.padded * sizeof(bf16)));
+    const std::int64_t updated = unit.update_elements();
+    unit.master = static_cast<float*>(allocate(updated * sizeof(float)));
+    unit.adam_m = static_cast<float*>(allocate(updated * sizeof(float)));
+    unit.adam_v = static_cast<float*>(allocate(updated * sizeof(float)));
+    TWIN_CUDA_CHECK(cudaMemsetAsync(unit.params, 0, unit.padded * sizeof(bf16), stream));
+    for (const WeightTensor& w : unit.tensors) {
+      if (w.init_stddev == 0)
+        kernels::fill_bf16(unit.params + w.offset, w.elements(), 1.0f, stream);
+      else
+        kernels::init_normal_shard(unit.params + w.offset, w.shard, w.seed, w.init_stddev, stream);
+    }
+    kernels::bf16_to_f32(unit.params + unit.update_begin(), unit.master, updated, stream);
+    TWIN_CUDA_CHECK(cudaMemsetAsync(unit.adam_m, 0, updated * sizeof(float), stream));
+    TWIN_CUDA_CHECK(cudaMemsetAsync(unit.adam_v, 0, updated * sizeof(float), stream));
+    TWIN_CUDA_CHECK(cudaMemsetAsync(unit.grads, 0, unit.padded * sizeof(bf16), stream));
+    const std::int32_t id = unit.id;
+    units_.emplace(id, std::move(unit));
+  }
+}
+
+StageParameters::~StageParameters() {
+  for (void* p : allocations_) cudaFree(p);
+}
+
+ParameterUnit& StageParameters::unit(std::int32_t id) {
+  auto found = units_.find(id);
+  if (found == units_.end()) throw std::logic_error(fmt::format("this rank holds no parameter unit {}", id));
+  return found->second;
+}
+
+std::vector<ParameterUnit*> StageParameters::units() {
+  std::vector<ParameterUnit*> all;
+  for (auto& [id, unit] : units_) all.push_back(&unit);
+  return all;
+}
+
+std::int64_t StageParameters::total_elements() const {
+  std::int64_t total = 0;
+  for (const auto& [id, unit] : units_) total += unit.elements;
+  return total;
+}
+
+void StageParameters::zero_grads(cudaStream_t stream) {
+  for (auto& [id, unit] : units_) TWIN_CUDA_CHECK(cudaMemsetAsync(unit.grads, 0, unit.padded * sizeof(bf16), stream));
+}
+
+}  // namespace twin::exec

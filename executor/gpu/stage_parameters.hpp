@@ -1,0 +1,51 @@
+// The weights one rank holds on its GPU: per parameter unit (executor/parameters.hpp's layout) one flat
+// bf16 parameter buffer, one flat bf16 gradient buffer, and fp32 master weights with AdamW moments for the
+// part this rank updates (all of it, or its ZeRO shard).
+#pragma once
+#include <cstdint>
+#include <map>
+#include <utility>
+#include <vector>
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include "core/scenario.hpp"
+#include "executor/parameters.hpp"
+
+namespace twin::exec {
+
+using bf16 = __nv_bfloat16;
+
+// A unit's layout and its device buffers.
+struct ParameterUnit : ParameterUnitLayout {
+  explicit ParameterUnit(ParameterUnitLayout layout) : ParameterUnitLayout(std::move(layout)) {}
+  bf16* params = nullptr;
+  bf16* grads = nullptr;
+  float* master = nullptr;  // for [update_begin, update_begin + update_elements)
+  float* adam_m = nullptr;
+  float* adam_v = nullptr;
+};
+
+class StageParameters {
+ public:
+  // Allocates and initialises every unit of `placement.stage`; throws std::invalid_argument for a model
+  // plan_parameter_units refuses.
+  StageParameters(const Scenario& scenario, const Strategy& strategy, const RankPlacement& placement,
+                  std::uint64_t seed, cudaStream_t stream);
+  ~StageParameters();
+  StageParameters(const StageParameters&) = delete;
+  StageParameters& operator=(const StageParameters&) = delete;
+
+  ParameterUnit& unit(std::int32_t id);
+  std::vector<ParameterUnit*> units();
+  std::int64_t total_elements() const;
+  // Zeroes every gradient buffer (iteration start).
+  void zero_grads(cudaStream_t stream);
+
+ private:
+  std::map<std::int32_t, ParameterUnit> units_;
+  std::vector<void*> allocations_;
+};
+
+}  // namespace twin::exec

@@ -1,0 +1,50 @@
+// The cheap refusals first (the plan's kind, memory, strategy and framework switches), then the parameter
+// layout and the op bindings of every rank class, which refuse what they do not run.
+#include "executor/plan_check.hpp"
+
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "core/error.hpp"
+#include "executor/op_binding.hpp"
+#include "executor/parameters.hpp"
+#include "strategies/lowering.hpp"
+#include "strategies/memory.hpp"
+
+namespace twin::exec {
+
+void check_executable_plan(const Plan& plan, const std::string& file) {
+  const Strategy& s = plan.strategy;
+  // A family plan's `strategy` is only its home strategy: lowering that alone would run another plan.
+  if (const auto family = plan.document.find("family_plan"); family != plan.document.end() && family->is_object())
+    throw InputError(file, "/family_plan",
+                     fmt::format("a uniform plan: twin execute does not run {} plans yet (simulate without "
+                                 "per_layer, hot_switch or a mixed cluster to get one)",
+                                 family->value("family", std::string("family"))));
+  const MemoryEstimate memory = estimate_memory(plan.scenario, s);
+  const std::string oom = out_of_memory_reason(memory, plan.scenario.cluster.node_groups.front().gpu.memory_GiB);
+  if (!oom.empty()) throw InputError(file, "/strategy", "a plan that fits; the simulator says it does not: " + oom);
+  if (s.schedule == Schedule::double_strand)
+    throw InputError(file, "/strategy/schedule", "a schedule twin execute runs (not double-strand, yet)");
+  if (s.context_parallel_size > 1 || s.expert_model_parallel_size > 1)
+    throw InputError(file, "/strategy", "no context or expert parallelism (twin execute does not run them yet)");
+  if (plan.scenario.framework.tp_comm_overlap && s.sequence_parallel && s.tensor_model_parallel_size > 1)
+    throw InputError(file, "/scenario/framework/tp_comm_overlap",
+                     "false (twin execute does not run Transformer Engine's userbuffers overlap yet)");
+  if (!plan.scenario.framework.cross_entropy_loss_fusion)
+    throw InputError(file, "/scenario/framework/cross_entropy_loss_fusion",
+                     "true (twin execute runs the fused vocabulary-parallel cross-entropy)");
+  if (!plan.scenario.framework.gradient_accumulation_fusion)
+    throw InputError(file, "/scenario/framework/gradient_accumulation_fusion",
+                     "true (twin execute accumulates weight gradients inside the GEMM)");
+  try {
+    plan_parameter_units(plan.scenario, s, RankPlacement{}, 0);
+    const IterationGraph graph = lower_to_op_graphs(plan.scenario, s);
+    for (const RankClass& rc : graph.classes) bind_ops(rc);
+  } catch (const std::invalid_argument& error) {
+    throw InputError(file, "/scenario/model", std::string("a model and strategy twin execute runs: ") + error.what());
+  }
+}
+
+}  // namespace twin::exec

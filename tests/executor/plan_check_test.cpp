@@ -1,0 +1,57 @@
+// What twin execute refuses before launching, checked without a GPU: a plan it ran passes; each refusal
+// names the plan file and the JSON path at fault.
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "core/error.hpp"
+#include "executor/plan_check.hpp"
+#include "tests/reports/execution_fixture.hpp"
+
+namespace twin::exec {
+namespace {
+
+const std::string kFile = "runs/best.json";
+
+// The plan of a recorded run (one GPU, dense Llama-style model): twin execute ran it.
+Plan executed_plan() { return read_plan(testing::executed_fixture("small-single-h200") / "best.json"); }
+
+// The JSON path of the refusal, or "" when the plan passes.
+std::string refusal_path(const Plan& plan) {
+  try {
+    check_executable_plan(plan, kFile);
+    return "";
+  } catch (const InputError& error) {
+    EXPECT_EQ(error.file(), kFile);
+    return error.json_path();
+  }
+}
+
+TEST(PlanCheck, APlanTheExecutorRanPasses) { EXPECT_EQ(refusal_path(executed_plan()), ""); }
+
+TEST(PlanCheck, RefusesFrameworkSwitchesTheExecutorDoesNotRun) {
+  Plan unfused_loss = executed_plan();
+  unfused_loss.scenario.framework.cross_entropy_loss_fusion = false;
+  EXPECT_EQ(refusal_path(unfused_loss), "/scenario/framework/cross_entropy_loss_fusion");
+  Plan unfused_accumulation = executed_plan();
+  unfused_accumulation.scenario.framework.gradient_accumulation_fusion = false;
+  EXPECT_EQ(refusal_path(unfused_accumulation), "/scenario/framework/gradient_accumulation_fusion");
+}
+
+TEST(PlanCheck, RefusesFamilyPlansAndModelsTheExecutorDoesNotRun) {
+  Plan family = executed_plan();
+  family.document["family_plan"] = {{"family", "per_layer"}};
+  EXPECT_EQ(refusal_path(family), "/family_plan");
+  Plan layernorm = executed_plan();
+  layernorm.scenario.model.normalization = Normalization::layernorm;
+  EXPECT_EQ(refusal_path(layernorm), "/scenario/model");
+}
+
+TEST(PlanCheck, RefusesAPlanThatDoesNotFit) {
+  Plan plan = executed_plan();
+  plan.scenario.cluster.node_groups.front().gpu.memory_GiB = 1;
+  EXPECT_EQ(refusal_path(plan), "/strategy");
+}
+
+}  // namespace
+}  // namespace twin::exec

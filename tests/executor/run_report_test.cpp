@@ -1,0 +1,129 @@
+// The run folder's files, written from measured times without a GPU: a rank's file reads back as written,
+// and rank 0's summary joins the ranks as twin execute does (a step lasts as long as its slowest rank,
+// warm-up steps are not measured), giving a recorded run's numbers back from its step times.
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "core/error.hpp"
+#include "executor/run_report.hpp"
+#include "tests/cli/run_twin.hpp"
+#include "tests/reports/execution_fixture.hpp"
+#include "tests/traces/measured_kernels.hpp"
+
+namespace twin::exec {
+namespace {
+
+using nlohmann::json;
+
+json read_json(const std::filesystem::path& path) { return json::parse(test::read_file(path)); }
+
+TEST(RunReport, ARanksFileReadsBackAsWritten) {
+  test::TempDir dir("run-report-rank");
+  const IterationGraph graph = testing::two_stage_graph();
+  RankRun run;
+  run.rank = 2;
+  run.rank_class = 0;
+  run.coordinates = {2, 0, 0, 0};
+  run.device = "NVIDIA H200";
+  run.losses = {9.5, 8.25};
+  run.iteration_s = {0.125, 0.0625};
+  run.peak_memory_bytes = 123456789;
+  run.dropped_records = 3;
+  run.kernels = testing::stage0_kernels();  // repeated names (interned in the file) and a kernel outside any op
+  write_rank_run(dir.path, run, graph.classes[0], 1);
+
+  const RankRun back = read_rank_run(dir.path / "measured" / "rank2.json");
+  EXPECT_EQ(back.rank, 2);
+  EXPECT_EQ(back.coordinates, run.coordinates);
+  EXPECT_EQ(back.device, run.device);
+  EXPECT_EQ(back.losses, run.losses);
+  EXPECT_EQ(back.iteration_s, run.iteration_s);
+  EXPECT_EQ(back.peak_memory_bytes, run.peak_memory_bytes);
+  EXPECT_EQ(back.dropped_records, 3u);
+  ASSERT_EQ(back.kernels.size(), run.kernels.size());
+  for (std::size_t i = 0; i < run.kernels.size(); ++i) {
+    EXPECT_EQ(back.kernels[i].name, run.kernels[i].name) << i;
+    EXPECT_EQ(back.kernels[i].start_ns, run.kernels[i].start_ns) << i;
+    EXPECT_EQ(back.kernels[i].end_ns, run.kernels[i].end_ns) << i;
+    EXPECT_EQ(back.kernels[i].stream_id, run.kernels[i].stream_id) << i;
+    EXPECT_EQ(back.kernels[i].iteration, run.kernels[i].iteration) << i;
+    EXPECT_EQ(back.kernels[i].op, run.kernels[i].op) << i;
+  }
+  EXPECT_TRUE(std::filesystem::exists(dir.path / "traces" / "measured_rank2.json"));
+}
+
+TEST(RunReport, RefusesAFileThatIsNotARanksMeasurements) {
+  test::TempDir dir("run-report-refuse");
+  const std::filesystem::path path = dir.path / "rank0.json";
+  test::write_file(path, R"({"format": "twin-execute-run"})");
+  try {
+    read_rank_run(path);
+    FAIL() << "read a run summary as a rank's measurements";
+  } catch (const InputError& error) {
+    EXPECT_NE(std::string(error.what()).find(path.string()), std::string::npos) << error.what();
+    EXPECT_NE(std::string(error.what()).find("twin-measured-rank"), std::string::npos) << error.what();
+  }
+}
+
+// small-single-h200 was run on one GPU; its recorded step times and losses, written as rank 0's file,
+// give the recorded summary back.
+TEST(RunReport, TheSummaryOfARecordedRunComesBackFromItsStepTimes) {
+  test::TempDir dir("run-report-recorded");
+  const std::filesystem::path fixture = testing::executed_fixture("small-single-h200");
+  const Plan plan = read_plan(fixture / "best.json");
+  const json recorded = read_json(fixture / "metrics.json");
+  const int warmup = recorded.at("warmup_iterations");
+  RankRun run;
+  run.device = recorded.at("device");
+  for (const json& step : recorded.at("steps")) {
+    run.losses.push_back(step.at("loss"));
+    run.iteration_s.push_back(step.at("iteration_s"));
+  }
+  write_rank_run(dir.path, run, RankClass{}, warmup);
+  write_run_summary(dir.path, plan, IterationGraph{}, 1, warmup);
+
+  const json written = read_json(dir.path / "metrics.json");
+  EXPECT_DOUBLE_EQ(written.at("measured").at("iteration_s"), recorded.at("measured").at("iteration_s"));
+  EXPECT_NEAR(written.at("measured").at("tokens_per_s"), recorded.at("measured").at("tokens_per_s"), 1e-6);
+  EXPECT_EQ(written.at("loss_first"), recorded.at("loss_first"));
+  EXPECT_EQ(written.at("loss_last"), recorded.at("loss_last"));
+  EXPECT_EQ(written.at("predicted"), recorded.at("predicted"));
+  EXPECT_EQ(written.at("strategy"), recorded.at("strategy"));
+  ASSERT_EQ(written.at("steps").size(), recorded.at("steps").size());
+  for (std::size_t i = 0; i < recorded.at("steps").size(); ++i)
+    EXPECT_EQ(written["steps"][i]["measured"], recorded["steps"][i]["measured"]) << "step " << i + 1;
+  EXPECT_FALSE(std::filesystem::exists(dir.path / "ops.csv"));  // no kernels traced, no op table
+}
+
+TEST(RunReport, AStepLastsAsLongAsItsSlowestRank) {
+  test::TempDir dir("run-report-slowest");
+  const Plan plan = read_plan(testing::executed_fixture("small-single-h200") / "best.json");
+  const std::vector<std::vector<double>> iteration_s = {{0.5, 0.2, 0.3, 0.4}, {0.4, 0.25, 0.1, 0.6}};
+  for (int rank = 0; rank < 2; ++rank) {
+    RankRun run;
+    run.rank = rank;
+    run.device = "NVIDIA H200";
+    run.losses = {4, 3, 2, 1};
+    run.iteration_s = iteration_s[rank];
+    write_rank_run(dir.path, run, RankClass{}, 1);
+  }
+  write_run_summary(dir.path, plan, IterationGraph{}, 2, 1);
+
+  const std::string steps = test::read_file(dir.path / "steps.csv");
+  EXPECT_EQ(steps.substr(0, steps.find('\r')), "step,loss,iteration_s,tokens_per_s,mfu,measured");
+  for (const char* row : {"\n1,4.000000,0.500000,", "\n2,3.000000,0.250000,", "\n3,2.000000,0.300000,",
+                          "\n4,1.000000,0.600000,"})
+    EXPECT_NE(steps.find(row), std::string::npos) << row << " in\n" << steps;
+  EXPECT_NE(steps.find(",false\r\n2,"), std::string::npos) << "the warm-up step is not measured:\n" << steps;
+  const json written = read_json(dir.path / "metrics.json");
+  EXPECT_DOUBLE_EQ(written.at("measured").at("iteration_s"), 0.3);  // median of 0.25, 0.3, 0.6
+  EXPECT_EQ(written.at("world_size"), 2);
+  EXPECT_DOUBLE_EQ(written.at("ranks")[1].at("median_iteration_s"), 0.25);  // 0.25, 0.1, 0.6
+}
+
+}  // namespace
+}  // namespace twin::exec
