@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Prints the folders of twin's sources and which folders each includes from (its #include "folder/..."
-lines), and every cycle among them: the picture docs/DESIGN.md shows. Usage: python3 tools/layers.py"""
+lines), every cycle among them, and the folders by level: the picture docs/DESIGN.md shows. Usage: python3 tools/layers.py"""
 import os
 import re
 import sys
@@ -56,7 +56,23 @@ def main():
     found = cycles(graph)
     for cycle in found:
         print("cycle: " + " -> ".join(cycle + (cycle[0],)))
+    if not found:
+        print()
+        print_levels(graph)
     return 0 if not found else 1
+
+
+def print_levels(graph):
+    """The folders by level: one more than the highest folder each includes from (docs/DESIGN.md's picture)."""
+    level = {}
+    def of(folder):
+        if folder not in level:
+            level[folder] = 1 + max((of(t) for t in graph[folder]), default=-1)
+        return level[folder]
+    for folder in FOLDERS:
+        of(folder)
+    for value in range(max(level.values()), -1, -1):
+        print(f"{value:4}  " + "   ".join(f for f in FOLDERS if level[f] == value))
 
 
 if __name__ == "__main__":
