@@ -1,0 +1,87 @@
+// The emitter: appends ops to a rank class with the pass's context filled in, wires each to the op whose
+// output it consumes, and builds the op kinds the lowering uses.
+#include "strategies/lowering_emitter.hpp"
+
+namespace twin::lowering {
+
+void Emitter::fill(Op& op) const {
+  op.phase = phase_;
+  op.micro_batch = micro_batch_;
+  op.chunk = static_cast<std::int16_t>(chunk_);
+  op.layer = layer_;
+  op.recomputed = recomputed_;
+  // How the kernels price these ops depends on the model, not the call site.
+  op.attention.flash = sh_.flash;
+  const bool attention = op.kind == OpKind::attention_forward || op.kind == OpKind::attention_backward;
+  op.attention.dropout = sh_.attention_dropout && attention;
+  op.attention.cudnn = sh_.cudnn_attention && attention;
+  op.gated_activation = sh_.swiglu;
+}
+
+void Emitter::depend(OpIndex first, OpIndex then) {
+  if (first == kNoOp || then == kNoOp) return;
+  if (rc_.op(first).stream != rc_.op(then).stream) rc_.add_dependency(first, then);
+}
+
+OpIndex Emitter::emit(Op op) {
+  fill(op);
+  const OpIndex index = rc_.add(op);
+  depend(chain, index);
+  depend(pending_wait, index);
+  pending_wait = kNoOp;
+  chain = index;
+  return index;
+}
+
+OpIndex Emitter::emit_after(Op op, OpIndex after) {
+  fill(op);
+  const OpIndex index = rc_.add(op);
+  depend(after, index);
+  return index;
+}
+
+Op Emitter::gemm(OpRole role, GemmPass pass, std::int64_t m, std::int64_t n, std::int64_t k, int count) {
+  Op op;
+  op.kind = OpKind::gemm;
+  op.role = role;
+  op.gemm_pass = pass;
+  op.gemm = {m, n, k, count, false, false};
+  op.flops = 2.0 * static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k) * count;
+  return op;
+}
+
+Op Emitter::rows_cols(OpKind kind, OpRole role, std::int64_t rows, std::int64_t cols) {
+  Op op;
+  op.kind = kind;
+  op.role = role;
+  op.rows = rows;
+  op.cols = cols;
+  return op;
+}
+
+Op Emitter::moved(OpKind kind, OpRole role, std::int64_t bytes) {
+  Op op;
+  op.kind = kind;
+  op.role = role;
+  op.bytes = bytes;
+  return op;
+}
+
+Op Emitter::collective(OpKind kind, OpRole role, Stream stream, GroupKind group, int group_size, std::int64_t bytes) {
+  Op op;
+  op.kind = kind;
+  op.role = role;
+  op.stream = stream;
+  op.group = group;
+  op.group_size = group_size;
+  op.bytes = bytes;
+  return op;
+}
+
+Op Emitter::serving(Op op, OpRole linear, LinearTensor tensor) {
+  op.linear = linear;
+  op.linear_tensor = tensor;
+  return op;
+}
+
+}  // namespace twin::lowering
