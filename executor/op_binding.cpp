@@ -2,6 +2,8 @@
 // a TP collective the linear and tensor it serves: core/op.hpp), so nothing here depends on op order.
 #include "executor/op_binding.hpp"
 
+#include "core/op_kinds.hpp"
+
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -58,6 +60,8 @@ std::vector<OpBinding> bind_ops(const RankClass& rc) {
     OpBinding& b = bindings[i];
     const bool backward = op.phase == Phase::backward;
     if (op.stream == Stream::compute2) unsupported(rc, i, "on a second compute stream (double strand)");
+    if (!op_kind_traits(op.kind).executor_runs)
+      unsupported(rc, i, fmt::format("a {} op", op_kind_traits(op.kind).name).c_str());
     switch (op.kind) {
       case OpKind::gemm:
         b.subject = op.role;
@@ -93,8 +97,8 @@ std::vector<OpBinding> bind_ops(const RankClass& rc) {
       case OpKind::optimizer_step: b.action = Action::optimizer_step; break;
       case OpKind::moe_router:
       case OpKind::moe_permute:
-      case OpKind::moe_unpermute: unsupported(rc, i, "a mixture-of-experts op");
-      case OpKind::all_to_all: unsupported(rc, i, "an all-to-all (expert parallel)");
+      case OpKind::moe_unpermute:
+      case OpKind::all_to_all: break;  // refused above: the op-kind table says twin execute does not run them
       case OpKind::send:
       case OpKind::recv: {
         if (op.role == OpRole::cp_exchange) unsupported(rc, i, "a context-parallel exchange");
