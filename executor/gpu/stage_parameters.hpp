@@ -12,10 +12,11 @@
 
 #include "core/scenario.hpp"
 #include "executor/parameters.hpp"
+#include "gpu/kernels.hpp"
 
 namespace twin::exec {
 
-using bf16 = __nv_bfloat16;
+using kernels::bf16;  // one name for the 16-bit type, gpu/kernels.hpp's
 
 // A unit's layout and its device buffers.
 struct ParameterUnit : ParameterUnitLayout {
