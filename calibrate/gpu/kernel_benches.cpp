@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "core/op_kinds.hpp"
 #include "gpu/checks.hpp"
 #include "gpu/kernels.hpp"
 
@@ -66,6 +67,10 @@ std::optional<KernelBench> make_kernel_bench(const Op& op, const KernelModelFact
   Builder x{{}, seed, stream};
   const std::int64_t rows = op.rows, cols = op.cols, n = rows * cols;
   const bool shaped = rows > 0 && cols > 0;
+  if (op_kind_traits(op.kind).measured_by != OpMeasurement::kernel_bench) {
+    why_not = to_string(op.kind) + " is not timed by the kernel calibration";  // GEMM grid or NCCL sweeps
+    return std::nullopt;
+  }
   // Buffer data pointers stay put when the vector of buffers grows: lambdas capture them by value.
   switch (op.kind) {
     case OpKind::norm_forward: {
@@ -230,7 +235,6 @@ std::optional<KernelBench> make_kernel_bench(const Op& op, const KernelModelFact
       }
       return std::move(x.bench);
     }
-    // Measured otherwise (core/op_kinds.hpp): GEMMs on the GEMM grid, communication by NCCL sweeps.
     case OpKind::gemm:
     case OpKind::moe_router:
     case OpKind::all_reduce:
@@ -238,9 +242,7 @@ std::optional<KernelBench> make_kernel_bench(const Op& op, const KernelModelFact
     case OpKind::reduce_scatter:
     case OpKind::all_to_all:
     case OpKind::send:
-    case OpKind::recv:
-      why_not = to_string(op.kind) + " is not timed by the kernel calibration";
-      return std::nullopt;
+    case OpKind::recv: break;  // refused above: measured otherwise (core/op_kinds.hpp)
   }
   why_not = "rows and cols must be positive";
   return std::nullopt;
