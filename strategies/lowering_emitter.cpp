@@ -4,6 +4,37 @@
 
 namespace twin::lowering {
 
+std::int64_t width_per_rank(const RankShapes& s, layer::Width width) {
+  switch (width) {
+    case layer::Width::hidden: return s.h;
+    case layer::Width::query_and_key: return (s.heads + s.groups) * s.d;
+    case layer::Width::value: return s.groups * s.d;
+    case layer::Width::query: return s.heads * s.d;
+    case layer::Width::qkv: return s.qkv_width;
+    case layer::Width::fc1: return s.fc1_width;
+    case layer::Width::ffn: return s.ffn;
+    case layer::Width::attention_scores: return s.heads * s.s;
+    case layer::Width::heads: return s.heads;
+    case layer::Width::experts: return s.experts_total;
+    case layer::Width::expert_fc1: return s.moe_fc1_width;
+    case layer::Width::expert_ffn: return s.moe_ffn;
+    case layer::Width::vocab: return s.vocab;
+  }
+  return 0;
+}
+
+void emit_unit_forward(Emitter& e, std::span<const layer::Block> blocks, int layer, BlockOps ops) {
+  e.set_layer(layer);
+  for (const layer::Block& block : blocks) ops(e, block, Phase::forward);
+}
+
+void emit_unit_backward(Emitter& e, std::span<const layer::Block> blocks, int layer, BlockOps ops,
+                        bool recompute_forward) {
+  if (recompute_forward) e.recompute([&] { emit_unit_forward(e, blocks, layer, ops); });  // collectives included
+  e.set_layer(layer);
+  for (auto block = blocks.rbegin(); block != blocks.rend(); ++block) ops(e, *block, Phase::backward);
+}
+
 void Emitter::fill(Op& op) const {
   op.phase = phase_;
   op.micro_batch = micro_batch_;

@@ -5,7 +5,9 @@
 #include <cstdint>
 #include <limits>
 #include <map>
+#include <span>
 
+#include "core/layer.hpp"
 #include "core/op_graph.hpp"
 #include "core/scenario.hpp"
 #include "core/strategy.hpp"
@@ -44,6 +46,10 @@ struct RankShapes {
 
 RankShapes rank_shapes(const Scenario& scenario, const Strategy& strategy);
 
+// A width of the layer description (core/layer.hpp) on one TP rank: the forward GEMM's n or k of a
+// linear, a tensor's columns.
+std::int64_t width_per_rank(const RankShapes& shapes, layer::Width width);
+
 class Emitter {
  public:
   Emitter(RankClass& rank_class, const RankShapes& shapes) : rc_(rank_class), sh_(shapes) {}
@@ -61,6 +67,15 @@ class Emitter {
   void set_layer(int layer) { layer_ = layer; }
   void set_recomputed(bool recomputed) { recomputed_ = recomputed; }
   void set_phase(Phase phase) { phase_ = phase; }
+  // Inside a backward pass, emits what `emit_forward` emits as a recomputed forward (activation recompute).
+  template <class EmitForward>
+  void recompute(EmitForward&& emit_forward) {
+    set_phase(Phase::forward);
+    set_recomputed(true);
+    emit_forward();
+    set_recomputed(false);
+    set_phase(Phase::backward);
+  }
   Phase phase() const { return phase_; }
   int micro_batch() const { return micro_batch_; }
   int chunk() const { return chunk_; }
@@ -98,6 +113,14 @@ class Emitter {
   int layer_ = -1;
   bool recomputed_ = false;
 };
+
+// The ops of one block of the layer description in `phase` (backward: with what selective recompute repeats).
+using BlockOps = void (*)(Emitter& e, const layer::Block& block, Phase phase);
+// A unit's blocks (a layer's, the embedding's, the output layer's; `layer` -1 for the edges): forward in order;
+// backward in reverse, after the whole forward again (marked recomputed) when `recompute_forward`.
+void emit_unit_forward(Emitter& e, std::span<const layer::Block> blocks, int layer, BlockOps ops);
+void emit_unit_backward(Emitter& e, std::span<const layer::Block> blocks, int layer, BlockOps ops,
+                        bool recompute_forward);
 
 // One transformer layer's forward and backward (the backward includes what recompute repeats).
 void emit_layer_forward(Emitter& e, const ModelConfig& model, int layer);

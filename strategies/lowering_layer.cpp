@@ -1,156 +1,18 @@
 // The ops of one transformer layer, the embedding and the output layer, as Megatron-LM issues them with
-// tensor parallelism (and sequence parallelism), ring-attention context parallelism and MoE experts.
-// Column-parallel linears: [SP all-gather] GEMM forward; backward re-gathers the input for wgrad (SP),
-// runs dgrad, reduces the input gradient (reduce-scatter with SP, all-reduce without) while wgrad runs.
-// Row-parallel linears: GEMM then reduce-scatter (SP) or all-reduce; backward all-gathers the gradient (SP).
-// With Transformer Engine's userbuffers (framework.tp_comm_overlap) the SP collective beside a GEMM is
-// pipelined with the GEMM's chunks, as initialize_ub's defaults run it: an all-gather in ring steps on the
-// copy engines, a reduce-scatter per chunk on a few SMs, backward's collectives "bulk" beside the GEMM
-// that does not need them (sim/engine.hpp: how each slows compute); without gradient accumulation fusion each
-// weight gradient is added into the fp32 main gradient by a kernel of its own.
+// tensor parallelism (and sequence parallelism), ring-attention context parallelism and MoE experts: each
+// walks its blocks of the layer description (core/layer.hpp), forward in order and backward in reverse.
+// The linears' ops (SP collectives, userbuffers) are strategies/lowering_linears.cpp's.
 #include <cmath>
 #include <vector>
 
-#include "strategies/lowering_emitter.hpp"
+#include "core/layer.hpp"
+#include "strategies/lowering_linears.hpp"
 #include "strategies/sharded_parameters.hpp"
 
 namespace twin::lowering {
 namespace {
 
-bool tp_active(const RankShapes& s) { return s.tp > 1; }
-std::int64_t activation_bytes(const RankShapes& s) { return s.tokens * s.h * 2; }  // bf16 T x h
 std::int64_t residual_bytes(const RankShapes& s) { return 3 * s.tokens_local * s.h * 2; }  // 2 reads, 1 write
-
-// A TP collective moving `tensor` of the linear `linear`.
-Op tp_op(OpKind kind, OpRole role, const RankShapes& s, std::int64_t bytes, OpRole linear, LinearTensor tensor) {
-  return Emitter::serving(Emitter::collective(kind, role, Stream::tp_comm, GroupKind::tensor, s.tp, bytes), linear,
-                          tensor);
-}
-
-// A TP collective Transformer Engine's userbuffers run beside a GEMM ("bulk": on a few SMs).
-Op userbuffers_op(OpKind kind, OpRole role, const RankShapes& s, std::int64_t bytes, OpRole linear,
-                  LinearTensor tensor) {
-  Op op = tp_op(kind, role, s, bytes, linear, tensor);
-  op.comm_kernel = CommKernel::userbuffers_sm;
-  return op;
-}
-
-// One step of a TP ring: every rank passes one rank's shard of `tensor` of `linear` to its neighbour, with
-// the copy engines ("ring_exchange").
-Op tp_ring_step(OpRole role, const RankShapes& s, OpRole linear, LinearTensor tensor) {
-  Op op = Emitter::serving(
-      Emitter::collective(OpKind::send, role, Stream::tp_comm, GroupKind::tensor, s.tp, activation_bytes(s) / s.tp),
-      linear, tensor);
-  op.comm_kernel = CommKernel::userbuffers_copy_engine;
-  return op;
-}
-
-// One of `splits` row chunks of a userbuffers GEMM (priced as its share of the whole: GemmShape::split).
-Op gemm_chunk(OpRole role, GemmPass pass, std::int64_t rows, int splits, std::int64_t n, std::int64_t k) {
-  Op op = Emitter::gemm(role, pass, rows / splits, n, k);
-  op.gemm.split = splits;
-  return op;
-}
-
-// Userbuffers all-gather + GEMM ("ring_exchange"): tp - 1 ring steps bring the other ranks' shards of the
-// GEMM's input (`gathered`: the linear's input forward, its output gradient backward) while the GEMM runs in
-// tp chunks of rows, the chunk of this rank's own shard first and chunk i once step i has arrived. Returns the
-// last step (what needs the whole gathered input waits for it).
-OpIndex gathered_gemm(Emitter& e, OpRole role, GemmPass pass, LinearTensor gathered, std::int64_t n, std::int64_t k) {
-  const RankShapes& s = e.shapes();
-  const OpIndex input = e.chain;
-  std::vector<OpIndex> steps;
-  for (int step = 1; step < s.tp; ++step)
-    steps.push_back(e.emit_after(tp_ring_step(OpRole::tp_gather, s, role, gathered), step == 1 ? input : kNoOp));
-  for (int chunk = 0; chunk < s.tp; ++chunk) {
-    if (chunk > 0) e.pending_wait = steps[chunk - 1];
-    e.emit(gemm_chunk(role, pass, s.tokens, s.tp, n, k));
-  }
-  return steps.back();
-}
-
-// Userbuffers GEMM + reduce-scatter ("pipeline", initialize_ub's default of 4 splits): the GEMM in 4
-// chunks of rows, each chunk's partial sums reduce-scattered by a userbuffers kernel while the next chunk
-// computes; what follows waits for the last reduce-scatter.
-constexpr int kPipelineSplits = 4;
-
-void scattered_gemm(Emitter& e, OpRole role, std::int64_t n, std::int64_t k) {
-  const RankShapes& s = e.shapes();
-  OpIndex last_scatter = kNoOp;
-  for (int chunk = 0; chunk < kPipelineSplits; ++chunk) {
-    const OpIndex gemm = e.emit(gemm_chunk(role, GemmPass::forward, s.tokens, kPipelineSplits, n, k));
-    last_scatter = e.emit_after(userbuffers_op(OpKind::reduce_scatter, OpRole::tp_scatter, s,
-                                               activation_bytes(s) / kPipelineSplits, role, LinearTensor::output),
-                                gemm);
-  }
-  e.pending_wait = last_scatter;
-}
-
-// Without gradient accumulation fusion the weight-gradient GEMM writes a 16-bit gradient and a kernel adds
-// it into the fp32 main gradient: read 2 bytes, read and write 4 (Megatron's main_grad.add_ hook).
-void accumulate_gradient(Emitter& e, OpIndex wgrad, std::int64_t parameters) {
-  if (e.shapes().gradient_accumulation_fusion) return;
-  e.emit_after(Emitter::moved(OpKind::elementwise, OpRole::grad_accumulation, parameters * (2 + 2 * 4)), wgrad);
-}
-
-void column_parallel_forward(Emitter& e, OpRole role, std::int64_t n_out, std::int64_t k_in) {
-  const RankShapes& s = e.shapes();
-  if (tp_active(s) && s.tp_comm_overlap) {
-    gathered_gemm(e, role, GemmPass::forward, LinearTensor::input, n_out, k_in);
-    return;
-  }
-  if (tp_active(s) && s.sp)
-    e.emit(tp_op(OpKind::all_gather, OpRole::tp_gather, s, activation_bytes(s), role, LinearTensor::input));
-  e.emit(Emitter::gemm(role, GemmPass::forward, s.tokens, n_out, k_in));
-}
-
-void row_parallel_forward(Emitter& e, OpRole role, std::int64_t n_out, std::int64_t k_in) {
-  const RankShapes& s = e.shapes();
-  if (tp_active(s) && s.tp_comm_overlap) {
-    scattered_gemm(e, role, n_out, k_in);
-    return;
-  }
-  e.emit(Emitter::gemm(role, GemmPass::forward, s.tokens, n_out, k_in));
-  if (tp_active(s))
-    e.emit(s.sp ? tp_op(OpKind::reduce_scatter, OpRole::tp_scatter, s, activation_bytes(s), role, LinearTensor::output)
-                : tp_op(OpKind::all_reduce, OpRole::tp_reduce, s, activation_bytes(s), role, LinearTensor::output));
-}
-
-void column_parallel_backward(Emitter& e, OpRole role, std::int64_t n_out, std::int64_t k_in) {
-  const RankShapes& s = e.shapes();
-  // With userbuffers both collectives are "bulk": the gather beside dgrad, the reduce-scatter beside wgrad.
-  const auto collective = s.tp_comm_overlap ? userbuffers_op : tp_op;
-  OpIndex gathered_input = kNoOp;
-  if (tp_active(s) && s.sp)
-    gathered_input = e.emit_after(
-        collective(OpKind::all_gather, OpRole::tp_gather, s, activation_bytes(s), role, LinearTensor::input), e.chain);
-  const OpIndex dgrad = e.emit(Emitter::gemm(role, GemmPass::input_gradient, s.tokens, k_in, n_out));
-  if (tp_active(s))
-    e.emit(s.sp ? collective(OpKind::reduce_scatter, OpRole::tp_scatter, s, activation_bytes(s), role,
-                             LinearTensor::input_gradient)
-                : tp_op(OpKind::all_reduce, OpRole::tp_reduce, s, activation_bytes(s), role,
-                        LinearTensor::input_gradient));
-  const OpIndex wgrad = e.emit_after(Emitter::gemm(role, GemmPass::weight_gradient, k_in, n_out, s.tokens), dgrad);
-  if (gathered_input != kNoOp) e.depend(gathered_input, wgrad);
-  accumulate_gradient(e, wgrad, k_in * n_out);
-}
-
-void row_parallel_backward(Emitter& e, OpRole role, std::int64_t n_out, std::int64_t k_in) {
-  const RankShapes& s = e.shapes();
-  OpIndex dgrad = kNoOp, gathered = kNoOp;
-  if (tp_active(s) && s.tp_comm_overlap) {
-    gathered = gathered_gemm(e, role, GemmPass::input_gradient, LinearTensor::output_gradient, k_in, n_out);
-    dgrad = e.chain;
-  } else {
-    if (tp_active(s) && s.sp)
-      e.emit(tp_op(OpKind::all_gather, OpRole::tp_gather, s, activation_bytes(s), role, LinearTensor::output_gradient));
-    dgrad = e.emit(Emitter::gemm(role, GemmPass::input_gradient, s.tokens, k_in, n_out));
-  }
-  const OpIndex wgrad = e.emit(Emitter::gemm(role, GemmPass::weight_gradient, k_in, n_out, s.tokens));
-  e.depend(gathered, wgrad);
-  accumulate_gradient(e, wgrad, k_in * n_out);
-  e.chain = dgrad;
-}
 
 // Attention of seq_q queries against seq_kv keys (the queries the last of them when causal).
 Op attention_op(const RankShapes& s, bool backward, std::int64_t seq_q, std::int64_t seq_kv, bool causal) {
@@ -257,67 +119,10 @@ void moe_backward(Emitter& e) {
   e.chain = router_dgrad;
 }
 
-}  // namespace
-
-void emit_layer_forward(Emitter& e, const ModelConfig& model, int layer) {
-  const RankShapes& s = e.shapes();
-  e.set_layer(layer);
-  e.emit(Emitter::rows_cols(OpKind::norm_forward, OpRole::input_norm, s.tokens_local, s.h));
-  column_parallel_forward(e, OpRole::qkv_projection, s.qkv_width, s.h);
-  if (s.rope) e.emit(Emitter::rows_cols(OpKind::rope_forward, OpRole::rope, s.tokens, (s.heads + s.groups) * s.d));
-  core_attention(e, false);
-  row_parallel_forward(e, OpRole::attention_projection, s.h, s.heads * s.d);
-  e.emit(Emitter::moved(OpKind::elementwise, OpRole::attention_residual, residual_bytes(s)));
-  e.emit(Emitter::rows_cols(OpKind::norm_forward, OpRole::mlp_norm, s.tokens_local, s.h));
-  if (model.is_moe_layer(layer)) {
-    moe_forward(e);
-  } else {
-    column_parallel_forward(e, OpRole::fc1, s.fc1_width, s.h);
-    e.emit(Emitter::rows_cols(OpKind::activation_forward, OpRole::activation, s.tokens, s.ffn));
-    row_parallel_forward(e, OpRole::fc2, s.h, s.ffn);
-  }
-  e.emit(Emitter::moved(OpKind::elementwise, OpRole::mlp_residual, residual_bytes(s)));
-}
-
-void emit_layer_backward(Emitter& e, const ModelConfig& model, int layer) {
-  const RankShapes& s = e.shapes();
-  if (s.recompute == Recompute::full) {  // the whole forward again, TP collectives included
-    e.set_phase(Phase::forward);
-    e.set_recomputed(true);
-    emit_layer_forward(e, model, layer);
-    e.set_recomputed(false);
-    e.set_phase(Phase::backward);
-  }
-  e.set_layer(layer);
-  e.emit(Emitter::moved(OpKind::elementwise, OpRole::mlp_residual, residual_bytes(s)));
-  if (model.is_moe_layer(layer)) {
-    moe_backward(e);
-  } else {
-    row_parallel_backward(e, OpRole::fc2, s.h, s.ffn);
-    e.emit(Emitter::rows_cols(OpKind::activation_backward, OpRole::activation, s.tokens, s.ffn));
-    column_parallel_backward(e, OpRole::fc1, s.fc1_width, s.h);
-  }
-  e.emit(Emitter::rows_cols(OpKind::norm_backward, OpRole::mlp_norm, s.tokens_local, s.h));
-  e.emit(Emitter::moved(OpKind::elementwise, OpRole::attention_residual, residual_bytes(s)));
-  row_parallel_backward(e, OpRole::attention_projection, s.h, s.heads * s.d);
-  if (s.recompute == Recompute::selective) {
-    e.set_phase(Phase::forward);
-    e.set_recomputed(true);
-    core_attention(e, false);
-    e.set_recomputed(false);
-    e.set_phase(Phase::backward);
-  }
-  core_attention(e, true);
-  if (s.rope) e.emit(Emitter::rows_cols(OpKind::rope_backward, OpRole::rope, s.tokens, (s.heads + s.groups) * s.d));
-  column_parallel_backward(e, OpRole::qkv_projection, s.qkv_width, s.h);
-  e.emit(Emitter::rows_cols(OpKind::norm_backward, OpRole::input_norm, s.tokens_local, s.h));
-}
-
 // Vocab-parallel embedding: every TP rank looks up its vocabulary shard for all tokens, then the
 // partial rows are summed (all-reduce) or summed and scattered by sequence (SP).
-void emit_embedding_forward(Emitter& e) {
+void embedding_forward(Emitter& e) {
   const RankShapes& s = e.shapes();
-  e.set_layer(-1);
   e.emit(Emitter::rows_cols(OpKind::embedding_forward, OpRole::embedding, s.tokens, s.h));
   if (tp_active(s))
     e.emit(s.sp ? tp_op(OpKind::reduce_scatter, OpRole::tp_scatter, s, activation_bytes(s), OpRole::embedding,
@@ -326,9 +131,8 @@ void emit_embedding_forward(Emitter& e) {
                         LinearTensor::output));
 }
 
-void emit_embedding_backward(Emitter& e) {
+void embedding_backward(Emitter& e) {
   const RankShapes& s = e.shapes();
-  e.set_layer(-1);
   if (tp_active(s) && s.sp)
     e.emit(tp_op(OpKind::all_gather, OpRole::tp_gather, s, activation_bytes(s), OpRole::embedding,
                  LinearTensor::output_gradient));
@@ -340,11 +144,8 @@ void emit_embedding_backward(Emitter& e) {
 // elementwise op of their own (core/framework.hpp: 36 bytes per logit forward, 10 backward).
 constexpr std::int64_t kUnfusedLossForwardBytes = 36, kUnfusedLossBackwardBytes = 10;
 
-void emit_head_forward(Emitter& e) {
+void loss_forward(Emitter& e) {
   const RankShapes& s = e.shapes();
-  e.set_layer(-1);
-  e.emit(Emitter::rows_cols(OpKind::norm_forward, OpRole::final_norm, s.tokens_local, s.h));
-  column_parallel_forward(e, OpRole::output_projection, s.vocab, s.h);
   e.emit(Emitter::rows_cols(OpKind::loss_forward, OpRole::loss, s.tokens, s.vocab));
   if (!s.cross_entropy_loss_fusion)
     e.emit(Emitter::moved(OpKind::elementwise, OpRole::loss, kUnfusedLossForwardBytes * s.tokens * s.vocab));
@@ -354,15 +155,65 @@ void emit_head_forward(Emitter& e) {
                                    2 * s.tokens * 4));
 }
 
-void emit_head_backward(Emitter& e) {
+void loss_backward(Emitter& e) {
   const RankShapes& s = e.shapes();
-  e.set_layer(-1);
   if (auto loss = e.loss_complete.find(e.micro_batch()); loss != e.loss_complete.end()) e.pending_wait = loss->second;
   e.emit(Emitter::rows_cols(OpKind::loss_backward, OpRole::loss, s.tokens, s.vocab));
   if (!s.cross_entropy_loss_fusion)
     e.emit(Emitter::moved(OpKind::elementwise, OpRole::loss, kUnfusedLossBackwardBytes * s.tokens * s.vocab));
-  column_parallel_backward(e, OpRole::output_projection, s.vocab, s.h);
-  e.emit(Emitter::rows_cols(OpKind::norm_backward, OpRole::final_norm, s.tokens_local, s.h));
 }
+
+void block_ops(Emitter& e, const layer::Block& block, Phase phase) {
+  const RankShapes& s = e.shapes();
+  const bool backward = phase == Phase::backward;
+  const std::int64_t n_out = width_per_rank(s, block.out_width), k_in = width_per_rank(s, block.in_width);
+  switch (block.kind) {
+    case layer::BlockKind::norm:
+      e.emit(Emitter::rows_cols(backward ? OpKind::norm_backward : OpKind::norm_forward, block.role, s.tokens_local,
+                                s.h));
+      return;
+    case layer::BlockKind::column_linear:
+      backward ? column_parallel_backward(e, block.role, n_out, k_in) : column_parallel_forward(e, block.role, n_out, k_in);
+      return;
+    case layer::BlockKind::row_linear:
+      backward ? row_parallel_backward(e, block.role, n_out, k_in) : row_parallel_forward(e, block.role, n_out, k_in);
+      return;
+    case layer::BlockKind::core_attention: {
+      const Op rope = Emitter::rows_cols(backward ? OpKind::rope_backward : OpKind::rope_forward, OpRole::rope,
+                                         s.tokens, (s.heads + s.groups) * s.d);
+      if (s.rope && !backward) e.emit(rope);
+      if (backward && s.recompute == Recompute::selective) e.recompute([&] { core_attention(e, false); });
+      core_attention(e, backward);
+      if (s.rope && backward) e.emit(rope);
+      return;
+    }
+    case layer::BlockKind::activation:
+      e.emit(Emitter::rows_cols(backward ? OpKind::activation_backward : OpKind::activation_forward, block.role,
+                                s.tokens, s.ffn));
+      return;
+    case layer::BlockKind::residual:
+      e.emit(Emitter::moved(OpKind::elementwise, block.role, residual_bytes(s)));
+      return;
+    case layer::BlockKind::experts: backward ? moe_backward(e) : moe_forward(e); return;
+    case layer::BlockKind::embedding: backward ? embedding_backward(e) : embedding_forward(e); return;
+    case layer::BlockKind::loss: backward ? loss_backward(e) : loss_forward(e); return;
+  }
+}
+
+}  // namespace
+
+void emit_layer_forward(Emitter& e, const ModelConfig& model, int layer) {
+  emit_unit_forward(e, layer::layer_blocks(model.is_moe_layer(layer)), layer, block_ops);
+}
+
+void emit_layer_backward(Emitter& e, const ModelConfig& model, int layer) {
+  emit_unit_backward(e, layer::layer_blocks(model.is_moe_layer(layer)), layer, block_ops,
+                     e.shapes().recompute == Recompute::full);
+}
+
+void emit_embedding_forward(Emitter& e) { emit_unit_forward(e, layer::embedding_blocks(), -1, block_ops); }
+void emit_embedding_backward(Emitter& e) { emit_unit_backward(e, layer::embedding_blocks(), -1, block_ops, false); }
+void emit_head_forward(Emitter& e) { emit_unit_forward(e, layer::head_blocks(), -1, block_ops); }
+void emit_head_backward(Emitter& e) { emit_unit_backward(e, layer::head_blocks(), -1, block_ops, false); }
 
 }  // namespace twin::lowering

@@ -7,9 +7,9 @@
 // ZeRO-1 shards the optimizer states over the data group, ZeRO-2 the gradients too, ZeRO-3 the weights.
 // (Megatron's own buffers keep fp32 main gradients; the 16-byte figure is the one the estimates quote.)
 //
-// Activations per layer generalise Korthikanti et al. 2022 (arXiv 2205.05198) tensor by tensor: each
-// saved tensor is 2 bytes per element (masks 1), sharded by tp inside the TP regions and, with SP,
-// outside them too. Unfused attention keeps softmax output (+ dropout mask and output with attention
+// Activations per layer generalise Korthikanti et al. 2022 (arXiv 2205.05198) tensor by tensor: the sum of
+// the tensors the layer description's blocks save (core/layer.hpp), each 2 bytes per element (masks 1),
+// sharded by tp inside the TP regions and, with SP, outside them too. Unfused attention keeps softmax output (+ dropout mask and output with attention
 // dropout), flash attention only its output and fp32 softmax statistics; CP divides the sequence.
 // Double strand walks its units: the forward strand's unit is saved before the backward strand frees
 // the unit beside it, so the peak counts one unit of both strands at once.
@@ -17,9 +17,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <span>
 
 #include <fmt/format.h>
 
+#include "core/layer.hpp"
 #include "strategies/rank_layout.hpp"
 #include "strategies/schedule.hpp"
 #include "strategies/sharded_parameters.hpp"
@@ -28,11 +30,77 @@ namespace twin {
 namespace {
 
 
-// Bytes saved for backward by one forward pass of the embedding (dropout mask) or the output layer
-// (final norm input, output projection input, fp32 logits for the loss), per micro-batch.
-double head_activation_bytes(const ModelConfig& m, std::int64_t tokens, std::int64_t tokens_local, int tp) {
-  const double saved_input = 2.0 * tokens_local * m.hidden_size;
-  return saved_input + saved_input + 4.0 * tokens * (padded_vocab_size(m, tp) / tp);
+// Korthikanti's terms for one micro-batch on one GPU: s local tokens of b sequences, widths over the whole
+// model, a factor for the region (1/tp inside TP regions; outside them 1/tp under SP).
+struct SavedTerms {
+  const ModelConfig& model;
+  double s, b;
+  double outside, inside;
+  double tp;
+  bool recompute_none;
+
+  double width(layer::Width width) const {
+    const ModelConfig& m = model;
+    const double h = static_cast<double>(m.hidden_size), a = m.num_attention_heads;
+    const double d = m.kv_channels > 0 ? static_cast<double>(m.kv_channels) : h / a;
+    const double q = a * d, kv = m.num_query_groups * d;
+    const double gate = m.activation == Activation::swiglu ? 2 : 1;
+    switch (width) {
+      case layer::Width::hidden: return h;
+      case layer::Width::query_and_key: return q + kv;
+      case layer::Width::value: return kv;
+      case layer::Width::query: return q;
+      case layer::Width::qkv: return q + 2 * kv;
+      case layer::Width::fc1: return gate * static_cast<double>(m.ffn_hidden_size);
+      case layer::Width::ffn: return static_cast<double>(m.ffn_hidden_size);
+      case layer::Width::attention_scores: return a * s;
+      case layer::Width::heads: return a;
+      case layer::Width::experts: return m.moe.num_experts;
+      case layer::Width::expert_fc1: return gate * static_cast<double>(m.moe.ffn_hidden_size);
+      case layer::Width::expert_ffn: return static_cast<double>(m.moe.ffn_hidden_size);
+      case layer::Width::vocab: return static_cast<double>(padded_vocab_size(m, static_cast<int>(tp)));
+    }
+    return 0;
+  }
+
+  bool kept(layer::KeptWhen when) const {
+    const bool unfused = model.attention_backend == AttentionBackend::unfused;
+    switch (when) {
+      case layer::KeptWhen::always: return true;
+      case layer::KeptWhen::hidden_dropout: return model.hidden_dropout > 0;
+      case layer::KeptWhen::unrecomputed_unfused: return recompute_none && unfused;
+      case layer::KeptWhen::unrecomputed_unfused_dropout:
+        return recompute_none && unfused && model.attention_dropout > 0;
+      case layer::KeptWhen::unrecomputed_fused: return recompute_none && !unfused;
+    }
+    return false;
+  }
+
+  double bytes(const layer::SavedTensor& t) const {
+    if (!kept(t.kept)) return 0;
+    const double w = width(t.width);
+    switch (t.region) {
+      case layer::Region::sequence_sharded: return t.bytes_per_element * s * b * w * outside;
+      case layer::Region::tensor_sharded: return t.bytes_per_element * s * b * w * inside;
+      case layer::Region::routed:  // the rank's token copies, top_k per token, the busiest rank's share
+        return t.bytes_per_element * (s * b * outside * model.moe.top_k * model.moe.routing_imbalance) * w;
+    }
+    return 0;
+  }
+
+  double bytes(std::span<const layer::Block> blocks) const {
+    double total = 0;
+    for (const layer::Block& block : blocks)
+      for (const layer::SavedTensor& saved : block.saved) total += bytes(saved);
+    return total;
+  }
+};
+
+SavedTerms saved_terms(const ModelConfig& model, double local_seq, int micro_batch_size, int tensor_parallel,
+                       bool sequence_parallel, Recompute recompute) {
+  const double t = tensor_parallel;
+  const double outside = sequence_parallel && tensor_parallel > 1 ? 1.0 / t : 1.0;
+  return {model, local_seq, static_cast<double>(micro_batch_size), outside, 1.0 / t, t, recompute == Recompute::none};
 }
 
 }  // namespace
@@ -45,51 +113,11 @@ StateBytes state_bytes_per_parameter(const TrainingConfig& training) {
 
 Bytes activation_bytes_per_layer(const ModelConfig& model, std::int64_t seq_length, int micro_batch_size,
                                  int tensor_parallel, bool sequence_parallel, int context_parallel,
-                                 Recompute recompute, bool moe_layer, int expert_parallel) {
-  const double t = tensor_parallel;
-  const double s = static_cast<double>(seq_length) / context_parallel;
-  const double b = micro_batch_size, h = static_cast<double>(model.hidden_size);
-  const double a = model.num_attention_heads;
-  const double d = model.kv_channels > 0 ? static_cast<double>(model.kv_channels) : h / a;
-  const double q_width = a * d, kv_width = model.num_query_groups * d;
-  const double outside = sequence_parallel && tensor_parallel > 1 ? 1.0 / t : 1.0;  // outside TP regions
-  const double inside = 1.0 / t;
-  const double sbh = s * b * h;
-  if (recompute == Recompute::full) return std::llround(2 * sbh * outside);  // the layer input only
-
-  const bool hidden_dropout = model.hidden_dropout > 0, attention_dropout = model.attention_dropout > 0;
-  double bytes = 0;
-  bytes += 2 * sbh * outside;                      // input norm input
-  bytes += 2 * sbh * outside;                      // QKV input (norm output)
-  bytes += 2 * s * b * (q_width + kv_width) * inside;  // Q and K for Q K^T
-  bytes += 2 * s * b * kv_width * inside;          // V
-  if (recompute == Recompute::none) {              // selective recomputes core attention
-    if (model.attention_backend == AttentionBackend::unfused)
-      bytes += (attention_dropout ? 5.0 : 2.0) * a * s * s * b * inside;  // softmax (+ mask, dropout output)
-    else
-      bytes += 4.0 * b * a * s * inside;           // fp32 log-sum-exp per query and head
-  }
-  bytes += 2 * s * b * q_width * inside;           // attention output, the projection's input
-  if (hidden_dropout) bytes += sbh * outside;      // dropout mask after the projection
-  bytes += 2 * sbh * outside;                      // MLP norm input
-  if (moe_layer) {
-    const double tokens_local = s * b * outside;
-    const double routed = tokens_local * model.moe.top_k * model.moe.routing_imbalance;
-    const double ffn = static_cast<double>(model.moe.ffn_hidden_size);
-    bytes += 2 * sbh * outside;                    // router input
-    bytes += 4 * tokens_local * model.moe.num_experts;  // fp32 router probabilities
-    bytes += 2 * routed * h;                       // permuted tokens, expert fc1 input
-    bytes += 2 * routed * (model.activation == Activation::swiglu ? 2 : 1) * ffn;  // expert fc1 output
-    bytes += 2 * routed * ffn;                     // expert fc2 input
-    bytes += 2 * routed * h;                       // expert outputs, for the combine weights' gradient
-  } else {
-    const double f = static_cast<double>(model.ffn_hidden_size);
-    bytes += 2 * sbh * outside;                    // fc1 input (norm output)
-    bytes += 2 * s * b * (model.activation == Activation::swiglu ? 2 : 1) * f * inside;  // activation input
-    bytes += 2 * s * b * f * inside;               // fc2 input
-  }
-  if (hidden_dropout) bytes += sbh * outside;      // dropout mask after fc2
-  return std::llround(bytes);
+                                 Recompute recompute, bool moe_layer, int /*expert_parallel*/) {
+  const SavedTerms terms = saved_terms(model, static_cast<double>(seq_length) / context_parallel, micro_batch_size,
+                                       tensor_parallel, sequence_parallel, recompute);
+  if (recompute == Recompute::full) return std::llround(terms.bytes(layer::kFullyRecomputedLayer));
+  return std::llround(terms.bytes(layer::layer_blocks(moe_layer)));
 }
 
 double model_state_bytes_per_parameter(int zero_stage, int data_parallel, const std::string& precision) {
@@ -111,7 +139,6 @@ MemoryEstimate estimate_memory(const Scenario& scenario, const Strategy& st) {
   const int expert_data_group = expert_data_parallel_size(st);
   const std::int64_t seq = scenario.training.seq_length;
   const std::int64_t tokens = static_cast<std::int64_t>(st.micro_batch_size) * (seq / cp);
-  const std::int64_t tokens_local = sp ? tokens / tp : tokens;
   const StateBytes per_param = state_bytes_per_parameter(scenario.training);
   const auto orders = st.schedule == Schedule::double_strand
                           ? std::vector<std::vector<ScheduleStep>>(static_cast<std::size_t>(pp))
@@ -138,6 +165,9 @@ MemoryEstimate estimate_memory(const Scenario& scenario, const Strategy& st) {
     // its backward; the peak is what the stage must hold.
     // Per chunk, the saved bytes of each unit in forward order (embedding, layers, output layer).
     const int chunks = chunks_per_stage(st);
+    // The embedding and the output layer keep what they keep whatever the recompute.
+    const SavedTerms edge_terms =
+        saved_terms(m, static_cast<double>(seq / cp), st.micro_batch_size, tp, sp, Recompute::none);
     std::vector<std::vector<double>> unit_bytes(static_cast<std::size_t>(chunks));
     std::vector<double> pass_bytes(static_cast<std::size_t>(chunks), 0.0);
     std::int64_t largest_unit = 0;
@@ -146,13 +176,13 @@ MemoryEstimate estimate_memory(const Scenario& scenario, const Strategy& st) {
       const int first = first_layer_of(m, st, stage, chunk);
       const int count = layers_in_virtual_stage(m, st, vs);
       std::vector<double>& units = unit_bytes[chunk];
-      if (vs == 0) units.push_back(m.hidden_dropout > 0 ? static_cast<double>(tokens_local) * m.hidden_size : 0.0);
+      if (vs == 0) units.push_back(edge_terms.bytes(layer::embedding_blocks()));
       for (int layer = first; layer < first + count; ++layer) {
         units.push_back(static_cast<double>(activation_bytes_per_layer(
             m, seq, st.micro_batch_size, tp, sp, cp, st.recompute, m.is_moe_layer(layer), ep)));
         largest_unit = std::max(largest_unit, layer_parameters_per_rank(m, layer, tp, ep).dense);
       }
-      if (vs == pp * chunks - 1) units.push_back(head_activation_bytes(m, tokens, tokens_local, tp));
+      if (vs == pp * chunks - 1) units.push_back(edge_terms.bytes(layer::head_blocks()));
       for (double bytes : units) pass_bytes[chunk] += bytes;
     }
     double live = 0, peak = 0;

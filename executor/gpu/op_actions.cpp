@@ -8,6 +8,7 @@
 
 #include "gpu/checks.hpp"
 #include "gpu/kernels.hpp"
+#include "core/layer.hpp"
 #include "executor/gpu/stage_runtime.hpp"
 #include "strategies/sharded_parameters.hpp"
 
@@ -18,6 +19,8 @@ constexpr std::size_t kBf16 = sizeof(bf16);
 
 ncclDataType_t nccl_bf16() { return ncclBfloat16; }
 
+using layer::Tensor;
+
 // The tensors of one linear layer in its unit's slot.
 struct LinearTensors {
   Act input, input_full, output;      // forward: output = input_full W
@@ -25,19 +28,27 @@ struct LinearTensors {
   Act d_input_full, d_input;          // d_input: after the TP reduction (or the same tensor without one)
 };
 
+// The residual block whose stream input (or branch) is `tensor`.
+const layer::Block& residual_reading(Tensor tensor, bool as_branch) {
+  for (const layer::Block& block : layer::layer_blocks(false))
+    if (block.kind == layer::BlockKind::residual && (as_branch ? block.branch : block.input) == tensor) return block;
+  throw std::logic_error("executor: no residual block reads that tensor");
+}
+
+// From the linear's block: a column-parallel linear gathers its input (SP) and reduces its input gradient;
+// a row-parallel one's output is a residual branch, so its output gradient is the residual's output
+// gradient, gathered (SP) before the backward GEMMs. The output projection's gradient is the loss's, written
+// over the logits.
 LinearTensors linear_tensors(OpRole subject) {
-  switch (subject) {
-    case OpRole::qkv_projection:
-      return {Act::ln1, Act::ln1_full, Act::qkv, Act::d_qkv, Act::d_qkv, Act::d_ln1_full, Act::d_ln1};
-    case OpRole::attention_projection:
-      return {Act::attn, Act::attn, Act::proj, Act::d_x_mid, Act::d_x_mid_full, Act::d_attn, Act::d_attn};
-    case OpRole::fc1:
-      return {Act::ln2, Act::ln2_full, Act::fc1, Act::d_fc1, Act::d_fc1, Act::d_ln2_full, Act::d_ln2};
-    case OpRole::fc2:
-      return {Act::act, Act::act, Act::fc2, Act::dy, Act::dy_full, Act::d_act, Act::d_act};
-    case OpRole::output_projection:
-      return {Act::ln1, Act::ln1_full, Act::logits, Act::logits, Act::logits, Act::d_ln1_full, Act::d_ln1};
-    default: break;
+  const layer::Block& block = layer::block_of(subject);
+  const Tensor in = block.input, out = block.output;
+  if (block.kind == layer::BlockKind::column_linear)
+    return {{in}, {in, Form::gathered}, {out}, {out, Form::gradient}, {out, Form::gradient},
+            {in, Form::gradient_partial}, {in, Form::gradient}};
+  if (block.kind == layer::BlockKind::row_linear) {
+    const Tensor stream = residual_reading(out, true).output;
+    return {{in}, {in}, {out}, {stream, Form::gradient}, {stream, Form::gradient_gathered}, {in, Form::gradient},
+            {in, Form::gradient}};
   }
   throw std::logic_error("executor: " + to_string(subject) + " is not a linear layer");
 }
@@ -132,21 +143,22 @@ void StageRuntime::tensor_collective(const Op& op, const OpBinding& b, int mb, i
   ncclComm_t comm = comms_.tensor();
   const std::int64_t local = shapes_.tokens_local * shapes_.h;
   // (source, destination) tensor names in the unit's slot.
-  Act from = Act::count, to = Act::count;
-  if (b.subject == OpRole::embedding) {
-    if (b.action == Action::reduce_output) from = Act::embedded, to = Act::x_out;
-    if (b.action == Action::gather_output_grad) from = Act::carry_norm, to = Act::dy_full;
+  Act from = kNoAct, to = kNoAct;
+  if (b.subject == OpRole::embedding) {  // its rows reduce into the unit's output; the gradient comes back
+    if (b.action == Action::reduce_output) from = {Tensor::embedded}, to = {Tensor::output};
+    if (b.action == Action::gather_output_grad)
+      from = {Tensor::output, Form::next_norm_gradient}, to = {Tensor::output, Form::gradient_gathered};
   } else {
     const LinearTensors t = linear_tensors(b.subject);
     switch (b.action) {
       case Action::gather_input: from = t.input, to = t.input_full; break;
-      case Action::reduce_output: from = t.output, to = b.subject == OpRole::fc2 ? Act::fc2_red : Act::proj_red; break;
+      case Action::reduce_output: from = t.output, to = {t.output.tensor, Form::reduced}; break;
       case Action::gather_output_grad: from = t.d_output, to = t.d_output_full; break;
       case Action::reduce_input_grad: from = t.d_input_full, to = t.d_input; break;
       default: break;
     }
   }
-  if (from == Act::count) throw std::logic_error("executor: no tensors for " + to_string(b.action));
+  if (from == kNoAct) throw std::logic_error("executor: no tensors for " + to_string(b.action));
   void* source = get(mb, unit, from);
   switch (op.kind) {
     case OpKind::all_gather:
@@ -170,78 +182,91 @@ void StageRuntime::norm(const Op& op, const OpBinding& b, int mb, int unit, cuda
   ParameterUnit& parameters = params_->unit(unit);
   const WeightTensor& w = parameters.tensor(b.subject);
   const bf16* weight = parameters.params + w.offset;
-  const bool mlp = b.subject == OpRole::mlp_norm;
+  const layer::Block& block = layer::block_of(b.subject);
   const int chunk = op.chunk;
-  // The normalised tensor: the unit's input (input and final norms) or the attention block's output.
-  const int input_unit = mlp ? unit : previous_unit(unit, chunk);
-  const auto* x = static_cast<const bf16*>(get(mb, input_unit, mlp ? Act::x_mid : Act::x_out));
-  const Act out = mlp ? Act::ln2 : Act::ln1, rstd = mlp ? Act::rstd2 : Act::rstd1;
+  // The normalised tensor: the unit's input (the previous unit's output), or a tensor of the unit itself.
+  const bool unit_input = block.input == Tensor::input;
+  const auto* x = static_cast<const bf16*>(unit_input ? get(mb, previous_unit(unit, chunk), {Tensor::output})
+                                                      : get(mb, unit, {block.input}));
+  const Act out{block.output}, rstd{block.stats};
   if (b.action == Action::norm_forward) {
     auto* y = static_cast<bf16*>(make(mb, unit, out, rows * cols * kBf16, stream));
     auto* r = static_cast<float*>(make(mb, unit, rstd, rows * sizeof(float), stream));
     kernels::rmsnorm_forward(x, weight, y, r, rows, cols, 1e-5f, stream);
     return;
   }
-  const Act d_reduced = mlp ? Act::d_ln2 : Act::d_ln1, d_full = mlp ? Act::d_ln2_full : Act::d_ln1_full;
+  const Act d_reduced{block.output, Form::gradient}, d_full{block.output, Form::gradient_partial};
   const auto* dy = static_cast<const bf16*>(has(mb, unit, d_reduced) ? get(mb, unit, d_reduced) : get(mb, unit, d_full));
-  // mlp norm: its input gradient is the start of d_x_mid (the residual backward adds the rest).
-  const Act dx_name = mlp ? Act::d_x_mid : Act::d_input;
+  // A norm inside the unit: its input gradient is the start of that tensor's gradient (the residual
+  // backward adds the skip path's).
+  const Act dx_name{block.input, Form::gradient};
   auto* dx = static_cast<bf16*>(make(mb, unit, dx_name, rows * cols * kBf16, stream));
   TWIN_CUDA_CHECK(cudaMemsetAsync(norm_grad_f32_, 0, cols * sizeof(float), stream));
   kernels::rmsnorm_backward(dy, x, weight, static_cast<const float*>(get(mb, unit, rstd)), dx, norm_partials_, rows,
                             cols, stream);
   kernels::norm_weight_grad_reduce(norm_partials_, norm_grad_f32_, kernels::norm_partial_blocks(rows), cols, stream);
   kernels::add_f32_to_bf16(norm_grad_f32_, parameters.grads + w.offset, cols, stream);
-  if (mlp) {
+  if (!unit_input) {
     release(mb, unit, d_reduced, stream);
     release(mb, unit, d_full, stream);
     return;
   }
-  // Input or final norm: the unit's backward ends; its input gradient goes to the unit before it.
+  // The unit's first norm: its backward ends; the input gradient goes to the unit before it, through its
+  // norm and (in a layer) through the residual stream: the gradient of the residual reading the input.
   const int before = previous_unit(unit, chunk);
+  const Act to_norm{Tensor::output, Form::next_norm_gradient}, to_residual{Tensor::output, Form::next_residual_gradient};
   if (unit == kHeadUnit) {
-    move(mb, unit, Act::d_input, before, Act::carry_norm);
-  } else if (before >= 0) {
-    move(mb, unit, Act::d_input, before, Act::carry_norm);
-    move(mb, unit, Act::d_x_mid, before, Act::carry_residual);
-  } else {  // no residual op follows the chunk's first layer: add the residual branch here
-    kernels::residual_add(dx, static_cast<const bf16*>(get(mb, unit, Act::d_x_mid)), dx, rows * cols, stream);
-    move(mb, unit, Act::d_input, before, Act::carry_norm);
+    move(mb, unit, dx_name, before, to_norm);
+  } else {
+    const Act skip{residual_reading(Tensor::input, false).output, Form::gradient};
+    if (before >= 0) {
+      move(mb, unit, dx_name, before, to_norm);
+      move(mb, unit, skip, before, to_residual);
+    } else {  // no residual op follows the chunk's first layer: add the residual stream's part here
+      kernels::residual_add(dx, static_cast<const bf16*>(get(mb, unit, skip)), dx, rows * cols, stream);
+      move(mb, unit, dx_name, before, to_norm);
+    }
   }
   release_slot(mb, unit, stream);
 }
 
+// output = input + branch (the branch after its TP reduction). Backward: the output's gradient is the
+// branch's (linear_tensors reads it there); the skip path adds it to the input's gradient.
 void StageRuntime::residual(const Op& op, const OpBinding& b, int mb, int unit, cudaStream_t stream) {
   const std::int64_t count = shapes_.tokens_local * shapes_.h;
-  const bool attention_block = b.subject == OpRole::attention_residual;
+  const layer::Block& block = layer::block_of(b.subject);
+  const bool unit_input = block.input == Tensor::input;
   if (b.action == Action::residual_forward) {
-    const auto* x = static_cast<const bf16*>(attention_block ? get(mb, previous_unit(unit, op.chunk), Act::x_out)
-                                                             : get(mb, unit, Act::x_mid));
-    // The branch after its TP reduction, or the GEMM output itself without TP.
-    const Act reduced = attention_block ? Act::proj_red : Act::fc2_red, output = attention_block ? Act::proj : Act::fc2;
-    const Act branch = has(mb, unit, reduced) ? reduced : output;
-    const Act out = attention_block ? Act::x_mid : Act::x_out;
-    auto* y = static_cast<bf16*>(make(mb, unit, out, count * kBf16, stream));
+    const auto* x = static_cast<const bf16*>(unit_input ? get(mb, previous_unit(unit, op.chunk), {Tensor::output})
+                                                        : get(mb, unit, {block.input}));
+    const Act reduced{block.branch, Form::reduced}, branch_out{block.branch};
+    const Act branch = has(mb, unit, reduced) ? reduced : branch_out;
+    auto* y = static_cast<bf16*>(make(mb, unit, {block.output}, count * kBf16, stream));
     kernels::residual_add(x, static_cast<const bf16*>(get(mb, unit, branch)), y, count, stream);
     release(mb, unit, reduced, stream);
-    release(mb, unit, output, stream);
+    release(mb, unit, branch_out, stream);
     // Full recompute keeps only the layer's output until its backward runs the forward again.
-    if (!attention_block && !op.recomputed && strategy_.recompute == Recompute::full)
-      release_slot(mb, unit, stream, Act::x_out);
+    if (block.output == Tensor::output && !op.recomputed && strategy_.recompute == Recompute::full)
+      release_slot(mb, unit, stream, {Tensor::output});
     return;
   }
-  if (!attention_block) {  // dy = the next block's residual gradient + its norm's input gradient
-    move(mb, unit, Act::carry_norm, unit, Act::dy);
-    if (has(mb, unit, Act::carry_residual)) {
-      auto* dy = static_cast<bf16*>(get(mb, unit, Act::dy));
-      kernels::residual_add(dy, static_cast<const bf16*>(get(mb, unit, Act::carry_residual)), dy, count, stream);
-      release(mb, unit, Act::carry_residual, stream);
+  const Act d_output{block.output, Form::gradient};
+  if (block.output == Tensor::output) {  // the unit's output gradient: through the next unit's norm + its stream
+    move(mb, unit, {Tensor::output, Form::next_norm_gradient}, unit, d_output);
+    const Act stream_part{Tensor::output, Form::next_residual_gradient};
+    if (has(mb, unit, stream_part)) {
+      auto* dy = static_cast<bf16*>(get(mb, unit, d_output));
+      kernels::residual_add(dy, static_cast<const bf16*>(get(mb, unit, stream_part)), dy, count, stream);
+      release(mb, unit, stream_part, stream);
     }
     return;
   }
-  auto* d_x_mid = static_cast<bf16*>(get(mb, unit, Act::d_x_mid));
-  kernels::residual_add(d_x_mid, static_cast<const bf16*>(get(mb, unit, Act::dy)), d_x_mid, count, stream);
-  release(mb, unit, Act::dy, stream);
+  // Inside the unit: the norm reading this output gave its part; the skip path of the next residual adds its
+  // output's gradient.
+  const Act skip{residual_reading(block.output, false).output, Form::gradient};
+  auto* d_out = static_cast<bf16*>(get(mb, unit, d_output));
+  kernels::residual_add(d_out, static_cast<const bf16*>(get(mb, unit, skip)), d_out, count, stream);
+  release(mb, unit, skip, stream);
 }
 
 // Attention, RoPE and the MLP activation: the ops between the linears of a layer.
@@ -253,41 +278,47 @@ void StageRuntime::between_linears(const Op& op, const OpBinding& b, int mb, int
                               s.qkv_width, s.qkv_width, true};
   kernels::RopeShape rope{tokens, s.s, static_cast<int>(s.heads), static_cast<int>(s.groups), static_cast<int>(s.d),
                           s.qkv_width, s.qkv_width};
+  const layer::Block& attention = layer::block_of(OpRole::core_attention);
+  const layer::Block& activation = layer::block_of(OpRole::activation);
+  const Act qkv_name{attention.input}, out_name{attention.output}, stats_name{attention.stats};
+  const Act d_qkv_name{attention.input, Form::gradient}, d_out_name{attention.output, Form::gradient};
+  const Act act_in{activation.input}, act_out{activation.output};
+  const Act d_act_in{activation.input, Form::gradient}, d_act_out{activation.output, Form::gradient};
   switch (b.action) {
     case Action::rope_forward: {
-      auto* qkv = static_cast<bf16*>(get(mb, unit, Act::qkv));
+      auto* qkv = static_cast<bf16*>(get(mb, unit, qkv_name));
       kernels::rope_forward(qkv, qkv + q_width, rope_table_, rope, stream);
       return;
     }
     case Action::rope_backward: {
-      auto* d_qkv = static_cast<bf16*>(get(mb, unit, Act::d_qkv));
+      auto* d_qkv = static_cast<bf16*>(get(mb, unit, d_qkv_name));
       kernels::rope_backward(d_qkv, d_qkv + q_width, rope_table_, rope, stream);
       return;
     }
     case Action::attention_forward: {
-      const auto* qkv = static_cast<const bf16*>(get(mb, unit, Act::qkv));
-      auto* o = static_cast<bf16*>(make(mb, unit, Act::attn, tokens * q_width * kBf16, stream));
-      auto* lse = static_cast<float*>(make(mb, unit, Act::lse, s.b * s.heads * s.s * sizeof(float), stream));
+      const auto* qkv = static_cast<const bf16*>(get(mb, unit, qkv_name));
+      auto* o = static_cast<bf16*>(make(mb, unit, out_name, tokens * q_width * kBf16, stream));
+      auto* lse = static_cast<float*>(make(mb, unit, stats_name, s.b * s.heads * s.s * sizeof(float), stream));
       kernels::attention_forward(qkv, qkv + q_width, qkv + q_width + kv_width, o, lse, dims, stream);
       return;
     }
     case Action::attention_backward: {
-      const auto* qkv = static_cast<const bf16*>(get(mb, unit, Act::qkv));
-      auto* d_qkv = static_cast<bf16*>(make(mb, unit, Act::d_qkv, tokens * s.qkv_width * kBf16, stream));
+      const auto* qkv = static_cast<const bf16*>(get(mb, unit, qkv_name));
+      auto* d_qkv = static_cast<bf16*>(make(mb, unit, d_qkv_name, tokens * s.qkv_width * kBf16, stream));
       float* delta = nullptr;
       TWIN_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&delta), s.b * s.heads * s.s * sizeof(float), stream));
       kernels::attention_backward(qkv, qkv + q_width, qkv + q_width + kv_width,
-                                  static_cast<const bf16*>(get(mb, unit, Act::attn)),
-                                  static_cast<const bf16*>(get(mb, unit, Act::d_attn)),
-                                  static_cast<const float*>(get(mb, unit, Act::lse)), delta, d_qkv, d_qkv + q_width,
+                                  static_cast<const bf16*>(get(mb, unit, out_name)),
+                                  static_cast<const bf16*>(get(mb, unit, d_out_name)),
+                                  static_cast<const float*>(get(mb, unit, stats_name)), delta, d_qkv, d_qkv + q_width,
                                   d_qkv + q_width + kv_width, dims, stream);
       TWIN_CUDA_CHECK(cudaFreeAsync(delta, stream));
-      for (Act done : {Act::qkv, Act::attn, Act::lse, Act::d_attn}) release(mb, unit, done, stream);
+      for (Act done : {qkv_name, out_name, stats_name, d_out_name}) release(mb, unit, done, stream);
       return;
     }
     case Action::activation_forward: {
-      auto* act = static_cast<bf16*>(make(mb, unit, Act::act, op.rows * op.cols * kBf16, stream));
-      const auto* fc1 = static_cast<const bf16*>(get(mb, unit, Act::fc1));
+      auto* act = static_cast<bf16*>(make(mb, unit, act_out, op.rows * op.cols * kBf16, stream));
+      const auto* fc1 = static_cast<const bf16*>(get(mb, unit, act_in));
       if (op.gated_activation)
         kernels::swiglu_forward(fc1, act, op.rows, op.cols, stream);
       else
@@ -296,14 +327,14 @@ void StageRuntime::between_linears(const Op& op, const OpBinding& b, int mb, int
     }
     case Action::activation_backward: {
       const std::int64_t width = (op.gated_activation ? 2 : 1) * op.cols;
-      auto* d_fc1 = static_cast<bf16*>(make(mb, unit, Act::d_fc1, op.rows * width * kBf16, stream));
-      const auto* fc1 = static_cast<const bf16*>(get(mb, unit, Act::fc1));
-      const auto* d_act = static_cast<const bf16*>(get(mb, unit, Act::d_act));
+      auto* d_fc1 = static_cast<bf16*>(make(mb, unit, d_act_in, op.rows * width * kBf16, stream));
+      const auto* fc1 = static_cast<const bf16*>(get(mb, unit, act_in));
+      const auto* d_act = static_cast<const bf16*>(get(mb, unit, d_act_out));
       if (op.gated_activation)
         kernels::swiglu_backward(fc1, d_act, d_fc1, op.rows, op.cols, stream);
       else
         kernels::gelu_backward(fc1, d_act, d_fc1, op.rows * op.cols, stream);
-      for (Act done : {Act::fc1, Act::d_act}) release(mb, unit, done, stream);
+      for (Act done : {act_in, d_act_out}) release(mb, unit, done, stream);
       return;
     }
     default: throw std::logic_error("executor: not an attention-block action");

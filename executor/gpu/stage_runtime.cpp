@@ -35,6 +35,13 @@ std::uint64_t region_id(int iteration, OpIndex op) {
 
 }  // namespace
 
+std::string to_string(Act act) {
+  static constexpr std::array<const char*, static_cast<int>(Form::count)> kForms{
+      "", " (gathered)", " (reduced)", " (gradient)", " (partial gradient)", " (gathered gradient)",
+      " (gradient through the next norm)", " (gradient through the next residual)"};
+  return std::string(layer::to_string(act.tensor)) + kForms[static_cast<int>(act.form)];
+}
+
 StageRuntime::StageRuntime(const Scenario& scenario, const Strategy& strategy, const IterationGraph& graph, int rank,
                            const RankCoordinates& me, Communicators& comms, const TrainingOptions& options)
     : scenario_(scenario), strategy_(strategy), rc_(class_of_stage(graph, me.pp)), rank_(rank), me_(me), comms_(comms),
@@ -125,19 +132,19 @@ void* StageRuntime::static_buffer(std::size_t bytes) {
 
 bool StageRuntime::has(int mb, int unit, Act name) {
   auto found = slots_.find({mb, unit});
-  return found != slots_.end() && found->second[static_cast<int>(name)].ptr != nullptr;
+  return found != slots_.end() && found->second[name.index()].ptr != nullptr;
 }
 
 void* StageRuntime::get(int mb, int unit, Act name) {
   auto found = slots_.find({mb, unit});
-  if (found == slots_.end() || !found->second[static_cast<int>(name)].ptr)
+  if (found == slots_.end() || !found->second[name.index()].ptr)
     throw std::logic_error(fmt::format("executor: tensor {} of micro-batch {} unit {} is not there (rank class {})",
-                                       static_cast<int>(name), mb, unit, rc_.index));
-  return found->second[static_cast<int>(name)].ptr;
+                                       to_string(name), mb, unit, rc_.index));
+  return found->second[name.index()].ptr;
 }
 
 void* StageRuntime::make(int mb, int unit, Act name, std::size_t bytes, cudaStream_t stream) {
-  Buffer& buffer = slots_[{mb, unit}][static_cast<int>(name)];
+  Buffer& buffer = slots_[{mb, unit}][name.index()];
   if (buffer.ptr) return buffer.ptr;  // a recomputed forward writes where the first one did
   if (inject_oom_) {  // more than the GPU holds
     inject_oom_ = false;
@@ -152,7 +159,7 @@ void* StageRuntime::make(int mb, int unit, Act name, std::size_t bytes, cudaStre
     cudaMemGetInfo(&free_bytes, &total_bytes);
     throw std::runtime_error(fmt::format("out of memory: {} bytes ({:.2f} GiB) for activation {} of micro-batch {} "
                                          "(unit {}); {:.2f} of {:.2f} GiB free", bytes, bytes / kGiB,
-                                         static_cast<int>(name), mb, unit, free_bytes / kGiB, total_bytes / kGiB));
+                                         to_string(name), mb, unit, free_bytes / kGiB, total_bytes / kGiB));
   }
   TWIN_CUDA_CHECK(status);
   buffer.owned = true;
@@ -160,7 +167,7 @@ void* StageRuntime::make(int mb, int unit, Act name, std::size_t bytes, cudaStre
 }
 
 void StageRuntime::alias(int mb, int unit, Act name, int from_unit, Act from) {
-  Buffer& buffer = slots_[{mb, unit}][static_cast<int>(name)];
+  Buffer& buffer = slots_[{mb, unit}][name.index()];
   if (buffer.ptr) return;
   buffer.ptr = get(mb, from_unit, from);
   buffer.owned = false;
@@ -169,7 +176,7 @@ void StageRuntime::alias(int mb, int unit, Act name, int from_unit, Act from) {
 void StageRuntime::release(int mb, int unit, Act name, cudaStream_t stream) {
   auto found = slots_.find({mb, unit});
   if (found == slots_.end()) return;
-  Buffer& buffer = found->second[static_cast<int>(name)];
+  Buffer& buffer = found->second[name.index()];
   if (buffer.ptr && buffer.owned) TWIN_CUDA_CHECK(cudaFreeAsync(buffer.ptr, stream));
   buffer = Buffer{};
 }
@@ -179,18 +186,18 @@ void StageRuntime::release_slot(int mb, int unit, cudaStream_t stream, Act keep)
   auto found = slots_.find({mb, unit});
   if (found == slots_.end()) return;
   Slot& slot = found->second;
-  for (int name = 0; name < static_cast<int>(Act::count); ++name) {
-    if (name == static_cast<int>(keep)) continue;
+  for (int name = 0; name < kActCount; ++name) {
+    if (keep != kNoAct && name == keep.index()) continue;
     Buffer& buffer = slot[name];
     if (buffer.ptr && buffer.owned) TWIN_CUDA_CHECK(cudaFreeAsync(buffer.ptr, stream));
     buffer = Buffer{};
   }
-  if (keep == Act::count) slots_.erase(found);
+  if (keep == kNoAct) slots_.erase(found);
 }
 
 void StageRuntime::move(int mb, int from_unit, Act from, int to_unit, Act to) {
-  Buffer& source = slots_[{mb, from_unit}][static_cast<int>(from)];
-  Buffer& target = slots_[{mb, to_unit}][static_cast<int>(to)];
+  Buffer& source = slots_[{mb, from_unit}][from.index()];
+  Buffer& target = slots_[{mb, to_unit}][to.index()];
   if (target.ptr) throw std::logic_error("executor: moving a tensor onto one that is there");
   target = source;
   source = Buffer{};

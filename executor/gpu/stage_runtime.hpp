@@ -9,11 +9,13 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <string>
 #include <utility>
 #include <vector>
 
 #include <cuda_runtime.h>
 
+#include "core/layer.hpp"
 #include "core/op_graph.hpp"
 #include "core/scenario.hpp"
 #include "executor/gpu/communicators.hpp"
@@ -29,14 +31,31 @@ class CuptiKernelTimer;
 
 namespace twin::exec {
 
-// Named activations and gradients of one (micro-batch, unit).
-enum class Act : std::uint8_t {
-  x_out, ln1, rstd1, ln1_full, qkv, attn, lse, proj, proj_red, x_mid, ln2, rstd2, ln2_full, fc1, act, fc2, fc2_red,
-  embedded, logits, row_max, sum_exp, target_logit, token_loss,
-  carry_norm, carry_residual, dy, dy_full, d_act, d_fc1, d_ln2_full, d_ln2, d_x_mid, d_x_mid_full, d_attn, d_qkv,
-  d_ln1_full, d_ln1, d_input,
+// A tensor in a unit's slot: one of the layer description's tensors (core/layer.hpp) in one of the forms
+// the executor makes of it, so that the buffers are named by the description the lowering and the memory
+// model use. The gradient of a unit's output arrives from the next unit in two parts: through its first
+// norm and through the residual stream.
+enum class Form : std::uint8_t {
+  value,                   // as its block wrote it
+  gathered,                // all-gathered over TP (a column-parallel linear's input under SP)
+  reduced,                 // reduced over TP (a row-parallel linear's output)
+  gradient,                // its gradient (after any TP reduction)
+  gradient_partial,        // a column-parallel dgrad's partial sums, before their TP reduction
+  gradient_gathered,       // its gradient all-gathered over TP (a row-parallel linear's output gradient)
+  next_norm_gradient,      // the unit's output gradient through the next unit's norm
+  next_residual_gradient,  // ... and through the next unit's residual stream
   count
 };
+
+struct Act {
+  layer::Tensor tensor = layer::Tensor::count;
+  Form form = Form::value;
+  bool operator==(const Act&) const = default;
+  int index() const { return static_cast<int>(tensor) * static_cast<int>(Form::count) + static_cast<int>(form); }
+};
+std::string to_string(Act act);  // "qkv", "fc2_out (gradient)"
+inline constexpr int kActCount = layer::kTensorCount * static_cast<int>(Form::count);
+inline constexpr Act kNoAct{};
 
 struct TrainingOptions {
   float learning_rate = 3e-4f;
@@ -71,7 +90,7 @@ class StageRuntime {
     void* ptr = nullptr;
     bool owned = false;
   };
-  using Slot = std::array<Buffer, static_cast<std::size_t>(Act::count)>;
+  using Slot = std::array<Buffer, kActCount>;
 
   // ---- tensors (stage_runtime.cpp) ----
   void* get(int mb, int unit, Act name);
@@ -79,7 +98,7 @@ class StageRuntime {
   void* make(int mb, int unit, Act name, std::size_t bytes, cudaStream_t stream);
   void alias(int mb, int unit, Act name, int from_unit, Act from);
   void release(int mb, int unit, Act name, cudaStream_t stream);
-  void release_slot(int mb, int unit, cudaStream_t stream, Act keep = Act::count);
+  void release_slot(int mb, int unit, cudaStream_t stream, Act keep = kNoAct);
   void move(int mb, int from_unit, Act from, int to_unit, Act to);
   void* static_buffer(std::size_t bytes);
 

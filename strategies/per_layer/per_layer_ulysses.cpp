@@ -2,8 +2,11 @@
 // through the linears (weights whole, rows = local tokens) and re-shards by heads only for core
 // attention: one all-to-all for Q, K and V before it, one for the output after it. The all-to-alls run
 // on the tensor group (the Ulysses group) and carry the roles tp_gather (sequence to heads) and
-// tp_scatter (heads to sequence).
+// tp_scatter (heads to sequence). The layer is the description's (core/layer.hpp): the same blocks in the
+// same order as the Megatron lowering, with these linears and all-to-alls.
 #include <algorithm>
+#include <stdexcept>
+#include <string>
 
 #include "strategies/per_layer/per_layer_lowering.hpp"
 #include "strategies/sharded_parameters.hpp"
@@ -37,16 +40,71 @@ Op all_to_all(const RankShapes& s, OpRole role, std::int64_t width) {
                              s.tokens_local * width * 2);
 }
 
-std::int64_t q_width(const RankShapes& s) { return s.heads * s.tp * s.d; }
-std::int64_t qkv_width(const RankShapes& s) { return (s.heads + 2 * s.groups) * s.tp * s.d; }
+// Widths of whole weights: the heads of all t GPUs of the Ulysses group.
+std::int64_t ulysses_width(const RankShapes& s, layer::Width width) {
+  switch (width) {
+    case layer::Width::qkv: return (s.heads + 2 * s.groups) * s.tp * s.d;
+    case layer::Width::query: return s.heads * s.tp * s.d;
+    default: return lowering::width_per_rank(s, width);
+  }
+}
+
 std::int64_t residual_bytes(const RankShapes& s) { return 3 * s.tokens_local * s.h * 2; }
 
-// dgrad then wgrad of a linear with whole weights on the local rows; the chain continues from dgrad.
-void linear_backward(Emitter& e, OpRole role, std::int64_t n_out, std::int64_t k_in) {
+// A linear with whole weights on the local rows.
+void linear_forward(Emitter& e, const layer::Block& block) {
   const RankShapes& s = e.shapes();
-  const OpIndex dgrad = e.emit(Emitter::gemm(role, GemmPass::input_gradient, s.tokens_local, k_in, n_out));
-  e.emit(Emitter::gemm(role, GemmPass::weight_gradient, k_in, n_out, s.tokens_local));
+  e.emit(Emitter::gemm(block.role, GemmPass::forward, s.tokens_local, ulysses_width(s, block.out_width),
+                       ulysses_width(s, block.in_width)));
+}
+
+// dgrad then wgrad; the chain continues from dgrad.
+void linear_backward(Emitter& e, const layer::Block& block) {
+  const RankShapes& s = e.shapes();
+  const std::int64_t n_out = ulysses_width(s, block.out_width), k_in = ulysses_width(s, block.in_width);
+  const OpIndex dgrad = e.emit(Emitter::gemm(block.role, GemmPass::input_gradient, s.tokens_local, k_in, n_out));
+  e.emit(Emitter::gemm(block.role, GemmPass::weight_gradient, k_in, n_out, s.tokens_local));
   e.chain = dgrad;
+}
+
+void block_ops(Emitter& e, const layer::Block& block, Phase phase) {
+  const RankShapes& s = e.shapes();
+  const bool backward = phase == Phase::backward;
+  switch (block.kind) {
+    case layer::BlockKind::norm:
+      e.emit(Emitter::rows_cols(backward ? OpKind::norm_backward : OpKind::norm_forward, block.role, s.tokens_local,
+                                s.h));
+      return;
+    case layer::BlockKind::column_linear:
+    case layer::BlockKind::row_linear: backward ? linear_backward(e, block) : linear_forward(e, block); return;
+    case layer::BlockKind::core_attention: {
+      // Forward: Q, K, V sequence to heads, the output heads to sequence; backward the output gradient
+      // sequence to heads, dQ, dK, dV heads to sequence.
+      const std::int64_t before = ulysses_width(s, backward ? layer::Width::query : layer::Width::qkv);
+      const std::int64_t after = ulysses_width(s, backward ? layer::Width::qkv : layer::Width::query);
+      const Op rope = Emitter::rows_cols(backward ? OpKind::rope_backward : OpKind::rope_forward, OpRole::rope,
+                                         s.tokens, (s.heads + s.groups) * s.d);
+      e.emit(all_to_all(s, OpRole::tp_gather, before));
+      if (s.rope && !backward) e.emit(rope);
+      if (backward && s.recompute == Recompute::selective) e.recompute([&] { e.emit(attention(s, false)); });
+      e.emit(attention(s, backward));
+      if (s.rope && backward) e.emit(rope);
+      e.emit(all_to_all(s, OpRole::tp_scatter, after));
+      return;
+    }
+    case layer::BlockKind::activation:
+      e.emit(Emitter::rows_cols(backward ? OpKind::activation_backward : OpKind::activation_forward, block.role,
+                                s.tokens_local, s.ffn));
+      return;
+    case layer::BlockKind::residual:
+      e.emit(Emitter::moved(OpKind::elementwise, block.role, residual_bytes(s)));
+      return;
+    case layer::BlockKind::experts:
+    case layer::BlockKind::embedding:
+    case layer::BlockKind::loss: break;
+  }
+  throw std::logic_error("a Ulysses layer has no " + std::string(block.role == OpRole::router ? "MoE" : "edge") +
+                         " block");
 }
 
 }  // namespace
@@ -82,53 +140,12 @@ RankShapes edge_shapes(const Scenario& scenario, const LayerStrategy& ls, int st
 }
 
 void emit_ulysses_layer_forward(Emitter& e, const ModelConfig& model, int layer) {
-  const RankShapes& s = e.shapes();
-  e.set_layer(layer);
-  e.emit(Emitter::rows_cols(OpKind::norm_forward, OpRole::input_norm, s.tokens_local, s.h));
-  e.emit(Emitter::gemm(OpRole::qkv_projection, GemmPass::forward, s.tokens_local, qkv_width(s), s.h));
-  e.emit(all_to_all(s, OpRole::tp_gather, qkv_width(s)));
-  if (s.rope) e.emit(Emitter::rows_cols(OpKind::rope_forward, OpRole::rope, s.tokens, (s.heads + s.groups) * s.d));
-  e.emit(attention(s, false));
-  e.emit(all_to_all(s, OpRole::tp_scatter, q_width(s)));
-  e.emit(Emitter::gemm(OpRole::attention_projection, GemmPass::forward, s.tokens_local, s.h, q_width(s)));
-  e.emit(Emitter::moved(OpKind::elementwise, OpRole::attention_residual, residual_bytes(s)));
-  e.emit(Emitter::rows_cols(OpKind::norm_forward, OpRole::mlp_norm, s.tokens_local, s.h));
-  e.emit(Emitter::gemm(OpRole::fc1, GemmPass::forward, s.tokens_local, s.fc1_width, s.h));
-  e.emit(Emitter::rows_cols(OpKind::activation_forward, OpRole::activation, s.tokens_local, s.ffn));
-  e.emit(Emitter::gemm(OpRole::fc2, GemmPass::forward, s.tokens_local, s.h, s.ffn));
-  e.emit(Emitter::moved(OpKind::elementwise, OpRole::mlp_residual, residual_bytes(s)));
+  lowering::emit_unit_forward(e, layer::layer_blocks(model.is_moe_layer(layer)), layer, block_ops);
 }
 
 void emit_ulysses_layer_backward(Emitter& e, const ModelConfig& model, int layer) {
-  const RankShapes& s = e.shapes();
-  if (s.recompute == Recompute::full) {  // the whole forward again, all-to-alls included
-    e.set_phase(Phase::forward);
-    e.set_recomputed(true);
-    emit_ulysses_layer_forward(e, model, layer);
-    e.set_recomputed(false);
-    e.set_phase(Phase::backward);
-  }
-  e.set_layer(layer);
-  e.emit(Emitter::moved(OpKind::elementwise, OpRole::mlp_residual, residual_bytes(s)));
-  linear_backward(e, OpRole::fc2, s.h, s.ffn);
-  e.emit(Emitter::rows_cols(OpKind::activation_backward, OpRole::activation, s.tokens_local, s.ffn));
-  linear_backward(e, OpRole::fc1, s.fc1_width, s.h);
-  e.emit(Emitter::rows_cols(OpKind::norm_backward, OpRole::mlp_norm, s.tokens_local, s.h));
-  e.emit(Emitter::moved(OpKind::elementwise, OpRole::attention_residual, residual_bytes(s)));
-  linear_backward(e, OpRole::attention_projection, s.h, q_width(s));
-  e.emit(all_to_all(s, OpRole::tp_gather, q_width(s)));  // output gradient: sequence to heads
-  if (s.recompute == Recompute::selective) {
-    e.set_phase(Phase::forward);
-    e.set_recomputed(true);
-    e.emit(attention(s, false));
-    e.set_recomputed(false);
-    e.set_phase(Phase::backward);
-  }
-  e.emit(attention(s, true));
-  if (s.rope) e.emit(Emitter::rows_cols(OpKind::rope_backward, OpRole::rope, s.tokens, (s.heads + s.groups) * s.d));
-  e.emit(all_to_all(s, OpRole::tp_scatter, qkv_width(s)));  // dQ, dK, dV: heads to sequence
-  linear_backward(e, OpRole::qkv_projection, qkv_width(s), s.h);
-  e.emit(Emitter::rows_cols(OpKind::norm_backward, OpRole::input_norm, s.tokens_local, s.h));
+  lowering::emit_unit_backward(e, layer::layer_blocks(model.is_moe_layer(layer)), layer, block_ops,
+                               e.shapes().recompute == Recompute::full);
 }
 
 }  // namespace twin::per_layer

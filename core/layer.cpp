@@ -1,0 +1,108 @@
+// The blocks of the layer, the embedding and the output layer as Megatron-LM's GPT model runs them
+// (pre-norm, RoPE inside core attention, hidden dropout after each branch), with the tensors each keeps
+// for its backward as Korthikanti et al. 2022 count them: every 16-bit tensor 2 bytes per element, dropout
+// masks 1, softmax statistics fp32.
+#include "core/layer.hpp"
+
+#include <array>
+#include <stdexcept>
+
+namespace twin::layer {
+namespace {
+
+using enum Width;
+using enum Region;
+
+constexpr std::array kNormSaved{SavedTensor{"norm input", hidden, sequence_sharded, 2}};
+constexpr std::array kColumnLinearSaved{SavedTensor{"linear input (the norm's output)", hidden, sequence_sharded, 2}};
+constexpr std::array kAttentionSaved{
+    SavedTensor{"Q and K, for Q K^T", query_and_key, tensor_sharded, 2},
+    SavedTensor{"V", value, tensor_sharded, 2},
+    SavedTensor{"softmax output", attention_scores, tensor_sharded, 2, KeptWhen::unrecomputed_unfused},
+    SavedTensor{"attention dropout mask", attention_scores, tensor_sharded, 1, KeptWhen::unrecomputed_unfused_dropout},
+    SavedTensor{"attention dropout output", attention_scores, tensor_sharded, 2, KeptWhen::unrecomputed_unfused_dropout},
+    SavedTensor{"log-sum-exp per query and head", heads, tensor_sharded, 4, KeptWhen::unrecomputed_fused},
+};
+constexpr std::array kProjectionSaved{SavedTensor{"attention output", query, tensor_sharded, 2}};
+constexpr std::array kResidualSaved{SavedTensor{"dropout mask", hidden, sequence_sharded, 1, KeptWhen::hidden_dropout}};
+constexpr std::array kActivationSaved{SavedTensor{"activation input (fc1 output)", fc1, tensor_sharded, 2}};
+constexpr std::array kFc2Saved{SavedTensor{"fc2 input", ffn, tensor_sharded, 2}};
+constexpr std::array kExpertsSaved{
+    SavedTensor{"router input", hidden, sequence_sharded, 2},
+    SavedTensor{"router probabilities", experts, sequence_sharded, 4},
+    SavedTensor{"permuted tokens (expert fc1 input)", hidden, routed, 2},
+    SavedTensor{"expert fc1 output", expert_fc1, routed, 2},
+    SavedTensor{"expert fc2 input", expert_ffn, routed, 2},
+    SavedTensor{"expert outputs (the combine weights' gradient)", hidden, routed, 2},
+};
+constexpr std::array kEmbeddingSaved{SavedTensor{"dropout mask", hidden, sequence_sharded, 1, KeptWhen::hidden_dropout}};
+constexpr std::array kOutputProjectionSaved{SavedTensor{"output projection input", hidden, sequence_sharded, 2}};
+constexpr std::array kLossSaved{SavedTensor{"fp32 logits", vocab, tensor_sharded, 4}};
+
+using T = Tensor;
+
+constexpr Block kInputNorm{BlockKind::norm, OpRole::input_norm, T::input, T::input_norm_out, T::count,
+                           T::input_norm_stats, hidden, hidden, kNormSaved};
+constexpr Block kQkv{BlockKind::column_linear, OpRole::qkv_projection, T::input_norm_out, T::qkv, T::count, T::count,
+                     qkv, hidden, kColumnLinearSaved};
+constexpr Block kAttention{BlockKind::core_attention, OpRole::core_attention, T::qkv, T::attention_out, T::count,
+                           T::attention_stats, hidden, hidden, kAttentionSaved};
+constexpr Block kProjection{BlockKind::row_linear, OpRole::attention_projection, T::attention_out, T::projection_out,
+                            T::count, T::count, hidden, query, kProjectionSaved};
+constexpr Block kAttentionResidual{BlockKind::residual, OpRole::attention_residual, T::input, T::attention_block_out,
+                                   T::projection_out, T::count, hidden, hidden, kResidualSaved};
+constexpr Block kMlpNorm{BlockKind::norm, OpRole::mlp_norm, T::attention_block_out, T::mlp_norm_out, T::count,
+                         T::mlp_norm_stats, hidden, hidden, kNormSaved};
+constexpr Block kFc1{BlockKind::column_linear, OpRole::fc1, T::mlp_norm_out, T::fc1_out, T::count, T::count, fc1,
+                     hidden, kColumnLinearSaved};
+constexpr Block kActivation{BlockKind::activation, OpRole::activation, T::fc1_out, T::activation_out, T::count,
+                            T::count, ffn, fc1, kActivationSaved};
+constexpr Block kFc2{BlockKind::row_linear, OpRole::fc2, T::activation_out, T::fc2_out, T::count, T::count, hidden,
+                     ffn, kFc2Saved};
+constexpr Block kExperts{BlockKind::experts, OpRole::router, T::mlp_norm_out, T::fc2_out, T::count, T::count, hidden,
+                         hidden, kExpertsSaved};
+constexpr Block kMlpResidual{BlockKind::residual, OpRole::mlp_residual, T::attention_block_out, T::output, T::fc2_out,
+                             T::count, hidden, hidden, kResidualSaved};
+
+constexpr std::array kDenseLayer{kInputNorm, kQkv, kAttention, kProjection, kAttentionResidual,
+                                 kMlpNorm,   kFc1, kActivation, kFc2,       kMlpResidual};
+constexpr std::array kMoeLayer{kInputNorm, kQkv, kAttention, kProjection, kAttentionResidual,
+                               kMlpNorm,   kExperts, kMlpResidual};
+
+constexpr std::array kEmbedding{Block{BlockKind::embedding, OpRole::embedding, T::input, T::embedded, T::count,
+                                      T::count, hidden, vocab, kEmbeddingSaved}};
+constexpr std::array kHead{
+    Block{BlockKind::norm, OpRole::final_norm, T::input, T::final_norm_out, T::count, T::final_norm_stats, hidden,
+          hidden, kNormSaved},
+    Block{BlockKind::column_linear, OpRole::output_projection, T::final_norm_out, T::logits, T::count, T::count, vocab,
+          hidden, kOutputProjectionSaved},
+    Block{BlockKind::loss, OpRole::loss, T::logits, T::token_loss, T::count, T::count, vocab, vocab, kLossSaved},
+};
+
+constexpr std::array<std::string_view, kTensorCount> kTensorNames{
+    "input", "input_norm_out", "input_norm_stats", "qkv", "attention_out", "attention_stats", "projection_out",
+    "attention_block_out", "mlp_norm_out", "mlp_norm_stats", "fc1_out", "activation_out", "fc2_out", "output",
+    "embedded", "final_norm_out", "final_norm_stats", "logits", "row_max", "sum_exp", "target_logit", "token_loss"};
+
+}  // namespace
+
+std::string_view to_string(Tensor tensor) {
+  const auto index = static_cast<std::size_t>(tensor);
+  return index < kTensorNames.size() ? kTensorNames[index] : "none";
+}
+
+std::span<const Block> layer_blocks(bool moe_layer) {
+  if (moe_layer) return kMoeLayer;
+  return kDenseLayer;
+}
+std::span<const Block> embedding_blocks() { return kEmbedding; }
+std::span<const Block> head_blocks() { return kHead; }
+
+const Block& block_of(OpRole role) {
+  for (std::span<const Block> blocks : {layer_blocks(false), layer_blocks(true), embedding_blocks(), head_blocks()})
+    for (const Block& block : blocks)
+      if (block.role == role) return block;
+  throw std::logic_error("the layer description has no block for " + to_string(role));
+}
+
+}  // namespace twin::layer

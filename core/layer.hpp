@@ -1,0 +1,106 @@
+// The transformer layer, described once: its blocks in forward order, the weight each block owns, the
+// tensors it reads and writes, and what it saves for its backward. The embedding and the output layer
+// are described the same way. Everything that needs the layer's structure derives from this:
+//   - the lowering (strategies/lowering_layer.cpp, and the Ulysses layer in strategies/per_layer/) walks
+//     the blocks, forward in order and backward in reverse, and emits each block's ops;
+//   - the memory model (strategies/memory.cpp) sums the tensors the blocks save (Korthikanti et al. 2022,
+//     arXiv 2205.05198, tensor by tensor);
+//   - the executor (executor/gpu/) keeps a unit's buffers under the tensors named here and finds a
+//     linear's input and output, a norm's, a residual's, from its block.
+// Sizes are symbolic (a Width times the rows of a Region): each user evaluates them in its own terms
+// (the memory model over the whole model divided by tp, the executor per TP rank).
+#pragma once
+#include <cstdint>
+#include <span>
+#include <string_view>
+
+#include "core/op.hpp"
+
+namespace twin::layer {
+
+// The forward tensors of a unit (a layer, the embedding or the output layer), by what they hold.
+enum class Tensor : std::uint8_t {
+  input,                 // the unit's input: the previous unit's output
+  input_norm_out, input_norm_stats,  // normalised input and its fp32 1/rms per row
+  qkv,                   // queries, keys and values side by side (RoPE applied in place)
+  attention_out, attention_stats,    // attention output and its fp32 softmax statistics
+  projection_out,        // the attention branch (the row-parallel projection's output)
+  attention_block_out,   // input + attention branch
+  mlp_norm_out, mlp_norm_stats,
+  fc1_out, activation_out, fc2_out,  // fc2_out: the MLP branch
+  output,                // attention_block_out + MLP branch: the unit's output
+  embedded,              // the embedding's rows (partial sums over a vocab-parallel TP group)
+  final_norm_out, final_norm_stats,
+  logits, row_max, sum_exp, target_logit, token_loss,  // vocab-parallel cross-entropy
+  count
+};
+inline constexpr int kTensorCount = static_cast<int>(Tensor::count);
+std::string_view to_string(Tensor tensor);  // "qkv", "attention_out", ...
+
+enum class BlockKind : std::uint8_t {
+  norm,            // RMSNorm / LayerNorm of `input` into `output` (+ `stats`)
+  column_linear,   // output = input W, W split by output columns over TP (input gathered under SP)
+  row_linear,      // output = input W, W split by input rows over TP (output reduced over TP)
+  core_attention,  // RoPE on Q and K (if the model has it), then softmax(Q K^T) V of `input` (qkv)
+  activation,      // GeLU or SwiGLU of fc1's output
+  residual,        // output = input + branch
+  experts,         // MoE: router, dispatch, expert MLPs, combine (in place of the dense MLP)
+  embedding,       // vocab-parallel lookup, reduced over TP into the unit's output
+  loss,            // vocab-parallel cross-entropy of the logits
+};
+
+// A width of a tensor; the rows come from its Region.
+enum class Width : std::uint8_t {
+  hidden, query_and_key, value, query, qkv, fc1, ffn,
+  attention_scores,   // one score per key: the (local) sequence length, per head
+  heads,              // one value per head
+  experts,            // one router probability per expert
+  expert_fc1, expert_ffn, vocab,
+};
+
+// Where a tensor's rows are: the rank's own tokens outside the TP regions (tokens / tp under SP), all
+// tokens sharded by columns inside a TP region (width / tp), or the token copies routed to experts.
+enum class Region : std::uint8_t { sequence_sharded, tensor_sharded, routed };
+
+// When a saved tensor is kept for backward (beyond "always").
+enum class KeptWhen : std::uint8_t {
+  always,
+  hidden_dropout,                 // the dropout mask after a branch
+  unrecomputed_unfused,           // core attention not recomputed (selective), unfused backend
+  unrecomputed_unfused_dropout,   // ... with attention dropout
+  unrecomputed_fused,             // core attention not recomputed, flash or fused backend
+};
+
+// A tensor a block keeps for its backward, `bytes_per_element` x rows(region) x width.
+struct SavedTensor {
+  std::string_view what;
+  Width width;
+  Region region;
+  int bytes_per_element;
+  KeptWhen kept = KeptWhen::always;
+};
+
+struct Block {
+  BlockKind kind;
+  OpRole role;                 // the weight it owns, or the step it is
+  Tensor input, output;
+  Tensor branch = Tensor::count;  // residual: the branch added to `input`
+  Tensor stats = Tensor::count;   // norm: fp32 1/rms per row
+  Width out_width = Width::hidden, in_width = Width::hidden;  // linears: the forward GEMM's n and k
+  std::span<const SavedTensor> saved = {};
+};
+
+// What a layer under full recompute keeps: its input (the rest is computed again in its backward).
+inline constexpr SavedTensor kFullyRecomputedLayer{"layer input", Width::hidden, Region::sequence_sharded, 2};
+
+// The blocks of one transformer layer in forward order: a dense MLP, or the experts of an MoE layer.
+std::span<const Block> layer_blocks(bool moe_layer);
+// The embedding (first virtual stage) and the output layer (last virtual stage).
+std::span<const Block> embedding_blocks();
+std::span<const Block> head_blocks();
+
+// The block that owns `role` (a linear, norm or residual) in the layer, embedding or head; throws when
+// no block has it.
+const Block& block_of(OpRole role);
+
+}  // namespace twin::layer

@@ -1,0 +1,150 @@
+// The ops of a tensor-parallel linear layer as Megatron-LM issues them.
+// Column-parallel linears: [SP all-gather] GEMM forward; backward re-gathers the input for wgrad (SP),
+// runs dgrad, reduces the input gradient (reduce-scatter with SP, all-reduce without) while wgrad runs.
+// Row-parallel linears: GEMM then reduce-scatter (SP) or all-reduce; backward all-gathers the gradient (SP).
+// With Transformer Engine's userbuffers (framework.tp_comm_overlap) the SP collective beside a GEMM is
+// pipelined with the GEMM's chunks, as initialize_ub's defaults run it: an all-gather in ring steps on the
+// copy engines, a reduce-scatter per chunk on a few SMs, backward's collectives "bulk" beside the GEMM
+// that does not need them (sim/engine.hpp: how each slows compute); without gradient accumulation fusion each
+// weight gradient is added into the fp32 main gradient by a kernel of its own.
+#include <vector>
+
+#include "strategies/lowering_linears.hpp"
+
+namespace twin::lowering {
+
+Op tp_op(OpKind kind, OpRole role, const RankShapes& s, std::int64_t bytes, OpRole linear, LinearTensor tensor) {
+  return Emitter::serving(Emitter::collective(kind, role, Stream::tp_comm, GroupKind::tensor, s.tp, bytes), linear,
+                          tensor);
+}
+
+namespace {
+
+// A TP collective Transformer Engine's userbuffers run beside a GEMM ("bulk": on a few SMs).
+Op userbuffers_op(OpKind kind, OpRole role, const RankShapes& s, std::int64_t bytes, OpRole linear,
+                  LinearTensor tensor) {
+  Op op = tp_op(kind, role, s, bytes, linear, tensor);
+  op.comm_kernel = CommKernel::userbuffers_sm;
+  return op;
+}
+
+// One step of a TP ring: every rank passes one rank's shard of `tensor` of `linear` to its neighbour, with
+// the copy engines ("ring_exchange").
+Op tp_ring_step(OpRole role, const RankShapes& s, OpRole linear, LinearTensor tensor) {
+  Op op = Emitter::serving(
+      Emitter::collective(OpKind::send, role, Stream::tp_comm, GroupKind::tensor, s.tp, activation_bytes(s) / s.tp),
+      linear, tensor);
+  op.comm_kernel = CommKernel::userbuffers_copy_engine;
+  return op;
+}
+
+// One of `splits` row chunks of a userbuffers GEMM (priced as its share of the whole: GemmShape::split).
+Op gemm_chunk(OpRole role, GemmPass pass, std::int64_t rows, int splits, std::int64_t n, std::int64_t k) {
+  Op op = Emitter::gemm(role, pass, rows / splits, n, k);
+  op.gemm.split = splits;
+  return op;
+}
+
+// Userbuffers all-gather + GEMM ("ring_exchange"): tp - 1 ring steps bring the other ranks' shards of the
+// GEMM's input (`gathered`: the linear's input forward, its output gradient backward) while the GEMM runs in
+// tp chunks of rows, the chunk of this rank's own shard first and chunk i once step i has arrived. Returns the
+// last step (what needs the whole gathered input waits for it).
+OpIndex gathered_gemm(Emitter& e, OpRole role, GemmPass pass, LinearTensor gathered, std::int64_t n, std::int64_t k) {
+  const RankShapes& s = e.shapes();
+  const OpIndex input = e.chain;
+  std::vector<OpIndex> steps;
+  for (int step = 1; step < s.tp; ++step)
+    steps.push_back(e.emit_after(tp_ring_step(OpRole::tp_gather, s, role, gathered), step == 1 ? input : kNoOp));
+  for (int chunk = 0; chunk < s.tp; ++chunk) {
+    if (chunk > 0) e.pending_wait = steps[chunk - 1];
+    e.emit(gemm_chunk(role, pass, s.tokens, s.tp, n, k));
+  }
+  return steps.back();
+}
+
+// Userbuffers GEMM + reduce-scatter ("pipeline", initialize_ub's default of 4 splits): the GEMM in 4
+// chunks of rows, each chunk's partial sums reduce-scattered by a userbuffers kernel while the next chunk
+// computes; what follows waits for the last reduce-scatter.
+constexpr int kPipelineSplits = 4;
+
+void scattered_gemm(Emitter& e, OpRole role, std::int64_t n, std::int64_t k) {
+  const RankShapes& s = e.shapes();
+  OpIndex last_scatter = kNoOp;
+  for (int chunk = 0; chunk < kPipelineSplits; ++chunk) {
+    const OpIndex gemm = e.emit(gemm_chunk(role, GemmPass::forward, s.tokens, kPipelineSplits, n, k));
+    last_scatter = e.emit_after(userbuffers_op(OpKind::reduce_scatter, OpRole::tp_scatter, s,
+                                               activation_bytes(s) / kPipelineSplits, role, LinearTensor::output),
+                                gemm);
+  }
+  e.pending_wait = last_scatter;
+}
+
+// Without gradient accumulation fusion the weight-gradient GEMM writes a 16-bit gradient and a kernel adds
+// it into the fp32 main gradient: read 2 bytes, read and write 4 (Megatron's main_grad.add_ hook).
+void accumulate_gradient(Emitter& e, OpIndex wgrad, std::int64_t parameters) {
+  if (e.shapes().gradient_accumulation_fusion) return;
+  e.emit_after(Emitter::moved(OpKind::elementwise, OpRole::grad_accumulation, parameters * (2 + 2 * 4)), wgrad);
+}
+
+}  // namespace
+
+void column_parallel_forward(Emitter& e, OpRole role, std::int64_t n_out, std::int64_t k_in) {
+  const RankShapes& s = e.shapes();
+  if (tp_active(s) && s.tp_comm_overlap) {
+    gathered_gemm(e, role, GemmPass::forward, LinearTensor::input, n_out, k_in);
+    return;
+  }
+  if (tp_active(s) && s.sp)
+    e.emit(tp_op(OpKind::all_gather, OpRole::tp_gather, s, activation_bytes(s), role, LinearTensor::input));
+  e.emit(Emitter::gemm(role, GemmPass::forward, s.tokens, n_out, k_in));
+}
+
+void row_parallel_forward(Emitter& e, OpRole role, std::int64_t n_out, std::int64_t k_in) {
+  const RankShapes& s = e.shapes();
+  if (tp_active(s) && s.tp_comm_overlap) {
+    scattered_gemm(e, role, n_out, k_in);
+    return;
+  }
+  e.emit(Emitter::gemm(role, GemmPass::forward, s.tokens, n_out, k_in));
+  if (tp_active(s))
+    e.emit(s.sp ? tp_op(OpKind::reduce_scatter, OpRole::tp_scatter, s, activation_bytes(s), role, LinearTensor::output)
+                : tp_op(OpKind::all_reduce, OpRole::tp_reduce, s, activation_bytes(s), role, LinearTensor::output));
+}
+
+void column_parallel_backward(Emitter& e, OpRole role, std::int64_t n_out, std::int64_t k_in) {
+  const RankShapes& s = e.shapes();
+  // With userbuffers both collectives are "bulk": the gather beside dgrad, the reduce-scatter beside wgrad.
+  const auto collective = s.tp_comm_overlap ? userbuffers_op : tp_op;
+  OpIndex gathered_input = kNoOp;
+  if (tp_active(s) && s.sp)
+    gathered_input = e.emit_after(
+        collective(OpKind::all_gather, OpRole::tp_gather, s, activation_bytes(s), role, LinearTensor::input), e.chain);
+  const OpIndex dgrad = e.emit(Emitter::gemm(role, GemmPass::input_gradient, s.tokens, k_in, n_out));
+  if (tp_active(s))
+    e.emit(s.sp ? collective(OpKind::reduce_scatter, OpRole::tp_scatter, s, activation_bytes(s), role,
+                             LinearTensor::input_gradient)
+                : tp_op(OpKind::all_reduce, OpRole::tp_reduce, s, activation_bytes(s), role,
+                        LinearTensor::input_gradient));
+  const OpIndex wgrad = e.emit_after(Emitter::gemm(role, GemmPass::weight_gradient, k_in, n_out, s.tokens), dgrad);
+  if (gathered_input != kNoOp) e.depend(gathered_input, wgrad);
+  accumulate_gradient(e, wgrad, k_in * n_out);
+}
+
+void row_parallel_backward(Emitter& e, OpRole role, std::int64_t n_out, std::int64_t k_in) {
+  const RankShapes& s = e.shapes();
+  OpIndex dgrad = kNoOp, gathered = kNoOp;
+  if (tp_active(s) && s.tp_comm_overlap) {
+    gathered = gathered_gemm(e, role, GemmPass::input_gradient, LinearTensor::output_gradient, k_in, n_out);
+    dgrad = e.chain;
+  } else {
+    if (tp_active(s) && s.sp)
+      e.emit(tp_op(OpKind::all_gather, OpRole::tp_gather, s, activation_bytes(s), role, LinearTensor::output_gradient));
+    dgrad = e.emit(Emitter::gemm(role, GemmPass::input_gradient, s.tokens, k_in, n_out));
+  }
+  const OpIndex wgrad = e.emit(Emitter::gemm(role, GemmPass::weight_gradient, k_in, n_out, s.tokens));
+  e.depend(gathered, wgrad);
+  accumulate_gradient(e, wgrad, k_in * n_out);
+  e.chain = dgrad;
+}
+
+}  // namespace twin::lowering

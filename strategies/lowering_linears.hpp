@@ -1,0 +1,23 @@
+// Internal to the lowering: the ops of a tensor-parallel linear layer (column- or row-parallel, with SP and
+// Transformer Engine's userbuffers where the rank's shapes say so), forward and backward.
+#pragma once
+#include <cstdint>
+
+#include "strategies/lowering_emitter.hpp"
+
+namespace twin::lowering {
+
+inline bool tp_active(const RankShapes& s) { return s.tp > 1; }
+// A bf16 activation of all T tokens by h: what a TP collective around a linear moves.
+inline std::int64_t activation_bytes(const RankShapes& s) { return s.tokens * s.h * 2; }
+
+// A TP collective moving `tensor` of the linear `linear`.
+Op tp_op(OpKind kind, OpRole role, const RankShapes& s, std::int64_t bytes, OpRole linear, LinearTensor tensor);
+
+// The linear `role` with forward GEMM width n_out from k_in (per TP rank).
+void column_parallel_forward(Emitter& e, OpRole role, std::int64_t n_out, std::int64_t k_in);
+void row_parallel_forward(Emitter& e, OpRole role, std::int64_t n_out, std::int64_t k_in);
+void column_parallel_backward(Emitter& e, OpRole role, std::int64_t n_out, std::int64_t k_in);
+void row_parallel_backward(Emitter& e, OpRole role, std::int64_t n_out, std::int64_t k_in);
+
+}  // namespace twin::lowering

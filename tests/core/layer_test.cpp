@@ -1,0 +1,114 @@
+// The layer description (core/layer.hpp) is consistent in itself: every tensor a block reads was written
+// before it (or is the unit's input), every linear, norm and residual role has exactly one block, and each
+// block's saved tensors are the ones Korthikanti et al. 2022 count (34 s b h + 5 a s^2 b with GPT dropout,
+// checked in tests/strategies/memory_test.cpp through the memory model that sums them).
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "core/layer.hpp"
+
+namespace twin::layer {
+namespace {
+
+void expect_reads_follow_writes(std::span<const Block> blocks, const char* name) {
+  std::set<Tensor> written{Tensor::input};
+  for (const Block& block : blocks) {
+    EXPECT_TRUE(written.count(block.input)) << name << ": " << to_string(block.role) << " reads a tensor not yet written";
+    if (block.branch != Tensor::count)
+      EXPECT_TRUE(written.count(block.branch)) << name << ": " << to_string(block.role) << " adds an unwritten branch";
+    EXPECT_FALSE(written.count(block.output)) << name << ": " << to_string(block.role) << " writes a tensor twice";
+    written.insert(block.output);
+    if (block.stats != Tensor::count) written.insert(block.stats);
+  }
+}
+
+TEST(LayerDescription, EveryBlockReadsWhatAnEarlierBlockWrote) {
+  expect_reads_follow_writes(layer_blocks(false), "dense layer");
+  expect_reads_follow_writes(layer_blocks(true), "MoE layer");
+  expect_reads_follow_writes(embedding_blocks(), "embedding");
+  expect_reads_follow_writes(head_blocks(), "output layer");
+  EXPECT_EQ(layer_blocks(false).back().output, Tensor::output);
+  EXPECT_EQ(layer_blocks(true).back().output, Tensor::output);
+}
+
+TEST(LayerDescription, DenseAndMoeLayersDifferOnlyInTheMlp) {
+  const auto dense = layer_blocks(false), moe = layer_blocks(true);
+  ASSERT_EQ(dense.size(), moe.size() + 2);  // fc1, activation, fc2 become the experts
+  for (std::size_t i = 0; i < 6; ++i) EXPECT_EQ(dense[i].role, moe[i].role);
+  EXPECT_EQ(moe[6].kind, BlockKind::experts);
+  EXPECT_EQ(dense.back().role, moe.back().role);
+}
+
+TEST(LayerDescription, EachRoleHasOneBlock) {
+  std::set<OpRole> seen;
+  for (auto blocks : {layer_blocks(false), embedding_blocks(), head_blocks()})
+    for (const Block& block : blocks) EXPECT_TRUE(seen.insert(block.role).second) << to_string(block.role);
+  for (OpRole role : {OpRole::qkv_projection, OpRole::attention_projection, OpRole::fc1, OpRole::fc2,
+                      OpRole::output_projection, OpRole::input_norm, OpRole::mlp_norm, OpRole::final_norm,
+                      OpRole::attention_residual, OpRole::mlp_residual})
+    EXPECT_EQ(block_of(role).role, role);
+  EXPECT_THROW(block_of(OpRole::grad_reduce), std::logic_error);
+}
+
+TEST(LayerDescription, LinearsAreColumnThenRowParallel) {
+  // Megatron's pairing: a column-parallel linear opens each TP region, a row-parallel one closes it and
+  // its output is the branch a residual adds.
+  for (OpRole column : {OpRole::qkv_projection, OpRole::fc1, OpRole::output_projection})
+    EXPECT_EQ(block_of(column).kind, BlockKind::column_linear) << to_string(column);
+  for (OpRole row : {OpRole::attention_projection, OpRole::fc2}) {
+    EXPECT_EQ(block_of(row).kind, BlockKind::row_linear) << to_string(row);
+    int residuals = 0;
+    for (const Block& block : layer_blocks(false))
+      residuals += block.kind == BlockKind::residual && block.branch == block_of(row).output;
+    EXPECT_EQ(residuals, 1) << to_string(row);
+  }
+}
+
+// Bytes per token a GPT layer (GeLU, ffn = 4h, one query group per head, dropout, no TP) keeps, by the
+// description: eq. 1 of Korthikanti et al. 2022 is 34 h + 5 a s with unfused attention.
+double gpt_bytes_per_token(double h, double a, double s, bool unfused) {
+  double total = 0;
+  for (const Block& block : layer_blocks(false))
+    for (const SavedTensor& saved : block.saved) {
+      const bool kept = saved.kept == KeptWhen::always || saved.kept == KeptWhen::hidden_dropout ||
+                        (unfused ? saved.kept == KeptWhen::unrecomputed_unfused ||
+                                       saved.kept == KeptWhen::unrecomputed_unfused_dropout
+                                 : saved.kept == KeptWhen::unrecomputed_fused);
+      if (!kept) continue;
+      double width = 0;
+      switch (saved.width) {
+        case Width::hidden: case Width::value: case Width::query: width = h; break;
+        case Width::query_and_key: width = 2 * h; break;
+        case Width::qkv: width = 3 * h; break;
+        case Width::fc1: case Width::ffn: width = 4 * h; break;
+        case Width::attention_scores: width = a * s; break;
+        case Width::heads: width = a; break;
+        default: ADD_FAILURE() << saved.what << " is not a dense layer's";
+      }
+      total += saved.bytes_per_element * width;
+    }
+  return total;
+}
+
+TEST(LayerDescription, SavedTensorsAreKorthikantisEquationOne) {
+  const double h = 1024, a = 16, s = 2048;
+  EXPECT_EQ(gpt_bytes_per_token(h, a, s, true), 34 * h + 5 * a * s);
+  // Flash attention keeps fp32 log-sum-exp per head instead of the softmax and its dropout.
+  EXPECT_EQ(gpt_bytes_per_token(h, a, s, false), 34 * h + 4 * a);
+  EXPECT_EQ(kFullyRecomputedLayer.width, Width::hidden);
+  EXPECT_EQ(kFullyRecomputedLayer.bytes_per_element, 2);
+}
+
+TEST(LayerDescription, EveryTensorHasItsOwnName) {
+  std::set<std::string_view> names;
+  for (int t = 0; t < kTensorCount; ++t) {
+    const std::string_view name = to_string(static_cast<Tensor>(t));
+    EXPECT_FALSE(name.empty()) << t;
+    EXPECT_NE(name, "none") << t;
+    EXPECT_TRUE(names.insert(name).second) << name;
+  }
+}
+
+}  // namespace
+}  // namespace twin::layer
