@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <string>
 
+#include "core/optimizer_precision.hpp"
 #include "core/units.hpp"
 
 namespace twin {
@@ -27,7 +28,7 @@ enum class OpKind : std::uint8_t {
   moe_router,           // router logits GEMM + top-k over rows x num_experts
   moe_permute,          // gather tokens by expert: `bytes` moved
   moe_unpermute,
-  optimizer_step,       // AdamW over `elements` fp32 master params (+ grad clip scaling)
+  optimizer_step,       // AdamW over `elements` params, state as optimizer_precision says (+ grad clip scaling)
   // communication (bytes per nccl-tests: the buffer size of the collective, see sim/collectives.hpp)
   all_reduce,
   all_gather,
@@ -133,6 +134,7 @@ struct Op {
   AttentionShape attention;       // attention_*
   std::int64_t rows = 0, cols = 0;  // norm, rope, activation, embedding, loss: rows x cols elements
   bool gated_activation = true;   // activation: SwiGLU reads two halves of width cols; false = GeLU
+  OptimizerPrecision optimizer_precision;  // optimizer_step: how the master weights and moments are stored
   std::int64_t elements = 0;      // optimizer_step: parameters updated by this rank
   Bytes bytes = 0;                // elementwise/permute: bytes moved; collectives/p2p: message bytes
 

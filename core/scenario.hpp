@@ -13,6 +13,7 @@
 #include "core/cluster.hpp"
 #include "core/framework.hpp"
 #include "core/model.hpp"
+#include "core/optimizer_precision.hpp"
 #include "core/strategy.hpp"
 
 namespace twin {
@@ -35,6 +36,7 @@ struct TrainingConfig {
   std::int64_t global_batch_size = 0;  // sequences per iteration
   std::string precision = "bf16";      // bf16 | fp16 | fp32 (mixed precision keeps fp32 master weights)
   std::string optimizer = "adam";      // adam | sgd
+  OptimizerPrecision optimizer_precision;  // main_params_dtype, exp_avg_dtype, exp_avg_sq_dtype (fp32 default)
   std::vector<SeqLengthBucket> seq_length_buckets;
   // training.seq_length_histogram: inline [[length, count], ...] or a JSON/CSV file of such pairs (relative
   // to the scenario's folder), loaded here; lengths increasing, at most seq_length. Not with buckets.

@@ -45,6 +45,11 @@ json training_json(const TrainingConfig& t) {
               {"global_batch_size", t.global_batch_size},
               {"precision", t.precision},
               {"optimizer", t.optimizer}};
+  if (!t.optimizer_precision.is_default()) {  // written only when set: older readers see the same scenario
+    out["main_params_dtype"] = to_string(t.optimizer_precision.main_params);
+    out["exp_avg_dtype"] = to_string(t.optimizer_precision.exp_avg);
+    out["exp_avg_sq_dtype"] = to_string(t.optimizer_precision.exp_avg_sq);
+  }
   if (!t.seq_length_buckets.empty()) {
     json buckets = json::array();
     for (const SeqLengthBucket& b : t.seq_length_buckets) buckets.push_back({{"max", b.max}, {"fraction", b.fraction}});

@@ -117,14 +117,36 @@ ModelConfig parse_model(const Reader& r) {
   return m;
 }
 
+// Megatron's choices: main parameters fp32 or fp16 (and bf16 here: no master copy), moments fp32, bf16, fp16 or
+// fp8. fp32 training keeps its fp32 weights as the main parameters; SGD has no second moment.
+OptimizerPrecision parse_optimizer_precision(const Reader& r, const TrainingConfig& t) {
+  OptimizerPrecision p;
+  const auto dtype = [&](const char* key, const std::vector<std::string>& choices) {
+    return *state_dtype_from_string(r.find(key)->one_of(choices, key));
+  };
+  if (r.find("main_params_dtype")) {
+    p.main_params = dtype("main_params_dtype", {"fp32", "fp16", "bf16"});
+    if (t.precision == "fp32" && p.main_params != StateDtype::fp32)
+      r.find("main_params_dtype")->fail("expected fp32: fp32 training updates its fp32 weights themselves");
+  }
+  if (r.find("exp_avg_dtype")) p.exp_avg = dtype("exp_avg_dtype", {"fp32", "bf16", "fp16", "fp8"});
+  if (r.find("exp_avg_sq_dtype")) {
+    p.exp_avg_sq = dtype("exp_avg_sq_dtype", {"fp32", "bf16", "fp16", "fp8"});
+    if (t.optimizer == "sgd" && p.exp_avg_sq != StateDtype::fp32)
+      r.find("exp_avg_sq_dtype")->fail("no exp_avg_sq_dtype with SGD (it keeps one moment, exp_avg)");
+  }
+  return p;
+}
+
 TrainingConfig parse_training(const Reader& r) {
-  r.only_keys({"seq_length", "global_batch_size", "precision", "optimizer", "seq_length_buckets",
-               "seq_length_histogram"});
+  r.only_keys({"seq_length", "global_batch_size", "precision", "optimizer", "main_params_dtype", "exp_avg_dtype",
+               "exp_avg_sq_dtype", "seq_length_buckets", "seq_length_histogram"});
   TrainingConfig t;
   t.seq_length = r.required("seq_length").integer(1, kMaxSequence);
   t.global_batch_size = r.required("global_batch_size").integer(1, kMaxBatch);
   if (auto f = r.find("precision")) t.precision = f->one_of({"bf16", "fp16", "fp32"}, "precision");
   if (auto f = r.find("optimizer")) t.optimizer = f->one_of({"adam", "sgd"}, "optimizer");
+  t.optimizer_precision = parse_optimizer_precision(r, t);
   if (auto buckets = r.find("seq_length_buckets")) {
     double fraction_sum = 0;
     for (const Reader& item : buckets->non_empty_elements()) {

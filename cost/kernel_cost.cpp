@@ -20,9 +20,6 @@ namespace twin {
 namespace {
 
 constexpr double kActivationBytes = 2;  // bf16
-// AdamW per parameter: fp32 param, m, v read and written (24), fp32 main grad read (4), bf16 param copy
-// written (2), and the grad-norm / clip pass reading the grad once more in bf16 (2).
-constexpr double kOptimizerBytesPerElement = 32;
 // Unfused attention: the b*h*sq*skv score matrix goes through memory 4 times forward (QK^T writes S,
 // softmax reads S and writes P, PV reads P) and twice that in backward (dP, dS written and read).
 // Attention dropout adds a kernel: forward reads P and writes the dropped P and a 1-byte mask (2.5 passes
@@ -78,6 +75,14 @@ double attention_time_ns(const Op& op, const GpuSpec& gpu, const GpuKernelProfil
 
 }  // namespace
 
+// AdamW per parameter: the master weight, m and v read and written (24 in fp32; optimizer_precision can store
+// them narrower, and without a master copy the bf16 parameter is read instead), the fp32 main grad read (4),
+// the bf16 parameter written (2), and the grad-norm / clip pass reading the grad once more in bf16 (2).
+double optimizer_bytes_per_parameter(const OptimizerPrecision& p) {
+  const double master = p.main_params == StateDtype::bf16 ? 2 : 2.0 * bytes_of(p.main_params);
+  return master + 2.0 * bytes_of(p.exp_avg) + 2.0 * bytes_of(p.exp_avg_sq) + 4 + 2 + 2;
+}
+
 double memory_bound_bytes(const Op& op) {
   require_compute(op, "memory_bound_bytes");
   const double elements = double(op.rows) * op.cols;
@@ -94,7 +99,7 @@ double memory_bound_bytes(const Op& op) {
       return passes * kActivationBytes * score_elements(op.attention);
     }
     case OpKind::optimizer_step:
-      return kOptimizerBytesPerElement * op.elements;
+      return optimizer_bytes_per_parameter(op.optimizer_precision) * op.elements;
     case OpKind::elementwise:
     case OpKind::moe_permute:
     case OpKind::moe_unpermute:
@@ -155,7 +160,10 @@ std::string kernel_shape_key(const Op& op) {
                          a.dropout ? ",dropout=1" : "", a.cudnn ? ",cudnn=1" : "");
     }
     case OpKind::optimizer_step:
-      return fmt::format("{}:elements={}", kind, op.elements);
+      if (op.optimizer_precision.is_default()) return fmt::format("{}:elements={}", kind, op.elements);
+      return fmt::format("{}:elements={},main_params={},exp_avg={},exp_avg_sq={}", kind, op.elements,
+                         to_string(op.optimizer_precision.main_params), to_string(op.optimizer_precision.exp_avg),
+                         to_string(op.optimizer_precision.exp_avg_sq));
     case OpKind::elementwise:
     case OpKind::moe_permute:
     case OpKind::moe_unpermute:

@@ -218,5 +218,7 @@ std::string kernel_shape_key(const Op& op);
 // Bytes a memory-bound op moves (reads + writes), for ops priced by bandwidth (docs/PROFILES.md lists
 // the rule per kind; an op's own `bytes`, when set, wins). Throws std::logic_error for communication ops.
 double memory_bound_bytes(const Op& op);
+// Bytes one AdamW update moves per parameter under `precision` (32 with fp32 master weights and moments).
+double optimizer_bytes_per_parameter(const OptimizerPrecision& precision);
 
 }  // namespace twin

@@ -48,6 +48,18 @@ bool set_field(Op& op, std::string_view name, std::int64_t value) {
   return true;
 }
 
+// Sets an optimizer state's storage ("main_params=bf16"); false for a name or dtype no key uses.
+bool set_dtype_field(Op& op, std::string_view name, std::string_view value) {
+  const auto dtype = state_dtype_from_string(value);
+  if (!dtype) return false;
+  OptimizerPrecision& p = op.optimizer_precision;
+  if (name == "main_params") p.main_params = *dtype;
+  else if (name == "exp_avg") p.exp_avg = *dtype;
+  else if (name == "exp_avg_sq") p.exp_avg_sq = *dtype;
+  else return false;
+  return true;
+}
+
 bool is_gemm(const Op& op) { return op.kind == OpKind::gemm || op.kind == OpKind::moe_router; }
 
 // Shapes are comparable only with the same kernel variant.
@@ -74,6 +86,10 @@ std::optional<Op> op_from_kernel_key(std::string_view key) {
     if (equals == std::string_view::npos) return std::nullopt;
     std::int64_t value = 0;
     const std::string_view number = field.substr(equals + 1);
+    if (set_dtype_field(op, field.substr(0, equals), number)) {
+      fields = comma == std::string_view::npos ? std::string_view{} : fields.substr(comma + 1);
+      continue;
+    }
     const auto [end, error] = std::from_chars(number.data(), number.data() + number.size(), value);
     if (error != std::errc() || end != number.data() + number.size() || value < 0) return std::nullopt;
     if (!set_field(op, field.substr(0, equals), value)) return std::nullopt;
@@ -92,7 +108,8 @@ std::vector<double> shape_octaves(const Op& op) {
       const AttentionShape& a = op.attention;
       return {log2(a.batch), log2(a.heads), log2(a.kv_heads), log2(a.seq_q), log2(a.seq_kv), log2(a.head_dim)};
     }
-    case OpKind::optimizer_step: return {log2(op.elements)};
+    // The state's storage is a second axis: a narrower recipe is priced from the fp32 measurements by bytes.
+    case OpKind::optimizer_step: return {log2(op.elements), log2(optimizer_bytes_per_parameter(op.optimizer_precision))};
     case OpKind::elementwise:
     case OpKind::moe_permute:
     case OpKind::moe_unpermute: return {log2(op.bytes)};

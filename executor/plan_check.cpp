@@ -3,6 +3,8 @@
 #include "executor/plan_check.hpp"
 
 #include <stdexcept>
+#include <string>
+#include <utility>
 
 #include <fmt/format.h>
 
@@ -38,6 +40,20 @@ void check_executable_plan(const Plan& plan, const std::string& file) {
   if (!plan.scenario.framework.gradient_accumulation_fusion)
     throw InputError(file, "/scenario/framework/gradient_accumulation_fusion",
                      "true (twin execute accumulates weight gradients inside the GEMM)");
+  const TrainingConfig& training = plan.scenario.training;
+  if (training.precision != "bf16")
+    throw InputError(file, "/scenario/training/precision", "bf16 (twin execute trains in bf16 mixed precision)");
+  if (training.optimizer != "adam")
+    throw InputError(file, "/scenario/training/optimizer", "adam (twin execute runs AdamW)");
+  const OptimizerPrecision& precision = training.optimizer_precision;
+  const auto runs = [](StateDtype dtype) { return dtype == StateDtype::fp32 || dtype == StateDtype::bf16; };
+  for (const auto& [key, dtype] : {std::pair{"main_params_dtype", precision.main_params},
+                                   std::pair{"exp_avg_dtype", precision.exp_avg},
+                                   std::pair{"exp_avg_sq_dtype", precision.exp_avg_sq}})
+    if (!runs(dtype))
+      throw InputError(file, std::string("/scenario/training/") + key,
+                       "fp32 or bf16 (twin execute stores optimizer state in these; " + to_string(dtype) +
+                           " is priced by the simulator only)");
   try {
     plan_parameter_units(plan.scenario, s, RankPlacement{}, 0);
     const IterationGraph graph = lower_to_op_graphs(plan.scenario, s);

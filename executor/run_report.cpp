@@ -152,8 +152,10 @@ void write_run_summary(const std::filesystem::path& run_dir, const Plan& plan, c
                   {"device", runs.front().device},
                   {"iterations", steps},
                   {"warmup_iterations", warmup},
-                  {"precision", "bf16 parameters and activations, fp32 master weights and AdamW moments, "
-                                "fp32 accumulation in GEMMs and reductions, bf16 gradient reduction"},
+                  {"precision", "bf16 parameters and activations, AdamW state: " +
+                                    to_string(scenario.training.optimizer_precision) +
+                                    " (main_params bf16: no master copy), fp32 accumulation in GEMMs and reductions, "
+                                    "bf16 gradient reduction"},
                   {"loss_first", runs.front().losses.front()},
                   {"loss_last", runs.front().losses.back()},
                   {"measured", {{"iteration_s", measured_s}, {"tokens_per_s", measured.tokens_per_s},

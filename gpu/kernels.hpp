@@ -96,10 +96,25 @@ struct AdamWParams {
   float lr = 3e-4f, beta1 = 0.9f, beta2 = 0.95f, eps = 1e-8f, weight_decay = 0.1f;
   int step = 1;  // 1-based, for bias correction
 };
+// How an optimizer state array is stored (core/optimizer_precision.hpp's fp32 and bf16).
+enum class StateType : std::uint8_t { f32, bf16 };
+struct AdamWState {
+  float* master = nullptr;  // fp32 master weights; nullptr: the bf16 parameters are the main ones
+  void* m = nullptr;
+  StateType m_type = StateType::f32;
+  void* v = nullptr;
+  StateType v_type = StateType::f32;
+};
 // Decoupled weight decay; grad is multiplied by *grad_scale first (the clip factor; nullptr = 1).
-// Updates the fp32 master, m, v in place and writes the bf16 copy of the parameters.
-void adamw_step(float* master, float* m, float* v, const bf16* grad, bf16* param, std::int64_t count,
+// Updates the master (or, without one, the parameters), m and v in place with fp32 math and writes the bf16
+// parameters.
+void adamw_step(const AdamWState& state, const bf16* grad, bf16* param, std::int64_t count,
                 const AdamWParams& params, const float* grad_scale, cudaStream_t stream);
+// fp32 master weights and moments.
+inline void adamw_step(float* master, float* m, float* v, const bf16* grad, bf16* param, std::int64_t count,
+                       const AdamWParams& params, const float* grad_scale, cudaStream_t stream) {
+  adamw_step(AdamWState{master, m, StateType::f32, v, StateType::f32}, grad, param, count, params, grad_scale, stream);
+}
 // Sum of squares of grad, added to *sum_squares (fp32): per-block partials in `partials`
 // (grad_norm_partial_count() floats) then one reduction, so the result is deterministic.
 int grad_norm_partial_count();

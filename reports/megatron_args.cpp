@@ -111,6 +111,16 @@ void precision_and_optimizer(ArgsText& out, const TrainingConfig& training) {
   if (training.precision == "bf16") out.arg("--bf16");
   if (training.precision == "fp16") out.arg("--fp16");
   out.arg("--optimizer", training.optimizer);
+  const OptimizerPrecision& p = training.optimizer_precision;
+  if (p.is_default()) return;
+  // Transformer Engine's FusedAdam with lower-precision state (Megatron's precision-aware optimizer).
+  out.arg("--use-precision-aware-optimizer");
+  if (p.main_params == StateDtype::bf16)
+    out.comment("main_params_dtype bf16 (no master copy) is twin's; Megatron offers fp32 or fp16 main parameters.");
+  else if (p.main_params != StateDtype::fp32)
+    out.arg("--main-params-dtype", to_string(p.main_params));
+  if (p.exp_avg != StateDtype::fp32) out.arg("--exp-avg-dtype", to_string(p.exp_avg));
+  if (p.exp_avg_sq != StateDtype::fp32) out.arg("--exp-avg-sq-dtype", to_string(p.exp_avg_sq));
 }
 
 void recompute(ArgsText& out, Recompute recompute) {

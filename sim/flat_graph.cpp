@@ -29,7 +29,7 @@ std::string describe(const IterationGraph& graph, int rank_class, OpIndex index)
 // alike share one call to compute_time_ns. The key holds every field that can affect a price; fields
 // that only place an op (stream, layer, micro-batch, chunk, group, peer, tag) or say what it does for the
 // executor (a GEMM's pass, the linear and tensor a TP collective serves: priced by shape alike) are left out.
-using PriceKey = std::array<std::int64_t, 27>;
+using PriceKey = std::array<std::int64_t, 28>;
 static_assert(sizeof(Op) == 192, "Op changed: make price_key() cover any new field that can affect a price");
 
 PriceKey price_key(const Op& op) {
@@ -40,7 +40,10 @@ PriceKey price_key(const Op& op) {
   return {static_cast<std::int64_t>(op.kind), static_cast<std::int64_t>(op.role), static_cast<std::int64_t>(op.phase),
           op.recomputed, g.m, g.n, g.k, g.count, g.transpose_a, g.transpose_b, g.split,
           a.batch, a.heads, a.kv_heads, a.seq_q, a.seq_kv, a.head_dim, a.causal, a.flash, a.dropout, a.cudnn,
-          op.rows, op.cols, op.gated_activation, op.elements, op.bytes, flops_bits};
+          op.rows, op.cols, op.gated_activation, op.elements, op.bytes, flops_bits,
+          static_cast<std::int64_t>(op.optimizer_precision.main_params) << 16 |
+              static_cast<std::int64_t>(op.optimizer_precision.exp_avg) << 8 |
+              static_cast<std::int64_t>(op.optimizer_precision.exp_avg_sq)};
 }
 
 class ComputeTimes {

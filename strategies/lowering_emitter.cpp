@@ -109,6 +109,15 @@ Op Emitter::collective(OpKind kind, OpRole role, Stream stream, GroupKind group,
   return op;
 }
 
+Op Emitter::optimizer_step(std::int64_t elements, const OptimizerPrecision& precision) {
+  Op op;
+  op.kind = OpKind::optimizer_step;
+  op.role = OpRole::optimizer;
+  op.elements = elements;
+  op.optimizer_precision = precision;
+  return op;
+}
+
 Op Emitter::serving(Op op, OpRole linear, LinearTensor tensor) {
   op.linear = linear;
   op.linear_tensor = tensor;

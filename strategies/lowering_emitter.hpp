@@ -100,6 +100,8 @@ class Emitter {
   static Op rows_cols(OpKind kind, OpRole role, std::int64_t rows, std::int64_t cols);
   static Op moved(OpKind kind, OpRole role, std::int64_t bytes);
   static Op collective(OpKind kind, OpRole role, Stream stream, GroupKind group, int group_size, std::int64_t bytes);
+  // The optimizer's update of `elements` parameters, its state stored as `precision` says.
+  static Op optimizer_step(std::int64_t elements, const OptimizerPrecision& precision);
   // `op` (a TP collective) marked as moving `tensor` of the linear `linear`.
   static Op serving(Op op, OpRole linear, LinearTensor tensor);
 

@@ -299,10 +299,8 @@ void StageLowering::optimizer_phase() {
   const auto shard = [&](std::int64_t n, int group) {
     return s_.zero_stage >= 1 ? (n + group - 1) / group : n;
   };
-  Op step;
-  step.kind = OpKind::optimizer_step;
-  step.role = OpRole::optimizer;
-  step.elements = shard(p.dense, s_.data_group) + shard(p.expert, s_.expert_data_group);
+  const Op step = Emitter::optimizer_step(shard(p.dense, s_.data_group) + shard(p.expert, s_.expert_data_group),
+                                          scenario_.training.optimizer_precision);
   const OpIndex gradients_ready = last_on(Stream::dp_comm);
   e_.chain = last_compute;
   const OpIndex update = e_.emit(step);

@@ -4,6 +4,8 @@
 // Model states per parameter: mixed precision (bf16/fp16) Adam holds 2 (weights) + 2 (gradients) + 12
 // (fp32 master weights, m, v) = 16 bytes, the ZeRO paper's count; fp32 training holds 4 + 4 + 8 (m, v)
 // = 16 with no master copy. SGD with momentum keeps one optimizer moment (mixed: 4 + 4, fp32: 4).
+// training.optimizer_precision stores the master weights and moments narrower (bf16 main parameters:
+// no master copy at all).
 // ZeRO-1 shards the optimizer states over the data group, ZeRO-2 the gradients too, ZeRO-3 the weights.
 // (Megatron's own buffers keep fp32 main gradients; the 16-byte figure is the one the estimates quote.)
 //
@@ -106,9 +108,10 @@ SavedTerms saved_terms(const ModelConfig& model, double local_seq, int micro_bat
 }  // namespace
 
 StateBytes state_bytes_per_parameter(const TrainingConfig& training) {
-  const bool sgd = training.optimizer == "sgd";
-  if (training.precision == "fp32") return {4, 4, sgd ? 4.0 : 8.0};
-  return {2, 2, sgd ? 8.0 : 12.0};
+  const OptimizerPrecision& p = training.optimizer_precision;
+  const double moments = bytes_of(p.exp_avg) + (training.optimizer == "sgd" ? 0 : bytes_of(p.exp_avg_sq));
+  if (training.precision == "fp32") return {4, 4, moments};  // the fp32 weights are the main parameters
+  return {2, 2, master_bytes(p) + moments};
 }
 
 Bytes activation_bytes_per_layer(const ModelConfig& model, std::int64_t seq_length, int micro_batch_size,

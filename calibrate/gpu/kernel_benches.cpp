@@ -202,13 +202,24 @@ std::optional<KernelBench> make_kernel_bench(const Op& op, const KernelModelFact
     case OpKind::optimizer_step: {
       const std::int64_t count = op.elements;
       if (count <= 0) { why_not = "no elements"; return std::nullopt; }
-      float *master = x.f(x.f32(count)), *m = x.f(x.f32(count)), *v = x.f(x.f32(count));
-      B *grad = x.b(x.bf16(count)), *param = x.b(x.raw(count * 2));
+      const OptimizerPrecision& precision = op.optimizer_precision;
+      const auto runs = [](StateDtype d) { return d == StateDtype::fp32 || d == StateDtype::bf16; };
+      if (!runs(precision.main_params) || !runs(precision.exp_avg) || !runs(precision.exp_avg_sq)) {
+        why_not = "the executor keeps optimizer state in fp32 or bf16 only";
+        return std::nullopt;
+      }
+      // Random state of each array's dtype: the timing does not depend on the values.
+      const auto state = [&](StateDtype d) { return x.v(d == StateDtype::bf16 ? x.bf16(count) : x.f32(count)); };
+      const auto type = [](StateDtype d) { return d == StateDtype::bf16 ? k::StateType::bf16 : k::StateType::f32; };
+      k::AdamWState adam{precision.main_params == StateDtype::fp32 ? x.f(x.f32(count)) : nullptr,
+                         state(precision.exp_avg), type(precision.exp_avg), state(precision.exp_avg_sq),
+                         type(precision.exp_avg_sq)};
+      B *grad = x.b(x.bf16(count)), *param = x.b(x.bf16(count));
       float *partials = x.f(x.raw(k::grad_norm_partial_count() * 4)), *sum_sq = x.f(x.f32(1)), *scale = x.f(x.raw(4));
       x.bench.run = [=](cudaStream_t s) {  // grad-norm pass, clip factor, then the update (as the executor runs it)
         k::grad_sum_squares(grad, count, partials, sum_sq, s);
         k::grad_clip_scale(sum_sq, 1.f, scale, s);
-        k::adamw_step(master, m, v, grad, param, count, k::AdamWParams{}, scale, s);
+        k::adamw_step(adam, grad, param, count, k::AdamWParams{}, scale, s);
       };
       return std::move(x.bench);
     }

@@ -121,6 +121,16 @@ KernelOps default_kernel_ops(bool quick) {
     step.elements = elements;
     add(ops, step);
   }
+  // Narrower optimizer state (training.optimizer_precision): bf16 moments, and bf16 parameters without a master
+  // copy; other recipes are priced from these and the fp32 ones by bytes per parameter.
+  for (const OptimizerPrecision precision : {OptimizerPrecision{StateDtype::fp32, StateDtype::bf16, StateDtype::bf16},
+                                             OptimizerPrecision{StateDtype::bf16, StateDtype::bf16, StateDtype::bf16}}) {
+    Op step;
+    step.kind = OpKind::optimizer_step;
+    step.elements = std::int64_t{1} << 27;
+    step.optimizer_precision = precision;
+    add(ops, step);
+  }
   const std::vector<std::int64_t> seqs = quick ? std::vector<std::int64_t>{1024, 4096} : std::vector<std::int64_t>{1024, 2048, 4096, 8192};
   for (std::int64_t seq : seqs)
     for (OpKind kind : {OpKind::attention_forward, OpKind::attention_backward}) {

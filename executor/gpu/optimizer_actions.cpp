@@ -1,5 +1,5 @@
 // The data-parallel and optimizer ops: per-unit gradient reduction (all-reduce, or reduce-scatter into
-// the ZeRO shard), parameter gathers, the global gradient norm, clipping and AdamW on fp32 masters.
+// the ZeRO shard), parameter gathers, the global gradient norm, clipping and AdamW (its state as training.optimizer_precision stores it).
 // Megatron also sums sequence-parallel norm-weight gradients over TP and reduces the norm over TP and
 // PP; the graph has no op for those, so they run inside the first optimizer-phase op (tiny messages).
 #include <algorithm>
@@ -99,8 +99,8 @@ void StageRuntime::optimizer(const Op& op, cudaStream_t stream) {
   adam.step = ++step_;
   for (ParameterUnit* unit : params_->units()) {
     const std::int64_t begin = unit->update_begin();
-    kernels::adamw_step(unit->master, unit->adam_m, unit->adam_v, unit->grads + begin, unit->params + begin,
-                        unit->update_elements(), adam, clip_scale_, stream);
+    kernels::adamw_step(unit->adam, unit->grads + begin, unit->params + begin, unit->update_elements(), adam,
+                        clip_scale_, stream);
   }
 }
 

@@ -1,5 +1,5 @@
 // Every weight is initialised on the GPU by its global index (kernels::init_normal_shard), so any
-// TP/PP/DP split holds the single-GPU model; fp32 master weights start as the bf16 values.
+// TP/PP/DP split holds the single-GPU model; fp32 master weights (where kept) start as the bf16 values.
 #include "executor/gpu/stage_parameters.hpp"
 
 #include <stdexcept>
@@ -25,9 +25,23 @@ StageParameters::StageParameters(const Scenario& scenario, const Strategy& strat
     unit.params = static_cast<bf16*>(allocate(unit.padded * sizeof(bf16)));
     unit.grads = static_cast<bf16*>(allocate(unit.padded * sizeof(bf16)));
     const std::int64_t updated = unit.update_elements();
-    unit.master = static_cast<float*>(allocate(updated * sizeof(float)));
-    unit.adam_m = static_cast<float*>(allocate(updated * sizeof(float)));
-    unit.adam_v = static_cast<float*>(allocate(updated * sizeof(float)));
+    const OptimizerPrecision& precision = scenario.training.optimizer_precision;
+    const auto type_of = [](StateDtype dtype) {
+      if (dtype == StateDtype::fp32) return kernels::StateType::f32;
+      if (dtype == StateDtype::bf16) return kernels::StateType::bf16;
+      throw std::invalid_argument("twin execute stores optimizer state in fp32 or bf16, not " + to_string(dtype));
+    };
+    const auto moment = [&](StateDtype dtype) {
+      void* p = allocate(updated * bytes_of(dtype));
+      TWIN_CUDA_CHECK(cudaMemsetAsync(p, 0, updated * bytes_of(dtype), stream));  // zero in fp32 and bf16 alike
+      return p;
+    };
+    unit.adam.m_type = type_of(precision.exp_avg);
+    unit.adam.v_type = type_of(precision.exp_avg_sq);
+    unit.adam.m = moment(precision.exp_avg);
+    unit.adam.v = moment(precision.exp_avg_sq);
+    if (type_of(precision.main_params) == kernels::StateType::f32)
+      unit.adam.master = static_cast<float*>(allocate(updated * sizeof(float)));
     TWIN_CUDA_CHECK(cudaMemsetAsync(unit.params, 0, unit.padded * sizeof(bf16), stream));
     for (const WeightTensor& w : unit.tensors) {
       if (w.init_stddev == 0)
@@ -35,9 +49,7 @@ StageParameters::StageParameters(const Scenario& scenario, const Strategy& strat
       else
         kernels::init_normal_shard(unit.params + w.offset, w.shard, w.seed, w.init_stddev, stream);
     }
-    kernels::bf16_to_f32(unit.params + unit.update_begin(), unit.master, updated, stream);
-    TWIN_CUDA_CHECK(cudaMemsetAsync(unit.adam_m, 0, updated * sizeof(float), stream));
-    TWIN_CUDA_CHECK(cudaMemsetAsync(unit.adam_v, 0, updated * sizeof(float), stream));
+    if (unit.adam.master) kernels::bf16_to_f32(unit.params + unit.update_begin(), unit.adam.master, updated, stream);
     TWIN_CUDA_CHECK(cudaMemsetAsync(unit.grads, 0, unit.padded * sizeof(bf16), stream));
     const std::int32_t id = unit.id;
     units_.emplace(id, std::move(unit));

@@ -1,6 +1,6 @@
 // The weights one rank holds on its GPU: per parameter unit (executor/parameters.hpp's layout) one flat
-// bf16 parameter buffer, one flat bf16 gradient buffer, and fp32 master weights with AdamW moments for the
-// part this rank updates (all of it, or its ZeRO shard).
+// bf16 parameter buffer, one flat bf16 gradient buffer, and AdamW's master weights and moments (fp32 or bf16,
+// training.optimizer_precision) for the part this rank updates (all of it, or its ZeRO shard).
 #pragma once
 #include <cstdint>
 #include <map>
@@ -23,9 +23,9 @@ struct ParameterUnit : ParameterUnitLayout {
   explicit ParameterUnit(ParameterUnitLayout layout) : ParameterUnitLayout(std::move(layout)) {}
   bf16* params = nullptr;
   bf16* grads = nullptr;
-  float* master = nullptr;  // for [update_begin, update_begin + update_elements)
-  float* adam_m = nullptr;
-  float* adam_v = nullptr;
+  // AdamW's state for [update_begin, update_begin + update_elements), stored as the scenario's
+  // optimizer_precision says (no master array when the bf16 parameters are the main ones).
+  kernels::AdamWState adam;
 };
 
 class StageParameters {

@@ -1,7 +1,9 @@
-// AdamW over fp32 master weights (bias-corrected, decoupled weight decay, as torch.optim.AdamW), and
+// AdamW (bias-corrected, decoupled weight decay, as torch.optim.AdamW) over fp32 master weights or the bf16
+// parameters themselves, moments in fp32 or bf16 (the math fp32 either way), and
 // the gradient-norm pieces of clipping: a fixed grid of per-block sums of squares reduced in a fixed
 // order, so the norm is the same bits every run.
 #include <cmath>
+#include <type_traits>
 
 #include "gpu/kernels/common.cuh"
 
@@ -27,45 +29,63 @@ __device__ __forceinline__ float adamw_update(float g, float& m, float& v, float
   return master * (1.f - c.lr * c.weight_decay) - c.lr * update;
 }
 
-__global__ void adamw_kernel(float* master, float* m, float* v, const bf16* grad, bf16* param, std::int64_t count,
+// Loads and stores of 1 or 4 consecutive state values, fp32 or bf16 (rounded to nearest), as fp32.
+__device__ __forceinline__ float load1(const float* p, std::int64_t i) { return p[i]; }
+__device__ __forceinline__ float load1(const bf16* p, std::int64_t i) { return to_float(p[i]); }
+__device__ __forceinline__ void store1(float* p, std::int64_t i, float x) { p[i] = x; }
+__device__ __forceinline__ void store1(bf16* p, std::int64_t i, float x) { p[i] = to_bf16(x); }
+
+__device__ __forceinline__ float4 load4(const float* p, std::int64_t i) { return reinterpret_cast<const float4*>(p)[i]; }
+__device__ __forceinline__ float4 load4(const bf16* p, std::int64_t i) {
+  const uint2 bits = reinterpret_cast<const uint2*>(p)[i];
+  const __nv_bfloat162 lo = *reinterpret_cast<const __nv_bfloat162*>(&bits.x);
+  const __nv_bfloat162 hi = *reinterpret_cast<const __nv_bfloat162*>(&bits.y);
+  return make_float4(__low2float(lo), __high2float(lo), __low2float(hi), __high2float(hi));
+}
+__device__ __forceinline__ void store4(float* p, std::int64_t i, float4 x) { reinterpret_cast<float4*>(p)[i] = x; }
+__device__ __forceinline__ void store4(bf16* p, std::int64_t i, float4 x) {
+  const __nv_bfloat162 lo = __floats2bfloat162_rn(x.x, x.y), hi = __floats2bfloat162_rn(x.z, x.w);
+  uint2 bits;
+  bits.x = *reinterpret_cast<const unsigned*>(&lo);
+  bits.y = *reinterpret_cast<const unsigned*>(&hi);
+  reinterpret_cast<uint2*>(p)[i] = bits;
+}
+
+// Master is float (fp32 master weights) or bf16 (none: `master` is the parameter array itself, updated in
+// place); M and V store the moments. The math is fp32 in every variant.
+template <typename Master, typename M, typename V>
+__global__ void adamw_kernel(Master* master, M* m, V* v, const bf16* grad, bf16* param, std::int64_t count,
                              AdamWConstants c, const float* grad_scale) {
   const float scale = grad_scale ? *grad_scale : 1.f;
   for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < count;
        i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
-    float mi = m[i], vi = v[i];
-    const float p = adamw_update(to_float(grad[i]) * scale, mi, vi, master[i], c);
-    m[i] = mi;
-    v[i] = vi;
-    master[i] = p;
+    float mi = load1(m, i), vi = load1(v, i);
+    const float p = adamw_update(to_float(grad[i]) * scale, mi, vi, load1(master, i), c);
+    store1(m, i, mi);
+    store1(v, i, vi);
+    if constexpr (std::is_same_v<Master, float>) store1(master, i, p);
     param[i] = to_bf16(p);
   }
 }
 
 // Four parameters per thread with 16-byte fp32 and 8-byte bf16 accesses: the step is bandwidth-bound
-// (28 bytes per parameter), and wide accesses keep more of them in flight.
-__global__ void adamw_vec4_kernel(float4* master, float4* m, float4* v, const uint2* grad, uint2* param,
-                                  std::int64_t count4, AdamWConstants c, const float* grad_scale) {
+// (28 bytes per parameter in fp32), and wide accesses keep more of them in flight.
+template <typename Master, typename M, typename V>
+__global__ void adamw_vec4_kernel(Master* master, M* m, V* v, const bf16* grad, bf16* param, std::int64_t count4,
+                                  AdamWConstants c, const float* grad_scale) {
   const float scale = grad_scale ? *grad_scale : 1.f;
   for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < count4;
        i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
-    const uint2 g_bits = grad[i];
-    const __nv_bfloat162 g01 = *reinterpret_cast<const __nv_bfloat162*>(&g_bits.x);
-    const __nv_bfloat162 g23 = *reinterpret_cast<const __nv_bfloat162*>(&g_bits.y);
-    const float g[4] = {__low2float(g01) * scale, __high2float(g01) * scale, __low2float(g23) * scale,
-                        __high2float(g23) * scale};
-    float4 mi = m[i], vi = v[i], pi = master[i];
-    pi.x = adamw_update(g[0], mi.x, vi.x, pi.x, c);
-    pi.y = adamw_update(g[1], mi.y, vi.y, pi.y, c);
-    pi.z = adamw_update(g[2], mi.z, vi.z, pi.z, c);
-    pi.w = adamw_update(g[3], mi.w, vi.w, pi.w, c);
-    m[i] = mi;
-    v[i] = vi;
-    master[i] = pi;
-    const __nv_bfloat162 p01 = __floats2bfloat162_rn(pi.x, pi.y), p23 = __floats2bfloat162_rn(pi.z, pi.w);
-    uint2 p_bits;
-    p_bits.x = *reinterpret_cast<const unsigned*>(&p01);
-    p_bits.y = *reinterpret_cast<const unsigned*>(&p23);
-    param[i] = p_bits;
+    const float4 g = load4(grad, i);
+    float4 mi = load4(m, i), vi = load4(v, i), pi = load4(master, i);
+    pi.x = adamw_update(g.x * scale, mi.x, vi.x, pi.x, c);
+    pi.y = adamw_update(g.y * scale, mi.y, vi.y, pi.y, c);
+    pi.z = adamw_update(g.z * scale, mi.z, vi.z, pi.z, c);
+    pi.w = adamw_update(g.w * scale, mi.w, vi.w, pi.w, c);
+    store4(m, i, mi);
+    store4(v, i, vi);
+    if constexpr (std::is_same_v<Master, float>) store4(master, i, pi);
+    store4(param, i, pi);
   }
 }
 
@@ -97,22 +117,53 @@ __global__ void clip_scale_kernel(const float* sum_squares, float max_norm, floa
 
 }  // namespace
 
-void adamw_step(float* master, float* m, float* v, const bf16* grad, bf16* param, std::int64_t count,
-                const AdamWParams& p, const float* grad_scale, cudaStream_t stream) {
-  detail::require(count > 0 && p.step >= 1, "adamw: empty tensor or step < 1");
-  const float bias_correction1 = 1.f - std::pow(p.beta1, static_cast<float>(p.step));
-  const float bias_correction2 = 1.f - std::pow(p.beta2, static_cast<float>(p.step));
-  const AdamWConstants c{p.lr, p.beta1, p.beta2, p.eps, p.weight_decay, bias_correction1, bias_correction2};
-  const bool vectorizable = count % 4 == 0 && aligned(master, 16) && aligned(m, 16) && aligned(v, 16) &&
-                            aligned(grad, 8) && aligned(param, 8);
+namespace {
+
+template <typename Master, typename M, typename V>
+void launch_adamw(Master* master, M* m, V* v, const bf16* grad, bf16* param, std::int64_t count,
+                  const AdamWConstants& c, const float* grad_scale, cudaStream_t stream) {
+  const bool vectorizable = count % 4 == 0 && aligned(master, 4 * sizeof(Master)) && aligned(m, 4 * sizeof(M)) &&
+                            aligned(v, 4 * sizeof(V)) && aligned(grad, 8) && aligned(param, 8);
   if (vectorizable)
-    adamw_vec4_kernel<<<detail::grid_for(count / 4, kThreads), kThreads, 0, stream>>>(
-        reinterpret_cast<float4*>(master), reinterpret_cast<float4*>(m), reinterpret_cast<float4*>(v),
-        reinterpret_cast<const uint2*>(grad), reinterpret_cast<uint2*>(param), count / 4, c, grad_scale);
+    adamw_vec4_kernel<<<detail::grid_for(count / 4, kThreads), kThreads, 0, stream>>>(master, m, v, grad, param,
+                                                                                     count / 4, c, grad_scale);
   else
     adamw_kernel<<<detail::grid_for(count, kThreads), kThreads, 0, stream>>>(master, m, v, grad, param, count, c,
                                                                           grad_scale);
   TWIN_CUDA_CHECK_LAUNCH();
+}
+
+template <typename Master, typename M>
+void dispatch_v(Master* master, M* m, const AdamWState& s, const bf16* grad, bf16* param, std::int64_t count,
+                const AdamWConstants& c, const float* grad_scale, cudaStream_t stream) {
+  if (s.v_type == StateType::bf16)
+    launch_adamw(master, m, static_cast<bf16*>(s.v), grad, param, count, c, grad_scale, stream);
+  else
+    launch_adamw(master, m, static_cast<float*>(s.v), grad, param, count, c, grad_scale, stream);
+}
+
+template <typename Master>
+void dispatch_m(Master* master, const AdamWState& s, const bf16* grad, bf16* param, std::int64_t count,
+                const AdamWConstants& c, const float* grad_scale, cudaStream_t stream) {
+  if (s.m_type == StateType::bf16)
+    dispatch_v(master, static_cast<bf16*>(s.m), s, grad, param, count, c, grad_scale, stream);
+  else
+    dispatch_v(master, static_cast<float*>(s.m), s, grad, param, count, c, grad_scale, stream);
+}
+
+}  // namespace
+
+void adamw_step(const AdamWState& state, const bf16* grad, bf16* param, std::int64_t count, const AdamWParams& p,
+                const float* grad_scale, cudaStream_t stream) {
+  detail::require(count > 0 && p.step >= 1, "adamw: empty tensor or step < 1");
+  detail::require(state.m && state.v, "adamw: no moment arrays");
+  const float bias_correction1 = 1.f - std::pow(p.beta1, static_cast<float>(p.step));
+  const float bias_correction2 = 1.f - std::pow(p.beta2, static_cast<float>(p.step));
+  const AdamWConstants c{p.lr, p.beta1, p.beta2, p.eps, p.weight_decay, bias_correction1, bias_correction2};
+  if (state.master)
+    dispatch_m(state.master, state, grad, param, count, c, grad_scale, stream);
+  else
+    dispatch_m(param, state, grad, param, count, c, grad_scale, stream);
 }
 
 int grad_norm_partial_count() { return kNormBlocks; }

@@ -145,11 +145,10 @@ class AsymmetricStageLowering {
     const OpIndex last_compute = last_on(Stream::compute);
     const OpIndex sent = last_on(Stream::dp_comm);
     const OpIndex received = last_on(Stream::pp_recv);
-    Op step;
-    step.kind = OpKind::optimizer_step;
-    step.role = OpRole::optimizer;
     const std::int64_t parameters = stage_parameters(scenario_.model, pipeline_, stage_);
-    step.elements = shared_.zero_stage >= 1 ? (parameters + pipelines_ - 1) / pipelines_ : parameters;
+    const Op step = Emitter::optimizer_step(
+        shared_.zero_stage >= 1 ? (parameters + pipelines_ - 1) / pipelines_ : parameters,
+        scenario_.training.optimizer_precision);
     e_.chain = last_compute;
     const OpIndex update = e_.emit(step);
     e_.depend(sent, update);

@@ -291,10 +291,7 @@ void PerLayerStage::optimizer_phase() {
       gathered[u.data_group] += u.parameters;
   }
   for (const auto& [group, n] : held) elements += (n + group - 1) / group;
-  Op step;
-  step.kind = OpKind::optimizer_step;
-  step.role = OpRole::optimizer;
-  step.elements = elements;
+  const Op step = lowering::Emitter::optimizer_step(elements, scenario_.training.optimizer_precision);
   const OpIndex gradients_ready = last_on(Stream::dp_comm);
   chain_ = last_compute;
   pending_wait_ = kNoOp;

@@ -29,6 +29,24 @@ std::string refusal_path(const Plan& plan) {
 
 TEST(PlanCheck, APlanTheExecutorRanPasses) { EXPECT_EQ(refusal_path(executed_plan()), ""); }
 
+TEST(PlanCheck, RunsFp32AndBf16OptimizerStateOnly) {
+  Plan narrow = executed_plan();
+  narrow.scenario.training.optimizer_precision = {StateDtype::bf16, StateDtype::bf16, StateDtype::fp32};
+  EXPECT_EQ(refusal_path(narrow), "");
+  Plan fp8 = executed_plan();
+  fp8.scenario.training.optimizer_precision.exp_avg_sq = StateDtype::fp8;
+  EXPECT_EQ(refusal_path(fp8), "/scenario/training/exp_avg_sq_dtype");
+  Plan fp16 = executed_plan();
+  fp16.scenario.training.optimizer_precision.main_params = StateDtype::fp16;
+  EXPECT_EQ(refusal_path(fp16), "/scenario/training/main_params_dtype");
+  Plan sgd = executed_plan();
+  sgd.scenario.training.optimizer = "sgd";
+  EXPECT_EQ(refusal_path(sgd), "/scenario/training/optimizer");
+  Plan fp32 = executed_plan();
+  fp32.scenario.training.precision = "fp32";
+  EXPECT_EQ(refusal_path(fp32), "/scenario/training/precision");
+}
+
 TEST(PlanCheck, RefusesFrameworkSwitchesTheExecutorDoesNotRun) {
   Plan unfused_loss = executed_plan();
   unfused_loss.scenario.framework.cross_entropy_loss_fusion = false;

@@ -2,6 +2,7 @@
 // references on fresh random inputs, with every output poisoned first (attention: kernels_attention_test).
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <numeric>
 
 #include "gpu/kernels.hpp"
@@ -306,6 +307,77 @@ TEST(KernelOptimizer, AdamWTwoStepsWithClipScaleAndGradNorm) {
   EXPECT_LT(report("adamw v", relative_error(f32_to_host(v.data(), n), hv)), 1e-5);
   EXPECT_LT(report("adamw bf16 param", relative_error(bf16_to_host(param.data(), n), hp)), kBf16Tolerance);
   }
+}
+
+// Round to the nearest bf16 (ties to even), as the kernels store a bf16 state.
+double round_to_bf16(double x) {
+  float f = static_cast<float>(x);
+  std::uint32_t bits = 0;
+  std::memcpy(&bits, &f, 4);
+  bits += 0x7FFF + ((bits >> 16) & 1);
+  bits &= 0xFFFF0000u;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+// training.optimizer_precision's variants: moments stored in bf16, and bf16 parameters without a master copy,
+// against a float64 reference that rounds what each variant stores to bf16 after every step.
+TEST(KernelOptimizer, AdamWWithBf16StateMatchesARoundingFloat64Reference) {
+  REQUIRE_GPU();
+  using k::StateType;
+  for (const std::int64_t n : {std::int64_t{100003}, std::int64_t{100000}})
+    for (const bool keep_master : {true, false})
+      for (const StateType m_type : {StateType::f32, StateType::bf16})
+        for (const StateType v_type : {StateType::f32, StateType::bf16}) {
+          if (keep_master && m_type == StateType::f32 && v_type == StateType::f32) continue;  // the test above
+          SCOPED_TRACE(testing::Message() << "n " << n << " master " << keep_master << " m bf16 "
+                                          << (m_type == StateType::bf16) << " v bf16 " << (v_type == StateType::bf16));
+          auto param = random_bf16(n), grad = random_bf16(n);
+          const auto hg = bf16_to_host(grad.data(), n);
+          std::vector<double> hp = bf16_to_host(param.data(), n), hm(n, 0.0), hv(n, 0.0);
+          const std::vector<double> start = hp;
+          auto master = upload(std::vector<float>(hp.begin(), hp.end()));
+          const auto zeros = [&](StateType t) {
+            const std::size_t bytes = n * (t == StateType::bf16 ? 2 : 4);
+            gpu::DeviceBuffer b(bytes);
+            TWIN_CUDA_CHECK(cudaMemset(b.data(), 0, bytes));
+            return b;
+          };
+          auto m = zeros(m_type), v = zeros(v_type);
+          const k::AdamWState state{keep_master ? f32(master) : nullptr, m.data(), m_type, v.data(), v_type};
+          k::AdamWParams p;
+          p.lr = 1e-2f;
+          for (int step = 1; step <= 3; ++step) {
+            p.step = step;
+            k::adamw_step(state, bf(grad), bf(param), n, p, nullptr, nullptr);
+            for (std::int64_t i = 0; i < n; ++i) {
+              hm[i] = p.beta1 * hm[i] + (1 - p.beta1) * hg[i];
+              hv[i] = p.beta2 * hv[i] + (1 - p.beta2) * hg[i] * hg[i];
+              const double mh = hm[i] / (1 - std::pow(double(p.beta1), step));
+              const double vh = hv[i] / (1 - std::pow(double(p.beta2), step));
+              hp[i] = hp[i] * (1 - double(p.lr) * p.weight_decay) - p.lr * mh / (std::sqrt(vh) + p.eps);
+              if (m_type == StateType::bf16) hm[i] = round_to_bf16(hm[i]);
+              if (v_type == StateType::bf16) hv[i] = round_to_bf16(hv[i]);
+              if (!keep_master) hp[i] = round_to_bf16(hp[i]);
+            }
+          }
+          const auto got_m = m_type == StateType::bf16 ? bf16_to_host(m.data(), n) : f32_to_host(m.data(), n);
+          const auto got_v = v_type == StateType::bf16 ? bf16_to_host(v.data(), n) : f32_to_host(v.data(), n);
+          EXPECT_LT(report("adamw m (bf16 state)", relative_error(got_m, hm)),
+                    m_type == StateType::bf16 ? kBf16Tolerance : kF32Tolerance);
+          EXPECT_LT(report("adamw v (bf16 state)", relative_error(got_v, hv)),
+                    v_type == StateType::bf16 ? kBf16Tolerance : kF32Tolerance);
+          // The update itself, not the parameters (which an update of 1e-2 hardly moves): p - p0.
+          const auto got_p = bf16_to_host(param.data(), n);
+          std::vector<double> got_update(n), ref_update(n);
+          for (std::int64_t i = 0; i < n; ++i) got_update[i] = got_p[i] - start[i], ref_update[i] = hp[i] - start[i];
+          EXPECT_LT(report("adamw update (bf16 state)", relative_error(got_update, ref_update)), 0.05);
+          if (!keep_master) {  // the kernel rounds as the reference does: nearly every parameter is the same bf16
+            std::int64_t differ = 0;
+            for (std::int64_t i = 0; i < n; ++i) differ += got_p[i] != hp[i];
+            EXPECT_LT(differ, n / 100);
+          }
+        }
 }
 
 TEST(KernelMoe, RouterTopKPermuteUnpermute) {

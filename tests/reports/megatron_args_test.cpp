@@ -263,6 +263,20 @@ TEST(MegatronArgs, FamilyPlanGivesOnlyCommentsSayingWhy) {
   EXPECT_EQ(megatron_args(scenario, candidate), megatron_args(scenario, candidate.strategy));
 }
 
+TEST(MegatronArgs, OptimizerPrecisionTurnsOnThePrecisionAwareOptimizer) {
+  Scenario scenario = parse_scenario_text(kGptScenario, "gpt.json");
+  EXPECT_FALSE(has_argument(megatron_args(scenario, pinned(scenario)), "--use-precision-aware-optimizer"));
+  scenario.training.optimizer_precision = {StateDtype::fp16, StateDtype::bf16, StateDtype::fp32};
+  std::string text = megatron_args(scenario, pinned(scenario));
+  for (const char* argument : {"--use-precision-aware-optimizer", "--main-params-dtype fp16", "--exp-avg-dtype bf16"})
+    EXPECT_TRUE(has_argument(text, argument)) << argument << "\n" << text;
+  EXPECT_FALSE(has_argument(text, "--exp-avg-sq-dtype fp32")) << text;
+  scenario.training.optimizer_precision.main_params = StateDtype::bf16;  // no master copy: not Megatron's
+  text = megatron_args(scenario, pinned(scenario));
+  EXPECT_TRUE(has_comment_with(text, "main_params_dtype bf16")) << text;
+  EXPECT_FALSE(has_argument(text, "--main-params-dtype bf16")) << text;
+}
+
 TEST(MegatronArgs, ALineBreakInTheNameStaysInsideTheComment) {
   Scenario scenario = parse_scenario_text(kLlamaScenario, "llama.json");
   scenario.name = "two\nlines --fp16\r";

@@ -88,6 +88,28 @@ TEST(ModelStates, SixteenBytesPerParameterAndZeroSharding) {
   EXPECT_DOUBLE_EQ(model_state_bytes_per_parameter(3, 1, "bf16"), 16.0);
 }
 
+TEST(ModelStates, OptimizerPrecisionStoresTheStateNarrower) {
+  TrainingConfig t;  // bf16 mixed precision, Adam
+  EXPECT_DOUBLE_EQ(state_bytes_per_parameter(t).optimizer, 12);
+  t.optimizer_precision = {StateDtype::fp32, StateDtype::bf16, StateDtype::bf16};
+  EXPECT_DOUBLE_EQ(state_bytes_per_parameter(t).optimizer, 4 + 2 + 2);
+  t.optimizer_precision = {StateDtype::bf16, StateDtype::bf16, StateDtype::bf16};  // no master copy
+  EXPECT_DOUBLE_EQ(state_bytes_per_parameter(t).optimizer, 4);
+  t.optimizer_precision = {StateDtype::fp16, StateDtype::fp8, StateDtype::fp8};
+  EXPECT_DOUBLE_EQ(state_bytes_per_parameter(t).optimizer, 2 + 1 + 1);
+  t.precision = "fp32";
+  t.optimizer_precision = {StateDtype::fp32, StateDtype::bf16, StateDtype::fp32};
+  EXPECT_DOUBLE_EQ(state_bytes_per_parameter(t).optimizer, 2 + 4);
+  t.optimizer = "sgd";
+  EXPECT_DOUBLE_EQ(state_bytes_per_parameter(t).optimizer, 2);
+  // The estimate holds less: 16 - 8 bytes per parameter with bf16 moments and no master copy, unsharded.
+  Scenario sc = testing::make_scenario(testing::llama_shaped(), 1, 2048, 64);
+  const Strategy st = testing::make_strategy(1, 1);
+  const Bytes fp32_states = estimate_memory(sc, st).per_stage[0].optimizer_states;
+  sc.training.optimizer_precision = {StateDtype::bf16, StateDtype::bf16, StateDtype::bf16};
+  EXPECT_NEAR(double(estimate_memory(sc, st).per_stage[0].optimizer_states), fp32_states / 3.0, 2.0);
+}
+
 TEST(ModelStates, WholeModelOnOneStageMatchesTheParameterCount) {
   const ModelConfig m = *model_preset("llama2-7b");  // vocabulary 32000 = 250 x 128: no padding
   Strategy st = testing::make_strategy(1, 1);

@@ -1,0 +1,46 @@
+// How the optimizer stores its state: Megatron-LM's precision-aware optimizer settings
+// (--use-precision-aware-optimizer with --main-params-dtype, --exp-avg-dtype, --exp-avg-sq-dtype; scenario
+// keys training.main_params_dtype, exp_avg_dtype, exp_avg_sq_dtype). The update's math is fp32 whatever
+// the storage; lower precision trades optimizer memory and time for rounding in the state.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace twin {
+
+enum class StateDtype : std::uint8_t { fp32, bf16, fp16, fp8 };
+
+// main_params: the master copy of the weights. bf16 means no copy: the bf16 model parameters are updated in
+// place (PyTorch's pure-bf16 recipe; beyond Megatron's fp32/fp16 choices). exp_avg, exp_avg_sq: Adam's
+// first and second moments (SGD keeps exp_avg as its momentum).
+struct OptimizerPrecision {
+  StateDtype main_params = StateDtype::fp32;
+  StateDtype exp_avg = StateDtype::fp32;
+  StateDtype exp_avg_sq = StateDtype::fp32;
+  bool is_default() const { return *this == OptimizerPrecision{}; }
+  bool operator==(const OptimizerPrecision&) const = default;
+};
+
+std::string to_string(StateDtype dtype);                           // "fp32", "bf16", "fp16", "fp8"
+std::optional<StateDtype> state_dtype_from_string(std::string_view name);
+inline int bytes_of(StateDtype dtype) {
+  switch (dtype) {
+    case StateDtype::fp32: return 4;
+    case StateDtype::bf16:
+    case StateDtype::fp16: return 2;
+    case StateDtype::fp8: return 1;
+  }
+  return 4;
+}
+
+// Bytes per parameter of the master copy under mixed precision (0 when the bf16 parameters are the main ones).
+inline int master_bytes(const OptimizerPrecision& p) {
+  return p.main_params == StateDtype::bf16 ? 0 : bytes_of(p.main_params);
+}
+
+// "main_params fp32, exp_avg bf16, exp_avg_sq fp32"
+std::string to_string(const OptimizerPrecision& precision);
+
+}  // namespace twin

@@ -1,0 +1,64 @@
+// training.main_params_dtype, exp_avg_dtype, exp_avg_sq_dtype: parsed with Megatron's choices, refused where
+// they mean nothing (fp32 training's master copy, SGD's second moment), written back only when set.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "core/error.hpp"
+#include "core/scenario.hpp"
+
+namespace twin {
+namespace {
+
+using nlohmann::json;
+
+json scenario_with(const json& training_extra) {
+  json s = json::parse(R"({
+    "name": "t",
+    "model": {"preset": "llama2-7b"},
+    "training": {"seq_length": 4096, "global_batch_size": 512},
+    "cluster": {"nodes": [{"count": 1, "gpu": "H100-SXM-80GB", "gpus_per_node": 8}]}
+  })");
+  for (const auto& [key, value] : training_extra.items()) s["training"][key] = value;
+  return s;
+}
+
+std::string error_path(const json& document) {
+  try {
+    parse_scenario(document, "scenario.json");
+  } catch (const InputError& e) {
+    return e.json_path();
+  }
+  return "";
+}
+
+TEST(OptimizerPrecision, DefaultsToFp32AndParsesEachKey) {
+  EXPECT_TRUE(parse_scenario(scenario_with({}), "s.json").training.optimizer_precision.is_default());
+  const Scenario s = parse_scenario(
+      scenario_with({{"main_params_dtype", "bf16"}, {"exp_avg_dtype", "bf16"}, {"exp_avg_sq_dtype", "fp8"}}), "s.json");
+  EXPECT_EQ(s.training.optimizer_precision,
+            (OptimizerPrecision{StateDtype::bf16, StateDtype::bf16, StateDtype::fp8}));
+}
+
+TEST(OptimizerPrecision, BadValuesNameTheirPath) {
+  EXPECT_EQ(error_path(scenario_with({{"exp_avg_dtype", "fp64"}})), "/training/exp_avg_dtype");
+  EXPECT_EQ(error_path(scenario_with({{"main_params_dtype", "fp8"}})), "/training/main_params_dtype");
+  EXPECT_EQ(error_path(scenario_with({{"exp_avg_sq_dtype", 16}})), "/training/exp_avg_sq_dtype");
+  EXPECT_EQ(error_path(scenario_with({{"precision", "fp32"}, {"main_params_dtype", "bf16"}})),
+            "/training/main_params_dtype");
+  EXPECT_EQ(error_path(scenario_with({{"optimizer", "sgd"}, {"exp_avg_sq_dtype", "bf16"}})),
+            "/training/exp_avg_sq_dtype");
+  EXPECT_EQ(error_path(scenario_with({{"optimizer", "sgd"}, {"exp_avg_dtype", "bf16"}})), "");
+}
+
+TEST(OptimizerPrecision, WrittenBackOnlyWhenSet) {
+  const Scenario plain = parse_scenario(scenario_with({}), "s.json");
+  EXPECT_FALSE(to_json(plain)["training"].contains("exp_avg_dtype"));
+  const Scenario narrow = parse_scenario(scenario_with({{"exp_avg_dtype", "bf16"}}), "s.json");
+  const json written = to_json(narrow);
+  EXPECT_EQ(written["training"]["exp_avg_dtype"], "bf16");
+  EXPECT_EQ(written["training"]["main_params_dtype"], "fp32");
+  EXPECT_EQ(parse_scenario(written, "s.json").training.optimizer_precision, narrow.training.optimizer_precision);
+}
+
+}  // namespace
+}  // namespace twin
