@@ -18,6 +18,7 @@ StageParameters::StageParameters(const Scenario& scenario, const Strategy& strat
     void* p = nullptr;
     TWIN_CUDA_CHECK(cudaMalloc(&p, bytes));
     allocations_.push_back(p);
+    allocated_bytes_ += bytes;
     return p;
   };
   for (ParameterUnitLayout& layout : plan_parameter_units(scenario, strategy, placement, seed)) {

@@ -41,12 +41,15 @@ class StageParameters {
   ParameterUnit& unit(std::int32_t id);
   std::vector<ParameterUnit*> units();
   std::int64_t total_elements() const;
+  // Device bytes of every buffer here (parameters, gradients, AdamW state as stored).
+  std::size_t allocated_bytes() const { return allocated_bytes_; }
   // Zeroes every gradient buffer (iteration start).
   void zero_grads(cudaStream_t stream);
 
  private:
   std::map<std::int32_t, ParameterUnit> units_;
   std::vector<void*> allocations_;
+  std::size_t allocated_bytes_ = 0;
 };
 
 }  // namespace twin::exec

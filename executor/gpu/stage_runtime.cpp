@@ -288,10 +288,7 @@ std::size_t StageRuntime::peak_memory_bytes() const {
   TWIN_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, device));
   std::uint64_t pool_high = 0;
   TWIN_CUDA_CHECK(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemHigh, &pool_high));
-  std::size_t parameter_bytes = 0;
-  for (ParameterUnit* unit : params_->units())
-    parameter_bytes += unit->padded * 2 * sizeof(bf16) + unit->update_elements() * 3 * sizeof(float);
-  return static_bytes_ + parameter_bytes + pool_high + Matmul::kWorkspaceBytes;
+  return static_bytes_ + params_->allocated_bytes() + pool_high + Matmul::kWorkspaceBytes;
 }
 
 }  // namespace twin::exec

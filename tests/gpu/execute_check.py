@@ -12,11 +12,17 @@ SMALL = {"preset": "llama2-7b", "num_layers": 4, "hidden_size": 1024, "ffn_hidde
          "num_attention_heads": 16, "num_query_groups": 4, "vocab_size": 8192}
 LLAMA7B_4L = {"preset": "llama2-7b", "num_layers": 4}
 
-# (name, GPUs, strategy fields beyond the defaults)
+BF16_STATE = {"main_params_dtype": "bf16", "exp_avg_dtype": "bf16", "exp_avg_sq_dtype": "bf16"}
+
+# (name, GPUs, strategy fields beyond the defaults[, training fields])
 CORRECTNESS = [
     ("single", 1, {}),
     ("recompute-selective", 1, {"recompute": "selective"}),
     ("recompute-full", 1, {"recompute": "full"}),
+    # training.optimizer_precision: the same model with AdamW's state narrower (not bit-identical to the
+    # fp32 state: within the tolerance of the curve)
+    ("bf16-moments", 1, {}, {"exp_avg_dtype": "bf16", "exp_avg_sq_dtype": "bf16"}),
+    ("bf16-params-no-master", 1, {}, BF16_STATE),
     ("dp2", 2, {}),
     ("dp2-zero1", 2, {"zero_stage": 1}),
     ("dp2-zero2", 2, {"zero_stage": 2}),
@@ -36,6 +42,9 @@ CORRECTNESS = [
 SPEED = [
     ("7b4l-mbs1", 1, 1, 1, {}),
     ("7b4l-mbs2", 1, 2, 2, {}),
+    ("7b4l-mbs1-bf16-moments", 1, 1, 1, {}, {"exp_avg_dtype": "bf16", "exp_avg_sq_dtype": "bf16"}),
+    ("7b4l-mbs1-bf16-state", 1, 1, 1, {}, BF16_STATE),
+    ("7b4l-mbs2-bf16-state", 1, 2, 2, {}, BF16_STATE),
     ("7b4l-dp2", 2, 1, 2, {}),
     ("7b4l-dp4", 4, 1, 4, {}),
     ("7b4l-tp2", 2, 1, 1, {"tensor_model_parallel_size": 2, "sequence_parallel": True}),
@@ -45,12 +54,12 @@ SPEED = [
 ]
 
 
-def scenario(name, model, gpus, seq, global_batch, micro_batch, fields):
+def scenario(name, model, gpus, seq, global_batch, micro_batch, fields, training=None):
     strategy = {"tensor_model_parallel_size": 1, "pipeline_model_parallel_size": 1, "micro_batch_size": micro_batch,
                 "zero_stage": 0, "recompute": "none", "schedule": "1f1b", "sequence_parallel": False}
     strategy.update(fields)
     return {"name": name, "model": model,
-            "training": {"seq_length": seq, "global_batch_size": global_batch},
+            "training": {"seq_length": seq, "global_batch_size": global_batch, **(training or {})},
             "cluster": {"nodes": [{"count": 1, "gpu": "H200-141GB", "gpus_per_node": gpus,
                                    "intra_node": {"kind": "nvlink", "bandwidth_GBps": 450}}]},
             "strategy": strategy, "profile": "h200-x4"}
@@ -99,10 +108,10 @@ def main():
                   "vocab 8192, seq 1024, global batch 8)", "",
                   "| case | GPUs | loss step 1 | loss last | max relative difference | result |", "|---|---|---|---|---|---|"]
         baseline = None
-        for name, gpus, fields in CORRECTNESS:
+        for name, gpus, fields, *training in CORRECTNESS:
             if gpus > args.gpus:
                 continue
-            doc = scenario(name, SMALL, gpus, 1024, 8, 2, fields)
+            doc = scenario(name, SMALL, gpus, 1024, 8, 2, fields, *training)
             metrics = run_case(args.twin, args.out, name, doc, args.iters, 2, log)
             if metrics is None:
                 failed = True
@@ -119,13 +128,14 @@ def main():
             print(lines[-1], flush=True)
 
     if args.only != "correctness":
-        lines += ["", "## Speed (Llama-2-7B widths, 4 layers, seq 4096; bf16 params/activations, fp32 master weights)", "",
+        lines += ["", "## Speed (Llama-2-7B widths, 4 layers, seq 4096; bf16 params/activations, fp32 master weights "
+                  "and AdamW moments unless the case says bf16 moments or bf16 state: no master, bf16 moments)", "",
                   "| case | GPUs | micro-batch | global batch | iteration s | tokens/s | MFU | predicted s | error | peak GiB |",
                   "|---|---|---|---|---|---|---|---|---|---|"]
-        for name, gpus, mbs, batch, fields in SPEED:
+        for name, gpus, mbs, batch, fields, *training in SPEED:
             if gpus > args.gpus:
                 continue
-            doc = scenario(name, LLAMA7B_4L, gpus, 4096, batch, mbs, fields)
+            doc = scenario(name, LLAMA7B_4L, gpus, 4096, batch, mbs, fields, *training)
             metrics = run_case(args.twin, args.out, name, doc, args.iters, 3, log)
             if metrics is None:
                 failed = True

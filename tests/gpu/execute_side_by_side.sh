@@ -2,7 +2,8 @@
 # Issue 4's speed check in one device call on one GPU: the kernel tests, then twin execute on the
 # Llama-2-7B-shaped model (4 layers, seq 4096, micro-batch 1 and 2) and PyTorch (eager with SDPA, and
 # torch.compile) on the same GPU with both precision recipes: bf16 parameters with fused AdamW, and fp32
-# master weights (twin's recipe). Tables: $OUT/twin_speed.md, $OUT/pytorch_baseline.jsonl, $OUT/summary.md.
+# master weights (twin's default; twin also runs bf16 moments and bf16 parameters without a master copy,
+# training.optimizer_precision). Tables: $OUT/twin_speed.md, $OUT/pytorch_baseline.jsonl, $OUT/summary.md.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT="${OUT:-out/side-by-side}"
@@ -35,7 +36,11 @@ rows = ["| run | micro-batch | recipe | step s | tokens/s | MFU |", "|---|---|--
 for f in sorted(glob.glob(os.path.join(out, "7b4l-mbs*.metrics.json"))):
     m = json.load(open(f)); s = m["measured"]
     mbs = 1 if "mbs1" in f else 2
-    rows.append(f"| twin execute | {mbs} | fp32 master | {s['iteration_s']:.4f} | {s['tokens_per_s']:.0f} | {100*s['mfu']:.1f}% |")
+    recipe = ("bf16 parameters (no master), bf16 moments" if "bf16-state" in f else
+              "fp32 master, bf16 moments" if "bf16-moments" in f else "fp32 master")
+    peak = max(r["peak_memory_GiB"] for r in m["ranks"])
+    rows.append(f"| twin execute | {mbs} | {recipe} | {s['iteration_s']:.4f} | {s['tokens_per_s']:.0f} | {100*s['mfu']:.1f}% "
+                f"(peak {peak:.1f} GiB) |")
 for line in open(os.path.join(out, "pytorch_baseline.jsonl")) if os.path.exists(os.path.join(out, "pytorch_baseline.jsonl")) else []:
     r = json.loads(line)
     rows.append(f"| PyTorch {r['mode']} | {r['micro_batch']} | {r['recipe']} | {r['median_step_s']:.4f} | {r['tokens_per_s']:.0f} | {100*r['mfu']:.1f}% |")
