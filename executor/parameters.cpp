@@ -4,6 +4,7 @@
 // The layout only; executor/gpu/stage_parameters.cpp allocates and initialises the buffers.
 #include "executor/parameters.hpp"
 
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 
@@ -149,6 +150,29 @@ std::vector<ParameterUnitLayout> plan_parameter_units(const Scenario& scenario, 
     }
   }
   return units;
+}
+
+std::vector<ElementRange> gradient_norm_ranges(const ParameterUnitLayout& unit, bool count_replicated) {
+  const std::int64_t part_begin = unit.shard_begin, part_end = unit.shard_begin + unit.shard_elements;
+  std::vector<ElementRange> ranges;
+  const auto add = [&](std::int64_t begin, std::int64_t end) {  // [begin, end) clipped to this rank's part
+    begin = std::max(begin, part_begin);
+    end = std::min(end, part_end);
+    if (end > begin) ranges.push_back({begin, end - begin});
+  };
+  std::vector<const WeightTensor*> left_out;
+  if (!count_replicated)
+    for (const WeightTensor& w : unit.tensors)
+      if (w.is_norm) left_out.push_back(&w);
+  std::sort(left_out.begin(), left_out.end(),
+            [](const WeightTensor* a, const WeightTensor* b) { return a->offset < b->offset; });
+  std::int64_t from = 0;
+  for (const WeightTensor* w : left_out) {
+    add(from, w->offset);
+    from = w->offset + w->elements();
+  }
+  add(from, unit.padded);
+  return ranges;
 }
 
 }  // namespace twin::exec

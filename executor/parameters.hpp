@@ -43,6 +43,19 @@ struct RankPlacement {
   int tp_rank = 0, dp_rank = 0, stage = 0;
 };
 
+// A range [begin, begin + count) of a unit's flat buffers.
+struct ElementRange {
+  std::int64_t begin = 0, count = 0;
+  bool operator==(const ElementRange&) const = default;
+};
+
+// What this rank adds to the global gradient norm from `unit`: its 1/dp part of the buffer
+// ([shard_begin, shard_begin + shard_elements)), without the tensors replicated over TP unless
+// `count_replicated` (TP rank 0 counts them once), in as few contiguous runs as those tensors allow (one
+// for the whole part when none is left out: one kernel launch instead of one per tensor). Gaps between
+// tensors and the padding hold zero gradients.
+std::vector<ElementRange> gradient_norm_ranges(const ParameterUnitLayout& unit, bool count_replicated);
+
 // The units a rank of `placement.stage` holds, their tensors and shard maps. Dense Llama-style models only
 // (RMSNorm, SwiGLU or GeLU, RoPE, no biases, untied embeddings); throws std::invalid_argument otherwise.
 std::vector<ParameterUnitLayout> plan_parameter_units(const Scenario& scenario, const Strategy& strategy,

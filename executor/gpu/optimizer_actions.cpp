@@ -76,11 +76,8 @@ void StageRuntime::model_parallel_gradient_fixups(cudaStream_t stream) {
   // only TP rank 0 counts the weights every TP rank holds.
   TWIN_CUDA_CHECK(cudaMemsetAsync(grad_sum_squares_, 0, sizeof(float), stream));
   for (ParameterUnit* unit : params_->units())
-    for (const WeightTensor& w : unit->tensors) {
-      if (w.is_norm && me_.tp != 0) continue;
-      const auto [begin, count] = within(w.offset, w.elements(), unit->shard_begin, unit->shard_begin + unit->shard_elements);
-      if (count > 0) kernels::grad_sum_squares(unit->grads + begin, count, grad_partials_, grad_sum_squares_, stream);
-    }
+    for (const ElementRange& range : gradient_norm_ranges(*unit, me_.tp == 0))
+      kernels::grad_sum_squares(unit->grads + range.begin, range.count, grad_partials_, grad_sum_squares_, stream);
   if (strategy_.data_parallel_size * strategy_.context_parallel_size > 1)
     TWIN_NCCL_CHECK(ncclAllReduce(grad_sum_squares_, grad_sum_squares_, 1, ncclFloat32, ncclSum, comms_.data(), stream));
   if (strategy_.tensor_model_parallel_size > 1)

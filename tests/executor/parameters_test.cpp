@@ -77,6 +77,37 @@ TEST(Parameters, UnitsPadToTheDataGroupAndShardContiguously) {
     }
 }
 
+// The gradient-norm ranges cover exactly the elements the per-tensor count did: every tensor's part in the
+// rank's shard, norm weights only where counted; in one run per unit when nothing is left out.
+TEST(Parameters, GradientNormRangesCoverTheCountedTensorsInFewRuns) {
+  Strategy s = testing::make_strategy(2, 1);
+  s.data_parallel_size = 3;
+  s.zero_stage = 1;
+  s.sequence_parallel = true;
+  Scenario scenario = small();
+  scenario.cluster.node_groups[0].gpus_per_node = 6;
+  scenario.training.global_batch_size = 12;
+  ASSERT_FALSE(complete_strategy(scenario, s).has_value());
+  for (int dp = 0; dp < 3; ++dp)
+    for (const ParameterUnitLayout& unit : plan_parameter_units(scenario, s, RankPlacement{1, dp, 0}, 1))
+      for (bool count_replicated : {true, false}) {
+        std::vector<int> expected(unit.padded, 0), got(unit.padded, 0);
+        for (const WeightTensor& w : unit.tensors)
+          if (count_replicated || !w.is_norm)
+            for (std::int64_t i = w.offset; i < w.offset + w.elements(); ++i)
+              expected[i] = i >= unit.shard_begin && i < unit.shard_begin + unit.shard_elements;
+        const std::vector<ElementRange> ranges = gradient_norm_ranges(unit, count_replicated);
+        for (const ElementRange& r : ranges)
+          for (std::int64_t i = r.begin; i < r.begin + r.count; ++i) got[i] += 1;
+        for (std::int64_t i = 0; i < unit.padded; ++i)  // beyond the tensors (padding) a range may run: zeros there
+          if (i < unit.elements) EXPECT_EQ(got[i], expected[i]) << unit.id << " element " << i;
+          else EXPECT_LE(got[i], 1);
+        int norms = 0;
+        for (const WeightTensor& w : unit.tensors) norms += w.is_norm;
+        EXPECT_LE(ranges.size(), count_replicated ? 1u : static_cast<std::size_t>(norms + 1)) << unit.id;
+      }
+}
+
 TEST(Parameters, RefusesModelsTheExecutorDoesNotRun) {
   Scenario gpt = testing::make_scenario(testing::gpt_shaped(), 1, 1024, 16);
   Strategy s = testing::make_strategy(1, 1);

@@ -309,6 +309,24 @@ TEST(KernelOptimizer, AdamWTwoStepsWithClipScaleAndGradNorm) {
   }
 }
 
+// The gradient-norm pass reads 16 bytes at a time over the aligned body: every start and length, the
+// unaligned head and the tail included, sums to the float64 reference.
+TEST(KernelOptimizer, GradSumSquaresAtEveryAlignment) {
+  REQUIRE_GPU();
+  const std::int64_t n = 100019;
+  auto grad = random_bf16(n);
+  const auto hg = bf16_to_host(grad.data(), n);
+  auto partials = poisoned(k::grad_norm_partial_count() * 4);
+  for (std::int64_t offset = 0; offset < 8; ++offset)
+    for (std::int64_t count : {std::int64_t{1}, std::int64_t{7}, std::int64_t{8}, std::int64_t{9}, n - 8}) {
+      auto sum = upload(std::vector<float>{0.f});
+      k::grad_sum_squares(bf(grad) + offset, count, f32(partials), f32(sum), nullptr);
+      double reference = 0;
+      for (std::int64_t i = offset; i < offset + count; ++i) reference += hg[i] * hg[i];
+      EXPECT_LT(relative_error(f32_to_host(sum.data(), 1), {reference}), 1e-5) << "offset " << offset << " count " << count;
+    }
+}
+
 // Round to the nearest bf16 (ties to even), as the kernels store a bf16 state.
 double round_to_bf16(double x) {
   float f = static_cast<float>(x);
