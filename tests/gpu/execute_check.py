@@ -54,15 +54,19 @@ SPEED = [
 ]
 
 
+PROFILE = "h200-x4"  # --profile: a shipped profile's name or a profile file
+GPU = "H200-141GB"   # --gpu: the scenario's GPU (the profile must describe it)
+
+
 def scenario(name, model, gpus, seq, global_batch, micro_batch, fields, training=None):
     strategy = {"tensor_model_parallel_size": 1, "pipeline_model_parallel_size": 1, "micro_batch_size": micro_batch,
                 "zero_stage": 0, "recompute": "none", "schedule": "1f1b", "sequence_parallel": False}
     strategy.update(fields)
     return {"name": name, "model": model,
             "training": {"seq_length": seq, "global_batch_size": global_batch, **(training or {})},
-            "cluster": {"nodes": [{"count": 1, "gpu": "H200-141GB", "gpus_per_node": gpus,
+            "cluster": {"nodes": [{"count": 1, "gpu": GPU, "gpus_per_node": gpus,
                                    "intra_node": {"kind": "nvlink", "bandwidth_GBps": 450}}]},
-            "strategy": strategy, "profile": "h200-x4"}
+            "strategy": strategy, "profile": PROFILE}
 
 
 def run_case(twin, out, name, doc, iters, warmup, log):
@@ -89,6 +93,7 @@ def run_case(twin, out, name, doc, iters, warmup, log):
 
 
 def main():
+    global PROFILE, GPU
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--twin", required=True)
     parser.add_argument("--out", default=os.environ.get("OUT", "out") + "/execute")
@@ -97,7 +102,12 @@ def main():
     parser.add_argument("--iters", type=int, default=12)
     parser.add_argument("--tolerance", type=float, default=0.02,
                         help="largest relative loss difference from the single-GPU curve (bf16)")
+    parser.add_argument("--profile", default=PROFILE,
+                        help="the profile the plans are predicted with (a shipped name or a file)")
+    parser.add_argument("--gpu", default=GPU, help="the scenarios' GPU, e.g. H100-SXM-80GB")
     args = parser.parse_args()
+    GPU = args.gpu
+    PROFILE = os.path.abspath(args.profile) if os.path.exists(args.profile) else args.profile
     os.makedirs(args.out, exist_ok=True)
     log = open(os.path.join(args.out, "execute_check.log"), "w")
     report = {"correctness": {}, "speed": {}}
