@@ -8,37 +8,14 @@ namespace {
 
 using detail::to_bf16;
 using detail::to_float;
+using detail::Float8;
+using detail::load8;
+using detail::store8;
+using detail::aligned16;
 
 constexpr int kThreads = 256;
 
 __device__ __forceinline__ float sigmoid(float x) { return 1.f / (1.f + __expf(-x)); }
-
-// Eight bf16 as one 16-byte access, as floats. The vector kernels do each element's arithmetic exactly as the
-// scalar ones do (same bits out); they only move memory in wider pieces, where shapes and pointers allow.
-struct Float8 {
-  float v[8];
-};
-__device__ __forceinline__ Float8 load8(const bf16* p, std::int64_t i) {
-  const uint4 bits = *reinterpret_cast<const uint4*>(p + i);
-  Float8 out;
-  const unsigned words[4] = {bits.x, bits.y, bits.z, bits.w};
-  for (int w = 0; w < 4; ++w) {
-    const float2 pair = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&words[w]));
-    out.v[2 * w] = pair.x;
-    out.v[2 * w + 1] = pair.y;
-  }
-  return out;
-}
-__device__ __forceinline__ void store8(bf16* p, std::int64_t i, const Float8& x) {
-  unsigned words[4];
-  for (int w = 0; w < 4; ++w) {
-    const __nv_bfloat162 pair = __halves2bfloat162(to_bf16(x.v[2 * w]), to_bf16(x.v[2 * w + 1]));
-    words[w] = *reinterpret_cast<const unsigned*>(&pair);
-  }
-  *reinterpret_cast<uint4*>(p + i) = make_uint4(words[0], words[1], words[2], words[3]);
-}
-
-bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
 
 // SwiGLU with cols % 8 == 0: eight columns of one row per thread.
 __global__ void swiglu_forward_vec8_kernel(const bf16* in, bf16* out, std::int64_t rows, std::int64_t cols) {

@@ -57,4 +57,31 @@ __device__ __forceinline__ float block_max(float v, float* scratch) {
 __device__ __forceinline__ float to_float(bf16 x) { return __bfloat162float(x); }
 __device__ __forceinline__ bf16 to_bf16(float x) { return __float2bfloat16(x); }
 
+// Eight bf16 as one 16-byte access, as floats: vector kernels move memory in wider pieces where shapes and
+// pointers allow (aligned16), doing each element's arithmetic as the scalar ones do.
+struct Float8 {
+  float v[8];
+};
+__device__ __forceinline__ Float8 load8(const bf16* p, std::int64_t i) {
+  const uint4 bits = *reinterpret_cast<const uint4*>(p + i);
+  Float8 out;
+  const unsigned words[4] = {bits.x, bits.y, bits.z, bits.w};
+  for (int w = 0; w < 4; ++w) {
+    const float2 pair = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&words[w]));
+    out.v[2 * w] = pair.x;
+    out.v[2 * w + 1] = pair.y;
+  }
+  return out;
+}
+__device__ __forceinline__ void store8(bf16* p, std::int64_t i, const Float8& x) {
+  unsigned words[4];
+  for (int w = 0; w < 4; ++w) {
+    const __nv_bfloat162 pair = __halves2bfloat162(to_bf16(x.v[2 * w]), to_bf16(x.v[2 * w + 1]));
+    words[w] = *reinterpret_cast<const unsigned*>(&pair);
+  }
+  *reinterpret_cast<uint4*>(p + i) = make_uint4(words[0], words[1], words[2], words[3]);
+}
+
+inline bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
+
 }  // namespace twin::kernels::detail
