@@ -24,6 +24,7 @@
 #include "core/device_names.hpp"
 #include "gpu/launcher.hpp"
 #include "calibrate/gpu/profile_check.hpp"
+#include "calibrate/calibration_base.hpp"
 #include "calibrate/gemm_grid.hpp"
 #include "cost/gemm_predictor.hpp"
 #include "cost/profile.hpp"
@@ -180,11 +181,9 @@ int run_rank(const CalibrationRequest& request, const RankIdentity& identity) {
   const GemmCalibration gemms = calibrate_gemms(shapes, spec->peak_bf16_tflops, request.quick, progress);
 
   Profile profile = builtin_profile();
-  GpuKernelProfile kernels = profile.kernels_for(*spec);
-  kernels.gpu = preset_name;
+  GpuKernelProfile kernels = calibration_base(*spec, preset_name);
   kernels.gemm = gemms.efficiency;
   kernels.reference_sm_clock_MHz = gemms.reference_sm_clock_MHz;
-  kernels.measured.clear();
   for (const auto& [shape, m] : gemms.measured) kernels.measured[gemm_key(shape)] = m;
   index_measured_shapes(kernels);
   const json kernel_summary = calibrate_kernels_into(kernels, request.scenario, *spec, request.quick, progress);
