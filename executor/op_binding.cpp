@@ -1,12 +1,15 @@
 // Binding is a lookup: every op says what it is where the lowering makes it (a GEMM its pass and weight,
-// a TP collective the linear and tensor it serves: core/op.hpp), so nothing here depends on op order.
+// a TP collective the linear and tensor it serves: core/op.hpp), so what an op does depends on nothing but
+// the op. Order decides only which op writes a weight's gradient first in a step (first_gradient).
 #include "executor/op_binding.hpp"
 
-#include "core/op_kinds.hpp"
-
+#include <set>
 #include <stdexcept>
+#include <utility>
 
 #include <fmt/format.h>
+
+#include "core/op_kinds.hpp"
 
 namespace twin::exec {
 namespace {
@@ -131,6 +134,12 @@ std::vector<OpBinding> bind_ops(const RankClass& rc) {
     }
   }
   if (last_embedding_backward < rc.size()) bindings[last_embedding_backward].last_embedding_backward = true;
+  std::set<std::pair<std::int32_t, OpRole>> written;  // (layer, weight) gradients an earlier op stored
+  for (OpIndex i = 0; i < rc.size(); ++i) {
+    OpBinding& b = bindings[i];
+    if (b.action == Action::linear_weight_grad || b.action == Action::norm_backward)
+      b.first_gradient = written.insert({rc.op(i).layer, b.subject}).second;
+  }
   return bindings;
 }
 

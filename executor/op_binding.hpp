@@ -33,6 +33,10 @@ struct OpBinding {
   // attention_projection, fc1, fc2, output_projection, or embedding), the norm's role for norms.
   OpRole subject = OpRole::none;
   bool last_embedding_backward = false;  // the class's last embedding backward: fold its fp32 gradient in
+  // The class's first op of an iteration writing this weight's gradient (a weight-gradient GEMM or a norm
+  // backward, per layer and subject): it stores the gradient, the later ones add to it, so the gradient
+  // buffers need no zeroing per step.
+  bool first_gradient = false;
 };
 
 std::string to_string(Action action);

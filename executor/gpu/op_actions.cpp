@@ -133,7 +133,8 @@ void StageRuntime::linear(const Op& op, const OpBinding& b, int mb, int unit, cu
     matmul.run({m, n, k, false, true, false}, d_output_full(), weight, d_in, stream);
   } else {
     if (m != w.rows || n != w.cols) throw std::logic_error("linear weight gradient: GEMM shape differs from the weight's");
-    matmul.run({m, n, k, true, false, true}, input_full(), d_output_full(), parameters.grads + w.offset, stream);
+    matmul.run({m, n, k, true, false, !b.first_gradient}, input_full(), d_output_full(), parameters.grads + w.offset,
+               stream);
     if (t.input_full != t.input && shapes_.sp) release(mb, unit, t.input_full, stream);
     if (t.d_output_full != t.d_output) release(mb, unit, t.d_output_full, stream);
   }
@@ -205,7 +206,10 @@ void StageRuntime::norm(const Op& op, const OpBinding& b, int mb, int unit, cuda
   kernels::rmsnorm_backward(dy, x, weight, static_cast<const float*>(get(mb, unit, rstd)), dx, norm_partials_, rows,
                             cols, stream);
   kernels::norm_weight_grad_reduce(norm_partials_, norm_grad_f32_, kernels::norm_partial_blocks(rows), cols, stream);
-  kernels::add_f32_to_bf16(norm_grad_f32_, parameters.grads + w.offset, cols, stream);
+  if (b.first_gradient)
+    kernels::f32_to_bf16(norm_grad_f32_, parameters.grads + w.offset, cols, stream);
+  else
+    kernels::add_f32_to_bf16(norm_grad_f32_, parameters.grads + w.offset, cols, stream);
   if (!unit_input) {
     release(mb, unit, d_reduced, stream);
     release(mb, unit, d_full, stream);

@@ -28,9 +28,10 @@ void StageRuntime::embedding(const Op& op, const OpBinding& b, int mb, cudaStrea
                                                                              : get(mb, kEmbeddingUnit, from_norm));
   kernels::embedding_backward(inputs, dy, embedding_grad_f32_, embedding_workspace_, embedding_workspace_bytes_, tokens,
                               h, me_.tp * vocab_l, vocab_l, stream);
-  // The fp32 accumulator folds into the bf16 gradient once, before the gradient reduction reads it.
+  // The fp32 accumulator (the step's whole embedding gradient) becomes the bf16 gradient once, before the
+  // gradient reduction reads it.
   if (b.last_embedding_backward)
-    kernels::add_f32_to_bf16(embedding_grad_f32_, unit.grads + table.offset, vocab_l * h, stream);
+    kernels::f32_to_bf16(embedding_grad_f32_, unit.grads + table.offset, vocab_l * h, stream);
   release_slot(mb, kEmbeddingUnit, stream);
 }
 

@@ -5,6 +5,8 @@
 
 #include <chrono>
 #include <limits>
+#include <set>
+#include <utility>
 #include <stdexcept>
 #include <thread>
 
@@ -102,6 +104,17 @@ StageRuntime::StageRuntime(const Scenario& scenario, const Strategy& strategy, c
       embedding_workspace_bytes_ = kernels::embedding_backward_workspace_bytes(tokens);
       embedding_workspace_ = static_buffer(embedding_workspace_bytes_);
     }
+  // Every weight's gradient stored by a first op of the step (or, the embedding's, by the fold of its fp32
+  // accumulator)? Then no per-step zeroing: padding and gaps stay the zeros they were allocated as.
+  std::set<std::pair<int, OpRole>> stored;
+  for (OpIndex i = 0; i < rc_.size(); ++i) {
+    const OpBinding& b = bindings_[i];
+    if (b.first_gradient) stored.insert({unit_of(rc_.op(i), b), b.subject});
+    if (b.last_embedding_backward) stored.insert({kEmbeddingUnit, OpRole::embedding});
+  }
+  zero_grads_each_step_ = false;
+  for (ParameterUnit* unit : params_->units())
+    for (const WeightTensor& w : unit->tensors) zero_grads_each_step_ |= !stored.count({unit->id, w.role});
   TWIN_CUDA_CHECK(cudaStreamSynchronize(compute));
 }
 
@@ -220,7 +233,7 @@ void StageRuntime::run_iteration(int iteration, const std::vector<std::int32_t>&
                                             expected));
   TWIN_CUDA_CHECK(cudaMemcpyAsync(tokens_, tokens.data(), tokens.size() * sizeof(std::int32_t),
                                   cudaMemcpyHostToDevice, compute));
-  params_->zero_grads(compute);
+  if (zero_grads_each_step_) params_->zero_grads(compute);
   TWIN_CUDA_CHECK(cudaMemsetAsync(loss_sum_, 0, sizeof(float), compute));
   if (embedding_grad_f32_)
     TWIN_CUDA_CHECK(cudaMemsetAsync(embedding_grad_f32_, 0, shapes_.vocab * shapes_.h * sizeof(float), compute));

@@ -153,6 +153,9 @@ class StageRuntime {
   float* grad_sum_squares_ = nullptr;
   float* clip_scale_ = nullptr;
   bool fixups_done_ = false;
+  // False when every weight's gradient is stored by its first op of a step (OpBinding::first_gradient): then
+  // the gradient buffers are not zeroed per iteration.
+  bool zero_grads_each_step_ = true;
   InjectedFault fault_;
   bool inject_oom_ = false;
   std::atomic<std::int64_t> issuing_op_{-1};  // the op the host is issuing (read by the watchdog thread)

@@ -111,6 +111,36 @@ TEST(OpBinding, ReversedOpOrderBindsEveryOpTheSame) {
   EXPECT_GT(backward_gemms, 0);
 }
 
+// Each weight's gradient is stored by exactly one op per step, the first of its layer and subject in issue
+// order, and added to by the rest: the executor then zeroes no gradient buffer per step.
+TEST(OpBinding, EachWeightGradientIsStoredOnceThenAccumulated) {
+  Strategy strategy = testing::make_strategy(1, 2, 1, false, 2, Schedule::interleaved_1f1b);
+  strategy.recompute = Recompute::full;
+  for (const RankClass& rc : lower(strategy).classes) {
+    const auto bindings = bind_ops(rc);
+    std::map<std::pair<std::int32_t, OpRole>, int> stores, adds;
+    for (OpIndex i = 0; i < rc.size(); ++i) {
+      const OpBinding& b = bindings[i];
+      if (b.action != Action::linear_weight_grad && b.action != Action::norm_backward) {
+        EXPECT_FALSE(b.first_gradient) << op_name(rc.op(i));
+        continue;
+      }
+      const auto key = std::make_pair(rc.op(i).layer, b.subject);
+      if (b.first_gradient) {
+        EXPECT_EQ(adds[key], 0) << op_name(rc.op(i)) << ": an add came before the store";
+        ++stores[key];
+      } else {
+        ++adds[key];
+      }
+    }
+    EXPECT_FALSE(stores.empty());
+    for (const auto& [key, count] : stores) EXPECT_EQ(count, 1) << to_string(key.second) << " of layer " << key.first;
+    for (const auto& [key, count] : adds) EXPECT_EQ(stores.count(key), 1u) << to_string(key.second);
+    // Several micro-batches: every stored gradient is also accumulated.
+    for (const auto& [key, count] : stores) EXPECT_GT(adds[key], 0) << to_string(key.second);
+  }
+}
+
 TEST(OpBinding, RefusesAGemmThatDoesNotSayItsPass) {
   RankClass rc;
   Op gemm;
