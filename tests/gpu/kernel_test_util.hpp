@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstdint>
 #include <vector>
 
@@ -83,6 +84,15 @@ inline double relative_error(const std::vector<double>& got, const std::vector<d
   }
   return std::sqrt(error2 / (norm2 > 0 ? norm2 : 1));
 }
+
+// Prints a kernel's error against its reference (the GPU logs keep them) and returns it.
+inline double report(const char* what, double error) {
+  std::printf("[kernel-error] %-34s %.3e\n", what, error);
+  return error;
+}
+inline __nv_bfloat16* bf(const gpu::DeviceBuffer& b) { return static_cast<__nv_bfloat16*>(b.data()); }
+inline float* f32(const gpu::DeviceBuffer& b) { return static_cast<float*>(b.data()); }
+inline std::int32_t* i32(const gpu::DeviceBuffer& b) { return static_cast<std::int32_t*>(b.data()); }
 
 constexpr double kBf16Tolerance = 1e-2;  // outputs stored in bf16
 constexpr double kF32Tolerance = 1e-5;   // outputs kept in fp32
