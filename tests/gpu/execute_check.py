@@ -5,6 +5,7 @@ and the speed of a Llama-2-7B-shaped model (4 layers) on one GPU and scaled over
 Each case is a scenario with a pinned strategy: `twin simulate` writes its plan (best.json), `twin execute`
 trains it and writes metrics.json. Results: $OUT/execute_check.md (tables) and $OUT/execute_check.json.
 Usage: execute_check.py --twin build/twin [--out DIR] [--gpus N] [--only correctness|speed] [--iters N]
+       [--profile NAME|FILE (default h200-x4)] [--gpu H100-SXM-80GB (default H200-141GB)]
 """
 import argparse, json, os, subprocess, sys, time
 
