@@ -6,6 +6,7 @@
 
 #include <array>
 #include <stdexcept>
+#include <string>
 
 namespace twin::layer {
 namespace {
@@ -97,6 +98,21 @@ std::span<const Block> layer_blocks(bool moe_layer) {
 }
 std::span<const Block> embedding_blocks() { return kEmbedding; }
 std::span<const Block> head_blocks() { return kHead; }
+
+namespace {
+const Block& residual_where(bool (*matches)(const Block&, Tensor), Tensor tensor) {
+  for (const Block& block : kDenseLayer)  // an MoE layer has the same residuals
+    if (block.kind == BlockKind::residual && matches(block, tensor)) return block;
+  throw std::logic_error("the layer description has no residual block for " + std::string(to_string(tensor)));
+}
+}  // namespace
+
+const Block& residual_adding(Tensor branch) {
+  return residual_where([](const Block& b, Tensor t) { return b.branch == t; }, branch);
+}
+const Block& residual_reading(Tensor stream) {
+  return residual_where([](const Block& b, Tensor t) { return b.input == t; }, stream);
+}
 
 const Block& block_of(OpRole role) {
   for (std::span<const Block> blocks : {layer_blocks(false), layer_blocks(true), embedding_blocks(), head_blocks()})

@@ -99,6 +99,11 @@ std::span<const Block> layer_blocks(bool moe_layer);
 std::span<const Block> embedding_blocks();
 std::span<const Block> head_blocks();
 
+// The residual block of a layer that adds `branch` to the stream, and the one that reads `stream` as its stream
+// input (the skip path of `stream`'s gradient); throw when none does.
+const Block& residual_adding(Tensor branch);
+const Block& residual_reading(Tensor stream);
+
 // The block that owns `role` (a linear, norm or residual) in the layer, embedding or head; throws when
 // no block has it.
 const Block& block_of(OpRole role);

@@ -35,6 +35,10 @@ inline int bytes_of(StateDtype dtype) {
   return 4;
 }
 
+// Whether `twin execute` (its AdamW kernel, and the calibration bench of it) stores a state in `dtype`:
+// fp32 and bf16; the others are priced by the simulator only.
+inline bool executor_stores(StateDtype dtype) { return dtype == StateDtype::fp32 || dtype == StateDtype::bf16; }
+
 // Bytes per parameter of the master copy under mixed precision (0 when the bf16 parameters are the main ones).
 inline int master_bytes(const OptimizerPrecision& p) {
   return p.main_params == StateDtype::bf16 ? 0 : bytes_of(p.main_params);

@@ -79,7 +79,7 @@ double attention_time_ns(const Op& op, const GpuSpec& gpu, const GpuKernelProfil
 // them narrower, and without a master copy the bf16 parameter is read instead), the fp32 main grad read (4),
 // the bf16 parameter written (2), and the grad-norm / clip pass reading the grad once more in bf16 (2).
 double optimizer_bytes_per_parameter(const OptimizerPrecision& p) {
-  const double master = p.main_params == StateDtype::bf16 ? 2 : 2.0 * bytes_of(p.main_params);
+  const double master = master_bytes(p) > 0 ? 2.0 * master_bytes(p) : 2;  // no master: the bf16 parameter read
   return master + 2.0 * bytes_of(p.exp_avg) + 2.0 * bytes_of(p.exp_avg_sq) + 4 + 2 + 2;
 }
 

@@ -46,11 +46,10 @@ void check_executable_plan(const Plan& plan, const std::string& file) {
   if (training.optimizer != "adam")
     throw InputError(file, "/scenario/training/optimizer", "adam (twin execute runs AdamW)");
   const OptimizerPrecision& precision = training.optimizer_precision;
-  const auto runs = [](StateDtype dtype) { return dtype == StateDtype::fp32 || dtype == StateDtype::bf16; };
   for (const auto& [key, dtype] : {std::pair{"main_params_dtype", precision.main_params},
                                    std::pair{"exp_avg_dtype", precision.exp_avg},
                                    std::pair{"exp_avg_sq_dtype", precision.exp_avg_sq}})
-    if (!runs(dtype))
+    if (!executor_stores(dtype))
       throw InputError(file, std::string("/scenario/training/") + key,
                        "fp32 or bf16 (twin execute stores optimizer state in these; " + to_string(dtype) +
                            " is priced by the simulator only)");

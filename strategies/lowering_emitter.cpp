@@ -23,6 +23,17 @@ std::int64_t width_per_rank(const RankShapes& s, layer::Width width) {
   return 0;
 }
 
+void emit_norm(Emitter& e, const layer::Block& norm, Phase phase) {
+  const RankShapes& s = e.shapes();
+  e.emit(Emitter::rows_cols(phase == Phase::backward ? OpKind::norm_backward : OpKind::norm_forward, norm.role,
+                            s.tokens_local, s.h));
+}
+
+void emit_residual(Emitter& e, const layer::Block& residual) {
+  const RankShapes& s = e.shapes();
+  e.emit(Emitter::moved(OpKind::elementwise, residual.role, 3 * s.tokens_local * s.h * 2));
+}
+
 void emit_unit_forward(Emitter& e, std::span<const layer::Block> blocks, int layer, BlockOps ops) {
   e.set_layer(layer);
   for (const layer::Block& block : blocks) ops(e, block, Phase::forward);

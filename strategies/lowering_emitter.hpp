@@ -118,6 +118,11 @@ class Emitter {
 
 // The ops of one block of the layer description in `phase` (backward: with what selective recompute repeats).
 using BlockOps = void (*)(Emitter& e, const layer::Block& block, Phase phase);
+// The blocks every lowering emits alike: a norm over the rows this rank holds outside TP regions, and a
+// residual add (read the stream and the branch, write the sum: 3 bf16 tensors of those rows).
+void emit_norm(Emitter& e, const layer::Block& norm, Phase phase);
+void emit_residual(Emitter& e, const layer::Block& residual);
+
 // A unit's blocks (a layer's, the embedding's, the output layer's; `layer` -1 for the edges): forward in order;
 // backward in reverse, after the whole forward again (marked recomputed) when `recompute_forward`.
 void emit_unit_forward(Emitter& e, std::span<const layer::Block> blocks, int layer, BlockOps ops);

@@ -12,8 +12,6 @@
 namespace twin::lowering {
 namespace {
 
-std::int64_t residual_bytes(const RankShapes& s) { return 3 * s.tokens_local * s.h * 2; }  // 2 reads, 1 write
-
 // Attention of seq_q queries against seq_kv keys (the queries the last of them when causal).
 Op attention_op(const RankShapes& s, bool backward, std::int64_t seq_q, std::int64_t seq_kv, bool causal) {
   Op op;
@@ -168,10 +166,7 @@ void block_ops(Emitter& e, const layer::Block& block, Phase phase) {
   const bool backward = phase == Phase::backward;
   const std::int64_t n_out = width_per_rank(s, block.out_width), k_in = width_per_rank(s, block.in_width);
   switch (block.kind) {
-    case layer::BlockKind::norm:
-      e.emit(Emitter::rows_cols(backward ? OpKind::norm_backward : OpKind::norm_forward, block.role, s.tokens_local,
-                                s.h));
-      return;
+    case layer::BlockKind::norm: lowering::emit_norm(e, block, phase); return;
     case layer::BlockKind::column_linear:
       backward ? column_parallel_backward(e, block.role, n_out, k_in) : column_parallel_forward(e, block.role, n_out, k_in);
       return;
@@ -191,9 +186,7 @@ void block_ops(Emitter& e, const layer::Block& block, Phase phase) {
       e.emit(Emitter::rows_cols(backward ? OpKind::activation_backward : OpKind::activation_forward, block.role,
                                 s.tokens, s.ffn));
       return;
-    case layer::BlockKind::residual:
-      e.emit(Emitter::moved(OpKind::elementwise, block.role, residual_bytes(s)));
-      return;
+    case layer::BlockKind::residual: lowering::emit_residual(e, block); return;
     case layer::BlockKind::experts: backward ? moe_backward(e) : moe_forward(e); return;
     case layer::BlockKind::embedding: backward ? embedding_backward(e) : embedding_forward(e); return;
     case layer::BlockKind::loss: backward ? loss_backward(e) : loss_forward(e); return;

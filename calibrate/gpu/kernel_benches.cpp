@@ -203,8 +203,8 @@ std::optional<KernelBench> make_kernel_bench(const Op& op, const KernelModelFact
       const std::int64_t count = op.elements;
       if (count <= 0) { why_not = "no elements"; return std::nullopt; }
       const OptimizerPrecision& precision = op.optimizer_precision;
-      const auto runs = [](StateDtype d) { return d == StateDtype::fp32 || d == StateDtype::bf16; };
-      if (!runs(precision.main_params) || !runs(precision.exp_avg) || !runs(precision.exp_avg_sq)) {
+      if (!executor_stores(precision.main_params) || !executor_stores(precision.exp_avg) ||
+          !executor_stores(precision.exp_avg_sq)) {
         why_not = "the executor keeps optimizer state in fp32 or bf16 only";
         return std::nullopt;
       }

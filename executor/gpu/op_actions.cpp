@@ -28,13 +28,6 @@ struct LinearTensors {
   Act d_input_full, d_input;          // d_input: after the TP reduction (or the same tensor without one)
 };
 
-// The residual block whose stream input (or branch) is `tensor`.
-const layer::Block& residual_reading(Tensor tensor, bool as_branch) {
-  for (const layer::Block& block : layer::layer_blocks(false))
-    if (block.kind == layer::BlockKind::residual && (as_branch ? block.branch : block.input) == tensor) return block;
-  throw std::logic_error("executor: no residual block reads that tensor");
-}
-
 // From the linear's block: a column-parallel linear gathers its input (SP) and reduces its input gradient;
 // a row-parallel one's output is a residual branch, so its output gradient is the residual's output
 // gradient, gathered (SP) before the backward GEMMs. The output projection's gradient is the loss's, written
@@ -46,7 +39,7 @@ LinearTensors linear_tensors(OpRole subject) {
     return {{in}, {in, Form::gathered}, {out}, {out, Form::gradient}, {out, Form::gradient},
             {in, Form::gradient_partial}, {in, Form::gradient}};
   if (block.kind == layer::BlockKind::row_linear) {
-    const Tensor stream = residual_reading(out, true).output;
+    const Tensor stream = layer::residual_adding(out).output;
     return {{in}, {in}, {out}, {stream, Form::gradient}, {stream, Form::gradient_gathered}, {in, Form::gradient},
             {in, Form::gradient}};
   }
@@ -222,7 +215,7 @@ void StageRuntime::norm(const Op& op, const OpBinding& b, int mb, int unit, cuda
   if (unit == kHeadUnit) {
     move(mb, unit, dx_name, before, to_norm);
   } else {
-    const Act skip{residual_reading(Tensor::input, false).output, Form::gradient};
+    const Act skip{layer::residual_reading(Tensor::input).output, Form::gradient};
     if (before >= 0) {
       move(mb, unit, dx_name, before, to_norm);
       move(mb, unit, skip, before, to_residual);
@@ -267,7 +260,7 @@ void StageRuntime::residual(const Op& op, const OpBinding& b, int mb, int unit, 
   }
   // Inside the unit: the norm reading this output gave its part; the skip path of the next residual adds its
   // output's gradient.
-  const Act skip{residual_reading(block.output, false).output, Form::gradient};
+  const Act skip{layer::residual_reading(block.output).output, Form::gradient};
   auto* d_out = static_cast<bf16*>(get(mb, unit, d_output));
   kernels::residual_add(d_out, static_cast<const bf16*>(get(mb, unit, skip)), d_out, count, stream);
   release(mb, unit, skip, stream);

@@ -28,9 +28,9 @@ StageParameters::StageParameters(const Scenario& scenario, const Strategy& strat
     const std::int64_t updated = unit.update_elements();
     const OptimizerPrecision& precision = scenario.training.optimizer_precision;
     const auto type_of = [](StateDtype dtype) {
-      if (dtype == StateDtype::fp32) return kernels::StateType::f32;
-      if (dtype == StateDtype::bf16) return kernels::StateType::bf16;
-      throw std::invalid_argument("twin execute stores optimizer state in fp32 or bf16, not " + to_string(dtype));
+      if (!executor_stores(dtype))
+        throw std::invalid_argument("twin execute stores optimizer state in fp32 or bf16, not " + to_string(dtype));
+      return dtype == StateDtype::bf16 ? kernels::StateType::bf16 : kernels::StateType::f32;
     };
     const auto moment = [&](StateDtype dtype) {
       void* p = allocate(updated * bytes_of(dtype));

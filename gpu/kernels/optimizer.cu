@@ -103,13 +103,9 @@ __global__ void sum_squares_kernel(const bf16* grad, std::int64_t count, float* 
   const std::int64_t head = aligned_from < count ? aligned_from : count;
   const std::int64_t body = (count - head) / 8, tail = head + body * 8;
   float s = 0.f;
-  const uint4* vectors = reinterpret_cast<const uint4*>(grad + head);
   for (std::int64_t i = thread; i < body; i += threads) {
-    const uint4 bits = vectors[i];
-    for (unsigned word : {bits.x, bits.y, bits.z, bits.w}) {
-      const float2 pair = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&word));
-      s += pair.x * pair.x + pair.y * pair.y;
-    }
+    const detail::Float8 x = detail::load8(grad + head, 8 * i);
+    for (int k = 0; k < 8; k += 2) s += x.v[k] * x.v[k] + x.v[k + 1] * x.v[k + 1];  // pairs, as before: same bits
   }
   for (std::int64_t i = thread; i < head + (count - tail); i += threads) {
     const float g = to_float(grad[i < head ? i : tail + (i - head)]);

@@ -49,8 +49,6 @@ std::int64_t ulysses_width(const RankShapes& s, layer::Width width) {
   }
 }
 
-std::int64_t residual_bytes(const RankShapes& s) { return 3 * s.tokens_local * s.h * 2; }
-
 // A linear with whole weights on the local rows.
 void linear_forward(Emitter& e, const layer::Block& block) {
   const RankShapes& s = e.shapes();
@@ -71,10 +69,7 @@ void block_ops(Emitter& e, const layer::Block& block, Phase phase) {
   const RankShapes& s = e.shapes();
   const bool backward = phase == Phase::backward;
   switch (block.kind) {
-    case layer::BlockKind::norm:
-      e.emit(Emitter::rows_cols(backward ? OpKind::norm_backward : OpKind::norm_forward, block.role, s.tokens_local,
-                                s.h));
-      return;
+    case layer::BlockKind::norm: lowering::emit_norm(e, block, phase); return;
     case layer::BlockKind::column_linear:
     case layer::BlockKind::row_linear: backward ? linear_backward(e, block) : linear_forward(e, block); return;
     case layer::BlockKind::core_attention: {
@@ -96,9 +91,7 @@ void block_ops(Emitter& e, const layer::Block& block, Phase phase) {
       e.emit(Emitter::rows_cols(backward ? OpKind::activation_backward : OpKind::activation_forward, block.role,
                                 s.tokens_local, s.ffn));
       return;
-    case layer::BlockKind::residual:
-      e.emit(Emitter::moved(OpKind::elementwise, block.role, residual_bytes(s)));
-      return;
+    case layer::BlockKind::residual: lowering::emit_residual(e, block); return;
     case layer::BlockKind::experts:
     case layer::BlockKind::embedding:
     case layer::BlockKind::loss: break;
