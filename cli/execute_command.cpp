@@ -13,6 +13,7 @@ struct ExecuteOptions {
   exec::ExecuteRequest request;
   bool best = false;
   std::string run;
+  std::string attention = gpu::to_string(gpu::kDefaultAttentionBackend);
 };
 
 namespace {
@@ -45,6 +46,15 @@ ExecuteOptions& add_execute_command(CLI::App& app) {
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   execute->add_flag("!--no-trace", o.request.trace, "skip CUPTI kernel records (no traces, no ops.csv)");
+  execute->add_option("--attention", o.attention,
+                      "attention: cudnn (cuDNN's fused flash attention; its backward adds dQ with fp32 atomics), "
+                      "cudnn-deterministic (a bit-reproducible backward, about 2x slower) or kernels (twin's own); "
+                      "`twin calibrate` times the default")
+      ->capture_default_str()
+      ->check([](const std::string& name) {
+        return gpu::attention_backend_from_string(name) ? std::string()
+                                                        : "expected cudnn, cudnn-deterministic or kernels";
+      });
   execute->footer(
       "Examples:\n"
       "  twin simulate scenarios/llama3-8b-4xH200.json --out run/ && twin execute --best --run run/ --iters 20\n"
@@ -61,6 +71,7 @@ int run_execute(const CLI::App&) {
     o.request.plan = (std::filesystem::path(o.run) / "best.json").string();
   }
   o.request.run_dir = o.run;
+  o.request.attention = *gpu::attention_backend_from_string(o.attention);  // checked by the option
   return exec::execute_main(o.request);
 }
 

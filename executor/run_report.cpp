@@ -108,7 +108,7 @@ RankRun read_rank_run(const std::filesystem::path& path) {
 }
 
 void write_run_summary(const std::filesystem::path& run_dir, const Plan& plan, const IterationGraph& graph,
-                       int world_size, int warmup) {
+                       int world_size, int warmup, const std::string& attention) {
   std::vector<RankRun> runs;
   for (int rank = 0; rank < world_size; ++rank) runs.push_back(read_rank_run(rank_file(run_dir, rank)));
   const Scenario& scenario = plan.scenario;
@@ -156,6 +156,7 @@ void write_run_summary(const std::filesystem::path& run_dir, const Plan& plan, c
                                     to_string(scenario.training.optimizer_precision) +
                                     " (main_params bf16: no master copy), fp32 accumulation in GEMMs and reductions, "
                                     "bf16 gradient reduction"},
+                  {"attention", attention},
                   {"loss_first", runs.front().losses.front()},
                   {"loss_last", runs.front().losses.back()},
                   {"measured", {{"iteration_s", measured_s}, {"tokens_per_s", measured.tokens_per_s},

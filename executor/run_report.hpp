@@ -31,7 +31,8 @@ struct RankRun {
 void write_rank_run(const std::filesystem::path& run_dir, const RankRun& run, const RankClass& rank_class, int warmup);
 RankRun read_rank_run(const std::filesystem::path& path);
 // Rank 0, after every rank wrote its part: the joined tables and the summary (printed too).
+// `attention` names the attention implementation the run used (gpu/attention.hpp).
 void write_run_summary(const std::filesystem::path& run_dir, const Plan& plan, const IterationGraph& graph,
-                       int world_size, int warmup);
+                       int world_size, int warmup, const std::string& attention);
 
 }  // namespace twin::exec

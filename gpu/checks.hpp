@@ -1,4 +1,4 @@
-// Error checks for CUDA, cuBLAS(Lt), NCCL and CUPTI calls: a failing call throws std::runtime_error
+// Error checks for CUDA, cuBLAS(Lt), cuDNN, NCCL and CUPTI calls: a failing call throws std::runtime_error
 // naming the file, the line, the call and the library's own error string. Shared with the executor.
 #pragma once
 #include <stdexcept>
@@ -7,6 +7,7 @@
 #include <cublasLt.h>
 #include <cublas_api.h>
 #include <cuda_runtime.h>
+#include <cudnn.h>
 #include <cupti.h>
 #include <nccl.h>
 
@@ -16,6 +17,13 @@ namespace twin::gpu {
                                          const std::string& message) {
   throw std::runtime_error(std::string(file) + ":" + std::to_string(line) + ": " + library + " call " + call +
                            " failed: " + message);
+}
+
+// cuDNN's status name and, where it has one, its last error message (what the backend refused and why).
+inline std::string cudnn_error_string(cudnnStatus_t status) {
+  char message[512] = {0};
+  cudnnGetLastErrorString(message, sizeof message);
+  return std::string(cudnnGetErrorString(status)) + (message[0] ? std::string(": ") + message : std::string());
 }
 
 inline std::string cupti_error_string(CUptiResult result) {
@@ -45,6 +53,14 @@ inline std::string cupti_error_string(CUptiResult result) {
       ::twin::gpu::throw_gpu_error("cuBLAS", #call, __FILE__, __LINE__,                           \
                                    std::string(cublasGetStatusName(twin_status_)) + ": " +        \
                                        cublasGetStatusString(twin_status_));                      \
+  } while (0)
+
+#define TWIN_CUDNN_CHECK(call)                                                                    \
+  do {                                                                                            \
+    cudnnStatus_t twin_status_ = (call);                                                          \
+    if (twin_status_ != CUDNN_STATUS_SUCCESS)                                                     \
+      ::twin::gpu::throw_gpu_error("cuDNN", #call, __FILE__, __LINE__,                            \
+                                   ::twin::gpu::cudnn_error_string(twin_status_));                \
   } while (0)
 
 #define TWIN_NCCL_CHECK(call)                                                                     \

@@ -3,8 +3,10 @@
 #include "calibrate/gpu/kernel_benches.hpp"
 
 #include <algorithm>
+#include <memory>
 
 #include "core/op_kinds.hpp"
+#include "gpu/attention.hpp"
 #include "gpu/checks.hpp"
 #include "gpu/kernels.hpp"
 
@@ -51,6 +53,14 @@ struct Builder {
   std::int32_t* idx(std::size_t i) { return static_cast<std::int32_t*>(bench.buffers[i].data()); }
   void* v(std::size_t i) { return bench.buffers[i].data(); }
 };
+
+// The attention the executor runs by default, one cuDNN handle and plan cache for every bench alive.
+std::shared_ptr<Attention> shared_attention() {
+  static std::weak_ptr<Attention> alive;
+  std::shared_ptr<Attention> attention = alive.lock();
+  if (!attention) alive = attention = std::make_shared<Attention>(kDefaultAttentionBackend);
+  return attention;
+}
 
 int head_dim_for(std::int64_t cols) { return cols % 128 == 0 ? 128 : cols % 64 == 0 ? 64 : 0; }
 
@@ -236,13 +246,13 @@ std::optional<KernelBench> make_kernel_bench(const Op& op, const KernelModelFact
       const std::int64_t tokens = a.batch * a.seq_q, qn = tokens * a.heads * a.head_dim, kvn = tokens * a.kv_heads * a.head_dim;
       B *q = x.b(x.bf16(qn)), *kp = x.b(x.bf16(kvn)), *v = x.b(x.bf16(kvn)), *o = x.b(x.raw(qn * 2));
       float* lse = x.f(x.raw(a.batch * a.heads * a.seq_q * 4));
+      std::shared_ptr<Attention> attention = shared_attention();
       if (op.kind == OpKind::attention_forward) {
-        x.bench.run = [=](cudaStream_t s) { k::attention_forward(q, kp, v, o, lse, dims, s); };
+        x.bench.run = [=](cudaStream_t s) { attention->forward(q, kp, v, o, lse, dims, s); };
       } else {
-        k::attention_forward(q, kp, v, o, lse, dims, stream);  // O and the logsumexp backward reads
+        attention->forward(q, kp, v, o, lse, dims, stream);  // O and the logsumexp backward reads
         B *dout = x.b(x.bf16(qn)), *dq = x.b(x.raw(qn * 2)), *dk = x.b(x.raw(kvn * 2)), *dv = x.b(x.raw(kvn * 2));
-        float* delta = x.f(x.raw(a.batch * a.heads * a.seq_q * 4));
-        x.bench.run = [=](cudaStream_t s) { k::attention_backward(q, kp, v, o, dout, lse, delta, dq, dk, dv, dims, s); };
+        x.bench.run = [=](cudaStream_t s) { attention->backward(q, kp, v, o, dout, lse, dq, dk, dv, dims, s); };
       }
       return std::move(x.bench);
     }

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
+#include "gpu/attention.hpp"
 #include "gpu/checks.hpp"
 #include "gpu/cupti_timer.hpp"
 #include "gpu/launcher.hpp"
@@ -65,6 +66,7 @@ int rank_main(const ExecuteRequest& request, const gpu::RankIdentity& identity) 
   options.learning_rate = request.learning_rate;
   options.seed = request.seed;
   options.nccl_timeout_s = request.nccl_timeout_s;
+  options.attention = request.attention;
   StageRuntime runtime(scenario, strategy, graph, identity.rank, me, comms, options);
   std::optional<gpu::CuptiKernelTimer> timer;
   if (request.trace) timer.emplace();
@@ -118,7 +120,9 @@ int rank_main(const ExecuteRequest& request, const gpu::RankIdentity& identity) 
   if (timer) run.dropped_records = timer->dropped_records();
   write_rank_run(request.run_dir, run, runtime.rank_class(), request.warmup);
   world_sum(0);  // every rank has written its part
-  if (identity.rank == 0) write_run_summary(request.run_dir, plan, graph, identity.world_size, request.warmup);
+  if (identity.rank == 0)
+    write_run_summary(request.run_dir, plan, graph, identity.world_size, request.warmup,
+                      gpu::to_string(request.attention));
   TWIN_CUDA_CHECK(cudaEventDestroy(summed));
   TWIN_CUDA_CHECK(cudaFree(loss_device));
   TWIN_CUDA_CHECK(cudaStreamDestroy(side));

@@ -296,20 +296,17 @@ void StageRuntime::between_linears(const Op& op, const OpBinding& b, int mb, int
       const auto* qkv = static_cast<const bf16*>(get(mb, unit, qkv_name));
       auto* o = static_cast<bf16*>(make(mb, unit, out_name, tokens * q_width * kBf16, stream));
       auto* lse = static_cast<float*>(make(mb, unit, stats_name, s.b * s.heads * s.s * sizeof(float), stream));
-      kernels::attention_forward(qkv, qkv + q_width, qkv + q_width + kv_width, o, lse, dims, stream);
+      attention_->forward(qkv, qkv + q_width, qkv + q_width + kv_width, o, lse, dims, stream);
       return;
     }
     case Action::attention_backward: {
       const auto* qkv = static_cast<const bf16*>(get(mb, unit, qkv_name));
       auto* d_qkv = static_cast<bf16*>(make(mb, unit, d_qkv_name, tokens * s.qkv_width * kBf16, stream));
-      float* delta = nullptr;
-      TWIN_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&delta), s.b * s.heads * s.s * sizeof(float), stream));
-      kernels::attention_backward(qkv, qkv + q_width, qkv + q_width + kv_width,
-                                  static_cast<const bf16*>(get(mb, unit, out_name)),
-                                  static_cast<const bf16*>(get(mb, unit, d_out_name)),
-                                  static_cast<const float*>(get(mb, unit, stats_name)), delta, d_qkv, d_qkv + q_width,
-                                  d_qkv + q_width + kv_width, dims, stream);
-      TWIN_CUDA_CHECK(cudaFreeAsync(delta, stream));
+      attention_->backward(qkv, qkv + q_width, qkv + q_width + kv_width,
+                           static_cast<const bf16*>(get(mb, unit, out_name)),
+                           static_cast<const bf16*>(get(mb, unit, d_out_name)),
+                           static_cast<const float*>(get(mb, unit, stats_name)), d_qkv, d_qkv + q_width,
+                           d_qkv + q_width + kv_width, dims, stream);
       for (Act done : {qkv_name, out_name, stats_name, d_out_name}) release(mb, unit, done, stream);
       return;
     }

@@ -50,6 +50,7 @@ StageRuntime::StageRuntime(const Scenario& scenario, const Strategy& strategy, c
       options_(options), shapes_(lowering::rank_shapes(scenario, strategy)), bindings_(bind_ops(rc_)) {
   for (cudaStream_t& stream : streams_) TWIN_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   matmuls_[static_cast<int>(Stream::compute)] = std::make_unique<Matmul>();
+  attention_ = std::make_unique<gpu::Attention>(options.attention);
   cudaStream_t compute = streams_[static_cast<int>(Stream::compute)];
 
   // The pool keeps what it frees: the next micro-batch reuses it without going back to the driver.

@@ -19,6 +19,7 @@
 #include "core/op_graph.hpp"
 #include "core/scenario.hpp"
 #include "executor/gpu/communicators.hpp"
+#include "gpu/attention.hpp"
 #include "gpu/matmul.hpp"
 #include "executor/op_binding.hpp"
 #include "executor/gpu/stage_parameters.hpp"
@@ -62,6 +63,7 @@ struct TrainingOptions {
   float max_grad_norm = 1.0f;
   std::uint64_t seed = 1234;
   double nccl_timeout_s = 300;  // an iteration that does not finish by then is a hang
+  gpu::AttentionBackend attention = gpu::kDefaultAttentionBackend;
 };
 
 class StageRuntime {
@@ -131,6 +133,7 @@ class StageRuntime {
   std::unique_ptr<StageParameters> params_;
   std::array<cudaStream_t, kStreamCount> streams_{};
   std::array<std::unique_ptr<Matmul>, kStreamCount> matmuls_;
+  std::unique_ptr<gpu::Attention> attention_;     // one cuDNN handle; the stream is set per call
   std::vector<cudaEvent_t> op_done_;               // per op: recorded after it (waits, and where a hang is)
   std::vector<std::vector<OpIndex>> waits_;        // per op: cross-stream predecessors
   cudaEvent_t iteration_start_ = nullptr, iteration_end_ = nullptr;

@@ -63,6 +63,12 @@ TEST(ExecuteCommand, RejectsMoreWarmUpThanIterations) {
   EXPECT_NE(run.output.find("--iters 3 must exceed --warmup 3"), std::string::npos) << run.output;
 }
 
+TEST(ExecuteCommand, NamesTheAttentionImplementationsItKnows) {
+  Outcome run = run_twin("execute --plan plan.json --attention flash3");
+  EXPECT_EQ(run.exit_code, 2) << run.output;  // a wrong command line
+  EXPECT_NE(run.output.find("expected cudnn, cudnn-deterministic or kernels"), std::string::npos) << run.output;
+}
+
 TEST(ExecuteCommand, BestNeedsTheRunFolder) {
   Outcome run = run_twin("execute --best --iters 5");
   EXPECT_NE(run.exit_code, 0);

@@ -15,11 +15,16 @@ LLAMA7B_4L = {"preset": "llama2-7b", "num_layers": 4}
 
 BF16_STATE = {"main_params_dtype": "bf16", "exp_avg_dtype": "bf16", "exp_avg_sq_dtype": "bf16"}
 
-# (name, GPUs, strategy fields beyond the defaults[, training fields])
+DETERMINISTIC_ATTENTION = ["--attention", "cudnn-deterministic"]
+
+# (name, GPUs, strategy fields beyond the defaults[, training fields[, twin execute arguments]])
 CORRECTNESS = [
     ("single", 1, {}),
     ("recompute-selective", 1, {"recompute": "selective"}),
     ("recompute-full", 1, {"recompute": "full"}),
+    # the other attention implementations (gpu/attention.hpp): cuDNN's deterministic backward, twin's kernels
+    ("recompute-full-deterministic-attention", 1, {"recompute": "full"}, None, DETERMINISTIC_ATTENTION),
+    ("attention-kernels", 1, {}, None, ["--attention", "kernels"]),
     # training.optimizer_precision: the same model with AdamW's state narrower (not bit-identical to the
     # fp32 state: within the tolerance of the curve)
     ("bf16-moments", 1, {}, {"exp_avg_dtype": "bf16", "exp_avg_sq_dtype": "bf16"}),
@@ -39,10 +44,12 @@ CORRECTNESS = [
     ("dp2-tp2-zero1", 4, {"tensor_model_parallel_size": 2, "zero_stage": 1, "sequence_parallel": True}),
 ]
 
-# (name, GPUs, micro-batch, global batch, strategy fields)
+# (name, GPUs, micro-batch, global batch, strategy fields[, training fields[, twin execute arguments]])
 SPEED = [
     ("7b4l-mbs1", 1, 1, 1, {}),
     ("7b4l-mbs2", 1, 2, 2, {}),
+    ("7b4l-mbs1-deterministic-attention", 1, 1, 1, {}, None, DETERMINISTIC_ATTENTION),
+    ("7b4l-mbs2-deterministic-attention", 1, 2, 2, {}, None, DETERMINISTIC_ATTENTION),
     ("7b4l-mbs1-bf16-moments", 1, 1, 1, {}, {"exp_avg_dtype": "bf16", "exp_avg_sq_dtype": "bf16"}),
     ("7b4l-mbs1-bf16-state", 1, 1, 1, {}, BF16_STATE),
     ("7b4l-mbs2-bf16-state", 1, 2, 2, {}, BF16_STATE),
@@ -70,7 +77,7 @@ def scenario(name, model, gpus, seq, global_batch, micro_batch, fields, training
             "strategy": strategy, "profile": PROFILE}
 
 
-def run_case(twin, out, name, doc, iters, warmup, log):
+def run_case(twin, out, name, doc, iters, warmup, log, execute_args=()):
     folder = os.path.join(out, name)
     os.makedirs(folder, exist_ok=True)
     path = os.path.join(folder, "scenario.json")
@@ -79,7 +86,7 @@ def run_case(twin, out, name, doc, iters, warmup, log):
     started = time.time()
     steps = [[twin, "simulate", path, "--out", folder, "--quiet", "--top", "0"],
              [twin, "execute", "--plan", os.path.join(folder, "best.json"), "--run", folder,
-              "--iters", str(iters), "--warmup", str(warmup)]]
+              "--iters", str(iters), "--warmup", str(warmup), *execute_args]]
     for command in steps:
         result = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600)
         log.write(f"$ {' '.join(command)}\n{result.stdout}\n")
@@ -119,11 +126,12 @@ def main():
                   "vocab 8192, seq 1024, global batch 8)", "",
                   "| case | GPUs | loss step 1 | loss last | max relative difference | result |", "|---|---|---|---|---|---|"]
         baseline = None
-        for name, gpus, fields, *training in CORRECTNESS:
+        for name, gpus, fields, *rest in CORRECTNESS:
             if gpus > args.gpus:
                 continue
-            doc = scenario(name, SMALL, gpus, 1024, 8, 2, fields, *training)
-            metrics = run_case(args.twin, args.out, name, doc, args.iters, 2, log)
+            training, execute_args = (rest + [None])[0], (rest[1] if len(rest) > 1 else ())
+            doc = scenario(name, SMALL, gpus, 1024, 8, 2, fields, training)
+            metrics = run_case(args.twin, args.out, name, doc, args.iters, 2, log, execute_args)
             if metrics is None:
                 failed = True
                 lines.append(f"| {name} | {gpus} | | | | FAILED to run |")
@@ -143,11 +151,12 @@ def main():
                   "and AdamW moments unless the case says bf16 moments or bf16 state: no master, bf16 moments)", "",
                   "| case | GPUs | micro-batch | global batch | iteration s | tokens/s | MFU | predicted s | error | peak GiB |",
                   "|---|---|---|---|---|---|---|---|---|---|"]
-        for name, gpus, mbs, batch, fields, *training in SPEED:
+        for name, gpus, mbs, batch, fields, *rest in SPEED:
             if gpus > args.gpus:
                 continue
-            doc = scenario(name, LLAMA7B_4L, gpus, 4096, batch, mbs, fields, *training)
-            metrics = run_case(args.twin, args.out, name, doc, args.iters, 3, log)
+            training, execute_args = (rest + [None])[0], (rest[1] if len(rest) > 1 else ())
+            doc = scenario(name, LLAMA7B_4L, gpus, 4096, batch, mbs, fields, training)
+            metrics = run_case(args.twin, args.out, name, doc, args.iters, 3, log, execute_args)
             if metrics is None:
                 failed = True
                 lines.append(f"| {name} | {gpus} | {mbs} | {batch} | FAILED | | | | | |")

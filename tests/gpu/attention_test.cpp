@@ -1,10 +1,12 @@
-// Flash-style attention forward and backward against a float64 CPU reference that builds the full
-// score matrix: causal and not, GQA, head_dim 64 and 128, odd sequence lengths, a fused-QKV layout;
-// and the throughput of both at one large shape, printed.
+// Attention forward and backward of each implementation (cuDNN's fused flash attention, its
+// deterministic backward, twin's own kernels) against a float64 CPU reference that builds the full score
+// matrix: causal and not, GQA, head_dim 64 and 128, odd sequence lengths, a fused-QKV layout; the
+// deterministic ones give the same bits twice; and the throughput of each at one large shape, printed.
 #include <algorithm>
 #include <cstdio>
 #include <tuple>
 
+#include "gpu/attention.hpp"
 #include "gpu/kernels.hpp"
 #include "tests/gpu/kernel_test_util.hpp"
 
@@ -91,11 +93,16 @@ std::vector<double> compact(const std::vector<double>& strided, std::int64_t tok
   return out;
 }
 
-class KernelAttention : public ::testing::TestWithParam<Case> {};
+using gpu::AttentionBackend;
+constexpr AttentionBackend kBackends[] = {AttentionBackend::cudnn, AttentionBackend::cudnn_deterministic,
+                                          AttentionBackend::kernels};
 
-TEST_P(KernelAttention, ForwardAndBackwardMatchFloat64) {
+class Attention : public ::testing::TestWithParam<std::tuple<Case, AttentionBackend>> {};
+
+TEST_P(Attention, ForwardAndBackwardMatchFloat64) {
   REQUIRE_GPU();
-  const Case c = GetParam();
+  const auto [c, backend] = GetParam();
+  gpu::Attention attention(backend);
   const int D = c.head_dim;
   const std::int64_t tokens = c.batch * c.seq, q_width = c.heads * D, kv_width = c.kv_heads * D;
   // Fused layout: one [tokens, q | k | v] buffer, as the QKV projection writes it.
@@ -116,7 +123,6 @@ TEST_P(KernelAttention, ForwardAndBackwardMatchFloat64) {
   }
   auto dout = random_bf16(tokens * q_width);
   auto o = poisoned(tokens * q_width * 2), lse = poisoned(c.batch * c.heads * c.seq * 4);
-  auto delta = poisoned(c.batch * c.heads * c.seq * 4);
   // Gradients keep q's and k's layouts: strided into a poisoned fused buffer when the inputs are fused.
   auto dfused = poisoned(tokens * q_stride * 2);
   auto dqb = poisoned(tokens * q_width * 2), dkb = poisoned(tokens * kv_width * 2), dvb = poisoned(tokens * kv_width * 2);
@@ -124,9 +130,10 @@ TEST_P(KernelAttention, ForwardAndBackwardMatchFloat64) {
   B* dk = c.fused_qkv ? dq + q_width : static_cast<B*>(dkb.data());
   B* dv = c.fused_qkv ? dk + kv_width : static_cast<B*>(dvb.data());
   k::AttentionDims dims{c.batch, c.seq, c.heads, c.kv_heads, D, q_stride, kv_stride, c.causal};
-  k::attention_forward(q, kp, v, static_cast<B*>(o.data()), static_cast<float*>(lse.data()), dims, nullptr);
-  k::attention_backward(q, kp, v, static_cast<B*>(o.data()), static_cast<B*>(dout.data()),
-                        static_cast<float*>(lse.data()), static_cast<float*>(delta.data()), dq, dk, dv, dims, nullptr);
+  attention.forward(q, kp, v, static_cast<B*>(o.data()), static_cast<float*>(lse.data()), dims, nullptr);
+  attention.backward(q, kp, v, static_cast<B*>(o.data()), static_cast<B*>(dout.data()),
+                     static_cast<float*>(lse.data()), dq, dk, dv, dims, nullptr);
+  TWIN_CUDA_CHECK(cudaDeviceSynchronize());
 
   const auto hq = bf16_to_host(q, (tokens - 1) * q_stride + q_width);
   const auto hk = bf16_to_host(kp, (tokens - 1) * kv_stride + kv_width);
@@ -136,9 +143,10 @@ TEST_P(KernelAttention, ForwardAndBackwardMatchFloat64) {
   const auto got_dq = compact(bf16_to_host(dq, (tokens - 1) * q_stride + q_width), tokens, q_width, q_stride);
   const auto got_dk = compact(bf16_to_host(dk, (tokens - 1) * kv_stride + kv_width), tokens, kv_width, kv_stride);
   const auto got_dv = compact(bf16_to_host(dv, (tokens - 1) * kv_stride + kv_width), tokens, kv_width, kv_stride);
-  char name[96];
-  std::snprintf(name, sizeof name, "b=%lld s=%lld h=%d kvh=%d d=%d%s%s", (long long)c.batch, (long long)c.seq, c.heads,
-                c.kv_heads, D, c.causal ? " causal" : "", c.fused_qkv ? " fused" : "");
+  char name[128];
+  std::snprintf(name, sizeof name, "%s b=%lld s=%lld h=%d kvh=%d d=%d%s%s", gpu::to_string(backend),
+                (long long)c.batch, (long long)c.seq, c.heads, c.kv_heads, D, c.causal ? " causal" : "",
+                c.fused_qkv ? " fused" : "");
   const double errors[5] = {relative_error(bf16_to_host(o.data(), tokens * q_width), r.o),
                             relative_error(f32_to_host(lse.data(), r.lse.size()), r.lse),
                             relative_error(got_dq, r.dq), relative_error(got_dk, r.dk), relative_error(got_dv, r.dv)};
@@ -151,11 +159,52 @@ TEST_P(KernelAttention, ForwardAndBackwardMatchFloat64) {
   EXPECT_LT(errors[4], kBf16Tolerance) << name;
 }
 
-INSTANTIATE_TEST_SUITE_P(Shapes, KernelAttention,
-                         ::testing::Values(Case{1, 256, 4, 2, 64, true, false}, Case{2, 256, 4, 4, 128, true, true},
-                                           Case{1, 1024, 8, 2, 128, true, false}, Case{1, 1024, 4, 1, 64, true, true},
-                                           Case{1, 203, 6, 2, 64, true, false}, Case{2, 130, 2, 2, 128, false, false},
-                                           Case{1, 77, 4, 2, 128, false, true}, Case{1, 200, 4, 1, 128, true, true}));
+INSTANTIATE_TEST_SUITE_P(Shapes, Attention,
+                         ::testing::Combine(::testing::Values(Case{1, 256, 4, 2, 64, true, false},
+                                                              Case{2, 256, 4, 4, 128, true, true},
+                                                              Case{1, 1024, 8, 2, 128, true, false},
+                                                              Case{1, 1024, 4, 1, 64, true, true},
+                                                              Case{1, 203, 6, 2, 64, true, false},
+                                                              Case{2, 130, 2, 2, 128, false, false},
+                                                              Case{1, 77, 4, 2, 128, false, true},
+                                                              Case{1, 200, 4, 1, 128, true, true}),
+                                            ::testing::ValuesIn(kBackends)));
+
+// The deterministic implementations give the same bits for the same inputs (what keeps recompute and
+// pipelined runs bit-identical); the result of cuDNN's atomic backward is only printed.
+TEST(AttentionDeterminism, SameInputsSameBits) {
+  REQUIRE_GPU();
+  const Case c{2, 1024, 8, 2, 128, true, true};
+  const std::int64_t tokens = c.batch * c.seq, q_width = c.heads * c.head_dim, kv_width = c.kv_heads * c.head_dim;
+  const std::int64_t stride = q_width + 2 * kv_width;
+  auto qkv = random_bf16(tokens * stride, 2.0), dout = random_bf16(tokens * q_width);
+  const k::AttentionDims dims{c.batch, c.seq, c.heads, c.kv_heads, c.head_dim, stride, stride, c.causal};
+  const auto* q = static_cast<const B*>(qkv.data());
+  for (AttentionBackend backend : kBackends) {
+    gpu::Attention attention(backend);
+    std::vector<std::vector<double>> runs;
+    for (int run = 0; run < 2; ++run) {
+      auto o = poisoned(tokens * q_width * 2), lse = poisoned(c.batch * c.heads * c.seq * 4);
+      auto d_qkv = poisoned(tokens * stride * 2);
+      B* dq = static_cast<B*>(d_qkv.data());
+      attention.forward(q, q + q_width, q + q_width + kv_width, static_cast<B*>(o.data()),
+                        static_cast<float*>(lse.data()), dims, nullptr);
+      attention.backward(q, q + q_width, q + q_width + kv_width, static_cast<B*>(o.data()),
+                         static_cast<B*>(dout.data()), static_cast<float*>(lse.data()), dq, dq + q_width,
+                         dq + q_width + kv_width, dims, nullptr);
+      auto values = bf16_to_host(o.data(), tokens * q_width);
+      const auto grads = bf16_to_host(d_qkv.data(), tokens * stride);
+      values.insert(values.end(), grads.begin(), grads.end());
+      runs.push_back(std::move(values));
+    }
+    const bool same = runs[0] == runs[1];
+    std::printf("[determinism] attention %s: two runs %s\n", gpu::to_string(backend),
+                same ? "bit-identical" : "differ");
+    if (backend != AttentionBackend::cudnn) {
+      EXPECT_TRUE(same) << gpu::to_string(backend);
+    }
+  }
+}
 
 // Median milliseconds of `runs` launches of `launch` on the default stream, after two warm-up launches.
 template <typename Launch>
@@ -180,35 +229,39 @@ double median_ms(Launch launch, int runs) {
   return times_ms[times_ms.size() / 2];
 }
 
-// Throughput at a Llama-8B-like shape, printed for the record; FLOPs by FlashAttention's convention
-// (causal: half of 4 b h s^2 d forward, 2.5 times that backward). It checks that every lse is finite.
-TEST(KernelAttentionSpeed, CausalGqaSeq4096) {
+// Throughput of each implementation at Llama-8B-like shapes, printed for the record; FLOPs by
+// FlashAttention's convention (causal: half of 4 b h s^2 d forward, 2.5 times that backward). It checks that
+// every lse is finite.
+TEST(AttentionSpeed, CausalGqa) {
   REQUIRE_GPU();
-  const Case c{1, 4096, 32, 8, 128, true, false};
-  const std::int64_t tokens = c.batch * c.seq, q_width = c.heads * c.head_dim, kv_width = c.kv_heads * c.head_dim;
-  auto q = random_bf16(tokens * q_width), kb = random_bf16(tokens * kv_width), v = random_bf16(tokens * kv_width);
-  auto dout = random_bf16(tokens * q_width);
-  auto o = poisoned(tokens * q_width * 2), lse = poisoned(c.batch * c.heads * c.seq * 4);
-  auto delta = poisoned(c.batch * c.heads * c.seq * 4);
-  auto dq = poisoned(tokens * q_width * 2), dk = poisoned(tokens * kv_width * 2), dv = poisoned(tokens * kv_width * 2);
-  const k::AttentionDims dims{c.batch, c.seq, c.heads, c.kv_heads, c.head_dim, 0, 0, c.causal};
-  const auto as_bf16 = [](gpu::DeviceBuffer& b) { return static_cast<B*>(b.data()); };
-  const auto forward = [&] {
-    k::attention_forward(as_bf16(q), as_bf16(kb), as_bf16(v), as_bf16(o), static_cast<float*>(lse.data()), dims,
-                         nullptr);
-  };
-  const auto backward = [&] {
-    k::attention_backward(as_bf16(q), as_bf16(kb), as_bf16(v), as_bf16(o), as_bf16(dout),
-                          static_cast<float*>(lse.data()), static_cast<float*>(delta.data()), as_bf16(dq),
-                          as_bf16(dk), as_bf16(dv), dims, nullptr);
-  };
-  const double forward_ms = median_ms(forward, 9), backward_ms = median_ms(backward, 5);
-  const double forward_flop = 2.0 * c.batch * c.heads * double(c.seq) * c.seq * c.head_dim;
-  std::printf("[kernel-speed] attention b=1 s=4096 h=32 kvh=8 d=128 causal: forward %.3f ms %.1f TFLOP/s, backward "
-              "%.3f ms %.1f TFLOP/s\n",
-              forward_ms, forward_flop / forward_ms * 1e-9, backward_ms, 2.5 * forward_flop / backward_ms * 1e-9);
-  const auto host_lse = f32_to_host(lse.data(), c.batch * c.heads * c.seq);
-  EXPECT_TRUE(std::all_of(host_lse.begin(), host_lse.end(), [](double x) { return std::isfinite(x); }));
+  for (const Case c : {Case{1, 4096, 32, 8, 128, true, false}, Case{2, 4096, 32, 32, 128, true, false}})
+    for (AttentionBackend backend : kBackends) {
+      gpu::Attention attention(backend);
+      const std::int64_t tokens = c.batch * c.seq, q_width = c.heads * c.head_dim, kv_width = c.kv_heads * c.head_dim;
+      auto q = random_bf16(tokens * q_width), kb = random_bf16(tokens * kv_width), v = random_bf16(tokens * kv_width);
+      auto dout = random_bf16(tokens * q_width);
+      auto o = poisoned(tokens * q_width * 2), lse = poisoned(c.batch * c.heads * c.seq * 4);
+      auto dq = poisoned(tokens * q_width * 2), dk = poisoned(tokens * kv_width * 2);
+      auto dv = poisoned(tokens * kv_width * 2);
+      const k::AttentionDims dims{c.batch, c.seq, c.heads, c.kv_heads, c.head_dim, 0, 0, c.causal};
+      const auto as_bf16 = [](gpu::DeviceBuffer& b) { return static_cast<B*>(b.data()); };
+      const auto forward = [&] {
+        attention.forward(as_bf16(q), as_bf16(kb), as_bf16(v), as_bf16(o), static_cast<float*>(lse.data()), dims,
+                          nullptr);
+      };
+      const auto backward = [&] {
+        attention.backward(as_bf16(q), as_bf16(kb), as_bf16(v), as_bf16(o), as_bf16(dout),
+                           static_cast<float*>(lse.data()), as_bf16(dq), as_bf16(dk), as_bf16(dv), dims, nullptr);
+      };
+      const double forward_ms = median_ms(forward, 9), backward_ms = median_ms(backward, 7);
+      const double forward_flop = 2.0 * c.batch * c.heads * double(c.seq) * c.seq * c.head_dim;
+      std::printf("[kernel-speed] attention %s b=%lld s=%lld h=%d kvh=%d d=%d causal: forward %.3f ms %.1f TFLOP/s, "
+                  "backward %.3f ms %.1f TFLOP/s\n",
+                  gpu::to_string(backend), (long long)c.batch, (long long)c.seq, c.heads, c.kv_heads, c.head_dim,
+                  forward_ms, forward_flop / forward_ms * 1e-9, backward_ms, 2.5 * forward_flop / backward_ms * 1e-9);
+      const auto host_lse = f32_to_host(lse.data(), c.batch * c.heads * c.seq);
+      EXPECT_TRUE(std::all_of(host_lse.begin(), host_lse.end(), [](double x) { return std::isfinite(x); }));
+    }
 }
 
 }  // namespace

@@ -1,0 +1,289 @@
+#include "gpu/attention.hpp"
+
+#include <cmath>
+#include <limits>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "gpu/checks.hpp"
+#include "gpu/cudnn_graph.hpp"
+
+// The graphs below are cuDNN's scaled-dot-product-attention pattern, which its runtime recognises and
+// runs as one fused flash-attention kernel (forward) or one kernel set (backward). cuDNN documents the
+// pattern through its frontend's SDPA nodes (cudnn-frontend, include/cudnn_frontend/node/
+// scaled_dot_product_flash_attention.h, CompositeSDPANode and CompositeSDPABackwardNode): the backend
+// matches the operations and their order, so they follow that description exactly. Scores stay virtual
+// (never in memory); K and V enter transposed (KT, VT) as the backend expects.
+
+namespace twin::gpu {
+
+const char* to_string(AttentionBackend backend) {
+  switch (backend) {
+    case AttentionBackend::cudnn: return "cudnn";
+    case AttentionBackend::cudnn_deterministic: return "cudnn-deterministic";
+    case AttentionBackend::kernels: return "kernels";
+  }
+  return "?";
+}
+
+std::optional<AttentionBackend> attention_backend_from_string(std::string_view name) {
+  for (AttentionBackend b : {AttentionBackend::cudnn, AttentionBackend::cudnn_deterministic, AttentionBackend::kernels})
+    if (name == to_string(b)) return b;
+  return std::nullopt;
+}
+
+namespace {
+
+using cudnn::Binding;
+using Dims = std::vector<std::int64_t>;
+
+// Tensor ids of the graphs: memory and host scalars first, intermediates from 100.
+enum Uid : std::int64_t {
+  kQ = 1, kKT, kV, kO, kStats, kScale, kNegativeInfinity, kDout, kDq, kDk, kDv, kSoftmaxSum, kDqAccumulator, kOne,
+  kScores = 100, kScaled, kRow, kColumn, kKeep, kMasked, kRowMax, kShifted, kExp, kRowSum, kLogSum, kProbabilities,
+  kDoutTimesO, kRowDot, kProbabilitiesT, kDvAllHeads, kDp, kDpShifted, kDsUnscaled, kDs, kDsT, kDkAllHeads, kK
+};
+
+struct Shape {
+  std::int64_t b, s, h, hk, d, q_stride, kv_stride;
+  bool causal;
+};
+
+Shape shape_of(const kernels::AttentionDims& dims) {
+  const std::int64_t d = dims.head_dim;
+  return {dims.batch, dims.seq, dims.heads, dims.kv_heads, d, dims.q_row_stride ? dims.q_row_stride : dims.heads * d,
+          dims.kv_row_stride ? dims.kv_row_stride : dims.kv_heads * d, dims.causal};
+}
+
+// [b, h, s, s] fp32 scores of every head, and [b, h, s, 1] row statistics.
+Dims scores_dims(const Shape& x) { return {x.b, x.h, x.s, x.s}; }
+Dims scores_strides(const Shape& x) { return {x.h * x.s * x.s, x.s * x.s, x.s, 1}; }
+Dims row_dims(const Shape& x) { return {x.b, x.h, x.s, 1}; }
+Dims row_strides(const Shape& x) { return {x.h * x.s, x.s, 1, 1}; }
+// The same scores read transposed, [b, h, s_kv, s_q], in bf16 (the operand of dV and dK).
+Dims transposed_strides(const Shape& x) { return {x.h * x.s * x.s, x.s * x.s, 1, x.s}; }
+
+// Q [b, h, s, d] and the contiguous O and dO over the [b*s, h, d] rows.
+void declare_q_o(cudnn::GraphBuilder& g, const Shape& x, bool with_gradients) {
+  g.tensor(kQ, {x.b, x.h, x.s, x.d}, {x.s * x.q_stride, x.d, x.q_stride, 1}, CUDNN_DATA_BFLOAT16);
+  const Dims o_strides{x.s * x.h * x.d, x.d, x.h * x.d, 1};
+  g.tensor(kO, {x.b, x.h, x.s, x.d}, o_strides, CUDNN_DATA_BFLOAT16);
+  g.tensor(kStats, row_dims(x), row_strides(x), CUDNN_DATA_FLOAT);
+  g.scalar(kScale, CUDNN_DATA_FLOAT);
+  if (with_gradients) {
+    g.tensor(kDout, {x.b, x.h, x.s, x.d}, o_strides, CUDNN_DATA_BFLOAT16);
+    g.tensor(kDq, {x.b, x.h, x.s, x.d}, {x.s * x.q_stride, x.d, x.q_stride, 1}, CUDNN_DATA_BFLOAT16);
+  }
+}
+
+// out = causal ? (row >= column ? in : -inf) : in, as the frontend's diagonal band mask with right bound 0.
+std::int64_t causal_mask(cudnn::GraphBuilder& g, const Shape& x, std::int64_t in) {
+  if (!x.causal) return in;
+  g.scalar(kNegativeInfinity, CUDNN_DATA_FLOAT);
+  g.tensor(kRow, scores_dims(x), scores_strides(x), CUDNN_DATA_INT32, Binding::intermediate);
+  g.tensor(kColumn, scores_dims(x), scores_strides(x), CUDNN_DATA_INT32, Binding::intermediate);
+  g.tensor(kKeep, scores_dims(x), scores_strides(x), CUDNN_DATA_BOOLEAN, Binding::intermediate);
+  g.tensor(kMasked, scores_dims(x), scores_strides(x), CUDNN_DATA_FLOAT, Binding::intermediate);
+  g.pointwise(CUDNN_POINTWISE_GEN_INDEX, kRow, in, -1, -1, CUDNN_DATA_FLOAT, 2);
+  g.pointwise(CUDNN_POINTWISE_GEN_INDEX, kColumn, in, -1, -1, CUDNN_DATA_FLOAT, 3);
+  g.pointwise(CUDNN_POINTWISE_CMP_GE, kKeep, kRow, kColumn, -1, CUDNN_DATA_BOOLEAN);
+  g.pointwise(CUDNN_POINTWISE_BINARY_SELECT, kMasked, in, kNegativeInfinity, kKeep);
+  return kMasked;
+}
+
+void intermediate(cudnn::GraphBuilder& g, std::int64_t uid, const Dims& dims, const Dims& strides,
+                  cudnnDataType_t type = CUDNN_DATA_FLOAT) {
+  g.tensor(uid, dims, strides, type, Binding::intermediate);
+}
+
+// O = softmax(scale * Q K^T, causal) V; Stats = rowmax + log(rowsum(exp(scores - rowmax))).
+cudnn::Descriptor forward_graph(cudnnHandle_t handle, const Shape& x) {
+  cudnn::GraphBuilder g;
+  declare_q_o(g, x, false);
+  g.tensor(kKT, {x.b, x.hk, x.d, x.s}, {x.s * x.kv_stride, x.d, 1, x.kv_stride}, CUDNN_DATA_BFLOAT16);
+  g.tensor(kV, {x.b, x.hk, x.s, x.d}, {x.s * x.kv_stride, x.d, x.kv_stride, 1}, CUDNN_DATA_BFLOAT16);
+  intermediate(g, kScores, scores_dims(x), scores_strides(x));
+  intermediate(g, kScaled, scores_dims(x), scores_strides(x));
+  g.matmul(kQ, kKT, kScores);
+  g.pointwise(CUDNN_POINTWISE_MUL, kScaled, kScores, kScale);
+  const std::int64_t masked = causal_mask(g, x, kScaled);
+  intermediate(g, kRowMax, row_dims(x), row_strides(x));
+  intermediate(g, kShifted, scores_dims(x), scores_strides(x));
+  intermediate(g, kExp, scores_dims(x), scores_strides(x));
+  intermediate(g, kRowSum, row_dims(x), row_strides(x));
+  intermediate(g, kLogSum, row_dims(x), row_strides(x));
+  intermediate(g, kProbabilities, scores_dims(x), scores_strides(x), CUDNN_DATA_BFLOAT16);
+  g.reduction(CUDNN_REDUCE_TENSOR_MAX, masked, kRowMax);
+  g.pointwise(CUDNN_POINTWISE_SUB, kShifted, masked, kRowMax);
+  g.pointwise(CUDNN_POINTWISE_EXP, kExp, kShifted);
+  g.reduction(CUDNN_REDUCE_TENSOR_ADD, kExp, kRowSum);
+  g.pointwise(CUDNN_POINTWISE_LOG, kLogSum, kRowSum);
+  g.pointwise(CUDNN_POINTWISE_ADD, kStats, kRowMax, kLogSum);
+  g.pointwise(CUDNN_POINTWISE_DIV, kProbabilities, kExp, kRowSum);
+  g.matmul(kProbabilities, kV, kO);
+  return g.finalize(handle);
+}
+
+// The gradient of K or V: `scores` [b, h, s_q, s_kv] transposed (as `transposed`, bf16) times `other`
+// [b, h, s_q, d]; with GQA per query head (`all_heads`), then summed over each group into `out`.
+void key_value_gradient(cudnn::GraphBuilder& g, const Shape& x, std::int64_t scores, std::int64_t transposed,
+                        std::int64_t other, std::int64_t all_heads, std::int64_t out) {
+  intermediate(g, transposed, {x.b, x.h, x.s, x.s}, transposed_strides(x), CUDNN_DATA_BFLOAT16);
+  g.reshape(scores, transposed);
+  if (x.h == x.hk) return g.matmul(transposed, other, out);
+  intermediate(g, all_heads, {x.b, x.h, x.s, x.d}, {x.h * x.s * x.d, x.s * x.d, x.d, 1}, CUDNN_DATA_BFLOAT16);
+  g.matmul(transposed, other, all_heads);
+  g.reduction(CUDNN_REDUCE_TENSOR_ADD, all_heads, out);
+}
+
+// dV = P^T dO, dP = dO V^T, dS = P (dP - rowsum(dO * O)) * scale, dK = dS^T Q, dQ = dS K, with P recomputed
+// from Stats. With GQA the per-query-head dK and dV are summed over each group. Deterministic: dQ straight
+// from its matmul (cuDNN's dP-workspace engine); otherwise through an fp32 accumulator.
+cudnn::Descriptor backward_graph(cudnnHandle_t handle, const Shape& x, bool deterministic) {
+  cudnn::GraphBuilder g;
+  declare_q_o(g, x, true);
+  const Dims kv_dims{x.b, x.hk, x.s, x.d}, kv_strides{x.s * x.kv_stride, x.d, x.kv_stride, 1};
+  const Dims kvt_dims{x.b, x.hk, x.d, x.s}, kvt_strides{x.s * x.kv_stride, x.d, 1, x.kv_stride};
+  g.tensor(kKT, kvt_dims, kvt_strides, CUDNN_DATA_BFLOAT16);
+  g.tensor(kV, kvt_dims, kvt_strides, CUDNN_DATA_BFLOAT16);  // VT
+  g.tensor(kDk, kv_dims, kv_strides, CUDNN_DATA_BFLOAT16);
+  g.tensor(kDv, kv_dims, kv_strides, CUDNN_DATA_BFLOAT16);
+  g.tensor(kSoftmaxSum, row_dims(x), row_strides(x), CUDNN_DATA_FLOAT);
+  g.scalar(kOne, CUDNN_DATA_FLOAT);
+  const Dims all_heads{x.b, x.h, x.s, x.d}, all_heads_strides{x.h * x.s * x.d, x.s * x.d, x.d, 1};
+
+  // rowsum(dO * O), kept in memory: the backend reads it in a second pass.
+  intermediate(g, kDoutTimesO, all_heads, {x.h * x.s * x.d, x.s * x.d, x.h * x.d, 1});
+  intermediate(g, kRowDot, row_dims(x), row_strides(x));
+  g.pointwise(CUDNN_POINTWISE_MUL, kDoutTimesO, kDout, kO);
+  g.reduction(CUDNN_REDUCE_TENSOR_ADD, kDoutTimesO, kRowDot);
+  g.pointwise(CUDNN_POINTWISE_MUL, kSoftmaxSum, kRowDot, kOne);
+
+  // P = exp(scale * Q K^T - Stats), masked.
+  intermediate(g, kScores, scores_dims(x), scores_strides(x));
+  intermediate(g, kScaled, scores_dims(x), scores_strides(x));
+  intermediate(g, kShifted, scores_dims(x), scores_strides(x));
+  g.matmul(kQ, kKT, kScores);
+  g.pointwise(CUDNN_POINTWISE_MUL, kScaled, kScores, kScale);
+  g.pointwise(CUDNN_POINTWISE_SUB, kShifted, kScaled, kStats);
+  const std::int64_t masked = causal_mask(g, x, kShifted);
+  intermediate(g, kExp, scores_dims(x), scores_strides(x));
+  g.pointwise(CUDNN_POINTWISE_EXP, kExp, masked);
+
+  key_value_gradient(g, x, kExp, kProbabilitiesT, kDout, kDvAllHeads, kDv);  // dV = P^T dO
+
+  // dS = P (dO V^T - rowsum(dO * O)) * scale.
+  for (std::int64_t uid : {kDp, kDpShifted, kDsUnscaled, kDs}) intermediate(g, uid, scores_dims(x), scores_strides(x));
+  g.matmul(kDout, kV, kDp);
+  g.pointwise(CUDNN_POINTWISE_SUB, kDpShifted, kDp, kSoftmaxSum);
+  g.pointwise(CUDNN_POINTWISE_MUL, kDsUnscaled, kDpShifted, kExp);
+  g.pointwise(CUDNN_POINTWISE_MUL, kDs, kDsUnscaled, kScale);
+
+  key_value_gradient(g, x, kDs, kDsT, kQ, kDkAllHeads, kDk);  // dK = dS^T Q
+
+  // dQ = dS K.
+  intermediate(g, kK, kv_dims, kv_strides, CUDNN_DATA_BFLOAT16);
+  g.reshape(kKT, kK);
+  if (deterministic) {
+    g.matmul(kDs, kK, kDq);
+  } else {
+    g.tensor(kDqAccumulator, all_heads, all_heads_strides, CUDNN_DATA_FLOAT);
+    g.matmul(kDs, kK, kDqAccumulator);
+    g.pointwise(CUDNN_POINTWISE_IDENTITY, kDq, kDqAccumulator);
+  }
+  return g.finalize(handle);
+}
+
+std::string describe(const Shape& x, const char* pass) {
+  return std::string("attention ") + pass + " (b=" + std::to_string(x.b) + " s=" + std::to_string(x.s) +
+         " heads=" + std::to_string(x.h) + " kv_heads=" + std::to_string(x.hk) + " head_dim=" + std::to_string(x.d) +
+         (x.causal ? " causal)" : ")");
+}
+
+}  // namespace
+
+struct Attention::Plans {
+  Shape shape;
+  cudnn::Plan forward, backward;
+  std::int64_t dq_accumulator_bytes;
+};
+
+Attention::Attention(AttentionBackend backend) : backend_(backend) {
+  if (backend_ != AttentionBackend::kernels) TWIN_CUDNN_CHECK(cudnnCreate(&handle_));
+}
+
+Attention::~Attention() {
+  if (handle_) cudnnDestroy(handle_);
+}
+
+Attention::Plans& Attention::plans_for(const kernels::AttentionDims& dims) {
+  const Shape x = shape_of(dims);
+  const ShapeKey key{x.b, x.s, int(x.h), int(x.hk), int(x.d), x.q_stride, x.kv_stride, x.causal};
+  auto it = plans_.find(key);
+  if (it != plans_.end()) return *it->second;
+  if (x.h % x.hk != 0) throw std::invalid_argument("attention: heads must be a multiple of kv_heads");
+  const bool deterministic = backend_ == AttentionBackend::cudnn_deterministic;
+  cudnn::Descriptor forward = forward_graph(handle_, x), backward = backward_graph(handle_, x, deterministic);
+  auto plans = std::make_unique<Plans>(Plans{x, cudnn::Plan(handle_, forward, describe(x, "forward")),
+                                             cudnn::Plan(handle_, backward, describe(x, "backward")),
+                                             deterministic ? 0 : x.b * x.h * x.s * x.d * std::int64_t(sizeof(float))});
+  return *plans_.emplace(key, std::move(plans)).first->second;
+}
+
+void Attention::forward(const kernels::bf16* q, const kernels::bf16* k, const kernels::bf16* v, kernels::bf16* o,
+                        float* lse, const kernels::AttentionDims& dims, cudaStream_t stream) {
+  if (backend_ == AttentionBackend::kernels) return kernels::attention_forward(q, k, v, o, lse, dims, stream);
+  const Plans& p = plans_for(dims);
+  TWIN_CUDNN_CHECK(cudnnSetStream(handle_, stream));
+  float scale = 1.0f / std::sqrt(float(dims.head_dim)), negative_infinity = -std::numeric_limits<float>::infinity();
+  std::vector<std::pair<std::int64_t, void*>> pointers{
+      {kQ, const_cast<kernels::bf16*>(q)}, {kKT, const_cast<kernels::bf16*>(k)}, {kV, const_cast<kernels::bf16*>(v)},
+      {kO, o}, {kStats, lse}, {kScale, &scale}};
+  if (dims.causal) pointers.push_back({kNegativeInfinity, &negative_infinity});
+  void* workspace = nullptr;
+  if (p.forward.workspace_bytes() > 0)
+    TWIN_CUDA_CHECK(cudaMallocAsync(&workspace, p.forward.workspace_bytes(), stream));
+  p.forward.execute(handle_, pointers, workspace);
+  if (workspace) TWIN_CUDA_CHECK(cudaFreeAsync(workspace, stream));
+}
+
+void Attention::backward(const kernels::bf16* q, const kernels::bf16* k, const kernels::bf16* v,
+                         const kernels::bf16* o, const kernels::bf16* dout, const float* lse, kernels::bf16* dq,
+                         kernels::bf16* dk, kernels::bf16* dv, const kernels::AttentionDims& dims,
+                         cudaStream_t stream) {
+  const std::int64_t row_bytes = dims.batch * dims.heads * dims.seq * std::int64_t(sizeof(float));
+  if (backend_ == AttentionBackend::kernels) {
+    float* delta = nullptr;
+    TWIN_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&delta), row_bytes, stream));
+    kernels::attention_backward(q, k, v, o, dout, lse, delta, dq, dk, dv, dims, stream);
+    TWIN_CUDA_CHECK(cudaFreeAsync(delta, stream));
+    return;
+  }
+  const Plans& p = plans_for(dims);
+  TWIN_CUDNN_CHECK(cudnnSetStream(handle_, stream));
+  // One allocation: cuDNN's workspace, then rowsum(dO * O), then the fp32 dQ (256-byte aligned each).
+  const auto aligned = [](std::int64_t bytes) { return (bytes + 255) / 256 * 256; };
+  const std::int64_t workspace_bytes = aligned(p.backward.workspace_bytes());
+  char* scratch = nullptr;
+  TWIN_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&scratch),
+                                  workspace_bytes + aligned(row_bytes) + p.dq_accumulator_bytes, stream));
+  void* softmax_sum = scratch + workspace_bytes;
+  void* dq_accumulator = scratch + workspace_bytes + aligned(row_bytes);
+  // Before cuDNN 9.6 the fp32 dQ had to arrive zeroed (cudnn-frontend, CompositeSDPABackwardNode).
+  if (p.dq_accumulator_bytes > 0 && cudnnGetVersion() < 90600)
+    TWIN_CUDA_CHECK(cudaMemsetAsync(dq_accumulator, 0, p.dq_accumulator_bytes, stream));
+  float scale = 1.0f / std::sqrt(float(dims.head_dim)), negative_infinity = -std::numeric_limits<float>::infinity(),
+        one = 1.0f;
+  std::vector<std::pair<std::int64_t, void*>> pointers{
+      {kQ, const_cast<kernels::bf16*>(q)},       {kKT, const_cast<kernels::bf16*>(k)},
+      {kV, const_cast<kernels::bf16*>(v)},       {kO, const_cast<kernels::bf16*>(o)},
+      {kDout, const_cast<kernels::bf16*>(dout)}, {kStats, const_cast<float*>(lse)},
+      {kDq, dq}, {kDk, dk}, {kDv, dv}, {kSoftmaxSum, softmax_sum}, {kScale, &scale}, {kOne, &one}};
+  if (dims.causal) pointers.push_back({kNegativeInfinity, &negative_infinity});
+  if (p.dq_accumulator_bytes > 0) pointers.push_back({kDqAccumulator, dq_accumulator});
+  p.backward.execute(handle_, pointers, p.backward.workspace_bytes() > 0 ? scratch : nullptr);
+  TWIN_CUDA_CHECK(cudaFreeAsync(scratch, stream));
+}
+
+}  // namespace twin::gpu
