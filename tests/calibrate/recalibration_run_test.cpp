@@ -23,6 +23,17 @@ namespace fs = std::filesystem;
 using test::read_file;
 using test::TempDir;
 const fs::path kFixtures = fs::path(TWIN_SOURCE_DIR) / "tests/traces/fixtures/executed";
+// The shipped h200-x4 of 2026-11-23 (its kernels those of that day's h200-x1, which planned the study runs):
+// the runs' kernels; the shipped profiles have moved on to other kernels (issue 15) and hold runs of their own.
+const fs::path kStudyProfile = kFixtures / "h200-x4-2026-11-23.json";
+
+// A writable copy of kStudyProfile in `dir`.
+std::string study_profile_in(const fs::path& dir) {
+  const fs::path copy = dir / "base.json";
+  fs::copy_file(kStudyProfile, copy, fs::copy_options::overwrite_existing);
+  fs::permissions(copy, fs::perms::owner_write, fs::perm_options::add);
+  return copy.string();
+}
 
 // A writable copy of a fixture run folder.
 fs::path copy_run(const std::string& name, const fs::path& into) {
@@ -94,8 +105,9 @@ TEST(RecalibrateFromRun, AFoldedRunPredictsANearbyRunsOpKindsBetter) {
   TempDir dir("recal-nearby");
   const fs::path folded = copy_run("study1-mbs2-h200", dir.path);
   const fs::path held_out = copy_run("study1-mbs4-h200", dir.path);
-  recalibrate_from_run({folded, "h200-x1", (dir.path / "p1.json").string()});
-  const double before = kind_error_ns(held_out, load_profile("h200-x1"));
+  const std::string base = study_profile_in(dir.path);
+  recalibrate_from_run({folded, base, (dir.path / "p1.json").string()});
+  const double before = kind_error_ns(held_out, load_profile(base));
   const double after = kind_error_ns(held_out, load_profile((dir.path / "p1.json").string()));
   RecordProperty("kind_error_ns_before", static_cast<int>(before));
   RecordProperty("kind_error_ns_after", static_cast<int>(after));
@@ -109,8 +121,9 @@ TEST(RecalibrateFromRun, AnotherModelsRunLeavesFarShapesNearlyAlone) {
   TempDir dir("recal-cross");
   const fs::path big = copy_run("7b4l-mbs1-h200", dir.path);
   const fs::path small = copy_run("small-single-h200", dir.path);
-  recalibrate_from_run({big, "h200-x4", (dir.path / "p1.json").string()});
-  const Profile original = load_profile("h200-x4");
+  const std::string base = study_profile_in(dir.path);
+  recalibrate_from_run({big, base, (dir.path / "p1.json").string()});
+  const Profile original = load_profile(base);
   const Profile p1 = load_profile((dir.path / "p1.json").string());
   const double before = prediction_error(small, original), after = prediction_error(small, p1);
   RecordProperty("small_error_before", std::to_string(before));
@@ -205,7 +218,8 @@ TEST(RecalibrateCommand, WorksWithoutAGpuAndCalibrationSaysWhatItNeeds) {
   const fs::path run = copy_run("7b4l-mbs1-h200", dir.path);
   const test::Outcome folded = test::run_twin("calibrate --from-trace " + run.string());
   EXPECT_EQ(folded.exit_code, 0) << folded.output;
-  EXPECT_NE(folded.output.find("error -1.5% -> -0.3%"), std::string::npos) << folded.output;
+  // Before: whatever the shipped profile says of this run; after: the run's own op times.
+  EXPECT_NE(folded.output.find("% -> -0.3%)"), std::string::npos) << folded.output;
   EXPECT_TRUE(fs::exists(run / "profile.json"));
   const test::Outcome both = test::run_twin("calibrate --from-trace " + run.string() + " --quick");
   EXPECT_EQ(both.exit_code, 2) << both.output;
