@@ -38,6 +38,7 @@ struct RunMeasurements {
   std::vector<MeasuredOpSample> samples;  // compute ops and collectives that ran
   int absent_ops = 0;                     // ops with no kernel in any iteration (nothing to fold)
   int point_to_point_ops = 0;             // sends and receives: left out (their time includes waiting)
+  int other_attention_ops = 0;            // attention of a run with another implementation than profiles price: left out
 };
 
 // One entry of the profile that recalibration set, with why.

@@ -14,6 +14,7 @@
 #include "calibrate/nccl_tests_import.hpp"
 #include "cost/shipped_profiles.hpp"
 #include "cli/commands.hpp"
+#include "core/attention_implementation.hpp"
 #include "core/cluster.hpp"
 #include "core/input_file.hpp"
 #include "core/json_reader.hpp"
@@ -51,6 +52,9 @@ int run_from_trace(const CalibrateOptions& options) {
   const nlohmann::json& effect = outcome.record.at("effect");
   fmt::print("folded {} measured ops of {} into {} ({} entries changed)\n", effect.at("ops_folded").get<int>(),
              options.from_trace, outcome.profile_path.generic_string(), outcome.record.at("changes").size());
+  if (const int left_out = effect.at("ops_other_attention").get<int>(); left_out > 0)
+    fmt::print("left out {} attention ops: the run chose another attention implementation than the one profiles "
+               "price ({})\n", left_out, to_string(kDefaultAttentionImplementation));
   if (!outcome.previous_path.empty()) fmt::print("previous profile kept as {}\n", outcome.previous_path.generic_string());
   fmt::print("what changed and why: {} and {}\n", outcome.changes_json.generic_string(),
              outcome.changes_md.generic_string());

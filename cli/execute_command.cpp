@@ -13,7 +13,7 @@ struct ExecuteOptions {
   exec::ExecuteRequest request;
   bool best = false;
   std::string run;
-  std::string attention = gpu::to_string(gpu::kDefaultAttentionBackend);
+  std::string attention = to_string(kDefaultAttentionImplementation);
 };
 
 namespace {
@@ -52,7 +52,7 @@ ExecuteOptions& add_execute_command(CLI::App& app) {
                       "`twin calibrate` times the default")
       ->capture_default_str()
       ->check([](const std::string& name) {
-        return gpu::attention_backend_from_string(name) ? std::string()
+        return attention_implementation_from_string(name) ? std::string()
                                                         : "expected cudnn, cudnn-deterministic or kernels";
       });
   execute->footer(
@@ -71,7 +71,7 @@ int run_execute(const CLI::App&) {
     o.request.plan = (std::filesystem::path(o.run) / "best.json").string();
   }
   o.request.run_dir = o.run;
-  o.request.attention = *gpu::attention_backend_from_string(o.attention);  // checked by the option
+  o.request.attention = *attention_implementation_from_string(o.attention);  // checked by the option
   return exec::execute_main(o.request);
 }
 

@@ -18,21 +18,6 @@
 
 namespace twin::gpu {
 
-const char* to_string(AttentionBackend backend) {
-  switch (backend) {
-    case AttentionBackend::cudnn: return "cudnn";
-    case AttentionBackend::cudnn_deterministic: return "cudnn-deterministic";
-    case AttentionBackend::kernels: return "kernels";
-  }
-  return "?";
-}
-
-std::optional<AttentionBackend> attention_backend_from_string(std::string_view name) {
-  for (AttentionBackend b : {AttentionBackend::cudnn, AttentionBackend::cudnn_deterministic, AttentionBackend::kernels})
-    if (name == to_string(b)) return b;
-  return std::nullopt;
-}
-
 namespace {
 
 using cudnn::Binding;
@@ -209,8 +194,8 @@ struct Attention::Plans {
   std::int64_t dq_accumulator_bytes;
 };
 
-Attention::Attention(AttentionBackend backend) : backend_(backend) {
-  if (backend_ != AttentionBackend::kernels) TWIN_CUDNN_CHECK(cudnnCreate(&handle_));
+Attention::Attention(AttentionImplementation backend) : backend_(backend) {
+  if (backend_ != AttentionImplementation::kernels) TWIN_CUDNN_CHECK(cudnnCreate(&handle_));
 }
 
 Attention::~Attention() {
@@ -223,7 +208,7 @@ Attention::Plans& Attention::plans_for(const kernels::AttentionDims& dims) {
   auto it = plans_.find(key);
   if (it != plans_.end()) return *it->second;
   if (x.h % x.hk != 0) throw std::invalid_argument("attention: heads must be a multiple of kv_heads");
-  const bool deterministic = backend_ == AttentionBackend::cudnn_deterministic;
+  const bool deterministic = backend_ == AttentionImplementation::cudnn_deterministic;
   cudnn::Descriptor forward = forward_graph(handle_, x), backward = backward_graph(handle_, x, deterministic);
   auto plans = std::make_unique<Plans>(Plans{x, cudnn::Plan(handle_, forward, describe(x, "forward")),
                                              cudnn::Plan(handle_, backward, describe(x, "backward")),
@@ -233,7 +218,7 @@ Attention::Plans& Attention::plans_for(const kernels::AttentionDims& dims) {
 
 void Attention::forward(const kernels::bf16* q, const kernels::bf16* k, const kernels::bf16* v, kernels::bf16* o,
                         float* lse, const kernels::AttentionDims& dims, cudaStream_t stream) {
-  if (backend_ == AttentionBackend::kernels) return kernels::attention_forward(q, k, v, o, lse, dims, stream);
+  if (backend_ == AttentionImplementation::kernels) return kernels::attention_forward(q, k, v, o, lse, dims, stream);
   const Plans& p = plans_for(dims);
   TWIN_CUDNN_CHECK(cudnnSetStream(handle_, stream));
   float scale = 1.0f / std::sqrt(float(dims.head_dim)), negative_infinity = -std::numeric_limits<float>::infinity();
@@ -253,7 +238,7 @@ void Attention::backward(const kernels::bf16* q, const kernels::bf16* k, const k
                          kernels::bf16* dk, kernels::bf16* dv, const kernels::AttentionDims& dims,
                          cudaStream_t stream) {
   const std::int64_t row_bytes = dims.batch * dims.heads * dims.seq * std::int64_t(sizeof(float));
-  if (backend_ == AttentionBackend::kernels) {
+  if (backend_ == AttentionImplementation::kernels) {
     float* delta = nullptr;
     TWIN_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&delta), row_bytes, stream));
     kernels::attention_backward(q, k, v, o, dout, lse, delta, dq, dk, dv, dims, stream);

@@ -1,13 +1,12 @@
 // Causal (or full) self-attention as the executor runs it and the calibration times it, through one of
-// three implementations:
+// the implementations core/attention_implementation.hpp names:
 //   cudnn               cuDNN's fused flash attention: the operation graphs of its SDPA pattern (gpu/attention.cpp),
 //                       one forward and one backward plan per shape, built once. The backward accumulates dQ in
 //                       fp32 with atomics, so its bits are not guaranteed run to run. The default.
 //   cudnn_deterministic the same forward; a backward whose dQ cuDNN reduces in a fixed order (its dP-workspace
 //                       engine): bit-reproducible, at about twice the backward time on Hopper
 //                       (docs/PERFORMANCE.md).
-//   kernels             twin's own flash-style kernels (gpu/kernels), deterministic; the reference the others are
-//                       tested against besides the float64 one.
+//   kernels             twin's own flash-style kernels (gpu/kernels), deterministic.
 // Layouts are those of kernels::attention_forward: q [b*s, heads, head_dim] rows q_row_stride apart; k, v
 // [b*s, kv_heads, head_dim] rows kv_row_stride apart; o [b*s, heads, head_dim] contiguous; lse [b, heads, s]
 // fp32, the natural-log sum of exp of each row's scaled scores (all three write the same statistic).
@@ -15,30 +14,23 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <optional>
-#include <string_view>
 #include <tuple>
 
 #include <cudnn.h>
 
+#include "core/attention_implementation.hpp"
 #include "gpu/kernels.hpp"
 
 namespace twin::gpu {
 
-enum class AttentionBackend { cudnn, cudnn_deterministic, kernels };
-// What `twin execute` runs unless told otherwise, and so what `twin calibrate` times.
-inline constexpr AttentionBackend kDefaultAttentionBackend = AttentionBackend::cudnn;
-const char* to_string(AttentionBackend backend);
-std::optional<AttentionBackend> attention_backend_from_string(std::string_view name);
-
 class Attention {
  public:
-  explicit Attention(AttentionBackend backend);
+  explicit Attention(AttentionImplementation backend);
   ~Attention();
   Attention(const Attention&) = delete;
   Attention& operator=(const Attention&) = delete;
 
-  AttentionBackend backend() const { return backend_; }
+  AttentionImplementation backend() const { return backend_; }
   // Enqueues on `stream`. The first call of a shape builds its cuDNN plan (host work, tens of ms).
   void forward(const kernels::bf16* q, const kernels::bf16* k, const kernels::bf16* v, kernels::bf16* o, float* lse,
                const kernels::AttentionDims& dims, cudaStream_t stream);
@@ -53,7 +45,7 @@ class Attention {
   using ShapeKey = std::tuple<std::int64_t, std::int64_t, int, int, int, std::int64_t, std::int64_t, bool>;
   Plans& plans_for(const kernels::AttentionDims& dims);
 
-  AttentionBackend backend_;
+  AttentionImplementation backend_;
   cudnnHandle_t handle_ = nullptr;
   std::map<ShapeKey, std::unique_ptr<Plans>> plans_;
 };

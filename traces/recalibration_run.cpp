@@ -12,6 +12,7 @@
 
 #include "cost/shipped_profiles.hpp"
 #include "core/atomic_file.hpp"
+#include "core/attention_implementation.hpp"
 #include "core/error.hpp"
 #include "core/input_file.hpp"
 #include "sim/collectives.hpp"
@@ -115,7 +116,7 @@ RecalibrateOutcome recalibrate_from_run(const RecalibrateRequest& request) {
   const IterationGraph graph = lower_to_op_graphs(plan.scenario, plan.strategy);
   read_plan_prediction(plan.document, graph, (run_dir / "best.json").string());  // the plan names these ops
   const std::string run = "trace:" + fs::weakly_canonical(run_dir).generic_string();
-  const RunMeasurements measured =
+  RunMeasurements measured =
       read_run_measurements(run_dir / "ops.csv", graph, plan.scenario.cluster, before, run);
   // metrics.json is read as `twin report` reads it: the two commands accept the same folders.
   const fs::path metrics_path = run_dir / "metrics.json";
@@ -128,6 +129,15 @@ RecalibrateOutcome recalibrate_from_run(const RecalibrateRequest& request) {
                      fmt::format("\"{}\" (the strategy of best.json), got \"{}\": the run is of another plan",
                                  plan.strategy.key(), metrics.strategy));
   const std::optional<TimeNs> measured_ns = metrics.kernel_span_iteration_ns;
+  // Profiles price the attention `twin execute` runs by default (what calibration times): a run of another
+  // implementation (--attention) keeps its other ops, not its attention's. Runs from before the choice existed
+  // name none and ran twin's own kernels, which the profiles of then priced.
+  if (metrics.attention && *metrics.attention != to_string(kDefaultAttentionImplementation))
+    std::erase_if(measured.samples, [&](const MeasuredOpSample& s) {
+      const bool attention = s.op.kind == OpKind::attention_forward || s.op.kind == OpKind::attention_backward;
+      measured.other_attention_ops += attention;
+      return attention;
+    });
   const Recalibration result = recalibrate(before, measured);
 
   const Cluster& cluster = plan.scenario.cluster;
@@ -135,7 +145,8 @@ RecalibrateOutcome recalibrate_from_run(const RecalibrateRequest& request) {
   const TimeNs predicted_after = simulate_iteration(graph, cluster, result.profile).iteration_ns;
   json effect = {{"predicted_before_ns", predicted_before}, {"predicted_after_ns", predicted_after},
                  {"ops_folded", measured.samples.size()}, {"ops_absent", measured.absent_ops},
-                 {"ops_point_to_point", measured.point_to_point_ops}};
+                 {"ops_point_to_point", measured.point_to_point_ops},
+                 {"ops_other_attention", measured.other_attention_ops}};
   if (measured_ns) {
     effect["measured_iteration_ns"] = *measured_ns;
     effect["error_before"] = static_cast<double>(*measured_ns) / static_cast<double>(predicted_before) - 1;

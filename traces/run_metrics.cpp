@@ -63,6 +63,7 @@ RunMetrics parse_run_metrics(const nlohmann::json& document, const std::string& 
       rank.required("rank").fail("expected ranks in ascending order, each once");
     metrics.ranks.push_back(entry);
   }
+  if (const std::optional<JsonReader> attention = root.find("attention")) metrics.attention = attention->string();
   if (const std::optional<JsonReader> span = root.find("kernel_span")) {
     if (const std::optional<JsonReader> iteration = span->find("measured_iteration_ns"))
       metrics.kernel_span_iteration_ns = iteration->integer(0, std::numeric_limits<TimeNs>::max());

@@ -38,6 +38,7 @@ struct RunMetrics {
   double measured_tokens_per_s = 0;
   double measured_mfu = 0;
   std::optional<TimeNs> kernel_span_iteration_ns;  // kernel_span.measured_iteration_ns
+  std::optional<std::string> attention;        // the attention implementation the run used (absent before 2026-11-24)
   std::vector<StepMetrics> steps;
   std::vector<RankMetrics> ranks;             // by rank
 };

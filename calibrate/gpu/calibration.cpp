@@ -15,7 +15,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
-#include "gpu/attention.hpp"
+#include "core/attention_implementation.hpp"
 #include "gpu/checks.hpp"
 #include "calibrate/gpu/collective_calibration.hpp"
 #include "gpu/device_buffer.hpp"
@@ -245,7 +245,7 @@ int run_rank(const CalibrationRequest& request, const RankIdentity& identity) {
       {"gemm_timing", "CUPTI kernel spans, cuBLASLt bf16 in/out fp32 compute, random data, median/p10/p90, scaled "
                       "from the SM clock of each timing (a spinning probe kernel) to reference_sm_clock_MHz"},
       {"gemm_reference_sm_clock_MHz", gemms.reference_sm_clock_MHz},
-      {"attention", to_string(kDefaultAttentionBackend)},
+      {"attention", to_string(kDefaultAttentionImplementation)},
       {"gemm_shapes_measured", gemms.measured.size()},
       {"gemm_shapes_skipped", skipped},
       {"gemm_best_tflops", gemms.best_tflops},

@@ -58,7 +58,7 @@ struct Builder {
 std::shared_ptr<Attention> shared_attention() {
   static std::weak_ptr<Attention> alive;
   std::shared_ptr<Attention> attention = alive.lock();
-  if (!attention) alive = attention = std::make_shared<Attention>(kDefaultAttentionBackend);
+  if (!attention) alive = attention = std::make_shared<Attention>(kDefaultAttentionImplementation);
   return attention;
 }
 

@@ -122,7 +122,7 @@ int rank_main(const ExecuteRequest& request, const gpu::RankIdentity& identity) 
   world_sum(0);  // every rank has written its part
   if (identity.rank == 0)
     write_run_summary(request.run_dir, plan, graph, identity.world_size, request.warmup,
-                      gpu::to_string(request.attention));
+                      to_string(request.attention));
   TWIN_CUDA_CHECK(cudaEventDestroy(summed));
   TWIN_CUDA_CHECK(cudaFree(loss_device));
   TWIN_CUDA_CHECK(cudaStreamDestroy(side));

@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <string>
 
-#include "gpu/attention.hpp"
+#include "core/attention_implementation.hpp"
 
 namespace twin::exec {
 
@@ -17,7 +17,7 @@ struct ExecuteRequest {
   float learning_rate = 3e-4f;
   std::uint64_t seed = 1234;
   double nccl_timeout_s = 300;   // an iteration (or the loss all-reduce) not done by then is a hang
-  gpu::AttentionBackend attention = gpu::kDefaultAttentionBackend;
+  AttentionImplementation attention = kDefaultAttentionImplementation;
 };
 
 // Refuses plans that do not fit or that the executor cannot run (with the reason) before launching.

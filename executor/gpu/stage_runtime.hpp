@@ -63,7 +63,7 @@ struct TrainingOptions {
   float max_grad_norm = 1.0f;
   std::uint64_t seed = 1234;
   double nccl_timeout_s = 300;  // an iteration that does not finish by then is a hang
-  gpu::AttentionBackend attention = gpu::kDefaultAttentionBackend;
+  AttentionImplementation attention = kDefaultAttentionImplementation;
 };
 
 class StageRuntime {

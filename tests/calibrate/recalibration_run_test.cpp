@@ -9,6 +9,7 @@
 
 #include <gtest/gtest.h>
 
+#include "core/attention_implementation.hpp"
 #include "core/error.hpp"
 #include "reports/best_plan.hpp"
 #include "sim/simulate.hpp"
@@ -201,6 +202,34 @@ TEST(RecalibrateFromRun, AFailureLeavesTheProfileByteIdenticalAndWritesNothing) 
   // A plan that is not one.
   test::write_file(run / "best.json", "{\"format\": \"twin-plan\"");
   expect_refused("a truncated best.json", "best.json");
+}
+
+// A run of another attention implementation than profiles price (twin execute --attention) folds its other ops
+// and leaves the profile's attention entries as they were.
+TEST(RecalibrateFromRun, ARunOfAnotherAttentionLeavesAttentionAlone) {
+  TempDir dir("recal-attention");
+  const fs::path run = copy_run("7b4l-mbs1-h200", dir.path);
+  const std::string base = study_profile_in(dir.path);
+  auto metrics = nlohmann::json::parse(read_file(run / "metrics.json"));
+  metrics["attention"] = "kernels";
+  test::write_file(run / "metrics.json", metrics.dump());
+  const RecalibrateOutcome outcome = recalibrate_from_run({run, base, (dir.path / "p1.json").string()});
+  EXPECT_EQ(outcome.record["effect"]["ops_other_attention"], 8);  // 4 layers, forward and backward
+  const Profile before = load_profile(base), after = load_profile((dir.path / "p1.json").string());
+  int attention_entries = 0, changed = 0;
+  for (const auto& [key, m] : after.gpus[0].measured) {
+    if (!key.starts_with("attention_")) continue;
+    ++attention_entries;
+    changed += !before.gpus[0].measured.count(key) || before.gpus[0].measured.at(key).median_ns != m.median_ns;
+  }
+  EXPECT_GT(attention_entries, 0);
+  EXPECT_EQ(changed, 0);
+  EXPECT_GT(outcome.record["effect"]["ops_folded"].get<int>(), 90);  // the rest of the 113 ops still fold
+  // The same run naming the default implementation folds its attention too.
+  metrics["attention"] = to_string(kDefaultAttentionImplementation);
+  test::write_file(run / "metrics.json", metrics.dump());
+  const RecalibrateOutcome all = recalibrate_from_run({run, base, (dir.path / "p2.json").string()});
+  EXPECT_EQ(all.record["effect"]["ops_other_attention"], 0);
 }
 
 TEST(RecalibrateFromRun, SameInputsGiveTheSameBytes) {

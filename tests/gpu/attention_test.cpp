@@ -93,11 +93,11 @@ std::vector<double> compact(const std::vector<double>& strided, std::int64_t tok
   return out;
 }
 
-using gpu::AttentionBackend;
-constexpr AttentionBackend kBackends[] = {AttentionBackend::cudnn, AttentionBackend::cudnn_deterministic,
-                                          AttentionBackend::kernels};
+using twin::AttentionImplementation;
+constexpr AttentionImplementation kBackends[] = {AttentionImplementation::cudnn, AttentionImplementation::cudnn_deterministic,
+                                          AttentionImplementation::kernels};
 
-class Attention : public ::testing::TestWithParam<std::tuple<Case, AttentionBackend>> {};
+class Attention : public ::testing::TestWithParam<std::tuple<Case, AttentionImplementation>> {};
 
 TEST_P(Attention, ForwardAndBackwardMatchFloat64) {
   REQUIRE_GPU();
@@ -144,7 +144,7 @@ TEST_P(Attention, ForwardAndBackwardMatchFloat64) {
   const auto got_dk = compact(bf16_to_host(dk, (tokens - 1) * kv_stride + kv_width), tokens, kv_width, kv_stride);
   const auto got_dv = compact(bf16_to_host(dv, (tokens - 1) * kv_stride + kv_width), tokens, kv_width, kv_stride);
   char name[128];
-  std::snprintf(name, sizeof name, "%s b=%lld s=%lld h=%d kvh=%d d=%d%s%s", gpu::to_string(backend),
+  std::snprintf(name, sizeof name, "%s b=%lld s=%lld h=%d kvh=%d d=%d%s%s", to_string(backend),
                 (long long)c.batch, (long long)c.seq, c.heads, c.kv_heads, D, c.causal ? " causal" : "",
                 c.fused_qkv ? " fused" : "");
   const double errors[5] = {relative_error(bf16_to_host(o.data(), tokens * q_width), r.o),
@@ -180,7 +180,7 @@ TEST(AttentionDeterminism, SameInputsSameBits) {
   auto qkv = random_bf16(tokens * stride, 2.0), dout = random_bf16(tokens * q_width);
   const k::AttentionDims dims{c.batch, c.seq, c.heads, c.kv_heads, c.head_dim, stride, stride, c.causal};
   const auto* q = static_cast<const B*>(qkv.data());
-  for (AttentionBackend backend : kBackends) {
+  for (AttentionImplementation backend : kBackends) {
     gpu::Attention attention(backend);
     std::vector<std::vector<double>> runs;
     for (int run = 0; run < 2; ++run) {
@@ -198,10 +198,10 @@ TEST(AttentionDeterminism, SameInputsSameBits) {
       runs.push_back(std::move(values));
     }
     const bool same = runs[0] == runs[1];
-    std::printf("[determinism] attention %s: two runs %s\n", gpu::to_string(backend),
+    std::printf("[determinism] attention %s: two runs %s\n", to_string(backend),
                 same ? "bit-identical" : "differ");
-    if (backend != AttentionBackend::cudnn) {
-      EXPECT_TRUE(same) << gpu::to_string(backend);
+    if (backend != AttentionImplementation::cudnn) {
+      EXPECT_TRUE(same) << to_string(backend);
     }
   }
 }
@@ -235,7 +235,7 @@ double median_ms(Launch launch, int runs) {
 TEST(AttentionSpeed, CausalGqa) {
   REQUIRE_GPU();
   for (const Case c : {Case{1, 4096, 32, 8, 128, true, false}, Case{2, 4096, 32, 32, 128, true, false}})
-    for (AttentionBackend backend : kBackends) {
+    for (AttentionImplementation backend : kBackends) {
       gpu::Attention attention(backend);
       const std::int64_t tokens = c.batch * c.seq, q_width = c.heads * c.head_dim, kv_width = c.kv_heads * c.head_dim;
       auto q = random_bf16(tokens * q_width), kb = random_bf16(tokens * kv_width), v = random_bf16(tokens * kv_width);
@@ -257,7 +257,7 @@ TEST(AttentionSpeed, CausalGqa) {
       const double forward_flop = 2.0 * c.batch * c.heads * double(c.seq) * c.seq * c.head_dim;
       std::printf("[kernel-speed] attention %s b=%lld s=%lld h=%d kvh=%d d=%d causal: forward %.3f ms %.1f TFLOP/s, "
                   "backward %.3f ms %.1f TFLOP/s\n",
-                  gpu::to_string(backend), (long long)c.batch, (long long)c.seq, c.heads, c.kv_heads, c.head_dim,
+                  to_string(backend), (long long)c.batch, (long long)c.seq, c.heads, c.kv_heads, c.head_dim,
                   forward_ms, forward_flop / forward_ms * 1e-9, backward_ms, 2.5 * forward_flop / backward_ms * 1e-9);
       const auto host_lse = f32_to_host(lse.data(), c.batch * c.heads * c.seq);
       EXPECT_TRUE(std::all_of(host_lse.begin(), host_lse.end(), [](double x) { return std::isfinite(x); }));
