@@ -2,6 +2,7 @@
 // the same iteration always gives the same bytes; nlohmann::json sorts keys, which fixes key order too.
 #include "traces/chrome_trace.hpp"
 
+#include <algorithm>
 #include <array>
 #include <functional>
 #include <map>
@@ -17,7 +18,8 @@ namespace {
 
 // Microseconds from integer ns: ns / 1000.0 is the double nearest to the 3-decimal value, and JSON's
 // shortest round-trip printing writes it back as at most 3 decimals, so ts * 1000 recovers ns exactly.
-using Emit = std::function<void(const nlohmann::json&)>;
+// An event reaches the writer as its JSON text (one line).
+using Emit = std::function<void(const std::string&)>;
 
 double microseconds(TimeNs ns) { return static_cast<double>(ns) / 1000.0; }
 
@@ -32,8 +34,8 @@ std::string dump(const nlohmann::json& value) {
   return value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
 }
 
-nlohmann::json metadata(const char* name, int pid, int tid, nlohmann::json args) {
-  return {{"ph", "M"}, {"name", name}, {"pid", pid}, {"tid", tid}, {"args", std::move(args)}};
+std::string metadata(const char* name, int pid, int tid, nlohmann::json args) {
+  return dump({{"ph", "M"}, {"name", name}, {"pid", pid}, {"tid", tid}, {"args", std::move(args)}});
 }
 
 void add_metadata(const RankClass& rank_class, const Emit& events) {
@@ -51,23 +53,68 @@ void add_metadata(const RankClass& rank_class, const Emit& events) {
   }
 }
 
-nlohmann::json op_event(const RankClass& rank_class, OpIndex index, const OpTiming& timing) {
+// `name` as a JSON string: the names written here are enum names and op names (ASCII), escaped as
+// nlohmann::json does should one ever hold a quote, a backslash or a control character.
+void append_string(std::string& out, const std::string& name) {
+  if (name.find_first_of("\"\\") != std::string::npos ||
+      std::any_of(name.begin(), name.end(), [](char c) { return static_cast<unsigned char>(c) < 0x20 || c & 0x80; })) {
+    out += dump(nlohmann::json(name));
+    return;
+  }
+  out += '"';
+  out += name;
+  out += '"';
+}
+
+// A number as nlohmann::json prints it (shortest round trip, ".0" on integral doubles).
+void append_number(std::string& out, double value) { out += nlohmann::json(value).dump(); }
+
+// One op's "X" event, written straight to text: the bytes dump() gives the object {"args": {bytes, chunk,
+// flops, group, kind, layer, micro_batch, op_id, phase, [recomputed,] role, stage}, "cat", "dur", "name", "ph",
+// "pid", "tid", "ts"} (keys sorted, as nlohmann::json orders them), without building it: a trace holds an
+// event per op of every rank class, and building each as a JSON object was most of `twin simulate`'s time
+// on the largest scenarios (docs/PERFORMANCE.md).
+std::string op_event(const RankClass& rank_class, OpIndex index, const OpTiming& timing) {
   const Op& op = rank_class.op(index);
-  nlohmann::json args = {
-      {"op_id", op_id(rank_class.index, index)}, {"kind", to_string(op.kind)}, {"role", to_string(op.role)},
-      {"phase", to_string(op.phase)},           {"layer", op.layer},          {"micro_batch", op.micro_batch},
-      {"chunk", op.chunk},                      {"bytes", op.bytes},          {"flops", op.flops},
-      {"group", to_string(op.group)},           {"stage", rank_class.stage},
-  };
-  if (op.recomputed) args["recomputed"] = true;
-  return {{"ph", "X"},
-          {"name", op_name(op)},
-          {"cat", to_string(op.kind)},
-          {"pid", rank_class.first_rank},
-          {"tid", static_cast<int>(op.stream)},
-          {"ts", microseconds(timing.start_ns)},
-          {"dur", microseconds(timing.end_ns - timing.start_ns)},
-          {"args", std::move(args)}};
+  std::string out;
+  out.reserve(320);
+  out += "{\"args\":{\"bytes\":";
+  out += fmt::format_int(op.bytes).c_str();
+  out += ",\"chunk\":";
+  out += fmt::format_int(op.chunk).c_str();
+  out += ",\"flops\":";
+  append_number(out, op.flops);
+  out += ",\"group\":";
+  append_string(out, to_string(op.group));
+  out += ",\"kind\":";
+  append_string(out, to_string(op.kind));
+  out += ",\"layer\":";
+  out += fmt::format_int(op.layer).c_str();
+  out += ",\"micro_batch\":";
+  out += fmt::format_int(op.micro_batch).c_str();
+  out += ",\"op_id\":";
+  append_string(out, op_id(rank_class.index, index));
+  out += ",\"phase\":";
+  append_string(out, to_string(op.phase));
+  if (op.recomputed) out += ",\"recomputed\":true";
+  out += ",\"role\":";
+  append_string(out, to_string(op.role));
+  out += ",\"stage\":";
+  out += fmt::format_int(rank_class.stage).c_str();
+  out += "},\"cat\":";
+  append_string(out, to_string(op.kind));
+  out += ",\"dur\":";
+  append_number(out, microseconds(timing.end_ns - timing.start_ns));
+  out += ",\"name\":";
+  append_string(out, op_name(op));
+  out += ",\"ph\":\"X\",\"pid\":";
+  out += fmt::format_int(rank_class.first_rank).c_str();
+  out += ",\"tid\":";
+  out += fmt::format_int(static_cast<int>(op.stream)).c_str();
+  out += ",\"ts\":";
+  append_number(out, microseconds(timing.start_ns));
+  out += '}';
+  return out;
 }
 
 // One arrow per pipeline transfer, from the start of the send to where the data lands in the receive.
@@ -93,12 +140,12 @@ void add_flows(const IterationGraph& graph, const IterationResult& result, const
       const TimeNs landing_ns = recv_time.end_ns > recv_time.start_ns ? recv_time.end_ns - 1 : recv_time.start_ns;
       const std::string name = to_string(send.role);
       ++flow_id;
-      events({{"ph", "s"}, {"id", flow_id}, {"name", name}, {"cat", "pp_p2p"},
-                        {"pid", sender.first_rank}, {"tid", static_cast<int>(send.stream)},
-                        {"ts", microseconds(send_time.start_ns)}});
-      events({{"ph", "f"}, {"bp", "e"}, {"id", flow_id}, {"name", name}, {"cat", "pp_p2p"},
-                        {"pid", receiver.first_rank}, {"tid", static_cast<int>(recv.stream)},
-                        {"ts", microseconds(landing_ns)}});
+      events(dump({{"ph", "s"}, {"id", flow_id}, {"name", name}, {"cat", "pp_p2p"},
+                   {"pid", sender.first_rank}, {"tid", static_cast<int>(send.stream)},
+                   {"ts", microseconds(send_time.start_ns)}}));
+      events(dump({{"ph", "f"}, {"bp", "e"}, {"id", flow_id}, {"name", name}, {"cat", "pp_p2p"},
+                   {"pid", receiver.first_rank}, {"tid", static_cast<int>(recv.stream)},
+                   {"ts", microseconds(landing_ns)}}));
     }
   }
 }
@@ -135,7 +182,7 @@ void for_each_event(const IterationGraph& graph, const IterationResult& result, 
 nlohmann::json chrome_trace(const IterationGraph& graph, const IterationResult& result, const std::string& title) {
   check_timings(graph, result);
   nlohmann::json events = nlohmann::json::array();
-  for_each_event(graph, result, [&](const nlohmann::json& event) { events.push_back(event); });
+  for_each_event(graph, result, [&](const std::string& event) { events.push_back(nlohmann::json::parse(event)); });
   return {{"displayTimeUnit", "ns"}, {"otherData", other_data(graph, result, title)}, {"traceEvents", std::move(events)}};
 }
 
@@ -167,8 +214,8 @@ void write_chrome_trace(const std::filesystem::path& path, const IterationGraph&
         << dump(nlohmann::json("otherData")) << ":" << dump(other_data(graph, result, title)) << ",\n"
         << dump(nlohmann::json("traceEvents")) << ":[";
     bool first = true;
-    for_each_event(graph, result, [&](const nlohmann::json& event) {
-      out << (first ? "\n" : ",\n") << dump(event);
+    for_each_event(graph, result, [&](const std::string& event) {
+      out << (first ? "\n" : ",\n") << event;
       first = false;
     });
     out << "\n]\n}\n";

@@ -144,6 +144,23 @@ TEST(ChromeTrace, SameInputGivesSameBytesAndTextParsesBack) {
   EXPECT_EQ(nlohmann::json::parse(first), chrome_trace(two_stage_graph(), two_stage_result(), "t"));
 }
 
+// The writer prints op events without building them as JSON objects: each line must be exactly what
+// nlohmann::json prints for the object it parses to (keys sorted, shortest numbers), as it was when it did.
+TEST(ChromeTrace, EveryEventLineIsTheCanonicalTextOfItsObject) {
+  const std::string text = chrome_trace_text(chrome_trace(two_stage_graph(), two_stage_result(), "t"));
+  std::istringstream lines(text);
+  int events = 0;
+  for (std::string line; std::getline(lines, line);) {
+    if (line.empty() || line.front() != '{' || line.size() < 2) continue;
+    if (line.back() == ',') line.pop_back();
+    if (line == "{") continue;
+    const nlohmann::json event = nlohmann::json::parse(line);
+    EXPECT_EQ(line, event.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
+    events += event["ph"] == "X";
+  }
+  EXPECT_EQ(events, static_cast<int>(two_stage_graph().total_ops()));
+}
+
 TEST(ChromeTrace, RefusesResultsWithoutOpTimings) {
   IterationResult result = two_stage_result();
   result.classes[1].op_timings.clear();
