@@ -1,10 +1,12 @@
-// The measured profiles shipped in the binary load through the same strict reader as user files, name
-// the GPU they were measured on, and hold what a calibration measures.
+// The measured profiles shipped in the binary pass the input checks a user's file gets (load_profile trusts
+// them and skips that pass), read back into the same profile, name the GPU they were measured on, and hold
+// what a calibration measures.
 #include <gtest/gtest.h>
 
 #include "cost/profile.hpp"
 #include "cost/shipped_profiles.hpp"
 #include "core/cluster.hpp"
+#include "core/input_file.hpp"
 
 namespace twin {
 namespace {
@@ -21,6 +23,14 @@ TEST(ShippedProfiles, EveryOneLoadsAndDescribesItsMachine) {
     EXPECT_NE(std::string(shipped.name).find("-x" + std::to_string(gpus)), std::string::npos) << shipped.name;
     // Collective tables exist exactly when there were several GPUs to measure.
     EXPECT_EQ(profile.collectives.empty(), gpus == 1) << shipped.name;
+  }
+}
+
+TEST(ShippedProfiles, PassTheInputChecks) {
+  for (const ShippedProfile& shipped : shipped_profiles()) {
+    const std::string source = std::string(shipped.name) + ".json";
+    const Profile checked = profile_from_json(parse_input_json(shipped.json, source), source);
+    EXPECT_EQ(to_json(checked), to_json(load_profile(std::string(shipped.name)))) << shipped.name;
   }
 }
 
