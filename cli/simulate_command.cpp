@@ -161,7 +161,7 @@ int run_simulate(const SimulateOptions& options) {
       best_graph = std::move(graph);
     }
   }
-  write_file_atomically(folder.staged("best.json"), best_plan_json(scenario, best, best_graph).dump(1));
+  write_best_plan(folder.staged("best.json"), scenario, best, best_graph);  // one op per line
   write_file_atomically(folder.staged("megatron_args.txt"), megatron_args(scenario, best));
   write_file_atomically(folder.staged("report.html"), html_report(scenario, ranked, best_graph, best));
   folder.publish();
