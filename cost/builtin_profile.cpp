@@ -69,10 +69,12 @@ constexpr double kH200InTraining = kH100InTraining * 1.1287 / 1.1234;
 // Measurement::source) speak for that machine's steps; the built-in's in-training factor comes from published
 // runs instead. A trace entry gives back the benchmark it replaced, or goes where it replaced none.
 void keep_benchmarks_only(std::map<std::string, Measurement>& measured) {
-  std::erase_if(measured, [](const auto& entry) { return !entry.second.source.empty() && entry.second.benchmark_ns <= 0; });
+  std::erase_if(measured, [](const auto& entry) {
+    return !entry.second.source.empty() && benchmark_time_ns(entry.second) <= 0;
+  });
   for (auto& [key, m] : measured)
     if (!m.source.empty()) {
-      const double benchmark_ns = m.benchmark_ns;
+      const double benchmark_ns = benchmark_time_ns(m);
       m = Measurement{};
       m.median_ns = m.p10_ns = m.p90_ns = benchmark_ns;
       m.samples = 1;

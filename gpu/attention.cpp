@@ -189,7 +189,6 @@ std::string describe(const Shape& x, const char* pass) {
 }  // namespace
 
 struct Attention::Plans {
-  Shape shape;
   cudnn::Plan forward, backward;
   std::int64_t dq_accumulator_bytes;
 };
@@ -210,7 +209,7 @@ Attention::Plans& Attention::plans_for(const kernels::AttentionDims& dims) {
   if (x.h % x.hk != 0) throw std::invalid_argument("attention: heads must be a multiple of kv_heads");
   const bool deterministic = backend_ == AttentionImplementation::cudnn_deterministic;
   cudnn::Descriptor forward = forward_graph(handle_, x), backward = backward_graph(handle_, x, deterministic);
-  auto plans = std::make_unique<Plans>(Plans{x, cudnn::Plan(handle_, forward, describe(x, "forward")),
+  auto plans = std::make_unique<Plans>(Plans{cudnn::Plan(handle_, forward, describe(x, "forward")),
                                              cudnn::Plan(handle_, backward, describe(x, "backward")),
                                              deterministic ? 0 : x.b * x.h * x.s * x.d * std::int64_t(sizeof(float))});
   return *plans_.emplace(key, std::move(plans)).first->second;

@@ -76,6 +76,7 @@ void append_number(std::string& out, double value) { out += nlohmann::json(value
 // on the largest scenarios (docs/PERFORMANCE.md).
 std::string op_event(const RankClass& rank_class, OpIndex index, const OpTiming& timing) {
   const Op& op = rank_class.op(index);
+  const std::string kind = to_string(op.kind);
   std::string out;
   out.reserve(320);
   out += "{\"args\":{\"bytes\":";
@@ -87,7 +88,7 @@ std::string op_event(const RankClass& rank_class, OpIndex index, const OpTiming&
   out += ",\"group\":";
   append_string(out, to_string(op.group));
   out += ",\"kind\":";
-  append_string(out, to_string(op.kind));
+  append_string(out, kind);
   out += ",\"layer\":";
   out += fmt::format_int(op.layer).c_str();
   out += ",\"micro_batch\":";
@@ -102,7 +103,7 @@ std::string op_event(const RankClass& rank_class, OpIndex index, const OpTiming&
   out += ",\"stage\":";
   out += fmt::format_int(rank_class.stage).c_str();
   out += "},\"cat\":";
-  append_string(out, to_string(op.kind));
+  append_string(out, kind);
   out += ",\"dur\":";
   append_number(out, microseconds(timing.end_ns - timing.start_ns));
   out += ",\"name\":";
