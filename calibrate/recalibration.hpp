@@ -39,6 +39,7 @@ struct RunMeasurements {
   int absent_ops = 0;                     // ops with no kernel in any iteration (nothing to fold)
   int point_to_point_ops = 0;             // sends and receives: left out (their time includes waiting)
   int other_attention_ops = 0;            // attention of a run with another implementation than profiles price: left out
+  int other_kernel_ops = 0;               // ops whose kernel revision differs from the profile's (core/kernel_revisions.hpp)
 };
 
 // One entry of the profile that recalibration set, with why.

@@ -55,6 +55,9 @@ int run_from_trace(const CalibrateOptions& options) {
   if (const int left_out = effect.at("ops_other_attention").get<int>(); left_out > 0)
     fmt::print("left out {} attention ops: the run chose another attention implementation than the one profiles "
                "price ({})\n", left_out, to_string(kDefaultAttentionImplementation));
+  if (const int left_out = effect.at("ops_other_kernel_revision").get<int>(); left_out > 0)
+    fmt::print("left out {} ops whose kernels the run ran in another revision than the profile's calibration "
+               "timed (core/kernel_revisions.hpp)\n", left_out);
   if (!outcome.previous_path.empty()) fmt::print("previous profile kept as {}\n", outcome.previous_path.generic_string());
   fmt::print("what changed and why: {} and {}\n", outcome.changes_json.generic_string(),
              outcome.changes_md.generic_string());

@@ -31,7 +31,7 @@ enum class Tensor : std::uint8_t {
   output,                // attention_block_out + MLP branch: the unit's output
   embedded,              // the embedding's rows (partial sums over a vocab-parallel TP group)
   final_norm_out, final_norm_stats,
-  logits, row_max, sum_exp, target_logit, token_loss,  // vocab-parallel cross-entropy
+  logits, row_max, global_row_max, sum_exp, target_logit, token_loss,  // vocab-parallel cross-entropy
   count
 };
 inline constexpr int kTensorCount = static_cast<int>(Tensor::count);

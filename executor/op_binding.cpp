@@ -57,7 +57,6 @@ std::string to_string(Action action) {
 
 std::vector<OpBinding> bind_ops(const RankClass& rc) {
   std::vector<OpBinding> bindings(rc.size());
-  OpIndex last_embedding_backward = static_cast<OpIndex>(rc.size());
   for (OpIndex i = 0; i < rc.size(); ++i) {
     const Op& op = rc.op(i);
     OpBinding& b = bindings[i];
@@ -93,7 +92,6 @@ std::vector<OpBinding> bind_ops(const RankClass& rc) {
       case OpKind::embedding_backward:
         b.action = Action::embedding_backward;
         b.subject = OpRole::embedding;
-        last_embedding_backward = i;
         break;
       case OpKind::loss_forward: b.action = Action::loss_forward; break;
       case OpKind::loss_backward: b.action = Action::loss_backward; break;
@@ -133,11 +131,11 @@ std::vector<OpBinding> bind_ops(const RankClass& rc) {
         break;
     }
   }
-  if (last_embedding_backward < rc.size()) bindings[last_embedding_backward].last_embedding_backward = true;
   std::set<std::pair<std::int32_t, OpRole>> written;  // (layer, weight) gradients an earlier op stored
   for (OpIndex i = 0; i < rc.size(); ++i) {
     OpBinding& b = bindings[i];
-    if (b.action == Action::linear_weight_grad || b.action == Action::norm_backward)
+    if (b.action == Action::linear_weight_grad || b.action == Action::norm_backward ||
+        b.action == Action::embedding_backward)
       b.first_gradient = written.insert({rc.op(i).layer, b.subject}).second;
   }
   return bindings;

@@ -32,10 +32,10 @@ struct OpBinding {
   // The model part the op works on: the linear's role for GEMMs and TP collectives (qkv_projection,
   // attention_projection, fc1, fc2, output_projection, or embedding), the norm's role for norms.
   OpRole subject = OpRole::none;
-  bool last_embedding_backward = false;  // the class's last embedding backward: fold its fp32 gradient in
-  // The class's first op of an iteration writing this weight's gradient (a weight-gradient GEMM or a norm
-  // backward, per layer and subject): it stores the gradient, the later ones add to it, so the gradient
-  // buffers need no zeroing per step.
+  // The class's first op of an iteration writing this weight's gradient (a weight-gradient GEMM, a norm
+  // backward or the embedding backward, per layer and subject): it stores the gradient (the embedding's
+  // zeroes its table first: a step names only some rows), the later ones add to it, so the gradient buffers
+  // need no zeroing per step.
   bool first_gradient = false;
 };
 

@@ -12,6 +12,7 @@
 
 #include "core/atomic_file.hpp"
 #include "core/error.hpp"
+#include "core/kernel_revisions.hpp"
 #include "strategies/flops.hpp"
 #include "strategies/memory.hpp"
 #include "traces/measured_trace.hpp"
@@ -157,6 +158,7 @@ void write_run_summary(const std::filesystem::path& run_dir, const Plan& plan, c
                                     " (main_params bf16: no master copy), fp32 accumulation in GEMMs and reductions, "
                                     "bf16 gradient reduction"},
                   {"attention", attention},
+                  {"kernel_revisions", executor_kernel_revisions_json()},
                   {"loss_first", runs.front().losses.front()},
                   {"loss_last", runs.front().losses.back()},
                   {"measured", {{"iteration_s", measured_s}, {"tokens_per_s", measured.tokens_per_s},

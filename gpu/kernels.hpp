@@ -23,17 +23,19 @@ void layernorm_forward(const bf16* x, const bf16* weight, const bf16* bias, bf16
                        std::int64_t rows, std::int64_t cols, float eps, cudaStream_t stream);
 // Weight (and bias) gradients are reduced in two deterministic steps: the backward kernel writes one
 // fp32 partial per block of rows into `partials` (norm_partial_floats(rows, cols) floats; LayerNorm
-// writes weight partials then bias partials, so twice that), then norm_weight_grad_reduce ADDS the sum
-// of the partials to the fp32 gradient (gradients accumulate over micro-batches).
+// writes weight partials then bias partials, so twice that), then norm_weight_grad_reduce sums the
+// partials in fp32 into the bf16 gradient.
 std::size_t norm_partial_floats(std::int64_t rows, std::int64_t cols);
 void rmsnorm_backward(const bf16* dy, const bf16* x, const bf16* weight, const float* rstd, bf16* dx, float* partials,
                       std::int64_t rows, std::int64_t cols, cudaStream_t stream);
 void layernorm_backward(const bf16* dy, const bf16* x, const bf16* weight, const float* mean, const float* rstd,
                         bf16* dx, float* partials, std::int64_t rows, std::int64_t cols, cudaStream_t stream);
-// grad[c] += sum over the partial blocks of partials[b * cols + c]; `partial_blocks` from norm_partial_blocks.
+// s[c] = sum over the partial blocks of partials[b * cols + c] (fp32); grad[c] = bf16(s[c]), or with
+// `accumulate` bf16(grad[c] + s[c]) (gradients accumulate over micro-batches). `partial_blocks` from
+// norm_partial_blocks.
 std::int64_t norm_partial_blocks(std::int64_t rows);
-void norm_weight_grad_reduce(const float* partials, float* grad, std::int64_t partial_blocks, std::int64_t cols,
-                             cudaStream_t stream);
+void norm_weight_grad_reduce(const float* partials, std::int64_t partial_blocks, std::int64_t cols, bf16* grad,
+                             bool accumulate, cudaStream_t stream);
 
 // ---- rotary position embedding (Llama's rotate-half: pairs (i, i + head_dim/2)) ----
 // table[pos * head_dim/2 + i] = (cos, sin) of pos * theta^(-2i / head_dim), for pos < max_positions.
@@ -65,24 +67,26 @@ void residual_add(const bf16* a, const bf16* b, bf16* out, std::int64_t count, c
 // out[t] = table[tokens[t] - vocab_start], or zeros when the token lies in another shard.
 void embedding_forward(const std::int32_t* tokens, const bf16* table, bf16* out, std::int64_t token_count,
                        std::int64_t hidden, std::int64_t vocab_start, std::int64_t vocab_rows, cudaStream_t stream);
-// grad[tokens[t] - vocab_start] += dy[t] in fp32, deterministically: token positions are sorted by token
-// (CUB radix sort, stable) and each distinct token's rows are summed in position order by one block.
+// grad[tokens[t] - vocab_start] += dy[t], deterministically: token positions are sorted by token (CUB radix
+// sort, stable) and each distinct token's rows are summed in fp32 in position order by one block, then added to
+// the bf16 gradient row once. Rows no token names are left as they are.
 std::size_t embedding_backward_workspace_bytes(std::int64_t token_count);
-void embedding_backward(const std::int32_t* tokens, const bf16* dy, float* grad, void* workspace,
+void embedding_backward(const std::int32_t* tokens, const bf16* dy, bf16* grad, void* workspace,
                         std::size_t workspace_bytes, std::int64_t token_count, std::int64_t hidden,
                         std::int64_t vocab_start, std::int64_t vocab_rows, cudaStream_t stream);
 
 // ---- softmax cross-entropy over a vocabulary shard (logits [rows, vocab_shard], this shard starts at
-// vocab_start). Vocab-parallel use: local_max -> all-reduce(max) -> local_sum_exp(global max) ->
-// all-reduce(sum) of sum_exp and target_logit -> loss / backward. One shard: the same calls, no
-// all-reduces. ----
-void cross_entropy_local_max(const bf16* logits, float* row_max, std::int64_t rows, std::int64_t vocab_shard,
-                             cudaStream_t stream);
-// sum_exp[r] = sum_v exp(logit - global_max[r]); target_logit[r] = the logit of targets[r] if this shard
-// holds it, else 0.
-void cross_entropy_local_sum_exp(const bf16* logits, const float* global_max, const std::int32_t* targets,
-                                 float* sum_exp, float* target_logit, std::int64_t rows, std::int64_t vocab_shard,
-                                 std::int64_t vocab_start, cudaStream_t stream);
+// vocab_start). Vocab-parallel use: local_stats -> all-reduce(max) of row_max into a global max ->
+// rescale_sum_exp -> all-reduce(sum) of sum_exp and target_logit -> loss / backward. One shard:
+// local_stats then loss, its row_max being the global max. ----
+// One pass: row_max[r] = the shard's max logit; sum_exp[r] = sum_v exp(logit - row_max[r]); target_logit[r] =
+// the logit of targets[r] if this shard holds it, else 0.
+void cross_entropy_local_stats(const bf16* logits, const std::int32_t* targets, float* row_max, float* sum_exp,
+                               float* target_logit, std::int64_t rows, std::int64_t vocab_shard,
+                               std::int64_t vocab_start, cudaStream_t stream);
+// sum_exp[r] *= exp(local_max[r] - global_max[r]): a shard's sum relative to the global max.
+void cross_entropy_rescale_sum_exp(const float* local_max, const float* global_max, float* sum_exp, std::int64_t rows,
+                                   cudaStream_t stream);
 // loss[r] = log(sum_exp) + max - target_logit (fp32, per row).
 void cross_entropy_loss(const float* global_max, const float* global_sum_exp, const float* target_logit, float* loss,
                         std::int64_t rows, cudaStream_t stream);

@@ -38,6 +38,12 @@ def main():
         "why": args.why,
     }
     target["provenance"]["kernels"] = provenance["kernels"]
+    # What the kernels are, as folding a run into the profile compares them (traces/recalibration_run.cpp).
+    for key in ("attention", "kernel_revisions"):
+        if key in provenance:
+            target["provenance"][key] = provenance[key]
+        else:
+            target["provenance"].pop(key, None)
     temporary = args.into + ".tmp"
     with open(temporary, "w") as f:
         json.dump(target, f, indent=2, sort_keys=True)

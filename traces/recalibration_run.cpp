@@ -13,6 +13,7 @@
 #include "cost/shipped_profiles.hpp"
 #include "core/atomic_file.hpp"
 #include "core/attention_implementation.hpp"
+#include "core/kernel_revisions.hpp"
 #include "core/error.hpp"
 #include "core/input_file.hpp"
 #include "sim/collectives.hpp"
@@ -138,6 +139,17 @@ RecalibrateOutcome recalibrate_from_run(const RecalibrateRequest& request) {
       measured.other_attention_ops += attention;
       return attention;
     });
+  // A kind whose kernel the run ran in another revision than the profile's calibration timed
+  // (core/kernel_revisions.hpp) measured another kernel: its ops are left out.
+  const nlohmann::json& profile_revisions =
+      before.provenance.is_object() && before.provenance.contains("kernel_revisions")
+          ? before.provenance.at("kernel_revisions") : nlohmann::json();
+  std::erase_if(measured.samples, [&](const MeasuredOpSample& s) {
+    const bool other = recorded_kernel_revision(metrics.kernel_revisions, s.op.kind) !=
+                       recorded_kernel_revision(profile_revisions, s.op.kind);
+    measured.other_kernel_ops += other;
+    return other;
+  });
   const Recalibration result = recalibrate(before, measured);
 
   const Cluster& cluster = plan.scenario.cluster;
@@ -146,7 +158,8 @@ RecalibrateOutcome recalibrate_from_run(const RecalibrateRequest& request) {
   json effect = {{"predicted_before_ns", predicted_before}, {"predicted_after_ns", predicted_after},
                  {"ops_folded", measured.samples.size()}, {"ops_absent", measured.absent_ops},
                  {"ops_point_to_point", measured.point_to_point_ops},
-                 {"ops_other_attention", measured.other_attention_ops}};
+                 {"ops_other_attention", measured.other_attention_ops},
+                 {"ops_other_kernel_revision", measured.other_kernel_ops}};
   if (measured_ns) {
     effect["measured_iteration_ns"] = *measured_ns;
     effect["error_before"] = static_cast<double>(*measured_ns) / static_cast<double>(predicted_before) - 1;

@@ -64,6 +64,12 @@ RunMetrics parse_run_metrics(const nlohmann::json& document, const std::string& 
     metrics.ranks.push_back(entry);
   }
   if (const std::optional<JsonReader> attention = root.find("attention")) metrics.attention = attention->string();
+  if (const std::optional<JsonReader> revisions = root.find("kernel_revisions")) {
+    revisions->expect_object();
+    for (const auto& [kind, revision] : revisions->value().items())
+      revisions->required(kind).integer(1, 1000000);  // a number per kind: the revision it ran
+    metrics.kernel_revisions = revisions->value();
+  }
   if (const std::optional<JsonReader> span = root.find("kernel_span")) {
     if (const std::optional<JsonReader> iteration = span->find("measured_iteration_ns"))
       metrics.kernel_span_iteration_ns = iteration->integer(0, std::numeric_limits<TimeNs>::max());

@@ -39,6 +39,7 @@ struct RunMetrics {
   double measured_mfu = 0;
   std::optional<TimeNs> kernel_span_iteration_ns;  // kernel_span.measured_iteration_ns
   std::optional<std::string> attention;        // the attention implementation the run used (absent before 2026-11-24)
+  nlohmann::json kernel_revisions;             // core/kernel_revisions.hpp, by kind name (null before 2026-11-25)
   std::vector<StepMetrics> steps;
   std::vector<RankMetrics> ranks;             // by rank
 };

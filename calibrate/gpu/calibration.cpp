@@ -16,6 +16,7 @@
 #include <spdlog/spdlog.h>
 
 #include "core/attention_implementation.hpp"
+#include "core/kernel_revisions.hpp"
 #include "gpu/checks.hpp"
 #include "calibrate/gpu/collective_calibration.hpp"
 #include "gpu/device_buffer.hpp"
@@ -246,6 +247,7 @@ int run_rank(const CalibrationRequest& request, const RankIdentity& identity) {
                       "from the SM clock of each timing (a spinning probe kernel) to reference_sm_clock_MHz"},
       {"gemm_reference_sm_clock_MHz", gemms.reference_sm_clock_MHz},
       {"attention", to_string(kDefaultAttentionImplementation)},
+      {"kernel_revisions", executor_kernel_revisions_json()},
       {"gemm_shapes_measured", gemms.measured.size()},
       {"gemm_shapes_skipped", skipped},
       {"gemm_best_tflops", gemms.best_tflops},

@@ -98,18 +98,19 @@ std::optional<KernelBench> make_kernel_bench(const Op& op, const KernelModelFact
       if (!shaped) break;
       if (cols * 4 * (facts.layernorm ? 2 : 1) > 227 * 1024) { why_not = "cols too wide for the norm kernels"; return std::nullopt; }
       B *dy = x.b(x.bf16(n)), *in = x.b(x.bf16(n)), *w = x.b(x.bf16(cols)), *dx = x.b(x.raw(n * 2));
-      float *mean = x.f(x.f32(rows)), *rstd = x.f(x.f32(rows)), *grad = x.f(x.f32(2 * cols));
+      float *mean = x.f(x.f32(rows)), *rstd = x.f(x.f32(rows));
+      B* grad = x.b(x.bf16(2 * cols));
       float* partials = x.f(x.raw(2 * k::norm_partial_floats(rows, cols) * 4));
       const std::int64_t blocks = k::norm_partial_blocks(rows);
       const bool ln = facts.layernorm;
-      x.bench.run = [=](cudaStream_t s) {
+      x.bench.run = [=](cudaStream_t s) {  // as the executor does it: a later micro-batch's gradient adds
         if (ln) {
           k::layernorm_backward(dy, in, w, mean, rstd, dx, partials, rows, cols, s);
-          k::norm_weight_grad_reduce(partials, grad, blocks, cols, s);
-          k::norm_weight_grad_reduce(partials + blocks * cols, grad + cols, blocks, cols, s);
+          k::norm_weight_grad_reduce(partials, blocks, cols, grad, true, s);
+          k::norm_weight_grad_reduce(partials + blocks * cols, blocks, cols, grad + cols, true, s);
         } else {
           k::rmsnorm_backward(dy, in, w, rstd, dx, partials, rows, cols, s);
-          k::norm_weight_grad_reduce(partials, grad, blocks, cols, s);
+          k::norm_weight_grad_reduce(partials, blocks, cols, grad, true, s);
         }
       };
       return std::move(x.bench);
@@ -161,7 +162,7 @@ std::optional<KernelBench> make_kernel_bench(const Op& op, const KernelModelFact
         x.bench.run = [=](cudaStream_t s) { k::embedding_forward(tokens, table, out, rows, cols, 0, kVocabShardRows, s); };
       } else {
         B* dy = x.b(x.bf16(n));
-        float* grad = x.f(x.f32(kVocabShardRows * cols));
+        B* grad = x.b(x.bf16(kVocabShardRows * cols));
         const std::size_t ws_bytes = k::embedding_backward_workspace_bytes(rows);
         void* ws = x.v(x.raw(ws_bytes));
         x.bench.run = [=](cudaStream_t s) {
@@ -177,13 +178,11 @@ std::optional<KernelBench> make_kernel_bench(const Op& op, const KernelModelFact
       std::int32_t* targets = x.idx(x.indices(rows, cols));
       float *max = x.f(x.raw(rows * 4)), *sum = x.f(x.raw(rows * 4)), *target = x.f(x.raw(rows * 4));
       float* loss = x.f(x.raw(rows * 4));
-      k::cross_entropy_local_max(logits, max, rows, cols, stream);  // real statistics for backward
-      k::cross_entropy_local_sum_exp(logits, max, targets, sum, target, rows, cols, 0, stream);
+      k::cross_entropy_local_stats(logits, targets, max, sum, target, rows, cols, 0, stream);  // real statistics
       const bool forward = op.kind == OpKind::loss_forward;
       x.bench.run = [=](cudaStream_t s) {
-        if (forward) {  // the all-reduces of a vocab-parallel loss run between these, on the TP stream
-          k::cross_entropy_local_max(logits, max, rows, cols, s);
-          k::cross_entropy_local_sum_exp(logits, max, targets, sum, target, rows, cols, 0, s);
+        if (forward) {  // the all-reduces of a vocab-parallel loss run after the statistics, on the TP stream
+          k::cross_entropy_local_stats(logits, targets, max, sum, target, rows, cols, 0, s);
           k::cross_entropy_loss(max, sum, target, loss, rows, s);
         } else {
           k::cross_entropy_backward(logits, max, sum, targets, dlogits, rows, cols, 0, 1.f / rows, s);

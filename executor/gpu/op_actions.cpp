@@ -195,14 +195,10 @@ void StageRuntime::norm(const Op& op, const OpBinding& b, int mb, int unit, cuda
   // backward adds the skip path's).
   const Act dx_name{block.input, Form::gradient};
   auto* dx = static_cast<bf16*>(make(mb, unit, dx_name, rows * cols * kBf16, stream));
-  TWIN_CUDA_CHECK(cudaMemsetAsync(norm_grad_f32_, 0, cols * sizeof(float), stream));
   kernels::rmsnorm_backward(dy, x, weight, static_cast<const float*>(get(mb, unit, rstd)), dx, norm_partials_, rows,
                             cols, stream);
-  kernels::norm_weight_grad_reduce(norm_partials_, norm_grad_f32_, kernels::norm_partial_blocks(rows), cols, stream);
-  if (b.first_gradient)
-    kernels::f32_to_bf16(norm_grad_f32_, parameters.grads + w.offset, cols, stream);
-  else
-    kernels::add_f32_to_bf16(norm_grad_f32_, parameters.grads + w.offset, cols, stream);
+  kernels::norm_weight_grad_reduce(norm_partials_, kernels::norm_partial_blocks(rows), cols,
+                                   parameters.grads + w.offset, /*accumulate=*/!b.first_gradient, stream);
   if (!unit_input) {
     release(mb, unit, d_reduced, stream);
     release(mb, unit, d_full, stream);

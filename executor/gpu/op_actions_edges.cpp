@@ -1,5 +1,5 @@
-// The ops at the edges of a stage: the vocab-parallel embedding and cross-entropy (Megatron's order:
-// local max, all-reduce max, local sum of exponentials, all-reduce sum, loss) and pipeline send/recv.
+// The ops at the edges of a stage: the vocab-parallel embedding and cross-entropy (one pass for each
+// shard's max and sum of exponentials; all-reduce max, rescale, all-reduce sum, loss) and pipeline send/recv.
 #include <stdexcept>
 
 #include "gpu/checks.hpp"
@@ -26,12 +26,12 @@ void StageRuntime::embedding(const Op& op, const OpBinding& b, int mb, cudaStrea
   const Act gathered{Tensor::output, Form::gradient_gathered}, from_norm{Tensor::output, Form::next_norm_gradient};
   const auto* dy = static_cast<const bf16*>(has(mb, kEmbeddingUnit, gathered) ? get(mb, kEmbeddingUnit, gathered)
                                                                              : get(mb, kEmbeddingUnit, from_norm));
-  kernels::embedding_backward(inputs, dy, embedding_grad_f32_, embedding_workspace_, embedding_workspace_bytes_, tokens,
-                              h, me_.tp * vocab_l, vocab_l, stream);
-  // The fp32 accumulator (the step's whole embedding gradient) becomes the bf16 gradient once, before the
-  // gradient reduction reads it.
-  if (b.last_embedding_backward)
-    kernels::f32_to_bf16(embedding_grad_f32_, unit.grads + table.offset, vocab_l * h, stream);
+  // The step's first embedding backward starts the table's gradient from zeros: rows no token of the step
+  // names keep them. Later micro-batches add to it, as the other weights' gradients do.
+  bf16* grad = unit.grads + table.offset;
+  if (b.first_gradient) TWIN_CUDA_CHECK(cudaMemsetAsync(grad, 0, vocab_l * h * kBf16, stream));
+  kernels::embedding_backward(inputs, dy, grad, embedding_workspace_, embedding_workspace_bytes_, tokens, h,
+                              me_.tp * vocab_l, vocab_l, stream);
   release_slot(mb, kEmbeddingUnit, stream);
 }
 
@@ -41,41 +41,47 @@ void StageRuntime::head(const Op& op, const OpBinding& b, int mb, cudaStream_t s
   const std::int32_t* targets = tokens_ + 2 * mb * tokens + tokens;
   auto* logits = static_cast<bf16*>(get(mb, kHeadUnit, {Tensor::logits}));
   const auto floats = [&](Act name) { return static_cast<float*>(make(mb, kHeadUnit, name, tokens * sizeof(float), stream)); };
-  // After the global max: sum of exponentials and the target's logit, summed over TP, then the loss.
-  const auto finish_loss = [&](ncclComm_t tensor_comm) {
-    float* row_max = static_cast<float*>(get(mb, kHeadUnit, {Tensor::row_max}));
-    float* sum_exp = floats({Tensor::sum_exp});
-    float* target_logit = floats({Tensor::target_logit});
-    kernels::cross_entropy_local_sum_exp(logits, row_max, targets, sum_exp, target_logit, tokens, vocab_l, vocab_start,
-                                         stream);
-    if (tensor_comm) {
-      TWIN_NCCL_CHECK(ncclGroupStart());
-      TWIN_NCCL_CHECK(ncclAllReduce(sum_exp, sum_exp, tokens, ncclFloat32, ncclSum, tensor_comm, stream));
-      TWIN_NCCL_CHECK(ncclAllReduce(target_logit, target_logit, tokens, ncclFloat32, ncclSum, tensor_comm, stream));
-      TWIN_NCCL_CHECK(ncclGroupEnd());
-    }
+  const auto existing = [&](Tensor name) { return static_cast<float*>(get(mb, kHeadUnit, {name})); };
+  // With the global max, the sum of exponentials and the target's logit summed over TP: the loss.
+  const auto finish_loss = [&] {
     float* token_loss = floats({Tensor::token_loss});
-    kernels::cross_entropy_loss(row_max, sum_exp, target_logit, token_loss, tokens, stream);
+    kernels::cross_entropy_loss(existing(Tensor::global_row_max), existing(Tensor::sum_exp),
+                                existing(Tensor::target_logit), token_loss, tokens, stream);
     if (me_.tp == 0) kernels::add_sum_f32(token_loss, tokens, loss_sum_, stream);
   };
   switch (b.action) {
     case Action::loss_forward:
-      kernels::cross_entropy_local_max(logits, floats({Tensor::row_max}), tokens, vocab_l, stream);
-      if (shapes_.tp == 1) finish_loss(nullptr);
+      kernels::cross_entropy_local_stats(logits, targets, floats({Tensor::row_max}), floats({Tensor::sum_exp}),
+                                         floats({Tensor::target_logit}), tokens, vocab_l, vocab_start, stream);
+      if (shapes_.tp == 1) {
+        alias(mb, kHeadUnit, {Tensor::global_row_max}, kHeadUnit, {Tensor::row_max});
+        finish_loss();
+      }
       return;
     case Action::loss_reduce: {
-      float* row_max = static_cast<float*>(get(mb, kHeadUnit, {Tensor::row_max}));
-      TWIN_NCCL_CHECK(ncclAllReduce(row_max, row_max, tokens, ncclFloat32, ncclMax, comms_.tensor(), stream));
-      finish_loss(comms_.tensor());
+      // Megatron's order: all-reduce the max; each shard's sum rescaled to it; all-reduce the sums.
+      ncclComm_t tensor_comm = comms_.tensor();
+      float* global_max = floats({Tensor::global_row_max});
+      float* sum_exp = existing(Tensor::sum_exp);
+      float* target_logit = existing(Tensor::target_logit);
+      TWIN_NCCL_CHECK(ncclAllReduce(existing(Tensor::row_max), global_max, tokens, ncclFloat32, ncclMax, tensor_comm,
+                                    stream));
+      kernels::cross_entropy_rescale_sum_exp(existing(Tensor::row_max), global_max, sum_exp, tokens, stream);
+      TWIN_NCCL_CHECK(ncclGroupStart());
+      TWIN_NCCL_CHECK(ncclAllReduce(sum_exp, sum_exp, tokens, ncclFloat32, ncclSum, tensor_comm, stream));
+      TWIN_NCCL_CHECK(ncclAllReduce(target_logit, target_logit, tokens, ncclFloat32, ncclSum, tensor_comm, stream));
+      TWIN_NCCL_CHECK(ncclGroupEnd());
+      finish_loss();
       return;
     }
     case Action::loss_backward: {
       const double global_tokens =
           static_cast<double>(scenario_.training.global_batch_size) * static_cast<double>(scenario_.training.seq_length);
-      kernels::cross_entropy_backward(logits, static_cast<const float*>(get(mb, kHeadUnit, {Tensor::row_max})),
-                                      static_cast<const float*>(get(mb, kHeadUnit, {Tensor::sum_exp})), targets, logits,
-                                      tokens, vocab_l, vocab_start, static_cast<float>(1.0 / global_tokens), stream);
-      for (Tensor done : {Tensor::row_max, Tensor::sum_exp, Tensor::target_logit, Tensor::token_loss})
+      kernels::cross_entropy_backward(logits, existing(Tensor::global_row_max), existing(Tensor::sum_exp), targets,
+                                      logits, tokens, vocab_l, vocab_start, static_cast<float>(1.0 / global_tokens),
+                                      stream);
+      for (Tensor done : {Tensor::global_row_max, Tensor::row_max, Tensor::sum_exp, Tensor::target_logit,
+                          Tensor::token_loss})
         release(mb, kHeadUnit, {done}, stream);
       // The gradient is written over the logits: it is the output projection's output gradient.
       alias(mb, kHeadUnit, {Tensor::logits, Form::gradient}, kHeadUnit, {Tensor::logits});

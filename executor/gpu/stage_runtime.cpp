@@ -95,23 +95,20 @@ StageRuntime::StageRuntime(const Scenario& scenario, const Strategy& strategy, c
   kernels::rope_build_table(rope_table_, shapes_.s, static_cast<int>(shapes_.d), 10000.0f, compute);
   loss_sum_ = static_cast<float*>(static_buffer(sizeof(float)));
   norm_partials_ = static_cast<float*>(static_buffer(kernels::norm_partial_floats(tokens, h) * sizeof(float)));
-  norm_grad_f32_ = static_cast<float*>(static_buffer(h * sizeof(float)));
   grad_partials_ = static_cast<float*>(static_buffer(kernels::grad_norm_partial_count() * sizeof(float)));
   grad_sum_squares_ = static_cast<float*>(static_buffer(sizeof(float)));
   clip_scale_ = static_cast<float*>(static_buffer(sizeof(float)));
   for (ParameterUnit* unit : params_->units())
     if (unit->id == kEmbeddingUnit) {
-      embedding_grad_f32_ = static_cast<float*>(static_buffer(shapes_.vocab * h * sizeof(float)));
       embedding_workspace_bytes_ = kernels::embedding_backward_workspace_bytes(tokens);
       embedding_workspace_ = static_buffer(embedding_workspace_bytes_);
     }
-  // Every weight's gradient stored by a first op of the step (or, the embedding's, by the fold of its fp32
-  // accumulator)? Then no per-step zeroing: padding and gaps stay the zeros they were allocated as.
+  // Every weight's gradient stored by a first op of the step? Then no per-step zeroing: padding and gaps stay
+  // the zeros they were allocated as.
   std::set<std::pair<int, OpRole>> stored;
   for (OpIndex i = 0; i < rc_.size(); ++i) {
     const OpBinding& b = bindings_[i];
     if (b.first_gradient) stored.insert({unit_of(rc_.op(i), b), b.subject});
-    if (b.last_embedding_backward) stored.insert({kEmbeddingUnit, OpRole::embedding});
   }
   zero_grads_each_step_ = false;
   for (ParameterUnit* unit : params_->units())
@@ -236,8 +233,6 @@ void StageRuntime::run_iteration(int iteration, const std::vector<std::int32_t>&
                                   cudaMemcpyHostToDevice, compute));
   if (zero_grads_each_step_) params_->zero_grads(compute);
   TWIN_CUDA_CHECK(cudaMemsetAsync(loss_sum_, 0, sizeof(float), compute));
-  if (embedding_grad_f32_)
-    TWIN_CUDA_CHECK(cudaMemsetAsync(embedding_grad_f32_, 0, shapes_.vocab * shapes_.h * sizeof(float), compute));
   fixups_done_ = false;
   inject_oom_ = fault_.kind == InjectedFault::out_of_memory && fault_.hits(rank_, iteration);
   TWIN_CUDA_CHECK(cudaEventRecord(iteration_start_, compute));

@@ -147,11 +147,9 @@ class StageRuntime {
   std::int32_t* tokens_ = nullptr;                 // [micro_batches][tokens + 1]
   float2* rope_table_ = nullptr;
   float* loss_sum_ = nullptr;                      // device scalar
-  float* embedding_grad_f32_ = nullptr;
   void* embedding_workspace_ = nullptr;
   std::size_t embedding_workspace_bytes_ = 0;
   float* norm_partials_ = nullptr;
-  float* norm_grad_f32_ = nullptr;
   float* grad_partials_ = nullptr;
   float* grad_sum_squares_ = nullptr;
   float* clip_scale_ = nullptr;

@@ -62,8 +62,8 @@ __device__ __forceinline__ bf16 to_bf16(float x) { return __float2bfloat16(x); }
 struct Float8 {
   float v[8];
 };
-__device__ __forceinline__ Float8 load8(const bf16* p, std::int64_t i) {
-  const uint4 bits = *reinterpret_cast<const uint4*>(p + i);
+// Eight bf16 already in a register (a 16-byte load kept for later) as floats.
+__device__ __forceinline__ Float8 unpack8(uint4 bits) {
   Float8 out;
   const unsigned words[4] = {bits.x, bits.y, bits.z, bits.w};
   for (int w = 0; w < 4; ++w) {
@@ -72,6 +72,9 @@ __device__ __forceinline__ Float8 load8(const bf16* p, std::int64_t i) {
     out.v[2 * w + 1] = pair.y;
   }
   return out;
+}
+__device__ __forceinline__ Float8 load8(const bf16* p, std::int64_t i) {
+  return unpack8(*reinterpret_cast<const uint4*>(p + i));
 }
 __device__ __forceinline__ void store8(bf16* p, std::int64_t i, const Float8& x) {
   unsigned words[4];

@@ -8,6 +8,9 @@
 namespace twin::kernels {
 namespace {
 
+using detail::Float8;
+using detail::load8;
+using detail::store8;
 using detail::to_bf16;
 using detail::to_float;
 
@@ -16,13 +19,20 @@ constexpr std::size_t kAlign = 256;
 
 std::size_t aligned(std::size_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
 
+template <bool kVector>
 __global__ void embedding_forward_kernel(const std::int32_t* tokens, const bf16* table, bf16* out, std::int64_t hidden,
                                          std::int64_t vocab_start, std::int64_t vocab_rows) {
   const std::int64_t t = blockIdx.x;
   const std::int64_t row = static_cast<std::int64_t>(tokens[t]) - vocab_start;
   const bool mine = row >= 0 && row < vocab_rows;
-  for (std::int64_t c = threadIdx.x; c < hidden; c += blockDim.x)
-    out[t * hidden + c] = mine ? table[row * hidden + c] : to_bf16(0.f);
+  if constexpr (kVector) {  // eight bf16 per access
+    for (std::int64_t c = 8 * threadIdx.x; c < hidden; c += 8 * blockDim.x)
+      *reinterpret_cast<uint4*>(out + t * hidden + c) =
+          mine ? *reinterpret_cast<const uint4*>(table + row * hidden + c) : make_uint4(0, 0, 0, 0);
+  } else {
+    for (std::int64_t c = threadIdx.x; c < hidden; c += blockDim.x)
+      out[t * hidden + c] = mine ? table[row * hidden + c] : to_bf16(0.f);
+  }
 }
 
 __global__ void iota_kernel(std::int32_t* values, std::int64_t count) {
@@ -30,8 +40,12 @@ __global__ void iota_kernel(std::int32_t* values, std::int64_t count) {
   if (i < count) values[i] = static_cast<std::int32_t>(i);
 }
 
+// The block at the start of each run of equal (sorted) tokens sums the run's dy rows in position order; with
+// kVector each thread takes eight columns (16-byte loads and stores). The run's fp32 sum is added to the bf16
+// gradient row once: grad = bf16(grad + sum).
+template <bool kVector>
 __global__ void embedding_backward_kernel(const std::int32_t* sorted_tokens, const std::int32_t* sorted_positions,
-                                          const bf16* dy, float* grad, std::int64_t token_count, std::int64_t hidden,
+                                          const bf16* dy, bf16* grad, std::int64_t token_count, std::int64_t hidden,
                                           std::int64_t vocab_start, std::int64_t vocab_rows) {
   const std::int64_t first = blockIdx.x;
   const std::int32_t token = sorted_tokens[first];
@@ -40,10 +54,24 @@ __global__ void embedding_backward_kernel(const std::int32_t* sorted_tokens, con
   if (row < 0 || row >= vocab_rows) return;
   std::int64_t end = first + 1;
   while (end < token_count && sorted_tokens[end] == token) ++end;
-  for (std::int64_t c = threadIdx.x; c < hidden; c += blockDim.x) {
-    float sum = 0.f;
-    for (std::int64_t j = first; j < end; ++j) sum += to_float(dy[static_cast<std::int64_t>(sorted_positions[j]) * hidden + c]);
-    grad[row * hidden + c] += sum;
+  if constexpr (kVector) {
+    for (std::int64_t c = 8 * threadIdx.x; c < hidden; c += 8 * blockDim.x) {
+      float sum[8] = {};
+      for (std::int64_t j = first; j < end; ++j) {
+        const Float8 v = load8(dy, static_cast<std::int64_t>(sorted_positions[j]) * hidden + c);
+        for (int k = 0; k < 8; ++k) sum[k] += v.v[k];
+      }
+      Float8 g = load8(grad, row * hidden + c);
+      for (int k = 0; k < 8; ++k) g.v[k] += sum[k];
+      store8(grad, row * hidden + c, g);
+    }
+  } else {
+    for (std::int64_t c = threadIdx.x; c < hidden; c += blockDim.x) {
+      float sum = 0.f;
+      for (std::int64_t j = first; j < end; ++j)
+        sum += to_float(dy[static_cast<std::int64_t>(sorted_positions[j]) * hidden + c]);
+      grad[row * hidden + c] = to_bf16(to_float(grad[row * hidden + c]) + sum);
+    }
   }
 }
 
@@ -61,8 +89,11 @@ std::size_t sort_temp_bytes(std::int64_t token_count) {
 void embedding_forward(const std::int32_t* tokens, const bf16* table, bf16* out, std::int64_t token_count,
                        std::int64_t hidden, std::int64_t vocab_start, std::int64_t vocab_rows, cudaStream_t stream) {
   detail::require(token_count > 0 && token_count <= 0x7fffffff && hidden > 0, "embedding: bad shape");
-  embedding_forward_kernel<<<static_cast<unsigned>(token_count), kThreads, 0, stream>>>(tokens, table, out, hidden,
-                                                                                       vocab_start, vocab_rows);
+  const auto grid = static_cast<unsigned>(token_count);
+  if (hidden % 8 == 0 && detail::aligned16(table) && detail::aligned16(out))
+    embedding_forward_kernel<true><<<grid, kThreads, 0, stream>>>(tokens, table, out, hidden, vocab_start, vocab_rows);
+  else
+    embedding_forward_kernel<false><<<grid, kThreads, 0, stream>>>(tokens, table, out, hidden, vocab_start, vocab_rows);
   TWIN_CUDA_CHECK_LAUNCH();
 }
 
@@ -71,7 +102,7 @@ std::size_t embedding_backward_workspace_bytes(std::int64_t token_count) {
   return 3 * array + aligned(sort_temp_bytes(token_count));
 }
 
-void embedding_backward(const std::int32_t* tokens, const bf16* dy, float* grad, void* workspace,
+void embedding_backward(const std::int32_t* tokens, const bf16* dy, bf16* grad, void* workspace,
                         std::size_t workspace_bytes, std::int64_t token_count, std::int64_t hidden,
                         std::int64_t vocab_start, std::int64_t vocab_rows, cudaStream_t stream) {
   detail::require(token_count > 0 && token_count <= 0x7fffffff && hidden > 0, "embedding: bad shape");
@@ -89,8 +120,13 @@ void embedding_backward(const std::int32_t* tokens, const bf16* dy, float* grad,
   TWIN_CUDA_CHECK_LAUNCH();
   TWIN_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp, temp_bytes, tokens, sorted_tokens, positions, sorted_positions,
                                                   static_cast<int>(token_count), 0, 32, stream));
-  embedding_backward_kernel<<<static_cast<unsigned>(token_count), kThreads, 0, stream>>>(
-      sorted_tokens, sorted_positions, dy, grad, token_count, hidden, vocab_start, vocab_rows);
+  const auto grid = static_cast<unsigned>(token_count);
+  if (hidden % 8 == 0 && detail::aligned16(dy) && detail::aligned16(grad))
+    embedding_backward_kernel<true><<<grid, kThreads, 0, stream>>>(sorted_tokens, sorted_positions, dy, grad,
+                                                                   token_count, hidden, vocab_start, vocab_rows);
+  else
+    embedding_backward_kernel<false><<<grid, kThreads, 0, stream>>>(sorted_tokens, sorted_positions, dy, grad,
+                                                                    token_count, hidden, vocab_start, vocab_rows);
   TWIN_CUDA_CHECK_LAUNCH();
 }
 

@@ -1,5 +1,6 @@
 // RMSNorm and LayerNorm: one block per row forward; backward by blocks of rows, each block keeping its
-// weight-gradient partial in shared memory (fp32) so the final reduction over blocks is deterministic.
+// weight-gradient partial (fp32, in registers or shared memory) so the final reduction over blocks is
+// deterministic.
 #include <algorithm>
 
 #include "gpu/kernels/common.cuh"
@@ -13,10 +14,13 @@ using detail::to_float;
 using detail::Float8;
 using detail::load8;
 using detail::store8;
+using detail::unpack8;
 using detail::aligned16;
 
 constexpr int kThreads = 256;
-constexpr std::int64_t kMaxPartialBlocks = 264;  // two waves of an H100/H200's 132 multiprocessors
+// Four blocks per multiprocessor of an H100/H200 (132): enough rows in flight to keep HBM busy; the partials
+// (4 bytes per block and column) stay a few percent of what backward moves.
+constexpr std::int64_t kMaxPartialBlocks = 528;
 
 __global__ void rmsnorm_forward_kernel(const bf16* x, const bf16* weight, bf16* y, float* rstd, std::int64_t cols,
                                        float eps) {
@@ -98,32 +102,57 @@ __global__ void rmsnorm_backward_kernel(const bf16* dy, const bf16* x, const bf1
   for (std::int64_t c = threadIdx.x; c < cols; c += blockDim.x) partials[blockIdx.x * cols + c] = dw[c];
 }
 
-__global__ void rmsnorm_backward_vec8_kernel(const bf16* dy, const bf16* x, const bf16* weight, const float* rstd,
-                                             bf16* dx, float* partials, std::int64_t rows, std::int64_t cols) {
-  extern __shared__ float dw[];
+// RMSNorm backward with cols % 8 == 0, 16-byte aligned rows and cols <= 8 * kGroups * blockDim.x: thread t owns
+// the column groups 8 (t + g blockDim.x), g < kGroups, of every row its block takes, so its rows' dy and x stay in
+// registers between the dot product and dx, its weight-gradient partial accumulates in registers, and the next
+// row's loads are issued before this row's block-wide sum waits (the loads stay in flight across the barrier).
+template <int kGroups>
+__global__ void __launch_bounds__(512, 2)
+    rmsnorm_backward_rows_kernel(const bf16* dy, const bf16* x, const bf16* weight, const float* rstd, bf16* dx,
+                                 float* partials, std::int64_t rows, std::int64_t cols) {
   __shared__ float scratch[32];
-  for (std::int64_t c = threadIdx.x; c < cols; c += blockDim.x) dw[c] = 0.f;
-  __syncthreads();
+  std::int64_t column[kGroups];
+  bool owned[kGroups];
+  for (int g = 0; g < kGroups; ++g) {
+    column[g] = 8 * (threadIdx.x + static_cast<std::int64_t>(g) * blockDim.x);
+    owned[g] = column[g] < cols;
+  }
+  const auto load_row = [&](std::int64_t r, uint4* dy_bits, uint4* x_bits) {
+    for (int g = 0; g < kGroups; ++g)
+      if (owned[g]) {
+        dy_bits[g] = *reinterpret_cast<const uint4*>(dy + r * cols + column[g]);
+        x_bits[g] = *reinterpret_cast<const uint4*>(x + r * cols + column[g]);
+      }
+  };
+  float dw[kGroups][8] = {};
+  uint4 dy_now[kGroups] = {}, x_now[kGroups] = {}, dy_next[kGroups] = {}, x_next[kGroups] = {};
+  if (blockIdx.x < rows) load_row(blockIdx.x, dy_now, x_now);
   for (std::int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    if (r + gridDim.x < rows) load_row(r + gridDim.x, dy_next, x_next);
     const float rs = rstd[r];
     float dot = 0.f;
-    for (std::int64_t c = 8 * threadIdx.x; c < cols; c += 8 * blockDim.x) {
-      const Float8 g = load8(dy, r * cols + c), xv = load8(x, r * cols + c), w = load8(weight, c);
-      for (int k = 0; k < 8; ++k) dot += g.v[k] * w.v[k] * xv.v[k];
-    }
+    for (int g = 0; g < kGroups; ++g)
+      if (owned[g]) {
+        const Float8 gv = unpack8(dy_now[g]), xv = unpack8(x_now[g]), w = load8(weight, column[g]);
+        for (int k = 0; k < 8; ++k) dot += gv.v[k] * w.v[k] * xv.v[k];
+      }
     const float coefficient = block_sum(dot, scratch) * rs * rs * rs / cols;
-    for (std::int64_t c = 8 * threadIdx.x; c < cols; c += 8 * blockDim.x) {
-      const Float8 g = load8(dy, r * cols + c), xv = load8(x, r * cols + c), w = load8(weight, c);
+    for (int g = 0; g < kGroups; ++g) {
+      if (!owned[g]) continue;
+      const Float8 gv = unpack8(dy_now[g]), xv = unpack8(x_now[g]), w = load8(weight, column[g]);
       Float8 out;
       for (int k = 0; k < 8; ++k) {
-        out.v[k] = rs * g.v[k] * w.v[k] - xv.v[k] * coefficient;
-        dw[c + k] += g.v[k] * xv.v[k] * rs;  // columns c..c+7 are always this thread's: no race
+        out.v[k] = rs * gv.v[k] * w.v[k] - xv.v[k] * coefficient;
+        dw[g][k] += gv.v[k] * xv.v[k] * rs;
       }
-      store8(dx, r * cols + c, out);
+      store8(dx, r * cols + column[g], out);
+      dy_now[g] = dy_next[g];
+      x_now[g] = x_next[g];
     }
   }
-  __syncthreads();
-  for (std::int64_t c = threadIdx.x; c < cols; c += blockDim.x) partials[blockIdx.x * cols + c] = dw[c];
+  for (int g = 0; g < kGroups; ++g)
+    if (owned[g])
+      for (int k = 0; k < 8; ++k) partials[blockIdx.x * cols + column[g] + k] = dw[g][k];
 }
 
 __global__ void layernorm_backward_kernel(const bf16* dy, const bf16* x, const bf16* weight, const float* mean,
@@ -161,12 +190,23 @@ __global__ void layernorm_backward_kernel(const bf16* dy, const bf16* x, const b
   }
 }
 
-__global__ void reduce_partials_kernel(const float* partials, float* grad, std::int64_t blocks, std::int64_t cols) {
-  const std::int64_t c = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
-  if (c >= cols) return;
+// A block sums 32 columns: warp w adds the partial rows w, w + 8, ... of its lane's column in order, then the
+// eight warp sums are added in warp order: a fixed order, so the same bits every run.
+constexpr int kReduceWarps = 8;
+__global__ void reduce_partials_kernel(const float* partials, std::int64_t blocks, std::int64_t cols, bf16* grad,
+                                       bool accumulate) {
+  __shared__ float warp_sums[kReduceWarps][32];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const std::int64_t c = blockIdx.x * 32ll + lane;
   float sum = 0.f;
-  for (std::int64_t b = 0; b < blocks; ++b) sum += partials[b * cols + c];
-  grad[c] += sum;
+  if (c < cols)
+    for (std::int64_t b = warp; b < blocks; b += kReduceWarps) sum += partials[b * cols + c];
+  warp_sums[warp][lane] = sum;
+  __syncthreads();
+  if (warp != 0 || c >= cols) return;
+  float total = 0.f;
+  for (int w = 0; w < kReduceWarps; ++w) total += warp_sums[w][lane];
+  grad[c] = to_bf16(accumulate ? to_float(grad[c]) + total : total);
 }
 
 void check_shape(std::int64_t rows, std::int64_t cols) {
@@ -209,9 +249,12 @@ void rmsnorm_backward(const bf16* dy, const bf16* x, const bf16* weight, const f
   check_shape(rows, cols);
   const std::size_t shared = static_cast<std::size_t>(cols) * sizeof(float);
   const unsigned blocks = static_cast<unsigned>(norm_partial_blocks(rows));
-  if (cols % 8 == 0 && aligned16(dy) && aligned16(x) && aligned16(weight) && aligned16(dx)) {
-    allow_shared(rmsnorm_backward_vec8_kernel, shared);
-    rmsnorm_backward_vec8_kernel<<<blocks, kThreads, shared, stream>>>(dy, x, weight, rstd, dx, partials, rows, cols);
+  const bool vector = cols % 8 == 0 && aligned16(dy) && aligned16(x) && aligned16(weight) && aligned16(dx);
+  if (vector && cols <= 8 * 256) {
+    rmsnorm_backward_rows_kernel<1><<<blocks, 256, 0, stream>>>(dy, x, weight, rstd, dx, partials, rows, cols);
+  } else if (vector && cols <= 2 * 8 * 512) {
+    const int threads = cols <= 2 * 8 * 256 ? 256 : 512;
+    rmsnorm_backward_rows_kernel<2><<<blocks, threads, 0, stream>>>(dy, x, weight, rstd, dx, partials, rows, cols);
   } else {
     allow_shared(rmsnorm_backward_kernel, shared);
     rmsnorm_backward_kernel<<<blocks, kThreads, shared, stream>>>(dy, x, weight, rstd, dx, partials, rows, cols);
@@ -229,11 +272,11 @@ void layernorm_backward(const bf16* dy, const bf16* x, const bf16* weight, const
   TWIN_CUDA_CHECK_LAUNCH();
 }
 
-void norm_weight_grad_reduce(const float* partials, float* grad, std::int64_t partial_blocks, std::int64_t cols,
-                             cudaStream_t stream) {
+void norm_weight_grad_reduce(const float* partials, std::int64_t partial_blocks, std::int64_t cols, bf16* grad,
+                             bool accumulate, cudaStream_t stream) {
   check_shape(partial_blocks, cols);
-  reduce_partials_kernel<<<static_cast<unsigned>((cols + kThreads - 1) / kThreads), kThreads, 0, stream>>>(
-      partials, grad, partial_blocks, cols);
+  reduce_partials_kernel<<<static_cast<unsigned>((cols + 31) / 32), 32 * kReduceWarps, 0, stream>>>(
+      partials, partial_blocks, cols, grad, accumulate);
   TWIN_CUDA_CHECK_LAUNCH();
 }
 

@@ -23,7 +23,9 @@ tail -3 "$OUT/kernel_tests.log"
 echo "=== twin execute ($(date -u +%H:%M:%S))"
 python3 tests/gpu/execute_check.py --twin "$twin" --out /tmp/twin-speed --gpus 1 --only speed --iters 15 || status=1
 cp /tmp/twin-speed/execute_check.md "$OUT/twin_speed.md"
-for run in /tmp/twin-speed/7b4l-*; do cp "$run/metrics.json" "$OUT/$(basename "$run").metrics.json"; done
+for run in /tmp/twin-speed/7b4l-*; do
+  cp "$run/metrics.json" "$OUT/$(basename "$run").metrics.json"; cp "$run/ops.csv" "$OUT/$(basename "$run").ops.csv"
+done
 
 for recipe in "" "--master-fp32"; do
   echo "=== PyTorch ${recipe:-bf16 parameters} ($(date -u +%H:%M:%S))"
