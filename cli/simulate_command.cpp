@@ -14,6 +14,7 @@
 
 #include "cost/profile.hpp"
 #include "cli/commands.hpp"
+#include "cli/search_processes.hpp"
 #include "core/atomic_file.hpp"
 #include "core/output_folder.hpp"
 #include "core/scenario.hpp"
@@ -125,12 +126,30 @@ int run_simulate(const SimulateOptions& options) {
                                         scenario.source, "", &scaled);
   for (const std::string& line : scaled) spdlog::warn("{}", line);
 
+  // Under mpirun or srun each process simulates a share of the candidates; the first writes the outputs.
+  const SearchProcessGroup group;
+  if (!group.writes_outputs()) {
+    try {
+      search(scenario, profile, plan_families(), SearchOptions{options.jobs, Progress(true), group.processes()});
+    } catch (const std::exception& e) {
+      group.stop_all_on_failure(e.what());
+      throw;
+    }
+    return 0;
+  }
+
   // Before the search: a folder that cannot be written is known at once, not after minutes.
   OutputFolder folder(options.out, {"ranking.csv", "report.html", "best.json", "megatron_args.txt", "traces"});
   const std::filesystem::path out = folder.out();
 
-  std::vector<Candidate> ranked =
-      search(scenario, profile, plan_families(), SearchOptions{options.jobs, Progress(options.quiet)});
+  std::vector<Candidate> ranked;
+  try {
+    ranked = search(scenario, profile, plan_families(),
+                    SearchOptions{options.jobs, Progress(options.quiet), group.processes()});
+  } catch (const std::exception& e) {
+    group.stop_all_on_failure(e.what());
+    throw;
+  }
   std::size_t feasible = std::count_if(ranked.begin(), ranked.end(), [](const Candidate& c) { return c.feasible; });
 
   write_file_atomically(folder.staged("ranking.csv"), ranking_csv(scenario, ranked));

@@ -1,12 +1,14 @@
 // Enumerates the search space, prunes invalid and out-of-memory strategies without simulating them,
-// simulates the rest with parallel_for, appends the plan families' candidates, and ranks. Results land in slots indexed by enumeration
-// order, so the ranking is the same whatever the number of threads.
+// simulates the rest with parallel_for (this process's share of them when several run the search), appends
+// the plan families' candidates, and ranks. Results land in slots indexed by enumeration order, so the
+// ranking is the same whatever the number of threads or processes.
 #include "strategies/search.hpp"
 
 #include <algorithm>
 #include <set>
 
 #include "core/parallel_for.hpp"
+#include "strategies/simulated_results.hpp"
 #include "sim/simulate.hpp"
 #include "strategies/lowering.hpp"
 #include "strategies/validity.hpp"
@@ -124,15 +126,26 @@ std::vector<Candidate> search(const Scenario& scenario, const Profile& profile,
   for (std::size_t i = 0; i < candidates.size(); ++i)
     if (candidates[i].feasible) to_simulate.push_back(i);
 
+  // This process's share (all of them with one process); the others' results come from all_gather.
+  const SearchProcesses& processes = options.processes;
+  std::vector<std::size_t> mine;
+  for (std::size_t k = static_cast<std::size_t>(processes.rank); k < to_simulate.size();
+       k += static_cast<std::size_t>(processes.count))
+    mine.push_back(to_simulate[k]);
   parallel_for(
-      to_simulate.size(), options.jobs,
+      mine.size(), options.jobs,
       [&](std::size_t k) {
-        Candidate& c = candidates[to_simulate[k]];
+        Candidate& c = candidates[mine[k]];
         MemoryEstimate memory = std::move(c.memory);
         c = evaluate(scenario, profile, c.strategy, false);
         c.memory = std::move(memory);
       },
       options.progress);
+  if (processes.count > 1) {
+    const std::vector<std::string> shares = processes.all_gather(simulated_results_to_string(candidates, mine));
+    for (int rank = 0; rank < processes.count; ++rank)
+      if (rank != processes.rank) read_simulated_results(shares.at(rank), candidates);
+  }
   for (const FamilySearch& family : families)
     for (Candidate& c : family(scenario, profile, options.jobs)) candidates.push_back(std::move(c));
 

@@ -72,9 +72,21 @@ Candidate evaluate_again(const Scenario& scenario, const Profile& profile, const
 // Every strategy of the search space (or the pinned one), completed; invalid ones keep their reason.
 std::vector<Candidate> enumerate_candidates(const Scenario& scenario);
 
+// One process's share of a search that several processes run together (`mpirun -n N twin simulate`, or srun):
+// this process simulates the uniform candidates whose position among those to simulate is rank (mod count);
+// `all_gather` then hands every process's results (an opaque string each, indexed by rank) to every process,
+// so that each ranks the same candidates with the same results: the output does not depend on the count.
+// The plan families' searches run whole in every process. One process: count 1, no all_gather.
+struct SearchProcesses {
+  int rank = 0;
+  int count = 1;
+  std::function<std::vector<std::string>(const std::string& mine)> all_gather;
+};
+
 struct SearchOptions {
   int jobs = 0;                                      // 0 = all cores (parallel_for's rule)
   std::function<void(int done, int total)> progress; // called from the caller's thread only
+  SearchProcesses processes;
 };
 
 // One plan family's search: its candidates for the scenario (feasible ones simulated), none where the

@@ -74,6 +74,39 @@ TEST(SimulateCommand, SameInputGivesSameBytesWhateverTheThreadCount) {
   }
 }
 
+// Under mpirun the processes split the search and the first writes the outputs: the same bytes as one process.
+TEST(SimulateCommand, AnMpiRunWritesWhatOneProcessWrites) {
+#ifndef TWIN_TEST_MPIEXEC
+  GTEST_SKIP() << "twin was built without MPI";
+#else
+  TempDir dir("mpi");
+  write_file(dir.path / "s.json", kSmallScenario);
+  const std::string scenario = (dir.path / "s.json").string();
+  ASSERT_EQ(run_twin("simulate " + scenario + " --quiet --out " + (dir.path / "one").string()).exit_code, 0);
+  // Root in containers and CI; one host, shared memory only.
+  const std::string mpirun = std::string("env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 ") +
+                             TWIN_TEST_MPIEXEC + " -n 2 --oversubscribe --mca btl self,vader";
+  const Outcome two = run_twin_under(mpirun, "simulate " + scenario + " --quiet --jobs 1 --out " + (dir.path / "two").string());
+  ASSERT_EQ(two.exit_code, 0) << two.output;
+  EXPECT_NE(two.output.find("search split over 2 processes"), std::string::npos) << two.output;
+  int files = 0;
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(dir.path / "one")) {
+    if (!entry.is_regular_file()) continue;
+    ++files;
+    auto relative = std::filesystem::relative(entry.path(), dir.path / "one");
+    EXPECT_EQ(read_file(entry.path()), read_file(dir.path / "two" / relative)) << relative;
+  }
+  EXPECT_GE(files, 5);
+  // A scenario every process refuses: each exits with the error, none waits for the others.
+  write_file(dir.path / "bad.json", "{\"name\": 1}");
+  const Outcome bad = run_twin_under("timeout 60 " + mpirun, "simulate " + (dir.path / "bad.json").string() + " --out " +
+                                                               (dir.path / "bad").string());
+  EXPECT_NE(bad.exit_code, 0) << bad.output;
+  EXPECT_NE(bad.exit_code, 124) << "hung: " << bad.output;
+  EXPECT_NE(bad.output.find("bad.json"), std::string::npos) << bad.output;
+#endif
+}
+
 TEST(SimulateCommand, HelpExplainsEveryOption) {
   Outcome help = run_twin("simulate --help");
   EXPECT_EQ(help.exit_code, 0);
