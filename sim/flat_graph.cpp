@@ -5,11 +5,11 @@
 #include "sim/flat_graph.hpp"
 
 #include "sim/measured_collectives.hpp"
+#include "sim/price_cache.hpp"
 
 #include <algorithm>
 #include <array>
 #include <cmath>
-#include <cstring>
 #include <limits>
 #include <map>
 #include <string>
@@ -26,38 +26,25 @@ std::string describe(const IterationGraph& graph, int rank_class, OpIndex index)
 }
 
 // Lowering repeats a handful of shapes across layers and micro-batches, so ops that would be priced
-// alike share one call to compute_time_ns. The key holds every field that can affect a price; fields
-// that only place an op (stream, layer, micro-batch, chunk, group, peer, tag) or say what it does for the
-// executor (a GEMM's pass, the linear and tensor a TP collective serves: priced by shape alike) are left out.
-using PriceKey = std::array<std::int64_t, 28>;
-static_assert(sizeof(Op) == 192, "Op changed: make price_key() cover any new field that can affect a price");
-
-PriceKey price_key(const Op& op) {
-  std::int64_t flops_bits = 0;
-  std::memcpy(&flops_bits, &op.flops, sizeof flops_bits);
-  const GemmShape& g = op.gemm;
-  const AttentionShape& a = op.attention;
-  return {static_cast<std::int64_t>(op.kind), static_cast<std::int64_t>(op.role), static_cast<std::int64_t>(op.phase),
-          op.recomputed, g.m, g.n, g.k, g.count, g.transpose_a, g.transpose_b, g.split,
-          a.batch, a.heads, a.kv_heads, a.seq_q, a.seq_kv, a.head_dim, a.causal, a.flash, a.dropout, a.cudnn,
-          op.rows, op.cols, op.gated_activation, op.elements, op.bytes, flops_bits,
-          static_cast<std::int64_t>(op.optimizer_precision.main_params) << 16 |
-              static_cast<std::int64_t>(op.optimizer_precision.exp_avg) << 8 |
-              static_cast<std::int64_t>(op.optimizer_precision.exp_avg_sq)};
-}
-
+// alike share one call to compute_time_ns (price_key: sim/price_cache.hpp); a search's simulations also
+// share a PriceCache.
 class ComputeTimes {
  public:
-  ComputeTimes(const Profile& profile, const GpuSpec& gpu) : profile_(profile), gpu_(gpu) {}
+  ComputeTimes(const Profile& profile, const GpuSpec& gpu, PriceCache* shared)
+      : profile_(profile), gpu_(gpu), shared_(shared) {}
   TimeNs operator()(const Op& op) {
-    auto [it, inserted] = cache_.try_emplace(price_key(op), 0);
-    if (inserted) it->second = compute_time_ns(profile_, gpu_, op);
+    const PriceKey key = price_key(op);
+    auto [it, inserted] = cache_.try_emplace(key, 0);
+    if (!inserted) return it->second;
+    const auto price = [&] { return compute_time_ns(profile_, gpu_, op); };
+    it->second = shared_ ? shared_->get_or_compute(gpu_, key, price) : price();
     return it->second;
   }
 
  private:
   const Profile& profile_;
   const GpuSpec& gpu_;
+  PriceCache* shared_;
   std::map<PriceKey, TimeNs> cache_;
 };
 
@@ -282,7 +269,7 @@ LinkParams link_params(const NodeGroup& group, const Network& network, const Pro
   return links;
 }
 
-FlatIteration flatten(const IterationGraph& graph, const Cluster& cluster, const Profile& profile) {
+FlatIteration flatten(const IterationGraph& graph, const Cluster& cluster, const Profile& profile, PriceCache* prices) {
   FlatIteration flat;
   flat.overlap = profile.overlap;
   flat.classes.resize(graph.classes.size());
@@ -305,7 +292,7 @@ FlatIteration flatten(const IterationGraph& graph, const Cluster& cluster, const
       flat_class.userbuffers_slowdown = double(group.gpu.sm_count) / (group.gpu.sm_count - kUserbuffersSmCount);
     flat_class.ops.resize(rank_class.size());
     flatten_structure(graph, c, flat_class);
-    ComputeTimes compute_times(profile, group.gpu);
+    ComputeTimes compute_times(profile, group.gpu, prices);
     classify_ops(graph, c, flat_class, plans[c], compute_times, pipeline);
   }
   pair_pipeline_transfers(graph, cluster, pipeline, flat.classes, plans);

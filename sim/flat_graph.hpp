@@ -15,6 +15,10 @@
 #include "sim/collectives.hpp"
 
 namespace twin::sim {
+class PriceCache;
+}
+
+namespace twin::sim {
 
 enum class OpClass : std::uint8_t { compute, collective, pipeline_send, pipeline_recv, ring_send };
 
@@ -52,7 +56,9 @@ struct FlatIteration {
   OverlapProfile overlap;
 };
 
-FlatIteration flatten(const IterationGraph& graph, const Cluster& cluster, const Profile& profile);
+// `prices`, when given, is shared with the other simulations of a search (sim/price_cache.hpp).
+FlatIteration flatten(const IterationGraph& graph, const Cluster& cluster, const Profile& profile,
+                      PriceCache* prices = nullptr);
 
 // Link parameters of a node group: bandwidths from the cluster; efficiency and per-step latency from the
 // profile (its PCIe intra-node curve for PCIe nodes), the latency no lower than the cluster declares.

@@ -8,7 +8,7 @@ namespace twin {
 
 IterationResult simulate_iteration(const IterationGraph& graph, const Cluster& cluster, const Profile& profile,
                                    const SimOptions& options) {
-  const sim::FlatIteration flat = sim::flatten(graph, cluster, profile);
+  const sim::FlatIteration flat = sim::flatten(graph, cluster, profile, options.prices);
   return sim::run_engine(flat, graph, options);
 }
 

@@ -8,8 +8,14 @@
 
 namespace twin {
 
+namespace sim {
+class PriceCache;
+}
+
 struct SimOptions {
   bool record_op_timings = false;   // fill ClassResult::op_timings (for traces and best.json)
+  // Compute-op prices shared with other simulations on the same profile and cluster (a search's), or none.
+  sim::PriceCache* prices = nullptr;
 };
 
 // Deterministic: the same inputs give the same result, bit for bit.

@@ -9,6 +9,7 @@
 
 #include "core/parallel_for.hpp"
 #include "strategies/simulated_results.hpp"
+#include "sim/price_cache.hpp"
 #include "sim/simulate.hpp"
 #include "strategies/lowering.hpp"
 #include "strategies/validity.hpp"
@@ -90,13 +91,13 @@ std::vector<Candidate> enumerate_candidates(const Scenario& scenario) {
 }
 
 Candidate evaluate(const Scenario& scenario, const Profile& profile, const Strategy& strategy, bool record_op_timings,
-                   IterationGraph* graph_out) {
+                   IterationGraph* graph_out, sim::PriceCache* prices) {
   Candidate candidate;
   candidate.strategy = strategy;
   candidate.memory = estimate_memory(scenario, strategy);
   candidate.feasible = true;
   IterationGraph graph = lower_to_op_graphs(scenario, strategy, profile, &candidate.strand_pairings);
-  candidate.result = simulate_iteration(graph, scenario.cluster, profile, SimOptions{record_op_timings});
+  candidate.result = simulate_iteration(graph, scenario.cluster, profile, SimOptions{record_op_timings, prices});
   candidate.throughput = throughput(scenario, strategy, to_seconds(candidate.result.iteration_ns));
   if (graph_out) *graph_out = std::move(graph);
   return candidate;
@@ -132,12 +133,13 @@ std::vector<Candidate> search(const Scenario& scenario, const Profile& profile,
   for (std::size_t k = static_cast<std::size_t>(processes.rank); k < to_simulate.size();
        k += static_cast<std::size_t>(processes.count))
     mine.push_back(to_simulate[k]);
+  sim::PriceCache prices;  // the candidates repeat each other's op shapes
   parallel_for(
       mine.size(), options.jobs,
       [&](std::size_t k) {
         Candidate& c = candidates[mine[k]];
         MemoryEstimate memory = std::move(c.memory);
-        c = evaluate(scenario, profile, c.strategy, false);
+        c = evaluate(scenario, profile, c.strategy, false, nullptr, &prices);
         c.memory = std::move(memory);
       },
       options.progress);

@@ -15,6 +15,7 @@
 #include "core/scenario.hpp"
 #include "core/strategy.hpp"
 #include "sim/result.hpp"
+#include "sim/simulate.hpp"
 #include "strategies/flops.hpp"
 #include "strategies/lowering.hpp"
 #include "strategies/memory.hpp"
@@ -99,9 +100,10 @@ std::vector<Candidate> search(const Scenario& scenario, const Profile& profile,
                               const std::vector<FamilySearch>& families, const SearchOptions& options = {});
 
 // Simulates one complete, valid strategy (used by search and by the report for the top K). With `graph`,
-// hands back the op graphs it simulated, so that traces and plans show exactly those.
+// hands back the op graphs it simulated, so that traces and plans show exactly those; with `prices`, shares
+// compute-op prices with the search's other simulations (sim/price_cache.hpp).
 Candidate evaluate(const Scenario& scenario, const Profile& profile, const Strategy& strategy, bool record_op_timings,
-                   IterationGraph* graph = nullptr);
+                   IterationGraph* graph = nullptr, sim::PriceCache* prices = nullptr);
 
 // Calls `visit` for every op of every feasible candidate's op graphs: the shapes a calibration of this
 // scenario must measure.

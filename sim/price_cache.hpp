@@ -1,0 +1,36 @@
+// Compute-op prices shared by the simulations of one search: every candidate is priced by the same profile on
+// the same cluster, and candidates repeat each other's op shapes, so each distinct (GPU, op shape) is priced
+// once per search instead of once per candidate. Thread-safe. A price is the value of one pure function
+// (compute_time_ns) whoever asks first, so results do not depend on the order or the thread count.
+#pragma once
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <utility>
+
+#include "core/cluster.hpp"
+#include "core/op.hpp"
+#include "core/units.hpp"
+
+namespace twin::sim {
+
+// Every field of an op that can affect its price; fields that only place an op (stream, layer, micro-batch,
+// chunk, group, peer, tag) or say what it does for the executor (a GEMM's pass, the linear and tensor a TP
+// collective serves: priced by shape alike) are left out.
+using PriceKey = std::array<std::int64_t, 28>;
+PriceKey price_key(const Op& op);
+
+class PriceCache {
+ public:
+  // The price of an op of `key` on `gpu` (a GPU of the cluster every user of this cache simulates), computing
+  // it with `compute` the first time.
+  TimeNs get_or_compute(const GpuSpec& gpu, const PriceKey& key, const std::function<TimeNs()>& compute);
+
+ private:
+  std::mutex mutex_;
+  std::map<std::pair<const GpuSpec*, PriceKey>, TimeNs> prices_;
+};
+
+}  // namespace twin::sim

@@ -1,0 +1,61 @@
+// The search's shared price cache: each (GPU, op shape) priced once, whichever thread asks first, and a
+// search that uses it gives the same results as simulations without it.
+#include <atomic>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "core/scenario.hpp"
+#include "cost/profile.hpp"
+#include "sim/price_cache.hpp"
+#include "strategies/search.hpp"
+
+namespace twin {
+namespace {
+
+TEST(PriceCache, PricesEachGpuAndShapeOnceForEveryThread) {
+  sim::PriceCache cache;
+  GpuSpec h100, a100;
+  Op gemm;
+  gemm.kind = OpKind::gemm;
+  gemm.gemm = {4096, 4096, 4096};
+  Op other = gemm;
+  other.gemm.k = 8192;
+  std::atomic<int> computed{0};
+  std::vector<std::jthread> threads;
+  for (int t = 0; t < 4; ++t)
+    threads.emplace_back([&] {
+      for (int i = 0; i < 100; ++i) {
+        EXPECT_EQ(cache.get_or_compute(h100, sim::price_key(gemm), [&] { ++computed; return TimeNs{7}; }), 7);
+        EXPECT_EQ(cache.get_or_compute(a100, sim::price_key(gemm), [&] { ++computed; return TimeNs{9}; }), 9);
+        EXPECT_EQ(cache.get_or_compute(h100, sim::price_key(other), [&] { ++computed; return TimeNs{11}; }), 11);
+      }
+    });
+  threads.clear();
+  // Racing threads may each price a key once before one stores it; never more often than there are threads.
+  EXPECT_GE(computed.load(), 3);
+  EXPECT_LE(computed.load(), 12);
+  // What is placement only (stream, layer, micro-batch) does not make another price.
+  Op moved = gemm;
+  moved.layer = 5;
+  moved.micro_batch = 3;
+  EXPECT_EQ(sim::price_key(moved), sim::price_key(gemm));
+}
+
+TEST(PriceCache, ASearchPricesAsSeparateSimulationsDo) {
+  const Scenario scenario = load_scenario(std::string(TWIN_SOURCE_DIR) + "/scenarios/llama2-7b-8xH100.json");
+  const Profile profile = load_profile(scenario.profile);
+  const std::vector<Candidate> ranked = search(scenario, profile, {}, SearchOptions{2, {}});
+  int compared = 0;
+  for (const Candidate& c : ranked) {
+    if (!c.feasible || compared == 20) continue;
+    const Candidate alone = evaluate(scenario, profile, c.strategy, false);  // its own prices only
+    EXPECT_EQ(alone.result.iteration_ns, c.result.iteration_ns) << c.key();
+    ++compared;
+  }
+  EXPECT_EQ(compared, 20);
+}
+
+}  // namespace
+}  // namespace twin
