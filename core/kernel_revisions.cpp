@@ -6,23 +6,12 @@
 
 namespace twin {
 
-int executor_kernel_revision(OpKind kind) {
-  switch (kind) {
-    case OpKind::norm_backward:
-    case OpKind::loss_forward:
-    case OpKind::loss_backward:
-    case OpKind::embedding_forward:
-    case OpKind::embedding_backward: return 2;
-    default: return 1;
-  }
-}
-
 nlohmann::json executor_kernel_revisions_json() {
   nlohmann::json revisions = nlohmann::json::object();
   for (int k = 0; k < kOpKindCount; ++k) {
     const auto kind = static_cast<OpKind>(k);
     if (op_kind_traits(kind).executor_runs)
-      revisions[std::string(op_kind_traits(kind).name)] = executor_kernel_revision(kind);
+      revisions[std::string(op_kind_traits(kind).name)] = op_kind_traits(kind).kernel_revision;
   }
   return revisions;
 }

@@ -10,12 +10,8 @@
 
 namespace twin {
 
-// Revisions (attention's implementation is chosen per run instead: core/attention_implementation.hpp):
-//   1  every kind until 2026-11-24
-//   2  norm_backward (rows in registers, four blocks per multiprocessor), loss_forward (one pass),
-//      loss_backward, embedding_forward and embedding_backward (16-byte accesses; the backward adds into the
-//      bf16 gradient): 2026-11-25
-int executor_kernel_revision(OpKind kind);
+// Each kind's revision is in its traits (OpKindTraits::kernel_revision, core/op_kinds.hpp); attention's
+// implementation is chosen per run instead (core/attention_implementation.hpp).
 
 // {"norm_backward": 2, ...}: every kind twin execute runs, as profiles and metrics.json record them.
 nlohmann::json executor_kernel_revisions_json();

@@ -36,38 +36,45 @@ struct OpKindTraits {
   OpMeasurement measured_by;
   // Whether twin execute runs the kind; when it does not, executor/op_binding.cpp refuses the plan naming it.
   bool executor_runs;
+  // The version of the executor's kernel for the kind: raised whenever the kernel's speed changes, so that a run
+  // of an older kernel is not folded into a profile that timed a newer one (core/kernel_revisions.hpp).
+  //   1  every kind until 2026-11-24
+  //   2  norm_backward (rows in registers, four blocks per multiprocessor), loss_forward (one pass),
+  //      loss_backward, embedding_forward and embedding_backward (16-byte accesses; the backward adds into the
+  //      bf16 gradient): 2026-11-25
+  int kernel_revision;
 };
 
 constexpr OpKindTraits op_kind_traits(OpKind kind) {
   using P = OpPricing;
   using M = OpMeasurement;
   switch (kind) {
-    case OpKind::gemm: return {"gemm", P::gemm, M::gemm_grid, true};
-    case OpKind::attention_forward: return {"attention_forward", P::attention, M::kernel_bench, true};
-    case OpKind::attention_backward: return {"attention_backward", P::attention, M::kernel_bench, true};
-    case OpKind::norm_forward: return {"norm_forward", P::memory_bound, M::kernel_bench, true};
-    case OpKind::norm_backward: return {"norm_backward", P::memory_bound, M::kernel_bench, true};
-    case OpKind::rope_forward: return {"rope_forward", P::memory_bound, M::kernel_bench, true};
-    case OpKind::rope_backward: return {"rope_backward", P::memory_bound, M::kernel_bench, true};
-    case OpKind::activation_forward: return {"activation_forward", P::memory_bound, M::kernel_bench, true};
-    case OpKind::activation_backward: return {"activation_backward", P::memory_bound, M::kernel_bench, true};
-    case OpKind::elementwise: return {"elementwise", P::memory_bound, M::kernel_bench, true};
-    case OpKind::embedding_forward: return {"embedding_forward", P::memory_bound, M::kernel_bench, true};
-    case OpKind::embedding_backward: return {"embedding_backward", P::memory_bound, M::kernel_bench, true};
-    case OpKind::loss_forward: return {"loss_forward", P::memory_bound, M::kernel_bench, true};
-    case OpKind::loss_backward: return {"loss_backward", P::memory_bound, M::kernel_bench, true};
-    case OpKind::moe_router: return {"moe_router", P::gemm, M::gemm_grid, false};
-    case OpKind::moe_permute: return {"moe_permute", P::memory_bound, M::kernel_bench, false};
-    case OpKind::moe_unpermute: return {"moe_unpermute", P::memory_bound, M::kernel_bench, false};
-    case OpKind::optimizer_step: return {"optimizer_step", P::memory_bound, M::kernel_bench, true};
-    case OpKind::all_reduce: return {"all_reduce", P::collective, M::nccl_collective, true};
-    case OpKind::all_gather: return {"all_gather", P::collective, M::nccl_collective, true};
-    case OpKind::reduce_scatter: return {"reduce_scatter", P::collective, M::nccl_collective, true};
-    case OpKind::all_to_all: return {"all_to_all", P::collective, M::nccl_collective, false};
-    case OpKind::send: return {"send", P::point_to_point, M::nccl_p2p, true};
-    case OpKind::recv: return {"recv", P::point_to_point, M::nccl_p2p, true};
+    case OpKind::gemm: return {"gemm", P::gemm, M::gemm_grid, true, 1};
+    case OpKind::attention_forward: return {"attention_forward", P::attention, M::kernel_bench, true, 1};
+    case OpKind::attention_backward: return {"attention_backward", P::attention, M::kernel_bench, true, 1};
+    case OpKind::norm_forward: return {"norm_forward", P::memory_bound, M::kernel_bench, true, 1};
+    case OpKind::norm_backward: return {"norm_backward", P::memory_bound, M::kernel_bench, true, 2};
+    case OpKind::rope_forward: return {"rope_forward", P::memory_bound, M::kernel_bench, true, 1};
+    case OpKind::rope_backward: return {"rope_backward", P::memory_bound, M::kernel_bench, true, 1};
+    case OpKind::activation_forward: return {"activation_forward", P::memory_bound, M::kernel_bench, true, 1};
+    case OpKind::activation_backward: return {"activation_backward", P::memory_bound, M::kernel_bench, true, 1};
+    case OpKind::elementwise: return {"elementwise", P::memory_bound, M::kernel_bench, true, 1};
+    case OpKind::embedding_forward: return {"embedding_forward", P::memory_bound, M::kernel_bench, true, 2};
+    case OpKind::embedding_backward: return {"embedding_backward", P::memory_bound, M::kernel_bench, true, 2};
+    case OpKind::loss_forward: return {"loss_forward", P::memory_bound, M::kernel_bench, true, 2};
+    case OpKind::loss_backward: return {"loss_backward", P::memory_bound, M::kernel_bench, true, 2};
+    case OpKind::moe_router: return {"moe_router", P::gemm, M::gemm_grid, false, 1};
+    case OpKind::moe_permute: return {"moe_permute", P::memory_bound, M::kernel_bench, false, 1};
+    case OpKind::moe_unpermute: return {"moe_unpermute", P::memory_bound, M::kernel_bench, false, 1};
+    case OpKind::optimizer_step: return {"optimizer_step", P::memory_bound, M::kernel_bench, true, 1};
+    case OpKind::all_reduce: return {"all_reduce", P::collective, M::nccl_collective, true, 1};
+    case OpKind::all_gather: return {"all_gather", P::collective, M::nccl_collective, true, 1};
+    case OpKind::reduce_scatter: return {"reduce_scatter", P::collective, M::nccl_collective, true, 1};
+    case OpKind::all_to_all: return {"all_to_all", P::collective, M::nccl_collective, false, 1};
+    case OpKind::send: return {"send", P::point_to_point, M::nccl_p2p, true, 1};
+    case OpKind::recv: return {"recv", P::point_to_point, M::nccl_p2p, true, 1};
   }
-  return {"unknown", P::memory_bound, M::kernel_bench, false};
+  return {"unknown", P::memory_bound, M::kernel_bench, false, 1};
 }
 
 // Every kind, in declaration order (kLastOpKind, beside the enum, names the last).

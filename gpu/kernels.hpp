@@ -163,10 +163,6 @@ void attention_backward(const bf16* q, const bf16* k, const bf16* v, const bf16*
 void init_normal_shard(bf16* out, const ShardMap& map, std::uint64_t seed, float stddev, cudaStream_t stream);
 void fill_bf16(bf16* out, std::int64_t count, float value, cudaStream_t stream);
 void bf16_to_f32(const bf16* in, float* out, std::int64_t count, cudaStream_t stream);
-// dst += src (fp32 partial gradients into a bf16 gradient buffer).
-void add_f32_to_bf16(const float* src, bf16* dst, std::int64_t count, cudaStream_t stream);
-// dst = src rounded to bf16 (a gradient's first contribution of the step).
-void f32_to_bf16(const float* src, bf16* dst, std::int64_t count, cudaStream_t stream);
 // *total += sum of values, in one block and a fixed order (deterministic; for per-token losses).
 void add_sum_f32(const float* values, std::int64_t count, float* total, cudaStream_t stream);
 

@@ -50,18 +50,6 @@ __global__ void bf16_to_f32_kernel(const bf16* in, float* out, std::int64_t coun
     out[i] = to_float(in[i]);
 }
 
-__global__ void add_f32_to_bf16_kernel(const float* src, bf16* dst, std::int64_t count) {
-  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < count;
-       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
-    dst[i] = to_bf16(to_float(dst[i]) + src[i]);
-}
-
-__global__ void f32_to_bf16_kernel(const float* src, bf16* dst, std::int64_t count) {
-  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < count;
-       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
-    dst[i] = to_bf16(src[i]);
-}
-
 __global__ void add_sum_f32_kernel(const float* values, std::int64_t count, float* total) {
   __shared__ float scratch[32];
   float sum = 0.f;
@@ -94,18 +82,6 @@ void fill_bf16(bf16* out, std::int64_t count, float value, cudaStream_t stream) 
 void bf16_to_f32(const bf16* in, float* out, std::int64_t count, cudaStream_t stream) {
   if (count == 0) return;
   bf16_to_f32_kernel<<<detail::grid_for(count, kThreads), kThreads, 0, stream>>>(in, out, count);
-  TWIN_CUDA_CHECK_LAUNCH();
-}
-
-void add_f32_to_bf16(const float* src, bf16* dst, std::int64_t count, cudaStream_t stream) {
-  if (count == 0) return;
-  add_f32_to_bf16_kernel<<<detail::grid_for(count, kThreads), kThreads, 0, stream>>>(src, dst, count);
-  TWIN_CUDA_CHECK_LAUNCH();
-}
-
-void f32_to_bf16(const float* src, bf16* dst, std::int64_t count, cudaStream_t stream) {
-  if (count == 0) return;
-  f32_to_bf16_kernel<<<detail::grid_for(count, kThreads), kThreads, 0, stream>>>(src, dst, count);
   TWIN_CUDA_CHECK_LAUNCH();
 }
 

@@ -74,21 +74,6 @@ TEST(KernelOptimizer, GradSumSquaresAtEveryAlignment) {
     }
 }
 
-// A gradient's first contribution of a step is stored, later ones added (no zeroing per step): both against
-// the float64 value.
-TEST(KernelParameters, StoreThenAddFp32IntoBf16) {
-  REQUIRE_GPU();
-  const std::int64_t n = 100003;
-  auto first = random_f32(n), second = random_f32(n), dst = poisoned(n * 2);
-  const auto h1 = f32_to_host(first.data(), n), h2 = f32_to_host(second.data(), n);
-  k::f32_to_bf16(f32(first), bf(dst), n, nullptr);
-  EXPECT_LT(report("f32_to_bf16 (store)", relative_error(bf16_to_host(dst.data(), n), h1)), kBf16Tolerance);
-  k::add_f32_to_bf16(f32(second), bf(dst), n, nullptr);
-  std::vector<double> sum(n);
-  for (std::int64_t i = 0; i < n; ++i) sum[i] = h1[i] + h2[i];
-  EXPECT_LT(report("add_f32_to_bf16 (after a store)", relative_error(bf16_to_host(dst.data(), n), sum)), kBf16Tolerance);
-}
-
 // Round to the nearest bf16 as the kernels store a bf16 state (cuda_bf16.h's conversion runs on the host too).
 double round_to_bf16(double x) { return __bfloat162float(__float2bfloat16(static_cast<float>(x))); }
 
