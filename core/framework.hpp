@@ -33,6 +33,12 @@ struct FrameworkConfig {
   // Megatron wrote it before, on fp32 logits in separate passes (cast, max, subtract, exp, sum, divide;
   // backward scale and cast back), 36 more bytes per logit forward and 10 more backward.
   bool cross_entropy_loss_fusion = true;
+  // twin's own (Megatron has no such switch: its bias-dropout-add kernel adds each residual in a pass of its
+  // own, and autograd adds the skip path's gradient in another): each residual add runs inside a kernel that
+  // is there anyway. Forward, the row-parallel GEMM's epilogue adds the residual stream (cuBLASLt D = A B + C)
+  // where nothing comes between them (TP 1); backward, the norm backward that reads the stream adds the skip
+  // path's gradient to its input gradient. Only without hidden dropout (a dropout sits between them).
+  bool residual_fusion = false;
   // Megatron's --use-distributed-optimizer, when the scenario gives it: true is ZeRO stage 1 (optimizer
   // states sharded, gradients reduce-scattered), false ZeRO 0; it must agree with the strategy's
   // zero_stage, and in a search it restricts the zero_stage list. Absent: zero_stage alone decides.

@@ -4,6 +4,7 @@
 // masks 1, softmax statistics fp32.
 #include "core/layer.hpp"
 
+#include <algorithm>
 #include <array>
 #include <stdexcept>
 #include <string>
@@ -112,6 +113,13 @@ const Block& residual_adding(Tensor branch) {
 }
 const Block& residual_reading(Tensor stream) {
   return residual_where([](const Block& b, Tensor t) { return b.input == t; }, stream);
+}
+
+bool beside_skip_path(const Block& block) {
+  const bool in_layer = std::ranges::any_of(kDenseLayer, [&](const Block& b) { return b.role == block.role; });
+  return in_layer && std::ranges::any_of(kDenseLayer, [&](const Block& b) {
+           return b.kind == BlockKind::residual && b.input == block.input;
+         });
 }
 
 const Block& block_of(OpRole role) {

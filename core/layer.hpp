@@ -103,6 +103,9 @@ std::span<const Block> head_blocks();
 // input (the skip path of `stream`'s gradient); throw when none does.
 const Block& residual_adding(Tensor branch);
 const Block& residual_reading(Tensor stream);
+// Whether a residual block of the layer reads `block`'s input as its stream: the stream's gradient then has a
+// skip path around `block` (a layer's input and MLP norms; not the head's final norm).
+bool beside_skip_path(const Block& block);
 
 // The block that owns `role` (a linear, norm or residual) in the layer, embedding or head; throws when
 // no block has it.

@@ -134,6 +134,10 @@ struct Op {
   AttentionShape attention;       // attention_*
   std::int64_t rows = 0, cols = 0;  // norm, rope, activation, embedding, loss: rows x cols elements
   bool gated_activation = true;   // activation: SwiGLU reads two halves of width cols; false = GeLU
+  // A residual add done inside this op (framework.residual_fusion): a gemm's epilogue adds the residual stream
+  // to its product (one more m x n read); a norm_backward adds the skip path's gradient to its input gradient
+  // (one more rows x cols read). Either way the layer has no residual op of its own there.
+  bool fuses_residual = false;
   OptimizerPrecision optimizer_precision;  // optimizer_step: how the master weights and moments are stored
   std::int64_t elements = 0;      // optimizer_step: parameters updated by this rank
   Bytes bytes = 0;                // elementwise/permute: bytes moved; collectives/p2p: message bytes

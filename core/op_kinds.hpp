@@ -42,6 +42,8 @@ struct OpKindTraits {
   //   2  norm_backward (rows in registers, four blocks per multiprocessor), loss_forward (one pass),
   //      loss_backward, embedding_forward and embedding_backward (16-byte accesses; the backward adds into the
   //      bf16 gradient): 2026-11-25
+  //   3  norm_backward (the weight kept in registers, the next row's rstd loaded before the block-wide sum; the
+  //      residual-fused form adds the skip path's gradient): 2026-11-25
   int kernel_revision;
 };
 
@@ -53,7 +55,7 @@ constexpr OpKindTraits op_kind_traits(OpKind kind) {
     case OpKind::attention_forward: return {"attention_forward", P::attention, M::kernel_bench, true, 1};
     case OpKind::attention_backward: return {"attention_backward", P::attention, M::kernel_bench, true, 1};
     case OpKind::norm_forward: return {"norm_forward", P::memory_bound, M::kernel_bench, true, 1};
-    case OpKind::norm_backward: return {"norm_backward", P::memory_bound, M::kernel_bench, true, 2};
+    case OpKind::norm_backward: return {"norm_backward", P::memory_bound, M::kernel_bench, true, 3};
     case OpKind::rope_forward: return {"rope_forward", P::memory_bound, M::kernel_bench, true, 1};
     case OpKind::rope_backward: return {"rope_backward", P::memory_bound, M::kernel_bench, true, 1};
     case OpKind::activation_forward: return {"activation_forward", P::memory_bound, M::kernel_bench, true, 1};

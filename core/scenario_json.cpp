@@ -69,6 +69,7 @@ json framework_json(const FrameworkConfig& f) {
               {"tp_comm_overlap", f.tp_comm_overlap},
               {"gradient_accumulation_fusion", f.gradient_accumulation_fusion},
               {"cross_entropy_loss_fusion", f.cross_entropy_loss_fusion},
+              {"residual_fusion", f.residual_fusion},
               {"cp_comm_type", f.cp_comm_type == CpCommType::p2p ? "p2p" : "all_gather"}};
   if (f.use_distributed_optimizer) out["use_distributed_optimizer"] = *f.use_distributed_optimizer;
   return out;

@@ -305,13 +305,15 @@ void complete_pinned_sizes(const Reader& r, Strategy& st, const Scenario& s) {
 // (where it is stored); both given must agree.
 FrameworkConfig parse_framework(const Reader& r, ModelConfig& model, const std::optional<Reader>& model_backend) {
   r.only_keys({"overlap_grad_reduce", "overlap_param_gather", "tp_comm_overlap", "gradient_accumulation_fusion",
-               "cross_entropy_loss_fusion", "use_distributed_optimizer", "attention_backend", "cp_comm_type"});
+               "cross_entropy_loss_fusion", "residual_fusion", "use_distributed_optimizer", "attention_backend",
+               "cp_comm_type"});
   FrameworkConfig f;
   if (auto x = r.find("overlap_grad_reduce")) f.overlap_grad_reduce = x->boolean();
   if (auto x = r.find("overlap_param_gather")) f.overlap_param_gather = x->boolean();
   if (auto x = r.find("tp_comm_overlap")) f.tp_comm_overlap = x->boolean();
   if (auto x = r.find("gradient_accumulation_fusion")) f.gradient_accumulation_fusion = x->boolean();
   if (auto x = r.find("cross_entropy_loss_fusion")) f.cross_entropy_loss_fusion = x->boolean();
+  if (auto x = r.find("residual_fusion")) f.residual_fusion = x->boolean();
   if (auto x = r.find("use_distributed_optimizer")) f.use_distributed_optimizer = x->boolean();
   if (auto x = r.find("cp_comm_type"))
     f.cp_comm_type = x->one_of({"p2p", "all_gather"}, "context-parallel exchange") == "p2p" ? CpCommType::p2p

@@ -37,6 +37,11 @@ double gemm_flops(const GemmShape& g) { return 2.0 * g.m * g.n * g.k * g.count; 
 double gemm_bytes(const GemmShape& g) {
   return kActivationBytes * (double(g.m) * g.k + double(g.k) * g.n + double(g.m) * g.n) * g.count;
 }
+// A GEMM whose epilogue adds the residual stream reads one more m x n tensor.
+double epilogue_addend_bytes(const Op& op) {
+  const GemmShape& g = op.gemm;
+  return op.fuses_residual ? kActivationBytes * double(g.m) * g.n * g.count : 0;
+}
 
 // Forward attention FLOPs as the kernel executes them: QK^T and PV, 2 FLOPs per multiply-add each.
 // Flash kernels skip the masked scores (half of a causal square); unfused ones compute them all and mask.
@@ -89,7 +94,7 @@ double memory_bound_bytes(const Op& op) {
   switch (op.kind) {
     case OpKind::gemm:
     case OpKind::moe_router:
-      return gemm_bytes(op.gemm);
+      return gemm_bytes(op.gemm) + epilogue_addend_bytes(op);
     case OpKind::attention_forward:
     case OpKind::attention_backward: {
       if (op.attention.flash) return 0;
@@ -110,7 +115,8 @@ double memory_bound_bytes(const Op& op) {
   if (op.bytes > 0) return op.bytes;  // the lowering knows better than the shape rule
   switch (op.kind) {
     case OpKind::norm_forward: return 2 * kActivationBytes * elements;      // read x, write y
-    case OpKind::norm_backward: return 3 * kActivationBytes * elements;     // read x, dy; write dx
+    case OpKind::norm_backward:                                             // read x, dy (+ skip); write dx
+      return (op.fuses_residual ? 4 : 3) * kActivationBytes * elements;
     case OpKind::rope_forward:
     case OpKind::rope_backward: return 2 * kActivationBytes * elements;     // read and write q, k (cols spans both)
     case OpKind::activation_forward:                                        // SwiGLU: read gate and up, write one
@@ -148,9 +154,10 @@ std::string kernel_shape_key(const Op& op) {
     case OpKind::gemm:
     case OpKind::moe_router: {
       const GemmShape& g = op.gemm;
-      return fmt::format("{}:m={},n={},k={},count={},ta={},tb={}{}", kind, g.m, g.n, g.k, g.count,
+      return fmt::format("{}:m={},n={},k={},count={},ta={},tb={}{}{}", kind, g.m, g.n, g.k, g.count,
                          int(g.transpose_a), int(g.transpose_b),
-                         g.split > 1 ? fmt::format(",split={}", g.split) : std::string());
+                         g.split > 1 ? fmt::format(",split={}", g.split) : std::string(),
+                         op.fuses_residual ? ",residual=1" : "");
     }
     case OpKind::attention_forward:
     case OpKind::attention_backward: {
@@ -172,7 +179,7 @@ std::string kernel_shape_key(const Op& op) {
     case OpKind::activation_backward:
       return fmt::format("{}:rows={},cols={},gated={}", kind, op.rows, op.cols, int(op.gated_activation));
     default:
-      return fmt::format("{}:rows={},cols={}", kind, op.rows, op.cols);
+      return fmt::format("{}:rows={},cols={}{}", kind, op.rows, op.cols, op.fuses_residual ? ",residual=1" : "");
   }
 }
 
@@ -181,7 +188,8 @@ namespace {
 // The efficiency curves alone: the carrier that interpolation among measured shapes scales.
 double curve_time_ns(const GpuKernelProfile& kernels, const GpuSpec& gpu, const Op& op) {
   switch (op_kind_traits(op.kind).pricing) {
-    case OpPricing::gemm: return gemm_time_ns(op.gemm, gpu, kernels);
+    case OpPricing::gemm:
+      return gemm_time_ns(op.gemm, gpu, kernels) + bandwidth_time_ns(epilogue_addend_bytes(op), gpu, kernels.memory_bound);
     case OpPricing::attention: return attention_time_ns(op, gpu, kernels);
     case OpPricing::memory_bound: return bandwidth_time_ns(memory_bound_bytes(op), gpu, kernels.memory_bound);
     case OpPricing::collective:
@@ -196,9 +204,12 @@ double model_time_ns(const GpuKernelProfile& kernels, const GpuSpec& gpu, const 
   const bool gemm = op.kind == OpKind::gemm || op.kind == OpKind::moe_router;
   if (gemm) {
     if (kernels.measured_gemms.empty() || gemm_flops(op.gemm) <= 0) return curve_time_ns(kernels, gpu, op);
+    // The residual an epilogue adds is priced as a read beside the product's time: an upper bound, since
+    // the epilogue's loads of C overlap part of the main loop; the runs' traces measure the fused GEMMs.
     return predict_gemm_time_ns(kernels.measured_gemms, op.gemm, [&](const GemmShape& g) {
-      return gemm_time_ns(g, gpu, kernels) * gemm_tile_work_factor(g, gpu.sm_count);
-    });
+             return gemm_time_ns(g, gpu, kernels) * gemm_tile_work_factor(g, gpu.sm_count);
+           }) +
+           bandwidth_time_ns(epilogue_addend_bytes(op), gpu, kernels.memory_bound);
   }
   return predict_kernel_time_ns(kernels.measured_kernels, op,
                                 [&](const Op& other) { return curve_time_ns(kernels, gpu, other); });

@@ -44,6 +44,7 @@ bool set_field(Op& op, std::string_view name, std::int64_t value) {
   else if (name == "count" && value <= INT32_MAX) g.count = static_cast<std::int32_t>(value);
   else if (name == "ta") g.transpose_a = value != 0;
   else if (name == "tb") g.transpose_b = value != 0;
+  else if (name == "residual") op.fuses_residual = value != 0;
   else return false;
   return true;
 }
@@ -62,11 +63,13 @@ bool set_dtype_field(Op& op, std::string_view name, std::string_view value) {
 
 bool is_gemm(const Op& op) { return op.kind == OpKind::gemm || op.kind == OpKind::moe_router; }
 
-// Shapes are comparable only with the same kernel variant.
+// Shapes are comparable only with the same kernel variant. A GEMM whose epilogue adds a residual stays
+// comparable with plain GEMMs (the same main loop; its price adds the read of the residual); a norm backward
+// that adds one is another kernel.
 int variant(const Op& op) {
   if (is_gemm(op)) return int(op.gemm.transpose_a) | int(op.gemm.transpose_b) << 1;
   return int(op.gated_activation) | int(op.attention.causal) << 1 | int(op.attention.flash) << 2 |
-         int(op.attention.dropout) << 3 | int(op.attention.cudnn) << 4;
+         int(op.attention.dropout) << 3 | int(op.attention.cudnn) << 4 | int(op.fuses_residual) << 5;
 }
 
 }  // namespace

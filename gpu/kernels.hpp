@@ -26,8 +26,10 @@ void layernorm_forward(const bf16* x, const bf16* weight, const bf16* bias, bf16
 // writes weight partials then bias partials, so twice that), then norm_weight_grad_reduce sums the
 // partials in fp32 into the bf16 gradient.
 std::size_t norm_partial_floats(std::int64_t rows, std::int64_t cols);
-void rmsnorm_backward(const bf16* dy, const bf16* x, const bf16* weight, const float* rstd, bf16* dx, float* partials,
-                      std::int64_t rows, std::int64_t cols, cudaStream_t stream);
+// RMSNorm backward; with `skip` (may be null) dx also adds it: the residual stream's gradient that skips the norm's
+// branch, so that the residual add of a pre-norm layer's backward needs no kernel of its own.
+void rmsnorm_backward(const bf16* dy, const bf16* x, const bf16* weight, const float* rstd, const bf16* skip, bf16* dx,
+                      float* partials, std::int64_t rows, std::int64_t cols, cudaStream_t stream);
 void layernorm_backward(const bf16* dy, const bf16* x, const bf16* weight, const float* mean, const float* rstd,
                         bf16* dx, float* partials, std::int64_t rows, std::int64_t cols, cudaStream_t stream);
 // s[c] = sum over the partial blocks of partials[b * cols + c] (fp32); grad[c] = bf16(s[c]), or with

@@ -81,11 +81,15 @@ const Matmul::Plan& Matmul::plan_for(const MatmulProblem& p) {
 }
 
 void Matmul::run(const MatmulProblem& problem, const __nv_bfloat16* a, const __nv_bfloat16* b, __nv_bfloat16* c,
-                 cudaStream_t stream) {
+                 cudaStream_t stream, const __nv_bfloat16* addend) {
+  if (addend != nullptr && !problem.accumulate)
+    throw std::logic_error("Matmul::run: an addend needs a problem that accumulates (beta 1)");
   const Plan& plan = plan_for(problem);
   const float alpha = 1.0f;
-  TWIN_CUBLAS_CHECK(cublasLtMatmul(handle_, plan.desc, &alpha, b, plan.first, a, plan.second, &plan.beta, c, plan.out,
-                                   c, plan.out, &plan.algo, workspace_.data(), workspace_.bytes(), stream));
+  // C and D share one layout, so the algorithm the heuristic chose for C == D serves C != D as well.
+  const __nv_bfloat16* source = addend != nullptr ? addend : c;
+  TWIN_CUBLAS_CHECK(cublasLtMatmul(handle_, plan.desc, &alpha, b, plan.first, a, plan.second, &plan.beta, source,
+                                   plan.out, c, plan.out, &plan.algo, workspace_.data(), workspace_.bytes(), stream));
 }
 
 }  // namespace twin::exec

@@ -15,7 +15,8 @@
 
 namespace twin::exec {
 
-// C[m,n] = A B (accumulate: C += A B). A is stored [m,k] ([k,m] when transpose_a), B [k,n] ([n,k] when
+// C[m,n] = A B (accumulate: C = A B + addend, where the addend is C itself unless run() is given another
+// [m,n] tensor: a residual stream added in the epilogue, cuBLASLt's D = alpha A B + beta C with C != D). A is stored [m,k] ([k,m] when transpose_a), B [k,n] ([n,k] when
 // transpose_b), C [m,n]; all row-major and contiguous; `count` such problems back to back (grouped GEMMs).
 struct MatmulProblem {
   std::int64_t m = 0, n = 0, k = 0;
@@ -34,9 +35,10 @@ class Matmul {
   Matmul(const Matmul&) = delete;
   Matmul& operator=(const Matmul&) = delete;
 
-  // Enqueues on `stream`. Throws when cuBLASLt has no algorithm for the problem.
+  // Enqueues on `stream`. Throws when cuBLASLt has no algorithm for the problem, or when `addend` is given to a
+  // problem that does not accumulate.
   void run(const MatmulProblem& problem, const __nv_bfloat16* a, const __nv_bfloat16* b, __nv_bfloat16* c,
-           cudaStream_t stream);
+           cudaStream_t stream, const __nv_bfloat16* addend = nullptr);
   std::size_t workspace_bytes() const { return workspace_.bytes(); }
 
  private:

@@ -25,12 +25,16 @@ std::int64_t width_per_rank(const RankShapes& s, layer::Width width) {
 
 void emit_norm(Emitter& e, const layer::Block& norm, Phase phase) {
   const RankShapes& s = e.shapes();
-  e.emit(Emitter::rows_cols(phase == Phase::backward ? OpKind::norm_backward : OpKind::norm_forward, norm.role,
-                            s.tokens_local, s.h));
+  const bool backward = phase == Phase::backward;
+  Op op = Emitter::rows_cols(backward ? OpKind::norm_backward : OpKind::norm_forward, norm.role, s.tokens_local, s.h);
+  op.fuses_residual = backward && s.residual_fusion && layer::beside_skip_path(norm);
+  e.emit(op);
 }
 
-void emit_residual(Emitter& e, const layer::Block& residual) {
+void emit_residual(Emitter& e, const layer::Block& residual, Phase phase) {
   const RankShapes& s = e.shapes();
+  if (phase == Phase::backward && s.residual_fusion) return;
+  if (phase == Phase::forward && e.chain != kNoOp && e.rank_class().op(e.chain).fuses_residual) return;
   e.emit(Emitter::moved(OpKind::elementwise, residual.role, 3 * s.tokens_local * s.h * 2));
 }
 

@@ -42,6 +42,8 @@ struct RankShapes {
   bool cp_all_gather = false;  // framework.cp_comm_type all_gather
   bool gradient_accumulation_fusion = true;
   bool cross_entropy_loss_fusion = true;
+  // framework.residual_fusion, off with hidden dropout (the dropout sits between the branch and the add).
+  bool residual_fusion = false;
 };
 
 RankShapes rank_shapes(const Scenario& scenario, const Strategy& strategy);
@@ -119,9 +121,12 @@ class Emitter {
 // The ops of one block of the layer description in `phase` (backward: with what selective recompute repeats).
 using BlockOps = void (*)(Emitter& e, const layer::Block& block, Phase phase);
 // The blocks every lowering emits alike: a norm over the rows this rank holds outside TP regions, and a
-// residual add (read the stream and the branch, write the sum: 3 bf16 tensors of those rows).
+// residual add (read the stream and the branch, write the sum: 3 bf16 tensors of those rows). With residual
+// fusion there is no residual op where a kernel that runs anyway does the add: backward, a layer's norm
+// backward adds the skip path's gradient; forward, a GEMM that the add directly follows adds the stream in its
+// epilogue (the GEMM says so: Op::fuses_residual).
 void emit_norm(Emitter& e, const layer::Block& norm, Phase phase);
-void emit_residual(Emitter& e, const layer::Block& residual);
+void emit_residual(Emitter& e, const layer::Block& residual, Phase phase);
 
 // A unit's blocks (a layer's, the embedding's, the output layer's; `layer` -1 for the edges): forward in order;
 // backward in reverse, after the whole forward again (marked recomputed) when `recompute_forward`.

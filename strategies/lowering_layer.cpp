@@ -186,7 +186,7 @@ void block_ops(Emitter& e, const layer::Block& block, Phase phase) {
       e.emit(Emitter::rows_cols(backward ? OpKind::activation_backward : OpKind::activation_forward, block.role,
                                 s.tokens, s.ffn));
       return;
-    case layer::BlockKind::residual: lowering::emit_residual(e, block); return;
+    case layer::BlockKind::residual: lowering::emit_residual(e, block, phase); return;
     case layer::BlockKind::experts: backward ? moe_backward(e) : moe_forward(e); return;
     case layer::BlockKind::embedding: backward ? embedding_backward(e) : embedding_forward(e); return;
     case layer::BlockKind::loss: backward ? loss_backward(e) : loss_forward(e); return;

@@ -105,7 +105,10 @@ void row_parallel_forward(Emitter& e, OpRole role, std::int64_t n_out, std::int6
     scattered_gemm(e, role, n_out, k_in);
     return;
   }
-  e.emit(Emitter::gemm(role, GemmPass::forward, s.tokens, n_out, k_in));
+  Op gemm = Emitter::gemm(role, GemmPass::forward, s.tokens, n_out, k_in);
+  // Nothing comes between the product and the residual add without TP: the epilogue can add the stream.
+  gemm.fuses_residual = s.residual_fusion && !tp_active(s);
+  e.emit(gemm);
   if (tp_active(s))
     e.emit(s.sp ? tp_op(OpKind::reduce_scatter, OpRole::tp_scatter, s, activation_bytes(s), role, LinearTensor::output)
                 : tp_op(OpKind::all_reduce, OpRole::tp_reduce, s, activation_bytes(s), role, LinearTensor::output));

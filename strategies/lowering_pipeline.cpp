@@ -59,6 +59,7 @@ RankShapes rank_shapes(const Scenario& scenario, const Strategy& st) {
   s.cp_all_gather = scenario.framework.cp_comm_type == CpCommType::all_gather;
   s.gradient_accumulation_fusion = scenario.framework.gradient_accumulation_fusion;
   s.cross_entropy_loss_fusion = scenario.framework.cross_entropy_loss_fusion;
+  s.residual_fusion = scenario.framework.residual_fusion && m.hidden_dropout == 0;
   return s;
 }
 

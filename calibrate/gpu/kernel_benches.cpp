@@ -103,13 +103,15 @@ std::optional<KernelBench> make_kernel_bench(const Op& op, const KernelModelFact
       float* partials = x.f(x.raw(2 * k::norm_partial_floats(rows, cols) * 4));
       const std::int64_t blocks = k::norm_partial_blocks(rows);
       const bool ln = facts.layernorm;
+      if (ln && op.fuses_residual) { why_not = "the LayerNorm backward adds no residual"; return std::nullopt; }
+      B* skip = op.fuses_residual ? x.b(x.bf16(n)) : nullptr;  // residual fusion: dx adds the stream's gradient
       x.bench.run = [=](cudaStream_t s) {  // as the executor does it: a later micro-batch's gradient adds
         if (ln) {
           k::layernorm_backward(dy, in, w, mean, rstd, dx, partials, rows, cols, s);
           k::norm_weight_grad_reduce(partials, blocks, cols, grad, true, s);
           k::norm_weight_grad_reduce(partials + blocks * cols, blocks, cols, grad + cols, true, s);
         } else {
-          k::rmsnorm_backward(dy, in, w, rstd, dx, partials, rows, cols, s);
+          k::rmsnorm_backward(dy, in, w, rstd, skip, dx, partials, rows, cols, s);
           k::norm_weight_grad_reduce(partials, blocks, cols, grad, true, s);
         }
       };

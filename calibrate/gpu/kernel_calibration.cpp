@@ -91,6 +91,9 @@ KernelOps default_kernel_ops(bool quick) {
     for (std::int64_t h : widths) {
       for (OpKind kind : {OpKind::norm_forward, OpKind::norm_backward, OpKind::embedding_forward, OpKind::embedding_backward})
         add(ops, rows_cols(kind, t, h));
+      Op fused_norm = rows_cols(OpKind::norm_backward, t, h);  // framework.residual_fusion's norm backward
+      fused_norm.fuses_residual = true;
+      add(ops, fused_norm);
       Op residual;
       residual.kind = OpKind::elementwise;
       residual.bytes = 3 * t * h * 2;

@@ -116,6 +116,14 @@ void StageRuntime::linear(const Op& op, const OpBinding& b, int mb, int unit, cu
   const std::int64_t m = op.gemm.m, n = op.gemm.n, k = op.gemm.k;
   if (b.action == Action::linear_forward) {
     if (k != w.rows || n != w.cols) throw std::logic_error("linear forward: GEMM shape differs from the weight's");
+    if (op.fuses_residual) {  // the epilogue adds the residual stream: the product goes straight into the sum
+      const layer::Block& residual = layer::residual_adding(t.output.tensor);
+      auto* sum = static_cast<bf16*>(make(mb, unit, {residual.output}, m * n * kBf16, stream));
+      matmul.run({m, n, k, false, false, true}, input_full(), weight, sum, stream,
+                 residual_stream(mb, unit, op.chunk, residual));
+      residual_forward_done(op, mb, unit, residual, stream);
+      return;
+    }
     auto* out = static_cast<bf16*>(make(mb, unit, t.output, m * n * kBf16, stream));
     matmul.run({m, n, k, false, false, false}, input_full(), weight, out, stream);
     // Under SP the gathered input is gathered again for the weight gradient (the graph says so): drop it.
@@ -192,13 +200,16 @@ void StageRuntime::norm(const Op& op, const OpBinding& b, int mb, int unit, cuda
   const Act d_reduced{block.output, Form::gradient}, d_full{block.output, Form::gradient_partial};
   const auto* dy = static_cast<const bf16*>(has(mb, unit, d_reduced) ? get(mb, unit, d_reduced) : get(mb, unit, d_full));
   // A norm inside the unit: its input gradient is the start of that tensor's gradient (the residual
-  // backward adds the skip path's).
+  // backward adds the skip path's), or all of it when the norm backward adds the skip path's itself.
   const Act dx_name{block.input, Form::gradient};
+  const Act skip{layer::residual_reading(block.input).output, Form::gradient};
   auto* dx = static_cast<bf16*>(make(mb, unit, dx_name, rows * cols * kBf16, stream));
-  kernels::rmsnorm_backward(dy, x, weight, static_cast<const float*>(get(mb, unit, rstd)), dx, norm_partials_, rows,
-                            cols, stream);
+  kernels::rmsnorm_backward(dy, x, weight, static_cast<const float*>(get(mb, unit, rstd)),
+                            op.fuses_residual ? static_cast<const bf16*>(get(mb, unit, skip)) : nullptr, dx,
+                            norm_partials_, rows, cols, stream);
   kernels::norm_weight_grad_reduce(norm_partials_, kernels::norm_partial_blocks(rows), cols,
                                    parameters.grads + w.offset, /*accumulate=*/!b.first_gradient, stream);
+  if (op.fuses_residual) release(mb, unit, skip, stream);
   if (!unit_input) {
     release(mb, unit, d_reduced, stream);
     release(mb, unit, d_full, stream);
@@ -209,9 +220,10 @@ void StageRuntime::norm(const Op& op, const OpBinding& b, int mb, int unit, cuda
   const int before = previous_unit(unit, chunk);
   const Act to_norm{Tensor::output, Form::next_norm_gradient}, to_residual{Tensor::output, Form::next_residual_gradient};
   if (unit == kHeadUnit) {
-    move(mb, unit, dx_name, before, to_norm);
+    move(mb, unit, dx_name, before, arriving_output_gradient());
+  } else if (op.fuses_residual) {  // dx is the whole gradient
+    move(mb, unit, dx_name, before, before >= 0 ? arriving_output_gradient() : to_norm);
   } else {
-    const Act skip{layer::residual_reading(Tensor::input).output, Form::gradient};
     if (before >= 0) {
       move(mb, unit, dx_name, before, to_norm);
       move(mb, unit, skip, before, to_residual);
@@ -225,22 +237,35 @@ void StageRuntime::norm(const Op& op, const OpBinding& b, int mb, int unit, cuda
 
 // output = input + branch (the branch after its TP reduction). Backward: the output's gradient is the
 // branch's (linear_tensors reads it there); the skip path adds it to the input's gradient.
+const bf16* StageRuntime::residual_stream(int mb, int unit, int chunk, const layer::Block& residual) {
+  const bool unit_input = residual.input == Tensor::input;
+  return static_cast<const bf16*>(unit_input ? get(mb, previous_unit(unit, chunk), {Tensor::output})
+                                             : get(mb, unit, {residual.input}));
+}
+
+void StageRuntime::residual_forward_done(const Op& op, int mb, int unit, const layer::Block& residual,
+                                         cudaStream_t stream) {
+  // Full recompute keeps only the layer's output until its backward runs the forward again.
+  if (residual.output == Tensor::output && !op.recomputed && strategy_.recompute == Recompute::full)
+    release_slot(mb, unit, stream, {Tensor::output});
+}
+
+Act StageRuntime::arriving_output_gradient() const {
+  return shapes_.residual_fusion ? Act{Tensor::output, Form::gradient} : Act{Tensor::output, Form::next_norm_gradient};
+}
+
 void StageRuntime::residual(const Op& op, const OpBinding& b, int mb, int unit, cudaStream_t stream) {
   const std::int64_t count = shapes_.tokens_local * shapes_.h;
   const layer::Block& block = layer::block_of(b.subject);
-  const bool unit_input = block.input == Tensor::input;
   if (b.action == Action::residual_forward) {
-    const auto* x = static_cast<const bf16*>(unit_input ? get(mb, previous_unit(unit, op.chunk), {Tensor::output})
-                                                        : get(mb, unit, {block.input}));
     const Act reduced{block.branch, Form::reduced}, branch_out{block.branch};
     const Act branch = has(mb, unit, reduced) ? reduced : branch_out;
     auto* y = static_cast<bf16*>(make(mb, unit, {block.output}, count * kBf16, stream));
-    kernels::residual_add(x, static_cast<const bf16*>(get(mb, unit, branch)), y, count, stream);
+    kernels::residual_add(residual_stream(mb, unit, op.chunk, block), static_cast<const bf16*>(get(mb, unit, branch)),
+                          y, count, stream);
     release(mb, unit, reduced, stream);
     release(mb, unit, branch_out, stream);
-    // Full recompute keeps only the layer's output until its backward runs the forward again.
-    if (block.output == Tensor::output && !op.recomputed && strategy_.recompute == Recompute::full)
-      release_slot(mb, unit, stream, {Tensor::output});
+    residual_forward_done(op, mb, unit, block, stream);
     return;
   }
   const Act d_output{block.output, Form::gradient};

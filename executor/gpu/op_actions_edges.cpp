@@ -115,8 +115,8 @@ void StageRuntime::pipeline(const Op& op, const OpBinding& b, int mb, cudaStream
     }
     case Action::recv_gradient: {
       auto [comm, peer] = comms_.p2p(op.peer, me_.pp);
-      TWIN_NCCL_CHECK(ncclRecv(make(mb, end - 1, {Tensor::output, Form::next_norm_gradient}, count * kBf16, stream), count, ncclBfloat16, peer,
-                               comm, stream));
+      TWIN_NCCL_CHECK(ncclRecv(make(mb, end - 1, arriving_output_gradient(), count * kBf16, stream), count,
+                               ncclBfloat16, peer, comm, stream));
       return;
     }
     default: throw std::logic_error("executor: not a pipeline action");

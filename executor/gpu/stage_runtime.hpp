@@ -112,6 +112,14 @@ class StageRuntime {
   void tensor_collective(const Op& op, const OpBinding& b, int mb, int unit, cudaStream_t stream);
   void norm(const Op& op, const OpBinding& b, int mb, int unit, cudaStream_t stream);
   void residual(const Op& op, const OpBinding& b, int mb, int unit, cudaStream_t stream);
+  // The stream input of a residual block (the unit's input is the previous unit's output), and what follows
+  // a forward residual add wherever it runs (its own op, or a GEMM's epilogue).
+  const __nv_bfloat16* residual_stream(int mb, int unit, int chunk, const layer::Block& residual);
+  void residual_forward_done(const Op& op, int mb, int unit, const layer::Block& residual, cudaStream_t stream);
+  // The name under which a layer's output gradient arrives from the unit after it on this stage: the part
+  // through that unit's norm, which the layer's MLP residual backward adds the stream's part to; with residual
+  // fusion, the whole gradient (that norm's backward added the stream's part, and no residual op follows).
+  Act arriving_output_gradient() const;
   // RoPE, attention and the MLP activation: the ops between the linears of a layer.
   void between_linears(const Op& op, const OpBinding& b, int mb, int unit, cudaStream_t stream);
   void head(const Op& op, const OpBinding& b, int mb, cudaStream_t stream);

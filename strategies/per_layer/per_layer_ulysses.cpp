@@ -91,7 +91,7 @@ void block_ops(Emitter& e, const layer::Block& block, Phase phase) {
       e.emit(Emitter::rows_cols(backward ? OpKind::activation_backward : OpKind::activation_forward, block.role,
                                 s.tokens_local, s.ffn));
       return;
-    case layer::BlockKind::residual: lowering::emit_residual(e, block); return;
+    case layer::BlockKind::residual: lowering::emit_residual(e, block, phase); return;
     case layer::BlockKind::experts:
     case layer::BlockKind::embedding:
     case layer::BlockKind::loss: break;

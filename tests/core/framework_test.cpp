@@ -36,6 +36,7 @@ TEST(Framework, DefaultsAreMegatronsRecipe) {
   EXPECT_FALSE(s.framework.tp_comm_overlap);
   EXPECT_TRUE(s.framework.gradient_accumulation_fusion);
   EXPECT_TRUE(s.framework.cross_entropy_loss_fusion);
+  EXPECT_FALSE(s.framework.residual_fusion);  // twin's own: Megatron adds each residual in a kernel of its own
   EXPECT_FALSE(s.framework.use_distributed_optimizer.has_value());
   EXPECT_EQ(s.model.attention_backend, AttentionBackend::flash);
   EXPECT_EQ(s.framework.cp_comm_type, CpCommType::p2p);
@@ -47,6 +48,7 @@ TEST(Framework, EverySwitchRoundTrips) {
   d["framework"] = {{"overlap_grad_reduce", false},        {"overlap_param_gather", false},
                     {"tp_comm_overlap", true},             {"gradient_accumulation_fusion", false},
                     {"cross_entropy_loss_fusion", false},  {"use_distributed_optimizer", true},
+                    {"residual_fusion", true},
                     {"attention_backend", "fused"},        {"cp_comm_type", "all_gather"}};
   d["profile_scaling"] = true;
   const Scenario s = parse_scenario(d, "s.json");
@@ -55,6 +57,7 @@ TEST(Framework, EverySwitchRoundTrips) {
   EXPECT_TRUE(s.framework.tp_comm_overlap);
   EXPECT_FALSE(s.framework.gradient_accumulation_fusion);
   EXPECT_FALSE(s.framework.cross_entropy_loss_fusion);
+  EXPECT_TRUE(s.framework.residual_fusion);
   EXPECT_EQ(s.framework.use_distributed_optimizer, true);
   EXPECT_EQ(s.model.attention_backend, AttentionBackend::fused);
   EXPECT_EQ(s.framework.cp_comm_type, CpCommType::all_gather);

@@ -23,7 +23,9 @@ TEST(ShapeSpace, EveryComputeKeyComesBackAsItsOp) {
   for (const char* key : {"norm_forward:rows=4096,cols=4096", "activation_backward:rows=8192,cols=11008,gated=1",
                           "optimizer_step:elements=1881214976", "elementwise:bytes=100663296",
                           "attention_backward:b=2,h=32,kvh=8,sq=4096,skv=4096,d=128,causal=1,flash=1",
-                          "gemm:m=4096,n=12288,k=4096,count=1,ta=0,tb=1", "moe_permute:bytes=33554432"}) {
+                          "gemm:m=4096,n=12288,k=4096,count=1,ta=0,tb=1", "moe_permute:bytes=33554432",
+                          "gemm:m=4096,n=4096,k=11008,count=1,ta=0,tb=0,residual=1",
+                          "norm_backward:rows=4096,cols=4096,residual=1"}) {
     const auto op = op_from_kernel_key(key);
     ASSERT_TRUE(op) << key;
     EXPECT_EQ(kernel_shape_key(*op), key);
@@ -42,6 +44,9 @@ TEST(ShapeSpace, DistancesAreOctavesBetweenComparableShapes) {
   Op swiglu = rows_cols(OpKind::activation_forward, 4096, 4096), gelu = swiglu;
   gelu.gated_activation = false;
   EXPECT_FALSE(squared_octave_distance(swiglu, gelu));  // another kernel
+  Op norm_backward = rows_cols(OpKind::norm_backward, 4096, 4096), adding_skip = norm_backward;
+  adding_skip.fuses_residual = true;
+  EXPECT_FALSE(squared_octave_distance(norm_backward, adding_skip));  // reads one more tensor
 }
 
 TEST(KernelPredictor, InterpolatesTheEfficiencyOfTheKindsOwnShapes) {

@@ -44,6 +44,37 @@ TEST(OpBinding, SingleGpuLayerHasEveryComputeActionOncePerMicroBatch) {
   EXPECT_EQ(counts.count(Action::gather_input), 0u);
 }
 
+// Residual fusion leaves no residual op on one GPU: the projection's and fc2's forward GEMMs add the stream, the
+// layers' norm backwards the skip path's gradient; the binding keeps every other action.
+TEST(OpBinding, ResidualFusionLeavesTheAddsToTheGemmsAndNorms) {
+  Strategy s = testing::make_strategy(1, 1);
+  Scenario scenario = testing::make_scenario(testing::llama_shaped(4), 1, 1024, 64);
+  scenario.framework.residual_fusion = true;
+  ASSERT_FALSE(complete_strategy(scenario, s).has_value());
+  const IterationGraph graph = lower(s, scenario);
+  const RankClass& rc = graph.classes[0];
+  const auto counts = count_actions(rc);
+  const int micro_batches = s.num_micro_batches, layers = 4;
+  EXPECT_EQ(counts.count(Action::residual_forward) + counts.count(Action::residual_backward), 0u);
+  EXPECT_EQ(counts.at(Action::linear_forward), micro_batches * (layers * 4 + 1));
+  EXPECT_EQ(counts.at(Action::norm_backward), micro_batches * (layers * 2 + 1));
+  const std::vector<OpBinding> bindings = bind_ops(rc);
+  int fused_gemms = 0, fused_norms = 0;
+  for (OpIndex i = 0; i < rc.size(); ++i) {
+    if (!rc.op(i).fuses_residual) continue;
+    if (bindings[i].action == Action::linear_forward) {
+      ++fused_gemms;
+      EXPECT_TRUE(bindings[i].subject == OpRole::attention_projection || bindings[i].subject == OpRole::fc2);
+    } else {
+      ++fused_norms;
+      EXPECT_EQ(bindings[i].action, Action::norm_backward);
+      EXPECT_NE(bindings[i].subject, OpRole::final_norm);
+    }
+  }
+  EXPECT_EQ(fused_gemms, micro_batches * layers * 2);
+  EXPECT_EQ(fused_norms, micro_batches * layers * 2);
+}
+
 TEST(OpBinding, TensorCollectivesServeTheirLinear) {
   const IterationGraph graph = lower(testing::make_strategy(2, 1, 1, true));
   const RankClass& rc = graph.classes[0];

@@ -17,6 +17,9 @@ BF16_STATE = {"main_params_dtype": "bf16", "exp_avg_dtype": "bf16", "exp_avg_sq_
 
 DETERMINISTIC_ATTENTION = ["--attention", "cudnn-deterministic"]
 
+# framework.residual_fusion: the residual adds in the row-parallel GEMMs' epilogues (TP 1) and the norm backwards
+RESIDUAL_FUSION = {"framework": {"residual_fusion": True}}
+
 # (name, GPUs, strategy fields beyond the defaults[, training fields[, twin execute arguments]])
 CORRECTNESS = [
     ("single", 1, {}),
@@ -29,6 +32,9 @@ CORRECTNESS = [
     # fp32 state: within the tolerance of the curve)
     ("bf16-moments", 1, {}, {"exp_avg_dtype": "bf16", "exp_avg_sq_dtype": "bf16"}),
     ("bf16-params-no-master", 1, {}, BF16_STATE),
+    # the residual adds inside the GEMMs and norm backwards (not bit-identical: the epilogue rounds the sum once)
+    ("residual-fusion", 1, RESIDUAL_FUSION),
+    ("recompute-full-residual-fusion", 1, {"recompute": "full", **RESIDUAL_FUSION}),
     ("dp2", 2, {}),
     ("dp2-zero1", 2, {"zero_stage": 1}),
     ("dp2-zero2", 2, {"zero_stage": 2}),
@@ -37,6 +43,8 @@ CORRECTNESS = [
     ("tp2-sp", 2, {"tensor_model_parallel_size": 2, "sequence_parallel": True}),
     ("pp2-gpipe", 2, {"pipeline_model_parallel_size": 2, "schedule": "gpipe"}),
     ("pp2-1f1b", 2, {"pipeline_model_parallel_size": 2, "schedule": "1f1b"}),
+    ("pp2-1f1b-residual-fusion", 2, {"pipeline_model_parallel_size": 2, "schedule": "1f1b", **RESIDUAL_FUSION}),
+    ("tp2-sp-residual-fusion", 2, {"tensor_model_parallel_size": 2, "sequence_parallel": True, **RESIDUAL_FUSION}),
     ("pp2-interleaved", 2, {"pipeline_model_parallel_size": 2, "schedule": "interleaved-1f1b",
                             "virtual_pipeline_model_parallel_size": 2}),
     ("tp2-pp2-sp", 4, {"tensor_model_parallel_size": 2, "pipeline_model_parallel_size": 2, "sequence_parallel": True}),
@@ -53,6 +61,10 @@ SPEED = [
     ("7b4l-mbs1-bf16-moments", 1, 1, 1, {}, {"exp_avg_dtype": "bf16", "exp_avg_sq_dtype": "bf16"}),
     ("7b4l-mbs1-bf16-state", 1, 1, 1, {}, BF16_STATE),
     ("7b4l-mbs2-bf16-state", 1, 2, 2, {}, BF16_STATE),
+    ("7b4l-mbs1-residual-fusion", 1, 1, 1, RESIDUAL_FUSION),
+    ("7b4l-mbs2-residual-fusion", 1, 2, 2, RESIDUAL_FUSION),
+    ("7b4l-mbs1-bf16-state-residual-fusion", 1, 1, 1, RESIDUAL_FUSION, BF16_STATE),
+    ("7b4l-mbs2-bf16-state-residual-fusion", 1, 2, 2, RESIDUAL_FUSION, BF16_STATE),
     ("7b4l-dp2", 2, 1, 2, {}),
     ("7b4l-dp4", 4, 1, 4, {}),
     ("7b4l-tp2", 2, 1, 1, {"tensor_model_parallel_size": 2, "sequence_parallel": True}),
@@ -69,12 +81,17 @@ GPU = "H200-141GB"   # --gpu: the scenario's GPU (the profile must describe it)
 def scenario(name, model, gpus, seq, global_batch, micro_batch, fields, training=None):
     strategy = {"tensor_model_parallel_size": 1, "pipeline_model_parallel_size": 1, "micro_batch_size": micro_batch,
                 "zero_stage": 0, "recompute": "none", "schedule": "1f1b", "sequence_parallel": False}
+    fields = dict(fields)
+    framework = fields.pop("framework", None)  # the scenario's framework section, not a strategy field
     strategy.update(fields)
-    return {"name": name, "model": model,
-            "training": {"seq_length": seq, "global_batch_size": global_batch, **(training or {})},
-            "cluster": {"nodes": [{"count": 1, "gpu": GPU, "gpus_per_node": gpus,
-                                   "intra_node": {"kind": "nvlink", "bandwidth_GBps": 450}}]},
-            "strategy": strategy, "profile": PROFILE}
+    doc = {"name": name, "model": model,
+           "training": {"seq_length": seq, "global_batch_size": global_batch, **(training or {})},
+           "cluster": {"nodes": [{"count": 1, "gpu": GPU, "gpus_per_node": gpus,
+                                  "intra_node": {"kind": "nvlink", "bandwidth_GBps": 450}}]},
+           "strategy": strategy, "profile": PROFILE}
+    if framework:
+        doc["framework"] = framework
+    return doc
 
 
 def run_case(twin, out, name, doc, iters, warmup, log, execute_args=()):

@@ -16,7 +16,8 @@ status=0
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 
 echo "=== kernel tests ($(date -u +%H:%M:%S))"
-"$test_gpu" --gtest_filter='Kernel*:Attention*' > "$OUT/kernel_tests.log" 2>&1 || status=1
+# The parameterised suites are named Shapes/KernelNorm... and the like: match anywhere in the name.
+"$test_gpu" --gtest_filter='*Kernel*:*Attention*:*Matmul*' > "$OUT/kernel_tests.log" 2>&1 || status=1
 grep -E "kernel-speed\] attention|determinism" "$OUT/kernel_tests.log"
 tail -3 "$OUT/kernel_tests.log"
 
@@ -43,6 +44,8 @@ for f in sorted(glob.glob(os.path.join(out, "7b4l-mbs*.metrics.json"))):
               "fp32 master, bf16 moments" if "bf16-moments" in f else "fp32 master")
     if "deterministic-attention" in f:
         recipe += " (cuDNN attention, deterministic backward)"
+    if "residual-fusion" in f:
+        recipe += ", residual fusion"
     peak = max(r["peak_memory_GiB"] for r in m["ranks"])
     rows.append(f"| twin execute | {mbs} | {recipe} | {s['iteration_s']:.4f} | {s['tokens_per_s']:.0f} | {100*s['mfu']:.1f}% "
                 f"(peak {peak:.1f} GiB) |")

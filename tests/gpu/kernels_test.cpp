@@ -24,9 +24,13 @@ TEST_P(KernelNorm, RmsNormForwardBackwardAndWeightGrad) {
   auto x = random_bf16(n), w = random_bf16(cols), dy = random_bf16(n), grad = random_bf16(cols);
   auto y = poisoned(n * 2), rstd = poisoned(rows * 4), dx = poisoned(n * 2), first_grad = poisoned(cols * 2);
   auto partials = poisoned(k::norm_partial_floats(rows, cols) * 4);
+  // The residual-fused form: dx also adds the residual stream's gradient (skip).
+  auto skip = random_bf16(n), dx_fused = poisoned(n * 2), partials_fused = poisoned(k::norm_partial_floats(rows, cols) * 4);
   const auto grad0 = bf16_to_host(grad.data(), cols);
   k::rmsnorm_forward(bf(x), bf(w), bf(y), f32(rstd), rows, cols, 1e-5f, nullptr);
-  k::rmsnorm_backward(bf(dy), bf(x), bf(w), f32(rstd), bf(dx), f32(partials), rows, cols, nullptr);
+  k::rmsnorm_backward(bf(dy), bf(x), bf(w), f32(rstd), nullptr, bf(dx), f32(partials), rows, cols, nullptr);
+  k::rmsnorm_backward(bf(dy), bf(x), bf(w), f32(rstd), bf(skip), bf(dx_fused), f32(partials_fused), rows, cols,
+                      nullptr);
   k::norm_weight_grad_reduce(f32(partials), k::norm_partial_blocks(rows), cols, bf(grad), true, nullptr);
   k::norm_weight_grad_reduce(f32(partials), k::norm_partial_blocks(rows), cols, bf(first_grad), false, nullptr);
   const auto hx = bf16_to_host(x.data(), n), hw = bf16_to_host(w.data(), cols), hdy = bf16_to_host(dy.data(), n);
@@ -47,6 +51,14 @@ TEST_P(KernelNorm, RmsNormForwardBackwardAndWeightGrad) {
   EXPECT_LT(report("rmsnorm_forward y", relative_error(bf16_to_host(y.data(), n), ry)), kBf16Tolerance);
   EXPECT_LT(report("rmsnorm_forward rstd", relative_error(f32_to_host(rstd.data(), rows), rr)), kF32Tolerance);
   EXPECT_LT(report("rmsnorm_backward dx", relative_error(bf16_to_host(dx.data(), n), rdx)), kBf16Tolerance);
+  std::vector<double> rdx_fused(rdx);
+  const auto hskip = bf16_to_host(skip.data(), n);
+  for (std::size_t i = 0; i < n; ++i) rdx_fused[i] += hskip[i];
+  EXPECT_LT(report("rmsnorm_backward dx + skip", relative_error(bf16_to_host(dx_fused.data(), n), rdx_fused)),
+            kBf16Tolerance);
+  EXPECT_EQ(f32_to_host(partials_fused.data(), k::norm_partial_floats(rows, cols)),
+            f32_to_host(partials.data(), k::norm_partial_floats(rows, cols)))
+      << "the skip changes dx only, never the weight-gradient partials";
   EXPECT_LT(report("rmsnorm weight grad (+=)", relative_error(bf16_to_host(grad.data(), cols), rgrad)), kBf16Tolerance);
   for (std::int64_t c = 0; c < cols; ++c) rgrad[c] -= grad0[c];
   EXPECT_LT(report("rmsnorm weight grad (=)", relative_error(bf16_to_host(first_grad.data(), cols), rgrad)),

@@ -133,6 +133,57 @@ TEST(FrameworkLowering, UnfusedCrossEntropyPassesOverFp32Logits) {
   }
 }
 
+// Residual fusion: backward, every layer norm's backward adds the skip path's gradient (the final norm has none)
+// and no residual op is left; forward, the row-parallel GEMMs add the stream in their epilogue where no TP
+// reduction comes between (TP 1), and a residual op stays after each TP reduction otherwise.
+TEST(FrameworkLowering, ResidualFusionFoldsEachResidualAddIntoAKernelThatRunsAnyway) {
+  Scenario scenario = testing::make_scenario(testing::llama_shaped(4), 1, 2048, 8);
+  const auto residual_ops = [](const Op& op) {
+    return op.kind == OpKind::elementwise && (op.role == OpRole::attention_residual || op.role == OpRole::mlp_residual);
+  };
+  const auto phase_is = [](Phase phase, auto wanted) { return [=](const Op& op) { return op.phase == phase && wanted(op); }; };
+  const auto fused_gemms = [](const Op& op) { return op.kind == OpKind::gemm && op.fuses_residual; };
+  const auto fused_norms = [](const Op& op) { return op.kind == OpKind::norm_backward && op.fuses_residual; };
+  for (const int tp : {1, 2}) {
+    SCOPED_TRACE(tp);
+    const Strategy strategy = testing::make_strategy(tp, 1, 1, /*sp=*/tp > 1);
+    const Lowered plain = lower(scenario, strategy);
+    Scenario fused_scenario = scenario;
+    fused_scenario.framework.residual_fusion = true;
+    const Lowered fused = lower(fused_scenario, strategy);
+    const int micro_batches = plain.strategy.num_micro_batches;
+    const int layers = 4, classes = static_cast<int>(plain.graph.classes.size());
+    EXPECT_EQ(count(plain.graph, residual_ops), 2 * 2 * layers * micro_batches * classes);
+    EXPECT_EQ(count(plain.graph, fused_gemms) + count(plain.graph, fused_norms), 0);
+    EXPECT_EQ(count(fused.graph, phase_is(Phase::backward, residual_ops)), 0);
+    EXPECT_EQ(count(fused.graph, fused_norms), 2 * layers * micro_batches * classes);
+    EXPECT_EQ(count(fused.graph, fused_gemms), tp == 1 ? 2 * layers * micro_batches * classes : 0);
+    EXPECT_EQ(count(fused.graph, phase_is(Phase::forward, residual_ops)),
+              tp == 1 ? 0 : 2 * layers * micro_batches * classes);
+    for (const RankClass& rc : fused.graph.classes)
+      for (OpIndex i = 0; i < rc.size(); ++i) {
+        const Op& op = rc.op(i);
+        if (fused_gemms(op)) {
+          EXPECT_TRUE(op.role == OpRole::attention_projection || op.role == OpRole::fc2) << op_name(op);
+          EXPECT_EQ(op.gemm_pass, GemmPass::forward) << op_name(op);
+          EXPECT_EQ(memory_bound_bytes(op), 2.0 * (op.gemm.m * op.gemm.k + op.gemm.k * op.gemm.n + 2 * op.gemm.m * op.gemm.n));
+        }
+        if (fused_norms(op)) {
+          EXPECT_NE(op.role, OpRole::final_norm) << op_name(op);
+          EXPECT_EQ(memory_bound_bytes(op), 4.0 * 2 * op.rows * op.cols) << "x, dy and the skip read, dx written";
+          EXPECT_NE(kernel_shape_key(op).find(",residual=1"), std::string::npos);
+        }
+      }
+    // Every fused kernel costs a little more than its plain form and less than the two ops it replaces.
+    EXPECT_LT(iteration_ns(fused), iteration_ns(plain));
+  }
+  // A hidden dropout sits between the branch and the add: nothing fuses.
+  scenario.model.hidden_dropout = 0.1;
+  scenario.framework.residual_fusion = true;
+  const Lowered dropout = lower(scenario, testing::make_strategy(1, 1, 1, false));
+  EXPECT_EQ(count(dropout.graph, fused_gemms) + count(dropout.graph, fused_norms), 0);
+}
+
 TEST(FrameworkLowering, AttentionRunsAsTheBackendSays) {
   Scenario scenario = testing::make_scenario(testing::gpt_shaped(), 1, 2048, 8);  // unfused, dropout 0.1
   const Strategy tp2 = testing::make_strategy(2, 1);
