@@ -23,7 +23,7 @@ enum class OpPricing : std::uint8_t {
 };
 
 // How calibration measures a kind (calibrate/gpu/).
-enum class OpMeasurement : std::uint8_t {
+enum class CalibrationMethod : std::uint8_t {
   gemm_grid,        // cuBLASLt GEMMs over a grid of shapes and the scenario's own
   kernel_bench,     // the executor's own kernel, timed under CUPTI (kernel_benches.cpp)
   nccl_collective,  // nccl-tests-style sweeps of the collective over every group placement
@@ -33,7 +33,7 @@ enum class OpMeasurement : std::uint8_t {
 struct OpKindTraits {
   std::string_view name;        // as traces, ops.csv and kernel keys spell it
   OpPricing pricing;
-  OpMeasurement measured_by;
+  CalibrationMethod measured_by;
   // Whether twin execute runs the kind; when it does not, executor/op_binding.cpp refuses the plan naming it.
   bool executor_runs;
   // The version of the executor's kernel for the kind: raised whenever the kernel's speed changes, so that a run
@@ -49,7 +49,7 @@ struct OpKindTraits {
 
 constexpr OpKindTraits op_kind_traits(OpKind kind) {
   using P = OpPricing;
-  using M = OpMeasurement;
+  using M = CalibrationMethod;
   switch (kind) {
     case OpKind::gemm: return {"gemm", P::gemm, M::gemm_grid, true, 1};
     case OpKind::attention_forward: return {"attention_forward", P::attention, M::kernel_bench, true, 1};

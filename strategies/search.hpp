@@ -15,7 +15,7 @@
 #include "core/scenario.hpp"
 #include "core/strategy.hpp"
 #include "sim/result.hpp"
-#include "sim/simulate.hpp"
+#include "sim/price_cache.hpp"
 #include "strategies/flops.hpp"
 #include "strategies/lowering.hpp"
 #include "strategies/memory.hpp"

@@ -77,7 +77,7 @@ std::optional<KernelBench> make_kernel_bench(const Op& op, const KernelModelFact
   Builder x{{}, seed, stream};
   const std::int64_t rows = op.rows, cols = op.cols, n = rows * cols;
   const bool shaped = rows > 0 && cols > 0;
-  if (op_kind_traits(op.kind).measured_by != OpMeasurement::kernel_bench) {
+  if (op_kind_traits(op.kind).measured_by != CalibrationMethod::kernel_bench) {
     why_not = to_string(op.kind) + " is not timed by the kernel calibration";  // GEMM grid or NCCL sweeps
     return std::nullopt;
   }

@@ -45,7 +45,7 @@ TEST(KernelCalibration, DefaultOpsCoverEveryKindTheTableSaysIsBenched) {
   std::set<OpKind> listed;
   for (const Op& op : default_kernel_ops(/*quick=*/false).ops) listed.insert(op.kind);
   for (OpKind kind : all_op_kinds()) {
-    const bool benched = op_kind_traits(kind).measured_by == OpMeasurement::kernel_bench;
+    const bool benched = op_kind_traits(kind).measured_by == CalibrationMethod::kernel_bench;
     EXPECT_EQ(listed.count(kind) == 1, benched) << to_string(kind);
   }
 }
