@@ -235,8 +235,6 @@ void StageRuntime::norm(const Op& op, const OpBinding& b, int mb, int unit, cuda
   release_slot(mb, unit, stream);
 }
 
-// output = input + branch (the branch after its TP reduction). Backward: the output's gradient is the
-// branch's (linear_tensors reads it there); the skip path adds it to the input's gradient.
 const bf16* StageRuntime::residual_stream(int mb, int unit, int chunk, const layer::Block& residual) {
   const bool unit_input = residual.input == Tensor::input;
   return static_cast<const bf16*>(unit_input ? get(mb, previous_unit(unit, chunk), {Tensor::output})
@@ -254,6 +252,8 @@ Act StageRuntime::arriving_output_gradient() const {
   return shapes_.residual_fusion ? Act{Tensor::output, Form::gradient} : Act{Tensor::output, Form::next_norm_gradient};
 }
 
+// output = input + branch (the branch after its TP reduction). Backward: the output's gradient is the
+// branch's (linear_tensors reads it there); the skip path adds it to the input's gradient.
 void StageRuntime::residual(const Op& op, const OpBinding& b, int mb, int unit, cudaStream_t stream) {
   const std::int64_t count = shapes_.tokens_local * shapes_.h;
   const layer::Block& block = layer::block_of(b.subject);
