@@ -127,14 +127,18 @@ int run_simulate(const SimulateOptions& options) {
   for (const std::string& line : scaled) spdlog::warn("{}", line);
 
   // Under mpirun or srun each process simulates a share of the candidates; the first writes the outputs.
+  // A failure in one process stops them all: the others would wait for its share forever.
   const SearchProcessGroup group;
-  if (!group.writes_outputs()) {
+  const auto search_share = [&](bool quiet) {
     try {
-      search(scenario, profile, plan_families(), SearchOptions{options.jobs, Progress(true), group.processes()});
+      return search(scenario, profile, plan_families(), SearchOptions{options.jobs, Progress(quiet), group.processes()});
     } catch (const std::exception& e) {
       group.stop_all_on_failure(e.what());
       throw;
     }
+  };
+  if (!group.writes_outputs()) {
+    search_share(true);
     return 0;
   }
 
@@ -142,14 +146,7 @@ int run_simulate(const SimulateOptions& options) {
   OutputFolder folder(options.out, {"ranking.csv", "report.html", "best.json", "megatron_args.txt", "traces"});
   const std::filesystem::path out = folder.out();
 
-  std::vector<Candidate> ranked;
-  try {
-    ranked = search(scenario, profile, plan_families(),
-                    SearchOptions{options.jobs, Progress(options.quiet), group.processes()});
-  } catch (const std::exception& e) {
-    group.stop_all_on_failure(e.what());
-    throw;
-  }
+  std::vector<Candidate> ranked = search_share(options.quiet);
   std::size_t feasible = std::count_if(ranked.begin(), ranked.end(), [](const Candidate& c) { return c.feasible; });
 
   write_file_atomically(folder.staged("ranking.csv"), ranking_csv(scenario, ranked));

@@ -188,8 +188,7 @@ namespace {
 // The efficiency curves alone: the carrier that interpolation among measured shapes scales.
 double curve_time_ns(const GpuKernelProfile& kernels, const GpuSpec& gpu, const Op& op) {
   switch (op_kind_traits(op.kind).pricing) {
-    case OpPricing::gemm:
-      return gemm_time_ns(op.gemm, gpu, kernels) + bandwidth_time_ns(epilogue_addend_bytes(op), gpu, kernels.memory_bound);
+    case OpPricing::gemm: return gemm_time_ns(op.gemm, gpu, kernels);
     case OpPricing::attention: return attention_time_ns(op, gpu, kernels);
     case OpPricing::memory_bound: return bandwidth_time_ns(memory_bound_bytes(op), gpu, kernels.memory_bound);
     case OpPricing::collective:
@@ -203,13 +202,16 @@ double curve_time_ns(const GpuKernelProfile& kernels, const GpuSpec& gpu, const 
 double model_time_ns(const GpuKernelProfile& kernels, const GpuSpec& gpu, const Op& op) {
   const bool gemm = op.kind == OpKind::gemm || op.kind == OpKind::moe_router;
   if (gemm) {
-    if (kernels.measured_gemms.empty() || gemm_flops(op.gemm) <= 0) return curve_time_ns(kernels, gpu, op);
+    const bool measured = !kernels.measured_gemms.empty() && gemm_flops(op.gemm) > 0;
+    const double product_ns =
+        measured ? predict_gemm_time_ns(kernels.measured_gemms, op.gemm,
+                                        [&](const GemmShape& g) {
+                                          return gemm_time_ns(g, gpu, kernels) * gemm_tile_work_factor(g, gpu.sm_count);
+                                        })
+                 : curve_time_ns(kernels, gpu, op);
     // The residual an epilogue adds is priced as a read beside the product's time: an upper bound, since
     // the epilogue's loads of C overlap part of the main loop; the runs' traces measure the fused GEMMs.
-    return predict_gemm_time_ns(kernels.measured_gemms, op.gemm, [&](const GemmShape& g) {
-             return gemm_time_ns(g, gpu, kernels) * gemm_tile_work_factor(g, gpu.sm_count);
-           }) +
-           bandwidth_time_ns(epilogue_addend_bytes(op), gpu, kernels.memory_bound);
+    return product_ns + bandwidth_time_ns(epilogue_addend_bytes(op), gpu, kernels.memory_bound);
   }
   return predict_kernel_time_ns(kernels.measured_kernels, op,
                                 [&](const Op& other) { return curve_time_ns(kernels, gpu, other); });
