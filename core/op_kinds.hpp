@@ -44,6 +44,8 @@ struct OpKindTraits {
   //      bf16 gradient): 2026-11-25
   //   3  norm_backward (the weight kept in registers, the next row's rstd loaded before the block-wide sum; the
   //      residual-fused form adds the skip path's gradient): 2026-11-25
+  //   4  norm_backward (rows and rstd copied into shared memory two rows ahead with cp.async, 256 threads):
+  //      2026-11-25
   int kernel_revision;
 };
 
@@ -55,7 +57,7 @@ constexpr OpKindTraits op_kind_traits(OpKind kind) {
     case OpKind::attention_forward: return {"attention_forward", P::attention, M::kernel_bench, true, 1};
     case OpKind::attention_backward: return {"attention_backward", P::attention, M::kernel_bench, true, 1};
     case OpKind::norm_forward: return {"norm_forward", P::memory_bound, M::kernel_bench, true, 1};
-    case OpKind::norm_backward: return {"norm_backward", P::memory_bound, M::kernel_bench, true, 3};
+    case OpKind::norm_backward: return {"norm_backward", P::memory_bound, M::kernel_bench, true, 4};
     case OpKind::rope_forward: return {"rope_forward", P::memory_bound, M::kernel_bench, true, 1};
     case OpKind::rope_backward: return {"rope_backward", P::memory_bound, M::kernel_bench, true, 1};
     case OpKind::activation_forward: return {"activation_forward", P::memory_bound, M::kernel_bench, true, 1};

@@ -59,12 +59,12 @@ constexpr AttentionCurves kH100Attention{{0.662, 2.76e10}, {0.509, 1.0e11}, {0.3
 // In a training step, kernels run this much longer than their benchmark prices: fitted on the
 // megatron-readme-h100-2024 group (9 Megatron-Core runs, 48 to 6,144 H100s) with
 // `twin validate tests/validation/published.json --group megatron-readme-h100-2024 --fit-prior H100-SXM-80GB`
-// (2026-11-25 04:25 UTC, on the h100-x1 and h200-x1 calibrations of 04:13 and 04:00 UTC). GEMMs alone ran
-// 1.1180x their benchmark price in twin execute's own training steps on one H100 and 1.1466x on one H200
-// (docs/ACCURACY.md, the studies of 2026-11-25 04:00-04:16 UTC on those calibrations); the H200 takes the
+// (2026-11-25 07:12 UTC, on the h100-x1 and h200-x1 calibrations of 06:59 and 06:43 UTC). GEMMs alone ran
+// 1.1266x their benchmark price in twin execute's own training steps on one H100 and 1.1155x on one H200
+// (docs/ACCURACY.md, the studies of 2026-11-25 06:43-07:02 UTC on those calibrations); the H200 takes the
 // H100's fit scaled by that ratio.
-constexpr double kH100InTraining = 1.3639;
-constexpr double kH200InTraining = kH100InTraining * 1.1466 / 1.1180;
+constexpr double kH100InTraining = 1.3727;
+constexpr double kH200InTraining = kH100InTraining * 1.1155 / 1.1266;
 
 // The micro-benchmarks of a shipped profile only: the one-GPU training runs folded into it (trace entries,
 // Measurement::source) speak for that machine's steps; the built-in's in-training factor comes from published

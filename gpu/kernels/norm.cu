@@ -1,7 +1,9 @@
 // RMSNorm and LayerNorm: one block per row forward; backward by blocks of rows, each block keeping its
 // weight-gradient partial (fp32, in registers or shared memory) so the final reduction over blocks is
-// deterministic.
+// deterministic. The vector RMSNorm backward stages its rows through shared memory a few rows ahead.
 #include <algorithm>
+
+#include <cuda_pipeline.h>
 
 #include "gpu/kernels/common.cuh"
 
@@ -18,10 +20,9 @@ using detail::unpack8;
 using detail::aligned16;
 
 constexpr int kThreads = 256;
-// Two blocks of 512 threads per multiprocessor of an H100/H200 (132), one wave: measured on an H200 (2026-11-25),
-// a 4096-wide backward took 46.6 us over 4096 rows with 264 blocks against 52.1 with 528 (two waves of blocks
-// whose rows each wait on a block-wide sum); the partials (4 bytes per block and column) stay a few percent of
-// what backward moves.
+// Two blocks per multiprocessor of an H100/H200 (132), one wave: each block's rows wait on a block-wide sum, and
+// more blocks (396, 528) timed slower on an H200 (2026-11-25); the partials (4 bytes per block and column) stay a
+// few percent of what backward moves.
 constexpr std::int64_t kMaxPartialBlocks = 264;
 
 __global__ void rmsnorm_forward_kernel(const bf16* x, const bf16* weight, bf16* y, float* rstd, std::int64_t cols,
@@ -108,17 +109,24 @@ __global__ void rmsnorm_backward_kernel(const bf16* dy, const bf16* x, const bf1
 }
 
 // RMSNorm backward with cols % 8 == 0, 16-byte aligned rows and cols <= 8 * kGroups * kThreads: thread t owns the
-// column groups 8 (t + g kThreads), g < kGroups, of every row its block takes, so the weight (packed bf16) stays in
-// registers for all of them, its rows' dy and x stay in registers between the dot product and dx, its
-// weight-gradient partial accumulates in registers, and the next row's loads (dy, x and its rstd) are issued
-// before this row's block-wide sum waits (they stay in flight across the barrier). With `skip`, dx adds the
-// residual stream's gradient, loaded where dx is stored. kMinBlocks blocks fit on a multiprocessor without
-// spilling registers (ptxas -v reports none for the instantiations below).
-template <int kGroups, int kThreads, int kMinBlocks>
-__global__ void __launch_bounds__(kThreads, kMinBlocks)
-    rmsnorm_backward_rows_kernel(const bf16* dy, const bf16* x, const bf16* weight, const float* rstd,
-                                 const bf16* skip, bf16* dx, float* partials, std::int64_t rows, std::int64_t cols) {
+// column groups 8 (t + g kThreads), g < kGroups, of every row its block takes. A row's dy and x (and skip) are copied
+// into shared memory by the thread that will read them (16-byte cp.async, __pipeline_memcpy_async), kStages - 1 rows
+// ahead, so the copies stay in flight across the block-wide sum each row waits on: at one row in flight (the form
+// before, revision 3) the kernel reached 45-55% of HBM on an H200 / H100. Only the copying thread reads its slots,
+// so a stage needs no barrier of its own, only __pipeline_wait_prior. The weight stays in registers (packed bf16),
+// and so does the weight-gradient partial.
+template <int kGroups, int kThreads, int kStages>
+__global__ void __launch_bounds__(kThreads)
+    rmsnorm_backward_staged_kernel(const bf16* dy, const bf16* x, const bf16* weight, const float* rstd,
+                                   const bf16* skip, bf16* dx, float* partials, std::int64_t rows, std::int64_t cols) {
+  extern __shared__ uint4 staged[];  // [kStages][arrays][kGroups][kThreads] rows, then [kStages][kThreads] rstd
   __shared__ float scratch[32];
+  const int arrays = skip ? 3 : 2;
+  const auto slot = [&](int stage, int array, int g) {
+    return staged + ((stage * arrays + array) * kGroups + g) * kThreads + threadIdx.x;
+  };
+  float* const staged_rstd = reinterpret_cast<float*>(staged + kStages * arrays * kGroups * kThreads);
+  const auto rstd_slot = [&](int stage) { return staged_rstd + stage * kThreads + threadIdx.x; };
   std::int64_t column[kGroups];
   bool owned[kGroups];
   uint4 w_bits[kGroups] = {};
@@ -127,47 +135,43 @@ __global__ void __launch_bounds__(kThreads, kMinBlocks)
     owned[g] = column[g] < cols;
     if (owned[g]) w_bits[g] = *reinterpret_cast<const uint4*>(weight + column[g]);
   }
-  const auto load_row = [&](std::int64_t r, uint4* dy_bits, uint4* x_bits) {
-    for (int g = 0; g < kGroups; ++g)
-      if (owned[g]) {
-        dy_bits[g] = *reinterpret_cast<const uint4*>(dy + r * cols + column[g]);
-        x_bits[g] = *reinterpret_cast<const uint4*>(x + r * cols + column[g]);
-      }
+  const auto copy_row = [&](std::int64_t r, int stage) {
+    if (r < rows) __pipeline_memcpy_async(rstd_slot(stage), rstd + r, 4);  // each thread its own copy: no barrier
+    if (r < rows)
+      for (int g = 0; g < kGroups; ++g)
+        if (owned[g]) {
+          __pipeline_memcpy_async(slot(stage, 0, g), dy + r * cols + column[g], 16);
+          __pipeline_memcpy_async(slot(stage, 1, g), x + r * cols + column[g], 16);
+          if (skip) __pipeline_memcpy_async(slot(stage, 2, g), skip + r * cols + column[g], 16);
+        }
+    __pipeline_commit();  // an empty group past the last row keeps the count that wait_prior relies on
   };
+  for (int s = 0; s < kStages - 1; ++s) copy_row(blockIdx.x + static_cast<std::int64_t>(s) * gridDim.x, s);
   float dw[kGroups][8] = {};
-  uint4 dy_now[kGroups] = {}, x_now[kGroups] = {}, dy_next[kGroups] = {}, x_next[kGroups] = {};
-  float rs_now = 0.f, rs_next = 0.f;
-  if (blockIdx.x < rows) {
-    load_row(blockIdx.x, dy_now, x_now);
-    rs_now = rstd[blockIdx.x];
-  }
+  int stage = 0;
   for (std::int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-    if (r + gridDim.x < rows) {
-      load_row(r + gridDim.x, dy_next, x_next);
-      rs_next = rstd[r + gridDim.x];
-    }
-    const float rs = rs_now;
+    copy_row(r + static_cast<std::int64_t>(kStages - 1) * gridDim.x, (stage + kStages - 1) % kStages);
+    __pipeline_wait_prior(kStages - 1);
+    const float rs = *rstd_slot(stage);
     float dot = 0.f;
     for (int g = 0; g < kGroups; ++g)
       if (owned[g]) {
-        const Float8 gv = unpack8(dy_now[g]), xv = unpack8(x_now[g]), w = unpack8(w_bits[g]);
+        const Float8 gv = unpack8(*slot(stage, 0, g)), xv = unpack8(*slot(stage, 1, g)), w = unpack8(w_bits[g]);
         for (int k = 0; k < 8; ++k) dot += gv.v[k] * w.v[k] * xv.v[k];
       }
     const float coefficient = block_sum(dot, scratch) * rs * rs * rs / cols;
     for (int g = 0; g < kGroups; ++g) {
       if (!owned[g]) continue;
-      const Float8 gv = unpack8(dy_now[g]), xv = unpack8(x_now[g]), w = unpack8(w_bits[g]);
-      const Float8 added = skip ? load8(skip, r * cols + column[g]) : Float8{};
+      const Float8 gv = unpack8(*slot(stage, 0, g)), xv = unpack8(*slot(stage, 1, g)), w = unpack8(w_bits[g]);
+      const Float8 added = skip ? unpack8(*slot(stage, 2, g)) : Float8{};
       Float8 out;
       for (int k = 0; k < 8; ++k) {
         out.v[k] = rs * gv.v[k] * w.v[k] - xv.v[k] * coefficient + added.v[k];
         dw[g][k] += gv.v[k] * xv.v[k] * rs;
       }
       store8(dx, r * cols + column[g], out);
-      dy_now[g] = dy_next[g];
-      x_now[g] = x_next[g];
     }
-    rs_now = rs_next;
+    stage = (stage + 1) % kStages;
   }
   for (int g = 0; g < kGroups; ++g)
     if (owned[g])
@@ -234,7 +238,7 @@ void check_shape(std::int64_t rows, std::int64_t cols) {
 
 template <typename Kernel>
 void allow_shared(Kernel kernel, std::size_t bytes) {
-  detail::require(bytes <= 227 * 1024, "norm backward: cols too wide for the shared-memory gradient partial");
+  detail::require(bytes <= 227 * 1024, "norm backward: cols too wide for the shared memory it needs");
   TWIN_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
 }
 
@@ -270,15 +274,21 @@ void rmsnorm_backward(const bf16* dy, const bf16* x, const bf16* weight, const f
   const unsigned blocks = static_cast<unsigned>(norm_partial_blocks(rows));
   const bool vector = cols % 8 == 0 && aligned16(dy) && aligned16(x) && aligned16(weight) && aligned16(dx) &&
                       (skip == nullptr || aligned16(skip));
+  const auto launch_staged = [&](auto kernel, int groups, int threads, int stages) {
+    const int arrays = skip ? 3 : 2;
+    const std::size_t staged = static_cast<std::size_t>(stages) * threads * (arrays * groups * sizeof(uint4) + sizeof(float));
+    allow_shared(kernel, staged);
+    kernel<<<blocks, threads, staged, stream>>>(dy, x, weight, rstd, skip, dx, partials, rows, cols);
+  };
+  // Launch shapes timed on an H200 (2026-11-25, 2048-8192 columns, 4096 and 8192 rows, with and without skip):
+  // 256 threads beat 512 or 1024 (a block-wide sum over fewer warps per row), three stages beat two or four, and
+  // 264 blocks (two per multiprocessor) beat 396 or 528.
   if (vector && cols <= 8 * 256) {
-    rmsnorm_backward_rows_kernel<1, 256, 4><<<blocks, 256, 0, stream>>>(dy, x, weight, rstd, skip, dx, partials, rows,
-                                                                        cols);
-  } else if (vector && cols <= 8 * 512) {  // one group per thread: a second would spill at 64 registers
-    rmsnorm_backward_rows_kernel<1, 512, 2><<<blocks, 512, 0, stream>>>(dy, x, weight, rstd, skip, dx, partials, rows,
-                                                                        cols);
-  } else if (vector && cols <= 2 * 8 * 512) {  // two groups need more than 64 registers: one block per SM
-    rmsnorm_backward_rows_kernel<2, 512, 1><<<blocks, 512, 0, stream>>>(dy, x, weight, rstd, skip, dx, partials, rows,
-                                                                        cols);
+    launch_staged(rmsnorm_backward_staged_kernel<1, 256, 3>, 1, 256, 3);
+  } else if (vector && cols <= 2 * 8 * 256) {
+    launch_staged(rmsnorm_backward_staged_kernel<2, 256, 3>, 2, 256, 3);
+  } else if (vector && cols <= 4 * 8 * 256) {
+    launch_staged(rmsnorm_backward_staged_kernel<4, 256, 3>, 4, 256, 3);
   } else {
     allow_shared(rmsnorm_backward_kernel, shared);
     rmsnorm_backward_kernel<<<blocks, kThreads, shared, stream>>>(dy, x, weight, rstd, skip, dx, partials, rows, cols);

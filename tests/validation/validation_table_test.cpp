@@ -55,14 +55,14 @@ TEST(PublishedTable, BadRowsNameTheirPath) {
   EXPECT_THROW(parse_published_table(document, "t.json"), InputError);
 }
 
-// Mean and largest |error| of each group on 2026-11-25 04:27 UTC (docs/VALIDATION.md: the shipped h100-x1 and
-// h200-x1 re-measured for issue 15's norm backward (revision 3), the Hopper factor refitted and the H200's GEMM
+// Mean and largest |error| of each group on 2026-11-25 07:15 UTC (docs/VALIDATION.md: the shipped h100-x1 and
+// h200-x1 re-measured for issue 15's norm backward (revision 4), the Hopper factor refitted and the H200's GEMM
 // ratio taken from that day's studies); a change that makes any of them worse by more than half a point fails here.
 const std::map<std::string, std::pair<double, double>> kReached = {
     {"narayanan2021-table1", {0.030, 0.051}},       {"korthikanti2022-table5", {0.029, 0.073}},
-    {"korthikanti2022-abstract", {0.039, 0.042}},   {"dubey2024-llama3-table4", {0.037, 0.091}},
-    {"megatron-readme-h100-2024", {0.027, 0.090}},  {"llmfoundry-mpt-h100-2024", {0.054, 0.109}},
-    {"all", {0.039, 0.109}}};
+    {"korthikanti2022-abstract", {0.039, 0.042}},   {"dubey2024-llama3-table4", {0.035, 0.098}},
+    {"megatron-readme-h100-2024", {0.027, 0.089}},  {"llmfoundry-mpt-h100-2024", {0.055, 0.108}},
+    {"all", {0.039, 0.108}}};
 
 TEST(ValidationTable, ErrorsStayWhereTheyAre) {
   const PublishedTable table = load_published_table(kTable);
