@@ -17,6 +17,7 @@ struct SimulateOptions {
   int jobs = 0;
   bool quiet = false;
   bool scale_profile = false;  // price GPUs the profile does not describe from another's, scaled
+  bool exhaustive = false;     // simulate every feasible candidate (no pruning by lower bound)
 };
 
 void add_simulate_command(CLI::App& app, SimulateOptions& options);

@@ -11,11 +11,13 @@
 #include <spdlog/spdlog.h>
 
 #include "cli/commands.hpp"
+#include "core/allocator.hpp"
 #include "core/error.hpp"
 #include "core/json_reader.hpp"
 #include "core/output_folder.hpp"
 
 int main(int argc, char** argv) {
+  twin::keep_freed_memory_for_reuse();
   twin::install_interrupt_cleanup();  // SIGINT/SIGTERM remove what a run was writing
   spdlog::set_default_logger(spdlog::stderr_color_mt("twin"));
   spdlog::set_pattern("%^[%l]%$ %v");

@@ -33,7 +33,8 @@ void add_simulate_command(CLI::App& app, SimulateOptions& options) {
       "simulate",
       "Enumerate the scenario's strategies (or take its pinned one), simulate each feasible one as a\n"
       "discrete-event replay of its op graphs, and rank them by throughput. Writes into --out:\n"
-      "  ranking.csv   every candidate, feasible or not (with the reason), times, MFU/HFU, memory\n"
+      "  ranking.csv   every candidate, feasible or not (with the reason), times, MFU/HFU, memory;\n"
+      "                without --exhaustive, the pruned ones (not simulated) after the simulated\n"
       "  report.html   one self-contained page: ranking, timeline, memory and time breakdowns\n"
       "  best.json     the winning plan, for `twin execute --plan`\n"
       "  megatron_args.txt  the winner as Megatron-LM pretrain_gpt.py arguments ('#' lines: what it cannot express)\n"
@@ -51,6 +52,10 @@ void add_simulate_command(CLI::App& app, SimulateOptions& options) {
       ->capture_default_str()
       ->check(CLI::Range(0, 4096));
   sub->add_flag("--quiet", options.quiet, "Print only errors and the final summary");
+  sub->add_flag("--exhaustive", options.exhaustive,
+                "Simulate every feasible candidate. Without it the search simulates in order of a lower bound\n"
+                "(each candidate's compute alone) and skips those whose bound is slower than the 10th fastest\n"
+                "(or K-th, with --top K > 10) simulated: the top ranks are the same, the rest say \"not simulated\"");
   sub->add_flag("--scale-profile", options.scale_profile,
                 "Price a GPU the profile does not describe from another GPU's measurements, scaled by their\n"
                 "datasheet ratios (bf16 peak, HBM bandwidth); without it such a GPU is an error");
@@ -131,7 +136,10 @@ int run_simulate(const SimulateOptions& options) {
   const SearchProcessGroup group;
   const auto search_share = [&](bool quiet) {
     try {
-      return search(scenario, profile, plan_families(), SearchOptions{options.jobs, Progress(quiet), group.processes()});
+      SearchOptions search_options{options.jobs, Progress(quiet), group.processes()};
+      search_options.exhaustive = options.exhaustive;
+      search_options.exact_top = std::max(kExactTop, options.top);
+      return search(scenario, profile, plan_families(), search_options);
     } catch (const std::exception& e) {
       group.stop_all_on_failure(e.what());
       throw;
@@ -184,8 +192,13 @@ int run_simulate(const SimulateOptions& options) {
 
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   const Throughput& t = best.throughput;
-  std::printf("%s: %zu candidates, %zu feasible, simulated in %.2f s\n", scenario.name.c_str(), ranked.size(),
-              feasible, seconds);
+  const std::size_t pruned = std::count_if(ranked.begin(), ranked.end(), [](const Candidate& c) { return c.pruned; });
+  if (pruned == 0)
+    std::printf("%s: %zu candidates, %zu feasible, simulated in %.2f s\n", scenario.name.c_str(), ranked.size(),
+                feasible, seconds);
+  else
+    std::printf("%s: %zu candidates, %zu feasible, %zu simulated (the rest pruned by a lower bound) in %.2f s\n",
+                scenario.name.c_str(), ranked.size(), feasible + pruned, feasible, seconds);
   std::printf("best: %s\n  iteration %.3f s, %.0f tokens/s, MFU %.1f%%, HFU %.1f%%, peak memory %.1f GiB\n",
               best.key().c_str(), t.iteration_s, t.tokens_per_s, 100 * t.mfu, 100 * t.hfu,
               best.memory.peak_bytes() / kGiB);

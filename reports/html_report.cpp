@@ -144,12 +144,14 @@ std::vector<double> stage_capacities_GiB(const Scenario& scenario, const Iterati
 
 std::string why_this_one_html(const std::vector<Candidate>& ranked, const Candidate& best,
                               const std::vector<double>& capacity_GiB) {
-  std::size_t feasible = 0, out_of_memory = 0;
+  std::size_t feasible = 0, out_of_memory = 0, pruned = 0;
   const Candidate* runner_up = nullptr;
   for (const Candidate& candidate : ranked) {
     if (candidate.feasible) {
       ++feasible;
       if (!runner_up && !(candidate.strategy == best.strategy)) runner_up = &candidate;
+    } else if (candidate.pruned) {
+      ++pruned;
     } else if (candidate.infeasible_reason.rfind("out of memory", 0) == 0) {
       ++out_of_memory;
     }
@@ -161,7 +163,11 @@ std::string why_this_one_html(const std::vector<Candidate>& ranked, const Candid
   std::string text = feasible <= 1
                          ? fmt::format("{} is the only feasible candidate of {}.", best.key(), ranked.size())
                          : fmt::format("{} is the fastest of {} feasible candidates ({} enumerated).",
-                                       best.key(), feasible, ranked.size());
+                                       best.key(), feasible + pruned, ranked.size());
+  if (pruned > 0)
+    text += fmt::format(" {} of them were simulated; the other {} could not reach the top ten (K with --top K "
+                        "above ten): their compute alone is slower (`twin simulate --exhaustive` simulates them).",
+                        feasible, pruned);
   text += fmt::format(" One iteration takes {} ms ({} tokens/s, MFU {}): compute {}, exposed communication {}, "
                       "pipeline bubble {}, optimizer {}.",
                       milliseconds_text(best.result.iteration_ns), grouped(best.throughput.tokens_per_s),
@@ -200,7 +206,7 @@ std::string why_this_one_html(const std::vector<Candidate>& ranked, const Candid
                           fixed(capacity_GiB[stage] - peak, 1));
     text += ".";
   }
-  const std::size_t excluded = ranked.size() - feasible;
+  const std::size_t excluded = ranked.size() - feasible - pruned;
   if (excluded > 0)
     text += fmt::format(" {} candidates were excluded: {} out of memory, {} invalid for this model or cluster.",
                         excluded, out_of_memory, excluded - out_of_memory);

@@ -269,6 +269,25 @@ LinkParams link_params(const NodeGroup& group, const Network& network, const Pro
   return links;
 }
 
+std::vector<ComputeBusy> compute_busy(const IterationGraph& graph, const Cluster& cluster, const Profile& profile,
+                                      PriceCache* prices) {
+  std::vector<ComputeBusy> busy;
+  busy.reserve(graph.classes.size());
+  for (const RankClass& rank_class : graph.classes) {
+    if (rank_class.node_group < 0 || rank_class.node_group >= static_cast<int>(cluster.node_groups.size()))
+      throw std::logic_error("node group " + std::to_string(rank_class.node_group) + " does not exist");
+    ComputeTimes compute_times(profile, cluster.node_groups[rank_class.node_group].gpu, prices);
+    ComputeBusy total;
+    for (OpIndex i = 0; i < rank_class.size(); ++i) {
+      const Op& op = rank_class.op(i);
+      if (op.is_communication()) continue;
+      (op.phase == Phase::optimizer ? total.optimizer_ns : total.other_ns) += compute_times(op);
+    }
+    busy.push_back(total);
+  }
+  return busy;
+}
+
 FlatIteration flatten(const IterationGraph& graph, const Cluster& cluster, const Profile& profile, PriceCache* prices) {
   FlatIteration flat;
   flat.overlap = profile.overlap;

@@ -60,6 +60,17 @@ struct FlatIteration {
 FlatIteration flatten(const IterationGraph& graph, const Cluster& cluster, const Profile& profile,
                       PriceCache* prices = nullptr);
 
+// A rank class's compute ops priced one after another (their nominal times summed): those of the optimizer
+// phase, which run once per iteration, apart from the others. The engine runs no compute op faster than its
+// price and shares a GPU among the compute ops in progress (sim/engine.hpp), so no class finishes an iteration
+// sooner than the sum of both: a lower bound that needs no event replay.
+struct ComputeBusy {
+  TimeNs optimizer_ns = 0;
+  TimeNs other_ns = 0;
+};
+std::vector<ComputeBusy> compute_busy(const IterationGraph& graph, const Cluster& cluster, const Profile& profile,
+                                      PriceCache* prices = nullptr);
+
 // Link parameters of a node group: bandwidths from the cluster; efficiency and per-step latency from the
 // profile (its PCIe intra-node curve for PCIe nodes), the latency no lower than the cluster declares.
 LinkParams link_params(const NodeGroup& group, const Network& network, const Profile& profile);

@@ -1,16 +1,20 @@
-// Enumerates the search space, prunes invalid and out-of-memory strategies without simulating them,
-// simulates the rest with parallel_for (this process's share of them when several run the search), appends
-// the plan families' candidates, and ranks. Results land in slots indexed by enumeration order, so the
+// Enumerates the search space, prunes invalid and out-of-memory strategies without simulating them, and
+// (unless exhaustive) those whose lower bound cannot reach the top K, simulates the rest with parallel_for
+// (this process's share of them when several run the search), appends the plan families' candidates, and ranks. Results land in slots indexed by enumeration order, so the
 // ranking is the same whatever the number of threads or processes.
 #include "strategies/search.hpp"
 
 #include <algorithm>
+#include <limits>
 #include <set>
+
+#include <fmt/format.h>
 
 #include "core/parallel_for.hpp"
 #include "strategies/simulated_results.hpp"
 #include "sim/price_cache.hpp"
 #include "sim/simulate.hpp"
+#include "strategies/lower_bound.hpp"
 #include "strategies/lowering.hpp"
 #include "strategies/validity.hpp"
 
@@ -127,33 +131,100 @@ std::vector<Candidate> search(const Scenario& scenario, const Profile& profile,
   for (std::size_t i = 0; i < candidates.size(); ++i)
     if (candidates[i].feasible) to_simulate.push_back(i);
 
-  // This process's share (all of them with one process); the others' results come from all_gather.
+  // Runs `work` on this process's share of `batch` (all of it with one process), then hands every process the
+  // others' results (all_gather of what `encode` wrote, read back by `decode`).
   const SearchProcesses& processes = options.processes;
-  std::vector<std::size_t> mine;
-  for (std::size_t k = static_cast<std::size_t>(processes.rank); k < to_simulate.size();
-       k += static_cast<std::size_t>(processes.count))
-    mine.push_back(to_simulate[k]);
+  const auto share = [&](const std::vector<std::size_t>& batch, const std::function<void(std::size_t)>& work,
+                         const std::function<std::string(const std::vector<std::size_t>&)>& encode,
+                         const std::function<void(const std::string&)>& decode,
+                         const std::function<void(int, int)>& progress) {
+    std::vector<std::size_t> mine;
+    for (std::size_t k = static_cast<std::size_t>(processes.rank); k < batch.size();
+         k += static_cast<std::size_t>(processes.count))
+      mine.push_back(batch[k]);
+    parallel_for(mine.size(), options.jobs, [&](std::size_t k) { work(mine[k]); }, progress);
+    if (processes.count > 1) {
+      const std::vector<std::string> shares = processes.all_gather(encode(mine));
+      for (int rank = 0; rank < processes.count; ++rank)
+        if (rank != processes.rank) decode(shares.at(rank));
+    }
+  };
   sim::PriceCache prices;  // the candidates repeat each other's op shapes
-  parallel_for(
-      mine.size(), options.jobs,
-      [&](std::size_t k) {
-        Candidate& c = candidates[mine[k]];
-        MemoryEstimate memory = std::move(c.memory);
-        c = evaluate(scenario, profile, c.strategy, false, nullptr, &prices);
-        c.memory = std::move(memory);
-      },
-      options.progress);
-  if (processes.count > 1) {
-    const std::vector<std::string> shares = processes.all_gather(simulated_results_to_string(candidates, mine));
-    for (int rank = 0; rank < processes.count; ++rank)
-      if (rank != processes.rank) read_simulated_results(shares.at(rank), candidates);
+  // Progress over every round: done of this process's share of what may be simulated (the pruned end it early).
+  const int planned = static_cast<int>(
+      (to_simulate.size() + static_cast<std::size_t>(processes.count) - 1 - static_cast<std::size_t>(processes.rank)) /
+      static_cast<std::size_t>(processes.count));
+  int done_before = 0;
+  const auto simulate = [&](const std::vector<std::size_t>& batch) {
+    const auto progress = [&](int done, int total) {
+      if (!options.progress) return;
+      options.progress(done_before + done, planned);
+      if (done == total) done_before += done;
+    };
+    share(
+        batch,
+        [&](std::size_t i) {
+          Candidate& c = candidates[i];
+          MemoryEstimate memory = std::move(c.memory);
+          const TimeNs bound = c.lower_bound_ns;
+          c = evaluate(scenario, profile, c.strategy, false, nullptr, &prices);
+          c.memory = std::move(memory);
+          c.lower_bound_ns = bound;
+        },
+        [&](const std::vector<std::size_t>& mine) { return simulated_results_to_string(candidates, mine); },
+        [&](const std::string& text) { read_simulated_results(text, candidates); }, progress);
+  };
+
+  const std::size_t keep = static_cast<std::size_t>(std::max(1, options.exact_top));
+  if (options.exhaustive || to_simulate.size() <= keep) {  // nothing to prune: no bounds to compute
+    simulate(to_simulate);
+  } else {
+    share(
+        to_simulate,
+        [&](std::size_t i) {
+          candidates[i].lower_bound_ns = compute_lower_bound_ns(scenario, candidates[i].strategy, profile, &prices);
+        },
+        [&](const std::vector<std::size_t>& mine) { return lower_bounds_to_string(candidates, mine); },
+        [&](const std::string& text) { read_lower_bounds(text, candidates); }, {});
+    std::vector<std::size_t> order = to_simulate;
+    std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+      return candidates[a].lower_bound_ns < candidates[b].lower_bound_ns;
+    });
+    std::vector<TimeNs> fastest;  // the `keep` fastest simulated iteration times, ascending
+    TimeNs beat = std::numeric_limits<TimeNs>::max();
+    std::size_t next = 0;
+    for (std::size_t round = 32; next < order.size() && candidates[order[next]].lower_bound_ns <= beat; round *= 2) {
+      std::vector<std::size_t> batch;
+      while (next < order.size() && batch.size() < round && candidates[order[next]].lower_bound_ns <= beat)
+        batch.push_back(order[next++]);
+      simulate(batch);
+      for (std::size_t i : batch) fastest.push_back(candidates[i].result.iteration_ns);
+      std::sort(fastest.begin(), fastest.end());
+      if (fastest.size() > keep) fastest.resize(keep);
+      if (fastest.size() == keep) beat = fastest.back();
+    }
+    if (options.progress && done_before < planned) options.progress(done_before, done_before);  // ends the line
+    for (; next < order.size(); ++next) {
+      Candidate& c = candidates[order[next]];
+      c.feasible = false;
+      c.pruned = true;
+      c.infeasible_reason = fmt::format(
+          "not simulated: its compute alone takes at least {:.4f} s, slower than the {} fastest simulated (the "
+          "{}th: {:.4f} s); twin simulate --exhaustive simulates every candidate",
+          to_seconds(c.lower_bound_ns), keep, keep, to_seconds(beat));
+    }
   }
   for (const FamilySearch& family : families)
     for (Candidate& c : family(scenario, profile, options.jobs)) candidates.push_back(std::move(c));
 
-  std::stable_partition(candidates.begin(), candidates.end(), [](const Candidate& c) { return c.feasible; });
-  auto first_infeasible = std::find_if(candidates.begin(), candidates.end(), [](const Candidate& c) { return !c.feasible; });
-  std::sort(candidates.begin(), first_infeasible, faster);
+  // Feasible (fastest first), then pruned (lowest bound first), then infeasible (in enumeration order).
+  const auto group = [](const Candidate& c) { return c.feasible ? 0 : c.pruned ? 1 : 2; };
+  std::stable_sort(candidates.begin(), candidates.end(), [&](const Candidate& a, const Candidate& b) {
+    if (group(a) != group(b)) return group(a) < group(b);
+    if (group(a) == 0) return faster(a, b);
+    if (group(a) == 1) return a.lower_bound_ns != b.lower_bound_ns ? a.lower_bound_ns < b.lower_bound_ns : a.key() < b.key();
+    return false;
+  });
   return candidates;
 }
 

@@ -54,6 +54,10 @@ struct Candidate {
   IterationResult result;          // zero unless simulated
   Throughput throughput;
   std::vector<StrandPairingSummary> strand_pairings;  // double-strand: what the pairing chose (first stage)
+  // A feasible strategy the search did not simulate because its lower bound (strategies/lower_bound.hpp) is
+  // slower than the K-th fastest simulated: `feasible` is false (nothing simulated) and the reason says so.
+  bool pruned = false;
+  TimeNs lower_bound_ns = 0;       // set for every uniform candidate a pruned search bounded
 
   // The plan's identity: the family plan's key, else the strategy's key.
   std::string key() const { return plan ? plan->key() : strategy.key(); }
@@ -84,10 +88,17 @@ struct SearchProcesses {
   std::function<std::vector<std::string>(const std::string& mine)> all_gather;
 };
 
+// How many of the fastest uniform candidates a pruned search simulates for certain: the report charts ten.
+inline constexpr int kExactTop = 10;
+
 struct SearchOptions {
   int jobs = 0;                                      // 0 = all cores (parallel_for's rule)
   std::function<void(int done, int total)> progress; // called from the caller's thread only
   SearchProcesses processes;
+  // Simulate every feasible uniform candidate (else prune: the `exact_top` fastest are exact, the candidates
+  // whose lower bound is slower than the exact_top-th fastest simulated are not simulated).
+  bool exhaustive = false;
+  int exact_top = kExactTop;
 };
 
 // One plan family's search: its candidates for the scenario (feasible ones simulated), none where the
@@ -95,7 +106,10 @@ struct SearchOptions {
 using FamilySearch = std::function<std::vector<Candidate>(const Scenario& scenario, const Profile& profile, int jobs)>;
 
 // The uniform strategies, then each of `families`' candidates in that order. Feasible candidates first,
-// fastest first; then infeasible ones in enumeration order.
+// fastest first; then pruned ones, lowest bound first; then infeasible ones in enumeration order.
+// Pruning: uniform candidates are simulated in rounds (32, 64, 128, ... in order of their lower bound) and a
+// round's results set the bound later rounds must beat, so what is simulated depends only on the inputs, never
+// on jobs or processes.
 std::vector<Candidate> search(const Scenario& scenario, const Profile& profile,
                               const std::vector<FamilySearch>& families, const SearchOptions& options = {});
 

@@ -71,4 +71,23 @@ void read_simulated_results(const std::string& text, std::vector<Candidate>& can
   }
 }
 
+std::string lower_bounds_to_string(const std::vector<Candidate>& candidates, const std::vector<std::size_t>& indices) {
+  json all = json::array();
+  for (std::size_t i : indices) all.push_back({i, candidates.at(i).lower_bound_ns});
+  return all.dump();
+}
+
+void read_lower_bounds(const std::string& text, std::vector<Candidate>& candidates) {
+  try {
+    for (const json& r : json::parse(text)) {
+      const auto index = r.at(0).get<std::size_t>();
+      if (index >= candidates.size())
+        throw std::runtime_error("candidate " + std::to_string(index) + " of " + std::to_string(candidates.size()));
+      candidates[index].lower_bound_ns = r.at(1).get<TimeNs>();
+    }
+  } catch (const json::exception& e) {
+    throw std::runtime_error(std::string("the search's processes exchanged bounds twin cannot read: ") + e.what());
+  }
+}
+
 }  // namespace twin

@@ -18,4 +18,8 @@ std::string simulated_results_to_string(const std::vector<Candidate>& candidates
 // process of the same search. Throws std::runtime_error when the text is not such a list or names a candidate out of range.
 void read_simulated_results(const std::string& text, std::vector<Candidate>& candidates);
 
+// The lower bounds (Candidate::lower_bound_ns) of candidates[i] for each i of `indices`, and back.
+std::string lower_bounds_to_string(const std::vector<Candidate>& candidates, const std::vector<std::size_t>& indices);
+void read_lower_bounds(const std::string& text, std::vector<Candidate>& candidates);
+
 }  // namespace twin

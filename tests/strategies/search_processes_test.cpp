@@ -66,7 +66,7 @@ TEST(SearchProcesses, ThreeProcessesRankWhatOneDoes) {
       });
     processes.clear();  // joins
     for (int rank = 0; rank < kProcesses; ++rank) {
-      EXPECT_EQ(exchanged[rank], 1);
+      EXPECT_GE(exchanged[rank], 2);  // the lower bounds, then one or more rounds of simulations
       EXPECT_FALSE(shares[rank].empty());
       expect_same_ranking(whole, ranked[rank], rank);
     }

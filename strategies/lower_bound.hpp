@@ -1,0 +1,24 @@
+// A lower bound on a uniform strategy's iteration time without an event replay, for pruning a search: the
+// busiest rank class's compute ops priced one after another (sim::compute_busy). What a class computes outside
+// the optimizer phase is the same for every micro-batch, so it is lowered at the fewest micro-batches the
+// schedule takes (the pipeline depth) and scaled to the strategy's count; the optimizer phase runs once. Tests
+// check that this equals the sum over the whole graph on every shipped scenario and published configuration.
+#pragma once
+#include "cost/profile.hpp"
+#include "core/scenario.hpp"
+#include "core/strategy.hpp"
+#include "core/units.hpp"
+#include "sim/price_cache.hpp"
+
+namespace twin {
+
+// `strategy` complete and valid (strategies/validity.hpp). Never more than what simulate_iteration gives for it.
+TimeNs compute_lower_bound_ns(const Scenario& scenario, const Strategy& strategy, const Profile& profile,
+                              sim::PriceCache* prices = nullptr);
+
+// The same bound from the whole graph, lowered at the strategy's own micro-batch count: what the scaled one
+// must equal (tests), and what is used where the count cannot be scaled.
+TimeNs compute_lower_bound_full_ns(const Scenario& scenario, const Strategy& strategy, const Profile& profile,
+                                   sim::PriceCache* prices = nullptr);
+
+}  // namespace twin
