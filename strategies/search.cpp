@@ -1,7 +1,8 @@
 // Enumerates the search space, prunes invalid and out-of-memory strategies without simulating them, and
 // (unless exhaustive) those whose lower bound cannot reach the top K, simulates the rest with parallel_for
-// (this process's share of them when several run the search), appends the plan families' candidates, and ranks. Results land in slots indexed by enumeration order, so the
-// ranking is the same whatever the number of threads or processes.
+// (this process's share of them when several run the search), appends the plan families' candidates, and
+// ranks. Results land in slots indexed by enumeration order, so the ranking is the same whatever the number
+// of threads or processes.
 #include "strategies/search.hpp"
 
 #include <algorithm>
@@ -222,7 +223,8 @@ std::vector<Candidate> search(const Scenario& scenario, const Profile& profile,
   std::stable_sort(candidates.begin(), candidates.end(), [&](const Candidate& a, const Candidate& b) {
     if (group(a) != group(b)) return group(a) < group(b);
     if (group(a) == 0) return faster(a, b);
-    if (group(a) == 1) return a.lower_bound_ns != b.lower_bound_ns ? a.lower_bound_ns < b.lower_bound_ns : a.key() < b.key();
+    if (group(a) == 1)
+      return a.lower_bound_ns != b.lower_bound_ns ? a.lower_bound_ns < b.lower_bound_ns : a.key() < b.key();
     return false;
   });
   return candidates;

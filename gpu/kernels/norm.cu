@@ -276,7 +276,8 @@ void rmsnorm_backward(const bf16* dy, const bf16* x, const bf16* weight, const f
                       (skip == nullptr || aligned16(skip));
   const auto launch_staged = [&](auto kernel, int groups, int threads, int stages) {
     const int arrays = skip ? 3 : 2;
-    const std::size_t staged = static_cast<std::size_t>(stages) * threads * (arrays * groups * sizeof(uint4) + sizeof(float));
+    const std::size_t staged =
+        static_cast<std::size_t>(stages) * threads * (arrays * groups * sizeof(uint4) + sizeof(float));
     allow_shared(kernel, staged);
     kernel<<<blocks, threads, staged, stream>>>(dy, x, weight, rstd, skip, dx, partials, rows, cols);
   };

@@ -39,7 +39,8 @@ TEST(LowerBound, ScaledEqualsTheWholeGraphAndNoSimulationBeatsIt) {
   for (const fs::path& file : files) {
     SCOPED_TRACE(file.filename().string());
     const Scenario scenario = load_scenario(file.string());
-    const Profile profile = profile_for_cluster(load_profile(scenario.profile), scenario.cluster, true, file.string(), "");
+    const Profile profile =
+        profile_for_cluster(load_profile(scenario.profile), scenario.cluster, true, file.string(), "");
     for (const Strategy& strategy : spread(scenario, 6)) {
       const TimeNs whole = compute_lower_bound_full_ns(scenario, strategy, profile);
       const TimeNs bound = compute_lower_bound_ns(scenario, strategy, profile);
@@ -83,7 +84,8 @@ TEST(PrunedSearch, RanksTheTopAsTheExhaustiveSearchDoesAndSkipsOnlySlowerCandida
       EXPECT_EQ(pruned[i].key(), pruned_one_thread[i].key());
       EXPECT_EQ(pruned[i].pruned, pruned_one_thread[i].pruned);
     }
-    const auto feasible = std::count_if(exhaustive.begin(), exhaustive.end(), [](const Candidate& c) { return c.feasible; });
+    const auto feasible =
+        std::count_if(exhaustive.begin(), exhaustive.end(), [](const Candidate& c) { return c.feasible; });
     TimeNs tenth = 0;
     for (int k = 0; k < std::min<int>(kExactTop, feasible); ++k) tenth = exhaustive[k].result.iteration_ns;
     int skipped = 0;
@@ -92,7 +94,8 @@ TEST(PrunedSearch, RanksTheTopAsTheExhaustiveSearchDoesAndSkipsOnlySlowerCandida
       ++skipped;
       EXPECT_FALSE(c.feasible);
       EXPECT_NE(c.infeasible_reason.find("not simulated"), std::string::npos);
-      const auto same = std::find_if(exhaustive.begin(), exhaustive.end(), [&](const Candidate& e) { return e.key() == c.key(); });
+      const auto same =
+          std::find_if(exhaustive.begin(), exhaustive.end(), [&](const Candidate& e) { return e.key() == c.key(); });
       ASSERT_NE(same, exhaustive.end());
       EXPECT_TRUE(same->feasible);
       EXPECT_GE(same->result.iteration_ns, tenth) << c.key();   // it could not have ranked in the top 10
