@@ -78,6 +78,12 @@ TEST(SearchProcesses, UnreadableSharesAreRefusedNotGuessed) {
   EXPECT_THROW(read_simulated_results("[{\"index\": 5}]", candidates), std::runtime_error);
   EXPECT_THROW(read_simulated_results("not json", candidates), std::runtime_error);
   EXPECT_THROW(read_simulated_results("[{\"index\": 0, \"iteration_ns\": \"x\"}]", candidates), std::runtime_error);
+  EXPECT_THROW(read_lower_bounds("[[5, 100]]", candidates), std::runtime_error);
+  EXPECT_THROW(read_lower_bounds("[[0, \"x\"]]", candidates), std::runtime_error);
+  EXPECT_THROW(read_lower_bounds("not json", candidates), std::runtime_error);
+  read_lower_bounds("[[1, 100]]", candidates);
+  EXPECT_EQ(candidates[1].lower_bound_ns, 100);
+  EXPECT_EQ(candidates[0].lower_bound_ns, 0);
 }
 
 }  // namespace
