@@ -90,11 +90,15 @@ std::string ranking_table_html(const std::vector<Candidate>& candidates, std::si
         "predictions against published training runs (docs/VALIDATION.md), so the model does not tell them apart; "
         "choose among them by what else matters (memory headroom, simplicity) or measure.</p>\n",
         ties, ties == 1 ? " is" : "s are", fixed(100 * kTieFraction, 1));
+  const auto pruned = std::count_if(infeasible.begin(), infeasible.end(), [](const Candidate* c) { return c->pruned; });
+  std::string not_shown_kinds = "infeasible";
+  if (pruned > 0)
+    not_shown_kinds +=
+        fmt::format(" or not simulated ({} feasible ones whose compute alone cannot reach the top)", pruned);
   if (feasible_shown + infeasible_shown < candidates.size())
     html += fmt::format(
-        "<p class=\"note\">Showing {} of {} feasible and {} of {} infeasible candidates; ranking.csv lists them "
-        "all.</p>\n",
-        feasible_shown, feasible.size(), infeasible_shown, infeasible.size());
+        "<p class=\"note\">Showing {} of {} feasible and {} of {} {} candidates; ranking.csv lists them all.</p>\n",
+        feasible_shown, feasible.size(), infeasible_shown, infeasible.size(), not_shown_kinds);
   return html;
 }
 

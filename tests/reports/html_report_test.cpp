@@ -106,6 +106,16 @@ TEST(RankingTable, CapsRowsAndSaysWhereTheRestIs) {
   const std::string fewer = ranking_table_html(many);
   EXPECT_EQ(count(fewer, "<tr class=\"feasible"), 290u);
   EXPECT_EQ(count(fewer, "<tr class=\"infeasible\">"), 10u);
+  // Candidates a pruned search did not simulate are counted apart from the infeasible ones.
+  for (int i = 0; i < 30; ++i) {
+    Candidate skipped = testing::ranked_candidates()[3];
+    skipped.pruned = true;
+    skipped.infeasible_reason = "not simulated: its compute alone takes at least 1.0 s";
+    many.push_back(skipped);
+  }
+  const std::string with_pruned = ranking_table_html(many);
+  EXPECT_NE(with_pruned.find("infeasible or not simulated (30 feasible ones whose compute alone cannot reach the top)"),
+            std::string::npos) << with_pruned.substr(with_pruned.find("Showing"));
 }
 
 TEST(HtmlReport, CandidatesWithinTheModelsErrorAreMarkedAsTies) {
