@@ -65,6 +65,35 @@ std::vector<Strategy> strategies_of(const Scenario& scenario) {
   return all;
 }
 
+// Simulates `order` (ascending lower bounds) in rounds of 32, 64, 128, ... until the next candidate's bound is
+// slower than the `keep`-th fastest simulated; `next` ends at the first candidate not simulated. Returns that time.
+TimeNs simulate_in_bound_order(const std::vector<Candidate>& candidates, const std::vector<std::size_t>& order,
+                               std::size_t keep, const std::function<void(const std::vector<std::size_t>&)>& simulate,
+                               std::size_t& next) {
+  std::vector<TimeNs> fastest;  // the `keep` fastest simulated iteration times, ascending
+  TimeNs beat = std::numeric_limits<TimeNs>::max();
+  for (std::size_t round = 32; next < order.size() && candidates[order[next]].lower_bound_ns <= beat; round *= 2) {
+    std::vector<std::size_t> batch;
+    while (next < order.size() && batch.size() < round && candidates[order[next]].lower_bound_ns <= beat)
+      batch.push_back(order[next++]);
+    simulate(batch);
+    for (std::size_t i : batch) fastest.push_back(candidates[i].result.iteration_ns);
+    std::sort(fastest.begin(), fastest.end());
+    if (fastest.size() > keep) fastest.resize(keep);
+    if (fastest.size() == keep) beat = fastest.back();
+  }
+  return beat;
+}
+
+void mark_pruned(Candidate& c, std::size_t keep, TimeNs beat) {
+  c.feasible = false;
+  c.pruned = true;
+  c.infeasible_reason = fmt::format(
+      "not simulated: its compute alone takes at least {:.4f} s, slower than the {} fastest simulated (the {}th: "
+      "{:.4f} s); twin simulate --exhaustive simulates every candidate",
+      to_seconds(c.lower_bound_ns), keep, keep, to_seconds(beat));
+}
+
 bool faster(const Candidate& a, const Candidate& b) {
   if (a.result.iteration_ns != b.result.iteration_ns) return a.result.iteration_ns < b.result.iteration_ns;
   return a.key() < b.key();
@@ -191,29 +220,10 @@ std::vector<Candidate> search(const Scenario& scenario, const Profile& profile,
     std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
       return candidates[a].lower_bound_ns < candidates[b].lower_bound_ns;
     });
-    std::vector<TimeNs> fastest;  // the `keep` fastest simulated iteration times, ascending
-    TimeNs beat = std::numeric_limits<TimeNs>::max();
     std::size_t next = 0;
-    for (std::size_t round = 32; next < order.size() && candidates[order[next]].lower_bound_ns <= beat; round *= 2) {
-      std::vector<std::size_t> batch;
-      while (next < order.size() && batch.size() < round && candidates[order[next]].lower_bound_ns <= beat)
-        batch.push_back(order[next++]);
-      simulate(batch);
-      for (std::size_t i : batch) fastest.push_back(candidates[i].result.iteration_ns);
-      std::sort(fastest.begin(), fastest.end());
-      if (fastest.size() > keep) fastest.resize(keep);
-      if (fastest.size() == keep) beat = fastest.back();
-    }
+    const TimeNs beat = simulate_in_bound_order(candidates, order, keep, simulate, next);
     if (options.progress && done_before < planned) options.progress(done_before, done_before);  // ends the line
-    for (; next < order.size(); ++next) {
-      Candidate& c = candidates[order[next]];
-      c.feasible = false;
-      c.pruned = true;
-      c.infeasible_reason = fmt::format(
-          "not simulated: its compute alone takes at least {:.4f} s, slower than the {} fastest simulated (the "
-          "{}th: {:.4f} s); twin simulate --exhaustive simulates every candidate",
-          to_seconds(c.lower_bound_ns), keep, keep, to_seconds(beat));
-    }
+    for (; next < order.size(); ++next) mark_pruned(candidates[order[next]], keep, beat);
   }
   for (const FamilySearch& family : families)
     for (Candidate& c : family(scenario, profile, options.jobs)) candidates.push_back(std::move(c));

@@ -136,14 +136,15 @@ __global__ void __launch_bounds__(kThreads)
     if (owned[g]) w_bits[g] = *reinterpret_cast<const uint4*>(weight + column[g]);
   }
   const auto copy_row = [&](std::int64_t r, int stage) {
-    if (r < rows) __pipeline_memcpy_async(rstd_slot(stage), rstd + r, 4);  // each thread its own copy: no barrier
-    if (r < rows)
+    if (r < rows) {
+      __pipeline_memcpy_async(rstd_slot(stage), rstd + r, 4);  // each thread its own copy: no barrier
       for (int g = 0; g < kGroups; ++g)
         if (owned[g]) {
           __pipeline_memcpy_async(slot(stage, 0, g), dy + r * cols + column[g], 16);
           __pipeline_memcpy_async(slot(stage, 1, g), x + r * cols + column[g], 16);
           if (skip) __pipeline_memcpy_async(slot(stage, 2, g), skip + r * cols + column[g], 16);
         }
+    }
     __pipeline_commit();  // an empty group past the last row keeps the count that wait_prior relies on
   };
   for (int s = 0; s < kStages - 1; ++s) copy_row(blockIdx.x + static_cast<std::int64_t>(s) * gridDim.x, s);
