@@ -174,6 +174,29 @@ void fold_corrections(Profile& after, const RunMeasurements& run,
   }
 }
 
+// Rule 4: the run's routing joins the runs of its (experts, top-k).
+void fold_routing(Profile& after, const MoeRouting& measured, std::vector<ProfileChange>& changes) {
+  auto entry = std::find_if(after.moe_routing.begin(), after.moe_routing.end(), [&](const MoeRouting& r) {
+    return r.num_experts == measured.num_experts && r.top_k == measured.top_k;
+  });
+  json old_value = nullptr;
+  if (entry == after.moe_routing.end()) {
+    after.moe_routing.push_back({measured.num_experts, measured.top_k, {}});
+    entry = std::prev(after.moe_routing.end());
+  } else {
+    old_value = entry->routing_imbalance();
+  }
+  std::int64_t samples = 0;
+  for (const MoeRoutingRun& run : measured.runs) {
+    std::erase_if(entry->runs, [&](const MoeRoutingRun& r) { return r.source == run.source; });
+    entry->runs.push_back(run);
+    samples += run.samples;
+  }
+  changes.push_back({fmt::format("/moe_routing/experts={},top_k={}", measured.num_experts, measured.top_k), old_value,
+                     entry->routing_imbalance(), static_cast<int>(samples),
+                     fmt::format("measured routing: busiest expert over the mean, over {} run(s)", entry->runs.size())});
+}
+
 }  // namespace
 
 Recalibration recalibrate(const Profile& profile, const RunMeasurements& run) {
@@ -205,6 +228,7 @@ Recalibration recalibrate(const Profile& profile, const RunMeasurements& run) {
   fold_exact_shapes(profile, after, run, shapes, result.changes);
   fold_table_rows(after, rows, result.changes);
   fold_corrections(after, run, sums, result.changes);
+  if (run.routing) fold_routing(after, *run.routing, result.changes);
   json& recalibrated = after.provenance["recalibrated_from"];
   if (!recalibrated.is_array()) recalibrated = json::array();
   if (std::find(recalibrated.begin(), recalibrated.end(), run.run) == recalibrated.end()) recalibrated.push_back(run.run);

@@ -40,6 +40,8 @@ struct RunMeasurements {
   int point_to_point_ops = 0;             // sends and receives: left out (their time includes waiting)
   int other_attention_ops = 0;            // attention of a run with another implementation than profiles price: left out
   int other_kernel_ops = 0;               // ops whose kernel revision differs from the profile's (core/kernel_revisions.hpp)
+  // An MoE run's routing (metrics.json's moe_routing): its experts, top-k and this one run.
+  std::optional<MoeRouting> routing;
 };
 
 // One entry of the profile that recalibration set, with why.
@@ -66,6 +68,8 @@ struct Recalibration {
 //  3. per GPU and collective kind, over the run's collectives not placed in a table: this run's (sum
 //     measured, sum of the samples' model_ns) replaces any earlier entry of the same run in the kind's
 //     correction, and factor = sum of measured / sum of model over its runs.
+//  4. MoE routing, by (num_experts, top_k): the run's entry (samples, mean imbalance) replaces any earlier entry
+//     of the same run; the profile's routing_imbalance is the runs' mean weighted by samples.
 // A run on a GPU without a kernel profile of its exact name gets one copied from kernels_for().
 // Throws std::invalid_argument for a run with no samples or a fitted factor outside [0.001, 1000].
 Recalibration recalibrate(const Profile& profile, const RunMeasurements& run);

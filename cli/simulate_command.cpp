@@ -130,6 +130,15 @@ int run_simulate(const SimulateOptions& options) {
   Profile profile = profile_for_cluster(load_profile(profile_name), scenario.cluster, scenario.profile_scaling,
                                         scenario.source, "", &scaled);
   for (const std::string& line : scaled) spdlog::warn("{}", line);
+  // An MoE scenario that sets no routing imbalance takes the one its profile measured (twin calibrate
+  // --from-trace of an MoE run); the plans written carry it, so that they say what was simulated.
+  MoeConfig& moe = scenario.model.moe;
+  if (scenario.model.is_moe() && !moe.routing_imbalance)
+    if (const MoeRouting* measured = profile.routing_for(moe.num_experts, moe.top_k)) {
+      moe.routing_imbalance = measured->routing_imbalance();
+      spdlog::info("model.moe.routing_imbalance {:.3f}: measured for {} experts, top-{} ({} run(s) in the profile)",
+                   *moe.routing_imbalance, moe.num_experts, moe.top_k, measured->runs.size());
+    }
 
   // Under mpirun or srun each process simulates a share of the candidates; the first writes the outputs.
   // A failure in one process stops them all: the others would wait for its share forever.

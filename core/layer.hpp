@@ -32,6 +32,11 @@ enum class Tensor : std::uint8_t {
   embedded,              // the embedding's rows (partial sums over a vocab-parallel TP group)
   final_norm_out, final_norm_stats,
   logits, row_max, global_row_max, sum_exp, target_logit, token_loss,  // vocab-parallel cross-entropy
+  // An MoE layer's experts block (mlp_norm_out in, fc2_out out): the router's logits and fp32 softmax, each
+  // token's top-k experts and combine weights, the routed copies in expert order (the copy of each row, the
+  // row of each copy, the copies per expert), and the routed rows through the experts' MLPs.
+  router_logits, router_probs, expert_choice, combine_weight, expert_order, routed_row, expert_counts,
+  expert_input, expert_fc1_out, expert_activation_out, expert_out,
   count
 };
 inline constexpr int kTensorCount = static_cast<int>(Tensor::count);

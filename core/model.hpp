@@ -24,7 +24,10 @@ struct MoeConfig {
   int layer_freq = 1;                // every layer_freq-th layer is MoE (1 = all)
   // Load of the busiest expert over the mean (1.0 = perfectly balanced routing). The expert GEMMs
   // and the all-to-all of the busiest EP rank scale with it, since every rank waits for that one.
-  double routing_imbalance = 1.0;
+  // Unset: the profile's measurement for this expert count and top-k where it has one
+  // (`twin calibrate --from-trace` of an MoE run), else 1.0.
+  std::optional<double> routing_imbalance;
+  double imbalance() const { return routing_imbalance.value_or(1.0); }
   bool operator==(const MoeConfig&) const = default;
 };
 

@@ -46,6 +46,8 @@ struct OpKindTraits {
   //      residual-fused form adds the skip path's gradient): 2026-11-25
   //   4  norm_backward (rows and rstd copied into shared memory two rows ahead with cp.async, 256 threads):
   //      2026-11-25
+  //   2  moe_permute (the copy's token read from the expert order), moe_unpermute (weights optional: the
+  //      dispatch's backward): the kernels twin execute runs, 2026-11-25
   int kernel_revision;
 };
 
@@ -67,9 +69,9 @@ constexpr OpKindTraits op_kind_traits(OpKind kind) {
     case OpKind::embedding_backward: return {"embedding_backward", P::memory_bound, M::kernel_bench, true, 2};
     case OpKind::loss_forward: return {"loss_forward", P::memory_bound, M::kernel_bench, true, 2};
     case OpKind::loss_backward: return {"loss_backward", P::memory_bound, M::kernel_bench, true, 2};
-    case OpKind::moe_router: return {"moe_router", P::gemm, M::gemm_grid, false, 1};
-    case OpKind::moe_permute: return {"moe_permute", P::memory_bound, M::kernel_bench, false, 1};
-    case OpKind::moe_unpermute: return {"moe_unpermute", P::memory_bound, M::kernel_bench, false, 1};
+    case OpKind::moe_router: return {"moe_router", P::gemm, M::gemm_grid, true, 1};
+    case OpKind::moe_permute: return {"moe_permute", P::memory_bound, M::kernel_bench, true, 2};
+    case OpKind::moe_unpermute: return {"moe_unpermute", P::memory_bound, M::kernel_bench, true, 2};
     case OpKind::optimizer_step: return {"optimizer_step", P::memory_bound, M::kernel_bench, true, 1};
     case OpKind::all_reduce: return {"all_reduce", P::collective, M::nccl_collective, true, 1};
     case OpKind::all_gather: return {"all_gather", P::collective, M::nccl_collective, true, 1};

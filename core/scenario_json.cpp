@@ -35,8 +35,8 @@ json model_json(const ModelConfig& m) {
     out["moe"] = {{"num_experts", m.moe.num_experts},
                   {"top_k", m.moe.top_k},
                   {"ffn_hidden_size", m.moe.ffn_hidden_size},
-                  {"layer_freq", m.moe.layer_freq},
-                  {"routing_imbalance", m.moe.routing_imbalance}};
+                  {"layer_freq", m.moe.layer_freq}};
+  if (m.is_moe() && m.moe.routing_imbalance) out["moe"]["routing_imbalance"] = *m.moe.routing_imbalance;
   return out;
 }
 

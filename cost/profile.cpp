@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <fstream>
 #include <limits>
 #include <sstream>
@@ -240,13 +241,25 @@ json to_json(const Profile& profile) {
                {{"compute_slowdown", profile.overlap.compute_slowdown},
                 {"communication_slowdown", profile.overlap.communication_slowdown}}}};
   if (!profile.collectives.empty()) out["collectives"] = collective_tables_to_json(profile.collectives);
+  if (!profile.moe_routing.empty()) {
+    json routing = json::array();
+    for (const MoeRouting& r : profile.moe_routing) {
+      json runs = json::array();
+      for (const MoeRoutingRun& run : r.runs)
+        runs.push_back({{"source", run.source}, {"samples", run.samples},
+                        {"tokens_per_micro_batch", run.tokens_per_micro_batch}, {"imbalance_mean", run.imbalance_mean}});
+      routing.push_back({{"num_experts", r.num_experts}, {"top_k", r.top_k},
+                         {"routing_imbalance", r.routing_imbalance()}, {"runs", runs}});
+    }
+    out["moe_routing"] = routing;
+  }
   return out;
 }
 
 Profile profile_from_json(const json& document, const std::string& source) {
   const JsonReader root(document, source);
   root.only_keys({"format", "version", "name", "builtin", "provenance", "gpus", "intra_node", "intra_node_pcie",
-                  "inter_node", "overlap", "collectives"});
+                  "inter_node", "overlap", "collectives", "moe_routing"});
   const JsonReader format = root.required("format");
   if (format.value() != "twin-profile") format.fail("expected \"twin-profile\"");
   Profile p;
@@ -270,6 +283,24 @@ Profile profile_from_json(const json& document, const std::string& source) {
   p.overlap.compute_slowdown = overlap.required("compute_slowdown").number(1.0, 100.0, "expected a slowdown >= 1");
   p.overlap.communication_slowdown =
       overlap.required("communication_slowdown").number(1.0, 100.0, "expected a slowdown >= 1");
+  if (auto routing = root.find("moe_routing"))
+    for (const JsonReader& r : routing->elements()) {
+      r.only_keys({"num_experts", "top_k", "routing_imbalance", "runs"});
+      MoeRouting entry;
+      entry.num_experts = static_cast<int>(r.required("num_experts").integer(1, 1 << 20));
+      entry.top_k = static_cast<int>(r.required("top_k").integer(1, entry.num_experts));
+      for (const JsonReader& run : r.required("runs").non_empty_elements()) {
+        run.only_keys({"source", "samples", "tokens_per_micro_batch", "imbalance_mean"});
+        entry.runs.push_back({run.required("source").string(), run.required("samples").integer(1, std::int64_t{1} << 40),
+                              run.required("tokens_per_micro_batch").integer(1, std::int64_t{1} << 40),
+                              run.required("imbalance_mean").number(1.0, 1e6, "expected a load ratio >= 1")});
+      }
+      // Derived from the runs: a file whose figure disagrees was edited by hand or is corrupt.
+      const JsonReader value = r.required("routing_imbalance");
+      if (std::abs(value.number(1.0, 1e6, "expected a load ratio >= 1") - entry.routing_imbalance()) > 1e-6)
+        value.fail(fmt::format("expected {:.6f}, the runs' mean weighted by their samples", entry.routing_imbalance()));
+      p.moe_routing.push_back(std::move(entry));
+    }
   if (auto collectives = root.find("collectives")) {
     p.collectives = collective_tables_from_json(*collectives);
   } else if (p.provenance.contains("collectives")) {
@@ -280,6 +311,21 @@ Profile profile_from_json(const json& document, const std::string& source) {
     p.provenance.erase("collectives");
   }
   return p;
+}
+
+double MoeRouting::routing_imbalance() const {
+  double weighted = 0, samples = 0;
+  for (const MoeRoutingRun& run : runs) {
+    weighted += run.imbalance_mean * static_cast<double>(run.samples);
+    samples += static_cast<double>(run.samples);
+  }
+  return samples > 0 ? weighted / samples : 1.0;
+}
+
+const MoeRouting* Profile::routing_for(int num_experts, int top_k) const {
+  for (const MoeRouting& r : moe_routing)
+    if (r.num_experts == num_experts && r.top_k == top_k) return &r;
+  return nullptr;
 }
 
 // Names "builtin", then a shipped measured profile ("h200-x4"), then a path.

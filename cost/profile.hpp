@@ -159,6 +159,21 @@ struct CollectiveTable {
   std::vector<CollectivePoint> points;     // ascending size
 };
 
+// An MoE router's measured skew, folded from `twin execute` runs by `twin calibrate --from-trace`: per
+// (experts, top-k), each run's mean over its (micro-batch, MoE layer) samples of the busiest expert's load over
+// the mean. The simulator takes it for a scenario's model.moe.routing_imbalance where the scenario sets none.
+struct MoeRoutingRun {
+  std::string source;                    // "trace:<run folder>"
+  std::int64_t samples = 0;              // (micro-batch, layer) routings measured
+  std::int64_t tokens_per_micro_batch = 0;
+  double imbalance_mean = 1.0;
+};
+struct MoeRouting {
+  int num_experts = 0, top_k = 0;
+  std::vector<MoeRoutingRun> runs;
+  double routing_imbalance() const;  // the runs' means weighted by their samples
+};
+
 struct Profile {
   int version = 1;
   std::string name;
@@ -170,6 +185,10 @@ struct Profile {
   LinkProfile intra_node_pcie;   // intra-node collectives of nodes whose link kind is pcie
   OverlapProfile overlap;
   std::vector<CollectiveTable> collectives;  // calibrated profiles only (cost/collective_tables.hpp)
+  std::vector<MoeRouting> moe_routing;       // folded runs of MoE models, by (num_experts, top_k)
+
+  // The routing measured for this expert count and top-k, or nullptr.
+  const MoeRouting* routing_for(int num_experts, int top_k) const;
 
   // The kernel profile of a GPU kind, matched on the name (case and punctuation ignored); a profile that
   // does not describe the GPU is an InputError naming it and the GPUs the profile describes

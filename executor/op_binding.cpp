@@ -29,6 +29,24 @@ Action gemm_action(const RankClass& rc, OpIndex index) {
   unsupported(rc, index, "a GEMM that does not say which product of its linear it computes");
 }
 
+// The GEMMs of an experts block: the router's backward products (its forward is the moe_router op) and the
+// experts' grouped products.
+Action moe_gemm_action(const RankClass& rc, OpIndex index) {
+  const Op& op = rc.op(index);
+  if (op.role == OpRole::router) {  // grouped or forward: the moe_router op is the router's forward
+    if (op.gemm.count == 1 && op.gemm_pass == GemmPass::input_gradient) return Action::router_input_grad;
+    if (op.gemm.count == 1 && op.gemm_pass == GemmPass::weight_gradient) return Action::router_weight_grad;
+    unsupported(rc, index, "a router GEMM other than its backward's two products");
+  }
+  switch (op.gemm_pass) {
+    case GemmPass::forward: return Action::expert_forward;
+    case GemmPass::input_gradient: return Action::expert_input_grad;
+    case GemmPass::weight_gradient: return Action::expert_weight_grad;
+    case GemmPass::none: break;
+  }
+  unsupported(rc, index, "an expert GEMM that does not say which product it computes");
+}
+
 Action tensor_collective_action(const RankClass& rc, OpIndex index) {
   const Op& op = rc.op(index);
   if (op.linear == OpRole::none) unsupported(rc, index, "a tensor-parallel collective that serves no linear");
@@ -51,7 +69,10 @@ std::string to_string(Action action) {
       "attention_backward", "activation_forward", "activation_backward", "residual_forward", "residual_backward",
       "loss_forward", "loss_reduce", "loss_backward", "gather_input", "reduce_output", "gather_output_grad",
       "reduce_input_grad", "send_activation", "recv_activation", "send_gradient", "recv_gradient", "grad_reduce",
-      "param_gather", "embedding_grad_sync", "grad_norm", "optimizer_step"};
+      "param_gather", "embedding_grad_sync", "grad_norm", "optimizer_step", "router_forward", "router_input_grad",
+      "router_weight_grad", "expert_dispatch", "expert_dispatch_backward", "expert_forward", "expert_input_grad",
+      "expert_weight_grad", "expert_activation_forward", "expert_activation_backward", "expert_combine",
+      "expert_combine_backward"};
   return names[static_cast<int>(action)];
 }
 
@@ -67,8 +88,12 @@ std::vector<OpBinding> bind_ops(const RankClass& rc) {
     switch (op.kind) {
       case OpKind::gemm:
         b.subject = op.role;
+        if (op.role == OpRole::router || op.role == OpRole::expert_fc1 || op.role == OpRole::expert_fc2) {
+          b.action = moe_gemm_action(rc, i);
+          break;
+        }
         b.action = gemm_action(rc, i);
-        if (op.gemm.count != 1) unsupported(rc, i, "a grouped (expert) GEMM");
+        if (op.gemm.count != 1) unsupported(rc, i, "a grouped GEMM of a dense linear");
         break;
       case OpKind::attention_forward:
         if (op.attention.seq_q != op.attention.seq_kv) unsupported(rc, i, "a context-parallel attention block");
@@ -82,8 +107,13 @@ std::vector<OpBinding> bind_ops(const RankClass& rc) {
       case OpKind::norm_backward: b.action = Action::norm_backward; b.subject = op.role; break;
       case OpKind::rope_forward: b.action = Action::rope_forward; break;
       case OpKind::rope_backward: b.action = Action::rope_backward; break;
-      case OpKind::activation_forward: b.action = Action::activation_forward; break;
-      case OpKind::activation_backward: b.action = Action::activation_backward; break;
+      case OpKind::activation_forward:
+        b.action = op.role == OpRole::expert_activation ? Action::expert_activation_forward : Action::activation_forward;
+        break;
+      case OpKind::activation_backward:
+        b.action =
+            op.role == OpRole::expert_activation ? Action::expert_activation_backward : Action::activation_backward;
+        break;
       case OpKind::elementwise:
         b.action = backward ? Action::residual_backward : Action::residual_forward;
         b.subject = op.role;
@@ -97,8 +127,16 @@ std::vector<OpBinding> bind_ops(const RankClass& rc) {
       case OpKind::loss_backward: b.action = Action::loss_backward; break;
       case OpKind::optimizer_step: b.action = Action::optimizer_step; break;
       case OpKind::moe_router:
+        if (backward) unsupported(rc, i, "a router op in a backward pass");
+        b.action = Action::router_forward;
+        b.subject = OpRole::router;
+        break;
       case OpKind::moe_permute:
+        b.action = backward ? Action::expert_dispatch_backward : Action::expert_dispatch;
+        break;
       case OpKind::moe_unpermute:
+        b.action = backward ? Action::expert_combine_backward : Action::expert_combine;
+        break;
       case OpKind::all_to_all: break;  // refused above: the op-kind table says twin execute does not run them
       case OpKind::send:
       case OpKind::recv: {
@@ -135,7 +173,8 @@ std::vector<OpBinding> bind_ops(const RankClass& rc) {
   for (OpIndex i = 0; i < rc.size(); ++i) {
     OpBinding& b = bindings[i];
     if (b.action == Action::linear_weight_grad || b.action == Action::norm_backward ||
-        b.action == Action::embedding_backward)
+        b.action == Action::embedding_backward || b.action == Action::router_weight_grad ||
+        b.action == Action::expert_weight_grad)
       b.first_gradient = written.insert({rc.op(i).layer, b.subject}).second;
   }
   return bindings;

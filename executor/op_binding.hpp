@@ -25,12 +25,20 @@ enum class Action : std::uint8_t {
   reduce_input_grad,   // reduce-scatter (SP) / all-reduce of a column-parallel linear's input gradient
   send_activation, recv_activation, send_gradient, recv_gradient,
   grad_reduce, param_gather, embedding_grad_sync, grad_norm, optimizer_step,
+  // An MoE layer's experts block (executor/gpu/op_actions_moe.cpp).
+  router_forward,            // router GEMM, softmax and top-k, the copies sorted by expert
+  router_input_grad, router_weight_grad,
+  expert_dispatch, expert_dispatch_backward,  // token rows into expert order, and the gradient back
+  expert_forward, expert_input_grad, expert_weight_grad,  // the experts' grouped GEMMs
+  expert_activation_forward, expert_activation_backward,
+  expert_combine, expert_combine_backward,    // weighted sum of each token's copies, and its gradient
 };
 
 struct OpBinding {
   Action action = Action::linear_forward;
   // The model part the op works on: the linear's role for GEMMs and TP collectives (qkv_projection,
-  // attention_projection, fc1, fc2, output_projection, or embedding), the norm's role for norms.
+  // attention_projection, fc1, fc2, output_projection, or embedding), the norm's role for norms, router,
+  // expert_fc1 or expert_fc2 for an experts block's GEMMs.
   OpRole subject = OpRole::none;
   // The class's first op of an iteration writing this weight's gradient (a weight-gradient GEMM, a norm
   // backward or the embedding backward, per layer and subject): it stores the gradient (the embedding's
@@ -42,7 +50,7 @@ struct OpBinding {
 std::string to_string(Action action);
 
 // One binding per op, in op order. Throws std::invalid_argument naming the op for what the executor does
-// not run (context parallel, MoE, double strand's second compute stream).
+// not run (context parallel, expert-parallel all-to-all, double strand's second compute stream).
 std::vector<OpBinding> bind_ops(const RankClass& rank_class);
 
 }  // namespace twin::exec

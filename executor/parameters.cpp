@@ -39,11 +39,15 @@ ShardMap rows_from(std::int64_t local_rows, std::int64_t cols, std::int64_t row_
   return map;
 }
 
-void require_supported(const ModelConfig& m) {
+void require_supported(const ModelConfig& m, const Strategy& s) {
   const auto fail = [&](const std::string& what) {
-    throw std::invalid_argument("twin execute runs dense Llama-style models; this model " + what);
+    throw std::invalid_argument("twin execute runs Llama-style models (dense or with experts); this model " + what);
   };
-  if (m.is_moe()) fail("has experts (MoE execution follows in a later issue)");
+  // An experts block's weights are reduced over the expert-data group and its tokens travel by all-to-all:
+  // neither is run yet, so experts run where every such group has one rank.
+  if (m.is_moe() && (s.tensor_model_parallel_size > 1 || s.expert_model_parallel_size > 1 ||
+                     s.data_parallel_size * s.context_parallel_size > 1))
+    fail("has experts, which twin execute runs with pipeline parallelism only (not yet with TP, EP, DP or CP)");
   if (m.normalization != Normalization::rmsnorm) fail("uses LayerNorm (RMSNorm only)");
   if (!m.position_embedding_rope) fail("uses learned position embeddings (RoPE only)");
   if (m.add_bias_linear) fail("has linear biases");
@@ -63,7 +67,7 @@ const WeightTensor& ParameterUnitLayout::tensor(OpRole role) const {
 std::vector<ParameterUnitLayout> plan_parameter_units(const Scenario& scenario, const Strategy& strategy,
                                                       const RankPlacement& placement, std::uint64_t seed) {
   const ModelConfig& m = scenario.model;
-  require_supported(m);
+  require_supported(m, strategy);
   // This rank's widths are the lowering's (the op graph's GEMMs have exactly these shapes); the full
   // widths place each shard in the unsharded weight.
   const lowering::RankShapes shapes = lowering::rank_shapes(scenario, strategy);
@@ -134,12 +138,22 @@ std::vector<ParameterUnitLayout> plan_parameter_units(const Scenario& scenario, 
       unit.tensors.push_back(weight(p + "proj", OpRole::attention_projection,
                                     rows_from(heads_l * d, h, t * heads_l * d), output_stddev));
       unit.tensors.push_back(norm(p + "mlp_norm", OpRole::mlp_norm));
+      const RankParameters counted = layer_parameters_per_rank(m, l, tp, strategy.expert_model_parallel_size);
+      if (m.is_moe_layer(l)) {  // the router, then each expert's fc1 and fc2 stacked: [experts * in, out]
+        const std::int64_t experts = shapes.experts_local, ffn_e = shapes.moe_ffn, fc1_e = shapes.moe_fc1_width;
+        unit.tensors.push_back(weight(p + "router", OpRole::router, rows_from(h, shapes.experts_total, 0), stddev));
+        unit.tensors.push_back(weight(p + "experts_fc1", OpRole::expert_fc1, rows_from(experts * h, fc1_e, 0), stddev));
+        unit.tensors.push_back(
+            weight(p + "experts_fc2", OpRole::expert_fc2, rows_from(experts * ffn_e, h, 0), output_stddev));
+        finish(std::move(unit), counted.total());
+        continue;
+      }
       unit.tensors.push_back(weight(p + "fc1", OpRole::fc1,
                                     swiglu ? columns(h, 2 * ffn_l, 2 * ffn, {{t * ffn_l, ffn_l}, {ffn + t * ffn_l, ffn_l}})
                                            : columns(h, ffn_l, ffn, {{t * ffn_l, ffn_l}}),
                                     stddev));
       unit.tensors.push_back(weight(p + "fc2", OpRole::fc2, rows_from(ffn_l, h, t * ffn_l), output_stddev));
-      finish(std::move(unit), layer_parameters_per_rank(m, l, tp, strategy.expert_model_parallel_size).dense);
+      finish(std::move(unit), counted.dense);
     }
     if (vs == last_virtual_stage) {
       ParameterUnitLayout unit{kHeadUnit};

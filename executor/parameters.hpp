@@ -56,8 +56,9 @@ struct ElementRange {
 // tensors and the padding hold zero gradients.
 std::vector<ElementRange> gradient_norm_ranges(const ParameterUnitLayout& unit, bool count_replicated);
 
-// The units a rank of `placement.stage` holds, their tensors and shard maps. Dense Llama-style models only
-// (RMSNorm, SwiGLU or GeLU, RoPE, no biases, untied embeddings); throws std::invalid_argument otherwise.
+// The units a rank of `placement.stage` holds, their tensors and shard maps. Llama-style models only (RMSNorm,
+// SwiGLU or GeLU, RoPE, no biases, untied embeddings; MoE layers hold a router and their experts' fc1 and fc2
+// stacked, under pipeline parallelism only); throws std::invalid_argument otherwise.
 std::vector<ParameterUnitLayout> plan_parameter_units(const Scenario& scenario, const Strategy& strategy,
                                                       const RankPlacement& placement, std::uint64_t seed);
 

@@ -36,7 +36,67 @@ double median(std::vector<double> values) {
   return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
 }
 
+json expert_loads_json(const std::vector<ExpertLoad>& loads) {
+  json iteration = json::array(), micro_batch = json::array(), layer = json::array(), tokens = json::array();
+  for (const ExpertLoad& load : loads) {
+    iteration.push_back(load.iteration);
+    micro_batch.push_back(load.micro_batch);
+    layer.push_back(load.layer);
+    tokens.push_back(load.tokens_per_expert);
+  }
+  return {{"iteration", iteration}, {"micro_batch", micro_batch}, {"layer", layer}, {"tokens_per_expert", tokens}};
+}
+
+std::vector<ExpertLoad> expert_loads_from(const json& j) {
+  std::vector<ExpertLoad> loads;
+  for (std::size_t i = 0; i < j.at("layer").size(); ++i)
+    loads.push_back({j.at("iteration").at(i), j.at("micro_batch").at(i), j.at("layer").at(i),
+                     j.at("tokens_per_expert").at(i).get<std::vector<std::int64_t>>()});
+  return loads;
+}
+
+// The measured routing of all ranks: its imbalance per (micro-batch, layer) sample, their mean and largest.
+json moe_routing_json(const Scenario& scenario, const Strategy& strategy, const std::vector<RankRun>& runs) {
+  std::vector<double> samples;
+  std::map<int, std::vector<double>> per_layer;
+  for (const RankRun& run : runs)
+    for (const ExpertLoad& load : run.expert_loads) {
+      samples.push_back(routing_imbalance(load));
+      per_layer[load.layer].push_back(samples.back());
+    }
+  const auto mean = [](const std::vector<double>& v) {
+    double sum = 0;
+    for (double x : v) sum += x;
+    return v.empty() ? 0.0 : sum / static_cast<double>(v.size());
+  };
+  json layers = json::array();
+  for (const auto& [layer, values] : per_layer)
+    layers.push_back({{"layer", layer}, {"imbalance_mean", mean(values)},
+                      {"imbalance_max", *std::max_element(values.begin(), values.end())}});
+  return {{"definition", "tokens routed to the busiest expert over the mean, per micro-batch and MoE layer"},
+          {"num_experts", scenario.model.moe.num_experts},
+          {"top_k", scenario.model.moe.top_k},
+          {"tokens_per_micro_batch", static_cast<std::int64_t>(strategy.micro_batch_size) *
+                                         scenario.training.seq_length / strategy.context_parallel_size},
+          {"samples", samples.size()},
+          {"imbalance_mean", mean(samples)},
+          {"imbalance_max", samples.empty() ? 0.0 : *std::max_element(samples.begin(), samples.end())},
+          {"scenario_routing_imbalance", scenario.model.moe.imbalance()},
+          {"aux_loss_last", runs.front().aux_losses.empty() ? 0.0 : runs.front().aux_losses.back()},
+          {"per_layer", layers}};
+}
+
 }  // namespace
+
+double routing_imbalance(const ExpertLoad& load) {
+  std::int64_t total = 0, busiest = 0;
+  for (std::int64_t tokens : load.tokens_per_expert) {
+    total += tokens;
+    busiest = std::max(busiest, tokens);
+  }
+  if (total == 0) return 1.0;
+  return static_cast<double>(busiest) * static_cast<double>(load.tokens_per_expert.size()) / static_cast<double>(total);
+}
 
 void write_rank_run(const std::filesystem::path& run_dir, const RankRun& run, const RankClass& rank_class, int warmup) {
   std::map<std::string, int> name_index;
@@ -64,6 +124,8 @@ void write_rank_run(const std::filesystem::path& run_dir, const RankRun& run, co
                          {"iteration_s", run.iteration_s},
                          {"peak_memory_bytes", run.peak_memory_bytes},
                          {"dropped_records", run.dropped_records},
+                         {"expert_loads", expert_loads_json(run.expert_loads)},
+                         {"aux_losses", run.aux_losses},
                          {"kernel_names", names},
                          {"kernels", {{"name", name}, {"start_ns", start}, {"end_ns", end}, {"stream", stream},
                                       {"iteration", iteration}, {"op", op}}}};
@@ -92,6 +154,8 @@ RankRun read_rank_run(const std::filesystem::path& path) {
   run.iteration_s = d.at("iteration_s").get<std::vector<double>>();
   run.peak_memory_bytes = d.at("peak_memory_bytes");
   run.dropped_records = d.at("dropped_records");
+  if (d.contains("expert_loads")) run.expert_loads = expert_loads_from(d.at("expert_loads"));
+  if (d.contains("aux_losses")) run.aux_losses = d.at("aux_losses").get<std::vector<double>>();
   const auto names = d.at("kernel_names").get<std::vector<std::string>>();
   const json& k = d.at("kernels");
   for (std::size_t i = 0; i < k.at("name").size(); ++i) {
@@ -166,6 +230,7 @@ void write_run_summary(const std::filesystem::path& run_dir, const Plan& plan, c
                   {"predicted", predicted},
                   {"ranks", ranks},
                   {"steps", steps_json}};
+  if (scenario.model.is_moe()) metrics["moe_routing"] = moe_routing_json(scenario, strategy, runs);
 
   // Op by op, where the kernels were traced.
   if (!runs.front().kernels.empty()) {

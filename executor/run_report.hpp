@@ -1,7 +1,8 @@
 // What `twin execute` leaves in the run folder. Each rank writes measured/rank<r>.json (its losses,
 // iteration times, peak memory and CUPTI kernel records joined to op regions) and its Chrome trace
 // traces/measured_rank<r>.json; rank 0 then joins all ranks with the plan's predictions into ops.csv,
-// steps.csv, predicted_vs_measured.json and metrics.json.
+// steps.csv, predicted_vs_measured.json and metrics.json (with an MoE model, metrics.json's "moe_routing": the
+// measured routing imbalance that `twin calibrate --from-trace` folds into a profile).
 #pragma once
 #include <array>
 #include <cstdint>
@@ -15,6 +16,14 @@
 
 namespace twin::exec {
 
+// One MoE layer's routing of one micro-batch: the routed copies each expert received.
+struct ExpertLoad {
+  int iteration = 0, micro_batch = 0, layer = 0;
+  std::vector<std::int64_t> tokens_per_expert;
+};
+// The busiest expert's load over the mean (the scenario's model.moe.routing_imbalance); 1 for an empty load.
+double routing_imbalance(const ExpertLoad& load);
+
 struct RankRun {
   int rank = 0;
   int rank_class = 0;
@@ -25,6 +34,8 @@ struct RankRun {
   std::size_t peak_memory_bytes = 0;
   std::uint64_t dropped_records = 0;
   std::vector<MeasuredKernel> kernels;  // measured iterations only
+  std::vector<ExpertLoad> expert_loads;  // measured iterations only; MoE models
+  std::vector<double> aux_losses;        // per iteration, this rank's load-balancing losses (MoE models)
 };
 
 // Atomic writes of measured/rank<r>.json and traces/measured_rank<r>.json.

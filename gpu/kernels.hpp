@@ -128,17 +128,46 @@ void grad_sum_squares(const bf16* grad, std::int64_t count, float* partials, flo
 // scale = min(1, max_norm / (sqrt(sum_squares) + 1e-6)).
 void grad_clip_scale(const float* sum_squares, float max_norm, float* scale, cudaStream_t stream);
 
-// ---- mixture of experts ----
-// Router: per token, the top_k experts of `logits` [tokens, experts] (fp32 softmax over all experts,
-// weights renormalised over the chosen k). experts <= 1024, top_k <= 8.
-void moe_router_topk(const bf16* logits, std::int32_t* expert_index, float* expert_weight, std::int64_t tokens,
-                     int experts, int top_k, cudaStream_t stream);
-// out[i] = in[source_row[i]] for i < out_rows (dispatch into expert order).
-void moe_permute(const bf16* in, const std::int32_t* source_row, bf16* out, std::int64_t out_rows, std::int64_t cols,
-                 cudaStream_t stream);
-// out[t] = sum_k weight[t, k] * in[routed_row[t, k]] (combine back into token order).
+// ---- mixture of experts (dropless: every token reaches its top_k experts). A token's routed copies:
+// routed = tokens * top_k, copy f = t * top_k + j is token t's j-th choice. experts <= 1024, top_k <= 8. ----
+// Router: per token the fp32 softmax over all experts into probs [tokens, experts] (kept for the load-balancing
+// loss's gradient), and the top_k experts (ties to the lower index) with their weights renormalised over the
+// chosen k: expert_index, expert_weight [tokens, top_k].
+void moe_router_topk(const bf16* logits, float* probs, std::int32_t* expert_index, float* expert_weight,
+                     std::int64_t tokens, int experts, int top_k, cudaStream_t stream);
+// Expert order of the routed copies: order[r] = the copy in row r of expert order (sorted by expert, stable:
+// increasing f within an expert), routed_row[f] = r (the inverse), counts[e] = copies routed to expert e.
+// expert_index [routed] holds values in [0, experts). Deterministic (CUB's stable radix sort, no atomics).
+std::size_t moe_sort_workspace_bytes(std::int64_t routed, int experts);
+void moe_sort_by_expert(const std::int32_t* expert_index, std::int64_t routed, int experts, std::int32_t* order,
+                        std::int32_t* routed_row, std::int32_t* counts, void* workspace, std::size_t workspace_bytes,
+                        cudaStream_t stream);
+// Dispatch: out[r] = in[order[r] / top_k] (routed rows of `cols`; an exact copy).
+void moe_permute(const bf16* in, const std::int32_t* order, int top_k, bf16* out, std::int64_t routed,
+                 std::int64_t cols, cudaStream_t stream);
+// Combine: out[t] = sum_j weight[t * top_k + j] * in[routed_row[t * top_k + j]], summed in fp32 in j order;
+// weight == nullptr means 1 (then it is the dispatch's backward: each token's gradient sums its copies').
 void moe_unpermute(const bf16* in, const std::int32_t* routed_row, const float* weight, bf16* out,
                    std::int64_t tokens, int top_k, std::int64_t cols, cudaStream_t stream);
+// Combine backward: d_in[r] = weight[f] * d_out[f / top_k] with f = order[r]; d_weight[f] = dot(d_out[f / top_k],
+// in[routed_row[f]]) accumulated in fp32 (in: the expert outputs the forward combined). weight == nullptr means 1.
+void moe_unpermute_backward(const bf16* d_out, const bf16* in, const std::int32_t* order,
+                            const std::int32_t* routed_row, const float* weight, bf16* d_in, float* d_weight,
+                            std::int64_t tokens, int top_k, std::int64_t cols, cudaStream_t stream);
+// Router backward: the logits' gradient d_logits [tokens, experts] (bf16) from
+//  (1) the combine weights' gradient d_weight [tokens, top_k]: with w_j = p_{e_j} / sum_i p_{e_i} over the chosen
+//      (= a softmax over the chosen logits), d logit_{e_j} = w_j (g_j - sum_i w_i g_i); unchosen experts get 0;
+//  (2) the load-balancing loss of Switch Transformer as Megatron-LM computes it (switch_load_balancing_loss_func):
+//      aux = aux_coeff * experts / (tokens * tokens * top_k) * sum_e counts[e] * sum_t probs[t, e]; its gradient
+//      through the full softmax: a_e = aux_coeff * experts * counts[e] / (tokens * tokens * top_k),
+//      d logit_{t,e} += p_{t,e} (a_e - sum_i p_{t,i} a_i). With aux_coeff == 0, counts may be null.
+void moe_router_backward(const float* probs, const std::int32_t* expert_index, const float* expert_weight,
+                         const float* d_weight, const std::int32_t* counts, float aux_coeff, bf16* d_logits,
+                         std::int64_t tokens, int experts, int top_k, cudaStream_t stream);
+// The load-balancing loss's value added to *aux_sum (device fp32 scalar): deterministic (one block, a fixed-order
+// reduction).
+void moe_aux_loss(const float* probs, const std::int32_t* counts, float aux_coeff, float* aux_sum,
+                  std::int64_t tokens, int experts, int top_k, cudaStream_t stream);
 
 // ---- causal self-attention, flash style (K/V tiles in shared memory, online softmax, no seq x seq
 // matrix in memory). q: [batch * seq, heads, head_dim] with q_row_stride elements between tokens;

@@ -166,10 +166,10 @@ void notes(ArgsText& out, const Scenario& scenario, const Strategy& s) {
     out.comment("Not expressible: the double-strand schedule (DHeLlam: two micro-batches co-run, their "
                 "communication hidden under each other's compute, the model folded over the pipeline). Megatron-LM "
                 "runs these arguments as 1F1B, without that overlap.");
-  if (scenario.model.moe.routing_imbalance != 1.0)
+  if (scenario.model.moe.imbalance() != 1.0)
     out.comment(fmt::format("twin assumed routing imbalance {} (busiest expert over the mean); it is a property of "
                             "the data and router, not an argument.",
-                            m.moe.routing_imbalance));
+                            m.moe.imbalance()));
   if (scenario.training.precision == "fp32") out.comment("fp32 training: Megatron's default, no precision flag.");
 }
 

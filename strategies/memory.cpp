@@ -85,7 +85,7 @@ struct SavedTerms {
       case layer::Region::sequence_sharded: return t.bytes_per_element * s * b * w * outside;
       case layer::Region::tensor_sharded: return t.bytes_per_element * s * b * w * inside;
       case layer::Region::routed:  // the rank's token copies, top_k per token, the busiest rank's share
-        return t.bytes_per_element * (s * b * outside * model.moe.top_k * model.moe.routing_imbalance) * w;
+        return t.bytes_per_element * (s * b * outside * model.moe.top_k * model.moe.imbalance()) * w;
     }
     return 0;
   }

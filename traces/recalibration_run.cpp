@@ -150,6 +150,10 @@ RecalibrateOutcome recalibrate_from_run(const RecalibrateRequest& request) {
     measured.other_kernel_ops += other;
     return other;
   });
+  if (metrics.moe_routing && metrics.moe_routing->samples > 0) {
+    const MeasuredRouting& r = *metrics.moe_routing;
+    measured.routing = MoeRouting{r.num_experts, r.top_k, {{run, r.samples, r.tokens_per_micro_batch, r.imbalance_mean}}};
+  }
   const Recalibration result = recalibrate(before, measured);
 
   const Cluster& cluster = plan.scenario.cluster;

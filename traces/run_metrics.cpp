@@ -70,6 +70,16 @@ RunMetrics parse_run_metrics(const nlohmann::json& document, const std::string& 
       revisions->required(kind).integer(1, 1000000);  // a number per kind: the revision it ran
     metrics.kernel_revisions = revisions->value();
   }
+  if (const std::optional<JsonReader> routing = root.find("moe_routing")) {
+    MeasuredRouting r;
+    r.num_experts = static_cast<int>(routing->required("num_experts").integer(1, INT32_MAX));
+    r.top_k = static_cast<int>(routing->required("top_k").integer(1, r.num_experts));
+    r.tokens_per_micro_batch = routing->required("tokens_per_micro_batch").integer(1, INT64_MAX);
+    r.samples = routing->required("samples").integer(0, INT64_MAX);
+    if (r.samples > 0)
+      r.imbalance_mean = routing->required("imbalance_mean").number(1.0, 1e6, "a load ratio, at least 1");
+    metrics.moe_routing = r;
+  }
   if (const std::optional<JsonReader> span = root.find("kernel_span")) {
     if (const std::optional<JsonReader> iteration = span->find("measured_iteration_ns"))
       metrics.kernel_span_iteration_ns = iteration->integer(0, std::numeric_limits<TimeNs>::max());

@@ -28,6 +28,14 @@ struct RankMetrics {
   double predicted_peak_memory_GiB = 0;
 };
 
+// An MoE run's measured routing (metrics.json's "moe_routing").
+struct MeasuredRouting {
+  int num_experts = 0, top_k = 0;
+  std::int64_t tokens_per_micro_batch = 0;
+  std::int64_t samples = 0;    // (micro-batch, MoE layer) routings over the measured steps and all ranks
+  double imbalance_mean = 1.0;  // their mean busiest-expert load over the mean load
+};
+
 // metrics.json ("format": "twin-execute-run", executor/run_report.hpp).
 struct RunMetrics {
   std::string scenario, strategy, device;
@@ -42,6 +50,7 @@ struct RunMetrics {
   nlohmann::json kernel_revisions;             // core/kernel_revisions.hpp, by kind name (null before 2026-11-25)
   std::vector<StepMetrics> steps;
   std::vector<RankMetrics> ranks;             // by rank
+  std::optional<MeasuredRouting> moe_routing;  // MoE models only
 };
 
 RunMetrics parse_run_metrics(const nlohmann::json& metrics, const std::string& source);

@@ -1,6 +1,6 @@
-// GEMM timing: the executor's cuBLASLt path (gpu/matmul.hpp) under CUPTI regions, on rotating input
-// sets so that the L2 cache does not hold a small problem's operands between repetitions, between two
-// clock probes (calibrate/gpu/clock_probe.hpp).
+// GEMM timing: the executor's GEMM paths (cuBLASLt for one problem, cuBLAS's grouped GEMM for the experts'
+// `count` problems) under CUPTI regions, on rotating input sets so that the L2 cache does not hold a small
+// problem's operands between repetitions, between two clock probes (calibrate/gpu/clock_probe.hpp).
 #include "calibrate/gpu/gemm_bench.hpp"
 
 #include <algorithm>
@@ -20,9 +20,19 @@ double gemm_flops(const GemmShape& s) { return 2.0 * static_cast<double>(s.m) * 
 GemmBench::GemmBench(cudaStream_t stream) : stream_(stream), matmul_(kWorkspaceBytes) {}
 
 void GemmBench::launch(const GemmShape& shape, const void* a, const void* b, void* c) {
-  matmul_.run({shape.m, shape.n, shape.k, shape.transpose_a, shape.transpose_b, false, shape.count},
-              static_cast<const __nv_bfloat16*>(a), static_cast<const __nv_bfloat16*>(b),
-              static_cast<__nv_bfloat16*>(c), stream_);
+  const auto* a16 = static_cast<const __nv_bfloat16*>(a);
+  const auto* b16 = static_cast<const __nv_bfloat16*>(b);
+  auto* c16 = static_cast<__nv_bfloat16*>(c);
+  if (shape.count <= 1) {
+    matmul_.run({shape.m, shape.n, shape.k, shape.transpose_a, shape.transpose_b, false, 1}, a16, b16, c16, stream_);
+    return;
+  }
+  // The experts' GEMMs: count equal products back to back, one group each, as the executor runs them.
+  std::vector<exec::GemmGroup> groups(shape.count);
+  for (std::int32_t g = 0; g < shape.count; ++g)
+    groups[g] = {shape.m, shape.n, shape.k, a16 + g * shape.m * shape.k, b16 + g * shape.k * shape.n,
+                 c16 + g * shape.m * shape.n};
+  grouped_.run(groups, shape.transpose_a, shape.transpose_b, false, stream_);
 }
 
 std::optional<Measurement> GemmBench::measure(const GemmShape& shape, CuptiKernelTimer& timer, int warmup,

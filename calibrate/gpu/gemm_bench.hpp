@@ -1,5 +1,7 @@
-// GEMMs of the op vocabulary through cuBLASLt (bf16 in and out, fp32 accumulation), and their timing
-// from CUPTI kernel records: warm-up launches, then one CUPTI region per timed repetition.
+// GEMMs of the op vocabulary through the executor's GEMM paths (bf16 in and out, fp32 accumulation): one
+// problem through cuBLASLt (gpu/matmul.hpp), a grouped one (count > 1: the experts' GEMMs) through cuBLAS's
+// grouped GEMM (gpu/grouped_matmul.hpp); and their timing from CUPTI kernel records: warm-up launches, then
+// one CUPTI region per timed repetition.
 #pragma once
 #include <cstddef>
 #include <memory>
@@ -11,6 +13,7 @@
 #include "gpu/cupti_timer.hpp"
 #include "gpu/device_buffer.hpp"
 #include "cost/profile.hpp"
+#include "gpu/grouped_matmul.hpp"
 #include "gpu/matmul.hpp"
 #include "core/op.hpp"
 
@@ -30,7 +33,8 @@ class GemmBench {
   GemmBench(const GemmBench&) = delete;
   GemmBench& operator=(const GemmBench&) = delete;
 
-  // C = A * B on device pointers laid out as `shape` says. Throws when cuBLASLt has no algorithm.
+  // C = A * B on device pointers laid out as `shape` says: count == 1 through Matmul (throws when cuBLASLt has
+  // no algorithm), count > 1 as `count` equal groups of one GroupedMatmul run.
   void launch(const GemmShape& shape, const void* a, const void* b, void* c);
   // Median/p10/p90 of `repetitions` CUPTI-timed runs on random data after `warmup` runs; std::nullopt when
   // the operands do not fit in `max_bytes` of device memory. Input sets rotate so that the L2 cache does not
@@ -47,7 +51,9 @@ class GemmBench {
 
  private:
   cudaStream_t stream_;
-  exec::Matmul matmul_;  // the executor's GEMM path: calibration times the calls training makes
+  // The executor's GEMM paths: calibration times the calls training makes.
+  exec::Matmul matmul_;
+  exec::GroupedMatmul grouped_;
   std::uint64_t next_region_ = 1;
   std::string last_kernel_;
   double last_sm_clock_MHz_ = 0;

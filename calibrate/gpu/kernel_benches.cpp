@@ -4,6 +4,9 @@
 
 #include <algorithm>
 #include <memory>
+#include <numeric>
+#include <utility>
+#include <vector>
 
 #include "core/op_kinds.hpp"
 #include "gpu/attention.hpp"
@@ -39,6 +42,19 @@ struct Builder {
     for (auto& v : host) {
       z = z * 6364136223846793005ull + 1442695040888963407ull;
       v = static_cast<std::int32_t>((z >> 33) % static_cast<std::uint64_t>(bound));
+    }
+    bench.buffers.emplace_back(host.size() * 4);
+    TWIN_CUDA_CHECK(cudaMemcpy(bench.buffers.back().data(), host.data(), host.size() * 4, cudaMemcpyHostToDevice));
+    return bench.buffers.size() - 1;
+  }
+  // A permutation of [0, count) (a Fisher-Yates shuffle on the same generator): routed rows in expert order.
+  std::size_t permutation(std::int64_t count) {
+    std::vector<std::int32_t> host(count);
+    std::iota(host.begin(), host.end(), 0);
+    std::uint64_t z = seed++;
+    for (std::int64_t i = count - 1; i > 0; --i) {
+      z = z * 6364136223846793005ull + 1442695040888963407ull;
+      std::swap(host[i], host[(z >> 33) % static_cast<std::uint64_t>(i + 1)]);
     }
     bench.buffers.emplace_back(host.size() * 4);
     TWIN_CUDA_CHECK(cudaMemcpy(bench.buffers.back().data(), host.data(), host.size() * 4, cudaMemcpyHostToDevice));
@@ -199,13 +215,13 @@ std::optional<KernelBench> make_kernel_bench(const Op& op, const KernelModelFact
       const std::int64_t tokens = routed / top_k;
       if (width <= 0 || tokens <= 0) { why_not = "bytes too small for one routed token"; return std::nullopt; }
       B *in = x.b(x.bf16(routed * width)), *out = x.b(x.raw(routed * width * 2));
-      if (op.kind == OpKind::moe_permute) {
-        std::int32_t* source = x.idx(x.indices(routed, tokens));
-        x.bench.run = [=](cudaStream_t s) { k::moe_permute(in, source, out, routed, width, s); };
+      const int kk = static_cast<int>(top_k);
+      if (op.kind == OpKind::moe_permute) {  // row r copies token order[r] / top_k
+        std::int32_t* order = x.idx(x.permutation(routed));
+        x.bench.run = [=](cudaStream_t s) { k::moe_permute(in, order, kk, out, routed, width, s); };
       } else {
-        std::int32_t* routed_row = x.idx(x.indices(routed, routed));
+        std::int32_t* routed_row = x.idx(x.permutation(routed));
         float* weight = x.f(x.f32(routed));
-        const int kk = static_cast<int>(top_k);
         x.bench.run = [=](cudaStream_t s) { k::moe_unpermute(in, routed_row, weight, out, tokens, kk, width, s); };
       }
       return std::move(x.bench);

@@ -108,6 +108,11 @@ int rank_main(const ExecuteRequest& request, const gpu::RankIdentity& identity) 
     const double seconds = runtime.last_iteration_ms() / 1e3;
     run.losses.push_back(loss);
     run.iteration_s.push_back(seconds);
+    if (scenario.model.is_moe()) {
+      run.aux_losses.push_back(runtime.last_aux_loss());
+      if (iteration >= request.warmup)
+        for (const ExpertLoad& load : runtime.last_expert_loads()) run.expert_loads.push_back(load);
+    }
     if (timer) {
       std::vector<gpu::KernelRecord> records = timer->collect();
       if (iteration >= request.warmup) append_kernels(run, records);
@@ -115,6 +120,12 @@ int rank_main(const ExecuteRequest& request, const gpu::RankIdentity& identity) 
     const Throughput t = throughput(scenario, strategy, seconds);
     spdlog::info("[execute] step {:>3}/{}  loss {:.4f}  iteration {:.1f} ms  {:.0f} tokens/s  MFU {:.1f}%",
                  iteration + 1, request.iterations, loss, 1e3 * seconds, t.tokens_per_s, 100 * t.mfu);
+    if (scenario.model.is_moe()) {
+      double busiest = 0;
+      for (const ExpertLoad& load : runtime.last_expert_loads()) busiest = std::max(busiest, routing_imbalance(load));
+      spdlog::info("[execute]          load-balancing loss {:.4f} (this rank)  busiest expert {:.2f}x the mean",
+                   runtime.last_aux_loss(), busiest);
+    }
   }
   run.peak_memory_bytes = runtime.peak_memory_bytes();
   if (timer) run.dropped_records = timer->dropped_records();

@@ -98,6 +98,18 @@ void StageRuntime::run_op(OpIndex index, int iteration) {
     case Action::embedding_grad_sync:
     case Action::grad_norm: return parameters_collective(op, b, stream);
     case Action::optimizer_step: return optimizer(op, stream);
+    case Action::router_forward:
+    case Action::router_input_grad:
+    case Action::router_weight_grad:
+    case Action::expert_dispatch:
+    case Action::expert_dispatch_backward:
+    case Action::expert_forward:
+    case Action::expert_input_grad:
+    case Action::expert_weight_grad:
+    case Action::expert_activation_forward:
+    case Action::expert_activation_backward:
+    case Action::expert_combine:
+    case Action::expert_combine_backward: return moe(op, b, mb, unit_of(op, b), stream);
   }
 }
 

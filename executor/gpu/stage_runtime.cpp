@@ -103,6 +103,15 @@ StageRuntime::StageRuntime(const Scenario& scenario, const Strategy& strategy, c
       embedding_workspace_bytes_ = kernels::embedding_backward_workspace_bytes(tokens);
       embedding_workspace_ = static_buffer(embedding_workspace_bytes_);
     }
+  if (scenario.model.is_moe()) {
+    grouped_ = std::make_unique<GroupedMatmul>();
+    const std::int64_t routed = shapes_.tokens_local * scenario.model.moe.top_k;
+    moe_sort_workspace_bytes_ = kernels::moe_sort_workspace_bytes(routed, static_cast<int>(shapes_.experts_total));
+    moe_sort_workspace_ = static_buffer(moe_sort_workspace_bytes_);
+    TWIN_CUDA_CHECK(cudaMallocHost(&counts_host_, shapes_.experts_total * sizeof(std::int32_t)));
+    TWIN_CUDA_CHECK(cudaEventCreateWithFlags(&counts_copied_, cudaEventDisableTiming));
+  }
+  aux_loss_sum_ = static_cast<float*>(static_buffer(sizeof(float)));
   // Every weight's gradient stored by a first op of the step? Then no per-step zeroing: padding and gaps stay
   // the zeros they were allocated as.
   std::set<std::pair<int, OpRole>> stored;
@@ -126,6 +135,8 @@ StageRuntime::~StageRuntime() {
   for (cudaEvent_t event : stream_done_) cudaEventDestroy(event);
   cudaEventDestroy(iteration_start_);
   cudaEventDestroy(iteration_end_);
+  if (counts_copied_) cudaEventDestroy(counts_copied_);
+  if (counts_host_) cudaFreeHost(counts_host_);
   params_.reset();
   for (auto& matmul : matmuls_) matmul.reset();
   for (cudaStream_t stream : streams_) cudaStreamDestroy(stream);
@@ -233,6 +244,9 @@ void StageRuntime::run_iteration(int iteration, const std::vector<std::int32_t>&
                                   cudaMemcpyHostToDevice, compute));
   if (zero_grads_each_step_) params_->zero_grads(compute);
   TWIN_CUDA_CHECK(cudaMemsetAsync(loss_sum_, 0, sizeof(float), compute));
+  TWIN_CUDA_CHECK(cudaMemsetAsync(aux_loss_sum_, 0, sizeof(float), compute));
+  expert_loads_.clear();
+  iteration_ = iteration;
   fixups_done_ = false;
   inject_oom_ = fault_.kind == InjectedFault::out_of_memory && fault_.hits(rank_, iteration);
   TWIN_CUDA_CHECK(cudaEventRecord(iteration_start_, compute));
@@ -277,6 +291,9 @@ void StageRuntime::run_iteration(int iteration, const std::vector<std::int32_t>&
   float loss_sum = 0;
   TWIN_CUDA_CHECK(cudaMemcpy(&loss_sum, loss_sum_, sizeof(float), cudaMemcpyDeviceToHost));
   last_loss_sum_ = loss_sum;
+  float aux_loss = 0;
+  TWIN_CUDA_CHECK(cudaMemcpy(&aux_loss, aux_loss_sum_, sizeof(float), cudaMemcpyDeviceToHost));
+  last_aux_loss_ = aux_loss;
   if (!slots_.empty())
     throw std::logic_error(fmt::format("executor: {} activation slots outlived the iteration (first: micro-batch {}, "
                                        "unit {})", slots_.size(), slots_.begin()->first.first,

@@ -20,8 +20,10 @@
 #include "core/scenario.hpp"
 #include "executor/gpu/communicators.hpp"
 #include "gpu/attention.hpp"
+#include "gpu/grouped_matmul.hpp"
 #include "gpu/matmul.hpp"
 #include "executor/op_binding.hpp"
+#include "executor/run_report.hpp"
 #include "executor/gpu/stage_parameters.hpp"
 #include "executor/watchdog.hpp"
 #include "strategies/lowering_emitter.hpp"
@@ -64,6 +66,9 @@ struct TrainingOptions {
   std::uint64_t seed = 1234;
   double nccl_timeout_s = 300;  // an iteration that does not finish by then is a hang
   AttentionImplementation attention = kDefaultAttentionImplementation;
+  // Weight of the Switch load-balancing loss of each MoE layer (Megatron's --moe-aux-loss-coeff; 1e-2 as in
+  // Megatron-LM's Mixtral example).
+  double moe_aux_loss_coeff = 1e-2;
 };
 
 class StageRuntime {
@@ -84,6 +89,10 @@ class StageRuntime {
   double last_loss_sum() const { return last_loss_sum_; }
   float last_iteration_ms() const { return last_iteration_ms_; }
   const RankClass& rank_class() const { return rc_; }
+  // The last iteration's MoE routing: tokens per expert for each (micro-batch, MoE layer), and the load-balancing
+  // losses summed over layers (each micro-batch's weighted 1/(M dp), as in the gradient). Empty and 0 when dense.
+  const std::vector<ExpertLoad>& last_expert_loads() const { return expert_loads_; }
+  double last_aux_loss() const { return last_aux_loss_; }
   // Bytes of device memory in use at the peak (static buffers plus the activation pool's high mark).
   std::size_t peak_memory_bytes() const;
 
@@ -127,6 +136,9 @@ class StageRuntime {
   void pipeline(const Op& op, const OpBinding& b, int mb, cudaStream_t stream);
   void parameters_collective(const Op& op, const OpBinding& b, cudaStream_t stream);
   void optimizer(const Op& op, cudaStream_t stream);
+  // An MoE layer's experts block (op_actions_moe.cpp).
+  void moe(const Op& op, const OpBinding& b, int mb, int unit, cudaStream_t stream);
+  float aux_loss_coeff_per_micro_batch() const;
   void model_parallel_gradient_fixups(cudaStream_t stream);
 
   const Scenario& scenario_;
@@ -142,6 +154,7 @@ class StageRuntime {
   std::array<cudaStream_t, kStreamCount> streams_{};
   std::array<std::unique_ptr<Matmul>, kStreamCount> matmuls_;
   std::unique_ptr<gpu::Attention> attention_;     // one cuDNN handle; the stream is set per call
+  std::unique_ptr<GroupedMatmul> grouped_;        // the experts' GEMMs (MoE models only)
   std::vector<cudaEvent_t> op_done_;               // per op: recorded after it (waits, and where a hang is)
   std::vector<std::vector<OpIndex>> waits_;        // per op: cross-stream predecessors
   cudaEvent_t iteration_start_ = nullptr, iteration_end_ = nullptr;
@@ -162,6 +175,17 @@ class StageRuntime {
   float* grad_sum_squares_ = nullptr;
   float* clip_scale_ = nullptr;
   bool fixups_done_ = false;
+  // MoE routing: the sort's scratch, the pinned copy of one layer's tokens per expert and its event, the counts
+  // per (micro-batch, unit) until the layer's backward, the loads of this iteration and its load-balancing loss.
+  void* moe_sort_workspace_ = nullptr;
+  std::size_t moe_sort_workspace_bytes_ = 0;
+  std::int32_t* counts_host_ = nullptr;
+  cudaEvent_t counts_copied_ = nullptr;
+  std::map<std::pair<int, int>, std::vector<std::int64_t>> expert_counts_;
+  std::vector<ExpertLoad> expert_loads_;
+  float* aux_loss_sum_ = nullptr;
+  double last_aux_loss_ = 0;
+  int iteration_ = 0;
   // False when every weight's gradient is stored by its first op of a step (OpBinding::first_gradient): then
   // the gradient buffers are not zeroed per iteration.
   bool zero_grads_each_step_ = true;

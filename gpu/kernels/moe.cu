@@ -1,5 +1,6 @@
-// Mixture-of-experts routing: top-k of the router's softmax (one warp per token, ties to the lower
-// expert index), and the row gathers that move tokens into expert order and back (weighted).
+// Mixture-of-experts router: the softmax and top-k of the router's logits, its backward (through the chosen
+// weights and through the load-balancing loss), and that loss's value. One warp per token; experts <= 1024,
+// so a lane owns at most 32 experts (l, l + 32, ...). Routed-row movement is in moe_dispatch.cu.
 #include "gpu/kernels/common.cuh"
 
 namespace twin::kernels {
@@ -11,11 +12,11 @@ using detail::warp_max;
 using detail::warp_sum;
 
 constexpr int kWarpsPerBlock = 8;
+constexpr int kMaxExperts = 1024;
 constexpr int kMaxTopK = 8;
 
-__global__ void router_topk_kernel(const bf16* logits, std::int32_t* expert_index, float* expert_weight,
+__global__ void router_topk_kernel(const bf16* logits, float* probs, std::int32_t* expert_index, float* expert_weight,
                                    std::int64_t tokens, int experts, int top_k) {
-  __shared__ int chosen[kWarpsPerBlock][kMaxTopK];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const std::int64_t t = blockIdx.x * static_cast<std::int64_t>(kWarpsPerBlock) + warp;
   if (t >= tokens) return;  // whole warps leave together: no block barrier follows
@@ -26,87 +27,134 @@ __global__ void router_topk_kernel(const bf16* logits, std::int32_t* expert_inde
   float s = 0.f;
   for (int e = lane; e < experts; e += 32) s += expf(to_float(row[e]) - m);
   s = warp_sum(s);
-  float chosen_sum = 0.f;
+  for (int e = lane; e < experts; e += 32) probs[t * experts + e] = expf(to_float(row[e]) - m) / s;
+
+  // k rounds of a warp-wide argmax over the experts not yet taken; bit i of a lane's `taken` marks its expert
+  // lane + 32 i. Lane k keeps round k's choice, so the k choices are written in order at the end.
+  unsigned taken = 0;
+  int my_index = 0;
+  float my_prob = 0.f, chosen_sum = 0.f;
   for (int k = 0; k < top_k; ++k) {
     float best = -INFINITY;
     int best_index = experts;
-    for (int e = lane; e < experts; e += 32) {
-      bool taken = false;
-      for (int j = 0; j < k; ++j) taken |= chosen[warp][j] == e;
+    for (int e = lane, i = 0; e < experts; e += 32, ++i) {  // e increases: a tie keeps the lower index
       const float value = to_float(row[e]);
-      if (!taken && (value > best || (value == best && e < best_index))) {
+      if (!((taken >> i) & 1u) && (best_index == experts || value > best)) {
         best = value;
         best_index = e;
       }
     }
-    for (int offset = 16; offset > 0; offset >>= 1) {
+    for (int offset = 16; offset > 0; offset >>= 1) {  // symmetric: every lane ends with the same winner
       const float other = __shfl_xor_sync(0xffffffffu, best, offset);
       const int other_index = __shfl_xor_sync(0xffffffffu, best_index, offset);
-      if (other > best || (other == best && other_index < best_index)) {
+      if (other_index < experts && (best_index == experts || other > best ||
+                                    (other == best && other_index < best_index))) {
         best = other;
         best_index = other_index;
       }
     }
-    if (lane == 0) chosen[warp][k] = best_index;
-    __syncwarp();
-    const float p = expf(best - m) / s;
+    if ((best_index & 31) == lane) taken |= 1u << (best_index >> 5);
+    const float p = expf(best - m) / s;  // the same expression as probs[t, best_index]
     chosen_sum += p;
-    if (lane == 0) {
-      expert_index[t * top_k + k] = best_index;
-      expert_weight[t * top_k + k] = p;
+    if (lane == k) {
+      my_index = best_index;
+      my_prob = p;
     }
   }
-  __syncwarp();
-  if (lane < top_k) expert_weight[t * top_k + lane] /= chosen_sum;
-}
-
-__global__ void permute_kernel(const bf16* in, const std::int32_t* source_row, bf16* out, std::int64_t out_rows,
-                               std::int64_t cols) {
-  const std::int64_t count = out_rows * cols;
-  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < count;
-       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
-    const std::int64_t r = i / cols, c = i % cols;
-    out[i] = in[static_cast<std::int64_t>(source_row[r]) * cols + c];
+  if (lane < top_k) {
+    expert_index[t * top_k + lane] = my_index;
+    expert_weight[t * top_k + lane] = my_prob / chosen_sum;
   }
 }
 
-__global__ void unpermute_kernel(const bf16* in, const std::int32_t* routed_row, const float* weight, bf16* out,
-                                 std::int64_t tokens, int top_k, std::int64_t cols) {
-  const std::int64_t count = tokens * cols;
-  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < count;
-       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
-    const std::int64_t t = i / cols, c = i % cols;
-    float sum = 0.f;
-    for (int k = 0; k < top_k; ++k)
-      sum += weight[t * top_k + k] * to_float(in[static_cast<std::int64_t>(routed_row[t * top_k + k]) * cols + c]);
-    out[i] = to_bf16(sum);
+// aux_scale = aux_coeff * experts / (tokens^2 top_k), so a_e = aux_scale * counts[e].
+__global__ void router_backward_kernel(const float* probs, const std::int32_t* expert_index,
+                                       const float* expert_weight, const float* d_weight, const std::int32_t* counts,
+                                       float aux_scale, bf16* d_logits, std::int64_t tokens, int experts, int top_k) {
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const std::int64_t t = blockIdx.x * static_cast<std::int64_t>(kWarpsPerBlock) + warp;
+  if (t >= tokens) return;
+  const float* p = probs + t * experts;
+  const std::int32_t* chosen = expert_index + t * top_k;
+  const float* w = expert_weight + t * top_k;
+  const float* g = d_weight + t * top_k;
+  float pa = 0.f;  // sum_i p_i a_i
+  if (aux_scale != 0.f) {  // uniform over the warp
+    for (int e = lane; e < experts; e += 32) pa += p[e] * (aux_scale * static_cast<float>(counts[e]));
+    pa = warp_sum(pa);
   }
+  float wg = 0.f;  // sum_i w_i g_i over the chosen
+  for (int j = 0; j < top_k; ++j) wg += w[j] * g[j];
+  for (int e = lane; e < experts; e += 32) {
+    float d = aux_scale != 0.f ? p[e] * (aux_scale * static_cast<float>(counts[e]) - pa) : 0.f;
+    for (int j = 0; j < top_k; ++j)
+      if (chosen[j] == e) d += w[j] * (g[j] - wg);
+    d_logits[t * experts + e] = to_bf16(d);
+  }
+}
+
+// sum over probs [tokens, experts] of probs[t, e] * counts[e], by one block in a fixed order (deterministic).
+// Thread i reads elements i, i + blockDim.x, ...: their expert advances by blockDim.x % experts each step.
+__global__ void aux_loss_kernel(const float* probs, const std::int32_t* counts, float scale, float* aux_sum,
+                                std::int64_t elements, int experts) {
+  __shared__ float scratch[32];
+  const int step = static_cast<int>(blockDim.x) % experts;
+  int e = static_cast<int>(threadIdx.x) % experts;
+  float sum = 0.f;
+  for (std::int64_t i = threadIdx.x; i < elements; i += blockDim.x) {
+    sum += probs[i] * static_cast<float>(counts[e]);
+    e += step;
+    if (e >= experts) e -= experts;
+  }
+  sum = detail::block_sum(sum, scratch);
+  if (threadIdx.x == 0) *aux_sum += scale * sum;
+}
+
+unsigned token_blocks(std::int64_t tokens) {
+  return static_cast<unsigned>((tokens + kWarpsPerBlock - 1) / kWarpsPerBlock);
+}
+
+void require_router_shape(std::int64_t tokens, int experts, int top_k, const char* what) {
+  detail::require(tokens > 0 && experts > 0 && experts <= kMaxExperts && top_k >= 1 && top_k <= kMaxTopK &&
+                      top_k <= experts,
+                  what);
+}
+
+// aux_coeff * experts / (tokens^2 top_k), in double: tokens^2 overflows fp32's exact range long before int64's.
+float aux_scale(float aux_coeff, std::int64_t tokens, int experts, int top_k) {
+  return static_cast<float>(static_cast<double>(aux_coeff) * experts /
+                            (static_cast<double>(tokens) * static_cast<double>(tokens) * top_k));
 }
 
 }  // namespace
 
-void moe_router_topk(const bf16* logits, std::int32_t* expert_index, float* expert_weight, std::int64_t tokens,
-                     int experts, int top_k, cudaStream_t stream) {
-  detail::require(tokens > 0 && experts > 0 && experts <= 1024 && top_k >= 1 && top_k <= kMaxTopK && top_k <= experts,
-                  "moe_router_topk: need tokens > 0, 1 <= top_k <= min(8, experts), experts <= 1024");
-  const unsigned blocks = static_cast<unsigned>((tokens + kWarpsPerBlock - 1) / kWarpsPerBlock);
-  router_topk_kernel<<<blocks, kWarpsPerBlock * 32, 0, stream>>>(logits, expert_index, expert_weight, tokens, experts,
-                                                                 top_k);
+void moe_router_topk(const bf16* logits, float* probs, std::int32_t* expert_index, float* expert_weight,
+                     std::int64_t tokens, int experts, int top_k, cudaStream_t stream) {
+  require_router_shape(tokens, experts, top_k,
+                       "moe_router_topk: need tokens > 0, 1 <= top_k <= min(8, experts), experts <= 1024");
+  router_topk_kernel<<<token_blocks(tokens), kWarpsPerBlock * 32, 0, stream>>>(logits, probs, expert_index,
+                                                                               expert_weight, tokens, experts, top_k);
   TWIN_CUDA_CHECK_LAUNCH();
 }
 
-void moe_permute(const bf16* in, const std::int32_t* source_row, bf16* out, std::int64_t out_rows, std::int64_t cols,
-                 cudaStream_t stream) {
-  detail::require(out_rows > 0 && cols > 0, "moe_permute: empty shape");
-  permute_kernel<<<detail::grid_for(out_rows * cols, 256), 256, 0, stream>>>(in, source_row, out, out_rows, cols);
+void moe_router_backward(const float* probs, const std::int32_t* expert_index, const float* expert_weight,
+                         const float* d_weight, const std::int32_t* counts, float aux_coeff, bf16* d_logits,
+                         std::int64_t tokens, int experts, int top_k, cudaStream_t stream) {
+  require_router_shape(tokens, experts, top_k,
+                       "moe_router_backward: need tokens > 0, 1 <= top_k <= min(8, experts), experts <= 1024");
+  detail::require(aux_coeff == 0.f || counts != nullptr, "moe_router_backward: a load-balancing loss needs counts");
+  router_backward_kernel<<<token_blocks(tokens), kWarpsPerBlock * 32, 0, stream>>>(
+      probs, expert_index, expert_weight, d_weight, counts, aux_scale(aux_coeff, tokens, experts, top_k), d_logits,
+      tokens, experts, top_k);
   TWIN_CUDA_CHECK_LAUNCH();
 }
 
-void moe_unpermute(const bf16* in, const std::int32_t* routed_row, const float* weight, bf16* out,
-                   std::int64_t tokens, int top_k, std::int64_t cols, cudaStream_t stream) {
-  detail::require(tokens > 0 && cols > 0 && top_k >= 1, "moe_unpermute: empty shape");
-  unpermute_kernel<<<detail::grid_for(tokens * cols, 256), 256, 0, stream>>>(in, routed_row, weight, out, tokens,
-                                                                            top_k, cols);
+void moe_aux_loss(const float* probs, const std::int32_t* counts, float aux_coeff, float* aux_sum,
+                  std::int64_t tokens, int experts, int top_k, cudaStream_t stream) {
+  require_router_shape(tokens, experts, top_k,
+                       "moe_aux_loss: need tokens > 0, 1 <= top_k <= min(8, experts), experts <= 1024");
+  aux_loss_kernel<<<1, 1024, 0, stream>>>(probs, counts, aux_scale(aux_coeff, tokens, experts, top_k), aux_sum,
+                                          tokens * experts, experts);
   TWIN_CUDA_CHECK_LAUNCH();
 }
 

@@ -219,6 +219,37 @@ TEST(RecalibrationFormat, BadCorrectionsAreInputErrorsNamingTheirPath) {
                      "/gpus/0/measured/gemm:m=4096,n=4096,k=4096,count=1,ta=0,tb=0/source");
 }
 
+// Rule 4: a run's routing joins the runs of its (experts, top-k); folding a run again replaces its entry,
+// and the profile's figure is the runs' mean weighted by their samples.
+TEST(RecalibrationArithmetic, RoutingOfMoeRunsIsTheirSampleWeightedMean) {
+  RunMeasurements run = fixture().run;
+  run.routing = MoeRouting{8, 2, {{"trace:a", 32, 2048, 1.5}}};
+  const Recalibration first = recalibrate(fixture().profile, run);
+  ASSERT_NE(first.profile.routing_for(8, 2), nullptr);
+  EXPECT_EQ(first.profile.routing_for(8, 1), nullptr);
+  EXPECT_DOUBLE_EQ(first.profile.routing_for(8, 2)->routing_imbalance(), 1.5);
+  const ProfileChange& change = first.changes.back();
+  EXPECT_EQ(change.entry, "/moe_routing/experts=8,top_k=2");
+  EXPECT_TRUE(change.old_value.is_null());
+  EXPECT_EQ(change.samples, 32);
+
+  run.routing = MoeRouting{8, 2, {{"trace:b", 96, 2048, 1.1}}};
+  const Recalibration second = recalibrate(first.profile, run);
+  EXPECT_DOUBLE_EQ(second.profile.routing_for(8, 2)->routing_imbalance(), (32 * 1.5 + 96 * 1.1) / 128);
+  EXPECT_DOUBLE_EQ(second.changes.back().old_value.get<double>(), 1.5);
+  run.routing = MoeRouting{8, 2, {{"trace:a", 32, 2048, 1.3}}};  // run a again, measured anew
+  const Recalibration again = recalibrate(second.profile, run);
+  EXPECT_EQ(again.profile.routing_for(8, 2)->runs.size(), 2u);
+  EXPECT_DOUBLE_EQ(again.profile.routing_for(8, 2)->routing_imbalance(), (32 * 1.3 + 96 * 1.1) / 128);
+
+  // The profile file carries it; a figure that is not the runs' mean is refused.
+  const nlohmann::json written = to_json(again.profile);
+  EXPECT_EQ(to_json(profile_from_json(written, "p.json")), written);
+  expect_input_error(written, "/moe_routing/0/routing_imbalance", 1.9, "/moe_routing/0/routing_imbalance");
+  expect_input_error(written, "/moe_routing/0/runs/0/imbalance_mean", 0.5, "/moe_routing/0/runs/0/imbalance_mean");
+  expect_input_error(written, "/moe_routing/0/top_k", 9, "/moe_routing/0/top_k");
+}
+
 TEST(RecalibrationArithmetic, ARunWithNothingMeasuredIsRefused) {
   RunMeasurements empty;
   empty.run = "trace:empty";

@@ -22,6 +22,45 @@ const char* kSmallScenario = R"({
               "zero_stage": [0, 1], "recompute": ["none", "full"], "schedule": ["1f1b", "interleaved-1f1b"] }
 })";
 
+// An MoE scenario that sets no routing imbalance takes its profile's measurement for its experts and top-k,
+// and the plan written says so; one that sets it keeps its own.
+TEST(SimulateCommand, MoeRoutingImbalanceComesFromTheProfileWhereTheScenarioSetsNone) {
+  TempDir dir("measured-routing");
+  nlohmann::json profile =
+      nlohmann::json::parse(read_file(std::filesystem::path(TWIN_SOURCE_DIR) / "cost/profiles/h200-x1.json"));
+  const double measured = (16 * 1.25 + 48 * 1.45) / 64;
+  profile["moe_routing"] = {{{"num_experts", 8}, {"top_k", 2}, {"routing_imbalance", measured},
+                             {"runs", {{{"source", "trace:a"}, {"samples", 16}, {"tokens_per_micro_batch", 2048},
+                                        {"imbalance_mean", 1.25}},
+                                       {{"source", "trace:b"}, {"samples", 48}, {"tokens_per_micro_batch", 2048},
+                                        {"imbalance_mean", 1.45}}}}}};
+  write_file(dir.path / "profile.json", profile.dump());
+  nlohmann::json scenario = {
+      {"name", "moe"},
+      {"model", {{"preset", "mixtral-8x7b"}, {"num_layers", 2}, {"hidden_size", 1024}, {"num_attention_heads", 16},
+                 {"num_query_groups", 4}, {"vocab_size", 8192}, {"moe", {{"ffn_hidden_size", 1408}}}}},
+      {"training", {{"seq_length", 1024}, {"global_batch_size", 4}}},
+      {"cluster", {{"nodes", {{{"count", 1}, {"gpu", "H200-141GB"}, {"gpus_per_node", 1}}}}}},
+      {"strategy", {{"micro_batch_size", 2}}},
+      {"profile", (dir.path / "profile.json").string()}};
+  write_file(dir.path / "s.json", scenario.dump());
+  Outcome run = run_twin("simulate " + (dir.path / "s.json").string() + " --out " + (dir.path / "out").string() +
+                         " --top 0");
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_NE(run.output.find("model.moe.routing_imbalance 1.400: measured for 8 experts, top-2 (2 run(s)"),
+            std::string::npos) << run.output;
+  auto plan = nlohmann::json::parse(read_file(dir.path / "out" / "best.json"));
+  EXPECT_DOUBLE_EQ(plan["scenario"]["model"]["moe"]["routing_imbalance"].get<double>(), measured);
+
+  scenario["model"]["moe"]["routing_imbalance"] = 1.1;
+  write_file(dir.path / "s.json", scenario.dump());
+  run = run_twin("simulate " + (dir.path / "s.json").string() + " --out " + (dir.path / "out2").string() + " --top 0");
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_EQ(run.output.find("measured for 8 experts"), std::string::npos) << run.output;
+  plan = nlohmann::json::parse(read_file(dir.path / "out2" / "best.json"));
+  EXPECT_DOUBLE_EQ(plan["scenario"]["model"]["moe"]["routing_imbalance"].get<double>(), 1.1);
+}
+
 TEST(SimulateCommand, WritesRankingReportPlanAndTraces) {
   TempDir dir("outputs");
   write_file(dir.path / "s.json", kSmallScenario);

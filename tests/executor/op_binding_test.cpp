@@ -20,6 +20,13 @@ IterationGraph lower(Strategy strategy, Scenario scenario = testing::make_scenar
   return lower_to_op_graphs(scenario, strategy);
 }
 
+// The MoE model on `gpus` GPUs of one node (so that the data group, and the experts' with it, can be 1).
+Scenario moe_on(int gpus) {
+  Scenario scenario = testing::make_scenario(testing::moe_shaped(), 1, 1024, 16);
+  scenario.cluster.node_groups[0].gpus_per_node = gpus;
+  return scenario;
+}
+
 std::map<Action, int> count_actions(const RankClass& rc) {
   std::map<Action, int> counts;
   for (const OpBinding& b : bind_ops(rc)) ++counts[b.action];
@@ -189,6 +196,35 @@ TEST(OpBinding, RefusesAGemmThatDoesNotSayItsPass) {
 
 // The op-kind table says which kinds twin execute runs: each of them is bound in a dense TP/SP/PP lowering,
 // and a lone op of any other kind is refused.
+// An MoE layer on one GPU: the router once per micro-batch and layer, each expert GEMM's three products as
+// grouped GEMMs of their own actions, the dense linears only for attention and the output layer.
+TEST(OpBinding, ExpertsBlockBindsEveryOpOnOneGpu) {
+  Strategy s = testing::make_strategy(1, 1, 1, false);
+  s.micro_batch_size = 2;
+  Scenario scenario = moe_on(1);
+  ASSERT_FALSE(complete_strategy(scenario, s).has_value());
+  ASSERT_EQ(s.num_micro_batches, 8);  // 16 sequences in micro-batches of 2
+  const IterationGraph graph = lower(s, scenario);
+  const auto counts = count_actions(graph.classes[0]);
+  const int passes = 8 * 4;  // micro-batches x MoE layers
+  for (Action a : {Action::router_forward, Action::router_input_grad, Action::router_weight_grad,
+                   Action::expert_dispatch, Action::expert_dispatch_backward, Action::expert_activation_forward,
+                   Action::expert_activation_backward, Action::expert_combine, Action::expert_combine_backward})
+    EXPECT_EQ(counts.at(a), passes) << to_string(a);
+  for (Action a : {Action::expert_forward, Action::expert_input_grad, Action::expert_weight_grad})
+    EXPECT_EQ(counts.at(a), 2 * passes) << to_string(a);  // fc1 and fc2
+  EXPECT_EQ(counts.at(Action::linear_forward), 8 * (4 * 2 + 1));  // qkv, projection; the output layer
+  EXPECT_EQ(counts.count(Action::activation_forward), 0u);
+  // The router's and each expert stack's gradient is stored by one op per layer and accumulated by the rest.
+  std::map<std::pair<int, OpRole>, int> stored;
+  const std::vector<OpBinding> bindings = bind_ops(graph.classes[0]);
+  for (OpIndex i = 0; i < graph.classes[0].size(); ++i)
+    if (bindings[i].first_gradient) ++stored[{graph.classes[0].op(i).layer, bindings[i].subject}];
+  for (int layer = 0; layer < 4; ++layer)
+    for (OpRole role : {OpRole::router, OpRole::expert_fc1, OpRole::expert_fc2})
+      EXPECT_EQ((stored[{layer, role}]), 1) << layer << " " << to_string(role);
+}
+
 TEST(OpBinding, RunsExactlyTheKindsTheTableSaysItRuns) {
   Strategy strategy = testing::make_strategy(2, 2, 1, true);
   Scenario scenario = testing::make_scenario(testing::llama_shaped(4), 1, 1024, 16);
@@ -197,9 +233,13 @@ TEST(OpBinding, RunsExactlyTheKindsTheTableSaysItRuns) {
     bind_ops(rc);
     for (OpIndex i = 0; i < rc.size(); ++i) bound.insert(rc.op(i).kind);
   }
+  for (const RankClass& rc : lower(testing::make_strategy(1, 2, 1, false), moe_on(2)).classes) {
+    bind_ops(rc);
+    for (OpIndex i = 0; i < rc.size(); ++i) bound.insert(rc.op(i).kind);
+  }
   for (OpKind kind : all_op_kinds()) {
     if (op_kind_traits(kind).executor_runs) {
-      EXPECT_EQ(bound.count(kind), 1u) << to_string(kind) << " runs but no dense lowering here binds it";
+      EXPECT_EQ(bound.count(kind), 1u) << to_string(kind) << " runs but no lowering here binds it";
       continue;
     }
     RankClass lone;
@@ -213,8 +253,18 @@ TEST(OpBinding, RunsExactlyTheKindsTheTableSaysItRuns) {
 }
 
 TEST(OpBinding, RefusesWhatTheExecutorDoesNotRun) {
+  // Experts over 8 data-parallel ranks: their gradients are reduced over the expert-data group.
   Scenario moe = testing::make_scenario(testing::moe_shaped(), 1, 1024, 16);
   EXPECT_THROW(bind_ops(lower(testing::make_strategy(1, 1), moe).classes[0]), std::invalid_argument);
+  // Expert parallelism: the tokens travel by all-to-all.
+  Strategy ep = testing::make_strategy(1, 1, 1, false);
+  ep.expert_model_parallel_size = 2;
+  try {
+    bind_ops(lower(ep, moe_on(2)).classes[0]);
+    ADD_FAILURE() << "an all-to-all was bound";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("all_to_all"), std::string::npos) << e.what();
+  }
   EXPECT_THROW(bind_ops(lower(testing::make_strategy(1, 1, 2, false)).classes[0]), std::invalid_argument);
 }
 

@@ -1,6 +1,7 @@
 // Parameter units and shard maps: every TP split of a weight covers the full weight's columns (or rows)
 // exactly once, so that a sharded model holds exactly the single-GPU model's values.
 #include <set>
+#include <tuple>
 
 #include <gtest/gtest.h>
 
@@ -113,6 +114,40 @@ TEST(Parameters, RefusesModelsTheExecutorDoesNotRun) {
   Strategy s = testing::make_strategy(1, 1);
   ASSERT_FALSE(complete_strategy(gpt, s).has_value());
   EXPECT_THROW(plan_parameter_units(gpt, s, RankPlacement{}, 1), std::invalid_argument);
+}
+
+// An MoE layer's unit: the attention's weights, the router [hidden, experts] and each expert's fc1 and fc2
+// stacked, as many weights as the memory model counts (plan_parameter_units checks the sum).
+TEST(Parameters, AnMoeLayerHoldsItsRouterAndExpertStacks) {
+  Scenario moe = testing::make_scenario(testing::moe_shaped(), 1, 1024, 16);
+  moe.cluster.node_groups[0].gpus_per_node = 2;
+  Strategy s = testing::make_strategy(1, 2, 1, false);
+  ASSERT_FALSE(complete_strategy(moe, s).has_value());
+  const auto units = plan_parameter_units(moe, s, RankPlacement{0, 0, 1}, 7);
+  const ModelConfig& m = moe.model;
+  int layers = 0;
+  for (const ParameterUnitLayout& unit : units) {
+    if (unit.id < 0) continue;
+    ++layers;
+    EXPECT_EQ(unit.tensor(OpRole::router).rows, m.hidden_size);
+    EXPECT_EQ(unit.tensor(OpRole::router).cols, m.moe.num_experts);
+    EXPECT_EQ(unit.tensor(OpRole::expert_fc1).rows, m.moe.num_experts * m.hidden_size);
+    EXPECT_EQ(unit.tensor(OpRole::expert_fc1).cols, 2 * m.moe.ffn_hidden_size);  // SwiGLU: gate and up
+    EXPECT_EQ(unit.tensor(OpRole::expert_fc2).rows, m.moe.num_experts * m.moe.ffn_hidden_size);
+    EXPECT_EQ(unit.tensor(OpRole::expert_fc2).cols, m.hidden_size);
+    EXPECT_THROW(unit.tensor(OpRole::fc1), std::logic_error);
+  }
+  EXPECT_EQ(layers, 2);  // the second of two stages
+}
+
+TEST(Parameters, RunsExpertsWherePipelineParallelismIsTheOnlySplit) {
+  Scenario moe = testing::make_scenario(testing::moe_shaped(), 1, 1024, 16);
+  for (auto [tp, ep, sp] : {std::tuple{2, 1, true}, std::tuple{1, 2, false}, std::tuple{1, 1, false}}) {
+    Strategy s = testing::make_strategy(tp, 1, 1, sp);
+    s.expert_model_parallel_size = ep;
+    ASSERT_FALSE(complete_strategy(moe, s).has_value());  // 8 GPUs: the rest is data parallel
+    EXPECT_THROW(plan_parameter_units(moe, s, RankPlacement{}, 1), std::invalid_argument) << s.key();
+  }
 }
 
 TEST(TokenStream, SplitsOfTheBatchSeeTheSameSequences) {

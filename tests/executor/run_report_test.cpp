@@ -34,6 +34,8 @@ TEST(RunReport, ARanksFileReadsBackAsWritten) {
   run.peak_memory_bytes = 123456789;
   run.dropped_records = 3;
   run.kernels = testing::stage0_kernels();  // repeated names (interned in the file) and a kernel outside any op
+  run.expert_loads = {{1, 0, 3, {5, 0, 7, 4}}, {1, 1, 3, {4, 4, 4, 4}}};
+  run.aux_losses = {0.0125, 0.0101};
   write_rank_run(dir.path, run, graph.classes[0], 1);
 
   const RankRun back = read_rank_run(dir.path / "measured" / "rank2.json");
@@ -54,6 +56,18 @@ TEST(RunReport, ARanksFileReadsBackAsWritten) {
     EXPECT_EQ(back.kernels[i].op, run.kernels[i].op) << i;
   }
   EXPECT_TRUE(std::filesystem::exists(dir.path / "traces" / "measured_rank2.json"));
+  ASSERT_EQ(back.expert_loads.size(), 2u);
+  EXPECT_EQ(back.expert_loads[0].tokens_per_expert, run.expert_loads[0].tokens_per_expert);
+  EXPECT_EQ(back.expert_loads[1].micro_batch, 1);
+  EXPECT_EQ(back.expert_loads[1].layer, 3);
+  EXPECT_EQ(back.aux_losses, run.aux_losses);
+}
+
+// The busiest expert over the mean: 7 of 16 copies over 4 experts is 1.75 times the mean of 4.
+TEST(RunReport, RoutingImbalanceIsTheBusiestExpertOverTheMean) {
+  EXPECT_DOUBLE_EQ(routing_imbalance({0, 0, 0, {5, 0, 7, 4}}), 1.75);
+  EXPECT_DOUBLE_EQ(routing_imbalance({0, 0, 0, {4, 4, 4, 4}}), 1.0);
+  EXPECT_DOUBLE_EQ(routing_imbalance({0, 0, 0, {0, 0}}), 1.0);
 }
 
 TEST(RunReport, RefusesAFileThatIsNotARanksMeasurements) {

@@ -1,9 +1,8 @@
-// The executor's elementwise, norm, embedding, loss and MoE kernels against float64 CPU references on fresh
+// The executor's elementwise, norm, embedding and loss kernels against float64 CPU references on fresh
 // random inputs, with every output poisoned first (attention: kernels_attention_test; the optimizer's:
-// kernels_optimizer_test).
+// kernels_optimizer_test; mixture of experts: kernels_moe_test).
 #include <algorithm>
 #include <cstdio>
-#include <numeric>
 
 #include "gpu/kernels.hpp"
 #include "tests/gpu/kernel_test_util.hpp"
@@ -311,53 +310,6 @@ TEST_P(KernelCrossEntropy, TwoShardsMatchOneShardAndReference) {
 INSTANTIATE_TEST_SUITE_P(Shapes, KernelCrossEntropy,
                          ::testing::Values(CrossEntropyShape{45, 1001, 384}, CrossEntropyShape{64, 32000, 16000},
                                            CrossEntropyShape{17, 4104, 2048}));
-
-TEST(KernelMoe, RouterTopKPermuteUnpermute) {
-  REQUIRE_GPU();
-  const std::int64_t tokens = 37, cols = 72;
-  const int experts = 40, top_k = 3;
-  auto logits = random_bf16(tokens * experts, 4.0);
-  auto index = poisoned(tokens * top_k * 4), weight = poisoned(tokens * top_k * 4);
-  k::moe_router_topk(bf(logits), i32(index), f32(weight), tokens, experts, top_k, nullptr);
-  const auto hl = bf16_to_host(logits.data(), tokens * experts);
-  std::vector<std::int32_t> got_index(tokens * top_k);
-  TWIN_CUDA_CHECK(cudaMemcpy(got_index.data(), index.data(), got_index.size() * 4, cudaMemcpyDeviceToHost));
-  std::vector<double> rweight(tokens * top_k);
-  std::vector<std::int32_t> rindex(tokens * top_k);
-  for (std::int64_t t = 0; t < tokens; ++t) {
-    std::vector<int> order(experts);
-    std::iota(order.begin(), order.end(), 0);
-    std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return hl[t * experts + a] > hl[t * experts + b]; });
-    double chosen = 0;
-    for (int j = 0; j < top_k; ++j) chosen += std::exp(hl[t * experts + order[j]]);
-    for (int j = 0; j < top_k; ++j) {
-      rindex[t * top_k + j] = order[j];
-      rweight[t * top_k + j] = std::exp(hl[t * experts + order[j]]) / chosen;
-    }
-  }
-  EXPECT_EQ(got_index, rindex);
-  EXPECT_LT(report("moe_router_topk weights", relative_error(f32_to_host(weight.data(), tokens * top_k), rweight)), 1e-5);
-
-  // Dispatch: routed row i holds token source[i]; combine: token t sums its top_k routed rows.
-  const std::int64_t routed = tokens * top_k;
-  std::vector<std::int32_t> source(routed), routed_row(routed);
-  for (std::int64_t i = 0; i < routed; ++i) source[i] = static_cast<std::int32_t>((i * 17) % tokens);
-  for (std::int64_t i = 0; i < routed; ++i) routed_row[i] = static_cast<std::int32_t>((i * 29 + 3) % routed);
-  auto dsource = upload(source), drouted = upload(routed_row);
-  auto x = random_bf16(tokens * cols), permuted = poisoned(routed * cols * 2), combined = poisoned(tokens * cols * 2);
-  k::moe_permute(bf(x), i32(dsource), bf(permuted), routed, cols, nullptr);
-  k::moe_unpermute(bf(permuted), i32(drouted), f32(weight), bf(combined), tokens, top_k, cols, nullptr);
-  const auto hx = bf16_to_host(x.data(), tokens * cols), hw = f32_to_host(weight.data(), routed);
-  std::vector<double> rperm(routed * cols), rcomb(tokens * cols, 0.0);
-  for (std::int64_t i = 0; i < routed; ++i)
-    for (std::int64_t c = 0; c < cols; ++c) rperm[i * cols + c] = hx[source[i] * cols + c];
-  for (std::int64_t t = 0; t < tokens; ++t)
-    for (int j = 0; j < top_k; ++j)
-      for (std::int64_t c = 0; c < cols; ++c)
-        rcomb[t * cols + c] += hw[t * top_k + j] * rperm[routed_row[t * top_k + j] * cols + c];
-  EXPECT_EQ(report("moe_permute", relative_error(bf16_to_host(permuted.data(), routed * cols), rperm)), 0.0);
-  EXPECT_LT(report("moe_unpermute", relative_error(bf16_to_host(combined.data(), tokens * cols), rcomb)), kBf16Tolerance);
-}
 
 }  // namespace
 }  // namespace twin::test

@@ -6,10 +6,11 @@
 # Logs and tables go to $OUT (or out/gpu-check): run.log, ctest.log, calibrate.log, profile.json,
 # check.log, check.csv, check.md.
 # TWIN_GPU_STEPS picks steps (default: all but accuracy and check-sweep): tests calibrate calibrate-checks check
-# check-sweep execute mpirun accuracy;
+# check-sweep execute moe mpirun accuracy;
 # `accuracy` runs issue 5's study on as many GPUs as the machine has (scenarios/accuracy-llama2-7b-<N>xH200.json,
 # or TWIN_ACCURACY_SCENARIO) with this call's profile. TWIN_PROFILE=FILE skips calibration and checks that profile instead.
 # TWIN_CALIBRATE_SCENARIO=S.json makes calibration also measure the exact shapes of S's candidates.
+# TWIN_GPU_TEST_FILTER=PATTERN runs only those GPU tests (a gtest filter).
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 OUT="${OUT:-out/gpu-check}"
@@ -18,7 +19,7 @@ exec > >(tee -a "$OUT/run.log") 2>&1
 export NCCL_NVLS_ENABLE="${NCCL_NVLS_ENABLE:-0}"  # the user's value wins, as in twin's launcher
 step() { echo; echo "=== $* ($(date -u +%H:%M:%S))"; }
 status=0
-steps="${TWIN_GPU_STEPS:-tests calibrate calibrate-checks check execute mpirun}"
+steps="${TWIN_GPU_STEPS:-tests calibrate calibrate-checks check execute moe mpirun}"
 wants() { [[ " $steps " == *" $1 "* ]]; }
 gpus=$(nvidia-smi -L | wc -l)
 
@@ -68,7 +69,7 @@ echo "build: ${SECONDS}s"
 
 if wants tests; then
 step "GPU tests (test_gpu: what ctest -L gpu runs)"
-"$test_gpu" > "$OUT/ctest.log" 2>&1 || status=1
+"$test_gpu" ${TWIN_GPU_TEST_FILTER:+--gtest_filter=$TWIN_GPU_TEST_FILTER} > "$OUT/ctest.log" 2>&1 || status=1
 tail -15 "$OUT/ctest.log"
 fi
 
@@ -142,6 +143,18 @@ python3 tests/gpu/execute_check.py --twin "$twin" --out /tmp/execute-check --gpu
   > "$OUT/execute_check.log" 2>&1 || status=1
 cp /tmp/execute-check/execute_check.md "$OUT/" 2>/dev/null && cat "$OUT/execute_check.md"
 echo "execute checks: ${SECONDS}s wall"
+fi
+
+if wants moe; then
+step "twin execute on MoE plans: loss, routing skew, fold and predict again (tests/gpu/moe_check.py)"
+SECONDS=0
+gpu_name=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
+case "$gpu_name" in *H100*) moe_gpu=H100-SXM-80GB; moe_profile=h100-x1 ;; *) moe_gpu=H200-141GB; moe_profile=h200-x1 ;; esac
+python3 tests/gpu/moe_check.py --twin "$twin" --out /tmp/moe-check --gpus "$gpus" --gpu "$moe_gpu" \
+  --profile "${TWIN_MOE_PROFILE:-$moe_profile}" > "$OUT/moe_check.log" 2>&1 || status=1
+cp /tmp/moe-check/moe_check.md /tmp/moe-check/moe_check.json "$OUT/" 2>/dev/null && cat "$OUT/moe_check.md"
+tar czf "$OUT/moe-runs.tar.gz" --exclude=traces -C /tmp moe-check 2>/dev/null
+echo "MoE checks: ${SECONDS}s wall"
 fi
 
 if wants mpirun && command -v mpirun > /dev/null; then

@@ -1,0 +1,200 @@
+// An MoE layer's experts block, dropless (Megatron-LM's MoE layer with the token dispatcher's permutation and
+// grouped GEMMs): the router's softmax and top-k, the routed copies sorted by expert, the experts' MLPs as
+// grouped GEMMs over each expert's rows, and the weighted combine; backward the same in reverse, with the
+// Switch load-balancing loss's gradient added to the router's. Each expert's row count is known to the host
+// after the router op (one copy of `experts` integers): the grouped GEMMs need it, as Megatron's do.
+#include <stdexcept>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "gpu/checks.hpp"
+#include "gpu/grouped_matmul.hpp"
+#include "gpu/kernels.hpp"
+#include "executor/gpu/stage_runtime.hpp"
+
+namespace twin::exec {
+namespace {
+
+constexpr std::size_t kBf16 = sizeof(bf16);
+using layer::Tensor;
+
+}  // namespace
+
+void StageRuntime::moe(const Op& op, const OpBinding& b, int mb, int unit, cudaStream_t stream) {
+  const lowering::RankShapes& s = shapes_;
+  const std::int64_t tokens = s.tokens_local, h = s.h, experts = s.experts_total;
+  const int top_k = scenario_.model.moe.top_k;
+  const std::int64_t routed = tokens * top_k;
+  const std::int64_t ffn = s.moe_ffn, fc1_width = s.moe_fc1_width;
+  ParameterUnit& parameters = params_->unit(unit);
+  const auto tensor = [&](Tensor t, Form form = Form::value) { return get(mb, unit, {t, form}); };
+  const auto bf = [&](Tensor t, Form form = Form::value) { return static_cast<bf16*>(tensor(t, form)); };
+  const auto i32 = [&](Tensor t) { return static_cast<std::int32_t*>(tensor(t)); };
+  const auto f32 = [&](Tensor t, Form form = Form::value) { return static_cast<float*>(tensor(t, form)); };
+  const auto new_bf16 = [&](Tensor t, Form form, std::int64_t elements) {
+    return static_cast<bf16*>(make(mb, unit, {t, form}, elements * kBf16, stream));
+  };
+  const auto done = [&](std::initializer_list<Act> names) {
+    for (Act name : names) release(mb, unit, name, stream);
+  };
+  // The experts' GEMMs: one group per expert over its rows [first, first + count) of the routed copies.
+  const auto expert_groups = [&](std::int64_t n, std::int64_t k, auto&& group_of) {
+    const std::vector<std::int64_t>& counts = expert_counts_.at({mb, unit});
+    std::vector<GemmGroup> groups;
+    std::int64_t first = 0;
+    for (std::int64_t e = 0; e < experts; ++e) {
+      groups.push_back(group_of(e, first, counts[e], n, k));
+      first += counts[e];
+    }
+    return groups;
+  };
+  // The GEMM's weight (the router's, or the experts' stacked [experts * in, out]) and its gradient.
+  const bool gemm = b.subject != OpRole::none;
+  bf16* weights = gemm ? parameters.params + parameters.tensor(b.subject).offset : nullptr;
+  bf16* grads = gemm ? parameters.grads + parameters.tensor(b.subject).offset : nullptr;
+  // Forward products of expert e: rows of `in` (width k) times W_e [k, n] into rows of `out` (width n).
+  const bool fc1 = b.subject == OpRole::expert_fc1;
+  const Tensor in = fc1 ? Tensor::expert_input : Tensor::expert_activation_out;
+  const Tensor out = fc1 ? Tensor::expert_fc1_out : Tensor::expert_out;
+  const std::int64_t in_width = fc1 ? h : ffn, out_width = fc1 ? fc1_width : h;
+
+  switch (b.action) {
+    case Action::router_forward: {
+      const bf16* x = bf(Tensor::mlp_norm_out);
+      bf16* logits = new_bf16(Tensor::router_logits, Form::value, tokens * experts);
+      matmuls_[static_cast<int>(op.stream)]->run({tokens, experts, h, false, false, false}, x, weights, logits, stream);
+      auto* probs = static_cast<float*>(make(mb, unit, {Tensor::router_probs}, tokens * experts * 4, stream));
+      auto* choice = static_cast<std::int32_t*>(make(mb, unit, {Tensor::expert_choice}, routed * 4, stream));
+      auto* weight = static_cast<float*>(make(mb, unit, {Tensor::combine_weight}, routed * 4, stream));
+      kernels::moe_router_topk(logits, probs, choice, weight, tokens, static_cast<int>(experts), top_k, stream);
+      done({{Tensor::router_logits}});
+      auto* order = static_cast<std::int32_t*>(make(mb, unit, {Tensor::expert_order}, routed * 4, stream));
+      auto* row = static_cast<std::int32_t*>(make(mb, unit, {Tensor::routed_row}, routed * 4, stream));
+      auto* counts = static_cast<std::int32_t*>(make(mb, unit, {Tensor::expert_counts}, experts * 4, stream));
+      kernels::moe_sort_by_expert(choice, routed, static_cast<int>(experts), order, row, counts, moe_sort_workspace_,
+                                  moe_sort_workspace_bytes_, stream);
+      TWIN_CUDA_CHECK(cudaMemcpyAsync(counts_host_, counts, experts * 4, cudaMemcpyDeviceToHost, stream));
+      TWIN_CUDA_CHECK(cudaEventRecord(counts_copied_, stream));
+      TWIN_CUDA_CHECK(cudaEventSynchronize(counts_copied_));
+      std::vector<std::int64_t>& host = expert_counts_[{mb, unit}];
+      host.assign(counts_host_, counts_host_ + experts);
+      if (!op.recomputed) {  // a recomputed forward routes the same tokens the same way
+        kernels::moe_aux_loss(probs, counts, aux_loss_coeff_per_micro_batch(), aux_loss_sum_, tokens,
+                              static_cast<int>(experts), top_k, stream);
+        expert_loads_.push_back({iteration_, mb, unit, host});
+      }
+      return;
+    }
+    case Action::expert_dispatch: {
+      bf16* rows = new_bf16(Tensor::expert_input, Form::value, routed * h);
+      kernels::moe_permute(bf(Tensor::mlp_norm_out), i32(Tensor::expert_order), top_k, rows, routed, h, stream);
+      return;
+    }
+    case Action::expert_forward: {
+      bf16* x = bf(in);
+      bf16* y = new_bf16(out, Form::value, routed * out_width);
+      const auto groups = expert_groups(out_width, in_width, [&](std::int64_t e, std::int64_t first, std::int64_t count,
+                                                                 std::int64_t n, std::int64_t k) {
+        return GemmGroup{count, n, k, x + first * k, weights + e * k * n, y + first * n};
+      });
+      grouped_->run(groups, false, false, false, stream);
+      return;
+    }
+    case Action::expert_activation_forward: {
+      bf16* act = new_bf16(Tensor::expert_activation_out, Form::value, routed * ffn);
+      if (s.swiglu)
+        kernels::swiglu_forward(bf(Tensor::expert_fc1_out), act, routed, ffn, stream);
+      else
+        kernels::gelu_forward(bf(Tensor::expert_fc1_out), act, routed * ffn, stream);
+      return;
+    }
+    case Action::expert_combine: {
+      bf16* branch = new_bf16(Tensor::fc2_out, Form::value, tokens * h);
+      kernels::moe_unpermute(bf(Tensor::expert_out), i32(Tensor::routed_row), f32(Tensor::combine_weight), branch,
+                             tokens, top_k, h, stream);
+      return;
+    }
+
+    // ---- backward, in the graph's order: combine, fc2, activation, fc1, dispatch, router ----
+    case Action::expert_combine_backward: {
+      // The branch's gradient is the layer output's (the MLP residual adds the branch to the stream).
+      const bf16* d_branch = bf(Tensor::output, Form::gradient);
+      bf16* d_rows = new_bf16(Tensor::expert_out, Form::gradient, routed * h);
+      auto* d_weight = static_cast<float*>(make(mb, unit, {Tensor::combine_weight, Form::gradient}, routed * 4, stream));
+      kernels::moe_unpermute_backward(d_branch, bf(Tensor::expert_out), i32(Tensor::expert_order),
+                                      i32(Tensor::routed_row), f32(Tensor::combine_weight), d_rows, d_weight, tokens,
+                                      top_k, h, stream);
+      bf16* d_logits = new_bf16(Tensor::router_logits, Form::gradient, tokens * experts);
+      kernels::moe_router_backward(f32(Tensor::router_probs), i32(Tensor::expert_choice), f32(Tensor::combine_weight),
+                                   d_weight, i32(Tensor::expert_counts), aux_loss_coeff_per_micro_batch(), d_logits,
+                                   tokens, static_cast<int>(experts), top_k, stream);
+      done({{Tensor::expert_out}, {Tensor::router_probs}, {Tensor::combine_weight},
+            {Tensor::combine_weight, Form::gradient}, {Tensor::expert_choice}});
+      return;
+    }
+    case Action::expert_input_grad: {  // d in_e [count, k] = d out_e [count, n] W_e^T
+      bf16* dy = bf(out, Form::gradient);
+      bf16* dx = new_bf16(in, Form::gradient, routed * in_width);
+      const auto groups = expert_groups(in_width, out_width, [&](std::int64_t e, std::int64_t first,
+                                                                 std::int64_t count, std::int64_t n, std::int64_t k) {
+        return GemmGroup{count, n, k, dy + first * k, weights + e * k * n, dx + first * n};
+      });
+      grouped_->run(groups, false, true, false, stream);
+      return;
+    }
+    case Action::expert_weight_grad: {  // dW_e [k_in, n_out] (+)= in_e^T [k_in, count] d out_e [count, n_out]
+      bf16* x = bf(in);
+      bf16* dy = bf(out, Form::gradient);
+      const std::vector<std::int64_t>& counts = expert_counts_.at({mb, unit});
+      std::vector<GemmGroup> groups;
+      std::int64_t first = 0;
+      for (std::int64_t e = 0; e < experts; ++e) {
+        groups.push_back({in_width, out_width, counts[e], x + first * in_width, dy + first * out_width,
+                          grads + e * in_width * out_width});
+        first += counts[e];
+      }
+      grouped_->run(groups, true, false, !b.first_gradient, stream);
+      done({{in}, {out, Form::gradient}});
+      return;
+    }
+    case Action::expert_activation_backward: {
+      bf16* d_fc1 = new_bf16(Tensor::expert_fc1_out, Form::gradient, routed * fc1_width);
+      const bf16* d_act = bf(Tensor::expert_activation_out, Form::gradient);
+      if (s.swiglu)
+        kernels::swiglu_backward(bf(Tensor::expert_fc1_out), d_act, d_fc1, routed, ffn, stream);
+      else
+        kernels::gelu_backward(bf(Tensor::expert_fc1_out), d_act, d_fc1, routed * ffn, stream);
+      done({{Tensor::expert_fc1_out}, {Tensor::expert_activation_out, Form::gradient}});
+      return;
+    }
+    case Action::expert_dispatch_backward: {  // each token's gradient sums its copies'
+      bf16* dx = new_bf16(Tensor::mlp_norm_out, Form::gradient, tokens * h);
+      kernels::moe_unpermute(bf(Tensor::expert_input, Form::gradient), i32(Tensor::routed_row), nullptr, dx, tokens,
+                             top_k, h, stream);
+      done({{Tensor::expert_input, Form::gradient}, {Tensor::expert_order}, {Tensor::routed_row}});
+      return;
+    }
+    case Action::router_input_grad:  // the router's part of the norm output's gradient, added to the experts'
+      matmuls_[static_cast<int>(op.stream)]->run({tokens, h, experts, false, true, true},
+                                                 bf(Tensor::router_logits, Form::gradient), weights,
+                                                 bf(Tensor::mlp_norm_out, Form::gradient), stream);
+      return;
+    case Action::router_weight_grad:
+      matmuls_[static_cast<int>(op.stream)]->run({h, experts, tokens, true, false, !b.first_gradient},
+                                                 bf(Tensor::mlp_norm_out), bf(Tensor::router_logits, Form::gradient),
+                                                 grads, stream);
+      done({{Tensor::router_logits, Form::gradient}, {Tensor::expert_counts}});
+      expert_counts_.erase({mb, unit});
+      return;
+    default: throw std::logic_error("executor: not an experts-block action");
+  }
+}
+
+float StageRuntime::aux_loss_coeff_per_micro_batch() const {
+  // The loss is the mean over the global batch; each micro-batch's load-balancing loss counts 1/(M dp) of it.
+  return static_cast<float>(options_.moe_aux_loss_coeff /
+                            (static_cast<double>(strategy_.num_micro_batches) * strategy_.data_parallel_size));
+}
+
+}  // namespace twin::exec

@@ -1,0 +1,96 @@
+// The experts' grouped GEMMs (gpu/grouped_matmul.hpp) against a float64 CPU reference, in the three ways a
+// dropless MoE layer uses them: forward (routed token rows times each expert's weight), input gradient
+// (transpose_b) and weight gradient (transpose_a, plain and accumulating), with unequal m: an expert without
+// tokens and one with a single row.
+#include <algorithm>
+#include <span>
+
+#include "gpu/grouped_matmul.hpp"
+#include "tests/gpu/kernel_test_util.hpp"
+
+namespace twin::test {
+namespace {
+
+using B = __nv_bfloat16;
+
+// Row-major reference of op(A)[m,k] op(B)[k,n], A stored [m,k] or [k,m], B [k,n] or [n,k], from element offsets.
+std::vector<double> reference_product(const std::vector<double>& a, std::int64_t a_at, const std::vector<double>& b,
+                                      std::int64_t b_at, std::int64_t m, std::int64_t n, std::int64_t k,
+                                      bool transpose_a, bool transpose_b) {
+  std::vector<double> c(m * n, 0.0);
+  for (std::int64_t i = 0; i < m; ++i)
+    for (std::int64_t p = 0; p < k; ++p) {
+      const double av = a[a_at + (transpose_a ? p * m + i : i * k + p)];
+      for (std::int64_t j = 0; j < n; ++j) c[i * n + j] += av * b[b_at + (transpose_b ? j * k + p : p * n + j)];
+    }
+  return c;
+}
+
+void place(std::vector<double>& out, std::int64_t at, const std::vector<double>& part) {
+  std::copy(part.begin(), part.end(), out.begin() + at);
+}
+
+TEST(GroupedMatmul, ExpertForwardInputAndWeightGradients) {
+  REQUIRE_GPU();
+  const std::vector<std::int64_t> tokens{5, 0, 1, 37, 64};  // per expert: unequal m, none, a single row
+  const std::int64_t experts = static_cast<std::int64_t>(tokens.size()), h = 96, f = 160;
+  std::vector<std::int64_t> first(experts + 1, 0);  // each expert's first routed row
+  for (std::int64_t e = 0; e < experts; ++e) first[e + 1] = first[e] + tokens[e];
+  const std::int64_t rows = first[experts];
+  auto x = random_bf16(rows * h), w = random_bf16(experts * h * f), dy = random_bf16(rows * f);
+  auto y = poisoned(rows * f * 2), dx = poisoned(rows * h * 2), dw = poisoned(experts * h * f * 2);
+  auto dw_sum = random_bf16(experts * h * f);  // gradients accumulated over earlier micro-batches
+  const auto hx = bf16_to_host(x.data(), rows * h), hw = bf16_to_host(w.data(), experts * h * f);
+  const auto hdy = bf16_to_host(dy.data(), rows * f), hdw_start = bf16_to_host(dw_sum.data(), experts * h * f);
+
+  std::vector<exec::GemmGroup> forward, input_grad, weight_grad, weight_grad_sum;
+  for (std::int64_t e = 0; e < experts; ++e) {
+    const B *xe = bf(x) + first[e] * h, *we = bf(w) + e * h * f, *dye = bf(dy) + first[e] * f;
+    forward.push_back({tokens[e], f, h, xe, we, bf(y) + first[e] * f});             // Y_e = X_e W_e
+    input_grad.push_back({tokens[e], h, f, dye, we, bf(dx) + first[e] * h});        // dX_e = dY_e W_e^T
+    weight_grad.push_back({h, f, tokens[e], xe, dye, bf(dw) + e * h * f});          // dW_e = X_e^T dY_e
+    weight_grad_sum.push_back({h, f, tokens[e], xe, dye, bf(dw_sum) + e * h * f});  // dW_e += X_e^T dY_e
+  }
+  exec::GroupedMatmul grouped;
+  grouped.run(forward, false, false, false, nullptr);
+  const auto y_first = bf16_to_host(y.data(), rows * f);
+  for (int i = 0; i < 10; ++i) grouped.run(forward, false, false, false, nullptr);  // around the pointer slots
+  grouped.run(input_grad, false, true, false, nullptr);
+  grouped.run(weight_grad, true, false, false, nullptr);
+  grouped.run(weight_grad_sum, true, false, true, nullptr);
+
+  std::vector<double> ry(rows * f), rdx(rows * h), rdw(experts * h * f), rdw_sum(hdw_start);
+  for (std::int64_t e = 0; e < experts; ++e) {
+    place(ry, first[e] * f, reference_product(hx, first[e] * h, hw, e * h * f, tokens[e], f, h, false, false));
+    place(rdx, first[e] * h, reference_product(hdy, first[e] * f, hw, e * h * f, tokens[e], h, f, false, true));
+    place(rdw, e * h * f, reference_product(hx, first[e] * h, hdy, first[e] * f, h, f, tokens[e], true, false));
+  }
+  for (std::size_t i = 0; i < rdw.size(); ++i) rdw_sum[i] += rdw[i];
+  const auto got_y = bf16_to_host(y.data(), rows * f), got_dw_sum = bf16_to_host(dw_sum.data(), experts * h * f);
+  EXPECT_LT(report("grouped Y = X W", relative_error(got_y, ry)), kBf16Tolerance);
+  EXPECT_EQ(got_y, y_first) << "same input, same bits";
+  EXPECT_LT(report("grouped dX = dY W^T", relative_error(bf16_to_host(dx.data(), rows * h), rdx)), kBf16Tolerance);
+  EXPECT_LT(report("grouped dW = X^T dY", relative_error(bf16_to_host(dw.data(), experts * h * f), rdw)),
+            kBf16Tolerance);
+  EXPECT_LT(report("grouped dW += X^T dY", relative_error(got_dw_sum, rdw_sum)), kBf16Tolerance);
+  // The expert without tokens: its weight gradient is zero, or unchanged when accumulating.
+  const std::int64_t empty = 1;
+  for (std::int64_t i = empty * h * f; i < (empty + 1) * h * f; ++i) {
+    ASSERT_EQ(rdw[i], 0.0);
+    ASSERT_EQ(got_dw_sum[i], hdw_start[i]) << "element " << i;
+  }
+}
+
+TEST(GroupedMatmul, RefusesNegativeSizesAndNullOperands) {
+  REQUIRE_GPU();
+  auto a = random_bf16(64 * 64), c = poisoned(64 * 64 * 2);
+  exec::GroupedMatmul grouped;
+  const exec::GemmGroup negative{-1, 64, 64, bf(a), bf(a), bf(c)}, no_b{64, 64, 64, bf(a), nullptr, bf(c)};
+  const exec::GemmGroup empty{0, 64, 64, nullptr, nullptr, nullptr};  // writes nothing: needs no operand
+  EXPECT_THROW(grouped.run(std::span(&negative, 1), false, false, false, nullptr), std::invalid_argument);
+  EXPECT_THROW(grouped.run(std::span(&no_b, 1), false, false, false, nullptr), std::invalid_argument);
+  EXPECT_NO_THROW(grouped.run(std::span(&empty, 1), false, false, false, nullptr));
+}
+
+}  // namespace
+}  // namespace twin::test

@@ -1,0 +1,151 @@
+#!/usr/bin/env python3
+"""twin execute on MoE plans, and the loop they close: a small Mixtral-shaped model (8 experts, top-2, dropless)
+against its own single-GPU loss curve under recompute, residual fusion and pipeline stages; the measured
+routing skew recorded in the run; then a Mixtral-8x7B-wide model (2 layers) timed against its prediction,
+folded into a profile by `twin calibrate --from-trace`, and simulated again with the measured routing.
+
+Usage: moe_check.py --twin build/twin [--out DIR] [--gpus N] [--iters N] [--profile NAME|FILE] [--gpu NAME]
+Results: $OUT/moe_check.md and $OUT/moe_check.json; exit 1 when a check fails.
+"""
+import argparse, json, os, shutil, subprocess, sys
+
+import execute_check as ec
+
+MOE_SMALL = {"preset": "mixtral-8x7b", "num_layers": 4, "hidden_size": 1024, "ffn_hidden_size": 2816,
+             "num_attention_heads": 16, "num_query_groups": 4, "vocab_size": 8192,
+             "moe": {"num_experts": 8, "top_k": 2, "ffn_hidden_size": 1408}}
+MIXTRAL_2L = {"preset": "mixtral-8x7b", "num_layers": 2}
+
+# (name, GPUs, strategy fields beyond execute_check's defaults)
+CORRECTNESS = [
+    ("moe-single", 1, {}),
+    ("moe-recompute-selective", 1, {"recompute": "selective"}),
+    ("moe-recompute-full", 1, {"recompute": "full"}),
+    ("moe-residual-fusion", 1, ec.RESIDUAL_FUSION),
+    ("moe-pp2", 2, {"pipeline_model_parallel_size": 2}),
+]
+# (name, micro-batch, global batch)
+SPEED = [("mixtral-2l-mbs1", 1, 4), ("mixtral-2l-mbs2", 2, 4)]
+
+
+def run(command, log):
+    result = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600)
+    log.write(f"$ {' '.join(command)}\n{result.stdout}\n")
+    log.flush()
+    return result
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--twin", required=True)
+    parser.add_argument("--out", default=os.environ.get("OUT", "out") + "/moe")
+    parser.add_argument("--gpus", type=int, default=1)
+    parser.add_argument("--iters", type=int, default=12)
+    parser.add_argument("--tolerance", type=float, default=0.02)
+    parser.add_argument("--profile", default=ec.PROFILE)
+    parser.add_argument("--gpu", default=ec.GPU)
+    args = parser.parse_args()
+    ec.GPU = args.gpu
+    ec.PROFILE = os.path.abspath(args.profile) if os.path.exists(args.profile) else args.profile
+    os.makedirs(args.out, exist_ok=True)
+    log = open(os.path.join(args.out, "moe_check.log"), "w")
+    report = {"correctness": {}, "speed": {}}
+    failed = False
+    lines = ["## MoE: loss against the single-GPU run (4 layers, hidden 1024, 8 experts of 1408, top-2, seq 1024, "
+             "global batch 8, micro-batch 2)", "",
+             "| case | GPUs | loss step 1 | loss last | max relative difference | routing samples | busiest/mean | "
+             "load-balancing loss | result |", "|---|---|---|---|---|---|---|---|---|"]
+    baseline = None
+    for name, gpus, fields in CORRECTNESS:
+        if gpus > args.gpus:
+            continue
+        doc = ec.scenario(name, MOE_SMALL, gpus, 1024, 8, 2, fields)
+        metrics = ec.run_case(args.twin, args.out, name, doc, args.iters, 2, log)
+        if metrics is None:
+            failed = True
+            lines.append(f"| {name} | {gpus} | | | | | | | FAILED to run |")
+            continue
+        losses = [s["loss"] for s in metrics["steps"]]
+        baseline = baseline or losses
+        diff = max(abs(a - b) / b for a, b in zip(losses, baseline))
+        routing = metrics.get("moe_routing", {})
+        # Every measured step routes each micro-batch through each MoE layer once on the stage that holds it.
+        expected_samples = (args.iters - 2) * 4 * MOE_SMALL["num_layers"]
+        ok = (diff <= args.tolerance and losses[-1] < 0.8 * losses[0] and routing.get("samples") == expected_samples
+              and routing.get("imbalance_mean", 0) >= 1.0)
+        failed |= not ok
+        report["correctness"][name] = {"gpus": gpus, "losses": losses, "max_relative_difference": diff,
+                                       "moe_routing": routing, "ok": ok}
+        lines.append(f"| {name} | {gpus} | {losses[0]:.4f} | {losses[-1]:.4f} | {diff:.2e} | {routing.get('samples')} | "
+                     f"{routing.get('imbalance_mean', 0):.3f} (max {routing.get('imbalance_max', 0):.3f}) | "
+                     f"{routing.get('aux_loss_last', 0):.4f} | {'pass' if ok else 'FAIL'} |")
+        print(lines[-1], flush=True)
+
+    lines += ["", "## Mixtral-8x7B widths, 2 layers, seq 4096, one GPU: measured against predicted; routing folded "
+              "into the profile (`twin calibrate --from-trace`), then predicted again", "",
+              "| case | iteration s | MFU | predicted s (imbalance 1.0) | error | measured imbalance | "
+              "predicted s (measured imbalance) | error | peak GiB | predicted GiB |",
+              "|---|---|---|---|---|---|---|---|---|---|"]
+    for name, mbs, batch in SPEED:
+        doc = ec.scenario(name, MIXTRAL_2L, 1, 4096, batch, mbs, {})
+        metrics = ec.run_case(args.twin, args.out, name, doc, args.iters, 3, log)
+        if metrics is None:
+            failed = True
+            lines.append(f"| {name} | FAILED | | | | | | | | |")
+            continue
+        folder = os.path.join(args.out, name)
+        profile = os.path.join(folder, "folded-profile.json")
+        shutil.copy(ec.PROFILE if os.path.exists(ec.PROFILE) else
+                    os.path.join(os.path.dirname(__file__), "../../cost/profiles", ec.PROFILE + ".json"), profile)
+        fold = run([args.twin, "calibrate", "--from-trace", folder, "--profile", profile], log)
+        report_run = run([args.twin, "report", folder], log)
+        routing = metrics.get("moe_routing", {})
+        measured_imbalance = routing.get("imbalance_mean", 0)
+        ok = fold.returncode == 0 and report_run.returncode == 0 and measured_imbalance >= 1.0
+        with open(profile) as f:
+            folded = json.load(f).get("moe_routing", [])
+        ok &= bool(folded) and abs(folded[0]["routing_imbalance"] - measured_imbalance) < 1e-9
+
+        def predict(subfolder, **changes):  # the same scenario simulated again with `changes`
+            again = os.path.join(folder, subfolder)
+            os.makedirs(again, exist_ok=True)
+            changed = json.loads(json.dumps(doc))
+            changed.update(changes.get("top", {}))
+            changed["model"]["moe"] = dict(changed["model"].get("moe", {}), **changes.get("moe", {}))
+            with open(os.path.join(again, "scenario.json"), "w") as f:
+                json.dump(changed, f, indent=1)
+            if run([args.twin, "simulate", os.path.join(again, "scenario.json"), "--out", again, "--top", "0"],
+                   log).returncode != 0:
+                return None
+            with open(os.path.join(again, "best.json")) as f:
+                return json.load(f)
+
+        # The folded profile gives a scenario without routing_imbalance the measured one...
+        from_profile = predict("with-folded-profile", top={"profile": profile})
+        ok &= from_profile is not None and abs(
+            from_profile["scenario"]["model"]["moe"].get("routing_imbalance", 0) - measured_imbalance) < 1e-9
+        # ... and the shipped profile with the measured imbalance says what the routing alone changes.
+        explicit = predict("with-measured-imbalance", moe={"routing_imbalance": max(measured_imbalance, 1.0)})
+        predicted_again = explicit["predicted"]["iteration_time_s"] if explicit else None
+        m, p = metrics["measured"], metrics["predicted"]
+        failed |= not ok
+        peak = max(r["peak_memory_GiB"] for r in metrics["ranks"])
+        predicted_peak = max(r["predicted_peak_memory_GiB"] for r in metrics["ranks"])
+        report["speed"][name] = {"metrics": metrics, "predicted_with_measured_routing_s": predicted_again, "ok": ok}
+        err = lambda predicted: f"{100 * (m['iteration_s'] / predicted - 1):+.1f}%" if predicted else "n/a"
+        lines.append(f"| {name} | {m['iteration_s']:.4f} | {100 * m['mfu']:.1f}% | {p['iteration_time_s']:.4f} | "
+                     f"{err(p['iteration_time_s'])} | {routing.get('imbalance_mean', 0):.3f} | "
+                     f"{predicted_again or 0:.4f} | {err(predicted_again)} | {peak:.1f} | {predicted_peak:.1f} |"
+                     + ("" if ok else " FAIL"))
+        print(lines[-1], flush=True)
+
+    with open(os.path.join(args.out, "moe_check.md"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+    with open(os.path.join(args.out, "moe_check.json"), "w") as f:
+        json.dump(report, f, indent=1)
+    print("\n".join(lines))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
