@@ -129,6 +129,13 @@ std::int64_t count_parameters(const ModelConfig& m, bool active_only) {
 
 }  // namespace
 
+double MoeConfig::rank_imbalance(int expert_parallel) const {
+  const double experts = num_experts, per_rank = experts / expert_parallel, busiest = imbalance();
+  if (num_experts <= 1) return busiest;
+  const double others_mean = (experts - busiest) / (experts - 1);  // in units of the mean expert load
+  return (busiest + (per_rank - 1) * others_mean) / per_rank;
+}
+
 int ModelConfig::num_moe_layers() const {
   if (!is_moe()) return 0;
   int count = 0;

@@ -28,6 +28,11 @@ struct MoeConfig {
   // (`twin calibrate --from-trace` of an MoE run), else 1.0.
   std::optional<double> routing_imbalance;
   double imbalance() const { return routing_imbalance.value_or(1.0); }
+  // The busiest EP rank's routed copies over the mean rank's, each of `expert_parallel` ranks holding
+  // num_experts / expert_parallel experts: the busiest expert's rank holds it (imbalance x the mean expert load)
+  // and its other experts at the mean of the rest. One rank holding every expert gets every copy (1); one
+  // expert per rank is the expert imbalance itself. A rank's grouped GEMMs and all-to-all scale with this.
+  double rank_imbalance(int expert_parallel) const;
   bool operator==(const MoeConfig&) const = default;
 };
 

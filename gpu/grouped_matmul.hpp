@@ -1,19 +1,17 @@
-// Grouped row-major bf16 GEMMs with fp32 accumulation through cuBLAS's grouped GEMM (cublasGemmGroupedBatchedEx):
-// a dropless MoE layer's expert GEMMs, whose products differ in m (the tokens each expert got), in one call.
-// The executor's expert GEMMs and the calibration's grouped GEMM benchmark, so that calibration times the very
-// calls training makes. Conventions as gpu/matmul.hpp.
+// Grouped row-major bf16 GEMMs with fp32 accumulation: a dropless MoE layer's expert GEMMs, whose products
+// differ in m (the tokens each expert got). Each group is one cuBLASLt call (gpu/matmul.hpp) in group order on
+// the caller's stream, as Megatron-LM's sequential experts and Transformer Engine's grouped linear issue them:
+// on an H200, cuBLAS's one-call grouped GEMM (cublasGemmGroupedBatchedEx) ran Mixtral-8x7B's expert GEMMs at a
+// third of cuBLASLt's rate (docs/PERFORMANCE.md, "MoE"). The executor's expert GEMMs and the calibration's
+// grouped GEMM benchmark both run here, so that calibration times the very calls training makes.
 #pragma once
-#include <cstddef>
 #include <cstdint>
-#include <memory>
 #include <span>
-#include <vector>
 
-#include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
-#include "gpu/device_buffer.hpp"
+#include "gpu/matmul.hpp"
 
 namespace twin::exec {
 
@@ -28,27 +26,15 @@ struct GemmGroup {
 
 class GroupedMatmul {
  public:
-  static constexpr std::size_t kWorkspaceBytes = 32ull << 20;
-  GroupedMatmul();  // its own cuBLAS handle
-  ~GroupedMatmul();
-  GroupedMatmul(const GroupedMatmul&) = delete;
-  GroupedMatmul& operator=(const GroupedMatmul&) = delete;
-
-  // Enqueues all groups on `stream` as one grouped GEMM (C = op(A) op(B), plus C when accumulate). A group with
-  // m == 0 or n == 0 writes nothing; one with k == 0 (an expert that got no tokens, in a weight gradient) sets C
-  // to zero, or leaves it when accumulating. Throws std::invalid_argument on negative sizes or null pointers of a
-  // non-empty group (C when m, n > 0; A and B too when k > 0). The host may return from run() before the GPU
-  // is done; runs on different streams must not overlap in time (they share one cuBLAS workspace).
+  // Enqueues every group on `stream` (C = op(A) op(B), plus C when accumulate). A group with m == 0 or n == 0
+  // writes nothing; one with k == 0 (an expert that got no tokens, in a weight gradient) sets C to zero, or
+  // leaves it when accumulating. Throws std::invalid_argument on negative sizes or null pointers of a non-empty
+  // group (C when m, n > 0; A and B too when k > 0).
   void run(std::span<const GemmGroup> groups, bool transpose_a, bool transpose_b, bool accumulate,
            cudaStream_t stream);
 
  private:
-  struct Slot;  // one run's device pointer arrays and their pinned host staging
-  static constexpr int kSlots = 8;
-  cublasHandle_t handle_ = nullptr;
-  gpu::DeviceBuffer workspace_;
-  std::vector<std::unique_ptr<Slot>> slots_;
-  int next_slot_ = 0;
+  Matmul matmul_;  // its plans are per (m, n, k, ...): a group's m seen before launches at once
 };
 
 }  // namespace twin::exec

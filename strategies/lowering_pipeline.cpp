@@ -50,8 +50,10 @@ RankShapes rank_shapes(const Scenario& scenario, const Strategy& st) {
     s.moe_ffn = m.moe.ffn_hidden_size;
     s.moe_fc1_width = (s.swiglu ? 2 : 1) * s.moe_ffn;
     const double routed = static_cast<double>(s.tokens_local) * m.moe.top_k;
-    s.expert_tokens = static_cast<std::int64_t>(std::ceil(routed * s.ep / s.experts_total * m.moe.imbalance()));
-    s.dispatch_bytes = std::llround(routed * s.h * 2 * m.moe.imbalance());
+    // The busiest EP rank's copies, spread over its experts (dropless: all of them are computed).
+    const double rank_imbalance = m.moe.rank_imbalance(s.ep);
+    s.expert_tokens = static_cast<std::int64_t>(std::ceil(routed * s.ep / s.experts_total * rank_imbalance));
+    s.dispatch_bytes = std::llround(routed * s.h * 2 * rank_imbalance);
     s.permute_bytes = 2 * s.tokens_local * m.moe.top_k * s.h * 2;
   }
   s.layers_per_chunk = max_layers_in_virtual_stage(m, st);

@@ -40,6 +40,7 @@ struct SavedTerms {
   double outside, inside;
   double tp;
   bool recompute_none;
+  double routed_imbalance;  // the busiest EP rank's routed copies over the mean (MoeConfig::rank_imbalance)
 
   double width(layer::Width width) const {
     const ModelConfig& m = model;
@@ -85,7 +86,7 @@ struct SavedTerms {
       case layer::Region::sequence_sharded: return t.bytes_per_element * s * b * w * outside;
       case layer::Region::tensor_sharded: return t.bytes_per_element * s * b * w * inside;
       case layer::Region::routed:  // the rank's token copies, top_k per token, the busiest rank's share
-        return t.bytes_per_element * (s * b * outside * model.moe.top_k * model.moe.imbalance()) * w;
+        return t.bytes_per_element * (s * b * outside * model.moe.top_k * routed_imbalance) * w;
     }
     return 0;
   }
@@ -99,10 +100,11 @@ struct SavedTerms {
 };
 
 SavedTerms saved_terms(const ModelConfig& model, double local_seq, int micro_batch_size, int tensor_parallel,
-                       bool sequence_parallel, Recompute recompute) {
+                       bool sequence_parallel, Recompute recompute, int expert_parallel) {
   const double t = tensor_parallel;
   const double outside = sequence_parallel && tensor_parallel > 1 ? 1.0 / t : 1.0;
-  return {model, local_seq, static_cast<double>(micro_batch_size), outside, 1.0 / t, t, recompute == Recompute::none};
+  return {model,  local_seq, static_cast<double>(micro_batch_size),     outside, 1.0 / t, t,
+          recompute == Recompute::none, model.is_moe() ? model.moe.rank_imbalance(expert_parallel) : 1.0};
 }
 
 }  // namespace
@@ -116,9 +118,9 @@ StateBytes state_bytes_per_parameter(const TrainingConfig& training) {
 
 Bytes activation_bytes_per_layer(const ModelConfig& model, std::int64_t seq_length, int micro_batch_size,
                                  int tensor_parallel, bool sequence_parallel, int context_parallel,
-                                 Recompute recompute, bool moe_layer, int /*expert_parallel*/) {
+                                 Recompute recompute, bool moe_layer, int expert_parallel) {
   const SavedTerms terms = saved_terms(model, static_cast<double>(seq_length) / context_parallel, micro_batch_size,
-                                       tensor_parallel, sequence_parallel, recompute);
+                                       tensor_parallel, sequence_parallel, recompute, expert_parallel);
   if (recompute == Recompute::full) return std::llround(terms.bytes(layer::kFullyRecomputedLayer));
   return std::llround(terms.bytes(layer::layer_blocks(moe_layer)));
 }
@@ -170,7 +172,7 @@ MemoryEstimate estimate_memory(const Scenario& scenario, const Strategy& st) {
     const int chunks = chunks_per_stage(st);
     // The embedding and the output layer keep what they keep whatever the recompute.
     const SavedTerms edge_terms =
-        saved_terms(m, static_cast<double>(seq / cp), st.micro_batch_size, tp, sp, Recompute::none);
+        saved_terms(m, static_cast<double>(seq / cp), st.micro_batch_size, tp, sp, Recompute::none, ep);
     std::vector<std::vector<double>> unit_bytes(static_cast<std::size_t>(chunks));
     std::vector<double> pass_bytes(static_cast<std::size_t>(chunks), 0.0);
     std::int64_t largest_unit = 0;

@@ -1,4 +1,4 @@
-// GEMM timing: the executor's GEMM paths (cuBLASLt for one problem, cuBLAS's grouped GEMM for the experts'
+// GEMM timing: the executor's GEMM paths (cuBLASLt for one problem, its grouped GEMM for the experts'
 // `count` problems) under CUPTI regions, on rotating input sets so that the L2 cache does not hold a small
 // problem's operands between repetitions, between two clock probes (calibrate/gpu/clock_probe.hpp).
 #include "calibrate/gpu/gemm_bench.hpp"

@@ -1,6 +1,6 @@
 // GEMMs of the op vocabulary through the executor's GEMM paths (bf16 in and out, fp32 accumulation): one
-// problem through cuBLASLt (gpu/matmul.hpp), a grouped one (count > 1: the experts' GEMMs) through cuBLAS's
-// grouped GEMM (gpu/grouped_matmul.hpp); and their timing from CUPTI kernel records: warm-up launches, then
+// problem through cuBLASLt (gpu/matmul.hpp), a grouped one (count > 1: the experts' GEMMs) as the executor's
+// grouped GEMM runs it (gpu/grouped_matmul.hpp); and their timing from CUPTI kernel records: warm-up launches, then
 // one CUPTI region per timed repetition.
 #pragma once
 #include <cstddef>

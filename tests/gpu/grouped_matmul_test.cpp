@@ -54,7 +54,7 @@ TEST(GroupedMatmul, ExpertForwardInputAndWeightGradients) {
   exec::GroupedMatmul grouped;
   grouped.run(forward, false, false, false, nullptr);
   const auto y_first = bf16_to_host(y.data(), rows * f);
-  for (int i = 0; i < 10; ++i) grouped.run(forward, false, false, false, nullptr);  // around the pointer slots
+  for (int i = 0; i < 10; ++i) grouped.run(forward, false, false, false, nullptr);  // plans reused
   grouped.run(input_grad, false, true, false, nullptr);
   grouped.run(weight_grad, true, false, false, nullptr);
   grouped.run(weight_grad_sum, true, false, true, nullptr);

@@ -1,9 +1,10 @@
 // The memory model against closed forms: Korthikanti et al. 2022's per-layer activations for a
 // GPT-shaped layer (every variant of TP, SP and recompute), 16 bytes per parameter with ZeRO sharding,
 // activations in flight per schedule, and the out-of-memory message.
-#include <gtest/gtest.h>
-
 #include <cmath>
+#include <utility>
+
+#include <gtest/gtest.h>
 
 #include "strategies/memory.hpp"
 #include "strategies/sharded_parameters.hpp"
@@ -69,14 +70,20 @@ TEST(ActivationMemory, GeneralisedTensors) {
   EXPECT_EQ(activation_bytes_per_layer(m, s, b, 1, false, 1, Recompute::none), expected);
 }
 
-TEST(ActivationMemory, MoeLayerScalesWithRoutedTokens) {
+// The busiest EP rank keeps its routed copies: one expert per rank, the busiest expert's share (1.5x); 4 experts
+// per rank, the busiest with 3 at the others' mean ((1.5 + 3 * 6.5 / 7) / 4); one rank of all 8, every copy.
+TEST(ActivationMemory, MoeLayerScalesWithTheBusiestRanksRoutedTokens) {
   ModelConfig m = testing::moe_shaped();
-  const Bytes balanced = activation_bytes_per_layer(m, 1024, 1, 1, false, 1, Recompute::none, true, 2);
-  m.moe.routing_imbalance = 1.5;
-  const Bytes skewed = activation_bytes_per_layer(m, 1024, 1, 1, false, 1, Recompute::none, true, 2);
   // Expert tensors per routed token: fc1 input h, fc1 output 2f, fc2 input f, expert output h (2 bytes each).
   const double per_routed_token = 2.0 * (1024 + 2 * 1408 + 1408 + 1024);
-  EXPECT_EQ(skewed - balanced, std::llround(1024 * 2 * 0.5 * per_routed_token));
+  for (auto [ep, rank_imbalance] : {std::pair{8, 1.5}, std::pair{2, (1.5 + 3 * 6.5 / 7) / 4}, std::pair{1, 1.0}}) {
+    m.moe.routing_imbalance.reset();
+    const Bytes balanced = activation_bytes_per_layer(m, 1024, 1, 1, false, 1, Recompute::none, true, ep);
+    m.moe.routing_imbalance = 1.5;
+    EXPECT_DOUBLE_EQ(m.moe.rank_imbalance(ep), rank_imbalance) << ep;
+    const Bytes skewed = activation_bytes_per_layer(m, 1024, 1, 1, false, 1, Recompute::none, true, ep);
+    EXPECT_NEAR(static_cast<double>(skewed - balanced), 1024 * 2 * (rank_imbalance - 1) * per_routed_token, 1) << ep;
+  }
 }
 
 TEST(ModelStates, SixteenBytesPerParameterAndZeroSharding) {
