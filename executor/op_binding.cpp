@@ -76,7 +76,7 @@ std::string to_string(Action action) {
   return names[static_cast<int>(action)];
 }
 
-std::vector<OpBinding> bind_ops(const RankClass& rc) {
+std::vector<OpBinding> bind_ops(const RankClass& rc, bool tied_embeddings) {
   std::vector<OpBinding> bindings(rc.size());
   for (OpIndex i = 0; i < rc.size(); ++i) {
     const Op& op = rc.op(i);
@@ -172,10 +172,11 @@ std::vector<OpBinding> bind_ops(const RankClass& rc) {
   std::set<std::pair<std::int32_t, OpRole>> written;  // (layer, weight) gradients an earlier op stored
   for (OpIndex i = 0; i < rc.size(); ++i) {
     OpBinding& b = bindings[i];
+    const bool tied_output = tied_embeddings && b.subject == OpRole::output_projection;
     if (b.action == Action::linear_weight_grad || b.action == Action::norm_backward ||
         b.action == Action::embedding_backward || b.action == Action::router_weight_grad ||
         b.action == Action::expert_weight_grad)
-      b.first_gradient = written.insert({rc.op(i).layer, b.subject}).second;
+      b.first_gradient = written.insert({rc.op(i).layer, tied_output ? OpRole::embedding : b.subject}).second;
   }
   return bindings;
 }

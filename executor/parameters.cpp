@@ -51,7 +51,6 @@ void require_supported(const ModelConfig& m, const Strategy& s) {
   if (m.normalization != Normalization::rmsnorm) fail("uses LayerNorm (RMSNorm only)");
   if (!m.position_embedding_rope) fail("uses learned position embeddings (RoPE only)");
   if (m.add_bias_linear) fail("has linear biases");
-  if (!m.untie_embeddings_and_output_weights) fail("ties the embedding and output weights");
   if (m.hidden_dropout > 0 || m.attention_dropout > 0) fail("uses dropout");
   if (!is_fused_attention(m.attention_backend)) fail("asks for unfused attention");
 }
@@ -62,6 +61,12 @@ const WeightTensor& ParameterUnitLayout::tensor(OpRole role) const {
   for (const WeightTensor& t : tensors)
     if (t.role == role) return t;
   throw std::logic_error(fmt::format("parameter unit {} has no {} weight", id, to_string(role)));
+}
+
+bool stage_holds_embedding(const Strategy& strategy, int stage) {
+  for (int chunk = 0; chunk < chunks_per_stage(strategy); ++chunk)
+    if (virtual_stage_of(strategy, stage, chunk) == 0) return true;
+  return false;
 }
 
 std::vector<ParameterUnitLayout> plan_parameter_units(const Scenario& scenario, const Strategy& strategy,
@@ -101,7 +106,9 @@ std::vector<ParameterUnitLayout> plan_parameter_units(const Scenario& scenario, 
   const auto finish = [&](ParameterUnitLayout unit, std::int64_t counted_by_memory_model) {
     for (std::size_t i = 0; i < unit.tensors.size(); ++i) {
       unit.tensors[i].offset = unit.elements;
-      unit.tensors[i].seed = tensor_seed(unit.id, static_cast<int>(i));
+      // A copy of the embedding starts as the table: the table's seed (it is the embedding unit's first tensor).
+      unit.tensors[i].seed = unit.tensors[i].embedding_copy ? tensor_seed(kEmbeddingUnit, 0)
+                                                            : tensor_seed(unit.id, static_cast<int>(i));
       unit.elements += unit.tensors[i].elements();
     }
     // One model, one count: the weights allocated here are the ones the simulator's memory model counts.
@@ -158,9 +165,17 @@ std::vector<ParameterUnitLayout> plan_parameter_units(const Scenario& scenario, 
     if (vs == last_virtual_stage) {
       ParameterUnitLayout unit{kHeadUnit};
       unit.tensors.push_back(norm("final_norm", OpRole::final_norm));
-      unit.tensors.push_back(
-          weight("output", OpRole::output_projection, columns(h, vocab_l, vocab, {{t * vocab_l, vocab_l}}), stddev));
-      finish(std::move(unit), output_parameters_per_rank(m, tp, /*holds_embedding=*/false));
+      const bool holds_embedding = stage_holds_embedding(strategy, placement.stage);
+      if (m.untie_embeddings_and_output_weights) {
+        unit.tensors.push_back(
+            weight("output", OpRole::output_projection, columns(h, vocab_l, vocab, {{t * vocab_l, vocab_l}}), stddev));
+      } else if (!holds_embedding) {
+        WeightTensor copy = weight("output (the embedding's copy)", OpRole::output_projection,
+                                   rows_from(vocab_l, h, t * vocab_l), stddev);
+        copy.embedding_copy = true;
+        unit.tensors.push_back(std::move(copy));
+      }
+      finish(std::move(unit), output_parameters_per_rank(m, tp, holds_embedding));
     }
   }
   return units;
@@ -175,9 +190,8 @@ std::vector<ElementRange> gradient_norm_ranges(const ParameterUnitLayout& unit, 
     if (end > begin) ranges.push_back({begin, end - begin});
   };
   std::vector<const WeightTensor*> left_out;
-  if (!count_replicated)
-    for (const WeightTensor& w : unit.tensors)
-      if (w.is_norm) left_out.push_back(&w);
+  for (const WeightTensor& w : unit.tensors)
+    if ((w.is_norm && !count_replicated) || w.embedding_copy) left_out.push_back(&w);
   std::sort(left_out.begin(), left_out.end(),
             [](const WeightTensor* a, const WeightTensor* b) { return a->offset < b->offset; });
   std::int64_t from = 0;

@@ -20,6 +20,10 @@ struct WeightTensor {
   std::int64_t rows = 0, cols = 0;  // this rank's shard; linears as [in, out] (y = x W)
   std::int64_t offset = 0;  // elements into the unit's flat buffers
   bool is_norm = false;     // replicated over TP: its gradient is summed over TP under SP, counted once in norms
+  // Tied embeddings: the output layer's copy of the embedding table on a stage without the embedding
+  // ([vocab, hidden] as the table, initialised as the table; its gradient is summed with the table's over the
+  // embedding group, and it is left out of the gradient norm, which counts the table once).
+  bool embedding_copy = false;
   ShardMap shard;           // where the shard lies in the full weight
   float init_stddev = 0;    // 0: ones (norm weights)
   std::uint64_t seed = 0;
@@ -51,14 +55,18 @@ struct ElementRange {
 
 // What this rank adds to the global gradient norm from `unit`: its 1/dp part of the buffer
 // ([shard_begin, shard_begin + shard_elements)), without the tensors replicated over TP unless
-// `count_replicated` (TP rank 0 counts them once), in as few contiguous runs as those tensors allow (one
+// `count_replicated` (TP rank 0 counts them once) and without an embedding copy (the table counts it), in as
+// few contiguous runs as those tensors allow (one
 // for the whole part when none is left out: one kernel launch instead of one per tensor). Gaps between
 // tensors and the padding hold zero gradients.
 std::vector<ElementRange> gradient_norm_ranges(const ParameterUnitLayout& unit, bool count_replicated);
 
 // The units a rank of `placement.stage` holds, their tensors and shard maps. Llama-style models only (RMSNorm,
-// SwiGLU or GeLU, RoPE, no biases, untied embeddings; MoE layers hold a router and their experts' fc1 and fc2
-// stacked, under pipeline parallelism only); throws std::invalid_argument otherwise.
+// SwiGLU or GeLU, RoPE, no biases; MoE layers hold a router and their experts' fc1 and fc2 stacked, under
+// pipeline parallelism only); throws std::invalid_argument otherwise. With tied embeddings the output layer
+// holds no weight of its own on the embedding's stage (it uses the table) and a copy of the table elsewhere.
+// Whether a stage holds the embedding: stage_holds_embedding.
+bool stage_holds_embedding(const Strategy& strategy, int stage);
 std::vector<ParameterUnitLayout> plan_parameter_units(const Scenario& scenario, const Strategy& strategy,
                                                       const RankPlacement& placement, std::uint64_t seed);
 

@@ -31,6 +31,13 @@ void check_executable_plan(const Plan& plan, const std::string& file) {
     throw InputError(file, "/strategy/schedule", "a schedule twin execute runs (not double-strand, yet)");
   if (s.context_parallel_size > 1 || s.expert_model_parallel_size > 1)
     throw InputError(file, "/strategy", "no context or expert parallelism (twin execute does not run them yet)");
+  // The table's copy sits at another offset of another unit than the table: after ZeRO's reduce-scatter the
+  // two hold different shards, and summing them over the embedding group would mix them.
+  if (!plan.scenario.model.untie_embeddings_and_output_weights && s.pipeline_model_parallel_size > 1 &&
+      s.zero_stage >= 1 && s.data_parallel_size * s.context_parallel_size > 1)
+    throw InputError(file, "/strategy/zero_stage",
+                     "0 with tied embeddings over several pipeline stages and data-parallel ranks (twin execute "
+                     "sums the embedding's two copies' full gradients)");
   if (plan.scenario.framework.tp_comm_overlap && s.sequence_parallel && s.tensor_model_parallel_size > 1)
     throw InputError(file, "/scenario/framework/tp_comm_overlap",
                      "false (twin execute does not run Transformer Engine's userbuffers overlap yet)");
@@ -56,7 +63,7 @@ void check_executable_plan(const Plan& plan, const std::string& file) {
   try {
     plan_parameter_units(plan.scenario, s, RankPlacement{}, 0);
     const IterationGraph graph = lower_to_op_graphs(plan.scenario, s);
-    for (const RankClass& rc : graph.classes) bind_ops(rc);
+    for (const RankClass& rc : graph.classes) bind_ops(rc, !plan.scenario.model.untie_embeddings_and_output_weights);
   } catch (const std::invalid_argument& error) {
     throw InputError(file, "/scenario/model", std::string("a model and strategy twin execute runs: ") + error.what());
   }

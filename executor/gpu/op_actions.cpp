@@ -113,11 +113,23 @@ void StageRuntime::run_op(OpIndex index, int iteration) {
   }
 }
 
+StageRuntime::LinearWeight StageRuntime::linear_weight(OpRole subject, int unit) {
+  if (subject == OpRole::output_projection && !scenario_.model.untie_embeddings_and_output_weights) {
+    // Tied: the embedding table [vocab, hidden] where this stage holds it, else the table's copy.
+    const bool table_here = stage_holds_embedding(strategy_, me_.pp);
+    ParameterUnit& holder = params_->unit(table_here ? kEmbeddingUnit : kHeadUnit);
+    const WeightTensor& w = holder.tensor(table_here ? OpRole::embedding : OpRole::output_projection);
+    return {holder.params + w.offset, holder.grads + w.offset, w.cols, w.rows, true};
+  }
+  ParameterUnit& parameters = params_->unit(unit);
+  const WeightTensor& w = parameters.tensor(subject);
+  return {parameters.params + w.offset, parameters.grads + w.offset, w.rows, w.cols, false};
+}
+
 void StageRuntime::linear(const Op& op, const OpBinding& b, int mb, int unit, cudaStream_t stream) {
   const LinearTensors t = linear_tensors(b.subject);
-  ParameterUnit& parameters = params_->unit(unit);
-  const WeightTensor& w = parameters.tensor(b.subject);
-  bf16* weight = parameters.params + w.offset;
+  const LinearWeight w = linear_weight(b.subject, unit);
+  bf16* weight = w.params;
   Matmul& matmul = *matmuls_[static_cast<int>(op.stream)];
   const auto input_full = [&] { return static_cast<bf16*>(has(mb, unit, t.input_full) ? get(mb, unit, t.input_full)
                                                                                        : get(mb, unit, t.input)); };
@@ -127,7 +139,7 @@ void StageRuntime::linear(const Op& op, const OpBinding& b, int mb, int unit, cu
   };
   const std::int64_t m = op.gemm.m, n = op.gemm.n, k = op.gemm.k;
   if (b.action == Action::linear_forward) {
-    if (k != w.rows || n != w.cols) throw std::logic_error("linear forward: GEMM shape differs from the weight's");
+    if (k != w.in || n != w.out) throw std::logic_error("linear forward: GEMM shape differs from the weight's");
     if (op.fuses_residual) {  // the epilogue adds the residual stream: the product goes straight into the sum
       const layer::Block& residual = layer::residual_adding(t.output.tensor);
       auto* sum = static_cast<bf16*>(make(mb, unit, {residual.output}, m * n * kBf16, stream));
@@ -137,17 +149,19 @@ void StageRuntime::linear(const Op& op, const OpBinding& b, int mb, int unit, cu
       return;
     }
     auto* out = static_cast<bf16*>(make(mb, unit, t.output, m * n * kBf16, stream));
-    matmul.run({m, n, k, false, false, false}, input_full(), weight, out, stream);
+    matmul.run({m, n, k, false, w.stored_out_by_in, false}, input_full(), weight, out, stream);
     // Under SP the gathered input is gathered again for the weight gradient (the graph says so): drop it.
     if (t.input_full != t.input && shapes_.sp) release(mb, unit, t.input_full, stream);
   } else if (b.action == Action::linear_input_grad) {
-    if (n != w.rows || k != w.cols) throw std::logic_error("linear input gradient: GEMM shape differs from the weight's");
+    if (n != w.in || k != w.out) throw std::logic_error("linear input gradient: GEMM shape differs from the weight's");
     auto* d_in = static_cast<bf16*>(make(mb, unit, t.d_input_full, m * n * kBf16, stream));
-    matmul.run({m, n, k, false, true, false}, d_output_full(), weight, d_in, stream);
+    matmul.run({m, n, k, false, !w.stored_out_by_in, false}, d_output_full(), weight, d_in, stream);
   } else {
-    if (m != w.rows || n != w.cols) throw std::logic_error("linear weight gradient: GEMM shape differs from the weight's");
-    matmul.run({m, n, k, true, false, !b.first_gradient}, input_full(), d_output_full(), parameters.grads + w.offset,
-               stream);
+    if (m != w.in || n != w.out) throw std::logic_error("linear weight gradient: GEMM shape differs from the weight's");
+    if (w.stored_out_by_in)  // the gradient as stored, [out, in]: dY^T X
+      matmul.run({n, m, k, true, false, !b.first_gradient}, d_output_full(), input_full(), w.grads, stream);
+    else
+      matmul.run({m, n, k, true, false, !b.first_gradient}, input_full(), d_output_full(), w.grads, stream);
     if (t.input_full != t.input && shapes_.sp) release(mb, unit, t.input_full, stream);
     if (t.d_output_full != t.d_output) release(mb, unit, t.d_output_full, stream);
   }

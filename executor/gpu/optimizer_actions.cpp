@@ -46,8 +46,14 @@ void StageRuntime::parameters_collective(const Op& op, const OpBinding& b, cudaS
     case Action::grad_norm:
       model_parallel_gradient_fixups(stream);
       return;
-    case Action::embedding_grad_sync:
-      throw std::invalid_argument("tied embeddings are not executed (the model check refuses them)");
+    case Action::embedding_grad_sync: {  // tied embeddings: the table's and its copy's gradients summed
+      ParameterUnit& unit = params_->unit(op.parameter_unit);
+      const WeightTensor& table =
+          unit.tensor(op.parameter_unit == kEmbeddingUnit ? OpRole::embedding : OpRole::output_projection);
+      TWIN_NCCL_CHECK(ncclAllReduce(unit.grads + table.offset, unit.grads + table.offset, table.elements(),
+                                    ncclBfloat16, ncclSum, comms_.embedding(), stream));
+      return;
+    }
     default: throw std::logic_error("executor: not a parameter collective");
   }
 }

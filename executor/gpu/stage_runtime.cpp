@@ -47,7 +47,7 @@ std::string to_string(Act act) {
 StageRuntime::StageRuntime(const Scenario& scenario, const Strategy& strategy, const IterationGraph& graph, int rank,
                            const RankCoordinates& me, Communicators& comms, const TrainingOptions& options)
     : scenario_(scenario), strategy_(strategy), rc_(class_of_stage(graph, me.pp)), rank_(rank), me_(me), comms_(comms),
-      options_(options), shapes_(lowering::rank_shapes(scenario, strategy)), bindings_(bind_ops(rc_)) {
+      options_(options), shapes_(lowering::rank_shapes(scenario, strategy)), bindings_(bind_ops(rc_, !scenario.model.untie_embeddings_and_output_weights)) {
   for (cudaStream_t& stream : streams_) TWIN_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   matmuls_[static_cast<int>(Stream::compute)] = std::make_unique<Matmul>();
   attention_ = std::make_unique<gpu::Attention>(options.attention);
@@ -115,9 +115,15 @@ StageRuntime::StageRuntime(const Scenario& scenario, const Strategy& strategy, c
   // Every weight's gradient stored by a first op of the step? Then no per-step zeroing: padding and gaps stay
   // the zeros they were allocated as.
   std::set<std::pair<int, OpRole>> stored;
+  const bool tied_table_here =
+      !scenario.model.untie_embeddings_and_output_weights && stage_holds_embedding(strategy, me.pp);
   for (OpIndex i = 0; i < rc_.size(); ++i) {
     const OpBinding& b = bindings_[i];
-    if (b.first_gradient) stored.insert({unit_of(rc_.op(i), b), b.subject});
+    if (!b.first_gradient) continue;
+    if (b.subject == OpRole::output_projection && tied_table_here)  // it writes the table's gradient
+      stored.insert({kEmbeddingUnit, OpRole::embedding});
+    else
+      stored.insert({unit_of(rc_.op(i), b), b.subject});
   }
   zero_grads_each_step_ = false;
   for (ParameterUnit* unit : params_->units())

@@ -113,6 +113,16 @@ class StageRuntime {
   void move(int mb, int from_unit, Act from, int to_unit, Act to);
   void* static_buffer(std::size_t bytes);
 
+  // A linear's weight: [in, out] in its unit, or, for a tied output projection, the embedding table (or its
+  // copy) stored [out, in] = [vocab, hidden].
+  struct LinearWeight {
+    __nv_bfloat16* params = nullptr;
+    __nv_bfloat16* grads = nullptr;
+    std::int64_t in = 0, out = 0;
+    bool stored_out_by_in = false;
+  };
+  LinearWeight linear_weight(OpRole subject, int unit);
+
   // ---- ops (op_actions.cpp) ----
   void run_op(OpIndex index, int iteration);
   int unit_of(const Op& op, const OpBinding& b) const;

@@ -225,6 +225,26 @@ TEST(OpBinding, ExpertsBlockBindsEveryOpOnOneGpu) {
       EXPECT_EQ((stored[{layer, role}]), 1) << layer << " " << to_string(role);
 }
 
+// Tied embeddings on one stage: the output projection's weight gradient (first in the backward) stores the
+// table's gradient and the embedding backward adds to it; untied, each stores its own.
+TEST(OpBinding, TiedEmbeddingsStoreTheTablesGradientOnce) {
+  Strategy s = testing::make_strategy(1, 1, 1, false);
+  Scenario scenario = testing::make_scenario(testing::llama_shaped(2), 1, 1024, 16);
+  scenario.cluster.node_groups[0].gpus_per_node = 1;
+  scenario.model.untie_embeddings_and_output_weights = false;
+  const IterationGraph graph = lower(s, scenario);
+  for (bool tied : {true, false}) {
+    const std::vector<OpBinding> bindings = bind_ops(graph.classes[0], tied);
+    int output_first = 0, embedding_first = 0;
+    for (const OpBinding& b : bindings) {
+      output_first += b.first_gradient && b.subject == OpRole::output_projection;
+      embedding_first += b.first_gradient && b.action == Action::embedding_backward;
+    }
+    EXPECT_EQ(output_first, 1) << tied;
+    EXPECT_EQ(embedding_first, tied ? 0 : 1) << tied;
+  }
+}
+
 TEST(OpBinding, RunsExactlyTheKindsTheTableSaysItRuns) {
   Strategy strategy = testing::make_strategy(2, 2, 1, true);
   Scenario scenario = testing::make_scenario(testing::llama_shaped(4), 1, 1024, 16);

@@ -150,6 +150,36 @@ TEST(Parameters, RunsExpertsWherePipelineParallelismIsTheOnlySplit) {
   }
 }
 
+// Tied embeddings: on the embedding's stage the output layer holds only its norm (it uses the table); on the
+// last of two stages it holds a copy of the table, laid out and initialised as the table, and left out of the
+// gradient norm.
+TEST(Parameters, TiedEmbeddingsShareTheTableOrCopyIt) {
+  Scenario tied = small();
+  tied.model.untie_embeddings_and_output_weights = false;
+  Strategy one = testing::make_strategy(1, 1, 1, false);
+  ASSERT_FALSE(complete_strategy(tied, one).has_value());
+  const auto single = plan_parameter_units(tied, one, RankPlacement{}, 3);
+  EXPECT_EQ(single.back().id, kHeadUnit);
+  ASSERT_EQ(single.back().tensors.size(), 1u);
+  EXPECT_EQ(single.back().tensors[0].role, OpRole::final_norm);
+
+  Strategy two = testing::make_strategy(1, 2, 1, false);
+  ASSERT_FALSE(complete_strategy(tied, two).has_value());
+  const auto first = plan_parameter_units(tied, two, RankPlacement{0, 0, 0}, 3);
+  const auto last = plan_parameter_units(tied, two, RankPlacement{0, 0, 1}, 3);
+  const WeightTensor& table = first.front().tensor(OpRole::embedding);
+  const WeightTensor& copy = last.back().tensor(OpRole::output_projection);
+  EXPECT_TRUE(copy.embedding_copy);
+  EXPECT_FALSE(table.embedding_copy);
+  EXPECT_EQ(copy.rows, table.rows);
+  EXPECT_EQ(copy.cols, table.cols);
+  EXPECT_EQ(copy.seed, table.seed);
+  EXPECT_EQ(copy.init_stddev, table.init_stddev);
+  EXPECT_EQ(cells(copy.shard), cells(table.shard));
+  for (const ElementRange& r : gradient_norm_ranges(last.back(), true))
+    EXPECT_TRUE(r.begin + r.count <= copy.offset || r.begin >= copy.offset + copy.elements()) << r.begin;
+}
+
 TEST(TokenStream, SplitsOfTheBatchSeeTheSameSequences) {
   const TokenStream stream{32000, 64, 5};
   const auto whole = rank_iteration_tokens(stream, 2, 8, 1, 0, 2, 4);

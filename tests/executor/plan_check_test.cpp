@@ -65,6 +65,16 @@ TEST(PlanCheck, RefusesFamilyPlansAndModelsTheExecutorDoesNotRun) {
   EXPECT_EQ(refusal_path(layernorm), "/scenario/model");
 }
 
+TEST(PlanCheck, RunsTiedEmbeddingsExceptShardedOverStagesAndDataRanks) {
+  Plan tied = executed_plan();
+  tied.scenario.model.untie_embeddings_and_output_weights = false;
+  EXPECT_EQ(refusal_path(tied), "");
+  tied.strategy.pipeline_model_parallel_size = 2;
+  tied.strategy.data_parallel_size = 2;
+  tied.strategy.zero_stage = 1;
+  EXPECT_EQ(refusal_path(tied), "/strategy/zero_stage");
+}
+
 TEST(PlanCheck, RefusesAPlanThatDoesNotFit) {
   Plan plan = executed_plan();
   plan.scenario.cluster.node_groups.front().gpu.memory_GiB = 1;

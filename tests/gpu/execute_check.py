@@ -4,7 +4,7 @@ and the speed of a Llama-2-7B-shaped model (4 layers) on one GPU and scaled over
 
 Each case is a scenario with a pinned strategy: `twin simulate` writes its plan (best.json), `twin execute`
 trains it and writes metrics.json. Results: $OUT/execute_check.md (tables) and $OUT/execute_check.json.
-Usage: execute_check.py --twin build/twin [--out DIR] [--gpus N] [--only correctness|speed] [--iters N]
+Usage: execute_check.py --twin build/twin [--out DIR] [--gpus N] [--only correctness|tied|speed|faults] [--iters N]
        [--profile NAME|FILE (default h200-x4)] [--gpu H100-SXM-80GB (default H200-141GB)]
 """
 import argparse, json, os, subprocess, sys, time
@@ -50,6 +50,17 @@ CORRECTNESS = [
     ("tp2-pp2-sp", 4, {"tensor_model_parallel_size": 2, "pipeline_model_parallel_size": 2, "sequence_parallel": True}),
     ("tp2-sp-full-recompute", 2, {"tensor_model_parallel_size": 2, "sequence_parallel": True, "recompute": "full"}),
     ("dp2-tp2-zero1", 4, {"tensor_model_parallel_size": 2, "zero_stage": 1, "sequence_parallel": True}),
+]
+
+# Tied embeddings (the output layer uses the embedding table; over pipeline stages the last holds a copy whose
+# gradient is summed with the table's over the embedding group).
+TIED_SMALL = dict(SMALL, untie_embeddings_and_output_weights=False)
+TIED = [
+    ("tied-single", 1, {}),
+    ("tied-recompute-full", 1, {"recompute": "full"}),
+    ("tied-pp2", 2, {"pipeline_model_parallel_size": 2}),
+    ("tied-tp2-sp", 2, {"tensor_model_parallel_size": 2, "sequence_parallel": True}),
+    ("tied-dp2-pp2", 4, {"pipeline_model_parallel_size": 2}),
 ]
 
 # (name, GPUs, micro-batch, global batch, strategy fields[, training fields[, twin execute arguments]])
@@ -123,7 +134,7 @@ def main():
     parser.add_argument("--twin", required=True)
     parser.add_argument("--out", default=os.environ.get("OUT", "out") + "/execute")
     parser.add_argument("--gpus", type=int, default=4)
-    parser.add_argument("--only", choices=["correctness", "speed", "faults"])
+    parser.add_argument("--only", choices=["correctness", "tied", "speed", "faults"])
     parser.add_argument("--iters", type=int, default=12)
     parser.add_argument("--tolerance", type=float, default=0.02,
                         help="largest relative loss difference from the single-GPU curve (bf16)")
@@ -138,16 +149,16 @@ def main():
     report = {"correctness": {}, "speed": {}}
     lines, failed = [], False
 
-    if args.only != "speed":
-        lines += ["## Loss against the single-GPU run (small Llama-shaped model: 4 layers, hidden 1024, GQA 16/4, "
-                  "vocab 8192, seq 1024, global batch 8)", "",
-                  "| case | GPUs | loss step 1 | loss last | max relative difference | result |", "|---|---|---|---|---|---|"]
+    def correctness(title, model, cases):  # each case's loss curve against the first case's
+        nonlocal failed
+        lines.extend([title, "", "| case | GPUs | loss step 1 | loss last | max relative difference | result |",
+                      "|---|---|---|---|---|---|"])
         baseline = None
-        for name, gpus, fields, *rest in CORRECTNESS:
+        for name, gpus, fields, *rest in cases:
             if gpus > args.gpus:
                 continue
             training, execute_args = (rest + [None])[0], (rest[1] if len(rest) > 1 else ())
-            doc = scenario(name, SMALL, gpus, 1024, 8, 2, fields, training)
+            doc = scenario(name, model, gpus, 1024, 8, 2, fields, training)
             metrics = run_case(args.twin, args.out, name, doc, args.iters, 2, log, execute_args)
             if metrics is None:
                 failed = True
@@ -163,7 +174,13 @@ def main():
             lines.append(f"| {name} | {gpus} | {losses[0]:.4f} | {losses[-1]:.4f} | {diff:.2e} | {'pass' if ok else 'FAIL'} |")
             print(lines[-1], flush=True)
 
-    if args.only != "correctness":
+    if args.only in (None, "correctness"):
+        correctness("## Loss against the single-GPU run (small Llama-shaped model: 4 layers, hidden 1024, GQA 16/4, "
+                    "vocab 8192, seq 1024, global batch 8)", SMALL, CORRECTNESS)
+    if args.only in (None, "correctness", "tied"):
+        correctness("\n## Tied embeddings: loss against the single-GPU run of the same model", TIED_SMALL, TIED)
+
+    if args.only in (None, "speed"):
         lines += ["", "## Speed (Llama-2-7B widths, 4 layers, seq 4096; bf16 params/activations, fp32 master weights "
                   "and AdamW moments unless the case says bf16 moments or bf16 state: no master, bf16 moments)", "",
                   "| case | GPUs | micro-batch | global batch | iteration s | tokens/s | MFU | predicted s | error | peak GiB |",
