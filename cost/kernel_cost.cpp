@@ -65,6 +65,17 @@ double gemm_time_ns(const GemmShape& g, const GpuSpec& gpu, const GpuKernelProfi
   return std::max(compute_ns, bandwidth_time_ns(gemm_bytes(g), gpu, k.memory_bound));
 }
 
+// The carrier that measured GEMM efficiencies scale: the tiles' padding and last wave multiply the compute, not
+// the operands' traffic (a narrow GEMM's padded tile columns compute zeros but read nothing more). Multiplying
+// both priced the MoE router's GEMM (n = 8 experts, 16x padding in a 128-wide tile) at 176 us on an H200
+// where it ran in 17 us (docs/ACCURACY.md, MoE).
+double gemm_model_ns(const GemmShape& g, const GpuSpec& gpu, const GpuKernelProfile& k) {
+  const double flops = gemm_flops(g);
+  const double compute_ns = flops <= 0 ? 0 : seconds_to_ns(flops, gpu.peak_bf16_tflops * k.gemm.at(flops));
+  const double padded_compute_ns = compute_ns * gemm_tile_work_factor(g, gpu.sm_count);
+  return std::max(padded_compute_ns, bandwidth_time_ns(gemm_bytes(g), gpu, k.memory_bound));
+}
+
 double attention_time_ns(const Op& op, const GpuSpec& gpu, const GpuKernelProfile& k) {
   const bool backward = op.kind == OpKind::attention_backward;
   const double flops = attention_forward_flops(op.attention) * (backward ? 2.5 : 1.0);
@@ -205,9 +216,7 @@ double model_time_ns(const GpuKernelProfile& kernels, const GpuSpec& gpu, const 
     const bool measured = !kernels.measured_gemms.empty() && gemm_flops(op.gemm) > 0;
     const double product_ns =
         measured ? predict_gemm_time_ns(kernels.measured_gemms, op.gemm,
-                                        [&](const GemmShape& g) {
-                                          return gemm_time_ns(g, gpu, kernels) * gemm_tile_work_factor(g, gpu.sm_count);
-                                        })
+                                        [&](const GemmShape& g) { return gemm_model_ns(g, gpu, kernels); })
                  : curve_time_ns(kernels, gpu, op);
     // The residual an epilogue adds is priced as a read beside the product's time: an upper bound, since
     // the epilogue's loads of C overlap part of the main loop; the runs' traces measure the fused GEMMs.
