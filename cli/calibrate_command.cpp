@@ -22,6 +22,7 @@
 #ifdef TWIN_WITH_CUDA
 #include "cli/calibrate_gpu_command.hpp"
 #endif
+#include "cli/gpu_binary.hpp"
 
 namespace twin {
 
@@ -188,6 +189,8 @@ int run_calibrate(const CLI::App&) {
   }
 #ifdef TWIN_WITH_CUDA
   return run_gpu_calibration(options.request);
+#elif defined(TWIN_GPU_BINARY)
+  return run_gpu_binary();  // twin-gpu parses the same arguments again and measures
 #else
   spdlog::error("twin calibrate measures GPUs and this twin was built without the CUDA toolkit (TWIN_WITH_CUDA off): "
                 "build it with CUDA on a GPU machine, or use --from-trace RUN_DIR to recalibrate from a recorded run");

@@ -11,6 +11,7 @@
 #include <spdlog/spdlog.h>
 
 #include "cli/commands.hpp"
+#include "cli/gpu_binary.hpp"
 #include "core/allocator.hpp"
 #include "core/error.hpp"
 #include "core/json_reader.hpp"
@@ -21,6 +22,11 @@ int main(int argc, char** argv) {
   twin::install_interrupt_cleanup();  // SIGINT/SIGTERM remove what a run was writing
   spdlog::set_default_logger(spdlog::stderr_color_mt("twin"));
   spdlog::set_pattern("%^[%l]%$ %v");
+  twin::remember_command_line(argc, argv);
+#ifdef TWIN_GPU_BINARY
+  // twin execute runs in twin-gpu whole (its options and help included).
+  if (argc > 1 && std::string(argv[1]) == "execute") return twin::run_gpu_binary();
+#endif
 
   CLI::App app{"twin: a digital twin of distributed LLM training.\n"
                "Simulates every parallel strategy of a scenario and ranks them."};
@@ -35,6 +41,8 @@ int main(int argc, char** argv) {
   twin::add_calibrate_command(app);
 #ifdef TWIN_WITH_CUDA
   twin::add_execute_command(app);
+#elif defined(TWIN_GPU_BINARY)
+  app.add_subcommand("execute", "Run a plan on this machine's GPUs (in twin-gpu, beside twin: twin execute --help)");
 #endif
 
   // CLI11 answers an unknown subcommand with "A subcommand is required"; name it instead.

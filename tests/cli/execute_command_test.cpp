@@ -75,6 +75,20 @@ TEST(ExecuteCommand, BestNeedsTheRunFolder) {
   EXPECT_NE(run.output.find("--run"), std::string::npos) << run.output;
 }
 
+// twin hands its GPU commands to twin-gpu beside it (cli/gpu_binary.hpp), so that the other commands start
+// without loading the CUDA libraries; the commands above ran through it.
+TEST(ExecuteCommand, TwinLeavesTheCudaLibrariesToTwinGpu) {
+  const std::filesystem::path twin_binary = TWIN_BINARY;
+  ASSERT_TRUE(std::filesystem::exists(twin_binary.parent_path() / "twin-gpu"));
+  const Outcome libraries = run_twin_under("ldd", "");
+  EXPECT_EQ(libraries.exit_code, 0) << libraries.output;
+  for (const char* library : {"libcublas", "libcudnn", "libnccl", "libcupti", "libcudart"})
+    EXPECT_EQ(libraries.output.find(library), std::string::npos) << library << " in\n" << libraries.output;
+  const Outcome help = run_twin("execute --help");
+  EXPECT_EQ(help.exit_code, 0) << help.output;
+  EXPECT_NE(help.output.find("--plan"), std::string::npos) << help.output;
+}
+
 }  // namespace
 }  // namespace twin::test
 #endif

@@ -42,7 +42,8 @@ fi
 
 step "build"
 SECONDS=0
-if [ -x build-carry/twin ] && [ -x build-carry/test_gpu ]; then
+# twin runs its GPU commands in twin-gpu beside it (cli/gpu_binary.hpp): both travel.
+if [ -x build-carry/twin ] && [ -x build-carry/twin-gpu ] && [ -x build-carry/test_gpu ]; then
   # Binaries built on the workstation (same x86-64, CUDA 13.0) with spdlog/fmt beside them: the device
   # image lacks some -dev packages (no Boost.Graph CMake config on 2026-11-21) and this saves the build.
   echo "using carried binaries in build-carry/"
@@ -61,7 +62,7 @@ else
   cmake -S . -B "$build" -DCMAKE_BUILD_TYPE=Release -DTWIN_WITH_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 $shim_flag \
     -DCMAKE_CUDA20_STANDARD_COMPILE_OPTION=-std=c++20 -DCMAKE_CUDA20_EXTENSION_COMPILE_OPTION=-std=c++20 \
     -DCMAKE_CXX_FLAGS="$extra_flags" > "$OUT/cmake.log" 2>&1 || { tail -30 "$OUT/cmake.log"; exit 1; }
-  cmake --build "$build" --target twin test_gpu -j "$(nproc)" 2>&1 | grep -E "error|Error|Linking" || true
+  cmake --build "$build" --target twin twin-gpu test_gpu -j "$(nproc)" 2>&1 | grep -E "error|Error|Linking" || true
   twin=$build/twin; test_gpu=$build/tests/test_gpu
   [ -x "$twin" ] && [ -x "$test_gpu" ] || { echo "build failed"; exit 1; }
 fi
