@@ -278,10 +278,18 @@ std::vector<ComputeBusy> compute_busy(const IterationGraph& graph, const Cluster
       throw std::logic_error("node group " + std::to_string(rank_class.node_group) + " does not exist");
     ComputeTimes compute_times(profile, cluster.node_groups[rank_class.node_group].gpu, prices);
     ComputeBusy total;
+    total.stage = rank_class.stage;
     for (OpIndex i = 0; i < rank_class.size(); ++i) {
       const Op& op = rank_class.op(i);
       if (op.is_communication()) continue;
-      (op.phase == Phase::optimizer ? total.optimizer_ns : total.other_ns) += compute_times(op);
+      const TimeNs ns = compute_times(op);
+      if (op.phase == Phase::optimizer) {
+        total.optimizer_ns += ns;
+        continue;
+      }
+      total.other_ns += ns;
+      (op.phase == Phase::forward && !op.recomputed ? total.forward_ns : total.backward_ns) += ns;
+      if (op.recomputed) total.recomputed_ns += ns;
     }
     busy.push_back(total);
   }

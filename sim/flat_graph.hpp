@@ -65,8 +65,12 @@ FlatIteration flatten(const IterationGraph& graph, const Cluster& cluster, const
 // price and shares a GPU among the compute ops in progress (sim/engine.hpp), so no class finishes an iteration
 // sooner than the sum of both: a lower bound that needs no event replay.
 struct ComputeBusy {
+  int stage = 0;
   TimeNs optimizer_ns = 0;
-  TimeNs other_ns = 0;
+  TimeNs other_ns = 0;     // forward_ns + backward_ns
+  TimeNs forward_ns = 0;   // forward passes (a recomputed forward runs in the backward pass: not here)
+  TimeNs backward_ns = 0;  // backward passes, recomputed forwards included
+  TimeNs recomputed_ns = 0;  // the recomputed forwards alone
 };
 std::vector<ComputeBusy> compute_busy(const IterationGraph& graph, const Cluster& cluster, const Profile& profile,
                                       PriceCache* prices = nullptr);

@@ -4,6 +4,7 @@
 #include "strategies/lower_bound.hpp"
 
 #include <algorithm>
+#include <limits>
 #include <vector>
 
 #include "sim/flat_graph.hpp"
@@ -19,17 +20,51 @@ std::vector<sim::ComputeBusy> busy_at(const Scenario& scenario, Strategy strateg
   return sim::compute_busy(lower_to_op_graphs(scenario, strategy, profile), scenario.cluster, profile, prices);
 }
 
-TimeNs busiest(const std::vector<sim::ComputeBusy>& busy, std::int64_t other_scale) {
+// The busiest class's compute, its passes scaled from the lowered micro-batches to the strategy's `total`.
+// With one chunk per stage (GPipe, 1F1B) also the pipeline's fill and drain: stage s computes nothing before
+// micro-batch 0's forward has passed stages 0..s-1, and all its compute but the last micro-batch's backward
+// precedes that backward in its one compute stream; once that backward has begun, stage 0 runs its own backward
+// of the last micro-batch (but for recomputed forwards, which need no gradient) and then its optimizer step:
+//   iteration >= sum_{j<s} F_j + (busy_s - B_s) + (B_0 - R_0) + optimizer_0,
+// with F_j, B_j, R_j one micro-batch's forward, backward and recomputed compute of stage j (the least over its
+// classes).
+TimeNs busiest(const std::vector<sim::ComputeBusy>& busy, int lowered, int total, bool one_chunk_per_stage) {
+  const std::int64_t scale = total / lowered;
   TimeNs bound = 0;
-  for (const sim::ComputeBusy& b : busy) bound = std::max(bound, b.optimizer_ns + b.other_ns * other_scale);
+  for (const sim::ComputeBusy& b : busy) bound = std::max(bound, b.optimizer_ns + b.other_ns * scale);
+  if (!one_chunk_per_stage) return bound;
+  int stages = 0;
+  for (const sim::ComputeBusy& b : busy) stages = std::max(stages, b.stage + 1);
+  constexpr TimeNs kUnset = std::numeric_limits<TimeNs>::max();
+  std::vector<TimeNs> forward(stages, kUnset), drain(stages, kUnset), optimizer(stages, kUnset);
+  for (const sim::ComputeBusy& b : busy) {  // per micro-batch: each lowered micro-batch computes alike
+    forward[b.stage] = std::min(forward[b.stage], b.forward_ns / lowered);
+    drain[b.stage] = std::min(drain[b.stage], (b.backward_ns - b.recomputed_ns) / lowered);
+    optimizer[b.stage] = std::min(optimizer[b.stage], b.optimizer_ns);
+  }
+  for (TimeNs* per_stage : {forward.data(), drain.data(), optimizer.data()})
+    for (int s = 0; s < stages; ++s)
+      if (per_stage[s] == kUnset) return bound;  // a stage without a class: no chain to follow
+  for (const sim::ComputeBusy& b : busy) {
+    TimeNs fill = 0;
+    for (int j = 0; j < b.stage; ++j) fill += forward[j];
+    const TimeNs before_last_backward = b.other_ns * scale - b.backward_ns / lowered;
+    bound = std::max(bound, fill + before_last_backward + drain[0] + optimizer[0]);
+  }
   return bound;
+}
+
+bool one_chunk_per_stage(const Strategy& strategy) {
+  return (strategy.schedule == Schedule::one_f_one_b || strategy.schedule == Schedule::gpipe) &&
+         strategy.virtual_pipeline_model_parallel_size == 1;
 }
 
 }  // namespace
 
 TimeNs compute_lower_bound_full_ns(const Scenario& scenario, const Strategy& strategy, const Profile& profile,
                                    sim::PriceCache* prices) {
-  return busiest(busy_at(scenario, strategy, strategy.num_micro_batches, profile, prices), 1);
+  const int total = strategy.num_micro_batches;
+  return busiest(busy_at(scenario, strategy, total, profile, prices), total, total, one_chunk_per_stage(strategy));
 }
 
 TimeNs compute_lower_bound_ns(const Scenario& scenario, const Strategy& strategy, const Profile& profile,
@@ -40,7 +75,7 @@ TimeNs compute_lower_bound_ns(const Scenario& scenario, const Strategy& strategy
   fewest.num_micro_batches = m;
   if (total <= m || total % m != 0 || invalid_reason(scenario, fewest))
     return compute_lower_bound_full_ns(scenario, strategy, profile, prices);
-  return busiest(busy_at(scenario, strategy, m, profile, prices), total / m);
+  return busiest(busy_at(scenario, strategy, m, profile, prices), m, total, one_chunk_per_stage(strategy));
 }
 
 }  // namespace twin

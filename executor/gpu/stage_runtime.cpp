@@ -47,7 +47,8 @@ std::string to_string(Act act) {
 StageRuntime::StageRuntime(const Scenario& scenario, const Strategy& strategy, const IterationGraph& graph, int rank,
                            const RankCoordinates& me, Communicators& comms, const TrainingOptions& options)
     : scenario_(scenario), strategy_(strategy), rc_(class_of_stage(graph, me.pp)), rank_(rank), me_(me), comms_(comms),
-      options_(options), shapes_(lowering::rank_shapes(scenario, strategy)), bindings_(bind_ops(rc_, !scenario.model.untie_embeddings_and_output_weights)) {
+      options_(options), shapes_(lowering::rank_shapes(scenario, strategy)),
+      bindings_(bind_ops(rc_, !scenario.model.untie_embeddings_and_output_weights)) {
   for (cudaStream_t& stream : streams_) TWIN_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   matmuls_[static_cast<int>(Stream::compute)] = std::make_unique<Matmul>();
   attention_ = std::make_unique<gpu::Attention>(options.attention);
