@@ -62,6 +62,11 @@ void swiglu_backward(const bf16* in, const bf16* dout, bf16* din, std::int64_t r
 // GeLU, tanh approximation, over `count` elements.
 void gelu_forward(const bf16* x, bf16* y, std::int64_t count, cudaStream_t stream);
 void gelu_backward(const bf16* x, const bf16* dy, bf16* dx, std::int64_t count, cudaStream_t stream);
+// An MLP's activation of `rows` rows of fc1 output (2 cols wide when gated): SwiGLU when gated, else GeLU.
+void mlp_activation_forward(bool gated, const bf16* fc1, bf16* out, std::int64_t rows, std::int64_t cols,
+                            cudaStream_t stream);
+void mlp_activation_backward(bool gated, const bf16* fc1, const bf16* dout, bf16* d_fc1, std::int64_t rows,
+                             std::int64_t cols, cudaStream_t stream);
 // out = a + b (out may alias a or b).
 void residual_add(const bf16* a, const bf16* b, bf16* out, std::int64_t count, cudaStream_t stream);
 
@@ -128,8 +133,12 @@ void grad_sum_squares(const bf16* grad, std::int64_t count, float* partials, flo
 // scale = min(1, max_norm / (sqrt(sum_squares) + 1e-6)).
 void grad_clip_scale(const float* sum_squares, float max_norm, float* scale, cudaStream_t stream);
 
+// The MoE kernels' limits: experts per layer, and experts each token is routed to.
+inline constexpr int kMoeMaxExperts = 1024;
+inline constexpr int kMoeMaxTopK = 8;
+
 // ---- mixture of experts (dropless: every token reaches its top_k experts). A token's routed copies:
-// routed = tokens * top_k, copy f = t * top_k + j is token t's j-th choice. experts <= 1024, top_k <= 8. ----
+// routed = tokens * top_k, copy f = t * top_k + j is token t's j-th choice. ----
 // Router: per token the fp32 softmax over all experts into probs [tokens, experts] (kept for the load-balancing
 // loss's gradient), and the top_k experts (ties to the lower index) with their weights renormalised over the
 // chosen k: expert_index, expert_weight [tokens, top_k].

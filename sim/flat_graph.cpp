@@ -287,7 +287,6 @@ std::vector<ComputeBusy> compute_busy(const IterationGraph& graph, const Cluster
         total.optimizer_ns += ns;
         continue;
       }
-      total.other_ns += ns;
       (op.phase == Phase::forward && !op.recomputed ? total.forward_ns : total.backward_ns) += ns;
       if (op.recomputed) total.recomputed_ns += ns;
     }

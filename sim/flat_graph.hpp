@@ -67,10 +67,10 @@ FlatIteration flatten(const IterationGraph& graph, const Cluster& cluster, const
 struct ComputeBusy {
   int stage = 0;
   TimeNs optimizer_ns = 0;
-  TimeNs other_ns = 0;     // forward_ns + backward_ns
-  TimeNs forward_ns = 0;   // forward passes (a recomputed forward runs in the backward pass: not here)
-  TimeNs backward_ns = 0;  // backward passes, recomputed forwards included
+  TimeNs forward_ns = 0;     // forward passes (a recomputed forward runs in the backward pass: not here)
+  TimeNs backward_ns = 0;    // backward passes, recomputed forwards included
   TimeNs recomputed_ns = 0;  // the recomputed forwards alone
+  TimeNs other_ns() const { return forward_ns + backward_ns; }  // all but the optimizer phase
 };
 std::vector<ComputeBusy> compute_busy(const IterationGraph& graph, const Cluster& cluster, const Profile& profile,
                                       PriceCache* prices = nullptr);

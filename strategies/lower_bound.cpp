@@ -31,7 +31,7 @@ std::vector<sim::ComputeBusy> busy_at(const Scenario& scenario, Strategy strateg
 TimeNs busiest(const std::vector<sim::ComputeBusy>& busy, int lowered, int total, bool one_chunk_per_stage) {
   const std::int64_t scale = total / lowered;
   TimeNs bound = 0;
-  for (const sim::ComputeBusy& b : busy) bound = std::max(bound, b.optimizer_ns + b.other_ns * scale);
+  for (const sim::ComputeBusy& b : busy) bound = std::max(bound, b.optimizer_ns + b.other_ns() * scale);
   if (!one_chunk_per_stage) return bound;
   int stages = 0;
   for (const sim::ComputeBusy& b : busy) stages = std::max(stages, b.stage + 1);
@@ -48,7 +48,7 @@ TimeNs busiest(const std::vector<sim::ComputeBusy>& busy, int lowered, int total
   for (const sim::ComputeBusy& b : busy) {
     TimeNs fill = 0;
     for (int j = 0; j < b.stage; ++j) fill += forward[j];
-    const TimeNs before_last_backward = b.other_ns * scale - b.backward_ns / lowered;
+    const TimeNs before_last_backward = b.other_ns() * scale - b.backward_ns / lowered;
     bound = std::max(bound, fill + before_last_backward + drain[0] + optimizer[0]);
   }
   return bound;

@@ -117,13 +117,15 @@ StageRuntime::LinearWeight StageRuntime::linear_weight(OpRole subject, int unit)
   if (subject == OpRole::output_projection && !scenario_.model.untie_embeddings_and_output_weights) {
     // Tied: the embedding table [vocab, hidden] where this stage holds it, else the table's copy.
     const bool table_here = stage_holds_embedding(strategy_, me_.pp);
-    ParameterUnit& holder = params_->unit(table_here ? kEmbeddingUnit : kHeadUnit);
-    const WeightTensor& w = holder.tensor(table_here ? OpRole::embedding : OpRole::output_projection);
-    return {holder.params + w.offset, holder.grads + w.offset, w.cols, w.rows, true};
+    const int holder_unit = table_here ? kEmbeddingUnit : kHeadUnit;
+    const OpRole role = table_here ? OpRole::embedding : OpRole::output_projection;
+    ParameterUnit& holder = params_->unit(holder_unit);
+    const WeightTensor& w = holder.tensor(role);
+    return {holder.params + w.offset, holder.grads + w.offset, w.cols, w.rows, true, holder_unit, role};
   }
   ParameterUnit& parameters = params_->unit(unit);
   const WeightTensor& w = parameters.tensor(subject);
-  return {parameters.params + w.offset, parameters.grads + w.offset, w.rows, w.cols, false};
+  return {parameters.params + w.offset, parameters.grads + w.offset, w.rows, w.cols, false, unit, subject};
 }
 
 void StageRuntime::linear(const Op& op, const OpBinding& b, int mb, int unit, cudaStream_t stream) {
@@ -360,10 +362,7 @@ void StageRuntime::between_linears(const Op& op, const OpBinding& b, int mb, int
     case Action::activation_forward: {
       auto* act = static_cast<bf16*>(make(mb, unit, act_out, op.rows * op.cols * kBf16, stream));
       const auto* fc1 = static_cast<const bf16*>(get(mb, unit, act_in));
-      if (op.gated_activation)
-        kernels::swiglu_forward(fc1, act, op.rows, op.cols, stream);
-      else
-        kernels::gelu_forward(fc1, act, op.rows * op.cols, stream);
+      kernels::mlp_activation_forward(op.gated_activation, fc1, act, op.rows, op.cols, stream);
       return;
     }
     case Action::activation_backward: {
@@ -371,10 +370,7 @@ void StageRuntime::between_linears(const Op& op, const OpBinding& b, int mb, int
       auto* d_fc1 = static_cast<bf16*>(make(mb, unit, d_act_in, op.rows * width * kBf16, stream));
       const auto* fc1 = static_cast<const bf16*>(get(mb, unit, act_in));
       const auto* d_act = static_cast<const bf16*>(get(mb, unit, d_act_out));
-      if (op.gated_activation)
-        kernels::swiglu_backward(fc1, d_act, d_fc1, op.rows, op.cols, stream);
-      else
-        kernels::gelu_backward(fc1, d_act, d_fc1, op.rows * op.cols, stream);
+      kernels::mlp_activation_backward(op.gated_activation, fc1, d_act, d_fc1, op.rows, op.cols, stream);
       for (Act done : {act_in, d_act_out}) release(mb, unit, done, stream);
       return;
     }

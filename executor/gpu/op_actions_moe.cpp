@@ -38,13 +38,13 @@ void StageRuntime::moe(const Op& op, const OpBinding& b, int mb, int unit, cudaS
   const auto done = [&](std::initializer_list<Act> names) {
     for (Act name : names) release(mb, unit, name, stream);
   };
-  // The experts' GEMMs: one group per expert over its rows [first, first + count) of the routed copies.
-  const auto expert_groups = [&](std::int64_t n, std::int64_t k, auto&& group_of) {
+  // The experts' GEMMs: one group per expert, over its rows [first, first + count) of the routed copies.
+  const auto per_expert = [&](auto&& group_of) {
     const std::vector<std::int64_t>& counts = expert_counts_.at({mb, unit});
     std::vector<GemmGroup> groups;
     std::int64_t first = 0;
     for (std::int64_t e = 0; e < experts; ++e) {
-      groups.push_back(group_of(e, first, counts[e], n, k));
+      groups.push_back(group_of(e, first, counts[e]));
       first += counts[e];
     }
     return groups;
@@ -53,11 +53,11 @@ void StageRuntime::moe(const Op& op, const OpBinding& b, int mb, int unit, cudaS
   const bool gemm = b.subject != OpRole::none;
   bf16* weights = gemm ? parameters.params + parameters.tensor(b.subject).offset : nullptr;
   bf16* grads = gemm ? parameters.grads + parameters.tensor(b.subject).offset : nullptr;
-  // Forward products of expert e: rows of `in` (width k) times W_e [k, n] into rows of `out` (width n).
+  // Expert e's forward product: rows of `in` (in_width) times W_e [in_width, out_width] into rows of `out`.
   const bool fc1 = b.subject == OpRole::expert_fc1;
   const Tensor in = fc1 ? Tensor::expert_input : Tensor::expert_activation_out;
   const Tensor out = fc1 ? Tensor::expert_fc1_out : Tensor::expert_out;
-  const std::int64_t in_width = fc1 ? h : ffn, out_width = fc1 ? fc1_width : h;
+  const std::int64_t in_width = fc1 ? h : ffn, out_width = fc1 ? fc1_width : h, weight_size = in_width * out_width;
 
   switch (b.action) {
     case Action::router_forward: {
@@ -94,19 +94,16 @@ void StageRuntime::moe(const Op& op, const OpBinding& b, int mb, int unit, cudaS
     case Action::expert_forward: {
       bf16* x = bf(in);
       bf16* y = new_bf16(out, Form::value, routed * out_width);
-      const auto groups = expert_groups(out_width, in_width, [&](std::int64_t e, std::int64_t first, std::int64_t count,
-                                                                 std::int64_t n, std::int64_t k) {
-        return GemmGroup{count, n, k, x + first * k, weights + e * k * n, y + first * n};
-      });
-      grouped_->run(groups, false, false, false, stream);
+      grouped_->run(per_expert([&](std::int64_t e, std::int64_t first, std::int64_t count) {
+                      return GemmGroup{count, out_width, in_width, x + first * in_width, weights + e * weight_size,
+                                       y + first * out_width};
+                    }),
+                    false, false, false, stream);
       return;
     }
     case Action::expert_activation_forward: {
       bf16* act = new_bf16(Tensor::expert_activation_out, Form::value, routed * ffn);
-      if (s.swiglu)
-        kernels::swiglu_forward(bf(Tensor::expert_fc1_out), act, routed, ffn, stream);
-      else
-        kernels::gelu_forward(bf(Tensor::expert_fc1_out), act, routed * ffn, stream);
+      kernels::mlp_activation_forward(op.gated_activation, bf(Tensor::expert_fc1_out), act, routed, ffn, stream);
       return;
     }
     case Action::expert_combine: {
@@ -136,35 +133,29 @@ void StageRuntime::moe(const Op& op, const OpBinding& b, int mb, int unit, cudaS
     case Action::expert_input_grad: {  // d in_e [count, k] = d out_e [count, n] W_e^T
       bf16* dy = bf(out, Form::gradient);
       bf16* dx = new_bf16(in, Form::gradient, routed * in_width);
-      const auto groups = expert_groups(in_width, out_width, [&](std::int64_t e, std::int64_t first,
-                                                                 std::int64_t count, std::int64_t n, std::int64_t k) {
-        return GemmGroup{count, n, k, dy + first * k, weights + e * k * n, dx + first * n};
-      });
-      grouped_->run(groups, false, true, false, stream);
+      grouped_->run(per_expert([&](std::int64_t e, std::int64_t first, std::int64_t count) {
+                      return GemmGroup{count, in_width, out_width, dy + first * out_width, weights + e * weight_size,
+                                       dx + first * in_width};
+                    }),
+                    false, true, false, stream);
       return;
     }
     case Action::expert_weight_grad: {  // dW_e [k_in, n_out] (+)= in_e^T [k_in, count] d out_e [count, n_out]
       bf16* x = bf(in);
       bf16* dy = bf(out, Form::gradient);
-      const std::vector<std::int64_t>& counts = expert_counts_.at({mb, unit});
-      std::vector<GemmGroup> groups;
-      std::int64_t first = 0;
-      for (std::int64_t e = 0; e < experts; ++e) {
-        groups.push_back({in_width, out_width, counts[e], x + first * in_width, dy + first * out_width,
-                          grads + e * in_width * out_width});
-        first += counts[e];
-      }
-      grouped_->run(groups, true, false, !b.first_gradient, stream);
+      grouped_->run(per_expert([&](std::int64_t e, std::int64_t first, std::int64_t count) {
+                      return GemmGroup{in_width, out_width, count, x + first * in_width, dy + first * out_width,
+                                       grads + e * weight_size};
+                    }),
+                    true, false, !b.first_gradient, stream);
       done({{in}, {out, Form::gradient}});
       return;
     }
     case Action::expert_activation_backward: {
       bf16* d_fc1 = new_bf16(Tensor::expert_fc1_out, Form::gradient, routed * fc1_width);
       const bf16* d_act = bf(Tensor::expert_activation_out, Form::gradient);
-      if (s.swiglu)
-        kernels::swiglu_backward(bf(Tensor::expert_fc1_out), d_act, d_fc1, routed, ffn, stream);
-      else
-        kernels::gelu_backward(bf(Tensor::expert_fc1_out), d_act, d_fc1, routed * ffn, stream);
+      kernels::mlp_activation_backward(op.gated_activation, bf(Tensor::expert_fc1_out), d_act, d_fc1, routed, ffn,
+                                       stream);
       done({{Tensor::expert_fc1_out}, {Tensor::expert_activation_out, Form::gradient}});
       return;
     }

@@ -116,15 +116,16 @@ StageRuntime::StageRuntime(const Scenario& scenario, const Strategy& strategy, c
   // Every weight's gradient stored by a first op of the step? Then no per-step zeroing: padding and gaps stay
   // the zeros they were allocated as.
   std::set<std::pair<int, OpRole>> stored;
-  const bool tied_table_here =
-      !scenario.model.untie_embeddings_and_output_weights && stage_holds_embedding(strategy, me.pp);
   for (OpIndex i = 0; i < rc_.size(); ++i) {
     const OpBinding& b = bindings_[i];
     if (!b.first_gradient) continue;
-    if (b.subject == OpRole::output_projection && tied_table_here)  // it writes the table's gradient
-      stored.insert({kEmbeddingUnit, OpRole::embedding});
-    else
-      stored.insert({unit_of(rc_.op(i), b), b.subject});
+    const int unit = unit_of(rc_.op(i), b);
+    if (b.action == Action::linear_weight_grad) {  // where the linear's weight is (a tied output: the table)
+      const LinearWeight w = linear_weight(b.subject, unit);
+      stored.insert({w.unit, w.role});
+    } else {
+      stored.insert({unit, b.subject});
+    }
   }
   zero_grads_each_step_ = false;
   for (ParameterUnit* unit : params_->units())

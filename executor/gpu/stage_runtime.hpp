@@ -120,6 +120,8 @@ class StageRuntime {
     __nv_bfloat16* grads = nullptr;
     std::int64_t in = 0, out = 0;
     bool stored_out_by_in = false;
+    int unit = 0;                 // the parameter unit and tensor that hold it (and its gradient)
+    OpRole role = OpRole::none;
   };
   LinearWeight linear_weight(OpRole subject, int unit);
 

@@ -148,6 +148,22 @@ void gelu_backward(const bf16* x, const bf16* dy, bf16* dx, std::int64_t count, 
   TWIN_CUDA_CHECK_LAUNCH();
 }
 
+void mlp_activation_forward(bool gated, const bf16* fc1, bf16* out, std::int64_t rows, std::int64_t cols,
+                            cudaStream_t stream) {
+  if (gated)
+    swiglu_forward(fc1, out, rows, cols, stream);
+  else
+    gelu_forward(fc1, out, rows * cols, stream);
+}
+
+void mlp_activation_backward(bool gated, const bf16* fc1, const bf16* dout, bf16* d_fc1, std::int64_t rows,
+                             std::int64_t cols, cudaStream_t stream) {
+  if (gated)
+    swiglu_backward(fc1, dout, d_fc1, rows, cols, stream);
+  else
+    gelu_backward(fc1, dout, d_fc1, rows * cols, stream);
+}
+
 void residual_add(const bf16* a, const bf16* b, bf16* out, std::int64_t count, cudaStream_t stream) {
   require_count(count, "residual_add: empty");
   if (count % 8 == 0 && aligned16(a) && aligned16(b) && aligned16(out))

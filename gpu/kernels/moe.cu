@@ -12,8 +12,6 @@ using detail::warp_max;
 using detail::warp_sum;
 
 constexpr int kWarpsPerBlock = 8;
-constexpr int kMaxExperts = 1024;
-constexpr int kMaxTopK = 8;
 
 __global__ void router_topk_kernel(const bf16* logits, float* probs, std::int32_t* expert_index, float* expert_weight,
                                    std::int64_t tokens, int experts, int top_k) {
@@ -115,7 +113,7 @@ unsigned token_blocks(std::int64_t tokens) {
 }
 
 void require_router_shape(std::int64_t tokens, int experts, int top_k, const char* what) {
-  detail::require(tokens > 0 && experts > 0 && experts <= kMaxExperts && top_k >= 1 && top_k <= kMaxTopK &&
+  detail::require(tokens > 0 && experts > 0 && experts <= kMoeMaxExperts && top_k >= 1 && top_k <= kMoeMaxTopK &&
                       top_k <= experts,
                   what);
 }

@@ -17,8 +17,6 @@ using detail::to_bf16;
 using detail::to_float;
 
 constexpr int kThreads = 256;
-constexpr int kMaxExperts = 1024;
-constexpr int kMaxTopK = 8;
 constexpr std::int64_t kMaxRows = 0x7fffffff;  // grid.x, and CUB's int item count
 constexpr std::size_t kAlign = 256;
 
@@ -141,7 +139,7 @@ std::size_t sort_temp_bytes(std::int64_t routed, int experts) {
 }
 
 void require_rows(std::int64_t rows, int top_k, std::int64_t cols, const char* what) {
-  detail::require(rows > 0 && rows <= kMaxRows && cols > 0 && top_k >= 1 && top_k <= kMaxTopK, what);
+  detail::require(rows > 0 && rows <= kMaxRows && cols > 0 && top_k >= 1 && top_k <= kMoeMaxTopK, what);
 }
 
 bool vector_rows(std::int64_t cols, std::initializer_list<const void*> rows) {
@@ -154,7 +152,7 @@ bool vector_rows(std::int64_t cols, std::initializer_list<const void*> rows) {
 }  // namespace
 
 std::size_t moe_sort_workspace_bytes(std::int64_t routed, int experts) {
-  detail::require(routed > 0 && routed <= kMaxRows && experts > 0 && experts <= kMaxExperts,
+  detail::require(routed > 0 && routed <= kMaxRows && experts > 0 && experts <= kMoeMaxExperts,
                   "moe_sort_by_expert: need 0 < routed < 2^31 and 1 <= experts <= 1024");
   return 2 * aligned(static_cast<std::size_t>(routed) * sizeof(std::int32_t)) +
          aligned(sort_temp_bytes(routed, experts));

@@ -105,6 +105,23 @@ def scenario(name, model, gpus, seq, global_batch, micro_batch, fields, training
     return doc
 
 
+def run_logged(command, log):
+    """Runs `command`, its output (stdout and stderr) appended to `log`."""
+    result = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600)
+    log.write(f"$ {' '.join(command)}\n{result.stdout}\n")
+    log.flush()
+    return result
+
+
+def write_results(out, stem, lines, report):
+    """The tables as OUT/STEM.md, the numbers as OUT/STEM.json, the tables printed."""
+    with open(os.path.join(out, stem + ".md"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+    with open(os.path.join(out, stem + ".json"), "w") as f:
+        json.dump(report, f, indent=1)
+    print("\n".join(lines))
+
+
 def run_case(twin, out, name, doc, iters, warmup, log, execute_args=()):
     folder = os.path.join(out, name)
     os.makedirs(folder, exist_ok=True)
@@ -116,9 +133,7 @@ def run_case(twin, out, name, doc, iters, warmup, log, execute_args=()):
              [twin, "execute", "--plan", os.path.join(folder, "best.json"), "--run", folder,
               "--iters", str(iters), "--warmup", str(warmup), *execute_args]]
     for command in steps:
-        result = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600)
-        log.write(f"$ {' '.join(command)}\n{result.stdout}\n")
-        log.flush()
+        result = run_logged(command, log)
         if result.returncode != 0:
             print(f"  {name}: FAILED ({' '.join(command[:2])}): {result.stdout.strip().splitlines()[-1:]}")
             return None
@@ -249,11 +264,7 @@ def main():
                          f"{'pass' if ok else 'FAIL'} |")
             print(lines[-1], flush=True)
 
-    with open(os.path.join(args.out, "execute_check.md"), "w") as f:
-        f.write("\n".join(lines) + "\n")
-    with open(os.path.join(args.out, "execute_check.json"), "w") as f:
-        json.dump(report, f, indent=1)
-    print("\n".join(lines))
+    write_results(args.out, "execute_check", lines, report)
     return 1 if failed else 0
 
 

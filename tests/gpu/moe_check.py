@@ -7,7 +7,7 @@ folded into a profile by `twin calibrate --from-trace`, and simulated again with
 Usage: moe_check.py --twin build/twin [--out DIR] [--gpus N] [--iters N] [--profile NAME|FILE] [--gpu NAME]
 Results: $OUT/moe_check.md and $OUT/moe_check.json; exit 1 when a check fails.
 """
-import argparse, json, os, shutil, subprocess, sys
+import argparse, json, os, shutil, sys
 
 import execute_check as ec
 
@@ -26,13 +26,6 @@ CORRECTNESS = [
 ]
 # (name, micro-batch, global batch)
 SPEED = [("mixtral-2l-mbs1", 1, 4), ("mixtral-2l-mbs2", 2, 4)]
-
-
-def run(command, log):
-    result = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600)
-    log.write(f"$ {' '.join(command)}\n{result.stdout}\n")
-    log.flush()
-    return result
 
 
 def main():
@@ -106,8 +99,8 @@ def main():
         profile = os.path.join(folder, "folded-profile.json")
         shutil.copy(ec.PROFILE if os.path.exists(ec.PROFILE) else
                     os.path.join(os.path.dirname(__file__), "../../cost/profiles", ec.PROFILE + ".json"), profile)
-        fold = run([args.twin, "calibrate", "--from-trace", folder, "--profile", profile], log)
-        report_run = run([args.twin, "report", folder], log)
+        fold = ec.run_logged([args.twin, "calibrate", "--from-trace", folder, "--profile", profile], log)
+        report_run = ec.run_logged([args.twin, "report", folder], log)
         routing = metrics.get("moe_routing", {})
         measured_imbalance = routing.get("imbalance_mean", 0)
         ok = fold.returncode == 0 and report_run.returncode == 0 and measured_imbalance >= 1.0
@@ -123,7 +116,7 @@ def main():
             changed["model"]["moe"] = dict(changed["model"].get("moe", {}), **changes.get("moe", {}))
             with open(os.path.join(again, "scenario.json"), "w") as f:
                 json.dump(changed, f, indent=1)
-            if run([args.twin, "simulate", os.path.join(again, "scenario.json"), "--out", again, "--top", "0"],
+            if ec.run_logged([args.twin, "simulate", os.path.join(again, "scenario.json"), "--out", again, "--top", "0"],
                    log).returncode != 0:
                 return None
             with open(os.path.join(again, "best.json")) as f:
@@ -148,11 +141,7 @@ def main():
                      + ("" if ok else " FAIL"))
         print(lines[-1], flush=True)
 
-    with open(os.path.join(args.out, "moe_check.md"), "w") as f:
-        f.write("\n".join(lines) + "\n")
-    with open(os.path.join(args.out, "moe_check.json"), "w") as f:
-        json.dump(report, f, indent=1)
-    print("\n".join(lines))
+    ec.write_results(args.out, "moe_check", lines, report)
     return 1 if failed else 0
 
 
