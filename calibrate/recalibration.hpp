@@ -38,6 +38,7 @@ struct RunMeasurements {
   std::vector<MeasuredOpSample> samples;  // compute ops and collectives that ran
   int absent_ops = 0;                     // ops with no kernel in any iteration (nothing to fold)
   int point_to_point_ops = 0;             // sends and receives: left out (their time includes waiting)
+  int shared_gpu_ops = 0;                 // compute ops that ran beside another stream's compute: left out
   int other_attention_ops = 0;            // attention of a run with another implementation than profiles price: left out
   int other_kernel_ops = 0;               // ops whose kernel revision differs from the profile's (core/kernel_revisions.hpp)
   // An MoE run's routing (metrics.json's moe_routing): its experts, top-k and this one run.

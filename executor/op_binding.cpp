@@ -78,11 +78,12 @@ std::string to_string(Action action) {
 
 std::vector<OpBinding> bind_ops(const RankClass& rc, bool tied_embeddings) {
   std::vector<OpBinding> bindings(rc.size());
+  bool two_strands = false;  // double strand: the backward strand's compute on compute2
+  for (OpIndex i = 0; i < rc.size(); ++i) two_strands |= rc.op(i).stream == Stream::compute2;
   for (OpIndex i = 0; i < rc.size(); ++i) {
     const Op& op = rc.op(i);
     OpBinding& b = bindings[i];
     const bool backward = op.phase == Phase::backward;
-    if (op.stream == Stream::compute2) unsupported(rc, i, "on a second compute stream (double strand)");
     if (!op_kind_traits(op.kind).executor_runs)
       unsupported(rc, i, fmt::format("a {} op", op_kind_traits(op.kind).name).c_str());
     switch (op.kind) {
@@ -142,6 +143,8 @@ std::vector<OpBinding> bind_ops(const RankClass& rc, bool tied_embeddings) {
       case OpKind::recv: {
         if (op.role == OpRole::cp_exchange) unsupported(rc, i, "a context-parallel exchange");
         if (op.group == GroupKind::tensor) unsupported(rc, i, "a userbuffers ring step (tp_comm_overlap)");
+        if (two_strands)
+          unsupported(rc, i, "a double-strand pass's p2p (one strand's activation and the other's gradient in one message)");
         const bool send = op.kind == OpKind::send;
         b.action = op.role == OpRole::pipeline_activation ? (send ? Action::send_activation : Action::recv_activation)
                                                           : (send ? Action::send_gradient : Action::recv_gradient);

@@ -50,7 +50,9 @@ struct OpBinding {
 std::string to_string(Action action);
 
 // One binding per op, in op order. Throws std::invalid_argument naming the op for what the executor does
-// not run (context parallel, expert-parallel all-to-all, double strand's second compute stream).
+// not run (context parallel, expert-parallel all-to-all, a double-strand pass's two-tensor p2p). The backward
+// strand of double strand binds as any backward: its ops say compute2, and the runtime gives that stream its
+// own CUDA stream and scratch.
 // With tied embeddings the output projection's weight gradient goes into the embedding table's (or, on a stage
 // without the embedding, the table's copy): it and the embedding backward share one first_gradient.
 std::vector<OpBinding> bind_ops(const RankClass& rank_class, bool tied_embeddings = false);

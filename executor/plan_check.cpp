@@ -27,8 +27,10 @@ void check_executable_plan(const Plan& plan, const std::string& file) {
   const MemoryEstimate memory = estimate_memory(plan.scenario, s);
   const std::string oom = out_of_memory_reason(memory, plan.scenario.cluster.node_groups.front().gpu.memory_GiB);
   if (!oom.empty()) throw InputError(file, "/strategy", "a plan that fits; the simulator says it does not: " + oom);
-  if (s.schedule == Schedule::double_strand)
-    throw InputError(file, "/strategy/schedule", "a schedule twin execute runs (not double-strand, yet)");
+  // A double-strand pass over stages sends one strand's activation and the other's gradient in one p2p.
+  if (s.schedule == Schedule::double_strand && s.pipeline_model_parallel_size > 1)
+    throw InputError(file, "/strategy/pipeline_model_parallel_size",
+                     "1 under double-strand (twin execute does not run the folded pipeline's two-tensor p2p yet)");
   if (s.context_parallel_size > 1 || s.expert_model_parallel_size > 1)
     throw InputError(file, "/strategy", "no context or expert parallelism (twin execute does not run them yet)");
   // The table's copy sits at another offset of another unit than the table: after ZeRO's reduce-scatter the

@@ -80,9 +80,6 @@ std::optional<std::string> invalid_reason(const Scenario& scenario, const Strate
                          s.num_micro_batches, pp);
   }
   if (s.schedule == Schedule::double_strand) {
-    if (tp == 1 && cp == 1 && ep == 1)
-      return std::string("double-strand hides tensor, context or expert parallel communication under the other "
-                         "strand's compute; with tensor, context and expert parallel sizes 1 there is none to hide");
     if (m.num_layers % (2 * pp) != 0)
       return fmt::format("double-strand needs num_layers {} divisible by 2*pipeline_model_parallel_size {}: the model "
                          "is folded, each stage holds a run of layers and its mirror of equal length",

@@ -6,6 +6,7 @@
 #include <map>
 #include <numeric>
 #include <set>
+#include <tuple>
 #include <stdexcept>
 
 #include <fmt/format.h>
@@ -42,6 +43,40 @@ struct Interval {
     ++kernels;
   }
 };
+
+// Sets shared_gpu_iterations from the ops' spans (first kernel start to last end: an op's duration) in each
+// iteration: a compute op shared the GPU when its span overlaps the span of a compute op of another graph stream,
+// whether their kernels ran at once or one's kernels ran between the other's. Spans of one stream never overlap
+// (its ops run in order), so, sorted by start, a span overlaps one of another stream exactly when that stream's
+// latest span so far still runs when it starts.
+void mark_shared_gpu(const RankClass& rank_class, const std::map<std::pair<OpIndex, std::int32_t>, Interval>& spans,
+                     std::vector<OpMeasurement>& ops) {
+  struct Span {
+    TimeNs start_ns, end_ns;
+    Stream stream;
+    OpIndex op;
+    std::int32_t iteration;
+  };
+  std::vector<Span> compute;
+  for (const auto& [key, interval] : spans) {
+    const Op& op = rank_class.op(key.first);
+    if (!op.is_communication()) compute.push_back({interval.start_ns, interval.end_ns, op.stream, key.first, key.second});
+  }
+  std::sort(compute.begin(), compute.end(), [](const Span& a, const Span& b) {
+    return std::tie(a.start_ns, a.stream, a.op) < std::tie(b.start_ns, b.stream, b.op);
+  });
+  std::map<Stream, const Span*> latest;                 // per stream: its span that started last so far
+  std::set<std::pair<OpIndex, std::int32_t>> shared;   // (op, iteration)
+  for (const Span& span : compute) {
+    for (const auto& [stream, other] : latest)
+      if (stream != span.stream && other->end_ns > span.start_ns) {
+        shared.insert({span.op, span.iteration});
+        shared.insert({other->op, other->iteration});
+      }
+    latest[span.stream] = &span;
+  }
+  for (const auto& [op, iteration] : shared) ++ops[op].shared_gpu_iterations;
+}
 
 }  // namespace
 
@@ -126,6 +161,7 @@ MeasuredRank join_measured_ops(const RankClass& rank_class, const std::vector<Me
     op.duration_ns[slot.at(key.second)] = interval.end_ns - interval.start_ns;
     op.kernels = std::max(op.kernels, interval.kernels);
   }
+  mark_shared_gpu(rank_class, op_iterations, measured.ops);
   for (OpMeasurement& op : measured.ops) {
     std::vector<TimeNs> durations;
     for (const auto& duration : op.duration_ns)

@@ -46,7 +46,7 @@ const std::vector<std::string>& ops_csv_columns() {
       "kind",          "role",   "phase",              "layer",
       "micro_batch",   "stream", "predicted_start_ns", "predicted_duration_ns",
       "measured_median_ns", "measured_min_ns", "measured_max_ns", "kernels",
-      "error",
+      "error",         "shared_gpu_iterations",
   };
   return columns;
 }
@@ -77,7 +77,7 @@ std::string ops_csv(const IterationGraph& graph, const std::vector<MeasuredRank>
                   std::to_string(op.micro_batch), to_string(op.stream), std::to_string(predicted[i].start_ns),
                   std::to_string(predicted[i].duration_ns), optional_ns(measured.median_ns),
                   optional_ns(measured.min_ns), optional_ns(measured.max_ns), std::to_string(measured.kernels),
-                  error ? fixed(*error, 4) : std::string()},
+                  error ? fixed(*error, 4) : std::string(), std::to_string(measured.shared_gpu_iterations)},
                  csv);
     }
   }

@@ -110,18 +110,21 @@ std::size_t column_of(std::string_view name) {
 std::vector<OpsCsvRow> parse_ops_csv(std::string_view text, const std::string& source) {
   const std::vector<Record> records = split_records(text, source);
   const std::vector<std::string>& columns = ops_csv_columns();
-  if (records.empty() || records.front().fields != columns)
+  // Runs written before shared_gpu_iterations, the last column, existed: read with 0 there.
+  const std::vector<std::string> older(columns.begin(), columns.end() - 1);
+  if (records.empty() || (records.front().fields != columns && records.front().fields != older))
     throw InputError(source, "line 1",
                      fmt::format("the ops.csv header \"{}\" (written by twin execute)", fmt::join(columns, ",")));
+  const std::size_t fields = records.front().fields.size();
   constexpr std::int64_t kMaxInt = std::numeric_limits<int>::max();
   constexpr std::int64_t kMaxTime = std::numeric_limits<TimeNs>::max();
   std::vector<OpsCsvRow> rows;
   for (std::size_t r = 1; r < records.size(); ++r) {
     const Record& record = records[r];
     if (record.fields.size() == 1 && record.fields[0].empty()) continue;  // a blank line
-    if (record.fields.size() != columns.size())
+    if (record.fields.size() != fields)
       throw InputError(source, fmt::format("line {}", record.line),
-                       fmt::format("{} fields (the header's columns), got {}", columns.size(), record.fields.size()));
+                       fmt::format("{} fields (the header's columns), got {}", fields, record.fields.size()));
     const RowReader reader(record, source);
     OpsCsvRow row;
     row.line = record.line;
@@ -141,6 +144,8 @@ std::vector<OpsCsvRow> parse_ops_csv(std::string_view text, const std::string& s
     row.measured_min_ns = reader.optional_ns(column_of("measured_min_ns"));
     row.measured_max_ns = reader.optional_ns(column_of("measured_max_ns"));
     row.kernels = static_cast<int>(reader.integer(column_of("kernels"), 0, kMaxInt));
+    if (fields == columns.size())
+      row.shared_gpu_iterations = static_cast<int>(reader.integer(column_of("shared_gpu_iterations"), 0, kMaxInt));
     if (row.measured_median_ns.has_value() != row.measured_min_ns.has_value() ||
         row.measured_median_ns.has_value() != row.measured_max_ns.has_value())
       reader.fail(column_of("measured_min_ns"), "measured median, min and max all given or all empty");
@@ -207,6 +212,7 @@ std::vector<MeasuredRank> measured_ranks_from_rows(const std::vector<OpsCsvRow>&
     measured.min_ns = row.measured_min_ns;
     measured.max_ns = row.measured_max_ns;
     measured.kernels = row.kernels;
+    measured.shared_gpu_iterations = row.shared_gpu_iterations;
   }
   std::vector<MeasuredRank> ranks;
   for (auto& [rank, measured] : by_rank) {

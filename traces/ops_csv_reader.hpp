@@ -27,6 +27,7 @@ struct OpsCsvRow {
   TimeNs predicted_duration_ns = 0;
   std::optional<TimeNs> measured_median_ns, measured_min_ns, measured_max_ns;  // empty for an absent op
   int kernels = 0;
+  int shared_gpu_iterations = 0;  // 0 in files written before the column existed
 };
 
 // RFC 4180 (quoted fields, CRLF or LF line ends); the header must be ops_csv_columns(). Throws InputError

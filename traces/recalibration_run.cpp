@@ -79,6 +79,12 @@ RunMeasurements read_run_measurements(const fs::path& ops_csv, const IterationGr
       ++result.point_to_point_ops;
       continue;
     }
+    // Beside the other strand's compute (double strand) an op shares the GPU: its time is not the one a profile
+    // holds, its time alone.
+    if (!op.is_communication() && row.shared_gpu_iterations > 0) {
+      ++result.shared_gpu_ops;
+      continue;
+    }
     MeasuredOpSample sample;
     sample.op = op;
     const NodeGroup& group = cluster.node_groups.at(static_cast<std::size_t>(rank_class.node_group));
@@ -162,6 +168,7 @@ RecalibrateOutcome recalibrate_from_run(const RecalibrateRequest& request) {
   json effect = {{"predicted_before_ns", predicted_before}, {"predicted_after_ns", predicted_after},
                  {"ops_folded", measured.samples.size()}, {"ops_absent", measured.absent_ops},
                  {"ops_point_to_point", measured.point_to_point_ops},
+                 {"ops_shared_gpu", measured.shared_gpu_ops},
                  {"ops_other_attention", measured.other_attention_ops},
                  {"ops_other_kernel_revision", measured.other_kernel_ops}};
   if (measured_ns) {

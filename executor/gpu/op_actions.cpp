@@ -58,7 +58,13 @@ int StageRuntime::previous_unit(int unit, int chunk) const {
   const auto [first, end] = chunk_layers_.at(chunk);
   if (unit == kHeadUnit) return end - 1;
   if (unit > first) return unit - 1;
-  return virtual_stage_of(strategy_, me_.pp, chunk) == 0 ? kEmbeddingUnit : kReceivedUnit - chunk;
+  const int virtual_stage = virtual_stage_of(strategy_, me_.pp, chunk);
+  if (virtual_stage == 0) return kEmbeddingUnit;
+  // The virtual stage before it on this stage (double strand's fold turns on the last stage: its mirror chunk
+  // follows its first) hands its last layer's output over in memory; otherwise it arrives by p2p.
+  for (const auto& [other, layers] : chunk_layers_)
+    if (virtual_stage_of(strategy_, me_.pp, other) == virtual_stage - 1) return layers.second - 1;
+  return kReceivedUnit - chunk;
 }
 
 void StageRuntime::run_op(OpIndex index, int iteration) {
@@ -132,7 +138,7 @@ void StageRuntime::linear(const Op& op, const OpBinding& b, int mb, int unit, cu
   const LinearTensors t = linear_tensors(b.subject);
   const LinearWeight w = linear_weight(b.subject, unit);
   bf16* weight = w.params;
-  Matmul& matmul = *matmuls_[static_cast<int>(op.stream)];
+  Matmul& matmul = *scratch(op).matmul;
   const auto input_full = [&] { return static_cast<bf16*>(has(mb, unit, t.input_full) ? get(mb, unit, t.input_full)
                                                                                        : get(mb, unit, t.input)); };
   const auto d_output_full = [&] {
@@ -234,8 +240,8 @@ void StageRuntime::norm(const Op& op, const OpBinding& b, int mb, int unit, cuda
   auto* dx = static_cast<bf16*>(make(mb, unit, dx_name, rows * cols * kBf16, stream));
   kernels::rmsnorm_backward(dy, x, weight, static_cast<const float*>(get(mb, unit, rstd)),
                             op.fuses_residual ? static_cast<const bf16*>(get(mb, unit, skip)) : nullptr, dx,
-                            norm_partials_, rows, cols, stream);
-  kernels::norm_weight_grad_reduce(norm_partials_, kernels::norm_partial_blocks(rows), cols,
+                            scratch(op).norm_partials, rows, cols, stream);
+  kernels::norm_weight_grad_reduce(scratch(op).norm_partials, kernels::norm_partial_blocks(rows), cols,
                                    parameters.grads + w.offset, /*accumulate=*/!b.first_gradient, stream);
   if (op.fuses_residual) release(mb, unit, skip, stream);
   if (!unit_input) {

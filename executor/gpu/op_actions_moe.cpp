@@ -63,7 +63,7 @@ void StageRuntime::moe(const Op& op, const OpBinding& b, int mb, int unit, cudaS
     case Action::router_forward: {
       const bf16* x = bf(Tensor::mlp_norm_out);
       bf16* logits = new_bf16(Tensor::router_logits, Form::value, tokens * experts);
-      matmuls_[static_cast<int>(op.stream)]->run({tokens, experts, h, false, false, false}, x, weights, logits, stream);
+      scratch(op).matmul->run({tokens, experts, h, false, false, false}, x, weights, logits, stream);
       auto* probs = static_cast<float*>(make(mb, unit, {Tensor::router_probs}, tokens * experts * 4, stream));
       auto* choice = static_cast<std::int32_t*>(make(mb, unit, {Tensor::expert_choice}, routed * 4, stream));
       auto* weight = static_cast<float*>(make(mb, unit, {Tensor::combine_weight}, routed * 4, stream));
@@ -72,7 +72,7 @@ void StageRuntime::moe(const Op& op, const OpBinding& b, int mb, int unit, cudaS
       auto* order = static_cast<std::int32_t*>(make(mb, unit, {Tensor::expert_order}, routed * 4, stream));
       auto* row = static_cast<std::int32_t*>(make(mb, unit, {Tensor::routed_row}, routed * 4, stream));
       auto* counts = static_cast<std::int32_t*>(make(mb, unit, {Tensor::expert_counts}, experts * 4, stream));
-      kernels::moe_sort_by_expert(choice, routed, static_cast<int>(experts), order, row, counts, moe_sort_workspace_,
+      kernels::moe_sort_by_expert(choice, routed, static_cast<int>(experts), order, row, counts, scratch(op).moe_sort_workspace,
                                   moe_sort_workspace_bytes_, stream);
       TWIN_CUDA_CHECK(cudaMemcpyAsync(counts_host_, counts, experts * 4, cudaMemcpyDeviceToHost, stream));
       TWIN_CUDA_CHECK(cudaEventRecord(counts_copied_, stream));
@@ -94,7 +94,7 @@ void StageRuntime::moe(const Op& op, const OpBinding& b, int mb, int unit, cudaS
     case Action::expert_forward: {
       bf16* x = bf(in);
       bf16* y = new_bf16(out, Form::value, routed * out_width);
-      grouped_->run(per_expert([&](std::int64_t e, std::int64_t first, std::int64_t count) {
+      scratch(op).grouped->run(per_expert([&](std::int64_t e, std::int64_t first, std::int64_t count) {
                       return GemmGroup{count, out_width, in_width, x + first * in_width, weights + e * weight_size,
                                        y + first * out_width};
                     }),
@@ -133,7 +133,7 @@ void StageRuntime::moe(const Op& op, const OpBinding& b, int mb, int unit, cudaS
     case Action::expert_input_grad: {  // d in_e [count, k] = d out_e [count, n] W_e^T
       bf16* dy = bf(out, Form::gradient);
       bf16* dx = new_bf16(in, Form::gradient, routed * in_width);
-      grouped_->run(per_expert([&](std::int64_t e, std::int64_t first, std::int64_t count) {
+      scratch(op).grouped->run(per_expert([&](std::int64_t e, std::int64_t first, std::int64_t count) {
                       return GemmGroup{count, in_width, out_width, dy + first * out_width, weights + e * weight_size,
                                        dx + first * in_width};
                     }),
@@ -143,7 +143,7 @@ void StageRuntime::moe(const Op& op, const OpBinding& b, int mb, int unit, cudaS
     case Action::expert_weight_grad: {  // dW_e [k_in, n_out] (+)= in_e^T [k_in, count] d out_e [count, n_out]
       bf16* x = bf(in);
       bf16* dy = bf(out, Form::gradient);
-      grouped_->run(per_expert([&](std::int64_t e, std::int64_t first, std::int64_t count) {
+      scratch(op).grouped->run(per_expert([&](std::int64_t e, std::int64_t first, std::int64_t count) {
                       return GemmGroup{in_width, out_width, count, x + first * in_width, dy + first * out_width,
                                        grads + e * weight_size};
                     }),
@@ -167,12 +167,12 @@ void StageRuntime::moe(const Op& op, const OpBinding& b, int mb, int unit, cudaS
       return;
     }
     case Action::router_input_grad:  // the router's part of the norm output's gradient, added to the experts'
-      matmuls_[static_cast<int>(op.stream)]->run({tokens, h, experts, false, true, true},
+      scratch(op).matmul->run({tokens, h, experts, false, true, true},
                                                  bf(Tensor::router_logits, Form::gradient), weights,
                                                  bf(Tensor::mlp_norm_out, Form::gradient), stream);
       return;
     case Action::router_weight_grad:
-      matmuls_[static_cast<int>(op.stream)]->run({h, experts, tokens, true, false, !b.first_gradient},
+      scratch(op).matmul->run({h, experts, tokens, true, false, !b.first_gradient},
                                                  bf(Tensor::mlp_norm_out), bf(Tensor::router_logits, Form::gradient),
                                                  grads, stream);
       done({{Tensor::router_logits, Form::gradient}, {Tensor::expert_counts}});

@@ -50,7 +50,6 @@ StageRuntime::StageRuntime(const Scenario& scenario, const Strategy& strategy, c
       options_(options), shapes_(lowering::rank_shapes(scenario, strategy)),
       bindings_(bind_ops(rc_, !scenario.model.untie_embeddings_and_output_weights)) {
   for (cudaStream_t& stream : streams_) TWIN_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  matmuls_[static_cast<int>(Stream::compute)] = std::make_unique<Matmul>();
   attention_ = std::make_unique<gpu::Attention>(options.attention);
   cudaStream_t compute = streams_[static_cast<int>(Stream::compute)];
 
@@ -95,7 +94,6 @@ StageRuntime::StageRuntime(const Scenario& scenario, const Strategy& strategy, c
   rope_table_ = static_cast<float2*>(static_buffer(shapes_.s * (shapes_.d / 2) * sizeof(float2)));
   kernels::rope_build_table(rope_table_, shapes_.s, static_cast<int>(shapes_.d), 10000.0f, compute);
   loss_sum_ = static_cast<float*>(static_buffer(sizeof(float)));
-  norm_partials_ = static_cast<float*>(static_buffer(kernels::norm_partial_floats(tokens, h) * sizeof(float)));
   grad_partials_ = static_cast<float*>(static_buffer(kernels::grad_norm_partial_count() * sizeof(float)));
   grad_sum_squares_ = static_cast<float*>(static_buffer(sizeof(float)));
   clip_scale_ = static_cast<float*>(static_buffer(sizeof(float)));
@@ -104,11 +102,21 @@ StageRuntime::StageRuntime(const Scenario& scenario, const Strategy& strategy, c
       embedding_workspace_bytes_ = kernels::embedding_backward_workspace_bytes(tokens);
       embedding_workspace_ = static_buffer(embedding_workspace_bytes_);
     }
-  if (scenario.model.is_moe()) {
-    grouped_ = std::make_unique<GroupedMatmul>();
-    const std::int64_t routed = shapes_.tokens_local * scenario.model.moe.top_k;
+  const std::int64_t routed = shapes_.tokens_local * scenario.model.moe.top_k;
+  if (scenario.model.is_moe())
     moe_sort_workspace_bytes_ = kernels::moe_sort_workspace_bytes(routed, static_cast<int>(shapes_.experts_total));
-    moe_sort_workspace_ = static_buffer(moe_sort_workspace_bytes_);
+  std::array<bool, kStreamCount> computes{};
+  for (OpIndex i = 0; i < rc_.size(); ++i) computes[static_cast<int>(rc_.op(i).stream)] |= !rc_.op(i).is_communication();
+  for (int s = 0; s < kStreamCount; ++s) {
+    if (!computes[s]) continue;
+    StreamScratch& scratch = scratch_[s];
+    scratch.matmul = std::make_unique<Matmul>();
+    scratch.norm_partials = static_cast<float*>(static_buffer(kernels::norm_partial_floats(tokens, h) * sizeof(float)));
+    if (!scenario.model.is_moe()) continue;
+    scratch.grouped = std::make_unique<GroupedMatmul>();
+    scratch.moe_sort_workspace = static_buffer(moe_sort_workspace_bytes_);
+  }
+  if (scenario.model.is_moe()) {
     TWIN_CUDA_CHECK(cudaMallocHost(&counts_host_, shapes_.experts_total * sizeof(std::int32_t)));
     TWIN_CUDA_CHECK(cudaEventCreateWithFlags(&counts_copied_, cudaEventDisableTiming));
   }
@@ -146,7 +154,7 @@ StageRuntime::~StageRuntime() {
   if (counts_copied_) cudaEventDestroy(counts_copied_);
   if (counts_host_) cudaFreeHost(counts_host_);
   params_.reset();
-  for (auto& matmul : matmuls_) matmul.reset();
+  for (StreamScratch& scratch : scratch_) scratch = {};
   for (cudaStream_t stream : streams_) cudaStreamDestroy(stream);
 }
 

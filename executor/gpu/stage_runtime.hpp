@@ -164,9 +164,18 @@ class StageRuntime {
   std::vector<OpBinding> bindings_;
   std::unique_ptr<StageParameters> params_;
   std::array<cudaStream_t, kStreamCount> streams_{};
-  std::array<std::unique_ptr<Matmul>, kStreamCount> matmuls_;
+  // What a compute stream's kernels write besides tensors. Each stream that runs compute ops (compute, and
+  // compute2 under double strand) has its own, so that the two strands' GEMMs, norm backwards and routers,
+  // running at once, never share a workspace.
+  struct StreamScratch {
+    std::unique_ptr<Matmul> matmul;           // cuBLASLt and its workspace
+    std::unique_ptr<GroupedMatmul> grouped;   // the experts' GEMMs (MoE models only)
+    float* norm_partials = nullptr;           // a norm backward's per-block weight-gradient sums
+    void* moe_sort_workspace = nullptr;       // the router's sort by expert (MoE models only)
+  };
+  std::array<StreamScratch, kStreamCount> scratch_;
+  StreamScratch& scratch(const Op& op) { return scratch_[static_cast<int>(op.stream)]; }
   std::unique_ptr<gpu::Attention> attention_;     // one cuDNN handle; the stream is set per call
-  std::unique_ptr<GroupedMatmul> grouped_;        // the experts' GEMMs (MoE models only)
   std::vector<cudaEvent_t> op_done_;               // per op: recorded after it (waits, and where a hang is)
   std::vector<std::vector<OpIndex>> waits_;        // per op: cross-stream predecessors
   cudaEvent_t iteration_start_ = nullptr, iteration_end_ = nullptr;
@@ -182,14 +191,12 @@ class StageRuntime {
   float* loss_sum_ = nullptr;                      // device scalar
   void* embedding_workspace_ = nullptr;
   std::size_t embedding_workspace_bytes_ = 0;
-  float* norm_partials_ = nullptr;
   float* grad_partials_ = nullptr;
   float* grad_sum_squares_ = nullptr;
   float* clip_scale_ = nullptr;
   bool fixups_done_ = false;
   // MoE routing: the sort's scratch, the pinned copy of one layer's tokens per expert and its event, the counts
   // per (micro-batch, unit) until the layer's backward, the loads of this iteration and its load-balancing loss.
-  void* moe_sort_workspace_ = nullptr;
   std::size_t moe_sort_workspace_bytes_ = 0;
   std::int32_t* counts_host_ = nullptr;
   cudaEvent_t counts_copied_ = nullptr;

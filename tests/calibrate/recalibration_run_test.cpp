@@ -235,6 +235,32 @@ TEST(RecalibrateFromRun, ARunOfAnotherAttentionLeavesAttentionAlone) {
   EXPECT_EQ(all.record["effect"]["ops_other_attention"], 0);
 }
 
+// Compute ops that shared the GPU with another stream's compute (double strand's two strands) measured their
+// share, not their time alone: they are left out and counted; an ops.csv of before the column reads as alone.
+TEST(RecalibrateFromRun, ComputeOpsThatSharedTheGpuAreLeftOut) {
+  TempDir dir("recal-shared");
+  const fs::path run = copy_run("7b4l-mbs1-h200", dir.path);
+  const std::string base = study_profile_in(dir.path);
+  const RecalibrateOutcome alone = recalibrate_from_run({run, base, (dir.path / "p1.json").string()});
+  EXPECT_EQ(alone.record["effect"]["ops_shared_gpu"], 0);
+  // The fixture's ops.csv has no shared_gpu_iterations column: add it, 1 on every GEMM and 0 elsewhere.
+  std::string text = read_file(run / "ops.csv"), rewritten;
+  int gemms = 0;
+  for (std::size_t begin = 0; begin < text.size();) {
+    std::size_t end = text.find("\r\n", begin);
+    const std::string line = text.substr(begin, end - begin);
+    const bool header = begin == 0, gemm = line.find(",gemm,") != std::string::npos;
+    gemms += gemm;
+    rewritten += line + (header ? ",shared_gpu_iterations" : gemm ? ",1" : ",0") + "\r\n";
+    begin = end + 2;
+  }
+  test::write_file(run / "ops.csv", rewritten);
+  const RecalibrateOutcome shared = recalibrate_from_run({run, base, (dir.path / "p2.json").string()});
+  EXPECT_GT(gemms, 20);
+  EXPECT_EQ(shared.record["effect"]["ops_shared_gpu"], gemms);
+  EXPECT_EQ(shared.record["effect"]["ops_folded"].get<int>(), alone.record["effect"]["ops_folded"].get<int>() - gemms);
+}
+
 // A run whose kernels of some kind are of another revision than the profile's calibration timed
 // (core/kernel_revisions.hpp) folds its other ops and leaves those kinds' entries alone; the same revisions fold all.
 TEST(RecalibrateFromRun, ARunOfAnotherKernelRevisionLeavesThoseKindsAlone) {

@@ -3,6 +3,7 @@
 // order the lowering issues ops in.
 #include <map>
 #include <set>
+#include <tuple>
 
 #include <gtest/gtest.h>
 
@@ -269,6 +270,49 @@ TEST(OpBinding, RunsExactlyTheKindsTheTableSaysItRuns) {
     op.group = GroupKind::expert;
     lone.add(op);
     EXPECT_THROW(bind_ops(lone), std::invalid_argument) << to_string(kind);
+  }
+}
+
+// Double strand on one stage binds the ops 1F1B binds, only placed differently: the same (action, subject, layer,
+// micro-batch) once each, every backward compute op on compute2, each weight's gradient stored once. Over
+// stages its passes' p2p carry two tensors in one message: refused.
+TEST(OpBinding, DoubleStrandBindsTheOpsOfOneFOneB) {
+  Scenario scenario = testing::make_scenario(testing::llama_shaped(4), 1, 1024, 64);
+  scenario.cluster.node_groups[0].gpus_per_node = 1;
+  Strategy one_f_one_b = testing::make_strategy(1, 1, 1, false);
+  one_f_one_b.micro_batch_size = 16;
+  Strategy strands = one_f_one_b;
+  strands.schedule = Schedule::double_strand;
+  const RankClass plain = lower(one_f_one_b, scenario).classes[0];
+  const RankClass folded = lower(strands, scenario).classes[0];
+  using Key = std::tuple<Action, OpRole, int, int>;
+  const auto keys = [](const RankClass& rc, int* stored, int* on_compute2) {
+    std::multiset<Key> result;
+    const std::vector<OpBinding> bindings = bind_ops(rc);
+    for (OpIndex i = 0; i < rc.size(); ++i) {
+      const Op& op = rc.op(i);
+      result.insert({bindings[i].action, bindings[i].subject, op.layer, op.micro_batch});
+      *stored += bindings[i].first_gradient;
+      if (on_compute2) *on_compute2 += op.stream == Stream::compute2;
+      if (op.phase == Phase::backward && !op.is_communication())
+        EXPECT_EQ(op.stream, on_compute2 ? Stream::compute2 : Stream::compute) << op_name(op);
+      if (op.phase == Phase::forward && on_compute2) EXPECT_NE(op.stream, Stream::compute2) << op_name(op);
+    }
+    return result;
+  };
+  int plain_stored = 0, folded_stored = 0, on_compute2 = 0;
+  EXPECT_EQ(keys(plain, &plain_stored, nullptr), keys(folded, &folded_stored, &on_compute2));
+  EXPECT_EQ(plain_stored, folded_stored);
+  EXPECT_GT(on_compute2, 4 * 4 * 10);  // 4 micro-batches of 16 sequences, 4 layers of more than 10 backward ops
+  Scenario two = scenario;
+  two.cluster.node_groups[0].gpus_per_node = 2;
+  Strategy pipelined = strands;
+  pipelined.pipeline_model_parallel_size = 2;
+  try {
+    bind_ops(lower(pipelined, two).classes[0]);
+    ADD_FAILURE() << "a double-strand p2p was bound";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("double-strand"), std::string::npos) << e.what();
   }
 }
 

@@ -75,6 +75,15 @@ TEST(PlanCheck, RunsTiedEmbeddingsExceptShardedOverStagesAndDataRanks) {
   EXPECT_EQ(refusal_path(tied), "/strategy/zero_stage");
 }
 
+// Double strand runs on one stage (the two strands on two CUDA streams); over stages its p2p is not run yet.
+TEST(PlanCheck, RunsDoubleStrandOnOneStage) {
+  Plan strands = executed_plan();
+  strands.strategy.schedule = Schedule::double_strand;
+  EXPECT_EQ(refusal_path(strands), "");
+  strands.strategy.pipeline_model_parallel_size = 2;
+  EXPECT_EQ(refusal_path(strands), "/strategy/pipeline_model_parallel_size");
+}
+
 TEST(PlanCheck, RefusesAPlanThatDoesNotFit) {
   Plan plan = executed_plan();
   plan.scenario.cluster.node_groups.front().gpu.memory_GiB = 1;

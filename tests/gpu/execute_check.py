@@ -122,6 +122,14 @@ def write_results(out, stem, lines, report):
     print("\n".join(lines))
 
 
+def curve_differences(losses, baseline):
+    """The largest relative difference of a loss curve from the baseline's: over the first half of the steps and
+    over all of them."""
+    half = len(losses) // 2
+    first_half = max(abs(a - b) / b for a, b in zip(losses[:half], baseline[:half]))
+    return first_half, max(abs(a - b) / b for a, b in zip(losses, baseline))
+
+
 def run_case(twin, out, name, doc, iters, warmup, log, execute_args=()):
     folder = os.path.join(out, name)
     os.makedirs(folder, exist_ok=True)

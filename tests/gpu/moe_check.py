@@ -64,9 +64,7 @@ def main():
         # Routing is discrete: a last-bit difference (a residual add rounded once in a GEMM's epilogue, a
         # recomputed forward) sends some token to another expert, and the curves part a little more with each
         # step. So the first half of the steps is held to the dense runs' tolerance, the whole curve to 5x it.
-        half = len(losses) // 2
-        diff_first_half = max(abs(a - b) / b for a, b in zip(losses[:half], baseline[:half]))
-        diff = max(abs(a - b) / b for a, b in zip(losses, baseline))
+        diff_first_half, diff = ec.curve_differences(losses, baseline)
         routing = metrics.get("moe_routing", {})
         # Every measured step routes each micro-batch through each MoE layer once on the stage that holds it.
         expected_samples = (args.iters - 2) * 4 * MOE_SMALL["num_layers"]

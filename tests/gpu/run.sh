@@ -6,7 +6,7 @@
 # Logs and tables go to $OUT (or out/gpu-check): run.log, ctest.log, calibrate.log, profile.json,
 # check.log, check.csv, check.md.
 # TWIN_GPU_STEPS picks steps (default: all but accuracy and check-sweep): tests calibrate calibrate-checks check
-# check-sweep execute moe mpirun accuracy;
+# check-sweep execute moe strands mpirun accuracy;
 # `accuracy` runs issue 5's study on as many GPUs as the machine has (scenarios/accuracy-llama2-7b-<N>xH200.json,
 # or TWIN_ACCURACY_SCENARIO) with this call's profile. TWIN_PROFILE=FILE skips calibration and checks that profile instead.
 # TWIN_CALIBRATE_SCENARIO=S.json makes calibration also measure the exact shapes of S's candidates.
@@ -19,7 +19,7 @@ exec > >(tee -a "$OUT/run.log") 2>&1
 export NCCL_NVLS_ENABLE="${NCCL_NVLS_ENABLE:-0}"  # the user's value wins, as in twin's launcher
 step() { echo; echo "=== $* ($(date -u +%H:%M:%S))"; }
 status=0
-steps="${TWIN_GPU_STEPS:-tests calibrate calibrate-checks check execute moe mpirun}"
+steps="${TWIN_GPU_STEPS:-tests calibrate calibrate-checks check execute moe strands mpirun}"
 wants() { [[ " $steps " == *" $1 "* ]]; }
 gpus=$(nvidia-smi -L | wc -l)
 
@@ -156,6 +156,18 @@ python3 tests/gpu/moe_check.py --twin "$twin" --out /tmp/moe-check --gpus "$gpus
 cp /tmp/moe-check/moe_check.md /tmp/moe-check/moe_check.json "$OUT/" 2>/dev/null && cat "$OUT/moe_check.md"
 tar czf "$OUT/moe-runs.tar.gz" --exclude=traces -C /tmp moe-check 2>/dev/null
 echo "MoE checks: ${SECONDS}s wall"
+fi
+
+if wants strands; then
+step "twin execute on double-strand plans on one GPU: loss against 1F1B, co-running cost, fold (tests/gpu/strands_check.py)"
+SECONDS=0
+gpu_name=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
+case "$gpu_name" in *H100*) strands_gpu=H100-SXM-80GB; strands_profile=h100-x1 ;; *) strands_gpu=H200-141GB; strands_profile=h200-x1 ;; esac
+python3 tests/gpu/strands_check.py --twin "$twin" --out /tmp/strands-check --gpu "$strands_gpu" \
+  --profile "${TWIN_STRANDS_PROFILE:-$strands_profile}" > "$OUT/strands_check.log" 2>&1 || status=1
+cp /tmp/strands-check/strands_check.md /tmp/strands-check/strands_check.json "$OUT/" 2>/dev/null && cat "$OUT/strands_check.md"
+tar czf "$OUT/strands-runs.tar.gz" --exclude=traces -C /tmp strands-check 2>/dev/null
+echo "double-strand checks: ${SECONDS}s wall"
 fi
 
 if wants mpirun && command -v mpirun > /dev/null; then

@@ -35,8 +35,8 @@ InputError input_error(Load load) {
 
 TEST(OpsCsvReader, ParsesQuotedFieldsAndEmptyMeasurements) {
   const std::string text = header() +
-                           "0,0,0,\"a \"\"quoted\"\", name\",gemm,fc1,forward,3,1,compute,10,20,30,25,35,2,0.5000\r\n"
-                           "1,0,0,plain,elementwise,mlp_residual,backward,-1,-1,compute,40,50,,,,0,\n";
+                           "0,0,0,\"a \"\"quoted\"\", name\",gemm,fc1,forward,3,1,compute,10,20,30,25,35,2,0.5000,2\r\n"
+                           "1,0,0,plain,elementwise,mlp_residual,backward,-1,-1,compute,40,50,,,,0,,0\n";
   const std::vector<OpsCsvRow> rows = parse_ops_csv(text, "ops.csv");
   ASSERT_EQ(rows.size(), 2u);
   EXPECT_EQ(rows[0].line, 2);
@@ -48,12 +48,28 @@ TEST(OpsCsvReader, ParsesQuotedFieldsAndEmptyMeasurements) {
   EXPECT_EQ(rows[1].micro_batch, -1);
   EXPECT_FALSE(rows[1].measured_median_ns);
   EXPECT_EQ(rows[1].predicted_duration_ns, 50);
+  EXPECT_EQ(rows[0].shared_gpu_iterations, 2);
+}
+
+// Runs written before the last column, shared_gpu_iterations, existed read with 0 there.
+TEST(OpsCsvReader, AnOlderHeaderWithoutSharedGpuIterationsReads) {
+  std::string older = header();
+  older.erase(older.find(",shared_gpu_iterations"), std::string(",shared_gpu_iterations").size());
+  const std::vector<OpsCsvRow> rows =
+      parse_ops_csv(older + "0,0,0,x,gemm,fc1,forward,0,0,compute,10,20,30,25,35,1,\r\n", "ops.csv");
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0].shared_gpu_iterations, 0);
+  // A row of the other form than its header is refused.
+  EXPECT_EQ(input_error([&] {
+              parse_ops_csv(older + "0,0,0,x,gemm,fc1,forward,0,0,compute,10,20,30,25,35,1,,0\r\n", "ops.csv");
+            }).json_path(),
+            "line 2");
 }
 
 TEST(OpsCsvReader, ErrorsNameLineAndColumn) {
   const InputError bad_number = input_error([&] {
-    parse_ops_csv(header() + "0,0,0,x,gemm,fc1,forward,0,0,compute,10,20,30,25,35,1,\r\n"
-                             "1,0,0,y,gemm,fc1,forward,0,0,compute,10,20,3x0,25,35,1,\r\n",
+    parse_ops_csv(header() + "0,0,0,x,gemm,fc1,forward,0,0,compute,10,20,30,25,35,1,,0\r\n"
+                             "1,0,0,y,gemm,fc1,forward,0,0,compute,10,20,3x0,25,35,1,,0\r\n",
                   "run/ops.csv");
   });
   EXPECT_EQ(bad_number.file(), "run/ops.csv");
@@ -63,7 +79,7 @@ TEST(OpsCsvReader, ErrorsNameLineAndColumn) {
   EXPECT_EQ(input_error([&] { parse_ops_csv("op_id,rank\r\n", "ops.csv"); }).json_path(), "line 1");
   EXPECT_EQ(input_error([&] { parse_ops_csv(header() + "0,0,0\r\n", "ops.csv"); }).json_path(), "line 2");
   EXPECT_EQ(input_error([&] {
-              parse_ops_csv(header() + "0,0,0,x,gemm,fc1,forward,0,0,compute,10,20,30,,35,1,\r\n", "ops.csv");
+              parse_ops_csv(header() + "0,0,0,x,gemm,fc1,forward,0,0,compute,10,20,30,,35,1,,0\r\n", "ops.csv");
             }).json_path(),
             "line 2, column measured_min_ns");
 }

@@ -69,9 +69,9 @@ TEST(Validity, EveryRuleExplains) {
   EXPECT_EQ(reason(sc, ep), "expert_model_parallel_size 2 needs a MoE model (num_experts > 0)");
   Strategy ds = make_strategy(2, 2, 1, true, 1, Schedule::double_strand);
   EXPECT_EQ(reason(sc, ds), std::nullopt);
-  EXPECT_EQ(reason(sc, make_strategy(1, 2, 1, true, 1, Schedule::double_strand)),
-            "double-strand hides tensor, context or expert parallel communication under the other strand's compute; "
-            "with tensor, context and expert parallel sizes 1 there is none to hide");
+  // With nothing to hide the strands only share the GPU (the engine predicts no gain): valid, so that one GPU can
+  // run and measure it.
+  EXPECT_EQ(reason(sc, make_strategy(1, 2, 1, true, 1, Schedule::double_strand)), std::nullopt);
   Strategy ds_zero3 = ds;
   ds_zero3.zero_stage = 3;
   EXPECT_EQ(reason(sc, ds_zero3),

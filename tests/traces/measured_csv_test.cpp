@@ -41,15 +41,15 @@ MeasuredRank three_op_rank(int rank) {
 
 constexpr const char* kHeader =
     "op_id,rank,rank_class,name,kind,role,phase,layer,micro_batch,stream,predicted_start_ns,"
-    "predicted_duration_ns,measured_median_ns,measured_min_ns,measured_max_ns,kernels,error\r\n";
+    "predicted_duration_ns,measured_median_ns,measured_min_ns,measured_max_ns,kernels,error,shared_gpu_iterations\r\n";
 
 TEST(OpsCsv, ExactBytesForThreeOps) {
   const std::string csv = ops_csv(three_op_graph(), {three_op_rank(3)}, three_op_prediction());
   const std::string expected = std::string(kHeader) +
-                               "0,3,0,L0.fc1.fwd.mb0,gemm,fc1,forward,0,0,compute,0,1000,1100,1100,1100,1,0.1000\r\n"
+                               "0,3,0,L0.fc1.fwd.mb0,gemm,fc1,forward,0,0,compute,0,1000,1100,1100,1100,1,0.1000,0\r\n"
                                "1,3,0,L0.tp_reduce.fwd.mb0,all_reduce,tp_reduce,forward,0,0,tp,1000,500,450,450,450,2,"
-                               "-0.1000\r\n"
-                               "2,3,0,optimizer.opt,optimizer_step,optimizer,optimizer,-1,-1,compute,1500,250,,,,0,\r\n";
+                               "-0.1000,0\r\n"
+                               "2,3,0,optimizer.opt,optimizer_step,optimizer,optimizer,-1,-1,compute,1500,250,,,,0,,0\r\n";
   EXPECT_EQ(csv, expected);
 }
 
@@ -68,7 +68,7 @@ TEST(OpsCsv, RowsFollowRankOrderAndZeroPredictionsHaveNoError) {
   ASSERT_NE(rank2, std::string::npos);
   ASSERT_NE(rank9, std::string::npos);
   EXPECT_LT(rank2, rank9);
-  EXPECT_NE(csv.find("\r\n0,2,0,L0.fc1.fwd.mb0,gemm,fc1,forward,0,0,compute,0,0,1100,1100,1100,1,\r\n"), std::string::npos)
+  EXPECT_NE(csv.find("\r\n0,2,0,L0.fc1.fwd.mb0,gemm,fc1,forward,0,0,compute,0,0,1100,1100,1100,1,,0\r\n"), std::string::npos)
       << csv;
   EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 7);  // header + 2 ranks x 3 ops
 }
@@ -84,11 +84,11 @@ TEST(OpsCsv, TwoStageRunHasARowPerRankAndOp) {
   const std::string csv = ops_csv(graph, ranks, prediction);
   EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 1 + 7 + 5);
   // c0.0: median of 1100 and 1200; kernels: the most in one iteration (3).
-  EXPECT_NE(csv.find("\r\n0,0,0,L0.fc1.fwd.mb0,gemm,fc1,forward,0,0,compute,0,1000,1150,1100,1200,3,0.1500\r\n"),
+  EXPECT_NE(csv.find("\r\n0,0,0,L0.fc1.fwd.mb0,gemm,fc1,forward,0,0,compute,0,1000,1150,1100,1200,3,0.1500,0\r\n"),
             std::string::npos)
       << csv;
   EXPECT_NE(csv.find("\r\n4,4,1,optimizer.opt,optimizer_step,optimizer,optimizer,-1,-1,compute,0,1000,1550,1200,1900,1,"
-                     "0.5500\r\n"),
+                     "0.5500,0\r\n"),
             std::string::npos)
       << csv;
 }

@@ -139,6 +139,34 @@ TEST(MeasuredJoin, AnOpSpreadOverTwoStreamsListsBoth) {
   EXPECT_EQ(rank.ops[1].median_ns, 30);
 }
 
+// Double strand: a compute op whose span overlaps the span of another stream's compute op shared the GPU in that
+// iteration (both are marked), also when their kernels took turns; communication beside compute, and spans that
+// only touch, do not count.
+TEST(MeasuredJoin, ComputeBesideAnotherStreamsComputeSharedTheGpu) {
+  RankClass rc;
+  rc.add(testing::make_op(OpKind::gemm, OpRole::fc1, Stream::compute, 1, 1));                      // 0
+  rc.add(testing::make_op(OpKind::gemm, OpRole::fc2, Stream::compute2, 3, 0, Phase::backward));   // 1
+  rc.add(testing::make_op(OpKind::all_reduce, OpRole::tp_reduce, Stream::tp_comm, 1, 1));          // 2
+  rc.add(testing::make_op(OpKind::gemm, OpRole::fc2, Stream::compute, 1, 1));                      // 3
+  const MeasuredRank rank = join_measured_ops(
+      rc,
+      {testing::kernel("a", 0, 0, 0, 100, 1), testing::kernel("b", 0, 1, 50, 150, 2),
+       testing::kernel("nccl", 0, 2, 60, 400, 3), testing::kernel("c", 0, 3, 200, 300, 1),
+       // the next iteration: one after the other, the second starting as the first ends
+       testing::kernel("a", 1, 0, 1000, 1100, 1), testing::kernel("b", 1, 1, 1100, 1200, 2),
+       // a long kernel of op 1 that started first, beside two short ones of op 3
+       testing::kernel("b", 1, 1, 1300, 1900, 2), testing::kernel("c", 1, 3, 1400, 1500, 1),
+       testing::kernel("c", 1, 3, 1600, 1700, 1),
+       // a third: op 0's two kernels with op 1's one between them, none at the same time as another
+       testing::kernel("a", 2, 0, 3000, 3010, 1), testing::kernel("b", 2, 1, 3015, 3025, 2),
+       testing::kernel("a", 2, 0, 3030, 3040, 1)},
+      0);
+  EXPECT_EQ(rank.ops[0].shared_gpu_iterations, 2);
+  EXPECT_EQ(rank.ops[1].shared_gpu_iterations, 3);
+  EXPECT_EQ(rank.ops[2].shared_gpu_iterations, 0);
+  EXPECT_EQ(rank.ops[3].shared_gpu_iterations, 1);
+}
+
 TEST(MeasuredJoin, OpIndexOutsideTheClassIsAClearError) {
   const IterationGraph graph = two_stage_graph();
   const RankClass& stage0 = graph.classes[0];  // 7 ops: 0..6

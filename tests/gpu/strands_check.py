@@ -1,0 +1,142 @@
+#!/usr/bin/env python3
+"""twin execute on double-strand plans on one GPU (DHeLlam's co-execution): the forward strand of one micro-batch
+on one CUDA stream beside the backward strand of another on a second, the paired segments and events the graph has.
+
+1. The small dense model (and the small MoE model, whose routers then run on both streams under full recompute)
+   under double strand against its own 1F1B loss curve.
+2. Llama-2-7B widths (4 layers, seq 4096) under 1F1B and double strand, each against its prediction, and the
+   measured cost of co-running two strands on one GPU (double strand over 1F1B) against the simulator's.
+3. The double-strand run through `twin report` and `twin calibrate --from-trace`: the compute ops that shared the GPU
+   with the other strand are left out of the fold (ops_shared_gpu), the rest fold as usual.
+
+Usage: strands_check.py --twin build/twin [--out DIR] [--iters N] [--profile NAME|FILE] [--gpu NAME]
+Results: $OUT/strands_check.md and $OUT/strands_check.json; exit 1 when a check fails.
+"""
+import argparse, json, os, sys
+
+import execute_check as ec
+import moe_check
+
+STRANDS = {"schedule": "double-strand"}
+# (name, model, strategy fields): each family's first case is the 1F1B baseline the others are held to.
+CORRECTNESS = [
+    ("dense", ec.SMALL, [
+        ("1f1b", {}),
+        ("double-strand", STRANDS),
+        ("double-strand-recompute-selective", {**STRANDS, "recompute": "selective"}),
+        ("double-strand-recompute-full", {**STRANDS, "recompute": "full"}),
+        ("double-strand-residual-fusion", {**STRANDS, **ec.RESIDUAL_FUSION}),
+    ]),
+    ("moe", moe_check.MOE_SMALL, [
+        ("moe-1f1b", {}),
+        ("moe-double-strand-recompute-full", {**STRANDS, "recompute": "full"}),
+    ]),
+]
+# (name, micro-batch, global batch, strategy fields): the 1F1B and double-strand pair of each size.
+SPEED = [
+    ("7b4l-1f1b", 1, 4, {}),
+    ("7b4l-double-strand", 1, 4, STRANDS),
+    ("7b4l-mbs2-1f1b", 2, 8, {}),
+    ("7b4l-mbs2-double-strand", 2, 8, STRANDS),
+]
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--twin", required=True)
+    parser.add_argument("--out", default=os.environ.get("OUT", "out") + "/strands")
+    parser.add_argument("--iters", type=int, default=12)
+    parser.add_argument("--tolerance", type=float, default=0.02)
+    parser.add_argument("--profile", default="h200-x1")
+    parser.add_argument("--gpu", default=ec.GPU)
+    args = parser.parse_args()
+    ec.GPU = args.gpu
+    ec.PROFILE = os.path.abspath(args.profile) if os.path.exists(args.profile) else args.profile
+    os.makedirs(args.out, exist_ok=True)
+    log = open(os.path.join(args.out, "strands_check.log"), "w")
+    report = {"correctness": {}, "speed": {}, "fold": {}}
+    failed = False
+
+    lines = ["## Double strand on one GPU: loss against 1F1B (seq 1024, global batch 8, micro-batch 2: 4 micro-batches)",
+             "", "| case | loss step 1 | loss last | max relative difference (first half / all steps) | result |",
+             "|---|---|---|---|---|"]
+    for family, model, cases in CORRECTNESS:
+        baseline = None
+        for name, fields in cases:
+            metrics = ec.run_case(args.twin, args.out, name, ec.scenario(name, model, 1, 1024, 8, 2, fields),
+                                  args.iters, 2, log)
+            if metrics is None:
+                failed = True
+                lines.append(f"| {name} | | | | FAILED to run |")
+                continue
+            losses = [s["loss"] for s in metrics["steps"]]
+            baseline = baseline or losses
+            first_half, whole = ec.curve_differences(losses, baseline)
+            # Dense: the dense runs' tolerance over the whole curve. MoE: routing is discrete, so (as moe_check.py)
+            # the first half is held to it and the whole curve to 5x it.
+            ok = first_half <= args.tolerance and losses[-1] < 0.8 * losses[0] and \
+                whole <= (5 if family == "moe" else 1) * args.tolerance
+            failed |= not ok
+            report["correctness"][name] = {"losses": losses, "max_relative_difference": whole,
+                                           "max_relative_difference_first_half": first_half, "ok": ok}
+            lines.append(f"| {name} | {losses[0]:.4f} | {losses[-1]:.4f} | {first_half:.2e} / {whole:.2e} | "
+                         f"{'pass' if ok else 'FAIL'} |")
+            print(lines[-1], flush=True)
+
+    lines += ["", "## Llama-2-7B widths, 4 layers, seq 4096, one GPU: 1F1B and double strand, measured against "
+              f"predicted ({args.profile})", "",
+              "| case | micro-batch | global batch | iteration s | MFU | predicted s | error | peak GiB | predicted GiB |",
+              "|---|---|---|---|---|---|---|---|---|"]
+    measured, predicted = {}, {}
+    for name, mbs, batch, fields in SPEED:
+        metrics = ec.run_case(args.twin, args.out, name, ec.scenario(name, ec.LLAMA7B_4L, 1, 4096, batch, mbs, fields),
+                              args.iters, 3, log)
+        if metrics is None:
+            failed = True
+            lines.append(f"| {name} | {mbs} | {batch} | FAILED | | | | | |")
+            continue
+        m, p = metrics["measured"], metrics["predicted"]
+        measured[name], predicted[name] = m["iteration_s"], p["iteration_time_s"]
+        peak = max(r["peak_memory_GiB"] for r in metrics["ranks"])
+        predicted_peak = max(r["predicted_peak_memory_GiB"] for r in metrics["ranks"])
+        report["speed"][name] = metrics
+        lines.append(f"| {name} | {mbs} | {batch} | {m['iteration_s']:.4f} | {100 * m['mfu']:.1f}% | "
+                     f"{p['iteration_time_s']:.4f} | {100 * (m['iteration_s'] / p['iteration_time_s'] - 1):+.1f}% | "
+                     f"{peak:.1f} | {predicted_peak:.1f} |")
+        print(lines[-1], flush=True)
+
+    lines += ["", "Co-running two strands on one GPU: double strand's iteration over 1F1B's, measured and predicted", "",
+              "| pair | measured | predicted |", "|---|---|---|"]
+    for one, two in [("7b4l-1f1b", "7b4l-double-strand"), ("7b4l-mbs2-1f1b", "7b4l-mbs2-double-strand")]:
+        if one in measured and two in measured:
+            ratio_measured, ratio_predicted = measured[two] / measured[one], predicted[two] / predicted[one]
+            report["speed"][f"{two}/{one}"] = {"measured": ratio_measured, "predicted": ratio_predicted}
+            lines.append(f"| {two} / {one} | {ratio_measured:.4f} | {ratio_predicted:.4f} |")
+
+    # The double-strand run through report and recalibration: the profile written beside the run (named profile).
+    folder = os.path.join(args.out, "7b4l-double-strand")
+    if os.path.isdir(folder):
+        fold = ec.run_logged([args.twin, "calibrate", "--from-trace", folder, "--profile", ec.PROFILE], log)
+        shown = ec.run_logged([args.twin, "report", folder], log)
+        changes = os.path.join(folder, "profile.changes.json")
+        effect = {}
+        if os.path.exists(changes):
+            with open(changes) as f:
+                effect = json.load(f).get("effect", {})
+        ok = fold.returncode == 0 and shown.returncode == 0 and effect.get("ops_shared_gpu", 0) > 0 and \
+            effect.get("ops_folded", 0) > 0
+        failed |= not ok
+        report["fold"] = {"effect": effect, "ok": ok}
+        lines += ["", "`twin calibrate --from-trace` on the double-strand run (micro-batch 1)", "",
+                  "| ops folded | ops left out: shared the GPU | error before | error after | report | result |",
+                  "|---|---|---|---|---|---|",
+                  f"| {effect.get('ops_folded')} | {effect.get('ops_shared_gpu')} | "
+                  f"{100 * effect.get('error_before', 0):+.1f}% | {100 * effect.get('error_after', 0):+.1f}% | "
+                  f"{'written' if shown.returncode == 0 else 'FAILED'} | {'pass' if ok else 'FAIL'} |"]
+
+    ec.write_results(args.out, "strands_check", lines, report)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
