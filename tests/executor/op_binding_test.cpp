@@ -306,6 +306,16 @@ TEST(OpBinding, DoubleStrandBindsTheOpsOfOneFOneB) {
   EXPECT_GT(on_compute2, 4 * 4 * 10);  // 4 micro-batches of 16 sequences, 4 layers of more than 10 backward ops
   Scenario two = scenario;
   two.cluster.node_groups[0].gpus_per_node = 2;
+  // Under TP with SP each strand's collectives bind as 1F1B's do (the pairing keeps two of one kind apart).
+  Strategy tensor_parallel = strands;
+  tensor_parallel.tensor_model_parallel_size = 2;
+  tensor_parallel.sequence_parallel = true;
+  Strategy tensor_parallel_1f1b = tensor_parallel;
+  tensor_parallel_1f1b.schedule = Schedule::one_f_one_b;
+  int stored_tp = 0, stored_tp_1f1b = 0, on_compute2_tp = 0;
+  EXPECT_EQ(keys(lower(tensor_parallel_1f1b, two).classes[0], &stored_tp_1f1b, nullptr),
+            keys(lower(tensor_parallel, two).classes[0], &stored_tp, &on_compute2_tp));
+  EXPECT_EQ(stored_tp, stored_tp_1f1b);
   Strategy pipelined = strands;
   pipelined.pipeline_model_parallel_size = 2;
   try {
