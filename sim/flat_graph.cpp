@@ -287,8 +287,12 @@ std::vector<ComputeBusy> compute_busy(const IterationGraph& graph, const Cluster
         total.optimizer_ns += ns;
         continue;
       }
-      (op.phase == Phase::forward && !op.recomputed ? total.forward_ns : total.backward_ns) += ns;
+      const bool forward = op.phase == Phase::forward && !op.recomputed;
+      (forward ? total.forward_ns : total.backward_ns) += ns;
       if (op.recomputed) total.recomputed_ns += ns;
+      if (op.chunk != 0) continue;
+      (forward ? total.first_chunk_forward_ns : total.first_chunk_backward_ns) += ns;
+      if (op.recomputed) total.first_chunk_recomputed_ns += ns;
     }
     busy.push_back(total);
   }

@@ -70,6 +70,9 @@ struct ComputeBusy {
   TimeNs forward_ns = 0;     // forward passes (a recomputed forward runs in the backward pass: not here)
   TimeNs backward_ns = 0;    // backward passes, recomputed forwards included
   TimeNs recomputed_ns = 0;  // the recomputed forwards alone
+  // The same three over chunk 0's passes only (the totals' share of the first model chunk; equal to them with one
+  // chunk per stage): a pipeline fills and drains through chunk 0 (strategies/lower_bound.cpp).
+  TimeNs first_chunk_forward_ns = 0, first_chunk_backward_ns = 0, first_chunk_recomputed_ns = 0;
   TimeNs other_ns() const { return forward_ns + backward_ns; }  // all but the optimizer phase
 };
 std::vector<ComputeBusy> compute_busy(const IterationGraph& graph, const Cluster& cluster, const Profile& profile,

@@ -21,25 +21,27 @@ std::vector<sim::ComputeBusy> busy_at(const Scenario& scenario, Strategy strateg
 }
 
 // The busiest class's compute, its passes scaled from the lowered micro-batches to the strategy's `total`.
-// With one chunk per stage (GPipe, 1F1B) also the pipeline's fill and drain: stage s computes nothing before
-// micro-batch 0's forward has passed stages 0..s-1, and all its compute but the last micro-batch's backward
-// precedes that backward in its one compute stream; once that backward has begun, stage 0 runs its own backward
-// of the last micro-batch (but for recomputed forwards, which need no gradient) and then its optimizer step:
+// Under GPipe, 1F1B and interleaved 1F1B also the pipeline's fill and drain, which go through chunk 0 (virtual
+// stages 0..p-1): stage s's first compute is micro-batch 0's forward of its chunk 0, which waits for that
+// forward to pass chunk 0 of stages 0..s-1; its last is the last micro-batch's backward of chunk 0 (the schedules
+// walk the chunks back to 0), which all its other compute precedes in its one compute stream; once that backward
+// has begun, stage 0 still runs its own chunk-0 backward of that micro-batch (but for recomputed forwards, which
+// need no gradient) and then its optimizer step:
 //   iteration >= sum_{j<s} F_j + (busy_s - B_s) + (B_0 - R_0) + optimizer_0,
-// with F_j, B_j, R_j one micro-batch's forward, backward and recomputed compute of stage j (the least over its
-// classes).
-TimeNs busiest(const std::vector<sim::ComputeBusy>& busy, int lowered, int total, bool one_chunk_per_stage) {
+// with F_j, B_j, R_j one micro-batch's forward, backward and recomputed compute of stage j's chunk 0 (the least
+// over its classes).
+TimeNs busiest(const std::vector<sim::ComputeBusy>& busy, int lowered, int total, bool follows_pipeline) {
   const std::int64_t scale = total / lowered;
   TimeNs bound = 0;
   for (const sim::ComputeBusy& b : busy) bound = std::max(bound, b.optimizer_ns + b.other_ns() * scale);
-  if (!one_chunk_per_stage) return bound;
+  if (!follows_pipeline) return bound;
   int stages = 0;
   for (const sim::ComputeBusy& b : busy) stages = std::max(stages, b.stage + 1);
   constexpr TimeNs kUnset = std::numeric_limits<TimeNs>::max();
   std::vector<TimeNs> forward(stages, kUnset), drain(stages, kUnset), optimizer(stages, kUnset);
   for (const sim::ComputeBusy& b : busy) {  // per micro-batch: each lowered micro-batch computes alike
-    forward[b.stage] = std::min(forward[b.stage], b.forward_ns / lowered);
-    drain[b.stage] = std::min(drain[b.stage], (b.backward_ns - b.recomputed_ns) / lowered);
+    forward[b.stage] = std::min(forward[b.stage], b.first_chunk_forward_ns / lowered);
+    drain[b.stage] = std::min(drain[b.stage], (b.first_chunk_backward_ns - b.first_chunk_recomputed_ns) / lowered);
     optimizer[b.stage] = std::min(optimizer[b.stage], b.optimizer_ns);
   }
   for (TimeNs* per_stage : {forward.data(), drain.data(), optimizer.data()})
@@ -48,15 +50,16 @@ TimeNs busiest(const std::vector<sim::ComputeBusy>& busy, int lowered, int total
   for (const sim::ComputeBusy& b : busy) {
     TimeNs fill = 0;
     for (int j = 0; j < b.stage; ++j) fill += forward[j];
-    const TimeNs before_last_backward = b.other_ns() * scale - b.backward_ns / lowered;
+    const TimeNs before_last_backward = b.other_ns() * scale - b.first_chunk_backward_ns / lowered;
     bound = std::max(bound, fill + before_last_backward + drain[0] + optimizer[0]);
   }
   return bound;
 }
 
-bool one_chunk_per_stage(const Strategy& strategy) {
-  return (strategy.schedule == Schedule::one_f_one_b || strategy.schedule == Schedule::gpipe) &&
-         strategy.virtual_pipeline_model_parallel_size == 1;
+// The schedules whose stages start with chunk 0's first forward and end with its last backward.
+bool follows_pipeline(const Strategy& strategy) {
+  return strategy.schedule == Schedule::one_f_one_b || strategy.schedule == Schedule::gpipe ||
+         strategy.schedule == Schedule::interleaved_1f1b;
 }
 
 }  // namespace
@@ -64,7 +67,7 @@ bool one_chunk_per_stage(const Strategy& strategy) {
 TimeNs compute_lower_bound_full_ns(const Scenario& scenario, const Strategy& strategy, const Profile& profile,
                                    sim::PriceCache* prices) {
   const int total = strategy.num_micro_batches;
-  return busiest(busy_at(scenario, strategy, total, profile, prices), total, total, one_chunk_per_stage(strategy));
+  return busiest(busy_at(scenario, strategy, total, profile, prices), total, total, follows_pipeline(strategy));
 }
 
 TimeNs compute_lower_bound_ns(const Scenario& scenario, const Strategy& strategy, const Profile& profile,
@@ -75,7 +78,7 @@ TimeNs compute_lower_bound_ns(const Scenario& scenario, const Strategy& strategy
   fewest.num_micro_batches = m;
   if (total <= m || total % m != 0 || invalid_reason(scenario, fewest))
     return compute_lower_bound_full_ns(scenario, strategy, profile, prices);
-  return busiest(busy_at(scenario, strategy, m, profile, prices), m, total, one_chunk_per_stage(strategy));
+  return busiest(busy_at(scenario, strategy, m, profile, prices), m, total, follows_pipeline(strategy));
 }
 
 }  // namespace twin
