@@ -29,7 +29,8 @@ void GroupedMatmul::run(std::span<const GemmGroup> groups, bool transpose_a, boo
         TWIN_CUDA_CHECK(cudaMemsetAsync(group.c, 0, group.m * group.n * sizeof(__nv_bfloat16), stream));
       continue;
     }
-    matmul_.run({group.m, group.n, group.k, transpose_a, transpose_b, accumulate}, group.a, group.b, group.c, stream);
+    matmul_.run_ragged({group.m, group.n, group.k, transpose_a, transpose_b, accumulate}, group.a, group.b, group.c,
+                       stream);
   }
 }
 

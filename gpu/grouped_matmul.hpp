@@ -32,9 +32,11 @@ class GroupedMatmul {
   // group (C when m, n > 0; A and B too when k > 0).
   void run(std::span<const GemmGroup> groups, bool transpose_a, bool transpose_b, bool accumulate,
            cudaStream_t stream);
+  // Heuristic queries so far (tests).
+  int heuristic_queries() const { return matmul_.heuristic_queries(); }
 
  private:
-  Matmul matmul_;  // its plans are per (m, n, k, ...): a group's m seen before launches at once
+  Matmul matmul_;  // ragged: one algorithm per power-of-two bucket of m and k (gpu/matmul.hpp)
 };
 
 }  // namespace twin::exec

@@ -2,6 +2,8 @@
 // and a row-major [r,c] matrix is a column-major c x r one with leading dimension c.
 #include "gpu/matmul.hpp"
 
+#include <algorithm>
+#include <bit>
 #include <memory>
 #include <stdexcept>
 
@@ -48,8 +50,7 @@ Matmul::~Matmul() {
   cublasLtDestroy(handle_);
 }
 
-const Matmul::Plan& Matmul::plan_for(const MatmulProblem& p) {
-  if (auto found = plans_.find(p); found != plans_.end()) return *found->second;
+std::unique_ptr<Matmul::Plan> Matmul::make_plan(const MatmulProblem& p) {
   auto plan = std::make_unique<Plan>();
   TWIN_CUBLAS_CHECK(cublasLtMatmulDescCreate(&plan->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   const cublasOperation_t op_first = p.transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N;   // our B
@@ -61,7 +62,10 @@ const Matmul::Plan& Matmul::plan_for(const MatmulProblem& p) {
   plan->second = layout(p.transpose_a ? p.m : p.k, p.transpose_a ? p.k : p.m, p.transpose_a ? p.m : p.k, p.count);
   plan->out = layout(p.n, p.m, p.n, p.count);
   plan->beta = p.accumulate ? 1.0f : 0.0f;
+  return plan;
+}
 
+cublasLtMatmulAlgo_t Matmul::heuristic_algo(const Plan& plan, const MatmulProblem& p) {
   cublasLtMatmulPreference_t preference = nullptr;
   TWIN_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&preference));
   const std::size_t workspace_bytes = workspace_.bytes();
@@ -69,15 +73,31 @@ const Matmul::Plan& Matmul::plan_for(const MatmulProblem& p) {
                                                          &workspace_bytes, sizeof(workspace_bytes)));
   cublasLtMatmulHeuristicResult_t heuristic{};
   int found = 0;
-  const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(handle_, plan->desc, plan->first, plan->second,
-                                                               plan->out, plan->out, preference, 1, &heuristic, &found);
+  const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(handle_, plan.desc, plan.first, plan.second, plan.out,
+                                                               plan.out, preference, 1, &heuristic, &found);
   cublasLtMatmulPreferenceDestroy(preference);
+  ++heuristic_queries_;
   TWIN_CUBLAS_CHECK(status);
   if (found == 0)
     throw std::runtime_error(fmt::format("cuBLASLt has no algorithm for GEMM m={} n={} k={} (transposes {}/{})", p.m,
                                          p.n, p.k, p.transpose_a, p.transpose_b));
-  plan->algo = heuristic.algo;
+  return heuristic.algo;
+}
+
+const Matmul::Plan& Matmul::plan_for(const MatmulProblem& p) {
+  if (auto found = plans_.find(p); found != plans_.end()) return *found->second;
+  std::unique_ptr<Plan> plan = make_plan(p);
+  plan->algo = heuristic_algo(*plan, p);
   return *plans_.emplace(p, std::move(plan)).first->second;
+}
+
+void Matmul::launch(const Plan& plan, const cublasLtMatmulAlgo_t& algo, const __nv_bfloat16* a,
+                    const __nv_bfloat16* b, __nv_bfloat16* c, const __nv_bfloat16* addend, cudaStream_t stream) {
+  const float alpha = 1.0f;
+  // C and D share one layout, so the algorithm the heuristic chose for C == D serves C != D as well.
+  const __nv_bfloat16* source = addend != nullptr ? addend : c;
+  TWIN_CUBLAS_CHECK(cublasLtMatmul(handle_, plan.desc, &alpha, b, plan.first, a, plan.second, &plan.beta, source,
+                                   plan.out, c, plan.out, &algo, workspace_.data(), workspace_.bytes(), stream));
 }
 
 void Matmul::run(const MatmulProblem& problem, const __nv_bfloat16* a, const __nv_bfloat16* b, __nv_bfloat16* c,
@@ -85,11 +105,31 @@ void Matmul::run(const MatmulProblem& problem, const __nv_bfloat16* a, const __n
   if (addend != nullptr && !problem.accumulate)
     throw std::logic_error("Matmul::run: an addend needs a problem that accumulates (beta 1)");
   const Plan& plan = plan_for(problem);
-  const float alpha = 1.0f;
-  // C and D share one layout, so the algorithm the heuristic chose for C == D serves C != D as well.
-  const __nv_bfloat16* source = addend != nullptr ? addend : c;
-  TWIN_CUBLAS_CHECK(cublasLtMatmul(handle_, plan.desc, &alpha, b, plan.first, a, plan.second, &plan.beta, source,
-                                   plan.out, c, plan.out, &plan.algo, workspace_.data(), workspace_.bytes(), stream));
+  launch(plan, plan.algo, a, b, c, addend, stream);
+}
+
+void Matmul::run_ragged(const MatmulProblem& problem, const __nv_bfloat16* a, const __nv_bfloat16* b,
+                        __nv_bfloat16* c, cudaStream_t stream) {
+  auto exact = plans_.find(problem);
+  if (exact == plans_.end()) {
+    const auto bucket_of = [](std::int64_t size) {
+      return std::max<std::int64_t>(64, static_cast<std::int64_t>(std::bit_ceil(static_cast<std::uint64_t>(size))));
+    };
+    MatmulProblem bucket = problem;
+    bucket.m = bucket_of(problem.m);
+    bucket.k = bucket_of(problem.k);
+    auto chosen = bucket_algos_.find(bucket);
+    if (chosen == bucket_algos_.end())
+      chosen = bucket_algos_.emplace(bucket, heuristic_algo(*make_plan(bucket), bucket)).first;
+    std::unique_ptr<Plan> plan = make_plan(problem);
+    cublasLtMatmulHeuristicResult_t check{};
+    const cublasStatus_t status = cublasLtMatmulAlgoCheck(handle_, plan->desc, plan->first, plan->second, plan->out,
+                                                          plan->out, &chosen->second, &check);
+    const bool fits = status == CUBLAS_STATUS_SUCCESS && check.workspaceSize <= workspace_.bytes();
+    plan->algo = fits ? chosen->second : heuristic_algo(*plan, problem);
+    exact = plans_.emplace(problem, std::move(plan)).first;
+  }
+  launch(*exact->second, exact->second->algo, a, b, c, nullptr, stream);
 }
 
 }  // namespace twin::exec

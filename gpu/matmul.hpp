@@ -1,6 +1,8 @@
 // Row-major bf16 GEMMs through cuBLASLt with fp32 accumulation: the executor's linear layers and the
 // calibration's GEMM benchmark, so that calibration times the very calls training makes. Each distinct
-// problem gets its descriptors and heuristic algorithm once; later calls only launch.
+// problem gets its descriptors and heuristic algorithm once; later calls only launch. Problems whose m or k
+// changes from call to call (an MoE expert's rows) take run_ragged: asking cuBLASLt's heuristic for every new
+// size kept the GPU waiting on the host inside the experts' GEMMs (docs/PERFORMANCE.md, "MoE").
 #pragma once
 #include <cstdint>
 #include <map>
@@ -39,14 +41,28 @@ class Matmul {
   // problem that does not accumulate.
   void run(const MatmulProblem& problem, const __nv_bfloat16* a, const __nv_bfloat16* b, __nv_bfloat16* c,
            cudaStream_t stream, const __nv_bfloat16* addend = nullptr);
+  // The same product for a problem whose m and k vary between calls: the algorithm is the heuristic's for the
+  // problem with m and k rounded up to powers of two (at least 64), chosen once per such bucket, and used for the
+  // exact problem when cuBLASLt confirms it supports it (cublasLtMatmulAlgoCheck; else the exact problem's own
+  // heuristic). Each exact problem's descriptors are kept, as run's are: as many as the sizes seen.
+  void run_ragged(const MatmulProblem& problem, const __nv_bfloat16* a, const __nv_bfloat16* b, __nv_bfloat16* c,
+                  cudaStream_t stream);
   std::size_t workspace_bytes() const { return workspace_.bytes(); }
+  // Heuristic queries made so far (tests: a ragged run's sizes share their bucket's).
+  int heuristic_queries() const { return heuristic_queries_; }
 
  private:
   struct Plan;
+  std::unique_ptr<Plan> make_plan(const MatmulProblem& problem);  // descriptors only
+  cublasLtMatmulAlgo_t heuristic_algo(const Plan& plan, const MatmulProblem& problem);
   const Plan& plan_for(const MatmulProblem& problem);
+  void launch(const Plan& plan, const cublasLtMatmulAlgo_t& algo, const __nv_bfloat16* a, const __nv_bfloat16* b,
+              __nv_bfloat16* c, const __nv_bfloat16* addend, cudaStream_t stream);
   cublasLtHandle_t handle_ = nullptr;
   gpu::DeviceBuffer workspace_;
   std::map<MatmulProblem, std::unique_ptr<Plan>> plans_;
+  std::map<MatmulProblem, cublasLtMatmulAlgo_t> bucket_algos_;   // ragged: per bucket problem
+  int heuristic_queries_ = 0;
 };
 
 }  // namespace twin::exec

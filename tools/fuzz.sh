@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Fuzzes twin's readers with libFuzzer under ASan and UBSan: the scenario parser (tests/fuzz/fuzz_scenario.cpp)
-# for half the time, profiles, plans, sequence-length histograms and run metrics (tests/fuzz/fuzz_inputs.cpp)
+# for half the time, profiles, plans, sequence-length histograms, run metrics and ops.csv (tests/fuzz/fuzz_inputs.cpp)
 # for the other half. Usage: tools/fuzz.sh [SECONDS]   (default 60, in all). Fails on any crash, sanitizer
 # report, hang or exception other than InputError.
 set -euo pipefail

@@ -12,17 +12,19 @@
 #include "core/input_file.hpp"
 #include "core/plan_file.hpp"
 #include "core/scenario_histogram.hpp"
+#include "traces/ops_csv_reader.hpp"
 #include "traces/run_metrics.hpp"
 
 namespace {
 
-// '0'..'3': the selector bytes of the seeds, readable in a file listing.
+// '0'..'4': the selector bytes of the seeds, readable in a file listing.
 void read_as(char reader, const std::string& text) {
-  switch ((reader - '0' + 4) % 4) {
+  switch ((reader - '0' + 5) % 5) {
     case 0: twin::profile_from_json(twin::parse_input_json(text, "profile.json"), "profile.json"); break;
     case 1: twin::parse_plan(twin::parse_input_json(text, "best.json"), "best.json"); break;
     case 2: twin::parse_seq_length_histogram_csv(text, "lengths.csv", 1 << 20); break;
-    default: twin::parse_run_metrics(twin::parse_input_json(text, "metrics.json"), "metrics.json"); break;
+    case 3: twin::parse_run_metrics(twin::parse_input_json(text, "metrics.json"), "metrics.json"); break;
+    default: twin::parse_ops_csv(text, "ops.csv"); break;
   }
 }
 

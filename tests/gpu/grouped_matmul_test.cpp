@@ -1,7 +1,7 @@
 // The experts' grouped GEMMs (gpu/grouped_matmul.hpp) against a float64 CPU reference, in the three ways a
 // dropless MoE layer uses them: forward (routed token rows times each expert's weight), input gradient
 // (transpose_b) and weight gradient (transpose_a, plain and accumulating), with unequal m: an expert without
-// tokens and one with a single row.
+// tokens and one with a single row; and sizes that change from call to call sharing their bucket's algorithm.
 #include <algorithm>
 #include <span>
 
@@ -79,6 +79,36 @@ TEST(GroupedMatmul, ExpertForwardInputAndWeightGradients) {
     ASSERT_EQ(rdw[i], 0.0);
     ASSERT_EQ(got_dw_sum[i], hdw_start[i]) << "element " << i;
   }
+}
+
+// An expert's rows change every step: sizes in one power-of-two bucket share the bucket's algorithm (at most one
+// heuristic query per new exact size, when cuBLASLt does not confirm the bucket's), a size seen before asks
+// nothing, and every size's product matches the reference.
+TEST(GroupedMatmul, RaggedSizesReuseTheirBucketsAlgorithm) {
+  REQUIRE_GPU();
+  const std::int64_t h = 128, f = 256;
+  exec::GroupedMatmul grouped;
+  auto w = random_bf16(h * f);
+  const auto hw = bf16_to_host(w.data(), h * f);
+  const auto product = [&](std::int64_t m) {  // Y = X W for an expert with m rows, checked against the reference
+    auto x = random_bf16(m * h), y = poisoned(m * f * 2);
+    const exec::GemmGroup group{m, f, h, bf(x), bf(w), bf(y)};
+    grouped.run(std::span(&group, 1), false, false, false, nullptr);
+    const auto reference = reference_product(bf16_to_host(x.data(), m * h), 0, hw, 0, m, f, h, false, false);
+    EXPECT_LT(relative_error(bf16_to_host(y.data(), m * f), reference), kBf16Tolerance) << "m " << m;
+  };
+  product(1000);  // bucket 1024: one query
+  const int first = grouped.heuristic_queries();
+  EXPECT_EQ(first, 1);
+  const std::vector<std::int64_t> same_bucket{513, 700, 999, 1024, 777};
+  for (std::int64_t m : same_bucket) product(m);
+  const int after = grouped.heuristic_queries();
+  EXPECT_LE(after - first, static_cast<int>(same_bucket.size()));
+  RecordProperty("fallback_queries_in_bucket_1024", after - first);
+  for (std::int64_t m : same_bucket) product(m);  // seen before: no query
+  EXPECT_EQ(grouped.heuristic_queries(), after);
+  product(3);  // bucket 64
+  EXPECT_GE(grouped.heuristic_queries(), after + 1);
 }
 
 TEST(GroupedMatmul, RefusesNegativeSizesAndNullOperands) {
