@@ -88,6 +88,11 @@ struct GemmShape {
   // overlapped GEMMs) so one chunk's last wave fills with the next chunk's tiles: m rows here, and
   // it costs 1/split of the whole GEMM, not a GEMM of m rows alone.
   std::int32_t split = 1;
+  // A grouped GEMM over routed rows (an MoE layer's experts): the rows of its busiest group, its m (its k in a
+  // weight gradient, where the rows are the reduction); the other count - 1 groups share the rest of count
+  // times the mean (m, or k) equally. 0: every group at the mean. Priced as those two parts
+  // (gemm_group_parts in cost/profile.hpp): a skewed routing runs a few large and many small products.
+  std::int32_t busiest = 0;
 };
 
 struct AttentionShape {

@@ -165,10 +165,11 @@ std::string kernel_shape_key(const Op& op) {
     case OpKind::gemm:
     case OpKind::moe_router: {
       const GemmShape& g = op.gemm;
-      return fmt::format("{}:m={},n={},k={},count={},ta={},tb={}{}{}", kind, g.m, g.n, g.k, g.count,
+      return fmt::format("{}:m={},n={},k={},count={},ta={},tb={}{}{}{}", kind, g.m, g.n, g.k, g.count,
                          int(g.transpose_a), int(g.transpose_b),
                          g.split > 1 ? fmt::format(",split={}", g.split) : std::string(),
-                         op.fuses_residual ? ",residual=1" : "");
+                         op.fuses_residual ? ",residual=1" : "",
+                         g.busiest > 0 && g.count > 1 ? fmt::format(",busiest={}", g.busiest) : std::string());
     }
     case OpKind::attention_forward:
     case OpKind::attention_backward: {
@@ -242,6 +243,10 @@ namespace {
 
 bool is_split_gemm(const Op& op) { return op.kind == OpKind::gemm && op.gemm.split > 1; }
 
+bool is_skewed_group(const Op& op) {
+  return op.kind == OpKind::gemm && op.gemm.count > 1 && op.gemm.busiest > 0;
+}
+
 // The whole GEMM a split chunk is one part of.
 Op whole_gemm(const Op& chunk) {
   Op whole = chunk;
@@ -256,6 +261,11 @@ Op whole_gemm(const Op& chunk) {
 double benchmark_kernel_time_ns(const GpuKernelProfile& kernels, const GpuSpec& gpu, const Op& op) {
   require_compute(op, "benchmark_kernel_time_ns");
   if (is_split_gemm(op)) return benchmark_kernel_time_ns(kernels, gpu, whole_gemm(op)) / op.gemm.split;
+  if (is_skewed_group(op) && !kernels.measured.count(kernel_shape_key(op))) {
+    double sum = 0;
+    for (const Op& part : gemm_group_parts(op)) sum += benchmark_kernel_time_ns(kernels, gpu, part);
+    return sum;
+  }
   if (auto found = kernels.measured.find(kernel_shape_key(op)); found != kernels.measured.end())
     if (const double benchmark_ns = benchmark_time_ns(found->second); benchmark_ns > 0) return benchmark_ns;
   return model_time_ns(kernels, gpu, op);
@@ -271,10 +281,37 @@ TimeNs compute_time_ns(const Profile& profile, const GpuSpec& gpu, const Op& op)
   if (auto found = kernels.measured.find(kernel_shape_key(op));
       found != kernels.measured.end() && !found->second.source.empty())
     return std::llround(found->second.median_ns + kernels.launch_overhead_ns);  // measured in a training step
+  if (is_skewed_group(op)) {  // each part at its own price, one launch overhead as for any grouped GEMM
+    double kernel_sum_ns = 0;
+    for (const Op& part : gemm_group_parts(op))
+      kernel_sum_ns += double(compute_time_ns(profile, gpu, part)) - kernels.launch_overhead_ns;
+    return std::llround(kernel_sum_ns + kernels.launch_overhead_ns);
+  }
   double kernel_ns = benchmark_kernel_time_ns(kernels, gpu, op);
   const double prior = in_situ_prior_of(kernels.in_situ_prior, op);
   if (!kernels.trace_shapes.empty() || prior != 1.0) kernel_ns *= in_situ_ratio(kernels.trace_shapes, op, prior);
   return std::llround(kernel_ns + kernels.launch_overhead_ns);
+}
+
+std::vector<Op> gemm_group_parts(const Op& op) {
+  if (!is_skewed_group(op)) return {op};
+  // The routed rows are m, or k in a weight gradient (the rows are the reduction there).
+  const bool rows_are_k = op.gemm_pass == GemmPass::weight_gradient;
+  const std::int64_t mean = rows_are_k ? op.gemm.k : op.gemm.m;
+  const std::int64_t others = op.gemm.count - 1;
+  const std::int64_t busiest = std::min<std::int64_t>(op.gemm.busiest, mean * op.gemm.count);
+  const std::int64_t rest = (mean * op.gemm.count - busiest + others - 1) / others;  // rounded up
+  const auto part = [&](std::int64_t rows, int count) {
+    Op p = op;
+    (rows_are_k ? p.gemm.k : p.gemm.m) = rows;
+    p.gemm.count = count;
+    p.gemm.busiest = 0;
+    p.flops = 2.0 * double(p.gemm.m) * double(p.gemm.n) * double(p.gemm.k) * count;
+    return p;
+  };
+  std::vector<Op> parts{part(busiest, 1)};
+  if (rest > 0) parts.push_back(part(rest, static_cast<int>(others)));
+  return parts;
 }
 
 }  // namespace twin

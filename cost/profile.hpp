@@ -232,8 +232,13 @@ TimeNs compute_time_ns(const Profile& profile, const GpuSpec& gpu, const Op& op)
 // cost/kernel_predictor.hpp), else the efficiency curves. No in-situ ratio, no launch overhead: the
 // basis a traced shape's ratio is measured against (calibrate/recalibration.hpp).
 double benchmark_kernel_time_ns(const GpuKernelProfile& kernels, const GpuSpec& gpu, const Op& op);
-// The shape key under which calibration stores an op: "gemm:m=4096,n=4096,k=4096,count=1,ta=0,tb=0".
+// The shape key under which calibration stores an op: "gemm:m=4096,n=4096,k=4096,count=1,ta=0,tb=0"
+// (",busiest=B" for a skewed grouped GEMM).
 std::string kernel_shape_key(const Op& op);
+// A grouped GEMM with a busiest group (GemmShape::busiest) as the GEMMs it is priced as: the busiest group alone
+// (count 1) and the other count - 1 groups at their equal share; any other op as itself. Calibration measures
+// these parts.
+std::vector<Op> gemm_group_parts(const Op& op);
 // Bytes a memory-bound op moves (reads + writes), for ops priced by bandwidth (docs/PROFILES.md lists
 // the rule per kind; an op's own `bytes`, when set, wins). Throws std::logic_error for communication ops.
 double memory_bound_bytes(const Op& op);

@@ -12,7 +12,7 @@ PriceKey price_key(const Op& op) {
   const GemmShape& g = op.gemm;
   const AttentionShape& a = op.attention;
   return {static_cast<std::int64_t>(op.kind), static_cast<std::int64_t>(op.role), static_cast<std::int64_t>(op.phase),
-          op.recomputed, g.m, g.n, g.k, g.count, g.transpose_a, g.transpose_b, g.split,
+          op.recomputed, g.m, g.n, g.k, g.count, g.transpose_a, g.transpose_b, g.split, g.busiest,
           a.batch, a.heads, a.kv_heads, a.seq_q, a.seq_kv, a.head_dim, a.causal, a.flash, a.dropout, a.cudnn,
           op.rows, op.cols, op.gated_activation, op.fuses_residual, op.elements, op.bytes, flops_bits,
           static_cast<std::int64_t>(op.optimizer_precision.main_params) << 16 |

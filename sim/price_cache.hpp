@@ -19,7 +19,7 @@ namespace twin::sim {
 // Every field of an op that can affect its price; fields that only place an op (stream, layer, micro-batch,
 // chunk, group, peer, tag) or say what it does for the executor (a GEMM's pass, the linear and tensor a TP
 // collective serves: priced by shape alike) are left out.
-using PriceKey = std::array<std::int64_t, 29>;
+using PriceKey = std::array<std::int64_t, 30>;
 PriceKey price_key(const Op& op);
 
 class PriceCache {

@@ -33,6 +33,9 @@ struct RankShapes {
   bool cudnn_attention = false;    // the fused backend: cuDNN's kernel
   // MoE (per rank): experts held, tokens per expert of the busiest rank, expert widths.
   std::int64_t experts_total = 0, experts_local = 0, expert_tokens = 0, moe_ffn = 0, moe_fc1_width = 0;
+  // The busiest expert's rows on the busiest EP rank when the routing is skewed and the rank holds several
+  // experts (its GEMMs' GemmShape::busiest); 0 when every expert gets the mean.
+  std::int64_t busiest_expert_tokens = 0;
   std::int64_t dispatch_bytes = 0;  // all-to-all buffer of the busiest rank (imbalance included)
   std::int64_t permute_bytes = 0;   // read + write of this rank's routed token copies
   int layers_per_chunk = 0;   // the most layers any virtual stage holds (uneven splits differ by one)

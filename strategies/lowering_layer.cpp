@@ -72,6 +72,14 @@ void core_attention(Emitter& e, bool backward) {
   }
 }
 
+// An experts block's grouped GEMM: one product per local expert, the busiest expert's rows set when skewed.
+Op expert_gemm(const RankShapes& s, OpRole role, GemmPass pass, std::int64_t m, std::int64_t n, std::int64_t k,
+               int count) {
+  Op op = Emitter::gemm(role, pass, m, n, k, count);
+  op.gemm.busiest = static_cast<std::int32_t>(s.busiest_expert_tokens);
+  return op;
+}
+
 void moe_forward(Emitter& e) {
   const RankShapes& s = e.shapes();
   Op router = Emitter::gemm(OpRole::router, GemmPass::forward, s.tokens_local, s.experts_total, s.h);
@@ -84,9 +92,9 @@ void moe_forward(Emitter& e) {
   if (s.ep > 1) e.emit(a2a(OpRole::dispatch));
   e.emit(Emitter::moved(OpKind::moe_permute, OpRole::dispatch, permute_bytes));
   const int count = static_cast<int>(s.experts_local);
-  e.emit(Emitter::gemm(OpRole::expert_fc1, GemmPass::forward, s.expert_tokens, s.moe_fc1_width, s.h, count));
+  e.emit(expert_gemm(s, OpRole::expert_fc1, GemmPass::forward, s.expert_tokens, s.moe_fc1_width, s.h, count));
   e.emit(Emitter::rows_cols(OpKind::activation_forward, OpRole::expert_activation, s.expert_tokens * count, s.moe_ffn));
-  e.emit(Emitter::gemm(OpRole::expert_fc2, GemmPass::forward, s.expert_tokens, s.h, s.moe_ffn, count));
+  e.emit(expert_gemm(s, OpRole::expert_fc2, GemmPass::forward, s.expert_tokens, s.h, s.moe_ffn, count));
   e.emit(Emitter::moved(OpKind::moe_unpermute, OpRole::combine, permute_bytes));
   if (s.ep > 1) e.emit(a2a(OpRole::combine));
 }
@@ -101,13 +109,13 @@ void moe_backward(Emitter& e) {
   if (s.ep > 1) e.emit(a2a(OpRole::combine));
   e.emit(Emitter::moved(OpKind::moe_unpermute, OpRole::combine, permute_bytes));
   const OpIndex fc2_dgrad =
-      e.emit(Emitter::gemm(OpRole::expert_fc2, GemmPass::input_gradient, s.expert_tokens, s.moe_ffn, s.h, count));
-  e.emit(Emitter::gemm(OpRole::expert_fc2, GemmPass::weight_gradient, s.moe_ffn, s.h, s.expert_tokens, count));
+      e.emit(expert_gemm(s, OpRole::expert_fc2, GemmPass::input_gradient, s.expert_tokens, s.moe_ffn, s.h, count));
+  e.emit(expert_gemm(s, OpRole::expert_fc2, GemmPass::weight_gradient, s.moe_ffn, s.h, s.expert_tokens, count));
   e.chain = fc2_dgrad;
   e.emit(Emitter::rows_cols(OpKind::activation_backward, OpRole::expert_activation, s.expert_tokens * count, s.moe_ffn));
   const OpIndex fc1_dgrad = e.emit(
-      Emitter::gemm(OpRole::expert_fc1, GemmPass::input_gradient, s.expert_tokens, s.h, s.moe_fc1_width, count));
-  e.emit(Emitter::gemm(OpRole::expert_fc1, GemmPass::weight_gradient, s.h, s.moe_fc1_width, s.expert_tokens, count));
+      expert_gemm(s, OpRole::expert_fc1, GemmPass::input_gradient, s.expert_tokens, s.h, s.moe_fc1_width, count));
+  e.emit(expert_gemm(s, OpRole::expert_fc1, GemmPass::weight_gradient, s.h, s.moe_fc1_width, s.expert_tokens, count));
   e.chain = fc1_dgrad;
   e.emit(Emitter::moved(OpKind::moe_permute, OpRole::dispatch, permute_bytes));
   if (s.ep > 1) e.emit(a2a(OpRole::dispatch));

@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "calibrate/gemm_grid.hpp"
+#include "cost/profile.hpp"
 #include "cost/sm_clock.hpp"
 #include "gpu/checks.hpp"
 #include "gpu/cupti_timer.hpp"
@@ -43,7 +44,8 @@ std::vector<GemmShape> scenario_gemm_shapes(const std::string& path) {
   const Scenario scenario = load_scenario(path);
   std::set<ShapeTuple> shapes;
   for_each_candidate_op(scenario, [&](const Op& op) {
-    if (op.kind == OpKind::gemm) shapes.insert(tuple_of(op.gemm));
+    if (op.kind != OpKind::gemm) return;
+    for (const Op& part : gemm_group_parts(op)) shapes.insert(tuple_of(part.gemm));  // what pricing looks up
   });
   std::vector<GemmShape> out;
   for (const ShapeTuple& t : shapes) out.push_back(shape_of(t));

@@ -177,5 +177,41 @@ TEST(KernelCost, SplitGemmChunkCostsItsShareOfTheWholeGemm) {
   EXPECT_EQ(kernel_shape_key(chunk), "gemm:m=2048,n=2688,k=7168,count=1,ta=0,tb=0,split=8");
 }
 
+// A grouped GEMM over skewed routing (one busy expert, the others at their equal share of the rest) is priced as
+// those two GEMMs: a few large and many small products, dearer than the same rows spread evenly. Its key names
+// the busiest group; a weight gradient's routed rows are its k.
+TEST(KernelCost, SkewedGroupedGemmIsPricedAsItsBusiestAndOtherGroups) {
+  const Profile profile = builtin_profile();
+  const GpuSpec& gpu = *gpu_preset("H100-SXM-80GB");
+  const double launch_ns = profile.kernels_for(gpu).launch_overhead_ns;
+  Op even = gemm(1024, 28672, 4096, 8);
+  even.gemm_pass = GemmPass::forward;
+  even.flops = 2.0 * 1024 * 28672 * 4096 * 8;
+  Op skewed = even;
+  skewed.gemm.busiest = 4000;  // and 7 groups of ceil((8192 - 4000) / 7) = 599 rows
+  const std::vector<Op> parts = gemm_group_parts(skewed);
+  ASSERT_EQ(parts.size(), 2u);
+  EXPECT_EQ(parts[0].gemm.m, 4000);
+  EXPECT_EQ(parts[0].gemm.count, 1);
+  EXPECT_EQ(parts[1].gemm.m, 599);
+  EXPECT_EQ(parts[1].gemm.count, 7);
+  EXPECT_EQ(parts[1].gemm.busiest, 0);
+  EXPECT_DOUBLE_EQ(parts[1].flops, 2.0 * 599 * 28672 * 4096 * 7);
+  double parts_kernel_ns = 0;
+  for (const Op& part : parts) parts_kernel_ns += double(compute_time_ns(profile, gpu, part)) - launch_ns;
+  EXPECT_NEAR(double(compute_time_ns(profile, gpu, skewed)), parts_kernel_ns + launch_ns, 1.0);
+  EXPECT_GT(compute_time_ns(profile, gpu, skewed), compute_time_ns(profile, gpu, even));
+  EXPECT_EQ(kernel_shape_key(skewed), "gemm:m=1024,n=28672,k=4096,count=8,ta=0,tb=0,busiest=4000");
+  EXPECT_EQ(gemm_group_parts(even).size(), 1u);  // no busiest group: itself
+  Op weight_gradient = gemm(4096, 28672, 1024, 8);
+  weight_gradient.gemm_pass = GemmPass::weight_gradient;
+  weight_gradient.gemm.busiest = 4000;
+  const std::vector<Op> wgrad_parts = gemm_group_parts(weight_gradient);
+  ASSERT_EQ(wgrad_parts.size(), 2u);
+  EXPECT_EQ(wgrad_parts[0].gemm.k, 4000);
+  EXPECT_EQ(wgrad_parts[0].gemm.m, 4096);
+  EXPECT_EQ(wgrad_parts[1].gemm.k, 599);
+}
+
 }  // namespace
 }  // namespace twin

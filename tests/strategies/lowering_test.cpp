@@ -2,6 +2,7 @@
 // gradient reduction per layer, and the FLOPs of the lowered ops against Megatron's formula.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdio>
 #include <ctime>
 #include <functional>
@@ -265,6 +266,30 @@ TEST(Lowering, MoeForwardFlopsMatchFormula) {
     const int expert_reduces = count(g.classes[0], [](const Op& op) { return op.group == GroupKind::expert_data; });
     const int expert_data = 2 * 4 / ep;  // tp*cp*dp / ep
     EXPECT_EQ(expert_reduces, expert_data > 1 ? 2 : 0);  // one per MoE layer of the stage
+  }
+}
+
+// Under skewed routing the experts' grouped GEMMs say how many rows their busiest expert gets (its skew times the
+// mean expert's), wherever a rank holds several experts; with one expert per rank, or an even routing, none.
+TEST(Lowering, SkewedRoutingGivesTheExpertGemmsTheirBusiestGroup) {
+  Scenario sc = make_scenario(testing::moe_shaped(), 2, 2048, 32);
+  for (auto [ep, imbalance] : {std::pair{1, 3.0}, std::pair{2, 3.0}, std::pair{8, 3.0}, std::pair{1, 1.0}}) {
+    sc.model.moe.routing_imbalance = imbalance;
+    Strategy st = make_strategy(2, 2);
+    st.expert_model_parallel_size = ep;
+    const IterationGraph g = lower(sc, st);
+    // Per rank: 2048 tokens / TP 2 (SP) x top-2 routed copies; all EP ranks' copies over 8 experts.
+    const double mean_rows = 2048.0 / 2 * 2 * ep / 8;
+    const std::int64_t expected = imbalance > 1 && ep < 8 ? static_cast<std::int64_t>(std::ceil(mean_rows * imbalance)) : 0;
+    int expert_gemms = 0;
+    for (OpIndex i = 0; i < g.classes[0].size(); ++i) {
+      const Op& op = g.classes[0].op(i);
+      if (op.role != OpRole::expert_fc1 && op.role != OpRole::expert_fc2) continue;
+      if (op.kind != OpKind::gemm) continue;
+      ++expert_gemms;
+      EXPECT_EQ(op.gemm.busiest, expected) << ep << " " << imbalance << " " << op_name(op);
+    }
+    EXPECT_GT(expert_gemms, 0);
   }
 }
 
