@@ -144,7 +144,8 @@ std::vector<OpBinding> bind_ops(const RankClass& rc, bool tied_embeddings) {
         if (op.role == OpRole::cp_exchange) unsupported(rc, i, "a context-parallel exchange");
         if (op.group == GroupKind::tensor) unsupported(rc, i, "a userbuffers ring step (tp_comm_overlap)");
         if (two_strands)
-          unsupported(rc, i, "a double-strand pass's p2p (one strand's activation and the other's gradient in one message)");
+          unsupported(rc, i,
+                      "a double-strand pass's p2p (one strand's activation and the other's gradient in one message)");
         const bool send = op.kind == OpKind::send;
         b.action = op.role == OpRole::pipeline_activation ? (send ? Action::send_activation : Action::recv_activation)
                                                           : (send ? Action::send_gradient : Action::recv_gradient);

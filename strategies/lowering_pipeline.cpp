@@ -55,7 +55,8 @@ RankShapes rank_shapes(const Scenario& scenario, const Strategy& st) {
     s.expert_tokens = static_cast<std::int64_t>(std::ceil(routed * s.ep / s.experts_total * rank_imbalance));
     // ... of which the busiest expert takes its skew times the mean expert's rows.
     if (m.moe.imbalance() > 1.0 && s.experts_local > 1)
-      s.busiest_expert_tokens = static_cast<std::int64_t>(std::ceil(routed * s.ep / s.experts_total * m.moe.imbalance()));
+      s.busiest_expert_tokens =
+          static_cast<std::int64_t>(std::ceil(routed * s.ep / s.experts_total * m.moe.imbalance()));
     s.dispatch_bytes = std::llround(routed * s.h * 2 * rank_imbalance);
     s.permute_bytes = 2 * s.tokens_local * m.moe.top_k * s.h * 2;
   }

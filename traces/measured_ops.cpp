@@ -60,7 +60,8 @@ void mark_shared_gpu(const RankClass& rank_class, const std::map<std::pair<OpInd
   std::vector<Span> compute;
   for (const auto& [key, interval] : spans) {
     const Op& op = rank_class.op(key.first);
-    if (!op.is_communication()) compute.push_back({interval.start_ns, interval.end_ns, op.stream, key.first, key.second});
+    if (!op.is_communication())
+      compute.push_back({interval.start_ns, interval.end_ns, op.stream, key.first, key.second});
   }
   std::sort(compute.begin(), compute.end(), [](const Span& a, const Span& b) {
     return std::tie(a.start_ns, a.stream, a.op) < std::tie(b.start_ns, b.stream, b.op);

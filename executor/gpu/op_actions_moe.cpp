@@ -72,7 +72,8 @@ void StageRuntime::moe(const Op& op, const OpBinding& b, int mb, int unit, cudaS
       auto* order = static_cast<std::int32_t*>(make(mb, unit, {Tensor::expert_order}, routed * 4, stream));
       auto* row = static_cast<std::int32_t*>(make(mb, unit, {Tensor::routed_row}, routed * 4, stream));
       auto* counts = static_cast<std::int32_t*>(make(mb, unit, {Tensor::expert_counts}, experts * 4, stream));
-      kernels::moe_sort_by_expert(choice, routed, static_cast<int>(experts), order, row, counts, scratch(op).moe_sort_workspace,
+      kernels::moe_sort_by_expert(choice, routed, static_cast<int>(experts), order, row, counts,
+                                  scratch(op).moe_sort_workspace,
                                   moe_sort_workspace_bytes_, stream);
       TWIN_CUDA_CHECK(cudaMemcpyAsync(counts_host_, counts, experts * 4, cudaMemcpyDeviceToHost, stream));
       TWIN_CUDA_CHECK(cudaEventRecord(counts_copied_, stream));

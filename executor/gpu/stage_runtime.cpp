@@ -106,7 +106,8 @@ StageRuntime::StageRuntime(const Scenario& scenario, const Strategy& strategy, c
   if (scenario.model.is_moe())
     moe_sort_workspace_bytes_ = kernels::moe_sort_workspace_bytes(routed, static_cast<int>(shapes_.experts_total));
   std::array<bool, kStreamCount> computes{};
-  for (OpIndex i = 0; i < rc_.size(); ++i) computes[static_cast<int>(rc_.op(i).stream)] |= !rc_.op(i).is_communication();
+  for (OpIndex i = 0; i < rc_.size(); ++i)
+    computes[static_cast<int>(rc_.op(i).stream)] |= !rc_.op(i).is_communication();
   for (int s = 0; s < kStreamCount; ++s) {
     if (!computes[s]) continue;
     StreamScratch& scratch = scratch_[s];

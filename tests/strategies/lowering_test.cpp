@@ -280,7 +280,8 @@ TEST(Lowering, SkewedRoutingGivesTheExpertGemmsTheirBusiestGroup) {
     const IterationGraph g = lower(sc, st);
     // Per rank: 2048 tokens / TP 2 (SP) x top-2 routed copies; all EP ranks' copies over 8 experts.
     const double mean_rows = 2048.0 / 2 * 2 * ep / 8;
-    const std::int64_t expected = imbalance > 1 && ep < 8 ? static_cast<std::int64_t>(std::ceil(mean_rows * imbalance)) : 0;
+    const std::int64_t expected =
+        imbalance > 1 && ep < 8 ? static_cast<std::int64_t>(std::ceil(mean_rows * imbalance)) : 0;
     int expert_gemms = 0;
     for (OpIndex i = 0; i < g.classes[0].size(); ++i) {
       const Op& op = g.classes[0].op(i);
