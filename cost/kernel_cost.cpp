@@ -247,6 +247,11 @@ bool is_skewed_group(const Op& op) {
   return op.kind == OpKind::gemm && op.gemm.count > 1 && op.gemm.busiest > 0;
 }
 
+// A skewed group is priced by its parts unless the profile holds its own shape (a run traced it).
+bool priced_by_parts(const GpuKernelProfile& kernels, const Op& op) {
+  return is_skewed_group(op) && !kernels.measured.count(kernel_shape_key(op));
+}
+
 // The whole GEMM a split chunk is one part of.
 Op whole_gemm(const Op& chunk) {
   Op whole = chunk;
@@ -261,7 +266,7 @@ Op whole_gemm(const Op& chunk) {
 double benchmark_kernel_time_ns(const GpuKernelProfile& kernels, const GpuSpec& gpu, const Op& op) {
   require_compute(op, "benchmark_kernel_time_ns");
   if (is_split_gemm(op)) return benchmark_kernel_time_ns(kernels, gpu, whole_gemm(op)) / op.gemm.split;
-  if (is_skewed_group(op) && !kernels.measured.count(kernel_shape_key(op))) {
+  if (priced_by_parts(kernels, op)) {
     double sum = 0;
     for (const Op& part : gemm_group_parts(op)) sum += benchmark_kernel_time_ns(kernels, gpu, part);
     return sum;
@@ -281,7 +286,7 @@ TimeNs compute_time_ns(const Profile& profile, const GpuSpec& gpu, const Op& op)
   if (auto found = kernels.measured.find(kernel_shape_key(op));
       found != kernels.measured.end() && !found->second.source.empty())
     return std::llround(found->second.median_ns + kernels.launch_overhead_ns);  // measured in a training step
-  if (is_skewed_group(op)) {  // each part at its own price, one launch overhead as for any grouped GEMM
+  if (priced_by_parts(kernels, op)) {  // each part at its own price, one launch overhead as for any grouped GEMM
     double kernel_sum_ns = 0;
     for (const Op& part : gemm_group_parts(op))
       kernel_sum_ns += double(compute_time_ns(profile, gpu, part)) - kernels.launch_overhead_ns;

@@ -269,6 +269,11 @@ LinkParams link_params(const NodeGroup& group, const Network& network, const Pro
   return links;
 }
 
+void PassCompute::add(const Op& op, TimeNs ns) {
+  (op.phase == Phase::forward && !op.recomputed ? forward_ns : backward_ns) += ns;
+  if (op.recomputed) recomputed_ns += ns;
+}
+
 std::vector<ComputeBusy> compute_busy(const IterationGraph& graph, const Cluster& cluster, const Profile& profile,
                                       PriceCache* prices) {
   std::vector<ComputeBusy> busy;
@@ -287,12 +292,8 @@ std::vector<ComputeBusy> compute_busy(const IterationGraph& graph, const Cluster
         total.optimizer_ns += ns;
         continue;
       }
-      const bool forward = op.phase == Phase::forward && !op.recomputed;
-      (forward ? total.forward_ns : total.backward_ns) += ns;
-      if (op.recomputed) total.recomputed_ns += ns;
-      if (op.chunk != 0) continue;
-      (forward ? total.first_chunk_forward_ns : total.first_chunk_backward_ns) += ns;
-      if (op.recomputed) total.first_chunk_recomputed_ns += ns;
+      total.passes.add(op, ns);
+      if (op.chunk == 0) total.first_chunk.add(op, ns);
     }
     busy.push_back(total);
   }

@@ -64,16 +64,21 @@ FlatIteration flatten(const IterationGraph& graph, const Cluster& cluster, const
 // phase, which run once per iteration, apart from the others. The engine runs no compute op faster than its
 // price and shares a GPU among the compute ops in progress (sim/engine.hpp), so no class finishes an iteration
 // sooner than the sum of both: a lower bound that needs no event replay.
-struct ComputeBusy {
-  int stage = 0;
-  TimeNs optimizer_ns = 0;
+struct PassCompute {
   TimeNs forward_ns = 0;     // forward passes (a recomputed forward runs in the backward pass: not here)
   TimeNs backward_ns = 0;    // backward passes, recomputed forwards included
   TimeNs recomputed_ns = 0;  // the recomputed forwards alone
-  // The same three over chunk 0's passes only (the totals' share of the first model chunk; equal to them with one
-  // chunk per stage): a pipeline fills and drains through chunk 0 (strategies/lower_bound.cpp).
-  TimeNs first_chunk_forward_ns = 0, first_chunk_backward_ns = 0, first_chunk_recomputed_ns = 0;
-  TimeNs other_ns() const { return forward_ns + backward_ns; }  // all but the optimizer phase
+  TimeNs total_ns() const { return forward_ns + backward_ns; }
+  void add(const Op& op, TimeNs ns);  // a compute op outside the optimizer phase
+};
+struct ComputeBusy {
+  int stage = 0;
+  TimeNs optimizer_ns = 0;
+  PassCompute passes;       // every chunk's
+  // Chunk 0's alone (all of them with one chunk per stage): a pipeline fills and drains through chunk 0
+  // (strategies/lower_bound.cpp).
+  PassCompute first_chunk;
+  TimeNs other_ns() const { return passes.total_ns(); }  // all but the optimizer phase
 };
 std::vector<ComputeBusy> compute_busy(const IterationGraph& graph, const Cluster& cluster, const Profile& profile,
                                       PriceCache* prices = nullptr);

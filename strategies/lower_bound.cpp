@@ -40,8 +40,8 @@ TimeNs busiest(const std::vector<sim::ComputeBusy>& busy, int lowered, int total
   constexpr TimeNs kUnset = std::numeric_limits<TimeNs>::max();
   std::vector<TimeNs> forward(stages, kUnset), drain(stages, kUnset), optimizer(stages, kUnset);
   for (const sim::ComputeBusy& b : busy) {  // per micro-batch: each lowered micro-batch computes alike
-    forward[b.stage] = std::min(forward[b.stage], b.first_chunk_forward_ns / lowered);
-    drain[b.stage] = std::min(drain[b.stage], (b.first_chunk_backward_ns - b.first_chunk_recomputed_ns) / lowered);
+    forward[b.stage] = std::min(forward[b.stage], b.first_chunk.forward_ns / lowered);
+    drain[b.stage] = std::min(drain[b.stage], (b.first_chunk.backward_ns - b.first_chunk.recomputed_ns) / lowered);
     optimizer[b.stage] = std::min(optimizer[b.stage], b.optimizer_ns);
   }
   for (TimeNs* per_stage : {forward.data(), drain.data(), optimizer.data()})
@@ -50,7 +50,7 @@ TimeNs busiest(const std::vector<sim::ComputeBusy>& busy, int lowered, int total
   for (const sim::ComputeBusy& b : busy) {
     TimeNs fill = 0;
     for (int j = 0; j < b.stage; ++j) fill += forward[j];
-    const TimeNs before_last_backward = b.other_ns() * scale - b.first_chunk_backward_ns / lowered;
+    const TimeNs before_last_backward = b.other_ns() * scale - b.first_chunk.backward_ns / lowered;
     bound = std::max(bound, fill + before_last_backward + drain[0] + optimizer[0]);
   }
   return bound;

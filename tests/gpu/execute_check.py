@@ -190,7 +190,7 @@ def main():
             losses = [s["loss"] for s in metrics["steps"]]
             if baseline is None:
                 baseline = losses
-            diff = max(abs(a - b) / b for a, b in zip(losses, baseline))
+            diff = curve_differences(losses, baseline)[1]
             ok = diff <= args.tolerance and losses[-1] < 0.8 * losses[0]
             failed |= not ok
             report["correctness"][name] = {"gpus": gpus, "losses": losses, "max_relative_difference": diff, "ok": ok}
