@@ -14,6 +14,7 @@ struct SimulateOptions {
   std::string profile;     // empty: the scenario's "profile" field
   std::string out = "twin-out";
   int top = 3;
+  std::string plan_key;  // best.json of this candidate instead of the fastest
   int jobs = 0;
   bool quiet = false;
   bool scale_profile = false;  // price GPUs the profile does not describe from another's, scaled

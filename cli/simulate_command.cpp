@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <map>
+#include <stdexcept>
 #include <unistd.h>
 
 #include <fmt/format.h>
@@ -52,6 +53,10 @@ void add_simulate_command(CLI::App& app, SimulateOptions& options) {
       ->capture_default_str()
       ->check(CLI::Range(0, 4096));
   sub->add_flag("--quiet", options.quiet, "Print only errors and the final summary");
+  sub->add_option("--plan-key", options.plan_key,
+                  "Write best.json, megatron_args.txt and the report's plan for the simulated candidate of this\n"
+                  "key (ranking.csv's strategy column) instead of the fastest, e.g. to run the best static plan\n"
+                  "beside a hot-switching winner");
   sub->add_flag("--exhaustive", options.exhaustive,
                 "Simulate every feasible candidate. Without it the search simulates in order of a lower bound\n"
                 "(each candidate's compute alone) and skips those whose bound is slower than the 10th fastest\n"
@@ -176,10 +181,27 @@ int run_simulate(const SimulateOptions& options) {
   }
 
   std::filesystem::create_directories(folder.staged("traces"));
+  // The plan best.json holds: the fastest, or the candidate --plan-key names (simulated, not pruned).
+  std::size_t chosen = 0;
+  if (!options.plan_key.empty()) {
+    const auto named = std::find_if(ranked.begin(), ranked.end(),
+                                    [&](const Candidate& c) { return c.feasible && c.key() == options.plan_key; });
+    if (named == ranked.end()) {
+      folder.publish();  // ranking.csv lists the keys there are
+      throw std::invalid_argument(fmt::format("--plan-key \"{}\" names no simulated candidate (their keys: the strategy "
+                                              "column of {}; pruned ones are not simulated: add --exhaustive)",
+                                              options.plan_key, (out / "ranking.csv").string()));
+    }
+    chosen = static_cast<std::size_t>(named - ranked.begin());
+  }
   // The best and the top K again, with every op's timing recorded, for the report, plan and traces.
   int traced = std::min<int>(options.top, static_cast<int>(feasible));
   IterationGraph best_graph;
   Candidate best;
+  if (chosen >= static_cast<std::size_t>(std::max(1, traced))) {
+    best = evaluate_again(scenario, profile, ranked[chosen], true, &best_graph);
+    best.memory = ranked[chosen].memory;
+  }
   for (int k = 0; k < std::max(1, traced); ++k) {
     const std::string key = ranked[k].key();
     IterationGraph graph;
@@ -188,9 +210,9 @@ int run_simulate(const SimulateOptions& options) {
       write_chrome_trace(folder.staged("traces") / trace_file_name(k + 1, key), graph, detailed.result,
                          scenario.name + " | " + key);
     }
-    if (k == 0) {
+    if (static_cast<std::size_t>(k) == chosen) {
       best = std::move(detailed);
-      best.memory = ranked[0].memory;
+      best.memory = ranked[chosen].memory;
       best_graph = std::move(graph);
     }
   }
@@ -208,8 +230,8 @@ int run_simulate(const SimulateOptions& options) {
   else
     std::printf("%s: %zu candidates, %zu feasible, %zu simulated (the rest pruned by a lower bound) in %.2f s\n",
                 scenario.name.c_str(), ranked.size(), feasible + pruned, feasible, seconds);
-  std::printf("best: %s\n  iteration %.3f s, %.0f tokens/s, MFU %.1f%%, HFU %.1f%%, peak memory %.1f GiB\n",
-              best.key().c_str(), t.iteration_s, t.tokens_per_s, 100 * t.mfu, 100 * t.hfu,
+  std::printf("%s: %s\n  iteration %.3f s, %.0f tokens/s, MFU %.1f%%, HFU %.1f%%, peak memory %.1f GiB\n",
+              chosen == 0 ? "best" : "plan (--plan-key)", best.key().c_str(), t.iteration_s, t.tokens_per_s, 100 * t.mfu, 100 * t.hfu,
               best.memory.peak_bytes() / kGiB);
   std::printf("wrote %s/{ranking.csv,report.html,best.json,megatron_args.txt,traces/}\n", out.string().c_str());
   return 0;

@@ -45,6 +45,7 @@ std::string to_string(OpRole role) {
     case OpRole::grad_norm: return "grad_norm";
     case OpRole::optimizer: return "optimizer";
     case OpRole::grad_accumulation: return "grad_accumulation";
+    case OpRole::phase_handoff: return "phase_handoff";
   }
   return "unknown";
 }

@@ -66,6 +66,7 @@ enum class OpRole : std::uint8_t {
   pipeline_activation, pipeline_gradient,
   grad_reduce, param_gather, embedding_grad_sync, grad_norm, optimizer,
   grad_accumulation,                   // a weight gradient added into the fp32 main gradient (no fusion)
+  phase_handoff,                       // hot switching: a zero-byte message ordering a GPU's phase after the one before
 };
 
 // Which product of its linear layer a GEMM computes (the linear is the op's role): the forward output, the
@@ -101,6 +102,9 @@ struct AttentionShape {
   bool flash = true;             // false: unfused (the seq_q x seq_kv scores go through memory)
   bool dropout = false;          // unfused only: a dropout kernel over the scores (mask kept for backward)
   bool cudnn = false;            // fused: cuDNN's kernel (Megatron's "fused" backend) rather than FlashAttention
+  // Rows are packs of several sequences, each attending only within itself (varlen attention, hot switching's
+  // packs): seq_kv is then the packs' causal work expressed as keys per query, not a context-parallel split.
+  bool packed = false;
 };
 
 // What moves a communication op's bytes, for how much it slows the GEMMs beside it. NCCL's kernels occupy
@@ -112,9 +116,11 @@ enum class CommKernel : std::uint8_t { nccl, userbuffers_copy_engine, userbuffer
 inline constexpr int kUserbuffersSmCount = 16;
 
 // The share of the seq_q x seq_kv scores a kernel computes: a causal mask with the queries the last seq_q
-// positions of the keys (bottom-right aligned) keeps 1 - seq_q / (2 seq_kv) of them, half of a square.
+// positions of the keys (bottom-right aligned) keeps 1 - seq_q / (2 seq_kv) of them, half of a square. Packed
+// rows are causal squares of their sequences, whose work seq_kv already states: half.
 inline double attention_score_fraction(const AttentionShape& a) {
   if (!a.causal || a.seq_kv <= 0) return 1.0;
+  if (a.packed) return 0.5;
   return 1.0 - static_cast<double>(a.seq_q) / (2.0 * static_cast<double>(a.seq_kv));
 }
 

@@ -72,7 +72,7 @@ std::string to_string(Action action) {
       "param_gather", "embedding_grad_sync", "grad_norm", "optimizer_step", "router_forward", "router_input_grad",
       "router_weight_grad", "expert_dispatch", "expert_dispatch_backward", "expert_forward", "expert_input_grad",
       "expert_weight_grad", "expert_activation_forward", "expert_activation_backward", "expert_combine",
-      "expert_combine_backward"};
+      "expert_combine_backward", "phase_handoff"};
   return names[static_cast<int>(action)];
 }
 
@@ -97,11 +97,13 @@ std::vector<OpBinding> bind_ops(const RankClass& rc, bool tied_embeddings) {
         if (op.gemm.count != 1) unsupported(rc, i, "a grouped GEMM of a dense linear");
         break;
       case OpKind::attention_forward:
-        if (op.attention.seq_q != op.attention.seq_kv) unsupported(rc, i, "a context-parallel attention block");
+        if (op.attention.seq_q != op.attention.seq_kv && !op.attention.packed)
+          unsupported(rc, i, "a context-parallel attention block");
         b.action = Action::attention_forward;
         break;
       case OpKind::attention_backward:
-        if (op.attention.seq_q != op.attention.seq_kv) unsupported(rc, i, "a context-parallel attention block");
+        if (op.attention.seq_q != op.attention.seq_kv && !op.attention.packed)
+          unsupported(rc, i, "a context-parallel attention block");
         b.action = Action::attention_backward;
         break;
       case OpKind::norm_forward: b.action = Action::norm_forward; b.subject = op.role; break;
@@ -116,6 +118,8 @@ std::vector<OpBinding> bind_ops(const RankClass& rc, bool tied_embeddings) {
             op.role == OpRole::expert_activation ? Action::expert_activation_backward : Action::activation_backward;
         break;
       case OpKind::elementwise:
+        if (op.role != OpRole::attention_residual && op.role != OpRole::mlp_residual)
+          unsupported(rc, i, "an elementwise op other than a residual add (a separate gradient accumulation)");
         b.action = backward ? Action::residual_backward : Action::residual_forward;
         b.subject = op.role;
         break;
@@ -142,6 +146,12 @@ std::vector<OpBinding> bind_ops(const RankClass& rc, bool tied_embeddings) {
       case OpKind::send:
       case OpKind::recv: {
         if (op.role == OpRole::cp_exchange) unsupported(rc, i, "a context-parallel exchange");
+        if (op.role == OpRole::phase_handoff) {
+          b.action = Action::phase_handoff;
+          break;
+        }
+        if (op.role != OpRole::pipeline_activation && op.role != OpRole::pipeline_gradient)
+          unsupported(rc, i, "a point-to-point transfer other than a pipeline's (hot switching's re-sharding)");
         if (op.group == GroupKind::tensor) unsupported(rc, i, "a userbuffers ring step (tp_comm_overlap)");
         if (two_strands)
           unsupported(rc, i,

@@ -1,4 +1,5 @@
-// The cheap refusals first (the plan's kind, memory, strategy and framework switches), then the parameter
+// The plan's family first (plan_graphs refuses those no command runs), then per part (a uniform plan's
+// strategy, or each hot-switching phase's) memory and strategy, the framework switches, and last the parameter
 // layout and the op bindings of every rank class, which refuse what they do not run.
 #include "executor/plan_check.hpp"
 
@@ -11,38 +12,57 @@
 #include "core/error.hpp"
 #include "executor/op_binding.hpp"
 #include "executor/parameters.hpp"
-#include "strategies/lowering.hpp"
+#include "strategies/families/plan_graphs.hpp"
+#include "strategies/hot_switch/hot_switch_resharding.hpp"
 #include "strategies/memory.hpp"
 
 namespace twin::exec {
 
-void check_executable_plan(const Plan& plan, const std::string& file) {
-  const Strategy& s = plan.strategy;
-  // A family plan's `strategy` is only its home strategy: lowering that alone would run another plan.
-  if (const auto family = plan.document.find("family_plan"); family != plan.document.end() && family->is_object())
-    throw InputError(file, "/family_plan",
-                     fmt::format("a uniform plan: twin execute does not run {} plans yet (simulate without "
-                                 "per_layer, hot_switch or a mixed cluster to get one)",
-                                 family->value("family", std::string("family"))));
-  const MemoryEstimate memory = estimate_memory(plan.scenario, s);
-  const std::string oom = out_of_memory_reason(memory, plan.scenario.cluster.node_groups.front().gpu.memory_GiB);
-  if (!oom.empty()) throw InputError(file, "/strategy", "a plan that fits; the simulator says it does not: " + oom);
+namespace {
+
+// What the executor refuses of one strategy (a uniform plan's, or a hot-switching phase's) whose fields sit at
+// `at` in the plan file.
+void check_strategy(const Plan& plan, const Scenario& scenario, const Strategy& s, const std::string& file,
+                    const std::string& at) {
+  const MemoryEstimate memory = estimate_memory(scenario, s);
+  const std::string oom = out_of_memory_reason(memory, scenario.cluster.node_groups.front().gpu.memory_GiB);
+  if (!oom.empty()) throw InputError(file, at, "a plan that fits; the simulator says it does not: " + oom);
   // A double-strand pass over stages sends one strand's activation and the other's gradient in one p2p.
   if (s.schedule == Schedule::double_strand && s.pipeline_model_parallel_size > 1)
-    throw InputError(file, "/strategy/pipeline_model_parallel_size",
+    throw InputError(file, at + "/pipeline_model_parallel_size",
                      "1 under double-strand (twin execute does not run the folded pipeline's two-tensor p2p yet)");
   if (s.context_parallel_size > 1 || s.expert_model_parallel_size > 1)
-    throw InputError(file, "/strategy", "no context or expert parallelism (twin execute does not run them yet)");
+    throw InputError(file, at, "no context or expert parallelism (twin execute does not run them yet)");
   // The table's copy sits at another offset of another unit than the table: after ZeRO's reduce-scatter the
   // two hold different shards, and summing them over the embedding group would mix them.
   if (!plan.scenario.model.untie_embeddings_and_output_weights && s.pipeline_model_parallel_size > 1 &&
       s.zero_stage >= 1 && s.data_parallel_size * s.context_parallel_size > 1)
-    throw InputError(file, "/strategy/zero_stage",
+    throw InputError(file, at + "/zero_stage",
                      "0 with tied embeddings over several pipeline stages and data-parallel ranks (twin execute "
                      "sums the embedding's two copies' full gradients)");
   if (plan.scenario.framework.tp_comm_overlap && s.sequence_parallel && s.tensor_model_parallel_size > 1)
     throw InputError(file, "/scenario/framework/tp_comm_overlap",
                      "false (twin execute does not run Transformer Engine's userbuffers overlap yet)");
+}
+
+}  // namespace
+
+void check_executable_plan(const Plan& plan, const std::string& file) {
+  // A family plan other than hot switching is refused here, naming the family.
+  const PlanGraphs lowered = plan_graphs(plan, file);
+  const Strategy& s = plan.strategy;
+  for (std::size_t p = 0; p < lowered.parts.size(); ++p) {
+    const PlanPart& part = lowered.parts[p];
+    const std::string at =
+        lowered.family == "uniform" ? "/strategy" : fmt::format("/family_plan/detail/phases/{}/strategy_fields", p);
+    check_strategy(plan, part.scenario, part.strategy, file, at);
+    // Every phase trains the same parameters in place: a phase in another layout needs re-sharding.
+    if (!same_parameter_layout(part.strategy, lowered.parts.back().strategy))
+      throw InputError(file, at,
+                       fmt::format("the parameter layout of the home phase ({}): twin execute does not run "
+                                   "re-sharding between hot-switching layouts yet",
+                                   lowered.parts.back().strategy.key()));
+  }
   if (!plan.scenario.framework.cross_entropy_loss_fusion)
     throw InputError(file, "/scenario/framework/cross_entropy_loss_fusion",
                      "true (twin execute runs the fused vocabulary-parallel cross-entropy)");
@@ -64,8 +84,8 @@ void check_executable_plan(const Plan& plan, const std::string& file) {
                            " is priced by the simulator only)");
   try {
     plan_parameter_units(plan.scenario, s, RankPlacement{}, 0);
-    const IterationGraph graph = lower_to_op_graphs(plan.scenario, s);
-    for (const RankClass& rc : graph.classes) bind_ops(rc, !plan.scenario.model.untie_embeddings_and_output_weights);
+    for (const RankClass& rc : lowered.graph.classes)
+      bind_ops(rc, !plan.scenario.model.untie_embeddings_and_output_weights);
   } catch (const std::invalid_argument& error) {
     throw InputError(file, "/scenario/model", std::string("a model and strategy twin execute runs: ") + error.what());
   }

@@ -25,8 +25,13 @@ namespace {
 
 using nlohmann::json;
 
-std::filesystem::path rank_file(const std::filesystem::path& run_dir, int rank) {
-  return run_dir / "measured" / fmt::format("rank{}.json", rank);
+// "rank3", or "rank3_part1" in a step of several parts.
+std::string rank_stem(int rank, int part, int parts) {
+  return parts > 1 ? fmt::format("rank{}_part{}", rank, part) : fmt::format("rank{}", rank);
+}
+
+std::filesystem::path rank_file(const std::filesystem::path& run_dir, int rank, int part, int parts) {
+  return run_dir / "measured" / (rank_stem(rank, part, parts) + ".json");
 }
 
 double median(std::vector<double> values) {
@@ -115,6 +120,8 @@ void write_rank_run(const std::filesystem::path& run_dir, const RankRun& run, co
   const json document = {{"format", "twin-measured-rank"},
                          {"version", 1},
                          {"rank", run.rank},
+                         {"part", run.part},
+                         {"parts", run.parts},
                          {"rank_class", run.rank_class},
                          {"coordinates", {{"tp", run.coordinates[0]}, {"cp", run.coordinates[1]},
                                           {"dp", run.coordinates[2]}, {"pp", run.coordinates[3]}}},
@@ -130,11 +137,13 @@ void write_rank_run(const std::filesystem::path& run_dir, const RankRun& run, co
                          {"kernels", {{"name", name}, {"start_ns", start}, {"end_ns", end}, {"stream", stream},
                                       {"iteration", iteration}, {"op", op}}}};
   std::filesystem::create_directories(run_dir / "measured");
-  write_file_atomically(rank_file(run_dir, run.rank), document.dump());
+  write_file_atomically(rank_file(run_dir, run.rank, run.part, run.parts), document.dump());
   if (!run.kernels.empty()) {
     std::filesystem::create_directories(run_dir / "traces");
-    write_measured_chrome_trace(run_dir / "traces" / fmt::format("measured_rank{}.json", run.rank), rank_class,
-                                run.rank, run.kernels, fmt::format("measured, rank {}", run.rank));
+    write_measured_chrome_trace(run_dir / "traces" / ("measured_" + rank_stem(run.rank, run.part, run.parts) + ".json"),
+                                rank_class, run.rank, run.kernels,
+                                run.parts > 1 ? fmt::format("measured, rank {}, part {}", run.rank, run.part)
+                                              : fmt::format("measured, rank {}", run.rank));
   }
 }
 
@@ -146,6 +155,8 @@ RankRun read_rank_run(const std::filesystem::path& path) {
     throw InputError(path.string(), "/format", "\"twin-measured-rank\"");
   RankRun run;
   run.rank = d.at("rank");
+  run.part = d.value("part", 0);
+  run.parts = d.value("parts", 1);
   run.rank_class = d.at("rank_class");
   const json& c = d.at("coordinates");
   run.coordinates = {c.at("tp"), c.at("cp"), c.at("dp"), c.at("pp")};
@@ -172,12 +183,16 @@ RankRun read_rank_run(const std::filesystem::path& path) {
   return run;
 }
 
-void write_run_summary(const std::filesystem::path& run_dir, const Plan& plan, const IterationGraph& graph,
+void write_run_summary(const std::filesystem::path& run_dir, const Plan& plan, const PlanGraphs& lowered,
                        int world_size, int warmup, const std::string& attention) {
-  std::vector<RankRun> runs;
-  for (int rank = 0; rank < world_size; ++rank) runs.push_back(read_rank_run(rank_file(run_dir, rank)));
+  const IterationGraph& graph = lowered.graph;
+  const int parts = static_cast<int>(lowered.parts.size());
+  std::vector<RankRun> runs;  // rank-major, then part
+  for (int rank = 0; rank < world_size; ++rank)
+    for (int part = 0; part < parts; ++part) runs.push_back(read_rank_run(rank_file(run_dir, rank, part, parts)));
   const Scenario& scenario = plan.scenario;
   const Strategy& strategy = plan.strategy;
+  const auto throughput = [&](double seconds) { return lowered.throughput(seconds); };
 
   // A step lasts as long as its slowest rank.
   const std::size_t steps = runs.front().iteration_s.size();
@@ -187,7 +202,7 @@ void write_run_summary(const std::filesystem::path& run_dir, const Plan& plan, c
   std::string steps_csv = "step,loss,iteration_s,tokens_per_s,mfu,measured\r\n";
   json steps_json = json::array();
   for (std::size_t i = 0; i < steps; ++i) {
-    const Throughput t = throughput(scenario, strategy, step_s[i]);
+    const Throughput t = throughput(step_s[i]);
     const bool measured = static_cast<int>(i) >= warmup;
     if (measured) measured_steps.push_back(step_s[i]);
     steps_csv += fmt::format("{},{:.6f},{:.6f},{:.1f},{:.4f},{}\r\n", i + 1, runs.front().losses[i], step_s[i],
@@ -198,20 +213,24 @@ void write_run_summary(const std::filesystem::path& run_dir, const Plan& plan, c
   write_file_atomically(run_dir / "steps.csv", steps_csv);
 
   const double measured_s = median(measured_steps);
-  const Throughput measured = throughput(scenario, strategy, measured_s);
+  const Throughput measured = throughput(measured_s);
   const json predicted = plan.document.at("predicted");
-  const MemoryEstimate memory = estimate_memory(scenario, strategy);
   json ranks = json::array();
-  for (const RankRun& run : runs)
-    ranks.push_back({{"rank", run.rank}, {"rank_class", run.rank_class}, {"device", run.device},
+  for (const RankRun& run : runs) {
+    const PlanPart& part = lowered.parts.at(static_cast<std::size_t>(run.part));
+    const MemoryEstimate memory = estimate_memory(part.scenario, part.strategy);
+    ranks.push_back({{"rank", run.rank}, {"part", run.part}, {"rank_class", run.rank_class}, {"device", run.device},
                      {"peak_memory_GiB", static_cast<double>(run.peak_memory_bytes) / kGiB},
                      {"predicted_peak_memory_GiB",
                       static_cast<double>(memory.per_stage.at(run.coordinates[3]).total()) / kGiB},
                      {"median_iteration_s", median(std::vector<double>(run.iteration_s.begin() + warmup,
                                                                        run.iteration_s.end()))},
                      {"dropped_kernel_records", run.dropped_records}});
+  }
   json metrics = {{"format", "twin-execute-run"},
                   {"strategy", strategy.key()},
+                  {"family", lowered.family},
+                  {"plan", lowered.key},
                   {"scenario", scenario.name},
                   {"world_size", world_size},
                   {"device", runs.front().device},
@@ -246,7 +265,7 @@ void write_run_summary(const std::filesystem::path& run_dir, const Plan& plan, c
   write_file_atomically(run_dir / "metrics.json", metrics.dump(1));
 
   const double predicted_s = predicted.at("iteration_time_s").get<double>();
-  std::printf("%s on %d x %s: loss %.3f -> %.3f over %zu steps\n", strategy.key().c_str(), world_size,
+  std::printf("%s on %d x %s: loss %.3f -> %.3f over %zu steps\n", lowered.key.c_str(), world_size,
               runs.front().device.c_str(), runs.front().losses.front(), runs.front().losses.back(), steps);
   std::printf("measured iteration %.4f s (median of %zu), %.0f tokens/s, MFU %.1f%%; predicted %.4f s (%+.1f%%)\n",
               measured_s, measured_steps.size(), measured.tokens_per_s, 100 * measured.mfu, predicted_s,

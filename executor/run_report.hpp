@@ -12,6 +12,7 @@
 
 #include "core/op_graph.hpp"
 #include "reports/best_plan.hpp"
+#include "strategies/families/plan_graphs.hpp"
 #include "traces/measured_ops.hpp"
 
 namespace twin::exec {
@@ -26,6 +27,7 @@ double routing_imbalance(const ExpertLoad& load);
 
 struct RankRun {
   int rank = 0;
+  int part = 0, parts = 1;  // the part of the step (a hot-switching phase) whose class this record holds
   int rank_class = 0;
   std::array<int, 4> coordinates{};  // tp, cp, dp, pp
   std::string device;
@@ -38,12 +40,13 @@ struct RankRun {
   std::vector<double> aux_losses;        // per iteration, this rank's load-balancing losses (MoE models)
 };
 
-// Atomic writes of measured/rank<r>.json and traces/measured_rank<r>.json.
+// Atomic writes of measured/rank<r>.json and traces/measured_rank<r>.json (a step of several parts:
+// rank<r>_part<p>.json, one per part).
 void write_rank_run(const std::filesystem::path& run_dir, const RankRun& run, const RankClass& rank_class, int warmup);
 RankRun read_rank_run(const std::filesystem::path& path);
-// Rank 0, after every rank wrote its part: the joined tables and the summary (printed too).
+// Rank 0, after every rank wrote its parts: the joined tables and the summary (printed too).
 // `attention` names the attention implementation the run used (gpu/attention.hpp).
-void write_run_summary(const std::filesystem::path& run_dir, const Plan& plan, const IterationGraph& graph,
+void write_run_summary(const std::filesystem::path& run_dir, const Plan& plan, const PlanGraphs& lowered,
                        int world_size, int warmup, const std::string& attention);
 
 }  // namespace twin::exec

@@ -1,6 +1,7 @@
 // splitmix64 of (seed, sequence, position): cheap, stateless, the same on every rank.
 #include "executor/token_stream.hpp"
 
+#include <map>
 #include <stdexcept>
 
 namespace twin::exec {
@@ -15,10 +16,11 @@ std::uint64_t mix(std::uint64_t z) {
 
 }  // namespace
 
-std::vector<std::int32_t> TokenStream::sequence(std::int64_t index) const {
+std::vector<std::int32_t> TokenStream::sequence(std::int64_t index, std::int64_t length) const {
   const std::uint64_t vocab = static_cast<std::uint64_t>(data_vocab());
-  std::vector<std::int32_t> tokens(static_cast<std::size_t>(seq_length + 1));
-  std::uint64_t state = mix(seed ^ mix(static_cast<std::uint64_t>(index)));
+  std::vector<std::int32_t> tokens(static_cast<std::size_t>(length + 1));
+  // The length enters the state: sequences of two lengths with one index are unrelated.
+  std::uint64_t state = mix(seed ^ mix(static_cast<std::uint64_t>(index)) ^ mix(~static_cast<std::uint64_t>(length)));
   std::uint64_t token = state % vocab;
   for (std::size_t i = 0; i < tokens.size(); ++i) {
     tokens[i] = static_cast<std::int32_t>(token);
@@ -47,6 +49,57 @@ std::vector<std::int32_t> rank_iteration_tokens(const TokenStream& stream, int i
       for (std::int64_t i = 0; i < seq; ++i) {
         inputs[i] = sequence[static_cast<std::size_t>(i)];
         targets[i] = sequence[static_cast<std::size_t>(i + 1)];
+      }
+    }
+  return out;
+}
+
+PackedSteps::PackedSteps(TokenStream stream, const std::vector<PackedPart>& parts) : stream_(stream) {
+  std::map<std::int64_t, std::int64_t> next_of_length;
+  for (const auto& [row_length, packs] : parts) {
+    row_lengths_.push_back(row_length);
+    std::vector<std::vector<std::int64_t>>& rows = rows_.emplace_back();
+    std::vector<std::vector<std::int64_t>>& names = names_.emplace_back();
+    for (const std::vector<std::int64_t>& pack : packs) {
+      std::vector<std::int64_t> row = pack;
+      std::int64_t used = 0;
+      for (std::int64_t length : pack) {
+        if (length <= 0) throw std::invalid_argument("PackedSteps: a sequence of no tokens");
+        used += length;
+      }
+      if (used > row_length) throw std::invalid_argument("PackedSteps: a pack longer than its row");
+      if (used < row_length) row.push_back(row_length - used);
+      std::vector<std::int64_t>& row_names = names.emplace_back();
+      for (std::int64_t length : row) row_names.push_back(next_of_length[length]++);
+      sequences_per_step_ += static_cast<std::int64_t>(row.size());
+      rows.push_back(std::move(row));
+    }
+  }
+}
+
+std::vector<std::int32_t> PackedSteps::rank_tokens(int iteration, std::size_t part, int data_parallel_size,
+                                                   int data_parallel_rank, int micro_batch_size,
+                                                   int micro_batches) const {
+  const std::vector<std::vector<std::int64_t>>& rows = rows_.at(part);
+  const auto global_batch = static_cast<std::int64_t>(rows.size());
+  const std::int64_t per_rank = global_batch / data_parallel_size;
+  if (global_batch % data_parallel_size != 0 || per_rank != static_cast<std::int64_t>(micro_batch_size) * micro_batches)
+    throw std::invalid_argument("PackedSteps: the packs do not split into these micro-batches");
+  const std::int64_t seq = row_lengths_.at(part), tokens = micro_batch_size * seq;
+  std::vector<std::int32_t> out(static_cast<std::size_t>(2 * micro_batches * tokens));
+  for (int mb = 0; mb < micro_batches; ++mb)
+    for (int b = 0; b < micro_batch_size; ++b) {
+      const std::size_t row = static_cast<std::size_t>(data_parallel_rank * per_rank + mb * micro_batch_size + b);
+      std::int32_t* inputs = out.data() + 2 * mb * tokens + b * seq;
+      std::int32_t* targets = inputs + tokens;
+      for (std::size_t k = 0; k < rows[row].size(); ++k) {
+        const std::int64_t length = rows[row][k];
+        const std::vector<std::int32_t> sequence =
+            stream_.sequence(iteration * sequences_per_step_ + names_.at(part)[row][k], length);
+        for (std::int64_t i = 0; i < length; ++i) {
+          *inputs++ = sequence[static_cast<std::size_t>(i)];
+          *targets++ = sequence[static_cast<std::size_t>(i + 1)];
+        }
       }
     }
   return out;

@@ -15,7 +15,9 @@ struct TokenStream {
   // would be seen too rarely for the loss to fall within a short run.
   std::int64_t data_vocab() const { return vocab_size < 1024 ? vocab_size : 1024; }
   // seq_length + 1 tokens: inputs are [0, seq), targets [1, seq].
-  std::vector<std::int32_t> sequence(std::int64_t index) const;
+  std::vector<std::int32_t> sequence(std::int64_t index) const { return sequence(index, seq_length); }
+  // length + 1 tokens of sequence `index` of that length.
+  std::vector<std::int32_t> sequence(std::int64_t index, std::int64_t length) const;
 };
 
 // One rank's tokens for one iteration, laid out as the executor reads them: per micro-batch, the
@@ -24,5 +26,31 @@ struct TokenStream {
 std::vector<std::int32_t> rank_iteration_tokens(const TokenStream& stream, int iteration, std::int64_t global_batch,
                                                 int data_parallel_size, int data_parallel_rank, int micro_batch_size,
                                                 int micro_batches);
+
+// The sequences of a step whose rows pack several (hot switching's parts): row k of a part holds sequences of
+// packs[k]'s lengths one after another, its unfilled end one more. A sequence is named by its length and its
+// ordinal among the step's sequences of that length, counted over the parts in run order and each part's
+// rows in order, so that two plans packing the same sequences differently train on the same tokens.
+struct PackedPart {
+  std::int64_t row_length = 0;                    // tokens per row
+  std::vector<std::vector<std::int64_t>> packs;   // per row, its sequences' lengths
+};
+
+class PackedSteps {
+ public:
+  // `parts` in run order; the stream's seq_length is not used (rows have their parts' lengths).
+  PackedSteps(TokenStream stream, const std::vector<PackedPart>& parts);
+  // One rank's tokens of part `part` in `iteration`, laid out as rank_iteration_tokens lays them out: each
+  // sequence with its own targets, so that no token predicts across a sequence boundary.
+  std::vector<std::int32_t> rank_tokens(int iteration, std::size_t part, int data_parallel_size,
+                                        int data_parallel_rank, int micro_batch_size, int micro_batches) const;
+
+ private:
+  TokenStream stream_;
+  std::vector<std::int64_t> row_lengths_;                      // per part
+  std::vector<std::vector<std::vector<std::int64_t>>> rows_;   // per part, per row: its sequences' lengths
+  std::vector<std::vector<std::vector<std::int64_t>>> names_;  // per part, per row: each sequence's ordinal
+  std::int64_t sequences_per_step_ = 0;
+};
 
 }  // namespace twin::exec

@@ -13,7 +13,7 @@
 #include "core/error.hpp"
 #include "core/input_file.hpp"
 #include "core/json_reader.hpp"
-#include "strategies/lowering.hpp"
+#include "strategies/families/plan_graphs.hpp"
 #include "traces/ops_csv_reader.hpp"
 
 namespace twin {
@@ -46,7 +46,7 @@ ExecutedRun load_executed_run(const std::filesystem::path& dir, const RunFolderO
   ExecutedRun run;
   run.dir = dir;
   run.plan = read_plan(plan_path);
-  run.graph = lower_to_op_graphs(run.plan.scenario, run.plan.strategy);
+  run.graph = plan_graphs(run.plan, plan_path.string()).graph;
   run.prediction = read_plan_prediction(run.plan.document, run.graph, plan_path.string());
   const std::string plan_source = plan_path.string();
   const JsonReader predicted = JsonReader(run.plan.document, plan_source).required("predicted");
@@ -64,8 +64,8 @@ ExecutedRun load_executed_run(const std::filesystem::path& dir, const RunFolderO
   for (MeasuredRank& rank : run.ranks) {
     const RankMetrics* entry = nullptr;
     for (const RankMetrics& candidate : run.metrics.ranks)
-      if (candidate.rank == rank.rank) entry = &candidate;
-    if (!entry || entry->rank_class != rank.rank_class)
+      if (candidate.rank == rank.rank && candidate.rank_class == rank.rank_class) entry = &candidate;
+    if (!entry)
       throw InputError(metrics_path.string(), "/ranks",
                        fmt::format("an entry for rank {} of class {} (ops.csv lists it)", rank.rank, rank.rank_class));
     rank.median_iteration_ns = entry->kernel_span_ns;

@@ -54,14 +54,16 @@ const std::vector<std::string>& ops_csv_columns() {
 std::string ops_csv(const IterationGraph& graph, const std::vector<MeasuredRank>& ranks,
                     const PlanPrediction& prediction) {
   std::vector<const MeasuredRank*> ordered;
-  std::set<int> seen;
+  std::set<std::pair<int, int>> seen;  // a rank runs one class per part of the step (hot switching's phases)
   for (const MeasuredRank& rank : ranks) {
-    if (!seen.insert(rank.rank).second)
-      throw std::invalid_argument(fmt::format("ops_csv: rank {} is listed twice", rank.rank));
+    if (!seen.insert({rank.rank, rank.rank_class}).second)
+      throw std::invalid_argument(fmt::format("ops_csv: rank {} with class {} is listed twice", rank.rank, rank.rank_class));
     checked_class(graph, rank, prediction);
     ordered.push_back(&rank);
   }
-  std::sort(ordered.begin(), ordered.end(), [](const MeasuredRank* a, const MeasuredRank* b) { return a->rank < b->rank; });
+  std::sort(ordered.begin(), ordered.end(), [](const MeasuredRank* a, const MeasuredRank* b) {
+    return std::pair(a->rank, a->rank_class) < std::pair(b->rank, b->rank_class);
+  });
 
   std::string csv;
   append_row(ops_csv_columns(), csv);

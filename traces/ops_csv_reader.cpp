@@ -161,8 +161,9 @@ std::vector<OpsCsvRow> read_ops_csv(const std::filesystem::path& path) {
 
 std::vector<MeasuredRank> measured_ranks_from_rows(const std::vector<OpsCsvRow>& rows, const IterationGraph& graph,
                                                    const PlanPrediction& prediction, const std::string& source) {
-  std::map<int, MeasuredRank> by_rank;
-  std::map<int, std::vector<bool>> seen;
+  // Keyed by (rank, class): a rank runs one class per part of the step (hot switching's phases).
+  std::map<std::pair<int, int>, MeasuredRank> by_rank;
+  std::map<std::pair<int, int>, std::vector<bool>> seen;
   const auto fail = [&](const OpsCsvRow& row, const char* column, const std::string& expected) {
     throw InputError(source, fmt::format("line {}, column {}", row.line, column), expected);
   };
@@ -170,21 +171,21 @@ std::vector<MeasuredRank> measured_ranks_from_rows(const std::vector<OpsCsvRow>&
     if (static_cast<std::size_t>(row.rank_class) >= graph.classes.size())
       fail(row, "rank_class", fmt::format("a rank class of the plan (it has {})", graph.classes.size()));
     const RankClass& rank_class = graph.classes[static_cast<std::size_t>(row.rank_class)];
-    auto [entry, added] = by_rank.try_emplace(row.rank);
+    const std::pair<int, int> key{row.rank, row.rank_class};
+    auto [entry, added] = by_rank.try_emplace(key);
     MeasuredRank& rank = entry->second;
     if (added) {
       rank.rank = row.rank;
       rank.rank_class = row.rank_class;
       rank.ops.resize(rank_class.size());
-      seen[row.rank].assign(rank_class.size(), false);
-    } else if (rank.rank_class != row.rank_class) {
-      fail(row, "rank_class", fmt::format("{} (rank {}'s class on its earlier lines)", rank.rank_class, row.rank));
+      seen[key].assign(rank_class.size(), false);
     }
     if (row.op_index >= rank_class.size())
       fail(row, "op_id", fmt::format("an op index of class {} (it has {} ops)", rank_class.index, rank_class.size()));
-    if (seen[row.rank][row.op_index])
-      fail(row, "op_id", fmt::format("each op once per rank (op {} of rank {} is listed twice)", row.op_index, row.rank));
-    seen[row.rank][row.op_index] = true;
+    if (seen[key][row.op_index])
+      fail(row, "op_id", fmt::format("each op once per rank and class (op {} of rank {}, class {}, is listed twice)",
+                                     row.op_index, row.rank, row.rank_class));
+    seen[key][row.op_index] = true;
 
     const Op& op = rank_class.op(row.op_index);
     const auto expect = [&](const char* column, const std::string& actual, const std::string& expected) {
@@ -215,12 +216,12 @@ std::vector<MeasuredRank> measured_ranks_from_rows(const std::vector<OpsCsvRow>&
     measured.shared_gpu_iterations = row.shared_gpu_iterations;
   }
   std::vector<MeasuredRank> ranks;
-  for (auto& [rank, measured] : by_rank) {
-    const std::vector<bool>& listed = seen[rank];
+  for (auto& [key, measured] : by_rank) {
+    const std::vector<bool>& listed = seen[key];
     for (OpIndex i = 0; i < listed.size(); ++i)
       if (!listed[i])
-        throw InputError(source, "", fmt::format("a row for every op of rank {} (op {} of class {} is missing)", rank,
-                                                 i, measured.rank_class));
+        throw InputError(source, "", fmt::format("a row for every op of rank {} (op {} of class {} is missing)",
+                                                 key.first, i, measured.rank_class));
     ranks.push_back(std::move(measured));
   }
   if (ranks.empty()) throw InputError(source, "", "at least one op row after the header");

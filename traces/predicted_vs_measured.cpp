@@ -30,18 +30,32 @@ void check_rank(const IterationGraph& graph, const MeasuredRank& rank, const Pla
         rank.rank_class, ops, rank.ops.size(), prediction.ops[rank_class].size()));
 }
 
+// A rank's span in an iteration runs from the first kernel of its first class to the last of its last (a rank
+// runs one class per part of the step); the iteration lasts as long as the longest rank's.
 std::optional<TimeNs> slowest_rank_median(const std::vector<MeasuredRank>& ranks) {
   if (ranks.empty()) return std::nullopt;
-  std::map<std::int32_t, std::pair<std::size_t, TimeNs>> by_iteration;  // iteration -> (ranks seen, max span)
-  for (const MeasuredRank& rank : ranks)
+  std::map<std::pair<std::int32_t, int>, std::pair<std::size_t, IterationSpan>> by_rank;  // (iteration, rank)
+  std::map<int, std::size_t> classes_of_rank;
+  for (const MeasuredRank& rank : ranks) {
+    ++classes_of_rank[rank.rank];
     for (const IterationSpan& span : rank.iteration_spans) {
-      auto& [seen, longest] = by_iteration[span.iteration];
+      auto [entry, added] = by_rank.try_emplace({span.iteration, rank.rank}, 0, span);
+      auto& [seen, merged] = entry->second;
       ++seen;
-      longest = std::max(longest, span.span_ns());
+      merged.start_ns = std::min(merged.start_ns, span.start_ns);
+      merged.end_ns = std::max(merged.end_ns, span.end_ns);
     }
+  }
+  std::map<std::int32_t, std::pair<std::size_t, TimeNs>> by_iteration;  // iteration -> (ranks seen, max span)
+  for (const auto& [key, entry] : by_rank) {
+    if (entry.first != classes_of_rank[key.second]) continue;  // some class of the rank missed the iteration
+    auto& [seen, longest] = by_iteration[key.first];
+    ++seen;
+    longest = std::max(longest, entry.second.span_ns());
+  }
   std::vector<TimeNs> spans;
   for (const auto& [iteration, entry] : by_iteration)
-    if (entry.first == ranks.size()) spans.push_back(entry.second);
+    if (entry.first == classes_of_rank.size()) spans.push_back(entry.second);
   if (spans.empty()) return std::nullopt;
   return median_ns(spans);
 }
@@ -53,10 +67,11 @@ nlohmann::json optional_json(const std::optional<double>& value) { return value 
 
 PredictedVsMeasured predicted_vs_measured(const IterationGraph& graph, const std::vector<MeasuredRank>& ranks,
                                           const PlanPrediction& prediction) {
-  std::set<int> seen;
+  std::set<std::pair<int, int>> seen;
   for (const MeasuredRank& rank : ranks) {
-    if (!seen.insert(rank.rank).second)
-      throw std::invalid_argument(fmt::format("predicted_vs_measured: rank {} is listed twice", rank.rank));
+    if (!seen.insert({rank.rank, rank.rank_class}).second)
+      throw std::invalid_argument(
+          fmt::format("predicted_vs_measured: rank {} with class {} is listed twice", rank.rank, rank.rank_class));
     check_rank(graph, rank, prediction);
   }
 
@@ -87,7 +102,9 @@ PredictedVsMeasured predicted_vs_measured(const IterationGraph& graph, const std
     }
   }
   std::sort(comparison.ranks.begin(), comparison.ranks.end(),
-            [](const RankComparison& a, const RankComparison& b) { return a.rank < b.rank; });
+            [](const RankComparison& a, const RankComparison& b) {
+              return std::pair(a.rank, a.rank_class) < std::pair(b.rank, b.rank_class);
+            });
 
   for (KindComparison& kind : kinds) {
     if (kind.ops == 0 && kind.unmeasured_ops == 0) continue;

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <fstream>
 #include <map>
+#include <tuple>
 #include <sstream>
 
 #include <fmt/format.h>
@@ -19,7 +20,7 @@
 #include "sim/collectives.hpp"
 #include "sim/flat_graph.hpp"
 #include "sim/simulate.hpp"
-#include "strategies/lowering.hpp"
+#include "strategies/families/plan_graphs.hpp"
 #include "traces/ops_csv_reader.hpp"
 #include "traces/run_metrics.hpp"
 #include "traces/plan_prediction.hpp"
@@ -50,7 +51,8 @@ RunMeasurements read_run_measurements(const fs::path& ops_csv, const IterationGr
   const std::string file = ops_csv.string();
   RunMeasurements result;
   result.run = run;
-  std::map<std::pair<int, OpIndex>, int> seen;  // (rank, op) -> line
+  // (rank, class, op) -> line: a rank runs one class per part of the step (hot switching's phases).
+  std::map<std::tuple<int, int, OpIndex>, int> seen;
   for (const OpsCsvRow& row : read_ops_csv(ops_csv)) {
     const int line = row.line;
     if (row.rank_class < 0 || row.rank_class >= static_cast<int>(graph.classes.size()))
@@ -67,10 +69,10 @@ RunMeasurements read_run_measurements(const fs::path& ops_csv, const IterationGr
       throw InputError(file, fmt::format("line {}, columns name and kind", line),
                        fmt::format("op {} of class {} of the plan: {} ({}), not {} ({}): ops.csv of another plan?", index,
                                    c, op_name(op), to_string(op.kind), row.name, row.kind));
-    if (auto [it, inserted] = seen.emplace(std::pair{row.rank, index}, line); !inserted)
+    if (auto [it, inserted] = seen.emplace(std::tuple{row.rank, c, index}, line); !inserted)
       throw InputError(file, fmt::format("line {}", line),
-                       fmt::format("one row per rank and op (rank {} op {} is on line {} too)", row.rank, index,
-                                   it->second));
+                       fmt::format("one row per rank, class and op (rank {} class {} op {} is on line {} too)",
+                                   row.rank, c, index, it->second));
     if (!row.measured_median_ns) {
       ++result.absent_ops;
       continue;
@@ -120,7 +122,7 @@ RecalibrateOutcome recalibrate_from_run(const RecalibrateRequest& request) {
   if (profile_name.empty())
     throw InputError((run_dir / "best.json").string(), "/profile", "the profile the plan was simulated with (or give --profile)");
   const Profile before = load_profile(profile_name);
-  const IterationGraph graph = lower_to_op_graphs(plan.scenario, plan.strategy);
+  const IterationGraph graph = plan_graphs(plan, (run_dir / "best.json").string()).graph;
   read_plan_prediction(plan.document, graph, (run_dir / "best.json").string());  // the plan names these ops
   const std::string run = "trace:" + fs::weakly_canonical(run_dir).generic_string();
   RunMeasurements measured =

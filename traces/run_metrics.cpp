@@ -59,8 +59,10 @@ RunMetrics parse_run_metrics(const nlohmann::json& document, const std::string& 
     entry.median_step_ns = seconds_to_ns(rank.required("median_iteration_s"));
     entry.peak_memory_GiB = rank.required("peak_memory_GiB").number(0, 1e9, "GiB, at least 0");
     entry.predicted_peak_memory_GiB = rank.required("predicted_peak_memory_GiB").number(0, 1e9, "GiB, at least 0");
-    if (!metrics.ranks.empty() && entry.rank <= metrics.ranks.back().rank)
-      rank.required("rank").fail("expected ranks in ascending order, each once");
+    // A rank runs one class per part of the step (hot switching's phases): (rank, class) pairs ascend.
+    if (!metrics.ranks.empty() && std::pair(entry.rank, entry.rank_class) <=
+                                      std::pair(metrics.ranks.back().rank, metrics.ranks.back().rank_class))
+      rank.required("rank").fail("expected ranks in ascending order, each (rank, rank_class) once");
     metrics.ranks.push_back(entry);
   }
   if (const std::optional<JsonReader> attention = root.find("attention")) metrics.attention = attention->string();
@@ -86,9 +88,12 @@ RunMetrics parse_run_metrics(const nlohmann::json& document, const std::string& 
     for (const JsonReader& rank : span->required("ranks").elements()) {
       const JsonReader rank_field = rank.required("rank");
       const int id = static_cast<int>(rank_field.integer(0, INT32_MAX));
+      const std::optional<JsonReader> class_field = rank.find("rank_class");
+      const std::optional<std::int64_t> rank_class =
+          class_field ? std::optional(class_field->integer(0, INT32_MAX)) : std::nullopt;
       RankMetrics* entry = nullptr;
       for (RankMetrics& candidate : metrics.ranks)
-        if (candidate.rank == id) entry = &candidate;
+        if (candidate.rank == id && (!rank_class || candidate.rank_class == *rank_class)) entry = &candidate;
       if (!entry) rank_field.fail("expected a rank listed in /ranks");
       if (const std::optional<JsonReader> median = rank.find("measured_median_ns"))
         entry->kernel_span_ns = median->integer(0, std::numeric_limits<TimeNs>::max());

@@ -17,7 +17,7 @@ std::vector<std::pair<int, int>> p2p_stage_pairs(const IterationGraph& graph) {
   for (const RankClass& rc : graph.classes)
     for (OpIndex i = 0; i < rc.size(); ++i)
       if (rc.op(i).kind == OpKind::send && rc.op(i).group == GroupKind::pipeline)
-        pairs.insert({rc.stage, rc.op(i).peer});
+        pairs.insert({rc.stage, graph.classes.at(static_cast<std::size_t>(rc.op(i).peer)).stage});
   return {pairs.begin(), pairs.end()};
 }
 

@@ -25,8 +25,8 @@
 #include "executor/token_stream.hpp"
 #include "executor/watchdog.hpp"
 #include "reports/best_plan.hpp"
+#include "strategies/families/plan_graphs.hpp"
 #include "strategies/flops.hpp"
-#include "strategies/lowering.hpp"
 #include "traces/measured_ops.hpp"
 
 namespace twin::exec {
@@ -52,9 +52,10 @@ int rank_main(const ExecuteRequest& request, const gpu::RankIdentity& identity) 
   gpu::prepare_nccl_environment(identity);
   TWIN_CUDA_CHECK(cudaSetDevice(identity.local_rank));
   const Plan plan = read_plan(request.plan);
+  const PlanGraphs lowered = plan_graphs(plan, request.plan);
   const Scenario& scenario = plan.scenario;
-  const Strategy& strategy = plan.strategy;
-  const IterationGraph graph = lower_to_op_graphs(scenario, strategy);
+  const Strategy& strategy = plan.strategy;  // a hot-switching plan's home strategy: its layout is every phase's
+  const IterationGraph& graph = lowered.graph;
   cudaDeviceProp props{};
   TWIN_CUDA_CHECK(cudaGetDeviceProperties(&props, identity.local_rank));
 
@@ -67,13 +68,37 @@ int rank_main(const ExecuteRequest& request, const gpu::RankIdentity& identity) 
   options.seed = request.seed;
   options.nccl_timeout_s = request.nccl_timeout_s;
   options.attention = request.attention;
-  StageRuntime runtime(scenario, strategy, graph, identity.rank, me, comms, options);
+  // One runtime per part of the step (a hot-switching phase), over one set of parameters; the uniform plan
+  // is one part.
+  const std::size_t part_count = lowered.parts.size();
+  std::int64_t step_micro_batches = 0;
+  for (const PlanPart& part : lowered.parts) step_micro_batches += part.strategy.num_micro_batches;
+  std::vector<std::unique_ptr<StageRuntime>> runtimes;
+  for (std::size_t p = 0; p < part_count; ++p) {
+    const PlanPart& part = lowered.parts[p];
+    StepPart share;
+    share.parameters = p > 0 ? runtimes.front()->parameters() : nullptr;
+    share.first = p == 0;
+    if (part_count > 1) {
+      share.loss_tokens = lowered.tokens_per_step();
+      share.micro_batches = step_micro_batches;
+    }
+    share.packs = part.packs;
+    const RankClass& rank_class = graph.classes.at(static_cast<std::size_t>(part.class_of_rank.at(identity.rank)));
+    runtimes.push_back(std::make_unique<StageRuntime>(part.scenario, part.strategy, graph, rank_class, identity.rank,
+                                                      coordinates_of(part.strategy, identity.rank), comms, options,
+                                                      std::move(share)));
+  }
   std::optional<gpu::CuptiKernelTimer> timer;
   if (request.trace) timer.emplace();
+  // Rows that pack sequences (hot switching): a sequence's tokens follow from its length and ordinal in the
+  // step, so plans packing the same sequences differently train on the same data.
+  std::vector<PackedPart> packed_parts;
+  for (const PlanPart& part : lowered.parts) packed_parts.push_back({part.scenario.training.seq_length, part.packs});
+  const PackedSteps packed_steps(TokenStream{scenario.model.vocab_size, scenario.training.seq_length, request.seed},
+                                 packed_parts);
 
-  const TokenStream stream{scenario.model.vocab_size, scenario.training.seq_length, request.seed};
-  const double global_tokens =
-      static_cast<double>(scenario.training.global_batch_size) * static_cast<double>(scenario.training.seq_length);
+  const double step_tokens = static_cast<double>(lowered.tokens_per_step());
   float* loss_device = nullptr;
   cudaStream_t side = nullptr;
   TWIN_CUDA_CHECK(cudaMalloc(&loss_device, sizeof(float)));
@@ -92,47 +117,76 @@ int rank_main(const ExecuteRequest& request, const gpu::RankIdentity& identity) 
     return value;
   };
 
-  RankRun run;
-  run.rank = identity.rank;
-  run.rank_class = runtime.rank_class().index;
-  run.coordinates = {me.tp, me.cp, me.dp, me.pp};
-  run.device = props.name;
-  spdlog::info("[execute] {} on {} GPU(s) ({}), {} iterations ({} warm-up)", strategy.key(), identity.world_size,
-               props.name, request.iterations, request.warmup);
+  // One run record per part: its class's kernels; the losses and step times are the step's.
+  std::vector<RankRun> runs(part_count);
+  for (std::size_t p = 0; p < part_count; ++p) {
+    runs[p].rank = identity.rank;
+    runs[p].part = static_cast<int>(p);
+    runs[p].parts = static_cast<int>(part_count);
+    runs[p].rank_class = runtimes[p]->rank_class().index;
+    const RankCoordinates at = coordinates_of(lowered.parts[p].strategy, identity.rank);
+    runs[p].coordinates = {at.tp, at.cp, at.dp, at.pp};
+    runs[p].device = props.name;
+  }
+  spdlog::info("[execute] {} on {} GPU(s) ({}), {} iterations ({} warm-up)", lowered.key, identity.world_size, props.name, request.iterations, request.warmup);
   for (int iteration = 0; iteration < request.iterations; ++iteration) {
-    const auto tokens = rank_iteration_tokens(stream, iteration, scenario.training.global_batch_size,
-                                              strategy.data_parallel_size, me.dp, strategy.micro_batch_size,
-                                              strategy.num_micro_batches);
-    runtime.run_iteration(iteration, tokens, timer ? &*timer : nullptr, watchdog);
-    const double loss = world_sum(static_cast<float>(runtime.last_loss_sum())) / global_tokens;
-    const double seconds = runtime.last_iteration_ms() / 1e3;
-    run.losses.push_back(loss);
-    run.iteration_s.push_back(seconds);
+    double loss_sum = 0, aux_loss = 0;
+    std::vector<ExpertLoad> loads;
+    for (std::size_t p = 0; p < part_count; ++p) {
+      const PlanPart& part = lowered.parts[p];
+      const Strategy& s = part.strategy;
+      const RankCoordinates at = coordinates_of(s, identity.rank);
+      const auto tokens =
+          part.packs.empty()
+              ? rank_iteration_tokens(TokenStream{scenario.model.vocab_size, part.scenario.training.seq_length,
+                                                  request.seed},
+                                      iteration, part.scenario.training.global_batch_size, s.data_parallel_size,
+                                      at.dp, s.micro_batch_size, s.num_micro_batches)
+              : packed_steps.rank_tokens(iteration, p, s.data_parallel_size, at.dp, s.micro_batch_size,
+                                         s.num_micro_batches);
+      StageRuntime& runtime = *runtimes[p];
+      runtime.run_iteration(iteration, tokens, timer ? &*timer : nullptr, watchdog);
+      loss_sum += runtime.last_loss_sum();
+      aux_loss += runtime.last_aux_loss();
+      loads.insert(loads.end(), runtime.last_expert_loads().begin(), runtime.last_expert_loads().end());
+      if (timer) {
+        std::vector<gpu::KernelRecord> records = timer->collect();
+        if (iteration >= request.warmup) append_kernels(runs[p], records);
+      }
+    }
+    const double loss = world_sum(static_cast<float>(loss_sum)) / step_tokens;
+    float step_ms = 0;
+    TWIN_CUDA_CHECK(cudaEventElapsedTime(&step_ms, runtimes.front()->last_start(), runtimes.back()->last_end()));
+    const double seconds = step_ms / 1e3;
+    for (RankRun& run : runs) {
+      run.losses.push_back(loss);
+      run.iteration_s.push_back(seconds);
+    }
     if (scenario.model.is_moe()) {
-      run.aux_losses.push_back(runtime.last_aux_loss());
-      if (iteration >= request.warmup)
-        for (const ExpertLoad& load : runtime.last_expert_loads()) run.expert_loads.push_back(load);
+      runs.front().aux_losses.push_back(aux_loss);
+      if (iteration >= request.warmup) runs.front().expert_loads.insert(runs.front().expert_loads.end(), loads.begin(), loads.end());
     }
-    if (timer) {
-      std::vector<gpu::KernelRecord> records = timer->collect();
-      if (iteration >= request.warmup) append_kernels(run, records);
-    }
-    const Throughput t = throughput(scenario, strategy, seconds);
+    const Throughput t = lowered.throughput(seconds);
     spdlog::info("[execute] step {:>3}/{}  loss {:.4f}  iteration {:.1f} ms  {:.0f} tokens/s  MFU {:.1f}%",
                  iteration + 1, request.iterations, loss, 1e3 * seconds, t.tokens_per_s, 100 * t.mfu);
     if (scenario.model.is_moe()) {
       double busiest = 0;
-      for (const ExpertLoad& load : runtime.last_expert_loads()) busiest = std::max(busiest, routing_imbalance(load));
+      for (const ExpertLoad& load : loads) busiest = std::max(busiest, routing_imbalance(load));
       spdlog::info("[execute]          load-balancing loss {:.4f} (this rank)  busiest expert {:.2f}x the mean",
-                   runtime.last_aux_loss(), busiest);
+                   aux_loss, busiest);
     }
   }
-  run.peak_memory_bytes = runtime.peak_memory_bytes();
-  if (timer) run.dropped_records = timer->dropped_records();
-  write_rank_run(request.run_dir, run, runtime.rank_class(), request.warmup);
+  // The parameters once, every part's own buffers, the activation pool's high mark (device-wide) once.
+  std::size_t peak = runtimes.front()->peak_memory_bytes();
+  for (std::size_t p = 1; p < part_count; ++p) peak += runtimes[p]->own_bytes();
+  for (std::size_t p = 0; p < part_count; ++p) {
+    runs[p].peak_memory_bytes = peak;
+    if (timer) runs[p].dropped_records = timer->dropped_records();
+    write_rank_run(request.run_dir, runs[p], runtimes[p]->rank_class(), request.warmup);
+  }
   world_sum(0);  // every rank has written its part
   if (identity.rank == 0)
-    write_run_summary(request.run_dir, plan, graph, identity.world_size, request.warmup,
+    write_run_summary(request.run_dir, plan, lowered, identity.world_size, request.warmup,
                       to_string(request.attention));
   TWIN_CUDA_CHECK(cudaEventDestroy(summed));
   TWIN_CUDA_CHECK(cudaFree(loss_device));

@@ -75,8 +75,11 @@ void StageRuntime::head(const Op& op, const OpBinding& b, int mb, cudaStream_t s
       return;
     }
     case Action::loss_backward: {
+      // The mean over every token of the step (all its parts).
       const double global_tokens =
-          static_cast<double>(scenario_.training.global_batch_size) * static_cast<double>(scenario_.training.seq_length);
+          part_.loss_tokens > 0 ? static_cast<double>(part_.loss_tokens)
+                                : static_cast<double>(scenario_.training.global_batch_size) *
+                                      static_cast<double>(scenario_.training.seq_length);
       kernels::cross_entropy_backward(logits, existing(Tensor::global_row_max), existing(Tensor::sum_exp), targets,
                                       logits, tokens, vocab_l, vocab_start, static_cast<float>(1.0 / global_tokens),
                                       stream);
@@ -97,24 +100,24 @@ void StageRuntime::pipeline(const Op& op, const OpBinding& b, int mb, cudaStream
   const int received = kReceivedUnit - op.chunk;
   switch (b.action) {
     case Action::send_activation: {
-      auto [comm, peer] = comms_.p2p(me_.pp, op.peer);
+      auto [comm, peer] = comms_.p2p(me_.pp, peer_stage(op));
       TWIN_NCCL_CHECK(ncclSend(get(mb, end - 1, {Tensor::output}), count, ncclBfloat16, peer, comm, stream));
       return;
     }
     case Action::recv_activation: {
-      auto [comm, peer] = comms_.p2p(op.peer, me_.pp);
+      auto [comm, peer] = comms_.p2p(peer_stage(op), me_.pp);
       TWIN_NCCL_CHECK(ncclRecv(make(mb, received, {Tensor::output}, count * kBf16, stream), count, ncclBfloat16, peer, comm,
                                stream));
       return;
     }
     case Action::send_gradient: {
-      auto [comm, peer] = comms_.p2p(me_.pp, op.peer);
+      auto [comm, peer] = comms_.p2p(me_.pp, peer_stage(op));
       TWIN_NCCL_CHECK(ncclSend(get(mb, received, {Tensor::output, Form::next_norm_gradient}), count, ncclBfloat16, peer, comm, stream));
       release_slot(mb, received, stream);
       return;
     }
     case Action::recv_gradient: {
-      auto [comm, peer] = comms_.p2p(op.peer, me_.pp);
+      auto [comm, peer] = comms_.p2p(peer_stage(op), me_.pp);
       TWIN_NCCL_CHECK(ncclRecv(make(mb, end - 1, arriving_output_gradient(), count * kBf16, stream), count,
                                ncclBfloat16, peer, comm, stream));
       return;

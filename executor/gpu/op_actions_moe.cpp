@@ -185,8 +185,9 @@ void StageRuntime::moe(const Op& op, const OpBinding& b, int mb, int unit, cudaS
 
 float StageRuntime::aux_loss_coeff_per_micro_batch() const {
   // The loss is the mean over the global batch; each micro-batch's load-balancing loss counts 1/(M dp) of it.
+  const std::int64_t micro_batches = part_.micro_batches > 0 ? part_.micro_batches : strategy_.num_micro_batches;
   return static_cast<float>(options_.moe_aux_loss_coeff /
-                            (static_cast<double>(strategy_.num_micro_batches) * strategy_.data_parallel_size));
+                            (static_cast<double>(micro_batches) * strategy_.data_parallel_size));
 }
 
 }  // namespace twin::exec

@@ -21,12 +21,6 @@
 namespace twin::exec {
 namespace {
 
-const RankClass& class_of_stage(const IterationGraph& graph, int stage) {
-  for (const RankClass& rc : graph.classes)
-    if (rc.stage == stage && rc.pipeline == 0) return rc;
-  throw std::invalid_argument(fmt::format("the plan has no rank class for pipeline stage {}", stage));
-}
-
 // Past the --nccl-timeout the fault test sets (20 s), and short enough that a process whose exit waited
 // for the kernel would show it (it would end at about 90 s, not 20).
 constexpr int kStallSeconds = 90;
@@ -44,11 +38,19 @@ std::string to_string(Act act) {
   return std::string(layer::to_string(act.tensor)) + kForms[static_cast<int>(act.form)];
 }
 
-StageRuntime::StageRuntime(const Scenario& scenario, const Strategy& strategy, const IterationGraph& graph, int rank,
-                           const RankCoordinates& me, Communicators& comms, const TrainingOptions& options)
-    : scenario_(scenario), strategy_(strategy), rc_(class_of_stage(graph, me.pp)), rank_(rank), me_(me), comms_(comms),
+StageRuntime::StageRuntime(const Scenario& scenario, const Strategy& strategy, const IterationGraph& graph,
+                           const RankClass& rank_class, int rank, const RankCoordinates& me, Communicators& comms,
+                           const TrainingOptions& options, StepPart part)
+    : scenario_(scenario), strategy_(strategy), graph_(graph), rc_(rank_class), rank_(rank), me_(me), comms_(comms),
       options_(options), shapes_(lowering::rank_shapes(scenario, strategy)),
-      bindings_(bind_ops(rc_, !scenario.model.untie_embeddings_and_output_weights)) {
+      bindings_(bind_ops(rc_, !scenario.model.untie_embeddings_and_output_weights)), part_(std::move(part)) {
+  // A later part of the step adds to the gradients the parts before it stored.
+  if (!part_.first)
+    for (OpBinding& b : bindings_) b.first_gradient = false;
+  if (!part_.packs.empty() &&
+      static_cast<std::int64_t>(part_.packs.size()) != scenario.training.global_batch_size)
+    throw std::invalid_argument(fmt::format("executor: {} packs given for a batch of {} rows", part_.packs.size(),
+                                            scenario.training.global_batch_size));
   for (cudaStream_t& stream : streams_) TWIN_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   attention_ = std::make_unique<gpu::Attention>(options.attention);
   cudaStream_t compute = streams_[static_cast<int>(Stream::compute)];
@@ -61,8 +63,9 @@ StageRuntime::StageRuntime(const Scenario& scenario, const Strategy& strategy, c
   std::uint64_t keep_all = std::numeric_limits<std::uint64_t>::max();
   TWIN_CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep_all));
 
-  params_ = std::make_unique<StageParameters>(scenario, strategy, RankPlacement{me.tp, me.dp, me.pp}, options.seed,
-                                              compute);
+  params_ = part_.parameters ? part_.parameters
+                             : std::make_shared<StageParameters>(scenario, strategy, RankPlacement{me.tp, me.dp, me.pp},
+                                                                 options.seed, compute);
 
   // Cross-stream dependencies become event waits. Every op records its event: the watchdog names the
   // first one that did not complete when an iteration hangs.
@@ -138,7 +141,7 @@ StageRuntime::StageRuntime(const Scenario& scenario, const Strategy& strategy, c
   }
   zero_grads_each_step_ = false;
   for (ParameterUnit* unit : params_->units())
-    for (const WeightTensor& w : unit->tensors) zero_grads_each_step_ |= !stored.count({unit->id, w.role});
+    for (const WeightTensor& w : unit->tensors) zero_grads_each_step_ |= part_.first && !stored.count({unit->id, w.role});
   TWIN_CUDA_CHECK(cudaStreamSynchronize(compute));
 }
 
@@ -331,7 +334,13 @@ std::size_t StageRuntime::peak_memory_bytes() const {
   TWIN_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, device));
   std::uint64_t pool_high = 0;
   TWIN_CUDA_CHECK(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemHigh, &pool_high));
-  return static_bytes_ + params_->allocated_bytes() + pool_high + Matmul::kWorkspaceBytes;
+  return own_bytes() + params_->allocated_bytes() + pool_high;
+}
+
+std::size_t StageRuntime::own_bytes() const {
+  std::size_t workspaces = 0;
+  for (const StreamScratch& scratch : scratch_) workspaces += scratch.matmul ? Matmul::kWorkspaceBytes : 0;
+  return static_bytes_ + workspaces;
 }
 
 }  // namespace twin::exec

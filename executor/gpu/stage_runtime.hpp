@@ -71,10 +71,25 @@ struct TrainingOptions {
   double moe_aux_loss_coeff = 1e-2;
 };
 
+// Where a runtime's iteration sits in a training step that runs several parts one after another over the
+// same parameters (hot switching's phases, strategies/families/plan_graphs.hpp); the defaults describe a step
+// of one part.
+struct StepPart {
+  std::shared_ptr<StageParameters> parameters;  // the step's parameters; null: the runtime makes its own
+  bool first = true;               // the step's first part stores its weight gradients, the later ones add
+  std::int64_t loss_tokens = 0;    // tokens the step's loss averages over; 0: this part's global batch
+  std::int64_t micro_batches = 0;  // micro-batches per data-parallel rank over the whole step; 0: this part's
+  // Per row of the part's global batch, the lengths of the sequences it packs (each attends only within
+  // itself, its positions count from 0); empty: every row is one sequence.
+  std::vector<std::vector<std::int64_t>> packs;
+};
+
 class StageRuntime {
  public:
-  StageRuntime(const Scenario& scenario, const Strategy& strategy, const IterationGraph& graph, int rank,
-               const RankCoordinates& me, Communicators& comms, const TrainingOptions& options);
+  // Runs `rank_class` of `graph` (the class of this rank in this part).
+  StageRuntime(const Scenario& scenario, const Strategy& strategy, const IterationGraph& graph,
+               const RankClass& rank_class, int rank, const RankCoordinates& me, Communicators& comms,
+               const TrainingOptions& options, StepPart part = {});
   ~StageRuntime();
   StageRuntime(const StageRuntime&) = delete;
   StageRuntime& operator=(const StageRuntime&) = delete;
@@ -95,6 +110,13 @@ class StageRuntime {
   double last_aux_loss() const { return last_aux_loss_; }
   // Bytes of device memory in use at the peak (static buffers plus the activation pool's high mark).
   std::size_t peak_memory_bytes() const;
+  // What this runtime holds beside the parameters and the pool (its static buffers and GEMM workspaces).
+  std::size_t own_bytes() const;
+  const std::shared_ptr<StageParameters>& parameters() const { return params_; }
+  // The events bracketing the last iteration on the compute stream (a step of several parts is timed from
+  // its first part's start to its last part's end).
+  cudaEvent_t last_start() const { return iteration_start_; }
+  cudaEvent_t last_end() const { return iteration_end_; }
 
  private:
   struct Buffer {
@@ -143,6 +165,14 @@ class StageRuntime {
   Act arriving_output_gradient() const;
   // RoPE, attention and the MLP activation: the ops between the linears of a layer.
   void between_linears(const Op& op, const OpBinding& b, int mb, int unit, cudaStream_t stream);
+  // A micro-batch's rows as runs of sequences of one length (a row packing several sequences, a pack, is
+  // cut into its sequences; its unfilled end is one more): RoPE and attention run once per run.
+  struct SequenceRun {
+    std::int64_t first_token = 0, sequences = 0, length = 0;
+  };
+  std::vector<SequenceRun> sequence_runs(int mb) const;
+  // The stage of the class a pipeline op names as its peer.
+  int peer_stage(const Op& op) const { return graph_.classes.at(static_cast<std::size_t>(op.peer)).stage; }
   void head(const Op& op, const OpBinding& b, int mb, cudaStream_t stream);
   void embedding(const Op& op, const OpBinding& b, int mb, cudaStream_t stream);
   void pipeline(const Op& op, const OpBinding& b, int mb, cudaStream_t stream);
@@ -155,6 +185,7 @@ class StageRuntime {
 
   const Scenario& scenario_;
   const Strategy& strategy_;
+  const IterationGraph& graph_;
   const RankClass& rc_;
   int rank_ = 0;
   RankCoordinates me_;
@@ -162,7 +193,8 @@ class StageRuntime {
   TrainingOptions options_;
   lowering::RankShapes shapes_;
   std::vector<OpBinding> bindings_;
-  std::unique_ptr<StageParameters> params_;
+  StepPart part_;
+  std::shared_ptr<StageParameters> params_;
   std::array<cudaStream_t, kStreamCount> streams_{};
   // What a compute stream's kernels write besides tensors. Each stream that runs compute ops (compute, and
   // compute2 under double strand) has its own, so that the two strands' GEMMs, norm backwards and routers,

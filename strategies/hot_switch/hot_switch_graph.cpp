@@ -66,6 +66,7 @@ Op transfer_op(OpKind kind, const SwitchTransfer& t, const std::vector<SwitchUni
 Op handoff_op(OpKind kind, int peer) {
   Op op;
   op.kind = kind;
+  op.role = OpRole::phase_handoff;
   op.stream = kind == OpKind::send ? Stream::ep_comm : Stream::dp_comm;
   op.peer = peer;
   op.p2p_tag = kHandoffTag;
@@ -170,8 +171,9 @@ HotSwitchIteration build_hot_switch_iteration(const Scenario& scenario, const st
         waited[unit] = true;
         for (OpIndex arrival : weight_arrivals[unit]) rc.add_dependency(arrival, i);
       }
-      // Gradients accumulated in the previous layouts are added to this phase's (read both, write one).
-      if (p > 0) {
+      // Gradients accumulated in the previous layouts are added to this phase's (read both, write one). In the
+      // previous phase's layout they are already where this phase accumulates.
+      if (p > 0 && !same_parameter_layout(phases[p - 1].strategy, s)) {
         for (int u = 0; u < num_units; ++u) {
           const std::int64_t elements = owned_elements(scenario.model, s, units[u], rank, true);
           if (elements == 0) continue;

@@ -103,6 +103,17 @@ std::int64_t owned_elements(const ModelConfig& model, const Strategy& strategy, 
   return owned;
 }
 
+bool same_parameter_layout(const Strategy& a, const Strategy& b) {
+  return a.tensor_model_parallel_size == b.tensor_model_parallel_size &&
+         a.pipeline_model_parallel_size == b.pipeline_model_parallel_size &&
+         a.context_parallel_size == b.context_parallel_size &&
+         a.expert_model_parallel_size == b.expert_model_parallel_size &&
+         a.data_parallel_size == b.data_parallel_size &&
+         a.virtual_pipeline_model_parallel_size == b.virtual_pipeline_model_parallel_size &&
+         a.zero_stage == b.zero_stage &&
+         (a.schedule == Schedule::double_strand) == (b.schedule == Schedule::double_strand);
+}
+
 Bytes SwitchPlan::max_received_bytes() const {
   return received_bytes.empty() ? 0 : *std::max_element(received_bytes.begin(), received_bytes.end());
 }

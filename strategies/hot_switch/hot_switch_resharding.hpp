@@ -54,6 +54,10 @@ struct SwitchPlan {
   Bytes max_received_bytes() const;
 };
 
+// Whether two layouts shard weights, gradients and optimizer states alike (same TP, PP, CP, EP, DP, model
+// chunks, ZeRO stage and folding): then a switch moves nothing and gradients accumulate in one buffer.
+bool same_parameter_layout(const Strategy& a, const Strategy& b);
+
 // The switch from layout `from` to layout `to` (both complete, same world size): the bf16 weights always,
 // the accumulated gradients when `with_gradients`. Slices a GPU already holds stay (zero-copy).
 SwitchPlan plan_switch(const ModelConfig& model, const Cluster& cluster, const Strategy& from, const Strategy& to,

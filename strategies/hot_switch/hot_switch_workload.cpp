@@ -51,16 +51,35 @@ std::vector<SeqLengthCount> batch_sequences(const Scenario& scenario) {
   return batch;
 }
 
-std::int64_t greedy_pack_count(std::vector<std::int64_t> lengths, std::int64_t capacity) {
+std::vector<std::vector<std::int64_t>> greedy_packs(std::vector<std::int64_t> lengths, std::int64_t capacity) {
   std::sort(lengths.begin(), lengths.end(), std::greater<>());
-  std::int64_t packs = 0;
+  std::vector<std::vector<std::int64_t>> packs;
   std::size_t first = 0, last = lengths.size();  // unvisited: [first, last)
   while (first < last) {
-    std::int64_t used = lengths[first++];
-    while (first < last && used + lengths[last - 1] <= capacity) used += lengths[--last];
-    ++packs;
+    std::vector<std::int64_t> pack{lengths[first++]};
+    std::int64_t used = pack.front();
+    while (first < last && used + lengths[last - 1] <= capacity) {
+      used += lengths[--last];
+      pack.push_back(lengths[last]);
+    }
+    packs.push_back(std::move(pack));
   }
   return packs;
+}
+
+std::int64_t greedy_pack_count(std::vector<std::int64_t> lengths, std::int64_t capacity) {
+  return static_cast<std::int64_t>(greedy_packs(std::move(lengths), capacity).size());
+}
+
+std::vector<std::vector<std::int64_t>> phase_packs(const std::vector<SeqLengthCount>& batch,
+                                                   const PhaseWorkload& workload, std::int64_t packs) {
+  std::vector<std::int64_t> lengths;
+  for (const SeqLengthCount& bar : batch)
+    if (bar.length > workload.min_exclusive && bar.length <= workload.max_length)
+      lengths.insert(lengths.end(), static_cast<std::size_t>(bar.count), bar.length);
+  std::vector<std::vector<std::int64_t>> out = greedy_packs(std::move(lengths), workload.max_length);
+  while (static_cast<std::int64_t>(out.size()) < packs) out.push_back({workload.max_length});
+  return out;
 }
 
 PhaseWorkload pack_range(const std::vector<SeqLengthCount>& batch, std::int64_t min_exclusive, std::int64_t max_length) {
@@ -132,6 +151,7 @@ void scale_attention(IterationGraph& graph, double scale) {
       if (op.kind != OpKind::attention_forward && op.kind != OpKind::attention_backward) continue;
       op.attention.seq_kv =
           std::max<std::int64_t>(1, std::llround(static_cast<double>(op.attention.seq_kv) * scale));
+      op.attention.packed = scale < 1;
       op.flops *= scale;
     }
   }

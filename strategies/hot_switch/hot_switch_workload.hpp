@@ -27,8 +27,15 @@ struct PhaseWorkload {
   bool empty() const { return sequences == 0; }
 };
 PhaseWorkload pack_range(const std::vector<SeqLengthCount>& batch, std::int64_t min_exclusive, std::int64_t max_length);
-// HotSPa's packing on explicit lengths (any order): the number of packs of `capacity` tokens.
+// HotSPa's packing on explicit lengths (any order): packs of at most `capacity` tokens, each the longest
+// sequence left filled with the shortest ones that still fit; a pack's lengths in the order packed.
+std::vector<std::vector<std::int64_t>> greedy_packs(std::vector<std::int64_t> lengths, std::int64_t capacity);
+// The number of greedy_packs.
 std::int64_t greedy_pack_count(std::vector<std::int64_t> lengths, std::int64_t capacity);
+// A phase's packs as its iteration trains them: greedy_packs of its sequences, then padding packs up to
+// `packs` (padded_packs), each one sequence of max_length (a padded pack's GEMMs run whatever it holds).
+std::vector<std::vector<std::int64_t>> phase_packs(const std::vector<SeqLengthCount>& batch,
+                                                   const PhaseWorkload& workload, std::int64_t packs);
 
 // Where buckets may end: the scenario's bucket maxima, else the powers of two from the shortest length up
 // (and the longest length), keeping only ends with sequences below them; the last is the longest length.

@@ -11,7 +11,9 @@
 #include "executor/op_binding.hpp"
 #include "strategies/lowering.hpp"
 #include "strategies/validity.hpp"
+#include "strategies/families/plan_graphs.hpp"
 #include "../strategies/strategy_fixtures.hpp"
+#include "../strategies/hot_switch/hot_switch_fixture.hpp"
 
 namespace twin::exec {
 namespace {
@@ -340,6 +342,43 @@ TEST(OpBinding, RefusesWhatTheExecutorDoesNotRun) {
     EXPECT_NE(std::string(e.what()).find("all_to_all"), std::string::npos) << e.what();
   }
   EXPECT_THROW(bind_ops(lower(testing::make_strategy(1, 1, 2, false)).classes[0]), std::invalid_argument);
+}
+
+// Hot switching: each phase's class binds as its uniform lowering does, packed attention is not taken for a
+// context-parallel block, and the handoffs between phases bind to nothing to run. Re-sharding transfers (a
+// phase in another layout) and a separate gradient accumulation are refused by name.
+TEST(OpBinding, HotSwitchingPhasesBindTheirOpsAndHandoffs) {
+  const nlohmann::json document = testing::plan_document(testing::one_gpu_scenario(), "hot-switch:");
+  const Plan plan = parse_plan(document, "best.json");
+  const PlanGraphs lowered = plan_graphs(plan, "best.json");
+  int handoffs = 0;
+  for (const RankClass& rc : lowered.graph.classes) {
+    const std::vector<OpBinding> bindings = bind_ops(rc);
+    for (OpIndex i = 0; i < rc.size(); ++i)
+      if (rc.op(i).role == OpRole::phase_handoff) {
+        EXPECT_EQ(bindings[i].action, Action::phase_handoff);
+        ++handoffs;
+      }
+  }
+  EXPECT_EQ(handoffs, 2);
+  const PlanGraphs packed =
+      plan_graphs(parse_plan(testing::plan_document(testing::one_gpu_scenario(), "static-packed:"), "best.json"),
+                  "best.json");
+  EXPECT_NO_THROW(bind_ops(packed.graph.classes.at(0)));
+
+  RankClass transfer = lowered.graph.classes.at(1);
+  Op weights;
+  weights.kind = OpKind::recv;
+  weights.role = OpRole::param_gather;
+  weights.stream = Stream::dp_comm;
+  transfer.add(weights);
+  EXPECT_THROW(bind_ops(transfer), std::invalid_argument);
+  RankClass accumulation = lowered.graph.classes.at(1);
+  Op add;
+  add.kind = OpKind::elementwise;
+  add.phase = Phase::backward;
+  accumulation.add(add);
+  EXPECT_THROW(bind_ops(accumulation), std::invalid_argument);
 }
 
 }  // namespace

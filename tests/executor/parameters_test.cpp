@@ -208,5 +208,41 @@ TEST(TokenStream, FollowsItsRuleNineTimesInTen) {
   EXPECT_NEAR(follows / 10000.0, 0.9, 0.01);
 }
 
+// Rows that pack sequences: each sequence is drawn whole with its own targets (none predicts across a
+// boundary), the unfilled end of a row is one more sequence, and a sequence is named by its length and its
+// ordinal among the step's sequences of that length: two packings of the same sequences give the same ones.
+TEST(TokenStream, PackedRowsHoldWholeSequencesNamedByLengthAndOrdinal) {
+  const TokenStream stream{32000, 8, 5};
+  // Part 0: rows of 8 holding {4, 2 (+2)}, {8}, {3 (+5)}, {8}; part 1: rows of 4 holding {4}, {2, 2}.
+  const PackedSteps steps(stream, {{8, {{4, 2}, {8}, {3}, {8}}}, {4, {{4}, {2, 2}}}});
+  const auto tokens = steps.rank_tokens(1, 0, 2, 1, 1, 2);  // DP rank 1: rows 2 and 3
+  ASSERT_EQ(tokens.size(), 2u * 2 * 8);
+  const int per_step = 10;  // 7 sequences in part 0, 3 in part 1
+  // Row 2 holds the first sequence of 3 tokens and the first of 5; row 3 the second of 8.
+  const auto three = stream.sequence(per_step + 0, 3), five = stream.sequence(per_step + 0, 5);
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(tokens[i], three[i]);
+    EXPECT_EQ(tokens[8 + i], three[i + 1]);
+  }
+  for (int i = 0; i < 5; ++i) {
+    EXPECT_EQ(tokens[3 + i], five[i]);
+    EXPECT_EQ(tokens[8 + 3 + i], five[i + 1]);
+  }
+  const auto eight = stream.sequence(per_step + 1, 8);
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(tokens[16 + i], eight[i]);
+  // Part 1 continues each length's count: its 4 is the second of that length (row 0 of part 0 held the first),
+  // its 2s the third and fourth.
+  const auto part1 = steps.rank_tokens(1, 1, 1, 0, 2, 1);
+  const auto four = stream.sequence(per_step + 1, 4), two = stream.sequence(per_step + 3, 2);
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(part1[i], four[i]);
+  for (int i = 0; i < 2; ++i) EXPECT_EQ(part1[4 + 2 + i], two[i]);
+  // The same sequences packed otherwise: the first 3-token sequence is the same tokens.
+  const PackedSteps other(stream, {{8, {{3}, {8}, {4, 2}, {8}}}, {4, {{4}, {2, 2}}}});
+  const auto moved = other.rank_tokens(1, 0, 1, 0, 1, 4);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(moved[i], three[i]);
+  EXPECT_THROW(PackedSteps(stream, {{8, {{9}}}}), std::invalid_argument);
+  EXPECT_THROW(steps.rank_tokens(0, 0, 1, 0, 1, 3), std::invalid_argument);
+}
+
 }  // namespace
 }  // namespace twin::exec

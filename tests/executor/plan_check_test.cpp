@@ -7,6 +7,7 @@
 #include "core/error.hpp"
 #include "executor/plan_check.hpp"
 #include "tests/reports/execution_fixture.hpp"
+#include "tests/strategies/hot_switch/hot_switch_fixture.hpp"
 
 namespace twin::exec {
 namespace {
@@ -58,8 +59,8 @@ TEST(PlanCheck, RefusesFrameworkSwitchesTheExecutorDoesNotRun) {
 
 TEST(PlanCheck, RefusesFamilyPlansAndModelsTheExecutorDoesNotRun) {
   Plan family = executed_plan();
-  family.document["family_plan"] = {{"family", "per_layer"}};
-  EXPECT_EQ(refusal_path(family), "/family_plan");
+  family.document["family_plan"] = {{"family", "per-layer"}};
+  EXPECT_EQ(refusal_path(family), "/family_plan/family");
   Plan layernorm = executed_plan();
   layernorm.scenario.model.normalization = Normalization::layernorm;
   EXPECT_EQ(refusal_path(layernorm), "/scenario/model");
@@ -69,6 +70,7 @@ TEST(PlanCheck, RunsTiedEmbeddingsExceptShardedOverStagesAndDataRanks) {
   Plan tied = executed_plan();
   tied.scenario.model.untie_embeddings_and_output_weights = false;
   EXPECT_EQ(refusal_path(tied), "");
+  tied.scenario.cluster.node_groups.front().gpus_per_node = 4;
   tied.strategy.pipeline_model_parallel_size = 2;
   tied.strategy.data_parallel_size = 2;
   tied.strategy.zero_stage = 1;
@@ -80,6 +82,7 @@ TEST(PlanCheck, RunsDoubleStrandOnOneStage) {
   Plan strands = executed_plan();
   strands.strategy.schedule = Schedule::double_strand;
   EXPECT_EQ(refusal_path(strands), "");
+  strands.scenario.cluster.node_groups.front().gpus_per_node = 2;
   strands.strategy.pipeline_model_parallel_size = 2;
   EXPECT_EQ(refusal_path(strands), "/strategy/pipeline_model_parallel_size");
 }
@@ -88,6 +91,24 @@ TEST(PlanCheck, RefusesAPlanThatDoesNotFit) {
   Plan plan = executed_plan();
   plan.scenario.cluster.node_groups.front().gpu.memory_GiB = 1;
   EXPECT_EQ(refusal_path(plan), "/strategy");
+}
+
+// A hot-switching plan whose phases share one layout runs (each phase a class, one set of parameters); its
+// phases' refusals point into family_plan.detail; a phase in another layout would need re-sharding.
+TEST(PlanCheck, RunsHotSwitchingWhosePhasesShareOneLayout) {
+  const nlohmann::json document = testing::plan_document(testing::one_gpu_scenario(), "hot-switch:");
+  const Plan plan = parse_plan(document, kFile);
+  EXPECT_EQ(refusal_path(plan), "");
+  Plan small = plan;
+  small.scenario.cluster.node_groups.front().gpu.memory_GiB = 1;
+  EXPECT_EQ(refusal_path(small), "/family_plan/detail/phases/0/strategy_fields");
+  // Every phase at ZeRO 1 but the first: another layout of the gradients.
+  Plan other = plan;
+  other.document["family_plan"]["detail"]["phases"][1]["strategy_fields"]["zero_stage"] = 1;
+  other.document["family_plan"]["detail"]["phases"][1]["strategy"] =
+      other.document["family_plan"]["detail"]["phases"][1]["strategy"].get<std::string>().replace(
+          other.document["family_plan"]["detail"]["phases"][1]["strategy"].get<std::string>().find(".z0."), 4, ".z1.");
+  EXPECT_EQ(refusal_path(other), "/family_plan/detail/phases/0/strategy_fields");
 }
 
 }  // namespace

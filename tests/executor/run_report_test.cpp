@@ -98,7 +98,7 @@ TEST(RunReport, TheSummaryOfARecordedRunComesBackFromItsStepTimes) {
     run.iteration_s.push_back(step.at("iteration_s"));
   }
   write_rank_run(dir.path, run, RankClass{}, warmup);
-  write_run_summary(dir.path, plan, IterationGraph{}, 1, warmup, "kernels");
+  write_run_summary(dir.path, plan, plan_graphs(plan, "best.json"), 1, warmup, "kernels");
 
   const json written = read_json(dir.path / "metrics.json");
   EXPECT_DOUBLE_EQ(written.at("measured").at("iteration_s"), recorded.at("measured").at("iteration_s"));
@@ -125,7 +125,7 @@ TEST(RunReport, AStepLastsAsLongAsItsSlowestRank) {
     run.iteration_s = iteration_s[rank];
     write_rank_run(dir.path, run, RankClass{}, 1);
   }
-  write_run_summary(dir.path, plan, IterationGraph{}, 2, 1, "kernels");
+  write_run_summary(dir.path, plan, plan_graphs(plan, "best.json"), 2, 1, "kernels");
 
   const std::string steps = test::read_file(dir.path / "steps.csv");
   EXPECT_EQ(steps.substr(0, steps.find('\r')), "step,loss,iteration_s,tokens_per_s,mfu,measured");

@@ -6,7 +6,7 @@
 # Logs and tables go to $OUT (or out/gpu-check): run.log, ctest.log, calibrate.log, profile.json,
 # check.log, check.csv, check.md.
 # TWIN_GPU_STEPS picks steps (default: all but accuracy and check-sweep): tests calibrate calibrate-checks check
-# check-sweep execute moe strands mpirun accuracy;
+# check-sweep execute moe strands hot-switch mpirun accuracy;
 # `accuracy` runs issue 5's study on as many GPUs as the machine has (scenarios/accuracy-llama2-7b-<N>xH200.json,
 # or TWIN_ACCURACY_SCENARIO) with this call's profile. TWIN_PROFILE=FILE skips calibration and checks that profile instead.
 # TWIN_CALIBRATE_SCENARIO=S.json makes calibration also measure the exact shapes of S's candidates.
@@ -19,7 +19,7 @@ exec > >(tee -a "$OUT/run.log") 2>&1
 export NCCL_NVLS_ENABLE="${NCCL_NVLS_ENABLE:-0}"  # the user's value wins, as in twin's launcher
 step() { echo; echo "=== $* ($(date -u +%H:%M:%S))"; }
 status=0
-steps="${TWIN_GPU_STEPS:-tests calibrate calibrate-checks check execute moe strands mpirun}"
+steps="${TWIN_GPU_STEPS:-tests calibrate calibrate-checks check execute moe strands hot-switch mpirun}"
 wants() { [[ " $steps " == *" $1 "* ]]; }
 gpus=$(nvidia-smi -L | wc -l)
 
@@ -168,6 +168,20 @@ python3 tests/gpu/strands_check.py --twin "$twin" --out /tmp/strands-check --gpu
 cp /tmp/strands-check/strands_check.md /tmp/strands-check/strands_check.json "$OUT/" 2>/dev/null && cat "$OUT/strands_check.md"
 tar czf "$OUT/strands-runs.tar.gz" --exclude=traces -C /tmp strands-check 2>/dev/null
 echo "double-strand checks: ${SECONDS}s wall"
+fi
+
+if wants hot-switch; then
+step "twin execute on hot-switching plans on one GPU: same loss as the static plan, measured gain, fold (tests/gpu/hot_switch_check.py)"
+SECONDS=0
+gpu_name=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
+case "$gpu_name" in *H100*) hot_switch_scenario=scenarios/llama2-7b-1xH100-hot-switch.json ;;
+                    *) hot_switch_scenario=scenarios/llama2-7b-1xH200-hot-switch.json ;; esac
+python3 tests/gpu/hot_switch_check.py --twin "$twin" --out /tmp/hot-switch-check --scenario "$hot_switch_scenario" \
+  > "$OUT/hot_switch_check.log" 2>&1 || status=1
+cp /tmp/hot-switch-check/hot_switch_check.md /tmp/hot-switch-check/hot_switch_check.json "$OUT/" 2>/dev/null && \
+  cat "$OUT/hot_switch_check.md"
+tar czf "$OUT/hot-switch-runs.tar.gz" --exclude=traces -C /tmp hot-switch-check 2>/dev/null
+echo "hot-switching checks: ${SECONDS}s wall"
 fi
 
 if wants mpirun && command -v mpirun > /dev/null; then

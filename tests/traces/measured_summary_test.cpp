@@ -2,9 +2,12 @@
 // the median), and the per-kind table ranked by absolute contribution, all from hand-set records.
 #include "traces/predicted_vs_measured.hpp"
 
+#include <algorithm>
+
 #include <gtest/gtest.h>
 
 #include "reports/best_plan.hpp"
+#include "traces/ops_csv.hpp"
 #include "tests/reports/report_fixture.hpp"
 #include "tests/traces/measured_kernels.hpp"
 
@@ -144,6 +147,28 @@ TEST(PredictedVsMeasured, RepeatedOrMismatchedRanksAreRejected) {
   MeasuredRank wrong_class = rank0;
   wrong_class.rank_class = 1;  // 7 measured ops against a 5-op class
   EXPECT_THROW(predicted_vs_measured(graph, {wrong_class}, prediction), std::invalid_argument);
+}
+
+// A rank that runs one class per part of the step (hot switching's phases) is listed once per class; its
+// span in an iteration runs from its first class's first kernel to its last class's last.
+TEST(PredictedVsMeasured, ARankRunningSeveralClassesSpansThemAll) {
+  const IterationGraph graph = testing::two_stage_graph();
+  const PlanPrediction prediction = read_plan_prediction(
+      best_plan_json(testing::small_scenario(), testing::best_candidate(), graph), graph);
+  const MeasuredRank first = join_measured_ops(graph.classes[0], testing::stage0_kernels(), 0);
+  const MeasuredRank second = join_measured_ops(graph.classes[1], testing::stage1_kernels(), 0);
+  const PredictedVsMeasured comparison = predicted_vs_measured(graph, {second, first}, prediction);
+  ASSERT_EQ(comparison.ranks.size(), 2u);
+  EXPECT_EQ(comparison.ranks[0].rank_class, 0);  // (rank, class) order
+  EXPECT_EQ(comparison.ranks[1].rank_class, 1);
+  std::vector<TimeNs> spans;
+  for (std::size_t i = 0; i < first.iteration_spans.size(); ++i)
+    spans.push_back(std::max(first.iteration_spans[i].end_ns, second.iteration_spans[i].end_ns) -
+                    std::min(first.iteration_spans[i].start_ns, second.iteration_spans[i].start_ns));
+  EXPECT_EQ(comparison.measured_iteration_ns, median_ns(spans));
+  EXPECT_THROW(predicted_vs_measured(graph, {first, first}, prediction), std::invalid_argument);
+  const std::string csv = ops_csv(graph, {second, first}, prediction);
+  EXPECT_LT(csv.find("\r\n0,0,0,"), csv.find("\r\n0,0,1,"));  // rank 0's class 0 rows, then its class 1 rows
 }
 
 }  // namespace

@@ -1,0 +1,100 @@
+// A uniform plan lowers its strategy; a hot-switching plan rebuilds its phases from the file and the
+// iteration graph from them (strategies/hot_switch/), whose classes are phase-major: phase * world + rank.
+#include "strategies/families/plan_graphs.hpp"
+
+#include <fmt/format.h>
+
+#include "core/error.hpp"
+#include "cost/profile.hpp"
+#include "strategies/hot_switch/hot_switch_graph.hpp"
+#include "strategies/hot_switch/hot_switch_plan.hpp"
+#include "strategies/hot_switch/hot_switch_plan_file.hpp"
+#include "strategies/hot_switch/hot_switch_workload.hpp"
+#include "strategies/lowering.hpp"
+#include "strategies/rank_layout.hpp"
+
+namespace twin {
+namespace {
+
+// The class of `stage` in a uniform graph (one per stage; a heterogeneous graph's other pipelines aside).
+int class_of_stage(const IterationGraph& graph, int stage) {
+  for (const RankClass& rc : graph.classes)
+    if (rc.stage == stage && rc.pipeline == 0) return rc.index;
+  throw std::invalid_argument(fmt::format("the plan has no rank class for pipeline stage {}", stage));
+}
+
+PlanGraphs uniform(const Plan& plan) {
+  PlanGraphs out;
+  out.family = "uniform";
+  out.key = plan.strategy.key();
+  out.scenario = plan.scenario;
+  out.graph = lower_to_op_graphs(plan.scenario, plan.strategy);
+  PlanPart part;
+  part.scenario = plan.scenario;
+  part.strategy = plan.strategy;
+  const auto world = static_cast<int>(plan.strategy.world_size());
+  for (int rank = 0; rank < world; ++rank)
+    part.class_of_rank.push_back(class_of_stage(out.graph, coordinates_of(plan.strategy, rank).pp));
+  out.parts.push_back(std::move(part));
+  return out;
+}
+
+PlanGraphs hot_switch(const Plan& plan, const std::string& source) {
+  const std::vector<HotSwitchPhase> phases = read_hot_switch_phases(plan, source);
+  PlanGraphs out;
+  out.family = "hot-switch";
+  out.scenario = plan.scenario;
+  out.phases = phases;
+  HotSwitchPlan named;
+  named.phases = phases;
+  out.key = named.key();
+  const std::vector<SeqLengthCount> batch = batch_sequences(plan.scenario);
+  // The profile prices double strand's pairing only, which no phase runs.
+  out.graph = phases.size() == 1 ? lower_phase(plan.scenario, phases[0], builtin_profile(), true)
+                                 : build_hot_switch_iteration(plan.scenario, phases, builtin_profile()).graph;
+  const int world = plan.scenario.cluster.total_gpus();
+  for (std::size_t p = 0; p < phases.size(); ++p) {
+    PlanPart part;
+    part.scenario = phase_scenario(plan.scenario, phases[p].workload, phases[p].packs);
+    part.strategy = phases[p].strategy;
+    for (int rank = 0; rank < world; ++rank)
+      part.class_of_rank.push_back(phases.size() == 1
+                                       ? class_of_stage(out.graph, coordinates_of(part.strategy, rank).pp)
+                                       : static_cast<int>(p) * world + rank);
+    part.packs = phase_packs(batch, phases[p].workload, phases[p].packs);
+    out.parts.push_back(std::move(part));
+  }
+  return out;
+}
+
+}  // namespace
+
+std::int64_t PlanGraphs::tokens_per_step() const {
+  std::int64_t tokens = 0;
+  for (const PlanPart& part : parts) tokens += part.tokens();
+  return tokens;
+}
+
+Throughput PlanGraphs::throughput(double iteration_s) const {
+  if (phases.empty()) return twin::throughput(parts.front().scenario, parts.front().strategy, iteration_s);
+  std::vector<PhaseWorkload> workloads;
+  std::vector<Strategy> strategies;
+  for (const HotSwitchPhase& phase : phases) {
+    workloads.push_back(phase.workload);
+    strategies.push_back(phase.strategy);
+  }
+  return phases_throughput(scenario, batch_sequences(scenario), workloads, strategies, iteration_s);
+}
+
+PlanGraphs plan_graphs(const Plan& plan, const std::string& source) {
+  const auto family = plan.document.find("family_plan");
+  if (family == plan.document.end() || family->is_null()) return uniform(plan);
+  const std::string name = family->is_object() ? family->value("family", std::string()) : std::string();
+  if (name == "hot-switch") return hot_switch(plan, source);
+  throw InputError(source, "/family_plan/family",
+                   fmt::format("\"hot-switch\" or no family plan (a uniform plan): {} plans are simulated only so "
+                               "far, not run or read back",
+                               name.empty() ? std::string("these") : "\"" + name + "\""));
+}
+
+}  // namespace twin

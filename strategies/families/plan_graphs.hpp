@@ -1,0 +1,45 @@
+// The op graphs of a plan file as the simulator priced them, for the commands that run or read a plan (twin
+// execute, twin report, twin calibrate --from-trace), with the parts each GPU runs one after another: a
+// uniform plan is one part, a hot-switching plan one part per phase (each phase a rank class per GPU).
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/op_graph.hpp"
+#include "core/plan_file.hpp"
+#include "strategies/flops.hpp"
+#include "strategies/hot_switch/hot_switch_graph.hpp"
+
+namespace twin {
+
+struct PlanPart {
+  Scenario scenario;               // what the part is lowered with (a phase: its pack length, its packs as the batch)
+  Strategy strategy;               // complete for `scenario`
+  std::vector<int> class_of_rank;  // the rank class each global rank runs in this part
+  // Per sequence row of the part's batch (in batch order), the lengths of the sequences it packs; empty when
+  // every row is one sequence of scenario.training.seq_length.
+  std::vector<std::vector<std::int64_t>> packs;
+  // Sequence rows (tokens) the part's iteration trains: global_batch_size * seq_length of its scenario.
+  std::int64_t tokens() const { return scenario.training.global_batch_size * scenario.training.seq_length; }
+};
+
+struct PlanGraphs {
+  std::string family;           // "uniform" or "hot-switch"
+  std::string key;              // the plan's: its strategy's key, or the family plan's ("hot-switch:...")
+  Scenario scenario;            // the plan's
+  IterationGraph graph;         // as best.json's rank_classes name its ops
+  std::vector<PlanPart> parts;  // in run order; the last one steps the optimizer
+  std::vector<HotSwitchPhase> phases;  // hot switching: parts[p]'s phase
+  // Tokens the iteration trains (every row of every part, padding packs included): what the loss averages over.
+  std::int64_t tokens_per_step() const;
+  // Tokens per second and MFU of an iteration of `iteration_s`, as the simulator reports the plan's (a
+  // hot-switching plan: real tokens, model FLOPs per sequence of its own length).
+  Throughput throughput(double iteration_s) const;
+};
+
+// Throws InputError naming `source` for a plan family no command runs yet (per-layer, heterogeneous) and
+// for a hot-switching plan whose phases do not follow from its scenario.
+PlanGraphs plan_graphs(const Plan& plan, const std::string& source);
+
+}  // namespace twin

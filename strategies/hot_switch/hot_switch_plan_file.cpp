@@ -1,0 +1,73 @@
+// Each phase's strategy is validated the way a pinned scenario is: the phase's scenario (its pack length and
+// number of packs) with the strategy pinned goes through the scenario parser.
+#include "strategies/hot_switch/hot_switch_plan_file.hpp"
+
+#include <fmt/format.h>
+
+#include "core/error.hpp"
+#include "core/json_reader.hpp"
+#include "strategies/hot_switch/hot_switch_workload.hpp"
+
+namespace twin {
+namespace {
+
+// The phase's strategy completed and validated for `phase_scenario`, errors pointing into the plan file.
+Strategy phase_strategy(const Scenario& phase, const JsonReader& fields) {
+  fields.expect_object();
+  nlohmann::json pinned = to_json(phase);
+  pinned.erase("search");
+  pinned["strategy"] = fields.value();
+  try {
+    const Scenario parsed = parse_scenario(pinned, fields.file());
+    if (!parsed.strategy) fields.fail("one strategy");
+    return *parsed.strategy;
+  } catch (const InputError& error) {
+    const std::string& path = error.json_path();
+    const bool in_strategy = path.rfind("/strategy", 0) == 0;
+    throw InputError(fields.file(), fields.path() + (in_strategy ? path.substr(9) : ""),
+                     in_strategy ? error.expected()
+                                 : fmt::format("a strategy valid for its phase ({}: {})", path, error.expected()));
+  }
+}
+
+void expect_equal(const JsonReader& phase, std::string_view key, std::int64_t rebuilt) {
+  const JsonReader field = phase.required(key);
+  if (field.integer(0, std::int64_t{1} << 53) != rebuilt)
+    field.fail(fmt::format("{} (what the plan's scenario gives this phase)", rebuilt));
+}
+
+}  // namespace
+
+std::vector<HotSwitchPhase> read_hot_switch_phases(const Plan& plan, const std::string& source) {
+  const JsonReader phases_json =
+      JsonReader(plan.document, source).required("family_plan").required("detail").required("phases");
+  const std::vector<SeqLengthCount> batch = batch_sequences(plan.scenario);
+  std::vector<HotSwitchPhase> phases;
+  std::int64_t previous_end = 0;
+  for (const JsonReader& entry : phases_json.non_empty_elements()) {
+    entry.expect_object();
+    const JsonReader low = entry.required("min_length_exclusive");
+    if (low.integer(0, std::int64_t{1} << 40) != previous_end)
+      low.fail(fmt::format("{} (the phase before ends there)", previous_end));
+    const std::int64_t max_length = entry.required("max_length").integer(previous_end + 1, std::int64_t{1} << 40);
+    HotSwitchPhase phase;
+    phase.workload = pack_range(batch, previous_end, max_length);
+    if (phase.workload.empty()) entry.required("max_length").fail("the end of a length range holding sequences");
+    expect_equal(entry, "sequences", phase.workload.sequences);
+    expect_equal(entry, "tokens", phase.workload.tokens);
+    expect_equal(entry, "packs", phase.workload.packs);
+    phase.packs = entry.required("padded_packs").integer(phase.workload.packs, std::int64_t{1} << 40);
+    phase.strategy = phase_strategy(phase_scenario(plan.scenario, phase.workload, phase.packs),
+                                    entry.required("strategy_fields"));
+    expect_equal(entry, "padded_packs", padded_packs(phase.workload, phase.strategy));
+    const JsonReader key = entry.required("strategy");
+    if (key.string() != phase.strategy.key()) key.fail(fmt::format("\"{}\" (its strategy_fields)", phase.strategy.key()));
+    previous_end = max_length;
+    phases.push_back(std::move(phase));
+  }
+  if (previous_end != batch.back().length)
+    phases_json.fail(fmt::format("phases up to the longest sequence ({} tokens)", batch.back().length));
+  return phases;
+}
+
+}  // namespace twin
