@@ -51,7 +51,8 @@ TEST(ExecuteCommand, RefusesAFamilyPlanInsteadOfRunningItsHomeStrategy) {
   write_file(dir.path / "family.json", plan.dump());
   Outcome run = run_twin("execute --plan " + (dir.path / "family.json").string() + " --iters 5");
   EXPECT_EQ(run.exit_code, 1) << run.output;
-  EXPECT_NE(run.output.find("/family_plan: a uniform plan: twin execute does not run per-layer plans yet"),
+  EXPECT_NE(run.output.find("at /family_plan/family: \"hot-switch\" or no family plan (a uniform plan): "
+                            "\"per-layer\" plans are simulated only so far"),
             std::string::npos) << run.output;
 }
 

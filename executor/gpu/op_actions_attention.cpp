@@ -1,0 +1,127 @@
+// The ops between the linears of a layer: RoPE, attention and the MLP activation. RoPE and attention run per
+// run of equal sequences of a micro-batch's rows (one run unless rows pack several sequences: hot switching).
+#include <stdexcept>
+#include <vector>
+
+#include "gpu/checks.hpp"
+#include "gpu/kernels.hpp"
+#include "core/layer.hpp"
+#include "executor/gpu/stage_runtime.hpp"
+
+namespace twin::exec {
+namespace {
+
+constexpr std::size_t kBf16 = sizeof(bf16);
+
+}  // namespace
+
+std::vector<StageRuntime::SequenceRun> StageRuntime::sequence_runs(int mb) const {
+  const std::int64_t rows = shapes_.b, length = shapes_.s;
+  if (part_.packs.empty()) return {{0, rows, length}};
+  std::vector<SequenceRun> runs;
+  const std::int64_t first_row =
+      static_cast<std::int64_t>(me_.dp) * strategy_.num_micro_batches * rows + static_cast<std::int64_t>(mb) * rows;
+  for (std::int64_t row = 0; row < rows; ++row) {
+    std::vector<std::int64_t> lengths = part_.packs.at(static_cast<std::size_t>(first_row + row));
+    std::int64_t used = 0;
+    for (std::int64_t l : lengths) used += l;
+    if (used > length) throw std::logic_error("executor: a pack longer than its row");
+    if (used < length) lengths.push_back(length - used);  // the unfilled end: one more sequence
+    std::int64_t token = row * length;
+    for (std::int64_t l : lengths) {
+      if (!runs.empty() && runs.back().length == l && runs.back().first_token + runs.back().sequences * l == token)
+        ++runs.back().sequences;
+      else
+        runs.push_back({token, 1, l});
+      token += l;
+    }
+  }
+  return runs;
+}
+
+// Attention, RoPE and the MLP activation: the ops between the linears of a layer. RoPE and attention run
+// per run of equal sequences (one run unless rows pack several sequences).
+void StageRuntime::between_linears(const Op& op, const OpBinding& b, int mb, int unit, cudaStream_t stream) {
+  const lowering::RankShapes& s = shapes_;
+  const std::int64_t tokens = s.tokens;
+  const std::int64_t q_width = s.heads * s.d, kv_width = s.groups * s.d;
+  const auto dims = [&](const SequenceRun& run) {
+    return kernels::AttentionDims{run.sequences, run.length, static_cast<int>(s.heads), static_cast<int>(s.groups),
+                                  static_cast<int>(s.d), s.qkv_width, s.qkv_width, true};
+  };
+  const auto rope = [&](const SequenceRun& run) {
+    return kernels::RopeShape{run.sequences * run.length, run.length, static_cast<int>(s.heads),
+                              static_cast<int>(s.groups), static_cast<int>(s.d), s.qkv_width, s.qkv_width};
+  };
+  const layer::Block& attention = layer::block_of(OpRole::core_attention);
+  const layer::Block& activation = layer::block_of(OpRole::activation);
+  const Act qkv_name{attention.input}, out_name{attention.output}, stats_name{attention.stats};
+  const Act d_qkv_name{attention.input, Form::gradient}, d_out_name{attention.output, Form::gradient};
+  const Act act_in{activation.input}, act_out{activation.output};
+  const Act d_act_in{activation.input, Form::gradient}, d_act_out{activation.output, Form::gradient};
+  switch (b.action) {
+    case Action::rope_forward: {
+      auto* qkv = static_cast<bf16*>(get(mb, unit, qkv_name));
+      for (const SequenceRun& run : sequence_runs(mb)) {
+        bf16* q = qkv + run.first_token * s.qkv_width;
+        kernels::rope_forward(q, q + q_width, rope_table_, rope(run), stream);
+      }
+      return;
+    }
+    case Action::rope_backward: {
+      auto* d_qkv = static_cast<bf16*>(get(mb, unit, d_qkv_name));
+      for (const SequenceRun& run : sequence_runs(mb)) {
+        bf16* dq = d_qkv + run.first_token * s.qkv_width;
+        kernels::rope_backward(dq, dq + q_width, rope_table_, rope(run), stream);
+      }
+      return;
+    }
+    case Action::attention_forward: {
+      const auto* qkv = static_cast<const bf16*>(get(mb, unit, qkv_name));
+      auto* o = static_cast<bf16*>(make(mb, unit, out_name, tokens * q_width * kBf16, stream));
+      // lse is [sequences, heads, length] per run: a run's block starts at heads * its first token.
+      auto* lse = static_cast<float*>(make(mb, unit, stats_name, s.b * s.heads * s.s * sizeof(float), stream));
+      for (const SequenceRun& run : sequence_runs(mb)) {
+        const bf16* q = qkv + run.first_token * s.qkv_width;
+        attention_->forward(q, q + q_width, q + q_width + kv_width, o + run.first_token * q_width,
+                            lse + s.heads * run.first_token, dims(run), stream);
+      }
+      return;
+    }
+    case Action::attention_backward: {
+      const auto* qkv = static_cast<const bf16*>(get(mb, unit, qkv_name));
+      auto* d_qkv = static_cast<bf16*>(make(mb, unit, d_qkv_name, tokens * s.qkv_width * kBf16, stream));
+      const auto* o = static_cast<const bf16*>(get(mb, unit, out_name));
+      const auto* d_o = static_cast<const bf16*>(get(mb, unit, d_out_name));
+      const auto* lse = static_cast<const float*>(get(mb, unit, stats_name));
+      for (const SequenceRun& run : sequence_runs(mb)) {
+        const std::int64_t row = run.first_token * s.qkv_width;
+        const bf16* q = qkv + row;
+        bf16* dq = d_qkv + row;
+        attention_->backward(q, q + q_width, q + q_width + kv_width, o + run.first_token * q_width,
+                             d_o + run.first_token * q_width, lse + s.heads * run.first_token, dq, dq + q_width,
+                             dq + q_width + kv_width, dims(run), stream);
+      }
+      for (Act done : {qkv_name, out_name, stats_name, d_out_name}) release(mb, unit, done, stream);
+      return;
+    }
+    case Action::activation_forward: {
+      auto* act = static_cast<bf16*>(make(mb, unit, act_out, op.rows * op.cols * kBf16, stream));
+      const auto* fc1 = static_cast<const bf16*>(get(mb, unit, act_in));
+      kernels::mlp_activation_forward(op.gated_activation, fc1, act, op.rows, op.cols, stream);
+      return;
+    }
+    case Action::activation_backward: {
+      const std::int64_t width = (op.gated_activation ? 2 : 1) * op.cols;
+      auto* d_fc1 = static_cast<bf16*>(make(mb, unit, d_act_in, op.rows * width * kBf16, stream));
+      const auto* fc1 = static_cast<const bf16*>(get(mb, unit, act_in));
+      const auto* d_act = static_cast<const bf16*>(get(mb, unit, d_act_out));
+      kernels::mlp_activation_backward(op.gated_activation, fc1, d_act, d_fc1, op.rows, op.cols, stream);
+      for (Act done : {act_in, d_act_out}) release(mb, unit, done, stream);
+      return;
+    }
+    default: throw std::logic_error("executor: not an attention-block action");
+  }
+}
+
+}  // namespace twin::exec

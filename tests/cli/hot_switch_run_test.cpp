@@ -1,0 +1,62 @@
+// A hot-switching run end to end without a GPU: `twin simulate --plan-key` writes the named candidate's plan, and a
+// recorded hot-switching run (two phases, two rank classes of one GPU) goes through `twin report` and `twin
+// calibrate --from-trace` as a uniform run does.
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "run_twin.hpp"
+
+namespace twin::test {
+namespace {
+
+const std::string kScenario = std::string(TWIN_SOURCE_DIR) + "/scenarios/llama2-7b-1xH200-hot-switch.json";
+
+std::filesystem::path copy_run(const std::filesystem::path& dir) {
+  const std::filesystem::path copy = dir / "run";
+  std::filesystem::copy(std::filesystem::path(TWIN_SOURCE_DIR) / "tests/traces/fixtures/executed/hot-switch-28l-h200",
+                        copy, std::filesystem::copy_options::recursive);
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(copy))
+    std::filesystem::permissions(entry.path(), std::filesystem::perms::owner_write, std::filesystem::perm_options::add);
+  return copy;
+}
+
+TEST(HotSwitchRun, PlanKeyWritesTheNamedCandidatesPlan) {
+  TempDir dir("plan-key");
+  Outcome best = run_twin("simulate " + kScenario + " --out " + (dir.path / "best").string() + " --quiet --top 0");
+  ASSERT_EQ(best.exit_code, 0) << best.output;
+  EXPECT_NE(best.output.find("best: hot-switch:"), std::string::npos) << best.output;
+  const std::string key = "static-packed:tp1.pp1.cp1.ep1.dp1.vpp1.nosp.mbs4.z0.rc-full.1f1b";
+  Outcome chosen = run_twin("simulate " + kScenario + " --out " + (dir.path / "static").string() +
+                            " --quiet --top 0 --plan-key " + key);
+  ASSERT_EQ(chosen.exit_code, 0) << chosen.output;
+  EXPECT_NE(chosen.output.find("plan (--plan-key): " + key), std::string::npos) << chosen.output;
+  const auto plan = nlohmann::json::parse(read_file(dir.path / "static" / "best.json"));
+  EXPECT_EQ(plan.at("family_plan").at("key"), key);
+  // The ranking is the search's either way.
+  EXPECT_EQ(read_file(dir.path / "static" / "ranking.csv"), read_file(dir.path / "best" / "ranking.csv"));
+
+  Outcome unknown = run_twin("simulate " + kScenario + " --out " + (dir.path / "unknown").string() +
+                             " --quiet --top 0 --plan-key tp9");
+  EXPECT_EQ(unknown.exit_code, 1) << unknown.output;
+  EXPECT_NE(unknown.output.find("--plan-key \"tp9\" names no simulated candidate"), std::string::npos)
+      << unknown.output;
+  EXPECT_FALSE(std::filesystem::exists(dir.path / "unknown" / "best.json"));
+}
+
+TEST(HotSwitchRun, ARecordedRunGoesThroughReportAndRecalibration) {
+  TempDir dir("hot-switch-run");
+  const std::filesystem::path run = copy_run(dir.path);
+  Outcome report = run_twin("report " + run.string());
+  ASSERT_EQ(report.exit_code, 0) << report.output;
+  EXPECT_TRUE(std::filesystem::exists(run / "execution_report.html"));
+
+  Outcome fold = run_twin("calibrate --from-trace " + run.string());
+  ASSERT_EQ(fold.exit_code, 0) << fold.output;
+  const auto changes = nlohmann::json::parse(read_file(run / "profile.changes.json"));
+  const nlohmann::json& effect = changes.at("effect");
+  EXPECT_GT(effect.at("ops_folded").get<int>(), 1000);  // the ops of both phases' classes
+  EXPECT_LT(std::abs(effect.at("error_after").get<double>()), std::abs(effect.at("error_before").get<double>()));
+}
+
+}  // namespace
+}  // namespace twin::test
