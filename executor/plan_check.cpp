@@ -15,6 +15,7 @@
 #include "strategies/families/plan_graphs.hpp"
 #include "strategies/hot_switch/hot_switch_resharding.hpp"
 #include "strategies/memory.hpp"
+#include "strategies/sharded_parameters.hpp"
 
 namespace twin::exec {
 
@@ -22,9 +23,8 @@ namespace {
 
 // What the executor refuses of one strategy (a uniform plan's, or a hot-switching phase's) whose fields sit at
 // `at` in the plan file.
-void check_strategy(const Plan& plan, const Scenario& scenario, const Strategy& s, const std::string& file,
-                    const std::string& at) {
-  const MemoryEstimate memory = estimate_memory(scenario, s);
+void check_strategy(const Plan& plan, const Scenario& scenario, const Strategy& s, const MemoryEstimate& memory,
+                    const std::string& file, const std::string& at) {
   const std::string oom = out_of_memory_reason(memory, scenario.cluster.node_groups.front().gpu.memory_GiB);
   if (!oom.empty()) throw InputError(file, at, "a plan that fits; the simulator says it does not: " + oom);
   // A double-strand pass over stages sends one strand's activation and the other's gradient in one p2p.
@@ -55,13 +55,31 @@ void check_executable_plan(const Plan& plan, const std::string& file) {
     const PlanPart& part = lowered.parts[p];
     const std::string at =
         lowered.family == "uniform" ? "/strategy" : fmt::format("/family_plan/detail/phases/{}/strategy_fields", p);
-    check_strategy(plan, part.scenario, part.strategy, file, at);
+    check_strategy(plan, part.scenario, part.strategy, part.memory, file, at);
     // Every phase trains the same parameters in place: a phase in another layout needs re-sharding.
     if (!same_parameter_layout(part.strategy, lowered.parts.back().strategy))
       throw InputError(file, at,
                        fmt::format("the parameter layout of the home phase ({}): twin execute does not run "
                                    "re-sharding between hot-switching layouts yet",
                                    lowered.parts.back().strategy.key()));
+  }
+  // A per-layer plan runs when its layers differ in recompute only: one layout, one ZeRO stage, the even split.
+  if (lowered.per_layer) {
+    const PerLayerPlan& layers = *lowered.per_layer;
+    for (std::size_t i = 0; i < layers.layers.size(); ++i) {
+      const LayerStrategy& layer = layers.layers[i];
+      if (layer.layout.ulysses || layer.layout.group != s.tensor_model_parallel_size || layer.zero_stage != s.zero_stage)
+        throw InputError(file, fmt::format("/family_plan/detail/layers/{}", i),
+                         fmt::format("the home strategy's layout and ZeRO stage (tp{}, z{}): twin execute runs "
+                                     "per-layer recompute; per-layer TP, Ulysses and ZeRO not yet",
+                                     s.tensor_model_parallel_size, s.zero_stage));
+    }
+    for (int stage = 0; stage < layers.pipeline_stages; ++stage)
+      if (layers.stage_layers[static_cast<std::size_t>(stage)] !=
+          layers_in_virtual_stage(plan.scenario.model, s, stage))
+        throw InputError(file, "/family_plan/detail/stage_num_layers",
+                         "the layers split over the stages as the home strategy splits them (twin execute runs "
+                         "that split)");
   }
   if (!plan.scenario.framework.cross_entropy_loss_fusion)
     throw InputError(file, "/scenario/framework/cross_entropy_loss_fusion",

@@ -217,8 +217,7 @@ void write_run_summary(const std::filesystem::path& run_dir, const Plan& plan, c
   const json predicted = plan.document.at("predicted");
   json ranks = json::array();
   for (const RankRun& run : runs) {
-    const PlanPart& part = lowered.parts.at(static_cast<std::size_t>(run.part));
-    const MemoryEstimate memory = estimate_memory(part.scenario, part.strategy);
+    const MemoryEstimate& memory = lowered.parts.at(static_cast<std::size_t>(run.part)).memory;
     ranks.push_back({{"rank", run.rank}, {"part", run.part}, {"rank_class", run.rank_class}, {"device", run.device},
                      {"peak_memory_GiB", static_cast<double>(run.peak_memory_bytes) / kGiB},
                      {"predicted_peak_memory_GiB",

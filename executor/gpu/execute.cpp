@@ -84,6 +84,7 @@ int rank_main(const ExecuteRequest& request, const gpu::RankIdentity& identity) 
       share.micro_batches = step_micro_batches;
     }
     share.packs = part.packs;
+    share.layer_recompute = part.layer_recompute;
     const RankClass& rank_class = graph.classes.at(static_cast<std::size_t>(part.class_of_rank.at(identity.rank)));
     runtimes.push_back(std::make_unique<StageRuntime>(part.scenario, part.strategy, graph, rank_class, identity.rank,
                                                       coordinates_of(part.strategy, identity.rank), comms, options,

@@ -279,7 +279,7 @@ const bf16* StageRuntime::residual_stream(int mb, int unit, int chunk, const lay
 void StageRuntime::residual_forward_done(const Op& op, int mb, int unit, const layer::Block& residual,
                                          cudaStream_t stream) {
   // Full recompute keeps only the layer's output until its backward runs the forward again.
-  if (residual.output == Tensor::output && !op.recomputed && strategy_.recompute == Recompute::full)
+  if (residual.output == Tensor::output && !op.recomputed && recompute_of(op.layer) == Recompute::full)
     release_slot(mb, unit, stream, {Tensor::output});
 }
 

@@ -82,6 +82,8 @@ struct StepPart {
   // Per row of the part's global batch, the lengths of the sequences it packs (each attends only within
   // itself, its positions count from 0); empty: every row is one sequence.
   std::vector<std::vector<std::int64_t>> packs;
+  // Per transformer layer, its recompute (a per-layer plan); empty: the strategy's for every layer.
+  std::vector<Recompute> layer_recompute;
 };
 
 class StageRuntime {
@@ -171,6 +173,10 @@ class StageRuntime {
     std::int64_t first_token = 0, sequences = 0, length = 0;
   };
   std::vector<SequenceRun> sequence_runs(int mb) const;
+  Recompute recompute_of(int layer) const {
+    return part_.layer_recompute.empty() ? strategy_.recompute
+                                         : part_.layer_recompute.at(static_cast<std::size_t>(layer));
+  }
   // The stage of the class a pipeline op names as its peer.
   int peer_stage(const Op& op) const { return graph_.classes.at(static_cast<std::size_t>(op.peer)).stage; }
   void head(const Op& op, const OpBinding& b, int mb, cudaStream_t stream);

@@ -11,6 +11,7 @@
 #include "strategies/hot_switch/hot_switch_plan_file.hpp"
 #include "strategies/hot_switch/hot_switch_workload.hpp"
 #include "strategies/lowering.hpp"
+#include "strategies/per_layer/per_layer_plan_file.hpp"
 #include "strategies/rank_layout.hpp"
 
 namespace twin {
@@ -32,6 +33,7 @@ PlanGraphs uniform(const Plan& plan) {
   PlanPart part;
   part.scenario = plan.scenario;
   part.strategy = plan.strategy;
+  part.memory = estimate_memory(plan.scenario, plan.strategy);
   const auto world = static_cast<int>(plan.strategy.world_size());
   for (int rank = 0; rank < world; ++rank)
     part.class_of_rank.push_back(class_of_stage(out.graph, coordinates_of(plan.strategy, rank).pp));
@@ -62,8 +64,29 @@ PlanGraphs hot_switch(const Plan& plan, const std::string& source) {
                                        ? class_of_stage(out.graph, coordinates_of(part.strategy, rank).pp)
                                        : static_cast<int>(p) * world + rank);
     part.packs = phase_packs(batch, phases[p].workload, phases[p].packs);
+    part.memory = estimate_memory(part.scenario, part.strategy);
     out.parts.push_back(std::move(part));
   }
+  return out;
+}
+
+PlanGraphs per_layer(const Plan& plan, const std::string& source) {
+  PerLayerPlan layers = read_per_layer_plan(plan, source);
+  PlanGraphs out;
+  out.family = "per-layer";
+  out.key = layers.key();
+  out.scenario = plan.scenario;
+  out.graph = lower_per_layer_plan(plan.scenario, layers);
+  PlanPart part;
+  part.scenario = plan.scenario;
+  part.strategy = plan.strategy;
+  part.memory = estimate_per_layer_memory(plan.scenario, layers);
+  for (const LayerStrategy& layer : layers.layers) part.layer_recompute.push_back(layer.recompute);
+  const auto world = static_cast<int>(plan.strategy.world_size());
+  for (int rank = 0; rank < world; ++rank)
+    part.class_of_rank.push_back(class_of_stage(out.graph, coordinates_of(plan.strategy, rank).pp));
+  out.parts.push_back(std::move(part));
+  out.per_layer = std::move(layers);
   return out;
 }
 
@@ -76,6 +99,7 @@ std::int64_t PlanGraphs::tokens_per_step() const {
 }
 
 Throughput PlanGraphs::throughput(double iteration_s) const {
+  if (per_layer) return per_layer_throughput(scenario, *per_layer, parts.front().strategy, iteration_s);
   if (phases.empty()) return twin::throughput(parts.front().scenario, parts.front().strategy, iteration_s);
   std::vector<PhaseWorkload> workloads;
   std::vector<Strategy> strategies;
@@ -91,9 +115,10 @@ PlanGraphs plan_graphs(const Plan& plan, const std::string& source) {
   if (family == plan.document.end() || family->is_null()) return uniform(plan);
   const std::string name = family->is_object() ? family->value("family", std::string()) : std::string();
   if (name == "hot-switch") return hot_switch(plan, source);
+  if (name == "per-layer") return per_layer(plan, source);
   throw InputError(source, "/family_plan/family",
-                   fmt::format("\"hot-switch\" or no family plan (a uniform plan): {} plans are simulated only so "
-                               "far, not run or read back",
+                   fmt::format("\"hot-switch\", \"per-layer\" or no family plan (a uniform plan): {} plans are "
+                               "simulated only so far, not run or read back",
                                name.empty() ? std::string("these") : "\"" + name + "\""));
 }
 

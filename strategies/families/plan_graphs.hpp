@@ -1,8 +1,10 @@
 // The op graphs of a plan file as the simulator priced them, for the commands that run or read a plan (twin
 // execute, twin report, twin calibrate --from-trace), with the parts each GPU runs one after another: a
-// uniform plan is one part, a hot-switching plan one part per phase (each phase a rank class per GPU).
+// uniform plan is one part, a hot-switching plan one part per phase (each phase a rank class per GPU), a
+// per-layer plan one part whose layers say their own recompute.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -10,6 +12,8 @@
 #include "core/plan_file.hpp"
 #include "strategies/flops.hpp"
 #include "strategies/hot_switch/hot_switch_graph.hpp"
+#include "strategies/memory.hpp"
+#include "strategies/per_layer/per_layer.hpp"
 
 namespace twin {
 
@@ -20,17 +24,21 @@ struct PlanPart {
   // Per sequence row of the part's batch (in batch order), the lengths of the sequences it packs; empty when
   // every row is one sequence of scenario.training.seq_length.
   std::vector<std::vector<std::int64_t>> packs;
+  // Per transformer layer, its recompute (a per-layer plan); empty when every layer takes the strategy's.
+  std::vector<Recompute> layer_recompute;
+  MemoryEstimate memory;           // per stage, as the simulator estimated it
   // Sequence rows (tokens) the part's iteration trains: global_batch_size * seq_length of its scenario.
   std::int64_t tokens() const { return scenario.training.global_batch_size * scenario.training.seq_length; }
 };
 
 struct PlanGraphs {
-  std::string family;           // "uniform" or "hot-switch"
+  std::string family;           // "uniform", "hot-switch" or "per-layer"
   std::string key;              // the plan's: its strategy's key, or the family plan's ("hot-switch:...")
   Scenario scenario;            // the plan's
   IterationGraph graph;         // as best.json's rank_classes name its ops
   std::vector<PlanPart> parts;  // in run order; the last one steps the optimizer
   std::vector<HotSwitchPhase> phases;  // hot switching: parts[p]'s phase
+  std::optional<PerLayerPlan> per_layer;  // a per-layer plan's layers
   // Tokens the iteration trains (every row of every part, padding packs included): what the loss averages over.
   std::int64_t tokens_per_step() const;
   // Tokens per second and MFU of an iteration of `iteration_s`, as the simulator reports the plan's (a
@@ -38,8 +46,8 @@ struct PlanGraphs {
   Throughput throughput(double iteration_s) const;
 };
 
-// Throws InputError naming `source` for a plan family no command runs yet (per-layer, heterogeneous) and
-// for a hot-switching plan whose phases do not follow from its scenario.
+// Throws InputError naming `source` for a plan family no command reads back yet (heterogeneous) and for a
+// family plan that does not follow from its scenario.
 PlanGraphs plan_graphs(const Plan& plan, const std::string& source);
 
 }  // namespace twin

@@ -13,6 +13,7 @@
 #include "core/op_graph.hpp"
 #include "core/scenario.hpp"
 #include "core/strategy.hpp"
+#include "strategies/flops.hpp"
 #include "strategies/memory.hpp"
 #include "strategies/search.hpp"
 
@@ -107,5 +108,10 @@ IterationGraph lower_per_layer_plan(const Scenario& scenario, const PerLayerPlan
 // The plan's home strategy (its most common layer strategy, applied to every layer): complete and valid,
 // what ranking.csv's strategy columns show.
 Strategy home_strategy(const Scenario& scenario, const PerLayerPlan& plan);
+
+// Tokens per second, MFU and HFU of an iteration of `iteration_s` (`home` the plan's home strategy): HFU counts
+// each layer's own recompute.
+Throughput per_layer_throughput(const Scenario& scenario, const PerLayerPlan& plan, const Strategy& home,
+                                double iteration_s);
 
 }  // namespace twin

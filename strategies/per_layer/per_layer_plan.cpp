@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "strategies/schedule.hpp"
+#include "strategies/flops.hpp"
 #include "strategies/memory.hpp"
 #include "strategies/sharded_parameters.hpp"
 
@@ -225,6 +226,17 @@ Strategy home_strategy(const Scenario& scenario, const PerLayerPlan& plan) {
   st.recompute = home->recompute;
   st.schedule = plan.schedule;
   return st;
+}
+
+Throughput per_layer_throughput(const Scenario& scenario, const PerLayerPlan& plan, const Strategy& home,
+                                double iteration_s) {
+  Throughput t = throughput(scenario, home, iteration_s);
+  const double model = model_flops_per_iteration(scenario);
+  double hardware = model;
+  for (const LayerStrategy& s : plan.layers)
+    hardware += (hardware_flops_per_iteration(scenario, s.recompute) - model) / static_cast<double>(plan.layers.size());
+  t.hfu = t.mfu * hardware / model;
+  return t;
 }
 
 }  // namespace twin

@@ -120,13 +120,7 @@ Candidate evaluate_per_layer(const Scenario& scenario, const Profile& profile, c
   c.feasible = true;
   IterationGraph graph = lower_per_layer_plan(scenario, plan);
   c.result = simulate_iteration(graph, scenario.cluster, profile, SimOptions{record_op_timings});
-  c.throughput = throughput(scenario, c.strategy, to_seconds(c.result.iteration_ns));
-  // HFU counts each layer's own recompute.
-  const double model = model_flops_per_iteration(scenario);
-  double hardware = model;
-  for (const LayerStrategy& s : plan.layers)
-    hardware += (hardware_flops_per_iteration(scenario, s.recompute) - model) / static_cast<double>(plan.layers.size());
-  c.throughput.hfu = c.throughput.mfu * hardware / model;
+  c.throughput = per_layer_throughput(scenario, plan, c.strategy, to_seconds(c.result.iteration_ns));
   c.plan = std::make_shared<PerLayerPlan>(plan);
   if (graph_out) *graph_out = std::move(graph);
   return c;

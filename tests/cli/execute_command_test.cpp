@@ -43,16 +43,16 @@ TEST(ExecuteCommand, RefusesExpertParallelPlansItDoesNotRunYet) {
 }
 
 TEST(ExecuteCommand, RefusesAFamilyPlanInsteadOfRunningItsHomeStrategy) {
-  TempDir dir("execute-per-layer");
-  // The per-layer winner of a mixed Ulysses/ZeRO plan: its home strategy alone would not fit (it once
-  // failed as "out of memory: 77.7 GiB > 40.0 GiB").
+  TempDir dir("execute-family");
+  // A family plan no command reads back yet (heterogeneous): running its home strategy alone would run another
+  // plan (a per-layer plan's once failed as "out of memory: 77.7 GiB > 40.0 GiB").
   auto plan = nlohmann::json::parse(read_file(plan_of(dir, "llama2-13b-8xA100-40GB-per-layer.json")));
-  plan["family_plan"] = {{"family", "per-layer"}, {"key", "per-layer.pp2"}};
+  plan["family_plan"] = {{"family", "heterogeneous"}, {"key", "heterogeneous.pp2"}};
   write_file(dir.path / "family.json", plan.dump());
   Outcome run = run_twin("execute --plan " + (dir.path / "family.json").string() + " --iters 5");
   EXPECT_EQ(run.exit_code, 1) << run.output;
-  EXPECT_NE(run.output.find("at /family_plan/family: \"hot-switch\" or no family plan (a uniform plan): "
-                            "\"per-layer\" plans are simulated only so far"),
+  EXPECT_NE(run.output.find("at /family_plan/family: \"hot-switch\", \"per-layer\" or no family plan (a uniform "
+                            "plan): \"heterogeneous\" plans are simulated only so far"),
             std::string::npos) << run.output;
 }
 

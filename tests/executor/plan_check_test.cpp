@@ -7,6 +7,9 @@
 #include "core/error.hpp"
 #include "executor/plan_check.hpp"
 #include "tests/reports/execution_fixture.hpp"
+#include "cost/profile.hpp"
+#include "reports/best_plan.hpp"
+#include "strategies/per_layer/per_layer_search.hpp"
 #include "tests/strategies/hot_switch/hot_switch_fixture.hpp"
 
 namespace twin::exec {
@@ -59,8 +62,10 @@ TEST(PlanCheck, RefusesFrameworkSwitchesTheExecutorDoesNotRun) {
 
 TEST(PlanCheck, RefusesFamilyPlansAndModelsTheExecutorDoesNotRun) {
   Plan family = executed_plan();
-  family.document["family_plan"] = {{"family", "per-layer"}};
+  family.document["family_plan"] = {{"family", "heterogeneous"}};
   EXPECT_EQ(refusal_path(family), "/family_plan/family");
+  family.document["family_plan"] = {{"family", "per-layer"}};  // read back, but this one has no detail
+  EXPECT_EQ(refusal_path(family), "/family_plan");
   Plan layernorm = executed_plan();
   layernorm.scenario.model.normalization = Normalization::layernorm;
   EXPECT_EQ(refusal_path(layernorm), "/scenario/model");
@@ -109,6 +114,37 @@ TEST(PlanCheck, RunsHotSwitchingWhosePhasesShareOneLayout) {
       other.document["family_plan"]["detail"]["phases"][1]["strategy"].get<std::string>().replace(
           other.document["family_plan"]["detail"]["phases"][1]["strategy"].get<std::string>().find(".z0."), 4, ".z1.");
   EXPECT_EQ(refusal_path(other), "/family_plan/detail/phases/0/strategy_fields");
+}
+
+// A per-layer plan runs when its layers differ in recompute only (the layout, ZeRO stage and stage split of
+// its home strategy); one with layers of other layouts is refused at the first such layer.
+TEST(PlanCheck, RunsPerLayerRecomputeOnly) {
+  const auto first_plan = [](const std::string& file, auto accepts) -> nlohmann::json {
+    const Scenario scenario = load_scenario(std::string(TWIN_SOURCE_DIR) + "/scenarios/" + file);
+    for (const Candidate& c : per_layer_candidates(scenario, builtin_profile())) {
+      if (!c.feasible || !accepts(nlohmann::json(c.plan->to_json()))) continue;
+      IterationGraph graph;
+      Candidate detailed = c.plan->evaluate(scenario, builtin_profile(), true, &graph);
+      detailed.memory = c.memory;
+      return best_plan_json(scenario, detailed, graph);
+    }
+    return {};
+  };
+  const nlohmann::json recompute_only = first_plan("llama2-7b-1xH200-per-layer.json", [](const nlohmann::json&) {
+    return true;
+  });
+  ASSERT_FALSE(recompute_only.is_null());
+  EXPECT_EQ(refusal_path(parse_plan(recompute_only, kFile)), "");
+  // Some layer in another layout than the first: a plan that needs per-layer TP or Ulysses.
+  const nlohmann::json mixed = first_plan("llama2-13b-8xA100-40GB-per-layer.json", [](const nlohmann::json& detail) {
+    for (const nlohmann::json& layer : detail.at("layers"))
+      if (layer.at("layout") != detail.at("layers").at(0).at("layout") ||
+          layer.at("group_size") != detail.at("layers").at(0).at("group_size"))
+        return true;
+    return false;
+  });
+  ASSERT_FALSE(mixed.is_null());
+  EXPECT_EQ(refusal_path(parse_plan(mixed, kFile)).rfind("/family_plan/detail/layers/", 0), 0u);
 }
 
 }  // namespace

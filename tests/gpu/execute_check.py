@@ -136,19 +136,39 @@ def run_case(twin, out, name, doc, iters, warmup, log, execute_args=()):
     path = os.path.join(folder, "scenario.json")
     with open(path, "w") as f:
         json.dump(doc, f, indent=1)
+    return simulate_and_execute(twin, folder, path, iters, warmup, log, execute_args=execute_args)
+
+
+def simulate_and_execute(twin, folder, scenario, iters, warmup, log, simulate_args=(), execute_args=()):
+    """`twin simulate` of `scenario` into `folder`, then `twin execute` of its best.json there: metrics.json (with
+    the wall time), or None with the failing command logged."""
+    os.makedirs(folder, exist_ok=True)
     started = time.time()
-    steps = [[twin, "simulate", path, "--out", folder, "--quiet", "--top", "0"],
+    steps = [[twin, "simulate", scenario, "--out", folder, "--quiet", "--top", "0", *simulate_args],
              [twin, "execute", "--plan", os.path.join(folder, "best.json"), "--run", folder,
               "--iters", str(iters), "--warmup", str(warmup), *execute_args]]
     for command in steps:
         result = run_logged(command, log)
         if result.returncode != 0:
-            print(f"  {name}: FAILED ({' '.join(command[:2])}): {result.stdout.strip().splitlines()[-1:]}")
+            print(f"  {folder}: FAILED ({' '.join(command[:2])}): {result.stdout.strip().splitlines()[-1:]}")
             return None
     with open(os.path.join(folder, "metrics.json")) as f:
         metrics = json.load(f)
     metrics["wall_s"] = time.time() - started
     return metrics
+
+
+def fold_and_report(twin, folder, log, profile=None):
+    """`twin calibrate --from-trace` (the plan's profile, or `profile`) and `twin report` on a run folder: whether
+    both ran, and the fold's effect (profile.changes.json)."""
+    fold = run_logged([twin, "calibrate", "--from-trace", folder, *(["--profile", profile] if profile else [])], log)
+    shown = run_logged([twin, "report", folder], log)
+    changes = os.path.join(folder, "profile.changes.json")
+    effect = {}
+    if os.path.exists(changes):
+        with open(changes) as f:
+            effect = json.load(f).get("effect", {})
+    return fold.returncode == 0, shown.returncode == 0, effect
 
 
 def main():

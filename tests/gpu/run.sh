@@ -6,7 +6,7 @@
 # Logs and tables go to $OUT (or out/gpu-check): run.log, ctest.log, calibrate.log, profile.json,
 # check.log, check.csv, check.md.
 # TWIN_GPU_STEPS picks steps (default: all but accuracy and check-sweep): tests calibrate calibrate-checks check
-# check-sweep execute moe strands hot-switch mpirun accuracy;
+# check-sweep execute moe strands hot-switch per-layer mpirun accuracy;
 # `accuracy` runs issue 5's study on as many GPUs as the machine has (scenarios/accuracy-llama2-7b-<N>xH200.json,
 # or TWIN_ACCURACY_SCENARIO) with this call's profile. TWIN_PROFILE=FILE skips calibration and checks that profile instead.
 # TWIN_CALIBRATE_SCENARIO=S.json makes calibration also measure the exact shapes of S's candidates.
@@ -19,7 +19,7 @@ exec > >(tee -a "$OUT/run.log") 2>&1
 export NCCL_NVLS_ENABLE="${NCCL_NVLS_ENABLE:-0}"  # the user's value wins, as in twin's launcher
 step() { echo; echo "=== $* ($(date -u +%H:%M:%S))"; }
 status=0
-steps="${TWIN_GPU_STEPS:-tests calibrate calibrate-checks check execute moe strands hot-switch mpirun}"
+steps="${TWIN_GPU_STEPS:-tests calibrate calibrate-checks check execute moe strands hot-switch per-layer mpirun}"
 wants() { [[ " $steps " == *" $1 "* ]]; }
 gpus=$(nvidia-smi -L | wc -l)
 
@@ -170,19 +170,22 @@ tar czf "$OUT/strands-runs.tar.gz" --exclude=traces -C /tmp strands-check 2>/dev
 echo "double-strand checks: ${SECONDS}s wall"
 fi
 
-if wants hot-switch; then
-step "twin execute on hot-switching plans on one GPU: same loss as the static plan, measured gain, fold (tests/gpu/hot_switch_check.py)"
+for family in hot-switch per-layer; do
+if wants $family; then
+step "twin execute on $family plans on one GPU: loss and time against the family's baseline, fold (tests/gpu/family_check.py)"
 SECONDS=0
 gpu_name=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
-case "$gpu_name" in *H100*) hot_switch_scenario=scenarios/llama2-7b-1xH100-hot-switch.json ;;
-                    *) hot_switch_scenario=scenarios/llama2-7b-1xH200-hot-switch.json ;; esac
-python3 tests/gpu/hot_switch_check.py --twin "$twin" --out /tmp/hot-switch-check --scenario "$hot_switch_scenario" \
-  > "$OUT/hot_switch_check.log" 2>&1 || status=1
-cp /tmp/hot-switch-check/hot_switch_check.md /tmp/hot-switch-check/hot_switch_check.json "$OUT/" 2>/dev/null && \
-  cat "$OUT/hot_switch_check.md"
-tar czf "$OUT/hot-switch-runs.tar.gz" --exclude=traces -C /tmp hot-switch-check 2>/dev/null
-echo "hot-switching checks: ${SECONDS}s wall"
+case "$gpu_name" in *H100*) family_gpu=1xH100 ;; *) family_gpu=1xH200 ;; esac
+stem=${family//-/_}_check
+# 4 sequences of 16,384 per step (per-layer) spiked at 1e-4 where 18 sequences (hot-switch) did not (H200, 16:26 UTC).
+case $family in per-layer) lr=3e-5 ;; *) lr=1e-4 ;; esac
+python3 tests/gpu/family_check.py --twin "$twin" --family $family --out /tmp/$family-check --lr $lr \
+  --scenario scenarios/llama2-7b-$family_gpu-$family.json > "$OUT/$stem.log" 2>&1 || status=1
+cp /tmp/$family-check/$stem.md /tmp/$family-check/$stem.json "$OUT/" 2>/dev/null && cat "$OUT/$stem.md"
+tar czf "$OUT/$family-runs.tar.gz" --exclude=traces -C /tmp $family-check 2>/dev/null
+echo "$family checks: ${SECONDS}s wall"
 fi
+done
 
 if wants mpirun && command -v mpirun > /dev/null; then
   # The launcher's ranks instead of twin's own: one process per GPU started by mpirun (as root here).

@@ -116,15 +116,8 @@ def main():
     # The double-strand run through report and recalibration: the profile written beside the run (named profile).
     folder = os.path.join(args.out, "7b4l-double-strand")
     if os.path.isdir(folder):
-        fold = ec.run_logged([args.twin, "calibrate", "--from-trace", folder, "--profile", ec.PROFILE], log)
-        shown = ec.run_logged([args.twin, "report", folder], log)
-        changes = os.path.join(folder, "profile.changes.json")
-        effect = {}
-        if os.path.exists(changes):
-            with open(changes) as f:
-                effect = json.load(f).get("effect", {})
-        ok = fold.returncode == 0 and shown.returncode == 0 and effect.get("ops_shared_gpu", 0) > 0 and \
-            effect.get("ops_folded", 0) > 0
+        folded, shown, effect = ec.fold_and_report(args.twin, folder, log, ec.PROFILE)
+        ok = folded and shown and effect.get("ops_shared_gpu", 0) > 0 and effect.get("ops_folded", 0) > 0
         failed |= not ok
         report["fold"] = {"effect": effect, "ok": ok}
         lines += ["", "`twin calibrate --from-trace` on the double-strand run (micro-batch 1)", "",
@@ -132,7 +125,7 @@ def main():
                   "|---|---|---|---|---|---|",
                   f"| {effect.get('ops_folded')} | {effect.get('ops_shared_gpu')} | "
                   f"{100 * effect.get('error_before', 0):+.1f}% | {100 * effect.get('error_after', 0):+.1f}% | "
-                  f"{'written' if shown.returncode == 0 else 'FAILED'} | {'pass' if ok else 'FAIL'} |"]
+                  f"{'written' if shown else 'FAILED'} | {'pass' if ok else 'FAIL'} |"]
 
     ec.write_results(args.out, "strands_check", lines, report)
     return 1 if failed else 0
