@@ -1,6 +1,6 @@
-// A hot-switching run end to end without a GPU: `twin simulate --plan-key` writes the named candidate's plan, and a
-// recorded hot-switching run (two phases, two rank classes of one GPU) goes through `twin report` and `twin
-// calibrate --from-trace` as a uniform run does.
+// Family runs end to end without a GPU: `twin simulate --plan-key` writes the named candidate's plan, and recorded
+// runs of a hot-switching plan (two phases, two rank classes of one GPU) and of a per-layer plan (recompute on
+// some layers) go through `twin report` and `twin calibrate --from-trace` as a uniform run does.
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -11,10 +11,10 @@ namespace {
 
 const std::string kScenario = std::string(TWIN_SOURCE_DIR) + "/scenarios/llama2-7b-1xH200-hot-switch.json";
 
-std::filesystem::path copy_run(const std::filesystem::path& dir) {
-  const std::filesystem::path copy = dir / "run";
-  std::filesystem::copy(std::filesystem::path(TWIN_SOURCE_DIR) / "tests/traces/fixtures/executed/hot-switch-28l-h200",
-                        copy, std::filesystem::copy_options::recursive);
+std::filesystem::path copy_run(const std::filesystem::path& dir, const std::string& fixture) {
+  const std::filesystem::path copy = dir / fixture;
+  std::filesystem::copy(std::filesystem::path(TWIN_SOURCE_DIR) / "tests/traces/fixtures/executed" / fixture, copy,
+                        std::filesystem::copy_options::recursive);
   for (const auto& entry : std::filesystem::recursive_directory_iterator(copy))
     std::filesystem::permissions(entry.path(), std::filesystem::perms::owner_write, std::filesystem::perm_options::add);
   return copy;
@@ -43,9 +43,11 @@ TEST(HotSwitchRun, PlanKeyWritesTheNamedCandidatesPlan) {
   EXPECT_FALSE(std::filesystem::exists(dir.path / "unknown" / "best.json"));
 }
 
-TEST(HotSwitchRun, ARecordedRunGoesThroughReportAndRecalibration) {
-  TempDir dir("hot-switch-run");
-  const std::filesystem::path run = copy_run(dir.path);
+class RecordedFamilyRun : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(RecordedFamilyRun, GoesThroughReportAndRecalibration) {
+  TempDir dir("family-run");
+  const std::filesystem::path run = copy_run(dir.path, GetParam());
   Outcome report = run_twin("report " + run.string());
   ASSERT_EQ(report.exit_code, 0) << report.output;
   EXPECT_TRUE(std::filesystem::exists(run / "execution_report.html"));
@@ -54,9 +56,17 @@ TEST(HotSwitchRun, ARecordedRunGoesThroughReportAndRecalibration) {
   ASSERT_EQ(fold.exit_code, 0) << fold.output;
   const auto changes = nlohmann::json::parse(read_file(run / "profile.changes.json"));
   const nlohmann::json& effect = changes.at("effect");
-  EXPECT_GT(effect.at("ops_folded").get<int>(), 1000);  // the ops of both phases' classes
+  EXPECT_GT(effect.at("ops_folded").get<int>(), 1000);  // a hot-switching run's: both phases' classes
   EXPECT_LT(std::abs(effect.at("error_after").get<double>()), std::abs(effect.at("error_before").get<double>()));
 }
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, RecordedFamilyRun, ::testing::Values("hot-switch-28l-h200", "per-layer-28l-h200"),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           std::string name = info.param;
+                           for (char& c : name)
+                             if (c == '-') c = '_';
+                           return name;
+                         });
 
 }  // namespace
 }  // namespace twin::test
