@@ -1,5 +1,5 @@
-// The plan's family first (plan_graphs refuses those no command runs), then per part (a uniform plan's
-// strategy, or each hot-switching phase's) memory and strategy, the framework switches, and last the parameter
+// The plan's family first (plan_graphs refuses those no command runs), then per part (a uniform or per-layer
+// plan's strategy, or each hot-switching phase's) memory and strategy, the framework switches, and last the parameter
 // layout and the op bindings of every rank class, which refuse what they do not run.
 #include "executor/plan_check.hpp"
 
@@ -21,8 +21,8 @@ namespace twin::exec {
 
 namespace {
 
-// What the executor refuses of one strategy (a uniform plan's, or a hot-switching phase's) whose fields sit at
-// `at` in the plan file.
+// What the executor refuses of one strategy (a uniform or per-layer plan's, or a hot-switching phase's)
+// whose fields sit at `at` in the plan file.
 void check_strategy(const Plan& plan, const Scenario& scenario, const Strategy& s, const MemoryEstimate& memory,
                     const std::string& file, const std::string& at) {
   const std::string oom = out_of_memory_reason(memory, scenario.cluster.node_groups.front().gpu.memory_GiB);
@@ -48,13 +48,13 @@ void check_strategy(const Plan& plan, const Scenario& scenario, const Strategy& 
 }  // namespace
 
 void check_executable_plan(const Plan& plan, const std::string& file) {
-  // A family plan other than hot switching is refused here, naming the family.
+  // A family plan no command reads back (heterogeneous) is refused here, naming the family.
   const PlanGraphs lowered = plan_graphs(plan, file);
   const Strategy& s = plan.strategy;
   for (std::size_t p = 0; p < lowered.parts.size(); ++p) {
     const PlanPart& part = lowered.parts[p];
     const std::string at =
-        lowered.family == "uniform" ? "/strategy" : fmt::format("/family_plan/detail/phases/{}/strategy_fields", p);
+        lowered.phases.empty() ? "/strategy" : fmt::format("/family_plan/detail/phases/{}/strategy_fields", p);
     check_strategy(plan, part.scenario, part.strategy, part.memory, file, at);
     // Every phase trains the same parameters in place: a phase in another layout needs re-sharding.
     if (!same_parameter_layout(part.strategy, lowered.parts.back().strategy))
@@ -68,7 +68,8 @@ void check_executable_plan(const Plan& plan, const std::string& file) {
     const PerLayerPlan& layers = *lowered.per_layer;
     for (std::size_t i = 0; i < layers.layers.size(); ++i) {
       const LayerStrategy& layer = layers.layers[i];
-      if (layer.layout.ulysses || layer.layout.group != s.tensor_model_parallel_size || layer.zero_stage != s.zero_stage)
+      if (layer.layout.ulysses || layer.layout.group != s.tensor_model_parallel_size ||
+          layer.zero_stage != s.zero_stage)
         throw InputError(file, fmt::format("/family_plan/detail/layers/{}", i),
                          fmt::format("the home strategy's layout and ZeRO stage (tp{}, z{}): twin execute runs "
                                      "per-layer recompute; per-layer TP, Ulysses and ZeRO not yet",

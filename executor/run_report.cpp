@@ -228,7 +228,7 @@ void write_run_summary(const std::filesystem::path& run_dir, const Plan& plan, c
   }
   json metrics = {{"format", "twin-execute-run"},
                   {"strategy", strategy.key()},
-                  {"family", lowered.family},
+                  {"family", lowered.family()},
                   {"plan", lowered.key},
                   {"scenario", scenario.name},
                   {"world_size", world_size},

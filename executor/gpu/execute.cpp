@@ -61,7 +61,6 @@ int rank_main(const ExecuteRequest& request, const gpu::RankIdentity& identity) 
 
   ncclUniqueId id{};
   TWIN_NCCL_CHECK(ncclGetUniqueId(&id));  // with NCCL_COMM_ID set, every rank derives the same id
-  const RankCoordinates me = coordinates_of(strategy, identity.rank);
   Communicators comms(strategy, graph, identity.rank, identity.world_size, id);
   TrainingOptions options;
   options.learning_rate = request.learning_rate;
@@ -78,7 +77,6 @@ int rank_main(const ExecuteRequest& request, const gpu::RankIdentity& identity) 
     const PlanPart& part = lowered.parts[p];
     StepPart share;
     share.parameters = p > 0 ? runtimes.front()->parameters() : nullptr;
-    share.first = p == 0;
     if (part_count > 1) {
       share.loss_tokens = lowered.tokens_per_step();
       share.micro_batches = step_micro_batches;
@@ -129,7 +127,8 @@ int rank_main(const ExecuteRequest& request, const gpu::RankIdentity& identity) 
     runs[p].coordinates = {at.tp, at.cp, at.dp, at.pp};
     runs[p].device = props.name;
   }
-  spdlog::info("[execute] {} on {} GPU(s) ({}), {} iterations ({} warm-up)", lowered.key, identity.world_size, props.name, request.iterations, request.warmup);
+  spdlog::info("[execute] {} on {} GPU(s) ({}), {} iterations ({} warm-up)", lowered.key, identity.world_size,
+               props.name, request.iterations, request.warmup);
   for (int iteration = 0; iteration < request.iterations; ++iteration) {
     double loss_sum = 0, aux_loss = 0;
     std::vector<ExpertLoad> loads;
@@ -165,7 +164,8 @@ int rank_main(const ExecuteRequest& request, const gpu::RankIdentity& identity) 
     }
     if (scenario.model.is_moe()) {
       runs.front().aux_losses.push_back(aux_loss);
-      if (iteration >= request.warmup) runs.front().expert_loads.insert(runs.front().expert_loads.end(), loads.begin(), loads.end());
+      if (iteration >= request.warmup)
+        runs.front().expert_loads.insert(runs.front().expert_loads.end(), loads.begin(), loads.end());
     }
     const Throughput t = lowered.throughput(seconds);
     spdlog::info("[execute] step {:>3}/{}  loss {:.4f}  iteration {:.1f} ms  {:.0f} tokens/s  MFU {:.1f}%",

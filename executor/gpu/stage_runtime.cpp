@@ -45,7 +45,7 @@ StageRuntime::StageRuntime(const Scenario& scenario, const Strategy& strategy, c
       options_(options), shapes_(lowering::rank_shapes(scenario, strategy)),
       bindings_(bind_ops(rc_, !scenario.model.untie_embeddings_and_output_weights)), part_(std::move(part)) {
   // A later part of the step adds to the gradients the parts before it stored.
-  if (!part_.first)
+  if (!part_.first())
     for (OpBinding& b : bindings_) b.first_gradient = false;
   if (!part_.packs.empty() &&
       static_cast<std::int64_t>(part_.packs.size()) != scenario.training.global_batch_size)
@@ -141,7 +141,7 @@ StageRuntime::StageRuntime(const Scenario& scenario, const Strategy& strategy, c
   }
   zero_grads_each_step_ = false;
   for (ParameterUnit* unit : params_->units())
-    for (const WeightTensor& w : unit->tensors) zero_grads_each_step_ |= part_.first && !stored.count({unit->id, w.role});
+    for (const WeightTensor& w : unit->tensors) zero_grads_each_step_ |= part_.first() && !stored.count({unit->id, w.role});
   TWIN_CUDA_CHECK(cudaStreamSynchronize(compute));
 }
 

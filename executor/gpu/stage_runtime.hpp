@@ -75,8 +75,10 @@ struct TrainingOptions {
 // same parameters (hot switching's phases, strategies/families/plan_graphs.hpp); the defaults describe a step
 // of one part.
 struct StepPart {
-  std::shared_ptr<StageParameters> parameters;  // the step's parameters; null: the runtime makes its own
-  bool first = true;               // the step's first part stores its weight gradients, the later ones add
+  // The step's parameters, made by its first part (null: this is the first part, which makes them and stores
+  // its weight gradients; the later parts add to them).
+  std::shared_ptr<StageParameters> parameters;
+  bool first() const { return parameters == nullptr; }
   std::int64_t loss_tokens = 0;    // tokens the step's loss averages over; 0: this part's global batch
   std::int64_t micro_batches = 0;  // micro-batches per data-parallel rank over the whole step; 0: this part's
   // Per row of the part's global batch, the lengths of the sequences it packs (each attends only within

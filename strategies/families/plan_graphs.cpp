@@ -2,6 +2,8 @@
 // iteration graph from them (strategies/hot_switch/), whose classes are phase-major: phase * world + rank.
 #include "strategies/families/plan_graphs.hpp"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "core/error.hpp"
@@ -17,16 +19,23 @@
 namespace twin {
 namespace {
 
-// The class of `stage` in a uniform graph (one per stage; a heterogeneous graph's other pipelines aside).
-int class_of_stage(const IterationGraph& graph, int stage) {
-  for (const RankClass& rc : graph.classes)
-    if (rc.stage == stage && rc.pipeline == 0) return rc.index;
-  throw std::invalid_argument(fmt::format("the plan has no rank class for pipeline stage {}", stage));
+// Each rank's class in a graph of one class per pipeline stage (a uniform or per-layer lowering, one
+// hot-switching phase alone): the class of its stage.
+std::vector<int> classes_by_stage(const IterationGraph& graph, const Strategy& strategy, int world) {
+  std::vector<int> classes;
+  for (int rank = 0; rank < world; ++rank) {
+    const int stage = coordinates_of(strategy, rank).pp;
+    const auto rc = std::find_if(graph.classes.begin(), graph.classes.end(),
+                                 [&](const RankClass& c) { return c.stage == stage && c.pipeline == 0; });
+    if (rc == graph.classes.end())
+      throw std::invalid_argument(fmt::format("the plan has no rank class for pipeline stage {}", stage));
+    classes.push_back(rc->index);
+  }
+  return classes;
 }
 
 PlanGraphs uniform(const Plan& plan) {
   PlanGraphs out;
-  out.family = "uniform";
   out.key = plan.strategy.key();
   out.scenario = plan.scenario;
   out.graph = lower_to_op_graphs(plan.scenario, plan.strategy);
@@ -34,9 +43,7 @@ PlanGraphs uniform(const Plan& plan) {
   part.scenario = plan.scenario;
   part.strategy = plan.strategy;
   part.memory = estimate_memory(plan.scenario, plan.strategy);
-  const auto world = static_cast<int>(plan.strategy.world_size());
-  for (int rank = 0; rank < world; ++rank)
-    part.class_of_rank.push_back(class_of_stage(out.graph, coordinates_of(plan.strategy, rank).pp));
+  part.class_of_rank = classes_by_stage(out.graph, plan.strategy, static_cast<int>(plan.strategy.world_size()));
   out.parts.push_back(std::move(part));
   return out;
 }
@@ -44,7 +51,6 @@ PlanGraphs uniform(const Plan& plan) {
 PlanGraphs hot_switch(const Plan& plan, const std::string& source) {
   const std::vector<HotSwitchPhase> phases = read_hot_switch_phases(plan, source);
   PlanGraphs out;
-  out.family = "hot-switch";
   out.scenario = plan.scenario;
   out.phases = phases;
   HotSwitchPlan named;
@@ -59,10 +65,9 @@ PlanGraphs hot_switch(const Plan& plan, const std::string& source) {
     PlanPart part;
     part.scenario = phase_scenario(plan.scenario, phases[p].workload, phases[p].packs);
     part.strategy = phases[p].strategy;
-    for (int rank = 0; rank < world; ++rank)
-      part.class_of_rank.push_back(phases.size() == 1
-                                       ? class_of_stage(out.graph, coordinates_of(part.strategy, rank).pp)
-                                       : static_cast<int>(p) * world + rank);
+    if (phases.size() == 1) part.class_of_rank = classes_by_stage(out.graph, part.strategy, world);
+    for (int rank = 0; rank < world && phases.size() > 1; ++rank)
+      part.class_of_rank.push_back(static_cast<int>(p) * world + rank);
     part.packs = phase_packs(batch, phases[p].workload, phases[p].packs);
     part.memory = estimate_memory(part.scenario, part.strategy);
     out.parts.push_back(std::move(part));
@@ -73,7 +78,6 @@ PlanGraphs hot_switch(const Plan& plan, const std::string& source) {
 PlanGraphs per_layer(const Plan& plan, const std::string& source) {
   PerLayerPlan layers = read_per_layer_plan(plan, source);
   PlanGraphs out;
-  out.family = "per-layer";
   out.key = layers.key();
   out.scenario = plan.scenario;
   out.graph = lower_per_layer_plan(plan.scenario, layers);
@@ -82,15 +86,18 @@ PlanGraphs per_layer(const Plan& plan, const std::string& source) {
   part.strategy = plan.strategy;
   part.memory = estimate_per_layer_memory(plan.scenario, layers);
   for (const LayerStrategy& layer : layers.layers) part.layer_recompute.push_back(layer.recompute);
-  const auto world = static_cast<int>(plan.strategy.world_size());
-  for (int rank = 0; rank < world; ++rank)
-    part.class_of_rank.push_back(class_of_stage(out.graph, coordinates_of(plan.strategy, rank).pp));
+  part.class_of_rank = classes_by_stage(out.graph, plan.strategy, static_cast<int>(plan.strategy.world_size()));
   out.parts.push_back(std::move(part));
   out.per_layer = std::move(layers);
   return out;
 }
 
 }  // namespace
+
+std::string PlanGraphs::family() const {
+  if (per_layer) return "per-layer";
+  return phases.empty() ? "uniform" : "hot-switch";
+}
 
 std::int64_t PlanGraphs::tokens_per_step() const {
   std::int64_t tokens = 0;
@@ -101,13 +108,7 @@ std::int64_t PlanGraphs::tokens_per_step() const {
 Throughput PlanGraphs::throughput(double iteration_s) const {
   if (per_layer) return per_layer_throughput(scenario, *per_layer, parts.front().strategy, iteration_s);
   if (phases.empty()) return twin::throughput(parts.front().scenario, parts.front().strategy, iteration_s);
-  std::vector<PhaseWorkload> workloads;
-  std::vector<Strategy> strategies;
-  for (const HotSwitchPhase& phase : phases) {
-    workloads.push_back(phase.workload);
-    strategies.push_back(phase.strategy);
-  }
-  return phases_throughput(scenario, batch_sequences(scenario), workloads, strategies, iteration_s);
+  return hot_switch_throughput(scenario, batch_sequences(scenario), phases, iteration_s);
 }
 
 PlanGraphs plan_graphs(const Plan& plan, const std::string& source) {

@@ -32,13 +32,13 @@ struct PlanPart {
 };
 
 struct PlanGraphs {
-  std::string family;           // "uniform", "hot-switch" or "per-layer"
   std::string key;              // the plan's: its strategy's key, or the family plan's ("hot-switch:...")
   Scenario scenario;            // the plan's
   IterationGraph graph;         // as best.json's rank_classes name its ops
   std::vector<PlanPart> parts;  // in run order; the last one steps the optimizer
   std::vector<HotSwitchPhase> phases;  // hot switching: parts[p]'s phase
   std::optional<PerLayerPlan> per_layer;  // a per-layer plan's layers
+  std::string family() const;   // "uniform", "hot-switch" or "per-layer"
   // Tokens the iteration trains (every row of every part, padding packs included): what the loss averages over.
   std::int64_t tokens_per_step() const;
   // Tokens per second and MFU of an iteration of `iteration_s`, as the simulator reports the plan's (a

@@ -56,6 +56,17 @@ nlohmann::json HotSwitchPlan::to_json() const {
   return {{"phases", std::move(list)}, {"home", phases.back().strategy.key()}};
 }
 
+Throughput hot_switch_throughput(const Scenario& scenario, const std::vector<SeqLengthCount>& batch,
+                                 const std::vector<HotSwitchPhase>& phases, double iteration_s) {
+  std::vector<PhaseWorkload> workloads;
+  std::vector<Strategy> strategies;
+  for (const HotSwitchPhase& phase : phases) {
+    workloads.push_back(phase.workload);
+    strategies.push_back(phase.strategy);
+  }
+  return phases_throughput(scenario, batch, workloads, strategies, iteration_s);
+}
+
 Candidate simulate_hot_switch_plan(const Scenario& scenario, const std::vector<SeqLengthCount>& batch,
                                    const std::vector<HotSwitchPhase>& phases, const MemoryEstimate& memory,
                                    const Profile& profile, bool record_op_timings, IterationGraph* graph_out) {
@@ -76,14 +87,7 @@ Candidate simulate_hot_switch_plan(const Scenario& scenario, const std::vector<S
     graph = std::move(iteration.graph);
     switches = std::move(iteration.switches);
   }
-  std::vector<PhaseWorkload> workloads;
-  std::vector<Strategy> strategies;
-  for (const HotSwitchPhase& phase : phases) {
-    workloads.push_back(phase.workload);
-    strategies.push_back(phase.strategy);
-  }
-  candidate.throughput =
-      phases_throughput(scenario, batch, workloads, strategies, to_seconds(candidate.result.iteration_ns));
+  candidate.throughput = hot_switch_throughput(scenario, batch, phases, to_seconds(candidate.result.iteration_ns));
   auto plan = std::make_shared<HotSwitchPlan>();
   plan->batch = batch;
   plan->phases = phases;

@@ -28,6 +28,11 @@ struct HotSwitchPlan final : FamilyPlan {
                      IterationGraph* graph) const override;
 };
 
+// Tokens per second, MFU and HFU of an iteration of `iteration_s` that trains `batch` in `phases`: real tokens,
+// model FLOPs per sequence of its own length (phases_throughput).
+Throughput hot_switch_throughput(const Scenario& scenario, const std::vector<SeqLengthCount>& batch,
+                                 const std::vector<HotSwitchPhase>& phases, double iteration_s);
+
 // Simulates the plan of `phases` whole (switch transfers and per-layer waits included; one phase: the
 // phase alone with its optimizer step): a feasible candidate holding a HotSwitchPlan.
 Candidate simulate_hot_switch_plan(const Scenario& scenario, const std::vector<SeqLengthCount>& batch,

@@ -5,20 +5,12 @@
 #include <nlohmann/json.hpp>
 
 #include "run_twin.hpp"
+#include "tests/reports/execution_fixture.hpp"
 
 namespace twin::test {
 namespace {
 
 const std::string kScenario = std::string(TWIN_SOURCE_DIR) + "/scenarios/llama2-7b-1xH200-hot-switch.json";
-
-std::filesystem::path copy_run(const std::filesystem::path& dir, const std::string& fixture) {
-  const std::filesystem::path copy = dir / fixture;
-  std::filesystem::copy(std::filesystem::path(TWIN_SOURCE_DIR) / "tests/traces/fixtures/executed" / fixture, copy,
-                        std::filesystem::copy_options::recursive);
-  for (const auto& entry : std::filesystem::recursive_directory_iterator(copy))
-    std::filesystem::permissions(entry.path(), std::filesystem::perms::owner_write, std::filesystem::perm_options::add);
-  return copy;
-}
 
 TEST(HotSwitchRun, PlanKeyWritesTheNamedCandidatesPlan) {
   TempDir dir("plan-key");
@@ -47,7 +39,7 @@ class RecordedFamilyRun : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(RecordedFamilyRun, GoesThroughReportAndRecalibration) {
   TempDir dir("family-run");
-  const std::filesystem::path run = copy_run(dir.path, GetParam());
+  const std::filesystem::path run = testing::copy_fixture(GetParam(), dir.path);
   Outcome report = run_twin("report " + run.string());
   ASSERT_EQ(report.exit_code, 0) << report.output;
   EXPECT_TRUE(std::filesystem::exists(run / "execution_report.html"));

@@ -78,7 +78,7 @@ TEST(HotSwitchPlanFile, TheSearchedPhasesAndGraphComeBackFromBestJson) {
   const nlohmann::json document = plan_document(scenario, "hot-switch:");
   const Plan plan = parse_plan(document, "best.json");
   const PlanGraphs lowered = plan_graphs(plan, "best.json");
-  EXPECT_EQ(lowered.family, "hot-switch");
+  EXPECT_EQ(lowered.family(), "hot-switch");
   EXPECT_EQ(lowered.key, document.at("family_plan").at("key"));
   ASSERT_EQ(lowered.parts.size(), document.at("family_plan").at("detail").at("phases").size());
   ASSERT_EQ(lowered.graph.classes.size(), lowered.parts.size());  // one GPU: one class per phase

@@ -52,7 +52,7 @@ std::string error_path(const nlohmann::json& document) {
 TEST(PerLayerPlanFile, TheSearchedLayersAndGraphComeBackFromBestJson) {
   const nlohmann::json document = plan_document(one_gpu_scenario());
   const PlanGraphs lowered = plan_graphs(parse_plan(document, "best.json"), "best.json");
-  EXPECT_EQ(lowered.family, "per-layer");
+  EXPECT_EQ(lowered.family(), "per-layer");
   EXPECT_EQ(lowered.key, document.at("family_plan").at("key"));
   ASSERT_EQ(lowered.parts.size(), 1u);
   const std::vector<Recompute>& recompute = lowered.parts[0].layer_recompute;
