@@ -19,6 +19,7 @@ struct SimulateOptions {
   bool quiet = false;
   bool scale_profile = false;  // price GPUs the profile does not describe from another's, scaled
   bool exhaustive = false;     // simulate every feasible candidate (no pruning by lower bound)
+  bool full_replay = false;    // replay every iteration whole (no steady-state extrapolation)
 };
 
 void add_simulate_command(CLI::App& app, SimulateOptions& options);
@@ -43,6 +44,7 @@ struct ValidateOptions {
   int jobs = 0;
   std::string fit_family;           // non-empty: fit this family's in-situ prior on `groups` first
   bool scale_profile = false;
+  bool full_replay = false;         // replay every iteration whole (no steady-state extrapolation)
 };
 
 void add_validate_command(CLI::App& app, ValidateOptions& options);

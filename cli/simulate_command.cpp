@@ -61,6 +61,11 @@ void add_simulate_command(CLI::App& app, SimulateOptions& options) {
                 "Simulate every feasible candidate. Without it the search simulates in order of a lower bound\n"
                 "(each candidate's compute alone) and skips those whose bound is slower than the 10th fastest\n"
                 "(or K-th, with --top K > 10) simulated: the top ranks are the same, the rest say \"not simulated\"");
+  sub->add_flag("--full-replay", options.full_replay,
+                "Replay every candidate's whole iteration. Without it a pipeline with at least 4.5x as many\n"
+                "micro-batches as stages (GPipe, 1F1B; 7.5x interleaved) is replayed at 1x and 2x its depth (2x and\n"
+                "3x interleaved) and its steady state extrapolated (iteration within 0.1% of the whole replay; ranking.csv's replay\n"
+                "column says which); the top K, best.json and traces are always replayed whole");
   sub->add_flag("--scale-profile", options.scale_profile,
                 "Price a GPU the profile does not describe from another GPU's measurements, scaled by their\n"
                 "datasheet ratios (bf16 peak, HBM bandwidth); without it such a GPU is an error");
@@ -152,6 +157,8 @@ int run_simulate(const SimulateOptions& options) {
     try {
       SearchOptions search_options{options.jobs, Progress(quiet), group.processes()};
       search_options.exhaustive = options.exhaustive;
+      search_options.full_replay = options.full_replay;
+      search_options.whole_top = std::max(1, options.top);  // the winner and the traced K: whole replays
       search_options.exact_top = std::max(kExactTop, options.top);
       return search(scenario, profile, plan_families(), search_options);
     } catch (const std::exception& e) {
@@ -171,9 +178,8 @@ int run_simulate(const SimulateOptions& options) {
   std::vector<Candidate> ranked = search_share(options.quiet);
   std::size_t feasible = std::count_if(ranked.begin(), ranked.end(), [](const Candidate& c) { return c.feasible; });
 
-  write_file_atomically(folder.staged("ranking.csv"), ranking_csv(scenario, ranked));
-
   if (feasible == 0) {
+    write_file_atomically(folder.staged("ranking.csv"), ranking_csv(scenario, ranked));
     write_file_atomically(folder.staged("report.html"), html_report(scenario, ranked, IterationGraph{}, Candidate{}));
     folder.publish();  // the previous run's best.json and traces go too: nothing here is runnable
     spdlog::error("{}", no_feasible_strategy_message(scenario, ranked, out / "ranking.csv"));
@@ -201,6 +207,10 @@ int run_simulate(const SimulateOptions& options) {
   if (chosen >= static_cast<std::size_t>(std::max(1, traced))) {
     best = evaluate_again(scenario, profile, ranked[chosen], true, &best_graph);
     best.memory = ranked[chosen].memory;
+    // Beyond the top K its row may hold a steady-state extrapolation: show the whole replay best.json holds.
+    ranked[chosen].result = best.result;
+    for (ClassResult& c : ranked[chosen].result.classes) c.op_timings = {};  // best holds them
+    ranked[chosen].throughput = best.throughput;
   }
   for (int k = 0; k < std::max(1, traced); ++k) {
     const std::string key = ranked[k].key();
@@ -216,6 +226,7 @@ int run_simulate(const SimulateOptions& options) {
       best_graph = std::move(graph);
     }
   }
+  write_file_atomically(folder.staged("ranking.csv"), ranking_csv(scenario, ranked));
   write_best_plan(folder.staged("best.json"), scenario, best, best_graph);  // one op per line
   write_file_atomically(folder.staged("megatron_args.txt"), megatron_args(scenario, best));
   write_file_atomically(folder.staged("report.html"), html_report(scenario, ranked, best_graph, best));

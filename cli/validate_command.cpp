@@ -32,6 +32,8 @@ void add_validate_command(CLI::App& app, ValidateOptions& options) {
       ->check(CLI::Range(0, 4096));
   sub->add_flag("--scale-profile", options.scale_profile,
                 "Price a row's GPU the profile does not describe from another GPU's measurements, scaled");
+  sub->add_flag("--full-replay", options.full_replay,
+                "Replay every candidate's whole iteration (no steady-state extrapolation of long pipelines)");
   sub->add_option("--fit-prior", options.fit_family,
                   "Fit the in-situ prior of this GPU family (e.g. ampere) on the chosen groups, print it,\n"
                   "and predict the whole table with it");
@@ -44,6 +46,7 @@ int run_validate(const ValidateOptions& options) {
   ValidationOptions run;
   run.jobs = options.jobs;
   run.groups = options.groups;
+  run.full_replay = options.full_replay;
   for (const std::string& group : options.groups)
     if (std::none_of(table.rows.begin(), table.rows.end(), [&](const PublishedRow& r) { return r.group == group; }))
       throw InputError(options.table, "/rows", fmt::format("a row of group \"{}\" (--group)", group));

@@ -34,12 +34,20 @@ const std::vector<std::string>& ranking_csv_columns() {
       "optimizer_s",
       "infeasible_reason",
       "plan",
+      "replay",
   };
   return columns;
 }
 
 
 namespace {
+
+// How the iteration was simulated: replayed whole, or extrapolated from two shorter replays of its steady state.
+std::string replay_text(const SteadyStateReplay& steady_state) {
+  if (!steady_state.extrapolated()) return "whole";
+  return "steady state of " + std::to_string(steady_state.first_micro_batches) + " and " +
+         std::to_string(steady_state.second_micro_batches) + " micro-batches";
+}
 
 void append_row(std::string& csv, const std::vector<std::string>& fields) {
   for (std::size_t i = 0; i < fields.size(); ++i) {
@@ -85,6 +93,7 @@ std::vector<std::string> candidate_row(const Candidate& candidate, int rank) {
   row.push_back(when_simulated(seconds_text(result.breakdown.optimizer_ns)));
   row.push_back(candidate.feasible ? std::string() : candidate.infeasible_reason);
   row.push_back(candidate.plan ? candidate.plan->summary() : std::string());
+  row.push_back(when_simulated(replay_text(result.steady_state)));
   return row;
 }
 

@@ -16,17 +16,14 @@
 #include "sim/links.hpp"
 
 namespace twin::sim {
-namespace {
 
-// Simulated time ends at 1e17 ns (about three years): only an implausibly slow GPU or link gets there,
-// and the integer clock must never wrap (at 9.2e18 ns).
-constexpr TimeNs kHorizonNs = TimeNs{100'000'000} * kNsPerS;
-
-[[noreturn]] void beyond_horizon() {
+void beyond_horizon() {
   throw std::range_error(
       "the simulated iteration would last more than 1e17 ns (3 years): a speed or bandwidth of the scenario's "
       "cluster or of the profile is implausibly small");
 }
+
+namespace {
 
 // Float error must not add a nanosecond to an exact result: 1000 ns at 1.5x is 1500, not 1501.
 TimeNs ceil_ns(double ns) {

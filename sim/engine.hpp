@@ -21,6 +21,11 @@
 
 namespace twin::sim {
 
+// Simulated time ends at 1e17 ns (about three years): only an implausibly slow GPU or link gets there, and the
+// integer clock must never wrap (at 9.2e18 ns). Throws std::range_error saying so.
+inline constexpr TimeNs kHorizonNs = TimeNs{100'000'000} * kNsPerS;
+[[noreturn]] void beyond_horizon();
+
 // `graph` is the one `flat` was built from (used to name ops in errors). Throws std::logic_error naming a
 // stuck op of each class when nothing can run while ops remain (a deadlock: a lowering bug).
 IterationResult run_engine(const FlatIteration& flat, const IterationGraph& graph, const SimOptions& options);

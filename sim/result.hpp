@@ -32,12 +32,22 @@ struct ClassResult {
   std::vector<OpTiming> op_timings;      // indexed by OpIndex; empty unless recorded
 };
 
+// An iteration extrapolated from two shorter replays of its pipeline's steady state (strategies/steady_state.hpp):
+// the micro-batch counts replayed. Zeros for an iteration replayed whole.
+struct SteadyStateReplay {
+  int first_micro_batches = 0;
+  int second_micro_batches = 0;
+  bool extrapolated() const { return second_micro_batches > 0; }
+  bool operator==(const SteadyStateReplay&) const = default;
+};
+
 struct IterationResult {
   TimeNs iteration_ns = 0;               // max over classes of finish_ns
   int critical_class = 0;
   TimeBreakdown breakdown;               // of the critical class
   std::vector<ClassResult> classes;
   std::uint64_t events = 0;              // events the engine processed
+  SteadyStateReplay steady_state;        // set when extrapolated rather than replayed whole
 };
 
 }  // namespace twin

@@ -7,12 +7,14 @@
 
 #include <algorithm>
 #include <limits>
+#include <optional>
 #include <set>
 
 #include <fmt/format.h>
 
 #include "core/parallel_for.hpp"
 #include "strategies/simulated_results.hpp"
+#include "strategies/steady_state.hpp"
 #include "sim/price_cache.hpp"
 #include "sim/simulate.hpp"
 #include "strategies/lower_bound.hpp"
@@ -99,6 +101,31 @@ bool faster(const Candidate& a, const Candidate& b) {
   return a.key() < b.key();
 }
 
+// `candidates` ranked (feasible first, fastest first): until none of the `count` fastest was extrapolated, those
+// that were are simulated again whole and the feasible ones re-sorted. Each pass replays at least one more whole.
+void replay_fastest_whole(const Scenario& scenario, const Profile& profile, std::vector<Candidate>& candidates,
+                          std::size_t count, int jobs, sim::PriceCache& prices) {
+  const auto feasible_end = std::find_if(candidates.begin(), candidates.end(), [](const Candidate& c) {
+    return !c.feasible;
+  });
+  const std::size_t feasible = static_cast<std::size_t>(feasible_end - candidates.begin());
+  for (;;) {
+    std::vector<std::size_t> again;
+    for (std::size_t i = 0; i < std::min(count, feasible); ++i)
+      if (candidates[i].result.steady_state.extrapolated()) again.push_back(i);
+    if (again.empty()) return;
+    parallel_for(again.size(), jobs, [&](std::size_t k) {
+      Candidate& c = candidates[again[k]];
+      MemoryEstimate memory = std::move(c.memory);
+      const TimeNs bound = c.lower_bound_ns;
+      c = evaluate(scenario, profile, c.strategy, false, nullptr, &prices, Replay::whole);
+      c.memory = std::move(memory);
+      c.lower_bound_ns = bound;
+    });
+    std::stable_sort(candidates.begin(), candidates.begin() + static_cast<std::ptrdiff_t>(feasible), faster);
+  }
+}
+
 }  // namespace
 
 std::vector<Candidate> enumerate_candidates(const Scenario& scenario) {
@@ -125,15 +152,22 @@ std::vector<Candidate> enumerate_candidates(const Scenario& scenario) {
 }
 
 Candidate evaluate(const Scenario& scenario, const Profile& profile, const Strategy& strategy, bool record_op_timings,
-                   IterationGraph* graph_out, sim::PriceCache* prices) {
+                   IterationGraph* graph_out, sim::PriceCache* prices, Replay replay) {
   Candidate candidate;
   candidate.strategy = strategy;
   candidate.memory = estimate_memory(scenario, strategy);
   candidate.feasible = true;
-  IterationGraph graph = lower_to_op_graphs(scenario, strategy, profile, &candidate.strand_pairings);
-  candidate.result = simulate_iteration(graph, scenario.cluster, profile, SimOptions{record_op_timings, prices});
+  const bool whole_graph_wanted = record_op_timings || graph_out != nullptr;
+  const std::optional<SteadyStateReplay> steady =
+      replay == Replay::steady_state && !whole_graph_wanted ? steady_state_replay(scenario, strategy) : std::nullopt;
+  if (steady) {
+    candidate.result = simulate_steady_state(scenario, strategy, profile, *steady, prices);
+  } else {
+    IterationGraph graph = lower_to_op_graphs(scenario, strategy, profile, &candidate.strand_pairings);
+    candidate.result = simulate_iteration(graph, scenario.cluster, profile, SimOptions{record_op_timings, prices});
+    if (graph_out) *graph_out = std::move(graph);
+  }
   candidate.throughput = throughput(scenario, strategy, to_seconds(candidate.result.iteration_ns));
-  if (graph_out) *graph_out = std::move(graph);
   return candidate;
 }
 
@@ -180,6 +214,10 @@ std::vector<Candidate> search(const Scenario& scenario, const Profile& profile,
     }
   };
   sim::PriceCache prices;  // the candidates repeat each other's op shapes
+  // Extrapolating saves nothing where every candidate would be replayed whole at the end anyway.
+  const std::size_t whole_top = static_cast<std::size_t>(std::max(0, options.whole_top));
+  const Replay replay =
+      options.full_replay || to_simulate.size() <= whole_top ? Replay::whole : Replay::steady_state;
   // Progress over every round: done of this process's share of what may be simulated (the pruned end it early).
   const int planned = static_cast<int>(
       (to_simulate.size() + static_cast<std::size_t>(processes.count) - 1 - static_cast<std::size_t>(processes.rank)) /
@@ -197,7 +235,7 @@ std::vector<Candidate> search(const Scenario& scenario, const Profile& profile,
           Candidate& c = candidates[i];
           MemoryEstimate memory = std::move(c.memory);
           const TimeNs bound = c.lower_bound_ns;
-          c = evaluate(scenario, profile, c.strategy, false, nullptr, &prices);
+          c = evaluate(scenario, profile, c.strategy, false, nullptr, &prices, replay);
           c.memory = std::move(memory);
           c.lower_bound_ns = bound;
         },
@@ -237,6 +275,7 @@ std::vector<Candidate> search(const Scenario& scenario, const Profile& profile,
       return a.lower_bound_ns != b.lower_bound_ns ? a.lower_bound_ns < b.lower_bound_ns : a.key() < b.key();
     return false;
   });
+  replay_fastest_whole(scenario, profile, candidates, whole_top, options.jobs, prices);
   return candidates;
 }
 

@@ -99,6 +99,12 @@ struct SearchOptions {
   // whose lower bound is slower than the exact_top-th fastest simulated are not simulated).
   bool exhaustive = false;
   int exact_top = kExactTop;
+  // Replay every candidate's iteration whole (else a long pipeline's steady state is extrapolated from two
+  // shorter replays where that holds at most 2/3 of its micro-batches: strategies/steady_state.hpp).
+  bool full_replay = false;
+  // The fastest this many are replayed whole in any case (an extrapolated one is simulated again and the ranking
+  // re-sorted until they all were): the winner and top K that twin simulate prints, traces and writes.
+  int whole_top = 0;
 };
 
 // One plan family's search: its candidates for the scenario (feasible ones simulated), none where the
@@ -113,11 +119,15 @@ using FamilySearch = std::function<std::vector<Candidate>(const Scenario& scenar
 std::vector<Candidate> search(const Scenario& scenario, const Profile& profile,
                               const std::vector<FamilySearch>& families, const SearchOptions& options = {});
 
+// How much of an iteration a simulation replays: all of it, or (where strategies/steady_state.hpp applies, and no op
+// timings or graph are asked for) two shorter replays of its steady state, extrapolated.
+enum class Replay { whole, steady_state };
+
 // Simulates one complete, valid strategy (used by search and by the report for the top K). With `graph`,
 // hands back the op graphs it simulated, so that traces and plans show exactly those; with `prices`, shares
 // compute-op prices with the search's other simulations (sim/price_cache.hpp).
 Candidate evaluate(const Scenario& scenario, const Profile& profile, const Strategy& strategy, bool record_op_timings,
-                   IterationGraph* graph = nullptr, sim::PriceCache* prices = nullptr);
+                   IterationGraph* graph = nullptr, sim::PriceCache* prices = nullptr, Replay replay = Replay::whole);
 
 // Calls `visit` for every op of every feasible candidate's op graphs: the shapes a calibration of this
 // scenario must measure.

@@ -36,6 +36,8 @@ std::string simulated_results_to_string(const std::vector<Candidate>& candidates
                    {"critical_class", c.result.critical_class},
                    {"breakdown", breakdown_json(c.result.breakdown)},
                    {"events", c.result.events},
+                   {"steady_state",
+                    {c.result.steady_state.first_micro_batches, c.result.steady_state.second_micro_batches}},
                    {"classes", classes},
                    {"throughput", {t.iteration_s, t.tokens_per_s, t.mfu, t.hfu}},
                    {"strand_pairings", pairings}});
@@ -56,6 +58,7 @@ void read_simulated_results(const std::string& text, std::vector<Candidate>& can
       c.result.critical_class = r.at("critical_class").get<int>();
       c.result.breakdown = breakdown_from(r.at("breakdown"));
       c.result.events = r.at("events").get<std::uint64_t>();
+      c.result.steady_state = {r.at("steady_state").at(0).get<int>(), r.at("steady_state").at(1).get<int>()};
       for (const json& k : r.at("classes"))
         c.result.classes.push_back({k.at(0).get<TimeNs>(), breakdown_from(k.at(1)), k.at(2).get<TimeNs>(), {}});
       const json& t = r.at("throughput");

@@ -29,8 +29,10 @@ RowPrediction predict_row(const PublishedTable& table, const PublishedRow& row, 
   const Profile for_row = profile_for_cluster(profile, row.scenario.cluster,
                                               options.scale_profile || row.scenario.profile_scaling, table.source,
                                               row.json_path + "/scenario");
-  const std::vector<Candidate> ranked =
-      search(row.scenario, for_row, plan_families(), SearchOptions{options.jobs, {}});
+  SearchOptions search_options{options.jobs, {}};
+  search_options.full_replay = options.full_replay;
+  search_options.whole_top = 1;  // the row's prediction is its winner's whole replay
+  const std::vector<Candidate> ranked = search(row.scenario, for_row, plan_families(), search_options);
   p.candidates = static_cast<int>(ranked.size());
   p.simulated = static_cast<int>(std::count_if(ranked.begin(), ranked.end(), [](const Candidate& c) {
     return c.result.iteration_ns > 0;

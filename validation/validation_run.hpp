@@ -40,6 +40,7 @@ struct ValidationOptions {
   int jobs = 0;                            // threads per row's search (0: all cores)
   std::vector<std::string> groups;         // empty: every row
   bool scale_profile = false;              // GPUs the profile does not describe: scaled (else an error)
+  bool full_replay = false;                // replay every iteration whole (strategies/steady_state.hpp)
   std::function<void(const RowPrediction&)> on_row;  // after each row, e.g. to print it
 };
 

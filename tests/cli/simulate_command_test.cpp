@@ -3,6 +3,11 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -146,10 +151,53 @@ TEST(SimulateCommand, AnMpiRunWritesWhatOneProcessWrites) {
 #endif
 }
 
+// Rows of ranking.csv as fields (no quoted commas in the columns read here: key, time and replay).
+std::vector<std::vector<std::string>> csv_rows(const std::string& text) {
+  std::vector<std::vector<std::string>> rows;
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    std::vector<std::string> fields;
+    std::istringstream cells(line);
+    for (std::string cell; std::getline(cells, cell, ',');) fields.push_back(cell);
+    if (!line.empty() && line.back() == ',') fields.emplace_back();
+    rows.push_back(fields);
+  }
+  return rows;
+}
+
+// Long pipelines are extrapolated from their steady state, except the top K; --full-replay replays all whole.
+TEST(SimulateCommand, LongPipelinesAreExtrapolatedButTheTopKAndBestJsonAreWholeReplays) {
+  TempDir dir("steady");
+  const std::string scenario = std::string(TWIN_SOURCE_DIR) + "/scenarios/llama2-7b-8xH100.json";
+  const std::string a = (dir.path / "a").string(), b = (dir.path / "b").string();
+  ASSERT_EQ(run_twin("simulate " + scenario + " --quiet --exhaustive --top 2 --out " + a).exit_code, 0);
+  ASSERT_EQ(run_twin("simulate " + scenario + " --quiet --exhaustive --top 2 --full-replay --out " + b).exit_code, 0);
+  EXPECT_EQ(read_file(dir.path / "a" / "best.json"), read_file(dir.path / "b" / "best.json"));
+  const auto steady = csv_rows(read_file(dir.path / "a" / "ranking.csv"));
+  const auto whole = csv_rows(read_file(dir.path / "b" / "ranking.csv"));
+  ASSERT_EQ(steady.front().back(), "replay");
+  std::map<std::string, double> whole_time;
+  for (std::size_t i = 1; i < whole.size(); ++i) {
+    if (whole[i][0].empty()) continue;  // not ranked
+    EXPECT_EQ(whole[i].back(), "whole");
+    whole_time[whole[i][1]] = std::stod(whole[i][16]);
+  }
+  int extrapolated = 0;
+  for (std::size_t i = 1; i < steady.size(); ++i) {
+    if (steady[i][0].empty()) continue;
+    if (i <= 2) EXPECT_EQ(steady[i], whole[i]);  // the top two: the same rows, whole replays
+    if (steady[i].back().rfind("steady state of ", 0) == 0) ++extrapolated;
+    ASSERT_TRUE(whole_time.count(steady[i][1])) << steady[i][1];
+    EXPECT_NEAR(std::stod(steady[i][16]), whole_time[steady[i][1]], 1e-3 * whole_time[steady[i][1]]) << steady[i][1];
+  }
+  EXPECT_GT(extrapolated, 100);
+}
+
 TEST(SimulateCommand, HelpExplainsEveryOption) {
   Outcome help = run_twin("simulate --help");
   EXPECT_EQ(help.exit_code, 0);
-  for (const char* option : {"--profile", "--out", "--top", "--jobs", "--quiet", "ranking.csv", "best.json"})
+  for (const char* option : {"--profile", "--out", "--top", "--jobs", "--quiet", "--full-replay", "ranking.csv", "best.json"})
     EXPECT_NE(help.output.find(option), std::string::npos) << option;
 }
 
