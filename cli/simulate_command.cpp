@@ -59,7 +59,7 @@ void add_simulate_command(CLI::App& app, SimulateOptions& options) {
                   "beside a hot-switching winner");
   sub->add_flag("--exhaustive", options.exhaustive,
                 "Simulate every feasible candidate. Without it the search simulates in order of a lower bound\n"
-                "(each candidate's compute alone) and skips those whose bound is slower than the 10th fastest\n"
+                "(each candidate's compute and the communication it must wait through) and skips those whose bound is slower than the 10th fastest\n"
                 "(or K-th, with --top K > 10) simulated: the top ranks are the same, the rest say \"not simulated\"");
   sub->add_flag("--full-replay", options.full_replay,
                 "Replay every candidate's whole iteration. Without it a pipeline with at least 4.5x as many\n"

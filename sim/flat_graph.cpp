@@ -15,6 +15,7 @@
 #include <string>
 #include <stdexcept>
 #include <tuple>
+#include <unordered_map>
 
 namespace twin::sim {
 namespace {
@@ -45,7 +46,7 @@ class ComputeTimes {
   const Profile& profile_;
   const GpuSpec& gpu_;
   PriceCache* shared_;
-  std::map<PriceKey, TimeNs> cache_;
+  std::unordered_map<PriceKey, TimeNs, PriceKeyHash, PriceKeyEqual> cache_;
 };
 
 // Every link a plan crosses must exist: a zero bandwidth would stall the flow forever.
@@ -274,20 +275,74 @@ void PassCompute::add(const Op& op, TimeNs ns) {
   if (op.recomputed) recomputed_ns += ns;
 }
 
+namespace {
+
+// The pass an op belongs to: its micro-batch, chunk and direction (a recomputed forward runs in the backward
+// pass); every optimizer-phase op shares one.
+std::tuple<int, int, int> pass_of(const Op& op) {
+  if (op.phase == Phase::optimizer) return {-1, -1, 2};
+  return {op.micro_batch, op.chunk, op.phase == Phase::backward || op.recomputed ? 1 : 0};
+}
+
+// The longest communication op that waits for compute op `before` and that compute op `after` waits for, alone on
+// its links; 0 for none.
+TimeNs waited_through_ns(const IterationGraph& graph, int c, OpIndex before, OpIndex after, PlanTable& plans,
+                         const LinkParams& links, std::vector<CollectivePlan>& made) {
+  const RankClass& rank_class = graph.classes[c];
+  double longest = 0;
+  for (auto [e, end] = boost::in_edges(after, rank_class.graph); e != end; ++e) {
+    const OpIndex between = static_cast<OpIndex>(boost::source(*e, rank_class.graph));
+    const Op& op = rank_class.op(between);
+    const bool collective = op.is_communication() && op.kind != OpKind::send && op.kind != OpKind::recv;
+    if (!collective && !is_ring_send(op)) continue;
+    if (!boost::edge(before, between, rank_class.graph).second) continue;
+    std::uint32_t plan = 0;
+    if (is_ring_send(op)) {
+      const bool crosses_nodes = rank_class.spans[static_cast<int>(op.group)].nodes > 1;
+      plan = plans.point_to_point(op.bytes, crosses_nodes ? LinkKind::inter_node : LinkKind::intra_node,
+                                  OpRef{graph, c, between});
+    } else {
+      const GroupSpan* span = rank_class.span_of(op.group, op.group_size);
+      if (!span) continue;  // flattening reports it
+      plan = plans.collective(op, *span, OpRef{graph, c, between});
+    }
+    longest = std::max(longest, isolated_time_ns(made[plan], static_cast<double>(op.bytes), links));
+  }
+  return static_cast<TimeNs>(std::floor(longest));  // the engine rounds its times up
+}
+
+}  // namespace
+
 std::vector<ComputeBusy> compute_busy(const IterationGraph& graph, const Cluster& cluster, const Profile& profile,
                                       PriceCache* prices) {
   std::vector<ComputeBusy> busy;
   busy.reserve(graph.classes.size());
-  for (const RankClass& rank_class : graph.classes) {
+  for (int c = 0; c < static_cast<int>(graph.classes.size()); ++c) {
+    const RankClass& rank_class = graph.classes[c];
     if (rank_class.node_group < 0 || rank_class.node_group >= static_cast<int>(cluster.node_groups.size()))
       throw std::logic_error("node group " + std::to_string(rank_class.node_group) + " does not exist");
-    ComputeTimes compute_times(profile, cluster.node_groups[rank_class.node_group].gpu, prices);
+    const NodeGroup& group = cluster.node_groups[rank_class.node_group];
+    ComputeTimes compute_times(profile, group.gpu, prices);
+    FlatClass plans_only;  // the plans of the communication waited through, as flattening makes them
+    plans_only.links = link_params(group, cluster.network, profile);
+    PlanTable plans(plans_only, profile, group.gpu);
+    bool one_compute_stream = true;
+    for (OpIndex i = 0; i < rank_class.size(); ++i)
+      if (rank_class.op(i).stream == Stream::compute2) one_compute_stream = false;
     ComputeBusy total;
     total.stage = rank_class.stage;
+    OpIndex previous = 0;
+    bool any_previous = false;
     for (OpIndex i = 0; i < rank_class.size(); ++i) {
       const Op& op = rank_class.op(i);
       if (op.is_communication()) continue;
-      const TimeNs ns = compute_times(op);
+      TimeNs ns = compute_times(op);
+      if (one_compute_stream && op.stream == Stream::compute) {
+        if (any_previous && pass_of(rank_class.op(previous)) == pass_of(op))
+          ns += waited_through_ns(graph, c, previous, i, plans, plans_only.links, plans_only.plans);
+        previous = i;
+        any_previous = true;
+      }
       if (op.phase == Phase::optimizer) {
         total.optimizer_ns += ns;
         continue;

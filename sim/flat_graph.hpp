@@ -60,16 +60,24 @@ struct FlatIteration {
 FlatIteration flatten(const IterationGraph& graph, const Cluster& cluster, const Profile& profile,
                       PriceCache* prices = nullptr);
 
-// A rank class's compute ops priced one after another (their nominal times summed): those of the optimizer
-// phase, which run once per iteration, apart from the others. The engine runs no compute op faster than its
-// price and shares a GPU among the compute ops in progress (sim/engine.hpp), so no class finishes an iteration
-// sooner than the sum of both: a lower bound that needs no event replay.
+// A rank class's compute ops priced one after another (their nominal times summed), with the communication its
+// compute stream must wait through (below): those of the optimizer phase, which run once per iteration, apart from
+// the others. The engine runs no compute op faster than its price and shares a GPU among the compute ops in
+// progress (sim/engine.hpp), so no class finishes an iteration sooner than the sum of both: a lower bound that needs
+// no event replay.
+//
+// Waited-through communication: a collective (or ring step) C that waits for compute op A and that the next
+// compute op B of the same stream waits for, A and B in one pass (micro-batch, chunk, forward or backward) or both
+// in the optimizer phase: the stream idles from A's end to B's start, at least C's time alone on its links (no
+// flow shares them, no compute beside it to slow it: what the engine gives is never shorter). Counted in the pass
+// of B, the largest C where several sit between A and B; not with two compute streams (double strand), where the
+// other strand may fill the wait. Mostly the TP collectives without userbuffers and the loss all-reduce.
 struct PassCompute {
   TimeNs forward_ns = 0;     // forward passes (a recomputed forward runs in the backward pass: not here)
   TimeNs backward_ns = 0;    // backward passes, recomputed forwards included
   TimeNs recomputed_ns = 0;  // the recomputed forwards alone
   TimeNs total_ns() const { return forward_ns + backward_ns; }
-  void add(const Op& op, TimeNs ns);  // a compute op outside the optimizer phase
+  void add(const Op& op, TimeNs ns);  // a compute op (or the wait before it) outside the optimizer phase
 };
 struct ComputeBusy {
   int stage = 0;

@@ -20,6 +20,25 @@ PriceKey price_key(const Op& op) {
               static_cast<std::int64_t>(op.optimizer_precision.exp_avg_sq)};
 }
 
+std::size_t PriceKeyHash::operator()(const PriceKey& key) const {
+  // Independent products (the loop vectorises; a multiply chain like FNV's waits on itself), then a final mix.
+  std::uint64_t hash = 0;
+  std::uint64_t factor = 0x9e3779b97f4a7c15ULL;
+  for (std::int64_t word : key) {
+    hash += static_cast<std::uint64_t>(word) * factor;
+    factor += 0xbf58476d1ce4e5b9ULL;
+  }
+  return static_cast<std::size_t>((hash ^ (hash >> 31)) * 0x94d049bb133111ebULL);
+}
+
+bool PriceKeyEqual::operator()(const PriceKey& a, const PriceKey& b) const {
+  return std::memcmp(a.data(), b.data(), sizeof(PriceKey)) == 0;
+}
+
+std::size_t PriceCache::GpuPriceKeyHash::operator()(const std::pair<const GpuSpec*, PriceKey>& key) const {
+  return PriceKeyHash{}(key.second) ^ (std::hash<const GpuSpec*>{}(key.first) * 0x9e3779b97f4a7c15ULL);
+}
+
 TimeNs PriceCache::get_or_compute(const GpuSpec& gpu, const PriceKey& key, const std::function<TimeNs()>& compute) {
   {
     std::lock_guard lock(mutex_);

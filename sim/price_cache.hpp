@@ -6,7 +6,7 @@
 #include <array>
 #include <cstdint>
 #include <functional>
-#include <map>
+#include <unordered_map>
 #include <mutex>
 #include <utility>
 
@@ -21,6 +21,13 @@ namespace twin::sim {
 // collective serves: priced by shape alike) are left out.
 using PriceKey = std::array<std::int64_t, 30>;
 PriceKey price_key(const Op& op);
+// For hash maps of prices: every flattening looks up each compute op's key (a search, millions of times).
+struct PriceKeyHash {
+  std::size_t operator()(const PriceKey& key) const;
+};
+struct PriceKeyEqual {
+  bool operator()(const PriceKey& a, const PriceKey& b) const;
+};
 
 class PriceCache {
  public:
@@ -30,7 +37,10 @@ class PriceCache {
 
  private:
   std::mutex mutex_;
-  std::map<std::pair<const GpuSpec*, PriceKey>, TimeNs> prices_;
+  struct GpuPriceKeyHash {
+    std::size_t operator()(const std::pair<const GpuSpec*, PriceKey>& key) const;
+  };
+  std::unordered_map<std::pair<const GpuSpec*, PriceKey>, TimeNs, GpuPriceKeyHash> prices_;
 };
 
 }  // namespace twin::sim

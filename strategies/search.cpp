@@ -91,7 +91,7 @@ void mark_pruned(Candidate& c, std::size_t keep, TimeNs beat) {
   c.feasible = false;
   c.pruned = true;
   c.infeasible_reason = fmt::format(
-      "not simulated: its compute alone takes at least {:.4f} s, slower than the {} fastest simulated (the {}th: "
+      "not simulated: its compute and the communication it waits through take at least {:.4f} s, slower than the {} fastest simulated (the {}th: "
       "{:.4f} s); twin simulate --exhaustive simulates every candidate",
       to_seconds(c.lower_bound_ns), keep, keep, to_seconds(beat));
 }
