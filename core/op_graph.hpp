@@ -14,7 +14,10 @@
 
 namespace twin {
 
-using OpGraph = boost::adjacency_list<boost::vecS, boost::vecS, boost::bidirectionalS, Op>;
+// The edge list in a vector, not Boost's default std::list: edges are only ever added, and a list node per
+// dependency was a heap allocation and a free per edge.
+using OpGraph = boost::adjacency_list<boost::vecS, boost::vecS, boost::bidirectionalS, Op, boost::no_property,
+                                      boost::no_property, boost::vecS>;
 using OpIndex = std::uint32_t;
 
 // A communicator's placement: `size` ranks, `ranks_per_node` of them share a node, over `nodes` nodes.
