@@ -4,6 +4,7 @@
 #pragma once
 #include <array>
 #include <cstdint>
+#include <limits>
 #include <string>
 #include <utility>
 #include <vector>
@@ -19,6 +20,7 @@ namespace twin {
 using OpGraph = boost::adjacency_list<boost::vecS, boost::vecS, boost::bidirectionalS, Op, boost::no_property,
                                       boost::no_property, boost::vecS>;
 using OpIndex = std::uint32_t;
+inline constexpr OpIndex kNoOpIndex = std::numeric_limits<OpIndex>::max();
 
 // A communicator's placement: `size` ranks, `ranks_per_node` of them share a node, over `nodes` nodes.
 struct GroupSpan {
@@ -42,9 +44,16 @@ struct RankClass {
   // spans[kind].size runs on the entry here of its kind and size.
   std::vector<std::pair<GroupKind, GroupSpan>> extra_spans;
   std::string label;      // "stage 0", shown in reports and traces
-  OpGraph graph;
+  OpGraph graph;  // ops are added through add(), which keeps last_on() current
 
-  OpIndex add(const Op& op) { return static_cast<OpIndex>(boost::add_vertex(op, graph)); }
+  OpIndex add(const Op& op) {
+    const auto index = static_cast<OpIndex>(boost::add_vertex(op, graph));
+    if (op.stream < Stream::count) last_of_stream_[static_cast<int>(op.stream)] = index;
+    return index;
+  }
+  // The last op added on `stream`, or kNoOpIndex when none (kept as ops are added: a search asks it of graphs
+  // of millions of ops, which a scan back through them read whole from memory).
+  OpIndex last_on(Stream stream) const { return last_of_stream_.at(static_cast<int>(stream)); }
   // `then` starts only after `first` has finished (an event wait; stream order needs no edge).
   void add_dependency(OpIndex first, OpIndex then) { boost::add_edge(first, then, graph); }
   std::size_t size() const { return boost::num_vertices(graph); }
@@ -57,6 +66,14 @@ struct RankClass {
       if (extra_kind == kind && span.size == size) return &span;
     return nullptr;
   }
+
+ private:
+  static std::array<OpIndex, kStreamCount> no_ops() {
+    std::array<OpIndex, kStreamCount> none;
+    none.fill(kNoOpIndex);
+    return none;
+  }
+  std::array<OpIndex, kStreamCount> last_of_stream_ = no_ops();
 };
 
 struct IterationGraph {

@@ -163,12 +163,13 @@ class Engine {
     // start_op's time (perf annotate, the 1T 64-stage pipeline).
     const FlatClass& flat_class = flat_.classes[c];
     const FlatOp& op = flat_class.ops[i];
-    for (std::uint32_t s = op.successors_begin; s < op.successors_end; ++s) {
-      const FlatOp& next = flat_class.ops[flat_class.successors[s]];
-      __builtin_prefetch(&next);
-      __builtin_prefetch(&next.kind);  // 56-byte ops straddle cache lines
-      __builtin_prefetch(&run.pending[flat_class.successors[s]]);
-    }
+    const auto prefetch = [&](std::uint32_t next) {
+      __builtin_prefetch(&flat_class.ops[next]);
+      __builtin_prefetch(&flat_class.ops[next].kind);  // 56-byte ops straddle cache lines
+      __builtin_prefetch(&run.pending[next]);
+    };
+    for (std::uint32_t s = op.successors_begin; s < op.successors_end; ++s) prefetch(flat_class.successors[s]);
+    if (op.next_in_stream != kNoNextInStream) prefetch(op.next_in_stream);
   }
 
   void finish_op(int c, std::uint32_t i) {
@@ -194,6 +195,7 @@ class Engine {
       const std::uint32_t next = flat_class.successors[s];
       if (--run.pending[next] == 0) start_op(c, next);
     }
+    if (op.next_in_stream != kNoNextInStream && --run.pending[op.next_in_stream] == 0) start_op(c, op.next_in_stream);
   }
 
   // ---- communication ----

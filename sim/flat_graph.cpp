@@ -1,4 +1,4 @@
-// Flattening: one pass over each Boost graph for CSR successors and dependency counts, a price cache so
+// Flattening: one pass over each Boost graph for CSR successors, stream order and dependency counts, a price cache so
 // that each distinct op shape is priced once, plans made once per distinct (kind, bytes, span) (from the
 // profile's measured table when it has one, else tuned and scaled by the profile's fitted correction),
 // and a sorted map that pairs pipeline sends with their receives.
@@ -126,14 +126,66 @@ class PlanTable {
   std::map<Key, std::uint32_t> index_;
 };
 
-// Successors in CSR order: graph out-edges first, then the next op of the same stream.
-void flatten_structure(const IterationGraph& graph, int c, FlatClass& flat) {
+struct PipelineEnds {
+  std::int64_t send = -1;
+  std::int64_t recv = -1;
+};
+using PipelineKey = std::tuple<int, int, std::int64_t>;  // sender class, receiver class, tag
+
+// What op i is: a compute op's price, a collective's plan, a pipeline transfer's end.
+void classify_op(const IterationGraph& graph, int c, std::uint32_t i, FlatOp& flat_op, PlanTable& plans,
+                 ComputeTimes& compute_times, std::map<PipelineKey, PipelineEnds>& pipeline) {
+  const RankClass& rank_class = graph.classes[c];
+  const int classes = static_cast<int>(graph.classes.size());
+  const Op& op = rank_class.op(i);
+  flat_op.optimizer = op.phase == Phase::optimizer;
+  flat_op.message_bytes = static_cast<double>(op.bytes);
+  if (!op.is_communication()) {
+    flat_op.kind = OpClass::compute;
+    flat_op.nominal_ns = compute_times(op);
+    return;
+  }
+  flat_op.comm_kernel = op.comm_kernel;
+  if (is_ring_send(op)) {
+    flat_op.kind = OpClass::ring_send;
+    const bool crosses_nodes = rank_class.spans[static_cast<int>(op.group)].nodes > 1;
+    flat_op.plan = plans.point_to_point(op.bytes, crosses_nodes ? LinkKind::inter_node : LinkKind::intra_node,
+                                        OpRef{graph, c, i});
+    return;
+  }
+  if (op.kind == OpKind::send || op.kind == OpKind::recv) {
+    if (op.kind == OpKind::recv && (op.group == GroupKind::context || op.group == GroupKind::tensor))
+      throw std::logic_error(describe(graph, c, i) + ": ring sends of a group stand alone; no recv expected");
+    if (op.peer < 0 || op.peer >= classes)
+      throw std::logic_error(describe(graph, c, i) + ": peer class " + std::to_string(op.peer) + " does not exist");
+    const bool is_send = op.kind == OpKind::send;
+    flat_op.kind = is_send ? OpClass::pipeline_send : OpClass::pipeline_recv;
+    PipelineEnds& ends = pipeline[is_send ? PipelineKey{c, op.peer, op.p2p_tag} : PipelineKey{op.peer, c, op.p2p_tag}];
+    std::int64_t& end = is_send ? ends.send : ends.recv;
+    if (end >= 0)
+      throw std::logic_error(describe(graph, c, i) + ": p2p_tag " + std::to_string(op.p2p_tag) + " used twice");
+    end = i;
+    return;
+  }
+  if (op.group == GroupKind::none) throw std::logic_error(describe(graph, c, i) + ": a collective needs a group");
+  const GroupSpan* span = rank_class.span_of(op.group, op.group_size);
+  if (!span)
+    throw std::logic_error(describe(graph, c, i) + ": group_size " + std::to_string(op.group_size) + " but the " +
+                           to_string(op.group) + " span has size " +
+                           std::to_string(rank_class.spans[static_cast<int>(op.group)].size));
+  flat_op.kind = OpClass::collective;
+  flat_op.plan = plans.collective(op, *span, OpRef{graph, c, i});
+}
+
+// One pass over a class's ops (a long iteration's graph is read from memory once): each op's successors in
+// CSR order (its graph out-edges), the next op of its stream, its dependency count, and what it is.
+void flatten_class(const IterationGraph& graph, int c, FlatClass& flat, PlanTable& plans, ComputeTimes& compute_times,
+                   std::map<PipelineKey, PipelineEnds>& pipeline) {
   const RankClass& rank_class = graph.classes[c];
   const auto n = static_cast<std::uint32_t>(rank_class.size());
-  std::vector<std::uint32_t> next_in_stream(n, kNone);
   std::array<std::uint32_t, kStreamCount> last_of_stream;
   last_of_stream.fill(kNone);
-  std::size_t edges = 0;
+  flat.successors.reserve(boost::num_edges(rank_class.graph));
   for (std::uint32_t i = 0; i < n; ++i) {
     const int stream = static_cast<int>(rank_class.op(i).stream);
     if (stream < 0 || stream >= kStreamCount)
@@ -141,74 +193,15 @@ void flatten_structure(const IterationGraph& graph, int c, FlatClass& flat) {
     FlatOp& op = flat.ops[i];
     op.predecessors = static_cast<std::uint32_t>(boost::in_degree(i, rank_class.graph));
     if (last_of_stream[stream] != kNone) {
-      next_in_stream[last_of_stream[stream]] = i;
+      flat.ops[last_of_stream[stream]].next_in_stream = i;
       ++op.predecessors;
     }
     last_of_stream[stream] = i;
-    edges += boost::out_degree(i, rank_class.graph);
-  }
-  flat.successors.reserve(edges + n);
-  for (std::uint32_t i = 0; i < n; ++i) {
-    FlatOp& op = flat.ops[i];
     op.successors_begin = static_cast<std::uint32_t>(flat.successors.size());
     for (auto [e, end] = boost::out_edges(i, rank_class.graph); e != end; ++e)
       flat.successors.push_back(static_cast<std::uint32_t>(boost::target(*e, rank_class.graph)));
-    if (next_in_stream[i] != kNone) flat.successors.push_back(next_in_stream[i]);
     op.successors_end = static_cast<std::uint32_t>(flat.successors.size());
-  }
-}
-
-struct PipelineEnds {
-  std::int64_t send = -1;
-  std::int64_t recv = -1;
-};
-using PipelineKey = std::tuple<int, int, std::int64_t>;  // sender class, receiver class, tag
-
-void classify_ops(const IterationGraph& graph, int c, FlatClass& flat, PlanTable& plans, ComputeTimes& compute_times,
-                  std::map<PipelineKey, PipelineEnds>& pipeline) {
-  const RankClass& rank_class = graph.classes[c];
-  const int classes = static_cast<int>(graph.classes.size());
-  for (std::uint32_t i = 0; i < flat.ops.size(); ++i) {
-    const Op& op = rank_class.op(i);
-    FlatOp& flat_op = flat.ops[i];
-    flat_op.optimizer = op.phase == Phase::optimizer;
-    flat_op.message_bytes = static_cast<double>(op.bytes);
-    if (!op.is_communication()) {
-      flat_op.kind = OpClass::compute;
-      flat_op.nominal_ns = compute_times(op);
-      continue;
-    }
-    flat_op.comm_kernel = op.comm_kernel;
-    if (is_ring_send(op)) {
-      flat_op.kind = OpClass::ring_send;
-      const bool crosses_nodes = rank_class.spans[static_cast<int>(op.group)].nodes > 1;
-      flat_op.plan = plans.point_to_point(op.bytes, crosses_nodes ? LinkKind::inter_node : LinkKind::intra_node,
-                                          OpRef{graph, c, i});
-      continue;
-    }
-    if (op.kind == OpKind::send || op.kind == OpKind::recv) {
-      if (op.kind == OpKind::recv && (op.group == GroupKind::context || op.group == GroupKind::tensor))
-        throw std::logic_error(describe(graph, c, i) + ": ring sends of a group stand alone; no recv expected");
-      if (op.peer < 0 || op.peer >= classes)
-        throw std::logic_error(describe(graph, c, i) + ": peer class " + std::to_string(op.peer) + " does not exist");
-      const bool is_send = op.kind == OpKind::send;
-      flat_op.kind = is_send ? OpClass::pipeline_send : OpClass::pipeline_recv;
-      PipelineEnds& ends = pipeline[is_send ? PipelineKey{c, op.peer, op.p2p_tag} : PipelineKey{op.peer, c, op.p2p_tag}];
-      std::int64_t& end = is_send ? ends.send : ends.recv;
-      if (end >= 0)
-        throw std::logic_error(describe(graph, c, i) + ": p2p_tag " + std::to_string(op.p2p_tag) + " used twice");
-      end = i;
-      continue;
-    }
-    if (op.group == GroupKind::none)
-      throw std::logic_error(describe(graph, c, i) + ": a collective needs a group");
-    const GroupSpan* span = rank_class.span_of(op.group, op.group_size);
-    if (!span)
-      throw std::logic_error(describe(graph, c, i) + ": group_size " + std::to_string(op.group_size) + " but the " +
-                             to_string(op.group) + " span has size " +
-                             std::to_string(rank_class.spans[static_cast<int>(op.group)].size));
-    flat_op.kind = OpClass::collective;
-    flat_op.plan = plans.collective(op, *span, OpRef{graph, c, i});
+    classify_op(graph, c, i, op, plans, compute_times, pipeline);
   }
 }
 
@@ -377,9 +370,8 @@ FlatIteration flatten(const IterationGraph& graph, const Cluster& cluster, const
     if (group.gpu.sm_count > kUserbuffersSmCount)
       flat_class.userbuffers_slowdown = double(group.gpu.sm_count) / (group.gpu.sm_count - kUserbuffersSmCount);
     flat_class.ops.resize(rank_class.size());
-    flatten_structure(graph, c, flat_class);
     ComputeTimes compute_times(profile, group.gpu, prices);
-    classify_ops(graph, c, flat_class, plans[c], compute_times, pipeline);
+    flatten_class(graph, c, flat_class, plans[c], compute_times, pipeline);
   }
   pair_pipeline_transfers(graph, cluster, pipeline, flat.classes, plans);
   return flat;

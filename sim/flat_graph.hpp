@@ -1,5 +1,5 @@
 // The op graphs flattened once per simulation, so that the event loop touches only plain arrays:
-// successors in CSR form (stream order folded in as one more edge), dependency counts, nominal compute
+// successors in CSR form and the next op of the same stream, dependency counts, nominal compute
 // times, collective plans (measured tables of the profile, else the tuner), and the two ends of every
 // pipeline transfer.
 // Flattening is where lowering bugs surface: it throws std::logic_error for an unmatched send or recv,
@@ -20,12 +20,15 @@ class PriceCache;
 
 namespace twin::sim {
 
+inline constexpr std::uint32_t kNoNextInStream = 0xffffffffu;
+
 enum class OpClass : std::uint8_t { compute, collective, pipeline_send, pipeline_recv, ring_send };
 
 struct FlatOp {
   TimeNs nominal_ns = 0;                 // compute: time alone on the GPU
-  std::uint32_t successors_begin = 0;    // range in FlatClass::successors
+  std::uint32_t successors_begin = 0;    // range in FlatClass::successors: the graph's edges
   std::uint32_t successors_end = 0;
+  std::uint32_t next_in_stream = kNoNextInStream;  // stream order: released after the edges' successors
   std::uint32_t predecessors = 0;        // in-edges plus the previous op of its stream
   std::uint32_t plan = 0;                // collective, context or pipeline send: index in FlatClass::plans
   std::int32_t peer_class = -1;          // pipeline send/recv: the class and op of the other end

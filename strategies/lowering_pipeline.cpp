@@ -261,12 +261,7 @@ void StageLowering::backward_pass(const ScheduleStep& step, bool last_of_chunk) 
     e_.emit(p2p(OpKind::send, OpRole::pipeline_gradient, (vs - 1) % s_.pp, p2p_tag(step.micro_batch, vs - 1, true)));
 }
 
-OpIndex StageLowering::last_on(Stream stream) {
-  const RankClass& rc = e_.rank_class();
-  for (std::size_t i = rc.size(); i-- > 0;)
-    if (rc.op(static_cast<OpIndex>(i)).stream == stream) return static_cast<OpIndex>(i);
-  return kNoOp;
-}
+OpIndex StageLowering::last_on(Stream stream) { return e_.rank_class().last_on(stream); }
 
 // Tied embeddings held by two stages: they sum their copies' gradients; then the gradient norm, the
 // optimizer step on this rank's shard, and (ZeRO-1/2) the updated weights gathered. Under double strand

@@ -104,12 +104,7 @@ class AsymmetricStageLowering {
     if (stage_ > 0) e_.emit(p2p(OpKind::send, OpRole::pipeline_gradient, stage_ - 1, mb, stage_ - 1, true));
   }
 
-  OpIndex last_on(Stream stream) {
-    const RankClass& rc = e_.rank_class();
-    for (std::size_t i = rc.size(); i-- > 0;)
-      if (rc.op(static_cast<OpIndex>(i)).stream == stream) return static_cast<OpIndex>(i);
-    return kNoOp;
-  }
+  OpIndex last_on(Stream stream) { return e_.rank_class().last_on(stream); }
 
   Op ring_op(OpKind kind, OpRole role, const ClassSegment& segment, int step) const {
     Op op = Emitter::collective(kind, role, kind == OpKind::send ? Stream::dp_comm : Stream::pp_recv, GroupKind::data,

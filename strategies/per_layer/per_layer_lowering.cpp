@@ -246,11 +246,7 @@ void PerLayerStage::run(const std::vector<ScheduleStep>& order, bool reduce, boo
   if (optimizer) optimizer_phase();
 }
 
-OpIndex PerLayerStage::last_on(Stream stream) const {
-  for (std::size_t i = rc_.size(); i-- > 0;)
-    if (rc_.op(static_cast<OpIndex>(i)).stream == stream) return static_cast<OpIndex>(i);
-  return kNoOp;
-}
+OpIndex PerLayerStage::last_on(Stream stream) const { return rc_.last_on(stream); }
 
 // As StageLowering::optimizer_phase, with one sharded step over every unit's shard and, for ZeRO-1/2,
 // one weight gather per data group.

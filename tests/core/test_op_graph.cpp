@@ -60,6 +60,24 @@ TEST(OpNames, ReadLikeTheModel) {
   EXPECT_EQ(op_id(2, 17), "c2.17");
 }
 
+TEST(RankClass, LastOnAStreamIsTheLastOpAddedThereOrNone) {
+  RankClass rank_class;
+  EXPECT_EQ(rank_class.last_on(Stream::compute), kNoOpIndex);
+  Op compute, reduce;
+  reduce.kind = OpKind::all_reduce;
+  reduce.stream = Stream::tp_comm;
+  const OpIndex first = rank_class.add(compute);
+  const OpIndex collective = rank_class.add(reduce);
+  EXPECT_EQ(rank_class.last_on(Stream::compute), first);
+  EXPECT_EQ(rank_class.last_on(Stream::tp_comm), collective);
+  const OpIndex second = rank_class.add(compute);
+  EXPECT_EQ(rank_class.last_on(Stream::compute), second);
+  EXPECT_EQ(rank_class.last_on(Stream::tp_comm), collective);
+  EXPECT_EQ(rank_class.last_on(Stream::dp_comm), kNoOpIndex);
+  const RankClass copy = rank_class;  // a copy keeps it
+  EXPECT_EQ(copy.last_on(Stream::compute), second);
+}
+
 TEST(OpGraphCheck, MatchedTransfersPass) {
   const IterationGraph g = two_stages();
   EXPECT_NO_THROW(check_well_formed(g));
