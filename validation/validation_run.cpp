@@ -29,7 +29,8 @@ RowPrediction predict_row(const PublishedTable& table, const PublishedRow& row, 
   const Profile for_row = profile_for_cluster(profile, row.scenario.cluster,
                                               options.scale_profile || row.scenario.profile_scaling, table.source,
                                               row.json_path + "/scenario");
-  SearchOptions search_options{options.jobs, {}};
+  SearchOptions search_options;
+  search_options.jobs = options.jobs;
   search_options.full_replay = options.full_replay;
   search_options.whole_top = 1;  // the row's prediction is its winner's whole replay
   const std::vector<Candidate> ranked = search(row.scenario, for_row, plan_families(), search_options);
