@@ -91,14 +91,24 @@ void mark_pruned(Candidate& c, std::size_t keep, TimeNs beat) {
   c.feasible = false;
   c.pruned = true;
   c.infeasible_reason = fmt::format(
-      "not simulated: its compute and the communication it waits through take at least {:.4f} s, slower than the {} fastest simulated (the {}th: "
-      "{:.4f} s); twin simulate --exhaustive simulates every candidate",
+      "not simulated: its compute and the communication it waits through take at least {:.4f} s, slower than the {} "
+      "fastest simulated (the {}th: {:.4f} s); twin simulate --exhaustive simulates every candidate",
       to_seconds(c.lower_bound_ns), keep, keep, to_seconds(beat));
 }
 
 bool faster(const Candidate& a, const Candidate& b) {
   if (a.result.iteration_ns != b.result.iteration_ns) return a.result.iteration_ns < b.result.iteration_ns;
   return a.key() < b.key();
+}
+
+// Simulates a feasible candidate in place, keeping what the search knew of it before (memory, lower bound).
+void simulate_in_place(const Scenario& scenario, const Profile& profile, Candidate& c, sim::PriceCache& prices,
+                       Replay replay) {
+  MemoryEstimate memory = std::move(c.memory);
+  const TimeNs bound = c.lower_bound_ns;
+  c = evaluate(scenario, profile, c.strategy, false, nullptr, &prices, replay);
+  c.memory = std::move(memory);
+  c.lower_bound_ns = bound;
 }
 
 // `candidates` ranked (feasible first, fastest first): until none of the `count` fastest was extrapolated, those
@@ -115,12 +125,7 @@ void replay_fastest_whole(const Scenario& scenario, const Profile& profile, std:
       if (candidates[i].result.steady_state.extrapolated()) again.push_back(i);
     if (again.empty()) return;
     parallel_for(again.size(), jobs, [&](std::size_t k) {
-      Candidate& c = candidates[again[k]];
-      MemoryEstimate memory = std::move(c.memory);
-      const TimeNs bound = c.lower_bound_ns;
-      c = evaluate(scenario, profile, c.strategy, false, nullptr, &prices, Replay::whole);
-      c.memory = std::move(memory);
-      c.lower_bound_ns = bound;
+      simulate_in_place(scenario, profile, candidates[again[k]], prices, Replay::whole);
     });
     std::stable_sort(candidates.begin(), candidates.begin() + static_cast<std::ptrdiff_t>(feasible), faster);
   }
@@ -231,14 +236,7 @@ std::vector<Candidate> search(const Scenario& scenario, const Profile& profile,
     };
     share(
         batch,
-        [&](std::size_t i) {
-          Candidate& c = candidates[i];
-          MemoryEstimate memory = std::move(c.memory);
-          const TimeNs bound = c.lower_bound_ns;
-          c = evaluate(scenario, profile, c.strategy, false, nullptr, &prices, replay);
-          c.memory = std::move(memory);
-          c.lower_bound_ns = bound;
-        },
+        [&](std::size_t i) { simulate_in_place(scenario, profile, candidates[i], prices, replay); },
         [&](const std::vector<std::size_t>& mine) { return simulated_results_to_string(candidates, mine); },
         [&](const std::string& text) { read_simulated_results(text, candidates); }, progress);
   };
