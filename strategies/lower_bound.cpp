@@ -1,5 +1,5 @@
-// One lowering at m micro-batches (m = the pipeline depth, the fewest every schedule takes) gives each class's
-// compute per m micro-batches and per iteration; the strategy's count is a multiple of m or the whole graph is
+// One lowering at m micro-batches (one; the pipeline depth under interleaved 1F1B) gives each class's compute per
+// m micro-batches and per iteration; the strategy's count is a multiple of m or the whole graph is
 // lowered instead.
 #include "strategies/lower_bound.hpp"
 
@@ -72,11 +72,14 @@ TimeNs compute_lower_bound_full_ns(const Scenario& scenario, const Strategy& str
 
 TimeNs compute_lower_bound_ns(const Scenario& scenario, const Strategy& strategy, const Profile& profile,
                               sim::PriceCache* prices) {
-  const int m = std::max(1, strategy.pipeline_model_parallel_size);
+  // Interleaved 1F1B is lowered at the pipeline depth, the fewest micro-batches its schedule takes; GPipe and 1F1B
+  // at one (a strategy would not run so few, validity.hpp says, but each pass is lowered as at any count).
+  const bool interleaved = strategy.schedule == Schedule::interleaved_1f1b;
+  const int m = interleaved ? std::max(1, strategy.pipeline_model_parallel_size) : 1;
   const int total = strategy.num_micro_batches;
   Strategy fewest = strategy;
   fewest.num_micro_batches = m;
-  if (total <= m || total % m != 0 || invalid_reason(scenario, fewest))
+  if (total <= m || total % m != 0 || (interleaved && invalid_reason(scenario, fewest)))
     return compute_lower_bound_full_ns(scenario, strategy, profile, prices);
   return busiest(busy_at(scenario, strategy, m, profile, prices), m, total, follows_pipeline(strategy));
 }
