@@ -163,7 +163,7 @@ step "twin execute on double-strand plans on one GPU: loss against 1F1B, co-runn
 SECONDS=0
 gpu_name=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
 case "$gpu_name" in *H100*) strands_gpu=H100-SXM-80GB; strands_profile=h100-x1 ;; *) strands_gpu=H200-141GB; strands_profile=h200-x1 ;; esac
-python3 tests/gpu/strands_check.py --twin "$twin" --out /tmp/strands-check --gpu "$strands_gpu" \
+python3 tests/gpu/strands_check.py --twin "$twin" --out /tmp/strands-check --gpu "$strands_gpu" --gpus "$gpus" \
   --profile "${TWIN_STRANDS_PROFILE:-$strands_profile}" > "$OUT/strands_check.log" 2>&1 || status=1
 cp /tmp/strands-check/strands_check.md /tmp/strands-check/strands_check.json "$OUT/" 2>/dev/null && cat "$OUT/strands_check.md"
 tar czf "$OUT/strands-runs.tar.gz" --exclude=traces -C /tmp strands-check 2>/dev/null

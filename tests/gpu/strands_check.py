@@ -8,8 +8,11 @@ on one CUDA stream beside the backward strand of another on a second, the paired
    measured cost of co-running two strands on one GPU (double strand over 1F1B) against the simulator's.
 3. The double-strand run through `twin report` and `twin calibrate --from-trace`: the compute ops that shared the GPU
    with the other strand are left out of the fold (ops_shared_gpu), the rest fold as usual.
+4. With --gpus 2 or more: double strand under TP 2 with sequence parallelism (DHeLlam's case: one strand's TP
+   collectives beside the other's compute) against 1F1B under the same TP, the loss on the small model and, at
+   Llama-2-7B widths, each iteration and the ratio of the two, measured and predicted.
 
-Usage: strands_check.py --twin build/twin [--out DIR] [--iters N] [--profile NAME|FILE] [--gpu NAME]
+Usage: strands_check.py --twin build/twin [--out DIR] [--iters N] [--profile NAME|FILE] [--gpu NAME] [--gpus N]
 Results: $OUT/strands_check.md and $OUT/strands_check.json; exit 1 when a check fails.
 """
 import argparse, json, os, sys
@@ -32,6 +35,18 @@ CORRECTNESS = [
         ("moe-double-strand-recompute-full", {**STRANDS, "recompute": "full"}),
     ]),
 ]
+TP2 = {"tensor_model_parallel_size": 2, "sequence_parallel": True}
+# Under TP 2 (two GPUs): the small model's 1F1B baseline and double strand.
+CORRECTNESS_TP = [
+    ("tp2-sp-1f1b", TP2),
+    ("tp2-sp-double-strand", {**TP2, **STRANDS}),
+    ("tp2-sp-double-strand-recompute-full", {**TP2, **STRANDS, "recompute": "full"}),
+]
+# (name, micro-batch, global batch, strategy fields) at Llama-2-7B widths under TP 2.
+SPEED_TP = [
+    ("7b4l-tp2-sp-1f1b", 1, 4, TP2),
+    ("7b4l-tp2-sp-double-strand", 1, 4, {**TP2, **STRANDS}),
+]
 # (name, micro-batch, global batch, strategy fields): the 1F1B and double-strand pair of each size.
 SPEED = [
     ("7b4l-1f1b", 1, 4, {}),
@@ -49,6 +64,7 @@ def main():
     parser.add_argument("--tolerance", type=float, default=0.02)
     parser.add_argument("--profile", default="h200-x1")
     parser.add_argument("--gpu", default=ec.GPU)
+    parser.add_argument("--gpus", type=int, default=1, help="GPUs on this machine: 2 or more adds the TP 2 checks")
     args = parser.parse_args()
     ec.GPU = args.gpu
     ec.PROFILE = os.path.abspath(args.profile) if os.path.exists(args.profile) else args.profile
@@ -127,8 +143,58 @@ def main():
                   f"{100 * effect.get('error_before', 0):+.1f}% | {100 * effect.get('error_after', 0):+.1f}% | "
                   f"{'written' if shown else 'FAILED'} | {'pass' if ok else 'FAIL'} |"]
 
+    if args.gpus >= 2:
+        failed |= check_under_tp(args, log, lines, report)
     ec.write_results(args.out, "strands_check", lines, report)
     return 1 if failed else 0
+
+
+def check_under_tp(args, log, lines, report):
+    """Double strand under TP 2 with SP against 1F1B under the same TP, on two GPUs. Returns whether a check failed."""
+    failed = False
+    lines += ["", "## Double strand under TP 2 with sequence parallelism (two GPUs): loss against 1F1B under TP 2", "",
+              "| case | loss step 1 | loss last | max relative difference (first half / all steps) | result |",
+              "|---|---|---|---|---|"]
+    baseline = None
+    for name, fields in CORRECTNESS_TP:
+        metrics = ec.run_case(args.twin, args.out, name, ec.scenario(name, ec.SMALL, 2, 1024, 8, 2, fields),
+                              args.iters, 2, log)
+        if metrics is None:
+            failed = True
+            lines.append(f"| {name} | | | | FAILED to run |")
+            continue
+        losses = [s["loss"] for s in metrics["steps"]]
+        baseline = baseline or losses
+        first_half, whole = ec.curve_differences(losses, baseline)
+        ok = whole <= args.tolerance and losses[-1] < 0.8 * losses[0]
+        failed |= not ok
+        report["correctness"][name] = {"losses": losses, "max_relative_difference": whole, "ok": ok}
+        lines.append(f"| {name} | {losses[0]:.4f} | {losses[-1]:.4f} | {first_half:.2e} / {whole:.2e} | "
+                     f"{'pass' if ok else 'FAIL'} |")
+        print(lines[-1], flush=True)
+    lines += ["", f"## Llama-2-7B widths, 4 layers, seq 4096, TP 2 with SP on two GPUs ({args.profile})", "",
+              "| case | iteration s | MFU | predicted s | error |", "|---|---|---|---|---|"]
+    measured, predicted = {}, {}
+    for name, mbs, batch, fields in SPEED_TP:
+        metrics = ec.run_case(args.twin, args.out, name, ec.scenario(name, ec.LLAMA7B_4L, 2, 4096, batch, mbs, fields),
+                              args.iters, 3, log)
+        if metrics is None:
+            failed = True
+            lines.append(f"| {name} | FAILED | | | |")
+            continue
+        m, p = metrics["measured"], metrics["predicted"]
+        measured[name], predicted[name] = m["iteration_s"], p["iteration_time_s"]
+        report["speed"][name] = metrics
+        lines.append(f"| {name} | {m['iteration_s']:.4f} | {100 * m['mfu']:.1f}% | {p['iteration_time_s']:.4f} | "
+                     f"{100 * (m['iteration_s'] / p['iteration_time_s'] - 1):+.1f}% |")
+        print(lines[-1], flush=True)
+    one, two = SPEED_TP[0][0], SPEED_TP[1][0]
+    if one in measured and two in measured:
+        ratio_measured, ratio_predicted = measured[two] / measured[one], predicted[two] / predicted[one]
+        report["speed"][f"{two}/{one}"] = {"measured": ratio_measured, "predicted": ratio_predicted}
+        lines += ["", "| pair | measured | predicted |", "|---|---|---|",
+                  f"| {two} / {one} | {ratio_measured:.4f} | {ratio_predicted:.4f} |"]
+    return failed
 
 
 if __name__ == "__main__":
