@@ -1,6 +1,5 @@
-// One lowering at m micro-batches (one; the pipeline depth under interleaved 1F1B) gives each class's compute per
-// m micro-batches and per iteration; the strategy's count is a multiple of m or the whole graph is
-// lowered instead.
+// One lowering of one micro-batch (in GPipe's order, double strand in its own) gives each class's compute per
+// micro-batch and per iteration.
 #include "strategies/lower_bound.hpp"
 
 #include <algorithm>
@@ -9,7 +8,6 @@
 
 #include "sim/flat_graph.hpp"
 #include "strategies/lowering.hpp"
-#include "strategies/validity.hpp"
 
 namespace twin {
 namespace {
@@ -72,16 +70,15 @@ TimeNs compute_lower_bound_full_ns(const Scenario& scenario, const Strategy& str
 
 TimeNs compute_lower_bound_ns(const Scenario& scenario, const Strategy& strategy, const Profile& profile,
                               sim::PriceCache* prices) {
-  // Interleaved 1F1B is lowered at the pipeline depth, the fewest micro-batches its schedule takes; GPipe and 1F1B
-  // at one (a strategy would not run so few, validity.hpp says, but each pass is lowered as at any count).
-  const bool interleaved = strategy.schedule == Schedule::interleaved_1f1b;
-  const int m = interleaved ? std::max(1, strategy.pipeline_model_parallel_size) : 1;
+  // The sums do not depend on the order of the passes, only on what each pass computes: every pipeline schedule
+  // is lowered in GPipe's order (which takes any count of micro-batches and of chunks) at one micro-batch. A
+  // strategy would not run so few (validity.hpp), but each pass is lowered as at any count.
+  // Double strand keeps its own schedule, whose units pair a forward and a backward pass.
   const int total = strategy.num_micro_batches;
-  Strategy fewest = strategy;
-  fewest.num_micro_batches = m;
-  if (total <= m || total % m != 0 || (interleaved && invalid_reason(scenario, fewest)))
-    return compute_lower_bound_full_ns(scenario, strategy, profile, prices);
-  return busiest(busy_at(scenario, strategy, m, profile, prices), m, total, follows_pipeline(strategy));
+  if (total <= 1) return compute_lower_bound_full_ns(scenario, strategy, profile, prices);
+  Strategy one_micro_batch = strategy;
+  if (follows_pipeline(strategy)) one_micro_batch.schedule = Schedule::gpipe;
+  return busiest(busy_at(scenario, one_micro_batch, 1, profile, prices), 1, total, follows_pipeline(strategy));
 }
 
 }  // namespace twin

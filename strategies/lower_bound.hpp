@@ -1,8 +1,8 @@
 // A lower bound on a uniform strategy's iteration time without an event replay, for pruning a search: the
 // busiest rank class's compute ops priced one after another, with the communication its compute stream must wait
 // through (sim::compute_busy). What a class computes outside the optimizer phase is the same for every
-// micro-batch, so it is lowered at one micro-batch (at the pipeline depth under interleaved 1F1B, whose schedule
-// takes no fewer) and scaled to the strategy's count; the optimizer phase runs once. Under
+// micro-batch and the sums do not depend on the passes' order, so it is lowered at one micro-batch (in GPipe's
+// order, which takes any count of micro-batches and chunks) and scaled to the strategy's count; the optimizer phase runs once. Under
 // GPipe, 1F1B and interleaved 1F1B the bound also counts the pipeline's fill and drain through chunk 0 along its
 // compute (lower_bound.cpp). Tests check that this equals the bound from the whole graph, and that no simulation beats
 // it, on every shipped scenario and published configuration.

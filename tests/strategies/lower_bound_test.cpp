@@ -31,7 +31,7 @@ std::vector<Strategy> spread(const Scenario& scenario, std::size_t count) {
 }
 
 TEST(LowerBound, ScaledEqualsTheWholeGraphAndNoSimulationBeatsIt) {
-  int checked = 0, scaled = 0, below_depth = 0;
+  int checked = 0, scaled = 0, below_depth = 0, interleaved = 0;
   std::vector<fs::path> files;
   for (const auto& entry : fs::directory_iterator(fs::path(TWIN_SOURCE_DIR) / "scenarios"))
     if (entry.path().extension() == ".json") files.push_back(entry.path());
@@ -50,13 +50,15 @@ TEST(LowerBound, ScaledEqualsTheWholeGraphAndNoSimulationBeatsIt) {
       EXPECT_LE(bound, simulated) << strategy.key();
       ++checked;
       if (strategy.num_micro_batches > std::max(1, strategy.pipeline_model_parallel_size)) ++scaled;
-      // GPipe and 1F1B pipelines are lowered at one micro-batch, fewer than their stages.
-      if (strategy.pipeline_model_parallel_size > 1 && strategy.schedule != Schedule::interleaved_1f1b) ++below_depth;
+      // Pipelines are lowered at one micro-batch, fewer than their stages (interleaved ones in GPipe's order).
+      if (strategy.pipeline_model_parallel_size > 1) ++below_depth;
+      if (strategy.schedule == Schedule::interleaved_1f1b) ++interleaved;
     }
   }
   EXPECT_GT(checked, 80);
   EXPECT_GT(scaled, 20);       // the scaling itself was exercised, not only the whole-graph fallback
   EXPECT_GT(below_depth, 20);
+  EXPECT_GT(interleaved, 10);
 }
 
 void expect_same_top(const std::vector<Candidate>& pruned, const std::vector<Candidate>& exhaustive, int top) {
