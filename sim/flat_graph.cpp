@@ -132,6 +132,26 @@ struct PipelineEnds {
 };
 using PipelineKey = std::tuple<int, int, std::int64_t>;  // sender class, receiver class, tag
 
+// The plan of collective or ring send i of class c, as the engine runs it (a ring step on the link its group
+// crosses; a collective on its group's span). Throws std::logic_error for a collective without a group or whose
+// group size matches no span of the class.
+std::uint32_t communication_plan(const IterationGraph& graph, int c, OpIndex i, PlanTable& plans) {
+  const RankClass& rank_class = graph.classes[c];
+  const Op& op = rank_class.op(i);
+  if (is_ring_send(op)) {
+    const bool crosses_nodes = rank_class.spans[static_cast<int>(op.group)].nodes > 1;
+    return plans.point_to_point(op.bytes, crosses_nodes ? LinkKind::inter_node : LinkKind::intra_node,
+                                OpRef{graph, c, i});
+  }
+  if (op.group == GroupKind::none) throw std::logic_error(describe(graph, c, i) + ": a collective needs a group");
+  const GroupSpan* span = rank_class.span_of(op.group, op.group_size);
+  if (!span)
+    throw std::logic_error(describe(graph, c, i) + ": group_size " + std::to_string(op.group_size) + " but the " +
+                           to_string(op.group) + " span has size " +
+                           std::to_string(rank_class.spans[static_cast<int>(op.group)].size));
+  return plans.collective(op, *span, OpRef{graph, c, i});
+}
+
 // What op i is: a compute op's price, a collective's plan, a pipeline transfer's end.
 void classify_op(const IterationGraph& graph, int c, std::uint32_t i, FlatOp& flat_op, PlanTable& plans,
                  ComputeTimes& compute_times, std::map<PipelineKey, PipelineEnds>& pipeline) {
@@ -148,9 +168,7 @@ void classify_op(const IterationGraph& graph, int c, std::uint32_t i, FlatOp& fl
   flat_op.comm_kernel = op.comm_kernel;
   if (is_ring_send(op)) {
     flat_op.kind = OpClass::ring_send;
-    const bool crosses_nodes = rank_class.spans[static_cast<int>(op.group)].nodes > 1;
-    flat_op.plan = plans.point_to_point(op.bytes, crosses_nodes ? LinkKind::inter_node : LinkKind::intra_node,
-                                        OpRef{graph, c, i});
+    flat_op.plan = communication_plan(graph, c, i, plans);
     return;
   }
   if (op.kind == OpKind::send || op.kind == OpKind::recv) {
@@ -167,14 +185,8 @@ void classify_op(const IterationGraph& graph, int c, std::uint32_t i, FlatOp& fl
     end = i;
     return;
   }
-  if (op.group == GroupKind::none) throw std::logic_error(describe(graph, c, i) + ": a collective needs a group");
-  const GroupSpan* span = rank_class.span_of(op.group, op.group_size);
-  if (!span)
-    throw std::logic_error(describe(graph, c, i) + ": group_size " + std::to_string(op.group_size) + " but the " +
-                           to_string(op.group) + " span has size " +
-                           std::to_string(rank_class.spans[static_cast<int>(op.group)].size));
   flat_op.kind = OpClass::collective;
-  flat_op.plan = plans.collective(op, *span, OpRef{graph, c, i});
+  flat_op.plan = communication_plan(graph, c, i, plans);
 }
 
 // One pass over a class's ops (a long iteration's graph is read from memory once): each op's successors in
@@ -289,16 +301,7 @@ TimeNs waited_through_ns(const IterationGraph& graph, int c, OpIndex before, OpI
     const bool collective = op.is_communication() && op.kind != OpKind::send && op.kind != OpKind::recv;
     if (!collective && !is_ring_send(op)) continue;
     if (!boost::edge(before, between, rank_class.graph).second) continue;
-    std::uint32_t plan = 0;
-    if (is_ring_send(op)) {
-      const bool crosses_nodes = rank_class.spans[static_cast<int>(op.group)].nodes > 1;
-      plan = plans.point_to_point(op.bytes, crosses_nodes ? LinkKind::inter_node : LinkKind::intra_node,
-                                  OpRef{graph, c, between});
-    } else {
-      const GroupSpan* span = rank_class.span_of(op.group, op.group_size);
-      if (!span) continue;  // flattening reports it
-      plan = plans.collective(op, *span, OpRef{graph, c, between});
-    }
+    const std::uint32_t plan = communication_plan(graph, c, between, plans);
     longest = std::max(longest, isolated_time_ns(made[plan], static_cast<double>(op.bytes), links));
   }
   return static_cast<TimeNs>(std::floor(longest));  // the engine rounds its times up

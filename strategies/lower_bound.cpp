@@ -8,6 +8,7 @@
 
 #include "sim/flat_graph.hpp"
 #include "strategies/lowering.hpp"
+#include "strategies/schedule.hpp"
 
 namespace twin {
 namespace {
@@ -54,18 +55,13 @@ TimeNs busiest(const std::vector<sim::ComputeBusy>& busy, int lowered, int total
   return bound;
 }
 
-// The schedules whose stages start with chunk 0's first forward and end with its last backward.
-bool follows_pipeline(const Strategy& strategy) {
-  return strategy.schedule == Schedule::one_f_one_b || strategy.schedule == Schedule::gpipe ||
-         strategy.schedule == Schedule::interleaved_1f1b;
-}
-
 }  // namespace
 
 TimeNs compute_lower_bound_full_ns(const Scenario& scenario, const Strategy& strategy, const Profile& profile,
                                    sim::PriceCache* prices) {
   const int total = strategy.num_micro_batches;
-  return busiest(busy_at(scenario, strategy, total, profile, prices), total, total, follows_pipeline(strategy));
+  const bool separate_passes = runs_separate_passes(strategy.schedule);
+  return busiest(busy_at(scenario, strategy, total, profile, prices), total, total, separate_passes);
 }
 
 TimeNs compute_lower_bound_ns(const Scenario& scenario, const Strategy& strategy, const Profile& profile,
@@ -76,9 +72,10 @@ TimeNs compute_lower_bound_ns(const Scenario& scenario, const Strategy& strategy
   // Double strand keeps its own schedule, whose units pair a forward and a backward pass.
   const int total = strategy.num_micro_batches;
   if (total <= 1) return compute_lower_bound_full_ns(scenario, strategy, profile, prices);
+  const bool separate_passes = runs_separate_passes(strategy.schedule);
   Strategy one_micro_batch = strategy;
-  if (follows_pipeline(strategy)) one_micro_batch.schedule = Schedule::gpipe;
-  return busiest(busy_at(scenario, one_micro_batch, 1, profile, prices), 1, total, follows_pipeline(strategy));
+  if (separate_passes) one_micro_batch.schedule = Schedule::gpipe;
+  return busiest(busy_at(scenario, one_micro_batch, 1, profile, prices), 1, total, separate_passes);
 }
 
 }  // namespace twin

@@ -76,6 +76,10 @@ std::vector<std::vector<StrandStep>> double_strand_schedule(int stages, int micr
   return orders;
 }
 
+bool runs_separate_passes(Schedule schedule) {
+  return schedule == Schedule::gpipe || schedule == Schedule::one_f_one_b || schedule == Schedule::interleaved_1f1b;
+}
+
 std::vector<std::vector<ScheduleStep>> pipeline_schedule(Schedule schedule, int stages, int micro_batches,
                                                          int virtual_stages) {
   if (stages < 1 || micro_batches < 1 || virtual_stages < 1)

@@ -32,6 +32,12 @@ struct StrandStep {
 };
 std::vector<std::vector<StrandStep>> double_strand_schedule(int stages, int micro_batches);
 
+// GPipe, 1F1B and interleaved 1F1B: every (micro_batch, chunk) forward and backward is a pass of its own, each stage
+// fills through chunk 0's first forward and drains through its last backward, and past the fill each further
+// micro-batch repeats the same work (what the lower bound and the steady-state extrapolation rely on). Double strand
+// pairs a forward and a backward pass in each unit.
+bool runs_separate_passes(Schedule schedule);
+
 // One list per stage. Every (micro_batch, chunk) appears once forward and once backward on each stage.
 // interleaved_1f1b needs micro_batches % stages == 0 (Megatron's rule); validity.cpp checks it first.
 // double_strand: each StrandStep as its forward step then its backward step (virtual_stages must be 1;

@@ -13,14 +13,11 @@
 #include "sim/engine.hpp"
 #include "sim/simulate.hpp"
 #include "strategies/lowering.hpp"
+#include "strategies/schedule.hpp"
 #include "strategies/validity.hpp"
 
 namespace twin {
 namespace {
-
-bool has_steady_state(Schedule schedule) {
-  return schedule == Schedule::gpipe || schedule == Schedule::one_f_one_b || schedule == Schedule::interleaved_1f1b;
-}
 
 // The line through (m1, t1) and (m2, t2) at m, to the nanosecond.
 TimeNs along(TimeNs t1, TimeNs t2, const SteadyStateReplay& replay, int micro_batches) {
@@ -34,7 +31,7 @@ TimeNs along(TimeNs t1, TimeNs t2, const SteadyStateReplay& replay, int micro_ba
 }  // namespace
 
 std::optional<SteadyStateReplay> steady_state_replay(const Scenario& scenario, const Strategy& strategy) {
-  if (!has_steady_state(strategy.schedule)) return std::nullopt;
+  if (!runs_separate_passes(strategy.schedule)) return std::nullopt;
   // ZeRO-3 gathers every unit's weights on the data-parallel stream before each pass, and where that stream is
   // slower than the compute its queue grows for several pipeline depths before the time per micro-batch settles
   // (the 70B search's ZeRO-3 pipelines: up to 0.28% off from W and 2W): replayed whole.
