@@ -86,7 +86,7 @@ constexpr std::array<std::string_view, kTensorCount> kTensorNames{
     "attention_block_out", "mlp_norm_out", "mlp_norm_stats", "fc1_out", "activation_out", "fc2_out", "output",
     "embedded", "final_norm_out", "final_norm_stats", "logits", "row_max", "global_row_max", "sum_exp", "target_logit", "token_loss",
     "router_logits", "router_probs", "expert_choice", "combine_weight", "expert_order", "routed_row", "expert_counts",
-    "expert_input", "expert_fc1_out", "expert_activation_out", "expert_out"};
+    "expert_input", "expert_fc1_out", "expert_activation_out", "expert_out", "routed_input", "routed_output"};
 
 }  // namespace
 

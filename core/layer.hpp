@@ -37,6 +37,9 @@ enum class Tensor : std::uint8_t {
   // row of each copy, the copies per expert), and the routed rows through the experts' MLPs.
   router_logits, router_probs, expert_choice, combine_weight, expert_order, routed_row, expert_counts,
   expert_input, expert_fc1_out, expert_activation_out, expert_out,
+  // Under expert parallelism the copies in this rank's expert order before the dispatch all-to-all (expert_input
+  // is what arrives at the experts' rank), and the experts' outputs back from the combine all-to-all.
+  routed_input, routed_output,
   count
 };
 inline constexpr int kTensorCount = static_cast<int>(Tensor::count);

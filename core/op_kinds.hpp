@@ -76,7 +76,7 @@ constexpr OpKindTraits op_kind_traits(OpKind kind) {
     case OpKind::all_reduce: return {"all_reduce", P::collective, M::nccl_collective, true, 1};
     case OpKind::all_gather: return {"all_gather", P::collective, M::nccl_collective, true, 1};
     case OpKind::reduce_scatter: return {"reduce_scatter", P::collective, M::nccl_collective, true, 1};
-    case OpKind::all_to_all: return {"all_to_all", P::collective, M::nccl_collective, false, 1};
+    case OpKind::all_to_all: return {"all_to_all", P::collective, M::nccl_collective, true, 1};
     case OpKind::send: return {"send", P::point_to_point, M::nccl_p2p, true, 1};
     case OpKind::recv: return {"recv", P::point_to_point, M::nccl_p2p, true, 1};
   }

@@ -3,6 +3,7 @@
 // the op. Order decides only which op writes a weight's gradient first in a step (first_gradient).
 #include "executor/op_binding.hpp"
 
+#include <iterator>
 #include <set>
 #include <stdexcept>
 #include <utility>
@@ -72,7 +73,9 @@ std::string to_string(Action action) {
       "param_gather", "embedding_grad_sync", "grad_norm", "optimizer_step", "router_forward", "router_input_grad",
       "router_weight_grad", "expert_dispatch", "expert_dispatch_backward", "expert_forward", "expert_input_grad",
       "expert_weight_grad", "expert_activation_forward", "expert_activation_backward", "expert_combine",
-      "expert_combine_backward", "phase_handoff"};
+      "expert_combine_backward", "dispatch_exchange", "combine_exchange", "dispatch_exchange_backward",
+      "combine_exchange_backward", "phase_handoff"};
+  static_assert(std::size(names) == static_cast<std::size_t>(Action::phase_handoff) + 1, "a name per action");
   return names[static_cast<int>(action)];
 }
 
@@ -142,7 +145,14 @@ std::vector<OpBinding> bind_ops(const RankClass& rc, bool tied_embeddings) {
       case OpKind::moe_unpermute:
         b.action = backward ? Action::expert_combine_backward : Action::expert_combine;
         break;
-      case OpKind::all_to_all: break;  // refused above: the op-kind table says twin execute does not run them
+      case OpKind::all_to_all:
+        if (op.group != GroupKind::expert || (op.role != OpRole::dispatch && op.role != OpRole::combine))
+          unsupported(rc, i, "an all-to-all other than expert parallelism's (Ulysses' re-layout)");
+        if (op.role == OpRole::dispatch)
+          b.action = backward ? Action::dispatch_exchange_backward : Action::dispatch_exchange;
+        else
+          b.action = backward ? Action::combine_exchange_backward : Action::combine_exchange;
+        break;
       case OpKind::send:
       case OpKind::recv: {
         if (op.role == OpRole::cp_exchange) unsupported(rc, i, "a context-parallel exchange");
@@ -178,8 +188,10 @@ std::vector<OpBinding> bind_ops(const RankClass& rc, bool tied_embeddings) {
             break;
           default: unsupported(rc, i, "a collective of an unknown role");
         }
-        if (op.group == GroupKind::expert || op.group == GroupKind::expert_data || op.group == GroupKind::context)
+        if (op.group == GroupKind::expert || op.group == GroupKind::context)
           unsupported(rc, i, "a collective over an expert or context group");
+        if (op.group == GroupKind::expert_data && b.action != Action::grad_reduce && b.action != Action::param_gather)
+          unsupported(rc, i, "a collective over the expert-data group other than the experts' gradients or weights");
         break;
     }
   }

@@ -32,6 +32,9 @@ enum class Action : std::uint8_t {
   expert_forward, expert_input_grad, expert_weight_grad,  // the experts' grouped GEMMs
   expert_activation_forward, expert_activation_backward,
   expert_combine, expert_combine_backward,    // weighted sum of each token's copies, and its gradient
+  // Expert parallelism's all-to-alls (executor/gpu/op_actions_moe.cpp): the routed copies to the EP ranks that
+  // hold their experts and back; backward, their gradients the other way.
+  dispatch_exchange, combine_exchange, dispatch_exchange_backward, combine_exchange_backward,
   // Hot switching's zero-byte message ordering a GPU's phase after the one before: nothing to run, the
   // process issues its phases one after another.
   phase_handoff,
@@ -53,8 +56,8 @@ struct OpBinding {
 std::string to_string(Action action);
 
 // One binding per op, in op order. Throws std::invalid_argument naming the op for what the executor does
-// not run (context parallel, expert-parallel all-to-all, a double-strand pass's two-tensor p2p, hot
-// switching's re-sharding transfers). The backward
+// not run (context parallel, Ulysses' all-to-alls, a double-strand pass's two-tensor p2p, hot switching's
+// re-sharding transfers). The backward
 // strand of double strand binds as any backward: its ops say compute2, and the runtime gives that stream its
 // own CUDA stream and scratch.
 // With tied embeddings the output projection's weight gradient goes into the embedding table's (or, on a stage

@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "strategies/lowering_emitter.hpp"
+#include "strategies/rank_layout.hpp"
 #include "strategies/sharded_parameters.hpp"
 
 namespace twin::exec {
@@ -43,11 +44,7 @@ void require_supported(const ModelConfig& m, const Strategy& s) {
   const auto fail = [&](const std::string& what) {
     throw std::invalid_argument("twin execute runs Llama-style models (dense or with experts); this model " + what);
   };
-  // An experts block's weights are reduced over the expert-data group and its tokens travel by all-to-all:
-  // neither is run yet, so experts run where every such group has one rank.
-  if (m.is_moe() && (s.tensor_model_parallel_size > 1 || s.expert_model_parallel_size > 1 ||
-                     s.data_parallel_size * s.context_parallel_size > 1))
-    fail("has experts, which twin execute runs with pipeline parallelism only (not yet with TP, EP, DP or CP)");
+  if (m.is_moe() && s.context_parallel_size > 1) fail("has experts, which twin execute does not run under CP yet");
   if (m.normalization != Normalization::rmsnorm) fail("uses LayerNorm (RMSNorm only)");
   if (!m.position_embedding_rope) fail("uses learned position embeddings (RoPE only)");
   if (m.add_bias_linear) fail("has linear biases");
@@ -85,13 +82,14 @@ std::vector<ParameterUnitLayout> plan_parameter_units(const Scenario& scenario, 
   const float stddev = 0.02f;
   const float output_stddev = stddev / std::sqrt(2.0f * static_cast<float>(m.num_layers));
   const int data_group = strategy.data_parallel_size * strategy.context_parallel_size;
+  const int expert_data_group = expert_data_parallel_size(strategy);
 
   const auto tensor_seed = [&](std::int32_t unit, int index) {
     return seed + 0x9E3779B97F4A7C15ull * static_cast<std::uint64_t>(unit + 16) + 0xD1B54A32D192ED03ull * index;
   };
   const auto norm = [&](std::string name, OpRole role) {
     WeightTensor w{std::move(name), role, 1, h};
-    w.is_norm = true;
+    w.tp_replicated = true;
     w.shard = rows_from(1, h, 0);
     return w;
   };
@@ -115,10 +113,12 @@ std::vector<ParameterUnitLayout> plan_parameter_units(const Scenario& scenario, 
     if (unit.elements != counted_by_memory_model)
       throw std::logic_error(fmt::format("parameter unit {}: the executor holds {} weights, the memory model counts {}",
                                          unit.id, unit.elements, counted_by_memory_model));
-    unit.padded = (unit.elements + data_group - 1) / data_group * data_group;
-    unit.shard_elements = unit.padded / data_group;
-    unit.shard_begin = unit.shard_elements * placement.dp_rank;
-    unit.sharded_optimizer = strategy.zero_stage >= 1 && data_group > 1;
+    const bool experts = unit.replicas == GroupKind::expert_data;
+    const int replicas = experts ? expert_data_group : data_group;
+    unit.padded = (unit.elements + replicas - 1) / replicas * replicas;
+    unit.shard_elements = unit.padded / replicas;
+    unit.shard_begin = unit.shard_elements * (experts ? placement.expert_data_rank : placement.dp_rank);
+    unit.sharded_optimizer = strategy.zero_stage >= 1 && replicas > 1;
     units.push_back(std::move(unit));
   };
 
@@ -146,13 +146,23 @@ std::vector<ParameterUnitLayout> plan_parameter_units(const Scenario& scenario, 
                                     rows_from(heads_l * d, h, t * heads_l * d), output_stddev));
       unit.tensors.push_back(norm(p + "mlp_norm", OpRole::mlp_norm));
       const RankParameters counted = layer_parameters_per_rank(m, l, tp, strategy.expert_model_parallel_size);
-      if (m.is_moe_layer(l)) {  // the router, then each expert's fc1 and fc2 stacked: [experts * in, out]
+      if (m.is_moe_layer(l)) {
+        // The router, replicated over TP: under SP each TP rank routes its own tokens, so its gradient is
+        // summed over TP as a norm weight's is (Megatron marks it sequence-parallel).
+        WeightTensor router = weight(p + "router", OpRole::router, rows_from(h, shapes.experts_total, 0), stddev);
+        router.tp_replicated = true;
+        unit.tensors.push_back(std::move(router));
+        finish(std::move(unit), counted.dense);
+        // The rank's experts (EP rank e holds experts [e * local, (e + 1) * local)), fc1 and fc2 each stacked
+        // [experts * in, out]: the stack's rows sit at the first local expert's row in the full stack.
         const std::int64_t experts = shapes.experts_local, ffn_e = shapes.moe_ffn, fc1_e = shapes.moe_fc1_width;
-        unit.tensors.push_back(weight(p + "router", OpRole::router, rows_from(h, shapes.experts_total, 0), stddev));
-        unit.tensors.push_back(weight(p + "experts_fc1", OpRole::expert_fc1, rows_from(experts * h, fc1_e, 0), stddev));
-        unit.tensors.push_back(
-            weight(p + "experts_fc2", OpRole::expert_fc2, rows_from(experts * ffn_e, h, 0), output_stddev));
-        finish(std::move(unit), counted.total());
+        const std::int64_t first_expert = experts * placement.ep_rank;
+        ParameterUnitLayout expert_unit{expert_unit_of(l), GroupKind::expert_data};
+        expert_unit.tensors.push_back(weight(p + "experts_fc1", OpRole::expert_fc1,
+                                             rows_from(experts * h, fc1_e, first_expert * h), stddev));
+        expert_unit.tensors.push_back(weight(p + "experts_fc2", OpRole::expert_fc2,
+                                             rows_from(experts * ffn_e, h, first_expert * ffn_e), output_stddev));
+        finish(std::move(expert_unit), counted.expert);
         continue;
       }
       unit.tensors.push_back(weight(p + "fc1", OpRole::fc1,
@@ -181,6 +191,14 @@ std::vector<ParameterUnitLayout> plan_parameter_units(const Scenario& scenario, 
   return units;
 }
 
+RankPlacement placement_of(const Strategy& strategy, int rank) {
+  const RankCoordinates c = coordinates_of(strategy, rank);
+  RankPlacement placement{c.tp, group_slot(strategy, GroupKind::data, rank)->position, c.pp};
+  placement.ep_rank = group_slot(strategy, GroupKind::expert, rank)->position;
+  placement.expert_data_rank = group_slot(strategy, GroupKind::expert_data, rank)->position;
+  return placement;
+}
+
 std::vector<ElementRange> gradient_norm_ranges(const ParameterUnitLayout& unit, bool count_replicated) {
   const std::int64_t part_begin = unit.shard_begin, part_end = unit.shard_begin + unit.shard_elements;
   std::vector<ElementRange> ranges;
@@ -191,7 +209,7 @@ std::vector<ElementRange> gradient_norm_ranges(const ParameterUnitLayout& unit, 
   };
   std::vector<const WeightTensor*> left_out;
   for (const WeightTensor& w : unit.tensors)
-    if ((w.is_norm && !count_replicated) || w.embedding_copy) left_out.push_back(&w);
+    if ((w.tp_replicated && !count_replicated) || w.embedding_copy) left_out.push_back(&w);
   std::sort(left_out.begin(), left_out.end(),
             [](const WeightTensor* a, const WeightTensor* b) { return a->offset < b->offset; });
   std::int64_t from = 0;

@@ -19,7 +19,8 @@ struct WeightTensor {
   OpRole role = OpRole::none;
   std::int64_t rows = 0, cols = 0;  // this rank's shard; linears as [in, out] (y = x W)
   std::int64_t offset = 0;  // elements into the unit's flat buffers
-  bool is_norm = false;     // replicated over TP: its gradient is summed over TP under SP, counted once in norms
+  // Replicated over TP (norm weights, the router): its gradient is summed over TP under SP, counted once in norms.
+  bool tp_replicated = false;
   // Tied embeddings: the output layer's copy of the embedding table on a stage without the embedding
   // ([vocab, hidden] as the table, initialised as the table; its gradient is summed with the table's over the
   // embedding group, and it is left out of the gradient norm, which counts the table once).
@@ -30,12 +31,21 @@ struct WeightTensor {
   std::int64_t elements() const { return rows * cols; }
 };
 
+// An MoE layer's experts form a unit of their own beside the layer's (which holds its attention, norms and
+// router): they are replicated over the expert-data group, not the data group, so they are reduced, sharded and
+// gathered over it. The op graph names both by the layer; the op's group says which.
+inline constexpr std::int32_t kExpertUnitBase = -1000;
+constexpr std::int32_t expert_unit_of(std::int32_t layer) { return kExpertUnitBase - layer; }
+
 struct ParameterUnitLayout {
-  std::int32_t id = kNoParameterUnit;  // layer index, kEmbeddingUnit or kHeadUnit
+  std::int32_t id = kNoParameterUnit;  // layer index, kEmbeddingUnit, kHeadUnit or expert_unit_of(layer)
+  // The ranks that hold the same weights and see other tokens: GroupKind::data (dp*cp ranks), or for an
+  // experts unit GroupKind::expert_data.
+  GroupKind replicas = GroupKind::data;
   std::vector<WeightTensor> tensors;
   std::int64_t elements = 0;           // sum of the tensors
-  std::int64_t padded = 0;             // rounded up to a multiple of the data group (ZeRO shards)
-  std::int64_t shard_begin = 0, shard_elements = 0;  // this rank's 1/dp of `padded`
+  std::int64_t padded = 0;             // rounded up to a multiple of the replicas group (ZeRO shards)
+  std::int64_t shard_begin = 0, shard_elements = 0;  // this rank's 1/replicas of `padded`
   bool sharded_optimizer = false;      // ZeRO >= 1: master and moments only for the shard
   // The elements this rank updates (holds fp32 master weights and AdamW moments for).
   std::int64_t update_begin() const { return sharded_optimizer ? shard_begin : 0; }
@@ -45,7 +55,12 @@ struct ParameterUnitLayout {
 
 struct RankPlacement {
   int tp_rank = 0, dp_rank = 0, stage = 0;
+  // Under expert parallelism: which experts the rank holds (its place in its expert group) and its place in
+  // the expert-data group (the ZeRO shard of its experts unit). strategies/rank_layout.hpp derives both.
+  int ep_rank = 0, expert_data_rank = 0;
 };
+// A rank's placement from its global rank (strategies/rank_layout.hpp's groups).
+RankPlacement placement_of(const Strategy& strategy, int rank);
 
 // A range [begin, begin + count) of a unit's flat buffers.
 struct ElementRange {
@@ -62,8 +77,8 @@ struct ElementRange {
 std::vector<ElementRange> gradient_norm_ranges(const ParameterUnitLayout& unit, bool count_replicated);
 
 // The units a rank of `placement.stage` holds, their tensors and shard maps. Llama-style models only (RMSNorm,
-// SwiGLU or GeLU, RoPE, no biases; MoE layers hold a router and their experts' fc1 and fc2 stacked, under
-// pipeline parallelism only); throws std::invalid_argument otherwise. With tied embeddings the output layer
+// SwiGLU or GeLU, RoPE, no biases; an MoE layer's unit holds its router, replicated over TP as the norms are,
+// and its experts unit the rank's experts' fc1 and fc2 stacked); throws std::invalid_argument otherwise. With tied embeddings the output layer
 // holds no weight of its own on the embedding's stage (it uses the table) and a copy of the table elsewhere.
 // Whether a stage holds the embedding: stage_holds_embedding.
 bool stage_holds_embedding(const Strategy& strategy, int stage);

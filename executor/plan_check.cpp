@@ -31,8 +31,8 @@ void check_strategy(const Plan& plan, const Scenario& scenario, const Strategy& 
   if (s.schedule == Schedule::double_strand && s.pipeline_model_parallel_size > 1)
     throw InputError(file, at + "/pipeline_model_parallel_size",
                      "1 under double-strand (twin execute does not run the folded pipeline's two-tensor p2p yet)");
-  if (s.context_parallel_size > 1 || s.expert_model_parallel_size > 1)
-    throw InputError(file, at, "no context or expert parallelism (twin execute does not run them yet)");
+  if (s.context_parallel_size > 1)
+    throw InputError(file, at + "/context_parallel_size", "1 (twin execute does not run context parallelism yet)");
   // The table's copy sits at another offset of another unit than the table: after ZeRO's reduce-scatter the
   // two hold different shards, and summing them over the embedding group would mix them.
   if (!plan.scenario.model.untie_embeddings_and_output_weights && s.pipeline_model_parallel_size > 1 &&

@@ -81,8 +81,10 @@ json moe_routing_json(const Scenario& scenario, const Strategy& strategy, const 
   return {{"definition", "tokens routed to the busiest expert over the mean, per micro-batch and MoE layer"},
           {"num_experts", scenario.model.moe.num_experts},
           {"top_k", scenario.model.moe.top_k},
-          {"tokens_per_micro_batch", static_cast<std::int64_t>(strategy.micro_batch_size) *
-                                         scenario.training.seq_length / strategy.context_parallel_size},
+          // What one sample routes: a micro-batch's tokens on one rank (its 1/tp under SP, its 1/cp under CP).
+          {"tokens_per_micro_batch",
+           static_cast<std::int64_t>(strategy.micro_batch_size) * scenario.training.seq_length /
+               strategy.context_parallel_size / (strategy.sequence_parallel ? strategy.tensor_model_parallel_size : 1)},
           {"samples", samples.size()},
           {"imbalance_mean", mean(samples)},
           {"imbalance_max", samples.empty() ? 0.0 : *std::max_element(samples.begin(), samples.end())},

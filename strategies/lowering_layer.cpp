@@ -89,14 +89,16 @@ void moe_forward(Emitter& e) {
     return Emitter::collective(OpKind::all_to_all, role, Stream::ep_comm, GroupKind::expert, s.ep, s.dispatch_bytes);
   };
   const std::int64_t permute_bytes = s.permute_bytes;
-  if (s.ep > 1) e.emit(a2a(OpRole::dispatch));
+  // As Megatron's all-to-all dispatcher: the copies sorted by expert (so by the EP rank that holds it), then
+  // exchanged; they arrive grouped by local expert (received in place, no second sort). Combine mirrors it.
   e.emit(Emitter::moved(OpKind::moe_permute, OpRole::dispatch, permute_bytes));
+  if (s.ep > 1) e.emit(a2a(OpRole::dispatch));
   const int count = static_cast<int>(s.experts_local);
   e.emit(expert_gemm(s, OpRole::expert_fc1, GemmPass::forward, s.expert_tokens, s.moe_fc1_width, s.h, count));
   e.emit(Emitter::rows_cols(OpKind::activation_forward, OpRole::expert_activation, s.expert_tokens * count, s.moe_ffn));
   e.emit(expert_gemm(s, OpRole::expert_fc2, GemmPass::forward, s.expert_tokens, s.h, s.moe_ffn, count));
-  e.emit(Emitter::moved(OpKind::moe_unpermute, OpRole::combine, permute_bytes));
   if (s.ep > 1) e.emit(a2a(OpRole::combine));
+  e.emit(Emitter::moved(OpKind::moe_unpermute, OpRole::combine, permute_bytes));
 }
 
 void moe_backward(Emitter& e) {
@@ -106,8 +108,8 @@ void moe_backward(Emitter& e) {
   };
   const std::int64_t permute_bytes = s.permute_bytes;
   const int count = static_cast<int>(s.experts_local);
-  if (s.ep > 1) e.emit(a2a(OpRole::combine));
   e.emit(Emitter::moved(OpKind::moe_unpermute, OpRole::combine, permute_bytes));
+  if (s.ep > 1) e.emit(a2a(OpRole::combine));
   const OpIndex fc2_dgrad =
       e.emit(expert_gemm(s, OpRole::expert_fc2, GemmPass::input_gradient, s.expert_tokens, s.moe_ffn, s.h, count));
   e.emit(expert_gemm(s, OpRole::expert_fc2, GemmPass::weight_gradient, s.moe_ffn, s.h, s.expert_tokens, count));
@@ -117,8 +119,8 @@ void moe_backward(Emitter& e) {
       expert_gemm(s, OpRole::expert_fc1, GemmPass::input_gradient, s.expert_tokens, s.h, s.moe_fc1_width, count));
   e.emit(expert_gemm(s, OpRole::expert_fc1, GemmPass::weight_gradient, s.h, s.moe_fc1_width, s.expert_tokens, count));
   e.chain = fc1_dgrad;
-  e.emit(Emitter::moved(OpKind::moe_permute, OpRole::dispatch, permute_bytes));
   if (s.ep > 1) e.emit(a2a(OpRole::dispatch));
+  e.emit(Emitter::moved(OpKind::moe_permute, OpRole::dispatch, permute_bytes));
   const OpIndex router_dgrad =
       e.emit(Emitter::gemm(OpRole::router, GemmPass::input_gradient, s.tokens_local, s.h, s.experts_total));
   e.emit(Emitter::gemm(OpRole::router, GemmPass::weight_gradient, s.h, s.experts_total, s.tokens_local));

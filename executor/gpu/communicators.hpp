@@ -32,6 +32,10 @@ class Communicators {
   ncclComm_t tensor() const { return tensor_; }        // tp_comm stream
   ncclComm_t data() const { return data_; }            // dp_comm stream
   ncclComm_t embedding() const { return embedding_; }  // dp_comm stream (first and last stage); null if none
+  // Expert parallelism: the EP group (ep_comm stream: the routed tokens' all-to-alls) and the expert-data group
+  // (dp_comm stream: the experts' gradients and weights); null where the graph has no such op.
+  ncclComm_t expert() const { return expert_; }
+  ncclComm_t expert_data() const { return expert_data_; }
   // Optimizer-phase reductions (gradient norm, SP norm-weight gradients) over TP and PP.
   ncclComm_t tensor_for_optimizer() const { return tensor_optimizer_; }
   ncclComm_t pipeline_for_optimizer() const { return pipeline_optimizer_; }
@@ -46,6 +50,7 @@ class Communicators {
   ncclComm_t split(int color, int key);
   std::vector<ncclComm_t> owned_;
   ncclComm_t world_ = nullptr, tensor_ = nullptr, data_ = nullptr, embedding_ = nullptr;
+  ncclComm_t expert_ = nullptr, expert_data_ = nullptr;
   ncclComm_t tensor_optimizer_ = nullptr, pipeline_optimizer_ = nullptr;
   std::map<std::pair<int, int>, ncclComm_t> p2p_;
   RankCoordinates me_;

@@ -115,7 +115,11 @@ void StageRuntime::run_op(OpIndex index, int iteration) {
     case Action::expert_activation_forward:
     case Action::expert_activation_backward:
     case Action::expert_combine:
-    case Action::expert_combine_backward: return moe(op, b, mb, unit_of(op, b), stream);
+    case Action::expert_combine_backward:
+    case Action::dispatch_exchange:
+    case Action::combine_exchange:
+    case Action::dispatch_exchange_backward:
+    case Action::combine_exchange_backward: return moe(op, b, mb, unit_of(op, b), stream);
     case Action::phase_handoff: return;  // the process issues its parts in order
   }
 }

@@ -1,13 +1,16 @@
-// An MoE layer's experts block, dropless (Megatron-LM's MoE layer with the token dispatcher's permutation and
-// grouped GEMMs): the router's softmax and top-k, the routed copies sorted by expert, the experts' MLPs as
-// grouped GEMMs over each expert's rows, and the weighted combine; backward the same in reverse, with the
-// Switch load-balancing loss's gradient added to the router's. Each expert's row count is known to the host
-// after the router op (one copy of `experts` integers): the grouped GEMMs need it, as Megatron's do.
+// An MoE layer's experts block, dropless (Megatron-LM's MoE layer with the all-to-all token dispatcher and
+// grouped GEMMs): the router's softmax and top-k, the routed copies sorted by expert, under expert parallelism
+// sent to the EP ranks that hold their experts (and back), the experts' MLPs as grouped GEMMs over each local
+// expert's rows, and the weighted combine; backward the same in reverse, with the Switch load-balancing loss's
+// gradient added to the router's. Each expert's row count is known to the host after the router op (one copy
+// of `experts` integers), and under EP after the dispatch gathered every EP rank's counts: the grouped GEMMs
+// and the all-to-all's chunks need them, as Megatron's do.
 #include <stdexcept>
 #include <vector>
 
 #include <fmt/format.h>
 
+#include "executor/expert_exchange.hpp"
 #include "gpu/checks.hpp"
 #include "gpu/grouped_matmul.hpp"
 #include "gpu/kernels.hpp"
@@ -21,13 +24,34 @@ using layer::Tensor;
 
 }  // namespace
 
+void StageRuntime::exchange_rows(const ExpertExchange& x, bool to_experts, const bf16* from, bf16* to,
+                                 std::int64_t width, cudaStream_t stream) {
+  // Between one pair, NCCL matches sends and receives in the order issued: both ends list a pair's chunks by
+  // local expert.
+  const std::vector<ExchangeChunk>& sends = to_experts ? x.from_tokens : x.at_experts;
+  const std::vector<ExchangeChunk>& receives = to_experts ? x.at_experts : x.from_tokens;
+  TWIN_NCCL_CHECK(ncclGroupStart());
+  for (const ExchangeChunk& c : sends)
+    TWIN_NCCL_CHECK(ncclSend(from + c.row * width, c.rows * width, ncclBfloat16, c.peer, comms_.expert(), stream));
+  for (const ExchangeChunk& c : receives)
+    TWIN_NCCL_CHECK(ncclRecv(to + c.row * width, c.rows * width, ncclBfloat16, c.peer, comms_.expert(), stream));
+  TWIN_NCCL_CHECK(ncclGroupEnd());
+}
+
 void StageRuntime::moe(const Op& op, const OpBinding& b, int mb, int unit, cudaStream_t stream) {
   const lowering::RankShapes& s = shapes_;
   const std::int64_t tokens = s.tokens_local, h = s.h, experts = s.experts_total;
   const int top_k = scenario_.model.moe.top_k;
   const std::int64_t routed = tokens * top_k;
   const std::int64_t ffn = s.moe_ffn, fc1_width = s.moe_fc1_width;
-  ParameterUnit& parameters = params_->unit(unit);
+  // Under EP the copies leave in this rank's expert order (routed_input) and the outputs come back
+  // (routed_output); on one EP rank the experts read and write those rows in place.
+  const bool exchanged = s.ep > 1;
+  const Tensor copies_in = exchanged ? Tensor::routed_input : Tensor::expert_input;
+  const Tensor copies_out = exchanged ? Tensor::routed_output : Tensor::expert_out;
+  // The router lives in the layer's unit, the experts in their own (executor/parameters.hpp).
+  const bool expert_weight = b.subject == OpRole::expert_fc1 || b.subject == OpRole::expert_fc2;
+  ParameterUnit& parameters = params_->unit(expert_weight ? expert_unit_of(unit) : unit);
   const auto tensor = [&](Tensor t, Form form = Form::value) { return get(mb, unit, {t, form}); };
   const auto bf = [&](Tensor t, Form form = Form::value) { return static_cast<bf16*>(tensor(t, form)); };
   const auto i32 = [&](Tensor t) { return static_cast<std::int32_t*>(tensor(t)); };
@@ -38,12 +62,17 @@ void StageRuntime::moe(const Op& op, const OpBinding& b, int mb, int unit, cudaS
   const auto done = [&](std::initializer_list<Act> names) {
     for (Act name : names) release(mb, unit, name, stream);
   };
-  // The experts' GEMMs: one group per expert, over its rows [first, first + count) of the routed copies.
+  // The experts' GEMMs: one group per local expert, over its rows [first, first + count) of the rows it holds.
+  const auto held_rows = [&] {
+    std::int64_t rows = 0;
+    for (std::int64_t count : expert_counts_.at({mb, unit})) rows += count;
+    return rows;
+  };
   const auto per_expert = [&](auto&& group_of) {
     const std::vector<std::int64_t>& counts = expert_counts_.at({mb, unit});
     std::vector<GemmGroup> groups;
     std::int64_t first = 0;
-    for (std::int64_t e = 0; e < experts; ++e) {
+    for (std::size_t e = 0; e < counts.size(); ++e) {
       groups.push_back(group_of(e, first, counts[e]));
       first += counts[e];
     }
@@ -78,8 +107,8 @@ void StageRuntime::moe(const Op& op, const OpBinding& b, int mb, int unit, cudaS
       TWIN_CUDA_CHECK(cudaMemcpyAsync(counts_host_, counts, experts * 4, cudaMemcpyDeviceToHost, stream));
       TWIN_CUDA_CHECK(cudaEventRecord(counts_copied_, stream));
       TWIN_CUDA_CHECK(cudaEventSynchronize(counts_copied_));
-      std::vector<std::int64_t>& host = expert_counts_[{mb, unit}];
-      host.assign(counts_host_, counts_host_ + experts);
+      const std::vector<std::int64_t> host(counts_host_, counts_host_ + experts);
+      if (!exchanged) expert_counts_[{mb, unit}] = host;  // under EP the dispatch learns the experts' rows
       if (!op.recomputed) {  // a recomputed forward routes the same tokens the same way
         kernels::moe_aux_loss(probs, counts, aux_loss_coeff_per_micro_batch(), aux_loss_sum_, tokens,
                               static_cast<int>(experts), top_k, stream);
@@ -88,13 +117,51 @@ void StageRuntime::moe(const Op& op, const OpBinding& b, int mb, int unit, cudaS
       return;
     }
     case Action::expert_dispatch: {
-      bf16* rows = new_bf16(Tensor::expert_input, Form::value, routed * h);
+      bf16* rows = new_bf16(copies_in, Form::value, routed * h);
       kernels::moe_permute(bf(Tensor::mlp_norm_out), i32(Tensor::expert_order), top_k, rows, routed, h, stream);
+      return;
+    }
+    case Action::dispatch_exchange: {
+      // Every EP rank's copies per expert (as Megatron's dispatcher gathers them), to the host: the chunks'
+      // sizes, and the grouped GEMMs' rows.
+      TWIN_NCCL_CHECK(ncclAllGather(i32(Tensor::expert_counts), gathered_counts_, experts, ncclInt32,
+                                    comms_.expert(), stream));
+      TWIN_CUDA_CHECK(cudaMemcpyAsync(counts_host_, gathered_counts_, s.ep * experts * 4, cudaMemcpyDeviceToHost,
+                                      stream));
+      TWIN_CUDA_CHECK(cudaEventRecord(counts_copied_, stream));
+      TWIN_CUDA_CHECK(cudaEventSynchronize(counts_copied_));
+      const ExpertExchange& x = exchanges_[{mb, unit}] = plan_expert_exchange(
+          std::vector<std::int64_t>(counts_host_, counts_host_ + s.ep * experts), s.ep, static_cast<int>(experts),
+          me_ep_);
+      expert_counts_[{mb, unit}] = x.local_expert_rows;
+      exchange_rows(x, true, bf(copies_in), new_bf16(Tensor::expert_input, Form::value, x.rows_held * h), h, stream);
+      done({{copies_in}});
+      return;
+    }
+    case Action::combine_exchange: {
+      const ExpertExchange& x = exchanges_.at({mb, unit});
+      exchange_rows(x, false, bf(Tensor::expert_out), new_bf16(copies_out, Form::value, routed * h), h, stream);
+      done({{Tensor::expert_out}});
+      return;
+    }
+    case Action::combine_exchange_backward: {  // the combine's gradient to the experts' ranks
+      const ExpertExchange& x = exchanges_.at({mb, unit});
+      exchange_rows(x, true, bf(copies_out, Form::gradient),
+                    new_bf16(Tensor::expert_out, Form::gradient, x.rows_held * h), h, stream);
+      done({{copies_out, Form::gradient}});
+      return;
+    }
+    case Action::dispatch_exchange_backward: {  // the experts' input gradient back to the tokens' ranks
+      const ExpertExchange& x = exchanges_.at({mb, unit});
+      exchange_rows(x, false, bf(Tensor::expert_input, Form::gradient),
+                    new_bf16(copies_in, Form::gradient, routed * h), h, stream);
+      done({{Tensor::expert_input, Form::gradient}});
+      exchanges_.erase({mb, unit});
       return;
     }
     case Action::expert_forward: {
       bf16* x = bf(in);
-      bf16* y = new_bf16(out, Form::value, routed * out_width);
+      bf16* y = new_bf16(out, Form::value, held_rows() * out_width);
       scratch(op).grouped->run(per_expert([&](std::int64_t e, std::int64_t first, std::int64_t count) {
                       return GemmGroup{count, out_width, in_width, x + first * in_width, weights + e * weight_size,
                                        y + first * out_width};
@@ -103,13 +170,14 @@ void StageRuntime::moe(const Op& op, const OpBinding& b, int mb, int unit, cudaS
       return;
     }
     case Action::expert_activation_forward: {
-      bf16* act = new_bf16(Tensor::expert_activation_out, Form::value, routed * ffn);
-      kernels::mlp_activation_forward(op.gated_activation, bf(Tensor::expert_fc1_out), act, routed, ffn, stream);
+      const std::int64_t rows = held_rows();
+      bf16* act = new_bf16(Tensor::expert_activation_out, Form::value, rows * ffn);
+      kernels::mlp_activation_forward(op.gated_activation, bf(Tensor::expert_fc1_out), act, rows, ffn, stream);
       return;
     }
     case Action::expert_combine: {
       bf16* branch = new_bf16(Tensor::fc2_out, Form::value, tokens * h);
-      kernels::moe_unpermute(bf(Tensor::expert_out), i32(Tensor::routed_row), f32(Tensor::combine_weight), branch,
+      kernels::moe_unpermute(bf(copies_out), i32(Tensor::routed_row), f32(Tensor::combine_weight), branch,
                              tokens, top_k, h, stream);
       return;
     }
@@ -118,22 +186,22 @@ void StageRuntime::moe(const Op& op, const OpBinding& b, int mb, int unit, cudaS
     case Action::expert_combine_backward: {
       // The branch's gradient is the layer output's (the MLP residual adds the branch to the stream).
       const bf16* d_branch = bf(Tensor::output, Form::gradient);
-      bf16* d_rows = new_bf16(Tensor::expert_out, Form::gradient, routed * h);
+      bf16* d_rows = new_bf16(copies_out, Form::gradient, routed * h);
       auto* d_weight = static_cast<float*>(make(mb, unit, {Tensor::combine_weight, Form::gradient}, routed * 4, stream));
-      kernels::moe_unpermute_backward(d_branch, bf(Tensor::expert_out), i32(Tensor::expert_order),
+      kernels::moe_unpermute_backward(d_branch, bf(copies_out), i32(Tensor::expert_order),
                                       i32(Tensor::routed_row), f32(Tensor::combine_weight), d_rows, d_weight, tokens,
                                       top_k, h, stream);
       bf16* d_logits = new_bf16(Tensor::router_logits, Form::gradient, tokens * experts);
       kernels::moe_router_backward(f32(Tensor::router_probs), i32(Tensor::expert_choice), f32(Tensor::combine_weight),
                                    d_weight, i32(Tensor::expert_counts), aux_loss_coeff_per_micro_batch(), d_logits,
                                    tokens, static_cast<int>(experts), top_k, stream);
-      done({{Tensor::expert_out}, {Tensor::router_probs}, {Tensor::combine_weight},
+      done({{copies_out}, {Tensor::router_probs}, {Tensor::combine_weight},
             {Tensor::combine_weight, Form::gradient}, {Tensor::expert_choice}});
       return;
     }
     case Action::expert_input_grad: {  // d in_e [count, k] = d out_e [count, n] W_e^T
       bf16* dy = bf(out, Form::gradient);
-      bf16* dx = new_bf16(in, Form::gradient, routed * in_width);
+      bf16* dx = new_bf16(in, Form::gradient, held_rows() * in_width);
       scratch(op).grouped->run(per_expert([&](std::int64_t e, std::int64_t first, std::int64_t count) {
                       return GemmGroup{count, in_width, out_width, dy + first * out_width, weights + e * weight_size,
                                        dx + first * in_width};
@@ -153,18 +221,19 @@ void StageRuntime::moe(const Op& op, const OpBinding& b, int mb, int unit, cudaS
       return;
     }
     case Action::expert_activation_backward: {
-      bf16* d_fc1 = new_bf16(Tensor::expert_fc1_out, Form::gradient, routed * fc1_width);
+      const std::int64_t rows = held_rows();
+      bf16* d_fc1 = new_bf16(Tensor::expert_fc1_out, Form::gradient, rows * fc1_width);
       const bf16* d_act = bf(Tensor::expert_activation_out, Form::gradient);
-      kernels::mlp_activation_backward(op.gated_activation, bf(Tensor::expert_fc1_out), d_act, d_fc1, routed, ffn,
+      kernels::mlp_activation_backward(op.gated_activation, bf(Tensor::expert_fc1_out), d_act, d_fc1, rows, ffn,
                                        stream);
       done({{Tensor::expert_fc1_out}, {Tensor::expert_activation_out, Form::gradient}});
       return;
     }
     case Action::expert_dispatch_backward: {  // each token's gradient sums its copies'
       bf16* dx = new_bf16(Tensor::mlp_norm_out, Form::gradient, tokens * h);
-      kernels::moe_unpermute(bf(Tensor::expert_input, Form::gradient), i32(Tensor::routed_row), nullptr, dx, tokens,
-                             top_k, h, stream);
-      done({{Tensor::expert_input, Form::gradient}, {Tensor::expert_order}, {Tensor::routed_row}});
+      kernels::moe_unpermute(bf(copies_in, Form::gradient), i32(Tensor::routed_row), nullptr, dx, tokens, top_k, h,
+                             stream);
+      done({{copies_in, Form::gradient}, {Tensor::expert_order}, {Tensor::routed_row}});
       return;
     }
     case Action::router_input_grad:  // the router's part of the norm output's gradient, added to the experts'
@@ -184,10 +253,12 @@ void StageRuntime::moe(const Op& op, const OpBinding& b, int mb, int unit, cudaS
 }
 
 float StageRuntime::aux_loss_coeff_per_micro_batch() const {
-  // The loss is the mean over the global batch; each micro-batch's load-balancing loss counts 1/(M dp) of it.
+  // The loss is the mean over the global batch; each micro-batch's load-balancing loss counts 1/(M dp) of it,
+  // and under SP each TP rank's, over its 1/tp of the tokens, 1/tp (the router's gradient is summed over TP).
   const std::int64_t micro_batches = part_.micro_batches > 0 ? part_.micro_batches : strategy_.num_micro_batches;
-  return static_cast<float>(options_.moe_aux_loss_coeff /
-                            (static_cast<double>(micro_batches) * strategy_.data_parallel_size));
+  const int sequence_shards = shapes_.sp ? shapes_.tp : 1;
+  return static_cast<float>(options_.moe_aux_loss_coeff / (static_cast<double>(micro_batches) *
+                                                           strategy_.data_parallel_size * sequence_shards));
 }
 
 }  // namespace twin::exec

@@ -22,10 +22,15 @@ std::pair<std::int64_t, std::int64_t> within(std::int64_t begin, std::int64_t co
 }  // namespace
 
 void StageRuntime::parameters_collective(const Op& op, const OpBinding& b, cudaStream_t stream) {
-  ncclComm_t data = comms_.data();
+  // The op's group says whose weights: a layer's (the data group) or its experts' (the expert-data group).
+  const bool experts = op.group == GroupKind::expert_data;
+  ncclComm_t data = experts ? comms_.expert_data() : comms_.data();
+  const auto unit_named = [&](std::int32_t id) -> ParameterUnit& {
+    return params_->unit(experts && id >= 0 ? expert_unit_of(id) : id);
+  };
   switch (b.action) {
     case Action::grad_reduce: {
-      ParameterUnit& unit = params_->unit(op.parameter_unit);
+      ParameterUnit& unit = unit_named(op.parameter_unit);
       if (op.kind == OpKind::all_reduce)
         TWIN_NCCL_CHECK(ncclAllReduce(unit.grads, unit.grads, unit.padded, ncclBfloat16, ncclSum, data, stream));
       else
@@ -34,8 +39,12 @@ void StageRuntime::parameters_collective(const Op& op, const OpBinding& b, cudaS
       return;
     }
     case Action::param_gather: {
-      std::vector<ParameterUnit*> units =
-          op.parameter_unit == kWholeStage ? params_->units() : std::vector<ParameterUnit*>{&params_->unit(op.parameter_unit)};
+      std::vector<ParameterUnit*> units;
+      if (op.parameter_unit != kWholeStage)
+        units.push_back(&unit_named(op.parameter_unit));
+      else  // every unit replicated over this op's group
+        for (ParameterUnit* unit : params_->units())
+          if ((unit->replicas == GroupKind::expert_data) == experts) units.push_back(unit);
       TWIN_NCCL_CHECK(ncclGroupStart());
       for (ParameterUnit* unit : units)
         TWIN_NCCL_CHECK(ncclAllGather(unit->params + unit->shard_begin, unit->params, unit->shard_elements,
@@ -68,7 +77,7 @@ void StageRuntime::model_parallel_gradient_fixups(cudaStream_t stream) {
     TWIN_NCCL_CHECK(ncclGroupStart());
     for (ParameterUnit* unit : params_->units())
       for (const WeightTensor& w : unit->tensors) {
-        if (!w.is_norm) continue;
+        if (!w.tp_replicated) continue;
         const auto [begin, count] = zero_sharded ? within(w.offset, w.elements(), unit->shard_begin,
                                                           unit->shard_begin + unit->shard_elements)
                                                  : std::pair<std::int64_t, std::int64_t>{w.offset, w.elements()};

@@ -3,6 +3,7 @@
 // freed on the stream of their last user, so the pool reuses memory as Megatron's caching allocator does.
 #include "executor/gpu/stage_runtime.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <limits>
 #include <set>
@@ -64,7 +65,7 @@ StageRuntime::StageRuntime(const Scenario& scenario, const Strategy& strategy, c
   TWIN_CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep_all));
 
   params_ = part_.parameters ? part_.parameters
-                             : std::make_shared<StageParameters>(scenario, strategy, RankPlacement{me.tp, me.dp, me.pp},
+                             : std::make_shared<StageParameters>(scenario, strategy, placement_of(strategy, rank),
                                                                  options.seed, compute);
 
   // Cross-stream dependencies become event waits. Every op records its event: the watchdog names the
@@ -121,7 +122,11 @@ StageRuntime::StageRuntime(const Scenario& scenario, const Strategy& strategy, c
     scratch.moe_sort_workspace = static_buffer(moe_sort_workspace_bytes_);
   }
   if (scenario.model.is_moe()) {
-    TWIN_CUDA_CHECK(cudaMallocHost(&counts_host_, shapes_.experts_total * sizeof(std::int32_t)));
+    // Under EP the host reads every EP rank's counts.
+    TWIN_CUDA_CHECK(cudaMallocHost(&counts_host_, shapes_.ep * shapes_.experts_total * sizeof(std::int32_t)));
+    gathered_counts_ =
+        static_cast<std::int32_t*>(static_buffer(shapes_.ep * shapes_.experts_total * sizeof(std::int32_t)));
+    me_ep_ = placement_of(strategy, rank).ep_rank;
     TWIN_CUDA_CHECK(cudaEventCreateWithFlags(&counts_copied_, cudaEventDisableTiming));
   }
   aux_loss_sum_ = static_cast<float*>(static_buffer(sizeof(float)));
@@ -194,7 +199,8 @@ void* StageRuntime::make(int mb, int unit, Act name, std::size_t bytes, cudaStre
     TWIN_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
     bytes = total_bytes + (std::size_t{8} << 30);
   }
-  const cudaError_t status = cudaMallocAsync(&buffer.ptr, bytes, stream);
+  // Never zero bytes (an expert rank may receive no rows): a null pointer would read as no tensor.
+  const cudaError_t status = cudaMallocAsync(&buffer.ptr, std::max<std::size_t>(bytes, 16), stream);
   if (status == cudaErrorMemoryAllocation) {
     cudaGetLastError();  // not sticky: clear it so that the report below is the error
     std::size_t free_bytes = 0, total_bytes = 0;

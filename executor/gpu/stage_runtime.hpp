@@ -22,6 +22,7 @@
 #include "gpu/attention.hpp"
 #include "gpu/grouped_matmul.hpp"
 #include "gpu/matmul.hpp"
+#include "executor/expert_exchange.hpp"
 #include "executor/op_binding.hpp"
 #include "executor/run_report.hpp"
 #include "executor/gpu/stage_parameters.hpp"
@@ -188,6 +189,10 @@ class StageRuntime {
   void optimizer(const Op& op, cudaStream_t stream);
   // An MoE layer's experts block (op_actions_moe.cpp).
   void moe(const Op& op, const OpBinding& b, int mb, int unit, cudaStream_t stream);
+  // Rows of `width` from `from` to `to` over the expert group: the dispatch's direction (to the experts' ranks)
+  // or the combine's (back), as `x` plans them.
+  void exchange_rows(const ExpertExchange& x, bool to_experts, const __nv_bfloat16* from, __nv_bfloat16* to,
+                     std::int64_t width, cudaStream_t stream);
   float aux_loss_coeff_per_micro_batch() const;
   void model_parallel_gradient_fixups(cudaStream_t stream);
 
@@ -240,7 +245,12 @@ class StageRuntime {
   std::size_t moe_sort_workspace_bytes_ = 0;
   std::int32_t* counts_host_ = nullptr;
   cudaEvent_t counts_copied_ = nullptr;
-  std::map<std::pair<int, int>, std::vector<std::int64_t>> expert_counts_;
+  std::map<std::pair<int, int>, std::vector<std::int64_t>> expert_counts_;  // rows per local expert
+  // Expert parallelism: every EP rank's copies per expert as gathered (device), this rank's place in its expert
+  // group, and each (micro-batch, unit)'s exchange until its backward.
+  std::int32_t* gathered_counts_ = nullptr;
+  int me_ep_ = 0;
+  std::map<std::pair<int, int>, ExpertExchange> exchanges_;
   std::vector<ExpertLoad> expert_loads_;
   float* aux_loss_sum_ = nullptr;
   double last_aux_loss_ = 0;

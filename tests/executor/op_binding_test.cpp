@@ -1,6 +1,7 @@
 // The executor's reading of the op graph: every op of real lowerings gets an action, TP collectives
 // serve the right linear, a backward's GEMMs are input and weight gradient, and none of it depends on the
 // order the lowering issues ops in.
+#include <algorithm>
 #include <map>
 #include <set>
 #include <tuple>
@@ -256,10 +257,13 @@ TEST(OpBinding, RunsExactlyTheKindsTheTableSaysItRuns) {
     bind_ops(rc);
     for (OpIndex i = 0; i < rc.size(); ++i) bound.insert(rc.op(i).kind);
   }
-  for (const RankClass& rc : lower(testing::make_strategy(1, 2, 1, false), moe_on(2)).classes) {
-    bind_ops(rc);
-    for (OpIndex i = 0; i < rc.size(); ++i) bound.insert(rc.op(i).kind);
-  }
+  Strategy expert_parallel = testing::make_strategy(1, 1, 1, false);
+  expert_parallel.expert_model_parallel_size = 2;
+  for (const Strategy& moe_strategy : {testing::make_strategy(1, 2, 1, false), expert_parallel})
+    for (const RankClass& rc : lower(moe_strategy, moe_on(2)).classes) {
+      bind_ops(rc);
+      for (OpIndex i = 0; i < rc.size(); ++i) bound.insert(rc.op(i).kind);
+    }
   for (OpKind kind : all_op_kinds()) {
     if (op_kind_traits(kind).executor_runs) {
       EXPECT_EQ(bound.count(kind), 1u) << to_string(kind) << " runs but no lowering here binds it";
@@ -328,20 +332,56 @@ TEST(OpBinding, DoubleStrandBindsTheOpsOfOneFOneB) {
   }
 }
 
-TEST(OpBinding, RefusesWhatTheExecutorDoesNotRun) {
-  // Experts over 8 data-parallel ranks: their gradients are reduced over the expert-data group.
-  Scenario moe = testing::make_scenario(testing::moe_shaped(), 1, 1024, 16);
-  EXPECT_THROW(bind_ops(lower(testing::make_strategy(1, 1), moe).classes[0]), std::invalid_argument);
-  // Expert parallelism: the tokens travel by all-to-all.
-  Strategy ep = testing::make_strategy(1, 1, 1, false);
-  ep.expert_model_parallel_size = 2;
-  try {
-    bind_ops(lower(ep, moe_on(2)).classes[0]);
-    ADD_FAILURE() << "an all-to-all was bound";
-  } catch (const std::invalid_argument& e) {
-    EXPECT_NE(std::string(e.what()).find("all_to_all"), std::string::npos) << e.what();
+// Expert parallelism with TP (SP) and data parallelism: every op binds; the four all-to-alls once per micro-batch
+// and MoE layer, each direction in its pass; the experts' gradients reduced (and their weights gathered) over the
+// expert-data group, the rest over the data group.
+TEST(OpBinding, BindsExpertParallelism) {
+  Scenario moe = testing::make_scenario(testing::moe_shaped(), 1, 1024, 16);  // 8 GPUs
+  Strategy s = testing::make_strategy(2, 1, 1, true);
+  s.expert_model_parallel_size = 2;
+  s.zero_stage = 1;
+  const RankClass rc = lower(s, moe).classes[0];
+  const std::vector<OpBinding> bindings = bind_ops(rc);
+  std::map<Action, int> count;
+  int expert_data_reductions = 0;
+  for (OpIndex i = 0; i < rc.size(); ++i) {
+    const Op& op = rc.op(i);
+    ++count[bindings[i].action];
+    if (op.kind == OpKind::all_to_all) {
+      EXPECT_EQ(op.group, GroupKind::expert);
+      EXPECT_EQ(op.stream, Stream::ep_comm);
+      const bool forward = op.phase == Phase::forward;
+      const Action action = bindings[i].action;
+      EXPECT_EQ(forward, action == Action::dispatch_exchange || action == Action::combine_exchange) << op_name(op);
+    }
+    expert_data_reductions += op.group == GroupKind::expert_data && bindings[i].action == Action::grad_reduce;
   }
+  int micro_batches = 0;
+  for (OpIndex i = 0; i < rc.size(); ++i) micro_batches = std::max(micro_batches, rc.op(i).micro_batch + 1);
+  const int passes = micro_batches * 4;  // micro-batches x MoE layers
+  EXPECT_EQ(count[Action::router_forward], passes);
+  for (Action a : {Action::dispatch_exchange, Action::combine_exchange, Action::dispatch_exchange_backward,
+                   Action::combine_exchange_backward})
+    EXPECT_EQ(count[a], passes) << to_string(a);
+  EXPECT_EQ(expert_data_reductions, 4);  // one per MoE layer
+}
+
+TEST(OpBinding, RefusesWhatTheExecutorDoesNotRun) {
+  // Context parallelism: ring attention's exchange and its split blocks.
   EXPECT_THROW(bind_ops(lower(testing::make_strategy(1, 1, 2, false)).classes[0]), std::invalid_argument);
+  // An all-to-all that is not expert parallelism's (Ulysses' re-layout).
+  RankClass lone;
+  Op op;
+  op.kind = OpKind::all_to_all;
+  op.role = OpRole::tp_gather;
+  op.group = GroupKind::tensor;
+  lone.add(op);
+  try {
+    bind_ops(lone);
+    ADD_FAILURE() << "a Ulysses all-to-all was bound";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("Ulysses"), std::string::npos) << e.what();
+  }
 }
 
 // Hot switching: each phase's class binds as its uniform lowering does, packed attention is not taken for a

@@ -1,5 +1,6 @@
 // Parameter units and shard maps: every TP split of a weight covers the full weight's columns (or rows)
 // exactly once, so that a sharded model holds exactly the single-GPU model's values.
+#include <map>
 #include <set>
 #include <tuple>
 
@@ -7,6 +8,7 @@
 
 #include "executor/parameters.hpp"
 #include "executor/token_stream.hpp"
+#include "strategies/rank_layout.hpp"
 #include "strategies/validity.hpp"
 #include "../strategies/strategy_fixtures.hpp"
 
@@ -47,7 +49,7 @@ TEST(Parameters, TensorParallelShardsTileEveryWeight) {
       const WeightTensor& whole = full[u].tensors[t];
       std::set<std::int64_t> joined = cells(rank0[u].tensors[t].shard);
       const std::set<std::int64_t> other = cells(rank1[u].tensors[t].shard);
-      if (whole.is_norm) {
+      if (whole.tp_replicated) {
         EXPECT_EQ(joined, other) << whole.name << " is replicated";
         continue;
       }
@@ -94,7 +96,7 @@ TEST(Parameters, GradientNormRangesCoverTheCountedTensorsInFewRuns) {
       for (bool count_replicated : {true, false}) {
         std::vector<int> expected(unit.padded, 0), got(unit.padded, 0);
         for (const WeightTensor& w : unit.tensors)
-          if (count_replicated || !w.is_norm)
+          if (count_replicated || !w.tp_replicated)
             for (std::int64_t i = w.offset; i < w.offset + w.elements(); ++i)
               expected[i] = i >= unit.shard_begin && i < unit.shard_begin + unit.shard_elements;
         const std::vector<ElementRange> ranges = gradient_norm_ranges(unit, count_replicated);
@@ -104,7 +106,7 @@ TEST(Parameters, GradientNormRangesCoverTheCountedTensorsInFewRuns) {
           if (i < unit.elements) EXPECT_EQ(got[i], expected[i]) << unit.id << " element " << i;
           else EXPECT_LE(got[i], 1);
         int norms = 0;
-        for (const WeightTensor& w : unit.tensors) norms += w.is_norm;
+        for (const WeightTensor& w : unit.tensors) norms += w.tp_replicated;
         EXPECT_LE(ranges.size(), count_replicated ? 1u : static_cast<std::size_t>(norms + 1)) << unit.id;
       }
 }
@@ -116,8 +118,9 @@ TEST(Parameters, RefusesModelsTheExecutorDoesNotRun) {
   EXPECT_THROW(plan_parameter_units(gpt, s, RankPlacement{}, 1), std::invalid_argument);
 }
 
-// An MoE layer's unit: the attention's weights, the router [hidden, experts] and each expert's fc1 and fc2
-// stacked, as many weights as the memory model counts (plan_parameter_units checks the sum).
+// An MoE layer's unit: the attention's weights and the router [hidden, experts] (replicated over TP, as a norm
+// weight), beside an experts unit with each expert's fc1 and fc2 stacked; as many weights as the memory model
+// counts (plan_parameter_units checks the sums).
 TEST(Parameters, AnMoeLayerHoldsItsRouterAndExpertStacks) {
   Scenario moe = testing::make_scenario(testing::moe_shaped(), 1, 1024, 16);
   moe.cluster.node_groups[0].gpus_per_node = 2;
@@ -125,29 +128,66 @@ TEST(Parameters, AnMoeLayerHoldsItsRouterAndExpertStacks) {
   ASSERT_FALSE(complete_strategy(moe, s).has_value());
   const auto units = plan_parameter_units(moe, s, RankPlacement{0, 0, 1}, 7);
   const ModelConfig& m = moe.model;
-  int layers = 0;
+  int layers = 0, expert_units = 0;
   for (const ParameterUnitLayout& unit : units) {
+    if (unit.id <= kExpertUnitBase) {
+      ++expert_units;
+      EXPECT_EQ(unit.replicas, GroupKind::expert_data);
+      EXPECT_EQ(unit.tensor(OpRole::expert_fc1).rows, m.moe.num_experts * m.hidden_size);
+      EXPECT_EQ(unit.tensor(OpRole::expert_fc1).cols, 2 * m.moe.ffn_hidden_size);  // SwiGLU: gate and up
+      EXPECT_EQ(unit.tensor(OpRole::expert_fc2).rows, m.moe.num_experts * m.moe.ffn_hidden_size);
+      EXPECT_EQ(unit.tensor(OpRole::expert_fc2).cols, m.hidden_size);
+      continue;
+    }
     if (unit.id < 0) continue;
     ++layers;
+    EXPECT_EQ(unit.replicas, GroupKind::data);
     EXPECT_EQ(unit.tensor(OpRole::router).rows, m.hidden_size);
     EXPECT_EQ(unit.tensor(OpRole::router).cols, m.moe.num_experts);
-    EXPECT_EQ(unit.tensor(OpRole::expert_fc1).rows, m.moe.num_experts * m.hidden_size);
-    EXPECT_EQ(unit.tensor(OpRole::expert_fc1).cols, 2 * m.moe.ffn_hidden_size);  // SwiGLU: gate and up
-    EXPECT_EQ(unit.tensor(OpRole::expert_fc2).rows, m.moe.num_experts * m.moe.ffn_hidden_size);
-    EXPECT_EQ(unit.tensor(OpRole::expert_fc2).cols, m.hidden_size);
+    EXPECT_TRUE(unit.tensor(OpRole::router).tp_replicated);
     EXPECT_THROW(unit.tensor(OpRole::fc1), std::logic_error);
+    EXPECT_THROW(unit.tensor(OpRole::expert_fc1), std::logic_error);
   }
   EXPECT_EQ(layers, 2);  // the second of two stages
+  EXPECT_EQ(expert_units, 2);
 }
 
-TEST(Parameters, RunsExpertsWherePipelineParallelismIsTheOnlySplit) {
-  Scenario moe = testing::make_scenario(testing::moe_shaped(), 1, 1024, 16);
-  for (auto [tp, ep, sp] : {std::tuple{2, 1, true}, std::tuple{1, 2, false}, std::tuple{1, 1, false}}) {
+// Under expert parallelism each EP rank holds its own experts (rows of the full stacks, tiling them exactly
+// once over the group), sharded for ZeRO over the expert-data group by its place there.
+TEST(Parameters, ExpertParallelRanksTileTheExpertStacks) {
+  Scenario moe = testing::make_scenario(testing::moe_shaped(), 1, 1024, 16);  // 8 GPUs
+  for (auto [tp, ep, sp] : {std::tuple{1, 2, false}, std::tuple{2, 4, true}, std::tuple{1, 8, false},
+                            std::tuple{2, 1, true}}) {
     Strategy s = testing::make_strategy(tp, 1, 1, sp);
     s.expert_model_parallel_size = ep;
-    ASSERT_FALSE(complete_strategy(moe, s).has_value());  // 8 GPUs: the rest is data parallel
-    EXPECT_THROW(plan_parameter_units(moe, s, RankPlacement{}, 1), std::invalid_argument) << s.key();
+    s.zero_stage = 1;
+    ASSERT_FALSE(complete_strategy(moe, s).has_value()) << s.key();
+    const int edp = expert_data_parallel_size(s);
+    std::map<std::int32_t, std::set<std::int64_t>> rows_covered;  // per layer: fc1 stack rows held
+    std::map<std::pair<std::int32_t, int>, int> shard_owners;      // (layer, ep rank) -> ranks, by shard place
+    for (int rank = 0; rank < s.world_size(); ++rank) {
+      const RankPlacement placement = placement_of(s, rank);
+      EXPECT_EQ(placement.ep_rank, rank % ep) << s.key();  // EP groups are a stage's innermost ranks
+      for (const ParameterUnitLayout& unit : plan_parameter_units(moe, s, placement, 1)) {
+        if (unit.id > kExpertUnitBase) continue;
+        const WeightTensor& fc1 = unit.tensor(OpRole::expert_fc1);
+        EXPECT_EQ(fc1.rows, moe.model.moe.num_experts / ep * moe.model.hidden_size);
+        EXPECT_TRUE(unit.sharded_optimizer == (edp > 1)) << s.key();
+        EXPECT_EQ(unit.padded % edp, 0);
+        EXPECT_EQ(unit.shard_begin, unit.shard_elements * placement.expert_data_rank);
+        for (std::int64_t r = 0; r < fc1.rows; ++r) rows_covered[unit.id].insert(fc1.shard.row_offset + r);
+        shard_owners[{unit.id, placement.ep_rank}] |= 1 << placement.expert_data_rank;
+      }
+    }
+    for (const auto& [unit, rows] : rows_covered) {
+      EXPECT_EQ(static_cast<std::int64_t>(rows.size()), moe.model.moe.num_experts * moe.model.hidden_size) << s.key();
+      EXPECT_EQ(*rows.rbegin(), moe.model.moe.num_experts * moe.model.hidden_size - 1);
+    }
+    for (const auto& [key, owners] : shard_owners) EXPECT_EQ(owners, (1 << edp) - 1) << s.key();  // every shard once
   }
+  Strategy cp = testing::make_strategy(1, 1, 2, false);
+  ASSERT_FALSE(complete_strategy(moe, cp).has_value());
+  EXPECT_THROW(plan_parameter_units(moe, cp, RankPlacement{}, 1), std::invalid_argument);  // no CP yet
 }
 
 // Tied embeddings: on the embedding's stage the output layer holds only its norm (it uses the table); on the

@@ -23,6 +23,15 @@ CORRECTNESS = [
     ("moe-recompute-full", 1, {"recompute": "full"}),
     ("moe-residual-fusion", 1, ec.RESIDUAL_FUSION),
     ("moe-pp2", 2, {"pipeline_model_parallel_size": 2}),
+    # Experts replicated over data-parallel ranks (their gradients reduced over the expert-data group), split
+    # over EP ranks (the tokens by all-to-all), with ZeRO-1, and under TP with SP (each TP rank routes its own
+    # 1/tp of the tokens; experts not TP-sharded, as Megatron's default expert_tensor_parallel_size 1).
+    ("moe-dp2", 2, {}),
+    ("moe-ep2", 2, {"expert_model_parallel_size": 2}),
+    ("moe-ep2-zero1", 2, {"expert_model_parallel_size": 2, "zero_stage": 1}),
+    ("moe-tp2-sp", 2, {"tensor_model_parallel_size": 2, "sequence_parallel": True}),
+    ("moe-tp2-sp-ep2", 2, {"tensor_model_parallel_size": 2, "sequence_parallel": True,
+                           "expert_model_parallel_size": 2}),
 ]
 # (name, micro-batch, global batch)
 SPEED = [("mixtral-2l-mbs1", 1, 4), ("mixtral-2l-mbs2", 2, 4)]
@@ -66,8 +75,10 @@ def main():
         # step. So the first half of the steps is held to the dense runs' tolerance, the whole curve to 5x it.
         diff_first_half, diff = ec.curve_differences(losses, baseline)
         routing = metrics.get("moe_routing", {})
-        # Every measured step routes each micro-batch through each MoE layer once on the stage that holds it.
-        expected_samples = (args.iters - 2) * 4 * MOE_SMALL["num_layers"]
+        # Every measured step routes each micro-batch through each MoE layer once on the stage that holds it;
+        # under SP each TP rank routes its own part of the micro-batch.
+        sequence_shards = fields.get("tensor_model_parallel_size", 1) if fields.get("sequence_parallel") else 1
+        expected_samples = (args.iters - 2) * 4 * MOE_SMALL["num_layers"] * sequence_shards
         ok = (diff_first_half <= args.tolerance and diff <= 5 * args.tolerance and losses[-1] < 0.8 * losses[0]
               and routing.get("samples") == expected_samples
               and routing.get("imbalance_mean", 0) >= 1.0)
