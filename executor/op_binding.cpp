@@ -70,7 +70,7 @@ std::string to_string(Action action) {
       "attention_backward", "activation_forward", "activation_backward", "residual_forward", "residual_backward",
       "loss_forward", "loss_reduce", "loss_backward", "gather_input", "reduce_output", "gather_output_grad",
       "reduce_input_grad", "send_activation", "recv_activation", "send_gradient", "recv_gradient", "grad_reduce",
-      "param_gather", "embedding_grad_sync", "grad_norm", "optimizer_step", "router_forward", "router_input_grad",
+      "param_gather", "embedding_grad_sync", "grad_norm", "optimizer_step", "router_forward", "routing_counts_reduce", "router_input_grad",
       "router_weight_grad", "expert_dispatch", "expert_dispatch_backward", "expert_forward", "expert_input_grad",
       "expert_weight_grad", "expert_activation_forward", "expert_activation_backward", "expert_combine",
       "expert_combine_backward", "dispatch_exchange", "combine_exchange", "dispatch_exchange_backward",
@@ -180,6 +180,7 @@ std::vector<OpBinding> bind_ops(const RankClass& rc, bool tied_embeddings) {
           case OpRole::embedding_grad_sync: b.action = Action::embedding_grad_sync; break;
           case OpRole::grad_norm: b.action = Action::grad_norm; break;
           case OpRole::loss: b.action = Action::loss_reduce; break;
+          case OpRole::router: b.action = Action::routing_counts_reduce; break;
           case OpRole::tp_gather:
           case OpRole::tp_scatter:
           case OpRole::tp_reduce:

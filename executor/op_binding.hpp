@@ -27,6 +27,7 @@ enum class Action : std::uint8_t {
   grad_reduce, param_gather, embedding_grad_sync, grad_norm, optimizer_step,
   // An MoE layer's experts block (executor/gpu/op_actions_moe.cpp).
   router_forward,            // router GEMM, softmax and top-k, the copies sorted by expert
+  routing_counts_reduce,     // under SP: the copies per expert summed over TP (the load-balancing loss's counts)
   router_input_grad, router_weight_grad,
   expert_dispatch, expert_dispatch_backward,  // token rows into expert order, and the gradient back
   expert_forward, expert_input_grad, expert_weight_grad,  // the experts' grouped GEMMs

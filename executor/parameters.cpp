@@ -101,12 +101,15 @@ std::vector<ParameterUnitLayout> plan_parameter_units(const Scenario& scenario, 
   };
 
   std::vector<ParameterUnitLayout> units;
-  const auto finish = [&](ParameterUnitLayout unit, std::int64_t counted_by_memory_model) {
+  // A tensor's seed is its layer's (or unit's) and its place there: an experts unit's tensors follow their
+  // layer's (`seed_place`), so the model is the same however the units are cut.
+  const auto finish = [&](ParameterUnitLayout unit, std::int64_t counted_by_memory_model, std::int32_t seed_unit,
+                          int seed_place) {
     for (std::size_t i = 0; i < unit.tensors.size(); ++i) {
       unit.tensors[i].offset = unit.elements;
       // A copy of the embedding starts as the table: the table's seed (it is the embedding unit's first tensor).
       unit.tensors[i].seed = unit.tensors[i].embedding_copy ? tensor_seed(kEmbeddingUnit, 0)
-                                                            : tensor_seed(unit.id, static_cast<int>(i));
+                                                            : tensor_seed(seed_unit, seed_place + static_cast<int>(i));
       unit.elements += unit.tensors[i].elements();
     }
     // One model, one count: the weights allocated here are the ones the simulator's memory model counts.
@@ -129,7 +132,7 @@ std::vector<ParameterUnitLayout> plan_parameter_units(const Scenario& scenario, 
     if (vs == 0) {
       ParameterUnitLayout unit{kEmbeddingUnit};
       unit.tensors.push_back(weight("embedding", OpRole::embedding, rows_from(vocab_l, h, t * vocab_l), stddev));
-      finish(std::move(unit), embedding_parameters_per_rank(m, tp));
+      finish(std::move(unit), embedding_parameters_per_rank(m, tp), kEmbeddingUnit, 0);
     }
     const int first = first_layer_of(m, strategy, placement.stage, chunk);
     for (int l = first; l < first + layers_in_virtual_stage(m, strategy, vs); ++l) {
@@ -152,7 +155,8 @@ std::vector<ParameterUnitLayout> plan_parameter_units(const Scenario& scenario, 
         WeightTensor router = weight(p + "router", OpRole::router, rows_from(h, shapes.experts_total, 0), stddev);
         router.tp_replicated = true;
         unit.tensors.push_back(std::move(router));
-        finish(std::move(unit), counted.dense);
+        const int layer_tensors = static_cast<int>(unit.tensors.size());
+        finish(std::move(unit), counted.dense, l, 0);
         // The rank's experts (EP rank e holds experts [e * local, (e + 1) * local)), fc1 and fc2 each stacked
         // [experts * in, out]: the stack's rows sit at the first local expert's row in the full stack.
         const std::int64_t experts = shapes.experts_local, ffn_e = shapes.moe_ffn, fc1_e = shapes.moe_fc1_width;
@@ -162,7 +166,7 @@ std::vector<ParameterUnitLayout> plan_parameter_units(const Scenario& scenario, 
                                              rows_from(experts * h, fc1_e, first_expert * h), stddev));
         expert_unit.tensors.push_back(weight(p + "experts_fc2", OpRole::expert_fc2,
                                              rows_from(experts * ffn_e, h, first_expert * ffn_e), output_stddev));
-        finish(std::move(expert_unit), counted.expert);
+        finish(std::move(expert_unit), counted.expert, l, layer_tensors);
         continue;
       }
       unit.tensors.push_back(weight(p + "fc1", OpRole::fc1,
@@ -170,7 +174,7 @@ std::vector<ParameterUnitLayout> plan_parameter_units(const Scenario& scenario, 
                                            : columns(h, ffn_l, ffn, {{t * ffn_l, ffn_l}}),
                                     stddev));
       unit.tensors.push_back(weight(p + "fc2", OpRole::fc2, rows_from(ffn_l, h, t * ffn_l), output_stddev));
-      finish(std::move(unit), counted.dense);
+      finish(std::move(unit), counted.dense, l, 0);
     }
     if (vs == last_virtual_stage) {
       ParameterUnitLayout unit{kHeadUnit};
@@ -185,7 +189,7 @@ std::vector<ParameterUnitLayout> plan_parameter_units(const Scenario& scenario, 
         copy.embedding_copy = true;
         unit.tensors.push_back(std::move(copy));
       }
-      finish(std::move(unit), output_parameters_per_rank(m, tp, holds_embedding));
+      finish(std::move(unit), output_parameters_per_rank(m, tp, holds_embedding), kHeadUnit, 0);
     }
   }
   return units;

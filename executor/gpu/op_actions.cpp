@@ -105,6 +105,7 @@ void StageRuntime::run_op(OpIndex index, int iteration) {
     case Action::grad_norm: return parameters_collective(op, b, stream);
     case Action::optimizer_step: return optimizer(op, stream);
     case Action::router_forward:
+    case Action::routing_counts_reduce:
     case Action::router_input_grad:
     case Action::router_weight_grad:
     case Action::expert_dispatch:

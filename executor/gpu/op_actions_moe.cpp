@@ -109,11 +109,16 @@ void StageRuntime::moe(const Op& op, const OpBinding& b, int mb, int unit, cudaS
       TWIN_CUDA_CHECK(cudaEventSynchronize(counts_copied_));
       const std::vector<std::int64_t> host(counts_host_, counts_host_ + experts);
       if (!exchanged) expert_counts_[{mb, unit}] = host;  // under EP the dispatch learns the experts' rows
-      if (!op.recomputed) {  // a recomputed forward routes the same tokens the same way
-        kernels::moe_aux_loss(probs, counts, aux_loss_coeff_per_micro_batch(), aux_loss_sum_, tokens,
-                              static_cast<int>(experts), top_k, stream);
-        expert_loads_.push_back({iteration_, mb, unit, host});
-      }
+      // A recomputed forward routes the same tokens the same way. The load-balancing loss's value is added with
+      // its gradient (the combine's backward), where the sequence's counts are known under SP.
+      if (!op.recomputed) expert_loads_.push_back({iteration_, mb, unit, host});
+      return;
+    }
+    case Action::routing_counts_reduce: {
+      auto* sequence_counts =
+          static_cast<std::int32_t*>(make(mb, unit, {Tensor::expert_counts, Form::reduced}, experts * 4, stream));
+      TWIN_NCCL_CHECK(ncclAllReduce(i32(Tensor::expert_counts), sequence_counts, experts, ncclInt32, ncclSum,
+                                    comms_.tensor(), stream));
       return;
     }
     case Action::expert_dispatch: {
@@ -192,9 +197,15 @@ void StageRuntime::moe(const Op& op, const OpBinding& b, int mb, int unit, cudaS
                                       i32(Tensor::routed_row), f32(Tensor::combine_weight), d_rows, d_weight, tokens,
                                       top_k, h, stream);
       bf16* d_logits = new_bf16(Tensor::router_logits, Form::gradient, tokens * experts);
+      // The load-balancing loss counts the sequence's copies: under SP, summed over TP (routing_counts_reduce).
+      const auto* sequence_counts = static_cast<const std::int32_t*>(
+          tensor(Tensor::expert_counts, s.tp > 1 ? Form::reduced : Form::value));
+      const float aux_coeff = aux_loss_coeff_per_micro_batch();
+      kernels::moe_aux_loss(f32(Tensor::router_probs), sequence_counts, aux_coeff, aux_loss_sum_, tokens,
+                            static_cast<int>(experts), top_k, stream);
       kernels::moe_router_backward(f32(Tensor::router_probs), i32(Tensor::expert_choice), f32(Tensor::combine_weight),
-                                   d_weight, i32(Tensor::expert_counts), aux_loss_coeff_per_micro_batch(), d_logits,
-                                   tokens, static_cast<int>(experts), top_k, stream);
+                                   d_weight, sequence_counts, aux_coeff, d_logits, tokens, static_cast<int>(experts),
+                                   top_k, stream);
       done({{copies_out}, {Tensor::router_probs}, {Tensor::combine_weight},
             {Tensor::combine_weight, Form::gradient}, {Tensor::expert_choice}});
       return;
@@ -245,7 +256,7 @@ void StageRuntime::moe(const Op& op, const OpBinding& b, int mb, int unit, cudaS
       scratch(op).matmul->run({h, experts, tokens, true, false, !b.first_gradient},
                                                  bf(Tensor::mlp_norm_out), bf(Tensor::router_logits, Form::gradient),
                                                  grads, stream);
-      done({{Tensor::router_logits, Form::gradient}, {Tensor::expert_counts}});
+      done({{Tensor::router_logits, Form::gradient}, {Tensor::expert_counts}, {Tensor::expert_counts, Form::reduced}});
       expert_counts_.erase({mb, unit});
       return;
     default: throw std::logic_error("executor: not an experts-block action");
@@ -253,12 +264,15 @@ void StageRuntime::moe(const Op& op, const OpBinding& b, int mb, int unit, cudaS
 }
 
 float StageRuntime::aux_loss_coeff_per_micro_batch() const {
-  // The loss is the mean over the global batch; each micro-batch's load-balancing loss counts 1/(M dp) of it,
-  // and under SP each TP rank's, over its 1/tp of the tokens, 1/tp (the router's gradient is summed over TP).
+  // The loss is the mean over the global batch; each micro-batch's load-balancing loss counts 1/(M dp) of it.
+  // Under SP a TP rank holds 1/tp of the sequence's tokens but the sequence's counts: the kernels normalise by
+  // its own tokens squared, so 1/tp^2 more makes the TP ranks' parts add up to the sequence's loss (and the
+  // router's gradient, summed over TP, to the single GPU's).
   const std::int64_t micro_batches = part_.micro_batches > 0 ? part_.micro_batches : strategy_.num_micro_batches;
-  const int sequence_shards = shapes_.sp ? shapes_.tp : 1;
-  return static_cast<float>(options_.moe_aux_loss_coeff / (static_cast<double>(micro_batches) *
-                                                           strategy_.data_parallel_size * sequence_shards));
+  const double sequence_shards = shapes_.tp > 1 ? shapes_.tp : 1;
+  return static_cast<float>(options_.moe_aux_loss_coeff /
+                            (static_cast<double>(micro_batches) * strategy_.data_parallel_size * sequence_shards *
+                             sequence_shards));
 }
 
 }  // namespace twin::exec
