@@ -47,6 +47,16 @@ void append_kernels(RankRun& run, const std::vector<gpu::KernelRecord>& records)
   }
 }
 
+// A failed rank reports and leaves at once: destructors would wait on GPU work that may never finish
+// (a collective whose peers go on, or a hung one), and the launcher stops the other ranks when one exits
+// non-zero. So the handler must run before the runtimes' destructors: inside their scope.
+[[noreturn]] void report_and_leave(const std::exception& error) {
+  spdlog::error("{}", error.what());
+  spdlog::default_logger()->flush();
+  std::fflush(nullptr);
+  std::_Exit(1);
+}
+
 int rank_main(const ExecuteRequest& request, const gpu::RankIdentity& identity) {
   if (identity.rank != 0) spdlog::set_level(spdlog::level::warn);
   gpu::prepare_nccl_environment(identity);
@@ -129,82 +139,81 @@ int rank_main(const ExecuteRequest& request, const gpu::RankIdentity& identity) 
   }
   spdlog::info("[execute] {} on {} GPU(s) ({}), {} iterations ({} warm-up)", lowered.key, identity.world_size,
                props.name, request.iterations, request.warmup);
-  for (int iteration = 0; iteration < request.iterations; ++iteration) {
-    double loss_sum = 0, aux_loss = 0;
-    std::vector<ExpertLoad> loads;
-    for (std::size_t p = 0; p < part_count; ++p) {
-      const PlanPart& part = lowered.parts[p];
-      const Strategy& s = part.strategy;
-      const RankCoordinates at = coordinates_of(s, identity.rank);
-      const auto tokens =
-          part.packs.empty()
-              ? rank_iteration_tokens(TokenStream{scenario.model.vocab_size, part.scenario.training.seq_length,
-                                                  request.seed},
-                                      iteration, part.scenario.training.global_batch_size, s.data_parallel_size,
-                                      at.dp, s.micro_batch_size, s.num_micro_batches)
-              : packed_steps.rank_tokens(iteration, p, s.data_parallel_size, at.dp, s.micro_batch_size,
-                                         s.num_micro_batches);
-      StageRuntime& runtime = *runtimes[p];
-      runtime.run_iteration(iteration, tokens, timer ? &*timer : nullptr, watchdog);
-      loss_sum += runtime.last_loss_sum();
-      aux_loss += runtime.last_aux_loss();
-      loads.insert(loads.end(), runtime.last_expert_loads().begin(), runtime.last_expert_loads().end());
-      if (timer) {
-        std::vector<gpu::KernelRecord> records = timer->collect();
-        if (iteration >= request.warmup) append_kernels(runs[p], records);
+  try {
+    for (int iteration = 0; iteration < request.iterations; ++iteration) {
+      double loss_sum = 0, aux_loss = 0;
+      std::vector<ExpertLoad> loads;
+      for (std::size_t p = 0; p < part_count; ++p) {
+        const PlanPart& part = lowered.parts[p];
+        const Strategy& s = part.strategy;
+        const RankCoordinates at = coordinates_of(s, identity.rank);
+        const auto tokens =
+            part.packs.empty()
+                ? rank_iteration_tokens(TokenStream{scenario.model.vocab_size, part.scenario.training.seq_length,
+                                                    request.seed},
+                                        iteration, part.scenario.training.global_batch_size, s.data_parallel_size,
+                                        at.dp, s.micro_batch_size, s.num_micro_batches)
+                : packed_steps.rank_tokens(iteration, p, s.data_parallel_size, at.dp, s.micro_batch_size,
+                                           s.num_micro_batches);
+        StageRuntime& runtime = *runtimes[p];
+        runtime.run_iteration(iteration, tokens, timer ? &*timer : nullptr, watchdog);
+        loss_sum += runtime.last_loss_sum();
+        aux_loss += runtime.last_aux_loss();
+        loads.insert(loads.end(), runtime.last_expert_loads().begin(), runtime.last_expert_loads().end());
+        if (timer) {
+          std::vector<gpu::KernelRecord> records = timer->collect();
+          if (iteration >= request.warmup) append_kernels(runs[p], records);
+        }
+      }
+      const double loss = world_sum(static_cast<float>(loss_sum)) / step_tokens;
+      float step_ms = 0;
+      TWIN_CUDA_CHECK(cudaEventElapsedTime(&step_ms, runtimes.front()->last_start(), runtimes.back()->last_end()));
+      const double seconds = step_ms / 1e3;
+      for (RankRun& run : runs) {
+        run.losses.push_back(loss);
+        run.iteration_s.push_back(seconds);
+      }
+      if (scenario.model.is_moe()) {
+        runs.front().aux_losses.push_back(aux_loss);
+        if (iteration >= request.warmup)
+          runs.front().expert_loads.insert(runs.front().expert_loads.end(), loads.begin(), loads.end());
+      }
+      const Throughput t = lowered.throughput(seconds);
+      spdlog::info("[execute] step {:>3}/{}  loss {:.4f}  iteration {:.1f} ms  {:.0f} tokens/s  MFU {:.1f}%",
+                   iteration + 1, request.iterations, loss, 1e3 * seconds, t.tokens_per_s, 100 * t.mfu);
+      if (scenario.model.is_moe()) {
+        double busiest = 0;
+        for (const ExpertLoad& load : loads) busiest = std::max(busiest, routing_imbalance(load));
+        spdlog::info("[execute]          load-balancing loss {:.4f} (this rank)  busiest expert {:.2f}x the mean",
+                     aux_loss, busiest);
       }
     }
-    const double loss = world_sum(static_cast<float>(loss_sum)) / step_tokens;
-    float step_ms = 0;
-    TWIN_CUDA_CHECK(cudaEventElapsedTime(&step_ms, runtimes.front()->last_start(), runtimes.back()->last_end()));
-    const double seconds = step_ms / 1e3;
-    for (RankRun& run : runs) {
-      run.losses.push_back(loss);
-      run.iteration_s.push_back(seconds);
+    // The parameters once, every part's own buffers, the activation pool's high mark (device-wide) once.
+    std::size_t peak = runtimes.front()->peak_memory_bytes();
+    for (std::size_t p = 1; p < part_count; ++p) peak += runtimes[p]->own_bytes();
+    for (std::size_t p = 0; p < part_count; ++p) {
+      runs[p].peak_memory_bytes = peak;
+      if (timer) runs[p].dropped_records = timer->dropped_records();
+      write_rank_run(request.run_dir, runs[p], runtimes[p]->rank_class(), request.warmup);
     }
-    if (scenario.model.is_moe()) {
-      runs.front().aux_losses.push_back(aux_loss);
-      if (iteration >= request.warmup)
-        runs.front().expert_loads.insert(runs.front().expert_loads.end(), loads.begin(), loads.end());
-    }
-    const Throughput t = lowered.throughput(seconds);
-    spdlog::info("[execute] step {:>3}/{}  loss {:.4f}  iteration {:.1f} ms  {:.0f} tokens/s  MFU {:.1f}%",
-                 iteration + 1, request.iterations, loss, 1e3 * seconds, t.tokens_per_s, 100 * t.mfu);
-    if (scenario.model.is_moe()) {
-      double busiest = 0;
-      for (const ExpertLoad& load : loads) busiest = std::max(busiest, routing_imbalance(load));
-      spdlog::info("[execute]          load-balancing loss {:.4f} (this rank)  busiest expert {:.2f}x the mean",
-                   aux_loss, busiest);
-    }
+    world_sum(0);  // every rank has written its part
+    if (identity.rank == 0)
+      write_run_summary(request.run_dir, plan, lowered, identity.world_size, request.warmup,
+                        to_string(request.attention));
+  } catch (const std::exception& error) {
+    report_and_leave(error);  // an out-of-memory on one rank, say, while its peers wait in a collective
   }
-  // The parameters once, every part's own buffers, the activation pool's high mark (device-wide) once.
-  std::size_t peak = runtimes.front()->peak_memory_bytes();
-  for (std::size_t p = 1; p < part_count; ++p) peak += runtimes[p]->own_bytes();
-  for (std::size_t p = 0; p < part_count; ++p) {
-    runs[p].peak_memory_bytes = peak;
-    if (timer) runs[p].dropped_records = timer->dropped_records();
-    write_rank_run(request.run_dir, runs[p], runtimes[p]->rank_class(), request.warmup);
-  }
-  world_sum(0);  // every rank has written its part
-  if (identity.rank == 0)
-    write_run_summary(request.run_dir, plan, lowered, identity.world_size, request.warmup,
-                      to_string(request.attention));
   TWIN_CUDA_CHECK(cudaEventDestroy(summed));
   TWIN_CUDA_CHECK(cudaFree(loss_device));
   TWIN_CUDA_CHECK(cudaStreamDestroy(side));
   return 0;
 }
 
-// A failed rank reports and leaves at once: destructors would wait on GPU work that may never finish
-// (a hung collective), and the launcher stops the other ranks when one exits non-zero.
 int rank_main_or_exit(const ExecuteRequest& request, const gpu::RankIdentity& identity) {
   try {
     return rank_main(request, identity);
-  } catch (const std::exception& error) {
-    spdlog::error("{}", error.what());
-    spdlog::default_logger()->flush();
-    std::fflush(nullptr);
-    std::_Exit(1);
+  } catch (const std::exception& error) {  // before the iterations: no collective is in flight
+    report_and_leave(error);
   }
 }
 

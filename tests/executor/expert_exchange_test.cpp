@@ -37,7 +37,8 @@ void replay(const std::vector<std::int64_t>& routed, int ep, int experts) {
     for (int to = 0; to < ep; ++to) {
       std::vector<Copy> stream;
       for (const ExchangeChunk& c : plans[from].from_tokens)
-        if (c.peer == to) stream.insert(stream.end(), tokens[from].begin() + c.row, tokens[from].begin() + c.row + c.rows);
+        if (c.peer == to)
+          stream.insert(stream.end(), tokens[from].begin() + c.row, tokens[from].begin() + c.row + c.rows);
       std::size_t next = 0;
       for (const ExchangeChunk& c : plans[to].at_experts)
         if (c.peer == from)

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """twin execute on MoE plans, and the loop they close: a small Mixtral-shaped model (8 experts, top-2, dropless)
-against its own single-GPU loss curve under recompute, residual fusion and pipeline stages; the measured
-routing skew recorded in the run; then a Mixtral-8x7B-wide model (2 layers) timed against its prediction,
+against its own single-GPU loss curve under recompute, residual fusion, pipeline stages and, given two GPUs,
+data, expert and tensor (with sequence) parallelism; the measured routing skew recorded in the run; then a
+Mixtral-8x7B-wide model (2 layers; on two GPUs also at EP 2) timed against its prediction,
 folded into a profile by `twin calibrate --from-trace`, and simulated again with the measured routing.
 
 Usage: moe_check.py --twin build/twin [--out DIR] [--gpus N] [--iters N] [--profile NAME|FILE] [--gpu NAME]
@@ -34,7 +35,10 @@ CORRECTNESS = [
                            "expert_model_parallel_size": 2}),
 ]
 # (name, micro-batch, global batch)
-SPEED = [("mixtral-2l-mbs1", 1, 4), ("mixtral-2l-mbs2", 2, 4)]
+# (name, GPUs, micro-batch, global batch, strategy fields): one GPU, then expert parallelism over two (each GPU
+# holds 4 of the 8 experts and routes its own 4 sequences; the all-to-alls over NVLink).
+SPEED = [("mixtral-2l-mbs1", 1, 1, 4, {}), ("mixtral-2l-mbs2", 1, 2, 4, {}),
+         ("mixtral-2l-ep2", 2, 1, 8, {"expert_model_parallel_size": 2})]
 
 
 def main():
@@ -92,13 +96,15 @@ def main():
                      f"{routing.get('aux_loss_last', 0):.4f} | {'pass' if ok else 'FAIL'} |")
         print(lines[-1], flush=True)
 
-    lines += ["", "## Mixtral-8x7B widths, 2 layers, seq 4096, one GPU: measured against predicted; routing folded "
+    lines += ["", "## Mixtral-8x7B widths, 2 layers, seq 4096, one and two GPUs: measured against predicted; routing folded "
               "into the profile (`twin calibrate --from-trace`), then predicted again", "",
               "| case | iteration s | MFU | predicted s (imbalance 1.0) | error | measured imbalance | "
               "predicted s (measured imbalance) | error | peak GiB | predicted GiB |",
               "|---|---|---|---|---|---|---|---|---|---|"]
-    for name, mbs, batch in SPEED:
-        doc = ec.scenario(name, MIXTRAL_2L, 1, 4096, batch, mbs, {})
+    for name, gpus, mbs, batch, fields in SPEED:
+        if gpus > args.gpus:
+            continue
+        doc = ec.scenario(name, MIXTRAL_2L, gpus, 4096, batch, mbs, fields)
         metrics = ec.run_case(args.twin, args.out, name, doc, args.iters, 3, log)
         if metrics is None:
             failed = True

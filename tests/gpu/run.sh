@@ -151,6 +151,8 @@ step "twin execute on MoE plans: loss, routing skew, fold and predict again (tes
 SECONDS=0
 gpu_name=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
 case "$gpu_name" in *H100*) moe_gpu=H100-SXM-80GB; moe_profile=h100-x1 ;; *) moe_gpu=H200-141GB; moe_profile=h200-x1 ;; esac
+# Two H200s: the shipped profile measured on two (its NVLink collectives price the EP 2 run's all-to-alls).
+[ "$gpus" -ge 2 ] && [ "$moe_profile" = h200-x1 ] && moe_profile=h200-x2
 python3 tests/gpu/moe_check.py --twin "$twin" --out /tmp/moe-check --gpus "$gpus" --gpu "$moe_gpu" \
   --profile "${TWIN_MOE_PROFILE:-$moe_profile}" > "$OUT/moe_check.log" 2>&1 || status=1
 cp /tmp/moe-check/moe_check.md /tmp/moe-check/moe_check.json "$OUT/" 2>/dev/null && cat "$OUT/moe_check.md"
