@@ -9,15 +9,56 @@
 #include <utility>
 #include <vector>
 
-#include <boost/graph/adjacency_list.hpp>
+#include <boost/container/small_vector.hpp>
+#include <boost/pending/container_traits.hpp>
 
 #include "core/op.hpp"
 
+// An op's in- and out-edges in a vector with room for two inline: almost every op has at most two of each
+// way, and a std::vector per direction per op was a heap allocation (and a free) per op, about a fifth of a
+// search's time. Boost.Graph takes a custom container through container_gen and parallel_edge_traits (its
+// "Customizing the Adjacency List Storage"); its push and erase helpers learn that a small vector is a vector
+// from the overloads below. (Its edge(u, v) lookup would need them declared before its own header: twin does
+// not call it.)
+namespace twin {
+struct SmallVecS {};
+}  // namespace twin
+
+namespace boost {
+namespace graph_detail {
+template <class T, std::size_t N, class... Rest>
+vector_tag container_category(const boost::container::small_vector<T, N, Rest...>&) {
+  return {};
+}
+template <class T, std::size_t N, class... Rest>
+unstable_tag iterator_stability(const boost::container::small_vector<T, N, Rest...>&) {
+  return {};
+}
+}  // namespace graph_detail
+namespace container {  // where argument-dependent lookup looks
+using graph_detail::container_category;
+using graph_detail::iterator_stability;
+}  // namespace container
+}  // namespace boost
+
+#include <boost/graph/adjacency_list.hpp>
+
+namespace boost {
+template <class ValueType>
+struct container_gen<twin::SmallVecS, ValueType> {
+  using type = boost::container::small_vector<ValueType, 1>;
+};
+template <>
+struct parallel_edge_traits<twin::SmallVecS> {
+  using type = allow_parallel_edge_tag;
+};
+}  // namespace boost
+
 namespace twin {
 
-// The edge list in a vector, not Boost's default std::list: edges are only ever added, and a list node per
-// dependency was a heap allocation and a free per edge.
-using OpGraph = boost::adjacency_list<boost::vecS, boost::vecS, boost::bidirectionalS, Op, boost::no_property,
+// Edges are only ever added: the graph's own edge list in a vector (a std::list node per dependency was a
+// heap allocation and a free per edge), each op's in- and out-edges in small vectors (above).
+using OpGraph = boost::adjacency_list<SmallVecS, boost::vecS, boost::bidirectionalS, Op, boost::no_property,
                                       boost::no_property, boost::vecS>;
 using OpIndex = std::uint32_t;
 inline constexpr OpIndex kNoOpIndex = std::numeric_limits<OpIndex>::max();

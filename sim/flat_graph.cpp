@@ -300,7 +300,9 @@ TimeNs waited_through_ns(const IterationGraph& graph, int c, OpIndex before, OpI
     const Op& op = rank_class.op(between);
     const bool collective = op.is_communication() && op.kind != OpKind::send && op.kind != OpKind::recv;
     if (!collective && !is_ring_send(op)) continue;
-    if (!boost::edge(before, between, rank_class.graph).second) continue;
+    const auto [out, out_end] = boost::out_edges(before, rank_class.graph);
+    if (std::none_of(out, out_end, [&](const auto& edge) { return boost::target(edge, rank_class.graph) == between; }))
+      continue;
     const std::uint32_t plan = communication_plan(graph, c, between, plans);
     longest = std::max(longest, isolated_time_ns(made[plan], static_cast<double>(op.bytes), links));
   }
