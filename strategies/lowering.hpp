@@ -32,4 +32,9 @@ IterationGraph lower_to_op_graphs(const Scenario& scenario, const Strategy& stra
 // only for double-strand, the one schedule whose graph depends on the profile).
 IterationGraph lower_to_op_graphs(const Scenario& scenario, const Strategy& strategy);
 
+// Hands a graph this thread no longer needs back to the lowering, which lowers this thread's next graphs into
+// its op storage: the pages of fresh storage are each a page fault when first written, a fifth of a long
+// pipeline's replay (docs/PERFORMANCE.md). Keeps at most one graph's storage per thread.
+void recycle_op_graphs(IterationGraph&& graph);
+
 }  // namespace twin

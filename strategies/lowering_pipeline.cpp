@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "strategies/lowering_stage.hpp"
@@ -330,6 +331,23 @@ std::size_t estimated_ops(const lowering::RankShapes& s, std::size_t passes) {
 
 }  // namespace
 
+namespace {
+
+// The op storage of the last graph this thread recycled, emptied, its capacity kept.
+using VertexStorage = decltype(std::declval<OpGraph&>().m_vertices);
+thread_local std::vector<VertexStorage> spare_vertex_storage;
+
+}  // namespace
+
+void recycle_op_graphs(IterationGraph&& graph) {
+  spare_vertex_storage.clear();
+  for (RankClass& rc : graph.classes) {
+    rc.graph.m_vertices.clear();  // the ops and their edge lists go; the capacity stays
+    spare_vertex_storage.push_back(std::move(rc.graph.m_vertices));
+  }
+  graph.classes.clear();
+}
+
 IterationGraph lower_to_op_graphs(const Scenario& scenario, const Strategy& strategy, const Profile& profile,
                                   std::vector<StrandPairingSummary>* pairings) {
   const lowering::RankShapes shapes = lowering::rank_shapes(scenario, strategy);
@@ -350,6 +368,10 @@ IterationGraph lower_to_op_graphs(const Scenario& scenario, const Strategy& stra
     rc.node_group = slowest_node_group_of_ranks(scenario.cluster, rc.first_rank, rc.num_ranks);
     rc.spans = group_spans(strategy, scenario.cluster, stage);
     rc.label = "stage " + std::to_string(stage);
+    if (!spare_vertex_storage.empty()) {  // storage this thread wrote before (recycle_op_graphs)
+      rc.graph.m_vertices = std::move(spare_vertex_storage.back());
+      spare_vertex_storage.pop_back();
+    }
     rc.graph.m_vertices.reserve(estimated_ops(shapes, orders[stage].size()));
     lowering::StageLowering lowering(scenario, strategy, shapes, rc, &profile);
     if (double_strand)

@@ -84,8 +84,10 @@ IterationResult simulate_steady_state(const Scenario& scenario, const Strategy& 
   const auto replay_at = [&](int micro_batches) {
     Strategy shorter = strategy;
     shorter.num_micro_batches = micro_batches;
-    const IterationGraph graph = lower_to_op_graphs(scenario, shorter, profile);
-    return simulate_iteration(graph, scenario.cluster, profile, SimOptions{false, prices});
+    IterationGraph graph = lower_to_op_graphs(scenario, shorter, profile);
+    IterationResult result = simulate_iteration(graph, scenario.cluster, profile, SimOptions{false, prices});
+    recycle_op_graphs(std::move(graph));  // the second replay, and the thread's next candidate, lower into it
+    return result;
   };
   const IterationResult first = replay_at(replay.first_micro_batches);
   const IterationResult second = replay_at(replay.second_micro_batches);
