@@ -39,9 +39,12 @@ Plan parse_plan(const nlohmann::json& document, const std::string& source) {
   pinned.erase("search");
   pinned["strategy"] = strategy_json;
   // A family plan's strategy is its home's (a hot-switching phase's), whose micro-batches count that phase's
-  // rows, not the scenario's batch: the parser derives them for the scenario; the family plan keeps its own.
-  if (const auto family = document.find("family_plan"); family != document.end() && family->is_object())
+  // rows, not the scenario's batch, and whose data-parallel size may count pipelines of other shapes (a
+  // heterogeneous plan's): the parser derives both for the scenario; the family plan keeps its own.
+  if (const auto family = document.find("family_plan"); family != document.end() && family->is_object()) {
     pinned["strategy"].erase("num_micro_batches");
+    pinned["strategy"].erase("data_parallel_size");
+  }
   Plan plan;
   try {
     plan.scenario = parse_scenario(pinned, source);

@@ -77,6 +77,17 @@ TEST(ExecuteCommand, RefusesAFamilyPlanInsteadOfRunningItsHomeStrategy) {
             std::string::npos) << run.output;
 }
 
+// The asymmetric plan over a mixed cluster, as `twin simulate` writes it: refused for its family, not for its
+// home strategy's data-parallel size (it counts the plan's two pipelines, not the cluster's GPUs over one's).
+TEST(ExecuteCommand, RefusesTheMixedClustersAsymmetricPlanForItsFamily) {
+  TempDir dir("execute-asymmetric");
+  const std::string plan_path = plan_of(dir, "mixed-h100-a100-fixed-plan.json");
+  Outcome run = run_twin("execute --plan " + plan_path + " --iters 5");
+  EXPECT_EQ(run.exit_code, 1) << run.output;
+  EXPECT_NE(run.output.find("/family_plan/family"), std::string::npos) << run.output;
+  EXPECT_NE(run.output.find("\"heterogeneous\" plans are simulated only so far"), std::string::npos) << run.output;
+}
+
 TEST(ExecuteCommand, RejectsMoreWarmUpThanIterations) {
   TempDir dir("execute-iters");
   const std::string plan_path = plan_of(dir, "llama3-8b-4xH200.json");
