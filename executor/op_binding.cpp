@@ -69,7 +69,8 @@ std::string to_string(Action action) {
       "linear_input_grad", "linear_weight_grad", "rope_forward", "rope_backward", "attention_forward",
       "attention_backward", "activation_forward", "activation_backward", "residual_forward", "residual_backward",
       "loss_forward", "loss_reduce", "loss_backward", "gather_input", "reduce_output", "gather_output_grad",
-      "reduce_input_grad", "send_activation", "recv_activation", "send_gradient", "recv_gradient", "grad_reduce",
+      "reduce_input_grad", "send_activation", "recv_activation", "send_gradient", "recv_gradient", "send_strands",
+      "recv_strands", "grad_reduce",
       "param_gather", "embedding_grad_sync", "grad_norm", "optimizer_step", "router_forward",
       "routing_counts_reduce", "router_input_grad", "router_weight_grad", "expert_dispatch", "expert_dispatch_backward", "expert_forward", "expert_input_grad",
       "expert_weight_grad", "expert_activation_forward", "expert_activation_backward", "expert_combine",
@@ -163,10 +164,11 @@ std::vector<OpBinding> bind_ops(const RankClass& rc, bool tied_embeddings) {
         if (op.role != OpRole::pipeline_activation && op.role != OpRole::pipeline_gradient)
           unsupported(rc, i, "a point-to-point transfer other than a pipeline's (hot switching's re-sharding)");
         if (op.group == GroupKind::tensor) unsupported(rc, i, "a userbuffers ring step (tp_comm_overlap)");
-        if (two_strands)
-          unsupported(rc, i,
-                      "a double-strand pass's p2p (one strand's activation and the other's gradient in one message)");
         const bool send = op.kind == OpKind::send;
+        if (two_strands) {
+          b.action = send ? Action::send_strands : Action::recv_strands;
+          break;
+        }
         b.action = op.role == OpRole::pipeline_activation ? (send ? Action::send_activation : Action::recv_activation)
                                                           : (send ? Action::send_gradient : Action::recv_gradient);
         break;

@@ -24,6 +24,9 @@ enum class Action : std::uint8_t {
   gather_output_grad,  // SP all-gather of a row-parallel linear's (or the embedding's) output gradient
   reduce_input_grad,   // reduce-scatter (SP) / all-reduce of a column-parallel linear's input gradient
   send_activation, recv_activation, send_gradient, recv_gradient,
+  // A double-strand pass's transfer over stages: its forward strand's activation and its backward strand's
+  // gradient (either may be absent), one grouped NCCL call.
+  send_strands, recv_strands,
   grad_reduce, param_gather, embedding_grad_sync, grad_norm, optimizer_step,
   // An MoE layer's experts block (executor/gpu/op_actions_moe.cpp).
   router_forward,            // router GEMM, softmax and top-k, the copies sorted by expert
@@ -57,8 +60,7 @@ struct OpBinding {
 std::string to_string(Action action);
 
 // One binding per op, in op order. Throws std::invalid_argument naming the op for what the executor does
-// not run (context parallel, Ulysses' all-to-alls, a double-strand pass's two-tensor p2p, hot switching's
-// re-sharding transfers). The backward
+// not run (context parallel, Ulysses' all-to-alls, hot switching's re-sharding transfers). The backward
 // strand of double strand binds as any backward: its ops say compute2, and the runtime gives that stream its
 // own CUDA stream and scratch.
 // With tied embeddings the output projection's weight gradient goes into the embedding table's (or, on a stage

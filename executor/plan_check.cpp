@@ -27,10 +27,6 @@ void check_strategy(const Plan& plan, const Scenario& scenario, const Strategy& 
                     const std::string& file, const std::string& at) {
   const std::string oom = out_of_memory_reason(memory, scenario.cluster.node_groups.front().gpu.memory_GiB);
   if (!oom.empty()) throw InputError(file, at, "a plan that fits; the simulator says it does not: " + oom);
-  // A double-strand pass over stages sends one strand's activation and the other's gradient in one p2p.
-  if (s.schedule == Schedule::double_strand && s.pipeline_model_parallel_size > 1)
-    throw InputError(file, at + "/pipeline_model_parallel_size",
-                     "1 under double-strand (twin execute does not run the folded pipeline's two-tensor p2p yet)");
   if (s.context_parallel_size > 1)
     throw InputError(file, at + "/context_parallel_size", "1 (twin execute does not run context parallelism yet)");
   // The table's copy sits at another offset of another unit than the table: after ZeRO's reduce-scatter the

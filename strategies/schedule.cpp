@@ -61,13 +61,28 @@ std::vector<ScheduleStep> interleaved_order(int stages, int stage, int micro_bat
 
 }  // namespace
 
+namespace {
+
+// Unit u of the fold runs micro-batch u's forward strand (while there is one) beside the backward strand of the
+// micro-batch `stages` units before it (once there is one).
+StrandStep strand_step(int stages, int micro_batches, int unit, bool down) {
+  return StrandStep{unit, down, unit < micro_batches ? unit : -1, unit >= stages ? unit - stages : -1};
+}
+
+}  // namespace
+
+StrandStep double_strand_step(int stages, int micro_batches, int forward_chunk, bool has_forward, int micro_batch) {
+  const int unit = has_forward ? micro_batch : micro_batch + stages;
+  if (micro_batch < 0 || micro_batch >= micro_batches || (forward_chunk != 0 && forward_chunk != 1))
+    throw std::invalid_argument("double_strand_step: no such pass");
+  return strand_step(stages, micro_batches, unit, forward_chunk == 0);
+}
+
 std::vector<std::vector<StrandStep>> double_strand_schedule(int stages, int micro_batches) {
   if (stages < 1 || micro_batches < 1)
     throw std::invalid_argument("double_strand_schedule: stages and micro-batches must be >= 1");
   const int units = micro_batches + stages;
-  const auto step = [&](int unit, bool down) {
-    return StrandStep{unit, down, unit < micro_batches ? unit : -1, unit >= stages ? unit - stages : -1};
-  };
+  const auto step = [&](int unit, bool down) { return strand_step(stages, micro_batches, unit, down); };
   std::vector<std::vector<StrandStep>> orders(static_cast<std::size_t>(stages));
   for (int stage = 0; stage < stages; ++stage) {
     for (const ScheduleStep& pass : one_f_one_b_order(stages, stage, units))

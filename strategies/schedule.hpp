@@ -31,6 +31,10 @@ struct StrandStep {
   bool operator==(const StrandStep&) const = default;
 };
 std::vector<std::vector<StrandStep>> double_strand_schedule(int stages, int micro_batches);
+// The step of a double-strand pass whose forward strand runs `forward_chunk` and that names `micro_batch`: its
+// forward strand's (`has_forward`), or, in the cool-down, its backward strand's. Every stage runs each such step
+// once, so a pass's pipeline transfer (its op names the pass so) carries this step's tensors.
+StrandStep double_strand_step(int stages, int micro_batches, int forward_chunk, bool has_forward, int micro_batch);
 
 // GPipe, 1F1B and interleaved 1F1B: every (micro_batch, chunk) forward and backward is a pass of its own, each stage
 // fills through chunk 0's first forward and drains through its last backward, and past the fill each further

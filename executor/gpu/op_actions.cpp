@@ -98,7 +98,9 @@ void StageRuntime::run_op(OpIndex index, int iteration) {
     case Action::send_activation:
     case Action::recv_activation:
     case Action::send_gradient:
-    case Action::recv_gradient: return pipeline(op, b, mb, stream);
+    case Action::recv_gradient:
+    case Action::send_strands:
+    case Action::recv_strands: return pipeline(op, b, mb, stream);
     case Action::grad_reduce:
     case Action::param_gather:
     case Action::embedding_grad_sync:

@@ -5,6 +5,7 @@
 #include "gpu/checks.hpp"
 #include "gpu/kernels.hpp"
 #include "executor/gpu/stage_runtime.hpp"
+#include "strategies/schedule.hpp"
 
 namespace twin::exec {
 namespace {
@@ -120,6 +121,36 @@ void StageRuntime::pipeline(const Op& op, const OpBinding& b, int mb, cudaStream
       auto [comm, peer] = comms_.p2p(peer_stage(op), me_.pp);
       TWIN_NCCL_CHECK(ncclRecv(make(mb, end - 1, arriving_output_gradient(), count * kBf16, stream), count,
                                ncclBfloat16, peer, comm, stream));
+      return;
+    }
+    case Action::send_strands:
+    case Action::recv_strands: {
+      // The pass the transfer belongs to (the op names it by its forward strand's chunk and micro-batch, or in
+      // the cool-down its backward strand's): its forward strand's activation, then its backward strand's
+      // gradient, each where the single-strand transfers keep it, in one group (NCCL matches a pair's sends and
+      // receives in order).
+      const StrandStep step = double_strand_step(strategy_.pipeline_model_parallel_size, strategy_.num_micro_batches,
+                                                 op.chunk, op.role == OpRole::pipeline_activation, mb);
+      const bool send = b.action == Action::send_strands;
+      auto [comm, peer] = send ? comms_.p2p(me_.pp, peer_stage(op)) : comms_.p2p(peer_stage(op), me_.pp);
+      const int forward = step.forward_micro_batch, backward = step.backward_micro_batch;
+      const int forward_chunk = step.forward_chunk(), backward_chunk = step.backward_chunk();
+      TWIN_NCCL_CHECK(ncclGroupStart());
+      if (forward >= 0 && send)
+        TWIN_NCCL_CHECK(ncclSend(get(forward, chunk_layers_.at(forward_chunk).second - 1, {Tensor::output}), count,
+                                 ncclBfloat16, peer, comm, stream));
+      if (forward >= 0 && !send)
+        TWIN_NCCL_CHECK(ncclRecv(make(forward, kReceivedUnit - forward_chunk, {Tensor::output}, count * kBf16, stream),
+                                 count, ncclBfloat16, peer, comm, stream));
+      if (backward >= 0 && send)
+        TWIN_NCCL_CHECK(ncclSend(get(backward, kReceivedUnit - backward_chunk, {Tensor::output, Form::next_norm_gradient}),
+                                 count, ncclBfloat16, peer, comm, stream));
+      if (backward >= 0 && !send)
+        TWIN_NCCL_CHECK(ncclRecv(make(backward, chunk_layers_.at(backward_chunk).second - 1, arriving_output_gradient(),
+                                      count * kBf16, stream),
+                                 count, ncclBfloat16, peer, comm, stream));
+      TWIN_NCCL_CHECK(ncclGroupEnd());
+      if (backward >= 0 && send) release_slot(backward, kReceivedUnit - backward_chunk, stream);
       return;
     }
     default: throw std::logic_error("executor: not a pipeline action");

@@ -11,6 +11,7 @@
 #include "core/op_kinds.hpp"
 #include "executor/op_binding.hpp"
 #include "strategies/lowering.hpp"
+#include "strategies/schedule.hpp"
 #include "strategies/validity.hpp"
 #include "strategies/families/plan_graphs.hpp"
 #include "../strategies/strategy_fixtures.hpp"
@@ -322,13 +323,56 @@ TEST(OpBinding, DoubleStrandBindsTheOpsOfOneFOneB) {
   EXPECT_EQ(keys(lower(tensor_parallel_1f1b, two).classes[0], &stored_tp_1f1b, nullptr),
             keys(lower(tensor_parallel, two).classes[0], &stored_tp, &on_compute2_tp));
   EXPECT_EQ(stored_tp, stored_tp_1f1b);
-  Strategy pipelined = strands;
-  pipelined.pipeline_model_parallel_size = 2;
-  try {
-    bind_ops(lower(pipelined, two).classes[0]);
-    ADD_FAILURE() << "a double-strand p2p was bound";
-  } catch (const std::invalid_argument& e) {
-    EXPECT_NE(std::string(e.what()).find("double-strand"), std::string::npos) << e.what();
+}
+
+// Over stages (the folded pipeline) each pass's transfer carries its forward strand's activation and its backward
+// strand's gradient: the two ends of every transfer (equal p2p tags) name the same pass, so they agree on both
+// micro-batches, and each stage moves every micro-batch's activation and gradient across each boundary once.
+TEST(OpBinding, DoubleStrandTransfersOverStagesPairUp) {
+  for (int stages : {2, 4}) {
+    Scenario scenario = testing::make_scenario(testing::llama_shaped(8), 1, 1024, 32);
+    scenario.cluster.node_groups[0].gpus_per_node = stages;
+    Strategy strands = testing::make_strategy(1, stages, 1, false);
+    strands.micro_batch_size = 4;
+    strands.schedule = Schedule::double_strand;
+    const IterationGraph graph = lower(strands, scenario);
+    const int micro_batches = 8;  // 32 sequences of micro-batch 4 on one pipeline
+    struct End {
+      StrandStep step;
+      int stage = 0;
+    };
+    std::map<std::int64_t, std::vector<End>> ends;  // p2p tag -> its send and recv
+    std::map<std::tuple<int, int, bool>, int> moved;  // (stage, micro-batch, gradient) -> tensors sent
+    for (const RankClass& rc : graph.classes) {
+      const std::vector<OpBinding> bindings = bind_ops(rc);
+      for (OpIndex i = 0; i < rc.size(); ++i) {
+        const Op& op = rc.op(i);
+        if (op.group != GroupKind::pipeline) continue;
+        const bool send = bindings[i].action == Action::send_strands;
+        ASSERT_TRUE(send || bindings[i].action == Action::recv_strands) << op_name(op);
+        const StrandStep step = double_strand_step(stages, micro_batches, op.chunk,
+                                                   op.role == OpRole::pipeline_activation, op.micro_batch);
+        const int tensors = (step.forward_micro_batch >= 0) + (step.backward_micro_batch >= 0);
+        EXPECT_EQ(op.bytes, tensors * std::int64_t{4} * 1024 * scenario.model.hidden_size * 2) << op_name(op);
+        ends[op.p2p_tag].push_back({step, rc.stage});
+        if (!send) continue;
+        if (step.forward_micro_batch >= 0) ++moved[{rc.stage, step.forward_micro_batch, false}];
+        if (step.backward_micro_batch >= 0) ++moved[{rc.stage, step.backward_micro_batch, true}];
+      }
+    }
+    for (const auto& [tag, pair] : ends) {
+      ASSERT_EQ(pair.size(), 2u) << tag;
+      EXPECT_EQ(pair[0].step.forward_micro_batch, pair[1].step.forward_micro_batch) << tag;
+      EXPECT_EQ(pair[0].step.backward_micro_batch, pair[1].step.backward_micro_batch) << tag;
+      EXPECT_EQ(pair[0].step.down, pair[1].step.down) << tag;
+    }
+    // Stage 0 sends each activation down once and each gradient down once (the fold's up passes send to it);
+    // a middle stage sends each twice each way (down and up), the last stage only up.
+    for (int stage = 0; stage < stages; ++stage)
+      for (int mb = 0; mb < micro_batches; ++mb)
+        for (bool gradient : {false, true})
+          EXPECT_EQ((moved[{stage, mb, gradient}]), stage == 0 || stage == stages - 1 ? 1 : 2)
+              << stages << " stages, stage " << stage << " micro-batch " << mb << (gradient ? " gradient" : "");
   }
 }
 

@@ -9,10 +9,12 @@ on one CUDA stream beside the backward strand of another on a second, the paired
 3. The double-strand run through `twin report` and `twin calibrate --from-trace`: the compute ops that shared the GPU
    with the other strand are left out of the fold (ops_shared_gpu), the rest fold as usual.
 4. With --gpus 2 or more: double strand under TP 2 with sequence parallelism (DHeLlam's case: one strand's TP
-   collectives beside the other's compute) against 1F1B under the same TP, the loss on the small model and, at
-   Llama-2-7B widths, each iteration and the ratio of the two, measured and predicted.
+   collectives beside the other's compute) against 1F1B under the same TP, and over two pipeline stages (the folded
+   pipeline) against 1F1B over two stages: the loss on the small model and, at Llama-2-7B widths, each iteration
+   and the ratio of the two, measured and predicted.
 
 Usage: strands_check.py --twin build/twin [--out DIR] [--iters N] [--profile NAME|FILE] [--gpu NAME] [--gpus N]
+                        [--two-gpu-only]
 Results: $OUT/strands_check.md and $OUT/strands_check.json; exit 1 when a check fails.
 """
 import argparse, json, os, sys
@@ -42,6 +44,18 @@ CORRECTNESS_TP = [
     ("tp2-sp-double-strand", {**TP2, **STRANDS}),
     ("tp2-sp-double-strand-recompute-full", {**TP2, **STRANDS, "recompute": "full"}),
 ]
+PP2 = {"pipeline_model_parallel_size": 2}
+# Over two stages (DHeLlam's folded W-shaped pipeline: each stage holds a layer chunk and its mirror, each pass's
+# transfer carries one strand's activation and the other's gradient): the small model's 1F1B baseline and double
+# strand.
+CORRECTNESS_PP = [
+    ("pp2-1f1b", PP2),
+    ("pp2-double-strand", {**PP2, **STRANDS}),
+]
+SPEED_PP = [
+    ("7b4l-pp2-1f1b", 1, 8, PP2),
+    ("7b4l-pp2-double-strand", 1, 8, {**PP2, **STRANDS}),
+]
 # (name, micro-batch, global batch, strategy fields) at Llama-2-7B widths under TP 2.
 SPEED_TP = [
     ("7b4l-tp2-sp-1f1b", 1, 4, TP2),
@@ -64,7 +78,9 @@ def main():
     parser.add_argument("--tolerance", type=float, default=0.02)
     parser.add_argument("--profile", default="h200-x1")
     parser.add_argument("--gpu", default=ec.GPU)
-    parser.add_argument("--gpus", type=int, default=1, help="GPUs on this machine: 2 or more adds the TP 2 checks")
+    parser.add_argument("--gpus", type=int, default=1,
+                        help="GPUs on this machine: 2 or more adds the TP 2 and two-stage checks")
+    parser.add_argument("--two-gpu-only", action="store_true", help="only the checks on two GPUs (part 4)")
     args = parser.parse_args()
     ec.GPU = args.gpu
     ec.PROFILE = os.path.abspath(args.profile) if os.path.exists(args.profile) else args.profile
@@ -72,6 +88,12 @@ def main():
     log = open(os.path.join(args.out, "strands_check.log"), "w")
     report = {"correctness": {}, "speed": {}, "fold": {}}
     failed = False
+
+    if args.two_gpu_only:
+        lines = []
+        failed = check_on_two_gpus(args, log, lines, report)
+        ec.write_results(args.out, "strands_check", lines, report)
+        return 1 if failed else 0
 
     lines = ["## Double strand on one GPU: loss against 1F1B (seq 1024, global batch 8, micro-batch 2: 4 micro-batches)"]
     for family, model, cases in CORRECTNESS:
@@ -99,18 +121,25 @@ def main():
                   f"{'written' if shown else 'FAILED'} | {'pass' if ok else 'FAIL'} |"]
 
     if args.gpus >= 2:
-        failed |= check_under_tp(args, log, lines, report)
+        failed |= check_on_two_gpus(args, log, lines, report)
     ec.write_results(args.out, "strands_check", lines, report)
     return 1 if failed else 0
 
 
-def check_under_tp(args, log, lines, report):
-    """Double strand under TP 2 with SP against 1F1B under the same TP, on two GPUs. Returns whether a check failed."""
+def check_on_two_gpus(args, log, lines, report):
+    """Double strand under TP 2 with SP against 1F1B under the same TP, and over two pipeline stages against 1F1B
+    over two stages, on two GPUs. Returns whether a check failed."""
     lines += ["", "## Double strand under TP 2 with sequence parallelism (two GPUs): loss against 1F1B under TP 2"]
     failed = loss_cases(args, log, lines, report, ec.SMALL, 2, CORRECTNESS_TP, 1)
     lines += ["", f"## Llama-2-7B widths, 4 layers, seq 4096, TP 2 with SP on two GPUs ({args.profile})"]
     failed |= speed_cases(args, log, lines, report, 2, SPEED_TP)
     ratio_lines(lines, report, [(SPEED_TP[0][0], SPEED_TP[1][0])])
+    lines += ["", "## Double strand over two pipeline stages (the folded pipeline, two GPUs): loss against 1F1B over "
+              "two stages"]
+    failed |= loss_cases(args, log, lines, report, ec.SMALL, 2, CORRECTNESS_PP, 1)
+    lines += ["", f"## Llama-2-7B widths, 4 layers, seq 4096, two pipeline stages, 8 micro-batches ({args.profile})"]
+    failed |= speed_cases(args, log, lines, report, 2, SPEED_PP)
+    ratio_lines(lines, report, [(SPEED_PP[0][0], SPEED_PP[1][0])])
     return failed
 
 

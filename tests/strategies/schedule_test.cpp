@@ -105,5 +105,25 @@ TEST(Schedule, PeakPerChunk) {
   EXPECT_EQ(peak_in_flight_passes(order, 1), 3);
 }
 
+// A double-strand pass is named by its forward strand's chunk and micro-batch (or, in the cool-down, its backward
+// strand's): double_strand_step finds every step of every stage's schedule from that name.
+TEST(DoubleStrandSchedule, EveryStepIsFoundFromTheMicroBatchItsTransferNames) {
+  for (int stages : {1, 2, 4})
+    for (int micro_batches : {1, 3, 8}) {
+      const auto orders = double_strand_schedule(stages, micro_batches);
+      for (const auto& order : orders)
+        for (const StrandStep& step : order) {
+          if (step.forward_micro_batch < 0 && step.backward_micro_batch < 0) continue;
+          const bool has_forward = step.forward_micro_batch >= 0;
+          EXPECT_EQ(double_strand_step(stages, micro_batches, step.forward_chunk(), has_forward,
+                                       has_forward ? step.forward_micro_batch : step.backward_micro_batch),
+                    step)
+              << stages << " stages, " << micro_batches << " micro-batches, unit " << step.unit;
+        }
+    }
+  EXPECT_THROW(double_strand_step(2, 4, 0, true, 4), std::invalid_argument);
+  EXPECT_THROW(double_strand_step(2, 4, 2, true, 0), std::invalid_argument);
+}
+
 }  // namespace
 }  // namespace twin
