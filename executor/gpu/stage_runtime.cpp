@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "executor/event_waits.hpp"
 #include "gpu/checks.hpp"
 #include "gpu/cupti_timer.hpp"
 #include "gpu/kernels.hpp"
@@ -68,17 +69,11 @@ StageRuntime::StageRuntime(const Scenario& scenario, const Strategy& strategy, c
                              : std::make_shared<StageParameters>(scenario, strategy, placement_of(strategy, rank),
                                                                  options.seed, compute);
 
-  // Cross-stream dependencies become event waits. Every op records its event: the watchdog names the
-  // first one that did not complete when an iteration hangs.
+  // Cross-stream dependencies become event waits (executor/event_waits.hpp). Every op records its event: the
+  // watchdog names the first one that did not complete when an iteration hangs.
   op_done_.assign(rc_.size(), nullptr);
-  waits_.assign(rc_.size(), {});
-  for (OpIndex i = 0; i < rc_.size(); ++i) {
-    TWIN_CUDA_CHECK(cudaEventCreateWithFlags(&op_done_[i], cudaEventDisableTiming));
-    for (auto [edge, end] = boost::in_edges(i, rc_.graph); edge != end; ++edge) {
-      const OpIndex from = static_cast<OpIndex>(boost::source(*edge, rc_.graph));
-      if (rc_.op(from).stream != rc_.op(i).stream) waits_[i].push_back(from);
-    }
-  }
+  for (cudaEvent_t& done : op_done_) TWIN_CUDA_CHECK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming));
+  waits_ = event_waits(rc_);
   fault_ = injected_fault_from_environment();
   TWIN_CUDA_CHECK(cudaEventCreate(&iteration_start_));
   TWIN_CUDA_CHECK(cudaEventCreate(&iteration_end_));
