@@ -202,7 +202,7 @@ void flatten_class(const IterationGraph& graph, int c, FlatClass& flat, PlanTabl
     const int stream = static_cast<int>(rank_class.op(i).stream);
     if (stream < 0 || stream >= kStreamCount)
       throw std::logic_error(describe(graph, c, i) + " is on no valid stream");
-    FlatOp& op = flat.ops[i];
+    FlatOp& op = flat.ops.emplace_back();  // written once here (a resize would write every op twice)
     op.predecessors = static_cast<std::uint32_t>(boost::in_degree(i, rank_class.graph));
     if (last_of_stream[stream] != kNone) {
       flat.ops[last_of_stream[stream]].next_in_stream = i;
@@ -374,7 +374,7 @@ FlatIteration flatten(const IterationGraph& graph, const Cluster& cluster, const
     flat_class.links = link_params(group, cluster.network, profile);
     if (group.gpu.sm_count > kUserbuffersSmCount)
       flat_class.userbuffers_slowdown = double(group.gpu.sm_count) / (group.gpu.sm_count - kUserbuffersSmCount);
-    flat_class.ops.resize(rank_class.size());
+    flat_class.ops.reserve(rank_class.size());
     ComputeTimes compute_times(profile, group.gpu, prices);
     flatten_class(graph, c, flat_class, plans[c], compute_times, pipeline);
   }
