@@ -70,12 +70,12 @@ std::string to_string(Action action) {
       "attention_backward", "activation_forward", "activation_backward", "residual_forward", "residual_backward",
       "loss_forward", "loss_reduce", "loss_backward", "gather_input", "reduce_output", "gather_output_grad",
       "reduce_input_grad", "send_activation", "recv_activation", "send_gradient", "recv_gradient", "send_strands",
-      "recv_strands", "grad_reduce",
-      "param_gather", "embedding_grad_sync", "grad_norm", "optimizer_step", "router_forward",
-      "routing_counts_reduce", "router_input_grad", "router_weight_grad", "expert_dispatch", "expert_dispatch_backward", "expert_forward", "expert_input_grad",
-      "expert_weight_grad", "expert_activation_forward", "expert_activation_backward", "expert_combine",
-      "expert_combine_backward", "dispatch_exchange", "combine_exchange", "dispatch_exchange_backward",
-      "combine_exchange_backward", "phase_handoff"};
+      "recv_strands", "grad_reduce", "param_gather", "embedding_grad_sync", "grad_norm", "optimizer_step",
+      "router_forward", "routing_counts_reduce", "router_input_grad", "router_weight_grad", "expert_dispatch",
+      "expert_dispatch_backward", "expert_forward", "expert_input_grad", "expert_weight_grad",
+      "expert_activation_forward", "expert_activation_backward", "expert_combine", "expert_combine_backward",
+      "dispatch_exchange", "combine_exchange", "dispatch_exchange_backward", "combine_exchange_backward",
+      "phase_handoff"};
   static_assert(std::size(names) == static_cast<std::size_t>(Action::phase_handoff) + 1, "a name per action");
   return names[static_cast<int>(action)];
 }

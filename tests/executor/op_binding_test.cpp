@@ -465,5 +465,16 @@ TEST(OpBinding, HotSwitchingPhasesBindTheirOpsAndHandoffs) {
   EXPECT_THROW(bind_ops(accumulation), std::invalid_argument);
 }
 
+// Each action's name is its enumerator's (the table is in declaration order; the count is checked at compile time).
+TEST(OpBinding, ActionNamesFollowTheEnumeration) {
+  EXPECT_EQ(to_string(Action::embedding_forward), "embedding_forward");
+  EXPECT_EQ(to_string(Action::send_strands), "send_strands");
+  EXPECT_EQ(to_string(Action::recv_strands), "recv_strands");
+  EXPECT_EQ(to_string(Action::routing_counts_reduce), "routing_counts_reduce");
+  EXPECT_EQ(to_string(Action::dispatch_exchange), "dispatch_exchange");
+  EXPECT_EQ(to_string(Action::combine_exchange_backward), "combine_exchange_backward");
+  EXPECT_EQ(to_string(Action::phase_handoff), "phase_handoff");
+}
+
 }  // namespace
 }  // namespace twin::exec
