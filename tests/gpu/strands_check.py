@@ -107,18 +107,7 @@ def main():
     ratio_lines(lines, report, [("7b4l-1f1b", "7b4l-double-strand"), ("7b4l-mbs2-1f1b", "7b4l-mbs2-double-strand")])
 
     # The double-strand run through report and recalibration: the profile written beside the run (named profile).
-    folder = os.path.join(args.out, "7b4l-double-strand")
-    if os.path.isdir(folder):
-        folded, shown, effect = ec.fold_and_report(args.twin, folder, log, ec.PROFILE)
-        ok = folded and shown and effect.get("ops_shared_gpu", 0) > 0 and effect.get("ops_folded", 0) > 0
-        failed |= not ok
-        report["fold"] = {"effect": effect, "ok": ok}
-        lines += ["", "`twin calibrate --from-trace` on the double-strand run (micro-batch 1)", "",
-                  "| ops folded | ops left out: shared the GPU | error before | error after | report | result |",
-                  "|---|---|---|---|---|---|",
-                  f"| {effect.get('ops_folded')} | {effect.get('ops_shared_gpu')} | "
-                  f"{100 * effect.get('error_before', 0):+.1f}% | {100 * effect.get('error_after', 0):+.1f}% | "
-                  f"{'written' if shown else 'FAILED'} | {'pass' if ok else 'FAIL'} |"]
+    failed |= fold_lines(args, log, lines, report, "7b4l-double-strand", "the double-strand run (micro-batch 1)")
 
     if args.gpus >= 2:
         failed |= check_on_two_gpus(args, log, lines, report)
@@ -140,7 +129,27 @@ def check_on_two_gpus(args, log, lines, report):
     lines += ["", f"## Llama-2-7B widths, 4 layers, seq 4096, two pipeline stages, 8 micro-batches ({args.profile})"]
     failed |= speed_cases(args, log, lines, report, 2, SPEED_PP)
     ratio_lines(lines, report, [(SPEED_PP[0][0], SPEED_PP[1][0])])
+    failed |= fold_lines(args, log, lines, report, SPEED_PP[1][0], "the double-strand run over two stages")
     return failed
+
+
+def fold_lines(args, log, lines, report, case, title):
+    """`twin calibrate --from-trace` and `twin report` on a double-strand case's run folder: the compute ops that
+    shared the GPU with the other strand are left out of the fold, the rest fold. Appends a table; returns whether
+    the check failed (a case that did not run is reported by its own table)."""
+    folder = os.path.join(args.out, case)
+    if not os.path.isdir(folder):
+        return False
+    folded, shown, effect = ec.fold_and_report(args.twin, folder, log, ec.PROFILE)
+    ok = folded and shown and effect.get("ops_shared_gpu", 0) > 0 and effect.get("ops_folded", 0) > 0
+    report["fold"][case] = {"effect": effect, "ok": ok}
+    lines += ["", f"`twin calibrate --from-trace` on {title}", "",
+              "| ops folded | ops left out: shared the GPU | error before | error after | report | result |",
+              "|---|---|---|---|---|---|",
+              f"| {effect.get('ops_folded')} | {effect.get('ops_shared_gpu')} | "
+              f"{100 * effect.get('error_before', 0):+.1f}% | {100 * effect.get('error_after', 0):+.1f}% | "
+              f"{'written' if shown else 'FAILED'} | {'pass' if ok else 'FAIL'} |"]
+    return not ok
 
 
 def loss_cases(args, log, lines, report, model, gpus, cases, whole_factor):
