@@ -33,6 +33,14 @@ CORRECTNESS = [
     ("moe-tp2-sp", 2, {"tensor_model_parallel_size": 2, "sequence_parallel": True}),
     ("moe-tp2-sp-ep2", 2, {"tensor_model_parallel_size": 2, "sequence_parallel": True,
                            "expert_model_parallel_size": 2}),
+    # Four GPUs: EP and the expert-data group both larger than one (the experts' gradients reduced, and under
+    # ZeRO sharded, over ranks that hold the same experts), and EP under pipeline stages.
+    ("moe-dp4-ep2", 4, {"expert_model_parallel_size": 2}),
+    ("moe-dp4-ep4-zero1", 4, {"expert_model_parallel_size": 4, "zero_stage": 1}),
+    ("moe-tp2-sp-dp2-ep2", 4, {"tensor_model_parallel_size": 2, "sequence_parallel": True,
+                               "expert_model_parallel_size": 2}),
+    ("moe-pp2-dp2-ep2-zero1", 4, {"pipeline_model_parallel_size": 2, "expert_model_parallel_size": 2,
+                                  "zero_stage": 1}),
 ]
 # (name, micro-batch, global batch)
 # (name, GPUs, micro-batch, global batch, strategy fields): one GPU, then expert parallelism over two (each GPU
