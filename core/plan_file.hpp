@@ -14,7 +14,9 @@ namespace twin {
 
 inline constexpr int kPlanFormatVersion = 1;
 // Bump when lowering changes the op graph a strategy gives: a plan of another version names other ops.
-inline constexpr int kLoweringVersion = 1;
+// 2 (2026-11-27): an MoE layer permutes its copies before the dispatch all-to-all and runs the combine all-to-all
+// before the unpermute (Megatron's order), and under TP all-reduces the routing counts.
+inline constexpr int kLoweringVersion = 2;
 
 // Columns of each entry of rank_classes[].ops, in order.
 inline constexpr const char* kPlanOpColumns[] = {"op_id",  "kind",   "role",               "layer",

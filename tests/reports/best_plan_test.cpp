@@ -42,7 +42,7 @@ TEST(BestPlan, CarriesThePredictionAndEveryOp) {
   const nlohmann::json plan = best_plan_json(testing::small_scenario(), best, testing::two_stage_graph());
   EXPECT_EQ(plan["format"], "twin-plan");
   EXPECT_EQ(plan["version"], 1);
-  EXPECT_EQ(plan["lowering_version"], 1);
+  EXPECT_EQ(plan["lowering_version"], kLoweringVersion);
   EXPECT_EQ(plan["strategy_key"], best.strategy.key());
   EXPECT_EQ(plan["profile"], "builtin");
   EXPECT_EQ(plan["predicted"]["iteration_ns"], 7000);
@@ -126,7 +126,7 @@ TEST(BestPlan, BadFilesAreInputErrors) {
   plan["version"] = 1;
   plan["lowering_version"] = 0;
   expect_input_error(plan.dump(), "/lowering_version");
-  plan["lowering_version"] = 1;
+  plan["lowering_version"] = kLoweringVersion;
   plan.erase("strategy");
   expect_input_error(plan.dump(), "/strategy");
   std::filesystem::remove_all(scratch_directory());
