@@ -97,60 +97,50 @@ void StageRuntime::head(const Op& op, const OpBinding& b, int mb, cudaStream_t s
 
 void StageRuntime::pipeline(const Op& op, const OpBinding& b, int mb, cudaStream_t stream) {
   const std::int64_t count = shapes_.tokens_local * shapes_.h;
-  const int end = chunk_layers_.at(op.chunk).second;
-  const int received = kReceivedUnit - op.chunk;
+  // The tensors a stage boundary moves, where a stage keeps them: a chunk's last layer's output and the gradient
+  // that arrives for it; a chunk's received input and the gradient sent back for it.
+  const auto last_unit = [&](int chunk) { return chunk_layers_.at(chunk).second - 1; };
+  const auto send_activation = [&](int m, int chunk, ncclComm_t comm, int peer) {
+    TWIN_NCCL_CHECK(ncclSend(get(m, last_unit(chunk), {Tensor::output}), count, ncclBfloat16, peer, comm, stream));
+  };
+  const auto recv_activation = [&](int m, int chunk, ncclComm_t comm, int peer) {
+    TWIN_NCCL_CHECK(ncclRecv(make(m, kReceivedUnit - chunk, {Tensor::output}, count * kBf16, stream), count,
+                             ncclBfloat16, peer, comm, stream));
+  };
+  const auto send_gradient = [&](int m, int chunk, ncclComm_t comm, int peer) {
+    TWIN_NCCL_CHECK(ncclSend(get(m, kReceivedUnit - chunk, {Tensor::output, Form::next_norm_gradient}), count,
+                             ncclBfloat16, peer, comm, stream));
+  };
+  const auto recv_gradient = [&](int m, int chunk, ncclComm_t comm, int peer) {
+    TWIN_NCCL_CHECK(ncclRecv(make(m, last_unit(chunk), arriving_output_gradient(), count * kBf16, stream), count,
+                             ncclBfloat16, peer, comm, stream));
+  };
+  const bool send = b.action == Action::send_activation || b.action == Action::send_gradient ||
+                    b.action == Action::send_strands;
+  auto [comm, peer] = send ? comms_.p2p(me_.pp, peer_stage(op)) : comms_.p2p(peer_stage(op), me_.pp);
   switch (b.action) {
-    case Action::send_activation: {
-      auto [comm, peer] = comms_.p2p(me_.pp, peer_stage(op));
-      TWIN_NCCL_CHECK(ncclSend(get(mb, end - 1, {Tensor::output}), count, ncclBfloat16, peer, comm, stream));
+    case Action::send_activation: return send_activation(mb, op.chunk, comm, peer);
+    case Action::recv_activation: return recv_activation(mb, op.chunk, comm, peer);
+    case Action::send_gradient:
+      send_gradient(mb, op.chunk, comm, peer);
+      release_slot(mb, kReceivedUnit - op.chunk, stream);
       return;
-    }
-    case Action::recv_activation: {
-      auto [comm, peer] = comms_.p2p(peer_stage(op), me_.pp);
-      TWIN_NCCL_CHECK(ncclRecv(make(mb, received, {Tensor::output}, count * kBf16, stream), count, ncclBfloat16, peer, comm,
-                               stream));
-      return;
-    }
-    case Action::send_gradient: {
-      auto [comm, peer] = comms_.p2p(me_.pp, peer_stage(op));
-      TWIN_NCCL_CHECK(ncclSend(get(mb, received, {Tensor::output, Form::next_norm_gradient}), count, ncclBfloat16, peer, comm, stream));
-      release_slot(mb, received, stream);
-      return;
-    }
-    case Action::recv_gradient: {
-      auto [comm, peer] = comms_.p2p(peer_stage(op), me_.pp);
-      TWIN_NCCL_CHECK(ncclRecv(make(mb, end - 1, arriving_output_gradient(), count * kBf16, stream), count,
-                               ncclBfloat16, peer, comm, stream));
-      return;
-    }
+    case Action::recv_gradient: return recv_gradient(mb, op.chunk, comm, peer);
     case Action::send_strands:
     case Action::recv_strands: {
       // The pass the transfer belongs to (the op names it by its forward strand's chunk and micro-batch, or in
       // the cool-down its backward strand's): its forward strand's activation, then its backward strand's
-      // gradient, each where the single-strand transfers keep it, in one group (NCCL matches a pair's sends and
-      // receives in order).
+      // gradient, in one group (NCCL matches a pair's sends and receives in order).
       const StrandStep step = double_strand_step(strategy_.pipeline_model_parallel_size, strategy_.num_micro_batches,
                                                  op.chunk, op.role == OpRole::pipeline_activation, mb);
-      const bool send = b.action == Action::send_strands;
-      auto [comm, peer] = send ? comms_.p2p(me_.pp, peer_stage(op)) : comms_.p2p(peer_stage(op), me_.pp);
       const int forward = step.forward_micro_batch, backward = step.backward_micro_batch;
-      const int forward_chunk = step.forward_chunk(), backward_chunk = step.backward_chunk();
       TWIN_NCCL_CHECK(ncclGroupStart());
-      if (forward >= 0 && send)
-        TWIN_NCCL_CHECK(ncclSend(get(forward, chunk_layers_.at(forward_chunk).second - 1, {Tensor::output}), count,
-                                 ncclBfloat16, peer, comm, stream));
-      if (forward >= 0 && !send)
-        TWIN_NCCL_CHECK(ncclRecv(make(forward, kReceivedUnit - forward_chunk, {Tensor::output}, count * kBf16, stream),
-                                 count, ncclBfloat16, peer, comm, stream));
-      if (backward >= 0 && send)
-        TWIN_NCCL_CHECK(ncclSend(get(backward, kReceivedUnit - backward_chunk, {Tensor::output, Form::next_norm_gradient}),
-                                 count, ncclBfloat16, peer, comm, stream));
-      if (backward >= 0 && !send)
-        TWIN_NCCL_CHECK(ncclRecv(make(backward, chunk_layers_.at(backward_chunk).second - 1, arriving_output_gradient(),
-                                      count * kBf16, stream),
-                                 count, ncclBfloat16, peer, comm, stream));
+      if (forward >= 0 && send) send_activation(forward, step.forward_chunk(), comm, peer);
+      if (forward >= 0 && !send) recv_activation(forward, step.forward_chunk(), comm, peer);
+      if (backward >= 0 && send) send_gradient(backward, step.backward_chunk(), comm, peer);
+      if (backward >= 0 && !send) recv_gradient(backward, step.backward_chunk(), comm, peer);
       TWIN_NCCL_CHECK(ncclGroupEnd());
-      if (backward >= 0 && send) release_slot(backward, kReceivedUnit - backward_chunk, stream);
+      if (backward >= 0 && send) release_slot(backward, kReceivedUnit - step.backward_chunk(), stream);
       return;
     }
     default: throw std::logic_error("executor: not a pipeline action");

@@ -38,6 +38,14 @@ void StageRuntime::exchange_rows(const ExpertExchange& x, bool to_experts, const
   TWIN_NCCL_CHECK(ncclGroupEnd());
 }
 
+std::vector<std::int64_t> StageRuntime::counts_on_host(const std::int32_t* device, std::int64_t count,
+                                                       cudaStream_t stream) {
+  TWIN_CUDA_CHECK(cudaMemcpyAsync(counts_host_, device, count * sizeof(std::int32_t), cudaMemcpyDeviceToHost, stream));
+  TWIN_CUDA_CHECK(cudaEventRecord(counts_copied_, stream));
+  TWIN_CUDA_CHECK(cudaEventSynchronize(counts_copied_));
+  return {counts_host_, counts_host_ + count};
+}
+
 void StageRuntime::moe(const Op& op, const OpBinding& b, int mb, int unit, cudaStream_t stream) {
   const lowering::RankShapes& s = shapes_;
   const std::int64_t tokens = s.tokens_local, h = s.h, experts = s.experts_total;
@@ -104,10 +112,7 @@ void StageRuntime::moe(const Op& op, const OpBinding& b, int mb, int unit, cudaS
       kernels::moe_sort_by_expert(choice, routed, static_cast<int>(experts), order, row, counts,
                                   scratch(op).moe_sort_workspace,
                                   moe_sort_workspace_bytes_, stream);
-      TWIN_CUDA_CHECK(cudaMemcpyAsync(counts_host_, counts, experts * 4, cudaMemcpyDeviceToHost, stream));
-      TWIN_CUDA_CHECK(cudaEventRecord(counts_copied_, stream));
-      TWIN_CUDA_CHECK(cudaEventSynchronize(counts_copied_));
-      const std::vector<std::int64_t> host(counts_host_, counts_host_ + experts);
+      const std::vector<std::int64_t> host = counts_on_host(counts, experts, stream);
       if (!exchanged) expert_counts_[{mb, unit}] = host;  // under EP the dispatch learns the experts' rows
       // A recomputed forward routes the same tokens the same way. The load-balancing loss's value is added with
       // its gradient (the combine's backward), where the sequence's counts are known under SP.
@@ -131,13 +136,8 @@ void StageRuntime::moe(const Op& op, const OpBinding& b, int mb, int unit, cudaS
       // sizes, and the grouped GEMMs' rows.
       TWIN_NCCL_CHECK(ncclAllGather(i32(Tensor::expert_counts), gathered_counts_, experts, ncclInt32,
                                     comms_.expert(), stream));
-      TWIN_CUDA_CHECK(cudaMemcpyAsync(counts_host_, gathered_counts_, s.ep * experts * 4, cudaMemcpyDeviceToHost,
-                                      stream));
-      TWIN_CUDA_CHECK(cudaEventRecord(counts_copied_, stream));
-      TWIN_CUDA_CHECK(cudaEventSynchronize(counts_copied_));
       const ExpertExchange& x = exchanges_[{mb, unit}] = plan_expert_exchange(
-          std::vector<std::int64_t>(counts_host_, counts_host_ + s.ep * experts), s.ep, static_cast<int>(experts),
-          me_ep_);
+          counts_on_host(gathered_counts_, s.ep * experts, stream), s.ep, static_cast<int>(experts), me_ep_);
       expert_counts_[{mb, unit}] = x.local_expert_rows;
       exchange_rows(x, true, bf(copies_in), new_bf16(Tensor::expert_input, Form::value, x.rows_held * h), h, stream);
       done({{copies_in}});
@@ -197,10 +197,12 @@ void StageRuntime::moe(const Op& op, const OpBinding& b, int mb, int unit, cudaS
                                       i32(Tensor::routed_row), f32(Tensor::combine_weight), d_rows, d_weight, tokens,
                                       top_k, h, stream);
       bf16* d_logits = new_bf16(Tensor::router_logits, Form::gradient, tokens * experts);
-      // The load-balancing loss counts the sequence's copies: under SP, summed over TP (routing_counts_reduce).
+      // The load-balancing loss counts the sequence's copies: where the graph summed them over TP
+      // (routing_counts_reduce, under SP), those.
+      const bool summed_over_tp = has(mb, unit, {Tensor::expert_counts, Form::reduced});
       const auto* sequence_counts = static_cast<const std::int32_t*>(
-          tensor(Tensor::expert_counts, s.tp > 1 ? Form::reduced : Form::value));
-      const float aux_coeff = aux_loss_coeff_per_micro_batch();
+          tensor(Tensor::expert_counts, summed_over_tp ? Form::reduced : Form::value));
+      const float aux_coeff = aux_loss_coeff_per_micro_batch(summed_over_tp ? s.tp : 1);
       kernels::moe_aux_loss(f32(Tensor::router_probs), sequence_counts, aux_coeff, aux_loss_sum_, tokens,
                             static_cast<int>(experts), top_k, stream);
       kernels::moe_router_backward(f32(Tensor::router_probs), i32(Tensor::expert_choice), f32(Tensor::combine_weight),
@@ -263,13 +265,12 @@ void StageRuntime::moe(const Op& op, const OpBinding& b, int mb, int unit, cudaS
   }
 }
 
-float StageRuntime::aux_loss_coeff_per_micro_batch() const {
+float StageRuntime::aux_loss_coeff_per_micro_batch(int sequence_shards) const {
   // The loss is the mean over the global batch; each micro-batch's load-balancing loss counts 1/(M dp) of it.
-  // Under SP a TP rank holds 1/tp of the sequence's tokens but the sequence's counts: the kernels normalise by
-  // its own tokens squared, so 1/tp^2 more makes the TP ranks' parts add up to the sequence's loss (and the
-  // router's gradient, summed over TP, to the single GPU's).
+  // A rank holding 1/shards of the sequence's tokens but the sequence's counts: the kernels normalise by its own
+  // tokens squared, so 1/shards^2 more makes the shards' parts add up to the sequence's loss (and the router's
+  // gradient, summed over them, to the single GPU's).
   const std::int64_t micro_batches = part_.micro_batches > 0 ? part_.micro_batches : strategy_.num_micro_batches;
-  const double sequence_shards = shapes_.tp > 1 ? shapes_.tp : 1;
   return static_cast<float>(options_.moe_aux_loss_coeff /
                             (static_cast<double>(micro_batches) * strategy_.data_parallel_size * sequence_shards *
                              sequence_shards));

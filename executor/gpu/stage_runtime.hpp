@@ -189,11 +189,15 @@ class StageRuntime {
   void optimizer(const Op& op, cudaStream_t stream);
   // An MoE layer's experts block (op_actions_moe.cpp).
   void moe(const Op& op, const OpBinding& b, int mb, int unit, cudaStream_t stream);
+  // `count` routing counts from the device, once the stream has reached this point (the host waits: the grouped
+  // GEMMs' rows and the all-to-all's chunks are sized by them, as Megatron's are).
+  std::vector<std::int64_t> counts_on_host(const std::int32_t* device, std::int64_t count, cudaStream_t stream);
   // Rows of `width` from `from` to `to` over the expert group: the dispatch's direction (to the experts' ranks)
   // or the combine's (back), as `x` plans them.
   void exchange_rows(const ExpertExchange& x, bool to_experts, const __nv_bfloat16* from, __nv_bfloat16* to,
                      std::int64_t width, cudaStream_t stream);
-  float aux_loss_coeff_per_micro_batch() const;
+  // Each micro-batch's weight of the load-balancing loss, for a rank that holds 1/sequence_shards of its tokens.
+  float aux_loss_coeff_per_micro_batch(int sequence_shards) const;
   void model_parallel_gradient_fixups(cudaStream_t stream);
 
   const Scenario& scenario_;
