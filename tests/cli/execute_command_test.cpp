@@ -11,12 +11,15 @@ namespace {
 
 const std::string kScenarioDir = std::string(TWIN_SOURCE_DIR) + "/scenarios/";
 
-// `twin simulate` of a shipped scenario into `dir`, returning the plan's path.
-std::string plan_of(const TempDir& dir, const std::string& scenario) {
-  Outcome run = run_twin("simulate " + kScenarioDir + scenario + " --out " + dir.path.string() + " --top 0 --quiet");
+// `twin simulate` of a scenario file into `dir`, returning the plan's path.
+std::string plan_from(const TempDir& dir, const std::string& scenario_path) {
+  Outcome run = run_twin("simulate " + scenario_path + " --out " + dir.path.string() + " --top 0 --quiet");
   EXPECT_EQ(run.exit_code, 0) << run.output;
   return (dir.path / "best.json").string();
 }
+
+// ... of a shipped scenario.
+std::string plan_of(const TempDir& dir, const std::string& scenario) { return plan_from(dir, kScenarioDir + scenario); }
 
 TEST(ExecuteCommand, RefusesAPlanThatDoesNotFitBeforeLaunch) {
   TempDir dir("execute-oom");
@@ -42,10 +45,7 @@ TEST(ExecuteCommand, RefusesContextParallelPlansItDoesNotRunYet) {
     scenario["search"][axis] = {1};
   scenario["search"]["context_parallel_size"] = {2};
   write_file(dir.path / "cp.json", scenario.dump());
-  Outcome simulated = run_twin("simulate " + (dir.path / "cp.json").string() + " --out " + dir.path.string() +
-                               " --top 0 --quiet");
-  ASSERT_EQ(simulated.exit_code, 0) << simulated.output;
-  Outcome run = run_twin("execute --plan " + (dir.path / "best.json").string() + " --iters 5");
+  Outcome run = run_twin("execute --plan " + plan_from(dir, (dir.path / "cp.json").string()) + " --iters 5");
   EXPECT_EQ(run.exit_code, 1) << run.output;
   EXPECT_NE(run.output.find("/strategy/context_parallel_size"), std::string::npos) << run.output;
   EXPECT_NE(run.output.find("context parallelism"), std::string::npos) << run.output;
