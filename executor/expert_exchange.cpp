@@ -6,6 +6,8 @@
 
 #include <fmt/format.h>
 
+#include "strategies/rank_layout.hpp"
+
 namespace twin::exec {
 
 ExpertExchange plan_expert_exchange(const std::vector<std::int64_t>& routed, int ep, int experts, int me) {
@@ -21,7 +23,7 @@ ExpertExchange plan_expert_exchange(const std::vector<std::int64_t>& routed, int
   std::int64_t row = 0;
   for (int peer = 0; peer < ep; ++peer)
     for (int j = 0; j < local; ++j) {
-      const std::int64_t rows = count(me, peer * local + j);
+      const std::int64_t rows = count(me, first_expert_of(peer, local) + j);
       if (rows > 0) x.from_tokens.push_back({peer, j, row, rows});
       row += rows;
     }
@@ -30,7 +32,7 @@ ExpertExchange plan_expert_exchange(const std::vector<std::int64_t>& routed, int
   row = 0;
   for (int j = 0; j < local; ++j)
     for (int source = 0; source < ep; ++source) {
-      const std::int64_t rows = count(source, me * local + j);
+      const std::int64_t rows = count(source, first_expert_of(me, local) + j);
       if (rows > 0) x.at_experts.push_back({source, j, row, rows});
       row += rows;
       x.local_expert_rows[static_cast<std::size_t>(j)] += rows;

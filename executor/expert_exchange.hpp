@@ -1,9 +1,9 @@
 // Expert parallelism's token exchange, planned from the routing: which rows of which buffer go to which EP rank.
-// Each EP rank holds `experts / ep` consecutive experts. A rank sorts its tokens' routed copies by global expert
-// (so by the rank holding the expert) and sends each local expert's rows of each peer as one chunk; the holder
-// receives them grouped by its local expert, sources in rank order within one expert, which is the order its
-// grouped GEMMs read. Combine sends the same chunks back. Pure CPU: executor/gpu/op_actions_moe.cpp issues it as
-// grouped NCCL sends and receives.
+// Each EP rank holds `experts / ep` consecutive experts (strategies/rank_layout.hpp's first_expert_of). A rank
+// sorts its tokens' routed copies by global expert (so by the rank holding the expert) and sends each local
+// expert's rows of each peer as one chunk; the holder receives them grouped by its local expert, sources in rank
+// order within one expert, which is the order its grouped GEMMs read. Combine sends the same chunks back. Pure
+// CPU: executor/gpu/op_actions_moe.cpp issues it as grouped NCCL sends and receives.
 #pragma once
 #include <cstdint>
 #include <vector>

@@ -160,7 +160,7 @@ std::vector<ParameterUnitLayout> plan_parameter_units(const Scenario& scenario, 
         // The rank's experts (EP rank e holds experts [e * local, (e + 1) * local)), fc1 and fc2 each stacked
         // [experts * in, out]: the stack's rows sit at the first local expert's row in the full stack.
         const std::int64_t experts = shapes.experts_local, ffn_e = shapes.moe_ffn, fc1_e = shapes.moe_fc1_width;
-        const std::int64_t first_expert = experts * placement.ep_rank;
+        const std::int64_t first_expert = first_expert_of(placement.ep_rank, static_cast<int>(experts));
         ParameterUnitLayout expert_unit{expert_unit_of(l), GroupKind::expert_data};
         expert_unit.tensors.push_back(weight(p + "experts_fc1", OpRole::expert_fc1,
                                              rows_from(experts * h, fc1_e, first_expert * h), stddev));

@@ -39,5 +39,8 @@ std::vector<int> group_members(const Strategy& s, GroupKind kind, int global_ran
 std::array<GroupSpan, kGroupKindCount> group_spans(const Strategy& s, const Cluster& cluster, int stage);
 // Replicas of each expert: tp*cp*dp / ep (the group expert gradients reduce over).
 int expert_data_parallel_size(const Strategy& s);
+// The experts the rank at `position` of an expert group holds, as Megatron places them: `experts_per_rank`
+// consecutive ones from this.
+constexpr int first_expert_of(int position, int experts_per_rank) { return position * experts_per_rank; }
 
 }  // namespace twin

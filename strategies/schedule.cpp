@@ -59,10 +59,6 @@ std::vector<ScheduleStep> interleaved_order(int stages, int stage, int micro_bat
   return order;
 }
 
-}  // namespace
-
-namespace {
-
 // Unit u of the fold runs micro-batch u's forward strand (while there is one) beside the backward strand of the
 // micro-batch `stages` units before it (once there is one).
 StrandStep strand_step(int stages, int micro_batches, int unit, bool down) {
