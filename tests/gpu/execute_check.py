@@ -130,6 +130,15 @@ def curve_differences(losses, baseline):
     return first_half, max(abs(a - b) / b for a, b in zip(losses, baseline))
 
 
+def second_half_mean_difference(losses, baseline):
+    """The relative difference of the mean loss over the second half of the steps. Where curves part step by step
+    (a routing decision flipped by a last bit), one step's spike in either curve says nothing; whether training went
+    the same way does."""
+    half = len(losses) // 2
+    ours, theirs = losses[half:], baseline[half:len(losses)]
+    return abs(sum(ours) / len(ours) - sum(theirs) / len(theirs)) / (sum(theirs) / len(theirs))
+
+
 def run_case(twin, out, name, doc, iters, warmup, log, execute_args=()):
     folder = os.path.join(out, name)
     os.makedirs(folder, exist_ok=True)
