@@ -149,6 +149,11 @@ struct Op {
   // to its product (one more m x n read); a norm_backward adds the skip path's gradient to its input gradient
   // (one more rows x cols read). Either way the layer has no residual op of its own there.
   bool fuses_residual = false;
+  // Context parallelism's ring (p2p): which step of the ring an attention block or a KV exchange is. Step k's
+  // block computes against the keys and values of the CP rank k places before this one; forward, exchange k
+  // passes on the KV block of step k; backward, it also carries the key-value gradient accumulated through step
+  // k - 1, and exchange cp brings each rank's completed gradient home. -1: not a ring op.
+  std::int16_t ring_step = -1;
   OptimizerPrecision optimizer_precision;  // optimizer_step: how the master weights and moments are stored
   std::int64_t elements = 0;      // optimizer_step: parameters updated by this rank
   Bytes bytes = 0;                // elementwise/permute: bytes moved; collectives/p2p: message bytes

@@ -16,7 +16,10 @@ inline constexpr int kPlanFormatVersion = 1;
 // Bump when lowering changes the op graph a strategy gives: a plan of another version names other ops.
 // 2 (2026-11-27): an MoE layer permutes its copies before the dispatch all-to-all and runs the combine all-to-all
 // before the unpermute (Megatron's order), and under TP all-reduces the routing counts.
-inline constexpr int kLoweringVersion = 2;
+// 3 (2026-11-27): context parallelism's backward ring carries the key-value gradient one step behind the KV
+// block and brings it home in a last exchange (cp + 1 exchanges, each after the block before it); ring ops say
+// their step (Op::ring_step).
+inline constexpr int kLoweringVersion = 3;
 
 // Columns of each entry of rank_classes[].ops, in order.
 inline constexpr const char* kPlanOpColumns[] = {"op_id",  "kind",   "role",               "layer",

@@ -75,7 +75,7 @@ std::string to_string(Action action) {
       "expert_dispatch_backward", "expert_forward", "expert_input_grad", "expert_weight_grad",
       "expert_activation_forward", "expert_activation_backward", "expert_combine", "expert_combine_backward",
       "dispatch_exchange", "combine_exchange", "dispatch_exchange_backward", "combine_exchange_backward",
-      "phase_handoff"};
+      "ring_attention_forward", "ring_attention_backward", "ring_exchange", "ring_exchange_backward", "phase_handoff"};
   static_assert(std::size(names) == static_cast<std::size_t>(Action::phase_handoff) + 1, "a name per action");
   return names[static_cast<int>(action)];
 }
@@ -101,14 +101,14 @@ std::vector<OpBinding> bind_ops(const RankClass& rc, bool tied_embeddings) {
         if (op.gemm.count != 1) unsupported(rc, i, "a grouped GEMM of a dense linear");
         break;
       case OpKind::attention_forward:
-        if (op.attention.seq_q != op.attention.seq_kv && !op.attention.packed)
-          unsupported(rc, i, "a context-parallel attention block");
-        b.action = Action::attention_forward;
-        break;
       case OpKind::attention_backward:
+        if (op.ring_step >= 0) {
+          b.action = backward ? Action::ring_attention_backward : Action::ring_attention_forward;
+          break;
+        }
         if (op.attention.seq_q != op.attention.seq_kv && !op.attention.packed)
-          unsupported(rc, i, "a context-parallel attention block");
-        b.action = Action::attention_backward;
+          unsupported(rc, i, "an attention block of all-gathered context parallelism (cp_comm_type all_gather)");
+        b.action = backward ? Action::attention_backward : Action::attention_forward;
         break;
       case OpKind::norm_forward: b.action = Action::norm_forward; b.subject = op.role; break;
       case OpKind::norm_backward: b.action = Action::norm_backward; b.subject = op.role; break;
@@ -156,7 +156,11 @@ std::vector<OpBinding> bind_ops(const RankClass& rc, bool tied_embeddings) {
         break;
       case OpKind::send:
       case OpKind::recv: {
-        if (op.role == OpRole::cp_exchange) unsupported(rc, i, "a context-parallel exchange");
+        if (op.role == OpRole::cp_exchange) {
+          if (op.kind != OpKind::send || op.ring_step < 0) unsupported(rc, i, "a context-parallel exchange off the ring");
+          b.action = backward ? Action::ring_exchange_backward : Action::ring_exchange;
+          break;
+        }
         if (op.role == OpRole::phase_handoff) {
           b.action = Action::phase_handoff;
           break;
@@ -176,6 +180,8 @@ std::vector<OpBinding> bind_ops(const RankClass& rc, bool tied_embeddings) {
       case OpKind::all_reduce:
       case OpKind::all_gather:
       case OpKind::reduce_scatter:
+        if (op.group == GroupKind::context)
+          unsupported(rc, i, "a collective of all-gathered context parallelism (cp_comm_type all_gather)");
         switch (op.role) {
           case OpRole::grad_reduce: b.action = Action::grad_reduce; break;
           case OpRole::param_gather: b.action = Action::param_gather; break;
@@ -191,8 +197,7 @@ std::vector<OpBinding> bind_ops(const RankClass& rc, bool tied_embeddings) {
             break;
           default: unsupported(rc, i, "a collective of an unknown role");
         }
-        if (op.group == GroupKind::expert || op.group == GroupKind::context)
-          unsupported(rc, i, "a collective over an expert or context group");
+        if (op.group == GroupKind::expert) unsupported(rc, i, "a collective over an expert group");
         if (op.group == GroupKind::expert_data && b.action != Action::grad_reduce && b.action != Action::param_gather)
           unsupported(rc, i, "a collective over the expert-data group other than the experts' gradients or weights");
         break;

@@ -39,6 +39,9 @@ enum class Action : std::uint8_t {
   // Expert parallelism's all-to-alls (executor/gpu/op_actions_moe.cpp): the routed copies to the EP ranks that
   // hold their experts and back; backward, their gradients the other way.
   dispatch_exchange, combine_exchange, dispatch_exchange_backward, combine_exchange_backward,
+  // Context parallelism's ring (executor/gpu/op_actions_context.cpp): a block of ring attention (Op::ring_step
+  // says which), and the ring's exchange of key-value blocks (backward: and of their gradients).
+  ring_attention_forward, ring_attention_backward, ring_exchange, ring_exchange_backward,
   // Hot switching's zero-byte message ordering a GPU's phase after the one before: nothing to run, the
   // process issues its phases one after another.
   phase_handoff,
@@ -60,7 +63,7 @@ struct OpBinding {
 std::string to_string(Action action);
 
 // One binding per op, in op order. Throws std::invalid_argument naming the op for what the executor does
-// not run (context parallel, Ulysses' all-to-alls, hot switching's re-sharding transfers). The backward
+// not run (context parallelism's all-gather form, Ulysses' all-to-alls, hot switching's re-sharding transfers). The backward
 // strand of double strand binds as any backward: its ops say compute2, and the runtime gives that stream its
 // own CUDA stream and scratch.
 // With tied embeddings the output projection's weight gradient goes into the embedding table's (or, on a stage

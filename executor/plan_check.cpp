@@ -27,8 +27,10 @@ void check_strategy(const Plan& plan, const Scenario& scenario, const Strategy& 
                     const std::string& file, const std::string& at) {
   const std::string oom = out_of_memory_reason(memory, scenario.cluster.node_groups.front().gpu.memory_GiB);
   if (!oom.empty()) throw InputError(file, at, "a plan that fits; the simulator says it does not: " + oom);
-  if (s.context_parallel_size > 1)
-    throw InputError(file, at + "/context_parallel_size", "1 (twin execute does not run context parallelism yet)");
+  if (s.context_parallel_size > 1 && scenario.framework.cp_comm_type != CpCommType::p2p)
+    throw InputError(file, "/scenario/framework/cp_comm_type",
+                     "p2p with context_parallel_size > 1 (twin execute runs context parallelism as a ring; the "
+                     "all-gathered form is priced by the simulator only)");
   // The table's copy sits at another offset of another unit than the table: after ZeRO's reduce-scatter the
   // two hold different shards, and summing them over the embedding group would mix them.
   if (!plan.scenario.model.untie_embeddings_and_output_weights && s.pipeline_model_parallel_size > 1 &&
@@ -52,6 +54,10 @@ void check_executable_plan(const Plan& plan, const std::string& file) {
     const std::string at =
         lowered.phases.empty() ? "/strategy" : fmt::format("/family_plan/detail/phases/{}/strategy_fields", p);
     check_strategy(plan, part.scenario, part.strategy, part.memory, file, at);
+    if (part.strategy.context_parallel_size > 1 && !part.packs.empty())
+      throw InputError(file, at + "/context_parallel_size",
+                       "1 in a phase whose rows pack several sequences (twin execute shards whole sequences over "
+                       "context-parallel ranks)");
     // Every phase trains the same parameters in place: a phase in another layout needs re-sharding.
     if (!same_parameter_layout(part.strategy, lowered.parts.back().strategy))
       throw InputError(file, at,

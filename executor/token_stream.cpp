@@ -54,6 +54,24 @@ std::vector<std::int32_t> rank_iteration_tokens(const TokenStream& stream, int i
   return out;
 }
 
+std::vector<std::int32_t> context_parallel_share(const std::vector<std::int32_t>& tokens, std::int64_t seq_length,
+                                                 int micro_batch_size, int micro_batches, int cp, int cp_rank) {
+  const std::int64_t sequences = static_cast<std::int64_t>(micro_batch_size) * micro_batches;
+  if (cp < 1 || cp_rank < 0 || cp_rank >= cp || seq_length % (2 * cp) != 0 ||
+      static_cast<std::int64_t>(tokens.size()) != 2 * sequences * seq_length)
+    throw std::invalid_argument("context_parallel_share: the sequences do not split into 2 * cp equal chunks");
+  const std::int64_t chunk = seq_length / (2 * cp);
+  std::vector<std::int32_t> out;
+  out.reserve(tokens.size() / static_cast<std::size_t>(cp));
+  // Each micro-batch's inputs then its targets: 2 * micro_batches runs of micro_batch_size sequences.
+  for (std::int64_t sequence = 0; sequence < 2 * sequences; ++sequence)
+    for (std::int64_t c : {std::int64_t(cp_rank), std::int64_t(2 * cp - 1 - cp_rank)}) {
+      const auto first = tokens.begin() + sequence * seq_length + c * chunk;
+      out.insert(out.end(), first, first + chunk);
+    }
+  return out;
+}
+
 PackedSteps::PackedSteps(TokenStream stream, const std::vector<PackedPart>& parts) : stream_(stream) {
   std::map<std::int64_t, std::int64_t> next_of_length;
   for (const auto& [row_length, packs] : parts) {

@@ -27,6 +27,12 @@ std::vector<std::int32_t> rank_iteration_tokens(const TokenStream& stream, int i
                                                 int data_parallel_size, int data_parallel_rank, int micro_batch_size,
                                                 int micro_batches);
 
+// A context-parallel rank's share of rank_iteration_tokens' layout: of each sequence (inputs and targets
+// alike), chunks r and 2cp-1-r of 2cp, in that order (Megatron's load-balanced sharding for causal attention).
+std::vector<std::int32_t> context_parallel_share(const std::vector<std::int32_t>& tokens, std::int64_t seq_length,
+                                                 int micro_batch_size, int micro_batches, int context_parallel_size,
+                                                 int context_parallel_rank);
+
 // The sequences of a step whose rows pack several (hot switching's parts): row k of a part holds sequences of
 // packs[k]'s lengths one after another, its unfilled end one more. A sequence is named by its length and its
 // ordinal among the step's sequences of that length, counted over the parts in run order and each part's

@@ -30,35 +30,43 @@ enum Uid : std::int64_t {
   kDoutTimesO, kRowDot, kProbabilitiesT, kDvAllHeads, kDp, kDpShifted, kDsUnscaled, kDs, kDsT, kDkAllHeads, kK
 };
 
+// s queries against skv keys per sequence; the sequences qs rows apart in Q, O, dO, dQ and Stats, kvs rows apart
+// in K, V, dK and dV (a block of context parallelism's ring reads part of each sequence's rows).
 struct Shape {
-  std::int64_t b, s, h, hk, d, q_stride, kv_stride;
+  std::int64_t b, s, skv, h, hk, d, q_stride, kv_stride, qs, kvs;
   bool causal;
 };
 
 Shape shape_of(const kernels::AttentionDims& dims) {
-  const std::int64_t d = dims.head_dim;
-  return {dims.batch, dims.seq, dims.heads, dims.kv_heads, d, dims.q_row_stride ? dims.q_row_stride : dims.heads * d,
-          dims.kv_row_stride ? dims.kv_row_stride : dims.kv_heads * d, dims.causal};
+  const std::int64_t d = dims.head_dim, skv = dims.seq_kv ? dims.seq_kv : dims.seq;
+  return {dims.batch, dims.seq, skv, dims.heads, dims.kv_heads, d,
+          dims.q_row_stride ? dims.q_row_stride : dims.heads * d,
+          dims.kv_row_stride ? dims.kv_row_stride : dims.kv_heads * d,
+          dims.q_sequence_rows ? dims.q_sequence_rows : dims.seq, dims.kv_sequence_rows ? dims.kv_sequence_rows : skv,
+          dims.causal};
 }
 
-// [b, h, s, s] fp32 scores of every head, and [b, h, s, 1] row statistics.
-Dims scores_dims(const Shape& x) { return {x.b, x.h, x.s, x.s}; }
-Dims scores_strides(const Shape& x) { return {x.h * x.s * x.s, x.s * x.s, x.s, 1}; }
+// [b, h, s, skv] fp32 scores of every head, and [b, h, s, 1] row statistics (Stats in memory: qs rows apart).
+Dims scores_dims(const Shape& x) { return {x.b, x.h, x.s, x.skv}; }
+Dims scores_strides(const Shape& x) { return {x.h * x.s * x.skv, x.s * x.skv, x.skv, 1}; }
 Dims row_dims(const Shape& x) { return {x.b, x.h, x.s, 1}; }
 Dims row_strides(const Shape& x) { return {x.h * x.s, x.s, 1, 1}; }
-// The same scores read transposed, [b, h, s_kv, s_q], in bf16 (the operand of dV and dK).
-Dims transposed_strides(const Shape& x) { return {x.h * x.s * x.s, x.s * x.s, 1, x.s}; }
+Dims stats_strides(const Shape& x) { return {x.h * x.qs, x.qs, 1, 1}; }
+// The same scores read transposed, [b, h, skv, s], in bf16 (the operand of dV and dK).
+Dims transposed_dims(const Shape& x) { return {x.b, x.h, x.skv, x.s}; }
+Dims transposed_strides(const Shape& x) { return {x.h * x.s * x.skv, x.s * x.skv, 1, x.skv}; }
 
-// Q [b, h, s, d] and the contiguous O and dO over the [b*s, h, d] rows.
+// Q [b, h, s, d] and O and dO over the [b*qs, h, d] rows.
 void declare_q_o(cudnn::GraphBuilder& g, const Shape& x, bool with_gradients) {
-  g.tensor(kQ, {x.b, x.h, x.s, x.d}, {x.s * x.q_stride, x.d, x.q_stride, 1}, CUDNN_DATA_BFLOAT16);
-  const Dims o_strides{x.s * x.h * x.d, x.d, x.h * x.d, 1};
+  const Dims q_strides{x.qs * x.q_stride, x.d, x.q_stride, 1};
+  g.tensor(kQ, {x.b, x.h, x.s, x.d}, q_strides, CUDNN_DATA_BFLOAT16);
+  const Dims o_strides{x.qs * x.h * x.d, x.d, x.h * x.d, 1};
   g.tensor(kO, {x.b, x.h, x.s, x.d}, o_strides, CUDNN_DATA_BFLOAT16);
-  g.tensor(kStats, row_dims(x), row_strides(x), CUDNN_DATA_FLOAT);
+  g.tensor(kStats, row_dims(x), stats_strides(x), CUDNN_DATA_FLOAT);
   g.scalar(kScale, CUDNN_DATA_FLOAT);
   if (with_gradients) {
     g.tensor(kDout, {x.b, x.h, x.s, x.d}, o_strides, CUDNN_DATA_BFLOAT16);
-    g.tensor(kDq, {x.b, x.h, x.s, x.d}, {x.s * x.q_stride, x.d, x.q_stride, 1}, CUDNN_DATA_BFLOAT16);
+    g.tensor(kDq, {x.b, x.h, x.s, x.d}, q_strides, CUDNN_DATA_BFLOAT16);
   }
 }
 
@@ -86,8 +94,8 @@ void intermediate(cudnn::GraphBuilder& g, std::int64_t uid, const Dims& dims, co
 cudnn::Descriptor forward_graph(cudnnHandle_t handle, const Shape& x) {
   cudnn::GraphBuilder g;
   declare_q_o(g, x, false);
-  g.tensor(kKT, {x.b, x.hk, x.d, x.s}, {x.s * x.kv_stride, x.d, 1, x.kv_stride}, CUDNN_DATA_BFLOAT16);
-  g.tensor(kV, {x.b, x.hk, x.s, x.d}, {x.s * x.kv_stride, x.d, x.kv_stride, 1}, CUDNN_DATA_BFLOAT16);
+  g.tensor(kKT, {x.b, x.hk, x.d, x.skv}, {x.kvs * x.kv_stride, x.d, 1, x.kv_stride}, CUDNN_DATA_BFLOAT16);
+  g.tensor(kV, {x.b, x.hk, x.skv, x.d}, {x.kvs * x.kv_stride, x.d, x.kv_stride, 1}, CUDNN_DATA_BFLOAT16);
   intermediate(g, kScores, scores_dims(x), scores_strides(x));
   intermediate(g, kScaled, scores_dims(x), scores_strides(x));
   g.matmul(kQ, kKT, kScores);
@@ -114,10 +122,10 @@ cudnn::Descriptor forward_graph(cudnnHandle_t handle, const Shape& x) {
 // [b, h, s_q, d]; with GQA per query head (`all_heads`), then summed over each group into `out`.
 void key_value_gradient(cudnn::GraphBuilder& g, const Shape& x, std::int64_t scores, std::int64_t transposed,
                         std::int64_t other, std::int64_t all_heads, std::int64_t out) {
-  intermediate(g, transposed, {x.b, x.h, x.s, x.s}, transposed_strides(x), CUDNN_DATA_BFLOAT16);
+  intermediate(g, transposed, transposed_dims(x), transposed_strides(x), CUDNN_DATA_BFLOAT16);
   g.reshape(scores, transposed);
   if (x.h == x.hk) return g.matmul(transposed, other, out);
-  intermediate(g, all_heads, {x.b, x.h, x.s, x.d}, {x.h * x.s * x.d, x.s * x.d, x.d, 1}, CUDNN_DATA_BFLOAT16);
+  intermediate(g, all_heads, {x.b, x.h, x.skv, x.d}, {x.h * x.skv * x.d, x.skv * x.d, x.d, 1}, CUDNN_DATA_BFLOAT16);
   g.matmul(transposed, other, all_heads);
   g.reduction(CUDNN_REDUCE_TENSOR_ADD, all_heads, out);
 }
@@ -128,8 +136,8 @@ void key_value_gradient(cudnn::GraphBuilder& g, const Shape& x, std::int64_t sco
 cudnn::Descriptor backward_graph(cudnnHandle_t handle, const Shape& x, bool deterministic) {
   cudnn::GraphBuilder g;
   declare_q_o(g, x, true);
-  const Dims kv_dims{x.b, x.hk, x.s, x.d}, kv_strides{x.s * x.kv_stride, x.d, x.kv_stride, 1};
-  const Dims kvt_dims{x.b, x.hk, x.d, x.s}, kvt_strides{x.s * x.kv_stride, x.d, 1, x.kv_stride};
+  const Dims kv_dims{x.b, x.hk, x.skv, x.d}, kv_strides{x.kvs * x.kv_stride, x.d, x.kv_stride, 1};
+  const Dims kvt_dims{x.b, x.hk, x.d, x.skv}, kvt_strides{x.kvs * x.kv_stride, x.d, 1, x.kv_stride};
   g.tensor(kKT, kvt_dims, kvt_strides, CUDNN_DATA_BFLOAT16);
   g.tensor(kV, kvt_dims, kvt_strides, CUDNN_DATA_BFLOAT16);  // VT
   g.tensor(kDk, kv_dims, kv_strides, CUDNN_DATA_BFLOAT16);
@@ -182,8 +190,21 @@ cudnn::Descriptor backward_graph(cudnnHandle_t handle, const Shape& x, bool dete
 
 std::string describe(const Shape& x, const char* pass) {
   return std::string("attention ") + pass + " (b=" + std::to_string(x.b) + " s=" + std::to_string(x.s) +
+         (x.skv != x.s ? " s_kv=" + std::to_string(x.skv) : std::string()) +
          " heads=" + std::to_string(x.h) + " kv_heads=" + std::to_string(x.hk) + " head_dim=" + std::to_string(x.d) +
          (x.causal ? " causal)" : ")");
+}
+
+// Whole self-attention of each sequence: what twin's own kernels run.
+bool whole_sequences(const kernels::AttentionDims& dims) {
+  const Shape x = shape_of(dims);
+  return x.skv == x.s && x.qs == x.s && x.kvs == x.s;
+}
+
+void require_kernels_shape(const kernels::AttentionDims& dims) {
+  if (!whole_sequences(dims))
+    throw std::invalid_argument("attention: the kernels backend runs whole self-attention only (a ring block of "
+                                "context parallelism needs a cuDNN backend)");
 }
 
 }  // namespace
@@ -203,7 +224,7 @@ Attention::~Attention() {
 
 Attention::Plans& Attention::plans_for(const kernels::AttentionDims& dims) {
   const Shape x = shape_of(dims);
-  const ShapeKey key{x.b, x.s, int(x.h), int(x.hk), int(x.d), x.q_stride, x.kv_stride, x.causal};
+  const ShapeKey key{x.b, x.s, x.skv, int(x.h), int(x.hk), int(x.d), x.q_stride, x.kv_stride, x.qs, x.kvs, x.causal};
   auto it = plans_.find(key);
   if (it != plans_.end()) return *it->second;
   if (x.h % x.hk != 0) throw std::invalid_argument("attention: heads must be a multiple of kv_heads");
@@ -217,7 +238,10 @@ Attention::Plans& Attention::plans_for(const kernels::AttentionDims& dims) {
 
 void Attention::forward(const kernels::bf16* q, const kernels::bf16* k, const kernels::bf16* v, kernels::bf16* o,
                         float* lse, const kernels::AttentionDims& dims, cudaStream_t stream) {
-  if (backend_ == AttentionImplementation::kernels) return kernels::attention_forward(q, k, v, o, lse, dims, stream);
+  if (backend_ == AttentionImplementation::kernels) {
+    require_kernels_shape(dims);
+    return kernels::attention_forward(q, k, v, o, lse, dims, stream);
+  }
   const Plans& p = plans_for(dims);
   TWIN_CUDNN_CHECK(cudnnSetStream(handle_, stream));
   float scale = 1.0f / std::sqrt(float(dims.head_dim)), negative_infinity = -std::numeric_limits<float>::infinity();
@@ -238,6 +262,7 @@ void Attention::backward(const kernels::bf16* q, const kernels::bf16* k, const k
                          cudaStream_t stream) {
   const std::int64_t row_bytes = dims.batch * dims.heads * dims.seq * std::int64_t(sizeof(float));
   if (backend_ == AttentionImplementation::kernels) {
+    require_kernels_shape(dims);
     float* delta = nullptr;
     TWIN_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&delta), row_bytes, stream));
     kernels::attention_backward(q, k, v, o, dout, lse, delta, dq, dk, dv, dims, stream);

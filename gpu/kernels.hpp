@@ -187,6 +187,10 @@ struct AttentionDims {
   int heads = 0, kv_heads = 0, head_dim = 0;
   std::int64_t q_row_stride = 0, kv_row_stride = 0;  // 0: contiguous (heads * head_dim, kv_heads * head_dim)
   bool causal = true;
+  // A block of context parallelism's ring (cuDNN backends only, gpu/attention.hpp): `seq` queries per sequence
+  // against `seq_kv` keys (0: seq), the sequences `q_sequence_rows` rows apart in q, o, dO, dq and lse (0: seq)
+  // and `kv_sequence_rows` apart in k, v, dk and dv (0: seq_kv). The twin kernels run only the defaults.
+  std::int64_t seq_kv = 0, q_sequence_rows = 0, kv_sequence_rows = 0;
 };
 // lse: [batch, heads, seq] fp32, the natural-log sum of exp of the scaled scores of each row (kept for
 // backward).
@@ -196,6 +200,24 @@ void attention_forward(const bf16* q, const bf16* k, const bf16* v, bf16* o, flo
 // Three kernels: delta, then dK/dV by key block, then dQ by query block (no atomics: deterministic).
 void attention_backward(const bf16* q, const bf16* k, const bf16* v, const bf16* o, const bf16* dout, const float* lse,
                         float* delta, bf16* dq, bf16* dk, bf16* dv, const AttentionDims& dims, cudaStream_t stream);
+
+// ---- context parallelism's ring attention (gpu/kernels/context.cu) ----
+// Rows [first_row, first_row + rows) of each of `batch` sequences of `seq` rows: o [batch * seq, heads, head_dim],
+// stats [batch, heads, seq], as attention_forward lays them out.
+struct AttentionMergeShape {
+  std::int64_t batch = 0, seq = 0, first_row = 0, rows = 0;
+  int heads = 0, head_dim = 0;
+};
+// Folds a block's output and log-sum-exp (attention of the same queries against other keys) into the running
+// fp32 output and log-sum-exp over the shape's rows: the softmax over the union of the keys.
+void attention_merge(float* o_acc, float* lse_acc, const bf16* o_block, const float* lse_block,
+                     const AttentionMergeShape& shape, cudaStream_t stream);
+// acc[r * cols + c] += x[r * x_row_stride + c] in fp32 (a view's rows into a contiguous accumulator).
+void add_bf16_rows_to_f32(float* acc, const bf16* x, std::int64_t rows, std::int64_t cols, std::int64_t x_row_stride,
+                          cudaStream_t stream);
+// out[r * out_row_stride + c] = bf16(in[r * cols + c]): an fp32 accumulator into a view (the Q part of dQKV).
+void f32_to_bf16_rows(const float* in, bf16* out, std::int64_t rows, std::int64_t cols, std::int64_t out_row_stride,
+                      cudaStream_t stream);
 
 // ---- parameters and gradient buffers ----
 // out[r, c] = stddev * N(0,1) drawn from a counter-based hash of (seed, global index): every sharding

@@ -41,10 +41,29 @@ void all_gathered_attention(Emitter& e, bool backward) {
   if (backward) e.emit(cp_op(OpKind::reduce_scatter));
 }
 
-// Core attention. With CP it is a ring: cp blocks on compute, the KV block travelling one neighbour on
-// per step while the previous block computes. With Megatron's load-balanced sharding (2*cp chunks)
-// the diagonal block is causal and every other block is half the queries against all local keys.
-// Backward sends K, V and their gradients each step.
+// Core attention. With CP it is a ring (Megatron's cp_comm_type p2p, Transformer Engine's
+// AttnFuncWithCPAndKVP2P): cp blocks on compute, step k against the keys and values of the CP rank k places
+// before. With the load-balanced sharding (chunks r and 2cp-1-r of 2cp) the diagonal block is causal and every
+// other block is half the queries against all local keys, or all queries against half of them.
+// Forward: the KV block travels one neighbour on per step while the previous block computes.
+// Backward: the KV block travels ahead as forward, and the key-value gradient travels one step behind it
+// (exchange k carries what steps up to k - 1 added; a rank adds its share of block k - 1 before passing it on),
+// so a step's exchange waits for the block before it; a last exchange brings each rank's completed gradient
+// home, and the layer's next op waits for it.
+OpIndex ring_exchange(Emitter& e, int step, std::int64_t bytes, OpIndex after) {
+  const RankShapes& s = e.shapes();
+  Op send = Emitter::collective(OpKind::send, OpRole::cp_exchange, Stream::cp_comm, GroupKind::context, s.cp, bytes);
+  send.ring_step = static_cast<std::int16_t>(step);
+  return e.emit_after(send, after);
+}
+
+OpIndex ring_block(Emitter& e, int step, bool backward) {
+  const RankShapes& s = e.shapes();
+  Op block = step == 0 ? attention_op(s, backward, s.s, s.s, true) : attention_op(s, backward, s.s / 2, s.s, false);
+  block.ring_step = static_cast<std::int16_t>(step);
+  return e.emit(block);
+}
+
 void core_attention(Emitter& e, bool backward) {
   const RankShapes& s = e.shapes();
   if (s.cp == 1) {
@@ -55,21 +74,29 @@ void core_attention(Emitter& e, bool backward) {
     all_gathered_attention(e, backward);
     return;
   }
-  const std::int64_t kv_bytes = s.b * s.s * 2 * s.groups * s.d * 2;
-  const std::int64_t step_bytes = backward ? 2 * kv_bytes : kv_bytes;
+  const std::int64_t kv_bytes = s.b * s.s * 2 * s.groups * s.d * 2;  // this rank's K and V, bf16
   const OpIndex kv_ready = e.chain;
-  OpIndex previous_send = kNoOp;
-  for (int block = 0; block < s.cp; ++block) {
-    OpIndex send = kNoOp;
-    if (block < s.cp - 1)
-      send = e.emit_after(Emitter::collective(OpKind::send, OpRole::cp_exchange, Stream::cp_comm,
-                                              GroupKind::context, s.cp, step_bytes),
-                          block == 0 ? kv_ready : kNoOp);
-    const OpIndex compute = block == 0 ? e.emit(attention_op(s, backward, s.s, s.s, true))
-                                       : e.emit(attention_op(s, backward, s.s / 2, s.s, false));
-    if (previous_send != kNoOp) e.depend(previous_send, compute);
-    previous_send = send;
+  if (!backward) {
+    OpIndex previous_send = kNoOp;
+    for (int step = 0; step < s.cp; ++step) {
+      const OpIndex send = step < s.cp - 1 ? ring_exchange(e, step, kv_bytes, step == 0 ? kv_ready : kNoOp) : kNoOp;
+      const OpIndex block = ring_block(e, step, false);
+      if (previous_send != kNoOp) e.depend(previous_send, block);
+      previous_send = send;
+    }
+    return;
   }
+  OpIndex previous_send = ring_exchange(e, 0, kv_bytes, kv_ready);
+  OpIndex previous_block = ring_block(e, 0, true);
+  for (int step = 1; step < s.cp; ++step) {
+    const std::int64_t bytes = (step < s.cp - 1 ? 2 : 1) * kv_bytes;  // KV onward (but the last), gradient behind
+    const OpIndex send = ring_exchange(e, step, bytes, previous_block);
+    const OpIndex block = ring_block(e, step, true);
+    e.depend(previous_send, block);
+    previous_send = send;
+    previous_block = block;
+  }
+  e.chain = ring_exchange(e, s.cp, kv_bytes, previous_block);
 }
 
 // An experts block's grouped GEMM: one product per local expert, the busiest expert's rows set when skewed.

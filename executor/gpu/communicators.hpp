@@ -36,6 +36,8 @@ class Communicators {
   // (dp_comm stream: the experts' gradients and weights); null where the graph has no such op.
   ncclComm_t expert() const { return expert_; }
   ncclComm_t expert_data() const { return expert_data_; }
+  // Context parallelism's ring (cp_comm stream: the key-value blocks and their gradients); null without one.
+  ncclComm_t context() const { return context_; }
   // Optimizer-phase reductions (gradient norm, SP norm-weight gradients) over TP and PP.
   ncclComm_t tensor_for_optimizer() const { return tensor_optimizer_; }
   ncclComm_t pipeline_for_optimizer() const { return pipeline_optimizer_; }
@@ -50,7 +52,7 @@ class Communicators {
   ncclComm_t split(int color, int key);
   std::vector<ncclComm_t> owned_;
   ncclComm_t world_ = nullptr, tensor_ = nullptr, data_ = nullptr, embedding_ = nullptr;
-  ncclComm_t expert_ = nullptr, expert_data_ = nullptr;
+  ncclComm_t expert_ = nullptr, expert_data_ = nullptr, context_ = nullptr;
   ncclComm_t tensor_optimizer_ = nullptr, pipeline_optimizer_ = nullptr;
   std::map<std::pair<int, int>, ncclComm_t> p2p_;
   RankCoordinates me_;

@@ -147,7 +147,7 @@ int rank_main(const ExecuteRequest& request, const gpu::RankIdentity& identity) 
         const PlanPart& part = lowered.parts[p];
         const Strategy& s = part.strategy;
         const RankCoordinates at = coordinates_of(s, identity.rank);
-        const auto tokens =
+        auto tokens =
             part.packs.empty()
                 ? rank_iteration_tokens(TokenStream{scenario.model.vocab_size, part.scenario.training.seq_length,
                                                     request.seed},
@@ -155,6 +155,9 @@ int rank_main(const ExecuteRequest& request, const gpu::RankIdentity& identity) 
                                         at.dp, s.micro_batch_size, s.num_micro_batches)
                 : packed_steps.rank_tokens(iteration, p, s.data_parallel_size, at.dp, s.micro_batch_size,
                                            s.num_micro_batches);
+        if (s.context_parallel_size > 1)
+          tokens = context_parallel_share(tokens, part.scenario.training.seq_length, s.micro_batch_size,
+                                          s.num_micro_batches, s.context_parallel_size, at.cp);
         StageRuntime& runtime = *runtimes[p];
         runtime.run_iteration(iteration, tokens, timer ? &*timer : nullptr, watchdog);
         loss_sum += runtime.last_loss_sum();

@@ -123,6 +123,10 @@ void StageRuntime::run_op(OpIndex index, int iteration) {
     case Action::combine_exchange:
     case Action::dispatch_exchange_backward:
     case Action::combine_exchange_backward: return moe(op, b, mb, unit_of(op, b), stream);
+    case Action::ring_attention_forward:
+    case Action::ring_attention_backward:
+    case Action::ring_exchange:
+    case Action::ring_exchange_backward: return context_ring(op, b, mb, unit_of(op, b), stream);
     case Action::phase_handoff: return;  // the process issues its parts in order
   }
 }

@@ -49,10 +49,29 @@ void StageRuntime::between_linears(const Op& op, const OpBinding& b, int mb, int
     return kernels::AttentionDims{run.sequences, run.length, static_cast<int>(s.heads), static_cast<int>(s.groups),
                                   static_cast<int>(s.d), s.qkv_width, s.qkv_width, true};
   };
-  const auto rope = [&](const SequenceRun& run) {
-    return kernels::RopeShape{run.sequences * run.length, run.length, static_cast<int>(s.heads),
-                              static_cast<int>(s.groups), static_cast<int>(s.d), s.qkv_width, s.qkv_width};
+  // RoPE's runs: rows rotated as positions first_position + (row % period). Under context parallelism a rank's
+  // rows of a sequence are two chunks, r and 2cp-1-r of 2cp, each at its place in the whole sequence.
+  struct RopeRun {
+    std::int64_t first_token, tokens, period, first_position;
   };
+  const auto rope_runs = [&] {
+    std::vector<RopeRun> runs;
+    if (s.cp == 1) {
+      for (const SequenceRun& run : sequence_runs(mb))
+        runs.push_back({run.first_token, run.sequences * run.length, run.length, 0});
+      return runs;
+    }
+    const std::int64_t chunk = s.s / 2;
+    for (std::int64_t row = 0; row < s.b; ++row)
+      for (std::int64_t half = 0; half < 2; ++half)
+        runs.push_back({row * s.s + half * chunk, chunk, chunk, (half == 0 ? me_.cp : 2 * s.cp - 1 - me_.cp) * chunk});
+    return runs;
+  };
+  const auto rope = [&](const RopeRun& run) {
+    return kernels::RopeShape{run.tokens, run.period, static_cast<int>(s.heads), static_cast<int>(s.groups),
+                              static_cast<int>(s.d), s.qkv_width, s.qkv_width};
+  };
+  const auto rope_table = [&](const RopeRun& run) { return rope_table_ + run.first_position * (s.d / 2); };
   const layer::Block& attention = layer::block_of(OpRole::core_attention);
   const layer::Block& activation = layer::block_of(OpRole::activation);
   const Act qkv_name{attention.input}, out_name{attention.output}, stats_name{attention.stats};
@@ -62,17 +81,17 @@ void StageRuntime::between_linears(const Op& op, const OpBinding& b, int mb, int
   switch (b.action) {
     case Action::rope_forward: {
       auto* qkv = static_cast<bf16*>(get(mb, unit, qkv_name));
-      for (const SequenceRun& run : sequence_runs(mb)) {
+      for (const RopeRun& run : rope_runs()) {
         bf16* q = qkv + run.first_token * s.qkv_width;
-        kernels::rope_forward(q, q + q_width, rope_table_, rope(run), stream);
+        kernels::rope_forward(q, q + q_width, rope_table(run), rope(run), stream);
       }
       return;
     }
     case Action::rope_backward: {
       auto* d_qkv = static_cast<bf16*>(get(mb, unit, d_qkv_name));
-      for (const SequenceRun& run : sequence_runs(mb)) {
+      for (const RopeRun& run : rope_runs()) {
         bf16* dq = d_qkv + run.first_token * s.qkv_width;
-        kernels::rope_backward(dq, dq + q_width, rope_table_, rope(run), stream);
+        kernels::rope_backward(dq, dq + q_width, rope_table(run), rope(run), stream);
       }
       return;
     }

@@ -90,8 +90,10 @@ StageRuntime::StageRuntime(const Scenario& scenario, const Strategy& strategy, c
 
   const std::int64_t tokens = shapes_.tokens, h = shapes_.h;
   tokens_ = static_cast<std::int32_t*>(static_buffer(2 * strategy.num_micro_batches * tokens * sizeof(std::int32_t)));
-  rope_table_ = static_cast<float2*>(static_buffer(shapes_.s * (shapes_.d / 2) * sizeof(float2)));
-  kernels::rope_build_table(rope_table_, shapes_.s, static_cast<int>(shapes_.d), 10000.0f, compute);
+  // Positions of the whole sequence: under context parallelism a rank's chunks sit anywhere in it.
+  const std::int64_t positions = shapes_.s * shapes_.cp;
+  rope_table_ = static_cast<float2*>(static_buffer(positions * (shapes_.d / 2) * sizeof(float2)));
+  kernels::rope_build_table(rope_table_, positions, static_cast<int>(shapes_.d), 10000.0f, compute);
   loss_sum_ = static_cast<float*>(static_buffer(sizeof(float)));
   grad_partials_ = static_cast<float*>(static_buffer(kernels::grad_norm_partial_count() * sizeof(float)));
   grad_sum_squares_ = static_cast<float*>(static_buffer(sizeof(float)));

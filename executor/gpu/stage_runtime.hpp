@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -187,6 +188,8 @@ class StageRuntime {
   void pipeline(const Op& op, const OpBinding& b, int mb, cudaStream_t stream);
   void parameters_collective(const Op& op, const OpBinding& b, cudaStream_t stream);
   void optimizer(const Op& op, cudaStream_t stream);
+  // Context parallelism's ring: a block of ring attention or an exchange of the ring (op_actions_context.cpp).
+  void context_ring(const Op& op, const OpBinding& b, int mb, int unit, cudaStream_t stream);
   // An MoE layer's experts block (op_actions_moe.cpp).
   void moe(const Op& op, const OpBinding& b, int mb, int unit, cudaStream_t stream);
   // `count` routing counts from the device, once the stream has reached this point (the host waits: the grouped
@@ -256,6 +259,16 @@ class StageRuntime {
   int me_ep_ = 0;
   std::map<std::pair<int, int>, ExpertExchange> exchanges_;
   std::vector<ExpertLoad> expert_loads_;
+  // Context parallelism: one layer's ring per (micro-batch, unit, backward), from its first op to its last.
+  // Per step: the key-value block received for it (kv), this rank's dK | dV of its block (dkv), the gradient
+  // received in its exchange (carried); the forward's fp32 output and a block's own result; the backward's fp32
+  // dQ and a block's dQ; the rank's own block packed for its backward.
+  struct Ring {
+    std::vector<void*> kv, dkv, carried;
+    void *o_acc = nullptr, *o_scratch = nullptr, *lse_scratch = nullptr;
+    void *dq_acc = nullptr, *dq_scratch = nullptr, *own_kv = nullptr;
+  };
+  std::map<std::tuple<int, int, bool>, Ring> rings_;
   float* aux_loss_sum_ = nullptr;
   double last_aux_loss_ = 0;
   int iteration_ = 0;

@@ -37,7 +37,9 @@ TEST(ExecuteCommand, RefusesAPlanThatDoesNotFitBeforeLaunch) {
   EXPECT_NE(run.output.find(" GiB > 24.0 GiB"), std::string::npos) << run.output;
 }
 
-TEST(ExecuteCommand, RefusesContextParallelPlansItDoesNotRunYet) {
+// A context-parallel plan passes every check before launch in its ring form (what stops it here is the GPUs it
+// needs); in its all-gathered form it is refused, naming the switch.
+TEST(ExecuteCommand, RunsContextParallelismAsARingOnly) {
   TempDir dir("execute-cp");
   auto scenario = nlohmann::json::parse(read_file(kScenarioDir + "llama3-8b-4xH200.json"));
   for (const char* axis : {"tensor_model_parallel_size", "pipeline_model_parallel_size",
@@ -45,10 +47,16 @@ TEST(ExecuteCommand, RefusesContextParallelPlansItDoesNotRunYet) {
     scenario["search"][axis] = {1};
   scenario["search"]["context_parallel_size"] = {2};
   write_file(dir.path / "cp.json", scenario.dump());
-  Outcome run = run_twin("execute --plan " + plan_from(dir, (dir.path / "cp.json").string()) + " --iters 5");
-  EXPECT_EQ(run.exit_code, 1) << run.output;
-  EXPECT_NE(run.output.find("/strategy/context_parallel_size"), std::string::npos) << run.output;
-  EXPECT_NE(run.output.find("context parallelism"), std::string::npos) << run.output;
+  Outcome ring = run_twin("execute --plan " + plan_from(dir, (dir.path / "cp.json").string()) + " --iters 5");
+  EXPECT_EQ(ring.exit_code, 1) << ring.output;
+  EXPECT_EQ(ring.output.find("context_parallel"), std::string::npos) << ring.output;
+  EXPECT_EQ(ring.output.find("cp_comm_type"), std::string::npos) << ring.output;
+  scenario["framework"]["cp_comm_type"] = "all_gather";
+  write_file(dir.path / "cp-gathered.json", scenario.dump());
+  Outcome gathered =
+      run_twin("execute --plan " + plan_from(dir, (dir.path / "cp-gathered.json").string()) + " --iters 5");
+  EXPECT_EQ(gathered.exit_code, 1) << gathered.output;
+  EXPECT_NE(gathered.output.find("/scenario/framework/cp_comm_type"), std::string::npos) << gathered.output;
 }
 
 // The Mixtral scenario's winner (EP 8 over 64 data-parallel GPUs, ZeRO-1) passes every check before launch:

@@ -231,9 +231,33 @@ TEST(OpBinding, RunsExactlyTheKindsTheTableSaysItRuns) {
   }
 }
 
+// Context parallelism's ring: each layer's blocks and exchanges bind to the ring's actions, as many as the graph has
+// (forward cp blocks and cp - 1 exchanges, backward cp blocks and cp + 1 exchanges).
+TEST(OpBinding, BindsTheContextParallelRing) {
+  const int cp = 2;
+  const IterationGraph graph = lower(testing::make_strategy(1, 1, cp, false));
+  const RankClass& rc = graph.classes[0];
+  std::map<Action, int> count = count_actions(rc);
+  int layer_passes = 0;  // (layer, micro-batch) forward passes
+  for (OpIndex i = 0; i < rc.size(); ++i)
+    layer_passes += rc.op(i).kind == OpKind::norm_forward && rc.op(i).role == OpRole::input_norm;
+  EXPECT_EQ(count[Action::ring_attention_forward], cp * layer_passes);
+  EXPECT_EQ(count[Action::ring_exchange], (cp - 1) * layer_passes);
+  EXPECT_EQ(count[Action::ring_attention_backward], cp * layer_passes);
+  EXPECT_EQ(count[Action::ring_exchange_backward], (cp + 1) * layer_passes);
+  EXPECT_EQ(count[Action::attention_forward] + count[Action::attention_backward], 0);
+}
+
 TEST(OpBinding, RefusesWhatTheExecutorDoesNotRun) {
-  // Context parallelism: ring attention's exchange and its split blocks.
-  EXPECT_THROW(bind_ops(lower(testing::make_strategy(1, 1, 2, false)).classes[0]), std::invalid_argument);
+  // Context parallelism's all-gathered form: its blocks are the mean of the ranks' split, no rank's own.
+  Scenario gathered = testing::make_scenario(testing::llama_shaped(4), 1, 1024, 16);
+  gathered.framework.cp_comm_type = CpCommType::all_gather;
+  try {
+    bind_ops(lower(testing::make_strategy(1, 1, 2, false), gathered).classes[0]);
+    ADD_FAILURE() << "all-gathered context parallelism was bound";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("all_gather"), std::string::npos) << e.what();
+  }
   // An all-to-all that is not expert parallelism's (Ulysses' re-layout).
   RankClass lone;
   Op op;
@@ -257,6 +281,7 @@ TEST(OpBinding, ActionNamesFollowTheEnumeration) {
   EXPECT_EQ(to_string(Action::routing_counts_reduce), "routing_counts_reduce");
   EXPECT_EQ(to_string(Action::dispatch_exchange), "dispatch_exchange");
   EXPECT_EQ(to_string(Action::combine_exchange_backward), "combine_exchange_backward");
+  EXPECT_EQ(to_string(Action::ring_exchange_backward), "ring_exchange_backward");
   EXPECT_EQ(to_string(Action::phase_handoff), "phase_handoff");
 }
 }  // namespace

@@ -7,7 +7,6 @@
 #include <gtest/gtest.h>
 
 #include "executor/parameters.hpp"
-#include "executor/token_stream.hpp"
 #include "strategies/rank_layout.hpp"
 #include "strategies/validity.hpp"
 #include "../strategies/strategy_fixtures.hpp"
@@ -218,70 +217,6 @@ TEST(Parameters, TiedEmbeddingsShareTheTableOrCopyIt) {
   EXPECT_EQ(cells(copy.shard), cells(table.shard));
   for (const ElementRange& r : gradient_norm_ranges(last.back(), true))
     EXPECT_TRUE(r.begin + r.count <= copy.offset || r.begin >= copy.offset + copy.elements()) << r.begin;
-}
-
-TEST(TokenStream, SplitsOfTheBatchSeeTheSameSequences) {
-  const TokenStream stream{32000, 64, 5};
-  const auto whole = rank_iteration_tokens(stream, 2, 8, 1, 0, 2, 4);
-  const auto first = rank_iteration_tokens(stream, 2, 8, 2, 0, 1, 4);
-  const auto second = rank_iteration_tokens(stream, 2, 8, 2, 1, 2, 2);
-  // Single GPU, micro-batch 0 holds sequences 16 and 17: inputs then targets, 64 tokens each.
-  const auto sequence = stream.sequence(2 * 8 + 1);
-  for (int i = 0; i < 64; ++i) {
-    EXPECT_EQ(whole[64 + i], sequence[i]);
-    EXPECT_EQ(whole[2 * 64 + 64 + i], sequence[i + 1]);
-    EXPECT_EQ(first[2 * 64 + i], sequence[i]);  // DP rank 0, micro-batch 1 of 1 sequence
-  }
-  // DP rank 1 of 2 starts at sequence 4 of the iteration.
-  const auto fifth = stream.sequence(2 * 8 + 4);
-  for (int i = 0; i < 64; ++i) EXPECT_EQ(second[i], fifth[i]);
-}
-
-TEST(TokenStream, FollowsItsRuleNineTimesInTen) {
-  const TokenStream stream{32000, 10000, 3};
-  const auto tokens = stream.sequence(0);
-  int follows = 0;
-  for (std::size_t i = 0; i + 1 < tokens.size(); ++i) {
-    EXPECT_LT(tokens[i], 1024);
-    follows += tokens[i + 1] == (1103 * tokens[i] + 12345) % 1024;
-  }
-  EXPECT_NEAR(follows / 10000.0, 0.9, 0.01);
-}
-
-// Rows that pack sequences: each sequence is drawn whole with its own targets (none predicts across a
-// boundary), the unfilled end of a row is one more sequence, and a sequence is named by its length and its
-// ordinal among the step's sequences of that length: two packings of the same sequences give the same ones.
-TEST(TokenStream, PackedRowsHoldWholeSequencesNamedByLengthAndOrdinal) {
-  const TokenStream stream{32000, 8, 5};
-  // Part 0: rows of 8 holding {4, 2 (+2)}, {8}, {3 (+5)}, {8}; part 1: rows of 4 holding {4}, {2, 2}.
-  const PackedSteps steps(stream, {{8, {{4, 2}, {8}, {3}, {8}}}, {4, {{4}, {2, 2}}}});
-  const auto tokens = steps.rank_tokens(1, 0, 2, 1, 1, 2);  // DP rank 1: rows 2 and 3
-  ASSERT_EQ(tokens.size(), 2u * 2 * 8);
-  const int per_step = 10;  // 7 sequences in part 0, 3 in part 1
-  // Row 2 holds the first sequence of 3 tokens and the first of 5; row 3 the second of 8.
-  const auto three = stream.sequence(per_step + 0, 3), five = stream.sequence(per_step + 0, 5);
-  for (int i = 0; i < 3; ++i) {
-    EXPECT_EQ(tokens[i], three[i]);
-    EXPECT_EQ(tokens[8 + i], three[i + 1]);
-  }
-  for (int i = 0; i < 5; ++i) {
-    EXPECT_EQ(tokens[3 + i], five[i]);
-    EXPECT_EQ(tokens[8 + 3 + i], five[i + 1]);
-  }
-  const auto eight = stream.sequence(per_step + 1, 8);
-  for (int i = 0; i < 8; ++i) EXPECT_EQ(tokens[16 + i], eight[i]);
-  // Part 1 continues each length's count: its 4 is the second of that length (row 0 of part 0 held the first),
-  // its 2s the third and fourth.
-  const auto part1 = steps.rank_tokens(1, 1, 1, 0, 2, 1);
-  const auto four = stream.sequence(per_step + 1, 4), two = stream.sequence(per_step + 3, 2);
-  for (int i = 0; i < 4; ++i) EXPECT_EQ(part1[i], four[i]);
-  for (int i = 0; i < 2; ++i) EXPECT_EQ(part1[4 + 2 + i], two[i]);
-  // The same sequences packed otherwise: the first 3-token sequence is the same tokens.
-  const PackedSteps other(stream, {{8, {{3}, {8}, {4, 2}, {8}}}, {4, {{4}, {2, 2}}}});
-  const auto moved = other.rank_tokens(1, 0, 1, 0, 1, 4);
-  for (int i = 0; i < 3; ++i) EXPECT_EQ(moved[i], three[i]);
-  EXPECT_THROW(PackedSteps(stream, {{8, {{9}}}}), std::invalid_argument);
-  EXPECT_THROW(steps.rank_tokens(0, 0, 1, 0, 1, 3), std::invalid_argument);
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 
 #include "gpu/attention.hpp"
 #include "gpu/kernels.hpp"
+#include "tests/gpu/attention_reference.hpp"
 #include "tests/gpu/kernel_test_util.hpp"
 
 namespace twin::test {
@@ -16,88 +17,11 @@ namespace {
 namespace k = twin::kernels;
 using B = k::bf16;
 
-struct Case {
-  std::int64_t batch, seq;
-  int heads, kv_heads, head_dim;
-  bool causal, fused_qkv;
-};
-
-struct Reference {
-  std::vector<double> o, lse, dq, dk, dv;
-};
-
-// qh: [tokens, heads*D] (row stride q_stride), kh/vh: [tokens, kv*D] (kv_stride); outputs contiguous.
-Reference reference(const Case& c, const std::vector<double>& qh, const std::vector<double>& kh,
-                    const std::vector<double>& vh, const std::vector<double>& doh, std::int64_t q_stride,
-                    std::int64_t kv_stride) {
-  const int D = c.head_dim, group = c.heads / c.kv_heads;
-  const std::int64_t S = c.seq, tokens = c.batch * S;
-  Reference r;
-  r.o.assign(tokens * c.heads * D, 0);
-  r.dq.assign(tokens * c.heads * D, 0);
-  r.dk.assign(tokens * c.kv_heads * D, 0);
-  r.dv.assign(tokens * c.kv_heads * D, 0);
-  r.lse.assign(c.batch * c.heads * S, 0);
-  const double scale = 1 / std::sqrt(double(D));
-  std::vector<double> p(S * S), dp(S * S);
-  for (std::int64_t b = 0; b < c.batch; ++b)
-    for (int h = 0; h < c.heads; ++h) {
-      const int g = h / group;
-      auto Q = [&](std::int64_t i, int d) { return qh[(b * S + i) * q_stride + h * D + d]; };
-      auto K = [&](std::int64_t j, int d) { return kh[(b * S + j) * kv_stride + g * D + d]; };
-      auto V = [&](std::int64_t j, int d) { return vh[(b * S + j) * kv_stride + g * D + d]; };
-      auto dO = [&](std::int64_t i, int d) { return doh[((b * S + i) * c.heads + h) * D + d]; };
-      for (std::int64_t i = 0; i < S; ++i) {
-        const std::int64_t last = c.causal ? i : S - 1;
-        double m = -INFINITY;
-        for (std::int64_t j = 0; j <= last; ++j) {
-          double s = 0;
-          for (int d = 0; d < D; ++d) s += Q(i, d) * K(j, d);
-          p[i * S + j] = s * scale;
-          m = std::max(m, p[i * S + j]);
-        }
-        double sum = 0;
-        for (std::int64_t j = 0; j <= last; ++j) sum += (p[i * S + j] = std::exp(p[i * S + j] - m));
-        for (std::int64_t j = 0; j <= last; ++j) p[i * S + j] /= sum;
-        for (std::int64_t j = last + 1; j < S; ++j) p[i * S + j] = 0;
-        r.lse[(b * c.heads + h) * S + i] = m + std::log(sum);
-        double delta = 0;
-        for (int d = 0; d < D; ++d) {
-          double o = 0;
-          for (std::int64_t j = 0; j <= last; ++j) o += p[i * S + j] * V(j, d);
-          r.o[((b * S + i) * c.heads + h) * D + d] = o;
-          delta += o * dO(i, d);
-        }
-        for (std::int64_t j = 0; j <= last; ++j) {
-          double x = 0;
-          for (int d = 0; d < D; ++d) x += dO(i, d) * V(j, d);
-          dp[i * S + j] = p[i * S + j] * (x - delta);  // dS
-        }
-        for (std::int64_t j = 0; j <= last; ++j)
-          for (int d = 0; d < D; ++d) {
-            r.dq[((b * S + i) * c.heads + h) * D + d] += dp[i * S + j] * K(j, d) * scale;
-            r.dk[((b * S + j) * c.kv_heads + g) * D + d] += dp[i * S + j] * Q(i, d) * scale;
-            r.dv[((b * S + j) * c.kv_heads + g) * D + d] += p[i * S + j] * dO(i, d);
-          }
-      }
-    }
-  return r;
-}
-
-// Copies the rows of a strided [tokens, width] view into a contiguous [tokens, width] array.
-std::vector<double> compact(const std::vector<double>& strided, std::int64_t tokens, std::int64_t width,
-                            std::int64_t stride) {
-  std::vector<double> out(tokens * width);
-  for (std::int64_t t = 0; t < tokens; ++t)
-    std::copy_n(strided.begin() + t * stride, width, out.begin() + t * width);
-  return out;
-}
-
 using twin::AttentionImplementation;
 constexpr AttentionImplementation kBackends[] = {AttentionImplementation::cudnn, AttentionImplementation::cudnn_deterministic,
                                           AttentionImplementation::kernels};
 
-class Attention : public ::testing::TestWithParam<std::tuple<Case, AttentionImplementation>> {};
+class Attention : public ::testing::TestWithParam<std::tuple<AttentionCase, AttentionImplementation>> {};
 
 TEST_P(Attention, ForwardAndBackwardMatchFloat64) {
   REQUIRE_GPU();
@@ -139,10 +63,10 @@ TEST_P(Attention, ForwardAndBackwardMatchFloat64) {
   const auto hk = bf16_to_host(kp, (tokens - 1) * kv_stride + kv_width);
   const auto hv = bf16_to_host(v, (tokens - 1) * kv_stride + kv_width);
   const auto hdo = bf16_to_host(dout.data(), tokens * q_width);
-  const Reference r = reference(c, hq, hk, hv, hdo, q_stride, kv_stride);
-  const auto got_dq = compact(bf16_to_host(dq, (tokens - 1) * q_stride + q_width), tokens, q_width, q_stride);
-  const auto got_dk = compact(bf16_to_host(dk, (tokens - 1) * kv_stride + kv_width), tokens, kv_width, kv_stride);
-  const auto got_dv = compact(bf16_to_host(dv, (tokens - 1) * kv_stride + kv_width), tokens, kv_width, kv_stride);
+  const AttentionReference r = attention_reference(c, hq, hk, hv, hdo, q_stride, kv_stride);
+  const auto got_dq = compact_rows(bf16_to_host(dq, (tokens - 1) * q_stride + q_width), tokens, q_width, q_stride);
+  const auto got_dk = compact_rows(bf16_to_host(dk, (tokens - 1) * kv_stride + kv_width), tokens, kv_width, kv_stride);
+  const auto got_dv = compact_rows(bf16_to_host(dv, (tokens - 1) * kv_stride + kv_width), tokens, kv_width, kv_stride);
   char name[128];
   std::snprintf(name, sizeof name, "%s b=%lld s=%lld h=%d kvh=%d d=%d%s%s", to_string(backend),
                 (long long)c.batch, (long long)c.seq, c.heads, c.kv_heads, D, c.causal ? " causal" : "",
@@ -160,21 +84,21 @@ TEST_P(Attention, ForwardAndBackwardMatchFloat64) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, Attention,
-                         ::testing::Combine(::testing::Values(Case{1, 256, 4, 2, 64, true, false},
-                                                              Case{2, 256, 4, 4, 128, true, true},
-                                                              Case{1, 1024, 8, 2, 128, true, false},
-                                                              Case{1, 1024, 4, 1, 64, true, true},
-                                                              Case{1, 203, 6, 2, 64, true, false},
-                                                              Case{2, 130, 2, 2, 128, false, false},
-                                                              Case{1, 77, 4, 2, 128, false, true},
-                                                              Case{1, 200, 4, 1, 128, true, true}),
+                         ::testing::Combine(::testing::Values(AttentionCase{1, 256, 4, 2, 64, true, false},
+                                                              AttentionCase{2, 256, 4, 4, 128, true, true},
+                                                              AttentionCase{1, 1024, 8, 2, 128, true, false},
+                                                              AttentionCase{1, 1024, 4, 1, 64, true, true},
+                                                              AttentionCase{1, 203, 6, 2, 64, true, false},
+                                                              AttentionCase{2, 130, 2, 2, 128, false, false},
+                                                              AttentionCase{1, 77, 4, 2, 128, false, true},
+                                                              AttentionCase{1, 200, 4, 1, 128, true, true}),
                                             ::testing::ValuesIn(kBackends)));
 
 // The deterministic implementations give the same bits for the same inputs (what keeps recompute and
 // pipelined runs bit-identical); the result of cuDNN's atomic backward is only printed.
 TEST(AttentionDeterminism, SameInputsSameBits) {
   REQUIRE_GPU();
-  const Case c{2, 1024, 8, 2, 128, true, true};
+  const AttentionCase c{2, 1024, 8, 2, 128, true, true};
   const std::int64_t tokens = c.batch * c.seq, q_width = c.heads * c.head_dim, kv_width = c.kv_heads * c.head_dim;
   const std::int64_t stride = q_width + 2 * kv_width;
   auto qkv = random_bf16(tokens * stride, 2.0), dout = random_bf16(tokens * q_width);
@@ -234,7 +158,7 @@ double median_ms(Launch launch, int runs) {
 // every lse is finite.
 TEST(AttentionSpeed, CausalGqa) {
   REQUIRE_GPU();
-  for (const Case c : {Case{1, 4096, 32, 8, 128, true, false}, Case{2, 4096, 32, 32, 128, true, false}})
+  for (const AttentionCase c : {AttentionCase{1, 4096, 32, 8, 128, true, false}, AttentionCase{2, 4096, 32, 32, 128, true, false}})
     for (AttentionImplementation backend : kBackends) {
       gpu::Attention attention(backend);
       const std::int64_t tokens = c.batch * c.seq, q_width = c.heads * c.head_dim, kv_width = c.kv_heads * c.head_dim;

@@ -105,6 +105,26 @@ def scenario(name, model, gpus, seq, global_batch, micro_batch, fields, training
     return doc
 
 
+def family_check_arguments(doc, stem, gpus=1):
+    """The command line the family checks share (--twin, --out, --gpus, --iters, --tolerance, --profile, --gpu):
+    the parsed arguments, with this module's GPU and PROFILE set from them, the output folder made, and the log
+    (OUT/STEM.log) open."""
+    global GPU, PROFILE
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--twin", required=True)
+    parser.add_argument("--out", default=os.environ.get("OUT", "out") + "/" + stem)
+    parser.add_argument("--gpus", type=int, default=gpus)
+    parser.add_argument("--iters", type=int, default=12)
+    parser.add_argument("--tolerance", type=float, default=0.02)
+    parser.add_argument("--profile", default=PROFILE)
+    parser.add_argument("--gpu", default=GPU)
+    args = parser.parse_args()
+    GPU = args.gpu
+    PROFILE = os.path.abspath(args.profile) if os.path.exists(args.profile) else args.profile
+    os.makedirs(args.out, exist_ok=True)
+    return args, open(os.path.join(args.out, stem + ".log"), "w")
+
+
 def run_logged(command, log):
     """Runs `command`, its output (stdout and stderr) appended to `log`."""
     result = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=600)

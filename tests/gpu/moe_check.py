@@ -8,7 +8,7 @@ folded into a profile by `twin calibrate --from-trace`, and simulated again with
 Usage: moe_check.py --twin build/twin [--out DIR] [--gpus N] [--iters N] [--profile NAME|FILE] [--gpu NAME]
 Results: $OUT/moe_check.md and $OUT/moe_check.json; exit 1 when a check fails.
 """
-import argparse, json, os, shutil, sys
+import json, os, shutil, sys
 
 import execute_check as ec
 
@@ -50,19 +50,7 @@ SPEED = [("mixtral-2l-mbs1", 1, 1, 4, {}), ("mixtral-2l-mbs2", 1, 2, 4, {}),
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--twin", required=True)
-    parser.add_argument("--out", default=os.environ.get("OUT", "out") + "/moe")
-    parser.add_argument("--gpus", type=int, default=1)
-    parser.add_argument("--iters", type=int, default=12)
-    parser.add_argument("--tolerance", type=float, default=0.02)
-    parser.add_argument("--profile", default=ec.PROFILE)
-    parser.add_argument("--gpu", default=ec.GPU)
-    args = parser.parse_args()
-    ec.GPU = args.gpu
-    ec.PROFILE = os.path.abspath(args.profile) if os.path.exists(args.profile) else args.profile
-    os.makedirs(args.out, exist_ok=True)
-    log = open(os.path.join(args.out, "moe_check.log"), "w")
+    args, log = ec.family_check_arguments(__doc__, "moe_check", gpus=1)
     report = {"correctness": {}, "speed": {}}
     failed = False
     lines = ["## MoE: loss against the single-GPU run (4 layers, hidden 1024, 8 experts of 1408, top-2, seq 1024, "

@@ -6,7 +6,7 @@
 # Logs and tables go to $OUT (or out/gpu-check): run.log, ctest.log, calibrate.log, profile.json,
 # check.log, check.csv, check.md.
 # TWIN_GPU_STEPS picks steps (default: all but accuracy and check-sweep): tests calibrate calibrate-checks check
-# check-sweep execute moe strands hot-switch per-layer mpirun accuracy;
+# check-sweep execute moe context strands hot-switch per-layer mpirun accuracy (context: two GPUs or more);
 # `accuracy` runs issue 5's study on as many GPUs as the machine has (scenarios/accuracy-llama2-7b-<N>xH200.json,
 # or TWIN_ACCURACY_SCENARIO) with this call's profile. TWIN_PROFILE=FILE skips calibration and checks that profile instead.
 # TWIN_CALIBRATE_SCENARIO=S.json makes calibration also measure the exact shapes of S's candidates.
@@ -19,7 +19,7 @@ exec > >(tee -a "$OUT/run.log") 2>&1
 export NCCL_NVLS_ENABLE="${NCCL_NVLS_ENABLE:-0}"  # the user's value wins, as in twin's launcher
 step() { echo; echo "=== $* ($(date -u +%H:%M:%S))"; }
 status=0
-steps="${TWIN_GPU_STEPS:-tests calibrate calibrate-checks check execute moe strands hot-switch per-layer mpirun}"
+steps="${TWIN_GPU_STEPS:-tests calibrate calibrate-checks check execute moe context strands hot-switch per-layer mpirun}"
 wants() { [[ " $steps " == *" $1 "* ]]; }
 gpus=$(nvidia-smi -L | wc -l)
 
@@ -158,6 +158,22 @@ python3 tests/gpu/moe_check.py --twin "$twin" --out /tmp/moe-check --gpus "$gpus
 cp /tmp/moe-check/moe_check.md /tmp/moe-check/moe_check.json "$OUT/" 2>/dev/null && cat "$OUT/moe_check.md"
 tar czf "$OUT/moe-runs.tar.gz" --exclude=traces -C /tmp moe-check 2>/dev/null
 echo "MoE checks: ${SECONDS}s wall"
+fi
+
+if wants context; then
+step "twin execute on context-parallel plans: loss against one GPU, speed, trace and fold (tests/gpu/context_check.py)"
+SECONDS=0
+if [ "$gpus" -ge 2 ]; then
+  gpu_name=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
+  case "$gpu_name" in *H100*) cp_gpu=H100-SXM-80GB; cp_profile=h100-x1 ;; *) cp_gpu=H200-141GB; cp_profile=h200-x2 ;; esac
+  python3 tests/gpu/context_check.py --twin "$twin" --out /tmp/context-check --gpus "$gpus" --gpu "$cp_gpu" \
+    --profile "${TWIN_CONTEXT_PROFILE:-$cp_profile}" > "$OUT/context_check.log" 2>&1 || status=1
+  cp /tmp/context-check/context_check.md /tmp/context-check/context_check.json "$OUT/" 2>/dev/null && cat "$OUT/context_check.md"
+  tar czf "$OUT/context-runs.tar.gz" --exclude=traces -C /tmp context-check 2>/dev/null
+else
+  echo "context parallelism needs two GPUs; this machine has $gpus (skipped)"
+fi
+echo "context-parallel checks: ${SECONDS}s wall"
 fi
 
 if wants strands; then

@@ -259,5 +259,51 @@ TEST(FrameworkLowering, AllGatherContextParallelismDoesTheRingsAttentionWork) {
             estimate_memory(ring.scenario, cp4).per_stage[0].communication_buffers);
 }
 
+// Context parallelism's ring (p2p) as Transformer Engine runs it: forward, exchange k passes the key-value block of
+// step k on while block k computes; backward, the gradient travels one step behind the block, so exchange k waits
+// for block k - 1, and a last exchange brings each rank's completed gradient home before the layer goes on.
+TEST(FrameworkLowering, TheRingCarriesKeyValueGradientsOneStepBehind) {
+  Scenario scenario = testing::make_scenario(testing::gpt_shaped(), 1, 8192, 8);
+  const int cp = 4;
+  const Lowered l = lower(scenario, testing::make_strategy(1, 1, cp));
+  const RankClass& rc = l.graph.classes.at(0);
+  const auto depends = [&](OpIndex first, OpIndex then) {
+    for (auto [e, end] = boost::in_edges(then, rc.graph); e != end; ++e)
+      if (boost::source(*e, rc.graph) == first) return true;
+    return false;
+  };
+  const auto ring_ops = [&](Phase phase, bool exchanges) {
+    std::vector<OpIndex> ops;
+    for (OpIndex i = 0; i < rc.size(); ++i) {
+      const Op& op = rc.op(i);
+      if (op.layer == 0 && op.micro_batch == 0 && op.phase == phase && !op.recomputed && op.ring_step >= 0 &&
+          (op.role == OpRole::cp_exchange) == exchanges)
+        ops.push_back(i);
+    }
+    return ops;
+  };
+  const std::vector<OpIndex> forward_sends = ring_ops(Phase::forward, true), forward_blocks = ring_ops(Phase::forward, false);
+  const std::vector<OpIndex> sends = ring_ops(Phase::backward, true), blocks = ring_ops(Phase::backward, false);
+  ASSERT_EQ(forward_sends.size(), std::size_t(cp - 1));
+  ASSERT_EQ(forward_blocks.size(), std::size_t(cp));
+  ASSERT_EQ(sends.size(), std::size_t(cp + 1));
+  ASSERT_EQ(blocks.size(), std::size_t(cp));
+  const Bytes kv = rc.op(forward_sends[0]).bytes;
+  for (int k = 0; k < cp; ++k) {
+    EXPECT_EQ(rc.op(forward_blocks[k]).ring_step, k);
+    EXPECT_EQ(rc.op(blocks[k]).ring_step, k);
+    if (k > 0) EXPECT_TRUE(depends(forward_sends[k - 1], forward_blocks[k])) << "forward block " << k;
+    if (k > 0) EXPECT_TRUE(depends(sends[k - 1], blocks[k])) << "backward block " << k;
+  }
+  for (int k = 0; k <= cp; ++k) {
+    EXPECT_EQ(rc.op(sends[k]).ring_step, k);
+    // The block onward with the gradient behind it, but the first (no gradient yet) and the last two (no block).
+    EXPECT_EQ(rc.op(sends[k]).bytes, (k >= 1 && k <= cp - 2 ? 2 : 1) * kv) << "exchange " << k;
+    if (k > 0) EXPECT_TRUE(depends(blocks[k - 1], sends[k])) << "exchange " << k << " waits for block " << k - 1;
+  }
+  EXPECT_TRUE(depends(sends[cp], sends[cp] + 1)) << "the layer goes on once the gradient is home";
+  EXPECT_GT(iteration_ns(l), 0);
+}
+
 }  // namespace
 }  // namespace twin

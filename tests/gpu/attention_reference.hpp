@@ -1,0 +1,88 @@
+// A float64 CPU reference of attention (the full score matrix) for the GPU tests of attention and of
+// context parallelism's ring.
+#pragma once
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+namespace twin::test {
+
+struct AttentionCase {
+  std::int64_t batch, seq;
+  int heads, kv_heads, head_dim;
+  bool causal, fused_qkv;
+};
+
+struct AttentionReference {
+  std::vector<double> o, lse, dq, dk, dv;
+};
+
+// qh: [tokens, heads*D] (row stride q_stride), kh/vh: [tokens, kv*D] (kv_stride); outputs contiguous.
+inline AttentionReference attention_reference(const AttentionCase& c, const std::vector<double>& qh, const std::vector<double>& kh,
+                    const std::vector<double>& vh, const std::vector<double>& doh, std::int64_t q_stride,
+                    std::int64_t kv_stride) {
+  const int D = c.head_dim, group = c.heads / c.kv_heads;
+  const std::int64_t S = c.seq, tokens = c.batch * S;
+  AttentionReference r;
+  r.o.assign(tokens * c.heads * D, 0);
+  r.dq.assign(tokens * c.heads * D, 0);
+  r.dk.assign(tokens * c.kv_heads * D, 0);
+  r.dv.assign(tokens * c.kv_heads * D, 0);
+  r.lse.assign(c.batch * c.heads * S, 0);
+  const double scale = 1 / std::sqrt(double(D));
+  std::vector<double> p(S * S), dp(S * S);
+  for (std::int64_t b = 0; b < c.batch; ++b)
+    for (int h = 0; h < c.heads; ++h) {
+      const int g = h / group;
+      auto Q = [&](std::int64_t i, int d) { return qh[(b * S + i) * q_stride + h * D + d]; };
+      auto K = [&](std::int64_t j, int d) { return kh[(b * S + j) * kv_stride + g * D + d]; };
+      auto V = [&](std::int64_t j, int d) { return vh[(b * S + j) * kv_stride + g * D + d]; };
+      auto dO = [&](std::int64_t i, int d) { return doh[((b * S + i) * c.heads + h) * D + d]; };
+      for (std::int64_t i = 0; i < S; ++i) {
+        const std::int64_t last = c.causal ? i : S - 1;
+        double m = -INFINITY;
+        for (std::int64_t j = 0; j <= last; ++j) {
+          double s = 0;
+          for (int d = 0; d < D; ++d) s += Q(i, d) * K(j, d);
+          p[i * S + j] = s * scale;
+          m = std::max(m, p[i * S + j]);
+        }
+        double sum = 0;
+        for (std::int64_t j = 0; j <= last; ++j) sum += (p[i * S + j] = std::exp(p[i * S + j] - m));
+        for (std::int64_t j = 0; j <= last; ++j) p[i * S + j] /= sum;
+        for (std::int64_t j = last + 1; j < S; ++j) p[i * S + j] = 0;
+        r.lse[(b * c.heads + h) * S + i] = m + std::log(sum);
+        double delta = 0;
+        for (int d = 0; d < D; ++d) {
+          double o = 0;
+          for (std::int64_t j = 0; j <= last; ++j) o += p[i * S + j] * V(j, d);
+          r.o[((b * S + i) * c.heads + h) * D + d] = o;
+          delta += o * dO(i, d);
+        }
+        for (std::int64_t j = 0; j <= last; ++j) {
+          double x = 0;
+          for (int d = 0; d < D; ++d) x += dO(i, d) * V(j, d);
+          dp[i * S + j] = p[i * S + j] * (x - delta);  // dS
+        }
+        for (std::int64_t j = 0; j <= last; ++j)
+          for (int d = 0; d < D; ++d) {
+            r.dq[((b * S + i) * c.heads + h) * D + d] += dp[i * S + j] * K(j, d) * scale;
+            r.dk[((b * S + j) * c.kv_heads + g) * D + d] += dp[i * S + j] * Q(i, d) * scale;
+            r.dv[((b * S + j) * c.kv_heads + g) * D + d] += p[i * S + j] * dO(i, d);
+          }
+      }
+    }
+  return r;
+}
+
+// Copies the rows of a strided [tokens, width] view into a contiguous [tokens, width] array.
+inline std::vector<double> compact_rows(const std::vector<double>& strided, std::int64_t tokens, std::int64_t width,
+                            std::int64_t stride) {
+  std::vector<double> out(tokens * width);
+  for (std::int64_t t = 0; t < tokens; ++t)
+    std::copy_n(strided.begin() + t * stride, width, out.begin() + t * width);
+  return out;
+}
+
+}  // namespace twin::test

@@ -1,0 +1,103 @@
+#!/usr/bin/env python3
+"""twin execute on context-parallel plans (the ring: Megatron's cp_comm_type p2p): the small Llama-shaped model
+against its own single-GPU loss curve with the sequence split over 2 (and, given four GPUs, 4) CP ranks, under
+recompute, cuDNN's deterministic attention backward, TP with SP and data parallelism; then Llama-2-7B widths at a
+long sequence, one GPU against CP 2, timed against the prediction, traced, reported and folded into a profile
+(`twin calibrate --from-trace`).
+
+Usage: context_check.py --twin build/twin [--out DIR] [--gpus N] [--iters N] [--profile NAME|FILE] [--gpu NAME]
+Results: $OUT/context_check.md and $OUT/context_check.json; exit 1 when a check fails (or with fewer than 2 GPUs).
+"""
+import json, os, sys
+
+import execute_check as ec
+
+# (name, GPUs, strategy fields beyond execute_check's defaults[, twin execute arguments])
+CORRECTNESS = [
+    ("single", 1, {}),
+    ("cp2", 2, {"context_parallel_size": 2}),
+    ("cp2-recompute-selective", 2, {"context_parallel_size": 2, "recompute": "selective"}),
+    ("cp2-recompute-full", 2, {"context_parallel_size": 2, "recompute": "full"}),
+    ("cp2-deterministic-attention", 2, {"context_parallel_size": 2}, ec.DETERMINISTIC_ATTENTION),
+    ("cp2-residual-fusion", 2, {"context_parallel_size": 2, **ec.RESIDUAL_FUSION}),
+    ("cp2-zero1", 2, {"context_parallel_size": 2, "zero_stage": 1}),
+    ("cp4", 4, {"context_parallel_size": 4}),
+    ("cp2-dp2", 4, {"context_parallel_size": 2}),
+    ("cp2-tp2-sp", 4, {"context_parallel_size": 2, "tensor_model_parallel_size": 2, "sequence_parallel": True}),
+    ("cp2-pp2", 4, {"context_parallel_size": 2, "pipeline_model_parallel_size": 2}),
+]
+# (name, GPUs, micro-batch, global batch, strategy fields): Llama-2-7B widths, 4 layers, seq 16384.
+SPEED = [("7b4l-seq16k-single", 1, 1, 2, {}),
+         ("7b4l-seq16k-cp2", 2, 1, 2, {"context_parallel_size": 2})]
+SPEED_SEQ = 16384
+
+
+def main():
+    args, log = ec.family_check_arguments(__doc__, "context_check", gpus=2)
+    report = {"correctness": {}, "speed": {}}
+    failed = args.gpus < 2
+    lines = ["## Context parallelism (ring): loss against the single-GPU run (small Llama-shaped model: 4 layers, "
+             "hidden 1024, GQA 16/4, vocab 8192, seq 1024, global batch 8, micro-batch 2)", "",
+             "| case | GPUs | loss step 1 | loss last | max relative difference (first half / all steps) | result |",
+             "|---|---|---|---|---|---|"]
+    baseline = None
+    for name, gpus, fields, *rest in CORRECTNESS:
+        if gpus > args.gpus:
+            continue
+        doc = ec.scenario(name, ec.SMALL, gpus, 1024, 8, 2, fields)
+        metrics = ec.run_case(args.twin, args.out, name, doc, args.iters, 2, log, rest[0] if rest else ())
+        if metrics is None:
+            failed = True
+            lines.append(f"| {name} | {gpus} | | | | FAILED to run |")
+            continue
+        losses = [s["loss"] for s in metrics["steps"]]
+        baseline = baseline or losses
+        first_half, whole = ec.curve_differences(losses, baseline)
+        # A dense model: the split changes only the order of sums, so the whole curve is held step by step.
+        ok = whole <= args.tolerance and losses[-1] < 0.8 * losses[0]
+        failed |= not ok
+        report["correctness"][name] = {"gpus": gpus, "losses": losses, "max_relative_difference": whole,
+                                       "max_relative_difference_first_half": first_half, "ok": ok}
+        lines.append(f"| {name} | {gpus} | {losses[0]:.4f} | {losses[-1]:.4f} | {first_half:.2e} / {whole:.2e} | "
+                     f"{'pass' if ok else 'FAIL'} |")
+        print(lines[-1], flush=True)
+
+    lines += ["", f"## Llama-2-7B widths, 4 layers, seq {SPEED_SEQ}: one GPU and CP 2, measured against predicted; the CP "
+              "run traced, reported and folded (`twin calibrate --from-trace`)", "",
+              "| case | GPUs | iteration s | MFU | predicted s | error | peak GiB | predicted GiB | fold: error before / after | result |",
+              "|---|---|---|---|---|---|---|---|---|---|"]
+    for name, gpus, mbs, batch, fields in SPEED:
+        if gpus > args.gpus:
+            continue
+        doc = ec.scenario(name, ec.LLAMA7B_4L, gpus, SPEED_SEQ, batch, mbs, fields)
+        traced = gpus > 1
+        metrics = ec.run_case(args.twin, args.out, name, doc, args.iters, 3, log, ["--trace"] if traced else ())
+        if metrics is None:
+            failed = True
+            lines.append(f"| {name} | {gpus} | FAILED | | | | | | | |")
+            continue
+        m, p = metrics["measured"], metrics["predicted"]
+        peak = max(r["peak_memory_GiB"] for r in metrics["ranks"])
+        predicted_peak = max(r["predicted_peak_memory_GiB"] for r in metrics["ranks"])
+        ok, fold_text = True, ""
+        if traced:
+            folded, reported, effect = ec.fold_and_report(args.twin, os.path.join(args.out, name), log)
+            ok = folded and reported
+            before, after = effect.get("error_before"), effect.get("error_after")
+            fold_text = (f"{100 * before:+.1f}% / {100 * after:+.1f}%" if before is not None and after is not None
+                         else "folded" if folded else "fold FAILED")
+            report["speed"][name] = {"metrics": metrics, "fold_effect": effect, "ok": ok}
+        else:
+            report["speed"][name] = {"metrics": metrics, "ok": ok}
+        failed |= not ok
+        lines.append(f"| {name} | {gpus} | {m['iteration_s']:.4f} | {100 * m['mfu']:.1f}% | {p['iteration_time_s']:.4f} | "
+                     f"{100 * (m['iteration_s'] / p['iteration_time_s'] - 1):+.1f}% | {peak:.1f} | {predicted_peak:.1f} | "
+                     f"{fold_text} | {'pass' if ok else 'FAIL'} |")
+        print(lines[-1], flush=True)
+
+    ec.write_results(args.out, "context_check", lines, report)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
