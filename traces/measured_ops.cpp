@@ -46,9 +46,10 @@ struct Interval {
 
 // Sets shared_gpu_iterations from the ops' spans (first kernel start to last end: an op's duration) in each
 // iteration: a compute op shared the GPU when its span overlaps the span of a compute op of another graph stream,
-// whether their kernels ran at once or one's kernels ran between the other's. Spans of one stream never overlap
-// (its ops run in order), so, sorted by start, a span overlaps one of another stream exactly when that stream's
-// latest span so far still runs when it starts.
+// whether their kernels ran at once or one's kernels ran between the other's, or the span of a communication op
+// whose kernel is NCCL's (it holds SMs while it runs, a receive also while it waits for its sender). Spans of one
+// stream never overlap (its ops run in order), so, sorted by start, a span overlaps one of another stream exactly
+// when that stream's latest span so far still runs when it starts.
 void mark_shared_gpu(const RankClass& rank_class, const std::map<std::pair<OpIndex, std::int32_t>, Interval>& spans,
                      std::vector<OpMeasurement>& ops) {
   struct Span {
@@ -56,23 +57,25 @@ void mark_shared_gpu(const RankClass& rank_class, const std::map<std::pair<OpInd
     Stream stream;
     OpIndex op;
     std::int32_t iteration;
+    bool compute;
   };
-  std::vector<Span> compute;
+  std::vector<Span> sharing;  // compute ops, and communication ops that run NCCL kernels
   for (const auto& [key, interval] : spans) {
     const Op& op = rank_class.op(key.first);
-    if (!op.is_communication())
-      compute.push_back({interval.start_ns, interval.end_ns, op.stream, key.first, key.second});
+    const bool compute = !op.is_communication();
+    if (compute || op.comm_kernel == CommKernel::nccl)
+      sharing.push_back({interval.start_ns, interval.end_ns, op.stream, key.first, key.second, compute});
   }
-  std::sort(compute.begin(), compute.end(), [](const Span& a, const Span& b) {
+  std::sort(sharing.begin(), sharing.end(), [](const Span& a, const Span& b) {
     return std::tie(a.start_ns, a.stream, a.op) < std::tie(b.start_ns, b.stream, b.op);
   });
   std::map<Stream, const Span*> latest;                 // per stream: its span that started last so far
-  std::set<std::pair<OpIndex, std::int32_t>> shared;   // (op, iteration)
-  for (const Span& span : compute) {
+  std::set<std::pair<OpIndex, std::int32_t>> shared;   // (compute op, iteration)
+  for (const Span& span : sharing) {
     for (const auto& [stream, other] : latest)
       if (stream != span.stream && other->end_ns > span.start_ns) {
-        shared.insert({span.op, span.iteration});
-        shared.insert({other->op, other->iteration});
+        if (span.compute) shared.insert({span.op, span.iteration});
+        if (other->compute) shared.insert({other->op, other->iteration});
       }
     latest[span.stream] = &span;
   }

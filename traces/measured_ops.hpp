@@ -56,7 +56,8 @@ struct OpMeasurement {
   int kernels = 0;                                 // the most kernels the op ran in one iteration
   std::vector<std::uint32_t> stream_ids;           // CUDA streams its kernels ran on, ascending
   // Measured iterations in which this compute op's span overlapped the span of a compute op of another graph
-  // stream (double strand's two strands, at once or interleaved): there its duration is not its time alone.
+  // stream (double strand's two strands, at once or interleaved) or of a NCCL kernel (a collective, a pipeline
+  // receive waiting for its sender): there its duration is not its time alone.
   int shared_gpu_iterations = 0;
 };
 

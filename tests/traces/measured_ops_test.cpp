@@ -140,9 +140,9 @@ TEST(MeasuredJoin, AnOpSpreadOverTwoStreamsListsBoth) {
 }
 
 // Double strand: a compute op whose span overlaps the span of another stream's compute op shared the GPU in that
-// iteration (both are marked), also when their kernels took turns; communication beside compute, and spans that
-// only touch, do not count.
-TEST(MeasuredJoin, ComputeBesideAnotherStreamsComputeSharedTheGpu) {
+// iteration (both are marked), also when their kernels took turns; so did one beside a NCCL kernel (the
+// communication op itself is not marked); spans that only touch do not count.
+TEST(MeasuredJoin, ComputeBesideAnotherStreamsComputeOrNcclSharedTheGpu) {
   RankClass rc;
   rc.add(testing::make_op(OpKind::gemm, OpRole::fc1, Stream::compute, 1, 1));                      // 0
   rc.add(testing::make_op(OpKind::gemm, OpRole::fc2, Stream::compute2, 3, 0, Phase::backward));   // 1
@@ -164,7 +164,20 @@ TEST(MeasuredJoin, ComputeBesideAnotherStreamsComputeSharedTheGpu) {
   EXPECT_EQ(rank.ops[0].shared_gpu_iterations, 2);
   EXPECT_EQ(rank.ops[1].shared_gpu_iterations, 3);
   EXPECT_EQ(rank.ops[2].shared_gpu_iterations, 0);
-  EXPECT_EQ(rank.ops[3].shared_gpu_iterations, 1);
+  EXPECT_EQ(rank.ops[3].shared_gpu_iterations, 2);  // beside the all-reduce, then beside op 1's long kernel
+}
+
+// Transformer Engine's userbuffers copy with the copy engines (no SM of the GEMM's): a GEMM beside one ran alone.
+TEST(MeasuredJoin, ComputeBesideACopyEngineTransferRanAlone) {
+  RankClass rc;
+  rc.add(testing::make_op(OpKind::gemm, OpRole::fc1, Stream::compute, 1, 1));  // 0
+  Op ring_step = testing::make_op(OpKind::send, OpRole::tp_gather, Stream::tp_comm, 1, 1);
+  ring_step.group = GroupKind::tensor;
+  ring_step.comm_kernel = CommKernel::userbuffers_copy_engine;
+  rc.add(ring_step);                                                             // 1
+  const MeasuredRank rank = join_measured_ops(
+      rc, {testing::kernel("gemm", 0, 0, 0, 100, 1), testing::kernel("copy", 0, 1, 10, 90, 3)}, 0);
+  EXPECT_EQ(rank.ops[0].shared_gpu_iterations, 0);
 }
 
 TEST(MeasuredJoin, OpIndexOutsideTheClassIsAClearError) {
