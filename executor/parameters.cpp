@@ -103,8 +103,10 @@ std::vector<ParameterUnitLayout> plan_parameter_units(const Scenario& scenario, 
   std::vector<ParameterUnitLayout> units;
   // A tensor's seed is its layer's (or unit's) and its place there: an experts unit's tensors follow their
   // layer's (`seed_place`), so the model is the same however the units are cut.
+  // `pad_as`: a unit whose shards must line up with another's (the embedding table's with its copy's) is padded
+  // as that unit is.
   const auto finish = [&](ParameterUnitLayout unit, std::int64_t counted_by_memory_model, std::int32_t seed_unit,
-                          int seed_place) {
+                          int seed_place, std::int64_t pad_as = 0) {
     for (std::size_t i = 0; i < unit.tensors.size(); ++i) {
       unit.tensors[i].offset = unit.elements;
       // A copy of the embedding starts as the table: the table's seed (it is the embedding unit's first tensor).
@@ -118,7 +120,7 @@ std::vector<ParameterUnitLayout> plan_parameter_units(const Scenario& scenario, 
                                          unit.id, unit.elements, counted_by_memory_model));
     const bool experts = unit.replicas == GroupKind::expert_data;
     const int replicas = experts ? expert_data_group : data_group;
-    unit.padded = (unit.elements + replicas - 1) / replicas * replicas;
+    unit.padded = (std::max(unit.elements, pad_as) + replicas - 1) / replicas * replicas;
     unit.shard_elements = unit.padded / replicas;
     unit.shard_begin = unit.shard_elements * (experts ? placement.expert_data_rank : placement.dp_rank);
     unit.sharded_optimizer = strategy.zero_stage >= 1 && replicas > 1;
@@ -127,12 +129,22 @@ std::vector<ParameterUnitLayout> plan_parameter_units(const Scenario& scenario, 
 
   const int chunks = chunks_per_stage(strategy);
   const int last_virtual_stage = strategy.pipeline_model_parallel_size * chunks - 1;
+  // Tied embeddings over two stages: the output layer's stage holds a copy of the table, first in its unit, and
+  // the table's unit is padded as the copy's, so that under ZeRO a data-parallel rank holds the same elements of
+  // both and their gradients can be summed shard by shard (executor/gpu/optimizer_actions.cpp).
+  bool table_copied = false;
+  for (int stage = 0; stage < strategy.pipeline_model_parallel_size; ++stage)
+    for (int chunk = 0; chunk < chunks; ++chunk)
+      if (virtual_stage_of(strategy, stage, chunk) == last_virtual_stage)
+        table_copied = !m.untie_embeddings_and_output_weights && !stage_holds_embedding(strategy, stage);
+  const std::int64_t copy_unit_elements = output_parameters_per_rank(m, tp, false);
   for (int chunk = 0; chunk < chunks; ++chunk) {
     const int vs = virtual_stage_of(strategy, placement.stage, chunk);
     if (vs == 0) {
       ParameterUnitLayout unit{kEmbeddingUnit};
       unit.tensors.push_back(weight("embedding", OpRole::embedding, rows_from(vocab_l, h, t * vocab_l), stddev));
-      finish(std::move(unit), embedding_parameters_per_rank(m, tp), kEmbeddingUnit, 0);
+      finish(std::move(unit), embedding_parameters_per_rank(m, tp), kEmbeddingUnit, 0,
+             table_copied ? copy_unit_elements : 0);
     }
     const int first = first_layer_of(m, strategy, placement.stage, chunk);
     for (int l = first; l < first + layers_in_virtual_stage(m, strategy, vs); ++l) {
@@ -178,16 +190,19 @@ std::vector<ParameterUnitLayout> plan_parameter_units(const Scenario& scenario, 
     }
     if (vs == last_virtual_stage) {
       ParameterUnitLayout unit{kHeadUnit};
-      unit.tensors.push_back(norm("final_norm", OpRole::final_norm));
       const bool holds_embedding = stage_holds_embedding(strategy, placement.stage);
       if (m.untie_embeddings_and_output_weights) {
+        unit.tensors.push_back(norm("final_norm", OpRole::final_norm));
         unit.tensors.push_back(
             weight("output", OpRole::output_projection, columns(h, vocab_l, vocab, {{t * vocab_l, vocab_l}}), stddev));
-      } else if (!holds_embedding) {
+      } else if (!holds_embedding) {  // the copy at the unit's start, where the table is in its own
         WeightTensor copy = weight("output (the embedding's copy)", OpRole::output_projection,
                                    rows_from(vocab_l, h, t * vocab_l), stddev);
         copy.embedding_copy = true;
         unit.tensors.push_back(std::move(copy));
+        unit.tensors.push_back(norm("final_norm", OpRole::final_norm));
+      } else {
+        unit.tensors.push_back(norm("final_norm", OpRole::final_norm));
       }
       finish(std::move(unit), output_parameters_per_rank(m, tp, holds_embedding), kHeadUnit, 0);
     }

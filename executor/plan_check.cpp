@@ -31,13 +31,6 @@ void check_strategy(const Plan& plan, const Scenario& scenario, const Strategy& 
     throw InputError(file, "/scenario/framework/cp_comm_type",
                      "p2p with context_parallel_size > 1 (twin execute runs context parallelism as a ring; the "
                      "all-gathered form is priced by the simulator only)");
-  // The table's copy sits at another offset of another unit than the table: after ZeRO's reduce-scatter the
-  // two hold different shards, and summing them over the embedding group would mix them.
-  if (!plan.scenario.model.untie_embeddings_and_output_weights && s.pipeline_model_parallel_size > 1 &&
-      s.zero_stage >= 1 && s.data_parallel_size * s.context_parallel_size > 1)
-    throw InputError(file, at + "/zero_stage",
-                     "0 with tied embeddings over several pipeline stages and data-parallel ranks (twin execute "
-                     "sums the embedding's two copies' full gradients)");
   if (plan.scenario.framework.tp_comm_overlap && s.sequence_parallel && s.tensor_model_parallel_size > 1)
     throw InputError(file, "/scenario/framework/tp_comm_overlap",
                      "false (twin execute does not run Transformer Engine's userbuffers overlap yet)");

@@ -59,8 +59,15 @@ void StageRuntime::parameters_collective(const Op& op, const OpBinding& b, cudaS
       ParameterUnit& unit = params_->unit(op.parameter_unit);
       const WeightTensor& table =
           unit.tensor(op.parameter_unit == kEmbeddingUnit ? OpRole::embedding : OpRole::output_projection);
-      TWIN_NCCL_CHECK(ncclAllReduce(unit.grads + table.offset, unit.grads + table.offset, table.elements(),
-                                    ncclBfloat16, ncclSum, comms_.embedding(), stream));
+      // After ZeRO's reduce-scatter only this rank's shard holds gradients; the table and its copy start their
+      // units and the units are padded alike (executor/parameters.cpp), so both ends sum the same elements.
+      const auto [begin, count] =
+          unit.sharded_optimizer ? within(table.offset, table.elements(), unit.shard_begin,
+                                          unit.shard_begin + unit.shard_elements)
+                                 : std::pair<std::int64_t, std::int64_t>{table.offset, table.elements()};
+      if (count > 0)
+        TWIN_NCCL_CHECK(ncclAllReduce(unit.grads + begin, unit.grads + begin, count, ncclBfloat16, ncclSum,
+                                      comms_.embedding(), stream));
       return;
     }
     default: throw std::logic_error("executor: not a parameter collective");
