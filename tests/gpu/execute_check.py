@@ -61,6 +61,11 @@ TIED = [
     ("tied-pp2", 2, {"pipeline_model_parallel_size": 2}),
     ("tied-tp2-sp", 2, {"tensor_model_parallel_size": 2, "sequence_parallel": True}),
     ("tied-dp2-pp2", 4, {"pipeline_model_parallel_size": 2}),
+    # ZeRO over the data group with the table's copy on the last stage: the copy first in its unit, padded as the
+    # table's unit, so that both hold the same shard and the embedding group sums shards (executor/parameters.cpp).
+    ("tied-dp2-pp2-zero1", 4, {"pipeline_model_parallel_size": 2, "zero_stage": 1}),
+    ("tied-dp2-pp2-zero3", 4, {"pipeline_model_parallel_size": 2, "zero_stage": 3}),
+    ("tied-cp2-pp2-zero1", 4, {"pipeline_model_parallel_size": 2, "context_parallel_size": 2, "zero_stage": 1}),
 ]
 
 # (name, GPUs, micro-batch, global batch, strategy fields[, training fields[, twin execute arguments]])
