@@ -180,7 +180,7 @@ std::vector<OpBinding> bind_ops(const RankClass& rc, bool tied_embeddings) {
       case OpKind::all_reduce:
       case OpKind::all_gather:
       case OpKind::reduce_scatter:
-        if (op.group == GroupKind::context)
+        if (op.group == GroupKind::context && op.role != OpRole::router)
           unsupported(rc, i, "a collective of all-gathered context parallelism (cp_comm_type all_gather)");
         switch (op.role) {
           case OpRole::grad_reduce: b.action = Action::grad_reduce; break;

@@ -44,7 +44,6 @@ void require_supported(const ModelConfig& m, const Strategy& s) {
   const auto fail = [&](const std::string& what) {
     throw std::invalid_argument("twin execute runs Llama-style models (dense or with experts); this model " + what);
   };
-  if (m.is_moe() && s.context_parallel_size > 1) fail("has experts, which twin execute does not run under CP yet");
   if (m.normalization != Normalization::rmsnorm) fail("uses LayerNorm (RMSNorm only)");
   if (!m.position_embedding_rope) fail("uses learned position embeddings (RoPE only)");
   if (m.add_bias_linear) fail("has linear biases");

@@ -112,10 +112,14 @@ void moe_forward(Emitter& e) {
   Op router = Emitter::gemm(OpRole::router, GemmPass::forward, s.tokens_local, s.experts_total, s.h);
   router.kind = OpKind::moe_router;
   e.emit(router);
-  // Under TP (MoE needs SP there) each TP rank routes its 1/tp of the sequence; the load-balancing loss counts
-  // the whole sequence's copies per expert, summed over the TP group as Megatron's router does.
+  // Under TP (MoE needs SP there) each TP rank routes its 1/tp of the sequence, under CP each CP rank its chunks;
+  // the load-balancing loss counts the whole sequence's copies per expert, summed over the TP x CP group as
+  // Megatron's router does (here over TP, then over CP).
   if (s.tp > 1)
     e.emit(Emitter::collective(OpKind::all_reduce, OpRole::router, Stream::tp_comm, GroupKind::tensor, s.tp,
+                               s.experts_total * 4));
+  if (s.cp > 1)
+    e.emit(Emitter::collective(OpKind::all_reduce, OpRole::router, Stream::cp_comm, GroupKind::context, s.cp,
                                s.experts_total * 4));
   const auto a2a = [&](OpRole role) {
     return Emitter::collective(OpKind::all_to_all, role, Stream::ep_comm, GroupKind::expert, s.ep, s.dispatch_bytes);

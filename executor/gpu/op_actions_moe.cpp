@@ -98,6 +98,7 @@ void StageRuntime::moe(const Op& op, const OpBinding& b, int mb, int unit, cudaS
 
   switch (b.action) {
     case Action::router_forward: {
+      counts_sequence_shards_[{mb, unit}] = 1;  // this (or a recomputed) pass's counts, summed over nothing yet
       const bf16* x = bf(Tensor::mlp_norm_out);
       bf16* logits = new_bf16(Tensor::router_logits, Form::value, tokens * experts);
       scratch(op).matmul->run({tokens, experts, h, false, false, false}, x, weights, logits, stream);
@@ -120,10 +121,15 @@ void StageRuntime::moe(const Op& op, const OpBinding& b, int mb, int unit, cudaS
       return;
     }
     case Action::routing_counts_reduce: {
-      auto* sequence_counts =
-          static_cast<std::int32_t*>(make(mb, unit, {Tensor::expert_counts, Form::reduced}, experts * 4, stream));
-      TWIN_NCCL_CHECK(ncclAllReduce(i32(Tensor::expert_counts), sequence_counts, experts, ncclInt32, ncclSum,
-                                    comms_.tensor(), stream));
+      // Over TP, then over CP: each sum starts from what the one before it in this pass summed.
+      int& shards = counts_sequence_shards_.at({mb, unit});
+      const Act reduced{Tensor::expert_counts, Form::reduced};
+      const auto* counts = static_cast<const std::int32_t*>(
+          tensor(Tensor::expert_counts, shards > 1 ? Form::reduced : Form::value));
+      auto* sequence_counts = static_cast<std::int32_t*>(make(mb, unit, reduced, experts * 4, stream));
+      TWIN_NCCL_CHECK(ncclAllReduce(counts, sequence_counts, experts, ncclInt32, ncclSum,
+                                    op.group == GroupKind::context ? comms_.context() : comms_.tensor(), stream));
+      shards *= op.group_size;
       return;
     }
     case Action::expert_dispatch: {
@@ -197,12 +203,14 @@ void StageRuntime::moe(const Op& op, const OpBinding& b, int mb, int unit, cudaS
                                       i32(Tensor::routed_row), f32(Tensor::combine_weight), d_rows, d_weight, tokens,
                                       top_k, h, stream);
       bf16* d_logits = new_bf16(Tensor::router_logits, Form::gradient, tokens * experts);
-      // The load-balancing loss counts the sequence's copies: where the graph summed them over TP
-      // (routing_counts_reduce, under SP), those.
-      const bool summed_over_tp = has(mb, unit, {Tensor::expert_counts, Form::reduced});
+      // The load-balancing loss counts the sequence's copies: where the graph summed them over TP (under SP)
+      // and CP (routing_counts_reduce), those, over as many shards of the sequence.
+      const auto shards = counts_sequence_shards_.find({mb, unit});
+      const int sequence_shards = shards == counts_sequence_shards_.end() ? 1 : shards->second;
+      if (shards != counts_sequence_shards_.end()) counts_sequence_shards_.erase(shards);
       const auto* sequence_counts = static_cast<const std::int32_t*>(
-          tensor(Tensor::expert_counts, summed_over_tp ? Form::reduced : Form::value));
-      const float aux_coeff = aux_loss_coeff_per_micro_batch(summed_over_tp ? s.tp : 1);
+          tensor(Tensor::expert_counts, sequence_shards > 1 ? Form::reduced : Form::value));
+      const float aux_coeff = aux_loss_coeff_per_micro_batch(sequence_shards);
       kernels::moe_aux_loss(f32(Tensor::router_probs), sequence_counts, aux_coeff, aux_loss_sum_, tokens,
                             static_cast<int>(experts), top_k, stream);
       kernels::moe_router_backward(f32(Tensor::router_probs), i32(Tensor::expert_choice), f32(Tensor::combine_weight),

@@ -253,6 +253,9 @@ class StageRuntime {
   std::int32_t* counts_host_ = nullptr;
   cudaEvent_t counts_copied_ = nullptr;
   std::map<std::pair<int, int>, std::vector<std::int64_t>> expert_counts_;  // rows per local expert
+  // Per (micro-batch, unit): how many shards of the sequence (TP ranks under SP, times CP ranks) the routing counts
+  // were summed over, from the router's (last) forward until the layer's backward.
+  std::map<std::pair<int, int>, int> counts_sequence_shards_;
   // Expert parallelism: every EP rank's copies per expert as gathered (device), this rank's place in its expert
   // group, and each (micro-batch, unit)'s exchange until its backward.
   std::int32_t* gathered_counts_ = nullptr;

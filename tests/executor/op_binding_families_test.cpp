@@ -179,6 +179,33 @@ TEST(OpBinding, BindsExpertParallelism) {
   EXPECT_EQ(expert_data_reductions, 4);  // one per MoE layer
 }
 
+// MoE under TP (SP) and CP: the routing counts are summed over TP, then over CP (Megatron sums them over the TP x CP
+// group), each pass's two reductions on the stream of its group; and the ring's ops bind beside the experts'.
+TEST(OpBinding, MoeUnderContextParallelismSumsRoutingCountsOverTpThenCp) {
+  Scenario moe = testing::make_scenario(testing::moe_shaped(), 1, 1024, 16);  // 8 GPUs
+  Strategy s = testing::make_strategy(2, 1, 2, true);
+  s.expert_model_parallel_size = 2;
+  const RankClass rc = lower(s, moe).classes[0];
+  const std::vector<OpBinding> bindings = bind_ops(rc);
+  std::vector<const Op*> reductions;  // the routing counts' reductions of the first micro-batch's first MoE layer
+  int routers = 0, ring_blocks = 0;
+  for (OpIndex i = 0; i < rc.size(); ++i) {
+    const Op& op = rc.op(i);
+    routers += bindings[i].action == Action::router_forward;
+    ring_blocks += bindings[i].action == Action::ring_attention_forward;
+    if (bindings[i].action == Action::routing_counts_reduce && op.micro_batch == 0 && reductions.size() < 2)
+      reductions.push_back(&op);
+  }
+  ASSERT_EQ(reductions.size(), 2u);
+  EXPECT_EQ(reductions[0]->group, GroupKind::tensor);
+  EXPECT_EQ(reductions[0]->stream, Stream::tp_comm);
+  EXPECT_EQ(reductions[1]->group, GroupKind::context);
+  EXPECT_EQ(reductions[1]->stream, Stream::cp_comm);
+  EXPECT_EQ(reductions[1]->group_size, 2);
+  EXPECT_EQ(reductions[0]->layer, reductions[1]->layer);
+  EXPECT_EQ(ring_blocks, 2 * routers);  // CP 2: two blocks per layer forward
+}
+
 // Hot switching: each phase's class binds as its uniform lowering does, packed attention is not taken for a
 // context-parallel block, and the handoffs between phases bind to nothing to run. Re-sharding transfers (a
 // phase in another layout) and a separate gradient accumulation are refused by name.

@@ -41,6 +41,12 @@ CORRECTNESS = [
                                "expert_model_parallel_size": 2}),
     ("moe-pp2-dp2-ep2-zero1", 4, {"pipeline_model_parallel_size": 2, "expert_model_parallel_size": 2,
                                   "zero_stage": 1}),
+    # Context parallelism: each CP rank routes its two chunks of the sequence; the load-balancing loss counts the
+    # sequence's copies, summed over TP and CP (Megatron's TP x CP group); EP over the CP ranks.
+    ("moe-cp2", 2, {"context_parallel_size": 2}),
+    ("moe-cp2-ep2", 2, {"context_parallel_size": 2, "expert_model_parallel_size": 2}),
+    ("moe-cp2-tp2-sp", 4, {"context_parallel_size": 2, "tensor_model_parallel_size": 2, "sequence_parallel": True}),
+    ("moe-cp2-dp2-ep4-zero1", 4, {"context_parallel_size": 2, "expert_model_parallel_size": 4, "zero_stage": 1}),
 ]
 # (name, micro-batch, global batch)
 # (name, GPUs, micro-batch, global batch, strategy fields): one GPU, then expert parallelism over two (each GPU
@@ -79,8 +85,9 @@ def main():
         diff_second_half_mean = ec.second_half_mean_difference(losses, baseline)
         routing = metrics.get("moe_routing", {})
         # Every measured step routes each micro-batch through each MoE layer once on the stage that holds it;
-        # under SP each TP rank routes its own part of the micro-batch.
-        sequence_shards = fields.get("tensor_model_parallel_size", 1) if fields.get("sequence_parallel") else 1
+        # under SP each TP rank routes its own part of the micro-batch, under CP each CP rank its chunks.
+        sequence_shards = (fields.get("tensor_model_parallel_size", 1) if fields.get("sequence_parallel") else 1) * \
+            fields.get("context_parallel_size", 1)
         expected_samples = (args.iters - 2) * 4 * MOE_SMALL["num_layers"] * sequence_shards
         ok = (diff_first_half <= args.tolerance and diff_second_half_mean <= args.tolerance and losses[-1] < 0.8 * losses[0]
               and routing.get("samples") == expected_samples
