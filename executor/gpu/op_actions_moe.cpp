@@ -183,7 +183,9 @@ void StageRuntime::moe(const Op& op, const OpBinding& b, int mb, int unit, cudaS
     case Action::expert_activation_forward: {
       const std::int64_t rows = held_rows();
       bf16* act = new_bf16(Tensor::expert_activation_out, Form::value, rows * ffn);
-      kernels::mlp_activation_forward(op.gated_activation, bf(Tensor::expert_fc1_out), act, rows, ffn, stream);
+      // Under EP a rank's experts may receive no rows at all (uneven routing): nothing to activate.
+      if (rows > 0)
+        kernels::mlp_activation_forward(op.gated_activation, bf(Tensor::expert_fc1_out), act, rows, ffn, stream);
       return;
     }
     case Action::expert_combine: {
@@ -245,8 +247,9 @@ void StageRuntime::moe(const Op& op, const OpBinding& b, int mb, int unit, cudaS
       const std::int64_t rows = held_rows();
       bf16* d_fc1 = new_bf16(Tensor::expert_fc1_out, Form::gradient, rows * fc1_width);
       const bf16* d_act = bf(Tensor::expert_activation_out, Form::gradient);
-      kernels::mlp_activation_backward(op.gated_activation, bf(Tensor::expert_fc1_out), d_act, d_fc1, rows, ffn,
-                                       stream);
+      if (rows > 0)
+        kernels::mlp_activation_backward(op.gated_activation, bf(Tensor::expert_fc1_out), d_act, d_fc1, rows, ffn,
+                                         stream);
       done({{Tensor::expert_fc1_out}, {Tensor::expert_activation_out, Form::gradient}});
       return;
     }
