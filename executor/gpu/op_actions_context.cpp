@@ -12,6 +12,7 @@
 #include "gpu/kernels.hpp"
 #include "gpu/ring_attention.hpp"
 #include "core/layer.hpp"
+#include "executor/context_ring.hpp"
 #include "executor/gpu/stage_runtime.hpp"
 
 namespace twin::exec {
@@ -60,11 +61,11 @@ void StageRuntime::context_ring(const Op& op, const OpBinding& b, int mb, int un
         ring.kv[0] = allocate(kv_bytes, stream);
         gpu::pack_ring_kv(shape, own_qkv(), s.qkv_width, static_cast<bf16*>(ring.kv[0]), stream);
       }
-      const bool kv_onward = step <= cp - 2;
+      const RingPayload payload = ring_payload(cp, step, backward);
       // Backward: the gradient of the key-value block of step - 1, with this rank's share added (its owner's
       // share at step 1 starts it).
       void* gradient = nullptr;
-      if (backward && step >= 1) {
+      if (payload.gradient) {
         if (step == 1) {
           gradient = ring.dkv[0];
         } else {
@@ -75,7 +76,7 @@ void StageRuntime::context_ring(const Op& op, const OpBinding& b, int mb, int un
         }
       }
       TWIN_NCCL_CHECK(ncclGroupStart());
-      if (kv_onward) exchange(ring.kv[step], ring.kv[step + 1] = allocate(kv_bytes, stream), kv_bytes);
+      if (payload.key_values) exchange(ring.kv[step], ring.kv[step + 1] = allocate(kv_bytes, stream), kv_bytes);
       if (gradient) exchange(gradient, ring.carried[step] = allocate(kv_bytes, stream), kv_bytes);
       TWIN_NCCL_CHECK(ncclGroupEnd());
       if (step >= 1 && backward) {

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include "core/op_kinds.hpp"
+#include "executor/context_ring.hpp"
 #include "executor/op_binding.hpp"
 #include "../strategies/strategy_fixtures.hpp"
 #include "op_binding_fixtures.hpp"
@@ -246,6 +247,33 @@ TEST(OpBinding, BindsTheContextParallelRing) {
   EXPECT_EQ(count[Action::ring_attention_backward], cp * layer_passes);
   EXPECT_EQ(count[Action::ring_exchange_backward], (cp + 1) * layer_passes);
   EXPECT_EQ(count[Action::attention_forward] + count[Action::attention_backward], 0);
+}
+
+// What each exchange of the ring carries (executor/context_ring.hpp), against the graph's bytes: the rank's packed
+// K | V block (bf16 tokens x 2 x kv heads x head_dim) once per part carried, at every step of both passes.
+TEST(OpBinding, RingExchangesCarryTheGraphsBytes) {
+  for (int cp : {2, 4}) {
+    Scenario scenario = testing::make_scenario(testing::llama_shaped(4), 1, 1024, 16);
+    const Strategy strategy = testing::make_strategy(2, 1, cp, true);
+    const IterationGraph graph = lower(strategy, scenario);
+    const RankClass& rc = graph.classes[0];
+    const std::int64_t tokens = strategy.micro_batch_size * 1024 / cp;
+    const std::int64_t head_dim = scenario.model.kv_channels ? scenario.model.kv_channels
+                                                             : scenario.model.hidden_size / scenario.model.num_attention_heads;
+    const std::int64_t kv_width = scenario.model.num_query_groups / 2 * head_dim;  // per TP rank (TP 2)
+    const std::int64_t block_bytes = tokens * 2 * kv_width * 2;
+    int exchanges = 0;
+    for (OpIndex i = 0; i < rc.size(); ++i) {
+      const Op& op = rc.op(i);
+      if (op.role != OpRole::cp_exchange) continue;
+      const RingPayload payload = ring_payload(cp, op.ring_step, op.phase == Phase::backward);
+      EXPECT_EQ(op.bytes, payload.blocks() * block_bytes) << op_name(op) << " step " << op.ring_step;
+      ++exchanges;
+    }
+    EXPECT_GT(exchanges, 0);
+  }
+  EXPECT_THROW(ring_payload(2, 1, false), std::invalid_argument);  // forward: no exchange after the last block's
+  EXPECT_THROW(ring_payload(2, 3, true), std::invalid_argument);
 }
 
 TEST(OpBinding, RefusesWhatTheExecutorDoesNotRun) {
