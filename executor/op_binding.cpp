@@ -75,7 +75,8 @@ std::string to_string(Action action) {
       "expert_dispatch_backward", "expert_forward", "expert_input_grad", "expert_weight_grad",
       "expert_activation_forward", "expert_activation_backward", "expert_combine", "expert_combine_backward",
       "dispatch_exchange", "combine_exchange", "dispatch_exchange_backward", "combine_exchange_backward",
-      "ring_attention_forward", "ring_attention_backward", "ring_exchange", "ring_exchange_backward", "phase_handoff"};
+      "ring_attention_forward", "ring_attention_backward", "ring_exchange", "ring_exchange_backward", "ring_merge",
+      "ring_gradient_add", "phase_handoff"};
   static_assert(std::size(names) == static_cast<std::size_t>(Action::phase_handoff) + 1, "a name per action");
   return names[static_cast<int>(action)];
 }
@@ -122,6 +123,10 @@ std::vector<OpBinding> bind_ops(const RankClass& rc, bool tied_embeddings) {
             op.role == OpRole::expert_activation ? Action::expert_activation_backward : Action::activation_backward;
         break;
       case OpKind::elementwise:
+        if (op.role == OpRole::core_attention && op.ring_step >= 0) {
+          b.action = backward ? Action::ring_gradient_add : Action::ring_merge;
+          break;
+        }
         if (op.role != OpRole::attention_residual && op.role != OpRole::mlp_residual)
           unsupported(rc, i, "an elementwise op other than a residual add (a separate gradient accumulation)");
         b.action = backward ? Action::residual_backward : Action::residual_forward;

@@ -42,6 +42,8 @@ enum class Action : std::uint8_t {
   // Context parallelism's ring (executor/gpu/op_actions_context.cpp): a block of ring attention (Op::ring_step
   // says which), and the ring's exchange of key-value blocks (backward: and of their gradients).
   ring_attention_forward, ring_attention_backward, ring_exchange, ring_exchange_backward,
+  ring_merge,          // a forward block folded into the running output (by log-sum-exp)
+  ring_gradient_add,   // backward: this rank's share of a key-value gradient added to the one that arrived
   // Hot switching's zero-byte message ordering a GPU's phase after the one before: nothing to run, the
   // process issues its phases one after another.
   phase_handoff,

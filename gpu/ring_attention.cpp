@@ -56,18 +56,21 @@ RingBlock ring_block(int cp_rank, int step, int cp) {
 }
 
 void ring_forward_block(Attention& attention, RingBlock block, const RingShape& s, const bf16* q, const bf16* k,
-                        const bf16* v, std::int64_t kv_row_stride, float* o_acc, float* lse, bf16* scratch_o,
-                        float* scratch_lse, cudaStream_t stream) {
+                        const bf16* v, std::int64_t kv_row_stride, float* lse, bf16* scratch_o, float* scratch_lse,
+                        cudaStream_t stream) {
   require_even(s);
   const BlockRows r = rows_of(block, s);
-  const std::int64_t q_offset = r.q_first * s.q_row_stride, o_offset = r.q_first * s.q_width();
   const kernels::AttentionDims dims = dims_of(s, r, s.q_row_stride, kv_row_stride);
-  if (block == RingBlock::diagonal) {
-    attention.forward(q, k, v, scratch_o, lse, dims, stream);
-    kernels::bf16_to_f32(scratch_o, o_acc, s.tokens() * s.q_width(), stream);
-    return;
-  }
-  attention.forward(q + q_offset, k, v, scratch_o + o_offset, scratch_lse + r.q_first, dims, stream);
+  float* block_lse = block == RingBlock::diagonal ? lse : scratch_lse;
+  attention.forward(q + r.q_first * s.q_row_stride, k, v, scratch_o + r.q_first * s.q_width(),
+                    block_lse + r.q_first, dims, stream);
+}
+
+void ring_merge_block(RingBlock block, const RingShape& s, const bf16* scratch_o, const float* scratch_lse,
+                      float* o_acc, float* lse, cudaStream_t stream) {
+  require_even(s);
+  if (block == RingBlock::diagonal) return kernels::bf16_to_f32(scratch_o, o_acc, s.tokens() * s.q_width(), stream);
+  const BlockRows r = rows_of(block, s);
   const kernels::AttentionMergeShape merge{s.batch, s.seq, r.q_first, r.queries, s.heads, s.head_dim};
   kernels::attention_merge(o_acc, lse, scratch_o, scratch_lse, merge, stream);
 }

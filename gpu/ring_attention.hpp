@@ -5,7 +5,7 @@
 //   step 0   its own keys: causal (the two chunks keep their order, so the local causal mask is the global one);
 //   j < r    all its queries against j's first chunk (j's second chunk lies after both of its own);
 //   j > r    its second chunk's queries against all of j's keys (its first chunk lies before both of j's).
-// Forward merges each block into an fp32 output by the blocks' log-sum-exps; backward runs each block against
+// Forward merges each block into an fp32 output by the blocks' log-sum-exps (a step of its own); backward runs each block against
 // the merged output and log-sum-exp (a block's softmax is then the whole row's), adds dQ into an fp32
 // accumulator and returns the block's dK and dV for the ring to carry home. The exchanges are the caller's.
 #pragma once
@@ -33,12 +33,17 @@ struct RingShape {
 // Bytes of a packed key-value block: [tokens, K | V] bf16, what the ring carries.
 inline std::int64_t ring_kv_bytes(const RingShape& s) { return s.tokens() * 2 * s.kv_width() * 2; }
 
-// Forward of one block: k and v rows kv_row_stride apart (the QKV output at step 0, a packed block after).
-// o_acc [tokens, heads * head_dim] fp32 and lse [batch, heads, seq]: the diagonal block writes them, the others
-// merge into them. scratch_o (bf16 [tokens, heads * head_dim]) and scratch_lse (as lse) hold a block's own result.
+// Forward of one block: k and v rows kv_row_stride apart (the QKV output at step 0, a packed block after), its
+// result into scratch_o (bf16 [tokens, heads * head_dim]) and its log-sum-exp into scratch_lse ([batch, heads,
+// seq]; the diagonal block's straight into the running `lse`, which it starts).
 void ring_forward_block(Attention& attention, RingBlock block, const RingShape& shape, const kernels::bf16* q,
-                        const kernels::bf16* k, const kernels::bf16* v, std::int64_t kv_row_stride, float* o_acc,
-                        float* lse, kernels::bf16* scratch_o, float* scratch_lse, cudaStream_t stream);
+                        const kernels::bf16* k, const kernels::bf16* v, std::int64_t kv_row_stride, float* lse,
+                        kernels::bf16* scratch_o, float* scratch_lse, cudaStream_t stream);
+
+// Folds a block's result into the running fp32 output o_acc ([tokens, heads * head_dim]) and lse: the diagonal's
+// starts o_acc, a later one merges by the two log-sum-exps over the rows it computed.
+void ring_merge_block(RingBlock block, const RingShape& shape, const kernels::bf16* scratch_o,
+                      const float* scratch_lse, float* o_acc, float* lse, cudaStream_t stream);
 
 // Backward of one block against a packed key-value block `kv`, with the merged output o (bf16 [tokens, heads *
 // head_dim]), its gradient and the merged lse: adds the block's dQ into dq_acc (fp32 [tokens, heads * head_dim])

@@ -46,10 +46,11 @@ void all_gathered_attention(Emitter& e, bool backward) {
 // before. With the load-balanced sharding (chunks r and 2cp-1-r of 2cp) the diagonal block is causal and every
 // other block is half the queries against all local keys, or all queries against half of them.
 // Forward: the KV block travels one neighbour on per step while the previous block computes.
-// Backward: the KV block travels ahead as forward, and the key-value gradient travels one step behind it
-// (exchange k carries what steps up to k - 1 added; a rank adds its share of block k - 1 before passing it on),
-// so a step's exchange waits for the block before it; a last exchange brings each rank's completed gradient
-// home, and the layer's next op waits for it.
+// Each forward block is merged into the output by an op of its own. Backward: the KV block travels ahead as
+// forward, and the key-value gradient travels one step behind it (exchange k carries what steps up to k - 1
+// added; a rank adds its share of block k - 1, an op on compute, before passing it on), so a step's exchange waits
+// for the block before it; a last exchange brings each rank's completed gradient home, and the layer's next op
+// waits for it.
 OpIndex ring_exchange(Emitter& e, int step, std::int64_t bytes, OpIndex after) {
   const RankShapes& s = e.shapes();
   Op send = Emitter::collective(OpKind::send, OpRole::cp_exchange, Stream::cp_comm, GroupKind::context, s.cp, bytes);
@@ -62,6 +63,26 @@ OpIndex ring_block(Emitter& e, int step, bool backward) {
   Op block = step == 0 ? attention_op(s, backward, s.s, s.s, true) : attention_op(s, backward, s.s / 2, s.s, false);
   block.ring_step = static_cast<std::int16_t>(step);
   return e.emit(block);
+}
+
+// A bandwidth-bound step of the ring on compute (what Transformer Engine's correction kernels do), priced by the
+// bytes it moves: forward, folding block `step` into the fp32 output by log-sum-exp; backward, adding this rank's
+// share of step - 1's key-value gradient into the one received, before it travels on.
+OpIndex ring_elementwise(Emitter& e, int step, std::int64_t bytes) {
+  Op op = Emitter::moved(OpKind::elementwise, OpRole::core_attention, bytes);
+  op.ring_step = static_cast<std::int16_t>(step);
+  return e.emit(op);
+}
+
+// The forward merge of block `step`: the diagonal's bf16 output starts the fp32 one (2 + 4 bytes an element);
+// a later block's rows are read with the running output's and written back (2 + 4 + 4), all the rank's rows for a
+// block of an earlier rank, the second chunk's for a later one: the class's ranks merge 3/4 of their rows on
+// average; the last merge also writes the bf16 output (4 + 2).
+std::int64_t merge_bytes(const RankShapes& s, int step) {
+  const std::int64_t elements = s.tokens * s.heads * s.d;
+  std::int64_t bytes = step == 0 ? 6 * elements : 10 * elements * 3 / 4;
+  if (step == s.cp - 1) bytes += 6 * elements;
+  return bytes;
 }
 
 void core_attention(Emitter& e, bool backward) {
@@ -82,21 +103,29 @@ void core_attention(Emitter& e, bool backward) {
       const OpIndex send = step < s.cp - 1 ? ring_exchange(e, step, kv_bytes, step == 0 ? kv_ready : kNoOp) : kNoOp;
       const OpIndex block = ring_block(e, step, false);
       if (previous_send != kNoOp) e.depend(previous_send, block);
+      ring_elementwise(e, step, merge_bytes(s, step));
       previous_send = send;
     }
     return;
   }
+  // The gradient that exchange `step` carries: step - 1's block's share added to what arrived (from step 2 on;
+  // at step 1 the owner's share alone), once the exchange before has brought it.
+  const auto gradient_ready = [&](int step, OpIndex previous_send) {
+    if (step < 2) return e.chain;
+    const OpIndex add = ring_elementwise(e, step, 3 * kv_bytes);
+    e.depend(previous_send, add);
+    return add;
+  };
   OpIndex previous_send = ring_exchange(e, 0, kv_bytes, kv_ready);
-  OpIndex previous_block = ring_block(e, 0, true);
+  ring_block(e, 0, true);
   for (int step = 1; step < s.cp; ++step) {
     const std::int64_t bytes = (step < s.cp - 1 ? 2 : 1) * kv_bytes;  // KV onward (but the last), gradient behind
-    const OpIndex send = ring_exchange(e, step, bytes, previous_block);
+    const OpIndex send = ring_exchange(e, step, bytes, gradient_ready(step, previous_send));
     const OpIndex block = ring_block(e, step, true);
     e.depend(previous_send, block);
     previous_send = send;
-    previous_block = block;
   }
-  e.chain = ring_exchange(e, s.cp, kv_bytes, previous_block);
+  e.chain = ring_exchange(e, s.cp, kv_bytes, gradient_ready(s.cp, previous_send));
 }
 
 // An experts block's grouped GEMM: one product per local expert, the busiest expert's rows set when skewed.

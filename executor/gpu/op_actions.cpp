@@ -126,7 +126,9 @@ void StageRuntime::run_op(OpIndex index, int iteration) {
     case Action::ring_attention_forward:
     case Action::ring_attention_backward:
     case Action::ring_exchange:
-    case Action::ring_exchange_backward: return context_ring(op, b, mb, unit_of(op, b), stream);
+    case Action::ring_exchange_backward:
+    case Action::ring_merge:
+    case Action::ring_gradient_add: return context_ring(op, b, mb, unit_of(op, b), stream);
     case Action::phase_handoff: return;  // the process issues its parts in order
   }
 }

@@ -1,10 +1,10 @@
 // Context parallelism's ring (Megatron's cp_comm_type p2p): the graph's ring ops, each a step of one layer's
 // attention (Op::ring_step). The blocks' arithmetic is gpu/ring_attention.hpp's; this file moves the blocks.
 // Forward, exchange k sends the key-value block of step k to the next CP rank and receives step k + 1's from
-// the previous one; block k runs against it and merges into the output. Backward, exchange k also carries the
-// key-value gradient one step behind: what the ranks before added to the block of step k - 1, plus this rank's
-// share of it, which the next rank needs for its step k; exchange cp brings each rank's completed gradient
-// home, into the K | V columns of dQKV. Every buffer is freed on a stream that has waited, by the graph's
+// the previous one; block k runs against it and its merge op folds it into the output. Backward, exchange k also
+// carries the key-value gradient one step behind: what the ranks before added to the block of step k - 1, plus
+// this rank's share of it (added by the gradient-add op before), which the next rank needs for its step k;
+// exchange cp brings each rank's completed gradient home, into the K | V columns of dQKV. Every buffer is freed on a stream that has waited, by the graph's
 // edges, for every op that reads it.
 #include <stdexcept>
 
@@ -36,7 +36,8 @@ void free_on(void*& p, cudaStream_t stream) {
 void StageRuntime::context_ring(const Op& op, const OpBinding& b, int mb, int unit, cudaStream_t stream) {
   const lowering::RankShapes& s = shapes_;
   const int cp = s.cp, step = op.ring_step;
-  const bool backward = b.action == Action::ring_attention_backward || b.action == Action::ring_exchange_backward;
+  const bool backward = b.action == Action::ring_attention_backward || b.action == Action::ring_exchange_backward ||
+                        b.action == Action::ring_gradient_add;
   const gpu::RingShape shape{s.b, s.s, static_cast<int>(s.heads), static_cast<int>(s.groups), static_cast<int>(s.d),
                              s.qkv_width};
   const std::size_t kv_bytes = static_cast<std::size_t>(gpu::ring_kv_bytes(shape));
@@ -62,27 +63,14 @@ void StageRuntime::context_ring(const Op& op, const OpBinding& b, int mb, int un
         gpu::pack_ring_kv(shape, own_qkv(), s.qkv_width, static_cast<bf16*>(ring.kv[0]), stream);
       }
       const RingPayload payload = ring_payload(cp, step, backward);
-      // Backward: the gradient of the key-value block of step - 1, with this rank's share added (its owner's
-      // share at step 1 starts it).
-      void* gradient = nullptr;
-      if (payload.gradient) {
-        if (step == 1) {
-          gradient = ring.dkv[0];
-        } else {
-          kernels::residual_add(static_cast<const bf16*>(ring.carried[step - 1]),
-                                static_cast<const bf16*>(ring.dkv[step - 1]), static_cast<bf16*>(ring.carried[step - 1]),
-                                tokens * 2 * kv_width, stream);
-          gradient = ring.carried[step - 1];
-        }
-      }
+      // Backward: the gradient of the key-value block of step - 1 with this rank's share in it: at step 1 its own
+      // share alone (the block is its own), later the one received with the share added (ring_gradient_add).
+      void** gradient = payload.gradient ? (step == 1 ? &ring.dkv[0] : &ring.carried[step - 1]) : nullptr;
       TWIN_NCCL_CHECK(ncclGroupStart());
       if (payload.key_values) exchange(ring.kv[step], ring.kv[step + 1] = allocate(kv_bytes, stream), kv_bytes);
-      if (gradient) exchange(gradient, ring.carried[step] = allocate(kv_bytes, stream), kv_bytes);
+      if (gradient) exchange(*gradient, ring.carried[step] = allocate(kv_bytes, stream), kv_bytes);
       TWIN_NCCL_CHECK(ncclGroupEnd());
-      if (step >= 1 && backward) {
-        free_on(ring.dkv[step - 1], stream);
-        if (step >= 2) free_on(ring.carried[step - 1], stream);
-      }
+      if (gradient) free_on(*gradient, stream);
       if (backward && step == cp) {  // home: this rank's completed dK | dV into dQKV's K | V columns
         auto* d_qkv = static_cast<bf16*>(get(mb, unit, d_qkv_name));
         const std::size_t row_bytes = static_cast<std::size_t>(2 * kv_width) * kBf16;
@@ -95,7 +83,6 @@ void StageRuntime::context_ring(const Op& op, const OpBinding& b, int mb, int un
       return;
     }
     case Action::ring_attention_forward: {
-      const gpu::RingBlock block = gpu::ring_block(me_.cp, step, cp);
       const std::size_t stats_bytes = static_cast<std::size_t>(s.b * s.heads * s.s) * sizeof(float);
       auto* lse = static_cast<float*>(make(mb, unit, stats_name, stats_bytes, stream));
       if (step == 0) {
@@ -107,15 +94,28 @@ void StageRuntime::context_ring(const Op& op, const OpBinding& b, int mb, int un
       }
       const bf16* q = own_qkv();
       const bf16* k = step == 0 ? q + q_width : static_cast<const bf16*>(ring.kv[step]);
-      gpu::ring_forward_block(*attention_, block, shape, q, k, k + kv_width, step == 0 ? s.qkv_width : 2 * kv_width,
-                              static_cast<float*>(ring.o_acc), lse, static_cast<bf16*>(ring.o_scratch),
+      gpu::ring_forward_block(*attention_, gpu::ring_block(me_.cp, step, cp), shape, q, k, k + kv_width,
+                              step == 0 ? s.qkv_width : 2 * kv_width, lse, static_cast<bf16*>(ring.o_scratch),
                               static_cast<float*>(ring.lse_scratch), stream);
-      if (step == cp - 1) {
+      if (step == cp - 1) free_on(ring.kv[step], stream);
+      return;
+    }
+    case Action::ring_merge: {
+      auto* lse = static_cast<float*>(get(mb, unit, stats_name));
+      gpu::ring_merge_block(gpu::ring_block(me_.cp, step, cp), shape, static_cast<const bf16*>(ring.o_scratch),
+                            static_cast<const float*>(ring.lse_scratch), static_cast<float*>(ring.o_acc), lse, stream);
+      if (step == cp - 1) {  // the output, in bf16 as attention's
         auto* o = static_cast<bf16*>(make(mb, unit, out_name, static_cast<std::size_t>(tokens * q_width) * kBf16, stream));
         kernels::f32_to_bf16_rows(static_cast<const float*>(ring.o_acc), o, tokens, q_width, q_width, stream);
-        for (void** done : {&ring.kv[step], &ring.o_acc, &ring.o_scratch, &ring.lse_scratch}) free_on(*done, stream);
+        for (void** done : {&ring.o_acc, &ring.o_scratch, &ring.lse_scratch}) free_on(*done, stream);
         rings_.erase({mb, unit, backward});
       }
+      return;
+    }
+    case Action::ring_gradient_add: {  // exchange step - 1 brought it; this rank's share of that block joins it
+      kernels::residual_add(static_cast<const bf16*>(ring.carried[step - 1]), static_cast<const bf16*>(ring.dkv[step - 1]),
+                            static_cast<bf16*>(ring.carried[step - 1]), tokens * 2 * kv_width, stream);
+      free_on(ring.dkv[step - 1], stream);
       return;
     }
     case Action::ring_attention_backward: {

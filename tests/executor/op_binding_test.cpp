@@ -246,6 +246,8 @@ TEST(OpBinding, BindsTheContextParallelRing) {
   EXPECT_EQ(count[Action::ring_exchange], (cp - 1) * layer_passes);
   EXPECT_EQ(count[Action::ring_attention_backward], cp * layer_passes);
   EXPECT_EQ(count[Action::ring_exchange_backward], (cp + 1) * layer_passes);
+  EXPECT_EQ(count[Action::ring_merge], cp * layer_passes);
+  EXPECT_EQ(count[Action::ring_gradient_add], (cp - 1) * layer_passes);
   EXPECT_EQ(count[Action::attention_forward] + count[Action::attention_backward], 0);
 }
 
@@ -310,6 +312,7 @@ TEST(OpBinding, ActionNamesFollowTheEnumeration) {
   EXPECT_EQ(to_string(Action::dispatch_exchange), "dispatch_exchange");
   EXPECT_EQ(to_string(Action::combine_exchange_backward), "combine_exchange_backward");
   EXPECT_EQ(to_string(Action::ring_exchange_backward), "ring_exchange_backward");
+  EXPECT_EQ(to_string(Action::ring_gradient_add), "ring_gradient_add");
   EXPECT_EQ(to_string(Action::phase_handoff), "phase_handoff");
 }
 }  // namespace

@@ -82,8 +82,9 @@ TEST_P(RingAttention, RanksTogetherMatchWholeCausalAttention) {
       const gpu::RingBlock block = gpu::ring_block(r, step, c.cp);
       const B* k = step == 0 ? q + q_width : bf(rank_kv[owner]);
       const std::int64_t kv_stride = step == 0 ? width : 2 * kv_width;
-      gpu::ring_forward_block(attention, block, shape, q, k, k + kv_width, kv_stride, f32(o_acc), f32(lse),
-                              bf(scratch_o), f32(scratch_lse), nullptr);
+      gpu::ring_forward_block(attention, block, shape, q, k, k + kv_width, kv_stride, f32(lse), bf(scratch_o),
+                              f32(scratch_lse), nullptr);
+      gpu::ring_merge_block(block, shape, bf(scratch_o), f32(scratch_lse), f32(o_acc), f32(lse), nullptr);
     }
     auto o = poisoned(local * q_width * 2);
     k::f32_to_bf16_rows(f32(o_acc), bf(o), local, q_width, q_width, nullptr);
@@ -143,13 +144,12 @@ TEST(RingAttention, KernelsBackendRefusesARingBlock) {
   REQUIRE_GPU();
   gpu::Attention attention(AttentionImplementation::kernels);
   const gpu::RingShape shape{1, 128, 4, 2, 64, 8 * 64};
-  auto qkv = random_bf16(shape.tokens() * shape.q_row_stride), o_acc = poisoned(shape.tokens() * shape.q_width() * 4);
+  auto qkv = random_bf16(shape.tokens() * shape.q_row_stride);
   auto lse = poisoned(4 * 128 * 4), scratch_o = poisoned(shape.tokens() * shape.q_width() * 2),
        scratch_lse = poisoned(4 * 128 * 4);
   const B* q = bf(qkv);
   EXPECT_THROW(gpu::ring_forward_block(attention, gpu::RingBlock::first_half_keys, shape, q, q + 256, q + 384,
-                                       shape.q_row_stride, f32(o_acc), f32(lse), bf(scratch_o), f32(scratch_lse),
-                                       nullptr),
+                                       shape.q_row_stride, f32(lse), bf(scratch_o), f32(scratch_lse), nullptr),
                std::invalid_argument);
 }
 

@@ -272,25 +272,33 @@ TEST(FrameworkLowering, TheRingCarriesKeyValueGradientsOneStepBehind) {
       if (boost::source(*e, rc.graph) == first) return true;
     return false;
   };
-  const auto ring_ops = [&](Phase phase, bool exchanges) {
+  const auto ring_ops = [&](Phase phase, OpKind kind) {  // layer 0, micro-batch 0: attention, sends or elementwise
     std::vector<OpIndex> ops;
     for (OpIndex i = 0; i < rc.size(); ++i) {
       const Op& op = rc.op(i);
-      if (op.layer == 0 && op.micro_batch == 0 && op.phase == phase && !op.recomputed && op.ring_step >= 0 &&
-          (op.role == OpRole::cp_exchange) == exchanges)
+      const OpKind k = op.kind == OpKind::attention_backward ? OpKind::attention_forward : op.kind;
+      if (op.layer == 0 && op.micro_batch == 0 && op.phase == phase && !op.recomputed && op.ring_step >= 0 && k == kind)
         ops.push_back(i);
     }
     return ops;
   };
-  const std::vector<OpIndex> forward_sends = ring_ops(Phase::forward, true), forward_blocks = ring_ops(Phase::forward, false);
-  const std::vector<OpIndex> sends = ring_ops(Phase::backward, true), blocks = ring_ops(Phase::backward, false);
+  const std::vector<OpIndex> forward_sends = ring_ops(Phase::forward, OpKind::send);
+  const std::vector<OpIndex> forward_blocks = ring_ops(Phase::forward, OpKind::attention_forward);
+  const std::vector<OpIndex> merges = ring_ops(Phase::forward, OpKind::elementwise);
+  const std::vector<OpIndex> sends = ring_ops(Phase::backward, OpKind::send);
+  const std::vector<OpIndex> blocks = ring_ops(Phase::backward, OpKind::attention_forward);
+  const std::vector<OpIndex> adds = ring_ops(Phase::backward, OpKind::elementwise);
   ASSERT_EQ(forward_sends.size(), std::size_t(cp - 1));
   ASSERT_EQ(forward_blocks.size(), std::size_t(cp));
+  ASSERT_EQ(merges.size(), std::size_t(cp));   // each block folded into the output by an op of its own
   ASSERT_EQ(sends.size(), std::size_t(cp + 1));
   ASSERT_EQ(blocks.size(), std::size_t(cp));
+  ASSERT_EQ(adds.size(), std::size_t(cp - 1));  // from step 2 on, this rank's share joins what arrived
   const Bytes kv = rc.op(forward_sends[0]).bytes;
   for (int k = 0; k < cp; ++k) {
     EXPECT_EQ(rc.op(forward_blocks[k]).ring_step, k);
+    EXPECT_EQ(merges[k], forward_blocks[k] + 1) << "merge " << k << " follows its block";
+    EXPECT_GT(rc.op(merges[k]).bytes, 0);
     EXPECT_EQ(rc.op(blocks[k]).ring_step, k);
     if (k > 0) EXPECT_TRUE(depends(forward_sends[k - 1], forward_blocks[k])) << "forward block " << k;
     if (k > 0) EXPECT_TRUE(depends(sends[k - 1], blocks[k])) << "backward block " << k;
@@ -299,7 +307,15 @@ TEST(FrameworkLowering, TheRingCarriesKeyValueGradientsOneStepBehind) {
     EXPECT_EQ(rc.op(sends[k]).ring_step, k);
     // The block onward with the gradient behind it, but the first (no gradient yet) and the last two (no block).
     EXPECT_EQ(rc.op(sends[k]).bytes, (k >= 1 && k <= cp - 2 ? 2 : 1) * kv) << "exchange " << k;
-    if (k > 0) EXPECT_TRUE(depends(blocks[k - 1], sends[k])) << "exchange " << k << " waits for block " << k - 1;
+    if (k == 1) EXPECT_TRUE(depends(blocks[0], sends[1])) << "exchange 1 waits for block 0";
+    if (k >= 2) {  // the gradient add after block k - 1, once exchange k - 1 brought what it adds to
+      const OpIndex add = adds[k - 2];
+      EXPECT_EQ(rc.op(add).ring_step, k);
+      EXPECT_EQ(add, blocks[k - 1] + 1);
+      EXPECT_TRUE(depends(sends[k - 1], add)) << "add " << k;
+      EXPECT_TRUE(depends(add, sends[k])) << "exchange " << k << " waits for its gradient";
+      EXPECT_EQ(rc.op(add).bytes, 3 * kv);
+    }
   }
   EXPECT_TRUE(depends(sends[cp], sends[cp] + 1)) << "the layer goes on once the gradient is home";
   EXPECT_GT(iteration_ns(l), 0);
