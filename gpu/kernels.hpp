@@ -209,10 +209,11 @@ struct AttentionMergeShape {
   int heads = 0, head_dim = 0;
 };
 // Folds a block's output and log-sum-exp (attention of the same queries against other keys) into the running
-// fp32 output and log-sum-exp over the shape's rows: the softmax over the union of the keys.
+// fp32 output and log-sum-exp over the shape's rows: the softmax over the union of the keys. head_dim % 4 == 0.
 void attention_merge(float* o_acc, float* lse_acc, const bf16* o_block, const float* lse_block,
                      const AttentionMergeShape& shape, cudaStream_t stream);
-// acc[r * cols + c] += x[r * x_row_stride + c] in fp32 (a view's rows into a contiguous accumulator).
+// acc[r * cols + c] += x[r * x_row_stride + c] in fp32 (a view's rows into a contiguous accumulator). cols and the
+// stride multiples of 4, acc 16-byte and x 8-byte aligned (as attention's rows are); the same for the next.
 void add_bf16_rows_to_f32(float* acc, const bf16* x, std::int64_t rows, std::int64_t cols, std::int64_t x_row_stride,
                           cudaStream_t stream);
 // out[r * out_row_stride + c] = bf16(in[r * cols + c]): an fp32 accumulator into a view (the Q part of dQKV).
