@@ -18,7 +18,8 @@ inline constexpr int kPlanFormatVersion = 1;
 // before the unpermute (Megatron's order), and under TP all-reduces the routing counts.
 // 3 (2026-11-27): context parallelism's backward ring carries the key-value gradient one step behind the KV
 // block and brings it home in a last exchange (cp + 1 exchanges, each after the block before it); ring ops say
-// their step (Op::ring_step). An MoE layer under CP all-reduces its routing counts over CP too (after TP's).
+// their step (Op::ring_step); each forward block's merge and each backward gradient add is an elementwise op of
+// its own. An MoE layer under CP all-reduces its routing counts over CP too (after TP's).
 inline constexpr int kLoweringVersion = 3;
 
 // Columns of each entry of rank_classes[].ops, in order.
