@@ -21,6 +21,8 @@ CORRECTNESS = [
     ("cp2-deterministic-attention", 2, {"context_parallel_size": 2}, ec.DETERMINISTIC_ATTENTION),
     ("cp2-residual-fusion", 2, {"context_parallel_size": 2, **ec.RESIDUAL_FUSION}),
     ("cp2-zero1", 2, {"context_parallel_size": 2, "zero_stage": 1}),
+    # The two strands' rings share the ring's stream, in the graph's order (the engine's too).
+    ("cp2-double-strand", 2, {"context_parallel_size": 2, "schedule": "double-strand"}),
     ("cp4", 4, {"context_parallel_size": 4}),
     ("cp2-dp2", 4, {"context_parallel_size": 2}),
     ("cp2-tp2-sp", 4, {"context_parallel_size": 2, "tensor_model_parallel_size": 2, "sequence_parallel": True}),
