@@ -376,7 +376,9 @@ class Engine {
           std::find_if(run.state.begin(), run.state.end(), [](OpState s) { return s != OpState::done; }) -
           run.state.begin());
       const FlatOp& op = flat_.classes[c].ops[stuck];
-      message += (first ? "" : "; ") + op_name(graph_.classes[c].op(stuck)) + " (" +
+      // A graph lowered class by class holds only its last class's ops (strategies/lowering.hpp).
+      const RankClass& lowered = graph_.classes[c];
+      message += (first ? "" : "; ") + (stuck < lowered.size() ? op_name(lowered.op(stuck)) : "an op") + " (" +
                  op_id(static_cast<int>(c), stuck) + ")";
       if (run.state[stuck] == OpState::waiting_peer)
         message += " waits for its peer " + op_id(op.peer_class, op.peer_op);

@@ -26,7 +26,8 @@ namespace twin::sim {
 inline constexpr TimeNs kHorizonNs = TimeNs{100'000'000} * kNsPerS;
 [[noreturn]] void beyond_horizon();
 
-// `graph` is the one `flat` was built from (used to name ops in errors). Throws std::logic_error naming a
+// `graph` is the one `flat` was built from (used to name ops in errors; where it holds only some classes' ops, as
+// lowered class by class, the others' are named by id alone). Throws std::logic_error naming a
 // stuck op of each class when nothing can run while ops remain (a deadlock: a lowering bug).
 IterationResult run_engine(const FlatIteration& flat, const IterationGraph& graph, const SimOptions& options);
 

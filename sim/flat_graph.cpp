@@ -1,160 +1,40 @@
-// Flattening: one pass over each Boost graph for CSR successors, stream order and dependency counts, a price cache so
-// that each distinct op shape is priced once, plans made once per distinct (kind, bytes, span) (from the
-// profile's measured table when it has one, else tuned and scaled by the profile's fitted correction),
-// and a sorted map that pairs pipeline sends with their receives.
+// Flattening: one pass over each class's ops for CSR successors, stream order and dependency counts, each compute
+// op priced and each communication op's plan made (flat_pricing.hpp), and a sorted map that pairs pipeline sends
+// with their receives once every class is in. Classes are added one at a time (Flattener), so that a lowering may
+// hand them over one after another and reuse their storage (strategies/lowering.hpp, lower_class_by_class).
 #include "sim/flat_graph.hpp"
 
-#include "sim/measured_collectives.hpp"
-#include "sim/price_cache.hpp"
+#include "sim/flat_pricing.hpp"
 
 #include <algorithm>
 #include <array>
 #include <cmath>
 #include <limits>
 #include <map>
+#include <optional>
 #include <string>
 #include <stdexcept>
 #include <tuple>
-#include <unordered_map>
 
 namespace twin::sim {
 namespace {
 
 constexpr std::uint32_t kNone = std::numeric_limits<std::uint32_t>::max();
 
-std::string describe(const IterationGraph& graph, int rank_class, OpIndex index) {
-  return op_id(rank_class, index) + " (" + op_name(graph.classes[rank_class].op(index)) + ")";
-}
-
-// Lowering repeats a handful of shapes across layers and micro-batches, so ops that would be priced
-// alike share one call to compute_time_ns (price_key: sim/price_cache.hpp); a search's simulations also
-// share a PriceCache.
-class ComputeTimes {
- public:
-  ComputeTimes(const Profile& profile, const GpuSpec& gpu, PriceCache* shared)
-      : profile_(profile), gpu_(gpu), shared_(shared) {}
-  TimeNs operator()(const Op& op) {
-    const PriceKey key = price_key(op);
-    auto [it, inserted] = cache_.try_emplace(key, 0);
-    if (!inserted) return it->second;
-    const auto price = [&] { return compute_time_ns(profile_, gpu_, op); };
-    it->second = shared_ ? shared_->get_or_compute(gpu_, key, price) : price();
-    return it->second;
-  }
-
- private:
-  const Profile& profile_;
-  const GpuSpec& gpu_;
-  PriceCache* shared_;
-  std::unordered_map<PriceKey, TimeNs, PriceKeyHash, PriceKeyEqual> cache_;
-};
-
-// Every link a plan crosses must exist: a zero bandwidth would stall the flow forever.
-// `op` names the op in the error: (graph, class, index).
-struct OpRef {
-  const IterationGraph& graph;
-  int rank_class;
-  OpIndex index;
-  std::string describe() const { return twin::sim::describe(graph, rank_class, index); }
-};
-
-void require_links(const CollectivePlan& plan, const LinkParams& links, const OpRef& op) {
-  for (int p = 0; p < plan.phase_count; ++p) {
-    for (int f = 0; f < plan.phases[p].flow_count; ++f) {
-      for (int link = 0; link < kLinkKindCount; ++link) {
-        if ((plan.phases[p].flows[f].links & (1 << link)) && !(links.bandwidth_GBps[link] > 0))
-          throw std::invalid_argument(op.describe() + " needs the " + (link == 0 ? "intra" : "inter") +
-                                      "-node link, which has no bandwidth on this cluster");
-      }
-    }
-  }
-}
-
-// A collective priced by the algorithm models (no measured table) on GPUs whose kernel profile carries
-// a fitted correction for its kind runs `factor` times as long alone: every phase's latency and bytes
-// scale by it (profile.hpp, KindCorrection).
-void apply_correction(CollectivePlan& plan, const Profile& profile, const GpuSpec& gpu, OpKind kind) {
-  if (profile.gpus.empty()) return;
-  const GpuKernelProfile& kernels = profile.kernels_for(gpu);
-  if (kernels.corrections.empty()) return;
-  auto correction = kernels.corrections.find(to_string(kind));
-  if (correction == kernels.corrections.end()) return;
-  const double factor = correction->second.factor;
-  for (int p = 0; p < plan.phase_count; ++p) {
-    CollectivePhase& phase = plan.phases[p];
-    phase.latency_ns = static_cast<TimeNs>(std::llround(static_cast<double>(phase.latency_ns) * factor));
-    for (int f = 0; f < phase.flow_count; ++f) phase.flows[f].bytes *= factor;
-  }
-}
-
-class PlanTable {
- public:
-  // `gpu`: the class's GPUs, whose measured tables (if the profile has any) replace the algorithm models.
-  PlanTable(FlatClass& flat, const Profile& profile, const GpuSpec& gpu) : flat_(flat), profile_(profile), gpu_(gpu) {}
-  std::uint32_t collective(const Op& op, const GroupSpan& span, const OpRef& what) {
-    return find_or_add({static_cast<int>(op.kind), op.bytes, span.size, span.ranks_per_node, span.nodes}, [&] {
-      const CollectiveTable* table = span.size > 1 ? measured_collective(profile_, gpu_.name, op.kind, span) : nullptr;
-      if (table) return measured_collective_plan(*table, op.bytes, flat_.links);
-      CollectivePlan plan = tune_collective(op.kind, op.bytes, span, flat_.links);
-      apply_correction(plan, profile_, gpu_, op.kind);
-      return plan;
-    }, what);
-  }
-  std::uint32_t point_to_point(Bytes bytes, LinkKind link, const OpRef& what) {
-    return find_or_add({-1 - link_index(link), bytes, 0, 0, 0}, [&] {
-      const CollectiveTable* table = measured_point_to_point(profile_, gpu_.name, link);
-      return table ? measured_collective_plan(*table, bytes, flat_.links) : point_to_point_plan(bytes, link, flat_.links);
-    }, what);
-  }
-
- private:
-  using Key = std::tuple<int, Bytes, int, int, int>;
-  template <class MakePlan>
-  std::uint32_t find_or_add(const Key& key, MakePlan make_plan, const OpRef& what) {
-    auto it = index_.find(key);
-    if (it != index_.end()) return it->second;
-    CollectivePlan plan = make_plan();
-    require_links(plan, flat_.links, what);
-    const auto index = static_cast<std::uint32_t>(flat_.plans.size());
-    flat_.plans.push_back(plan);
-    index_.emplace(key, index);
-    return index;
-  }
-  FlatClass& flat_;
-  const Profile& profile_;
-  const GpuSpec& gpu_;
-  std::map<Key, std::uint32_t> index_;
-};
-
+// A pipeline transfer's two ends, each op copied: they are paired once every class is in, when the classes added
+// first may be gone (lower_class_by_class).
 struct PipelineEnds {
   std::int64_t send = -1;
   std::int64_t recv = -1;
+  Op send_op;
+  Op recv_op;
 };
 using PipelineKey = std::tuple<int, int, std::int64_t>;  // sender class, receiver class, tag
-
-// The plan of collective or ring send i of class c, as the engine runs it (a ring step on the link its group
-// crosses; a collective on its group's span). Throws std::logic_error for a collective without a group or whose
-// group size matches no span of the class.
-std::uint32_t communication_plan(const IterationGraph& graph, int c, OpIndex i, PlanTable& plans) {
-  const RankClass& rank_class = graph.classes[c];
-  const Op& op = rank_class.op(i);
-  if (is_ring_send(op)) {
-    const bool crosses_nodes = rank_class.spans[static_cast<int>(op.group)].nodes > 1;
-    return plans.point_to_point(op.bytes, crosses_nodes ? LinkKind::inter_node : LinkKind::intra_node,
-                                OpRef{graph, c, i});
-  }
-  if (op.group == GroupKind::none) throw std::logic_error(describe(graph, c, i) + ": a collective needs a group");
-  const GroupSpan* span = rank_class.span_of(op.group, op.group_size);
-  if (!span)
-    throw std::logic_error(describe(graph, c, i) + ": group_size " + std::to_string(op.group_size) + " but the " +
-                           to_string(op.group) + " span has size " +
-                           std::to_string(rank_class.spans[static_cast<int>(op.group)].size));
-  return plans.collective(op, *span, OpRef{graph, c, i});
-}
+using PipelineTransfers = std::map<PipelineKey, PipelineEnds>;
 
 // What op i is: a compute op's price, a collective's plan, a pipeline transfer's end.
 void classify_op(const IterationGraph& graph, int c, std::uint32_t i, FlatOp& flat_op, PlanTable& plans,
-                 ComputeTimes& compute_times, std::map<PipelineKey, PipelineEnds>& pipeline) {
+                 ComputeTimes& compute_times, PipelineTransfers& pipeline) {
   const RankClass& rank_class = graph.classes[c];
   const int classes = static_cast<int>(graph.classes.size());
   const Op& op = rank_class.op(i);
@@ -183,6 +63,7 @@ void classify_op(const IterationGraph& graph, int c, std::uint32_t i, FlatOp& fl
     if (end >= 0)
       throw std::logic_error(describe(graph, c, i) + ": p2p_tag " + std::to_string(op.p2p_tag) + " used twice");
     end = i;
+    (is_send ? ends.send_op : ends.recv_op) = op;
     return;
   }
   flat_op.kind = OpClass::collective;
@@ -192,7 +73,7 @@ void classify_op(const IterationGraph& graph, int c, std::uint32_t i, FlatOp& fl
 // One pass over a class's ops (a long iteration's graph is read from memory once): each op's successors in
 // CSR order (its graph out-edges), the next op of its stream, its dependency count, and what it is.
 void flatten_class(const IterationGraph& graph, int c, FlatClass& flat, PlanTable& plans, ComputeTimes& compute_times,
-                   std::map<PipelineKey, PipelineEnds>& pipeline) {
+                   PipelineTransfers& pipeline) {
   const RankClass& rank_class = graph.classes[c];
   const auto n = static_cast<std::uint32_t>(rank_class.size());
   std::array<std::uint32_t, kStreamCount> last_of_stream;
@@ -217,36 +98,38 @@ void flatten_class(const IterationGraph& graph, int c, FlatClass& flat, PlanTabl
   }
 }
 
-void pair_pipeline_transfers(const IterationGraph& graph, const Cluster& cluster,
-                             const std::map<PipelineKey, PipelineEnds>& pipeline, std::vector<FlatClass>& flat,
-                             std::vector<PlanTable>& plans) {
+// `graph`: every class placed (its ops may be gone).
+void pair_pipeline_transfers(const IterationGraph& graph, const Cluster& cluster, const PipelineTransfers& pipeline,
+                             std::vector<FlatClass>& flat, std::vector<std::optional<PlanTable>>& plans) {
   for (const auto& [key, ends] : pipeline) {
     const auto [sender, receiver, tag] = key;
     if (ends.send < 0 || ends.recv < 0) {
-      const int c = ends.send >= 0 ? sender : receiver;
-      const auto i = static_cast<OpIndex>(ends.send >= 0 ? ends.send : ends.recv);
-      throw std::logic_error(describe(graph, c, i) + ": no matching " + (ends.send >= 0 ? "recv" : "send") +
+      const bool sent = ends.send >= 0;
+      const OpRef end{graph, sent ? sender : receiver, static_cast<OpIndex>(sent ? ends.send : ends.recv),
+                      sent ? &ends.send_op : &ends.recv_op};
+      throw std::logic_error(end.describe() + ": no matching " + (ends.send >= 0 ? "recv" : "send") +
                              " on class " + std::to_string(ends.send >= 0 ? receiver : sender) + " with p2p_tag " +
                              std::to_string(tag));
     }
     const auto send = static_cast<std::uint32_t>(ends.send);
     const auto recv = static_cast<std::uint32_t>(ends.recv);
-    const Op& send_op = graph.classes[sender].op(send);
-    const Op& recv_op = graph.classes[receiver].op(recv);
+    const Op& send_op = ends.send_op;
+    const Op& recv_op = ends.recv_op;
     // Classes of different sizes (asymmetric plans) hold a tensor in different shards: each side's op
     // gives its own bytes per GPU. Classes of equal size must agree.
     const bool same_size = graph.classes[sender].num_ranks == graph.classes[receiver].num_ranks;
     if (send_op.bytes != recv_op.bytes && (same_size || send_op.bytes <= 0 || recv_op.bytes <= 0))
-      throw std::logic_error(describe(graph, sender, send) + " and " + describe(graph, receiver, recv) +
+      throw std::logic_error(OpRef{graph, sender, send, &send_op}.describe() + " and " +
+                             OpRef{graph, receiver, recv, &recv_op}.describe() +
                              " are one transfer but disagree on bytes");
     const bool same_node = cluster.node_of_rank(graph.classes[sender].first_rank) ==
                            cluster.node_of_rank(graph.classes[receiver].first_rank);
     const LinkKind link = same_node ? LinkKind::intra_node : LinkKind::inter_node;
     FlatOp& send_flat = flat[sender].ops[send];
     FlatOp& recv_flat = flat[receiver].ops[recv];
-    send_flat.plan = plans[sender].point_to_point(send_op.bytes, link, OpRef{graph, sender, send});
+    send_flat.plan = plans[sender]->point_to_point(send_op.bytes, link, OpRef{graph, sender, send, &send_op});
     // The receiving GPUs' side of the link must exist too.
-    require_links(flat[sender].plans[send_flat.plan], flat[receiver].links, OpRef{graph, receiver, recv});
+    require_links(flat[sender].plans[send_flat.plan], flat[receiver].links, OpRef{graph, receiver, recv, &recv_op});
     if (recv_op.bytes != send_op.bytes)
       send_flat.receive_scale = static_cast<double>(recv_op.bytes) / static_cast<double>(send_op.bytes);
     send_flat.peer_class = receiver;
@@ -275,111 +158,53 @@ LinkParams link_params(const NodeGroup& group, const Network& network, const Pro
   return links;
 }
 
-void PassCompute::add(const Op& op, TimeNs ns) {
-  (op.phase == Phase::forward && !op.recomputed ? forward_ns : backward_ns) += ns;
-  if (op.recomputed) recomputed_ns += ns;
+// The node group of class c, which must exist.
+const NodeGroup& node_group_of(const IterationGraph& graph, const Cluster& cluster, int c) {
+  const int group = graph.classes[c].node_group;
+  if (group < 0 || group >= static_cast<int>(cluster.node_groups.size()))
+    throw std::logic_error("class " + std::to_string(c) + ": node group " + std::to_string(group) + " does not exist");
+  return cluster.node_groups[group];
 }
 
-namespace {
+struct Flattener::State {
+  FlatIteration flat;
+  std::vector<std::optional<PlanTable>> plans;  // per class, from when it is added
+  PipelineTransfers pipeline;
+};
 
-// The pass an op belongs to: its micro-batch, chunk and direction (a recomputed forward runs in the backward
-// pass); every optimizer-phase op shares one.
-std::tuple<int, int, int> pass_of(const Op& op) {
-  if (op.phase == Phase::optimizer) return {-1, -1, 2};
-  return {op.micro_batch, op.chunk, op.phase == Phase::backward || op.recomputed ? 1 : 0};
-}
+Flattener::Flattener(const Cluster& cluster, const Profile& profile, PriceCache* prices)
+    : cluster_(cluster), profile_(profile), prices_(prices), state_(std::make_unique<State>()) {}
 
-// The longest communication op that waits for compute op `before` and that compute op `after` waits for, alone on
-// its links; 0 for none.
-TimeNs waited_through_ns(const IterationGraph& graph, int c, OpIndex before, OpIndex after, PlanTable& plans,
-                         const LinkParams& links, std::vector<CollectivePlan>& made) {
-  const RankClass& rank_class = graph.classes[c];
-  double longest = 0;
-  for (auto [e, end] = boost::in_edges(after, rank_class.graph); e != end; ++e) {
-    const OpIndex between = static_cast<OpIndex>(boost::source(*e, rank_class.graph));
-    const Op& op = rank_class.op(between);
-    const bool collective = op.is_communication() && op.kind != OpKind::send && op.kind != OpKind::recv;
-    if (!collective && !is_ring_send(op)) continue;
-    const auto [out, out_end] = boost::out_edges(before, rank_class.graph);
-    if (std::none_of(out, out_end, [&](const auto& edge) { return boost::target(edge, rank_class.graph) == between; }))
-      continue;
-    const std::uint32_t plan = communication_plan(graph, c, between, plans);
-    longest = std::max(longest, isolated_time_ns(made[plan], static_cast<double>(op.bytes), links));
+Flattener::~Flattener() = default;
+
+void Flattener::add(const IterationGraph& graph, int c) {
+  FlatIteration& flat = state_->flat;
+  if (flat.classes.empty()) {  // the first class added: every class's slot, so that none moves
+    flat.overlap = profile_.overlap;
+    flat.classes.resize(graph.classes.size());
+    state_->plans.resize(graph.classes.size());
   }
-  return static_cast<TimeNs>(std::floor(longest));  // the engine rounds its times up
+  const NodeGroup& group = node_group_of(graph, cluster_, c);
+  FlatClass& flat_class = flat.classes[c];
+  PlanTable& plans = state_->plans[c].emplace(flat_class, profile_, group.gpu);
+  flat_class.links = link_params(group, cluster_.network, profile_);
+  if (group.gpu.sm_count > kUserbuffersSmCount)
+    flat_class.userbuffers_slowdown = double(group.gpu.sm_count) / (group.gpu.sm_count - kUserbuffersSmCount);
+  flat_class.ops.reserve(graph.classes[c].size());
+  ComputeTimes compute_times(profile_, group.gpu, prices_);
+  flatten_class(graph, c, flat_class, plans, compute_times, state_->pipeline);
 }
 
-}  // namespace
-
-std::vector<ComputeBusy> compute_busy(const IterationGraph& graph, const Cluster& cluster, const Profile& profile,
-                                      PriceCache* prices) {
-  std::vector<ComputeBusy> busy;
-  busy.reserve(graph.classes.size());
-  for (int c = 0; c < static_cast<int>(graph.classes.size()); ++c) {
-    const RankClass& rank_class = graph.classes[c];
-    if (rank_class.node_group < 0 || rank_class.node_group >= static_cast<int>(cluster.node_groups.size()))
-      throw std::logic_error("node group " + std::to_string(rank_class.node_group) + " does not exist");
-    const NodeGroup& group = cluster.node_groups[rank_class.node_group];
-    ComputeTimes compute_times(profile, group.gpu, prices);
-    FlatClass plans_only;  // the plans of the communication waited through, as flattening makes them
-    plans_only.links = link_params(group, cluster.network, profile);
-    PlanTable plans(plans_only, profile, group.gpu);
-    bool one_compute_stream = true;
-    for (OpIndex i = 0; i < rank_class.size(); ++i)
-      if (rank_class.op(i).stream == Stream::compute2) one_compute_stream = false;
-    ComputeBusy total;
-    total.stage = rank_class.stage;
-    OpIndex previous = 0;
-    bool any_previous = false;
-    for (OpIndex i = 0; i < rank_class.size(); ++i) {
-      const Op& op = rank_class.op(i);
-      if (op.is_communication()) continue;
-      TimeNs ns = compute_times(op);
-      if (one_compute_stream && op.stream == Stream::compute) {
-        if (any_previous && pass_of(rank_class.op(previous)) == pass_of(op))
-          ns += waited_through_ns(graph, c, previous, i, plans, plans_only.links, plans_only.plans);
-        previous = i;
-        any_previous = true;
-      }
-      if (op.phase == Phase::optimizer) {
-        total.optimizer_ns += ns;
-        continue;
-      }
-      total.passes.add(op, ns);
-      if (op.chunk == 0) total.first_chunk.add(op, ns);
-    }
-    busy.push_back(total);
-  }
-  return busy;
+FlatIteration Flattener::finish(const IterationGraph& graph) {
+  pair_pipeline_transfers(graph, cluster_, state_->pipeline, state_->flat.classes, state_->plans);
+  return std::move(state_->flat);
 }
 
 FlatIteration flatten(const IterationGraph& graph, const Cluster& cluster, const Profile& profile, PriceCache* prices) {
-  FlatIteration flat;
-  flat.overlap = profile.overlap;
-  flat.classes.resize(graph.classes.size());
-  std::map<PipelineKey, PipelineEnds> pipeline;
-  std::vector<PlanTable> plans;
-  plans.reserve(graph.classes.size());
-  for (int c = 0; c < static_cast<int>(graph.classes.size()); ++c) {
-    const RankClass& rank_class = graph.classes[c];
-    if (rank_class.node_group < 0 || rank_class.node_group >= static_cast<int>(cluster.node_groups.size()))
-      throw std::logic_error("class " + std::to_string(c) + ": node group " + std::to_string(rank_class.node_group) +
-                             " does not exist");
-    plans.emplace_back(flat.classes[c], profile, cluster.node_groups[rank_class.node_group].gpu);
-  }
-  for (int c = 0; c < static_cast<int>(graph.classes.size()); ++c) {
-    const RankClass& rank_class = graph.classes[c];
-    const NodeGroup& group = cluster.node_groups[rank_class.node_group];
-    FlatClass& flat_class = flat.classes[c];
-    flat_class.links = link_params(group, cluster.network, profile);
-    if (group.gpu.sm_count > kUserbuffersSmCount)
-      flat_class.userbuffers_slowdown = double(group.gpu.sm_count) / (group.gpu.sm_count - kUserbuffersSmCount);
-    flat_class.ops.reserve(rank_class.size());
-    ComputeTimes compute_times(profile, group.gpu, prices);
-    flatten_class(graph, c, flat_class, plans[c], compute_times, pipeline);
-  }
-  pair_pipeline_transfers(graph, cluster, pipeline, flat.classes, plans);
-  return flat;
+  for (int c = 0; c < static_cast<int>(graph.classes.size()); ++c) node_group_of(graph, cluster, c);  // all first
+  Flattener flattener(cluster, profile, prices);
+  for (int c = 0; c < static_cast<int>(graph.classes.size()); ++c) flattener.add(graph, c);
+  return flattener.finish(graph);
 }
 
 }  // namespace twin::sim

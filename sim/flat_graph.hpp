@@ -7,6 +7,7 @@
 // whose group span disagrees with its group_size.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "cost/profile.hpp"
@@ -63,6 +64,27 @@ struct FlatIteration {
 FlatIteration flatten(const IterationGraph& graph, const Cluster& cluster, const Profile& profile,
                       PriceCache* prices = nullptr);
 
+// flatten() a class at a time, for a lowering that hands over its classes one after another and lowers the next
+// into the same storage (strategies/lowering.hpp, lower_class_by_class): each class's ops are read only while it
+// is added, and what pairing the pipeline transfers needs of them is kept. The same result as flatten().
+class Flattener {
+ public:
+  Flattener(const Cluster& cluster, const Profile& profile, PriceCache* prices = nullptr);
+  ~Flattener();
+  // graph.classes[c], placed and lowered; `graph` holds every class of the iteration, the others at least placed
+  // by the time of finish().
+  void add(const IterationGraph& graph, int c);
+  // Once every class is added: pairs the pipeline transfers (their ends' classes may be emptied by now).
+  FlatIteration finish(const IterationGraph& graph);
+
+ private:
+  struct State;
+  const Cluster& cluster_;
+  const Profile& profile_;
+  PriceCache* prices_;
+  std::unique_ptr<State> state_;
+};
+
 // A rank class's compute ops priced one after another (their nominal times summed), with the communication its
 // compute stream must wait through (below): those of the optimizer phase, which run once per iteration, apart from
 // the others. The engine runs no compute op faster than its price and shares a GPU among the compute ops in
@@ -93,6 +115,9 @@ struct ComputeBusy {
 };
 std::vector<ComputeBusy> compute_busy(const IterationGraph& graph, const Cluster& cluster, const Profile& profile,
                                       PriceCache* prices = nullptr);
+// Class c's alone (the only class compute_busy reads of `graph`: one lowered class by class will do).
+ComputeBusy compute_busy_of(const IterationGraph& graph, int c, const Cluster& cluster, const Profile& profile,
+                            PriceCache* prices = nullptr);
 
 // Link parameters of a node group: bandwidths from the cluster; efficiency and per-step latency from the
 // profile (its PCIe intra-node curve for PCIe nodes), the latency no lower than the cluster declares.

@@ -16,7 +16,11 @@ namespace {
 std::vector<sim::ComputeBusy> busy_at(const Scenario& scenario, Strategy strategy, int micro_batches,
                                       const Profile& profile, sim::PriceCache* prices) {
   strategy.num_micro_batches = micro_batches;
-  return sim::compute_busy(lower_to_op_graphs(scenario, strategy, profile), scenario.cluster, profile, prices);
+  std::vector<sim::ComputeBusy> busy;
+  lower_class_by_class(scenario, strategy, profile, nullptr, [&](const IterationGraph& graph, int c) {
+    busy.push_back(sim::compute_busy_of(graph, c, scenario.cluster, profile, prices));
+  });
+  return busy;
 }
 
 // The busiest class's compute, its passes scaled from the lowered micro-batches to the strategy's `total`.

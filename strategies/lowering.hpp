@@ -2,6 +2,7 @@
 // vocabulary of core/op.hpp, with the streams, dependencies and collectives that Megatron-LM would issue
 // (or, for the double-strand schedule, DHeLlam's two strands with their paired segments).
 #pragma once
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -32,9 +33,13 @@ IterationGraph lower_to_op_graphs(const Scenario& scenario, const Strategy& stra
 // only for double-strand, the one schedule whose graph depends on the profile).
 IterationGraph lower_to_op_graphs(const Scenario& scenario, const Strategy& strategy);
 
-// Hands a graph this thread no longer needs back to the lowering, which lowers this thread's next graphs into
-// its op storage: the pages of fresh storage are each a page fault when first written, a fifth of a long
-// pipeline's replay (docs/PERFORMANCE.md). Keeps at most one graph's storage per thread.
-void recycle_op_graphs(IterationGraph&& graph);
+// As lower_to_op_graphs, but the classes are lowered one after another into the same op storage (this thread's,
+// kept for its next such lowering), each handed to `visit` (the graph and the class's index) before the next is
+// lowered over it: `graph` then holds the classes before it placed but emptied, and those after it not yet
+// placed. For a simulation that reads the ops only to flatten them: each class is read while still in cache, and
+// no graph of the whole iteration is ever held (sim/flat_graph.hpp, Flattener).
+using ClassVisitor = std::function<void(const IterationGraph& graph, int rank_class)>;
+void lower_class_by_class(const Scenario& scenario, const Strategy& strategy, const Profile& profile,
+                          std::vector<StrandPairingSummary>* pairings, const ClassVisitor& visit);
 
 }  // namespace twin

@@ -2,7 +2,7 @@
 // pipeline send/recv at virtual-stage boundaries, data-parallel gradient reduction per layer as its last
 // micro-batch's backward ends (Megatron's overlap_grad_reduce, one bucket per layer), ZeRO-3 weight
 // gathers one layer ahead, then the optimizer phase. The double-strand passes are in
-// lowering_double_strand.cpp.
+// lowering_double_strand.cpp, the entry points (a whole graph, or class by class) in lowering_graphs.cpp.
 #include <algorithm>
 #include <cmath>
 #include <string>
@@ -320,72 +320,5 @@ void StageLowering::optimizer_phase() {
 }
 
 }  // namespace lowering
-
-namespace {
-
-// Ops one stage will hold, to reserve storage once: passes x layers x ops per layer, generously rounded.
-std::size_t estimated_ops(const lowering::RankShapes& s, std::size_t passes) {
-  const std::size_t per_layer = 60 + 8 * static_cast<std::size_t>(s.cp) + (s.recompute == Recompute::full ? 30 : 0);
-  return passes * (static_cast<std::size_t>(s.layers_per_chunk) * per_layer / 2 + 16) + 16;
-}
-
-}  // namespace
-
-namespace {
-
-// The op storage of the last graph this thread recycled, emptied, its capacity kept.
-using VertexStorage = decltype(std::declval<OpGraph&>().m_vertices);
-thread_local std::vector<VertexStorage> spare_vertex_storage;
-
-}  // namespace
-
-void recycle_op_graphs(IterationGraph&& graph) {
-  spare_vertex_storage.clear();
-  for (RankClass& rc : graph.classes) {
-    rc.graph.m_vertices.clear();  // the ops and their edge lists go; the capacity stays
-    spare_vertex_storage.push_back(std::move(rc.graph.m_vertices));
-  }
-  graph.classes.clear();
-}
-
-IterationGraph lower_to_op_graphs(const Scenario& scenario, const Strategy& strategy, const Profile& profile,
-                                  std::vector<StrandPairingSummary>* pairings) {
-  const lowering::RankShapes shapes = lowering::rank_shapes(scenario, strategy);
-  const bool double_strand = strategy.schedule == Schedule::double_strand;
-  const auto orders = pipeline_schedule(strategy.schedule, shapes.pp, strategy.num_micro_batches, shapes.vpp);
-  const auto strand_orders = double_strand ? double_strand_schedule(shapes.pp, strategy.num_micro_batches)
-                                           : std::vector<std::vector<StrandStep>>{};
-  IterationGraph graph;
-  graph.classes.resize(static_cast<std::size_t>(shapes.pp));
-  for (int stage = 0; stage < shapes.pp; ++stage) {
-    RankClass& rc = graph.classes[stage];
-    rc.index = stage;
-    rc.pipeline = 0;
-    rc.stage = stage;
-    rc.num_ranks = shapes.tp * shapes.cp * strategy.data_parallel_size;
-    rc.first_rank = global_rank(strategy, 0, 0, 0, stage);
-    // On a mixed cluster a stage whose ranks span GPU kinds runs at its slowest kind's pace.
-    rc.node_group = slowest_node_group_of_ranks(scenario.cluster, rc.first_rank, rc.num_ranks);
-    rc.spans = group_spans(strategy, scenario.cluster, stage);
-    rc.label = "stage " + std::to_string(stage);
-    if (!spare_vertex_storage.empty()) {  // storage this thread wrote before (recycle_op_graphs)
-      rc.graph.m_vertices = std::move(spare_vertex_storage.back());
-      spare_vertex_storage.pop_back();
-    }
-    rc.graph.m_vertices.reserve(estimated_ops(shapes, orders[stage].size()));
-    lowering::StageLowering lowering(scenario, strategy, shapes, rc, &profile);
-    if (double_strand)
-      lowering.run_double_strand(stage, strand_orders[stage], stage == 0 ? pairings : nullptr);
-    else
-      lowering.run(stage, orders[stage]);
-  }
-  return graph;
-}
-
-IterationGraph lower_to_op_graphs(const Scenario& scenario, const Strategy& strategy) {
-  if (strategy.schedule != Schedule::double_strand || scenario.profile.empty() || scenario.profile == "builtin")
-    return lower_to_op_graphs(scenario, strategy, builtin_profile());
-  return lower_to_op_graphs(scenario, strategy, load_profile(scenario.profile));
-}
 
 }  // namespace twin

@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "core/parallel_for.hpp"
+#include "strategies/class_by_class.hpp"
 #include "strategies/simulated_results.hpp"
 #include "strategies/steady_state.hpp"
 #include "sim/price_cache.hpp"
@@ -167,6 +168,8 @@ Candidate evaluate(const Scenario& scenario, const Profile& profile, const Strat
       replay == Replay::steady_state && !whole_graph_wanted ? steady_state_replay(scenario, strategy) : std::nullopt;
   if (steady) {
     candidate.result = simulate_steady_state(scenario, strategy, profile, *steady, prices);
+  } else if (!whole_graph_wanted) {
+    candidate.result = simulate_class_by_class(scenario, strategy, profile, prices, &candidate.strand_pairings);
   } else {
     IterationGraph graph = lower_to_op_graphs(scenario, strategy, profile, &candidate.strand_pairings);
     candidate.result = simulate_iteration(graph, scenario.cluster, profile, SimOptions{record_op_timings, prices});

@@ -11,8 +11,7 @@
 #include <cmath>
 
 #include "sim/engine.hpp"
-#include "sim/simulate.hpp"
-#include "strategies/lowering.hpp"
+#include "strategies/class_by_class.hpp"
 #include "strategies/schedule.hpp"
 #include "strategies/validity.hpp"
 
@@ -84,10 +83,7 @@ IterationResult simulate_steady_state(const Scenario& scenario, const Strategy& 
   const auto replay_at = [&](int micro_batches) {
     Strategy shorter = strategy;
     shorter.num_micro_batches = micro_batches;
-    IterationGraph graph = lower_to_op_graphs(scenario, shorter, profile);
-    IterationResult result = simulate_iteration(graph, scenario.cluster, profile, SimOptions{false, prices});
-    recycle_op_graphs(std::move(graph));  // the second replay, and the thread's next candidate, lower into it
-    return result;
+    return simulate_class_by_class(scenario, shorter, profile, prices);
   };
   const IterationResult first = replay_at(replay.first_micro_batches);
   const IterationResult second = replay_at(replay.second_micro_batches);

@@ -13,35 +13,20 @@
 #include "strategies/families/families.hpp"
 #include "strategies/lower_bound.hpp"
 #include "strategies/search.hpp"
+#include "tests/strategies/shipped_scenarios.hpp"
 
 namespace twin {
 namespace {
 
 namespace fs = std::filesystem;
 
-// Up to `count` feasible uniform candidates of the scenario, spread evenly over its enumeration.
-std::vector<Strategy> spread(const Scenario& scenario, std::size_t count) {
-  std::vector<Strategy> feasible;
-  for (const Candidate& c : enumerate_candidates(scenario))
-    if (c.feasible) feasible.push_back(c.strategy);
-  if (feasible.size() <= count) return feasible;
-  std::vector<Strategy> chosen;
-  for (std::size_t k = 0; k < count; ++k) chosen.push_back(feasible[k * feasible.size() / count]);
-  return chosen;
-}
-
 TEST(LowerBound, ScaledEqualsTheWholeGraphAndNoSimulationBeatsIt) {
   int checked = 0, scaled = 0, below_depth = 0, interleaved = 0;
-  std::vector<fs::path> files;
-  for (const auto& entry : fs::directory_iterator(fs::path(TWIN_SOURCE_DIR) / "scenarios"))
-    if (entry.path().extension() == ".json") files.push_back(entry.path());
-  std::sort(files.begin(), files.end());
-  for (const fs::path& file : files) {
+  for (const fs::path& file : testing::shipped_scenario_files()) {
     SCOPED_TRACE(file.filename().string());
     const Scenario scenario = load_scenario(file.string());
-    const Profile profile =
-        profile_for_cluster(load_profile(scenario.profile), scenario.cluster, true, file.string(), "");
-    for (const Strategy& strategy : spread(scenario, 12)) {
+    const Profile profile = testing::profile_of(scenario, file);
+    for (const Strategy& strategy : testing::spread_candidates(scenario, 12)) {
       const TimeNs whole = compute_lower_bound_full_ns(scenario, strategy, profile);
       const TimeNs bound = compute_lower_bound_ns(scenario, strategy, profile);
       const TimeNs simulated = evaluate(scenario, profile, strategy, false).result.iteration_ns;

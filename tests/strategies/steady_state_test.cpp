@@ -15,6 +15,7 @@
 #include "sim/simulate.hpp"
 #include "strategies/lowering.hpp"
 #include "strategies/search.hpp"
+#include "tests/strategies/shipped_scenarios.hpp"
 #include "strategies/steady_state.hpp"
 #include "strategies/validity.hpp"
 #include "tests/strategies/steady_state_errors.hpp"
@@ -25,17 +26,12 @@ namespace {
 namespace fs = std::filesystem;
 
 TEST(SteadyState, EveryCandidateOfEveryShippedScenarioItAppliesToIsWithinTolerance) {
-  std::vector<fs::path> files;
-  for (const auto& entry : fs::directory_iterator(fs::path(TWIN_SOURCE_DIR) / "scenarios"))
-    if (entry.path().extension() == ".json") files.push_back(entry.path());
-  std::sort(files.begin(), files.end());
   int checked = 0;
   double worst = 0;
-  for (const fs::path& file : files) {
+  for (const fs::path& file : testing::shipped_scenario_files()) {
     SCOPED_TRACE(file.filename().string());
     const Scenario scenario = load_scenario(file.string());
-    const Profile profile =
-        profile_for_cluster(load_profile(scenario.profile), scenario.cluster, true, file.string(), "");
+    const Profile profile = testing::profile_of(scenario, file);
     for (const Candidate& c : enumerate_candidates(scenario)) {
       if (!c.feasible) continue;
       const std::optional<SteadyStateReplay> replay = steady_state_replay(scenario, c.strategy);

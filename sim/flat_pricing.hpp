@@ -1,0 +1,82 @@
+// Internal to flattening (flat_graph.cpp, compute_busy.cpp): what an op costs alone. Compute ops are priced by
+// shape through a cache (price_key: sim/price_cache.hpp); collectives and point-to-point transfers get a plan
+// made once per distinct (kind, bytes, span) of a class: from the profile's measured table when it has one, else
+// tuned and scaled by the profile's fitted correction.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <string>
+#include <tuple>
+#include <unordered_map>
+
+#include "cost/profile.hpp"
+#include "core/op_graph.hpp"
+#include "sim/flat_graph.hpp"
+#include "sim/price_cache.hpp"
+
+namespace twin::sim {
+
+// "c<class>.<index> (<op name>)", as errors name an op.
+std::string describe(const IterationGraph& graph, int rank_class, OpIndex index);
+
+// Lowering repeats a handful of shapes across layers and micro-batches, so ops that would be priced
+// alike share one call to compute_time_ns; a search's simulations also share a PriceCache.
+class ComputeTimes {
+ public:
+  ComputeTimes(const Profile& profile, const GpuSpec& gpu, PriceCache* shared)
+      : profile_(profile), gpu_(gpu), shared_(shared) {}
+  TimeNs operator()(const Op& op) {  // inline: every flattened compute op asks
+    const PriceKey key = price_key(op);
+    auto [it, inserted] = cache_.try_emplace(key, 0);
+    if (!inserted) return it->second;
+    const auto price = [&] { return compute_time_ns(profile_, gpu_, op); };
+    it->second = shared_ ? shared_->get_or_compute(gpu_, key, price) : price();
+    return it->second;
+  }
+
+ private:
+  const Profile& profile_;
+  const GpuSpec& gpu_;
+  PriceCache* shared_;
+  std::unordered_map<PriceKey, TimeNs, PriceKeyHash, PriceKeyEqual> cache_;
+};
+
+// An op named in errors: (graph, class, index), or its copy where its class may be gone from the graph.
+struct OpRef {
+  const IterationGraph& graph;
+  int rank_class;
+  OpIndex index;
+  const Op* copy = nullptr;
+  std::string describe() const {
+    return copy ? op_id(rank_class, index) + " (" + op_name(*copy) + ")" : twin::sim::describe(graph, rank_class, index);
+  }
+};
+
+// Throws std::invalid_argument naming `op` when the plan crosses a link `links` lack: a zero bandwidth would
+// stall the flow forever.
+void require_links(const CollectivePlan& plan, const LinkParams& links, const OpRef& op);
+
+// A class's communication plans, each made once, appended to `flat`'s plans.
+class PlanTable {
+ public:
+  // `gpu`: the class's GPUs, whose measured tables (if the profile has any) replace the algorithm models.
+  PlanTable(FlatClass& flat, const Profile& profile, const GpuSpec& gpu) : flat_(flat), profile_(profile), gpu_(gpu) {}
+  std::uint32_t collective(const Op& op, const GroupSpan& span, const OpRef& what);
+  std::uint32_t point_to_point(Bytes bytes, LinkKind link, const OpRef& what);
+
+ private:
+  using Key = std::tuple<int, Bytes, int, int, int>;
+  template <class MakePlan>
+  std::uint32_t find_or_add(const Key& key, MakePlan make_plan, const OpRef& what);
+  FlatClass& flat_;
+  const Profile& profile_;
+  const GpuSpec& gpu_;
+  std::map<Key, std::uint32_t> index_;
+};
+
+// The plan of collective or ring send i of class c, as the engine runs it (a ring step on the link its group
+// crosses; a collective on its group's span). Throws std::logic_error for a collective without a group or whose
+// group size matches no span of the class.
+std::uint32_t communication_plan(const IterationGraph& graph, int c, OpIndex i, PlanTable& plans);
+
+}  // namespace twin::sim
