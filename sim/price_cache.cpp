@@ -6,18 +6,45 @@ namespace twin::sim {
 
 static_assert(sizeof(Op) == 192, "Op changed: make price_key() cover any new field that can affect a price");
 
+namespace {
+
+// An op's enums (8 bits each) and flags (1 bit each) in one word.
+std::int64_t kind_and_flags(const Op& op) {
+  const GemmShape& g = op.gemm;
+  const AttentionShape& a = op.attention;
+  const OptimizerPrecision& precision = op.optimizer_precision;
+  std::uint64_t word = 0;
+  int bit = 0;
+  const auto put = [&](std::uint64_t value, int bits) {
+    word |= value << bit;
+    bit += bits;
+  };
+  for (std::uint8_t e : {static_cast<std::uint8_t>(op.kind), static_cast<std::uint8_t>(op.role),
+                         static_cast<std::uint8_t>(op.phase), static_cast<std::uint8_t>(precision.main_params),
+                         static_cast<std::uint8_t>(precision.exp_avg), static_cast<std::uint8_t>(precision.exp_avg_sq)})
+    put(e, 8);
+  for (bool flag : {op.recomputed, g.transpose_a, g.transpose_b, a.causal, a.flash, a.dropout, a.cudnn, a.packed,
+                    op.gated_activation, op.fuses_residual})
+    put(flag, 1);
+  return static_cast<std::int64_t>(word);
+}
+
+// Two 32-bit counts in one word.
+std::int64_t pair_of(std::int32_t high, std::int32_t low) {
+  return static_cast<std::int64_t>(static_cast<std::uint64_t>(static_cast<std::uint32_t>(high)) << 32 |
+                                   static_cast<std::uint32_t>(low));
+}
+
+}  // namespace
+
 PriceKey price_key(const Op& op) {
   std::int64_t flops_bits = 0;
   std::memcpy(&flops_bits, &op.flops, sizeof flops_bits);
   const GemmShape& g = op.gemm;
   const AttentionShape& a = op.attention;
-  return {static_cast<std::int64_t>(op.kind), static_cast<std::int64_t>(op.role), static_cast<std::int64_t>(op.phase),
-          op.recomputed, g.m, g.n, g.k, g.count, g.transpose_a, g.transpose_b, g.split, g.busiest,
-          a.batch, a.heads, a.kv_heads, a.seq_q, a.seq_kv, a.head_dim, a.causal, a.flash, a.dropout, a.cudnn,
-          op.rows, op.cols, op.gated_activation, op.fuses_residual, op.elements, op.bytes, flops_bits,
-          static_cast<std::int64_t>(op.optimizer_precision.main_params) << 16 |
-              static_cast<std::int64_t>(op.optimizer_precision.exp_avg) << 8 |
-              static_cast<std::int64_t>(op.optimizer_precision.exp_avg_sq)};
+  return {kind_and_flags(op), g.m, g.n, g.k, pair_of(g.count, g.split), g.busiest,
+          a.batch, a.heads, a.kv_heads, a.seq_q, a.seq_kv, a.head_dim,
+          op.rows, op.cols, op.elements, op.bytes, flops_bits};
 }
 
 std::size_t PriceKeyHash::operator()(const PriceKey& key) const {
