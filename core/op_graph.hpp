@@ -88,7 +88,10 @@ struct RankClass {
   OpGraph graph;  // ops are added through add(), which keeps last_on() current
 
   OpIndex add(const Op& op) {
-    const auto index = static_cast<OpIndex>(boost::add_vertex(op, graph));
+    // What boost::add_vertex does for an unnamed vecS graph, the vertex (the op and its two edge lists) built in
+    // place: add_vertex builds it aside and moves it in, writing every vertex twice (a search adds millions).
+    graph.m_vertices.emplace_back(op);
+    const auto index = static_cast<OpIndex>(graph.m_vertices.size() - 1);
     if (op.stream < Stream::count) last_of_stream_[static_cast<int>(op.stream)] = index;
     return index;
   }
