@@ -72,8 +72,7 @@ class Engine {
     for (std::size_t c = 0; c < classes_.size(); ++c) {
       const FlatClass& flat_class = flat.classes[c];
       ClassRun& run = classes_[c];
-      run.pending.resize(flat_class.ops.size());
-      for (std::size_t i = 0; i < flat_class.ops.size(); ++i) run.pending[i] = flat_class.ops[i].predecessors;
+      run.pending = flat_class.predecessors;
       run.state.assign(flat_class.ops.size(), OpState::blocked);
       if (record_) run.timings.resize(flat_class.ops.size());
     }

@@ -79,15 +79,17 @@ void flatten_class(const IterationGraph& graph, int c, FlatClass& flat, PlanTabl
   std::array<std::uint32_t, kStreamCount> last_of_stream;
   last_of_stream.fill(kNone);
   flat.successors.reserve(boost::num_edges(rank_class.graph));
+  flat.predecessors.reserve(n);
   for (std::uint32_t i = 0; i < n; ++i) {
     const int stream = static_cast<int>(rank_class.op(i).stream);
     if (stream < 0 || stream >= kStreamCount)
       throw std::logic_error(describe(graph, c, i) + " is on no valid stream");
     FlatOp& op = flat.ops.emplace_back();  // written once here (a resize would write every op twice)
-    op.predecessors = static_cast<std::uint32_t>(boost::in_degree(i, rank_class.graph));
+    std::uint32_t& predecessors =
+        flat.predecessors.emplace_back(static_cast<std::uint32_t>(boost::in_degree(i, rank_class.graph)));
     if (last_of_stream[stream] != kNone) {
       flat.ops[last_of_stream[stream]].next_in_stream = i;
-      ++op.predecessors;
+      ++predecessors;
     }
     last_of_stream[stream] = i;
     op.successors_begin = static_cast<std::uint32_t>(flat.successors.size());

@@ -30,7 +30,6 @@ struct FlatOp {
   std::uint32_t successors_begin = 0;    // range in FlatClass::successors: the graph's edges
   std::uint32_t successors_end = 0;
   std::uint32_t next_in_stream = kNoNextInStream;  // stream order: released after the edges' successors
-  std::uint32_t predecessors = 0;        // in-edges plus the previous op of its stream
   std::uint32_t plan = 0;                // collective, context or pipeline send: index in FlatClass::plans
   std::int32_t peer_class = -1;          // pipeline send/recv: the class and op of the other end
   std::uint32_t peer_op = 0;
@@ -47,6 +46,9 @@ struct FlatOp {
 
 struct FlatClass {
   std::vector<FlatOp> ops;
+  // Per op, its in-edges plus the previous op of its stream: the engine starts from a copy of these, which a
+  // field of FlatOp read at a 56-byte stride made a pass over every op.
+  std::vector<std::uint32_t> predecessors;
   std::vector<std::uint32_t> successors;
   std::vector<CollectivePlan> plans;     // deduplicated: ops of equal kind, bytes and span share one
   LinkParams links;                      // this class's GPUs
