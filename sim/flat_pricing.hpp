@@ -7,7 +7,6 @@
 #include <map>
 #include <string>
 #include <tuple>
-#include <unordered_map>
 
 #include "cost/profile.hpp"
 #include "core/op_graph.hpp"
@@ -27,18 +26,19 @@ class ComputeTimes {
       : profile_(profile), gpu_(gpu), shared_(shared) {}
   TimeNs operator()(const Op& op) {  // inline: every flattened compute op asks
     const PriceKey key = price_key(op);
-    auto [it, inserted] = cache_.try_emplace(key, 0);
-    if (!inserted) return it->second;
+    const std::size_t hash = PriceKeyHash{}(key);
+    if (const TimeNs* known = memo_.find(key, hash)) return *known;
     const auto price = [&] { return compute_time_ns(profile_, gpu_, op); };
-    it->second = shared_ ? shared_->get_or_compute(gpu_, key, price) : price();
-    return it->second;
+    const TimeNs ns = shared_ ? shared_->get_or_compute(gpu_, key, price) : price();
+    memo_.insert(key, hash, ns);
+    return ns;
   }
 
  private:
   const Profile& profile_;
   const GpuSpec& gpu_;
   PriceCache* shared_;
-  std::unordered_map<PriceKey, TimeNs, PriceKeyHash, PriceKeyEqual> cache_;
+  PriceMemo memo_;
 };
 
 // An op named in errors: (graph, class, index), or its copy where its class may be gone from the graph.

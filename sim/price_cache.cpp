@@ -58,8 +58,22 @@ std::size_t PriceKeyHash::operator()(const PriceKey& key) const {
   return static_cast<std::size_t>((hash ^ (hash >> 31)) * 0x94d049bb133111ebULL);
 }
 
-bool PriceKeyEqual::operator()(const PriceKey& a, const PriceKey& b) const {
-  return std::memcmp(a.data(), b.data(), sizeof(PriceKey)) == 0;
+void PriceMemo::place(const Slot& slot) {
+  const std::size_t mask = slots_.size() - 1;
+  std::size_t i = slot.tag & mask;
+  while (slots_[i].tag != 0) i = (i + 1) & mask;
+  slots_[i] = slot;
+}
+
+void PriceMemo::insert(const PriceKey& key, std::size_t hash, TimeNs price) {
+  if (2 * (used_ + 1) > slots_.size()) {  // grow to keep probes short
+    std::vector<Slot> old(2 * slots_.size());
+    old.swap(slots_);
+    for (const Slot& slot : old)
+      if (slot.tag != 0) place(slot);
+  }
+  place({tag_of(hash), price, key});
+  ++used_;
 }
 
 std::size_t PriceCache::GpuPriceKeyHash::operator()(const std::pair<const GpuSpec*, PriceKey>& key) const {

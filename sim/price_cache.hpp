@@ -9,6 +9,7 @@
 #include <unordered_map>
 #include <mutex>
 #include <utility>
+#include <vector>
 
 #include "core/cluster.hpp"
 #include "core/op.hpp"
@@ -27,7 +28,43 @@ struct PriceKeyHash {
   std::size_t operator()(const PriceKey& key) const;
 };
 struct PriceKeyEqual {
-  bool operator()(const PriceKey& a, const PriceKey& b) const;
+  // Every word compared, without a branch or a call (memcmp was one per lookup): inline for the memo below.
+  bool operator()(const PriceKey& a, const PriceKey& b) const {
+    std::uint64_t differ = 0;
+    for (std::size_t i = 0; i < a.size(); ++i) differ |= static_cast<std::uint64_t>(a[i] ^ b[i]);
+    return differ == 0;
+  }
+};
+
+// Prices by key for one thread (a flattening's class): open addressing in a power-of-two table, each slot with its
+// key's hash, where std::unordered_map took the hash modulo a prime and followed a node pointer for every op.
+class PriceMemo {
+ public:
+  PriceMemo() : slots_(kFirstSlots) {}
+  // The price stored for `key`, whose PriceKeyHash is `hash`; nullptr when none is.
+  const TimeNs* find(const PriceKey& key, std::size_t hash) const {
+    const std::uint64_t tag = tag_of(hash);
+    const std::size_t mask = slots_.size() - 1;
+    for (std::size_t i = tag & mask;; i = (i + 1) & mask) {  // a key's slot is at or after its tag's
+      const Slot& slot = slots_[i];
+      if (slot.tag == 0) return nullptr;
+      if (slot.tag == tag && PriceKeyEqual{}(slot.key, key)) return &slot.price;
+    }
+  }
+  // Stores a price for a key not stored yet.
+  void insert(const PriceKey& key, std::size_t hash, TimeNs price);
+
+ private:
+  static constexpr std::size_t kFirstSlots = 64;
+  static std::uint64_t tag_of(std::size_t hash) { return static_cast<std::uint64_t>(hash) | 1; }  // 0: empty
+  struct Slot {
+    std::uint64_t tag = 0;
+    TimeNs price = 0;
+    PriceKey key{};
+  };
+  void place(const Slot& slot);
+  std::vector<Slot> slots_;  // at most half full
+  std::size_t used_ = 0;
 };
 
 class PriceCache {
