@@ -1,5 +1,5 @@
 // Binary heap by hand rather than std::priority_queue: pop() moves the top out without a copy of the
-// comparator dance, and the sift loops stay branch-light on the (time, seq) key.
+// comparator dance, and the sift loops stay branch-light on the (time, seq) key, compared as one number.
 #include "sim/event_queue.hpp"
 
 #include <utility>
@@ -7,9 +7,14 @@
 namespace twin::sim {
 namespace {
 
-bool earlier(const Event& a, const Event& b) {
-  return a.time_ns < b.time_ns || (a.time_ns == b.time_ns && a.seq < b.seq);
+// (time, seq) as one 128-bit number ordered as the pair is: one compare where the pair's two were a branch that
+// the sift loops mispredicted often (the time's sign bit flipped, so that unsigned order is the signed order).
+unsigned __int128 key(const Event& e) {
+  const std::uint64_t time = static_cast<std::uint64_t>(e.time_ns) ^ (std::uint64_t{1} << 63);
+  return static_cast<unsigned __int128>(time) << 64 | e.seq;
 }
+
+bool earlier(const Event& a, const Event& b) { return key(a) < key(b); }
 
 }  // namespace
 
