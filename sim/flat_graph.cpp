@@ -21,13 +21,13 @@ namespace {
 
 constexpr std::uint32_t kNone = std::numeric_limits<std::uint32_t>::max();
 
-// A pipeline transfer's two ends, each op copied: they are paired once every class is in, when the classes added
+// A pipeline transfer's two ends and their bytes: they are paired once every class is in, when the classes added
 // first may be gone (lower_class_by_class).
 struct PipelineEnds {
   std::int64_t send = -1;
   std::int64_t recv = -1;
-  Op send_op;
-  Op recv_op;
+  Bytes send_bytes = 0;
+  Bytes recv_bytes = 0;
 };
 using PipelineKey = std::tuple<int, int, std::int64_t>;  // sender class, receiver class, tag
 using PipelineTransfers = std::map<PipelineKey, PipelineEnds>;
@@ -63,7 +63,7 @@ void classify_op(const IterationGraph& graph, int c, std::uint32_t i, FlatOp& fl
     if (end >= 0)
       throw std::logic_error(describe(graph, c, i) + ": p2p_tag " + std::to_string(op.p2p_tag) + " used twice");
     end = i;
-    (is_send ? ends.send_op : ends.recv_op) = op;
+    (is_send ? ends.send_bytes : ends.recv_bytes) = op.bytes;
     return;
   }
   flat_op.kind = OpClass::collective;
@@ -107,33 +107,31 @@ void pair_pipeline_transfers(const IterationGraph& graph, const Cluster& cluster
     const auto [sender, receiver, tag] = key;
     if (ends.send < 0 || ends.recv < 0) {
       const bool sent = ends.send >= 0;
-      const OpRef end{graph, sent ? sender : receiver, static_cast<OpIndex>(sent ? ends.send : ends.recv),
-                      sent ? &ends.send_op : &ends.recv_op};
+      const OpRef end{graph, sent ? sender : receiver, static_cast<OpIndex>(sent ? ends.send : ends.recv)};
       throw std::logic_error(end.describe() + ": no matching " + (ends.send >= 0 ? "recv" : "send") +
                              " on class " + std::to_string(ends.send >= 0 ? receiver : sender) + " with p2p_tag " +
                              std::to_string(tag));
     }
     const auto send = static_cast<std::uint32_t>(ends.send);
     const auto recv = static_cast<std::uint32_t>(ends.recv);
-    const Op& send_op = ends.send_op;
-    const Op& recv_op = ends.recv_op;
+    const Bytes send_bytes = ends.send_bytes;
+    const Bytes recv_bytes = ends.recv_bytes;
     // Classes of different sizes (asymmetric plans) hold a tensor in different shards: each side's op
     // gives its own bytes per GPU. Classes of equal size must agree.
     const bool same_size = graph.classes[sender].num_ranks == graph.classes[receiver].num_ranks;
-    if (send_op.bytes != recv_op.bytes && (same_size || send_op.bytes <= 0 || recv_op.bytes <= 0))
-      throw std::logic_error(OpRef{graph, sender, send, &send_op}.describe() + " and " +
-                             OpRef{graph, receiver, recv, &recv_op}.describe() +
+    if (send_bytes != recv_bytes && (same_size || send_bytes <= 0 || recv_bytes <= 0))
+      throw std::logic_error(OpRef{graph, sender, send}.describe() + " and " + OpRef{graph, receiver, recv}.describe() +
                              " are one transfer but disagree on bytes");
     const bool same_node = cluster.node_of_rank(graph.classes[sender].first_rank) ==
                            cluster.node_of_rank(graph.classes[receiver].first_rank);
     const LinkKind link = same_node ? LinkKind::intra_node : LinkKind::inter_node;
     FlatOp& send_flat = flat[sender].ops[send];
     FlatOp& recv_flat = flat[receiver].ops[recv];
-    send_flat.plan = plans[sender]->point_to_point(send_op.bytes, link, OpRef{graph, sender, send, &send_op});
+    send_flat.plan = plans[sender]->point_to_point(send_bytes, link, OpRef{graph, sender, send});
     // The receiving GPUs' side of the link must exist too.
-    require_links(flat[sender].plans[send_flat.plan], flat[receiver].links, OpRef{graph, receiver, recv, &recv_op});
-    if (recv_op.bytes != send_op.bytes)
-      send_flat.receive_scale = static_cast<double>(recv_op.bytes) / static_cast<double>(send_op.bytes);
+    require_links(flat[sender].plans[send_flat.plan], flat[receiver].links, OpRef{graph, receiver, recv});
+    if (recv_bytes != send_bytes)
+      send_flat.receive_scale = static_cast<double>(recv_bytes) / static_cast<double>(send_bytes);
     send_flat.peer_class = receiver;
     send_flat.peer_op = recv;
     recv_flat.peer_class = sender;
@@ -174,14 +172,22 @@ struct Flattener::State {
   PipelineTransfers pipeline;
 };
 
-Flattener::Flattener(const Cluster& cluster, const Profile& profile, PriceCache* prices)
-    : cluster_(cluster), profile_(profile), prices_(prices), state_(std::make_unique<State>()) {}
+Flattener::Flattener(const Cluster& cluster, const Profile& profile, PriceCache* prices, FlatIteration storage)
+    : cluster_(cluster), profile_(profile), prices_(prices), state_(std::make_unique<State>()) {
+  state_->flat = std::move(storage);
+  for (FlatClass& flat : state_->flat.classes) {  // emptied, the arrays' capacity kept
+    flat.ops.clear();
+    flat.predecessors.clear();
+    flat.successors.clear();
+    flat.plans.clear();
+  }
+}
 
 Flattener::~Flattener() = default;
 
 void Flattener::add(const IterationGraph& graph, int c) {
   FlatIteration& flat = state_->flat;
-  if (flat.classes.empty()) {  // the first class added: every class's slot, so that none moves
+  if (state_->plans.empty()) {  // the first class added: every class's slot, so that none moves
     flat.overlap = profile_.overlap;
     flat.classes.resize(graph.classes.size());
     state_->plans.resize(graph.classes.size());
@@ -190,6 +196,7 @@ void Flattener::add(const IterationGraph& graph, int c) {
   FlatClass& flat_class = flat.classes[c];
   PlanTable& plans = state_->plans[c].emplace(flat_class, profile_, group.gpu);
   flat_class.links = link_params(group, cluster_.network, profile_);
+  flat_class.userbuffers_slowdown = 1.0;
   if (group.gpu.sm_count > kUserbuffersSmCount)
     flat_class.userbuffers_slowdown = double(group.gpu.sm_count) / (group.gpu.sm_count - kUserbuffersSmCount);
   flat_class.ops.reserve(graph.classes[c].size());

@@ -71,7 +71,9 @@ FlatIteration flatten(const IterationGraph& graph, const Cluster& cluster, const
 // is added, and what pairing the pipeline transfers needs of them is kept. The same result as flatten().
 class Flattener {
  public:
-  Flattener(const Cluster& cluster, const Profile& profile, PriceCache* prices = nullptr);
+  // `storage`: a flattened iteration no longer needed, whose arrays the new one is written into (a fresh page is a
+  // page fault when first written: a tenth of a 64-stage pipeline's replay).
+  Flattener(const Cluster& cluster, const Profile& profile, PriceCache* prices = nullptr, FlatIteration storage = {});
   ~Flattener();
   // graph.classes[c], placed and lowered; `graph` holds every class of the iteration, the others at least placed
   // by the time of finish().

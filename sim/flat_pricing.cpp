@@ -29,7 +29,11 @@ void apply_correction(CollectivePlan& plan, const Profile& profile, const GpuSpe
 }  // namespace
 
 std::string describe(const IterationGraph& graph, int rank_class, OpIndex index) {
-  return op_id(rank_class, index) + " (" + op_name(graph.classes[rank_class].op(index)) + ")";
+  const RankClass& lowered = graph.classes[rank_class];
+  // A graph lowered class by class holds one class's ops at a time: the others' are named by id (a lowering bug
+  // found that way is found again by the whole path, whose errors name them: strategies/class_by_class.hpp).
+  if (index >= lowered.size()) return op_id(rank_class, index);
+  return op_id(rank_class, index) + " (" + op_name(lowered.op(index)) + ")";
 }
 
 void require_links(const CollectivePlan& plan, const LinkParams& links, const OpRef& op) {

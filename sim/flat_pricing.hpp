@@ -15,7 +15,7 @@
 
 namespace twin::sim {
 
-// "c<class>.<index> (<op name>)", as errors name an op.
+// "c<class>.<index> (<op name>)", as errors name an op (without the name where `graph` no longer holds it).
 std::string describe(const IterationGraph& graph, int rank_class, OpIndex index);
 
 // Lowering repeats a handful of shapes across layers and micro-batches, so ops that would be priced
@@ -41,15 +41,12 @@ class ComputeTimes {
   PriceMemo memo_;
 };
 
-// An op named in errors: (graph, class, index), or its copy where its class may be gone from the graph.
+// An op named in errors: (graph, class, index).
 struct OpRef {
   const IterationGraph& graph;
   int rank_class;
   OpIndex index;
-  const Op* copy = nullptr;
-  std::string describe() const {
-    return copy ? op_id(rank_class, index) + " (" + op_name(*copy) + ")" : twin::sim::describe(graph, rank_class, index);
-  }
+  std::string describe() const { return twin::sim::describe(graph, rank_class, index); }
 };
 
 // Throws std::invalid_argument naming `op` when the plan crosses a link `links` lack: a zero bandwidth would
