@@ -4,6 +4,8 @@
 #include <map>
 #include <stdexcept>
 
+#include "strategies/rank_layout.hpp"
+
 namespace twin::exec {
 namespace {
 
@@ -65,7 +67,7 @@ std::vector<std::int32_t> context_parallel_share(const std::vector<std::int32_t>
   out.reserve(tokens.size() / static_cast<std::size_t>(cp));
   // Each micro-batch's inputs then its targets: 2 * micro_batches runs of micro_batch_size sequences.
   for (std::int64_t sequence = 0; sequence < 2 * sequences; ++sequence)
-    for (std::int64_t c : {std::int64_t(cp_rank), std::int64_t(2 * cp - 1 - cp_rank)}) {
+    for (int c : context_chunks_of(cp_rank, cp)) {
       const auto first = tokens.begin() + sequence * seq_length + c * chunk;
       out.insert(out.end(), first, first + chunk);
     }

@@ -42,5 +42,10 @@ int expert_data_parallel_size(const Strategy& s);
 // The experts the rank at `position` of an expert group holds, as Megatron places them: `experts_per_rank`
 // consecutive ones from this.
 constexpr int first_expert_of(int position, int experts_per_rank) { return position * experts_per_rank; }
+// Megatron's load-balanced context parallelism: a sequence is cut into 2cp equal chunks, and the CP rank at
+// `position` holds chunk `position`, then chunk 2cp-1-position (every rank then does the same causal work).
+constexpr std::array<int, 2> context_chunks_of(int position, int context_parallel_size) {
+  return {position, 2 * context_parallel_size - 1 - position};
+}
 
 }  // namespace twin

@@ -1,5 +1,6 @@
 // The ops between the linears of a layer: RoPE, attention and the MLP activation. RoPE and attention run per
 // run of equal sequences of a micro-batch's rows (one run unless rows pack several sequences: hot switching).
+#include <array>
 #include <stdexcept>
 #include <vector>
 
@@ -7,6 +8,7 @@
 #include "gpu/kernels.hpp"
 #include "core/layer.hpp"
 #include "executor/gpu/stage_runtime.hpp"
+#include "strategies/rank_layout.hpp"
 
 namespace twin::exec {
 namespace {
@@ -62,9 +64,10 @@ void StageRuntime::between_linears(const Op& op, const OpBinding& b, int mb, int
       return runs;
     }
     const std::int64_t chunk = s.s / 2;
+    const std::array<int, 2> chunks = context_chunks_of(me_.cp, s.cp);
     for (std::int64_t row = 0; row < s.b; ++row)
-      for (std::int64_t half = 0; half < 2; ++half)
-        runs.push_back({row * s.s + half * chunk, chunk, chunk, (half == 0 ? me_.cp : 2 * s.cp - 1 - me_.cp) * chunk});
+      for (std::size_t half = 0; half < chunks.size(); ++half)
+        runs.push_back({row * s.s + static_cast<std::int64_t>(half) * chunk, chunk, chunk, chunks[half] * chunk});
     return runs;
   };
   const auto rope = [&](const RopeRun& run) {

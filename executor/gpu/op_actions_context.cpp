@@ -8,6 +8,8 @@
 // edges, for every op that reads it.
 #include <stdexcept>
 
+#include <fmt/format.h>
+
 #include "gpu/checks.hpp"
 #include "gpu/kernels.hpp"
 #include "gpu/ring_attention.hpp"
@@ -63,6 +65,10 @@ void StageRuntime::context_ring(const Op& op, const OpBinding& b, int mb, int un
         gpu::pack_ring_kv(shape, own_qkv(), s.qkv_width, static_cast<bf16*>(ring.kv[0]), stream);
       }
       const RingPayload payload = ring_payload(cp, step, backward);
+      // The graph priced this exchange: what it carries must be what it sends.
+      if (op.bytes != payload.blocks() * static_cast<Bytes>(kv_bytes))
+        throw std::logic_error(fmt::format("executor: {} step {} carries {} bytes in the graph, {} here", op_name(op),
+                                           step, op.bytes, payload.blocks() * kv_bytes));
       // Backward: the gradient of the key-value block of step - 1 with this rank's share in it: at step 1 its own
       // share alone (the block is its own), later the one received with the share added (ring_gradient_add).
       void** gradient = payload.gradient ? (step == 1 ? &ring.dkv[0] : &ring.carried[step - 1]) : nullptr;

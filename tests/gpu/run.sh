@@ -22,6 +22,24 @@ status=0
 steps="${TWIN_GPU_STEPS:-tests calibrate calibrate-checks check execute moe context strands hot-switch per-layer mpirun}"
 wants() { [[ " $steps " == *" $1 "* ]]; }
 gpus=$(nvidia-smi -L | wc -l)
+# The machine's GPU as the scenarios name it, and the shipped profiles measured on one such GPU and on as many as a
+# check here uses (two H200s: h200-x2, whose NVLink collectives price the transfers; H100s have one profile).
+gpu_name=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
+case "$gpu_name" in
+  *H100*) scenario_gpu=H100-SXM-80GB; one_gpu_profile=h100-x1; machine_profile=h100-x1 ;;
+  *) scenario_gpu=H200-141GB; one_gpu_profile=h200-x1; machine_profile=h200-x1
+     [ "$gpus" -ge 2 ] && machine_profile=h200-x2 ;;
+esac
+# Runs tests/gpu/STEM.py with the scenarios' GPU and PROFILE (and further arguments): its log, tables and numbers
+# under $OUT, its run folders (traces left out) as STEM-runs.tar.gz there.
+run_check() {
+  local stem=$1 profile=$2 folder=/tmp/${1//_/-}
+  shift 2
+  python3 tests/gpu/$stem.py --twin "$twin" --out "$folder" --gpus "$gpus" --gpu "$scenario_gpu" --profile "$profile" \
+    "$@" > "$OUT/$stem.log" 2>&1 || status=1
+  cp "$folder/$stem.md" "$folder/$stem.json" "$OUT/" 2>/dev/null && cat "$OUT/$stem.md"
+  tar czf "$OUT/${stem%_check}-runs.tar.gz" --exclude=traces -C /tmp "${folder#/tmp/}" 2>/dev/null
+}
 
 step "machine"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true
@@ -149,14 +167,7 @@ fi
 if wants moe; then
 step "twin execute on MoE plans: loss, routing skew, fold and predict again (tests/gpu/moe_check.py)"
 SECONDS=0
-gpu_name=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
-case "$gpu_name" in *H100*) moe_gpu=H100-SXM-80GB; moe_profile=h100-x1 ;; *) moe_gpu=H200-141GB; moe_profile=h200-x1 ;; esac
-# Two H200s: the shipped profile measured on two (its NVLink collectives price the EP 2 run's all-to-alls).
-[ "$gpus" -ge 2 ] && [ "$moe_profile" = h200-x1 ] && moe_profile=h200-x2
-python3 tests/gpu/moe_check.py --twin "$twin" --out /tmp/moe-check --gpus "$gpus" --gpu "$moe_gpu" \
-  --profile "${TWIN_MOE_PROFILE:-$moe_profile}" > "$OUT/moe_check.log" 2>&1 || status=1
-cp /tmp/moe-check/moe_check.md /tmp/moe-check/moe_check.json "$OUT/" 2>/dev/null && cat "$OUT/moe_check.md"
-tar czf "$OUT/moe-runs.tar.gz" --exclude=traces -C /tmp moe-check 2>/dev/null
+run_check moe_check "${TWIN_MOE_PROFILE:-$machine_profile}"
 echo "MoE checks: ${SECONDS}s wall"
 fi
 
@@ -164,12 +175,7 @@ if wants context; then
 step "twin execute on context-parallel plans: loss against one GPU, speed, trace and fold (tests/gpu/context_check.py)"
 SECONDS=0
 if [ "$gpus" -ge 2 ]; then
-  gpu_name=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
-  case "$gpu_name" in *H100*) cp_gpu=H100-SXM-80GB; cp_profile=h100-x1 ;; *) cp_gpu=H200-141GB; cp_profile=h200-x2 ;; esac
-  python3 tests/gpu/context_check.py --twin "$twin" --out /tmp/context-check --gpus "$gpus" --gpu "$cp_gpu" \
-    --profile "${TWIN_CONTEXT_PROFILE:-$cp_profile}" > "$OUT/context_check.log" 2>&1 || status=1
-  cp /tmp/context-check/context_check.md /tmp/context-check/context_check.json "$OUT/" 2>/dev/null && cat "$OUT/context_check.md"
-  tar czf "$OUT/context-runs.tar.gz" --exclude=traces -C /tmp context-check 2>/dev/null
+  run_check context_check "${TWIN_CONTEXT_PROFILE:-$machine_profile}"
 else
   echo "context parallelism needs two GPUs; this machine has $gpus (skipped)"
 fi
@@ -179,12 +185,7 @@ fi
 if wants strands; then
 step "twin execute on double-strand plans on one GPU: loss against 1F1B, co-running cost, fold (tests/gpu/strands_check.py)"
 SECONDS=0
-gpu_name=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
-case "$gpu_name" in *H100*) strands_gpu=H100-SXM-80GB; strands_profile=h100-x1 ;; *) strands_gpu=H200-141GB; strands_profile=h200-x1 ;; esac
-python3 tests/gpu/strands_check.py --twin "$twin" --out /tmp/strands-check --gpu "$strands_gpu" --gpus "$gpus" \
-  --profile "${TWIN_STRANDS_PROFILE:-$strands_profile}" > "$OUT/strands_check.log" 2>&1 || status=1
-cp /tmp/strands-check/strands_check.md /tmp/strands-check/strands_check.json "$OUT/" 2>/dev/null && cat "$OUT/strands_check.md"
-tar czf "$OUT/strands-runs.tar.gz" --exclude=traces -C /tmp strands-check 2>/dev/null
+run_check strands_check "${TWIN_STRANDS_PROFILE:-$one_gpu_profile}"
 echo "double-strand checks: ${SECONDS}s wall"
 fi
 
@@ -192,7 +193,6 @@ for family in hot-switch per-layer; do
 if wants $family; then
 step "twin execute on $family plans on one GPU: loss and time against the family's baseline, fold (tests/gpu/family_check.py)"
 SECONDS=0
-gpu_name=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
 case "$gpu_name" in *H100*) family_gpu=1xH100 ;; *) family_gpu=1xH200 ;; esac
 stem=${family//-/_}_check
 scenario=scenarios/llama2-7b-$family_gpu-$family.json
