@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/layer.hpp"
+#include "strategies/context_ring.hpp"
 #include "strategies/lowering_linears.hpp"
 #include "strategies/sharded_parameters.hpp"
 
@@ -97,10 +98,11 @@ void core_attention(Emitter& e, bool backward) {
   }
   const std::int64_t kv_bytes = s.b * s.s * 2 * s.groups * s.d * 2;  // this rank's K and V, bf16
   const OpIndex kv_ready = e.chain;
+  const auto bytes = [&](int step) { return ring_payload(s.cp, step, backward).blocks() * kv_bytes; };
   if (!backward) {
     OpIndex previous_send = kNoOp;
     for (int step = 0; step < s.cp; ++step) {
-      const OpIndex send = step < s.cp - 1 ? ring_exchange(e, step, kv_bytes, step == 0 ? kv_ready : kNoOp) : kNoOp;
+      const OpIndex send = step < s.cp - 1 ? ring_exchange(e, step, bytes(step), step == 0 ? kv_ready : kNoOp) : kNoOp;
       const OpIndex block = ring_block(e, step, false);
       if (previous_send != kNoOp) e.depend(previous_send, block);
       ring_elementwise(e, step, merge_bytes(s, step));
@@ -116,16 +118,15 @@ void core_attention(Emitter& e, bool backward) {
     e.depend(previous_send, add);
     return add;
   };
-  OpIndex previous_send = ring_exchange(e, 0, kv_bytes, kv_ready);
+  OpIndex previous_send = ring_exchange(e, 0, bytes(0), kv_ready);
   ring_block(e, 0, true);
   for (int step = 1; step < s.cp; ++step) {
-    const std::int64_t bytes = (step < s.cp - 1 ? 2 : 1) * kv_bytes;  // KV onward (but the last), gradient behind
-    const OpIndex send = ring_exchange(e, step, bytes, gradient_ready(step, previous_send));
+    const OpIndex send = ring_exchange(e, step, bytes(step), gradient_ready(step, previous_send));
     const OpIndex block = ring_block(e, step, true);
     e.depend(previous_send, block);
     previous_send = send;
   }
-  e.chain = ring_exchange(e, s.cp, kv_bytes, gradient_ready(s.cp, previous_send));
+  e.chain = ring_exchange(e, s.cp, bytes(s.cp), gradient_ready(s.cp, previous_send));
 }
 
 // An experts block's grouped GEMM: one product per local expert, the busiest expert's rows set when skewed.

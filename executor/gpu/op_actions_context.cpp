@@ -14,7 +14,7 @@
 #include "gpu/kernels.hpp"
 #include "gpu/ring_attention.hpp"
 #include "core/layer.hpp"
-#include "executor/context_ring.hpp"
+#include "strategies/context_ring.hpp"
 #include "executor/gpu/stage_runtime.hpp"
 
 namespace twin::exec {

@@ -7,7 +7,7 @@
 #include <gtest/gtest.h>
 
 #include "core/op_kinds.hpp"
-#include "executor/context_ring.hpp"
+#include "strategies/context_ring.hpp"
 #include "executor/op_binding.hpp"
 #include "../strategies/strategy_fixtures.hpp"
 #include "op_binding_fixtures.hpp"
@@ -251,7 +251,7 @@ TEST(OpBinding, BindsTheContextParallelRing) {
   EXPECT_EQ(count[Action::attention_forward] + count[Action::attention_backward], 0);
 }
 
-// What each exchange of the ring carries (executor/context_ring.hpp), against the graph's bytes: the rank's packed
+// What each exchange of the ring carries (strategies/context_ring.hpp), against the graph's bytes: the rank's packed
 // K | V block (bf16 tokens x 2 x kv heads x head_dim) once per part carried, at every step of both passes.
 TEST(OpBinding, RingExchangesCarryTheGraphsBytes) {
   for (int cp : {2, 4}) {

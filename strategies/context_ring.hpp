@@ -1,11 +1,12 @@
-// Context parallelism's ring exchange, step by step: what exchange `step` of one layer's ring carries, as the
-// executor sends it (executor/gpu/op_actions_context.cpp) and the graph prices it (strategies/lowering_layer.cpp).
+// Context parallelism's ring exchange, step by step: what exchange `step` of one layer's ring carries, the one
+// description the lowering prices (strategies/lowering_layer.cpp) and the executor sends
+// (executor/gpu/op_actions_context.cpp).
 // Forward, exchange k passes the key-value block of step k on (k <= cp - 2). Backward, exchange k also carries
 // the key-value gradient of step k - 1's block (k >= 1), and exchange cp only that gradient, home. Pure CPU.
 #pragma once
 #include <cstdint>
 
-namespace twin::exec {
+namespace twin {
 
 struct RingPayload {
   bool key_values = false;  // the step's packed K | V block, onward to the next CP rank
@@ -17,4 +18,4 @@ struct RingPayload {
 // Exchange `step` (0 .. cp - 2 forward, 0 .. cp backward) of a ring of `cp` ranks.
 RingPayload ring_payload(int cp, int step, bool backward);
 
-}  // namespace twin::exec
+}  // namespace twin

@@ -1,9 +1,9 @@
-#include "executor/context_ring.hpp"
+#include "strategies/context_ring.hpp"
 
 #include <stdexcept>
 #include <string>
 
-namespace twin::exec {
+namespace twin {
 
 RingPayload ring_payload(int cp, int step, bool backward) {
   const int last = backward ? cp : cp - 2;
@@ -13,4 +13,4 @@ RingPayload ring_payload(int cp, int step, bool backward) {
   return {step <= cp - 2, backward && step >= 1};
 }
 
-}  // namespace twin::exec
+}  // namespace twin
