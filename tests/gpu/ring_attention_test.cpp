@@ -6,6 +6,7 @@
 #include <tuple>
 
 #include "gpu/ring_attention.hpp"
+#include "strategies/rank_layout.hpp"
 #include "tests/gpu/attention_reference.hpp"
 #include "tests/gpu/kernel_test_util.hpp"
 
@@ -21,12 +22,12 @@ struct RingCase {
   int heads, kv_heads, head_dim;
 };
 
-// The rows of rank r in a sequence of 2cp chunks: chunk r, then chunk 2cp-1-r (Megatron's load balancing).
+// The rows of rank r in a sequence of 2cp chunks: its load-balanced chunks (strategies/rank_layout.hpp).
 std::vector<std::int64_t> rank_rows(const RingCase& c, int r) {
   std::vector<std::int64_t> rows;
   const std::int64_t seq = 2 * c.cp * c.chunk;
   for (std::int64_t b = 0; b < c.batch; ++b)
-    for (std::int64_t chunk : {std::int64_t(r), std::int64_t(2 * c.cp - 1 - r)})
+    for (std::int64_t chunk : context_chunks_of(r, c.cp))
       for (std::int64_t i = 0; i < c.chunk; ++i) rows.push_back(b * seq + chunk * c.chunk + i);
   return rows;
 }
