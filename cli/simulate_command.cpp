@@ -110,7 +110,7 @@ std::string trace_file_name(int k, const std::string& key) {
 // Names the scenario's file and JSON path, and the reasons that ruled the candidates out, most common first.
 std::string no_feasible_strategy_message(const Scenario& scenario, const std::vector<Candidate>& ranked,
                                          const std::filesystem::path& csv) {
-  if (scenario.strategy)
+  if (scenario.strategy || scenario.per_layer_plan)
     return fmt::format("{}: at /strategy: {}", scenario.source, ranked.front().infeasible_reason);
   std::map<std::string, int> count_by_reason;
   for (const Candidate& c : ranked) {

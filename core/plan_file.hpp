@@ -20,7 +20,9 @@ inline constexpr int kPlanFormatVersion = 1;
 // block and brings it home in a last exchange (cp + 1 exchanges, each after the block before it); ring ops say
 // their step (Op::ring_step); each forward block's merge and each backward gradient add is an elementwise op of
 // its own. An MoE layer under CP all-reduces its routing counts over CP too (after TP's).
-inline constexpr int kLoweringVersion = 3;
+// 4 (2026-11-27): a per-layer plan's layers of different layouts follow each other with no re-layout all-to-all
+// (every layout holds the same rows on each GPU: strategies/per_layer/per_layer.hpp).
+inline constexpr int kLoweringVersion = 4;
 
 // Columns of each entry of rank_classes[].ops, in order.
 inline constexpr const char* kPlanOpColumns[] = {"op_id",  "kind",   "role",               "layer",

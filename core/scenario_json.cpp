@@ -161,6 +161,7 @@ json to_json(const Scenario& s) {
                                   {"schedule", to_string(s.strategy->schedule)},
                                   {"zero_stage", s.strategy->zero_stage}}},
           {"profile", s.profile}};
+  if (s.per_layer_plan) out["strategy"] = {{"per_layer", json::parse(s.per_layer_plan->json)}};
   if (s.profile_scaling) out["profile_scaling"] = true;
   return out;
 }

@@ -371,11 +371,16 @@ Scenario parse_scenario(const nlohmann::json& document, const std::string& sourc
   s.cluster = parse_cluster(root.required("cluster"));
   if (auto f = root.find("search")) s.search = parse_search(*f);
   if (s.search.hot_switch) check_hot_switch_preconditions(s, root.required("search").required("hot_switch"));
-  if (auto f = root.find("strategy")) {
+  if (auto f = root.find("strategy"); f && f->find("per_layer")) {
+    f->only_keys({"per_layer"});
+    const Reader plan = f->required("per_layer");
+    plan.expect_object();
+    s.per_layer_plan = Scenario::PinnedPerLayer{plan.value().dump(), plan.path()};
+  } else if (f) {
     s.strategy = parse_strategy(*f);
     if (!f->find("pipelines")) complete_pinned_sizes(*f, *s.strategy, s);
   }
-  if (!s.strategy) check_search_size(root.find("search"), s.search, root);
+  if (!s.strategy && !s.per_layer_plan) check_search_size(root.find("search"), s.search, root);
   if (auto f = root.find("strategy"); f && f->find("pipelines")) {
     s.pipelines = parse_pipelines(*f->find("pipelines"), s);
     if (s.strategy->schedule != Schedule::gpipe && s.strategy->schedule != Schedule::one_f_one_b)

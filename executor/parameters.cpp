@@ -65,47 +65,124 @@ bool stage_holds_embedding(const Strategy& strategy, int stage) {
   return false;
 }
 
-std::vector<ParameterUnitLayout> plan_parameter_units(const Scenario& scenario, const Strategy& strategy,
-                                                      const RankPlacement& placement, std::uint64_t seed) {
-  const ModelConfig& m = scenario.model;
-  require_supported(m, strategy);
-  // This rank's widths are the lowering's (the op graph's GEMMs have exactly these shapes); the full
-  // widths place each shard in the unsharded weight.
-  const lowering::RankShapes shapes = lowering::rank_shapes(scenario, strategy);
-  const int tp = shapes.tp, t = placement.tp_rank;
-  const std::int64_t h = shapes.h, d = shapes.d;
-  const std::int64_t heads_l = shapes.heads, groups_l = shapes.groups, heads = heads_l * tp, groups = groups_l * tp;
-  const std::int64_t ffn_l = shapes.ffn, ffn = ffn_l * tp;
-  const bool swiglu = shapes.swiglu;
-  const std::int64_t vocab_l = shapes.vocab, vocab = vocab_l * tp;
-  const float stddev = 0.02f;
-  const float output_stddev = stddev / std::sqrt(2.0f * static_cast<float>(m.num_layers));
-  const int data_group = strategy.data_parallel_size * strategy.context_parallel_size;
-  const int expert_data_group = expert_data_parallel_size(strategy);
+namespace {
 
-  const auto tensor_seed = [&](std::int32_t unit, int index) {
-    return seed + 0x9E3779B97F4A7C15ull * static_cast<std::uint64_t>(unit + 16) + 0xD1B54A32D192ED03ull * index;
-  };
-  const auto norm = [&](std::string name, OpRole role) {
-    WeightTensor w{std::move(name), role, 1, h};
+// Lays out the units of one strategy at one placement: the embedding, a layer (with its experts unit), the
+// output layer. This rank's widths are the lowering's (the op graph's GEMMs have exactly these shapes); the
+// full widths place each shard in the unsharded weight.
+class UnitMaker {
+ public:
+  UnitMaker(const Scenario& scenario, const Strategy& strategy, const RankPlacement& placement, std::uint64_t seed)
+      : m_(scenario.model), strategy_(strategy), placement_(placement), seed_(seed),
+        shapes_(lowering::rank_shapes(scenario, strategy)), tp_(shapes_.tp), t_(placement.tp_rank),
+        output_stddev_(kStddev / std::sqrt(2.0f * static_cast<float>(m_.num_layers))) {
+    require_supported(m_, strategy);
+  }
+
+  // `pad_as`: the elements of a copy of the table whose shards must line up with the table's.
+  ParameterUnitLayout embedding(std::int64_t pad_as) const {
+    const std::int64_t vocab_l = shapes_.vocab;
+    ParameterUnitLayout unit{kEmbeddingUnit};
+    unit.tensors.push_back(weight("embedding", OpRole::embedding, rows_from(vocab_l, shapes_.h, t_ * vocab_l), kStddev));
+    return finish(std::move(unit), embedding_parameters_per_rank(m_, tp_), kEmbeddingUnit, 0, pad_as);
+  }
+
+  // Layer `l`'s unit, and after it its experts unit when the layer is an MoE layer.
+  std::vector<ParameterUnitLayout> layer(int l) const {
+    const std::int64_t h = shapes_.h, d = shapes_.d, heads_l = shapes_.heads, groups_l = shapes_.groups;
+    const std::int64_t heads = heads_l * tp_, groups = groups_l * tp_, ffn_l = shapes_.ffn, ffn = ffn_l * tp_;
+    const int t = t_;
+    std::vector<ParameterUnitLayout> out;
+    ParameterUnitLayout unit{l};
+    const std::string p = fmt::format("L{}.", l);
+    unit.tensors.push_back(norm(p + "input_norm", OpRole::input_norm));
+    unit.tensors.push_back(weight(p + "qkv", OpRole::qkv_projection,
+                                  columns(h, (heads_l + 2 * groups_l) * d, (heads + 2 * groups) * d,
+                                          {{t * heads_l * d, heads_l * d},
+                                           {heads * d + t * groups_l * d, groups_l * d},
+                                           {(heads + groups) * d + t * groups_l * d, groups_l * d}}),
+                                  kStddev));
+    unit.tensors.push_back(
+        weight(p + "proj", OpRole::attention_projection, rows_from(heads_l * d, h, t * heads_l * d), output_stddev_));
+    unit.tensors.push_back(norm(p + "mlp_norm", OpRole::mlp_norm));
+    const RankParameters counted = layer_parameters_per_rank(m_, l, tp_, strategy_.expert_model_parallel_size);
+    if (m_.is_moe_layer(l)) {
+      // The router, replicated over TP: under SP each TP rank routes its own tokens, so its gradient is
+      // summed over TP as a norm weight's is (Megatron marks it sequence-parallel).
+      WeightTensor router = weight(p + "router", OpRole::router, rows_from(h, shapes_.experts_total, 0), kStddev);
+      router.tp_replicated = true;
+      unit.tensors.push_back(std::move(router));
+      const int layer_tensors = static_cast<int>(unit.tensors.size());
+      out.push_back(finish(std::move(unit), counted.dense, l, 0));
+      // The rank's experts (EP rank e holds experts [e * local, (e + 1) * local)), fc1 and fc2 each stacked
+      // [experts * in, out]: the stack's rows sit at the first local expert's row in the full stack.
+      const std::int64_t experts = shapes_.experts_local, ffn_e = shapes_.moe_ffn, fc1_e = shapes_.moe_fc1_width;
+      const std::int64_t first_expert = first_expert_of(placement_.ep_rank, static_cast<int>(experts));
+      ParameterUnitLayout expert_unit{expert_unit_of(l), GroupKind::expert_data};
+      expert_unit.tensors.push_back(weight(p + "experts_fc1", OpRole::expert_fc1,
+                                           rows_from(experts * h, fc1_e, first_expert * h), kStddev));
+      expert_unit.tensors.push_back(weight(p + "experts_fc2", OpRole::expert_fc2,
+                                           rows_from(experts * ffn_e, h, first_expert * ffn_e), output_stddev_));
+      out.push_back(finish(std::move(expert_unit), counted.expert, l, layer_tensors));
+      return out;
+    }
+    unit.tensors.push_back(weight(p + "fc1", OpRole::fc1,
+                                  shapes_.swiglu
+                                      ? columns(h, 2 * ffn_l, 2 * ffn, {{t * ffn_l, ffn_l}, {ffn + t * ffn_l, ffn_l}})
+                                      : columns(h, ffn_l, ffn, {{t * ffn_l, ffn_l}}),
+                                  kStddev));
+    unit.tensors.push_back(weight(p + "fc2", OpRole::fc2, rows_from(ffn_l, h, t * ffn_l), output_stddev_));
+    out.push_back(finish(std::move(unit), counted.dense, l, 0));
+    return out;
+  }
+
+  // With tied embeddings the output layer holds no weight of its own beside the table (`holds_embedding`) and a
+  // copy of the table, first in its unit, elsewhere.
+  ParameterUnitLayout head(bool holds_embedding) const {
+    const std::int64_t h = shapes_.h, vocab_l = shapes_.vocab, vocab = vocab_l * tp_;
+    ParameterUnitLayout unit{kHeadUnit};
+    if (m_.untie_embeddings_and_output_weights) {
+      unit.tensors.push_back(norm("final_norm", OpRole::final_norm));
+      unit.tensors.push_back(
+          weight("output", OpRole::output_projection, columns(h, vocab_l, vocab, {{t_ * vocab_l, vocab_l}}), kStddev));
+    } else if (!holds_embedding) {
+      WeightTensor copy = weight("output (the embedding's copy)", OpRole::output_projection,
+                                 rows_from(vocab_l, h, t_ * vocab_l), kStddev);
+      copy.embedding_copy = true;
+      unit.tensors.push_back(std::move(copy));
+      unit.tensors.push_back(norm("final_norm", OpRole::final_norm));
+    } else {
+      unit.tensors.push_back(norm("final_norm", OpRole::final_norm));
+    }
+    return finish(std::move(unit), output_parameters_per_rank(m_, tp_, holds_embedding), kHeadUnit, 0);
+  }
+
+  // The elements of the output layer's copy of the table (the embedding is padded as it is).
+  std::int64_t table_copy_elements() const { return output_parameters_per_rank(m_, tp_, false); }
+
+ private:
+  static constexpr float kStddev = 0.02f;
+
+  std::uint64_t tensor_seed(std::int32_t unit, int index) const {
+    return seed_ + 0x9E3779B97F4A7C15ull * static_cast<std::uint64_t>(unit + 16) + 0xD1B54A32D192ED03ull * index;
+  }
+  WeightTensor norm(std::string name, OpRole role) const {
+    WeightTensor w{std::move(name), role, 1, shapes_.h};
     w.tp_replicated = true;
-    w.shard = rows_from(1, h, 0);
+    w.shard = rows_from(1, shapes_.h, 0);
     return w;
-  };
-  const auto weight = [&](std::string name, OpRole role, ShardMap map, float init) {
+  }
+  static WeightTensor weight(std::string name, OpRole role, ShardMap map, float init) {
     WeightTensor w{std::move(name), role, map.local_rows, map.local_cols};
     w.shard = map;
     w.init_stddev = init;
     return w;
-  };
-
-  std::vector<ParameterUnitLayout> units;
+  }
   // A tensor's seed is its layer's (or unit's) and its place there: an experts unit's tensors follow their
-  // layer's (`seed_place`), so the model is the same however the units are cut.
-  // `pad_as`: a unit whose shards must line up with another's (the embedding table's with its copy's) is padded
-  // as that unit is.
-  const auto finish = [&](ParameterUnitLayout unit, std::int64_t counted_by_memory_model, std::int32_t seed_unit,
-                          int seed_place, std::int64_t pad_as = 0) {
+  // layer's (`seed_place`), so the model is the same however the units are cut. `pad_as`: a unit whose shards
+  // must line up with another's (the embedding table's with its copy's) is padded as that unit is.
+  ParameterUnitLayout finish(ParameterUnitLayout unit, std::int64_t counted_by_memory_model, std::int32_t seed_unit,
+                             int seed_place, std::int64_t pad_as = 0) const {
     for (std::size_t i = 0; i < unit.tensors.size(); ++i) {
       unit.tensors[i].offset = unit.elements;
       // A copy of the embedding starts as the table: the table's seed (it is the embedding unit's first tensor).
@@ -118,14 +195,34 @@ std::vector<ParameterUnitLayout> plan_parameter_units(const Scenario& scenario, 
       throw std::logic_error(fmt::format("parameter unit {}: the executor holds {} weights, the memory model counts {}",
                                          unit.id, unit.elements, counted_by_memory_model));
     const bool experts = unit.replicas == GroupKind::expert_data;
-    const int replicas = experts ? expert_data_group : data_group;
+    const int replicas = experts ? expert_data_parallel_size(strategy_)
+                                 : strategy_.data_parallel_size * strategy_.context_parallel_size;
     unit.padded = (std::max(unit.elements, pad_as) + replicas - 1) / replicas * replicas;
     unit.shard_elements = unit.padded / replicas;
-    unit.shard_begin = unit.shard_elements * (experts ? placement.expert_data_rank : placement.dp_rank);
-    unit.sharded_optimizer = strategy.zero_stage >= 1 && replicas > 1;
-    units.push_back(std::move(unit));
-  };
+    unit.shard_begin = unit.shard_elements * (experts ? placement_.expert_data_rank : placement_.dp_rank);
+    unit.sharded_optimizer = strategy_.zero_stage >= 1 && replicas > 1;
+    return unit;
+  }
 
+  const ModelConfig& m_;
+  const Strategy& strategy_;
+  RankPlacement placement_;
+  std::uint64_t seed_;
+  lowering::RankShapes shapes_;
+  int tp_, t_;
+  float output_stddev_;
+};
+
+void append(std::vector<ParameterUnitLayout>& to, std::vector<ParameterUnitLayout> units) {
+  for (ParameterUnitLayout& unit : units) to.push_back(std::move(unit));
+}
+
+}  // namespace
+
+std::vector<ParameterUnitLayout> plan_parameter_units(const Scenario& scenario, const Strategy& strategy,
+                                                      const RankPlacement& placement, std::uint64_t seed) {
+  const ModelConfig& m = scenario.model;
+  const UnitMaker make(scenario, strategy, placement, seed);
   const int chunks = chunks_per_stage(strategy);
   const int last_virtual_stage = strategy.pipeline_model_parallel_size * chunks - 1;
   // Tied embeddings over two stages: the output layer's stage holds a copy of the table, first in its unit, and
@@ -136,76 +233,33 @@ std::vector<ParameterUnitLayout> plan_parameter_units(const Scenario& scenario, 
     for (int chunk = 0; chunk < chunks; ++chunk)
       if (virtual_stage_of(strategy, stage, chunk) == last_virtual_stage)
         table_copied = !m.untie_embeddings_and_output_weights && !stage_holds_embedding(strategy, stage);
-  const std::int64_t copy_unit_elements = output_parameters_per_rank(m, tp, false);
+  std::vector<ParameterUnitLayout> units;
   for (int chunk = 0; chunk < chunks; ++chunk) {
     const int vs = virtual_stage_of(strategy, placement.stage, chunk);
-    if (vs == 0) {
-      ParameterUnitLayout unit{kEmbeddingUnit};
-      unit.tensors.push_back(weight("embedding", OpRole::embedding, rows_from(vocab_l, h, t * vocab_l), stddev));
-      finish(std::move(unit), embedding_parameters_per_rank(m, tp), kEmbeddingUnit, 0,
-             table_copied ? copy_unit_elements : 0);
-    }
+    if (vs == 0) units.push_back(make.embedding(table_copied ? make.table_copy_elements() : 0));
     const int first = first_layer_of(m, strategy, placement.stage, chunk);
-    for (int l = first; l < first + layers_in_virtual_stage(m, strategy, vs); ++l) {
-      ParameterUnitLayout unit{l};
-      const std::string p = fmt::format("L{}.", l);
-      unit.tensors.push_back(norm(p + "input_norm", OpRole::input_norm));
-      unit.tensors.push_back(weight(p + "qkv", OpRole::qkv_projection,
-                                    columns(h, (heads_l + 2 * groups_l) * d, (heads + 2 * groups) * d,
-                                            {{t * heads_l * d, heads_l * d},
-                                             {heads * d + t * groups_l * d, groups_l * d},
-                                             {(heads + groups) * d + t * groups_l * d, groups_l * d}}),
-                                    stddev));
-      unit.tensors.push_back(weight(p + "proj", OpRole::attention_projection,
-                                    rows_from(heads_l * d, h, t * heads_l * d), output_stddev));
-      unit.tensors.push_back(norm(p + "mlp_norm", OpRole::mlp_norm));
-      const RankParameters counted = layer_parameters_per_rank(m, l, tp, strategy.expert_model_parallel_size);
-      if (m.is_moe_layer(l)) {
-        // The router, replicated over TP: under SP each TP rank routes its own tokens, so its gradient is
-        // summed over TP as a norm weight's is (Megatron marks it sequence-parallel).
-        WeightTensor router = weight(p + "router", OpRole::router, rows_from(h, shapes.experts_total, 0), stddev);
-        router.tp_replicated = true;
-        unit.tensors.push_back(std::move(router));
-        const int layer_tensors = static_cast<int>(unit.tensors.size());
-        finish(std::move(unit), counted.dense, l, 0);
-        // The rank's experts (EP rank e holds experts [e * local, (e + 1) * local)), fc1 and fc2 each stacked
-        // [experts * in, out]: the stack's rows sit at the first local expert's row in the full stack.
-        const std::int64_t experts = shapes.experts_local, ffn_e = shapes.moe_ffn, fc1_e = shapes.moe_fc1_width;
-        const std::int64_t first_expert = first_expert_of(placement.ep_rank, static_cast<int>(experts));
-        ParameterUnitLayout expert_unit{expert_unit_of(l), GroupKind::expert_data};
-        expert_unit.tensors.push_back(weight(p + "experts_fc1", OpRole::expert_fc1,
-                                             rows_from(experts * h, fc1_e, first_expert * h), stddev));
-        expert_unit.tensors.push_back(weight(p + "experts_fc2", OpRole::expert_fc2,
-                                             rows_from(experts * ffn_e, h, first_expert * ffn_e), output_stddev));
-        finish(std::move(expert_unit), counted.expert, l, layer_tensors);
-        continue;
-      }
-      unit.tensors.push_back(weight(p + "fc1", OpRole::fc1,
-                                    swiglu ? columns(h, 2 * ffn_l, 2 * ffn, {{t * ffn_l, ffn_l}, {ffn + t * ffn_l, ffn_l}})
-                                           : columns(h, ffn_l, ffn, {{t * ffn_l, ffn_l}}),
-                                    stddev));
-      unit.tensors.push_back(weight(p + "fc2", OpRole::fc2, rows_from(ffn_l, h, t * ffn_l), output_stddev));
-      finish(std::move(unit), counted.dense, l, 0);
-    }
-    if (vs == last_virtual_stage) {
-      ParameterUnitLayout unit{kHeadUnit};
-      const bool holds_embedding = stage_holds_embedding(strategy, placement.stage);
-      if (m.untie_embeddings_and_output_weights) {
-        unit.tensors.push_back(norm("final_norm", OpRole::final_norm));
-        unit.tensors.push_back(
-            weight("output", OpRole::output_projection, columns(h, vocab_l, vocab, {{t * vocab_l, vocab_l}}), stddev));
-      } else if (!holds_embedding) {  // the copy at the unit's start, where the table is in its own
-        WeightTensor copy = weight("output (the embedding's copy)", OpRole::output_projection,
-                                   rows_from(vocab_l, h, t * vocab_l), stddev);
-        copy.embedding_copy = true;
-        unit.tensors.push_back(std::move(copy));
-        unit.tensors.push_back(norm("final_norm", OpRole::final_norm));
-      } else {
-        unit.tensors.push_back(norm("final_norm", OpRole::final_norm));
-      }
-      finish(std::move(unit), output_parameters_per_rank(m, tp, holds_embedding), kHeadUnit, 0);
-    }
+    for (int l = first; l < first + layers_in_virtual_stage(m, strategy, vs); ++l) append(units, make.layer(l));
+    if (vs == last_virtual_stage) units.push_back(make.head(stage_holds_embedding(strategy, placement.stage)));
   }
+  return units;
+}
+
+std::vector<ParameterUnitLayout> plan_parameter_units(const PlanPart& part, int rank, std::uint64_t seed) {
+  if (part.layer_strategies.empty())
+    return plan_parameter_units(part.scenario, part.strategy, placement_of(part.strategy, rank), seed);
+  const int stage = coordinates_of(part.strategy, rank).pp, stages = part.strategy.pipeline_model_parallel_size;
+  const auto maker = [&](std::int32_t unit) {
+    const Strategy& s = part.unit_strategy(unit);
+    return UnitMaker(part.scenario, s, placement_of(s, rank), seed);
+  };
+  // Tied embeddings over two stages: the table and its copy must be sharded alike (plan_check refuses a plan
+  // whose embedding and output layer differ in layout), so the table is padded as the copy.
+  const bool table_copied = stages > 1 && !part.scenario.model.untie_embeddings_and_output_weights;
+  std::vector<ParameterUnitLayout> units;
+  if (stage == 0)
+    units.push_back(maker(kEmbeddingUnit).embedding(table_copied ? maker(kHeadUnit).table_copy_elements() : 0));
+  for (int l = part.first_layer(stage); l < part.first_layer(stage + 1); ++l) append(units, maker(l).layer(l));
+  if (stage == stages - 1) units.push_back(maker(kHeadUnit).head(stage == 0));
   return units;
 }
 

@@ -11,6 +11,7 @@
 #include "core/op.hpp"
 #include "core/scenario.hpp"
 #include "core/shard_map.hpp"
+#include "strategies/families/plan_graphs.hpp"
 
 namespace twin::exec {
 
@@ -84,5 +85,9 @@ std::vector<ElementRange> gradient_norm_ranges(const ParameterUnitLayout& unit, 
 bool stage_holds_embedding(const Strategy& strategy, int stage);
 std::vector<ParameterUnitLayout> plan_parameter_units(const Scenario& scenario, const Strategy& strategy,
                                                       const RankPlacement& placement, std::uint64_t seed);
+// The units global rank `rank` holds in `part`: each laid out as above under the strategy it runs as
+// (PlanPart::unit_strategy: a per-layer plan's layers each under their own TP, data group and ZeRO stage) at the
+// rank's place in that strategy's groups, the stage's layers as the part splits them.
+std::vector<ParameterUnitLayout> plan_parameter_units(const PlanPart& part, int rank, std::uint64_t seed);
 
 }  // namespace twin::exec

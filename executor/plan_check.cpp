@@ -58,24 +58,36 @@ void check_executable_plan(const Plan& plan, const std::string& file) {
                                    "re-sharding between hot-switching layouts yet",
                                    lowered.parts.back().strategy.key()));
   }
-  // A per-layer plan runs when its layers differ in recompute only: one layout, one ZeRO stage, the even split.
+  // A per-layer plan runs its layers each in its own Megatron layout (TP group, data group, ZeRO stage,
+  // recompute), split over the stages as the plan splits them.
   if (lowered.per_layer) {
     const PerLayerPlan& layers = *lowered.per_layer;
+    const int gpus = stage_gpus(plan.scenario, layers);
+    if (plan.scenario.model.is_moe())
+      throw InputError(file, "/family_plan/family", "a dense model under a per-layer plan (twin execute runs MoE "
+                                                    "models under uniform plans)");
     for (std::size_t i = 0; i < layers.layers.size(); ++i) {
       const LayerStrategy& layer = layers.layers[i];
-      if (layer.layout.ulysses || layer.layout.group != s.tensor_model_parallel_size ||
-          layer.zero_stage != s.zero_stage)
-        throw InputError(file, fmt::format("/family_plan/detail/layers/{}", i),
-                         fmt::format("the home strategy's layout and ZeRO stage (tp{}, z{}): twin execute runs "
-                                     "per-layer recompute; per-layer TP, Ulysses and ZeRO not yet",
-                                     s.tensor_model_parallel_size, s.zero_stage));
+      const std::string at = fmt::format("/family_plan/detail/layers/{}", i);
+      if (layer.layout.ulysses)
+        throw InputError(file, at, "a Megatron (tp) layout: twin execute does not run Ulysses layers yet");
+      try {
+        block_samples(layer.layout, gpus, layers.stage_micro_batch, 0);
+      } catch (const std::invalid_argument& error) {
+        throw InputError(file, "/family_plan/detail/stage_micro_batch",
+                         std::string("whole samples for every block of GPUs (twin execute): ") + error.what());
+      }
+      if (plan.scenario.framework.tp_comm_overlap && layer.layout.group > 1)
+        throw InputError(file, "/scenario/framework/tp_comm_overlap",
+                         "false (twin execute does not run Transformer Engine's userbuffers overlap yet)");
     }
-    for (int stage = 0; stage < layers.pipeline_stages; ++stage)
-      if (layers.stage_layers[static_cast<std::size_t>(stage)] !=
-          layers_in_virtual_stage(plan.scenario.model, s, stage))
-        throw InputError(file, "/family_plan/detail/stage_num_layers",
-                         "the layers split over the stages as the home strategy splits them (twin execute runs "
-                         "that split)");
+    // Tied embeddings over stages: the table and its copy sum their gradients shard by shard.
+    if (layers.pipeline_stages > 1 && !plan.scenario.model.untie_embeddings_and_output_weights &&
+        layers.layers.front().layout != layers.layers.back().layout)
+      throw InputError(file, fmt::format("/family_plan/detail/layers/{}", layers.layers.size() - 1),
+                       fmt::format("the first layer's layout (tp{}) for the last layer: with tied embeddings the "
+                                   "output layer's copy of the table is sharded as the table",
+                                   layers.layers.front().layout.group));
   }
   if (!plan.scenario.framework.cross_entropy_loss_fusion)
     throw InputError(file, "/scenario/framework/cross_entropy_loss_fusion",
@@ -97,7 +109,10 @@ void check_executable_plan(const Plan& plan, const std::string& file) {
                        "fp32 or bf16 (twin execute stores optimizer state in these; " + to_string(dtype) +
                            " is priced by the simulator only)");
   try {
-    plan_parameter_units(plan.scenario, s, RankPlacement{}, 0);
+    for (const PlanPart& part : lowered.parts)
+      for (int stage = 0; stage < part.strategy.pipeline_model_parallel_size; ++stage)
+        plan_parameter_units(
+            part, static_cast<int>(stage * part.strategy.world_size() / part.strategy.pipeline_model_parallel_size), 0);
     for (const RankClass& rc : lowered.graph.classes)
       bind_ops(rc, !plan.scenario.model.untie_embeddings_and_output_weights);
   } catch (const std::invalid_argument& error) {

@@ -56,6 +56,29 @@ std::vector<std::int32_t> rank_iteration_tokens(const TokenStream& stream, int i
   return out;
 }
 
+std::vector<std::int32_t> stage_micro_batch_tokens(const TokenStream& stream, int iteration, int stage_micro_batch,
+                                                   int micro_batches, SequenceRun inputs, SequenceRun targets) {
+  for (const SequenceRun& run : {inputs, targets})
+    if (run.first < 0 || run.count < 1 || run.first + run.count > stage_micro_batch)
+      throw std::invalid_argument("stage_micro_batch_tokens: a run of sequences outside the micro-batch");
+  const std::int64_t seq = stream.seq_length, global_batch = static_cast<std::int64_t>(stage_micro_batch) * micro_batches;
+  std::vector<std::int32_t> out;
+  out.reserve(static_cast<std::size_t>(micro_batches * (inputs.count + targets.count) * seq));
+  // The inputs [0, seq) or the targets [1, seq] of a run's sequences, one after another.
+  const auto append = [&](int mb, SequenceRun run, std::int64_t shift) {
+    for (int b = run.first; b < run.first + run.count; ++b) {
+      const std::vector<std::int32_t> sequence =
+          stream.sequence(iteration * global_batch + static_cast<std::int64_t>(mb) * stage_micro_batch + b);
+      out.insert(out.end(), sequence.begin() + shift, sequence.begin() + shift + seq);
+    }
+  };
+  for (int mb = 0; mb < micro_batches; ++mb) {
+    append(mb, inputs, 0);
+    append(mb, targets, 1);
+  }
+  return out;
+}
+
 std::vector<std::int32_t> context_parallel_share(const std::vector<std::int32_t>& tokens, std::int64_t seq_length,
                                                  int micro_batch_size, int micro_batches, int cp, int cp_rank) {
   const std::int64_t sequences = static_cast<std::int64_t>(micro_batch_size) * micro_batches;

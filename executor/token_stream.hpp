@@ -27,6 +27,16 @@ std::vector<std::int32_t> rank_iteration_tokens(const TokenStream& stream, int i
                                                 int data_parallel_size, int data_parallel_rank, int micro_batch_size,
                                                 int micro_batches);
 
+// One rank's tokens for one iteration of a per-layer plan, in rank_iteration_tokens' layout (per micro-batch
+// its inputs, then its targets), where micro-batch m of a stage is the batch's sequences [m B, (m + 1) B) and
+// the rank's block works on a run of them (strategies/per_layer's block_samples): the inputs of the sequences
+// `inputs` names (the embedding's block), the targets of those `targets` names (the output layer's block).
+struct SequenceRun {
+  int first = 0, count = 0;  // of a micro-batch's sequences
+};
+std::vector<std::int32_t> stage_micro_batch_tokens(const TokenStream& stream, int iteration, int stage_micro_batch,
+                                                   int micro_batches, SequenceRun inputs, SequenceRun targets);
+
 // A context-parallel rank's share of rank_iteration_tokens' layout: of each sequence (inputs and targets
 // alike), chunks r and 2cp-1-r of 2cp, in that order (Megatron's load-balanced sharding for causal attention).
 std::vector<std::int32_t> context_parallel_share(const std::vector<std::int32_t>& tokens, std::int64_t seq_length,

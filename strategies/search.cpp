@@ -36,7 +36,8 @@ Strategy normalised(Strategy s) {
 }
 
 std::vector<Strategy> strategies_of(const Scenario& scenario) {
-  if (!scenario.pipelines.empty()) return {};  // a fixed asymmetric plan: the heterogeneous family's
+  // A fixed asymmetric plan is the heterogeneous family's, a fixed per-layer plan the per-layer family's.
+  if (!scenario.pipelines.empty() || scenario.per_layer_plan) return {};
   if (scenario.strategy) return {*scenario.strategy};
   const SearchSpace& space = scenario.search;
   std::vector<Strategy> all;

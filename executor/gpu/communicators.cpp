@@ -22,20 +22,30 @@ std::vector<std::pair<int, int>> p2p_stage_pairs(const IterationGraph& graph) {
 }
 
 Communicators::Communicators(const Strategy& s, const IterationGraph& graph, int rank, int world_size,
-                             ncclUniqueId id) {
+                             ncclUniqueId id, const std::vector<Strategy>& layouts) {
   if (world_size != s.world_size())
     throw std::invalid_argument(fmt::format("the plan needs {} GPUs, the launch has {}", s.world_size(), world_size));
   me_ = coordinates_of(s, rank);
   TWIN_NCCL_CHECK(ncclCommInitRank(&world_, world_size, id, rank));
   owned_.push_back(world_);
   // Color: the group's first rank; key: the rank's place in it (strategies/rank_layout.hpp).
-  const auto split_by = [&](GroupKind kind) {
-    const std::optional<GroupSlot> slot = group_slot(s, kind, rank);
+  const auto split_in = [&](const Strategy& layout, GroupKind kind) {
+    const std::optional<GroupSlot> slot = group_slot(layout, kind, rank);
     return slot ? split(slot->first_rank, slot->position) : split(NCCL_SPLIT_NOCOLOR, 0);
   };
+  const auto split_by = [&](GroupKind kind) { return split_in(s, kind); };
   tensor_ = split_by(GroupKind::tensor);
   tensor_optimizer_ = split_by(GroupKind::tensor);
   data_ = split_by(GroupKind::data);
+  layouts_[s.tensor_model_parallel_size] = {tensor_, tensor_optimizer_, data_};
+  for (const Strategy& layout : layouts) {
+    if (layouts_.count(layout.tensor_model_parallel_size))
+      throw std::logic_error(fmt::format("two layouts of tensor-parallel size {}", layout.tensor_model_parallel_size));
+    Layout& made = layouts_[layout.tensor_model_parallel_size];
+    made.tensor = split_in(layout, GroupKind::tensor);
+    made.tensor_optimizer = split_in(layout, GroupKind::tensor);
+    made.data = split_in(layout, GroupKind::data);
+  }
   pipeline_optimizer_ = split_by(GroupKind::pipeline);
   // Every rank sees the whole graph, so every rank makes the same splits in the same order.
   bool has_embedding_sync = false, has_expert = false, has_expert_data = false, has_context = false;
@@ -64,6 +74,13 @@ ncclComm_t Communicators::split(int color, int key) {
   TWIN_NCCL_CHECK(ncclCommSplit(world_, color, key, &comm, nullptr));
   if (comm) owned_.push_back(comm);
   return comm;
+}
+
+const Communicators::Layout& Communicators::layout(int tensor_size) const {
+  const auto found = layouts_.find(tensor_size);
+  if (found == layouts_.end())
+    throw std::logic_error(fmt::format("no communicators for a layout of tensor-parallel size {}", tensor_size));
+  return found->second;
 }
 
 std::pair<ncclComm_t, int> Communicators::p2p(int from_stage, int to_stage) const {

@@ -2,7 +2,8 @@
 // strategies/rank_layout.hpp (Megatron's rank order: tensor fastest, then context, data, pipeline). One
 // communicator per stream that uses it: NCCL serialises the work of a communicator, and two streams sharing
 // one could deadlock. Pipeline p2p gets one communicator per ordered stage pair, used by the sender's pp_send
-// stream and the receiver's pp_recv stream only.
+// stream and the receiver's pp_recv stream only. A per-layer plan's layers of other tensor-parallel sizes
+// get their layout's tensor and data groups too.
 #pragma once
 #include <map>
 #include <string>
@@ -22,11 +23,21 @@ std::vector<std::pair<int, int>> p2p_stage_pairs(const IterationGraph& graph);
 
 class Communicators {
  public:
-  // Collective over all `world_size` ranks (each calls it with the same unique id, graph and strategy).
-  Communicators(const Strategy& strategy, const IterationGraph& graph, int rank, int world_size, ncclUniqueId id);
+  // Collective over all `world_size` ranks (each calls it with the same unique id, graph, strategy and
+  // layouts). `layouts`: strategies of the same stages whose tensor-parallel sizes differ from `strategy`'s
+  // (a per-layer plan's; strategies/families/plan_graphs.hpp), one per size.
+  Communicators(const Strategy& strategy, const IterationGraph& graph, int rank, int world_size, ncclUniqueId id,
+                const std::vector<Strategy>& layouts = {});
   ~Communicators();
   Communicators(const Communicators&) = delete;
   Communicators& operator=(const Communicators&) = delete;
+
+  // The groups of a layout of `tensor_size` GPUs: its tensor group (tp_comm stream), the same for the
+  // optimizer phase, and its data group (dp_comm stream).
+  struct Layout {
+    ncclComm_t tensor = nullptr, tensor_optimizer = nullptr, data = nullptr;
+  };
+  const Layout& layout(int tensor_size) const;
 
   ncclComm_t world() const { return world_; }
   ncclComm_t tensor() const { return tensor_; }        // tp_comm stream
@@ -55,6 +66,7 @@ class Communicators {
   ncclComm_t expert_ = nullptr, expert_data_ = nullptr, context_ = nullptr;
   ncclComm_t tensor_optimizer_ = nullptr, pipeline_optimizer_ = nullptr;
   std::map<std::pair<int, int>, ncclComm_t> p2p_;
+  std::map<int, Layout> layouts_;  // by tensor-parallel size, the strategy's included
   RankCoordinates me_;
 };
 

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <map>
 #include <optional>
 
 #include <fmt/format.h>
@@ -57,6 +58,32 @@ void append_kernels(RankRun& run, const std::vector<gpu::KernelRecord>& records)
   std::_Exit(1);
 }
 
+// A per-layer plan's layouts of tensor-parallel sizes other than its strategy's, one per size (the
+// communicators each needs); none for another plan.
+std::vector<Strategy> other_layouts(const PlanGraphs& lowered) {
+  std::map<int, Strategy> by_size;
+  for (const PlanPart& part : lowered.parts)
+    for (const Strategy& s : part.layer_strategies)
+      if (s.tensor_model_parallel_size != lowered.parts.front().strategy.tensor_model_parallel_size)
+        by_size.emplace(s.tensor_model_parallel_size, s);
+  std::vector<Strategy> out;
+  for (const auto& [size, s] : by_size) out.push_back(s);
+  return out;
+}
+
+// A per-layer plan's tokens for `rank`: the inputs of the sequences its embedding's block works on, the
+// targets of its output layer's (strategies/per_layer's block_samples).
+std::vector<std::int32_t> per_layer_tokens(const TokenStream& stream, int iteration, const PerLayerPlan& plan,
+                                           const PlanPart& part, int rank) {
+  const int gpus = stage_gpus(part.scenario, plan), gpu = rank % gpus;
+  const auto run = [&](const LayerStrategy& layer) {
+    const BlockSamples block = block_samples(layer.layout, gpus, plan.stage_micro_batch, gpu);
+    return SequenceRun{block.first, block.count};
+  };
+  return stage_micro_batch_tokens(stream, iteration, plan.stage_micro_batch, plan.num_micro_batches,
+                                  run(plan.layers.front()), run(plan.layers.back()));
+}
+
 int rank_main(const ExecuteRequest& request, const gpu::RankIdentity& identity) {
   if (identity.rank != 0) spdlog::set_level(spdlog::level::warn);
   gpu::prepare_nccl_environment(identity);
@@ -71,7 +98,7 @@ int rank_main(const ExecuteRequest& request, const gpu::RankIdentity& identity) 
 
   ncclUniqueId id{};
   TWIN_NCCL_CHECK(ncclGetUniqueId(&id));  // with NCCL_COMM_ID set, every rank derives the same id
-  Communicators comms(strategy, graph, identity.rank, identity.world_size, id);
+  Communicators comms(strategy, graph, identity.rank, identity.world_size, id, other_layouts(lowered));
   TrainingOptions options;
   options.learning_rate = request.learning_rate;
   options.seed = request.seed;
@@ -91,12 +118,9 @@ int rank_main(const ExecuteRequest& request, const gpu::RankIdentity& identity) 
       share.loss_tokens = lowered.tokens_per_step();
       share.micro_batches = step_micro_batches;
     }
-    share.packs = part.packs;
-    share.layer_recompute = part.layer_recompute;
     const RankClass& rank_class = graph.classes.at(static_cast<std::size_t>(part.class_of_rank.at(identity.rank)));
-    runtimes.push_back(std::make_unique<StageRuntime>(part.scenario, part.strategy, graph, rank_class, identity.rank,
-                                                      coordinates_of(part.strategy, identity.rank), comms, options,
-                                                      std::move(share)));
+    runtimes.push_back(
+        std::make_unique<StageRuntime>(part, graph, rank_class, identity.rank, comms, options, std::move(share)));
   }
   std::optional<gpu::CuptiKernelTimer> timer;
   if (request.trace) timer.emplace();
@@ -147,14 +171,14 @@ int rank_main(const ExecuteRequest& request, const gpu::RankIdentity& identity) 
         const PlanPart& part = lowered.parts[p];
         const Strategy& s = part.strategy;
         const RankCoordinates at = coordinates_of(s, identity.rank);
-        auto tokens =
-            part.packs.empty()
-                ? rank_iteration_tokens(TokenStream{scenario.model.vocab_size, part.scenario.training.seq_length,
-                                                    request.seed},
-                                        iteration, part.scenario.training.global_batch_size, s.data_parallel_size,
-                                        at.dp, s.micro_batch_size, s.num_micro_batches)
-                : packed_steps.rank_tokens(iteration, p, s.data_parallel_size, at.dp, s.micro_batch_size,
-                                           s.num_micro_batches);
+        const TokenStream stream{scenario.model.vocab_size, part.scenario.training.seq_length, request.seed};
+        auto tokens = !part.layer_strategies.empty() ? per_layer_tokens(stream, iteration, *lowered.per_layer,
+                                                                        part, identity.rank)
+                      : part.packs.empty()
+                          ? rank_iteration_tokens(stream, iteration, part.scenario.training.global_batch_size,
+                                                  s.data_parallel_size, at.dp, s.micro_batch_size, s.num_micro_batches)
+                          : packed_steps.rank_tokens(iteration, p, s.data_parallel_size, at.dp, s.micro_batch_size,
+                                                     s.num_micro_batches);
         if (s.context_parallel_size > 1)
           tokens = context_parallel_share(tokens, part.scenario.training.seq_length, s.micro_batch_size,
                                           s.num_micro_batches, s.context_parallel_size, at.cp);

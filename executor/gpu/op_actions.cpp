@@ -173,7 +173,7 @@ void StageRuntime::linear(const Op& op, const OpBinding& b, int mb, int unit, cu
     auto* out = static_cast<bf16*>(make(mb, unit, t.output, m * n * kBf16, stream));
     matmul.run({m, n, k, false, w.stored_out_by_in, false}, input_full(), weight, out, stream);
     // Under SP the gathered input is gathered again for the weight gradient (the graph says so): drop it.
-    if (t.input_full != t.input && shapes_.sp) release(mb, unit, t.input_full, stream);
+    if (t.input_full != t.input && layout(unit).shapes.sp) release(mb, unit, t.input_full, stream);
   } else if (b.action == Action::linear_input_grad) {
     if (n != w.in || k != w.out) throw std::logic_error("linear input gradient: GEMM shape differs from the weight's");
     auto* d_in = static_cast<bf16*>(make(mb, unit, t.d_input_full, m * n * kBf16, stream));
@@ -184,14 +184,16 @@ void StageRuntime::linear(const Op& op, const OpBinding& b, int mb, int unit, cu
       matmul.run({n, m, k, true, false, !b.first_gradient}, d_output_full(), input_full(), w.grads, stream);
     else
       matmul.run({m, n, k, true, false, !b.first_gradient}, input_full(), d_output_full(), w.grads, stream);
-    if (t.input_full != t.input && shapes_.sp) release(mb, unit, t.input_full, stream);
+    if (t.input_full != t.input && layout(unit).shapes.sp) release(mb, unit, t.input_full, stream);
     if (t.d_output_full != t.d_output) release(mb, unit, t.d_output_full, stream);
   }
 }
 
 void StageRuntime::tensor_collective(const Op& op, const OpBinding& b, int mb, int unit, cudaStream_t stream) {
-  ncclComm_t comm = comms_.tensor();
-  const std::int64_t local = shapes_.tokens_local * shapes_.h;
+  const UnitLayout& layout = this->layout(unit);
+  ncclComm_t comm = layout.comms->tensor;
+  const lowering::RankShapes& shapes = layout.shapes;
+  const std::int64_t local = shapes.tokens_local * shapes.h;
   // (source, destination) tensor names in the unit's slot.
   Act from = kNoAct, to = kNoAct;
   if (b.subject == OpRole::embedding) {  // its rows reduce into the unit's output; the gradient comes back
@@ -212,7 +214,7 @@ void StageRuntime::tensor_collective(const Op& op, const OpBinding& b, int mb, i
   void* source = get(mb, unit, from);
   switch (op.kind) {
     case OpKind::all_gather:
-      TWIN_NCCL_CHECK(ncclAllGather(source, make(mb, unit, to, local * shapes_.tp * kBf16, stream), local, nccl_bf16(),
+      TWIN_NCCL_CHECK(ncclAllGather(source, make(mb, unit, to, local * shapes.tp * kBf16, stream), local, nccl_bf16(),
                                     comm, stream));
       break;
     case OpKind::reduce_scatter:
@@ -220,7 +222,7 @@ void StageRuntime::tensor_collective(const Op& op, const OpBinding& b, int mb, i
                                         ncclSum, comm, stream));
       break;
     case OpKind::all_reduce:
-      TWIN_NCCL_CHECK(ncclAllReduce(source, source, shapes_.tokens * shapes_.h, nccl_bf16(), ncclSum, comm, stream));
+      TWIN_NCCL_CHECK(ncclAllReduce(source, source, shapes.tokens * shapes.h, nccl_bf16(), ncclSum, comm, stream));
       alias(mb, unit, to, unit, from);
       break;
     default: throw std::logic_error("executor: unexpected tensor-parallel collective");

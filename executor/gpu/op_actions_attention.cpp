@@ -17,14 +17,14 @@ constexpr std::size_t kBf16 = sizeof(bf16);
 
 }  // namespace
 
-std::vector<StageRuntime::SequenceRun> StageRuntime::sequence_runs(int mb) const {
-  const std::int64_t rows = shapes_.b, length = shapes_.s;
-  if (part_.packs.empty()) return {{0, rows, length}};
+std::vector<StageRuntime::SequenceRun> StageRuntime::sequence_runs(int mb, const lowering::RankShapes& shapes) const {
+  const std::int64_t rows = shapes.b, length = shapes.s;
+  if (plan_part_.packs.empty()) return {{0, rows, length}};
   std::vector<SequenceRun> runs;
   const std::int64_t first_row =
       static_cast<std::int64_t>(me_.dp) * strategy_.num_micro_batches * rows + static_cast<std::int64_t>(mb) * rows;
   for (std::int64_t row = 0; row < rows; ++row) {
-    std::vector<std::int64_t> lengths = part_.packs.at(static_cast<std::size_t>(first_row + row));
+    std::vector<std::int64_t> lengths = plan_part_.packs.at(static_cast<std::size_t>(first_row + row));
     std::int64_t used = 0;
     for (std::int64_t l : lengths) used += l;
     if (used > length) throw std::logic_error("executor: a pack longer than its row");
@@ -44,7 +44,7 @@ std::vector<StageRuntime::SequenceRun> StageRuntime::sequence_runs(int mb) const
 // Attention, RoPE and the MLP activation: the ops between the linears of a layer. RoPE and attention run
 // per run of equal sequences (one run unless rows pack several sequences).
 void StageRuntime::between_linears(const Op& op, const OpBinding& b, int mb, int unit, cudaStream_t stream) {
-  const lowering::RankShapes& s = shapes_;
+  const lowering::RankShapes& s = layout(unit).shapes;
   const std::int64_t tokens = s.tokens;
   const std::int64_t q_width = s.heads * s.d, kv_width = s.groups * s.d;
   const auto dims = [&](const SequenceRun& run) {
@@ -59,7 +59,7 @@ void StageRuntime::between_linears(const Op& op, const OpBinding& b, int mb, int
   const auto rope_runs = [&] {
     std::vector<RopeRun> runs;
     if (s.cp == 1) {
-      for (const SequenceRun& run : sequence_runs(mb))
+      for (const SequenceRun& run : sequence_runs(mb, s))
         runs.push_back({run.first_token, run.sequences * run.length, run.length, 0});
       return runs;
     }
@@ -103,7 +103,7 @@ void StageRuntime::between_linears(const Op& op, const OpBinding& b, int mb, int
       auto* o = static_cast<bf16*>(make(mb, unit, out_name, tokens * q_width * kBf16, stream));
       // lse is [sequences, heads, length] per run: a run's block starts at heads * its first token.
       auto* lse = static_cast<float*>(make(mb, unit, stats_name, s.b * s.heads * s.s * sizeof(float), stream));
-      for (const SequenceRun& run : sequence_runs(mb)) {
+      for (const SequenceRun& run : sequence_runs(mb, s)) {
         const bf16* q = qkv + run.first_token * s.qkv_width;
         attention_->forward(q, q + q_width, q + q_width + kv_width, o + run.first_token * q_width,
                             lse + s.heads * run.first_token, dims(run), stream);
@@ -116,7 +116,7 @@ void StageRuntime::between_linears(const Op& op, const OpBinding& b, int mb, int
       const auto* o = static_cast<const bf16*>(get(mb, unit, out_name));
       const auto* d_o = static_cast<const bf16*>(get(mb, unit, d_out_name));
       const auto* lse = static_cast<const float*>(get(mb, unit, stats_name));
-      for (const SequenceRun& run : sequence_runs(mb)) {
+      for (const SequenceRun& run : sequence_runs(mb, s)) {
         const std::int64_t row = run.first_token * s.qkv_width;
         const bf16* q = qkv + row;
         bf16* dq = d_qkv + row;

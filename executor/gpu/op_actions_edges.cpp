@@ -14,14 +14,16 @@ using layer::Tensor;
 }
 
 void StageRuntime::embedding(const Op& op, const OpBinding& b, int mb, cudaStream_t stream) {
-  const std::int64_t tokens = shapes_.tokens, h = shapes_.h, vocab_l = shapes_.vocab;
-  const std::int32_t* inputs = tokens_ + 2 * mb * tokens;
+  const UnitLayout& layout = this->layout(kEmbeddingUnit);
+  const std::int64_t tokens = layout.shapes.tokens, h = layout.shapes.h, vocab_l = layout.shapes.vocab;
+  const std::int64_t vocab_start = layout.tp_rank * vocab_l;
+  const std::int32_t* inputs = tokens_ + mb * (input_tokens() + target_tokens());
   ParameterUnit& unit = params_->unit(kEmbeddingUnit);
   const WeightTensor& table = unit.tensor(OpRole::embedding);
   if (b.action == Action::embedding_forward) {
     auto* out = static_cast<bf16*>(make(mb, kEmbeddingUnit, {Tensor::embedded}, tokens * h * kBf16, stream));
-    kernels::embedding_forward(inputs, unit.params + table.offset, out, tokens, h, me_.tp * vocab_l, vocab_l, stream);
-    if (shapes_.tp == 1) alias(mb, kEmbeddingUnit, {Tensor::output}, kEmbeddingUnit, {Tensor::embedded});
+    kernels::embedding_forward(inputs, unit.params + table.offset, out, tokens, h, vocab_start, vocab_l, stream);
+    if (layout.shapes.tp == 1) alias(mb, kEmbeddingUnit, {Tensor::output}, kEmbeddingUnit, {Tensor::embedded});
     return;
   }
   const Act gathered{Tensor::output, Form::gradient_gathered}, from_norm{Tensor::output, Form::next_norm_gradient};
@@ -32,14 +34,15 @@ void StageRuntime::embedding(const Op& op, const OpBinding& b, int mb, cudaStrea
   bf16* grad = unit.grads + table.offset;
   if (b.first_gradient) TWIN_CUDA_CHECK(cudaMemsetAsync(grad, 0, vocab_l * h * kBf16, stream));
   kernels::embedding_backward(inputs, dy, grad, embedding_workspace_, embedding_workspace_bytes_, tokens, h,
-                              me_.tp * vocab_l, vocab_l, stream);
+                              vocab_start, vocab_l, stream);
   release_slot(mb, kEmbeddingUnit, stream);
 }
 
 void StageRuntime::head(const Op& op, const OpBinding& b, int mb, cudaStream_t stream) {
-  const std::int64_t tokens = shapes_.tokens, vocab_l = shapes_.vocab;
-  const std::int64_t vocab_start = me_.tp * vocab_l;
-  const std::int32_t* targets = tokens_ + 2 * mb * tokens + tokens;
+  const UnitLayout& layout = this->layout(kHeadUnit);
+  const std::int64_t tokens = layout.shapes.tokens, vocab_l = layout.shapes.vocab;
+  const std::int64_t vocab_start = layout.tp_rank * vocab_l;
+  const std::int32_t* targets = tokens_ + mb * (input_tokens() + target_tokens()) + input_tokens();
   auto* logits = static_cast<bf16*>(get(mb, kHeadUnit, {Tensor::logits}));
   const auto floats = [&](Act name) { return static_cast<float*>(make(mb, kHeadUnit, name, tokens * sizeof(float), stream)); };
   const auto existing = [&](Tensor name) { return static_cast<float*>(get(mb, kHeadUnit, {name})); };
@@ -48,20 +51,20 @@ void StageRuntime::head(const Op& op, const OpBinding& b, int mb, cudaStream_t s
     float* token_loss = floats({Tensor::token_loss});
     kernels::cross_entropy_loss(existing(Tensor::global_row_max), existing(Tensor::sum_exp),
                                 existing(Tensor::target_logit), token_loss, tokens, stream);
-    if (me_.tp == 0) kernels::add_sum_f32(token_loss, tokens, loss_sum_, stream);
+    if (layout.tp_rank == 0) kernels::add_sum_f32(token_loss, tokens, loss_sum_, stream);
   };
   switch (b.action) {
     case Action::loss_forward:
       kernels::cross_entropy_local_stats(logits, targets, floats({Tensor::row_max}), floats({Tensor::sum_exp}),
                                          floats({Tensor::target_logit}), tokens, vocab_l, vocab_start, stream);
-      if (shapes_.tp == 1) {
+      if (layout.shapes.tp == 1) {
         alias(mb, kHeadUnit, {Tensor::global_row_max}, kHeadUnit, {Tensor::row_max});
         finish_loss();
       }
       return;
     case Action::loss_reduce: {
       // Megatron's order: all-reduce the max; each shard's sum rescaled to it; all-reduce the sums.
-      ncclComm_t tensor_comm = comms_.tensor();
+      ncclComm_t tensor_comm = layout.comms->tensor;
       float* global_max = floats({Tensor::global_row_max});
       float* sum_exp = existing(Tensor::sum_exp);
       float* target_logit = existing(Tensor::target_logit);

@@ -24,13 +24,15 @@ std::pair<std::int64_t, std::int64_t> within(std::int64_t begin, std::int64_t co
 void StageRuntime::parameters_collective(const Op& op, const OpBinding& b, cudaStream_t stream) {
   // The op's group says whose weights: a layer's (the data group) or its experts' (the expert-data group).
   const bool experts = op.group == GroupKind::expert_data;
-  ncclComm_t data = experts ? comms_.expert_data() : comms_.data();
+  // A unit's group: its layout's data group (a per-layer plan's layers each have their own).
+  const auto data_of = [&](std::int32_t unit) { return experts ? comms_.expert_data() : layout(unit).comms->data; };
   const auto unit_named = [&](std::int32_t id) -> ParameterUnit& {
     return params_->unit(experts && id >= 0 ? expert_unit_of(id) : id);
   };
   switch (b.action) {
     case Action::grad_reduce: {
       ParameterUnit& unit = unit_named(op.parameter_unit);
+      ncclComm_t data = data_of(op.parameter_unit);
       if (op.kind == OpKind::all_reduce)
         TWIN_NCCL_CHECK(ncclAllReduce(unit.grads, unit.grads, unit.padded, ncclBfloat16, ncclSum, data, stream));
       else
@@ -40,15 +42,21 @@ void StageRuntime::parameters_collective(const Op& op, const OpBinding& b, cudaS
     }
     case Action::param_gather: {
       std::vector<ParameterUnit*> units;
-      if (op.parameter_unit != kWholeStage)
+      if (op.parameter_unit != kWholeStage) {
         units.push_back(&unit_named(op.parameter_unit));
-      else  // every unit replicated over this op's group
-        for (ParameterUnit* unit : params_->units())
-          if ((unit->replicas == GroupKind::expert_data) == experts) units.push_back(unit);
+      } else {  // every ZeRO-1/2 unit replicated over this op's group (a per-layer plan's: of its size)
+        for (ParameterUnit* unit : params_->units()) {
+          const lowering::RankShapes& shapes = layout(unit->id).shapes;
+          const int replicas = experts ? shapes.expert_data_group : shapes.data_group;
+          if ((unit->replicas == GroupKind::expert_data) == experts && replicas == op.group_size &&
+              (shapes.zero_stage == 1 || shapes.zero_stage == 2))
+            units.push_back(unit);
+        }
+      }
       TWIN_NCCL_CHECK(ncclGroupStart());
       for (ParameterUnit* unit : units)
         TWIN_NCCL_CHECK(ncclAllGather(unit->params + unit->shard_begin, unit->params, unit->shard_elements,
-                                      ncclBfloat16, data, stream));
+                                      ncclBfloat16, data_of(unit->id), stream));
       TWIN_NCCL_CHECK(ncclGroupEnd());
       return;
     }
@@ -79,26 +87,29 @@ void StageRuntime::parameters_collective(const Op& op, const OpBinding& b, cudaS
 void StageRuntime::model_parallel_gradient_fixups(cudaStream_t stream) {
   if (fixups_done_) return;
   fixups_done_ = true;
-  const bool zero_sharded = strategy_.zero_stage >= 1;
-  if (shapes_.sp) {
-    TWIN_NCCL_CHECK(ncclGroupStart());
-    for (ParameterUnit* unit : params_->units())
-      for (const WeightTensor& w : unit->tensors) {
-        if (!w.tp_replicated) continue;
-        const auto [begin, count] = zero_sharded ? within(w.offset, w.elements(), unit->shard_begin,
-                                                          unit->shard_begin + unit->shard_elements)
-                                                 : std::pair<std::int64_t, std::int64_t>{w.offset, w.elements()};
-        if (count > 0)
-          TWIN_NCCL_CHECK(ncclAllReduce(unit->grads + begin, unit->grads + begin, count, ncclBfloat16, ncclSum,
-                                        comms_.tensor_for_optimizer(), stream));
-      }
-    TWIN_NCCL_CHECK(ncclGroupEnd());
+  // Per unit, over its layout's tensor group (a per-layer plan's layers each have their own).
+  TWIN_NCCL_CHECK(ncclGroupStart());
+  for (ParameterUnit* unit : params_->units()) {
+    const UnitLayout& layout = this->layout(unit->id);
+    if (!layout.shapes.sp) continue;
+    for (const WeightTensor& w : unit->tensors) {
+      if (!w.tp_replicated) continue;
+      const auto [begin, count] = unit->sharded_optimizer
+                                      ? within(w.offset, w.elements(), unit->shard_begin,
+                                               unit->shard_begin + unit->shard_elements)
+                                      : std::pair<std::int64_t, std::int64_t>{w.offset, w.elements()};
+      if (count > 0)
+        TWIN_NCCL_CHECK(ncclAllReduce(unit->grads + begin, unit->grads + begin, count, ncclBfloat16, ncclSum,
+                                      layout.comms->tensor_optimizer, stream));
+    }
   }
+  TWIN_NCCL_CHECK(ncclGroupEnd());
   // Each data-parallel rank sums its 1/dp of every unit (ZeRO: its shard; plain DP: the same split), and
-  // only TP rank 0 counts the weights every TP rank holds.
+  // only TP rank 0 counts the weights every TP rank holds: each element once over the stage, whatever each
+  // unit's layout, so the sums over the strategy's data and tensor groups (the whole stage) add them all.
   TWIN_CUDA_CHECK(cudaMemsetAsync(grad_sum_squares_, 0, sizeof(float), stream));
   for (ParameterUnit* unit : params_->units())
-    for (const ElementRange& range : gradient_norm_ranges(*unit, me_.tp == 0))
+    for (const ElementRange& range : gradient_norm_ranges(*unit, layout(unit->id).tp_rank == 0))
       kernels::grad_sum_squares(unit->grads + range.begin, range.count, grad_partials_, grad_sum_squares_, stream);
   if (strategy_.data_parallel_size * strategy_.context_parallel_size > 1)
     TWIN_NCCL_CHECK(ncclAllReduce(grad_sum_squares_, grad_sum_squares_, 1, ncclFloat32, ncclSum, comms_.data(), stream));

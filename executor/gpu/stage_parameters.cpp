@@ -12,8 +12,8 @@
 
 namespace twin::exec {
 
-StageParameters::StageParameters(const Scenario& scenario, const Strategy& strategy, const RankPlacement& placement,
-                                 std::uint64_t seed, cudaStream_t stream) {
+StageParameters::StageParameters(const Scenario& scenario, std::vector<ParameterUnitLayout> layouts,
+                                 cudaStream_t stream) {
   const auto allocate = [&](std::size_t bytes) {
     void* p = nullptr;
     TWIN_CUDA_CHECK(cudaMalloc(&p, bytes));
@@ -21,7 +21,7 @@ StageParameters::StageParameters(const Scenario& scenario, const Strategy& strat
     allocated_bytes_ += bytes;
     return p;
   };
-  for (ParameterUnitLayout& layout : plan_parameter_units(scenario, strategy, placement, seed)) {
+  for (ParameterUnitLayout& layout : layouts) {
     ParameterUnit unit(std::move(layout));
     unit.params = static_cast<bf16*>(allocate(unit.padded * sizeof(bf16)));
     unit.grads = static_cast<bf16*>(allocate(unit.padded * sizeof(bf16)));

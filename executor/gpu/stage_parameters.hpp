@@ -30,10 +30,9 @@ struct ParameterUnit : ParameterUnitLayout {
 
 class StageParameters {
  public:
-  // Allocates and initialises every unit of `placement.stage`; throws std::invalid_argument for a model
-  // plan_parameter_units refuses.
-  StageParameters(const Scenario& scenario, const Strategy& strategy, const RankPlacement& placement,
-                  std::uint64_t seed, cudaStream_t stream);
+  // Allocates and initialises the units `layouts` (executor/parameters.hpp's plan_parameter_units), their
+  // optimizer state stored as the scenario's training.optimizer_precision says.
+  StageParameters(const Scenario& scenario, std::vector<ParameterUnitLayout> layouts, cudaStream_t stream);
   ~StageParameters();
   StageParameters(const StageParameters&) = delete;
   StageParameters& operator=(const StageParameters&) = delete;

@@ -40,19 +40,31 @@ std::string to_string(Act act) {
   return std::string(layer::to_string(act.tensor)) + kForms[static_cast<int>(act.form)];
 }
 
-StageRuntime::StageRuntime(const Scenario& scenario, const Strategy& strategy, const IterationGraph& graph,
-                           const RankClass& rank_class, int rank, const RankCoordinates& me, Communicators& comms,
-                           const TrainingOptions& options, StepPart part)
-    : scenario_(scenario), strategy_(strategy), graph_(graph), rc_(rank_class), rank_(rank), me_(me), comms_(comms),
-      options_(options), shapes_(lowering::rank_shapes(scenario, strategy)),
-      bindings_(bind_ops(rc_, !scenario.model.untie_embeddings_and_output_weights)), part_(std::move(part)) {
+StageRuntime::StageRuntime(const PlanPart& plan_part, const IterationGraph& graph, const RankClass& rank_class,
+                           int rank, Communicators& comms, const TrainingOptions& options, StepPart part)
+    : plan_part_(plan_part), scenario_(plan_part.scenario), strategy_(plan_part.strategy), graph_(graph),
+      rc_(rank_class), rank_(rank), me_(coordinates_of(strategy_, rank)), comms_(comms), options_(options),
+      shapes_(lowering::rank_shapes(scenario_, strategy_)),
+      bindings_(bind_ops(rc_, !scenario_.model.untie_embeddings_and_output_weights)), part_(std::move(part)) {
+  const Scenario& scenario = scenario_;
+  const Strategy& strategy = strategy_;
   // A later part of the step adds to the gradients the parts before it stored.
   if (!part_.first())
     for (OpBinding& b : bindings_) b.first_gradient = false;
-  if (!part_.packs.empty() &&
-      static_cast<std::int64_t>(part_.packs.size()) != scenario.training.global_batch_size)
-    throw std::invalid_argument(fmt::format("executor: {} packs given for a batch of {} rows", part_.packs.size(),
+  if (!plan_part_.packs.empty() &&
+      static_cast<std::int64_t>(plan_part_.packs.size()) != scenario.training.global_batch_size)
+    throw std::invalid_argument(fmt::format("executor: {} packs given for a batch of {} rows", plan_part_.packs.size(),
                                             scenario.training.global_batch_size));
+  const auto layout_under = [&](const Strategy& s) {
+    return UnitLayout{lowering::rank_shapes(scenario, s), coordinates_of(s, rank).tp,
+                      &comms_.layout(s.tensor_model_parallel_size)};
+  };
+  home_layout_ = layout_under(strategy);
+  if (!plan_part_.layer_strategies.empty()) {
+    for (int unit = 0; unit < scenario.model.num_layers; ++unit)
+      unit_layouts_.emplace(unit, layout_under(plan_part_.unit_strategy(unit)));
+    for (int unit : {kEmbeddingUnit, kHeadUnit}) unit_layouts_.emplace(unit, layout_under(plan_part_.unit_strategy(unit)));
+  }
   for (cudaStream_t& stream : streams_) TWIN_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   attention_ = std::make_unique<gpu::Attention>(options.attention);
   cudaStream_t compute = streams_[static_cast<int>(Stream::compute)];
@@ -66,8 +78,9 @@ StageRuntime::StageRuntime(const Scenario& scenario, const Strategy& strategy, c
   TWIN_CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep_all));
 
   params_ = part_.parameters ? part_.parameters
-                             : std::make_shared<StageParameters>(scenario, strategy, placement_of(strategy, rank),
-                                                                 options.seed, compute);
+                             : std::make_shared<StageParameters>(scenario, plan_parameter_units(plan_part_, rank,
+                                                                                                options.seed),
+                                                                 compute);
 
   // Cross-stream dependencies become event waits (executor/event_waits.hpp). Every op records its event: the
   // watchdog names the first one that did not complete when an iteration hangs.
@@ -83,13 +96,19 @@ StageRuntime::StageRuntime(const Scenario& scenario, const Strategy& strategy, c
   const int chunks = chunks_per_stage(strategy);
   last_virtual_stage_ = strategy.pipeline_model_parallel_size * chunks - 1;
   for (int chunk = 0; chunk < chunks; ++chunk) {
-    const int first = first_layer_of(scenario.model, strategy, me.pp, chunk);
+    const int first = first_layer_of(scenario.model, strategy, me_.pp, chunk);
     chunk_layers_[chunk] = {first, first + layers_in_virtual_stage(scenario.model, strategy,
-                                                                   virtual_stage_of(strategy, me.pp, chunk))};
+                                                                   virtual_stage_of(strategy, me_.pp, chunk))};
   }
+  if (!plan_part_.stage_layers.empty())  // a per-layer plan's split (no virtual stages)
+    chunk_layers_[0] = {plan_part_.first_layer(me_.pp), plan_part_.first_layer(me_.pp + 1)};
 
-  const std::int64_t tokens = shapes_.tokens, h = shapes_.h;
-  tokens_ = static_cast<std::int32_t*>(static_buffer(2 * strategy.num_micro_batches * tokens * sizeof(std::int32_t)));
+  // The most rows a unit's TP-gathered activations take (layouts differ in samples per micro-batch).
+  std::int64_t tokens = shapes_.tokens;
+  for (const auto& [unit, layout] : unit_layouts_) tokens = std::max(tokens, layout.shapes.tokens);
+  const std::int64_t h = shapes_.h;
+  tokens_ = static_cast<std::int32_t*>(
+      static_buffer(strategy.num_micro_batches * (input_tokens() + target_tokens()) * sizeof(std::int32_t)));
   // Positions of the whole sequence: under context parallelism a rank's chunks sit anywhere in it.
   const std::int64_t positions = shapes_.s * shapes_.cp;
   rope_table_ = static_cast<float2*>(static_buffer(positions * (shapes_.d / 2) * sizeof(float2)));
@@ -100,7 +119,7 @@ StageRuntime::StageRuntime(const Scenario& scenario, const Strategy& strategy, c
   clip_scale_ = static_cast<float*>(static_buffer(sizeof(float)));
   for (ParameterUnit* unit : params_->units())
     if (unit->id == kEmbeddingUnit) {
-      embedding_workspace_bytes_ = kernels::embedding_backward_workspace_bytes(tokens);
+      embedding_workspace_bytes_ = kernels::embedding_backward_workspace_bytes(input_tokens());
       embedding_workspace_ = static_buffer(embedding_workspace_bytes_);
     }
   const std::int64_t routed = shapes_.tokens_local * scenario.model.moe.top_k;
@@ -145,6 +164,11 @@ StageRuntime::StageRuntime(const Scenario& scenario, const Strategy& strategy, c
   for (ParameterUnit* unit : params_->units())
     for (const WeightTensor& w : unit->tensors) zero_grads_each_step_ |= part_.first() && !stored.count({unit->id, w.role});
   TWIN_CUDA_CHECK(cudaStreamSynchronize(compute));
+}
+
+const StageRuntime::UnitLayout& StageRuntime::layout(int unit) const {
+  const auto found = unit_layouts_.find(unit);
+  return found == unit_layouts_.end() ? home_layout_ : found->second;
 }
 
 StageRuntime::~StageRuntime() {
@@ -259,7 +283,7 @@ void StageRuntime::run_iteration(int iteration, const std::vector<std::int32_t>&
     return where;
   });
   cudaStream_t compute = streams_[static_cast<int>(Stream::compute)];
-  const std::size_t expected = 2 * static_cast<std::size_t>(strategy_.num_micro_batches * shapes_.tokens);
+  const auto expected = static_cast<std::size_t>(strategy_.num_micro_batches * (input_tokens() + target_tokens()));
   if (tokens.size() != expected)
     throw std::invalid_argument(fmt::format("executor: {} input and target tokens given, {} expected", tokens.size(),
                                             expected));

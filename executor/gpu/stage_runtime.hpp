@@ -19,6 +19,7 @@
 #include "core/layer.hpp"
 #include "core/op_graph.hpp"
 #include "core/scenario.hpp"
+#include "strategies/families/plan_graphs.hpp"
 #include "executor/gpu/communicators.hpp"
 #include "gpu/attention.hpp"
 #include "gpu/grouped_matmul.hpp"
@@ -83,25 +84,20 @@ struct StepPart {
   bool first() const { return parameters == nullptr; }
   std::int64_t loss_tokens = 0;    // tokens the step's loss averages over; 0: this part's global batch
   std::int64_t micro_batches = 0;  // micro-batches per data-parallel rank over the whole step; 0: this part's
-  // Per row of the part's global batch, the lengths of the sequences it packs (each attends only within
-  // itself, its positions count from 0); empty: every row is one sequence.
-  std::vector<std::vector<std::int64_t>> packs;
-  // Per transformer layer, its recompute (a per-layer plan); empty: the strategy's for every layer.
-  std::vector<Recompute> layer_recompute;
 };
 
 class StageRuntime {
  public:
-  // Runs `rank_class` of `graph` (the class of this rank in this part).
-  StageRuntime(const Scenario& scenario, const Strategy& strategy, const IterationGraph& graph,
-               const RankClass& rank_class, int rank, const RankCoordinates& me, Communicators& comms,
-               const TrainingOptions& options, StepPart part = {});
+  // Runs `rank_class` of `graph`, the class of this rank in `plan_part` (its scenario, strategy, packed rows
+  // and, in a per-layer plan, each layer's strategy; plan_part outlives the runtime).
+  StageRuntime(const PlanPart& plan_part, const IterationGraph& graph, const RankClass& rank_class, int rank,
+               Communicators& comms, const TrainingOptions& options, StepPart part = {});
   ~StageRuntime();
   StageRuntime(const StageRuntime&) = delete;
   StageRuntime& operator=(const StageRuntime&) = delete;
 
-  // Enqueues one iteration on `tokens` (this rank's micro-batches, [micro_batches, tokens + 1] each: the
-  // targets are the tokens shifted by one). With a timer, each op's launches form a CUPTI region
+  // Enqueues one iteration on `tokens` (this rank's micro-batches, each its inputs then its targets, as
+  // executor/token_stream.hpp lays them out: as many as the embedding's and the output layer's units take). With a timer, each op's launches form a CUPTI region
   // (traces/measured_ops.hpp's encoding of iteration and op index). Returns after the GPU finished.
   // The watchdog is armed while the iteration is issued and runs: a hang or a NCCL error ends the process.
   void run_iteration(int iteration, const std::vector<std::int32_t>& tokens, gpu::CuptiKernelTimer* timer,
@@ -176,11 +172,20 @@ class StageRuntime {
   struct SequenceRun {
     std::int64_t first_token = 0, sequences = 0, length = 0;
   };
-  std::vector<SequenceRun> sequence_runs(int mb) const;
-  Recompute recompute_of(int layer) const {
-    return part_.layer_recompute.empty() ? strategy_.recompute
-                                         : part_.layer_recompute.at(static_cast<std::size_t>(layer));
-  }
+  std::vector<SequenceRun> sequence_runs(int mb, const lowering::RankShapes& shapes) const;
+  Recompute recompute_of(int layer) const { return plan_part_.unit_strategy(layer).recompute; }
+  // A unit's layout: the shapes it runs with, this rank's place in its tensor group and its groups'
+  // communicators. Every unit has the part strategy's, but in a per-layer plan, whose layers (and the
+  // embedding and output layer beside them) each run under their own (PlanPart::unit_strategy).
+  struct UnitLayout {
+    lowering::RankShapes shapes;
+    int tp_rank = 0;
+    const Communicators::Layout* comms = nullptr;
+  };
+  const UnitLayout& layout(int unit) const;
+  // Rows of a micro-batch's inputs (the embedding's) and targets (the output layer's) in `tokens_`.
+  std::int64_t input_tokens() const { return layout(kEmbeddingUnit).shapes.tokens; }
+  std::int64_t target_tokens() const { return layout(kHeadUnit).shapes.tokens; }
   // The stage of the class a pipeline op names as its peer.
   int peer_stage(const Op& op) const { return graph_.classes.at(static_cast<std::size_t>(op.peer)).stage; }
   void head(const Op& op, const OpBinding& b, int mb, cudaStream_t stream);
@@ -203,6 +208,7 @@ class StageRuntime {
   float aux_loss_coeff_per_micro_batch(int sequence_shards) const;
   void model_parallel_gradient_fixups(cudaStream_t stream);
 
+  const PlanPart& plan_part_;
   const Scenario& scenario_;
   const Strategy& strategy_;
   const IterationGraph& graph_;
@@ -211,7 +217,9 @@ class StageRuntime {
   RankCoordinates me_;
   Communicators& comms_;
   TrainingOptions options_;
-  lowering::RankShapes shapes_;
+  lowering::RankShapes shapes_;  // the part strategy's
+  UnitLayout home_layout_;       // the part strategy's
+  std::map<int, UnitLayout> unit_layouts_;  // the units of a per-layer plan
   std::vector<OpBinding> bindings_;
   StepPart part_;
   std::shared_ptr<StageParameters> params_;

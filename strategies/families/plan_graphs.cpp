@@ -3,6 +3,7 @@
 #include "strategies/families/plan_graphs.hpp"
 
 #include <algorithm>
+#include <stdexcept>
 
 #include <fmt/format.h>
 
@@ -15,8 +16,26 @@
 #include "strategies/lowering.hpp"
 #include "strategies/per_layer/per_layer_plan_file.hpp"
 #include "strategies/rank_layout.hpp"
+#include "strategies/sharded_parameters.hpp"
 
 namespace twin {
+
+PlanPart per_layer_part(const Scenario& scenario, const PerLayerPlan& plan, const Strategy& home) {
+  PlanPart part;
+  part.scenario = scenario;
+  part.strategy = home;
+  part.memory = estimate_per_layer_memory(scenario, plan);
+  const int gpus = stage_gpus(scenario, plan);
+  for (const LayerStrategy& layer : plan.layers) {
+    Strategy s = megatron_layer_strategy(scenario, layer, gpus, plan.stage_micro_batch);
+    s.num_micro_batches = plan.num_micro_batches;
+    s.schedule = plan.schedule;
+    part.layer_strategies.push_back(s);
+  }
+  part.stage_layers = plan.stage_layers;
+  return part;
+}
+
 namespace {
 
 // Each rank's class in a graph of one class per pipeline stage (a uniform or per-layer lowering, one
@@ -81,11 +100,7 @@ PlanGraphs per_layer(const Plan& plan, const std::string& source) {
   out.key = layers.key();
   out.scenario = plan.scenario;
   out.graph = lower_per_layer_plan(plan.scenario, layers);
-  PlanPart part;
-  part.scenario = plan.scenario;
-  part.strategy = plan.strategy;
-  part.memory = estimate_per_layer_memory(plan.scenario, layers);
-  for (const LayerStrategy& layer : layers.layers) part.layer_recompute.push_back(layer.recompute);
+  PlanPart part = per_layer_part(plan.scenario, layers, plan.strategy);
   part.class_of_rank = classes_by_stage(out.graph, plan.strategy, static_cast<int>(plan.strategy.world_size()));
   out.parts.push_back(std::move(part));
   out.per_layer = std::move(layers);
@@ -93,6 +108,23 @@ PlanGraphs per_layer(const Plan& plan, const std::string& source) {
 }
 
 }  // namespace
+
+const Strategy& PlanPart::unit_strategy(std::int32_t unit) const {
+  if (layer_strategies.empty()) return strategy;
+  if (unit == kEmbeddingUnit) return layer_strategies.front();
+  if (unit == kHeadUnit) return layer_strategies.back();
+  if (unit < 0) throw std::logic_error(fmt::format("a per-layer plan has no unit {}", unit));
+  return layer_strategies.at(static_cast<std::size_t>(unit));
+}
+
+int PlanPart::first_layer(int stage) const {
+  if (stage_layers.empty()) return stage < strategy.pipeline_model_parallel_size
+                                       ? first_layer_of(scenario.model, strategy, stage, 0)
+                                       : scenario.model.num_layers;
+  int first = 0;
+  for (int s = 0; s < stage; ++s) first += stage_layers.at(static_cast<std::size_t>(s));
+  return first;
+}
 
 std::string PlanGraphs::family() const {
   if (per_layer) return "per-layer";

@@ -24,8 +24,17 @@ struct PlanPart {
   // Per sequence row of the part's batch (in batch order), the lengths of the sequences it packs; empty when
   // every row is one sequence of scenario.training.seq_length.
   std::vector<std::vector<std::int64_t>> packs;
-  // Per transformer layer, its recompute (a per-layer plan); empty when every layer takes the strategy's.
-  std::vector<Recompute> layer_recompute;
+  // A per-layer plan: per transformer layer, the uniform strategy it runs as (megatron_layer_strategy of its
+  // layout, ZeRO stage and recompute, with the plan's micro-batches and schedule), and the layers per stage.
+  // Empty when every layer runs as `strategy`, split as it splits them.
+  std::vector<Strategy> layer_strategies;
+  std::vector<int> stage_layers;
+  // The strategy unit `unit` runs as (a layer; kEmbeddingUnit: the first layer's, kHeadUnit: the last's, the
+  // layouts the lowering gives them): `strategy` for every unit unless layer_strategies.
+  const Strategy& unit_strategy(std::int32_t unit) const;
+  // The first transformer layer of pipeline stage `stage` (stage = stages: the number of layers); no virtual
+  // stages.
+  int first_layer(int stage) const;
   MemoryEstimate memory;           // per stage, as the simulator estimated it
   // Sequence rows (tokens) the part's iteration trains: global_batch_size * seq_length of its scenario.
   std::int64_t tokens() const { return scenario.training.global_batch_size * scenario.training.seq_length; }
@@ -45,6 +54,10 @@ struct PlanGraphs {
   // hot-switching plan: real tokens, model FLOPs per sequence of its own length).
   Throughput throughput(double iteration_s) const;
 };
+
+// The one part of a per-layer plan whose home strategy is `home` (the plan file's strategy): each layer's
+// strategy, the split, the memory; class_of_rank left empty.
+PlanPart per_layer_part(const Scenario& scenario, const PerLayerPlan& plan, const Strategy& home);
 
 // Throws InputError naming `source` for a plan family no command reads back yet (heterogeneous) and for a
 // family plan that does not follow from its scenario.

@@ -1,7 +1,15 @@
 // Galvatron-style per-layer hybrid plans: inside each pipeline stage every transformer layer has its own
 // layout (Megatron TP with SP, or Ulysses sequence parallel, over `group` GPUs; data parallel over the
-// rest of the stage), ZeRO stage and recompute. Consecutive layers of different layouts re-layout their
-// activations with an all-to-all. The plan is lowered to real op graphs and simulated like any strategy.
+// rest of the stage), ZeRO stage and recompute. The plan is lowered to real op graphs and simulated like
+// any strategy.
+//
+// Consecutive layers of different layouts exchange nothing. A micro-batch's rows are sample-major (each
+// sample's sequence in order, as twin execute lays them out) and a sequence-parallel or Ulysses group cuts
+// its samples' rows into contiguous equal runs; so under every layout GPU g of a stage holds rows
+// [g T, (g + 1) T) of the stage's micro-batch (T = B s / G): block b of group t holds samples
+// [b B t / G, (b + 1) B t / G), whose rows start at row b t T, and its GPU r the r-th run of T rows after
+// that. (Galvatron, on Megatron's [s, b, h] order, shards the sequence inside a block and must re-lay the
+// rows out with an all-to-all where the group changes.)
 #pragma once
 #include <cstdint>
 #include <string>
@@ -62,20 +70,25 @@ struct PerLayerPlan final : FamilyPlan {
 };
 
 int stage_gpus(const Scenario& scenario, const PerLayerPlan& plan);
+// A layer as the uniform strategy of its Megatron layout (its group as TP with SP whenever above 1, data
+// parallel G / group, stage_micro_batch * group / G samples per micro-batch, at least 1; its ZeRO stage and
+// recompute; the pipeline of the cluster's G-GPU stages): what layer_shapes prices (a Ulysses layer starts
+// from it) and what twin execute runs a layer of a Megatron layout as.
+Strategy megatron_layer_strategy(const Scenario& scenario, const LayerStrategy& layer, int stage_gpus,
+                                 int stage_micro_batch);
 // Tokens every GPU of a stage holds per micro-batch outside attention, whatever the layout.
 std::int64_t tokens_per_gpu(const Scenario& scenario, const PerLayerPlan& plan);
+// The samples of a stage micro-batch that GPU `gpu` of a stage works on under `layout`: those of its block
+// (`group` consecutive GPUs), [first, first + count). The block cuts their rows into `group` contiguous
+// runs; the GPU's is run gpu % group, rows [gpu T, (gpu + 1) T) of the micro-batch whatever the layout.
+// Throws std::invalid_argument where the block's samples are not whole (stage_micro_batch * group / G).
+struct BlockSamples {
+  int first = 0, count = 0;
+};
+BlockSamples block_samples(const LayerLayout& layout, int stage_gpus, int stage_micro_batch, int gpu);
+
 // Data-parallel (ZeRO) group of a layout: G / group for Megatron TP, all G for Ulysses (weights whole).
 int data_group_of(const LayerLayout& layout, int stage_gpus);
-
-// Fraction of its activation rows a GPU keeps when a micro-batch goes from layout `from_group` to
-// `to_group` (samples split over G / group blocks of consecutive GPUs, sequence split inside a block),
-// for the GPU that keeps least: 1 when the groups are equal.
-double relayout_kept_fraction(int from_group, int to_group, int stage_gpus);
-// The re-layout all-to-all's message (nccl-tests all_to_all bytes: the per-rank buffer, of which the
-// algorithm sends (n-1)/n), sized so that the busiest GPU sends exactly the rows it does not keep;
-// over max(from, to) GPUs. 0 when the groups are equal (Megatron-SP t and Ulysses t share a layout).
-std::int64_t relayout_bytes(std::int64_t tokens_per_gpu, std::int64_t hidden, int from_group, int to_group,
-                            int stage_gpus);
 
 // What one layer (or the embedding and output layer beside it) holds per GPU: model states after ZeRO,
 // and the activations one micro-batch in flight keeps (Korthikanti, as memory.cpp counts them).
@@ -102,7 +115,7 @@ double stage_fixed_bytes_bound(const Scenario& scenario, const std::vector<Layer
 MemoryEstimate estimate_per_layer_memory(const Scenario& scenario, const PerLayerPlan& plan);
 
 // The op graphs of one iteration, one rank class per stage: each layer with its own TP/Ulysses group,
-// data group, ZeRO collectives and recompute; re-layout all-to-alls where layouts change.
+// data group, ZeRO collectives and recompute.
 IterationGraph lower_per_layer_plan(const Scenario& scenario, const PerLayerPlan& plan);
 
 // The plan's home strategy (its most common layer strategy, applied to every layer): complete and valid,

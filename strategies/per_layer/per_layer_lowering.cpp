@@ -1,7 +1,7 @@
 // Lowering of a per-layer plan: one rank class per stage, passes in 1F1B or GPipe order. Each unit is
 // emitted by an emitter bound to its own shapes (TP or Ulysses group, data group, ZeRO stage,
-// recompute), continuing the previous unit's chain. Where the layout group changes between units, an
-// all-to-all over the larger group re-lays the activations out (forward) and the gradients (backward).
+// recompute), continuing the previous unit's chain. Consecutive units of different layouts need no op
+// between them: every layout holds the same rows on each GPU (per_layer.hpp).
 // ZeRO-3 gathers one unit ahead, gradient reduction as each unit's last backward ends, and the optimizer
 // phase follow StageLowering, per unit's data group.
 #include <algorithm>
@@ -90,8 +90,6 @@ PerLayerStage::PerLayerStage(const Scenario& scenario, const PerLayerPlan& plan,
   if (with_edges && stage == last_stage_)
     units_.push_back({{Unit::head_unit}, last_s, edge_shapes(scenario, last_s, gpus, smb),
                       output_parameters_per_rank(m, tp_of(last_s), stage == 0), data_group_of(last_s.layout, gpus)});
-  group_before_ = stage == 0 ? first_s.layout.group : plan.layers[first - 1].layout.group;
-  group_after_ = stage == last_stage_ ? last_s.layout.group : plan.layers[first + count].layout.group;
   set_spans(rc, scenario, plan, stage, gpus, {plan.layers.begin() + first, plan.layers.begin() + first + count});
 }
 
@@ -167,26 +165,10 @@ void PerLayerStage::reduce_gradients(const UnitPlan& u, OpIndex after) {
              after);
 }
 
-void PerLayerStage::relayout(int& current_group, const UnitPlan& u) {
-  const int group = u.strategy.layout.group;
-  if (u.unit.kind == Unit::layer_unit && group != current_group) {
-    const OpRole role = phase_ == Phase::forward ? OpRole::tp_scatter : OpRole::tp_gather;
-    // At a stage's first layer (forward) or last (backward) the other layout is the neighbour stage's,
-    // which none of this stage's layers may use: its group is registered here, where it is needed.
-    const int relayout_group = std::max(group, current_group);
-    add_tensor_span(rc_, scenario_, plan_.pipeline_stages, stage_, gpus_, relayout_group);
-    emit(Emitter::collective(OpKind::all_to_all, role, Stream::tp_comm, GroupKind::tensor, relayout_group,
-                             relayout_bytes(tokens_, scenario_.model.hidden_size, current_group, group, gpus_)),
-         u.unit.layer);
-  }
-  current_group = group;
-}
-
 void PerLayerStage::run_units(bool forward, bool reduce_after) {
   std::vector<const UnitPlan*> list;
   for (const UnitPlan& u : units_) list.push_back(&u);
   if (!forward) std::reverse(list.begin(), list.end());
-  int current_group = forward ? group_before_ : group_after_;
   OpIndex next_gather = gather_weights(*list.front(), kNoOp);
   for (std::size_t i = 0; i < list.size(); ++i) {
     const UnitPlan& u = *list[i];
@@ -196,7 +178,6 @@ void PerLayerStage::run_units(bool forward, bool reduce_after) {
       this_gather = ahead->second;
       gathered_ahead_.erase(ahead);
     }
-    relayout(current_group, u);
     pending_wait_ = this_gather;
     Emitter e = emitter(u.shapes);
     if (u.unit.kind == Unit::layer_unit && u.strategy.layout.ulysses)

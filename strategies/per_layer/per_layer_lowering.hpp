@@ -31,8 +31,7 @@ void emit_ulysses_layer_backward(lowering::Emitter& e, const ModelConfig& model,
 class PerLayerStage {
  public:
   // `with_edges`: false leaves out the embedding and the output layer (pricing one layer alone).
-  // Sets rc's spans (set_spans over the stage's layers); a re-layout to or from a neighbour stage's
-  // layout registers its group's span as it is emitted.
+  // Sets rc's spans (set_spans over the stage's layers).
   PerLayerStage(const Scenario& scenario, const PerLayerPlan& plan, int stage, int stage_gpus, RankClass& rc,
                 bool with_edges = true);
 
@@ -55,7 +54,6 @@ class PerLayerStage {
   Op p2p(OpKind kind, OpRole role, int peer_stage, std::int64_t tag) const;
   OpIndex gather_weights(const UnitPlan& u, OpIndex after);
   void reduce_gradients(const UnitPlan& u, OpIndex after);
-  void relayout(int& current_group, const UnitPlan& u);
   void run_units(bool forward, bool reduce_after);
   void forward_pass(const ScheduleStep& step);
   void backward_pass(const ScheduleStep& step, bool reduce_after);
@@ -71,8 +69,6 @@ class PerLayerStage {
   std::int64_t tokens_;
   RankClass& rc_;
   std::vector<UnitPlan> units_;  // forward order
-  int group_before_ = 1;         // layout group of the activation that enters the stage (forward)
-  int group_after_ = 1;          // layout group of the gradient that enters it (backward)
   // The emitter's state between units.
   Phase phase_ = Phase::forward;
   int micro_batch_ = -1;
@@ -84,8 +80,7 @@ class PerLayerStage {
 };
 
 // Spans of every communicator the layers `strategies` use: the first's as the main ones, the other
-// TP/Ulysses and data group sizes as extra spans. (PerLayerStage adds the group of a re-layout with a
-// neighbour stage's layout, which may be none of these.)
+// TP/Ulysses and data group sizes as extra spans.
 void set_spans(RankClass& rc, const Scenario& scenario, const PerLayerPlan& plan, int stage, int stage_gpus,
                const std::vector<LayerStrategy>& strategies);
 

@@ -1,4 +1,4 @@
-// The plan value type, its layouts' geometry (data groups, re-layout bytes) and its memory per stage.
+// The plan value type, its layouts' geometry (data groups) and its memory per stage.
 // Memory follows memory.cpp term by term (model states per parameter, Korthikanti activations walked
 // over the schedule, NCCL buffers per communicator, workspace), each layer with its own TP/Ulysses
 // group, data group, ZeRO stage and recompute.
@@ -8,6 +8,7 @@
 #include <cmath>
 #include <map>
 #include <set>
+#include <stdexcept>
 
 #include <fmt/format.h>
 
@@ -88,31 +89,30 @@ std::int64_t tokens_per_gpu(const Scenario& scenario, const PerLayerPlan& plan) 
   return static_cast<std::int64_t>(plan.stage_micro_batch) * scenario.training.seq_length / stage_gpus(scenario, plan);
 }
 
+Strategy megatron_layer_strategy(const Scenario& scenario, const LayerStrategy& layer, int gpus,
+                                 int stage_micro_batch) {
+  const int tp = layer.layout.group;
+  Strategy st;
+  st.tensor_model_parallel_size = tp;
+  st.pipeline_model_parallel_size = scenario.cluster.total_gpus() / gpus;
+  st.data_parallel_size = gpus / tp;
+  st.sequence_parallel = tp > 1;
+  st.micro_batch_size = std::max(1, stage_micro_batch * tp / gpus);
+  st.zero_stage = layer.zero_stage;
+  st.recompute = layer.recompute;
+  return st;
+}
+
+BlockSamples block_samples(const LayerLayout& layout, int gpus, int stage_micro_batch, int gpu) {
+  const std::int64_t samples = static_cast<std::int64_t>(stage_micro_batch) * layout.group;
+  if (gpus <= 0 || samples % gpus != 0 || gpu < 0 || gpu >= gpus)
+    throw std::invalid_argument(fmt::format("a block of {} GPUs of {} holds {} / {} samples of a micro-batch: not whole",
+                                            layout.group, gpus, samples, gpus));
+  const int count = static_cast<int>(samples / gpus);
+  return {gpu / layout.group * count, count};
+}
+
 int data_group_of(const LayerLayout& layout, int gpus) { return layout.ulysses ? gpus : gpus / layout.group; }
-
-double relayout_kept_fraction(int from_group, int to_group, int gpus) {
-  // GPU r of layout t holds samples [r/t * t/G, (r/t + 1) * t/G) and sequence [r%t / t, (r%t + 1) / t),
-  // both as fractions of the micro-batch; it keeps the overlap of its two rectangles.
-  const auto overlap = [](double a0, double a1, double b0, double b1) { return std::max(0.0, std::min(a1, b1) - std::max(a0, b0)); };
-  double least = 1;
-  for (int r = 0; r < gpus; ++r) {
-    const double a = from_group, b = to_group;
-    const double samples = overlap((r / from_group) * a / gpus, (r / from_group + 1) * a / gpus,
-                                   (r / to_group) * b / gpus, (r / to_group + 1) * b / gpus);
-    const double sequence = overlap((r % from_group) / a, (r % from_group + 1) / a, (r % to_group) / b,
-                                    (r % to_group + 1) / b);
-    least = std::min(least, samples * sequence * gpus);
-  }
-  return least;
-}
-
-std::int64_t relayout_bytes(std::int64_t tokens, std::int64_t hidden, int from_group, int to_group, int gpus) {
-  if (from_group == to_group) return 0;
-  const int n = std::max(from_group, to_group);
-  const double buffer = 2.0 * static_cast<double>(tokens) * static_cast<double>(hidden);
-  const double sent = buffer * (1 - relayout_kept_fraction(from_group, to_group, gpus));
-  return std::llround(sent * n / (n - 1));
-}
 
 LayerMemory layer_memory(const Scenario& scenario, const LayerStrategy& s, int layer, int gpus, int stage_micro_batch) {
   const StateBytes per_param = state_bytes_per_parameter(scenario.training);

@@ -2,8 +2,8 @@
 // one-stage graph of 1 and of 3 identical layers (one micro-batch forward and backward), and the
 // difference over 2 is a layer's steady-state time, its ZeRO-3 gathers prefetched behind its neighbour
 // as in the real graph; the same with gradient reduction and the optimizer step gives the last
-// micro-batch's share. A layer costs (m - 1) x the first + the second. Re-layouts are priced by
-// simulating their all-to-all. The DP only chooses: each chosen plan is lowered whole and simulated.
+// micro-batch's share. A layer costs (m - 1) x the first + the second (a change of layout between layers
+// costs nothing: per_layer.hpp). The DP only chooses: each chosen plan is lowered whole and simulated.
 #include "strategies/per_layer/per_layer_search.hpp"
 
 #include <algorithm>
@@ -14,6 +14,7 @@
 #include "sim/simulate.hpp"
 #include "strategies/per_layer/per_layer_dp.hpp"
 #include "strategies/per_layer/per_layer_lowering.hpp"
+#include "strategies/per_layer/per_layer_plan_file.hpp"
 #include "strategies/schedule.hpp"
 #include "strategies/sharded_parameters.hpp"
 
@@ -47,22 +48,6 @@ struct Pricing {
     const double one = simulate_one_stage({s}, false), three = simulate_one_stage({s, s, s}, false);
     const double one_r = simulate_one_stage({s}, true), three_r = simulate_one_stage({s, s, s}, true);
     return {(three - one) / 2, (three_r - one_r) / 2};
-  }
-
-  double relayout_time(int from_group, int to_group) const {
-    const std::int64_t bytes = relayout_bytes(static_cast<std::int64_t>(stage_micro_batch) * scenario.training.seq_length / gpus,
-                                              scenario.model.hidden_size, from_group, to_group, gpus);
-    if (bytes == 0) return 0;
-    IterationGraph graph;
-    graph.classes.resize(1);
-    RankClass& rc = graph.classes[0];
-    const LayerStrategy wide{{std::max(from_group, to_group), false}};
-    PerLayerPlan tiny;
-    tiny.stage_micro_batch = stage_micro_batch;
-    per_layer::set_spans(rc, scenario, tiny, 0, gpus, {wide});
-    rc.add(lowering::Emitter::collective(OpKind::all_to_all, OpRole::tp_scatter, Stream::tp_comm, GroupKind::tensor,
-                                         wide.layout.group, bytes));
-    return static_cast<double>(simulate_iteration(graph, scenario.cluster, profile).iteration_ns);
   }
 };
 
@@ -132,6 +117,18 @@ Candidate PerLayerPlan::evaluate(const Scenario& scenario, const Profile& profil
 }
 
 std::vector<Candidate> per_layer_candidates(const Scenario& scenario, const Profile& profile) {
+  if (scenario.per_layer_plan) {  // pinned: that plan alone, refused where it does not fit
+    const PerLayerPlan plan = pinned_per_layer_plan(scenario);
+    const MemoryEstimate memory = estimate_per_layer_memory(scenario, plan);
+    const std::string oom = out_of_memory_reason(memory, scenario.cluster.node_groups.front().gpu.memory_GiB);
+    if (oom.empty()) return {evaluate_per_layer(scenario, profile, plan, false)};
+    Candidate c;
+    c.strategy = home_strategy(scenario, plan);
+    c.memory = memory;
+    c.plan = std::make_shared<PerLayerPlan>(plan);
+    c.infeasible_reason = oom;
+    return {c};
+  }
   std::vector<Candidate> out;
   const SearchSpace& space = scenario.search;
   const ModelConfig& m = scenario.model;
@@ -164,14 +161,6 @@ std::vector<Candidate> per_layer_candidates(const Scenario& scenario, const Prof
         const Pricing pricing{scenario, profile, pp, gpus, smb};
         std::vector<std::pair<double, double>> times;
         for (const LayerStrategy& s : options) times.push_back(pricing.layer_times(s));
-        std::map<int, int> layout_index;
-        for (const LayerStrategy& s : options) layout_index.emplace(s.layout.group, 0);
-        std::vector<int> groups;
-        for (auto& [group, index] : layout_index) index = static_cast<int>(groups.size()), groups.push_back(group);
-        std::vector<std::vector<double>> relayout(groups.size(), std::vector<double>(groups.size(), 0));
-        for (std::size_t a = 0; a < groups.size(); ++a)
-          for (std::size_t b = 0; b < groups.size(); ++b)
-            relayout[a][b] = 2.0 * micro_batches * pricing.relayout_time(groups[a], groups[b]);
 
         // Stages balanced by memory: the leanest layer strategy's bytes per layer at each stage's depth.
         std::vector<double> fixed(pp), per_layer(pp);
@@ -202,14 +191,12 @@ std::vector<Candidate> per_layer_candidates(const Scenario& scenario, const Prof
           for (int stage = 0; stage < pp && fits; ++stage) {
             DpProblem problem;
             problem.layers = split[stage];
-            problem.relayout_time = relayout;
             problem.budget_bytes = capacity - fixed[stage];
             problem.memory_buckets = kMemoryBuckets;
             for (std::size_t k = 0; k < options.size(); ++k) {
               const LayerMemory lm = layer_memory(scenario, options[k], 0, gpus, smb);
               problem.options.push_back({(micro_batches - 1) * times[k].first + times[k].second,
-                                         lm.states() + lm.activations_per_pass * in_flight[stage],
-                                         layout_index[options[k].layout.group]});
+                                         lm.states() + lm.activations_per_pass * in_flight[stage]});
             }
             const DpSolution solution = choose_layer_options(problem);
             fits = solution.feasible;

@@ -11,7 +11,8 @@
 namespace twin {
 
 // Candidates with `plan` set (family "per-layer"), feasible ones simulated; empty unless
-// scenario.search.per_layer and no pinned strategy. Dense models with context parallel 1 only.
+// scenario.search.per_layer and no pinned strategy. A plan pinned by the scenario (strategy.per_layer) is the only
+// candidate, infeasible where it does not fit. Dense models with context parallel 1 only.
 // Plans that are one uniform Megatron strategy with an even split are left out: the uniform search
 // has them. Deterministic.
 std::vector<Candidate> per_layer_candidates(const Scenario& scenario, const Profile& profile);

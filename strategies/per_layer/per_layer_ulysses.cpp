@@ -16,16 +16,6 @@ using lowering::Emitter;
 using lowering::RankShapes;
 namespace {
 
-Strategy megatron_strategy(const Scenario& scenario, int tp, int stage_gpus, int stage_micro_batch) {
-  Strategy st;
-  st.tensor_model_parallel_size = tp;
-  st.pipeline_model_parallel_size = scenario.cluster.total_gpus() / stage_gpus;
-  st.data_parallel_size = stage_gpus / tp;
-  st.sequence_parallel = tp > 1;
-  st.micro_batch_size = std::max(1, stage_micro_batch * tp / stage_gpus);
-  return st;
-}
-
 Op attention(const RankShapes& s, bool backward) {
   Op op;
   op.kind = backward ? OpKind::attention_backward : OpKind::attention_forward;
@@ -103,11 +93,7 @@ void block_ops(Emitter& e, const layer::Block& block, Phase phase) {
 }  // namespace
 
 RankShapes layer_shapes(const Scenario& scenario, const LayerStrategy& ls, int stage_gpus, int stage_micro_batch) {
-  const int t = ls.layout.group;
-  Strategy st = megatron_strategy(scenario, t, stage_gpus, stage_micro_batch);
-  st.zero_stage = ls.zero_stage;
-  st.recompute = ls.recompute;
-  RankShapes s = lowering::rank_shapes(scenario, st);
+  RankShapes s = lowering::rank_shapes(scenario, megatron_layer_strategy(scenario, ls, stage_gpus, stage_micro_batch));
   if (ls.layout.ulysses) {  // weights whole, data parallel over the stage; heads per GPU stay split by t
     const ModelConfig& m = scenario.model;
     s.sp = false;

@@ -7,7 +7,10 @@
 #include <gtest/gtest.h>
 
 #include "executor/parameters.hpp"
+#include "strategies/families/plan_graphs.hpp"
+#include "strategies/per_layer/per_layer.hpp"
 #include "strategies/rank_layout.hpp"
+#include "strategies/sharded_parameters.hpp"
 #include "strategies/validity.hpp"
 #include "../strategies/strategy_fixtures.hpp"
 
@@ -243,6 +246,63 @@ TEST(Parameters, TiedEmbeddingsShareTheTableOrCopyIt) {
   EXPECT_EQ(cells(copy.shard), cells(table.shard));
   for (const ElementRange& r : gradient_norm_ranges(last.back(), true))
     EXPECT_TRUE(r.begin + r.count <= copy.offset || r.begin >= copy.offset + copy.elements()) << r.begin;
+}
+
+// A per-layer plan over 2 stages of 2 GPUs, split 1 + 3: each unit is laid out as the uniform strategy of its
+// layer's layout lays it out (tp 1 layers whole on each GPU and sharded by ZeRO over both, tp 2 layers split
+// over both), the embedding as the first layer, the output layer as the last.
+TEST(Parameters, PerLayerUnitsTakeTheirLayersLayoutsAndTheStageSplit) {
+  Scenario scenario = small();  // 4 layers, 16 sequences
+  scenario.cluster.node_groups[0].gpus_per_node = 4;
+  PerLayerPlan plan;
+  plan.pipeline_stages = 2;
+  plan.stage_micro_batch = 2;
+  plan.num_micro_batches = 8;
+  plan.stage_layers = {1, 3};
+  plan.layers = {{{1, false}, 1, Recompute::none}, {{2, false}, 0, Recompute::none},
+                 {{2, false}, 1, Recompute::full}, {{1, false}, 0, Recompute::selective}};
+  const PlanPart part = per_layer_part(scenario, plan, home_strategy(scenario, plan));
+  std::map<int, std::vector<std::set<std::int64_t>>> qkv_cells;  // layer -> each rank's qkv cells
+  for (int rank = 0; rank < 4; ++rank) {
+    const int stage = rank / 2;
+    const std::vector<ParameterUnitLayout> units = plan_parameter_units(part, rank, 7);
+    std::vector<std::int32_t> ids;
+    for (const ParameterUnitLayout& unit : units) ids.push_back(unit.id);
+    EXPECT_EQ(ids, stage == 0 ? std::vector<std::int32_t>({kEmbeddingUnit, 0})
+                              : std::vector<std::int32_t>({1, 2, 3, kHeadUnit}));
+    for (const ParameterUnitLayout& unit : units) {
+      const Strategy& s = part.unit_strategy(unit.id);
+      EXPECT_EQ(s.tensor_model_parallel_size, plan.layers[unit.id == kEmbeddingUnit ? 0 : unit.id == kHeadUnit ? 3 : unit.id].layout.group);
+      const RankPlacement placement = placement_of(s, rank);
+      EXPECT_EQ(unit.sharded_optimizer, s.zero_stage >= 1 && s.data_parallel_size > 1) << unit.id;
+      EXPECT_EQ(unit.padded % s.data_parallel_size, 0);
+      EXPECT_EQ(unit.shard_begin, placement.dp_rank * unit.padded / s.data_parallel_size);
+      if (unit.id < 0) continue;
+      EXPECT_EQ(unit.elements, layer_parameters_per_rank(scenario.model, unit.id, s.tensor_model_parallel_size, 1).dense);
+      qkv_cells[unit.id].push_back(cells(unit.tensor(OpRole::qkv_projection).shard));
+      // As the uniform strategy of its layout lays out the same layer on the same stage (even split: 2 + 2).
+      if ((unit.id == 0 && stage == 0) || (unit.id == 2 && stage == 1)) {
+        for (const ParameterUnitLayout& uniform : plan_parameter_units(scenario, s, placement, 7))
+          if (uniform.id == unit.id) {
+            EXPECT_EQ(uniform.padded, unit.padded);
+            EXPECT_EQ(uniform.shard_begin, unit.shard_begin);
+            ASSERT_EQ(uniform.tensors.size(), unit.tensors.size());
+            for (std::size_t t = 0; t < unit.tensors.size(); ++t) {
+              EXPECT_EQ(uniform.tensors[t].seed, unit.tensors[t].seed);
+              EXPECT_EQ(uniform.tensors[t].offset, unit.tensors[t].offset);
+              EXPECT_EQ(cells(uniform.tensors[t].shard), cells(unit.tensors[t].shard));
+            }
+          }
+      }
+    }
+  }
+  // tp 1 layers: each GPU holds the whole qkv; tp 2 layers: the two GPUs' halves tile it.
+  for (int layer : {0, 3}) EXPECT_EQ(qkv_cells[layer][0], qkv_cells[layer][1]) << layer;
+  for (int layer : {1, 2}) {
+    std::set<std::int64_t> joined = qkv_cells[layer][0];
+    for (std::int64_t cell : qkv_cells[layer][1]) EXPECT_TRUE(joined.insert(cell).second);
+    EXPECT_EQ(joined, qkv_cells[3][0]) << layer;
+  }
 }
 
 }  // namespace

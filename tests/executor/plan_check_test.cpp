@@ -116,35 +116,40 @@ TEST(PlanCheck, RunsHotSwitchingWhosePhasesShareOneLayout) {
   EXPECT_EQ(refusal_path(other), "/family_plan/detail/phases/0/strategy_fields");
 }
 
-// A per-layer plan runs when its layers differ in recompute only (the layout, ZeRO stage and stage split of
-// its home strategy); one with layers of other layouts is refused at the first such layer.
-TEST(PlanCheck, RunsPerLayerRecomputeOnly) {
-  const auto first_plan = [](const std::string& file, auto accepts) -> nlohmann::json {
-    const Scenario scenario = load_scenario(std::string(TWIN_SOURCE_DIR) + "/scenarios/" + file);
-    for (const Candidate& c : per_layer_candidates(scenario, builtin_profile())) {
-      if (!c.feasible || !accepts(nlohmann::json(c.plan->to_json()))) continue;
-      IterationGraph graph;
-      Candidate detailed = c.plan->evaluate(scenario, builtin_profile(), true, &graph);
-      detailed.memory = c.memory;
-      return best_plan_json(scenario, detailed, graph);
-    }
-    return {};
-  };
-  const nlohmann::json recompute_only = first_plan("llama2-7b-1xH200-per-layer.json", [](const nlohmann::json&) {
-    return true;
-  });
-  ASSERT_FALSE(recompute_only.is_null());
-  EXPECT_EQ(refusal_path(parse_plan(recompute_only, kFile)), "");
-  // Some layer in another layout than the first: a plan that needs per-layer TP or Ulysses.
-  const nlohmann::json mixed = first_plan("llama2-13b-8xA100-40GB-per-layer.json", [](const nlohmann::json& detail) {
-    for (const nlohmann::json& layer : detail.at("layers"))
-      if (layer.at("layout") != detail.at("layers").at(0).at("layout") ||
-          layer.at("group_size") != detail.at("layers").at(0).at("group_size"))
-        return true;
-    return false;
-  });
-  ASSERT_FALSE(mixed.is_null());
-  EXPECT_EQ(refusal_path(parse_plan(mixed, kFile)).rfind("/family_plan/detail/layers/", 0), 0u);
+// The plan of a per-layer plan pinned on the recorded run's model over 4 GPUs (2 stages of 2): what twin simulate
+// writes for it.
+nlohmann::json per_layer_plan(const std::vector<LayerStrategy>& layers, bool tied = false) {
+  nlohmann::json doc = to_json(executed_plan().scenario);  // 4 layers, global batch 8
+  doc["cluster"]["nodes"][0]["gpus_per_node"] = 4;
+  doc["model"]["untie_embeddings_and_output_weights"] = !tied;
+  PerLayerPlan plan;
+  plan.pipeline_stages = 2;
+  plan.stage_micro_batch = 2;
+  plan.num_micro_batches = 4;
+  plan.stage_layers = {1, 3};
+  plan.layers = layers;
+  doc["strategy"] = {{"per_layer", plan.to_json()}};
+  const Scenario scenario = parse_scenario(doc, "pinned.json");
+  const std::vector<Candidate> ranked = per_layer_candidates(scenario, builtin_profile());
+  EXPECT_EQ(ranked.size(), 1u);
+  IterationGraph graph;
+  Candidate detailed = ranked.at(0).plan->evaluate(scenario, builtin_profile(), true, &graph);
+  detailed.memory = ranked[0].memory;
+  return best_plan_json(scenario, detailed, graph);
+}
+
+// A per-layer plan runs its layers each in its own Megatron layout, ZeRO stage and recompute, split unevenly; a
+// Ulysses layer is refused at its layer, and so, with tied embeddings over stages, is an output layer laid out
+// unlike the table (their gradients are summed shard by shard).
+TEST(PlanCheck, RunsPerLayerPlansOfMegatronLayouts) {
+  const LayerStrategy tp2{{2, false}, 0, Recompute::none}, tp1_zero1_full{{1, false}, 1, Recompute::full};
+  const LayerStrategy tp1_selective{{1, false}, 0, Recompute::selective}, ulysses2{{2, true}, 0, Recompute::none};
+  EXPECT_EQ(refusal_path(parse_plan(per_layer_plan({tp2, tp1_zero1_full, tp2, tp1_selective}), kFile)), "");
+  EXPECT_EQ(refusal_path(parse_plan(per_layer_plan({tp2, tp1_zero1_full, ulysses2, tp2}), kFile)),
+            "/family_plan/detail/layers/2");
+  EXPECT_EQ(refusal_path(parse_plan(per_layer_plan({tp2, tp1_zero1_full, tp2, tp2}, true), kFile)), "");
+  EXPECT_EQ(refusal_path(parse_plan(per_layer_plan({tp2, tp1_zero1_full, tp2, tp1_selective}, true), kFile)),
+            "/family_plan/detail/layers/3");
 }
 
 }  // namespace

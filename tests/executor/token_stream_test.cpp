@@ -1,8 +1,9 @@
 // The executor's training data: every split of the batch sees the same sequences, the rule the loss can learn,
-// packed rows, and a context-parallel rank's load-balanced chunks.
+// packed rows, a context-parallel rank's load-balanced chunks, and a per-layer plan's blocks.
 #include <gtest/gtest.h>
 
 #include "executor/token_stream.hpp"
+#include "strategies/per_layer/per_layer.hpp"
 
 namespace twin::exec {
 namespace {
@@ -22,6 +23,39 @@ TEST(TokenStream, SplitsOfTheBatchSeeTheSameSequences) {
   // DP rank 1 of 2 starts at sequence 4 of the iteration.
   const auto fifth = stream.sequence(2 * 8 + 4);
   for (int i = 0; i < 64; ++i) EXPECT_EQ(second[i], fifth[i]);
+}
+
+// A per-layer plan: whichever layout the embedding's block has, GPU g's run of its rows (the g % group-th of
+// `group` equal runs) is the same tokens, rows [g T, (g + 1) T) of the stage's micro-batch; so are the targets.
+TEST(TokenStream, PerLayerBlocksCutTheSameRowsForEveryGpuWhateverTheLayout) {
+  const TokenStream stream{32000, 64, 9};
+  const int gpus = 4, stage_micro_batch = 8, micro_batches = 3;
+  const std::int64_t per_gpu = stage_micro_batch * 64 / gpus;
+  for (int gpu = 0; gpu < gpus; ++gpu) {
+    std::vector<std::int32_t> expected;  // the one-GPU-per-block layout's inputs and targets
+    for (int group : {1, 2, 4}) {
+      const BlockSamples block = block_samples({group, false}, gpus, stage_micro_batch, gpu);
+      const SequenceRun run{block.first, block.count};
+      const auto tokens = stage_micro_batch_tokens(stream, 5, stage_micro_batch, micro_batches, run, run);
+      ASSERT_EQ(tokens.size(), static_cast<std::size_t>(micro_batches * 2 * block.count * 64));
+      std::vector<std::int32_t> mine;  // per micro-batch: this GPU's run of the inputs, then of the targets
+      for (int mb = 0; mb < micro_batches; ++mb)
+        for (int half = 0; half < 2; ++half) {
+          const auto first = tokens.begin() + (2 * mb + half) * block.count * 64 + gpu % group * per_gpu;
+          mine.insert(mine.end(), first, first + per_gpu);
+        }
+      if (group == 1) expected = mine;
+      EXPECT_EQ(mine, expected) << "GPU " << gpu << ", group " << group;
+    }
+    // Micro-batch 1's inputs start with sequence 5 * 24 + 8 + 2 * gpu of the stream.
+    EXPECT_EQ(expected[2 * per_gpu], stream.sequence(5 * 24 + 8 + 2 * gpu)[0]);
+  }
+  // Inputs of one block's sequences, targets of another's.
+  const auto mixed = stage_micro_batch_tokens(stream, 0, 2, 1, {0, 2}, {1, 1});
+  ASSERT_EQ(mixed.size(), 3u * 64);
+  EXPECT_EQ(mixed[64], stream.sequence(1)[0]);
+  EXPECT_EQ(mixed[128], stream.sequence(1)[1]);
+  EXPECT_THROW(stage_micro_batch_tokens(stream, 0, 2, 1, {1, 2}, {0, 1}), std::invalid_argument);
 }
 
 TEST(TokenStream, FollowsItsRuleNineTimesInTen) {

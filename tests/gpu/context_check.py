@@ -78,23 +78,16 @@ def main():
             failed = True
             lines.append(f"| {name} | {gpus} | FAILED | | | | | | | |")
             continue
-        m, p = metrics["measured"], metrics["predicted"]
-        peak = max(r["peak_memory_GiB"] for r in metrics["ranks"])
-        predicted_peak = max(r["predicted_peak_memory_GiB"] for r in metrics["ranks"])
-        ok, fold_text = True, ""
+        ok, fold = True, ""
         if traced:
             folded, reported, effect = ec.fold_and_report(args.twin, os.path.join(args.out, name), log)
             ok = folded and reported
-            before, after = effect.get("error_before"), effect.get("error_after")
-            fold_text = (f"{100 * before:+.1f}% / {100 * after:+.1f}%" if before is not None and after is not None
-                         else "folded" if folded else "fold FAILED")
+            fold = ec.fold_text(folded, effect)
             report["speed"][name] = {"metrics": metrics, "fold_effect": effect, "ok": ok}
         else:
             report["speed"][name] = {"metrics": metrics, "ok": ok}
         failed |= not ok
-        lines.append(f"| {name} | {gpus} | {m['iteration_s']:.4f} | {100 * m['mfu']:.1f}% | {p['iteration_time_s']:.4f} | "
-                     f"{100 * (m['iteration_s'] / p['iteration_time_s'] - 1):+.1f}% | {peak:.1f} | {predicted_peak:.1f} | "
-                     f"{fold_text} | {'pass' if ok else 'FAIL'} |")
+        lines.append(ec.speed_row(name, gpus, metrics, fold, ok))
         print(lines[-1], flush=True)
 
     ec.write_results(args.out, "context_check", lines, report)

@@ -192,6 +192,24 @@ def simulate_and_execute(twin, folder, scenario, iters, warmup, log, simulate_ar
     return metrics
 
 
+def fold_text(folded, effect):
+    """The fold's effect as a table cell: the error before / after, or whether it ran."""
+    before, after = effect.get("error_before"), effect.get("error_after")
+    return (f"{100 * before:+.1f}% / {100 * after:+.1f}%" if before is not None and after is not None
+            else "folded" if folded else "fold FAILED")
+
+
+def speed_row(name, gpus, metrics, fold, ok):
+    """A row of the family checks' speed tables: | case | GPUs | iteration s | MFU | predicted s | error | peak GiB |
+    predicted GiB | fold | result |, the peaks the largest over the ranks."""
+    m, p = metrics["measured"], metrics["predicted"]
+    peak = max(r["peak_memory_GiB"] for r in metrics["ranks"])
+    predicted_peak = max(r["predicted_peak_memory_GiB"] for r in metrics["ranks"])
+    return (f"| {name} | {gpus} | {m['iteration_s']:.4f} | {100 * m['mfu']:.1f}% | {p['iteration_time_s']:.4f} | "
+            f"{100 * (m['iteration_s'] / p['iteration_time_s'] - 1):+.1f}% | {peak:.1f} | {predicted_peak:.1f} | "
+            f"{fold} | {'pass' if ok else 'FAIL'} |")
+
+
 def fold_and_report(twin, folder, log, profile=None):
     """`twin calibrate --from-trace` (the plan's profile, or `profile`) and `twin report` on a run folder: whether
     both ran, and the fold's effect (profile.changes.json)."""

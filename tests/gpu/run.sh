@@ -6,7 +6,8 @@
 # Logs and tables go to $OUT (or out/gpu-check): run.log, ctest.log, calibrate.log, profile.json,
 # check.log, check.csv, check.md.
 # TWIN_GPU_STEPS picks steps (default: all but accuracy and check-sweep): tests calibrate calibrate-checks check
-# check-sweep execute moe context strands hot-switch per-layer mpirun accuracy (context: two GPUs or more);
+# check-sweep execute moe context strands hot-switch per-layer per-layer-layouts mpirun accuracy (context and
+# per-layer-layouts: two GPUs or more);
 # `accuracy` runs issue 5's study on as many GPUs as the machine has (scenarios/accuracy-llama2-7b-<N>xH200.json,
 # or TWIN_ACCURACY_SCENARIO) with this call's profile. TWIN_PROFILE=FILE skips calibration and checks that profile instead.
 # TWIN_CALIBRATE_SCENARIO=S.json makes calibration also measure the exact shapes of S's candidates.
@@ -19,7 +20,7 @@ exec > >(tee -a "$OUT/run.log") 2>&1
 export NCCL_NVLS_ENABLE="${NCCL_NVLS_ENABLE:-0}"  # the user's value wins, as in twin's launcher
 step() { echo; echo "=== $* ($(date -u +%H:%M:%S))"; }
 status=0
-steps="${TWIN_GPU_STEPS:-tests calibrate calibrate-checks check execute moe context strands hot-switch per-layer mpirun}"
+steps="${TWIN_GPU_STEPS:-tests calibrate calibrate-checks check execute moe context strands hot-switch per-layer per-layer-layouts mpirun}"
 wants() { [[ " $steps " == *" $1 "* ]]; }
 gpus=$(nvidia-smi -L | wc -l)
 # The machine's GPU as the scenarios name it, and the shipped profiles measured on one such GPU and on as many as a
@@ -206,6 +207,17 @@ tar czf "$OUT/$family-runs.tar.gz" --exclude=traces -C /tmp $family-check 2>/dev
 echo "$family checks: ${SECONDS}s wall"
 fi
 done
+
+if wants per-layer-layouts; then
+step "twin execute on per-layer plans whose layers have their own TP, ZeRO and recompute: loss against one GPU, speed, trace and fold (tests/gpu/per_layer_layouts_check.py)"
+SECONDS=0
+if [ "$gpus" -ge 2 ]; then
+  run_check per_layer_layouts_check "${TWIN_PER_LAYER_PROFILE:-$machine_profile}"
+else
+  echo "per-layer layouts need two GPUs; this machine has $gpus (skipped)"
+fi
+echo "per-layer layout checks: ${SECONDS}s wall"
+fi
 
 if wants mpirun && command -v mpirun > /dev/null; then
   # The launcher's ranks instead of twin's own: one process per GPU started by mpirun (as root here).

@@ -8,11 +8,10 @@ namespace twin {
 namespace {
 
 // A: slow and lean, B: fast and big. Budget 14 in 14 quanta of 1 byte.
-DpProblem two_options(double relayout) {
+DpProblem two_options() {
   DpProblem p;
   p.layers = 3;
-  p.options = {{10, 4, 0}, {6, 6, 1}};
-  p.relayout_time = {{0, relayout}, {relayout, 0}};
+  p.options = {{10, 4}, {6, 6}};
   p.budget_bytes = 14;
   p.memory_buckets = 14;
   return p;
@@ -20,27 +19,20 @@ DpProblem two_options(double relayout) {
 
 TEST(PerLayerDp, TakesTheFastOptionOnAsManyLayersAsTheBudgetAllows) {
   // All B: 18 bytes; two B: 16; one B: 6 + 4 + 4 = 14 fits, time 6 + 10 + 10 = 26.
-  const DpSolution s = choose_layer_options(two_options(0));
+  const DpSolution s = choose_layer_options(two_options());
   ASSERT_TRUE(s.feasible);
   EXPECT_DOUBLE_EQ(s.time, 26);
   EXPECT_DOUBLE_EQ(s.memory_bytes, 14);
   EXPECT_EQ(std::count(s.choice.begin(), s.choice.end(), 1), 1);
 }
 
-TEST(PerLayerDp, PaysEachReLayoutAndPutsTheOddLayerAtAnEnd) {
-  // One B with re-layout 3: at an end one change (29), in the middle two (32); all A is 30.
-  const DpSolution s = choose_layer_options(two_options(3));
-  ASSERT_TRUE(s.feasible);
-  EXPECT_DOUBLE_EQ(s.time, 29);
-  EXPECT_EQ(s.choice, (std::vector<int>{1, 0, 0}));
-  // Re-layouts dearer than the gain: uniform A.
-  const DpSolution uniform = choose_layer_options(two_options(5));
-  EXPECT_DOUBLE_EQ(uniform.time, 30);
-  EXPECT_EQ(uniform.choice, (std::vector<int>{0, 0, 0}));
+TEST(PerLayerDp, TiesKeepTheLowerOptionOnTheLaterLayers) {
+  // One B of three: on the first layer (the backtrack keeps the lower option index on each later layer).
+  EXPECT_EQ(choose_layer_options(two_options()).choice, (std::vector<int>{1, 0, 0}));
 }
 
 TEST(PerLayerDp, UniformChoicesStayInTheSpace) {
-  DpProblem p = two_options(3);
+  DpProblem p = two_options();
   p.budget_bytes = 18;
   p.memory_buckets = 18;
   const DpSolution s = choose_layer_options(p);
@@ -49,15 +41,14 @@ TEST(PerLayerDp, UniformChoicesStayInTheSpace) {
 }
 
 TEST(PerLayerDp, NothingFitsIsInfeasibleAndQuantaRoundUp) {
-  DpProblem p = two_options(0);
+  DpProblem p = two_options();
   p.budget_bytes = 11;  // three A need 12
   p.memory_buckets = 11;
   EXPECT_FALSE(choose_layer_options(p).feasible);
   // 1.5 quanta per layer count as 2: two layers need 4 quanta of a 3-quantum budget.
   DpProblem q;
   q.layers = 2;
-  q.options = {{1, 1.5, 0}};
-  q.relayout_time = {{0}};
+  q.options = {{1, 1.5}};
   q.budget_bytes = 3;
   q.memory_buckets = 3;
   EXPECT_FALSE(choose_layer_options(q).feasible);

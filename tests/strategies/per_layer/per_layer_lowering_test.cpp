@@ -1,5 +1,5 @@
-// Per-layer plans: re-layout bytes by hand, the lowering of a one-strategy plan against the uniform
-// lowering op for op, re-layout and Ulysses all-to-alls in the graph, memory against estimate_memory.
+// Per-layer plans: every layout's rows on each GPU, the lowering of a one-strategy plan against the uniform
+// lowering op for op, layout changes and Ulysses all-to-alls in the graph, memory against estimate_memory.
 #include <gtest/gtest.h>
 
 #include "sim/simulate.hpp"
@@ -24,16 +24,23 @@ PerLayerPlan plan_of(int pp, int smb, int micro_batches, std::vector<int> split,
   return p;
 }
 
-TEST(PerLayerRelayout, BytesFollowTheTwoLayouts) {
-  // 1 -> 4 on 8 GPUs: a GPU keeps a quarter of its rows (its sequence quarter of its own sample).
-  EXPECT_DOUBLE_EQ(relayout_kept_fraction(1, 4, 8), 0.25);
-  EXPECT_DOUBLE_EQ(relayout_kept_fraction(4, 1, 8), 0.25);
-  // Sent: 3/4 of 2*T*h, as an all-to-all over 4 of the whole buffer.
-  EXPECT_EQ(relayout_bytes(1024, 512, 1, 4, 8), 2 * 1024 * 512);
-  // 2 -> 4: GPU 1 held sequence half 1 and needs quarter 1: it keeps nothing, sends all (x 4/3).
-  EXPECT_DOUBLE_EQ(relayout_kept_fraction(2, 4, 8), 0.0);
-  EXPECT_EQ(relayout_bytes(1024, 512, 2, 4, 8), 2 * 1024 * 512 * 4 / 3);
-  EXPECT_EQ(relayout_bytes(1024, 512, 4, 4, 8), 0);  // Megatron-SP 4 and Ulysses 4 share a layout
+TEST(PerLayerBlocks, EveryLayoutHoldsTheSameRowsOnEachGpu) {
+  const std::int64_t seq = 1024;
+  for (int gpus : {1, 2, 4, 8})
+    for (int smb : {gpus, 2 * gpus, 3 * gpus})
+      for (int group = 1; group <= gpus; group *= 2) {
+        const std::int64_t per_gpu = smb * seq / gpus;
+        for (bool ulysses : {false, true})
+          for (int gpu = 0; gpu < gpus; ++gpu) {
+            const BlockSamples block = block_samples({group, ulysses}, gpus, smb, gpu);
+            EXPECT_EQ(block.count * seq, group * per_gpu);  // the block's rows, cut into `group` runs
+            EXPECT_EQ(block.first * seq + gpu % group * per_gpu, gpu * per_gpu)
+                << gpus << " GPUs, micro-batch " << smb << ", group " << group << ", GPU " << gpu;
+          }
+      }
+  // Two samples over a block of one GPU of 4: half a sample, which no layout holds.
+  EXPECT_THROW(block_samples({1, false}, 4, 2, 0), std::invalid_argument);
+  EXPECT_EQ(block_samples({2, false}, 4, 2, 3).first, 1);
 }
 
 TEST(PerLayerLowering, OneStrategyPlanEmitsTheUniformOps) {
@@ -75,25 +82,21 @@ TEST(PerLayerLowering, OneStrategyPlanEmitsTheUniformOps) {
   for (int stage = 0; stage < 2; ++stage) EXPECT_EQ(u.per_stage[stage].total(), p.per_stage[stage].total());
 }
 
-TEST(PerLayerLowering, LayoutChangesAddOneAllToAllEachWayAndTheEngineRunsIt) {
+TEST(PerLayerLowering, LayoutChangesAddNoOpAndTheEngineRunsBothGroups) {
   const Scenario sc = make_scenario(llama_shaped(8), 1, 1024, 16);
   std::vector<LayerStrategy> layers(4, LayerStrategy{{2, false}, 1, Recompute::none});
   layers.resize(8, LayerStrategy{{8, false}, 0, Recompute::none});
-  const PerLayerPlan plan = plan_of(1, 8, 2, {8}, layers);  // tokens per GPU: 8 * 1024 / 8
+  const PerLayerPlan plan = plan_of(1, 8, 2, {8}, layers);
   const IterationGraph graph = lower_per_layer_plan(sc, plan);
   const RankClass& rc = graph.classes[0];
-  int relayouts = 0, tp2 = 0, tp8 = 0;
+  int all_to_alls = 0, tp2 = 0, tp8 = 0;
   for (OpIndex i = 0; i < rc.size(); ++i) {
     const Op& op = rc.op(i);
-    if (op.kind == OpKind::all_to_all) {
-      ++relayouts;
-      EXPECT_EQ(op.layer, op.phase == Phase::forward ? 4 : 3);
-      EXPECT_EQ(op.group_size, 8);
-      EXPECT_EQ(op.bytes, relayout_bytes(1024, 1024, 2, 8, 8));
-    }
-    if (op.group == GroupKind::tensor && op.kind != OpKind::all_to_all) (op.group_size == 2 ? tp2 : tp8)++;
+    all_to_alls += op.kind == OpKind::all_to_all;
+    if (op.group == GroupKind::tensor) (op.group_size == 2 ? tp2 : tp8)++;
+    if (op.group == GroupKind::tensor && op.layer >= 0) EXPECT_EQ(op.group_size, op.layer < 4 ? 2 : 8) << op_name(op);
   }
-  EXPECT_EQ(relayouts, 2 * 2);  // 2 micro-batches, forward and backward
+  EXPECT_EQ(all_to_alls, 0);
   EXPECT_GT(tp2, 0);
   EXPECT_GT(tp8, 0);
   EXPECT_GT(simulate_iteration(graph, sc.cluster, builtin_profile()).iteration_ns, 0);

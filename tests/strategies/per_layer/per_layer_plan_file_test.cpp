@@ -55,7 +55,8 @@ TEST(PerLayerPlanFile, TheSearchedLayersAndGraphComeBackFromBestJson) {
   EXPECT_EQ(lowered.family(), "per-layer");
   EXPECT_EQ(lowered.key, document.at("family_plan").at("key"));
   ASSERT_EQ(lowered.parts.size(), 1u);
-  const std::vector<Recompute>& recompute = lowered.parts[0].layer_recompute;
+  std::vector<Recompute> recompute;
+  for (const Strategy& layer : lowered.parts[0].layer_strategies) recompute.push_back(layer.recompute);
   ASSERT_EQ(recompute.size(), 28u);
   int full = 0;
   for (std::size_t i = 0; i < recompute.size(); ++i) {

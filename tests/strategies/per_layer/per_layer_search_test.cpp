@@ -2,7 +2,9 @@
 // 8k tokens) where the best per-layer plan is faster than every uniform strategy that fits; parsing.
 #include <gtest/gtest.h>
 
+#include "core/error.hpp"
 #include "core/scenario.hpp"
+#include "tests/strategies/strategy_fixtures.hpp"
 #include "strategies/families/families.hpp"
 #include "strategies/per_layer/per_layer_search.hpp"
 
@@ -45,6 +47,52 @@ TEST(PerLayerScenario, PerLayerPlanFitsRanksAndMixesLayerStrategies) {
   // Re-evaluation gives the same time (the report and best.json use it).
   EXPECT_EQ(evaluate_again(s, builtin_profile(), *best_per_layer, false, nullptr).result.iteration_ns,
             best_per_layer->result.iteration_ns);
+}
+
+// A plan pinned by its scenario (strategy.per_layer, the object best.json's family_plan.detail holds): parsed
+// without a search, written back, the only candidate, simulated as written; a layer strategy no stage can run and
+// micro-batches that do not make the batch are refused at their JSON paths.
+TEST(PerLayerScenario, APinnedPlanIsTheOnlyCandidate) {
+  nlohmann::json doc = to_json(load_scenario(kScenario));  // 8 A100s, with a 4-layer Llama-shaped model
+  doc["model"] = to_json(testing::make_scenario(testing::llama_shaped(4), 1, 1024, 16))["model"];
+  doc["training"]["seq_length"] = 1024;
+  doc["training"]["global_batch_size"] = 16;
+  PerLayerPlan plan;
+  plan.pipeline_stages = 2;
+  plan.stage_micro_batch = 4;
+  plan.num_micro_batches = 4;
+  plan.stage_layers = {1, 3};
+  plan.layers = {{{2, false}, 1, Recompute::none}, {{4, false}, 0, Recompute::full},
+                 {{1, false}, 3, Recompute::none}, {{2, false}, 0, Recompute::selective}};
+  doc["strategy"] = {{"per_layer", plan.to_json()}};
+  const Scenario pinned = parse_scenario(doc, "pinned.json");
+  ASSERT_TRUE(pinned.per_layer_plan.has_value());
+  EXPECT_FALSE(pinned.strategy.has_value());
+  EXPECT_EQ(pinned.per_layer_plan->at, "/strategy/per_layer");
+  EXPECT_EQ(parse_scenario(to_json(pinned), "pinned.json"), pinned);
+  const std::vector<Candidate> ranked = search(pinned, builtin_profile(), plan_families(), {2, {}});
+  ASSERT_EQ(ranked.size(), 1u);
+  EXPECT_TRUE(ranked[0].feasible) << ranked[0].infeasible_reason;
+  EXPECT_EQ(ranked[0].key(), plan.key());
+  EXPECT_EQ(ranked[0].result.iteration_ns,
+            evaluate_per_layer(pinned, builtin_profile(), plan, false).result.iteration_ns);
+
+  const auto refusal = [&](const char* field, const nlohmann::json& value, int layer) {
+    nlohmann::json bad = doc;
+    nlohmann::json& at = layer < 0 ? bad["strategy"]["per_layer"] : bad["strategy"]["per_layer"]["layers"][layer];
+    at[field] = value;
+    try {
+      search(parse_scenario(bad, "pinned.json"), builtin_profile(), plan_families(), {1, {}});
+    } catch (const InputError& error) {
+      EXPECT_EQ(error.file(), "pinned.json");
+      return error.json_path();
+    }
+    return std::string("(accepted)");
+  };
+  EXPECT_EQ(refusal("group_size", 3, 1), "/strategy/per_layer/layers/1");  // 3 does not divide 4 GPUs
+  EXPECT_EQ(refusal("zero_stage", 1, 1), "/strategy/per_layer/layers/1");  // tp 4 of 4: no data group to shard over
+  EXPECT_EQ(refusal("num_micro_batches", 3, -1), "/strategy/per_layer/num_micro_batches");
+  EXPECT_EQ(refusal("stage_num_layers", nlohmann::json::array({2, 3}), -1), "/strategy/per_layer/stage_num_layers");
 }
 
 TEST(PerLayerScenario, StrategySpaceHonoursDivisibilityAndDataParallelism) {

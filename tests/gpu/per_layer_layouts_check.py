@@ -1,0 +1,107 @@
+#!/usr/bin/env python3
+"""twin execute on per-layer plans (Galvatron) over several GPUs: each layer in its own Megatron layout (TP group
+with SP, data parallel over the rest of the stage), ZeRO stage and recompute, stages split unevenly, pinned by the
+scenario (strategy.per_layer). The small Llama-shaped model against its single-GPU loss curve; then Llama-2-7B
+widths (4 layers) under a mixed plan on 2 GPUs, timed against the prediction, traced, reported and folded
+(`twin calibrate --from-trace`).
+
+Usage: per_layer_layouts_check.py --twin build/twin [--out DIR] [--gpus N] [--iters N] [--profile NAME|FILE] [--gpu NAME]
+Results: $OUT/per_layer_layouts_check.md and $OUT/per_layer_layouts_check.json; exit 1 when a check fails (or with fewer than 2 GPUs).
+"""
+import sys
+
+import execute_check as ec
+
+
+def layer(group, zero=0, recompute="none"):
+    return {"layout": "tensor", "group_size": group, "zero_stage": zero, "recompute": recompute}
+
+
+def plan(stages, stage_micro_batch, micro_batches, split, layers):
+    return {"pipeline_model_parallel_size": stages, "stage_micro_batch_size": stage_micro_batch,
+            "num_micro_batches": micro_batches, "schedule": "1f1b", "stage_num_layers": split, "layers": layers}
+
+
+# (name, GPUs, per-layer plan or None for the uniform single-GPU baseline, tied embeddings). Global batch 8, seq 1024.
+CORRECTNESS = [
+    ("single", 1, None, False),
+    ("tp2-tp1-mixed", 2, plan(1, 4, 2, [4], [layer(2), layer(1, 1, "selective"), layer(2, 0, "full"), layer(1)]),
+     False),
+    ("pp2-uneven", 4, plan(2, 2, 4, [1, 3], [layer(2), layer(1, 1, "full"), layer(2), layer(1, 0, "selective")]),
+     False),
+    ("tp4-tp2-tp1-zero", 4, plan(1, 4, 2, [4], [layer(4), layer(2, 1), layer(1, 2, "selective"), layer(2, 3, "full")]),
+     False),
+    ("single-tied", 1, None, True),
+    ("pp2-tied", 4, plan(2, 2, 4, [2, 2], [layer(2), layer(1, 1), layer(1), layer(2, 0, "full")]), True),
+]
+# Llama-2-7B widths, 4 layers, seq 4096, global batch 4 on 2 GPUs: the first and last layers TP 2, the middle two
+# data parallel under ZeRO-1 with full recompute.
+SPEED = ("7b4l-per-layer-2gpu", 2, 4096, 4,
+         plan(1, 4, 1, [4], [layer(2), layer(1, 1, "full"), layer(1, 1, "full"), layer(2)]))
+
+
+def pinned(doc, per_layer):
+    doc["strategy"] = {"per_layer": per_layer}
+    return doc
+
+
+def main():
+    args, log = ec.family_check_arguments(__doc__, "per_layer_layouts_check", gpus=2)
+    report = {"correctness": {}, "speed": {}}
+    failed = args.gpus < 2
+    lines = ["## Per-layer plans: loss against the single-GPU run (small Llama-shaped model: 4 layers, hidden 1024, "
+             "GQA 16/4, vocab 8192, seq 1024, global batch 8)", "",
+             "| case | GPUs | layers | loss step 1 | loss last | max relative difference (first half / all steps) | result |",
+             "|---|---|---|---|---|---|---|"]
+    baselines = {}
+    for name, gpus, per_layer, tied in CORRECTNESS:
+        if gpus > args.gpus:
+            continue
+        model = dict(ec.SMALL, untie_embeddings_and_output_weights=not tied)
+        doc = ec.scenario(name, model, gpus, 1024, 8, 2, {})
+        if per_layer:
+            pinned(doc, per_layer)
+        metrics = ec.run_case(args.twin, args.out, name, doc, args.iters, 2, log)
+        shown = " ".join(f"tp{l['group_size']}.z{l['zero_stage']}.{l['recompute']}" for l in per_layer["layers"]) \
+            if per_layer else "uniform"
+        if metrics is None:
+            failed = True
+            lines.append(f"| {name} | {gpus} | {shown} | | | | FAILED to run |")
+            continue
+        losses = [s["loss"] for s in metrics["steps"]]
+        baselines.setdefault(tied, losses)
+        first_half, whole = ec.curve_differences(losses, baselines[tied])
+        # A dense model: the layouts change only the order of sums, so the whole curve is held step by step.
+        ok = whole <= args.tolerance and losses[-1] < 0.8 * losses[0]
+        failed |= not ok
+        report["correctness"][name] = {"gpus": gpus, "layers": shown, "losses": losses,
+                                       "max_relative_difference": whole,
+                                       "max_relative_difference_first_half": first_half, "ok": ok}
+        lines.append(f"| {name} | {gpus} | {shown} | {losses[0]:.4f} | {losses[-1]:.4f} | {first_half:.2e} / "
+                     f"{whole:.2e} | {'pass' if ok else 'FAIL'} |")
+        print(lines[-1], flush=True)
+
+    name, gpus, seq, batch, per_layer = SPEED
+    lines += ["", f"## Llama-2-7B widths, 4 layers, seq {seq}, global batch {batch}: a per-layer plan on {gpus} GPUs "
+              "measured against predicted, traced, reported and folded (`twin calibrate --from-trace`)", "",
+              "| case | GPUs | iteration s | MFU | predicted s | error | peak GiB | predicted GiB | fold: error before / after | result |",
+              "|---|---|---|---|---|---|---|---|---|---|"]
+    if gpus <= args.gpus:
+        doc = pinned(ec.scenario(name, ec.LLAMA7B_4L, gpus, seq, batch, 1, {}), per_layer)
+        metrics = ec.run_case(args.twin, args.out, name, doc, args.iters, 3, log)
+        if metrics is None:
+            failed = True
+            lines.append(f"| {name} | {gpus} | FAILED | | | | | | | |")
+        else:
+            folded, reported, effect = ec.fold_and_report(args.twin, f"{args.out}/{name}", log)
+            ok = folded and reported and metrics["steps"][-1]["loss"] < metrics["steps"][0]["loss"]
+            failed |= not ok
+            report["speed"][name] = {"gpus": gpus, "metrics": metrics, "fold_effect": effect, "ok": ok}
+            lines.append(ec.speed_row(name, gpus, metrics, ec.fold_text(folded, effect), ok))
+            print(lines[-1], flush=True)
+    ec.write_results(args.out, "per_layer_layouts_check", lines, report)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
