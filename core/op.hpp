@@ -77,7 +77,9 @@ enum class GemmPass : std::uint8_t { none, forward, input_gradient, weight_gradi
 // Which tensor of a linear layer a tensor-parallel collective moves: the linear's input (gathered before a
 // column-parallel GEMM), its output (reduced after a row-parallel GEMM or the embedding), its output
 // gradient (gathered before a row-parallel backward) or its input gradient (reduced after a column-parallel
-// dgrad). The linear is the op's `linear`.
+// dgrad). The linear is the op's `linear`. A Ulysses layer's all-to-alls say it too: the QKV linear's output
+// and the projection's input gradient go to the heads layout, the projection's input and the QKV linear's
+// output gradient back to the sequence layout.
 enum class LinearTensor : std::uint8_t { none, input, output, output_gradient, input_gradient };
 
 struct GemmShape {

@@ -76,7 +76,7 @@ std::string to_string(Action action) {
       "expert_activation_forward", "expert_activation_backward", "expert_combine", "expert_combine_backward",
       "dispatch_exchange", "combine_exchange", "dispatch_exchange_backward", "combine_exchange_backward",
       "ring_attention_forward", "ring_attention_backward", "ring_exchange", "ring_exchange_backward", "ring_merge",
-      "ring_gradient_add", "phase_handoff"};
+      "ring_gradient_add", "ulysses_to_heads", "ulysses_to_sequence", "phase_handoff"};
   static_assert(std::size(names) == static_cast<std::size_t>(Action::phase_handoff) + 1, "a name per action");
   return names[static_cast<int>(action)];
 }
@@ -152,8 +152,19 @@ std::vector<OpBinding> bind_ops(const RankClass& rc, bool tied_embeddings) {
         b.action = backward ? Action::expert_combine_backward : Action::expert_combine;
         break;
       case OpKind::all_to_all:
+        if (op.group == GroupKind::tensor) {  // a Ulysses layer's: the linear tensor it moves says which way
+          b.subject = op.linear;
+          switch (op.linear_tensor) {
+            case LinearTensor::output:
+            case LinearTensor::input_gradient: b.action = Action::ulysses_to_heads; break;
+            case LinearTensor::input:
+            case LinearTensor::output_gradient: b.action = Action::ulysses_to_sequence; break;
+            case LinearTensor::none: unsupported(rc, i, "an all-to-all over a tensor group that moves no linear's tensor");
+          }
+          break;
+        }
         if (op.group != GroupKind::expert || (op.role != OpRole::dispatch && op.role != OpRole::combine))
-          unsupported(rc, i, "an all-to-all other than expert parallelism's (Ulysses' re-layout)");
+          unsupported(rc, i, "an all-to-all other than expert parallelism's or a Ulysses layer's");
         if (op.role == OpRole::dispatch)
           b.action = backward ? Action::dispatch_exchange_backward : Action::dispatch_exchange;
         else

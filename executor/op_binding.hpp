@@ -44,6 +44,9 @@ enum class Action : std::uint8_t {
   ring_attention_forward, ring_attention_backward, ring_exchange, ring_exchange_backward,
   ring_merge,          // a forward block folded into the running output (by log-sum-exp)
   ring_gradient_add,   // backward: this rank's share of a key-value gradient added to the one that arrived
+  // A Ulysses layer's all-to-alls (executor/gpu/op_actions_ulysses.cpp): a tensor from the sequence layout (this
+  // GPU's rows, every head) to the heads layout (the group's rows, this GPU's heads), and back.
+  ulysses_to_heads, ulysses_to_sequence,
   // Hot switching's zero-byte message ordering a GPU's phase after the one before: nothing to run, the
   // process issues its phases one after another.
   phase_handoff,
@@ -65,7 +68,7 @@ struct OpBinding {
 std::string to_string(Action action);
 
 // One binding per op, in op order. Throws std::invalid_argument naming the op for what the executor does
-// not run (context parallelism's all-gather form, Ulysses' all-to-alls, hot switching's re-sharding transfers). The backward
+// not run (context parallelism's all-gather form, hot switching's re-sharding transfers). The backward
 // strand of double strand binds as any backward: its ops say compute2, and the runtime gives that stream its
 // own CUDA stream and scratch.
 // With tied embeddings the output projection's weight gradient goes into the embedding table's (or, on a stage

@@ -245,7 +245,7 @@ std::vector<ParameterUnitLayout> plan_parameter_units(const Scenario& scenario, 
 }
 
 std::vector<ParameterUnitLayout> plan_parameter_units(const PlanPart& part, int rank, std::uint64_t seed) {
-  if (part.layer_strategies.empty())
+  if (!part.per_layer())
     return plan_parameter_units(part.scenario, part.strategy, placement_of(part.strategy, rank), seed);
   const int stage = coordinates_of(part.strategy, rank).pp, stages = part.strategy.pipeline_model_parallel_size;
   const auto maker = [&](std::int32_t unit) {

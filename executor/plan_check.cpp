@@ -58,8 +58,8 @@ void check_executable_plan(const Plan& plan, const std::string& file) {
                                    "re-sharding between hot-switching layouts yet",
                                    lowered.parts.back().strategy.key()));
   }
-  // A per-layer plan runs its layers each in its own Megatron layout (TP group, data group, ZeRO stage,
-  // recompute), split over the stages as the plan splits them.
+  // A per-layer plan runs its layers each in its own layout (Megatron TP group or Ulysses group, data group,
+  // ZeRO stage, recompute), split over the stages as the plan splits them.
   if (lowered.per_layer) {
     const PerLayerPlan& layers = *lowered.per_layer;
     const int gpus = stage_gpus(plan.scenario, layers);
@@ -68,11 +68,11 @@ void check_executable_plan(const Plan& plan, const std::string& file) {
                                                     "models under uniform plans)");
     for (std::size_t i = 0; i < layers.layers.size(); ++i) {
       const LayerStrategy& layer = layers.layers[i];
-      const std::string at = fmt::format("/family_plan/detail/layers/{}", i);
-      if (layer.layout.ulysses)
-        throw InputError(file, at, "a Megatron (tp) layout: twin execute does not run Ulysses layers yet");
+      // Whole sequences for every block of GPUs, and for the embedding or output layer beside the layer.
+      const bool edge = i == 0 || i + 1 == layers.layers.size();
       try {
         block_samples(layer.layout, gpus, layers.stage_micro_batch, 0);
+        if (edge) block_samples(edge_layout(layer.layout), gpus, layers.stage_micro_batch, 0);
       } catch (const std::invalid_argument& error) {
         throw InputError(file, "/family_plan/detail/stage_micro_batch",
                          std::string("whole samples for every block of GPUs (twin execute): ") + error.what());
@@ -83,11 +83,12 @@ void check_executable_plan(const Plan& plan, const std::string& file) {
     }
     // Tied embeddings over stages: the table and its copy sum their gradients shard by shard.
     if (layers.pipeline_stages > 1 && !plan.scenario.model.untie_embeddings_and_output_weights &&
-        layers.layers.front().layout != layers.layers.back().layout)
+        edge_layout(layers.layers.front().layout) != edge_layout(layers.layers.back().layout))
       throw InputError(file, fmt::format("/family_plan/detail/layers/{}", layers.layers.size() - 1),
-                       fmt::format("the first layer's layout (tp{}) for the last layer: with tied embeddings the "
-                                   "output layer's copy of the table is sharded as the table",
-                                   layers.layers.front().layout.group));
+                       fmt::format("a layout whose output layer is sharded as the embedding beside the first layer "
+                                   "(tp{}): with tied embeddings the output layer's copy of the table is summed with "
+                                   "the table shard by shard",
+                                   edge_layout(layers.layers.front().layout).group));
   }
   if (!plan.scenario.framework.cross_entropy_loss_fusion)
     throw InputError(file, "/scenario/framework/cross_entropy_loss_fusion",

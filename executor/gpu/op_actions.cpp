@@ -129,6 +129,8 @@ void StageRuntime::run_op(OpIndex index, int iteration) {
     case Action::ring_exchange_backward:
     case Action::ring_merge:
     case Action::ring_gradient_add: return context_ring(op, b, mb, unit_of(op, b), stream);
+    case Action::ulysses_to_heads:
+    case Action::ulysses_to_sequence: return ulysses_exchange(op, b, mb, unit_of(op, b), stream);
     case Action::phase_handoff: return;  // the process issues its parts in order
   }
 }
@@ -191,7 +193,7 @@ void StageRuntime::linear(const Op& op, const OpBinding& b, int mb, int unit, cu
 
 void StageRuntime::tensor_collective(const Op& op, const OpBinding& b, int mb, int unit, cudaStream_t stream) {
   const UnitLayout& layout = this->layout(unit);
-  ncclComm_t comm = layout.comms->tensor;
+  ncclComm_t comm = layout.tensor;
   const lowering::RankShapes& shapes = layout.shapes;
   const std::int64_t local = shapes.tokens_local * shapes.h;
   // (source, destination) tensor names in the unit's slot.

@@ -44,7 +44,8 @@ std::vector<StageRuntime::SequenceRun> StageRuntime::sequence_runs(int mb, const
 // Attention, RoPE and the MLP activation: the ops between the linears of a layer. RoPE and attention run
 // per run of equal sequences (one run unless rows pack several sequences).
 void StageRuntime::between_linears(const Op& op, const OpBinding& b, int mb, int unit, cudaStream_t stream) {
-  const lowering::RankShapes& s = layout(unit).shapes;
+  const UnitLayout& layout = this->layout(unit);
+  const lowering::RankShapes& s = layout.shapes;
   const std::int64_t tokens = s.tokens;
   const std::int64_t q_width = s.heads * s.d, kv_width = s.groups * s.d;
   const auto dims = [&](const SequenceRun& run) {
@@ -77,8 +78,11 @@ void StageRuntime::between_linears(const Op& op, const OpBinding& b, int mb, int
   const auto rope_table = [&](const RopeRun& run) { return rope_table_ + run.first_position * (s.d / 2); };
   const layer::Block& attention = layer::block_of(OpRole::core_attention);
   const layer::Block& activation = layer::block_of(OpRole::activation);
-  const Act qkv_name{attention.input}, out_name{attention.output}, stats_name{attention.stats};
-  const Act d_qkv_name{attention.input, Form::gradient}, d_out_name{attention.output, Form::gradient};
+  // A Ulysses layer's attention works on its tensors' heads layout (op_actions_ulysses.cpp): their gathered forms.
+  const Form value = layout.ulysses ? Form::gathered : Form::value;
+  const Form gradient = layout.ulysses ? Form::gradient_gathered : Form::gradient;
+  const Act qkv_name{attention.input, value}, out_name{attention.output, value}, stats_name{attention.stats};
+  const Act d_qkv_name{attention.input, gradient}, d_out_name{attention.output, gradient};
   const Act act_in{activation.input}, act_out{activation.output};
   const Act d_act_in{activation.input, Form::gradient}, d_act_out{activation.output, Form::gradient};
   switch (b.action) {

@@ -64,7 +64,7 @@ void StageRuntime::head(const Op& op, const OpBinding& b, int mb, cudaStream_t s
       return;
     case Action::loss_reduce: {
       // Megatron's order: all-reduce the max; each shard's sum rescaled to it; all-reduce the sums.
-      ncclComm_t tensor_comm = layout.comms->tensor;
+      ncclComm_t tensor_comm = layout.tensor;
       float* global_max = floats({Tensor::global_row_max});
       float* sum_exp = existing(Tensor::sum_exp);
       float* target_logit = existing(Tensor::target_logit);

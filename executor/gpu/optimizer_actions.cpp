@@ -25,7 +25,7 @@ void StageRuntime::parameters_collective(const Op& op, const OpBinding& b, cudaS
   // The op's group says whose weights: a layer's (the data group) or its experts' (the expert-data group).
   const bool experts = op.group == GroupKind::expert_data;
   // A unit's group: its layout's data group (a per-layer plan's layers each have their own).
-  const auto data_of = [&](std::int32_t unit) { return experts ? comms_.expert_data() : layout(unit).comms->data; };
+  const auto data_of = [&](std::int32_t unit) { return experts ? comms_.expert_data() : layout(unit).data; };
   const auto unit_named = [&](std::int32_t id) -> ParameterUnit& {
     return params_->unit(experts && id >= 0 ? expert_unit_of(id) : id);
   };
@@ -100,7 +100,7 @@ void StageRuntime::model_parallel_gradient_fixups(cudaStream_t stream) {
                                       : std::pair<std::int64_t, std::int64_t>{w.offset, w.elements()};
       if (count > 0)
         TWIN_NCCL_CHECK(ncclAllReduce(unit->grads + begin, unit->grads + begin, count, ncclBfloat16, ncclSum,
-                                      layout.comms->tensor_optimizer, stream));
+                                      layout.tensor_optimizer, stream));
     }
   }
   TWIN_NCCL_CHECK(ncclGroupEnd());

@@ -55,15 +55,20 @@ StageRuntime::StageRuntime(const PlanPart& plan_part, const IterationGraph& grap
       static_cast<std::int64_t>(plan_part_.packs.size()) != scenario.training.global_batch_size)
     throw std::invalid_argument(fmt::format("executor: {} packs given for a batch of {} rows", plan_part_.packs.size(),
                                             scenario.training.global_batch_size));
-  const auto layout_under = [&](const Strategy& s) {
-    return UnitLayout{lowering::rank_shapes(scenario, s), coordinates_of(s, rank).tp,
-                      &comms_.layout(s.tensor_model_parallel_size)};
+  const auto layout_under = [&](const Strategy& weights, const lowering::RankShapes& shapes, int group, bool ulysses) {
+    const Communicators::Layout& moves = comms_.layout(group);
+    return UnitLayout{shapes, coordinates_of(weights, rank).tp, ulysses, moves.tensor, moves.tensor_optimizer,
+                      comms_.layout(weights.tensor_model_parallel_size).data};
   };
-  home_layout_ = layout_under(strategy);
-  if (!plan_part_.layer_strategies.empty()) {
-    for (int unit = 0; unit < scenario.model.num_layers; ++unit)
-      unit_layouts_.emplace(unit, layout_under(plan_part_.unit_strategy(unit)));
-    for (int unit : {kEmbeddingUnit, kHeadUnit}) unit_layouts_.emplace(unit, layout_under(plan_part_.unit_strategy(unit)));
+  home_layout_ = layout_under(strategy, shapes_, strategy.tensor_model_parallel_size, false);
+  if (plan_part_.per_layer()) {
+    std::vector<int> units = {kEmbeddingUnit, kHeadUnit};
+    for (int layer = 0; layer < scenario.model.num_layers; ++layer) units.push_back(layer);
+    for (int unit : units) {
+      const UnitExecution& execution = *plan_part_.unit_execution(unit);
+      unit_layouts_.emplace(unit, layout_under(execution.weights, execution.shapes, execution.group,
+                                               execution.ulysses));
+    }
   }
   for (cudaStream_t& stream : streams_) TWIN_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   attention_ = std::make_unique<gpu::Attention>(options.attention);

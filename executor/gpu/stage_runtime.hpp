@@ -174,14 +174,19 @@ class StageRuntime {
   };
   std::vector<SequenceRun> sequence_runs(int mb, const lowering::RankShapes& shapes) const;
   Recompute recompute_of(int layer) const { return plan_part_.unit_strategy(layer).recompute; }
-  // A unit's layout: the shapes it runs with, this rank's place in its tensor group and its groups'
-  // communicators. Every unit has the part strategy's, but in a per-layer plan, whose layers (and the
-  // embedding and output layer beside them) each run under their own (PlanPart::unit_strategy).
+  // A unit's layout: the shapes it runs with, this rank's place among the GPUs its weights are split over,
+  // and the communicators of its groups: `tensor` (its TP group, or the Ulysses group of its all-to-alls) and
+  // its weights' data group. Every unit has the part strategy's, but in a per-layer plan, whose layers (and
+  // the embedding and output layer beside them) each run as their UnitExecution says.
   struct UnitLayout {
     lowering::RankShapes shapes;
     int tp_rank = 0;
-    const Communicators::Layout* comms = nullptr;
+    bool ulysses = false;
+    ncclComm_t tensor = nullptr, tensor_optimizer = nullptr, data = nullptr;
   };
+  // A Ulysses layer's all-to-all (op_actions_ulysses.cpp): the tensor the op names, between the sequence layout
+  // (this GPU's rows, every head) and the heads layout (the group's rows, this GPU's heads).
+  void ulysses_exchange(const Op& op, const OpBinding& b, int mb, int unit, cudaStream_t stream);
   const UnitLayout& layout(int unit) const;
   // Rows of a micro-batch's inputs (the embedding's) and targets (the output layer's) in `tokens_`.
   std::int64_t input_tokens() const { return layout(kEmbeddingUnit).shapes.tokens; }

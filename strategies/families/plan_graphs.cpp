@@ -25,13 +25,10 @@ PlanPart per_layer_part(const Scenario& scenario, const PerLayerPlan& plan, cons
   part.scenario = scenario;
   part.strategy = home;
   part.memory = estimate_per_layer_memory(scenario, plan);
-  const int gpus = stage_gpus(scenario, plan);
-  for (const LayerStrategy& layer : plan.layers) {
-    Strategy s = megatron_layer_strategy(scenario, layer, gpus, plan.stage_micro_batch);
-    s.num_micro_batches = plan.num_micro_batches;
-    s.schedule = plan.schedule;
-    part.layer_strategies.push_back(s);
-  }
+  for (int layer = 0; layer < static_cast<int>(plan.layers.size()); ++layer)
+    part.layer_units.push_back(layer_execution(scenario, plan, layer));
+  part.embedding_unit = edge_execution(scenario, plan, true);
+  part.head_unit = edge_execution(scenario, plan, false);
   part.stage_layers = plan.stage_layers;
   return part;
 }
@@ -109,12 +106,17 @@ PlanGraphs per_layer(const Plan& plan, const std::string& source) {
 
 }  // namespace
 
-const Strategy& PlanPart::unit_strategy(std::int32_t unit) const {
-  if (layer_strategies.empty()) return strategy;
-  if (unit == kEmbeddingUnit) return layer_strategies.front();
-  if (unit == kHeadUnit) return layer_strategies.back();
+const UnitExecution* PlanPart::unit_execution(std::int32_t unit) const {
+  if (!per_layer()) return nullptr;
+  if (unit == kEmbeddingUnit) return &embedding_unit;
+  if (unit == kHeadUnit) return &head_unit;
   if (unit < 0) throw std::logic_error(fmt::format("a per-layer plan has no unit {}", unit));
-  return layer_strategies.at(static_cast<std::size_t>(unit));
+  return &layer_units.at(static_cast<std::size_t>(unit));
+}
+
+const Strategy& PlanPart::unit_strategy(std::int32_t unit) const {
+  const UnitExecution* execution = unit_execution(unit);
+  return execution ? execution->weights : strategy;
 }
 
 int PlanPart::first_layer(int stage) const {

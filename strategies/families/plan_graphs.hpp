@@ -24,13 +24,15 @@ struct PlanPart {
   // Per sequence row of the part's batch (in batch order), the lengths of the sequences it packs; empty when
   // every row is one sequence of scenario.training.seq_length.
   std::vector<std::vector<std::int64_t>> packs;
-  // A per-layer plan: per transformer layer, the uniform strategy it runs as (megatron_layer_strategy of its
-  // layout, ZeRO stage and recompute, with the plan's micro-batches and schedule), and the layers per stage.
-  // Empty when every layer runs as `strategy`, split as it splits them.
-  std::vector<Strategy> layer_strategies;
+  // A per-layer plan: how each transformer layer, the embedding and the output layer run (layer_execution,
+  // edge_execution), and the layers per stage. Empty when every unit runs as `strategy`, split as it splits them.
+  std::vector<UnitExecution> layer_units;
+  UnitExecution embedding_unit, head_unit;
   std::vector<int> stage_layers;
-  // The strategy unit `unit` runs as (a layer; kEmbeddingUnit: the first layer's, kHeadUnit: the last's, the
-  // layouts the lowering gives them): `strategy` for every unit unless layer_strategies.
+  bool per_layer() const { return !layer_units.empty(); }
+  // How unit `unit` (a layer, kEmbeddingUnit or kHeadUnit) of a per-layer plan runs; null for another plan.
+  const UnitExecution* unit_execution(std::int32_t unit) const;
+  // The strategy the weights of unit `unit` are laid out under: its UnitExecution's, else `strategy`.
   const Strategy& unit_strategy(std::int32_t unit) const;
   // The first transformer layer of pipeline stage `stage` (stage = stages: the number of layers); no virtual
   // stages.

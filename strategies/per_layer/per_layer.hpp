@@ -22,6 +22,7 @@
 #include "core/scenario.hpp"
 #include "core/strategy.hpp"
 #include "strategies/flops.hpp"
+#include "strategies/lowering_emitter.hpp"
 #include "strategies/memory.hpp"
 #include "strategies/search.hpp"
 
@@ -78,6 +79,24 @@ Strategy megatron_layer_strategy(const Scenario& scenario, const LayerStrategy& 
                                  int stage_micro_batch);
 // Tokens every GPU of a stage holds per micro-batch outside attention, whatever the layout.
 std::int64_t tokens_per_gpu(const Scenario& scenario, const PerLayerPlan& plan);
+// The layout of the embedding or the output layer beside a layer of `layout`: the layer's under Megatron TP,
+// data parallel (group 1) under Ulysses (whole weights on the GPU's own rows).
+LayerLayout edge_layout(const LayerLayout& layout);
+
+// How twin execute runs a unit of a per-layer plan: the uniform strategy its weights are laid out, reduced and
+// gathered under (a Megatron layer's layout as TP x DP, megatron_layer_strategy, with the plan's micro-batches and
+// schedule; a Ulysses layer's weights are whole and data parallel over the stage), the size of the group its
+// tensors move in (its TP group, or the Ulysses group of its all-to-alls), and the shapes the lowering emits it with.
+struct UnitExecution {
+  Strategy weights;
+  int group = 1;
+  bool ulysses = false;
+  lowering::RankShapes shapes;
+};
+UnitExecution layer_execution(const Scenario& scenario, const PerLayerPlan& plan, int layer);
+// The embedding (`embedding`) or the output layer, beside the first or the last layer.
+UnitExecution edge_execution(const Scenario& scenario, const PerLayerPlan& plan, bool embedding);
+
 // The samples of a stage micro-batch that GPU `gpu` of a stage works on under `layout`: those of its block
 // (`group` consecutive GPUs), [first, first + count). The block cuts their rows into `group` contiguous
 // runs; the GPU's is run gpu % group, rows [gpu T, (gpu + 1) T) of the micro-batch whatever the layout.

@@ -25,9 +25,14 @@ Op attention(const RankShapes& s, bool backward) {
   return op;
 }
 
-Op all_to_all(const RankShapes& s, OpRole role, std::int64_t width) {
-  return Emitter::collective(OpKind::all_to_all, role, Stream::tp_comm, GroupKind::tensor, s.tp,
-                             s.tokens_local * width * 2);
+// An all-to-all over the Ulysses group of a linear's tensor (`linear`'s `tensor`): tp_gather from the sequence
+// layout to the heads layout, tp_scatter back.
+Op all_to_all(const RankShapes& s, OpRole role, std::int64_t width, OpRole linear, LinearTensor tensor) {
+  Op op = Emitter::collective(OpKind::all_to_all, role, Stream::tp_comm, GroupKind::tensor, s.tp,
+                              s.tokens_local * width * 2);
+  op.linear = linear;
+  op.linear_tensor = tensor;
+  return op;
 }
 
 // Widths of whole weights: the heads of all t GPUs of the Ulysses group.
@@ -69,12 +74,16 @@ void block_ops(Emitter& e, const layer::Block& block, Phase phase) {
       const std::int64_t after = ulysses_width(s, backward ? layer::Width::qkv : layer::Width::query);
       const Op rope = Emitter::rows_cols(backward ? OpKind::rope_backward : OpKind::rope_forward, OpRole::rope,
                                          s.tokens, (s.heads + s.groups) * s.d);
-      e.emit(all_to_all(s, OpRole::tp_gather, before));
+      // Forward: the QKV linear's output to heads, the attention output (the projection's input) back;
+      // backward: the projection's input gradient to heads, the QKV linear's output gradient back.
+      e.emit(backward ? all_to_all(s, OpRole::tp_gather, before, OpRole::attention_projection, LinearTensor::input_gradient)
+                      : all_to_all(s, OpRole::tp_gather, before, OpRole::qkv_projection, LinearTensor::output));
       if (s.rope && !backward) e.emit(rope);
       if (backward && s.recompute == Recompute::selective) e.recompute([&] { e.emit(attention(s, false)); });
       e.emit(attention(s, backward));
       if (s.rope && backward) e.emit(rope);
-      e.emit(all_to_all(s, OpRole::tp_scatter, after));
+      e.emit(backward ? all_to_all(s, OpRole::tp_scatter, after, OpRole::qkv_projection, LinearTensor::output_gradient)
+                      : all_to_all(s, OpRole::tp_scatter, after, OpRole::attention_projection, LinearTensor::input));
       return;
     }
     case layer::BlockKind::activation:
@@ -128,3 +137,40 @@ void emit_ulysses_layer_backward(Emitter& e, const ModelConfig& model, int layer
 }
 
 }  // namespace twin::per_layer
+
+namespace twin {
+
+LayerLayout edge_layout(const LayerLayout& layout) { return layout.ulysses ? LayerLayout{1, false} : layout; }
+
+namespace {
+
+UnitExecution execution(const Scenario& scenario, const PerLayerPlan& plan, const LayerStrategy& layer,
+                        lowering::RankShapes shapes) {
+  const int gpus = stage_gpus(scenario, plan);
+  UnitExecution out;
+  out.weights = megatron_layer_strategy(scenario, {edge_layout(layer.layout), layer.zero_stage, layer.recompute}, gpus,
+                                        plan.stage_micro_batch);
+  out.weights.num_micro_batches = plan.num_micro_batches;
+  out.weights.schedule = plan.schedule;
+  out.group = layer.layout.group;
+  out.ulysses = layer.layout.ulysses;
+  out.shapes = shapes;
+  return out;
+}
+
+}  // namespace
+
+UnitExecution layer_execution(const Scenario& scenario, const PerLayerPlan& plan, int layer) {
+  const LayerStrategy& s = plan.layers.at(static_cast<std::size_t>(layer));
+  return execution(scenario, plan, s,
+                   per_layer::layer_shapes(scenario, s, stage_gpus(scenario, plan), plan.stage_micro_batch));
+}
+
+UnitExecution edge_execution(const Scenario& scenario, const PerLayerPlan& plan, bool embedding) {
+  const LayerStrategy& beside = embedding ? plan.layers.front() : plan.layers.back();
+  const LayerStrategy edge{edge_layout(beside.layout), beside.zero_stage, beside.recompute};
+  return execution(scenario, plan, edge,
+                   per_layer::edge_shapes(scenario, beside, stage_gpus(scenario, plan), plan.stage_micro_batch));
+}
+
+}  // namespace twin

@@ -1,5 +1,6 @@
 // The executor's reading of the families' op graphs: an MoE layer's ops on one GPU and under expert
-// parallelism, double strand on one stage and over stages, hot switching's phases and handoffs.
+// parallelism, double strand on one stage and over stages, hot switching's phases and handoffs, a per-layer
+// plan's Ulysses layers.
 #include <algorithm>
 #include <map>
 #include <set>
@@ -10,6 +11,7 @@
 #include "executor/op_binding.hpp"
 #include "strategies/schedule.hpp"
 #include "strategies/families/plan_graphs.hpp"
+#include "strategies/per_layer/per_layer.hpp"
 #include "../strategies/strategy_fixtures.hpp"
 #include "op_binding_fixtures.hpp"
 #include "../strategies/hot_switch/hot_switch_fixture.hpp"
@@ -242,5 +244,38 @@ TEST(OpBinding, HotSwitchingPhasesBindTheirOpsAndHandoffs) {
   accumulation.add(add);
   EXPECT_THROW(bind_ops(accumulation), std::invalid_argument);
 }
+// A per-layer plan's Ulysses layer: per micro-batch its two all-to-alls each way, named by the linear tensor they
+// move (full recompute repeats the forward pair), and its bytes the sequence layout's whole buffer; a Megatron
+// layer beside it has none and no layer change adds one.
+TEST(OpBinding, UlyssesLayersExchangeTheirTensorsBetweenLayouts) {
+  const Scenario scenario = testing::make_scenario(testing::llama_shaped(3), 1, 1024, 8);  // 8 GPUs
+  PerLayerPlan plan;
+  plan.stage_micro_batch = 8;
+  plan.num_micro_batches = 1;
+  plan.stage_layers = {3};
+  plan.layers = {{{4, true}, 1, Recompute::none}, {{2, false}, 0, Recompute::none}, {{4, true}, 3, Recompute::full}};
+  const RankClass& rc = lower_per_layer_plan(scenario, plan).classes.at(0);
+  const std::vector<OpBinding> bindings = bind_ops(rc);
+  std::map<std::tuple<int, Action, OpRole>, int> seen;  // (layer, action, linear)
+  for (OpIndex i = 0; i < rc.size(); ++i) {
+    const Op& op = rc.op(i);
+    if (bindings[i].action != Action::ulysses_to_heads && bindings[i].action != Action::ulysses_to_sequence) continue;
+    ++seen[{op.layer, bindings[i].action, bindings[i].subject}];
+    const int u = plan.layers.at(static_cast<std::size_t>(op.layer)).layout.group;
+    EXPECT_EQ(op.group_size, u);
+    const std::int64_t rows = 8 * 1024 / 8;  // each GPU's rows in the sequence layout
+    const std::int64_t width = bindings[i].subject == OpRole::qkv_projection ? (16 + 2 * 4) * 64 : 16 * 64;
+    EXPECT_EQ(op.bytes, rows * width * 2) << op_name(op);
+  }
+  using A = Action;
+  using R = OpRole;
+  const std::map<std::tuple<int, Action, OpRole>, int> expected = {
+      {{0, A::ulysses_to_heads, R::qkv_projection}, 1},        {{0, A::ulysses_to_sequence, R::attention_projection}, 1},
+      {{0, A::ulysses_to_heads, R::attention_projection}, 1},  {{0, A::ulysses_to_sequence, R::qkv_projection}, 1},
+      {{2, A::ulysses_to_heads, R::qkv_projection}, 2},        {{2, A::ulysses_to_sequence, R::attention_projection}, 2},
+      {{2, A::ulysses_to_heads, R::attention_projection}, 1},  {{2, A::ulysses_to_sequence, R::qkv_projection}, 1}};
+  EXPECT_EQ(seen, expected);
+}
+
 }  // namespace
 }  // namespace twin::exec

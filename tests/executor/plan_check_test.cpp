@@ -116,17 +116,18 @@ TEST(PlanCheck, RunsHotSwitchingWhosePhasesShareOneLayout) {
   EXPECT_EQ(refusal_path(other), "/family_plan/detail/phases/0/strategy_fields");
 }
 
-// The plan of a per-layer plan pinned on the recorded run's model over 4 GPUs (2 stages of 2): what twin simulate
-// writes for it.
-nlohmann::json per_layer_plan(const std::vector<LayerStrategy>& layers, bool tied = false) {
+// The plan of a per-layer plan pinned on the recorded run's model over 4 GPUs (by default 2 stages of 2, split
+// 1 + 3, micro-batches of 2 sequences): what twin simulate writes for it.
+nlohmann::json per_layer_plan(const std::vector<LayerStrategy>& layers, bool tied = false, int stages = 2,
+                              std::vector<int> split = {1, 3}) {
   nlohmann::json doc = to_json(executed_plan().scenario);  // 4 layers, global batch 8
   doc["cluster"]["nodes"][0]["gpus_per_node"] = 4;
   doc["model"]["untie_embeddings_and_output_weights"] = !tied;
   PerLayerPlan plan;
-  plan.pipeline_stages = 2;
+  plan.pipeline_stages = stages;
   plan.stage_micro_batch = 2;
   plan.num_micro_batches = 4;
-  plan.stage_layers = {1, 3};
+  plan.stage_layers = std::move(split);
   plan.layers = layers;
   doc["strategy"] = {{"per_layer", plan.to_json()}};
   const Scenario scenario = parse_scenario(doc, "pinned.json");
@@ -138,15 +139,20 @@ nlohmann::json per_layer_plan(const std::vector<LayerStrategy>& layers, bool tie
   return best_plan_json(scenario, detailed, graph);
 }
 
-// A per-layer plan runs its layers each in its own Megatron layout, ZeRO stage and recompute, split unevenly; a
-// Ulysses layer is refused at its layer, and so, with tied embeddings over stages, is an output layer laid out
-// unlike the table (their gradients are summed shard by shard).
-TEST(PlanCheck, RunsPerLayerPlansOfMegatronLayouts) {
+// A per-layer plan runs its layers each in its own layout (Megatron TP or Ulysses), ZeRO stage and recompute,
+// split unevenly. Refused: an embedding beside a Ulysses layer whose GPUs would hold part of a sequence (it runs
+// data parallel on each GPU's own rows), and, with tied embeddings over stages, an output layer sharded unlike
+// the table (their gradients are summed shard by shard).
+TEST(PlanCheck, RunsPerLayerPlansOfTheirOwnLayouts) {
   const LayerStrategy tp2{{2, false}, 0, Recompute::none}, tp1_zero1_full{{1, false}, 1, Recompute::full};
-  const LayerStrategy tp1_selective{{1, false}, 0, Recompute::selective}, ulysses2{{2, true}, 0, Recompute::none};
+  const LayerStrategy tp1_selective{{1, false}, 0, Recompute::selective}, ulysses2{{2, true}, 3, Recompute::none};
+  const LayerStrategy ulysses4{{4, true}, 0, Recompute::none};
   EXPECT_EQ(refusal_path(parse_plan(per_layer_plan({tp2, tp1_zero1_full, tp2, tp1_selective}), kFile)), "");
-  EXPECT_EQ(refusal_path(parse_plan(per_layer_plan({tp2, tp1_zero1_full, ulysses2, tp2}), kFile)),
-            "/family_plan/detail/layers/2");
+  EXPECT_EQ(refusal_path(parse_plan(per_layer_plan({tp2, tp1_zero1_full, ulysses2, tp2}), kFile)), "");
+  EXPECT_EQ(refusal_path(parse_plan(per_layer_plan({ulysses2, tp1_zero1_full, ulysses2, ulysses2}), kFile)), "");
+  // One stage of 4 GPUs, 2 sequences per micro-batch: the embedding beside Ulysses 4 would hold half a sequence.
+  EXPECT_EQ(refusal_path(parse_plan(per_layer_plan(std::vector<LayerStrategy>(4, ulysses4), false, 1, {4}), kFile)),
+            "/family_plan/detail/stage_micro_batch");
   EXPECT_EQ(refusal_path(parse_plan(per_layer_plan({tp2, tp1_zero1_full, tp2, tp2}, true), kFile)), "");
   EXPECT_EQ(refusal_path(parse_plan(per_layer_plan({tp2, tp1_zero1_full, tp2, tp1_selective}, true), kFile)),
             "/family_plan/detail/layers/3");

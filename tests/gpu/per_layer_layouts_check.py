@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""twin execute on per-layer plans (Galvatron) over several GPUs: each layer in its own Megatron layout (TP group
-with SP, data parallel over the rest of the stage), ZeRO stage and recompute, stages split unevenly, pinned by the
-scenario (strategy.per_layer). The small Llama-shaped model against its single-GPU loss curve; then Llama-2-7B
+"""twin execute on per-layer plans (Galvatron) over several GPUs: each layer in its own layout (a Megatron TP group
+with SP, data parallel over the rest of the stage; or a Ulysses group, weights whole and data parallel over the
+stage), ZeRO stage and recompute, stages split unevenly, pinned by the scenario (strategy.per_layer). The small Llama-shaped model against its single-GPU loss curve; then Llama-2-7B
 widths (4 layers) under a mixed plan on 2 GPUs, timed against the prediction, traced, reported and folded
 (`twin calibrate --from-trace`).
 
@@ -13,8 +13,12 @@ import sys
 import execute_check as ec
 
 
-def layer(group, zero=0, recompute="none"):
-    return {"layout": "tensor", "group_size": group, "zero_stage": zero, "recompute": recompute}
+def layer(group, zero=0, recompute="none", layout="tensor"):
+    return {"layout": layout, "group_size": group, "zero_stage": zero, "recompute": recompute}
+
+
+def ulysses(group, zero=0, recompute="none"):
+    return layer(group, zero, recompute, "ulysses")
 
 
 def plan(stages, stage_micro_batch, micro_batches, split, layers):
@@ -31,13 +35,18 @@ CORRECTNESS = [
      False),
     ("tp4-tp2-tp1-zero", 4, plan(1, 4, 2, [4], [layer(4), layer(2, 1), layer(1, 2, "selective"), layer(2, 3, "full")]),
      False),
+    ("ulysses2-mixed", 2, plan(1, 4, 2, [4], [ulysses(2), layer(1, 1), ulysses(2, 3, "full"), layer(2)]), False),
+    ("ulysses4-tp4-mixed", 4, plan(1, 4, 2, [4], [ulysses(4, 1), layer(4), ulysses(2, 0, "selective"),
+                                                 layer(1, 2)]), False),
     ("single-tied", 1, None, True),
     ("pp2-tied", 4, plan(2, 2, 4, [2, 2], [layer(2), layer(1, 1), layer(1), layer(2, 0, "full")]), True),
+    ("pp2-ulysses-tied", 4, plan(2, 2, 4, [1, 3], [ulysses(2), layer(1), ulysses(2, 1, "full"), ulysses(2)]), True),
 ]
 # Llama-2-7B widths, 4 layers, seq 4096, global batch 4 on 2 GPUs: the first and last layers TP 2, the middle two
-# data parallel under ZeRO-1 with full recompute.
-SPEED = ("7b4l-per-layer-2gpu", 2, 4096, 4,
-         plan(1, 4, 1, [4], [layer(2), layer(1, 1, "full"), layer(1, 1, "full"), layer(2)]))
+# data parallel under ZeRO-1 with full recompute; then Ulysses 2 around TP 2.
+SPEED_SEQ, SPEED_BATCH = 4096, 4
+SPEED = [("7b4l-per-layer-2gpu", 2, plan(1, 4, 1, [4], [layer(2), layer(1, 1, "full"), layer(1, 1, "full"), layer(2)])),
+         ("7b4l-ulysses-2gpu", 2, plan(1, 4, 1, [4], [ulysses(2), layer(2), layer(2), ulysses(2, 1)]))]
 
 
 def pinned(doc, per_layer):
@@ -62,8 +71,8 @@ def main():
         if per_layer:
             pinned(doc, per_layer)
         metrics = ec.run_case(args.twin, args.out, name, doc, args.iters, 2, log)
-        shown = " ".join(f"tp{l['group_size']}.z{l['zero_stage']}.{l['recompute']}" for l in per_layer["layers"]) \
-            if per_layer else "uniform"
+        shown = " ".join(f"{'usp' if l['layout'] == 'ulysses' else 'tp'}{l['group_size']}.z{l['zero_stage']}."
+                         f"{l['recompute']}" for l in per_layer["layers"]) if per_layer else "uniform"
         if metrics is None:
             failed = True
             lines.append(f"| {name} | {gpus} | {shown} | | | | FAILED to run |")
@@ -81,24 +90,25 @@ def main():
                      f"{whole:.2e} | {'pass' if ok else 'FAIL'} |")
         print(lines[-1], flush=True)
 
-    name, gpus, seq, batch, per_layer = SPEED
-    lines += ["", f"## Llama-2-7B widths, 4 layers, seq {seq}, global batch {batch}: a per-layer plan on {gpus} GPUs "
-              "measured against predicted, traced, reported and folded (`twin calibrate --from-trace`)", "",
+    lines += ["", f"## Llama-2-7B widths, 4 layers, seq {SPEED_SEQ}, global batch {SPEED_BATCH}: per-layer plans measured "
+              "against predicted, traced, reported and folded (`twin calibrate --from-trace`)", "",
               "| case | GPUs | iteration s | MFU | predicted s | error | peak GiB | predicted GiB | fold: error before / after | result |",
               "|---|---|---|---|---|---|---|---|---|---|"]
-    if gpus <= args.gpus:
-        doc = pinned(ec.scenario(name, ec.LLAMA7B_4L, gpus, seq, batch, 1, {}), per_layer)
+    for name, gpus, per_layer in SPEED:
+        if gpus > args.gpus:
+            continue
+        doc = pinned(ec.scenario(name, ec.LLAMA7B_4L, gpus, SPEED_SEQ, SPEED_BATCH, 1, {}), per_layer)
         metrics = ec.run_case(args.twin, args.out, name, doc, args.iters, 3, log)
         if metrics is None:
             failed = True
             lines.append(f"| {name} | {gpus} | FAILED | | | | | | | |")
-        else:
-            folded, reported, effect = ec.fold_and_report(args.twin, f"{args.out}/{name}", log)
-            ok = folded and reported and metrics["steps"][-1]["loss"] < metrics["steps"][0]["loss"]
-            failed |= not ok
-            report["speed"][name] = {"gpus": gpus, "metrics": metrics, "fold_effect": effect, "ok": ok}
-            lines.append(ec.speed_row(name, gpus, metrics, ec.fold_text(folded, effect), ok))
-            print(lines[-1], flush=True)
+            continue
+        folded, reported, effect = ec.fold_and_report(args.twin, f"{args.out}/{name}", log)
+        ok = folded and reported and metrics["steps"][-1]["loss"] < metrics["steps"][0]["loss"]
+        failed |= not ok
+        report["speed"][name] = {"gpus": gpus, "metrics": metrics, "fold_effect": effect, "ok": ok}
+        lines.append(ec.speed_row(name, gpus, metrics, ec.fold_text(folded, effect), ok))
+        print(lines[-1], flush=True)
     ec.write_results(args.out, "per_layer_layouts_check", lines, report)
     return 1 if failed else 0
 

@@ -56,7 +56,7 @@ TEST(PerLayerPlanFile, TheSearchedLayersAndGraphComeBackFromBestJson) {
   EXPECT_EQ(lowered.key, document.at("family_plan").at("key"));
   ASSERT_EQ(lowered.parts.size(), 1u);
   std::vector<Recompute> recompute;
-  for (const Strategy& layer : lowered.parts[0].layer_strategies) recompute.push_back(layer.recompute);
+  for (const UnitExecution& layer : lowered.parts[0].layer_units) recompute.push_back(layer.weights.recompute);
   ASSERT_EQ(recompute.size(), 28u);
   int full = 0;
   for (std::size_t i = 0; i < recompute.size(); ++i) {
