@@ -334,6 +334,7 @@ void apply_distributed_optimizer(Scenario& s, const Reader& root) {
   if (!s.framework.use_distributed_optimizer) return;
   const int stage = *s.framework.use_distributed_optimizer ? 1 : 0;
   const Reader flag = root.required("framework").required("use_distributed_optimizer");
+  if (s.per_layer_plan) return;  // a pinned per-layer plan gives each layer its own ZeRO stage
   if (s.strategy) {
     if (s.strategy->zero_stage != stage)
       flag.fail_plain(fmt::format("use_distributed_optimizer {} means zero_stage {}, but the strategy pins zero_stage {}",
