@@ -133,6 +133,7 @@ std::string no_feasible_strategy_message(const Scenario& scenario, const std::ve
 int run_simulate(const SimulateOptions& options) {
   auto started = std::chrono::steady_clock::now();
   Scenario scenario = load_scenario(options.scenario);
+  check_pinned_family_plan(scenario);
   std::string profile_name = options.profile.empty() ? scenario.profile : options.profile;
   scenario.profile = profile_name;
   scenario.profile_scaling = scenario.profile_scaling || options.scale_profile;

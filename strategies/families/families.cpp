@@ -3,6 +3,7 @@
 
 #include "strategies/heterogeneous/heterogeneous_search.hpp"
 #include "strategies/hot_switch/hot_switch_search.hpp"
+#include "strategies/per_layer/per_layer_plan_file.hpp"
 #include "strategies/per_layer/per_layer_search.hpp"
 
 namespace twin {
@@ -15,6 +16,10 @@ const std::vector<FamilySearch>& plan_families() {
       [](const Scenario& scenario, const Profile& profile, int) { return per_layer_candidates(scenario, profile); },
   };
   return families;
+}
+
+void check_pinned_family_plan(const Scenario& scenario) {
+  if (scenario.per_layer_plan) pinned_per_layer_plan(scenario);
 }
 
 }  // namespace twin

@@ -50,6 +50,12 @@ const std::string kEmptySpace = scenario_with(R"({ "preset": "llama2-7b" })", kT
                                               R"(, "search": { "tensor_model_parallel_size": [] })");
 const std::string kImpossibleStrategy = scenario_with(R"({ "preset": "llama2-7b" })", kTraining,
     R"(, "strategy": { "tensor_model_parallel_size": 3, "pipeline_model_parallel_size": 1 })");
+// A pinned per-layer plan whose first layer's group (5) divides no stage of 12 GPUs.
+const std::string kImpossiblePerLayer = scenario_with(R"({ "preset": "llama2-7b", "num_layers": 2 })", kTraining,
+    R"(, "strategy": { "per_layer": { "pipeline_model_parallel_size": 1, "stage_micro_batch_size": 12,
+         "num_micro_batches": 2, "schedule": "1f1b", "stage_num_layers": [2],
+         "layers": [ { "layout": "tensor", "group_size": 5, "zero_stage": 0, "recompute": "none" },
+                     { "layout": "tensor", "group_size": 4, "zero_stage": 0, "recompute": "none" } ] } })");
 
 INSTANTIATE_TEST_SUITE_P(
     Scenarios, BadInput,
@@ -59,7 +65,9 @@ INSTANTIATE_TEST_SUITE_P(
                       BadCase{"wrong_type", kWrongType.c_str(), "/training/global_batch_size", "integer"},
                       BadCase{"unknown_key", kUnknownKey.c_str(), "/model", "hidden_size"},
                       BadCase{"empty_search_space", kEmptySpace.c_str(), "/search/tensor_model_parallel_size", "non-empty"},
-                      BadCase{"impossible_strategy", kImpossibleStrategy.c_str(), "/strategy", "not divisible by tensor_model_parallel_size 3"}),
+                      BadCase{"impossible_strategy", kImpossibleStrategy.c_str(), "/strategy", "not divisible by tensor_model_parallel_size 3"},
+                      BadCase{"impossible_per_layer", kImpossiblePerLayer.c_str(), "/strategy/per_layer/layers/0",
+                              "a layer strategy a stage of 12 GPUs can run"}),
     [](const auto& info) { return std::string(info.param.name); });
 
 TEST(BadInputFile, MissingFileIsBadInput) {
