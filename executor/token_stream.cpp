@@ -79,6 +79,17 @@ std::vector<std::int32_t> stage_micro_batch_tokens(const TokenStream& stream, in
   return out;
 }
 
+std::vector<std::int32_t> per_layer_rank_tokens(const TokenStream& stream, int iteration, const PerLayerPlan& plan,
+                                                const Scenario& scenario, int rank) {
+  const int gpus = stage_gpus(scenario, plan), gpu = rank % gpus;
+  const auto run = [&](const LayerStrategy& beside) {
+    const BlockSamples block = block_samples(edge_layout(beside.layout), gpus, plan.stage_micro_batch, gpu);
+    return SequenceRun{block.first, block.count};
+  };
+  return stage_micro_batch_tokens(stream, iteration, plan.stage_micro_batch, plan.num_micro_batches,
+                                  run(plan.layers.front()), run(plan.layers.back()));
+}
+
 std::vector<std::int32_t> context_parallel_share(const std::vector<std::int32_t>& tokens, std::int64_t seq_length,
                                                  int micro_batch_size, int micro_batches, int cp, int cp_rank) {
   const std::int64_t sequences = static_cast<std::int64_t>(micro_batch_size) * micro_batches;

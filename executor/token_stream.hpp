@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <vector>
 
+#include "strategies/per_layer/per_layer.hpp"
+
 namespace twin::exec {
 
 struct TokenStream {
@@ -36,6 +38,12 @@ struct SequenceRun {
 };
 std::vector<std::int32_t> stage_micro_batch_tokens(const TokenStream& stream, int iteration, int stage_micro_batch,
                                                    int micro_batches, SequenceRun inputs, SequenceRun targets);
+
+// Rank `rank`'s tokens for one iteration of a per-layer plan (`plan` of `scenario`): the inputs of the sequences
+// its embedding's block works on, the targets of its output layer's (strategies/per_layer's block_samples of the
+// layouts beside the first and the last layer).
+std::vector<std::int32_t> per_layer_rank_tokens(const TokenStream& stream, int iteration, const PerLayerPlan& plan,
+                                                const Scenario& scenario, int rank);
 
 // A context-parallel rank's share of rank_iteration_tokens' layout: of each sequence (inputs and targets
 // alike), chunks r and 2cp-1-r of 2cp, in that order (Megatron's load-balanced sharding for causal attention).

@@ -7,7 +7,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
-#include <map>
 #include <optional>
 
 #include <fmt/format.h>
@@ -20,6 +19,7 @@
 #include "gpu/launcher.hpp"
 #include "core/atomic_file.hpp"
 #include "executor/gpu/communicators.hpp"
+#include "executor/layout_groups.hpp"
 #include "executor/plan_check.hpp"
 #include "executor/run_report.hpp"
 #include "executor/gpu/stage_runtime.hpp"
@@ -56,41 +56,6 @@ void append_kernels(RankRun& run, const std::vector<gpu::KernelRecord>& records)
   spdlog::default_logger()->flush();
   std::fflush(nullptr);
   std::_Exit(1);
-}
-
-// A per-layer plan's layouts of tensor-parallel (or Ulysses) group sizes other than its strategy's, one per size
-// (the communicators each needs); none for another plan.
-std::vector<Strategy> other_layouts(const PlanGraphs& lowered) {
-  const Strategy& home = lowered.parts.front().strategy;
-  std::map<int, Strategy> by_size;
-  const auto add = [&](int tp) {
-    if (tp == home.tensor_model_parallel_size || by_size.count(tp)) return;
-    Strategy s = home;
-    s.tensor_model_parallel_size = tp;
-    s.data_parallel_size = home.tensor_model_parallel_size * home.data_parallel_size / tp;
-    by_size.emplace(tp, s);
-  };
-  for (const PlanPart& part : lowered.parts)
-    for (const UnitExecution& unit : part.layer_units) {
-      add(unit.weights.tensor_model_parallel_size);
-      add(unit.group);
-    }
-  std::vector<Strategy> out;
-  for (const auto& [size, s] : by_size) out.push_back(s);
-  return out;
-}
-
-// A per-layer plan's tokens for `rank`: the inputs of the sequences its embedding's block works on, the
-// targets of its output layer's (strategies/per_layer's block_samples).
-std::vector<std::int32_t> per_layer_tokens(const TokenStream& stream, int iteration, const PerLayerPlan& plan,
-                                           const PlanPart& part, int rank) {
-  const int gpus = stage_gpus(part.scenario, plan), gpu = rank % gpus;
-  const auto run = [&](const LayerStrategy& beside) {
-    const BlockSamples block = block_samples(edge_layout(beside.layout), gpus, plan.stage_micro_batch, gpu);
-    return SequenceRun{block.first, block.count};
-  };
-  return stage_micro_batch_tokens(stream, iteration, plan.stage_micro_batch, plan.num_micro_batches,
-                                  run(plan.layers.front()), run(plan.layers.back()));
 }
 
 int rank_main(const ExecuteRequest& request, const gpu::RankIdentity& identity) {
@@ -181,8 +146,8 @@ int rank_main(const ExecuteRequest& request, const gpu::RankIdentity& identity) 
         const Strategy& s = part.strategy;
         const RankCoordinates at = coordinates_of(s, identity.rank);
         const TokenStream stream{scenario.model.vocab_size, part.scenario.training.seq_length, request.seed};
-        auto tokens = part.per_layer() ? per_layer_tokens(stream, iteration, *lowered.per_layer,
-                                                                        part, identity.rank)
+        auto tokens = part.per_layer() ? per_layer_rank_tokens(stream, iteration, *lowered.per_layer,
+                                                                             part.scenario, identity.rank)
                       : part.packs.empty()
                           ? rank_iteration_tokens(stream, iteration, part.scenario.training.global_batch_size,
                                                   s.data_parallel_size, at.dp, s.micro_batch_size, s.num_micro_batches)
