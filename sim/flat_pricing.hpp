@@ -25,7 +25,8 @@ class ComputeTimes {
  public:
   // With `shared`, the memo is this thread's for `gpu` in `shared`, kept from one class and candidate to the next.
   ComputeTimes(const Profile& profile, const GpuSpec& gpu, PriceCache* shared)
-      : profile_(profile), gpu_(gpu), shared_(shared), memo_(shared ? shared->memo_of_this_thread(gpu) : own_memo_.emplace()) {}
+      : profile_(profile), gpu_(gpu), shared_(shared),
+        memo_(shared ? shared->memo_of_this_thread(gpu) : own_memo_.emplace()) {}
   TimeNs operator()(const Op& op) {  // inline: every flattened compute op asks
     const PriceKey key = price_key(op);
     const std::size_t hash = PriceKeyHash{}(key);
