@@ -5,6 +5,7 @@
 #pragma once
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <tuple>
 
@@ -22,8 +23,10 @@ std::string describe(const IterationGraph& graph, int rank_class, OpIndex index)
 // alike share one call to compute_time_ns; a search's simulations also share a PriceCache.
 class ComputeTimes {
  public:
+  // With `shared`, the memo is this thread's for `gpu` in `shared`, kept from one class and candidate to the next.
   ComputeTimes(const Profile& profile, const GpuSpec& gpu, PriceCache* shared)
-      : profile_(profile), gpu_(gpu), shared_(shared) {}
+      : profile_(profile), gpu_(gpu), shared_(shared),
+        memo_(shared ? shared->memo_of_this_thread(gpu) : own_memo_.emplace()) {}
   TimeNs operator()(const Op& op) {  // inline: every flattened compute op asks
     const PriceKey key = price_key(op);
     const std::size_t hash = PriceKeyHash{}(key);
@@ -38,7 +41,8 @@ class ComputeTimes {
   const Profile& profile_;
   const GpuSpec& gpu_;
   PriceCache* shared_;
-  PriceMemo memo_;
+  std::optional<PriceMemo> own_memo_;  // without a shared cache
+  PriceMemo& memo_;
 };
 
 // An op named in errors: (graph, class, index).

@@ -90,4 +90,11 @@ TimeNs PriceCache::get_or_compute(const GpuSpec& gpu, const PriceKey& key, const
   return prices_.try_emplace({&gpu, key}, price).first->second;
 }
 
+PriceMemo& PriceCache::memo_of_this_thread(const GpuSpec& gpu) {
+  std::lock_guard lock(mutex_);
+  std::unique_ptr<PriceMemo>& memo = memos_[{std::this_thread::get_id(), &gpu}];
+  if (!memo) memo = std::make_unique<PriceMemo>();
+  return *memo;
+}
+
 }  // namespace twin::sim

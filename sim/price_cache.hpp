@@ -6,6 +6,9 @@
 #include <array>
 #include <cstdint>
 #include <functional>
+#include <map>
+#include <memory>
+#include <thread>
 #include <unordered_map>
 #include <mutex>
 #include <utility>
@@ -72,9 +75,14 @@ class PriceCache {
   // The price of an op of `key` on `gpu` (a GPU of the cluster every user of this cache simulates), computing
   // it with `compute` the first time.
   TimeNs get_or_compute(const GpuSpec& gpu, const PriceKey& key, const std::function<TimeNs()>& compute);
+  // The calling thread's memo of the prices on `gpu` it has had from this cache, for as long as the cache lives:
+  // each flattened class would otherwise start an empty memo and ask the cache (a lock and a node-based map)
+  // for every shape it repeats (a search: hundreds of thousands of times). Only the calling thread may use it.
+  PriceMemo& memo_of_this_thread(const GpuSpec& gpu);
 
  private:
   std::mutex mutex_;
+  std::map<std::pair<std::thread::id, const GpuSpec*>, std::unique_ptr<PriceMemo>> memos_;
   struct GpuPriceKeyHash {
     std::size_t operator()(const std::pair<const GpuSpec*, PriceKey>& key) const;
   };

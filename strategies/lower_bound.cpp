@@ -77,9 +77,15 @@ TimeNs compute_lower_bound_ns(const Scenario& scenario, const Strategy& strategy
   const int total = strategy.num_micro_batches;
   if (total <= 1) return compute_lower_bound_full_ns(scenario, strategy, profile, prices);
   const bool separate_passes = runs_separate_passes(strategy.schedule);
-  Strategy one_micro_batch = strategy;
-  if (separate_passes) one_micro_batch.schedule = Schedule::gpipe;
-  return busiest(busy_at(scenario, one_micro_batch, 1, profile, prices), 1, total, separate_passes);
+  return busiest(busy_at(scenario, lower_bound_strategy(strategy), 1, profile, prices), 1, total, separate_passes);
+}
+
+Strategy lower_bound_strategy(const Strategy& strategy) {
+  // What compute_lower_bound_ns reads of the strategy: all of it but the schedule of separate passes, which it
+  // lowers in GPipe's order (and the micro-batch count, which it lowers at one, but scales by).
+  Strategy bounded = strategy;
+  if (strategy.num_micro_batches > 1 && runs_separate_passes(strategy.schedule)) bounded.schedule = Schedule::gpipe;
+  return bounded;
 }
 
 }  // namespace twin

@@ -19,6 +19,10 @@ namespace twin {
 TimeNs compute_lower_bound_ns(const Scenario& scenario, const Strategy& strategy, const Profile& profile,
                               sim::PriceCache* prices = nullptr);
 
+// The strategy whose bound compute_lower_bound_ns computes for `strategy`: strategies that differ only in the order
+// of their passes (GPipe and 1F1B alike) give the same one, so a search bounds each such group once.
+Strategy lower_bound_strategy(const Strategy& strategy);
+
 // The same bound from the whole graph, lowered at the strategy's own micro-batch count: what the scaled one
 // must equal (tests), and what is used where the count cannot be scaled.
 TimeNs compute_lower_bound_full_ns(const Scenario& scenario, const Strategy& strategy, const Profile& profile,

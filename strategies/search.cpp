@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <map>
 #include <optional>
 #include <set>
 
@@ -249,13 +250,25 @@ std::vector<Candidate> search(const Scenario& scenario, const Profile& profile,
   if (options.exhaustive || to_simulate.size() <= keep) {  // nothing to prune: no bounds to compute
     simulate(to_simulate);
   } else {
+    // Candidates whose bounds are one (GPipe and 1F1B of otherwise equal strategies) are bounded once.
+    std::vector<std::size_t> to_bound;
+    std::vector<std::size_t> bounded_as(candidates.size());
+    std::map<std::string, std::size_t> first_of_bound;
+    for (std::size_t i : to_simulate) {
+      const Strategy bounded = lower_bound_strategy(candidates[i].strategy);
+      const auto [first, fresh] = first_of_bound.try_emplace(
+          fmt::format("{}.m{}", bounded.key(), bounded.num_micro_batches), i);
+      bounded_as[i] = first->second;
+      if (fresh) to_bound.push_back(i);
+    }
     share(
-        to_simulate,
+        to_bound,
         [&](std::size_t i) {
           candidates[i].lower_bound_ns = compute_lower_bound_ns(scenario, candidates[i].strategy, profile, &prices);
         },
         [&](const std::vector<std::size_t>& mine) { return lower_bounds_to_string(candidates, mine); },
         [&](const std::string& text) { read_lower_bounds(text, candidates); }, {});
+    for (std::size_t i : to_simulate) candidates[i].lower_bound_ns = candidates[bounded_as[i]].lower_bound_ns;
     std::vector<std::size_t> order = to_simulate;
     std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
       return candidates[a].lower_bound_ns < candidates[b].lower_bound_ns;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <functional>
 #include <map>
 #include <stdexcept>
@@ -66,8 +67,18 @@ void append_string(std::string& out, const std::string& name) {
   out += '"';
 }
 
-// A number as nlohmann::json prints it (shortest round trip, ".0" on integral doubles).
-void append_number(std::string& out, double value) { out += nlohmann::json(value).dump(); }
+// A number as nlohmann::json prints it (shortest round trip, ".0" on integral doubles; null when not finite):
+// through the routine its dump() calls, without the json value and the output adapter dump() allocates for each
+// (three numbers per op of every traced candidate).
+void append_number(std::string& out, double value) {
+  if (!std::isfinite(value)) {
+    out += "null";
+    return;
+  }
+  std::array<char, 64> digits;  // as nlohmann's serializer holds them
+  char* end = nlohmann::detail::to_chars(digits.data(), digits.data() + digits.size(), value);
+  out.append(digits.data(), static_cast<std::size_t>(end - digits.data()));
+}
 
 // One op's "X" event, written straight to text: the bytes dump() gives the object {"args": {bytes, chunk,
 // flops, group, kind, layer, micro_batch, op_id, phase, [recomputed,] role, stage}, "cat", "dur", "name", "ph",

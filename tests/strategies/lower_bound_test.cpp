@@ -1,6 +1,6 @@
 // The search's lower bound (strategies/lower_bound.hpp) on every shipped scenario: scaling one small lowering
 // gives the sum over the whole graph, and no simulation comes in under it. And the pruned search ranks its
-// top candidates exactly as the exhaustive one does.
+// top candidates exactly as the exhaustive one does; GPipe and 1F1B of otherwise equal strategies share a bound.
 #include <algorithm>
 #include <filesystem>
 #include <string>
@@ -21,7 +21,7 @@ namespace {
 namespace fs = std::filesystem;
 
 TEST(LowerBound, ScaledEqualsTheWholeGraphAndNoSimulationBeatsIt) {
-  int checked = 0, scaled = 0, below_depth = 0, interleaved = 0;
+  int checked = 0, scaled = 0, below_depth = 0, interleaved = 0, shared = 0;
   for (const fs::path& file : testing::shipped_scenario_files()) {
     SCOPED_TRACE(file.filename().string());
     const Scenario scenario = load_scenario(file.string());
@@ -38,12 +38,22 @@ TEST(LowerBound, ScaledEqualsTheWholeGraphAndNoSimulationBeatsIt) {
       // Pipelines are lowered at one micro-batch, fewer than their stages (interleaved ones in GPipe's order).
       if (strategy.pipeline_model_parallel_size > 1) ++below_depth;
       if (strategy.schedule == Schedule::interleaved_1f1b) ++interleaved;
+      // A search bounds GPipe and 1F1B of otherwise equal strategies once (lower_bound_strategy).
+      if ((strategy.schedule == Schedule::gpipe || strategy.schedule == Schedule::one_f_one_b) &&
+          strategy.num_micro_batches > 1) {
+        Strategy other = strategy;
+        other.schedule = strategy.schedule == Schedule::gpipe ? Schedule::one_f_one_b : Schedule::gpipe;
+        EXPECT_EQ(lower_bound_strategy(strategy), lower_bound_strategy(other));
+        EXPECT_EQ(compute_lower_bound_ns(scenario, other, profile), bound) << strategy.key();
+        ++shared;
+      }
     }
   }
   EXPECT_GT(checked, 80);
   EXPECT_GT(scaled, 20);       // the scaling itself was exercised, not only the whole-graph fallback
   EXPECT_GT(below_depth, 20);
   EXPECT_GT(interleaved, 10);
+  EXPECT_GT(shared, 20);
 }
 
 void expect_same_top(const std::vector<Candidate>& pruned, const std::vector<Candidate>& exhaustive, int top) {
