@@ -1,7 +1,6 @@
-// Pipelined per-layer plans whose stages hold layouts of different sizes: the re-layout at a stage
-// boundary runs over the larger of the two stages' groups, which the stage must have a span for
-// (the 1,024-GPU search once failed with "group_size 4 but the tensor span has size 2").
-#include <algorithm>
+// Pipelined per-layer plans whose stages hold layouts of different sizes: every collective has a span of its
+// group's size (the 1,024-GPU search once failed with "group_size 4 but the tensor span has size 2"), and a
+// stage boundary between layouts adds no op.
 
 #include <gtest/gtest.h>
 
