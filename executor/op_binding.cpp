@@ -159,7 +159,8 @@ std::vector<OpBinding> bind_ops(const RankClass& rc, bool tied_embeddings) {
             case LinearTensor::input_gradient: b.action = Action::ulysses_to_heads; break;
             case LinearTensor::input:
             case LinearTensor::output_gradient: b.action = Action::ulysses_to_sequence; break;
-            case LinearTensor::none: unsupported(rc, i, "an all-to-all over a tensor group that moves no linear's tensor");
+            case LinearTensor::none:
+              unsupported(rc, i, "an all-to-all over a tensor group that moves no linear's tensor");
           }
           break;
         }

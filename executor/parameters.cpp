@@ -83,7 +83,8 @@ class UnitMaker {
   ParameterUnitLayout embedding(std::int64_t pad_as) const {
     const std::int64_t vocab_l = shapes_.vocab;
     ParameterUnitLayout unit{kEmbeddingUnit};
-    unit.tensors.push_back(weight("embedding", OpRole::embedding, rows_from(vocab_l, shapes_.h, t_ * vocab_l), kStddev));
+    unit.tensors.push_back(
+        weight("embedding", OpRole::embedding, rows_from(vocab_l, shapes_.h, t_ * vocab_l), kStddev));
     return finish(std::move(unit), embedding_parameters_per_rank(m_, tp_), kEmbeddingUnit, 0, pad_as);
   }
 

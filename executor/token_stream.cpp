@@ -61,7 +61,8 @@ std::vector<std::int32_t> stage_micro_batch_tokens(const TokenStream& stream, in
   for (const SequenceRun& run : {inputs, targets})
     if (run.first < 0 || run.count < 1 || run.first + run.count > stage_micro_batch)
       throw std::invalid_argument("stage_micro_batch_tokens: a run of sequences outside the micro-batch");
-  const std::int64_t seq = stream.seq_length, global_batch = static_cast<std::int64_t>(stage_micro_batch) * micro_batches;
+  const std::int64_t seq = stream.seq_length;
+  const std::int64_t global_batch = static_cast<std::int64_t>(stage_micro_batch) * micro_batches;
   std::vector<std::int32_t> out;
   out.reserve(static_cast<std::size_t>(micro_batches * (inputs.count + targets.count) * seq));
   // The inputs [0, seq) or the targets [1, seq] of a run's sequences, one after another.

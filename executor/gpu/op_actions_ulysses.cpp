@@ -89,7 +89,8 @@ void StageRuntime::ulysses_exchange(const Op& op, const OpBinding& b, int mb, in
   TWIN_CUDA_CHECK(cudaFreeAsync(staging, stream));
   // The sequence layout of a value is read again by no one (the QKV output) or by the projection (kept); the
   // heads layout of the attention output by the attention backward (kept); gradients are used once.
-  if (gradient || (to_heads && op.linear_tensor == LinearTensor::output)) release(mb, unit, to_heads ? sequence : heads, stream);
+  if (gradient || (to_heads && op.linear_tensor == LinearTensor::output))
+    release(mb, unit, to_heads ? sequence : heads, stream);
 }
 
 }  // namespace twin::exec

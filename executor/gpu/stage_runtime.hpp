@@ -97,7 +97,8 @@ class StageRuntime {
   StageRuntime& operator=(const StageRuntime&) = delete;
 
   // Enqueues one iteration on `tokens` (this rank's micro-batches, each its inputs then its targets, as
-  // executor/token_stream.hpp lays them out: as many as the embedding's and the output layer's units take). With a timer, each op's launches form a CUPTI region
+  // executor/token_stream.hpp lays them out: as many as the embedding's and the output layer's units take).
+  // With a timer, each op's launches form a CUPTI region
   // (traces/measured_ops.hpp's encoding of iteration and op index). Returns after the GPU finished.
   // The watchdog is armed while the iteration is issued and runs: a hang or a NCCL error ends the process.
   void run_iteration(int iteration, const std::vector<std::int32_t>& tokens, gpu::CuptiKernelTimer* timer,

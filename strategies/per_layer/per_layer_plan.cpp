@@ -106,8 +106,8 @@ Strategy megatron_layer_strategy(const Scenario& scenario, const LayerStrategy& 
 BlockSamples block_samples(const LayerLayout& layout, int gpus, int stage_micro_batch, int gpu) {
   const std::int64_t samples = static_cast<std::int64_t>(stage_micro_batch) * layout.group;
   if (gpus <= 0 || samples % gpus != 0 || gpu < 0 || gpu >= gpus)
-    throw std::invalid_argument(fmt::format("a block of {} GPUs of {} holds {} / {} samples of a micro-batch: not whole",
-                                            layout.group, gpus, samples, gpus));
+    throw std::invalid_argument(fmt::format("a block of {} GPUs of {} holds {} / {} samples of a micro-batch: not "
+                                            "whole", layout.group, gpus, samples, gpus));
   const int count = static_cast<int>(samples / gpus);
   return {gpu / layout.group * count, count};
 }

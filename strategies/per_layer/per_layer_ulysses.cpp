@@ -76,8 +76,9 @@ void block_ops(Emitter& e, const layer::Block& block, Phase phase) {
                                          s.tokens, (s.heads + s.groups) * s.d);
       // Forward: the QKV linear's output to heads, the attention output (the projection's input) back;
       // backward: the projection's input gradient to heads, the QKV linear's output gradient back.
-      e.emit(backward ? all_to_all(s, OpRole::tp_gather, before, OpRole::attention_projection, LinearTensor::input_gradient)
-                      : all_to_all(s, OpRole::tp_gather, before, OpRole::qkv_projection, LinearTensor::output));
+      e.emit(backward
+                 ? all_to_all(s, OpRole::tp_gather, before, OpRole::attention_projection, LinearTensor::input_gradient)
+                 : all_to_all(s, OpRole::tp_gather, before, OpRole::qkv_projection, LinearTensor::output));
       if (s.rope && !backward) e.emit(rope);
       if (backward && s.recompute == Recompute::selective) e.recompute([&] { e.emit(attention(s, false)); });
       e.emit(attention(s, backward));

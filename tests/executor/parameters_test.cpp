@@ -272,13 +272,15 @@ TEST(Parameters, PerLayerUnitsTakeTheirLayersLayoutsAndTheStageSplit) {
                               : std::vector<std::int32_t>({1, 2, 3, kHeadUnit}));
     for (const ParameterUnitLayout& unit : units) {
       const Strategy& s = part.unit_strategy(unit.id);
-      EXPECT_EQ(s.tensor_model_parallel_size, plan.layers[unit.id == kEmbeddingUnit ? 0 : unit.id == kHeadUnit ? 3 : unit.id].layout.group);
+      const int layer = unit.id == kEmbeddingUnit ? 0 : unit.id == kHeadUnit ? 3 : unit.id;
+      EXPECT_EQ(s.tensor_model_parallel_size, plan.layers[static_cast<std::size_t>(layer)].layout.group);
       const RankPlacement placement = placement_of(s, rank);
       EXPECT_EQ(unit.sharded_optimizer, s.zero_stage >= 1 && s.data_parallel_size > 1) << unit.id;
       EXPECT_EQ(unit.padded % s.data_parallel_size, 0);
       EXPECT_EQ(unit.shard_begin, placement.dp_rank * unit.padded / s.data_parallel_size);
       if (unit.id < 0) continue;
-      EXPECT_EQ(unit.elements, layer_parameters_per_rank(scenario.model, unit.id, s.tensor_model_parallel_size, 1).dense);
+      EXPECT_EQ(unit.elements,
+                layer_parameters_per_rank(scenario.model, unit.id, s.tensor_model_parallel_size, 1).dense);
       qkv_cells[unit.id].push_back(cells(unit.tensor(OpRole::qkv_projection).shard));
       // As the uniform strategy of its layout lays out the same layer on the same stage (even split: 2 + 2).
       if ((unit.id == 0 && stage == 0) || (unit.id == 2 && stage == 1)) {

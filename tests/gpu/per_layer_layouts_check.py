@@ -1,12 +1,14 @@
 #!/usr/bin/env python3
 """twin execute on per-layer plans (Galvatron) over several GPUs: each layer in its own layout (a Megatron TP group
 with SP, data parallel over the rest of the stage; or a Ulysses group, weights whole and data parallel over the
-stage), ZeRO stage and recompute, stages split unevenly, pinned by the scenario (strategy.per_layer). The small Llama-shaped model against its single-GPU loss curve; then Llama-2-7B
-widths (4 layers) under a mixed plan on 2 GPUs, timed against the prediction, traced, reported and folded
-(`twin calibrate --from-trace`).
+stage), ZeRO stage and recompute, stages split unevenly, pinned by the scenario (strategy.per_layer). The small
+Llama-shaped model against its single-GPU loss curve; then Llama-2-7B widths (4 layers) under mixed plans on 2 GPUs,
+timed against the prediction, traced, reported and folded (`twin calibrate --from-trace`).
 
-Usage: per_layer_layouts_check.py --twin build/twin [--out DIR] [--gpus N] [--iters N] [--profile NAME|FILE] [--gpu NAME]
-Results: $OUT/per_layer_layouts_check.md and $OUT/per_layer_layouts_check.json; exit 1 when a check fails (or with fewer than 2 GPUs).
+Usage: per_layer_layouts_check.py --twin build/twin [--out DIR] [--gpus N] [--iters N] [--profile NAME|FILE]
+       [--gpu NAME]
+Results: $OUT/per_layer_layouts_check.md and $OUT/per_layer_layouts_check.json; exit 1 when a check fails (or
+with fewer than 2 GPUs).
 """
 import sys
 
