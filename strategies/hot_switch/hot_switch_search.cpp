@@ -224,7 +224,7 @@ std::vector<Candidate> search_hot_switch(const Scenario& scenario, const Profile
 }
 
 std::vector<Candidate> hot_switch_family_candidates(const Scenario& scenario, const Profile& profile, int jobs) {
-  if (!scenario.search.hot_switch || scenario.strategy) return {};
+  if (!scenario.search.hot_switch || scenario.strategy || scenario.per_layer_plan) return {};
   return search_hot_switch(scenario, profile, jobs);
 }
 

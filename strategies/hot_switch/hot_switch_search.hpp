@@ -42,7 +42,7 @@ BoundaryChoice choose_boundaries(const BoundaryCosts& costs, int home);
 std::vector<Candidate> search_hot_switch(const Scenario& scenario, const Profile& profile, int jobs, int plans = 3);
 
 // The family's search (a FamilySearch): search_hot_switch when the scenario asks for hot switching
-// (search.hot_switch) and pins no strategy; else nothing.
+// (search.hot_switch) and pins no strategy or per-layer plan; else nothing.
 std::vector<Candidate> hot_switch_family_candidates(const Scenario& scenario, const Profile& profile, int jobs);
 
 }  // namespace twin

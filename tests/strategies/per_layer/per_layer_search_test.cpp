@@ -72,6 +72,10 @@ TEST(PerLayerScenario, APinnedPlanIsTheOnlyCandidate) {
   EXPECT_EQ(parse_scenario(to_json(pinned), "pinned.json"), pinned);
   const std::vector<Candidate> ranked = search(pinned, builtin_profile(), plan_families(), {2, {}});
   ASSERT_EQ(ranked.size(), 1u);
+  // The pin is the only candidate, whatever the search section asks for (here: per-layer plans too).
+  nlohmann::json searching = doc;
+  searching["search"]["per_layer"] = true;
+  EXPECT_EQ(search(parse_scenario(searching, "pinned.json"), builtin_profile(), plan_families(), {2, {}}).size(), 1u);
   EXPECT_TRUE(ranked[0].feasible) << ranked[0].infeasible_reason;
   EXPECT_EQ(ranked[0].key(), plan.key());
   EXPECT_EQ(ranked[0].result.iteration_ns,
