@@ -97,11 +97,11 @@ class UnitMaker {
     ParameterUnitLayout unit{l};
     const std::string p = fmt::format("L{}.", l);
     unit.tensors.push_back(norm(p + "input_norm", OpRole::input_norm));
+    std::vector<std::pair<std::int64_t, std::int64_t>> qkv_blocks;
+    for (const ColumnBlock& block : qkv_column_blocks(heads_l, groups_l, d, tp_, t))
+      qkv_blocks.emplace_back(block.first_column, block.width);
     unit.tensors.push_back(weight(p + "qkv", OpRole::qkv_projection,
-                                  columns(h, (heads_l + 2 * groups_l) * d, (heads + 2 * groups) * d,
-                                          {{t * heads_l * d, heads_l * d},
-                                           {heads * d + t * groups_l * d, groups_l * d},
-                                           {(heads + groups) * d + t * groups_l * d, groups_l * d}}),
+                                  columns(h, (heads_l + 2 * groups_l) * d, (heads + 2 * groups) * d, qkv_blocks),
                                   kStddev));
     unit.tensors.push_back(
         weight(p + "proj", OpRole::attention_projection, rows_from(heads_l * d, h, t * heads_l * d), output_stddev_));
@@ -262,6 +262,14 @@ std::vector<ParameterUnitLayout> plan_parameter_units(const PlanPart& part, int 
   for (int l = part.first_layer(stage); l < part.first_layer(stage + 1); ++l) append(units, maker(l).layer(l));
   if (stage == stages - 1) units.push_back(maker(kHeadUnit).head(stage == 0));
   return units;
+}
+
+std::array<ColumnBlock, 3> qkv_column_blocks(std::int64_t heads_local, std::int64_t groups_local, std::int64_t d,
+                                             int tp, int rank) {
+  const std::int64_t heads = heads_local * tp, groups = groups_local * tp;
+  return {{{rank * heads_local * d, heads_local * d},
+           {heads * d + rank * groups_local * d, groups_local * d},
+           {(heads + groups) * d + rank * groups_local * d, groups_local * d}}};
 }
 
 RankPlacement placement_of(const Strategy& strategy, int rank) {

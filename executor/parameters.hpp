@@ -4,6 +4,7 @@
 // (all of it, or its ZeRO shard). Every weight is initialised by global index, so any TP/PP/DP split holds
 // the single-GPU model. Plain values, no GPU: executor/gpu/stage_parameters.hpp allocates the buffers.
 #pragma once
+#include <array>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -68,6 +69,16 @@ struct ElementRange {
   std::int64_t begin = 0, count = 0;
   bool operator==(const ElementRange&) const = default;
 };
+
+// The columns TP rank `rank` of `tp` holds of the QKV projection's output row, [Q heads | K groups | V groups]
+// each head `d` wide, given its `heads_local` query heads and `groups_local` key-value groups: for Q, K and V,
+// where its block starts in the whole row and how wide it is. The same blocks are what GPU `rank` of a Ulysses
+// group holds around attention (executor/gpu/op_actions_ulysses.cpp).
+struct ColumnBlock {
+  std::int64_t first_column = 0, width = 0;
+};
+std::array<ColumnBlock, 3> qkv_column_blocks(std::int64_t heads_local, std::int64_t groups_local, std::int64_t d,
+                                             int tp, int rank);
 
 // What this rank adds to the global gradient norm from `unit`: its 1/dp part of the buffer
 // ([shard_begin, shard_begin + shard_elements)), without the tensors replicated over TP unless

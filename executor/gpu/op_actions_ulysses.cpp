@@ -7,7 +7,6 @@
 // p whole, and what arrives is unpacked into p's columns. One grouped NCCL call each way.
 #include <array>
 #include <stdexcept>
-#include <vector>
 
 #include <fmt/format.h>
 
@@ -20,12 +19,6 @@ namespace {
 constexpr std::size_t kBf16 = sizeof(bf16);
 using layer::Tensor;
 
-// One of Q, K, V (or the attention output's one): where peer 0's columns start in the sequence layout's row,
-// how many columns each peer has, and where they sit in the heads layout's row.
-struct Segment {
-  std::int64_t first_column = 0, width = 0, heads_column = 0;
-};
-
 }  // namespace
 
 void StageRuntime::ulysses_exchange(const Op& op, const OpBinding& b, int mb, int unit, cudaStream_t stream) {
@@ -33,16 +26,13 @@ void StageRuntime::ulysses_exchange(const Op& op, const OpBinding& b, int mb, in
   if (!layout.ulysses) throw std::logic_error("executor: a Ulysses all-to-all in a layer of another layout");
   const lowering::RankShapes& s = layout.shapes;
   const int u = s.tp;
-  const std::int64_t rows = s.tokens_local, d = s.d;
-  // The QKV linear's tensors carry Q, K and V; the attention output's carry the query heads only.
-  const bool qkv = b.subject == OpRole::qkv_projection;
-  std::vector<Segment> segments{{0, s.heads * d, 0}};
-  if (qkv) {
-    segments.push_back({u * s.heads * d, s.groups * d, s.heads * d});
-    segments.push_back({u * (s.heads + s.groups) * d, s.groups * d, (s.heads + s.groups) * d});
-  }
-  std::int64_t w = 0;
-  for (const Segment& segment : segments) w += segment.width;
+  const std::int64_t rows = s.tokens_local;
+  // Peer p's columns of the sequence layout's row: the QKV blocks TP would give rank p (qkv_column_blocks); the
+  // attention output's (the projection's input) carry its query block only.
+  const std::size_t block_count = b.subject == OpRole::qkv_projection ? 3 : 1;
+  const auto blocks_of = [&](int p) { return qkv_column_blocks(s.heads, s.groups, s.d, u, p); };
+  std::int64_t w = 0;  // a peer's columns: the heads layout's row
+  for (std::size_t k = 0; k < block_count; ++k) w += blocks_of(0)[k].width;
   const std::int64_t wide = u * w;  // W: the sequence layout's row
   if (op.bytes != rows * wide * static_cast<std::int64_t>(kBf16))
     throw std::logic_error(fmt::format("executor: a Ulysses all-to-all of {} bytes in the graph moves {} here",
@@ -62,23 +52,27 @@ void StageRuntime::ulysses_exchange(const Op& op, const OpBinding& b, int mb, in
   auto* from = static_cast<bf16*>(get(mb, unit, to_heads ? sequence : heads));
   auto* to = static_cast<bf16*>(make(mb, unit, to_heads ? heads : sequence, rows * wide * kBf16, stream));
 
-  // Peer p's block of the heads layout ([T, w]) in the sequence layout ([T, W]): its columns of each segment.
+  // Peer p's rows of the heads layout ([T, w]) are its column blocks of the sequence layout's ([T, W]).
   void* staging = nullptr;
   TWIN_CUDA_CHECK(cudaMallocAsync(&staging, rows * wide * kBf16, stream));
-  auto* blocks = static_cast<bf16*>(staging);
+  auto* staged = static_cast<bf16*>(staging);  // peer p's [T, w] at row p T
   const auto columns = [&](bool pack) {
-    for (int p = 0; p < u; ++p)
-      for (const Segment& segment : segments) {
-        bf16* packed = blocks + p * rows * w + segment.heads_column;
-        bf16* spread = (pack ? from : to) + segment.first_column + p * segment.width;
+    for (int p = 0; p < u; ++p) {
+      std::int64_t heads_column = 0;
+      for (std::size_t k = 0; k < block_count; ++k) {
+        const ColumnBlock column = blocks_of(p)[k];
+        bf16* packed = staged + p * rows * w + heads_column;
+        bf16* spread = (pack ? from : to) + column.first_column;
         TWIN_CUDA_CHECK(cudaMemcpy2DAsync(pack ? packed : spread, (pack ? w : wide) * kBf16, pack ? spread : packed,
-                                          (pack ? wide : w) * kBf16, segment.width * kBf16, rows,
+                                          (pack ? wide : w) * kBf16, column.width * kBf16, rows,
                                           cudaMemcpyDeviceToDevice, stream));
+        heads_column += column.width;
       }
+    }
   };
   if (to_heads) columns(true);
-  const bf16* sent = to_heads ? blocks : from;
-  bf16* received = to_heads ? to : blocks;
+  const bf16* sent = to_heads ? staged : from;
+  bf16* received = to_heads ? to : staged;
   TWIN_NCCL_CHECK(ncclGroupStart());
   for (int p = 0; p < u; ++p) {
     TWIN_NCCL_CHECK(ncclSend(sent + p * rows * w, rows * w, ncclBfloat16, p, layout.tensor, stream));
