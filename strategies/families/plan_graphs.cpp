@@ -16,7 +16,6 @@
 #include "strategies/lowering.hpp"
 #include "strategies/per_layer/per_layer_plan_file.hpp"
 #include "strategies/rank_layout.hpp"
-#include "strategies/sharded_parameters.hpp"
 
 namespace twin {
 
@@ -119,14 +118,7 @@ const Strategy& PlanPart::unit_strategy(std::int32_t unit) const {
   return execution ? execution->weights : strategy;
 }
 
-int PlanPart::first_layer(int stage) const {
-  if (stage_layers.empty()) return stage < strategy.pipeline_model_parallel_size
-                                       ? first_layer_of(scenario.model, strategy, stage, 0)
-                                       : scenario.model.num_layers;
-  int first = 0;
-  for (int s = 0; s < stage; ++s) first += stage_layers.at(static_cast<std::size_t>(s));
-  return first;
-}
+int PlanPart::first_layer(int stage) const { return first_layer_of_split(stage_layers, stage); }
 
 std::string PlanGraphs::family() const {
   if (per_layer) return "per-layer";

@@ -34,8 +34,7 @@ struct PlanPart {
   const UnitExecution* unit_execution(std::int32_t unit) const;
   // The strategy the weights of unit `unit` are laid out under: its UnitExecution's, else `strategy`.
   const Strategy& unit_strategy(std::int32_t unit) const;
-  // The first transformer layer of pipeline stage `stage` (stage = stages: the number of layers); no virtual
-  // stages.
+  // A per-layer part's first transformer layer of pipeline stage `stage` (stage = stages: the number of layers).
   int first_layer(int stage) const;
   MemoryEstimate memory;           // per stage, as the simulator estimated it
   // Sequence rows (tokens) the part's iteration trains: global_batch_size * seq_length of its scenario.

@@ -71,6 +71,9 @@ struct PerLayerPlan final : FamilyPlan {
 };
 
 int stage_gpus(const Scenario& scenario, const PerLayerPlan& plan);
+// The first transformer layer of stage `stage` when the stages hold `stage_layers` layers each (stage = the
+// number of stages: all of them); PerLayerPlan::first_layer.
+int first_layer_of_split(const std::vector<int>& stage_layers, int stage);
 // A layer as the uniform strategy of its Megatron layout (its group as TP with SP whenever above 1, data
 // parallel G / group, stage_micro_batch * group / G samples per micro-batch, at least 1; its ZeRO stage and
 // recompute; the pipeline of the cluster's G-GPU stages): what layer_shapes prices (a Ulysses layer starts

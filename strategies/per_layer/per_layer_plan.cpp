@@ -49,11 +49,13 @@ std::string to_string(const LayerStrategy& s) {
                      to_string(s.recompute));
 }
 
-int PerLayerPlan::first_layer(int stage) const {
+int first_layer_of_split(const std::vector<int>& stage_layers, int stage) {
   int first = 0;
-  for (int i = 0; i < stage; ++i) first += stage_layers[i];
+  for (int i = 0; i < stage; ++i) first += stage_layers.at(static_cast<std::size_t>(i));
   return first;
 }
+
+int PerLayerPlan::first_layer(int stage) const { return first_layer_of_split(stage_layers, stage); }
 
 std::string PerLayerPlan::key() const {
   return fmt::format("per-layer.pp{}.smb{}.{}.split{}.{}", pipeline_stages, stage_micro_batch, to_string(schedule),
