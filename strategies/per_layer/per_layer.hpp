@@ -82,8 +82,10 @@ Strategy megatron_layer_strategy(const Scenario& scenario, const LayerStrategy& 
                                  int stage_micro_batch);
 // Tokens every GPU of a stage holds per micro-batch outside attention, whatever the layout.
 std::int64_t tokens_per_gpu(const Scenario& scenario, const PerLayerPlan& plan);
-// The layout of the embedding or the output layer beside a layer of `layout`: the layer's under Megatron TP,
-// data parallel (group 1) under Ulysses (whole weights on the GPU's own rows).
+// Megatron TP of a layer's weights: the layout's group, or 1 under Ulysses (weights whole).
+int weight_tp(const LayerLayout& layout);
+// The layout of the embedding or the output layer beside a layer of `layout`: a Megatron layout of the layer's
+// weight_tp (the layer's own under TP; data parallel, whole weights on the GPU's own rows, beside Ulysses).
 LayerLayout edge_layout(const LayerLayout& layout);
 
 // How twin execute runs a unit of a per-layer plan: the uniform strategy its weights are laid out, reduced and
@@ -96,6 +98,11 @@ struct UnitExecution {
   bool ulysses = false;
   lowering::RankShapes shapes;
 };
+// A layer of strategy `layer` (or, `edge`, the embedding or output layer beside it) on a stage of `stage_gpus`
+// GPUs: what the lowering emits its ops and collectives from; micro-batches and schedule left unset.
+UnitExecution stage_unit_execution(const Scenario& scenario, const LayerStrategy& layer, bool edge, int stage_gpus,
+                                   int stage_micro_batch);
+// The same for a layer of `plan`, with its micro-batches and schedule.
 UnitExecution layer_execution(const Scenario& scenario, const PerLayerPlan& plan, int layer);
 // The embedding (`embedding`) or the output layer, beside the first or the last layer.
 UnitExecution edge_execution(const Scenario& scenario, const PerLayerPlan& plan, bool embedding);

@@ -76,20 +76,21 @@ PerLayerStage::PerLayerStage(const Scenario& scenario, const PerLayerPlan& plan,
   const ModelConfig& m = scenario.model;
   const int first = plan.first_layer(stage), count = plan.stage_layers[stage];
   const int smb = plan.stage_micro_batch;
-  const auto tp_of = [](const LayerStrategy& s) { return s.layout.ulysses ? 1 : s.layout.group; };
   const LayerStrategy& first_s = plan.layers[first];
   const LayerStrategy& last_s = plan.layers[first + count - 1];
+  // Each unit's shapes, weights' TP and data group as twin execute runs it (stage_unit_execution).
+  const auto unit = [&](lowering::Unit unit, const LayerStrategy& s, bool edge, auto parameters_at_tp) {
+    const UnitExecution e = stage_unit_execution(scenario, s, edge, gpus, smb);
+    const int tp = e.weights.tensor_model_parallel_size;
+    units_.push_back({unit, s, e.shapes, parameters_at_tp(tp), e.weights.data_parallel_size});
+  };
   if (with_edges && stage == 0)
-    units_.push_back({{Unit::embedding_unit}, first_s, edge_shapes(scenario, first_s, gpus, smb),
-                      embedding_parameters_per_rank(m, tp_of(first_s)), data_group_of(first_s.layout, gpus)});
-  for (int layer = first; layer < first + count; ++layer) {
-    const LayerStrategy& s = plan.layers[layer];
-    units_.push_back({{Unit::layer_unit, layer}, s, layer_shapes(scenario, s, gpus, smb),
-                      layer_parameters_per_rank(m, layer, tp_of(s), 1).dense, data_group_of(s.layout, gpus)});
-  }
+    unit({Unit::embedding_unit}, first_s, true, [&](int tp) { return embedding_parameters_per_rank(m, tp); });
+  for (int layer = first; layer < first + count; ++layer)
+    unit({Unit::layer_unit, layer}, plan.layers[layer], false,
+         [&](int tp) { return layer_parameters_per_rank(m, layer, tp, 1).dense; });
   if (with_edges && stage == last_stage_)
-    units_.push_back({{Unit::head_unit}, last_s, edge_shapes(scenario, last_s, gpus, smb),
-                      output_parameters_per_rank(m, tp_of(last_s), stage == 0), data_group_of(last_s.layout, gpus)});
+    unit({Unit::head_unit}, last_s, true, [&](int tp) { return output_parameters_per_rank(m, tp, stage == 0); });
   set_spans(rc, scenario, plan, stage, gpus, {plan.layers.begin() + first, plan.layers.begin() + first + count});
 }
 

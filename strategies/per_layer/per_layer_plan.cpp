@@ -39,10 +39,9 @@ std::string joined(const std::vector<int>& values, const char* separator) {
   return out;
 }
 
-// Megatron TP of the layer's weights: the layout's group, or 1 under Ulysses (weights whole).
-int weight_tp(const LayerLayout& layout) { return layout.ulysses ? 1 : layout.group; }
-
 }  // namespace
+
+int weight_tp(const LayerLayout& layout) { return layout.ulysses ? 1 : layout.group; }
 
 std::string to_string(const LayerStrategy& s) {
   return fmt::format("{}{}.z{}.rc-{}", s.layout.ulysses ? "usp" : "tp", s.layout.group, s.zero_stage,

@@ -141,37 +141,41 @@ void emit_ulysses_layer_backward(Emitter& e, const ModelConfig& model, int layer
 
 namespace twin {
 
-LayerLayout edge_layout(const LayerLayout& layout) { return layout.ulysses ? LayerLayout{1, false} : layout; }
+LayerLayout edge_layout(const LayerLayout& layout) { return {weight_tp(layout), false}; }
+
+UnitExecution stage_unit_execution(const Scenario& scenario, const LayerStrategy& layer, bool edge, int gpus,
+                                   int stage_micro_batch) {
+  const LayerLayout weights_layout = edge_layout(layer.layout);
+  UnitExecution out;
+  out.weights =
+      megatron_layer_strategy(scenario, {weights_layout, layer.zero_stage, layer.recompute}, gpus, stage_micro_batch);
+  out.group = edge ? weights_layout.group : layer.layout.group;
+  out.ulysses = !edge && layer.layout.ulysses;
+  out.shapes = edge ? per_layer::edge_shapes(scenario, layer, gpus, stage_micro_batch)
+                    : per_layer::layer_shapes(scenario, layer, gpus, stage_micro_batch);
+  return out;
+}
 
 namespace {
 
-UnitExecution execution(const Scenario& scenario, const PerLayerPlan& plan, const LayerStrategy& layer,
-                        lowering::RankShapes shapes) {
-  const int gpus = stage_gpus(scenario, plan);
-  UnitExecution out;
-  out.weights = megatron_layer_strategy(scenario, {edge_layout(layer.layout), layer.zero_stage, layer.recompute}, gpus,
-                                        plan.stage_micro_batch);
-  out.weights.num_micro_batches = plan.num_micro_batches;
-  out.weights.schedule = plan.schedule;
-  out.group = layer.layout.group;
-  out.ulysses = layer.layout.ulysses;
-  out.shapes = shapes;
-  return out;
+UnitExecution in_plan(UnitExecution execution, const PerLayerPlan& plan) {
+  execution.weights.num_micro_batches = plan.num_micro_batches;
+  execution.weights.schedule = plan.schedule;
+  return execution;
 }
 
 }  // namespace
 
 UnitExecution layer_execution(const Scenario& scenario, const PerLayerPlan& plan, int layer) {
-  const LayerStrategy& s = plan.layers.at(static_cast<std::size_t>(layer));
-  return execution(scenario, plan, s,
-                   per_layer::layer_shapes(scenario, s, stage_gpus(scenario, plan), plan.stage_micro_batch));
+  return in_plan(stage_unit_execution(scenario, plan.layers.at(static_cast<std::size_t>(layer)), false,
+                                      stage_gpus(scenario, plan), plan.stage_micro_batch),
+                 plan);
 }
 
 UnitExecution edge_execution(const Scenario& scenario, const PerLayerPlan& plan, bool embedding) {
-  const LayerStrategy& beside = embedding ? plan.layers.front() : plan.layers.back();
-  const LayerStrategy edge{edge_layout(beside.layout), beside.zero_stage, beside.recompute};
-  return execution(scenario, plan, edge,
-                   per_layer::edge_shapes(scenario, beside, stage_gpus(scenario, plan), plan.stage_micro_batch));
+  return in_plan(stage_unit_execution(scenario, embedding ? plan.layers.front() : plan.layers.back(), true,
+                                      stage_gpus(scenario, plan), plan.stage_micro_batch),
+                 plan);
 }
 
 }  // namespace twin
