@@ -5,18 +5,14 @@
 
 #include "executor/layout_groups.hpp"
 #include "strategies/rank_layout.hpp"
+#include "tests/strategies/per_layer/per_layer_fixture.hpp"
 #include "tests/strategies/strategy_fixtures.hpp"
 
 namespace twin::exec {
 namespace {
 
 PlanGraphs per_layer_graphs(const Scenario& scenario, const std::vector<LayerStrategy>& layers) {
-  PerLayerPlan plan;
-  plan.pipeline_stages = 1;
-  plan.stage_micro_batch = 8;
-  plan.num_micro_batches = 2;
-  plan.stage_layers = {static_cast<int>(layers.size())};
-  plan.layers = layers;
+  const PerLayerPlan plan = testing::per_layer_plan(1, 8, 2, {static_cast<int>(layers.size())}, layers);
   PlanGraphs graphs;
   graphs.parts.push_back(per_layer_part(scenario, plan, home_strategy(scenario, plan)));
   return graphs;

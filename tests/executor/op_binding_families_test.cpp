@@ -15,6 +15,7 @@
 #include "../strategies/strategy_fixtures.hpp"
 #include "op_binding_fixtures.hpp"
 #include "../strategies/hot_switch/hot_switch_fixture.hpp"
+#include "../strategies/per_layer/per_layer_fixture.hpp"
 
 namespace twin::exec {
 namespace {
@@ -249,11 +250,8 @@ TEST(OpBinding, HotSwitchingPhasesBindTheirOpsAndHandoffs) {
 // layer beside it has none and no layer change adds one.
 TEST(OpBinding, UlyssesLayersExchangeTheirTensorsBetweenLayouts) {
   const Scenario scenario = testing::make_scenario(testing::llama_shaped(3), 1, 1024, 8);  // 8 GPUs
-  PerLayerPlan plan;
-  plan.stage_micro_batch = 8;
-  plan.num_micro_batches = 1;
-  plan.stage_layers = {3};
-  plan.layers = {{{4, true}, 1, Recompute::none}, {{2, false}, 0, Recompute::none}, {{4, true}, 3, Recompute::full}};
+  const PerLayerPlan plan = testing::per_layer_plan(
+      1, 8, 1, {3}, {{{4, true}, 1, Recompute::none}, {{2, false}, 0, Recompute::none}, {{4, true}, 3, Recompute::full}});
   const RankClass& rc = lower_per_layer_plan(scenario, plan).classes.at(0);
   const std::vector<OpBinding> bindings = bind_ops(rc);
   std::map<std::tuple<int, Action, OpRole>, int> seen;  // (layer, action, linear)

@@ -12,6 +12,7 @@
 #include "strategies/rank_layout.hpp"
 #include "strategies/sharded_parameters.hpp"
 #include "strategies/validity.hpp"
+#include "../strategies/per_layer/per_layer_fixture.hpp"
 #include "../strategies/strategy_fixtures.hpp"
 
 namespace twin::exec {
@@ -254,13 +255,10 @@ TEST(Parameters, TiedEmbeddingsShareTheTableOrCopyIt) {
 TEST(Parameters, PerLayerUnitsTakeTheirLayersLayoutsAndTheStageSplit) {
   Scenario scenario = small();  // 4 layers, 16 sequences
   scenario.cluster.node_groups[0].gpus_per_node = 4;
-  PerLayerPlan plan;
-  plan.pipeline_stages = 2;
-  plan.stage_micro_batch = 2;
-  plan.num_micro_batches = 8;
-  plan.stage_layers = {1, 3};
-  plan.layers = {{{1, false}, 1, Recompute::none}, {{2, false}, 0, Recompute::none},
-                 {{2, false}, 1, Recompute::full}, {{1, false}, 0, Recompute::selective}};
+  const PerLayerPlan plan =
+      testing::per_layer_plan(2, 2, 8, {1, 3},
+                              {{{1, false}, 1, Recompute::none}, {{2, false}, 0, Recompute::none},
+                               {{2, false}, 1, Recompute::full}, {{1, false}, 0, Recompute::selective}});
   const PlanPart part = per_layer_part(scenario, plan, home_strategy(scenario, plan));
   std::map<int, std::vector<std::set<std::int64_t>>> qkv_cells;  // layer -> each rank's qkv cells
   for (int rank = 0; rank < 4; ++rank) {

@@ -11,6 +11,7 @@
 #include "reports/best_plan.hpp"
 #include "strategies/per_layer/per_layer_search.hpp"
 #include "tests/strategies/hot_switch/hot_switch_fixture.hpp"
+#include "tests/strategies/per_layer/per_layer_fixture.hpp"
 
 namespace twin::exec {
 namespace {
@@ -118,17 +119,12 @@ TEST(PlanCheck, RunsHotSwitchingWhosePhasesShareOneLayout) {
 
 // The plan of a per-layer plan pinned on the recorded run's model over 4 GPUs (by default 2 stages of 2, split
 // 1 + 3, micro-batches of 2 sequences): what twin simulate writes for it.
-nlohmann::json per_layer_plan(const std::vector<LayerStrategy>& layers, bool tied = false, int stages = 2,
-                              std::vector<int> split = {1, 3}) {
+nlohmann::json pinned_plan_json(const std::vector<LayerStrategy>& layers, bool tied = false, int stages = 2,
+                                std::vector<int> split = {1, 3}) {
   nlohmann::json doc = to_json(executed_plan().scenario);  // 4 layers, global batch 8
   doc["cluster"]["nodes"][0]["gpus_per_node"] = 4;
   doc["model"]["untie_embeddings_and_output_weights"] = !tied;
-  PerLayerPlan plan;
-  plan.pipeline_stages = stages;
-  plan.stage_micro_batch = 2;
-  plan.num_micro_batches = 4;
-  plan.stage_layers = std::move(split);
-  plan.layers = layers;
+  const PerLayerPlan plan = testing::per_layer_plan(stages, 2, 4, std::move(split), layers);
   doc["strategy"] = {{"per_layer", plan.to_json()}};
   const Scenario scenario = parse_scenario(doc, "pinned.json");
   const std::vector<Candidate> ranked = per_layer_candidates(scenario, builtin_profile());
@@ -147,14 +143,14 @@ TEST(PlanCheck, RunsPerLayerPlansOfTheirOwnLayouts) {
   const LayerStrategy tp2{{2, false}, 0, Recompute::none}, tp1_zero1_full{{1, false}, 1, Recompute::full};
   const LayerStrategy tp1_selective{{1, false}, 0, Recompute::selective}, ulysses2{{2, true}, 3, Recompute::none};
   const LayerStrategy ulysses4{{4, true}, 0, Recompute::none};
-  EXPECT_EQ(refusal_path(parse_plan(per_layer_plan({tp2, tp1_zero1_full, tp2, tp1_selective}), kFile)), "");
-  EXPECT_EQ(refusal_path(parse_plan(per_layer_plan({tp2, tp1_zero1_full, ulysses2, tp2}), kFile)), "");
-  EXPECT_EQ(refusal_path(parse_plan(per_layer_plan({ulysses2, tp1_zero1_full, ulysses2, ulysses2}), kFile)), "");
+  EXPECT_EQ(refusal_path(parse_plan(pinned_plan_json({tp2, tp1_zero1_full, tp2, tp1_selective}), kFile)), "");
+  EXPECT_EQ(refusal_path(parse_plan(pinned_plan_json({tp2, tp1_zero1_full, ulysses2, tp2}), kFile)), "");
+  EXPECT_EQ(refusal_path(parse_plan(pinned_plan_json({ulysses2, tp1_zero1_full, ulysses2, ulysses2}), kFile)), "");
   // One stage of 4 GPUs, 2 sequences per micro-batch: the embedding beside Ulysses 4 would hold half a sequence.
-  EXPECT_EQ(refusal_path(parse_plan(per_layer_plan(std::vector<LayerStrategy>(4, ulysses4), false, 1, {4}), kFile)),
+  EXPECT_EQ(refusal_path(parse_plan(pinned_plan_json(std::vector<LayerStrategy>(4, ulysses4), false, 1, {4}), kFile)),
             "/family_plan/detail/stage_micro_batch");
-  EXPECT_EQ(refusal_path(parse_plan(per_layer_plan({tp2, tp1_zero1_full, tp2, tp2}, true), kFile)), "");
-  EXPECT_EQ(refusal_path(parse_plan(per_layer_plan({tp2, tp1_zero1_full, tp2, tp1_selective}, true), kFile)),
+  EXPECT_EQ(refusal_path(parse_plan(pinned_plan_json({tp2, tp1_zero1_full, tp2, tp2}, true), kFile)), "");
+  EXPECT_EQ(refusal_path(parse_plan(pinned_plan_json({tp2, tp1_zero1_full, tp2, tp1_selective}, true), kFile)),
             "/family_plan/detail/layers/3");
 }
 

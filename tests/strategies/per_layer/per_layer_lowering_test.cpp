@@ -6,6 +6,7 @@
 #include "strategies/lowering.hpp"
 #include "strategies/per_layer/per_layer.hpp"
 #include "strategies/validity.hpp"
+#include "tests/strategies/per_layer/per_layer_fixture.hpp"
 #include "tests/strategies/strategy_fixtures.hpp"
 
 namespace twin {
@@ -13,16 +14,7 @@ namespace {
 
 using testing::llama_shaped;
 using testing::make_scenario;
-
-PerLayerPlan plan_of(int pp, int smb, int micro_batches, std::vector<int> split, std::vector<LayerStrategy> layers) {
-  PerLayerPlan p;
-  p.pipeline_stages = pp;
-  p.stage_micro_batch = smb;
-  p.num_micro_batches = micro_batches;
-  p.stage_layers = std::move(split);
-  p.layers = std::move(layers);
-  return p;
-}
+using testing::per_layer_plan;
 
 TEST(PerLayerBlocks, EveryLayoutHoldsTheSameRowsOnEachGpu) {
   const std::int64_t seq = 1024;
@@ -51,7 +43,7 @@ TEST(PerLayerLowering, OneStrategyPlanEmitsTheUniformOps) {
   ASSERT_FALSE(complete_strategy(sc, st));
   // tp 2 of 4 stage GPUs, 1 sample per data rank: 2 samples per stage micro-batch.
   const LayerStrategy ls{{2, false}, 1, Recompute::full};
-  const PerLayerPlan plan = plan_of(2, 2, st.num_micro_batches, {4, 4}, std::vector<LayerStrategy>(8, ls));
+  const PerLayerPlan plan = per_layer_plan(2, 2, st.num_micro_batches, {4, 4}, std::vector<LayerStrategy>(8, ls));
   const IterationGraph uniform = lower_to_op_graphs(sc, st);
   const IterationGraph mine = lower_per_layer_plan(sc, plan);
   ASSERT_EQ(uniform.classes.size(), mine.classes.size());
@@ -86,7 +78,7 @@ TEST(PerLayerLowering, LayoutChangesAddNoOpAndTheEngineRunsBothGroups) {
   const Scenario sc = make_scenario(llama_shaped(8), 1, 1024, 16);
   std::vector<LayerStrategy> layers(4, LayerStrategy{{2, false}, 1, Recompute::none});
   layers.resize(8, LayerStrategy{{8, false}, 0, Recompute::none});
-  const PerLayerPlan plan = plan_of(1, 8, 2, {8}, layers);
+  const PerLayerPlan plan = per_layer_plan(1, 8, 2, {8}, layers);
   const IterationGraph graph = lower_per_layer_plan(sc, plan);
   const RankClass& rc = graph.classes[0];
   int all_to_alls = 0, tp2 = 0, tp8 = 0;
@@ -104,7 +96,7 @@ TEST(PerLayerLowering, LayoutChangesAddNoOpAndTheEngineRunsBothGroups) {
 
 TEST(PerLayerLowering, UlyssesLayersSwapSequenceForHeadsAroundAttention) {
   const Scenario sc = make_scenario(llama_shaped(2), 1, 1024, 8);
-  const PerLayerPlan plan = plan_of(1, 4, 2, {2}, std::vector<LayerStrategy>(2, {{4, true}, 3, Recompute::none}));
+  const PerLayerPlan plan = per_layer_plan(1, 4, 2, {2}, std::vector<LayerStrategy>(2, {{4, true}, 3, Recompute::none}));
   const RankClass rc = lower_per_layer_plan(sc, plan).classes[0];
   // Per layer and micro-batch: Q,K,V and output forward, their gradients backward.
   const std::int64_t local = 4 * 1024 / 8, qkv = (16 + 2 * 4) * 64, q = 16 * 64;

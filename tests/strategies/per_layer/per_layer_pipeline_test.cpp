@@ -6,6 +6,7 @@
 
 #include "sim/simulate.hpp"
 #include "strategies/per_layer/per_layer.hpp"
+#include "tests/strategies/per_layer/per_layer_fixture.hpp"
 #include "tests/strategies/strategy_fixtures.hpp"
 
 namespace twin {
@@ -17,16 +18,12 @@ using testing::make_scenario;
 // 2 nodes, 4 stages of 4 GPUs: tp2 | Ulysses 4 | tp2 then tp1 (data parallel) | tp4 then tp2. Stages 0
 // and 2 hold no layer of group 4, yet re-lay out from or to a neighbour's group 4.
 PerLayerPlan mixed_stages_plan() {
-  PerLayerPlan p;
-  p.pipeline_stages = 4;
-  p.stage_micro_batch = 4;  // a tp1 layer gives each GPU one sample
-  p.num_micro_batches = 4;
-  p.stage_layers = {2, 2, 2, 2};
-  p.layers = {{{2, false}, 1, Recompute::none}, {{2, false}, 1, Recompute::none},
-              {{4, true}, 1, Recompute::none},  {{4, true}, 3, Recompute::selective},
-              {{2, false}, 1, Recompute::full}, {{1, false}, 1, Recompute::none},
-              {{4, false}, 0, Recompute::none}, {{2, false}, 1, Recompute::none}};
-  return p;
+  // 4 samples per micro-batch: a tp1 layer gives each GPU one.
+  return testing::per_layer_plan(4, 4, 4, {2, 2, 2, 2},
+                                 {{{2, false}, 1, Recompute::none}, {{2, false}, 1, Recompute::none},
+                                  {{4, true}, 1, Recompute::none},  {{4, true}, 3, Recompute::selective},
+                                  {{2, false}, 1, Recompute::full}, {{1, false}, 1, Recompute::none},
+                                  {{4, false}, 0, Recompute::none}, {{2, false}, 1, Recompute::none}});
 }
 
 TEST(PerLayerPipeline, EveryCollectiveOfEveryStageHasASpanOfItsSize) {

@@ -4,6 +4,7 @@
 
 #include "core/error.hpp"
 #include "core/scenario.hpp"
+#include "tests/strategies/per_layer/per_layer_fixture.hpp"
 #include "tests/strategies/strategy_fixtures.hpp"
 #include "strategies/families/families.hpp"
 #include "strategies/per_layer/per_layer_search.hpp"
@@ -57,13 +58,10 @@ TEST(PerLayerScenario, APinnedPlanIsTheOnlyCandidate) {
   doc["model"] = to_json(testing::make_scenario(testing::llama_shaped(4), 1, 1024, 16))["model"];
   doc["training"]["seq_length"] = 1024;
   doc["training"]["global_batch_size"] = 16;
-  PerLayerPlan plan;
-  plan.pipeline_stages = 2;
-  plan.stage_micro_batch = 4;
-  plan.num_micro_batches = 4;
-  plan.stage_layers = {1, 3};
-  plan.layers = {{{2, false}, 1, Recompute::none}, {{4, false}, 0, Recompute::full},
-                 {{1, false}, 3, Recompute::none}, {{2, false}, 0, Recompute::selective}};
+  const PerLayerPlan plan =
+      testing::per_layer_plan(2, 4, 4, {1, 3},
+                              {{{2, false}, 1, Recompute::none}, {{4, false}, 0, Recompute::full},
+                               {{1, false}, 3, Recompute::none}, {{2, false}, 0, Recompute::selective}});
   doc["strategy"] = {{"per_layer", plan.to_json()}};
   const Scenario pinned = parse_scenario(doc, "pinned.json");
   ASSERT_TRUE(pinned.per_layer_plan.has_value());
