@@ -192,6 +192,18 @@ def simulate_and_execute(twin, folder, scenario, iters, warmup, log, simulate_ar
     return metrics
 
 
+def dense_curve_check(losses, baseline, tolerance):
+    """A dense model against its single-GPU curve: a split changes only the order of sums, so the whole curve is
+    held step by step, and it must fall: (first-half difference, whole-curve difference, ok)."""
+    first_half, whole = curve_differences(losses, baseline)
+    return first_half, whole, whole <= tolerance and losses[-1] < 0.8 * losses[0]
+
+
+# The header of the family checks' speed tables (speed_row writes their rows).
+SPEED_TABLE = ["| case | GPUs | iteration s | MFU | predicted s | error | peak GiB | predicted GiB | "
+               "fold: error before / after | result |", "|---|---|---|---|---|---|---|---|---|---|"]
+
+
 def fold_text(folded, effect):
     """The fold's effect as a table cell: the error before / after, or whether it ran."""
     before, after = effect.get("error_before"), effect.get("error_after")
