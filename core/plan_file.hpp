@@ -22,7 +22,10 @@ inline constexpr int kPlanFormatVersion = 1;
 // its own. An MoE layer under CP all-reduces its routing counts over CP too (after TP's).
 // 4 (2026-11-27): a per-layer plan's layers of different layouts follow each other with no re-layout all-to-all
 // (every layout holds the same rows on each GPU: strategies/per_layer/per_layer.hpp).
-inline constexpr int kLoweringVersion = 4;
+// 5 (2026-11-27): hot switching's accumulated gradients arrive at one GPU of each reduction group of the next
+// layout, before the phase's first backward op of their unit, as the value its gradients start from; the
+// elementwise accumulation after the phase is gone (strategies/hot_switch/hot_switch_resharding.hpp).
+inline constexpr int kLoweringVersion = 5;
 
 // Columns of each entry of rank_classes[].ops, in order.
 inline constexpr const char* kPlanOpColumns[] = {"op_id",  "kind",   "role",               "layer",

@@ -93,14 +93,16 @@ struct Scenario {
   // strategy.pipelines: a fixed asymmetric plan (HexiScale). `strategy` then holds the fields its
   // pipelines share (sequence_parallel, recompute, schedule, zero_stage).
   std::vector<AsymmetricPipeline> pipelines;
-  // strategy.per_layer: a fixed per-layer plan (Galvatron), written as best.json's family_plan.detail, kept as
-  // compact JSON with its JSON path in `source`; strategies/per_layer reads it (read_per_layer_detail). `strategy`
-  // stays empty and the search is not run.
-  struct PinnedPerLayer {
+  // A fixed family plan, written as best.json's family_plan.detail, kept as compact JSON with its JSON path in
+  // `source`; `strategy` stays empty and the search is not run. strategy.per_layer: a per-layer plan (Galvatron),
+  // read by strategies/per_layer (read_per_layer_detail); strategy.hot_switch: a hot-switching plan (HotSPa),
+  // read by strategies/hot_switch (read_hot_switch_detail).
+  struct PinnedPlan {
     std::string json, at;
-    bool operator==(const PinnedPerLayer&) const = default;
+    bool operator==(const PinnedPlan&) const = default;
   };
-  std::optional<PinnedPerLayer> per_layer_plan;
+  std::optional<PinnedPlan> per_layer_plan, hot_switch_plan;
+  bool pins_family_plan() const { return per_layer_plan || hot_switch_plan; }
   std::string profile = "builtin";
   // GPUs the profile does not describe are priced from another GPU's measurements scaled by datasheet ratios
   // (cost/profile.hpp profile_for_cluster); false: they are an error. `twin simulate --scale-profile`.

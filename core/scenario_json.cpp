@@ -162,6 +162,7 @@ json to_json(const Scenario& s) {
                                   {"zero_stage", s.strategy->zero_stage}}},
           {"profile", s.profile}};
   if (s.per_layer_plan) out["strategy"] = {{"per_layer", json::parse(s.per_layer_plan->json)}};
+  if (s.hot_switch_plan) out["strategy"] = {{"hot_switch", json::parse(s.hot_switch_plan->json)}};
   if (s.profile_scaling) out["profile_scaling"] = true;
   return out;
 }

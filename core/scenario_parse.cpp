@@ -334,7 +334,7 @@ void apply_distributed_optimizer(Scenario& s, const Reader& root) {
   if (!s.framework.use_distributed_optimizer) return;
   const int stage = *s.framework.use_distributed_optimizer ? 1 : 0;
   const Reader flag = root.required("framework").required("use_distributed_optimizer");
-  if (s.per_layer_plan) return;  // a pinned per-layer plan gives each layer its own ZeRO stage
+  if (s.pins_family_plan()) return;  // a pinned family plan gives each layer or phase its own ZeRO stage
   if (s.strategy) {
     if (s.strategy->zero_stage != stage)
       flag.fail_plain(fmt::format("use_distributed_optimizer {} means zero_stage {}, but the strategy pins zero_stage {}",
@@ -376,12 +376,18 @@ Scenario parse_scenario(const nlohmann::json& document, const std::string& sourc
     f->only_keys({"per_layer"});
     const Reader plan = f->required("per_layer");
     plan.expect_object();
-    s.per_layer_plan = Scenario::PinnedPerLayer{plan.value().dump(), plan.path()};
+    s.per_layer_plan = Scenario::PinnedPlan{plan.value().dump(), plan.path()};
+  } else if (f && f->find("hot_switch")) {
+    f->only_keys({"hot_switch"});
+    const Reader plan = f->required("hot_switch");
+    plan.expect_object();
+    check_hot_switch_preconditions(s, plan);
+    s.hot_switch_plan = Scenario::PinnedPlan{plan.value().dump(), plan.path()};
   } else if (f) {
     s.strategy = parse_strategy(*f);
     if (!f->find("pipelines")) complete_pinned_sizes(*f, *s.strategy, s);
   }
-  if (!s.strategy && !s.per_layer_plan) check_search_size(root.find("search"), s.search, root);
+  if (!s.strategy && !s.pins_family_plan()) check_search_size(root.find("search"), s.search, root);
   if (auto f = root.find("strategy"); f && f->find("pipelines")) {
     s.pipelines = parse_pipelines(*f->find("pipelines"), s);
     if (s.strategy->schedule != Schedule::gpipe && s.strategy->schedule != Schedule::one_f_one_b)

@@ -76,8 +76,9 @@ std::string to_string(Action action) {
       "expert_activation_forward", "expert_activation_backward", "expert_combine", "expert_combine_backward",
       "dispatch_exchange", "combine_exchange", "dispatch_exchange_backward", "combine_exchange_backward",
       "ring_attention_forward", "ring_attention_backward", "ring_exchange", "ring_exchange_backward", "ring_merge",
-      "ring_gradient_add", "ulysses_to_heads", "ulysses_to_sequence", "phase_handoff"};
-  static_assert(std::size(names) == static_cast<std::size_t>(Action::phase_handoff) + 1, "a name per action");
+      "ring_gradient_add", "ulysses_to_heads", "ulysses_to_sequence", "phase_handoff",
+      "switch_transfer"};
+  static_assert(std::size(names) == static_cast<std::size_t>(Action::switch_transfer) + 1, "a name per action");
   return names[static_cast<int>(action)];
 }
 
@@ -182,8 +183,12 @@ std::vector<OpBinding> bind_ops(const RankClass& rc, bool tied_embeddings) {
           b.action = Action::phase_handoff;
           break;
         }
+        if (op.role == OpRole::param_gather || op.role == OpRole::grad_reduce) {  // a switch between layouts
+          b.action = Action::switch_transfer;
+          break;
+        }
         if (op.role != OpRole::pipeline_activation && op.role != OpRole::pipeline_gradient)
-          unsupported(rc, i, "a point-to-point transfer other than a pipeline's (hot switching's re-sharding)");
+          unsupported(rc, i, "a point-to-point transfer other than a pipeline's or a switch's");
         if (op.group == GroupKind::tensor) unsupported(rc, i, "a userbuffers ring step (tp_comm_overlap)");
         const bool send = op.kind == OpKind::send;
         if (two_strands) {

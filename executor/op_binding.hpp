@@ -50,6 +50,9 @@ enum class Action : std::uint8_t {
   // Hot switching's zero-byte message ordering a GPU's phase after the one before: nothing to run, the
   // process issues its phases one after another.
   phase_handoff,
+  // Hot switching's re-sharding transfers between layouts: the runtime runs the whole switch as one step before
+  // the part's first op (executor/gpu/resharding_run.hpp), so each transfer op only marks its place.
+  switch_transfer,
 };
 
 struct OpBinding {
@@ -68,7 +71,7 @@ struct OpBinding {
 std::string to_string(Action action);
 
 // One binding per op, in op order. Throws std::invalid_argument naming the op for what the executor does
-// not run (context parallelism's all-gather form, hot switching's re-sharding transfers). The backward
+// not run (context parallelism's all-gather form, a userbuffers ring). The backward
 // strand of double strand binds as any backward: its ops say compute2, and the runtime gives that stream its
 // own CUDA stream and scratch.
 // With tied embeddings the output projection's weight gradient goes into the embedding table's (or, on a stage

@@ -1,6 +1,6 @@
 // The plan's family first (plan_graphs refuses those no command runs), then per part (a uniform or per-layer
-// plan's strategy, or each hot-switching phase's) memory and strategy, the framework switches, and last the parameter
-// layout and the op bindings of every rank class, which refuse what they do not run.
+// plan's strategy, or each hot-switching phase's) memory, strategy and the switch into it, the framework switches,
+// and last the parameter layout and the op bindings of every rank class, which refuse what they do not run.
 #include "executor/plan_check.hpp"
 
 #include <stdexcept>
@@ -12,6 +12,7 @@
 #include "core/error.hpp"
 #include "executor/op_binding.hpp"
 #include "executor/parameters.hpp"
+#include "executor/resharding.hpp"
 #include "strategies/families/plan_graphs.hpp"
 #include "strategies/hot_switch/hot_switch_resharding.hpp"
 #include "strategies/memory.hpp"
@@ -41,7 +42,6 @@ void check_strategy(const Plan& plan, const Scenario& scenario, const Strategy& 
 void check_executable_plan(const Plan& plan, const std::string& file) {
   // A family plan no command reads back (heterogeneous) is refused here, naming the family.
   const PlanGraphs lowered = plan_graphs(plan, file);
-  const Strategy& s = plan.strategy;
   for (std::size_t p = 0; p < lowered.parts.size(); ++p) {
     const PlanPart& part = lowered.parts[p];
     const std::string at =
@@ -51,12 +51,17 @@ void check_executable_plan(const Plan& plan, const std::string& file) {
       throw InputError(file, at + "/context_parallel_size",
                        "1 in a phase whose rows pack several sequences (twin execute shards whole sequences over "
                        "context-parallel ranks)");
-    // Every phase trains the same parameters in place: a phase in another layout needs re-sharding.
-    if (!same_parameter_layout(part.strategy, lowered.parts.back().strategy))
-      throw InputError(file, at,
-                       fmt::format("the parameter layout of the home phase ({}): twin execute does not run "
-                                   "re-sharding between hot-switching layouts yet",
-                                   lowered.parts.back().strategy.key()));
+    // A phase in another layout than the one before it is switched into: every element it needs must be held
+    // before (executor/resharding.hpp refuses experts, a tied table's copy, a vocabulary padded otherwise).
+    const PlanPart& before = lowered.parts[p == 0 ? lowered.parts.size() - 1 : p - 1];
+    if (lowered.parts.size() > 1 && !same_parameter_layout(before.strategy, part.strategy)) {
+      try {
+        plan_resharding(before, part, plan.scenario.cluster, p > 0);
+      } catch (const std::invalid_argument& error) {
+        throw InputError(file, at, std::string("a layout twin execute can switch into from the phase before: ") +
+                                       error.what());
+      }
+    }
   }
   // A per-layer plan runs its layers each in its own layout (Megatron TP group or Ulysses group, data group,
   // ZeRO stage, recompute), split over the stages as the plan splits them.

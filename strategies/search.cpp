@@ -37,8 +37,8 @@ Strategy normalised(Strategy s) {
 }
 
 std::vector<Strategy> strategies_of(const Scenario& scenario) {
-  // A fixed asymmetric plan is the heterogeneous family's, a fixed per-layer plan the per-layer family's.
-  if (!scenario.pipelines.empty() || scenario.per_layer_plan) return {};
+  // A fixed asymmetric plan is the heterogeneous family's, a fixed per-layer or hot-switching plan its family's.
+  if (!scenario.pipelines.empty() || scenario.pins_family_plan()) return {};
   if (scenario.strategy) return {*scenario.strategy};
   const SearchSpace& space = scenario.search;
   std::vector<Strategy> all;

@@ -25,9 +25,28 @@ Communicators::Communicators(const Strategy& s, const IterationGraph& graph, int
                              ncclUniqueId id, const std::vector<Strategy>& layouts) {
   if (world_size != s.world_size())
     throw std::invalid_argument(fmt::format("the plan needs {} GPUs, the launch has {}", s.world_size(), world_size));
-  me_ = coordinates_of(s, rank);
   TWIN_NCCL_CHECK(ncclCommInitRank(&world_, world_size, id, rank));
   owned_.push_back(world_);
+  make_groups(s, graph, rank, layouts);
+}
+
+Communicators::Communicators(const Strategy& s, const IterationGraph& graph, int rank, int world_size,
+                             const Communicators& parent) {
+  if (world_size != s.world_size())
+    throw std::invalid_argument(fmt::format("the plan needs {} GPUs, the launch has {}", s.world_size(), world_size));
+  TWIN_NCCL_CHECK(ncclCommSplit(parent.world_, 0, rank, &world_, nullptr));
+  owned_.push_back(world_);
+  make_groups(s, graph, rank, {});
+}
+
+void Communicators::make_resharding() {
+  if (!resharding_) resharding_ = split(0, me_rank_);
+}
+
+void Communicators::make_groups(const Strategy& s, const IterationGraph& graph, int rank,
+                                const std::vector<Strategy>& layouts) {
+  me_ = coordinates_of(s, rank);
+  me_rank_ = rank;
   // Color: the group's first rank; key: the rank's place in it (strategies/rank_layout.hpp).
   const auto split_in = [&](const Strategy& layout, GroupKind kind) {
     const std::optional<GroupSlot> slot = group_slot(layout, kind, rank);

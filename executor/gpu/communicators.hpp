@@ -28,6 +28,9 @@ class Communicators {
   // (a per-layer plan's; strategies/families/plan_graphs.hpp), one per size.
   Communicators(const Strategy& strategy, const IterationGraph& graph, int rank, int world_size, ncclUniqueId id,
                 const std::vector<Strategy>& layouts = {});
+  // The groups of another layout of the same GPUs (a hot-switching phase's), split from `parent`'s world.
+  Communicators(const Strategy& strategy, const IterationGraph& graph, int rank, int world_size,
+                const Communicators& parent);
   ~Communicators();
   Communicators(const Communicators&) = delete;
   Communicators& operator=(const Communicators&) = delete;
@@ -40,6 +43,10 @@ class Communicators {
   const Layout& layout(int tensor_size) const;
 
   ncclComm_t world() const { return world_; }
+  // Hot switching's re-sharding transfers between any two GPUs (a copy of the world on the compute stream of the
+  // part switched into); null unless the plan has parts of different layouts (`with_resharding`).
+  ncclComm_t resharding() const { return resharding_; }
+  void make_resharding();  // collective: every rank calls it, in the same place
   ncclComm_t tensor() const { return tensor_; }        // tp_comm stream
   ncclComm_t data() const { return data_; }            // dp_comm stream
   ncclComm_t embedding() const { return embedding_; }  // dp_comm stream (first and last stage); null if none
@@ -61,13 +68,15 @@ class Communicators {
 
  private:
   ncclComm_t split(int color, int key);
+  void make_groups(const Strategy& strategy, const IterationGraph& graph, int rank, const std::vector<Strategy>& layouts);
   std::vector<ncclComm_t> owned_;
   ncclComm_t world_ = nullptr, tensor_ = nullptr, data_ = nullptr, embedding_ = nullptr;
   ncclComm_t expert_ = nullptr, expert_data_ = nullptr, context_ = nullptr;
-  ncclComm_t tensor_optimizer_ = nullptr, pipeline_optimizer_ = nullptr;
+  ncclComm_t tensor_optimizer_ = nullptr, pipeline_optimizer_ = nullptr, resharding_ = nullptr;
   std::map<std::pair<int, int>, ncclComm_t> p2p_;
   std::map<int, Layout> layouts_;  // by tensor-parallel size, the strategy's included
   RankCoordinates me_;
+  int me_rank_ = 0;
 };
 
 }  // namespace twin::exec

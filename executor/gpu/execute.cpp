@@ -21,6 +21,7 @@
 #include "executor/gpu/communicators.hpp"
 #include "executor/layout_groups.hpp"
 #include "executor/plan_check.hpp"
+#include "executor/resharding.hpp"
 #include "executor/run_report.hpp"
 #include "executor/gpu/stage_runtime.hpp"
 #include "executor/token_stream.hpp"
@@ -28,6 +29,7 @@
 #include "reports/best_plan.hpp"
 #include "strategies/families/plan_graphs.hpp"
 #include "strategies/flops.hpp"
+#include "strategies/hot_switch/hot_switch_resharding.hpp"
 #include "traces/measured_ops.hpp"
 
 namespace twin::exec {
@@ -35,9 +37,19 @@ namespace {
 
 using nlohmann::json;
 
-// The watchdog's view of this rank's NCCL communicators.
-WatchdogHooks nccl_watchdog_hooks(Communicators& comms) {
-  return {[&comms] { return comms.async_error(); }, [&comms] { comms.abort_all(); }};
+// The watchdog's view of this rank's NCCL communicators (a hot-switching plan's layouts' too).
+WatchdogHooks nccl_watchdog_hooks(Communicators& comms, const std::vector<std::unique_ptr<Communicators>>& others) {
+  return {[&comms, &others] {
+            std::string error = comms.async_error();
+            for (const auto& other : others)
+              if (error.empty() && other) error = other->async_error();
+            return error;
+          },
+          [&comms, &others] {
+            for (const auto& other : others)
+              if (other) other->abort_all();
+            comms.abort_all();
+          }};
 }
 
 // CUPTI's kernel records as the run files keep them (memcpys are not ops).
@@ -78,23 +90,59 @@ int rank_main(const ExecuteRequest& request, const gpu::RankIdentity& identity) 
   options.seed = request.seed;
   options.nccl_timeout_s = request.nccl_timeout_s;
   options.attention = request.attention;
-  // One runtime per part of the step (a hot-switching phase), over one set of parameters; the uniform plan
-  // is one part.
+  // One runtime per part of the step (a hot-switching phase); the uniform plan is one part. Parts of one layout
+  // share their communicators and parameters; a part in another layout has its own, and the switch into it
+  // moves the weights (and the gradients so far) between the two (executor/resharding.hpp).
   const std::size_t part_count = lowered.parts.size();
+  std::vector<std::size_t> layout_of(part_count);  // the first part of each part's layout
+  for (std::size_t p = 0; p < part_count; ++p) {
+    layout_of[p] = p;
+    for (std::size_t q = 0; q < p && layout_of[p] == p; ++q)
+      if (same_parameter_layout(lowered.parts[q].strategy, lowered.parts[p].strategy)) layout_of[p] = layout_of[q];
+  }
+  std::vector<std::unique_ptr<Communicators>> layout_comms(part_count);
+  for (std::size_t p = 0; p < part_count; ++p)
+    if (layout_of[p] == p && !same_parameter_layout(lowered.parts[p].strategy, strategy))
+      layout_comms[p] = std::make_unique<Communicators>(lowered.parts[p].strategy, graph, identity.rank,
+                                                        identity.world_size, comms);
+  const auto comms_of = [&](std::size_t p) -> Communicators& {
+    return layout_comms[layout_of[p]] ? *layout_comms[layout_of[p]] : comms;
+  };
+  const bool resharding = std::any_of(layout_of.begin(), layout_of.end(), [](std::size_t q) { return q != 0; });
+  if (resharding) comms.make_resharding();
+  std::vector<std::shared_ptr<StageParameters>> parameters(part_count);
+  {
+    cudaStream_t setup = nullptr;
+    TWIN_CUDA_CHECK(cudaStreamCreateWithFlags(&setup, cudaStreamNonBlocking));
+    for (std::size_t p = 0; p < part_count; ++p)
+      parameters[p] = layout_of[p] != p ? parameters[layout_of[p]]
+                                        : std::make_shared<StageParameters>(
+                                              lowered.parts[p].scenario,
+                                              plan_parameter_units(lowered.parts[p], identity.rank, options.seed), setup);
+    TWIN_CUDA_CHECK(cudaStreamSynchronize(setup));
+    TWIN_CUDA_CHECK(cudaStreamDestroy(setup));
+  }
   std::int64_t step_micro_batches = 0;
   for (const PlanPart& part : lowered.parts) step_micro_batches += part.strategy.num_micro_batches;
   std::vector<std::unique_ptr<StageRuntime>> runtimes;
   for (std::size_t p = 0; p < part_count; ++p) {
     const PlanPart& part = lowered.parts[p];
     StepPart share;
-    share.parameters = p > 0 ? runtimes.front()->parameters() : nullptr;
+    share.parameters = parameters[p];
+    share.adds_gradients = p > 0;
     if (part_count > 1) {
+      const std::size_t before = p == 0 ? part_count - 1 : p - 1;
       share.loss_tokens = lowered.tokens_per_step();
       share.micro_batches = step_micro_batches;
+      share.switch_from = parameters[before];
+      if (layout_of[before] != layout_of[p]) {
+        share.switch_blocks = plan_resharding(lowered.parts[before], part, scenario.cluster, p > 0);
+        share.switch_comm = comms.resharding();
+      }
     }
     const RankClass& rank_class = graph.classes.at(static_cast<std::size_t>(part.class_of_rank.at(identity.rank)));
-    runtimes.push_back(
-        std::make_unique<StageRuntime>(part, graph, rank_class, identity.rank, comms, options, std::move(share)));
+    runtimes.push_back(std::make_unique<StageRuntime>(part, graph, rank_class, identity.rank, comms_of(p), options,
+                                                      std::move(share)));
   }
   std::optional<gpu::CuptiKernelTimer> timer;
   if (request.trace) timer.emplace();
@@ -112,7 +160,7 @@ int rank_main(const ExecuteRequest& request, const gpu::RankIdentity& identity) 
   TWIN_CUDA_CHECK(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking));
   cudaEvent_t summed = nullptr;
   TWIN_CUDA_CHECK(cudaEventCreateWithFlags(&summed, cudaEventDisableTiming));
-  Watchdog watchdog(request.nccl_timeout_s, nccl_watchdog_hooks(comms));
+  Watchdog watchdog(request.nccl_timeout_s, nccl_watchdog_hooks(comms, layout_comms));
   const auto world_sum = [&](float value) {
     watchdog.arm(fmt::format("rank {}", identity.rank), [] { return std::string("the loss all-reduce over all ranks"); });
     TWIN_CUDA_CHECK(cudaMemcpyAsync(loss_device, &value, sizeof(float), cudaMemcpyHostToDevice, side));
@@ -189,9 +237,10 @@ int rank_main(const ExecuteRequest& request, const gpu::RankIdentity& identity) 
                      aux_loss, busiest);
       }
     }
-    // The parameters once, every part's own buffers, the activation pool's high mark (device-wide) once.
+    // Each layout's parameters once, every part's own buffers, the activation pool's high mark (device-wide) once.
     std::size_t peak = runtimes.front()->peak_memory_bytes();
-    for (std::size_t p = 1; p < part_count; ++p) peak += runtimes[p]->own_bytes();
+    for (std::size_t p = 1; p < part_count; ++p)
+      peak += runtimes[p]->own_bytes() + (layout_of[p] == p ? parameters[p]->allocated_bytes() : 0);
     for (std::size_t p = 0; p < part_count; ++p) {
       runs[p].peak_memory_bytes = peak;
       if (timer) runs[p].dropped_records = timer->dropped_records();

@@ -132,6 +132,7 @@ void StageRuntime::run_op(OpIndex index, int iteration) {
     case Action::ulysses_to_heads:
     case Action::ulysses_to_sequence: return ulysses_exchange(op, b, mb, unit_of(op, b), stream);
     case Action::phase_handoff: return;  // the process issues its parts in order
+    case Action::switch_transfer: return;  // the switch ran before the part's first op (StageRuntime::switch_into)
   }
 }
 

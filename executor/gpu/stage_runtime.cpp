@@ -15,6 +15,7 @@
 #include <spdlog/spdlog.h>
 
 #include "executor/event_waits.hpp"
+#include "executor/gpu/resharding_run.hpp"
 #include "gpu/checks.hpp"
 #include "gpu/cupti_timer.hpp"
 #include "gpu/kernels.hpp"
@@ -95,6 +96,7 @@ StageRuntime::StageRuntime(const PlanPart& plan_part, const IterationGraph& grap
   fault_ = injected_fault_from_environment();
   TWIN_CUDA_CHECK(cudaEventCreate(&iteration_start_));
   TWIN_CUDA_CHECK(cudaEventCreate(&iteration_end_));
+  TWIN_CUDA_CHECK(cudaEventCreateWithFlags(&switched_, cudaEventDisableTiming));
   stream_done_.resize(kStreamCount);
   for (cudaEvent_t& event : stream_done_) TWIN_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
 
@@ -171,6 +173,20 @@ StageRuntime::StageRuntime(const PlanPart& plan_part, const IterationGraph& grap
   TWIN_CUDA_CHECK(cudaStreamSynchronize(compute));
 }
 
+// The graph's switch transfers (bound as Action::switch_transfer) are this one step: the whole switch before the
+// part's first op, where the simulator lets each unit's first compute wait for that unit's transfers only.
+void StageRuntime::switch_into(cudaStream_t compute) {
+  if (!part_.switch_from) return;
+  const bool same_buffers = part_.switch_from == params_;
+  if (part_.adds_gradients) {
+    if (same_buffers)
+      keep_gradient_start(*params_, compute);
+    else
+      params_->zero_grads(compute);
+  }
+  if (!same_buffers) run_resharding(part_.switch_blocks, rank_, *part_.switch_from, *params_, part_.switch_comm, compute);
+}
+
 const StageRuntime::UnitLayout& StageRuntime::layout(int unit) const {
   const auto found = unit_layouts_.find(unit);
   return found == unit_layouts_.end() ? home_layout_ : found->second;
@@ -186,6 +202,7 @@ StageRuntime::~StageRuntime() {
   for (cudaEvent_t event : stream_done_) cudaEventDestroy(event);
   cudaEventDestroy(iteration_start_);
   cudaEventDestroy(iteration_end_);
+  cudaEventDestroy(switched_);
   if (counts_copied_) cudaEventDestroy(counts_copied_);
   if (counts_host_) cudaFreeHost(counts_host_);
   params_.reset();
@@ -302,8 +319,10 @@ void StageRuntime::run_iteration(int iteration, const std::vector<std::int32_t>&
   fixups_done_ = false;
   inject_oom_ = fault_.kind == InjectedFault::out_of_memory && fault_.hits(rank_, iteration);
   TWIN_CUDA_CHECK(cudaEventRecord(iteration_start_, compute));
+  switch_into(compute);
+  TWIN_CUDA_CHECK(cudaEventRecord(switched_, compute));
   for (cudaStream_t stream : streams_)
-    if (stream != compute) TWIN_CUDA_CHECK(cudaStreamWaitEvent(stream, iteration_start_));
+    if (stream != compute) TWIN_CUDA_CHECK(cudaStreamWaitEvent(stream, switched_));
 
   for (OpIndex i = 0; i < rc_.size(); ++i) {
     issuing_op_ = i;

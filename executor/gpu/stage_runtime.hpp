@@ -26,6 +26,7 @@
 #include "gpu/matmul.hpp"
 #include "executor/expert_exchange.hpp"
 #include "executor/op_binding.hpp"
+#include "executor/resharding.hpp"
 #include "executor/run_report.hpp"
 #include "executor/gpu/stage_parameters.hpp"
 #include "executor/watchdog.hpp"
@@ -74,16 +75,23 @@ struct TrainingOptions {
   double moe_aux_loss_coeff = 1e-2;
 };
 
-// Where a runtime's iteration sits in a training step that runs several parts one after another over the
-// same parameters (hot switching's phases, strategies/families/plan_graphs.hpp); the defaults describe a step
-// of one part.
+// Where a runtime's iteration sits in a training step that runs several parts one after another (hot switching's
+// phases, strategies/families/plan_graphs.hpp); the defaults describe a step of one part.
 struct StepPart {
-  // The step's parameters, made by its first part (null: this is the first part, which makes them and stores
-  // its weight gradients; the later parts add to them).
+  // The part's parameters, shared by the parts of one layout (null: the runtime makes its own).
   std::shared_ptr<StageParameters> parameters;
-  bool first() const { return parameters == nullptr; }
+  // A later part of the step: its gradients start from the earlier parts' (the switch into it puts them where
+  // its reduction adds them in once) and every weight-gradient op adds to them.
+  bool adds_gradients = false;
+  bool first() const { return !adds_gradients; }
   std::int64_t loss_tokens = 0;    // tokens the step's loss averages over; 0: this part's global batch
   std::int64_t micro_batches = 0;  // micro-batches per data-parallel rank over the whole step; 0: this part's
+  // The switch into the part, run at the start of its iteration (timed with it): from the parameters of the part
+  // before (the step's last part for the first), by `switch_blocks` (executor/resharding.hpp) over
+  // `switch_comm` when they are another layout's. Null: no switch (a step of one part).
+  std::shared_ptr<StageParameters> switch_from;
+  std::vector<ReshardBlock> switch_blocks;
+  ncclComm_t switch_comm = nullptr;
 };
 
 class StageRuntime {
@@ -244,7 +252,9 @@ class StageRuntime {
   std::unique_ptr<gpu::Attention> attention_;     // one cuDNN handle; the stream is set per call
   std::vector<cudaEvent_t> op_done_;               // per op: recorded after it (waits, and where a hang is)
   std::vector<std::vector<OpIndex>> waits_;        // per op: cross-stream predecessors
-  cudaEvent_t iteration_start_ = nullptr, iteration_end_ = nullptr;
+  cudaEvent_t iteration_start_ = nullptr, iteration_end_ = nullptr, switched_ = nullptr;
+  // The switch into this part (StepPart), on the compute stream.
+  void switch_into(cudaStream_t compute);
   std::vector<cudaEvent_t> stream_done_;
   std::map<std::pair<int, int>, Slot> slots_;
   std::vector<void*> static_buffers_;

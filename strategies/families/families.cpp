@@ -2,6 +2,7 @@
 #include "strategies/families/families.hpp"
 
 #include "strategies/heterogeneous/heterogeneous_search.hpp"
+#include "strategies/hot_switch/hot_switch_plan_file.hpp"
 #include "strategies/hot_switch/hot_switch_search.hpp"
 #include "strategies/per_layer/per_layer_plan_file.hpp"
 #include "strategies/per_layer/per_layer_search.hpp"
@@ -20,6 +21,7 @@ const std::vector<FamilySearch>& plan_families() {
 
 void check_pinned_family_plan(const Scenario& scenario) {
   if (scenario.per_layer_plan) pinned_per_layer_plan(scenario);
+  if (scenario.hot_switch_plan) pinned_hot_switch_phases(scenario);
 }
 
 }  // namespace twin

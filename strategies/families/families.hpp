@@ -11,7 +11,7 @@ namespace twin {
 // (HotSPa), per-layer hybrid plans (Galvatron). Each returns nothing where it does not apply.
 const std::vector<FamilySearch>& plan_families();
 
-// Reads the family plan the scenario pins (strategy.per_layer), if any, as its search will: throws InputError
+// Reads the family plan the scenario pins (strategy.per_layer or strategy.hot_switch), if any, as its search will: throws InputError
 // at its JSON path for one its family cannot take, so that a command refuses it before writing anything.
 void check_pinned_family_plan(const Scenario& scenario);
 

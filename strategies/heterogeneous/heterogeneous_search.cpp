@@ -286,7 +286,7 @@ std::vector<Candidate> heterogeneous_candidates(const Scenario& scenario, const 
 std::vector<Candidate> heterogeneous_family_candidates(const Scenario& scenario, const Profile& profile, int jobs) {
   if (!scenario.pipelines.empty())
     return {evaluate_asymmetric_plan(scenario, profile, *scenario.strategy, scenario.pipelines, false)};
-  if (scenario.strategy || scenario.cluster.is_homogeneous()) return {};
+  if (scenario.strategy || scenario.pins_family_plan() || scenario.cluster.is_homogeneous()) return {};
   return heterogeneous_candidates(scenario, profile, jobs);
 }
 

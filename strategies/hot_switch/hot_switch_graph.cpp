@@ -1,7 +1,7 @@
 // Building the hot-switching iteration: per phase, the stage graphs of the uniform lowering are copied
 // once per GPU of the stage (pipeline peers renamed to the peer GPU's class), preceded by the switch
 // transfers (sends on the ep_comm stream, receives on dp_comm, both in one global order so that the first
-// unfinished transfer can always run) and followed by the gradient accumulations.
+// unfinished transfer can always run).
 #include "strategies/hot_switch/hot_switch_graph.hpp"
 
 #include <array>
@@ -162,28 +162,21 @@ HotSwitchIteration build_hot_switch_iteration(const Scenario& scenario, const st
       const auto peer_class = [&](int peer_stage) { return p * world + rank + (peer_stage - stage) * per_stage; };
       const OpIndex phase_begin = static_cast<OpIndex>(rc.size());
       copy_ops(stage_class, rc, [](const Op& op) { return !is_optimizer(op); }, peer_class);
-      // Each unit's first compute waits for that unit's weights only.
-      std::vector<bool> waited(num_units, false);
+      // Each unit's first compute waits for that unit's weights only, and its first backward compute (the first
+      // to add to its gradients) for the gradients accumulated before: they arrive as the value its gradients
+      // start from, at one GPU of each reduction group, whose reduction at the phase's end adds them in once.
+      std::vector<bool> waited(num_units, false), waited_backward(num_units, false);
       for (OpIndex i = phase_begin; i < rc.size(); ++i) {
         const Op& op = rc.op(i);
         const int unit = unit_of(op, scenario.model.num_layers);
-        if (op.is_communication() || unit < 0 || waited[unit]) continue;
-        waited[unit] = true;
-        for (OpIndex arrival : weight_arrivals[unit]) rc.add_dependency(arrival, i);
-      }
-      // Gradients accumulated in the previous layouts are added to this phase's (read both, write one). In the
-      // previous phase's layout they are already where this phase accumulates.
-      if (p > 0 && !same_parameter_layout(phases[p - 1].strategy, s)) {
-        for (int u = 0; u < num_units; ++u) {
-          const std::int64_t elements = owned_elements(scenario.model, s, units[u], rank, true);
-          if (elements == 0) continue;
-          Op add;
-          add.kind = OpKind::elementwise;
-          add.phase = Phase::backward;
-          add.layer = units[u].layer;
-          add.bytes = 3 * kSwitchGradientBytes * elements;
-          const OpIndex accumulate = rc.add(add);
-          for (OpIndex arrival : gradient_arrivals[u]) rc.add_dependency(arrival, accumulate);
+        if (op.is_communication() || unit < 0) continue;
+        if (!waited[unit]) {
+          waited[unit] = true;
+          for (OpIndex arrival : weight_arrivals[unit]) rc.add_dependency(arrival, i);
+        }
+        if (op.phase == Phase::backward && !waited_backward[unit]) {
+          waited_backward[unit] = true;
+          for (OpIndex arrival : gradient_arrivals[unit]) rc.add_dependency(arrival, i);
         }
       }
       if (home) copy_ops(stage_class, rc, is_optimizer, peer_class);

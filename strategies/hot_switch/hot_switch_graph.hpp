@@ -2,8 +2,8 @@
 // run with its own strategy) gets one rank class per GPU, so that the switch into it is the real point-to-
 // point transfers between GPUs, on their links, with each layer's first compute waiting only for that
 // layer's weights. A GPU's classes run one after another (a zero-byte handoff orders them); gradients
-// arriving from a previous layout that differs are accumulated before the phase ends; only the last (home)
-// phase keeps the optimizer step.
+// accumulated in a previous layout that differs arrive before the phase's first backward op of their unit
+// (plan_switch: the value its gradients start from); only the last (home) phase keeps the optimizer step.
 #pragma once
 #include <vector>
 

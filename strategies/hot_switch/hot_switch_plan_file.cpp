@@ -39,9 +39,20 @@ void expect_equal(const JsonReader& phase, std::string_view key, std::int64_t re
 }  // namespace
 
 std::vector<HotSwitchPhase> read_hot_switch_phases(const Plan& plan, const std::string& source) {
-  const JsonReader phases_json =
-      JsonReader(plan.document, source).required("family_plan").required("detail").required("phases");
-  const std::vector<SeqLengthCount> batch = batch_sequences(plan.scenario);
+  return read_hot_switch_detail(JsonReader(plan.document, source).required("family_plan").required("detail"),
+                                plan.scenario);
+}
+
+std::vector<HotSwitchPhase> pinned_hot_switch_phases(const Scenario& scenario) {
+  const Scenario::PinnedPlan& pin = scenario.hot_switch_plan.value();
+  const nlohmann::json document = nlohmann::json::parse(pin.json);
+  return read_hot_switch_detail(JsonReader(document, scenario.source, pin.at), scenario);
+}
+
+std::vector<HotSwitchPhase> read_hot_switch_detail(const JsonReader& detail, const Scenario& scenario) {
+  detail.expect_object();
+  const JsonReader phases_json = detail.required("phases");
+  const std::vector<SeqLengthCount> batch = batch_sequences(scenario);
   std::vector<HotSwitchPhase> phases;
   std::int64_t previous_end = 0;
   for (const JsonReader& entry : phases_json.non_empty_elements()) {
@@ -57,7 +68,7 @@ std::vector<HotSwitchPhase> read_hot_switch_phases(const Plan& plan, const std::
     expect_equal(entry, "tokens", phase.workload.tokens);
     expect_equal(entry, "packs", phase.workload.packs);
     phase.packs = entry.required("padded_packs").integer(phase.workload.packs, std::int64_t{1} << 40);
-    phase.strategy = phase_strategy(phase_scenario(plan.scenario, phase.workload, phase.packs),
+    phase.strategy = phase_strategy(phase_scenario(scenario, phase.workload, phase.packs),
                                     entry.required("strategy_fields"));
     expect_equal(entry, "padded_packs", padded_packs(phase.workload, phase.strategy));
     const JsonReader key = entry.required("strategy");

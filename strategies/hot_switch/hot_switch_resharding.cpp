@@ -30,11 +30,13 @@ struct PartLayout {
   std::vector<int> piece_of;  // per global rank
 };
 
+// `gradient_target`: where accumulated gradients go (one rank of each reduction group, reduction_target's).
 PartLayout part_layout(const ModelConfig& model, const Strategy& s, const SwitchUnit& unit, bool tp_split,
-                       bool gradient) {
+                       bool gradient, bool gradient_target = false) {
   const int tp = s.tensor_model_parallel_size, cp = s.context_parallel_size, dp = s.data_parallel_size;
   const bool sharded = gradient ? s.zero_stage >= 1 : s.zero_stage >= 3;
   const int data_group = sharded ? dp * cp : 1;
+  const bool targets_only = gradient && gradient_target;
   PartLayout layout;
   layout.pieces = (tp_split ? tp : 1) * data_group;
   layout.piece_of.assign(static_cast<std::size_t>(s.world_size()), -1);
@@ -43,6 +45,7 @@ PartLayout part_layout(const ModelConfig& model, const Strategy& s, const Switch
     for (int c = 0; c < cp; ++c)
       for (int t = 0; t < tp; ++t) {
         const int member = sharded ? d * cp + c : 0;
+        if (targets_only && !reduction_target(s, global_rank(s, t, c, d, stage))) continue;
         layout.piece_of[global_rank(s, t, c, d, stage)] = (tp_split ? t : 0) * data_group + member;
       }
   return layout;
@@ -50,32 +53,26 @@ PartLayout part_layout(const ModelConfig& model, const Strategy& s, const Switch
 
 std::int64_t range_begin(std::int64_t elements, int pieces, int piece) { return elements * piece / pieces; }
 
-class SenderChoice {
- public:
-  SenderChoice(const Cluster& cluster, int world) : cluster_(cluster), intra_(world, 0), inter_(world, 0) {}
-  // The owner to send `bytes` to `receiver`: intra-node owners first, fewest bytes assigned, lowest rank.
-  int choose(const std::vector<int>& owners, int receiver, Bytes bytes, bool& intra) {
-    int best = -1;
-    for (int owner : owners)
-      if (cluster_.node_of_rank(owner) == cluster_.node_of_rank(receiver) && (best < 0 || intra_[owner] < intra_[best]))
-        best = owner;
-    intra = best >= 0;
-    if (intra) {
-      intra_[best] += bytes;
-      return best;
-    }
-    for (int owner : owners)
-      if (best < 0 || inter_[owner] < inter_[best]) best = owner;
-    inter_[best] += bytes;
-    return best;
-  }
-
- private:
-  const Cluster& cluster_;
-  std::vector<Bytes> intra_, inter_;
-};
 
 }  // namespace
+
+SwitchSenders::SwitchSenders(const Cluster& cluster, int world) : cluster_(cluster), intra_(world, 0), inter_(world, 0) {}
+
+int SwitchSenders::choose(const std::vector<int>& owners, int receiver, Bytes bytes, bool& intra) {
+  int best = -1;
+  for (int owner : owners)
+    if (cluster_.node_of_rank(owner) == cluster_.node_of_rank(receiver) && (best < 0 || intra_[owner] < intra_[best]))
+      best = owner;
+  intra = best >= 0;
+  if (intra) {
+    intra_[best] += bytes;
+    return best;
+  }
+  for (int owner : owners)
+    if (best < 0 || inter_[owner] < inter_[best]) best = owner;
+  inter_[best] += bytes;
+  return best;
+}
 
 std::vector<SwitchUnit> switch_units(const ModelConfig& model) {
   std::vector<SwitchUnit> units;
@@ -103,6 +100,11 @@ std::int64_t owned_elements(const ModelConfig& model, const Strategy& strategy, 
   return owned;
 }
 
+bool reduction_target(const Strategy& strategy, int rank) {
+  const RankCoordinates at = coordinates_of(strategy, rank);
+  return strategy.zero_stage >= 1 || (at.dp == 0 && at.cp == 0);
+}
+
 bool same_parameter_layout(const Strategy& a, const Strategy& b) {
   return a.tensor_model_parallel_size == b.tensor_model_parallel_size &&
          a.pipeline_model_parallel_size == b.pipeline_model_parallel_size &&
@@ -124,7 +126,7 @@ SwitchPlan plan_switch(const ModelConfig& model, const Cluster& cluster, const S
   SwitchPlan plan;
   plan.sent_bytes.assign(world, 0);
   plan.received_bytes.assign(world, 0);
-  SenderChoice senders(cluster, world);
+  SwitchSenders senders(cluster, world);
   const std::vector<SwitchUnit> units = switch_units(model);
   std::map<std::tuple<int, bool, int, int>, Bytes> merged;  // (unit, gradient, from, to) -> bytes
   for (int u = 0; u < static_cast<int>(units.size()); ++u) {
@@ -135,7 +137,7 @@ SwitchPlan plan_switch(const ModelConfig& model, const Cluster& cluster, const S
         const std::int64_t elements = tp_split ? units[u].tp_split_elements : units[u].replicated_elements;
         if (elements == 0) continue;
         const PartLayout source = part_layout(model, from, units[u], tp_split, gradient);
-        const PartLayout target = part_layout(model, to, units[u], tp_split, gradient);
+        const PartLayout target = part_layout(model, to, units[u], tp_split, gradient, true);
         const int slices = std::lcm(source.pieces, target.pieces);
         std::vector<std::vector<int>> owners(source.pieces), needers(target.pieces);
         for (int rank = 0; rank < world; ++rank) {

@@ -11,6 +11,8 @@
 #include "core/parallel_for.hpp"
 #include "sim/simulate.hpp"
 #include "strategies/hot_switch/hot_switch_plan.hpp"
+#include "strategies/hot_switch/hot_switch_plan_file.hpp"
+#include "strategies/memory.hpp"
 #include "strategies/validity.hpp"
 
 namespace twin {
@@ -64,13 +66,15 @@ PhaseSlot prepare_phase(const Scenario& scenario, const std::vector<SeqLengthCou
   return slot;
 }
 
-// The plan's memory per stage index: each phase's estimate with the optimizer states of home's layout.
-MemoryEstimate plan_memory(const std::vector<const PhaseSlot*>& slots) {
-  const Bytes home_optimizer = slots.back()->optimizer_bytes;
+// The plan's memory per stage index: each phase's estimate with the optimizer states of home's layout (the last).
+MemoryEstimate plan_memory(const std::vector<const MemoryEstimate*>& phases) {
+  Bytes home_optimizer = 0;
+  for (const MemoryBreakdown& stage : phases.back()->per_stage)
+    home_optimizer = std::max(home_optimizer, stage.optimizer_states);
   MemoryEstimate memory;
-  for (const PhaseSlot* slot : slots) {
-    for (std::size_t stage = 0; stage < slot->memory.per_stage.size(); ++stage) {
-      MemoryBreakdown b = slot->memory.per_stage[stage];
+  for (const MemoryEstimate* phase : phases) {
+    for (std::size_t stage = 0; stage < phase->per_stage.size(); ++stage) {
+      MemoryBreakdown b = phase->per_stage[stage];
       b.optimizer_states = home_optimizer;
       if (memory.per_stage.size() <= stage) memory.per_stage.resize(stage + 1);
       if (b.total() > memory.per_stage[stage].total()) memory.per_stage[stage] = b;
@@ -80,6 +84,36 @@ MemoryEstimate plan_memory(const std::vector<const PhaseSlot*>& slots) {
     if (memory.per_stage[stage].total() > memory.per_stage[memory.worst_stage].total())
       memory.worst_stage = static_cast<int>(stage);
   return memory;
+}
+
+MemoryEstimate plan_memory(const std::vector<const PhaseSlot*>& slots) {
+  std::vector<const MemoryEstimate*> phases;
+  for (const PhaseSlot* slot : slots) phases.push_back(&slot->memory);
+  return plan_memory(phases);
+}
+
+// A pinned plan alone: simulated where it fits, else infeasible with the reason.
+Candidate pinned_candidate(const Scenario& scenario, const Profile& profile) {
+  const std::vector<HotSwitchPhase> phases = pinned_hot_switch_phases(scenario);
+  std::vector<MemoryEstimate> estimates;
+  for (const HotSwitchPhase& phase : phases)
+    estimates.push_back(estimate_memory(phase_scenario(scenario, phase.workload, phase.packs), phase.strategy));
+  std::vector<const MemoryEstimate*> pointers;
+  for (const MemoryEstimate& estimate : estimates) pointers.push_back(&estimate);
+  const MemoryEstimate memory = plan_memory(pointers);
+  const std::vector<SeqLengthCount> batch = batch_sequences(scenario);
+  const std::string oom = out_of_memory_reason(memory, scenario.cluster.node_groups.front().gpu.memory_GiB);
+  if (oom.empty()) return simulate_hot_switch_plan(scenario, batch, phases, memory, profile, false, nullptr);
+  Candidate c;
+  c.strategy = phases.back().strategy;
+  c.memory = memory;
+  auto plan = std::make_shared<HotSwitchPlan>();
+  plan->batch = batch;
+  plan->phases = phases;
+  plan->memory = memory;
+  c.plan = plan;
+  c.infeasible_reason = oom;
+  return c;
 }
 
 }  // namespace
@@ -224,7 +258,8 @@ std::vector<Candidate> search_hot_switch(const Scenario& scenario, const Profile
 }
 
 std::vector<Candidate> hot_switch_family_candidates(const Scenario& scenario, const Profile& profile, int jobs) {
-  if (!scenario.search.hot_switch || scenario.strategy || scenario.per_layer_plan) return {};
+  if (scenario.hot_switch_plan) return {pinned_candidate(scenario, profile)};
+  if (!scenario.search.hot_switch || scenario.strategy || scenario.pins_family_plan()) return {};
   return search_hot_switch(scenario, profile, jobs);
 }
 

@@ -41,8 +41,9 @@ BoundaryChoice choose_boundaries(const BoundaryCosts& costs, int home);
 // sequence, and up to `plans` hot-switching plans (the best per home strategy, fastest estimate first).
 std::vector<Candidate> search_hot_switch(const Scenario& scenario, const Profile& profile, int jobs, int plans = 3);
 
-// The family's search (a FamilySearch): search_hot_switch when the scenario asks for hot switching
-// (search.hot_switch) and pins no strategy or per-layer plan; else nothing.
+// The family's search (a FamilySearch): a pinned hot-switching plan (strategy.hot_switch) alone, simulated where
+// it fits; else search_hot_switch when the scenario asks for hot switching (search.hot_switch) and pins no strategy
+// or other family plan; else nothing.
 std::vector<Candidate> hot_switch_family_candidates(const Scenario& scenario, const Profile& profile, int jobs);
 
 }  // namespace twin

@@ -132,6 +132,8 @@ Scenario phase_scenario(const Scenario& scenario, const PhaseWorkload& workload,
   phase.training.seq_length_histogram.clear();
   phase.search.hot_switch = false;
   phase.strategy.reset();
+  phase.hot_switch_plan.reset();
+  phase.per_layer_plan.reset();
   // Weights reach a phase through the switch; only the home phase steps the optimizer, and it gathers the
   // updated weights after its step (an overlapped gather at a phase's start would move weights twice).
   phase.framework.overlap_param_gather = false;

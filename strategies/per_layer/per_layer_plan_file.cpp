@@ -93,7 +93,7 @@ PerLayerPlan read_per_layer_plan(const Plan& plan, const std::string& source) {
 }
 
 PerLayerPlan pinned_per_layer_plan(const Scenario& scenario) {
-  const Scenario::PinnedPerLayer& pin = scenario.per_layer_plan.value();
+  const Scenario::PinnedPlan& pin = scenario.per_layer_plan.value();
   const nlohmann::json document = nlohmann::json::parse(pin.json);
   const JsonReader detail(document, scenario.source, pin.at);
   if (scenario.model.is_moe() || scenario.cluster.node_groups.size() != 1)

@@ -132,7 +132,9 @@ std::vector<Candidate> per_layer_candidates(const Scenario& scenario, const Prof
   std::vector<Candidate> out;
   const SearchSpace& space = scenario.search;
   const ModelConfig& m = scenario.model;
-  if (!space.per_layer || scenario.strategy || m.is_moe() || scenario.cluster.node_groups.size() != 1) return out;
+  if (!space.per_layer || scenario.strategy || scenario.hot_switch_plan || m.is_moe() ||
+      scenario.cluster.node_groups.size() != 1)
+    return out;
   if (std::find(space.context_parallel_size.begin(), space.context_parallel_size.end(), 1) ==
       space.context_parallel_size.end())
     return out;

@@ -56,6 +56,13 @@ const std::string kImpossiblePerLayer = scenario_with(R"({ "preset": "llama2-7b"
          "num_micro_batches": 2, "schedule": "1f1b", "stage_num_layers": [2],
          "layers": [ { "layout": "tensor", "group_size": 5, "zero_stage": 0, "recompute": "none" },
                      { "layout": "tensor", "group_size": 4, "zero_stage": 0, "recompute": "none" } ] } })");
+// A pinned hot-switching plan whose first phase states 17 packs where its 18 sequences of 1,024 make 18.
+const std::string kImpossibleHotSwitch = scenario_with(
+    R"({ "preset": "llama2-7b", "num_layers": 2 })",
+    R"({ "seq_length": 2048, "global_batch_size": 24,
+         "seq_length_buckets": [ { "max": 1024, "fraction": 0.75 }, { "max": 2048, "fraction": 0.25 } ] })",
+    R"(, "strategy": { "hot_switch": { "phases": [ { "min_length_exclusive": 0, "max_length": 1024,
+         "sequences": 18, "tokens": 18432, "packs": 17 } ] } })");
 
 INSTANTIATE_TEST_SUITE_P(
     Scenarios, BadInput,
@@ -67,7 +74,9 @@ INSTANTIATE_TEST_SUITE_P(
                       BadCase{"empty_search_space", kEmptySpace.c_str(), "/search/tensor_model_parallel_size", "non-empty"},
                       BadCase{"impossible_strategy", kImpossibleStrategy.c_str(), "/strategy", "not divisible by tensor_model_parallel_size 3"},
                       BadCase{"impossible_per_layer", kImpossiblePerLayer.c_str(), "/strategy/per_layer/layers/0",
-                              "a layer strategy a stage of 12 GPUs can run"}),
+                              "a layer strategy a stage of 12 GPUs can run"},
+                      BadCase{"impossible_hot_switch", kImpossibleHotSwitch.c_str(), "/strategy/hot_switch/phases/0/packs",
+                              "18 (what the plan's scenario gives this phase)"}),
     [](const auto& info) { return std::string(info.param.name); });
 
 TEST(BadInputFile, MissingFileIsBadInput) {

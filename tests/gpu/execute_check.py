@@ -235,6 +235,18 @@ def fold_and_report(twin, folder, log, profile=None):
     return fold.returncode == 0, shown.returncode == 0, effect
 
 
+def speed_case(twin, out, name, gpus, doc, iters, warmup, log):
+    """A plan run for speed: `doc` simulated and run, its run folder folded and reported; (table row, the numbers
+    for the report or None, ok). ok: it ran, folded, reported, and its loss fell."""
+    metrics = run_case(twin, out, name, doc, iters, warmup, log)
+    if metrics is None:
+        return f"| {name} | {gpus} | FAILED | | | | | | | |", None, False
+    folded, reported, effect = fold_and_report(twin, os.path.join(out, name), log)
+    ok = folded and reported and metrics["steps"][-1]["loss"] < metrics["steps"][0]["loss"]
+    return (speed_row(name, gpus, metrics, fold_text(folded, effect), ok),
+            {"gpus": gpus, "metrics": metrics, "fold_effect": effect, "ok": ok}, ok)
+
+
 def main():
     global PROFILE, GPU
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)

@@ -96,16 +96,11 @@ def main():
         if gpus > args.gpus:
             continue
         doc = pinned(ec.scenario(name, ec.LLAMA7B_4L, gpus, SPEED_SEQ, SPEED_BATCH, 1, {}), per_layer)
-        metrics = ec.run_case(args.twin, args.out, name, doc, args.iters, 3, log)
-        if metrics is None:
-            failed = True
-            lines.append(f"| {name} | {gpus} | FAILED | | | | | | | |")
-            continue
-        folded, reported, effect = ec.fold_and_report(args.twin, f"{args.out}/{name}", log)
-        ok = folded and reported and metrics["steps"][-1]["loss"] < metrics["steps"][0]["loss"]
+        row, numbers, ok = ec.speed_case(args.twin, args.out, name, gpus, doc, args.iters, 3, log)
         failed |= not ok
-        report["speed"][name] = {"gpus": gpus, "metrics": metrics, "fold_effect": effect, "ok": ok}
-        lines.append(ec.speed_row(name, gpus, metrics, ec.fold_text(folded, effect), ok))
+        if numbers:
+            report["speed"][name] = numbers
+        lines.append(row)
         print(lines[-1], flush=True)
     ec.write_results(args.out, "per_layer_layouts_check", lines, report)
     return 1 if failed else 0

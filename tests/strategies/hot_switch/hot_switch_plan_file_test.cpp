@@ -1,12 +1,14 @@
 // A hot-switching plan read back from its best.json: the phases the search chose come back, the graph the
 // commands lower is the one the simulator priced, and a file whose phases do not follow from its scenario
-// is refused at the JSON path at fault. Also what running a phase needs: its packs, one layout for all
-// phases (no re-sharding, no separate gradient accumulation), packed attention priced as its sequences.
+// is refused at the JSON path at fault; a scenario pinning the plan (strategy.hot_switch) simulates it alone. Also
+// what running a phase needs: its packs, whether two phases share a layout, packed attention priced as its
+// sequences.
 #include <gtest/gtest.h>
 
 #include "core/error.hpp"
 #include "cost/profile.hpp"
 #include "reports/best_plan.hpp"
+#include "strategies/families/families.hpp"
 #include "strategies/families/plan_graphs.hpp"
 #include "strategies/hot_switch/hot_switch_plan.hpp"
 #include "strategies/hot_switch/hot_switch_plan_file.hpp"
@@ -140,6 +142,39 @@ TEST(HotSwitchPlanFile, PhasesThatDoNotFollowFromTheScenarioAreRefusedWhereTheyA
   EXPECT_EQ(error_path(cut), "/family_plan/detail/phases");
   EXPECT_EQ(with("/family_plan/family", "per-layer"), "/family_plan/detail");  // read as a per-layer detail
   EXPECT_EQ(with("/family_plan/family", "heterogeneous"), "/family_plan/family");
+}
+
+}  // namespace
+}  // namespace twin
+
+namespace twin {
+namespace {
+
+// A scenario can pin a hot-switching plan (strategy.hot_switch, the object best.json's family_plan.detail holds):
+// it is the only candidate, simulated as the search simulated it; its errors name the scenario's paths.
+TEST(HotSwitchPinnedPlan, APinnedPlanIsTheSearchedPlanAlone) {
+  const Scenario searched = testing::one_gpu_scenario();
+  const nlohmann::json plan = testing::plan_document(searched, "hot-switch:");
+  nlohmann::json doc = to_json(searched);
+  doc.erase("search");
+  doc["strategy"] = {{"hot_switch", plan["family_plan"]["detail"]}};
+  const Scenario pinned = parse_scenario(doc, "pinned.json");
+  ASSERT_TRUE(pinned.hot_switch_plan);
+  EXPECT_EQ(to_json(pinned)["strategy"], doc["strategy"]);
+  const std::vector<Candidate> candidates = hot_switch_family_candidates(pinned, builtin_profile(), 1);
+  ASSERT_EQ(candidates.size(), 1u);
+  EXPECT_EQ(candidates[0].key(), plan["family_plan"]["key"].get<std::string>());
+  EXPECT_EQ(candidates[0].result.iteration_ns, plan["predicted"]["iteration_ns"].get<std::int64_t>());
+  EXPECT_TRUE(enumerate_candidates(pinned).empty());  // no uniform strategy beside it
+
+  doc["strategy"]["hot_switch"]["phases"][1]["sequences"] = 3;
+  try {
+    check_pinned_family_plan(parse_scenario(doc, "pinned.json"));
+    ADD_FAILURE() << "expected a refusal";
+  } catch (const InputError& error) {
+    EXPECT_EQ(error.file(), "pinned.json");
+    EXPECT_EQ(error.json_path(), "/strategy/hot_switch/phases/1/sequences");
+  }
 }
 
 }  // namespace

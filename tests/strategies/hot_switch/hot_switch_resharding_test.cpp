@@ -71,6 +71,27 @@ TEST(HotSwitchResharding, GradientsFromZero1DataParallelToTpPpMatchTheClosedForm
   EXPECT_EQ(owned_elements(m, layout(2, 2, 2, 1), layer0, 5, true), 0);  // stage 1 holds layers 2, 3
 }
 
+// Gradients into a ZeRO-0 layout go to the first GPU of each data-parallel group only (reduction_target): its
+// reduction at the phase's end adds them in once. tp2.dp4 ZeRO-1 -> tp2.dp4 ZeRO-0: ranks 0 and 1 (dp rank 0)
+// receive what they lack of their TP half (3/4 of it, in fp32), no other rank receives anything.
+TEST(HotSwitchResharding, GradientsGoToOneGpuOfEachReductionGroup) {
+  const ModelConfig m = llama_shaped(4);
+  const SwitchPlan plan = plan_switch(m, h100_nodes(1), layout(2, 1, 4, 1), layout(2, 1, 4, 0), true);
+  for (const SwitchTransfer& t : plan.transfers) {
+    if (t.gradient) {
+      EXPECT_LT(t.to_rank, 2);
+    }
+  }
+  Bytes expected = 0;
+  for (const SwitchUnit& u : switch_units(m))
+    expected += 4 * (u.tp_split_elements / 2 * 3 / 4 + u.replicated_elements * 3 / 4);
+  EXPECT_EQ(plan.received_bytes[0], expected);
+  for (int rank = 2; rank < 8; ++rank) EXPECT_EQ(plan.received_bytes[rank], 0) << rank;
+  EXPECT_TRUE(reduction_target(layout(2, 1, 4, 0), 1));
+  EXPECT_FALSE(reduction_target(layout(2, 1, 4, 0), 2));
+  EXPECT_TRUE(reduction_target(layout(2, 1, 4, 1), 7));
+}
+
 // Weights, tp2.pp2.dp2 -> dp8: every rank needs every unit. A stage's 4 ranks own half the split part
 // (need S/2 each), the other stage's 4 own nothing (need S); R is missing on those 4 only:
 // (4 S/2 + 4 S + 4 R) * 2 bytes = (12 S + 8 R) bytes per unit.

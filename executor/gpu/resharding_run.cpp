@@ -1,0 +1,73 @@
+#include "executor/gpu/resharding_run.hpp"
+
+#include <map>
+#include <utility>
+
+#include "gpu/checks.hpp"
+
+namespace twin::exec {
+namespace {
+
+bf16* buffer_of(StageParameters& params, const ReshardBlock& b) {
+  ParameterUnit& unit = params.unit(b.unit);
+  return b.gradient ? unit.grads : unit.params;
+}
+
+constexpr std::size_t kElement = sizeof(bf16);
+
+}  // namespace
+
+void run_resharding(const std::vector<ReshardBlock>& blocks, int rank, StageParameters& from, StageParameters& to,
+                    ncclComm_t comm, cudaStream_t stream) {
+  std::map<int, std::int64_t> send_elements, recv_elements;  // per peer
+  for (const ReshardBlock& b : blocks) {
+    if (b.from_rank == rank && b.to_rank == rank) {
+      TWIN_CUDA_CHECK(cudaMemcpy2DAsync(buffer_of(to, b) + b.to_first, b.to_ld * kElement,
+                                        buffer_of(from, b) + b.from_first, b.from_ld * kElement, b.cols * kElement,
+                                        b.rows, cudaMemcpyDeviceToDevice, stream));
+    } else if (b.from_rank == rank) {
+      send_elements[b.to_rank] += b.elements();
+    } else if (b.to_rank == rank) {
+      recv_elements[b.from_rank] += b.elements();
+    }
+  }
+  if (send_elements.empty() && recv_elements.empty()) return;
+  // One staging buffer: every peer's outgoing message, then every peer's incoming one.
+  std::map<int, std::int64_t> send_at, recv_at;
+  std::int64_t total = 0;
+  for (const auto& [peer, n] : send_elements) send_at[peer] = std::exchange(total, total + n);
+  for (const auto& [peer, n] : recv_elements) recv_at[peer] = std::exchange(total, total + n);
+  bf16* staging = nullptr;
+  TWIN_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&staging), total * kElement, stream));
+  std::map<int, std::int64_t> packed = send_at;
+  for (const ReshardBlock& b : blocks)
+    if (b.from_rank == rank && b.to_rank != rank)
+      TWIN_CUDA_CHECK(cudaMemcpy2DAsync(staging + std::exchange(packed[b.to_rank], packed[b.to_rank] + b.elements()),
+                                        b.cols * kElement, buffer_of(from, b) + b.from_first, b.from_ld * kElement,
+                                        b.cols * kElement, b.rows, cudaMemcpyDeviceToDevice, stream));
+  TWIN_NCCL_CHECK(ncclGroupStart());
+  for (const auto& [peer, n] : send_elements)
+    TWIN_NCCL_CHECK(ncclSend(staging + send_at[peer], n, ncclBfloat16, peer, comm, stream));
+  for (const auto& [peer, n] : recv_elements)
+    TWIN_NCCL_CHECK(ncclRecv(staging + recv_at[peer], n, ncclBfloat16, peer, comm, stream));
+  TWIN_NCCL_CHECK(ncclGroupEnd());
+  std::map<int, std::int64_t> unpacked = recv_at;
+  for (const ReshardBlock& b : blocks)
+    if (b.to_rank == rank && b.from_rank != rank)
+      TWIN_CUDA_CHECK(cudaMemcpy2DAsync(
+          buffer_of(to, b) + b.to_first, b.to_ld * kElement,
+          staging + std::exchange(unpacked[b.from_rank], unpacked[b.from_rank] + b.elements()), b.cols * kElement,
+          b.cols * kElement, b.rows, cudaMemcpyDeviceToDevice, stream));
+  TWIN_CUDA_CHECK(cudaFreeAsync(staging, stream));
+}
+
+void keep_gradient_start(StageParameters& params, cudaStream_t stream) {
+  for (ParameterUnit* unit : params.units()) {
+    const auto [begin, end] = gradient_start_range(*unit);
+    if (begin > 0) TWIN_CUDA_CHECK(cudaMemsetAsync(unit->grads, 0, begin * kElement, stream));
+    if (end < unit->padded)
+      TWIN_CUDA_CHECK(cudaMemsetAsync(unit->grads + end, 0, (unit->padded - end) * kElement, stream));
+  }
+}
+
+}  // namespace twin::exec

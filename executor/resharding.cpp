@@ -1,0 +1,189 @@
+// Each GPU's holding of a weight is cut into rectangles of the full weight: a shard's rows are contiguous (its
+// ShardMap's row offset), its columns up to three runs (fused QKV), and a data-parallel shard of a unit's flat
+// buffer cuts a first and a last row short. The GPUs holding the same rectangles (data-parallel replicas) form
+// one owner group; a receiver's need is intersected with each group's rectangles.
+#include "executor/resharding.hpp"
+
+#include <algorithm>
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <tuple>
+
+#include <fmt/format.h>
+
+#include "executor/parameters.hpp"
+#include "strategies/hot_switch/hot_switch_resharding.hpp"
+
+namespace twin::exec {
+namespace {
+
+// A rectangle of a full weight and where it lies in one GPU's unit buffer.
+struct Rect {
+  std::int64_t row = 0, col = 0, rows = 0, cols = 0;  // in the full weight
+  std::int64_t first = 0, ld = 0;                      // element (row, col) in the unit buffer; its row length
+  auto extent() const { return std::tie(row, col, rows, cols); }
+};
+
+// The rectangles of `w` within [begin, end) of its unit's flat buffer.
+std::vector<Rect> rects_of(const WeightTensor& w, std::int64_t begin, std::int64_t end) {
+  std::vector<Rect> out;
+  const std::int64_t ld = w.cols;
+  begin = std::max(begin, w.offset) - w.offset;
+  end = std::min(end, w.offset + w.elements()) - w.offset;
+  if (end <= begin) return out;
+  // Local rows [row_begin, row_end), local columns [col_begin, col_end), cut by the shard's column runs.
+  const auto add = [&](std::int64_t row_begin, std::int64_t row_end, std::int64_t col_begin, std::int64_t col_end) {
+    for (int s = 0; s < w.shard.segments; ++s) {
+      const std::int64_t lo = std::max(col_begin, w.shard.local_begin[s]);
+      const std::int64_t hi = std::min(col_end, w.shard.local_begin[s] + w.shard.width[s]);
+      if (hi <= lo || row_end <= row_begin) continue;
+      out.push_back({w.shard.row_offset + row_begin, w.shard.global_begin[s] + lo - w.shard.local_begin[s],
+                     row_end - row_begin, hi - lo, w.offset + row_begin * ld + lo, ld});
+    }
+  };
+  const std::int64_t first_row = begin / ld, last_row = (end - 1) / ld;
+  if (first_row == last_row) {
+    add(first_row, first_row + 1, begin % ld, (end - 1) % ld + 1);
+  } else {
+    add(first_row, first_row + 1, begin % ld, ld);
+    add(first_row + 1, last_row, 0, ld);
+    add(last_row, last_row + 1, 0, (end - 1) % ld + 1);
+  }
+  return out;
+}
+
+// The part of a unit's buffer a GPU holds valid (`needs`: the part it must hold after the switch): weights whole
+// unless ZeRO-3 shards them; gradients after the reduction whole under ZeRO-0, the shard under ZeRO >= 1, and
+// needed as gradient_start_range says.
+std::pair<std::int64_t, std::int64_t> valid_range(const ParameterUnitLayout& unit, const Strategy& s, bool gradient,
+                                                  bool needs) {
+  if (gradient && needs) return gradient_start_range(unit);
+  if (unit.sharded_optimizer && (gradient || s.zero_stage >= 3))
+    return {unit.shard_begin, unit.shard_begin + unit.shard_elements};
+  return {0, unit.padded};
+}
+
+struct Holding {
+  int rank = 0;
+  std::int64_t unit_elements = 0;
+  std::vector<Rect> rects;
+};
+using TensorKey = std::pair<std::int32_t, std::string>;  // (unit, tensor name)
+
+// Every rank's holdings of every tensor of `part`, by tensor, in rank order.
+std::map<TensorKey, std::vector<Holding>> holdings(const PlanPart& part, int world, bool gradient, bool needs) {
+  std::map<TensorKey, std::vector<Holding>> out;
+  for (int rank = 0; rank < world; ++rank)
+    for (const ParameterUnitLayout& unit : plan_parameter_units(part, rank, 0)) {
+      if (unit.replicas != GroupKind::data)
+        throw std::invalid_argument("re-sharding between hot-switching layouts moves dense weights only (not experts)");
+      const auto [begin, end] = valid_range(unit, part.strategy, gradient, needs);
+      for (const WeightTensor& w : unit.tensors) {
+        if (w.embedding_copy)
+          throw std::invalid_argument(
+              "re-sharding between hot-switching layouts with a copy of a tied embedding table on another stage");
+        out[{unit.id, w.name}].push_back({rank, w.elements(), rects_of(w, begin, end)});
+      }
+    }
+  return out;
+}
+
+bool same_rects(const std::vector<Rect>& a, const std::vector<Rect>& b) {
+  return std::equal(a.begin(), a.end(), b.begin(), b.end(),
+                    [](const Rect& x, const Rect& y) { return x.extent() == y.extent(); });
+}
+
+struct OwnerGroup {
+  std::vector<Rect> rects;  // the first owner's placement (replicas lay a shard out alike)
+  std::vector<int> ranks;
+  std::map<int, std::vector<Rect>> placed;  // per owner: its own placement
+};
+
+}  // namespace
+
+std::pair<std::int64_t, std::int64_t> gradient_start_range(const ParameterUnitLayout& unit) {
+  if (unit.sharded_optimizer) return {unit.shard_begin, unit.shard_begin + unit.shard_elements};
+  return unit.shard_begin == 0 ? std::pair<std::int64_t, std::int64_t>{0, unit.padded}
+                               : std::pair<std::int64_t, std::int64_t>{0, 0};
+}
+
+std::vector<ReshardBlock> plan_resharding(const PlanPart& from, const PlanPart& to, const Cluster& cluster,
+                                          bool gradients) {
+  if (from.per_layer() || to.per_layer())
+    throw std::invalid_argument("re-sharding between per-layer parts (a hot-switching plan's phases are uniform)");
+  const int world = to.strategy.world_size();
+  if (from.strategy.world_size() != world) throw std::invalid_argument("re-sharding between different world sizes");
+  SwitchSenders senders(cluster, world);
+  std::vector<ReshardBlock> blocks;
+  // Per kind (weights, gradients): the owner groups of each tensor before, the needs after.
+  std::vector<std::map<TensorKey, std::vector<OwnerGroup>>> owners(2);
+  std::vector<std::map<TensorKey, std::vector<Holding>>> needs(2);
+  for (int gradient = 0; gradient < (gradients ? 2 : 1); ++gradient) {
+    needs[gradient] = holdings(to, world, gradient, true);
+    for (auto& [key, held] : holdings(from, world, gradient, false)) {
+      std::vector<OwnerGroup>& groups = owners[gradient][key];
+      for (Holding& h : held) {
+        if (h.rects.empty()) continue;
+        auto same = std::find_if(groups.begin(), groups.end(),
+                                 [&](const OwnerGroup& g) { return same_rects(g.rects, h.rects); });
+        if (same == groups.end()) same = groups.insert(groups.end(), OwnerGroup{h.rects, {}, {}});
+        same->ranks.push_back(h.rank);
+        same->placed[h.rank] = std::move(h.rects);
+      }
+    }
+  }
+  for (int receiver = 0; receiver < world; ++receiver)
+    for (const auto& [key, held] : needs[0])  // every tensor, in (unit, name) order
+      for (int gradient = 0; gradient < (gradients ? 2 : 1); ++gradient) {
+        const std::vector<Holding>& by_rank = needs[gradient].at(key);
+        const auto mine = std::find_if(by_rank.begin(), by_rank.end(), [&](const Holding& h) { return h.rank == receiver; });
+        if (mine == by_rank.end()) continue;
+        const auto found = owners[gradient].find(key);
+        for (const Rect& need : mine->rects) {
+          std::int64_t covered = 0;
+          static const std::vector<OwnerGroup> none;
+          for (const OwnerGroup& group : found == owners[gradient].end() ? none : found->second)
+            for (std::size_t i = 0; i < group.rects.size(); ++i) {
+              const Rect& have = group.rects[i];
+              const std::int64_t row = std::max(need.row, have.row), col = std::max(need.col, have.col);
+              const std::int64_t rows = std::min(need.row + need.rows, have.row + have.rows) - row;
+              const std::int64_t cols = std::min(need.col + need.cols, have.col + have.cols) - col;
+              if (rows <= 0 || cols <= 0) continue;
+              covered += rows * cols;
+              const bool holds = std::find(group.ranks.begin(), group.ranks.end(), receiver) != group.ranks.end();
+              bool intra = false;
+              const int sender = holds ? receiver : senders.choose(group.ranks, receiver, rows * cols * 2, intra);
+              const Rect& at = group.placed.at(sender)[i];
+              blocks.push_back({sender, receiver, key.first, gradient == 1, rows, cols,
+                                at.first + (row - at.row) * at.ld + (col - at.col), at.ld,
+                                need.first + (row - need.row) * need.ld + (col - need.col), need.ld});
+            }
+          if (covered != need.rows * need.cols)
+            throw std::invalid_argument(fmt::format(
+                "re-sharding: {} of {}'s {} rows {}..{}, columns {}..{} are held by no GPU before the switch (a "
+                "vocabulary padded otherwise?)",
+                need.rows * need.cols - covered, key.second, gradient ? "gradients" : "weights", need.row,
+                need.row + need.rows, need.col, need.col + need.cols));
+        }
+      }
+  return blocks;
+}
+
+Bytes ReshardBytes::total() const {
+  Bytes sum = 0;
+  for (Bytes b : received) sum += b;
+  return sum;
+}
+
+ReshardBytes reshard_bytes(const std::vector<ReshardBlock>& blocks, int world_size) {
+  ReshardBytes out{std::vector<Bytes>(world_size, 0), std::vector<Bytes>(world_size, 0)};
+  for (const ReshardBlock& b : blocks)
+    if (b.from_rank != b.to_rank) {
+      out.sent[b.from_rank] += b.elements() * 2;
+      out.received[b.to_rank] += b.elements() * 2;
+    }
+  return out;
+}
+
+}  // namespace twin::exec
