@@ -170,6 +170,22 @@ std::vector<ReshardBlock> plan_resharding(const PlanPart& from, const PlanPart& 
   return blocks;
 }
 
+std::vector<std::pair<std::int32_t, std::vector<ReshardBlock>>> blocks_by_unit(const std::vector<ReshardBlock>& blocks) {
+  // Model order: the embedding (kEmbeddingUnit) first, the layers by index, the output layer (kHeadUnit) last.
+  const auto place = [](std::int32_t unit) -> std::int64_t {
+    return unit == kEmbeddingUnit ? -1 : unit == kHeadUnit ? std::int64_t{1} << 40 : unit;
+  };
+  std::map<std::int64_t, std::pair<std::int32_t, std::vector<ReshardBlock>>> by_place;
+  for (const ReshardBlock& b : blocks) {
+    auto& [unit, list] = by_place[place(b.unit)];
+    unit = b.unit;
+    list.push_back(b);
+  }
+  std::vector<std::pair<std::int32_t, std::vector<ReshardBlock>>> out;
+  for (auto& [place, unit_blocks] : by_place) out.push_back(std::move(unit_blocks));
+  return out;
+}
+
 Bytes ReshardBytes::total() const {
   Bytes sum = 0;
   for (Bytes b : received) sum += b;

@@ -48,6 +48,10 @@ std::pair<std::int64_t, std::int64_t> gradient_start_range(const ParameterUnitLa
 std::vector<ReshardBlock> plan_resharding(const PlanPart& from, const PlanPart& to, const Cluster& cluster,
                                           bool gradients);
 
+// The plan cut by parameter unit, in model order (the embedding, the layers, the output layer): each unit's
+// blocks in plan order, so that a switch can run unit by unit and a unit's ops wait for its own blocks only.
+std::vector<std::pair<std::int32_t, std::vector<ReshardBlock>>> blocks_by_unit(const std::vector<ReshardBlock>& blocks);
+
 // What crosses between GPUs (blocks with from_rank != to_rank), per rank, in bytes of bf16 elements.
 struct ReshardBytes {
   std::vector<Bytes> sent, received;

@@ -118,7 +118,8 @@ int rank_main(const ExecuteRequest& request, const gpu::RankIdentity& identity) 
       parameters[p] = layout_of[p] != p ? parameters[layout_of[p]]
                                         : std::make_shared<StageParameters>(
                                               lowered.parts[p].scenario,
-                                              plan_parameter_units(lowered.parts[p], identity.rank, options.seed), setup);
+                                              plan_parameter_units(lowered.parts[p], identity.rank, options.seed), setup,
+                                              layout_of[p] == layout_of[part_count - 1]);
     TWIN_CUDA_CHECK(cudaStreamSynchronize(setup));
     TWIN_CUDA_CHECK(cudaStreamDestroy(setup));
   }

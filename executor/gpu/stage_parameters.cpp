@@ -13,7 +13,7 @@
 namespace twin::exec {
 
 StageParameters::StageParameters(const Scenario& scenario, std::vector<ParameterUnitLayout> layouts,
-                                 cudaStream_t stream) {
+                                 cudaStream_t stream, bool optimizer_state) {
   const auto allocate = [&](std::size_t bytes) {
     void* p = nullptr;
     TWIN_CUDA_CHECK(cudaMalloc(&p, bytes));
@@ -25,7 +25,7 @@ StageParameters::StageParameters(const Scenario& scenario, std::vector<Parameter
     ParameterUnit unit(std::move(layout));
     unit.params = static_cast<bf16*>(allocate(unit.padded * sizeof(bf16)));
     unit.grads = static_cast<bf16*>(allocate(unit.padded * sizeof(bf16)));
-    const std::int64_t updated = unit.update_elements();
+    const std::int64_t updated = optimizer_state ? unit.update_elements() : 0;
     const OptimizerPrecision& precision = scenario.training.optimizer_precision;
     const auto type_of = [](StateDtype dtype) {
       if (!executor_stores(dtype))
@@ -39,9 +39,9 @@ StageParameters::StageParameters(const Scenario& scenario, std::vector<Parameter
     };
     unit.adam.m_type = type_of(precision.exp_avg);
     unit.adam.v_type = type_of(precision.exp_avg_sq);
-    unit.adam.m = moment(precision.exp_avg);
-    unit.adam.v = moment(precision.exp_avg_sq);
-    if (type_of(precision.main_params) == kernels::StateType::f32)
+    unit.adam.m = optimizer_state ? moment(precision.exp_avg) : nullptr;
+    unit.adam.v = optimizer_state ? moment(precision.exp_avg_sq) : nullptr;
+    if (optimizer_state && type_of(precision.main_params) == kernels::StateType::f32)
       unit.adam.master = static_cast<float*>(allocate(updated * sizeof(float)));
     TWIN_CUDA_CHECK(cudaMemsetAsync(unit.params, 0, unit.padded * sizeof(bf16), stream));
     for (const WeightTensor& w : unit.tensors) {

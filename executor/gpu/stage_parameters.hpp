@@ -31,8 +31,10 @@ struct ParameterUnit : ParameterUnitLayout {
 class StageParameters {
  public:
   // Allocates and initialises the units `layouts` (executor/parameters.hpp's plan_parameter_units), their
-  // optimizer state stored as the scenario's training.optimizer_precision says.
-  StageParameters(const Scenario& scenario, std::vector<ParameterUnitLayout> layouts, cudaStream_t stream);
+  // optimizer state stored as the scenario's training.optimizer_precision says; without `optimizer_state`
+  // (a hot-switching layout other than home's, which never steps) weights and gradients only.
+  StageParameters(const Scenario& scenario, std::vector<ParameterUnitLayout> layouts, cudaStream_t stream,
+                  bool optimizer_state = true);
   ~StageParameters();
   StageParameters(const StageParameters&) = delete;
   StageParameters& operator=(const StageParameters&) = delete;

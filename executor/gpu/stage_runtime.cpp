@@ -97,6 +97,13 @@ StageRuntime::StageRuntime(const PlanPart& plan_part, const IterationGraph& grap
   TWIN_CUDA_CHECK(cudaEventCreate(&iteration_start_));
   TWIN_CUDA_CHECK(cudaEventCreate(&iteration_end_));
   TWIN_CUDA_CHECK(cudaEventCreateWithFlags(&switched_, cudaEventDisableTiming));
+  if (part_.switch_from) {
+    TWIN_CUDA_CHECK(cudaStreamCreateWithFlags(&switch_stream_, cudaStreamNonBlocking));
+    TWIN_CUDA_CHECK(cudaEventCreateWithFlags(&switch_done_, cudaEventDisableTiming));
+    if (part_.switch_from != params_) switch_units_ = blocks_by_unit(part_.switch_blocks);
+    for (const auto& [unit, blocks] : switch_units_)
+      TWIN_CUDA_CHECK(cudaEventCreateWithFlags(&unit_switched_[unit], cudaEventDisableTiming));
+  }
   stream_done_.resize(kStreamCount);
   for (cudaEvent_t& event : stream_done_) TWIN_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
 
@@ -173,18 +180,40 @@ StageRuntime::StageRuntime(const PlanPart& plan_part, const IterationGraph& grap
   TWIN_CUDA_CHECK(cudaStreamSynchronize(compute));
 }
 
-// The graph's switch transfers (bound as Action::switch_transfer) are this one step: the whole switch before the
-// part's first op, where the simulator lets each unit's first compute wait for that unit's transfers only.
 void StageRuntime::switch_into(cudaStream_t compute) {
-  if (!part_.switch_from) return;
+  switch_waited_.clear();
+  if (!part_.switch_from) {
+    TWIN_CUDA_CHECK(cudaEventRecord(switched_, compute));
+    return;
+  }
+  TWIN_CUDA_CHECK(cudaStreamWaitEvent(switch_stream_, iteration_start_));
   const bool same_buffers = part_.switch_from == params_;
   if (part_.adds_gradients) {
     if (same_buffers)
-      keep_gradient_start(*params_, compute);
+      keep_gradient_start(*params_, switch_stream_);
     else
-      params_->zero_grads(compute);
+      params_->zero_grads(switch_stream_);
   }
-  if (!same_buffers) run_resharding(part_.switch_blocks, rank_, *part_.switch_from, *params_, part_.switch_comm, compute);
+  TWIN_CUDA_CHECK(cudaEventRecord(switched_, switch_stream_));
+  for (const auto& [unit, blocks] : switch_units_) {
+    run_resharding(blocks, rank_, *part_.switch_from, *params_, part_.switch_comm, switch_stream_);
+    TWIN_CUDA_CHECK(cudaEventRecord(unit_switched_.at(unit), switch_stream_));
+  }
+  TWIN_CUDA_CHECK(cudaEventRecord(switch_done_, switch_stream_));
+}
+
+void StageRuntime::wait_for_switch(OpIndex index, cudaStream_t stream) {
+  if (unit_switched_.empty()) return;
+  const Op& op = rc_.op(index);
+  const OpBinding& b = bindings_[index];
+  const bool parameters =
+      b.action == Action::param_gather || b.action == Action::grad_reduce || b.action == Action::embedding_grad_sync;
+  if (op.is_communication() && !parameters) return;
+  const bool every_unit = op.phase == Phase::optimizer || (parameters && op.parameter_unit == kWholeStage);
+  const std::int32_t unit = parameters ? op.parameter_unit : unit_of(op, b);
+  for (const auto& [switched, event] : unit_switched_)
+    if ((every_unit || switched == unit) && switch_waited_.insert({static_cast<int>(op.stream), switched}).second)
+      TWIN_CUDA_CHECK(cudaStreamWaitEvent(stream, event));
 }
 
 const StageRuntime::UnitLayout& StageRuntime::layout(int unit) const {
@@ -203,6 +232,9 @@ StageRuntime::~StageRuntime() {
   cudaEventDestroy(iteration_start_);
   cudaEventDestroy(iteration_end_);
   cudaEventDestroy(switched_);
+  if (switch_done_) cudaEventDestroy(switch_done_);
+  for (auto& [unit, event] : unit_switched_) cudaEventDestroy(event);
+  if (switch_stream_) cudaStreamDestroy(switch_stream_);
   if (counts_copied_) cudaEventDestroy(counts_copied_);
   if (counts_host_) cudaFreeHost(counts_host_);
   params_.reset();
@@ -320,14 +352,13 @@ void StageRuntime::run_iteration(int iteration, const std::vector<std::int32_t>&
   inject_oom_ = fault_.kind == InjectedFault::out_of_memory && fault_.hits(rank_, iteration);
   TWIN_CUDA_CHECK(cudaEventRecord(iteration_start_, compute));
   switch_into(compute);
-  TWIN_CUDA_CHECK(cudaEventRecord(switched_, compute));
-  for (cudaStream_t stream : streams_)
-    if (stream != compute) TWIN_CUDA_CHECK(cudaStreamWaitEvent(stream, switched_));
+  for (cudaStream_t stream : streams_) TWIN_CUDA_CHECK(cudaStreamWaitEvent(stream, switched_));
 
   for (OpIndex i = 0; i < rc_.size(); ++i) {
     issuing_op_ = i;
     cudaStream_t stream = streams_[static_cast<int>(rc_.op(i).stream)];
     for (OpIndex from : waits_[i]) TWIN_CUDA_CHECK(cudaStreamWaitEvent(stream, op_done_[from]));
+    wait_for_switch(i, stream);
     if (fault_.kind == InjectedFault::stall && fault_.hits(rank_, iteration) && i == 0) {
       spdlog::warn("rank {}: injected fault: a kernel that does not finish before op {} ({})", rank_,
                    op_id(rc_.index, i), op_name(rc_.op(i)));
@@ -354,6 +385,7 @@ void StageRuntime::run_iteration(int iteration, const std::vector<std::int32_t>&
     TWIN_CUDA_CHECK(cudaEventRecord(stream_done_[s], streams_[s]));
     TWIN_CUDA_CHECK(cudaStreamWaitEvent(compute, stream_done_[s]));
   }
+  if (switch_done_) TWIN_CUDA_CHECK(cudaStreamWaitEvent(compute, switch_done_));
   issuing_op_ = -1;
   TWIN_CUDA_CHECK(cudaEventRecord(iteration_end_, compute));
   TWIN_CUDA_CHECK(cudaEventSynchronize(iteration_end_));

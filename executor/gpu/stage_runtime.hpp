@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -252,9 +253,19 @@ class StageRuntime {
   std::unique_ptr<gpu::Attention> attention_;     // one cuDNN handle; the stream is set per call
   std::vector<cudaEvent_t> op_done_;               // per op: recorded after it (waits, and where a hang is)
   std::vector<std::vector<OpIndex>> waits_;        // per op: cross-stream predecessors
-  cudaEvent_t iteration_start_ = nullptr, iteration_end_ = nullptr, switched_ = nullptr;
-  // The switch into this part (StepPart), on the compute stream.
+  cudaEvent_t iteration_start_ = nullptr, iteration_end_ = nullptr;
+  // The switch into this part (StepPart), on a stream of its own: the gradients zeroed where the part starts
+  // them from zero (every stream waits for `switched_`, recorded then), then unit by unit in model order (one NCCL
+  // group each) the unit's rectangles, its event recorded after them; an op touching a unit's weights or
+  // gradients waits for that unit's event on its stream (wait_for_switch), as the simulator lets a unit's first
+  // compute wait for its own transfers only. The graph's transfer ops (Action::switch_transfer) mark its place.
   void switch_into(cudaStream_t compute);
+  void wait_for_switch(OpIndex index, cudaStream_t stream);
+  cudaEvent_t switched_ = nullptr, switch_done_ = nullptr;
+  cudaStream_t switch_stream_ = nullptr;
+  std::vector<std::pair<std::int32_t, std::vector<ReshardBlock>>> switch_units_;
+  std::map<std::int32_t, cudaEvent_t> unit_switched_;
+  std::set<std::pair<int, std::int32_t>> switch_waited_;  // (stream, unit) waited for this iteration
   std::vector<cudaEvent_t> stream_done_;
   std::map<std::pair<int, int>, Slot> slots_;
   std::vector<void*> static_buffers_;

@@ -169,6 +169,23 @@ TEST(Resharding, GradientsStartAtOneGpuOfEachReductionGroup) {
   EXPECT_FALSE(reduction_target(to.strategy, 2));
 }
 
+// A switch runs unit by unit in model order (the embedding, the layers, the output layer), every block once.
+TEST(Resharding, BlocksByUnitFollowTheModelAndKeepEveryBlock) {
+  const Scenario scenario = on_gpus(4);
+  const std::vector<ReshardBlock> blocks =
+      plan_resharding(part_of(scenario, 1, 1, 0), part_of(scenario, 2, 2, 1), scenario.cluster, true);
+  const auto units = blocks_by_unit(blocks);
+  std::vector<std::int32_t> order;
+  std::size_t count = 0;
+  for (const auto& [unit, list] : units) {
+    order.push_back(unit);
+    count += list.size();
+    for (const ReshardBlock& b : list) EXPECT_EQ(b.unit, unit);
+  }
+  EXPECT_EQ(order, (std::vector<std::int32_t>{kEmbeddingUnit, 0, 1, 2, 3, kHeadUnit}));
+  EXPECT_EQ(count, blocks.size());
+}
+
 // A vocabulary padded to another size under the new TP holds rows no GPU held before: refused by name.
 TEST(Resharding, RefusesElementsNoGpuHeldBefore) {
   const Scenario scenario = on_gpus(4, 1900);  // padded to 1,920 at TP 1, 2,048 at TP 2
