@@ -3,7 +3,6 @@
 // dependency only across streams: stream order covers the rest).
 #pragma once
 #include <cstdint>
-#include <functional>
 #include <limits>
 #include <map>
 #include <span>
@@ -106,7 +105,13 @@ class Emitter {
   // emitter's class with the same blocks and direction and the same entry state (phase, chain and pending wait as
   // seen from the pass) was emitted alike but for its context: it is copied (RankClass::repeat) rather than emitted
   // again (strategies/pass_repeats.cpp).
-  void emit_pass(const void* blocks, bool backward, const std::function<void()>& emit_ops);
+  template <class EmitOps>
+  void emit_pass(const void* blocks, bool backward, EmitOps&& emit_ops) {
+    PassOriginal* original = begin_pass_copy(blocks, backward);
+    if (!original) return;  // copied
+    emit_ops();
+    record_pass(*original);
+  }
 
   // Builders for the op kinds the lowering uses.
   // A GEMM of the linear `role` (its weight), computing `pass` of it.
@@ -148,9 +153,16 @@ class Emitter {
     std::size_t edges_first = 0, edges_count = 0;  // its edges, in the graph's edge list
     OpIndex chain = kNoOp, pending = kNoOp;            // on entry
     OpIndex exit_chain = kNoOp, exit_pending = kNoOp;  // on exit
+    std::size_t loss_completions = 0;                  // loss_complete's size on entry
+    bool recording = false;  // to be recorded by record_pass (an original the first time its entry is seen)
   };
+  PassOriginal not_recorded_;
   PassEntry pass_entry(const void* blocks, bool backward) const;
-  void record_pass(PassOriginal original, std::size_t loss_completions);
+  // Copies the pass when an original of its entry is repeatable and returns nullptr; else the pass is to be emitted
+  // op by op, and recorded by record_pass in what this returns (a scratch one when repeats are off, or an original
+  // not repeatable).
+  PassOriginal* begin_pass_copy(const void* blocks, bool backward);
+  void record_pass(PassOriginal& original);
   void copy_pass(const PassOriginal& original);
   std::vector<PassOriginal> pass_originals_;
 };

@@ -37,30 +37,31 @@ Emitter::PassEntry Emitter::pass_entry(const void* blocks, bool backward) const 
   return entry;
 }
 
-void Emitter::emit_pass(const void* blocks, bool backward, const std::function<void()>& emit_ops) {
-  if (repeats_off) return emit_ops();
+Emitter::PassOriginal* Emitter::begin_pass_copy(const void* blocks, bool backward) {
+  not_recorded_.recording = false;
+  if (repeats_off) return &not_recorded_;
   const PassEntry entry = pass_entry(blocks, backward);
-  for (const PassOriginal& original : pass_originals_) {
+  for (PassOriginal& original : pass_originals_) {
     if (!(original.entry == entry)) continue;
-    if (original.repeatable)
-      copy_pass(original);
-    else
-      emit_ops();
-    return;
+    if (!original.repeatable) return &not_recorded_;
+    copy_pass(original);
+    return nullptr;
   }
-  PassOriginal original;
+  PassOriginal& original = pass_originals_.emplace_back();  // passes do not nest: it stays where it is till recorded
   original.entry = entry;
+  original.recording = true;
+  original.layer = layer_;
   original.first = static_cast<OpIndex>(rc_.size());
   original.edges_first = boost::num_edges(rc_.graph);
-  original.layer = layer_;
   original.chain = chain;
   original.pending = pending_wait;
-  const std::size_t loss_completions = loss_complete.size();
-  emit_ops();
-  record_pass(original, loss_completions);
+  original.loss_completions = loss_complete.size();
+  return &original;
 }
 
-void Emitter::record_pass(PassOriginal original, std::size_t loss_completions) {
+void Emitter::record_pass(PassOriginal& original) {
+  if (!original.recording) return;
+  original.recording = false;
   original.count = static_cast<OpIndex>(rc_.size()) - original.first;
   original.edges_count = boost::num_edges(rc_.graph) - original.edges_first;
   original.exit_chain = chain;
@@ -69,8 +70,9 @@ void Emitter::record_pass(PassOriginal original, std::size_t loss_completions) {
   const auto entry_or_inside = [&](std::size_t i) {
     return inside(i) || i == original.chain || i == original.pending;
   };
-  bool repeatable = phase_ == original.entry.phase && recomputed_ == original.entry.recomputed && layer_ == original.layer &&
-                    loss_complete.size() == loss_completions && (chain == kNoOp || entry_or_inside(chain)) &&
+  bool repeatable = phase_ == original.entry.phase && recomputed_ == original.entry.recomputed &&
+                    layer_ == original.layer && loss_complete.size() == original.loss_completions &&
+                    (chain == kNoOp || entry_or_inside(chain)) &&
                     (pending_wait == kNoOp || entry_or_inside(pending_wait));
   for (OpIndex i = original.first; repeatable && i < original.first + original.count; ++i) {
     const Op& op = rc_.op(i);
@@ -81,7 +83,6 @@ void Emitter::record_pass(PassOriginal original, std::size_t loss_completions) {
     repeatable = inside(edge.m_target) && entry_or_inside(edge.m_source);
   }
   original.repeatable = repeatable;
-  pass_originals_.push_back(original);
 }
 
 void Emitter::copy_pass(const PassOriginal& original) {
