@@ -1,9 +1,10 @@
 // A layer's passes copied from the first of their shape (Emitter::emit_pass, strategies/pass_repeats.cpp) against
 // the same lowering emitting every pass op by op (PassRepeatsOff): on candidates of every shipped scenario, every
 // class holds the same ops, field for field, with the same edges in the same order, and flattens to the same arrays
-// (flattening prices a repeated op by its original's price).
+// (flattening prices a repeated op by its original's price), and the lower bound's compute is the same.
 #include <filesystem>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -152,6 +153,20 @@ TEST(PassRepeats, CopiedPassesEqualPassesEmittedOpByOpOnCandidatesOfEveryShipped
       for (std::size_t c = 0; c < flat_copied.classes.size(); ++c) {
         SCOPED_TRACE("flat class " + std::to_string(c));
         expect_same_flat(flat_copied.classes[c], flat_op_by_op.classes[c]);
+      }
+      const std::vector<sim::ComputeBusy> busy_copied = sim::compute_busy(copied, scenario.cluster, profile, &prices);
+      const std::vector<sim::ComputeBusy> busy_op_by_op =
+          sim::compute_busy(op_by_op, scenario.cluster, profile, &prices);
+      ASSERT_EQ(busy_copied.size(), busy_op_by_op.size());
+      for (std::size_t c = 0; c < busy_copied.size(); ++c) {
+        SCOPED_TRACE("busy class " + std::to_string(c));
+        EXPECT_EQ(busy_copied[c].optimizer_ns, busy_op_by_op[c].optimizer_ns);
+        for (const auto& [x, y] : {std::pair{busy_copied[c].passes, busy_op_by_op[c].passes},
+                                   std::pair{busy_copied[c].first_chunk, busy_op_by_op[c].first_chunk}}) {
+          EXPECT_EQ(x.forward_ns, y.forward_ns);
+          EXPECT_EQ(x.backward_ns, y.backward_ns);
+          EXPECT_EQ(x.recomputed_ns, y.recomputed_ns);
+        }
       }
       ++checked;
     }
