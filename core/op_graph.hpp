@@ -2,6 +2,7 @@
 // Vertices are ops in issue order; edges are dependencies beyond stream order (event waits).
 // Send/recv ops of different rank classes with equal p2p_tag are the two ends of one transfer.
 #pragma once
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <limits>
@@ -71,6 +72,16 @@ struct GroupSpan {
 };
 inline constexpr int kGroupKindCount = 8;
 
+// Ops [first, first + count) of a class repeat its ops [original, original + count) one for one: each equal to its
+// original but for its context (micro_batch, chunk, layer) and the edges into the range from before it. The
+// lowering copies a layer's repeated passes so (strategies/pass_repeats.cpp), and flattening prices such a range
+// by its original's prices (sim/flat_graph.cpp).
+struct RepeatedOps {
+  OpIndex first = 0;
+  OpIndex original = 0;
+  OpIndex count = 0;
+};
+
 struct RankClass {
   int index = 0;          // position in IterationGraph::classes
   int pipeline = 0;       // which pipeline (asymmetric plans have several)
@@ -86,6 +97,9 @@ struct RankClass {
   std::vector<std::pair<GroupKind, GroupSpan>> extra_spans;
   std::string label;      // "stage 0", shown in reports and traces
   OpGraph graph;  // ops are added through add(), which keeps last_on() current
+  // In order of `first`, not overlapping. Code that edits lowered ops must keep each repeat equal to its original
+  // but for the context above (a change made to every op alike does), or clear this.
+  std::vector<RepeatedOps> repeats;
 
   OpIndex add(const Op& op) {
     // What boost::add_vertex does for an unnamed vecS graph, the vertex (the op and its two edge lists) built in
@@ -94,6 +108,18 @@ struct RankClass {
     const auto index = static_cast<OpIndex>(graph.m_vertices.size() - 1);
     if (op.stream < Stream::count) last_of_stream_[static_cast<int>(op.stream)] = index;
     return index;
+  }
+  // Appends copies of ops [original, original + count) (their context and edges are the caller's to set), recorded
+  // in `repeats`; returns the first copy's index.
+  OpIndex repeat(OpIndex original, OpIndex count) {
+    const auto first = static_cast<OpIndex>(size());
+    auto& vertices = graph.m_vertices;
+    // Room first, so that the originals do not move while they are read; doubling, as push_back would.
+    if (vertices.capacity() < vertices.size() + count)
+      vertices.reserve(std::max(vertices.size() + count, 2 * vertices.capacity()));
+    for (OpIndex i = 0; i < count; ++i) add(graph[original + i]);
+    repeats.push_back({first, original, count});
+    return first;
   }
   // The last op added on `stream`, or kNoOpIndex when none (kept as ops are added: a search asks it of graphs
   // of millions of ops, which a scan back through them read whole from memory).

@@ -5,6 +5,7 @@
 #include <stdexcept>
 #include <string>
 #include <tuple>
+#include <vector>
 
 #include "sim/flat_graph.hpp"
 #include "sim/flat_pricing.hpp"
@@ -64,10 +65,17 @@ ComputeBusy compute_busy_of(const IterationGraph& graph, int c, const Cluster& c
   total.stage = rank_class.stage;
   OpIndex previous = 0;
   bool any_previous = false;
+  // Each compute op's price, which a repeated op takes from its original (RankClass::repeats) without pricing it.
+  thread_local std::vector<TimeNs> price_of;
+  price_of.resize(rank_class.size());
+  auto repeat = rank_class.repeats.begin();
   for (OpIndex i = 0; i < rank_class.size(); ++i) {
     const Op& op = rank_class.op(i);
     if (op.is_communication()) continue;
-    TimeNs ns = compute_times(op);
+    while (repeat != rank_class.repeats.end() && i >= repeat->first + repeat->count) ++repeat;
+    const bool repeated = repeat != rank_class.repeats.end() && i >= repeat->first;
+    price_of[i] = repeated ? price_of[repeat->original + (i - repeat->first)] : compute_times(op);
+    TimeNs ns = price_of[i];
     if (one_compute_stream && op.stream == Stream::compute) {
       if (any_previous && pass_of(rank_class.op(previous)) == pass_of(op))
         ns += waited_through_ns(graph, c, previous, i, plans, plans_only.links, plans_only.plans);

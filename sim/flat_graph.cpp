@@ -70,8 +70,23 @@ void classify_op(const IterationGraph& graph, int c, std::uint32_t i, FlatOp& fl
   flat_op.plan = communication_plan(graph, c, i, plans);
 }
 
+// Op i repeats `original` (RankClass::repeats), flattened before it: equal but for its context, it costs what the
+// original costs, needs the same plan and is the same kind (a pipeline transfer's end, which is paired by its tag,
+// is classified as itself).
+bool copy_class(const FlatOp& original, FlatOp& flat_op) {
+  if (original.kind == OpClass::pipeline_send || original.kind == OpClass::pipeline_recv) return false;
+  flat_op.nominal_ns = original.nominal_ns;
+  flat_op.plan = original.plan;
+  flat_op.message_bytes = original.message_bytes;
+  flat_op.kind = original.kind;
+  flat_op.optimizer = original.optimizer;
+  flat_op.comm_kernel = original.comm_kernel;
+  return true;
+}
+
 // One pass over a class's ops (a long iteration's graph is read from memory once): each op's successors in
-// CSR order (its graph out-edges), the next op of its stream, its dependency count, and what it is.
+// CSR order (its graph out-edges), the next op of its stream, its dependency count, and what it is (a repeated
+// op as its original is).
 void flatten_class(const IterationGraph& graph, int c, FlatClass& flat, PlanTable& plans, ComputeTimes& compute_times,
                    PipelineTransfers& pipeline) {
   const RankClass& rank_class = graph.classes[c];
@@ -80,6 +95,7 @@ void flatten_class(const IterationGraph& graph, int c, FlatClass& flat, PlanTabl
   last_of_stream.fill(kNone);
   flat.successors.reserve(boost::num_edges(rank_class.graph));
   flat.predecessors.reserve(n);
+  auto repeat = rank_class.repeats.begin();
   for (std::uint32_t i = 0; i < n; ++i) {
     const int stream = static_cast<int>(rank_class.op(i).stream);
     if (stream < 0 || stream >= kStreamCount)
@@ -96,7 +112,10 @@ void flatten_class(const IterationGraph& graph, int c, FlatClass& flat, PlanTabl
     for (auto [e, end] = boost::out_edges(i, rank_class.graph); e != end; ++e)
       flat.successors.push_back(static_cast<std::uint32_t>(boost::target(*e, rank_class.graph)));
     op.successors_end = static_cast<std::uint32_t>(flat.successors.size());
-    classify_op(graph, c, i, op, plans, compute_times, pipeline);
+    while (repeat != rank_class.repeats.end() && i >= repeat->first + repeat->count) ++repeat;
+    const bool repeated = repeat != rank_class.repeats.end() && i >= repeat->first &&
+                          copy_class(flat.ops[repeat->original + (i - repeat->first)], op);
+    if (!repeated) classify_op(graph, c, i, op, plans, compute_times, pipeline);
   }
 }
 

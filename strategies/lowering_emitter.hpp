@@ -6,6 +6,7 @@
 #include <limits>
 #include <map>
 #include <span>
+#include <vector>
 
 #include "core/layer.hpp"
 #include "core/op_graph.hpp"
@@ -99,6 +100,19 @@ class Emitter {
   OpIndex emit_after(Op op, OpIndex after);
   void depend(OpIndex first, OpIndex then);
 
+  // One pass of a layer (its forward, or its backward with what recompute repeats), whose ops `emit_ops` emits from
+  // the layer's `blocks` (the same span for every layer alike) once set_layer has named the layer. A pass of this
+  // emitter's class with the same blocks and direction and the same entry state (phase, chain and pending wait as
+  // seen from the pass) was emitted alike but for its context: it is copied (RankClass::repeat) rather than emitted
+  // again (strategies/pass_repeats.cpp).
+  template <class EmitOps>
+  void emit_pass(const void* blocks, bool backward, EmitOps&& emit_ops) {
+    PassOriginal* original = begin_pass_copy(blocks, backward);
+    if (!original) return;  // copied
+    emit_ops();
+    record_pass(*original);
+  }
+
   // Builders for the op kinds the lowering uses.
   // A GEMM of the linear `role` (its weight), computing `pass` of it.
   static Op gemm(OpRole role, GemmPass pass, std::int64_t m, std::int64_t n, std::int64_t k, int count = 1);
@@ -119,6 +133,50 @@ class Emitter {
   int chunk_ = 0;
   int layer_ = -1;
   bool recomputed_ = false;
+  // Passes emitted op by op, the originals of later copies (strategies/pass_repeats.cpp).
+  struct PassEntry {
+    const void* blocks = nullptr;
+    bool backward = false;
+    Phase phase = Phase::forward;
+    bool recomputed = false;
+    int chain_stream = -1;  // -1: no chain
+    bool chain_fuses_residual = false;
+    int pending_stream = -1;  // -1: no pending wait
+    bool pending_is_chain = false;
+    bool operator==(const PassEntry&) const = default;
+  };
+  struct PassOriginal {
+    PassEntry entry;
+    bool repeatable = false;  // its ops and edges depend on nothing but its entry state and context
+    int layer = -1;                        // the emitter's on entry
+    OpIndex first = 0, count = 0;          // its ops
+    std::size_t edges_first = 0, edges_count = 0;  // its edges, in the graph's edge list
+    OpIndex chain = kNoOp, pending = kNoOp;            // on entry
+    OpIndex exit_chain = kNoOp, exit_pending = kNoOp;  // on exit
+    std::size_t loss_completions = 0;                  // loss_complete's size on entry
+    bool recording = false;  // to be recorded by record_pass (an original the first time its entry is seen)
+  };
+  PassOriginal not_recorded_;
+  PassEntry pass_entry(const void* blocks, bool backward) const;
+  // Copies the pass when an original of its entry is repeatable and returns nullptr; else the pass is to be emitted
+  // op by op, and recorded by record_pass in what this returns (a scratch one when repeats are off, or an original
+  // not repeatable).
+  PassOriginal* begin_pass_copy(const void* blocks, bool backward);
+  void record_pass(PassOriginal& original);
+  void copy_pass(const PassOriginal& original);
+  std::vector<PassOriginal> pass_originals_;
+};
+
+// While one lives, this thread's lowering emits every pass op by op (tests compare the two ways).
+class PassRepeatsOff {
+ public:
+  PassRepeatsOff();
+  ~PassRepeatsOff();
+  PassRepeatsOff(const PassRepeatsOff&) = delete;
+  PassRepeatsOff& operator=(const PassRepeatsOff&) = delete;
+
+ private:
+  bool was_off_;
 };
 
 // The ops of one block of the layer description in `phase` (backward: with what selective recompute repeats).

@@ -22,21 +22,25 @@ std::size_t estimated_ops(const lowering::RankShapes& s, std::size_t passes) {
 struct OpStorage {
   decltype(std::declval<OpGraph&>().m_vertices) vertices;
   decltype(std::declval<OpGraph&>().m_edges) edges;
+  std::vector<RepeatedOps> repeats;
 };
 thread_local OpStorage spare_storage;
 
-// `graph` (empty) takes over this thread's spare storage.
-void take_spare_storage(OpGraph& graph) {
-  graph.m_vertices = std::move(spare_storage.vertices);
-  graph.m_edges = std::move(spare_storage.edges);
+// `rc` (empty) takes over this thread's spare storage.
+void take_spare_storage(RankClass& rc) {
+  rc.graph.m_vertices = std::move(spare_storage.vertices);
+  rc.graph.m_edges = std::move(spare_storage.edges);
+  rc.repeats = std::move(spare_storage.repeats);
 }
 
-// Empties `graph` into this thread's spare storage.
-void keep_storage(OpGraph& graph) {
-  graph.m_vertices.clear();  // the ops and their edge lists go; the capacity stays
-  graph.m_edges.clear();
-  spare_storage.vertices = std::move(graph.m_vertices);
-  spare_storage.edges = std::move(graph.m_edges);
+// Empties `rc` into this thread's spare storage (its repeats, which name its ops, go with them).
+void keep_storage(RankClass& rc) {
+  rc.graph.m_vertices.clear();  // the ops and their edge lists go; the capacity stays
+  rc.graph.m_edges.clear();
+  rc.repeats.clear();
+  spare_storage.vertices = std::move(rc.graph.m_vertices);
+  spare_storage.edges = std::move(rc.graph.m_edges);
+  spare_storage.repeats = std::move(rc.repeats);
 }
 
 // What every class of a strategy's lowering shares: its shapes and each stage's schedule.
@@ -101,10 +105,10 @@ void lower_class_by_class(const Scenario& scenario, const Strategy& strategy, co
   graph.classes.resize(static_cast<std::size_t>(schedules.shapes.pp));
   for (int stage = 0; stage < schedules.shapes.pp; ++stage) {
     RankClass& rc = graph.classes[stage];
-    take_spare_storage(rc.graph);
+    take_spare_storage(rc);
     lower_stage(scenario, strategy, profile, schedules, stage, rc, pairings);
     visit(graph, stage);
-    keep_storage(rc.graph);  // the next class is lowered over it, still in cache
+    keep_storage(rc);  // the next class is lowered over it, still in cache
   }
 }
 

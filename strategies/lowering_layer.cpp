@@ -271,13 +271,19 @@ void block_ops(Emitter& e, const layer::Block& block, Phase phase) {
 
 }  // namespace
 
+// A layer's ops depend on its blocks and the class's shapes, not on which layer it is: its passes repeat (Emitter::emit_pass).
 void emit_layer_forward(Emitter& e, const ModelConfig& model, int layer) {
-  emit_unit_forward(e, layer::layer_blocks(model.is_moe_layer(layer)), layer, block_ops);
+  const std::span<const layer::Block> blocks = layer::layer_blocks(model.is_moe_layer(layer));
+  e.set_layer(layer);
+  e.emit_pass(blocks.data(), false, [&] { emit_unit_forward(e, blocks, layer, block_ops); });
 }
 
 void emit_layer_backward(Emitter& e, const ModelConfig& model, int layer) {
-  emit_unit_backward(e, layer::layer_blocks(model.is_moe_layer(layer)), layer, block_ops,
-                     e.shapes().recompute == Recompute::full);
+  const std::span<const layer::Block> blocks = layer::layer_blocks(model.is_moe_layer(layer));
+  e.set_layer(layer);
+  e.emit_pass(blocks.data(), true, [&] {
+    emit_unit_backward(e, blocks, layer, block_ops, e.shapes().recompute == Recompute::full);
+  });
 }
 
 void emit_embedding_forward(Emitter& e) { emit_unit_forward(e, layer::embedding_blocks(), -1, block_ops); }
