@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <sstream>
 
@@ -93,6 +94,24 @@ json moe_routing_json(const Scenario& scenario, const Strategy& strategy, const 
           {"per_layer", layers}};
 }
 
+// A hot-switching part's switch into its layout, measured (median over the measured iterations) and predicted:
+// from the class's first op to the end of its last transfer of weights or gradients (the prediction's op times).
+json switch_json(const RankClass& rc, const std::vector<PredictedOpTime>& times, const RankRun& run, int warmup) {
+  TimeNs first = std::numeric_limits<TimeNs>::max(), last_transfer = 0;
+  for (OpIndex i = 0; i < rc.size(); ++i) {
+    first = std::min(first, times.at(i).start_ns);
+    const Op& op = rc.op(i);
+    const bool transfer = (op.kind == OpKind::send || op.kind == OpKind::recv) &&
+                          (op.role == OpRole::param_gather || op.role == OpRole::grad_reduce);
+    if (transfer) last_transfer = std::max(last_transfer, times.at(i).start_ns + times.at(i).duration_ns);
+  }
+  const double predicted_s = last_transfer > first ? static_cast<double>(last_transfer - first) / 1e9 : 0.0;
+  const auto skip = std::min<std::size_t>(static_cast<std::size_t>(warmup), run.switch_s.size());
+  return {{"median_s", median(std::vector<double>(run.switch_s.begin() + static_cast<std::ptrdiff_t>(skip),
+                                                  run.switch_s.end()))},
+          {"predicted_s", predicted_s}};
+}
+
 }  // namespace
 
 double routing_imbalance(const ExpertLoad& load) {
@@ -131,6 +150,7 @@ void write_rank_run(const std::filesystem::path& run_dir, const RankRun& run, co
                          {"warmup_iterations", warmup},
                          {"losses", run.losses},
                          {"iteration_s", run.iteration_s},
+                         {"switch_s", run.switch_s},
                          {"peak_memory_bytes", run.peak_memory_bytes},
                          {"dropped_records", run.dropped_records},
                          {"expert_loads", expert_loads_json(run.expert_loads)},
@@ -165,6 +185,7 @@ RankRun read_rank_run(const std::filesystem::path& path) {
   run.device = d.at("device");
   run.losses = d.at("losses").get<std::vector<double>>();
   run.iteration_s = d.at("iteration_s").get<std::vector<double>>();
+  if (d.contains("switch_s")) run.switch_s = d.at("switch_s").get<std::vector<double>>();
   run.peak_memory_bytes = d.at("peak_memory_bytes");
   run.dropped_records = d.at("dropped_records");
   if (d.contains("expert_loads")) run.expert_loads = expert_loads_from(d.at("expert_loads"));
@@ -227,6 +248,10 @@ void write_run_summary(const std::filesystem::path& run_dir, const Plan& plan, c
                      {"median_iteration_s", median(std::vector<double>(run.iteration_s.begin() + warmup,
                                                                        run.iteration_s.end()))},
                      {"dropped_kernel_records", run.dropped_records}});
+    if (!run.switch_s.empty())
+      ranks.back()["switch"] = switch_json(graph.classes.at(static_cast<std::size_t>(run.rank_class)),
+                                           predicted_op_times(plan.document, run.rank_class, scenario.source), run,
+                                           warmup);
   }
   json metrics = {{"format", "twin-execute-run"},
                   {"strategy", strategy.key()},

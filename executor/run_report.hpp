@@ -33,6 +33,9 @@ struct RankRun {
   std::string device;
   std::vector<double> losses;        // per iteration, global mean over the batch (the same on every rank)
   std::vector<double> iteration_s;   // per iteration, this rank's CUDA-event time
+  // Per iteration, a hot-switching part's switch into its layout: from the part's start to its last transfer
+  // (executor/gpu/stage_runtime.hpp); empty for a part without one.
+  std::vector<double> switch_s;
   std::size_t peak_memory_bytes = 0;
   std::uint64_t dropped_records = 0;
   std::vector<MeasuredKernel> kernels;  // measured iterations only

@@ -208,6 +208,7 @@ int rank_main(const ExecuteRequest& request, const gpu::RankIdentity& identity) 
         StageRuntime& runtime = *runtimes[p];
         runtime.run_iteration(iteration, tokens, timer ? &*timer : nullptr, watchdog);
         loss_sum += runtime.last_loss_sum();
+        if (runtime.switches()) runs[p].switch_s.push_back(runtime.last_switch_s());
         aux_loss += runtime.last_aux_loss();
         loads.insert(loads.end(), runtime.last_expert_loads().begin(), runtime.last_expert_loads().end());
         if (timer) {

@@ -99,7 +99,7 @@ StageRuntime::StageRuntime(const PlanPart& plan_part, const IterationGraph& grap
   TWIN_CUDA_CHECK(cudaEventCreateWithFlags(&switched_, cudaEventDisableTiming));
   if (part_.switch_from) {
     TWIN_CUDA_CHECK(cudaStreamCreateWithFlags(&switch_stream_, cudaStreamNonBlocking));
-    TWIN_CUDA_CHECK(cudaEventCreateWithFlags(&switch_done_, cudaEventDisableTiming));
+    TWIN_CUDA_CHECK(cudaEventCreate(&switch_done_));  // timed from iteration_start_
     if (part_.switch_from != params_) switch_units_ = blocks_by_unit(part_.switch_blocks);
     for (const auto& [unit, blocks] : switch_units_)
       TWIN_CUDA_CHECK(cudaEventCreateWithFlags(&unit_switched_[unit], cudaEventDisableTiming));
@@ -391,6 +391,11 @@ void StageRuntime::run_iteration(int iteration, const std::vector<std::int32_t>&
   TWIN_CUDA_CHECK(cudaEventSynchronize(iteration_end_));
   watchdog.disarm();
   TWIN_CUDA_CHECK(cudaEventElapsedTime(&last_iteration_ms_, iteration_start_, iteration_end_));
+  if (switch_done_) {
+    float switch_ms = 0;
+    TWIN_CUDA_CHECK(cudaEventElapsedTime(&switch_ms, iteration_start_, switch_done_));
+    last_switch_s_ = switch_ms / 1e3;
+  }
   float loss_sum = 0;
   TWIN_CUDA_CHECK(cudaMemcpy(&loss_sum, loss_sum_, sizeof(float), cudaMemcpyDeviceToHost));
   last_loss_sum_ = loss_sum;

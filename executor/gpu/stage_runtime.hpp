@@ -115,6 +115,10 @@ class StageRuntime {
   // Sum of this rank's per-token losses in the last iteration (non-zero on the last stage's TP rank 0 only).
   double last_loss_sum() const { return last_loss_sum_; }
   float last_iteration_ms() const { return last_iteration_ms_; }
+  // Whether the part switches into its layout, and how long the last iteration's switch took: from the part's
+  // start to its last unit's transfers (the switch runs beside the first units' compute).
+  bool switches() const { return switch_done_ != nullptr; }
+  double last_switch_s() const { return last_switch_s_; }
   const RankClass& rank_class() const { return rc_; }
   // The last iteration's MoE routing: tokens per expert for each (micro-batch, MoE layer), and the load-balancing
   // losses summed over layers (each micro-batch's weighted 1/(M dp), as in the gradient). Empty and 0 when dense.
@@ -321,6 +325,7 @@ class StageRuntime {
   int step_ = 0;
   double last_loss_sum_ = 0;
   float last_iteration_ms_ = 0;
+  double last_switch_s_ = 0;
 };
 
 // Pseudo unit of a chunk's received input activations: kReceivedUnit - chunk.

@@ -36,6 +36,7 @@ TEST(RunReport, ARanksFileReadsBackAsWritten) {
   run.kernels = testing::stage0_kernels();  // repeated names (interned in the file) and a kernel outside any op
   run.expert_loads = {{1, 0, 3, {5, 0, 7, 4}}, {1, 1, 3, {4, 4, 4, 4}}};
   run.aux_losses = {0.0125, 0.0101};
+  run.switch_s = {0.0041, 0.0032};
   write_rank_run(dir.path, run, graph.classes[0], 1);
 
   const RankRun back = read_rank_run(dir.path / "measured" / "rank2.json");
@@ -61,6 +62,7 @@ TEST(RunReport, ARanksFileReadsBackAsWritten) {
   EXPECT_EQ(back.expert_loads[1].micro_batch, 1);
   EXPECT_EQ(back.expert_loads[1].layer, 3);
   EXPECT_EQ(back.aux_losses, run.aux_losses);
+  EXPECT_EQ(back.switch_s, run.switch_s);
 }
 
 // The busiest expert over the mean: 7 of 16 copies over 4 experts is 1.75 times the mean of 4.
@@ -123,6 +125,7 @@ TEST(RunReport, AStepLastsAsLongAsItsSlowestRank) {
     run.device = "NVIDIA H200";
     run.losses = {4, 3, 2, 1};
     run.iteration_s = iteration_s[rank];
+    if (rank == 1) run.switch_s = {0.9, 0.02, 0.04, 0.03};  // a part that switches into its layout
     write_rank_run(dir.path, run, RankClass{}, 1);
   }
   write_run_summary(dir.path, plan, plan_graphs(plan, "best.json"), 2, 1, "kernels");
@@ -137,6 +140,10 @@ TEST(RunReport, AStepLastsAsLongAsItsSlowestRank) {
   EXPECT_DOUBLE_EQ(written.at("measured").at("iteration_s"), 0.3);  // median of 0.25, 0.3, 0.6
   EXPECT_EQ(written.at("world_size"), 2);
   EXPECT_DOUBLE_EQ(written.at("ranks")[1].at("median_iteration_s"), 0.25);  // 0.25, 0.1, 0.6
+  // The switch: the median of the measured iterations; predicted from the plan's transfer ops (none here).
+  EXPECT_FALSE(written.at("ranks")[0].contains("switch"));
+  EXPECT_DOUBLE_EQ(written.at("ranks")[1].at("switch").at("median_s"), 0.03);
+  EXPECT_DOUBLE_EQ(written.at("ranks")[1].at("switch").at("predicted_s"), 0.0);
 }
 
 }  // namespace

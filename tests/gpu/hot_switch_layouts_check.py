@@ -164,6 +164,17 @@ def main():
             report["speed"][name] = dict(numbers, phases=shown(case))
         lines.append(row)
         print(lines[-1], flush=True)
+    lines += ["", "Each part's switch into its layout, from the part's start to its last transfer (the slowest GPU; "
+              "metrics.json ranks[].switch):", "", "| case | part | measured ms | predicted ms |", "|---|---|---|---|"]
+    for name, numbers in report["speed"].items():
+        parts = {}
+        for rank in numbers["metrics"]["ranks"]:
+            if "switch" in rank:
+                measured, predicted = parts.get(rank["part"], (0, 0))
+                parts[rank["part"]] = (max(measured, rank["switch"]["median_s"]),
+                                       max(predicted, rank["switch"]["predicted_s"]))
+        for part, (measured, predicted) in sorted(parts.items()):
+            lines.append(f"| {name} | {part} | {1e3 * measured:.2f} | {1e3 * predicted:.2f} |")
     for name, case in cases:
         lines.append(f"\n{name}: `{shown(case)}`")
     ec.write_results(args.out, "hot_switch_layouts_check", lines, report)
