@@ -15,7 +15,6 @@
 #include <spdlog/spdlog.h>
 
 #include "executor/event_waits.hpp"
-#include "executor/gpu/resharding_run.hpp"
 #include "gpu/checks.hpp"
 #include "gpu/cupti_timer.hpp"
 #include "gpu/kernels.hpp"
@@ -178,42 +177,6 @@ StageRuntime::StageRuntime(const PlanPart& plan_part, const IterationGraph& grap
   for (ParameterUnit* unit : params_->units())
     for (const WeightTensor& w : unit->tensors) zero_grads_each_step_ |= part_.first() && !stored.count({unit->id, w.role});
   TWIN_CUDA_CHECK(cudaStreamSynchronize(compute));
-}
-
-void StageRuntime::switch_into(cudaStream_t compute) {
-  switch_waited_.clear();
-  if (!part_.switch_from) {
-    TWIN_CUDA_CHECK(cudaEventRecord(switched_, compute));
-    return;
-  }
-  TWIN_CUDA_CHECK(cudaStreamWaitEvent(switch_stream_, iteration_start_));
-  const bool same_buffers = part_.switch_from == params_;
-  if (part_.adds_gradients) {
-    if (same_buffers)
-      keep_gradient_start(*params_, switch_stream_);
-    else
-      params_->zero_grads(switch_stream_);
-  }
-  TWIN_CUDA_CHECK(cudaEventRecord(switched_, switch_stream_));
-  for (const auto& [unit, blocks] : switch_units_) {
-    run_resharding(blocks, rank_, *part_.switch_from, *params_, part_.switch_comm, switch_stream_);
-    TWIN_CUDA_CHECK(cudaEventRecord(unit_switched_.at(unit), switch_stream_));
-  }
-  TWIN_CUDA_CHECK(cudaEventRecord(switch_done_, switch_stream_));
-}
-
-void StageRuntime::wait_for_switch(OpIndex index, cudaStream_t stream) {
-  if (unit_switched_.empty()) return;
-  const Op& op = rc_.op(index);
-  const OpBinding& b = bindings_[index];
-  const bool parameters =
-      b.action == Action::param_gather || b.action == Action::grad_reduce || b.action == Action::embedding_grad_sync;
-  if (op.is_communication() && !parameters) return;
-  const bool every_unit = op.phase == Phase::optimizer || (parameters && op.parameter_unit == kWholeStage);
-  const std::int32_t unit = parameters ? op.parameter_unit : unit_of(op, b);
-  for (const auto& [switched, event] : unit_switched_)
-    if ((every_unit || switched == unit) && switch_waited_.insert({static_cast<int>(op.stream), switched}).second)
-      TWIN_CUDA_CHECK(cudaStreamWaitEvent(stream, event));
 }
 
 const StageRuntime::UnitLayout& StageRuntime::layout(int unit) const {
