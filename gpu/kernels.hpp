@@ -225,6 +225,11 @@ void f32_to_bf16_rows(const float* in, bf16* out, std::int64_t rows, std::int64_
 // of a weight holds exactly the values of the unsharded one.
 void init_normal_shard(bf16* out, const ShardMap& map, std::uint64_t seed, float stddev, cudaStream_t stream);
 void fill_bf16(bf16* out, std::int64_t count, float value, cudaStream_t stream);
+// dst[r * dst_ld + c] = src[r * src_ld + c] for r < rows, c < cols: a rectangle between two row-major buffers (the
+// pieces of a weight a hot-switching switch packs and unpacks). 16 bytes per load where pointers, strides and cols
+// allow, else per element; cudaMemcpy2DAsync copied such rectangles at about 110 GB/s on an H100.
+void copy_bf16_rows(bf16* dst, std::int64_t dst_ld, const bf16* src, std::int64_t src_ld, std::int64_t rows,
+                    std::int64_t cols, cudaStream_t stream);
 void bf16_to_f32(const bf16* in, float* out, std::int64_t count, cudaStream_t stream);
 // *total += sum of values, in one block and a fixed order (deterministic; for per-token losses).
 void add_sum_f32(const float* values, std::int64_t count, float* total, cudaStream_t stream);

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "gpu/checks.hpp"
+#include "gpu/kernels.hpp"
 
 namespace twin::exec {
 namespace {
@@ -22,9 +23,8 @@ void run_resharding(const std::vector<ReshardBlock>& blocks, int rank, StagePara
   std::map<int, std::int64_t> send_elements, recv_elements;  // per peer
   for (const ReshardBlock& b : blocks) {
     if (b.from_rank == rank && b.to_rank == rank) {
-      TWIN_CUDA_CHECK(cudaMemcpy2DAsync(buffer_of(to, b) + b.to_first, b.to_ld * kElement,
-                                        buffer_of(from, b) + b.from_first, b.from_ld * kElement, b.cols * kElement,
-                                        b.rows, cudaMemcpyDeviceToDevice, stream));
+      kernels::copy_bf16_rows(buffer_of(to, b) + b.to_first, b.to_ld, buffer_of(from, b) + b.from_first, b.from_ld,
+                              b.rows, b.cols, stream);
     } else if (b.from_rank == rank) {
       send_elements[b.to_rank] += b.elements();
     } else if (b.to_rank == rank) {
@@ -42,9 +42,8 @@ void run_resharding(const std::vector<ReshardBlock>& blocks, int rank, StagePara
   std::map<int, std::int64_t> packed = send_at;
   for (const ReshardBlock& b : blocks)
     if (b.from_rank == rank && b.to_rank != rank)
-      TWIN_CUDA_CHECK(cudaMemcpy2DAsync(staging + std::exchange(packed[b.to_rank], packed[b.to_rank] + b.elements()),
-                                        b.cols * kElement, buffer_of(from, b) + b.from_first, b.from_ld * kElement,
-                                        b.cols * kElement, b.rows, cudaMemcpyDeviceToDevice, stream));
+      kernels::copy_bf16_rows(staging + std::exchange(packed[b.to_rank], packed[b.to_rank] + b.elements()), b.cols,
+                              buffer_of(from, b) + b.from_first, b.from_ld, b.rows, b.cols, stream);
   TWIN_NCCL_CHECK(ncclGroupStart());
   for (const auto& [peer, n] : send_elements)
     TWIN_NCCL_CHECK(ncclSend(staging + send_at[peer], n, ncclBfloat16, peer, comm, stream));
@@ -54,10 +53,9 @@ void run_resharding(const std::vector<ReshardBlock>& blocks, int rank, StagePara
   std::map<int, std::int64_t> unpacked = recv_at;
   for (const ReshardBlock& b : blocks)
     if (b.to_rank == rank && b.from_rank != rank)
-      TWIN_CUDA_CHECK(cudaMemcpy2DAsync(
-          buffer_of(to, b) + b.to_first, b.to_ld * kElement,
-          staging + std::exchange(unpacked[b.from_rank], unpacked[b.from_rank] + b.elements()), b.cols * kElement,
-          b.cols * kElement, b.rows, cudaMemcpyDeviceToDevice, stream));
+      kernels::copy_bf16_rows(buffer_of(to, b) + b.to_first, b.to_ld,
+                              staging + std::exchange(unpacked[b.from_rank], unpacked[b.from_rank] + b.elements()),
+                              b.cols, b.rows, b.cols, stream);
   TWIN_CUDA_CHECK(cudaFreeAsync(staging, stream));
 }
 

@@ -1,5 +1,7 @@
 // Parameter initialisation by global index (so that any sharding reproduces the unsharded weights) and
 // the small conversions between fp32 and bf16 buffers that gradients and master weights need.
+#include <cstdint>
+
 #include "gpu/kernels/common.cuh"
 
 namespace twin::kernels {
@@ -44,6 +46,18 @@ __global__ void fill_bf16_kernel(bf16* out, std::int64_t count, float value) {
     out[i] = to_bf16(value);
 }
 
+// T: uint4 (8 bf16 per load) or bf16; rows of `cols` T-elements, strides in T-elements.
+template <class T>
+__global__ void copy_rows_kernel(T* dst, std::int64_t dst_ld, const T* src, std::int64_t src_ld, std::int64_t rows,
+                                 std::int64_t cols) {
+  const std::int64_t count = rows * cols;
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < count;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    const std::int64_t r = i / cols, c = i - r * cols;
+    dst[r * dst_ld + c] = src[r * src_ld + c];
+  }
+}
+
 __global__ void bf16_to_f32_kernel(const bf16* in, float* out, std::int64_t count) {
   for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < count;
        i += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
@@ -76,6 +90,24 @@ void init_normal_shard(bf16* out, const ShardMap& map, std::uint64_t seed, float
 void fill_bf16(bf16* out, std::int64_t count, float value, cudaStream_t stream) {
   if (count == 0) return;
   fill_bf16_kernel<<<detail::grid_for(count, kThreads), kThreads, 0, stream>>>(out, count, value);
+  TWIN_CUDA_CHECK_LAUNCH();
+}
+
+void copy_bf16_rows(bf16* dst, std::int64_t dst_ld, const bf16* src, std::int64_t src_ld, std::int64_t rows,
+                    std::int64_t cols, cudaStream_t stream) {
+  if (rows == 0 || cols == 0) return;
+  constexpr std::int64_t kVector = 8;  // bf16 per 16-byte load
+  const bool vectors = reinterpret_cast<std::uintptr_t>(dst) % 16 == 0 && reinterpret_cast<std::uintptr_t>(src) % 16 == 0 &&
+                       dst_ld % kVector == 0 && src_ld % kVector == 0 && cols % kVector == 0;
+  if (vectors) {
+    const std::int64_t count = rows * (cols / kVector);
+    copy_rows_kernel<<<detail::grid_for(count, kThreads), kThreads, 0, stream>>>(
+        reinterpret_cast<uint4*>(dst), dst_ld / kVector, reinterpret_cast<const uint4*>(src), src_ld / kVector, rows,
+        cols / kVector);
+  } else {
+    copy_rows_kernel<<<detail::grid_for(rows * cols, kThreads), kThreads, 0, stream>>>(dst, dst_ld, src, src_ld, rows,
+                                                                                       cols);
+  }
   TWIN_CUDA_CHECK_LAUNCH();
 }
 

@@ -130,29 +130,6 @@ TEST(AttentionDeterminism, SameInputsSameBits) {
   }
 }
 
-// Median milliseconds of `runs` launches of `launch` on the default stream, after two warm-up launches.
-template <typename Launch>
-double median_ms(Launch launch, int runs) {
-  for (int i = 0; i < 2; ++i) launch();
-  cudaEvent_t start, stop;
-  TWIN_CUDA_CHECK(cudaEventCreate(&start));
-  TWIN_CUDA_CHECK(cudaEventCreate(&stop));
-  std::vector<double> times_ms;
-  for (int i = 0; i < runs; ++i) {
-    TWIN_CUDA_CHECK(cudaEventRecord(start, nullptr));
-    launch();
-    TWIN_CUDA_CHECK(cudaEventRecord(stop, nullptr));
-    TWIN_CUDA_CHECK(cudaEventSynchronize(stop));
-    float ms = 0;
-    TWIN_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
-    times_ms.push_back(ms);
-  }
-  TWIN_CUDA_CHECK(cudaEventDestroy(start));
-  TWIN_CUDA_CHECK(cudaEventDestroy(stop));
-  std::sort(times_ms.begin(), times_ms.end());
-  return times_ms[times_ms.size() / 2];
-}
-
 // Throughput of each implementation at Llama-8B-like shapes, printed for the record; FLOPs by
 // FlashAttention's convention (causal: half of 4 b h s^2 d forward, 2.5 times that backward). It checks that
 // every lse is finite.

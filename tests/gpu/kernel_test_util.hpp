@@ -1,6 +1,7 @@
 // Helpers of the kernel tests: random device tensors (never zeros), NaN poisoning of outputs, copies to
 // the host in double, and the relative error ||got - ref|| / ||ref|| that every kernel is judged by.
 #pragma once
+#include <algorithm>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -90,6 +91,29 @@ inline double report(const char* what, double error) {
   std::printf("[kernel-error] %-34s %.3e\n", what, error);
   return error;
 }
+// Median milliseconds of `runs` launches of `launch` on `stream` (CUDA events), after two warm-up launches.
+template <typename Launch>
+double median_ms(Launch launch, int runs, cudaStream_t stream = nullptr) {
+  for (int i = 0; i < 2; ++i) launch();
+  cudaEvent_t start, stop;
+  TWIN_CUDA_CHECK(cudaEventCreate(&start));
+  TWIN_CUDA_CHECK(cudaEventCreate(&stop));
+  std::vector<double> times_ms;
+  for (int i = 0; i < runs; ++i) {
+    TWIN_CUDA_CHECK(cudaEventRecord(start, stream));
+    launch();
+    TWIN_CUDA_CHECK(cudaEventRecord(stop, stream));
+    TWIN_CUDA_CHECK(cudaEventSynchronize(stop));
+    float ms = 0;
+    TWIN_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+    times_ms.push_back(ms);
+  }
+  TWIN_CUDA_CHECK(cudaEventDestroy(start));
+  TWIN_CUDA_CHECK(cudaEventDestroy(stop));
+  std::sort(times_ms.begin(), times_ms.end());
+  return times_ms[times_ms.size() / 2];
+}
+
 inline __nv_bfloat16* bf(const gpu::DeviceBuffer& b) { return static_cast<__nv_bfloat16*>(b.data()); }
 inline float* f32(const gpu::DeviceBuffer& b) { return static_cast<float*>(b.data()); }
 inline std::int32_t* i32(const gpu::DeviceBuffer& b) { return static_cast<std::int32_t*>(b.data()); }

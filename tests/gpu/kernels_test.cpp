@@ -313,3 +313,31 @@ INSTANTIATE_TEST_SUITE_P(Shapes, KernelCrossEntropy,
 
 }  // namespace
 }  // namespace twin::test
+
+namespace twin::test {
+namespace {
+
+// A rectangle between two row-major buffers, exactly (bf16 copied, not converted): 16-byte loads where strides,
+// width and pointers allow, element by element where not (an odd column offset, a width of 5); the rest of the
+// destination untouched.
+TEST(KernelCopyRows, RectanglesExactlyAndNothingElse) {
+  REQUIRE_GPU();
+  struct Case {
+    std::int64_t rows, cols, src_ld, dst_ld, src_at, dst_at;
+  };
+  for (const Case& c : {Case{37, 64, 128, 96, 16, 8}, Case{5, 5, 13, 7, 3, 1}, Case{1, 4096, 4096, 4096, 0, 0}}) {
+    const std::int64_t src_count = c.src_at + c.rows * c.src_ld, dst_count = c.dst_at + c.rows * c.dst_ld;
+    const gpu::DeviceBuffer src = random_bf16(static_cast<std::size_t>(src_count));
+    const gpu::DeviceBuffer dst = random_bf16(static_cast<std::size_t>(dst_count));
+    const std::vector<double> before = bf16_to_host(dst.data(), dst_count), from = bf16_to_host(src.data(), src_count);
+    kernels::copy_bf16_rows(bf(dst) + c.dst_at, c.dst_ld, bf(src) + c.src_at, c.src_ld, c.rows, c.cols, nullptr);
+    TWIN_CUDA_CHECK(cudaDeviceSynchronize());
+    std::vector<double> expected = before;
+    for (std::int64_t r = 0; r < c.rows; ++r)
+      for (std::int64_t k = 0; k < c.cols; ++k) expected[c.dst_at + r * c.dst_ld + k] = from[c.src_at + r * c.src_ld + k];
+    EXPECT_EQ(bf16_to_host(dst.data(), dst_count), expected) << c.rows << "x" << c.cols;
+  }
+}
+
+}  // namespace
+}  // namespace twin::test
