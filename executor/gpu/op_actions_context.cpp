@@ -79,10 +79,8 @@ void StageRuntime::context_ring(const Op& op, const OpBinding& b, int mb, int un
       if (gradient) free_on(*gradient, stream);
       if (backward && step == cp) {  // home: this rank's completed dK | dV into dQKV's K | V columns
         auto* d_qkv = static_cast<bf16*>(get(mb, unit, d_qkv_name));
-        const std::size_t row_bytes = static_cast<std::size_t>(2 * kv_width) * kBf16;
-        TWIN_CUDA_CHECK(cudaMemcpy2DAsync(d_qkv + q_width, static_cast<std::size_t>(s.qkv_width) * kBf16,
-                                          ring.carried[cp], row_bytes, row_bytes, static_cast<std::size_t>(tokens),
-                                          cudaMemcpyDeviceToDevice, stream));
+        kernels::copy_bf16_rows(d_qkv + q_width, s.qkv_width, static_cast<const bf16*>(ring.carried[cp]), 2 * kv_width,
+                                tokens, 2 * kv_width, stream);
         free_on(ring.carried[cp], stream);
         rings_.erase({mb, unit, backward});
       }

@@ -2,7 +2,7 @@
 // (a run of the block's sequences) with every head's columns: the sequence layout, [T, W]. Around attention
 // each holds all u T rows with its own H/u query heads and G/u key-value groups: the heads layout, [u T, w],
 // the columns of each of Q, K and V those Megatron TP would give GPU r of u. So, to heads: GPU r sends peer p
-// its rows' columns of p's heads (a strided column block per Q, K, V: cudaMemcpy2DAsync packs them) and
+// its rows' columns of p's heads (a strided column block per Q, K, V: kernels::copy_bf16_rows packs them) and
 // receives peer p's rows into rows [p T, (p + 1) T); to the sequence layout: rows [p T, (p + 1) T) go to peer
 // p whole, and what arrives is unpacked into p's columns. One grouped NCCL call each way.
 #include <array>
@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "gpu/checks.hpp"
+#include "gpu/kernels.hpp"
 #include "executor/gpu/stage_runtime.hpp"
 
 namespace twin::exec {
@@ -63,9 +64,8 @@ void StageRuntime::ulysses_exchange(const Op& op, const OpBinding& b, int mb, in
         const ColumnBlock column = blocks_of(p)[k];
         bf16* packed = staged + p * rows * w + heads_column;
         bf16* spread = (pack ? from : to) + column.first_column;
-        TWIN_CUDA_CHECK(cudaMemcpy2DAsync(pack ? packed : spread, (pack ? w : wide) * kBf16, pack ? spread : packed,
-                                          (pack ? wide : w) * kBf16, column.width * kBf16, rows,
-                                          cudaMemcpyDeviceToDevice, stream));
+        kernels::copy_bf16_rows(pack ? packed : spread, pack ? w : wide, pack ? spread : packed, pack ? wide : w,
+                                rows, column.width, stream);
         heads_column += column.width;
       }
     }
