@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <tuple>
@@ -100,6 +101,41 @@ struct OwnerGroup {
   std::map<int, std::vector<Rect>> placed;  // per owner: its own placement
 };
 
+const std::vector<OwnerGroup> kNoOwners;
+
+// Per tensor, the ranks holding the same rectangles (data-parallel replicas) as one group, in rank order.
+std::map<TensorKey, std::vector<OwnerGroup>> owner_groups(std::map<TensorKey, std::vector<Holding>> held_by_rank) {
+  std::map<TensorKey, std::vector<OwnerGroup>> out;
+  for (auto& [key, held] : held_by_rank) {
+    std::vector<OwnerGroup>& groups = out[key];
+    for (Holding& h : held) {
+      if (h.rects.empty()) continue;
+      auto same = std::find_if(groups.begin(), groups.end(),
+                               [&](const OwnerGroup& g) { return same_rects(g.rects, h.rects); });
+      if (same == groups.end()) same = groups.insert(groups.end(), OwnerGroup{h.rects, {}, {}});
+      same->ranks.push_back(h.rank);
+      same->placed[h.rank] = std::move(h.rects);
+    }
+  }
+  return out;
+}
+
+// The part of the full weight both rectangles cover (placed as `a`), if any.
+std::optional<Rect> overlap(const Rect& a, const Rect& b) {
+  Rect out;
+  out.row = std::max(a.row, b.row);
+  out.col = std::max(a.col, b.col);
+  out.rows = std::min(a.row + a.rows, b.row + b.rows) - out.row;
+  out.cols = std::min(a.col + a.cols, b.col + b.cols) - out.col;
+  if (out.rows <= 0 || out.cols <= 0) return std::nullopt;
+  return out;
+}
+
+// Where element (row, col) of the full weight lies in the unit buffer `r` is placed in.
+std::int64_t element_of(const Rect& r, std::int64_t row, std::int64_t col) {
+  return r.first + (row - r.row) * r.ld + (col - r.col);
+}
+
 }  // namespace
 
 std::pair<std::int64_t, std::int64_t> gradient_start_range(const ParameterUnitLayout& unit) {
@@ -114,50 +150,37 @@ std::vector<ReshardBlock> plan_resharding(const PlanPart& from, const PlanPart& 
     throw std::invalid_argument("re-sharding between per-layer parts (a hot-switching plan's phases are uniform)");
   const int world = to.strategy.world_size();
   if (from.strategy.world_size() != world) throw std::invalid_argument("re-sharding between different world sizes");
+  const int kinds = gradients ? 2 : 1;  // weights, then gradients
+  std::vector<std::map<TensorKey, std::vector<OwnerGroup>>> owners(kinds);
+  std::vector<std::map<TensorKey, std::vector<Holding>>> needs(kinds);
+  for (int gradient = 0; gradient < kinds; ++gradient) {
+    needs[gradient] = holdings(to, world, gradient, true);
+    owners[gradient] = owner_groups(holdings(from, world, gradient, false));
+  }
   SwitchSenders senders(cluster, world);
   std::vector<ReshardBlock> blocks;
-  // Per kind (weights, gradients): the owner groups of each tensor before, the needs after.
-  std::vector<std::map<TensorKey, std::vector<OwnerGroup>>> owners(2);
-  std::vector<std::map<TensorKey, std::vector<Holding>>> needs(2);
-  for (int gradient = 0; gradient < (gradients ? 2 : 1); ++gradient) {
-    needs[gradient] = holdings(to, world, gradient, true);
-    for (auto& [key, held] : holdings(from, world, gradient, false)) {
-      std::vector<OwnerGroup>& groups = owners[gradient][key];
-      for (Holding& h : held) {
-        if (h.rects.empty()) continue;
-        auto same = std::find_if(groups.begin(), groups.end(),
-                                 [&](const OwnerGroup& g) { return same_rects(g.rects, h.rects); });
-        if (same == groups.end()) same = groups.insert(groups.end(), OwnerGroup{h.rects, {}, {}});
-        same->ranks.push_back(h.rank);
-        same->placed[h.rank] = std::move(h.rects);
-      }
-    }
-  }
   for (int receiver = 0; receiver < world; ++receiver)
-    for (const auto& [key, held] : needs[0])  // every tensor, in (unit, name) order
-      for (int gradient = 0; gradient < (gradients ? 2 : 1); ++gradient) {
+    for (const auto& [key, unused] : needs[0])  // every tensor, in (unit, name) order
+      for (int gradient = 0; gradient < kinds; ++gradient) {
         const std::vector<Holding>& by_rank = needs[gradient].at(key);
         const auto mine = std::find_if(by_rank.begin(), by_rank.end(), [&](const Holding& h) { return h.rank == receiver; });
         if (mine == by_rank.end()) continue;
         const auto found = owners[gradient].find(key);
+        const std::vector<OwnerGroup>& groups = found == owners[gradient].end() ? kNoOwners : found->second;
         for (const Rect& need : mine->rects) {
-          std::int64_t covered = 0;
-          static const std::vector<OwnerGroup> none;
-          for (const OwnerGroup& group : found == owners[gradient].end() ? none : found->second)
+          std::int64_t covered = 0;  // held by nobody before: the check below refuses
+          for (const OwnerGroup& group : groups)
             for (std::size_t i = 0; i < group.rects.size(); ++i) {
-              const Rect& have = group.rects[i];
-              const std::int64_t row = std::max(need.row, have.row), col = std::max(need.col, have.col);
-              const std::int64_t rows = std::min(need.row + need.rows, have.row + have.rows) - row;
-              const std::int64_t cols = std::min(need.col + need.cols, have.col + have.cols) - col;
-              if (rows <= 0 || cols <= 0) continue;
-              covered += rows * cols;
+              const std::optional<Rect> piece = overlap(need, group.rects[i]);
+              if (!piece) continue;
+              covered += piece->rows * piece->cols;
               const bool holds = std::find(group.ranks.begin(), group.ranks.end(), receiver) != group.ranks.end();
               bool intra = false;
-              const int sender = holds ? receiver : senders.choose(group.ranks, receiver, rows * cols * 2, intra);
-              const Rect& at = group.placed.at(sender)[i];
-              blocks.push_back({sender, receiver, key.first, gradient == 1, rows, cols,
-                                at.first + (row - at.row) * at.ld + (col - at.col), at.ld,
-                                need.first + (row - need.row) * need.ld + (col - need.col), need.ld});
+              const int sender =
+                  holds ? receiver : senders.choose(group.ranks, receiver, piece->rows * piece->cols * 2, intra);
+              blocks.push_back({sender, receiver, key.first, gradient == 1, piece->rows, piece->cols,
+                                element_of(group.placed.at(sender)[i], piece->row, piece->col),
+                                group.placed.at(sender)[i].ld, element_of(need, piece->row, piece->col), need.ld});
             }
           if (covered != need.rows * need.cols)
             throw std::invalid_argument(fmt::format(
