@@ -181,6 +181,13 @@ inline bool is_ring_send(const Op& op) {
   return op.kind == OpKind::send && (op.group == GroupKind::context || op.group == GroupKind::tensor);
 }
 
+// A hot-switching switch's transfer between two layouts (strategies/hot_switch/hot_switch_graph.cpp): a send or
+// receive of a unit's bf16 weights (role param_gather) or accumulated gradients (grad_reduce).
+inline bool is_switch_transfer(const Op& op) {
+  return (op.kind == OpKind::send || op.kind == OpKind::recv) &&
+         (op.role == OpRole::param_gather || op.role == OpRole::grad_reduce);
+}
+
 // A short readable name: "L3.fc1.fwd", "L3.tp_scatter.bwd", "pipeline_activation.send".
 std::string op_name(const Op& op);
 std::string to_string(OpKind kind);

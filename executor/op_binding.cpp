@@ -183,7 +183,7 @@ std::vector<OpBinding> bind_ops(const RankClass& rc, bool tied_embeddings) {
           b.action = Action::phase_handoff;
           break;
         }
-        if (op.role == OpRole::param_gather || op.role == OpRole::grad_reduce) {  // a switch between layouts
+        if (is_switch_transfer(op)) {
           b.action = Action::switch_transfer;
           break;
         }

@@ -100,10 +100,8 @@ json switch_json(const RankClass& rc, const std::vector<PredictedOpTime>& times,
   TimeNs first = std::numeric_limits<TimeNs>::max(), last_transfer = 0;
   for (OpIndex i = 0; i < rc.size(); ++i) {
     first = std::min(first, times.at(i).start_ns);
-    const Op& op = rc.op(i);
-    const bool transfer = (op.kind == OpKind::send || op.kind == OpKind::recv) &&
-                          (op.role == OpRole::param_gather || op.role == OpRole::grad_reduce);
-    if (transfer) last_transfer = std::max(last_transfer, times.at(i).start_ns + times.at(i).duration_ns);
+    if (is_switch_transfer(rc.op(i)))
+      last_transfer = std::max(last_transfer, times.at(i).start_ns + times.at(i).duration_ns);
   }
   const double predicted_s = last_transfer > first ? static_cast<double>(last_transfer - first) / 1e9 : 0.0;
   const auto skip = std::min<std::size_t>(static_cast<std::size_t>(warmup), run.switch_s.size());
