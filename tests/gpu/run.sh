@@ -42,6 +42,18 @@ run_check() {
   tar czf "$OUT/${stem%_check}-runs.tar.gz" --exclude=traces -C /tmp "${folder#/tmp/}" 2>/dev/null
 }
 
+# run_check where the machine has two GPUs or more (its wall time printed), else a line saying why not.
+run_multi_gpu_check() {
+  local stem=$1 profile=$2 what=$3
+  SECONDS=0
+  if [ "$gpus" -ge 2 ]; then
+    run_check "$stem" "$profile"
+  else
+    echo "$what needs two GPUs; this machine has $gpus (skipped)"
+  fi
+  echo "$what checks: ${SECONDS}s wall"
+}
+
 step "machine"
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader || true
 # SM clock, power and temperature every 200 ms for the whole call (read only): what the GPU ran at when a
@@ -174,13 +186,7 @@ fi
 
 if wants context; then
 step "twin execute on context-parallel plans: loss against one GPU, speed, trace and fold (tests/gpu/context_check.py)"
-SECONDS=0
-if [ "$gpus" -ge 2 ]; then
-  run_check context_check "${TWIN_CONTEXT_PROFILE:-$machine_profile}"
-else
-  echo "context parallelism needs two GPUs; this machine has $gpus (skipped)"
-fi
-echo "context-parallel checks: ${SECONDS}s wall"
+run_multi_gpu_check context_check "${TWIN_CONTEXT_PROFILE:-$machine_profile}" "context parallelism"
 fi
 
 if wants strands; then
@@ -210,24 +216,12 @@ done
 
 if wants per-layer-layouts; then
 step "twin execute on per-layer plans whose layers have their own TP, ZeRO and recompute: loss against one GPU, speed, trace and fold (tests/gpu/per_layer_layouts_check.py)"
-SECONDS=0
-if [ "$gpus" -ge 2 ]; then
-  run_check per_layer_layouts_check "${TWIN_PER_LAYER_PROFILE:-$machine_profile}"
-else
-  echo "per-layer layouts need two GPUs; this machine has $gpus (skipped)"
-fi
-echo "per-layer layout checks: ${SECONDS}s wall"
+run_multi_gpu_check per_layer_layouts_check "${TWIN_PER_LAYER_PROFILE:-$machine_profile}" "per-layer layouts"
 fi
 
 if wants hot-switch-layouts; then
 step "twin execute on hot-switching plans whose phases run in different layouts: loss against one layout, speed, fold (tests/gpu/hot_switch_layouts_check.py)"
-SECONDS=0
-if [ "$gpus" -ge 2 ]; then
-  run_check hot_switch_layouts_check "${TWIN_HOT_SWITCH_PROFILE:-$machine_profile}"
-else
-  echo "hot switching between layouts needs two GPUs; this machine has $gpus (skipped)"
-fi
-echo "hot-switch layout checks: ${SECONDS}s wall"
+run_multi_gpu_check hot_switch_layouts_check "${TWIN_HOT_SWITCH_PROFILE:-$machine_profile}" "hot switching between layouts"
 fi
 
 if wants mpirun && command -v mpirun > /dev/null; then
