@@ -20,7 +20,6 @@
 namespace twin {
 namespace {
 
-namespace fs = std::filesystem;
 
 void expect_same(const TimeBreakdown& a, const TimeBreakdown& b) {
   EXPECT_EQ(a.compute_ns, b.compute_ns);
@@ -44,23 +43,16 @@ void expect_same(const IterationResult& a, const IterationResult& b) {
 }
 
 TEST(ClassByClass, EqualsTheWholeGraphsReplayOnCandidatesOfEveryShippedScenario) {
-  int checked = 0;
-  for (const fs::path& file : testing::shipped_scenario_files()) {
-    SCOPED_TRACE(file.filename().string());
-    const Scenario scenario = load_scenario(file.string());
-    const Profile profile = testing::profile_of(scenario, file);
-    sim::PriceCache prices;
-    for (const Strategy& strategy : testing::spread_candidates(scenario, 6)) {
-      SCOPED_TRACE(strategy.key());
-      std::vector<StrandPairingSummary> whole_pairings, pairings;
-      const IterationGraph graph = lower_to_op_graphs(scenario, strategy, profile, &whole_pairings);
-      const IterationResult whole = simulate_iteration(graph, scenario.cluster, profile, SimOptions{false, &prices});
-      expect_same(simulate_class_by_class(scenario, strategy, profile, &prices, &pairings), whole);
-      ASSERT_EQ(pairings.size(), whole_pairings.size());
-      for (std::size_t k = 0; k < pairings.size(); ++k) EXPECT_EQ(pairings[k].blocks, whole_pairings[k].blocks);
-      ++checked;
-    }
-  }
+  const int checked = testing::check_spread_candidates(
+      6, [](const Scenario& scenario, const Profile& profile, sim::PriceCache& prices, const Strategy& strategy) {
+        std::vector<StrandPairingSummary> whole_pairings, pairings;
+        const IterationGraph graph = lower_to_op_graphs(scenario, strategy, profile, &whole_pairings);
+        const IterationResult whole =
+            simulate_iteration(graph, scenario.cluster, profile, SimOptions{false, &prices});
+        expect_same(simulate_class_by_class(scenario, strategy, profile, &prices, &pairings), whole);
+        ASSERT_EQ(pairings.size(), whole_pairings.size());
+        for (std::size_t k = 0; k < pairings.size(); ++k) EXPECT_EQ(pairings[k].blocks, whole_pairings[k].blocks);
+      });
   EXPECT_GT(checked, 50);
 }
 

@@ -20,7 +20,6 @@
 namespace twin {
 namespace {
 
-namespace fs = std::filesystem;
 
 void expect_same_op(const Op& a, const Op& b) {
   EXPECT_EQ(a.kind, b.kind);
@@ -124,53 +123,45 @@ void expect_same_flat(const sim::FlatClass& a, const sim::FlatClass& b) {
 }
 
 TEST(PassRepeats, CopiedPassesEqualPassesEmittedOpByOpOnCandidatesOfEveryShippedScenario) {
-  int checked = 0;
   std::size_t repeated_ops = 0, ops = 0;
-  for (const fs::path& file : testing::shipped_scenario_files()) {
-    SCOPED_TRACE(file.filename().string());
-    const Scenario scenario = load_scenario(file.string());
-    const Profile profile = testing::profile_of(scenario, file);
-    sim::PriceCache prices;
-    for (const Strategy& strategy : testing::spread_candidates(scenario, 6)) {
-      SCOPED_TRACE(strategy.key());
-      const IterationGraph copied = lower_to_op_graphs(scenario, strategy, profile);
-      IterationGraph op_by_op;
-      {
-        const lowering::PassRepeatsOff off;
-        op_by_op = lower_to_op_graphs(scenario, strategy, profile);
-      }
-      ASSERT_EQ(copied.classes.size(), op_by_op.classes.size());
-      for (std::size_t c = 0; c < copied.classes.size(); ++c) {
-        SCOPED_TRACE("class " + std::to_string(c));
-        EXPECT_TRUE(op_by_op.classes[c].repeats.empty());
-        expect_same_class(copied.classes[c], op_by_op.classes[c]);
-        for (const RepeatedOps& r : copied.classes[c].repeats) repeated_ops += r.count;
-        ops += copied.classes[c].size();
-      }
-      const sim::FlatIteration flat_copied = sim::flatten(copied, scenario.cluster, profile, &prices);
-      const sim::FlatIteration flat_op_by_op = sim::flatten(op_by_op, scenario.cluster, profile, &prices);
-      ASSERT_EQ(flat_copied.classes.size(), flat_op_by_op.classes.size());
-      for (std::size_t c = 0; c < flat_copied.classes.size(); ++c) {
-        SCOPED_TRACE("flat class " + std::to_string(c));
-        expect_same_flat(flat_copied.classes[c], flat_op_by_op.classes[c]);
-      }
-      const std::vector<sim::ComputeBusy> busy_copied = sim::compute_busy(copied, scenario.cluster, profile, &prices);
-      const std::vector<sim::ComputeBusy> busy_op_by_op =
-          sim::compute_busy(op_by_op, scenario.cluster, profile, &prices);
-      ASSERT_EQ(busy_copied.size(), busy_op_by_op.size());
-      for (std::size_t c = 0; c < busy_copied.size(); ++c) {
-        SCOPED_TRACE("busy class " + std::to_string(c));
-        EXPECT_EQ(busy_copied[c].optimizer_ns, busy_op_by_op[c].optimizer_ns);
-        for (const auto& [x, y] : {std::pair{busy_copied[c].passes, busy_op_by_op[c].passes},
-                                   std::pair{busy_copied[c].first_chunk, busy_op_by_op[c].first_chunk}}) {
-          EXPECT_EQ(x.forward_ns, y.forward_ns);
-          EXPECT_EQ(x.backward_ns, y.backward_ns);
-          EXPECT_EQ(x.recomputed_ns, y.recomputed_ns);
+  const int checked = testing::check_spread_candidates(
+      6, [&](const Scenario& scenario, const Profile& profile, sim::PriceCache& prices, const Strategy& strategy) {
+        const IterationGraph copied = lower_to_op_graphs(scenario, strategy, profile);
+        IterationGraph op_by_op;
+        {
+          const lowering::PassRepeatsOff off;
+          op_by_op = lower_to_op_graphs(scenario, strategy, profile);
         }
-      }
-      ++checked;
-    }
-  }
+        ASSERT_EQ(copied.classes.size(), op_by_op.classes.size());
+        for (std::size_t c = 0; c < copied.classes.size(); ++c) {
+          SCOPED_TRACE("class " + std::to_string(c));
+          EXPECT_TRUE(op_by_op.classes[c].repeats.empty());
+          expect_same_class(copied.classes[c], op_by_op.classes[c]);
+          for (const RepeatedOps& r : copied.classes[c].repeats) repeated_ops += r.count;
+          ops += copied.classes[c].size();
+        }
+        const sim::FlatIteration flat_copied = sim::flatten(copied, scenario.cluster, profile, &prices);
+        const sim::FlatIteration flat_op_by_op = sim::flatten(op_by_op, scenario.cluster, profile, &prices);
+        ASSERT_EQ(flat_copied.classes.size(), flat_op_by_op.classes.size());
+        for (std::size_t c = 0; c < flat_copied.classes.size(); ++c) {
+          SCOPED_TRACE("flat class " + std::to_string(c));
+          expect_same_flat(flat_copied.classes[c], flat_op_by_op.classes[c]);
+        }
+        const std::vector<sim::ComputeBusy> busy_copied = sim::compute_busy(copied, scenario.cluster, profile, &prices);
+        const std::vector<sim::ComputeBusy> busy_op_by_op =
+            sim::compute_busy(op_by_op, scenario.cluster, profile, &prices);
+        ASSERT_EQ(busy_copied.size(), busy_op_by_op.size());
+        for (std::size_t c = 0; c < busy_copied.size(); ++c) {
+          SCOPED_TRACE("busy class " + std::to_string(c));
+          EXPECT_EQ(busy_copied[c].optimizer_ns, busy_op_by_op[c].optimizer_ns);
+          for (const auto& [x, y] : {std::pair{busy_copied[c].passes, busy_op_by_op[c].passes},
+                                     std::pair{busy_copied[c].first_chunk, busy_op_by_op[c].first_chunk}}) {
+            EXPECT_EQ(x.forward_ns, y.forward_ns);
+            EXPECT_EQ(x.backward_ns, y.backward_ns);
+            EXPECT_EQ(x.recomputed_ns, y.recomputed_ns);
+          }
+        }
+      });
   EXPECT_GT(checked, 50);
   // Most lowered ops are in repeated passes, or this test checks little.
   EXPECT_GT(repeated_ops * 2, ops) << repeated_ops << " of " << ops << " ops repeated";

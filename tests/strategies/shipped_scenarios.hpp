@@ -6,8 +6,11 @@
 #include <string>
 #include <vector>
 
+#include <gtest/gtest.h>
+
 #include "core/scenario.hpp"
 #include "cost/profile.hpp"
+#include "sim/price_cache.hpp"
 #include "strategies/search.hpp"
 
 namespace twin::testing {
@@ -35,6 +38,25 @@ inline std::vector<Strategy> spread_candidates(const Scenario& scenario, std::si
   std::vector<Strategy> chosen;
   for (std::size_t k = 0; k < count; ++k) chosen.push_back(feasible[k * feasible.size() / count]);
   return chosen;
+}
+
+// Calls check(scenario, profile, prices, strategy) on up to `per_scenario` spread candidates of every shipped
+// scenario (one price cache per scenario), each under a trace naming the file and the candidate. Returns how many.
+template <class Check>
+int check_spread_candidates(std::size_t per_scenario, Check check) {
+  int checked = 0;
+  for (const std::filesystem::path& file : shipped_scenario_files()) {
+    SCOPED_TRACE(file.filename().string());
+    const Scenario scenario = load_scenario(file.string());
+    const Profile profile = profile_of(scenario, file);
+    sim::PriceCache prices;
+    for (const Strategy& strategy : spread_candidates(scenario, per_scenario)) {
+      SCOPED_TRACE(strategy.key());
+      check(scenario, profile, prices, strategy);
+      ++checked;
+    }
+  }
+  return checked;
 }
 
 }  // namespace twin::testing
