@@ -182,9 +182,17 @@ inline bool is_ring_send(const Op& op) {
 }
 
 // A hot-switching switch's transfer between two layouts (strategies/hot_switch/hot_switch_graph.cpp): a send or
-// receive of a unit's bf16 weights (role param_gather) or accumulated gradients (grad_reduce).
+// receive of a unit's bf16 weights (role param_gather) or accumulated gradients (grad_reduce), in no group.
 inline bool is_switch_transfer(const Op& op) {
-  return (op.kind == OpKind::send || op.kind == OpKind::recv) &&
+  return (op.kind == OpKind::send || op.kind == OpKind::recv) && op.group == GroupKind::none &&
+         (op.role == OpRole::param_gather || op.role == OpRole::grad_reduce);
+}
+
+// An asymmetric plan's gradient ring across its pipelines (strategies/heterogeneous/asymmetric_lowering.cpp): a
+// send or receive of a gradient segment's share over the data group (the pipelines), reducing (grad_reduce) or,
+// under ZeRO-1, gathering the updated weights (param_gather).
+inline bool is_pipelines_ring(const Op& op) {
+  return (op.kind == OpKind::send || op.kind == OpKind::recv) && op.group == GroupKind::data &&
          (op.role == OpRole::param_gather || op.role == OpRole::grad_reduce);
 }
 

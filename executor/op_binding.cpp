@@ -11,6 +11,7 @@
 #include <fmt/format.h>
 
 #include "core/op_kinds.hpp"
+#include "strategies/heterogeneous/asymmetric_plan.hpp"
 
 namespace twin::exec {
 namespace {
@@ -77,8 +78,8 @@ std::string to_string(Action action) {
       "dispatch_exchange", "combine_exchange", "dispatch_exchange_backward", "combine_exchange_backward",
       "ring_attention_forward", "ring_attention_backward", "ring_exchange", "ring_exchange_backward", "ring_merge",
       "ring_gradient_add", "ulysses_to_heads", "ulysses_to_sequence", "phase_handoff",
-      "switch_transfer"};
-  static_assert(std::size(names) == static_cast<std::size_t>(Action::switch_transfer) + 1, "a name per action");
+      "switch_transfer", "pipelines_reduce", "pipelines_ring_step"};
+  static_assert(std::size(names) == static_cast<std::size_t>(Action::pipelines_ring_step) + 1, "a name per action");
   return names[static_cast<int>(action)];
 }
 
@@ -185,6 +186,13 @@ std::vector<OpBinding> bind_ops(const RankClass& rc, bool tied_embeddings) {
         }
         if (is_switch_transfer(op)) {
           b.action = Action::switch_transfer;
+          break;
+        }
+        if (is_pipelines_ring(op)) {
+          if (op.role == OpRole::param_gather)
+            unsupported(rc, i, "the weights' gather of a ZeRO-1 ring across pipelines (an asymmetric plan's)");
+          const RingPlace place = ring_place(op);
+          b.action = place.step == 0 && op.kind == OpKind::send ? Action::pipelines_reduce : Action::pipelines_ring_step;
           break;
         }
         if (op.role != OpRole::pipeline_activation && op.role != OpRole::pipeline_gradient)

@@ -53,6 +53,10 @@ enum class Action : std::uint8_t {
   // Hot switching's re-sharding transfers between layouts: the runtime runs the whole switch as one step before
   // the part's first op (executor/gpu/resharding_run.hpp), so each transfer op only marks its place.
   switch_transfer,
+  // An asymmetric plan's gradient ring across pipelines (is_pipelines_ring): its first send reduces the
+  // segment's gradients over the pipelines (executor/pipeline_reduction.hpp, NCCL all-reduces over the GPUs that
+  // hold the same elements); the ring's other steps only mark their place.
+  pipelines_reduce, pipelines_ring_step,
 };
 
 struct OpBinding {

@@ -245,9 +245,11 @@ std::vector<ParameterUnitLayout> plan_parameter_units(const Scenario& scenario, 
   return units;
 }
 
-std::vector<ParameterUnitLayout> plan_parameter_units(const PlanPart& part, int rank, std::uint64_t seed) {
-  if (!part.per_layer())
+std::vector<ParameterUnitLayout> plan_parameter_units(const PlanPart& part, int global_rank, std::uint64_t seed) {
+  const int rank = part.layout_rank(global_rank);
+  if (!part.per_layer() && part.stage_layers.empty())
     return plan_parameter_units(part.scenario, part.strategy, placement_of(part.strategy, rank), seed);
+  // A per-layer plan's units each in their own layout, or an asymmetric stage's layers as its pipeline splits them.
   const int stage = coordinates_of(part.strategy, rank).pp, stages = part.strategy.pipeline_model_parallel_size;
   const auto maker = [&](std::int32_t unit) {
     const Strategy& s = part.unit_strategy(unit);

@@ -1,8 +1,9 @@
-// The plan's family first (plan_graphs refuses those no command runs), then per part (a uniform or per-layer
+// The plan's family first (an asymmetric plan's own checks), then per part (a uniform or per-layer
 // plan's strategy, or each hot-switching phase's) memory, strategy and the switch into it, the framework switches,
 // and last the parameter layout and the op bindings of every rank class, which refuse what they do not run.
 #include "executor/plan_check.hpp"
 
+#include <algorithm>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -12,8 +13,10 @@
 #include "core/error.hpp"
 #include "executor/op_binding.hpp"
 #include "executor/parameters.hpp"
+#include "executor/pipeline_reduction.hpp"
 #include "executor/resharding.hpp"
 #include "strategies/families/plan_graphs.hpp"
+#include "strategies/heterogeneous/asymmetric_plan.hpp"
 #include "strategies/hot_switch/hot_switch_resharding.hpp"
 #include "strategies/memory.hpp"
 #include "strategies/sharded_parameters.hpp"
@@ -37,12 +40,42 @@ void check_strategy(const Plan& plan, const Scenario& scenario, const Strategy& 
                      "false (twin execute does not run Transformer Engine's userbuffers overlap yet)");
 }
 
+// An asymmetric plan: every GPU runs its stage as a uniform pipeline of the stage's TP size, and the pipelines'
+// gradients are summed piece by piece (executor/pipeline_reduction.hpp).
+void check_asymmetric_plan(const Plan& plan, const PlanGraphs& lowered, const std::string& file) {
+  const AsymmetricPlanDetail& detail = *lowered.asymmetric;
+  const std::string at = "/family_plan/detail";
+  if (detail.shared.zero_stage != 0 && detail.pipelines.size() > 1)
+    throw InputError(file, at + "/zero_stage",
+                     "0 for an asymmetric plan (twin execute all-reduces the pieces of the gradients that pipelines "
+                     "of different layouts share; ZeRO-1 over such pipelines is priced by the simulator only)");
+  MemoryEstimate memory;
+  const std::string oom = asymmetric_out_of_memory_reason(plan.scenario, detail.shared, detail.pipelines, memory);
+  if (!oom.empty()) throw InputError(file, at, "a plan that fits; the simulator says it does not: " + oom);
+  const bool split = std::any_of(detail.pipelines.begin(), detail.pipelines.end(),
+                                 [](const AsymmetricPipeline& p) { return p.stages.size() > 1; });
+  if (split && !plan.scenario.model.untie_embeddings_and_output_weights)
+    throw InputError(file, "/scenario/model/untie_embeddings_and_output_weights",
+                     "true for an asymmetric plan whose pipelines have several stages (the simulator prices no "
+                     "embedding group between a pipeline's first and last stage)");
+  if (plan.scenario.framework.tp_comm_overlap && detail.shared.sequence_parallel)
+    throw InputError(file, "/scenario/framework/tp_comm_overlap",
+                     "false (twin execute does not run Transformer Engine's userbuffers overlap yet)");
+  try {
+    for (int rank = 0; rank < lowered.world_size(); ++rank)
+      plan_parameter_units(asymmetric_rank_part(lowered, rank), rank, 0);
+    plan_pipeline_reduction(lowered);
+  } catch (const std::invalid_argument& error) {
+    throw InputError(file, at + "/pipelines", std::string("an asymmetric plan twin execute runs: ") + error.what());
+  }
+}
+
 }  // namespace
 
 void check_executable_plan(const Plan& plan, const std::string& file) {
-  // A family plan no command reads back (heterogeneous) is refused here, naming the family.
   const PlanGraphs lowered = plan_graphs(plan, file);
-  for (std::size_t p = 0; p < lowered.parts.size(); ++p) {
+  if (lowered.asymmetric) check_asymmetric_plan(plan, lowered, file);
+  for (std::size_t p = 0; p < lowered.parts.size() && !lowered.asymmetric; ++p) {
     const PlanPart& part = lowered.parts[p];
     const std::string at =
         lowered.phases.empty() ? "/strategy" : fmt::format("/family_plan/detail/phases/{}/strategy_fields", p);
@@ -116,7 +149,7 @@ void check_executable_plan(const Plan& plan, const std::string& file) {
                            " is priced by the simulator only)");
   try {
     for (const PlanPart& part : lowered.parts)
-      for (int stage = 0; stage < part.strategy.pipeline_model_parallel_size; ++stage)
+      for (int stage = 0; stage < part.strategy.pipeline_model_parallel_size && !lowered.asymmetric; ++stage)
         plan_parameter_units(
             part, static_cast<int>(stage * part.strategy.world_size() / part.strategy.pipeline_model_parallel_size), 0);
     for (const RankClass& rc : lowered.graph.classes)

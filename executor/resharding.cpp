@@ -1,6 +1,5 @@
-// Each GPU's holding of a weight is cut into rectangles of the full weight: a shard's rows are contiguous (its
-// ShardMap's row offset), its columns up to three runs (fused QKV), and a data-parallel shard of a unit's flat
-// buffer cuts a first and a last row short. The GPUs holding the same rectangles (data-parallel replicas) form
+// Each GPU's holding of a weight is cut into rectangles of the full weight (executor/weight_rects.hpp). The GPUs
+// holding the same rectangles (data-parallel replicas) form
 // one owner group; a receiver's need is intersected with each group's rectangles.
 #include "executor/resharding.hpp"
 
@@ -14,45 +13,11 @@
 #include <fmt/format.h>
 
 #include "executor/parameters.hpp"
+#include "executor/weight_rects.hpp"
 #include "strategies/hot_switch/hot_switch_resharding.hpp"
 
 namespace twin::exec {
 namespace {
-
-// A rectangle of a full weight and where it lies in one GPU's unit buffer.
-struct Rect {
-  std::int64_t row = 0, col = 0, rows = 0, cols = 0;  // in the full weight
-  std::int64_t first = 0, ld = 0;                      // element (row, col) in the unit buffer; its row length
-  auto extent() const { return std::tie(row, col, rows, cols); }
-};
-
-// The rectangles of `w` within [begin, end) of its unit's flat buffer.
-std::vector<Rect> rects_of(const WeightTensor& w, std::int64_t begin, std::int64_t end) {
-  std::vector<Rect> out;
-  const std::int64_t ld = w.cols;
-  begin = std::max(begin, w.offset) - w.offset;
-  end = std::min(end, w.offset + w.elements()) - w.offset;
-  if (end <= begin) return out;
-  // Local rows [row_begin, row_end), local columns [col_begin, col_end), cut by the shard's column runs.
-  const auto add = [&](std::int64_t row_begin, std::int64_t row_end, std::int64_t col_begin, std::int64_t col_end) {
-    for (int s = 0; s < w.shard.segments; ++s) {
-      const std::int64_t lo = std::max(col_begin, w.shard.local_begin[s]);
-      const std::int64_t hi = std::min(col_end, w.shard.local_begin[s] + w.shard.width[s]);
-      if (hi <= lo || row_end <= row_begin) continue;
-      out.push_back({w.shard.row_offset + row_begin, w.shard.global_begin[s] + lo - w.shard.local_begin[s],
-                     row_end - row_begin, hi - lo, w.offset + row_begin * ld + lo, ld});
-    }
-  };
-  const std::int64_t first_row = begin / ld, last_row = (end - 1) / ld;
-  if (first_row == last_row) {
-    add(first_row, first_row + 1, begin % ld, (end - 1) % ld + 1);
-  } else {
-    add(first_row, first_row + 1, begin % ld, ld);
-    add(first_row + 1, last_row, 0, ld);
-    add(last_row, last_row + 1, 0, (end - 1) % ld + 1);
-  }
-  return out;
-}
 
 // The part of a unit's buffer a GPU holds valid (`needs`: the part it must hold after the switch): weights whole
 // unless ZeRO-3 shards them; gradients after the reduction whole under ZeRO-0, the shard under ZeRO >= 1, and
@@ -118,22 +83,6 @@ std::map<TensorKey, std::vector<OwnerGroup>> owner_groups(std::map<TensorKey, st
     }
   }
   return out;
-}
-
-// The part of the full weight both rectangles cover (placed as `a`), if any.
-std::optional<Rect> overlap(const Rect& a, const Rect& b) {
-  Rect out;
-  out.row = std::max(a.row, b.row);
-  out.col = std::max(a.col, b.col);
-  out.rows = std::min(a.row + a.rows, b.row + b.rows) - out.row;
-  out.cols = std::min(a.col + a.cols, b.col + b.cols) - out.col;
-  if (out.rows <= 0 || out.cols <= 0) return std::nullopt;
-  return out;
-}
-
-// Where element (row, col) of the full weight lies in the unit buffer `r` is placed in.
-std::int64_t element_of(const Rect& r, std::int64_t row, std::int64_t col) {
-  return r.first + (row - r.row) * r.ld + (col - r.col);
 }
 
 }  // namespace

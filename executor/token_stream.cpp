@@ -39,11 +39,19 @@ std::vector<std::int32_t> rank_iteration_tokens(const TokenStream& stream, int i
   const std::int64_t per_rank = global_batch / data_parallel_size;
   if (per_rank != static_cast<std::int64_t>(micro_batch_size) * micro_batches)
     throw std::invalid_argument("rank_iteration_tokens: the global batch does not split into these micro-batches");
+  return batch_share_tokens(stream, iteration, global_batch, data_parallel_rank * per_rank, micro_batch_size,
+                            micro_batches);
+}
+
+std::vector<std::int32_t> batch_share_tokens(const TokenStream& stream, int iteration, std::int64_t global_batch,
+                                             std::int64_t first_sequence, int micro_batch_size, int micro_batches) {
+  if (first_sequence < 0 || first_sequence + static_cast<std::int64_t>(micro_batch_size) * micro_batches > global_batch)
+    throw std::invalid_argument("batch_share_tokens: the share does not lie in the global batch");
   const std::int64_t seq = stream.seq_length, tokens = micro_batch_size * seq;
   std::vector<std::int32_t> out(static_cast<std::size_t>(2 * micro_batches * tokens));
   for (int mb = 0; mb < micro_batches; ++mb)
     for (int b = 0; b < micro_batch_size; ++b) {
-      const std::int64_t index = iteration * global_batch + data_parallel_rank * per_rank +
+      const std::int64_t index = iteration * global_batch + first_sequence +
                                  static_cast<std::int64_t>(mb) * micro_batch_size + b;
       const std::vector<std::int32_t> sequence = stream.sequence(index);
       std::int32_t* inputs = out.data() + 2 * mb * tokens + b * seq;

@@ -29,6 +29,11 @@ std::vector<std::int32_t> rank_iteration_tokens(const TokenStream& stream, int i
                                                 int data_parallel_size, int data_parallel_rank, int micro_batch_size,
                                                 int micro_batches);
 
+// The same layout for a share of the global batch that starts at sequence `first_sequence` (an asymmetric plan's
+// pipeline: its micro_batch_size * micro_batches sequences after the earlier pipelines').
+std::vector<std::int32_t> batch_share_tokens(const TokenStream& stream, int iteration, std::int64_t global_batch,
+                                             std::int64_t first_sequence, int micro_batch_size, int micro_batches);
+
 // One rank's tokens for one iteration of a per-layer plan, in rank_iteration_tokens' layout (per micro-batch
 // its inputs, then its targets), where micro-batch m of a stage is the batch's sequences [m B, (m + 1) B) and
 // the rank's block works on a run of them (strategies/per_layer's block_samples): the inputs of the sequences

@@ -2,6 +2,7 @@
 // NCCL_SPLIT_NOCOLOR.
 #include "executor/gpu/communicators.hpp"
 
+#include <algorithm>
 #include <optional>
 #include <set>
 #include <stdexcept>
@@ -37,6 +38,50 @@ Communicators::Communicators(const Strategy& s, const IterationGraph& graph, int
   TWIN_NCCL_CHECK(ncclCommSplit(parent.world_, 0, rank, &world_, nullptr));
   owned_.push_back(world_);
   make_groups(s, graph, rank, {});
+}
+
+Communicators::Communicators(const AsymmetricGroups& groups, int rank, int world_size, ncclUniqueId id) {
+  if (world_size != static_cast<int>(groups.stage_of_rank.size()))
+    throw std::invalid_argument(fmt::format("the plan needs {} GPUs, the launch has {}", groups.stage_of_rank.size(),
+                                            world_size));
+  TWIN_NCCL_CHECK(ncclCommInitRank(&world_, world_size, id, rank));
+  owned_.push_back(world_);
+  me_rank_ = rank;
+  me_.pp = groups.stage_of_rank.at(static_cast<std::size_t>(rank));
+  norm_over_whole_pipeline_ = true;
+  tensor_ = split_groups(groups.tensor);
+  tensor_optimizer_ = split_groups(groups.tensor);
+  int tensor_size = 0;
+  TWIN_NCCL_CHECK(ncclCommCount(tensor_, &tensor_size));
+  layouts_[tensor_size] = {tensor_, tensor_optimizer_, nullptr};
+  pipeline_optimizer_ = split_groups(groups.pipeline);
+  for (const AsymmetricGroups::Boundary& b : groups.boundaries) {
+    ncclComm_t comm = split_groups(b.groups);
+    for (std::size_t g = 0; g < b.groups.size(); ++g) {
+      const auto at = std::find(b.groups[g].begin(), b.groups[g].end(), rank);
+      if (at != b.groups[g].end())
+        p2p_[{b.from_stage, b.to_stage}] = {comm, b.sides[g], static_cast<int>(at - b.groups[g].begin()), true};
+    }
+  }
+  for (const auto& round : groups.reduction_rounds) {
+    ncclComm_t comm = split_groups(round);
+    for (const std::vector<int>& set : round)
+      if (std::find(set.begin(), set.end(), rank) != set.end()) reductions_[set] = comm;
+  }
+}
+
+ncclComm_t Communicators::split_groups(const std::vector<std::vector<int>>& groups) {
+  for (std::size_t g = 0; g < groups.size(); ++g) {
+    const auto at = std::find(groups[g].begin(), groups[g].end(), me_rank_);
+    if (at != groups[g].end()) return split(static_cast<int>(g), static_cast<int>(at - groups[g].begin()));
+  }
+  return split(NCCL_SPLIT_NOCOLOR, 0);
+}
+
+ncclComm_t Communicators::reduction(const std::vector<int>& ranks) const {
+  const auto found = reductions_.find(ranks);
+  if (found == reductions_.end()) throw std::logic_error("no communicator for a reduction across pipelines");
+  return found->second;
 }
 
 void Communicators::make_resharding() {
@@ -84,7 +129,7 @@ void Communicators::make_groups(const Strategy& s, const IterationGraph& graph, 
   for (const auto& [from, to] : p2p_stage_pairs(graph)) {
     const bool member = me_.pp == from || me_.pp == to;
     ncclComm_t comm = split(member ? pipeline_group : NCCL_SPLIT_NOCOLOR, me_.pp == from ? 0 : 1);
-    if (member) p2p_[{from, to}] = comm;
+    if (member) p2p_[{from, to}] = {comm, BoundarySides{}, me_.pp == from ? 0 : 1};
   }
 }
 
@@ -102,11 +147,11 @@ const Communicators::Layout& Communicators::layout(int tensor_size) const {
   return found->second;
 }
 
-std::pair<ncclComm_t, int> Communicators::p2p(int from_stage, int to_stage) const {
+const Communicators::Boundary& Communicators::boundary(int from_stage, int to_stage) const {
   auto found = p2p_.find({from_stage, to_stage});
   if (found == p2p_.end())
     throw std::logic_error(fmt::format("no pipeline communicator from stage {} to stage {}", from_stage, to_stage));
-  return {found->second, me_.pp == from_stage ? 1 : 0};
+  return found->second;
 }
 
 std::string Communicators::async_error() const {

@@ -3,7 +3,8 @@
 // communicator per stream that uses it: NCCL serialises the work of a communicator, and two streams sharing
 // one could deadlock. Pipeline p2p gets one communicator per ordered stage pair, used by the sender's pp_send
 // stream and the receiver's pp_recv stream only. A per-layer plan's layers of other tensor-parallel sizes
-// get their layout's tensor and data groups too.
+// get their layout's tensor and data groups too. An asymmetric plan's groups are its stages, pipelines, stage
+// boundaries and reduction sets (executor/asymmetric_groups.hpp).
 #pragma once
 #include <map>
 #include <string>
@@ -14,6 +15,8 @@
 
 #include "core/op_graph.hpp"
 #include "core/strategy.hpp"
+#include "executor/asymmetric_groups.hpp"
+#include "executor/stage_boundary.hpp"
 #include "strategies/rank_layout.hpp"
 
 namespace twin::exec {
@@ -31,6 +34,9 @@ class Communicators {
   // The groups of another layout of the same GPUs (a hot-switching phase's), split from `parent`'s world.
   Communicators(const Strategy& strategy, const IterationGraph& graph, int rank, int world_size,
                 const Communicators& parent);
+  // An asymmetric plan's: each stage's TP group, each pipeline's GPUs (the gradient norm), each boundary's two
+  // stages, and each set of GPUs reducing the same gradients across pipelines (executor/pipeline_reduction.hpp).
+  Communicators(const AsymmetricGroups& groups, int rank, int world_size, ncclUniqueId id);
   ~Communicators();
   Communicators(const Communicators&) = delete;
   Communicators& operator=(const Communicators&) = delete;
@@ -59,8 +65,21 @@ class Communicators {
   // Optimizer-phase reductions (gradient norm, SP norm-weight gradients) over TP and PP.
   ncclComm_t tensor_for_optimizer() const { return tensor_optimizer_; }
   ncclComm_t pipeline_for_optimizer() const { return pipeline_optimizer_; }
-  // The pair communicator and the peer's rank in it.
-  std::pair<ncclComm_t, int> p2p(int from_stage, int to_stage) const;
+  // Optimizer-phase reduction of the gradient norm over the whole pipeline at once (an asymmetric plan's, whose
+  // stages differ in TP size) instead of over TP then PP.
+  bool norm_over_whole_pipeline() const { return norm_over_whole_pipeline_; }
+  // A stage boundary's communicator (a uniform pipeline's: this GPU and its peer; an asymmetric plan's: both
+  // stages' GPUs), its sides and this GPU's place in it.
+  struct Boundary {
+    ncclComm_t comm = nullptr;
+    BoundarySides sides;
+    int position = 0;
+    // The sides split the micro-batch's rows (an asymmetric plan's); else each GPU moves the rows it holds.
+    bool micro_batch_rows = false;
+  };
+  const Boundary& boundary(int from_stage, int to_stage) const;
+  // The communicator of the GPUs holding the same gradients across an asymmetric plan's pipelines.
+  ncclComm_t reduction(const std::vector<int>& ranks) const;
   // The first asynchronous NCCL error of any communicator, empty when none.
   std::string async_error() const;
   // Aborts every communicator (after an error or a timeout): pending NCCL work returns.
@@ -73,7 +92,11 @@ class Communicators {
   ncclComm_t world_ = nullptr, tensor_ = nullptr, data_ = nullptr, embedding_ = nullptr;
   ncclComm_t expert_ = nullptr, expert_data_ = nullptr, context_ = nullptr;
   ncclComm_t tensor_optimizer_ = nullptr, pipeline_optimizer_ = nullptr, resharding_ = nullptr;
-  std::map<std::pair<int, int>, ncclComm_t> p2p_;
+  // Split of the world by `groups` (disjoint): this rank's group's communicator, null when in none.
+  ncclComm_t split_groups(const std::vector<std::vector<int>>& groups);
+  std::map<std::pair<int, int>, Boundary> p2p_;
+  std::map<std::vector<int>, ncclComm_t> reductions_;
+  bool norm_over_whole_pipeline_ = false;
   std::map<int, Layout> layouts_;  // by tensor-parallel size, the strategy's included
   RankCoordinates me_;
   int me_rank_ = 0;

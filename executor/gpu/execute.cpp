@@ -19,7 +19,9 @@
 #include "gpu/launcher.hpp"
 #include "core/atomic_file.hpp"
 #include "executor/gpu/communicators.hpp"
+#include "executor/asymmetric_groups.hpp"
 #include "executor/layout_groups.hpp"
+#include "executor/pipeline_reduction.hpp"
 #include "executor/plan_check.hpp"
 #include "executor/resharding.hpp"
 #include "executor/run_report.hpp"
@@ -70,12 +72,23 @@ void append_kernels(RankRun& run, const std::vector<gpu::KernelRecord>& records)
   std::_Exit(1);
 }
 
+// Sequences of the global batch before pipeline `pipeline`'s share (an asymmetric plan's pipelines in order).
+std::int64_t pipeline_first_sequence(const AsymmetricPlanDetail& plan, int pipeline) {
+  std::int64_t first = 0;
+  for (int p = 0; p < pipeline; ++p)
+    first += static_cast<std::int64_t>(plan.pipelines[p].micro_batch_size) * plan.pipelines[p].num_micro_batches;
+  return first;
+}
+
 int rank_main(const ExecuteRequest& request, const gpu::RankIdentity& identity) {
   if (identity.rank != 0) spdlog::set_level(spdlog::level::warn);
   gpu::prepare_nccl_environment(identity);
   TWIN_CUDA_CHECK(cudaSetDevice(identity.local_rank));
   const Plan plan = read_plan(request.plan);
   const PlanGraphs lowered = plan_graphs(plan, request.plan);
+  // What this GPU runs of each part: the plan's parts, an asymmetric plan's as its stage runs it.
+  std::vector<PlanPart> rank_parts = lowered.parts;
+  if (lowered.asymmetric) rank_parts.front() = asymmetric_rank_part(lowered, identity.rank);
   const Scenario& scenario = plan.scenario;
   const Strategy& strategy = plan.strategy;  // a hot-switching plan's home strategy: its layout is every phase's
   const IterationGraph& graph = lowered.graph;
@@ -84,7 +97,16 @@ int rank_main(const ExecuteRequest& request, const gpu::RankIdentity& identity) 
 
   ncclUniqueId id{};
   TWIN_NCCL_CHECK(ncclGetUniqueId(&id));  // with NCCL_COMM_ID set, every rank derives the same id
-  Communicators comms(strategy, graph, identity.rank, identity.world_size, id, other_layouts(lowered));
+  // An asymmetric plan reduces its gradients across pipelines in sets of GPUs holding the same elements.
+  const auto pipeline_reductions = std::make_shared<const std::vector<PipelineReduction>>(
+      lowered.asymmetric ? plan_pipeline_reduction(lowered) : std::vector<PipelineReduction>{});
+  const std::unique_ptr<Communicators> world_comms =
+      lowered.asymmetric
+          ? std::make_unique<Communicators>(asymmetric_groups(lowered, *pipeline_reductions), identity.rank,
+                                            identity.world_size, id)
+          : std::make_unique<Communicators>(strategy, graph, identity.rank, identity.world_size, id,
+                                            other_layouts(lowered));
+  Communicators& comms = *world_comms;
   TrainingOptions options;
   options.learning_rate = request.learning_rate;
   options.seed = request.seed;
@@ -117,8 +139,8 @@ int rank_main(const ExecuteRequest& request, const gpu::RankIdentity& identity) 
     for (std::size_t p = 0; p < part_count; ++p)
       parameters[p] = layout_of[p] != p ? parameters[layout_of[p]]
                                         : std::make_shared<StageParameters>(
-                                              lowered.parts[p].scenario,
-                                              plan_parameter_units(lowered.parts[p], identity.rank, options.seed), setup,
+                                              rank_parts[p].scenario,
+                                              plan_parameter_units(rank_parts[p], identity.rank, options.seed), setup,
                                               layout_of[p] == layout_of[part_count - 1]);
     TWIN_CUDA_CHECK(cudaStreamSynchronize(setup));
     TWIN_CUDA_CHECK(cudaStreamDestroy(setup));
@@ -127,17 +149,21 @@ int rank_main(const ExecuteRequest& request, const gpu::RankIdentity& identity) 
   for (const PlanPart& part : lowered.parts) step_micro_batches += part.strategy.num_micro_batches;
   std::vector<std::unique_ptr<StageRuntime>> runtimes;
   for (std::size_t p = 0; p < part_count; ++p) {
-    const PlanPart& part = lowered.parts[p];
+    const PlanPart& part = rank_parts[p];
     StepPart share;
     share.parameters = parameters[p];
     share.adds_gradients = p > 0;
+    if (lowered.asymmetric) {  // the loss averages over every pipeline's tokens
+      share.loss_tokens = lowered.tokens_per_step();
+      share.pipeline_reductions = pipeline_reductions;
+    }
     if (part_count > 1) {
       const std::size_t before = p == 0 ? part_count - 1 : p - 1;
       share.loss_tokens = lowered.tokens_per_step();
       share.micro_batches = step_micro_batches;
       share.switch_from = parameters[before];
       if (layout_of[before] != layout_of[p]) {
-        share.switch_blocks = plan_resharding(lowered.parts[before], part, scenario.cluster, p > 0);
+        share.switch_blocks = plan_resharding(lowered.parts[before], lowered.parts[p], scenario.cluster, p > 0);
         share.switch_comm = comms.resharding();
       }
     }
@@ -180,8 +206,9 @@ int rank_main(const ExecuteRequest& request, const gpu::RankIdentity& identity) 
     runs[p].part = static_cast<int>(p);
     runs[p].parts = static_cast<int>(part_count);
     runs[p].rank_class = runtimes[p]->rank_class().index;
-    const RankCoordinates at = coordinates_of(lowered.parts[p].strategy, identity.rank);
-    runs[p].coordinates = {at.tp, at.cp, at.dp, at.pp};
+    const RankCoordinates at = coordinates_of(rank_parts[p].strategy, rank_parts[p].layout_rank(identity.rank));
+    // An asymmetric plan's data-parallel replicas are its pipelines.
+    runs[p].coordinates = {at.tp, at.cp, lowered.asymmetric ? runtimes[p]->rank_class().pipeline : at.dp, at.pp};
     runs[p].device = props.name;
   }
   spdlog::info("[execute] {} on {} GPU(s) ({}), {} iterations ({} warm-up)", lowered.key, identity.world_size,
@@ -191,11 +218,16 @@ int rank_main(const ExecuteRequest& request, const gpu::RankIdentity& identity) 
       double loss_sum = 0, aux_loss = 0;
       std::vector<ExpertLoad> loads;
       for (std::size_t p = 0; p < part_count; ++p) {
-        const PlanPart& part = lowered.parts[p];
+        const PlanPart& part = rank_parts[p];
         const Strategy& s = part.strategy;
-        const RankCoordinates at = coordinates_of(s, identity.rank);
+        const RankCoordinates at = coordinates_of(s, part.layout_rank(identity.rank));
         const TokenStream stream{scenario.model.vocab_size, part.scenario.training.seq_length, request.seed};
-        auto tokens = part.per_layer() ? per_layer_rank_tokens(stream, iteration, *lowered.per_layer,
+        auto tokens = lowered.asymmetric
+                          ? batch_share_tokens(stream, iteration, scenario.training.global_batch_size,
+                                               pipeline_first_sequence(*lowered.asymmetric,
+                                                                       runtimes[p]->rank_class().pipeline),
+                                               s.micro_batch_size, s.num_micro_batches)
+                      : part.per_layer() ? per_layer_rank_tokens(stream, iteration, *lowered.per_layer,
                                                                              part.scenario, identity.rank)
                       : part.packs.empty()
                           ? rank_iteration_tokens(stream, iteration, part.scenario.training.global_batch_size,
@@ -280,7 +312,7 @@ int execute_main(const ExecuteRequest& request) {
     throw std::invalid_argument(fmt::format("--iters {} must exceed --warmup {}", resolved.iterations, resolved.warmup));
   if (auto identity = gpu::rank_from_environment()) return rank_main_or_exit(resolved, *identity);
   check_executable_plan(plan, request.plan);
-  const int world = plan.strategy.world_size();
+  const int world = plan_graphs(plan, request.plan).world_size();
   int count = 0;
   const cudaError_t status = cudaGetDeviceCount(&count);
   if (status != cudaSuccess || count == 0) {
@@ -290,7 +322,7 @@ int execute_main(const ExecuteRequest& request) {
   }
   if (count < world) {
     spdlog::error("the plan {} needs {} GPUs; this machine has {} (launch it with mpirun/srun over several nodes)",
-                  plan.strategy.key(), world, count);
+                  plan_graphs(plan, request.plan).key, world, count);
     return 1;
   }
   std::filesystem::create_directories(resolved.run_dir);

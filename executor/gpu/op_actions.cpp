@@ -10,6 +10,7 @@
 #include "gpu/kernels.hpp"
 #include "core/layer.hpp"
 #include "executor/gpu/stage_runtime.hpp"
+#include "strategies/heterogeneous/asymmetric_plan.hpp"
 #include "strategies/sharded_parameters.hpp"
 
 namespace twin::exec {
@@ -133,6 +134,10 @@ void StageRuntime::run_op(OpIndex index, int iteration) {
     case Action::ulysses_to_sequence: return ulysses_exchange(op, b, mb, unit_of(op, b), stream);
     case Action::phase_handoff: return;  // the process issues its parts in order
     case Action::switch_transfer: return;  // the switch ran before the part's first op (StageRuntime::switch_into)
+    case Action::pipelines_reduce:
+      if (!pipeline_reduction_) throw std::logic_error("executor: a ring across pipelines without its reductions");
+      return pipeline_reduction_->run(ring_place(op).segment, *params_, stream);
+    case Action::pipelines_ring_step: return;  // the segment's reduction ran at its ring's first step
   }
 }
 

@@ -5,6 +5,7 @@
 #include "gpu/checks.hpp"
 #include "gpu/kernels.hpp"
 #include "executor/gpu/stage_runtime.hpp"
+#include "executor/stage_boundary.hpp"
 #include "strategies/schedule.hpp"
 
 namespace twin::exec {
@@ -99,36 +100,51 @@ void StageRuntime::head(const Op& op, const OpBinding& b, int mb, cudaStream_t s
 }
 
 void StageRuntime::pipeline(const Op& op, const OpBinding& b, int mb, cudaStream_t stream) {
-  const std::int64_t count = shapes_.tokens_local * shapes_.h;
+  const std::int64_t h = shapes_.h, count = shapes_.tokens_local * h;
+  // The rows each side's GPUs hold: a uniform pipeline's boundary pairs a GPU with its peer, each with its own rows;
+  // an asymmetric plan's joins stages of other TP sizes, which hold the micro-batch's rows or their SP shares.
+  const auto moves = [&](const Communicators::Boundary& boundary, void* buffer, bool sending) {
+    const std::int64_t rows = boundary.micro_batch_rows ? shapes_.tokens : shapes_.tokens_local;
+    for (const RowPiece& piece : boundary_pieces(rows, boundary.sides, boundary.position)) {
+      void* at = static_cast<char*>(buffer) + piece.first_row * h * kBf16;
+      if (sending)
+        TWIN_NCCL_CHECK(ncclSend(at, piece.rows * h, ncclBfloat16, piece.peer, boundary.comm, stream));
+      else
+        TWIN_NCCL_CHECK(ncclRecv(at, piece.rows * h, ncclBfloat16, piece.peer, boundary.comm, stream));
+    }
+  };
   // The tensors a stage boundary moves, where a stage keeps them: a chunk's last layer's output and the gradient
-  // that arrives for it; a chunk's received input and the gradient sent back for it.
+  // that arrives for it; a chunk's received input and the gradient sent back for it. Each in one NCCL group.
   const auto last_unit = [&](int chunk) { return chunk_layers_.at(chunk).second - 1; };
-  const auto send_activation = [&](int m, int chunk, ncclComm_t comm, int peer) {
-    TWIN_NCCL_CHECK(ncclSend(get(m, last_unit(chunk), {Tensor::output}), count, ncclBfloat16, peer, comm, stream));
+  const auto send_activation = [&](int m, int chunk, const Communicators::Boundary& to) {
+    moves(to, get(m, last_unit(chunk), {Tensor::output}), true);
   };
-  const auto recv_activation = [&](int m, int chunk, ncclComm_t comm, int peer) {
-    TWIN_NCCL_CHECK(ncclRecv(make(m, kReceivedUnit - chunk, {Tensor::output}, count * kBf16, stream), count,
-                             ncclBfloat16, peer, comm, stream));
+  const auto recv_activation = [&](int m, int chunk, const Communicators::Boundary& from) {
+    moves(from, make(m, kReceivedUnit - chunk, {Tensor::output}, count * kBf16, stream), false);
   };
-  const auto send_gradient = [&](int m, int chunk, ncclComm_t comm, int peer) {
-    TWIN_NCCL_CHECK(ncclSend(get(m, kReceivedUnit - chunk, {Tensor::output, Form::next_norm_gradient}), count,
-                             ncclBfloat16, peer, comm, stream));
+  const auto send_gradient = [&](int m, int chunk, const Communicators::Boundary& to) {
+    moves(to, get(m, kReceivedUnit - chunk, {Tensor::output, Form::next_norm_gradient}), true);
   };
-  const auto recv_gradient = [&](int m, int chunk, ncclComm_t comm, int peer) {
-    TWIN_NCCL_CHECK(ncclRecv(make(m, last_unit(chunk), arriving_output_gradient(), count * kBf16, stream), count,
-                             ncclBfloat16, peer, comm, stream));
+  const auto recv_gradient = [&](int m, int chunk, const Communicators::Boundary& from) {
+    moves(from, make(m, last_unit(chunk), arriving_output_gradient(), count * kBf16, stream), false);
   };
   const bool send = b.action == Action::send_activation || b.action == Action::send_gradient ||
                     b.action == Action::send_strands;
-  auto [comm, peer] = send ? comms_.p2p(me_.pp, peer_stage(op)) : comms_.p2p(peer_stage(op), me_.pp);
+  const Communicators::Boundary& boundary =
+      send ? comms_.boundary(me_.pp, peer_stage(op)) : comms_.boundary(peer_stage(op), me_.pp);
+  const auto grouped = [](const auto& transfer) {
+    TWIN_NCCL_CHECK(ncclGroupStart());
+    transfer();
+    TWIN_NCCL_CHECK(ncclGroupEnd());
+  };
   switch (b.action) {
-    case Action::send_activation: return send_activation(mb, op.chunk, comm, peer);
-    case Action::recv_activation: return recv_activation(mb, op.chunk, comm, peer);
+    case Action::send_activation: return grouped([&] { send_activation(mb, op.chunk, boundary); });
+    case Action::recv_activation: return grouped([&] { recv_activation(mb, op.chunk, boundary); });
     case Action::send_gradient:
-      send_gradient(mb, op.chunk, comm, peer);
+      grouped([&] { send_gradient(mb, op.chunk, boundary); });
       release_slot(mb, kReceivedUnit - op.chunk, stream);
       return;
-    case Action::recv_gradient: return recv_gradient(mb, op.chunk, comm, peer);
+    case Action::recv_gradient: return grouped([&] { recv_gradient(mb, op.chunk, boundary); });
     case Action::send_strands:
     case Action::recv_strands: {
       // The pass the transfer belongs to (the op names it by its forward strand's chunk and micro-batch, or in
@@ -138,10 +154,10 @@ void StageRuntime::pipeline(const Op& op, const OpBinding& b, int mb, cudaStream
                                                  op.chunk, op.role == OpRole::pipeline_activation, mb);
       const int forward = step.forward_micro_batch, backward = step.backward_micro_batch;
       TWIN_NCCL_CHECK(ncclGroupStart());
-      if (forward >= 0 && send) send_activation(forward, step.forward_chunk(), comm, peer);
-      if (forward >= 0 && !send) recv_activation(forward, step.forward_chunk(), comm, peer);
-      if (backward >= 0 && send) send_gradient(backward, step.backward_chunk(), comm, peer);
-      if (backward >= 0 && !send) recv_gradient(backward, step.backward_chunk(), comm, peer);
+      if (forward >= 0 && send) send_activation(forward, step.forward_chunk(), boundary);
+      if (forward >= 0 && !send) recv_activation(forward, step.forward_chunk(), boundary);
+      if (backward >= 0 && send) send_gradient(backward, step.backward_chunk(), boundary);
+      if (backward >= 0 && !send) recv_gradient(backward, step.backward_chunk(), boundary);
       TWIN_NCCL_CHECK(ncclGroupEnd());
       if (backward >= 0 && send) release_slot(backward, kReceivedUnit - step.backward_chunk(), stream);
       return;

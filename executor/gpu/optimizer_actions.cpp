@@ -83,7 +83,8 @@ void StageRuntime::parameters_collective(const Op& op, const OpBinding& b, cudaS
 }
 
 // Sums SP norm-weight gradients over TP, then the squared gradient norm over the data group (the graph's
-// grad_norm op), TP and PP, and turns it into the clip factor.
+// grad_norm op), TP and PP (an asymmetric plan: over its pipeline's GPUs at once), and turns it into the clip
+// factor.
 void StageRuntime::model_parallel_gradient_fixups(cudaStream_t stream) {
   if (fixups_done_) return;
   fixups_done_ = true;
@@ -91,7 +92,7 @@ void StageRuntime::model_parallel_gradient_fixups(cudaStream_t stream) {
   TWIN_NCCL_CHECK(ncclGroupStart());
   for (ParameterUnit* unit : params_->units()) {
     const UnitLayout& layout = this->layout(unit->id);
-    if (!layout.shapes.sp) continue;
+    if (!layout.shapes.sp || pipeline_reduction_) continue;  // summed with the other pipelines' already
     for (const WeightTensor& w : unit->tensors) {
       if (!w.tp_replicated) continue;
       const auto [begin, count] = unit->sharded_optimizer
@@ -111,6 +112,12 @@ void StageRuntime::model_parallel_gradient_fixups(cudaStream_t stream) {
   for (ParameterUnit* unit : params_->units())
     for (const ElementRange& range : gradient_norm_ranges(*unit, layout(unit->id).tp_rank == 0))
       kernels::grad_sum_squares(unit->grads + range.begin, range.count, grad_partials_, grad_sum_squares_, stream);
+  if (comms_.norm_over_whole_pipeline()) {  // an asymmetric plan: its stages differ in TP size
+    TWIN_NCCL_CHECK(ncclAllReduce(grad_sum_squares_, grad_sum_squares_, 1, ncclFloat32, ncclSum,
+                                  comms_.pipeline_for_optimizer(), stream));
+    kernels::grad_clip_scale(grad_sum_squares_, options_.max_grad_norm, clip_scale_, stream);
+    return;
+  }
   if (strategy_.data_parallel_size * strategy_.context_parallel_size > 1)
     TWIN_NCCL_CHECK(ncclAllReduce(grad_sum_squares_, grad_sum_squares_, 1, ncclFloat32, ncclSum, comms_.data(), stream));
   if (strategy_.tensor_model_parallel_size > 1)

@@ -43,7 +43,7 @@ std::string to_string(Act act) {
 StageRuntime::StageRuntime(const PlanPart& plan_part, const IterationGraph& graph, const RankClass& rank_class,
                            int rank, Communicators& comms, const TrainingOptions& options, StepPart part)
     : plan_part_(plan_part), scenario_(plan_part.scenario), strategy_(plan_part.strategy), graph_(graph),
-      rc_(rank_class), rank_(rank), me_(coordinates_of(strategy_, rank)), comms_(comms), options_(options),
+      rc_(rank_class), rank_(rank), me_(coordinates_of(strategy_, plan_part.layout_rank(rank))), comms_(comms), options_(options),
       shapes_(lowering::rank_shapes(scenario_, strategy_)),
       bindings_(bind_ops(rc_, !scenario_.model.untie_embeddings_and_output_weights)), part_(std::move(part)) {
   const Scenario& scenario = scenario_;
@@ -57,7 +57,7 @@ StageRuntime::StageRuntime(const PlanPart& plan_part, const IterationGraph& grap
                                             scenario.training.global_batch_size));
   const auto layout_under = [&](const Strategy& weights, const lowering::RankShapes& shapes, int group, bool ulysses) {
     const Communicators::Layout& moves = comms_.layout(group);
-    return UnitLayout{shapes, coordinates_of(weights, rank).tp, ulysses, moves.tensor, moves.tensor_optimizer,
+    return UnitLayout{shapes, coordinates_of(weights, plan_part_.layout_rank(rank)).tp, ulysses, moves.tensor, moves.tensor_optimizer,
                       comms_.layout(weights.tensor_model_parallel_size).data};
   };
   home_layout_ = layout_under(strategy, shapes_, strategy.tensor_model_parallel_size, false);
@@ -86,6 +86,9 @@ StageRuntime::StageRuntime(const PlanPart& plan_part, const IterationGraph& grap
                              : std::make_shared<StageParameters>(scenario, plan_parameter_units(plan_part_, rank,
                                                                                                 options.seed),
                                                                  compute);
+
+  if (part_.pipeline_reductions && !part_.pipeline_reductions->empty())
+    pipeline_reduction_ = std::make_unique<PipelineReductionRun>(*part_.pipeline_reductions, rank, comms_);
 
   // Cross-stream dependencies become event waits (executor/event_waits.hpp). Every op records its event: the
   // watchdog names the first one that did not complete when an iteration hangs.

@@ -29,6 +29,7 @@
 #include "executor/op_binding.hpp"
 #include "executor/resharding.hpp"
 #include "executor/run_report.hpp"
+#include "executor/gpu/pipeline_reduction_run.hpp"
 #include "executor/gpu/stage_parameters.hpp"
 #include "executor/watchdog.hpp"
 #include "strategies/lowering_emitter.hpp"
@@ -93,6 +94,9 @@ struct StepPart {
   std::shared_ptr<StageParameters> switch_from;
   std::vector<ReshardBlock> switch_blocks;
   ncclComm_t switch_comm = nullptr;
+  // An asymmetric plan's gradient reductions across its pipelines (every rank's; empty for one pipeline): the
+  // graph's ring ops run them (Action::pipelines_reduce).
+  std::shared_ptr<const std::vector<PipelineReduction>> pipeline_reductions;
 };
 
 class StageRuntime {
@@ -314,6 +318,9 @@ class StageRuntime {
   float* aux_loss_sum_ = nullptr;
   double last_aux_loss_ = 0;
   int iteration_ = 0;
+  // An asymmetric plan's reductions across pipelines; null without them. Then every gradient is the sum over the
+  // pipelines after its segment's reduction, a sequence-parallel stage's replicated weights' included.
+  std::unique_ptr<PipelineReductionRun> pipeline_reduction_;
   // False when every weight's gradient is stored by its first op of a step (OpBinding::first_gradient): then
   // the gradient buffers are not zeroed per iteration.
   bool zero_grads_each_step_ = true;

@@ -8,7 +8,10 @@
 #include <fmt/format.h>
 
 #include "core/error.hpp"
+#include "core/json_reader.hpp"
 #include "cost/profile.hpp"
+#include "strategies/heterogeneous/asymmetric_plan.hpp"
+#include "strategies/heterogeneous/asymmetric_plan_file.hpp"
 #include "strategies/hot_switch/hot_switch_graph.hpp"
 #include "strategies/hot_switch/hot_switch_plan.hpp"
 #include "strategies/hot_switch/hot_switch_plan_file.hpp"
@@ -103,7 +106,73 @@ PlanGraphs per_layer(const Plan& plan, const std::string& source) {
   return out;
 }
 
+// Classes are pipeline by pipeline, stage by stage (lower_asymmetric_plan): a GPU runs its stage's class.
+PlanGraphs asymmetric(const Plan& plan, const std::string& source) {
+  AsymmetricPlanDetail detail = read_asymmetric_plan(plan, source);
+  PlanGraphs out;
+  out.key = asymmetric_plan_key(detail.shared, detail.pipelines);
+  out.scenario = plan.scenario;
+  out.graph = lower_asymmetric_plan(plan.scenario, detail.shared, detail.pipelines);
+  PlanPart part;
+  part.scenario = plan.scenario;
+  part.strategy = plan.strategy;
+  asymmetric_out_of_memory_reason(plan.scenario, detail.shared, detail.pipelines, part.memory);
+  int devices = 0;
+  for (const AsymmetricPipeline& pipeline : detail.pipelines)
+    for (const AsymmetricStage& stage : pipeline.stages) devices += static_cast<int>(stage.devices.size());
+  part.class_of_rank.assign(static_cast<std::size_t>(devices), -1);
+  int rank_class = 0;
+  for (std::size_t p = 0; p < detail.pipelines.size(); ++p)
+    for (const AsymmetricStage& stage : detail.pipelines[p].stages) {
+      for (int device : stage.devices) {
+        if (device >= devices)
+          JsonReader(plan.document, source, "/family_plan/detail/pipelines")
+              .fail_plain(fmt::format("the plan's {} GPUs numbered 0 to {} (twin execute runs a GPU per rank); "
+                                      "pipeline {} uses GPU {}", devices, devices - 1, p, device));
+        part.class_of_rank[static_cast<std::size_t>(device)] = rank_class;
+      }
+      ++rank_class;
+    }
+  out.parts.push_back(std::move(part));
+  out.asymmetric = std::move(detail);
+  return out;
+}
+
 }  // namespace
+
+PlanPart asymmetric_rank_part(const PlanGraphs& lowered, int rank) {
+  const AsymmetricPlanDetail& plan = lowered.asymmetric.value();
+  for (const AsymmetricPipeline& pipeline : plan.pipelines)
+    for (int s = 0; s < static_cast<int>(pipeline.stages.size()); ++s) {
+      const std::vector<int>& devices = pipeline.stages[s].devices;
+      const auto at = std::find(devices.begin(), devices.end(), rank);
+      if (at == devices.end()) continue;
+      PlanPart part;
+      part.scenario = lowered.scenario;
+      part.scenario.training.global_batch_size =
+          static_cast<std::int64_t>(pipeline.micro_batch_size) * pipeline.num_micro_batches;
+      part.strategy = stage_strategy(plan.shared, pipeline, s);
+      part.class_of_rank = lowered.parts.front().class_of_rank;
+      for (const AsymmetricStage& stage : pipeline.stages) part.stage_layers.push_back(stage.num_layers);
+      part.layout_ranks.assign(part.class_of_rank.size(), -1);
+      const int tp = pipeline.stages[s].tensor_model_parallel_size;
+      for (std::size_t i = 0; i < devices.size(); ++i)
+        part.layout_ranks.at(static_cast<std::size_t>(devices[i])) = s * tp + static_cast<int>(i);
+      for (int stage = 0; stage < static_cast<int>(pipeline.stages.size()); ++stage)
+        part.memory.per_stage.push_back(asymmetric_stage_memory(lowered.scenario, plan.shared, pipeline, stage,
+                                                                static_cast<int>(plan.pipelines.size())));
+      part.memory.worst_stage = s;
+      return part;
+    }
+  throw std::invalid_argument(fmt::format("the asymmetric plan runs no stage on GPU {}", rank));
+}
+
+int PlanPart::layout_rank(int rank) const {
+  if (layout_ranks.empty()) return rank;
+  const int at = layout_ranks.at(static_cast<std::size_t>(rank));
+  if (at < 0) throw std::logic_error(fmt::format("GPU {} is not in this part's layout", rank));
+  return at;
+}
 
 const UnitExecution* PlanPart::unit_execution(std::int32_t unit) const {
   if (!per_layer()) return nullptr;
@@ -122,7 +191,13 @@ int PlanPart::first_layer(int stage) const { return first_layer_of_split(stage_l
 
 std::string PlanGraphs::family() const {
   if (per_layer) return "per-layer";
+  if (asymmetric) return "heterogeneous";
   return phases.empty() ? "uniform" : "hot-switch";
+}
+
+int PlanGraphs::world_size() const {
+  if (asymmetric) return static_cast<int>(parts.front().class_of_rank.size());
+  return static_cast<int>(parts.front().strategy.world_size());
 }
 
 std::int64_t PlanGraphs::tokens_per_step() const {
@@ -133,6 +208,7 @@ std::int64_t PlanGraphs::tokens_per_step() const {
 
 Throughput PlanGraphs::throughput(double iteration_s) const {
   if (per_layer) return per_layer_throughput(scenario, *per_layer, parts.front().strategy, iteration_s);
+  if (asymmetric) return asymmetric_throughput(scenario, asymmetric->shared, asymmetric->pipelines, iteration_s);
   if (phases.empty()) return twin::throughput(parts.front().scenario, parts.front().strategy, iteration_s);
   return hot_switch_throughput(scenario, batch_sequences(scenario), phases, iteration_s);
 }
@@ -143,10 +219,10 @@ PlanGraphs plan_graphs(const Plan& plan, const std::string& source) {
   const std::string name = family->is_object() ? family->value("family", std::string()) : std::string();
   if (name == "hot-switch") return hot_switch(plan, source);
   if (name == "per-layer") return per_layer(plan, source);
-  throw InputError(source, "/family_plan/family",
-                   fmt::format("\"hot-switch\", \"per-layer\" or no family plan (a uniform plan): {} plans are "
-                               "simulated only so far, not run or read back",
-                               name.empty() ? std::string("these") : "\"" + name + "\""));
+  if (name == "heterogeneous") return asymmetric(plan, source);
+  JsonReader(plan.document, source).required("family_plan").required("family")
+      .one_of({"hot-switch", "per-layer", "heterogeneous"}, "plan family (or no family plan: a uniform plan)");
+  throw std::logic_error("unreachable");
 }
 
 }  // namespace twin

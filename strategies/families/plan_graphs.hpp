@@ -1,7 +1,8 @@
 // The op graphs of a plan file as the simulator priced them, for the commands that run or read a plan (twin
 // execute, twin report, twin calibrate --from-trace), with the parts each GPU runs one after another: a
 // uniform plan is one part, a hot-switching plan one part per phase (each phase a rank class per GPU), a
-// per-layer plan one part whose layers say their own recompute.
+// per-layer plan one part whose layers say their own recompute, an asymmetric plan one part whose GPUs each run
+// their stage as asymmetric_rank_part describes it.
 #pragma once
 #include <cstdint>
 #include <optional>
@@ -11,6 +12,7 @@
 #include "core/op_graph.hpp"
 #include "core/plan_file.hpp"
 #include "strategies/flops.hpp"
+#include "strategies/heterogeneous/asymmetric_plan_file.hpp"
 #include "strategies/hot_switch/hot_switch_graph.hpp"
 #include "strategies/memory.hpp"
 #include "strategies/per_layer/per_layer.hpp"
@@ -37,6 +39,11 @@ struct PlanPart {
   // A per-layer part's first transformer layer of pipeline stage `stage` (stage = stages: the number of layers).
   int first_layer(int stage) const;
   MemoryEstimate memory;           // per stage, as the simulator estimated it
+  // The rank each global rank has in `strategy`'s layout (coordinates_of, group_slot); empty: its own. An
+  // asymmetric plan's rank part lays its stage out as a uniform pipeline of the stage's TP size: a GPU of stage s
+  // is s * tp + its place among the stage's devices. -1: a GPU the part's layout does not hold.
+  std::vector<int> layout_ranks;
+  int layout_rank(int rank) const;
   // Sequence rows (tokens) the part's iteration trains: global_batch_size * seq_length of its scenario.
   std::int64_t tokens() const { return scenario.training.global_batch_size * scenario.training.seq_length; }
 };
@@ -48,7 +55,10 @@ struct PlanGraphs {
   std::vector<PlanPart> parts;  // in run order; the last one steps the optimizer
   std::vector<HotSwitchPhase> phases;  // hot switching: parts[p]'s phase
   std::optional<PerLayerPlan> per_layer;  // a per-layer plan's layers
-  std::string family() const;   // "uniform", "hot-switch" or "per-layer"
+  std::optional<AsymmetricPlanDetail> asymmetric;  // an asymmetric plan's pipelines
+  std::string family() const;   // "uniform", "hot-switch", "per-layer" or "heterogeneous"
+  // GPUs the plan runs on (an asymmetric plan: its stages' devices, which must be 0 .. n-1).
+  int world_size() const;
   // Tokens the iteration trains (every row of every part, padding packs included): what the loss averages over.
   std::int64_t tokens_per_step() const;
   // Tokens per second and MFU of an iteration of `iteration_s`, as the simulator reports the plan's (a
@@ -60,8 +70,14 @@ struct PlanGraphs {
 // strategy, the split, the memory; class_of_rank left empty.
 PlanPart per_layer_part(const Scenario& scenario, const PerLayerPlan& plan, const Strategy& home);
 
-// Throws InputError naming `source` for a plan family no command reads back yet (heterogeneous) and for a
-// family plan that does not follow from its scenario.
+// How global rank `rank` runs an asymmetric plan: its stage as a uniform pipeline of its pipeline's depth and the
+// stage's TP size (stage_strategy: data-parallel size 1, the pipeline's micro-batches), the pipeline's layer split
+// (stage_layers), its batch share as the scenario's global batch, its stage's place in `layout_ranks`, each of the
+// pipeline's stages' memory; class_of_rank as the plan's part has it. Throws std::invalid_argument for a GPU no
+// stage holds.
+PlanPart asymmetric_rank_part(const PlanGraphs& lowered, int rank);
+
+// Throws InputError naming `source` for a family plan that does not follow from its scenario.
 PlanGraphs plan_graphs(const Plan& plan, const std::string& source);
 
 }  // namespace twin

@@ -110,7 +110,7 @@ class AsymmetricStageLowering {
     Op op = Emitter::collective(kind, role, kind == OpKind::send ? Stream::dp_comm : Stream::pp_recv, GroupKind::data,
                                 pipelines_, ring_step_bytes(segment.shard_bytes, pipelines_));
     op.peer = kind == OpKind::send ? segment.next_class : segment.previous_class;
-    op.p2p_tag = static_cast<std::int64_t>(segment.segment) * 2 * pipelines_ + step;
+    op.p2p_tag = ring_tag(segment.segment, step, pipelines_);
     return op;
   }
 
@@ -222,6 +222,23 @@ IterationGraph lower_asymmetric_plan(const Scenario& scenario, const Strategy& s
   return graph;
 }
 
+Throughput asymmetric_throughput(const Scenario& scenario, const Strategy& shared,
+                                 const std::vector<AsymmetricPipeline>& plan, double iteration_s) {
+  double peak_flops = 0;
+  for (const AsymmetricPipeline& p : plan)
+    for (const AsymmetricStage& s : p.stages)
+      peak_flops += static_cast<double>(s.devices.size()) *
+                    scenario.cluster.group_of_rank(s.devices.front()).gpu.peak_bf16_tflops * 1e12;
+  Throughput t;
+  t.iteration_s = iteration_s;
+  if (iteration_s > 0) {
+    t.tokens_per_s = static_cast<double>(scenario.training.global_batch_size) * scenario.training.seq_length / iteration_s;
+    t.mfu = model_flops_per_iteration(scenario) / (iteration_s * peak_flops);
+    t.hfu = hardware_flops_per_iteration(scenario, shared.recompute) / (iteration_s * peak_flops);
+  }
+  return t;
+}
+
 Candidate evaluate_asymmetric_plan(const Scenario& scenario, const Profile& profile, const Strategy& shared,
                                    const std::vector<AsymmetricPipeline>& plan, bool record_op_timings,
                                    IterationGraph* graph_out) {
@@ -235,18 +252,7 @@ Candidate evaluate_asymmetric_plan(const Scenario& scenario, const Profile& prof
   if (candidate.feasible) {
     IterationGraph graph = lower_asymmetric_plan(scenario, shared, plan);
     candidate.result = simulate_iteration(graph, scenario.cluster, profile, SimOptions{record_op_timings});
-    const double seconds = to_seconds(candidate.result.iteration_ns);
-    double peak_flops = 0;
-    for (const AsymmetricPipeline& p : plan)
-      for (const AsymmetricStage& s : p.stages)
-        peak_flops += static_cast<double>(s.devices.size()) * scenario.cluster.group_of_rank(s.devices.front()).gpu.peak_bf16_tflops * 1e12;
-    Throughput& t = candidate.throughput;
-    t.iteration_s = seconds;
-    if (seconds > 0) {
-      t.tokens_per_s = static_cast<double>(scenario.training.global_batch_size) * scenario.training.seq_length / seconds;
-      t.mfu = model_flops_per_iteration(scenario) / (seconds * peak_flops);
-      t.hfu = hardware_flops_per_iteration(scenario, shared.recompute) / (seconds * peak_flops);
-    }
+    candidate.throughput = asymmetric_throughput(scenario, shared, plan, to_seconds(candidate.result.iteration_ns));
     if (graph_out) *graph_out = std::move(graph);
   }
   candidate.plan = std::make_shared<AsymmetricPlan>(asymmetric_plan(scenario, shared, plan));

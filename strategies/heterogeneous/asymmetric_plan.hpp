@@ -37,6 +37,14 @@ struct GradientSegment {
 };
 std::vector<GradientSegment> gradient_segments(const ModelConfig& model, const std::vector<AsymmetricPipeline>& plan);
 
+// A ring op's tag (its pair of send and receive): the segment and the step (0 .. 2(P-1) - 1: the reduce-scatter's
+// P - 1 steps, then the all-gather's), and back from an op (is_pipelines_ring; P is its group size).
+std::int64_t ring_tag(int segment, int step, int pipelines);
+struct RingPlace {
+  int segment = 0, step = 0;
+};
+RingPlace ring_place(const Op& op);
+
 // Bytes of gradients (2 per parameter) of the segment's units one GPU of a TP-`tp` stage holds.
 // `single_stage`: the pipeline has one stage (a tied output layer then shares the embedding's weights).
 Bytes segment_gradient_bytes(const ModelConfig& model, const GradientSegment& segment, int tp, bool single_stage);
@@ -87,6 +95,10 @@ AsymmetricPlan asymmetric_plan(const Scenario& scenario, const Strategy& shared,
 // per gradient segment as the last micro-batch's backward frees it, then the optimizer.
 IterationGraph lower_asymmetric_plan(const Scenario& scenario, const Strategy& shared,
                                      const std::vector<AsymmetricPipeline>& plan);
+
+// Tokens per second, MFU and HFU of an iteration of `iteration_s`, counting the peaks of the GPUs the plan uses.
+Throughput asymmetric_throughput(const Scenario& scenario, const Strategy& shared,
+                                 const std::vector<AsymmetricPipeline>& plan, double iteration_s);
 
 // Lowers, simulates and measures the plan: a feasible candidate of family "heterogeneous" (or an
 // infeasible one with the memory reason). Throughput counts the peaks of the GPUs the plan uses.

@@ -6,8 +6,8 @@
 # Logs and tables go to $OUT (or out/gpu-check): run.log, ctest.log, calibrate.log, profile.json,
 # check.log, check.csv, check.md.
 # TWIN_GPU_STEPS picks steps (default: all but accuracy and check-sweep): tests calibrate calibrate-checks check
-# check-sweep execute moe context strands hot-switch per-layer per-layer-layouts hot-switch-layouts mpirun accuracy
-# (context, per-layer-layouts and hot-switch-layouts: two GPUs or more);
+# check-sweep execute moe context strands hot-switch per-layer per-layer-layouts hot-switch-layouts asymmetric mpirun
+# accuracy (context, per-layer-layouts and hot-switch-layouts: two GPUs or more; asymmetric: four);
 # `accuracy` runs issue 5's study on as many GPUs as the machine has (scenarios/accuracy-llama2-7b-<N>xH200.json,
 # or TWIN_ACCURACY_SCENARIO) with this call's profile. TWIN_PROFILE=FILE skips calibration and checks that profile instead.
 # TWIN_CALIBRATE_SCENARIO=S.json makes calibration also measure the exact shapes of S's candidates.
@@ -20,7 +20,7 @@ exec > >(tee -a "$OUT/run.log") 2>&1
 export NCCL_NVLS_ENABLE="${NCCL_NVLS_ENABLE:-0}"  # the user's value wins, as in twin's launcher
 step() { echo; echo "=== $* ($(date -u +%H:%M:%S))"; }
 status=0
-steps="${TWIN_GPU_STEPS:-tests calibrate calibrate-checks check execute moe context strands hot-switch per-layer per-layer-layouts hot-switch-layouts mpirun}"
+steps="${TWIN_GPU_STEPS:-tests calibrate calibrate-checks check execute moe context strands hot-switch per-layer per-layer-layouts hot-switch-layouts asymmetric mpirun}"
 wants() { [[ " $steps " == *" $1 "* ]]; }
 gpus=$(nvidia-smi -L | wc -l)
 # The machine's GPU as the scenarios name it, and the shipped profiles measured on one such GPU and on as many as a
@@ -222,6 +222,17 @@ fi
 if wants hot-switch-layouts; then
 step "twin execute on hot-switching plans whose phases run in different layouts: loss against one layout, speed, fold (tests/gpu/hot_switch_layouts_check.py)"
 run_multi_gpu_check hot_switch_layouts_check "${TWIN_HOT_SWITCH_PROFILE:-$machine_profile}" "hot switching between layouts"
+fi
+
+if wants asymmetric; then
+step "twin execute on asymmetric plans (pipelines of different layouts): loss against one GPU, speed, fold (tests/gpu/asymmetric_check.py)"
+SECONDS=0
+if [ "$gpus" -ge 4 ]; then
+  run_check asymmetric_check "${TWIN_ASYMMETRIC_PROFILE:-$machine_profile}"
+else
+  echo "asymmetric plans need four GPUs here; this machine has $gpus (skipped)"
+fi
+echo "asymmetric plan checks: ${SECONDS}s wall"
 fi
 
 if wants mpirun && command -v mpirun > /dev/null; then
