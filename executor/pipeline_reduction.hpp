@@ -5,6 +5,8 @@
 // - each weight is cut by all its holders' rectangles (executor/weight_rects.hpp) into pieces; a piece's holders
 //   are the GPUs, over all pipelines, whose shard holds it: one per pipeline for a TP-sharded weight, every GPU
 //   of a stage for a weight TP replicates (norm weights);
+// - every element is held by every pipeline, but for a vocabulary padded further on a pipeline of a larger TP size
+//   (Megatron pads to a multiple of 128 x TP): those padding rows are reduced over the pipelines holding them;
 // - a segment's pieces with the same holders form one reduction: every holder packs them in one order and the
 //   holders all-reduce them over a communicator of their own, each holder's part scaled first by `scale` (NCCL's
 //   pre-multiplied sum): 1 / its pipeline's holders, so that a replicated weight counts once per pipeline;
@@ -38,7 +40,7 @@ struct PipelineReduction {
 };
 
 // Every segment's reductions, segment by segment, each segment's in the order of their first piece. Throws
-// std::invalid_argument where a weight's element is not held by every pipeline.
+// std::invalid_argument where a weight's element (other than vocabulary padding) is not held by every pipeline.
 std::vector<PipelineReduction> plan_pipeline_reduction(const PlanGraphs& lowered);
 
 // The holders' sets, each once, cut into rounds of disjoint sets: a communicator split per round serves all of

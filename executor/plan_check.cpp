@@ -3,7 +3,6 @@
 // and last the parameter layout and the op bindings of every rank class, which refuse what they do not run.
 #include "executor/plan_check.hpp"
 
-#include <algorithm>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -41,7 +40,8 @@ void check_strategy(const Plan& plan, const Scenario& scenario, const Strategy& 
 }
 
 // An asymmetric plan: every GPU runs its stage as a uniform pipeline of the stage's TP size, and the pipelines'
-// gradients are summed piece by piece (executor/pipeline_reduction.hpp).
+// gradients are summed piece by piece (executor/pipeline_reduction.hpp). Reading the plan (parse_pipelines) has
+// refused tied embeddings over stages already.
 void check_asymmetric_plan(const Plan& plan, const PlanGraphs& lowered, const std::string& file) {
   const AsymmetricPlanDetail& detail = *lowered.asymmetric;
   const std::string at = "/family_plan/detail";
@@ -52,12 +52,6 @@ void check_asymmetric_plan(const Plan& plan, const PlanGraphs& lowered, const st
   MemoryEstimate memory;
   const std::string oom = asymmetric_out_of_memory_reason(plan.scenario, detail.shared, detail.pipelines, memory);
   if (!oom.empty()) throw InputError(file, at, "a plan that fits; the simulator says it does not: " + oom);
-  const bool split = std::any_of(detail.pipelines.begin(), detail.pipelines.end(),
-                                 [](const AsymmetricPipeline& p) { return p.stages.size() > 1; });
-  if (split && !plan.scenario.model.untie_embeddings_and_output_weights)
-    throw InputError(file, "/scenario/model/untie_embeddings_and_output_weights",
-                     "true for an asymmetric plan whose pipelines have several stages (the simulator prices no "
-                     "embedding group between a pipeline's first and last stage)");
   if (plan.scenario.framework.tp_comm_overlap && detail.shared.sequence_parallel)
     throw InputError(file, "/scenario/framework/tp_comm_overlap",
                      "false (twin execute does not run Transformer Engine's userbuffers overlap yet)");

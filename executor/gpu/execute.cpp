@@ -124,7 +124,7 @@ int rank_main(const ExecuteRequest& request, const gpu::RankIdentity& identity) 
   }
   std::vector<std::unique_ptr<Communicators>> layout_comms(part_count);
   for (std::size_t p = 0; p < part_count; ++p)
-    if (layout_of[p] == p && !same_parameter_layout(lowered.parts[p].strategy, strategy))
+    if (layout_of[p] == p && !lowered.asymmetric && !same_parameter_layout(lowered.parts[p].strategy, strategy))
       layout_comms[p] = std::make_unique<Communicators>(lowered.parts[p].strategy, graph, identity.rank,
                                                         identity.world_size, comms);
   const auto comms_of = [&](std::size_t p) -> Communicators& {

@@ -106,17 +106,27 @@ PlanGraphs per_layer(const Plan& plan, const std::string& source) {
   return out;
 }
 
-// Classes are pipeline by pipeline, stage by stage (lower_asymmetric_plan): a GPU runs its stage's class.
 PlanGraphs asymmetric(const Plan& plan, const std::string& source) {
   AsymmetricPlanDetail detail = read_asymmetric_plan(plan, source);
+  try {
+    return asymmetric_plan_graphs(plan.scenario, std::move(detail));
+  } catch (const std::invalid_argument& error) {
+    JsonReader(plan.document, source, "/family_plan/detail/pipelines").fail_plain(error.what());
+  }
+}
+
+}  // namespace
+
+// Classes are pipeline by pipeline, stage by stage (lower_asymmetric_plan): a GPU runs its stage's class.
+PlanGraphs asymmetric_plan_graphs(const Scenario& scenario, AsymmetricPlanDetail detail) {
   PlanGraphs out;
   out.key = asymmetric_plan_key(detail.shared, detail.pipelines);
-  out.scenario = plan.scenario;
-  out.graph = lower_asymmetric_plan(plan.scenario, detail.shared, detail.pipelines);
+  out.scenario = scenario;
+  out.graph = lower_asymmetric_plan(scenario, detail.shared, detail.pipelines);
   PlanPart part;
-  part.scenario = plan.scenario;
-  part.strategy = plan.strategy;
-  asymmetric_out_of_memory_reason(plan.scenario, detail.shared, detail.pipelines, part.memory);
+  part.scenario = scenario;
+  part.strategy = detail.shared;
+  asymmetric_out_of_memory_reason(scenario, detail.shared, detail.pipelines, part.memory);
   int devices = 0;
   for (const AsymmetricPipeline& pipeline : detail.pipelines)
     for (const AsymmetricStage& stage : pipeline.stages) devices += static_cast<int>(stage.devices.size());
@@ -126,9 +136,8 @@ PlanGraphs asymmetric(const Plan& plan, const std::string& source) {
     for (const AsymmetricStage& stage : detail.pipelines[p].stages) {
       for (int device : stage.devices) {
         if (device >= devices)
-          JsonReader(plan.document, source, "/family_plan/detail/pipelines")
-              .fail_plain(fmt::format("the plan's {} GPUs numbered 0 to {} (twin execute runs a GPU per rank); "
-                                      "pipeline {} uses GPU {}", devices, devices - 1, p, device));
+          throw std::invalid_argument(fmt::format("the plan's {} GPUs numbered 0 to {} (twin execute runs a GPU per "
+                                                  "rank); pipeline {} uses GPU {}", devices, devices - 1, p, device));
         part.class_of_rank[static_cast<std::size_t>(device)] = rank_class;
       }
       ++rank_class;
@@ -137,8 +146,6 @@ PlanGraphs asymmetric(const Plan& plan, const std::string& source) {
   out.asymmetric = std::move(detail);
   return out;
 }
-
-}  // namespace
 
 PlanPart asymmetric_rank_part(const PlanGraphs& lowered, int rank) {
   const AsymmetricPlanDetail& plan = lowered.asymmetric.value();

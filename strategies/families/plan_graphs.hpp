@@ -70,6 +70,10 @@ struct PlanGraphs {
 // strategy, the split, the memory; class_of_rank left empty.
 PlanPart per_layer_part(const Scenario& scenario, const PerLayerPlan& plan, const Strategy& home);
 
+// An asymmetric plan's graphs (plan_graphs reads one from a plan file): one part whose strategy is the shared
+// fields, each GPU's class its stage's. Throws std::invalid_argument unless the stages' devices are 0 .. n-1.
+PlanGraphs asymmetric_plan_graphs(const Scenario& scenario, AsymmetricPlanDetail detail);
+
 // How global rank `rank` runs an asymmetric plan: its stage as a uniform pipeline of its pipeline's depth and the
 // stage's TP size (stage_strategy: data-parallel size 1, the pipeline's micro-batches), the pipeline's layer split
 // (stage_layers), its batch share as the scenario's global batch, its stage's place in `layout_ranks`, each of the

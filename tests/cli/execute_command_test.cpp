@@ -73,27 +73,36 @@ TEST(ExecuteCommand, AcceptsTheExpertParallelWinnerBeforeLaunch) {
 
 TEST(ExecuteCommand, RefusesAFamilyPlanInsteadOfRunningItsHomeStrategy) {
   TempDir dir("execute-family");
-  // A family plan no command reads back yet (heterogeneous): running its home strategy alone would run another
-  // plan (a per-layer plan's once failed as "out of memory: 77.7 GiB > 40.0 GiB").
+  // A family plan no command reads back: running its home strategy alone would run another plan (a per-layer
+  // plan's once failed as "out of memory: 77.7 GiB > 40.0 GiB").
   auto plan = nlohmann::json::parse(read_file(plan_of(dir, "llama2-13b-8xA100-40GB-per-layer.json")));
-  plan["family_plan"] = {{"family", "heterogeneous"}, {"key", "heterogeneous.pp2"}};
+  plan["family_plan"] = {{"family", "pipelined"}, {"key", "pipelined.pp2"}};
   write_file(dir.path / "family.json", plan.dump());
   Outcome run = run_twin("execute --plan " + (dir.path / "family.json").string() + " --iters 5");
   EXPECT_EQ(run.exit_code, 1) << run.output;
-  EXPECT_NE(run.output.find("at /family_plan/family: \"hot-switch\", \"per-layer\" or no family plan (a uniform "
-                            "plan): \"heterogeneous\" plans are simulated only so far"),
-            std::string::npos) << run.output;
+  EXPECT_NE(run.output.find("at /family_plan/family: expected a plan family"), std::string::npos) << run.output;
+  EXPECT_NE(run.output.find("per-layer, heterogeneous"), std::string::npos) << run.output;
 }
 
-// The asymmetric plan over a mixed cluster, as `twin simulate` writes it: refused for its family, not for its
-// home strategy's data-parallel size (it counts the plan's two pipelines, not the cluster's GPUs over one's).
-TEST(ExecuteCommand, RefusesTheMixedClustersAsymmetricPlanForItsFamily) {
+// The asymmetric plan over a mixed cluster, as `twin simulate` writes it (ZeRO-1 over its two pipelines): refused
+// for its ZeRO stage, which twin execute does not run over pipelines of different layouts; at ZeRO 0 it passes
+// every check and what stops it is the GPUs it needs.
+TEST(ExecuteCommand, RunsTheMixedClustersAsymmetricPlanAtZeroStageZero) {
   TempDir dir("execute-asymmetric");
   const std::string plan_path = plan_of(dir, "mixed-h100-a100-fixed-plan.json");
   Outcome run = run_twin("execute --plan " + plan_path + " --iters 5");
   EXPECT_EQ(run.exit_code, 1) << run.output;
-  EXPECT_NE(run.output.find("/family_plan/family"), std::string::npos) << run.output;
-  EXPECT_NE(run.output.find("\"heterogeneous\" plans are simulated only so far"), std::string::npos) << run.output;
+  EXPECT_NE(run.output.find("at /family_plan/detail/zero_stage: 0 for an asymmetric plan"), std::string::npos)
+      << run.output;
+  auto plan = nlohmann::json::parse(read_file(plan_path));
+  plan["family_plan"]["detail"]["zero_stage"] = 0;
+  std::string key = plan["family_plan"]["key"];
+  plan["family_plan"]["key"] = key.replace(key.find(".z1."), 4, ".z0.");
+  write_file(dir.path / "z0.json", plan.dump());
+  run = run_twin("execute --plan " + (dir.path / "z0.json").string() + " --iters 5");
+  EXPECT_EQ(run.exit_code, 1) << run.output;
+  EXPECT_EQ(run.output.find("/family_plan"), std::string::npos) << run.output;
+  EXPECT_NE(run.output.find("GPU"), std::string::npos) << run.output;
 }
 
 TEST(ExecuteCommand, RejectsMoreWarmUpThanIterations) {

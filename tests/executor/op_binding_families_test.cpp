@@ -1,6 +1,6 @@
 // The executor's reading of the families' op graphs: an MoE layer's ops on one GPU and under expert
 // parallelism, double strand on one stage and over stages, hot switching's phases and handoffs, a per-layer
-// plan's Ulysses layers.
+// plan's Ulysses layers, an asymmetric plan's rings across pipelines.
 #include <algorithm>
 #include <map>
 #include <set>
@@ -11,7 +11,9 @@
 #include "executor/op_binding.hpp"
 #include "strategies/schedule.hpp"
 #include "strategies/families/plan_graphs.hpp"
+#include "strategies/heterogeneous/asymmetric_plan.hpp"
 #include "strategies/per_layer/per_layer.hpp"
+#include "tests/executor/asymmetric_fixtures.hpp"
 #include "../strategies/strategy_fixtures.hpp"
 #include "op_binding_fixtures.hpp"
 #include "../strategies/hot_switch/hot_switch_fixture.hpp"
@@ -274,6 +276,32 @@ TEST(OpBinding, UlyssesLayersExchangeTheirTensorsBetweenLayouts) {
       {{2, A::ulysses_to_heads, R::qkv_projection}, 2},        {{2, A::ulysses_to_sequence, R::attention_projection}, 2},
       {{2, A::ulysses_to_heads, R::attention_projection}, 1},  {{2, A::ulysses_to_sequence, R::qkv_projection}, 1}};
   EXPECT_EQ(seen, expected);
+}
+
+}  // namespace
+}  // namespace twin::exec
+
+namespace twin::exec {
+namespace {
+
+// An asymmetric plan's classes bind whole: each gradient segment's ring runs its reduction at its first send and
+// marks the other steps; nothing else in it is a switch transfer.
+TEST(OpBinding, AsymmetricPlansReduceEachSegmentAtItsRingsFirstSend) {
+  const Scenario scenario = testing::asymmetric_scenario(testing::kTp2BesidePp2, true);
+  const PlanGraphs lowered = testing::asymmetric_graphs(scenario);
+  const int segments = static_cast<int>(gradient_segments(scenario.model, scenario.pipelines).size());
+  std::map<int, int> reduces;  // per segment, over the classes
+  for (const RankClass& rc : lowered.graph.classes) {
+    const std::vector<OpBinding> bindings = bind_ops(rc);
+    for (OpIndex i = 0; i < rc.size(); ++i) {
+      EXPECT_FALSE(is_switch_transfer(rc.op(i)));
+      if (bindings[i].action == Action::pipelines_reduce) ++reduces[ring_place(rc.op(i)).segment];
+      if (is_pipelines_ring(rc.op(i)))
+        EXPECT_TRUE(bindings[i].action == Action::pipelines_reduce || bindings[i].action == Action::pipelines_ring_step);
+    }
+  }
+  ASSERT_EQ(static_cast<int>(reduces.size()), segments);
+  for (const auto& [segment, count] : reduces) EXPECT_EQ(count, 2) << "segment " << segment << ": one per pipeline";
 }
 
 }  // namespace

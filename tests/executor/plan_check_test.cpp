@@ -6,9 +6,11 @@
 
 #include "core/error.hpp"
 #include "executor/plan_check.hpp"
+#include "tests/executor/asymmetric_fixtures.hpp"
 #include "tests/reports/execution_fixture.hpp"
 #include "cost/profile.hpp"
 #include "reports/best_plan.hpp"
+#include "strategies/heterogeneous/asymmetric_plan.hpp"
 #include "strategies/per_layer/per_layer_search.hpp"
 #include "tests/strategies/hot_switch/hot_switch_fixture.hpp"
 #include "tests/strategies/per_layer/per_layer_fixture.hpp"
@@ -63,8 +65,10 @@ TEST(PlanCheck, RefusesFrameworkSwitchesTheExecutorDoesNotRun) {
 
 TEST(PlanCheck, RefusesFamilyPlansAndModelsTheExecutorDoesNotRun) {
   Plan family = executed_plan();
-  family.document["family_plan"] = {{"family", "heterogeneous"}};
+  family.document["family_plan"] = {{"family", "pipelined"}};
   EXPECT_EQ(refusal_path(family), "/family_plan/family");
+  family.document["family_plan"] = {{"family", "heterogeneous"}};  // read back, but this one has no detail
+  EXPECT_EQ(refusal_path(family), "/family_plan");
   family.document["family_plan"] = {{"family", "per-layer"}};  // read back, but this one has no detail
   EXPECT_EQ(refusal_path(family), "/family_plan");
   Plan layernorm = executed_plan();
@@ -152,6 +156,32 @@ TEST(PlanCheck, RunsPerLayerPlansOfTheirOwnLayouts) {
   EXPECT_EQ(refusal_path(parse_plan(pinned_plan_json({tp2, tp1_zero1_full, tp2, tp2}, true), kFile)), "");
   EXPECT_EQ(refusal_path(parse_plan(pinned_plan_json({tp2, tp1_zero1_full, tp2, tp1_selective}, true), kFile)),
             "/family_plan/detail/layers/3");
+}
+
+// An asymmetric plan as twin simulate writes it for a scenario pinning it (strategy.pipelines).
+Plan asymmetric_plan_file(const Scenario& scenario) {
+  IterationGraph graph;
+  Candidate candidate = evaluate_asymmetric_plan(scenario, builtin_profile(), *scenario.strategy, scenario.pipelines,
+                                                 true, &graph);
+  return parse_plan(best_plan_json(scenario, candidate, graph), kFile);
+}
+
+// Asymmetric plans run at ZeRO 0 (ZeRO-1 over pipelines of different layouts is priced only); a tied table whose
+// copy the simulator prices no embedding group for is refused; a plan that does not fit, or whose key is not its detail's.
+TEST(PlanCheck, RunsAsymmetricPlansAtZeroStageZero) {
+  EXPECT_EQ(refusal_path(asymmetric_plan_file(testing::asymmetric_scenario(testing::kTp2BesidePp2, true))), "");
+  EXPECT_EQ(refusal_path(asymmetric_plan_file(testing::asymmetric_scenario(testing::kTp2ToTp1BesideTp1, false))), "");
+  EXPECT_EQ(refusal_path(asymmetric_plan_file(testing::asymmetric_scenario(testing::kTp2BesidePp2, true, 1))),
+            "/family_plan/detail/zero_stage");
+  Plan tied = asymmetric_plan_file(testing::asymmetric_scenario(testing::kTp2BesidePp2, true));
+  tied.scenario.model.untie_embeddings_and_output_weights = false;  // the pipelines are read against it
+  EXPECT_EQ(refusal_path(tied), "/family_plan/detail/pipelines/1/stages");
+  Plan small = asymmetric_plan_file(testing::asymmetric_scenario(testing::kTp2BesidePp2, true));
+  small.scenario.cluster.node_groups.front().gpu.memory_GiB = 0.5;
+  EXPECT_EQ(refusal_path(small), "/family_plan/detail");
+  Plan renamed = asymmetric_plan_file(testing::asymmetric_scenario(testing::kTp2BesidePp2, true));
+  renamed.document["family_plan"]["key"] = "hetero.other";
+  EXPECT_EQ(refusal_path(renamed), "/family_plan/key");
 }
 
 }  // namespace

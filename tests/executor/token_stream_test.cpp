@@ -131,3 +131,23 @@ TEST(TokenStream, ContextParallelRanksHoldTheirLoadBalancedChunks) {
 
 }  // namespace
 }  // namespace twin::exec
+
+namespace twin::exec {
+namespace {
+
+// An asymmetric plan's pipelines take consecutive shares of the batch: equal shares are the data-parallel ranks'.
+TEST(TokenStream, BatchSharesTileTheGlobalBatch) {
+  const TokenStream stream{512, 16, 3};
+  EXPECT_EQ(batch_share_tokens(stream, 2, 8, 4, 2, 2), rank_iteration_tokens(stream, 2, 8, 2, 1, 2, 2));
+  // Five sequences, then three: the second share starts where the first ends.
+  const std::vector<std::int32_t> first = batch_share_tokens(stream, 1, 8, 0, 1, 5);
+  const std::vector<std::int32_t> second = batch_share_tokens(stream, 1, 8, 5, 1, 3);
+  const std::vector<std::int32_t> whole = rank_iteration_tokens(stream, 1, 8, 1, 0, 1, 8);
+  std::vector<std::int32_t> joined = first;
+  joined.insert(joined.end(), second.begin(), second.end());
+  EXPECT_EQ(joined, whole);
+  EXPECT_THROW(batch_share_tokens(stream, 1, 8, 6, 1, 3), std::invalid_argument);
+}
+
+}  // namespace
+}  // namespace twin::exec

@@ -6,7 +6,8 @@ GPUs, TP size and layers, the pipelines' gradients summed piece by piece (execut
    and run; every plan trains on the same sequences, so its loss curve must follow the one-GPU run's within bf16
    tolerance (a gradient lost, counted twice or scaled wrongly parts them at once). The plans cover a TP-2 stage
    beside a pipeline of two TP-1 stages (with and without sequence parallelism), a boundary between stages of
-   different TP sizes, and uneven layer splits and batch shares.
+   different TP sizes, uneven layer splits and batch shares, and a vocabulary the pipelines' TP sizes pad
+   differently.
 2. Llama-2-7B widths (4 layers), 16 sequences of 4,096 tokens: two asymmetric plans measured against their
    predictions, reported and folded (`twin calibrate --from-trace`).
 
@@ -35,6 +36,12 @@ CORRECTNESS = [
     ("tp2>tp1 | tp1", True, [pipeline(5, stage([0, 1], 2, 3), stage([2], 1, 1)), pipeline(3, stage([3], 1, 4))]),
     ("tp1>tp2 | tp1 nosp", False, [pipeline(6, stage([0], 1, 1), stage([1, 2], 2, 3)), pipeline(2, stage([3], 1, 4))]),
 ]
+
+# A vocabulary of 8,000 pads to 8,064 at TP 1 and to 8,192 at TP 2: the padding rows only pipeline 0 holds are
+# reduced over it alone (executor/pipeline_reduction.hpp); checked against the one-GPU run of the same vocabulary.
+PADDED = ("tp2 | pp2 vocab 8000", True,
+          [pipeline(4, stage([0, 1], 2, 4)), pipeline(4, stage([2], 1, 2), stage([3], 1, 2))])
+PADDED_MODEL = dict(ec.SMALL, vocab_size=8000)
 
 # Llama-2-7B widths, 4 layers, 16 sequences of 4,096 tokens.
 SPEED = [
@@ -73,9 +80,17 @@ def main():
         ec.write_results(args.out, "asymmetric_check", lines, report)
         return 1
     reference = [s["loss"] for s in baseline["steps"]]
+    padded_baseline = ec.run_case(args.twin, args.out, "one-gpu-vocab-8000",
+                                  ec.scenario("one-gpu", PADDED_MODEL, 1, SEQ, BATCH, 1, {}), args.iters, 2, log)
     doc = ec.scenario("asymmetric", ec.SMALL, 4, SEQ, BATCH, 1, {})
-    for name, sequence_parallel, pipelines in CORRECTNESS:
-        metrics = ec.run_case(args.twin, args.out, folder_name(name), pinned(doc, sequence_parallel, pipelines),
+    padded_doc = ec.scenario("asymmetric", PADDED_MODEL, 4, SEQ, BATCH, 1, {})
+    cases = [(name, sp, p, doc, reference) for name, sp, p in CORRECTNESS]
+    if padded_baseline is not None:
+        cases.append((*PADDED, padded_doc, [s["loss"] for s in padded_baseline["steps"]]))
+    else:
+        failed = True
+    for name, sequence_parallel, pipelines, base_doc, reference in cases:
+        metrics = ec.run_case(args.twin, args.out, folder_name(name), pinned(base_doc, sequence_parallel, pipelines),
                               args.iters, 2, log)
         if metrics is None:
             failed = True
