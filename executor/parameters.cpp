@@ -22,6 +22,7 @@ ShardMap columns(std::int64_t rows, std::int64_t local_cols, std::int64_t global
   ShardMap map;
   map.local_rows = rows;
   map.local_cols = local_cols;
+  map.global_rows = rows;
   map.global_cols = global_cols;
   map.segments = static_cast<int>(segments.size());
   std::int64_t local = 0;
@@ -37,6 +38,7 @@ ShardMap columns(std::int64_t rows, std::int64_t local_cols, std::int64_t global
 ShardMap rows_from(std::int64_t local_rows, std::int64_t cols, std::int64_t row_offset) {
   ShardMap map = columns(local_rows, cols, cols, {{0, cols}});
   map.row_offset = row_offset;
+  map.global_rows = 0;  // not known here, and not needed: these seed along rows
   return map;
 }
 
@@ -144,8 +146,9 @@ class UnitMaker {
     ParameterUnitLayout unit{kHeadUnit};
     if (m_.untie_embeddings_and_output_weights) {
       unit.tensors.push_back(norm("final_norm", OpRole::final_norm));
-      unit.tensors.push_back(
-          weight("output", OpRole::output_projection, columns(h, vocab_l, vocab, {{t_ * vocab_l, vocab_l}}), kStddev));
+      ShardMap output = columns(h, vocab_l, vocab, {{t_ * vocab_l, vocab_l}});
+      output.column_major_seed = true;  // its vocabulary columns are padded further under a larger TP
+      unit.tensors.push_back(weight("output", OpRole::output_projection, output, kStddev));
     } else if (!holds_embedding) {
       WeightTensor copy = weight("output (the embedding's copy)", OpRole::output_projection,
                                  rows_from(vocab_l, h, t_ * vocab_l), kStddev);

@@ -31,12 +31,7 @@ __global__ void init_normal_shard_kernel(bf16* out, ShardMap map, std::uint64_t 
   for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < count;
        i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
     const std::int64_t r = i / map.local_cols, c = i % map.local_cols;
-    std::int64_t global_col = c;
-    for (int s = 0; s < map.segments; ++s)
-      if (c >= map.local_begin[s] && c < map.local_begin[s] + map.width[s])
-        global_col = map.global_begin[s] + (c - map.local_begin[s]);
-    const std::int64_t global_index = (map.row_offset + r) * map.global_cols + global_col;
-    out[i] = to_bf16(stddev * normal_from_hash(seed, static_cast<std::uint64_t>(global_index)));
+    out[i] = to_bf16(stddev * normal_from_hash(seed, static_cast<std::uint64_t>(seed_index(map, r, c))));
   }
 }
 

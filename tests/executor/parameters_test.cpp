@@ -30,13 +30,7 @@ Strategy complete(Strategy s) {
 std::set<std::int64_t> cells(const ShardMap& map) {
   std::set<std::int64_t> out;
   for (std::int64_t r = 0; r < map.local_rows; r += 97)  // a sample of rows keeps the test fast
-    for (std::int64_t c = 0; c < map.local_cols; ++c) {
-      std::int64_t global_col = c;
-      for (int s = 0; s < map.segments; ++s)
-        if (c >= map.local_begin[s] && c < map.local_begin[s] + map.width[s])
-          global_col = map.global_begin[s] + (c - map.local_begin[s]);
-      out.insert((map.row_offset + r) * map.global_cols + global_col);
-    }
+    for (std::int64_t c = 0; c < map.local_cols; ++c) out.insert(seed_index(map, r, c));
   return out;
 }
 
@@ -62,6 +56,29 @@ TEST(Parameters, TensorParallelShardsTileEveryWeight) {
         EXPECT_EQ(joined, cells(whole.shard)) << whole.name;
       EXPECT_EQ(rank0[u].tensors[t].seed, whole.seed) << whole.name << ": same values on every split";
     }
+}
+
+// Megatron pads the vocabulary to a multiple of 128 x TP (8000: 8064 at TP 1, 8192 at TP 2), so the output layer
+// [hidden, vocabulary] is seeded down its columns: every element of the vocabulary starts alike under any TP size
+// (an asymmetric plan's pipelines of different TP sizes train one model).
+TEST(Parameters, TheOutputLayerStartsAlikeHoweverItsVocabularyIsPadded) {
+  Scenario scenario = small();
+  scenario.model.vocab_size = 8000;
+  const auto output_of = [&](int tp, int tp_rank) {
+    for (const ParameterUnitLayout& unit :
+         plan_parameter_units(scenario, complete(testing::make_strategy(tp, 1)), RankPlacement{tp_rank, 0, 0}, 7))
+      for (const WeightTensor& w : unit.tensors)
+        if (w.role == OpRole::output_projection) return w.shard;
+    throw std::logic_error("no output layer");
+  };
+  const ShardMap whole = output_of(1, 0), half = output_of(2, 1);
+  ASSERT_EQ(whole.local_cols, 8064);
+  ASSERT_EQ(half.local_cols, 4096);  // columns 4096 .. 8191
+  int compared = 0;
+  for (std::int64_t r = 0; r < whole.local_rows; r += 31)
+    for (std::int64_t c = 0; c < 8000 - 4096; c += 7, ++compared)
+      ASSERT_EQ(seed_index(half, r, c), seed_index(whole, r, 4096 + c)) << r << ", " << c;
+  EXPECT_GT(compared, 1000);
 }
 
 TEST(Parameters, UnitsPadToTheDataGroupAndShardContiguously) {
