@@ -40,6 +40,13 @@ AsymmetricGroups asymmetric_groups(const PlanGraphs& lowered, const std::vector<
       }
       out.boundaries.push_back(std::move(boundary));
     }
+  // Under ZeRO-1 a GPU's parts hold elements of every pipeline's copy: the gradient norm sums over every GPU.
+  if (plan.shared.zero_stage >= 1 && plan.pipelines.size() > 1) {
+    std::vector<int> all;
+    for (const std::vector<int>& p : out.pipeline) all.insert(all.end(), p.begin(), p.end());
+    std::sort(all.begin(), all.end());
+    out.pipeline = {all};
+  }
   out.reduction_rounds = reduction_group_rounds(reductions);
   return out;
 }

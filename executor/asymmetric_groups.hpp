@@ -12,7 +12,7 @@ namespace twin::exec {
 
 struct AsymmetricGroups {
   std::vector<std::vector<int>> tensor;    // each stage's GPUs (its TP group)
-  std::vector<std::vector<int>> pipeline;  // each pipeline's GPUs (its gradient norm)
+  std::vector<std::vector<int>> pipeline;  // each pipeline's GPUs (its gradient norm; ZeRO-1: all GPUs, one group)
   // A boundary from stage `from_stage` to `to_stage` in every pipeline that has it: the sending stage's GPUs,
   // then the receiving stage's, and the two sides as stage_boundary.hpp moves rows between them.
   struct Boundary {

@@ -78,7 +78,7 @@ std::string to_string(Action action) {
       "dispatch_exchange", "combine_exchange", "dispatch_exchange_backward", "combine_exchange_backward",
       "ring_attention_forward", "ring_attention_backward", "ring_exchange", "ring_exchange_backward", "ring_merge",
       "ring_gradient_add", "ulysses_to_heads", "ulysses_to_sequence", "phase_handoff",
-      "switch_transfer", "pipelines_reduce", "pipelines_ring_step"};
+      "switch_transfer", "pipelines_reduce", "pipelines_gather", "pipelines_ring_step"};
   static_assert(std::size(names) == static_cast<std::size_t>(Action::pipelines_ring_step) + 1, "a name per action");
   return names[static_cast<int>(action)];
 }
@@ -189,10 +189,13 @@ std::vector<OpBinding> bind_ops(const RankClass& rc, bool tied_embeddings) {
           break;
         }
         if (is_pipelines_ring(op)) {
-          if (op.role == OpRole::param_gather)
-            unsupported(rc, i, "the weights' gather of a ZeRO-1 ring across pipelines (an asymmetric plan's)");
+          // Its reduce-scatter half's first step reduces; under ZeRO-1 its all-gather half's first step gathers.
           const RingPlace place = ring_place(op);
-          b.action = place.step == 0 && op.kind == OpKind::send ? Action::pipelines_reduce : Action::pipelines_ring_step;
+          const bool first_of_half = op.kind == OpKind::send && (place.step == 0 || place.step == op.group_size - 1);
+          b.action = !first_of_half ? Action::pipelines_ring_step
+                     : place.step == 0 ? Action::pipelines_reduce
+                     : op.role == OpRole::param_gather ? Action::pipelines_gather
+                                                       : Action::pipelines_ring_step;
           break;
         }
         if (op.role != OpRole::pipeline_activation && op.role != OpRole::pipeline_gradient)

@@ -54,9 +54,10 @@ enum class Action : std::uint8_t {
   // the part's first op (executor/gpu/resharding_run.hpp), so each transfer op only marks its place.
   switch_transfer,
   // An asymmetric plan's gradient ring across pipelines (is_pipelines_ring): its first send reduces the
-  // segment's gradients over the pipelines (executor/pipeline_reduction.hpp, NCCL all-reduces over the GPUs that
-  // hold the same elements); the ring's other steps only mark their place.
-  pipelines_reduce, pipelines_ring_step,
+  // segment's gradients over the pipelines (executor/pipeline_reduction.hpp, NCCL all-reduces, or under ZeRO-1
+  // reduce-scatters, over the GPUs that hold the same elements); under ZeRO-1 the first send of its all-gather half
+  // gathers the updated weights; the ring's other steps only mark their place.
+  pipelines_reduce, pipelines_gather, pipelines_ring_step,
 };
 
 struct OpBinding {

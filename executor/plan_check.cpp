@@ -45,10 +45,6 @@ void check_strategy(const Plan& plan, const Scenario& scenario, const Strategy& 
 void check_asymmetric_plan(const Plan& plan, const PlanGraphs& lowered, const std::string& file) {
   const AsymmetricPlanDetail& detail = *lowered.asymmetric;
   const std::string at = "/family_plan/detail";
-  if (detail.shared.zero_stage != 0 && detail.pipelines.size() > 1)
-    throw InputError(file, at + "/zero_stage",
-                     "0 for an asymmetric plan (twin execute all-reduces the pieces of the gradients that pipelines "
-                     "of different layouts share; ZeRO-1 over such pipelines is priced by the simulator only)");
   MemoryEstimate memory;
   const std::string oom = asymmetric_out_of_memory_reason(plan.scenario, detail.shared, detail.pipelines, memory);
   if (!oom.empty()) throw InputError(file, at, "a plan that fits; the simulator says it does not: " + oom);

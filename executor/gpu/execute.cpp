@@ -132,6 +132,8 @@ int rank_main(const ExecuteRequest& request, const gpu::RankIdentity& identity) 
   };
   const bool resharding = std::any_of(layout_of.begin(), layout_of.end(), [](std::size_t q) { return q != 0; });
   if (resharding) comms.make_resharding();
+  // An asymmetric plan's ZeRO-1: the AdamW state lives in the reductions' parts (executor/gpu/pipeline_reduction_run.hpp).
+  const bool optimizer_sharded_over_pipelines = !pipeline_reductions->empty() && lowered.asymmetric->shared.zero_stage >= 1;
   std::vector<std::shared_ptr<StageParameters>> parameters(part_count);
   {
     cudaStream_t setup = nullptr;
@@ -141,7 +143,8 @@ int rank_main(const ExecuteRequest& request, const gpu::RankIdentity& identity) 
                                         : std::make_shared<StageParameters>(
                                               rank_parts[p].scenario,
                                               plan_parameter_units(rank_parts[p], identity.rank, options.seed), setup,
-                                              layout_of[p] == layout_of[part_count - 1]);
+                                              layout_of[p] == layout_of[part_count - 1] &&
+                                                  !optimizer_sharded_over_pipelines);
     TWIN_CUDA_CHECK(cudaStreamSynchronize(setup));
     TWIN_CUDA_CHECK(cudaStreamDestroy(setup));
   }
@@ -156,6 +159,7 @@ int rank_main(const ExecuteRequest& request, const gpu::RankIdentity& identity) 
     if (lowered.asymmetric) {  // the loss averages over every pipeline's tokens
       share.loss_tokens = lowered.tokens_per_step();
       share.pipeline_reductions = pipeline_reductions;
+      share.optimizer_sharded_over_pipelines = optimizer_sharded_over_pipelines;
     }
     if (part_count > 1) {
       const std::size_t before = p == 0 ? part_count - 1 : p - 1;

@@ -109,10 +109,13 @@ void StageRuntime::model_parallel_gradient_fixups(cudaStream_t stream) {
   // only TP rank 0 counts the weights every TP rank holds: each element once over the stage, whatever each
   // unit's layout, so the sums over the strategy's data and tensor groups (the whole stage) add them all.
   TWIN_CUDA_CHECK(cudaMemsetAsync(grad_sum_squares_, 0, sizeof(float), stream));
-  for (ParameterUnit* unit : params_->units())
-    for (const ElementRange& range : gradient_norm_ranges(*unit, layout(unit->id).tp_rank == 0))
-      kernels::grad_sum_squares(unit->grads + range.begin, range.count, grad_partials_, grad_sum_squares_, stream);
-  if (comms_.norm_over_whole_pipeline()) {  // an asymmetric plan: its stages differ in TP size
+  if (pipeline_reduction_ && pipeline_reduction_->shards_optimizer())  // its parts hold each element once
+    pipeline_reduction_->add_sum_squares(grad_partials_, grad_sum_squares_, stream);
+  else
+    for (ParameterUnit* unit : params_->units())
+      for (const ElementRange& range : gradient_norm_ranges(*unit, layout(unit->id).tp_rank == 0))
+        kernels::grad_sum_squares(unit->grads + range.begin, range.count, grad_partials_, grad_sum_squares_, stream);
+  if (comms_.norm_over_whole_pipeline()) {  // an asymmetric plan: its stages differ in TP size (ZeRO-1: all GPUs)
     TWIN_NCCL_CHECK(ncclAllReduce(grad_sum_squares_, grad_sum_squares_, 1, ncclFloat32, ncclSum,
                                   comms_.pipeline_for_optimizer(), stream));
     kernels::grad_clip_scale(grad_sum_squares_, options_.max_grad_norm, clip_scale_, stream);
@@ -134,6 +137,10 @@ void StageRuntime::optimizer(const Op& op, cudaStream_t stream) {
   kernels::AdamWParams adam;
   adam.lr = options_.learning_rate;
   adam.step = ++step_;
+  if (pipeline_reduction_ && pipeline_reduction_->shards_optimizer()) {  // an asymmetric plan's ZeRO-1
+    pipeline_reduction_->step(adam, clip_scale_, stream);
+    return;
+  }
   for (ParameterUnit* unit : params_->units()) {
     const std::int64_t begin = unit->update_begin();
     kernels::adamw_step(unit->adam, unit->grads + begin, unit->params + begin, unit->update_elements(), adam,

@@ -88,7 +88,9 @@ StageRuntime::StageRuntime(const PlanPart& plan_part, const IterationGraph& grap
                                                                  compute);
 
   if (part_.pipeline_reductions && !part_.pipeline_reductions->empty())
-    pipeline_reduction_ = std::make_unique<PipelineReductionRun>(*part_.pipeline_reductions, rank, comms_);
+    pipeline_reduction_ = std::make_unique<PipelineReductionRun>(
+        *part_.pipeline_reductions, rank, comms_, *params_,
+        part_.optimizer_sharded_over_pipelines ? &scenario.training.optimizer_precision : nullptr, compute);
 
   // Cross-stream dependencies become event waits (executor/event_waits.hpp). Every op records its event: the
   // watchdog names the first one that did not complete when an iteration hangs.

@@ -97,6 +97,7 @@ struct StepPart {
   // An asymmetric plan's gradient reductions across its pipelines (every rank's; empty for one pipeline): the
   // graph's ring ops run them (Action::pipelines_reduce).
   std::shared_ptr<const std::vector<PipelineReduction>> pipeline_reductions;
+  bool optimizer_sharded_over_pipelines = false;  // its ZeRO-1: the AdamW state lives in the reductions' parts
 };
 
 class StageRuntime {

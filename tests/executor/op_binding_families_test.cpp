@@ -284,24 +284,31 @@ TEST(OpBinding, UlyssesLayersExchangeTheirTensorsBetweenLayouts) {
 namespace twin::exec {
 namespace {
 
-// An asymmetric plan's classes bind whole: each gradient segment's ring runs its reduction at its first send and
-// marks the other steps; nothing else in it is a switch transfer.
+// An asymmetric plan's classes bind whole: each gradient segment's ring runs its reduction at its first send and,
+// under ZeRO-1, its gather at its all-gather half's first send, and marks the other steps; nothing else in it is a
+// switch transfer.
 TEST(OpBinding, AsymmetricPlansReduceEachSegmentAtItsRingsFirstSend) {
-  const Scenario scenario = testing::asymmetric_scenario(testing::kTp2BesidePp2, true);
-  const PlanGraphs lowered = testing::asymmetric_graphs(scenario);
-  const int segments = static_cast<int>(gradient_segments(scenario.model, scenario.pipelines).size());
-  std::map<int, int> reduces;  // per segment, over the classes
-  for (const RankClass& rc : lowered.graph.classes) {
-    const std::vector<OpBinding> bindings = bind_ops(rc);
-    for (OpIndex i = 0; i < rc.size(); ++i) {
-      EXPECT_FALSE(is_switch_transfer(rc.op(i)));
-      if (bindings[i].action == Action::pipelines_reduce) ++reduces[ring_place(rc.op(i)).segment];
-      if (is_pipelines_ring(rc.op(i)))
-        EXPECT_TRUE(bindings[i].action == Action::pipelines_reduce || bindings[i].action == Action::pipelines_ring_step);
+  for (int zero : {0, 1}) {
+    const Scenario scenario = testing::asymmetric_scenario(testing::kTp2BesidePp2, true, zero);
+    const PlanGraphs lowered = testing::asymmetric_graphs(scenario);
+    const int segments = static_cast<int>(gradient_segments(scenario.model, scenario.pipelines).size());
+    std::map<int, int> reduces, gathers;  // per segment, over the classes
+    for (const RankClass& rc : lowered.graph.classes) {
+      const std::vector<OpBinding> bindings = bind_ops(rc);
+      for (OpIndex i = 0; i < rc.size(); ++i) {
+        EXPECT_FALSE(is_switch_transfer(rc.op(i)));
+        if (bindings[i].action == Action::pipelines_reduce) ++reduces[ring_place(rc.op(i)).segment];
+        if (bindings[i].action == Action::pipelines_gather) ++gathers[ring_place(rc.op(i)).segment];
+        if (is_pipelines_ring(rc.op(i)))
+          EXPECT_TRUE(bindings[i].action == Action::pipelines_reduce || bindings[i].action == Action::pipelines_gather ||
+                      bindings[i].action == Action::pipelines_ring_step);
+      }
     }
+    ASSERT_EQ(static_cast<int>(reduces.size()), segments) << "zero " << zero;
+    for (const auto& [segment, count] : reduces) EXPECT_EQ(count, 2) << "segment " << segment << ": one per pipeline";
+    EXPECT_EQ(static_cast<int>(gathers.size()), zero == 1 ? segments : 0);
+    for (const auto& [segment, count] : gathers) EXPECT_EQ(count, 2) << "segment " << segment << ": one per pipeline";
   }
-  ASSERT_EQ(static_cast<int>(reduces.size()), segments);
-  for (const auto& [segment, count] : reduces) EXPECT_EQ(count, 2) << "segment " << segment << ": one per pipeline";
 }
 
 }  // namespace

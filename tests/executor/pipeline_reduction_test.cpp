@@ -123,6 +123,10 @@ TEST(AsymmetricGroups, SplitStagesPipelinesAndBoundaries) {
   EXPECT_FALSE(groups.boundaries[0].sides[0].receivers_sharded);  // TP 1 holds every row
   EXPECT_EQ(groups.boundaries[1].from_stage, 1);
   EXPECT_EQ(groups.boundaries[1].groups, (std::vector<std::vector<int>>{{2, 0, 1}}));
+  // ZeRO-1: each GPU's parts hold every pipeline's elements, so the gradient norm sums over all GPUs.
+  const PlanGraphs sharded = asymmetric_graphs(asymmetric_scenario(testing::kTp2ToTp1BesideTp1, true, 1));
+  EXPECT_EQ(asymmetric_groups(sharded, plan_pipeline_reduction(sharded)).pipeline,
+            (std::vector<std::vector<int>>{{0, 1, 2, 3}}));
 }
 
 TEST(AsymmetricRankPart, LaysOutItsStageAsAUniformPipeline) {

@@ -166,13 +166,12 @@ Plan asymmetric_plan_file(const Scenario& scenario) {
   return parse_plan(best_plan_json(scenario, candidate, graph), kFile);
 }
 
-// Asymmetric plans run at ZeRO 0 (ZeRO-1 over pipelines of different layouts is priced only); a tied table whose
-// copy the simulator prices no embedding group for is refused; a plan that does not fit, or whose key is not its detail's.
-TEST(PlanCheck, RunsAsymmetricPlansAtZeroStageZero) {
+// Asymmetric plans run at ZeRO 0 and 1; refused: a tied table over stages, a plan that does not fit, a key that is
+// not its detail's.
+TEST(PlanCheck, RunsAsymmetricPlans) {
   EXPECT_EQ(refusal_path(asymmetric_plan_file(testing::asymmetric_scenario(testing::kTp2BesidePp2, true))), "");
   EXPECT_EQ(refusal_path(asymmetric_plan_file(testing::asymmetric_scenario(testing::kTp2ToTp1BesideTp1, false))), "");
-  EXPECT_EQ(refusal_path(asymmetric_plan_file(testing::asymmetric_scenario(testing::kTp2BesidePp2, true, 1))),
-            "/family_plan/detail/zero_stage");
+  EXPECT_EQ(refusal_path(asymmetric_plan_file(testing::asymmetric_scenario(testing::kTp2BesidePp2, true, 1))), "");
   Plan tied = asymmetric_plan_file(testing::asymmetric_scenario(testing::kTp2BesidePp2, true));
   tied.scenario.model.untie_embeddings_and_output_weights = false;  // the pipelines are read against it
   EXPECT_EQ(refusal_path(tied), "/family_plan/detail/pipelines/1/stages");

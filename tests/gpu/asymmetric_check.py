@@ -6,8 +6,8 @@ GPUs, TP size and layers, the pipelines' gradients summed piece by piece (execut
    and run; every plan trains on the same sequences, so its loss curve must follow the one-GPU run's within bf16
    tolerance (a gradient lost, counted twice or scaled wrongly parts them at once). The plans cover a TP-2 stage
    beside a pipeline of two TP-1 stages (with and without sequence parallelism), a boundary between stages of
-   different TP sizes, uneven layer splits and batch shares, and a vocabulary the pipelines' TP sizes pad
-   differently.
+   different TP sizes, uneven layer splits and batch shares, ZeRO-1 over the pipelines, and a vocabulary the
+   pipelines' TP sizes pad differently.
 2. Llama-2-7B widths (4 layers), 16 sequences of 4,096 tokens: two asymmetric plans measured against their
    predictions, reported and folded (`twin calibrate --from-trace`).
 
@@ -35,6 +35,8 @@ CORRECTNESS = [
     ("tp2 | pp2 nosp", False, [pipeline(4, stage([0, 1], 2, 4)), pipeline(4, stage([2], 1, 2), stage([3], 1, 2))]),
     ("tp2>tp1 | tp1", True, [pipeline(5, stage([0, 1], 2, 3), stage([2], 1, 1)), pipeline(3, stage([3], 1, 4))]),
     ("tp1>tp2 | tp1 nosp", False, [pipeline(6, stage([0], 1, 1), stage([1, 2], 2, 3)), pipeline(2, stage([3], 1, 4))]),
+    # ZeRO-1 over the pipelines: each GPU steps its part of every reduction and gathers the others'
+    ("tp2>tp1 | tp1 zero1", True, [pipeline(5, stage([0, 1], 2, 3), stage([2], 1, 1)), pipeline(3, stage([3], 1, 4))], 1),
 ]
 
 # A vocabulary of 8,000 pads to 8,064 at TP 1 and to 8,192 at TP 2: the padding rows only pipeline 0 holds are
@@ -45,16 +47,18 @@ PADDED_MODEL = dict(ec.SMALL, vocab_size=8000)
 
 # Llama-2-7B widths, 4 layers, 16 sequences of 4,096 tokens.
 SPEED = [
-    ("7b4l tp2 | pp2", [pipeline(8, stage([0, 1], 2, 4)), pipeline(8, stage([2], 1, 2), stage([3], 1, 2))]),
-    ("7b4l tp2>tp1 | tp1", [pipeline(10, stage([0, 1], 2, 3), stage([2], 1, 1)), pipeline(6, stage([3], 1, 4))]),
+    ("7b4l tp2 | pp2", [pipeline(8, stage([0, 1], 2, 4)), pipeline(8, stage([2], 1, 2), stage([3], 1, 2))], 0),
+    ("7b4l tp2>tp1 | tp1", [pipeline(10, stage([0, 1], 2, 3), stage([2], 1, 1)), pipeline(6, stage([3], 1, 4))], 0),
+    ("7b4l tp2>tp1 | tp1 zero1", [pipeline(10, stage([0, 1], 2, 3), stage([2], 1, 1)), pipeline(6, stage([3], 1, 4))],
+     1),
 ]
 
 
-def pinned(doc, sequence_parallel, pipelines):
+def pinned(doc, sequence_parallel, pipelines, zero_stage=0):
     doc = copy.deepcopy(doc)
     doc.pop("search", None)
     doc["strategy"] = {"sequence_parallel": sequence_parallel, "recompute": "none", "schedule": "1f1b",
-                       "zero_stage": 0, "pipelines": pipelines}
+                       "zero_stage": zero_stage, "pipelines": pipelines}
     return doc
 
 
@@ -84,14 +88,14 @@ def main():
                                   ec.scenario("one-gpu", PADDED_MODEL, 1, SEQ, BATCH, 1, {}), args.iters, 2, log)
     doc = ec.scenario("asymmetric", ec.SMALL, 4, SEQ, BATCH, 1, {})
     padded_doc = ec.scenario("asymmetric", PADDED_MODEL, 4, SEQ, BATCH, 1, {})
-    cases = [(name, sp, p, doc, reference) for name, sp, p in CORRECTNESS]
+    cases = [(case[0], case[1], case[2], case[3] if len(case) > 3 else 0, doc, reference) for case in CORRECTNESS]
     if padded_baseline is not None:
-        cases.append((*PADDED, padded_doc, [s["loss"] for s in padded_baseline["steps"]]))
+        cases.append((*PADDED, 0, padded_doc, [s["loss"] for s in padded_baseline["steps"]]))
     else:
         failed = True
-    for name, sequence_parallel, pipelines, base_doc, reference in cases:
-        metrics = ec.run_case(args.twin, args.out, folder_name(name), pinned(base_doc, sequence_parallel, pipelines),
-                              args.iters, 2, log)
+    for name, sequence_parallel, pipelines, zero_stage, base_doc, reference in cases:
+        metrics = ec.run_case(args.twin, args.out, folder_name(name),
+                              pinned(base_doc, sequence_parallel, pipelines, zero_stage), args.iters, 2, log)
         if metrics is None:
             failed = True
             lines.append(f"| {name} | | | | | FAILED to run |")
@@ -110,9 +114,9 @@ def main():
     lines += ["", "## Llama-2-7B widths, 4 layers, 16 sequences of 4,096 tokens per step on 4 GPUs: measured against "
               "predicted (the pinned plan simulated), traced, reported and folded", "", *ec.SPEED_TABLE]
     doc = ec.scenario("asymmetric-7b4l", ec.LLAMA7B_4L, 4, 4096, 16, 1, {})
-    for name, pipelines in SPEED:
-        row, numbers, ok = ec.speed_case(args.twin, args.out, folder_name(name), 4, pinned(doc, True, pipelines), 8,
-                                         3, log)
+    for name, pipelines, zero_stage in SPEED:
+        row, numbers, ok = ec.speed_case(args.twin, args.out, folder_name(name), 4,
+                                         pinned(doc, True, pipelines, zero_stage), 8, 3, log)
         failed |= not ok
         if numbers:
             report["speed"][name] = numbers

@@ -101,10 +101,10 @@ void check_reduction(const char* pipelines, bool sequence_parallel) {
           TWIN_CUDA_CHECK(cudaMemcpy(unit->grads, grads.data(), grads.size() * 2, cudaMemcpyHostToDevice));
         }
       };
-      PipelineReductionRun run(reductions, rank, comms);
+      PipelineReductionRun run(reductions, rank, comms, params, nullptr, stream);
       const int segments = static_cast<int>(gradient_segments(scenario.model, plan.pipelines).size());
       fill();
-      for (int segment = 0; segment < segments; ++segment) run.run(segment, params, stream);
+      for (int segment = 0; segment < segments; ++segment) run.reduce(segment, params, stream);
       TWIN_CUDA_CHECK(cudaStreamSynchronize(stream));
       mismatches[rank] = 0;
       for (ParameterUnit* unit : params.units()) {
@@ -117,7 +117,7 @@ void check_reduction(const char* pipelines, bool sequence_parallel) {
           }
       }
       reduce_ms[rank] = test::median_ms([&] {
-        for (int segment = 0; segment < segments; ++segment) run.run(segment, params, stream);
+        for (int segment = 0; segment < segments; ++segment) run.reduce(segment, params, stream);
       }, 3, stream);
       TWIN_CUDA_CHECK(cudaStreamDestroy(stream));
     });
