@@ -25,6 +25,7 @@ PipelineReductionRun::PipelineReductionRun(const std::vector<PipelineReduction>&
     void* p = nullptr;
     TWIN_CUDA_CHECK(cudaMalloc(&p, std::max<std::size_t>(bytes, 1)));
     allocations_.push_back(p);
+    allocated_bytes_ += bytes;
     return p;
   };
   for (const PipelineReduction& r : reductions) {

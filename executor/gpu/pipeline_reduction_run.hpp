@@ -31,6 +31,8 @@ class PipelineReductionRun {
   PipelineReductionRun& operator=(const PipelineReductionRun&) = delete;
 
   bool shards_optimizer() const { return sharded_; }
+  // Device bytes of ZeRO-1's parts (gradients, weights, AdamW state); the staging comes from the pool.
+  std::size_t allocated_bytes() const { return allocated_bytes_; }
   // The segment's gradients summed over the pipelines: into the gradient buffers (ZeRO-0) or this GPU's parts.
   void reduce(int segment, StageParameters& params, cudaStream_t stream) const;
   // ZeRO-1: every holder's updated part of the segment's weights into the weight buffers.
@@ -56,6 +58,7 @@ class PipelineReductionRun {
   std::vector<const Mine*> of_segment(int segment) const;
   std::map<int, std::vector<Mine>> by_segment_;
   std::vector<void*> allocations_;
+  std::size_t allocated_bytes_ = 0;
   bool sharded_ = false;
 };
 

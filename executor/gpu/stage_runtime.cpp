@@ -396,7 +396,7 @@ std::size_t StageRuntime::peak_memory_bytes() const {
 std::size_t StageRuntime::own_bytes() const {
   std::size_t workspaces = 0;
   for (const StreamScratch& scratch : scratch_) workspaces += scratch.matmul ? Matmul::kWorkspaceBytes : 0;
-  return static_bytes_ + workspaces;
+  return static_bytes_ + workspaces + (pipeline_reduction_ ? pipeline_reduction_->allocated_bytes() : 0);
 }
 
 }  // namespace twin::exec
