@@ -29,7 +29,6 @@ std::uint32_t ActivityPool::acquire(ActivityKind kind, TimeNs now_ns) {
 }
 
 void ActivityPool::release(std::uint32_t a) {
-  ++activities_[a].version;
   free_.push_back(a);
 }
 

@@ -15,7 +15,6 @@ enum class ActivityKind : std::uint8_t { compute, delay, flow };
 
 struct Activity {
   ActivityKind kind = ActivityKind::compute;
-  std::uint32_t version = 0;                     // bumped on every reschedule and on release
   std::int32_t rank_class = -1;                  // compute: its class
   std::uint32_t target = 0;                      // compute: op index; delay, flow: communication run
   std::array<std::int32_t, 2> listed_in{-1, -1};  // classes whose active list holds it
@@ -31,7 +30,7 @@ class ActivityPool {
   explicit ActivityPool(std::size_t classes);
   // A fresh activity of `kind`, unlisted and unrated, up to date at `now_ns`.
   std::uint32_t acquire(ActivityKind kind, TimeNs now_ns);
-  // Makes its pending events stale and recycles it. Unlist it first.
+  // Recycles it. Unlist it first, and release it only once its completion has popped.
   void release(std::uint32_t a);
   void list(std::uint32_t a, int rank_class);
   void unlist(std::uint32_t a);

@@ -1,6 +1,6 @@
 // The event loop. A change marks the classes it affects dirty; they are re-rated once per event, after
-// everything that event caused, and an activity whose rate changed gets a new version and a new event
-// (the loop drops the old one when it pops).
+// everything that event caused, and an activity whose rate changed is rescheduled (its pending completion
+// replaced: sim/event_queue.hpp).
 #include "sim/engine.hpp"
 
 #include <algorithm>
@@ -24,6 +24,8 @@ void beyond_horizon() {
 }
 
 namespace {
+
+static_assert(kHorizonNs < TimeNs{1} << 57, "the event queue keeps times in 57 bits");
 
 // Float error must not add a nanosecond to an exact result: 1000 ns at 1.5x is 1500, not 1501.
 // The ceiling in integers (a truncation, plus one where it fell short): the same as std::ceil for every value here,
@@ -94,7 +96,6 @@ class Engine {
     while (!queue_.empty()) {
       const Event event = queue_.pop();
       ++events;
-      if (activities_[event.activity].version != event.version) continue;
       now_ = event.time_ns;
       complete(event.activity);
       refresh_dirty();
@@ -280,7 +281,7 @@ class Engine {
   void schedule_delay(std::uint32_t r, TimeNs latency_ns) {
     const std::uint32_t a = activities_.acquire(ActivityKind::delay, now_);
     activities_[a].target = r;
-    queue_.push(later(now_, latency_ns), a, activities_[a].version);
+    queue_.schedule(a, later(now_, latency_ns));
   }
 
   // ---- activities ----
@@ -361,8 +362,7 @@ class Engine {
         if (elapsed > 0) act.remaining = std::max(0.0, act.remaining - static_cast<double>(elapsed) / act.ns_per_unit);
         act.updated_ns = now_;
         act.ns_per_unit = ns_per_unit;
-        ++act.version;
-        queue_.push(later(now_, ceil_ns(act.remaining * ns_per_unit)), a, act.version);
+        queue_.schedule(a, later(now_, ceil_ns(act.remaining * ns_per_unit)));
       }
     }
     dirty_.clear();

@@ -1,53 +1,69 @@
-// Binary heap by hand rather than std::priority_queue: pop() moves the top out without a copy of the
-// comparator dance, and the sift loops stay branch-light on the (time, seq) key, compared as one number.
+// Binary heap by hand rather than std::priority_queue: an activity's entry is found through its position and
+// moved in place when it is rescheduled, and each entry is one 128-bit key, compared in one instruction pair
+// where the pair (time, seq) was a branch that the sift loops mispredicted often.
 #include "sim/event_queue.hpp"
 
-#include <utility>
+#include <algorithm>
 
 namespace twin::sim {
-namespace {
 
-// (time, seq) as one 128-bit number ordered as the pair is: one compare where the pair's two were a branch that
-// the sift loops mispredicted often (the time's sign bit flipped, so that unsigned order is the signed order).
-unsigned __int128 key(const Event& e) {
-  const std::uint64_t time = static_cast<std::uint64_t>(e.time_ns) ^ (std::uint64_t{1} << 63);
-  return static_cast<unsigned __int128>(time) << 64 | e.seq;
+EventQueue::Key EventQueue::key(std::uint32_t activity, TimeNs time_ns) {
+  return static_cast<Key>(static_cast<std::uint64_t>(time_ns)) << 71 | static_cast<Key>(next_seq_++) << 32 | activity;
 }
 
-bool earlier(const Event& a, const Event& b) { return key(a) < key(b); }
-
-}  // namespace
-
-void EventQueue::push(TimeNs time_ns, std::uint32_t activity, std::uint32_t version) {
-  Event event{time_ns, next_seq_++, activity, version};
-  std::size_t hole = heap_.size();
-  heap_.push_back(event);
-  while (hole > 0) {
-    std::size_t parent = (hole - 1) / 2;
-    if (!earlier(event, heap_[parent])) break;
-    heap_[hole] = heap_[parent];
-    hole = parent;
+void EventQueue::schedule(std::uint32_t activity, TimeNs time_ns) {
+  if (activity >= position_.size()) position_.resize(activity + std::size_t{1}, kAbsent);
+  if (next_seq_ == seq_limit_) renumber();
+  const Key k = key(activity, time_ns);
+  const std::uint32_t at = position_[activity];
+  if (at == kAbsent) {
+    heap_.push_back(k);
+    sift_up(heap_.size() - 1, k);
+  } else if (k < heap_[at]) {
+    sift_up(at, k);
+  } else {
+    sift_down(at, k);
   }
-  heap_[hole] = event;
 }
 
 Event EventQueue::pop() {
-  Event top = heap_.front();
-  Event last = heap_.back();
+  const Key top = heap_.front();
+  position_[activity_of(top)] = kAbsent;
+  const Key last = heap_.back();
   heap_.pop_back();
+  if (!heap_.empty()) sift_down(0, last);
+  return {static_cast<TimeNs>(static_cast<std::uint64_t>(top >> 71)), activity_of(top)};
+}
+
+void EventQueue::sift_up(std::size_t hole, Key key) {
+  while (hole > 0) {
+    const std::size_t parent = (hole - 1) / 2;
+    if (!(key < heap_[parent])) break;
+    place(hole, heap_[parent]);
+    hole = parent;
+  }
+  place(hole, key);
+}
+
+// The hole goes down to a leaf along the smaller children, then `key` rises from there (Floyd's): the loop has
+// no test of where `key` fits, a branch that mispredicted at every level (a heap's last leaf, which pop sifts,
+// mostly belongs near the bottom again). A rescheduled key, larger than before, rises no higher than `hole`.
+void EventQueue::sift_down(std::size_t hole, Key key) {
   const std::size_t size = heap_.size();
-  if (size == 0) return top;
-  std::size_t hole = 0;
-  for (;;) {
-    std::size_t child = 2 * hole + 1;
-    if (child >= size) break;
-    if (child + 1 < size && earlier(heap_[child + 1], heap_[child])) ++child;
-    if (!earlier(heap_[child], last)) break;
-    heap_[hole] = heap_[child];
+  for (std::size_t child = 2 * hole + 1; child < size; child = 2 * hole + 1) {
+    if (child + 1 < size && heap_[child + 1] < heap_[child]) ++child;
+    place(hole, heap_[child]);
     hole = child;
   }
-  heap_[hole] = last;
-  return top;
+  sift_up(hole, key);
+}
+
+// Pending entries in order (a sorted array is a heap) take the sequence numbers 0, 1, ...: the same order.
+void EventQueue::renumber() {
+  std::sort(heap_.begin(), heap_.end());
+  for (std::size_t i = 0; i < heap_.size(); ++i) place(i, heap_[i] >> 71 << 71 | static_cast<Key>(i) << 32 |
+                                                              activity_of(heap_[i]));
+  next_seq_ = heap_.size();
 }
 
 }  // namespace twin::sim
