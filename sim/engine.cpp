@@ -55,6 +55,7 @@ struct CommRun {
   int phase = 0;
   int flows_left = 0;
   bool latency_done = false;
+  bool nccl = false;  // its op's CommKernel is NCCL's (rating its flows reads it, not the op)
 };
 
 enum class OpState : std::uint8_t { blocked, waiting_peer, running, done };
@@ -213,7 +214,8 @@ class Engine {
       r = static_cast<std::uint32_t>(runs_.size());
       runs_.emplace_back();
     }
-    runs_[r] = CommRun{rank_class, op, &plan, message_bytes, receive_scale, 0, 0, false};
+    const bool nccl = flat_.classes[rank_class[0]].ops[op[0]].comm_kernel == CommKernel::nccl;
+    runs_[r] = CommRun{rank_class, op, &plan, message_bytes, receive_scale, 0, 0, false, nccl};
     continue_run(r, /*may_finish_now=*/false);
   }
 
@@ -344,7 +346,7 @@ class Engine {
     // copy engines, which a GEMM does not slow.
     const CommRun& comm = runs_[act.target];
     bool compute_busy = false;
-    if (flat_.classes[comm.rank_class[0]].ops[comm.op[0]].comm_kernel == CommKernel::nccl)
+    if (comm.nccl)
       for (int c : act.listed_in)
         if (c >= 0 && classes_[c].clock.compute_active() > 0) compute_busy = true;
     return loads_.ns_per_byte(act.route) * (compute_busy ? flat_.overlap.communication_slowdown : 1.0);

@@ -45,17 +45,15 @@ void EventQueue::sift_up(std::size_t hole, Key key) {
   place(hole, key);
 }
 
-// The hole goes down to a leaf along the smaller children, then `key` rises from there (Floyd's): the loop has
-// no test of where `key` fits, a branch that mispredicted at every level (a heap's last leaf, which pop sifts,
-// mostly belongs near the bottom again). A rescheduled key, larger than before, rises no higher than `hole`.
 void EventQueue::sift_down(std::size_t hole, Key key) {
   const std::size_t size = heap_.size();
   for (std::size_t child = 2 * hole + 1; child < size; child = 2 * hole + 1) {
     if (child + 1 < size && heap_[child + 1] < heap_[child]) ++child;
+    if (!(heap_[child] < key)) break;
     place(hole, heap_[child]);
     hole = child;
   }
-  sift_up(hole, key);
+  place(hole, key);
 }
 
 // Pending entries in order (a sorted array is a heap) take the sequence numbers 0, 1, ...: the same order.
