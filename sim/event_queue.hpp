@@ -4,6 +4,7 @@
 // binary heap) and gives it a new sequence number, exactly as if the old one had been dropped and a new one
 // pushed: a re-rated activity leaves no stale event behind to pop and skip (a sixth of the events before).
 #pragma once
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -22,7 +23,7 @@ class EventQueue {
   // Sequence numbers take 39 bits of an entry (time 57, activity 32): after 2^39 schedulings (hours of
   // replay) the pending ones are renumbered in order. `seq_limit` lowers that bound for tests.
   static constexpr std::uint64_t kSeqLimit = std::uint64_t{1} << 39;
-  explicit EventQueue(std::uint64_t seq_limit = kSeqLimit) : seq_limit_(seq_limit) {}
+  explicit EventQueue(std::uint64_t seq_limit = kSeqLimit) : seq_limit_(std::min(seq_limit, kSeqLimit)) {}
 
   void reserve(std::size_t events) { heap_.reserve(events); }
   // `activity` completes at `time_ns` (0 <= time_ns < 2^57), instead of when it was to complete if it was
