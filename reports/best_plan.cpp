@@ -11,6 +11,7 @@
 
 #include "core/atomic_file.hpp"
 #include "core/error.hpp"
+#include "core/json_text.hpp"
 
 namespace twin {
 namespace {
@@ -51,9 +52,10 @@ nlohmann::json predicted_json(const Candidate& best) {
           {"memory_bytes_per_stage", std::move(memory_bytes)}};
 }
 
-nlohmann::json rank_class_json(const RankClass& rank_class, const ClassResult& timing) {
+// A class's ops, one row each (kPlanOpColumns); left empty for write_best_plan, which writes them as text.
+nlohmann::json rank_class_json(const RankClass& rank_class, const ClassResult& timing, bool with_ops) {
   nlohmann::json ops = nlohmann::json::array();
-  for (OpIndex i = 0; i < rank_class.size(); ++i) {
+  for (OpIndex i = 0; with_ops && i < rank_class.size(); ++i) {
     const Op& op = rank_class.op(i);
     const OpTiming& t = timing.op_timings[i];
     ops.push_back({op_id(rank_class.index, i), to_string(op.kind), to_string(op.role), op.layer, op.micro_batch,
@@ -72,8 +74,50 @@ bool is_flat(const nlohmann::json& value) {
   return true;
 }
 
-// Indented like dump(1), except that arrays of scalars stay on one line: one op per line.
-void write_compact(const nlohmann::json& value, int depth, std::string& out) {
+// A class's "ops" array at `depth`, as write_compact writes the rows rank_class_json builds (one per line), straight
+// from the graph: building a json value per op and dumping it was most of writing best.json.
+void write_op_rows(const RankClass& rank_class, const ClassResult& timing, int depth, std::string& out) {
+  if (rank_class.size() == 0) {
+    out += "[]";
+    return;
+  }
+  const std::string indent(static_cast<std::size_t>(depth + 1), ' ');
+  out += "[\n";
+  for (OpIndex i = 0; i < rank_class.size(); ++i) {
+    const Op& op = rank_class.op(i);
+    const OpTiming& t = timing.op_timings[i];
+    out += i == 0 ? "" : ",\n";
+    out += indent;
+    out += '[';
+    append_json_string(out, op_id(rank_class.index, i));
+    for (const std::string& name : {to_string(op.kind), to_string(op.role)}) {
+      out += ',';
+      append_json_string(out, name);
+    }
+    for (const std::int64_t number : {std::int64_t{op.layer}, std::int64_t{op.micro_batch}}) {
+      out += ',';
+      out += fmt::format_int(number).c_str();
+    }
+    out += ',';
+    append_json_string(out, to_string(op.stream));
+    for (const TimeNs number : {t.start_ns, t.end_ns - t.start_ns}) {
+      out += ',';
+      out += fmt::format_int(number).c_str();
+    }
+    out += ']';
+  }
+  out += "\n" + std::string(static_cast<std::size_t>(depth), ' ') + "]";
+}
+
+// The graph and timings whose op rows write_compact writes into the plan's rank classes.
+struct OpRows {
+  const IterationGraph& graph;
+  const IterationResult& result;
+};
+
+// Indented like dump(1), except that arrays of scalars stay on one line: one op per line. With `rows` (given at the
+// plan's top), each of the plan's rank classes gets its "ops" (left empty by rank_class_json) from them.
+void write_compact(const nlohmann::json& value, int depth, std::string& out, const OpRows* rows = nullptr) {
   const auto dump = [](const nlohmann::json& v) { return v.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace); };
   const std::string indent(static_cast<std::size_t>(depth + 1), ' ');
   const std::string closing_indent(static_cast<std::size_t>(depth), ' ');
@@ -88,15 +132,20 @@ void write_compact(const nlohmann::json& value, int depth, std::string& out) {
     first = false;
     out += indent;
     if (value.is_object()) out += dump(nlohmann::json(key)) + ": ";
-    write_compact(element, depth + 1, out);
+    // rows reach the "rank_classes" array (depth 1), its class objects (depth 2) and their "ops".
+    const bool in_classes = rows && (depth == 0 ? key == "rank_classes" : depth == 1);
+    if (rows && depth == 2 && key == "ops") {
+      const int c = value.at("index").get<int>();
+      write_op_rows(rows->graph.classes.at(c), rows->result.classes.at(c), depth + 1, out);
+    } else {
+      write_compact(element, depth + 1, out, in_classes ? rows : nullptr);
+    }
   }
   out += "\n" + closing_indent + (value.is_object() ? "}" : "]");
 }
 
 
-}  // namespace
-
-nlohmann::json best_plan_json(const Scenario& scenario, const Candidate& best, const IterationGraph& graph) {
+nlohmann::json plan_json(const Scenario& scenario, const Candidate& best, const IterationGraph& graph, bool with_ops) {
   if (best.result.classes.size() != graph.classes.size())
     throw std::invalid_argument("best_plan_json: the result has a different number of rank classes than the graph");
   nlohmann::json classes = nlohmann::json::array();
@@ -105,7 +154,7 @@ nlohmann::json best_plan_json(const Scenario& scenario, const Candidate& best, c
     if (timing.op_timings.size() != rank_class.size())
       throw std::invalid_argument(fmt::format(
           "best_plan_json: no op timings for class {} (simulate with record_op_timings)", rank_class.index));
-    classes.push_back(rank_class_json(rank_class, timing));
+    classes.push_back(rank_class_json(rank_class, timing, with_ops));
   }
   nlohmann::json columns = nlohmann::json::array();
   for (const char* column : kPlanOpColumns) columns.push_back(column);
@@ -126,10 +175,23 @@ nlohmann::json best_plan_json(const Scenario& scenario, const Candidate& best, c
   return plan;
 }
 
+}  // namespace
+
+nlohmann::json best_plan_json(const Scenario& scenario, const Candidate& best, const IterationGraph& graph) {
+  return plan_json(scenario, best, graph, true);
+}
+
+std::string best_plan_text(const nlohmann::json& plan) {
+  std::string text;
+  write_compact(plan, 0, text);
+  return text + "\n";
+}
+
 void write_best_plan(const std::filesystem::path& path, const Scenario& scenario, const Candidate& best,
                      const IterationGraph& graph) {
   std::string text;
-  write_compact(best_plan_json(scenario, best, graph), 0, text);
+  const OpRows rows{graph, best.result};
+  write_compact(plan_json(scenario, best, graph, false), 0, text, &rows);
   text += "\n";
   write_file_atomically(path, text);
 }

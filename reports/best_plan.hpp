@@ -18,7 +18,10 @@ namespace twin {
 // `best.result` must carry op timings for every class of `graph` (throws std::invalid_argument otherwise).
 nlohmann::json best_plan_json(const Scenario& scenario, const Candidate& best, const IterationGraph& graph);
 
-// Writes best_plan_json atomically, indented.
+// A plan as best.json lays it out: indented like dump(1), but every array of scalars (an op's row) on one line.
+std::string best_plan_text(const nlohmann::json& plan);
+
+// Writes best_plan_text(best_plan_json(...)) atomically, the op rows straight from `graph` (the same bytes).
 void write_best_plan(const std::filesystem::path& path, const Scenario& scenario, const Candidate& best,
                      const IterationGraph& graph);
 

@@ -1,6 +1,7 @@
 // Where a rank class's time goes, swept as the simulation runs: at every change of what is active the
 // elapsed interval is charged to one category, by priority optimizer > compute > exposed communication
-// > bubble, so that the four add up to the class's finish time exactly.
+// > bubble, so that the four add up to the class's finish time exactly. Defined here, inline: the engine calls it
+// at every event.
 #pragma once
 #include "core/units.hpp"
 #include "sim/result.hpp"
@@ -30,5 +31,17 @@ class ClassClock {
   TimeBreakdown breakdown_;
   TimeNs communication_busy_ns_ = 0;
 };
+
+// The category of an interval is decided by what was active during it, i.e. before the change at now.
+inline void ClassClock::advance(TimeNs now_ns) {
+  const TimeNs elapsed = now_ns - last_ns_;
+  if (elapsed <= 0) return;
+  last_ns_ = now_ns;
+  if (communication_active_ > 0) communication_busy_ns_ += elapsed;
+  if (optimizer_active_ > 0) breakdown_.optimizer_ns += elapsed;
+  else if (compute_active_ > 0) breakdown_.compute_ns += elapsed;
+  else if (communication_active_ > 0) breakdown_.exposed_communication_ns += elapsed;
+  else breakdown_.bubble_ns += elapsed;
+}
 
 }  // namespace twin::sim

@@ -1,6 +1,6 @@
 // The event loop. A change marks the classes it affects dirty; they are re-rated once per event, after
-// everything that event caused, and an activity whose rate changed gets a new version and a new event
-// (the loop drops the old one when it pops).
+// everything that event caused, and an activity whose rate changed is rescheduled (its pending completion
+// replaced: sim/event_queue.hpp).
 #include "sim/engine.hpp"
 
 #include <algorithm>
@@ -24,6 +24,8 @@ void beyond_horizon() {
 }
 
 namespace {
+
+static_assert(kHorizonNs < TimeNs{1} << 57, "the event queue keeps times in 57 bits");
 
 // Float error must not add a nanosecond to an exact result: 1000 ns at 1.5x is 1500, not 1501.
 // The ceiling in integers (a truncation, plus one where it fell short): the same as std::ceil for every value here,
@@ -53,6 +55,7 @@ struct CommRun {
   int phase = 0;
   int flows_left = 0;
   bool latency_done = false;
+  bool nccl = false;  // its op's CommKernel is NCCL's (rating its flows reads it, not the op)
 };
 
 enum class OpState : std::uint8_t { blocked, waiting_peer, running, done };
@@ -94,7 +97,6 @@ class Engine {
     while (!queue_.empty()) {
       const Event event = queue_.pop();
       ++events;
-      if (activities_[event.activity].version != event.version) continue;
       now_ = event.time_ns;
       complete(event.activity);
       refresh_dirty();
@@ -212,7 +214,8 @@ class Engine {
       r = static_cast<std::uint32_t>(runs_.size());
       runs_.emplace_back();
     }
-    runs_[r] = CommRun{rank_class, op, &plan, message_bytes, receive_scale, 0, 0, false};
+    const bool nccl = flat_.classes[rank_class[0]].ops[op[0]].comm_kernel == CommKernel::nccl;
+    runs_[r] = CommRun{rank_class, op, &plan, message_bytes, receive_scale, 0, 0, false, nccl};
     continue_run(r, /*may_finish_now=*/false);
   }
 
@@ -280,7 +283,7 @@ class Engine {
   void schedule_delay(std::uint32_t r, TimeNs latency_ns) {
     const std::uint32_t a = activities_.acquire(ActivityKind::delay, now_);
     activities_[a].target = r;
-    queue_.push(later(now_, latency_ns), a, activities_[a].version);
+    queue_.schedule(a, later(now_, latency_ns));
   }
 
   // ---- activities ----
@@ -343,7 +346,7 @@ class Engine {
     // copy engines, which a GEMM does not slow.
     const CommRun& comm = runs_[act.target];
     bool compute_busy = false;
-    if (flat_.classes[comm.rank_class[0]].ops[comm.op[0]].comm_kernel == CommKernel::nccl)
+    if (comm.nccl)
       for (int c : act.listed_in)
         if (c >= 0 && classes_[c].clock.compute_active() > 0) compute_busy = true;
     return loads_.ns_per_byte(act.route) * (compute_busy ? flat_.overlap.communication_slowdown : 1.0);
@@ -361,8 +364,7 @@ class Engine {
         if (elapsed > 0) act.remaining = std::max(0.0, act.remaining - static_cast<double>(elapsed) / act.ns_per_unit);
         act.updated_ns = now_;
         act.ns_per_unit = ns_per_unit;
-        ++act.version;
-        queue_.push(later(now_, ceil_ns(act.remaining * ns_per_unit)), a, act.version);
+        queue_.schedule(a, later(now_, ceil_ns(act.remaining * ns_per_unit)));
       }
     }
     dirty_.clear();

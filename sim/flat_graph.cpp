@@ -1,6 +1,6 @@
 // Flattening: one pass over each class's ops for CSR successors, stream order and dependency counts, each compute
-// op priced and each communication op's plan made (flat_pricing.hpp), and a sorted map that pairs pipeline sends
-// with their receives once every class is in. Classes are added one at a time (Flattener), so that a lowering may
+// op priced and each communication op's plan made (flat_pricing.hpp), and the pipeline sends paired with their
+// receives once every class is in. Classes are added one at a time (Flattener), so that a lowering may
 // hand them over one after another and reuse their storage (strategies/lowering.hpp, lower_class_by_class).
 #include "sim/flat_graph.hpp"
 
@@ -10,7 +10,6 @@
 #include <array>
 #include <cmath>
 #include <limits>
-#include <map>
 #include <optional>
 #include <string>
 #include <stdexcept>
@@ -21,16 +20,16 @@ namespace {
 
 constexpr std::uint32_t kNone = std::numeric_limits<std::uint32_t>::max();
 
-// A pipeline transfer's two ends and their bytes: they are paired once every class is in, when the classes added
-// first may be gone (lower_class_by_class).
-struct PipelineEnds {
-  std::int64_t send = -1;
-  std::int64_t recv = -1;
-  Bytes send_bytes = 0;
-  Bytes recv_bytes = 0;
-};
+// A pipeline transfer's end: the ends are paired once every class is in, when the classes added first may be gone
+// (lower_class_by_class), by sorting them on their transfer's key (a sorted map of them cost a heap node per transfer).
 using PipelineKey = std::tuple<int, int, std::int64_t>;  // sender class, receiver class, tag
-using PipelineTransfers = std::map<PipelineKey, PipelineEnds>;
+struct PipelineEnd {
+  PipelineKey key;
+  bool send = false;
+  std::uint32_t op = 0;
+  Bytes bytes = 0;
+};
+using PipelineTransfers = std::vector<PipelineEnd>;
 
 // What op i is: a compute op's price, a collective's plan, a pipeline transfer's end.
 void classify_op(const IterationGraph& graph, int c, std::uint32_t i, FlatOp& flat_op, PlanTable& plans,
@@ -58,12 +57,8 @@ void classify_op(const IterationGraph& graph, int c, std::uint32_t i, FlatOp& fl
       throw std::logic_error(describe(graph, c, i) + ": peer class " + std::to_string(op.peer) + " does not exist");
     const bool is_send = op.kind == OpKind::send;
     flat_op.kind = is_send ? OpClass::pipeline_send : OpClass::pipeline_recv;
-    PipelineEnds& ends = pipeline[is_send ? PipelineKey{c, op.peer, op.p2p_tag} : PipelineKey{op.peer, c, op.p2p_tag}];
-    std::int64_t& end = is_send ? ends.send : ends.recv;
-    if (end >= 0)
-      throw std::logic_error(describe(graph, c, i) + ": p2p_tag " + std::to_string(op.p2p_tag) + " used twice");
-    end = i;
-    (is_send ? ends.send_bytes : ends.recv_bytes) = op.bytes;
+    pipeline.push_back({is_send ? PipelineKey{c, op.peer, op.p2p_tag} : PipelineKey{op.peer, c, op.p2p_tag}, is_send,
+                        i, op.bytes});
     return;
   }
   flat_op.kind = OpClass::collective;
@@ -119,22 +114,31 @@ void flatten_class(const IterationGraph& graph, int c, FlatClass& flat, PlanTabl
   }
 }
 
-// `graph`: every class placed (its ops may be gone).
-void pair_pipeline_transfers(const IterationGraph& graph, const Cluster& cluster, const PipelineTransfers& pipeline,
+// `graph`: every class placed (its ops may be gone). Transfers in the order of their keys.
+void pair_pipeline_transfers(const IterationGraph& graph, const Cluster& cluster, PipelineTransfers& pipeline,
                              std::vector<FlatClass>& flat, std::vector<std::optional<PlanTable>>& plans) {
-  for (const auto& [key, ends] : pipeline) {
-    const auto [sender, receiver, tag] = key;
-    if (ends.send < 0 || ends.recv < 0) {
-      const bool sent = ends.send >= 0;
-      const OpRef end{graph, sent ? sender : receiver, static_cast<OpIndex>(sent ? ends.send : ends.recv)};
-      throw std::logic_error(end.describe() + ": no matching " + (ends.send >= 0 ? "recv" : "send") +
-                             " on class " + std::to_string(ends.send >= 0 ? receiver : sender) + " with p2p_tag " +
-                             std::to_string(tag));
+  std::stable_sort(pipeline.begin(), pipeline.end(),
+                   [](const PipelineEnd& a, const PipelineEnd& b) { return a.key < b.key; });
+  for (std::size_t first = 0, last = 0; first < pipeline.size(); first = last) {
+    const auto [sender, receiver, tag] = pipeline[first].key;
+    std::array<const PipelineEnd*, 2> ends{};  // the send, the recv
+    for (last = first; last < pipeline.size() && pipeline[last].key == pipeline[first].key; ++last) {
+      const PipelineEnd& end = pipeline[last];
+      if (ends[end.send ? 0 : 1])
+        throw std::logic_error(OpRef{graph, end.send ? sender : receiver, end.op}.describe() + ": p2p_tag " +
+                               std::to_string(tag) + " used twice");
+      ends[end.send ? 0 : 1] = &end;
     }
-    const auto send = static_cast<std::uint32_t>(ends.send);
-    const auto recv = static_cast<std::uint32_t>(ends.recv);
-    const Bytes send_bytes = ends.send_bytes;
-    const Bytes recv_bytes = ends.recv_bytes;
+    if (!ends[0] || !ends[1]) {
+      const bool sent = ends[0] != nullptr;
+      const OpRef end{graph, sent ? sender : receiver, (sent ? ends[0] : ends[1])->op};
+      throw std::logic_error(end.describe() + ": no matching " + (sent ? "recv" : "send") + " on class " +
+                             std::to_string(sent ? receiver : sender) + " with p2p_tag " + std::to_string(tag));
+    }
+    const std::uint32_t send = ends[0]->op;
+    const std::uint32_t recv = ends[1]->op;
+    const Bytes send_bytes = ends[0]->bytes;
+    const Bytes recv_bytes = ends[1]->bytes;
     // Classes of different sizes (asymmetric plans) hold a tensor in different shards: each side's op
     // gives its own bytes per GPU. Classes of equal size must agree.
     const bool same_size = graph.classes[sender].num_ranks == graph.classes[receiver].num_ranks;

@@ -3,7 +3,9 @@
 // resource. A flow occupies some of these resources (a collective both directions of the links it
 // uses, a pipeline send the sender's transmit and the receiver's receive side); the flows on one
 // resource share its capacity equally, and a flow moves at the smallest share among its resources.
+// Defined inline here: the engine's event loop calls these at every flow's start, end and rating.
 #pragma once
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <vector>
@@ -47,5 +49,23 @@ class LinkLoads {
  private:
   std::vector<std::array<int, kResourcesPerClass>> flows_;
 };
+
+// Equal shares: rate = capacity / flows on the resource; the slowest resource bounds the flow.
+inline void LinkLoads::attach(const FlowRoute& route) {
+  for (int i = 0; i < route.count; ++i) ++flows_[route.resources[i].rank_class][route.resources[i].resource];
+}
+
+inline void LinkLoads::detach(const FlowRoute& route) {
+  for (int i = 0; i < route.count; ++i) --flows_[route.resources[i].rank_class][route.resources[i].resource];
+}
+
+inline double LinkLoads::ns_per_byte(const FlowRoute& route) const {
+  double slowest = 0;
+  for (int i = 0; i < route.count; ++i) {
+    const FlowResource& r = route.resources[i];
+    slowest = std::max(slowest, flows_[r.rank_class][r.resource] / r.capacity_GBps);
+  }
+  return slowest;
+}
 
 }  // namespace twin::sim

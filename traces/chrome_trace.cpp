@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "core/atomic_file.hpp"
+#include "core/json_text.hpp"
 
 namespace twin {
 namespace {
@@ -54,19 +55,6 @@ void add_metadata(const RankClass& rank_class, const Emit& events) {
   }
 }
 
-// `name` as a JSON string: the names written here are enum names and op names (ASCII), escaped as
-// nlohmann::json does should one ever hold a quote, a backslash or a control character.
-void append_string(std::string& out, const std::string& name) {
-  if (name.find_first_of("\"\\") != std::string::npos ||
-      std::any_of(name.begin(), name.end(), [](char c) { return static_cast<unsigned char>(c) < 0x20 || c & 0x80; })) {
-    out += dump(nlohmann::json(name));
-    return;
-  }
-  out += '"';
-  out += name;
-  out += '"';
-}
-
 // A number as nlohmann::json prints it (shortest round trip, ".0" on integral doubles; null when not finite):
 // through the routine its dump() calls, without the json value and the output adapter dump() allocates for each
 // (three numbers per op of every traced candidate).
@@ -97,28 +85,28 @@ std::string op_event(const RankClass& rank_class, OpIndex index, const OpTiming&
   out += ",\"flops\":";
   append_number(out, op.flops);
   out += ",\"group\":";
-  append_string(out, to_string(op.group));
+  append_json_string(out, to_string(op.group));
   out += ",\"kind\":";
-  append_string(out, kind);
+  append_json_string(out, kind);
   out += ",\"layer\":";
   out += fmt::format_int(op.layer).c_str();
   out += ",\"micro_batch\":";
   out += fmt::format_int(op.micro_batch).c_str();
   out += ",\"op_id\":";
-  append_string(out, op_id(rank_class.index, index));
+  append_json_string(out, op_id(rank_class.index, index));
   out += ",\"phase\":";
-  append_string(out, to_string(op.phase));
+  append_json_string(out, to_string(op.phase));
   if (op.recomputed) out += ",\"recomputed\":true";
   out += ",\"role\":";
-  append_string(out, to_string(op.role));
+  append_json_string(out, to_string(op.role));
   out += ",\"stage\":";
   out += fmt::format_int(rank_class.stage).c_str();
   out += "},\"cat\":";
-  append_string(out, kind);
+  append_json_string(out, kind);
   out += ",\"dur\":";
   append_number(out, microseconds(timing.end_ns - timing.start_ns));
   out += ",\"name\":";
-  append_string(out, op_name(op));
+  append_json_string(out, op_name(op));
   out += ",\"ph\":\"X\",\"pid\":";
   out += fmt::format_int(rank_class.first_rank).c_str();
   out += ",\"tid\":";

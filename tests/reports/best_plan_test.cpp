@@ -4,6 +4,8 @@
 
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <string>
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -98,6 +100,18 @@ TEST(BestPlan, WritesOneOpPerLine) {
   while (std::getline(in, line))
     if (line.find("[\"c") != std::string::npos) ++op_lines;
   EXPECT_EQ(op_lines, 12);
+  std::filesystem::remove_all(scratch_directory());
+}
+
+// write_best_plan writes the op rows as text, not through json values: the same bytes as the plan's json laid out.
+TEST(BestPlan, WritesTheBytesOfItsJsonLaidOut) {
+  const auto path = scratch_directory() / "bytes.json";
+  const Candidate best = testing::best_candidate();
+  const IterationGraph graph = testing::two_stage_graph();
+  write_best_plan(path, plan_scenario(), best, graph);
+  std::ifstream in(path, std::ios::binary);
+  const std::string written((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(written, best_plan_text(best_plan_json(plan_scenario(), best, graph)));
   std::filesystem::remove_all(scratch_directory());
 }
 
