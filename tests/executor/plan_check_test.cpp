@@ -181,6 +181,16 @@ TEST(PlanCheck, RunsAsymmetricPlans) {
   Plan renamed = asymmetric_plan_file(testing::asymmetric_scenario(testing::kTp2BesidePp2, true));
   renamed.document["family_plan"]["key"] = "hetero.other";
   EXPECT_EQ(refusal_path(renamed), "/family_plan/key");
+  // The detail is read as a scenario's strategy.pipelines is, each error at its path.
+  Plan edited = asymmetric_plan_file(testing::asymmetric_scenario(testing::kTp2BesidePp2, true));
+  edited.document["family_plan"]["detail"]["zero_stage"] = 2;
+  EXPECT_EQ(refusal_path(edited), "/family_plan/detail/zero_stage");
+  edited = asymmetric_plan_file(testing::asymmetric_scenario(testing::kTp2BesidePp2, true));
+  edited.document["family_plan"]["detail"]["pipelines"][1]["stages"][1]["devices"] = {1};
+  EXPECT_EQ(refusal_path(edited), "/family_plan/detail/pipelines/1/stages/1/devices");
+  edited = asymmetric_plan_file(testing::asymmetric_scenario(testing::kTp2BesidePp2, true));
+  edited.document["family_plan"]["detail"]["stages"] = 2;
+  EXPECT_EQ(refusal_path(edited), "/family_plan/detail/stages");  // an unknown key
 }
 
 }  // namespace

@@ -141,7 +141,8 @@ TEST(HotSwitchPlanFile, PhasesThatDoNotFollowFromTheScenarioAreRefusedWhereTheyA
   cut["family_plan"]["detail"]["phases"].erase(1);
   EXPECT_EQ(error_path(cut), "/family_plan/detail/phases");
   EXPECT_EQ(with("/family_plan/family", "per-layer"), "/family_plan/detail");  // read as a per-layer detail
-  EXPECT_EQ(with("/family_plan/family", "heterogeneous"), "/family_plan/family");
+  EXPECT_EQ(with("/family_plan/family", "heterogeneous"), "/family_plan/detail/home");  // read as an asymmetric detail
+  EXPECT_EQ(with("/family_plan/family", "pipelined"), "/family_plan/family");
 }
 
 }  // namespace
