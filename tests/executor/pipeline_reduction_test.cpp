@@ -154,5 +154,20 @@ TEST(AsymmetricRankPart, LaysOutItsStageAsAUniformPipeline) {
   EXPECT_EQ(ids, (std::vector<std::int32_t>{3, kHeadUnit}));
 }
 
+// twin execute runs a GPU per rank: a plan that leaves a GPU of the numbering out is refused, naming it.
+TEST(AsymmetricRankPart, StagesMustNumberTheirGpusFromZeroOn) {
+  const char* gap = R"([
+    { "micro_batch_size": 1, "num_micro_batches": 4,
+      "stages": [ { "devices": [0, 1], "tensor_model_parallel_size": 2, "num_layers": 4 } ] },
+    { "micro_batch_size": 1, "num_micro_batches": 4,
+      "stages": [ { "devices": [3], "tensor_model_parallel_size": 1, "num_layers": 4 } ] } ])";
+  try {
+    asymmetric_graphs(asymmetric_scenario(gap, true));
+    FAIL() << "a plan over GPUs 0, 1 and 3 was accepted";
+  } catch (const std::invalid_argument& error) {
+    EXPECT_NE(std::string(error.what()).find("pipeline 1 uses GPU 3"), std::string::npos) << error.what();
+  }
+}
+
 }  // namespace
 }  // namespace twin::exec
