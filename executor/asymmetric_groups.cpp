@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "strategies/heterogeneous/asymmetric_plan.hpp"
+
 namespace twin::exec {
 
 AsymmetricGroups asymmetric_groups(const PlanGraphs& lowered, const std::vector<PipelineReduction>& reductions) {
@@ -20,9 +22,6 @@ AsymmetricGroups asymmetric_groups(const PlanGraphs& lowered, const std::vector<
     out.pipeline.push_back(all);
     deepest = std::max(deepest, pipeline.stages.size());
   }
-  const auto sharded = [&](const AsymmetricStage& stage) {
-    return plan.shared.sequence_parallel && stage.tensor_model_parallel_size > 1;
-  };
   for (int backward = 0; backward < 2; ++backward)
     for (int s = 0; s + 1 < static_cast<int>(deepest); ++s) {
       AsymmetricGroups::Boundary boundary;
@@ -35,8 +34,10 @@ AsymmetricGroups asymmetric_groups(const PlanGraphs& lowered, const std::vector<
         std::vector<int> group = from.devices;
         group.insert(group.end(), to.devices.begin(), to.devices.end());
         boundary.groups.push_back(std::move(group));
+        // A side shards the rows where its stage runs sequence parallel (stage_strategy: the shared switch, TP > 1).
         boundary.sides.push_back({static_cast<int>(from.devices.size()), static_cast<int>(to.devices.size()),
-                                  sharded(from), sharded(to)});
+                                  stage_strategy(plan.shared, pipeline, boundary.from_stage).sequence_parallel,
+                                  stage_strategy(plan.shared, pipeline, boundary.to_stage).sequence_parallel});
       }
       out.boundaries.push_back(std::move(boundary));
     }

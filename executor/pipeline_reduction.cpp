@@ -112,7 +112,7 @@ std::vector<PipelineReduction> plan_pipeline_reduction(const PlanGraphs& lowered
       std::sort(ranks.begin(), ranks.end());
       for (int rank : ranks)
         for (const ParameterUnitLayout& unit : units_of.at(rank)) {
-          const int model_unit = unit.id == kEmbeddingUnit ? -1 : unit.id == kHeadUnit ? lowered.scenario.model.num_layers : unit.id;
+          const int model_unit = model_order_unit(lowered.scenario.model, unit.id);
           if (model_unit < segments[g].first_unit || model_unit >= segments[g].end_unit) continue;
           for (const WeightTensor& w : unit.tensors) {
             if (w.embedding_copy)

@@ -1,6 +1,6 @@
-// The plan's family first (an asymmetric plan's own checks), then per part (a uniform or per-layer
-// plan's strategy, or each hot-switching phase's) memory, strategy and the switch into it, the framework switches,
-// and last the parameter layout and the op bindings of every rank class, which refuse what they do not run.
+// An asymmetric plan's own checks, or per part (a uniform or per-layer plan's strategy, or each hot-switching
+// phase's) memory, strategy, the switch into it and the parameter layout; then the framework switches and the
+// precision recipe, and last the op bindings of every rank class, which refuse what they do not run.
 #include "executor/plan_check.hpp"
 
 #include <stdexcept>
@@ -60,12 +60,10 @@ void check_asymmetric_plan(const Plan& plan, const PlanGraphs& lowered, const st
   }
 }
 
-}  // namespace
-
-void check_executable_plan(const Plan& plan, const std::string& file) {
-  const PlanGraphs lowered = plan_graphs(plan, file);
-  if (lowered.asymmetric) check_asymmetric_plan(plan, lowered, file);
-  for (std::size_t p = 0; p < lowered.parts.size() && !lowered.asymmetric; ++p) {
+// A plan of parts (uniform, hot switching, per-layer): each part's strategy, the switch into it, a per-layer plan's
+// layers, and the parameter layout of each part's stages.
+void check_parts(const Plan& plan, const PlanGraphs& lowered, const std::string& file) {
+  for (std::size_t p = 0; p < lowered.parts.size(); ++p) {
     const PlanPart& part = lowered.parts[p];
     const std::string at =
         lowered.phases.empty() ? "/strategy" : fmt::format("/family_plan/detail/phases/{}/strategy_fields", p);
@@ -118,6 +116,18 @@ void check_executable_plan(const Plan& plan, const std::string& file) {
                                    "the table shard by shard",
                                    edge_layout(layers.layers.front().layout).group));
   }
+  try {
+    for (const PlanPart& part : lowered.parts)
+      for (int stage = 0; stage < part.strategy.pipeline_model_parallel_size; ++stage)
+        plan_parameter_units(
+            part, static_cast<int>(stage * part.strategy.world_size() / part.strategy.pipeline_model_parallel_size), 0);
+  } catch (const std::invalid_argument& error) {
+    throw InputError(file, "/scenario/model", std::string("a model and strategy twin execute runs: ") + error.what());
+  }
+}
+
+// What every plan trains with: the framework switches and the precision recipe twin execute runs.
+void check_training(const Plan& plan, const std::string& file) {
   if (!plan.scenario.framework.cross_entropy_loss_fusion)
     throw InputError(file, "/scenario/framework/cross_entropy_loss_fusion",
                      "true (twin execute runs the fused vocabulary-parallel cross-entropy)");
@@ -137,11 +147,18 @@ void check_executable_plan(const Plan& plan, const std::string& file) {
       throw InputError(file, std::string("/scenario/training/") + key,
                        "fp32 or bf16 (twin execute stores optimizer state in these; " + to_string(dtype) +
                            " is priced by the simulator only)");
+}
+
+}  // namespace
+
+void check_executable_plan(const Plan& plan, const std::string& file) {
+  const PlanGraphs lowered = plan_graphs(plan, file);
+  if (lowered.asymmetric)
+    check_asymmetric_plan(plan, lowered, file);
+  else
+    check_parts(plan, lowered, file);
+  check_training(plan, file);
   try {
-    for (const PlanPart& part : lowered.parts)
-      for (int stage = 0; stage < part.strategy.pipeline_model_parallel_size && !lowered.asymmetric; ++stage)
-        plan_parameter_units(
-            part, static_cast<int>(stage * part.strategy.world_size() / part.strategy.pipeline_model_parallel_size), 0);
     for (const RankClass& rc : lowered.graph.classes)
       bind_ops(rc, !plan.scenario.model.untie_embeddings_and_output_weights);
   } catch (const std::invalid_argument& error) {

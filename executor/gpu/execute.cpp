@@ -86,9 +86,7 @@ int rank_main(const ExecuteRequest& request, const gpu::RankIdentity& identity) 
   TWIN_CUDA_CHECK(cudaSetDevice(identity.local_rank));
   const Plan plan = read_plan(request.plan);
   const PlanGraphs lowered = plan_graphs(plan, request.plan);
-  // What this GPU runs of each part: the plan's parts, an asymmetric plan's as its stage runs it.
-  std::vector<PlanPart> rank_parts = lowered.parts;
-  if (lowered.asymmetric) rank_parts.front() = asymmetric_rank_part(lowered, identity.rank);
+  const std::vector<PlanPart> parts_here = rank_parts(lowered, identity.rank);  // as this GPU runs them
   const Scenario& scenario = plan.scenario;
   const Strategy& strategy = plan.strategy;  // a hot-switching plan's home strategy: its layout is every phase's
   const IterationGraph& graph = lowered.graph;
@@ -141,8 +139,8 @@ int rank_main(const ExecuteRequest& request, const gpu::RankIdentity& identity) 
     for (std::size_t p = 0; p < part_count; ++p)
       parameters[p] = layout_of[p] != p ? parameters[layout_of[p]]
                                         : std::make_shared<StageParameters>(
-                                              rank_parts[p].scenario,
-                                              plan_parameter_units(rank_parts[p], identity.rank, options.seed), setup,
+                                              parts_here[p].scenario,
+                                              plan_parameter_units(parts_here[p], identity.rank, options.seed), setup,
                                               layout_of[p] == layout_of[part_count - 1] &&
                                                   !optimizer_sharded_over_pipelines);
     TWIN_CUDA_CHECK(cudaStreamSynchronize(setup));
@@ -152,7 +150,7 @@ int rank_main(const ExecuteRequest& request, const gpu::RankIdentity& identity) 
   for (const PlanPart& part : lowered.parts) step_micro_batches += part.strategy.num_micro_batches;
   std::vector<std::unique_ptr<StageRuntime>> runtimes;
   for (std::size_t p = 0; p < part_count; ++p) {
-    const PlanPart& part = rank_parts[p];
+    const PlanPart& part = parts_here[p];
     StepPart share;
     share.parameters = parameters[p];
     share.adds_gradients = p > 0;
@@ -210,7 +208,7 @@ int rank_main(const ExecuteRequest& request, const gpu::RankIdentity& identity) 
     runs[p].part = static_cast<int>(p);
     runs[p].parts = static_cast<int>(part_count);
     runs[p].rank_class = runtimes[p]->rank_class().index;
-    const RankCoordinates at = coordinates_of(rank_parts[p].strategy, rank_parts[p].layout_rank(identity.rank));
+    const RankCoordinates at = coordinates_of(parts_here[p].strategy, parts_here[p].layout_rank(identity.rank));
     // An asymmetric plan's data-parallel replicas are its pipelines.
     runs[p].coordinates = {at.tp, at.cp, lowered.asymmetric ? runtimes[p]->rank_class().pipeline : at.dp, at.pp};
     runs[p].device = props.name;
@@ -222,7 +220,7 @@ int rank_main(const ExecuteRequest& request, const gpu::RankIdentity& identity) 
       double loss_sum = 0, aux_loss = 0;
       std::vector<ExpertLoad> loads;
       for (std::size_t p = 0; p < part_count; ++p) {
-        const PlanPart& part = rank_parts[p];
+        const PlanPart& part = parts_here[p];
         const Strategy& s = part.strategy;
         const RankCoordinates at = coordinates_of(s, part.layout_rank(identity.rank));
         const TokenStream stream{scenario.model.vocab_size, part.scenario.training.seq_length, request.seed};

@@ -109,7 +109,7 @@ void StageRuntime::model_parallel_gradient_fixups(cudaStream_t stream) {
   // only TP rank 0 counts the weights every TP rank holds: each element once over the stage, whatever each
   // unit's layout, so the sums over the strategy's data and tensor groups (the whole stage) add them all.
   TWIN_CUDA_CHECK(cudaMemsetAsync(grad_sum_squares_, 0, sizeof(float), stream));
-  if (pipeline_reduction_ && pipeline_reduction_->shards_optimizer())  // its parts hold each element once
+  if (part_.optimizer_sharded_over_pipelines)  // its parts hold each element once
     pipeline_reduction_->add_sum_squares(grad_partials_, grad_sum_squares_, stream);
   else
     for (ParameterUnit* unit : params_->units())
@@ -137,7 +137,7 @@ void StageRuntime::optimizer(const Op& op, cudaStream_t stream) {
   kernels::AdamWParams adam;
   adam.lr = options_.learning_rate;
   adam.step = ++step_;
-  if (pipeline_reduction_ && pipeline_reduction_->shards_optimizer()) {  // an asymmetric plan's ZeRO-1
+  if (part_.optimizer_sharded_over_pipelines) {  // an asymmetric plan's ZeRO-1
     pipeline_reduction_->step(adam, clip_scale_, stream);
     return;
   }

@@ -174,6 +174,11 @@ PlanPart asymmetric_rank_part(const PlanGraphs& lowered, int rank) {
   throw std::invalid_argument(fmt::format("the asymmetric plan runs no stage on GPU {}", rank));
 }
 
+std::vector<PlanPart> rank_parts(const PlanGraphs& lowered, int rank) {
+  if (lowered.asymmetric) return {asymmetric_rank_part(lowered, rank)};
+  return lowered.parts;
+}
+
 int PlanPart::layout_rank(int rank) const {
   if (layout_ranks.empty()) return rank;
   const int at = layout_ranks.at(static_cast<std::size_t>(rank));

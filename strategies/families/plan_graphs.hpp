@@ -81,6 +81,10 @@ PlanGraphs asymmetric_plan_graphs(const Scenario& scenario, AsymmetricPlanDetail
 // stage holds.
 PlanPart asymmetric_rank_part(const PlanGraphs& lowered, int rank);
 
+// The parts as global rank `rank` runs them, in run order: the plan's, an asymmetric plan's as its stage runs it
+// (asymmetric_rank_part).
+std::vector<PlanPart> rank_parts(const PlanGraphs& lowered, int rank);
+
 // Throws InputError naming `source` for a family plan that does not follow from its scenario.
 PlanGraphs plan_graphs(const Plan& plan, const std::string& source);
 

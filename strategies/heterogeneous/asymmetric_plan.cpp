@@ -25,6 +25,11 @@ std::vector<StageUnits> stage_units(const ModelConfig& model, const AsymmetricPi
   return units;
 }
 
+int model_order_unit(const ModelConfig& model, std::int32_t parameter_unit) {
+  if (parameter_unit == kEmbeddingUnit) return -1;
+  return parameter_unit == kHeadUnit ? model.num_layers : parameter_unit;
+}
+
 std::vector<GradientSegment> gradient_segments(const ModelConfig& model, const std::vector<AsymmetricPipeline>& plan) {
   std::set<int> cuts = {-1, model.num_layers + 1};
   std::vector<std::vector<StageUnits>> units;

@@ -23,6 +23,8 @@ struct StageUnits {
   int end_unit = 0;
 };
 std::vector<StageUnits> stage_units(const ModelConfig& model, const AsymmetricPipeline& pipeline);
+// The unit in model order of an op's or a weight's parameter unit (core/op.hpp: kEmbeddingUnit, a layer, kHeadUnit).
+int model_order_unit(const ModelConfig& model, std::int32_t parameter_unit);
 
 // Cross-pipeline gradient reduction. Every pipeline holds every unit, on stages cut at different layers
 // with different TP sizes, so the reduction works per segment: a maximal run of units that one stage of

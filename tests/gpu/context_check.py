@@ -54,13 +54,11 @@ def main():
             continue
         losses = [s["loss"] for s in metrics["steps"]]
         baseline = baseline or losses
-        first_half, whole, ok = ec.dense_curve_check(losses, baseline, args.tolerance)
+        row, numbers, ok = ec.curve_row(name, [str(gpus)], losses, baseline, args.tolerance)
         failed |= not ok
-        report["correctness"][name] = {"gpus": gpus, "losses": losses, "max_relative_difference": whole,
-                                       "max_relative_difference_first_half": first_half, "ok": ok}
-        lines.append(f"| {name} | {gpus} | {losses[0]:.4f} | {losses[-1]:.4f} | {first_half:.2e} / {whole:.2e} | "
-                     f"{'pass' if ok else 'FAIL'} |")
-        print(lines[-1], flush=True)
+        report["correctness"][name] = dict(numbers, gpus=gpus)
+        lines.append(row)
+        print(row, flush=True)
 
     lines += ["", f"## Llama-2-7B widths, 4 layers, seq {SPEED_SEQ}: one GPU and CP 2, measured against predicted; the CP "
               "run traced, reported and folded (`twin calibrate --from-trace`)", "", *ec.SPEED_TABLE]

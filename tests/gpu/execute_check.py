@@ -199,6 +199,17 @@ def dense_curve_check(losses, baseline, tolerance):
     return first_half, whole, whole <= tolerance and losses[-1] < 0.8 * losses[0]
 
 
+def curve_row(name, cells, losses, baseline, tolerance):
+    """A family check's loss-curve case against its baseline (dense_curve_check): the table row | name | cells... |
+    loss step 1 | loss last | max relative difference (first half / all steps) | result |, the numbers the report
+    keeps, and ok."""
+    first_half, whole, ok = dense_curve_check(losses, baseline, tolerance)
+    row = "| " + " | ".join([name, *cells, f"{losses[0]:.4f}", f"{losses[-1]:.4f}", f"{first_half:.2e} / {whole:.2e}",
+                             "pass" if ok else "FAIL"]) + " |"
+    return row, {"losses": losses, "max_relative_difference": whole, "max_relative_difference_first_half": first_half,
+                 "ok": ok}, ok
+
+
 # The header of the family checks' speed tables (speed_row writes their rows).
 SPEED_TABLE = ["| case | GPUs | iteration s | MFU | predicted s | error | peak GiB | predicted GiB | "
                "fold: error before / after | result |", "|---|---|---|---|---|---|---|---|---|---|"]

@@ -81,14 +81,11 @@ def main():
             continue
         losses = [s["loss"] for s in metrics["steps"]]
         baselines.setdefault(tied, losses)
-        first_half, whole, ok = ec.dense_curve_check(losses, baselines[tied], args.tolerance)
+        row, numbers, ok = ec.curve_row(name, [str(gpus), shown], losses, baselines[tied], args.tolerance)
         failed |= not ok
-        report["correctness"][name] = {"gpus": gpus, "layers": shown, "losses": losses,
-                                       "max_relative_difference": whole,
-                                       "max_relative_difference_first_half": first_half, "ok": ok}
-        lines.append(f"| {name} | {gpus} | {shown} | {losses[0]:.4f} | {losses[-1]:.4f} | {first_half:.2e} / "
-                     f"{whole:.2e} | {'pass' if ok else 'FAIL'} |")
-        print(lines[-1], flush=True)
+        report["correctness"][name] = dict(numbers, gpus=gpus, layers=shown)
+        lines.append(row)
+        print(row, flush=True)
 
     lines += ["", f"## Llama-2-7B widths, 4 layers, seq {SPEED_SEQ}, global batch {SPEED_BATCH}: per-layer plans measured "
               "against predicted, traced, reported and folded (`twin calibrate --from-trace`)", "", *ec.SPEED_TABLE]

@@ -56,7 +56,7 @@ void check_reduction(const char* pipelines, bool sequence_parallel) {
   // The expected sum of an element: each pipeline's copy once, a replicated weight's partial sums on a
   // sequence-parallel stage once per holder (each holds its own share; here every share is the copy's value).
   const auto stage_holding = [&](int p, std::int32_t unit) -> const AsymmetricStage& {
-    const int model_unit = unit == kEmbeddingUnit ? -1 : unit == kHeadUnit ? scenario.model.num_layers : unit;
+    const int model_unit = model_order_unit(scenario.model, unit);
     const std::vector<StageUnits> units = stage_units(scenario.model, plan.pipelines[p]);
     for (std::size_t s = 0; s < units.size(); ++s)
       if (model_unit >= units[s].first_unit && model_unit < units[s].end_unit) return plan.pipelines[p].stages[s];
