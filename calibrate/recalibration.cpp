@@ -8,6 +8,7 @@
 #include <cctype>
 #include <cmath>
 #include <map>
+#include <set>
 #include <stdexcept>
 #include <tuple>
 
@@ -96,7 +97,7 @@ void fold_exact_shapes(const Profile& before, Profile& after, const RunMeasureme
     const bool earlier_trace = earlier != priced_by.measured.end() && !earlier->second.source.empty();
     // The ratio keeps one basis across folds: the price the shape had before any trace measured it.
     m.priced_ns = earlier_trace && earlier->second.priced_ns > 0 ? earlier->second.priced_ns
-                                                                  : benchmark_kernel_time_ns(priced_by, first.gpu, first.op);
+                                                                  : training_clock_time_ns(priced_by, first.gpu, first.op);
     if (earlier != priced_by.measured.end()) m.benchmark_ns = benchmark_time_ns(earlier->second);
     reason += fmt::format(" (profile priced it {} ns with launch overhead; in the run {:.3f} x the benchmark price {:.0f} ns)",
                           compute_time_ns(before, first.gpu, first.op), m.median_ns / m.priced_ns, m.priced_ns);
@@ -105,6 +106,22 @@ void fold_exact_shapes(const Profile& before, Profile& after, const RunMeasureme
                        m.samples, reason});
   }
   for (GpuKernelProfile& kernels : after.gpus) index_measured_shapes(kernels);
+}
+
+// Rule 0: the GPUs the run's samples ran on, each kernel profile once.
+void fold_sm_clock(Profile& after, const RunMeasurements& run, std::vector<ProfileChange>& changes) {
+  std::set<std::size_t> folded;
+  for (const MeasuredOpSample& s : run.samples) {
+    const std::size_t index = kernel_profile_index(after, s.gpu, changes);
+    GpuKernelProfile& kernels = after.gpus[index];
+    if (!folded.insert(index).second || kernels.reference_sm_clock_MHz <= 0) continue;
+    const json old_value = kernels.sustained_sm_clock_MHz > 0 ? json(kernels.sustained_sm_clock_MHz) : json(nullptr);
+    kernels.sustained_sm_clock_MHz = run.sm_clock_MHz;
+    changes.push_back({fmt::format("/gpus/{}/sustained_sm_clock_MHz", index), old_value, run.sm_clock_MHz, 0,
+                       fmt::format("the median SM clock of the run's busy GPUs: GEMMs timed at {:.0f} MHz run "
+                                   "{:.3f} x longer", kernels.reference_sm_clock_MHz,
+                                   kernels.reference_sm_clock_MHz / run.sm_clock_MHz)});
+  }
 }
 
 using CollectiveKey = std::tuple<std::string, int, int, int, int, Bytes>;  // gpu, kind, size, rpn, nodes, bytes
@@ -204,6 +221,8 @@ Recalibration recalibrate(const Profile& profile, const RunMeasurements& run) {
   Recalibration result{profile, {}};
   Profile& after = result.profile;
   after.builtin = false;
+  if (run.sm_clock_MHz > 0) fold_sm_clock(after, run, result.changes);
+  const Profile clocked = after;  // the basis of rule 1's prices
   std::map<std::pair<std::size_t, std::string>, std::vector<const MeasuredOpSample*>> shapes;
   std::map<CollectiveKey, std::vector<TimeNs>> rows;
   std::map<std::pair<std::size_t, std::string>, KindSums> sums;
@@ -225,7 +244,7 @@ Recalibration recalibrate(const Profile& profile, const RunMeasurements& run) {
     sum.model_ns += s.model_ns;
     ++sum.ops;
   }
-  fold_exact_shapes(profile, after, run, shapes, result.changes);
+  fold_exact_shapes(clocked, after, run, shapes, result.changes);
   fold_table_rows(after, rows, result.changes);
   fold_corrections(after, run, sums, result.changes);
   if (run.routing) fold_routing(after, *run.routing, result.changes);

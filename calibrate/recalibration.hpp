@@ -43,6 +43,9 @@ struct RunMeasurements {
   int other_kernel_ops = 0;               // ops whose kernel revision differs from the profile's (core/kernel_revisions.hpp)
   // An MoE run's routing (metrics.json's moe_routing): its experts, top-k and this one run.
   std::optional<MoeRouting> routing;
+  // The median SM clock the run's GPUs held while busy (the run folder's gpu_clocks.csv,
+  // traces/gpu_clocks.hpp); 0: not recorded.
+  double sm_clock_MHz = 0;
 };
 
 // One entry of the profile that recalibration set, with why.
@@ -60,9 +63,12 @@ struct Recalibration {
 };
 
 // The rules, in order:
+//  0. the run's SM clock (when recorded) becomes the sustained_sm_clock_MHz of its GPUs' kernel profiles
+//     that have a reference clock: a property of the GPU in training, not of a shape, so it moves the
+//     price of every GEMM the run did not measure; the rules below price on the profile with it.
 //  1. compute ops, grouped by (GPU, kernel_shape_key): the entry becomes the median of the ops' medians
 //     (p10/p90 over them, samples = ops), replacing a micro-benchmark or earlier value; source = run;
-//     priced_ns = the shape's benchmark_kernel_time_ns on `profile` (an earlier trace entry's priced_ns
+//     priced_ns = the shape's training_clock_time_ns after rule 0 (an earlier trace entry's priced_ns
 //     when the shape was traced before), benchmark_ns = the micro-benchmark it replaced.
 //  2. collectives (all_reduce .. all_to_all), grouped by (GPU, kind, placement, bytes): where the profile
 //     has that placement's table, the row at those bytes becomes the median (time, algbw, busbw).

@@ -12,6 +12,7 @@
 #include "core/op_kinds.hpp"
 #include "cost/gemm_predictor.hpp"
 #include "cost/in_situ.hpp"
+#include "cost/sm_clock.hpp"
 #include "cost/kernel_predictor.hpp"
 #include "cost/profile.hpp"
 
@@ -276,6 +277,13 @@ double benchmark_kernel_time_ns(const GpuKernelProfile& kernels, const GpuSpec& 
   return model_time_ns(kernels, gpu, op);
 }
 
+double training_clock_time_ns(const GpuKernelProfile& kernels, const GpuSpec& gpu, const Op& op) {
+  const double benchmark_ns = benchmark_kernel_time_ns(kernels, gpu, op);
+  // Calibration scales only GEMM timings to its reference clock (calibrate/gpu/gemm_calibration.cpp).
+  if (op.kind != OpKind::gemm) return benchmark_ns;
+  return time_at_sm_clock_ns(benchmark_ns, kernels.reference_sm_clock_MHz, kernels.sustained_sm_clock_MHz);
+}
+
 TimeNs compute_time_ns(const Profile& profile, const GpuSpec& gpu, const Op& op) {
   require_compute(op, "compute_time_ns");
   const GpuKernelProfile& kernels = profile.kernels_for(gpu);
@@ -292,7 +300,7 @@ TimeNs compute_time_ns(const Profile& profile, const GpuSpec& gpu, const Op& op)
       kernel_sum_ns += double(compute_time_ns(profile, gpu, part)) - kernels.launch_overhead_ns;
     return std::llround(kernel_sum_ns + kernels.launch_overhead_ns);
   }
-  double kernel_ns = benchmark_kernel_time_ns(kernels, gpu, op);
+  double kernel_ns = training_clock_time_ns(kernels, gpu, op);
   const double prior = in_situ_prior_of(kernels.in_situ_prior, op);
   if (!kernels.trace_shapes.empty() || prior != 1.0) kernel_ns *= in_situ_ratio(kernels.trace_shapes, op, prior);
   return std::llround(kernel_ns + kernels.launch_overhead_ns);

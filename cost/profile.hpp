@@ -107,6 +107,12 @@ struct GpuKernelProfile {
   // power limit, where the clock swings by tens of percent and a GEMM's time with it
   // (calibrate/gpu/clock_probe.hpp). 0: GEMM times as measured (profiles calibrated before 2026-11-23 20:00 UTC).
   double reference_sm_clock_MHz = 0;
+  // The SM clock this kind of GPU holds through training steps: at its power limit under a training mix it
+  // runs slower than across calibration's GEMM timings (H100: about 1,500 against 1,711 MHz; docs/PROFILES.md,
+  // "The clock of a training step"). GEMM times at reference_sm_clock_MHz are priced at this clock (time x
+  // reference / sustained, cost/sm_clock.hpp); a time a trace measured in training is not. 0: priced at the
+  // reference clock.
+  double sustained_sm_clock_MHz = 0;
   // Optional in files ("in_situ_prior"); the built-in profile sets it per GPU.
   InSituPrior in_situ_prior;
   // Exact shapes measured by calibration: key from kernel_shape_key(op) -> time. Lookup wins over the model.
@@ -223,8 +229,8 @@ nlohmann::json to_json(const Profile& profile);
 Profile profile_from_json(const nlohmann::json& document, const std::string& source);
 
 // Time of one compute op (not communication) on `gpu`, kernel launch overhead included: a shape measured
-// in a traced run takes that time; any other its benchmark price (benchmark_kernel_time_ns) times the
-// in-situ ratio of the traced shapes near it (cost/in_situ.hpp; 1 where none is near). Throws
+// in a traced run takes that time; any other its price at the training clock (training_clock_time_ns) times
+// the in-situ ratio of the traced shapes near it (cost/in_situ.hpp; 1 where none is near). Throws
 // std::logic_error for communication ops.
 TimeNs compute_time_ns(const Profile& profile, const GpuSpec& gpu, const Op& op);
 // The benchmark price of `op`: the micro-benchmark of its exact shape (for a trace entry, the benchmark it
@@ -232,6 +238,10 @@ TimeNs compute_time_ns(const Profile& profile, const GpuSpec& gpu, const Op& op)
 // cost/kernel_predictor.hpp), else the efficiency curves. No in-situ ratio, no launch overhead: the
 // basis a traced shape's ratio is measured against (calibrate/recalibration.hpp).
 double benchmark_kernel_time_ns(const GpuKernelProfile& kernels, const GpuSpec& gpu, const Op& op);
+// The benchmark price at the clock a training step holds: a GEMM's moved from reference_sm_clock_MHz to
+// sustained_sm_clock_MHz (time x reference / sustained; unchanged where either is 0), every other kind as
+// benchmarked (their benchmarks carry no clock). The basis a traced shape's ratio is measured against.
+double training_clock_time_ns(const GpuKernelProfile& kernels, const GpuSpec& gpu, const Op& op);
 // The shape key under which calibration stores an op: "gemm:m=4096,n=4096,k=4096,count=1,ta=0,tb=0"
 // (",busiest=B" for a skewed grouped GEMM).
 std::string kernel_shape_key(const Op& op);

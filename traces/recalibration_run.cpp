@@ -2,6 +2,7 @@
 // its name and kind must be that op's, so ops.csv of another plan (or another lowering) is refused rather
 // than folded into the wrong shapes. The plan is re-simulated before and after only to record the effect.
 #include "traces/recalibration_run.hpp"
+#include "traces/gpu_clocks.hpp"
 
 #include <algorithm>
 #include <fstream>
@@ -162,6 +163,8 @@ RecalibrateOutcome recalibrate_from_run(const RecalibrateRequest& request) {
     const MeasuredRouting& r = *metrics.moe_routing;
     measured.routing = MoeRouting{r.num_experts, r.top_k, {{run, r.samples, r.tokens_per_micro_batch, r.imbalance_mean}}};
   }
+  if (const fs::path clocks = run_dir / "gpu_clocks.csv"; fs::exists(clocks))
+    if (const std::optional<GpuClockSummary> summary = read_gpu_clocks(clocks)) measured.sm_clock_MHz = summary->sm_clock_MHz;
   const Recalibration result = recalibrate(before, measured);
 
   const Cluster& cluster = plan.scenario.cluster;

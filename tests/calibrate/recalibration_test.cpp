@@ -250,6 +250,37 @@ TEST(RecalibrationArithmetic, RoutingOfMoeRunsIsTheirSampleWeightedMean) {
   expect_input_error(written, "/moe_routing/0/top_k", 9, "/moe_routing/0/top_k");
 }
 
+TEST(RecalibrationArithmetic, TheRunsClockBecomesTheSustainedClockAndTheBasisOfEveryGemm) {
+  RunMeasurements run = fixture().run;
+  run.sm_clock_MHz = 1450;  // the fixture profile's GEMMs are at its reference, 1611.9 MHz
+  const Recalibration result = recalibrate(fixture().profile, run);
+  const GpuKernelProfile& before = fixture().profile.gpus[0];
+  const GpuKernelProfile& kernels = result.profile.gpus.at(0);
+  EXPECT_DOUBLE_EQ(kernels.sustained_sm_clock_MHz, 1450);
+  ASSERT_FALSE(result.changes.empty());
+  EXPECT_EQ(result.changes.front().entry, "/gpus/0/sustained_sm_clock_MHz");
+  EXPECT_TRUE(result.changes.front().old_value.is_null());
+  const double slower = before.reference_sm_clock_MHz / 1450;
+  // A GEMM the run measured keeps its time; its ratio is taken against its price at the run's clock.
+  const MeasuredOpSample& qkv = sample_of(run, 2);
+  const Measurement& traced = kernels.measured.at(kernel_shape_key(qkv.op));
+  const Recalibration unclocked = recalibrate(fixture().profile, fixture().run);
+  EXPECT_DOUBLE_EQ(traced.median_ns, unclocked.profile.gpus.at(0).measured.at(kernel_shape_key(qkv.op)).median_ns);
+  EXPECT_NEAR(traced.priced_ns, benchmark_kernel_time_ns(before, qkv.gpu, qkv.op) * slower, 1e-6 * traced.priced_ns);
+  // A GEMM far from every traced shape (another model's width) moves by the clock alone.
+  Op far = qkv.op;
+  far.gemm.m = 65536;
+  far.gemm.n = 49152;
+  far.flops = 2.0 * far.gemm.m * far.gemm.n * far.gemm.k;
+  EXPECT_NEAR(training_clock_time_ns(kernels, qkv.gpu, far), benchmark_kernel_time_ns(kernels, qkv.gpu, far) * slower, 1e-3);
+  // Other kinds carry no clock: rope's basis is its benchmark, as without a clock.
+  const MeasuredOpSample& rope_op = sample_of(run, 3);
+  EXPECT_DOUBLE_EQ(kernels.measured.at("rope_forward:rows=4096,cols=8192").priced_ns,
+                   benchmark_kernel_time_ns(before, rope_op.gpu, rope_op.op));
+  // Without a recorded clock nothing of this happens.
+  EXPECT_DOUBLE_EQ(unclocked.profile.gpus.at(0).sustained_sm_clock_MHz, 0);
+}
+
 TEST(RecalibrationArithmetic, ARunWithNothingMeasuredIsRefused) {
   RunMeasurements empty;
   empty.run = "trace:empty";

@@ -86,6 +86,32 @@ TEST(KernelCost, FlashAttentionClosedForm) {
   EXPECT_EQ(compute_time_ns(estimates(), h100(), op), std::llround(backward_ns));
 }
 
+// The clock a training step holds (cost/profile.hpp sustained_sm_clock_MHz): a GEMM benchmarked at the
+// reference clock is priced in cycles at the sustained one; attention and memory-bound kinds carry no clock.
+TEST(KernelCost, GemmsRunAtTheSustainedClock) {
+  Profile clocked = estimates();
+  clocked.gpus[0].reference_sm_clock_MHz = 1800;
+  clocked.gpus[0].sustained_sm_clock_MHz = 1500;
+  const Op product = gemm(8192, 8192, 8192);
+  const double at_reference_ns = double(compute_time_ns(estimates(), h100(), product)) - 2000;
+  EXPECT_EQ(compute_time_ns(clocked, h100(), product), std::llround(at_reference_ns * 1.2 + 2000));
+  EXPECT_DOUBLE_EQ(training_clock_time_ns(clocked.gpus[0], h100(), product),
+                   benchmark_kernel_time_ns(clocked.gpus[0], h100(), product) * 1.2);
+  Op attention;
+  attention.kind = OpKind::attention_forward;
+  attention.attention = {2, 32, 8, 4096, 4096, 128, true, true};
+  EXPECT_EQ(compute_time_ns(clocked, h100(), attention), compute_time_ns(estimates(), h100(), attention));
+  // Either clock unknown: as benchmarked.
+  clocked.gpus[0].reference_sm_clock_MHz = 0;
+  EXPECT_EQ(compute_time_ns(clocked, h100(), product), compute_time_ns(estimates(), h100(), product));
+  // A shape a training run measured was timed at the training clock already.
+  clocked.gpus[0].reference_sm_clock_MHz = 1800;
+  Measurement traced{1e6, 1e6, 1e6, 3};
+  traced.source = "trace:run";
+  clocked.gpus[0].measured[kernel_shape_key(product)] = traced;
+  EXPECT_EQ(compute_time_ns(clocked, h100(), product), 1000000 + 2000);
+}
+
 TEST(KernelCost, UnfusedAttentionPaysForTheScores) {
   Op op;
   op.kind = OpKind::attention_forward;

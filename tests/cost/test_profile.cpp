@@ -136,12 +136,14 @@ TEST(ProfileFiles, SmClocksRoundTripAndAreChecked) {
   const fs::path dir = fresh_dir("clocks");
   Profile p = builtin_profile();
   p.gpus[0].reference_sm_clock_MHz = 1590;
+  p.gpus[0].sustained_sm_clock_MHz = 1440;
   Measurement gemm{1500, 1400, 1600, 20};
   gemm.sm_clock_MHz = 1650;
   p.gpus[0].measured["gemm:m=1,n=2,k=3,count=1,ta=0,tb=0"] = gemm;
   save_profile(p, dir / "profile.json");
   const Profile loaded = load_profile((dir / "profile.json").string());
   EXPECT_DOUBLE_EQ(loaded.gpus[0].reference_sm_clock_MHz, 1590);
+  EXPECT_DOUBLE_EQ(loaded.gpus[0].sustained_sm_clock_MHz, 1440);
   EXPECT_DOUBLE_EQ(loaded.gpus[0].measured.at("gemm:m=1,n=2,k=3,count=1,ta=0,tb=0").sm_clock_MHz, 1650);
   EXPECT_EQ(to_json(loaded), to_json(p));
   // Profiles without clocks (before 2026-11-24) write no clock keys and read back as 0.
@@ -151,6 +153,10 @@ TEST(ProfileFiles, SmClocksRoundTripAndAreChecked) {
   document["gpus"][0]["reference_sm_clock_MHz"] = 0;
   write(dir / "p.json", document.dump());
   expect_load_error(dir / "p.json", "/gpus/0/reference_sm_clock_MHz", "expected an SM clock in MHz");
+  document = to_json(p);
+  document["gpus"][0]["sustained_sm_clock_MHz"] = -1440;
+  write(dir / "p.json", document.dump());
+  expect_load_error(dir / "p.json", "/gpus/0/sustained_sm_clock_MHz", "expected an SM clock in MHz");
   document = to_json(p);
   document["gpus"][0]["measured"]["gemm:m=1,n=2,k=3,count=1,ta=0,tb=0"]["sm_clock_MHz"] = "fast";
   write(dir / "p.json", document.dump());

@@ -86,6 +86,47 @@ def machine():
             "date_utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")}
 
 
+class ClockSampler:
+    """The SM clock, power and utilisation of every GPU every 100 ms while a run lasts (nvidia-smi, read only):
+    the clock a training step holds under its power limit, which calibration's GEMM timings do not see
+    (docs/PROFILES.md, "The clock of a training step"). Samples of a busy GPU (utilisation >= 90%) count."""
+    QUERY = "index,clocks.sm,power.draw,utilization.gpu"
+
+    def __init__(self, path):
+        self.path, self.process = path, None
+
+    def __enter__(self):
+        try:
+            self.file = open(self.path, "w")
+            self.process = subprocess.Popen(["nvidia-smi", f"--query-gpu={self.QUERY}", "--format=csv,noheader,nounits",
+                                             "-lms", "100"], stdout=self.file, stderr=subprocess.DEVNULL)
+        except OSError:  # no driver here
+            self.process = None
+        return self
+
+    def __exit__(self, *exc):
+        if self.process:
+            self.process.terminate()
+            self.process.wait()
+        self.file.close()
+
+    def summary(self):
+        """Median SM clock (MHz) and power (W) over the busy samples of every GPU, and their count."""
+        clocks, powers = [], []
+        with open(self.path) as f:
+            for line in f:
+                fields = [x.strip() for x in line.split(",")]
+                try:
+                    clock, power, utilisation = float(fields[1]), float(fields[2]), float(fields[3])
+                except (IndexError, ValueError):
+                    continue
+                if utilisation >= 90:
+                    clocks.append(clock)
+                    powers.append(power)
+        median = lambda v: sorted(v)[len(v) // 2] if v else None
+        return {"sm_clock_MHz_median": median(clocks), "power_W_median": median(powers), "busy_samples": len(clocks)}
+
+
 def plan(args, log):
     """Step 2: the search under the study's profile, the choice, one pinned scenario and plan per choice."""
     study_path = os.path.join(args.work, "study.json")
@@ -163,11 +204,12 @@ def run_phase(args, log, started):
             print(f"budget: {elapsed:.0f} s spent of {args.budget_s} s; {len(left)} runs left for the next call")
             return
         run_started, this_machine = time.time(), machine()
-        rc = call(args.twin, ["execute", "--plan", os.path.join(folder, "best.json"), "--run", folder, "--iters",
-                              str(study["iters"]), "--warmup", str(study["warmup"]), "--nccl-timeout", "60"],
-                  log, timeout_s=max(60, int(args.budget_s - (time.time() - started))))
+        with ClockSampler(os.path.join(folder, "gpu_clocks.csv")) as clocks:
+            rc = call(args.twin, ["execute", "--plan", os.path.join(folder, "best.json"), "--run", folder, "--iters",
+                                  str(study["iters"]), "--warmup", str(study["warmup"]), "--nccl-timeout", "60"],
+                      log, timeout_s=max(60, int(args.budget_s - (time.time() - started))))
         record = dict(this_machine, rc=rc, wall_s=round(time.time() - run_started, 1), iters=study["iters"],
-                      warmup=study["warmup"])
+                      warmup=study["warmup"], **clocks.summary())
         save(os.path.join(folder, "execution.json"), record)
         print(f"{s['name']}: exit {rc}, {record['wall_s']} s (estimated {s['estimate_s']:.0f} s)", flush=True)
         pack(args.work, args.pack)

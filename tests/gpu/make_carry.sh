@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Packs a CUDA build of twin for a device machine that lacks the development machine's libraries:
+# DEST/{twin,twin-gpu[,test_gpu]} and DEST/lib with spdlog, fmt and Open MPI's libraries (and what they
+# need) as the binaries resolve them here; CUDA, cuBLAS, cuDNN, NCCL and CUPTI are the device's own.
+# Usage: bash tests/gpu/make_carry.sh BUILD_DIR [DEST]   (DEST defaults to build-carry; ignored by git)
+set -euo pipefail
+build="$1"; dest="${2:-build-carry}"
+rm -rf "$dest"; mkdir -p "$dest/lib"
+for binary in twin twin-gpu test_gpu; do
+  [ -x "$build/$binary" ] && cp "$build/$binary" "$dest/"
+done
+ldd "$dest"/twin* | awk '$3 ~ /^\// {print $3}' | sort -u |
+  grep -E 'libspdlog|libfmt|libmpi|libopen-(pal|rte)|libhwloc|libevent|libudev|libz\.so' |
+  while read -r lib; do cp -L "$lib" "$dest/lib/"; done
+ls "$dest" "$dest/lib"
+du -sh "$dest"
