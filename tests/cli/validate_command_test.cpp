@@ -1,6 +1,7 @@
 // End to end: `twin validate` on two groups of the published table writes validation.csv and validation.md,
-// the same bytes twice; a bad table names its file and JSON path; an unknown group is refused; the profile
-// mismatch of `twin simulate` is an error unless --scale-profile asks for scaling.
+// the same bytes twice, and so does `--cross-validate` on three; a bad table names its file and JSON path; an
+// unknown group is refused, and so are --group and --fit-prior beside --cross-validate; the profile mismatch of
+// `twin simulate` is an error unless --scale-profile asks for scaling.
 #include <algorithm>
 
 #include <gtest/gtest.h>
@@ -43,6 +44,71 @@ TEST(ValidateCommand, BadTablesAndGroupsAreNamed) {
   Outcome group = run_twin("validate " + kTable + " --group nobody2099 --out " + (dir.path / "v").string());
   EXPECT_EQ(group.exit_code, 1) << group.output;
   EXPECT_NE(group.output.find("nobody2099"), std::string::npos) << group.output;
+}
+
+// The published table cut to `groups`, written to `path`.
+void write_groups(const std::filesystem::path& path, const std::vector<std::string>& groups) {
+  nlohmann::json table = nlohmann::json::parse(read_file(kTable));
+  nlohmann::json kept = nlohmann::json::array();
+  for (const nlohmann::json& row : table["rows"])
+    if (std::find(groups.begin(), groups.end(), row["group"].get<std::string>()) != groups.end())
+      kept.push_back(row);
+  table["rows"] = kept;
+  write_file(path, table.dump());
+}
+
+// Two groups priced by the Ampere factor (each fitted on the other) and one by the Hopper factor alone: its
+// fold has nothing to fit on, so it is predicted at benchmark prices, and the output says so.
+TEST(ValidateCommand, CrossValidationPredictsEachGroupWithParametersFittedWithoutIt) {
+  TempDir dir("validate-cross");
+  const std::filesystem::path table = dir.path / "t.json", out = dir.path / "v";
+  write_groups(table, {"korthikanti2022-table5", "korthikanti2022-abstract", "dubey2024-llama3-table4"});
+  const std::string command = "validate " + table.string() + " --cross-validate --jobs 2 --out " + out.string();
+  Outcome run = run_twin(command);
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_NE(run.output.find("without dubey2024-llama3-table4 hopper_in_training: benchmark prices, factor 1 "
+                            "(no other group's rows to fit on)"), std::string::npos) << run.output;
+  EXPECT_NE(run.output.find("without korthikanti2022-table5 ampere_in_training = 1."), std::string::npos)
+      << run.output;
+  EXPECT_NE(run.output.find("cross-validated (each group predicted"), std::string::npos) << run.output;
+  const std::string csv = read_file(out / "validation.csv");
+  EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 1 + 8 + 2 + 3);
+  EXPECT_NE(csv.find(",optimizer_s,infeasible_reason,in_sample_iteration_s,in_sample_error,fold\n"),
+            std::string::npos);
+  EXPECT_NE(csv.find(",ampere_in_training=1.1"), std::string::npos) << csv;
+  EXPECT_NE(csv.find(";hopper_in_training=benchmark\n"), std::string::npos) << csv;
+  const std::string md = read_file(out / "validation.md");
+  EXPECT_NE(md.find("| **all** | 13 |"), std::string::npos) << md;
+  EXPECT_NE(md.find("| dubey2024-llama3-table4 | — | benchmark (no other group's rows to fit on) |"), std::string::npos)
+      << md;
+  Outcome again = run_twin(command);
+  ASSERT_EQ(again.exit_code, 0) << again.output;
+  EXPECT_EQ(read_file(out / "validation.csv"), csv);
+  EXPECT_EQ(read_file(out / "validation.md"), md);
+}
+
+// Cross-validation predicts every group and fits every parameter itself: a chosen group or a prior fitted
+// beforehand is a wrong command line; a row whose GPUs two fitted parameters price is bad input.
+TEST(ValidateCommand, CrossValidationRefusesGroupsPriorsAndRowsOfTwoParameters) {
+  TempDir dir("validate-cross-bad");
+  const std::string out = " --out " + (dir.path / "v").string();
+  Outcome group = run_twin("validate " + kTable + " --cross-validate --group narayanan2021-table1" + out);
+  EXPECT_EQ(group.exit_code, 2) << group.output;
+  EXPECT_NE(group.output.find("--cross-validate excludes --group"), std::string::npos) << group.output;
+  Outcome prior = run_twin("validate " + kTable + " --fit-prior ampere --cross-validate" + out);
+  EXPECT_EQ(prior.exit_code, 2) << prior.output;
+  EXPECT_NE(prior.output.find("excludes"), std::string::npos) << prior.output;
+  nlohmann::json table = nlohmann::json::parse(read_file(kTable));
+  nlohmann::json h100 = table["rows"][0]["scenario"]["cluster"]["nodes"][0];
+  h100["gpu"] = "H100-SXM-80GB";
+  table["rows"][0]["scenario"]["cluster"]["nodes"].push_back(h100);
+  const std::string path = (dir.path / "mixed.json").string();
+  write_file(path, table.dump());
+  Outcome mixed = run_twin("validate " + path + " --cross-validate" + out);
+  EXPECT_EQ(mixed.exit_code, 1) << mixed.output;
+  EXPECT_NE(mixed.output.find(path + ": at /rows/0/scenario/cluster"), std::string::npos) << mixed.output;
+  EXPECT_NE(mixed.output.find("got ampere_in_training and hopper_in_training"), std::string::npos) << mixed.output;
+  EXPECT_FALSE(std::filesystem::exists(dir.path / "v" / "validation.csv"));
 }
 
 TEST(SimulateCommand, AProfileThatDoesNotDescribeTheGpuIsAnErrorUnlessScalingIsAsked) {
