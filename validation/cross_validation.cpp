@@ -72,6 +72,16 @@ double mean_error_at_first_sample(const std::vector<SampledRow>& rows, int param
   return n ? sum / n : 0;
 }
 
+// `profile` describing every GPU of the table: a GPU it lacks is added here, scaled from another (where the
+// options or the row ask for scaling; else the row's error), so that the fitted values reach it too.
+Profile describing_every_gpu(Profile profile, const PublishedTable& table, const ValidationOptions& options) {
+  for (const PublishedRow& row : table.rows)
+    profile = profile_for_cluster(std::move(profile), row.scenario.cluster,
+                                  options.scale_profile || row.scenario.profile_scaling, table.source,
+                                  row.json_path + "/scenario");
+  return profile;
+}
+
 // Every row's predicted time, 0 where infeasible.
 std::vector<double> predicted_times(const std::vector<RowPrediction>& rows) {
   std::vector<double> times;
@@ -81,9 +91,10 @@ std::vector<double> predicted_times(const std::vector<RowPrediction>& rows) {
 
 }  // namespace
 
-CrossValidation cross_validate(const PublishedTable& table, const Profile& profile,
+CrossValidation cross_validate(const PublishedTable& table, const Profile& given,
                                const std::vector<FittedParameter>& parameters, const ValidationOptions& options) {
   if (!options.groups.empty()) throw std::logic_error("cross-validation predicts every group");
+  const Profile profile = describing_every_gpu(given, table, options);
   CrossValidation cv;
   cv.parameters = parameters;
   for (const PublishedRow& row : table.rows) cv.row_parameter.push_back(parameter_of(table, row, parameters));

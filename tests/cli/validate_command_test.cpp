@@ -94,6 +94,51 @@ TEST(ValidateCommand, CrossValidationPredictsEachGroupWithParametersFittedWithou
   EXPECT_EQ(read_file(out / "validation.md"), md);
 }
 
+// A CSV line's fields (none of validation.csv's is quoted in the tables used here).
+std::vector<std::string> split(const std::string& line, char separator) {
+  std::vector<std::string> fields;
+  std::istringstream in(line);
+  for (std::string field; std::getline(in, field, separator);) fields.push_back(field);
+  return fields;
+}
+
+// The mean of a validation.csv column over its rows.
+double column_mean(const std::string& csv, const std::string& column) {
+  std::istringstream lines(csv);
+  std::string line;
+  std::getline(lines, line);
+  const auto names = split(line, ',');
+  const auto at = std::find(names.begin(), names.end(), column) - names.begin();
+  double sum = 0;
+  int rows = 0;
+  while (std::getline(lines, line)) {
+    sum += std::stod(split(line, ',').at(static_cast<std::size_t>(at)));
+    ++rows;
+  }
+  return sum / rows;
+}
+
+// A profile that lacks the rows' GPU (h100-x1, A100 rows) scaled for them: the fitted Ampere factor reaches the
+// scaled kernel profile, so the in-sample fit makes the rows' mean signed error zero (had the scaled copy kept the
+// Hopper factor, the Ampere fit would have read the Hopper sample's move as its own; two small rows of two groups).
+TEST(ValidateCommand, CrossValidationFitsTheGpusAProfileIsScaledTo) {
+  TempDir dir("validate-cross-scaled");
+  const std::filesystem::path table = dir.path / "t.json";
+  write_groups(table, {"korthikanti2022-table5", "narayanan2021-table1"},
+               {"korthikanti22_175B", "korthikanti22_530B", "korthikanti22_1T", "narayanan21_t1_7", "narayanan21_t1_18",
+                "narayanan21_t1_39", "narayanan21_t1_76", "narayanan21_t1_145", "narayanan21_t1_310",
+                "narayanan21_t1_529", "narayanan21_t1_1008"});
+  Outcome run = run_twin("validate " + table.string() + " --cross-validate --profile h100-x1 --scale-profile --jobs 2 "
+                         "--out " + (dir.path / "v").string());
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_NE(run.output.find("without korthikanti2022-table5               ampere_in_training = "), std::string::npos)
+      << run.output;
+  EXPECT_NE(run.output.find("without narayanan2021-table1                 ampere_in_training = "), std::string::npos)
+      << run.output;
+  EXPECT_NE(run.output.find("all                                           4 rows"), std::string::npos) << run.output;
+  EXPECT_NEAR(column_mean(read_file(dir.path / "v" / "validation.csv"), "in_sample_error"), 0.0, 0.001) << run.output;
+}
+
 // Cross-validation predicts every group and fits every parameter itself: a chosen group or a prior fitted
 // beforehand is a wrong command line; a row whose GPUs two fitted parameters price is bad input.
 TEST(ValidateCommand, CrossValidationRefusesGroupsPriorsAndRowsOfTwoParameters) {
