@@ -43,6 +43,7 @@ struct ValidateOptions {
   std::vector<std::string> groups;  // empty: every row
   int jobs = 0;
   std::string fit_family;           // non-empty: fit this family's in-situ prior on `groups` first
+  bool cross_validate = false;      // leave one group out (validation/cross_validation.hpp)
   bool scale_profile = false;
   bool full_replay = false;         // replay every iteration whole (no steady-state extrapolation)
 };

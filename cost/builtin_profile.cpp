@@ -3,13 +3,13 @@
 // with attention at the speed of the kernels frameworks run (cuDNN and FlashAttention-2, measured here);
 // Ampere data-centre GPUs take published measurements (maximum achievable matmul FLOPS, cuBLAS by size,
 // BabelStream, FlashAttention-2); consumer GPUs stay estimates. Two parameters are fitted on published
-// runs, each on half of the validation table's groups (docs/VALIDATION.md, "What was fitted"): how much
-// slower kernels run inside a training step than their benchmarks say, on Ampere and on Hopper. Links
-// follow NCCL's own model (sim/nccl_model.hpp) at published bus bandwidths; the overlap slowdowns were
-// measured on 4 H200s.
+// runs (cost/fitted_parameters.hpp; docs/VALIDATION.md, "What was fitted"): how much slower kernels run
+// inside a training step than their benchmarks say, on Ampere and on Hopper. Links follow NCCL's own model
+// (sim/nccl_model.hpp) at published bus bandwidths; the overlap slowdowns were measured on 4 H200s.
 #include <algorithm>
 #include <stdexcept>
 
+#include "cost/fitted_parameters.hpp"
 #include "cost/profile.hpp"
 #include "cost/shipped_profiles.hpp"
 
@@ -56,19 +56,10 @@ constexpr AttentionCurves kH200Attention{{0.659, 2.8e10}, {0.514, 4.0e10}, {0.29
 // 273-312 and 187-269.
 constexpr AttentionCurves kH100Attention{{0.662, 2.76e10}, {0.509, 1.0e11}, {0.328, 2.24e10}, {0.292, 1.0e11}};
 
-// In a training step, kernels run this much longer than their benchmark prices: fitted on the
-// megatron-readme-h100-2024 group (9 Megatron-Core runs, 48 to 6,144 H100s) with
-// `twin validate tests/validation/published.json --group megatron-readme-h100-2024 --fit-prior H100-SXM-80GB`
-// (2026-11-25 07:12 UTC, on the h100-x1 and h200-x1 calibrations of 06:59 and 06:43 UTC). GEMMs alone ran
-// 1.1266x their benchmark price in twin execute's own training steps on one H100 and 1.1155x on one H200
-// (docs/ACCURACY.md, the studies of 2026-11-25 06:43-07:02 UTC on those calibrations); the H200 takes the
-// H100's fit scaled by that ratio.
-constexpr double kH100InTraining = 1.3727;
-constexpr double kH200InTraining = kH100InTraining * 1.1155 / 1.1266;
-
 // The micro-benchmarks of a shipped profile only: the one-GPU training runs folded into it (trace entries,
 // Measurement::source) speak for that machine's steps; the built-in's in-training factor comes from published
-// runs instead. A trace entry gives back the benchmark it replaced, or goes where it replaced none.
+// runs instead (cost/fitted_parameters.hpp). A trace entry gives back the benchmark it replaced, or goes where
+// it replaced none.
 void keep_benchmarks_only(std::map<std::string, Measurement>& measured) {
   std::erase_if(measured, [](const auto& entry) {
     return !entry.second.source.empty() && benchmark_time_ns(entry.second) <= 0;
@@ -86,7 +77,7 @@ void keep_benchmarks_only(std::map<std::string, Measurement>& measured) {
 // calibration's reference clock), every memory-bound kind twin's kernels run, as micro-benchmarked;
 // attention entries dropped (they time the executor's attention, cuDNN's fused kernel through its graph
 // API since 2026-11-24, not the frameworks' mix the validation rows ran) for the curves above.
-GpuKernelProfile hopper(std::string_view name, const AttentionCurves& attention, double in_training) {
+GpuKernelProfile hopper(std::string_view name, const AttentionCurves& attention) {
   GpuKernelProfile p = shipped(name).gpus.front();
   keep_benchmarks_only(p.measured);
   std::erase_if(p.measured, [](const auto& entry) { return entry.first.starts_with("attention_"); });
@@ -95,7 +86,6 @@ GpuKernelProfile hopper(std::string_view name, const AttentionCurves& attention,
   p.attention_backward = attention.flash_backward;
   p.fused_attention_forward = attention.cudnn_forward;
   p.fused_attention_backward = attention.cudnn_backward;
-  p.in_situ_prior = {in_training, in_training, in_training};
   return p;
 }
 
@@ -106,20 +96,15 @@ GpuKernelProfile hopper(std::string_view name, const AttentionCurves& attention,
 //  - flash attention: FlashAttention-2 (Dao 2023) on A100 80 GB, forward up to 0.73 and backward 0.63 of peak,
 //    half of it (forward and backward together, head dim 128) near seq 512 x batch 32; cuDNN's fused kernel
 //    is taken to match it (Transformer Engine prefers FlashAttention on Ampere: no measurement of cuDNN's);
-//  - in training, kernels run 1.1672x their benchmark price: fitted on the narayanan2021-table1 group (10
-//    Megatron-LM runs, 32 to 3,072 A100s) with `twin validate tests/validation/published.json
-//    --group narayanan2021-table1 --fit-prior ampere` (2026-11-24).
 constexpr SaturatingEfficiency kAmpereGemm{0.869, 5e9};
 constexpr SaturatingEfficiency kAmpereAttentionForward{0.73, 2.45e10};
 constexpr SaturatingEfficiency kAmpereAttentionBackward{0.63, 6.1e10};
-constexpr double kAmpereInTraining = 1.1672;
 
 GpuKernelProfile ampere(const std::string& gpu, double hbm_fraction) {
   GpuKernelProfile p = curves(gpu, kAmpereGemm, kAmpereAttentionForward, kAmpereAttentionBackward,
                               {hbm_fraction, 4 * kMiB});
   p.fused_attention_forward = kAmpereAttentionForward;
   p.fused_attention_backward = kAmpereAttentionBackward;
-  p.in_situ_prior = {kAmpereInTraining, kAmpereInTraining, kAmpereInTraining};
   return p;
 }
 
@@ -136,8 +121,8 @@ Profile make_builtin() {
   p.provenance = {{"source", "measured (Hopper: shipped profiles h100-x1, h200-x1, h200-x4) and published "
                              "(Ampere); consumer GPUs estimated"},
                   {"document", "docs/PROFILES.md"}};
-  p.gpus.push_back(hopper("h100-x1", kH100Attention, kH100InTraining));
-  p.gpus.push_back(hopper("h200-x1", kH200Attention, kH200InTraining));
+  p.gpus.push_back(hopper("h100-x1", kH100Attention));
+  p.gpus.push_back(hopper("h200-x1", kH200Attention));
   p.gpus.push_back(ampere("A100-SXM-40GB", 0.886));
   p.gpus.push_back(ampere("A100-SXM-80GB", 0.846));
   p.gpus.push_back(ampere("A800-80GB", 0.846));
@@ -158,6 +143,9 @@ Profile make_builtin() {
   // A 256 MiB all-reduce beside an 8192^3 GEMM on 4 H200s: the GEMM 1.26x and the all-reduce 1.45x slower
   // than alone (h200-x4 provenance.interference, 2026-11-21).
   p.overlap = node.overlap;
+  // How much slower kernels run inside a training step than their benchmarks: fitted on published runs.
+  for (const FittedParameter& fitted : builtin_fitted_parameters())
+    p = with_fitted_value(std::move(p), fitted, fitted.value);
   return p;
 }
 

@@ -64,7 +64,6 @@ double mean_signed_error(const std::vector<RowPrediction>& rows) {
   return n ? sum / n : 0;
 }
 
-std::string percent(double fraction) { return fixed(100 * fraction, 1) + "%"; }
 std::string seconds(TimeNs ns) { return fixed(static_cast<double>(ns) / 1e9, 3); }
 
 }  // namespace
@@ -139,18 +138,25 @@ PriorFit fit_in_situ_prior(const PublishedTable& table, const Profile& profile, 
   return fit;
 }
 
+std::string percent(double fraction) { return fixed(100 * fraction, 1) + "%"; }
+
+std::string validation_csv_header() {
+  return "id,group,confidence,published_iteration_s,predicted_iteration_s,error,predicted_mfu,best,candidates,"
+         "compute_s,exposed_communication_s,pipeline_bubble_s,optimizer_s,infeasible_reason";
+}
+
+std::string validation_csv_line(const RowPrediction& r) {
+  const PublishedRow& row = *r.row;
+  return fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{}", csv_field(row.id), csv_field(row.group),
+                     row.confidence, fixed(row.published_iteration_s, 4), r.feasible ? fixed(r.predicted_s, 4) : "",
+                     r.feasible ? fixed(r.error, 4) : "", r.feasible ? fixed(r.mfu, 4) : "", csv_field(r.best),
+                     r.candidates, seconds(r.breakdown.compute_ns), seconds(r.breakdown.exposed_communication_ns),
+                     seconds(r.breakdown.bubble_ns), seconds(r.breakdown.optimizer_ns), csv_field(r.reason));
+}
+
 std::string validation_csv(const std::vector<RowPrediction>& rows) {
-  std::string out =
-      "id,group,confidence,published_iteration_s,predicted_iteration_s,error,predicted_mfu,best,candidates,"
-      "compute_s,exposed_communication_s,pipeline_bubble_s,optimizer_s,infeasible_reason\n";
-  for (const RowPrediction& r : rows) {
-    const PublishedRow& row = *r.row;
-    out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", csv_field(row.id), csv_field(row.group),
-                       row.confidence, fixed(row.published_iteration_s, 4), r.feasible ? fixed(r.predicted_s, 4) : "",
-                       r.feasible ? fixed(r.error, 4) : "", r.feasible ? fixed(r.mfu, 4) : "", csv_field(r.best),
-                       r.candidates, seconds(r.breakdown.compute_ns), seconds(r.breakdown.exposed_communication_ns),
-                       seconds(r.breakdown.bubble_ns), seconds(r.breakdown.optimizer_ns), csv_field(r.reason));
-  }
+  std::string out = validation_csv_header() + "\n";
+  for (const RowPrediction& r : rows) out += validation_csv_line(r) + "\n";
   return out;
 }
 

@@ -42,6 +42,7 @@ struct ValidationOptions {
   bool scale_profile = false;              // GPUs the profile does not describe: scaled (else an error)
   bool full_replay = false;                // replay every iteration whole (strategies/steady_state.hpp)
   std::function<void(const RowPrediction&)> on_row;  // after each row, e.g. to print it
+  std::function<void(const std::string&)> on_pass;   // cross-validation: before each pass over the table
 };
 
 // The rows of the chosen groups, in table order, each predicted with `profile`.
@@ -67,6 +68,11 @@ Profile with_in_situ_prior(Profile profile, const std::string& gpus, double fact
 // validation.csv: one line per row (id, group, published and predicted time, error, best strategy, ...); the
 // same bytes for the same table and profile (the search's wall time is printed, not written).
 std::string validation_csv(const std::vector<RowPrediction>& rows);
+// validation.csv's header and one row's line, without their line breaks.
+std::string validation_csv_header();
+std::string validation_csv_line(const RowPrediction& row);
+// A fraction as validation.md writes it: "-3.2%".
+std::string percent(double fraction);
 // validation.md: the per-group summary and every row, for docs/VALIDATION.md.
 std::string validation_markdown(const std::vector<RowPrediction>& rows, const std::string& profile_name);
 
