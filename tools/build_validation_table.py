@@ -6,7 +6,8 @@ published training results kept beside it:
   tests/validation/h100_rows.json       Llama 3 Table 4, Megatron-LM README (H100), LLM Foundry MPT (H100)
   tests/validation/a100_more_rows.json  LLM Foundry MPT (A100), NeMo Megatron GPT-3 (DGX A100), BLOOM-176B and its
                                         topology search (Megatron-DeepSpeed), MT-NLG 530B; each row states its
-                                        scenario's sections outright
+                                        scenario's sections outright (a row with `not_simulated` is a
+                                        configuration twin cannot price yet, and is left out)
 
 Every row becomes a twin scenario: the model, the batch, the cluster and the framework as the source states
 them; what the source leaves open is searched within the published constraints (the best predicted
@@ -224,6 +225,9 @@ def without_notes(section):
 def a100_more_rows():
     rows = []
     for r in json.load(open(os.path.join(HERE, "a100_more_rows.json")))["rows"]:
+        if "not_simulated" in r:  # a published configuration twin cannot price yet, kept in the transcription
+            print(f"left out {r['id']}: {r['not_simulated']}", file=sys.stderr)
+            continue
         hw, strategy, framework = r["hardware"], r["strategy"], r["framework"]
         scenario = {"name": r["id"], "model": without_notes(r["model"]), "training": without_notes(r["training"]),
                     "framework": without_notes(framework),
