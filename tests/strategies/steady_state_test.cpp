@@ -76,6 +76,10 @@ TEST(SteadyState, AppliesToLongPipelinesOfTheThreePipelineSchedulesOnly) {
   EXPECT_EQ(steady_state_replay(many, pipeline(many, 4, Schedule::interleaved_1f1b, 2)), (SteadyStateReplay{8, 12}));
   EXPECT_EQ(steady_state_replay(many, pipeline(many, 1, Schedule::one_f_one_b)), (SteadyStateReplay{2, 4}));
   EXPECT_FALSE(steady_state_replay(many, pipeline(many, 4, Schedule::double_strand)));
+  // Eight GPUs on four NICs: their flows share each NIC, the step does not settle, and the whole is replayed.
+  Scenario shared_nics = many;
+  shared_nics.cluster.node_groups.front().nics.count = 4;
+  EXPECT_FALSE(steady_state_replay(shared_nics, one_f_one_b));
 
   // m = 18 = 4.5 W: the two replays (12 micro-batches) are 2/3 of it; one fewer and the whole is replayed.
   EXPECT_TRUE(steady_state_replay(small_scenario(36), pipeline(small_scenario(36), 4, Schedule::one_f_one_b)));

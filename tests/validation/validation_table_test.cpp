@@ -18,7 +18,7 @@ const std::string kTable = std::string(TWIN_SOURCE_DIR) + "/tests/validation/pub
 
 TEST(PublishedTable, FiguresBecomeTheIterationTimesTheirSourcesImply) {
   const PublishedTable table = load_published_table(kTable);
-  ASSERT_GE(table.rows.size(), 50u);
+  ASSERT_GE(table.rows.size(), 123u);
   std::map<std::string, const PublishedRow*> by_id;
   for (const PublishedRow& row : table.rows) by_id[row.id] = &row;
   // Narayanan et al. eq. 3 over 137 TFLOP/s on 32 GPUs: 3.53 s (the transcription's derived value).
@@ -31,6 +31,10 @@ TEST(PublishedTable, FiguresBecomeTheIterationTimesTheirSourcesImply) {
   EXPECT_NEAR(by_id.at("mpt_7b_h100_512gpu_seq2048")->published_iteration_s, 1.2707, 0.0005);
   // Table 5 as published.
   EXPECT_EQ(by_id.at("korthikanti22_1T_selective_plus_sp")->published_iteration_s, 71.49);
+  // NeMo Megatron: 40,345 tokens/s on one DGX A100 (5,043.1 per GPU), batch 2048 x 2048: 103.96 s.
+  EXPECT_NEAR(by_id.at("nemo_gpt3_5b_8gpu")->published_iteration_s, 103.96, 0.01);
+  // BLOOM's logged iteration as published.
+  EXPECT_EQ(by_id.at("bloom_176b_384gpu")->published_iteration_s, 104.70);
 }
 
 TEST(PublishedTable, BadRowsNameTheirPath) {
@@ -58,11 +62,15 @@ TEST(PublishedTable, BadRowsNameTheirPath) {
 // Mean and largest |error| of each group on 2026-11-25 07:15 UTC (docs/VALIDATION.md: the shipped h100-x1 and
 // h200-x1 re-measured for issue 15's norm backward (revision 4), the Hopper factor refitted and the H200's GEMM
 // ratio taken from that day's studies); a change that makes any of them worse by more than half a point fails here.
+// The A100 groups of a100_more_rows.json (LLM Foundry, NeMo Megatron, BLOOM, MT-NLG) and "all" as first predicted
+// on 2026-11-28 06:35 UTC, held out: nothing was fitted to them (docs/VALIDATION.md, "More A100 runs").
 const std::map<std::string, std::pair<double, double>> kReached = {
     {"narayanan2021-table1", {0.030, 0.051}},       {"korthikanti2022-table5", {0.029, 0.073}},
     {"korthikanti2022-abstract", {0.039, 0.042}},   {"dubey2024-llama3-table4", {0.035, 0.098}},
     {"megatron-readme-h100-2024", {0.027, 0.089}},  {"llmfoundry-mpt-h100-2024", {0.055, 0.108}},
-    {"all", {0.039, 0.108}}};
+    {"llmfoundry-mpt-a100-2023", {0.103, 0.294}},   {"nemo-megatron-a100-2023", {0.127, 0.280}},
+    {"bloom2022-176b", {0.037, 0.037}},             {"bloom2022-topology-search", {0.114, 0.297}},
+    {"smith2022-mtnlg-530b", {0.164, 0.183}},       {"all", {0.082, 0.297}}};
 
 TEST(ValidationTable, ErrorsStayWhereTheyAre) {
   const PublishedTable table = load_published_table(kTable);
