@@ -35,6 +35,13 @@ std::optional<SteadyStateReplay> steady_state_replay(const Scenario& scenario, c
   // slower than the compute its queue grows for several pipeline depths before the time per micro-batch settles
   // (the 70B search's ZeRO-3 pipelines: up to 0.28% off from W and 2W): replayed whole.
   if (strategy.zero_stage >= 3) return std::nullopt;
+  // Where several GPUs of a node share a NIC, their pipeline sends and data-parallel reductions between nodes share
+  // its fluid bandwidth and the time per micro-batch does not settle to one value (BLOOM's Jean Zay nodes, 8 GPUs
+  // on 4 Omni-Path links: up to 0.32% of the iteration and 2.4% of it in a part of the breakdown off from W and
+  // 2W; with one NIC per GPU 0.04%): replayed whole.
+  if (scenario.cluster.total_nodes() > 1)
+    for (const NodeGroup& group : scenario.cluster.node_groups)
+      if (group.nics.count > 0 && group.nics.count < group.gpus_per_node) return std::nullopt;
   const int width = std::max(2, strategy.pipeline_model_parallel_size);
   const SteadyStateReplay replay = strategy.schedule == Schedule::interleaved_1f1b
                                        ? SteadyStateReplay{2 * width, 3 * width}

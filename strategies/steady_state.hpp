@@ -7,8 +7,8 @@
 // replay's; only the number of micro-batches replayed differs.
 //
 // Where it applies: a uniform strategy (no family plan), schedule GPipe, 1F1B or interleaved 1F1B (not double
-// strand), ZeRO below 3, whose two replays together hold at most 2/3 of its micro-batches (m >= 4.5 W, 7.5 W when
-// interleaved); elsewhere the
+// strand), ZeRO below 3, on nodes with a NIC per GPU (or none), whose two replays together hold at most 2/3 of its
+// micro-batches (m >= 4.5 W, 7.5 W when interleaved); elsewhere the
 // whole iteration is replayed. Op timings (traces, best.json) always come from a full replay.
 //
 // Tolerance, checked against the full replay on every candidate it applies to in every shipped scenario and every
