@@ -18,7 +18,7 @@ const std::string kTable = std::string(TWIN_SOURCE_DIR) + "/tests/validation/pub
 
 TEST(PublishedTable, FiguresBecomeTheIterationTimesTheirSourcesImply) {
   const PublishedTable table = load_published_table(kTable);
-  ASSERT_GE(table.rows.size(), 50u);
+  ASSERT_GE(table.rows.size(), 114u);
   std::map<std::string, const PublishedRow*> by_id;
   for (const PublishedRow& row : table.rows) by_id[row.id] = &row;
   // Narayanan et al. eq. 3 over 137 TFLOP/s on 32 GPUs: 3.53 s (the transcription's derived value).
@@ -31,6 +31,10 @@ TEST(PublishedTable, FiguresBecomeTheIterationTimesTheirSourcesImply) {
   EXPECT_NEAR(by_id.at("mpt_7b_h100_512gpu_seq2048")->published_iteration_s, 1.2707, 0.0005);
   // Table 5 as published.
   EXPECT_EQ(by_id.at("korthikanti22_1T_selective_plus_sp")->published_iteration_s, 71.49);
+  // NVIDIA's DGX Cloud Benchmarking prints the step time itself; Nemotron-4's MLP is squared ReLU.
+  const PublishedRow& nemotron = *by_id.at("dgxc_nemotron4_15b_16gpu_2411");
+  EXPECT_EQ(nemotron.published_iteration_s, 2.83);
+  EXPECT_EQ(nemotron.scenario.model.activation, Activation::squared_relu);
 }
 
 TEST(PublishedTable, BadRowsNameTheirPath) {
@@ -58,11 +62,14 @@ TEST(PublishedTable, BadRowsNameTheirPath) {
 // Mean and largest |error| of each group on 2026-11-25 07:15 UTC (docs/VALIDATION.md: the shipped h100-x1 and
 // h200-x1 re-measured for issue 15's norm backward (revision 4), the Hopper factor refitted and the H200's GEMM
 // ratio taken from that day's studies); a change that makes any of them worse by more than half a point fails here.
+// The two dgxc-nemo groups (NVIDIA's DGX Cloud Benchmarking, held out) and the whole table as measured on
+// 2026-11-28 07:00 UTC when they came in (docs/VALIDATION.md, "Hopper runs of NVIDIA's DGX Cloud Benchmarking").
 const std::map<std::string, std::pair<double, double>> kReached = {
     {"narayanan2021-table1", {0.030, 0.051}},       {"korthikanti2022-table5", {0.029, 0.073}},
     {"korthikanti2022-abstract", {0.039, 0.042}},   {"dubey2024-llama3-table4", {0.035, 0.098}},
     {"megatron-readme-h100-2024", {0.027, 0.089}},  {"llmfoundry-mpt-h100-2024", {0.055, 0.108}},
-    {"all", {0.039, 0.108}}};
+    {"dgxc-nemo-h100-24.11", {0.116, 0.223}},       {"dgxc-nemo-h100-25.02", {0.110, 0.164}},
+    {"all", {0.081, 0.223}}};
 
 TEST(ValidationTable, ErrorsStayWhereTheyAre) {
   const PublishedTable table = load_published_table(kTable);
