@@ -119,9 +119,10 @@ TEST(ModelPresets, NamesAreCaseInsensitive) {
   EXPECT_EQ(model_preset_names().size(), 19u);
 }
 
-// Nemotron-4 15B (Parmar et al. 2024, arXiv 2402.16819, section 2: squared ReLU, no biases, untied embeddings, GQA;
-// "3.2 billion embedding parameters and 12.5 billion non-embedding parameters"): squared ReLU is ungated, two
-// matrices per MLP where SwiGLU has three.
+// Nemotron-4 15B as NVIDIA's recipe has it (NVIDIA/dgxc-benchmarking v24.11.1 nemotron/nemotron4-15b-synth.yaml:
+// squared-relu, no biases, untied embeddings, 8 query groups) against Parmar et al. 2024 (arXiv 2402.16819): 3.2
+// billion embedding and 12.5 billion non-embedding parameters. Squared ReLU is ungated, two matrices per MLP where
+// SwiGLU has three.
 TEST(ModelActivations, SquaredReluIsAnUngatedMlp) {
   ModelConfig m = preset("llama3-8b");
   m.num_layers = 32, m.hidden_size = 6144, m.ffn_hidden_size = 24576, m.num_attention_heads = 48;
