@@ -203,7 +203,14 @@ std::vector<std::string> model_preset_names() {
   return names;
 }
 
-std::string to_string(Activation a) { return a == Activation::swiglu ? "swiglu" : "gelu"; }
+std::string to_string(Activation a) {
+  switch (a) {
+    case Activation::swiglu: return "swiglu";
+    case Activation::gelu: return "gelu";
+    case Activation::squared_relu: break;
+  }
+  return "squared_relu";
+}
 std::string to_string(Normalization n) { return n == Normalization::rmsnorm ? "rmsnorm" : "layernorm"; }
 std::string to_string(AttentionBackend b) {
   switch (b) {
@@ -217,6 +224,7 @@ std::string to_string(AttentionBackend b) {
 std::optional<Activation> activation_from_string(std::string_view s) {
   if (s == "swiglu") return Activation::swiglu;
   if (s == "gelu") return Activation::gelu;
+  if (s == "squared_relu") return Activation::squared_relu;
   return std::nullopt;
 }
 

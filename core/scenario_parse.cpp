@@ -99,7 +99,7 @@ ModelConfig parse_model(const Reader& r) {
   if (auto f = r.find("max_position_embeddings")) m.max_position_embeddings = f->integer(1, kMaxSequence);
   else if (!has_preset) m.max_position_embeddings = 0;  // filled from training.seq_length
   if (auto f = r.find("activation"))
-    m.activation = *activation_from_string(f->one_of({"swiglu", "gelu"}, "activation"));
+    m.activation = *activation_from_string(f->one_of({"swiglu", "gelu", "squared_relu"}, "activation"));
   if (auto f = r.find("normalization"))
     m.normalization = *normalization_from_string(f->one_of({"rmsnorm", "layernorm"}, "normalization"));
   if (auto f = r.find("attention_backend"))

@@ -126,8 +126,11 @@ void check_parts(const Plan& plan, const PlanGraphs& lowered, const std::string&
   }
 }
 
-// What every plan trains with: the framework switches and the precision recipe twin execute runs.
+// What every plan trains with: the framework switches, the activation and the precision recipe twin execute runs.
 void check_training(const Plan& plan, const std::string& file) {
+  if (plan.scenario.model.activation == Activation::squared_relu)
+    throw InputError(file, "/scenario/model/activation",
+                     "swiglu or gelu (twin execute has no squared-ReLU kernel; the simulator prices it)");
   if (!plan.scenario.framework.cross_entropy_loss_fusion)
     throw InputError(file, "/scenario/framework/cross_entropy_loss_fusion",
                      "true (twin execute runs the fused vocabulary-parallel cross-entropy)");

@@ -92,6 +92,7 @@ void model(ArgsText& out, const ModelConfig& m) {
   out.arg("--position-embedding-type", m.position_embedding_rope ? "rope" : "learned_absolute");
   out.arg("--normalization", m.normalization == Normalization::rmsnorm ? "RMSNorm" : "LayerNorm");
   if (m.activation == Activation::swiglu) out.arg("--swiglu");  // GeLU is Megatron's default
+  if (m.activation == Activation::squared_relu) out.arg("--squared-relu");
   if (m.untie_embeddings_and_output_weights) out.arg("--untie-embeddings-and-output-weights");
   if (!m.add_bias_linear) out.arg("--disable-bias-linear");
   // Megatron's defaults are 0.1 each; Llama-style models train without dropout.

@@ -8,6 +8,7 @@ published training results kept beside it:
                                         topology search (Megatron-DeepSpeed), MT-NLG 530B; each row states its
                                         scenario's sections outright (a row with `not_simulated` is a
                                         configuration twin cannot price yet, and is left out)
+  tests/validation/hopper_more_rows.json  NVIDIA DGX Cloud Benchmarking (NeMo on DGX H100), releases 24.11 and 25.02
 
 Every row becomes a twin scenario: the model, the batch, the cluster and the framework as the source states
 them; what the source leaves open is searched within the published constraints (the best predicted
@@ -125,7 +126,9 @@ def group_name(raw):
             "Korthikanti2022_abstract_530B_DP8": "korthikanti2022-abstract",
             "dubey2024_llama3_table4": "dubey2024-llama3-table4",
             "megatron_lm_readme_h100_weak_scaling_2024": "megatron-readme-h100-2024",
-            "llmfoundry_mpt_h100_bf16_large_scale_2024": "llmfoundry-mpt-h100-2024"}[raw]
+            "llmfoundry_mpt_h100_bf16_large_scale_2024": "llmfoundry-mpt-h100-2024",
+            "dgxc_benchmarking_h100_24_11": "dgxc-nemo-h100-24.11",
+            "dgxc_benchmarking_h100_25_02": "dgxc-nemo-h100-25.02"}[raw]
 
 
 def h100_model(m, defaults):
@@ -239,13 +242,46 @@ def a100_more_rows():
     return rows
 
 
+def hopper_more_rows():
+    """NeMo's recipes as NVIDIA ran them: every parallel size, the micro-batch and the recompute are the recipe's,
+    so the search holds one candidate (two where the recipe and its README disagree on the virtual pipeline). A row
+    with `held_back` (a published run twin cannot simulate yet, and why) stays in the transcription only."""
+    rows = []
+    for r in json.load(open(os.path.join(HERE, "hopper_more_rows.json")))["rows"]:
+        if r.get("held_back"):
+            print(f"held back: {r['id']}: {r['held_back']}", file=sys.stderr)
+            continue
+        m, s, t = r["model"], r["strategy"], r["training"]
+        model = {k: v for k, v in m.items() if k != "shape_source"}
+        if not model["position_embedding_rope"]:
+            model["max_position_embeddings"] = t["seq_length"]
+        framework = {k: v for k, v in r["framework"].items() if k != "framework_notes"}
+        vpp = s["virtual_pipeline_search"] or [s["virtual_pipeline_model_parallel_size"] or 1]
+        search = {"tensor_model_parallel_size": [s["tensor_model_parallel_size"]],
+                  "pipeline_model_parallel_size": [s["pipeline_model_parallel_size"]],
+                  "context_parallel_size": [s["context_parallel_size"]], "expert_model_parallel_size": [1],
+                  "virtual_pipeline_model_parallel_size": vpp, "schedule": [s["schedule"]],
+                  "sequence_parallel": [s["sequence_parallel"]], "micro_batch_size": [s["micro_batch_size"]],
+                  "zero_stage": [s["zero_stage"]], "recompute": [s["recompute"]]}
+        scenario = {"name": r["id"], "model": model,
+                    "training": {"seq_length": t["seq_length"], "global_batch_size": t["global_batch_size"],
+                                 "precision": "bf16"},
+                    "framework": framework, "cluster": cluster(HGX_H100, r["hardware"]["num_gpus"]),
+                    "search": search, "profile": "builtin"}
+        rows.append({"id": r["id"], "group": group_name(r["group"]), "source": source(r),
+                     "confidence": r["confidence"], "notes": r["confidence_notes"], "unknowns": r["unknowns"],
+                     "published": {"metric": "iteration_time_s", "value": r["published"]["value"]},
+                     "scenario": scenario})
+    return rows
+
+
 def main():
-    rows = a100_rows() + h100_rows() + a100_more_rows()
+    rows = a100_rows() + h100_rows() + a100_more_rows() + hopper_more_rows()
     table = {"format": "twin-validation", "version": 1,
              "about": "Published end-to-end training results, each a twin scenario and the published figure; built by "
-                      "tools/build_validation_table.py from a100_rows.json, h100_rows.json and a100_more_rows.json (the "
-                      "transcriptions, with their sources and quotes). docs/VALIDATION.md describes the table and its "
-                      "results.",
+                      "tools/build_validation_table.py from a100_rows.json, h100_rows.json, a100_more_rows.json and "
+                      "hopper_more_rows.json (the transcriptions, with their sources and quotes). docs/VALIDATION.md "
+                      "describes the table and its results.",
              "rows": rows}
     path = os.path.join(HERE, "published.json")
     with open(path + ".tmp", "w") as out:

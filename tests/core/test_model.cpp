@@ -119,8 +119,24 @@ TEST(ModelPresets, NamesAreCaseInsensitive) {
   EXPECT_EQ(model_preset_names().size(), 19u);
 }
 
+// Nemotron-4 15B as NVIDIA's recipe has it (NVIDIA/dgxc-benchmarking v24.11.1 nemotron/nemotron4-15b-synth.yaml:
+// squared-relu, no biases, untied embeddings, 8 query groups) against Parmar et al. 2024 (arXiv 2402.16819): 12.5
+// billion non-embedding parameters. Squared ReLU is ungated, two matrices per MLP where SwiGLU has three.
+TEST(ModelActivations, SquaredReluIsAnUngatedMlp) {
+  ModelConfig m = preset("llama3-8b");
+  m.num_layers = 32, m.hidden_size = 6144, m.ffn_hidden_size = 24576, m.num_attention_heads = 48;
+  m.num_query_groups = 8, m.kv_channels = 128, m.vocab_size = 256000;
+  m.activation = Activation::squared_relu;
+  m.normalization = Normalization::layernorm;
+  EXPECT_EQ(layer_parameter_groups(m, 0).mlp_weights, 2 * 6144LL * 24576);
+  expect_within_1_percent(parameter_count(m) - embedding_parameter_count(m), 12.5e9, "non-embedding");
+  m.activation = Activation::swiglu;
+  EXPECT_EQ(layer_parameter_groups(m, 0).mlp_weights, 3 * 6144LL * 24576);
+}
+
 TEST(ModelEnums, StringsRoundTrip) {
   EXPECT_EQ(activation_from_string(to_string(Activation::gelu)), Activation::gelu);
+  EXPECT_EQ(activation_from_string(to_string(Activation::squared_relu)), Activation::squared_relu);
   EXPECT_EQ(normalization_from_string(to_string(Normalization::rmsnorm)), Normalization::rmsnorm);
   EXPECT_EQ(attention_backend_from_string(to_string(AttentionBackend::unfused)), AttentionBackend::unfused);
   EXPECT_FALSE(activation_from_string("relu").has_value());

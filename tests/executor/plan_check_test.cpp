@@ -74,6 +74,9 @@ TEST(PlanCheck, RefusesFamilyPlansAndModelsTheExecutorDoesNotRun) {
   Plan layernorm = executed_plan();
   layernorm.scenario.model.normalization = Normalization::layernorm;
   EXPECT_EQ(refusal_path(layernorm), "/scenario/model");
+  Plan squared_relu = executed_plan();
+  squared_relu.scenario.model.activation = Activation::squared_relu;
+  EXPECT_EQ(refusal_path(squared_relu), "/scenario/model/activation");
 }
 
 TEST(PlanCheck, RunsTiedEmbeddingsShardedOverStagesAndDataRanks) {

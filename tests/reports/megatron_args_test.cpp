@@ -158,6 +158,15 @@ bool has_argument(const std::string& text, const std::string& argument) {
   return false;
 }
 
+// Nemotron-4's activation is Megatron's --squared-relu, and neither GeLU (the default) nor --swiglu is named.
+TEST(MegatronArgs, SquaredReluIsNamed) {
+  Scenario scenario = parse_scenario_text(kGptScenario, "gpt.json");
+  scenario.model.activation = Activation::squared_relu;
+  const std::string text = megatron_args(scenario, pinned(scenario));
+  EXPECT_TRUE(has_argument(text, "--squared-relu")) << text;
+  EXPECT_FALSE(has_argument(text, "--swiglu")) << text;
+}
+
 // 126 layers over 16 x 8 virtual stages: the first and last hold the embedding and the loss (Llama 3).
 TEST(MegatronArgs, UnevenSplitCountsEmbeddingAndLossAsLayersAndZero2IsNamed) {
   Scenario scenario = load_scenario(std::string(TWIN_SOURCE_DIR) + "/scenarios/llama3-405b-16384xH100.json");
