@@ -39,7 +39,14 @@ constexpr std::array kExpertsSaved{
 };
 constexpr std::array kEmbeddingSaved{SavedTensor{"dropout mask", hidden, sequence_sharded, 1, KeptWhen::hidden_dropout}};
 constexpr std::array kOutputProjectionSaved{SavedTensor{"output projection input", hidden, sequence_sharded, 2}};
-constexpr std::array kLossSaved{SavedTensor{"fp32 logits", vocab, tensor_sharded, 4}};
+// The fused loss (twin execute's kernel, executor/gpu/op_actions_edges.cpp; Transformer Engine's parallel
+// cross-entropy, Megatron's --cross-entropy-fusion-impl te, alike) keeps the bf16 logits and writes their
+// gradient over them; the unfused one keeps its fp32 copy of them (megatron/core/tensor_parallel/cross_entropy.py
+// saves the fp32 softmax). Megatron's native fused loss (its default implementation) also saves the fp32 softmax.
+constexpr std::array kLossSaved{
+    SavedTensor{"bf16 logits, their gradient written over them", vocab, tensor_sharded, 2, KeptWhen::fused_loss},
+    SavedTensor{"fp32 logits (softmax)", vocab, tensor_sharded, 4, KeptWhen::unfused_loss},
+};
 
 using T = Tensor;
 

@@ -77,6 +77,8 @@ enum class KeptWhen : std::uint8_t {
   unrecomputed_unfused,           // core attention not recomputed (selective), unfused backend
   unrecomputed_unfused_dropout,   // ... with attention dropout
   unrecomputed_fused,             // core attention not recomputed, flash or fused backend
+  fused_loss,                     // the loss in one kernel (framework.cross_entropy_loss_fusion)
+  unfused_loss,                   // the loss in separate passes on fp32 logits
 };
 
 // A tensor a block keeps for its backward, `bytes_per_element` x rows(region) x width.

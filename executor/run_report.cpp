@@ -241,10 +241,12 @@ void write_run_summary(const std::filesystem::path& run_dir, const Plan& plan, c
     const MemoryEstimate& memory = lowered.parts.at(static_cast<std::size_t>(run.part)).memory;
     // Per stage; an asymmetric plan's stages pipeline by pipeline, as its rank classes.
     const int stage_entry = lowered.asymmetric ? run.rank_class : run.coordinates[3];
+    const MemoryBreakdown& stage_memory = memory.per_stage.at(static_cast<std::size_t>(stage_entry));
     ranks.push_back({{"rank", run.rank}, {"part", run.part}, {"rank_class", run.rank_class}, {"device", run.device},
                      {"peak_memory_GiB", static_cast<double>(run.peak_memory_bytes) / kGiB},
-                     {"predicted_peak_memory_GiB",
-                      static_cast<double>(memory.per_stage.at(static_cast<std::size_t>(stage_entry)).total()) / kGiB},
+                     {"predicted_peak_memory_GiB", static_cast<double>(stage_memory.total()) / kGiB},
+                     // What peak_memory_GiB counts: without the CUDA context and NCCL's buffers.
+                     {"predicted_allocated_peak_GiB", static_cast<double>(stage_memory.allocated()) / kGiB},
                      {"median_iteration_s", median(std::vector<double>(run.iteration_s.begin() + warmup,
                                                                        run.iteration_s.end()))},
                      {"dropped_kernel_records", run.dropped_records}});

@@ -30,6 +30,7 @@ nlohmann::json memory_json(const MemoryBreakdown& memory) {
           {"activations", memory.activations},
           {"communication_buffers", memory.communication_buffers},
           {"workspace", memory.workspace},
+          {"outside_allocations", memory.outside_allocations},
           {"total", memory.total()}};
 }
 

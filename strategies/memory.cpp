@@ -7,14 +7,17 @@
 // training.optimizer_precision stores the master weights and moments narrower (bf16 main parameters:
 // no master copy at all).
 // ZeRO-1 shards the optimizer states over the data group, ZeRO-2 the gradients too, ZeRO-3 the weights.
-// (Megatron's own buffers keep fp32 main gradients; the 16-byte figure is the one the estimates quote.)
+// (Megatron keeps fp32 main gradients unless --grad-reduce-in-bf16, which its own recipe and NeMo's performance
+// recipes pass; twin execute keeps bf16 ones.)
 //
 // Activations per layer generalise Korthikanti et al. 2022 (arXiv 2205.05198) tensor by tensor: the sum of
 // the tensors the layer description's blocks save (core/layer.hpp), each 2 bytes per element (masks 1),
 // sharded by tp inside the TP regions and, with SP, outside them too. Unfused attention keeps softmax output (+ dropout mask and output with attention
 // dropout), flash attention only its output and fp32 softmax statistics; CP divides the sequence.
 // Double strand walks its units: the forward strand's unit is saved before the backward strand frees
-// the unit beside it, so the peak counts one unit of both strands at once.
+// the unit beside it, so the peak counts one unit of both strands at once. Under full recompute a backward pass
+// also holds its layer's forward, run again. docs/SIMULATOR.md compares each term with Megatron-Core's and twin
+// execute's allocations.
 #include "strategies/memory.hpp"
 
 #include <algorithm>
@@ -41,6 +44,7 @@ struct SavedTerms {
   double tp;
   bool recompute_none;
   double routed_imbalance;  // the busiest EP rank's routed copies over the mean (MoeConfig::rank_imbalance)
+  bool fused_loss = true;   // framework.cross_entropy_loss_fusion: which logits the loss keeps
 
   double width(layer::Width width) const {
     const ModelConfig& m = model;
@@ -75,6 +79,8 @@ struct SavedTerms {
       case layer::KeptWhen::unrecomputed_unfused_dropout:
         return recompute_none && unfused && model.attention_dropout > 0;
       case layer::KeptWhen::unrecomputed_fused: return recompute_none && !unfused;
+      case layer::KeptWhen::fused_loss: return fused_loss;
+      case layer::KeptWhen::unfused_loss: return !fused_loss;
     }
     return false;
   }
@@ -125,6 +131,108 @@ Bytes activation_bytes_per_layer(const ModelConfig& model, std::int64_t seq_leng
   return std::llround(terms.bytes(layer::layer_blocks(moe_layer)));
 }
 
+namespace {
+// The embedding and the output layer keep what they keep whatever the recompute: `rows` tokens (micro-batch
+// times local sequence) of a TP group.
+SavedTerms edge_terms(const Scenario& scenario, double rows, int tensor_parallel, bool sequence_parallel) {
+  SavedTerms terms = saved_terms(scenario.model, rows, 1, tensor_parallel, sequence_parallel, Recompute::none, 1);
+  terms.fused_loss = scenario.framework.cross_entropy_loss_fusion;
+  return terms;
+}
+
+// Per chunk of a stage, the saved bytes of each unit in forward order (embedding, layers, output layer), their sum
+// for one pass, and what a backward pass adds on top while it runs.
+struct StageUnits {
+  std::vector<std::vector<double>> unit_bytes;
+  std::vector<double> pass_bytes;
+  // Full recompute: the largest of the chunk's recomputed_layer_bytes.
+  std::vector<double> recompute_bytes;
+  std::int64_t largest_layer_parameters = 0;
+};
+
+StageUnits stage_units(const Scenario& scenario, const Strategy& st, int stage) {
+  const ModelConfig& m = scenario.model;
+  const int tp = st.tensor_model_parallel_size, pp = st.pipeline_model_parallel_size;
+  const int cp = st.context_parallel_size, ep = st.expert_model_parallel_size;
+  const bool sp = st.sequence_parallel && tp > 1;
+  const std::int64_t seq = scenario.training.seq_length;
+  const double rows = static_cast<double>(st.micro_batch_size) * static_cast<double>(seq / cp);
+  const int chunks = chunks_per_stage(st);
+  StageUnits out{std::vector<std::vector<double>>(static_cast<std::size_t>(chunks)),
+                 std::vector<double>(static_cast<std::size_t>(chunks), 0.0),
+                 std::vector<double>(static_cast<std::size_t>(chunks), 0.0), 0};
+  for (int chunk = 0; chunk < chunks; ++chunk) {
+    const int vs = virtual_stage_of(st, stage, chunk);
+    const int first = first_layer_of(m, st, stage, chunk);
+    std::vector<double>& units = out.unit_bytes[chunk];
+    if (vs == 0) units.push_back(static_cast<double>(embedding_activation_bytes(scenario, rows, tp, sp)));
+    for (int layer = first; layer < first + layers_in_virtual_stage(m, st, vs); ++layer) {
+      units.push_back(static_cast<double>(activation_bytes_per_layer(m, seq, st.micro_batch_size, tp, sp, cp,
+                                                                     st.recompute, m.is_moe_layer(layer), ep)));
+      if (st.recompute == Recompute::full)
+        out.recompute_bytes[chunk] = std::max(out.recompute_bytes[chunk], static_cast<double>(recomputed_layer_bytes(
+            m, seq, st.micro_batch_size, tp, sp, cp, m.is_moe_layer(layer), ep)));
+      out.largest_layer_parameters = std::max(out.largest_layer_parameters, layer_parameters_per_rank(m, layer, tp, ep).dense);
+    }
+    if (vs == pp * chunks - 1) units.push_back(static_cast<double>(output_layer_activation_bytes(scenario, rows, tp, sp)));
+    for (double bytes : units) out.pass_bytes[chunk] += bytes;
+  }
+  return out;
+}
+
+// Walks the stage's schedule, adding a pass's saved tensors at its forward and freeing them at its backward; the
+// peak is what the stage must hold. Double strand, unit beside unit: the forward strand saves a unit's tensors
+// before the backward strand frees the mirror unit's.
+double peak_activation_bytes(const StageUnits& units, const Strategy& st, int stage,
+                             const std::vector<std::vector<ScheduleStep>>& orders) {
+  double live = 0, peak = 0;
+  if (st.schedule == Schedule::double_strand) {
+    const auto strand_orders = double_strand_schedule(st.pipeline_model_parallel_size, st.num_micro_batches);
+    for (const StrandStep& step : strand_orders[stage]) {
+      const std::vector<double>& saved = units.unit_bytes[step.forward_chunk()];
+      const std::vector<double>& freed = units.unit_bytes[step.backward_chunk()];
+      const double recomputed = step.backward_micro_batch >= 0 ? units.recompute_bytes[step.backward_chunk()] : 0;
+      for (std::size_t k = 0; k < std::max(saved.size(), freed.size()); ++k) {
+        if (step.forward_micro_batch >= 0 && k < saved.size()) live += saved[k];
+        peak = std::max(peak, live + recomputed);
+        if (step.backward_micro_batch >= 0 && k < freed.size()) live -= freed[freed.size() - 1 - k];
+      }
+    }
+    return peak;
+  }
+  for (const ScheduleStep& step : orders[stage]) {
+    if (step.forward) {
+      live += units.pass_bytes[step.chunk];
+      peak = std::max(peak, live);
+    } else {
+      peak = std::max(peak, live + units.recompute_bytes[step.chunk]);
+      live -= units.pass_bytes[step.chunk];
+    }
+  }
+  return peak;
+}
+
+}  // namespace
+
+Bytes embedding_activation_bytes(const Scenario& scenario, double rows, int tensor_parallel, bool sequence_parallel) {
+  return std::llround(edge_terms(scenario, rows, tensor_parallel, sequence_parallel).bytes(layer::embedding_blocks()));
+}
+
+Bytes output_layer_activation_bytes(const Scenario& scenario, double rows, int tensor_parallel,
+                                    bool sequence_parallel) {
+  return std::llround(edge_terms(scenario, rows, tensor_parallel, sequence_parallel).bytes(layer::head_blocks()));
+}
+
+Bytes recomputed_layer_bytes(const ModelConfig& model, std::int64_t seq_length, int micro_batch_size,
+                             int tensor_parallel, bool sequence_parallel, int context_parallel, bool moe_layer,
+                             int expert_parallel) {
+  const auto layer_bytes = [&](Recompute recompute) {
+    return activation_bytes_per_layer(model, seq_length, micro_batch_size, tensor_parallel, sequence_parallel,
+                                      context_parallel, recompute, moe_layer, expert_parallel);
+  };
+  return layer_bytes(Recompute::none) - layer_bytes(Recompute::full);
+}
+
 double model_state_bytes_per_parameter(int zero_stage, int data_parallel, const std::string& precision) {
   TrainingConfig adam;
   adam.precision = precision;
@@ -166,51 +274,9 @@ MemoryEstimate estimate_memory(const Scenario& scenario, const Strategy& st) {
     mem.gradients = sharded(per_param.gradients, st.zero_stage >= 2);
     mem.optimizer_states = sharded(per_param.optimizer, st.zero_stage >= 1);
 
-    // Activations: walk the schedule, adding a pass's saved tensors at its forward and freeing them at
-    // its backward; the peak is what the stage must hold.
-    // Per chunk, the saved bytes of each unit in forward order (embedding, layers, output layer).
-    const int chunks = chunks_per_stage(st);
-    // The embedding and the output layer keep what they keep whatever the recompute.
-    const SavedTerms edge_terms =
-        saved_terms(m, static_cast<double>(seq / cp), st.micro_batch_size, tp, sp, Recompute::none, ep);
-    std::vector<std::vector<double>> unit_bytes(static_cast<std::size_t>(chunks));
-    std::vector<double> pass_bytes(static_cast<std::size_t>(chunks), 0.0);
-    std::int64_t largest_unit = 0;
-    for (int chunk = 0; chunk < chunks; ++chunk) {
-      const int vs = virtual_stage_of(st, stage, chunk);
-      const int first = first_layer_of(m, st, stage, chunk);
-      const int count = layers_in_virtual_stage(m, st, vs);
-      std::vector<double>& units = unit_bytes[chunk];
-      if (vs == 0) units.push_back(edge_terms.bytes(layer::embedding_blocks()));
-      for (int layer = first; layer < first + count; ++layer) {
-        units.push_back(static_cast<double>(activation_bytes_per_layer(
-            m, seq, st.micro_batch_size, tp, sp, cp, st.recompute, m.is_moe_layer(layer), ep)));
-        largest_unit = std::max(largest_unit, layer_parameters_per_rank(m, layer, tp, ep).dense);
-      }
-      if (vs == pp * chunks - 1) units.push_back(edge_terms.bytes(layer::head_blocks()));
-      for (double bytes : units) pass_bytes[chunk] += bytes;
-    }
-    double live = 0, peak = 0;
-    if (st.schedule == Schedule::double_strand) {
-      // Unit beside unit: the forward strand saves a unit's tensors before the backward strand frees
-      // the mirror unit's.
-      const auto strand_orders = double_strand_schedule(pp, st.num_micro_batches);
-      for (const StrandStep& step : strand_orders[stage]) {
-        const std::vector<double>& saved = unit_bytes[step.forward_chunk()];
-        const std::vector<double>& freed = unit_bytes[step.backward_chunk()];
-        for (std::size_t k = 0; k < std::max(saved.size(), freed.size()); ++k) {
-          if (step.forward_micro_batch >= 0 && k < saved.size()) live += saved[k];
-          peak = std::max(peak, live);
-          if (step.backward_micro_batch >= 0 && k < freed.size()) live -= freed[freed.size() - 1 - k];
-        }
-      }
-    } else {
-      for (const ScheduleStep& step : orders[stage]) {
-        live += (step.forward ? 1 : -1) * pass_bytes[step.chunk];
-        peak = std::max(peak, live);
-      }
-    }
-    mem.activations = std::llround(peak);
+    const StageUnits units = stage_units(scenario, st, stage);
+    mem.activations = std::llround(peak_activation_bytes(units, st, stage, orders));
+    const std::int64_t largest_unit = units.largest_layer_parameters;
 
     double buffers = communicators * kNcclBytesPerCommunicator;
     if (st.zero_stage >= 3 && data_group > 1) buffers += 2.0 * 2 * largest_unit;  // gathered layer + prefetch
@@ -225,6 +291,7 @@ MemoryEstimate estimate_memory(const Scenario& scenario, const Strategy& st) {
     }
     mem.communication_buffers = std::llround(buffers);
     mem.workspace = std::llround(kWorkspaceBytes);
+    mem.outside_allocations = std::llround(communicators * kNcclBytesPerCommunicator + kCudaContextBytes);
     estimate.per_stage.push_back(mem);
     if (mem.total() > estimate.per_stage[estimate.worst_stage].total()) estimate.worst_stage = stage;
   }

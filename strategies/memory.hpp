@@ -20,9 +20,14 @@ struct MemoryBreakdown {
   Bytes activations = 0;         // peak over the schedule
   Bytes communication_buffers = 0;
   Bytes workspace = 0;           // cuBLAS workspace, CUDA context, allocator fragmentation reserve
+  // Of the two above: NCCL's buffers and the CUDA context, which the process holds outside its own allocations.
+  Bytes outside_allocations = 0;
   Bytes total() const {
     return parameters + gradients + optimizer_states + activations + communication_buffers + workspace;
   }
+  // What twin execute's peak counts (executor/gpu/stage_runtime.cpp: its buffers, the parameters and the
+  // stream-ordered pool's high mark): the total less what the process holds outside its allocations.
+  Bytes allocated() const { return total() - outside_allocations; }
 };
 
 struct MemoryEstimate {
@@ -36,8 +41,9 @@ struct MemoryEstimate {
 // s*b*h*34 + 5*a*s^2*b (Korthikanti et al., eq. 1); SwiGLU, GQA and flash attention generalise it.
 // NCCL: NCCL_BUFFSIZE (4 MiB) per channel per ring peer (send and receive) over up to 32 channels.
 inline constexpr double kNcclBytesPerCommunicator = 32.0 * 2 * 4 * 1024 * 1024;
-// cuBLAS workspace on Hopper (32 MiB) plus the CUDA context and module images (~0.5 GiB).
-inline constexpr double kWorkspaceBytes = 32.0 * 1024 * 1024 + 0.5 * kGiB;
+// The CUDA context and module images (~0.5 GiB), and beside it the cuBLAS workspace on Hopper (32 MiB).
+inline constexpr double kCudaContextBytes = 0.5 * kGiB;
+inline constexpr double kWorkspaceBytes = 32.0 * 1024 * 1024 + kCudaContextBytes;
 
 // Bytes per parameter of weights, gradients and optimizer states before ZeRO sharding: mixed precision
 // keeps bf16 weights and gradients plus fp32 master weights and Adam moments (12 bytes).
@@ -49,6 +55,19 @@ StateBytes state_bytes_per_parameter(const TrainingConfig& training);
 Bytes activation_bytes_per_layer(const ModelConfig& model, std::int64_t seq_length, int micro_batch_size,
                                  int tensor_parallel, bool sequence_parallel, int context_parallel,
                                  Recompute recompute, bool moe_layer = false, int expert_parallel = 1);
+
+// Bytes a fully recomputed layer adds while its backward runs: its forward runs again and keeps what an
+// unrecomputed layer keeps, less its input (held already), until its backward has used them. Megatron's
+// CheckpointFunction.backward (megatron/core/tensor_parallel/random.py) and twin execute's recomputed units alike.
+Bytes recomputed_layer_bytes(const ModelConfig& model, std::int64_t seq_length, int micro_batch_size,
+                             int tensor_parallel, bool sequence_parallel, int context_parallel, bool moe_layer = false,
+                             int expert_parallel = 1);
+
+// Bytes the embedding and the output layer keep for their backward, for `rows` tokens (micro-batch times local
+// sequence) of a TP group of `tensor_parallel`: the embedding's dropout mask; the final norm's and the output
+// projection's inputs and the loss's logits of the vocabulary shard (bf16 under the fused loss, fp32 without).
+Bytes embedding_activation_bytes(const Scenario& scenario, double rows, int tensor_parallel, bool sequence_parallel);
+Bytes output_layer_activation_bytes(const Scenario& scenario, double rows, int tensor_parallel, bool sequence_parallel);
 
 // Bytes per parameter of weights + grads + optimizer states under ZeRO `stage` over `dp` ranks
 // (mixed precision Adam: 2 + 2 + 12 = 16 unsharded, as in the ZeRO paper).

@@ -137,13 +137,15 @@ LayerMemory edge_memory(const Scenario& scenario, const LayerStrategy& s, bool e
   const double tokens = static_cast<double>(stage_micro_batch) * scenario.training.seq_length / gpus;
   double n = 0;
   LayerMemory mem;
+  // The TP group's rows: the weight's TP ranks share their tokens (a Ulysses layout holds whole weights).
+  const double rows = tokens * tp;
   if (embedding) {
     n += static_cast<double>(embedding_parameters_per_rank(m, tp));
-    if (m.hidden_dropout > 0) mem.activations_per_pass += tokens * m.hidden_size;
+    mem.activations_per_pass += static_cast<double>(embedding_activation_bytes(scenario, rows, tp, tp > 1));
   }
-  if (output) {  // as memory.cpp: norm and projection inputs, fp32 logits of the TP-gathered rows
+  if (output) {
     n += static_cast<double>(output_parameters_per_rank(m, tp, pp == 1));
-    mem.activations_per_pass += 2.0 * tokens * m.hidden_size * 2 + 4.0 * tokens * tp * (padded_vocab_size(m, tp) / tp);
+    mem.activations_per_pass += static_cast<double>(output_layer_activation_bytes(scenario, rows, tp, tp > 1));
   }
   mem.parameters = n * per_param.weights / (s.zero_stage >= 3 ? dg : 1);
   mem.gradients = n * per_param.gradients / (s.zero_stage >= 2 ? dg : 1);
@@ -179,6 +181,7 @@ MemoryEstimate estimate_per_layer_memory(const Scenario& scenario, const PerLaye
     const int first = plan.first_layer(stage), count = plan.stage_layers[stage];
     std::set<int> tensor_groups, data_groups;
     std::int64_t largest_gathered = 0;
+    Bytes recomputed = 0;  // the largest fully recomputed layer's forward, run again in its backward
     // The embedding and the output layer take the strategy of the layer beside them.
     LayerMemory total = edge_memory(scenario, plan.layers[first], stage == 0, false, pp, gpus, plan.stage_micro_batch);
     total.add(edge_memory(scenario, plan.layers[first + count - 1], false, stage == pp - 1, pp, gpus,
@@ -186,6 +189,10 @@ MemoryEstimate estimate_per_layer_memory(const Scenario& scenario, const PerLaye
     for (int layer = first; layer < first + count; ++layer) {
       const LayerStrategy& s = plan.layers[layer];
       total.add(layer_memory(scenario, s, layer, gpus, plan.stage_micro_batch));
+      if (s.recompute == Recompute::full)
+        recomputed = std::max(recomputed, recomputed_layer_bytes(scenario.model, scenario.training.seq_length,
+                                                                 plan.stage_micro_batch * s.layout.group / gpus,
+                                                                 s.layout.group, s.layout.group > 1, 1));
       const int dg = data_group_of(s.layout, gpus);
       if (s.layout.group > 1) tensor_groups.insert(s.layout.group);
       if (dg > 1) data_groups.insert(dg);
@@ -196,10 +203,11 @@ MemoryEstimate estimate_per_layer_memory(const Scenario& scenario, const PerLaye
     mem.parameters = std::llround(total.parameters);
     mem.gradients = std::llround(total.gradients);
     mem.optimizer_states = std::llround(total.optimizer_states);
-    mem.activations = std::llround(total.activations_per_pass * peak_in_flight_passes(orders[stage]));
+    mem.activations = std::llround(total.activations_per_pass * peak_in_flight_passes(orders[stage])) + recomputed;
     const int communicators = static_cast<int>(tensor_groups.size() + data_groups.size()) + (pp > 1 ? 1 : 0);
     mem.communication_buffers = std::llround(communicators * kNcclBytesPerCommunicator + 2.0 * 2 * largest_gathered);
     mem.workspace = std::llround(kWorkspaceBytes);
+    mem.outside_allocations = std::llround(communicators * kNcclBytesPerCommunicator + kCudaContextBytes);
     estimate.per_stage.push_back(mem);
     if (mem.total() > estimate.per_stage[estimate.worst_stage].total()) estimate.worst_stage = stage;
   }

@@ -10,6 +10,7 @@
 
 #include "core/error.hpp"
 #include "executor/run_report.hpp"
+#include "strategies/memory.hpp"
 #include "tests/cli/run_twin.hpp"
 #include "tests/reports/execution_fixture.hpp"
 #include "tests/traces/measured_kernels.hpp"
@@ -113,6 +114,10 @@ TEST(RunReport, TheSummaryOfARecordedRunComesBackFromItsStepTimes) {
   for (std::size_t i = 0; i < recorded.at("steps").size(); ++i)
     EXPECT_EQ(written["steps"][i]["measured"], recorded["steps"][i]["measured"]) << "step " << i + 1;
   EXPECT_FALSE(std::filesystem::exists(dir.path / "ops.csv"));  // no kernels traced, no op table
+  // What the measured peak counts: the device total less the CUDA context (one GPU: no NCCL communicator).
+  const json& rank = written.at("ranks").at(0);
+  EXPECT_DOUBLE_EQ(rank.at("predicted_peak_memory_GiB").get<double>() - rank.at("predicted_allocated_peak_GiB").get<double>(),
+                   kCudaContextBytes / kGiB);
 }
 
 TEST(RunReport, AStepLastsAsLongAsItsSlowestRank) {

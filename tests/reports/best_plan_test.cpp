@@ -51,6 +51,8 @@ TEST(BestPlan, CarriesThePredictionAndEveryOp) {
   EXPECT_EQ(plan["predicted"]["breakdown"]["bubble_ns"], 3500);
   EXPECT_EQ(plan["predicted"]["peak_memory_GiB"], (nlohmann::json{37.5, 27.5}));
   EXPECT_EQ(plan["predicted"]["memory_bytes_per_stage"][1]["activations"], 10 * static_cast<Bytes>(kGiB));
+  EXPECT_EQ(plan["predicted"]["memory_bytes_per_stage"][1]["outside_allocations"],
+            best.memory.per_stage[1].outside_allocations);
   EXPECT_EQ(plan["total_ops"], 12);
   ASSERT_EQ(plan["rank_classes"].size(), 2u);
   const nlohmann::json& stage1 = plan["rank_classes"][1];

@@ -1,0 +1,119 @@
+// The memory model's terms as issue 37 corrected them, one test each: the logits the loss keeps (fused: bf16, the
+// gradient written over them; unfused: fp32), the layer a full recompute runs again in its backward, and
+// Nemotron-4 340B as NVIDIA's NeMo configurations run it on 80 GB H100s (scenarios/nemotron4-340b-256xH100.json).
+#include <cstdint>
+#include <string>
+
+#include <gtest/gtest.h>
+
+#include "core/scenario.hpp"
+#include "strategies/memory.hpp"
+#include "strategies/search.hpp"
+#include "strategies/sharded_parameters.hpp"
+#include "strategies/validity.hpp"
+#include "strategy_fixtures.hpp"
+
+namespace twin {
+namespace {
+
+constexpr std::int64_t kSeq = 2048;
+
+// One stage on two GPUs of TP with SP: the output layer keeps the final norm's and the projection's inputs (bf16,
+// the rank's tokens) and the logits of its vocabulary shard for every token of the micro-batch.
+TEST(LossLogits, FusedLossKeepsBf16LogitsAndUnfusedFp32) {
+  Scenario sc = testing::make_scenario(testing::llama_shaped(8), 1, kSeq, 8);
+  const double rows = 2.0 * kSeq;  // micro-batch 2
+  const std::int64_t vocab_shard = 32000 / 2, inputs = 2 * 2 * (2 * kSeq / 2) * 1024;
+  EXPECT_EQ(output_layer_activation_bytes(sc, rows, 2, true), inputs + 2 * 2 * kSeq * vocab_shard);
+  sc.framework.cross_entropy_loss_fusion = false;
+  EXPECT_EQ(output_layer_activation_bytes(sc, rows, 2, true), inputs + 4 * 2 * kSeq * vocab_shard);
+}
+
+TEST(LossLogits, TheEstimateHoldsTheFusedLossLogits) {
+  Scenario sc = testing::make_scenario(testing::llama_shaped(8), 1, kSeq, 8);
+  Strategy st = testing::make_strategy(2, 1);
+  st.data_parallel_size = 4;
+  st.num_micro_batches = 2;
+  const Bytes fused = estimate_memory(sc, st).per_stage[0].activations;
+  sc.framework.cross_entropy_loss_fusion = false;
+  EXPECT_EQ(estimate_memory(sc, st).per_stage[0].activations - fused, 2 * kSeq * (32000 / 2));
+}
+
+// Full recompute keeps each layer's input; while a layer's backward runs, its forward has run again and holds an
+// unrecomputed layer's tensors beside them (less the input, counted once).
+TEST(FullRecompute, TheLayerInItsBackwardHoldsItsForwardAgain) {
+  const ModelConfig m = testing::llama_shaped(8);
+  const Bytes none = activation_bytes_per_layer(m, kSeq, 1, 2, true, 1, Recompute::none);
+  const Bytes full = activation_bytes_per_layer(m, kSeq, 1, 2, true, 1, Recompute::full);
+  EXPECT_EQ(full, 2 * kSeq * 1024 / 2);
+  EXPECT_EQ(recomputed_layer_bytes(m, kSeq, 1, 2, true, 1), none - full);
+}
+
+TEST(FullRecompute, TheEstimateAddsOneRecomputedLayerToTheInFlightInputs) {
+  // A middle stage of 1F1B (no embedding, no logits): p - s passes of two stored layer inputs, then one layer
+  // recomputed during the first backward.
+  Scenario sc = testing::make_scenario(testing::llama_shaped(8), 4, kSeq, 32);
+  Strategy st = testing::make_strategy(2, 4);
+  st.data_parallel_size = 4;
+  st.num_micro_batches = 8;
+  st.recompute = Recompute::full;
+  const Bytes stored = activation_bytes_per_layer(sc.model, kSeq, 1, 2, true, 1, Recompute::full);
+  const Bytes recomputed = recomputed_layer_bytes(sc.model, kSeq, 1, 2, true, 1);
+  EXPECT_EQ(estimate_memory(sc, st).per_stage[1].activations, (4 - 1) * 2 * stored + recomputed);
+  st.recompute = Recompute::selective;  // nothing is run again beyond core attention, which keeps no more
+  EXPECT_EQ(estimate_memory(sc, st).per_stage[1].activations,
+            (4 - 1) * 2 * activation_bytes_per_layer(sc.model, kSeq, 1, 2, true, 1, Recompute::selective));
+}
+
+// Nemotron-4 340B (NeMo's recommended bf16 configuration: 256 H100s, TP 8, PP 8, VP 12, micro-batch 1, global
+// batch 64, selective recompute, distributed optimizer, bf16 gradients): the first stage holds 12 layers and the
+// embedding of 340B parameters, 103 layer-passes of activations in flight (Megatron's interleaved warm-up,
+// (8 - 1) * 2 + (12 - 1) * 8, and one more forward in the steady state) and fits in 80 GB.
+Scenario nemotron4_340b() {
+  return load_scenario(std::string(TWIN_SOURCE_DIR) + "/scenarios/nemotron4-340b-256xH100.json");
+}
+
+Strategy completed(const Scenario& scenario) {
+  Strategy st = *scenario.strategy;
+  EXPECT_FALSE(complete_strategy(scenario, st).has_value());
+  EXPECT_FALSE(invalid_reason(scenario, st).has_value());
+  return st;
+}
+
+TEST(Nemotron4_340B, NvidiasBf16ConfigurationFitsIn80GB) {
+  const Scenario sc = nemotron4_340b();
+  const Strategy st = completed(sc);
+  ASSERT_EQ(st.data_parallel_size, 4);
+  ASSERT_EQ(st.num_micro_batches, 16);
+  const MemoryEstimate memory = estimate_memory(sc, st);
+  EXPECT_EQ(uniform_out_of_memory_reason(sc, st, memory), "");
+  // Model states: bf16 weights and gradients, fp32 master and moments over the 4 data-parallel ranks.
+  const MemoryBreakdown& first = memory.per_stage.front();
+  const double params = static_cast<double>(stage_parameters_per_rank(sc.model, st, 0).total());
+  EXPECT_NEAR(static_cast<double>(first.parameters + first.gradients + first.optimizer_states), params * (2 + 2 + 3),
+              4.0);
+  const Bytes layer = activation_bytes_per_layer(sc.model, 4096, 1, 8, true, 1, Recompute::selective);
+  const Bytes embedding = embedding_activation_bytes(sc, 4096, 8, true);
+  // Stage 0 runs chunk 0 (embedding and layer 0) in 16 of its first 103 forwards.
+  EXPECT_EQ(first.activations, 103 * layer + 16 * embedding);
+}
+
+// The same on 128 H100s (global batch 32: the NeMo 24.07 performance summary's row, which ran in FP8): in bf16 its
+// data-parallel group of 2 leaves 6 bytes of optimizer state per parameter, and the first stage's 5.8 B parameters
+// and 103 layer-passes alone come to more than CUDA hands out on an H100 (cuDeviceTotalMem: 85,017,493,504 bytes,
+// measured on the device machine on 2026-11-28), before NCCL, the CUDA context and the userbuffers.
+TEST(Nemotron4_340B, TheFp8RowOn128GpusDoesNotFitInBf16) {
+  Scenario sc = nemotron4_340b();
+  sc.cluster.node_groups.front().count = 16;
+  sc.training.global_batch_size = 32;
+  const Strategy st = completed(sc);
+  ASSERT_EQ(st.data_parallel_size, 2);
+  const MemoryEstimate memory = estimate_memory(sc, st);
+  EXPECT_NE(uniform_out_of_memory_reason(sc, st, memory), "");
+  const MemoryBreakdown& first = memory.per_stage.front();
+  constexpr Bytes kCudaTotalOnH100 = 85017493504;
+  EXPECT_GT(first.parameters + first.gradients + first.optimizer_states + first.activations, kCudaTotalOnH100);
+}
+
+}  // namespace
+}  // namespace twin
