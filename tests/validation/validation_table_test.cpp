@@ -29,6 +29,8 @@ TEST(PublishedTable, FiguresBecomeTheIterationTimesTheirSourcesImply) {
   EXPECT_NEAR(by_id.at("megatron_gpt_1p7b_48gpu")->published_iteration_s, 0.4519, 0.0005);
   // LLM Foundry: 6,291,456 tokens / (9,670 tokens/s/GPU x 512 GPUs) = 1.2707 s.
   EXPECT_NEAR(by_id.at("mpt_7b_h100_512gpu_seq2048")->published_iteration_s, 1.2707, 0.0005);
+  // Narayanan et al. Table 2: DeepSpeed ZeRO-3 at 44 TFLOP/s per GPU on 1,536 GPUs, by the same eq. 3: 66.75 s.
+  EXPECT_NEAR(by_id.at("narayanan21_t2_zero3_174.6B_1536gpu")->published_iteration_s, 66.75, 0.01);
   // Table 5 as published.
   EXPECT_EQ(by_id.at("korthikanti22_1T_selective_plus_sp")->published_iteration_s, 71.49);
 }
@@ -62,7 +64,10 @@ const std::map<std::string, std::pair<double, double>> kReached = {
     {"narayanan2021-table1", {0.030, 0.051}},       {"korthikanti2022-table5", {0.029, 0.073}},
     {"korthikanti2022-abstract", {0.039, 0.042}},   {"dubey2024-llama3-table4", {0.035, 0.098}},
     {"megatron-readme-h100-2024", {0.027, 0.089}},  {"llmfoundry-mpt-h100-2024", {0.055, 0.108}},
-    {"all", {0.039, 0.108}}};
+    // 2026-11-28 07:00 UTC (issue 37): Narayanan et al. 2021 Table 2, DeepSpeed ZeRO-3 beside PTD-P; its ZeRO-3 rows
+    // are 22-67% too fast (docs/VALIDATION.md "DeepSpeed ZeRO-3 against PTD parallelism"), and take "all" with them.
+    {"narayanan2021-table2-zero3", {0.238, 0.674}},
+    {"all", {0.078, 0.674}}};
 
 TEST(ValidationTable, ErrorsStayWhereTheyAre) {
   const PublishedTable table = load_published_table(kTable);
