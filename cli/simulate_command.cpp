@@ -17,6 +17,7 @@
 #include "cli/commands.hpp"
 #include "cli/search_processes.hpp"
 #include "core/atomic_file.hpp"
+#include "core/error.hpp"
 #include "core/output_folder.hpp"
 #include "core/scenario.hpp"
 #include "reports/best_plan.hpp"
@@ -207,10 +208,11 @@ int run_simulate(const SimulateOptions& options) {
     if (auto too_large = whole_graph_too_large(scenario, ranked[chosen].strategy)) {
       write_file_atomically(folder.staged("ranking.csv"), ranking_csv(scenario, ranked));
       folder.publish();  // ranking.csv holds its steady-state time
-      throw std::invalid_argument(fmt::format(
-          "{}: {} (ranking.csv has its time, extrapolated from its steady state), so best.json and its traces cannot "
-          "be written: --plan-key another candidate, or a larger micro_batch_size",
-          ranked[chosen].key(), *too_large));
+      throw InputError(options.scenario, "/training/global_batch_size",
+                       fmt::format("a batch whose fastest candidate can be written as a plan: {}: {} (ranking.csv "
+                                   "has its time, extrapolated from its steady state), so best.json and its traces "
+                                   "cannot be written (--plan-key another candidate, or a larger micro_batch_size)",
+                                   ranked[chosen].key(), *too_large));
     }
   }
   // The best and the top K again, with every op's timing recorded, for the report, plan and traces.

@@ -47,6 +47,8 @@ Lowered lower(ZeroImplementation implementation, std::int64_t hidden) {
   model.num_layers = 4;
   model.hidden_size = hidden;
   model.ffn_hidden_size = 4 * hidden;
+  model.num_attention_heads = static_cast<int>(hidden / 128);  // GPT-3's head width
+  model.num_query_groups = model.num_attention_heads;
   Scenario scenario = testing::make_scenario(model, 2, 2048, 64);  // 16 GPUs, 4 micro-batches of 1
   scenario.cluster.node_groups[0].gpu = *gpu_preset("H100-SXM-80GB");
   scenario.framework.zero_implementation = implementation;
@@ -87,13 +89,15 @@ TEST(DeepSpeedZero3, GradientsAreAllReducedInEveryMicroBatch) {
 TEST(DeepSpeedZero3, ALayersComputeWaitsForTheReductionBeforeIt) {
   const Lowered deepspeed = lower(ZeroImplementation::deepspeed, 2048);
   const Lowered megatron = lower(ZeroImplementation::megatron, 2048);
-  // A compute op that waits (an edge, not stream order) on a gradient reduction: each backward unit after the
-  // first of a micro-batch under DeepSpeed; never under Megatron, whose reductions only feed the optimizer.
+  // A backward compute op (the recomputed forward included) that waits (an edge, not stream order) on a gradient
+  // reduction: the first of each backward unit after the first of a micro-batch under DeepSpeed; never under
+  // Megatron, whose reductions only feed the optimizer.
   const auto waits_on_reduction = [](const IterationGraph& g) {
     int n = 0;
     for (const RankClass& rc : g.classes)
       for (OpIndex i = 0; i < rc.size(); ++i) {
-        if (rc.op(i).stream != Stream::compute || rc.op(i).phase != Phase::backward) continue;
+        const Op& op = rc.op(i);
+        if (op.stream != Stream::compute || (op.phase != Phase::backward && !op.recomputed)) continue;
         for (auto [e, end] = boost::in_edges(i, rc.graph); e != end; ++e)
           n += rc.op(boost::source(*e, rc.graph)).role == OpRole::grad_reduce ? 1 : 0;
       }

@@ -1,7 +1,8 @@
 // Steady-state extrapolation (strategies/steady_state.hpp) on the published configurations of the validation
-// table, the deepest pipelines twin prices (up to 64 stages and 1,120 micro-batches): every candidate of every row
-// that it applies to, against the whole replay; and on ZeRO-3 as DeepSpeed drives it (Narayanan et al.'s Table 2
-// rows, each at micro-batches enough for the extrapolation).
+// table, the deepest pipelines twin prices (up to 64 stages and 512 micro-batches): every candidate of every row
+// that it applies to, against the whole replay (but those whose whole graph exceeds the op limit, which only their
+// steady state can price: Table 2's 529.6B model on 560 GPUs, 1,120 micro-batches); and on ZeRO-3 as DeepSpeed drives
+// it (Narayanan et al.'s Table 2 rows, each at micro-batches enough for the extrapolation).
 #include <algorithm>
 #include <cstdio>
 #include <string>
