@@ -12,7 +12,6 @@
 #include "cost/profile.hpp"
 #include "strategies/search.hpp"
 #include "strategies/steady_state.hpp"
-#include "strategies/validity.hpp"
 #include "tests/strategies/steady_state_errors.hpp"
 #include "validation/published_table.hpp"
 
@@ -23,29 +22,16 @@ const std::string kTable = std::string(TWIN_SOURCE_DIR) + "/tests/validation/pub
 
 TEST(SteadyStateOnPublishedRuns, EveryCandidateItAppliesToIsWithinToleranceOfTheWholeReplay) {
   const PublishedTable table = load_published_table(kTable);
-  int checked = 0, deep = 0;
-  double worst = 0, worst_part = 0;
+  testing::SteadyStateTotals totals;
   for (const PublishedRow& row : table.rows) {
     SCOPED_TRACE(row.id);
     const Profile profile = profile_for_cluster(builtin_profile(), row.scenario.cluster, true, table.source);
-    for (const Candidate& c : enumerate_candidates(row.scenario)) {
-      if (!c.feasible) continue;
-      const std::optional<SteadyStateReplay> replay = steady_state_replay(row.scenario, c.strategy);
-      if (!replay || whole_graph_too_large(row.scenario, c.strategy)) continue;  // no whole replay to compare with
-      const testing::SteadyStateErrors e = testing::steady_state_errors(row.scenario, profile, c.strategy, *replay);
-      EXPECT_LE(e.iteration, kSteadyStateIterationTolerance) << c.key();
-      EXPECT_LE(e.worst_part, kSteadyStateBreakdownTolerance) << c.key();
-      EXPECT_TRUE(e.parts_add_up) << c.key();
-      worst = std::max(worst, e.iteration);
-      worst_part = std::max(worst_part, e.worst_part);
-      ++checked;
-      if (c.strategy.pipeline_model_parallel_size >= 32) ++deep;
-    }
+    testing::expect_steady_state_within_tolerance(row.scenario, profile, totals);
   }
-  std::printf("%d candidates (%d of 32 stages or more): worst iteration error %.4f%%, breakdown %.4f%%\n", checked,
-              deep, 100 * worst, 100 * worst_part);
-  EXPECT_GE(checked, 20);
-  EXPECT_GE(deep, 4);
+  std::printf("%d candidates (%d of 32 stages or more): worst iteration error %.4f%%, breakdown %.4f%%\n",
+              totals.checked, totals.deep, 100 * totals.worst, 100 * totals.worst_part);
+  EXPECT_GE(totals.checked, 20);
+  EXPECT_GE(totals.deep, 4);
 }
 
 // Table 2's ZeRO-3 rows (one micro-batch per GPU each) at micro-batch 1 on at most an eighth of their nodes, the
@@ -53,8 +39,7 @@ TEST(SteadyStateOnPublishedRuns, EveryCandidateItAppliesToIsWithinToleranceOfThe
 // at one stage), the weights gathered in each; a row whose model then does not fit 80 GB is left out.
 TEST(SteadyStateOnPublishedRuns, DeepSpeedZero3IsWithinToleranceOfTheWholeReplay) {
   const PublishedTable table = load_published_table(kTable);
-  int checked = 0;
-  double worst = 0, worst_part = 0;
+  testing::SteadyStateTotals totals;
   for (const PublishedRow& published : table.rows) {
     if (published.group != "narayanan2021-table2-zero3" || published.scenario.search.zero_stage != std::vector<int>{3})
       continue;
@@ -68,22 +53,11 @@ TEST(SteadyStateOnPublishedRuns, DeepSpeedZero3IsWithinToleranceOfTheWholeReplay
       --nodes.count;
     scenario.search.micro_batch_size = {1};
     const Profile profile = profile_for_cluster(builtin_profile(), scenario.cluster, true, table.source);
-    for (const Candidate& c : enumerate_candidates(scenario)) {
-      if (!c.feasible) continue;
-      const std::optional<SteadyStateReplay> replay = steady_state_replay(scenario, c.strategy);
-      if (!replay) continue;
-      const testing::SteadyStateErrors e = testing::steady_state_errors(scenario, profile, c.strategy, *replay);
-      EXPECT_LE(e.iteration, kSteadyStateIterationTolerance) << c.key();
-      EXPECT_LE(e.worst_part, kSteadyStateBreakdownTolerance) << c.key();
-      EXPECT_TRUE(e.parts_add_up) << c.key();
-      worst = std::max(worst, e.iteration);
-      worst_part = std::max(worst_part, e.worst_part);
-      ++checked;
-    }
+    testing::expect_steady_state_within_tolerance(scenario, profile, totals);
   }
-  std::printf("%d DeepSpeed ZeRO-3 candidates: worst iteration error %.4f%%, breakdown %.4f%%\n", checked,
-              100 * worst, 100 * worst_part);
-  EXPECT_GE(checked, 3);
+  std::printf("%d DeepSpeed ZeRO-3 candidates: worst iteration error %.4f%%, breakdown %.4f%%\n", totals.checked,
+              100 * totals.worst, 100 * totals.worst_part);
+  EXPECT_GE(totals.checked, 3);
 }
 
 }  // namespace
