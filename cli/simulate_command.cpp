@@ -17,6 +17,7 @@
 #include "cli/commands.hpp"
 #include "cli/search_processes.hpp"
 #include "core/atomic_file.hpp"
+#include "core/error.hpp"
 #include "core/output_folder.hpp"
 #include "core/scenario.hpp"
 #include "reports/best_plan.hpp"
@@ -25,6 +26,7 @@
 #include "reports/ranking_csv.hpp"
 #include "strategies/families/families.hpp"
 #include "strategies/search.hpp"
+#include "strategies/validity.hpp"
 #include "traces/chrome_trace.hpp"
 
 namespace twin {
@@ -201,6 +203,18 @@ int run_simulate(const SimulateOptions& options) {
     }
     chosen = static_cast<std::size_t>(named - ranked.begin());
   }
+  // A plan and traces need the whole graph: one beyond the op limit (its steady state ranked it) has neither.
+  if (!ranked[chosen].plan) {
+    if (auto too_large = whole_graph_too_large(scenario, ranked[chosen].strategy)) {
+      write_file_atomically(folder.staged("ranking.csv"), ranking_csv(scenario, ranked));
+      folder.publish();  // ranking.csv holds its steady-state time
+      throw InputError(options.scenario, "/training/global_batch_size",
+                       fmt::format("a batch whose fastest candidate can be written as a plan: {}: {} (ranking.csv "
+                                   "has its time, extrapolated from its steady state), so best.json and its traces "
+                                   "cannot be written (--plan-key another candidate, or a larger micro_batch_size)",
+                                   ranked[chosen].key(), *too_large));
+    }
+  }
   // The best and the top K again, with every op's timing recorded, for the report, plan and traces.
   int traced = std::min<int>(options.top, static_cast<int>(feasible));
   IterationGraph best_graph;
@@ -215,6 +229,10 @@ int run_simulate(const SimulateOptions& options) {
   }
   for (int k = 0; k < std::max(1, traced); ++k) {
     const std::string key = ranked[k].key();
+    if (!ranked[k].plan && whole_graph_too_large(scenario, ranked[k].strategy)) {
+      spdlog::warn("{}: no trace, its whole op graph is beyond the op limit (ranked by its steady state)", key);
+      continue;
+    }
     IterationGraph graph;
     Candidate detailed = evaluate_again(scenario, profile, ranked[k], true, &graph);
     if (k < traced) {

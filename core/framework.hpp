@@ -15,6 +15,16 @@ namespace twin {
 // query chunks against the keys they see (Llama 3's choice, Dubey et al. 2024, section 3.3.2).
 enum class CpCommType { p2p, all_gather };
 
+// Which framework shards the weights under ZeRO stage 3. "megatron": Megatron-style FSDP (the weights of a layer
+// gathered one layer ahead beside the compute, gradients reduce-scattered once per iteration). "deepspeed":
+// DeepSpeed's stage 3 as it ran in April 2021 (microsoft/DeepSpeed c83e49f, deepspeed/runtime/zero/stage3.py and
+// partition_parameters.py; docs/FRAMEWORK.md): every sub-module's fetch ends in torch.cuda.synchronize(), so a
+// layer's compute waits for everything issued before it, the gradient reduction of the layer before included;
+// gradients are all-reduced (contiguous_gradients off, its stage-3 default) in every micro-batch's backward; under
+// full recompute the recomputed forward gathers the weights again, and the backward gathers those again whose
+// reuse lies further than stage3_max_reuse_distance (1e9 elements).
+enum class ZeroImplementation { megatron, deepspeed };
+
 struct FrameworkConfig {
   // Data-parallel gradient reduction per bucket (one layer) as soon as its last micro-batch's backward has
   // produced it, beside the remaining backward; off: every bucket after the whole backward.
@@ -44,6 +54,7 @@ struct FrameworkConfig {
   // zero_stage, and in a search it restricts the zero_stage list. Absent: zero_stage alone decides.
   std::optional<bool> use_distributed_optimizer;
   CpCommType cp_comm_type = CpCommType::p2p;
+  ZeroImplementation zero_implementation = ZeroImplementation::megatron;
   bool operator==(const FrameworkConfig&) const = default;
 };
 

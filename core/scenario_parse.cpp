@@ -306,7 +306,7 @@ void complete_pinned_sizes(const Reader& r, Strategy& st, const Scenario& s) {
 FrameworkConfig parse_framework(const Reader& r, ModelConfig& model, const std::optional<Reader>& model_backend) {
   r.only_keys({"overlap_grad_reduce", "overlap_param_gather", "tp_comm_overlap", "gradient_accumulation_fusion",
                "cross_entropy_loss_fusion", "residual_fusion", "use_distributed_optimizer", "attention_backend",
-               "cp_comm_type"});
+               "cp_comm_type", "zero_implementation"});
   FrameworkConfig f;
   if (auto x = r.find("overlap_grad_reduce")) f.overlap_grad_reduce = x->boolean();
   if (auto x = r.find("overlap_param_gather")) f.overlap_param_gather = x->boolean();
@@ -318,6 +318,10 @@ FrameworkConfig parse_framework(const Reader& r, ModelConfig& model, const std::
   if (auto x = r.find("cp_comm_type"))
     f.cp_comm_type = x->one_of({"p2p", "all_gather"}, "context-parallel exchange") == "p2p" ? CpCommType::p2p
                                                                                         : CpCommType::all_gather;
+  if (auto x = r.find("zero_implementation"))
+    f.zero_implementation = x->one_of({"megatron", "deepspeed"}, "ZeRO-3 implementation") == "megatron"
+                                ? ZeroImplementation::megatron
+                                : ZeroImplementation::deepspeed;
   if (auto x = r.find("attention_backend")) {
     const AttentionBackend backend =
         *attention_backend_from_string(x->one_of({"flash", "fused", "unfused"}, "attention backend"));

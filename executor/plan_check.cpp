@@ -37,6 +37,9 @@ void check_strategy(const Plan& plan, const Scenario& scenario, const Strategy& 
   if (plan.scenario.framework.tp_comm_overlap && s.sequence_parallel && s.tensor_model_parallel_size > 1)
     throw InputError(file, "/scenario/framework/tp_comm_overlap",
                      "false (twin execute does not run Transformer Engine's userbuffers overlap yet)");
+  if (s.zero_stage == 3 && scenario.framework.zero_implementation != ZeroImplementation::megatron)
+    throw InputError(file, "/scenario/framework/zero_implementation",
+                     "megatron (DeepSpeed's ZeRO-3 is priced by the simulator only)");
 }
 
 // An asymmetric plan: every GPU runs its stage as a uniform pipeline of the stage's TP size, and the pipelines'

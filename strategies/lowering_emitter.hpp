@@ -48,6 +48,8 @@ struct RankShapes {
   bool cross_entropy_loss_fusion = true;
   // framework.residual_fusion, off with hidden dropout (the dropout sits between the branch and the add).
   bool residual_fusion = false;
+  // ZeRO-3 as DeepSpeed's stage 3 of 2021 drives it (framework.zero_implementation deepspeed; core/framework.hpp).
+  bool deepspeed_zero3 = false;
 };
 
 RankShapes rank_shapes(const Scenario& scenario, const Strategy& strategy);

@@ -1,7 +1,8 @@
 // Lowering of a whole iteration: one rank class per pipeline stage, its passes in schedule order with
 // pipeline send/recv at virtual-stage boundaries, data-parallel gradient reduction per layer as its last
 // micro-batch's backward ends (Megatron's overlap_grad_reduce, one bucket per layer), ZeRO-3 weight
-// gathers one layer ahead, then the optimizer phase. The double-strand passes are in
+// gathers one layer ahead (as DeepSpeed's stage 3 drives them: strategies/deepspeed_zero3.hpp), then the optimizer
+// phase. The double-strand passes are in
 // lowering_double_strand.cpp, the entry points (a whole graph, or class by class) in lowering_graphs.cpp.
 #include <algorithm>
 #include <cmath>
@@ -9,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "strategies/deepspeed_zero3.hpp"
 #include "strategies/lowering_stage.hpp"
 #include "strategies/rank_layout.hpp"
 
@@ -67,6 +69,7 @@ RankShapes rank_shapes(const Scenario& scenario, const Strategy& st) {
   s.gradient_accumulation_fusion = scenario.framework.gradient_accumulation_fusion;
   s.cross_entropy_loss_fusion = scenario.framework.cross_entropy_loss_fusion;
   s.residual_fusion = scenario.framework.residual_fusion && m.hidden_dropout == 0;
+  s.deepspeed_zero3 = s.zero_stage == 3 && scenario.framework.zero_implementation == ZeroImplementation::deepspeed;
   return s;
 }
 
@@ -162,10 +165,20 @@ Op parameter_collective(OpKind kind, OpRole role, GroupKind group, int group_siz
 
 }  // namespace
 
-// ZeRO-3: all-gather a unit's weights over its data-parallel groups; returns the last gather or kNoOp.
-OpIndex StageLowering::gather_weights(const Unit& u, OpIndex after) {
+// ZeRO-3: all-gather a unit's weights over its data-parallel groups; returns the last gather or kNoOp. DeepSpeed
+// under full recompute gathers a layer's weights for its recomputed forward, then again those it released before
+// their backward.
+OpIndex StageLowering::gather_weights(const Unit& u, OpIndex after, bool forward) {
   if (s_.zero_stage < 3) return kNoOp;
-  return emit_weight_gather(u, after);
+  const OpIndex gathered = emit_weight_gather(u, after);
+  if (forward || !s_.deepspeed_zero3 || s_.recompute != Recompute::full || u.kind != Unit::layer_unit ||
+      s_.data_group == 1)
+    return gathered;
+  const std::int64_t again = deepspeed_regathered_elements(s_, model_.is_moe_layer(u.layer));
+  if (again == 0) return gathered;
+  return e_.emit_after(parameter_collective(OpKind::all_gather, OpRole::param_gather, GroupKind::data, s_.data_group,
+                                            again * 2, parameter_unit(u)),
+                       gathered);
 }
 
 // The all-gathers of a unit's dense and expert weights over their data-parallel groups, after `after`; the
@@ -189,9 +202,11 @@ void StageLowering::reduce_gradients(const Unit& u, OpIndex after) {
     deferred_reductions_.push_back(u);
 }
 
+// DeepSpeed's stage 3 all-reduces its gradient buckets (contiguous_gradients off, its stage-3 default, takes
+// buffered_reduce_fallback: allreduce_bucket, stage3.py) and keeps its own partition.
 void StageLowering::emit_gradient_reduction(const Unit& u, OpIndex after) {
   const RankParameters p = unit_parameters(u);
-  const OpKind kind = s_.zero_stage == 0 ? OpKind::all_reduce : OpKind::reduce_scatter;
+  const OpKind kind = s_.zero_stage == 0 || s_.deepspeed_zero3 ? OpKind::all_reduce : OpKind::reduce_scatter;
   if (s_.data_group > 1 && p.dense > 0)
     e_.emit_after(parameter_collective(kind, OpRole::grad_reduce, GroupKind::data, s_.data_group, p.dense * 2,
                                        parameter_unit(u)), after);
@@ -221,11 +236,15 @@ void StageLowering::gather_updated_weights_ahead(const std::vector<ScheduleStep>
 
 // Runs the units in order, each after its weights are gathered (ZeRO-3, prefetched one unit ahead; ZeRO 1/2
 // with overlap_param_gather, the first forward of a unit after the gather issued at the iteration's start).
+// DeepSpeed's fetch of a sub-module ends in torch.cuda.synchronize() (_synchronize_communication, stage3.py), so
+// a unit starts after everything issued before it, the gradient reduction of the unit before included, and the
+// next unit's prefetch is issued after that synchronisation.
 void StageLowering::run_units(const std::vector<Unit>& list, bool forward, bool reduce_after) {
-  OpIndex next_gather = gather_weights(list.front(), kNoOp);
+  OpIndex next_gather = gather_weights(list.front(), kNoOp, forward);
   for (std::size_t i = 0; i < list.size(); ++i) {
     OpIndex this_gather = next_gather;
-    if (i + 1 < list.size()) next_gather = gather_weights(list[i + 1], e_.chain);
+    if (s_.deepspeed_zero3) this_gather = last_on(Stream::dp_comm);
+    if (i + 1 < list.size()) next_gather = gather_weights(list[i + 1], e_.chain, forward);
     if (auto ahead = weights_gathered_ahead_.find(parameter_unit(list[i])); forward && ahead != weights_gathered_ahead_.end()) {
       this_gather = ahead->second;
       weights_gathered_ahead_.erase(ahead);
@@ -256,7 +275,8 @@ void StageLowering::backward_pass(const ScheduleStep& step, bool last_of_chunk) 
     e_.emit(p2p(OpKind::recv, OpRole::pipeline_gradient, (vs + 1) % s_.pp, p2p_tag(step.micro_batch, vs, true)));
   std::vector<Unit> list = units(step.chunk);
   std::reverse(list.begin(), list.end());
-  run_units(list, false, last_of_chunk);
+  // DeepSpeed reduces the gradients in every micro-batch's backward (reduce_ready_partitions_and_remove_grads).
+  run_units(list, false, last_of_chunk || s_.deepspeed_zero3);
   e_.set_layer(-1);
   if (vs > 0)
     e_.emit(p2p(OpKind::send, OpRole::pipeline_gradient, (vs - 1) % s_.pp, p2p_tag(step.micro_batch, vs - 1, true)));

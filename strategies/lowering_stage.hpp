@@ -43,7 +43,7 @@ class StageLowering {
   std::vector<Unit> units(int chunk) const;
   RankParameters unit_parameters(const Unit& u) const;
   Op p2p(OpKind kind, OpRole role, int peer_stage, std::int64_t tag, int tensors = 1) const;
-  OpIndex gather_weights(const Unit& u, OpIndex after);
+  OpIndex gather_weights(const Unit& u, OpIndex after, bool forward);
   OpIndex emit_weight_gather(const Unit& u, OpIndex after);
   // Emits the unit's gradient reduction after `after` (overlap_grad_reduce), or keeps it for the optimizer
   // phase, which reduces every kept unit once the whole backward has finished.

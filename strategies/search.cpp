@@ -125,7 +125,8 @@ void replay_fastest_whole(const Scenario& scenario, const Profile& profile, std:
   for (;;) {
     std::vector<std::size_t> again;
     for (std::size_t i = 0; i < std::min(count, feasible); ++i)
-      if (candidates[i].result.steady_state.extrapolated()) again.push_back(i);
+      if (candidates[i].result.steady_state.extrapolated() && !whole_graph_too_large(scenario, candidates[i].strategy))
+        again.push_back(i);
     if (again.empty()) return;
     parallel_for(again.size(), jobs, [&](std::size_t k) {
       simulate_in_place(scenario, profile, candidates[again[k]], prices, Replay::whole);
@@ -166,8 +167,10 @@ Candidate evaluate(const Scenario& scenario, const Profile& profile, const Strat
   candidate.memory = estimate_memory(scenario, strategy);
   candidate.feasible = true;
   const bool whole_graph_wanted = record_op_timings || graph_out != nullptr;
+  // A graph too large to hold whole is only ever replayed as its steady state (its validity says it has one).
+  const bool extrapolate = replay == Replay::steady_state || whole_graph_too_large(scenario, strategy).has_value();
   const std::optional<SteadyStateReplay> steady =
-      replay == Replay::steady_state && !whole_graph_wanted ? steady_state_replay(scenario, strategy) : std::nullopt;
+      extrapolate && !whole_graph_wanted ? steady_state_replay(scenario, strategy) : std::nullopt;
   if (steady) {
     candidate.result = simulate_steady_state(scenario, strategy, profile, *steady, prices);
   } else if (!whole_graph_wanted) {

@@ -103,7 +103,9 @@ struct SearchOptions {
   // shorter replays where that holds at most 2/3 of its micro-batches: strategies/steady_state.hpp).
   bool full_replay = false;
   // The fastest this many are replayed whole in any case (an extrapolated one is simulated again and the ranking
-  // re-sorted until they all were): the winner and top K that twin simulate prints, traces and writes.
+  // re-sorted until they all were): the winner and top K that twin simulate prints, traces and writes. Neither this
+  // nor full_replay replays a candidate whose whole graph exceeds the op limit (whole_graph_too_large,
+  // strategies/validity.hpp): its steady state stands.
   int whole_top = 0;
 };
 

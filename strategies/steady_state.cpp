@@ -29,12 +29,15 @@ TimeNs along(TimeNs t1, TimeNs t2, const SteadyStateReplay& replay, int micro_ba
 
 }  // namespace
 
-std::optional<SteadyStateReplay> steady_state_replay(const Scenario& scenario, const Strategy& strategy) {
+std::optional<SteadyStateReplay> steady_state_counts(const Scenario& scenario, const Strategy& strategy) {
   if (!runs_separate_passes(strategy.schedule)) return std::nullopt;
   // ZeRO-3 gathers every unit's weights on the data-parallel stream before each pass, and where that stream is
   // slower than the compute its queue grows for several pipeline depths before the time per micro-batch settles
-  // (the 70B search's ZeRO-3 pipelines: up to 0.28% off from W and 2W): replayed whole.
-  if (strategy.zero_stage >= 3) return std::nullopt;
+  // (the 70B search's ZeRO-3 pipelines: up to 0.28% off from W and 2W): replayed whole. Not as DeepSpeed drives
+  // it: every unit waits for all that was issued on that stream before it (strategies/deepspeed_zero3.hpp), so
+  // no queue builds up from one micro-batch to the next.
+  if (strategy.zero_stage >= 3 && scenario.framework.zero_implementation != ZeroImplementation::deepspeed)
+    return std::nullopt;
   // Where several GPUs of a node share a NIC, their pipeline sends and data-parallel reductions between nodes share
   // its fluid bandwidth and the time per micro-batch does not settle to one value (BLOOM's Jean Zay nodes, 8 GPUs
   // on 4 Omni-Path links: up to 0.32% of the iteration and 2.4% of it in a part of the breakdown off from W and
@@ -49,7 +52,13 @@ std::optional<SteadyStateReplay> steady_state_replay(const Scenario& scenario, c
   // Worth it only where the two replays hold at most 2/3 of the micro-batches.
   if (3 * (replay.first_micro_batches + replay.second_micro_batches) > 2 * strategy.num_micro_batches)
     return std::nullopt;
-  for (int micro_batches : {replay.first_micro_batches, replay.second_micro_batches}) {
+  return replay;
+}
+
+std::optional<SteadyStateReplay> steady_state_replay(const Scenario& scenario, const Strategy& strategy) {
+  const std::optional<SteadyStateReplay> replay = steady_state_counts(scenario, strategy);
+  if (!replay) return std::nullopt;
+  for (int micro_batches : {replay->first_micro_batches, replay->second_micro_batches}) {
     Strategy shorter = strategy;
     shorter.num_micro_batches = micro_batches;
     if (invalid_reason(scenario, shorter)) return std::nullopt;

@@ -7,9 +7,11 @@
 // replay's; only the number of micro-batches replayed differs.
 //
 // Where it applies: a uniform strategy (no family plan), schedule GPipe, 1F1B or interleaved 1F1B (not double
-// strand), ZeRO below 3, on nodes with a NIC per GPU (or none), whose two replays together hold at most 2/3 of its
-// micro-batches (m >= 4.5 W, 7.5 W when interleaved); elsewhere the
-// whole iteration is replayed. Op timings (traces, best.json) always come from a full replay.
+// strand), ZeRO below 3 (or ZeRO-3 as DeepSpeed drives it, framework.zero_implementation), on nodes with a NIC per
+// GPU (or none), whose two replays together hold at most 2/3 of its micro-batches (m >= 4.5 W, 7.5 W when
+// interleaved); elsewhere the whole iteration is replayed. Op timings (traces, best.json) always come from a full
+// replay. A strategy whose whole graph would exceed the op limit (strategies/validity.hpp) is valid where it
+// applies: its graph is never held whole.
 //
 // Tolerance, checked against the full replay on every candidate it applies to in every shipped scenario and every
 // published configuration (tests/strategies/steady_state_test.cpp, tests/validation/steady_state_published_test.cpp):
@@ -32,6 +34,9 @@ inline constexpr double kSteadyStateBreakdownTolerance = 5e-3;
 
 // The replays (sim/result.hpp: two micro-batch counts) that stand for `strategy` (complete and valid), or none where the whole iteration must be replayed.
 std::optional<SteadyStateReplay> steady_state_replay(const Scenario& scenario, const Strategy& strategy);
+// The counts the schedule rule above picks for `strategy` (complete), before the shorter strategies are checked
+// for validity; none where it does not apply.
+std::optional<SteadyStateReplay> steady_state_counts(const Scenario& scenario, const Strategy& strategy);
 
 // Every time of `first` and `second` (replays at the counts `replay` names) extended linearly to `micro_batches`:
 // each class's finish, breakdown and communication time; the critical class is the one finishing last; `events`

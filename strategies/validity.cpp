@@ -8,6 +8,8 @@
 
 #include <fmt/format.h>
 
+#include "strategies/steady_state.hpp"
+
 namespace twin {
 namespace {
 
@@ -108,11 +110,21 @@ std::optional<std::string> invalid_reason(const Scenario& scenario, const Strate
           "MoE with tensor_model_parallel_size > 1 needs sequence_parallel: experts are not tensor-parallel, so "
           "each TP rank must route its own share of the tokens");
   }
-  if (const std::int64_t ops = estimated_op_count(scenario, s); ops > kMaxOpsPerCandidate)
-    return fmt::format("its op graph would hold about {:.1f} M ops ({} micro-batches x {} layers), more than the "
-                       "limit of {} M: a larger micro_batch_size (fewer micro-batches) or a smaller global batch",
-                       ops / 1e6, s.num_micro_batches, m.num_layers, kMaxOpsPerCandidate / 1000000);
+  // The largest graph held at once: the steady state's longer replay where it stands for the whole iteration.
+  Strategy replayed = s;
+  if (const std::optional<SteadyStateReplay> steady = steady_state_counts(scenario, s))
+    replayed.num_micro_batches = steady->second_micro_batches;
+  if (auto too_large = whole_graph_too_large(scenario, replayed))
+    return *too_large + ": a larger micro_batch_size (fewer micro-batches) or a smaller global batch";
   return std::nullopt;
+}
+
+std::optional<std::string> whole_graph_too_large(const Scenario& scenario, const Strategy& s) {
+  const std::int64_t ops = estimated_op_count(scenario, s);
+  if (ops <= kMaxOpsPerCandidate) return std::nullopt;
+  return fmt::format("its op graph would hold about {:.1f} M ops ({} micro-batches x {} layers), more than the limit "
+                     "of {} M",
+                     ops / 1e6, s.num_micro_batches, scenario.model.num_layers, kMaxOpsPerCandidate / 1000000);
 }
 
 std::int64_t estimated_op_count(const Scenario& scenario, const Strategy& s) {

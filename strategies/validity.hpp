@@ -19,9 +19,14 @@ std::optional<std::string> complete_strategy(const Scenario& scenario, Strategy&
 std::optional<std::string> invalid_reason(const Scenario& scenario, const Strategy& strategy);
 
 // About how many ops lower_to_op_graphs makes for a complete strategy (within about 2x, from its micro-batches,
-// layers and what splits ops), computed without lowering. A strategy beyond kMaxOpsPerCandidate is invalid: its
-// graph and simulation would take gigabytes (about 0.5 KB per op simulated, more with traces).
+// layers and what splits ops), computed without lowering. A strategy is invalid when the largest graph the search
+// replays at once exceeds kMaxOpsPerCandidate (the whole iteration's, or where the steady-state extrapolation stands
+// for it, strategies/steady_state.hpp, its longer replay's): it would take gigabytes (about 0.5 KB per op
+// simulated, more with traces).
 inline constexpr std::int64_t kMaxOpsPerCandidate = 8000000;
 std::int64_t estimated_op_count(const Scenario& scenario, const Strategy& strategy);
+// Why the whole iteration's graph of a valid strategy cannot be held (a whole replay, op timings, traces, a plan
+// file), naming its size; nullopt when it can. Only a strategy that the steady state stands for gets past the limit.
+std::optional<std::string> whole_graph_too_large(const Scenario& scenario, const Strategy& strategy);
 
 }  // namespace twin

@@ -9,6 +9,7 @@ published training results kept beside it:
                                         scenario's sections outright (a row with `not_simulated` is a
                                         configuration twin cannot price yet, and is left out)
   tests/validation/hopper_more_rows.json  NVIDIA DGX Cloud Benchmarking (NeMo on DGX H100), releases 24.11 and 25.02
+  tests/validation/zero3_rows.json       Narayanan et al. 2021 Table 2: DeepSpeed ZeRO-3 against PTD parallelism (A100)
 
 Every row becomes a twin scenario: the model, the batch, the cluster and the framework as the source states
 them; what the source leaves open is searched within the published constraints (the best predicted
@@ -275,13 +276,63 @@ def hopper_more_rows():
     return rows
 
 
+def zero3_rows():
+    """Narayanan et al. 2021 Table 2: DeepSpeed ZeRO-3 without model parallelism, and PTD parallelism beside it."""
+    table = json.load(open(os.path.join(HERE, "zero3_rows.json")))
+    rows = []
+    for r in table["rows"]:
+        m = table["models"][r["model"]]
+        gpus, zero3 = r["num_gpus"], r["scheme"] == "zero3"
+        model = dict(shape(m), name=r["model"], max_position_embeddings=m["seq_length"], **GPT_2021)
+        framework = {"overlap_grad_reduce": zero3, "overlap_param_gather": False, "tp_comm_overlap": False,
+                     "gradient_accumulation_fusion": False, "cross_entropy_loss_fusion": False}
+        if zero3:
+            # DeepSpeed stage 3 of April 2021: gradients reduce-scattered during the backward (overlap_comm is on
+            # by default for stage 3, deepspeed/runtime/zero/constants.py at c83e49f)
+            tp, pp = 1, 1
+            vpp, schedule = [1], ["1f1b"]
+            framework["zero_implementation"] = "deepspeed"
+            notes = ("DeepSpeed ZeRO-3 (April 2021, microsoft/DeepSpeed c83e49f) inside Megatron-LM of April 2021: "
+                     "every weight all-gathered before each use, gradients reduce-scattered in the backward, fp16")
+        else:
+            tp, pp = 8, r["model_parallel_size"] // 8
+            layers_per_stage = m["num_layers"] // pp
+            vpp = divisors(layers_per_stage, layers_per_stage)
+            schedule = ["1f1b"] + (["interleaved-1f1b"] if len(vpp) > 1 else [])
+            framework["use_distributed_optimizer"] = False
+            notes = ("Megatron-LM of April 2021: gradients all-reduced after the backward (LocalDDP, no overlap), no "
+                     "gradient accumulation fusion, fp16, unfused attention with fused softmax, dropout 0.1")
+        scenario = {
+            "name": r["id"], "model": model,
+            "training": {"seq_length": m["seq_length"], "global_batch_size": r["batch_size"], "precision": "fp16"},
+            "framework": framework, "cluster": cluster(SELENE, gpus),
+            "search": {"tensor_model_parallel_size": [tp], "pipeline_model_parallel_size": [pp],
+                       "context_parallel_size": [1], "expert_model_parallel_size": [1],
+                       "virtual_pipeline_model_parallel_size": vpp, "sequence_parallel": [False],
+                       "micro_batch_size": [r["micro_batch_size"]], "zero_stage": [3 if zero3 else 0],
+                       "recompute": ["full"], "schedule": schedule},
+            "profile": "builtin"}
+        source = dict(table["source"], table="Table 2")
+        source["quote"] = r["quote"] + ". Caption: " + source.pop("caption")
+        source.pop("header")
+        source.pop("table_image")
+        rows.append({"id": r["id"], "group": "narayanan2021-table2-zero3",
+                     "source": {k: source[k] for k in ("reference", "table", "url", "quote")},
+                     "confidence": "high", "notes": notes,
+                     "unknowns": table["unknowns"][r["scheme"]],
+                     "published": {"metric": "tflops_per_gpu", "value": r["tflops_per_gpu"],
+                                   "flops_formula": "narayanan2021"},
+                     "scenario": scenario})
+    return rows
+
+
 def main():
-    rows = a100_rows() + h100_rows() + a100_more_rows() + hopper_more_rows()
+    rows = a100_rows() + h100_rows() + a100_more_rows() + hopper_more_rows() + zero3_rows()
     table = {"format": "twin-validation", "version": 1,
              "about": "Published end-to-end training results, each a twin scenario and the published figure; built by "
-                      "tools/build_validation_table.py from a100_rows.json, h100_rows.json, a100_more_rows.json and "
-                      "hopper_more_rows.json (the transcriptions, with their sources and quotes). docs/VALIDATION.md "
-                      "describes the table and its results.",
+                      "tools/build_validation_table.py from a100_rows.json, h100_rows.json, a100_more_rows.json, "
+                      "hopper_more_rows.json and zero3_rows.json (the transcriptions, with their sources and quotes). "
+                      "docs/VALIDATION.md describes the table and its results.",
              "rows": rows}
     path = os.path.join(HERE, "published.json")
     with open(path + ".tmp", "w") as out:

@@ -61,6 +61,13 @@ TEST(PlanCheck, RefusesFrameworkSwitchesTheExecutorDoesNotRun) {
   Plan unfused_accumulation = executed_plan();
   unfused_accumulation.scenario.framework.gradient_accumulation_fusion = false;
   EXPECT_EQ(refusal_path(unfused_accumulation), "/scenario/framework/gradient_accumulation_fusion");
+  // DeepSpeed's ZeRO-3 is priced only; below ZeRO-3 the switch changes nothing and the plan runs.
+  Plan deepspeed = executed_plan();
+  deepspeed.scenario.framework.zero_implementation = ZeroImplementation::deepspeed;
+  EXPECT_EQ(refusal_path(deepspeed), "");
+  deepspeed.strategy.zero_stage = 3;
+  deepspeed.scenario.strategy = deepspeed.strategy;
+  EXPECT_EQ(refusal_path(deepspeed), "/scenario/framework/zero_implementation");
 }
 
 TEST(PlanCheck, RefusesFamilyPlansAndModelsTheExecutorDoesNotRun) {

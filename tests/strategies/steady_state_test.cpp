@@ -26,26 +26,14 @@ namespace {
 namespace fs = std::filesystem;
 
 TEST(SteadyState, EveryCandidateOfEveryShippedScenarioItAppliesToIsWithinTolerance) {
-  int checked = 0;
-  double worst = 0;
+  testing::SteadyStateTotals totals;
   for (const fs::path& file : testing::shipped_scenario_files()) {
     SCOPED_TRACE(file.filename().string());
     const Scenario scenario = load_scenario(file.string());
-    const Profile profile = testing::profile_of(scenario, file);
-    for (const Candidate& c : enumerate_candidates(scenario)) {
-      if (!c.feasible) continue;
-      const std::optional<SteadyStateReplay> replay = steady_state_replay(scenario, c.strategy);
-      if (!replay) continue;
-      const testing::SteadyStateErrors e = testing::steady_state_errors(scenario, profile, c.strategy, *replay);
-      EXPECT_LE(e.iteration, kSteadyStateIterationTolerance) << c.key();
-      EXPECT_LE(e.worst_part, kSteadyStateBreakdownTolerance) << c.key();
-      EXPECT_TRUE(e.parts_add_up) << c.key();
-      worst = std::max(worst, e.iteration);
-      ++checked;
-    }
+    testing::expect_steady_state_within_tolerance(scenario, testing::profile_of(scenario, file), totals);
   }
-  EXPECT_GT(checked, 50);
-  std::printf("%d candidates, worst iteration error %.4f%%\n", checked, 100 * worst);
+  EXPECT_GT(totals.checked, 50);
+  std::printf("%d candidates, worst iteration error %.4f%%\n", totals.checked, 100 * totals.worst);
 }
 
 Scenario small_scenario(int global_batch) {

@@ -1,0 +1,125 @@
+// ZeRO-3 as DeepSpeed's stage 3 of 2021 drives it (framework.zero_implementation deepspeed,
+// strategies/deepspeed_zero3.hpp): the weights a layer's backward gathers again after its recomputed forward, the
+// gradients all-reduced in every micro-batch, and each layer's compute after the synchronisation that waits for the
+// reduction before it.
+#include <gtest/gtest.h>
+
+#include "sim/simulate.hpp"
+#include "strategies/deepspeed_zero3.hpp"
+#include "strategies/lowering.hpp"
+#include "strategies/validity.hpp"
+#include "cost/profile.hpp"
+#include "strategy_fixtures.hpp"
+
+namespace twin {
+namespace {
+
+// GPT-3 175B's layer (h 12288, 4h MLP) on one GPU's worth of TP: qkv 3h^2, projection h^2, fc1 and fc2 4h^2.
+TEST(DeepSpeedZero3, TheBackwardGathersAgainWhatLiesFurtherThanTheReuseDistance) {
+  ModelConfig model = testing::gpt_shaped();
+  model.hidden_size = 12288;
+  model.ffn_hidden_size = 4 * 12288;
+  model.num_attention_heads = 96;
+  model.num_query_groups = 96;
+  model.kv_channels = 128;
+  Scenario scenario = testing::make_scenario(model, 1, 2048, 8);
+  Strategy z3 = testing::make_strategy(1, 1, 1, false);
+  z3.zero_stage = 3;
+  z3.micro_batch_size = 1;
+  ASSERT_EQ(complete_strategy(scenario, z3), std::nullopt);
+  const std::int64_t h2 = std::int64_t{12288} * 12288;
+  // fc2's backward follows its recomputed forward at once; fc1 waits for fc2's 2 x 4h^2 = 1.2e9 elements, more than
+  // 1e9: fc1, the projection and qkv are gathered again.
+  EXPECT_EQ(lowering::deepspeed_regathered_elements(lowering::rank_shapes(scenario, z3), false), 8 * h2);
+  // At h 2048 every reuse lies within 1e9 elements: nothing is gathered twice.
+  Scenario small = testing::make_scenario(testing::gpt_shaped(), 1, 2048, 8);
+  EXPECT_EQ(lowering::deepspeed_regathered_elements(lowering::rank_shapes(small, z3), false), 0);
+}
+
+struct Lowered {
+  Scenario scenario;
+  Strategy strategy;
+  IterationGraph graph;
+};
+
+Lowered lower(ZeroImplementation implementation, std::int64_t hidden) {
+  ModelConfig model = testing::gpt_shaped();
+  model.num_layers = 4;
+  model.hidden_size = hidden;
+  model.ffn_hidden_size = 4 * hidden;
+  model.num_attention_heads = static_cast<int>(hidden / 128);  // GPT-3's head width
+  model.num_query_groups = model.num_attention_heads;
+  Scenario scenario = testing::make_scenario(model, 2, 2048, 64);  // 16 GPUs, 4 micro-batches of 1
+  scenario.cluster.node_groups[0].gpu = *gpu_preset("H100-SXM-80GB");
+  scenario.framework.zero_implementation = implementation;
+  Strategy z3 = testing::make_strategy(1, 1, 1, false);
+  z3.zero_stage = 3;
+  z3.micro_batch_size = 1;
+  z3.recompute = Recompute::full;
+  EXPECT_EQ(complete_strategy(scenario, z3), std::nullopt);
+  EXPECT_EQ(invalid_reason(scenario, z3), std::nullopt);
+  IterationGraph graph = lower_to_op_graphs(scenario, z3);
+  check_well_formed(graph);
+  return {scenario, z3, std::move(graph)};
+}
+
+int count(const IterationGraph& g, OpRole role, OpKind kind) {
+  int n = 0;
+  for (const RankClass& rc : g.classes)
+    for (OpIndex i = 0; i < rc.size(); ++i) n += rc.op(i).role == role && rc.op(i).kind == kind ? 1 : 0;
+  return n;
+}
+
+TEST(DeepSpeedZero3, GradientsAreAllReducedInEveryMicroBatch) {
+  const Lowered megatron = lower(ZeroImplementation::megatron, 2048);
+  const Lowered deepspeed = lower(ZeroImplementation::deepspeed, 2048);
+  ASSERT_EQ(deepspeed.strategy.num_micro_batches, 4);
+  const int units = 4 + 2;  // layers, embedding, output layer (tied: its own unit on the one stage)
+  EXPECT_EQ(count(megatron.graph, OpRole::grad_reduce, OpKind::reduce_scatter), units);
+  EXPECT_EQ(count(megatron.graph, OpRole::grad_reduce, OpKind::all_reduce), 0);
+  EXPECT_EQ(count(deepspeed.graph, OpRole::grad_reduce, OpKind::all_reduce), 4 * units);
+  EXPECT_EQ(count(deepspeed.graph, OpRole::grad_reduce, OpKind::reduce_scatter), 0);
+  // At h 2048 nothing is gathered twice: the gathers are Megatron's, one per unit and pass.
+  EXPECT_EQ(count(deepspeed.graph, OpRole::param_gather, OpKind::all_gather),
+            count(megatron.graph, OpRole::param_gather, OpKind::all_gather));
+  const Profile profile = builtin_profile();
+  EXPECT_GT(simulate_iteration(deepspeed.graph, deepspeed.scenario.cluster, profile).iteration_ns, 0);
+}
+
+TEST(DeepSpeedZero3, ALayersComputeWaitsForTheReductionBeforeIt) {
+  const Lowered deepspeed = lower(ZeroImplementation::deepspeed, 2048);
+  const Lowered megatron = lower(ZeroImplementation::megatron, 2048);
+  // A backward compute op (the recomputed forward included) that waits (an edge, not stream order) on a gradient
+  // reduction: the first of each backward unit after the first of a micro-batch under DeepSpeed; never under
+  // Megatron, whose reductions only feed the optimizer.
+  const auto waits_on_reduction = [](const IterationGraph& g) {
+    int n = 0;
+    for (const RankClass& rc : g.classes)
+      for (OpIndex i = 0; i < rc.size(); ++i) {
+        const Op& op = rc.op(i);
+        if (op.stream != Stream::compute || (op.phase != Phase::backward && !op.recomputed)) continue;
+        for (auto [e, end] = boost::in_edges(i, rc.graph); e != end; ++e)
+          n += rc.op(boost::source(*e, rc.graph)).role == OpRole::grad_reduce ? 1 : 0;
+      }
+    return n;
+  };
+  EXPECT_EQ(waits_on_reduction(megatron.graph), 0);
+  EXPECT_EQ(waits_on_reduction(deepspeed.graph), 4 * (4 + 2 - 1));
+}
+
+TEST(DeepSpeedZero3, AWideLayerIsGatheredAgainForItsBackward) {
+  const Lowered megatron = lower(ZeroImplementation::megatron, 12288);
+  const Lowered deepspeed = lower(ZeroImplementation::deepspeed, 12288);
+  // One more gather per layer and micro-batch: 8 h^2 elements of fp16 after the recomputed forward's 12 h^2.
+  EXPECT_EQ(count(deepspeed.graph, OpRole::param_gather, OpKind::all_gather),
+            count(megatron.graph, OpRole::param_gather, OpKind::all_gather) + 4 * 4);
+  const std::int64_t h2 = std::int64_t{12288} * 12288;
+  int again = 0;
+  for (const RankClass& rc : deepspeed.graph.classes)
+    for (OpIndex i = 0; i < rc.size(); ++i)
+      again += rc.op(i).role == OpRole::param_gather && rc.op(i).bytes == 8 * h2 * 2 ? 1 : 0;
+  EXPECT_EQ(again, 4 * 4);
+}
+
+}  // namespace
+}  // namespace twin
