@@ -22,13 +22,15 @@ Plan parse_plan(const nlohmann::json& document, const std::string& source) {
   if (!document.is_object()) throw InputError(source, "", "a twin plan (a JSON object with \"format\": \"twin-plan\")");
   const nlohmann::json& format = member(document, "format", source, "\"twin-plan\"");
   if (format != "twin-plan") throw InputError(source, "/format", "\"twin-plan\"");
-  const nlohmann::json& version = member(document, "version", source, "an integer");
-  if (!version.is_number_integer() || version.get<std::int64_t>() != kPlanFormatVersion)  // 2^40+1 is not 1
-    throw InputError(source, "/version", fmt::format("{} (the plan version this twin reads)", kPlanFormatVersion));
-  const nlohmann::json& lowering = member(document, "lowering_version", source, "an integer");
-  if (!lowering.is_number_integer() || lowering.get<std::int64_t>() != kLoweringVersion)
-    throw InputError(source, "/lowering_version",
-                     fmt::format("{} (plans of another lowering name other ops: simulate again)", kLoweringVersion));
+  const JsonReader root(document, source);
+  const JsonReader version = root.required("version");
+  if (!version.value().is_number_integer() || version.value().get<std::int64_t>() != kPlanFormatVersion)  // 2^40+1 is not 1
+    version.fail_plain(fmt::format("expected {}, got {} (the plan format version this twin reads)", kPlanFormatVersion,
+                                   version.describe_value()));
+  const JsonReader lowering = root.required("lowering_version");
+  if (!lowering.value().is_number_integer() || lowering.value().get<std::int64_t>() != kLoweringVersion)
+    lowering.fail_plain(fmt::format("expected {}, got {} (plans of another lowering name other ops: simulate again)",
+                                    kLoweringVersion, lowering.describe_value()));
   const nlohmann::json& scenario_json = member(document, "scenario", source, "the scenario object");
   const nlohmann::json& strategy_json = member(document, "strategy", source, "the strategy object");
   if (!scenario_json.is_object()) throw InputError(source, "/scenario", "an object");

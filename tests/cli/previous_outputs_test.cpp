@@ -1,0 +1,107 @@
+// A run that fails leaves the previous outputs of its folder exactly as they were, and two runs into one folder
+// never mix nor fail with a library's message: the second is told the folder is in use (core/folder_lock.hpp).
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <csignal>
+#include <map>
+#include <thread>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "run_twin.hpp"
+
+namespace twin::test {
+namespace {
+
+namespace fs = std::filesystem;
+
+const std::string kScenarios = std::string(TWIN_SOURCE_DIR) + "/scenarios/";
+
+nlohmann::json small_scenario() {
+  return nlohmann::json::parse(R"({
+    "name": "small", "model": { "preset": "llama2-7b", "num_layers": 4 },
+    "training": { "seq_length": 2048, "global_batch_size": 8 },
+    "cluster": { "nodes": [ { "count": 1, "gpu": "H100-SXM-80GB", "gpus_per_node": 4 } ] },
+    "search": { "tensor_model_parallel_size": [1, 2], "pipeline_model_parallel_size": [1],
+                "micro_batch_size": [1], "zero_stage": [1], "recompute": ["none"] } })");
+}
+
+// Every file under `out` (the lock file aside: it holds the last run's pid) with its content.
+std::map<std::string, std::string> snapshot(const fs::path& out) {
+  std::map<std::string, std::string> files;
+  for (const auto& entry : fs::recursive_directory_iterator(out))
+    if (entry.is_regular_file() && entry.path().filename() != ".twin-lock")
+      files[fs::relative(entry.path(), out).string()] = read_file(entry.path());
+  return files;
+}
+
+// The one check after the search that can fail on the user's input: a --plan-key naming no candidate.
+TEST(PreviousOutputs, ARunRefusedAfterTheSearchLeavesThemExactlyAsTheyWere) {
+  TempDir dir("previous");
+  const fs::path out = dir.path / "out", scenario = dir.path / "s.json";
+  write_file(scenario, small_scenario().dump());
+  ASSERT_EQ(run_twin("simulate " + scenario.string() + " --quiet --top 2 --out " + out.string()).exit_code, 0);
+  const std::map<std::string, std::string> before = snapshot(out);
+  ASSERT_EQ(before.count("best.json"), 1u);
+  ASSERT_EQ(before.count("ranking.csv"), 1u);
+
+  const Outcome run = run_twin("simulate " + scenario.string() + " --quiet --top 2 --plan-key nope --out " + out.string());
+  EXPECT_EQ(run.exit_code, 1) << run.output;
+  EXPECT_NE(run.output.find("--plan-key: expected the key of a simulated candidate (the fastest: \"tp"),
+            std::string::npos) << run.output;
+  EXPECT_NE(run.output.find("got \"nope\"; " + out.string() + " is left as it was"), std::string::npos) << run.output;
+  EXPECT_EQ(snapshot(out), before);
+}
+
+// `twin simulate SCENARIO --quiet --jobs 1 --out OUT` as a child of this process, its output discarded.
+pid_t start_simulate(const std::string& scenario, const fs::path& out) {
+  const pid_t pid = fork();
+  if (pid == 0) {
+    freopen("/dev/null", "w", stdout);
+    freopen("/dev/null", "w", stderr);
+    execl(TWIN_BINARY, TWIN_BINARY, "simulate", scenario.c_str(), "--quiet", "--jobs", "1", "--out", out.c_str(),
+          static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  return pid;
+}
+
+// Whether the run `pid` holds the folder within 60 s: its pid in the lock file (which keeps the last holder's).
+bool holds_within_a_minute(const fs::path& out, pid_t pid) {
+  for (int i = 0; i < 600; ++i) {
+    if (fs::exists(out / ".twin-lock") && read_file(out / ".twin-lock") == std::to_string(pid) + "\n") return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return false;
+}
+
+TEST(PreviousOutputs, ASecondRunIntoAFolderInUseIsToldSoAndChangesNothing) {
+  TempDir dir("two_runs");
+  const fs::path out = dir.path / "out", scenario = dir.path / "s.json";
+  write_file(scenario, small_scenario().dump());
+  ASSERT_EQ(run_twin("simulate " + scenario.string() + " --quiet --top 2 --out " + out.string()).exit_code, 0);
+  const std::map<std::string, std::string> before = snapshot(out);
+
+  // The 70B search on 1,024 GPUs takes many seconds: the second run comes while it holds the folder.
+  const pid_t first = start_simulate(kScenarios + "llama2-70b-1024xH100.json", out);
+  ASSERT_GT(first, 0);
+  ASSERT_TRUE(holds_within_a_minute(out, first));
+  const Outcome second = run_twin("simulate " + scenario.string() + " --quiet --out " + out.string());
+  EXPECT_EQ(second.exit_code, 1) << second.output;
+  EXPECT_NE(second.output.find(out.string() + ": in use by another twin run (pid " + std::to_string(first) + ")"),
+            std::string::npos) << second.output;
+
+  kill(first, SIGINT);  // an interrupted run leaves the previous outputs too
+  int status = 0;
+  ASSERT_EQ(waitpid(first, &status, 0), first);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 128 + SIGINT) << status;
+  EXPECT_EQ(snapshot(out), before);
+  EXPECT_EQ(run_twin("simulate " + scenario.string() + " --quiet --out " + out.string()).exit_code, 0);
+}
+
+}  // namespace
+}  // namespace twin::test
