@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "run_twin.hpp"
+#include "small_scenario.hpp"
 
 namespace twin::test {
 namespace {
@@ -19,15 +20,6 @@ namespace {
 namespace fs = std::filesystem;
 
 const std::string kScenarios = std::string(TWIN_SOURCE_DIR) + "/scenarios/";
-
-nlohmann::json small_scenario() {
-  return nlohmann::json::parse(R"({
-    "name": "small", "model": { "preset": "llama2-7b", "num_layers": 4 },
-    "training": { "seq_length": 2048, "global_batch_size": 8 },
-    "cluster": { "nodes": [ { "count": 1, "gpu": "H100-SXM-80GB", "gpus_per_node": 4 } ] },
-    "search": { "tensor_model_parallel_size": [1, 2], "pipeline_model_parallel_size": [1],
-                "micro_batch_size": [1], "zero_stage": [1], "recompute": ["none"] } })");
-}
 
 bool has_staging(const fs::path& out) {
   for (const auto& entry : fs::directory_iterator(out))

@@ -10,9 +10,9 @@
 #include <thread>
 
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 
 #include "run_twin.hpp"
+#include "small_scenario.hpp"
 
 namespace twin::test {
 namespace {
@@ -20,15 +20,6 @@ namespace {
 namespace fs = std::filesystem;
 
 const std::string kScenarios = std::string(TWIN_SOURCE_DIR) + "/scenarios/";
-
-nlohmann::json small_scenario() {
-  return nlohmann::json::parse(R"({
-    "name": "small", "model": { "preset": "llama2-7b", "num_layers": 4 },
-    "training": { "seq_length": 2048, "global_batch_size": 8 },
-    "cluster": { "nodes": [ { "count": 1, "gpu": "H100-SXM-80GB", "gpus_per_node": 4 } ] },
-    "search": { "tensor_model_parallel_size": [1, 2], "pipeline_model_parallel_size": [1],
-                "micro_batch_size": [1], "zero_stage": [1], "recompute": ["none"] } })");
-}
 
 // Every file under `out` (the lock file aside: it holds the last run's pid) with its content.
 std::map<std::string, std::string> snapshot(const fs::path& out) {
@@ -39,30 +30,41 @@ std::map<std::string, std::string> snapshot(const fs::path& out) {
   return files;
 }
 
+// A folder `out` holding a run's outputs (best.json, traces, ...) of the small scenario `scenario`.
+struct PreviousRun {
+  fs::path out, scenario;
+  std::map<std::string, std::string> outputs;
+};
+
+PreviousRun previous_run(const TempDir& dir) {
+  PreviousRun run{dir.path / "out", dir.path / "s.json", {}};
+  write_file(run.scenario, small_scenario().dump());
+  const Outcome outcome = run_twin("simulate " + run.scenario.string() + " --quiet --top 2 --out " + run.out.string());
+  EXPECT_EQ(outcome.exit_code, 0) << outcome.output;
+  run.outputs = snapshot(run.out);
+  EXPECT_EQ(run.outputs.count("best.json"), 1u);
+  return run;
+}
+
 // The one check after the search that can fail on the user's input: a --plan-key naming no candidate.
 TEST(PreviousOutputs, ARunRefusedAfterTheSearchLeavesThemExactlyAsTheyWere) {
   TempDir dir("previous");
-  const fs::path out = dir.path / "out", scenario = dir.path / "s.json";
-  write_file(scenario, small_scenario().dump());
-  ASSERT_EQ(run_twin("simulate " + scenario.string() + " --quiet --top 2 --out " + out.string()).exit_code, 0);
-  const std::map<std::string, std::string> before = snapshot(out);
-  ASSERT_EQ(before.count("best.json"), 1u);
-  ASSERT_EQ(before.count("ranking.csv"), 1u);
-
-  const Outcome run = run_twin("simulate " + scenario.string() + " --quiet --top 2 --plan-key nope --out " + out.string());
+  const PreviousRun previous = previous_run(dir);
+  const Outcome run = run_twin("simulate " + previous.scenario.string() + " --quiet --top 2 --plan-key nope --out " +
+                               previous.out.string());
   EXPECT_EQ(run.exit_code, 1) << run.output;
   EXPECT_NE(run.output.find("--plan-key: expected the key of a simulated candidate (the fastest: \"tp"),
             std::string::npos) << run.output;
-  EXPECT_NE(run.output.find("got \"nope\"; " + out.string() + " is left as it was"), std::string::npos) << run.output;
-  EXPECT_EQ(snapshot(out), before);
+  EXPECT_NE(run.output.find("got \"nope\"; " + previous.out.string() + " is left as it was"), std::string::npos)
+      << run.output;
+  EXPECT_EQ(snapshot(previous.out), previous.outputs);
 }
 
 // `twin simulate SCENARIO --quiet --jobs 1 --out OUT` as a child of this process, its output discarded.
 pid_t start_simulate(const std::string& scenario, const fs::path& out) {
   const pid_t pid = fork();
   if (pid == 0) {
-    freopen("/dev/null", "w", stdout);
-    freopen("/dev/null", "w", stderr);
+    if (!freopen("/dev/null", "w", stdout) || !freopen("/dev/null", "w", stderr)) _exit(126);
     execl(TWIN_BINARY, TWIN_BINARY, "simulate", scenario.c_str(), "--quiet", "--jobs", "1", "--out", out.c_str(),
           static_cast<char*>(nullptr));
     _exit(127);
@@ -81,26 +83,22 @@ bool holds_within_a_minute(const fs::path& out, pid_t pid) {
 
 TEST(PreviousOutputs, ASecondRunIntoAFolderInUseIsToldSoAndChangesNothing) {
   TempDir dir("two_runs");
-  const fs::path out = dir.path / "out", scenario = dir.path / "s.json";
-  write_file(scenario, small_scenario().dump());
-  ASSERT_EQ(run_twin("simulate " + scenario.string() + " --quiet --top 2 --out " + out.string()).exit_code, 0);
-  const std::map<std::string, std::string> before = snapshot(out);
-
+  const PreviousRun previous = previous_run(dir);
   // The 70B search on 1,024 GPUs takes many seconds: the second run comes while it holds the folder.
-  const pid_t first = start_simulate(kScenarios + "llama2-70b-1024xH100.json", out);
+  const pid_t first = start_simulate(kScenarios + "llama2-70b-1024xH100.json", previous.out);
   ASSERT_GT(first, 0);
-  ASSERT_TRUE(holds_within_a_minute(out, first));
-  const Outcome second = run_twin("simulate " + scenario.string() + " --quiet --out " + out.string());
+  ASSERT_TRUE(holds_within_a_minute(previous.out, first));
+  const Outcome second = run_twin("simulate " + previous.scenario.string() + " --quiet --out " + previous.out.string());
   EXPECT_EQ(second.exit_code, 1) << second.output;
-  EXPECT_NE(second.output.find(out.string() + ": in use by another twin run (pid " + std::to_string(first) + ")"),
-            std::string::npos) << second.output;
+  const std::string refusal = ": in use by another twin run (pid " + std::to_string(first) + ")";
+  EXPECT_NE(second.output.find(previous.out.string() + refusal), std::string::npos) << second.output;
 
   kill(first, SIGINT);  // an interrupted run leaves the previous outputs too
   int status = 0;
   ASSERT_EQ(waitpid(first, &status, 0), first);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 128 + SIGINT) << status;
-  EXPECT_EQ(snapshot(out), before);
-  EXPECT_EQ(run_twin("simulate " + scenario.string() + " --quiet --out " + out.string()).exit_code, 0);
+  EXPECT_EQ(snapshot(previous.out), previous.outputs);
+  EXPECT_EQ(run_twin("simulate " + previous.scenario.string() + " --quiet --out " + previous.out.string()).exit_code, 0);
 }
 
 }  // namespace
