@@ -1,11 +1,14 @@
 // The lock file is opened close-on-exec, so that the processes twin execs (twin-gpu, a rank per GPU) do not
 // hold it after this process is gone. Its content is the holder's pid, written after the lock is taken: a run
-// refused in the moment between may find it empty and says so.
+// refused in the moment between reads it again until it names a running process.
 #include "core/folder_lock.hpp"
 
 #include <cerrno>
+#include <chrono>
+#include <csignal>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <utility>
 
 #include <fcntl.h>
@@ -20,13 +23,24 @@ namespace twin {
 
 namespace {
 
-// "pid 1234", from the lock file's content.
-std::string holder_of(int fd) {
+// The pid in the lock file, if it names a running process (0 otherwise).
+pid_t running_pid_in(int fd) {
   char text[32] = {};
   const ssize_t read_bytes = pread(fd, text, sizeof text - 1, 0);
-  std::string digits;
-  for (ssize_t i = 0; i < read_bytes && text[i] >= '0' && text[i] <= '9'; ++i) digits += text[i];
-  return digits.empty() ? std::string("its pid not written yet") : "pid " + digits;
+  long pid = 0;
+  for (ssize_t i = 0; i < read_bytes && text[i] >= '0' && text[i] <= '9' && pid < 1'000'000'000; ++i)
+    pid = pid * 10 + (text[i] - '0');
+  return pid > 0 && (kill(static_cast<pid_t>(pid), 0) == 0 || errno == EPERM) ? static_cast<pid_t>(pid) : 0;
+}
+
+// "pid 1234" of the holder. The file keeps the last holder's pid until the new one writes its own, moments after
+// taking the lock: a pid of no running process is read again for up to a second.
+std::string holder_of(int fd) {
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    if (const pid_t pid = running_pid_in(fd)) return "pid " + std::to_string(pid);
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return "its pid not written";
 }
 
 }  // namespace
