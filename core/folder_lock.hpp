@@ -1,6 +1,7 @@
 // One twin run at a time in a folder: an exclusive flock on FOLDER/.twin-lock, held while the FolderLock lives.
 // The kernel releases it however the process ends (an exit, a signal, SIGKILL), so no run ever finds a folder
-// locked by one that is gone. The holder writes its pid into the file, so that a refused run can name it.
+// locked by one that is gone. The holder writes its pid into the file, so that a refused run can name it, and
+// removes the file when it lets go: a finished run's folder holds its outputs only (the same bytes every run).
 #pragma once
 #include <filesystem>
 
@@ -20,8 +21,11 @@ class FolderLock {
   FolderLock& operator=(const FolderLock&) = delete;
 
   static constexpr const char* kFileName = ".twin-lock";
+  // The lock file while held (empty when nothing is held).
+  const std::filesystem::path& path() const { return path_; }
 
  private:
+  std::filesystem::path path_;
   int fd_ = -1;
 };
 

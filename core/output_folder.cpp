@@ -120,9 +120,11 @@ OutputFolder::OutputFolder(fs::path out, std::vector<std::string> output_names)
     unregister_temporary(staging_);
     throw InputError(out_.string(), "", "a folder twin can write into (--out): " + error.message());
   }
+  register_temporary(lock_.path());  // an interrupted run leaves no lock file either
 }
 
 OutputFolder::~OutputFolder() {
+  unregister_temporary(lock_.path());  // lock_ removes it as it lets go
   if (published_) return;
   std::error_code ignored;
   fs::remove_all(staging_, ignored);

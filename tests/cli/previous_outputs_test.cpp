@@ -21,12 +21,11 @@ namespace fs = std::filesystem;
 
 const std::string kScenarios = std::string(TWIN_SOURCE_DIR) + "/scenarios/";
 
-// Every file under `out` (the lock file aside: it holds the last run's pid) with its content.
+// Every file under `out` with its content (a run's lock file goes with the run).
 std::map<std::string, std::string> snapshot(const fs::path& out) {
   std::map<std::string, std::string> files;
   for (const auto& entry : fs::recursive_directory_iterator(out))
-    if (entry.is_regular_file() && entry.path().filename() != ".twin-lock")
-      files[fs::relative(entry.path(), out).string()] = read_file(entry.path());
+    files[fs::relative(entry.path(), out).string()] = entry.is_regular_file() ? read_file(entry.path()) : "(folder)";
   return files;
 }
 
@@ -72,7 +71,7 @@ pid_t start_simulate(const std::string& scenario, const fs::path& out) {
   return pid;
 }
 
-// Whether the run `pid` holds the folder within 60 s: its pid in the lock file (which keeps the last holder's).
+// Whether the run `pid` holds the folder within 60 s: its pid in the folder's lock file.
 bool holds_within_a_minute(const fs::path& out, pid_t pid) {
   for (int i = 0; i < 600; ++i) {
     if (fs::exists(out / ".twin-lock") && read_file(out / ".twin-lock") == std::to_string(pid) + "\n") return true;
