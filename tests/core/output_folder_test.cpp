@@ -76,6 +76,32 @@ TEST(OutputFolder, AFailedRunLeavesThePreviousOutputsAndNoStaging) {
   EXPECT_EQ(names, (std::set<std::string>{"ranking.csv"}));
 }
 
+// A move that fails half-way (here: setting best.json aside, after ranking.csv) is undone.
+TEST(OutputFolder, APublishThatFailsLeavesThePreviousOutputsAndSaysSo) {
+  Folder out;
+  {
+    OutputFolder first(out.path, {"ranking.csv", "best.json"});
+    write_file_atomically(first.staged("ranking.csv"), "old ranking");
+    write_file_atomically(first.staged("best.json"), "old plan");
+    first.publish();
+  }
+  OutputFolder second(out.path, {"ranking.csv", "best.json"});
+  write_file_atomically(second.staged("ranking.csv"), "new ranking");
+  write_file_atomically(second.staged("best.json"), "new plan");
+  // Where publish sets the old best.json aside, a non-empty folder already: that rename fails.
+  fs::create_directories(second.staged(".previous") / "best.json");
+  write_file_atomically(second.staged(".previous") / "best.json" / "x", "in the way");
+  try {
+    second.publish();
+    ADD_FAILURE() << "published although the old best.json could not be set aside";
+  } catch (const InputError& error) {
+    EXPECT_NE(std::string(error.what()).find("the previous outputs are left as they were"), std::string::npos)
+        << error.what();
+  }
+  EXPECT_EQ(text_of(out.path / "ranking.csv"), "old ranking");
+  EXPECT_EQ(text_of(out.path / "best.json"), "old plan");
+}
+
 TEST(OutputFolder, OneRunAtATimeAndTheSecondIsToldWhichHoldsIt) {
   Folder out;
   std::optional<OutputFolder> first(std::in_place, out.path, std::vector<std::string>{"ranking.csv"});
