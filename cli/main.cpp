@@ -13,7 +13,7 @@
 #include "cli/commands.hpp"
 #include "cli/gpu_binary.hpp"
 #include "core/allocator.hpp"
-#include "core/error.hpp"
+#include "core/error_line.hpp"
 #include "core/json_reader.hpp"
 #include "core/output_folder.hpp"
 
@@ -52,7 +52,7 @@ int main(int argc, char** argv) {
     for (const CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) names.push_back(sub->get_name());
     if (std::find(names.begin(), names.end(), word) == names.end()) {
       std::fprintf(stderr, "twin: unknown command '%s' (expected one of: %s; see twin --help)\n",
-                   word.substr(0, 60).c_str(), twin::join_names(names).c_str());
+                   twin::printable_line(word.substr(0, 60)).c_str(), twin::join_names(names).c_str());
       return 2;
     }
   }
@@ -69,11 +69,8 @@ int main(int argc, char** argv) {
 #ifdef TWIN_WITH_CUDA
     if (twin::execute_selected(app)) return twin::run_execute(app);
 #endif
-  } catch (const twin::InputError& e) {
-    spdlog::error("{}", e.what());
-    return 1;
-  } catch (const std::exception& e) {
-    spdlog::error("{}", e.what());
+  } catch (const std::exception& e) {  // InputError and any other: one line, control bytes escaped
+    spdlog::error("{}", twin::error_line(e));
     return 1;
   }
   return 2;

@@ -11,6 +11,7 @@
 #include <mpi.h>
 #endif
 
+#include "core/error_line.hpp"
 #include "core/launch_environment.hpp"
 
 namespace twin {
@@ -78,7 +79,7 @@ SearchProcesses SearchProcessGroup::processes() const {
 
 void SearchProcessGroup::stop_all_on_failure(const std::string& what) const {
   if (count_ == 1) return;
-  spdlog::error("process {} of {}: {}", rank_, count_, what);
+  spdlog::error("process {} of {}: {}", rank_, count_, printable_line(what));
 #ifdef TWIN_WITH_MPI
   MPI_Abort(MPI_COMM_WORLD, 1);
 #endif

@@ -18,6 +18,7 @@
 #include "cli/search_processes.hpp"
 #include "core/atomic_file.hpp"
 #include "core/error.hpp"
+#include "core/error_line.hpp"
 #include "core/output_folder.hpp"
 #include "core/scenario.hpp"
 #include "reports/best_plan.hpp"
@@ -130,17 +131,45 @@ std::string no_feasible_strategy_message(const Scenario& scenario, const std::ve
                      scenario.source, ranked.size(), reasons, csv.string());
 }
 
+// The profile --profile names, or else the scenario's "profile". A name the scenario gives that names no readable
+// profile is an error at the scenario's /profile (an error inside a profile file names its own path).
+Profile run_profile(const Scenario& scenario, const std::string& option) {
+  if (!option.empty()) return load_profile(option);
+  try {
+    return load_profile(scenario.profile);
+  } catch (const InputError& error) {
+    if (!error.json_path().empty()) throw;
+    throw InputError(scenario.source, "/profile", error.what());
+  }
+}
+
+// The rank of the simulated candidate whose key is `plan_key`; the error lists the fastest keys, since the folder
+// keeps the previous run's ranking.csv.
+std::size_t plan_key_index(const std::vector<Candidate>& ranked, const std::string& plan_key,
+                           const std::filesystem::path& out) {
+  const auto named = std::find_if(ranked.begin(), ranked.end(),
+                                  [&](const Candidate& c) { return c.feasible && c.key() == plan_key; });
+  if (named != ranked.end()) return static_cast<std::size_t>(named - ranked.begin());
+  std::string fastest;
+  for (std::size_t k = 0; k < std::min<std::size_t>(3, ranked.size()) && ranked[k].feasible; ++k)
+    fastest += fmt::format("{}\"{}\"", k ? ", " : "", ranked[k].key());
+  throw InputError("--plan-key", "",
+                   fmt::format("expected the key of a simulated candidate (the fastest: {}; pruned ones are not simulated: add "
+                               "--exhaustive), got \"{}\"; {} is left as it was",
+                               fastest, plan_key, out.string()));
+}
+
 }  // namespace
 
 int run_simulate(const SimulateOptions& options) {
   auto started = std::chrono::steady_clock::now();
   Scenario scenario = load_scenario(options.scenario);
   check_pinned_family_plan(scenario);
-  std::string profile_name = options.profile.empty() ? scenario.profile : options.profile;
-  scenario.profile = profile_name;
+  Profile loaded = run_profile(scenario, options.profile);
+  if (!options.profile.empty()) scenario.profile = options.profile;
   scenario.profile_scaling = scenario.profile_scaling || options.scale_profile;
   std::vector<std::string> scaled;
-  Profile profile = profile_for_cluster(load_profile(profile_name), scenario.cluster, scenario.profile_scaling,
+  Profile profile = profile_for_cluster(std::move(loaded), scenario.cluster, scenario.profile_scaling,
                                         scenario.source, "", &scaled);
   for (const std::string& line : scaled) spdlog::warn("{}", line);
   // An MoE scenario that sets no routing imbalance takes the one its profile measured (twin calibrate
@@ -185,36 +214,25 @@ int run_simulate(const SimulateOptions& options) {
     write_file_atomically(folder.staged("ranking.csv"), ranking_csv(scenario, ranked));
     write_file_atomically(folder.staged("report.html"), html_report(scenario, ranked, IterationGraph{}, Candidate{}));
     folder.publish();  // the previous run's best.json and traces go too: nothing here is runnable
-    spdlog::error("{}", no_feasible_strategy_message(scenario, ranked, out / "ranking.csv"));
+    spdlog::error("{}", printable_line(no_feasible_strategy_message(scenario, ranked, out / "ranking.csv")));
     return 1;
   }
 
-  std::filesystem::create_directories(folder.staged("traces"));
-  // The plan best.json holds: the fastest, or the candidate --plan-key names (simulated, not pruned).
-  std::size_t chosen = 0;
-  if (!options.plan_key.empty()) {
-    const auto named = std::find_if(ranked.begin(), ranked.end(),
-                                    [&](const Candidate& c) { return c.feasible && c.key() == options.plan_key; });
-    if (named == ranked.end()) {
-      folder.publish();  // ranking.csv lists the keys there are
-      throw std::invalid_argument(fmt::format("--plan-key \"{}\" names no simulated candidate (their keys: the strategy "
-                                              "column of {}; pruned ones are not simulated: add --exhaustive)",
-                                              options.plan_key, (out / "ranking.csv").string()));
-    }
-    chosen = static_cast<std::size_t>(named - ranked.begin());
-  }
-  // A plan and traces need the whole graph: one beyond the op limit (its steady state ranked it) has neither.
+  // The plan best.json holds: the fastest, or the candidate --plan-key names (simulated, not pruned). Checked
+  // before anything is written: a run that fails leaves the previous outputs as they were.
+  const std::size_t chosen = options.plan_key.empty() ? 0 : plan_key_index(ranked, options.plan_key, out);
+  // A plan and traces need the whole graph: one beyond the op limit (its steady state ranked it) has neither. Checked
+  // before anything is published, like the key: the previous outputs stay as they were.
   if (!ranked[chosen].plan) {
     if (auto too_large = whole_graph_too_large(scenario, ranked[chosen].strategy)) {
-      write_file_atomically(folder.staged("ranking.csv"), ranking_csv(scenario, ranked));
-      folder.publish();  // ranking.csv holds its steady-state time
       throw InputError(options.scenario, "/training/global_batch_size",
-                       fmt::format("a batch whose fastest candidate can be written as a plan: {}: {} (ranking.csv "
-                                   "has its time, extrapolated from its steady state), so best.json and its traces "
-                                   "cannot be written (--plan-key another candidate, or a larger micro_batch_size)",
-                                   ranked[chosen].key(), *too_large));
+                       fmt::format("a batch whose fastest candidate can be written as a plan: {}: {} (its iteration, "
+                                   "extrapolated from its steady state: {:.3f} s), so best.json and its traces cannot be "
+                                   "written (--plan-key another candidate, or a larger micro_batch_size)",
+                                   ranked[chosen].key(), *too_large, ranked[chosen].result.iteration_ns * 1e-9));
     }
   }
+  std::filesystem::create_directories(folder.staged("traces"));
   // The best and the top K again, with every op's timing recorded, for the report, plan and traces.
   int traced = std::min<int>(options.top, static_cast<int>(feasible));
   IterationGraph best_graph;

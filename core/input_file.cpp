@@ -16,6 +16,27 @@ namespace twin {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
+namespace {
+
+// What a path that is not a regular file is, for "is a FIFO, not a regular file".
+std::string_view kind_of(fs::file_type type) {
+  switch (type) {
+    case fs::file_type::directory: return "a folder";
+    case fs::file_type::fifo: return "a FIFO";
+    case fs::file_type::socket: return "a socket";
+    case fs::file_type::character: return "a character device";
+    case fs::file_type::block: return "a block device";
+    case fs::file_type::symlink: return "a symbolic link";
+    case fs::file_type::none:
+    case fs::file_type::not_found:
+    case fs::file_type::regular:
+    case fs::file_type::unknown: break;
+  }
+  return "of an unknown kind";
+}
+
+}  // namespace
+
 std::string read_input_file(const fs::path& path, std::string_view expected, std::uintmax_t max_bytes) {
   const std::string name = path.string();
   std::error_code error;
@@ -23,7 +44,7 @@ std::string read_input_file(const fs::path& path, std::string_view expected, std
   if (error || !fs::exists(status))
     throw InputError(name, "", fmt::format("cannot open the file (expected {})", expected));
   if (!fs::is_regular_file(status))
-    throw InputError(name, "", fmt::format("is not a regular file (expected {})", expected));
+    throw InputError(name, "", fmt::format("is {}, not a regular file (expected {})", kind_of(status.type()), expected));
   const std::uintmax_t size = fs::file_size(path, error);
   if (!error && size > max_bytes)
     throw InputError(name, "", fmt::format("is {} bytes, more than the limit of {} (expected {})", size, max_bytes,

@@ -73,7 +73,8 @@ JsonReader::JsonReader(const nlohmann::json& value, const std::string& file, std
     : value_(&value), file_(&file), path_(std::move(path)) {}
 
 void JsonReader::fail(std::string_view expected) const {
-  throw InputError(file(), path_, fmt::format("{}, got {}", expected, describe_value()));
+  const std::string_view lead = expected.starts_with("expected ") ? "" : "expected ";  // "expected X, got Y" always
+  throw InputError(file(), path_, fmt::format("{}{}, got {}", lead, expected, describe_value()));
 }
 
 void JsonReader::fail_plain(std::string_view message) const { throw InputError(file(), path_, std::string(message)); }

@@ -110,6 +110,7 @@ OutputFolder::OutputFolder(fs::path out, std::vector<std::string> output_names)
   fs::create_directories(out_, error);
   if (error || !fs::is_directory(out_))
     throw InputError(out_.string(), "", "a folder twin can create or write into (--out)");
+  lock_ = FolderLock(out_);  // before anything in the folder is touched
   for (const fs::directory_entry& entry : fs::directory_iterator(out_, error))
     if (is_stale_staging(entry)) fs::remove_all(entry.path(), error);
   staging_ = out_ / (std::string(kStagingPrefix) + std::to_string(getpid()));
@@ -119,22 +120,44 @@ OutputFolder::OutputFolder(fs::path out, std::vector<std::string> output_names)
     unregister_temporary(staging_);
     throw InputError(out_.string(), "", "a folder twin can write into (--out): " + error.message());
   }
+  register_temporary(lock_.path());  // an interrupted run leaves no lock file either
 }
 
 OutputFolder::~OutputFolder() {
+  unregister_temporary(lock_.path());  // lock_ removes it as it lets go
   if (published_) return;
   std::error_code ignored;
   fs::remove_all(staging_, ignored);
   unregister_temporary(staging_);
 }
 
+// The previous outputs are moved aside into the staging folder before the new ones move in, so that a move
+// that fails can put them back: the folder holds one run's outputs or the other's, never a mix.
 void OutputFolder::publish() {
-  for (const std::string& name : names_) {
-    const fs::path target = out_ / name;
-    fs::remove_all(target);
-    if (fs::exists(staged(name))) fs::rename(staged(name), target);
+  const fs::path previous = staging_ / ".previous";
+  std::vector<std::string> set_aside, moved_in;
+  try {
+    fs::create_directory(previous);
+    for (const std::string& name : names_)
+      if (fs::exists(fs::symlink_status(out_ / name))) {
+        fs::rename(out_ / name, previous / name);
+        set_aside.push_back(name);
+      }
+    for (const std::string& name : names_)
+      if (fs::exists(staged(name))) {
+        fs::rename(staged(name), out_ / name);
+        moved_in.push_back(name);
+      }
+  } catch (const fs::filesystem_error& failure) {
+    std::error_code ignored;
+    for (const std::string& name : moved_in) fs::remove_all(out_ / name, ignored);
+    for (const std::string& name : set_aside) fs::rename(previous / name, out_ / name, ignored);
+    throw InputError(out_.string(), "",
+                     "a folder whose outputs twin can replace (--out): " + failure.code().message() +
+                         "; the previous outputs are left as they were");
   }
-  fs::remove_all(staging_);
+  std::error_code ignored;
+  fs::remove_all(staging_, ignored);
   unregister_temporary(staging_);
   published_ = true;
 }

@@ -1,7 +1,6 @@
 // The plan's strategy pins its scenario, so the scenario parser validates and completes both.
 #include "core/plan_file.hpp"
 
-
 #include <fmt/format.h>
 
 #include "core/error.hpp"
@@ -10,29 +9,33 @@
 namespace twin {
 namespace {
 
-const nlohmann::json& member(const nlohmann::json& document, const char* key, const std::string& source,
-                             const char* expected) {
-  if (!document.contains(key)) throw InputError(source, std::string("/") + key, expected);
-  return document.at(key);
+// The member `key` of the plan, read where it is (a missing one is named at its own path).
+JsonReader member(const nlohmann::json& document, const char* key, const std::string& source, const char* expected) {
+  const std::string path = std::string("/") + key;
+  if (!document.contains(key)) throw InputError(source, path, fmt::format("missing: expected {}", expected));
+  return JsonReader(document.at(key), source, path);
 }
 
 }  // namespace
 
 Plan parse_plan(const nlohmann::json& document, const std::string& source) {
   if (!document.is_object()) throw InputError(source, "", "a twin plan (a JSON object with \"format\": \"twin-plan\")");
-  const nlohmann::json& format = member(document, "format", source, "\"twin-plan\"");
-  if (format != "twin-plan") throw InputError(source, "/format", "\"twin-plan\"");
-  const nlohmann::json& version = member(document, "version", source, "an integer");
-  if (!version.is_number_integer() || version.get<std::int64_t>() != kPlanFormatVersion)  // 2^40+1 is not 1
-    throw InputError(source, "/version", fmt::format("{} (the plan version this twin reads)", kPlanFormatVersion));
-  const nlohmann::json& lowering = member(document, "lowering_version", source, "an integer");
-  if (!lowering.is_number_integer() || lowering.get<std::int64_t>() != kLoweringVersion)
-    throw InputError(source, "/lowering_version",
-                     fmt::format("{} (plans of another lowering name other ops: simulate again)", kLoweringVersion));
-  const nlohmann::json& scenario_json = member(document, "scenario", source, "the scenario object");
-  const nlohmann::json& strategy_json = member(document, "strategy", source, "the strategy object");
-  if (!scenario_json.is_object()) throw InputError(source, "/scenario", "an object");
-  if (!strategy_json.is_object()) throw InputError(source, "/strategy", "an object");
+  const JsonReader format = member(document, "format", source, "\"twin-plan\"");
+  if (format.value() != "twin-plan") format.fail("expected \"twin-plan\"");
+  const JsonReader version = member(document, "version", source, "an integer");
+  if (!version.value().is_number_integer() || version.value().get<std::int64_t>() != kPlanFormatVersion)  // 2^40+1 is not 1
+    version.fail_plain(fmt::format("expected {}, got {} (the plan format version this twin reads)", kPlanFormatVersion,
+                                   version.describe_value()));
+  const JsonReader lowering = member(document, "lowering_version", source, "an integer");
+  if (!lowering.value().is_number_integer() || lowering.value().get<std::int64_t>() != kLoweringVersion)
+    lowering.fail_plain(fmt::format("expected {}, got {} (plans of another lowering name other ops: simulate again)",
+                                    kLoweringVersion, lowering.describe_value()));
+  const JsonReader scenario_reader = member(document, "scenario", source, "the scenario object");
+  const JsonReader strategy_reader = member(document, "strategy", source, "the strategy object");
+  scenario_reader.expect_object();
+  strategy_reader.expect_object();
+  const nlohmann::json& scenario_json = scenario_reader.value();
+  const nlohmann::json& strategy_json = strategy_reader.value();
 
   // The plan's strategy pins the scenario, so the scenario parser validates and completes it.
   nlohmann::json pinned = scenario_json;

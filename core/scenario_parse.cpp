@@ -153,6 +153,8 @@ TrainingConfig parse_training(const Reader& r) {
       item.only_keys({"max", "fraction"});
       SeqLengthBucket bucket;
       bucket.max = item.required("max").integer(1, kMaxSequence);
+      if (bucket.max > t.seq_length)  // as a histogram's lengths are: the longest sequence is seq_length
+        item.required("max").fail(fmt::format("expected a length in [1, training.seq_length {}]", t.seq_length));
       bucket.fraction = item.required("fraction").number(0, 1, "expected a fraction in [0, 1]");
       if (!t.seq_length_buckets.empty() && bucket.max <= t.seq_length_buckets.back().max)
         item.required("max").fail(fmt::format("expected a max above the previous bucket's {}",

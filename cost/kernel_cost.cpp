@@ -77,9 +77,14 @@ double gemm_model_ns(const GemmShape& g, const GpuSpec& gpu, const GpuKernelProf
   return std::max(padded_compute_ns, bandwidth_time_ns(gemm_bytes(g), gpu, k.memory_bound));
 }
 
+// Backward attention recomputes the scores and takes two more products than forward: 2.5x its FLOPs.
+double attention_flops(const Op& op) {
+  return attention_forward_flops(op.attention) * (op.kind == OpKind::attention_backward ? 2.5 : 1.0);
+}
+
 double attention_time_ns(const Op& op, const GpuSpec& gpu, const GpuKernelProfile& k) {
   const bool backward = op.kind == OpKind::attention_backward;
-  const double flops = attention_forward_flops(op.attention) * (backward ? 2.5 : 1.0);
+  const double flops = attention_flops(op);
   if (flops <= 0) return 0;
   if (op.attention.flash) {
     const SaturatingEfficiency& eff = op.attention.cudnn ? (backward ? k.fused_attention_backward : k.fused_attention_forward)
@@ -284,8 +289,37 @@ double training_clock_time_ns(const GpuKernelProfile& kernels, const GpuSpec& gp
   return time_at_sm_clock_ns(benchmark_ns, kernels.reference_sm_clock_MHz, kernels.sustained_sm_clock_MHz);
 }
 
+namespace {
+
+// The least time the op's FLOPs take at the GPU's stated bf16 peak. A measured profile times shapes on the GPU
+// it measured; a scenario that states a lower peak for that GPU (a preset with peak_bf16_tflops overridden)
+// would otherwise get those times, and results above 100% MFU.
+TimeNs peak_flops_floor_ns(const GpuSpec& gpu, const Op& op) {
+  if (!(gpu.peak_bf16_tflops > 0)) return 0;  // a spec without a peak (tests' bare GPUs) bounds nothing
+  switch (op_kind_traits(op.kind).pricing) {
+    case OpPricing::gemm: return std::llround(std::ceil(seconds_to_ns(gemm_flops(op.gemm), gpu.peak_bf16_tflops)));
+    case OpPricing::attention: return std::llround(std::ceil(seconds_to_ns(attention_flops(op), gpu.peak_bf16_tflops)));
+    case OpPricing::memory_bound:
+    case OpPricing::collective:
+    case OpPricing::point_to_point: break;
+  }
+  return 0;
+}
+
+TimeNs profile_time_ns(const Profile& profile, const GpuSpec& gpu, const Op& op);
+
+}  // namespace
+
+// No price beats the stated peak, whatever the profile says.
 TimeNs compute_time_ns(const Profile& profile, const GpuSpec& gpu, const Op& op) {
   require_compute(op, "compute_time_ns");
+  return std::max(profile_time_ns(profile, gpu, op), peak_flops_floor_ns(gpu, op));
+}
+
+namespace {
+
+// The profile's price: a time measured in a training step, the benchmark or model price scaled in situ.
+TimeNs profile_time_ns(const Profile& profile, const GpuSpec& gpu, const Op& op) {
   const GpuKernelProfile& kernels = profile.kernels_for(gpu);
   if (is_split_gemm(op)) {
     const double whole_kernel_ns = double(compute_time_ns(profile, gpu, whole_gemm(op))) - kernels.launch_overhead_ns;
@@ -305,6 +339,8 @@ TimeNs compute_time_ns(const Profile& profile, const GpuSpec& gpu, const Op& op)
   if (!kernels.trace_shapes.empty() || prior != 1.0) kernel_ns *= in_situ_ratio(kernels.trace_shapes, op, prior);
   return std::llround(kernel_ns + kernels.launch_overhead_ns);
 }
+
+}  // namespace
 
 std::vector<Op> gemm_group_parts(const Op& op) {
   if (!is_skewed_group(op)) return {op};

@@ -36,7 +36,7 @@ ExecutedRun load_executed_run(const std::filesystem::path& dir, const RunFolderO
   const std::filesystem::path metrics_path = dir / "metrics.json", ops_path = dir / "ops.csv";
   std::vector<std::string> missing;
   for (const std::filesystem::path& path : {plan_path, metrics_path, ops_path})
-    if (!std::filesystem::is_regular_file(path)) missing.push_back(path.string());
+    if (!std::filesystem::exists(path)) missing.push_back(path.string());  // a FIFO or folder: read_input_file names it
   if (!missing.empty())
     throw InputError(missing.front(), "",
                      fmt::format("not found: `twin report` reads the folder of an executed run (`twin execute "

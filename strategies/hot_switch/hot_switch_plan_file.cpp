@@ -51,12 +51,18 @@ std::vector<HotSwitchPhase> pinned_hot_switch_phases(const Scenario& scenario) {
 
 std::vector<HotSwitchPhase> read_hot_switch_detail(const JsonReader& detail, const Scenario& scenario) {
   detail.expect_object();
+  detail.only_keys({"phases", "home"});  // HotSwitchPlan::to_json's keys
   const JsonReader phases_json = detail.required("phases");
   const std::vector<SeqLengthCount> batch = batch_sequences(scenario);
   std::vector<HotSwitchPhase> phases;
   std::int64_t previous_end = 0;
   for (const JsonReader& entry : phases_json.non_empty_elements()) {
     entry.expect_object();
+    entry.only_keys({"min_length_exclusive", "max_length", "sequences", "tokens", "packs", "padded_packs", "strategy",
+                     "strategy_fields", "switch_in"});
+    if (const auto switch_in = entry.find("switch_in")) {  // what the plan's writer reports; the lowering rebuilds it
+      switch_in->only_keys({"gradients", "transfers", "intra_node_bytes", "inter_node_bytes", "max_received_bytes_per_gpu"});
+    }
     const JsonReader low = entry.required("min_length_exclusive");
     if (low.integer(0, std::int64_t{1} << 40) != previous_end)
       low.fail(fmt::format("{} (the phase before ends there)", previous_end));
@@ -78,6 +84,8 @@ std::vector<HotSwitchPhase> read_hot_switch_detail(const JsonReader& detail, con
   }
   if (previous_end != batch.back().length)
     phases_json.fail(fmt::format("phases up to the longest sequence ({} tokens)", batch.back().length));
+  if (const auto home = detail.find("home"); home && home->string() != phases.back().strategy.key())
+    home->fail(fmt::format("\"{}\" (the last phase's strategy)", phases.back().strategy.key()));
   return phases;
 }
 

@@ -30,6 +30,8 @@ SearchSpace every_layer_strategy(const Scenario& scenario) {
 
 PerLayerPlan read_per_layer_detail(const JsonReader& detail, const Scenario& scenario) {
   detail.expect_object();
+  detail.only_keys({"pipeline_model_parallel_size", "stage_micro_batch_size", "num_micro_batches", "schedule",
+                    "stage_num_layers", "layers"});  // PerLayerPlan::to_json's keys
   const int gpus = scenario.cluster.total_gpus();
   PerLayerPlan out;
   const JsonReader stages = detail.required("pipeline_model_parallel_size");

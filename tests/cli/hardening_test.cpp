@@ -1,12 +1,18 @@
 // Hostile and unlucky input end to end: one run's outputs are never mixed with another's, an interrupted
 // run leaves nothing behind, work beyond a stated limit is refused before it is spent, and every refusal
 // names the file and path and exits 1 (2 for a wrong command line).
+#include <algorithm>
+#include <string>
+#include <utility>
+#include <vector>
+
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
 #include "run_twin.hpp"
+#include "small_scenario.hpp"
 
 namespace twin::test {
 namespace {
@@ -14,15 +20,6 @@ namespace {
 namespace fs = std::filesystem;
 
 const std::string kScenarios = std::string(TWIN_SOURCE_DIR) + "/scenarios/";
-
-nlohmann::json small_scenario() {
-  return nlohmann::json::parse(R"({
-    "name": "small", "model": { "preset": "llama2-7b", "num_layers": 4 },
-    "training": { "seq_length": 2048, "global_batch_size": 8 },
-    "cluster": { "nodes": [ { "count": 1, "gpu": "H100-SXM-80GB", "gpus_per_node": 4 } ] },
-    "search": { "tensor_model_parallel_size": [1, 2], "pipeline_model_parallel_size": [1],
-                "micro_batch_size": [1], "zero_stage": [1], "recompute": ["none"] } })");
-}
 
 bool has_staging(const fs::path& out) {
   for (const auto& entry : fs::directory_iterator(out))
@@ -135,20 +132,53 @@ TEST(Hardening, CommandLineMistakesAreNamed) {
   EXPECT_EQ(run.output.find("simulated"), std::string::npos) << "refused before the search: " << run.output;
 }
 
-// tests/cli/hostile/: inputs that once crashed, hung or misled twin (issue 13). Each is refused in one short
-// line that names its file, with exit 1 and no plan.
+// tests/cli/hostile/: inputs that once crashed, hung or misled twin (issues 13, 44). Each scenario there is refused
+// in one short line that names its file (or the file it points to, e.g. a histogram: the same stem), with exit 1,
+// no plan and no control byte on the terminal (a NUL or newline in a value once split or emptied the line).
 TEST(Hardening, EveryHostileInputIsRefusedInOneShortLine) {
   int files = 0;
   for (const auto& entry : fs::directory_iterator(std::string(TWIN_SOURCE_DIR) + "/tests/cli/hostile")) {
+    if (entry.path().extension() != ".json") continue;  // a file a scenario there points to
     TempDir dir("hostile");
     const Outcome run = run_twin("simulate " + entry.path().string() + " --quiet --out " + (dir.path / "o").string());
     EXPECT_EQ(run.exit_code, 1) << entry.path() << run.output.substr(0, 500);
-    EXPECT_NE(run.output.find(entry.path().filename().string()), std::string::npos) << run.output.substr(0, 500);
+    EXPECT_NE(run.output.find(entry.path().stem().string()), std::string::npos) << run.output.substr(0, 500);
     EXPECT_LT(run.output.size(), 1500u) << entry.path();
+    EXPECT_TRUE(run.output.starts_with("[error] ")) << run.output.substr(0, 500);
+    EXPECT_EQ(run.output.find('\n'), run.output.size() - 1) << "one line: " << run.output.substr(0, 500);
+    EXPECT_TRUE(std::none_of(run.output.begin(), run.output.end() - 1,
+                             [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; }))
+        << entry.path() << ": " << run.output.substr(0, 500);
     EXPECT_FALSE(fs::exists(dir.path / "o" / "best.json")) << entry.path();
     ++files;
   }
-  EXPECT_GE(files, 10);
+  EXPECT_GE(files, 19);
+}
+
+// Issue 44's cases name the JSON path and what was expected (and found), escaped onto one line.
+TEST(Hardening, HostileValuesAndKeysAreNamedWhereTheyAre) {
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"profile_nul", "profile_nul.json: at /profile: \\x00: cannot open the file (expected a profile JSON path"},
+      {"profile_control_bytes", "at /profile: a\\nb\\x1b[31m: cannot open the file"},
+      {"value_with_newline_and_nul", "at /model/preset: "},
+      {"bucket_above_seq_length",
+       "at /training/seq_length_buckets/1/max: expected a length in [1, training.seq_length 2048], got 4096"},
+      {"per_layer_plan_zero_stage", "at /strategy/per_layer/zero_stage: unknown key 'zero_stage'"},
+      {"per_layer_misspelt_key",
+       "at /strategy/per_layer/stage_micro_batch_sizee: unknown key 'stage_micro_batch_sizee' (did you mean "
+       "'stage_micro_batch_size'?)"},
+      {"hot_switch_unknown_key", "at /strategy/hot_switch/phasess: unknown key 'phasess'"},
+      {"hot_switch_phase_unknown_key", "at /strategy/hot_switch/phases/0/zero_stage: unknown key 'zero_stage'"},
+      {"histogram_control_bytes", "histogram_control_bytes.csv: line 3: expected \"length,count\" with two integers, "
+                                  "got \"10\\x0024,\\x1b[2J5\""},
+  };
+  for (const auto& [stem, expected] : cases) {
+    TempDir dir("hostile_named");
+    const std::string file = std::string(TWIN_SOURCE_DIR) + "/tests/cli/hostile/" + stem + ".json";
+    const Outcome run = run_twin("simulate " + file + " --quiet --out " + (dir.path / "o").string());
+    EXPECT_EQ(run.exit_code, 1) << run.output;
+    EXPECT_NE(run.output.find(expected), std::string::npos) << stem << ": " << run.output;
+  }
 }
 
 // TP sizes are chosen per kind of GPU, not per node group: 16 node groups of two kinds once meant 4^16

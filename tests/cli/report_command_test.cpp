@@ -1,7 +1,12 @@
 // End to end: `twin report` on a copy of a recorded run writes execution_report.html, the same bytes
 // twice; a folder that is not an executed run fails with the missing file named and exit 1.
+#include <sys/stat.h>
+
+#include <string>
+
 #include <gtest/gtest.h>
 
+#include "core/plan_file.hpp"
 #include "run_twin.hpp"
 
 namespace twin::test {
@@ -45,6 +50,44 @@ TEST(ReportCommand, AFolderThatIsNotAnExecutedRun) {
   EXPECT_NE(run.output.find((dir.path / "metrics.json").string()), std::string::npos) << run.output;
   EXPECT_NE(run.output.find("ops.csv"), std::string::npos) << run.output;
   EXPECT_FALSE(std::filesystem::exists(dir.path / "execution_report.html"));
+}
+
+// A FIFO would block a reader and a folder is no file: each is named for what it is, not "not found".
+TEST(ReportCommand, AFifoOrFolderInPlaceOfARunFileIsNamedForWhatItIs) {
+  TempDir dir("report-fifo");
+  const std::filesystem::path run = copy_fixture("small-single-h200", dir.path);
+  std::filesystem::remove(run / "metrics.json");
+  ASSERT_EQ(mkfifo((run / "metrics.json").c_str(), 0600), 0);
+  Outcome outcome = run_twin("report " + run.string());
+  EXPECT_EQ(outcome.exit_code, 1) << outcome.output;
+  EXPECT_NE(outcome.output.find((run / "metrics.json").string() + ": is a FIFO, not a regular file"), std::string::npos)
+      << outcome.output;
+  std::filesystem::remove(run / "ops.csv");
+  std::filesystem::create_directory(run / "ops.csv");
+  std::filesystem::remove(run / "metrics.json");
+  std::filesystem::copy_file(std::filesystem::path(TWIN_SOURCE_DIR) / "tests/traces/fixtures/executed/small-single-h200" /
+                                 "metrics.json", run / "metrics.json");
+  outcome = run_twin("report " + run.string());
+  EXPECT_EQ(outcome.exit_code, 1) << outcome.output;
+  EXPECT_NE(outcome.output.find((run / "ops.csv").string() + ": is a folder, not a regular file"), std::string::npos)
+      << outcome.output;
+  EXPECT_EQ(outcome.output.find("not found"), std::string::npos) << outcome.output;
+}
+
+TEST(ReportCommand, APlanOfAnotherLoweringSaysWhatWasExpectedAndWhatWasFound) {
+  TempDir dir("report-lowering");
+  const std::filesystem::path run = copy_fixture("small-single-h200", dir.path);
+  std::string plan = read_file(run / "best.json");
+  const std::string current = "\"lowering_version\": " + std::to_string(kLoweringVersion);
+  ASSERT_NE(plan.find(current), std::string::npos);
+  plan.replace(plan.find(current), current.size(), "\"lowering_version\": 4");
+  write_file(run / "best.json", plan);
+  Outcome outcome = run_twin("report " + run.string());
+  EXPECT_EQ(outcome.exit_code, 1) << outcome.output;
+  EXPECT_NE(outcome.output.find("best.json: at /lowering_version: expected " + std::to_string(kLoweringVersion) +
+                                ", got 4 ("),
+            std::string::npos) << outcome.output;
+  EXPECT_NE(outcome.output.find("simulate again)"), std::string::npos) << outcome.output;
 }
 
 TEST(ReportCommand, MalformedOpsCsvNamesTheLine) {

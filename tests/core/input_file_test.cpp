@@ -7,6 +7,8 @@
 #include <functional>
 #include <fstream>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -44,8 +46,11 @@ TEST(InputFile, RefusesWhatIsNotARegularFileInsteadOfBlocking) {
   Folder folder;
   const fs::path fifo = folder.path / "fifo";
   ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
-  for (const fs::path& path : {fifo, fs::path("/dev/zero"), folder.path})
-    EXPECT_NE(error_of([&] { read_input_file(path, "a scenario JSON"); }).find("is not a regular file (expected a scenario JSON)"),
+  const std::vector<std::pair<fs::path, std::string>> kinds = {
+      {fifo, "is a FIFO"}, {fs::path("/dev/zero"), "is a character device"}, {folder.path, "is a folder"}};
+  for (const auto& [path, kind] : kinds)
+    EXPECT_NE(error_of([&] { read_input_file(path, "a scenario JSON"); })
+                  .find(kind + ", not a regular file (expected a scenario JSON)"),
               std::string::npos) << path;
   EXPECT_NE(error_of([&] { read_input_file(folder.path / "missing", "a scenario JSON"); }).find("cannot open the file"),
             std::string::npos);

@@ -6,7 +6,10 @@
 
 #include <filesystem>
 #include <fstream>
+#include <optional>
+#include <set>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -68,7 +71,80 @@ TEST(OutputFolder, AFailedRunLeavesThePreviousOutputsAndNoStaging) {
   } catch (const std::runtime_error&) {
   }
   EXPECT_EQ(text_of(out.path / "ranking.csv"), "old ranking");
-  EXPECT_EQ(std::distance(fs::directory_iterator(out.path), fs::directory_iterator()), 1);
+  std::set<std::string> names;  // the lock file goes with the run that held it
+  for (const auto& entry : fs::directory_iterator(out.path)) names.insert(entry.path().filename().string());
+  EXPECT_EQ(names, (std::set<std::string>{"ranking.csv"}));
+}
+
+// A move that fails half-way (here: setting best.json aside, after ranking.csv) is undone.
+TEST(OutputFolder, APublishThatFailsLeavesThePreviousOutputsAndSaysSo) {
+  Folder out;
+  {
+    OutputFolder first(out.path, {"ranking.csv", "best.json"});
+    write_file_atomically(first.staged("ranking.csv"), "old ranking");
+    write_file_atomically(first.staged("best.json"), "old plan");
+    first.publish();
+  }
+  OutputFolder second(out.path, {"ranking.csv", "best.json"});
+  write_file_atomically(second.staged("ranking.csv"), "new ranking");
+  write_file_atomically(second.staged("best.json"), "new plan");
+  // Where publish sets the old best.json aside, a non-empty folder already: that rename fails.
+  fs::create_directories(second.staged(".previous") / "best.json");
+  write_file_atomically(second.staged(".previous") / "best.json" / "x", "in the way");
+  try {
+    second.publish();
+    ADD_FAILURE() << "published although the old best.json could not be set aside";
+  } catch (const InputError& error) {
+    EXPECT_NE(std::string(error.what()).find("the previous outputs are left as they were"), std::string::npos)
+        << error.what();
+  }
+  EXPECT_EQ(text_of(out.path / "ranking.csv"), "old ranking");
+  EXPECT_EQ(text_of(out.path / "best.json"), "old plan");
+}
+
+TEST(OutputFolder, OneRunAtATimeAndTheSecondIsToldWhichHoldsIt) {
+  Folder out;
+  std::optional<OutputFolder> first(std::in_place, out.path, std::vector<std::string>{"ranking.csv"});
+  try {
+    OutputFolder second(out.path, {"ranking.csv"});
+    ADD_FAILURE() << "a second OutputFolder of a held folder was made";
+  } catch (const InputError& error) {
+    EXPECT_NE(std::string(error.what()).find("in use by another twin run (pid " + std::to_string(getpid()) + ")"),
+              std::string::npos) << error.what();
+  }
+  first.reset();  // released: the next run may write
+  EXPECT_NO_THROW(OutputFolder(out.path, {"ranking.csv"}));
+}
+
+// Two processes: the lock is the kernel's, so it holds across them and is gone with its holder.
+TEST(OutputFolder, AnotherProcessHoldingTheFolderIsNamedAndItsEndReleasesIt) {
+  Folder out;
+  int ready[2];
+  ASSERT_EQ(pipe(ready), 0);
+  const pid_t holder = fork();
+  ASSERT_GE(holder, 0);
+  if (holder == 0) {
+    OutputFolder held(out.path, {"ranking.csv"});
+    const char byte = 1;
+    [[maybe_unused]] const ssize_t written = write(ready[1], &byte, 1);
+    pause();  // until killed: SIGKILL, so that nothing but the kernel releases the lock
+    _exit(0);
+  }
+  char byte = 0;
+  ASSERT_EQ(read(ready[0], &byte, 1), 1);
+  try {
+    OutputFolder second(out.path, {"ranking.csv"});
+    ADD_FAILURE() << "the folder another process holds was taken";
+  } catch (const InputError& error) {
+    EXPECT_NE(std::string(error.what()).find("in use by another twin run (pid " + std::to_string(holder) + ")"),
+              std::string::npos) << error.what();
+  }
+  kill(holder, SIGKILL);
+  int status = 0;
+  waitpid(holder, &status, 0);
+  EXPECT_NO_THROW(OutputFolder(out.path, {"ranking.csv"}));
+  close(ready[0]);
+  close(ready[1]);
 }
 
 TEST(OutputFolder, RemovesTheStagingOfAKilledRun) {

@@ -50,7 +50,7 @@ TEST(ScenarioRoundTrip, EverythingSet) {
     "name": "mixed",
     "model": {"preset": "Mixtral-8x7B", "num_layers": 4, "attention_backend": "unfused", "hidden_dropout": 0.05,
               "moe": {"top_k": 1, "layer_freq": 2, "routing_imbalance": 1.3}},
-    "training": {"seq_length": 4096, "global_batch_size": 64, "precision": "fp16", "optimizer": "sgd",
+    "training": {"seq_length": 16384, "global_batch_size": 64, "precision": "fp16", "optimizer": "sgd",
                  "seq_length_buckets": [{"max": 4096, "fraction": 0.7}, {"max": 16384, "fraction": 0.3}]},
     "cluster": {"nodes": [{"count": 2, "gpu": "h100-sxm-80gb", "gpus_per_node": 8,
                            "nics": {"count": 8, "bandwidth_Gbps": 400, "latency_us": 3}},

@@ -140,12 +140,16 @@ TEST(ScenarioErrors, OutOfRange) {
   d["training"]["global_batch_size"] = 0;
   expect_error(d, "/training/global_batch_size", {"expected a positive integer", "got 0"});
   d = valid();
-  d["training"]["seq_length_buckets"] = {{{"max", 4096}, {"fraction", 0.7}}, {{"max", 8192}, {"fraction", 0.2}}};
+  d["training"]["seq_length_buckets"] = {{{"max", 2048}, {"fraction", 0.7}}, {{"max", 4096}, {"fraction", 0.2}}};
   expect_error(d, "/training/seq_length_buckets", {"expected bucket fractions summing to 1, got 0.9"});
   d["training"]["seq_length_buckets"][1]["fraction"] = 1.5;
   expect_error(d, "/training/seq_length_buckets/1/fraction", {"expected a fraction in [0, 1], got 1.5"});
   d["training"]["seq_length_buckets"] = {{{"max", 4096}, {"fraction", 0.5}}, {{"max", 4096}, {"fraction", 0.5}}};
   expect_error(d, "/training/seq_length_buckets/1/max", {"above the previous bucket's 4096"});
+  // As a histogram's lengths: none above seq_length (issue 44).
+  d["training"]["seq_length_buckets"] = {{{"max", 2048}, {"fraction", 0.5}}, {{"max", 8192}, {"fraction", 0.5}}};
+  expect_error(d, "/training/seq_length_buckets/1/max",
+               {"expected a length in [1, training.seq_length 4096], got 8192"});
   d = valid();
   d["model"]["moe"] = {{"num_experts", 8}, {"top_k", 2}, {"routing_imbalance", 0.5}};
   expect_error(d, "/model/moe/routing_imbalance", {"expected a number >= 1"});

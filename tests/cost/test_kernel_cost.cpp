@@ -161,9 +161,28 @@ TEST(KernelCost, MeasuredShapeWins) {
   Profile profile = estimates();
   const Op op = gemm(4096, 4096, 4096);
   EXPECT_EQ(kernel_shape_key(op), "gemm:m=4096,n=4096,k=4096,count=1,ta=0,tb=0");
-  profile.gpus[0].measured[kernel_shape_key(op)] = {12345, 12000, 13000, 50};
-  EXPECT_EQ(compute_time_ns(profile, h100(), op), 12345 + 2000);
-  EXPECT_NE(compute_time_ns(profile, h100(), gemm(4096, 4096, 2048)), 12345 + 2000);
+  profile.gpus[0].measured[kernel_shape_key(op)] = {200000, 190000, 210000, 50};  // 687 TFLOP/s
+  EXPECT_EQ(compute_time_ns(profile, h100(), op), 200000 + 2000);
+  EXPECT_NE(compute_time_ns(profile, h100(), gemm(4096, 4096, 2048)), 200000 + 2000);
+}
+
+// Issue 44: a preset whose peak the scenario lowers kept its profile's measured times, and MFU went to 60,400%.
+TEST(KernelCost, NoPriceBeatsTheStatedPeak) {
+  Profile profile = estimates();
+  const Op op = gemm(4096, 4096, 4096);  // 137.4 GFLOP
+  profile.gpus[0].measured[kernel_shape_key(op)] = {200000, 190000, 210000, 50};
+  GpuSpec slow = h100();
+  slow.peak_bf16_tflops = 100;
+  EXPECT_EQ(compute_time_ns(profile, slow, op), 1374390);  // its FLOPs at 100 TFLOP/s, rounded up
+  const Op measured_faster_than_possible = gemm(8192, 8192, 8192);
+  profile.gpus[0].measured[kernel_shape_key(measured_faster_than_possible)] = {1000, 1000, 1000, 50};
+  EXPECT_EQ(compute_time_ns(profile, h100(), measured_faster_than_possible),
+            std::llround(std::ceil(2.0 * 8192 * 8192 * 8192 / (h100().peak_bf16_tflops * 1e3))));
+  Op attention;
+  attention.kind = OpKind::attention_backward;
+  attention.attention = {.batch = 1, .heads = 32, .kv_heads = 32, .seq_q = 4096, .seq_kv = 4096, .head_dim = 128,
+                         .causal = true, .flash = true};
+  EXPECT_GE(compute_time_ns(profile, slow, attention), 2.5 * 4.0 * 32 * 4096.0 * 4096 * 128 / 2 / (100 * 1e3));
 }
 
 TEST(KernelCost, CommunicationIsNotAKernel) {

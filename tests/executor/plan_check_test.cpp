@@ -128,6 +128,7 @@ TEST(PlanCheck, RunsHotSwitchingPhasesOfOneOrSeveralLayouts) {
   other.document["family_plan"]["detail"]["phases"][1]["strategy"] =
       other.document["family_plan"]["detail"]["phases"][1]["strategy"].get<std::string>().replace(
           other.document["family_plan"]["detail"]["phases"][1]["strategy"].get<std::string>().find(".z0."), 4, ".z1.");
+  other.document["family_plan"]["detail"]["home"] = other.document["family_plan"]["detail"]["phases"][1]["strategy"];
   EXPECT_EQ(refusal_path(other), "");
 }
 

@@ -140,7 +140,8 @@ TEST(HotSwitchPlanFile, PhasesThatDoNotFollowFromTheScenarioAreRefusedWhereTheyA
   nlohmann::json cut = good;
   cut["family_plan"]["detail"]["phases"].erase(1);
   EXPECT_EQ(error_path(cut), "/family_plan/detail/phases");
-  EXPECT_EQ(with("/family_plan/family", "per-layer"), "/family_plan/detail");  // read as a per-layer detail
+  // Read as a per-layer detail: its first key a per-layer detail does not have.
+  EXPECT_EQ(with("/family_plan/family", "per-layer"), "/family_plan/detail/home");
   EXPECT_EQ(with("/family_plan/family", "heterogeneous"), "/family_plan/detail/home");  // read as an asymmetric detail
   EXPECT_EQ(with("/family_plan/family", "pipelined"), "/family_plan/family");
 }
