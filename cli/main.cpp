@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 #include <iostream>
+#include <new>
 
 #include <CLI/CLI.hpp>
 #include <spdlog/sinks/stdout_color_sinks.h>
@@ -71,6 +72,15 @@ int main(int argc, char** argv) {
 #endif
   } catch (const twin::InputError& e) {
     spdlog::error("{}", e.what());
+    return 1;
+  } catch (const std::bad_alloc&) {
+    // The last resort: the up-front estimates (README "Limits") refuse the inputs known to need this much.
+    const std::vector<CLI::App*> chosen = app.get_subcommands();
+    spdlog::error("twin {}: ran out of memory (the process could allocate no more): the input asks for more work "
+                  "than this machine's memory holds; narrow it (for a scenario: a smaller training.global_batch_size "
+                  "or larger micro_batch_size, fewer nodes, fewer search options; for a run folder: smaller files) "
+                  "or run where more memory is allowed",
+                  chosen.empty() ? std::string("") : chosen.front()->get_name());
     return 1;
   } catch (const std::exception& e) {
     spdlog::error("{}", e.what());

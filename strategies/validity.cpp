@@ -108,11 +108,16 @@ std::optional<std::string> invalid_reason(const Scenario& scenario, const Strate
           "MoE with tensor_model_parallel_size > 1 needs sequence_parallel: experts are not tensor-parallel, so "
           "each TP rank must route its own share of the tokens");
   }
-  if (const std::int64_t ops = estimated_op_count(scenario, s); ops > kMaxOpsPerCandidate)
-    return fmt::format("its op graph would hold about {:.1f} M ops ({} micro-batches x {} layers), more than the "
-                       "limit of {} M: a larger micro_batch_size (fewer micro-batches) or a smaller global batch",
-                       ops / 1e6, s.num_micro_batches, m.num_layers, kMaxOpsPerCandidate / 1000000);
-  return std::nullopt;
+  return too_many_ops_reason(scenario, s);
+}
+
+std::optional<std::string> too_many_ops_reason(const Scenario& scenario, const Strategy& s) {
+  const std::int64_t ops = estimated_op_count(scenario, s);
+  if (ops <= kMaxOpsPerCandidate) return std::nullopt;
+  return fmt::format("its op graph would hold about {:.1f} M ops ({} micro-batches x {} layers), more than the "
+                     "limit of {} M: a larger micro_batch_size (fewer micro-batches) or a smaller global batch",
+                     static_cast<double>(ops) / 1e6, s.num_micro_batches, scenario.model.num_layers,
+                     kMaxOpsPerCandidate / 1000000);
 }
 
 std::int64_t estimated_op_count(const Scenario& scenario, const Strategy& s) {

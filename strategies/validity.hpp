@@ -23,5 +23,9 @@ std::optional<std::string> invalid_reason(const Scenario& scenario, const Strate
 // graph and simulation would take gigabytes (about 0.5 KB per op simulated, more with traces).
 inline constexpr std::int64_t kMaxOpsPerCandidate = 8000000;
 std::int64_t estimated_op_count(const Scenario& scenario, const Strategy& strategy);
+// The reason a graph of about estimated_op_count ops is refused (its size, the limit and how to narrow it), or
+// nullopt within kMaxOpsPerCandidate. The plan families bound their plans by it too, each with a Strategy of the
+// plan's micro-batches (all pipelines') and splits, before lowering or pricing anything of the plan.
+std::optional<std::string> too_many_ops_reason(const Scenario& scenario, const Strategy& strategy);
 
 }  // namespace twin
