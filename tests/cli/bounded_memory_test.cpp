@@ -64,15 +64,17 @@ TEST(BoundedMemory, RecalibrationFoldsALargeOpsCsvRowByRow) {
 }
 
 TEST(BoundedMemory, ExhaustedMemoryIsNamedWithWhatToNarrow) {
-  // The 70B search on 1,024 GPUs in 200 MB of address space: a library's std::bad_alloc must not be the message.
+  // Recalibration keeps a sample per row: 64 MB of rows in 200 MB of address space cannot fit. A library's
+  // std::bad_alloc must not be the message.
   TempDir dir("out_of_memory");
-  const Outcome run = run_twin_under("ulimit -v 204800;", "simulate " + std::string(TWIN_SOURCE_DIR) +
-                                                              "/scenarios/llama2-70b-1024xH100.json --jobs 1 --quiet "
-                                                              "--out " + (dir.path / "o").string());
+  write_large_run(dir.path / "run", kOpsCsvBytes);
+  const Outcome run = run_twin_under("ulimit -v 204800;", "calibrate --from-trace " + (dir.path / "run").string() +
+                                                              " --out " + (dir.path / "p.json").string());
   EXPECT_EQ(run.exit_code, 1) << run.output;
-  EXPECT_NE(run.output.find("twin simulate: ran out of memory"), std::string::npos) << run.output;
+  EXPECT_NE(run.output.find("twin calibrate: ran out of memory"), std::string::npos) << run.output;
   EXPECT_EQ(run.output.find("bad_alloc"), std::string::npos) << run.output;
   EXPECT_LT(run.output.size(), 1000u) << run.output;
+  EXPECT_FALSE(fs::exists(dir.path / "p.json"));
 }
 
 }  // namespace
