@@ -41,7 +41,7 @@ BoundaryChoice choose_boundaries(const BoundaryCosts& costs, int home);
 // strategy) is lowered and simulated whole, each counted as strategies/validity.hpp counts a graph. Beyond
 // kMaxHotSwitchSearchOps, check_hot_switch_search_size throws InputError at /search/hot_switch with the estimate and
 // how to narrow it, before anything is simulated (search_hot_switch calls it first).
-inline constexpr double kMaxHotSwitchSearchOps = 1e9;
+inline constexpr double kMaxHotSwitchSearchOps = 40e6;  // about 40 s on the 2-core development machine (docs/PERFORMANCE.md)
 double hot_switch_search_ops(const Scenario& scenario, const std::vector<SeqLengthCount>& batch,
                              const std::vector<std::int64_t>& boundaries, const std::vector<Strategy>& strategies);
 void check_hot_switch_search_size(const Scenario& scenario, const std::vector<SeqLengthCount>& batch,

@@ -38,7 +38,7 @@ TEST(HotSwitchBounds, ASearchBeyondTheBoundIsRefusedAtItsPath) {
     ADD_FAILURE() << "no InputError";
   } catch (const InputError& error) {
     EXPECT_EQ(error.json_path(), "/search/hot_switch");
-    EXPECT_NE(error.expected().find("a hot-switching search that simulates at most 1000 M ops, got about"),
+    EXPECT_NE(error.expected().find("a hot-switching search that simulates at most 40 M ops, got about"),
               std::string::npos) << error.what();
   }
 }
