@@ -241,9 +241,20 @@ std::int64_t most_pipelines(const Scenario& scenario, std::int64_t micro_batches
   std::int64_t fits = 1, too_many = micro_batches + 1;  // binary search: fits is within the bound, too_many is not
   while (too_many - fits > 1) {
     const std::int64_t middle = fits + (too_many - fits) / 2;
-    (asymmetric_too_many_ops_reason(scenario, Strategy{}, micro_batches, middle) ? too_many : fits) = middle;
+    if (asymmetric_too_many_ops_reason(scenario, Strategy{}, micro_batches, middle)) too_many = middle;
+    else fits = middle;
   }
   return fits;
+}
+
+// The search's micro-batch sizes that divide the batch into few enough micro-batches for one graph
+// (strategies/validity.hpp's bound, at one pipeline).
+std::vector<int> graphable_micro_batch_sizes(const Scenario& scenario) {
+  const std::int64_t global = scenario.training.global_batch_size;
+  std::vector<int> sizes;
+  for (int mbs : scenario.search.micro_batch_size)
+    if (global % mbs == 0 && !asymmetric_too_many_ops_reason(scenario, Strategy{}, global / mbs, 1)) sizes.push_back(mbs);
+  return sizes;
 }
 
 // The next choice of one TP size per kind (an odometer over tp_options); false after the last.
@@ -293,17 +304,12 @@ std::vector<Candidate> heterogeneous_candidates(const Scenario& scenario, const 
   PlanBuilder builder(scenario, profile);
   std::vector<Estimated> estimates;
   std::set<std::string> seen;
-  // Micro-batch sizes that divide the batch into few enough micro-batches for one graph (strategies/validity.hpp):
-  // checked before any layout is built, as a cluster of many nodes has layouts of gigabytes.
-  const std::int64_t global = scenario.training.global_batch_size;
-  std::vector<int> micro_batch_sizes;
-  for (int mbs : space.micro_batch_size)
-    if (global % mbs == 0 && !asymmetric_too_many_ops_reason(scenario, Strategy{}, global / mbs, 1))
-      micro_batch_sizes.push_back(mbs);
+  // Checked before any layout is built: a cluster of many nodes has layouts of gigabytes.
+  const std::vector<int> micro_batch_sizes = graphable_micro_batch_sizes(scenario);
   if (micro_batch_sizes.empty()) return {};
   LayoutBounds bounds;
-  bounds.max_pipelines = most_pipelines(scenario, global / *std::min_element(micro_batch_sizes.begin(),
-                                                                              micro_batch_sizes.end()));
+  bounds.max_pipelines = most_pipelines(scenario, scenario.training.global_batch_size /
+                                                      *std::min_element(micro_batch_sizes.begin(), micro_batch_sizes.end()));
   bounds.max_stages = model.num_layers;
   std::vector<std::size_t> choice(kinds, 0);
   do {
