@@ -10,6 +10,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <thread>
 #include <tuple>
 
 #include <fmt/format.h>
@@ -20,6 +21,7 @@
 #include "sim/flat_graph.hpp"
 #include "strategies/heterogeneous/asymmetric_plan.hpp"
 #include "strategies/lowering_emitter.hpp"
+#include "strategies/validity.hpp"
 
 namespace twin {
 namespace {
@@ -340,8 +342,18 @@ std::vector<Candidate> heterogeneous_candidates(const Scenario& scenario, const 
   });
   if (static_cast<int>(estimates.size()) > simulate_top) estimates.resize(static_cast<std::size_t>(simulate_top));
 
+  // Each plan's whole graph is in memory while it is simulated (about 0.5 KB an op): together, the plans simulated at
+  // once stay within one bound's worth of ops.
+  std::int64_t largest_ops = 1;
+  for (const Estimated& e : estimates)
+    largest_ops = std::max(largest_ops, asymmetric_op_count(scenario, e.shared, scenario.training.global_batch_size /
+                                                                                    e.plan.front().micro_batch_size,
+                                                            static_cast<std::int64_t>(e.plan.size())));
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int threads = static_cast<int>(
+      std::clamp<std::int64_t>(kMaxOpsPerCandidate / largest_ops, 1, jobs > 0 ? jobs : cores));
   std::vector<Candidate> out(estimates.size());
-  parallel_for(estimates.size(), jobs, [&](std::size_t k) {
+  parallel_for(estimates.size(), threads, [&](std::size_t k) {
     out[k] = evaluate_asymmetric_plan(scenario, profile, estimates[k].shared, estimates[k].plan, false);
   });
   return out;
