@@ -5,6 +5,7 @@
 // Pure arithmetic on values: reading a run folder is traces/recalibration_run.hpp, files are
 // calibrate/recalibration_files.hpp.
 #pragma once
+#include <deque>
 #include <optional>
 #include <string>
 #include <vector>
@@ -35,7 +36,9 @@ struct MeasuredOpSample {
 
 struct RunMeasurements {
   std::string run;                        // "trace:<run folder>", the source recorded in the profile
-  std::vector<MeasuredOpSample> samples;  // compute ops and collectives that ran
+  // Compute ops and collectives that ran. A deque: a run of millions of rows grows it without the copy a vector's
+  // doubling makes (the old and new buffers at once), and recalibrate() points at its elements.
+  std::deque<MeasuredOpSample> samples;
   int absent_ops = 0;                     // ops with no kernel in any iteration (nothing to fold)
   int point_to_point_ops = 0;             // sends and receives: left out (their time includes waiting)
   int shared_gpu_ops = 0;                 // compute ops that ran beside another stream's compute: left out

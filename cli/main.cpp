@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 #include <iostream>
+#include <new>
 
 #include <CLI/CLI.hpp>
 #include <spdlog/sinks/stdout_color_sinks.h>
@@ -69,6 +70,15 @@ int main(int argc, char** argv) {
 #ifdef TWIN_WITH_CUDA
     if (twin::execute_selected(app)) return twin::run_execute(app);
 #endif
+  } catch (const std::bad_alloc&) {
+    // The last resort: the up-front estimates (README "Limits") refuse the inputs known to need this much.
+    const std::vector<CLI::App*> chosen = app.get_subcommands();
+    spdlog::error("twin {}: ran out of memory (the process could allocate no more): the input asks for more work "
+                  "than this machine's memory holds; narrow it (for a scenario: a smaller training.global_batch_size "
+                  "or larger micro_batch_size, fewer nodes, fewer search options; for a run folder: smaller files) "
+                  "or run where more memory is allowed",
+                  chosen.empty() ? std::string("") : chosen.front()->get_name());
+    return 1;
   } catch (const std::exception& e) {  // InputError and any other: one line, control bytes escaped
     spdlog::error("{}", twin::error_line(e));
     return 1;

@@ -55,7 +55,9 @@ void add_simulate_command(CLI::App& app, SimulateOptions& options) {
   sub->add_option("--jobs", options.jobs, "Threads that simulate candidates (0 = all cores)")
       ->capture_default_str()
       ->check(CLI::Range(0, 4096));
-  sub->add_flag("--quiet", options.quiet, "Print only errors and the final summary");
+  sub->add_flag("--quiet", options.quiet,
+                "Print only errors, warnings and the final summary; a search still simulating after 10 s says once,\n"
+                "on stderr, how far it is and about how long the rest takes");
   sub->add_option("--plan-key", options.plan_key,
                   "Write best.json, megatron_args.txt and the report's plan for the simulated candidate of this\n"
                   "key (ranking.csv's strategy column) instead of the fastest, e.g. to run the best static plan\n"
@@ -76,12 +78,18 @@ void add_simulate_command(CLI::App& app, SimulateOptions& options) {
 
 namespace {
 
-// A progress line on a terminal, a log line every 10% otherwise.
+// A progress line on a terminal, a log line every 10% otherwise. Under --quiet nothing, unless the search is still
+// simulating after kQuietNoticeAfter_s: then one line on stderr, once, with how far it is and how long the rest
+// should take at the pace so far (a run in a script must not look hung).
 class Progress {
  public:
-  explicit Progress(bool quiet) : quiet_(quiet), terminal_(isatty(fileno(stderr)) != 0) {}
+  static constexpr double kQuietNoticeAfter_s = 10;
+
+  explicit Progress(bool quiet)
+      : quiet_(quiet), terminal_(isatty(fileno(stderr)) != 0), started_(std::chrono::steady_clock::now()) {}
   void operator()(int done, int total) {
-    if (quiet_ || total == 0) return;
+    if (total == 0) return;
+    if (quiet_) return notice_once_if_slow(done, total);
     if (terminal_) {
       std::fprintf(stderr, "\rsimulating %d/%d strategies (%.0f%%)", done, total, 100.0 * done / total);
       if (done == total) std::fputc('\n', stderr);
@@ -95,8 +103,20 @@ class Progress {
   }
 
  private:
+  void notice_once_if_slow(int done, int total) {
+    const double elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
+    if (noticed_ || done == 0 || done == total || elapsed_s < kQuietNoticeAfter_s) return;
+    noticed_ = true;
+    std::fprintf(stderr,
+                 "twin simulate: %d of %d strategies simulated in %.0f s; about %.0f s more at this pace, then the plan "
+                 "families (--quiet prints this line once)\n",
+                 done, total, elapsed_s, elapsed_s * (total - done) / done);
+  }
+
   bool quiet_, terminal_;
+  std::chrono::steady_clock::time_point started_;
   int last_decile_ = 0;
+  bool noticed_ = false;
 };
 
 // "top<k>_<the plan's key, cut to 60 characters>_<8 hex digits of its hash>.json": short enough for any

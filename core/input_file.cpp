@@ -37,7 +37,7 @@ std::string_view kind_of(fs::file_type type) {
 
 }  // namespace
 
-std::string read_input_file(const fs::path& path, std::string_view expected, std::uintmax_t max_bytes) {
+std::ifstream open_input_file(const fs::path& path, std::string_view expected, std::uintmax_t max_bytes) {
   const std::string name = path.string();
   std::error_code error;
   const fs::file_status status = fs::status(path, error);
@@ -51,6 +51,12 @@ std::string read_input_file(const fs::path& path, std::string_view expected, std
                                            expected));
   std::ifstream in(path, std::ios::binary);
   if (!in) throw InputError(name, "", fmt::format("cannot open the file (expected {})", expected));
+  return in;
+}
+
+std::string read_input_file(const fs::path& path, std::string_view expected, std::uintmax_t max_bytes) {
+  const std::string name = path.string();
+  std::ifstream in = open_input_file(path, expected, max_bytes);
   std::string text;
   std::vector<char> block(1 << 16);
   while (in) {

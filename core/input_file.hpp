@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <string_view>
 
@@ -21,6 +22,11 @@ inline constexpr std::uintmax_t kMaxRunFileBytes = std::uintmax_t{1} << 30;
 // "... is N bytes, more than the limit of M".
 std::string read_input_file(const std::filesystem::path& path, std::string_view expected,
                             std::uintmax_t max_bytes = kMaxInputBytes);
+
+// The same checks of type and size as read_input_file, then the file opened for reading in pieces (a reader
+// that streams a large file must still stop at `max_bytes`: the file may grow while it is read).
+std::ifstream open_input_file(const std::filesystem::path& path, std::string_view expected,
+                              std::uintmax_t max_bytes = kMaxInputBytes);
 
 // Parses `text` as JSON. Rejects, naming `file` and the JSON path: a key given twice in one object, nesting
 // deeper than 256, a number beyond the range of a double; and malformed JSON with the parser's position.

@@ -60,7 +60,7 @@ ExecutedRun load_executed_run(const std::filesystem::path& dir, const RunFolderO
                      fmt::format("\"{}\" (the strategy of {}), got \"{}\": the run is of another plan",
                                  run.plan.strategy.key(), plan_path.string(), run.metrics.strategy));
 
-  run.ranks = measured_ranks_from_rows(read_ops_csv(ops_path), run.graph, run.prediction, ops_path.string());
+  run.ranks = read_measured_ranks(ops_path, run.graph, run.prediction);
   for (MeasuredRank& rank : run.ranks) {
     const RankMetrics* entry = nullptr;
     for (const RankMetrics& candidate : run.metrics.ranks)

@@ -114,7 +114,11 @@ std::optional<std::string> invalid_reason(const Scenario& scenario, const Strate
   Strategy replayed = s;
   if (const std::optional<SteadyStateReplay> steady = steady_state_counts(scenario, s))
     replayed.num_micro_batches = steady->second_micro_batches;
-  if (auto too_large = whole_graph_too_large(scenario, replayed))
+  return too_many_ops_reason(scenario, replayed);
+}
+
+std::optional<std::string> too_many_ops_reason(const Scenario& scenario, const Strategy& s) {
+  if (auto too_large = whole_graph_too_large(scenario, s))
     return *too_large + ": a larger micro_batch_size (fewer micro-batches) or a smaller global batch";
   return std::nullopt;
 }

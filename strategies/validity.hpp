@@ -28,5 +28,9 @@ std::int64_t estimated_op_count(const Scenario& scenario, const Strategy& strate
 // Why the whole iteration's graph of a valid strategy cannot be held (a whole replay, op timings, traces, a plan
 // file), naming its size; nullopt when it can. Only a strategy that the steady state stands for gets past the limit.
 std::optional<std::string> whole_graph_too_large(const Scenario& scenario, const Strategy& strategy);
+// The reason a graph of about estimated_op_count ops is refused (its size, the limit and how to narrow it), or
+// nullopt within kMaxOpsPerCandidate. The plan families bound their plans by it too, each with a Strategy of the
+// plan's micro-batches (all pipelines') and splits, before lowering or pricing anything of the plan.
+std::optional<std::string> too_many_ops_reason(const Scenario& scenario, const Strategy& strategy);
 
 }  // namespace twin

@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
-# Fuzzes twin's readers with libFuzzer under ASan and UBSan: the scenario parser (tests/fuzz/fuzz_scenario.cpp)
-# for half the time, profiles, plans, sequence-length histograms, run metrics and ops.csv (tests/fuzz/fuzz_inputs.cpp)
-# for the other half. Usage: tools/fuzz.sh [SECONDS]   (default 60, in all). Fails on any crash, sanitizer
-# report, hang or exception other than InputError.
+# Fuzzes twin's readers with libFuzzer under ASan and UBSan: the scenario parser (tests/fuzz/fuzz_scenario.cpp) for
+# a third of the time; the family plans a scenario pins, read as their searches read them
+# (tests/fuzz/fuzz_family_plans.cpp) for a third; profiles, plans, sequence-length histograms, run metrics and ops.csv
+# (tests/fuzz/fuzz_inputs.cpp) for the last third. Then run folders with large files: `twin report` and `twin
+# calibrate --from-trace` on ops.csv files of 64 MB and 256 MB (tools/large_run_folder.py) must read them to their end
+# within 8 times the file's size in memory (ASan's hard_rss_limit_mb) and never end in std::bad_alloc.
+# Usage: tools/fuzz.sh [SECONDS]   (default 60, in all). Fails on any crash, sanitizer report, hang, exception other
+# than InputError, or a large run folder over its memory.
 set -euo pipefail
 seconds="${1:-60}"
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -11,7 +15,7 @@ build="$root/build-fuzz"
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ \
   -DTWIN_BUILD_FUZZ=ON -DTWIN_BUILD_TESTS=ON -DTWIN_WITH_CUDA=OFF \
   -DCMAKE_CXX_FLAGS='-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined' >/dev/null
-cmake --build "$build" --target fuzz_scenario fuzz_inputs -j2
+cmake --build "$build" --target fuzz_scenario fuzz_family_plans fuzz_inputs twin -j2
 
 # Each fuzzer grows its corpus in the build folder; the seeds in the repository stay as they are.
 run() {  # run TARGET CORPUS_NAME SECONDS SEEDS...
@@ -26,6 +30,27 @@ run() {  # run TARGET CORPUS_NAME SECONDS SEEDS...
     -dict="$root/tests/fuzz/scenario.dict" -artifact_prefix="$build/$target-" "$corpus"
 }
 shopt -s nullglob
-run fuzz_scenario fuzz_corpus $(( (seconds + 1) / 2 )) "$root"/scenarios/*.json "$root"/tests/fuzz/corpus/* \
+run fuzz_scenario fuzz_corpus $(( (seconds + 2) / 3 )) "$root"/scenarios/*.json "$root"/tests/fuzz/corpus/* \
   $(find "$root/tests/cli/hostile" -name "*.json" -size -20k)
-run fuzz_inputs fuzz_inputs_corpus $(( seconds / 2 )) "$root"/tests/fuzz/inputs/*
+run fuzz_family_plans fuzz_family_corpus $(( (seconds + 1) / 3 )) "$root"/tests/fuzz/corpus/*pinned*.json \
+  "$root"/tests/fuzz/corpus/heterogeneous_pipelines.json "$root"/scenarios/*fixed-plan*.json
+run fuzz_inputs fuzz_inputs_corpus $(( seconds / 3 )) "$root"/tests/fuzz/inputs/*
+
+# Run folders with large files: read to their end (report stops at metrics.json, which lists rank 0 only).
+large="$build/large_runs"
+for megabytes in 64 256; do
+  run_dir="$large/ops_${megabytes}MB"
+  python3 "$root/tools/large_run_folder.py" "$root/tests/traces/fixtures/executed/7b4l-mbs1-h200" "$run_dir" \
+    $(( megabytes << 20 )) >/dev/null
+  for command in "report $run_dir" "calibrate --from-trace $run_dir --out $large/profile.json"; do
+    set +e
+    output="$(ASAN_OPTIONS=detect_leaks=0:hard_rss_limit_mb=$(( 8 * megabytes + 512 )) "$build/twin" $command 2>&1)"
+    status=$?
+    set -e
+    if [ "$status" -gt 1 ] || grep -q "bad_alloc\|hard rss limit\|AddressSanitizer" <<<"$output"; then
+      echo "large run folder: twin $command exited $status: ${output:0:2000}" >&2
+      exit 1
+    fi
+  done
+  echo "large run folder of ${megabytes} MB: read within $(( 8 * megabytes + 512 )) MB"
+done

@@ -3,6 +3,7 @@
 // comparisons `twin execute` made. Every complaint names the file, the line and the column.
 #pragma once
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -30,17 +31,20 @@ struct OpsCsvRow {
   int shared_gpu_iterations = 0;  // 0 in files written before the column existed
 };
 
-// RFC 4180 (quoted fields, CRLF or LF line ends); the header must be ops_csv_columns(). Throws InputError
-// (file `source`, "line N, column C") for a wrong header, a short or long row, or a value out of type.
+// Calls `visit` with each row of the ops.csv at `path` in file order, reading the file in pieces: the reader
+// holds one row whatever the file's size (at most kMaxRunFileBytes). RFC 4180 (quoted fields, CRLF or LF line
+// ends); the header must be ops_csv_columns(). Throws InputError (the file, "line N, column C") for a file that
+// cannot be read, a wrong header, a short or long row, or a value out of type.
+void for_each_ops_csv_row(const std::filesystem::path& path, const std::function<void(const OpsCsvRow&)>& visit);
+// The rows of `text`, read as for_each_ops_csv_row reads a file named `source`.
 std::vector<OpsCsvRow> parse_ops_csv(std::string_view text, const std::string& source);
-// Reads and parses the file; InputError when it cannot be read.
-std::vector<OpsCsvRow> read_ops_csv(const std::filesystem::path& path);
 
-// One MeasuredRank per rank of `rows` (ascending), its ops filled from the rows' measured columns
-// (iterations and spans are not in ops.csv: left empty). Each row must name the op of `graph` at its
-// index (name, kind, role, phase, stream, layer, micro_batch) with the predicted times of `prediction`,
-// and every rank must list every op of its class once; InputError naming the line otherwise.
-std::vector<MeasuredRank> measured_ranks_from_rows(const std::vector<OpsCsvRow>& rows, const IterationGraph& graph,
-                                                   const PlanPrediction& prediction, const std::string& source);
+// One MeasuredRank per rank of the ops.csv at `path` (ascending), its ops filled from the rows' measured columns
+// (iterations and spans are not in ops.csv: left empty), joined as the rows are read: memory is what the ranks
+// keep. Each row must name the op of `graph` at its index (name, kind, role, phase, stream, layer, micro_batch)
+// with the predicted times of `prediction`, and every rank must list every op of its class once; InputError
+// naming the line otherwise.
+std::vector<MeasuredRank> read_measured_ranks(const std::filesystem::path& ops_csv, const IterationGraph& graph,
+                                              const PlanPrediction& prediction);
 
 }  // namespace twin

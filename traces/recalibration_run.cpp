@@ -52,9 +52,10 @@ RunMeasurements read_run_measurements(const fs::path& ops_csv, const IterationGr
   const std::string file = ops_csv.string();
   RunMeasurements result;
   result.run = run;
-  // (rank, class, op) -> line: a rank runs one class per part of the step (hot switching's phases).
-  std::map<std::tuple<int, int, OpIndex>, int> seen;
-  for (const OpsCsvRow& row : read_ops_csv(ops_csv)) {
+  // (rank, class) -> the line of each op's row, 0 before it: a rank runs one class per part of the step (hot
+  // switching's phases). Four bytes an op, where a map entry per row took twenty times that.
+  std::map<std::pair<int, int>, std::vector<int>> seen;
+  for_each_ops_csv_row(ops_csv, [&](const OpsCsvRow& row) {
     const int line = row.line;
     if (row.rank_class < 0 || row.rank_class >= static_cast<int>(graph.classes.size()))
       throw InputError(file, fmt::format("line {}, column rank_class", line),
@@ -70,23 +71,26 @@ RunMeasurements read_run_measurements(const fs::path& ops_csv, const IterationGr
       throw InputError(file, fmt::format("line {}, columns name and kind", line),
                        fmt::format("op {} of class {} of the plan: {} ({}), not {} ({}): ops.csv of another plan?", index,
                                    c, op_name(op), to_string(op.kind), row.name, row.kind));
-    if (auto [it, inserted] = seen.emplace(std::tuple{row.rank, c, index}, line); !inserted)
+    std::vector<int>& lines = seen[{row.rank, c}];
+    if (lines.empty()) lines.assign(rank_class.size(), 0);
+    if (lines[index] != 0)
       throw InputError(file, fmt::format("line {}", line),
                        fmt::format("one row per rank, class and op (rank {} class {} op {} is on line {} too)",
-                                   row.rank, c, index, it->second));
+                                   row.rank, c, index, lines[index]));
+    lines[index] = line;
     if (!row.measured_median_ns) {
       ++result.absent_ops;
-      continue;
+      return;
     }
     if (op.kind == OpKind::send || op.kind == OpKind::recv) {
       ++result.point_to_point_ops;
-      continue;
+      return;
     }
     // Beside the other strand's compute (double strand) an op shares the GPU: its time is not the one a profile
     // holds, its time alone.
     if (!op.is_communication() && row.shared_gpu_iterations > 0) {
       ++result.shared_gpu_ops;
-      continue;
+      return;
     }
     MeasuredOpSample sample;
     sample.op = op;
@@ -105,7 +109,7 @@ RunMeasurements read_run_measurements(const fs::path& ops_csv, const IterationGr
                                               static_cast<double>(op.bytes), links);
     }
     result.samples.push_back(std::move(sample));
-  }
+  });
   return result;
 }
 

@@ -247,7 +247,12 @@ Candidate evaluate_asymmetric_plan(const Scenario& scenario, const Profile& prof
   candidate.strategy = stage_strategy(shared, plan.front(), 0);
   candidate.strategy.data_parallel_size = static_cast<int>(plan.size());
   candidate.strategy.zero_stage = shared.zero_stage;
-  candidate.infeasible_reason = asymmetric_out_of_memory_reason(scenario, shared, plan, candidate.memory);
+  std::int64_t micro_batches = 0;
+  for (const AsymmetricPipeline& pipeline : plan) micro_batches += pipeline.num_micro_batches;
+  const auto pipelines = static_cast<std::int64_t>(plan.size());
+  if (auto too_many = asymmetric_too_many_ops_reason(scenario, shared, micro_batches, pipelines))
+    candidate.infeasible_reason = *too_many;
+  else candidate.infeasible_reason = asymmetric_out_of_memory_reason(scenario, shared, plan, candidate.memory);
   candidate.feasible = candidate.infeasible_reason.empty();
   if (candidate.feasible) {
     IterationGraph graph = lower_asymmetric_plan(scenario, shared, plan);

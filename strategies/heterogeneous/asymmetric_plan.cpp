@@ -4,12 +4,14 @@
 #include "strategies/heterogeneous/asymmetric_plan.hpp"
 
 #include <algorithm>
+#include <limits>
 #include <set>
 
 #include <fmt/format.h>
 
 #include "core/scenario_pipelines.hpp"
 #include "strategies/sharded_parameters.hpp"
+#include "strategies/validity.hpp"
 
 namespace twin {
 
@@ -209,6 +211,29 @@ nlohmann::json AsymmetricPlan::to_json() const {
 Candidate AsymmetricPlan::evaluate(const Scenario& scenario, const Profile& profile, bool record_op_timings,
                                    IterationGraph* graph) const {
   return evaluate_asymmetric_plan(scenario, profile, shared, pipelines, record_op_timings, graph);
+}
+
+std::int64_t asymmetric_op_count(const Scenario& scenario, const Strategy& shared, std::int64_t micro_batches,
+                                 std::int64_t pipelines) {
+  Strategy whole = shared;
+  whole.num_micro_batches = static_cast<int>(std::min<std::int64_t>(micro_batches, std::numeric_limits<int>::max()));
+  // Each gradient segment (at most one per unit) is reduced by a ring over the pipelines: a send and a receive
+  // per step, 2 (pipelines - 1) steps, on one class of every pipeline.
+  const double ring_ops = static_cast<double>(scenario.model.num_layers + 2) * 4.0 * static_cast<double>(pipelines) *
+                          static_cast<double>(std::max<std::int64_t>(0, pipelines - 1));
+  const double ops = static_cast<double>(estimated_op_count(scenario, whole)) + ring_ops;
+  return ops > 1e15 ? std::int64_t{1000000000000000} : static_cast<std::int64_t>(ops);
+}
+
+std::optional<std::string> asymmetric_too_many_ops_reason(const Scenario& scenario, const Strategy& shared,
+                                                          std::int64_t micro_batches, std::int64_t pipelines) {
+  const std::int64_t ops = asymmetric_op_count(scenario, shared, micro_batches, pipelines);
+  if (ops <= kMaxOpsPerCandidate) return std::nullopt;
+  return fmt::format("its op graph would hold about {:.1f} M ops ({} micro-batches x {} layers, and a gradient ring "
+                     "over {} pipelines per segment), more than the limit of {} M: a larger micro_batch_size, a "
+                     "smaller global batch, or fewer pipelines (fewer nodes)",
+                     static_cast<double>(ops) / 1e6, micro_batches, scenario.model.num_layers, pipelines,
+                     kMaxOpsPerCandidate / 1000000);
 }
 
 }  // namespace twin

@@ -3,6 +3,8 @@
 // where each stage's layers lie, how gradients are reduced across pipelines that shard layers
 // differently, each stage's memory, and the plan as a candidate holds it (key, summary and JSON).
 #pragma once
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -102,8 +104,18 @@ IterationGraph lower_asymmetric_plan(const Scenario& scenario, const Strategy& s
 Throughput asymmetric_throughput(const Scenario& scenario, const Strategy& shared,
                                  const std::vector<AsymmetricPipeline>& plan, double iteration_s);
 
+// About how many ops the graph of a plan holds whose `pipelines` run `micro_batches` in all (one graph holds every
+// pipeline): their passes as strategies/validity.hpp counts them, and the gradient rings over the pipelines (a send
+// and a receive per step and pipeline, per segment), which grow with the square of the pipelines.
+std::int64_t asymmetric_op_count(const Scenario& scenario, const Strategy& shared, std::int64_t micro_batches,
+                                 std::int64_t pipelines);
+// The reason such a plan is refused (beyond kMaxOpsPerCandidate: its size and how to narrow it), or nullopt.
+// Checked before a plan is priced or lowered.
+std::optional<std::string> asymmetric_too_many_ops_reason(const Scenario& scenario, const Strategy& shared,
+                                                          std::int64_t micro_batches, std::int64_t pipelines);
+
 // Lowers, simulates and measures the plan: a feasible candidate of family "heterogeneous" (or an
-// infeasible one with the memory reason). Throughput counts the peaks of the GPUs the plan uses.
+// infeasible one with the reason: too many ops, or memory). Throughput counts the peaks of the GPUs the plan uses.
 Candidate evaluate_asymmetric_plan(const Scenario& scenario, const Profile& profile, const Strategy& shared,
                                    const std::vector<AsymmetricPipeline>& plan, bool record_op_timings,
                                    IterationGraph* graph = nullptr);

@@ -10,6 +10,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <thread>
 #include <tuple>
 
 #include <fmt/format.h>
@@ -20,6 +21,7 @@
 #include "sim/flat_graph.hpp"
 #include "strategies/heterogeneous/asymmetric_plan.hpp"
 #include "strategies/lowering_emitter.hpp"
+#include "strategies/validity.hpp"
 
 namespace twin {
 namespace {
@@ -95,7 +97,12 @@ class PlanBuilder {
   std::optional<Estimated> build(const std::vector<std::vector<TpGroup>>& layout, const Strategy& shared, int mbs) {
     const int pipelines = static_cast<int>(layout.size());
     const std::int64_t global = scenario_.training.global_batch_size;
-    if (global % mbs != 0) return std::nullopt;
+    if (global % mbs != 0 || asymmetric_too_many_ops_reason(scenario_, shared, global / mbs, pipelines))
+      return std::nullopt;
+    // Every pipeline takes at least one micro-batch and every stage at least one layer.
+    if (pipelines > global / mbs) return std::nullopt;
+    for (const std::vector<TpGroup>& stages : layout)
+      if (static_cast<int>(stages.size()) > scenario_.model.num_layers) return std::nullopt;
     Estimated out;
     out.shared = shared;
     std::vector<double> micro_batch_ns;
@@ -184,32 +191,81 @@ std::vector<int> kind_of_each_group(const Cluster& cluster, std::vector<int>& fi
   return kind_of_group;
 }
 
-// Every layout of TP groups into pipelines the search tries for one choice of TP size per kind.
+// What any plan can hold: each pipeline at least one micro-batch (of the smallest size), each stage at least one
+// layer. Layouts beyond are never built: on a cluster of many nodes they would be gigabytes of TP groups.
+struct LayoutBounds {
+  std::int64_t max_pipelines = 0;
+  std::int64_t max_stages = 0;
+};
+
+// Every layout of TP groups into pipelines the search tries for one choice of TP size per kind, within `bounds`.
 std::vector<std::vector<std::vector<TpGroup>>> layouts(const Cluster& cluster, const std::vector<TpGroup>& groups,
-                                                       const std::vector<int>& kind_of_group, int kinds) {
+                                                       const std::vector<int>& kind_of_group, int kinds,
+                                                       const LayoutBounds& bounds) {
   std::vector<std::vector<std::vector<TpGroup>>> out;
   const int node_groups = static_cast<int>(cluster.node_groups.size());
   std::vector<int> groups_of_node_group(node_groups, 0);
   for (const TpGroup& t : groups) ++groups_of_node_group[t.node_group];
   const int fewest = *std::min_element(groups_of_node_group.begin(), groups_of_node_group.end());
+  const auto total = static_cast<std::int64_t>(groups.size());
   for (int p : powers_of_two_up_to(fewest))
-    if (auto layout = mixed_pipelines(cluster, groups, p); !layout.empty()) out.push_back(std::move(layout));
+    if (p <= bounds.max_pipelines && total <= p * bounds.max_stages)
+      if (auto layout = mixed_pipelines(cluster, groups, p); !layout.empty()) out.push_back(std::move(layout));
   // Split: every combination of pipelines per kind (powers of two dividing the TP groups of each of its
-  // node groups).
+  // node groups, at most the plan's most pipelines).
   std::vector<int> fewest_of_kind(kinds, std::numeric_limits<int>::max());
   for (int g = 0; g < node_groups; ++g)
-    fewest_of_kind[kind_of_group[g]] = std::min(fewest_of_kind[kind_of_group[g]], groups_of_node_group[g]);
+    fewest_of_kind[kind_of_group[g]] = static_cast<int>(std::min<std::int64_t>(
+        {fewest_of_kind[kind_of_group[g]], groups_of_node_group[g], bounds.max_pipelines}));
   std::vector<int> counts(kinds, 1);
   while (true) {
     std::vector<int> pipelines_of_group(node_groups);
-    for (int g = 0; g < node_groups; ++g) pipelines_of_group[g] = counts[kind_of_group[g]];
-    if (auto layout = split_pipelines(cluster, groups, pipelines_of_group); !layout.empty())
-      out.push_back(std::move(layout));
+    std::int64_t pipelines = 0;
+    bool within = true;
+    for (int g = 0; g < node_groups; ++g) {
+      pipelines_of_group[g] = counts[kind_of_group[g]];
+      pipelines += pipelines_of_group[g];
+      within = within && groups_of_node_group[g] <= pipelines_of_group[g] * bounds.max_stages;
+    }
+    if (within && pipelines <= bounds.max_pipelines)
+      if (auto layout = split_pipelines(cluster, groups, pipelines_of_group); !layout.empty())
+        out.push_back(std::move(layout));
     int k = 0;
     while (k < kinds && (counts[k] *= 2) > fewest_of_kind[k]) counts[k++] = 1;
     if (k == kinds) break;
   }
   return out;
+}
+
+// The most pipelines a plan of `micro_batches` can have: each at least one micro-batch, and the gradient rings
+// over them within the op-count bound (asymmetric_op_count grows with the square of the pipelines).
+std::int64_t most_pipelines(const Scenario& scenario, std::int64_t micro_batches) {
+  std::int64_t fits = 1, too_many = micro_batches + 1;  // binary search: fits is within the bound, too_many is not
+  while (too_many - fits > 1) {
+    const std::int64_t middle = fits + (too_many - fits) / 2;
+    if (asymmetric_too_many_ops_reason(scenario, Strategy{}, micro_batches, middle)) too_many = middle;
+    else fits = middle;
+  }
+  return fits;
+}
+
+// The search's micro-batch sizes that divide the batch into few enough micro-batches for one graph
+// (strategies/validity.hpp's bound, at one pipeline).
+std::vector<int> graphable_micro_batch_sizes(const Scenario& scenario) {
+  const std::int64_t global = scenario.training.global_batch_size;
+  std::vector<int> sizes;
+  for (int mbs : scenario.search.micro_batch_size)
+    if (global % mbs == 0 && !asymmetric_too_many_ops_reason(scenario, Strategy{}, global / mbs, 1)) sizes.push_back(mbs);
+  return sizes;
+}
+
+// The next choice of one TP size per kind (an odometer over tp_options); false after the last.
+bool next_tp_choice(std::vector<std::size_t>& choice, const std::vector<std::vector<int>>& tp_options) {
+  for (std::size_t k = 0; k < choice.size(); ++k) {
+    if (++choice[k] < tp_options[k].size()) return true;
+    choice[k] = 0;
+  }
+  return false;
 }
 
 }  // namespace
@@ -250,13 +306,26 @@ std::vector<Candidate> heterogeneous_candidates(const Scenario& scenario, const 
   PlanBuilder builder(scenario, profile);
   std::vector<Estimated> estimates;
   std::set<std::string> seen;
+  // Checked before any layout is built: a cluster of many nodes has layouts of gigabytes.
+  const std::vector<int> micro_batch_sizes = graphable_micro_batch_sizes(scenario);
+  if (micro_batch_sizes.empty()) return {};
+  LayoutBounds bounds;
+  bounds.max_pipelines = most_pipelines(scenario, scenario.training.global_batch_size /
+                                                      *std::min_element(micro_batch_sizes.begin(), micro_batch_sizes.end()));
+  bounds.max_stages = model.num_layers;
   std::vector<std::size_t> choice(kinds, 0);
-  while (true) {
+  do {
     std::vector<int> tp_of_group(groups_count);
-    for (int g = 0; g < groups_count; ++g) tp_of_group[g] = tp_options[kind_of_group[g]][choice[kind_of_group[g]]];
+    std::int64_t tp_groups = 0;
+    for (int g = 0; g < groups_count; ++g) {
+      tp_of_group[g] = tp_options[kind_of_group[g]][choice[kind_of_group[g]]];
+      tp_groups += std::int64_t{cluster.node_groups[g].count} * cluster.node_groups[g].gpus_per_node / tp_of_group[g];
+    }
+    // More TP groups than any plan has stages: no layout, and the groups themselves are not built.
+    if (tp_groups > bounds.max_pipelines * bounds.max_stages) continue;
     const std::vector<TpGroup> groups = tensor_parallel_groups(cluster, tp_of_group);
-    for (const auto& layout : layouts(cluster, groups, kind_of_group, kinds))
-      for (int mbs : space.micro_batch_size)
+    for (const auto& layout : layouts(cluster, groups, kind_of_group, kinds, bounds))
+      for (int mbs : micro_batch_sizes)
         for (Recompute recompute : space.recompute)
           for (int zero : zero_stages) {
             Strategy shared;
@@ -267,17 +336,24 @@ std::vector<Candidate> heterogeneous_candidates(const Scenario& scenario, const 
             if (auto estimate = builder.build(layout, shared, mbs); estimate && seen.insert(estimate->key).second)
               estimates.push_back(std::move(*estimate));
           }
-    int g = 0;
-    while (g < kinds && ++choice[g] == tp_options[g].size()) choice[g++] = 0;
-    if (g == kinds) break;
-  }
+  } while (next_tp_choice(choice, tp_options));
   std::sort(estimates.begin(), estimates.end(), [](const Estimated& a, const Estimated& b) {
     return a.iteration_ns != b.iteration_ns ? a.iteration_ns < b.iteration_ns : a.key < b.key;
   });
   if (static_cast<int>(estimates.size()) > simulate_top) estimates.resize(static_cast<std::size_t>(simulate_top));
 
+  // Each plan's whole graph is in memory while it is simulated (about 0.5 KB an op): together, the plans simulated at
+  // once stay within one bound's worth of ops.
+  std::int64_t largest_ops = 1;
+  for (const Estimated& e : estimates)
+    largest_ops = std::max(largest_ops, asymmetric_op_count(scenario, e.shared, scenario.training.global_batch_size /
+                                                                                    e.plan.front().micro_batch_size,
+                                                            static_cast<std::int64_t>(e.plan.size())));
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  const int threads = static_cast<int>(
+      std::clamp<std::int64_t>(kMaxOpsPerCandidate / largest_ops, 1, jobs > 0 ? jobs : cores));
   std::vector<Candidate> out(estimates.size());
-  parallel_for(estimates.size(), jobs, [&](std::size_t k) {
+  parallel_for(estimates.size(), threads, [&](std::size_t k) {
     out[k] = evaluate_asymmetric_plan(scenario, profile, estimates[k].shared, estimates[k].plan, false);
   });
   return out;

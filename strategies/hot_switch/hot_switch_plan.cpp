@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "sim/simulate.hpp"
+#include "strategies/validity.hpp"
 
 namespace twin {
 
@@ -67,15 +68,39 @@ Throughput hot_switch_throughput(const Scenario& scenario, const std::vector<Seq
   return phases_throughput(scenario, batch, workloads, strategies, iteration_s);
 }
 
+std::optional<std::string> hot_switch_too_many_ops_reason(const Scenario& scenario,
+                                                           const std::vector<HotSwitchPhase>& phases) {
+  if (phases.size() == 1) return std::nullopt;  // one phase is lowered as the uniform strategy, bounded as one
+  double ops = 0;
+  for (const HotSwitchPhase& phase : phases) {
+    const double gpus_per_stage =
+        static_cast<double>(scenario.cluster.total_gpus()) / phase.strategy.pipeline_model_parallel_size;
+    ops += gpus_per_stage * static_cast<double>(estimated_op_count(scenario, phase.strategy));
+  }
+  if (ops <= static_cast<double>(kMaxOpsPerCandidate)) return std::nullopt;
+  return fmt::format("its op graph would hold about {:.1f} M ops (a class per GPU and phase: {} phases on {} GPUs), "
+                     "more than the limit of {} M: a larger micro_batch_size, a smaller global batch or fewer "
+                     "length buckets",
+                     ops / 1e6, phases.size(), scenario.cluster.total_gpus(), kMaxOpsPerCandidate / 1000000);
+}
+
 Candidate simulate_hot_switch_plan(const Scenario& scenario, const std::vector<SeqLengthCount>& batch,
                                    const std::vector<HotSwitchPhase>& phases, const MemoryEstimate& memory,
                                    const Profile& profile, bool record_op_timings, IterationGraph* graph_out) {
   Candidate candidate;
   candidate.strategy = phases.back().strategy;
-  candidate.feasible = true;
   candidate.memory = memory;
+  auto plan = std::make_shared<HotSwitchPlan>();
+  plan->batch = batch;
+  plan->phases = phases;
+  plan->memory = memory;
+  if (auto too_many = hot_switch_too_many_ops_reason(scenario, phases)) {
+    candidate.infeasible_reason = *too_many;
+    candidate.plan = std::move(plan);
+    return candidate;
+  }
+  candidate.feasible = true;
   IterationGraph graph;
-  std::vector<SwitchPlan> switches;
   const SimOptions options{record_op_timings};
   if (phases.size() == 1) {
     graph = lower_phase(scenario, phases[0], profile, true);
@@ -85,14 +110,9 @@ Candidate simulate_hot_switch_plan(const Scenario& scenario, const std::vector<S
     candidate.result = fold_phase_classes(simulate_iteration(iteration.graph, scenario.cluster, profile, options),
                                           scenario.cluster.total_gpus(), static_cast<int>(phases.size()));
     graph = std::move(iteration.graph);
-    switches = std::move(iteration.switches);
+    plan->switches = std::move(iteration.switches);
   }
   candidate.throughput = hot_switch_throughput(scenario, batch, phases, to_seconds(candidate.result.iteration_ns));
-  auto plan = std::make_shared<HotSwitchPlan>();
-  plan->batch = batch;
-  plan->phases = phases;
-  plan->switches = std::move(switches);
-  plan->memory = memory;
   candidate.plan = std::move(plan);
   if (graph_out) *graph_out = std::move(graph);
   return candidate;

@@ -2,6 +2,8 @@
 // and home last, the switches into them, and what simulating it again needs; and the simulation of a plan
 // whole in the engine, which makes it a candidate.
 #pragma once
+#include <optional>
+#include <string>
 #include <vector>
 
 #include "cost/profile.hpp"
@@ -33,8 +35,14 @@ struct HotSwitchPlan final : FamilyPlan {
 Throughput hot_switch_throughput(const Scenario& scenario, const std::vector<SeqLengthCount>& batch,
                                  const std::vector<HotSwitchPhase>& phases, double iteration_s);
 
+// A plan of several phases is lowered with a rank class per GPU and phase: the reason its graph is refused
+// (strategies/validity.hpp's bound on about how many ops it holds), or nullopt within it or for one phase.
+std::optional<std::string> hot_switch_too_many_ops_reason(const Scenario& scenario,
+                                                           const std::vector<HotSwitchPhase>& phases);
+
 // Simulates the plan of `phases` whole (switch transfers and per-layer waits included; one phase: the
-// phase alone with its optimizer step): a feasible candidate holding a HotSwitchPlan.
+// phase alone with its optimizer step): a feasible candidate holding a HotSwitchPlan, or an infeasible one
+// with hot_switch_too_many_ops_reason, not lowered.
 Candidate simulate_hot_switch_plan(const Scenario& scenario, const std::vector<SeqLengthCount>& batch,
                                    const std::vector<HotSwitchPhase>& phases, const MemoryEstimate& memory,
                                    const Profile& profile, bool record_op_timings, IterationGraph* graph);

@@ -8,6 +8,9 @@
 #include <set>
 #include <tuple>
 
+#include <fmt/format.h>
+
+#include "core/error.hpp"
 #include "core/parallel_for.hpp"
 #include "sim/simulate.hpp"
 #include "strategies/hot_switch/hot_switch_plan.hpp"
@@ -118,6 +121,36 @@ Candidate pinned_candidate(const Scenario& scenario, const Profile& profile) {
 
 }  // namespace
 
+double hot_switch_search_ops(const Scenario& scenario, const std::vector<SeqLengthCount>& batch,
+                             const std::vector<std::int64_t>& boundaries, const std::vector<Strategy>& strategies) {
+  const std::int64_t world = scenario.cluster.total_gpus();
+  double ops = 0;
+  for (std::size_t c = 0; c < boundaries.size(); ++c)
+    for (std::size_t a = 0; a <= c; ++a) {
+      const std::int64_t from = a == 0 ? 0 : boundaries[a - 1];
+      const PhaseWorkload workload = pack_range(batch, from, boundaries[c]);
+      if (workload.empty()) continue;
+      for (Strategy s : strategies) {
+        const std::int64_t per_step = std::int64_t{s.micro_batch_size} * (world / s.model_parallel_size());
+        s.num_micro_batches = static_cast<int>(std::min<std::int64_t>((workload.packs + per_step - 1) / per_step, 1 << 30));
+        ops += static_cast<double>(std::min(estimated_op_count(scenario, s), kMaxOpsPerCandidate));
+      }
+    }
+  return ops;
+}
+
+void check_hot_switch_search_size(const Scenario& scenario, const std::vector<SeqLengthCount>& batch,
+                                  const std::vector<std::int64_t>& boundaries, const std::vector<Strategy>& strategies) {
+  const double ops = hot_switch_search_ops(scenario, batch, boundaries, strategies);
+  if (ops <= kMaxHotSwitchSearchOps) return;
+  const std::size_t ranges = boundaries.size() * (boundaries.size() + 1) / 2;
+  throw InputError(scenario.source, "/search/hot_switch",
+                   fmt::format("a hot-switching search that simulates at most {:.0f} M ops, got about {:.0f} M ({} "
+                               "length ranges x {} strategies, each phase simulated whole): list fewer sizes, "
+                               "recompute or ZeRO stages under /search, or fewer length buckets",
+                               kMaxHotSwitchSearchOps / 1e6, ops / 1e6, ranges, strategies.size()));
+}
+
 BoundaryChoice choose_boundaries(const BoundaryCosts& costs, int home) {
   const int m = costs.ends, S = costs.strategies;
   // best[c][s]: the fastest chain covering (0, c] whose last phase runs s; back-pointers to rebuild it.
@@ -170,6 +203,7 @@ std::vector<Candidate> search_hot_switch(const Scenario& scenario, const Profile
   const std::vector<SeqLengthCount> batch = batch_sequences(scenario);
   const std::vector<std::int64_t> boundaries = candidate_boundaries(scenario, batch);
   const std::vector<Strategy> strategies = phase_strategies(scenario);
+  check_hot_switch_search_size(scenario, batch, boundaries, strategies);
   const int m = static_cast<int>(boundaries.size()), S = static_cast<int>(strategies.size());
   const auto length_at = [&](int position) { return position == 0 ? std::int64_t{0} : boundaries[position - 1]; };
   const Bytes capacity = static_cast<Bytes>(scenario.cluster.node_groups.front().gpu.memory_GiB * kGiB);

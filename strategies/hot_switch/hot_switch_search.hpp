@@ -37,6 +37,16 @@ struct BoundaryChoice {
 // Phases run shortest first; the switches are home -> first (weights), then weights and gradients.
 BoundaryChoice choose_boundaries(const BoundaryCosts& costs, int home);
 
+// About how many ops the search simulates: every phase (a range of lengths between two candidate boundaries, each
+// strategy) is lowered and simulated whole, each counted as strategies/validity.hpp counts a graph. Beyond
+// kMaxHotSwitchSearchOps, check_hot_switch_search_size throws InputError at /search/hot_switch with the estimate and
+// how to narrow it, before anything is simulated (search_hot_switch calls it first).
+inline constexpr double kMaxHotSwitchSearchOps = 40e6;  // about 40 s on the 2-core development machine (docs/PERFORMANCE.md)
+double hot_switch_search_ops(const Scenario& scenario, const std::vector<SeqLengthCount>& batch,
+                             const std::vector<std::int64_t>& boundaries, const std::vector<Strategy>& strategies);
+void check_hot_switch_search_size(const Scenario& scenario, const std::vector<SeqLengthCount>& batch,
+                                  const std::vector<std::int64_t>& boundaries, const std::vector<Strategy>& strategies);
+
 // The family's candidates (family "hot-switch"): one static plan per strategy that fits the longest
 // sequence, and up to `plans` hot-switching plans (the best per home strategy, fastest estimate first).
 std::vector<Candidate> search_hot_switch(const Scenario& scenario, const Profile& profile, int jobs, int plans = 3);

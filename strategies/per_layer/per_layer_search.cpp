@@ -17,6 +17,7 @@
 #include "strategies/per_layer/per_layer_plan_file.hpp"
 #include "strategies/schedule.hpp"
 #include "strategies/sharded_parameters.hpp"
+#include "strategies/validity.hpp"
 
 namespace twin {
 namespace {
@@ -75,6 +76,15 @@ bool is_uniform_megatron(const PerLayerPlan& plan, const Scenario& scenario) {
   return true;
 }
 
+// The op-count bound (strategies/validity.hpp) on a plan of `micro_batches`, its layers at their most ops (full
+// recompute): checked before a plan's layers are priced or the plan lowered.
+std::optional<std::string> too_many_ops(const Scenario& scenario, int micro_batches) {
+  Strategy whole;
+  whole.num_micro_batches = micro_batches;
+  whole.recompute = Recompute::full;
+  return too_many_ops_reason(scenario, whole);
+}
+
 }  // namespace
 
 std::vector<LayerStrategy> layer_strategy_space(const Scenario& scenario, int pp, int smb) {
@@ -120,13 +130,14 @@ std::vector<Candidate> per_layer_candidates(const Scenario& scenario, const Prof
   if (scenario.per_layer_plan) {  // pinned: that plan alone, refused where it does not fit
     const PerLayerPlan plan = pinned_per_layer_plan(scenario);
     const MemoryEstimate memory = estimate_per_layer_memory(scenario, plan);
-    const std::string oom = out_of_memory_reason(memory, scenario.cluster.node_groups.front().gpu.memory_GiB);
-    if (oom.empty()) return {evaluate_per_layer(scenario, profile, plan, false)};
+    const std::string reason = too_many_ops(scenario, plan.num_micro_batches)
+                                   .value_or(out_of_memory_reason(memory, scenario.cluster.node_groups.front().gpu.memory_GiB));
+    if (reason.empty()) return {evaluate_per_layer(scenario, profile, plan, false)};
     Candidate c;
     c.strategy = home_strategy(scenario, plan);
     c.memory = memory;
     c.plan = std::make_shared<PerLayerPlan>(plan);
-    c.infeasible_reason = oom;
+    c.infeasible_reason = reason;
     return {c};
   }
   std::vector<Candidate> out;
@@ -157,7 +168,7 @@ std::vector<Candidate> per_layer_candidates(const Scenario& scenario, const Prof
         plan.num_micro_batches = static_cast<int>(scenario.training.global_batch_size / smb);
         plan.schedule = schedule;
         const int micro_batches = plan.num_micro_batches;
-        if (pp > 1 && micro_batches < pp) continue;
+        if ((pp > 1 && micro_batches < pp) || too_many_ops(scenario, micro_batches)) continue;
         const auto orders = pipeline_schedule(schedule, pp, micro_batches, 1);
 
         const Pricing pricing{scenario, profile, pp, gpus, smb};
