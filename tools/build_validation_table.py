@@ -281,6 +281,9 @@ def zero3_rows():
     table = json.load(open(os.path.join(HERE, "zero3_rows.json")))
     rows = []
     for r in table["rows"]:
+        if r.get("held_back"):  # a published run twin cannot simulate yet, and why: kept in the transcription only
+            print(f"held back: {r['id']}: {r['held_back']}", file=sys.stderr)
+            continue
         m = table["models"][r["model"]]
         gpus, zero3 = r["num_gpus"], r["scheme"] == "zero3"
         model = dict(shape(m), name=r["model"], max_position_embeddings=m["seq_length"], **GPT_2021)
