@@ -18,6 +18,7 @@
 #include "gpu/cupti_timer.hpp"
 #include "gpu/launcher.hpp"
 #include "core/atomic_file.hpp"
+#include "executor/gpu/clock_sampler.hpp"
 #include "executor/gpu/communicators.hpp"
 #include "executor/asymmetric_groups.hpp"
 #include "executor/layout_groups.hpp"
@@ -215,6 +216,9 @@ int rank_main(const ExecuteRequest& request, const gpu::RankIdentity& identity) 
   }
   spdlog::info("[execute] {} on {} GPU(s) ({}), {} iterations ({} warm-up)", lowered.key, identity.world_size,
                props.name, request.iterations, request.warmup);
+  // The clock the node's GPUs hold through the steps, for the fold (the first rank samples its node).
+  std::optional<ClockSampler> clocks;
+  if (identity.rank == 0) clocks.emplace(request.run_dir);
   try {
     for (int iteration = 0; iteration < request.iterations; ++iteration) {
       double loss_sum = 0, aux_loss = 0;

@@ -204,7 +204,7 @@ def run_phase(args, log, started):
             print(f"budget: {elapsed:.0f} s spent of {args.budget_s} s; {len(left)} runs left for the next call")
             return
         run_started, this_machine = time.time(), machine()
-        with ClockSampler(os.path.join(folder, "gpu_clocks.csv")) as clocks:
+        with ClockSampler(os.path.join(folder, "gpu_clocks_study.csv")) as clocks:
             rc = call(args.twin, ["execute", "--plan", os.path.join(folder, "best.json"), "--run", folder, "--iters",
                                   str(study["iters"]), "--warmup", str(study["warmup"]), "--nccl-timeout", "60"],
                       log, timeout_s=max(60, int(args.budget_s - (time.time() - started))))
