@@ -1,6 +1,5 @@
 #include "traces/gpu_clocks.hpp"
 
-#include <algorithm>
 #include <charconv>
 #include <string>
 #include <string_view>
@@ -10,6 +9,7 @@
 
 #include "core/error.hpp"
 #include "core/input_file.hpp"
+#include "cost/measurement_stats.hpp"
 
 namespace twin {
 namespace {
@@ -28,12 +28,6 @@ std::optional<double> field_value(std::string_view field, bool& malformed) {
   const auto [end, error] = std::from_chars(field.data(), field.data() + field.size(), value);
   if (error != std::errc() || end != field.data() + field.size() || !(value >= 0 && value < 1e7)) malformed = true;
   return value;
-}
-
-double median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  const std::size_t n = values.size();
-  return n % 2 ? values[n / 2] : (values[n / 2 - 1] + values[n / 2]) / 2;
 }
 
 }  // namespace
@@ -72,7 +66,8 @@ std::optional<GpuClockSummary> read_gpu_clocks(const std::filesystem::path& path
     powers.push_back(*power);
   }
   if (clocks.empty()) return std::nullopt;
-  return GpuClockSummary{median(clocks), median(powers), static_cast<int>(clocks.size())};
+  const int busy = static_cast<int>(clocks.size());
+  return GpuClockSummary{percentile(std::move(clocks), 0.5), percentile(std::move(powers), 0.5), busy};
 }
 
 }  // namespace twin

@@ -10,6 +10,11 @@
 
 namespace twin {
 
+// The nvidia-smi arguments that write the file (every GPU every 100 ms), for whoever samples a run.
+inline constexpr const char* kGpuClocksQuery = "--query-gpu=index,clocks.sm,power.draw,utilization.gpu";
+inline constexpr const char* kGpuClocksFormat = "--format=csv,noheader,nounits";
+inline constexpr const char* kGpuClocksIntervalMs = "100";
+
 struct GpuClockSummary {
   double sm_clock_MHz = 0;  // median over the busy samples of every GPU
   double power_W = 0;       // median power over the same samples

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "core/error.hpp"
+#include "cost/fitted_parameters.hpp"
 #include "core/text_format.hpp"
 #include "strategies/families/families.hpp"
 #include "strategies/search.hpp"
@@ -105,14 +106,12 @@ std::vector<GroupSummary> summarize(const std::vector<RowPrediction>& rows) {
 }
 
 Profile with_in_situ_prior(Profile profile, const std::string& gpus, double factor) {
-  bool named = false;
-  for (GpuKernelProfile& kernels : profile.gpus)
-    if (gpu_family(kernels.gpu) == gpus || kernels.gpu == gpus) {
-      kernels.in_situ_prior = {factor, factor, factor};
-      named = true;
-    }
-  if (!named) throw InputError(profile.name, "/gpus", fmt::format("a kernel profile of GPU or family \"{}\"", gpus));
-  return profile;
+  FittedParameter parameter;  // an ad-hoc parameter over `gpus`: the one definition of what it prices
+  parameter.gpus = gpus;
+  if (std::none_of(profile.gpus.begin(), profile.gpus.end(),
+                   [&](const GpuKernelProfile& kernels) { return applies_to(parameter, kernels.gpu); }))
+    throw InputError(profile.name, "/gpus", fmt::format("a kernel profile of GPU or family \"{}\"", gpus));
+  return with_fitted_value(std::move(profile), parameter, factor);
 }
 
 // The iteration time is close to affine in the factor (compute scales with it, communication does not), so

@@ -13,12 +13,14 @@
 
 #include <spdlog/spdlog.h>
 
+#include "traces/gpu_clocks.hpp"
+
 namespace twin::exec {
 
 ClockSampler::ClockSampler(const std::filesystem::path& run_dir)
     : partial_(run_dir / "gpu_clocks.csv.part"), final_(run_dir / "gpu_clocks.csv") {
-  std::vector<std::string> args = {"nvidia-smi", "--query-gpu=index,clocks.sm,power.draw,utilization.gpu",
-                                   "--format=csv,noheader,nounits", "-lms", "100", "-f", partial_.string()};
+  std::vector<std::string> args = {"nvidia-smi", kGpuClocksQuery, kGpuClocksFormat, "-lms", kGpuClocksIntervalMs,
+                                   "-f", partial_.string()};
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
