@@ -19,6 +19,7 @@
 #include "core/atomic_file.hpp"
 #include "core/error.hpp"
 #include "core/error_line.hpp"
+#include "core/megatron_scenario.hpp"
 #include "core/output_folder.hpp"
 #include "core/scenario.hpp"
 #include "reports/best_plan.hpp"
@@ -71,12 +72,19 @@ void add_simulate_command(CLI::App& app, SimulateOptions& options) {
                 "micro-batches as stages (GPipe, 1F1B; 7.5x interleaved) is replayed at 1x and 2x its depth (2x and\n"
                 "3x interleaved) and its steady state extrapolated (iteration within 0.1% of the whole replay; ranking.csv's replay\n"
                 "column says which); the top K, best.json and traces are always replayed whole");
+  sub->add_option("--megatron-args", options.megatron_args,
+                  "A Megatron-LM command line (pretrain_gpt.py's arguments as launched, or a megatron_args.txt):\n"
+                  "the run's model, batch, framework switches and parallel strategy, simulated on the scenario's\n"
+                  "cluster; what twin does not model is listed in --out's megatron_args_not_modelled.txt");
   sub->add_flag("--scale-profile", options.scale_profile,
                 "Price a GPU the profile does not describe from another GPU's measurements, scaled by their\n"
                 "datasheet ratios (bf16 peak, HBM bandwidth); without it such a GPU is an error");
 }
 
 namespace {
+
+// What --megatron-args held that twin does not model, one part per line.
+const char* const kNotModelledFile = "megatron_args_not_modelled.txt";
 
 // A progress line on a terminal, a log line every 10% otherwise. Under --quiet nothing, unless the search is still
 // simulating after kQuietNoticeAfter_s: then one line on stderr, once, with how far it is and how long the rest
@@ -184,6 +192,12 @@ std::size_t plan_key_index(const std::vector<Candidate>& ranked, const std::stri
 int run_simulate(const SimulateOptions& options) {
   auto started = std::chrono::steady_clock::now();
   Scenario scenario = load_scenario(options.scenario);
+  std::vector<std::string> not_modelled;
+  if (!options.megatron_args.empty()) {
+    MegatronScenario read = load_megatron_args(scenario, options.megatron_args);
+    scenario = std::move(read.scenario);
+    not_modelled = std::move(read.not_modelled);
+  }
   check_pinned_family_plan(scenario);
   Profile loaded = run_profile(scenario, options.profile);
   if (!options.profile.empty()) scenario.profile = options.profile;
@@ -224,8 +238,16 @@ int run_simulate(const SimulateOptions& options) {
   }
 
   // Before the search: a folder that cannot be written is known at once, not after minutes.
-  OutputFolder folder(options.out, {"ranking.csv", "report.html", "best.json", "megatron_args.txt", "traces"});
+  OutputFolder folder(options.out, {"ranking.csv", "report.html", "best.json", "megatron_args.txt", "traces",
+                                    kNotModelledFile});
   const std::filesystem::path out = folder.out();
+  if (!not_modelled.empty()) {
+    std::string lines;
+    for (const std::string& line : not_modelled) lines += line + "\n";
+    write_file_atomically(folder.staged(kNotModelledFile), lines);
+    spdlog::warn("{}: {} part(s) of the command line are not modelled, listed in {}", options.megatron_args,
+                 not_modelled.size(), (out / kNotModelledFile).string());
+  }
 
   std::vector<Candidate> ranked = search_share(options.quiet);
   std::size_t feasible = std::count_if(ranked.begin(), ranked.end(), [](const Candidate& c) { return c.feasible; });

@@ -66,6 +66,14 @@ double dropout(const JsonReader& config, std::string_view key, double absent) {
   return absent;
 }
 
+// RoPE's base: a float in config.json (500000.0), an integer to Megatron's --rotary-base; absent, the 10000 of
+// RoPE's paper (Su et al. 2021), Hugging Face's and Megatron's default.
+std::int64_t rotary_base(const JsonReader& config, std::string_view key) {
+  if (auto f = config.find(key))
+    return std::llround(f->number(1, static_cast<double>(kMaxRotaryBase), "expected RoPE's base, a number >= 1"));
+  return 10000;
+}
+
 bool optional_bool(const JsonReader& config, std::string_view key, bool absent) {
   if (auto f = config.find(key)) return f->boolean();
   return absent;
@@ -116,6 +124,7 @@ void llama_family(const JsonReader& config, ModelConfig& m, Family family) {
   m.normalization = config.find("layer_norm_eps") && !config.find("rms_norm_eps") ? Normalization::layernorm
                                                                                    : Normalization::rmsnorm;
   m.position_embedding_rope = true;
+  m.rotary_base = rotary_base(config, "rope_theta");
   m.untie_embeddings_and_output_weights = !optional_bool(config, "tie_word_embeddings", false);
   m.add_bias_linear = optional_bool(config, "attention_bias", false) || optional_bool(config, "mlp_bias", false);
   m.hidden_dropout = 0;
@@ -154,6 +163,7 @@ void gpt_neox(const JsonReader& config, ModelConfig& m) {
   m.activation = Activation::gelu;
   m.normalization = Normalization::layernorm;
   m.position_embedding_rope = true;
+  m.rotary_base = rotary_base(config, "rotary_emb_base");
   m.untie_embeddings_and_output_weights = !optional_bool(config, "tie_word_embeddings", false);
   m.add_bias_linear = optional_bool(config, "attention_bias", true);
   m.hidden_dropout = dropout(config, "hidden_dropout", 0);

@@ -44,9 +44,19 @@ ModelConfig llama(std::string name, int layers, std::int64_t hidden, int heads, 
   return m;
 }
 
+// Llama 3 and 3.1: rope_theta 500000 (their Hugging Face config.json).
+ModelConfig llama3(std::string name, int layers, std::int64_t hidden, int heads, int groups, std::int64_t ffn,
+                   std::int64_t vocab, std::int64_t max_positions) {
+  ModelConfig m = llama(std::move(name), layers, hidden, heads, groups, ffn, vocab, max_positions);
+  m.rotary_base = 500000;
+  return m;
+}
+
+// Mixtral: rope_theta 1000000 (its Hugging Face config.json).
 ModelConfig mixtral(std::string name, int layers, std::int64_t hidden, int heads, int groups, std::int64_t ffn,
                     std::int64_t vocab, std::int64_t max_positions) {
   ModelConfig m = llama(std::move(name), layers, hidden, heads, groups, ffn, vocab, max_positions);
+  m.rotary_base = 1000000;
   m.moe.num_experts = 8;
   m.moe.top_k = 2;
   m.moe.ffn_hidden_size = ffn;
@@ -79,9 +89,9 @@ const std::vector<ModelConfig>& presets() {
       llama("llama2-7b", 32, 4096, 32, 32, 11008, 32000, 4096),
       llama("llama2-13b", 40, 5120, 40, 40, 13824, 32000, 4096),
       llama("llama2-70b", 80, 8192, 64, 8, 28672, 32000, 4096),
-      llama("llama3-8b", 32, 4096, 32, 8, 14336, 128256, 8192),
-      llama("llama3-70b", 80, 8192, 64, 8, 28672, 128256, 8192),
-      llama("llama3-405b", 126, 16384, 128, 8, 53248, 128256, 131072),
+      llama3("llama3-8b", 32, 4096, 32, 8, 14336, 128256, 8192),
+      llama3("llama3-70b", 80, 8192, 64, 8, 28672, 128256, 8192),
+      llama3("llama3-405b", 126, 16384, 128, 8, 53248, 128256, 131072),
       gpt("gpt3-175b", 96, 12288, 96, 49152, 50257, 2048),
       mixtral("mixtral-8x7b", 32, 4096, 32, 8, 14336, 32000, 32768),
       mixtral("mixtral-8x22b", 56, 6144, 48, 8, 16384, 32768, 65536),

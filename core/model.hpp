@@ -53,6 +53,9 @@ struct ModelConfig {
   AttentionBackend attention_backend = AttentionBackend::flash;
   bool untie_embeddings_and_output_weights = true;
   bool position_embedding_rope = true;  // false: learned absolute positions (GPT)
+  // RoPE's base (theta; Megatron's --rotary-base, Hugging Face's rope_theta): no time or memory depends on it, but
+  // megatron_args.txt must tell Megatron, whose default is 10000, the model's own.
+  std::int64_t rotary_base = 10000;
   double hidden_dropout = 0.0;          // dropout keeps a 1-byte mask per element
   double attention_dropout = 0.0;
   bool add_bias_linear = false;         // Megatron's add_bias_linear: GPT linear layers have biases, Llama none

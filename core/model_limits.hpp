@@ -13,5 +13,6 @@ inline constexpr std::int64_t kMaxKvChannels = 1 << 12;
 inline constexpr std::int64_t kMaxVocab = 1 << 22;
 inline constexpr std::int64_t kMaxSequence = 1 << 24;
 inline constexpr std::int64_t kMaxExperts = 1024;
+inline constexpr std::int64_t kMaxRotaryBase = 1'000'000'000'000;  // RoPE's theta: Llama 3's is 5e5
 
 }  // namespace twin

@@ -27,6 +27,7 @@ json model_json(const ModelConfig& m) {
       {"attention_backend", to_string(m.attention_backend)},
       {"untie_embeddings_and_output_weights", m.untie_embeddings_and_output_weights},
       {"position_embedding_rope", m.position_embedding_rope},
+      {"rotary_base", m.rotary_base},
       {"add_bias_linear", m.add_bias_linear},
       {"hidden_dropout", m.hidden_dropout},
       {"attention_dropout", m.attention_dropout},

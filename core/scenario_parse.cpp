@@ -52,7 +52,8 @@ ModelConfig parse_model(const Reader& r) {
   r.only_keys({"preset", "hf_config", "name", "num_layers", "hidden_size", "ffn_hidden_size", "num_attention_heads",
                "num_query_groups", "kv_channels", "vocab_size", "max_position_embeddings", "activation",
                "normalization", "attention_backend", "untie_embeddings_and_output_weights",
-               "position_embedding_rope", "add_bias_linear", "hidden_dropout", "attention_dropout", "moe"});
+               "position_embedding_rope", "rotary_base", "add_bias_linear", "hidden_dropout", "attention_dropout",
+               "moe"});
   ModelConfig m;
   m.name = "custom";
   bool has_preset = false;
@@ -106,6 +107,7 @@ ModelConfig parse_model(const Reader& r) {
     m.attention_backend = *attention_backend_from_string(f->one_of({"flash", "fused", "unfused"}, "attention backend"));
   if (auto f = r.find("untie_embeddings_and_output_weights")) m.untie_embeddings_and_output_weights = f->boolean();
   if (auto f = r.find("position_embedding_rope")) m.position_embedding_rope = f->boolean();
+  if (auto f = r.find("rotary_base")) m.rotary_base = f->integer(1, kMaxRotaryBase);
   if (auto f = r.find("add_bias_linear")) m.add_bias_linear = f->boolean();
   const char* dropout = "expected a dropout probability in [0, 1)";
   if (auto f = r.find("hidden_dropout")) m.hidden_dropout = f->number(0, std::nextafter(1.0, 0.0), dropout);

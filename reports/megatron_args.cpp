@@ -1,16 +1,19 @@
-// Argument names and spellings are Megatron-LM's (megatron/training/arguments.py of core_r0.13.0, checked
-// against its main branch of 2026-08): e.g. --cp-comm-type takes "allgather" where twin says "all_gather",
-// and --normalization "RMSNorm". Megatron's own argument checks shape what is written: sequence parallelism
-// only with TP > 1 (Megatron turns it off otherwise), --tp-comm-overlap only with it, --overlap-param-gather
-// only with the distributed optimizer and --overlap-grad-reduce.
+// Argument names and spellings are Megatron-LM's at kMegatronCommit (core/megatron_flags.hpp holds them as facts,
+// and tests/reports/megatron_flags_guard_test.cpp holds every written argument against them): e.g. --cp-comm-type
+// takes "allgather" where twin says "all_gather", and --normalization "RMSNorm". Megatron's own checks shape what
+// is written: sequence parallelism only with TP > 1 (Megatron turns it off otherwise), --tp-comm-overlap only with
+// it, --overlap-param-gather only with a sharded optimizer and --overlap-grad-reduce, --max-position-embeddings at
+// least --seq-length.
 #include "reports/megatron_args.hpp"
 
 #include <vector>
 
 #include <fmt/format.h>
 
+#include "core/megatron_flags.hpp"
 #include "strategies/heterogeneous/asymmetric_plan.hpp"
 #include "strategies/hot_switch/hot_switch_plan.hpp"
+#include "strategies/hot_switch/hot_switch_workload.hpp"
 #include "strategies/per_layer/per_layer.hpp"
 #include "strategies/sharded_parameters.hpp"
 
@@ -42,8 +45,34 @@ class ArgsText {
 };
 
 void header(ArgsText& out, const Scenario& scenario, const std::string& key) {
-  out.comment(fmt::format("Megatron-LM pretrain_gpt.py arguments for twin's plan {} of \"{}\".", key, scenario.name));
-  out.comment("Use: torchrun ... pretrain_gpt.py $(grep -v '^#' megatron_args.txt) --data-path ... --tokenizer-type ...");
+  out.comment(fmt::format("Megatron-LM pretrain_gpt.py arguments for twin's plan {} of \"{}\" (flags as Megatron-LM "
+                          "{} declares them).",
+                          key, scenario.name, kMegatronCommit));
+}
+
+// Megatron-FSDP: ZeRO 2 and 3 as Megatron-LM runs them (gradients, or gradients and weights, sharded over the
+// data-parallel group, gathered a layer ahead): what twin's "megatron" ZeRO implementation prices.
+bool megatron_fsdp(const Scenario& scenario, const Strategy& s) {
+  return s.zero_stage == 2 || (s.zero_stage == 3 && scenario.framework.zero_implementation == ZeroImplementation::megatron);
+}
+
+// The environment Megatron asks for. Megatron-FSDP asserts CUDA_DEVICE_MAX_CONNECTIONS unset or above 1
+// (arguments.py:1166); with TP or CP, before Blackwell, Megatron's communication overlap relies on one hardware
+// queue, CUDA_DEVICE_MAX_CONNECTIONS=1 (megatron/core/tensor_parallel/layers.py; arguments.py:1453 warns without
+// it, and Megatron-LM before 2025-03 refused to start: a Hopper cluster may run such a version).
+void use_line(ArgsText& out, const Scenario& scenario, const Strategy& s) {
+  const std::string command = "torchrun ... pretrain_gpt.py $(grep -v '^#' megatron_args.txt) --data-path ... "
+                              "--tokenizer-type ...";
+  if (megatron_fsdp(scenario, s)) {
+    out.comment("Use: env -u CUDA_DEVICE_MAX_CONNECTIONS " + command);
+    out.comment("Megatron-FSDP requires CUDA_DEVICE_MAX_CONNECTIONS unset or above 1.");
+  } else if (s.tensor_model_parallel_size > 1 || s.context_parallel_size > 1) {
+    out.comment("Use: CUDA_DEVICE_MAX_CONNECTIONS=1 " + command);
+    out.comment("CUDA_DEVICE_MAX_CONNECTIONS=1: with TP or CP, Megatron's communication overlap needs one hardware "
+                "queue (before Blackwell).");
+  } else {
+    out.comment("Use: " + command);
+  }
 }
 
 std::string cp_comm_type_name(CpCommType type) { return type == CpCommType::all_gather ? "allgather" : "p2p"; }
@@ -78,7 +107,7 @@ void batch(ArgsText& out, const Scenario& scenario, const Strategy& s) {
   out.arg("--seq-length", scenario.training.seq_length);
 }
 
-void model(ArgsText& out, const ModelConfig& m) {
+void model(ArgsText& out, const ModelConfig& m, std::int64_t seq_length) {
   out.arg("--num-layers", m.num_layers);
   out.arg("--hidden-size", m.hidden_size);
   out.arg("--ffn-hidden-size", m.ffn_hidden_size);
@@ -88,8 +117,13 @@ void model(ArgsText& out, const ModelConfig& m) {
     out.arg("--num-query-groups", m.num_query_groups);
   }
   out.arg("--kv-channels", m.kv_channels);
-  out.arg("--max-position-embeddings", m.max_position_embeddings);
+  // Megatron requires it at least the sequence (arguments.py:1354). With RoPE it sizes no weight, so a model
+  // trained at a longer context than its own (long-context plans) is given the sequence; learned positions must
+  // cover it already (scenario parsing refuses less).
+  out.arg("--max-position-embeddings",
+          m.position_embedding_rope ? std::max(m.max_position_embeddings, seq_length) : m.max_position_embeddings);
   out.arg("--position-embedding-type", m.position_embedding_rope ? "rope" : "learned_absolute");
+  if (m.position_embedding_rope) out.arg("--rotary-base", m.rotary_base);
   out.arg("--normalization", m.normalization == Normalization::rmsnorm ? "RMSNorm" : "LayerNorm");
   if (m.activation == Activation::swiglu) out.arg("--swiglu");  // GeLU is Megatron's default
   if (m.activation == Activation::squared_relu) out.arg("--squared-relu");
@@ -104,7 +138,13 @@ void model(ArgsText& out, const ModelConfig& m) {
     out.arg("--moe-router-topk", m.moe.top_k);
     out.arg("--moe-ffn-hidden-size", m.moe.ffn_hidden_size);
     if (m.moe.layer_freq != 1) out.arg("--moe-layer-freq", m.moe.layer_freq);
-    out.arg("--moe-token-dispatcher-type", "alltoall");  // twin prices all-to-all dispatch and combine
+    // What twin prices, as Megatron-LM's Mixtral recipe runs it (examples/mixtral/train_mixtral_8x7b_distributed.sh):
+    // all-to-all dispatch and combine, the experts as grouped GEMMs, and the load-balancing loss whose routing
+    // counts are all-reduced over TP and CP (the coefficient, the recipe's, changes no time).
+    out.arg("--moe-token-dispatcher-type", "alltoall");
+    out.arg("--moe-grouped-gemm");
+    out.arg("--moe-router-load-balancing-type", "aux_loss");
+    out.arg("--moe-aux-loss-coeff", "1e-2");
   }
 }
 
@@ -133,11 +173,17 @@ void recompute(ArgsText& out, Recompute recompute) {
   }
 }
 
-void framework(ArgsText& out, const FrameworkConfig& f, const Strategy& s) {
-  const bool distributed_optimizer = s.zero_stage == 1;
-  if (distributed_optimizer) out.arg("--use-distributed-optimizer");
+void framework(ArgsText& out, const Scenario& scenario, const Strategy& s) {
+  const FrameworkConfig& f = scenario.framework;
+  const bool fsdp = megatron_fsdp(scenario, s);
+  if (s.zero_stage == 1) out.arg("--use-distributed-optimizer");
+  if (fsdp) {  // Megatron-FSDP v1, its default, turns the distributed optimizer on itself (arguments.py:1129)
+    out.arg("--use-megatron-fsdp");
+    out.arg("--data-parallel-sharding-strategy", s.zero_stage == 2 ? "optim_grads" : "optim_grads_params");
+    out.arg("--ckpt-format", "fsdp_dtensor");  // the only format Megatron-FSDP takes (arguments.py:1169)
+  }
   if (f.overlap_grad_reduce) out.arg("--overlap-grad-reduce");
-  if (distributed_optimizer && f.overlap_param_gather && f.overlap_grad_reduce) out.arg("--overlap-param-gather");
+  if ((s.zero_stage == 1 || fsdp) && f.overlap_param_gather && f.overlap_grad_reduce) out.arg("--overlap-param-gather");
   if (f.tp_comm_overlap && s.sequence_parallel && s.tensor_model_parallel_size > 1) out.arg("--tp-comm-overlap");
   if (!f.gradient_accumulation_fusion) out.arg("--no-gradient-accumulation-fusion");
   if (f.cross_entropy_loss_fusion) out.arg("--cross-entropy-loss-fusion");
@@ -149,15 +195,11 @@ void notes(ArgsText& out, const Scenario& scenario, const Strategy& s) {
   out.comment(fmt::format("Megatron derives: data-parallel size {} from the {} ranks launched, {} micro-batches per "
                           "iteration; the vocabulary ({} tokens in twin's model) from the tokenizer.",
                           s.data_parallel_size, s.world_size(), s.num_micro_batches, m.vocab_size));
-  if (s.zero_stage >= 2) {
-    out.comment(fmt::format(
-        "Not expressible: ZeRO stage {} ({}). Megatron-LM's distributed optimizer is ZeRO 1; its closest is Megatron "
-        "FSDP (--use-custom-fsdp, later --use-megatron-fsdp, with --data-parallel-sharding-strategy {}), which twin "
-        "did not simulate.",
-        s.zero_stage, s.zero_stage == 2 ? "gradients sharded" : "gradients and parameters sharded",
-        s.zero_stage == 2 ? "optim_grads" : "optim_grads_params"));
-  }
-  if (s.zero_stage == 1 && scenario.framework.overlap_param_gather && !scenario.framework.overlap_grad_reduce)
+  if (s.zero_stage >= 2 && !megatron_fsdp(scenario, s))
+    out.comment("Not expressible: ZeRO stage 3 as DeepSpeed ran it (zero_implementation deepspeed); Megatron-LM's "
+                "closest is Megatron-FSDP (--use-megatron-fsdp --data-parallel-sharding-strategy optim_grads_params "
+                "--ckpt-format fsdp_dtensor), which gathers a layer ahead instead: no ZeRO argument is given.");
+  if (s.zero_stage >= 1 && scenario.framework.overlap_param_gather && !scenario.framework.overlap_grad_reduce)
     out.comment("Not expressible: overlap_param_gather without overlap_grad_reduce (Megatron requires both); "
                 "--overlap-param-gather left out.");
   if (s.schedule == Schedule::gpipe && s.pipeline_model_parallel_size > 1)
@@ -174,23 +216,46 @@ void notes(ArgsText& out, const Scenario& scenario, const Strategy& s) {
   if (scenario.training.precision == "fp32") out.comment("fp32 training: Megatron's default, no precision flag.");
 }
 
-}  // namespace
-
-std::string megatron_args(const Scenario& scenario, const Strategy& strategy) {
+// The arguments of a uniform strategy under the header of plan `key`, `preamble` comments first.
+std::string uniform_args(const Scenario& scenario, const Strategy& strategy, const std::string& key,
+                         const std::string& preamble) {
   ArgsText out;
-  header(out, scenario, strategy.key());
+  header(out, scenario, key);
+  if (!preamble.empty()) out.comment(preamble);
+  use_line(out, scenario, strategy);
   notes(out, scenario, strategy);
   parallelism(out, scenario, strategy);
   batch(out, scenario, strategy);
-  model(out, scenario.model);
+  model(out, scenario.model, scenario.training.seq_length);
   precision_and_optimizer(out, scenario.training);
   recompute(out, strategy.recompute);
-  framework(out, scenario.framework, strategy);
+  framework(out, scenario, strategy);
   return out.text();
+}
+
+// One phase: one strategy for every sequence, the batch packed into rows of the longest length. Its arguments
+// describe those rows; twin priced each sequence's own causal attention inside a row.
+std::string static_packed_args(const Scenario& scenario, const HotSwitchPlan& plan) {
+  const HotSwitchPhase& phase = plan.phases.front();
+  return uniform_args(
+      phase_scenario(scenario, phase.workload, phase.packs), phase.strategy, plan.key(),
+      fmt::format("A static-packed plan: the iteration's {} sequences packed into {} rows of up to {} tokens (HotSPa's "
+                  "greedy packing), which the arguments describe; twin priced each sequence's own causal attention "
+                  "within its row. Give Megatron the packed rows; its GPT dataset attends across a whole row, which "
+                  "costs more than twin priced.",
+                  phase.workload.sequences, phase.packs, phase.workload.max_length));
+}
+
+}  // namespace
+
+std::string megatron_args(const Scenario& scenario, const Strategy& strategy) {
+  return uniform_args(scenario, strategy, strategy.key(), "");
 }
 
 std::string megatron_args(const Scenario& scenario, const Candidate& candidate) {
   if (!candidate.plan) return megatron_args(scenario, candidate.strategy);
+  if (const auto* packed = candidate.plan_as<HotSwitchPlan>(); packed && packed->phases.size() == 1)
+    return static_packed_args(scenario, *packed);
   ArgsText out;
   header(out, scenario, candidate.plan->key());
   std::string why = "its parallel layout differs within one iteration";

@@ -1,0 +1,165 @@
+// The table: argparse's declarations at kMegatronCommit, each with its file and line (arguments.py's own, or the
+// dataclass field ArgumentGroupFactory turns into the flag; tools/megatron_flag_facts.py reads them). The rules:
+// validate_args's asserts and TransformerConfig.__post_init__'s errors that twin's arguments could meet.
+#include "core/megatron_flags.hpp"
+
+#include <charconv>
+#include <cmath>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+namespace twin {
+
+const std::vector<MegatronFlag>& megatron_flags() {
+  using K = MegatronFlagKind;
+  // --cp-comm-type: argparse takes any string; its help text and TransformerConfig name these four.
+  // --moe-layer-freq: moe_freq_type, an integer or a Python list expression (which twin does not read).
+  static const std::vector<MegatronFlag> table = {
+      {"--tensor-model-parallel-size", K::integer, {}, false, "megatron/core/model_parallel_config.py:55"},
+      {"--pipeline-model-parallel-size", K::integer, {}, false, "megatron/core/model_parallel_config.py:83"},
+      {"--context-parallel-size", K::integer, {}, false, "megatron/core/model_parallel_config.py:100"},
+      {"--expert-model-parallel-size", K::integer, {}, false, "megatron/core/model_parallel_config.py:127"},
+      {"--expert-tensor-parallel-size", K::integer, {}, false, "megatron/core/model_parallel_config.py:130"},
+      {"--sequence-parallel", K::switch_on, {}, false, "megatron/core/model_parallel_config.py:94"},
+      {"--cp-comm-type", K::choice, {"p2p", "a2a", "allgather", "a2a+p2p"}, true, "megatron/training/arguments.py:3221"},
+      {"--account-for-embedding-in-pipeline-split", K::switch_on, {}, false, "megatron/core/transformer/transformer_config.py:137"},
+      {"--account-for-loss-in-pipeline-split", K::switch_on, {}, false, "megatron/core/transformer/transformer_config.py:141"},
+      {"--num-layers-per-virtual-pipeline-stage", K::integer, {}, false, "megatron/training/arguments.py:3114"},
+      {"--num-virtual-stages-per-pipeline-rank", K::integer, {}, false, "megatron/training/arguments.py:3116"},
+      {"--micro-batch-size", K::integer, {}, false, "megatron/training/config/training_config.py:11"},
+      {"--global-batch-size", K::integer, {}, false, "megatron/training/config/training_config.py:15"},
+      {"--seq-length", K::integer, {}, false, "megatron/training/arguments.py:3305"},
+      {"--num-layers", K::integer, {}, false, "megatron/core/transformer/transformer_config.py:65"},
+      {"--hidden-size", K::integer, {}, false, "megatron/core/transformer/transformer_config.py:145"},
+      {"--ffn-hidden-size", K::integer, {}, false, "megatron/core/transformer/transformer_config.py:180"},
+      {"--num-attention-heads", K::integer, {}, false, "megatron/core/transformer/transformer_config.py:148"},
+      {"--group-query-attention", K::switch_on, {}, false, "megatron/training/arguments.py:2382"},
+      {"--num-query-groups", K::integer, {}, false, "megatron/core/transformer/transformer_config.py:175"},
+      {"--kv-channels", K::integer, {}, false, "megatron/core/transformer/transformer_config.py:184"},
+      {"--max-position-embeddings", K::integer, {}, false, "megatron/training/arguments.py:2394"},
+      {"--position-embedding-type", K::choice, {"learned_absolute", "rope", "yarn", "mrope", "relative", "none"}, false, "megatron/training/arguments.py:2397"},
+      {"--rotary-base", K::integer, {}, false, "megatron/training/arguments.py:2418"},
+      {"--normalization", K::choice, {"LayerNorm", "RMSNorm"}, false, "megatron/core/transformer/transformer_config.py:256"},
+      {"--swiglu", K::switch_on, {}, false, "megatron/training/arguments.py:2450"},
+      {"--squared-relu", K::switch_on, {}, false, "megatron/training/arguments.py:2448"},
+      {"--untie-embeddings-and-output-weights", K::switch_on, {}, false, "megatron/training/arguments.py:2460"},
+      {"--disable-bias-linear", K::switch_on, {}, false, "megatron/core/transformer/transformer_config.py:212"},
+      {"--hidden-dropout", K::real, {}, false, "megatron/core/transformer/transformer_config.py:188"},
+      {"--attention-dropout", K::real, {}, false, "megatron/core/transformer/transformer_config.py:191"},
+      {"--attention-backend", K::choice, {"flash", "fused", "unfused", "local", "auto"}, false, "megatron/core/transformer/transformer_config.py:151"},
+      {"--vocab-size", K::integer, {}, false, "megatron/training/config/training_config.py:679"},
+      {"--num-experts", K::integer, {}, false, "megatron/training/arguments.py:3518"},
+      {"--moe-router-topk", K::integer, {}, false, "megatron/core/transformer/transformer_config.py:760"},
+      {"--moe-ffn-hidden-size", K::integer, {}, false, "megatron/core/transformer/transformer_config.py:740"},
+      {"--moe-layer-freq", K::integer, {}, false, "megatron/training/arguments.py:3520"},
+      {"--moe-token-dispatcher-type", K::choice, {"allgather", "alltoall", "flex"}, false, "megatron/core/transformer/transformer_config.py:891"},
+      {"--moe-grouped-gemm", K::switch_on, {}, false, "megatron/core/transformer/transformer_config.py:850"},
+      {"--moe-router-load-balancing-type", K::choice, {"aux_loss", "seq_aux_loss", "global_aux_loss", "sinkhorn", "quantile_balancing", "none"}, true, "megatron/training/arguments.py:3532"},
+      {"--moe-aux-loss-coeff", K::real, {}, true, "megatron/training/arguments.py:3536"},
+      {"--bf16", K::switch_on, {}, false, "megatron/core/model_parallel_config.py:180"},
+      {"--fp16", K::switch_on, {}, false, "megatron/core/model_parallel_config.py:177"},
+      {"--optimizer", K::choice, {"adam", "sgd", "muon", "dist_muon", "lion", "soap", "adaptive_muon"}, false, "megatron/training/arguments.py:2913"},
+      {"--use-precision-aware-optimizer", K::switch_on, {}, false, "megatron/training/arguments.py:3667"},
+      {"--main-params-dtype", K::choice, {"fp32", "fp16"}, false, "megatron/training/arguments.py:3673"},
+      {"--exp-avg-dtype", K::choice, {"fp32", "fp16", "bf16", "fp8"}, false, "megatron/training/arguments.py:3675"},
+      {"--exp-avg-sq-dtype", K::choice, {"fp32", "fp16", "bf16", "fp8"}, false, "megatron/training/arguments.py:3680"},
+      {"--recompute-granularity", K::choice, {"full", "selective"}, false, "megatron/core/transformer/transformer_config.py:532"},
+      {"--recompute-method", K::choice, {"uniform", "block"}, false, "megatron/core/transformer/transformer_config.py:543"},
+      {"--recompute-num-layers", K::integer, {}, false, "megatron/core/transformer/transformer_config.py:551"},
+      {"--use-distributed-optimizer", K::switch_on, {}, false, "megatron/training/arguments.py:3156"},
+      {"--use-megatron-fsdp", K::switch_on, {}, false, "megatron/training/config/common_config.py:92"},
+      {"--data-parallel-sharding-strategy", K::choice, {"no_shard", "optim", "optim_grads", "optim_grads_params"}, false, "megatron/training/arguments.py:3190"},
+      {"--ckpt-format", K::choice, {"torch", "torch_dist", "torch_dcp", "fsdp_dtensor"}, false, "megatron/training/config/training_config.py:486"},
+      {"--overlap-grad-reduce", K::switch_on, {}, false, "megatron/training/arguments.py:3121"},
+      {"--overlap-param-gather", K::switch_on, {}, false, "megatron/training/arguments.py:3148"},
+      {"--tp-comm-overlap", K::switch_on, {}, false, "megatron/core/model_parallel_config.py:265"},
+      {"--no-gradient-accumulation-fusion", K::switch_on, {}, false, "megatron/training/arguments.py:2944"},
+      {"--cross-entropy-loss-fusion", K::switch_on, {}, false, "megatron/core/model_parallel_config.py:320"},
+  };
+  return table;
+}
+
+const MegatronFlag* find_megatron_flag(std::string_view name) {
+  for (const MegatronFlag& flag : megatron_flags())
+    if (flag.name == name) return &flag;
+  return nullptr;
+}
+
+namespace {
+
+std::optional<long long> parse_integer(const std::string& text) {
+  long long value = 0;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (error != std::errc() || end != text.data() + text.size()) return std::nullopt;
+  return value;
+}
+
+// Python's float(): a decimal or exponent form; "nan" and "inf" are refused here, being no probability or size.
+std::optional<double> parse_real(const std::string& text) {
+  double value = 0;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (error != std::errc() || end != text.data() + text.size() || !std::isfinite(value)) return std::nullopt;
+  return value;
+}
+
+std::optional<std::string> value_error(const MegatronFlag& flag, const std::string& value) {
+  switch (flag.kind) {
+    case MegatronFlagKind::switch_on:
+      return std::nullopt;
+    case MegatronFlagKind::integer:
+      if (!parse_integer(value)) return fmt::format("expected an integer, got \"{}\"", value);
+      return std::nullopt;
+    case MegatronFlagKind::real:
+      if (!parse_real(value)) return fmt::format("expected a number, got \"{}\"", value);
+      return std::nullopt;
+    case MegatronFlagKind::choice:
+      for (std::string_view choice : flag.choices)
+        if (choice == value) return std::nullopt;
+      return fmt::format("expected one of {}, got \"{}\"", fmt::join(flag.choices, ", "), value);
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<std::string> megatron_value_error(const MegatronArgument& argument) {
+  const MegatronFlag* flag = find_megatron_flag(argument.flag);
+  if (!flag) return std::nullopt;
+  if (flag->kind == MegatronFlagKind::switch_on) {
+    if (!argument.values.empty()) return fmt::format("expected no value, got \"{}\"", argument.values.front());
+    return std::nullopt;
+  }
+  if (argument.values.empty()) return std::string("expected a value, got none");
+  if (!flag->several && argument.values.size() > 1)
+    return fmt::format("expected one value, got {} (\"{}\")", argument.values.size(), fmt::join(argument.values, " "));
+  for (const std::string& value : argument.values)
+    if (auto error = value_error(*flag, value)) return error;
+  return std::nullopt;
+}
+
+const MegatronArgument* MegatronArguments::find(std::string_view flag) const {
+  for (auto it = arguments_.rbegin(); it != arguments_.rend(); ++it)
+    if (it->flag == flag) return &*it;
+  return nullptr;
+}
+
+long long MegatronArguments::integer(std::string_view flag, long long absent) const {
+  const MegatronArgument* a = find(flag);
+  if (!a || a->values.empty()) return absent;
+  return parse_integer(a->values.front()).value_or(absent);
+}
+
+double MegatronArguments::real(std::string_view flag, double absent) const {
+  const MegatronArgument* a = find(flag);
+  if (!a || a->values.empty()) return absent;
+  return parse_real(a->values.front()).value_or(absent);
+}
+
+std::string MegatronArguments::text(std::string_view flag, std::string absent) const {
+  const MegatronArgument* a = find(flag);
+  if (!a || a->values.empty()) return absent;
+  return a->values.front();
+}
+
+}  // namespace twin
