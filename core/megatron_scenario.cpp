@@ -52,7 +52,7 @@ struct Reading {
   std::vector<std::string> not_modelled;
 
   long long required(const char* flag) const {
-    if (!a.has(flag)) refuse(source, flag, "expected it: Megatron has no default for it (arguments.py:1314, 693)");
+    if (!a.has(flag)) refuse(source, flag, "expected it: Megatron has no default for it");
     return a.integer(flag, 0);
   }
   void note(const std::string& text) { not_modelled.push_back(text); }

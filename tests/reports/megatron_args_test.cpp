@@ -81,6 +81,7 @@ TEST(MegatronArgs, LlamaLikeInterleavedPlan) {
       "--kv-channels 128",
       "--max-position-embeddings 4096",
       "--position-embedding-type rope",
+      "--rotary-base 10000",
       "--normalization RMSNorm",
       "--swiglu",
       "--untie-embeddings-and-output-weights",
@@ -175,11 +176,14 @@ TEST(MegatronArgs, UnevenSplitCountsEmbeddingAndLossAsLayersAndZero2IsNamed) {
                                "--account-for-loss-in-pipeline-split", "--num-layers-per-virtual-pipeline-stage 1",
                                "--group-query-attention", "--num-query-groups 8", "--overlap-grad-reduce"})
     EXPECT_TRUE(has_argument(text, argument)) << argument << "\n" << text;
-  // ZeRO 2 is not the distributed optimizer: neither it nor the param-gather overlap (which needs it) is given.
+  // ZeRO 2 is Megatron-FSDP sharding gradients and optimizer states (it turns the distributed optimizer on itself),
+  // which asks for its checkpoint format and CUDA_DEVICE_MAX_CONNECTIONS unset.
+  for (const char* argument : {"--use-megatron-fsdp", "--data-parallel-sharding-strategy optim_grads",
+                               "--ckpt-format fsdp_dtensor", "--overlap-param-gather", "--rotary-base 500000"})
+    EXPECT_TRUE(has_argument(text, argument)) << argument << "\n" << text;
   EXPECT_FALSE(has_argument(text, "--use-distributed-optimizer")) << text;
-  EXPECT_FALSE(has_argument(text, "--overlap-param-gather")) << text;
-  EXPECT_TRUE(has_comment_with(text, "Not expressible: ZeRO stage 2")) << text;
-  EXPECT_TRUE(has_comment_with(text, "--data-parallel-sharding-strategy optim_grads")) << text;
+  EXPECT_FALSE(has_comment_with(text, "Not expressible")) << text;
+  EXPECT_TRUE(has_comment_with(text, "Use: env -u CUDA_DEVICE_MAX_CONNECTIONS torchrun")) << text;
 }
 
 TEST(MegatronArgs, OneMissingLayerCountsOnlyTheLoss) {
@@ -208,6 +212,8 @@ TEST(MegatronArgs, MoeWithExpertAndContextParallelism) {
        {"--expert-model-parallel-size 4", "--expert-tensor-parallel-size 1", "--context-parallel-size 2",
         "--cp-comm-type allgather", "--sequence-parallel", "--tp-comm-overlap", "--num-experts 8",
         "--moe-router-topk 2", "--moe-ffn-hidden-size 14336", "--moe-token-dispatcher-type alltoall",
+        "--moe-grouped-gemm", "--moe-router-load-balancing-type aux_loss", "--moe-aux-loss-coeff 1e-2",
+        "--rotary-base 1000000",
         "--group-query-attention", "--num-query-groups 8", "--max-position-embeddings 32768"})
     EXPECT_TRUE(has_argument(text, argument)) << argument << "\n" << text;
   EXPECT_TRUE(has_comment_with(text, "routing imbalance 1.25")) << text;
@@ -243,9 +249,59 @@ TEST(MegatronArgs, ScheduleMegatronLacksIsNamedAndTheRestGiven) {
   s.schedule = Schedule::one_f_one_b;
   s.zero_stage = 3;
   std::string zero3 = megatron_args(scenario, s);
-  EXPECT_TRUE(has_comment_with(zero3, "Not expressible: ZeRO stage 3 (gradients and parameters sharded)")) << zero3;
-  EXPECT_TRUE(has_comment_with(zero3, "optim_grads_params")) << zero3;
+  EXPECT_TRUE(has_argument(zero3, "--data-parallel-sharding-strategy optim_grads_params")) << zero3;
   EXPECT_FALSE(has_argument(zero3, "--use-distributed-optimizer")) << zero3;
+  EXPECT_FALSE(has_comment_with(zero3, "--use-custom-fsdp")) << zero3;  // gone from Megatron-LM
+
+  scenario.framework.zero_implementation = ZeroImplementation::deepspeed;  // DeepSpeed's ZeRO-3: not Megatron's
+  zero3 = megatron_args(scenario, s);
+  EXPECT_TRUE(has_comment_with(zero3, "Not expressible: ZeRO stage 3 as DeepSpeed ran it")) << zero3;
+  EXPECT_FALSE(has_argument(zero3, "--use-megatron-fsdp")) << zero3;
+  EXPECT_TRUE(has_comment_with(zero3, "Use: CUDA_DEVICE_MAX_CONNECTIONS=1 torchrun")) << zero3;
+}
+
+// The environment Megatron asks for: one hardware queue with TP or CP, none set on one GPU of each kind.
+TEST(MegatronArgs, UseLineSetsTheEnvironmentMegatronAsksFor) {
+  Scenario scenario = parse_scenario_text(kLlamaScenario, "llama.json");
+  Strategy s = pinned(scenario);
+  EXPECT_TRUE(has_comment_with(megatron_args(scenario, s), "Use: CUDA_DEVICE_MAX_CONNECTIONS=1 torchrun ..."));
+  s.tensor_model_parallel_size = 1;
+  s.data_parallel_size = 8;
+  const std::string plain = megatron_args(scenario, s);
+  EXPECT_TRUE(has_comment_with(plain, "Use: torchrun ... pretrain_gpt.py $(grep -v '^#' megatron_args.txt)")) << plain;
+  s.context_parallel_size = 2;
+  s.data_parallel_size = 4;
+  EXPECT_TRUE(has_comment_with(megatron_args(scenario, s), "Use: CUDA_DEVICE_MAX_CONNECTIONS=1 torchrun"));
+}
+
+// Long-context plans of a model trained at a shorter context: Megatron requires max positions >= the sequence; with
+// RoPE they size no weight, so the sequence is given.
+TEST(MegatronArgs, MaxPositionEmbeddingsCoverTheSequence) {
+  Scenario scenario = parse_scenario_text(kLlamaScenario, "llama.json");
+  scenario.training.seq_length = 16384;
+  const std::string text = megatron_args(scenario, pinned(scenario));
+  EXPECT_TRUE(has_argument(text, "--max-position-embeddings 16384")) << text;
+  EXPECT_TRUE(has_argument(text, "--seq-length 16384")) << text;
+}
+
+// A static-packed plan is one strategy over packed rows: its arguments, not "no arguments".
+TEST(MegatronArgs, StaticPackedPlanGivesItsStrategysArguments) {
+  Scenario scenario = parse_scenario_text(kLlamaScenario, "llama.json");
+  Candidate candidate;
+  candidate.strategy = pinned(scenario);
+  auto packed = std::make_shared<HotSwitchPlan>();
+  packed->phases.resize(1);
+  packed->phases[0].strategy = candidate.strategy;
+  packed->phases[0].workload.max_length = 8192;
+  packed->phases[0].workload.sequences = 100;
+  packed->phases[0].packs = 64;
+  candidate.plan = packed;
+  const std::string text = megatron_args(scenario, candidate);
+  EXPECT_FALSE(has_comment_with(text, "No arguments")) << text;
+  EXPECT_TRUE(has_comment_with(text, "static-packed:")) << text;
+  EXPECT_TRUE(has_comment_with(text, "100 sequences packed into 64 rows of up to 8192 tokens")) << text;
+  for (const char* argument : {"--seq-length 8192", "--global-batch-size 64", "--tensor-model-parallel-size 2"})
+    EXPECT_TRUE(has_argument(text, argument)) << argument << "\n" << text;
 }
 
 TEST(MegatronArgs, FamilyPlanGivesOnlyCommentsSayingWhy) {
