@@ -107,9 +107,15 @@ std::optional<std::string> value_error(const MegatronFlag& flag, const std::stri
   switch (flag.kind) {
     case MegatronFlagKind::switch_on:
       return std::nullopt;
-    case MegatronFlagKind::integer:
-      if (!parse_integer(value)) return fmt::format("expected an integer, got \"{}\"", value);
+    case MegatronFlagKind::integer: {
+      // argparse takes any integer; twin bounds them far inside 64-bit arithmetic (sizes, products, sums).
+      constexpr long long kBound = 1LL << 40;
+      const std::optional<long long> parsed = parse_integer(value);
+      if (!parsed) return fmt::format("expected an integer, got \"{}\"", value);
+      if (*parsed < -kBound || *parsed > kBound)
+        return fmt::format("expected an integer within +-2^40, got {}", value);
       return std::nullopt;
+    }
     case MegatronFlagKind::real:
       if (!parse_real(value)) return fmt::format("expected a number, got \"{}\"", value);
       return std::nullopt;

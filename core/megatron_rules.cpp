@@ -29,12 +29,23 @@ Sizes sizes(const MegatronArguments& a, long long world_size) {
 
 using Broken = std::optional<std::string>;
 
+// Megatron's parallel sizes are positive; twin's strategies stop at 2^16 (which also keeps products in 64 bits).
+Broken size_out_of_range(const MegatronArguments& a) {
+  constexpr long long kMaxSize = 1 << 16;
+  for (const char* flag : {"--tensor-model-parallel-size", "--pipeline-model-parallel-size", "--context-parallel-size",
+                           "--expert-model-parallel-size"}) {
+    const long long size = a.integer(flag, 1);
+    if (size < 1 || size > kMaxSize) return fmt::format("{}: expected a size in [1, {}], got {}", flag, kMaxSize, size);
+  }
+  return std::nullopt;
+}
+
 Broken parallel_sizes(const MegatronArguments& a, const Sizes& s) {
-  if (s.tp < 1 || s.pp < 1 || s.cp < 1 || s.ep < 1 || s.world % (s.tp * s.pp * s.cp) != 0)
+  if (s.world % (s.tp * s.pp * s.cp) != 0)
     return fmt::format("--tensor-model-parallel-size: world size {} is not divisible by TP x PP x CP {} x {} x {} "
                        "(arguments.py:432)", s.world, s.tp, s.pp, s.cp);
   const long long global = a.integer("--global-batch-size", 0), micro = a.integer("--micro-batch-size", 0);
-  if (micro < 1 || global < 1 || global % (micro * s.data_parallel) != 0)
+  if (micro < 1 || global < micro || s.data_parallel > global / micro || global % (micro * s.data_parallel) != 0)
     return fmt::format("--global-batch-size: {} must be a multiple of micro-batch size x data-parallel size {} x {} "
                        "(megatron/core/num_microbatches_calculator.py:582)", global, micro, s.data_parallel);
   const long long heads = a.integer("--num-attention-heads", 0);
@@ -65,7 +76,7 @@ Broken sequence(const MegatronArguments& a, const Sizes& s) {
 
 // Layers over (virtual) pipeline stages: the embedding and the loss count as layers where asked (arguments.py:962).
 Broken pipeline(const MegatronArguments& a, const Sizes& s) {
-  long long layers = a.integer("--num-layers", 0);
+  long long layers = a.integer("--num-layers", 0);  // at most 2^40 (megatron_value_error): + 2 stays in range
   if (a.has("--account-for-embedding-in-pipeline-split")) ++layers;
   if (a.has("--account-for-loss-in-pipeline-split")) ++layers;
   if (layers % s.pp != 0)
@@ -125,6 +136,7 @@ Broken megatron_fsdp(const MegatronArguments& a, const std::optional<std::string
 
 std::optional<std::string> megatron_rule_broken(const MegatronArguments& arguments, long long world_size,
                                                 const std::optional<std::string>& device_max_connections) {
+  if (auto broken = size_out_of_range(arguments)) return broken;
   const Sizes s = sizes(arguments, world_size);
   if (auto broken = parallel_sizes(arguments, s)) return broken;
   if (auto broken = sequence(arguments, s)) return broken;

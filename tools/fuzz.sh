@@ -2,7 +2,8 @@
 # Fuzzes twin's readers with libFuzzer under ASan and UBSan: the scenario parser (tests/fuzz/fuzz_scenario.cpp) for
 # a third of the time; the family plans a scenario pins, read as their searches read them
 # (tests/fuzz/fuzz_family_plans.cpp) for a third; profiles, plans, sequence-length histograms, run metrics and ops.csv
-# (tests/fuzz/fuzz_inputs.cpp) for the last third. Then run folders with large files: `twin report` and `twin
+# (tests/fuzz/fuzz_inputs.cpp) for the last third; then a Megatron-LM command line (twin simulate --megatron-args,
+# tests/fuzz/fuzz_megatron_args.cpp) for a sixth more. Then run folders with large files: `twin report` and `twin
 # calibrate --from-trace` on ops.csv files of 64 MB and 256 MB (tools/large_run_folder.py) must read them to their end
 # within 8 times the file's size in memory (ASan's hard_rss_limit_mb) and never end in std::bad_alloc.
 # Usage: tools/fuzz.sh [SECONDS]   (default 60, in all). Fails on any crash, sanitizer report, hang, exception other
@@ -15,7 +16,7 @@ build="$root/build-fuzz"
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ \
   -DTWIN_BUILD_FUZZ=ON -DTWIN_BUILD_TESTS=ON -DTWIN_WITH_CUDA=OFF \
   -DCMAKE_CXX_FLAGS='-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined' >/dev/null
-cmake --build "$build" --target fuzz_scenario fuzz_family_plans fuzz_inputs twin -j2
+cmake --build "$build" --target fuzz_scenario fuzz_family_plans fuzz_inputs fuzz_megatron_args twin -j2
 
 # Each fuzzer grows its corpus in the build folder; the seeds in the repository stay as they are.
 run() {  # run TARGET CORPUS_NAME SECONDS SEEDS...
@@ -27,7 +28,7 @@ run() {  # run TARGET CORPUS_NAME SECONDS SEEDS...
   fuzzer="$(find "$build" -type f -name "$target" -perm -u+x | head -n 1)"
   UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ASAN_OPTIONS=detect_leaks=1 \
     "$fuzzer" -max_total_time="$time" -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 \
-    -dict="$root/tests/fuzz/scenario.dict" -artifact_prefix="$build/$target-" "$corpus"
+    -dict="${dict:-$root/tests/fuzz/scenario.dict}" -artifact_prefix="$build/$target-" "$corpus"
 }
 shopt -s nullglob
 run fuzz_scenario fuzz_corpus $(( (seconds + 2) / 3 )) "$root"/scenarios/*.json "$root"/tests/fuzz/corpus/* \
@@ -35,6 +36,8 @@ run fuzz_scenario fuzz_corpus $(( (seconds + 2) / 3 )) "$root"/scenarios/*.json 
 run fuzz_family_plans fuzz_family_corpus $(( (seconds + 1) / 3 )) "$root"/tests/fuzz/corpus/*pinned*.json \
   "$root"/tests/fuzz/corpus/heterogeneous_pipelines.json "$root"/scenarios/*fixed-plan*.json
 run fuzz_inputs fuzz_inputs_corpus $(( seconds / 3 )) "$root"/tests/fuzz/inputs/*
+dict="$root/tests/fuzz/megatron.dict" run fuzz_megatron_args fuzz_megatron_corpus $(( (seconds + 5) / 6 )) \
+  "$root"/tests/fuzz/megatron/* "$root"/tests/cli/hostile/megatron_args/*
 
 # Run folders with large files: read to their end (report stops at metrics.json, which lists rank 0 only).
 large="$build/large_runs"
