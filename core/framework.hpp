@@ -1,10 +1,11 @@
 // What the training framework does that changes the timeline, in Megatron-LM's names (scenario
 // "framework" section). The defaults are what Megatron-LM's own current training recipe turns on
-// (examples/llama/train_llama3_8b_h100_fp8.sh: --use-distributed-optimizer --overlap-grad-reduce
-// --overlap-param-gather --attention-backend fused; gradient accumulation fusion is on unless
-// --no-gradient-accumulation-fusion); Megatron's argparse defaults leave the two overlaps off, and a
-// scenario that describes such a run (every run before 2023) says so. docs/FRAMEWORK.md says how the
-// lowering and the memory model follow each field.
+// (examples/llama/train_llama3_8b_h100_fp8.sh at NVIDIA/Megatron-LM d98e8a6: --use-distributed-optimizer
+// --overlap-grad-reduce --overlap-param-gather --cross-entropy-loss-fusion; gradient accumulation fusion is on
+// unless --no-gradient-accumulation-fusion; no --tp-comm-overlap; --cp-comm-type p2p, Megatron's default);
+// Megatron's argparse defaults leave the two overlaps off, and a scenario that describes such a run (every run
+// before 2023) says so. The recipe's --attention-backend fused is not the model's default (flash): docs/FRAMEWORK.md
+// "Defaults" says why, and how the lowering and the memory model follow each field.
 #pragma once
 #include <optional>
 
