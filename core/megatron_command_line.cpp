@@ -3,7 +3,6 @@
 #include "core/megatron_command_line.hpp"
 
 #include <cctype>
-#include <optional>
 
 #include <fmt/format.h>
 
@@ -37,9 +36,9 @@ class WordSplitter {
     while (i_ < text_.size()) {
       const char c = text_[i_];
       if (c == '\n') ++line_;
-      if (c == '\\' && i_ + 1 < text_.size() && text_[i_ + 1] == '\n') {
+      if (const std::size_t length = continuation_at(i_)) {
         ++line_;
-        i_ += 2;
+        i_ += length;
         continue;
       }
       if (c == '#') {
@@ -67,9 +66,9 @@ class WordSplitter {
         quoted('"', w.text);
       } else if (c == '\\') {
         if (i_ + 1 >= text_.size()) fail("expected a character after '\\', got the end of the text");
-        if (text_[i_ + 1] == '\n') {  // a continuation inside a word joins its two halves
+        if (const std::size_t length = continuation_at(i_)) {  // inside a word, it joins the word's two halves
           ++line_;
-          i_ += 2;
+          i_ += length;
           continue;
         }
         w.text += text_[i_ + 1];
@@ -100,6 +99,14 @@ class WordSplitter {
     }
     line_ = opened;
     fail(fmt::format("expected a closing {} for the quote opened here, got the end of the text", quote));
+  }
+
+  // The length of a backslash ending a line at `at` (a script saved with CRLF ends its lines in \r\n), else 0.
+  std::size_t continuation_at(std::size_t at) const {
+    if (text_[at] != '\\') return 0;
+    if (at + 1 < text_.size() && text_[at + 1] == '\n') return 2;
+    if (at + 2 < text_.size() && text_[at + 1] == '\r' && text_[at + 2] == '\n') return 3;
+    return 0;
   }
 
   std::string expansion_at(std::size_t at) const {

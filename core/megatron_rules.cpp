@@ -44,7 +44,9 @@ Broken parallel_sizes(const MegatronArguments& a, const Sizes& s) {
   if (s.world % (s.tp * s.pp * s.cp) != 0)
     return fmt::format("--tensor-model-parallel-size: world size {} is not divisible by TP x PP x CP {} x {} x {} "
                        "(arguments.py:432)", s.world, s.tp, s.pp, s.cp);
-  const long long global = a.integer("--global-batch-size", 0), micro = a.integer("--micro-batch-size", 0);
+  // Absent, the global batch is one micro-batch per data-parallel rank (arguments.py:702).
+  const long long micro = a.integer("--micro-batch-size", 0);
+  const long long global = a.integer("--global-batch-size", micro * s.data_parallel);
   if (micro < 1 || global < micro || s.data_parallel > global / micro || global % (micro * s.data_parallel) != 0)
     return fmt::format("--global-batch-size: {} must be a multiple of micro-batch size x data-parallel size {} x {} "
                        "(megatron/core/num_microbatches_calculator.py:582)", global, micro, s.data_parallel);

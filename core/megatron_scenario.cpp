@@ -4,6 +4,7 @@
 // of megatron/training/arguments.py and its config dataclasses at kMegatronCommit (core/megatron_flags.cpp).
 #include "core/megatron_scenario.hpp"
 
+#include <algorithm>
 #include <map>
 
 #include <fmt/format.h>

@@ -6,6 +6,7 @@
 // least --seq-length.
 #include "reports/megatron_args.hpp"
 
+#include <algorithm>
 #include <vector>
 
 #include <fmt/format.h>
