@@ -46,8 +46,8 @@ class ArgsText {
 };
 
 void header(ArgsText& out, const Scenario& scenario, const std::string& key) {
-  out.comment(fmt::format("Megatron-LM pretrain_gpt.py arguments for twin's plan {} of \"{}\" (flags as Megatron-LM "
-                          "{} declares them).",
+  out.comment(fmt::format("Megatron-LM pretrain_gpt.py arguments for twin's plan {} of \"{}\" (flags as {} "
+                          "declares them).",
                           key, scenario.name, kMegatronCommit));
 }
 

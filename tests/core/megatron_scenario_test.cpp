@@ -14,7 +14,8 @@ Scenario base() {
     "name": "my cluster",
     "model": { "preset": "llama2-7b" },
     "training": { "seq_length": 4096, "global_batch_size": 64 },
-    "cluster": { "nodes": [ { "count": 2, "gpu": "H100-SXM-80GB", "gpus_per_node": 8 } ] }
+    "cluster": { "nodes": [ { "count": 2, "gpu": "H100-SXM-80GB", "gpus_per_node": 8,
+                            "nics": { "count": 8, "bandwidth_Gbps": 400 } } ] }
   })", "base.json");
 }
 

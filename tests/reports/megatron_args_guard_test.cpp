@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <cstdio>
 #include <optional>
 #include <sstream>
 
@@ -86,6 +87,8 @@ TEST(MegatronArgsGuard, EveryShippedStrategyLaunchesAndReadsBack) {
     }
     scenarios += any;
   }
+  std::printf("megatron_args.txt of %d strategies of %d shipped scenarios: every flag in the table, no rule broken, "
+              "read back to the same arguments\n", checked, scenarios);
   EXPECT_GE(scenarios, 20);
   EXPECT_GE(checked, 100);
 }

@@ -103,7 +103,8 @@ TEST(MegatronArgs, LlamaLikeInterleavedPlan) {
   EXPECT_FALSE(has_comment_with(text, "Not expressible")) << text;
   EXPECT_EQ(lines_of(text).front(),
             "# Megatron-LM pretrain_gpt.py arguments for twin's plan "
-            "tp2.pp2.cp1.ep1.dp4.vpp2.sp.mbs1.z1.rc-selective.interleaved-1f1b of \"llama2-7b on 2x8 H100\".");
+            "tp2.pp2.cp1.ep1.dp4.vpp2.sp.mbs1.z1.rc-selective.interleaved-1f1b of \"llama2-7b on 2x8 H100\" (flags as "
+            "NVIDIA/Megatron-LM d98e8a64ddf3 (2026-08-22) declares them).");
   EXPECT_EQ(text, megatron_args(scenario, pinned(scenario)));  // deterministic
 }
 
