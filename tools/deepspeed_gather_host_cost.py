@@ -28,13 +28,12 @@ REPEATS = 5
 
 
 def python_loop(flat, part, n, group, shard):
-    rank = 0
     partitions = []
     for i in range(n):
         partitions.append(flat.narrow(0, part * i, part))
         if i == dist.get_rank(group=group):
             partitions[i].data.copy_(shard.data, non_blocking=True)
-    return partitions, rank
+    return partitions
 
 
 def copy_out(outputs, flat_parts):
