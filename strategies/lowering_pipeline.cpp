@@ -181,7 +181,7 @@ OpIndex StageLowering::gather_weights(const Unit& u, OpIndex after, bool forward
   if (again <= 0) return gathered;
   return e_.emit_after(parameter_collective(OpKind::all_gather, OpRole::param_gather, GroupKind::data, s_.data_group,
                                             again * 2, parameter_unit(u)),
-                       gathered);
+                       gathered == kNoOp ? after : gathered);
 }
 
 std::int64_t StageLowering::on_demand_elements(const Unit& u, bool forward) const {
