@@ -167,28 +167,38 @@ Op parameter_collective(OpKind kind, OpRole role, GroupKind group, int group_siz
 
 // ZeRO-3: all-gather a unit's weights over its data-parallel groups; returns the last gather or kNoOp. DeepSpeed
 // under full recompute gathers a layer's weights for its recomputed forward, then again those it released before
-// their backward.
+// their backward; what its hooks fetch on demand is left to the unit's start (on_demand_elements).
 OpIndex StageLowering::gather_weights(const Unit& u, OpIndex after, bool forward) {
   if (s_.zero_stage < 3) return kNoOp;
-  const OpIndex gathered = emit_weight_gather(u, after);
+  const std::int64_t on_demand = on_demand_elements(u, forward);
+  const std::int64_t dense = unit_parameters(u).dense;
+  const OpIndex gathered = emit_weight_gather(u, after, std::max<std::int64_t>(dense - on_demand, 0));
   if (forward || !s_.deepspeed_zero3 || s_.recompute != Recompute::full || u.kind != Unit::layer_unit ||
       s_.data_group == 1)
     return gathered;
-  const std::int64_t again = deepspeed_regathered_elements(s_, model_.is_moe_layer(u.layer));
-  if (again == 0) return gathered;
+  const std::int64_t again = deepspeed_regathered_elements(s_, model_.is_moe_layer(u.layer)) -
+                             std::max<std::int64_t>(on_demand - dense, 0);
+  if (again <= 0) return gathered;
   return e_.emit_after(parameter_collective(OpKind::all_gather, OpRole::param_gather, GroupKind::data, s_.data_group,
                                             again * 2, parameter_unit(u)),
-                       gathered);
+                       gathered == kNoOp ? after : gathered);
+}
+
+std::int64_t StageLowering::on_demand_elements(const Unit& u, bool forward) const {
+  if (!s_.deepspeed_zero3 || u.kind != Unit::layer_unit || s_.data_group == 1) return 0;
+  return deepspeed_layer_gathers(s_, model_.is_moe_layer(u.layer), !forward, s_.recompute == Recompute::full)
+      .on_demand_elements;
 }
 
 // The all-gathers of a unit's dense and expert weights over their data-parallel groups, after `after`; the
 // last one, or kNoOp.
-OpIndex StageLowering::emit_weight_gather(const Unit& u, OpIndex after) {
+OpIndex StageLowering::emit_weight_gather(const Unit& u, OpIndex after, std::int64_t dense_elements) {
   const RankParameters p = unit_parameters(u);
+  const std::int64_t dense = dense_elements < 0 ? p.dense : dense_elements;
   OpIndex last = kNoOp;
-  if (s_.data_group > 1 && p.dense > 0)
+  if (s_.data_group > 1 && dense > 0)
     last = e_.emit_after(parameter_collective(OpKind::all_gather, OpRole::param_gather, GroupKind::data,
-                                              s_.data_group, p.dense * 2, parameter_unit(u)), after);
+                                              s_.data_group, dense * 2, parameter_unit(u)), after);
   if (s_.expert_data_group > 1 && p.expert > 0)
     last = e_.emit_after(parameter_collective(OpKind::all_gather, OpRole::param_gather, GroupKind::expert_data,
                                               s_.expert_data_group, p.expert * 2, parameter_unit(u)), after);
@@ -238,11 +248,16 @@ void StageLowering::gather_updated_weights_ahead(const std::vector<ScheduleStep>
 // with overlap_param_gather, the first forward of a unit after the gather issued at the iteration's start).
 // DeepSpeed's fetch of a sub-module ends in torch.cuda.synchronize() (_synchronize_communication, stage3.py), so
 // a unit starts after everything issued before it, the gradient reduction of the unit before included, and the
-// next unit's prefetch is issued after that synchronisation.
+// next unit's prefetch is issued after that synchronisation. What its hooks did not prefetch (the live-parameter
+// cap) is gathered at the unit's start, after the unit before it: exposed.
 void StageLowering::run_units(const std::vector<Unit>& list, bool forward, bool reduce_after) {
   OpIndex next_gather = gather_weights(list.front(), kNoOp, forward);
   for (std::size_t i = 0; i < list.size(); ++i) {
     OpIndex this_gather = next_gather;
+    if (const std::int64_t on_demand = on_demand_elements(list[i], forward); on_demand > 0)
+      e_.emit_after(parameter_collective(OpKind::all_gather, OpRole::param_gather, GroupKind::data, s_.data_group,
+                                         on_demand * 2, parameter_unit(list[i])),
+                    e_.chain);
     if (s_.deepspeed_zero3) this_gather = last_on(Stream::dp_comm);
     if (i + 1 < list.size()) next_gather = gather_weights(list[i + 1], e_.chain, forward);
     if (auto ahead = weights_gathered_ahead_.find(parameter_unit(list[i])); forward && ahead != weights_gathered_ahead_.end()) {

@@ -10,6 +10,8 @@ published training results kept beside it:
                                         configuration twin cannot price yet, and is left out)
   tests/validation/hopper_more_rows.json  NVIDIA DGX Cloud Benchmarking (NeMo on DGX H100), releases 24.11 and 25.02
   tests/validation/zero3_rows.json       Narayanan et al. 2021 Table 2: DeepSpeed ZeRO-3 against PTD parallelism (A100)
+  tests/validation/torchtitan_rows.json  torchtitan's published benchmarks (FSDP2 + TP on H100), rows as
+                                        a100_more_rows.json states them; the rows it cannot describe under `refused`
 
 Every row becomes a twin scenario: the model, the batch, the cluster and the framework as the source states
 them; what the source leaves open is searched within the published constraints (the best predicted
@@ -226,9 +228,10 @@ def without_notes(section):
     return {key: value for key, value in section.items() if key not in NOTE_KEYS}
 
 
-def a100_more_rows():
+def stated_rows(transcription):
+    """Rows that state their scenario's sections outright (a100_more_rows.json, torchtitan_rows.json)."""
     rows = []
-    for r in json.load(open(os.path.join(HERE, "a100_more_rows.json")))["rows"]:
+    for r in json.load(open(os.path.join(HERE, transcription)))["rows"]:
         if "not_simulated" in r:  # a published configuration twin cannot price yet, kept in the transcription
             print(f"left out {r['id']}: {r['not_simulated']}", file=sys.stderr)
             continue
@@ -330,11 +333,12 @@ def zero3_rows():
 
 
 def main():
-    rows = a100_rows() + h100_rows() + a100_more_rows() + hopper_more_rows() + zero3_rows()
+    rows = (a100_rows() + h100_rows() + stated_rows("a100_more_rows.json") + hopper_more_rows() + zero3_rows() +
+            stated_rows("torchtitan_rows.json"))
     table = {"format": "twin-validation", "version": 1,
              "about": "Published end-to-end training results, each a twin scenario and the published figure; built by "
                       "tools/build_validation_table.py from a100_rows.json, h100_rows.json, a100_more_rows.json, "
-                      "hopper_more_rows.json and zero3_rows.json (the transcriptions, with their sources and quotes). "
+                      "hopper_more_rows.json, zero3_rows.json and torchtitan_rows.json (the transcriptions, with their sources and quotes). "
                       "docs/VALIDATION.md describes the table and its results.",
              "rows": rows}
     path = os.path.join(HERE, "published.json")

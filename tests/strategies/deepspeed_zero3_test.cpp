@@ -42,6 +42,32 @@ struct Lowered {
   IterationGraph graph;
 };
 
+Lowered lower(ZeroImplementation implementation, std::int64_t hidden);
+
+// The live-parameter cap (stage3_max_live_parameters, 1e9 elements): a hook holding that many prefetches nothing, and
+// the next weight is gathered on demand. GPT-3 174.6B's weights (h 12288: at most 4h^2 = 6.0e8) never reach it.
+TEST(DeepSpeedZero3, AHookHoldingTheLiveParameterCapPrefetchesNothing) {
+  const auto gathers = [](std::int64_t hidden, bool backward) {
+    const Lowered lowered = lower(ZeroImplementation::deepspeed, hidden);
+    return lowering::deepspeed_layer_gathers(lowering::rank_shapes(lowered.scenario, lowered.strategy), false,
+                                             backward, true);
+  };
+  const std::int64_t h2 = std::int64_t{12288} * 12288;
+  EXPECT_EQ(gathers(12288, false).on_demand_elements, 0);
+  EXPECT_EQ(gathers(12288, false).prefetched_elements, 12 * h2);
+  EXPECT_EQ(gathers(12288, true).on_demand_elements, 0);
+  EXPECT_EQ(gathers(12288, true).prefetched_elements, (12 + 8) * h2);
+  // 529.6B (h 20480): qkv 3h^2 = 1.26e9, fc1 and fc2 4h^2 = 1.68e9 hold the cap, the projection (4.2e8) does not.
+  // Forward: only fc1, after the projection, is prefetched. Backward: the recomputed forward as the forward; then
+  // fc1 after fc2 (cap held) and the projection after fc1 on demand, qkv after the projection prefetched.
+  const std::int64_t w2 = std::int64_t{20480} * 20480;
+  EXPECT_EQ(gathers(20480, false).prefetched_elements, 4 * w2);
+  EXPECT_EQ(gathers(20480, false).on_demand_elements, 8 * w2);
+  EXPECT_EQ(gathers(20480, true).prefetched_elements, (4 + 3) * w2);
+  EXPECT_EQ(gathers(20480, true).on_demand_elements, (8 + 4 + 1) * w2);
+}
+
+
 Lowered lower(ZeroImplementation implementation, std::int64_t hidden) {
   ModelConfig model = testing::gpt_shaped();
   model.num_layers = 4;
@@ -119,6 +145,31 @@ TEST(DeepSpeedZero3, AWideLayerIsGatheredAgainForItsBackward) {
     for (OpIndex i = 0; i < rc.size(); ++i)
       again += rc.op(i).role == OpRole::param_gather && rc.op(i).bytes == 8 * h2 * 2 ? 1 : 0;
   EXPECT_EQ(again, 4 * 4);
+}
+
+// The cap moves gathers, it does not add any: the bytes gathered are the same; at h 20480 part of each unit's are
+// gathered after the compute before it (an edge from a compute op), at h 12288 none.
+TEST(DeepSpeedZero3, OnDemandGathersWaitForTheComputeBeforeThem) {
+  const auto gathers = [](const IterationGraph& g) {
+    std::int64_t bytes = 0;
+    int after_compute = 0;
+    for (const RankClass& rc : g.classes)
+      for (OpIndex i = 0; i < rc.size(); ++i) {
+        if (rc.op(i).role != OpRole::param_gather) continue;
+        bytes += rc.op(i).bytes;
+        for (auto [e, end] = boost::in_edges(i, rc.graph); e != end; ++e)
+          after_compute += rc.op(boost::source(*e, rc.graph)).stream == Stream::compute ? 1 : 0;
+      }
+    return std::pair{bytes, after_compute};
+  };
+  const auto [wide_bytes, wide_after] = gathers(lower(ZeroImplementation::deepspeed, 20480).graph);
+  const auto [narrow_bytes, narrow_after] = gathers(lower(ZeroImplementation::deepspeed, 12288).graph);
+  EXPECT_GT(wide_after, narrow_after);
+  const Lowered megatron = lower(ZeroImplementation::megatron, 20480);
+  const std::int64_t w2 = std::int64_t{20480} * 20480;
+  // DeepSpeed's backward also gathers again what it released (8 h^2, fp16) for each layer and micro-batch.
+  EXPECT_EQ(wide_bytes, gathers(megatron.graph).first + 4 * 4 * 8 * w2 * 2);
+  EXPECT_GT(narrow_bytes, 0);
 }
 
 }  // namespace

@@ -22,7 +22,7 @@ const std::string kTable = std::string(TWIN_SOURCE_DIR) + "/tests/validation/pub
 
 TEST(PublishedTable, FiguresBecomeTheIterationTimesTheirSourcesImply) {
   const PublishedTable table = load_published_table(kTable);
-  ASSERT_GE(table.rows.size(), 199u);
+  ASSERT_GE(table.rows.size(), 200u);
   std::map<std::string, const PublishedRow*> by_id;
   for (const PublishedRow& row : table.rows) by_id[row.id] = &row;
   // Narayanan et al. eq. 3 over 137 TFLOP/s on 32 GPUs: 3.53 s (the transcription's derived value).
@@ -35,6 +35,8 @@ TEST(PublishedTable, FiguresBecomeTheIterationTimesTheirSourcesImply) {
   EXPECT_NEAR(by_id.at("mpt_7b_h100_512gpu_seq2048")->published_iteration_s, 1.2707, 0.0005);
   // Narayanan et al. Table 2: DeepSpeed ZeRO-3 at 44 TFLOP/s per GPU on 1,536 GPUs, by the same eq. 3: 66.75 s.
   EXPECT_NEAR(by_id.at("narayanan21_t2_zero3_174.6B_1536gpu")->published_iteration_s, 66.75, 0.01);
+  // torchtitan: 512 sequences of 8192 tokens / (597.3 tokens/s per GPU x 256 GPUs) = 27.43 s.
+  EXPECT_NEAR(by_id.at("torchtitan_llama3_70b_256h100_fsdp32_tp8_bf16")->published_iteration_s, 27.43, 0.01);
   // Table 5 as published.
   EXPECT_EQ(by_id.at("korthikanti22_1T_selective_plus_sp")->published_iteration_s, 71.49);
   // NeMo Megatron: 40,345 tokens/s on one DGX A100 (5,043.1 per GPU), batch 2048 x 2048: 103.96 s.
@@ -71,27 +73,28 @@ TEST(PublishedTable, BadRowsNameTheirPath) {
 
 // The guard, leave one group out (docs/VALIDATION.md, "Cross-validated: leave one group out"): mean and largest
 // |error| of each group predicted with the fitted parameters refitted without it, and beside them the in-sample
-// figures (every parameter fitted on every group), as measured on 2026-11-28 08:36 UTC
-// (`twin validate tests/validation/published.json --cross-validate`, 199 rows of 14 groups); a change
+// figures (every parameter fitted on every group), as measured on 2026-11-28 10:02-10:07 UTC
+// (`twin validate tests/validation/published.json --cross-validate`, 200 rows of 15 groups); a change
 // that makes any of them worse by more than half a point fails here. A group the guard does not know fails with the line to add.
 struct Reached {
   double cross_validated_mean, cross_validated_max, in_sample_mean, in_sample_max;
 };
 const std::map<std::string, Reached> kReached = {
-    {"narayanan2021-table1", {0.113, 0.171, 0.101, 0.158}},
-    {"korthikanti2022-table5", {0.129, 0.190, 0.118, 0.179}},
-    {"korthikanti2022-abstract", {0.107, 0.149, 0.105, 0.147}},
-    {"dubey2024-llama3-table4", {0.054, 0.071, 0.054, 0.070}},
-    {"megatron-readme-h100-2024", {0.076, 0.118, 0.072, 0.111}},
-    {"llmfoundry-mpt-h100-2024", {0.099, 0.189, 0.081, 0.173}},
-    {"llmfoundry-mpt-a100-2023", {0.065, 0.219, 0.065, 0.219}},
-    {"nemo-megatron-a100-2023", {0.159, 0.209, 0.159, 0.209}},
-    {"bloom2022-176b", {0.058, 0.058, 0.059, 0.059}},
-    {"bloom2022-topology-search", {0.083, 0.233, 0.083, 0.229}},
-    {"smith2022-mtnlg-530b", {0.083, 0.104, 0.082, 0.103}},
-    {"dgxc-nemo-h100-24.11", {0.063, 0.167, 0.051, 0.145}},
-    {"dgxc-nemo-h100-25.02", {0.046, 0.099, 0.037, 0.084}},
-    {"narayanan2021-table2-zero3", {0.258, 0.652, 0.263, 0.648}},
+    {"narayanan2021-table1", {0.112, 0.170, 0.100, 0.157}},
+    {"korthikanti2022-table5", {0.128, 0.189, 0.117, 0.178}},
+    {"korthikanti2022-abstract", {0.106, 0.148, 0.104, 0.146}},
+    {"dubey2024-llama3-table4", {0.054, 0.070, 0.053, 0.069}},
+    {"megatron-readme-h100-2024", {0.075, 0.116, 0.071, 0.110}},
+    {"llmfoundry-mpt-h100-2024", {0.097, 0.188, 0.079, 0.172}},
+    {"llmfoundry-mpt-a100-2023", {0.065, 0.220, 0.065, 0.219}},
+    {"nemo-megatron-a100-2023", {0.159, 0.210, 0.159, 0.210}},
+    {"bloom2022-176b", {0.056, 0.056, 0.058, 0.058}},
+    {"bloom2022-topology-search", {0.083, 0.233, 0.083, 0.230}},
+    {"smith2022-mtnlg-530b", {0.085, 0.106, 0.083, 0.103}},
+    {"dgxc-nemo-h100-24.11", {0.064, 0.169, 0.051, 0.147}},
+    {"dgxc-nemo-h100-25.02", {0.047, 0.101, 0.037, 0.086}},
+    {"narayanan2021-table2-zero3", {0.249, 0.652, 0.254, 0.648}},
+    {"torchtitan-h100-2025", {0.142, 0.142, 0.141, 0.141}},
     {"all", {0.088, 0.652, 0.082, 0.648}},
 };
 
