@@ -71,15 +71,15 @@ TEST(PublishedTable, BadRowsNameTheirPath) {
 
 // The guard, leave one group out (docs/VALIDATION.md, "Cross-validated: leave one group out"): mean and largest
 // |error| of each group predicted with the fitted parameters refitted without it, and beside them the in-sample
-// figures (every parameter fitted on every group), as measured on 2026-11-28 08:36 UTC
-// (`twin validate tests/validation/published.json --cross-validate`, 199 rows of 14 groups); a change
+// figures (every parameter fitted on every group), as measured on 2026-11-28 09:56 UTC with the built-in values
+// fitted on every group (`twin validate tests/validation/published.json --cross-validate`, 199 rows of 14 groups); a change
 // that makes any of them worse by more than half a point fails here. A group the guard does not know fails with the line to add.
 struct Reached {
   double cross_validated_mean, cross_validated_max, in_sample_mean, in_sample_max;
 };
 const std::map<std::string, Reached> kReached = {
     {"narayanan2021-table1", {0.113, 0.171, 0.101, 0.158}},
-    {"korthikanti2022-table5", {0.129, 0.190, 0.118, 0.179}},
+    {"korthikanti2022-table5", {0.129, 0.189, 0.118, 0.178}},
     {"korthikanti2022-abstract", {0.107, 0.149, 0.105, 0.147}},
     {"dubey2024-llama3-table4", {0.054, 0.071, 0.054, 0.070}},
     {"megatron-readme-h100-2024", {0.076, 0.118, 0.072, 0.111}},
@@ -88,10 +88,10 @@ const std::map<std::string, Reached> kReached = {
     {"nemo-megatron-a100-2023", {0.159, 0.209, 0.159, 0.209}},
     {"bloom2022-176b", {0.058, 0.058, 0.059, 0.059}},
     {"bloom2022-topology-search", {0.083, 0.233, 0.083, 0.229}},
-    {"smith2022-mtnlg-530b", {0.083, 0.104, 0.082, 0.103}},
+    {"smith2022-mtnlg-530b", {0.084, 0.105, 0.082, 0.103}},
     {"dgxc-nemo-h100-24.11", {0.063, 0.167, 0.051, 0.145}},
     {"dgxc-nemo-h100-25.02", {0.046, 0.099, 0.037, 0.084}},
-    {"narayanan2021-table2-zero3", {0.258, 0.652, 0.263, 0.648}},
+    {"narayanan2021-table2-zero3", {0.257, 0.652, 0.263, 0.648}},
     {"all", {0.088, 0.652, 0.082, 0.648}},
 };
 
