@@ -12,7 +12,7 @@ namespace {
 // the value at which the mean of predicted / published - 1 over those rows is zero). Held out, leave one group
 // out, this procedure misses the 180 rows outside the groups the factors were fitted on before (one group each:
 // Hopper 1.3727 on megatron-readme-h100-2024, Ampere 1.1672 on narayanan2021-table1) by 8.8% mean where those
-// one-group values missed them by 10.8% (docs/VALIDATION.md, "The fitted parameters").
+// one-group values missed them by 10.8% (docs/VALIDATION.md, "The built-in values fitted on every group").
 // Tried and not shipped: the measured training clocks on the built-in Hopper GPUs (H100 1,405 MHz, H200 1,538 MHz,
 // docs/ACCURACY.md) with the Hopper factor refitted beside them (1.0691): held out, four of the five Hopper groups
 // 0.2-1.1 points worse, the table 8.8% -> 9.0% (docs/VALIDATION.md).
