@@ -89,9 +89,6 @@ std::string rounds_csv(const std::map<std::string, TimedShape>& shapes) {
 
 std::vector<CheckRow> check_gemms(const Profile& profile, const GpuSpec& gpu, const std::vector<ModelGemm>& gemms,
                                   const std::string& out_dir) {
-  // The check times micro-benchmarks: it prices them at the calibration's clock, not a training step's.
-  Profile at_reference_clock_profile = profile;
-  for (GpuKernelProfile& g : at_reference_clock_profile.gpus) g.sustained_sm_clock_MHz = 0;
   const GpuKernelProfile& kernels = profile.kernels_for(gpu);
   std::vector<ModelGemm> checked;
   std::map<std::string, TimedShape> shapes;
@@ -152,8 +149,9 @@ std::vector<CheckRow> check_gemms(const Profile& profile, const GpuSpec& gpu, co
     row.measured_us = median_of(times_ns) * 1e-3;
     row.measured_raw_us = median_of(as_timed(timed, &Measurement::median_ns)) * 1e-3;
     row.sm_clock_MHz = median_of(as_timed(timed, &Measurement::sm_clock_MHz));
-    row.predicted_us =
-        (static_cast<double>(compute_time_ns(at_reference_clock_profile, gpu, op)) - kernels.launch_overhead_ns) * 1e-3;
+    // The benchmark price: no in-situ ratio of folded training steps (compute_time_ns applied h100-x1's, 1.11-1.18,
+    // and made the check of 2026-11-28 read interpolation 3.4-16.3% slow), no training clock, no launch overhead.
+    row.predicted_us = benchmark_kernel_time_ns(kernels, gpu, op) * 1e-3;
     row.limit_pct = kGemmLimitPct;
     row.tflops = gemm_flops(gemm.shape) / (row.measured_us * 1e6);
     const auto [low, high] = std::minmax_element(times_ns.begin(), times_ns.end());

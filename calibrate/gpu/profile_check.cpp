@@ -1,6 +1,6 @@
 // Collectives first, while every rank is alive (groups of the first g ranks, as calibration splits them);
 // then the GEMMs on rank 0 alone (calibrate/gpu/gemm_check.hpp). Predictions go through the code the
-// simulator runs: collective_table_time_us for the tables and compute_time_ns (less launch overhead) for GEMMs.
+// simulator runs: collective_table_time_us for the tables and benchmark_kernel_time_ns for GEMMs (the micro-benchmark basis).
 #include "calibrate/gpu/profile_check.hpp"
 
 #include <filesystem>
