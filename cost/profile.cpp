@@ -182,6 +182,8 @@ void index_measured_shapes(GpuKernelProfile& kernels) {
 }
 
 std::string profile_workload(const Profile& profile) {
+  // The built-in profile describes every GPU preset: naming them all says nothing
+  if (profile.builtin) return fmt::format("{} kernels, the built-in estimates", to_string(profile.framework));
   std::string gpus;
   for (const GpuKernelProfile& g : profile.gpus) gpus += (gpus.empty() ? "" : ", ") + g.gpu;
   return fmt::format("{} kernels measured on {}", to_string(profile.framework), gpus.empty() ? "no GPU" : gpus);

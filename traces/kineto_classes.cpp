@@ -56,13 +56,14 @@ bool gemm_shape(std::string_view n, const std::vector<std::vector<std::int64_t>>
   return g.m > 0 && g.n > 0 && g.k > 0;
 }
 
-// SDPA's query and key: [batch, heads, seq, head_dim] for the scaled_dot_product ops, [batch, seq, heads,
-// head_dim] for the flash and memory-efficient ops beneath them; a backward's first input is the output gradient.
+// SDPA's query and key: [batch, heads, seq, head_dim] for the scaled_dot_product and cuDNN ops, [batch, seq,
+// heads, head_dim] for the flash and memory-efficient ops beneath them; a backward's first input is the output
+// gradient.
 bool attention_shape(std::string_view n, bool backward, const std::vector<std::vector<std::int64_t>>& dims,
                      AttentionShape& a) {
   const std::size_t q = backward ? 1 : 0;
   if (dims.size() < q + 2 || dims[q].size() != 4 || dims[q + 1].size() != 4) return false;
-  const bool seq_major = n.find("scaled_dot_product") == n.npos;
+  const bool seq_major = n.find("_flash_attention_") != n.npos || n.find("_efficient_attention_") != n.npos;
   const auto& Q = dims[q];
   const auto& K = dims[q + 1];
   a.batch = Q[0];

@@ -93,7 +93,9 @@ json step_facts_json(const std::vector<ClassifiedTrace>& traces, const std::stri
           {"collective_overlapped_share", median(overlapped)}};
 }
 
-// The three families a profile's in-situ prior has (cost/profile.hpp InSituPrior), as trace classes and op kinds.
+// What a trace's time is folded as, by the in-situ prior each family has (cost/profile.hpp InSituPrior): GEMMs,
+// attention, and every other kernel and copy (the framework's norms, casts, optimizer and FSDP copies against the
+// scenario's memory-bound ops, its optimizer step included).
 enum class Family { gemm, attention, memory_bound };
 inline constexpr std::array kFamilies = {Family::gemm, Family::attention, Family::memory_bound};
 const char* family_name(Family f) {
@@ -129,8 +131,7 @@ double traced_ns_per_step(const std::vector<ClassifiedTrace>& traces, Family fam
   for (const ClassifiedTrace& t : traces) {
     for (int c = 0; c < kTraceClassCount; ++c) {
       const auto cls = static_cast<TraceClass>(c);
-      if (cls != TraceClass::collective && cls != TraceClass::memcpy && cls != TraceClass::unmatched &&
-          family_of(cls) == family)
+      if (cls != TraceClass::collective && cls != TraceClass::unmatched && family_of(cls) == family)
         total += t.classes[static_cast<std::size_t>(c)].busy_ns;
     }
     steps += static_cast<double>(t.steps.size());
@@ -152,8 +153,8 @@ std::vector<Op> scenario_compute_ops(const std::string& scenario_path, const Pro
   if (class_gpu.name != gpu.name)
     throw InputError(scenario_path, "/cluster", fmt::format("the traced GPU, {}; the scenario's is {}", gpu.name, class_gpu.name));
   std::vector<Op> ops;
-  for (OpIndex i = 0; i < first.graph.size(); ++i)
-    if (!first.graph.op(i).is_communication()) ops.push_back(first.graph.op(i));
+  for (OpIndex i = 0; i < first.size(); ++i)
+    if (!first.op(i).is_communication()) ops.push_back(first.op(i));
   return ops;
 }
 
@@ -168,8 +169,8 @@ double priced_ns(const Profile& profile, const GpuSpec& gpu, const std::vector<O
 // framework's ops record none): the prior that prices the scenario's ops of the family at the traced time per
 // step. A few fixed-point steps, since each op's launch overhead does not scale with it.
 void fold_priors(Recalibration& result, const KinetoFoldRequest& request, const GpuSpec& gpu,
-                 const std::vector<ClassifiedTrace>& traces, const RunMeasurements& shaped, json& effect) {
-  const std::vector<Op> ops = scenario_compute_ops(request.scenario, result.profile, gpu);
+                 const std::vector<ClassifiedTrace>& traces, const std::vector<Op>& ops, const RunMeasurements& shaped,
+                 json& effect) {
   const auto at = std::find_if(result.profile.gpus.begin(), result.profile.gpus.end(),
                                [&](const GpuKernelProfile& g) { return g.gpu == gpu.name; });
   const std::size_t index = static_cast<std::size_t>(at - result.profile.gpus.begin());
@@ -183,7 +184,7 @@ void fold_priors(Recalibration& result, const KinetoFoldRequest& request, const 
     double& prior = prior_of(at->in_situ_prior, family);
     const double old_prior = prior;
     for (int step = 0; step < 4; ++step)
-      prior = std::clamp(prior * traced_ns / priced_ns(result.profile, gpu, ops, family), 0.1, 100.0);
+      prior = std::clamp(prior * traced_ns / priced_ns(result.profile, gpu, ops, family), 0.1, 10.0);  // the file's range
     result.changes.push_back({fmt::format("/gpus/{}/in_situ_prior/{}", index, family_name(family)), old_prior, prior, 0,
                               fmt::format("the framework's {} kernels took {:.3f} ms a step against {:.3f} ms for the {} "
                                           "ops of {} priced by the profile", family_name(family), traced_ns / 1e6,
@@ -270,7 +271,8 @@ KinetoFoldOutcome fold_kineto_trace(const KinetoFoldRequest& request) {
   Recalibration result = recalibrate(before, measured);
   json effect = {{"trace_files", files.size()}, {"ops_folded", measured.samples.size()}, {"classes", classes_json(traces)},
                  {"step_facts", step_facts_json(traces, run, request.framework)}};
-  if (!request.scenario.empty()) fold_priors(result, request, gpu, traces, measured, effect);
+  if (!request.scenario.empty())
+    fold_priors(result, request, gpu, traces, scenario_compute_ops(request.scenario, before, gpu), measured, effect);
   result.profile.framework = request.framework;
   result.profile.step_facts = effect["step_facts"];
   result.changes.push_back({"/framework", std::string(to_string(before.framework)),

@@ -1,9 +1,11 @@
 // `twin calibrate --from-trace TRACE`, where TRACE is a PyTorch profiler trace (a .json or .json.gz file, or a
 // folder of one per rank) of a framework's training steps: the measured GEMM and attention shapes fold into the
 // profile as a twin run's do (calibrate/recalibration.hpp, rule 1), so shapes near them inherit their in-situ
-// ratios; given the scenario that describes the traced run, the framework's other GPU work per step (norms,
-// casts, optimizer, FSDP's copies: kernels twin's ops do not name one by one) sets the memory-bound in-situ
-// prior; the profile names the framework and keeps the trace's step-level facts. docs/BRIDGES.md.
+// ratios; given the scenario that describes the traced run, the framework's other GPU work per step (unfused norms,
+// casts, copies, its optimizer and gradient clipping, FSDP's copies: kernels twin's ops do not name one by one)
+// against the scenario's memory-bound ops sets the memory-bound in-situ prior (GEMMs' and attention's too where the
+// trace recorded no shapes); the profile names the framework and keeps the trace's step-level facts.
+// docs/BRIDGES.md.
 #pragma once
 #include <filesystem>
 #include <string>
