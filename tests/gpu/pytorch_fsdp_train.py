@@ -15,8 +15,8 @@ import argparse, json, math, os, statistics, sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 # the model's pieces, the data and the FLOP count are the baseline's: the two scripts measure the same model
-from pytorch_baseline import (Config, RMSNorm, rope_tables, apply_rope, make_batches, model_flops_per_step,
-                              clock_mark, clock_seconds, FLOPS_FORMULA, PEAK_BF16_TFLOPS)
+from pytorch_baseline import (Block, Config, Llama, apply_rope, make_batches, model_flops_per_step, clock_mark,
+                              clock_seconds, FLOPS_FORMULA, PEAK_BF16_TFLOPS)
 import torch
 import torch.distributed as dist
 import torch.nn as nn
@@ -28,8 +28,8 @@ SDPA_BACKENDS = {"cudnn": SDPBackend.CUDNN_ATTENTION, "flash": SDPBackend.FLASH_
                  "efficient": SDPBackend.EFFICIENT_ATTENTION, "math": SDPBackend.MATH}
 
 # -----------------------------------------------------------------------------
-# the model, torchtitan's layout: separate Q, K, V and SwiGLU projections, so that a column-parallel split
-# of each keeps whole heads (and whole gate/up rows) on a rank
+# the model: the baseline's Llama with torchtitan's layout of the projections, separate Q, K, V and SwiGLU
+# weights, so that a column-parallel split of each keeps whole heads (and whole gate/up rows) on a rank
 
 class Attention(nn.Module):
     def __init__(self, cfg):
@@ -60,16 +60,6 @@ class MLP(nn.Module):
     def forward(self, x):
         return self.w2(F.silu(self.w1(x)) * self.w3(x))
 
-class Block(nn.Module):
-    def __init__(self, cfg):
-        super().__init__()
-        self.attn_norm, self.attn = RMSNorm(cfg.hidden, cfg.norm_eps), Attention(cfg)
-        self.mlp_norm, self.mlp = RMSNorm(cfg.hidden, cfg.norm_eps), MLP(cfg)
-
-    def forward(self, x, cos, sin):
-        x = x + self.attn(self.attn_norm(x), cos, sin)
-        return x + self.mlp(self.mlp_norm(x))
-
 class Checkpointed(nn.Module):
     """Full activation checkpointing of one block: only its input is kept, the block reruns in backward."""
     def __init__(self, block):
@@ -79,27 +69,9 @@ class Checkpointed(nn.Module):
     def forward(self, x, cos, sin):
         return torch.utils.checkpoint.checkpoint(self.block, x, cos, sin, use_reentrant=False)
 
-class Llama(nn.Module):
-    def __init__(self, cfg):
-        super().__init__()
-        self.cfg = cfg
-        self.embed = nn.Embedding(cfg.vocab, cfg.hidden)
-        self.layers = nn.ModuleList(Block(cfg) for _ in range(cfg.layers))
-        self.norm = RMSNorm(cfg.hidden, cfg.norm_eps)
-        self.output = nn.Linear(cfg.hidden, cfg.vocab, bias=False)
-        cos, sin = rope_tables(cfg)
-        self.register_buffer("rope_cos", cos, persistent=False)
-        self.register_buffer("rope_sin", sin, persistent=False)
-        for m in self.modules():
-            if isinstance(m, (nn.Linear, nn.Embedding)):
-                nn.init.normal_(m.weight, mean=0.0, std=0.02)
-
-    def forward(self, idx, targets):
-        x = self.embed(idx)
-        for layer in self.layers:
-            x = layer(x, self.rope_cos, self.rope_sin)
-        logits = self.output(self.norm(x))
-        return F.cross_entropy(logits.float().view(-1, logits.size(-1)), targets.reshape(-1))
+def make_model(cfg):
+    """The baseline's Llama with this file's attention and MLP (the same FLOPs and init)."""
+    return Llama(cfg, block=lambda c: Block(c, attention=Attention, mlp=MLP))
 
 # -----------------------------------------------------------------------------
 # parallelism, in torchtitan's order: tensor parallel, activation checkpointing, compile, FSDP
@@ -255,7 +227,7 @@ def main():
 
     torch.manual_seed(args.seed)
     with torch.device(device):
-        model = Llama(cfg)  # fp32 parameters: FSDP's policy casts them to bf16 for compute
+        model = make_model(cfg)  # fp32 parameters: FSDP's policy casts them to bf16 for compute
     parallelize(model, args, mesh)
     optimizer = torch.optim.AdamW(model.parameters(), lr=3e-4, betas=(0.9, 0.95), weight_decay=0.1, fused=cuda)
     profiler = make_profiler(args, rank)

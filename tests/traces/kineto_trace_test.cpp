@@ -136,16 +136,21 @@ TEST(KinetoTrace, MalformedFilesAreNamedWithWhere) {
   EXPECT_EQ(error_of(fs::temp_directory_path() / "twin_kineto_test/missing.json").find("no error"), std::string::npos);
 }
 
-TEST(KinetoFold, FoldsShapesNamesTheFrameworkAndIsDeterministic) {
-  const fs::path folder = fs::temp_directory_path() / "twin_kineto_fold";
-  fs::remove_all(folder);
+// The fixture folded into the built-in profile, written to FOLDER/NAME (a fresh folder), with `scenario` if given.
+KinetoFoldOutcome fold_fixture(const fs::path& folder, const std::string& name, const std::string& scenario = "") {
   fs::create_directories(folder);
   KinetoFoldRequest request;
   request.trace = kFixture;
-  request.out = (folder / "a.json").string();
-  const KinetoFoldOutcome first = fold_kineto_trace(request);
-  request.out = (folder / "b.json").string();
-  fold_kineto_trace(request);
+  request.out = (folder / name).string();
+  request.scenario = scenario;
+  return fold_kineto_trace(request);
+}
+
+TEST(KinetoFold, FoldsShapesNamesTheFrameworkAndIsDeterministic) {
+  const fs::path folder = fs::temp_directory_path() / "twin_kineto_fold";
+  fs::remove_all(folder);
+  const KinetoFoldOutcome first = fold_fixture(folder, "a.json");
+  fold_fixture(folder, "b.json");
   const auto text = [](const fs::path& p) {
     std::ifstream in(p, std::ios::binary);
     return std::string(std::istreambuf_iterator<char>(in), {});
@@ -162,12 +167,8 @@ TEST(KinetoFold, FoldsShapesNamesTheFrameworkAndIsDeterministic) {
 TEST(KinetoFold, TheScenarioOfTheTracedRunSetsTheMemoryBoundPrior) {
   const fs::path folder = fs::temp_directory_path() / "twin_kineto_fold_scenario";
   fs::remove_all(folder);
-  fs::create_directories(folder);
-  KinetoFoldRequest request;
-  request.trace = kFixture;
-  request.out = (folder / "p.json").string();
-  request.scenario = (fs::path(TWIN_SOURCE_DIR) / "docs/accuracy/pytorch-fsdp2-1xH200/scenarios/L4_mb1_none.json").string();
-  const KinetoFoldOutcome outcome = fold_kineto_trace(request);
+  const KinetoFoldOutcome outcome = fold_fixture(
+      folder, "p.json", (fs::path(TWIN_SOURCE_DIR) / "docs/accuracy/pytorch-fsdp2-1xH200/scenarios/L4_mb1_none.json").string());
   const nlohmann::json& priors = outcome.record.at("effect").at("priors");
   ASSERT_TRUE(priors.contains("memory_bound"));
   EXPECT_FALSE(priors.contains("gemm"));  // GEMMs came with shapes: exact entries, no prior
