@@ -18,6 +18,7 @@
 #include "core/cluster.hpp"
 #include "core/input_file.hpp"
 #include "core/json_reader.hpp"
+#include "traces/kineto_fold.hpp"
 #include "traces/recalibration_run.hpp"
 #ifdef TWIN_WITH_CUDA
 #include "cli/calibrate_gpu_command.hpp"
@@ -33,6 +34,7 @@ struct CalibrateOptions {
   std::string collective;  // --collective: the nccl-tests collective of logs that do not say
   std::string gpu;         // --gpu: the GPU preset of logs whose device name maps to none
   std::string profile;
+  std::string framework;   // --framework: whose PyTorch profiler trace --from-trace reads
   CLI::App* command = nullptr;
   CLI::Option* out = nullptr;
 };
@@ -44,7 +46,52 @@ CalibrateOptions& calibrate_options() {
   return options;
 }
 
+// A PyTorch profiler trace of a framework's steps (traces/kineto_fold.hpp).
+int run_from_framework_trace(const CalibrateOptions& options) {
+  KinetoFoldRequest request;
+  request.trace = options.from_trace;
+  if (!options.profile.empty()) request.profile = options.profile;
+  if (options.out->count() > 0) request.out = options.request.out;
+  request.scenario = options.request.scenario;
+  if (!options.framework.empty()) request.framework = *framework_name(options.framework);
+  const KinetoFoldOutcome outcome = fold_kineto_trace(request);
+  const nlohmann::json& effect = outcome.record.at("effect");
+  fmt::print("folded {} GEMM and attention ops of {} ({} file(s), framework {}) into {} ({} entries changed)\n",
+             effect.at("ops_folded").get<int>(), options.from_trace, effect.at("trace_files").get<int>(),
+             to_string(request.framework), outcome.profile_path.generic_string(), outcome.record.at("changes").size());
+  fmt::print("{:<20} {:>10} {:>11} {:>7}  matched on (the largest)\n", "class", "kernels", "ms", "share");
+  for (const auto& [name, c] : effect.at("classes").items()) {
+    const nlohmann::json& matched = c.at("matched_on");
+    fmt::print("{:<20} {:>10} {:>11.3f} {:>6.2f}%  {}\n", name, c.at("activities").get<std::int64_t>(),
+               c.at("ms").get<double>(), 100 * c.at("share").get<double>(),
+               matched.empty() ? "" : matched.front().at("matched_on").get<std::string>());
+  }
+  const nlohmann::json& facts = effect.at("step_facts");
+  fmt::print("step (median over {} rank(s) x {} step(s)): {:.3f} ms on the GPU, {:.3f} ms of kernels, {:.3f} ms idle "
+             "(host gaps); NCCL {:.3f} ms, {:.0f}% of it beside compute\n",
+             facts.at("ranks").get<int>(), facts.at("steps").get<int>(), facts.at("step_ms").get<double>(),
+             facts.at("kernel_busy_ms").get<double>(), facts.at("host_idle_ms").get<double>(),
+             facts.at("collective_ms").get<double>(), 100 * facts.at("collective_overlapped_share").get<double>());
+  if (effect.contains("priors"))
+    for (const auto& [family, prior] : effect.at("priors").items())
+      fmt::print("{} in-situ prior {:.3f} -> {:.3f} ({:.3f} ms a step traced against {:.3f} ms priced)\n", family,
+                 prior.at("old").get<double>(), prior.at("new").get<double>(),
+                 prior.at("traced_ms_per_step").get<double>(), prior.at("priced_ms_per_step").get<double>());
+  else
+    fmt::print("no --scenario: only GEMM and attention shapes folded (the scenario of the traced run lets the other "
+               "kernels set the in-situ priors)\n");
+  if (!outcome.previous_path.empty()) fmt::print("previous profile kept as {}\n", outcome.previous_path.generic_string());
+  fmt::print("what changed and why: {} and {}\n", outcome.changes_json.generic_string(), outcome.changes_md.generic_string());
+  return 0;
+}
+
 int run_from_trace(const CalibrateOptions& options) {
+  if (is_kineto_trace_path(options.from_trace)) return run_from_framework_trace(options);
+  if (!options.request.scenario.empty() || !options.framework.empty()) {
+    spdlog::error("--scenario and --framework go with a PyTorch profiler trace; {} is a twin run folder (best.json "
+                  "describes its plan)", options.from_trace);
+    return 2;
+  }
   RecalibrateRequest request;
   request.run_dir = options.from_trace;
   request.profile = options.profile;
@@ -112,7 +159,8 @@ CalibrateOptions& add_calibrate_command(CLI::App& app) {
       "With --from-trace, no GPU: fold the measured op times of a `twin execute` run into a profile.\n"
       "With --from-nccl-tests, no GPU: fold nccl-tests logs (all_reduce_perf, ...) into a profile's collective tables.");
   CLI::Option* scenario = calibrate->add_option("--scenario", options.request.scenario,
-                        "also measure the exact GEMM shapes of this scenario's feasible candidate strategies");
+                        "also measure the exact GEMM shapes of this scenario's feasible candidate strategies;\n"
+                        "with --from-trace of a PyTorch profiler trace: the scenario describing the traced run");
   options.out = calibrate->add_option("--out", options.request.out,
                                       "profile to write (atomically); with --from-trace, default: the --profile file in\n"
                                       "place, or RUN_DIR/profile.json for a built-in or shipped profile")
@@ -136,7 +184,15 @@ CalibrateOptions& add_calibrate_command(CLI::App& app) {
   CLI::Option* from_trace = calibrate->add_option("--from-trace", options.from_trace,
                         "recalibrate from the run folder of `twin execute` (best.json, ops.csv, metrics.json): exact\n"
                         "shapes it measured become profile entries, other shapes of each op kind get a fitted\n"
-                        "correction; keeps the previous profile (P.previous.json) and writes P.changes.json/.md");
+                        "correction; keeps the previous profile (P.previous.json) and writes P.changes.json/.md.\n"
+                        "Or from a PyTorch profiler trace (torch.profiler's Chrome JSON, .json or .json.gz, or a\n"
+                        "folder of one per rank; record_shapes=True): its GEMM and attention shapes, and with\n"
+                        "--scenario its other kernels' time per step (docs/BRIDGES.md)");
+  calibrate->add_option("--framework", options.framework,
+                        "with --from-trace of a PyTorch profiler trace: the framework that ran it (default\n"
+                        "pytorch-fsdp2; megatron-core for Megatron-LM/NeMo's --use-pytorch-profiler)")
+      ->check(CLI::IsMember({"pytorch-fsdp2", "megatron-core"}))
+      ->needs(from_trace);
   CLI::Option* from_nccl = calibrate->add_option(
       "--from-nccl-tests", options.nccl_logs,
       "fold the standard output of NVIDIA nccl-tests (all_reduce_perf, all_gather_perf, reduce_scatter_perf,\n"
@@ -160,7 +216,7 @@ CalibrateOptions& add_calibrate_command(CLI::App& app) {
                         "with --from-trace: the profile to update (default: the plan's \"profile\");\n"
                         "with --from-nccl-tests: the profile to add the tables to (default: builtin)");
   for (CLI::Option* gpu_only : {scenario, gpus, quick, max_message, check, check_out, check_gemms}) {
-    from_trace->excludes(gpu_only);
+    if (gpu_only != scenario) from_trace->excludes(gpu_only);  // a framework trace's fold reads the scenario
     from_nccl->excludes(gpu_only);
   }
   from_nccl->excludes(from_trace);
@@ -171,6 +227,7 @@ CalibrateOptions& add_calibrate_command(CLI::App& app) {
       "  twin calibrate --check my.json --check-out check/\n"
       "  twin calibrate --check my.json --check-gemms my-gemms.json\n"
       "  twin calibrate --from-trace run/ --profile my.json\n"
+      "  twin calibrate --from-trace traces/ --scenario my-run.json --profile builtin --out pytorch.json\n"
       "  twin calibrate --from-nccl-tests all_reduce_perf.log all_gather_perf.log --profile my.json\n"
       "  twin simulate scenarios/llama3-8b-4xH200.json --profile my.json");
   options.command = calibrate;

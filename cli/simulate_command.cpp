@@ -206,6 +206,14 @@ int run_simulate(const SimulateOptions& options) {
   Profile profile = profile_for_cluster(std::move(loaded), scenario.cluster, scenario.profile_scaling,
                                         scenario.source, "", &scaled);
   for (const std::string& line : scaled) spdlog::warn("{}", line);
+  // Which workload the prediction is for: the profile's times are one framework's kernels on its GPUs.
+  scenario.profile_workload = profile_workload(profile);
+  scenario.profile_framework = profile.framework;
+  spdlog::info("workload: {} training, priced with profile {} ({})",
+               scenario.framework.name ? to_string(*scenario.framework.name) : "a framework the scenario does not name",
+               scenario.profile, scenario.profile_workload);
+  if (const std::string warning = framework_mismatch(scenario.framework.name, profile.framework); !warning.empty())
+    spdlog::warn("{}", warning);
   // An MoE scenario that sets no routing imbalance takes the one its profile measured (twin calibrate
   // --from-trace of an MoE run); the plans written carry it, so that they say what was simulated.
   MoeConfig& moe = scenario.model.moe;

@@ -9,6 +9,8 @@
 #pragma once
 #include <optional>
 
+#include "core/workload.hpp"
+
 namespace twin {
 
 // How context parallelism exchanges keys and values (Megatron's --cp-comm-type): "p2p" passes them around
@@ -56,6 +58,9 @@ struct FrameworkConfig {
   std::optional<bool> use_distributed_optimizer;
   CpCommType cp_comm_type = CpCommType::p2p;
   ZeroImplementation zero_implementation = ZeroImplementation::megatron;
+  // Which framework's training the scenario describes (core/workload.hpp): the prediction prices its ops with the
+  // profile's times, and twin warns when the profile measured another framework. Absent: not said.
+  std::optional<FrameworkName> name;
   bool operator==(const FrameworkConfig&) const = default;
 };
 

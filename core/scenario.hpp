@@ -107,6 +107,10 @@ struct Scenario {
   // GPUs the profile does not describe are priced from another GPU's measurements scaled by datasheet ratios
   // (cost/profile.hpp profile_for_cluster); false: they are an error. `twin simulate --scale-profile`.
   bool profile_scaling = false;
+  // Set by twin simulate from the profile it loaded, never read from the file: which framework's kernels on which
+  // GPUs the times are (cost/profile.hpp profile_workload), for the report's "workload" line and warning.
+  std::string profile_workload;
+  std::optional<FrameworkName> profile_framework;
   bool operator==(const Scenario&) const = default;
 };
 

@@ -73,6 +73,7 @@ json framework_json(const FrameworkConfig& f) {
               {"residual_fusion", f.residual_fusion},
               {"cp_comm_type", f.cp_comm_type == CpCommType::p2p ? "p2p" : "all_gather"}};
   if (f.use_distributed_optimizer) out["use_distributed_optimizer"] = *f.use_distributed_optimizer;
+  if (f.name) out["name"] = std::string(to_string(*f.name));
   // Written only when not the default, so that plans of Megatron-style runs keep their bytes.
   if (f.zero_implementation == ZeroImplementation::deepspeed) out["zero_implementation"] = "deepspeed";
   return out;

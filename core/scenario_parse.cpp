@@ -308,10 +308,11 @@ void complete_pinned_sizes(const Reader& r, Strategy& st, const Scenario& s) {
 // framework: Megatron's switches (core/framework.hpp). attention_backend may be given here or under model
 // (where it is stored); both given must agree.
 FrameworkConfig parse_framework(const Reader& r, ModelConfig& model, const std::optional<Reader>& model_backend) {
-  r.only_keys({"overlap_grad_reduce", "overlap_param_gather", "tp_comm_overlap", "gradient_accumulation_fusion",
+  r.only_keys({"name", "overlap_grad_reduce", "overlap_param_gather", "tp_comm_overlap", "gradient_accumulation_fusion",
                "cross_entropy_loss_fusion", "residual_fusion", "use_distributed_optimizer", "attention_backend",
                "cp_comm_type", "zero_implementation"});
   FrameworkConfig f;
+  if (auto x = r.find("name")) f.name = *framework_name(x->one_of({"twin", "megatron-core", "pytorch-fsdp2"}, "framework"));
   if (auto x = r.find("overlap_grad_reduce")) f.overlap_grad_reduce = x->boolean();
   if (auto x = r.find("overlap_param_gather")) f.overlap_param_gather = x->boolean();
   if (auto x = r.find("tp_comm_overlap")) f.tp_comm_overlap = x->boolean();

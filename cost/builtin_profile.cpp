@@ -118,6 +118,9 @@ Profile make_builtin() {
   p.version = 1;
   p.name = "builtin";
   p.builtin = true;
+  // Its kernel curves are twin's, its in-situ priors fitted on published Megatron-LM and NeMo runs
+  // (cost/fitted_parameters.hpp): what it predicts is a Megatron-style step.
+  p.framework = FrameworkName::megatron_core;
   p.provenance = {{"source", "measured (Hopper: shipped profiles h100-x1, h200-x1, h200-x4) and published "
                              "(Ampere); consumer GPUs estimated"},
                   {"document", "docs/PROFILES.md"}};

@@ -181,6 +181,14 @@ void index_measured_shapes(GpuKernelProfile& kernels) {
   kernels.trace_shapes = index_trace_shapes(kernels.measured);
 }
 
+std::string profile_workload(const Profile& profile) {
+  // The built-in profile describes every GPU preset: naming them all says nothing
+  if (profile.builtin) return fmt::format("{} kernels, the built-in estimates", to_string(profile.framework));
+  std::string gpus;
+  for (const GpuKernelProfile& g : profile.gpus) gpus += (gpus.empty() ? "" : ", ") + g.gpu;
+  return fmt::format("{} kernels measured on {}", to_string(profile.framework), gpus.empty() ? "no GPU" : gpus);
+}
+
 std::string gpu_family(std::string_view gpu_name) {
   const std::string name = normalised(gpu_name);
   auto has = [&](std::initializer_list<const char*> parts) {
@@ -236,6 +244,7 @@ json to_json(const Profile& profile) {
               {"version", profile.version},
               {"name", profile.name},
               {"builtin", profile.builtin},
+              {"framework", std::string(to_string(profile.framework))},
               {"provenance", profile.provenance.is_null() ? json::object() : profile.provenance},
               {"gpus", gpus},
               {"intra_node", link_json(profile.intra_node)},
@@ -245,6 +254,7 @@ json to_json(const Profile& profile) {
                {{"compute_slowdown", profile.overlap.compute_slowdown},
                 {"communication_slowdown", profile.overlap.communication_slowdown}}}};
   if (!profile.collectives.empty()) out["collectives"] = collective_tables_to_json(profile.collectives);
+  if (!profile.step_facts.is_null()) out["step_facts"] = profile.step_facts;
   if (!profile.moe_routing.empty()) {
     json routing = json::array();
     for (const MoeRouting& r : profile.moe_routing) {
@@ -260,10 +270,27 @@ json to_json(const Profile& profile) {
   return out;
 }
 
+namespace {
+// Numbers the fold measured, each >= 0, under the keys it writes (traces/kineto_fold.cpp).
+json read_step_facts(const JsonReader& r) {
+  r.only_keys({"source", "framework", "ranks", "steps", "step_ms", "kernel_busy_ms", "host_idle_ms", "collective_ms",
+               "collective_overlapped_share"});
+  json facts = json::object();
+  facts["source"] = r.required("source").string();
+  const std::string framework = r.required("framework").string();
+  if (!framework_name(framework)) r.required("framework").fail("expected " + framework_name_list());
+  facts["framework"] = framework;
+  for (const char* key : {"ranks", "steps"}) facts[key] = r.required(key).integer(1, std::int64_t{1} << 30);
+  for (const char* key : {"step_ms", "kernel_busy_ms", "host_idle_ms", "collective_ms", "collective_overlapped_share"})
+    facts[key] = r.required(key).number(0.0, 1e12, "expected a number >= 0");
+  return facts;
+}
+}  // namespace
+
 Profile profile_from_json(const json& document, const std::string& source) {
   const JsonReader root(document, source);
-  root.only_keys({"format", "version", "name", "builtin", "provenance", "gpus", "intra_node", "intra_node_pcie",
-                  "inter_node", "overlap", "collectives", "moe_routing"});
+  root.only_keys({"format", "version", "name", "builtin", "framework", "provenance", "gpus", "intra_node",
+                  "intra_node_pcie", "inter_node", "overlap", "collectives", "moe_routing", "step_facts"});
   const JsonReader format = root.required("format");
   if (format.value() != "twin-profile") format.fail("expected \"twin-profile\"");
   Profile p;
@@ -272,6 +299,12 @@ Profile profile_from_json(const json& document, const std::string& source) {
   p.version = kProfileVersion;
   p.name = root.required("name").string();
   if (auto f = root.find("builtin")) p.builtin = f->boolean();
+  if (auto f = root.find("framework")) {
+    const std::optional<FrameworkName> name = framework_name(f->string());
+    if (!name) f->fail("expected " + framework_name_list());
+    p.framework = *name;
+  }
+  if (auto f = root.find("step_facts")) p.step_facts = read_step_facts(*f);
   if (auto f = root.find("provenance")) {
     f->expect_object();
     p.provenance = f->value();

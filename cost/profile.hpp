@@ -13,6 +13,7 @@
 #include "core/cluster.hpp"
 #include "core/op.hpp"
 #include "core/units.hpp"
+#include "core/workload.hpp"
 
 namespace twin {
 
@@ -184,6 +185,13 @@ struct Profile {
   int version = 1;
   std::string name;
   bool builtin = false;
+  // Whose kernels and steps the profile's times are: `twin calibrate` times twin's own kernels ("twin", also
+  // files without the key); the built-in profile's in-situ priors are fitted on published Megatron-LM and NeMo
+  // runs ("megatron-core"); a folded PyTorch profiler trace names its framework (traces/kineto_fold.hpp).
+  FrameworkName framework = FrameworkName::twin;
+  // The step-level facts of the last framework trace folded in (GPU idle time in a step, NCCL beside compute):
+  // recorded for the reader, not priced; null when none. docs/PROFILES.md, "Folding a framework's trace".
+  nlohmann::json step_facts;
   nlohmann::json provenance;              // gpu, count, driver, versions, host, date, command
   std::vector<GpuKernelProfile> gpus;
   LinkProfile intra_node;        // NVLink / NVSwitch inside a node
@@ -207,6 +215,9 @@ struct Profile {
     return link(kind);
   }
 };
+
+// "pytorch-fsdp2 kernels measured on H200-141GB": which workload the profile's times describe, for the report.
+std::string profile_workload(const Profile& profile);
 
 // The family a GPU name belongs to ("hopper", "ampere", "ampere-consumer", "ada"), empty when unknown.
 std::string gpu_family(std::string_view gpu_name);

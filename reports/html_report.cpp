@@ -89,6 +89,11 @@ std::string header_html(const Scenario& scenario) {
                                scenario.training.optimizer));
   fact("cluster", cluster_text(scenario.cluster));
   fact("profile", scenario.profile);
+  if (!scenario.profile_workload.empty())
+    fact("workload", fmt::format("{} training, priced with {}",
+                                 scenario.framework.name ? std::string(to_string(*scenario.framework.name))
+                                                         : std::string("the scenario names no framework:"),
+                                 scenario.profile_workload));
   fact("MFU formula", kFlopFormula);
   fact("peak used", fmt::format("{} TFLOP/s: the sum of every GPU's dense bf16 datasheet peak", fixed(peak_tflops, 0)));
   html += "</dl>\n";
@@ -97,6 +102,9 @@ std::string header_html(const Scenario& scenario) {
             "(Hopper kernels measured by twin calibrate on one H100 and one H200, Ampere kernels from publications, "
             "two in-training factors fitted on published runs: docs/VALIDATION.md), not from this cluster. Run "
             "<code>twin calibrate</code> and simulate with its profile for predictions to trust.</p>\n";
+  if (const std::string warning = framework_mismatch(scenario.framework.name, scenario.profile_framework);
+      !warning.empty())
+    html += "<p class=\"warning\"><b>Another framework's speed.</b> " + escape_html(warning) + "</p>\n";
   if (scenario.profile_scaling)
     html += "<p class=\"warning\"><b>Scaled profile.</b> A GPU the profile does not describe is priced from another "
             "GPU's measurements, scaled by their datasheet ratios (bf16 peak for GEMMs and attention, HBM bandwidth "

@@ -1,29 +1,43 @@
-// libFuzzer target for every other file twin reads: the first byte picks the reader, the rest is the
+// libFuzzer target for every other file twin reads (PyTorch profiler traces included): the first byte picks the reader, the rest is the
 // file's text. Each must either accept the text or throw InputError; any other exception, a crash, a
 // sanitizer report or a hang is a bug. The seeds (tests/fuzz/inputs/) start with the selector byte.
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
+#include <filesystem>
+#include <fstream>
 #include <string>
+#include <unistd.h>
 
 #include "cost/profile.hpp"
 #include "core/error.hpp"
 #include "core/input_file.hpp"
 #include "core/plan_file.hpp"
 #include "core/scenario_histogram.hpp"
+#include "traces/kineto_classes.hpp"
+#include "traces/kineto_trace.hpp"
 #include "traces/ops_csv_reader.hpp"
 #include "traces/run_metrics.hpp"
 
 namespace {
 
-// '0'..'4': the selector bytes of the seeds, readable in a file listing.
+// A PyTorch profiler trace is read from a file (plain or gzipped, as the bytes say): the text goes to one.
+void read_kineto(const std::string& text) {
+  const std::filesystem::path path =
+      std::filesystem::temp_directory_path() / ("twin_fuzz_kineto_" + std::to_string(getpid()) + ".json");
+  std::ofstream(path, std::ios::binary) << text;
+  twin::classify_trace(twin::read_kineto_trace(path));
+}
+
+// '0'..'5': the selector bytes of the seeds, readable in a file listing.
 void read_as(char reader, const std::string& text) {
-  switch ((reader - '0' + 5) % 5) {
+  switch ((reader - '0' + 6) % 6) {
     case 0: twin::profile_from_json(twin::parse_input_json(text, "profile.json"), "profile.json"); break;
     case 1: twin::parse_plan(twin::parse_input_json(text, "best.json"), "best.json"); break;
     case 2: twin::parse_seq_length_histogram_csv(text, "lengths.csv", 1 << 20); break;
     case 3: twin::parse_run_metrics(twin::parse_input_json(text, "metrics.json"), "metrics.json"); break;
+    case 5: read_kineto(text); break;
     default: twin::parse_ops_csv(text, "ops.csv"); break;
   }
 }

@@ -95,21 +95,22 @@ class MLP(nn.Module):
         return self.w_down(F.silu(gate) * up)
 
 class Block(nn.Module):
-    def __init__(self, cfg):
+    # attention and mlp: the classes of the two halves (pytorch_fsdp_train.py passes tensor-parallel-friendly ones)
+    def __init__(self, cfg, attention=Attention, mlp=MLP):
         super().__init__()
-        self.attn_norm, self.attn = RMSNorm(cfg.hidden, cfg.norm_eps), Attention(cfg)
-        self.mlp_norm, self.mlp = RMSNorm(cfg.hidden, cfg.norm_eps), MLP(cfg)
+        self.attn_norm, self.attn = RMSNorm(cfg.hidden, cfg.norm_eps), attention(cfg)
+        self.mlp_norm, self.mlp = RMSNorm(cfg.hidden, cfg.norm_eps), mlp(cfg)
 
     def forward(self, x, cos, sin):
         x = x + self.attn(self.attn_norm(x), cos, sin)
         return x + self.mlp(self.mlp_norm(x))
 
 class Llama(nn.Module):
-    def __init__(self, cfg):
+    def __init__(self, cfg, block=Block):
         super().__init__()
         self.cfg = cfg
         self.embed = nn.Embedding(cfg.vocab, cfg.hidden)
-        self.layers = nn.ModuleList(Block(cfg) for _ in range(cfg.layers))
+        self.layers = nn.ModuleList(block(cfg) for _ in range(cfg.layers))
         self.norm = RMSNorm(cfg.hidden, cfg.norm_eps)
         self.output = nn.Linear(cfg.hidden, cfg.vocab, bias=False)  # untied from self.embed
         cos, sin = rope_tables(cfg)
