@@ -118,7 +118,7 @@ std::string script_safe(const std::string& json) {
   return safe;
 }
 
-std::string notes_html(const std::vector<Candidate>& candidates, std::size_t embedded) {
+std::string notes_html(const std::vector<Candidate>& candidates, const std::vector<std::size_t>& embedded) {
   std::vector<const Candidate*> feasible, other;
   for (const Candidate& candidate : candidates) (candidate.feasible ? feasible : other).push_back(&candidate);
   std::string html;
@@ -134,11 +134,16 @@ std::string notes_html(const std::vector<Candidate>& candidates, std::size_t emb
         "choose among them by what else matters (memory headroom, simplicity) or measure.</p>\n",
         ties, ties == 1 ? " is" : "s are", fixed(100 * kTieFraction, 1));
   const auto pruned = std::count_if(other.begin(), other.end(), [](const Candidate* c) { return c->pruned; });
-  if (embedded < candidates.size())
-    html += fmt::format("<p class=\"note\">The table holds {} of {} candidates (every feasible one first, then {} of "
-                        "the {} infeasible{}); ranking.csv lists them all.</p>\n",
-                        embedded, candidates.size(), embedded - std::min(embedded, feasible.size()), other.size(),
-                        pruned > 0 ? fmt::format(" or not simulated ({} of them pruned)", pruned) : "");
+  if (embedded.size() < candidates.size()) {
+    const auto feasible_embedded = static_cast<std::size_t>(
+        std::count_if(embedded.begin(), embedded.end(), [&](std::size_t i) { return candidates[i].feasible; }));
+    html += fmt::format("<p class=\"note\">The table holds {} of {} candidates: {} of the {} feasible ones (the "
+                        "fastest) and {} of the {} infeasible{}; ranking.csv lists them all.</p>\n",
+                        embedded.size(), candidates.size(), feasible_embedded, feasible.size(),
+                        embedded.size() - feasible_embedded,
+                        other.size(),
+                        pruned > 0 ? fmt::format(" or not simulated ({} of them pruned by the search)", pruned) : "");
+  }
   return html;
 }
 
@@ -161,7 +166,8 @@ std::string ranking_table_html(const Scenario& scenario, const std::vector<Candi
   names.push_back("vs_best");
   const auto best = std::find_if(candidates.begin(), candidates.end(), [](const Candidate& c) { return c.feasible; });
   std::vector<std::vector<std::string>> rows;
-  for (std::size_t i : embedded_rows(candidates, max_rows)) {
+  const std::vector<std::size_t> embedded = embedded_rows(candidates, max_rows);
+  for (std::size_t i : embedded) {
     rows.push_back(all_rows[i]);
     const Candidate& c = candidates[i];
     rows.back().push_back(c.feasible && best->result.iteration_ns > 0
@@ -183,7 +189,7 @@ std::string ranking_table_html(const Scenario& scenario, const std::vector<Candi
       "<button id=\"ranking-more\" type=\"button\" hidden>show every matching row</button>\n"
       "<noscript><p class=\"note\">The table is drawn by the page's script; ranking.csv holds the same rows.</p>"
       "</noscript>\n";
-  html += notes_html(candidates, rows.size());
+  html += notes_html(candidates, embedded);
   html += "<script id=\"ranking-data\" type=\"application/json\">" +
           script_safe(data.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace)) + "</script>\n";
   return html;

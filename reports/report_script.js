@@ -1,7 +1,7 @@
 // report.html's one script, inlined by the build (reports/embed_script.cmake): it measures every chart's text
-// and fits the chart around it, builds the ranking table from the data embedded once in the page
-// (<script id="ranking-data" type="application/json">), lets the reader sort and filter it, and names the
-// points of the trade-off chart. Nothing here reaches outside the page.
+// and fits the chart around it, builds the ranking table from the data embedded once in the page (the JSON of the
+// element whose id is ranking-data), lets the reader sort and filter it, and names the points of the trade-off
+// chart. Nothing here reaches outside the page.
 'use strict';
 (function () {
   const kMarginPx = 4;        // around a chart's measured content
@@ -21,19 +21,18 @@
     }
   }
 
-  // Display of one cell by its column's format; sorting and filters compare what is displayed.
+  // Display of one cell by its column's format (ranking_table.cpp names them); sorting and filters compare what is
+  // displayed. A format not named here shows the field as it is.
+  const kFormats = {
+    ms: value => (value * 1000).toFixed(3),
+    percent: value => (value * 100).toFixed(1) + '%',
+    grouped: value => Math.round(value).toLocaleString('en-US'),
+    versus: value => value === 0 ? 'best' : '+' + (value * 100).toFixed(1) + '%',
+  };
   function display(format, raw) {
     if (raw === '') return '';
-    const value = Number(raw);
-    switch (format) {
-      case 'ms': return (value * 1000).toFixed(3);
-      case 'percent': return (value * 100).toFixed(1) + '%';
-      case 'grouped': return Math.round(value).toLocaleString('en-US');
-      case 'versus': return value === 0 ? 'best' : '+' + (value * 100).toFixed(1) + '%';
-      case 'flag': return raw === 'true' ? 'yes' : raw === 'false' ? 'no' : raw;
-      case 'share': return (value * 100).toFixed(1) + '%';
-      default: return raw;
-    }
+    if (format === 'flag') return raw === 'true' ? 'yes' : raw === 'false' ? 'no' : raw;
+    return kFormats[format] ? kFormats[format](Number(raw)) : raw;
   }
   function sortValue(column, raw) {
     if (raw === '') return null;

@@ -134,11 +134,11 @@ TEST(RankingTable, CapsRowsAndSaysWhereTheRestIs) {
   std::vector<Candidate> many;
   for (int i = 0; i < 400; ++i) many.push_back(testing::best_candidate());
   for (int i = 0; i < 80; ++i) many.push_back(testing::ranked_candidates()[3]);
-  // 300 rows, 50 kept for infeasible ones: their positions in `many`, feasible ones first.
+  // 300 rows, the 80 infeasible ones kept (up to kRankingTableInfeasibleRows are): positions in `many`, feasible first.
   const std::vector<std::size_t> rows = embedded_rows(many, 300);
   ASSERT_EQ(rows.size(), 300u);
-  EXPECT_EQ(rows[249], 249u);
-  EXPECT_EQ(rows[250], 400u);
+  EXPECT_EQ(rows[219], 219u);
+  EXPECT_EQ(rows[220], 400u);
   EXPECT_EQ(embedded_rows(many).size(), many.size());  // the default holds thousands
   // Few infeasible ones leave their unused rows to feasible candidates.
   many.resize(410);
@@ -152,9 +152,10 @@ TEST(RankingTable, CapsRowsAndSaysWhereTheRestIs) {
     many.push_back(skipped);
   }
   const std::string table = ranking_table_html(testing::small_scenario(), many, 300);
-  EXPECT_NE(table.find("The table holds 300 of 440 candidates (every feasible one first, then 40 of the 40 "
-                       "infeasible or not simulated (30 of them pruned)); ranking.csv lists them all."),
-            std::string::npos) << table.substr(table.find("The table"), 300);
+  EXPECT_NE(table.find("The table holds 300 of 440 candidates: 260 of the 400 feasible ones (the fastest) and 40 of "
+                       "the 40 infeasible or not simulated (30 of them pruned by the search); ranking.csv lists them "
+                       "all."),
+            std::string::npos) << table.substr(table.find("The table holds"), 300);
   EXPECT_EQ(ranking_data(table)["rows"].size(), 300u);
 }
 

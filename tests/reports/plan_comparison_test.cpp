@@ -40,11 +40,11 @@ TEST(ComparePlan, CountsEachCommunicatorsBytesOnTheBusiestClass) {
   EXPECT_EQ(bytes(GroupKind::context), 5 * kMiB);
   EXPECT_EQ(plan.moe_all_to_all_bytes, 10 * kMiB);  // the dispatch only: the context all-to-all is no expert's
   EXPECT_TRUE(plan.candidate.result.classes[0].op_timings.empty());
-  // Its critical class alone (stage 0's three streams), on an axis twice its iteration: 7000 ns over 1000 px.
+  // Its critical class alone, on an axis twice its iteration: its first op (1000 of 14000 ns) covers 72 px columns.
   EXPECT_NE(plan.timeline_svg.find("stage 0 · compute"), std::string::npos);
   EXPECT_EQ(plan.timeline_svg.find("stage 1"), std::string::npos);
   EXPECT_EQ(plan.timeline_svg.find("<title>"), std::string::npos);  // no op tooltips: the best's timeline has them
-  EXPECT_NE(plan.timeline_svg.find("x=\"200.0\" y=\"8.0\" width=\"71.4\""), std::string::npos) << plan.timeline_svg;
+  EXPECT_NE(plan.timeline_svg.find("x=\"200.0\" y=\"8.0\" width=\"72.0\""), std::string::npos) << plan.timeline_svg;
 }
 
 TEST(PlanComparison, SetsThePlansSideBySideWithTheirMoeFacts) {

@@ -1,6 +1,6 @@
 // Run inside a rendered report.html (tests/reports/report_browser_test.cpp inserts it after the report's own
 // script): checks what the reader sees at the window's width and writes {failures, facts} as JSON into
-// <pre id="twin-check">, which the test reads from Chromium's --dump-dom.
+// a <pre> of id twin-check, which the test reads from Chromium's --dump-dom.
 'use strict';
 (function () {
   const failures = [], facts = {};
