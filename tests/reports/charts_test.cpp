@@ -11,11 +11,7 @@
 namespace twin {
 namespace {
 
-std::size_t count(const std::string& text, const std::string& needle) {
-  std::size_t n = 0;
-  for (std::size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + needle.size())) ++n;
-  return n;
-}
+using testing::count;
 
 Op comm(OpKind kind, GroupKind group) {
   Op op;

@@ -9,11 +9,7 @@
 namespace twin {
 namespace {
 
-std::size_t count(const std::string& text, const std::string& needle) {
-  std::size_t n = 0;
-  for (std::size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + needle.size())) ++n;
-  return n;
-}
+using testing::count;
 
 Candidate simulated(TimeNs iteration_ns, double memory_GiB) {
   Candidate c = testing::best_candidate();
