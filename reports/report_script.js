@@ -55,12 +55,13 @@
     return terms;
   }
   function compare(shown, op, wanted) {
+    if (shown === '') return op === '!=';  // an empty field (not simulated) holds no value to compare
     const a = parseFloat(shown.replace(/[,%+]/g, '')), b = parseFloat(wanted);
     const numeric = !Number.isNaN(a) && !Number.isNaN(b) && /^[-+\d.,%]+$/.test(wanted);
     const x = numeric ? a : shown.toLowerCase(), y = numeric ? b : wanted;
     switch (op) {
-      case '=': return numeric ? x === y : x === y || x.includes(y);
-      case '!=': return numeric ? x !== y : !x.includes(y);
+      case '=': return x === y;
+      case '!=': return x !== y;
       case '<': return x < y;
       case '>': return x > y;
       case '<=': return x <= y;

@@ -90,6 +90,9 @@ TEST_P(ReportInBrowser, NothingClippedTheTableSortsAndFiltersAndAScreenshotShows
   EXPECT_TRUE(facts["filter_holds"].get<bool>());
   EXPECT_GT(facts["filtered_rows"].get<int>(), 0);
   EXPECT_LT(facts["filtered_rows"], facts["unfiltered_rows"]);
+  EXPECT_TRUE(facts["compare_holds"].get<bool>());  // "memory<60 1f1b": a comparison and a word, both held
+  EXPECT_GT(facts["compared_rows"].get<int>(), 0);
+  EXPECT_LT(facts["compared_rows"], facts["unfiltered_rows"]);
   EXPECT_EQ(facts["moe_all_to_all"].get<bool>(), std::string(GetParam()).find("mixtral") == 0);
 
   // And a real picture of it (a blank 1400x1800 page compresses to a few KB; charts, text and tables, far more).

@@ -65,6 +65,11 @@
   const tp = column('TP');
   facts.filtered_rows = rows().length;
   facts.filter_holds = cells(tp).every(t => t === '2');
+  filter.value = 'memory<60 1f1b';
+  filter.dispatchEvent(new Event('input'));
+  facts.compared_rows = rows().length;
+  facts.compare_holds = cells(memory).every(t => t !== '' && parseFloat(t) < 60) &&
+    rows().every(tr => tr.textContent.includes('1f1b'));
   filter.value = '';
   filter.dispatchEvent(new Event('input'));
   facts.unfiltered_rows = rows().length;
