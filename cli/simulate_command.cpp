@@ -295,6 +295,12 @@ int run_simulate(const SimulateOptions& options) {
     for (ClassResult& c : ranked[chosen].result.classes) c.op_timings = {};  // best holds them
     ranked[chosen].throughput = best.throughput;
   }
+  // The report's side-by-side: the first plans traced, on the time axis of the slowest of them.
+  const int compared_count = std::min(std::max(1, traced), kComparedPlans);
+  TimeNs compared_axis_end_ns = 0;
+  for (int k = 0; k < compared_count; ++k)
+    compared_axis_end_ns = std::max(compared_axis_end_ns, ranked[k].result.iteration_ns);
+  std::vector<ComparedPlan> compared;
   for (int k = 0; k < std::max(1, traced); ++k) {
     const std::string key = ranked[k].key();
     if (!ranked[k].plan && whole_graph_too_large(scenario, ranked[k].strategy)) {
@@ -307,6 +313,10 @@ int run_simulate(const SimulateOptions& options) {
       write_chrome_trace(folder.staged("traces") / trace_file_name(k + 1, key), graph, detailed.result,
                          scenario.name + " | " + key);
     }
+    if (k < compared_count) {
+      compared.push_back(compare_plan(k + 1, detailed, graph, compared_axis_end_ns));
+      compared.back().candidate.memory = ranked[k].memory;
+    }
     if (static_cast<std::size_t>(k) == chosen) {
       best = std::move(detailed);
       best.memory = ranked[chosen].memory;
@@ -316,7 +326,7 @@ int run_simulate(const SimulateOptions& options) {
   write_file_atomically(folder.staged("ranking.csv"), ranking_csv(scenario, ranked));
   write_best_plan(folder.staged("best.json"), scenario, best, best_graph);  // one op per line
   write_file_atomically(folder.staged("megatron_args.txt"), megatron_args(scenario, best));
-  write_file_atomically(folder.staged("report.html"), html_report(scenario, ranked, best_graph, best));
+  write_file_atomically(folder.staged("report.html"), html_report(scenario, ranked, best_graph, best, compared));
   folder.publish();
 
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();

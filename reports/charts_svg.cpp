@@ -72,6 +72,7 @@ std::string memory_chart_svg(const MemoryEstimate& memory, const std::vector<dou
   const auto y_of = [&](double GiB) { return kTop + kPlotHeight * (1 - GiB / top_GiB); };
 
   Svg svg(kLeft + plot_width + kRight, kTop + kPlotHeight + kBottom, "memory per pipeline stage");
+  svg.fit_to_content();
   const int decimals = ticks.size() > 1 ? tick_decimals(ticks[1]) : 0;
   for (double tick : ticks) {
     svg.line(kLeft, y_of(tick), kLeft + plot_width, y_of(tick), "#e3e6eb");
@@ -102,14 +103,10 @@ std::string memory_chart_svg(const MemoryEstimate& memory, const std::vector<dou
 }
 
 std::string time_breakdown_svg(const std::vector<const Candidate*>& candidates) {
-  constexpr double kPlotWidth = 560, kRowHeight = 22, kTop = 6, kRight = 90, kAxis = 36;
-  // Keys differ in length (schedule names); about 5.6 px per character at 11 px keeps the longest whole, up
-  // to kMaxLabelChars: a heterogeneous plan's key runs to hundreds (the ranking table holds it whole).
-  constexpr std::size_t kMaxLabelChars = 64;
-  std::size_t longest_label = 0;
-  for (std::size_t row = 0; row < candidates.size(); ++row)
-    longest_label = std::max(longest_label, std::min(kMaxLabelChars, candidates[row]->key().size() + 4));
-  const double label_width = std::max(160.0, 5.6 * static_cast<double>(longest_label) + 16);
+  // Each row: its place and plan key on a line of its own above its bar, whole whatever its length (a heterogeneous
+  // plan's key runs to hundreds of characters); the report's script fits the chart to the longest (data-fit).
+  constexpr double kPlotWidth = 720, kLabelHeight = 15, kBarHeight = 16, kRowGap = 8, kTop = 4, kRight = 90, kAxis = 36;
+  constexpr double kRowHeight = kLabelHeight + kBarHeight + kRowGap;
   TimeNs max_ns = 1;
   for (const Candidate* candidate : candidates)
     max_ns = std::max(max_ns, candidate->result.breakdown.total_ns());
@@ -118,29 +115,30 @@ std::string time_breakdown_svg(const std::vector<const Candidate*>& candidates) 
   const double top_ms = std::max(ticks.back(), max_ms);
   const double plot_bottom = kTop + kRowHeight * static_cast<double>(candidates.size());
 
-  Svg svg(label_width + kPlotWidth + kRight, plot_bottom + kAxis, "time breakdown of the top candidates");
+  Svg svg(kPlotWidth + kRight, plot_bottom + kAxis, "time breakdown of the top candidates");
+  svg.fit_to_content();
   const int decimals = ticks.size() > 1 ? tick_decimals(ticks[1]) : 0;
   for (double tick : ticks) {
-    const double x = label_width + tick / top_ms * kPlotWidth;
+    const double x = tick / top_ms * kPlotWidth;
     svg.line(x, kTop, x, plot_bottom + 4, "#e3e6eb");
     svg.text(x, plot_bottom + 17, fixed(tick, decimals), "middle", 11, "#555");
   }
-  svg.text(label_width + kPlotWidth / 2, plot_bottom + 32, "iteration time (ms)", "middle", 12);
+  svg.text(kPlotWidth / 2, plot_bottom + 32, "iteration time (ms)", "middle", 12);
   for (std::size_t row = 0; row < candidates.size(); ++row) {
     const Candidate& candidate = *candidates[row];
     const double y = kTop + kRowHeight * static_cast<double>(row);
-    svg.text(label_width - 8, y + 15, cut_label(fmt::format("{}. {}", row + 1, candidate.key()), kMaxLabelChars),
-             "end", 11);
-    double x = label_width;
+    svg.text(0, y + 11, fmt::format("{}. {}", row + 1, candidate.key()), "start", 11);
+    double x = 0;
     const auto parts = time_parts(candidate.result.breakdown);
     for (std::size_t p = 0; p < parts.size(); ++p) {
       const double width = static_cast<double>(parts[p]) / kNsPerMs / top_ms * kPlotWidth;
       if (parts[p] <= 0) continue;
-      svg.rect(x, y + 3, width, kRowHeight - 6, kTimeParts[p].color,
+      svg.rect(x, y + kLabelHeight, width, kBarHeight, kTimeParts[p].color,
                fmt::format("{}: {} ms", kTimeParts[p].name, milliseconds_text(parts[p])));
       x += width;
     }
-    svg.text(x + 6, y + 15, milliseconds_text(candidate.result.breakdown.total_ns()) + " ms", "start", 11, "#555");
+    svg.text(x + 6, y + kLabelHeight + 12, milliseconds_text(candidate.result.breakdown.total_ns()) + " ms", "start", 11,
+             "#555");
   }
   return svg.str();
 }

@@ -23,13 +23,13 @@ std::string seconds(TimeNs ns) { return fixed(to_seconds(ns), 3) + " s"; }
 
 std::string double_strand_section_html(const std::vector<const Candidate*>& top, const std::vector<Candidate>& ranked) {
   const Candidate* chosen = nullptr;
-  std::size_t rank = 0;
+  std::size_t place = 0;
   for (std::size_t k = 0; k < top.size() && !chosen; ++k)
-    if (top[k]->strategy.schedule == Schedule::double_strand) chosen = top[k], rank = k + 1;
+    if (top[k]->strategy.schedule == Schedule::double_strand) chosen = top[k], place = k + 1;
   if (!chosen) return {};
 
   std::string html = "<section id=\"double-strand\">\n<h2>Double strand: " +
-                     escape_html(fmt::format("{} (rank {})", chosen->key(), rank)) + "</h2>\n";
+                     escape_html(fmt::format("{} (place {})", chosen->key(), place)) + "</h2>\n";
   const TimeBreakdown& b = chosen->result.breakdown;
   std::string text = fmt::format(
       "The forward of one micro-batch runs beside the backward of another (compute and compute2 streams), a layer "

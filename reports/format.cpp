@@ -31,13 +31,6 @@ std::string milliseconds_text(TimeNs ns) { return fixed(static_cast<double>(ns) 
 
 std::string gib_text(Bytes bytes, int decimals) { return fixed(static_cast<double>(bytes) / kGiB, decimals); }
 
-std::string cut_label(std::string_view text, std::size_t max_chars) {
-  if (text.size() <= max_chars) return std::string(text);
-  std::size_t keep = max_chars > 1 ? max_chars - 1 : 0;
-  while (keep > 0 && (static_cast<unsigned char>(text[keep]) & 0xC0) == 0x80) --keep;  // not inside a UTF-8 char
-  return std::string(text.substr(0, keep)) + "…";
-}
-
 std::string escape_html(std::string_view text) {
   std::string escaped;
   escaped.reserve(text.size());

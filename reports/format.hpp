@@ -19,8 +19,5 @@ std::string milliseconds_text(TimeNs ns);
 std::string gib_text(Bytes bytes, int decimals);
 // Escapes & < > " ' for HTML text and attribute values (SVG included).
 std::string escape_html(std::string_view text);
-// `text` cut to about `max_chars` bytes (never inside a UTF-8 character), ending in an ellipsis when cut, so
-// a chart label of a long plan key stays inside its chart.
-std::string cut_label(std::string_view text, std::size_t max_chars);
 
 }  // namespace twin

@@ -12,16 +12,16 @@ std::string heterogeneous_section_html(const std::vector<Candidate>& ranked) {
   const Candidate* best = nullptr;
   const AsymmetricPlan* plan = nullptr;
   const Candidate* uniform = nullptr;
-  std::size_t rank = 0;
+  std::size_t place = 0;
   for (std::size_t k = 0; k < ranked.size(); ++k) {
     const Candidate& c = ranked[k];
     if (!c.feasible) continue;
-    if (const auto* found = c.plan_as<AsymmetricPlan>(); found && !best) best = &c, plan = found, rank = k + 1;
+    if (const auto* found = c.plan_as<AsymmetricPlan>(); found && !best) best = &c, plan = found, place = k + 1;
     if (!uniform && !c.plan) uniform = &c;
   }
   if (!best) return {};
   std::string html = "<section id=\"heterogeneous\">\n<h2>Heterogeneous plan: " +
-                     escape_html(fmt::format("rank {}", rank)) + "</h2>\n";
+                     escape_html(fmt::format("place {}", place)) + "</h2>\n";
   std::string text = fmt::format(
       "{} pipelines are data-parallel replicas, each with its own batch share and its own stages; each stage is "
       "one tensor-parallel group inside a node, priced on its own GPU kind, and faster GPUs hold more layers. "

@@ -20,16 +20,16 @@ std::string gigabytes(Bytes bytes) { return fixed(static_cast<double>(bytes) / 1
 std::string hot_switch_section_html(const std::vector<Candidate>& ranked) {
   const Candidate* plan = nullptr;
   const Candidate* baseline = nullptr;
-  std::size_t rank = 0;
+  std::size_t place = 0;
   for (std::size_t k = 0; k < ranked.size(); ++k) {  // ranked is fastest first
     if (!is_hot_switch(ranked[k])) continue;
-    if (phase_count(ranked[k]) > 1 && !plan) plan = &ranked[k], rank = k + 1;
+    if (phase_count(ranked[k]) > 1 && !plan) plan = &ranked[k], place = k + 1;
     if (phase_count(ranked[k]) == 1 && !baseline) baseline = &ranked[k];
   }
   if (!plan) return {};
 
   std::string html = "<section id=\"hot-switch\">\n<h2>Hot switching: " +
-                     escape_html(fmt::format("{} phases (rank {})", phase_count(*plan), rank)) + "</h2>\n";
+                     escape_html(fmt::format("{} phases (place {})", phase_count(*plan), place)) + "</h2>\n";
   html += "<p>" + escape_html(
       "Sequences are bucketed by length and packed per bucket; each bucket runs its own strategy, shortest "
       "first, and the last (home) layout keeps the optimizer states and takes the one optimizer step. Between "

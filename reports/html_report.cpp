@@ -1,5 +1,7 @@
-// The report is assembled from escaped fragments; charts come from charts_svg/timeline_svg, the table from
-// ranking_table. No element references anything outside the file, so it renders offline and archives well.
+// The report is assembled from escaped fragments; charts come from charts_svg/timeline_svg/tradeoff_chart, the
+// table's data from ranking_table, and one inlined script (reports/report_script.js) fits the charts to their
+// measured labels and draws the table. No element references anything outside the file, so it renders offline
+// and archives well.
 #include "reports/html_report.hpp"
 
 #include <algorithm>
@@ -16,7 +18,9 @@
 #include "reports/format.hpp"
 #include "reports/page_style.hpp"
 #include "reports/ranking_table.hpp"
+#include "reports/report_script.hpp"
 #include "reports/timeline_svg.hpp"
+#include "reports/tradeoff_chart.hpp"
 #include "strategies/flops.hpp"
 
 namespace twin {
@@ -26,19 +30,36 @@ constexpr std::size_t kTopCandidatesCharted = 10;
 
 const std::string kStyle = std::string("<style>\n") + kPageStyle + R"(.warning { background: #fff8e1; border: 1px solid #f0c36d; border-radius: 6px; padding: 8px 12px; margin: 12px 0; }
 .legend i.dashed { height: 0; border-top: 2px dashed #c0392b; border-radius: 0; vertical-align: 3px; }
+.legend i.front { border-radius: 50%; background: #e15759; }
+.legend i.ring { border-radius: 50%; border: 1.5px solid #8a8f98; width: 9px; height: 9px; }
+.legend i.diamond { background: #b07aa1; transform: rotate(45deg) scale(0.8); }
+.chart svg { max-width: 100%; height: auto; }
+p.why, h2 .key, h3 .key, td.key { overflow-wrap: anywhere; }
+h3 { font-size: 15px; margin: 20px 0 6px; font-weight: 600; }
 .table-scroll { overflow-x: auto; max-height: 1400px; overflow-y: auto; border: 1px solid #e3e6eb; border-radius: 6px; }
-table#ranking { border-collapse: collapse; font-size: 12.5px; width: 100%; }
-#ranking th { position: sticky; top: 0; background: #f6f8fa; text-align: left; padding: 5px 6px;
-              border-bottom: 2px solid #d0d7de; white-space: nowrap; }
-#ranking td { padding: 3px 6px; border-bottom: 1px solid #eaeef2; vertical-align: top; white-space: nowrap; }
-#ranking td.num { text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }
-#ranking td.key { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; font-size: 11.5px;
-                  white-space: normal; overflow-wrap: anywhere; min-width: 220px; max-width: 360px; }
-#ranking tr.tie td:nth-child(4) { color: #8a6d00; font-weight: 600; }
-.key { overflow-wrap: anywhere; }
-#ranking td.reason { color: #8a3b12; min-width: 260px; white-space: normal; }
+.table-tools { display: flex; flex-wrap: wrap; gap: 8px 20px; align-items: center; margin: 8px 0; font-size: 14px; }
+.table-tools input[type=search] { font: inherit; padding: 3px 6px; max-width: 100%; }
+table#ranking, table.compare, table.front { border-collapse: collapse; font-size: 12.5px; }
+table#ranking { width: 100%; }
+#ranking th, table.compare th, table.front th { position: sticky; top: 0; background: #f6f8fa; text-align: left;
+  padding: 5px 6px; border-bottom: 2px solid #d0d7de; white-space: nowrap; }
+table.compare th { position: static; }
+table.compare tr th:first-child { background: #fff; border-bottom: 1px solid #eaeef2; font-weight: normal; color: #59636e; }
+#ranking th button { all: unset; cursor: pointer; }
+#ranking th button:focus-visible { outline: 2px solid #4e79a7; }
+#ranking th[aria-sort=ascending] button::after { content: " \25B2"; }
+#ranking th[aria-sort=descending] button::after { content: " \25BC"; }
+#ranking td, table.compare td, table.front td { padding: 3px 6px; border-bottom: 1px solid #eaeef2; vertical-align: top;
+  white-space: nowrap; }
+#ranking td.num, table.compare td.num, table.front td.num { text-align: right; font-variant-numeric: tabular-nums; }
+#ranking td.key, table.compare td.key, table.front td.key { font-family: ui-monospace, SFMono-Regular, Menlo, Consolas,
+  monospace; font-size: 11.5px; white-space: normal; min-width: 280px; max-width: 420px; }
+#ranking tr.tie td { color: #8a6d00; }
+#ranking td.reason, #ranking td.plan { color: #8a3b12; min-width: 260px; max-width: 480px; white-space: normal;
+  overflow-wrap: anywhere; }
+#ranking td.plan { color: inherit; }
 #ranking tr.feasible:nth-child(even) { background: #fafbfc; }
-#ranking tr.feasible:first-child { background: #e9f6ec; font-weight: 600; }
+#ranking tr.best { background: #e9f6ec; font-weight: 600; }
 #ranking tr.infeasible { color: #6e7781; }
 .note { color: #59636e; font-size: 13px; }
 footer { margin-top: 36px; color: #59636e; font-size: 13px; }
@@ -129,6 +150,21 @@ std::array<TimeNs, 4> parts(const TimeBreakdown& b) {
   return {b.compute_ns, b.exposed_communication_ns, b.bubble_ns, b.optimizer_ns};
 }
 constexpr std::array<const char*, 4> kPartNames = {"compute", "exposed communication", "pipeline bubble", "optimizer"};
+
+// Each candidate's row in the ranking's embedded data (-1: not embedded), for the trade-off chart's points.
+std::vector<long> table_rows_of(const std::vector<Candidate>& ranked) {
+  std::vector<long> row_of(ranked.size(), -1);
+  const std::vector<std::size_t> embedded = embedded_rows(ranked);
+  for (std::size_t row = 0; row < embedded.size(); ++row) row_of[embedded[row]] = static_cast<long>(row);
+  return row_of;
+}
+
+double smallest_gpu_memory_GiB(const Cluster& cluster) {
+  double smallest = 0;
+  for (const NodeGroup& group : cluster.node_groups)
+    smallest = smallest > 0 ? std::min(smallest, group.gpu.memory_GiB) : group.gpu.memory_GiB;
+  return smallest;
+}
 
 }  // namespace
 
@@ -222,7 +258,8 @@ std::string why_this_one_html(const std::vector<Candidate>& ranked, const Candid
 }
 
 std::string html_report(const Scenario& scenario, const std::vector<Candidate>& ranked,
-                        const IterationGraph& best_graph, const Candidate& best) {
+                        const IterationGraph& best_graph, const Candidate& best,
+                        const std::vector<ComparedPlan>& compared) {
   const std::vector<double> capacity = stage_capacities_GiB(scenario, best_graph, best.memory.per_stage.size());
   std::vector<const Candidate*> top;
   for (const Candidate& candidate : ranked)
@@ -235,11 +272,13 @@ std::string html_report(const Scenario& scenario, const std::vector<Candidate>& 
 
   html += "<section id=\"best\">\n<h2>Best strategy: <span class=\"key\">" + escape_html(best.key()) +
           "</span></h2>\n" + cards_html(best) + why_this_one_html(ranked, best, capacity) + "</section>\n";
+  html += tradeoff_section_html(ranked, table_rows_of(ranked), smallest_gpu_memory_GiB(scenario.cluster));
+  html += plan_comparison_section_html(scenario, compared);
 
   html += "<section id=\"timeline\">\n<h2>One iteration of the best strategy</h2>\n" + family_legend_html() +
           "\n<div class=\"chart\">" + timeline_svg(best_graph, best.result) + "</div>\n";
-  html += "<p class=\"note\">One lane per rank class and stream; ranks that behave identically share a lane. "
-          "Hover a bar for its ops. The Chrome traces written with this report show every op: open them in "
+  html += "<p class=\"note\">One lane per class of GPU ranks and stream; GPU ranks that behave identically share a "
+          "lane. Hover a bar for its ops. The Chrome traces written with this report show every op: open them in "
           "Perfetto (ui.perfetto.dev) or chrome://tracing.</p>\n</section>\n";
 
   html += "<section id=\"memory\">\n<h2>Memory per GPU, by pipeline stage</h2>\n" + memory_legend_html() +
@@ -253,15 +292,17 @@ std::string html_report(const Scenario& scenario, const std::vector<Candidate>& 
   html += heterogeneous_section_html(ranked);
   html += hot_switch_section_html(ranked);
 
-  html += "<section id=\"candidates\">\n<h2>Ranking</h2>\n" + ranking_table_html(ranked) + "</section>\n";
+  html += "<section id=\"candidates\">\n<h2>Ranking</h2>\n" + ranking_table_html(scenario, ranked) + "</section>\n";
   html += "<footer>Generated by twin simulate. Times are simulated; MFU counts model FLOPs only, HFU adds "
-          "recomputed forward work.</footer>\n</main>\n</body>\n</html>\n";
+          "recomputed forward work.</footer>\n</main>\n<script>" + std::string(report_script()) +
+          "</script>\n</body>\n</html>\n";
   return html;
 }
 
 void write_html_report(const std::filesystem::path& path, const Scenario& scenario,
-                       const std::vector<Candidate>& ranked, const IterationGraph& best_graph, const Candidate& best) {
-  write_file_atomically(path, html_report(scenario, ranked, best_graph, best));
+                       const std::vector<Candidate>& ranked, const IterationGraph& best_graph, const Candidate& best,
+                       const std::vector<ComparedPlan>& compared) {
+  write_file_atomically(path, html_report(scenario, ranked, best_graph, best, compared));
 }
 
 }  // namespace twin

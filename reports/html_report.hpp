@@ -1,5 +1,6 @@
-// report.html: one self-contained file (inline CSS and SVG, no script, no network) with the scenario,
-// the best strategy's timeline, memory and time breakdowns, a "why this one" paragraph and the ranking.
+// report.html: one self-contained file (inline CSS, SVG and one script, no network) with the scenario, the best
+// strategy with a "why this one" paragraph, every candidate's time against its memory with the Pareto front, the
+// top plans side by side, the best's timeline, memory and time breakdowns, and the sortable, filterable ranking.
 #pragma once
 #include <filesystem>
 #include <string>
@@ -7,18 +8,22 @@
 
 #include "core/op_graph.hpp"
 #include "core/scenario.hpp"
+#include "reports/plan_comparison.hpp"
 #include "strategies/search.hpp"
 
 namespace twin {
 
 // `ranked` as search() returns it; `best` must carry op timings for `best_graph` (evaluate with
-// record_op_timings). The profile shown is scenario.profile ("builtin" adds the estimates warning).
+// record_op_timings); `compared`: the top plans, fastest first (none: no side-by-side section). The profile shown
+// is scenario.profile ("builtin" adds the estimates warning).
 std::string html_report(const Scenario& scenario, const std::vector<Candidate>& ranked,
-                        const IterationGraph& best_graph, const Candidate& best);
+                        const IterationGraph& best_graph, const Candidate& best,
+                        const std::vector<ComparedPlan>& compared = {});
 
 // Writes html_report atomically.
 void write_html_report(const std::filesystem::path& path, const Scenario& scenario,
-                       const std::vector<Candidate>& ranked, const IterationGraph& best_graph, const Candidate& best);
+                       const std::vector<Candidate>& ranked, const IterationGraph& best_graph, const Candidate& best,
+                       const std::vector<ComparedPlan>& compared = {});
 
 // Per entry of a memory estimate with `stages` entries, the smallest GPU memory among the rank classes it
 // describes (the one that must fit), for the memory chart's capacity line.

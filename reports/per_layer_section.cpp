@@ -24,13 +24,13 @@ std::string seconds(TimeNs ns) { return fixed(to_seconds(ns), 3) + " s"; }
 std::string per_layer_section_html(const std::vector<const Candidate*>& top, const std::vector<Candidate>& ranked) {
   const Candidate* chosen = nullptr;
   const PerLayerPlan* plan = nullptr;
-  std::size_t rank = 0;
+  std::size_t place = 0;
   for (std::size_t k = 0; k < top.size() && !chosen; ++k)
-    if (const auto* found = top[k]->plan_as<PerLayerPlan>()) chosen = top[k], plan = found, rank = k + 1;
+    if (const auto* found = top[k]->plan_as<PerLayerPlan>()) chosen = top[k], plan = found, place = k + 1;
   if (!chosen) return {};
 
   std::string html = "<section id=\"per-layer\">\n<h2>Per-layer hybrid: " +
-                     escape_html(fmt::format("{} (rank {})", chosen->key(), rank)) + "</h2>\n<p>" +
+                     escape_html(fmt::format("{} (place {})", chosen->key(), place)) + "</h2>\n<p>" +
                      escape_html(fmt::format(
                          "Each layer of a stage has its own layout (TP or Ulysses sequence parallel over a group, data "
                          "parallel over the rest of the stage), ZeRO stage and recompute, chosen by a dynamic programme "

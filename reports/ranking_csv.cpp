@@ -7,7 +7,7 @@ namespace twin {
 
 const std::vector<std::string>& ranking_csv_columns() {
   static const std::vector<std::string> columns = {
-      "rank",
+      "place",
       "strategy",
       "family",
       "tensor_model_parallel_size",
@@ -57,11 +57,11 @@ void append_row(std::string& csv, const std::vector<std::string>& fields) {
   csv += "\r\n";
 }
 
-std::vector<std::string> candidate_row(const Candidate& candidate, int rank) {
+std::vector<std::string> candidate_row(const Candidate& candidate, int place) {
   const Strategy& s = candidate.strategy;
   const auto flag = [](bool value) { return std::string(value ? "true" : "false"); };
   std::vector<std::string> row = {
-      rank > 0 ? std::to_string(rank) : std::string(),
+      place > 0 ? std::to_string(place) : std::string(),
       candidate.key(),
       candidate.family(),
       std::to_string(s.tensor_model_parallel_size),
@@ -99,11 +99,18 @@ std::vector<std::string> candidate_row(const Candidate& candidate, int rank) {
 
 }  // namespace
 
+std::vector<std::vector<std::string>> ranking_rows(const Scenario& scenario, const std::vector<Candidate>& candidates) {
+  std::vector<std::vector<std::string>> rows;
+  rows.reserve(candidates.size());
+  int place = 0;
+  for (const Candidate& candidate : candidates) rows.push_back(candidate_row(candidate, candidate.feasible ? ++place : 0));
+  return rows;
+}
+
 std::string ranking_csv(const Scenario& scenario, const std::vector<Candidate>& candidates) {
   std::string csv;
   append_row(csv, ranking_csv_columns());
-  int rank = 0;
-  for (const Candidate& candidate : candidates) append_row(csv, candidate_row(candidate, candidate.feasible ? ++rank : 0));
+  for (const std::vector<std::string>& row : ranking_rows(scenario, candidates)) append_row(csv, row);
   return csv;
 }
 

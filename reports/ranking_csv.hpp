@@ -14,8 +14,12 @@ namespace twin {
 // The header row's column names, in order.
 const std::vector<std::string>& ranking_csv_columns();
 
-// `candidates` in ranked order (as search() returns them); rank counts feasible rows from 1 and is
-// empty for infeasible ones. Lines end in CRLF as RFC 4180 says.
+// One row of fields per candidate, under ranking_csv_columns(): `candidates` in ranked order (as search() returns
+// them); `place` (the position in the ranking) counts feasible rows from 1 and is empty for the others. The report
+// embeds these same rows, so a column added here appears there too.
+std::vector<std::vector<std::string>> ranking_rows(const Scenario& scenario, const std::vector<Candidate>& candidates);
+
+// ranking_rows under the header row; lines end in CRLF as RFC 4180 says.
 std::string ranking_csv(const Scenario& scenario, const std::vector<Candidate>& candidates);
 
 }  // namespace twin

@@ -1,6 +1,7 @@
 // One decimal is a tenth of a pixel: finer coordinates would only grow the file.
 #include "reports/svg.hpp"
 
+#include <algorithm>
 #include <cmath>
 
 #include "reports/format.hpp"
@@ -36,9 +37,42 @@ void Svg::text(double x, double y, std::string_view content, std::string_view an
   ++elements_;
 }
 
+namespace {
+
+std::string points_text(const std::vector<std::pair<double, double>>& points) {
+  std::string text;
+  for (const auto& [x, y] : points) text += (text.empty() ? "" : " ") + fixed(x, 1) + "," + fixed(y, 1);
+  return text;
+}
+
+std::string row_attribute(long row) { return row >= 0 ? " data-row=\"" + std::to_string(row) + "\"" : ""; }
+
+}  // namespace
+
+void Svg::circle(double x, double y, double radius, std::string_view fill, std::string_view stroke, long row) {
+  body_ += "<circle cx=\"" + fixed(x, 1) + "\" cy=\"" + fixed(y, 1) + "\" r=\"" + fixed(radius, 1) + "\" fill=\"" +
+           escape_html(fill) + "\" stroke=\"" + escape_html(stroke) + "\"" + row_attribute(row) + "/>\n";
+  ++elements_;
+}
+
+void Svg::polyline(const std::vector<std::pair<double, double>>& points, std::string_view stroke, double stroke_width,
+                   bool dashed) {
+  body_ += "<polyline points=\"" + points_text(points) + "\" fill=\"none\" stroke=\"" + escape_html(stroke) +
+           "\" stroke-width=\"" + fixed(stroke_width, 1) + "\"" + (dashed ? " stroke-dasharray=\"4 3\"" : "") + "/>\n";
+  ++elements_;
+}
+
+void Svg::polygon(const std::vector<std::pair<double, double>>& points, std::string_view fill, std::string_view stroke,
+                  long row) {
+  body_ += "<polygon points=\"" + points_text(points) + "\" fill=\"" + escape_html(fill) + "\" stroke=\"" +
+           escape_html(stroke) + "\"" + row_attribute(row) + "/>\n";
+  ++elements_;
+}
+
 std::string Svg::str() const {
   // Inline SVG in HTML needs no xmlns, and leaving it out keeps the report free of any URL.
-  return "<svg role=\"img\" aria-label=\"" + escape_html(label_) + "\" width=\"" + fixed(width_, 0) + "\" height=\"" +
+  return "<svg role=\"img\"" + std::string(fit_ ? " data-fit=\"\"" : "") + " aria-label=\"" + escape_html(label_) +
+         "\" width=\"" + fixed(width_, 0) + "\" height=\"" +
          fixed(height_, 0) + "\" viewBox=\"0 0 " + fixed(width_, 0) + " " + fixed(height_, 0) + "\">\n" + body_ +
          "</svg>";
 }
@@ -54,6 +88,17 @@ std::vector<double> nice_ticks(double max_value, int target) {
   }
   std::vector<double> ticks;
   for (int i = 0; i * step <= max_value * (1 + 1e-9); ++i) ticks.push_back(i * step);
+  return ticks;
+}
+
+std::vector<double> nice_ticks(double low, double high, int target) {
+  if (!(high > low) || target < 1) return {low};
+  const std::vector<double> span = nice_ticks(high - low, target);
+  const double step = span.size() > 1 ? span[1] : high - low;
+  const double first = std::floor(low / step) * step;
+  const int steps = std::max(1, static_cast<int>(std::ceil((high - first) / step - 1e-9)));
+  std::vector<double> ticks;
+  for (int i = 0; i <= steps; ++i) ticks.push_back(first + i * step);
   return ticks;
 }
 

@@ -80,9 +80,10 @@ struct Lane {
   std::vector<OpIndex> ops;  // by start time
 };
 
-std::vector<Lane> lanes_of(const IterationGraph& graph, const IterationResult& result) {
+std::vector<Lane> lanes_of(const IterationGraph& graph, const IterationResult& result, int only_class) {
   std::vector<Lane> lanes;
   for (const RankClass& rank_class : graph.classes) {
+    if (only_class >= 0 && rank_class.index != only_class) continue;
     std::array<std::vector<OpIndex>, kStreamCount> by_stream;
     for (OpIndex i = 0; i < rank_class.size(); ++i) by_stream[static_cast<int>(rank_class.op(i).stream)].push_back(i);
     const auto& timings = result.classes[rank_class.index].op_timings;
@@ -120,7 +121,7 @@ std::string run_tooltip(const RankClass& rank_class, const std::vector<OpTiming>
 }
 
 void draw_lane(Svg& svg, const RankClass& rank_class, const std::vector<OpTiming>& timings, const Lane& lane,
-               double y, int width_px, double px_per_ns) {
+               double y, int width_px, double px_per_ns, bool tooltips) {
   std::vector<std::array<double, kOpFamilyCount>> cover(static_cast<std::size_t>(width_px));
   for (std::size_t c = 0; c < cover.size(); ++c) cover[c].fill(0.0);
   for (OpIndex i : lane.ops) {
@@ -148,7 +149,8 @@ void draw_lane(Svg& svg, const RankClass& rank_class, const std::vector<OpTiming
       while (next_op < lane.ops.size() && timings[lane.ops[next_op]].end_ns * px_per_ns <= a) ++next_op;
       std::size_t end_op = next_op;
       while (end_op < lane.ops.size() && timings[lane.ops[end_op]].start_ns * px_per_ns < b) ++end_op;
-      const std::string tooltip = end_op > next_op ? run_tooltip(rank_class, timings, lane.ops, next_op, end_op) : "";
+      const std::string tooltip =
+          tooltips && end_op > next_op ? run_tooltip(rank_class, timings, lane.ops, next_op, end_op) : "";
       const bool sparse = column_family[a] >= kSparse;
       const double height = sparse ? kSparseHeight : kLaneHeight - 4;
       svg.rect(kLabelWidth + a, y + (kLaneHeight - height) / 2, b - a, height,
@@ -170,9 +172,9 @@ std::string timeline_svg(const IterationGraph& graph, const IterationResult& res
       throw std::invalid_argument(fmt::format("timeline_svg: no op timings for class {}", rank_class.index));
     for (const OpTiming& t : timings) end_ns = std::max(end_ns, t.end_ns);
   }
-  end_ns = std::max<TimeNs>(end_ns, 1);
+  end_ns = std::max<TimeNs>({end_ns, options.axis_end_ns, 1});
 
-  std::vector<Lane> lanes = lanes_of(graph, result);
+  std::vector<Lane> lanes = lanes_of(graph, result, options.only_class);
   const std::size_t omitted = lanes.size() > static_cast<std::size_t>(options.max_lanes)
                                   ? lanes.size() - static_cast<std::size_t>(options.max_lanes)
                                   : 0;
@@ -181,7 +183,8 @@ std::string timeline_svg(const IterationGraph& graph, const IterationResult& res
   const int width_px = std::max(100, options.plot_width_px);
   const double plot_bottom = kTop + kLaneHeight * static_cast<double>(lanes.size());
   Svg svg(kLabelWidth + width_px + kRightMargin, plot_bottom + kAxisHeight + (omitted > 0 ? 16 : 0),
-          "timeline of one iteration of the best strategy");
+          "timeline of one iteration");
+  svg.fit_to_content();
 
   for (std::size_t l = 0; l < lanes.size(); ++l) {  // class bands first, so everything draws over them
     const bool shaded = lanes[l].class_index % 2 == 0;
@@ -204,10 +207,9 @@ std::string timeline_svg(const IterationGraph& graph, const IterationResult& res
     const RankClass& rank_class = graph.classes[lanes[l].class_index];
     const double y = kTop + kLaneHeight * l;
     const std::string label = rank_class.label.empty() ? fmt::format("class {}", rank_class.index) : rank_class.label;
-    // About 5.6 px per character at 11 px: the label stays inside its 200 px column.
-    svg.text(kLabelWidth - 8, y + 12, cut_label(fmt::format("{} · {}", label, to_string(lanes[l].stream)), 33), "end",
-             11);
-    draw_lane(svg, rank_class, result.classes[rank_class.index].op_timings, lanes[l], y, width_px, px_per_ns);
+    svg.text(kLabelWidth - 8, y + 12, fmt::format("{} · {}", label, to_string(lanes[l].stream)), "end", 11);
+    draw_lane(svg, rank_class, result.classes[rank_class.index].op_timings, lanes[l], y, width_px, px_per_ns,
+              options.op_tooltips);
   }
   if (omitted > 0)
     svg.text(kLabelWidth, plot_bottom + kAxisHeight + 10,

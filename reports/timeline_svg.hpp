@@ -19,9 +19,13 @@ std::string family_color(OpFamily family);
 struct TimelineOptions {
   int plot_width_px = 1000;   // one pixel column per plot pixel
   int max_lanes = 96;         // later lanes are left out, with a note in the chart
+  TimeNs axis_end_ns = 0;     // the time at the plot's right edge, for charts compared on one scale (0: its own end)
+  int only_class = -1;        // draw this class of GPU ranks alone (-1: every class)
+  bool op_tooltips = true;    // each bar names its ops (most of the chart's bytes)
 };
 
-// Needs op timings in `result` (throws std::invalid_argument otherwise).
+// Needs op timings in `result` (throws std::invalid_argument otherwise). Lane labels are whole: the report's script
+// fits the chart to them (data-fit).
 std::string timeline_svg(const IterationGraph& graph, const IterationResult& result,
                          const TimelineOptions& options = {});
 

@@ -154,7 +154,7 @@ def plan(args, log):
                             "--quiet", "--top", "0"], log):
             sys.exit(f"twin simulate of the pinned {name} failed: see {log.name}")
         predicted_s = load(os.path.join(folder, "best.json"))["predicted"]["iteration_time_s"]
-        strategies.append({"name": name, "key": row["strategy"], "predicted_rank": int(row["rank"]), "why": why,
+        strategies.append({"name": name, "key": row["strategy"], "predicted_rank": int(row["place"]), "why": why,
                            "predicted_s": predicted_s, "search_predicted_s": float(row["iteration_time_s"]),
                            "features": features(row), "peak_memory_GiB": float(row["peak_memory_GiB"]),
                            "estimate_s": STARTUP_S + args.iters * predicted_s})

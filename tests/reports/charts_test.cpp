@@ -11,11 +11,7 @@
 namespace twin {
 namespace {
 
-std::size_t count(const std::string& text, const std::string& needle) {
-  std::size_t n = 0;
-  for (std::size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + needle.size())) ++n;
-  return n;
-}
+using testing::count;
 
 Op comm(OpKind kind, GroupKind group) {
   Op op;
@@ -183,19 +179,29 @@ struct LongKeyPlan final : FamilyPlan {
   Candidate evaluate(const Scenario&, const Profile&, bool, IterationGraph*) const override { return {}; }
 };
 
-TEST(Charts, LongPlanKeysAndLaneLabelsAreCutToFitTheirCharts) {
-  EXPECT_EQ(cut_label("tp2.pp1", 10), "tp2.pp1");
-  EXPECT_EQ(cut_label("hetero.p0[d0+2:tp2/L27]", 10), "hetero.p0…");
-  EXPECT_EQ(cut_label("ab·cd", 4), "ab…");  // "·" is two bytes: never split
+// Labels are never cut: the report's script measures them in the browser and fits each chart (data-fit) around
+// them; tests/reports/report_browser_test.cpp checks that nothing is clipped.
+TEST(Charts, LongPlanKeysAndLaneLabelsStayWhole) {
   Candidate long_key = testing::best_candidate();
   long_key.plan = std::make_shared<LongKeyPlan>();
   const std::string svg = time_breakdown_svg({&long_key});
-  EXPECT_EQ(svg.find(std::string(100, 'p')), std::string::npos);
-  EXPECT_NE(svg.find("…"), std::string::npos);
+  EXPECT_NE(svg.find("1. hetero." + std::string(300, 'p') + "</text>"), std::string::npos);
+  EXPECT_NE(svg.find("data-fit"), std::string::npos);
   OneLane lane;
   lane.graph.classes[0].label = "pipeline 3 stage 1 (A100-SXM-40GB, 2 of 4 identical)";
   lane.add(OpKind::gemm, 0, 1000);
-  EXPECT_NE(timeline_svg(lane.graph, lane.result).find(">pipeline 3 stage 1 (A100-SXM-40G…<"), std::string::npos);
+  const std::string timeline = timeline_svg(lane.graph, lane.result);
+  EXPECT_NE(timeline.find(">pipeline 3 stage 1 (A100-SXM-40GB, 2 of 4 identical) · compute<"), std::string::npos);
+  EXPECT_NE(timeline.find("data-fit"), std::string::npos);
+}
+
+TEST(Timeline, ASharedAxisEndsWhereTheSlowestPlanEnds) {
+  OneLane lane;
+  lane.add(OpKind::gemm, 0, 1000);
+  TimelineOptions options;
+  options.axis_end_ns = 2000;  // this plan takes half of the shared axis: its op covers 500 of 1000 px
+  const std::string svg = timeline_svg(lane.graph, lane.result, options);
+  EXPECT_NE(svg.find("width=\"500.0\""), std::string::npos) << svg;
 }
 
 }  // namespace

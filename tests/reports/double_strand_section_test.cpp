@@ -38,7 +38,7 @@ TEST(DoubleStrandSection, StatesHiddenCommunicationAndPairedSegments) {
   ds.strand_pairings = {ends, layer};
   const std::vector<Candidate> ranked = {ds, simulated(testing::strategy(4, 1, 2, 1, Schedule::one_f_one_b), 4'875'000'000, 850'000'000)};
   const std::string html = double_strand_section_html({&ranked[0], &ranked[1]}, ranked);
-  EXPECT_NE(html.find("(rank 1)"), std::string::npos) << html;
+  EXPECT_NE(html.find("(place 1)"), std::string::npos) << html;
   EXPECT_NE(html.find("Exposed communication: 0.250 s; iteration 4.250 s."), std::string::npos) << html;
   EXPECT_NE(html.find("The same strategy with 1F1B exposes 0.850 s and takes 4.875 s: double strand hides 0.600 s of "
                       "communication and the iteration is 0.625 s shorter."),

@@ -12,11 +12,7 @@
 namespace twin {
 namespace {
 
-std::size_t count(const std::string& text, const std::string& part) {
-  std::size_t n = 0;
-  for (std::size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + part.size())) ++n;
-  return n;
-}
+using testing::count;
 
 TEST(ExecutionReport, HasHeadlineTablesScatterAndBothTimelines) {
   const ExecutedRun run = load_executed_run(testing::executed_fixture("7b4l-mbs1-h200"));

@@ -42,7 +42,7 @@ TEST(HotSwitchSection, ShowsPhasesSwitchBytesAndTheWinOverTheBestStatic) {
                                    hot_switch_candidate(1, 10'000'000'000),
                                    hot_switch_candidate(1, 12'000'000'000)};
   const std::string html = hot_switch_section_html(ranked);
-  EXPECT_NE(html.find("2 phases (rank 1)"), std::string::npos) << html;
+  EXPECT_NE(html.find("2 phases (place 1)"), std::string::npos) << html;
   EXPECT_NE(html.find("(0, 4096]"), std::string::npos);
   EXPECT_NE(html.find("(4096, 8192]"), std::string::npos);
   EXPECT_NE(html.find("2 (home)"), std::string::npos);
@@ -57,7 +57,7 @@ TEST(HotSwitchSection, SaysSoWhenHotSwitchingLoses) {
   std::vector<Candidate> ranked = {hot_switch_candidate(1, 8'000'000'000),
                                    hot_switch_candidate(3, 10'000'000'000)};
   const std::string html = hot_switch_section_html(ranked);
-  EXPECT_NE(html.find("3 phases (rank 2)"), std::string::npos);
+  EXPECT_NE(html.find("3 phases (place 2)"), std::string::npos);
   EXPECT_NE(html.find("25.0% slower (0.800x)"), std::string::npos) << html;
 }
 

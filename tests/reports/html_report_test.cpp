@@ -1,56 +1,89 @@
-// report.html from hand-built candidates: the ranking table has one row per candidate, the charts are
-// inline SVG, nothing points outside the file, user text is escaped, and the "why" numbers are exact.
+// report.html from hand-built candidates: the ranking's embedded data has one row per candidate with ranking.csv's
+// columns, the charts are inline SVG, nothing points outside the file, user text is escaped, and the "why"
+// numbers are exact. tests/reports/report_browser_test.cpp renders a real report in Chromium.
 #include "reports/html_report.hpp"
 
-#include <gtest/gtest.h>
+#include <algorithm>
 
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "reports/ranking_csv.hpp"
 #include "reports/ranking_table.hpp"
 #include "tests/reports/report_fixture.hpp"
 
 namespace twin {
 namespace {
 
-std::size_t count(const std::string& text, const std::string& needle) {
-  std::size_t n = 0;
-  for (std::size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + needle.size())) ++n;
-  return n;
-}
+using testing::count;
 
 std::string report(const Scenario& scenario) {
   const auto ranked = testing::ranked_candidates();
   return html_report(scenario, ranked, testing::two_stage_graph(), ranked[0]);
 }
 
-TEST(HtmlReport, RankingTableHasOneRowPerCandidate) {
+// The ranking's data as the page embeds it.
+nlohmann::json ranking_data(const std::string& html) {
+  const std::string open = "<script id=\"ranking-data\" type=\"application/json\">";
+  const std::size_t begin = html.find(open) + open.size();
+  return nlohmann::json::parse(html.substr(begin, html.find("</script>", begin) - begin));
+}
+
+// A row's field under the column `name`.
+std::string field(const nlohmann::json& data, std::size_t row, const std::string& name) {
+  for (const auto& column : data["columns"])
+    if (column["name"] == name) return data["rows"][row][column["index"].get<std::size_t>()];
+  return "(no column " + name + ")";
+}
+
+TEST(HtmlReport, RankingDataHasOneRowPerCandidateWithTheCsvsColumns) {
   const std::string html = report(testing::small_scenario());
   EXPECT_EQ(count(html, "<table id=\"ranking\">"), 1u);
-  EXPECT_EQ(count(html, "<tr class=\"feasible\">"), 2u);
-  EXPECT_EQ(count(html, "<tr class=\"infeasible\">"), 2u);
-  // Feasible rows come first.
-  EXPECT_LT(html.rfind("<tr class=\"feasible\">"), html.find("<tr class=\"infeasible\">"));
-  EXPECT_NE(html.find("out of memory: 137.5 GiB &gt; 79.6 GiB on stage 0"), std::string::npos);
-  EXPECT_EQ(count(html, "Showing"), 0u);
+  const nlohmann::json data = ranking_data(html);
+  ASSERT_EQ(data["rows"].size(), 4u);
+  // Every ranking.csv column, plus the report's "vs best"; a column added to the CSV appears without a report change.
+  std::vector<std::string> names;
+  for (const auto& column : data["columns"]) names.push_back(column["name"]);
+  std::vector<std::string> expected = ranking_csv_columns();
+  expected.push_back("vs_best");
+  std::sort(names.begin(), names.end());
+  std::sort(expected.begin(), expected.end());
+  EXPECT_EQ(names, expected);
+  const auto rows = ranking_rows(testing::small_scenario(), testing::ranked_candidates());
+  for (std::size_t r = 0; r < rows.size(); ++r)
+    for (std::size_t c = 0; c < rows[r].size(); ++c) EXPECT_EQ(data["rows"][r][c], rows[r][c]) << r << ", " << c;
+  EXPECT_EQ(field(data, 0, "place"), "1");
+  EXPECT_EQ(field(data, 1, "vs_best"), "0.371429");  // 9600 / 7000 - 1
+  EXPECT_EQ(field(data, 0, "vs_best"), "0.000000");
+  EXPECT_EQ(field(data, 2, "infeasible_reason"), "out of memory: 137.5 GiB > 79.6 GiB on stage 0");
+  EXPECT_EQ(count(html, "The table holds"), 0u);  // every row embedded
 }
 
 TEST(HtmlReport, IsSelfContained) {
   const std::string html = report(testing::small_scenario());
   EXPECT_EQ(html.rfind("<!DOCTYPE html>", 0), 0u);
-  EXPECT_GE(count(html, "<svg "), 3u);  // timeline, memory, time breakdown
+  EXPECT_GE(count(html, "<svg "), 4u);  // trade-offs, timeline, memory, time breakdown
   EXPECT_EQ(count(html, "<svg "), count(html, "</svg>"));
   EXPECT_EQ(html.find("http"), std::string::npos);
   EXPECT_EQ(html.find("src="), std::string::npos);
   EXPECT_EQ(html.find("href="), std::string::npos);
-  EXPECT_EQ(html.find("<script"), std::string::npos);
   EXPECT_EQ(html.find("url("), std::string::npos);
+  EXPECT_EQ(html.find("fetch("), std::string::npos);
+  EXPECT_EQ(count(html, "<script"), 2u);  // the data and the one inlined script
+  EXPECT_EQ(count(html, "</script>"), 2u);
 }
 
 TEST(HtmlReport, EscapesUserText) {
   Scenario scenario = testing::small_scenario();
   scenario.name = "<script>alert(1)</script> & \"co\"";
-  const std::string html = report(scenario);
-  EXPECT_EQ(html.find("<script"), std::string::npos);
+  std::vector<Candidate> ranked = testing::ranked_candidates();
+  ranked[3].infeasible_reason = "</script><script>alert(2)</script>";
+  const std::string html = html_report(scenario, ranked, testing::two_stage_graph(), ranked[0]);
+  EXPECT_EQ(html.find("<script>alert"), std::string::npos);
+  EXPECT_EQ(html.find("</script><script>"), std::string::npos);
   EXPECT_NE(html.find("&lt;script&gt;alert(1)&lt;/script&gt; &amp; &quot;co&quot;"), std::string::npos);
-  EXPECT_NE(html.find("&lt;not&gt; valid"), std::string::npos);  // the invalid candidate's reason
+  EXPECT_NE(html.find("\\u003c/script>\\u003cscript>alert(2)"), std::string::npos);  // inside the JSON data
+  EXPECT_EQ(field(ranking_data(html), 3, "infeasible_reason"), ranked[3].infeasible_reason);
 }
 
 TEST(HtmlReport, WarnsThatBuiltinTimesAreNotThisClustersMeasurements) {
@@ -97,15 +130,16 @@ TEST(RankingTable, CapsRowsAndSaysWhereTheRestIs) {
   std::vector<Candidate> many;
   for (int i = 0; i < 400; ++i) many.push_back(testing::best_candidate());
   for (int i = 0; i < 80; ++i) many.push_back(testing::ranked_candidates()[3]);
-  const std::string table = ranking_table_html(many);
-  EXPECT_EQ(count(table, "<tr class=\"feasible"), kRankingTableMaxRows - kRankingTableInfeasibleRows);  // all tie
-  EXPECT_EQ(count(table, "<tr class=\"infeasible\">"), kRankingTableInfeasibleRows);
-  EXPECT_NE(table.find("Showing 250 of 400 feasible and 50 of 80 infeasible candidates"), std::string::npos);
+  // 300 rows, the 80 infeasible ones kept (up to kRankingTableInfeasibleRows are): positions in `many`, feasible first.
+  const std::vector<std::size_t> rows = embedded_rows(many, 300);
+  ASSERT_EQ(rows.size(), 300u);
+  EXPECT_EQ(rows[219], 219u);
+  EXPECT_EQ(rows[220], 400u);
+  EXPECT_EQ(embedded_rows(many).size(), many.size());  // the default holds thousands
   // Few infeasible ones leave their unused rows to feasible candidates.
   many.resize(410);
-  const std::string fewer = ranking_table_html(many);
-  EXPECT_EQ(count(fewer, "<tr class=\"feasible"), 290u);
-  EXPECT_EQ(count(fewer, "<tr class=\"infeasible\">"), 10u);
+  const std::vector<std::size_t> fewer = embedded_rows(many, 300);
+  EXPECT_EQ(std::count_if(fewer.begin(), fewer.end(), [](std::size_t i) { return i < 400; }), 290);
   // Candidates a pruned search did not simulate are counted apart from the infeasible ones.
   for (int i = 0; i < 30; ++i) {
     Candidate skipped = testing::ranked_candidates()[3];
@@ -113,31 +147,43 @@ TEST(RankingTable, CapsRowsAndSaysWhereTheRestIs) {
     skipped.infeasible_reason = "not simulated: its compute alone takes at least 1.0 s";
     many.push_back(skipped);
   }
-  const std::string with_pruned = ranking_table_html(many);
-  EXPECT_NE(with_pruned.find("infeasible or not simulated (30 feasible ones whose compute alone cannot reach the top)"),
-            std::string::npos) << with_pruned.substr(with_pruned.find("Showing"));
+  const std::string table = ranking_table_html(testing::small_scenario(), many, 300);
+  EXPECT_NE(table.find("The table holds 300 of 440 candidates: 260 of the 400 feasible ones (the fastest) and 40 of "
+                       "the 40 infeasible or not simulated (30 of them pruned by the search); ranking.csv lists them "
+                       "all."),
+            std::string::npos) << table.substr(table.find("The table holds"), 300);
+  EXPECT_EQ(ranking_data(table)["rows"].size(), 300u);
 }
 
 TEST(HtmlReport, CandidatesWithinTheModelsErrorAreMarkedAsTies) {
   auto ranked = testing::ranked_candidates();  // the best takes 7000 ns
   ranked[1].result.iteration_ns = 7200;        // +2.9%: within the 3.9% the model errs by
-  const std::string table = ranking_table_html(ranked);
-  EXPECT_EQ(count(table, "<tr class=\"feasible tie\">"), 1u);
-  EXPECT_NE(table.find("+2.9% (tie)"), std::string::npos) << table;
+  const std::string table = ranking_table_html(testing::small_scenario(), ranked);
+  EXPECT_EQ(ranking_data(table)["tie_fraction"], kTieFraction);  // the script marks rows within it
+  EXPECT_EQ(field(ranking_data(table), 1, "vs_best"), "0.028571");
   EXPECT_NE(table.find("1 candidate is within 3.9% of the best"), std::string::npos);
   const std::string why = why_this_one_html(ranked, ranked[0], {79.6, 79.6});
   EXPECT_NE(why.find("The two tie: 2.9% is within the model&#39;s mean error"), std::string::npos) << why;
   ranked[1].result.iteration_ns = 9600;  // +37%: told apart
-  EXPECT_EQ(count(ranking_table_html(ranked), "tie"), 0u);
+  EXPECT_EQ(count(ranking_table_html(testing::small_scenario(), ranked), "tie\""), 0u);
   EXPECT_EQ(why_this_one_html(ranked, ranked[0], {79.6, 79.6}).find("tie"), std::string::npos);
 }
 
 TEST(HtmlReport, TheKeyColumnsComeBeforeTheStrategyFields) {
-  const std::string table = ranking_table_html(testing::ranked_candidates());
-  const auto at = [&](const char* header) { return table.find(header); };
-  EXPECT_LT(at("<th>iteration (ms)</th>"), at(">TP</th>"));
-  EXPECT_LT(at("<th>MFU</th>"), at(">TP</th>"));
-  EXPECT_LT(at("<th>peak memory (GiB)</th>"), at(">TP</th>"));
+  const nlohmann::json data = ranking_data(ranking_table_html(testing::small_scenario(), testing::ranked_candidates()));
+  std::vector<std::string> shown;
+  for (const auto& column : data["columns"]) shown.push_back(column["name"]);
+  const auto at = [&](const char* name) { return std::find(shown.begin(), shown.end(), name) - shown.begin(); };
+  EXPECT_EQ(at("place"), 0);
+  EXPECT_LT(at("iteration_time_s"), at("tensor_model_parallel_size"));
+  EXPECT_LT(at("mfu"), at("tensor_model_parallel_size"));
+  EXPECT_LT(at("peak_memory_GiB"), at("tensor_model_parallel_size"));
+  // Known columns get a heading and a format; numbers sort as numbers.
+  const auto& iteration = data["columns"][at("iteration_time_s")];
+  EXPECT_EQ(iteration["label"], "iteration (ms)");
+  EXPECT_EQ(iteration["format"], "ms");
+  EXPECT_TRUE(iteration["numeric"].get<bool>());
+  EXPECT_FALSE(data["columns"][at("strategy")]["numeric"].get<bool>());
 }
 
 TEST(HtmlReport, MemoryCapacityFollowsEachPipelinesOwnGpus) {

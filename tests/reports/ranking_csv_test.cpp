@@ -1,4 +1,4 @@
-// ranking.csv: exact header, one row per candidate, ranks for feasible rows only, exact fixed-decimal
+// ranking.csv: exact header, one row per candidate, places for feasible rows only, exact fixed-decimal
 // numbers from hand-set values, RFC-4180 quoting that a parser reads back into the same fields.
 #include "reports/ranking_csv.hpp"
 
@@ -42,7 +42,7 @@ std::vector<std::vector<std::string>> parse_csv(const std::string& text) {
 TEST(RankingCsv, HeaderUsesMegatronNamesAndUnits) {
   const std::string csv = ranking_csv(testing::small_scenario(), {});
   EXPECT_EQ(csv,
-            "rank,strategy,family,tensor_model_parallel_size,pipeline_model_parallel_size,context_parallel_size,"
+            "place,strategy,family,tensor_model_parallel_size,pipeline_model_parallel_size,context_parallel_size,"
             "expert_model_parallel_size,data_parallel_size,virtual_pipeline_model_parallel_size,sequence_parallel,"
             "micro_batch_size,num_micro_batches,zero_stage,recompute,schedule,feasible,iteration_time_s,tokens_per_s,"
             "mfu,hfu,peak_memory_GiB,compute_s,exposed_communication_s,pipeline_bubble_s,optimizer_s,"

@@ -1,6 +1,7 @@
 // Hand-built scenario and candidates for the report tests: two feasible candidates (the best one with
 // the two-stage graph's timings), one out of memory and one invalid, with every number set by hand.
 #pragma once
+#include <string>
 #include <vector>
 
 #include "core/scenario.hpp"
@@ -8,6 +9,13 @@
 #include "tests/traces/two_stage_graph.hpp"
 
 namespace twin::testing {
+
+// How many times `needle` occurs in `text`, not overlapping (elements of a report, rows of a table).
+inline std::size_t count(const std::string& text, const std::string& needle) {
+  std::size_t n = 0;
+  for (std::size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + needle.size())) ++n;
+  return n;
+}
 
 inline Scenario small_scenario() {
   Scenario scenario;
