@@ -57,9 +57,10 @@ class WordSplitter {
       const char c = text_[i_];
       if (c == ' ' || c == '\t' || c == '\n' || c == '\r') break;
       if (c == '$' || c == '`')
-        fail(fmt::format("expected literal words, got the shell expansion '{}' (twin cannot know its value: write "
-                         "the value itself)",
-                         expansion_at(i_)));
+        fail(
+            fmt::format("expected literal words, got the shell expansion '{}' (twin cannot know its value: write "
+                        "the value itself)",
+                        expansion_at(i_)));
       if (c == '\'') {
         quoted('\'', w.text);
       } else if (c == '"') {
@@ -93,7 +94,8 @@ class WordSplitter {
       if (c == '\n') ++line_;
       if (quote == '"' && (c == '$' || c == '`'))
         fail(fmt::format("expected literal words, got the shell expansion '{}' inside quotes", expansion_at(i_)));
-      if (quote == '"' && c == '\\' && i_ + 1 < text_.size() && std::string_view("\"\\$`").find(text_[i_ + 1]) != std::string_view::npos)
+      if (quote == '"' && c == '\\' && i_ + 1 < text_.size() &&
+          std::string_view("\"\\$`").find(text_[i_ + 1]) != std::string_view::npos)
         ++i_;
       out += text_[i_];
     }
@@ -168,8 +170,9 @@ MegatronCommandLine parse_megatron_command_line(const std::string& text, const s
     const bool takes_values = !known || known->kind != MegatronFlagKind::switch_on;
     while (equals == std::string::npos && i + 1 < words.size() && !is_flag(words[i + 1].text)) {
       if (!takes_values)  // a switch followed by a word: refused here, naming the switch, not at the word
-        throw InputError(source, "", fmt::format("line {}: {}: expected no value (it is a switch), got \"{}\"",
-                                                 words[i + 1].line, argument.flag, words[i + 1].text));
+        throw InputError(source, "",
+                         fmt::format("line {}: {}: expected no value (it is a switch), got \"{}\"", words[i + 1].line,
+                                     argument.flag, words[i + 1].text));
       argument.values.push_back(words[++i].text);
     }
     if (auto error = megatron_value_error(argument))

@@ -13,10 +13,10 @@
 namespace twin {
 
 struct MegatronCommandLine {
-  std::vector<std::string> environment;          // "NAME=value" before the command
-  std::vector<std::string> launcher;             // the words before the arguments, the script (*.py) last
-  std::vector<MegatronArgument> arguments;       // in the order given; --flag=value split
-  std::vector<int> argument_lines;               // the line each argument starts on (1-based), for messages
+  std::vector<std::string> environment;     // "NAME=value" before the command
+  std::vector<std::string> launcher;        // the words before the arguments, the script (*.py) last
+  std::vector<MegatronArgument> arguments;  // in the order given; --flag=value split
+  std::vector<int> argument_lines;          // the line each argument starts on (1-based), for messages
 };
 
 // Throws InputError naming `source` and the line: an unclosed quote, a shell expansion, a word where a flag

@@ -16,18 +16,18 @@ namespace twin {
 inline constexpr std::string_view kMegatronCommit = "NVIDIA/Megatron-LM d98e8a64ddf3 (2026-08-22)";
 
 enum class MegatronFlagKind {
-  switch_on,    // action store_true (or store_false: the flag turns a default-true setting off); no value
-  integer,      // type int
-  real,         // type float
-  choice,       // a string among `choices`
+  switch_on,  // action store_true (or store_false: the flag turns a default-true setting off); no value
+  integer,    // type int
+  real,       // type float
+  choice,     // a string among `choices`
 };
 
 struct MegatronFlag {
-  std::string_view name;                   // "--tensor-model-parallel-size"
+  std::string_view name;  // "--tensor-model-parallel-size"
   MegatronFlagKind kind;
-  std::vector<std::string_view> choices;   // kind choice: the accepted values, as argparse spells them
-  bool several = false;                    // nargs '+': one value or more
-  std::string_view declared_at;            // file:line at kMegatronCommit
+  std::vector<std::string_view> choices;  // kind choice: the accepted values, as argparse spells them
+  bool several = false;                   // nargs '+': one value or more
+  std::string_view declared_at;           // file:line at kMegatronCommit
 };
 
 // Every flag twin writes or reads, in the order megatron_args.txt writes them.

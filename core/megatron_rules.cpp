@@ -19,8 +19,13 @@ struct Sizes {
 };
 
 Sizes sizes(const MegatronArguments& a, long long world_size) {
-  Sizes s{a.integer("--tensor-model-parallel-size", 1), a.integer("--pipeline-model-parallel-size", 1),
-          a.integer("--context-parallel-size", 1), a.integer("--expert-model-parallel-size", 1), world_size, 0, false};
+  Sizes s{a.integer("--tensor-model-parallel-size", 1),
+          a.integer("--pipeline-model-parallel-size", 1),
+          a.integer("--context-parallel-size", 1),
+          a.integer("--expert-model-parallel-size", 1),
+          world_size,
+          0,
+          false};
   const long long model_parallel = s.tp * s.pp * s.cp;
   s.data_parallel = model_parallel > 0 ? world_size / model_parallel : 0;
   s.sequence_parallel = a.has("--sequence-parallel") && s.tp > 1;
@@ -42,17 +47,22 @@ Broken size_out_of_range(const MegatronArguments& a) {
 
 Broken parallel_sizes(const MegatronArguments& a, const Sizes& s) {
   if (s.world % (s.tp * s.pp * s.cp) != 0)
-    return fmt::format("--tensor-model-parallel-size: world size {} is not divisible by TP x PP x CP {} x {} x {} "
-                       "(arguments.py:432)", s.world, s.tp, s.pp, s.cp);
+    return fmt::format(
+        "--tensor-model-parallel-size: world size {} is not divisible by TP x PP x CP {} x {} x {} "
+        "(arguments.py:432)",
+        s.world, s.tp, s.pp, s.cp);
   // Absent, the global batch is one micro-batch per data-parallel rank (arguments.py:702).
   const long long micro = a.integer("--micro-batch-size", 0);
   const long long global = a.integer("--global-batch-size", micro * s.data_parallel);
   if (micro < 1 || global < micro || s.data_parallel > global / micro || global % (micro * s.data_parallel) != 0)
-    return fmt::format("--global-batch-size: {} must be a multiple of micro-batch size x data-parallel size {} x {} "
-                       "(megatron/core/num_microbatches_calculator.py:582)", global, micro, s.data_parallel);
+    return fmt::format(
+        "--global-batch-size: {} must be a multiple of micro-batch size x data-parallel size {} x {} "
+        "(megatron/core/num_microbatches_calculator.py:582)",
+        global, micro, s.data_parallel);
   const long long heads = a.integer("--num-attention-heads", 0);
   if (heads % s.tp != 0)
-    return fmt::format("--num-attention-heads: {} must be a multiple of TP {} (transformer_config.py:1446)", heads, s.tp);
+    return fmt::format("--num-attention-heads: {} must be a multiple of TP {} (transformer_config.py:1446)", heads,
+                       s.tp);
   const long long groups = a.has("--group-query-attention") ? a.integer("--num-query-groups", 1) : heads;
   if (groups % s.tp != 0 && s.tp % groups != 0)
     return fmt::format("--num-query-groups: {} must be a multiple or divisor of TP {} (transformer_config.py:1462)",
@@ -61,8 +71,9 @@ Broken parallel_sizes(const MegatronArguments& a, const Sizes& s) {
     return fmt::format("--expert-model-parallel-size: {} needs --num-experts, a multiple of it (arguments.py:1655)",
                        s.ep);
   if (a.has("--tp-comm-overlap") && !s.sequence_parallel)
-    return std::string("--tp-comm-overlap: needs sequence parallelism, which Megatron turns off at TP 1 "
-                       "(arguments.py:1441)");
+    return std::string(
+        "--tp-comm-overlap: needs sequence parallelism, which Megatron turns off at TP 1 "
+        "(arguments.py:1441)");
   return std::nullopt;
 }
 
@@ -82,27 +93,33 @@ Broken pipeline(const MegatronArguments& a, const Sizes& s) {
   if (a.has("--account-for-embedding-in-pipeline-split")) ++layers;
   if (a.has("--account-for-loss-in-pipeline-split")) ++layers;
   if (layers % s.pp != 0)
-    return fmt::format("--num-layers: {} (with the embedding and loss where counted) must be divisible by PP {} "
-                       "(arguments.py:997)", layers, s.pp);
+    return fmt::format(
+        "--num-layers: {} (with the embedding and loss where counted) must be divisible by PP {} "
+        "(arguments.py:997)",
+        layers, s.pp);
   long long virtual_stages = a.integer("--num-virtual-stages-per-pipeline-rank", 1);
   if (a.has("--num-layers-per-virtual-pipeline-stage")) {
     const long long per_virtual = a.integer("--num-layers-per-virtual-pipeline-stage", 1);
     if (per_virtual < 1 || (layers / s.pp) % per_virtual != 0)
-      return fmt::format("--num-layers-per-virtual-pipeline-stage: {} must divide the {} layers of a pipeline stage "
-                         "(arguments.py:972)", per_virtual, layers / s.pp);
+      return fmt::format(
+          "--num-layers-per-virtual-pipeline-stage: {} must divide the {} layers of a pipeline stage "
+          "(arguments.py:972)",
+          per_virtual, layers / s.pp);
     virtual_stages = layers / s.pp / per_virtual;
   }
   if (virtual_stages > 1 && s.pp < 2)  // --overlap-p2p-communication is on by default (arguments.py:3118)
-    return std::string("--num-layers-per-virtual-pipeline-stage: the interleaved schedule needs PP > 1 "
-                       "(arguments.py:1002)");
+    return std::string(
+        "--num-layers-per-virtual-pipeline-stage: the interleaved schedule needs PP > 1 "
+        "(arguments.py:1002)");
   return std::nullopt;
 }
 
 Broken optimizer_and_overlaps(const MegatronArguments& a) {
   const bool fsdp = a.has("--use-megatron-fsdp");
   if (a.has("--overlap-param-gather") && !a.has("--use-distributed-optimizer") && !fsdp)
-    return std::string("--overlap-param-gather: needs --use-distributed-optimizer or --use-megatron-fsdp "
-                       "(arguments.py:1025)");
+    return std::string(
+        "--overlap-param-gather: needs --use-distributed-optimizer or --use-megatron-fsdp "
+        "(arguments.py:1025)");
   if (a.has("--overlap-param-gather") && !a.has("--overlap-grad-reduce"))
     return std::string("--overlap-param-gather: needs --overlap-grad-reduce (arguments.py:1028)");
   if (a.has("--fp16") && a.has("--bf16")) return std::string("--fp16: not with --bf16 (arguments.py:1196)");
@@ -112,8 +129,9 @@ Broken optimizer_and_overlaps(const MegatronArguments& a) {
   if (granularity == "selective" && a.has("--recompute-method"))
     return std::string("--recompute-method: not with --recompute-granularity selective (arguments.py:1425)");
   if (granularity == "full" && (!a.has("--recompute-method") || !a.has("--recompute-num-layers")))
-    return std::string("--recompute-granularity full: needs --recompute-method and --recompute-num-layers "
-                       "(transformer_config.py:1913, 1919)");
+    return std::string(
+        "--recompute-granularity full: needs --recompute-method and --recompute-num-layers "
+        "(transformer_config.py:1913, 1919)");
   return std::nullopt;
 }
 

@@ -79,14 +79,18 @@ void read_model(Reading& r) {
   // Without --group-query-attention Megatron ignores --num-query-groups (argument_utils.py:330).
   const bool gqa = a.has("--group-query-attention");
   r.doc.set("/model/num_query_groups", gqa ? a.integer("--num-query-groups", 1) : heads, "--num-query-groups");
-  if (!gqa && a.has("--num-query-groups")) r.note(given(*a.find("--num-query-groups")) + ": ignored by Megatron without --group-query-attention");
+  if (!gqa && a.has("--num-query-groups"))
+    r.note(given(*a.find("--num-query-groups")) + ": ignored by Megatron without --group-query-attention");
   if (a.has("--kv-channels")) r.doc.set("/model/kv_channels", a.integer("--kv-channels", 0), "--kv-channels");
-  if (a.has("--vocab-size")) r.doc.set("/model/vocab_size", a.integer("--vocab-size", 0), "--vocab-size");
-  else r.doc.set("/model/vocab_size", r.base.model.vocab_size, "--vocab-size");
+  if (a.has("--vocab-size"))
+    r.doc.set("/model/vocab_size", a.integer("--vocab-size", 0), "--vocab-size");
+  else
+    r.doc.set("/model/vocab_size", r.base.model.vocab_size, "--vocab-size");
   r.doc.set("/model/max_position_embeddings", a.integer("--max-position-embeddings", 0), "--max-position-embeddings");
   const std::string positions = a.text("--position-embedding-type", "learned_absolute");
   if (positions != "rope" && positions != "learned_absolute")
-    refuse(r.source, "--position-embedding-type", fmt::format("expected rope or learned_absolute (what twin models), got {}", positions));
+    refuse(r.source, "--position-embedding-type",
+           fmt::format("expected rope or learned_absolute (what twin models), got {}", positions));
   r.doc.set("/model/position_embedding_rope", positions == "rope", "--position-embedding-type");
   r.doc.set("/model/rotary_base", a.integer("--rotary-base", 10000), "--rotary-base");
   r.doc.set("/model/normalization", a.text("--normalization", "LayerNorm") == "RMSNorm" ? "rmsnorm" : "layernorm",
@@ -99,8 +103,12 @@ void read_model(Reading& r) {
   r.doc.set("/model/attention_dropout", a.real("--attention-dropout", 0.1), "--attention-dropout");
   // auto: Transformer Engine picks; on Hopper it prefers cuDNN's fused attention. local is Megatron's unfused path.
   const std::string backend = a.text("--attention-backend", "auto");
-  if (backend == "auto") r.note("--attention-backend auto (Megatron's default): priced as fused, Transformer Engine's choice on Hopper");
-  r.doc.set("/model/attention_backend", backend == "auto" ? "fused" : backend == "local" ? "unfused" : backend,
+  if (backend == "auto")
+    r.note("--attention-backend auto (Megatron's default): priced as fused, Transformer Engine's choice on Hopper");
+  r.doc.set("/model/attention_backend",
+            backend == "auto"    ? "fused"
+            : backend == "local" ? "unfused"
+                                 : backend,
             "--attention-backend");
 }
 
@@ -111,7 +119,8 @@ void read_moe(Reading& r) {
   if (a.integer("--expert-tensor-parallel-size", tp) != 1)
     refuse(r.source, "--expert-tensor-parallel-size",
            fmt::format("expected 1: twin's experts are whole on each expert-parallel rank, got {} (Megatron's default "
-                       "is the TP size)", a.integer("--expert-tensor-parallel-size", tp)));
+                       "is the TP size)",
+                       a.integer("--expert-tensor-parallel-size", tp)));
   r.doc.set("/model/moe/num_experts", a.integer("--num-experts", 0), "--num-experts");
   r.doc.set("/model/moe/top_k", a.integer("--moe-router-topk", 2), "--moe-router-topk");
   r.doc.set("/model/moe/ffn_hidden_size", r.doc.root()["model"]["ffn_hidden_size"], "--ffn-hidden-size");
@@ -123,32 +132,38 @@ void read_moe(Reading& r) {
   if (a.text("--moe-token-dispatcher-type", "allgather") != "alltoall")
     r.note(fmt::format("--moe-token-dispatcher-type {}: priced as alltoall, the dispatcher twin models",
                        a.text("--moe-token-dispatcher-type", "allgather (Megatron's default)")));
-  if (!a.has("--moe-grouped-gemm")) r.note("no --moe-grouped-gemm: the experts are priced as grouped GEMMs, not Megatron's loop over experts");
+  if (!a.has("--moe-grouped-gemm"))
+    r.note("no --moe-grouped-gemm: the experts are priced as grouped GEMMs, not Megatron's loop over experts");
   const std::string balancing = a.text("--moe-router-load-balancing-type", "aux_loss");
   if (balancing != "aux_loss" && balancing != "seq_aux_loss" && balancing != "global_aux_loss")
-    r.note("--moe-router-load-balancing-type " + balancing + ": priced as an auxiliary loss (its routing counts all-reduced over TP and CP)");
+    r.note("--moe-router-load-balancing-type " + balancing +
+           ": priced as an auxiliary loss (its routing counts all-reduced over TP and CP)");
 }
 
 void read_training(Reading& r) {
   const MegatronArguments& a = r.a;
   const long long seq = r.required("--seq-length"), micro = r.required("--micro-batch-size");
   const long long model_parallel = a.integer("--tensor-model-parallel-size", 1) *
-                                   a.integer("--pipeline-model-parallel-size", 1) * a.integer("--context-parallel-size", 1);
+                                   a.integer("--pipeline-model-parallel-size", 1) *
+                                   a.integer("--context-parallel-size", 1);
   const long long data_parallel = r.base.cluster.total_gpus() / std::max(1LL, model_parallel);
   r.doc.set("/training/seq_length", seq, "--seq-length");
   // Megatron's default: one micro-batch per data-parallel rank (arguments.py:702).
-  r.doc.set("/training/global_batch_size", a.integer("--global-batch-size", micro * data_parallel), "--global-batch-size");
+  r.doc.set("/training/global_batch_size", a.integer("--global-batch-size", micro * data_parallel),
+            "--global-batch-size");
   r.doc.set("/training/precision", a.has("--bf16") ? "bf16" : a.has("--fp16") ? "fp16" : "fp32", "--bf16");
   const std::string optimizer = a.text("--optimizer", "adam");
   if (optimizer != "adam" && optimizer != "sgd")
     refuse(r.source, "--optimizer", fmt::format("expected adam or sgd (what twin models), got {}", optimizer));
   r.doc.set("/training/optimizer", optimizer, "--optimizer");
   const bool aware = a.has("--use-precision-aware-optimizer");
-  for (const auto& [flag, key] : {std::pair{"--main-params-dtype", "main_params_dtype"},
-                                  std::pair{"--exp-avg-dtype", "exp_avg_dtype"},
-                                  std::pair{"--exp-avg-sq-dtype", "exp_avg_sq_dtype"}}) {
-    if (aware) r.doc.set(fmt::format("/training/{}", key), a.text(flag, "fp32"), flag);
-    else if (a.has(flag)) r.note(given(*a.find(flag)) + ": used by Megatron only with --use-precision-aware-optimizer");
+  for (const auto& [flag, key] :
+       {std::pair{"--main-params-dtype", "main_params_dtype"}, std::pair{"--exp-avg-dtype", "exp_avg_dtype"},
+        std::pair{"--exp-avg-sq-dtype", "exp_avg_sq_dtype"}}) {
+    if (aware)
+      r.doc.set(fmt::format("/training/{}", key), a.text(flag, "fp32"), flag);
+    else if (a.has(flag))
+      r.note(given(*a.find(flag)) + ": used by Megatron only with --use-precision-aware-optimizer");
   }
 }
 
@@ -163,25 +178,31 @@ int zero_stage(const MegatronArguments& a) {
 
 void read_strategy(Reading& r) {
   const MegatronArguments& a = r.a;
-  const long long tp = a.integer("--tensor-model-parallel-size", 1), pp = a.integer("--pipeline-model-parallel-size", 1);
+  const long long tp = a.integer("--tensor-model-parallel-size", 1),
+                  pp = a.integer("--pipeline-model-parallel-size", 1);
   r.doc.set("/strategy/tensor_model_parallel_size", tp, "--tensor-model-parallel-size");
   r.doc.set("/strategy/pipeline_model_parallel_size", pp, "--pipeline-model-parallel-size");
   r.doc.set("/strategy/context_parallel_size", a.integer("--context-parallel-size", 1), "--context-parallel-size");
-  r.doc.set("/strategy/expert_model_parallel_size", a.integer("--expert-model-parallel-size", 1), "--expert-model-parallel-size");
+  r.doc.set("/strategy/expert_model_parallel_size", a.integer("--expert-model-parallel-size", 1),
+            "--expert-model-parallel-size");
   r.doc.set("/strategy/sequence_parallel", a.has("--sequence-parallel") && tp > 1, "--sequence-parallel");
   r.doc.set("/strategy/micro_batch_size", a.integer("--micro-batch-size", 1), "--micro-batch-size");
-  r.doc.set("/strategy/zero_stage", zero_stage(a), a.has("--use-megatron-fsdp") ? "--data-parallel-sharding-strategy" : "--use-distributed-optimizer");
+  r.doc.set("/strategy/zero_stage", zero_stage(a),
+            a.has("--use-megatron-fsdp") ? "--data-parallel-sharding-strategy" : "--use-distributed-optimizer");
   // Virtual stages as validate_args derives them (arguments.py:958).
   long long layers = a.integer("--num-layers", 0);
   layers += a.has("--account-for-embedding-in-pipeline-split") + a.has("--account-for-loss-in-pipeline-split");
   long long virtual_stages = a.integer("--num-virtual-stages-per-pipeline-rank", 1);
   if (a.has("--num-layers-per-virtual-pipeline-stage"))
     virtual_stages = layers / pp / std::max(1LL, a.integer("--num-layers-per-virtual-pipeline-stage", 1));
-  r.doc.set("/strategy/virtual_pipeline_model_parallel_size", virtual_stages, "--num-layers-per-virtual-pipeline-stage");
-  r.doc.set("/strategy/schedule", virtual_stages > 1 ? "interleaved-1f1b" : "1f1b", "--num-layers-per-virtual-pipeline-stage");
+  r.doc.set("/strategy/virtual_pipeline_model_parallel_size", virtual_stages,
+            "--num-layers-per-virtual-pipeline-stage");
+  r.doc.set("/strategy/schedule", virtual_stages > 1 ? "interleaved-1f1b" : "1f1b",
+            "--num-layers-per-virtual-pipeline-stage");
   const std::string granularity = a.text("--recompute-granularity", "none");
   r.doc.set("/strategy/recompute", granularity, "--recompute-granularity");
-  if (granularity == "full" && (a.text("--recompute-method", "") != "uniform" || a.integer("--recompute-num-layers", 0) != 1))
+  if (granularity == "full" &&
+      (a.text("--recompute-method", "") != "uniform" || a.integer("--recompute-num-layers", 0) != 1))
     r.note(fmt::format("--recompute-method {} --recompute-num-layers {}: priced as every layer recomputed (uniform, 1)",
                        a.text("--recompute-method", "none"), a.text("--recompute-num-layers", "none")));
 }
@@ -191,13 +212,16 @@ void read_framework(Reading& r) {
   r.doc.set("/framework/overlap_grad_reduce", a.has("--overlap-grad-reduce"), "--overlap-grad-reduce");
   r.doc.set("/framework/overlap_param_gather", a.has("--overlap-param-gather"), "--overlap-param-gather");
   r.doc.set("/framework/tp_comm_overlap", a.has("--tp-comm-overlap"), "--tp-comm-overlap");
-  r.doc.set("/framework/gradient_accumulation_fusion", !a.has("--no-gradient-accumulation-fusion"), "--no-gradient-accumulation-fusion");
-  r.doc.set("/framework/cross_entropy_loss_fusion", a.has("--cross-entropy-loss-fusion"), "--cross-entropy-loss-fusion");
+  r.doc.set("/framework/gradient_accumulation_fusion", !a.has("--no-gradient-accumulation-fusion"),
+            "--no-gradient-accumulation-fusion");
+  r.doc.set("/framework/cross_entropy_loss_fusion", a.has("--cross-entropy-loss-fusion"),
+            "--cross-entropy-loss-fusion");
   std::string cp_type = "p2p";
   if (const MegatronArgument* given_type = a.find("--cp-comm-type")) {
     for (const std::string& value : given_type->values)
       if (value != given_type->values.front() || (value != "p2p" && value != "allgather"))
-        refuse(r.source, "--cp-comm-type", fmt::format("expected p2p or allgather for every layer (what twin models), got {}", value));
+        refuse(r.source, "--cp-comm-type",
+               fmt::format("expected p2p or allgather for every layer (what twin models), got {}", value));
     cp_type = given_type->values.front() == "allgather" ? "all_gather" : "p2p";
   }
   r.doc.set("/framework/cp_comm_type", cp_type, "--cp-comm-type");
@@ -205,8 +229,7 @@ void read_framework(Reading& r) {
 
 // What the table does not hold, and the words around the arguments.
 void note_the_rest(Reading& r, const MegatronCommandLine& command) {
-  for (const std::string& assignment : command.environment)
-    r.note(assignment + ": the environment, not modelled");
+  for (const std::string& assignment : command.environment) r.note(assignment + ": the environment, not modelled");
   if (!command.launcher.empty()) {
     std::string launcher;
     for (const std::string& word : command.launcher) launcher += (launcher.empty() ? "" : " ") + word;
@@ -224,10 +247,12 @@ MegatronScenario scenario_from_megatron_command_line(const Scenario& base, const
   const MegatronArguments arguments(command.arguments);
   std::optional<std::string> connections;
   for (const std::string& assignment : command.environment)
-    if (assignment.rfind("CUDA_DEVICE_MAX_CONNECTIONS=", 0) == 0) connections = assignment.substr(assignment.find('=') + 1);
+    if (assignment.rfind("CUDA_DEVICE_MAX_CONNECTIONS=", 0) == 0)
+      connections = assignment.substr(assignment.find('=') + 1);
   if (auto broken = megatron_rule_broken(arguments, base.cluster.total_gpus(), connections))
-    throw InputError(source, "", fmt::format("{}; Megatron would stop at start-up on the scenario's {} GPUs", *broken,
-                                             base.cluster.total_gpus()));
+    throw InputError(source, "",
+                     fmt::format("{} (launched on the scenario's {} GPUs)", *broken,
+                                 base.cluster.total_gpus()));
   Reading r{arguments, base, source, {}, {}};
   read_model(r);
   read_moe(r);

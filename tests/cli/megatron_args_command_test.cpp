@@ -29,8 +29,8 @@ TEST(MegatronArgsCommand, AWinnersArgumentsSimulateAgainAsTheSamePlan) {
   Outcome run = run_twin("simulate " + scenario + " --quiet --top 0 --out " + (dir.path / "a").string());
   ASSERT_EQ(run.exit_code, 0) << run.output;
   const std::string first = read_file(dir.path / "a" / "megatron_args.txt");
-  run = run_twin("simulate " + scenario + " --quiet --top 0 --megatron-args " + (dir.path / "a" / "megatron_args.txt").string() +
-                 " --out " + (dir.path / "b").string());
+  run = run_twin("simulate " + scenario + " --quiet --top 0 --megatron-args " +
+                 (dir.path / "a" / "megatron_args.txt").string() + " --out " + (dir.path / "b").string());
   ASSERT_EQ(run.exit_code, 0) << run.output;
   EXPECT_EQ(arguments_of(read_file(dir.path / "b" / "megatron_args.txt")), arguments_of(first));
   EXPECT_FALSE(fs::exists(dir.path / "b" / "megatron_args_not_modelled.txt"));  // twin's own file: all modelled

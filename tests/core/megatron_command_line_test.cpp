@@ -26,12 +26,9 @@ TEST(MegatronCommandLine, EnvironmentLauncherAndContinuedArguments) {
       "run.sh");
   EXPECT_EQ(line.environment, (std::vector<std::string>{"CUDA_DEVICE_MAX_CONNECTIONS=1", "NCCL_DEBUG=WARN"}));
   EXPECT_EQ(line.launcher, (std::vector<std::string>{"torchrun", "--nproc-per-node", "8", "pretrain_gpt.py"}));
-  const std::vector<MegatronArgument> expected = {{"--tensor-model-parallel-size", {"2"}},
-                                                  {"--num-layers", {"32"}},
-                                                  {"--swiglu", {}},
-                                                  {"--cp-comm-type", {"p2p", "p2p"}},
-                                                  {"--lr", {"3e-4"}},
-                                                  {"--data-path", {"/data/my corpus"}}};
+  const std::vector<MegatronArgument> expected = {
+      {"--tensor-model-parallel-size", {"2"}}, {"--num-layers", {"32"}}, {"--swiglu", {}},
+      {"--cp-comm-type", {"p2p", "p2p"}},      {"--lr", {"3e-4"}},       {"--data-path", {"/data/my corpus"}}};
   EXPECT_EQ(line.arguments, expected);
   EXPECT_EQ(line.argument_lines, (std::vector<int>{2, 3, 3, 4, 4, 4}));
 }

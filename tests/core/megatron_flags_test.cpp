@@ -14,14 +14,17 @@ MegatronArguments arguments(const std::string& line) {
   std::vector<MegatronArgument> out;
   std::istringstream in(line);
   for (std::string word; in >> word;) {
-    if (word.rfind("--", 0) == 0) out.push_back({word, {}});
-    else out.back().values.push_back(word);
+    if (word.rfind("--", 0) == 0)
+      out.push_back({word, {}});
+    else
+      out.back().values.push_back(word);
   }
   return MegatronArguments(out);
 }
 
-const std::string kValid = "--num-layers 32 --hidden-size 4096 --num-attention-heads 32 --seq-length 4096 "
-                           "--max-position-embeddings 4096 --micro-batch-size 1 --global-batch-size 16 ";
+const std::string kValid =
+    "--num-layers 32 --hidden-size 4096 --num-attention-heads 32 --seq-length 4096 "
+    "--max-position-embeddings 4096 --micro-batch-size 1 --global-batch-size 16 ";
 
 std::string broken(const std::string& extra, long long world = 8, std::optional<std::string> connections = {}) {
   return megatron_rule_broken(arguments(kValid + extra), world, connections).value_or("");
@@ -53,23 +56,27 @@ TEST(MegatronFlags, ValuesAreCheckedAsArgparseWould) {
 
 TEST(MegatronFlags, EachRuleOfValidateArgs) {
   EXPECT_EQ(broken(""), "");
-  EXPECT_EQ(broken("--tensor-model-parallel-size 0"), "--tensor-model-parallel-size: expected a size in [1, 65536], got 0");
+  EXPECT_EQ(broken("--tensor-model-parallel-size 0"),
+            "--tensor-model-parallel-size: expected a size in [1, 65536], got 0");
   EXPECT_NE(broken("--tensor-model-parallel-size 3").find("(arguments.py:432)"), std::string::npos);
   EXPECT_NE(broken("--global-batch-size 12").find("num_microbatches_calculator.py:582"), std::string::npos);
   EXPECT_NE(broken("--tensor-model-parallel-size 8 --num-attention-heads 12").find("transformer_config.py:1446"),
             std::string::npos);
   EXPECT_NE(broken("--tensor-model-parallel-size 8 --group-query-attention --num-query-groups 3")
-                .find("transformer_config.py:1462"), std::string::npos);
+                .find("transformer_config.py:1462"),
+            std::string::npos);
   EXPECT_NE(broken("--expert-model-parallel-size 2").find("(arguments.py:1655)"), std::string::npos);
   EXPECT_NE(broken("--tp-comm-overlap --sequence-parallel").find("(arguments.py:1441)"), std::string::npos);
   EXPECT_EQ(broken("--tp-comm-overlap --sequence-parallel --tensor-model-parallel-size 2"), "");
   EXPECT_NE(broken("--seq-length 8192").find("(arguments.py:1354)"), std::string::npos);
-  EXPECT_NE(broken("--context-parallel-size 8 --seq-length 4004 --max-position-embeddings 4096")
-                .find("(arguments.py:1336)"), std::string::npos);
+  EXPECT_NE(
+      broken("--context-parallel-size 8 --seq-length 4004 --max-position-embeddings 4096").find("(arguments.py:1336)"),
+      std::string::npos);
   EXPECT_NE(broken("--pipeline-model-parallel-size 2 --num-layers 31").find("(arguments.py:997)"), std::string::npos);
   EXPECT_EQ(broken("--pipeline-model-parallel-size 2 --num-layers 31 --account-for-loss-in-pipeline-split"), "");
-  EXPECT_NE(broken("--pipeline-model-parallel-size 2 --num-layers-per-virtual-pipeline-stage 5")
-                .find("(arguments.py:972)"), std::string::npos);
+  EXPECT_NE(
+      broken("--pipeline-model-parallel-size 2 --num-layers-per-virtual-pipeline-stage 5").find("(arguments.py:972)"),
+      std::string::npos);
   EXPECT_NE(broken("--num-layers-per-virtual-pipeline-stage 8").find("(arguments.py:1002)"), std::string::npos);
   EXPECT_NE(broken("--overlap-param-gather --overlap-grad-reduce").find("(arguments.py:1025)"), std::string::npos);
   EXPECT_NE(broken("--overlap-param-gather --use-distributed-optimizer").find("(arguments.py:1028)"),

@@ -16,7 +16,8 @@ Scenario base() {
     "training": { "seq_length": 4096, "global_batch_size": 64 },
     "cluster": { "nodes": [ { "count": 2, "gpu": "H100-SXM-80GB", "gpus_per_node": 8,
                             "nics": { "count": 8, "bandwidth_Gbps": 400 } } ] }
-  })", "base.json");
+  })",
+                             "base.json");
 }
 
 MegatronScenario read(const std::string& text) {
@@ -32,8 +33,9 @@ std::string error_of(const std::string& text) {
   return "";
 }
 
-const std::string kRequired = "--num-layers 24 --hidden-size 2048 --num-attention-heads 16 --seq-length 2048 "
-                              "--max-position-embeddings 2048 --micro-batch-size 2 ";
+const std::string kRequired =
+    "--num-layers 24 --hidden-size 2048 --num-attention-heads 16 --seq-length 2048 "
+    "--max-position-embeddings 2048 --micro-batch-size 2 ";
 
 // Absent flags are Megatron's defaults, not the base scenario's Llama: GeLU, LayerNorm, learned positions, biases,
 // tied embeddings, dropout 0.1, no overlaps, fp32, one micro-batch per data-parallel rank.
@@ -68,14 +70,14 @@ TEST(MegatronScenario, AbsentFlagsAreMegatronsDefaults) {
 }
 
 TEST(MegatronScenario, LlamaStyleRunWithInterleavingFsdpAndTheRestListed) {
-  const MegatronScenario r = read(
-      "CUDA_DEVICE_MAX_CONNECTIONS=4 torchrun --nproc-per-node 8 pretrain_gpt.py " + kRequired +
-      "--tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 --sequence-parallel --swiglu "
-      "--num-layers-per-virtual-pipeline-stage 6 --normalization RMSNorm --position-embedding-type rope "
-      "--rotary-base 500000 --group-query-attention --num-query-groups 4 --disable-bias-linear --bf16 "
-      "--use-megatron-fsdp --data-parallel-sharding-strategy optim_grads --ckpt-format fsdp_dtensor "
-      "--overlap-grad-reduce --recompute-granularity selective --attention-backend flash --vocab-size 50000 "
-      "--global-batch-size 64 --lr 3e-4");
+  const MegatronScenario r =
+      read("CUDA_DEVICE_MAX_CONNECTIONS=4 torchrun --nproc-per-node 8 pretrain_gpt.py " + kRequired +
+           "--tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 --sequence-parallel --swiglu "
+           "--num-layers-per-virtual-pipeline-stage 6 --normalization RMSNorm --position-embedding-type rope "
+           "--rotary-base 500000 --group-query-attention --num-query-groups 4 --disable-bias-linear --bf16 "
+           "--use-megatron-fsdp --data-parallel-sharding-strategy optim_grads --ckpt-format fsdp_dtensor "
+           "--overlap-grad-reduce --recompute-granularity selective --attention-backend flash --vocab-size 50000 "
+           "--global-batch-size 64 --lr 3e-4");
   const ModelConfig& m = r.scenario.model;
   EXPECT_EQ(m.ffn_hidden_size, 5440);  // int(4 * 2048 * 2 / 3 / 64) * 64
   EXPECT_EQ(m.rotary_base, 500000);
@@ -87,41 +89,45 @@ TEST(MegatronScenario, LlamaStyleRunWithInterleavingFsdpAndTheRestListed) {
   EXPECT_TRUE(s.sequence_parallel);
   EXPECT_EQ(s.zero_stage, 2);
   EXPECT_EQ(s.recompute, Recompute::selective);
-  EXPECT_EQ(r.not_modelled, (std::vector<std::string>{
-                                "CUDA_DEVICE_MAX_CONNECTIONS=4: the environment, not modelled",
-                                "torchrun --nproc-per-node 8 pretrain_gpt.py: the launcher; the GPUs are the "
-                                "scenario's cluster",
-                                "--lr 3e-4: not modelled"}));
+  EXPECT_EQ(r.not_modelled,
+            (std::vector<std::string>{"CUDA_DEVICE_MAX_CONNECTIONS=4: the environment, not modelled",
+                                      "torchrun --nproc-per-node 8 pretrain_gpt.py: the launcher; the GPUs are the "
+                                      "scenario's cluster",
+                                      "--lr 3e-4: not modelled"}));
 }
 
 TEST(MegatronScenario, MoeFlagsTwinPricesOtherwiseAreListed) {
-  const MegatronScenario r = read(kRequired + "--num-experts 8 --moe-router-topk 2 --expert-model-parallel-size 4 "
-                                              "--moe-router-load-balancing-type sinkhorn");
+  const MegatronScenario r = read(kRequired +
+                                  "--num-experts 8 --moe-router-topk 2 --expert-model-parallel-size 4 "
+                                  "--moe-router-load-balancing-type sinkhorn");
   EXPECT_EQ(r.scenario.model.moe.num_experts, 8);
   EXPECT_EQ(r.scenario.model.moe.ffn_hidden_size, 4 * 2048);
   EXPECT_EQ(r.scenario.strategy->expert_model_parallel_size, 4);
   ASSERT_EQ(r.not_modelled.size(), 4u);
-  EXPECT_EQ(r.not_modelled[1], "--moe-token-dispatcher-type allgather (Megatron's default): priced as alltoall, the "
-                               "dispatcher twin models");
-  EXPECT_EQ(r.not_modelled[2], "no --moe-grouped-gemm: the experts are priced as grouped GEMMs, not Megatron's loop "
-                               "over experts");
-  EXPECT_EQ(r.not_modelled[3], "--moe-router-load-balancing-type sinkhorn: priced as an auxiliary loss (its routing "
-                               "counts all-reduced over TP and CP)");
+  EXPECT_EQ(r.not_modelled[1],
+            "--moe-token-dispatcher-type allgather (Megatron's default): priced as alltoall, the "
+            "dispatcher twin models");
+  EXPECT_EQ(r.not_modelled[2],
+            "no --moe-grouped-gemm: the experts are priced as grouped GEMMs, not Megatron's loop "
+            "over experts");
+  EXPECT_EQ(r.not_modelled[3],
+            "--moe-router-load-balancing-type sinkhorn: priced as an auxiliary loss (its routing "
+            "counts all-reduced over TP and CP)");
 }
 
 TEST(MegatronScenario, ContradictionsAndWhatTwinCannotModelAreRefusedNamingTheFlag) {
   EXPECT_EQ(error_of(kRequired + "--seq-length 4096"),
-            "run.sh: --max-position-embeddings: 2048 must be at least --seq-length 4096 (arguments.py:1354); Megatron "
-            "would stop at start-up on the scenario's 16 GPUs");
+            "run.sh: --max-position-embeddings: 2048 must be at least --seq-length 4096 (arguments.py:1354) "
+            "(launched on the scenario's 16 GPUs)");
   EXPECT_EQ(error_of(kRequired + "--tensor-model-parallel-size 3"),
             "run.sh: --tensor-model-parallel-size: world size 16 is not divisible by TP x PP x CP 3 x 1 x 1 "
-            "(arguments.py:432); Megatron would stop at start-up on the scenario's 16 GPUs");
+            "(arguments.py:432) (launched on the scenario's 16 GPUs)");
   EXPECT_NE(error_of(kRequired + "--overlap-param-gather --overlap-grad-reduce").find("--overlap-param-gather: needs"),
             std::string::npos);
   EXPECT_EQ(error_of(kRequired + "--use-megatron-fsdp --ckpt-format fsdp_dtensor"), "");
   EXPECT_EQ(error_of("CUDA_DEVICE_MAX_CONNECTIONS=1 " + kRequired + "--use-megatron-fsdp --ckpt-format fsdp_dtensor"),
-            "run.sh: --use-megatron-fsdp: CUDA_DEVICE_MAX_CONNECTIONS must be unset or above 1 (arguments.py:1166); "
-            "Megatron would stop at start-up on the scenario's 16 GPUs");
+            "run.sh: --use-megatron-fsdp: CUDA_DEVICE_MAX_CONNECTIONS must be unset or above 1 (arguments.py:1166) "
+            "(launched on the scenario's 16 GPUs)");
   EXPECT_EQ(error_of(kRequired + "--position-embedding-type yarn"),
             "run.sh: --position-embedding-type: expected rope or learned_absolute (what twin models), got yarn");
   EXPECT_EQ(error_of(kRequired + "--optimizer muon"),

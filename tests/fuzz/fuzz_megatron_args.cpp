@@ -16,7 +16,8 @@ const twin::Scenario& base() {
   static const twin::Scenario scenario = twin::parse_scenario_text(R"({
     "model": { "preset": "llama2-7b" }, "training": { "seq_length": 4096, "global_batch_size": 64 },
     "cluster": { "nodes": [ { "count": 2, "gpu": "H100-SXM-80GB", "gpus_per_node": 8,
-                            "nics": { "count": 8, "bandwidth_Gbps": 400 } } ] } })", "base.json");
+                            "nics": { "count": 8, "bandwidth_Gbps": 400 } } ] } })",
+                                                                   "base.json");
   return scenario;
 }
 

@@ -5,8 +5,8 @@
 // Scenarios are enumerated, not simulated: every candidate is checked in well under a second.
 #include <gtest/gtest.h>
 
-#include <filesystem>
 #include <cstdio>
+#include <filesystem>
 #include <optional>
 #include <sstream>
 
@@ -52,8 +52,8 @@ std::string flag_failures(const std::string& text, long long world_size, const s
     if (!find_megatron_flag(argument.flag)) failures += what + ": " + argument.flag + " is not in the table\n";
     if (auto error = megatron_value_error(argument)) failures += what + ": " + argument.flag + ": " + *error + "\n";
   }
-  if (auto broken = megatron_rule_broken(MegatronArguments(command.arguments), world_size,
-                                         device_max_connections(text)))
+  if (auto broken =
+          megatron_rule_broken(MegatronArguments(command.arguments), world_size, device_max_connections(text)))
     failures += what + ": " + *broken + "\n";
   return failures;
 }
@@ -87,8 +87,10 @@ TEST(MegatronArgsGuard, EveryShippedStrategyLaunchesAndReadsBack) {
     }
     scenarios += any;
   }
-  std::printf("megatron_args.txt of %d strategies of %d shipped scenarios: every flag in the table, no rule broken, "
-              "read back to the same arguments\n", checked, scenarios);
+  std::printf(
+      "megatron_args.txt of %d strategies of %d shipped scenarios: every flag in the table, no rule broken, "
+      "read back to the same arguments\n",
+      checked, scenarios);
   EXPECT_GE(scenarios, 20);
   EXPECT_GE(checked, 100);
 }
