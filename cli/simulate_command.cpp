@@ -209,9 +209,10 @@ int run_simulate(const SimulateOptions& options) {
   // Which workload the prediction is for: the profile's times are one framework's kernels on its GPUs.
   scenario.profile_workload = profile_workload(profile);
   scenario.profile_framework = profile.framework;
-  spdlog::info("workload: {} training, priced with profile {} ({})",
-               scenario.framework.name ? to_string(*scenario.framework.name) : "a framework the scenario does not name",
-               scenario.profile, scenario.profile_workload);
+  if (!options.quiet)
+    spdlog::info("workload: {} training, priced with profile {} ({})",
+                 scenario.framework.name ? to_string(*scenario.framework.name) : "the scenario names no framework:",
+                 scenario.profile, scenario.profile_workload);
   if (const std::string warning = framework_mismatch(scenario.framework.name, profile.framework); !warning.empty())
     spdlog::warn("{}", warning);
   // An MoE scenario that sets no routing imbalance takes the one its profile measured (twin calibrate

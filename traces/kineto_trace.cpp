@@ -31,8 +31,10 @@ class GzipBuffer : public std::streambuf {
   int_type underflow() override {
     if (over_limit_ || failed_) return traits_type::eof();
     const int n = gzread(file_, buffer_.data(), static_cast<unsigned>(buffer_.size()));
-    if (n < 0) failed_ = true;
-    if (n <= 0) return traits_type::eof();
+    int status = Z_OK;
+    gzerror(file_, &status);
+    if (n < 0 || (status != Z_OK && status != Z_STREAM_END)) failed_ = true;  // a truncated gzip ends in Z_BUF_ERROR
+    if (n <= 0 || failed_) return traits_type::eof();
     read_ += static_cast<std::uint64_t>(n);
     if (read_ > kMaxKinetoTraceBytes) {
       over_limit_ = true;
@@ -88,7 +90,9 @@ class EventReader {
   // Microseconds with nanosecond decimals, as Kineto writes them, to integer nanoseconds.
   std::int64_t time_ns(const json& object, const char* key) const {
     const auto found = object.find(key);
-    if (found == object.end() || !found->is_number()) fail(fmt::format("/{}", key), "a number (microseconds)");
+    if (found == object.end()) fail(fmt::format("/{}", key), "a number (microseconds), got nothing");
+    if (!found->is_number())
+      fail(fmt::format("/{}", key), fmt::format("a number (microseconds), got {}", found->type_name()));
     const double us = found->get<double>();
     if (!(std::abs(us) < 1e13)) fail(fmt::format("/{}", key), "microseconds below 1e13");
     return std::llround(us * 1e3);
@@ -275,7 +279,8 @@ KinetoTrace read_kineto_trace(const std::filesystem::path& file) {
     if (buffer.over_limit())
       throw InputError(trace.file, "", fmt::format("at most {} bytes uncompressed", kMaxKinetoTraceBytes));
     if (buffer.failed()) throw InputError(trace.file, "", "a readable gzip stream (zlib failed: corrupt or truncated)");
-    throw InputError(trace.file, "", fmt::format("a JSON Chrome trace (at byte {}: {})", e.byte, e.what()));
+    const std::string what = e.what();  // "[json.exception.parse_error.101] parse error at line 1, ...": the part after "] "
+    throw InputError(trace.file, "", fmt::format("a JSON Chrome trace, got {}", what.substr(what.find("] ") + 2)));
   }
   if (!saw_events) throw InputError(trace.file, "/traceEvents", "an array of events (torch.profiler's export)");
   index_trace(trace);

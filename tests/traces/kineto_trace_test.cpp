@@ -67,29 +67,29 @@ TEST(KinetoTrace, ARealStepOfFsdp2IsClassifiedWithShapes) {
 // _Linear (no aten::mm, no shape), attention in cuDNN's fused kernel, gradients all-reduced by NCCL beside the
 // backward. Hand-written in those names: times in microseconds, two streams.
 std::string megatron_trace() {
-  const std::string x = R"("ph": "X", "pid": 1, "tid": 1)";
-  const std::string gpu = R"("ph": "X", "pid": 0)";
-  return std::string(R"({"deviceProperties": [{"id": 0, "name": "NVIDIA H100 80GB HBM3"}],
+  const std::string x = R"j("ph": "X", "pid": 1, "tid": 1)j";
+  const std::string gpu = R"j("ph": "X", "pid": 0)j";
+  return std::string(R"j({"deviceProperties": [{"id": 0, "name": "NVIDIA H100 80GB HBM3"}],
     "distributedInfo": {"backend": "nccl", "rank": 3, "world_size": 8},
     "traceEvents": [
-    {)") + x + R"(, "cat": "user_annotation", "name": "ProfilerStep#7", "ts": 0, "dur": 100},
-    {)" + x + R"(, "cat": "cpu_op", "name": "_Linear", "ts": 1, "dur": 5, "args": {"External id": 10}},
-    {)" + x + R"(, "cat": "cpu_op", "name": "FusedAttnFunc", "ts": 7, "dur": 5, "args": {"External id": 11}},
-    {)" + x + R"(, "cat": "cpu_op", "name": "record_param_comms", "ts": 13, "dur": 2, "args": {"External id": 12,
+    {)j") + x + R"j(, "cat": "user_annotation", "name": "ProfilerStep#7", "ts": 0, "dur": 100},
+    {)j" + x + R"j(, "cat": "cpu_op", "name": "_Linear", "ts": 1, "dur": 5, "args": {"External id": 10}},
+    {)j" + x + R"j(, "cat": "cpu_op", "name": "FusedAttnFunc", "ts": 7, "dur": 5, "args": {"External id": 11}},
+    {)j" + x + R"j(, "cat": "cpu_op", "name": "record_param_comms", "ts": 13, "dur": 2, "args": {"External id": 12,
        "Collective name": "allreduce", "In msg nelems": 1048576, "Out msg nelems": 1048576, "Group size": 8, "dtype": "BFloat16"}},
-    {)" + x + R"(, "cat": "cpu_op", "name": "aten::add_", "ts": 16, "dur": 2, "args": {"External id": 13,
+    {)j" + x + R"j(, "cat": "cpu_op", "name": "aten::add_", "ts": 16, "dur": 2, "args": {"External id": 13,
        "Input Dims": [[4096, 4096], [4096, 4096]], "Input type": ["c10::BFloat16", "c10::BFloat16"]}},
-    {)" + gpu + R"(, "tid": 7, "cat": "kernel", "name": "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x256x64_cublas",
+    {)j" + gpu + R"j(, "tid": 7, "cat": "kernel", "name": "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x256x64_cublas",
        "ts": 20, "dur": 30, "args": {"External id": 10, "stream": 7, "correlation": 100}},
-    {)" + gpu + R"(, "tid": 7, "cat": "kernel", "name": "cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_7",
+    {)j" + gpu + R"j(, "tid": 7, "cat": "kernel", "name": "cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_7",
        "ts": 50, "dur": 20, "args": {"External id": 11, "stream": 7, "correlation": 101}},
-    {)" + gpu + R"(, "tid": 20, "cat": "kernel", "name": "ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)",
+    {)j" + gpu + R"j(, "tid": 20, "cat": "kernel", "name": "ncclDevKernel_AllReduce_Sum_bf16_RING_LL(ncclDevKernelArgsStorage<4096ul>)",
        "ts": 60, "dur": 20, "args": {"External id": 12, "stream": 20, "correlation": 102}},
-    {)" + gpu + R"(, "tid": 7, "cat": "kernel", "name": "void at::native::vectorized_elementwise_kernel<4>(int)",
+    {)j" + gpu + R"j(, "tid": 7, "cat": "kernel", "name": "void at::native::vectorized_elementwise_kernel<4>(int)",
        "ts": 75, "dur": 5, "args": {"External id": 13, "stream": 7, "correlation": 103}},
-    {)" + gpu + R"(, "tid": 7, "cat": "kernel", "name": "void transformer_engine::rmsnorm_fwd_kernel<float>(void)",
+    {)j" + gpu + R"j(, "tid": 7, "cat": "kernel", "name": "void transformer_engine::rmsnorm_fwd_kernel<float>(void)",
        "ts": 90, "dur": 4, "args": {"stream": 7, "correlation": 104}}
-  ]})";
+  ]})j";
 }
 
 TEST(KinetoTrace, MegatronKernelNamesAreClassifiedAndTheRestCounted) {
