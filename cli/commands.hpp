@@ -20,6 +20,7 @@ struct SimulateOptions {
   bool scale_profile = false;  // price GPUs the profile does not describe from another's, scaled
   bool exhaustive = false;     // simulate every feasible candidate (no pruning by lower bound)
   bool full_replay = false;    // replay every iteration whole (no steady-state extrapolation)
+  std::string trace_format = "json";  // or "json.gz": the traces gzip-compressed
 };
 
 void add_simulate_command(CLI::App& app, SimulateOptions& options);

@@ -2,8 +2,13 @@
 // that an error points at the offending entry (JSON Pointer) or line (CSV).
 #include "core/scenario_histogram.hpp"
 
+#include <algorithm>
+#include <charconv>
+#include <cstring>
 #include <fstream>
+#include <optional>
 #include <sstream>
+#include <string_view>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -51,12 +56,44 @@ std::string read_file(const std::filesystem::path& path, const JsonReader& namin
   }
 }
 
-}  // namespace
+// Skips blanks as an istream's >> does.
+std::size_t skip_blanks(std::string_view text, std::size_t at) {
+  while (at < text.size() && text[at] != '\0' && std::strchr(" \t\v\f\r", text[at])) ++at;
+  return at;
+}
 
-std::vector<SeqLengthCount> parse_seq_length_histogram_csv(const std::string& text, const std::string& file,
-                                                           std::int64_t max_length) {
+// An integer with an optional sign at `at` (blanks before it skipped), as >> reads one; nullopt if none or beyond
+// int64.
+std::optional<std::int64_t> integer_at(std::string_view text, std::size_t& at) {
+  at = skip_blanks(text, at);
+  std::size_t digits = at;
+  if (digits < text.size() && text[digits] == '+') ++digits;  // from_chars takes '-' but not '+'
+  if (digits < text.size() && text[digits] == '-' && digits != at) return std::nullopt;
+  std::int64_t value = 0;
+  const auto [end, error] = std::from_chars(text.data() + digits, text.data() + text.size(), value);
+  if (error != std::errc()) return std::nullopt;
+  at = static_cast<std::size_t>(end - text.data());
+  return value;
+}
+
+// "length,count" (blanks around either number), as a CSV histogram's rows hold; nullopt if the line is not.
+std::optional<SeqLengthCount> csv_row(std::string_view line) {
+  std::size_t at = 0;
+  const std::optional<std::int64_t> length = integer_at(line, at);
+  if (!length) return std::nullopt;
+  at = skip_blanks(line, at);
+  if (at >= line.size() || line[at] != ',') return std::nullopt;
+  const std::optional<std::int64_t> count = integer_at(line, ++at);
+  if (!count || skip_blanks(line, at) != line.size()) return std::nullopt;
+  return SeqLengthCount{*length, *count};
+}
+
+// The rows of `lines`, read one line at a time: the bars are all a reader keeps (at most `reserve` of them, reserved
+// at once so that millions of rows cost no doubling copy).
+std::vector<SeqLengthCount> parse_csv_lines(std::istream& lines, const std::string& file, std::int64_t max_length,
+                                            std::size_t reserve) {
   std::vector<SeqLengthCount> out;
-  std::istringstream lines(text);
+  out.reserve(reserve);
   std::string line;
   int number = 0;
   while (std::getline(lines, line)) {
@@ -67,18 +104,22 @@ std::vector<SeqLengthCount> parse_seq_length_histogram_csv(const std::string& te
       throw InputError(file, "", fmt::format("line {}: {}", number, message));
     };
     if (number == 1 && line.find_first_of("0123456789") == std::string::npos) continue;  // header
-    std::istringstream fields(line);
-    std::int64_t length = 0, count = 0;
-    char comma = 0;
-    std::string rest;
-    if (!(fields >> length >> comma >> count) || comma != ',' || (fields >> rest))
-      fail(fmt::format("expected \"length,count\" with two integers, got \"{}\"", line));
-    append_pair(out, length, count, max_length, fail);
+    const std::optional<SeqLengthCount> row = csv_row(line);
+    if (!row) fail(fmt::format("expected \"length,count\" with two integers, got \"{}\"", line));
+    append_pair(out, row->length, row->count, max_length, fail);
   }
   std::int64_t total = 0;
   for (const SeqLengthCount& bar : out) total += bar.count;
   if (out.empty() || total <= 0) throw InputError(file, "", "expected (length, count) rows with a positive count sum");
   return out;
+}
+
+}  // namespace
+
+std::vector<SeqLengthCount> parse_seq_length_histogram_csv(const std::string& text, const std::string& file,
+                                                           std::int64_t max_length) {
+  std::istringstream lines(text);
+  return parse_csv_lines(lines, file, max_length, 0);
 }
 
 std::vector<SeqLengthCount> parse_seq_length_histogram(const JsonReader& r, const std::filesystem::path& scenario_folder,
@@ -88,7 +129,20 @@ std::vector<SeqLengthCount> parse_seq_length_histogram(const JsonReader& r, cons
   const std::string name = r.string();
   const std::filesystem::path path = scenario_folder / name;
   const std::string extension = path.extension().string();
-  if (extension == ".csv") return parse_seq_length_histogram_csv(read_file(path, r), path.string(), max_length);
+  if (extension == ".csv") {  // streamed: a file of millions of rows is never held whole
+    std::ifstream in;
+    try {
+      in = open_input_file(path, "a histogram file of sequence lengths");
+    } catch (const InputError& error) {  // named where the scenario points to it
+      r.fail_plain(fmt::format("expected a readable histogram file: {}", error.what()));
+    }
+    std::error_code unknown;
+    const std::uintmax_t bytes = std::filesystem::file_size(path, unknown);
+    const std::size_t most_rows = unknown ? 0 : static_cast<std::size_t>(bytes / 4 + 1);  // "1,1\n": the shortest row
+    return parse_csv_lines(in, path.string(), max_length,
+                           std::min(most_rows, static_cast<std::size_t>(std::max<std::int64_t>(max_length, 0))));
+  }
+
   if (extension != ".json") r.fail("expected a file name ending in .json or .csv");
   const std::string text = read_file(path, r);
   const std::string file = path.string();

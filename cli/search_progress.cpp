@@ -1,0 +1,73 @@
+// The progress line and the notices of a long search (see the header). The notices come from a thread of their
+// own, so that a search that reports nothing for a while (a plan family, a long round) still shows life.
+#include "cli/search_progress.hpp"
+
+#include <cstdio>
+#include <unistd.h>
+
+#include <spdlog/spdlog.h>
+
+namespace twin {
+
+SearchProgress::SearchProgress(bool quiet)
+    : quiet_(quiet), terminal_(isatty(fileno(stderr)) != 0), started_(std::chrono::steady_clock::now()) {
+  notices_ = std::thread([this] { notice_while_running(); });
+}
+
+SearchProgress::~SearchProgress() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  stop_requested_.notify_one();
+  notices_.join();
+}
+
+void SearchProgress::operator()(int done, int total) {
+  if (total == 0) return;
+  done_ = done;
+  total_ = total;
+  if (quiet_) return;
+  std::lock_guard lock(mutex_);  // the notice thread writes to stderr too
+  if (terminal_) {
+    std::fprintf(stderr, "\rsearching %d/%d strategies (simulated, or pruned by a lower bound) %.0f%%", done, total,
+                 100.0 * done / total);
+    if (done == total) std::fputc('\n', stderr);
+    return;
+  }
+  const int decile = done * 10 / total;
+  if (decile > last_decile_) {
+    last_decile_ = decile;
+    spdlog::info("searched {}/{} strategies (simulated, or pruned by a lower bound)", done, total);
+  }
+}
+
+// Every kNoticeAfter_s while the run goes on: a line saying how far it is. Under --quiet the first only; on a
+// terminal not while the progress line is being drawn.
+void SearchProgress::notice_while_running() {
+  std::unique_lock lock(mutex_);
+  for (int notices = 1;; ++notices) {
+    const auto due = started_ + std::chrono::duration<double>(kNoticeAfter_s * notices);
+    if (stop_requested_.wait_until(lock, std::chrono::time_point_cast<std::chrono::steady_clock::duration>(due),
+                                   [this] { return stopping_; }))
+      return;
+    const double elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
+    const int done = done_, total = total_;
+    const bool uniform_running = total > 0 && done < total;
+    if (uniform_running && !quiet_) continue;  // the progress line says it
+    if (uniform_running && done > 0)
+      std::fprintf(stderr, "twin simulate: %d of %d strategies searched in %.0f s; about %.0f s more at this pace, "
+                           "then the plan families%s\n",
+                   done, total, elapsed_s, elapsed_s * (total - done) / done, quiet_ ? " (--quiet prints this line once)" : "");
+    else if (uniform_running || total < 0)
+      std::fprintf(stderr, "twin simulate: still searching the uniform strategies after %.0f s%s\n", elapsed_s,
+                   quiet_ ? " (--quiet prints this line once)" : "");
+    else
+      std::fprintf(stderr, "twin simulate: still working after %.0f s: the plan families' searches (per-layer, hot "
+                           "switching, asymmetric; each bounded, README \"Limits\") or the top plans' traces%s\n",
+                   elapsed_s, quiet_ ? " (--quiet prints this line once)" : "");
+    if (quiet_) return;
+  }
+}
+
+}  // namespace twin
