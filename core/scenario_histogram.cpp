@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.hpp"
+#include "core/error_line.hpp"
 #include "core/input_file.hpp"
 
 namespace twin {
@@ -55,6 +56,94 @@ std::string read_file(const std::filesystem::path& path, const JsonReader& namin
     naming.fail_plain(fmt::format("expected a readable histogram file: {}", error.what()));
   }
 }
+
+// A JSON file's [[length, count], ...] taken pair by pair as the parser meets them (SAX): the bars are all it keeps,
+// where a document of millions of pairs takes about ten times the file. Errors name the file and the pair's path,
+// in the words JsonReader uses for an inline histogram.
+class PairsReader : public nlohmann::json_sax<nlohmann::json> {
+ public:
+  PairsReader(std::string file, std::int64_t max_length, std::vector<SeqLengthCount>& out)
+      : file_(std::move(file)), max_length_(max_length), out_(out) {}
+
+  bool null() override { return wrong("null"); }
+  bool boolean(bool value) override { return wrong(value ? "true" : "false"); }
+  bool number_integer(number_integer_t value) override { return number(value, fmt::format("{}", value)); }
+  bool number_unsigned(number_unsigned_t value) override {
+    return number(value > static_cast<std::uint64_t>(kMaxCount) ? kMaxCount + 1 : static_cast<std::int64_t>(value),
+                  fmt::format("{}", value));
+  }
+  bool number_float(number_float_t, const string_t& text) override { return wrong(text.substr(0, 40)); }
+  bool string(string_t& value) override { return wrong(printable_line(nlohmann::json(value).dump(-1, ' ', false,
+                                                           nlohmann::json::error_handler_t::replace).substr(0, 60))); }
+  bool binary(binary_t&) override { return wrong("binary data"); }
+  bool start_object(std::size_t) override { return wrong("an object"); }
+  bool key(string_t&) override { return false; }  // never reached: an object is refused at its start
+  bool end_object() override { return false; }
+  bool start_array(std::size_t) override {
+    if (depth_ == 2) return wrong("an array");
+    if (depth_++ == 1) position_ = 0;
+    return true;
+  }
+  bool end_array() override {
+    if (--depth_ == 1) {
+      if (position_ != 2) fail(pair_path(), "expected a [length, count] pair, got an array of " + std::to_string(position_));
+      append_pair(out_, length_, count_, max_length_, [&](const std::string& message) { fail(pair_path() + "/0", message); });
+      ++index_;
+    } else if (index_ == 0) {
+      fail("", "expected a non-empty array, got an array");
+    }
+    return true;
+  }
+  bool parse_error(std::size_t byte, const std::string&, const nlohmann::detail::exception& error) override {
+    throw InputError(file_, "", fmt::format("malformed JSON (byte {}): {}", byte, error.what()));
+  }
+
+ private:
+  std::string pair_path() const { return "/" + std::to_string(index_); }
+  [[noreturn]] void fail(const std::string& path, const std::string& message) const {
+    throw InputError(file_, path, message);
+  }
+  // A value where only an array (or, in a pair, an integer) may stand.
+  [[noreturn]] bool wrong(const std::string& got) const {
+    if (depth_ == 0) fail("", "expected [[length, count], ...], got " + got);
+    if (depth_ == 1) fail(pair_path(), "expected a [length, count] pair, got " + got);
+    fail(pair_path() + "/" + std::to_string(position_), "expected an integer, got " + got);
+  }
+  bool number(std::int64_t value, const std::string& text) {
+    if (depth_ < 2) return wrong(text);
+    if (position_ == 0 && (value < 1 || value > max_length_))
+      fail(pair_path() + "/0", fmt::format("expected a positive integer (at most {}), got {}", max_length_, text));
+    if (position_ == 1 && (value < 0 || value > kMaxCount))
+      fail(pair_path() + "/1", fmt::format("expected an integer in [0, {}], got {}", kMaxCount, text));
+    if (position_ >= 2) fail(pair_path(), "expected a [length, count] pair, got an array of more than 2");
+    (position_++ == 0 ? length_ : count_) = value;
+    return true;
+  }
+
+  std::string file_;
+  std::int64_t max_length_;
+  std::vector<SeqLengthCount>& out_;
+  int depth_ = 0;              // 0 outside, 1 in the list, 2 in a pair
+  std::size_t index_ = 0;      // the pair being read
+  int position_ = 0;           // in it: 0 the length, 1 the count
+  std::int64_t length_ = 0, count_ = 0;
+};
+
+}  // namespace
+
+std::vector<SeqLengthCount> parse_seq_length_histogram_json(const std::string& text, const std::string& file,
+                                                            std::int64_t max_length) {
+  std::vector<SeqLengthCount> out;
+  out.reserve(static_cast<std::size_t>(std::min<std::int64_t>(max_length, static_cast<std::int64_t>(text.size() / 6 + 1))));
+  PairsReader reader(file, max_length, out);
+  nlohmann::json::sax_parse(text, &reader);
+  std::int64_t total = 0;
+  for (const SeqLengthCount& bar : out) total += bar.count;
+  if (total <= 0) throw InputError(file, "", "expected counts with a positive sum");
+  return out;
+}
+
+namespace {
 
 // Skips blanks as an istream's >> does.
 std::size_t skip_blanks(std::string_view text, std::size_t at) {
@@ -144,10 +233,7 @@ std::vector<SeqLengthCount> parse_seq_length_histogram(const JsonReader& r, cons
   }
 
   if (extension != ".json") r.fail("expected a file name ending in .json or .csv");
-  const std::string text = read_file(path, r);
-  const std::string file = path.string();
-  const nlohmann::json document = parse_input_json(text, file);
-  return parse_pairs(JsonReader(document, file), max_length);
+  return parse_seq_length_histogram_json(read_file(path, r), path.string(), max_length);
 }
 
 void check_hot_switch_preconditions(const Scenario& scenario, const JsonReader& hot_switch) {
