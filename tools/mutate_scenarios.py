@@ -5,10 +5,11 @@ breaks the project's rules.
 Each mutant is a shipped scenario (scenarios/*.json) with 1 to 3 JSON-aware mutations: a number pushed to an extreme
 or scaled, a value of another type, a key removed, an unknown key added, a list emptied or repeated, a string with
 control bytes or an unknown name. Each runs as `twin simulate MUTANT --quiet --top 1 --jobs 1 --out DIR` under an
-8 GiB address-space cap and a wall-clock limit. Findings, one JSON line each in FINDINGS (with the mutant's text):
+8 GiB address-space cap and a CPU-time limit (one job: its CPU seconds are its seconds on an idle machine, whatever
+the load of a shared one). Findings, one JSON line each in WORK/findings.jsonl (with the mutant's text):
   crash        exit status above 2 (a signal, an abort, a sanitizer) or an empty error line
   bad_alloc    "bad_alloc" anywhere in the output
-  slow         over --limit-s seconds (killed at limit + 5)
+  slow         over --limit-s CPU seconds (killed at limit + 5 by RLIMIT_CPU; at 10x the limit in wall-clock time)
   no_path      an error about the mutant (names its file) whose message carries no JSON path (" at /") while the
                mutation touched a scenario key
   mfu          a ranking.csv MFU or HFU above 100%
@@ -105,10 +106,13 @@ def mutate_once(document, rng):
     return set_at(document, path, new), f"{where} -> {json.dumps(new)[:40]}"
 
 
-def limit_memory():
-    cap = 8 << 30
-    resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
-    os.nice(19)
+def limits(cpu_s):
+    def apply():
+        cap = 8 << 30
+        resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+        resource.setrlimit(resource.RLIMIT_CPU, (cpu_s, cpu_s))
+        os.nice(19)
+    return apply
 
 
 def max_percent(ranking):
@@ -128,23 +132,26 @@ def max_percent(ranking):
 
 
 def run_one(twin, mutant, out_dir, limit_s):
+    """(exit status or "timeout", output, CPU seconds of the run)."""
     shutil.rmtree(out_dir, ignore_errors=True)
-    started = time.monotonic()
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     try:
         done = subprocess.run([twin, "simulate", str(mutant), "--quiet", "--top", "1", "--jobs", "1", "--out",
-                               str(out_dir)], capture_output=True, timeout=limit_s + 5, preexec_fn=limit_memory)
+                               str(out_dir)], capture_output=True, timeout=10 * limit_s,
+                              preexec_fn=limits(int(limit_s) + 5))
         status, output = done.returncode, (done.stdout + done.stderr).decode("utf-8", "replace")
     except subprocess.TimeoutExpired as expired:
         status, output = "timeout", ((expired.stdout or b"") + (expired.stderr or b"")).decode("utf-8", "replace")
-    return status, output, time.monotonic() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return status, output, (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
 
 
 def findings_of(status, output, seconds, mutant, touched_key, ranking, limit_s):
     found = []
     errors = [line for line in output.splitlines() if line.startswith("[error]")]
-    if status == "timeout" or seconds > limit_s:
+    if status == "timeout" or seconds > limit_s or status == -24:  # -24: SIGXCPU, past the CPU limit
         found.append("slow")
-    if status != "timeout" and (status < 0 or status > 2 or (status == 1 and not output.strip())):
+    if status != "timeout" and (status not in (-24, 0, 1, 2) or (status == 1 and not output.strip())):
         found.append("crash")
     if "bad_alloc" in output:
         found.append("bad_alloc")
@@ -201,11 +208,11 @@ def main():
                                        "status": status, "seconds": round(seconds, 2), "output": output[-2000:],
                                        "mutant": text[:20000]}) + "\n")
             findings.flush()
-        if (index + 1) % 500 == 0 or index + 1 == args.count:
+        if (index + 1) % 100 == 0 or index + 1 == args.count:
             elapsed = time.monotonic() - started
-            print(json.dumps({"mutants": index + 1, "seed": args.seed, "elapsed_s": round(elapsed),
+            print(json.dumps({"mutants": index + 1, "seed": args.seed, "wall_s": round(elapsed),
                               "per_s": round((index + 1) / elapsed, 2), "exit": statuses, "findings": counts,
-                              "slowest_s": round(slowest[0], 1), "slowest": slowest[1][:300]}), flush=True)
+                              "slowest_cpu_s": round(slowest[0], 1), "slowest": slowest[1][:300]}), flush=True)
     return 0
 
 
