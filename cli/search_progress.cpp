@@ -30,9 +30,11 @@ void SearchProgress::operator()(int done, int total) {
   if (quiet_) return;
   std::lock_guard lock(mutex_);  // the notice thread writes to stderr too
   if (terminal_) {
+    if (line_ended_) return;
     std::fprintf(stderr, "\rsearching %d/%d strategies (simulated, or pruned by a lower bound) %.0f%%", done, total,
                  100.0 * done / total);
-    if (done == total) std::fputc('\n', stderr);
+    line_ended_ = done == total;
+    if (line_ended_) std::fputc('\n', stderr);
     return;
   }
   const int decile = done * 10 / total;

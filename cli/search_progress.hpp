@@ -31,6 +31,7 @@ class SearchProgress {
   std::chrono::steady_clock::time_point started_;
   std::atomic<int> done_{0}, total_{-1};  // total -1: the uniform search has not reported yet
   int last_decile_ = 0;
+  bool line_ended_ = false;  // the terminal's progress line reached its total
   std::mutex mutex_;
   std::condition_variable stop_requested_;
   bool stopping_ = false;
