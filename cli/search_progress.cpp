@@ -24,10 +24,9 @@ SearchProgress::~SearchProgress() {
 }
 
 void SearchProgress::operator()(int done, int total) {
-  if (total == 0) return;
   done_ = done;
   total_ = total;
-  if (quiet_) return;
+  if (quiet_ || total == 0) return;
   std::lock_guard lock(mutex_);  // the notice thread writes to stderr too
   if (terminal_) {
     if (line_ended_) return;
@@ -57,17 +56,20 @@ void SearchProgress::notice_while_running() {
     const int done = done_, total = total_;
     const bool uniform_running = total > 0 && done < total;
     if (uniform_running && !quiet_) continue;  // the progress line says it
+    const char* once = quiet_ ? " (--quiet prints this line once)" : "";
     if (uniform_running && done > 0)
       std::fprintf(stderr, "twin simulate: %d of %d strategies searched in %.0f s; about %.0f s more at this pace, "
-                           "then the plan families%s\n",
-                   done, total, elapsed_s, elapsed_s * (total - done) / done, quiet_ ? " (--quiet prints this line once)" : "");
-    else if (uniform_running || total < 0)
-      std::fprintf(stderr, "twin simulate: still searching the uniform strategies after %.0f s%s\n", elapsed_s,
-                   quiet_ ? " (--quiet prints this line once)" : "");
+                           "then the plan families%s\n", done, total, elapsed_s, elapsed_s * (total - done) / done, once);
+    else if (uniform_running)
+      std::fprintf(stderr, "twin simulate: still simulating the first of %d strategies after %.0f s%s\n", total,
+                   elapsed_s, once);
+    else if (total >= 0)
+      std::fprintf(stderr, "twin simulate: still working after %.0f s: the uniform strategies are searched; now the "
+                           "plan families' searches (each bounded: README \"Limits\") or the top plans' traces%s\n",
+                   elapsed_s, once);
     else
-      std::fprintf(stderr, "twin simulate: still working after %.0f s: the plan families' searches (per-layer, hot "
-                           "switching, asymmetric; each bounded, README \"Limits\") or the top plans' traces%s\n",
-                   elapsed_s, quiet_ ? " (--quiet prints this line once)" : "");
+      std::fprintf(stderr, "twin simulate: still working after %.0f s: enumerating and bounding the candidates, or a "
+                           "plan family's search%s\n", elapsed_s, once);
     if (quiet_) return;
   }
 }
