@@ -54,6 +54,7 @@ int main(int argc, char** argv) {
 #endif
 
   if (argc == 1) {  // `twin` alone asks what it can do
+    app.name("twin");
     std::fputs(app.help().c_str(), stdout);
     return 0;
   }
