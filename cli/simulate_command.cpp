@@ -46,9 +46,9 @@ void add_simulate_command(CLI::App& app, SimulateOptions& options) {
       "  traces/       Chrome/Perfetto timelines of the top K strategies (pid = rank, tid = stream)");
   sub->add_option("scenario", options.scenario, "Scenario JSON (see scenarios/ and DESIGN.md)")->required();
   sub->add_option("--profile", options.profile,
-                  "Performance profile: 'builtin' (Hopper: kernels measured by twin calibrate and published\n"
-                  "benchmarks, with an in-training factor fitted on published runs; other GPUs: published\n"
-                  "benchmarks; docs/PROFILES.md says which), a shipped measured profile (h200-x1, h200-x2,\n"
+                  "Performance profile: 'builtin' (H100, H200: kernel times measured on one GPU by twin calibrate\n"
+                  "and PyTorch, times an in-training factor fitted on published runs; A100 and others: published\n"
+                  "benchmarks; docs/PROFILES.md names every source), a shipped measured profile (h200-x1, h200-x2,\n"
                   "h200-x4, h100-x1), or a JSON file from `twin calibrate`. Default: the scenario's \"profile\" field");
   sub->add_option("--out", options.out, "Output folder (created if missing)")->capture_default_str();
   sub->add_option("--top", options.top, "Write Chrome traces of the K fastest strategies")
