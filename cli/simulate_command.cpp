@@ -74,7 +74,7 @@ void add_simulate_command(CLI::App& app, SimulateOptions& options) {
                 "3x interleaved) and its steady state extrapolated (iteration within 0.1% of the whole replay; ranking.csv's replay\n"
                 "column says which); the top K, best.json and traces are always replayed whole");
   sub->add_option("--trace-format", options.trace_format,
-                  "json, or json.gz: the traces gzip-compressed (about a tenth of the size; Perfetto and\n"
+                  "json, or json.gz: the traces gzip-compressed (a tenth of the size or less; Perfetto and\n"
                   "chrome://tracing open them as they are)")
       ->capture_default_str()
       ->check(CLI::IsMember({"json", "json.gz"}));
