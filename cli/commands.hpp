@@ -21,6 +21,7 @@ struct SimulateOptions {
   bool exhaustive = false;     // simulate every feasible candidate (no pruning by lower bound)
   bool full_replay = false;    // replay every iteration whole (no steady-state extrapolation)
   std::string megatron_args;   // a Megatron-LM command line: the run's model, training, framework and strategy
+  std::string trace_format = "json";  // or "json.gz": the traces gzip-compressed
 };
 
 void add_simulate_command(CLI::App& app, SimulateOptions& options);

@@ -7,8 +7,8 @@
 #include <cstdio>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <stdexcept>
-#include <unistd.h>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -16,6 +16,7 @@
 #include "cost/profile.hpp"
 #include "cli/commands.hpp"
 #include "cli/search_processes.hpp"
+#include "cli/search_progress.hpp"
 #include "core/atomic_file.hpp"
 #include "core/error.hpp"
 #include "core/error_line.hpp"
@@ -46,9 +47,10 @@ void add_simulate_command(CLI::App& app, SimulateOptions& options) {
       "  traces/       Chrome/Perfetto timelines of the top K strategies (pid = rank, tid = stream)");
   sub->add_option("scenario", options.scenario, "Scenario JSON (see scenarios/ and DESIGN.md)")->required();
   sub->add_option("--profile", options.profile,
-                  "Performance profile: 'builtin' (datasheet estimates), a shipped measured profile\n"
-                  "(h200-x1, h200-x2, h200-x4, h100-x1: see docs/PROFILES.md), or a JSON file from\n"
-                  "`twin calibrate`. Default: the scenario's \"profile\" field");
+                  "Performance profile: 'builtin' (H100, H200: kernel times measured on one GPU by twin calibrate\n"
+                  "and PyTorch, times an in-training factor fitted on published runs; A100 and others: published\n"
+                  "benchmarks; docs/PROFILES.md names every source), a shipped measured profile (h200-x1, h200-x2,\n"
+                  "h200-x4, h100-x1), or a JSON file from `twin calibrate`. Default: the scenario's \"profile\" field");
   sub->add_option("--out", options.out, "Output folder (created if missing)")->capture_default_str();
   sub->add_option("--top", options.top, "Write Chrome traces of the K fastest strategies")
       ->capture_default_str()
@@ -76,6 +78,11 @@ void add_simulate_command(CLI::App& app, SimulateOptions& options) {
                   "A Megatron-LM command line (pretrain_gpt.py's arguments as launched, or a megatron_args.txt):\n"
                   "the run's model, batch, framework switches and parallel strategy, simulated on the scenario's\n"
                   "cluster; what twin does not model is listed in --out's megatron_args_not_modelled.txt");
+  sub->add_option("--trace-format", options.trace_format,
+                  "json, or json.gz: the traces gzip-compressed (a tenth of the size or less; Perfetto and\n"
+                  "chrome://tracing open them as they are)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"json", "json.gz"}));
   sub->add_flag("--scale-profile", options.scale_profile,
                 "Price a GPU the profile does not describe from another GPU's measurements, scaled by their\n"
                 "datasheet ratios (bf16 peak, HBM bandwidth); without it such a GPU is an error");
@@ -86,56 +93,15 @@ namespace {
 // What --megatron-args held that twin does not model, one part per line.
 const char* const kNotModelledFile = "megatron_args_not_modelled.txt";
 
-// A progress line on a terminal, a log line every 10% otherwise. Under --quiet nothing, unless the search is still
-// simulating after kQuietNoticeAfter_s: then one line on stderr, once, with how far it is and how long the rest
-// should take at the pace so far (a run in a script must not look hung).
-class Progress {
- public:
-  static constexpr double kQuietNoticeAfter_s = 10;
-
-  explicit Progress(bool quiet)
-      : quiet_(quiet), terminal_(isatty(fileno(stderr)) != 0), started_(std::chrono::steady_clock::now()) {}
-  void operator()(int done, int total) {
-    if (total == 0) return;
-    if (quiet_) return notice_once_if_slow(done, total);
-    if (terminal_) {
-      std::fprintf(stderr, "\rsimulating %d/%d strategies (%.0f%%)", done, total, 100.0 * done / total);
-      if (done == total) std::fputc('\n', stderr);
-      return;
-    }
-    int decile = done * 10 / total;
-    if (decile > last_decile_) {
-      last_decile_ = decile;
-      spdlog::info("simulated {}/{} strategies", done, total);
-    }
-  }
-
- private:
-  void notice_once_if_slow(int done, int total) {
-    const double elapsed_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - started_).count();
-    if (noticed_ || done == 0 || done == total || elapsed_s < kQuietNoticeAfter_s) return;
-    noticed_ = true;
-    std::fprintf(stderr,
-                 "twin simulate: %d of %d strategies simulated in %.0f s; about %.0f s more at this pace, then the plan "
-                 "families (--quiet prints this line once)\n",
-                 done, total, elapsed_s, elapsed_s * (total - done) / done);
-  }
-
-  bool quiet_, terminal_;
-  std::chrono::steady_clock::time_point started_;
-  int last_decile_ = 0;
-  bool noticed_ = false;
-};
-
-// "top<k>_<the plan's key, cut to 60 characters>_<8 hex digits of its hash>.json": short enough for any
+// "top<k>_<the plan's key, cut to 60 characters>_<8 hex digits of its hash>.<format>": short enough for any
 // file system however long the plan (the whole key is inside the trace), and distinct per plan.
-std::string trace_file_name(int k, const std::string& key) {
+std::string trace_file_name(int k, const std::string& key, const std::string& format) {
   std::string readable = key.substr(0, 60);
   for (char& c : readable)
     if (!std::isalnum(static_cast<unsigned char>(c)) && c != '-' && c != '.') c = '_';
   std::uint32_t hash = 2166136261u;  // FNV-1a: the same name on every machine and run
   for (unsigned char c : key) hash = (hash ^ c) * 16777619u;
-  return fmt::format("top{}_{}_{:08x}.json", k, readable, hash);
+  return fmt::format("top{}_{}_{:08x}.{}", k, readable, hash, format);
 }
 
 // Names the scenario's file and JSON path, and the reasons that ruled the candidates out, most common first.
@@ -155,7 +121,8 @@ std::string no_feasible_strategy_message(const Scenario& scenario, const std::ve
   std::string reasons;
   for (std::size_t i = 0; i < std::min<std::size_t>(3, common.size()); ++i)
     reasons += fmt::format("{}{} ({}x)", i ? "; " : "", common[i].second, -common[i].first);
-  return fmt::format("{}: at /search: no feasible strategy among {} candidates; most common reasons: {}; see {}",
+  return fmt::format("{}: at /search: no feasible strategy among {} candidates; most common reasons: {}; every "
+                     "candidate's reason in {} (the previous outputs are left as they were)",
                      scenario.source, ranked.size(), reasons, csv.string());
 }
 
@@ -228,9 +195,10 @@ int run_simulate(const SimulateOptions& options) {
   // Under mpirun or srun each process simulates a share of the candidates; the first writes the outputs.
   // A failure in one process stops them all: the others would wait for its share forever.
   const SearchProcessGroup group;
-  const auto search_share = [&](bool quiet) {
+  const auto search_share = [&](SearchProgress& progress) {
     try {
-      SearchOptions search_options{options.jobs, Progress(quiet), group.processes()};
+      SearchOptions search_options{options.jobs, [&](int done, int total) { progress(done, total); },
+                                   group.processes()};
       search_options.exhaustive = options.exhaustive;
       search_options.full_replay = options.full_replay;
       search_options.whole_top = std::max(1, options.top);  // the winner and the traced K: whole replays
@@ -242,13 +210,15 @@ int run_simulate(const SimulateOptions& options) {
     }
   };
   if (!group.writes_outputs()) {
-    search_share(true);
+    SearchProgress quiet(true);
+    search_share(quiet);
     return 0;
   }
 
   // Before the search: a folder that cannot be written is known at once, not after minutes.
+  // infeasible.csv is a failed run's (nothing feasible): a run that succeeds removes it with the other outputs.
   OutputFolder folder(options.out, {"ranking.csv", "report.html", "best.json", "megatron_args.txt", "traces",
-                                    kNotModelledFile});
+                                    kNotModelledFile, "infeasible.csv"});
   const std::filesystem::path out = folder.out();
   if (!not_modelled.empty()) {
     std::string lines;
@@ -258,14 +228,13 @@ int run_simulate(const SimulateOptions& options) {
                  not_modelled.size(), (out / kNotModelledFile).string());
   }
 
-  std::vector<Candidate> ranked = search_share(options.quiet);
+  auto progress = std::make_unique<SearchProgress>(options.quiet);  // until the outputs are written
+  std::vector<Candidate> ranked = search_share(*progress);
   std::size_t feasible = std::count_if(ranked.begin(), ranked.end(), [](const Candidate& c) { return c.feasible; });
 
-  if (feasible == 0) {
-    write_file_atomically(folder.staged("ranking.csv"), ranking_csv(scenario, ranked));
-    write_file_atomically(folder.staged("report.html"), html_report(scenario, ranked, IterationGraph{}, Candidate{}));
-    folder.publish();  // the previous run's best.json and traces go too: nothing here is runnable
-    spdlog::error("{}", printable_line(no_feasible_strategy_message(scenario, ranked, out / "ranking.csv")));
+  if (feasible == 0) {  // a failed run: the previous outputs stay; every candidate's reason in infeasible.csv
+    write_file_atomically(out / "infeasible.csv", ranking_csv(scenario, ranked));
+    spdlog::error("{}", printable_line(no_feasible_strategy_message(scenario, ranked, out / "infeasible.csv")));
     return 1;
   }
 
@@ -311,7 +280,7 @@ int run_simulate(const SimulateOptions& options) {
     IterationGraph graph;
     Candidate detailed = evaluate_again(scenario, profile, ranked[k], true, &graph);
     if (k < traced) {
-      write_chrome_trace(folder.staged("traces") / trace_file_name(k + 1, key), graph, detailed.result,
+      write_chrome_trace(folder.staged("traces") / trace_file_name(k + 1, key, options.trace_format), graph, detailed.result,
                          scenario.name + " | " + key);
     }
     if (k < compared_count) {
@@ -329,6 +298,7 @@ int run_simulate(const SimulateOptions& options) {
   write_file_atomically(folder.staged("megatron_args.txt"), megatron_args(scenario, best));
   write_file_atomically(folder.staged("report.html"), html_report(scenario, ranked, best_graph, best, compared));
   folder.publish();
+  progress.reset();
 
   double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   const Throughput& t = best.throughput;

@@ -4,6 +4,8 @@
 #pragma once
 #include <cstdint>
 #include <filesystem>
+#include <initializer_list>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -31,6 +33,31 @@ struct SeqLengthCount {
   bool operator==(const SeqLengthCount&) const = default;
 };
 
+// A histogram's bars, read once and shared by every copy of the scenario (the hot-switching search copies it per
+// phase and length range): copying one costs a pointer, whatever its millions of bars. Immutable.
+class SeqLengthHistogram {
+ public:
+  SeqLengthHistogram() = default;
+  SeqLengthHistogram(std::vector<SeqLengthCount> bars)  // NOLINT: a histogram is its bars
+      : bars_(std::make_shared<const std::vector<SeqLengthCount>>(std::move(bars))) {}
+  SeqLengthHistogram(std::initializer_list<SeqLengthCount> bars) : SeqLengthHistogram(std::vector(bars)) {}
+
+  const std::vector<SeqLengthCount>& bars() const { return bars_ ? *bars_ : none(); }
+  bool empty() const { return bars().empty(); }
+  std::size_t size() const { return bars().size(); }
+  auto begin() const { return bars().begin(); }
+  auto end() const { return bars().end(); }
+  bool operator==(const SeqLengthHistogram& other) const { return bars_ == other.bars_ || bars() == other.bars(); }
+  bool operator==(const std::vector<SeqLengthCount>& other) const { return bars() == other; }
+
+ private:
+  static const std::vector<SeqLengthCount>& none() {
+    static const std::vector<SeqLengthCount> empty;
+    return empty;
+  }
+  std::shared_ptr<const std::vector<SeqLengthCount>> bars_;
+};
+
 struct TrainingConfig {
   std::int64_t seq_length = 0;
   std::int64_t global_batch_size = 0;  // sequences per iteration
@@ -40,7 +67,7 @@ struct TrainingConfig {
   std::vector<SeqLengthBucket> seq_length_buckets;
   // training.seq_length_histogram: inline [[length, count], ...] or a JSON/CSV file of such pairs (relative
   // to the scenario's folder), loaded here; lengths increasing, at most seq_length. Not with buckets.
-  std::vector<SeqLengthCount> seq_length_histogram;
+  SeqLengthHistogram seq_length_histogram;
   bool operator==(const TrainingConfig&) const = default;
 };
 

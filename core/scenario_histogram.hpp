@@ -17,9 +17,12 @@ namespace twin {
 // histogram file and the JSON path or CSV line.
 std::vector<SeqLengthCount> parse_seq_length_histogram(const JsonReader& r, const std::filesystem::path& scenario_folder,
                                                        std::int64_t max_length);
-// The same checks on a file's text (for tests and the fuzzer); `file` names it in errors.
+// The same checks on a file's text (for tests and the fuzzer); `file` names it in errors. A .csv file is read line by
+// line and a .json file pair by pair (SAX): what either keeps is the bars, at most one per length.
 std::vector<SeqLengthCount> parse_seq_length_histogram_csv(const std::string& text, const std::string& file,
                                                            std::int64_t max_length);
+std::vector<SeqLengthCount> parse_seq_length_histogram_json(const std::string& text, const std::string& file,
+                                                            std::int64_t max_length);
 
 // search.hot_switch = true needs a length distribution, a dense model and at most kMaxHotSwitchGpus GPUs
 // (the switch is simulated with one rank class per GPU and phase). `hot_switch` is the flag's reader.

@@ -48,7 +48,7 @@ Profile shipped(std::string_view name) {
 struct AttentionCurves {
   SaturatingEfficiency cudnn_forward, cudnn_backward, flash_forward, flash_backward;
 };
-// One H200 (../shared/reference/measured-anchors.md, 2026-11-24): cuDNN 541-620 TFLOP/s forward, 422-495
+// One H200 (docs/REFERENCES.md "Attention on one H200", 2026-11-24): cuDNN 541-620 TFLOP/s forward, 422-495
 // backward; FlashAttention-2 271-290 and 219-287.
 constexpr AttentionCurves kH200Attention{{0.659, 2.8e10}, {0.514, 4.0e10}, {0.295, 3e9}, {0.30, 8e10}};
 // One H100 (`python3 tests/gpu/attention_backends.py` on nvidia-h100-x1, 2026-11-24, PyTorch 2.11, cuDNN 9.19;

@@ -12,6 +12,7 @@
 #include "core/atomic_file.hpp"
 #include "core/error.hpp"
 #include "core/json_text.hpp"
+#include "strategies/hot_switch/hot_switch_workload.hpp"
 
 namespace twin {
 namespace {
@@ -146,6 +147,18 @@ void write_compact(const nlohmann::json& value, int depth, std::string& out, con
 }
 
 
+// The scenario as best.json holds it: a histogram of more bars than kMaxPlanHistogramBars as the batch it gives (its
+// lengths with the sequences the batch holds of each, which give that batch again when read back), so that a
+// histogram of millions of bars leaves best.json a file twin reads (at most 64 MiB) with the same plan.
+constexpr std::size_t kMaxPlanHistogramBars = std::size_t{1} << 16;  // about 1 MB of best.json
+
+Scenario as_planned(const Scenario& scenario) {
+  if (scenario.training.seq_length_histogram.size() <= kMaxPlanHistogramBars) return scenario;
+  Scenario planned = scenario;  // the histogram is shared, not copied
+  planned.training.seq_length_histogram = batch_sequences(scenario);
+  return planned;
+}
+
 nlohmann::json plan_json(const Scenario& scenario, const Candidate& best, const IterationGraph& graph, bool with_ops) {
   if (best.result.classes.size() != graph.classes.size())
     throw std::invalid_argument("best_plan_json: the result has a different number of rank classes than the graph");
@@ -162,7 +175,7 @@ nlohmann::json plan_json(const Scenario& scenario, const Candidate& best, const 
   nlohmann::json plan = {{"format", "twin-plan"},
           {"version", kPlanFormatVersion},
           {"lowering_version", kLoweringVersion},
-          {"scenario", to_json(scenario)},
+          {"scenario", to_json(as_planned(scenario))},
           {"strategy", to_json(best.strategy)},
           {"strategy_key", best.key()},
           {"profile", scenario.profile},

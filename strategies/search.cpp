@@ -72,9 +72,10 @@ std::vector<Strategy> strategies_of(const Scenario& scenario) {
 
 // Simulates `order` (ascending lower bounds) in rounds of 32, 64, 128, ... until the next candidate's bound is
 // slower than the `keep`-th fastest simulated; `next` ends at the first candidate not simulated. Returns that time.
+// After each round `pruned` hears how many candidates are pruned for certain (the fastest only get faster).
 TimeNs simulate_in_bound_order(const std::vector<Candidate>& candidates, const std::vector<std::size_t>& order,
                                std::size_t keep, const std::function<void(const std::vector<std::size_t>&)>& simulate,
-                               std::size_t& next) {
+                               const std::function<void(std::size_t)>& pruned, std::size_t& next) {
   std::vector<TimeNs> fastest;  // the `keep` fastest simulated iteration times, ascending
   TimeNs beat = std::numeric_limits<TimeNs>::max();
   for (std::size_t round = 32; next < order.size() && candidates[order[next]].lower_bound_ns <= beat; round *= 2) {
@@ -86,6 +87,9 @@ TimeNs simulate_in_bound_order(const std::vector<Candidate>& candidates, const s
     std::sort(fastest.begin(), fastest.end());
     if (fastest.size() > keep) fastest.resize(keep);
     if (fastest.size() == keep) beat = fastest.back();
+    const auto first_pruned = std::upper_bound(order.begin() + static_cast<std::ptrdiff_t>(next), order.end(), beat,
+                                               [&](TimeNs t, std::size_t i) { return t < candidates[i].lower_bound_ns; });
+    pruned(static_cast<std::size_t>(order.end() - first_pruned));
   }
   return beat;
 }
@@ -231,15 +235,20 @@ std::vector<Candidate> search(const Scenario& scenario, const Profile& profile,
   const std::size_t whole_top = static_cast<std::size_t>(std::max(0, options.whole_top));
   const Replay replay =
       options.full_replay || to_simulate.size() <= whole_top ? Replay::whole : Replay::steady_state;
-  // Progress over every round: done of this process's share of what may be simulated (the pruned end it early).
+  // Progress over every round: done of this process's share of what may be simulated, candidates pruned for certain
+  // counted as done (their share of this process's), so that the line moves steadily to its end.
   const int planned = static_cast<int>(
       (to_simulate.size() + static_cast<std::size_t>(processes.count) - 1 - static_cast<std::size_t>(processes.rank)) /
       static_cast<std::size_t>(processes.count));
-  int done_before = 0;
+  int done_before = 0, pruned_share = 0;
+  const auto count_pruned = [&](std::size_t pruned) {
+    pruned_share = static_cast<int>(static_cast<double>(pruned) * planned / static_cast<double>(to_simulate.size()));
+    if (options.progress) options.progress(std::min(planned, done_before + pruned_share), planned);
+  };
   const auto simulate = [&](const std::vector<std::size_t>& batch) {
     const auto progress = [&](int done, int total) {
       if (!options.progress) return;
-      options.progress(done_before + done, planned);
+      options.progress(std::min(planned, done_before + pruned_share + done), planned);
       if (done == total) done_before += done;
     };
     share(
@@ -277,8 +286,8 @@ std::vector<Candidate> search(const Scenario& scenario, const Profile& profile,
       return candidates[a].lower_bound_ns < candidates[b].lower_bound_ns;
     });
     std::size_t next = 0;
-    const TimeNs beat = simulate_in_bound_order(candidates, order, keep, simulate, next);
-    if (options.progress && done_before < planned) options.progress(done_before, done_before);  // ends the line
+    const TimeNs beat = simulate_in_bound_order(candidates, order, keep, simulate, count_pruned, next);
+    if (options.progress && done_before + pruned_share < planned) options.progress(planned, planned);  // ends the line
     for (; next < order.size(); ++next) mark_pruned(candidates[order[next]], keep, beat);
   }
   for (const FamilySearch& family : families)

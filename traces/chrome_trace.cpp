@@ -14,6 +14,7 @@
 
 #include "core/atomic_file.hpp"
 #include "core/json_text.hpp"
+#include "traces/gzip_stream.hpp"
 
 namespace twin {
 namespace {
@@ -209,7 +210,7 @@ void write_chrome_trace(const std::filesystem::path& path, const IterationGraph&
                         const IterationResult& result, const std::string& title) {
   check_timings(graph, result);
   // The layout of chrome_trace_text (keys in order, one event per line), written as the events come.
-  write_file_atomically(path, [&](std::ostream& out) {
+  const auto write_text = [&](std::ostream& out) {
     out << "{\n" << dump(nlohmann::json("displayTimeUnit")) << ":" << dump(nlohmann::json("ns")) << ",\n"
         << dump(nlohmann::json("otherData")) << ":" << dump(other_data(graph, result, title)) << ",\n"
         << dump(nlohmann::json("traceEvents")) << ":[";
@@ -219,6 +220,12 @@ void write_chrome_trace(const std::filesystem::path& path, const IterationGraph&
       first = false;
     });
     out << "\n]\n}\n";
+  };
+  write_file_atomically(path, [&](std::ostream& file) {
+    if (path.extension() != ".gz") return write_text(file);
+    GzipOstream compressed(file);
+    write_text(compressed);
+    compressed.finish();
   });
 }
 

@@ -20,7 +20,8 @@ nlohmann::json chrome_trace(const IterationGraph& graph, const IterationResult& 
 // The trace as text: one event per line (diffable, streamable), same bytes for the same input.
 std::string chrome_trace_text(const nlohmann::json& trace);
 
-// Writes chrome_trace_text atomically (PATH.tmp, then rename).
+// Writes chrome_trace_text atomically (PATH.tmp, then rename); gzip-compressed where PATH ends in ".gz" (Perfetto
+// and chrome://tracing open .json.gz as they are).
 void write_chrome_trace(const std::filesystem::path& path, const IterationGraph& graph,
                         const IterationResult& result, const std::string& title);
 

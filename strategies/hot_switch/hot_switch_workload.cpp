@@ -3,25 +3,41 @@
 
 #include <algorithm>
 #include <cmath>
-#include <numeric>
 
 namespace twin {
 namespace {
 
-// Largest-remainder rounding of `weights` to integers summing to `total` (ties to the lower index).
-std::vector<std::int64_t> apportion(const std::vector<double>& weights, std::int64_t total) {
-  const double sum = std::accumulate(weights.begin(), weights.end(), 0.0);
-  std::vector<std::int64_t> counts(weights.size(), 0);
-  std::vector<std::pair<double, std::size_t>> remainders;
+// Largest-remainder rounding of weight(0), ..., weight(n - 1) to integers summing to `total` (ties to the lower
+// index). The seats left after rounding down go to the largest remainders, chosen in a heap of that many seats:
+// a histogram of millions of bars costs no sorted copy of itself.
+template <class Weight>
+std::vector<std::int64_t> apportion(std::size_t n, const Weight& weight, std::int64_t total) {
+  double sum = 0;
+  for (std::size_t i = 0; i < n; ++i) sum += weight(i);
+  const auto exact = [&](std::size_t i) { return sum > 0 ? weight(i) / sum * static_cast<double>(total) : 0; };
+  std::vector<std::int64_t> counts(n, 0);
   std::int64_t given = 0;
-  for (std::size_t i = 0; i < weights.size(); ++i) {
-    const double exact = sum > 0 ? weights[i] / sum * static_cast<double>(total) : 0;
-    counts[i] = static_cast<std::int64_t>(std::floor(exact));
+  for (std::size_t i = 0; i < n; ++i) {
+    counts[i] = static_cast<std::int64_t>(std::floor(exact(i)));
     given += counts[i];
-    remainders.push_back({exact - std::floor(exact), i});
   }
-  std::stable_sort(remainders.begin(), remainders.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
-  for (std::size_t k = 0; given < total && k < remainders.size(); ++k, ++given) ++counts[remainders[k].second];
+  using Seat = std::pair<double, std::size_t>;  // remainder, index
+  const auto before = [](const Seat& a, const Seat& b) { return a.first != b.first ? a.first > b.first : a.second < b.second; };
+  const std::size_t seats = static_cast<std::size_t>(std::clamp<std::int64_t>(total - given, 0, static_cast<std::int64_t>(n)));
+  std::vector<Seat> kept;  // a heap whose front is the seat that ranks last
+  kept.reserve(seats);
+  for (std::size_t i = 0; i < n && seats > 0; ++i) {
+    const Seat seat{exact(i) - std::floor(exact(i)), i};
+    if (kept.size() < seats) {
+      kept.push_back(seat);
+      std::push_heap(kept.begin(), kept.end(), before);
+    } else if (before(seat, kept.front())) {
+      std::pop_heap(kept.begin(), kept.end(), before);
+      kept.back() = seat;
+      std::push_heap(kept.begin(), kept.end(), before);
+    }
+  }
+  for (const Seat& seat : kept) ++counts[seat.second];
   return counts;
 }
 
@@ -29,26 +45,25 @@ std::vector<std::int64_t> apportion(const std::vector<double>& weights, std::int
 
 std::vector<SeqLengthCount> batch_sequences(const Scenario& scenario) {
   const TrainingConfig& t = scenario.training;
-  std::vector<double> weights;
-  std::vector<std::int64_t> lengths;
+  const auto batch_of = [&](std::size_t n, const auto& weight, const auto& length) {
+    const std::vector<std::int64_t> counts = apportion(n, weight, t.global_batch_size);
+    std::vector<SeqLengthCount> batch;
+    for (std::size_t i = 0; i < n; ++i)
+      if (counts[i] > 0) batch.push_back({length(i), counts[i]});
+    return batch;
+  };
   if (!t.seq_length_histogram.empty()) {
-    for (const SeqLengthCount& bar : t.seq_length_histogram) {
-      weights.push_back(static_cast<double>(bar.count));
-      lengths.push_back(bar.length);
-    }
-  } else if (!t.seq_length_buckets.empty()) {
-    for (const SeqLengthBucket& bucket : t.seq_length_buckets) {
-      weights.push_back(bucket.fraction);
-      lengths.push_back(bucket.max);
-    }
-  } else {
-    return {{t.seq_length, t.global_batch_size}};
+    const std::vector<SeqLengthCount>& bars = t.seq_length_histogram.bars();
+    return batch_of(
+        bars.size(), [&](std::size_t i) { return static_cast<double>(bars[i].count); },
+        [&](std::size_t i) { return bars[i].length; });
   }
-  const std::vector<std::int64_t> counts = apportion(weights, t.global_batch_size);
-  std::vector<SeqLengthCount> batch;
-  for (std::size_t i = 0; i < counts.size(); ++i)
-    if (counts[i] > 0) batch.push_back({lengths[i], counts[i]});
-  return batch;
+  if (!t.seq_length_buckets.empty()) {
+    const std::vector<SeqLengthBucket>& buckets = t.seq_length_buckets;
+    return batch_of(
+        buckets.size(), [&](std::size_t i) { return buckets[i].fraction; }, [&](std::size_t i) { return buckets[i].max; });
+  }
+  return {{t.seq_length, t.global_batch_size}};
 }
 
 std::vector<std::vector<std::int64_t>> greedy_packs(std::vector<std::int64_t> lengths, std::int64_t capacity) {
@@ -129,7 +144,7 @@ Scenario phase_scenario(const Scenario& scenario, const PhaseWorkload& workload,
   phase.training.seq_length = workload.max_length;
   phase.training.global_batch_size = packs;
   phase.training.seq_length_buckets.clear();
-  phase.training.seq_length_histogram.clear();
+  phase.training.seq_length_histogram = {};
   phase.search.hot_switch = false;
   phase.strategy.reset();
   phase.hot_switch_plan.reset();

@@ -27,23 +27,29 @@ bool has_staging(const fs::path& out) {
   return false;
 }
 
-TEST(Hardening, ARerunThatFindsNothingFeasibleRemovesThePreviousPlan) {
+// A run that finds nothing feasible fails: the previous outputs stay byte for byte, every candidate's reason goes
+// to infeasible.csv, and the next run that succeeds removes that file with the other outputs.
+TEST(Hardening, ARerunThatFindsNothingFeasibleLeavesThePreviousOutputs) {
   TempDir dir("rerun");
   const fs::path out = dir.path / "out";
+  const std::string simulate = "simulate " + (dir.path / "s.json").string() + " --quiet --out " + out.string();
   write_file(dir.path / "s.json", small_scenario().dump());
-  ASSERT_EQ(run_twin("simulate " + (dir.path / "s.json").string() + " --quiet --out " + out.string()).exit_code, 0);
-  ASSERT_TRUE(fs::exists(out / "best.json"));
+  ASSERT_EQ(run_twin(simulate).exit_code, 0);
+  const std::string best = read_file(out / "best.json"), ranking = read_file(out / "ranking.csv");
   nlohmann::json tiny = small_scenario();
   tiny["cluster"]["nodes"][0]["gpu"] = {{"preset", "H100-SXM-80GB"}, {"memory_GiB", 2}};
   write_file(dir.path / "s.json", tiny.dump());
-  const Outcome run = run_twin("simulate " + (dir.path / "s.json").string() + " --quiet --out " + out.string());
+  const Outcome run = run_twin(simulate);
   EXPECT_EQ(run.exit_code, 1) << run.output;
   EXPECT_NE(run.output.find("no feasible strategy"), std::string::npos) << run.output;
-  EXPECT_TRUE(fs::exists(out / "ranking.csv"));
-  EXPECT_FALSE(fs::exists(out / "best.json"));  // `twin execute --best` must not run the previous plan
-  EXPECT_FALSE(fs::exists(out / "megatron_args.txt"));
-  EXPECT_FALSE(fs::exists(out / "traces"));
+  EXPECT_NE(run.output.find((out / "infeasible.csv").string()), std::string::npos) << run.output;
+  EXPECT_EQ(read_file(out / "best.json"), best);
+  EXPECT_EQ(read_file(out / "ranking.csv"), ranking);
+  EXPECT_NE(read_file(out / "infeasible.csv").find("out of memory"), std::string::npos);
   EXPECT_FALSE(has_staging(out));
+  write_file(dir.path / "s.json", small_scenario().dump());
+  ASSERT_EQ(run_twin(simulate).exit_code, 0);
+  EXPECT_FALSE(fs::exists(out / "infeasible.csv"));  // not beside a run that succeeded
 }
 
 TEST(Hardening, AnInterruptedRunLeavesThePreviousOutputsAndNoTemporaries) {

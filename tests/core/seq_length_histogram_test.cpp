@@ -2,6 +2,7 @@
 // parses, the round trip through to_json, and every error naming its file and place.
 #include <filesystem>
 #include <fstream>
+#include <tuple>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -65,6 +66,63 @@ TEST(SeqLengthHistogram, CsvAndJsonFilesRelativeToTheScenario) {
   for (const char* name : {"lengths.csv", "lengths.json"}) {
     d["training"]["seq_length_histogram"] = name;
     EXPECT_EQ(parse_scenario(d, (folder / "scenario.json").string()).training.seq_length_histogram, expected) << name;
+  }
+}
+
+// A copy of the scenario shares the histogram (the hot-switching search copies it per phase and length range).
+TEST(SeqLengthHistogram, CopiesShareOneHistogram) {
+  json d = base();
+  d["training"]["seq_length_histogram"] = json::parse("[[1024, 30], [4096, 5]]");
+  const Scenario s = parse_scenario(d, "scenario.json");
+  const Scenario copy = s;
+  EXPECT_EQ(&copy.training.seq_length_histogram.bars(), &s.training.seq_length_histogram.bars());
+  EXPECT_EQ(copy, s);
+}
+
+// Rows as `>>` read them: blanks around the numbers, a sign; anything else names the line.
+TEST(SeqLengthHistogram, CsvRowsWithBlanksAndSigns) {
+  const std::vector<SeqLengthCount> expected = {{512, 10}, {1024, 4}, {2048, 1}};
+  EXPECT_EQ(parse_seq_length_histogram_csv("length,count\n 512 , 10\n+1024,\t4 \r\n\n2048,+1", "h.csv", 8192),
+            expected);
+  for (const char* row : {"512,10,3", "512;10", "1e3,1", "512,", ",5", "512 10", "+-512,1", "99999999999999999999,1",
+                          "512,1x"}) {
+    try {
+      parse_seq_length_histogram_csv(std::string("256,1\n") + row + "\n", "h.csv", 8192);
+      ADD_FAILURE() << "no error for " << row;
+    } catch (const InputError& e) {
+      EXPECT_NE(std::string(e.what()).find("line 2: expected \"length,count\" with two integers"), std::string::npos)
+          << row << ": " << e.what();
+    }
+  }
+}
+
+// A JSON file is read pair by pair; each error names the pair's path within the file.
+TEST(SeqLengthHistogram, JsonFileErrorsNameThePair) {
+  const std::vector<SeqLengthCount> expected = {{512, 3}, {1024, 2}};
+  EXPECT_EQ(parse_seq_length_histogram_json(" [[512, 3], [1024, 2]] ", "h.json", 8192), expected);
+  const std::vector<std::tuple<std::string, std::string, std::string>> cases = {
+      {"[[512, 3], [1024, 2.5]]", "/1/1", "expected an integer, got 2.5"},
+      {"[[512, 3], [1024]]", "/1", "expected a [length, count] pair, got an array of 1"},
+      {"[[512, 3, 4]]", "/0", "expected a [length, count] pair, got an array of more than 2"},
+      {"[[512, 3], [256, 1]]", "/1/0", "expected a length above the previous entry's 512, got 256"},
+      {"[[9000, 1]]", "/0/0", "expected a positive integer (at most 8192), got 9000"},
+      {"[[512, 18446744073709551615]]", "/0/1", "expected an integer in [0, 1099511627776], got 18446744073709551615"},
+      {"[[512, \"3\"]]", "/0/1", "expected an integer, got \"3\""},
+      {"[{\"length\": 512}]", "/0", "expected a [length, count] pair, got an object"},
+      {"[[[512]]]", "/0/0", "expected an integer, got an array"},
+      {"{}", "", "expected [[length, count], ...], got an object"},
+      {"[]", "", "expected a non-empty array"},
+      {"[[512, 0]]", "", "expected counts with a positive sum"},
+      {"[[512, 1]", "", "malformed JSON"}};
+  for (const auto& [text, path, message] : cases) {
+    try {
+      parse_seq_length_histogram_json(text, "h.json", 8192);
+      ADD_FAILURE() << "no error for " << text;
+    } catch (const InputError& e) {
+      EXPECT_EQ(e.file(), "h.json");
+      EXPECT_EQ(e.json_path(), path) << text << ": " << e.what();
+      EXPECT_NE(std::string(e.what()).find(message), std::string::npos) << text << ": " << e.what();
+    }
   }
 }
 

@@ -35,7 +35,10 @@ void read_as(char reader, const std::string& text) {
   switch ((reader - '0' + 6) % 6) {
     case 0: twin::profile_from_json(twin::parse_input_json(text, "profile.json"), "profile.json"); break;
     case 1: twin::parse_plan(twin::parse_input_json(text, "best.json"), "best.json"); break;
-    case 2: twin::parse_seq_length_histogram_csv(text, "lengths.csv", 1 << 20); break;
+    case 2:  // a histogram: JSON pairs where the text starts with '[', else CSV rows
+      if (text.starts_with('[')) twin::parse_seq_length_histogram_json(text, "lengths.json", 1 << 20);
+      else twin::parse_seq_length_histogram_csv(text, "lengths.csv", 1 << 20);
+      break;
     case 3: twin::parse_run_metrics(twin::parse_input_json(text, "metrics.json"), "metrics.json"); break;
     case 5: read_kineto(text); break;
     default: twin::parse_ops_csv(text, "ops.csv"); break;

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Attention kernels as frameworks run them, timed on this GPU: PyTorch's scaled_dot_product_attention forced to
 one backend at a time (cuDNN: what Transformer Engine prefers on Hopper, Megatron's "fused"; FlashAttention-2:
-"flash"), bf16, causal, head dim 128, on the six shapes of ../shared/reference/measured-anchors.md. FLOPs as
+"flash"), bf16, causal, head dim 128, on the six shapes of docs/REFERENCES.md ("Attention on one H200"). FLOPs as
 FlashAttention counts them (causal forward 2*b*h*s^2*d, backward 2.5x that), CUDA events, mean of --iters
 after --warmup. The built-in profile's attention curves are fitted on these figures (docs/PROFILES.md).
 

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "core/error.hpp"
+#include "strategies/hot_switch/hot_switch_workload.hpp"
 #include "tests/reports/report_fixture.hpp"
 
 namespace twin {
@@ -90,6 +91,27 @@ TEST(BestPlan, RoundTripsThroughReadPlan) {
   EXPECT_EQ(plan.scenario.cluster.total_gpus(), 8);
   EXPECT_EQ(plan.profile, "builtin");
   EXPECT_EQ(plan.document["rank_classes"][0]["ops"][0][0], "c0.0");
+  std::filesystem::remove_all(scratch_directory());
+}
+
+// A histogram of millions of bars would make best.json larger than twin reads back: beyond 65,536 bars it holds the
+// batch the histogram gives, which gives the same batch again.
+TEST(BestPlan, HoldsAHugeHistogramAsTheBatchItGives) {
+  Scenario scenario = plan_scenario();
+  scenario.training.seq_length = 200000;
+  std::vector<SeqLengthCount> bars;
+  for (std::int64_t length = 1; length <= 100000; ++length) bars.push_back({2 * length, 1 + length % 7});
+  scenario.training.seq_length_histogram = bars;
+  Candidate best = testing::best_candidate();
+  best.strategy = testing::strategy(2, 2, 2, 1, Schedule::one_f_one_b);
+  const auto path = scratch_directory() / "best.json";
+  write_best_plan(path, scenario, best, testing::two_stage_graph());
+  const Plan plan = read_plan(path);
+  const SeqLengthHistogram& written = plan.scenario.training.seq_length_histogram;
+  EXPECT_LE(written.size(), 16u);  // the batch: 16 sequences
+  EXPECT_EQ(written, batch_sequences(scenario));
+  EXPECT_EQ(batch_sequences(plan.scenario), batch_sequences(scenario));
+  EXPECT_LT(std::filesystem::file_size(path), std::uintmax_t{1} << 20);
   std::filesystem::remove_all(scratch_directory());
 }
 

@@ -107,5 +107,31 @@ TEST(PrunedSearch, RanksTheTopAsTheExhaustiveSearchDoesAndSkipsOnlySlowerCandida
   }
 }
 
+// Pruned candidates count as done as soon as a round's results prune them: the progress holds one total, moves
+// forward only and ends at it (the line jumped from about 10% to 100%, its total shrunk to the simulated ones).
+TEST(PrunedSearch, ProgressCountsPrunedCandidatesAsDone) {
+  const Scenario scenario = load_scenario(std::string(TWIN_SOURCE_DIR) + "/scenarios/llama2-7b-8xH100.json");
+  const Profile profile = load_profile(scenario.profile);
+  std::vector<std::pair<int, int>> calls;
+  SearchOptions options;
+  options.jobs = 1;
+  options.progress = [&](int done, int total) { calls.emplace_back(done, total); };
+  const std::vector<Candidate> ranked = search(scenario, profile, plan_families(), options);
+  const auto pruned = std::count_if(ranked.begin(), ranked.end(), [](const Candidate& c) { return c.pruned; });
+  ASSERT_GT(pruned, 300);
+  ASSERT_FALSE(calls.empty());
+  const int total = calls.front().second;
+  int before = 0;
+  for (const auto& [done, call_total] : calls) {
+    EXPECT_EQ(call_total, total);
+    EXPECT_GE(done, before);
+    before = done;
+  }
+  const auto searched = std::count_if(ranked.begin(), ranked.end(),
+                                      [](const Candidate& c) { return !c.plan && (c.feasible || c.pruned); });
+  EXPECT_EQ(total, searched);  // every uniform candidate simulated or pruned
+  EXPECT_EQ(calls.back().first, total);
+}
+
 }  // namespace
 }  // namespace twin

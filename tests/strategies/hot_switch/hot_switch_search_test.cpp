@@ -1,6 +1,9 @@
 // Hot switching: HotSPa's packing and the batch's lengths, the boundary choice on costs worked out by
 // hand, and in the engine on the shipped long-tailed scenario: hot switching beats the best static
 // strategy that fits the longest sequence, and the per-layer waits hide part of the switch.
+#include <algorithm>
+#include <cmath>
+
 #include <gtest/gtest.h>
 
 #include "cost/profile.hpp"
@@ -14,6 +17,43 @@ namespace twin {
 namespace {
 
 const std::string kScenario = std::string(TWIN_SOURCE_DIR) + "/scenarios/llama2-7b-8xH100-hot-switch.json";
+
+// The batch's counts are the largest-remainder rounding (ties to the shorter length) however many bars: the
+// heap that picks the remainders gives what sorting them all gave.
+TEST(HotSwitchWorkload, LargestRemaindersOfManyBarsAsSortingThemAll) {
+  std::uint64_t state = 44;
+  const auto next = [&](std::uint64_t range) {  // a fixed pseudo-random sequence (PCG's multiplier)
+    state = state * 6364136223846793005u + 1442695040888963407u;
+    return (state >> 33) % range;
+  };
+  for (int trial = 0; trial < 20; ++trial) {
+    std::vector<SeqLengthCount> bars;
+    for (std::int64_t length = 1; length <= 3000; ++length)
+      if (next(4) != 0) bars.push_back({length, static_cast<std::int64_t>(next(5) * (1 + trial % 3))});
+    bars.push_back({3001, 1});
+    Scenario s = testing::make_scenario(testing::llama_shaped(4), 1, 4096, 1 + static_cast<int>(next(700)));
+    s.training.seq_length_histogram = bars;
+    // The reference: every remainder sorted, stably, largest first.
+    double sum = 0;
+    for (const SeqLengthCount& bar : bars) sum += static_cast<double>(bar.count);
+    std::vector<std::int64_t> counts;
+    std::vector<std::pair<double, std::size_t>> remainders;
+    std::int64_t given = 0;
+    for (std::size_t i = 0; i < bars.size(); ++i) {
+      const double exact = static_cast<double>(bars[i].count) / sum * static_cast<double>(s.training.global_batch_size);
+      counts.push_back(static_cast<std::int64_t>(std::floor(exact)));
+      given += counts.back();
+      remainders.push_back({exact - std::floor(exact), i});
+    }
+    std::stable_sort(remainders.begin(), remainders.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+    for (std::size_t k = 0; given < s.training.global_batch_size && k < remainders.size(); ++k, ++given)
+      ++counts[remainders[k].second];
+    std::vector<SeqLengthCount> expected;
+    for (std::size_t i = 0; i < bars.size(); ++i)
+      if (counts[i] > 0) expected.push_back({bars[i].length, counts[i]});
+    EXPECT_EQ(batch_sequences(s), expected) << "trial " << trial;
+  }
+}
 
 TEST(HotSwitchWorkload, GreedyPackingTakesTheLongestThenFillsWithTheShortest) {
   // 5+1, 4+2, 3: three packs of 6; capacity 10: 5+1+2 (3 no longer fits), 4+3: two packs.
