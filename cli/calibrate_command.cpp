@@ -116,12 +116,6 @@ int run_from_trace(const CalibrateOptions& options) {
                100 * effect.at("error_after").get<double>());
   return 0;
 }
-bool is_named_profile(const std::string& name) {
-  if (name == "builtin") return true;
-  for (const ShippedProfile& p : shipped_profiles())
-    if (p.name == name) return true;
-  return false;
-}
 
 // Everything is read and checked before the one write: a bad log leaves the profile as it was.
 int run_from_nccl_tests(const CalibrateOptions& options) {

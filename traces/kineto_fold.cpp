@@ -225,16 +225,6 @@ json classes_json(const std::vector<ClassifiedTrace>& traces) {
   return classes;
 }
 
-bool is_named_profile(const std::string& name) {
-  if (name == "builtin") return true;
-  return std::any_of(shipped_profiles().begin(), shipped_profiles().end(),
-                     [&](const ShippedProfile& p) { return p.name == name; });
-}
-
-fs::path beside(const fs::path& path, const std::string& suffix) {
-  return path.parent_path() / (path.stem().string() + suffix);
-}
-
 }  // namespace
 
 bool is_kineto_trace_path(const fs::path& path) {
@@ -278,14 +268,9 @@ KinetoFoldOutcome fold_kineto_trace(const KinetoFoldRequest& request) {
   result.changes.push_back({"/framework", std::string(to_string(before.framework)),
                             std::string(to_string(request.framework)), 0, "the framework whose trace was folded in"});
 
-  KinetoFoldOutcome outcome;
   const fs::path folder = fs::is_directory(request.trace) ? request.trace : request.trace.parent_path();
-  outcome.profile_path = !request.out.empty() ? fs::path(request.out)
-                         : is_named_profile(request.profile) ? folder / "profile.json" : fs::path(request.profile);
-  const bool replaces = fs::exists(outcome.profile_path);
-  if (replaces) outcome.previous_path = previous_profile_path(outcome.profile_path);
-  outcome.changes_json = beside(outcome.profile_path, ".changes.json");
-  outcome.changes_md = beside(outcome.profile_path, ".changes.md");
+  KinetoFoldOutcome outcome = fold_destination(folder, request.profile, request.out);
+  const bool replaces = !outcome.previous_path.empty();
   outcome.record = changes_json(result, run, outcome.profile_path.generic_string(), outcome.previous_path.generic_string(),
                                 effect);
   const std::string previous_text = replaces ? read_input_file(outcome.profile_path, "the profile to replace") : "";

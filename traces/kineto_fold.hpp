@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/workload.hpp"
+#include "traces/recalibration_run.hpp"
 
 namespace twin {
 
@@ -25,10 +26,8 @@ struct KinetoFoldRequest {
   int jobs = 0;                    // files read at once (0: up to 4)
 };
 
-struct KinetoFoldOutcome {
-  std::filesystem::path profile_path, previous_path, changes_json, changes_md;
-  nlohmann::json record;  // what changes_json holds; record["effect"] has the classes and step facts
-};
+// Where the fold wrote, as a run's fold says it; record["effect"] has the classes and step facts.
+using KinetoFoldOutcome = RecalibrateOutcome;
 
 // Reads, classifies and folds everything before writing anything (a bad trace leaves every file as it was).
 KinetoFoldOutcome fold_kineto_trace(const KinetoFoldRequest& request);

@@ -34,18 +34,23 @@ using nlohmann::json;
 
 std::string read_text(const fs::path& path, const std::string& what) { return read_input_file(path, what); }
 
-bool is_named_profile(const std::string& name) {
-  if (name == "builtin") return true;
-  return std::any_of(shipped_profiles().begin(), shipped_profiles().end(),
-                     [&](const ShippedProfile& p) { return p.name == name; });
-}
-
 fs::path beside(const fs::path& path, const std::string& suffix) {
   return path.parent_path() / (path.stem().string() + suffix);
 }
 
 
 }  // namespace
+
+RecalibrateOutcome fold_destination(const fs::path& folder, const std::string& profile, const std::string& out) {
+  RecalibrateOutcome outcome;
+  outcome.profile_path = !out.empty()                ? fs::path(out)
+                         : is_named_profile(profile) ? folder / "profile.json"
+                                                     : fs::path(profile);
+  if (fs::exists(outcome.profile_path)) outcome.previous_path = previous_profile_path(outcome.profile_path);
+  outcome.changes_json = beside(outcome.profile_path, ".changes.json");
+  outcome.changes_md = beside(outcome.profile_path, ".changes.md");
+  return outcome;
+}
 
 RunMeasurements read_run_measurements(const fs::path& ops_csv, const IterationGraph& graph, const Cluster& cluster,
                                       const Profile& profile, const std::string& run) {
@@ -186,14 +191,8 @@ RecalibrateOutcome recalibrate_from_run(const RecalibrateRequest& request) {
     effect["error_after"] = static_cast<double>(*measured_ns) / static_cast<double>(predicted_after) - 1;
   }
 
-  RecalibrateOutcome outcome;
-  if (!request.out.empty()) outcome.profile_path = request.out;
-  else if (is_named_profile(profile_name)) outcome.profile_path = run_dir / "profile.json";
-  else outcome.profile_path = profile_name;
-  const bool replaces = fs::exists(outcome.profile_path);
-  if (replaces) outcome.previous_path = previous_profile_path(outcome.profile_path);
-  outcome.changes_json = beside(outcome.profile_path, ".changes.json");
-  outcome.changes_md = beside(outcome.profile_path, ".changes.md");
+  RecalibrateOutcome outcome = fold_destination(run_dir, profile_name, request.out);
+  const bool replaces = !outcome.previous_path.empty();
   outcome.record = changes_json(result, run, outcome.profile_path.generic_string(),
                                 outcome.previous_path.generic_string(), effect);
   const std::string profile_text = to_json(result.profile).dump(2) + "\n";

@@ -35,6 +35,11 @@ struct RecalibrateOutcome {
   nlohmann::json record;                // what changes_json holds
 };
 
+// Where a fold writes: `out`, else `profile` in place when it is a file, else FOLDER/profile.json; the previous
+// copy (when the profile exists) and the record beside it. `record` is left empty.
+RecalibrateOutcome fold_destination(const std::filesystem::path& folder, const std::string& profile,
+                                    const std::string& out);
+
 // The previous version's name beside `path`: P.previous.json, else P.previous-2.json, -3, ... (first free).
 std::filesystem::path previous_profile_path(const std::filesystem::path& path);
 
