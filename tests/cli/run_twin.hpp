@@ -1,11 +1,14 @@
 // Runs the built `twin` binary and captures what it printed, for end-to-end tests.
 #pragma once
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
 #include <sys/wait.h>
+
+#include <gtest/gtest.h>
 
 namespace twin::test {
 
@@ -50,5 +53,16 @@ struct TempDir {
   }
   ~TempDir() { std::filesystem::remove_all(path); }
 };
+
+// A refused input: exit 1 and one "[error] " line under `max_bytes`, its control bytes escaped.
+inline void expect_one_clean_error_line(const Outcome& run, std::size_t max_bytes, const std::filesystem::path& input) {
+  EXPECT_EQ(run.exit_code, 1) << input << run.output.substr(0, 500);
+  EXPECT_LT(run.output.size(), max_bytes) << input;
+  EXPECT_TRUE(run.output.starts_with("[error] ")) << run.output.substr(0, 500);
+  EXPECT_EQ(run.output.find('\n'), run.output.size() - 1) << "one line: " << run.output.substr(0, 500);
+  EXPECT_TRUE(std::none_of(run.output.begin(), run.output.end() - 1,
+                           [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; }))
+      << input << ": " << run.output.substr(0, 500);
+}
 
 }  // namespace twin::test
