@@ -281,6 +281,10 @@ KinetoTrace read_kineto_trace(const std::filesystem::path& file) {
     if (buffer.failed()) throw InputError(trace.file, "", "a readable gzip stream (zlib failed: corrupt or truncated)");
     const std::string what = e.what();  // "[json.exception.parse_error.101] parse error at line 1, ...": the part after "] "
     throw InputError(trace.file, "", fmt::format("a JSON Chrome trace, got {}", what.substr(what.find("] ") + 2)));
+  } catch (const json::exception& e) {  // out_of_range.406: a number beyond double, such as 1e400
+    const std::string what = e.what();
+    throw InputError(trace.file, "", fmt::format("a JSON Chrome trace with finite numbers, got {}",
+                                                 what.substr(what.find("] ") + 2)));
   }
   if (!saw_events) throw InputError(trace.file, "/traceEvents", "an array of events (torch.profiler's export)");
   index_trace(trace);
