@@ -150,7 +150,6 @@ KernelOps scenario_kernel_ops(const std::string& path) {
     if (is_timed_kind(op.kind)) add(ops, op);
   });
   KernelModelFacts facts;
-  facts.layernorm = scenario.model.normalization == Normalization::layernorm;
   facts.hidden = scenario.model.hidden_size;
   if (scenario.model.moe.top_k > 0) facts.top_k = scenario.model.moe.top_k;
   return to_ops(ops, facts);
