@@ -2,8 +2,8 @@
 // become exact entries (marked with the run, with the price they had: shapes near them inherit the ratio,
 // cost/in_situ.hpp), collectives at a placement the profile has a table for become table rows, and
 // other collectives get a correction per kind fitted over the run (docs/PROFILES.md).
-// Pure arithmetic on values: reading a run folder is traces/recalibration_run.hpp, files are
-// calibrate/recalibration_files.hpp.
+// Pure arithmetic on values: reading a run folder and writing the profile and its changes file is
+// traces/recalibration_run.hpp.
 #pragma once
 #include <deque>
 #include <optional>

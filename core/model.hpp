@@ -12,7 +12,7 @@ namespace twin {
 // swiglu: gated (Llama); gelu: ungated (GPT); squared_relu: ungated relu(x)^2 (So et al. 2021, Primer; Nemotron-4,
 // Megatron's --squared-relu): to the simulator an element-wise kernel that moves the bytes GeLU's does.
 enum class Activation { swiglu, gelu, squared_relu };
-enum class Normalization { rmsnorm, layernorm };
+enum class Normalization : std::uint8_t { rmsnorm, layernorm };
 // Megatron's --attention-backend. flash (FlashAttention) and fused (cuDNN fused attention through
 // Transformer Engine) are fused kernels that keep only O and the softmax statistics; unfused materialises
 // the s x s scores (Megatron's "unfused"/"local": batched GEMMs around a fused scale-mask-softmax).

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <string>
 
+#include "core/model.hpp"  // Normalization
 #include "core/optimizer_precision.hpp"
 #include "core/units.hpp"
 
@@ -14,7 +15,7 @@ enum class OpKind : std::uint8_t {
   gemm,                 // gemm: C[m,n] = A[m,k] * B[k,n], `count` independent problems (grouped expert GEMMs)
   attention_forward,    // attention: causal self-attention, flash-style unless the model says unfused
   attention_backward,
-  norm_forward,         // rows x cols (RMSNorm or LayerNorm)
+  norm_forward,         // rows x cols, RMSNorm or LayerNorm as the op's `normalization` says
   norm_backward,
   rope_forward,         // rows x cols applied to q and k
   rope_backward,
@@ -73,6 +74,37 @@ enum class OpRole : std::uint8_t {
 // input gradient (dgrad) or the weight gradient (wgrad). Set where the GEMM is made; the simulator prices all
 // three by shape alone, the executor runs each as a different product.
 enum class GemmPass : std::uint8_t { none, forward, input_gradient, weight_gradient };
+
+// What a point-to-point op (send, recv) moves, set where the lowering makes it: the executor binds on it and the
+// simulator finds ring steps by it, so that nothing reads it from a role, a group or a tag.
+enum class Transfer : std::uint8_t {
+  none,                        // not a point-to-point op
+  activation,                  // a pipeline: a stage's output to the next stage
+  gradient,                    // a pipeline: its gradient back to the stage before
+  strands,                     // double strand: a pass's forward strand's activation and backward strand's gradient
+                               // (Op::strands says which micro-batches and chunks)
+  context_ring,                // ring attention: the KV block (backward: and the key-value gradient) to the next CP rank,
+                               // a send standing alone (Op::ring_step)
+  tensor_ring,                 // Transformer Engine's userbuffers: a step of a TP ring, a send standing alone
+  switch_weights,              // hot switching: a unit's bf16 weights to their GPU in the next layout
+  switch_gradients,            // hot switching: a unit's accumulated gradients to their reducer in the next layout
+  pipelines_reduce,            // an asymmetric plan's gradient ring across pipelines, its reduce-scatter half; and its
+  pipelines_gather_gradients,  // all-gather half, of the reduced gradients (ZeRO-0)
+  pipelines_gather_weights,    // or of the updated weights (ZeRO-1); Op::ring_segment, Op::ring_step say where
+  phase_handoff,               // hot switching: the zero-byte message ordering a GPU's phase after the one before
+};
+
+// How an op of context parallelism shares the keys and values over the CP group (Megatron's cp_comm_type): as a
+// ring of point-to-point exchanges, the blocks of attention and their merges each a step of it (Op::ring_step), or
+// all-gathered before one attention over them. `none` outside context parallelism's attention.
+enum class ContextForm : std::uint8_t { none, ring, all_gather };
+
+// The micro-batches and chunks a double-strand transfer (Transfer::strands) carries: its pass's forward strand's
+// activation and backward strand's gradient; -1 where the pass has no such strand (warm-up, cool-down).
+struct Strands {
+  std::int32_t forward_micro_batch = -1, backward_micro_batch = -1;
+  std::int16_t forward_chunk = -1, backward_chunk = -1;
+};
 
 // Which tensor of a linear layer a tensor-parallel collective moves: the linear's input (gathered before a
 // column-parallel GEMM), its output (reduced after a row-parallel GEMM or the embedding), its output
@@ -147,6 +179,7 @@ struct Op {
   AttentionShape attention;       // attention_*
   std::int64_t rows = 0, cols = 0;  // norm, rope, activation, embedding, loss: rows x cols elements
   bool gated_activation = true;   // activation: SwiGLU reads two halves of width cols; false = GeLU
+  Normalization normalization = Normalization::rmsnorm;  // norm_*: which norm (the model's)
   // A residual add done inside this op (framework.residual_fusion): a gemm's epilogue adds the residual stream
   // to its product (one more m x n read); a norm_backward adds the skip path's gradient to its input gradient
   // (one more rows x cols read). Either way the layer has no residual op of its own there.
@@ -154,20 +187,25 @@ struct Op {
   // Context parallelism's ring (p2p): which step of the ring an attention block or a KV exchange is. Step k's
   // block computes against the keys and values of the CP rank k places before this one; forward, exchange k
   // passes on the KV block of step k; backward, it also carries the key-value gradient accumulated through step
-  // k - 1, and exchange cp brings each rank's completed gradient home. -1: not a ring op.
+  // k - 1, and exchange cp brings each rank's completed gradient home. An asymmetric plan's gradient ring across
+  // pipelines: the step within its half (0 .. P - 2), of gradient segment `ring_segment`. -1: not a ring op.
   std::int16_t ring_step = -1;
+  std::int16_t ring_segment = -1;
+  ContextForm context_form = ContextForm::none;  // attention and its exchanges under context parallelism
   OptimizerPrecision optimizer_precision;  // optimizer_step: how the master weights and moments are stored
   std::int64_t elements = 0;      // optimizer_step: parameters updated by this rank
   Bytes bytes = 0;                // elementwise/permute: bytes moved; collectives/p2p: message bytes
 
   GroupKind group = GroupKind::none;
-  std::int32_t group_size = 1;
-  std::int32_t peer = -1;         // send/recv: the other rank class
-  std::int64_t p2p_tag = -1;      // send/recv: equal tags on the two sides are one transfer
-  std::int32_t parameter_unit = kNoParameterUnit;  // grad_reduce / param_gather: whose parameters
   CommKernel comm_kernel = CommKernel::nccl;       // communication: what moves the bytes
   OpRole linear = OpRole::none;                    // TP collectives: the linear (or embedding) they serve
   LinearTensor linear_tensor = LinearTensor::none; // TP collectives: which of its tensors they move
+  std::int32_t group_size = 1;
+  std::int32_t parameter_unit = kNoParameterUnit;  // grad_reduce / param_gather: whose parameters
+  std::int32_t peer = -1;         // send/recv: the other rank class
+  std::int64_t p2p_tag = -1;      // send/recv: equal tags on the two sides are one transfer
+  Transfer transfer = Transfer::none;  // send/recv: what it moves
+  Strands strands;                // Transfer::strands: the micro-batches and chunks it carries
 
   double flops = 0;               // floating-point operations of this op on this rank (0 for memory-bound)
 
@@ -178,22 +216,12 @@ struct Op {
 // stands alone, with no recv op (ring attention's KV exchange; the TP ring of Transformer Engine's
 // overlapped all-gather).
 inline bool is_ring_send(const Op& op) {
-  return op.kind == OpKind::send && (op.group == GroupKind::context || op.group == GroupKind::tensor);
+  return op.transfer == Transfer::context_ring || op.transfer == Transfer::tensor_ring;
 }
 
-// A hot-switching switch's transfer between two layouts (strategies/hot_switch/hot_switch_graph.cpp): a send or
-// receive of a unit's bf16 weights (role param_gather) or accumulated gradients (grad_reduce), in no group.
+// A hot-switching switch's transfer between two layouts (strategies/hot_switch/hot_switch_graph.cpp).
 inline bool is_switch_transfer(const Op& op) {
-  return (op.kind == OpKind::send || op.kind == OpKind::recv) && op.group == GroupKind::none &&
-         (op.role == OpRole::param_gather || op.role == OpRole::grad_reduce);
-}
-
-// An asymmetric plan's gradient ring across its pipelines (strategies/heterogeneous/asymmetric_lowering.cpp): a
-// send or receive of a gradient segment's share over the data group (the pipelines), reducing (grad_reduce) or,
-// under ZeRO-1, gathering the updated weights (param_gather).
-inline bool is_pipelines_ring(const Op& op) {
-  return (op.kind == OpKind::send || op.kind == OpKind::recv) && op.group == GroupKind::data &&
-         (op.role == OpRole::param_gather || op.role == OpRole::grad_reduce);
+  return op.transfer == Transfer::switch_weights || op.transfer == Transfer::switch_gradients;
 }
 
 // A short readable name: "L3.fc1.fwd", "L3.tp_scatter.bwd", "pipeline_activation.send".

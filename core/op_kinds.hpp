@@ -2,8 +2,8 @@
 // prices it, how calibration measures it, whether the executor runs it. Adding a kind starts here: the
 // switch below has no default and the build treats a missing enumerator as an error (-Werror=switch), and
 // so do the switches that act on a kind (cost/kernel_cost.cpp, calibrate/gpu/kernel_benches.cpp,
-// executor/op_binding.cpp); tests/core/op_kinds_test.cpp and its GPU and executor counterparts check that
-// each layer does what the row says. docs/DESIGN.md, "Adding an op kind", lists the places.
+// executor/op_binding.cpp); tests/cost/op_kind_pricing_test.cpp, tests/gpu/kernel_calibration_test.cpp and
+// tests/executor/op_binding_test.cpp check that each layer does what the row says. docs/DESIGN.md, "Adding an op kind", lists the places.
 #pragma once
 #include <array>
 #include <cstdint>
@@ -13,7 +13,7 @@
 
 namespace twin {
 
-// How the simulator prices a kind (cost/kernel_cost.hpp for compute, sim/collectives.hpp for communication).
+// How the simulator prices a kind (cost/kernel_cost.cpp for compute, sim/collectives.hpp for communication).
 enum class OpPricing : std::uint8_t {
   gemm,          // the GEMM efficiency model and measured GEMMs
   attention,     // the attention model (fused or unfused) and measured attention kernels
@@ -25,7 +25,7 @@ enum class OpPricing : std::uint8_t {
 // How calibration measures a kind (calibrate/gpu/).
 enum class CalibrationMethod : std::uint8_t {
   gemm_grid,        // cuBLASLt GEMMs over a grid of shapes and the scenario's own
-  kernel_bench,     // the executor's own kernel, timed under CUPTI (kernel_benches.cpp)
+  kernel_bench,     // the executor's own kernel, timed under CUPTI (calibrate/gpu/kernel_benches.cpp)
   nccl_collective,  // nccl-tests-style sweeps of the collective over every group placement
   nccl_p2p,
 };

@@ -144,7 +144,7 @@ struct Scenario {
 // Throws InputError naming the file, JSON path and expectation.
 // A scenario may give both `strategy` and `search`: the pinned strategy wins and the search space is
 // kept only for to_json(). search.per_layer = true adds per-layer hybrid plans (Galvatron-style,
-// strategies/per_layer.hpp) to the search. search.hot_switch = true needs a length distribution
+// strategies/per_layer/) to the search. search.hot_switch = true needs a length distribution
 // (seq_length_buckets or seq_length_histogram), a dense model and at most 64 GPUs. `strategy.pipelines` is checked against
 // the model, batch and cluster (core/scenario_pipelines.hpp).
 Scenario load_scenario(const std::filesystem::path& path);

@@ -11,7 +11,6 @@
 #include <fmt/format.h>
 
 #include "core/op_kinds.hpp"
-#include "strategies/heterogeneous/asymmetric_plan.hpp"
 
 namespace twin::exec {
 namespace {
@@ -62,6 +61,51 @@ Action tensor_collective_action(const RankClass& rc, OpIndex index) {
   unsupported(rc, index, "a tensor-parallel collective that does not say which tensor it moves");
 }
 
+Action attention_action(const RankClass& rc, OpIndex index) {
+  const bool backward = rc.op(index).phase == Phase::backward;
+  switch (rc.op(index).context_form) {
+    case ContextForm::none: return backward ? Action::attention_backward : Action::attention_forward;
+    case ContextForm::ring: return backward ? Action::ring_attention_backward : Action::ring_attention_forward;
+    case ContextForm::all_gather: break;
+  }
+  unsupported(rc, index, "an attention block of all-gathered context parallelism (cp_comm_type all_gather)");
+}
+
+// A send or receive, by what it says it moves. An asymmetric plan's gradient ring reduces at its reduce-scatter
+// half's first send and, under ZeRO-1, gathers the updated weights at its all-gather half's first send; its other
+// steps mark their place.
+Action transfer_action(const RankClass& rc, OpIndex index) {
+  const Op& op = rc.op(index);
+  const bool send = op.kind == OpKind::send, backward = op.phase == Phase::backward;
+  const bool first_send = send && op.ring_step == 0;
+  switch (op.transfer) {
+    case Transfer::activation: return send ? Action::send_activation : Action::recv_activation;
+    case Transfer::gradient: return send ? Action::send_gradient : Action::recv_gradient;
+    case Transfer::strands: return send ? Action::send_strands : Action::recv_strands;
+    case Transfer::context_ring:
+      if (!send || op.ring_step < 0) break;
+      return backward ? Action::ring_exchange_backward : Action::ring_exchange;
+    case Transfer::switch_weights:
+    case Transfer::switch_gradients: return Action::switch_transfer;
+    case Transfer::pipelines_reduce: return first_send ? Action::pipelines_reduce : Action::pipelines_ring_step;
+    case Transfer::pipelines_gather_weights: return first_send ? Action::pipelines_gather : Action::pipelines_ring_step;
+    case Transfer::pipelines_gather_gradients: return Action::pipelines_ring_step;
+    case Transfer::phase_handoff: return Action::phase_handoff;
+    case Transfer::tensor_ring: unsupported(rc, index, "a userbuffers ring step (tp_comm_overlap)");
+    case Transfer::none: unsupported(rc, index, "a point-to-point transfer that does not say what it moves");
+  }
+  unsupported(rc, index, "a context-parallel exchange off the ring");
+}
+
+Action norm_action(const RankClass& rc, OpIndex index) {
+  switch (rc.op(index).normalization) {
+    case Normalization::rmsnorm:
+      return rc.op(index).kind == OpKind::norm_backward ? Action::norm_backward : Action::norm_forward;
+    case Normalization::layernorm: break;
+  }
+  unsupported(rc, index, "a LayerNorm (twin execute runs RMSNorm)");
+}
+
 }  // namespace
 
 std::string to_string(Action action) {
@@ -85,8 +129,6 @@ std::string to_string(Action action) {
 
 std::vector<OpBinding> bind_ops(const RankClass& rc, bool tied_embeddings) {
   std::vector<OpBinding> bindings(rc.size());
-  bool two_strands = false;  // double strand: the backward strand's compute on compute2
-  for (OpIndex i = 0; i < rc.size(); ++i) two_strands |= rc.op(i).stream == Stream::compute2;
   for (OpIndex i = 0; i < rc.size(); ++i) {
     const Op& op = rc.op(i);
     OpBinding& b = bindings[i];
@@ -104,17 +146,12 @@ std::vector<OpBinding> bind_ops(const RankClass& rc, bool tied_embeddings) {
         if (op.gemm.count != 1) unsupported(rc, i, "a grouped GEMM of a dense linear");
         break;
       case OpKind::attention_forward:
-      case OpKind::attention_backward:
-        if (op.ring_step >= 0) {
-          b.action = backward ? Action::ring_attention_backward : Action::ring_attention_forward;
-          break;
-        }
-        if (op.attention.seq_q != op.attention.seq_kv && !op.attention.packed)
-          unsupported(rc, i, "an attention block of all-gathered context parallelism (cp_comm_type all_gather)");
-        b.action = backward ? Action::attention_backward : Action::attention_forward;
+      case OpKind::attention_backward: b.action = attention_action(rc, i); break;
+      case OpKind::norm_forward:
+      case OpKind::norm_backward:
+        b.action = norm_action(rc, i);
+        b.subject = op.role;
         break;
-      case OpKind::norm_forward: b.action = Action::norm_forward; b.subject = op.role; break;
-      case OpKind::norm_backward: b.action = Action::norm_backward; b.subject = op.role; break;
       case OpKind::rope_forward: b.action = Action::rope_forward; break;
       case OpKind::rope_backward: b.action = Action::rope_backward; break;
       case OpKind::activation_forward:
@@ -125,7 +162,7 @@ std::vector<OpBinding> bind_ops(const RankClass& rc, bool tied_embeddings) {
             op.role == OpRole::expert_activation ? Action::expert_activation_backward : Action::activation_backward;
         break;
       case OpKind::elementwise:
-        if (op.role == OpRole::core_attention && op.ring_step >= 0) {
+        if (op.context_form == ContextForm::ring) {
           b.action = backward ? Action::ring_gradient_add : Action::ring_merge;
           break;
         }
@@ -174,46 +211,11 @@ std::vector<OpBinding> bind_ops(const RankClass& rc, bool tied_embeddings) {
           b.action = backward ? Action::combine_exchange_backward : Action::combine_exchange;
         break;
       case OpKind::send:
-      case OpKind::recv: {
-        if (op.role == OpRole::cp_exchange) {
-          if (op.kind != OpKind::send || op.ring_step < 0) unsupported(rc, i, "a context-parallel exchange off the ring");
-          b.action = backward ? Action::ring_exchange_backward : Action::ring_exchange;
-          break;
-        }
-        if (op.role == OpRole::phase_handoff) {
-          b.action = Action::phase_handoff;
-          break;
-        }
-        if (is_switch_transfer(op)) {
-          b.action = Action::switch_transfer;
-          break;
-        }
-        if (is_pipelines_ring(op)) {
-          // Its reduce-scatter half's first step reduces; under ZeRO-1 its all-gather half's first step gathers.
-          const RingPlace place = ring_place(op);
-          const bool first_of_half = op.kind == OpKind::send && (place.step == 0 || place.step == op.group_size - 1);
-          b.action = !first_of_half ? Action::pipelines_ring_step
-                     : place.step == 0 ? Action::pipelines_reduce
-                     : op.role == OpRole::param_gather ? Action::pipelines_gather
-                                                       : Action::pipelines_ring_step;
-          break;
-        }
-        if (op.role != OpRole::pipeline_activation && op.role != OpRole::pipeline_gradient)
-          unsupported(rc, i, "a point-to-point transfer other than a pipeline's or a switch's");
-        if (op.group == GroupKind::tensor) unsupported(rc, i, "a userbuffers ring step (tp_comm_overlap)");
-        const bool send = op.kind == OpKind::send;
-        if (two_strands) {
-          b.action = send ? Action::send_strands : Action::recv_strands;
-          break;
-        }
-        b.action = op.role == OpRole::pipeline_activation ? (send ? Action::send_activation : Action::recv_activation)
-                                                          : (send ? Action::send_gradient : Action::recv_gradient);
-        break;
-      }
+      case OpKind::recv: b.action = transfer_action(rc, i); break;
       case OpKind::all_reduce:
       case OpKind::all_gather:
       case OpKind::reduce_scatter:
-        if (op.group == GroupKind::context && op.role != OpRole::router)
+        if (op.context_form == ContextForm::all_gather)
           unsupported(rc, i, "a collective of all-gathered context parallelism (cp_comm_type all_gather)");
         switch (op.role) {
           case OpRole::grad_reduce: b.action = Action::grad_reduce; break;

@@ -53,7 +53,7 @@ enum class Action : std::uint8_t {
   // Hot switching's re-sharding transfers between layouts: the runtime runs the whole switch as one step before
   // the part's first op (executor/gpu/resharding_run.hpp), so each transfer op only marks its place.
   switch_transfer,
-  // An asymmetric plan's gradient ring across pipelines (is_pipelines_ring): its first send reduces the
+  // An asymmetric plan's gradient ring across pipelines (Transfer::pipelines_*): its first send reduces the
   // segment's gradients over the pipelines (executor/pipeline_reduction.hpp, NCCL all-reduces, or under ZeRO-1
   // reduce-scatters, over the GPUs that hold the same elements); under ZeRO-1 the first send of its all-gather half
   // gathers the updated weights; the ring's other steps only mark their place.
@@ -76,7 +76,7 @@ struct OpBinding {
 std::string to_string(Action action);
 
 // One binding per op, in op order. Throws std::invalid_argument naming the op for what the executor does
-// not run (context parallelism's all-gather form, a userbuffers ring). The backward
+// not run (context parallelism's all-gather form, a userbuffers ring, LayerNorm). The backward
 // strand of double strand binds as any backward: its ops say compute2, and the runtime gives that stream its
 // own CUDA stream and scratch.
 // With tied embeddings the output projection's weight gradient goes into the embedding table's (or, on a stage

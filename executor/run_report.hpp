@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "core/op_graph.hpp"
-#include "reports/best_plan.hpp"
+#include "core/plan_file.hpp"
 #include "strategies/families/plan_graphs.hpp"
 #include "traces/measured_ops.hpp"
 

@@ -1,5 +1,5 @@
 // Argument names and spellings are Megatron-LM's at kMegatronCommit (core/megatron_flags.hpp holds them as facts,
-// and tests/reports/megatron_flags_guard_test.cpp holds every written argument against them): e.g. --cp-comm-type
+// and tests/reports/megatron_args_guard_test.cpp holds every written argument against them): e.g. --cp-comm-type
 // takes "allgather" where twin says "all_gather", and --normalization "RMSNorm". Megatron's own checks shape what
 // is written: sequence parallelism only with TP > 1 (Megatron turns it off otherwise), --tp-comm-overlap only with
 // it, --overlap-param-gather only with a sharded optimizer and --overlap-grad-reduce, --max-position-embeddings at

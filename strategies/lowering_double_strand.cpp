@@ -168,10 +168,16 @@ void StageLowering::strand_pass(const StrandStep& step, bool reduce_after, std::
   const int from = step.down ? stage_ - 1 : stage_ + 1;
   const int to = step.down ? stage_ + 1 : stage_ - 1;
   e_.begin_pass(Phase::forward, fmb >= 0 ? fmb : bmb, step.forward_chunk());
+  // One transfer per pass carries both strands' tensors, and says so.
+  const auto transfer = [&](OpKind kind, int peer) {
+    Op op = p2p(kind, role, peer, p2p_tag(step.unit, std::min(peer, stage_), !step.down), tensors);
+    op.transfer = Transfer::strands;
+    op.strands = {fmb, bmb, static_cast<std::int16_t>(fmb >= 0 ? step.forward_chunk() : -1),
+                  static_cast<std::int16_t>(bmb >= 0 ? step.backward_chunk() : -1)};
+    return op;
+  };
   OpIndex recv = kNoOp;
-  if (from >= 0 && from < s_.pp)
-    recv = e_.emit_after(p2p(OpKind::recv, role, from, p2p_tag(step.unit, std::min(from, stage_), !step.down), tensors),
-                         kNoOp);
+  if (from >= 0 && from < s_.pp) recv = e_.emit_after(transfer(OpKind::recv, from), kNoOp);
   const auto start = [&](int mb) { return mb < 0 ? kNoOp : recv != kNoOp ? recv : last_of_micro_batch_[mb]; };
   OpIndex forward_chain = start(fmb), backward_chain = start(bmb);
 
@@ -197,8 +203,7 @@ void StageLowering::strand_pass(const StrandStep& step, bool reduce_after, std::
   if (bmb >= 0) last_of_micro_batch_[bmb] = backward_chain;
   if (to >= 0 && to < s_.pp) {
     e_.set_layer(-1);
-    const OpIndex send = e_.emit_after(
-        p2p(OpKind::send, role, to, p2p_tag(step.unit, std::min(to, stage_), !step.down), tensors), forward_chain);
+    const OpIndex send = e_.emit_after(transfer(OpKind::send, to), forward_chain);
     e_.depend(backward_chain, send);
   }
 }

@@ -28,6 +28,7 @@ void emit_norm(Emitter& e, const layer::Block& norm, Phase phase) {
   const bool backward = phase == Phase::backward;
   Op op = Emitter::rows_cols(backward ? OpKind::norm_backward : OpKind::norm_forward, norm.role, s.tokens_local, s.h);
   op.fuses_residual = backward && s.residual_fusion && layer::beside_skip_path(norm);
+  op.normalization = s.normalization;
   e.emit(op);
 }
 

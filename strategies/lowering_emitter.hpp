@@ -30,6 +30,7 @@ struct RankShapes {
   std::int64_t h = 0, d = 0, heads = 0, groups = 0;  // heads and groups per TP rank
   std::int64_t qkv_width = 0, ffn = 0, fc1_width = 0, vocab = 0;  // per TP rank
   bool rope = true, swiglu = true, flash = true;
+  Normalization normalization = Normalization::rmsnorm;  // the model's: every norm op says it
   bool attention_dropout = false;  // unfused attention with a dropout kernel over the scores
   bool cudnn_attention = false;    // the fused backend: cuDNN's kernel
   // MoE (per rank): experts held, tokens per expert of the busiest rank, expert widths.

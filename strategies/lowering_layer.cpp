@@ -14,8 +14,10 @@ namespace twin::lowering {
 namespace {
 
 // Attention of seq_q queries against seq_kv keys (the queries the last of them when causal).
-Op attention_op(const RankShapes& s, bool backward, std::int64_t seq_q, std::int64_t seq_kv, bool causal) {
+Op attention_op(const RankShapes& s, bool backward, std::int64_t seq_q, std::int64_t seq_kv, bool causal,
+                ContextForm form = ContextForm::none) {
   Op op;
+  op.context_form = form;
   op.kind = backward ? OpKind::attention_backward : OpKind::attention_forward;
   op.role = OpRole::core_attention;
   op.attention = {s.b, s.heads, s.groups, seq_q, seq_kv, s.d, causal};
@@ -33,12 +35,14 @@ void all_gathered_attention(Emitter& e, bool backward) {
   const RankShapes& s = e.shapes();
   const std::int64_t kv_bytes = s.b * s.s * 2 * s.groups * s.d * 2;  // this rank's K and V, bf16
   const auto cp_op = [&](OpKind kind) {
-    return Emitter::collective(kind, OpRole::cp_exchange, Stream::cp_comm, GroupKind::context, s.cp, kv_bytes * s.cp);
+    Op op = Emitter::collective(kind, OpRole::cp_exchange, Stream::cp_comm, GroupKind::context, s.cp, kv_bytes * s.cp);
+    op.context_form = ContextForm::all_gather;
+    return op;
   };
   e.emit(cp_op(OpKind::all_gather));
   const std::int64_t chunk = s.s / 2;
-  e.emit(attention_op(s, backward, chunk, chunk * s.cp, true));
-  e.emit(attention_op(s, backward, chunk, chunk * (s.cp + 1), true));
+  e.emit(attention_op(s, backward, chunk, chunk * s.cp, true, ContextForm::all_gather));
+  e.emit(attention_op(s, backward, chunk, chunk * (s.cp + 1), true, ContextForm::all_gather));
   if (backward) e.emit(cp_op(OpKind::reduce_scatter));
 }
 
@@ -56,12 +60,15 @@ OpIndex ring_exchange(Emitter& e, int step, std::int64_t bytes, OpIndex after) {
   const RankShapes& s = e.shapes();
   Op send = Emitter::collective(OpKind::send, OpRole::cp_exchange, Stream::cp_comm, GroupKind::context, s.cp, bytes);
   send.ring_step = static_cast<std::int16_t>(step);
+  send.context_form = ContextForm::ring;
+  send.transfer = Transfer::context_ring;
   return e.emit_after(send, after);
 }
 
 OpIndex ring_block(Emitter& e, int step, bool backward) {
   const RankShapes& s = e.shapes();
-  Op block = step == 0 ? attention_op(s, backward, s.s, s.s, true) : attention_op(s, backward, s.s / 2, s.s, false);
+  Op block = step == 0 ? attention_op(s, backward, s.s, s.s, true, ContextForm::ring)
+                        : attention_op(s, backward, s.s / 2, s.s, false, ContextForm::ring);
   block.ring_step = static_cast<std::int16_t>(step);
   return e.emit(block);
 }
@@ -72,6 +79,7 @@ OpIndex ring_block(Emitter& e, int step, bool backward) {
 OpIndex ring_elementwise(Emitter& e, int step, std::int64_t bytes) {
   Op op = Emitter::moved(OpKind::elementwise, OpRole::core_attention, bytes);
   op.ring_step = static_cast<std::int16_t>(step);
+  op.context_form = ContextForm::ring;
   return e.emit(op);
 }
 

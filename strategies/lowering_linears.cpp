@@ -35,6 +35,7 @@ Op tp_ring_step(OpRole role, const RankShapes& s, OpRole linear, LinearTensor te
       Emitter::collective(OpKind::send, role, Stream::tp_comm, GroupKind::tensor, s.tp, activation_bytes(s) / s.tp),
       linear, tensor);
   op.comm_kernel = CommKernel::userbuffers_copy_engine;
+  op.transfer = Transfer::tensor_ring;
   return op;
 }
 

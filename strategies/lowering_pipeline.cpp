@@ -66,6 +66,7 @@ RankShapes rank_shapes(const Scenario& scenario, const Strategy& st) {
   s.layers_per_chunk = max_layers_in_virtual_stage(m, st);
   s.tp_comm_overlap = scenario.framework.tp_comm_overlap && s.sp;
   s.cp_all_gather = scenario.framework.cp_comm_type == CpCommType::all_gather;
+  s.normalization = m.normalization;
   s.gradient_accumulation_fusion = scenario.framework.gradient_accumulation_fusion;
   s.cross_entropy_loss_fusion = scenario.framework.cross_entropy_loss_fusion;
   s.residual_fusion = scenario.framework.residual_fusion && m.hidden_dropout == 0;
@@ -142,6 +143,7 @@ Op StageLowering::p2p(OpKind kind, OpRole role, int peer_stage, std::int64_t tag
                               GroupKind::pipeline, s_.pp, tensors * s_.tokens_local * s_.h * 2);
   op.peer = peer_stage;
   op.p2p_tag = tag;
+  op.transfer = role == OpRole::pipeline_activation ? Transfer::activation : Transfer::gradient;
   return op;
 }
 

@@ -103,7 +103,7 @@ std::optional<KernelBench> make_kernel_bench(const Op& op, const KernelModelFact
       if (!shaped) break;
       B *in = x.b(x.bf16(n)), *w = x.b(x.bf16(cols)), *bias = x.b(x.bf16(cols)), *y = x.b(x.raw(n * 2));
       float *mean = x.f(x.raw(rows * 4)), *rstd = x.f(x.raw(rows * 4));
-      const bool ln = facts.layernorm;
+      const bool ln = op.normalization == Normalization::layernorm;
       x.bench.run = [=](cudaStream_t s) {
         if (ln) k::layernorm_forward(in, w, bias, y, mean, rstd, rows, cols, 1e-5f, s);
         else k::rmsnorm_forward(in, w, y, rstd, rows, cols, 1e-5f, s);
@@ -112,13 +112,13 @@ std::optional<KernelBench> make_kernel_bench(const Op& op, const KernelModelFact
     }
     case OpKind::norm_backward: {
       if (!shaped) break;
-      if (cols * 4 * (facts.layernorm ? 2 : 1) > 227 * 1024) { why_not = "cols too wide for the norm kernels"; return std::nullopt; }
+      const bool ln = op.normalization == Normalization::layernorm;
+      if (cols * 4 * (ln ? 2 : 1) > 227 * 1024) { why_not = "cols too wide for the norm kernels"; return std::nullopt; }
       B *dy = x.b(x.bf16(n)), *in = x.b(x.bf16(n)), *w = x.b(x.bf16(cols)), *dx = x.b(x.raw(n * 2));
       float *mean = x.f(x.f32(rows)), *rstd = x.f(x.f32(rows));
       B* grad = x.b(x.bf16(2 * cols));
       float* partials = x.f(x.raw(2 * k::norm_partial_floats(rows, cols) * 4));
       const std::int64_t blocks = k::norm_partial_blocks(rows);
-      const bool ln = facts.layernorm;
       if (ln && op.fuses_residual) { why_not = "the LayerNorm backward adds no residual"; return std::nullopt; }
       B* skip = op.fuses_residual ? x.b(x.bf16(n)) : nullptr;  // residual fusion: dx adds the stream's gradient
       x.bench.run = [=](cudaStream_t s) {  // as the executor does it: a later micro-batch's gradient adds

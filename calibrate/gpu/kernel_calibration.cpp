@@ -73,7 +73,7 @@ nlohmann::json apply(GpuKernelProfile& kernels, const KernelCalibration& calibra
   if (calibration.memory_bound_fitted) fitted.push_back("memory_bound");
   if (calibration.attention_forward_fitted) fitted.push_back("attention_forward");
   if (calibration.attention_backward_fitted) fitted.push_back("attention_backward");
-  return {{"kernel_timing", "CUPTI kernel spans of executor/kernels (all kernels of an op in one span), random "
+  return {{"kernel_timing", "CUPTI kernel spans of gpu/kernels (all kernels of an op in one span), random "
                             "data, rotating buffer sets, median/p10/p90"},
           {"kernel_shapes_measured", calibration.measured.size()},
           {"kernel_shapes_skipped", calibration.skipped},
@@ -150,7 +150,6 @@ KernelOps scenario_kernel_ops(const std::string& path) {
     if (is_timed_kind(op.kind)) add(ops, op);
   });
   KernelModelFacts facts;
-  facts.layernorm = scenario.model.normalization == Normalization::layernorm;
   facts.hidden = scenario.model.hidden_size;
   if (scenario.model.moe.top_k > 0) facts.top_k = scenario.model.moe.top_k;
   return to_ops(ops, facts);

@@ -15,10 +15,9 @@
 
 namespace twin::gpu {
 
-// What the ops alone do not say, taken from the scenario's model (defaults: a Llama-like model).
-// The Op of a norm has no RMS/Layer flag: the model's normalization decides which kernel is timed.
+// What the ops alone do not say, taken from the scenario's model (defaults: a Llama-like model). A norm op says
+// which norm it is (Op::normalization): the default grid's are RMSNorm, a scenario's its model's.
 struct KernelModelFacts {
-  bool layernorm = false;
   std::int64_t hidden = 4096;   // width of the rows moe_permute / moe_unpermute move
   int top_k = 2;                // routed copies per token in moe_unpermute
 };

@@ -29,7 +29,7 @@
 #include "executor/gpu/stage_runtime.hpp"
 #include "executor/token_stream.hpp"
 #include "executor/watchdog.hpp"
-#include "reports/best_plan.hpp"
+#include "core/plan_file.hpp"
 #include "strategies/families/plan_graphs.hpp"
 #include "strategies/flops.hpp"
 #include "strategies/hot_switch/hot_switch_resharding.hpp"

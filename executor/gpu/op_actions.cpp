@@ -10,7 +10,6 @@
 #include "gpu/kernels.hpp"
 #include "core/layer.hpp"
 #include "executor/gpu/stage_runtime.hpp"
-#include "strategies/heterogeneous/asymmetric_plan.hpp"
 #include "strategies/sharded_parameters.hpp"
 
 namespace twin::exec {
@@ -136,10 +135,10 @@ void StageRuntime::run_op(OpIndex index, int iteration) {
     case Action::switch_transfer: return;  // the switch ran before the part's first op (StageRuntime::switch_into)
     case Action::pipelines_reduce:
       if (!pipeline_reduction_) throw std::logic_error("executor: a ring across pipelines without its reductions");
-      return pipeline_reduction_->reduce(ring_place(op).segment, *params_, stream);
+      return pipeline_reduction_->reduce(op.ring_segment, *params_, stream);
     case Action::pipelines_gather:
       if (!pipeline_reduction_) throw std::logic_error("executor: a ring across pipelines without its reductions");
-      return pipeline_reduction_->gather(ring_place(op).segment, *params_, stream);
+      return pipeline_reduction_->gather(op.ring_segment, *params_, stream);
     case Action::pipelines_ring_step: return;  // the segment's reduction ran at its ring's first step
   }
 }

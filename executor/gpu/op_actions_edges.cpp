@@ -6,7 +6,6 @@
 #include "gpu/kernels.hpp"
 #include "executor/gpu/stage_runtime.hpp"
 #include "executor/stage_boundary.hpp"
-#include "strategies/schedule.hpp"
 
 namespace twin::exec {
 namespace {
@@ -147,19 +146,17 @@ void StageRuntime::pipeline(const Op& op, const OpBinding& b, int mb, cudaStream
     case Action::recv_gradient: return grouped([&] { recv_gradient(mb, op.chunk, boundary); });
     case Action::send_strands:
     case Action::recv_strands: {
-      // The pass the transfer belongs to (the op names it by its forward strand's chunk and micro-batch, or in
-      // the cool-down its backward strand's): its forward strand's activation, then its backward strand's
-      // gradient, in one group (NCCL matches a pair's sends and receives in order).
-      const StrandStep step = double_strand_step(strategy_.pipeline_model_parallel_size, strategy_.num_micro_batches,
-                                                 op.chunk, op.role == OpRole::pipeline_activation, mb);
-      const int forward = step.forward_micro_batch, backward = step.backward_micro_batch;
+      // The strands the transfer carries (the op says them): its forward strand's activation, then its backward
+      // strand's gradient, in one group (NCCL matches a pair's sends and receives in order).
+      const Strands& s = op.strands;
+      const int forward = s.forward_micro_batch, backward = s.backward_micro_batch;
       TWIN_NCCL_CHECK(ncclGroupStart());
-      if (forward >= 0 && send) send_activation(forward, step.forward_chunk(), boundary);
-      if (forward >= 0 && !send) recv_activation(forward, step.forward_chunk(), boundary);
-      if (backward >= 0 && send) send_gradient(backward, step.backward_chunk(), boundary);
-      if (backward >= 0 && !send) recv_gradient(backward, step.backward_chunk(), boundary);
+      if (forward >= 0 && send) send_activation(forward, s.forward_chunk, boundary);
+      if (forward >= 0 && !send) recv_activation(forward, s.forward_chunk, boundary);
+      if (backward >= 0 && send) send_gradient(backward, s.backward_chunk, boundary);
+      if (backward >= 0 && !send) recv_gradient(backward, s.backward_chunk, boundary);
       TWIN_NCCL_CHECK(ncclGroupEnd());
-      if (backward >= 0 && send) release_slot(backward, kReceivedUnit - step.backward_chunk(), stream);
+      if (backward >= 0 && send) release_slot(backward, kReceivedUnit - s.backward_chunk, stream);
       return;
     }
     default: throw std::logic_error("executor: not a pipeline action");

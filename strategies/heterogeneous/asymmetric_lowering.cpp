@@ -73,6 +73,7 @@ class AsymmetricStageLowering {
                                 GroupKind::pipeline, stages_, shapes_.tokens_local * shapes_.h * 2);
     op.peer = class_offset_ + peer_stage;
     op.p2p_tag = (static_cast<std::int64_t>(micro_batch) * stages_ + boundary) * 2 + (backward ? 1 : 0);
+    op.transfer = role == OpRole::pipeline_activation ? Transfer::activation : Transfer::gradient;
     return op;
   }
 
@@ -111,6 +112,13 @@ class AsymmetricStageLowering {
                                 pipelines_, ring_step_bytes(segment.shard_bytes, pipelines_));
     op.peer = kind == OpKind::send ? segment.next_class : segment.previous_class;
     op.p2p_tag = ring_tag(segment.segment, step, pipelines_);
+    // The reduce-scatter half's P - 1 steps, then the all-gather half's, of reduced gradients or updated weights.
+    const bool scatter = step < pipelines_ - 1;
+    op.transfer = scatter                  ? Transfer::pipelines_reduce
+                  : shared_.zero_stage >= 1 ? Transfer::pipelines_gather_weights
+                                            : Transfer::pipelines_gather_gradients;
+    op.ring_segment = static_cast<std::int16_t>(segment.segment);
+    op.ring_step = static_cast<std::int16_t>(scatter ? step : step - (pipelines_ - 1));
     return op;
   }
 

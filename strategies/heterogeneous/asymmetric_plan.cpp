@@ -73,11 +73,6 @@ std::int64_t ring_tag(int segment, int step, int pipelines) {
   return static_cast<std::int64_t>(segment) * 2 * pipelines + step;
 }
 
-RingPlace ring_place(const Op& op) {
-  const std::int64_t steps = 2 * static_cast<std::int64_t>(op.group_size);
-  return {static_cast<int>(op.p2p_tag / steps), static_cast<int>(op.p2p_tag % steps)};
-}
-
 Bytes ring_step_bytes(Bytes shard_bytes, int pipelines) { return (shard_bytes + pipelines - 1) / pipelines; }
 
 std::int64_t stage_parameters(const ModelConfig& model, const AsymmetricPipeline& pipeline, int stage) {

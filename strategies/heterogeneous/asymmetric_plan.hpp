@@ -42,12 +42,8 @@ struct GradientSegment {
 std::vector<GradientSegment> gradient_segments(const ModelConfig& model, const std::vector<AsymmetricPipeline>& plan);
 
 // A ring op's tag (its pair of send and receive): the segment and the step (0 .. 2(P-1) - 1: the reduce-scatter's
-// P - 1 steps, then the all-gather's), and back from an op (is_pipelines_ring; P is its group size).
+// P - 1 steps, then the all-gather's). The op says its segment and step itself (Op::ring_segment, Op::ring_step).
 std::int64_t ring_tag(int segment, int step, int pipelines);
-struct RingPlace {
-  int segment = 0, step = 0;
-};
-RingPlace ring_place(const Op& op);
 
 // Bytes of gradients (2 per parameter) of the segment's units one GPU of a TP-`tp` stage holds.
 // `single_stage`: the pipeline has one stage (a tied output layer then shares the embedding's weights).

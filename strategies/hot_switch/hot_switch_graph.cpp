@@ -60,6 +60,7 @@ Op transfer_op(OpKind kind, const SwitchTransfer& t, const std::vector<SwitchUni
   op.bytes = t.bytes;
   op.peer = peer;
   op.p2p_tag = tag;
+  op.transfer = t.gradient ? Transfer::switch_gradients : Transfer::switch_weights;
   return op;
 }
 
@@ -70,6 +71,7 @@ Op handoff_op(OpKind kind, int peer) {
   op.stream = kind == OpKind::send ? Stream::ep_comm : Stream::dp_comm;
   op.peer = peer;
   op.p2p_tag = kHandoffTag;
+  op.transfer = Transfer::phase_handoff;
   return op;
 }
 

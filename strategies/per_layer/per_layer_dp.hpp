@@ -1,4 +1,4 @@
-// The per-stage dynamic programme of Galvatron (dynamic_programming.py, dp_core.cpp): one option per
+// The per-stage dynamic programme of Galvatron (its dynamic_programming.py and csrc/dp_core.cpp): one option per
 // layer, minimising time under a memory budget; and the memory-balanced split of layers over pipeline
 // stages. Galvatron also pays a re-layout time between layers of different layouts; twin's layouts hold
 // the same rows (per_layer.hpp), so a layer's cost does not depend on its neighbours'.

@@ -128,6 +128,7 @@ Op PerLayerStage::p2p(OpKind kind, OpRole role, int peer_stage, std::int64_t tag
                               GroupKind::pipeline, plan_.pipeline_stages, tokens_ * scenario_.model.hidden_size * 2);
   op.peer = peer_stage;
   op.p2p_tag = tag;
+  op.transfer = role == OpRole::pipeline_activation ? Transfer::activation : Transfer::gradient;
   return op;
 }
 

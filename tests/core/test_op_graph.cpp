@@ -122,7 +122,9 @@ TEST(OpGraphCheck, SendAsRecvKindMismatchFails) {
 
 TEST(OpGraphCheck, ContextSendsStandAlone) {
   IterationGraph g = two_stages();
-  g.classes[0].add(p2p(OpKind::send, -1, 99, GroupKind::context));
+  Op ring = p2p(OpKind::send, -1, 99, GroupKind::context);
+  ring.transfer = Transfer::context_ring;  // a ring step says so (Op::transfer)
+  g.classes[0].add(ring);
   EXPECT_NO_THROW(check_well_formed(g));
 }
 

@@ -194,7 +194,7 @@ TEST(ScenarioErrors, MultiNodeNeedsNics) {
 
 TEST(ScenarioErrors, UnimplementedFeaturesAreRejectedClearly) {
   json d = valid();
-  d["search"] = {{"per_layer", 1}};  // per-layer plans are searched (strategies/per_layer.hpp); the flag is a boolean
+  d["search"] = {{"per_layer", 1}};  // per-layer plans are searched (strategies/per_layer/per_layer_search.hpp); the flag is a boolean
   expect_error(d, "/search/per_layer", {"expected true or false"});
   d["search"] = {{"hot_switch", true}};
   expect_error(d, "/search/hot_switch", {"needs a sequence-length distribution"});

@@ -100,8 +100,9 @@ TEST(OpBinding, DoubleStrandBindsTheOpsOfOneFOneB) {
 }
 
 // Over stages (the folded pipeline) each pass's transfer carries its forward strand's activation and its backward
-// strand's gradient: the two ends of every transfer (equal p2p tags) name the same pass, so they agree on both
-// micro-batches, and each stage moves every micro-batch's activation and gradient across each boundary once.
+// strand's gradient, and says so (Op::strands, as the schedule has the pass): the two ends of every transfer (equal
+// p2p tags) carry the same strands, and each stage moves every micro-batch's activation and gradient across each
+// boundary once.
 TEST(OpBinding, DoubleStrandTransfersOverStagesPairUp) {
   for (int stages : {2, 4}) {
     Scenario scenario = testing::make_scenario(testing::llama_shaped(8), 1, 1024, 32);
@@ -126,6 +127,11 @@ TEST(OpBinding, DoubleStrandTransfersOverStagesPairUp) {
         ASSERT_TRUE(send || bindings[i].action == Action::recv_strands) << op_name(op);
         const StrandStep step = double_strand_step(stages, micro_batches, op.chunk,
                                                    op.role == OpRole::pipeline_activation, op.micro_batch);
+        EXPECT_EQ(op.transfer, Transfer::strands) << op_name(op);
+        EXPECT_EQ(op.strands.forward_micro_batch, step.forward_micro_batch) << op_name(op);
+        EXPECT_EQ(op.strands.backward_micro_batch, step.backward_micro_batch) << op_name(op);
+        if (step.forward_micro_batch >= 0) EXPECT_EQ(op.strands.forward_chunk, step.forward_chunk()) << op_name(op);
+        if (step.backward_micro_batch >= 0) EXPECT_EQ(op.strands.backward_chunk, step.backward_chunk()) << op_name(op);
         const int tensors = (step.forward_micro_batch >= 0) + (step.backward_micro_batch >= 0);
         EXPECT_EQ(op.bytes, tensors * std::int64_t{4} * 1024 * scenario.model.hidden_size * 2) << op_name(op);
         ends[op.p2p_tag].push_back({step, rc.stage});
@@ -234,11 +240,16 @@ TEST(OpBinding, HotSwitchingPhasesBindTheirOpsAndHandoffs) {
                   "best.json");
   EXPECT_NO_THROW(bind_ops(packed.graph.classes.at(0)));
 
+  // A switch's transfer binds by what it says it moves; a receive that does not say is refused, whatever its role.
   RankClass transfer = lowered.graph.classes.at(1);
   Op weights;
   weights.kind = OpKind::recv;
   weights.role = OpRole::param_gather;
   weights.stream = Stream::dp_comm;
+  RankClass unsaid = transfer;
+  unsaid.add(weights);
+  EXPECT_THROW(bind_ops(unsaid), std::invalid_argument);
+  weights.transfer = Transfer::switch_weights;
   const OpIndex at = transfer.add(weights);
   EXPECT_EQ(bind_ops(transfer).at(at).action, Action::switch_transfer);
   RankClass accumulation = lowered.graph.classes.at(1);
@@ -297,9 +308,11 @@ TEST(OpBinding, AsymmetricPlansReduceEachSegmentAtItsRingsFirstSend) {
       const std::vector<OpBinding> bindings = bind_ops(rc);
       for (OpIndex i = 0; i < rc.size(); ++i) {
         EXPECT_FALSE(is_switch_transfer(rc.op(i)));
-        if (bindings[i].action == Action::pipelines_reduce) ++reduces[ring_place(rc.op(i)).segment];
-        if (bindings[i].action == Action::pipelines_gather) ++gathers[ring_place(rc.op(i)).segment];
-        if (is_pipelines_ring(rc.op(i)))
+        if (bindings[i].action == Action::pipelines_reduce) ++reduces[rc.op(i).ring_segment];
+        if (bindings[i].action == Action::pipelines_gather) ++gathers[rc.op(i).ring_segment];
+        const Transfer t = rc.op(i).transfer;
+        if (t == Transfer::pipelines_reduce || t == Transfer::pipelines_gather_gradients ||
+            t == Transfer::pipelines_gather_weights)
           EXPECT_TRUE(bindings[i].action == Action::pipelines_reduce || bindings[i].action == Action::pipelines_gather ||
                       bindings[i].action == Action::pipelines_ring_step);
       }

@@ -5,7 +5,7 @@ and the speed of a Llama-2-7B-shaped model (4 layers) on one GPU and scaled over
 Each case is a scenario with a pinned strategy: `twin simulate` writes its plan (best.json), `twin execute`
 trains it and writes metrics.json. Results: $OUT/execute_check.md (tables) and $OUT/execute_check.json.
 Usage: execute_check.py --twin build/twin [--out DIR] [--gpus N] [--only correctness|tied|speed|faults] [--iters N]
-       [--profile NAME|FILE (default h200-x4)] [--gpu H100-SXM-80GB (default H200-141GB)]
+       [--speed-cases NAME,NAME] [--profile NAME|FILE (default h200-x4)] [--gpu H100-SXM-80GB (default H200-141GB)]
 """
 import argparse, json, os, subprocess, sys, time
 
@@ -265,6 +265,7 @@ def main():
     parser.add_argument("--out", default=os.environ.get("OUT", "out") + "/execute")
     parser.add_argument("--gpus", type=int, default=4)
     parser.add_argument("--only", choices=["correctness", "tied", "speed", "faults"])
+    parser.add_argument("--speed-cases", help="only these speed cases (names, comma-separated)")
     parser.add_argument("--iters", type=int, default=12)
     parser.add_argument("--tolerance", type=float, default=0.02,
                         help="largest relative loss difference from the single-GPU curve (bf16)")
@@ -316,7 +317,7 @@ def main():
                   "| case | GPUs | micro-batch | global batch | iteration s | tokens/s | MFU | predicted s | error | peak GiB |",
                   "|---|---|---|---|---|---|---|---|---|---|"]
         for name, gpus, mbs, batch, fields, *rest in SPEED:
-            if gpus > args.gpus:
+            if gpus > args.gpus or (args.speed_cases and name not in args.speed_cases.split(",")):
                 continue
             training, execute_args = (rest + [None])[0], (rest[1] if len(rest) > 1 else ())
             doc = scenario(name, LLAMA7B_4L, gpus, 4096, batch, mbs, fields, training)

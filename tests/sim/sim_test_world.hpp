@@ -99,6 +99,7 @@ inline Op ring_send_op(Bytes bytes, Stream stream = Stream::cp_comm) {
   op.group = GroupKind::context;
   op.group_size = 2;
   op.bytes = bytes;
+  op.transfer = Transfer::context_ring;
   return op;
 }
 

@@ -174,6 +174,7 @@ TEST(MeasuredJoin, ComputeBesideACopyEngineTransferRanAlone) {
   Op ring_step = testing::make_op(OpKind::send, OpRole::tp_gather, Stream::tp_comm, 1, 1);
   ring_step.group = GroupKind::tensor;
   ring_step.comm_kernel = CommKernel::userbuffers_copy_engine;
+  ring_step.transfer = Transfer::tensor_ring;
   rc.add(ring_step);                                                             // 1
   const MeasuredRank rank = join_measured_ops(
       rc, {testing::kernel("gemm", 0, 0, 0, 100, 1), testing::kernel("copy", 0, 1, 10, 90, 3)}, 0);
