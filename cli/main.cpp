@@ -35,6 +35,8 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", std::string("twin ") + twin::kTwinVersion);
   twin::SimulateOptions simulate;
   twin::add_simulate_command(app, simulate);
+  twin::SweepOptions sweep;
+  twin::add_sweep_command(app, sweep);
   twin::ReportOptions report;
   twin::add_report_command(app, report);
   twin::ValidateOptions validate;
@@ -64,6 +66,7 @@ int main(int argc, char** argv) {
   }
   try {
     if (app.got_subcommand("simulate")) return twin::run_simulate(simulate);
+    if (app.got_subcommand("sweep")) return twin::run_sweep(sweep);
     if (app.got_subcommand("report")) return twin::run_report(report);
     if (app.got_subcommand("validate")) return twin::run_validate(validate);
     if (twin::calibrate_selected(app)) return twin::run_calibrate(app);

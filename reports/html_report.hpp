@@ -7,14 +7,16 @@
 
 #include "core/op_graph.hpp"
 #include "core/scenario.hpp"
+#include "core/scenario_cost.hpp"
 #include "strategies/search.hpp"
 
 namespace twin {
 
 // `ranked` as search() returns it; `best` must carry op timings for `best_graph` (evaluate with
-// record_op_timings). The profile shown is scenario.profile ("builtin" adds the estimates warning).
+// record_op_timings). The profile shown is scenario.profile ("builtin" adds the estimates warning). With `cost`
+// (the scenario's cost section) the ranking shows each candidate's cost (reports/training_cost.hpp).
 std::string html_report(const Scenario& scenario, const std::vector<Candidate>& ranked,
-                        const IterationGraph& best_graph, const Candidate& best);
+                        const IterationGraph& best_graph, const Candidate& best, const CostConfig* cost = nullptr);
 
 // Writes html_report atomically.
 void write_html_report(const std::filesystem::path& path, const Scenario& scenario,

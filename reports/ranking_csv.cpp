@@ -2,6 +2,7 @@
 #include "reports/ranking_csv.hpp"
 
 #include "reports/format.hpp"
+#include "reports/training_cost.hpp"
 
 namespace twin {
 
@@ -99,11 +100,28 @@ std::vector<std::string> candidate_row(const Candidate& candidate, int rank) {
 
 }  // namespace
 
-std::string ranking_csv(const Scenario& scenario, const std::vector<Candidate>& candidates) {
-  std::string csv;
-  append_row(csv, ranking_csv_columns());
+std::vector<std::vector<std::string>> ranking_rows(const Scenario& scenario, const std::vector<Candidate>& candidates,
+                                                   const CostConfig* cost) {
+  const auto with_cost = [&](std::vector<std::string> row, const std::vector<std::string>& cost_fields) {
+    if (cost) row.insert(row.end(), cost_fields.begin(), cost_fields.end());
+    return row;
+  };
+  std::vector<std::vector<std::string>> rows;
+  rows.push_back(with_cost(ranking_csv_columns(), cost ? training_cost_columns(*cost) : std::vector<std::string>{}));
   int rank = 0;
-  for (const Candidate& candidate : candidates) append_row(csv, candidate_row(candidate, candidate.feasible ? ++rank : 0));
+  for (const Candidate& candidate : candidates)
+    rows.push_back(with_cost(candidate_row(candidate, candidate.feasible ? ++rank : 0),
+                             cost ? training_cost_cells(*cost, scenario.cluster, candidate) : std::vector<std::string>{}));
+  return rows;
+}
+
+std::string ranking_csv(const Scenario& scenario, const std::vector<Candidate>& candidates, const CostConfig* cost) {
+  return csv_text(ranking_rows(scenario, candidates, cost));
+}
+
+std::string csv_text(const std::vector<std::vector<std::string>>& rows) {
+  std::string csv;
+  for (const std::vector<std::string>& row : rows) append_row(csv, row);
   return csv;
 }
 

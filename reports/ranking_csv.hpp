@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/scenario.hpp"
+#include "core/scenario_cost.hpp"
 #include "core/text_format.hpp"  // csv_field()
 #include "strategies/search.hpp"
 
@@ -15,7 +16,15 @@ namespace twin {
 const std::vector<std::string>& ranking_csv_columns();
 
 // `candidates` in ranked order (as search() returns them); rank counts feasible rows from 1 and is
-// empty for infeasible ones. Lines end in CRLF as RFC 4180 says.
-std::string ranking_csv(const Scenario& scenario, const std::vector<Candidate>& candidates);
+// empty for infeasible ones. Lines end in CRLF as RFC 4180 says. With `cost` (the scenario's cost section) the
+// columns of reports/training_cost.hpp follow the last one above.
+std::string ranking_csv(const Scenario& scenario, const std::vector<Candidate>& candidates,
+                        const CostConfig* cost = nullptr);
+// The same as cells, the header row first (the Python module hands them out as dicts).
+std::vector<std::vector<std::string>> ranking_rows(const Scenario& scenario, const std::vector<Candidate>& candidates,
+                                                   const CostConfig* cost = nullptr);
+
+// RFC 4180 text of `rows` (csv_field quoting, CRLF line ends).
+std::string csv_text(const std::vector<std::vector<std::string>>& rows);
 
 }  // namespace twin

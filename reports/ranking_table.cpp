@@ -21,7 +21,7 @@ constexpr const char* kHeader =
     "<th title=\"virtual_pipeline_model_parallel_size\">VPP</th><th title=\"sequence_parallel\">SP</th>"
     "<th title=\"micro_batch_size\">MBS</th><th title=\"num_micro_batches\">micro-batches</th>"
     "<th title=\"zero_stage\">ZeRO</th><th>recompute</th><th>schedule</th><th>bubble</th>"
-    "<th>exposed comm</th><th>why not</th></tr></thead>\n";
+    "<th>exposed comm</th>";
 
 std::string cell(const std::string& text, const char* css_class = nullptr) {
   if (css_class) return fmt::format("<td class=\"{}\">{}</td>", css_class, escape_html(text));
@@ -35,7 +35,7 @@ std::string share(TimeNs part, TimeNs total) {
 }
 
 // `best_ns`: the fastest candidate's iteration, for the "vs best" column and the tie mark.
-std::string row_html(const Candidate& candidate, int rank, TimeNs best_ns) {
+std::string row_html(const Candidate& candidate, int rank, TimeNs best_ns, const RankingExtraColumns& extra) {
   const Strategy& s = candidate.strategy;
   const bool simulated = candidate.feasible;
   const TimeNs iteration_ns = candidate.result.iteration_ns;
@@ -62,23 +62,29 @@ std::string row_html(const Candidate& candidate, int rank, TimeNs best_ns) {
   row += cell(to_string(s.schedule));
   row += cell(simulated ? share(b.bubble_ns, b.total_ns()) : "", "num");
   row += cell(simulated ? share(b.exposed_communication_ns, b.total_ns()) : "", "num");
+  if (extra.cells)
+    for (const std::string& text : extra.cells(candidate)) row += cell(text, "num");
   row += cell(candidate.infeasible_reason, "reason");
   return row + "</tr>\n";
 }
 
 }  // namespace
 
-std::string ranking_table_html(const std::vector<Candidate>& candidates, std::size_t max_rows) {
+std::string ranking_table_html(const std::vector<Candidate>& candidates, std::size_t max_rows,
+                               const RankingExtraColumns& extra) {
   std::vector<const Candidate*> feasible, infeasible;
   for (const Candidate& candidate : candidates) (candidate.feasible ? feasible : infeasible).push_back(&candidate);
   const std::size_t infeasible_reserved = std::min(infeasible.size(), kRankingTableInfeasibleRows);
   const std::size_t feasible_shown = std::min(feasible.size(), max_rows - std::min(max_rows, infeasible_reserved));
   const std::size_t infeasible_shown = std::min(infeasible.size(), max_rows - feasible_shown);
 
-  std::string html = "<div class=\"table-scroll\">\n<table id=\"ranking\">\n" + std::string(kHeader) + "<tbody>\n";
+  std::string header = kHeader;
+  for (const std::string& name : extra.headers) header += "<th>" + escape_html(name) + "</th>";
+  header += "<th>why not</th></tr></thead>\n";
+  std::string html = "<div class=\"table-scroll\">\n<table id=\"ranking\">\n" + header + "<tbody>\n";
   const TimeNs best_ns = feasible.empty() ? 0 : feasible.front()->result.iteration_ns;
-  for (std::size_t i = 0; i < feasible_shown; ++i) html += row_html(*feasible[i], static_cast<int>(i + 1), best_ns);
-  for (std::size_t i = 0; i < infeasible_shown; ++i) html += row_html(*infeasible[i], 0, best_ns);
+  for (std::size_t i = 0; i < feasible_shown; ++i) html += row_html(*feasible[i], static_cast<int>(i + 1), best_ns, extra);
+  for (std::size_t i = 0; i < infeasible_shown; ++i) html += row_html(*infeasible[i], 0, best_ns, extra);
   html += "</tbody>\n</table>\n</div>\n";
   const auto ties = std::count_if(feasible.begin() + std::min<std::size_t>(1, feasible.size()), feasible.end(),
                                   [&](const Candidate* c) {

@@ -8,7 +8,7 @@ import sys
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FOLDERS = ["core", "cost", "calibrate", "gpu", "calibrate/gpu", "sim", "strategies/double_strand", "strategies",
            "strategies/per_layer", "strategies/hot_switch", "strategies/heterogeneous", "strategies/families", "traces",
-           "validation", "reports", "executor", "executor/gpu", "cli"]
+           "validation", "reports", "pipeline", "executor", "executor/gpu", "python", "cli"]
 
 
 def folder_of(path):
