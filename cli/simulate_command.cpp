@@ -8,9 +8,9 @@
 
 #include "cli/commands.hpp"
 #include "cli/search_processes.hpp"
+#include "cli/simulate_settings.hpp"
 #include "core/error_line.hpp"
 #include "core/scenario_input.hpp"
-#include "pipeline/simulate_run.hpp"
 
 namespace twin {
 
@@ -106,15 +106,8 @@ class Progress {
 int run_simulate(const SimulateOptions& options) {
   auto started = std::chrono::steady_clock::now();
   const ScenarioInput input = load_scenario_input(options.scenario);
-  SimulateSettings settings;
-  settings.profile = options.profile;
-  settings.scale_profile = options.scale_profile;
-  settings.out = options.out;
-  settings.top = options.top;
+  SimulateSettings settings = simulate_settings(options);
   settings.plan_key = options.plan_key;
-  settings.jobs = options.jobs;
-  settings.exhaustive = options.exhaustive;
-  settings.full_replay = options.full_replay;
   // Under mpirun or srun each process simulates a share of the candidates; the first writes the outputs.
   const SearchProcessGroup group;
   settings.processes = group.processes();

@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include "cli/commands.hpp"
+#include "cli/simulate_settings.hpp"
 #include "core/scenario_input.hpp"
 #include "core/scenario_sweep.hpp"
 #include "core/units.hpp"
@@ -39,14 +40,7 @@ void add_sweep_command(CLI::App& app, SweepOptions& options) {
 
 int run_sweep(const SweepOptions& options) {
   const ScenarioInput input = load_scenario_input(options.scenario);
-  SimulateSettings settings;
-  settings.profile = options.profile;
-  settings.scale_profile = options.scale_profile;
-  settings.out = options.out;
-  settings.top = options.top;
-  settings.jobs = options.jobs;
-  settings.exhaustive = options.exhaustive;
-  settings.full_replay = options.full_replay;
+  const SimulateSettings settings = simulate_settings(options);
   const auto on_point = [&](std::size_t i, std::size_t n, const std::string& label) {
     if (!options.quiet) spdlog::info("sweep point {}/{}: {}", i + 1, n, label);
   };

@@ -35,8 +35,8 @@ double parse_price(const JsonReader& r) {
 std::vector<std::pair<std::string, double>> parse_prices_by_gpu(const JsonReader& r, const Cluster& cluster) {
   r.expect_object();
   std::vector<std::pair<std::string, double>> prices;
-  for (const auto& [key, value] : r.value().items()) {
-    const JsonReader price(value, r.file(), r.path() + "/" + key);
+  for (const auto& [key, value] : r.value().items()) {  // sorted by key
+    const JsonReader price = r.required(key);  // its JSON path escaped as a pointer
     const std::string name = canonical_gpu_name(key);
     if (!gpu_preset(key) && !names_cluster_gpu(cluster, name))
       price.fail_plain(fmt::format("expected a key naming a GPU preset or a GPU of the cluster, got \"{}\"", key));
