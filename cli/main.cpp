@@ -35,13 +35,13 @@ int main(int argc, char** argv) {
   app.set_version_flag("--version", std::string("twin ") + twin::kTwinVersion);
   twin::SimulateOptions simulate;
   twin::add_simulate_command(app, simulate);
-  twin::SweepOptions sweep;
-  twin::add_sweep_command(app, sweep);
   twin::ReportOptions report;
   twin::add_report_command(app, report);
   twin::ValidateOptions validate;
   twin::add_validate_command(app, validate);
   twin::add_calibrate_command(app);
+  twin::SweepOptions sweep;
+  twin::add_sweep_command(app, sweep);
 #ifdef TWIN_WITH_CUDA
   twin::add_execute_command(app);
 #elif defined(TWIN_GPU_BINARY)

@@ -56,7 +56,7 @@ ScalingRow scaling_row(const ParsedPoint& p, const SimulateOutcome& outcome) {
   row.folder = p.point.folder;
   row.gpus = p.input.scenario.cluster.total_gpus();
   row.candidates = outcome.ranked.size();
-  row.feasible = outcome.feasible;
+  row.feasible = outcome.feasible + outcome.pruned;  // valid and within memory: simulated or pruned by the bound
   if (!outcome.no_feasible_message.empty()) {
     row.note = "no feasible strategy (see its ranking.csv)";
     return row;

@@ -172,7 +172,7 @@ TEST(Hardening, HostileValuesAndKeysAreNamedWhereTheyAre) {
       {"sweep_points_beyond_limit", "at /sweep: expected a sweep of at most 64 points, got 8192 (nodes 64 x "
                                     "global_batch_size 64 x seq_length 2 x gpu 1)"},
       {"cost_currency_control_bytes", "at /cost/currency: expected a currency code of three capital letters (ISO "
-                                      "4217, e.g. \"USD\"), got \"U\\x1b[2JS\""},
+                                      "4217, e.g. \"USD\"), got \"U\\u001b[2JS\""},
       {"histogram_control_bytes", "histogram_control_bytes.csv: line 3: expected \"length,count\" with two integers, "
                                   "got \"10\\x0024,\\x1b[2J5\""},
   };

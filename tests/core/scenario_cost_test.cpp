@@ -16,8 +16,8 @@ using nlohmann::json;
 json mixed_with_cost(const json& cost) {
   json d = json::parse(R"({
     "model": {"preset": "llama2-7b"}, "training": {"seq_length": 4096, "global_batch_size": 64},
-    "cluster": {"nodes": [{"count": 2, "gpu": "H100-SXM-80GB", "gpus_per_node": 8},
-                          {"count": 1, "gpu": "A100-SXM-80GB", "gpus_per_node": 8}]}})");
+    "cluster": {"nodes": [{"count": 2, "gpu": "H100-SXM-80GB", "gpus_per_node": 8, "nics": {"count": 8, "bandwidth_Gbps": 400}},
+                          {"count": 1, "gpu": "A100-SXM-80GB", "gpus_per_node": 8, "nics": {"count": 8, "bandwidth_Gbps": 200}}]}})");
   d["cost"] = cost;
   return d;
 }
@@ -72,8 +72,8 @@ TEST(ScenarioCost, ErrorsNameTheJsonPath) {
   EXPECT_NE(message.find("expected a key naming a GPU preset"), std::string::npos) << message;
   EXPECT_EQ(error_path(mixed_with_cost(json::parse(R"({"price_per_gpu_hour": 1, "tokens_to_train": 0})")), message),
             "/cost/tokens_to_train");
-  EXPECT_EQ(error_path(mixed_with_cost(json::parse(R"({"price_per_gpu_hour": 1, "price": 2})")), message), "/cost");
-  EXPECT_NE(message.find("price"), std::string::npos) << message;
+  EXPECT_EQ(error_path(mixed_with_cost(json::parse(R"({"price_per_gpu_hour": 1, "price": 2})")), message), "/cost/price");
+  EXPECT_NE(message.find("unknown key 'price'"), std::string::npos) << message;
 }
 
 }  // namespace

@@ -16,7 +16,7 @@ using nlohmann::json;
 json with_sweep(const json& sweep) {
   json d = json::parse(R"({
     "model": {"preset": "llama2-7b"}, "training": {"seq_length": 4096, "global_batch_size": 64},
-    "cluster": {"nodes": [{"count": 1, "gpu": "H100-SXM-80GB", "gpus_per_node": 8}]}})");
+    "cluster": {"nodes": [{"count": 1, "gpu": "H100-SXM-80GB", "gpus_per_node": 8, "nics": {"count": 8, "bandwidth_Gbps": 400}}]}})");
   d["sweep"] = sweep;
   return d;
 }
@@ -69,7 +69,8 @@ TEST(ScenarioSweep, BoundsAndErrorsAtTheirJsonPaths) {
   EXPECT_EQ(error_path(with_sweep(json::parse(R"({"gpu": ["H100"]})")), message), "/sweep/gpu/0");
   EXPECT_EQ(error_path(with_sweep(json::parse(R"({})")), message), "/sweep");
   EXPECT_EQ(error_path(with_sweep(json::parse(R"({"nodes": []})")), message), "/sweep/nodes");
-  EXPECT_EQ(error_path(with_sweep(json::parse(R"({"node": [1]})")), message), "/sweep");
+  EXPECT_EQ(error_path(with_sweep(json::parse(R"({"node": [1]})")), message), "/sweep/node");
+  EXPECT_NE(message.find("did you mean 'nodes'"), std::string::npos) << message;
   json mixed = with_sweep(json::parse(R"({"nodes": [1, 2]})"));
   mixed["cluster"]["nodes"].push_back(mixed["cluster"]["nodes"][0]);
   EXPECT_EQ(error_path(mixed, message), "/sweep/nodes");

@@ -26,8 +26,15 @@ SimulateSettings settings_into(const std::filesystem::path& out, int jobs) {
   return settings;
 }
 
-json small_sweep() {
+// The small scenario with NICs, so that it can grow to several nodes.
+json small_with_nics() {
   json d = test::small_scenario();
+  d["cluster"]["nodes"][0]["nics"] = {{"count", 4}, {"bandwidth_Gbps", 400}};
+  return d;
+}
+
+json small_sweep() {
+  json d = small_with_nics();
   d["sweep"] = {{"nodes", {1, 2}}};
   d["cost"] = {{"price_per_gpu_hour", 2.5}, {"tokens_to_train", 1e9}};
   return d;
@@ -82,20 +89,20 @@ TEST(SweepRun, NamesThePointThatIsNotAValidScenario) {
 }
 
 TEST(SweepRun, RefusesWorkBeyondItsLimitWithTheEstimate) {
-  json d = test::small_scenario();
+  json d = small_with_nics();
   d["search"] = {{"tensor_model_parallel_size", {1, 2, 4}}, {"pipeline_model_parallel_size", {1, 2, 4}},
-                 {"micro_batch_size", {1, 2}}, {"zero_stage", {0, 1, 2, 3}},
-                 {"recompute", {"none", "selective", "full"}}};
-  d["training"]["global_batch_size"] = 64;
-  json lengths = json::array();
-  for (int i = 1; i <= 8; ++i) lengths.push_back(256 * i);
-  d["sweep"] = {{"seq_length", lengths}, {"nodes", {1, 2, 3, 4, 5, 6, 7, 8}}};
+                 {"context_parallel_size", {1, 2}}, {"virtual_pipeline_model_parallel_size", {1, 2}},
+                 {"sequence_parallel", {true, false}}, {"micro_batch_size", {1, 2, 4, 8}},
+                 {"zero_stage", {0, 1, 2, 3}}, {"recompute", {"none", "selective", "full"}},
+                 {"schedule", {"gpipe", "1f1b", "interleaved-1f1b"}}};
+  d["training"]["global_batch_size"] = 512;
+  d["sweep"] = {{"nodes", {8, 16}}, {"seq_length", {1024, 2048, 4096, 8192}}};
   std::string path;
   const std::string message = expect_input_error(d, path);
   EXPECT_EQ(path, "/sweep");
   EXPECT_NE(message.find("expected a sweep of at most 20000 candidates to simulate in all"), std::string::npos)
       << message;
-  EXPECT_NE(message.find("over 64 points"), std::string::npos) << message;
+  EXPECT_NE(message.find("over 8 points"), std::string::npos) << message;
 }
 
 TEST(SweepRun, ASingleSimulationRefusesASweepAndASweepNeedsOne) {

@@ -5,7 +5,6 @@ import contextlib
 import copy
 import io
 import os
-import sys
 import tempfile
 import unittest
 
@@ -15,7 +14,8 @@ SMALL = {
     "name": "small",
     "model": {"preset": "llama2-7b", "num_layers": 4},
     "training": {"seq_length": 2048, "global_batch_size": 8},
-    "cluster": {"nodes": [{"count": 1, "gpu": "H100-SXM-80GB", "gpus_per_node": 4}]},
+    "cluster": {"nodes": [{"count": 1, "gpu": "H100-SXM-80GB", "gpus_per_node": 4,
+                           "nics": {"count": 4, "bandwidth_Gbps": 400}}]},
     "search": {"tensor_model_parallel_size": [1, 2], "pipeline_model_parallel_size": [1],
                "micro_batch_size": [1], "zero_stage": [1], "recompute": ["none"]},
     "cost": {"price_per_gpu_hour": 2.0, "tokens_to_train": 1e9},
@@ -75,4 +75,4 @@ class TwinModuleTest(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    unittest.main(verbosity=2, stream=sys.stderr)
+    unittest.main(verbosity=2)
