@@ -56,7 +56,7 @@ int run_sweep(const SweepOptions& options) {
     std::printf("%s: %d GPUs, best %s, %.0f tokens/s (%.0f per GPU), MFU %.1f%%, peak memory %.1f GiB", label.c_str(),
                 row.gpus, row.best->key().c_str(), t.tokens_per_s, t.tokens_per_s / row.gpus, 100 * t.mfu,
                 row.best->memory.peak_bytes() / kGiB);
-    if (row.cost) std::printf(", %.2f %s per million tokens", row.cost->cost_per_million_tokens, input.cost->currency.c_str());
+    if (row.cost) std::printf(", %.3f %s per million tokens", row.cost->cost_per_million_tokens, input.cost->currency.c_str());
     std::printf("\n");
   }
   std::printf("wrote %s/{scaling.csv,scaling.html,points/}\n", outcome.out.string().c_str());

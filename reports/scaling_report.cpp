@@ -85,7 +85,7 @@ std::string scaling_html(const std::string& scenario_name, const std::vector<std
   std::string html = "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<title>" +
                      escape_html("twin sweep: " + scenario_name) + "</title>\n<style>" + kPageStyle +
                      "table { border-collapse: collapse; font-size: 13px; }\n"
-                     "th, td { padding: 4px 8px; border-bottom: 1px solid #eaeef2; text-align: left; }\n"
+                     "th, td { padding: 4px 8px; border-bottom: 1px solid #eaeef2; text-align: left; white-space: nowrap; }\n"
                      "td.num { text-align: right; font-variant-numeric: tabular-nums; }\n</style>\n</head>\n<body>\n<main>\n";
   html += "<h1>" + escape_html("Scaling: " + scenario_name) + "</h1>\n";
   html += "<h2>Throughput per GPU of the best strategy at each point</h2>\n<div class=\"chart\">" +
@@ -109,7 +109,7 @@ std::string scaling_html(const std::string& scenario_name, const std::vector<std
             num(best ? gib_text(best->memory.peak_bytes(), 1) : "");
     if (cost) {
       const std::optional<TrainingCost>& c = row.cost;
-      html += num(c ? fixed(c->cost_per_million_tokens, 2) : "") +
+      html += num(c ? fixed(c->cost_per_million_tokens, 3) : "") +
               num(c && c->time_to_train_hours ? fixed(*c->time_to_train_hours / 24, 1) : "") +
               num(c && c->cost_to_train ? grouped(*c->cost_to_train) : "");
     }

@@ -52,7 +52,7 @@ RankingExtraColumns training_cost_table(const CostConfig& cost, const Cluster& c
     const auto days = c->time_to_train_hours ? fixed(*c->time_to_train_hours / kHoursPerDay, 1) : std::string();
     const auto price = c->cost_to_train ? grouped(*c->cost_to_train) : std::string();
     return std::vector<std::string>{fixed(c->gpu_hours_per_step, 4), fixed(c->gpu_hours_per_million_tokens, 2),
-                                    fixed(c->cost_per_million_tokens, 2), days, price};
+                                    fixed(c->cost_per_million_tokens, 3), days, price};
   };
   return columns;
 }
