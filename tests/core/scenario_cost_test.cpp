@@ -7,11 +7,13 @@
 
 #include "core/error.hpp"
 #include "core/scenario.hpp"
+#include "tests/core/scenario_error_path.hpp"
 
 namespace twin {
 namespace {
 
 using nlohmann::json;
+using testing::error_path;
 
 json mixed_with_cost(const json& cost) {
   json d = json::parse(R"({
@@ -25,16 +27,6 @@ json mixed_with_cost(const json& cost) {
 std::optional<CostConfig> parse(const json& document) {
   const Scenario scenario = parse_scenario(document, "s.json");  // checks the section too
   return parse_cost_section(JsonReader(document, "s.json"), scenario.cluster);
-}
-
-std::string error_path(const json& document, std::string& message) {
-  try {
-    parse_scenario(document, "s.json");
-  } catch (const InputError& e) {
-    message = e.what();
-    return e.json_path();
-  }
-  return "(no error)";
 }
 
 TEST(ScenarioCost, PricesEachGpuKindAndTheClusterHour) {

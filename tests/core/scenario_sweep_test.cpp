@@ -7,11 +7,13 @@
 
 #include "core/error.hpp"
 #include "core/scenario.hpp"
+#include "tests/core/scenario_error_path.hpp"
 
 namespace twin {
 namespace {
 
 using nlohmann::json;
+using testing::error_path;
 
 json with_sweep(const json& sweep) {
   json d = json::parse(R"({
@@ -19,16 +21,6 @@ json with_sweep(const json& sweep) {
     "cluster": {"nodes": [{"count": 1, "gpu": "H100-SXM-80GB", "gpus_per_node": 8, "nics": {"count": 8, "bandwidth_Gbps": 400}}]}})");
   d["sweep"] = sweep;
   return d;
-}
-
-std::string error_path(const json& document, std::string& message) {
-  try {
-    parse_scenario(document, "s.json");
-  } catch (const InputError& e) {
-    message = e.what();
-    return e.json_path();
-  }
-  return "(no error)";
 }
 
 TEST(ScenarioSweep, PointsAreEveryCombinationNodesOutermost) {
