@@ -28,6 +28,21 @@ void add_simulate_command(CLI::App& app, SimulateOptions& options);
 // Returns the process exit code.
 int run_simulate(const SimulateOptions& options);
 
+struct SweepOptions {
+  std::string scenario;
+  std::string profile;     // empty: the scenario's "profile" field
+  std::string out = "twin-sweep";
+  int top = 1;             // traces per point
+  int jobs = 0;
+  bool quiet = false;
+  bool scale_profile = false;
+  bool exhaustive = false;
+  bool full_replay = false;
+};
+
+void add_sweep_command(CLI::App& app, SweepOptions& options);
+int run_sweep(const SweepOptions& options);
+
 struct ReportOptions {
   std::string run_dir;
   std::string out;         // empty: RUN_DIR/execution_report.html

@@ -47,6 +47,8 @@ int main(int argc, char** argv) {
   twin::ValidateOptions validate;
   twin::add_validate_command(app, validate);
   twin::add_calibrate_command(app);
+  twin::SweepOptions sweep;
+  twin::add_sweep_command(app, sweep);
 #ifdef TWIN_WITH_CUDA
   twin::add_execute_command(app);
 #elif defined(TWIN_GPU_BINARY)
@@ -76,6 +78,7 @@ int main(int argc, char** argv) {
   }
   try {
     if (app.got_subcommand("simulate")) return twin::run_simulate(simulate);
+    if (app.got_subcommand("sweep")) return twin::run_sweep(sweep);
     if (app.got_subcommand("report")) return twin::run_report(report);
     if (app.got_subcommand("validate")) return twin::run_validate(validate);
     if (twin::calibrate_selected(app)) return twin::run_calibrate(app);

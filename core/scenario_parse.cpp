@@ -16,8 +16,10 @@
 #include "core/json_reader.hpp"
 #include "core/model_limits.hpp"
 #include "core/scenario.hpp"
+#include "core/scenario_cost.hpp"
 #include "core/scenario_histogram.hpp"
 #include "core/scenario_pipelines.hpp"
+#include "core/scenario_sweep.hpp"
 
 namespace twin {
 
@@ -362,7 +364,7 @@ Scenario parse_scenario(const nlohmann::json& document, const std::string& sourc
   const Reader root(document, source, json_path);
   if (!document.is_object()) root.fail("expected a JSON object at the top level");
   root.only_keys({"name", "model", "training", "framework", "cluster", "search", "strategy", "profile",
-                  "profile_scaling"});
+                  "profile_scaling", "cost", "sweep"});
   Scenario s;
   s.source = source;
   if (auto f = root.find("name")) {
@@ -407,6 +409,10 @@ Scenario parse_scenario(const nlohmann::json& document, const std::string& sourc
   apply_distributed_optimizer(s, root);
   if (auto f = root.find("profile")) s.profile = f->string();
   if (auto f = root.find("profile_scaling")) s.profile_scaling = f->boolean();
+  // Checked here so that no reader of a scenario accepts a bad one; the run reads them again
+  // (pipeline/scenario_input.hpp), since the search does not use them.
+  parse_cost_section(root, s.cluster);
+  parse_sweep_section(root);
   return s;
 }
 

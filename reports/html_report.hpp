@@ -8,6 +8,7 @@
 
 #include "core/op_graph.hpp"
 #include "core/scenario.hpp"
+#include "core/scenario_cost.hpp"
 #include "reports/plan_comparison.hpp"
 #include "strategies/search.hpp"
 
@@ -15,15 +16,16 @@ namespace twin {
 
 // `ranked` as search() returns it; `best` must carry op timings for `best_graph` (evaluate with
 // record_op_timings); `compared`: the top plans, fastest first (none: no side-by-side section). The profile shown
-// is scenario.profile ("builtin" adds the estimates warning).
+// is scenario.profile ("builtin" adds the estimates warning). With `cost` (the scenario's cost section) the
+// ranking shows each candidate's cost (reports/training_cost.hpp).
 std::string html_report(const Scenario& scenario, const std::vector<Candidate>& ranked,
                         const IterationGraph& best_graph, const Candidate& best,
-                        const std::vector<ComparedPlan>& compared = {});
+                        const std::vector<ComparedPlan>& compared = {}, const CostConfig* cost = nullptr);
 
 // Writes html_report atomically.
 void write_html_report(const std::filesystem::path& path, const Scenario& scenario,
                        const std::vector<Candidate>& ranked, const IterationGraph& best_graph, const Candidate& best,
-                       const std::vector<ComparedPlan>& compared = {});
+                       const std::vector<ComparedPlan>& compared = {}, const CostConfig* cost = nullptr);
 
 // Per entry of a memory estimate with `stages` entries, the smallest GPU memory among the rank classes it
 // describes (the one that must fit), for the memory chart's capacity line.

@@ -2,6 +2,7 @@
 #include "reports/ranking_csv.hpp"
 
 #include "reports/format.hpp"
+#include "reports/training_cost.hpp"
 
 namespace twin {
 
@@ -99,18 +100,36 @@ std::vector<std::string> candidate_row(const Candidate& candidate, int place) {
 
 }  // namespace
 
-std::vector<std::vector<std::string>> ranking_rows(const Scenario& scenario, const std::vector<Candidate>& candidates) {
+std::vector<std::string> ranking_columns(const CostConfig* cost) {
+  std::vector<std::string> columns = ranking_csv_columns();
+  if (cost)
+    for (std::string& name : training_cost_columns(*cost)) columns.push_back(std::move(name));
+  return columns;
+}
+
+std::vector<std::vector<std::string>> ranking_rows(const Scenario& scenario, const std::vector<Candidate>& candidates,
+                                                   const CostConfig* cost) {
   std::vector<std::vector<std::string>> rows;
   rows.reserve(candidates.size());
   int place = 0;
-  for (const Candidate& candidate : candidates) rows.push_back(candidate_row(candidate, candidate.feasible ? ++place : 0));
+  for (const Candidate& candidate : candidates) {
+    rows.push_back(candidate_row(candidate, candidate.feasible ? ++place : 0));
+    if (cost)
+      for (std::string& cell : training_cost_cells(*cost, scenario.cluster, candidate)) rows.back().push_back(std::move(cell));
+  }
   return rows;
 }
 
-std::string ranking_csv(const Scenario& scenario, const std::vector<Candidate>& candidates) {
+std::string ranking_csv(const Scenario& scenario, const std::vector<Candidate>& candidates, const CostConfig* cost) {
   std::string csv;
-  append_row(csv, ranking_csv_columns());
-  for (const std::vector<std::string>& row : ranking_rows(scenario, candidates)) append_row(csv, row);
+  append_row(csv, ranking_columns(cost));
+  for (const std::vector<std::string>& row : ranking_rows(scenario, candidates, cost)) append_row(csv, row);
+  return csv;
+}
+
+std::string csv_text(const std::vector<std::vector<std::string>>& rows) {
+  std::string csv;
+  for (const std::vector<std::string>& row : rows) append_row(csv, row);
   return csv;
 }
 

@@ -160,9 +160,9 @@ std::vector<std::size_t> embedded_rows(const std::vector<Candidate>& candidates,
 }
 
 std::string ranking_table_html(const Scenario& scenario, const std::vector<Candidate>& candidates,
-                               std::size_t max_rows) {
-  const std::vector<std::vector<std::string>> all_rows = ranking_rows(scenario, candidates);
-  std::vector<std::string> names = ranking_csv_columns();
+                               std::size_t max_rows, const CostConfig* cost) {
+  const std::vector<std::vector<std::string>> all_rows = ranking_rows(scenario, candidates, cost);
+  std::vector<std::string> names = ranking_columns(cost);
   names.push_back("vs_best");
   const auto best = std::find_if(candidates.begin(), candidates.end(), [](const Candidate& c) { return c.feasible; });
   std::vector<std::vector<std::string>> rows;

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/scenario.hpp"
+#include "core/scenario_cost.hpp"
 #include "strategies/search.hpp"
 
 namespace twin {
@@ -30,7 +31,8 @@ std::vector<std::size_t> embedded_rows(const std::vector<Candidate>& candidates,
 // {"columns": [{"name", "label", "title", "format", "numeric", "css", "tooltip", "index"}...] in the order shown,
 //  "rows": [[field...]...] (ranking_rows' fields plus "vs_best", the iteration over the best's minus 1),
 //  "tie_fraction": kTieFraction}.
+// With `cost` (the scenario's cost section) its columns follow ranking.csv's others.
 std::string ranking_table_html(const Scenario& scenario, const std::vector<Candidate>& candidates,
-                               std::size_t max_rows = kRankingTableMaxRows);
+                               std::size_t max_rows = kRankingTableMaxRows, const CostConfig* cost = nullptr);
 
 }  // namespace twin

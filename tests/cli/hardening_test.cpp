@@ -169,6 +169,10 @@ TEST(Hardening, HostileValuesAndKeysAreNamedWhereTheyAre) {
        "'stage_micro_batch_size'?)"},
       {"hot_switch_unknown_key", "at /strategy/hot_switch/phasess: unknown key 'phasess'"},
       {"hot_switch_phase_unknown_key", "at /strategy/hot_switch/phases/0/zero_stage: unknown key 'zero_stage'"},
+      {"sweep_points_beyond_limit", "at /sweep: expected a sweep of at most 64 points, got 8192 (nodes 64 x "
+                                    "global_batch_size 64 x seq_length 2 x gpu 1)"},
+      {"cost_currency_control_bytes", "at /cost/currency: expected a currency code of three capital letters (ISO "
+                                      "4217, e.g. \"USD\"), got \"U\\u001b[2JS\""},
       {"histogram_control_bytes", "histogram_control_bytes.csv: line 3: expected \"length,count\" with two integers, "
                                   "got \"10\\x0024,\\x1b[2J5\""},
   };

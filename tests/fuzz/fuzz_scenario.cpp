@@ -1,5 +1,6 @@
 // libFuzzer target: any byte string fed to the scenario parser must either parse, and then survive the
-// to_json round trip unchanged, or throw InputError. Any other exception, or a crash, is a bug.
+// to_json round trip unchanged, or throw InputError. Any other exception, or a crash, is a bug. A scenario that
+// parses with a sweep section has its points built and parsed too (twin sweep's reading, core/scenario_input.hpp).
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -10,6 +11,8 @@
 
 #include "core/error.hpp"
 #include "core/scenario.hpp"
+#include "core/input_file.hpp"
+#include "core/scenario_input.hpp"
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);
@@ -20,6 +23,10 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
       std::fprintf(stderr, "round trip changed the scenario:\n%s\n", twin::to_json(scenario).dump(2).c_str());
       std::abort();
     }
+    const twin::ScenarioInput input = twin::read_scenario_input(twin::parse_input_json(text, "fuzz.json"), "fuzz.json");
+    if (input.sweep)
+      for (const twin::SweepPoint& point : twin::sweep_points(input.document, *input.sweep))
+        twin::read_scenario_input(point.document, "fuzz.json");
   } catch (const twin::InputError&) {
     // the expected outcome for bad input
   } catch (const std::exception& e) {
