@@ -19,20 +19,30 @@ std::string optional_fixed(const std::optional<double>& value, int decimals) {
   return value ? fixed(*value, decimals) : std::string();
 }
 
-// One bar per point: tokens/s per GPU, the measure of how well the strategy scales.
+// "field=value ..." of one sweep point.
+std::string point_label(const ScalingRow& row) {
+  std::string label;
+  for (const auto& [field, value] : row.values) label += (label.empty() ? "" : " ") + field + "=" + value;
+  return label;
+}
+
+// One bar per point: tokens/s per GPU, the measure of how well the strategy scales. The label column is as wide as
+// the longest label (about 7 px a character at 12 px), so that no label is cut.
 std::string throughput_chart_svg(const std::vector<ScalingRow>& rows) {
-  constexpr double kLabelWidth = 300, kBarWidth = 520, kRowHeight = 22, kTop = 8;
+  constexpr double kCharWidth = 7, kBarWidth = 520, kRowHeight = 22, kTop = 8;
+  std::size_t longest = 0;
+  for (const ScalingRow& row : rows) longest = std::max(longest, point_label(row).size());
+  const double label_width = std::max(120.0, kCharWidth * static_cast<double>(longest) + 12);
   double best = 0;
   for (const ScalingRow& row : rows) best = std::max(best, tokens_per_gpu(row));
-  Svg svg(kLabelWidth + kBarWidth + 90, kTop * 2 + kRowHeight * rows.size(), "tokens/s per GPU at each sweep point");
+  Svg svg(label_width + kBarWidth + 90, kTop * 2 + kRowHeight * rows.size(), "tokens/s per GPU at each sweep point");
   for (std::size_t i = 0; i < rows.size(); ++i) {
     const double y = kTop + kRowHeight * i;
-    std::string label;
-    for (const auto& [field, value] : rows[i].values) label += (label.empty() ? "" : " ") + field + "=" + value;
-    svg.text(kLabelWidth - 6, y + 15, cut_label(label, 48), "end", 12);
+    const std::string label = point_label(rows[i]);
+    svg.text(label_width - 6, y + 15, label, "end", 12);
     const double value = tokens_per_gpu(rows[i]);
-    if (best > 0 && value > 0) svg.rect(kLabelWidth, y + 3, kBarWidth * value / best, kRowHeight - 6, "#4c78a8", label);
-    svg.text(kLabelWidth + (best > 0 ? kBarWidth * value / best : 0) + 6, y + 15,
+    if (best > 0 && value > 0) svg.rect(label_width, y + 3, kBarWidth * value / best, kRowHeight - 6, "#4c78a8", label);
+    svg.text(label_width + (best > 0 ? kBarWidth * value / best : 0) + 6, y + 15,
              rows[i].best ? grouped(value) : "no feasible strategy", "start", 12);
   }
   return svg.str();
