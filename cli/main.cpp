@@ -86,7 +86,7 @@ int main(int argc, char** argv) {
     if (twin::execute_selected(app)) return twin::run_execute(app);
 #endif
   } catch (const std::bad_alloc&) {
-    // The last resort: the up-front estimates (README "Limits") refuse the inputs known to need this much.
+    // The last resort: the up-front estimates (docs/SIMULATOR.md "Limits") refuse the inputs known to need this much.
     const std::vector<CLI::App*> chosen = app.get_subcommands();
     spdlog::error("twin {}: ran out of memory (the process could allocate no more): the input asks for more work "
                   "than this machine's memory holds; narrow it (for a scenario: a smaller training.global_batch_size "

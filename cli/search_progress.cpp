@@ -65,7 +65,7 @@ void SearchProgress::notice_while_running() {
                    elapsed_s, once);
     else if (total >= 0)
       std::fprintf(stderr, "twin simulate: still working after %.0f s: the uniform strategies are searched; now the "
-                           "plan families' searches (each bounded: README \"Limits\") or the top plans' traces%s\n",
+                           "plan families' searches (each bounded: docs/SIMULATOR.md \"Limits\") or the top plans' traces%s\n",
                    elapsed_s, once);
     else
       std::fprintf(stderr, "twin simulate: still working after %.0f s: enumerating and bounding the candidates, or a "

@@ -410,7 +410,7 @@ Scenario parse_scenario(const nlohmann::json& document, const std::string& sourc
   if (auto f = root.find("profile")) s.profile = f->string();
   if (auto f = root.find("profile_scaling")) s.profile_scaling = f->boolean();
   // Checked here so that no reader of a scenario accepts a bad one; the run reads them again
-  // (pipeline/scenario_input.hpp), since the search does not use them.
+  // (core/scenario_input.hpp), since the search does not use them.
   parse_cost_section(root, s.cluster);
   parse_sweep_section(root);
   return s;
