@@ -13,7 +13,10 @@ seconds="${1:-60}"
 root="$(cd "$(dirname "$0")/.." && pwd)"
 build="$root/build-fuzz"
 
+# -O1 with line tables only, as the sanitizers' documentation suggests: stack traces name file and line, and the tree
+# compiles in far less time than at -O2 with full debug information (CI builds it on two cores).
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCMAKE_CXX_COMPILER=clang++ \
+  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO='-O1 -gline-tables-only -DNDEBUG' \
   -DTWIN_BUILD_FUZZ=ON -DTWIN_BUILD_TESTS=ON -DTWIN_WITH_CUDA=OFF \
   -DCMAKE_CXX_FLAGS='-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=undefined' >/dev/null
 cmake --build "$build" --target fuzz_scenario fuzz_family_plans fuzz_inputs fuzz_megatron_args twin -j2

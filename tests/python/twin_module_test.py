@@ -38,7 +38,7 @@ class TwinModuleTest(unittest.TestCase):
         ranking = results["ranking"]
         self.assertGreaterEqual(len(ranking), 2)
         first = ranking[0]
-        self.assertEqual(first["rank"], 1)
+        self.assertEqual(first["place"], 1)
         self.assertIs(first["feasible"], True)
         self.assertIsInstance(first["tokens_per_s"], float)
         self.assertGreater(first["cost_per_million_tokens_USD"], 0)
