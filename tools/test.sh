@@ -8,4 +8,4 @@ tools/deps.sh
 cmake -S . -B build-test -DCMAKE_BUILD_TYPE=Release -DTWIN_BUILD_TESTS=ON > /dev/null
 cmake --build build-test -j "$(nproc)"
 ctest --test-dir build-test --output-on-failure -j "$(nproc)"
-tools/fuzz.sh "${TWIN_FUZZ_SECONDS:-60}"
+TWIN_BINARY=build-test/twin tools/fuzz.sh "${TWIN_FUZZ_SECONDS:-60}"  # the large run folders read by this build's twin
