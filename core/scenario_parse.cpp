@@ -144,13 +144,17 @@ OptimizerPrecision parse_optimizer_precision(const Reader& r, const TrainingConf
 
 TrainingConfig parse_training(const Reader& r) {
   r.only_keys({"seq_length", "global_batch_size", "precision", "optimizer", "main_params_dtype", "exp_avg_dtype",
-               "exp_avg_sq_dtype", "seq_length_buckets", "seq_length_histogram"});
+               "exp_avg_sq_dtype", "seq_length_buckets", "seq_length_histogram", "fp8"});
   TrainingConfig t;
   t.seq_length = r.required("seq_length").integer(1, kMaxSequence);
   t.global_batch_size = r.required("global_batch_size").integer(1, kMaxBatch);
   if (auto f = r.find("precision")) t.precision = f->one_of({"bf16", "fp16", "fp32"}, "precision");
   if (auto f = r.find("optimizer")) t.optimizer = f->one_of({"adam", "sgd"}, "optimizer");
   t.optimizer_precision = parse_optimizer_precision(r, t);
+  if (auto f = r.find("fp8"); f && !f->value().is_null()) {
+    if (t.precision == "fp32") f->fail("expected no fp8 with precision fp32 (FP8 runs beside bf16 or fp16)");
+    t.fp8 = parse_fp8(*f);
+  }
   if (auto buckets = r.find("seq_length_buckets")) {
     double fraction_sum = 0;
     for (const Reader& item : buckets->non_empty_elements()) {
@@ -358,6 +362,32 @@ void apply_distributed_optimizer(Scenario& s, const Reader& root) {
   s.search.zero_stage = {stage};
 }
 
+// FP8 needs FP8 tensor cores on every GPU of the cluster, MXFP8 Blackwell's; the first/last BF16 layers fit the
+// model; the plan families price 16-bit linears only.
+void check_fp8(const Scenario& s, const Reader& root) {
+  const Reader nodes = root.required("cluster").required("nodes");
+  const auto items = nodes.elements();
+  for (std::size_t i = 0; i < s.cluster.node_groups.size(); ++i) {
+    const GpuSpec& gpu = s.cluster.node_groups[i].gpu;
+    if (!(gpu.peak_fp8_tflops > 0))
+      items[i].required("gpu").fail_plain(fmt::format(
+          "GPU '{}' has no FP8 tensor cores (no peak_fp8_tflops), which training.fp8 needs", gpu.name));
+    if (s.training.fp8->recipe == Fp8Recipe::mxfp8 && !gpu.mxfp8)
+      items[i].required("gpu").fail_plain(fmt::format(
+          "GPU '{}' does not take MXFP8 (Blackwell's tensor cores do), which training.fp8.recipe \"mxfp8\" needs",
+          gpu.name));
+  }
+  const Reader fp8_at = root.required("training").required("fp8");
+  if (s.search.per_layer || s.search.hot_switch || s.pins_family_plan() || !s.pipelines.empty())
+    fp8_at.fail_plain("expected no fp8 with per-layer, hot-switching or asymmetric plans (their lowering and "
+                      "memory model price 16-bit linears only)");
+  const Fp8Config& fp8 = *s.training.fp8;
+  if (fp8.first_last_layers_bf16 && fp8.num_layers_at_start_in_bf16 + fp8.num_layers_at_end_in_bf16 > s.model.num_layers)
+    fp8_at.fail_plain(fmt::format(
+        "expected at most num_layers {} layers kept in BF16, got {} + {}", s.model.num_layers,
+        fp8.num_layers_at_start_in_bf16, fp8.num_layers_at_end_in_bf16));
+}
+
 }  // namespace
 
 Scenario parse_scenario(const nlohmann::json& document, const std::string& source, const std::string& json_path) {
@@ -407,6 +437,7 @@ Scenario parse_scenario(const nlohmann::json& document, const std::string& sourc
       f->required("zero_stage").fail("expected 0 or 1 for an asymmetric plan (ZeRO-1 shards over its pipelines)");
   }
   apply_distributed_optimizer(s, root);
+  if (s.training.fp8) check_fp8(s, root);
   if (auto f = root.find("profile")) s.profile = f->string();
   if (auto f = root.find("profile_scaling")) s.profile_scaling = f->boolean();
   // Checked here so that no reader of a scenario accepts a bad one; the run reads them again

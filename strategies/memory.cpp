@@ -27,6 +27,7 @@
 #include <fmt/format.h>
 
 #include "core/layer.hpp"
+#include "strategies/fp8_linears.hpp"
 #include "strategies/rank_layout.hpp"
 #include "strategies/schedule.hpp"
 #include "strategies/sharded_parameters.hpp"
@@ -270,7 +271,8 @@ MemoryEstimate estimate_memory(const Scenario& scenario, const Strategy& st) {
       const double expert = p.expert * bytes_per_param / (shard ? expert_data_group : 1);
       return static_cast<Bytes>(std::llround(dense + expert));
     };
-    mem.parameters = sharded(per_param.weights, st.zero_stage >= 3);
+    mem.parameters = sharded(per_param.weights, st.zero_stage >= 3) +
+                     std::llround(fp8_state_bytes(scenario, st, stage));
     mem.gradients = sharded(per_param.gradients, st.zero_stage >= 2);
     mem.optimizer_states = sharded(per_param.optimizer, st.zero_stage >= 1);
 

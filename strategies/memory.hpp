@@ -14,7 +14,8 @@
 namespace twin {
 
 struct MemoryBreakdown {
-  Bytes parameters = 0;          // bf16 weights held (sharded under ZeRO-3)
+  Bytes parameters = 0;          // bf16 weights held (sharded under ZeRO-3); under FP8 with their FP8 copies and
+                                 // scaling state (strategies/fp8_linears.hpp fp8_state_bytes)
   Bytes gradients = 0;           // bf16/fp32 grads held (sharded under ZeRO-2/3)
   Bytes optimizer_states = 0;    // fp32 master + Adam m, v (sharded under ZeRO-1+)
   Bytes activations = 0;         // peak over the schedule

@@ -26,6 +26,7 @@ SECTIONS = {
     ("model",): [("core/scenario_parse.cpp", "ModelConfig parse_model(", "r")],
     ("model", "moe"): [("core/scenario_parse.cpp", "MoeConfig parse_moe(", "r")],
     ("training",): [("core/scenario_parse.cpp", "TrainingConfig parse_training(", "r")],
+    ("training", "fp8"): [("core/fp8.cpp", "Fp8Config parse_fp8(", "r")],
     ("training", "seq_length_buckets", "[]"): [("core/scenario_parse.cpp", "TrainingConfig parse_training(", "item")],
     ("framework",): [("core/scenario_parse.cpp", "FrameworkConfig parse_framework(", "r")],
     ("cluster",): [("core/cluster_parse.cpp", "Cluster parse_cluster(", "r")],
