@@ -55,7 +55,8 @@ StateBytes state_bytes_per_parameter(const TrainingConfig& training);
 
 Bytes activation_bytes_per_layer(const ModelConfig& model, std::int64_t seq_length, int micro_batch_size,
                                  int tensor_parallel, bool sequence_parallel, int context_parallel,
-                                 Recompute recompute, bool moe_layer = false, int expert_parallel = 1);
+                                 Recompute recompute, bool moe_layer = false, int expert_parallel = 1,
+                                 bool fp8_layer = false);
 
 // Bytes a fully recomputed layer adds while its backward runs: its forward runs again and keeps what an
 // unrecomputed layer keeps, less its input (held already), until its backward has used them. Megatron's
