@@ -41,13 +41,9 @@ bool layer_runs_fp8(const Fp8Config& fp8, int layer, int num_layers);
 double fp8_scale_bytes(Fp8Recipe recipe, double elements);
 
 class JsonReader;
-struct Scenario;
 // training.fp8 (`format` required; the rest Megatron's defaults): keys format, recipe, param_gather, wgrad,
 // amax_history_len, first_last_layers_bf16, num_layers_at_start_in_bf16, num_layers_at_end_in_bf16.
 Fp8Config parse_fp8(const JsonReader& r);
-// The scenario's training.fp8 against the rest of it (`root` its reader): FP8 tensor cores on every GPU, MXFP8
-// Blackwell's, BF16 edge layers within the model, no plan family (their lowering prices 16-bit linears only).
-void check_fp8_scenario(const Scenario& scenario, const JsonReader& root);
 
 std::string to_string(Fp8Format format);
 std::string to_string(Fp8Recipe recipe);

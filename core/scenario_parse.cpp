@@ -17,6 +17,7 @@
 #include "core/model_limits.hpp"
 #include "core/scenario.hpp"
 #include "core/scenario_cost.hpp"
+#include "core/scenario_fp8.hpp"
 #include "core/scenario_histogram.hpp"
 #include "core/scenario_pipelines.hpp"
 #include "core/scenario_sweep.hpp"
