@@ -54,8 +54,6 @@ TEST(ClusterLayout, NvlinkDomainsSpanNodes) {
   EXPECT_EQ(c.nvlink_domain_of_rank(72), 1);
   c.node_groups.front().nvlink_domain_gpus = 0;  // the node alone
   EXPECT_EQ(c.nvlink_domain_of_rank(71), 17);
-  const Cluster mixed = two_groups();
-  EXPECT_EQ(mixed.nvlink_domain_of_rank(16), 2);
 }
 
 TEST(GpuPresets, DefaultIntraNodeLink) {
@@ -89,6 +87,7 @@ TEST(ClusterLayout, RanksAreNumberedGroupByGroupNodeByNode) {
   EXPECT_EQ(c.node_of_rank(8), 1);
   EXPECT_EQ(c.node_of_rank(16), 2);
   EXPECT_EQ(c.node_of_rank(19), 2);
+  EXPECT_EQ(c.nvlink_domain_of_rank(16), 2);  // no domain spans nodes: the node
   EXPECT_EQ(c.node_group_index_of_rank(15), 0);
   EXPECT_EQ(c.node_group_index_of_rank(16), 1);
   EXPECT_EQ(c.group_of_rank(17).gpu.name, "A100-SXM-80GB");
