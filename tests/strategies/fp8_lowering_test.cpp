@@ -73,10 +73,11 @@ TEST(Fp8Lowering, CastsAndOperandsInTheFp8LayersOnly) {
   EXPECT_EQ(c.weight_casts, 1);
   EXPECT_EQ(c.fp8_gemms, 2 * 4 * 3);         // two layers, four linears, three passes
   EXPECT_EQ(c.bf16_linear_gemms, 2 * 4 * 3);  // the BF16 edge layers
-  // SP gathers of the FP8 layers' inputs (forward, and again for wgrad) and of FC2's and the projection's output
-  // gradients move FP8: 4 per FP8 layer of 1 micro-batch's ops.
-  EXPECT_EQ(c.fp8_gathers, 2 * 4);
-  EXPECT_EQ(c.gathers, 4 * 4 + 1);  // and the output layer's and embedding's gathers in 16 bits
+  // A layer's SP gathers in one micro-batch: QKV's and FC1's inputs forward and again for wgrad, the projection's
+  // and FC2's output gradients: 6, in FP8 in the FP8 layers; the output layer's input (twice) and the embedding's
+  // output gradient stay 16-bit.
+  EXPECT_EQ(c.fp8_gathers, 2 * 6);
+  EXPECT_EQ(c.gathers, 4 * 6 + 3);
 }
 
 std::string describe(const Op& op) {
