@@ -18,25 +18,31 @@ std::string lowercase(std::string_view text) {
   return out;
 }
 
-GpuSpec gpu(std::string name, double bf16_tflops, double fp32_tflops, double memory_MiB, double hbm_GBps,
-            double nvlink_GBps, double pcie_GBps, int sms) {
-  return GpuSpec{std::move(name), bf16_tflops, fp32_tflops, memory_MiB / 1024.0, hbm_GBps, nvlink_GBps, pcie_GBps,
-                 sms};
+GpuSpec gpu(std::string name, double bf16_tflops, double fp8_tflops, double fp32_tflops, double memory_MiB,
+            double hbm_GBps, double nvlink_GBps, double pcie_GBps, int sms, bool mxfp8 = false) {
+  return GpuSpec{std::move(name), bf16_tflops, fp8_tflops, fp32_tflops, memory_MiB / 1024.0, hbm_GBps, nvlink_GBps,
+                 pcie_GBps, sms, mxfp8};
 }
 
-// bf16 dense tensor TFLOP/s with fp32 accumulation (GeForce cards run that at half their fp16-accumulate
-// rate); NVLink per direction (H100/H200 900 GB/s and A100 600 GB/s bidirectional; A800 400);
-// PCIe Gen5 x16 64 GB/s, Gen4 x16 32 GB/s per direction. RTX-3090's NVLink bridge is ignored.
+// bf16 and fp8 dense tensor TFLOP/s with fp32 accumulation (GeForce cards run that at half their fp16-accumulate
+// rate; datasheets that state "with sparsity" are halved; 0: no FP8 tensor cores); NVLink per direction (H100/H200
+// 900 GB/s and A100 600 GB/s bidirectional; A800 400; NVLink 5 1.8 TB/s); PCIe Gen5 x16 64 GB/s, Gen4 x16 32 GB/s,
+// Gen6 x16 128 GB/s per direction. RTX-3090's NVLink bridge is ignored. Sources per number: docs/PROFILES.md,
+// "GPU presets and their sources". Blackwell memory: B200's and GB200's as nvidia-smi reports them (183359 and
+// 189471 MiB); GB300's 288 GB at the same reported share (an estimate: no GB300 was at hand).
 const std::vector<GpuSpec>& presets() {
   static const std::vector<GpuSpec> all = {
-      gpu("H100-SXM-80GB", 989.4, 67.0, 81559, 3350, 450, 64, 132),
-      gpu("H200-141GB", 989.4, 67.0, 143771, 4800, 450, 64, 132),
-      gpu("A100-SXM-40GB", 312.0, 19.5, 40960, 1555, 300, 32, 108),
-      gpu("A100-SXM-80GB", 312.0, 19.5, 81920, 2039, 300, 32, 108),
-      gpu("A800-80GB", 312.0, 19.5, 81920, 2039, 200, 32, 108),
-      gpu("RTX-4090", 165.2, 82.6, 24564, 1008, 0, 32, 128),
-      gpu("RTX-3090", 71.0, 35.6, 24576, 936, 0, 32, 82),
-      gpu("RTX-3080Ti", 68.2, 34.1, 12288, 912, 0, 32, 80),
+      gpu("H100-SXM-80GB", 989.4, 1978.9, 67.0, 81559, 3350, 450, 64, 132),
+      gpu("H200-141GB", 989.4, 1978.9, 67.0, 143771, 4800, 450, 64, 132),
+      gpu("A100-SXM-40GB", 312.0, 0, 19.5, 40960, 1555, 300, 32, 108),
+      gpu("A100-SXM-80GB", 312.0, 0, 19.5, 81920, 2039, 300, 32, 108),
+      gpu("A800-80GB", 312.0, 0, 19.5, 81920, 2039, 200, 32, 108),
+      gpu("RTX-4090", 165.2, 330.3, 82.6, 24564, 1008, 0, 32, 128),
+      gpu("RTX-3090", 71.0, 0, 35.6, 24576, 936, 0, 32, 82),
+      gpu("RTX-3080Ti", 68.2, 0, 34.1, 12288, 912, 0, 32, 80),
+      gpu("B200", 2250, 4500, 75, 183359, 7700, 900, 64, 148, true),
+      gpu("GB200", 2500, 5000, 80, 189471, 8000, 900, 64, 148, true),
+      gpu("GB300", 2500, 5000, 80, 293371, 8000, 900, 128, 160, true),
   };
   return all;
 }
@@ -78,6 +84,18 @@ int Cluster::node_of_rank(int rank) const {
     first_node += node_groups[i].count;
   }
   return first_node + (rank - first_rank) / node_groups[index].gpus_per_node;
+}
+
+int Cluster::nvlink_domain_of_rank(int rank) const {
+  const int index = node_group_index_of_rank(rank);
+  int first_rank = 0;
+  int first_domain = 0;
+  for (int i = 0; i < index; ++i) {
+    const int group_gpus = node_groups[i].count * node_groups[i].gpus_per_node;
+    first_rank += group_gpus;
+    first_domain += (group_gpus + node_groups[i].domain_gpus() - 1) / node_groups[i].domain_gpus();
+  }
+  return first_domain + (rank - first_rank) / node_groups[index].domain_gpus();
 }
 
 int slowest_node_group_of_ranks(const Cluster& cluster, int first_rank, int count) {

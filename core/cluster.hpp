@@ -10,12 +10,14 @@ namespace twin {
 struct GpuSpec {
   std::string name;
   double peak_bf16_tflops = 0;      // dense tensor-core bf16 with fp32 accumulation, datasheet
+  double peak_fp8_tflops = 0;       // dense tensor-core fp8 with fp32 accumulation, datasheet; 0 = no FP8
   double peak_fp32_tflops = 0;      // non-tensor fp32
   double memory_GiB = 0;            // as the driver reports it (GiB)
   double hbm_bandwidth_GBps = 0;
   double nvlink_bandwidth_GBps = 0; // per GPU, per direction; 0 = no NVLink
   double pcie_bandwidth_GBps = 0;   // per direction
   int sm_count = 0;
+  bool mxfp8 = false;               // tensor cores take MXFP8 (a scale per 32 elements): Blackwell
   bool operator==(const GpuSpec&) const = default;
 };
 
@@ -41,6 +43,10 @@ struct NodeGroup {
   int gpus_per_node = 0;
   IntraNodeLink intra_node;
   Nics nics;
+  // GPUs of one NVLink domain: consecutive nodes of the group whose GPUs reach each other over the intra-node
+  // link (an NVL72 rack: 18 nodes of 4 GPUs on one NVLink switch system). 0: the node alone.
+  int nvlink_domain_gpus = 0;
+  int domain_gpus() const { return nvlink_domain_gpus > 0 ? nvlink_domain_gpus : gpus_per_node; }
   bool operator==(const NodeGroup&) const = default;
 };
 
@@ -62,6 +68,9 @@ struct Cluster {
   int node_group_index_of_rank(int rank) const;
   // Global node index of `rank` (nodes numbered across node groups in order).
   int node_of_rank(int rank) const;
+  // Global index of the NVLink domain `rank` is in (domains numbered across node groups in order): ranks of one
+  // domain talk over the intra-node link, others over the NICs. The node, where no domain spans nodes.
+  int nvlink_domain_of_rank(int rank) const;
   bool operator==(const Cluster&) const = default;
 };
 

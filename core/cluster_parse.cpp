@@ -31,14 +31,20 @@ GpuSpec parse_gpu(const Reader& r) {
     return *preset;
   };
   if (!r.value().is_object()) return preset_named(r);
-  r.only_keys({"preset", "name", "peak_bf16_tflops", "peak_fp32_tflops", "memory_GiB", "hbm_bandwidth_GBps",
-               "nvlink_bandwidth_GBps", "pcie_bandwidth_GBps", "sm_count"});
+  r.only_keys({"preset", "name", "peak_bf16_tflops", "peak_fp8_tflops", "peak_fp32_tflops", "memory_GiB",
+               "hbm_bandwidth_GBps", "nvlink_bandwidth_GBps", "pcie_bandwidth_GBps", "sm_count", "mxfp8"});
   GpuSpec gpu;
   const auto preset = r.find("preset");
   if (preset) gpu = preset_named(*preset);
   const bool has_preset = preset.has_value();
   if (auto f = preset_field(r, "name", has_preset)) gpu.name = f->string();
   if (auto f = preset_field(r, "peak_bf16_tflops", has_preset)) gpu.peak_bf16_tflops = physical(*f, 1, 1e5, "a bf16 peak in TFLOP/s");
+  if (auto f = r.find("peak_fp8_tflops")) {  // optional: a GPU without FP8 tensor cores has none
+    constexpr const char* kExpected = "expected an fp8 peak in TFLOP/s in [1, 1e5], or 0 for none";
+    gpu.peak_fp8_tflops = f->number(0, 1e5, kExpected);
+    if (gpu.peak_fp8_tflops > 0 && gpu.peak_fp8_tflops < 1) f->fail(kExpected);
+  }
+  if (auto f = r.find("mxfp8")) gpu.mxfp8 = f->boolean();
   if (auto f = preset_field(r, "peak_fp32_tflops", has_preset)) gpu.peak_fp32_tflops = physical(*f, 0.1, 1e5, "an fp32 peak in TFLOP/s");
   if (auto f = preset_field(r, "memory_GiB", has_preset)) gpu.memory_GiB = physical(*f, 1, 1e5, "a memory size in GiB");
   if (auto f = preset_field(r, "hbm_bandwidth_GBps", has_preset)) gpu.hbm_bandwidth_GBps = physical(*f, 10, 1e6, "a memory bandwidth in GB/s");
@@ -79,6 +85,18 @@ Nics parse_nics(const Reader& r) {
   return nics;
 }
 
+// GPUs of one NVLink domain: whole nodes over NVSwitch (the NVLink switch system of a rack), whole domains in the group.
+int parse_nvlink_domain(const Reader& r, const NodeGroup& group) {
+  const int gpus = static_cast<int>(r.integer(1, kMaxGpus));
+  const std::int64_t group_gpus = std::int64_t{group.count} * group.gpus_per_node;
+  if (gpus % group.gpus_per_node != 0 || group_gpus % gpus != 0)
+    r.fail(fmt::format("expected a multiple of gpus_per_node {} dividing the group's {} GPUs", group.gpus_per_node,
+                       group_gpus));
+  if (gpus > group.gpus_per_node && group.intra_node.kind != IntraNodeKind::nvswitch)
+    r.fail_plain("expected intra_node kind \"nvswitch\" for an NVLink domain of several nodes");
+  return gpus;
+}
+
 }  // namespace
 
 Cluster parse_cluster(const Reader& r) {
@@ -87,7 +105,7 @@ Cluster parse_cluster(const Reader& r) {
   const Reader nodes = r.required("nodes");
   std::int64_t total_gpus = 0;
   for (const Reader& item : nodes.non_empty_elements()) {
-    item.only_keys({"count", "gpu", "gpus_per_node", "intra_node", "nics"});
+    item.only_keys({"count", "gpu", "gpus_per_node", "intra_node", "nics", "nvlink_domain_gpus"});
     NodeGroup group;
     group.count = static_cast<int>(item.required("count").integer(1, kMaxNodes));
     group.gpu = parse_gpu(item.required("gpu"));
@@ -98,6 +116,7 @@ Cluster parse_cluster(const Reader& r) {
       item.fail_plain(fmt::format("expected an \"intra_node\" link, since GPU '{}' gives no link bandwidth",
                                   group.gpu.name));
     if (auto f = item.find("nics")) group.nics = parse_nics(*f);
+    if (auto f = item.find("nvlink_domain_gpus")) group.nvlink_domain_gpus = parse_nvlink_domain(*f, group);
     total_gpus += std::int64_t{group.count} * group.gpus_per_node;
     if (total_gpus > kMaxGpus) nodes.fail_plain(fmt::format("expected at most {} GPUs in all", kMaxGpus));
     cluster.node_groups.push_back(std::move(group));

@@ -16,7 +16,8 @@ using enum Width;
 using enum Region;
 
 constexpr std::array kNormSaved{SavedTensor{"norm input", hidden, sequence_sharded, 2}};
-constexpr std::array kColumnLinearSaved{SavedTensor{"linear input (the norm's output)", hidden, sequence_sharded, 2}};
+constexpr std::array kColumnLinearSaved{
+    SavedTensor{"linear input (the norm's output)", hidden, sequence_sharded, 2, KeptWhen::always, true}};
 constexpr std::array kAttentionSaved{
     SavedTensor{"Q and K, for Q K^T", query_and_key, tensor_sharded, 2},
     SavedTensor{"V", value, tensor_sharded, 2},
@@ -28,13 +29,13 @@ constexpr std::array kAttentionSaved{
 constexpr std::array kProjectionSaved{SavedTensor{"attention output", query, tensor_sharded, 2}};
 constexpr std::array kResidualSaved{SavedTensor{"dropout mask", hidden, sequence_sharded, 1, KeptWhen::hidden_dropout}};
 constexpr std::array kActivationSaved{SavedTensor{"activation input (fc1 output)", fc1, tensor_sharded, 2}};
-constexpr std::array kFc2Saved{SavedTensor{"fc2 input", ffn, tensor_sharded, 2}};
+constexpr std::array kFc2Saved{SavedTensor{"fc2 input", ffn, tensor_sharded, 2, KeptWhen::always, true}};
 constexpr std::array kExpertsSaved{
     SavedTensor{"router input", hidden, sequence_sharded, 2},
     SavedTensor{"router probabilities", experts, sequence_sharded, 4},
-    SavedTensor{"permuted tokens (expert fc1 input)", hidden, routed, 2},
+    SavedTensor{"permuted tokens (expert fc1 input)", hidden, routed, 2, KeptWhen::always, true},
     SavedTensor{"expert fc1 output", expert_fc1, routed, 2},
-    SavedTensor{"expert fc2 input", expert_ffn, routed, 2},
+    SavedTensor{"expert fc2 input", expert_ffn, routed, 2, KeptWhen::always, true},
     SavedTensor{"expert outputs (the combine weights' gradient)", hidden, routed, 2},
 };
 constexpr std::array kEmbeddingSaved{SavedTensor{"dropout mask", hidden, sequence_sharded, 1, KeptWhen::hidden_dropout}};

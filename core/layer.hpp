@@ -88,6 +88,9 @@ struct SavedTensor {
   Region region;
   int bytes_per_element;
   KeptWhen kept = KeptWhen::always;
+  // Kept only for a linear's weight gradient: in a layer whose linears run in FP8 (training.fp8) Transformer Engine
+  // keeps its FP8 copy instead, 1 byte per element.
+  bool fp8_in_fp8_layer = false;
 };
 
 struct Block {

@@ -140,6 +140,28 @@ void read_moe(Reading& r) {
            ": priced as an auxiliary loss (its routing counts all-reduced over TP and CP)");
 }
 
+// --fp8-format and its companions as training.fp8 (absent: no FP8; the custom recipe names a Python factory
+// twin cannot price).
+void read_fp8(Reading& r) {
+  const MegatronArguments& a = r.a;
+  if (!a.has("--fp8-format")) return;
+  const std::string recipe = a.text("--fp8-recipe", "delayed");
+  if (recipe == "custom") refuse(r.source, "--fp8-recipe", "expected delayed, tensorwise, blockwise or mxfp8, got custom");
+  r.doc.set("/training/fp8/format", a.text("--fp8-format", "hybrid"), "--fp8-format");
+  r.doc.set("/training/fp8/recipe", recipe, "--fp8-recipe");
+  r.doc.set("/training/fp8/param_gather", a.has("--fp8-param-gather"), "--fp8-param-gather");
+  r.doc.set("/training/fp8/wgrad", !a.has("--no-fp8-wgrad"), "--no-fp8-wgrad");
+  if (recipe == "delayed")
+    r.doc.set("/training/fp8/amax_history_len", a.integer("--fp8-amax-history-len", 1), "--fp8-amax-history-len");
+  const bool bf16_edges = a.has("--first-last-layers-bf16");
+  r.doc.set("/training/fp8/first_last_layers_bf16", bf16_edges, "--first-last-layers-bf16");
+  if (!bf16_edges) return;
+  r.doc.set("/training/fp8/num_layers_at_start_in_bf16", a.integer("--num-layers-at-start-in-bf16", 1),
+            "--num-layers-at-start-in-bf16");
+  r.doc.set("/training/fp8/num_layers_at_end_in_bf16", a.integer("--num-layers-at-end-in-bf16", 1),
+            "--num-layers-at-end-in-bf16");
+}
+
 void read_training(Reading& r) {
   const MegatronArguments& a = r.a;
   const long long seq = r.required("--seq-length"), micro = r.required("--micro-batch-size");
@@ -152,6 +174,7 @@ void read_training(Reading& r) {
   r.doc.set("/training/global_batch_size", a.integer("--global-batch-size", micro * data_parallel),
             "--global-batch-size");
   r.doc.set("/training/precision", a.has("--bf16") ? "bf16" : a.has("--fp16") ? "fp16" : "fp32", "--bf16");
+  read_fp8(r);
   const std::string optimizer = a.text("--optimizer", "adam");
   if (optimizer != "adam" && optimizer != "sgd")
     refuse(r.source, "--optimizer", fmt::format("expected adam or sgd (what twin models), got {}", optimizer));

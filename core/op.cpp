@@ -122,6 +122,17 @@ std::string to_string(LinearTensor tensor) {
     case LinearTensor::output: return "output";
     case LinearTensor::output_gradient: return "output_gradient";
     case LinearTensor::input_gradient: return "input_gradient";
+    case LinearTensor::weight: return "weight";
+  }
+  return "unknown";
+}
+
+std::string to_string(GemmInputs inputs) {
+  switch (inputs) {
+    case GemmInputs::bf16: return "bf16";
+    case GemmInputs::fp8_per_tensor: return "fp8_per_tensor";
+    case GemmInputs::fp8_blockwise: return "fp8_blockwise";
+    case GemmInputs::mxfp8: return "mxfp8";
   }
   return "unknown";
 }

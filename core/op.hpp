@@ -30,6 +30,9 @@ enum class OpKind : std::uint8_t {
   moe_permute,          // gather tokens by expert: `bytes` moved
   moe_unpermute,
   optimizer_step,       // AdamW over `elements` params, state as optimizer_precision says (+ grad clip scaling)
+  fp8_cast,             // Transformer Engine's cast of a bf16 tensor (rows x cols) of the linear `linear` to FP8,
+                        // recording its amax and scales; with `fp8_columnwise` also the columnwise copy the
+                        // transposed GEMMs read (Hopper: the transpose): `bytes` moved
   // communication (bytes per nccl-tests: the buffer size of the collective, see sim/collectives.hpp)
   all_reduce,
   all_gather,
@@ -112,13 +115,21 @@ struct Strands {
 // dgrad). The linear is the op's `linear`. A Ulysses layer's all-to-alls say it too: the QKV linear's output
 // and the projection's input gradient go to the heads layout, the projection's input and the QKV linear's
 // output gradient back to the sequence layout.
-enum class LinearTensor : std::uint8_t { none, input, output, output_gradient, input_gradient };
+// An fp8_cast says which tensor of its linear it casts: the input, the output gradient or the weight.
+enum class LinearTensor : std::uint8_t { none, input, output, output_gradient, input_gradient, weight };
+
+// What a GEMM's operands are: 16-bit (the training precision), or FP8 scaled per tensor (Transformer Engine's
+// delayed and current-scaling recipes), per block of 128 (the blockwise recipe: 1x128 activations and gradients,
+// 128x128 weights) or per 32 elements (MXFP8). Priced from the GPU's FP8 peak (cost/kernel_cost.cpp).
+enum class GemmInputs : std::uint8_t { bf16, fp8_per_tensor, fp8_blockwise, mxfp8 };
 
 struct GemmShape {
   std::int64_t m = 0, n = 0, k = 0;
   std::int32_t count = 1;        // grouped GEMM: count independent problems of this shape
   bool transpose_a = false;
   bool transpose_b = false;
+  GemmInputs inputs = GemmInputs::bf16;
+  bool e5m2 = false;             // FP8: one operand is an E5M2 gradient (the hybrid format's dgrad and wgrad)
   // One of `split` equal row chunks of one GEMM, issued on rotating streams (Transformer Engine's
   // overlapped GEMMs) so one chunk's last wave fills with the next chunk's tiles: m rows here, and
   // it costs 1/split of the whole GEMM, not a GEMM of m rows alone.
@@ -184,6 +195,7 @@ struct Op {
   // to its product (one more m x n read); a norm_backward adds the skip path's gradient to its input gradient
   // (one more rows x cols read). Either way the layer has no residual op of its own there.
   bool fuses_residual = false;
+  bool fp8_columnwise = false;    // fp8_cast: also writes the columnwise copy (see OpKind::fp8_cast)
   // Context parallelism's ring (p2p): which step of the ring an attention block or a KV exchange is. Step k's
   // block computes against the keys and values of the CP rank k places before this one; forward, exchange k
   // passes on the KV block of step k; backward, it also carries the key-value gradient accumulated through step
@@ -233,6 +245,8 @@ std::string to_string(Stream stream);
 std::string to_string(GroupKind group);
 std::string to_string(GemmPass pass);
 std::string to_string(LinearTensor tensor);
+std::string to_string(GemmInputs inputs);
+inline bool is_fp8(const GemmShape& g) { return g.inputs != GemmInputs::bf16; }
 // Stream names as the trace shows them (tid labels): "compute", "tp", ...
 inline constexpr int kStreamCount = static_cast<int>(Stream::count);
 

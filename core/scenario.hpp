@@ -13,6 +13,7 @@
 #include <nlohmann/json_fwd.hpp>
 
 #include "core/cluster.hpp"
+#include "core/fp8.hpp"
 #include "core/framework.hpp"
 #include "core/model.hpp"
 #include "core/optimizer_precision.hpp"
@@ -64,6 +65,8 @@ struct TrainingConfig {
   std::string precision = "bf16";      // bf16 | fp16 | fp32 (mixed precision keeps fp32 master weights)
   std::string optimizer = "adam";      // adam | sgd
   OptimizerPrecision optimizer_precision;  // main_params_dtype, exp_avg_dtype, exp_avg_sq_dtype (fp32 default)
+  // training.fp8: the transformer layers' linears in FP8 through Transformer Engine (core/fp8.hpp); none when absent.
+  std::optional<Fp8Config> fp8;
   std::vector<SeqLengthBucket> seq_length_buckets;
   // training.seq_length_histogram: inline [[length, count], ...] or a JSON/CSV file of such pairs (relative
   // to the scenario's folder), loaded here; lengths increasing, at most seq_length. Not with buckets.

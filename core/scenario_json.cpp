@@ -51,6 +51,17 @@ json training_json(const TrainingConfig& t) {
     out["exp_avg_dtype"] = to_string(t.optimizer_precision.exp_avg);
     out["exp_avg_sq_dtype"] = to_string(t.optimizer_precision.exp_avg_sq);
   }
+  if (t.fp8) {  // written only when set: scenarios without FP8 keep their bytes
+    const Fp8Config& f = *t.fp8;
+    out["fp8"] = {{"format", to_string(f.format)}, {"recipe", to_string(f.recipe)},
+                  {"param_gather", f.param_gather}, {"wgrad", f.wgrad},
+                  {"first_last_layers_bf16", f.first_last_layers_bf16}};
+    if (f.recipe == Fp8Recipe::delayed) out["fp8"]["amax_history_len"] = f.amax_history_len;
+    if (f.first_last_layers_bf16) {
+      out["fp8"]["num_layers_at_start_in_bf16"] = f.num_layers_at_start_in_bf16;
+      out["fp8"]["num_layers_at_end_in_bf16"] = f.num_layers_at_end_in_bf16;
+    }
+  }
   if (!t.seq_length_buckets.empty()) {
     json buckets = json::array();
     for (const SeqLengthBucket& b : t.seq_length_buckets) buckets.push_back({{"max", b.max}, {"fraction", b.fraction}});
@@ -80,7 +91,7 @@ json framework_json(const FrameworkConfig& f) {
 }
 
 json gpu_json(const GpuSpec& g) {
-  return {{"name", g.name},
+  json out = {{"name", g.name},
           {"peak_bf16_tflops", g.peak_bf16_tflops},
           {"peak_fp32_tflops", g.peak_fp32_tflops},
           {"memory_GiB", g.memory_GiB},
@@ -88,11 +99,15 @@ json gpu_json(const GpuSpec& g) {
           {"nvlink_bandwidth_GBps", g.nvlink_bandwidth_GBps},
           {"pcie_bandwidth_GBps", g.pcie_bandwidth_GBps},
           {"sm_count", g.sm_count}};
+  // Written only when the GPU has FP8 tensor cores (or MXFP8), so that GPUs without keep their bytes.
+  if (g.peak_fp8_tflops > 0) out["peak_fp8_tflops"] = g.peak_fp8_tflops;
+  if (g.mxfp8) out["mxfp8"] = true;
+  return out;
 }
 
 json cluster_json(const Cluster& c) {
   json nodes = json::array();
-  for (const NodeGroup& g : c.node_groups)
+  for (const NodeGroup& g : c.node_groups) {
     nodes.push_back({{"count", g.count},
                      {"gpu", gpu_json(g.gpu)},
                      {"gpus_per_node", g.gpus_per_node},
@@ -104,6 +119,8 @@ json cluster_json(const Cluster& c) {
                       {{"count", g.nics.count},
                        {"bandwidth_Gbps", g.nics.bandwidth_Gbps},
                        {"latency_us", g.nics.latency_us}}}});
+    if (g.nvlink_domain_gpus > 0) nodes.back()["nvlink_domain_gpus"] = g.nvlink_domain_gpus;
+  }
   return {{"nodes", nodes},
           {"network", {{"topology", c.network.topology}, {"oversubscription", c.network.oversubscription}}}};
 }

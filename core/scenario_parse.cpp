@@ -17,6 +17,7 @@
 #include "core/model_limits.hpp"
 #include "core/scenario.hpp"
 #include "core/scenario_cost.hpp"
+#include "core/scenario_fp8.hpp"
 #include "core/scenario_histogram.hpp"
 #include "core/scenario_pipelines.hpp"
 #include "core/scenario_sweep.hpp"
@@ -144,13 +145,17 @@ OptimizerPrecision parse_optimizer_precision(const Reader& r, const TrainingConf
 
 TrainingConfig parse_training(const Reader& r) {
   r.only_keys({"seq_length", "global_batch_size", "precision", "optimizer", "main_params_dtype", "exp_avg_dtype",
-               "exp_avg_sq_dtype", "seq_length_buckets", "seq_length_histogram"});
+               "exp_avg_sq_dtype", "seq_length_buckets", "seq_length_histogram", "fp8"});
   TrainingConfig t;
   t.seq_length = r.required("seq_length").integer(1, kMaxSequence);
   t.global_batch_size = r.required("global_batch_size").integer(1, kMaxBatch);
   if (auto f = r.find("precision")) t.precision = f->one_of({"bf16", "fp16", "fp32"}, "precision");
   if (auto f = r.find("optimizer")) t.optimizer = f->one_of({"adam", "sgd"}, "optimizer");
   t.optimizer_precision = parse_optimizer_precision(r, t);
+  if (auto f = r.find("fp8"); f && !f->value().is_null()) {
+    if (t.precision == "fp32") f->fail("expected no fp8 with precision fp32 (FP8 runs beside bf16 or fp16)");
+    t.fp8 = parse_fp8(*f);
+  }
   if (auto buckets = r.find("seq_length_buckets")) {
     double fraction_sum = 0;
     for (const Reader& item : buckets->non_empty_elements()) {
@@ -407,6 +412,7 @@ Scenario parse_scenario(const nlohmann::json& document, const std::string& sourc
       f->required("zero_stage").fail("expected 0 or 1 for an asymmetric plan (ZeRO-1 shards over its pipelines)");
   }
   apply_distributed_optimizer(s, root);
+  if (s.training.fp8) check_fp8_scenario(s, root);
   if (auto f = root.find("profile")) s.profile = f->string();
   if (auto f = root.find("profile_scaling")) s.profile_scaling = f->boolean();
   // Checked here so that no reader of a scenario accepts a bad one; the run reads them again

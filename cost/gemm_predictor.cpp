@@ -60,10 +60,10 @@ std::optional<GemmShape> gemm_shape_from_key(std::string_view key) {
   return g;
 }
 
-std::vector<MeasuredGemm> index_measured_gemms(const std::map<std::string, Measurement>& measured) {
+std::vector<MeasuredGemm> index_measured_gemms(const std::map<std::string, Measurement>& measured, bool fp8) {
   std::vector<MeasuredGemm> out;
   for (const auto& [key, m] : measured)
-    if (auto shape = gemm_shape_from_key(key); shape && benchmark_time_ns(m) > 0)
+    if (auto shape = gemm_shape_from_key(key); shape && is_fp8(*shape) == fp8 && benchmark_time_ns(m) > 0)
       out.push_back({*shape, benchmark_time_ns(m)});
   return out;
 }

@@ -19,8 +19,10 @@ namespace twin {
 std::optional<GemmShape> gemm_shape_from_key(std::string_view key);
 
 // The GEMM entries of a profile's `measured` map on the benchmark basis (benchmark_time_ns; a trace entry
-// without a replaced benchmark is left out), in key order (GpuKernelProfile::measured_gemms).
-std::vector<MeasuredGemm> index_measured_gemms(const std::map<std::string, Measurement>& measured);
+// without a replaced benchmark is left out), in key order: those of 16-bit operands
+// (GpuKernelProfile::measured_gemms), or with `fp8` those of FP8 operands (measured_fp8_gemms). Neither is a
+// neighbour of the other: their kernels differ.
+std::vector<MeasuredGemm> index_measured_gemms(const std::map<std::string, Measurement>& measured, bool fp8 = false);
 
 // How many measured neighbours a prediction uses: the 8 corners of a grid cell around the query. On the
 // default grid (calibrate/gemm_grid.hpp) they lie within about 0.6 octave of a query in the lowering's

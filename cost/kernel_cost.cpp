@@ -35,8 +35,14 @@ void require_compute(const Op& op, const char* function) {
 }
 
 double gemm_flops(const GemmShape& g) { return 2.0 * g.m * g.n * g.k * g.count; }
+// The tensor-core peak a GEMM's operands run at: FP8's for FP8 operands (whatever their scaling), else bf16's.
+double gemm_peak_tflops(const GemmShape& g, const GpuSpec& gpu) {
+  return is_fp8(g) ? gpu.peak_fp8_tflops : gpu.peak_bf16_tflops;
+}
+// FP8 operands are 1 byte each; the product is written in bf16.
 double gemm_bytes(const GemmShape& g) {
-  return kActivationBytes * (double(g.m) * g.k + double(g.k) * g.n + double(g.m) * g.n) * g.count;
+  const double operand_bytes = is_fp8(g) ? 1 : kActivationBytes;
+  return (operand_bytes * (double(g.m) * g.k + double(g.k) * g.n) + kActivationBytes * double(g.m) * g.n) * g.count;
 }
 // A GEMM whose epilogue adds the residual stream reads one more m x n tensor.
 double epilogue_addend_bytes(const Op& op) {
@@ -62,7 +68,7 @@ double bandwidth_time_ns(double bytes, const GpuSpec& gpu, const SaturatingEffic
 
 double gemm_time_ns(const GemmShape& g, const GpuSpec& gpu, const GpuKernelProfile& k) {
   const double flops = gemm_flops(g);
-  const double compute_ns = flops <= 0 ? 0 : seconds_to_ns(flops, gpu.peak_bf16_tflops * k.gemm.at(flops));
+  const double compute_ns = flops <= 0 ? 0 : seconds_to_ns(flops, gemm_peak_tflops(g, gpu) * k.gemm.at(flops));
   return std::max(compute_ns, bandwidth_time_ns(gemm_bytes(g), gpu, k.memory_bound));
 }
 
@@ -72,7 +78,7 @@ double gemm_time_ns(const GemmShape& g, const GpuSpec& gpu, const GpuKernelProfi
 // where it ran in 17 us (docs/ACCURACY.md, MoE).
 double gemm_model_ns(const GemmShape& g, const GpuSpec& gpu, const GpuKernelProfile& k) {
   const double flops = gemm_flops(g);
-  const double compute_ns = flops <= 0 ? 0 : seconds_to_ns(flops, gpu.peak_bf16_tflops * k.gemm.at(flops));
+  const double compute_ns = flops <= 0 ? 0 : seconds_to_ns(flops, gemm_peak_tflops(g, gpu) * k.gemm.at(flops));
   const double padded_compute_ns = compute_ns * gemm_tile_work_factor(g, gpu.sm_count);
   return std::max(padded_compute_ns, bandwidth_time_ns(gemm_bytes(g), gpu, k.memory_bound));
 }
@@ -125,6 +131,7 @@ double memory_bound_bytes(const Op& op) {
     case OpKind::elementwise:
     case OpKind::moe_permute:
     case OpKind::moe_unpermute:
+    case OpKind::fp8_cast:
       return op.bytes;
     default:
       break;
@@ -154,6 +161,7 @@ double memory_bound_bytes(const Op& op) {
     case OpKind::elementwise:
     case OpKind::moe_permute:
     case OpKind::moe_unpermute:
+    case OpKind::fp8_cast:
     case OpKind::all_reduce:
     case OpKind::all_gather:
     case OpKind::reduce_scatter:
@@ -171,11 +179,12 @@ std::string kernel_shape_key(const Op& op) {
     case OpKind::gemm:
     case OpKind::moe_router: {
       const GemmShape& g = op.gemm;
-      return fmt::format("{}:m={},n={},k={},count={},ta={},tb={}{}{}{}", kind, g.m, g.n, g.k, g.count,
+      return fmt::format("{}:m={},n={},k={},count={},ta={},tb={}{}{}{}{}", kind, g.m, g.n, g.k, g.count,
                          int(g.transpose_a), int(g.transpose_b),
                          g.split > 1 ? fmt::format(",split={}", g.split) : std::string(),
                          op.fuses_residual ? ",residual=1" : "",
-                         g.busiest > 0 && g.count > 1 ? fmt::format(",busiest={}", g.busiest) : std::string());
+                         g.busiest > 0 && g.count > 1 ? fmt::format(",busiest={}", g.busiest) : std::string(),
+                         is_fp8(g) ? fmt::format(",inputs={},e5m2={}", to_string(g.inputs), int(g.e5m2)) : std::string());
     }
     case OpKind::attention_forward:
     case OpKind::attention_backward: {
@@ -192,6 +201,7 @@ std::string kernel_shape_key(const Op& op) {
     case OpKind::elementwise:
     case OpKind::moe_permute:
     case OpKind::moe_unpermute:
+    case OpKind::fp8_cast:
       return fmt::format("{}:bytes={}", kind, op.bytes);
     case OpKind::activation_forward:
     case OpKind::activation_backward:
@@ -215,16 +225,35 @@ double curve_time_ns(const GpuKernelProfile& kernels, const GpuSpec& gpu, const 
   throw std::logic_error("kernel time asked of communication op " + op_name(op));
 }
 
+// An FP8 GEMM's product where the profile measured no FP8 GEMM: the BF16 price of the same shape (its
+// measurement, the interpolation among measured BF16 shapes, or the curve: the efficiency twin knows at that
+// shape) at the FP8 peak, time x peak_bf16 / peak_fp8. A stated assumption, not a fit (docs/PROFILES.md,
+// "FP8 GEMMs"): FP8 kernels reach another fraction of their peak than BF16's, and calibration measures it.
+double fp8_product_from_bf16_ns(const GpuKernelProfile& kernels, const GpuSpec& gpu, const Op& op) {
+  Op bf16 = op;
+  bf16.gemm.inputs = GemmInputs::bf16;
+  bf16.gemm.e5m2 = false;
+  bf16.fuses_residual = false;  // the epilogue's read is priced beside the product
+  return benchmark_kernel_time_ns(kernels, gpu, bf16) * gpu.peak_bf16_tflops / gpu.peak_fp8_tflops;
+}
+
+// The product's time of a GEMM with no exact entry: interpolated among the measured shapes of its operands
+// (BF16 among measured_gemms, FP8 among measured_fp8_gemms), an FP8 one from its BF16 price where the profile
+// measured none, the curve where nothing is measured.
+double gemm_product_ns(const GpuKernelProfile& kernels, const GpuSpec& gpu, const Op& op) {
+  const bool fp8 = is_fp8(op.gemm);
+  const std::vector<MeasuredGemm>& measured = fp8 ? kernels.measured_fp8_gemms : kernels.measured_gemms;
+  if (fp8 && measured.empty()) return fp8_product_from_bf16_ns(kernels, gpu, op);
+  if (measured.empty() || gemm_flops(op.gemm) <= 0) return curve_time_ns(kernels, gpu, op);
+  return predict_gemm_time_ns(measured, op.gemm, [&](const GemmShape& g) { return gemm_model_ns(g, gpu, kernels); });
+}
+
 // The model's kernel time for a shape with no exact entry: interpolated among the measured shapes of its
-// kind (GEMMs among measured_gemms), the curves where the kind has none.
+// kind (GEMMs as gemm_product_ns says), the curves where the kind has none.
 double model_time_ns(const GpuKernelProfile& kernels, const GpuSpec& gpu, const Op& op) {
   const bool gemm = op.kind == OpKind::gemm || op.kind == OpKind::moe_router;
   if (gemm) {
-    const bool measured = !kernels.measured_gemms.empty() && gemm_flops(op.gemm) > 0;
-    const double product_ns =
-        measured ? predict_gemm_time_ns(kernels.measured_gemms, op.gemm,
-                                        [&](const GemmShape& g) { return gemm_model_ns(g, gpu, kernels); })
-                 : curve_time_ns(kernels, gpu, op);
+    const double product_ns = gemm_product_ns(kernels, gpu, op);
     // The residual an epilogue adds is priced as a read beside the product's time: an upper bound, since
     // the epilogue's loads of C overlap part of the main loop; the runs' traces measure the fused GEMMs.
     return product_ns + bandwidth_time_ns(epilogue_addend_bytes(op), gpu, kernels.memory_bound);
@@ -291,13 +320,15 @@ double training_clock_time_ns(const GpuKernelProfile& kernels, const GpuSpec& gp
 
 namespace {
 
-// The least time the op's FLOPs take at the GPU's stated bf16 peak. A measured profile times shapes on the GPU
+// The least time the op's FLOPs take at the GPU's stated bf16 peak (an FP8 GEMM's: at its fp8 peak). A measured profile times shapes on the GPU
 // it measured; a scenario that states a lower peak for that GPU (a preset with peak_bf16_tflops overridden)
 // would otherwise get those times, and results above 100% MFU.
 TimeNs peak_flops_floor_ns(const GpuSpec& gpu, const Op& op) {
   if (!(gpu.peak_bf16_tflops > 0)) return 0;  // a spec without a peak (tests' bare GPUs) bounds nothing
   switch (op_kind_traits(op.kind).pricing) {
-    case OpPricing::gemm: return std::llround(std::ceil(seconds_to_ns(gemm_flops(op.gemm), gpu.peak_bf16_tflops)));
+    case OpPricing::gemm:
+      if (!(gemm_peak_tflops(op.gemm, gpu) > 0)) return 0;
+      return std::llround(std::ceil(seconds_to_ns(gemm_flops(op.gemm), gemm_peak_tflops(op.gemm, gpu))));
     case OpPricing::attention: return std::llround(std::ceil(seconds_to_ns(attention_flops(op), gpu.peak_bf16_tflops)));
     case OpPricing::memory_bound:
     case OpPricing::collective:

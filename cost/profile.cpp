@@ -177,6 +177,7 @@ GpuKernelProfile read_gpu(const JsonReader& r) {
 
 void index_measured_shapes(GpuKernelProfile& kernels) {
   kernels.measured_gemms = index_measured_gemms(kernels.measured);
+  kernels.measured_fp8_gemms = index_measured_gemms(kernels.measured, true);
   kernels.measured_kernels = index_measured_kernels(kernels.measured);
   kernels.trace_shapes = index_trace_shapes(kernels.measured);
 }
@@ -195,6 +196,7 @@ std::string gpu_family(std::string_view gpu_name) {
     return std::any_of(parts.begin(), parts.end(), [&](const char* p) { return name.find(p) != std::string::npos; });
   };
   if (has({"h100", "h200", "h800", "h20"})) return "hopper";
+  if (has({"b200", "gb200", "gb300", "b300"})) return "blackwell";
   if (has({"4090", "4080", "4070", "4060", "l40", "ada"})) return "ada";
   if (has({"3090", "3080", "3070", "3060"})) return "ampere-consumer";
   if (has({"a100", "a800", "a40", "a30", "a10"})) return "ampere";

@@ -122,6 +122,7 @@ struct GpuKernelProfile {
   // calibration and recalibration fill them with index_measured_shapes(). Shapes with no exact entry are
   // interpolated among these (GEMMs, then every other kind among its own measured shapes).
   std::vector<MeasuredGemm> measured_gemms;
+  std::vector<MeasuredGemm> measured_fp8_gemms;  // FP8 operands (cost/kernel_cost.cpp prices FP8 GEMMs from them)
   std::vector<MeasuredKernelShape> measured_kernels;
   // Derived likewise: the trace entries with their in-situ ratios, in key order.
   std::vector<TraceShape> trace_shapes;
@@ -219,7 +220,7 @@ struct Profile {
 // "pytorch-fsdp2 kernels measured on H200-141GB": which workload the profile's times describe, for the report.
 std::string profile_workload(const Profile& profile);
 
-// The family a GPU name belongs to ("hopper", "ampere", "ampere-consumer", "ada"), empty when unknown.
+// The family a GPU name belongs to ("hopper", "blackwell", "ampere", "ampere-consumer", "ada"), empty when unknown.
 std::string gpu_family(std::string_view gpu_name);
 
 // `profile` checked against every GPU kind of `cluster`: a GPU it describes is priced as measured; one it does

@@ -29,6 +29,7 @@ const GpuKernelProfile* described(const Profile& profile, const GpuSpec& gpu) {
 bool compute_bound(const std::string& key) {
   return key.starts_with("gemm:") || key.starts_with("moe_router:") || key.starts_with("attention_");
 }
+bool fp8_gemm(const std::string& key) { return compute_bound(key) && key.find(",inputs=") != std::string::npos; }
 
 }  // namespace
 
@@ -57,11 +58,14 @@ Profile profile_for_cluster(Profile profile, const Cluster& cluster, bool scale,
                                    "a GPU preset, so no datasheet ratio scales it",
                                    profile.name, gpu.name, from->gpu));
     const double compute_ratio = from_spec->peak_bf16_tflops / gpu.peak_bf16_tflops;
+    // FP8 GEMMs by the FP8 peaks (where both GPUs state one; else as BF16's).
+    const double fp8_ratio = from_spec->peak_fp8_tflops > 0 && gpu.peak_fp8_tflops > 0
+                                 ? from_spec->peak_fp8_tflops / gpu.peak_fp8_tflops : compute_ratio;
     const double memory_ratio = from_spec->hbm_bandwidth_GBps / gpu.hbm_bandwidth_GBps;
     GpuKernelProfile copy = *from;
     copy.gpu = gpu.name;
     for (auto& [key, m] : copy.measured) {
-      const double ratio = compute_bound(key) ? compute_ratio : memory_ratio;
+      const double ratio = fp8_gemm(key) ? fp8_ratio : compute_bound(key) ? compute_ratio : memory_ratio;
       for (double* t : {&m.median_ns, &m.p10_ns, &m.p90_ns, &m.priced_ns, &m.benchmark_ns}) *t *= ratio;
     }
     index_measured_shapes(copy);

@@ -45,12 +45,21 @@ bool set_field(Op& op, std::string_view name, std::int64_t value) {
   else if (name == "ta") g.transpose_a = value != 0;
   else if (name == "tb") g.transpose_b = value != 0;
   else if (name == "residual") op.fuses_residual = value != 0;
+  else if (name == "e5m2") g.e5m2 = value != 0;
   else return false;
   return true;
 }
 
 // Sets an optimizer state's storage ("main_params=bf16"); false for a name or dtype no key uses.
 bool set_dtype_field(Op& op, std::string_view name, std::string_view value) {
+  if (name == "inputs") {  // a GEMM's operands ("inputs=fp8_per_tensor")
+    for (GemmInputs inputs : {GemmInputs::fp8_per_tensor, GemmInputs::fp8_blockwise, GemmInputs::mxfp8})
+      if (to_string(inputs) == value) {
+        op.gemm.inputs = inputs;
+        return true;
+      }
+    return false;
+  }
   const auto dtype = state_dtype_from_string(value);
   if (!dtype) return false;
   OptimizerPrecision& p = op.optimizer_precision;
@@ -67,7 +76,8 @@ bool is_gemm(const Op& op) { return op.kind == OpKind::gemm || op.kind == OpKind
 // comparable with plain GEMMs (the same main loop; its price adds the read of the residual); a norm backward
 // that adds one is another kernel.
 int variant(const Op& op) {
-  if (is_gemm(op)) return int(op.gemm.transpose_a) | int(op.gemm.transpose_b) << 1;
+  if (is_gemm(op))
+    return int(op.gemm.transpose_a) | int(op.gemm.transpose_b) << 1 | int(op.gemm.inputs) << 2 | int(op.gemm.e5m2) << 4;
   return int(op.gated_activation) | int(op.attention.causal) << 1 | int(op.attention.flash) << 2 |
          int(op.attention.dropout) << 3 | int(op.attention.cudnn) << 4 | int(op.fuses_residual) << 5;
 }
@@ -115,7 +125,8 @@ std::vector<double> shape_octaves(const Op& op) {
     case OpKind::optimizer_step: return {log2(op.elements), log2(optimizer_bytes_per_parameter(op.optimizer_precision))};
     case OpKind::elementwise:
     case OpKind::moe_permute:
-    case OpKind::moe_unpermute: return {log2(op.bytes)};
+    case OpKind::moe_unpermute:
+    case OpKind::fp8_cast: return {log2(op.bytes)};
     default: return {log2(op.rows), log2(op.cols)};
   }
 }

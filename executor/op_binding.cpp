@@ -56,6 +56,7 @@ Action tensor_collective_action(const RankClass& rc, OpIndex index) {
     case LinearTensor::output: return Action::reduce_output;
     case LinearTensor::output_gradient: return Action::gather_output_grad;
     case LinearTensor::input_gradient: return Action::reduce_input_grad;
+    case LinearTensor::weight:
     case LinearTensor::none: break;
   }
   unsupported(rc, index, "a tensor-parallel collective that does not say which tensor it moves");
@@ -179,6 +180,7 @@ std::vector<OpBinding> bind_ops(const RankClass& rc, bool tied_embeddings) {
       case OpKind::loss_forward: b.action = Action::loss_forward; break;
       case OpKind::loss_backward: b.action = Action::loss_backward; break;
       case OpKind::optimizer_step: b.action = Action::optimizer_step; break;
+      case OpKind::fp8_cast: break;  // refused above: twin execute runs no FP8 yet (issue 41 item 3)
       case OpKind::moe_router:
         if (backward) unsupported(rc, i, "a router op in a backward pass");
         b.action = Action::router_forward;
@@ -198,6 +200,7 @@ std::vector<OpBinding> bind_ops(const RankClass& rc, bool tied_embeddings) {
             case LinearTensor::input_gradient: b.action = Action::ulysses_to_heads; break;
             case LinearTensor::input:
             case LinearTensor::output_gradient: b.action = Action::ulysses_to_sequence; break;
+            case LinearTensor::weight:
             case LinearTensor::none:
               unsupported(rc, i, "an all-to-all over a tensor group that moves no linear's tensor");
           }

@@ -144,6 +144,19 @@ Candidate replay_top(const PreparedScenario& run, std::vector<Candidate>& ranked
   return best;
 }
 
+// The stated assumption behind FP8 GEMM prices (docs/PROFILES.md "FP8 GEMMs"), for the GPUs whose kernel profile
+// holds no FP8 GEMM measurement; empty without training.fp8 or where every GPU has them.
+std::string fp8_pricing_note(const Scenario& scenario, const Profile& profile) {
+  if (!scenario.training.fp8) return {};
+  std::string gpus;
+  for (const NodeGroup& group : scenario.cluster.node_groups)
+    if (profile.kernels_for(group.gpu).measured_fp8_gemms.empty() && gpus.find(group.gpu.name) == std::string::npos)
+      gpus += (gpus.empty() ? "" : ", ") + group.gpu.name;
+  if (gpus.empty()) return {};
+  return "FP8 GEMMs on " + gpus + " priced at the FP8 peak with the BF16 efficiency of their shape (an assumption: "
+         "the profile measured no FP8 GEMM)";
+}
+
 }  // namespace
 
 PreparedScenario prepare_scenario(Scenario scenario, const SimulateSettings& settings) {
@@ -157,6 +170,12 @@ PreparedScenario prepare_scenario(Scenario scenario, const SimulateSettings& set
   for (const std::string& line : scaled) spdlog::warn("{}", line);
   // Which workload the prediction is for: the profile's times are one framework's kernels on its GPUs.
   scenario.profile_workload = profile_workload(profile);
+  if (!scaled.empty())
+    scenario.profile_workload += "; GPUs it does not describe priced from another GPU's kernels scaled by datasheet ratios";
+  if (const std::string fp8 = fp8_pricing_note(scenario, profile); !fp8.empty()) {
+    spdlog::warn("{}", fp8);
+    scenario.profile_workload += "; " + fp8;
+  }
   scenario.profile_framework = profile.framework;
   if (!settings.quiet)
     spdlog::info("workload: {} training, priced with profile {} ({})",

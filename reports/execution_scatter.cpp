@@ -30,9 +30,11 @@ constexpr std::array<const char*, kKindCount> kKindColors = {
     "#b07aa1", "#d4a6c8",             // loss
     "#a0cbe8", "#bab0ac", "#8c6d31",  // moe router, permute, unpermute
     "#f28e2b",                        // optimizer step
+    "#bcbd22",                        // fp8 cast
     "#e15759", "#ff9d9a", "#ffbe7d", "#9c2f45",  // all-reduce, all-gather, reduce-scatter, all-to-all
     "#17becf", "#9edae5",             // send, recv
 };
+static_assert(kKindColors.back() != nullptr, "a colour per op kind");
 
 constexpr double kLeft = 78, kTop = 24, kPlot = 440, kRight = 24, kBottom = 46, kMark = 5, kCell = 3;
 

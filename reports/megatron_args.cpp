@@ -149,9 +149,24 @@ void model(ArgsText& out, const ModelConfig& m, std::int64_t seq_length) {
   }
 }
 
+// training.fp8 as Megatron's flags (core/fp8.hpp); Megatron's defaults are left out but the format.
+void fp8_arguments(ArgsText& out, const Fp8Config& fp8) {
+  out.arg("--fp8-format", to_string(fp8.format));
+  if (fp8.recipe != Fp8Recipe::delayed) out.arg("--fp8-recipe", to_string(fp8.recipe));
+  if (fp8.param_gather) out.arg("--fp8-param-gather");
+  if (!fp8.wgrad) out.arg("--no-fp8-wgrad");
+  if (fp8.recipe == Fp8Recipe::delayed && fp8.amax_history_len != 1)
+    out.arg("--fp8-amax-history-len", fp8.amax_history_len);
+  if (!fp8.first_last_layers_bf16) return;
+  out.arg("--first-last-layers-bf16");
+  if (fp8.num_layers_at_start_in_bf16 != 1) out.arg("--num-layers-at-start-in-bf16", fp8.num_layers_at_start_in_bf16);
+  if (fp8.num_layers_at_end_in_bf16 != 1) out.arg("--num-layers-at-end-in-bf16", fp8.num_layers_at_end_in_bf16);
+}
+
 void precision_and_optimizer(ArgsText& out, const TrainingConfig& training) {
   if (training.precision == "bf16") out.arg("--bf16");
   if (training.precision == "fp16") out.arg("--fp16");
+  if (training.fp8) fp8_arguments(out, *training.fp8);
   out.arg("--optimizer", training.optimizer);
   const OptimizerPrecision& p = training.optimizer_precision;
   if (p.is_default()) return;

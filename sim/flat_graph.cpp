@@ -145,8 +145,8 @@ void pair_pipeline_transfers(const IterationGraph& graph, const Cluster& cluster
     if (send_bytes != recv_bytes && (same_size || send_bytes <= 0 || recv_bytes <= 0))
       throw std::logic_error(OpRef{graph, sender, send}.describe() + " and " + OpRef{graph, receiver, recv}.describe() +
                              " are one transfer but disagree on bytes");
-    const bool same_node = cluster.node_of_rank(graph.classes[sender].first_rank) ==
-                           cluster.node_of_rank(graph.classes[receiver].first_rank);
+    const bool same_node = cluster.nvlink_domain_of_rank(graph.classes[sender].first_rank) ==
+                           cluster.nvlink_domain_of_rank(graph.classes[receiver].first_rank);
     const LinkKind link = same_node ? LinkKind::intra_node : LinkKind::inter_node;
     FlatOp& send_flat = flat[sender].ops[send];
     FlatOp& recv_flat = flat[receiver].ops[recv];

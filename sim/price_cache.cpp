@@ -10,7 +10,7 @@ static_assert(sizeof(Op) == 208, "Op changed: make price_key() cover any new fie
 
 namespace {
 
-// An op's enums (8 bits each) and flags (1 bit each) in one word.
+// An op's enums (8 bits each; the GEMM's inputs 2) and flags (1 bit each) in one word: 62 bits.
 std::int64_t kind_and_flags(const Op& op) {
   const GemmShape& g = op.gemm;
   const AttentionShape& a = op.attention;
@@ -25,8 +25,9 @@ std::int64_t kind_and_flags(const Op& op) {
                          static_cast<std::uint8_t>(op.phase), static_cast<std::uint8_t>(precision.main_params),
                          static_cast<std::uint8_t>(precision.exp_avg), static_cast<std::uint8_t>(precision.exp_avg_sq)})
     put(e, 8);
+  put(static_cast<std::uint8_t>(g.inputs), 2);  // four values
   for (bool flag : {op.recomputed, g.transpose_a, g.transpose_b, a.causal, a.flash, a.dropout, a.cudnn, a.packed,
-                    op.gated_activation, op.fuses_residual})
+                    op.gated_activation, op.fuses_residual, g.e5m2, op.fp8_columnwise})
     put(flag, 1);
   return static_cast<std::int64_t>(word);
 }

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <limits>
 #include <map>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -51,6 +52,9 @@ struct RankShapes {
   bool residual_fusion = false;
   // ZeRO-3 as DeepSpeed's stage 3 of 2021 drives it (framework.zero_implementation deepspeed; core/framework.hpp).
   bool deepspeed_zero3 = false;
+  // training.fp8 (core/fp8.hpp): the layers layer_runs_fp8 names (of num_layers) run their linears in FP8.
+  std::optional<Fp8Config> fp8;
+  int num_layers = 0;
 };
 
 RankShapes rank_shapes(const Scenario& scenario, const Strategy& strategy);
@@ -88,6 +92,8 @@ class Emitter {
   Phase phase() const { return phase_; }
   int micro_batch() const { return micro_batch_; }
   int chunk() const { return chunk_; }
+  // Whether the layer being emitted runs its linears in FP8 (never the embedding or the output layer).
+  bool fp8_linears() const { return sh_.fp8 && layer_ >= 0 && layer_runs_fp8(*sh_.fp8, layer_, sh_.num_layers); }
 
   // The op the next op consumes; kNoOp for none.
   OpIndex chain = kNoOp;
@@ -146,6 +152,7 @@ class Emitter {
     bool chain_fuses_residual = false;
     int pending_stream = -1;  // -1: no pending wait
     bool pending_is_chain = false;
+    bool fp8 = false;  // the layer's linears in FP8: other ops than a 16-bit layer's
     bool operator==(const PassEntry&) const = default;
   };
   struct PassOriginal {

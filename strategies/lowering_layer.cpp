@@ -138,10 +138,13 @@ void core_attention(Emitter& e, bool backward) {
 }
 
 // An experts block's grouped GEMM: one product per local expert, the busiest expert's rows set when skewed.
-Op expert_gemm(const RankShapes& s, OpRole role, GemmPass pass, std::int64_t m, std::int64_t n, std::int64_t k,
+// In FP8 where the layer runs its linears in FP8 (Transformer Engine's GroupedLinear).
+Op expert_gemm(const Emitter& e, OpRole role, GemmPass pass, std::int64_t m, std::int64_t n, std::int64_t k,
                int count) {
-  Op op = Emitter::gemm(role, pass, m, n, k, count);
-  op.gemm.busiest = static_cast<std::int32_t>(s.busiest_expert_tokens);
+  Op op = linear_gemm(e, role, pass, m, n, k);
+  op.gemm.count = count;
+  op.flops *= count;
+  op.gemm.busiest = static_cast<std::int32_t>(e.shapes().busiest_expert_tokens);
   return op;
 }
 
@@ -168,9 +171,11 @@ void moe_forward(Emitter& e) {
   e.emit(Emitter::moved(OpKind::moe_permute, OpRole::dispatch, permute_bytes));
   if (s.ep > 1) e.emit(a2a(OpRole::dispatch));
   const int count = static_cast<int>(s.experts_local);
-  e.emit(expert_gemm(s, OpRole::expert_fc1, GemmPass::forward, s.expert_tokens, s.moe_fc1_width, s.h, count));
+  cast_to_fp8(e, OpRole::expert_fc1, LinearTensor::input, s.expert_tokens * count, s.h);
+  e.emit(expert_gemm(e, OpRole::expert_fc1, GemmPass::forward, s.expert_tokens, s.moe_fc1_width, s.h, count));
   e.emit(Emitter::rows_cols(OpKind::activation_forward, OpRole::expert_activation, s.expert_tokens * count, s.moe_ffn));
-  e.emit(expert_gemm(s, OpRole::expert_fc2, GemmPass::forward, s.expert_tokens, s.h, s.moe_ffn, count));
+  cast_to_fp8(e, OpRole::expert_fc2, LinearTensor::input, s.expert_tokens * count, s.moe_ffn);
+  e.emit(expert_gemm(e, OpRole::expert_fc2, GemmPass::forward, s.expert_tokens, s.h, s.moe_ffn, count));
   if (s.ep > 1) e.emit(a2a(OpRole::combine));
   e.emit(Emitter::moved(OpKind::moe_unpermute, OpRole::combine, permute_bytes));
 }
@@ -184,14 +189,16 @@ void moe_backward(Emitter& e) {
   const int count = static_cast<int>(s.experts_local);
   e.emit(Emitter::moved(OpKind::moe_unpermute, OpRole::combine, permute_bytes));
   if (s.ep > 1) e.emit(a2a(OpRole::combine));
+  cast_to_fp8(e, OpRole::expert_fc2, LinearTensor::output_gradient, s.expert_tokens * count, s.h);
   const OpIndex fc2_dgrad =
-      e.emit(expert_gemm(s, OpRole::expert_fc2, GemmPass::input_gradient, s.expert_tokens, s.moe_ffn, s.h, count));
-  e.emit(expert_gemm(s, OpRole::expert_fc2, GemmPass::weight_gradient, s.moe_ffn, s.h, s.expert_tokens, count));
+      e.emit(expert_gemm(e, OpRole::expert_fc2, GemmPass::input_gradient, s.expert_tokens, s.moe_ffn, s.h, count));
+  e.emit(expert_gemm(e, OpRole::expert_fc2, GemmPass::weight_gradient, s.moe_ffn, s.h, s.expert_tokens, count));
   e.chain = fc2_dgrad;
   e.emit(Emitter::rows_cols(OpKind::activation_backward, OpRole::expert_activation, s.expert_tokens * count, s.moe_ffn));
+  cast_to_fp8(e, OpRole::expert_fc1, LinearTensor::output_gradient, s.expert_tokens * count, s.moe_fc1_width);
   const OpIndex fc1_dgrad = e.emit(
-      expert_gemm(s, OpRole::expert_fc1, GemmPass::input_gradient, s.expert_tokens, s.h, s.moe_fc1_width, count));
-  e.emit(expert_gemm(s, OpRole::expert_fc1, GemmPass::weight_gradient, s.h, s.moe_fc1_width, s.expert_tokens, count));
+      expert_gemm(e, OpRole::expert_fc1, GemmPass::input_gradient, s.expert_tokens, s.h, s.moe_fc1_width, count));
+  e.emit(expert_gemm(e, OpRole::expert_fc1, GemmPass::weight_gradient, s.h, s.moe_fc1_width, s.expert_tokens, count));
   e.chain = fc1_dgrad;
   if (s.ep > 1) e.emit(a2a(OpRole::dispatch));
   e.emit(Emitter::moved(OpKind::moe_permute, OpRole::dispatch, permute_bytes));

@@ -7,8 +7,13 @@
 // copy engines, a reduce-scatter per chunk on a few SMs, backward's collectives "bulk" beside the GEMM
 // that does not need them (sim/engine.hpp: how each slows compute); without gradient accumulation fusion each
 // weight gradient is added into the fp32 main gradient by a kernel of its own.
+// A layer in FP8 (training.fp8) runs them as Transformer Engine's Linear does: the input cast to FP8 (on the
+// local rows, before the SP gather, which then moves FP8) with its columnwise copy kept for wgrad, the output
+// gradient likewise in backward, the GEMMs on FP8 operands (E5M2 gradients in the hybrid format; wgrad in 16
+// bits when fp8.wgrad is off); the weights' casts come after the optimizer step (strategies/lowering_pipeline.cpp).
 #include <vector>
 
+#include "strategies/fp8_linears.hpp"
 #include "strategies/lowering_linears.hpp"
 
 namespace twin::lowering {
@@ -20,6 +25,42 @@ Op tp_op(OpKind kind, OpRole role, const RankShapes& s, std::int64_t bytes, OpRo
 
 namespace {
 
+bool fp8_wgrad(const Emitter& e) { return e.fp8_linears() && e.shapes().fp8->wgrad; }
+
+}  // namespace
+
+// A GEMM of the linear `role`, on FP8 operands where the layer runs in FP8.
+Op linear_gemm(const Emitter& e, OpRole role, GemmPass pass, std::int64_t m, std::int64_t n, std::int64_t k) {
+  Op op = Emitter::gemm(role, pass, m, n, k);
+  if (e.fp8_linears() && (pass != GemmPass::weight_gradient || fp8_wgrad(e))) {
+    const Fp8Config& fp8 = *e.shapes().fp8;
+    op.gemm.inputs = fp8_gemm_inputs(fp8.recipe);
+    op.gemm.e5m2 = pass != GemmPass::forward && fp8.format == Fp8Format::hybrid;
+  }
+  return op;
+}
+
+// Where the layer runs in FP8: the cast of `tensor` (rows x cols) of the linear `role`, with its columnwise copy
+// when the weight gradient reads it in FP8.
+void cast_to_fp8(Emitter& e, OpRole role, LinearTensor tensor, std::int64_t rows, std::int64_t cols) {
+  if (!e.fp8_linears()) return;
+  Op op = Emitter::rows_cols(OpKind::fp8_cast, role, rows, cols);
+  op.linear = role;
+  op.linear_tensor = tensor;
+  op.fp8_columnwise = fp8_wgrad(e);
+  op.bytes = fp8_cast_bytes(e.shapes().fp8->recipe, rows * cols, op.fp8_columnwise);
+  e.emit(op);
+}
+
+namespace {
+
+
+// What an SP gather of the linear's h-wide input or output gradient moves: FP8 where the layer casts before it
+// (in backward, the input's columnwise copy only when wgrad reads it in FP8).
+std::int64_t gathered_bytes(const Emitter& e, bool fp8) {
+  return fp8 ? e.shapes().tokens * e.shapes().h : activation_bytes(e.shapes());
+}
+
 // A TP collective Transformer Engine's userbuffers run beside a GEMM ("bulk": on a few SMs).
 Op userbuffers_op(OpKind kind, OpRole role, const RankShapes& s, std::int64_t bytes, OpRole linear,
                   LinearTensor tensor) {
@@ -30,9 +71,9 @@ Op userbuffers_op(OpKind kind, OpRole role, const RankShapes& s, std::int64_t by
 
 // One step of a TP ring: every rank passes one rank's shard of `tensor` of `linear` to its neighbour, with
 // the copy engines ("ring_exchange").
-Op tp_ring_step(OpRole role, const RankShapes& s, OpRole linear, LinearTensor tensor) {
+Op tp_ring_step(OpRole role, const RankShapes& s, OpRole linear, LinearTensor tensor, std::int64_t gathered) {
   Op op = Emitter::serving(
-      Emitter::collective(OpKind::send, role, Stream::tp_comm, GroupKind::tensor, s.tp, activation_bytes(s) / s.tp),
+      Emitter::collective(OpKind::send, role, Stream::tp_comm, GroupKind::tensor, s.tp, gathered / s.tp),
       linear, tensor);
   op.comm_kernel = CommKernel::userbuffers_copy_engine;
   op.transfer = Transfer::tensor_ring;
@@ -40,8 +81,9 @@ Op tp_ring_step(OpRole role, const RankShapes& s, OpRole linear, LinearTensor te
 }
 
 // One of `splits` row chunks of a userbuffers GEMM (priced as its share of the whole: GemmShape::split).
-Op gemm_chunk(OpRole role, GemmPass pass, std::int64_t rows, int splits, std::int64_t n, std::int64_t k) {
-  Op op = Emitter::gemm(role, pass, rows / splits, n, k);
+Op gemm_chunk(const Emitter& e, OpRole role, GemmPass pass, std::int64_t rows, int splits, std::int64_t n,
+              std::int64_t k) {
+  Op op = linear_gemm(e, role, pass, rows / splits, n, k);
   op.gemm.split = splits;
   return op;
 }
@@ -52,13 +94,16 @@ Op gemm_chunk(OpRole role, GemmPass pass, std::int64_t rows, int splits, std::in
 // last step (what needs the whole gathered input waits for it).
 OpIndex gathered_gemm(Emitter& e, OpRole role, GemmPass pass, LinearTensor gathered, std::int64_t n, std::int64_t k) {
   const RankShapes& s = e.shapes();
+  cast_to_fp8(e, role, gathered, s.tokens_local, k);  // k: the gathered tensor's width, forward and backward
   const OpIndex input = e.chain;
+  const std::int64_t bytes = gathered_bytes(e, e.fp8_linears());
   std::vector<OpIndex> steps;
   for (int step = 1; step < s.tp; ++step)
-    steps.push_back(e.emit_after(tp_ring_step(OpRole::tp_gather, s, role, gathered), step == 1 ? input : kNoOp));
+    steps.push_back(
+        e.emit_after(tp_ring_step(OpRole::tp_gather, s, role, gathered, bytes), step == 1 ? input : kNoOp));
   for (int chunk = 0; chunk < s.tp; ++chunk) {
     if (chunk > 0) e.pending_wait = steps[chunk - 1];
-    e.emit(gemm_chunk(role, pass, s.tokens, s.tp, n, k));
+    e.emit(gemm_chunk(e, role, pass, s.tokens, s.tp, n, k));
   }
   return steps.back();
 }
@@ -70,9 +115,10 @@ constexpr int kPipelineSplits = 4;
 
 void scattered_gemm(Emitter& e, OpRole role, std::int64_t n, std::int64_t k) {
   const RankShapes& s = e.shapes();
+  cast_to_fp8(e, role, LinearTensor::input, s.tokens, k);
   OpIndex last_scatter = kNoOp;
   for (int chunk = 0; chunk < kPipelineSplits; ++chunk) {
-    const OpIndex gemm = e.emit(gemm_chunk(role, GemmPass::forward, s.tokens, kPipelineSplits, n, k));
+    const OpIndex gemm = e.emit(gemm_chunk(e, role, GemmPass::forward, s.tokens, kPipelineSplits, n, k));
     last_scatter = e.emit_after(userbuffers_op(OpKind::reduce_scatter, OpRole::tp_scatter, s,
                                                activation_bytes(s) / kPipelineSplits, role, LinearTensor::output),
                                 gemm);
@@ -95,9 +141,11 @@ void column_parallel_forward(Emitter& e, OpRole role, std::int64_t n_out, std::i
     gathered_gemm(e, role, GemmPass::forward, LinearTensor::input, n_out, k_in);
     return;
   }
+  cast_to_fp8(e, role, LinearTensor::input, s.tokens_local, k_in);
   if (tp_active(s) && s.sp)
-    e.emit(tp_op(OpKind::all_gather, OpRole::tp_gather, s, activation_bytes(s), role, LinearTensor::input));
-  e.emit(Emitter::gemm(role, GemmPass::forward, s.tokens, n_out, k_in));
+    e.emit(tp_op(OpKind::all_gather, OpRole::tp_gather, s, gathered_bytes(e, e.fp8_linears()), role,
+                 LinearTensor::input));
+  e.emit(linear_gemm(e, role, GemmPass::forward, s.tokens, n_out, k_in));
 }
 
 void row_parallel_forward(Emitter& e, OpRole role, std::int64_t n_out, std::int64_t k_in) {
@@ -106,7 +154,8 @@ void row_parallel_forward(Emitter& e, OpRole role, std::int64_t n_out, std::int6
     scattered_gemm(e, role, n_out, k_in);
     return;
   }
-  Op gemm = Emitter::gemm(role, GemmPass::forward, s.tokens, n_out, k_in);
+  cast_to_fp8(e, role, LinearTensor::input, s.tokens, k_in);
+  Op gemm = linear_gemm(e, role, GemmPass::forward, s.tokens, n_out, k_in);
   // Nothing comes between the product and the residual add without TP: the epilogue can add the stream.
   gemm.fuses_residual = s.residual_fusion && !tp_active(s);
   e.emit(gemm);
@@ -120,16 +169,18 @@ void column_parallel_backward(Emitter& e, OpRole role, std::int64_t n_out, std::
   // With userbuffers both collectives are "bulk": the gather beside dgrad, the reduce-scatter beside wgrad.
   const auto collective = s.tp_comm_overlap ? userbuffers_op : tp_op;
   OpIndex gathered_input = kNoOp;
-  if (tp_active(s) && s.sp)
-    gathered_input = e.emit_after(
-        collective(OpKind::all_gather, OpRole::tp_gather, s, activation_bytes(s), role, LinearTensor::input), e.chain);
-  const OpIndex dgrad = e.emit(Emitter::gemm(role, GemmPass::input_gradient, s.tokens, k_in, n_out));
+  if (tp_active(s) && s.sp)  // the input again for wgrad: its columnwise FP8 copy where wgrad reads FP8
+    gathered_input = e.emit_after(collective(OpKind::all_gather, OpRole::tp_gather, s, gathered_bytes(e, fp8_wgrad(e)),
+                                             role, LinearTensor::input),
+                                  e.chain);
+  cast_to_fp8(e, role, LinearTensor::output_gradient, s.tokens, n_out);
+  const OpIndex dgrad = e.emit(linear_gemm(e, role, GemmPass::input_gradient, s.tokens, k_in, n_out));
   if (tp_active(s))
     e.emit(s.sp ? collective(OpKind::reduce_scatter, OpRole::tp_scatter, s, activation_bytes(s), role,
                              LinearTensor::input_gradient)
                 : tp_op(OpKind::all_reduce, OpRole::tp_reduce, s, activation_bytes(s), role,
                         LinearTensor::input_gradient));
-  const OpIndex wgrad = e.emit_after(Emitter::gemm(role, GemmPass::weight_gradient, k_in, n_out, s.tokens), dgrad);
+  const OpIndex wgrad = e.emit_after(linear_gemm(e, role, GemmPass::weight_gradient, k_in, n_out, s.tokens), dgrad);
   if (gathered_input != kNoOp) e.depend(gathered_input, wgrad);
   accumulate_gradient(e, wgrad, k_in * n_out);
 }
@@ -141,11 +192,13 @@ void row_parallel_backward(Emitter& e, OpRole role, std::int64_t n_out, std::int
     gathered = gathered_gemm(e, role, GemmPass::input_gradient, LinearTensor::output_gradient, k_in, n_out);
     dgrad = e.chain;
   } else {
+    cast_to_fp8(e, role, LinearTensor::output_gradient, s.tokens_local, n_out);
     if (tp_active(s) && s.sp)
-      e.emit(tp_op(OpKind::all_gather, OpRole::tp_gather, s, activation_bytes(s), role, LinearTensor::output_gradient));
-    dgrad = e.emit(Emitter::gemm(role, GemmPass::input_gradient, s.tokens, k_in, n_out));
+      e.emit(tp_op(OpKind::all_gather, OpRole::tp_gather, s, gathered_bytes(e, e.fp8_linears()), role,
+                   LinearTensor::output_gradient));
+    dgrad = e.emit(linear_gemm(e, role, GemmPass::input_gradient, s.tokens, k_in, n_out));
   }
-  const OpIndex wgrad = e.emit(Emitter::gemm(role, GemmPass::weight_gradient, k_in, n_out, s.tokens));
+  const OpIndex wgrad = e.emit(linear_gemm(e, role, GemmPass::weight_gradient, k_in, n_out, s.tokens));
   e.depend(gathered, wgrad);
   accumulate_gradient(e, wgrad, k_in * n_out);
   e.chain = dgrad;

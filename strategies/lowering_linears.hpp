@@ -14,6 +14,11 @@ inline std::int64_t activation_bytes(const RankShapes& s) { return s.tokens * s.
 // A TP collective moving `tensor` of the linear `linear`.
 Op tp_op(OpKind kind, OpRole role, const RankShapes& s, std::int64_t bytes, OpRole linear, LinearTensor tensor);
 
+// A GEMM of the linear `role` computing `pass`: on FP8 operands where the layer runs its linears in FP8.
+Op linear_gemm(const Emitter& e, OpRole role, GemmPass pass, std::int64_t m, std::int64_t n, std::int64_t k);
+// Where the layer runs its linears in FP8: the cast of `tensor` (rows x cols) of the linear `role` (an fp8_cast op).
+void cast_to_fp8(Emitter& e, OpRole role, LinearTensor tensor, std::int64_t rows, std::int64_t cols);
+
 // The linear `role` with forward GEMM width n_out from k_in (per TP rank).
 void column_parallel_forward(Emitter& e, OpRole role, std::int64_t n_out, std::int64_t k_in);
 void row_parallel_forward(Emitter& e, OpRole role, std::int64_t n_out, std::int64_t k_in);

@@ -12,6 +12,7 @@
 
 #include "strategies/deepspeed_zero3.hpp"
 #include "strategies/lowering_stage.hpp"
+#include "strategies/fp8_linears.hpp"
 #include "strategies/rank_layout.hpp"
 
 namespace twin {
@@ -71,6 +72,8 @@ RankShapes rank_shapes(const Scenario& scenario, const Strategy& st) {
   s.cross_entropy_loss_fusion = scenario.framework.cross_entropy_loss_fusion;
   s.residual_fusion = scenario.framework.residual_fusion && m.hidden_dropout == 0;
   s.deepspeed_zero3 = s.zero_stage == 3 && scenario.framework.zero_implementation == ZeroImplementation::deepspeed;
+  s.fp8 = scenario.training.fp8;
+  s.num_layers = m.num_layers;
   return s;
 }
 
@@ -346,6 +349,8 @@ void StageLowering::optimizer_phase() {
   const OpIndex update = e_.emit(step);
   e_.depend(gradients_ready, update);
   e_.depend(last_compute2, update);
+  cast_weights_to_fp8(shard(fp8_weights_per_rank(scenario_, strategy_, stage_).dense, s_.data_group) +
+                      shard(fp8_weights_per_rank(scenario_, strategy_, stage_).expert, s_.expert_data_group));
   if ((s_.zero_stage == 1 || s_.zero_stage == 2) && !gathers_updated_weights_ahead()) {
     if (s_.data_group > 1 && p.dense > 0)
       e_.emit_after(parameter_collective(OpKind::all_gather, OpRole::param_gather, GroupKind::data, s_.data_group,
@@ -354,6 +359,29 @@ void StageLowering::optimizer_phase() {
       e_.emit_after(parameter_collective(OpKind::all_gather, OpRole::param_gather, GroupKind::expert_data,
                                          s_.expert_data_group, p.expert * 2, kWholeStage), update);
   }
+}
+
+// The FP8 copies of the stage's FP8 weights, made once per step after the update (Transformer Engine casts them
+// at a step's first micro-batch and keeps them through the others; the time is the same). Under param_gather
+// the optimizer casts its shard of `shard_elements` from the fp32 main weights, and the columnwise copies of the
+// gathered weights follow; else the bf16 weights are cast, both copies at once.
+void StageLowering::cast_weights_to_fp8(std::int64_t shard_elements) {
+  if (!s_.fp8) return;
+  const std::int64_t elements = fp8_weights_per_rank(scenario_, strategy_, stage_).total();
+  if (elements == 0) return;
+  const auto cast = [&](std::int64_t n, bool columnwise, double source_bytes) {
+    Op op = Emitter::rows_cols(OpKind::fp8_cast, OpRole::optimizer, n, 1);
+    op.linear_tensor = LinearTensor::weight;
+    op.fp8_columnwise = columnwise;
+    op.bytes = fp8_cast_bytes(s_.fp8->recipe, n, columnwise, source_bytes);
+    e_.emit(op);
+  };
+  if (!s_.fp8->param_gather) {
+    cast(elements, true, 2);
+    return;
+  }
+  cast(shard_elements, false, 4);
+  cast(elements, false, 1);  // the columnwise copies, from the gathered rowwise ones
 }
 
 }  // namespace lowering

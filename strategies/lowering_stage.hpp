@@ -52,6 +52,8 @@ class StageLowering {
   // Emits the unit's gradient reduction after `after` (overlap_grad_reduce), or keeps it for the optimizer
   // phase, which reduces every kept unit once the whole backward has finished.
   void reduce_gradients(const Unit& u, OpIndex after);
+  // training.fp8: the casts of the stage's FP8 weights after the optimizer step (strategies/fp8_linears.hpp).
+  void cast_weights_to_fp8(std::int64_t shard_elements);
   void emit_gradient_reduction(const Unit& u, OpIndex after);
   // overlap_param_gather under ZeRO 1/2: the previous step's updated weights gathered per unit at the
   // iteration's start, in the order of first use; a unit's first forward waits for its own gather.

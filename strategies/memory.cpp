@@ -27,6 +27,7 @@
 #include <fmt/format.h>
 
 #include "core/layer.hpp"
+#include "strategies/fp8_linears.hpp"
 #include "strategies/rank_layout.hpp"
 #include "strategies/schedule.hpp"
 #include "strategies/sharded_parameters.hpp"
@@ -45,6 +46,7 @@ struct SavedTerms {
   bool recompute_none;
   double routed_imbalance;  // the busiest EP rank's routed copies over the mean (MoeConfig::rank_imbalance)
   bool fused_loss = true;   // framework.cross_entropy_loss_fusion: which logits the loss keeps
+  bool fp8 = false;         // the layer's linears in FP8: their weight-gradient inputs kept as FP8 copies
 
   double width(layer::Width width) const {
     const ModelConfig& m = model;
@@ -88,11 +90,12 @@ struct SavedTerms {
   double bytes(const layer::SavedTensor& t) const {
     if (!kept(t.kept)) return 0;
     const double w = width(t.width);
+    const double element = fp8 && t.fp8_in_fp8_layer ? 1 : t.bytes_per_element;
     switch (t.region) {
-      case layer::Region::sequence_sharded: return t.bytes_per_element * s * b * w * outside;
-      case layer::Region::tensor_sharded: return t.bytes_per_element * s * b * w * inside;
+      case layer::Region::sequence_sharded: return element * s * b * w * outside;
+      case layer::Region::tensor_sharded: return element * s * b * w * inside;
       case layer::Region::routed:  // the rank's token copies, top_k per token, the busiest rank's share
-        return t.bytes_per_element * (s * b * outside * model.moe.top_k * routed_imbalance) * w;
+        return element * (s * b * outside * model.moe.top_k * routed_imbalance) * w;
     }
     return 0;
   }
@@ -124,9 +127,10 @@ StateBytes state_bytes_per_parameter(const TrainingConfig& training) {
 
 Bytes activation_bytes_per_layer(const ModelConfig& model, std::int64_t seq_length, int micro_batch_size,
                                  int tensor_parallel, bool sequence_parallel, int context_parallel,
-                                 Recompute recompute, bool moe_layer, int expert_parallel) {
-  const SavedTerms terms = saved_terms(model, static_cast<double>(seq_length) / context_parallel, micro_batch_size,
-                                       tensor_parallel, sequence_parallel, recompute, expert_parallel);
+                                 Recompute recompute, bool moe_layer, int expert_parallel, bool fp8_layer) {
+  SavedTerms terms = saved_terms(model, static_cast<double>(seq_length) / context_parallel, micro_batch_size,
+                                 tensor_parallel, sequence_parallel, recompute, expert_parallel);
+  terms.fp8 = fp8_layer;
   if (recompute == Recompute::full) return std::llround(terms.bytes(layer::kFullyRecomputedLayer));
   return std::llround(terms.bytes(layer::layer_blocks(moe_layer)));
 }
@@ -167,8 +171,9 @@ StageUnits stage_units(const Scenario& scenario, const Strategy& st, int stage) 
     std::vector<double>& units = out.unit_bytes[chunk];
     if (vs == 0) units.push_back(static_cast<double>(embedding_activation_bytes(scenario, rows, tp, sp)));
     for (int layer = first; layer < first + layers_in_virtual_stage(m, st, vs); ++layer) {
+      const bool fp8 = scenario.training.fp8 && layer_runs_fp8(*scenario.training.fp8, layer, m.num_layers);
       units.push_back(static_cast<double>(activation_bytes_per_layer(m, seq, st.micro_batch_size, tp, sp, cp,
-                                                                     st.recompute, m.is_moe_layer(layer), ep)));
+                                                                     st.recompute, m.is_moe_layer(layer), ep, fp8)));
       if (st.recompute == Recompute::full)
         out.recompute_bytes[chunk] = std::max(out.recompute_bytes[chunk], static_cast<double>(recomputed_layer_bytes(
             m, seq, st.micro_batch_size, tp, sp, cp, m.is_moe_layer(layer), ep)));
@@ -270,7 +275,8 @@ MemoryEstimate estimate_memory(const Scenario& scenario, const Strategy& st) {
       const double expert = p.expert * bytes_per_param / (shard ? expert_data_group : 1);
       return static_cast<Bytes>(std::llround(dense + expert));
     };
-    mem.parameters = sharded(per_param.weights, st.zero_stage >= 3);
+    mem.parameters = sharded(per_param.weights, st.zero_stage >= 3) +
+                     std::llround(fp8_state_bytes(scenario, st, stage));
     mem.gradients = sharded(per_param.gradients, st.zero_stage >= 2);
     mem.optimizer_states = sharded(per_param.optimizer, st.zero_stage >= 1);
 

@@ -14,7 +14,8 @@
 namespace twin {
 
 struct MemoryBreakdown {
-  Bytes parameters = 0;          // bf16 weights held (sharded under ZeRO-3)
+  Bytes parameters = 0;          // bf16 weights held (sharded under ZeRO-3); under FP8 with their FP8 copies and
+                                 // scaling state (strategies/fp8_linears.hpp fp8_state_bytes)
   Bytes gradients = 0;           // bf16/fp32 grads held (sharded under ZeRO-2/3)
   Bytes optimizer_states = 0;    // fp32 master + Adam m, v (sharded under ZeRO-1+)
   Bytes activations = 0;         // peak over the schedule
@@ -54,7 +55,8 @@ StateBytes state_bytes_per_parameter(const TrainingConfig& training);
 
 Bytes activation_bytes_per_layer(const ModelConfig& model, std::int64_t seq_length, int micro_batch_size,
                                  int tensor_parallel, bool sequence_parallel, int context_parallel,
-                                 Recompute recompute, bool moe_layer = false, int expert_parallel = 1);
+                                 Recompute recompute, bool moe_layer = false, int expert_parallel = 1,
+                                 bool fp8_layer = false);
 
 // Bytes a fully recomputed layer adds while its backward runs: its forward runs again and keeps what an
 // unrecomputed layer keeps, less its input (held already), until its backward has used them. Megatron's

@@ -17,7 +17,9 @@ GroupSpan span_of(const std::vector<int>& members, const Cluster& cluster) {
   span.size = static_cast<int>(members.size());
   std::vector<int> nodes;
   nodes.reserve(members.size());
-  for (int rank : members) nodes.push_back(cluster.node_of_rank(rank));
+  // "Nodes" of a span are NVLink domains: ranks of one domain (a node, or a rack's NVLink switch system) share the
+  // intra-node link.
+  for (int rank : members) nodes.push_back(cluster.nvlink_domain_of_rank(rank));
   const int home = nodes.front();
   span.ranks_per_node = static_cast<int>(std::count(nodes.begin(), nodes.end(), home));
   std::sort(nodes.begin(), nodes.end());

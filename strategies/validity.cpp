@@ -13,6 +13,21 @@
 namespace twin {
 namespace {
 
+// Megatron's checks of FP8 settings against the strategy (TransformerConfig.__post_init__; arguments.py:1095).
+std::optional<std::string> fp8_reason(const Scenario& scenario, const Strategy& s) {
+  if (!scenario.training.fp8) return std::nullopt;
+  const Fp8Config& fp8 = *scenario.training.fp8;
+  const int per_stage = scenario.model.num_layers / s.pipeline_model_parallel_size;
+  if (fp8.first_last_layers_bf16 &&
+      (fp8.num_layers_at_start_in_bf16 > per_stage || fp8.num_layers_at_end_in_bf16 > per_stage))
+    return fmt::format("fp8 num_layers_at_start_in_bf16 {} and num_layers_at_end_in_bf16 {} must be at most the "
+                       "layers per pipeline stage {} (Megatron's check)",
+                       fp8.num_layers_at_start_in_bf16, fp8.num_layers_at_end_in_bf16, per_stage);
+  if (fp8.param_gather && s.zero_stage < 1)
+    return std::string("fp8 param_gather needs the distributed optimizer (zero_stage >= 1), as Megatron's does");
+  return std::nullopt;
+}
+
 std::optional<std::string> divisible(std::int64_t value, const char* value_name, std::int64_t by, const char* by_name) {
   if (by > 0 && value % by == 0) return std::nullopt;
   return fmt::format("{} {} not divisible by {} {}", value_name, value, by_name, by);
@@ -52,14 +67,17 @@ std::optional<std::string> invalid_reason(const Scenario& scenario, const Strate
   if (s.world_size() != cluster.total_gpus())
     return fmt::format("tensor*pipeline*context*data {} does not match the world size {}", s.world_size(),
                        cluster.total_gpus());
-  // On a mixed cluster a TP group must fit in the smallest node (the uniform plan runs everywhere).
-  int gpus_per_node = cluster.node_groups.front().gpus_per_node;
-  for (const NodeGroup& group : cluster.node_groups) gpus_per_node = std::min(gpus_per_node, group.gpus_per_node);
-  if (tp > gpus_per_node)
+  // On a mixed cluster a TP group must fit in the smallest NVLink domain (the node, or a rack's NVLink switch
+  // system: nvlink_domain_gpus), since the uniform plan runs everywhere.
+  int domain_gpus = cluster.node_groups.front().domain_gpus();
+  for (const NodeGroup& group : cluster.node_groups) domain_gpus = std::min(domain_gpus, group.domain_gpus());
+  if (tp > domain_gpus)
     return fmt::format(
-        "tensor_model_parallel_size {} exceeds gpus_per_node {}: tensor-parallel collectives sit on the critical "
-        "path of every layer and would cross the inter-node network (Megatron allows it; it never pays)",
-        tp, gpus_per_node);
+        "tensor_model_parallel_size {} exceeds the {} GPUs of an NVLink domain (gpus_per_node, or "
+        "nvlink_domain_gpus): tensor-parallel collectives sit on the critical path of every layer and would cross "
+        "the inter-node network (Megatron allows it; it never pays)",
+        tp, domain_gpus);
+  if (auto r = fp8_reason(scenario, s)) return r;
   if (s.zero_stage < 0 || s.zero_stage > 3) return fmt::format("zero_stage {} is not one of 0, 1, 2, 3", s.zero_stage);
 
   if (auto r = divisible(m.num_attention_heads, "num_attention_heads", tp, "tensor_model_parallel_size")) return r;

@@ -275,6 +275,7 @@ std::optional<KernelBench> make_kernel_bench(const Op& op, const KernelModelFact
     }
     case OpKind::gemm:
     case OpKind::moe_router:
+    case OpKind::fp8_cast:
     case OpKind::all_reduce:
     case OpKind::all_gather:
     case OpKind::reduce_scatter:

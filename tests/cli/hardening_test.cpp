@@ -168,6 +168,10 @@ TEST(Hardening, HostileValuesAndKeysAreNamedWhereTheyAre) {
        "at /strategy/per_layer/stage_micro_batch_sizee: unknown key 'stage_micro_batch_sizee' (did you mean "
        "'stage_micro_batch_size'?)"},
       {"hot_switch_unknown_key", "at /strategy/hot_switch/phasess: unknown key 'phasess'"},
+      {"fp8_mxfp8_on_hopper", "at /cluster/nodes/0/gpu: GPU 'H100-SXM-80GB' does not take MXFP8"},
+      {"fp8_unknown_key", "at /training/fp8/recipie: unknown key 'recipie' (did you mean 'recipe'?)"},
+      {"nvlink_domain_not_whole_nodes",
+       "at /cluster/nodes/0/nvlink_domain_gpus: expected a multiple of gpus_per_node 4 dividing the group's 72 GPUs"},
       {"hot_switch_phase_unknown_key", "at /strategy/hot_switch/phases/0/zero_stage: unknown key 'zero_stage'"},
       {"sweep_points_beyond_limit", "at /sweep: expected a sweep of at most 64 points, got 8192 (nodes 64 x "
                                     "global_batch_size 64 x seq_length 2 x gpu 1)"},

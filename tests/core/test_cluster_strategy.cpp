@@ -20,7 +20,40 @@ TEST(GpuPresets, DatasheetNumbers) {
   EXPECT_DOUBLE_EQ(gpu_preset("A800-80GB")->nvlink_bandwidth_GBps, 200);
   EXPECT_DOUBLE_EQ(gpu_preset("RTX-3080Ti")->peak_bf16_tflops, 68.2);
   EXPECT_FALSE(gpu_preset("MI300X").has_value());
-  EXPECT_EQ(gpu_preset_names().size(), 8u);
+  EXPECT_EQ(gpu_preset_names().size(), 11u);
+}
+
+// FP8 peaks and the Blackwell presets: docs/PROFILES.md "GPU presets and their sources" gives each number's source.
+TEST(GpuPresets, Fp8PeaksAndBlackwell) {
+  EXPECT_DOUBLE_EQ(gpu_preset("H100-SXM-80GB")->peak_fp8_tflops, 1978.9);
+  EXPECT_DOUBLE_EQ(gpu_preset("A100-SXM-80GB")->peak_fp8_tflops, 0);
+  EXPECT_FALSE(gpu_preset("H200-141GB")->mxfp8);
+  const GpuSpec b200 = *gpu_preset("b200"), gb200 = *gpu_preset("GB200"), gb300 = *gpu_preset("GB300");
+  EXPECT_DOUBLE_EQ(b200.peak_bf16_tflops, 2250);
+  EXPECT_DOUBLE_EQ(b200.peak_fp8_tflops, 4500);
+  EXPECT_DOUBLE_EQ(b200.hbm_bandwidth_GBps, 7700);
+  EXPECT_NEAR(b200.memory_GiB, 179.06, 0.01);  // 183359 MiB
+  EXPECT_DOUBLE_EQ(gb200.peak_fp8_tflops, 5000);
+  EXPECT_NEAR(gb200.memory_GiB, 185.03, 0.01);  // 189471 MiB
+  EXPECT_DOUBLE_EQ(gb300.peak_bf16_tflops, 2500);
+  for (const GpuSpec& g : {b200, gb200, gb300}) {
+    EXPECT_DOUBLE_EQ(g.nvlink_bandwidth_GBps, 900) << g.name;  // NVLink 5: 1.8 TB/s both directions
+    EXPECT_TRUE(g.mxfp8) << g.name;
+  }
+}
+
+// An NVL72 rack: 18 nodes of 4 GPUs in one NVLink domain; the next rack is the next domain.
+TEST(ClusterLayout, NvlinkDomainsSpanNodes) {
+  Cluster c;
+  NodeGroup rack{36, *gpu_preset("GB200"), 4, {}, {4, 400, 0}};
+  rack.nvlink_domain_gpus = 72;
+  c.node_groups = {rack};
+  EXPECT_EQ(c.node_of_rank(71), 17);
+  EXPECT_EQ(c.nvlink_domain_of_rank(0), 0);
+  EXPECT_EQ(c.nvlink_domain_of_rank(71), 0);
+  EXPECT_EQ(c.nvlink_domain_of_rank(72), 1);
+  c.node_groups.front().nvlink_domain_gpus = 0;  // the node alone
+  EXPECT_EQ(c.nvlink_domain_of_rank(71), 17);
 }
 
 TEST(GpuPresets, DefaultIntraNodeLink) {
@@ -54,6 +87,7 @@ TEST(ClusterLayout, RanksAreNumberedGroupByGroupNodeByNode) {
   EXPECT_EQ(c.node_of_rank(8), 1);
   EXPECT_EQ(c.node_of_rank(16), 2);
   EXPECT_EQ(c.node_of_rank(19), 2);
+  EXPECT_EQ(c.nvlink_domain_of_rank(16), 2);  // no domain spans nodes: the node
   EXPECT_EQ(c.node_group_index_of_rank(15), 0);
   EXPECT_EQ(c.node_group_index_of_rank(16), 1);
   EXPECT_EQ(c.group_of_rank(17).gpu.name, "A100-SXM-80GB");

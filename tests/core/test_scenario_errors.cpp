@@ -96,8 +96,8 @@ TEST(ScenarioErrors, UnknownPresetsListTheValidNames) {
   d["model"]["preset"] = "llama2-7";
   expect_error(d, "/model/preset", {"unknown model preset \"llama2-7\"", "did you mean 'llama2-7b'", "mixtral-8x22b"});
   d = valid();
-  d["cluster"]["nodes"][0]["gpu"] = "B200";
-  expect_error(d, "/cluster/nodes/0/gpu", {"unknown GPU \"B200\"", "H100-SXM-80GB", "RTX-3080Ti"});
+  d["cluster"]["nodes"][0]["gpu"] = "MI300X";
+  expect_error(d, "/cluster/nodes/0/gpu", {"unknown GPU \"MI300X\"", "H100-SXM-80GB", "RTX-3080Ti", "GB300"});
   d = valid();
   d["cluster"]["nodes"][0]["intra_node"] = {{"kind", "infiniband"}};
   expect_error(d, "/cluster/nodes/0/intra_node/kind", {"nvswitch, nvlink, pcie", "got \"infiniband\""});

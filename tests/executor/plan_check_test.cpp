@@ -84,6 +84,9 @@ TEST(PlanCheck, RefusesFamilyPlansAndModelsTheExecutorDoesNotRun) {
   Plan squared_relu = executed_plan();
   squared_relu.scenario.model.activation = Activation::squared_relu;
   EXPECT_EQ(refusal_path(squared_relu), "/scenario/model/activation");
+  Plan fp8 = executed_plan();  // simulated only until issue 41 item 3
+  fp8.scenario.training.fp8 = Fp8Config{};
+  EXPECT_EQ(refusal_path(fp8), "/scenario/training/fp8");
 }
 
 TEST(PlanCheck, RunsTiedEmbeddingsShardedOverStagesAndDataRanks) {

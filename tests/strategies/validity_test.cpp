@@ -94,8 +94,13 @@ TEST(Validity, TensorParallelStaysInsideANode) {
   m.num_query_groups = 16;
   const Scenario sc = make_scenario(m, 4, 2048, 64);
   EXPECT_EQ(reason(sc, make_strategy(16, 1)),
-            "tensor_model_parallel_size 16 exceeds gpus_per_node 8: tensor-parallel collectives sit on the critical "
-            "path of every layer and would cross the inter-node network (Megatron allows it; it never pays)");
+            "tensor_model_parallel_size 16 exceeds the 8 GPUs of an NVLink domain (gpus_per_node, or "
+            "nvlink_domain_gpus): tensor-parallel collectives sit on the critical path of every layer and would cross "
+            "the inter-node network (Megatron allows it; it never pays)");
+  // An NVLink domain of two nodes (an NVL72 rack's switch system) holds a TP group of 16.
+  Scenario rack = sc;
+  rack.cluster.node_groups.front().nvlink_domain_gpus = 16;
+  EXPECT_FALSE(reason(rack, make_strategy(16, 1)).has_value());
 }
 
 TEST(Validity, MixtureOfExperts) {

@@ -1,0 +1,124 @@
+// FP8 linears in the lowering and the memory model (strategies/fp8_linears.hpp): casts of inputs and output
+// gradients in the layers that run in FP8 and none elsewhere, FP8 operands per pass, SP gathers of 1 byte per
+// element, one cast of the weights after the step, the same ops whether passes repeat or not; memory that counts the
+// FP8 copies, less the 16-bit weights under param_gather, and FP8 copies of the weight-gradient inputs.
+#include <gtest/gtest.h>
+
+#include "strategies/fp8_linears.hpp"
+#include "strategies/lowering.hpp"
+#include "strategies/lowering_emitter.hpp"
+#include "strategies/memory.hpp"
+#include "strategies/validity.hpp"
+#include "strategy_fixtures.hpp"
+
+namespace twin {
+namespace {
+
+Scenario fp8_scenario(Fp8Config fp8) {
+  Scenario s = testing::make_scenario(testing::llama_shaped(4), 1, 2048, 16);
+  s.cluster.node_groups.front().gpu.peak_fp8_tflops = 1978.9;
+  s.training.fp8 = fp8;
+  return s;
+}
+
+Fp8Config tensorwise_with_bf16_edges() {
+  Fp8Config fp8;
+  fp8.recipe = Fp8Recipe::tensorwise;
+  fp8.first_last_layers_bf16 = true;
+  return fp8;
+}
+
+struct Counts {
+  int casts_per_layer[4] = {0, 0, 0, 0};
+  int weight_casts = 0, fp8_gemms = 0, bf16_linear_gemms = 0, fp8_gathers = 0, gathers = 0;
+};
+
+Counts count(const Scenario& scenario, const Strategy& strategy) {
+  const IterationGraph graph = lower_to_op_graphs(scenario, strategy);
+  const RankClass& rc = graph.classes.front();
+  const lowering::RankShapes shapes = lowering::rank_shapes(scenario, strategy);
+  Counts c;
+  for (OpIndex i = 0; i < rc.size(); ++i) {
+    const Op& op = rc.op(i);
+    if (op.micro_batch > 0) continue;  // one micro-batch's ops and the step's
+    if (op.kind == OpKind::fp8_cast) {
+      if (op.linear_tensor == LinearTensor::weight) ++c.weight_casts;
+      else ++c.casts_per_layer[op.layer];
+    }
+    if (op.kind == OpKind::gemm && op.layer >= 0) {
+      const bool fp8_layer = layer_runs_fp8(*scenario.training.fp8, op.layer, 4);
+      if (is_fp8(op.gemm)) ++c.fp8_gemms;
+      else ++c.bf16_linear_gemms;
+      EXPECT_EQ(is_fp8(op.gemm), fp8_layer) << op_name(op);
+      if (is_fp8(op.gemm)) EXPECT_EQ(op.gemm.e5m2, op.gemm_pass != GemmPass::forward) << op_name(op);
+    }
+    if (op.kind == OpKind::all_gather && op.group == GroupKind::tensor) {
+      ++c.gathers;
+      if (op.bytes == shapes.tokens * shapes.h) ++c.fp8_gathers;
+    }
+  }
+  return c;
+}
+
+TEST(Fp8Lowering, CastsAndOperandsInTheFp8LayersOnly) {
+  Strategy strategy = testing::make_strategy(2, 1, 1, true);
+  strategy.zero_stage = 1;
+  Scenario scenario = fp8_scenario(tensorwise_with_bf16_edges());
+  ASSERT_FALSE(complete_strategy(scenario, strategy).has_value());
+  const Counts c = count(scenario, strategy);
+  EXPECT_EQ(c.casts_per_layer[0], 0);
+  EXPECT_EQ(c.casts_per_layer[3], 0);
+  EXPECT_EQ(c.casts_per_layer[1], 8);  // QKV, projection, FC1, FC2: input forward, output gradient backward
+  EXPECT_EQ(c.casts_per_layer[2], 8);
+  EXPECT_EQ(c.weight_casts, 1);
+  EXPECT_EQ(c.fp8_gemms, 2 * 4 * 3);         // two layers, four linears, three passes
+  EXPECT_EQ(c.bf16_linear_gemms, 2 * 4 * 3);  // the BF16 edge layers
+  // A layer's SP gathers in one micro-batch: QKV's and FC1's inputs forward and again for wgrad, the projection's
+  // and FC2's output gradients: 6, in FP8 in the FP8 layers; the output layer's input (twice) and the embedding's
+  // output gradient stay 16-bit.
+  EXPECT_EQ(c.fp8_gathers, 2 * 6);
+  EXPECT_EQ(c.gathers, 4 * 6 + 3);
+}
+
+std::string describe(const Op& op) {
+  return op_name(op) + " " + to_string(op.kind) + " " + std::to_string(op.bytes) + " " + to_string(op.gemm.inputs) +
+         (op.gemm.e5m2 ? " e5m2" : "") + (op.fp8_columnwise ? " columnwise" : "");
+}
+
+TEST(Fp8Lowering, SameOpsWhetherPassesRepeatOrNot) {
+  Strategy strategy = testing::make_strategy(2, 1, 1, true);
+  Scenario scenario = fp8_scenario(tensorwise_with_bf16_edges());
+  ASSERT_FALSE(complete_strategy(scenario, strategy).has_value());
+  const IterationGraph repeated = lower_to_op_graphs(scenario, strategy);
+  lowering::PassRepeatsOff off;
+  const IterationGraph emitted = lower_to_op_graphs(scenario, strategy);
+  ASSERT_EQ(repeated.classes.front().size(), emitted.classes.front().size());
+  for (OpIndex i = 0; i < emitted.classes.front().size(); ++i) {
+    const Op& a = repeated.classes.front().op(i);
+    const Op& b = emitted.classes.front().op(i);
+    EXPECT_EQ(describe(a), describe(b)) << i;
+  }
+}
+
+TEST(Fp8Memory, CopiesParamGatherAndActivations) {
+  Strategy strategy = testing::make_strategy(1, 1, 1, false);
+  strategy.zero_stage = 1;
+  Scenario bf16 = fp8_scenario(Fp8Config{});
+  bf16.training.fp8.reset();
+  ASSERT_FALSE(complete_strategy(bf16, strategy).has_value());
+  Fp8Config plain;
+  Fp8Config gathered;
+  gathered.param_gather = true;
+  const MemoryBreakdown none = estimate_memory(bf16, strategy).per_stage.front();
+  const MemoryBreakdown fp8 = estimate_memory(fp8_scenario(plain), strategy).per_stage.front();
+  const MemoryBreakdown fp8_gathered = estimate_memory(fp8_scenario(gathered), strategy).per_stage.front();
+  const double weights = static_cast<double>(fp8_weights_per_rank(fp8_scenario(plain), strategy, 0).total());
+  EXPECT_GT(weights, 0);
+  // Both copies (1 byte each) and the per-tensor scales and amax state: a few hundred bytes per module.
+  EXPECT_NEAR(static_cast<double>(fp8.parameters - none.parameters), 2 * weights, 4096);
+  EXPECT_NEAR(static_cast<double>(fp8_gathered.parameters - none.parameters), 0, 4096);
+  EXPECT_LT(fp8.activations, none.activations);  // the weight-gradient inputs kept in FP8
+}
+
+}  // namespace
+}  // namespace twin
