@@ -61,12 +61,16 @@ Throughput throughput(const Scenario& scenario, const Strategy& strategy, double
   Throughput t;
   t.iteration_s = iteration_s;
   if (iteration_s <= 0) return t;
-  // Sum of the peaks of the GPUs the strategy occupies (ranks fill node groups in order).
+  // Sum of the peaks of the GPUs the strategy occupies (ranks fill node groups in order), at the precision the
+  // linears run in: FP8's where the scenario trains them in FP8, so that MFU and HFU never pass 100% (nothing
+  // above the physically possible; FP8 validation rows publish TFLOP/s per GPU, not MFU).
   double peak_flops = 0;
   int remaining = strategy.world_size();
   for (const NodeGroup& group : scenario.cluster.node_groups) {
     const int used = std::min(remaining, group.count * group.gpus_per_node);
-    peak_flops += used * group.gpu.peak_bf16_tflops * 1e12;
+    const double peak_tflops = scenario.training.fp8 && group.gpu.peak_fp8_tflops > 0 ? group.gpu.peak_fp8_tflops
+                                                                                        : group.gpu.peak_bf16_tflops;
+    peak_flops += used * peak_tflops * 1e12;
     remaining -= used;
   }
   t.tokens_per_s = tokens_per_iteration(scenario) / iteration_s;
