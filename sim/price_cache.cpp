@@ -4,9 +4,10 @@
 
 namespace twin::sim {
 
-// No price depends on what a send or receive moves (transfer, strands), on ring_segment, context_form or on the norm
-// variant (memory-bound kinds are priced by the bytes they move): price_key() leaves them out.
-static_assert(sizeof(Op) == 208, "Op changed: make price_key() cover any new field that can affect a price");
+// No price depends on what a send or receive moves (transfer, strands), on ring_segment, context_form, on the norm
+// variant (memory-bound kinds are priced by the bytes they move) or on host_ns (the host's time before the op, not
+// its kernel's): price_key() leaves them out.
+static_assert(sizeof(Op) == 216, "Op changed: make price_key() cover any new field that can affect a price");
 
 namespace {
 
@@ -26,7 +27,7 @@ std::int64_t kind_and_flags(const Op& op) {
                          static_cast<std::uint8_t>(precision.exp_avg), static_cast<std::uint8_t>(precision.exp_avg_sq)})
     put(e, 8);
   for (bool flag : {op.recomputed, g.transpose_a, g.transpose_b, a.causal, a.flash, a.dropout, a.cudnn, a.packed,
-                    op.gated_activation, op.fuses_residual})
+                    op.gated_activation, op.fuses_residual, precision.store_param_remainders})
     put(flag, 1);
   return static_cast<std::int64_t>(word);
 }
