@@ -52,8 +52,8 @@ void add_simulate_command(CLI::App& app, SimulateOptions& options) {
                 "(each candidate's compute and the communication it must wait through) and skips those whose bound is slower than the 10th fastest\n"
                 "(or K-th, with --top K > 10) simulated: the top ranks are the same, the rest say \"not simulated\"");
   sub->add_flag("--full-replay", options.full_replay,
-                "Replay every candidate's whole iteration. Without it a pipeline with at least 4.5x as many\n"
-                "micro-batches as stages (GPipe, 1F1B; 7.5x interleaved) is replayed at 1x and 2x its depth (2x and\n"
+                "Replay every candidate's whole iteration. Without it a pipeline with at least 7.5x as many\n"
+                "micro-batches as stages (GPipe, 1F1B, interleaved) is replayed at 1x and 4x its depth (2x and\n"
                 "3x interleaved) and its steady state extrapolated (iteration within 0.1% of the whole replay; ranking.csv's replay\n"
                 "column says which); the top K, best.json and traces are always replayed whole");
   sub->add_option("--megatron-args", options.megatron_args,

@@ -221,6 +221,14 @@ struct Op {
 
   double flops = 0;               // floating-point operations of this op on this rank (0 for memory-bound)
 
+  // Host time: how long the rank's host thread, the one that launches its kernels, works for this op after the
+  // op's dependencies have finished and before it can start, with the GPU waiting (a framework that synchronises
+  // with the device and then loops in Python or C++ before it issues the op: DeepSpeed's stage 3 before each
+  // parameter all-gather, strategies/deepspeed_zero3.hpp). The host does one such piece of work at a time, and
+  // issues nothing else of the rank meanwhile (sim/engine.hpp). 0 for every other op: their launches are queued
+  // ahead of the GPU and hidden.
+  TimeNs host_ns = 0;
+
   bool is_communication() const { return kind >= OpKind::all_reduce; }
 };
 

@@ -19,8 +19,8 @@ std::optional<StateDtype> state_dtype_from_string(std::string_view name) {
 }
 
 std::string to_string(const OptimizerPrecision& p) {
-  return "main_params " + to_string(p.main_params) + ", exp_avg " + to_string(p.exp_avg) + ", exp_avg_sq " +
-         to_string(p.exp_avg_sq);
+  return "main_params " + to_string(p.main_params) + (p.store_param_remainders ? " as 16-bit remainders" : "") +
+         ", exp_avg " + to_string(p.exp_avg) + ", exp_avg_sq " + to_string(p.exp_avg_sq);
 }
 
 }  // namespace twin

@@ -15,10 +15,16 @@ enum class StateDtype : std::uint8_t { fp32, bf16, fp16, fp8 };
 // main_params: the master copy of the weights. bf16 means no copy: the bf16 model parameters are updated in
 // place (PyTorch's pure-bf16 recipe; beyond Megatron's fp32/fp16 choices). exp_avg, exp_avg_sq: Adam's
 // first and second moments (SGD keeps exp_avg as its momentum).
+// store_param_remainders: an fp32 master copy of bf16 parameters kept as the 16 low bits the bf16 parameters lack
+// (2 bytes per parameter; the fp32 value is the two put together): Apex's DistributedFusedAdam, which NeMo's
+// `distributed_fused_adam` runs with it for bf16 models (NeMo megatron_base_model.py, setup_optimization:
+// store_params False, store_param_remainders True when the optimizer is fp32 and the model bf16), and Transformer
+// Engine's FusedAdam. Scenario key training.store_param_remainders (bf16 training, fp32 main parameters).
 struct OptimizerPrecision {
   StateDtype main_params = StateDtype::fp32;
   StateDtype exp_avg = StateDtype::fp32;
   StateDtype exp_avg_sq = StateDtype::fp32;
+  bool store_param_remainders = false;
   bool is_default() const { return *this == OptimizerPrecision{}; }
   bool operator==(const OptimizerPrecision&) const = default;
 };
@@ -41,10 +47,11 @@ inline bool executor_stores(StateDtype dtype) { return dtype == StateDtype::fp32
 
 // Bytes per parameter of the master copy under mixed precision (0 when the bf16 parameters are the main ones).
 inline int master_bytes(const OptimizerPrecision& p) {
+  if (p.store_param_remainders) return 2;
   return p.main_params == StateDtype::bf16 ? 0 : bytes_of(p.main_params);
 }
 
-// "main_params fp32, exp_avg bf16, exp_avg_sq fp32"
+// "main_params fp32, exp_avg bf16, exp_avg_sq fp32" (", as 16-bit remainders" after fp32 when they are)
 std::string to_string(const OptimizerPrecision& precision);
 
 }  // namespace twin

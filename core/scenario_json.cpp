@@ -50,6 +50,7 @@ json training_json(const TrainingConfig& t) {
     out["main_params_dtype"] = to_string(t.optimizer_precision.main_params);
     out["exp_avg_dtype"] = to_string(t.optimizer_precision.exp_avg);
     out["exp_avg_sq_dtype"] = to_string(t.optimizer_precision.exp_avg_sq);
+    if (t.optimizer_precision.store_param_remainders) out["store_param_remainders"] = true;
   }
   if (t.fp8) {  // written only when set: scenarios without FP8 keep their bytes
     const Fp8Config& f = *t.fp8;

@@ -140,12 +140,18 @@ OptimizerPrecision parse_optimizer_precision(const Reader& r, const TrainingConf
     if (t.optimizer == "sgd" && p.exp_avg_sq != StateDtype::fp32)
       r.find("exp_avg_sq_dtype")->fail("no exp_avg_sq_dtype with SGD (it keeps one moment, exp_avg)");
   }
+  if (const auto remainders = r.find("store_param_remainders")) {
+    p.store_param_remainders = remainders->boolean();
+    if (p.store_param_remainders && (t.precision != "bf16" || p.main_params != StateDtype::fp32))
+      remainders->fail("false: the remainders complete bf16 parameters to an fp32 master copy (bf16 training, "
+                       "main_params_dtype fp32)");
+  }
   return p;
 }
 
 TrainingConfig parse_training(const Reader& r) {
   r.only_keys({"seq_length", "global_batch_size", "precision", "optimizer", "main_params_dtype", "exp_avg_dtype",
-               "exp_avg_sq_dtype", "seq_length_buckets", "seq_length_histogram", "fp8"});
+               "exp_avg_sq_dtype", "store_param_remainders", "seq_length_buckets", "seq_length_histogram", "fp8"});
   TrainingConfig t;
   t.seq_length = r.required("seq_length").integer(1, kMaxSequence);
   t.global_batch_size = r.required("global_batch_size").integer(1, kMaxBatch);

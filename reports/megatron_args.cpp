@@ -178,6 +178,8 @@ void precision_and_optimizer(ArgsText& out, const TrainingConfig& training) {
     out.arg("--main-params-dtype", to_string(p.main_params));
   if (p.exp_avg != StateDtype::fp32) out.arg("--exp-avg-dtype", to_string(p.exp_avg));
   if (p.exp_avg_sq != StateDtype::fp32) out.arg("--exp-avg-sq-dtype", to_string(p.exp_avg_sq));
+  if (p.store_param_remainders)
+    out.comment("store_param_remainders: the precision-aware optimizer keeps them with Transformer Engine 2.1 or later.");
 }
 
 void recompute(ArgsText& out, Recompute recompute) {

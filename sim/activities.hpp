@@ -1,4 +1,4 @@
-// The engine's running activities (a compute op, a step latency, a flow) in a pool reused through a
+// The engine's running activities (a compute op, a step latency, a flow, a wait for the host) in a pool reused through a
 // free list, so the event loop stops allocating once warm. Compute and flow activities are listed
 // under the rank classes whose state sets their rate, for re-rating when that state changes. The pool's
 // operations are defined inline here: the engine's event loop calls them at every event.
@@ -13,12 +13,14 @@
 
 namespace twin::sim {
 
-enum class ActivityKind : std::uint8_t { compute, delay, flow };
+// host: an op whose dependencies have finished, waiting for its class's host (its own host time, or another op's
+// that the host works on: sim/engine.hpp).
+enum class ActivityKind : std::uint8_t { compute, delay, flow, host };
 
 struct Activity {
   ActivityKind kind = ActivityKind::compute;
-  std::int32_t rank_class = -1;                  // compute: its class
-  std::uint32_t target = 0;                      // compute: op index; delay, flow: communication run
+  std::int32_t rank_class = -1;                  // compute, host: its class
+  std::uint32_t target = 0;                      // compute, host: op index; delay, flow: communication run
   std::array<std::int32_t, 2> listed_in{-1, -1};  // classes whose active list holds it
   std::array<std::uint32_t, 2> list_position{};
   double remaining = 0;                          // compute: nominal ns; flow: bytes

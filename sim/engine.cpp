@@ -8,6 +8,7 @@
 #include <cmath>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "sim/activities.hpp"
@@ -65,6 +66,7 @@ struct ClassRun {
   std::vector<OpState> state;
   std::vector<OpTiming> timings;
   ClassClock clock;
+  TimeNs host_free_ns = 0;                // when its host has done the host work given it so far
   std::array<int, 3> active_by_kernel{};  // active communication ops by CommKernel (how they slow compute)
   TimeNs finish_ns = 0;
   std::size_t done = 0;
@@ -92,6 +94,7 @@ class Engine {
       for (std::uint32_t i = 0; i < classes_[c].pending.size(); ++i)
         if (classes_[c].pending[i] == 0) start_op(static_cast<int>(c), i);
     }
+    issue_ready();
     refresh_dirty();
     std::uint64_t events = 0;
     while (!queue_.empty()) {
@@ -99,6 +102,7 @@ class Engine {
       ++events;
       now_ = event.time_ns;
       complete(event.activity);
+      issue_ready();
       refresh_dirty();
     }
     for (const ClassRun& run : classes_)
@@ -108,7 +112,41 @@ class Engine {
 
  private:
   // ---- ops ----
+  // Op i's dependencies have finished: it starts now, or in a class with host time once the event is processed.
   void start_op(int c, std::uint32_t i) {
+    if (!flat_.classes[c].host_work.empty()) {
+      ready_.push_back({c, i});
+      return;
+    }
+    launch(c, i);
+  }
+
+  // The ops the event made ready in classes with host time, those with host time first: each starts when its
+  // class's host is done with the host work before it and its own.
+  void issue_ready() {
+    if (ready_.empty()) return;
+    std::vector<std::pair<int, std::uint32_t>> ready;
+    ready.swap(ready_);
+    std::stable_partition(ready.begin(), ready.end(),
+                          [&](const auto& r) { return flat_.classes[r.first].ops[r.second].host_work; });
+    for (const auto& [c, i] : ready) {
+      ClassRun& run = classes_[c];
+      if (flat_.classes[c].ops[i].host_work)
+        run.host_free_ns = later(std::max(now_, run.host_free_ns), flat_.classes[c].host_ns(i));
+      if (run.host_free_ns <= now_) {
+        launch(c, i);
+        continue;
+      }
+      const std::uint32_t a = activities_.acquire(ActivityKind::host, now_);
+      activities_[a].rank_class = c;
+      activities_[a].target = i;
+      queue_.schedule(a, run.host_free_ns);
+    }
+    ready.clear();
+    ready_.swap(ready);  // its capacity kept for the next event
+  }
+
+  void launch(int c, std::uint32_t i) {
     const FlatOp& op = flat_.classes[c].ops[i];
     switch (op.kind) {
       case OpClass::compute: {
@@ -305,6 +343,9 @@ class Engine {
       case ActivityKind::delay:
         continue_run(target, true);
         return;
+      case ActivityKind::host:
+        launch(rank_class, target);
+        return;
       case ActivityKind::flow:
         if (--runs_[target].flows_left == 0) {
           ++runs_[target].phase;
@@ -426,6 +467,7 @@ class Engine {
   std::vector<CommRun> runs_;
   std::vector<std::uint32_t> free_runs_;
   std::vector<int> dirty_;
+  std::vector<std::pair<int, std::uint32_t>> ready_;  // (class, op) made ready by this event, in classes with host time
 };
 
 }  // namespace

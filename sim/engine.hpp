@@ -11,6 +11,11 @@
 //   flow rate      its smallest link share (links.hpp), / communication_slowdown while a class it
 //                  belongs to has compute running and NCCL moves it (userbuffers run on SMs of their own
 //                  or the copy engines).
+// An op with host time (Op::host_ns) waits that long on its class's host once its dependencies have finished; the
+// host works on one such op at a time, and an op of the class that becomes ready while the host works starts when
+// it is done (the host issues nothing meanwhile). Ops released by one event are issued together after it, those
+// with host time first (the framework loops before it launches what the same synchronisation released). A class
+// with no host time starts each op the moment it is ready, as before; host waits count as idle in the breakdown.
 // Completions are integer nanoseconds (now + ceil(remaining / rate)); equal times run in the order they
 // were scheduled. Ops of zero duration still complete through the queue, never recursively.
 #pragma once

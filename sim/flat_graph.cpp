@@ -111,6 +111,10 @@ void flatten_class(const IterationGraph& graph, int c, FlatClass& flat, PlanTabl
     const bool repeated = repeat != rank_class.repeats.end() && i >= repeat->first &&
                           copy_class(flat.ops[repeat->original + (i - repeat->first)], op);
     if (!repeated) classify_op(graph, c, i, op, plans, compute_times, pipeline);
+    if (const TimeNs host_ns = rank_class.op(i).host_ns; host_ns > 0) {
+      op.host_work = true;
+      flat.host_work.push_back({i, host_ns});
+    }
   }
 }
 
@@ -164,6 +168,13 @@ void pair_pipeline_transfers(const IterationGraph& graph, const Cluster& cluster
 
 }  // namespace
 
+TimeNs FlatClass::host_ns(std::uint32_t op) const {
+  const auto work = std::lower_bound(host_work.begin(), host_work.end(), op,
+                                     [](const HostWork& w, std::uint32_t i) { return w.op < i; });
+  if (work == host_work.end() || work->op != op) throw std::logic_error("an op marked with host work has none");
+  return work->host_ns;
+}
+
 LinkParams link_params(const NodeGroup& group, const Network& network, const Profile& profile) {
   LinkParams links;
   links.intra_nvlink = group.intra_node.kind != IntraNodeKind::pcie;
@@ -203,6 +214,7 @@ Flattener::Flattener(const Cluster& cluster, const Profile& profile, PriceCache*
     flat.predecessors.clear();
     flat.successors.clear();
     flat.plans.clear();
+    flat.host_work.clear();
   }
 }
 

@@ -42,6 +42,14 @@ struct FlatOp {
   bool optimizer = false;                // Phase::optimizer: charged to the optimizer in the breakdown
   // Communication: what moves the bytes, and so how much the compute beside it slows (FlatClass).
   CommKernel comm_kernel = CommKernel::nccl;
+  bool host_work = false;                // Op::host_ns > 0: its time is in FlatClass::host_work
+};
+
+// An op's host time (Op::host_ns), kept beside the ops: few ops have one (a FlatOp field would add 8 bytes to
+// every one of millions).
+struct HostWork {
+  std::uint32_t op = 0;
+  TimeNs host_ns = 0;
 };
 
 struct FlatClass {
@@ -51,6 +59,8 @@ struct FlatClass {
   std::vector<std::uint32_t> predecessors;
   std::vector<std::uint32_t> successors;
   std::vector<CollectivePlan> plans;     // deduplicated: ops of equal kind, bytes and span share one
+  std::vector<HostWork> host_work;       // in op order: the ops with host time
+  TimeNs host_ns(std::uint32_t op) const;  // of an op with host_work set
   LinkParams links;                      // this class's GPUs
   // Compute slows by this while a userbuffers kernel runs on kUserbuffersSmCount of the GPU's SMs (the GEMM
   // beside it is launched without them): sm_count / (sm_count - kUserbuffersSmCount).

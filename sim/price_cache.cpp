@@ -4,13 +4,14 @@
 
 namespace twin::sim {
 
-// No price depends on what a send or receive moves (transfer, strands), on ring_segment, context_form or on the norm
-// variant (memory-bound kinds are priced by the bytes they move): price_key() leaves them out.
-static_assert(sizeof(Op) == 208, "Op changed: make price_key() cover any new field that can affect a price");
+// No price depends on what a send or receive moves (transfer, strands), on ring_segment, context_form, on the norm
+// variant (memory-bound kinds are priced by the bytes they move) or on host_ns (the host's time before the op, not
+// its kernel's): price_key() leaves them out.
+static_assert(sizeof(Op) == 216, "Op changed: make price_key() cover any new field that can affect a price");
 
 namespace {
 
-// An op's enums (8 bits each; the GEMM's inputs 2) and flags (1 bit each) in one word: 62 bits.
+// An op's enums (8 bits each; the GEMM's inputs 2) and flags (1 bit each) in one word: 63 bits.
 std::int64_t kind_and_flags(const Op& op) {
   const GemmShape& g = op.gemm;
   const AttentionShape& a = op.attention;
@@ -27,7 +28,8 @@ std::int64_t kind_and_flags(const Op& op) {
     put(e, 8);
   put(static_cast<std::uint8_t>(g.inputs), 2);  // four values
   for (bool flag : {op.recomputed, g.transpose_a, g.transpose_b, a.causal, a.flash, a.dropout, a.cudnn, a.packed,
-                    op.gated_activation, op.fuses_residual, g.e5m2, op.fp8_columnwise})
+                    op.gated_activation, op.fuses_residual, g.e5m2, op.fp8_columnwise,
+                    precision.store_param_remainders})
     put(flag, 1);
   return static_cast<std::int64_t>(word);
 }

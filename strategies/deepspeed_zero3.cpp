@@ -2,6 +2,7 @@
 // weights the hook before them prefetched.
 #include "strategies/deepspeed_zero3.hpp"
 
+#include <algorithm>
 #include <cstddef>
 #include <vector>
 
@@ -80,12 +81,34 @@ DeepSpeedLayerGathers deepspeed_layer_gathers(const RankShapes& shapes, bool moe
   DeepSpeedLayerGathers gathers;
   for (std::size_t i = 0; i < fetches.size(); ++i) {
     const Fetch& issuer = fetches[i == 0 ? fetches.size() - 1 : i - 1];
-    if (issuer.live_elements < kDeepSpeedMaxLiveElements)
+    if (issuer.live_elements < kDeepSpeedMaxLiveElements) {
       gathers.prefetched_elements += fetches[i].elements;
-    else
+      ++gathers.prefetched_weights;
+    } else {
       gathers.on_demand_elements += fetches[i].elements;
+      ++gathers.on_demand_weights;
+    }
   }
   return gathers;
+}
+
+std::int64_t deepspeed_peak_gathered_elements(const RankShapes& shapes, bool moe_layer, bool full_recompute) {
+  const std::vector<std::int64_t> weights = linear_weights(shapes, moe_layer);
+  std::int64_t peak = 0;
+  for (bool backward : {false, true}) {
+    const std::vector<Fetch> fetches = pass_fetches(weights, backward, full_recompute);
+    for (std::size_t i = 0; i < fetches.size(); ++i) {
+      const bool prefetches = fetches[i].live_elements < kDeepSpeedMaxLiveElements;
+      const std::int64_t next = fetches[(i + 1) % fetches.size()].elements;  // layers alike: the next layer's first
+      peak = std::max(peak, fetches[i].live_elements + (prefetches ? next : 0));
+    }
+  }
+  return peak;
+}
+
+std::int64_t deepspeed_largest_weight_elements(const RankShapes& shapes, bool moe_layer) {
+  const std::vector<std::int64_t> weights = linear_weights(shapes, moe_layer);
+  return weights.empty() ? 0 : *std::max_element(weights.begin(), weights.end());
 }
 
 }  // namespace twin::lowering

@@ -9,9 +9,17 @@
 // parameters fetched and not released hold fewer than stage3_max_live_parameters elements. Every all-gather first
 // waits for the whole device (`torch.cuda.synchronize()` in `_allgather_param`, partition_parameters.py), so a
 // weight that was not prefetched is gathered after the sub-module before it has finished: exposed.
+//
+// The host's part. Each weight's all-gather (`_allgather_param`, partition_parameters.py) runs after the hook's
+// synchronisation, so the GPU waits while the host loops over the n ranks of the group twice: DeepSpeed makes a view
+// of each rank's part and asks `get_rank(group)` for each, and PyTorch's list all_gather of 2020-21
+// (ProcessGroupNCCL::allgather) copies each rank's part out of its flat buffer with one `copy_` per rank; the hook
+// launches the sub-module's compute only after both. The lowering gives each gather op that host time (Op::host_ns)
+// for the weights it fetches.
 #pragma once
 #include <cstdint>
 
+#include "core/units.hpp"
 #include "strategies/lowering_emitter.hpp"
 
 namespace twin::lowering {
@@ -41,7 +49,27 @@ std::int64_t deepspeed_regathered_elements(const RankShapes& shapes, bool moe_la
 struct DeepSpeedLayerGathers {
   std::int64_t prefetched_elements = 0;
   std::int64_t on_demand_elements = 0;
+  int prefetched_weights = 0;  // how many fetches of weights: each its own all-gather, with its host loops
+  int on_demand_weights = 0;
 };
+// The most linear-weight elements (this rank's) a layer's hooks hold gathered at once in either pass: at each fetch the
+// weight's own and those kept for a later use, plus the next weight where the hook prefetches it (the memory model's
+// ZeRO-3 gather buffers under DeepSpeed, strategies/memory.cpp).
+std::int64_t deepspeed_peak_gathered_elements(const RankShapes& shapes, bool moe_layer, bool full_recompute);
+// The largest linear weight's elements (this rank's): its whole fp16 gradient exists before the hook reduces it.
+std::int64_t deepspeed_largest_weight_elements(const RankShapes& shapes, bool moe_layer);
+
+// The host's time per rank of the group for one weight's all-gather, measured (not fitted) by
+// tools/deepspeed_gather_host_cost.py on one H200 machine's host (PyTorch 2.11, Python 3.12, 2026-11-28; medians of
+// 12 cases, docs/validation/deepspeed_gather_host_cost_2026-11-28.json): DeepSpeed's loop 3.4 us per rank (3.2-6.1),
+// the copies issued 9.8 us per rank (6.8-13.7; issued from Python, so an upper bound of PyTorch's C++ loop).
+inline constexpr TimeNs kDeepSpeedGatherHostNsPerRank = 3400 + 9800;
+
+// The host time of `weights` all-gathers over a group of `group_size` ranks.
+inline TimeNs deepspeed_gather_host_ns(int weights, int group_size) {
+  return static_cast<TimeNs>(weights) * group_size * kDeepSpeedGatherHostNsPerRank;
+}
+
 DeepSpeedLayerGathers deepspeed_layer_gathers(const RankShapes& shapes, bool moe_layer, bool backward,
                                               bool full_recompute);
 

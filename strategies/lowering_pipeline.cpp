@@ -177,16 +177,36 @@ OpIndex StageLowering::gather_weights(const Unit& u, OpIndex after, bool forward
   if (s_.zero_stage < 3) return kNoOp;
   const std::int64_t on_demand = on_demand_elements(u, forward);
   const std::int64_t dense = unit_parameters(u).dense;
-  const OpIndex gathered = emit_weight_gather(u, after, std::max<std::int64_t>(dense - on_demand, 0));
+  // DeepSpeed's host loops for the pass's prefetched weights go with its first prefetching gather.
+  const TimeNs host_ns = gather_host_ns(u, forward, false);
+  const std::int64_t first = std::max<std::int64_t>(dense - on_demand, 0);
+  const OpIndex gathered = emit_weight_gather(u, after, first, host_ns);
   if (forward || !s_.deepspeed_zero3 || s_.recompute != Recompute::full || u.kind != Unit::layer_unit ||
       s_.data_group == 1)
     return gathered;
   const std::int64_t again = deepspeed_regathered_elements(s_, model_.is_moe_layer(u.layer)) -
                              std::max<std::int64_t>(on_demand - dense, 0);
   if (again <= 0) return gathered;
-  return e_.emit_after(parameter_collective(OpKind::all_gather, OpRole::param_gather, GroupKind::data, s_.data_group,
-                                            again * 2, parameter_unit(u)),
-                       gathered == kNoOp ? after : gathered);
+  Op regather = parameter_collective(OpKind::all_gather, OpRole::param_gather, GroupKind::data, s_.data_group,
+                                     again * 2, parameter_unit(u));
+  if (first == 0) regather.host_ns = host_ns;
+  return e_.emit_after(regather, gathered == kNoOp ? after : gathered);
+}
+
+TimeNs StageLowering::gather_host_ns(const Unit& u, bool forward, bool on_demand) const {
+  if (!s_.deepspeed_zero3 || s_.data_group == 1) return 0;
+  int weights = 0;
+  switch (u.kind) {
+    case Unit::embedding_unit: weights = on_demand ? 0 : model_.position_embedding_rope ? 1 : 2; break;
+    case Unit::head_unit: weights = on_demand ? 0 : 1; break;
+    case Unit::layer_unit: {
+      const DeepSpeedLayerGathers gathers =
+          deepspeed_layer_gathers(s_, model_.is_moe_layer(u.layer), !forward, s_.recompute == Recompute::full);
+      weights = on_demand ? gathers.on_demand_weights : gathers.prefetched_weights;
+      break;
+    }
+  }
+  return deepspeed_gather_host_ns(weights, s_.data_group);
 }
 
 std::int64_t StageLowering::on_demand_elements(const Unit& u, bool forward) const {
@@ -197,13 +217,16 @@ std::int64_t StageLowering::on_demand_elements(const Unit& u, bool forward) cons
 
 // The all-gathers of a unit's dense and expert weights over their data-parallel groups, after `after`; the
 // last one, or kNoOp.
-OpIndex StageLowering::emit_weight_gather(const Unit& u, OpIndex after, std::int64_t dense_elements) {
+OpIndex StageLowering::emit_weight_gather(const Unit& u, OpIndex after, std::int64_t dense_elements, TimeNs host_ns) {
   const RankParameters p = unit_parameters(u);
   const std::int64_t dense = dense_elements < 0 ? p.dense : dense_elements;
   OpIndex last = kNoOp;
-  if (s_.data_group > 1 && dense > 0)
-    last = e_.emit_after(parameter_collective(OpKind::all_gather, OpRole::param_gather, GroupKind::data,
-                                              s_.data_group, dense * 2, parameter_unit(u)), after);
+  if (s_.data_group > 1 && dense > 0) {
+    Op gather = parameter_collective(OpKind::all_gather, OpRole::param_gather, GroupKind::data, s_.data_group,
+                                     dense * 2, parameter_unit(u));
+    gather.host_ns = host_ns;
+    last = e_.emit_after(gather, after);
+  }
   if (s_.expert_data_group > 1 && p.expert > 0)
     last = e_.emit_after(parameter_collective(OpKind::all_gather, OpRole::param_gather, GroupKind::expert_data,
                                               s_.expert_data_group, p.expert * 2, parameter_unit(u)), after);
@@ -259,10 +282,12 @@ void StageLowering::run_units(const std::vector<Unit>& list, bool forward, bool 
   OpIndex next_gather = gather_weights(list.front(), kNoOp, forward);
   for (std::size_t i = 0; i < list.size(); ++i) {
     OpIndex this_gather = next_gather;
-    if (const std::int64_t on_demand = on_demand_elements(list[i], forward); on_demand > 0)
-      e_.emit_after(parameter_collective(OpKind::all_gather, OpRole::param_gather, GroupKind::data, s_.data_group,
-                                         on_demand * 2, parameter_unit(list[i])),
-                    e_.chain);
+    if (const std::int64_t on_demand = on_demand_elements(list[i], forward); on_demand > 0) {
+      Op gather = parameter_collective(OpKind::all_gather, OpRole::param_gather, GroupKind::data, s_.data_group,
+                                       on_demand * 2, parameter_unit(list[i]));
+      gather.host_ns = gather_host_ns(list[i], forward, true);
+      e_.emit_after(gather, e_.chain);
+    }
     if (s_.deepspeed_zero3) this_gather = last_on(Stream::dp_comm);
     if (i + 1 < list.size()) next_gather = gather_weights(list[i + 1], e_.chain, forward);
     if (auto ahead = weights_gathered_ahead_.find(parameter_unit(list[i])); forward && ahead != weights_gathered_ahead_.end()) {

@@ -44,11 +44,16 @@ class StageLowering {
   RankParameters unit_parameters(const Unit& u) const;
   Op p2p(OpKind kind, OpRole role, int peer_stage, std::int64_t tag, int tensors = 1) const;
   OpIndex gather_weights(const Unit& u, OpIndex after, bool forward);
-  // The unit's weight gathers; `dense_elements` of its dense weights (-1: all of them).
-  OpIndex emit_weight_gather(const Unit& u, OpIndex after, std::int64_t dense_elements = -1);
+  // The unit's weight gathers; `dense_elements` of its dense weights (-1: all of them), the dense gather with
+  // `host_ns` of host time (Op::host_ns).
+  OpIndex emit_weight_gather(const Unit& u, OpIndex after, std::int64_t dense_elements = -1, TimeNs host_ns = 0);
   // DeepSpeed's ZeRO-3: the elements of a layer unit's weights its pass gathers on demand rather than prefetched
   // (strategies/deepspeed_zero3.hpp); 0 for other units and other ZeRO-3.
   std::int64_t on_demand_elements(const Unit& u, bool forward) const;
+  // DeepSpeed's ZeRO-3: the host's loops for the weights a unit's pass fetches on demand, or prefetches (the
+  // embedding's word and learned position tables, the head's output weights, a layer's linears as
+  // deepspeed_layer_gathers says); 0 for other ZeRO-3 and without data parallelism.
+  TimeNs gather_host_ns(const Unit& u, bool forward, bool on_demand) const;
   // Emits the unit's gradient reduction after `after` (overlap_grad_reduce), or keeps it for the optimizer
   // phase, which reduces every kept unit once the whole backward has finished.
   void reduce_gradients(const Unit& u, OpIndex after);

@@ -27,6 +27,7 @@
 #include <fmt/format.h>
 
 #include "core/layer.hpp"
+#include "strategies/deepspeed_zero3.hpp"
 #include "strategies/fp8_linears.hpp"
 #include "strategies/rank_layout.hpp"
 #include "strategies/schedule.hpp"
@@ -153,6 +154,20 @@ struct StageUnits {
   std::vector<double> recompute_bytes;
   std::int64_t largest_layer_parameters = 0;
 };
+
+// ZeRO-3's gathered weights at their peak. Megatron's (and FSDP's): the layer in use and the one prefetched, 2 x 2 B x
+// the largest layer. DeepSpeed's: what its hooks hold at once under the live-parameter cap (strategies/
+// deepspeed_zero3.hpp), 2 B each, and the whole fp16 gradient of the largest weight, which autograd materialises
+// before the hook reduces and partitions it (stage3.py, reduce_ready_partitions_and_remove_grads). Its reduction
+// bucket (reduce_bucket_size, 5e8 elements) is not counted.
+double zero3_gather_bytes(const Scenario& scenario, const Strategy& st, std::int64_t largest_layer) {
+  if (scenario.framework.zero_implementation != ZeroImplementation::deepspeed) return 2.0 * 2 * largest_layer;
+  const lowering::RankShapes shapes = lowering::rank_shapes(scenario, st);
+  const bool moe = scenario.model.is_moe();
+  return 2.0 * static_cast<double>(
+                   lowering::deepspeed_peak_gathered_elements(shapes, moe, st.recompute == Recompute::full) +
+                   lowering::deepspeed_largest_weight_elements(shapes, moe));
+}
 
 StageUnits stage_units(const Scenario& scenario, const Strategy& st, int stage) {
   const ModelConfig& m = scenario.model;
@@ -285,7 +300,7 @@ MemoryEstimate estimate_memory(const Scenario& scenario, const Strategy& st) {
     const std::int64_t largest_unit = units.largest_layer_parameters;
 
     double buffers = communicators * kNcclBytesPerCommunicator;
-    if (st.zero_stage >= 3 && data_group > 1) buffers += 2.0 * 2 * largest_unit;  // gathered layer + prefetch
+    if (st.zero_stage >= 3 && data_group > 1) buffers += zero3_gather_bytes(scenario, st, largest_unit);
     // Transformer Engine's userbuffers: the gathered input of a column-parallel GEMM and the partial sums of a
     // row-parallel one, registered once per TP group (bf16 T x h each), and the ring's receive buffer.
     if (scenario.framework.tp_comm_overlap && sp) buffers += 3.0 * 2 * tokens * m.hidden_size;

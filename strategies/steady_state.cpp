@@ -1,10 +1,20 @@
-// Two shorter replays and a line through them. The counts are W and 2W micro-batches under GPipe and 1F1B (W the
+// Two shorter replays and a line through them. The counts are W and 4W micro-batches under GPipe and 1F1B (W the
 // pipeline depth, at least 2: both replays reach the steady state, where stage 0 alternates a forward and a
 // backward), 2W and 3W under interleaved 1F1B, whose counts must be multiples of the depth and whose replay at W is
-// all warm-up (Megatron runs every forward first when the micro-batches equal the stages). Measured on the first
-// candidate of each published configuration with a pipeline (2026-11-27): 1F1B from (W, 2W) within 0.06% of the
-// whole replay, as from (2W, 3W); interleaved from (W, 2W) right in the iteration but up to 1.1% of it off in the
-// bubble, from (2W, 3W) exact.
+// all warm-up (Megatron runs every forward first when the micro-batches equal the stages).
+//
+// Why 4W, not 2W (2026-11-28, issue 37): deep 1F1B pipelines under full recompute are only nearly periodic. The
+// compute beside a pipeline transfer runs slowed (sim/engine.hpp), how much of it overlaps shifts from one micro-batch
+// to the next, and the iteration's end lies up to about 0.07 of a micro-batch's time off the line through the other
+// counts (Korthikanti et al.'s 530B on 2,240 A100s, TP 8 x PP 35, 1F1B, full recompute: t(m) for m = 35 ... 280
+// within +-13 ms of one line, a micro-batch 190 ms). The line's slope is off by the difference of two such offsets
+// over the span between the replays, and the extrapolation carries it m - m2 micro-batches further: relative to the
+// iteration, at most about (offset / micro-batch time) / span. A span of W (W and 2W) put that row 0.124% off at the
+// Ampere factor of 1.30 (0.1% stated); a span of 3W (W and 4W) bounds it at 0.07 / 105 = 0.064%, whatever m is.
+// Measured on every 1F1B candidate of 8 stages or more of the published configurations (2026-11-28): from (W, 2W)
+// worst 0.124%, from (W, 4W) worst 0.040%. Interleaved pipelines replayed at (2W, 3W) came out exact to 0.0001% on
+// every such candidate, so their span stays W. The price: the 1F1B replays hold 5W micro-batches, not 3W, and apply
+// from 7.5 W micro-batches, as interleaved ones.
 #include "strategies/steady_state.hpp"
 
 #include <algorithm>
@@ -48,7 +58,7 @@ std::optional<SteadyStateReplay> steady_state_counts(const Scenario& scenario, c
   const int width = std::max(2, strategy.pipeline_model_parallel_size);
   const SteadyStateReplay replay = strategy.schedule == Schedule::interleaved_1f1b
                                        ? SteadyStateReplay{2 * width, 3 * width}
-                                       : SteadyStateReplay{width, 2 * width};
+                                       : SteadyStateReplay{width, 4 * width};
   // Worth it only where the two replays hold at most 2/3 of the micro-batches.
   if (3 * (replay.first_micro_batches + replay.second_micro_batches) > 2 * strategy.num_micro_batches)
     return std::nullopt;

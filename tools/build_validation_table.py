@@ -209,9 +209,10 @@ def h100_rows():
                             "weights gathered one layer ahead, SHARD_GRAD_OP as ZeRO 2")
             node = HGX_H100
             published = {"metric": "tokens_per_s_per_gpu", "value": p["value"]}
-        scenario = {"name": r["id"], "model": model,
-                    "training": {"seq_length": t["seq_length"], "global_batch_size": t["global_batch_size"],
-                                 "precision": "bf16"},
+        training = {"seq_length": t["seq_length"], "global_batch_size": t["global_batch_size"], "precision": "bf16"}
+        if t.get("store_param_remainders"):  # NeMo's distributed_fused_adam on a bf16 model
+            training["store_param_remainders"] = True
+        scenario = {"name": r["id"], "model": model, "training": training,
                     "framework": framework, "cluster": cluster(node, gpus), "search": search, "profile": "builtin"}
         notes = r.get("confidence_notes", "")
         rows.append({"id": r["id"], "group": group_name(group), "source": source(r),
@@ -267,9 +268,10 @@ def hopper_more_rows():
                   "virtual_pipeline_model_parallel_size": vpp, "schedule": [s["schedule"]],
                   "sequence_parallel": [s["sequence_parallel"]], "micro_batch_size": [s["micro_batch_size"]],
                   "zero_stage": [s["zero_stage"]], "recompute": [s["recompute"]]}
-        scenario = {"name": r["id"], "model": model,
-                    "training": {"seq_length": t["seq_length"], "global_batch_size": t["global_batch_size"],
-                                 "precision": "bf16"},
+        training = {"seq_length": t["seq_length"], "global_batch_size": t["global_batch_size"], "precision": "bf16"}
+        if t.get("store_param_remainders"):  # NeMo's distributed_fused_adam on a bf16 model
+            training["store_param_remainders"] = True
+        scenario = {"name": r["id"], "model": model, "training": training,
                     "framework": framework, "cluster": cluster(HGX_H100, r["hardware"]["num_gpus"]),
                     "search": search, "profile": "builtin"}
         rows.append({"id": r["id"], "group": group_name(r["group"]), "source": source(r),

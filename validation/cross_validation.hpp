@@ -5,7 +5,9 @@
 //
 // The work is four predictions of the table: at the built-in values and at a second value of every parameter
 // (the samples the folds are fitted on, validation/folds.hpp), then each group exactly at its fold's values,
-// then every row exactly at the in-sample values.
+// then every row exactly at the in-sample values. Five where a parameter's in-sample fit lies outside its two
+// samples: the table is predicted a third time at that fit, which replaces the sample farther from it before the
+// folds and the in-sample values are fitted.
 #pragma once
 #include <string>
 #include <vector>
@@ -18,7 +20,7 @@ namespace twin {
 
 struct CrossValidation {
   std::vector<FittedParameter> parameters;
-  SampledValues samples;                    // per parameter: [0] its built-in value, [1] the second sample
+  SampledValues samples;                    // per parameter: the two values the fits interpolate between
   std::vector<int> row_parameter;           // per table row: the parameter pricing its GPUs, -1 for none
   std::vector<FoldFits> folds;              // one per group, in table order
   FoldFits in_sample;                       // every group fitted

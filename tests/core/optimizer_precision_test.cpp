@@ -1,5 +1,6 @@
-// training.main_params_dtype, exp_avg_dtype, exp_avg_sq_dtype: parsed with Megatron's choices, refused where
-// they mean nothing (fp32 training's master copy, SGD's second moment), written back only when set.
+// training.main_params_dtype, exp_avg_dtype, exp_avg_sq_dtype and store_param_remainders: parsed with Megatron's
+// choices, refused where they mean nothing (fp32 training's master copy, SGD's second moment, remainders of a master
+// copy that is not fp32 over bf16 parameters), written back only when set.
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -48,6 +49,25 @@ TEST(OptimizerPrecision, BadValuesNameTheirPath) {
   EXPECT_EQ(error_path(scenario_with({{"optimizer", "sgd"}, {"exp_avg_sq_dtype", "bf16"}})),
             "/training/exp_avg_sq_dtype");
   EXPECT_EQ(error_path(scenario_with({{"optimizer", "sgd"}, {"exp_avg_dtype", "bf16"}})), "");
+}
+
+TEST(OptimizerPrecision, RemaindersCompleteBf16ParametersToAnFp32MasterCopyOfTwoBytes) {
+  const Scenario s = parse_scenario(scenario_with({{"store_param_remainders", true}}), "s.json");
+  EXPECT_TRUE(s.training.optimizer_precision.store_param_remainders);
+  EXPECT_EQ(master_bytes(s.training.optimizer_precision), 2);
+  EXPECT_EQ(master_bytes(OptimizerPrecision{}), 4);
+  EXPECT_EQ(to_string(s.training.optimizer_precision), "main_params fp32 as 16-bit remainders, exp_avg fp32, exp_avg_sq fp32");
+  const json written = to_json(s);
+  EXPECT_EQ(written["training"]["store_param_remainders"], true);
+  EXPECT_EQ(parse_scenario(written, "s.json").training.optimizer_precision, s.training.optimizer_precision);
+  EXPECT_FALSE(to_json(parse_scenario(scenario_with({{"exp_avg_dtype", "bf16"}}), "s.json"))["training"].contains(
+      "store_param_remainders"));
+  EXPECT_EQ(error_path(scenario_with({{"store_param_remainders", "yes"}})), "/training/store_param_remainders");
+  EXPECT_EQ(error_path(scenario_with({{"store_param_remainders", true}, {"precision", "fp16"}})),
+            "/training/store_param_remainders");
+  EXPECT_EQ(error_path(scenario_with({{"store_param_remainders", true}, {"main_params_dtype", "bf16"}})),
+            "/training/store_param_remainders");
+  EXPECT_EQ(error_path(scenario_with({{"store_param_remainders", false}, {"precision", "fp16"}})), "");
 }
 
 TEST(OptimizerPrecision, WrittenBackOnlyWhenSet) {

@@ -68,6 +68,20 @@ TEST(DeepSpeedZero3, AHookHoldingTheLiveParameterCapPrefetchesNothing) {
 }
 
 
+// The memory model's ZeRO-3 gather buffers under DeepSpeed: what the hooks hold at once (a weight, those kept for a
+// later use, the one prefetched), not two whole layers. h 12288: fc1 (4h^2, under the cap) prefetches fc2, 8h^2 live;
+// h 20480: only the projection (h^2) prefetches, fc1 beside it, 5h^2; fc1 and fc2 (4h^2) are the largest weights.
+TEST(DeepSpeedZero3, TheLiveParameterCapBoundsTheWeightsHeldGathered) {
+  for (const auto& [hidden, peak] : {std::pair{std::int64_t{12288}, 8}, std::pair{std::int64_t{20480}, 5}}) {
+    const Lowered lowered = lower(ZeroImplementation::deepspeed, hidden);
+    const lowering::RankShapes shapes = lowering::rank_shapes(lowered.scenario, lowered.strategy);
+    EXPECT_EQ(lowering::deepspeed_peak_gathered_elements(shapes, false, true), peak * hidden * hidden) << hidden;
+    EXPECT_EQ(lowering::deepspeed_largest_weight_elements(shapes, false), 4 * hidden * hidden) << hidden;
+  }
+  // The whole configuration (Narayanan et al.'s 529.6B on 640 GPUs, micro-batch 4) is the validation table's row
+  // narayanan21_t2_zero3_529.6B_640gpu: it fits since DeepSpeed's gathers are counted so (82.0 GiB before).
+}
+
 Lowered lower(ZeroImplementation implementation, std::int64_t hidden) {
   ModelConfig model = testing::gpt_shaped();
   model.num_layers = 4;
@@ -170,6 +184,35 @@ TEST(DeepSpeedZero3, OnDemandGathersWaitForTheComputeBeforeThem) {
   // DeepSpeed's backward also gathers again what it released (8 h^2, fp16) for each layer and micro-batch.
   EXPECT_EQ(wide_bytes, gathers(megatron.graph).first + 4 * 4 * 8 * w2 * 2);
   EXPECT_GT(narrow_bytes, 0);
+}
+
+// The host's loops (strategies/deepspeed_zero3.hpp): every parameter all-gather carries 13.2 us per rank of its group
+// for each weight it fetches; a layer fetches 11 weights per micro-batch under full recompute at h >= 11,180 (four
+// in the forward, four for the recomputed forward, three again for their backward), however the live-parameter cap
+// splits them between prefetched and on-demand gathers; the embedding its word and position tables, the head its
+// output weights, in each pass. Megatron's ZeRO-3 queues its launches ahead: no host time.
+TEST(DeepSpeedZero3, EveryParameterGatherCarriesTheHostLoopsOfTheWeightsItFetches) {
+  const auto host_ns = [](const IterationGraph& g) {
+    TimeNs total = 0;
+    for (const RankClass& rc : g.classes)
+      for (OpIndex i = 0; i < rc.size(); ++i) {
+        EXPECT_TRUE(rc.op(i).host_ns == 0 || rc.op(i).role == OpRole::param_gather) << op_name(rc.op(i));
+        total += rc.op(i).host_ns;
+      }
+    return total;
+  };
+  EXPECT_EQ(host_ns(lower(ZeroImplementation::megatron, 12288).graph), 0);
+  for (std::int64_t hidden : {12288, 20480}) {
+    const Lowered deepspeed = lower(ZeroImplementation::deepspeed, hidden);
+    ASSERT_EQ(deepspeed.graph.classes.size(), 1u);
+    const int embedding_weights = deepspeed.scenario.model.position_embedding_rope ? 1 : 2;
+    const int weights_per_micro_batch = 4 * 11 + 2 * (embedding_weights + 1);
+    EXPECT_EQ(host_ns(deepspeed.graph),
+              deepspeed.strategy.num_micro_batches * weights_per_micro_batch *
+                  lowering::deepspeed_gather_host_ns(1, deepspeed.strategy.data_parallel_size))
+        << hidden;
+  }
+  EXPECT_EQ(lowering::deepspeed_gather_host_ns(3, 1536), TimeNs{3} * 1536 * 13200);
 }
 
 }  // namespace

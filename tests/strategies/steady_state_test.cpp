@@ -59,27 +59,27 @@ TEST(SteadyState, AppliesToLongPipelinesOfTheThreePipelineSchedulesOnly) {
   const Scenario many = small_scenario(512);  // DP 2 at PP 4: 256 micro-batches
   const Strategy one_f_one_b = pipeline(many, 4, Schedule::one_f_one_b);
   ASSERT_EQ(one_f_one_b.num_micro_batches, 256);
-  EXPECT_EQ(steady_state_replay(many, one_f_one_b), (SteadyStateReplay{4, 8}));
-  EXPECT_EQ(steady_state_replay(many, pipeline(many, 4, Schedule::gpipe)), (SteadyStateReplay{4, 8}));
+  EXPECT_EQ(steady_state_replay(many, one_f_one_b), (SteadyStateReplay{4, 16}));
+  EXPECT_EQ(steady_state_replay(many, pipeline(many, 4, Schedule::gpipe)), (SteadyStateReplay{4, 16}));
   EXPECT_EQ(steady_state_replay(many, pipeline(many, 4, Schedule::interleaved_1f1b, 2)), (SteadyStateReplay{8, 12}));
-  EXPECT_EQ(steady_state_replay(many, pipeline(many, 1, Schedule::one_f_one_b)), (SteadyStateReplay{2, 4}));
+  EXPECT_EQ(steady_state_replay(many, pipeline(many, 1, Schedule::one_f_one_b)), (SteadyStateReplay{2, 8}));
   EXPECT_FALSE(steady_state_replay(many, pipeline(many, 4, Schedule::double_strand)));
   // Eight GPUs on four NICs: between nodes their flows share each NIC, the step does not settle, and the whole is
   // replayed; on one node the NICs carry nothing.
   Scenario shared_nics = many;
   shared_nics.cluster.node_groups.front().nics = {.count = 4, .bandwidth_Gbps = 400};
-  EXPECT_EQ(steady_state_replay(shared_nics, one_f_one_b), (SteadyStateReplay{4, 8}));
+  EXPECT_EQ(steady_state_replay(shared_nics, one_f_one_b), (SteadyStateReplay{4, 16}));
   shared_nics.cluster.node_groups.front().count = 2;
   shared_nics.training.global_batch_size = 1024;  // DP 4 at PP 4 on 16 GPUs: 256 micro-batches again
   const Strategy across_nodes = pipeline(shared_nics, 4, Schedule::one_f_one_b);
   ASSERT_EQ(across_nodes.num_micro_batches, 256);
   EXPECT_FALSE(steady_state_replay(shared_nics, across_nodes));
   shared_nics.cluster.node_groups.front().nics.count = 8;
-  EXPECT_EQ(steady_state_replay(shared_nics, across_nodes), (SteadyStateReplay{4, 8}));
+  EXPECT_EQ(steady_state_replay(shared_nics, across_nodes), (SteadyStateReplay{4, 16}));
 
-  // m = 18 = 4.5 W: the two replays (12 micro-batches) are 2/3 of it; one fewer and the whole is replayed.
-  EXPECT_TRUE(steady_state_replay(small_scenario(36), pipeline(small_scenario(36), 4, Schedule::one_f_one_b)));
-  EXPECT_FALSE(steady_state_replay(small_scenario(34), pipeline(small_scenario(34), 4, Schedule::one_f_one_b)));
+  // m = 30 = 7.5 W: the two replays (W + 4W = 20 micro-batches) are 2/3 of it; one fewer and the whole is replayed.
+  EXPECT_TRUE(steady_state_replay(small_scenario(60), pipeline(small_scenario(60), 4, Schedule::one_f_one_b)));
+  EXPECT_FALSE(steady_state_replay(small_scenario(58), pipeline(small_scenario(58), 4, Schedule::one_f_one_b)));
   // Interleaved: 2W + 3W = 20 of m = 28 is more than 2/3; m = 32 is not.
   EXPECT_FALSE(steady_state_replay(small_scenario(56), pipeline(small_scenario(56), 4, Schedule::interleaved_1f1b, 2)));
   EXPECT_TRUE(steady_state_replay(small_scenario(64), pipeline(small_scenario(64), 4, Schedule::interleaved_1f1b, 2)));

@@ -73,29 +73,30 @@ TEST(PublishedTable, BadRowsNameTheirPath) {
 
 // The guard, leave one group out (docs/VALIDATION.md, "Cross-validated: leave one group out"): mean and largest
 // |error| of each group predicted with the fitted parameters refitted without it, and beside them the in-sample
-// figures (every parameter fitted on every group), as measured on 2026-11-28 10:02-10:07 UTC
-// (`twin validate tests/validation/published.json --cross-validate`, 200 rows of 15 groups); a change
+// figures (every parameter fitted on every group), as measured on 2026-11-28 14:18-14:23 UTC
+// (`twin validate tests/validation/published.json --cross-validate`, 202 rows of 15 groups; each figure rounded up
+// to the tenth of a point); a change
 // that makes any of them worse by more than half a point fails here. A group the guard does not know fails with the line to add.
 struct Reached {
   double cross_validated_mean, cross_validated_max, in_sample_mean, in_sample_max;
 };
 const std::map<std::string, Reached> kReached = {
-    {"narayanan2021-table1", {0.112, 0.170, 0.100, 0.157}},
-    {"korthikanti2022-table5", {0.128, 0.189, 0.117, 0.178}},
-    {"korthikanti2022-abstract", {0.106, 0.148, 0.104, 0.146}},
-    {"dubey2024-llama3-table4", {0.054, 0.070, 0.053, 0.069}},
-    {"megatron-readme-h100-2024", {0.075, 0.116, 0.071, 0.110}},
-    {"llmfoundry-mpt-h100-2024", {0.097, 0.188, 0.079, 0.172}},
-    {"llmfoundry-mpt-a100-2023", {0.065, 0.220, 0.065, 0.219}},
-    {"nemo-megatron-a100-2023", {0.159, 0.210, 0.159, 0.210}},
-    {"bloom2022-176b", {0.056, 0.056, 0.058, 0.058}},
-    {"bloom2022-topology-search", {0.083, 0.233, 0.083, 0.230}},
-    {"smith2022-mtnlg-530b", {0.085, 0.106, 0.083, 0.103}},
-    {"dgxc-nemo-h100-24.11", {0.064, 0.169, 0.051, 0.147}},
-    {"dgxc-nemo-h100-25.02", {0.047, 0.101, 0.037, 0.086}},
-    {"narayanan2021-table2-zero3", {0.249, 0.652, 0.254, 0.648}},
-    {"torchtitan-h100-2025", {0.142, 0.142, 0.141, 0.141}},
-    {"all", {0.088, 0.652, 0.082, 0.648}},
+    {"narayanan2021-table1", {0.104, 0.161, 0.094, 0.149}},
+    {"korthikanti2022-table5", {0.120, 0.181, 0.111, 0.171}},
+    {"korthikanti2022-abstract", {0.100, 0.141, 0.098, 0.139}},
+    {"dubey2024-llama3-table4", {0.054, 0.072, 0.054, 0.071}},
+    {"megatron-readme-h100-2024", {0.077, 0.118, 0.072, 0.112}},
+    {"llmfoundry-mpt-h100-2024", {0.099, 0.190, 0.081, 0.174}},
+    {"llmfoundry-mpt-a100-2023", {0.065, 0.229, 0.065, 0.225}},
+    {"nemo-megatron-a100-2023", {0.157, 0.216, 0.157, 0.215}},
+    {"bloom2022-176b", {0.051, 0.051, 0.050, 0.050}},
+    {"bloom2022-topology-search", {0.083, 0.240, 0.083, 0.235}},
+    {"smith2022-mtnlg-530b", {0.091, 0.111, 0.088, 0.109}},
+    {"dgxc-nemo-h100-24.11", {0.068, 0.171, 0.054, 0.147}},
+    {"dgxc-nemo-h100-25.02", {0.046, 0.099, 0.037, 0.084}},
+    {"narayanan2021-table2-zero3", {0.173, 0.401, 0.175, 0.399}},
+    {"torchtitan-h100-2025", {0.144, 0.144, 0.143, 0.143}},
+    {"all", {0.084, 0.401, 0.078, 0.399}},
 };
 
 // What the guard finds wrong with the summaries of a cross-validation (held out and in-sample, group by group
