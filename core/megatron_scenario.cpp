@@ -126,6 +126,9 @@ void read_moe(Reading& r) {
   r.doc.set("/model/moe/ffn_hidden_size", r.doc.root()["model"]["ffn_hidden_size"], "--ffn-hidden-size");
   if (a.has("--moe-ffn-hidden-size"))
     r.doc.set("/model/moe/ffn_hidden_size", a.integer("--moe-ffn-hidden-size", 0), "--moe-ffn-hidden-size");
+  if (a.has("--moe-layer-freq") && !parse_integer_text(a.text("--moe-layer-freq", "1")))
+    refuse(r.source, "--moe-layer-freq", "expected an integer: a list pattern of MoE layers is not read (write "
+                                          "model.moe.first_dense_layers and layer_freq in a scenario instead)");
   r.doc.set("/model/moe/layer_freq", a.integer("--moe-layer-freq", 1), "--moe-layer-freq");
   if (r.base.model.moe.routing_imbalance)
     r.doc.set("/model/moe/routing_imbalance", *r.base.model.moe.routing_imbalance, "--num-experts");

@@ -6,7 +6,7 @@ namespace twin::sim {
 
 // No price depends on what a send or receive moves (transfer, strands), on ring_segment, context_form or on the norm
 // variant (memory-bound kinds are priced by the bytes they move): price_key() leaves them out.
-static_assert(sizeof(Op) == 208, "Op changed: make price_key() cover any new field that can affect a price");
+static_assert(sizeof(Op) == 216, "Op changed: make price_key() cover any new field that can affect a price");
 
 namespace {
 
@@ -45,7 +45,7 @@ PriceKey price_key(const Op& op) {
   const GemmShape& g = op.gemm;
   const AttentionShape& a = op.attention;
   return {kind_and_flags(op), g.m, g.n, g.k, pair_of(g.count, g.split), g.busiest,
-          a.batch, a.heads, a.kv_heads, a.seq_q, a.seq_kv, a.head_dim,
+          a.batch, a.heads, a.kv_heads, a.seq_q, a.seq_kv, a.head_dim, a.window,
           op.rows, op.cols, op.elements, op.bytes, flops_bits};
 }
 
