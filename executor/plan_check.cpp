@@ -134,8 +134,8 @@ void check_parts(const Plan& plan, const PlanGraphs& lowered, const std::string&
 void check_architecture(const ModelConfig& m, const std::string& file) {
   const auto refuse = [&](const char* path, const char* feature) {
     throw InputError(file, std::string("/scenario/model/") + path,
-                     fmt::format("a model without {} (twin execute does not run it yet; the simulator prices it)",
-                                 feature));
+                     fmt::format("expected a model without {} (twin execute does not run it yet; the simulator "
+                                 "prices it)", feature));
   };
   if (m.activation == Activation::geglu) refuse("activation", "GeGLU");
   if (m.mla.enabled()) refuse("mla", "multi-latent attention");
