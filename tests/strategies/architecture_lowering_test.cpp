@@ -63,9 +63,11 @@ TEST(ArchitectureLowering, SharedExpertsAndQkNormAreOpsOfTheirOwn) {
   EXPECT_EQ(count(g, OpRole::fc1), 1 * 3);
   EXPECT_EQ(count(g, OpRole::qk_norm), 4 * 2);
   const RankClass& rc = g.classes.front();
-  for (OpIndex i = 0; i < rc.size(); ++i)
-    if (rc.op(i).role == OpRole::shared_expert_fc1 && rc.op(i).gemm_pass == GemmPass::forward)
+  for (OpIndex i = 0; i < rc.size(); ++i) {
+    if (rc.op(i).role == OpRole::shared_expert_fc1 && rc.op(i).gemm_pass == GemmPass::forward) {
       EXPECT_EQ(rc.op(i).gemm.n, 2 * 2048);  // SwiGLU's gate and up
+    }
+  }
 }
 
 }  // namespace
