@@ -27,6 +27,11 @@ struct MoeConfig {
   int top_k = 0;                     // Megatron: moe_router_topk
   std::int64_t ffn_hidden_size = 0;  // per expert; Megatron: moe_ffn_hidden_size
   int layer_freq = 1;                // every layer_freq-th layer is MoE (1 = all)
+  // Load of the busiest expert over the mean (1.0 = perfectly balanced routing). The expert GEMMs
+  // and the all-to-all of the busiest EP rank scale with it, since every rank waits for that one.
+  // Unset: the profile's measurement for this expert count and top-k where it has one
+  // (`twin calibrate --from-trace` of an MoE run), else 1.0.
+  std::optional<double> routing_imbalance;
   // The first k layers keep a dense MLP of ffn_hidden_size (DeepSeek-V3's first_k_dense_replace; Megatron spells
   // it as a --moe-layer-freq list, "[0]*k+[1]*(L-k)").
   int first_dense_layers = 0;
@@ -34,11 +39,6 @@ struct MoeConfig {
   // summed (Megatron's moe_shared_expert_intermediate_size = count x each one's width); 0: none. Split over TP
   // like a dense MLP.
   std::int64_t shared_expert_ffn_hidden_size = 0;
-  // Load of the busiest expert over the mean (1.0 = perfectly balanced routing). The expert GEMMs
-  // and the all-to-all of the busiest EP rank scale with it, since every rank waits for that one.
-  // Unset: the profile's measurement for this expert count and top-k where it has one
-  // (`twin calibrate --from-trace` of an MoE run), else 1.0.
-  std::optional<double> routing_imbalance;
   double imbalance() const { return routing_imbalance.value_or(1.0); }
   // The busiest EP rank's routed copies over the mean rank's, each of `expert_parallel` ranks holding
   // num_experts / expert_parallel experts: the busiest expert's rank holds it (imbalance x the mean expert load)

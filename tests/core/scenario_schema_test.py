@@ -25,6 +25,7 @@ SECTIONS = {
     (): [("core/scenario_parse.cpp", "Scenario parse_scenario(", "root")],
     ("model",): [("core/scenario_parse.cpp", "ModelConfig parse_model(", "r")],
     ("model", "moe"): [("core/scenario_parse.cpp", "MoeConfig parse_moe(", "r")],
+    ("model", "mla"): [("core/model_variants.cpp", "MlaConfig parse_mla(", "r")],
     ("training",): [("core/scenario_parse.cpp", "TrainingConfig parse_training(", "r")],
     ("training", "seq_length_buckets", "[]"): [("core/scenario_parse.cpp", "TrainingConfig parse_training(", "item")],
     ("framework",): [("core/scenario_parse.cpp", "FrameworkConfig parse_framework(", "r")],
