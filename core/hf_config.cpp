@@ -13,12 +13,17 @@
 
 #include "core/error.hpp"
 #include "core/input_file.hpp"
+#include "core/hf_config_families.hpp"
+#include "core/hf_config_fields.hpp"
 #include "core/model_limits.hpp"
+#include "core/model_variants.hpp"
 
 namespace twin {
 namespace {
 
-enum class Family { llama, mixtral, gpt2, gpt_neox };
+using namespace hf;
+
+enum class Family { llama, mixtral, gpt2, gpt_neox, qwen3, qwen3_moe, deepseek_v3, gpt_oss, gemma2 };
 
 struct Architecture {
   const char* name;        // config "architectures"[0]
@@ -30,6 +35,9 @@ const Architecture kArchitectures[] = {
     {"LlamaForCausalLM", "llama", Family::llama},       {"MistralForCausalLM", "mistral", Family::llama},
     {"Qwen2ForCausalLM", "qwen2", Family::llama},       {"MixtralForCausalLM", "mixtral", Family::mixtral},
     {"GPT2LMHeadModel", "gpt2", Family::gpt2},          {"GPTNeoXForCausalLM", "gpt_neox", Family::gpt_neox},
+    {"Qwen3ForCausalLM", "qwen3", Family::qwen3},       {"Qwen3MoeForCausalLM", "qwen3_moe", Family::qwen3_moe},
+    {"DeepseekV3ForCausalLM", "deepseek_v3", Family::deepseek_v3},
+    {"GptOssForCausalLM", "gpt_oss", Family::gpt_oss},  {"Gemma2ForCausalLM", "gemma2", Family::gemma2},
 };
 
 std::string architecture_names() {
@@ -57,65 +65,6 @@ Family family_of(const JsonReader& config) {
   config.fail_plain("missing key 'architectures' (or 'model_type'): expected one of: " + architecture_names());
 }
 
-int required_int(const JsonReader& config, std::string_view key, std::int64_t max) {
-  return static_cast<int>(config.required(key).integer(1, max));
-}
-
-double dropout(const JsonReader& config, std::string_view key, double absent) {
-  if (auto f = config.find(key)) return f->number(0, std::nextafter(1.0, 0.0), "expected a dropout probability in [0, 1)");
-  return absent;
-}
-
-// RoPE's base: a float in config.json (500000.0), an integer to Megatron's --rotary-base; absent, the 10000 of
-// RoPE's paper (Su et al. 2021), Hugging Face's and Megatron's default.
-std::int64_t rotary_base(const JsonReader& config, std::string_view key) {
-  if (auto f = config.find(key))
-    return std::llround(f->number(1, static_cast<double>(kMaxRotaryBase), "expected RoPE's base, a number >= 1"));
-  return 10000;
-}
-
-bool optional_bool(const JsonReader& config, std::string_view key, bool absent) {
-  if (auto f = config.find(key)) return f->boolean();
-  return absent;
-}
-
-// GPT-2 and GPT-NeoX spell GeLU several ways (gelu, gelu_new, gelu_fast, gelu_pytorch_tanh): all one cost.
-void expect_gelu(const JsonReader& config, std::string_view key) {
-  if (auto f = config.find(key)) {
-    const std::string act = f->string();
-    if (act.rfind("gelu", 0) != 0) f->fail("expected a GeLU activation (\"gelu\", \"gelu_new\", ...)");
-  }
-}
-
-// Query groups and head width, checked against the heads.
-void attention_shape(const JsonReader& config, ModelConfig& m, std::string_view kv_heads_key) {
-  m.num_query_groups = m.num_attention_heads;
-  if (auto f = config.find(kv_heads_key)) {
-    m.num_query_groups = static_cast<int>(f->integer(1, kMaxHeads));
-    if (m.num_attention_heads % m.num_query_groups != 0)
-      f->fail(fmt::format("expected a divisor of num_attention_heads {}", m.num_attention_heads));
-  }
-  if (auto f = config.find("head_dim")) {
-    m.kv_channels = f->integer(1, kMaxKvChannels);
-  } else {
-    if (m.hidden_size % m.num_attention_heads != 0)
-      config.fail_plain(fmt::format("expected head_dim, since hidden_size {} is not divisible by num_attention_heads {}",
-                                    m.hidden_size, m.num_attention_heads));
-    m.kv_channels = m.hidden_size / m.num_attention_heads;
-  }
-}
-
-// The shape fields Llama-style configs and GPT-NeoX name alike.
-void llama_style_shape(const JsonReader& config, ModelConfig& m) {
-  m.num_layers = required_int(config, "num_hidden_layers", kMaxLayers);
-  m.hidden_size = config.required("hidden_size").integer(1, kMaxHidden);
-  m.ffn_hidden_size = config.required("intermediate_size").integer(1, kMaxFfn);
-  m.num_attention_heads = required_int(config, "num_attention_heads", kMaxHeads);
-  attention_shape(config, m, "num_key_value_heads");
-  m.vocab_size = config.required("vocab_size").integer(1, kMaxVocab);
-  m.max_position_embeddings = config.required("max_position_embeddings").integer(1, kMaxSequence);
-}
-
 void llama_family(const JsonReader& config, ModelConfig& m, Family family) {
   llama_style_shape(config, m);
   const JsonReader act = config.required("hidden_act");
@@ -129,6 +78,7 @@ void llama_family(const JsonReader& config, ModelConfig& m, Family family) {
   m.add_bias_linear = optional_bool(config, "attention_bias", false) || optional_bool(config, "mlp_bias", false);
   m.hidden_dropout = 0;
   m.attention_dropout = dropout(config, "attention_dropout", 0);
+  sliding_window(config, m, 0);  // Mistral's window on every layer; Qwen2's only when use_sliding_window
   if (family == Family::mixtral) {
     m.moe.num_experts = required_int(config, "num_local_experts", kMaxExperts);
     const JsonReader top_k = config.required("num_experts_per_tok");
@@ -185,7 +135,13 @@ ModelConfig model_from_hf_config(const nlohmann::json& document, const std::stri
     case Family::mixtral: llama_family(config, m, family); break;
     case Family::gpt2: gpt2(config, m); break;
     case Family::gpt_neox: gpt_neox(config, m); break;
+    case Family::qwen3: hf::qwen3(config, m); break;
+    case Family::qwen3_moe: hf::qwen3_moe(config, m); break;
+    case Family::deepseek_v3: hf::deepseek_v3(config, m); break;
+    case Family::gpt_oss: hf::gpt_oss(config, m); break;
+    case Family::gemma2: hf::gemma2(config, m); break;
   }
+  check_model_variants(config, m);
   return m;
 }
 

@@ -11,7 +11,10 @@
 //     activation_function gelu*, LayerNorm, learned positions, biases, tied embeddings, resid_pdrop, attn_pdrop.
 //   GPTNeoXForCausalLM: num_hidden_layers, hidden_size, intermediate_size, num_attention_heads, vocab_size,
 //     max_position_embeddings, hidden_act gelu*, LayerNorm, RoPE, biases, tie_word_embeddings (default false).
-// What twin does not model is not read (rope_theta, sliding windows, Qwen2's QKV-only bias).
+//   The Llama-style families read sliding_window (Mistral; null: none).
+//   Qwen3, Qwen3-MoE, DeepSeek-V3, gpt-oss, Gemma-2: core/hf_config_families.hpp.
+// What changes no time or memory is not read (Qwen2's QKV-only bias is read as biases everywhere); what twin does
+// not model and would change them (multi-token prediction, Qwen's partial sliding windows, ...) is refused by name.
 #pragma once
 #include <string>
 

@@ -19,6 +19,7 @@ constexpr std::array kNormSaved{SavedTensor{"norm input", hidden, sequence_shard
 constexpr std::array kColumnLinearSaved{
     SavedTensor{"linear input (the norm's output)", hidden, sequence_sharded, 2, KeptWhen::always, true}};
 constexpr std::array kAttentionSaved{
+    SavedTensor{"Q and K before QK-norm", query_and_key, tensor_sharded, 2, KeptWhen::qk_layernorm},
     SavedTensor{"Q and K, for Q K^T", query_and_key, tensor_sharded, 2},
     SavedTensor{"V", value, tensor_sharded, 2},
     SavedTensor{"softmax output", attention_scores, tensor_sharded, 2, KeptWhen::unrecomputed_unfused},
@@ -37,6 +38,8 @@ constexpr std::array kExpertsSaved{
     SavedTensor{"expert fc1 output", expert_fc1, routed, 2},
     SavedTensor{"expert fc2 input", expert_ffn, routed, 2, KeptWhen::always, true},
     SavedTensor{"expert outputs (the combine weights' gradient)", hidden, routed, 2},
+    SavedTensor{"shared experts' fc1 output", shared_fc1, tensor_sharded, 2},
+    SavedTensor{"shared experts' fc2 input", shared_ffn, tensor_sharded, 2},
 };
 constexpr std::array kEmbeddingSaved{SavedTensor{"dropout mask", hidden, sequence_sharded, 1, KeptWhen::hidden_dropout}};
 constexpr std::array kOutputProjectionSaved{SavedTensor{"output projection input", hidden, sequence_sharded, 2}};

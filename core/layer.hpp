@@ -64,6 +64,7 @@ enum class Width : std::uint8_t {
   heads,              // one value per head
   experts,            // one router probability per expert
   expert_fc1, expert_ffn, vocab,
+  shared_fc1, shared_ffn,  // an MoE layer's shared experts (0 without): FC1's output and FC2's input
 };
 
 // Where a tensor's rows are: the rank's own tokens outside the TP regions (tokens / tp under SP), all
@@ -79,6 +80,7 @@ enum class KeptWhen : std::uint8_t {
   unrecomputed_fused,             // core attention not recomputed, flash or fused backend
   fused_loss,                     // the loss in one kernel (framework.cross_entropy_loss_fusion)
   unfused_loss,                   // the loss in separate passes on fp32 logits
+  qk_layernorm,                   // the model has QK-norm (its norm keeps its input)
 };
 
 // A tensor a block keeps for its backward, `bytes_per_element` x rows(region) x width.

@@ -4,6 +4,7 @@
 #include "core/megatron_flags.hpp"
 
 #include <charconv>
+#include <cctype>
 #include <cmath>
 
 #include <fmt/format.h>
@@ -76,7 +77,26 @@ const std::vector<MegatronFlag>& megatron_flags() {
       {"--num-experts", K::integer, {}, false, "megatron/training/arguments.py:3518"},
       {"--moe-router-topk", K::integer, {}, false, "megatron/core/transformer/transformer_config.py:760"},
       {"--moe-ffn-hidden-size", K::integer, {}, false, "megatron/core/transformer/transformer_config.py:740"},
-      {"--moe-layer-freq", K::integer, {}, false, "megatron/training/arguments.py:3520"},
+      {"--moe-layer-freq", K::frequency, {}, false, "megatron/training/arguments.py:3520"},
+      {"--moe-shared-expert-intermediate-size",
+       K::integer,
+       {},
+       false,
+       "megatron/core/transformer/transformer_config.py:701"},
+      {"--multi-latent-attention", K::switch_on, {}, false, "megatron/core/transformer/transformer_config.py:288"},
+      {"--q-lora-rank", K::integer, {}, false, "megatron/training/arguments.py:3548"},
+      {"--kv-lora-rank", K::integer, {}, false, "megatron/training/arguments.py:3550"},
+      {"--qk-head-dim", K::integer, {}, false, "megatron/training/arguments.py:3552"},
+      {"--qk-pos-emb-head-dim", K::integer, {}, false, "megatron/training/arguments.py:3554"},
+      {"--v-head-dim", K::integer, {}, false, "megatron/training/arguments.py:3556"},
+      {"--qk-layernorm", K::switch_on, {}, false, "megatron/core/transformer/transformer_config.py:259"},
+      {"--window-size", K::integers, {}, false, "megatron/training/arguments.py:2384"},
+      {"--window-attn-skip-freq", K::frequency, {}, false, "megatron/training/arguments.py:2387"},
+      {"--softmax-type",
+       K::choice,
+       {"vanilla", "off-by-one", "learnable"},
+       false,
+       "megatron/core/transformer/transformer_config.py:170"},
       {"--moe-token-dispatcher-type",
        K::choice,
        {"allgather", "alltoall", "flex"},
@@ -150,13 +170,28 @@ const MegatronFlag* find_megatron_flag(std::string_view name) {
   return nullptr;
 }
 
-namespace {
-
-std::optional<long long> parse_integer(const std::string& text) {
+std::optional<long long> parse_integer_text(const std::string& text) {
   long long value = 0;
   const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
   if (error != std::errc() || end != text.data() + text.size()) return std::nullopt;
   return value;
+}
+
+namespace {
+
+std::optional<long long> parse_integer(const std::string& text) { return parse_integer_text(text); }
+
+// moe_freq_type's list form, as twin writes it: brackets, parentheses, digits, '*', '+' and ',' only, brackets and
+// parentheses balanced (Megatron evaluates it as Python).
+bool is_layer_pattern(const std::string& text) {
+  int depth = 0;
+  for (char c : text) {
+    if (c == '[' || c == '(') ++depth;
+    else if (c == ']' || c == ')') --depth;
+    else if (!(std::isdigit(static_cast<unsigned char>(c)) || c == '*' || c == '+' || c == ',')) return false;
+    if (depth < 0) return false;
+  }
+  return depth == 0 && !text.empty() && text.front() != ',' && text.find('[') != std::string::npos;
 }
 
 // Python's float(): a decimal or exponent form; "nan" and "inf" are refused here, being no probability or size.
@@ -186,6 +221,18 @@ std::optional<std::string> value_error(const MegatronFlag& flag, const std::stri
       for (std::string_view choice : flag.choices)
         if (choice == value) return std::nullopt;
       return fmt::format("expected one of {}, got \"{}\"", fmt::join(flag.choices, ", "), value);
+    case MegatronFlagKind::frequency:
+      if (parse_integer(value) || is_layer_pattern(value)) return std::nullopt;
+      return fmt::format("expected an integer or a list pattern such as ([0]*3+[1]*58), got \"{}\"", value);
+    case MegatronFlagKind::integers: {
+      std::size_t start = 0;
+      for (std::size_t comma = value.find(','); ; comma = value.find(',', start)) {
+        if (!parse_integer(value.substr(start, comma == std::string::npos ? std::string::npos : comma - start)))
+          return fmt::format("expected integers separated by commas, got \"{}\"", value);
+        if (comma == std::string::npos) return std::nullopt;
+        start = comma + 1;
+      }
+    }
   }
   return std::nullopt;
 }

@@ -20,6 +20,8 @@ enum class MegatronFlagKind {
   integer,    // type int
   real,       // type float
   choice,     // a string among `choices`
+  frequency,  // moe_freq_type: an integer, or a Python list expression of 0s and 1s ("([0]*3+[1]*58)")
+  integers,   // tuple_type: integers separated by commas ("4095,0")
 };
 
 struct MegatronFlag {
@@ -34,6 +36,8 @@ struct MegatronFlag {
 const std::vector<MegatronFlag>& megatron_flags();
 // The flag of that name ("--seq-length"), or nullptr when twin neither writes nor reads it.
 const MegatronFlag* find_megatron_flag(std::string_view name);
+// An integer as argparse's int() reads it, or none.
+std::optional<long long> parse_integer_text(const std::string& text);
 
 // One flag as given on a command line, with its values (none for a switch).
 struct MegatronArgument {

@@ -112,6 +112,37 @@ void read_model(Reading& r) {
             "--attention-backend");
 }
 
+// The architecture variants megatron_args.txt writes (reports/megatron_args.cpp), read back; a window other than
+// "W-1,0" (keys before, none after) and the off-by-one softmax are not modelled.
+void read_model_variants(Reading& r) {
+  const MegatronArguments& a = r.a;
+  if (a.has("--qk-layernorm")) r.doc.set("/model/qk_layernorm", true, "--qk-layernorm");
+  if (a.has("--window-size")) {
+    const std::string window = a.text("--window-size", "");
+    const std::size_t comma = window.find(',');
+    const auto before = parse_integer_text(window.substr(0, comma));
+    if (comma == std::string::npos || !before || *before < 0 || window.substr(comma + 1) != "0")
+      refuse(r.source, "--window-size", fmt::format("expected W,0 (a causal window of W + 1 keys), got {}", window));
+    r.doc.set("/model/window_size", *before + 1, "--window-size");
+  }
+  if (a.has("--window-attn-skip-freq")) {
+    const auto freq = parse_integer_text(a.text("--window-attn-skip-freq", ""));
+    if (!freq) refuse(r.source, "--window-attn-skip-freq", "expected an integer: a list pattern is not read");
+    r.doc.set("/model/window_attn_skip_freq", *freq, "--window-attn-skip-freq");
+  }
+  const std::string softmax = a.text("--softmax-type", "vanilla");
+  if (softmax == "off-by-one")
+    refuse(r.source, "--softmax-type", "expected vanilla or learnable: the off-by-one softmax is not modelled");
+  if (softmax == "learnable") r.doc.set("/model/attention_sinks", true, "--softmax-type");
+  if (a.has("--multi-latent-attention")) {
+    r.doc.set("/model/mla/q_lora_rank", a.integer("--q-lora-rank", 0), "--q-lora-rank");
+    r.doc.set("/model/mla/kv_lora_rank", a.integer("--kv-lora-rank", 32), "--kv-lora-rank");  // Megatron's defaults
+    r.doc.set("/model/mla/qk_head_dim", a.integer("--qk-head-dim", 128), "--qk-head-dim");
+    r.doc.set("/model/mla/qk_pos_emb_head_dim", a.integer("--qk-pos-emb-head-dim", 64), "--qk-pos-emb-head-dim");
+    r.doc.set("/model/mla/v_head_dim", a.integer("--v-head-dim", 128), "--v-head-dim");
+  }
+}
+
 void read_moe(Reading& r) {
   const MegatronArguments& a = r.a;
   if (!a.has("--num-experts")) return;
@@ -126,7 +157,13 @@ void read_moe(Reading& r) {
   r.doc.set("/model/moe/ffn_hidden_size", r.doc.root()["model"]["ffn_hidden_size"], "--ffn-hidden-size");
   if (a.has("--moe-ffn-hidden-size"))
     r.doc.set("/model/moe/ffn_hidden_size", a.integer("--moe-ffn-hidden-size", 0), "--moe-ffn-hidden-size");
+  if (a.has("--moe-layer-freq") && !parse_integer_text(a.text("--moe-layer-freq", "1")))
+    refuse(r.source, "--moe-layer-freq", "expected an integer: a list pattern of MoE layers is not read (write "
+                                          "model.moe.first_dense_layers and layer_freq in a scenario instead)");
   r.doc.set("/model/moe/layer_freq", a.integer("--moe-layer-freq", 1), "--moe-layer-freq");
+  if (a.has("--moe-shared-expert-intermediate-size"))
+    r.doc.set("/model/moe/shared_expert_ffn_hidden_size", a.integer("--moe-shared-expert-intermediate-size", 0),
+              "--moe-shared-expert-intermediate-size");
   if (r.base.model.moe.routing_imbalance)
     r.doc.set("/model/moe/routing_imbalance", *r.base.model.moe.routing_imbalance, "--num-experts");
   if (a.text("--moe-token-dispatcher-type", "allgather") != "alltoall")
@@ -278,6 +315,7 @@ MegatronScenario scenario_from_megatron_command_line(const Scenario& base, const
                                  base.cluster.total_gpus()));
   Reading r{arguments, base, source, {}, {}};
   read_model(r);
+  read_model_variants(r);
   read_moe(r);
   read_training(r);
   read_strategy(r);

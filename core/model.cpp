@@ -119,7 +119,7 @@ std::int64_t norm_parameters(const ModelConfig& m) {
 }
 
 std::int64_t fc1_width(const ModelConfig& m, std::int64_t ffn) {
-  return m.activation == Activation::swiglu ? 2 * ffn : ffn;  // gate and up halves
+  return is_gated(m.activation) ? 2 * ffn : ffn;  // gate and up halves
 }
 
 std::int64_t mlp_weights(const ModelConfig& m, std::int64_t ffn) {
@@ -153,22 +153,46 @@ int ModelConfig::num_moe_layers() const {
   return count;
 }
 
-LayerParameterGroups layer_parameter_groups(const ModelConfig& m, int layer) {
-  const std::int64_t h = m.hidden_size, d = head_dim(m);
-  const std::int64_t q_width = m.num_attention_heads * d;
-  const std::int64_t kv_width = m.num_query_groups * d;
-  LayerParameterGroups g;
-  g.attention_weights = h * (q_width + 2 * kv_width) + q_width * h;
-  g.replicated = 2 * norm_parameters(m);
-  if (m.add_bias_linear) {
-    g.attention_biases = q_width + 2 * kv_width;
-    g.replicated += h;  // the projection's (row-parallel) bias
+namespace {
+
+// Attention's weights: QKV (GQA-aware) and the output projection, or MLA's projections (the down projections and
+// their latent norms whole on every TP rank, the up projections and the output projection split over TP).
+void attention_parameters(const ModelConfig& m, LayerParameterGroups& g) {
+  const std::int64_t h = m.hidden_size, heads = m.num_attention_heads;
+  if (m.mla.enabled()) {
+    const MlaConfig& a = m.mla;
+    const std::int64_t q_head = a.qk_head_dim + a.qk_pos_emb_head_dim;
+    if (a.q_lora_rank > 0) {
+      g.replicated += h * a.q_lora_rank + a.q_lora_rank;          // q down projection and its norm
+      g.attention_weights += a.q_lora_rank * heads * q_head;      // q up projection
+    } else {
+      g.attention_weights += h * heads * q_head;
+    }
+    g.replicated += h * (a.kv_lora_rank + a.qk_pos_emb_head_dim) + a.kv_lora_rank;  // kv down (+ shared RoPE key), norm
+    g.attention_weights += a.kv_lora_rank * heads * (a.qk_head_dim + a.v_head_dim) + heads * a.v_head_dim * h;
+    return;
   }
+  const std::int64_t d = head_dim(m), q_width = heads * d, kv_width = m.num_query_groups * d;
+  g.attention_weights = h * (q_width + 2 * kv_width) + q_width * h;
+  if (m.add_bias_linear) g.attention_biases = q_width + 2 * kv_width;
+  if (m.qk_layernorm) g.replicated += 2 * (m.normalization == Normalization::rmsnorm ? d : 2 * d);
+}
+
+}  // namespace
+
+LayerParameterGroups layer_parameter_groups(const ModelConfig& m, int layer) {
+  const std::int64_t h = m.hidden_size;
+  LayerParameterGroups g;
+  g.replicated = (m.post_norms ? 4 : 2) * norm_parameters(m);
+  attention_parameters(m, g);
+  if (m.attention_sinks) g.attention_biases += m.num_attention_heads;
+  if (m.add_bias_linear) g.replicated += h;  // the projection's (row-parallel) bias
   if (m.is_moe_layer(layer)) {
     const std::int64_t ffn = m.moe.ffn_hidden_size;
     g.replicated += h * m.moe.num_experts;  // router, no bias
     g.experts = m.moe.num_experts;
     g.per_expert = mlp_weights(m, ffn) + (m.add_bias_linear ? fc1_width(m, ffn) + h : 0);
+    g.mlp_weights_shared = m.moe.shared_expert_ffn_hidden_size > 0 ? mlp_weights(m, m.moe.shared_expert_ffn_hidden_size) : 0;
   } else {
     g.mlp_weights = mlp_weights(m, m.ffn_hidden_size);
     if (m.add_bias_linear) {
@@ -217,9 +241,10 @@ std::string to_string(Activation a) {
   switch (a) {
     case Activation::swiglu: return "swiglu";
     case Activation::gelu: return "gelu";
-    case Activation::squared_relu: break;
+    case Activation::squared_relu: return "squared_relu";
+    case Activation::geglu: break;
   }
-  return "squared_relu";
+  return "geglu";
 }
 std::string to_string(Normalization n) { return n == Normalization::rmsnorm ? "rmsnorm" : "layernorm"; }
 std::string to_string(AttentionBackend b) {
@@ -235,6 +260,7 @@ std::optional<Activation> activation_from_string(std::string_view s) {
   if (s == "swiglu") return Activation::swiglu;
   if (s == "gelu") return Activation::gelu;
   if (s == "squared_relu") return Activation::squared_relu;
+  if (s == "geglu") return Activation::geglu;
   return std::nullopt;
 }
 

@@ -11,7 +11,10 @@ namespace twin {
 
 // swiglu: gated (Llama); gelu: ungated (GPT); squared_relu: ungated relu(x)^2 (So et al. 2021, Primer; Nemotron-4,
 // Megatron's --squared-relu): to the simulator an element-wise kernel that moves the bytes GeLU's does.
-enum class Activation { swiglu, gelu, squared_relu };
+// geglu: gated GeLU (tanh approximation; Gemma, Megatron's --gated-linear-unit with GeLU): SwiGLU's shapes and bytes.
+enum class Activation { swiglu, gelu, squared_relu, geglu };
+// Gated activations read two halves of FC1's output (gate and up): FC1 is twice the FFN width.
+inline bool is_gated(Activation a) { return a == Activation::swiglu || a == Activation::geglu; }
 enum class Normalization : std::uint8_t { rmsnorm, layernorm };
 // Megatron's --attention-backend. flash (FlashAttention) and fused (cuDNN fused attention through
 // Transformer Engine) are fused kernels that keep only O and the softmax statistics; unfused materialises
@@ -29,6 +32,13 @@ struct MoeConfig {
   // Unset: the profile's measurement for this expert count and top-k where it has one
   // (`twin calibrate --from-trace` of an MoE run), else 1.0.
   std::optional<double> routing_imbalance;
+  // The first k layers keep a dense MLP of ffn_hidden_size (DeepSeek-V3's first_k_dense_replace; Megatron spells
+  // it as a --moe-layer-freq list, "[0]*k+[1]*(L-k)").
+  int first_dense_layers = 0;
+  // Shared experts: an MLP every token passes through beside the routed experts, of all shared experts' widths
+  // summed (Megatron's moe_shared_expert_intermediate_size = count x each one's width); 0: none. Split over TP
+  // like a dense MLP.
+  std::int64_t shared_expert_ffn_hidden_size = 0;
   double imbalance() const { return routing_imbalance.value_or(1.0); }
   // The busiest EP rank's routed copies over the mean rank's, each of `expert_parallel` ranks holding
   // num_experts / expert_parallel experts: the busiest expert's rank holds it (imbalance x the mean expert load)
@@ -36,6 +46,20 @@ struct MoeConfig {
   // expert per rank is the expert imbalance itself. A rank's grouped GEMMs and all-to-all scale with this.
   double rank_imbalance(int expert_parallel) const;
   bool operator==(const MoeConfig&) const = default;
+};
+
+// Multi-latent attention (DeepSeek-V2/V3; Megatron's MLATransformerConfig, whose names these are). Queries go
+// through a latent of q_lora_rank (0: one projection h -> heads x (qk + pos)), keys and values through one of
+// kv_lora_rank; each head's query and key are qk_head_dim wide plus qk_pos_emb_head_dim of RoPE (the key's RoPE
+// part is one for all heads), its value v_head_dim wide. kv_lora_rank 0: not MLA.
+struct MlaConfig {
+  std::int64_t q_lora_rank = 0;
+  std::int64_t kv_lora_rank = 0;
+  std::int64_t qk_head_dim = 0;          // Hugging Face: qk_nope_head_dim
+  std::int64_t qk_pos_emb_head_dim = 0;  // Hugging Face: qk_rope_head_dim
+  std::int64_t v_head_dim = 0;
+  bool enabled() const { return kv_lora_rank > 0; }
+  bool operator==(const MlaConfig&) const = default;
 };
 
 struct ModelConfig {
@@ -60,10 +84,33 @@ struct ModelConfig {
   double attention_dropout = 0.0;
   bool add_bias_linear = false;         // Megatron's add_bias_linear: GPT linear layers have biases, Llama none
   MoeConfig moe;
+  MlaConfig mla;
+  // Qwen3, OLMo-2: an RMSNorm over each head's query and key (weights of head_dim, shared by the heads) before RoPE.
+  bool qk_layernorm = false;
+  // Sliding-window attention (Mistral, Gemma-2, gpt-oss): each query attends to itself and the window_size - 1 keys
+  // before it (Hugging Face's sliding_window; Megatron's --window-size window_size-1,0); 0: the whole causal prefix.
+  std::int64_t window_size = 0;
+  // Megatron's window_attn_skip_freq: layer i (from 0) attends fully when (i + 1) % freq == 0 (2: Gemma-2's and
+  // gpt-oss's alternation, windowed first); 0: every layer windowed.
+  int window_attn_skip_freq = 0;
+  // gpt-oss: one learned logit per head in each softmax's denominator (Megatron's softmax_type "learnable").
+  bool attention_sinks = false;
+  // Gemma-2's soft-capping, cap x tanh(x / cap), of the attention scores and of the output logits; 0: none.
+  double attention_softcap = 0;
+  double final_logit_softcap = 0;
+  // Gemma-2: a norm on each branch's output before its residual add (four norms a layer, not two).
+  bool post_norms = false;
 
   bool is_moe() const { return moe.num_experts > 0; }
-  // Megatron's moe_layer_freq: layer i is MoE when i % freq == 0.
-  bool is_moe_layer(int layer) const { return is_moe() && layer % moe.layer_freq == 0; }
+  // Megatron's moe_layer_freq after the first dense layers: layer i is MoE when i >= first_dense_layers and
+  // i % freq == 0 (DeepSeek-V3's rule).
+  bool is_moe_layer(int layer) const {
+    return is_moe() && layer >= moe.first_dense_layers && layer % moe.layer_freq == 0;
+  }
+  // Whether layer i's attention is windowed.
+  bool is_windowed_layer(int layer) const {
+    return window_size > 0 && (window_attn_skip_freq == 0 || (layer + 1) % window_attn_skip_freq != 0);
+  }
   int num_moe_layers() const;
   bool operator==(const ModelConfig&) const = default;
 };
@@ -74,13 +121,18 @@ struct ModelConfig {
 // TP; norms, the router and row-parallel biases are replicated; experts are whole, split over EP.
 struct LayerParameterGroups {
   std::int64_t attention_weights = 0;  // QKV (GQA-aware) and the output projection
-  std::int64_t attention_biases = 0;   // QKV bias (column-parallel)
+  std::int64_t attention_biases = 0;   // QKV bias (column-parallel) and attention sinks (one per head)
   std::int64_t mlp_weights = 0;        // the dense MLP's two or three matrices; 0 in an MoE layer
   std::int64_t mlp_biases = 0;         // the dense MLP's FC1 bias (column-parallel)
-  std::int64_t replicated = 0;         // two norms, row-parallel biases (projection, FC2), the router
+  std::int64_t mlp_weights_shared = 0; // an MoE layer's shared experts (split over TP like a dense MLP)
+  // Two norms (four with post_norms), QK-norm's, row-parallel biases (projection, FC2), the router, and MLA's down
+  // projections and latent norms (every TP rank holds them whole, as Megatron's "duplicated" linears).
+  std::int64_t replicated = 0;
   int experts = 0;                     // num_experts in an MoE layer, else 0
   std::int64_t per_expert = 0;         // one expert's MLP, its biases included
-  std::int64_t tp_split() const { return attention_weights + attention_biases + mlp_weights + mlp_biases; }
+  std::int64_t tp_split() const {
+    return attention_weights + attention_biases + mlp_weights + mlp_biases + mlp_weights_shared;
+  }
 };
 LayerParameterGroups layer_parameter_groups(const ModelConfig& model, int layer);
 

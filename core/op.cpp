@@ -46,6 +46,10 @@ std::string to_string(OpRole role) {
     case OpRole::optimizer: return "optimizer";
     case OpRole::grad_accumulation: return "grad_accumulation";
     case OpRole::phase_handoff: return "phase_handoff";
+    case OpRole::qk_norm: return "qk_norm";
+    case OpRole::shared_expert_fc1: return "shared_expert_fc1";
+    case OpRole::shared_expert_activation: return "shared_expert_activation";
+    case OpRole::shared_expert_fc2: return "shared_expert_fc2";
   }
   return "unknown";
 }

@@ -71,6 +71,8 @@ enum class OpRole : std::uint8_t {
   grad_reduce, param_gather, embedding_grad_sync, grad_norm, optimizer,
   grad_accumulation,                   // a weight gradient added into the fp32 main gradient (no fusion)
   phase_handoff,                       // hot switching: a zero-byte message ordering a GPU's phase after the one before
+  qk_norm,                             // QK-norm (Qwen3): each head's query and key normalised, inside core attention
+  shared_expert_fc1, shared_expert_activation, shared_expert_fc2,  // an MoE layer's shared experts (one dense MLP)
 };
 
 // Which product of its linear layer a GEMM computes (the linear is the op's role): the forward output, the
@@ -150,6 +152,9 @@ struct AttentionShape {
   // Rows are packs of several sequences, each attending only within itself (varlen attention, hot switching's
   // packs): seq_kv is then the packs' causal work expressed as keys per query, not a context-parallel split.
   bool packed = false;
+  // Sliding-window attention: each query attends to at most `window` keys, itself and those just before it
+  // (0: all keys before it). Packed rows are not windowed (hot switching's packs refuse windows).
+  std::int64_t window = 0;
 };
 
 // What moves a communication op's bytes, for how much it slows the GEMMs beside it. NCCL's kernels occupy
@@ -163,10 +168,16 @@ inline constexpr int kUserbuffersSmCount = 16;
 // The share of the seq_q x seq_kv scores a kernel computes: a causal mask with the queries the last seq_q
 // positions of the keys (bottom-right aligned) keeps 1 - seq_q / (2 seq_kv) of them, half of a square. Packed
 // rows are causal squares of their sequences, whose work seq_kv already states: half.
+// A window of w keys keeps, of query p's p keys before it, min(p, w): over the queries at positions
+// seq_kv - seq_q .. seq_kv, the integral of min(p, w), which is the causal share when w >= seq_kv.
 inline double attention_score_fraction(const AttentionShape& a) {
   if (!a.causal || a.seq_kv <= 0) return 1.0;
   if (a.packed) return 0.5;
-  return 1.0 - static_cast<double>(a.seq_q) / (2.0 * static_cast<double>(a.seq_kv));
+  const double kv = static_cast<double>(a.seq_kv), q = static_cast<double>(a.seq_q);
+  if (a.window <= 0 || a.window >= a.seq_kv) return 1.0 - q / (2.0 * kv);
+  const double w = static_cast<double>(a.window);
+  const auto keys_before = [w](double x) { return x <= w ? x * x / 2 : w * w / 2 + w * (x - w); };
+  return (keys_before(kv) - keys_before(kv - q)) / (q * kv);
 }
 
 // Whose parameters a grad_reduce, param_gather or embedding_grad_sync op moves: a layer (>= 0), or one of these.

@@ -38,6 +38,23 @@ json model_json(const ModelConfig& m) {
                   {"ffn_hidden_size", m.moe.ffn_hidden_size},
                   {"layer_freq", m.moe.layer_freq}};
   if (m.is_moe() && m.moe.routing_imbalance) out["moe"]["routing_imbalance"] = *m.moe.routing_imbalance;
+  // The variants of 2025-26, written only when set: a classic model's best.json reads as before.
+  if (m.is_moe() && m.moe.first_dense_layers > 0) out["moe"]["first_dense_layers"] = m.moe.first_dense_layers;
+  if (m.is_moe() && m.moe.shared_expert_ffn_hidden_size > 0)
+    out["moe"]["shared_expert_ffn_hidden_size"] = m.moe.shared_expert_ffn_hidden_size;
+  if (m.mla.enabled())
+    out["mla"] = {{"q_lora_rank", m.mla.q_lora_rank},
+                  {"kv_lora_rank", m.mla.kv_lora_rank},
+                  {"qk_head_dim", m.mla.qk_head_dim},
+                  {"qk_pos_emb_head_dim", m.mla.qk_pos_emb_head_dim},
+                  {"v_head_dim", m.mla.v_head_dim}};
+  if (m.qk_layernorm) out["qk_layernorm"] = true;
+  if (m.window_size > 0) out["window_size"] = m.window_size;
+  if (m.window_attn_skip_freq > 0) out["window_attn_skip_freq"] = m.window_attn_skip_freq;
+  if (m.attention_sinks) out["attention_sinks"] = true;
+  if (m.attention_softcap > 0) out["attention_softcap"] = m.attention_softcap;
+  if (m.final_logit_softcap > 0) out["final_logit_softcap"] = m.final_logit_softcap;
+  if (m.post_norms) out["post_norms"] = true;
   return out;
 }
 

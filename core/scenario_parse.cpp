@@ -15,6 +15,7 @@
 #include "core/input_file.hpp"
 #include "core/json_reader.hpp"
 #include "core/model_limits.hpp"
+#include "core/model_variants.hpp"
 #include "core/scenario.hpp"
 #include "core/scenario_cost.hpp"
 #include "core/scenario_fp8.hpp"
@@ -36,7 +37,8 @@ constexpr std::int64_t kMaxParallelSize = 1 << 16;
 constexpr std::int64_t kMaxSearchCombinations = 200000;
 
 MoeConfig parse_moe(const Reader& r, MoeConfig moe, std::int64_t dense_ffn) {
-  r.only_keys({"num_experts", "top_k", "ffn_hidden_size", "layer_freq", "routing_imbalance"});
+  r.only_keys({"num_experts", "top_k", "ffn_hidden_size", "layer_freq", "routing_imbalance", "first_dense_layers",
+               "shared_expert_ffn_hidden_size"});
   const bool has_base = moe.num_experts > 0;
   if (!has_base) moe.ffn_hidden_size = dense_ffn;
   if (auto f = preset_field(r, "num_experts", has_base)) moe.num_experts = static_cast<int>(f->integer(1, kMaxExperts));
@@ -45,6 +47,7 @@ MoeConfig parse_moe(const Reader& r, MoeConfig moe, std::int64_t dense_ffn) {
   if (auto f = r.find("layer_freq")) moe.layer_freq = static_cast<int>(f->integer(1, kMaxLayers));
   if (auto f = r.find("routing_imbalance"))
     moe.routing_imbalance = f->number(1.0, 1e6, "expected a number >= 1 (busiest expert load over the mean)");
+  parse_moe_variants(r, moe);
   if (moe.top_k > moe.num_experts)
     (r.find("top_k") ? *r.find("top_k") : r)
         .fail_plain(fmt::format("expected top_k <= num_experts {}, got {}", moe.num_experts, moe.top_k));
@@ -56,7 +59,8 @@ ModelConfig parse_model(const Reader& r) {
                "num_query_groups", "kv_channels", "vocab_size", "max_position_embeddings", "activation",
                "normalization", "attention_backend", "untie_embeddings_and_output_weights",
                "position_embedding_rope", "rotary_base", "add_bias_linear", "hidden_dropout", "attention_dropout",
-               "moe"});
+               "moe", "qk_layernorm", "window_size", "window_attn_skip_freq", "attention_sinks", "attention_softcap",
+               "final_logit_softcap", "post_norms", "mla"});
   ModelConfig m;
   m.name = "custom";
   bool has_preset = false;
@@ -103,7 +107,7 @@ ModelConfig parse_model(const Reader& r) {
   if (auto f = r.find("max_position_embeddings")) m.max_position_embeddings = f->integer(1, kMaxSequence);
   else if (!has_preset) m.max_position_embeddings = 0;  // filled from training.seq_length
   if (auto f = r.find("activation"))
-    m.activation = *activation_from_string(f->one_of({"swiglu", "gelu", "squared_relu"}, "activation"));
+    m.activation = *activation_from_string(f->one_of({"swiglu", "gelu", "squared_relu", "geglu"}, "activation"));
   if (auto f = r.find("normalization"))
     m.normalization = *normalization_from_string(f->one_of({"rmsnorm", "layernorm"}, "normalization"));
   if (auto f = r.find("attention_backend"))
@@ -119,6 +123,8 @@ ModelConfig parse_model(const Reader& r) {
   auto moe = r.value().find("moe");
   if (moe != r.value().end() && moe->is_null()) m.moe = MoeConfig{};  // "moe": null makes a MoE preset dense
   else if (auto f = r.find("moe")) m.moe = parse_moe(*f, m.moe, m.ffn_hidden_size);
+  parse_model_variants(r, m);
+  check_model_variants(r, m);
   return m;
 }
 

@@ -189,9 +189,10 @@ std::string kernel_shape_key(const Op& op) {
     case OpKind::attention_forward:
     case OpKind::attention_backward: {
       const AttentionShape& a = op.attention;
-      return fmt::format("{}:b={},h={},kvh={},sq={},skv={},d={},causal={},flash={}{}{}", kind, a.batch, a.heads,
+      return fmt::format("{}:b={},h={},kvh={},sq={},skv={},d={},causal={},flash={}{}{}{}", kind, a.batch, a.heads,
                          a.kv_heads, a.seq_q, a.seq_kv, a.head_dim, int(a.causal), int(a.flash),
-                         a.dropout ? ",dropout=1" : "", a.cudnn ? ",cudnn=1" : "");
+                         a.dropout ? ",dropout=1" : "", a.cudnn ? ",cudnn=1" : "",
+                         a.window > 0 ? fmt::format(",window={}", a.window) : std::string());
     }
     case OpKind::optimizer_step:
       if (op.optimizer_precision.is_default()) return fmt::format("{}:elements={}", kind, op.elements);

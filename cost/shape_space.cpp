@@ -38,6 +38,7 @@ bool set_field(Op& op, std::string_view name, std::int64_t value) {
   else if (name == "flash") a.flash = value != 0;
   else if (name == "dropout") a.dropout = value != 0;
   else if (name == "cudnn") a.cudnn = value != 0;
+  else if (name == "window") a.window = value;
   else if (name == "m") g.m = value;
   else if (name == "n") g.n = value;
   else if (name == "k") g.k = value;
@@ -79,7 +80,8 @@ int variant(const Op& op) {
   if (is_gemm(op))
     return int(op.gemm.transpose_a) | int(op.gemm.transpose_b) << 1 | int(op.gemm.inputs) << 2 | int(op.gemm.e5m2) << 4;
   return int(op.gated_activation) | int(op.attention.causal) << 1 | int(op.attention.flash) << 2 |
-         int(op.attention.dropout) << 3 | int(op.attention.cudnn) << 4 | int(op.fuses_residual) << 5;
+         int(op.attention.dropout) << 3 | int(op.attention.cudnn) << 4 | int(op.fuses_residual) << 5 |
+         int(op.attention.window > 0) << 6;  // a windowed kernel skips whole tiles: another variant
 }
 
 }  // namespace

@@ -129,6 +129,26 @@ void check_parts(const Plan& plan, const PlanGraphs& lowered, const std::string&
   }
 }
 
+// The architecture variants of 2025-26 the simulator prices and twin execute has no kernels for (issue 40 item 4
+// runs them): a plan using one is refused, naming it, rather than run as another model.
+void check_architecture(const ModelConfig& m, const std::string& file) {
+  const auto refuse = [&](const char* path, const char* feature) {
+    throw InputError(file, std::string("/scenario/model/") + path,
+                     fmt::format("expected a model without {} (twin execute does not run it yet; the simulator "
+                                 "prices it)", feature));
+  };
+  if (m.activation == Activation::geglu) refuse("activation", "GeGLU");
+  if (m.mla.enabled()) refuse("mla", "multi-latent attention");
+  if (m.qk_layernorm) refuse("qk_layernorm", "QK-norm");
+  if (m.window_size > 0) refuse("window_size", "sliding-window attention");
+  if (m.attention_sinks) refuse("attention_sinks", "attention sinks");
+  if (m.attention_softcap > 0) refuse("attention_softcap", "soft-capped attention scores");
+  if (m.final_logit_softcap > 0) refuse("final_logit_softcap", "soft-capped logits");
+  if (m.post_norms) refuse("post_norms", "post norms");
+  if (m.moe.shared_expert_ffn_hidden_size > 0) refuse("moe/shared_expert_ffn_hidden_size", "shared experts");
+  if (m.moe.first_dense_layers > 0) refuse("moe/first_dense_layers", "dense layers before the MoE layers");
+}
+
 // What every plan trains with: the framework switches, the activation and the precision recipe twin execute runs.
 void check_training(const Plan& plan, const std::string& file) {
   if (plan.scenario.model.activation == Activation::squared_relu)
@@ -169,6 +189,7 @@ void check_executable_plan(const Plan& plan, const std::string& file) {
     check_asymmetric_plan(plan, lowered, file);
   else
     check_parts(plan, lowered, file);
+  check_architecture(plan.scenario.model, file);
   check_training(plan, file);
   try {
     for (const RankClass& rc : lowered.graph.classes)

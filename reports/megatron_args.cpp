@@ -10,6 +10,7 @@
 #include <vector>
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "core/megatron_flags.hpp"
 #include "strategies/heterogeneous/asymmetric_plan.hpp"
@@ -108,6 +109,40 @@ void batch(ArgsText& out, const Scenario& scenario, const Strategy& s) {
   out.arg("--seq-length", scenario.training.seq_length);
 }
 
+// Megatron's moe_layer_freq as a Python list expression (its moe_freq_type) when the first layers are dense:
+// "([0]*3+[1]*58)" for DeepSeek-V3, else the list itself, 1 for each MoE layer.
+std::string moe_layer_pattern(const ModelConfig& m) {
+  if (m.moe.layer_freq == 1)
+    return fmt::format("([0]*{}+[1]*{})", m.moe.first_dense_layers, m.num_layers - m.moe.first_dense_layers);
+  std::vector<int> pattern;
+  for (int layer = 0; layer < m.num_layers; ++layer) pattern.push_back(m.is_moe_layer(layer) ? 1 : 0);
+  return fmt::format("[{}]", fmt::join(pattern, ","));
+}
+
+// The architecture variants of 2025-26, as Megatron's flags spell them; what it has no flag for is said in a comment
+// (the file then does not train the same model).
+void model_variants(ArgsText& out, const ModelConfig& m) {
+  if (m.mla.enabled()) {
+    out.arg("--multi-latent-attention");
+    if (m.mla.q_lora_rank > 0) out.arg("--q-lora-rank", m.mla.q_lora_rank);
+    out.arg("--kv-lora-rank", m.mla.kv_lora_rank);
+    out.arg("--qk-head-dim", m.mla.qk_head_dim);
+    out.arg("--qk-pos-emb-head-dim", m.mla.qk_pos_emb_head_dim);
+    out.arg("--v-head-dim", m.mla.v_head_dim);
+  }
+  if (m.qk_layernorm) out.arg("--qk-layernorm");
+  if (m.window_size > 0) out.arg("--window-size", fmt::format("{},0", m.window_size - 1));  // keys before, after
+  if (m.window_attn_skip_freq > 0) out.arg("--window-attn-skip-freq", m.window_attn_skip_freq);
+  if (m.attention_sinks) out.arg("--softmax-type", "learnable");
+  std::vector<std::string> missing;
+  if (m.activation == Activation::geglu) missing.emplace_back("GeGLU (gated_linear_unit has no flag)");
+  if (m.attention_softcap > 0 || m.final_logit_softcap > 0) missing.emplace_back("logit soft-capping");
+  if (m.post_norms) missing.emplace_back("post norms");
+  if (!missing.empty())
+    out.comment(fmt::format("Megatron-LM at {} has no flags for: {}; these arguments train without them.",
+                            kMegatronCommit, fmt::join(missing, ", ")));
+}
+
 void model(ArgsText& out, const ModelConfig& m, std::int64_t seq_length) {
   out.arg("--num-layers", m.num_layers);
   out.arg("--hidden-size", m.hidden_size);
@@ -138,7 +173,10 @@ void model(ArgsText& out, const ModelConfig& m, std::int64_t seq_length) {
     out.arg("--num-experts", m.moe.num_experts);
     out.arg("--moe-router-topk", m.moe.top_k);
     out.arg("--moe-ffn-hidden-size", m.moe.ffn_hidden_size);
-    if (m.moe.layer_freq != 1) out.arg("--moe-layer-freq", m.moe.layer_freq);
+    if (m.moe.first_dense_layers > 0) out.arg("--moe-layer-freq", moe_layer_pattern(m));
+    else if (m.moe.layer_freq != 1) out.arg("--moe-layer-freq", m.moe.layer_freq);
+    if (m.moe.shared_expert_ffn_hidden_size > 0)
+      out.arg("--moe-shared-expert-intermediate-size", m.moe.shared_expert_ffn_hidden_size);
     // What twin prices, as Megatron-LM's Mixtral recipe runs it (examples/mixtral/train_mixtral_8x7b_distributed.sh):
     // all-to-all dispatch and combine, the experts as grouped GEMMs, and the load-balancing loss whose routing
     // counts are all-reduced over TP and CP (the coefficient, the recipe's, changes no time).
@@ -147,6 +185,7 @@ void model(ArgsText& out, const ModelConfig& m, std::int64_t seq_length) {
     out.arg("--moe-router-load-balancing-type", "aux_loss");
     out.arg("--moe-aux-loss-coeff", "1e-2");
   }
+  model_variants(out, m);
 }
 
 // training.fp8 as Megatron's flags (core/fp8.hpp); Megatron's defaults are left out but the format.

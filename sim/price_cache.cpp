@@ -7,7 +7,7 @@ namespace twin::sim {
 // No price depends on what a send or receive moves (transfer, strands), on ring_segment, context_form, on the norm
 // variant (memory-bound kinds are priced by the bytes they move) or on host_ns (the host's time before the op, not
 // its kernel's): price_key() leaves them out.
-static_assert(sizeof(Op) == 216, "Op changed: make price_key() cover any new field that can affect a price");
+static_assert(sizeof(Op) == 224, "Op changed: make price_key() cover any new field that can affect a price");
 
 namespace {
 
@@ -48,7 +48,7 @@ PriceKey price_key(const Op& op) {
   const GemmShape& g = op.gemm;
   const AttentionShape& a = op.attention;
   return {kind_and_flags(op), g.m, g.n, g.k, pair_of(g.count, g.split), g.busiest,
-          a.batch, a.heads, a.kv_heads, a.seq_q, a.seq_kv, a.head_dim,
+          a.batch, a.heads, a.kv_heads, a.seq_q, a.seq_kv, a.head_dim, a.window,
           op.rows, op.cols, op.elements, op.bytes, flops_bits};
 }
 

@@ -5,6 +5,9 @@
 
 #include <algorithm>
 
+#include "core/op.hpp"
+
+
 namespace twin {
 namespace {
 
@@ -16,19 +19,24 @@ double head_dim(const ModelConfig& m) {
 // Forward FLOPs per token of one layer's weights (2 x multiply-adds), without core attention.
 double layer_weight_flops_per_token(const ModelConfig& m, int layer) {
   const double h = static_cast<double>(m.hidden_size), d = head_dim(m);
-  const double gated = m.activation == Activation::swiglu ? 3 : 2;
+  const double gated = is_gated(m.activation) ? 3 : 2;
   double macs = h * (m.num_attention_heads + 2.0 * m.num_query_groups) * d  // QKV
                 + m.num_attention_heads * d * h;                            // output projection
   if (m.is_moe_layer(layer))
-    macs += static_cast<double>(m.moe.ffn_hidden_size) * h * m.moe.top_k * gated + h * m.moe.num_experts;
+    macs += static_cast<double>(m.moe.ffn_hidden_size) * h * m.moe.top_k * gated + h * m.moe.num_experts +
+            static_cast<double>(m.moe.shared_expert_ffn_hidden_size) * h * gated;
   else
     macs += h * static_cast<double>(m.ffn_hidden_size) * gated;
   return 2 * macs;
 }
 
-// Forward FLOPs per token of causal core attention: 2 matmuls x 2 x seq x heads x head_dim / 2.
-double attention_flops_per_token(const ModelConfig& m, std::int64_t seq_length) {
-  return 2.0 * static_cast<double>(seq_length) * m.num_attention_heads * head_dim(m);
+// Forward FLOPs per token of causal core attention: 2 matmuls x 2 x seq x heads x head_dim x the share of the
+// scores the mask keeps (a half; less on a windowed layer).
+double attention_flops_per_token(const ModelConfig& m, int layer, std::int64_t seq_length) {
+  AttentionShape a;
+  a.seq_q = a.seq_kv = seq_length;
+  a.window = m.is_windowed_layer(layer) ? m.window_size : 0;
+  return 4.0 * static_cast<double>(seq_length) * m.num_attention_heads * head_dim(m) * attention_score_fraction(a);
 }
 
 double tokens_per_iteration(const Scenario& s) {
@@ -41,7 +49,7 @@ double model_flops_per_iteration(const Scenario& scenario) {
   const ModelConfig& m = scenario.model;
   double forward = 2.0 * static_cast<double>(m.hidden_size) * static_cast<double>(m.vocab_size);  // logits
   for (int layer = 0; layer < m.num_layers; ++layer)
-    forward += layer_weight_flops_per_token(m, layer) + attention_flops_per_token(m, scenario.training.seq_length);
+    forward += layer_weight_flops_per_token(m, layer) + attention_flops_per_token(m, layer, scenario.training.seq_length);
   return 3 * forward * tokens_per_iteration(scenario);
 }
 
@@ -50,9 +58,9 @@ double hardware_flops_per_iteration(const Scenario& scenario, Recompute recomput
   double repeated = 0;  // forward work done again in backward, per token
   for (int layer = 0; layer < m.num_layers; ++layer) {
     if (recompute == Recompute::selective)
-      repeated += attention_flops_per_token(m, scenario.training.seq_length);
+      repeated += attention_flops_per_token(m, layer, scenario.training.seq_length);
     else if (recompute == Recompute::full)
-      repeated += layer_weight_flops_per_token(m, layer) + attention_flops_per_token(m, scenario.training.seq_length);
+      repeated += layer_weight_flops_per_token(m, layer) + attention_flops_per_token(m, layer, scenario.training.seq_length);
   }
   return model_flops_per_iteration(scenario) + repeated * tokens_per_iteration(scenario);
 }

@@ -3,6 +3,8 @@
 // (or, for the double-strand schedule, DHeLlam's two strands with their paired segments).
 #pragma once
 #include <functional>
+#include <optional>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -23,6 +25,11 @@ struct StrandPairingSummary {
   TimeNs serial_ns = 0;                // the two units' ops one after another (estimate)
   TimeNs paired_ns = 0;                // as paired (estimate)
 };
+
+// The model's features the lowering has no ops for (the scenario's JSON path and the feature), or none: the
+// simulator refuses such a model, naming it, rather than price another one. Multi-latent attention (its own
+// projections and latents) and Gemma-2's post norms are read and counted but not yet lowered.
+std::optional<std::pair<std::string, std::string>> unlowered_feature(const ModelConfig& model);
 
 // `strategy` must be complete (dp and num_micro_batches derived) and valid (see validity.hpp).
 // The double-strand pairing is priced with `profile` (the times the simulator will use); `pairings`,

@@ -19,6 +19,8 @@ std::int64_t width_per_rank(const RankShapes& s, layer::Width width) {
     case layer::Width::expert_fc1: return s.moe_fc1_width;
     case layer::Width::expert_ffn: return s.moe_ffn;
     case layer::Width::vocab: return s.vocab;
+    case layer::Width::shared_fc1: return s.shared_fc1_width;
+    case layer::Width::shared_ffn: return s.shared_ffn;
   }
   return 0;
 }

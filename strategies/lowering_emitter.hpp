@@ -30,12 +30,15 @@ struct RankShapes {
   std::int64_t tokens_local = 0;  // rows this rank holds outside TP regions (T/tp with SP)
   std::int64_t h = 0, d = 0, heads = 0, groups = 0;  // heads and groups per TP rank
   std::int64_t qkv_width = 0, ffn = 0, fc1_width = 0, vocab = 0;  // per TP rank
-  bool rope = true, swiglu = true, flash = true;
+  bool rope = true, swiglu = true, flash = true;  // swiglu: any gated activation (SwiGLU, GeGLU)
   Normalization normalization = Normalization::rmsnorm;  // the model's: every norm op says it
   bool attention_dropout = false;  // unfused attention with a dropout kernel over the scores
   bool cudnn_attention = false;    // the fused backend: cuDNN's kernel
   // MoE (per rank): experts held, tokens per expert of the busiest rank, expert widths.
   std::int64_t experts_total = 0, experts_local = 0, expert_tokens = 0, moe_ffn = 0, moe_fc1_width = 0;
+  // Shared experts per TP rank (split like a dense MLP): their FFN width and FC1's; 0 without shared experts.
+  std::int64_t shared_ffn = 0, shared_fc1_width = 0;
+  bool qk_norm = false;  // QK-norm: a norm over each head's query and key before RoPE
   // The busiest expert's rows on the busiest EP rank when the routing is skewed and the rank holds several
   // experts (its GEMMs' GemmShape::busiest); 0 when every expert gets the mean.
   std::int64_t busiest_expert_tokens = 0;
@@ -78,6 +81,10 @@ class Emitter {
     layer_ = -1;
   }
   void set_layer(int layer) { layer_ = layer; }
+  // The keys a query of the current layer attends to at most (ModelConfig::window_size on a windowed layer; 0: all
+  // before it): the layer's attention ops carry it, and passes of different windows are different passes.
+  void set_attention_window(std::int64_t keys) { attention_window_ = keys; }
+  std::int64_t attention_window() const { return attention_window_; }
   void set_recomputed(bool recomputed) { recomputed_ = recomputed; }
   void set_phase(Phase phase) { phase_ = phase; }
   // Inside a backward pass, emits what `emit_forward` emits as a recomputed forward (activation recompute).
@@ -141,6 +148,7 @@ class Emitter {
   int micro_batch_ = -1;
   int chunk_ = 0;
   int layer_ = -1;
+  std::int64_t attention_window_ = 0;
   bool recomputed_ = false;
   // Passes emitted op by op, the originals of later copies (strategies/pass_repeats.cpp).
   struct PassEntry {
@@ -153,6 +161,7 @@ class Emitter {
     int pending_stream = -1;  // -1: no pending wait
     bool pending_is_chain = false;
     bool fp8 = false;  // the layer's linears in FP8: other ops than a 16-bit layer's
+    std::int64_t attention_window = 0;
     bool operator==(const PassEntry&) const = default;
   };
   struct PassOriginal {

@@ -13,14 +13,18 @@
 namespace twin::lowering {
 namespace {
 
-// Attention of seq_q queries against seq_kv keys (the queries the last of them when causal).
-Op attention_op(const RankShapes& s, bool backward, std::int64_t seq_q, std::int64_t seq_kv, bool causal,
+// Attention of seq_q queries against seq_kv keys (the queries the last of them when causal), over the layer's
+// window when it has one. A ring's off-diagonal blocks (not causal) are priced whole: which of their keys a window
+// keeps depends on the step, and windowed layers under CP are priced high by that much.
+Op attention_op(const Emitter& e, bool backward, std::int64_t seq_q, std::int64_t seq_kv, bool causal,
                 ContextForm form = ContextForm::none) {
+  const RankShapes& s = e.shapes();
   Op op;
   op.context_form = form;
   op.kind = backward ? OpKind::attention_backward : OpKind::attention_forward;
   op.role = OpRole::core_attention;
   op.attention = {s.b, s.heads, s.groups, seq_q, seq_kv, s.d, causal};
+  if (causal) op.attention.window = e.attention_window();
   op.flops = 4.0 * s.b * s.heads * seq_q * seq_kv * s.d * attention_score_fraction(op.attention) *
              (backward ? 2.5 : 1.0);
   return op;
@@ -41,8 +45,8 @@ void all_gathered_attention(Emitter& e, bool backward) {
   };
   e.emit(cp_op(OpKind::all_gather));
   const std::int64_t chunk = s.s / 2;
-  e.emit(attention_op(s, backward, chunk, chunk * s.cp, true, ContextForm::all_gather));
-  e.emit(attention_op(s, backward, chunk, chunk * (s.cp + 1), true, ContextForm::all_gather));
+  e.emit(attention_op(e, backward, chunk, chunk * s.cp, true, ContextForm::all_gather));
+  e.emit(attention_op(e, backward, chunk, chunk * (s.cp + 1), true, ContextForm::all_gather));
   if (backward) e.emit(cp_op(OpKind::reduce_scatter));
 }
 
@@ -67,8 +71,8 @@ OpIndex ring_exchange(Emitter& e, int step, std::int64_t bytes, OpIndex after) {
 
 OpIndex ring_block(Emitter& e, int step, bool backward) {
   const RankShapes& s = e.shapes();
-  Op block = step == 0 ? attention_op(s, backward, s.s, s.s, true, ContextForm::ring)
-                        : attention_op(s, backward, s.s / 2, s.s, false, ContextForm::ring);
+  Op block = step == 0 ? attention_op(e, backward, s.s, s.s, true, ContextForm::ring)
+                        : attention_op(e, backward, s.s / 2, s.s, false, ContextForm::ring);
   block.ring_step = static_cast<std::int16_t>(step);
   return e.emit(block);
 }
@@ -97,7 +101,7 @@ std::int64_t merge_bytes(const RankShapes& s, int step) {
 void core_attention(Emitter& e, bool backward) {
   const RankShapes& s = e.shapes();
   if (s.cp == 1) {
-    e.emit(attention_op(s, backward, s.s, s.s, true));
+    e.emit(attention_op(e, backward, s.s, s.s, true));
     return;
   }
   if (s.cp_all_gather) {
@@ -148,8 +152,27 @@ Op expert_gemm(const Emitter& e, OpRole role, GemmPass pass, std::int64_t m, std
   return op;
 }
 
+// The shared experts (Megatron's SharedExpertMLP): a dense MLP split over TP on the experts block's input, its
+// FC1 column-parallel and FC2 row-parallel with SP's gather and scatter, beside the routed experts.
+void shared_experts(Emitter& e, bool backward) {
+  const RankShapes& s = e.shapes();
+  if (s.shared_ffn == 0) return;
+  const auto activation = Emitter::rows_cols(backward ? OpKind::activation_backward : OpKind::activation_forward,
+                                             OpRole::shared_expert_activation, s.tokens, s.shared_ffn);
+  if (!backward) {
+    column_parallel_forward(e, OpRole::shared_expert_fc1, s.shared_fc1_width, s.h);
+    e.emit(activation);
+    row_parallel_forward(e, OpRole::shared_expert_fc2, s.h, s.shared_ffn);
+    return;
+  }
+  row_parallel_backward(e, OpRole::shared_expert_fc2, s.h, s.shared_ffn);
+  e.emit(activation);
+  column_parallel_backward(e, OpRole::shared_expert_fc1, s.shared_fc1_width, s.h);
+}
+
 void moe_forward(Emitter& e) {
   const RankShapes& s = e.shapes();
+  shared_experts(e, false);
   Op router = Emitter::gemm(OpRole::router, GemmPass::forward, s.tokens_local, s.experts_total, s.h);
   router.kind = OpKind::moe_router;
   e.emit(router);
@@ -206,6 +229,7 @@ void moe_backward(Emitter& e) {
       e.emit(Emitter::gemm(OpRole::router, GemmPass::input_gradient, s.tokens_local, s.h, s.experts_total));
   e.emit(Emitter::gemm(OpRole::router, GemmPass::weight_gradient, s.h, s.experts_total, s.tokens_local));
   e.chain = router_dgrad;
+  shared_experts(e, true);
 }
 
 // Vocab-parallel embedding: every TP rank looks up its vocabulary shard for all tokens, then the
@@ -267,10 +291,15 @@ void block_ops(Emitter& e, const layer::Block& block, Phase phase) {
     case layer::BlockKind::core_attention: {
       const Op rope = Emitter::rows_cols(backward ? OpKind::rope_backward : OpKind::rope_forward, OpRole::rope,
                                          s.tokens, (s.heads + s.groups) * s.d);
+      // QK-norm: one norm over the rows of each head's query and key (head_dim wide), before RoPE.
+      Op qk_norm = Emitter::rows_cols(backward ? OpKind::norm_backward : OpKind::norm_forward, OpRole::qk_norm,
+                                      s.tokens * (s.heads + s.groups), s.d);
+      if (s.qk_norm && !backward) e.emit(qk_norm);
       if (s.rope && !backward) e.emit(rope);
       if (backward && s.recompute == Recompute::selective) e.recompute([&] { core_attention(e, false); });
       core_attention(e, backward);
       if (s.rope && backward) e.emit(rope);
+      if (s.qk_norm && backward) e.emit(qk_norm);
       return;
     }
     case layer::BlockKind::activation:
@@ -290,12 +319,14 @@ void block_ops(Emitter& e, const layer::Block& block, Phase phase) {
 void emit_layer_forward(Emitter& e, const ModelConfig& model, int layer) {
   const std::span<const layer::Block> blocks = layer::layer_blocks(model.is_moe_layer(layer));
   e.set_layer(layer);
+  e.set_attention_window(model.is_windowed_layer(layer) ? model.window_size : 0);
   e.emit_pass(blocks.data(), false, [&] { emit_unit_forward(e, blocks, layer, block_ops); });
 }
 
 void emit_layer_backward(Emitter& e, const ModelConfig& model, int layer) {
   const std::span<const layer::Block> blocks = layer::layer_blocks(model.is_moe_layer(layer));
   e.set_layer(layer);
+  e.set_attention_window(model.is_windowed_layer(layer) ? model.window_size : 0);
   e.emit_pass(blocks.data(), true, [&] {
     emit_unit_backward(e, blocks, layer, block_ops, e.shapes().recompute == Recompute::full);
   });

@@ -40,7 +40,8 @@ RankShapes rank_shapes(const Scenario& scenario, const Strategy& st) {
   s.heads = m.num_attention_heads / s.tp;
   s.groups = m.num_query_groups / s.tp;
   s.qkv_width = (s.heads + 2 * s.groups) * s.d;
-  s.swiglu = m.activation == Activation::swiglu;
+  s.swiglu = is_gated(m.activation);
+  s.qk_norm = m.qk_layernorm;
   s.rope = m.position_embedding_rope;
   s.flash = is_fused_attention(m.attention_backend);
   s.attention_dropout = !s.flash && m.attention_dropout > 0;
@@ -53,6 +54,8 @@ RankShapes rank_shapes(const Scenario& scenario, const Strategy& st) {
     s.experts_local = m.moe.num_experts / s.ep;
     s.moe_ffn = m.moe.ffn_hidden_size;
     s.moe_fc1_width = (s.swiglu ? 2 : 1) * s.moe_ffn;
+    s.shared_ffn = m.moe.shared_expert_ffn_hidden_size / s.tp;
+    s.shared_fc1_width = (s.swiglu ? 2 : 1) * s.shared_ffn;
     const double routed = static_cast<double>(s.tokens_local) * m.moe.top_k;
     // The busiest EP rank's copies, spread over its experts (dropless: all of them are computed).
     const double rank_imbalance = m.moe.rank_imbalance(s.ep);

@@ -54,7 +54,8 @@ struct SavedTerms {
     const double h = static_cast<double>(m.hidden_size), a = m.num_attention_heads;
     const double d = m.kv_channels > 0 ? static_cast<double>(m.kv_channels) : h / a;
     const double q = a * d, kv = m.num_query_groups * d;
-    const double gate = m.activation == Activation::swiglu ? 2 : 1;
+    const double gate = is_gated(m.activation) ? 2 : 1;
+    const double shared = static_cast<double>(m.moe.shared_expert_ffn_hidden_size);
     switch (width) {
       case layer::Width::hidden: return h;
       case layer::Width::query_and_key: return q + kv;
@@ -69,6 +70,8 @@ struct SavedTerms {
       case layer::Width::expert_fc1: return gate * static_cast<double>(m.moe.ffn_hidden_size);
       case layer::Width::expert_ffn: return static_cast<double>(m.moe.ffn_hidden_size);
       case layer::Width::vocab: return static_cast<double>(padded_vocab_size(m, static_cast<int>(tp)));
+      case layer::Width::shared_fc1: return gate * shared;
+      case layer::Width::shared_ffn: return shared;
     }
     return 0;
   }
@@ -84,6 +87,7 @@ struct SavedTerms {
       case layer::KeptWhen::unrecomputed_fused: return recompute_none && !unfused;
       case layer::KeptWhen::fused_loss: return fused_loss;
       case layer::KeptWhen::unfused_loss: return !fused_loss;
+      case layer::KeptWhen::qk_layernorm: return model.qk_layernorm;
     }
     return false;
   }

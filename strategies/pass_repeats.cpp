@@ -26,6 +26,7 @@ Emitter::PassEntry Emitter::pass_entry(const void* blocks, bool backward) const 
   entry.phase = phase_;
   entry.recomputed = recomputed_;
   entry.fp8 = fp8_linears();
+  entry.attention_window = attention_window_;
   if (chain != kNoOp) {
     const Op& op = rc_.op(chain);
     entry.chain_stream = static_cast<int>(op.stream);

@@ -11,7 +11,8 @@ std::int64_t padded_vocab_size(const ModelConfig& model, int tensor_parallel) {
 RankParameters layer_parameters_per_rank(const ModelConfig& m, int layer, int tp, int ep) {
   const LayerParameterGroups g = layer_parameter_groups(m, layer);
   RankParameters p;
-  p.dense = g.attention_weights / tp + g.attention_biases / tp + g.mlp_weights / tp + g.mlp_biases / tp + g.replicated;
+  p.dense = g.attention_weights / tp + g.attention_biases / tp + g.mlp_weights / tp + g.mlp_biases / tp +
+            g.mlp_weights_shared / tp + g.replicated;
   p.expert = static_cast<std::int64_t>(g.experts / ep) * g.per_expert;
   return p;
 }

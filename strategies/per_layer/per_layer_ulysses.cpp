@@ -129,10 +129,12 @@ RankShapes edge_shapes(const Scenario& scenario, const LayerStrategy& ls, int st
 }
 
 void emit_ulysses_layer_forward(Emitter& e, const ModelConfig& model, int layer) {
+  e.set_attention_window(model.is_windowed_layer(layer) ? model.window_size : 0);
   lowering::emit_unit_forward(e, layer::layer_blocks(model.is_moe_layer(layer)), layer, block_ops);
 }
 
 void emit_ulysses_layer_backward(Emitter& e, const ModelConfig& model, int layer) {
+  e.set_attention_window(model.is_windowed_layer(layer) ? model.window_size : 0);
   lowering::emit_unit_backward(e, layer::layer_blocks(model.is_moe_layer(layer)), layer, block_ops,
                                e.shapes().recompute == Recompute::full);
 }

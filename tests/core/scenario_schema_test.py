@@ -25,6 +25,7 @@ SECTIONS = {
     (): [("core/scenario_parse.cpp", "Scenario parse_scenario(", "root")],
     ("model",): [("core/scenario_parse.cpp", "ModelConfig parse_model(", "r")],
     ("model", "moe"): [("core/scenario_parse.cpp", "MoeConfig parse_moe(", "r")],
+    ("model", "mla"): [("core/model_variants.cpp", "MlaConfig parse_mla(", "r")],
     ("training",): [("core/scenario_parse.cpp", "TrainingConfig parse_training(", "r")],
     ("training", "fp8"): [("core/fp8.cpp", "Fp8Config parse_fp8(", "r")],
     ("training", "seq_length_buckets", "[]"): [("core/scenario_parse.cpp", "TrainingConfig parse_training(", "item")],
@@ -56,7 +57,8 @@ SECTIONS = {
 # Refused by the parser, and by a rule the schema states: a range, a pattern or an unknown key.
 HOSTILE = ["cost_currency_control_bytes.json", "hbm_bandwidth_absurd.json", "hot_switch_phase_unknown_key.json",
            "hot_switch_unknown_key.json", "nic_bandwidth_absurd.json", "number_overflow.json",
-           "per_layer_misspelt_key.json", "per_layer_plan_zero_stage.json", "huge_key.json", "fp8_unknown_key.json"]
+           "per_layer_misspelt_key.json", "per_layer_plan_zero_stage.json", "huge_key.json", "fp8_unknown_key.json",
+           "model_window_negative.json", "model_mla_misspelt_key.json"]
 
 
 def parser_keys(source, function, variable):

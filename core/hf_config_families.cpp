@@ -1,0 +1,104 @@
+// Each family reads its own field names and refuses by name what twin does not model. Fields that change no
+// time and no memory (RoPE scaling, the router's scoring function and grouping, quantization of the published
+// checkpoint, gpt-oss's SwiGLU clamp, Gemma-2's query_pre_attn_scalar) are not read.
+#include "core/hf_config_families.hpp"
+
+#include <fmt/format.h>
+
+#include "core/hf_config_fields.hpp"
+#include "core/model_limits.hpp"
+
+namespace twin::hf {
+namespace {
+
+void expect_silu(const JsonReader& config) {
+  const JsonReader act = config.required("hidden_act");
+  if (act.string() != "silu") act.fail("expected \"silu\" (the gated MLP twin models for this family is SwiGLU)");
+}
+
+// What Llama-style families of 2025 share: SwiGLU, RMSNorm, RoPE, untied embeddings unless told.
+void decoder_basics(const JsonReader& config, ModelConfig& m) {
+  llama_style_shape(config, m);
+  m.activation = Activation::swiglu;
+  m.normalization = Normalization::rmsnorm;
+  m.position_embedding_rope = true;
+  m.rotary_base = rotary_base(config, "rope_theta");
+  m.untie_embeddings_and_output_weights = !optional_bool(config, "tie_word_embeddings", false);
+  m.attention_dropout = dropout(config, "attention_dropout", 0);
+}
+
+void experts(const JsonReader& config, ModelConfig& m, std::string_view count_key, std::string_view ffn_key) {
+  m.moe.num_experts = required_int(config, count_key, kMaxExperts);
+  m.moe.top_k = static_cast<int>(config.required("num_experts_per_tok").integer(1, m.moe.num_experts));
+  m.moe.ffn_hidden_size = config.required(ffn_key).integer(1, kMaxFfn);
+  m.moe.layer_freq = 1;
+}
+
+}  // namespace
+
+void qwen3(const JsonReader& config, ModelConfig& m) {
+  decoder_basics(config, m);
+  expect_silu(config);
+  refuse_field(config, "attention_bias", false, "Qwen3's QKV and projection biases are not modelled");
+  m.qk_layernorm = true;  // Qwen3Attention's q_norm and k_norm, over head_dim
+  sliding_window(config, m, 0);
+}
+
+void qwen3_moe(const JsonReader& config, ModelConfig& m) {
+  qwen3(config, m);
+  experts(config, m, "num_experts", "moe_intermediate_size");
+  refuse_field(config, "decoder_sparse_step", 1,
+               "MoE on every decoder_sparse_step-th layer counted from 1 is not Megatron's moe_layer_freq");
+  if (auto dense = config.find("mlp_only_layers"); dense && !dense->elements().empty())
+    dense->fail_plain("mlp_only_layers is not modelled: dense layers among MoE layers at chosen indices");
+}
+
+void deepseek_v3(const JsonReader& config, ModelConfig& m) {
+  refuse_field(config, "num_nextn_predict_layers", 0,
+               "multi-token prediction (its extra layer and loss) is not modelled; set it to 0 to plan the main "
+               "model (671B for DeepSeek-V3, as transformers' DeepseekV3ForCausalLM loads it)");
+  refuse_field(config, "attention_bias", false, "MLA with biases is not modelled");
+  decoder_basics(config, m);
+  expect_silu(config);
+  MlaConfig& a = m.mla;
+  if (auto f = config.find("q_lora_rank"); f && !f->value().is_null()) a.q_lora_rank = f->integer(1, kMaxHidden);
+  a.kv_lora_rank = config.required("kv_lora_rank").integer(1, kMaxHidden);
+  a.qk_head_dim = config.required("qk_nope_head_dim").integer(1, kMaxKvChannels);
+  a.qk_pos_emb_head_dim = config.required("qk_rope_head_dim").integer(0, kMaxKvChannels);
+  a.v_head_dim = config.required("v_head_dim").integer(1, kMaxKvChannels);
+  m.kv_channels = a.qk_head_dim + a.qk_pos_emb_head_dim;  // a head's query and key
+  m.num_query_groups = m.num_attention_heads;             // MLA: every head its own key and value
+  experts(config, m, "n_routed_experts", "moe_intermediate_size");
+  if (auto f = config.find("moe_layer_freq")) m.moe.layer_freq = static_cast<int>(f->integer(1, kMaxLayers));
+  if (auto f = config.find("first_k_dense_replace")) m.moe.first_dense_layers = static_cast<int>(f->integer(0, kMaxLayers));
+  if (auto f = config.find("n_shared_experts"); f && !f->value().is_null())
+    m.moe.shared_expert_ffn_hidden_size = f->integer(0, kMaxExperts) * m.moe.ffn_hidden_size;
+}
+
+void gpt_oss(const JsonReader& config, ModelConfig& m) {
+  decoder_basics(config, m);
+  expect_silu(config);  // the experts' SwiGLU, clamped (swiglu_limit): the same shapes and bytes
+  experts(config, m, "num_local_experts", "intermediate_size");
+  // GptOssAttention's q, k, v and o biases and GptOssExperts' biases (always there) are add_bias_linear's.
+  m.add_bias_linear = true;
+  refuse_field(config, "attention_bias", true, "gpt-oss without attention biases (its experts always have them)");
+  m.attention_sinks = true;  // GptOssAttention.sinks, one per head
+  sliding_window(config, m, 2);  // transformers' default layer_types: sliding on odd layer numbers
+}
+
+void gemma2(const JsonReader& config, ModelConfig& m) {
+  decoder_basics(config, m);
+  m.untie_embeddings_and_output_weights = !optional_bool(config, "tie_word_embeddings", true);
+  const std::string_view key = config.find("hidden_activation") ? "hidden_activation" : "hidden_act";
+  expect_gelu(config, key);
+  m.activation = Activation::geglu;  // Gemma2MLP: gate_proj, up_proj, down_proj with GeLU on the gate
+  m.post_norms = true;               // post_attention_layernorm and post_feedforward_layernorm
+  refuse_field(config, "attention_bias", false, "Gemma-2 with attention biases");
+  if (auto f = config.find("attn_logit_softcapping"); f && !f->value().is_null())
+    m.attention_softcap = f->number(0, 1e6, "expected a soft-capping value >= 0");
+  if (auto f = config.find("final_logit_softcapping"); f && !f->value().is_null())
+    m.final_logit_softcap = f->number(0, 1e6, "expected a soft-capping value >= 0");
+  sliding_window(config, m, 2);  // Gemma2DecoderLayer: sliding on even layer indices, full on odd
+}
+
+}  // namespace twin::hf

@@ -1,0 +1,63 @@
+// Each variant key is read with its range; combinations twin does not model are refused by name.
+#include "core/model_variants.hpp"
+
+#include <cmath>
+
+#include <fmt/format.h>
+
+#include "core/model_limits.hpp"
+
+namespace twin {
+namespace {
+
+MlaConfig parse_mla(const JsonReader& r, MlaConfig mla) {
+  r.only_keys({"q_lora_rank", "kv_lora_rank", "qk_head_dim", "qk_pos_emb_head_dim", "v_head_dim"});
+  if (auto f = r.find("q_lora_rank")) mla.q_lora_rank = f->integer(0, kMaxHidden);
+  if (auto f = preset_field(r, "kv_lora_rank", mla.enabled())) mla.kv_lora_rank = f->integer(1, kMaxHidden);
+  if (auto f = preset_field(r, "qk_head_dim", mla.qk_head_dim > 0)) mla.qk_head_dim = f->integer(1, kMaxKvChannels);
+  if (auto f = r.find("qk_pos_emb_head_dim")) mla.qk_pos_emb_head_dim = f->integer(0, kMaxKvChannels);
+  if (auto f = preset_field(r, "v_head_dim", mla.v_head_dim > 0)) mla.v_head_dim = f->integer(1, kMaxKvChannels);
+  return mla;
+}
+
+double softcap(const JsonReader& f) {
+  return f.number(0, 1e6, "expected a soft-capping value >= 0 (0: none)");
+}
+
+}  // namespace
+
+void parse_model_variants(const JsonReader& r, ModelConfig& m) {
+  if (auto f = r.find("qk_layernorm")) m.qk_layernorm = f->boolean();
+  if (auto f = r.find("window_size")) m.window_size = f->integer(0, kMaxSequence);
+  if (auto f = r.find("window_attn_skip_freq")) m.window_attn_skip_freq = static_cast<int>(f->integer(0, kMaxLayers));
+  if (auto f = r.find("attention_sinks")) m.attention_sinks = f->boolean();
+  if (auto f = r.find("attention_softcap")) m.attention_softcap = softcap(*f);
+  if (auto f = r.find("final_logit_softcap")) m.final_logit_softcap = softcap(*f);
+  if (auto f = r.find("post_norms")) m.post_norms = f->boolean();
+  auto mla = r.value().find("mla");
+  if (mla != r.value().end() && mla->is_null()) m.mla = MlaConfig{};  // "mla": null: back to QKV attention
+  else if (auto f = r.find("mla")) m.mla = parse_mla(*f, m.mla);
+}
+
+void parse_moe_variants(const JsonReader& r, MoeConfig& moe) {
+  if (auto f = r.find("first_dense_layers")) moe.first_dense_layers = static_cast<int>(f->integer(0, kMaxLayers));
+  if (auto f = r.find("shared_expert_ffn_hidden_size")) moe.shared_expert_ffn_hidden_size = f->integer(0, kMaxFfn);
+}
+
+void check_model_variants(const JsonReader& where, const ModelConfig& m) {
+  if (m.mla.enabled()) {
+    if (m.qk_layernorm)
+      where.fail_plain("expected no qk_layernorm with mla (MLA normalises its latents; QK-norm on it is not modelled)");
+    if (m.add_bias_linear)
+      where.fail_plain("expected add_bias_linear false with mla (MLA's projections with biases are not modelled)");
+    if (!m.position_embedding_rope)
+      where.fail_plain("expected position_embedding_rope with mla (its qk_pos_emb_head_dim part is RoPE's)");
+  }
+  if (m.window_attn_skip_freq > 0 && m.window_size == 0)
+    where.fail_plain("expected window_size > 0 with window_attn_skip_freq (which layers attend fully among windowed ones)");
+  if (m.is_moe() && m.moe.first_dense_layers >= m.num_layers)
+    where.fail_plain(fmt::format("expected moe.first_dense_layers below num_layers {}, got {} (no MoE layer left)",
+                                 m.num_layers, m.moe.first_dense_layers));
+}
+
+}  // namespace twin

@@ -1,0 +1,167 @@
+// The architectures of 2025-26 from their published config.json (tests/core/fixtures/hf/): each is read with the
+// features it uses, its parameter count is within 0.5% of the published one, and what twin does not model is refused
+// by name.
+//
+// Published counts: DeepSeek-V3 671B total, 37B activated (arXiv 2412.19437, abstract; without the 14B of its
+// multi-token prediction module); Qwen3-235B-A22B 235B / 22B, Qwen3-30B-A3B 30.5B / 3.3B, Qwen3-8B 8.2B (their
+// Hugging Face model cards); gpt-oss-120b 116.83B / 5.13B, gpt-oss-20b 20.91B / 3.61B (gpt-oss model card, arXiv
+// 2508.10925, Table 1); Gemma-2-9B 9.24B, Gemma-2-27B 27.2B and Mistral-7B-v0.1 7,241,732,096 (the Hugging Face
+// model pages' safetensors counts).
+#include <filesystem>
+#include <string>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "core/error.hpp"
+#include "core/hf_config.hpp"
+#include "core/input_file.hpp"
+
+namespace twin {
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+const fs::path kFixtures = fs::path(TWIN_SOURCE_DIR) / "tests/core/fixtures/hf";
+
+json fixture(const std::string& file) {
+  const fs::path path = kFixtures / file;
+  return parse_input_json(read_input_file(path, "a fixture"), path.string());
+}
+
+ModelConfig model(const json& config, const std::string& file = "config.json") {
+  return model_from_hf_config(config, file);
+}
+
+// The one error line the model's config gives.
+std::string refusal(const json& config) {
+  try {
+    model(config);
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "accepted";
+}
+
+struct Published {
+  const char* file;
+  double total;
+};
+
+TEST(HfConfigFamilies, ParameterCountsWithinHalfAPercentOfThePublishedOnes) {
+  const Published published[] = {
+      {"qwen3-8b-config.json", 8.2e9},           {"qwen3-30b-a3b-config.json", 30.5e9},
+      {"qwen3-235b-a22b-config.json", 235e9},    {"gpt-oss-120b-config.json", 116.83e9},
+      {"gpt-oss-20b-config.json", 20.91e9},      {"gemma-2-9b-config.json", 9.24e9},
+      {"gemma-2-27b-config.json", 27.2e9},
+      {"mistral-7b-v0.1-config.json", 7241732096.0},
+  };
+  for (const Published& p : published) {
+    const double count = static_cast<double>(parameter_count(model(fixture(p.file))));
+    EXPECT_NEAR(count / p.total, 1.0, 0.005) << p.file << ": " << count;
+  }
+  json deepseek = fixture("deepseek-v3-config.json");
+  deepseek["num_nextn_predict_layers"] = 0;  // the main model, as transformers loads it
+  EXPECT_NEAR(static_cast<double>(parameter_count(model(deepseek))) / 671e9, 1.0, 0.005);
+}
+
+// Mistral's count is published to the parameter (its safetensors' total): twin's is exact.
+TEST(HfConfigFamilies, MistralCountsExactly) {
+  EXPECT_EQ(parameter_count(model(fixture("mistral-7b-v0.1-config.json"))), 7241732096LL);
+}
+
+TEST(HfConfigFamilies, DeepSeekV3IsMlaWithSharedExpertsAfterThreeDenseLayers) {
+  json config = fixture("deepseek-v3-config.json");
+  config["num_nextn_predict_layers"] = 0;
+  const ModelConfig m = model(config);
+  EXPECT_EQ(m.mla.q_lora_rank, 1536);
+  EXPECT_EQ(m.mla.kv_lora_rank, 512);
+  EXPECT_EQ(m.mla.qk_head_dim, 128);
+  EXPECT_EQ(m.mla.qk_pos_emb_head_dim, 64);
+  EXPECT_EQ(m.mla.v_head_dim, 128);
+  EXPECT_EQ(m.moe.num_experts, 256);
+  EXPECT_EQ(m.moe.top_k, 8);
+  EXPECT_EQ(m.moe.shared_expert_ffn_hidden_size, 2048);
+  EXPECT_EQ(m.moe.first_dense_layers, 3);
+  EXPECT_FALSE(m.is_moe_layer(2));
+  EXPECT_TRUE(m.is_moe_layer(3));
+  EXPECT_EQ(m.num_moe_layers(), 58);
+  // A dense layer: MLA's attention and the dense MLP of 18432.
+  const LayerParameterGroups dense = layer_parameter_groups(m, 0);
+  EXPECT_EQ(dense.mlp_weights, 3LL * 7168 * 18432);
+  EXPECT_EQ(dense.replicated, 2 * 7168 + 7168LL * 1536 + 1536 + 7168LL * (512 + 64) + 512);
+  EXPECT_EQ(dense.attention_weights, 1536LL * 128 * 192 + 512LL * 128 * 256 + 128LL * 128 * 7168);
+  const LayerParameterGroups moe = layer_parameter_groups(m, 3);
+  EXPECT_EQ(moe.mlp_weights_shared, 3LL * 7168 * 2048);
+  EXPECT_EQ(moe.per_expert, 3LL * 7168 * 2048);
+}
+
+TEST(HfConfigFamilies, EachFamilyCarriesItsFeatures) {
+  const ModelConfig qwen = model(fixture("qwen3-8b-config.json"));
+  EXPECT_TRUE(qwen.qk_layernorm);
+  EXPECT_EQ(qwen.window_size, 0);
+  const ModelConfig qwen_moe = model(fixture("qwen3-30b-a3b-config.json"));
+  EXPECT_EQ(qwen_moe.moe.num_experts, 128);
+  EXPECT_EQ(qwen_moe.moe.top_k, 8);
+  EXPECT_EQ(qwen_moe.moe.ffn_hidden_size, 768);
+  EXPECT_EQ(qwen_moe.num_moe_layers(), 48);
+  const ModelConfig oss = model(fixture("gpt-oss-120b-config.json"));
+  EXPECT_TRUE(oss.attention_sinks);
+  EXPECT_TRUE(oss.add_bias_linear);
+  EXPECT_EQ(oss.window_size, 128);
+  EXPECT_EQ(oss.window_attn_skip_freq, 2);
+  EXPECT_TRUE(oss.is_windowed_layer(0));
+  EXPECT_FALSE(oss.is_windowed_layer(1));
+  const ModelConfig gemma = model(fixture("gemma-2-9b-config.json"));
+  EXPECT_EQ(gemma.activation, Activation::geglu);
+  EXPECT_EQ(gemma.kv_channels, 256);
+  EXPECT_TRUE(gemma.post_norms);
+  EXPECT_FALSE(gemma.untie_embeddings_and_output_weights);
+  EXPECT_EQ(gemma.attention_softcap, 50.0);
+  EXPECT_EQ(gemma.final_logit_softcap, 30.0);
+  EXPECT_TRUE(gemma.is_windowed_layer(0));
+  EXPECT_FALSE(gemma.is_windowed_layer(1));
+  const ModelConfig mistral = model(fixture("mistral-7b-v0.1-config.json"));
+  EXPECT_EQ(mistral.window_size, 4096);
+  EXPECT_EQ(mistral.window_attn_skip_freq, 0);
+  EXPECT_TRUE(mistral.is_windowed_layer(31));
+  EXPECT_EQ(model(fixture("mixtral-8x7b-config.json")).window_size, 0);  // sliding_window null
+}
+
+TEST(HfConfigFamilies, ActiveCountsTakeTopKExpertsAndTheSharedOnes) {
+  json config = fixture("deepseek-v3-config.json");
+  config["num_nextn_predict_layers"] = 0;
+  const ModelConfig m = model(config);
+  const LayerParameterGroups moe = layer_parameter_groups(m, 3);
+  EXPECT_EQ(parameter_count(m) - active_parameter_count(m), 58LL * (256 - 8) * moe.per_expert);
+}
+
+TEST(HfConfigFamilies, WhatIsNotModelledIsRefusedByName) {
+  EXPECT_NE(refusal(fixture("deepseek-v3-config.json")).find("num_nextn_predict_layers 1 is not modelled: multi-token"),
+            std::string::npos);
+  json qwen = fixture("qwen3-8b-config.json");
+  qwen["use_sliding_window"] = true;
+  EXPECT_NE(refusal(qwen).find("use_sliding_window true is not modelled"), std::string::npos);
+  json qwen_moe = fixture("qwen3-30b-a3b-config.json");
+  qwen_moe["decoder_sparse_step"] = 2;
+  EXPECT_NE(refusal(qwen_moe).find("/decoder_sparse_step: decoder_sparse_step 2 is not modelled"), std::string::npos);
+  qwen_moe["decoder_sparse_step"] = 1;
+  qwen_moe["mlp_only_layers"] = {0, 5};
+  EXPECT_NE(refusal(qwen_moe).find("mlp_only_layers is not modelled"), std::string::npos);
+  json oss = fixture("gpt-oss-20b-config.json");
+  oss["layer_types"][2] = "full_attention";
+  EXPECT_NE(refusal(oss).find("/layer_types/2: layer types that are not"), std::string::npos);
+  oss["layer_types"] = json::array({"sliding_attention"});
+  EXPECT_NE(refusal(oss).find("/layer_types: expected one entry per layer (24)"), std::string::npos);
+  json gemma = fixture("gemma-2-9b-config.json");
+  gemma["attention_bias"] = true;
+  EXPECT_NE(refusal(gemma).find("attention_bias true is not modelled"), std::string::npos);
+  json deepseek = fixture("deepseek-v3-config.json");
+  deepseek["num_nextn_predict_layers"] = 0;
+  deepseek["first_k_dense_replace"] = 61;
+  EXPECT_NE(refusal(deepseek).find("expected moe.first_dense_layers below num_layers 61"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace twin
