@@ -6,23 +6,15 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
-#include <stdexcept>
-#include <string>
-#include <utility>
 #include <vector>
 
 #include "sim/activities.hpp"
-#include "sim/breakdown.hpp"
+#include "sim/class_run.hpp"
 #include "sim/event_queue.hpp"
+#include "sim/host_timeline.hpp"
 #include "sim/links.hpp"
 
 namespace twin::sim {
-
-void beyond_horizon() {
-  throw std::range_error(
-      "the simulated iteration would last more than 1e17 ns (3 years): a speed or bandwidth of the scenario's "
-      "cluster or of the profile is implausibly small");
-}
 
 namespace {
 
@@ -39,12 +31,6 @@ TimeNs ceil_ns(double ns) {
   return truncated + (static_cast<double>(truncated) < exact ? 1 : 0);
 }
 
-// now + delta, within the horizon.
-TimeNs later(TimeNs now, TimeNs delta) {
-  if (delta > kHorizonNs - now) beyond_horizon();
-  return now + delta;
-}
-
 // A communication op in progress: a collective or context send on one class, or a pipeline transfer
 // (side 0 the send, side 1 the recv) whose two ends finish together.
 struct CommRun {
@@ -59,25 +45,11 @@ struct CommRun {
   bool nccl = false;  // its op's CommKernel is NCCL's (rating its flows reads it, not the op)
 };
 
-enum class OpState : std::uint8_t { blocked, waiting_peer, running, done };
-
-struct ClassRun {
-  std::vector<std::uint32_t> pending;    // unfinished predecessors
-  std::vector<OpState> state;
-  std::vector<OpTiming> timings;
-  ClassClock clock;
-  TimeNs host_free_ns = 0;                // when its host has done the host work given it so far
-  std::array<int, 3> active_by_kernel{};  // active communication ops by CommKernel (how they slow compute)
-  TimeNs finish_ns = 0;
-  std::size_t done = 0;
-  bool dirty = false;
-};
-
 class Engine {
  public:
   Engine(const FlatIteration& flat, const IterationGraph& graph, const SimOptions& options)
       : flat_(flat), graph_(graph), record_(options.record_op_timings), loads_(flat.classes.size()),
-        classes_(flat.classes.size()), activities_(flat.classes.size()) {
+        classes_(flat.classes.size()), activities_(flat.classes.size()), host_(flat) {
     for (std::size_t c = 0; c < classes_.size(); ++c) {
       const FlatClass& flat_class = flat.classes[c];
       ClassRun& run = classes_[c];
@@ -106,44 +78,29 @@ class Engine {
       refresh_dirty();
     }
     for (const ClassRun& run : classes_)
-      if (run.done != run.state.size()) report_deadlock();
-    return result(events);
+      if (run.done != run.state.size()) report_deadlock(flat_, graph_, classes_);
+    return iteration_result(classes_, events);
   }
 
  private:
   // ---- ops ----
   // Op i's dependencies have finished: it starts now, or in a class with host time once the event is processed.
   void start_op(int c, std::uint32_t i) {
-    if (!flat_.classes[c].host_work.empty()) {
-      ready_.push_back({c, i});
-      return;
-    }
-    launch(c, i);
+    if (!host_.defer(c, i)) launch(c, i);
   }
 
-  // The ops the event made ready in classes with host time, those with host time first: each starts when its
-  // class's host is done with the host work before it and its own.
+  // The ops the event made ready in classes with host time start when their class's host is free for them.
   void issue_ready() {
-    if (ready_.empty()) return;
-    std::vector<std::pair<int, std::uint32_t>> ready;
-    ready.swap(ready_);
-    std::stable_partition(ready.begin(), ready.end(),
-                          [&](const auto& r) { return flat_.classes[r.first].ops[r.second].host_work; });
-    for (const auto& [c, i] : ready) {
-      ClassRun& run = classes_[c];
-      if (flat_.classes[c].ops[i].host_work)
-        run.host_free_ns = later(std::max(now_, run.host_free_ns), flat_.classes[c].host_ns(i));
-      if (run.host_free_ns <= now_) {
-        launch(c, i);
+    for (const Admission& admission : host_.admit(now_)) {
+      if (admission.start_ns <= now_) {
+        launch(admission.rank_class, admission.op);
         continue;
       }
       const std::uint32_t a = activities_.acquire(ActivityKind::host, now_);
-      activities_[a].rank_class = c;
-      activities_[a].target = i;
-      queue_.schedule(a, run.host_free_ns);
+      activities_[a].rank_class = admission.rank_class;
+      activities_[a].target = admission.op;
+      queue_.schedule(a, admission.start_ns);
     }
-    ready.clear();
-    ready_.swap(ready);  // its capacity kept for the next event
   }
 
   void launch(int c, std::uint32_t i) {
@@ -411,51 +368,6 @@ class Engine {
     dirty_.clear();
   }
 
-  // ---- end ----
-  [[noreturn]] void report_deadlock() const {
-    std::string message = "simulation deadlock (a lowering bug): ";
-    bool first = true;
-    for (std::size_t c = 0; c < classes_.size(); ++c) {
-      const ClassRun& run = classes_[c];
-      if (run.done == run.state.size()) continue;
-      const auto stuck = static_cast<std::uint32_t>(
-          std::find_if(run.state.begin(), run.state.end(), [](OpState s) { return s != OpState::done; }) -
-          run.state.begin());
-      const FlatOp& op = flat_.classes[c].ops[stuck];
-      // A graph lowered class by class holds only its last class's ops (strategies/lowering.hpp).
-      const RankClass& lowered = graph_.classes[c];
-      message += (first ? "" : "; ") + (stuck < lowered.size() ? op_name(lowered.op(stuck)) : "an op") + " (" +
-                 op_id(static_cast<int>(c), stuck) + ")";
-      if (run.state[stuck] == OpState::waiting_peer)
-        message += " waits for its peer " + op_id(op.peer_class, op.peer_op);
-      else
-        message += " waits for " + std::to_string(run.pending[stuck]) + " unfinished predecessor(s)";
-      first = false;
-    }
-    throw std::logic_error(message);
-  }
-
-  IterationResult result(std::uint64_t events) {
-    IterationResult result;
-    result.events = events;
-    result.classes.resize(classes_.size());
-    for (std::size_t c = 0; c < classes_.size(); ++c) {
-      ClassRun& run = classes_[c];
-      run.clock.advance(run.finish_ns);
-      ClassResult& out = result.classes[c];
-      out.finish_ns = run.finish_ns;
-      out.breakdown = run.clock.breakdown();
-      out.communication_busy_ns = run.clock.communication_busy_ns();
-      out.op_timings = std::move(run.timings);
-      if (out.finish_ns > result.iteration_ns) {
-        result.iteration_ns = out.finish_ns;
-        result.critical_class = static_cast<int>(c);
-      }
-    }
-    if (!result.classes.empty()) result.breakdown = result.classes[result.critical_class].breakdown;
-    return result;
-  }
-
   const FlatIteration& flat_;
   const IterationGraph& graph_;
   const bool record_;
@@ -467,7 +379,7 @@ class Engine {
   std::vector<CommRun> runs_;
   std::vector<std::uint32_t> free_runs_;
   std::vector<int> dirty_;
-  std::vector<std::pair<int, std::uint32_t>> ready_;  // (class, op) made ready by this event, in classes with host time
+  HostTimeline host_;  // ops made ready in classes with host time wait here for their host
 };
 
 }  // namespace

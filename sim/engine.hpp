@@ -11,25 +11,17 @@
 //   flow rate      its smallest link share (links.hpp), / communication_slowdown while a class it
 //                  belongs to has compute running and NCCL moves it (userbuffers run on SMs of their own
 //                  or the copy engines).
-// An op with host time (Op::host_ns) waits that long on its class's host once its dependencies have finished; the
-// host works on one such op at a time, and an op of the class that becomes ready while the host works starts when
-// it is done (the host issues nothing meanwhile). Ops released by one event are issued together after it, those
-// with host time first (the framework loops before it launches what the same synchronisation released). A class
-// with no host time starts each op the moment it is ready, as before; host waits count as idle in the breakdown.
+// An op with host time (Op::host_ns) waits for its class's host first (sim/host_timeline.hpp).
 // Completions are integer nanoseconds (now + ceil(remaining / rate)); equal times run in the order they
 // were scheduled. Ops of zero duration still complete through the queue, never recursively.
 #pragma once
 #include "core/op_graph.hpp"
 #include "sim/flat_graph.hpp"
+#include "sim/horizon.hpp"
 #include "sim/result.hpp"
 #include "sim/simulate.hpp"
 
 namespace twin::sim {
-
-// Simulated time ends at 1e17 ns (about three years): only an implausibly slow GPU or link gets there, and the
-// integer clock must never wrap (at 9.2e18 ns). Throws std::range_error saying so.
-inline constexpr TimeNs kHorizonNs = TimeNs{100'000'000} * kNsPerS;
-[[noreturn]] void beyond_horizon();
 
 // `graph` is the one `flat` was built from (used to name ops in errors; where it holds only some classes' ops, as
 // lowered class by class, the others' are named by id alone). Throws std::logic_error naming a
