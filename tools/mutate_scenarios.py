@@ -14,7 +14,9 @@ the load of a shared one). Findings, one JSON line each in WORK/findings.jsonl (
                mutation touched a scenario key
   mfu          a ranking.csv MFU or HFU above 100%
   multiline    an error of more than one line
-Usage: tools/mutate_scenarios.py --twin build-cpu/twin --count N --seed S --work DIR [--limit-s 60]
+Usage: tools/mutate_scenarios.py --twin build-cpu/twin --count N --seed S --work DIR [--limit-s 60] [--deadline-s T]
+--deadline-s stops after the mutant that ends past T wall-clock seconds (a campaign on a lent machine's cores,
+tools/mutation_campaign.sh); the summary then says how many ran.
 Prints a summary (counts per exit status and finding, the rate) at the end and every 500 mutants.
 """
 import argparse
@@ -35,6 +37,7 @@ EXTREME_NUMBERS = [0, -1, 1, 2, 3, 7, 1023, 65536, 2**31, 2**31 - 1, 2**53, 2**6
                    1e-9, -0.0, 1.5, 100, 4096, 1 << 24, (1 << 24) + 1]
 STRINGS = ["", "\u0000", "a\nb", "\u001b[31mred", "x" * 5000, "builtin", "none", "H100-SXM-80GB", "llama2-7b",
            "1f1b", "full", "zzz-unknown", "A100-SXM-40GB", "mixtral-8x7b", "ring", "fused", "h100-x1"]
+MESSAGE_PREFIXES = ("[error] ", "[warning] ", "[info] ", "twin simulate: still working")
 UNKNOWN_KEYS = ["zero_stagee", "extra", "num_layer", "tensor_parallel", "\u0007bell"]
 
 
@@ -151,7 +154,9 @@ def findings_of(status, output, seconds, mutant, touched_key, ranking, limit_s):
     errors = [line for line in output.splitlines() if line.startswith("[error]")]
     if status == "timeout" or seconds > limit_s or status == -24:  # -24: SIGXCPU, past the CPU limit
         found.append("slow")
-    if status != "timeout" and (status not in (-24, 0, 1, 2) or (status == 1 and not output.strip())):
+    killed_for_time = "slow" in found and status == -9  # RLIMIT_CPU's hard limit kills with SIGKILL
+    if status != "timeout" and not killed_for_time and (status not in (-24, 0, 1, 2) or
+                                                        (status == 1 and not output.strip())):
         found.append("crash")
     if "bad_alloc" in output:
         found.append("bad_alloc")
@@ -159,7 +164,9 @@ def findings_of(status, output, seconds, mutant, touched_key, ranking, limit_s):
     if status == 1 and errors and mutant.name in errors[0] and touched_key and " at /" not in errors[0] \
             and not root_key:
         found.append("no_path")
-    if status == 1 and output.count("\n") > 1 and len(errors) == 1 and not output.startswith("[error]"):
+    # Warnings and the --quiet progress line may come before the error; any other line is part of a broken message.
+    stray = [line for line in output.splitlines() if not line.startswith(MESSAGE_PREFIXES)]
+    if status == 1 and (len(errors) != 1 or stray):
         found.append("multiline")
     percent = max_percent(ranking) if status in (0, 1) else None
     if percent is not None and percent > 100:
@@ -174,6 +181,7 @@ def main():
     parser.add_argument("--seed", type=int, default=44)
     parser.add_argument("--work", required=True)
     parser.add_argument("--limit-s", type=float, default=60)
+    parser.add_argument("--deadline-s", type=float, default=float("inf"))
     args = parser.parse_args()
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
@@ -187,14 +195,19 @@ def main():
     findings = open(work / "findings.jsonl", "a")
     started = time.monotonic()
     for index in range(args.count):
-        base = rng.choice(bases)
-        document = copy.deepcopy(documents[base.name])
-        described = []
-        for _ in range(rng.choice([1, 1, 2, 3])):
-            document, description = mutate_once(document, rng)
-            described.append(description)
+        while True:  # JSON has no infinity: a mutant with a number scaled past 1e308 is drawn again
+            base = rng.choice(bases)
+            document = copy.deepcopy(documents[base.name])
+            described = []
+            for _ in range(rng.choice([1, 1, 2, 3])):
+                document, description = mutate_once(document, rng)
+                described.append(description)
+            try:
+                text = json.dumps(document, ensure_ascii=rng.random() < 0.5, allow_nan=False)
+                break
+            except ValueError:
+                continue
         mutant = work / f"mutant_{index % 4}.json"
-        text = json.dumps(document, ensure_ascii=rng.random() < 0.5)
         mutant.write_text(text)
         status, output, seconds = run_one(args.twin, mutant, work / "out", args.limit_s)
         touched_key = any(not d.startswith("/ ") for d in described)
@@ -208,11 +221,14 @@ def main():
                                        "status": status, "seconds": round(seconds, 2), "output": output[-2000:],
                                        "mutant": text[:20000]}) + "\n")
             findings.flush()
-        if (index + 1) % 100 == 0 or index + 1 == args.count:
-            elapsed = time.monotonic() - started
+        elapsed = time.monotonic() - started
+        last = index + 1 == args.count or elapsed > args.deadline_s
+        if (index + 1) % 100 == 0 or last:
             print(json.dumps({"mutants": index + 1, "seed": args.seed, "wall_s": round(elapsed),
                               "per_s": round((index + 1) / elapsed, 2), "exit": statuses, "findings": counts,
                               "slowest_cpu_s": round(slowest[0], 1), "slowest": slowest[1][:300]}), flush=True)
+        if last:
+            break
     return 0
 
 

@@ -4,7 +4,7 @@
 # scenario parser for a bounded time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-tools/deps.sh
+tools/deps.sh --tests
 cmake -S . -B build-test -DCMAKE_BUILD_TYPE=Release -DTWIN_BUILD_TESTS=ON > /dev/null
 cmake --build build-test -j "$(nproc)"
 ctest --test-dir build-test --output-on-failure -j "$(nproc)"
