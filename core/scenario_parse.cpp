@@ -226,6 +226,19 @@ const std::initializer_list<std::string_view> kParallelKeys = {
     "tensor_model_parallel_size", "pipeline_model_parallel_size", "context_parallel_size",
     "expert_model_parallel_size", "virtual_pipeline_model_parallel_size", "micro_batch_size"};
 
+// Virtual stages are what interleaving is for (strategies/search.cpp pairs them so): lists that pair no schedule
+// with a virtual-stage count would search nothing, which is the scenario's mistake, not "nothing feasible".
+void refuse_empty_schedule_product(const Reader& r, const SearchSpace& s) {
+  for (Schedule schedule : s.schedule)
+    for (int vpp : s.virtual_pipeline_model_parallel_size)
+      if ((schedule == Schedule::interleaved_1f1b) == (vpp > 1)) return;
+  const Reader& where = r.find("virtual_pipeline_model_parallel_size") ? r.required("virtual_pipeline_model_parallel_size")
+                                                                       : r.required("schedule");
+  where.fail_plain(
+      "expected a virtual_pipeline_model_parallel_size above 1 with schedule \"interleaved-1f1b\", or 1 with another "
+      "schedule: these lists pair none, so the search has no candidate");
+}
+
 SearchSpace parse_search(const Reader& r) {
   r.only_keys({"tensor_model_parallel_size", "pipeline_model_parallel_size", "context_parallel_size",
                "expert_model_parallel_size", "virtual_pipeline_model_parallel_size", "micro_batch_size",
@@ -245,6 +258,7 @@ SearchSpace parse_search(const Reader& r) {
   if (auto f = r.find("schedule")) s.schedule = parsed_list<Schedule>(*f, parse_schedule);
   if (auto f = r.find("per_layer")) s.per_layer = f->boolean();
   if (auto f = r.find("hot_switch")) s.hot_switch = f->boolean();
+  refuse_empty_schedule_product(r, s);
   return s;
 }
 

@@ -207,11 +207,11 @@ StageUnits stage_units(const Scenario& scenario, const Strategy& st, int stage) 
 // Walks the stage's schedule, adding a pass's saved tensors at its forward and freeing them at its backward; the
 // peak is what the stage must hold. Double strand, unit beside unit: the forward strand saves a unit's tensors
 // before the backward strand frees the mirror unit's.
-double peak_activation_bytes(const StageUnits& units, const Strategy& st, int stage,
-                             const std::vector<std::vector<ScheduleStep>>& orders) {
+double replayed_activation_peak(const StageUnits& units, const Strategy& st, int stage, int micro_batches,
+                                const std::vector<std::vector<ScheduleStep>>& orders) {
   double live = 0, peak = 0;
   if (st.schedule == Schedule::double_strand) {
-    const auto strand_orders = double_strand_schedule(st.pipeline_model_parallel_size, st.num_micro_batches);
+    const auto strand_orders = double_strand_schedule(st.pipeline_model_parallel_size, micro_batches);
     for (const StrandStep& step : strand_orders[stage]) {
       const std::vector<double>& saved = units.unit_bytes[step.forward_chunk()];
       const std::vector<double>& freed = units.unit_bytes[step.backward_chunk()];
@@ -234,6 +234,48 @@ double peak_activation_bytes(const StageUnits& units, const Strategy& st, int st
     }
   }
   return peak;
+}
+
+// Past the fill each further micro-batch repeats the same work (schedule.hpp), so a stage's activation peak is affine
+// in the micro-batch count from there on: constant where the schedule bounds the passes in flight (1F1B,
+// interleaved, double strand), one micro-batch's passes more per micro-batch under GPipe. A long run is replayed at
+// two counts a whole pipeline round apart, well past the fill (interleaving needs multiples of the stages), and
+// extrapolated, instead of at millions of micro-batches for each candidate; tests/strategies/memory_test.cpp holds
+// the extrapolation to the full replay.
+struct ActivationReplay {
+  int first_micro_batches = 0, second_micro_batches = 0;
+  std::vector<std::vector<ScheduleStep>> first_orders, second_orders;  // empty for the second when not extrapolated
+};
+
+std::vector<std::vector<ScheduleStep>> schedule_for_memory(const Strategy& st, int micro_batches) {
+  if (st.schedule == Schedule::double_strand)  // replayed from double_strand_schedule instead
+    return std::vector<std::vector<ScheduleStep>>(static_cast<std::size_t>(st.pipeline_model_parallel_size));
+  return pipeline_schedule(st.schedule, st.pipeline_model_parallel_size, micro_batches,
+                           st.virtual_pipeline_model_parallel_size);
+}
+
+ActivationReplay activation_replay(const Strategy& st) {
+  const int pp = st.pipeline_model_parallel_size;
+  const int past_fill = pp * 4 * (st.virtual_pipeline_model_parallel_size + 1);
+  ActivationReplay replay;
+  if (st.num_micro_batches <= past_fill + pp) {
+    replay.first_micro_batches = replay.second_micro_batches = st.num_micro_batches;
+    replay.first_orders = schedule_for_memory(st, st.num_micro_batches);
+    return replay;
+  }
+  replay.first_micro_batches = past_fill;
+  replay.second_micro_batches = past_fill + pp;
+  replay.first_orders = schedule_for_memory(st, past_fill);
+  replay.second_orders = schedule_for_memory(st, past_fill + pp);
+  return replay;
+}
+
+double peak_activation_bytes(const StageUnits& units, const Strategy& st, int stage, const ActivationReplay& replay) {
+  const double first = replayed_activation_peak(units, st, stage, replay.first_micro_batches, replay.first_orders);
+  if (replay.second_micro_batches == replay.first_micro_batches) return first;
+  const double second = replayed_activation_peak(units, st, stage, replay.second_micro_batches, replay.second_orders);
+  const double per_micro_batch = (second - first) / (replay.second_micro_batches - replay.first_micro_batches);
+  return second + per_micro_batch * (st.num_micro_batches - replay.second_micro_batches);
 }
 
 }  // namespace
@@ -277,10 +319,7 @@ MemoryEstimate estimate_memory(const Scenario& scenario, const Strategy& st) {
   const std::int64_t seq = scenario.training.seq_length;
   const std::int64_t tokens = static_cast<std::int64_t>(st.micro_batch_size) * (seq / cp);
   const StateBytes per_param = state_bytes_per_parameter(scenario.training);
-  const auto orders = st.schedule == Schedule::double_strand
-                          ? std::vector<std::vector<ScheduleStep>>(static_cast<std::size_t>(pp))
-                          : pipeline_schedule(st.schedule, pp, st.num_micro_batches, vpp);
-
+  const ActivationReplay replay = activation_replay(st);
   int communicators = 0;
   for (int size : {tp, cp, data_group, pp, m.is_moe() ? ep : 1, m.is_moe() ? expert_data_group : 1})
     communicators += size > 1 ? 1 : 0;
@@ -300,7 +339,7 @@ MemoryEstimate estimate_memory(const Scenario& scenario, const Strategy& st) {
     mem.optimizer_states = sharded(per_param.optimizer, st.zero_stage >= 1);
 
     const StageUnits units = stage_units(scenario, st, stage);
-    mem.activations = std::llround(peak_activation_bytes(units, st, stage, orders));
+    mem.activations = std::llround(peak_activation_bytes(units, st, stage, replay));
     const std::int64_t largest_unit = units.largest_layer_parameters;
 
     double buffers = communicators * kNcclBytesPerCommunicator;

@@ -182,6 +182,9 @@ TEST(Hardening, HostileValuesAndKeysAreNamedWhereTheyAre) {
       {"model_window_negative", "at /model/window_size: expected an integer in [0, 16777216], got -1"},
       {"model_mla_misspelt_key", "at /model/mla/kv_lora_rnk: unknown key 'kv_lora_rnk' (did you mean 'kv_lora_rank'?)"},
       {"model_mla_not_lowered", "at /model/mla: expected a model without multi-latent attention"},
+      {"search_schedule_pairs_nothing",
+       "at /search/virtual_pipeline_model_parallel_size: expected a virtual_pipeline_model_parallel_size above 1 with "
+       "schedule \"interleaved-1f1b\", or 1 with another schedule: these lists pair none"},
   };
   for (const auto& [stem, expected] : cases) {
     TempDir dir("hostile_named");

@@ -158,6 +158,46 @@ TEST(InFlight, ActivationsFollowTheSchedule) {
   EXPECT_EQ(estimate_memory(sc, st).per_stage[1].activations, (4 - 1) * per_pass);  // 1F1B: p - s
   st.schedule = Schedule::gpipe;
   EXPECT_EQ(estimate_memory(sc, st).per_stage[1].activations, 8 * per_pass);  // GPipe: m
+  st.num_micro_batches = 1 << 20;  // extrapolated (LongRunsPeakAsTheirScheduleRepeats): the same closed forms
+  EXPECT_EQ(estimate_memory(sc, st).per_stage[1].activations, (1 << 20) * per_pass);
+  st.schedule = Schedule::one_f_one_b;
+  EXPECT_EQ(estimate_memory(sc, st).per_stage[1].activations, (4 - 1) * per_pass);
+}
+
+// A long run's activation peak is extrapolated from two replays past the fill (strategies/memory.cpp): it must be
+// what the schedule's pattern gives at any count, constant where the passes in flight are bounded, growing by one
+// micro-batch's passes per micro-batch under GPipe. Counts up to 4 p (v + 1) + p are replayed whole.
+TEST(InFlight, LongRunsPeakAsTheirScheduleRepeats) {
+  Scenario sc = testing::make_scenario(testing::llama_shaped(8), 4, 2048, 32);
+  const struct {
+    Schedule schedule;
+    int pp, vpp;
+  } cases[] = {{Schedule::one_f_one_b, 4, 1}, {Schedule::gpipe, 4, 1},         {Schedule::interleaved_1f1b, 2, 2},
+               {Schedule::interleaved_1f1b, 4, 2}, {Schedule::double_strand, 2, 1}, {Schedule::one_f_one_b, 1, 1}};
+  for (const auto& c : cases) {
+    Strategy st = testing::make_strategy(1, c.pp);
+    st.data_parallel_size = 16 / c.pp;
+    st.schedule = c.schedule;
+    st.virtual_pipeline_model_parallel_size = c.vpp;
+    const auto activations = [&](int micro_batches) {
+      st.num_micro_batches = micro_batches;
+      std::vector<Bytes> per_stage;
+      for (const MemoryBreakdown& stage : estimate_memory(sc, st).per_stage) per_stage.push_back(stage.activations);
+      return per_stage;
+    };
+    const int replayed = 4 * c.pp * (c.vpp + 1) + c.pp;  // the most micro-batches replayed whole
+    const std::vector<Bytes> a = activations(replayed - c.pp), b = activations(replayed);
+    const int long_run = 1 << 20;
+    const std::vector<Bytes> extrapolated = activations(long_run);
+    for (std::size_t stage = 0; stage < a.size(); ++stage) {
+      const double per_micro_batch = static_cast<double>(b[stage] - a[stage]) / c.pp;
+      if (c.schedule != Schedule::gpipe) EXPECT_EQ(per_micro_batch, 0) << "stage " << stage;
+      if (c.schedule == Schedule::gpipe) EXPECT_GT(per_micro_batch, 0) << "stage " << stage;
+      EXPECT_NEAR(static_cast<double>(extrapolated[stage]),
+                  static_cast<double>(b[stage]) + per_micro_batch * (long_run - replayed), 2.0)
+          << "schedule " << static_cast<int>(c.schedule) << " pp " << c.pp << " stage " << stage;
+    }
+  }
 }
 
 TEST(InFlight, LastStageHoldsTheLogits) {
