@@ -9,6 +9,7 @@
 #include "gpu/checks.hpp"
 #include "gpu/kernels.hpp"
 #include "core/layer.hpp"
+#include "executor/gpu/kernel_launch.hpp"
 #include "executor/gpu/stage_runtime.hpp"
 #include "strategies/sharded_parameters.hpp"
 
@@ -105,7 +106,7 @@ void StageRuntime::run_op(OpIndex index, int iteration) {
     case Action::param_gather:
     case Action::embedding_grad_sync:
     case Action::grad_norm: return parameters_collective(op, b, stream);
-    case Action::optimizer_step: return optimizer(op, stream);
+    case Action::optimizer_step: return optimizer(op, b, stream);
     case Action::router_forward:
     case Action::routing_counts_reduce:
     case Action::router_input_grad:
@@ -254,7 +255,7 @@ void StageRuntime::norm(const Op& op, const OpBinding& b, int mb, int unit, cuda
   if (b.action == Action::norm_forward) {
     auto* y = static_cast<bf16*>(make(mb, unit, out, rows * cols * kBf16, stream));
     auto* r = static_cast<float*>(make(mb, unit, rstd, rows * sizeof(float), stream));
-    kernels::rmsnorm_forward(x, weight, y, r, rows, cols, 1e-5f, stream);
+    launch_op(op, b, gpu::NormForward{op.normalization, x, weight, nullptr, y, nullptr, r, rows, cols}, stream);
     return;
   }
   const Act d_reduced{block.output, Form::gradient}, d_full{block.output, Form::gradient_partial};
@@ -264,11 +265,12 @@ void StageRuntime::norm(const Op& op, const OpBinding& b, int mb, int unit, cuda
   const Act dx_name{block.input, Form::gradient};
   const Act skip{layer::residual_reading(block.input).output, Form::gradient};
   auto* dx = static_cast<bf16*>(make(mb, unit, dx_name, rows * cols * kBf16, stream));
-  kernels::rmsnorm_backward(dy, x, weight, static_cast<const float*>(get(mb, unit, rstd)),
-                            op.fuses_residual ? static_cast<const bf16*>(get(mb, unit, skip)) : nullptr, dx,
-                            scratch(op).norm_partials, rows, cols, stream);
-  kernels::norm_weight_grad_reduce(scratch(op).norm_partials, kernels::norm_partial_blocks(rows), cols,
-                                   parameters.grads + w.offset, /*accumulate=*/!b.first_gradient, stream);
+  launch_op(op, b,
+            gpu::NormBackward{op.normalization, dy, x, weight, nullptr, static_cast<const float*>(get(mb, unit, rstd)),
+                              op.fuses_residual ? static_cast<const bf16*>(get(mb, unit, skip)) : nullptr, dx,
+                              scratch(op).norm_partials, parameters.grads + w.offset, nullptr,
+                              /*accumulate=*/!b.first_gradient, rows, cols},
+            stream);
   if (op.fuses_residual) release(mb, unit, skip, stream);
   if (!unit_input) {
     release(mb, unit, d_reduced, stream);
@@ -321,8 +323,10 @@ void StageRuntime::residual(const Op& op, const OpBinding& b, int mb, int unit, 
     const Act reduced{block.branch, Form::reduced}, branch_out{block.branch};
     const Act branch = has(mb, unit, reduced) ? reduced : branch_out;
     auto* y = static_cast<bf16*>(make(mb, unit, {block.output}, count * kBf16, stream));
-    kernels::residual_add(residual_stream(mb, unit, op.chunk, block), static_cast<const bf16*>(get(mb, unit, branch)),
-                          y, count, stream);
+    launch_op(op, b,
+              gpu::Elementwise{residual_stream(mb, unit, op.chunk, block),
+                               static_cast<const bf16*>(get(mb, unit, branch)), y, count},
+              stream);
     release(mb, unit, reduced, stream);
     release(mb, unit, branch_out, stream);
     residual_forward_done(op, mb, unit, block, stream);
@@ -334,7 +338,7 @@ void StageRuntime::residual(const Op& op, const OpBinding& b, int mb, int unit, 
     const Act stream_part{Tensor::output, Form::next_residual_gradient};
     if (has(mb, unit, stream_part)) {
       auto* dy = static_cast<bf16*>(get(mb, unit, d_output));
-      kernels::residual_add(dy, static_cast<const bf16*>(get(mb, unit, stream_part)), dy, count, stream);
+      launch_op(op, b, gpu::Elementwise{dy, static_cast<const bf16*>(get(mb, unit, stream_part)), dy, count}, stream);
       release(mb, unit, stream_part, stream);
     }
     return;
@@ -343,7 +347,7 @@ void StageRuntime::residual(const Op& op, const OpBinding& b, int mb, int unit, 
   // output's gradient.
   const Act skip{layer::residual_reading(block.output).output, Form::gradient};
   auto* d_out = static_cast<bf16*>(get(mb, unit, d_output));
-  kernels::residual_add(d_out, static_cast<const bf16*>(get(mb, unit, skip)), d_out, count, stream);
+  launch_op(op, b, gpu::Elementwise{d_out, static_cast<const bf16*>(get(mb, unit, skip)), d_out, count}, stream);
   release(mb, unit, skip, stream);
 }
 

@@ -7,6 +7,7 @@
 #include "gpu/checks.hpp"
 #include "gpu/kernels.hpp"
 #include "core/layer.hpp"
+#include "executor/gpu/kernel_launch.hpp"
 #include "executor/gpu/stage_runtime.hpp"
 #include "strategies/rank_layout.hpp"
 
@@ -90,7 +91,7 @@ void StageRuntime::between_linears(const Op& op, const OpBinding& b, int mb, int
       auto* qkv = static_cast<bf16*>(get(mb, unit, qkv_name));
       for (const RopeRun& run : rope_runs()) {
         bf16* q = qkv + run.first_token * s.qkv_width;
-        kernels::rope_forward(q, q + q_width, rope_table(run), rope(run), stream);
+        launch_op(op, b, gpu::RopeForward{q, q + q_width, rope_table(run), rope(run)}, stream);
       }
       return;
     }
@@ -98,7 +99,7 @@ void StageRuntime::between_linears(const Op& op, const OpBinding& b, int mb, int
       auto* d_qkv = static_cast<bf16*>(get(mb, unit, d_qkv_name));
       for (const RopeRun& run : rope_runs()) {
         bf16* dq = d_qkv + run.first_token * s.qkv_width;
-        kernels::rope_backward(dq, dq + q_width, rope_table(run), rope(run), stream);
+        launch_op(op, b, gpu::RopeBackward{dq, dq + q_width, rope_table(run), rope(run)}, stream);
       }
       return;
     }
@@ -109,8 +110,10 @@ void StageRuntime::between_linears(const Op& op, const OpBinding& b, int mb, int
       auto* lse = static_cast<float*>(make(mb, unit, stats_name, s.b * s.heads * s.s * sizeof(float), stream));
       for (const SequenceRun& run : sequence_runs(mb, s)) {
         const bf16* q = qkv + run.first_token * s.qkv_width;
-        attention_->forward(q, q + q_width, q + q_width + kv_width, o + run.first_token * q_width,
-                            lse + s.heads * run.first_token, dims(run), stream);
+        launch_op(op, b,
+                  gpu::AttentionForward{attention_.get(), q, q + q_width, q + q_width + kv_width,
+                                        o + run.first_token * q_width, lse + s.heads * run.first_token, dims(run)},
+                  stream);
       }
       return;
     }
@@ -124,9 +127,12 @@ void StageRuntime::between_linears(const Op& op, const OpBinding& b, int mb, int
         const std::int64_t row = run.first_token * s.qkv_width;
         const bf16* q = qkv + row;
         bf16* dq = d_qkv + row;
-        attention_->backward(q, q + q_width, q + q_width + kv_width, o + run.first_token * q_width,
-                             d_o + run.first_token * q_width, lse + s.heads * run.first_token, dq, dq + q_width,
-                             dq + q_width + kv_width, dims(run), stream);
+        launch_op(op, b,
+                  gpu::AttentionBackward{attention_.get(), q, q + q_width, q + q_width + kv_width,
+                                         o + run.first_token * q_width, d_o + run.first_token * q_width,
+                                         lse + s.heads * run.first_token, dq, dq + q_width, dq + q_width + kv_width,
+                                         dims(run)},
+                  stream);
       }
       for (Act done : {qkv_name, out_name, stats_name, d_out_name}) release(mb, unit, done, stream);
       return;
@@ -134,7 +140,7 @@ void StageRuntime::between_linears(const Op& op, const OpBinding& b, int mb, int
     case Action::activation_forward: {
       auto* act = static_cast<bf16*>(make(mb, unit, act_out, op.rows * op.cols * kBf16, stream));
       const auto* fc1 = static_cast<const bf16*>(get(mb, unit, act_in));
-      kernels::mlp_activation_forward(op.gated_activation, fc1, act, op.rows, op.cols, stream);
+      launch_op(op, b, gpu::ActivationForward{op.gated_activation, fc1, act, op.rows, op.cols}, stream);
       return;
     }
     case Action::activation_backward: {
@@ -142,7 +148,7 @@ void StageRuntime::between_linears(const Op& op, const OpBinding& b, int mb, int
       auto* d_fc1 = static_cast<bf16*>(make(mb, unit, d_act_in, op.rows * width * kBf16, stream));
       const auto* fc1 = static_cast<const bf16*>(get(mb, unit, act_in));
       const auto* d_act = static_cast<const bf16*>(get(mb, unit, d_act_out));
-      kernels::mlp_activation_backward(op.gated_activation, fc1, d_act, d_fc1, op.rows, op.cols, stream);
+      launch_op(op, b, gpu::ActivationBackward{op.gated_activation, fc1, d_act, d_fc1, op.rows, op.cols}, stream);
       for (Act done : {act_in, d_act_out}) release(mb, unit, done, stream);
       return;
     }

@@ -15,6 +15,7 @@
 #include "gpu/ring_attention.hpp"
 #include "core/layer.hpp"
 #include "strategies/context_ring.hpp"
+#include "executor/gpu/kernel_launch.hpp"
 #include "executor/gpu/stage_runtime.hpp"
 
 namespace twin::exec {
@@ -117,8 +118,11 @@ void StageRuntime::context_ring(const Op& op, const OpBinding& b, int mb, int un
       return;
     }
     case Action::ring_gradient_add: {  // exchange step - 1 brought it; this rank's share of that block joins it
-      kernels::residual_add(static_cast<const bf16*>(ring.carried[step - 1]), static_cast<const bf16*>(ring.dkv[step - 1]),
-                            static_cast<bf16*>(ring.carried[step - 1]), tokens * 2 * kv_width, stream);
+      launch_op(op, b,
+                gpu::Elementwise{static_cast<const bf16*>(ring.carried[step - 1]),
+                                 static_cast<const bf16*>(ring.dkv[step - 1]), static_cast<bf16*>(ring.carried[step - 1]),
+                                 tokens * 2 * kv_width},
+                stream);
       free_on(ring.dkv[step - 1], stream);
       return;
     }

@@ -4,6 +4,7 @@
 
 #include "gpu/checks.hpp"
 #include "gpu/kernels.hpp"
+#include "executor/gpu/kernel_launch.hpp"
 #include "executor/gpu/stage_runtime.hpp"
 #include "executor/stage_boundary.hpp"
 
@@ -22,7 +23,8 @@ void StageRuntime::embedding(const Op& op, const OpBinding& b, int mb, cudaStrea
   const WeightTensor& table = unit.tensor(OpRole::embedding);
   if (b.action == Action::embedding_forward) {
     auto* out = static_cast<bf16*>(make(mb, kEmbeddingUnit, {Tensor::embedded}, tokens * h * kBf16, stream));
-    kernels::embedding_forward(inputs, unit.params + table.offset, out, tokens, h, vocab_start, vocab_l, stream);
+    launch_op(op, b, gpu::EmbeddingForward{inputs, unit.params + table.offset, out, tokens, h, vocab_start, vocab_l},
+              stream);
     if (layout.shapes.tp == 1) alias(mb, kEmbeddingUnit, {Tensor::output}, kEmbeddingUnit, {Tensor::embedded});
     return;
   }
@@ -31,10 +33,10 @@ void StageRuntime::embedding(const Op& op, const OpBinding& b, int mb, cudaStrea
                                                                              : get(mb, kEmbeddingUnit, from_norm));
   // The step's first embedding backward starts the table's gradient from zeros: rows no token of the step
   // names keep them. Later micro-batches add to it, as the other weights' gradients do.
-  bf16* grad = unit.grads + table.offset;
-  if (b.first_gradient) TWIN_CUDA_CHECK(cudaMemsetAsync(grad, 0, vocab_l * h * kBf16, stream));
-  kernels::embedding_backward(inputs, dy, grad, embedding_workspace_, embedding_workspace_bytes_, tokens, h,
-                              vocab_start, vocab_l, stream);
+  launch_op(op, b,
+            gpu::EmbeddingBackward{inputs, dy, unit.grads + table.offset, embedding_workspace_,
+                                   embedding_workspace_bytes_, b.first_gradient, tokens, h, vocab_start, vocab_l},
+            stream);
   release_slot(mb, kEmbeddingUnit, stream);
 }
 
@@ -54,14 +56,17 @@ void StageRuntime::head(const Op& op, const OpBinding& b, int mb, cudaStream_t s
     if (layout.tp_rank == 0) kernels::add_sum_f32(token_loss, tokens, loss_sum_, stream);
   };
   switch (b.action) {
-    case Action::loss_forward:
-      kernels::cross_entropy_local_stats(logits, targets, floats({Tensor::row_max}), floats({Tensor::sum_exp}),
-                                         floats({Tensor::target_logit}), tokens, vocab_l, vocab_start, stream);
-      if (layout.shapes.tp == 1) {
-        alias(mb, kHeadUnit, {Tensor::global_row_max}, kHeadUnit, {Tensor::row_max});
-        finish_loss();
-      }
+    case Action::loss_forward: {
+      // The vocabulary whole on this GPU: the loss follows the statistics at once (split over TP: after loss_reduce).
+      const bool whole = layout.shapes.tp == 1;
+      launch_op(op, b,
+                gpu::LossForward{logits, targets, floats({Tensor::row_max}), floats({Tensor::sum_exp}),
+                                 floats({Tensor::target_logit}), whole ? floats({Tensor::token_loss}) : nullptr,
+                                 whole ? loss_sum_ : nullptr, tokens, vocab_l, vocab_start},
+                stream);
+      if (whole) alias(mb, kHeadUnit, {Tensor::global_row_max}, kHeadUnit, {Tensor::row_max});
       return;
+    }
     case Action::loss_reduce: {
       // Megatron's order: all-reduce the max; each shard's sum rescaled to it; all-reduce the sums.
       ncclComm_t tensor_comm = layout.tensor;
@@ -84,9 +89,10 @@ void StageRuntime::head(const Op& op, const OpBinding& b, int mb, cudaStream_t s
           part_.loss_tokens > 0 ? static_cast<double>(part_.loss_tokens)
                                 : static_cast<double>(scenario_.training.global_batch_size) *
                                       static_cast<double>(scenario_.training.seq_length);
-      kernels::cross_entropy_backward(logits, existing(Tensor::global_row_max), existing(Tensor::sum_exp), targets,
-                                      logits, tokens, vocab_l, vocab_start, static_cast<float>(1.0 / global_tokens),
-                                      stream);
+      launch_op(op, b,
+                gpu::LossBackward{logits, existing(Tensor::global_row_max), existing(Tensor::sum_exp), targets, logits,
+                                  static_cast<float>(1.0 / global_tokens), tokens, vocab_l, vocab_start},
+                stream);
       for (Tensor done : {Tensor::global_row_max, Tensor::row_max, Tensor::sum_exp, Tensor::target_logit,
                           Tensor::token_loss})
         release(mb, kHeadUnit, {done}, stream);

@@ -14,6 +14,7 @@
 #include "gpu/checks.hpp"
 #include "gpu/grouped_matmul.hpp"
 #include "gpu/kernels.hpp"
+#include "executor/gpu/kernel_launch.hpp"
 #include "executor/gpu/stage_runtime.hpp"
 
 namespace twin::exec {
@@ -134,7 +135,10 @@ void StageRuntime::moe(const Op& op, const OpBinding& b, int mb, int unit, cudaS
     }
     case Action::expert_dispatch: {
       bf16* rows = new_bf16(copies_in, Form::value, routed * h);
-      kernels::moe_permute(bf(Tensor::mlp_norm_out), i32(Tensor::expert_order), top_k, rows, routed, h, stream);
+      launch_op(op, b,
+                gpu::MoePermute{false, bf(Tensor::mlp_norm_out), i32(Tensor::expert_order), nullptr, rows, top_k, tokens,
+                                h},
+                stream);
       return;
     }
     case Action::dispatch_exchange: {
@@ -185,13 +189,16 @@ void StageRuntime::moe(const Op& op, const OpBinding& b, int mb, int unit, cudaS
       bf16* act = new_bf16(Tensor::expert_activation_out, Form::value, rows * ffn);
       // Under EP a rank's experts may receive no rows at all (uneven routing): nothing to activate.
       if (rows > 0)
-        kernels::mlp_activation_forward(op.gated_activation, bf(Tensor::expert_fc1_out), act, rows, ffn, stream);
+        launch_op(op, b, gpu::ActivationForward{op.gated_activation, bf(Tensor::expert_fc1_out), act, rows, ffn},
+                  stream);
       return;
     }
     case Action::expert_combine: {
       bf16* branch = new_bf16(Tensor::fc2_out, Form::value, tokens * h);
-      kernels::moe_unpermute(bf(copies_out), i32(Tensor::routed_row), f32(Tensor::combine_weight), branch,
-                             tokens, top_k, h, stream);
+      launch_op(op, b,
+                gpu::MoeUnpermute{false, bf(copies_out), nullptr, i32(Tensor::routed_row), f32(Tensor::combine_weight),
+                                  branch, nullptr, nullptr, nullptr, top_k, tokens, h},
+                stream);
       return;
     }
 
@@ -201,9 +208,10 @@ void StageRuntime::moe(const Op& op, const OpBinding& b, int mb, int unit, cudaS
       const bf16* d_branch = bf(Tensor::output, Form::gradient);
       bf16* d_rows = new_bf16(copies_out, Form::gradient, routed * h);
       auto* d_weight = static_cast<float*>(make(mb, unit, {Tensor::combine_weight, Form::gradient}, routed * 4, stream));
-      kernels::moe_unpermute_backward(d_branch, bf(copies_out), i32(Tensor::expert_order),
-                                      i32(Tensor::routed_row), f32(Tensor::combine_weight), d_rows, d_weight, tokens,
-                                      top_k, h, stream);
+      launch_op(op, b,
+                gpu::MoeUnpermute{true, bf(copies_out), i32(Tensor::expert_order), i32(Tensor::routed_row),
+                                  f32(Tensor::combine_weight), nullptr, d_branch, d_rows, d_weight, top_k, tokens, h},
+                stream);
       bf16* d_logits = new_bf16(Tensor::router_logits, Form::gradient, tokens * experts);
       // The load-balancing loss counts the sequence's copies: where the graph summed them over TP (under SP)
       // and CP (routing_counts_reduce), those, over as many shards of the sequence.
@@ -248,15 +256,17 @@ void StageRuntime::moe(const Op& op, const OpBinding& b, int mb, int unit, cudaS
       bf16* d_fc1 = new_bf16(Tensor::expert_fc1_out, Form::gradient, rows * fc1_width);
       const bf16* d_act = bf(Tensor::expert_activation_out, Form::gradient);
       if (rows > 0)
-        kernels::mlp_activation_backward(op.gated_activation, bf(Tensor::expert_fc1_out), d_act, d_fc1, rows, ffn,
-                                         stream);
+        launch_op(op, b, gpu::ActivationBackward{op.gated_activation, bf(Tensor::expert_fc1_out), d_act, d_fc1, rows, ffn},
+                  stream);
       done({{Tensor::expert_fc1_out}, {Tensor::expert_activation_out, Form::gradient}});
       return;
     }
     case Action::expert_dispatch_backward: {  // each token's gradient sums its copies'
       bf16* dx = new_bf16(Tensor::mlp_norm_out, Form::gradient, tokens * h);
-      kernels::moe_unpermute(bf(copies_in, Form::gradient), i32(Tensor::routed_row), nullptr, dx, tokens, top_k, h,
-                             stream);
+      launch_op(op, b,
+                gpu::MoePermute{true, bf(copies_in, Form::gradient), nullptr, i32(Tensor::routed_row), dx, top_k, tokens,
+                                h},
+                stream);
       done({{copies_in, Form::gradient}, {Tensor::expert_order}, {Tensor::routed_row}});
       return;
     }

@@ -216,7 +216,7 @@ class StageRuntime {
   void embedding(const Op& op, const OpBinding& b, int mb, cudaStream_t stream);
   void pipeline(const Op& op, const OpBinding& b, int mb, cudaStream_t stream);
   void parameters_collective(const Op& op, const OpBinding& b, cudaStream_t stream);
-  void optimizer(const Op& op, cudaStream_t stream);
+  void optimizer(const Op& op, const OpBinding& b, cudaStream_t stream);
   // Context parallelism's ring: a block of ring attention or an exchange of the ring (op_actions_context.cpp).
   void context_ring(const Op& op, const OpBinding& b, int mb, int unit, cudaStream_t stream);
   // An MoE layer's experts block (op_actions_moe.cpp).
