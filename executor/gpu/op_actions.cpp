@@ -164,30 +164,30 @@ void StageRuntime::linear(const Op& op, const OpBinding& b, int mb, int unit, cu
   const LinearWeight w = linear_weight(b.subject, unit);
   bf16* weight = w.params;
   Matmul& matmul = *scratch(op).matmul;
-  const auto input_full = [&] { return static_cast<bf16*>(has(mb, unit, t.input_full) ? get(mb, unit, t.input_full)
-                                                                                       : get(mb, unit, t.input)); };
+  const auto input_full = [&] { return static_cast<bf16*>(tensors_.has(mb, unit, t.input_full) ? tensors_.get(mb, unit, t.input_full)
+                                                                                       : tensors_.get(mb, unit, t.input)); };
   const auto d_output_full = [&] {
-    return static_cast<bf16*>(has(mb, unit, t.d_output_full) ? get(mb, unit, t.d_output_full)
-                                                             : get(mb, unit, t.d_output));
+    return static_cast<bf16*>(tensors_.has(mb, unit, t.d_output_full) ? tensors_.get(mb, unit, t.d_output_full)
+                                                             : tensors_.get(mb, unit, t.d_output));
   };
   const std::int64_t m = op.gemm.m, n = op.gemm.n, k = op.gemm.k;
   if (b.action == Action::linear_forward) {
     if (k != w.in || n != w.out) throw std::logic_error("linear forward: GEMM shape differs from the weight's");
     if (op.fuses_residual) {  // the epilogue adds the residual stream: the product goes straight into the sum
       const layer::Block& residual = layer::residual_adding(t.output.tensor);
-      auto* sum = static_cast<bf16*>(make(mb, unit, {residual.output}, m * n * kBf16, stream));
+      auto* sum = static_cast<bf16*>(tensors_.make(mb, unit, {residual.output}, m * n * kBf16, stream));
       matmul.run({m, n, k, false, false, true}, input_full(), weight, sum, stream,
                  residual_stream(mb, unit, op.chunk, residual));
       residual_forward_done(op, mb, unit, residual, stream);
       return;
     }
-    auto* out = static_cast<bf16*>(make(mb, unit, t.output, m * n * kBf16, stream));
+    auto* out = static_cast<bf16*>(tensors_.make(mb, unit, t.output, m * n * kBf16, stream));
     matmul.run({m, n, k, false, w.stored_out_by_in, false}, input_full(), weight, out, stream);
     // Under SP the gathered input is gathered again for the weight gradient (the graph says so): drop it.
-    if (t.input_full != t.input && layout(unit).shapes.sp) release(mb, unit, t.input_full, stream);
+    if (t.input_full != t.input && layout(unit).shapes.sp) tensors_.release(mb, unit, t.input_full, stream);
   } else if (b.action == Action::linear_input_grad) {
     if (n != w.in || k != w.out) throw std::logic_error("linear input gradient: GEMM shape differs from the weight's");
-    auto* d_in = static_cast<bf16*>(make(mb, unit, t.d_input_full, m * n * kBf16, stream));
+    auto* d_in = static_cast<bf16*>(tensors_.make(mb, unit, t.d_input_full, m * n * kBf16, stream));
     matmul.run({m, n, k, false, !w.stored_out_by_in, false}, d_output_full(), weight, d_in, stream);
   } else {
     if (m != w.in || n != w.out) throw std::logic_error("linear weight gradient: GEMM shape differs from the weight's");
@@ -195,8 +195,8 @@ void StageRuntime::linear(const Op& op, const OpBinding& b, int mb, int unit, cu
       matmul.run({n, m, k, true, false, !b.first_gradient}, d_output_full(), input_full(), w.grads, stream);
     else
       matmul.run({m, n, k, true, false, !b.first_gradient}, input_full(), d_output_full(), w.grads, stream);
-    if (t.input_full != t.input && layout(unit).shapes.sp) release(mb, unit, t.input_full, stream);
-    if (t.d_output_full != t.d_output) release(mb, unit, t.d_output_full, stream);
+    if (t.input_full != t.input && layout(unit).shapes.sp) tensors_.release(mb, unit, t.input_full, stream);
+    if (t.d_output_full != t.d_output) tensors_.release(mb, unit, t.d_output_full, stream);
   }
 }
 
@@ -222,19 +222,19 @@ void StageRuntime::tensor_collective(const Op& op, const OpBinding& b, int mb, i
     }
   }
   if (from == kNoAct) throw std::logic_error("executor: no tensors for " + to_string(b.action));
-  void* source = get(mb, unit, from);
+  void* source = tensors_.get(mb, unit, from);
   switch (op.kind) {
     case OpKind::all_gather:
-      TWIN_NCCL_CHECK(ncclAllGather(source, make(mb, unit, to, local * shapes.tp * kBf16, stream), local, nccl_bf16(),
+      TWIN_NCCL_CHECK(ncclAllGather(source, tensors_.make(mb, unit, to, local * shapes.tp * kBf16, stream), local, nccl_bf16(),
                                     comm, stream));
       break;
     case OpKind::reduce_scatter:
-      TWIN_NCCL_CHECK(ncclReduceScatter(source, make(mb, unit, to, local * kBf16, stream), local, nccl_bf16(),
+      TWIN_NCCL_CHECK(ncclReduceScatter(source, tensors_.make(mb, unit, to, local * kBf16, stream), local, nccl_bf16(),
                                         ncclSum, comm, stream));
       break;
     case OpKind::all_reduce:
       TWIN_NCCL_CHECK(ncclAllReduce(source, source, shapes.tokens * shapes.h, nccl_bf16(), ncclSum, comm, stream));
-      alias(mb, unit, to, unit, from);
+      tensors_.alias(mb, unit, to, unit, from);
       break;
     default: throw std::logic_error("executor: unexpected tensor-parallel collective");
   }
@@ -249,32 +249,32 @@ void StageRuntime::norm(const Op& op, const OpBinding& b, int mb, int unit, cuda
   const int chunk = op.chunk;
   // The normalised tensor: the unit's input (the previous unit's output), or a tensor of the unit itself.
   const bool unit_input = block.input == Tensor::input;
-  const auto* x = static_cast<const bf16*>(unit_input ? get(mb, previous_unit(unit, chunk), {Tensor::output})
-                                                      : get(mb, unit, {block.input}));
+  const auto* x = static_cast<const bf16*>(unit_input ? tensors_.get(mb, previous_unit(unit, chunk), {Tensor::output})
+                                                      : tensors_.get(mb, unit, {block.input}));
   const Act out{block.output}, rstd{block.stats};
   if (b.action == Action::norm_forward) {
-    auto* y = static_cast<bf16*>(make(mb, unit, out, rows * cols * kBf16, stream));
-    auto* r = static_cast<float*>(make(mb, unit, rstd, rows * sizeof(float), stream));
+    auto* y = static_cast<bf16*>(tensors_.make(mb, unit, out, rows * cols * kBf16, stream));
+    auto* r = static_cast<float*>(tensors_.make(mb, unit, rstd, rows * sizeof(float), stream));
     launch_op(op, b, gpu::NormForward{op.normalization, x, weight, nullptr, y, nullptr, r, rows, cols}, stream);
     return;
   }
   const Act d_reduced{block.output, Form::gradient}, d_full{block.output, Form::gradient_partial};
-  const auto* dy = static_cast<const bf16*>(has(mb, unit, d_reduced) ? get(mb, unit, d_reduced) : get(mb, unit, d_full));
+  const auto* dy = static_cast<const bf16*>(tensors_.has(mb, unit, d_reduced) ? tensors_.get(mb, unit, d_reduced) : tensors_.get(mb, unit, d_full));
   // A norm inside the unit: its input gradient is the start of that tensor's gradient (the residual
   // backward adds the skip path's), or all of it when the norm backward adds the skip path's itself.
   const Act dx_name{block.input, Form::gradient};
   const Act skip{layer::residual_reading(block.input).output, Form::gradient};
-  auto* dx = static_cast<bf16*>(make(mb, unit, dx_name, rows * cols * kBf16, stream));
+  auto* dx = static_cast<bf16*>(tensors_.make(mb, unit, dx_name, rows * cols * kBf16, stream));
   launch_op(op, b,
-            gpu::NormBackward{op.normalization, dy, x, weight, nullptr, static_cast<const float*>(get(mb, unit, rstd)),
-                              op.fuses_residual ? static_cast<const bf16*>(get(mb, unit, skip)) : nullptr, dx,
+            gpu::NormBackward{op.normalization, dy, x, weight, nullptr, static_cast<const float*>(tensors_.get(mb, unit, rstd)),
+                              op.fuses_residual ? static_cast<const bf16*>(tensors_.get(mb, unit, skip)) : nullptr, dx,
                               scratch(op).norm_partials, parameters.grads + w.offset, nullptr,
                               /*accumulate=*/!b.first_gradient, rows, cols},
             stream);
-  if (op.fuses_residual) release(mb, unit, skip, stream);
+  if (op.fuses_residual) tensors_.release(mb, unit, skip, stream);
   if (!unit_input) {
-    release(mb, unit, d_reduced, stream);
-    release(mb, unit, d_full, stream);
+    tensors_.release(mb, unit, d_reduced, stream);
+    tensors_.release(mb, unit, d_full, stream);
     return;
   }
   // The unit's first norm: its backward ends; the input gradient goes to the unit before it, through its
@@ -282,32 +282,32 @@ void StageRuntime::norm(const Op& op, const OpBinding& b, int mb, int unit, cuda
   const int before = previous_unit(unit, chunk);
   const Act to_norm{Tensor::output, Form::next_norm_gradient}, to_residual{Tensor::output, Form::next_residual_gradient};
   if (unit == kHeadUnit) {
-    move(mb, unit, dx_name, before, arriving_output_gradient());
+    tensors_.move(mb, unit, dx_name, before, arriving_output_gradient());
   } else if (op.fuses_residual) {  // dx is the whole gradient
-    move(mb, unit, dx_name, before, before >= 0 ? arriving_output_gradient() : to_norm);
+    tensors_.move(mb, unit, dx_name, before, before >= 0 ? arriving_output_gradient() : to_norm);
   } else {
     if (before >= 0) {
-      move(mb, unit, dx_name, before, to_norm);
-      move(mb, unit, skip, before, to_residual);
+      tensors_.move(mb, unit, dx_name, before, to_norm);
+      tensors_.move(mb, unit, skip, before, to_residual);
     } else {  // no residual op follows the chunk's first layer: add the residual stream's part here
-      kernels::residual_add(dx, static_cast<const bf16*>(get(mb, unit, skip)), dx, rows * cols, stream);
-      move(mb, unit, dx_name, before, to_norm);
+      kernels::residual_add(dx, static_cast<const bf16*>(tensors_.get(mb, unit, skip)), dx, rows * cols, stream);
+      tensors_.move(mb, unit, dx_name, before, to_norm);
     }
   }
-  release_slot(mb, unit, stream);
+  tensors_.release_slot(mb, unit, stream);
 }
 
 const bf16* StageRuntime::residual_stream(int mb, int unit, int chunk, const layer::Block& residual) {
   const bool unit_input = residual.input == Tensor::input;
-  return static_cast<const bf16*>(unit_input ? get(mb, previous_unit(unit, chunk), {Tensor::output})
-                                             : get(mb, unit, {residual.input}));
+  return static_cast<const bf16*>(unit_input ? tensors_.get(mb, previous_unit(unit, chunk), {Tensor::output})
+                                             : tensors_.get(mb, unit, {residual.input}));
 }
 
 void StageRuntime::residual_forward_done(const Op& op, int mb, int unit, const layer::Block& residual,
                                          cudaStream_t stream) {
   // Full recompute keeps only the layer's output until its backward runs the forward again.
   if (residual.output == Tensor::output && !op.recomputed && recompute_of(op.layer) == Recompute::full)
-    release_slot(mb, unit, stream, {Tensor::output});
+    tensors_.release_slot(mb, unit, stream, {Tensor::output});
 }
 
 Act StageRuntime::arriving_output_gradient() const {
@@ -321,34 +321,34 @@ void StageRuntime::residual(const Op& op, const OpBinding& b, int mb, int unit, 
   const layer::Block& block = layer::block_of(b.subject);
   if (b.action == Action::residual_forward) {
     const Act reduced{block.branch, Form::reduced}, branch_out{block.branch};
-    const Act branch = has(mb, unit, reduced) ? reduced : branch_out;
-    auto* y = static_cast<bf16*>(make(mb, unit, {block.output}, count * kBf16, stream));
+    const Act branch = tensors_.has(mb, unit, reduced) ? reduced : branch_out;
+    auto* y = static_cast<bf16*>(tensors_.make(mb, unit, {block.output}, count * kBf16, stream));
     launch_op(op, b,
               gpu::Elementwise{residual_stream(mb, unit, op.chunk, block),
-                               static_cast<const bf16*>(get(mb, unit, branch)), y, count},
+                               static_cast<const bf16*>(tensors_.get(mb, unit, branch)), y, count},
               stream);
-    release(mb, unit, reduced, stream);
-    release(mb, unit, branch_out, stream);
+    tensors_.release(mb, unit, reduced, stream);
+    tensors_.release(mb, unit, branch_out, stream);
     residual_forward_done(op, mb, unit, block, stream);
     return;
   }
   const Act d_output{block.output, Form::gradient};
   if (block.output == Tensor::output) {  // the unit's output gradient: through the next unit's norm + its stream
-    move(mb, unit, {Tensor::output, Form::next_norm_gradient}, unit, d_output);
+    tensors_.move(mb, unit, {Tensor::output, Form::next_norm_gradient}, unit, d_output);
     const Act stream_part{Tensor::output, Form::next_residual_gradient};
-    if (has(mb, unit, stream_part)) {
-      auto* dy = static_cast<bf16*>(get(mb, unit, d_output));
-      launch_op(op, b, gpu::Elementwise{dy, static_cast<const bf16*>(get(mb, unit, stream_part)), dy, count}, stream);
-      release(mb, unit, stream_part, stream);
+    if (tensors_.has(mb, unit, stream_part)) {
+      auto* dy = static_cast<bf16*>(tensors_.get(mb, unit, d_output));
+      launch_op(op, b, gpu::Elementwise{dy, static_cast<const bf16*>(tensors_.get(mb, unit, stream_part)), dy, count}, stream);
+      tensors_.release(mb, unit, stream_part, stream);
     }
     return;
   }
   // Inside the unit: the norm reading this output gave its part; the skip path of the next residual adds its
   // output's gradient.
   const Act skip{layer::residual_reading(block.output).output, Form::gradient};
-  auto* d_out = static_cast<bf16*>(get(mb, unit, d_output));
-  launch_op(op, b, gpu::Elementwise{d_out, static_cast<const bf16*>(get(mb, unit, skip)), d_out, count}, stream);
-  release(mb, unit, skip, stream);
+  auto* d_out = static_cast<bf16*>(tensors_.get(mb, unit, d_output));
+  launch_op(op, b, gpu::Elementwise{d_out, static_cast<const bf16*>(tensors_.get(mb, unit, skip)), d_out, count}, stream);
+  tensors_.release(mb, unit, skip, stream);
 }
 
 }  // namespace twin::exec

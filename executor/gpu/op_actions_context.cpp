@@ -56,7 +56,7 @@ void StageRuntime::context_ring(const Op& op, const OpBinding& b, int mb, int un
     TWIN_NCCL_CHECK(ncclSend(out, bytes / kBf16, ncclBfloat16, next, comm, stream));
     TWIN_NCCL_CHECK(ncclRecv(in, bytes / kBf16, ncclBfloat16, previous, comm, stream));
   };
-  const auto own_qkv = [&] { return static_cast<const bf16*>(get(mb, unit, qkv_name)); };
+  const auto own_qkv = [&] { return static_cast<const bf16*>(tensors_.get(mb, unit, qkv_name)); };
 
   switch (b.action) {
     case Action::ring_exchange:
@@ -79,7 +79,7 @@ void StageRuntime::context_ring(const Op& op, const OpBinding& b, int mb, int un
       TWIN_NCCL_CHECK(ncclGroupEnd());
       if (gradient) free_on(*gradient, stream);
       if (backward && step == cp) {  // home: this rank's completed dK | dV into dQKV's K | V columns
-        auto* d_qkv = static_cast<bf16*>(get(mb, unit, d_qkv_name));
+        auto* d_qkv = static_cast<bf16*>(tensors_.get(mb, unit, d_qkv_name));
         kernels::copy_bf16_rows(d_qkv + q_width, s.qkv_width, static_cast<const bf16*>(ring.carried[cp]), 2 * kv_width,
                                 tokens, 2 * kv_width, stream);
         free_on(ring.carried[cp], stream);
@@ -89,7 +89,7 @@ void StageRuntime::context_ring(const Op& op, const OpBinding& b, int mb, int un
     }
     case Action::ring_attention_forward: {
       const std::size_t stats_bytes = static_cast<std::size_t>(s.b * s.heads * s.s) * sizeof(float);
-      auto* lse = static_cast<float*>(make(mb, unit, stats_name, stats_bytes, stream));
+      auto* lse = static_cast<float*>(tensors_.make(mb, unit, stats_name, stats_bytes, stream));
       if (step == 0) {
         ring.o_acc = allocate(static_cast<std::size_t>(tokens * q_width) * sizeof(float), stream);
         ring.o_scratch = allocate(static_cast<std::size_t>(tokens * q_width) * kBf16, stream);
@@ -106,11 +106,11 @@ void StageRuntime::context_ring(const Op& op, const OpBinding& b, int mb, int un
       return;
     }
     case Action::ring_merge: {
-      auto* lse = static_cast<float*>(get(mb, unit, stats_name));
+      auto* lse = static_cast<float*>(tensors_.get(mb, unit, stats_name));
       gpu::ring_merge_block(gpu::ring_block(me_.cp, step, cp), shape, static_cast<const bf16*>(ring.o_scratch),
                             static_cast<const float*>(ring.lse_scratch), static_cast<float*>(ring.o_acc), lse, stream);
       if (step == cp - 1) {  // the output, in bf16 as attention's
-        auto* o = static_cast<bf16*>(make(mb, unit, out_name, static_cast<std::size_t>(tokens * q_width) * kBf16, stream));
+        auto* o = static_cast<bf16*>(tensors_.make(mb, unit, out_name, static_cast<std::size_t>(tokens * q_width) * kBf16, stream));
         kernels::f32_to_bf16_rows(static_cast<const float*>(ring.o_acc), o, tokens, q_width, q_width, stream);
         for (void** done : {&ring.o_acc, &ring.o_scratch, &ring.lse_scratch}) free_on(*done, stream);
         rings_.erase({mb, unit, backward});
@@ -130,7 +130,7 @@ void StageRuntime::context_ring(const Op& op, const OpBinding& b, int mb, int un
       const gpu::RingBlock block = gpu::ring_block(me_.cp, step, cp);
       const bf16* kv = nullptr;
       if (step == 0) {
-        make(mb, unit, d_qkv_name, static_cast<std::size_t>(tokens * s.qkv_width) * kBf16, stream);
+        tensors_.make(mb, unit, d_qkv_name, static_cast<std::size_t>(tokens * s.qkv_width) * kBf16, stream);
         const std::size_t dq_bytes = static_cast<std::size_t>(tokens * q_width) * sizeof(float);
         ring.dq_acc = allocate(dq_bytes, stream);
         TWIN_CUDA_CHECK(cudaMemsetAsync(ring.dq_acc, 0, dq_bytes, stream));
@@ -145,16 +145,16 @@ void StageRuntime::context_ring(const Op& op, const OpBinding& b, int mb, int un
         kv = static_cast<const bf16*>(ring.kv[step]);
       }
       ring.dkv[step] = allocate(kv_bytes, stream);
-      gpu::ring_backward_block(*attention_, block, shape, own_qkv(), kv, static_cast<const bf16*>(get(mb, unit, out_name)),
-                               static_cast<const bf16*>(get(mb, unit, d_out_name)),
-                               static_cast<const float*>(get(mb, unit, stats_name)), static_cast<float*>(ring.dq_acc),
+      gpu::ring_backward_block(*attention_, block, shape, own_qkv(), kv, static_cast<const bf16*>(tensors_.get(mb, unit, out_name)),
+                               static_cast<const bf16*>(tensors_.get(mb, unit, d_out_name)),
+                               static_cast<const float*>(tensors_.get(mb, unit, stats_name)), static_cast<float*>(ring.dq_acc),
                                static_cast<bf16*>(ring.dq_scratch), static_cast<bf16*>(ring.dkv[step]), stream);
       if (step == 0) free_on(ring.own_kv, stream);
       if (step == cp - 1) {
-        auto* d_qkv = static_cast<bf16*>(get(mb, unit, d_qkv_name));
+        auto* d_qkv = static_cast<bf16*>(tensors_.get(mb, unit, d_qkv_name));
         kernels::f32_to_bf16_rows(static_cast<const float*>(ring.dq_acc), d_qkv, tokens, q_width, s.qkv_width, stream);
         for (void** done : {&ring.kv[step], &ring.dq_acc, &ring.dq_scratch}) free_on(*done, stream);
-        for (Act done : {qkv_name, out_name, stats_name, d_out_name}) release(mb, unit, done, stream);
+        for (Act done : {qkv_name, out_name, stats_name, d_out_name}) tensors_.release(mb, unit, done, stream);
       }
       return;
     }

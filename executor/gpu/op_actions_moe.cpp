@@ -61,15 +61,15 @@ void StageRuntime::moe(const Op& op, const OpBinding& b, int mb, int unit, cudaS
   // The router lives in the layer's unit, the experts in their own (executor/parameters.hpp).
   const bool expert_weight = b.subject == OpRole::expert_fc1 || b.subject == OpRole::expert_fc2;
   ParameterUnit& parameters = params_->unit(expert_weight ? expert_unit_of(unit) : unit);
-  const auto tensor = [&](Tensor t, Form form = Form::value) { return get(mb, unit, {t, form}); };
+  const auto tensor = [&](Tensor t, Form form = Form::value) { return tensors_.get(mb, unit, {t, form}); };
   const auto bf = [&](Tensor t, Form form = Form::value) { return static_cast<bf16*>(tensor(t, form)); };
   const auto i32 = [&](Tensor t) { return static_cast<std::int32_t*>(tensor(t)); };
   const auto f32 = [&](Tensor t, Form form = Form::value) { return static_cast<float*>(tensor(t, form)); };
   const auto new_bf16 = [&](Tensor t, Form form, std::int64_t elements) {
-    return static_cast<bf16*>(make(mb, unit, {t, form}, elements * kBf16, stream));
+    return static_cast<bf16*>(tensors_.make(mb, unit, {t, form}, elements * kBf16, stream));
   };
   const auto done = [&](std::initializer_list<Act> names) {
-    for (Act name : names) release(mb, unit, name, stream);
+    for (Act name : names) tensors_.release(mb, unit, name, stream);
   };
   // The experts' GEMMs: one group per local expert, over its rows [first, first + count) of the rows it holds.
   const auto held_rows = [&] {
@@ -103,14 +103,14 @@ void StageRuntime::moe(const Op& op, const OpBinding& b, int mb, int unit, cudaS
       const bf16* x = bf(Tensor::mlp_norm_out);
       bf16* logits = new_bf16(Tensor::router_logits, Form::value, tokens * experts);
       scratch(op).matmul->run({tokens, experts, h, false, false, false}, x, weights, logits, stream);
-      auto* probs = static_cast<float*>(make(mb, unit, {Tensor::router_probs}, tokens * experts * 4, stream));
-      auto* choice = static_cast<std::int32_t*>(make(mb, unit, {Tensor::expert_choice}, routed * 4, stream));
-      auto* weight = static_cast<float*>(make(mb, unit, {Tensor::combine_weight}, routed * 4, stream));
+      auto* probs = static_cast<float*>(tensors_.make(mb, unit, {Tensor::router_probs}, tokens * experts * 4, stream));
+      auto* choice = static_cast<std::int32_t*>(tensors_.make(mb, unit, {Tensor::expert_choice}, routed * 4, stream));
+      auto* weight = static_cast<float*>(tensors_.make(mb, unit, {Tensor::combine_weight}, routed * 4, stream));
       kernels::moe_router_topk(logits, probs, choice, weight, tokens, static_cast<int>(experts), top_k, stream);
       done({{Tensor::router_logits}});
-      auto* order = static_cast<std::int32_t*>(make(mb, unit, {Tensor::expert_order}, routed * 4, stream));
-      auto* row = static_cast<std::int32_t*>(make(mb, unit, {Tensor::routed_row}, routed * 4, stream));
-      auto* counts = static_cast<std::int32_t*>(make(mb, unit, {Tensor::expert_counts}, experts * 4, stream));
+      auto* order = static_cast<std::int32_t*>(tensors_.make(mb, unit, {Tensor::expert_order}, routed * 4, stream));
+      auto* row = static_cast<std::int32_t*>(tensors_.make(mb, unit, {Tensor::routed_row}, routed * 4, stream));
+      auto* counts = static_cast<std::int32_t*>(tensors_.make(mb, unit, {Tensor::expert_counts}, experts * 4, stream));
       kernels::moe_sort_by_expert(choice, routed, static_cast<int>(experts), order, row, counts,
                                   scratch(op).moe_sort_workspace,
                                   moe_sort_workspace_bytes_, stream);
@@ -127,7 +127,7 @@ void StageRuntime::moe(const Op& op, const OpBinding& b, int mb, int unit, cudaS
       const Act reduced{Tensor::expert_counts, Form::reduced};
       const auto* counts = static_cast<const std::int32_t*>(
           tensor(Tensor::expert_counts, shards > 1 ? Form::reduced : Form::value));
-      auto* sequence_counts = static_cast<std::int32_t*>(make(mb, unit, reduced, experts * 4, stream));
+      auto* sequence_counts = static_cast<std::int32_t*>(tensors_.make(mb, unit, reduced, experts * 4, stream));
       TWIN_NCCL_CHECK(ncclAllReduce(counts, sequence_counts, experts, ncclInt32, ncclSum,
                                     op.group == GroupKind::context ? comms_.context() : comms_.tensor(), stream));
       shards *= op.group_size;
@@ -207,7 +207,7 @@ void StageRuntime::moe(const Op& op, const OpBinding& b, int mb, int unit, cudaS
       // The branch's gradient is the layer output's (the MLP residual adds the branch to the stream).
       const bf16* d_branch = bf(Tensor::output, Form::gradient);
       bf16* d_rows = new_bf16(copies_out, Form::gradient, routed * h);
-      auto* d_weight = static_cast<float*>(make(mb, unit, {Tensor::combine_weight, Form::gradient}, routed * 4, stream));
+      auto* d_weight = static_cast<float*>(tensors_.make(mb, unit, {Tensor::combine_weight, Form::gradient}, routed * 4, stream));
       launch_op(op, b,
                 gpu::MoeUnpermute{true, bf(copies_out), i32(Tensor::expert_order), i32(Tensor::routed_row),
                                   f32(Tensor::combine_weight), nullptr, d_branch, d_rows, d_weight, top_k, tokens, h},

@@ -31,6 +31,7 @@
 #include "executor/run_report.hpp"
 #include "executor/gpu/pipeline_reduction_run.hpp"
 #include "executor/gpu/stage_parameters.hpp"
+#include "executor/gpu/tensor_store.hpp"
 #include "executor/watchdog.hpp"
 #include "strategies/lowering_emitter.hpp"
 
@@ -39,32 +40,6 @@ class CuptiKernelTimer;
 }
 
 namespace twin::exec {
-
-// A tensor in a unit's slot: one of the layer description's tensors (core/layer.hpp) in one of the forms
-// the executor makes of it, so that the buffers are named by the description the lowering and the memory
-// model use. The gradient of a unit's output arrives from the next unit in two parts: through its first
-// norm and through the residual stream.
-enum class Form : std::uint8_t {
-  value,                   // as its block wrote it
-  gathered,                // all-gathered over TP (a column-parallel linear's input under SP)
-  reduced,                 // reduced over TP (a row-parallel linear's output)
-  gradient,                // its gradient (after any TP reduction)
-  gradient_partial,        // a column-parallel dgrad's partial sums, before their TP reduction
-  gradient_gathered,       // its gradient all-gathered over TP (a row-parallel linear's output gradient)
-  next_norm_gradient,      // the unit's output gradient through the next unit's norm
-  next_residual_gradient,  // ... and through the next unit's residual stream
-  count
-};
-
-struct Act {
-  layer::Tensor tensor = layer::Tensor::count;
-  Form form = Form::value;
-  bool operator==(const Act&) const = default;
-  int index() const { return static_cast<int>(tensor) * static_cast<int>(Form::count) + static_cast<int>(form); }
-};
-std::string to_string(Act act);  // "qkv", "fc2_out (gradient)"
-inline constexpr int kActCount = layer::kTensorCount * static_cast<int>(Form::count);
-inline constexpr Act kNoAct{};
 
 struct TrainingOptions {
   float learning_rate = 3e-4f;
@@ -140,22 +115,6 @@ class StageRuntime {
   cudaEvent_t last_end() const { return iteration_end_; }
 
  private:
-  struct Buffer {
-    void* ptr = nullptr;
-    bool owned = false;
-  };
-  using Slot = std::array<Buffer, kActCount>;
-
-  // ---- tensors (stage_runtime.cpp) ----
-  void* get(int mb, int unit, Act name);
-  bool has(int mb, int unit, Act name);
-  void* make(int mb, int unit, Act name, std::size_t bytes, cudaStream_t stream);
-  void alias(int mb, int unit, Act name, int from_unit, Act from);
-  void release(int mb, int unit, Act name, cudaStream_t stream);
-  void release_slot(int mb, int unit, cudaStream_t stream, Act keep = kNoAct);
-  void move(int mb, int from_unit, Act from, int to_unit, Act to);
-  void* static_buffer(std::size_t bytes);
-
   // A linear's weight: [in, out] in its unit, or, for a tied output projection, the embedding table (or its
   // copy) stored [out, in] = [vocab, hidden].
   struct LinearWeight {
@@ -276,9 +235,7 @@ class StageRuntime {
   std::map<std::int32_t, cudaEvent_t> unit_switched_;
   std::set<std::pair<int, std::int32_t>> switch_waited_;  // (stream, unit) waited for this iteration
   std::vector<cudaEvent_t> stream_done_;
-  std::map<std::pair<int, int>, Slot> slots_;
-  std::vector<void*> static_buffers_;
-  std::size_t static_bytes_ = 0;
+  TensorStore tensors_;
   std::map<int, std::pair<int, int>> chunk_layers_;  // chunk -> [first layer, end)
   int last_virtual_stage_ = 0;
   // Inputs and scalars.
@@ -326,7 +283,6 @@ class StageRuntime {
   // the gradient buffers are not zeroed per iteration.
   bool zero_grads_each_step_ = true;
   InjectedFault fault_;
-  bool inject_oom_ = false;
   std::atomic<std::int64_t> issuing_op_{-1};  // the op the host is issuing (read by the watchdog thread)
   // The first op whose completion event has not fired: where a stuck iteration is.
   std::string unfinished_op() const;
