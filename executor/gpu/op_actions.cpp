@@ -107,23 +107,23 @@ void StageRuntime::run_op(OpIndex index, int iteration) {
     case Action::embedding_grad_sync:
     case Action::grad_norm: return parameters_collective(op, b, stream);
     case Action::optimizer_step: return optimizer(op, b, stream);
-    case Action::router_forward:
-    case Action::routing_counts_reduce:
-    case Action::router_input_grad:
-    case Action::router_weight_grad:
-    case Action::expert_dispatch:
-    case Action::expert_dispatch_backward:
-    case Action::expert_forward:
-    case Action::expert_input_grad:
-    case Action::expert_weight_grad:
-    case Action::expert_activation_forward:
-    case Action::expert_activation_backward:
-    case Action::expert_combine:
-    case Action::expert_combine_backward:
-    case Action::dispatch_exchange:
-    case Action::combine_exchange:
-    case Action::dispatch_exchange_backward:
-    case Action::combine_exchange_backward: return moe(op, b, mb, unit_of(op, b), stream);
+    case Action::router_forward: return moe_block().router_forward(moe_pass(op, b, stream));
+    case Action::routing_counts_reduce: return moe_block().routing_counts_reduce(moe_pass(op, b, stream));
+    case Action::router_input_grad: return moe_block().router_input_grad(moe_pass(op, b, stream));
+    case Action::router_weight_grad: return moe_block().router_weight_grad(moe_pass(op, b, stream));
+    case Action::expert_dispatch: return moe_block().dispatch(moe_pass(op, b, stream));
+    case Action::expert_dispatch_backward: return moe_block().dispatch_backward(moe_pass(op, b, stream));
+    case Action::expert_forward: return moe_block().experts_forward(moe_pass(op, b, stream));
+    case Action::expert_input_grad: return moe_block().experts_input_grad(moe_pass(op, b, stream));
+    case Action::expert_weight_grad: return moe_block().experts_weight_grad(moe_pass(op, b, stream));
+    case Action::expert_activation_forward: return moe_block().activation_forward(moe_pass(op, b, stream));
+    case Action::expert_activation_backward: return moe_block().activation_backward(moe_pass(op, b, stream));
+    case Action::expert_combine: return moe_block().combine(moe_pass(op, b, stream));
+    case Action::expert_combine_backward: return moe_block().combine_backward(moe_pass(op, b, stream));
+    case Action::dispatch_exchange: return moe_block().dispatch_exchange(moe_pass(op, b, stream));
+    case Action::combine_exchange: return moe_block().combine_exchange(moe_pass(op, b, stream));
+    case Action::dispatch_exchange_backward: return moe_block().dispatch_exchange_backward(moe_pass(op, b, stream));
+    case Action::combine_exchange_backward: return moe_block().combine_exchange_backward(moe_pass(op, b, stream));
     case Action::ring_attention_forward:
     case Action::ring_attention_backward:
     case Action::ring_exchange:
@@ -142,6 +142,15 @@ void StageRuntime::run_op(OpIndex index, int iteration) {
       return pipeline_reduction_->gather(op.ring_segment, *params_, stream);
     case Action::pipelines_ring_step: return;  // the segment's reduction ran at its ring's first step
   }
+}
+
+MoeBlock& StageRuntime::moe_block() {
+  if (!moe_) throw std::logic_error("executor: an experts-block op in a dense model");
+  return *moe_;
+}
+
+MoePass StageRuntime::moe_pass(const Op& op, const OpBinding& b, cudaStream_t stream) {
+  return {op, b, op.micro_batch, unit_of(op, b), scratch(op), stream};
 }
 
 StageRuntime::LinearWeight StageRuntime::linear_weight(OpRole subject, int unit) {

@@ -134,9 +134,11 @@ StageRuntime::StageRuntime(const PlanPart& plan_part, const IterationGraph& grap
       embedding_workspace_bytes_ = kernels::embedding_backward_workspace_bytes(input_tokens());
       embedding_workspace_ = tensors_.static_buffer(embedding_workspace_bytes_);
     }
-  const std::int64_t routed = shapes_.tokens_local * scenario.model.moe.top_k;
   if (scenario.model.is_moe())
-    moe_sort_workspace_bytes_ = kernels::moe_sort_workspace_bytes(routed, static_cast<int>(shapes_.experts_total));
+    moe_ = std::make_unique<MoeBlock>(MoeStage{
+        shapes_, scenario.model.moe.top_k, placement_of(strategy, rank).ep_rank, comms_, *params_, tensors_,
+        options.moe_aux_loss_coeff, part_.micro_batches > 0 ? part_.micro_batches : strategy.num_micro_batches,
+        strategy.data_parallel_size});
   std::array<bool, kStreamCount> computes{};
   for (OpIndex i = 0; i < rc_.size(); ++i)
     computes[static_cast<int>(rc_.op(i).stream)] |= !rc_.op(i).is_communication();
@@ -147,17 +149,8 @@ StageRuntime::StageRuntime(const PlanPart& plan_part, const IterationGraph& grap
     scratch.norm_partials = static_cast<float*>(tensors_.static_buffer(kernels::norm_partial_floats(tokens, h) * sizeof(float)));
     if (!scenario.model.is_moe()) continue;
     scratch.grouped = std::make_unique<GroupedMatmul>();
-    scratch.moe_sort_workspace = tensors_.static_buffer(moe_sort_workspace_bytes_);
+    scratch.moe_sort_workspace = tensors_.static_buffer(moe_->sort_workspace_bytes());
   }
-  if (scenario.model.is_moe()) {
-    // Under EP the host reads every EP rank's counts.
-    TWIN_CUDA_CHECK(cudaMallocHost(&counts_host_, shapes_.ep * shapes_.experts_total * sizeof(std::int32_t)));
-    gathered_counts_ =
-        static_cast<std::int32_t*>(tensors_.static_buffer(shapes_.ep * shapes_.experts_total * sizeof(std::int32_t)));
-    me_ep_ = placement_of(strategy, rank).ep_rank;
-    TWIN_CUDA_CHECK(cudaEventCreateWithFlags(&counts_copied_, cudaEventDisableTiming));
-  }
-  aux_loss_sum_ = static_cast<float*>(tensors_.static_buffer(sizeof(float)));
   // Every weight's gradient stored by a first op of the step? Then no per-step zeroing: padding and gaps stay
   // the zeros they were allocated as.
   std::set<std::pair<int, OpRole>> stored;
@@ -193,8 +186,6 @@ StageRuntime::~StageRuntime() {
   if (switch_done_) cudaEventDestroy(switch_done_);
   for (auto& [unit, event] : unit_switched_) cudaEventDestroy(event);
   if (switch_stream_) cudaStreamDestroy(switch_stream_);
-  if (counts_copied_) cudaEventDestroy(counts_copied_);
-  if (counts_host_) cudaFreeHost(counts_host_);
   params_.reset();
   for (StreamScratch& scratch : scratch_) scratch = {};
   for (cudaStream_t stream : streams_) cudaStreamDestroy(stream);
@@ -219,9 +210,7 @@ void StageRuntime::run_iteration(int iteration, const std::vector<std::int32_t>&
                                   cudaMemcpyHostToDevice, compute));
   if (zero_grads_each_step_) params_->zero_grads(compute);
   TWIN_CUDA_CHECK(cudaMemsetAsync(loss_sum_, 0, sizeof(float), compute));
-  TWIN_CUDA_CHECK(cudaMemsetAsync(aux_loss_sum_, 0, sizeof(float), compute));
-  expert_loads_.clear();
-  iteration_ = iteration;
+  if (moe_) moe_->start_iteration(iteration, compute);
   fixups_done_ = false;
   tensors_.fail_next_allocation(fault_.kind == InjectedFault::out_of_memory && fault_.hits(rank_, iteration));
   TWIN_CUDA_CHECK(cudaEventRecord(iteration_start_, compute));
@@ -273,9 +262,7 @@ void StageRuntime::run_iteration(int iteration, const std::vector<std::int32_t>&
   float loss_sum = 0;
   TWIN_CUDA_CHECK(cudaMemcpy(&loss_sum, loss_sum_, sizeof(float), cudaMemcpyDeviceToHost));
   last_loss_sum_ = loss_sum;
-  float aux_loss = 0;
-  TWIN_CUDA_CHECK(cudaMemcpy(&aux_loss, aux_loss_sum_, sizeof(float), cudaMemcpyDeviceToHost));
-  last_aux_loss_ = aux_loss;
+  last_aux_loss_ = moe_ ? moe_->aux_loss() : 0;
   tensors_.check_empty();
 }
 
@@ -294,6 +281,11 @@ std::size_t StageRuntime::peak_memory_bytes() const {
   std::uint64_t pool_high = 0;
   TWIN_CUDA_CHECK(cudaMemPoolGetAttribute(pool, cudaMemPoolAttrUsedMemHigh, &pool_high));
   return own_bytes() + params_->allocated_bytes() + pool_high;
+}
+
+const std::vector<ExpertLoad>& StageRuntime::last_expert_loads() const {
+  static const std::vector<ExpertLoad> kDense;
+  return moe_ ? moe_->loads() : kDense;
 }
 
 std::size_t StageRuntime::own_bytes() const {

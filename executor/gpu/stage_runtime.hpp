@@ -30,7 +30,9 @@
 #include "executor/resharding.hpp"
 #include "executor/run_report.hpp"
 #include "executor/gpu/pipeline_reduction_run.hpp"
+#include "executor/gpu/moe_block.hpp"
 #include "executor/gpu/stage_parameters.hpp"
+#include "executor/gpu/stream_scratch.hpp"
 #include "executor/gpu/tensor_store.hpp"
 #include "executor/watchdog.hpp"
 #include "strategies/lowering_emitter.hpp"
@@ -102,7 +104,7 @@ class StageRuntime {
   const RankClass& rank_class() const { return rc_; }
   // The last iteration's MoE routing: tokens per expert for each (micro-batch, MoE layer), and the load-balancing
   // losses summed over layers (each micro-batch's weighted 1/(M dp), as in the gradient). Empty and 0 when dense.
-  const std::vector<ExpertLoad>& last_expert_loads() const { return expert_loads_; }
+  const std::vector<ExpertLoad>& last_expert_loads() const;
   double last_aux_loss() const { return last_aux_loss_; }
   // Bytes of device memory in use at the peak (static buffers plus the activation pool's high mark).
   std::size_t peak_memory_bytes() const;
@@ -178,17 +180,9 @@ class StageRuntime {
   void optimizer(const Op& op, const OpBinding& b, cudaStream_t stream);
   // Context parallelism's ring: a block of ring attention or an exchange of the ring (op_actions_context.cpp).
   void context_ring(const Op& op, const OpBinding& b, int mb, int unit, cudaStream_t stream);
-  // An MoE layer's experts block (op_actions_moe.cpp).
-  void moe(const Op& op, const OpBinding& b, int mb, int unit, cudaStream_t stream);
-  // `count` routing counts from the device, once the stream has reached this point (the host waits: the grouped
-  // GEMMs' rows and the all-to-all's chunks are sized by them, as Megatron's are).
-  std::vector<std::int64_t> counts_on_host(const std::int32_t* device, std::int64_t count, cudaStream_t stream);
-  // Rows of `width` from `from` to `to` over the expert group: the dispatch's direction (to the experts' ranks)
-  // or the combine's (back), as `x` plans them.
-  void exchange_rows(const ExpertExchange& x, bool to_experts, const __nv_bfloat16* from, __nv_bfloat16* to,
-                     std::int64_t width, cudaStream_t stream);
-  // Each micro-batch's weight of the load-balancing loss, for a rank that holds 1/sequence_shards of its tokens.
-  float aux_loss_coeff_per_micro_batch(int sequence_shards) const;
+  // An MoE layer's experts block (executor/gpu/moe_block.hpp), and one of its ops.
+  MoeBlock& moe_block();
+  MoePass moe_pass(const Op& op, const OpBinding& b, cudaStream_t stream);
   void model_parallel_gradient_fixups(cudaStream_t stream);
 
   const PlanPart& plan_part_;
@@ -207,15 +201,6 @@ class StageRuntime {
   StepPart part_;
   std::shared_ptr<StageParameters> params_;
   std::array<cudaStream_t, kStreamCount> streams_{};
-  // What a compute stream's kernels write besides tensors. Each stream that runs compute ops (compute, and
-  // compute2 under double strand) has its own, so that the two strands' GEMMs, norm backwards and routers,
-  // running at once, never share a workspace.
-  struct StreamScratch {
-    std::unique_ptr<Matmul> matmul;           // cuBLASLt and its workspace
-    std::unique_ptr<GroupedMatmul> grouped;   // the experts' GEMMs (MoE models only)
-    float* norm_partials = nullptr;           // a norm backward's per-block weight-gradient sums
-    void* moe_sort_workspace = nullptr;       // the router's sort by expert (MoE models only)
-  };
   std::array<StreamScratch, kStreamCount> scratch_;
   StreamScratch& scratch(const Op& op) { return scratch_[static_cast<int>(op.stream)]; }
   std::unique_ptr<gpu::Attention> attention_;     // one cuDNN handle; the stream is set per call
@@ -236,6 +221,7 @@ class StageRuntime {
   std::set<std::pair<int, std::int32_t>> switch_waited_;  // (stream, unit) waited for this iteration
   std::vector<cudaEvent_t> stream_done_;
   TensorStore tensors_;
+  std::unique_ptr<MoeBlock> moe_;  // MoE models only
   std::map<int, std::pair<int, int>> chunk_layers_;  // chunk -> [first layer, end)
   int last_virtual_stage_ = 0;
   // Inputs and scalars.
@@ -248,21 +234,6 @@ class StageRuntime {
   float* grad_sum_squares_ = nullptr;
   float* clip_scale_ = nullptr;
   bool fixups_done_ = false;
-  // MoE routing: the sort's scratch, the pinned copy of one layer's tokens per expert and its event, the counts
-  // per (micro-batch, unit) until the layer's backward, the loads of this iteration and its load-balancing loss.
-  std::size_t moe_sort_workspace_bytes_ = 0;
-  std::int32_t* counts_host_ = nullptr;
-  cudaEvent_t counts_copied_ = nullptr;
-  std::map<std::pair<int, int>, std::vector<std::int64_t>> expert_counts_;  // rows per local expert
-  // Per (micro-batch, unit): how many shards of the sequence (TP ranks under SP, times CP ranks) the routing counts
-  // were summed over, from the router's (last) forward until the layer's backward.
-  std::map<std::pair<int, int>, int> counts_sequence_shards_;
-  // Expert parallelism: every EP rank's copies per expert as gathered (device), this rank's place in its expert
-  // group, and each (micro-batch, unit)'s exchange until its backward.
-  std::int32_t* gathered_counts_ = nullptr;
-  int me_ep_ = 0;
-  std::map<std::pair<int, int>, ExpertExchange> exchanges_;
-  std::vector<ExpertLoad> expert_loads_;
   // Context parallelism: one layer's ring per (micro-batch, unit, backward), from its first op to its last.
   // Per step: the key-value block received for it (kv), this rank's dK | dV of its block (dkv), the gradient
   // received in its exchange (carried); the forward's fp32 output and a block's own result; the backward's fp32
@@ -273,9 +244,7 @@ class StageRuntime {
     void *dq_acc = nullptr, *dq_scratch = nullptr, *own_kv = nullptr;
   };
   std::map<std::tuple<int, int, bool>, Ring> rings_;
-  float* aux_loss_sum_ = nullptr;
   double last_aux_loss_ = 0;
-  int iteration_ = 0;
   // An asymmetric plan's reductions across pipelines; null without them. Then every gradient is the sum over the
   // pipelines after its segment's reduction, a sequence-parallel stage's replicated weights' included.
   std::unique_ptr<PipelineReductionRun> pipeline_reduction_;
