@@ -124,12 +124,12 @@ void StageRuntime::run_op(OpIndex index, int iteration) {
     case Action::combine_exchange: return moe_block().combine_exchange(moe_pass(op, b, stream));
     case Action::dispatch_exchange_backward: return moe_block().dispatch_exchange_backward(moe_pass(op, b, stream));
     case Action::combine_exchange_backward: return moe_block().combine_exchange_backward(moe_pass(op, b, stream));
-    case Action::ring_attention_forward:
-    case Action::ring_attention_backward:
+    case Action::ring_attention_forward: return ring_->attention_forward(ring_pass(op, b, stream));
+    case Action::ring_attention_backward: return ring_->attention_backward(ring_pass(op, b, stream));
     case Action::ring_exchange:
-    case Action::ring_exchange_backward:
-    case Action::ring_merge:
-    case Action::ring_gradient_add: return context_ring(op, b, mb, unit_of(op, b), stream);
+    case Action::ring_exchange_backward: return ring_->exchange(ring_pass(op, b, stream));
+    case Action::ring_merge: return ring_->merge(ring_pass(op, b, stream));
+    case Action::ring_gradient_add: return ring_->gradient_add(ring_pass(op, b, stream));
     case Action::ulysses_to_heads:
     case Action::ulysses_to_sequence: return ulysses_exchange(op, b, mb, unit_of(op, b), stream);
     case Action::phase_handoff: return;  // the process issues its parts in order
@@ -151,6 +151,10 @@ MoeBlock& StageRuntime::moe_block() {
 
 MoePass StageRuntime::moe_pass(const Op& op, const OpBinding& b, cudaStream_t stream) {
   return {op, b, op.micro_batch, unit_of(op, b), scratch(op), stream};
+}
+
+RingPass StageRuntime::ring_pass(const Op& op, const OpBinding& b, cudaStream_t stream) const {
+  return {op, b, op.micro_batch, unit_of(op, b), stream};
 }
 
 StageRuntime::LinearWeight StageRuntime::linear_weight(OpRole subject, int unit) {

@@ -66,6 +66,7 @@ StageRuntime::StageRuntime(const PlanPart& plan_part, const IterationGraph& grap
   }
   for (cudaStream_t& stream : streams_) TWIN_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   attention_ = std::make_unique<gpu::Attention>(options.attention);
+  ring_ = std::make_unique<ContextRingRun>(RingStage{shapes_, me_.cp, comms_, tensors_, *attention_});
   cudaStream_t compute = streams_[static_cast<int>(Stream::compute)];
 
   // The pool keeps what it frees: the next micro-batch reuses it without going back to the driver.

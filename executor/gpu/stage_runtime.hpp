@@ -22,6 +22,7 @@
 #include "core/scenario.hpp"
 #include "strategies/families/plan_graphs.hpp"
 #include "executor/gpu/communicators.hpp"
+#include "executor/gpu/context_ring_run.hpp"
 #include "gpu/attention.hpp"
 #include "gpu/grouped_matmul.hpp"
 #include "gpu/matmul.hpp"
@@ -178,8 +179,7 @@ class StageRuntime {
   void pipeline(const Op& op, const OpBinding& b, int mb, cudaStream_t stream);
   void parameters_collective(const Op& op, const OpBinding& b, cudaStream_t stream);
   void optimizer(const Op& op, const OpBinding& b, cudaStream_t stream);
-  // Context parallelism's ring: a block of ring attention or an exchange of the ring (op_actions_context.cpp).
-  void context_ring(const Op& op, const OpBinding& b, int mb, int unit, cudaStream_t stream);
+  RingPass ring_pass(const Op& op, const OpBinding& b, cudaStream_t stream) const;
   // An MoE layer's experts block (executor/gpu/moe_block.hpp), and one of its ops.
   MoeBlock& moe_block();
   MoePass moe_pass(const Op& op, const OpBinding& b, cudaStream_t stream);
@@ -222,6 +222,7 @@ class StageRuntime {
   std::vector<cudaEvent_t> stream_done_;
   TensorStore tensors_;
   std::unique_ptr<MoeBlock> moe_;  // MoE models only
+  std::unique_ptr<ContextRingRun> ring_;  // context parallelism's ring attention
   std::map<int, std::pair<int, int>> chunk_layers_;  // chunk -> [first layer, end)
   int last_virtual_stage_ = 0;
   // Inputs and scalars.
@@ -234,16 +235,6 @@ class StageRuntime {
   float* grad_sum_squares_ = nullptr;
   float* clip_scale_ = nullptr;
   bool fixups_done_ = false;
-  // Context parallelism: one layer's ring per (micro-batch, unit, backward), from its first op to its last.
-  // Per step: the key-value block received for it (kv), this rank's dK | dV of its block (dkv), the gradient
-  // received in its exchange (carried); the forward's fp32 output and a block's own result; the backward's fp32
-  // dQ and a block's dQ; the rank's own block packed for its backward.
-  struct Ring {
-    std::vector<void*> kv, dkv, carried;
-    void *o_acc = nullptr, *o_scratch = nullptr, *lse_scratch = nullptr;
-    void *dq_acc = nullptr, *dq_scratch = nullptr, *own_kv = nullptr;
-  };
-  std::map<std::tuple<int, int, bool>, Ring> rings_;
   double last_aux_loss_ = 0;
   // An asymmetric plan's reductions across pipelines; null without them. Then every gradient is the sum over the
   // pipelines after its segment's reduction, a sequence-parallel stage's replicated weights' included.
