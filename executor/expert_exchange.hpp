@@ -3,7 +3,7 @@
 // sorts its tokens' routed copies by global expert (so by the rank holding the expert) and sends each local
 // expert's rows of each peer as one chunk; the holder receives them grouped by its local expert, sources in rank
 // order within one expert, which is the order its grouped GEMMs read. Combine sends the same chunks back. Pure
-// CPU: executor/gpu/op_actions_moe.cpp issues it as grouped NCCL sends and receives.
+// CPU: executor/gpu/moe_block.hpp issues it as grouped NCCL sends and receives.
 #pragma once
 #include <cstdint>
 #include <vector>

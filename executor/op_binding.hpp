@@ -28,7 +28,7 @@ enum class Action : std::uint8_t {
   // gradient (either may be absent), one grouped NCCL call.
   send_strands, recv_strands,
   grad_reduce, param_gather, embedding_grad_sync, grad_norm, optimizer_step,
-  // An MoE layer's experts block (executor/gpu/op_actions_moe.cpp).
+  // An MoE layer's experts block (executor/gpu/moe_block.hpp).
   router_forward,            // router GEMM, softmax and top-k, the copies sorted by expert
   routing_counts_reduce,     // under SP: the copies per expert summed over TP (the load-balancing loss's counts)
   router_input_grad, router_weight_grad,
@@ -36,10 +36,10 @@ enum class Action : std::uint8_t {
   expert_forward, expert_input_grad, expert_weight_grad,  // the experts' grouped GEMMs
   expert_activation_forward, expert_activation_backward,
   expert_combine, expert_combine_backward,    // weighted sum of each token's copies, and its gradient
-  // Expert parallelism's all-to-alls (executor/gpu/op_actions_moe.cpp): the routed copies to the EP ranks that
+  // Expert parallelism's all-to-alls (executor/gpu/moe_block.hpp): the routed copies to the EP ranks that
   // hold their experts and back; backward, their gradients the other way.
   dispatch_exchange, combine_exchange, dispatch_exchange_backward, combine_exchange_backward,
-  // Context parallelism's ring (executor/gpu/op_actions_context.cpp): a block of ring attention (Op::ring_step
+  // Context parallelism's ring (executor/gpu/context_ring_run.hpp): a block of ring attention (Op::ring_step
   // says which), and the ring's exchange of key-value blocks (backward: and of their gradients).
   ring_attention_forward, ring_attention_backward, ring_exchange, ring_exchange_backward,
   ring_merge,          // a forward block folded into the running output (by log-sum-exp)

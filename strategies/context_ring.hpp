@@ -1,6 +1,6 @@
 // Context parallelism's ring exchange, step by step: what exchange `step` of one layer's ring carries, the one
 // description the lowering prices (strategies/lowering_layer.cpp) and the executor sends
-// (executor/gpu/op_actions_context.cpp).
+// (executor/gpu/context_ring_run.hpp).
 // Forward, exchange k passes the key-value block of step k on (k <= cp - 2). Backward, exchange k also carries
 // the key-value gradient of step k - 1's block (k >= 1), and exchange cp only that gradient, home. Pure CPU.
 #pragma once

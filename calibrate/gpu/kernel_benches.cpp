@@ -1,4 +1,4 @@
-// Shapes of the op vocabulary mapped onto the executor's kernels. Where an op's fields leave a kernel
+// Shapes of the op vocabulary mapped onto the executor's kernels, each run through its kind's entry. Where an op's fields leave a kernel
 // parameter open (RoPE's q/k head split, the MoE row width), the choice moves the same bytes.
 #include "calibrate/gpu/kernel_benches.hpp"
 
@@ -12,6 +12,7 @@
 #include "gpu/attention.hpp"
 #include "gpu/checks.hpp"
 #include "gpu/kernels.hpp"
+#include "gpu/op_kernels.hpp"
 
 namespace twin::gpu {
 namespace {
@@ -78,6 +79,14 @@ std::shared_ptr<Attention> shared_attention() {
   return attention;
 }
 
+// The bench runs the op kind's entry (gpu/op_kernels.hpp), the one the executor launches; `keep` holds what the
+// call points into beside the buffers (the shared attention).
+template <class Call>
+KernelBench bench_of(Builder& x, const Call& call, std::shared_ptr<void> keep = nullptr) {
+  x.bench.run = [call, keep](cudaStream_t s) { launch(call, s); };
+  return std::move(x.bench);
+}
+
 int head_dim_for(std::int64_t cols) { return cols % 128 == 0 ? 128 : cols % 64 == 0 ? 64 : 0; }
 
 }  // namespace
@@ -103,12 +112,7 @@ std::optional<KernelBench> make_kernel_bench(const Op& op, const KernelModelFact
       if (!shaped) break;
       B *in = x.b(x.bf16(n)), *w = x.b(x.bf16(cols)), *bias = x.b(x.bf16(cols)), *y = x.b(x.raw(n * 2));
       float *mean = x.f(x.raw(rows * 4)), *rstd = x.f(x.raw(rows * 4));
-      const bool ln = op.normalization == Normalization::layernorm;
-      x.bench.run = [=](cudaStream_t s) {
-        if (ln) k::layernorm_forward(in, w, bias, y, mean, rstd, rows, cols, 1e-5f, s);
-        else k::rmsnorm_forward(in, w, y, rstd, rows, cols, 1e-5f, s);
-      };
-      return std::move(x.bench);
+      return bench_of(x, NormForward{op.normalization, in, w, bias, y, mean, rstd, rows, cols});
     }
     case OpKind::norm_backward: {
       if (!shaped) break;
@@ -118,20 +122,11 @@ std::optional<KernelBench> make_kernel_bench(const Op& op, const KernelModelFact
       float *mean = x.f(x.f32(rows)), *rstd = x.f(x.f32(rows));
       B* grad = x.b(x.bf16(2 * cols));
       float* partials = x.f(x.raw(2 * k::norm_partial_floats(rows, cols) * 4));
-      const std::int64_t blocks = k::norm_partial_blocks(rows);
       if (ln && op.fuses_residual) { why_not = "the LayerNorm backward adds no residual"; return std::nullopt; }
       B* skip = op.fuses_residual ? x.b(x.bf16(n)) : nullptr;  // residual fusion: dx adds the stream's gradient
-      x.bench.run = [=](cudaStream_t s) {  // as the executor does it: a later micro-batch's gradient adds
-        if (ln) {
-          k::layernorm_backward(dy, in, w, mean, rstd, dx, partials, rows, cols, s);
-          k::norm_weight_grad_reduce(partials, blocks, cols, grad, true, s);
-          k::norm_weight_grad_reduce(partials + blocks * cols, blocks, cols, grad + cols, true, s);
-        } else {
-          k::rmsnorm_backward(dy, in, w, rstd, skip, dx, partials, rows, cols, s);
-          k::norm_weight_grad_reduce(partials, blocks, cols, grad, true, s);
-        }
-      };
-      return std::move(x.bench);
+      // As a later micro-batch's runs: its weight gradient adds to the one before.
+      return bench_of(x, NormBackward{op.normalization, dy, in, w, mean, rstd, skip, dx, partials, grad, grad + cols,
+                                      /*accumulate=*/true, rows, cols});
     }
     case OpKind::rope_forward:
     case OpKind::rope_backward: {
@@ -144,32 +139,22 @@ std::optional<KernelBench> make_kernel_bench(const Op& op, const KernelModelFact
       auto* table = static_cast<float2*>(x.v(x.raw(seq * d / 2 * 8)));
       k::rope_build_table(table, seq, d, 10000.f, stream);
       const k::RopeShape shape{rows, seq, heads - kv, kv, d, 0, 0};
-      const bool forward = op.kind == OpKind::rope_forward;
-      x.bench.run = [=](cudaStream_t s) {
-        if (forward) k::rope_forward(q, kp, table, shape, s);
-        else k::rope_backward(q, kp, table, shape, s);
-      };
-      return std::move(x.bench);
+      if (op.kind == OpKind::rope_forward) return bench_of(x, RopeForward{q, kp, table, shape});
+      return bench_of(x, RopeBackward{q, kp, table, shape});
     }
     case OpKind::activation_forward:
     case OpKind::activation_backward: {
       if (!shaped) break;
       const bool gated = op.gated_activation, forward = op.kind == OpKind::activation_forward;
       B *in = x.b(x.bf16(gated ? 2 * n : n)), *dout = x.b(x.bf16(n)), *out = x.b(x.raw((gated ? 4 : 2) * n));
-      x.bench.run = [=](cudaStream_t s) {
-        if (gated && forward) k::swiglu_forward(in, out, rows, cols, s);
-        else if (gated) k::swiglu_backward(in, dout, out, rows, cols, s);
-        else if (forward) k::gelu_forward(in, out, n, s);
-        else k::gelu_backward(in, dout, out, n, s);
-      };
-      return std::move(x.bench);
+      if (forward) return bench_of(x, ActivationForward{gated, in, out, rows, cols});
+      return bench_of(x, ActivationBackward{gated, in, dout, out, rows, cols});
     }
     case OpKind::elementwise: {
       const std::int64_t count = op.bytes / 6;  // residual add: 2 reads and 1 write of bf16
       if (count <= 0) { why_not = "bytes too small"; return std::nullopt; }
       B *a = x.b(x.bf16(count)), *b = x.b(x.bf16(count)), *out = x.b(x.raw(count * 2));
-      x.bench.run = [=](cudaStream_t s) { k::residual_add(a, b, out, count, s); };
-      return std::move(x.bench);
+      return bench_of(x, Elementwise{a, b, out, count});
     }
     case OpKind::embedding_forward:
     case OpKind::embedding_backward: {
@@ -177,17 +162,15 @@ std::optional<KernelBench> make_kernel_bench(const Op& op, const KernelModelFact
       std::int32_t* tokens = x.idx(x.indices(rows, kVocabShardRows));
       if (op.kind == OpKind::embedding_forward) {
         B *table = x.b(x.bf16(kVocabShardRows * cols)), *out = x.b(x.raw(n * 2));
-        x.bench.run = [=](cudaStream_t s) { k::embedding_forward(tokens, table, out, rows, cols, 0, kVocabShardRows, s); };
-      } else {
+        return bench_of(x, EmbeddingForward{tokens, table, out, rows, cols, 0, kVocabShardRows});
+      }
+      {
         B* dy = x.b(x.bf16(n));
         B* grad = x.b(x.bf16(kVocabShardRows * cols));
         const std::size_t ws_bytes = k::embedding_backward_workspace_bytes(rows);
         void* ws = x.v(x.raw(ws_bytes));
-        x.bench.run = [=](cudaStream_t s) {
-          k::embedding_backward(tokens, dy, grad, ws, ws_bytes, rows, cols, 0, kVocabShardRows, s);
-        };
+        return bench_of(x, EmbeddingBackward{tokens, dy, grad, ws, ws_bytes, false, rows, cols, 0, kVocabShardRows});
       }
-      return std::move(x.bench);
     }
     case OpKind::loss_forward:
     case OpKind::loss_backward: {
@@ -195,18 +178,12 @@ std::optional<KernelBench> make_kernel_bench(const Op& op, const KernelModelFact
       B *logits = x.b(x.bf16(n)), *dlogits = x.b(x.raw(op.kind == OpKind::loss_backward ? n * 2 : 2));
       std::int32_t* targets = x.idx(x.indices(rows, cols));
       float *max = x.f(x.raw(rows * 4)), *sum = x.f(x.raw(rows * 4)), *target = x.f(x.raw(rows * 4));
-      float* loss = x.f(x.raw(rows * 4));
-      k::cross_entropy_local_stats(logits, targets, max, sum, target, rows, cols, 0, stream);  // real statistics
-      const bool forward = op.kind == OpKind::loss_forward;
-      x.bench.run = [=](cudaStream_t s) {
-        if (forward) {  // the all-reduces of a vocab-parallel loss run after the statistics, on the TP stream
-          k::cross_entropy_local_stats(logits, targets, max, sum, target, rows, cols, 0, s);
-          k::cross_entropy_loss(max, sum, target, loss, rows, s);
-        } else {
-          k::cross_entropy_backward(logits, max, sum, targets, dlogits, rows, cols, 0, 1.f / rows, s);
-        }
-      };
-      return std::move(x.bench);
+      float *loss = x.f(x.raw(rows * 4)), *loss_sum = x.f(x.raw(4));
+      const LossForward statistics{logits, targets, max, sum, target, loss, loss_sum, rows, cols, 0};
+      launch(statistics, stream);  // the backward reads real statistics
+      // The vocabulary whole, as on one GPU: a split one's all-reduces run after the statistics, on the TP stream.
+      if (op.kind == OpKind::loss_forward) return bench_of(x, statistics);
+      return bench_of(x, LossBackward{logits, max, sum, targets, dlogits, 1.f / rows, rows, cols, 0});
     }
     case OpKind::moe_permute:
     case OpKind::moe_unpermute: {
@@ -216,15 +193,15 @@ std::optional<KernelBench> make_kernel_bench(const Op& op, const KernelModelFact
       if (width <= 0 || tokens <= 0) { why_not = "bytes too small for one routed token"; return std::nullopt; }
       B *in = x.b(x.bf16(routed * width)), *out = x.b(x.raw(routed * width * 2));
       const int kk = static_cast<int>(top_k);
-      if (op.kind == OpKind::moe_permute) {  // row r copies token order[r] / top_k
-        std::int32_t* order = x.idx(x.permutation(routed));
-        x.bench.run = [=](cudaStream_t s) { k::moe_permute(in, order, kk, out, routed, width, s); };
-      } else {
-        std::int32_t* routed_row = x.idx(x.permutation(routed));
-        float* weight = x.f(x.f32(routed));
-        x.bench.run = [=](cudaStream_t s) { k::moe_unpermute(in, routed_row, weight, out, tokens, kk, width, s); };
-      }
-      return std::move(x.bench);
+      const bool backward = op.phase == Phase::backward;
+      // Row r of expert order copies token order[r] / top_k; routed_row is the inverse (any permutation times alike).
+      std::int32_t *order = x.idx(x.permutation(routed)), *routed_row = x.idx(x.permutation(routed));
+      if (op.kind == OpKind::moe_permute)
+        return bench_of(x, MoePermute{backward, in, order, routed_row, out, kk, tokens, width});
+      float *weight = x.f(x.f32(routed)), *d_weight = x.f(x.raw(routed * 4));
+      B* d_out = x.b(x.bf16(tokens * width));
+      return bench_of(x, MoeUnpermute{backward, in, order, routed_row, weight, out, d_out, out, d_weight, kk, tokens,
+                                      width});
     }
     case OpKind::optimizer_step: {
       const std::int64_t count = op.elements;
@@ -243,10 +220,13 @@ std::optional<KernelBench> make_kernel_bench(const Op& op, const KernelModelFact
                          type(precision.exp_avg_sq)};
       B *grad = x.b(x.bf16(count)), *param = x.b(x.bf16(count));
       float *partials = x.f(x.raw(k::grad_norm_partial_count() * 4)), *sum_sq = x.f(x.f32(1)), *scale = x.f(x.raw(4));
-      x.bench.run = [=](cudaStream_t s) {  // grad-norm pass, clip factor, then the update (as the executor runs it)
+      // The gradient-norm pass and the clip factor, then the entry's update: on one GPU the optimizer op runs all
+      // three (under data parallelism the pass runs in the grad_norm op before it, beside the norm's all-reduce).
+      const OptimizerStep update{adam, grad, param, count, k::AdamWParams{}, scale};
+      x.bench.run = [=](cudaStream_t s) {
         k::grad_sum_squares(grad, count, partials, sum_sq, s);
         k::grad_clip_scale(sum_sq, 1.f, scale, s);
-        k::adamw_step(adam, grad, param, count, k::AdamWParams{}, scale, s);
+        launch(update, s);
       };
       return std::move(x.bench);
     }
@@ -264,14 +244,11 @@ std::optional<KernelBench> make_kernel_bench(const Op& op, const KernelModelFact
       B *q = x.b(x.bf16(qn)), *kp = x.b(x.bf16(kvn)), *v = x.b(x.bf16(kvn)), *o = x.b(x.raw(qn * 2));
       float* lse = x.f(x.raw(a.batch * a.heads * a.seq_q * 4));
       std::shared_ptr<Attention> attention = shared_attention();
-      if (op.kind == OpKind::attention_forward) {
-        x.bench.run = [=](cudaStream_t s) { attention->forward(q, kp, v, o, lse, dims, s); };
-      } else {
-        attention->forward(q, kp, v, o, lse, dims, stream);  // O and the logsumexp backward reads
-        B *dout = x.b(x.bf16(qn)), *dq = x.b(x.raw(qn * 2)), *dk = x.b(x.raw(kvn * 2)), *dv = x.b(x.raw(kvn * 2));
-        x.bench.run = [=](cudaStream_t s) { attention->backward(q, kp, v, o, dout, lse, dq, dk, dv, dims, s); };
-      }
-      return std::move(x.bench);
+      const AttentionForward forward{attention.get(), q, kp, v, o, lse, dims};
+      if (op.kind == OpKind::attention_forward) return bench_of(x, forward, attention);
+      launch(forward, stream);  // O and the logsumexp the backward reads
+      B *dout = x.b(x.bf16(qn)), *dq = x.b(x.raw(qn * 2)), *dk = x.b(x.raw(kvn * 2)), *dv = x.b(x.raw(kvn * 2));
+      return bench_of(x, AttentionBackward{attention.get(), q, kp, v, o, dout, lse, dq, dk, dv, dims}, attention);
     }
     case OpKind::gemm:
     case OpKind::moe_router:

@@ -9,6 +9,7 @@
 #include "gpu/checks.hpp"
 #include "gpu/kernels.hpp"
 #include "core/layer.hpp"
+#include "executor/gpu/kernel_launch.hpp"
 #include "executor/gpu/stage_runtime.hpp"
 #include "strategies/sharded_parameters.hpp"
 
@@ -105,30 +106,30 @@ void StageRuntime::run_op(OpIndex index, int iteration) {
     case Action::param_gather:
     case Action::embedding_grad_sync:
     case Action::grad_norm: return parameters_collective(op, b, stream);
-    case Action::optimizer_step: return optimizer(op, stream);
-    case Action::router_forward:
-    case Action::routing_counts_reduce:
-    case Action::router_input_grad:
-    case Action::router_weight_grad:
-    case Action::expert_dispatch:
-    case Action::expert_dispatch_backward:
-    case Action::expert_forward:
-    case Action::expert_input_grad:
-    case Action::expert_weight_grad:
-    case Action::expert_activation_forward:
-    case Action::expert_activation_backward:
-    case Action::expert_combine:
-    case Action::expert_combine_backward:
-    case Action::dispatch_exchange:
-    case Action::combine_exchange:
-    case Action::dispatch_exchange_backward:
-    case Action::combine_exchange_backward: return moe(op, b, mb, unit_of(op, b), stream);
-    case Action::ring_attention_forward:
-    case Action::ring_attention_backward:
+    case Action::optimizer_step: return optimizer(op, b, stream);
+    case Action::router_forward: return moe_block().router_forward(moe_pass(op, b, stream));
+    case Action::routing_counts_reduce: return moe_block().routing_counts_reduce(moe_pass(op, b, stream));
+    case Action::router_input_grad: return moe_block().router_input_grad(moe_pass(op, b, stream));
+    case Action::router_weight_grad: return moe_block().router_weight_grad(moe_pass(op, b, stream));
+    case Action::expert_dispatch: return moe_block().dispatch(moe_pass(op, b, stream));
+    case Action::expert_dispatch_backward: return moe_block().dispatch_backward(moe_pass(op, b, stream));
+    case Action::expert_forward: return moe_block().experts_forward(moe_pass(op, b, stream));
+    case Action::expert_input_grad: return moe_block().experts_input_grad(moe_pass(op, b, stream));
+    case Action::expert_weight_grad: return moe_block().experts_weight_grad(moe_pass(op, b, stream));
+    case Action::expert_activation_forward: return moe_block().activation_forward(moe_pass(op, b, stream));
+    case Action::expert_activation_backward: return moe_block().activation_backward(moe_pass(op, b, stream));
+    case Action::expert_combine: return moe_block().combine(moe_pass(op, b, stream));
+    case Action::expert_combine_backward: return moe_block().combine_backward(moe_pass(op, b, stream));
+    case Action::dispatch_exchange: return moe_block().dispatch_exchange(moe_pass(op, b, stream));
+    case Action::combine_exchange: return moe_block().combine_exchange(moe_pass(op, b, stream));
+    case Action::dispatch_exchange_backward: return moe_block().dispatch_exchange_backward(moe_pass(op, b, stream));
+    case Action::combine_exchange_backward: return moe_block().combine_exchange_backward(moe_pass(op, b, stream));
+    case Action::ring_attention_forward: return ring_->attention_forward(ring_pass(op, b, stream));
+    case Action::ring_attention_backward: return ring_->attention_backward(ring_pass(op, b, stream));
     case Action::ring_exchange:
-    case Action::ring_exchange_backward:
-    case Action::ring_merge:
-    case Action::ring_gradient_add: return context_ring(op, b, mb, unit_of(op, b), stream);
+    case Action::ring_exchange_backward: return ring_->exchange(ring_pass(op, b, stream));
+    case Action::ring_merge: return ring_->merge(ring_pass(op, b, stream));
+    case Action::ring_gradient_add: return ring_->gradient_add(ring_pass(op, b, stream));
     case Action::ulysses_to_heads:
     case Action::ulysses_to_sequence: return ulysses_exchange(op, b, mb, unit_of(op, b), stream);
     case Action::phase_handoff: return;  // the process issues its parts in order
@@ -141,6 +142,19 @@ void StageRuntime::run_op(OpIndex index, int iteration) {
       return pipeline_reduction_->gather(op.ring_segment, *params_, stream);
     case Action::pipelines_ring_step: return;  // the segment's reduction ran at its ring's first step
   }
+}
+
+MoeBlock& StageRuntime::moe_block() {
+  if (!moe_) throw std::logic_error("executor: an experts-block op in a dense model");
+  return *moe_;
+}
+
+MoePass StageRuntime::moe_pass(const Op& op, const OpBinding& b, cudaStream_t stream) {
+  return {op, b, op.micro_batch, unit_of(op, b), scratch(op), stream};
+}
+
+RingPass StageRuntime::ring_pass(const Op& op, const OpBinding& b, cudaStream_t stream) const {
+  return {op, b, op.micro_batch, unit_of(op, b), stream};
 }
 
 StageRuntime::LinearWeight StageRuntime::linear_weight(OpRole subject, int unit) {
@@ -163,30 +177,30 @@ void StageRuntime::linear(const Op& op, const OpBinding& b, int mb, int unit, cu
   const LinearWeight w = linear_weight(b.subject, unit);
   bf16* weight = w.params;
   Matmul& matmul = *scratch(op).matmul;
-  const auto input_full = [&] { return static_cast<bf16*>(has(mb, unit, t.input_full) ? get(mb, unit, t.input_full)
-                                                                                       : get(mb, unit, t.input)); };
+  const auto input_full = [&] { return static_cast<bf16*>(tensors_.has(mb, unit, t.input_full) ? tensors_.get(mb, unit, t.input_full)
+                                                                                       : tensors_.get(mb, unit, t.input)); };
   const auto d_output_full = [&] {
-    return static_cast<bf16*>(has(mb, unit, t.d_output_full) ? get(mb, unit, t.d_output_full)
-                                                             : get(mb, unit, t.d_output));
+    return static_cast<bf16*>(tensors_.has(mb, unit, t.d_output_full) ? tensors_.get(mb, unit, t.d_output_full)
+                                                             : tensors_.get(mb, unit, t.d_output));
   };
   const std::int64_t m = op.gemm.m, n = op.gemm.n, k = op.gemm.k;
   if (b.action == Action::linear_forward) {
     if (k != w.in || n != w.out) throw std::logic_error("linear forward: GEMM shape differs from the weight's");
     if (op.fuses_residual) {  // the epilogue adds the residual stream: the product goes straight into the sum
       const layer::Block& residual = layer::residual_adding(t.output.tensor);
-      auto* sum = static_cast<bf16*>(make(mb, unit, {residual.output}, m * n * kBf16, stream));
+      auto* sum = static_cast<bf16*>(tensors_.make(mb, unit, {residual.output}, m * n * kBf16, stream));
       matmul.run({m, n, k, false, false, true}, input_full(), weight, sum, stream,
                  residual_stream(mb, unit, op.chunk, residual));
       residual_forward_done(op, mb, unit, residual, stream);
       return;
     }
-    auto* out = static_cast<bf16*>(make(mb, unit, t.output, m * n * kBf16, stream));
+    auto* out = static_cast<bf16*>(tensors_.make(mb, unit, t.output, m * n * kBf16, stream));
     matmul.run({m, n, k, false, w.stored_out_by_in, false}, input_full(), weight, out, stream);
     // Under SP the gathered input is gathered again for the weight gradient (the graph says so): drop it.
-    if (t.input_full != t.input && layout(unit).shapes.sp) release(mb, unit, t.input_full, stream);
+    if (t.input_full != t.input && layout(unit).shapes.sp) tensors_.release(mb, unit, t.input_full, stream);
   } else if (b.action == Action::linear_input_grad) {
     if (n != w.in || k != w.out) throw std::logic_error("linear input gradient: GEMM shape differs from the weight's");
-    auto* d_in = static_cast<bf16*>(make(mb, unit, t.d_input_full, m * n * kBf16, stream));
+    auto* d_in = static_cast<bf16*>(tensors_.make(mb, unit, t.d_input_full, m * n * kBf16, stream));
     matmul.run({m, n, k, false, !w.stored_out_by_in, false}, d_output_full(), weight, d_in, stream);
   } else {
     if (m != w.in || n != w.out) throw std::logic_error("linear weight gradient: GEMM shape differs from the weight's");
@@ -194,8 +208,8 @@ void StageRuntime::linear(const Op& op, const OpBinding& b, int mb, int unit, cu
       matmul.run({n, m, k, true, false, !b.first_gradient}, d_output_full(), input_full(), w.grads, stream);
     else
       matmul.run({m, n, k, true, false, !b.first_gradient}, input_full(), d_output_full(), w.grads, stream);
-    if (t.input_full != t.input && layout(unit).shapes.sp) release(mb, unit, t.input_full, stream);
-    if (t.d_output_full != t.d_output) release(mb, unit, t.d_output_full, stream);
+    if (t.input_full != t.input && layout(unit).shapes.sp) tensors_.release(mb, unit, t.input_full, stream);
+    if (t.d_output_full != t.d_output) tensors_.release(mb, unit, t.d_output_full, stream);
   }
 }
 
@@ -221,19 +235,19 @@ void StageRuntime::tensor_collective(const Op& op, const OpBinding& b, int mb, i
     }
   }
   if (from == kNoAct) throw std::logic_error("executor: no tensors for " + to_string(b.action));
-  void* source = get(mb, unit, from);
+  void* source = tensors_.get(mb, unit, from);
   switch (op.kind) {
     case OpKind::all_gather:
-      TWIN_NCCL_CHECK(ncclAllGather(source, make(mb, unit, to, local * shapes.tp * kBf16, stream), local, nccl_bf16(),
+      TWIN_NCCL_CHECK(ncclAllGather(source, tensors_.make(mb, unit, to, local * shapes.tp * kBf16, stream), local, nccl_bf16(),
                                     comm, stream));
       break;
     case OpKind::reduce_scatter:
-      TWIN_NCCL_CHECK(ncclReduceScatter(source, make(mb, unit, to, local * kBf16, stream), local, nccl_bf16(),
+      TWIN_NCCL_CHECK(ncclReduceScatter(source, tensors_.make(mb, unit, to, local * kBf16, stream), local, nccl_bf16(),
                                         ncclSum, comm, stream));
       break;
     case OpKind::all_reduce:
       TWIN_NCCL_CHECK(ncclAllReduce(source, source, shapes.tokens * shapes.h, nccl_bf16(), ncclSum, comm, stream));
-      alias(mb, unit, to, unit, from);
+      tensors_.alias(mb, unit, to, unit, from);
       break;
     default: throw std::logic_error("executor: unexpected tensor-parallel collective");
   }
@@ -248,31 +262,32 @@ void StageRuntime::norm(const Op& op, const OpBinding& b, int mb, int unit, cuda
   const int chunk = op.chunk;
   // The normalised tensor: the unit's input (the previous unit's output), or a tensor of the unit itself.
   const bool unit_input = block.input == Tensor::input;
-  const auto* x = static_cast<const bf16*>(unit_input ? get(mb, previous_unit(unit, chunk), {Tensor::output})
-                                                      : get(mb, unit, {block.input}));
+  const auto* x = static_cast<const bf16*>(unit_input ? tensors_.get(mb, previous_unit(unit, chunk), {Tensor::output})
+                                                      : tensors_.get(mb, unit, {block.input}));
   const Act out{block.output}, rstd{block.stats};
   if (b.action == Action::norm_forward) {
-    auto* y = static_cast<bf16*>(make(mb, unit, out, rows * cols * kBf16, stream));
-    auto* r = static_cast<float*>(make(mb, unit, rstd, rows * sizeof(float), stream));
-    kernels::rmsnorm_forward(x, weight, y, r, rows, cols, 1e-5f, stream);
+    auto* y = static_cast<bf16*>(tensors_.make(mb, unit, out, rows * cols * kBf16, stream));
+    auto* r = static_cast<float*>(tensors_.make(mb, unit, rstd, rows * sizeof(float), stream));
+    launch_op(op, b, gpu::NormForward{op.normalization, x, weight, nullptr, y, nullptr, r, rows, cols}, stream);
     return;
   }
   const Act d_reduced{block.output, Form::gradient}, d_full{block.output, Form::gradient_partial};
-  const auto* dy = static_cast<const bf16*>(has(mb, unit, d_reduced) ? get(mb, unit, d_reduced) : get(mb, unit, d_full));
+  const auto* dy = static_cast<const bf16*>(tensors_.has(mb, unit, d_reduced) ? tensors_.get(mb, unit, d_reduced) : tensors_.get(mb, unit, d_full));
   // A norm inside the unit: its input gradient is the start of that tensor's gradient (the residual
   // backward adds the skip path's), or all of it when the norm backward adds the skip path's itself.
   const Act dx_name{block.input, Form::gradient};
   const Act skip{layer::residual_reading(block.input).output, Form::gradient};
-  auto* dx = static_cast<bf16*>(make(mb, unit, dx_name, rows * cols * kBf16, stream));
-  kernels::rmsnorm_backward(dy, x, weight, static_cast<const float*>(get(mb, unit, rstd)),
-                            op.fuses_residual ? static_cast<const bf16*>(get(mb, unit, skip)) : nullptr, dx,
-                            scratch(op).norm_partials, rows, cols, stream);
-  kernels::norm_weight_grad_reduce(scratch(op).norm_partials, kernels::norm_partial_blocks(rows), cols,
-                                   parameters.grads + w.offset, /*accumulate=*/!b.first_gradient, stream);
-  if (op.fuses_residual) release(mb, unit, skip, stream);
+  auto* dx = static_cast<bf16*>(tensors_.make(mb, unit, dx_name, rows * cols * kBf16, stream));
+  launch_op(op, b,
+            gpu::NormBackward{op.normalization, dy, x, weight, nullptr, static_cast<const float*>(tensors_.get(mb, unit, rstd)),
+                              op.fuses_residual ? static_cast<const bf16*>(tensors_.get(mb, unit, skip)) : nullptr, dx,
+                              scratch(op).norm_partials, parameters.grads + w.offset, nullptr,
+                              /*accumulate=*/!b.first_gradient, rows, cols},
+            stream);
+  if (op.fuses_residual) tensors_.release(mb, unit, skip, stream);
   if (!unit_input) {
-    release(mb, unit, d_reduced, stream);
-    release(mb, unit, d_full, stream);
+    tensors_.release(mb, unit, d_reduced, stream);
+    tensors_.release(mb, unit, d_full, stream);
     return;
   }
   // The unit's first norm: its backward ends; the input gradient goes to the unit before it, through its
@@ -280,32 +295,32 @@ void StageRuntime::norm(const Op& op, const OpBinding& b, int mb, int unit, cuda
   const int before = previous_unit(unit, chunk);
   const Act to_norm{Tensor::output, Form::next_norm_gradient}, to_residual{Tensor::output, Form::next_residual_gradient};
   if (unit == kHeadUnit) {
-    move(mb, unit, dx_name, before, arriving_output_gradient());
+    tensors_.move(mb, unit, dx_name, before, arriving_output_gradient());
   } else if (op.fuses_residual) {  // dx is the whole gradient
-    move(mb, unit, dx_name, before, before >= 0 ? arriving_output_gradient() : to_norm);
+    tensors_.move(mb, unit, dx_name, before, before >= 0 ? arriving_output_gradient() : to_norm);
   } else {
     if (before >= 0) {
-      move(mb, unit, dx_name, before, to_norm);
-      move(mb, unit, skip, before, to_residual);
+      tensors_.move(mb, unit, dx_name, before, to_norm);
+      tensors_.move(mb, unit, skip, before, to_residual);
     } else {  // no residual op follows the chunk's first layer: add the residual stream's part here
-      kernels::residual_add(dx, static_cast<const bf16*>(get(mb, unit, skip)), dx, rows * cols, stream);
-      move(mb, unit, dx_name, before, to_norm);
+      kernels::residual_add(dx, static_cast<const bf16*>(tensors_.get(mb, unit, skip)), dx, rows * cols, stream);
+      tensors_.move(mb, unit, dx_name, before, to_norm);
     }
   }
-  release_slot(mb, unit, stream);
+  tensors_.release_slot(mb, unit, stream);
 }
 
 const bf16* StageRuntime::residual_stream(int mb, int unit, int chunk, const layer::Block& residual) {
   const bool unit_input = residual.input == Tensor::input;
-  return static_cast<const bf16*>(unit_input ? get(mb, previous_unit(unit, chunk), {Tensor::output})
-                                             : get(mb, unit, {residual.input}));
+  return static_cast<const bf16*>(unit_input ? tensors_.get(mb, previous_unit(unit, chunk), {Tensor::output})
+                                             : tensors_.get(mb, unit, {residual.input}));
 }
 
 void StageRuntime::residual_forward_done(const Op& op, int mb, int unit, const layer::Block& residual,
                                          cudaStream_t stream) {
   // Full recompute keeps only the layer's output until its backward runs the forward again.
   if (residual.output == Tensor::output && !op.recomputed && recompute_of(op.layer) == Recompute::full)
-    release_slot(mb, unit, stream, {Tensor::output});
+    tensors_.release_slot(mb, unit, stream, {Tensor::output});
 }
 
 Act StageRuntime::arriving_output_gradient() const {
@@ -319,32 +334,34 @@ void StageRuntime::residual(const Op& op, const OpBinding& b, int mb, int unit, 
   const layer::Block& block = layer::block_of(b.subject);
   if (b.action == Action::residual_forward) {
     const Act reduced{block.branch, Form::reduced}, branch_out{block.branch};
-    const Act branch = has(mb, unit, reduced) ? reduced : branch_out;
-    auto* y = static_cast<bf16*>(make(mb, unit, {block.output}, count * kBf16, stream));
-    kernels::residual_add(residual_stream(mb, unit, op.chunk, block), static_cast<const bf16*>(get(mb, unit, branch)),
-                          y, count, stream);
-    release(mb, unit, reduced, stream);
-    release(mb, unit, branch_out, stream);
+    const Act branch = tensors_.has(mb, unit, reduced) ? reduced : branch_out;
+    auto* y = static_cast<bf16*>(tensors_.make(mb, unit, {block.output}, count * kBf16, stream));
+    launch_op(op, b,
+              gpu::Elementwise{residual_stream(mb, unit, op.chunk, block),
+                               static_cast<const bf16*>(tensors_.get(mb, unit, branch)), y, count},
+              stream);
+    tensors_.release(mb, unit, reduced, stream);
+    tensors_.release(mb, unit, branch_out, stream);
     residual_forward_done(op, mb, unit, block, stream);
     return;
   }
   const Act d_output{block.output, Form::gradient};
   if (block.output == Tensor::output) {  // the unit's output gradient: through the next unit's norm + its stream
-    move(mb, unit, {Tensor::output, Form::next_norm_gradient}, unit, d_output);
+    tensors_.move(mb, unit, {Tensor::output, Form::next_norm_gradient}, unit, d_output);
     const Act stream_part{Tensor::output, Form::next_residual_gradient};
-    if (has(mb, unit, stream_part)) {
-      auto* dy = static_cast<bf16*>(get(mb, unit, d_output));
-      kernels::residual_add(dy, static_cast<const bf16*>(get(mb, unit, stream_part)), dy, count, stream);
-      release(mb, unit, stream_part, stream);
+    if (tensors_.has(mb, unit, stream_part)) {
+      auto* dy = static_cast<bf16*>(tensors_.get(mb, unit, d_output));
+      launch_op(op, b, gpu::Elementwise{dy, static_cast<const bf16*>(tensors_.get(mb, unit, stream_part)), dy, count}, stream);
+      tensors_.release(mb, unit, stream_part, stream);
     }
     return;
   }
   // Inside the unit: the norm reading this output gave its part; the skip path of the next residual adds its
   // output's gradient.
   const Act skip{layer::residual_reading(block.output).output, Form::gradient};
-  auto* d_out = static_cast<bf16*>(get(mb, unit, d_output));
-  kernels::residual_add(d_out, static_cast<const bf16*>(get(mb, unit, skip)), d_out, count, stream);
-  release(mb, unit, skip, stream);
+  auto* d_out = static_cast<bf16*>(tensors_.get(mb, unit, d_output));
+  launch_op(op, b, gpu::Elementwise{d_out, static_cast<const bf16*>(tensors_.get(mb, unit, skip)), d_out, count}, stream);
+  tensors_.release(mb, unit, skip, stream);
 }
 
 }  // namespace twin::exec

@@ -7,6 +7,7 @@
 #include "gpu/checks.hpp"
 #include "gpu/kernels.hpp"
 #include "core/layer.hpp"
+#include "executor/gpu/kernel_launch.hpp"
 #include "executor/gpu/stage_runtime.hpp"
 #include "strategies/rank_layout.hpp"
 
@@ -87,63 +88,68 @@ void StageRuntime::between_linears(const Op& op, const OpBinding& b, int mb, int
   const Act d_act_in{activation.input, Form::gradient}, d_act_out{activation.output, Form::gradient};
   switch (b.action) {
     case Action::rope_forward: {
-      auto* qkv = static_cast<bf16*>(get(mb, unit, qkv_name));
+      auto* qkv = static_cast<bf16*>(tensors_.get(mb, unit, qkv_name));
       for (const RopeRun& run : rope_runs()) {
         bf16* q = qkv + run.first_token * s.qkv_width;
-        kernels::rope_forward(q, q + q_width, rope_table(run), rope(run), stream);
+        launch_op(op, b, gpu::RopeForward{q, q + q_width, rope_table(run), rope(run)}, stream);
       }
       return;
     }
     case Action::rope_backward: {
-      auto* d_qkv = static_cast<bf16*>(get(mb, unit, d_qkv_name));
+      auto* d_qkv = static_cast<bf16*>(tensors_.get(mb, unit, d_qkv_name));
       for (const RopeRun& run : rope_runs()) {
         bf16* dq = d_qkv + run.first_token * s.qkv_width;
-        kernels::rope_backward(dq, dq + q_width, rope_table(run), rope(run), stream);
+        launch_op(op, b, gpu::RopeBackward{dq, dq + q_width, rope_table(run), rope(run)}, stream);
       }
       return;
     }
     case Action::attention_forward: {
-      const auto* qkv = static_cast<const bf16*>(get(mb, unit, qkv_name));
-      auto* o = static_cast<bf16*>(make(mb, unit, out_name, tokens * q_width * kBf16, stream));
+      const auto* qkv = static_cast<const bf16*>(tensors_.get(mb, unit, qkv_name));
+      auto* o = static_cast<bf16*>(tensors_.make(mb, unit, out_name, tokens * q_width * kBf16, stream));
       // lse is [sequences, heads, length] per run: a run's block starts at heads * its first token.
-      auto* lse = static_cast<float*>(make(mb, unit, stats_name, s.b * s.heads * s.s * sizeof(float), stream));
+      auto* lse = static_cast<float*>(tensors_.make(mb, unit, stats_name, s.b * s.heads * s.s * sizeof(float), stream));
       for (const SequenceRun& run : sequence_runs(mb, s)) {
         const bf16* q = qkv + run.first_token * s.qkv_width;
-        attention_->forward(q, q + q_width, q + q_width + kv_width, o + run.first_token * q_width,
-                            lse + s.heads * run.first_token, dims(run), stream);
+        launch_op(op, b,
+                  gpu::AttentionForward{attention_.get(), q, q + q_width, q + q_width + kv_width,
+                                        o + run.first_token * q_width, lse + s.heads * run.first_token, dims(run)},
+                  stream);
       }
       return;
     }
     case Action::attention_backward: {
-      const auto* qkv = static_cast<const bf16*>(get(mb, unit, qkv_name));
-      auto* d_qkv = static_cast<bf16*>(make(mb, unit, d_qkv_name, tokens * s.qkv_width * kBf16, stream));
-      const auto* o = static_cast<const bf16*>(get(mb, unit, out_name));
-      const auto* d_o = static_cast<const bf16*>(get(mb, unit, d_out_name));
-      const auto* lse = static_cast<const float*>(get(mb, unit, stats_name));
+      const auto* qkv = static_cast<const bf16*>(tensors_.get(mb, unit, qkv_name));
+      auto* d_qkv = static_cast<bf16*>(tensors_.make(mb, unit, d_qkv_name, tokens * s.qkv_width * kBf16, stream));
+      const auto* o = static_cast<const bf16*>(tensors_.get(mb, unit, out_name));
+      const auto* d_o = static_cast<const bf16*>(tensors_.get(mb, unit, d_out_name));
+      const auto* lse = static_cast<const float*>(tensors_.get(mb, unit, stats_name));
       for (const SequenceRun& run : sequence_runs(mb, s)) {
         const std::int64_t row = run.first_token * s.qkv_width;
         const bf16* q = qkv + row;
         bf16* dq = d_qkv + row;
-        attention_->backward(q, q + q_width, q + q_width + kv_width, o + run.first_token * q_width,
-                             d_o + run.first_token * q_width, lse + s.heads * run.first_token, dq, dq + q_width,
-                             dq + q_width + kv_width, dims(run), stream);
+        launch_op(op, b,
+                  gpu::AttentionBackward{attention_.get(), q, q + q_width, q + q_width + kv_width,
+                                         o + run.first_token * q_width, d_o + run.first_token * q_width,
+                                         lse + s.heads * run.first_token, dq, dq + q_width, dq + q_width + kv_width,
+                                         dims(run)},
+                  stream);
       }
-      for (Act done : {qkv_name, out_name, stats_name, d_out_name}) release(mb, unit, done, stream);
+      for (Act done : {qkv_name, out_name, stats_name, d_out_name}) tensors_.release(mb, unit, done, stream);
       return;
     }
     case Action::activation_forward: {
-      auto* act = static_cast<bf16*>(make(mb, unit, act_out, op.rows * op.cols * kBf16, stream));
-      const auto* fc1 = static_cast<const bf16*>(get(mb, unit, act_in));
-      kernels::mlp_activation_forward(op.gated_activation, fc1, act, op.rows, op.cols, stream);
+      auto* act = static_cast<bf16*>(tensors_.make(mb, unit, act_out, op.rows * op.cols * kBf16, stream));
+      const auto* fc1 = static_cast<const bf16*>(tensors_.get(mb, unit, act_in));
+      launch_op(op, b, gpu::ActivationForward{op.gated_activation, fc1, act, op.rows, op.cols}, stream);
       return;
     }
     case Action::activation_backward: {
       const std::int64_t width = (op.gated_activation ? 2 : 1) * op.cols;
-      auto* d_fc1 = static_cast<bf16*>(make(mb, unit, d_act_in, op.rows * width * kBf16, stream));
-      const auto* fc1 = static_cast<const bf16*>(get(mb, unit, act_in));
-      const auto* d_act = static_cast<const bf16*>(get(mb, unit, d_act_out));
-      kernels::mlp_activation_backward(op.gated_activation, fc1, d_act, d_fc1, op.rows, op.cols, stream);
-      for (Act done : {act_in, d_act_out}) release(mb, unit, done, stream);
+      auto* d_fc1 = static_cast<bf16*>(tensors_.make(mb, unit, d_act_in, op.rows * width * kBf16, stream));
+      const auto* fc1 = static_cast<const bf16*>(tensors_.get(mb, unit, act_in));
+      const auto* d_act = static_cast<const bf16*>(tensors_.get(mb, unit, d_act_out));
+      launch_op(op, b, gpu::ActivationBackward{op.gated_activation, fc1, d_act, d_fc1, op.rows, op.cols}, stream);
+      for (Act done : {act_in, d_act_out}) tensors_.release(mb, unit, done, stream);
       return;
     }
     default: throw std::logic_error("executor: not an attention-block action");

@@ -4,6 +4,7 @@
 
 #include "gpu/checks.hpp"
 #include "gpu/kernels.hpp"
+#include "executor/gpu/kernel_launch.hpp"
 #include "executor/gpu/stage_runtime.hpp"
 #include "executor/stage_boundary.hpp"
 
@@ -21,21 +22,22 @@ void StageRuntime::embedding(const Op& op, const OpBinding& b, int mb, cudaStrea
   ParameterUnit& unit = params_->unit(kEmbeddingUnit);
   const WeightTensor& table = unit.tensor(OpRole::embedding);
   if (b.action == Action::embedding_forward) {
-    auto* out = static_cast<bf16*>(make(mb, kEmbeddingUnit, {Tensor::embedded}, tokens * h * kBf16, stream));
-    kernels::embedding_forward(inputs, unit.params + table.offset, out, tokens, h, vocab_start, vocab_l, stream);
-    if (layout.shapes.tp == 1) alias(mb, kEmbeddingUnit, {Tensor::output}, kEmbeddingUnit, {Tensor::embedded});
+    auto* out = static_cast<bf16*>(tensors_.make(mb, kEmbeddingUnit, {Tensor::embedded}, tokens * h * kBf16, stream));
+    launch_op(op, b, gpu::EmbeddingForward{inputs, unit.params + table.offset, out, tokens, h, vocab_start, vocab_l},
+              stream);
+    if (layout.shapes.tp == 1) tensors_.alias(mb, kEmbeddingUnit, {Tensor::output}, kEmbeddingUnit, {Tensor::embedded});
     return;
   }
   const Act gathered{Tensor::output, Form::gradient_gathered}, from_norm{Tensor::output, Form::next_norm_gradient};
-  const auto* dy = static_cast<const bf16*>(has(mb, kEmbeddingUnit, gathered) ? get(mb, kEmbeddingUnit, gathered)
-                                                                             : get(mb, kEmbeddingUnit, from_norm));
+  const auto* dy = static_cast<const bf16*>(tensors_.has(mb, kEmbeddingUnit, gathered) ? tensors_.get(mb, kEmbeddingUnit, gathered)
+                                                                             : tensors_.get(mb, kEmbeddingUnit, from_norm));
   // The step's first embedding backward starts the table's gradient from zeros: rows no token of the step
   // names keep them. Later micro-batches add to it, as the other weights' gradients do.
-  bf16* grad = unit.grads + table.offset;
-  if (b.first_gradient) TWIN_CUDA_CHECK(cudaMemsetAsync(grad, 0, vocab_l * h * kBf16, stream));
-  kernels::embedding_backward(inputs, dy, grad, embedding_workspace_, embedding_workspace_bytes_, tokens, h,
-                              vocab_start, vocab_l, stream);
-  release_slot(mb, kEmbeddingUnit, stream);
+  launch_op(op, b,
+            gpu::EmbeddingBackward{inputs, dy, unit.grads + table.offset, embedding_workspace_,
+                                   embedding_workspace_bytes_, b.first_gradient, tokens, h, vocab_start, vocab_l},
+            stream);
+  tensors_.release_slot(mb, kEmbeddingUnit, stream);
 }
 
 void StageRuntime::head(const Op& op, const OpBinding& b, int mb, cudaStream_t stream) {
@@ -43,9 +45,9 @@ void StageRuntime::head(const Op& op, const OpBinding& b, int mb, cudaStream_t s
   const std::int64_t tokens = layout.shapes.tokens, vocab_l = layout.shapes.vocab;
   const std::int64_t vocab_start = layout.tp_rank * vocab_l;
   const std::int32_t* targets = tokens_ + mb * (input_tokens() + target_tokens()) + input_tokens();
-  auto* logits = static_cast<bf16*>(get(mb, kHeadUnit, {Tensor::logits}));
-  const auto floats = [&](Act name) { return static_cast<float*>(make(mb, kHeadUnit, name, tokens * sizeof(float), stream)); };
-  const auto existing = [&](Tensor name) { return static_cast<float*>(get(mb, kHeadUnit, {name})); };
+  auto* logits = static_cast<bf16*>(tensors_.get(mb, kHeadUnit, {Tensor::logits}));
+  const auto floats = [&](Act name) { return static_cast<float*>(tensors_.make(mb, kHeadUnit, name, tokens * sizeof(float), stream)); };
+  const auto existing = [&](Tensor name) { return static_cast<float*>(tensors_.get(mb, kHeadUnit, {name})); };
   // With the global max, the sum of exponentials and the target's logit summed over TP: the loss.
   const auto finish_loss = [&] {
     float* token_loss = floats({Tensor::token_loss});
@@ -54,14 +56,17 @@ void StageRuntime::head(const Op& op, const OpBinding& b, int mb, cudaStream_t s
     if (layout.tp_rank == 0) kernels::add_sum_f32(token_loss, tokens, loss_sum_, stream);
   };
   switch (b.action) {
-    case Action::loss_forward:
-      kernels::cross_entropy_local_stats(logits, targets, floats({Tensor::row_max}), floats({Tensor::sum_exp}),
-                                         floats({Tensor::target_logit}), tokens, vocab_l, vocab_start, stream);
-      if (layout.shapes.tp == 1) {
-        alias(mb, kHeadUnit, {Tensor::global_row_max}, kHeadUnit, {Tensor::row_max});
-        finish_loss();
-      }
+    case Action::loss_forward: {
+      // The vocabulary whole on this GPU: the loss follows the statistics at once (split over TP: after loss_reduce).
+      const bool whole = layout.shapes.tp == 1;
+      launch_op(op, b,
+                gpu::LossForward{logits, targets, floats({Tensor::row_max}), floats({Tensor::sum_exp}),
+                                 floats({Tensor::target_logit}), whole ? floats({Tensor::token_loss}) : nullptr,
+                                 whole ? loss_sum_ : nullptr, tokens, vocab_l, vocab_start},
+                stream);
+      if (whole) tensors_.alias(mb, kHeadUnit, {Tensor::global_row_max}, kHeadUnit, {Tensor::row_max});
       return;
+    }
     case Action::loss_reduce: {
       // Megatron's order: all-reduce the max; each shard's sum rescaled to it; all-reduce the sums.
       ncclComm_t tensor_comm = layout.tensor;
@@ -84,14 +89,15 @@ void StageRuntime::head(const Op& op, const OpBinding& b, int mb, cudaStream_t s
           part_.loss_tokens > 0 ? static_cast<double>(part_.loss_tokens)
                                 : static_cast<double>(scenario_.training.global_batch_size) *
                                       static_cast<double>(scenario_.training.seq_length);
-      kernels::cross_entropy_backward(logits, existing(Tensor::global_row_max), existing(Tensor::sum_exp), targets,
-                                      logits, tokens, vocab_l, vocab_start, static_cast<float>(1.0 / global_tokens),
-                                      stream);
+      launch_op(op, b,
+                gpu::LossBackward{logits, existing(Tensor::global_row_max), existing(Tensor::sum_exp), targets, logits,
+                                  static_cast<float>(1.0 / global_tokens), tokens, vocab_l, vocab_start},
+                stream);
       for (Tensor done : {Tensor::global_row_max, Tensor::row_max, Tensor::sum_exp, Tensor::target_logit,
                           Tensor::token_loss})
-        release(mb, kHeadUnit, {done}, stream);
+        tensors_.release(mb, kHeadUnit, {done}, stream);
       // The gradient is written over the logits: it is the output projection's output gradient.
-      alias(mb, kHeadUnit, {Tensor::logits, Form::gradient}, kHeadUnit, {Tensor::logits});
+      tensors_.alias(mb, kHeadUnit, {Tensor::logits, Form::gradient}, kHeadUnit, {Tensor::logits});
       return;
     }
     default: throw std::logic_error("executor: not a loss action");
@@ -116,16 +122,16 @@ void StageRuntime::pipeline(const Op& op, const OpBinding& b, int mb, cudaStream
   // that arrives for it; a chunk's received input and the gradient sent back for it. Each in one NCCL group.
   const auto last_unit = [&](int chunk) { return chunk_layers_.at(chunk).second - 1; };
   const auto send_activation = [&](int m, int chunk, const Communicators::Boundary& to) {
-    moves(to, get(m, last_unit(chunk), {Tensor::output}), true);
+    moves(to, tensors_.get(m, last_unit(chunk), {Tensor::output}), true);
   };
   const auto recv_activation = [&](int m, int chunk, const Communicators::Boundary& from) {
-    moves(from, make(m, kReceivedUnit - chunk, {Tensor::output}, count * kBf16, stream), false);
+    moves(from, tensors_.make(m, kReceivedUnit - chunk, {Tensor::output}, count * kBf16, stream), false);
   };
   const auto send_gradient = [&](int m, int chunk, const Communicators::Boundary& to) {
-    moves(to, get(m, kReceivedUnit - chunk, {Tensor::output, Form::next_norm_gradient}), true);
+    moves(to, tensors_.get(m, kReceivedUnit - chunk, {Tensor::output, Form::next_norm_gradient}), true);
   };
   const auto recv_gradient = [&](int m, int chunk, const Communicators::Boundary& from) {
-    moves(from, make(m, last_unit(chunk), arriving_output_gradient(), count * kBf16, stream), false);
+    moves(from, tensors_.make(m, last_unit(chunk), arriving_output_gradient(), count * kBf16, stream), false);
   };
   const bool send = b.action == Action::send_activation || b.action == Action::send_gradient ||
                     b.action == Action::send_strands;
@@ -141,7 +147,7 @@ void StageRuntime::pipeline(const Op& op, const OpBinding& b, int mb, cudaStream
     case Action::recv_activation: return grouped([&] { recv_activation(mb, op.chunk, boundary); });
     case Action::send_gradient:
       grouped([&] { send_gradient(mb, op.chunk, boundary); });
-      release_slot(mb, kReceivedUnit - op.chunk, stream);
+      tensors_.release_slot(mb, kReceivedUnit - op.chunk, stream);
       return;
     case Action::recv_gradient: return grouped([&] { recv_gradient(mb, op.chunk, boundary); });
     case Action::send_strands:
@@ -156,7 +162,7 @@ void StageRuntime::pipeline(const Op& op, const OpBinding& b, int mb, cudaStream
       if (backward >= 0 && send) send_gradient(backward, s.backward_chunk, boundary);
       if (backward >= 0 && !send) recv_gradient(backward, s.backward_chunk, boundary);
       TWIN_NCCL_CHECK(ncclGroupEnd());
-      if (backward >= 0 && send) release_slot(backward, kReceivedUnit - s.backward_chunk, stream);
+      if (backward >= 0 && send) tensors_.release_slot(backward, kReceivedUnit - s.backward_chunk, stream);
       return;
     }
     default: throw std::logic_error("executor: not a pipeline action");

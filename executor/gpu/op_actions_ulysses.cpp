@@ -50,8 +50,8 @@ void StageRuntime::ulysses_exchange(const Op& op, const OpBinding& b, int mb, in
   const Act sequence{tensor, gradient ? Form::gradient : Form::value};
   const Act heads{tensor, gradient ? Form::gradient_gathered : Form::gathered};
   const bool to_heads = b.action == Action::ulysses_to_heads;
-  auto* from = static_cast<bf16*>(get(mb, unit, to_heads ? sequence : heads));
-  auto* to = static_cast<bf16*>(make(mb, unit, to_heads ? heads : sequence, rows * wide * kBf16, stream));
+  auto* from = static_cast<bf16*>(tensors_.get(mb, unit, to_heads ? sequence : heads));
+  auto* to = static_cast<bf16*>(tensors_.make(mb, unit, to_heads ? heads : sequence, rows * wide * kBf16, stream));
 
   // Peer p's rows of the heads layout ([T, w]) are its column blocks of the sequence layout's ([T, W]).
   void* staging = nullptr;
@@ -84,7 +84,7 @@ void StageRuntime::ulysses_exchange(const Op& op, const OpBinding& b, int mb, in
   // The sequence layout of a value is read again by no one (the QKV output) or by the projection (kept); the
   // heads layout of the attention output by the attention backward (kept); gradients are used once.
   if (gradient || (to_heads && op.linear_tensor == LinearTensor::output))
-    release(mb, unit, to_heads ? sequence : heads, stream);
+    tensors_.release(mb, unit, to_heads ? sequence : heads, stream);
 }
 
 }  // namespace twin::exec

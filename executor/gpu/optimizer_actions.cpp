@@ -7,6 +7,7 @@
 
 #include "gpu/checks.hpp"
 #include "gpu/kernels.hpp"
+#include "executor/gpu/kernel_launch.hpp"
 #include "executor/gpu/stage_runtime.hpp"
 
 namespace twin::exec {
@@ -132,7 +133,7 @@ void StageRuntime::model_parallel_gradient_fixups(cudaStream_t stream) {
   kernels::grad_clip_scale(grad_sum_squares_, options_.max_grad_norm, clip_scale_, stream);
 }
 
-void StageRuntime::optimizer(const Op& op, cudaStream_t stream) {
+void StageRuntime::optimizer(const Op& op, const OpBinding& b, cudaStream_t stream) {
   model_parallel_gradient_fixups(stream);
   kernels::AdamWParams adam;
   adam.lr = options_.learning_rate;
@@ -143,8 +144,10 @@ void StageRuntime::optimizer(const Op& op, cudaStream_t stream) {
   }
   for (ParameterUnit* unit : params_->units()) {
     const std::int64_t begin = unit->update_begin();
-    kernels::adamw_step(unit->adam, unit->grads + begin, unit->params + begin, unit->update_elements(), adam,
-                        clip_scale_, stream);
+    launch_op(op, b,
+              gpu::OptimizerStep{unit->adam, unit->grads + begin, unit->params + begin, unit->update_elements(), adam,
+                                 clip_scale_},
+              stream);
   }
 }
 

@@ -33,19 +33,13 @@ std::uint64_t region_id(int iteration, OpIndex op) {
 
 }  // namespace
 
-std::string to_string(Act act) {
-  static constexpr std::array<const char*, static_cast<int>(Form::count)> kForms{
-      "", " (gathered)", " (reduced)", " (gradient)", " (partial gradient)", " (gathered gradient)",
-      " (gradient through the next norm)", " (gradient through the next residual)"};
-  return std::string(layer::to_string(act.tensor)) + kForms[static_cast<int>(act.form)];
-}
-
 StageRuntime::StageRuntime(const PlanPart& plan_part, const IterationGraph& graph, const RankClass& rank_class,
                            int rank, Communicators& comms, const TrainingOptions& options, StepPart part)
     : plan_part_(plan_part), scenario_(plan_part.scenario), strategy_(plan_part.strategy), graph_(graph),
       rc_(rank_class), rank_(rank), me_(coordinates_of(strategy_, plan_part.layout_rank(rank))), comms_(comms), options_(options),
       shapes_(lowering::rank_shapes(scenario_, strategy_)),
-      bindings_(bind_ops(rc_, !scenario_.model.untie_embeddings_and_output_weights)), part_(std::move(part)) {
+      bindings_(bind_ops(rc_, !scenario_.model.untie_embeddings_and_output_weights)), part_(std::move(part)),
+      tensors_(rank_class.index) {
   const Scenario& scenario = scenario_;
   const Strategy& strategy = strategy_;
   // A later part of the step adds to the gradients the parts before it stored.
@@ -72,6 +66,7 @@ StageRuntime::StageRuntime(const PlanPart& plan_part, const IterationGraph& grap
   }
   for (cudaStream_t& stream : streams_) TWIN_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   attention_ = std::make_unique<gpu::Attention>(options.attention);
+  ring_ = std::make_unique<ContextRingRun>(RingStage{shapes_, me_.cp, comms_, tensors_, *attention_});
   cudaStream_t compute = streams_[static_cast<int>(Stream::compute)];
 
   // The pool keeps what it frees: the next micro-batch reuses it without going back to the driver.
@@ -126,23 +121,25 @@ StageRuntime::StageRuntime(const PlanPart& plan_part, const IterationGraph& grap
   for (const auto& [unit, layout] : unit_layouts_) tokens = std::max(tokens, layout.shapes.tokens);
   const std::int64_t h = shapes_.h;
   tokens_ = static_cast<std::int32_t*>(
-      static_buffer(strategy.num_micro_batches * (input_tokens() + target_tokens()) * sizeof(std::int32_t)));
+      tensors_.static_buffer(strategy.num_micro_batches * (input_tokens() + target_tokens()) * sizeof(std::int32_t)));
   // Positions of the whole sequence: under context parallelism a rank's chunks sit anywhere in it.
   const std::int64_t positions = shapes_.s * shapes_.cp;
-  rope_table_ = static_cast<float2*>(static_buffer(positions * (shapes_.d / 2) * sizeof(float2)));
+  rope_table_ = static_cast<float2*>(tensors_.static_buffer(positions * (shapes_.d / 2) * sizeof(float2)));
   kernels::rope_build_table(rope_table_, positions, static_cast<int>(shapes_.d), 10000.0f, compute);
-  loss_sum_ = static_cast<float*>(static_buffer(sizeof(float)));
-  grad_partials_ = static_cast<float*>(static_buffer(kernels::grad_norm_partial_count() * sizeof(float)));
-  grad_sum_squares_ = static_cast<float*>(static_buffer(sizeof(float)));
-  clip_scale_ = static_cast<float*>(static_buffer(sizeof(float)));
+  loss_sum_ = static_cast<float*>(tensors_.static_buffer(sizeof(float)));
+  grad_partials_ = static_cast<float*>(tensors_.static_buffer(kernels::grad_norm_partial_count() * sizeof(float)));
+  grad_sum_squares_ = static_cast<float*>(tensors_.static_buffer(sizeof(float)));
+  clip_scale_ = static_cast<float*>(tensors_.static_buffer(sizeof(float)));
   for (ParameterUnit* unit : params_->units())
     if (unit->id == kEmbeddingUnit) {
       embedding_workspace_bytes_ = kernels::embedding_backward_workspace_bytes(input_tokens());
-      embedding_workspace_ = static_buffer(embedding_workspace_bytes_);
+      embedding_workspace_ = tensors_.static_buffer(embedding_workspace_bytes_);
     }
-  const std::int64_t routed = shapes_.tokens_local * scenario.model.moe.top_k;
   if (scenario.model.is_moe())
-    moe_sort_workspace_bytes_ = kernels::moe_sort_workspace_bytes(routed, static_cast<int>(shapes_.experts_total));
+    moe_ = std::make_unique<MoeBlock>(MoeStage{
+        shapes_, scenario.model.moe.top_k, placement_of(strategy, rank).ep_rank, comms_, *params_, tensors_,
+        options.moe_aux_loss_coeff, part_.micro_batches > 0 ? part_.micro_batches : strategy.num_micro_batches,
+        strategy.data_parallel_size});
   std::array<bool, kStreamCount> computes{};
   for (OpIndex i = 0; i < rc_.size(); ++i)
     computes[static_cast<int>(rc_.op(i).stream)] |= !rc_.op(i).is_communication();
@@ -150,20 +147,11 @@ StageRuntime::StageRuntime(const PlanPart& plan_part, const IterationGraph& grap
     if (!computes[s]) continue;
     StreamScratch& scratch = scratch_[s];
     scratch.matmul = std::make_unique<Matmul>();
-    scratch.norm_partials = static_cast<float*>(static_buffer(kernels::norm_partial_floats(tokens, h) * sizeof(float)));
+    scratch.norm_partials = static_cast<float*>(tensors_.static_buffer(kernels::norm_partial_floats(tokens, h) * sizeof(float)));
     if (!scenario.model.is_moe()) continue;
     scratch.grouped = std::make_unique<GroupedMatmul>();
-    scratch.moe_sort_workspace = static_buffer(moe_sort_workspace_bytes_);
+    scratch.moe_sort_workspace = tensors_.static_buffer(moe_->sort_workspace_bytes());
   }
-  if (scenario.model.is_moe()) {
-    // Under EP the host reads every EP rank's counts.
-    TWIN_CUDA_CHECK(cudaMallocHost(&counts_host_, shapes_.ep * shapes_.experts_total * sizeof(std::int32_t)));
-    gathered_counts_ =
-        static_cast<std::int32_t*>(static_buffer(shapes_.ep * shapes_.experts_total * sizeof(std::int32_t)));
-    me_ep_ = placement_of(strategy, rank).ep_rank;
-    TWIN_CUDA_CHECK(cudaEventCreateWithFlags(&counts_copied_, cudaEventDisableTiming));
-  }
-  aux_loss_sum_ = static_cast<float*>(static_buffer(sizeof(float)));
   // Every weight's gradient stored by a first op of the step? Then no per-step zeroing: padding and gaps stay
   // the zeros they were allocated as.
   std::set<std::pair<int, OpRole>> stored;
@@ -191,10 +179,6 @@ const StageRuntime::UnitLayout& StageRuntime::layout(int unit) const {
 
 StageRuntime::~StageRuntime() {
   cudaDeviceSynchronize();
-  for (auto& [key, slot] : slots_)
-    for (Buffer& buffer : slot)
-      if (buffer.owned) cudaFree(buffer.ptr);
-  for (void* p : static_buffers_) cudaFree(p);
   for (cudaEvent_t event : op_done_) cudaEventDestroy(event);
   for (cudaEvent_t event : stream_done_) cudaEventDestroy(event);
   cudaEventDestroy(iteration_start_);
@@ -203,95 +187,9 @@ StageRuntime::~StageRuntime() {
   if (switch_done_) cudaEventDestroy(switch_done_);
   for (auto& [unit, event] : unit_switched_) cudaEventDestroy(event);
   if (switch_stream_) cudaStreamDestroy(switch_stream_);
-  if (counts_copied_) cudaEventDestroy(counts_copied_);
-  if (counts_host_) cudaFreeHost(counts_host_);
   params_.reset();
   for (StreamScratch& scratch : scratch_) scratch = {};
   for (cudaStream_t stream : streams_) cudaStreamDestroy(stream);
-}
-
-void* StageRuntime::static_buffer(std::size_t bytes) {
-  void* p = nullptr;
-  TWIN_CUDA_CHECK(cudaMalloc(&p, std::max<std::size_t>(bytes, 16)));
-  static_buffers_.push_back(p);
-  static_bytes_ += bytes;
-  return p;
-}
-
-// ---- tensors ----
-
-bool StageRuntime::has(int mb, int unit, Act name) {
-  auto found = slots_.find({mb, unit});
-  return found != slots_.end() && found->second[name.index()].ptr != nullptr;
-}
-
-void* StageRuntime::get(int mb, int unit, Act name) {
-  auto found = slots_.find({mb, unit});
-  if (found == slots_.end() || !found->second[name.index()].ptr)
-    throw std::logic_error(fmt::format("executor: tensor {} of micro-batch {} unit {} is not there (rank class {})",
-                                       to_string(name), mb, unit, rc_.index));
-  return found->second[name.index()].ptr;
-}
-
-void* StageRuntime::make(int mb, int unit, Act name, std::size_t bytes, cudaStream_t stream) {
-  Buffer& buffer = slots_[{mb, unit}][name.index()];
-  if (buffer.ptr) return buffer.ptr;  // a recomputed forward writes where the first one did
-  if (inject_oom_) {  // more than the GPU holds
-    inject_oom_ = false;
-    std::size_t free_bytes = 0, total_bytes = 0;
-    TWIN_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
-    bytes = total_bytes + (std::size_t{8} << 30);
-  }
-  // Never zero bytes (an expert rank may receive no rows): a null pointer would read as no tensor.
-  const cudaError_t status = cudaMallocAsync(&buffer.ptr, std::max<std::size_t>(bytes, 16), stream);
-  if (status == cudaErrorMemoryAllocation) {
-    cudaGetLastError();  // not sticky: clear it so that the report below is the error
-    std::size_t free_bytes = 0, total_bytes = 0;
-    cudaMemGetInfo(&free_bytes, &total_bytes);
-    throw std::runtime_error(fmt::format("out of memory: {} bytes ({:.2f} GiB) for activation {} of micro-batch {} "
-                                         "(unit {}); {:.2f} of {:.2f} GiB free", bytes, bytes / kGiB,
-                                         to_string(name), mb, unit, free_bytes / kGiB, total_bytes / kGiB));
-  }
-  TWIN_CUDA_CHECK(status);
-  buffer.owned = true;
-  return buffer.ptr;
-}
-
-void StageRuntime::alias(int mb, int unit, Act name, int from_unit, Act from) {
-  Buffer& buffer = slots_[{mb, unit}][name.index()];
-  if (buffer.ptr) return;
-  buffer.ptr = get(mb, from_unit, from);
-  buffer.owned = false;
-}
-
-void StageRuntime::release(int mb, int unit, Act name, cudaStream_t stream) {
-  auto found = slots_.find({mb, unit});
-  if (found == slots_.end()) return;
-  Buffer& buffer = found->second[name.index()];
-  if (buffer.ptr && buffer.owned) TWIN_CUDA_CHECK(cudaFreeAsync(buffer.ptr, stream));
-  buffer = Buffer{};
-}
-
-// Frees a unit's tensors except `keep`. Aliases are dropped first so that no alias outlives its memory.
-void StageRuntime::release_slot(int mb, int unit, cudaStream_t stream, Act keep) {
-  auto found = slots_.find({mb, unit});
-  if (found == slots_.end()) return;
-  Slot& slot = found->second;
-  for (int name = 0; name < kActCount; ++name) {
-    if (keep != kNoAct && name == keep.index()) continue;
-    Buffer& buffer = slot[name];
-    if (buffer.ptr && buffer.owned) TWIN_CUDA_CHECK(cudaFreeAsync(buffer.ptr, stream));
-    buffer = Buffer{};
-  }
-  if (keep == kNoAct) slots_.erase(found);
-}
-
-void StageRuntime::move(int mb, int from_unit, Act from, int to_unit, Act to) {
-  Buffer& source = slots_[{mb, from_unit}][from.index()];
-  Buffer& target = slots_[{mb, to_unit}][to.index()];
-  if (target.ptr) throw std::logic_error("executor: moving a tensor onto one that is there");
-  target = source;
-  source = Buffer{};
 }
 
 // ---- one iteration ----
@@ -313,11 +211,9 @@ void StageRuntime::run_iteration(int iteration, const std::vector<std::int32_t>&
                                   cudaMemcpyHostToDevice, compute));
   if (zero_grads_each_step_) params_->zero_grads(compute);
   TWIN_CUDA_CHECK(cudaMemsetAsync(loss_sum_, 0, sizeof(float), compute));
-  TWIN_CUDA_CHECK(cudaMemsetAsync(aux_loss_sum_, 0, sizeof(float), compute));
-  expert_loads_.clear();
-  iteration_ = iteration;
+  if (moe_) moe_->start_iteration(iteration, compute);
   fixups_done_ = false;
-  inject_oom_ = fault_.kind == InjectedFault::out_of_memory && fault_.hits(rank_, iteration);
+  tensors_.fail_next_allocation(fault_.kind == InjectedFault::out_of_memory && fault_.hits(rank_, iteration));
   TWIN_CUDA_CHECK(cudaEventRecord(iteration_start_, compute));
   switch_into(compute);
   for (cudaStream_t stream : streams_) TWIN_CUDA_CHECK(cudaStreamWaitEvent(stream, switched_));
@@ -367,13 +263,8 @@ void StageRuntime::run_iteration(int iteration, const std::vector<std::int32_t>&
   float loss_sum = 0;
   TWIN_CUDA_CHECK(cudaMemcpy(&loss_sum, loss_sum_, sizeof(float), cudaMemcpyDeviceToHost));
   last_loss_sum_ = loss_sum;
-  float aux_loss = 0;
-  TWIN_CUDA_CHECK(cudaMemcpy(&aux_loss, aux_loss_sum_, sizeof(float), cudaMemcpyDeviceToHost));
-  last_aux_loss_ = aux_loss;
-  if (!slots_.empty())
-    throw std::logic_error(fmt::format("executor: {} activation slots outlived the iteration (first: micro-batch {}, "
-                                       "unit {})", slots_.size(), slots_.begin()->first.first,
-                                       slots_.begin()->first.second));
+  last_aux_loss_ = moe_ ? moe_->aux_loss() : 0;
+  tensors_.check_empty();
 }
 
 std::string StageRuntime::unfinished_op() const {
@@ -393,10 +284,15 @@ std::size_t StageRuntime::peak_memory_bytes() const {
   return own_bytes() + params_->allocated_bytes() + pool_high;
 }
 
+const std::vector<ExpertLoad>& StageRuntime::last_expert_loads() const {
+  static const std::vector<ExpertLoad> kDense;
+  return moe_ ? moe_->loads() : kDense;
+}
+
 std::size_t StageRuntime::own_bytes() const {
   std::size_t workspaces = 0;
   for (const StreamScratch& scratch : scratch_) workspaces += scratch.matmul ? Matmul::kWorkspaceBytes : 0;
-  return static_bytes_ + workspaces + (pipeline_reduction_ ? pipeline_reduction_->allocated_bytes() : 0);
+  return tensors_.static_bytes() + workspaces + (pipeline_reduction_ ? pipeline_reduction_->allocated_bytes() : 0);
 }
 
 }  // namespace twin::exec

@@ -22,6 +22,7 @@
 #include "core/scenario.hpp"
 #include "strategies/families/plan_graphs.hpp"
 #include "executor/gpu/communicators.hpp"
+#include "executor/gpu/context_ring_run.hpp"
 #include "gpu/attention.hpp"
 #include "gpu/grouped_matmul.hpp"
 #include "gpu/matmul.hpp"
@@ -30,7 +31,10 @@
 #include "executor/resharding.hpp"
 #include "executor/run_report.hpp"
 #include "executor/gpu/pipeline_reduction_run.hpp"
+#include "executor/gpu/moe_block.hpp"
 #include "executor/gpu/stage_parameters.hpp"
+#include "executor/gpu/stream_scratch.hpp"
+#include "executor/gpu/tensor_store.hpp"
 #include "executor/watchdog.hpp"
 #include "strategies/lowering_emitter.hpp"
 
@@ -39,32 +43,6 @@ class CuptiKernelTimer;
 }
 
 namespace twin::exec {
-
-// A tensor in a unit's slot: one of the layer description's tensors (core/layer.hpp) in one of the forms
-// the executor makes of it, so that the buffers are named by the description the lowering and the memory
-// model use. The gradient of a unit's output arrives from the next unit in two parts: through its first
-// norm and through the residual stream.
-enum class Form : std::uint8_t {
-  value,                   // as its block wrote it
-  gathered,                // all-gathered over TP (a column-parallel linear's input under SP)
-  reduced,                 // reduced over TP (a row-parallel linear's output)
-  gradient,                // its gradient (after any TP reduction)
-  gradient_partial,        // a column-parallel dgrad's partial sums, before their TP reduction
-  gradient_gathered,       // its gradient all-gathered over TP (a row-parallel linear's output gradient)
-  next_norm_gradient,      // the unit's output gradient through the next unit's norm
-  next_residual_gradient,  // ... and through the next unit's residual stream
-  count
-};
-
-struct Act {
-  layer::Tensor tensor = layer::Tensor::count;
-  Form form = Form::value;
-  bool operator==(const Act&) const = default;
-  int index() const { return static_cast<int>(tensor) * static_cast<int>(Form::count) + static_cast<int>(form); }
-};
-std::string to_string(Act act);  // "qkv", "fc2_out (gradient)"
-inline constexpr int kActCount = layer::kTensorCount * static_cast<int>(Form::count);
-inline constexpr Act kNoAct{};
 
 struct TrainingOptions {
   float learning_rate = 3e-4f;
@@ -127,7 +105,7 @@ class StageRuntime {
   const RankClass& rank_class() const { return rc_; }
   // The last iteration's MoE routing: tokens per expert for each (micro-batch, MoE layer), and the load-balancing
   // losses summed over layers (each micro-batch's weighted 1/(M dp), as in the gradient). Empty and 0 when dense.
-  const std::vector<ExpertLoad>& last_expert_loads() const { return expert_loads_; }
+  const std::vector<ExpertLoad>& last_expert_loads() const;
   double last_aux_loss() const { return last_aux_loss_; }
   // Bytes of device memory in use at the peak (static buffers plus the activation pool's high mark).
   std::size_t peak_memory_bytes() const;
@@ -140,22 +118,6 @@ class StageRuntime {
   cudaEvent_t last_end() const { return iteration_end_; }
 
  private:
-  struct Buffer {
-    void* ptr = nullptr;
-    bool owned = false;
-  };
-  using Slot = std::array<Buffer, kActCount>;
-
-  // ---- tensors (stage_runtime.cpp) ----
-  void* get(int mb, int unit, Act name);
-  bool has(int mb, int unit, Act name);
-  void* make(int mb, int unit, Act name, std::size_t bytes, cudaStream_t stream);
-  void alias(int mb, int unit, Act name, int from_unit, Act from);
-  void release(int mb, int unit, Act name, cudaStream_t stream);
-  void release_slot(int mb, int unit, cudaStream_t stream, Act keep = kNoAct);
-  void move(int mb, int from_unit, Act from, int to_unit, Act to);
-  void* static_buffer(std::size_t bytes);
-
   // A linear's weight: [in, out] in its unit, or, for a tied output projection, the embedding table (or its
   // copy) stored [out, in] = [vocab, hidden].
   struct LinearWeight {
@@ -216,20 +178,11 @@ class StageRuntime {
   void embedding(const Op& op, const OpBinding& b, int mb, cudaStream_t stream);
   void pipeline(const Op& op, const OpBinding& b, int mb, cudaStream_t stream);
   void parameters_collective(const Op& op, const OpBinding& b, cudaStream_t stream);
-  void optimizer(const Op& op, cudaStream_t stream);
-  // Context parallelism's ring: a block of ring attention or an exchange of the ring (op_actions_context.cpp).
-  void context_ring(const Op& op, const OpBinding& b, int mb, int unit, cudaStream_t stream);
-  // An MoE layer's experts block (op_actions_moe.cpp).
-  void moe(const Op& op, const OpBinding& b, int mb, int unit, cudaStream_t stream);
-  // `count` routing counts from the device, once the stream has reached this point (the host waits: the grouped
-  // GEMMs' rows and the all-to-all's chunks are sized by them, as Megatron's are).
-  std::vector<std::int64_t> counts_on_host(const std::int32_t* device, std::int64_t count, cudaStream_t stream);
-  // Rows of `width` from `from` to `to` over the expert group: the dispatch's direction (to the experts' ranks)
-  // or the combine's (back), as `x` plans them.
-  void exchange_rows(const ExpertExchange& x, bool to_experts, const __nv_bfloat16* from, __nv_bfloat16* to,
-                     std::int64_t width, cudaStream_t stream);
-  // Each micro-batch's weight of the load-balancing loss, for a rank that holds 1/sequence_shards of its tokens.
-  float aux_loss_coeff_per_micro_batch(int sequence_shards) const;
+  void optimizer(const Op& op, const OpBinding& b, cudaStream_t stream);
+  RingPass ring_pass(const Op& op, const OpBinding& b, cudaStream_t stream) const;
+  // An MoE layer's experts block (executor/gpu/moe_block.hpp), and one of its ops.
+  MoeBlock& moe_block();
+  MoePass moe_pass(const Op& op, const OpBinding& b, cudaStream_t stream);
   void model_parallel_gradient_fixups(cudaStream_t stream);
 
   const PlanPart& plan_part_;
@@ -248,15 +201,6 @@ class StageRuntime {
   StepPart part_;
   std::shared_ptr<StageParameters> params_;
   std::array<cudaStream_t, kStreamCount> streams_{};
-  // What a compute stream's kernels write besides tensors. Each stream that runs compute ops (compute, and
-  // compute2 under double strand) has its own, so that the two strands' GEMMs, norm backwards and routers,
-  // running at once, never share a workspace.
-  struct StreamScratch {
-    std::unique_ptr<Matmul> matmul;           // cuBLASLt and its workspace
-    std::unique_ptr<GroupedMatmul> grouped;   // the experts' GEMMs (MoE models only)
-    float* norm_partials = nullptr;           // a norm backward's per-block weight-gradient sums
-    void* moe_sort_workspace = nullptr;       // the router's sort by expert (MoE models only)
-  };
   std::array<StreamScratch, kStreamCount> scratch_;
   StreamScratch& scratch(const Op& op) { return scratch_[static_cast<int>(op.stream)]; }
   std::unique_ptr<gpu::Attention> attention_;     // one cuDNN handle; the stream is set per call
@@ -276,9 +220,9 @@ class StageRuntime {
   std::map<std::int32_t, cudaEvent_t> unit_switched_;
   std::set<std::pair<int, std::int32_t>> switch_waited_;  // (stream, unit) waited for this iteration
   std::vector<cudaEvent_t> stream_done_;
-  std::map<std::pair<int, int>, Slot> slots_;
-  std::vector<void*> static_buffers_;
-  std::size_t static_bytes_ = 0;
+  TensorStore tensors_;
+  std::unique_ptr<MoeBlock> moe_;  // MoE models only
+  std::unique_ptr<ContextRingRun> ring_;  // context parallelism's ring attention
   std::map<int, std::pair<int, int>> chunk_layers_;  // chunk -> [first layer, end)
   int last_virtual_stage_ = 0;
   // Inputs and scalars.
@@ -291,34 +235,7 @@ class StageRuntime {
   float* grad_sum_squares_ = nullptr;
   float* clip_scale_ = nullptr;
   bool fixups_done_ = false;
-  // MoE routing: the sort's scratch, the pinned copy of one layer's tokens per expert and its event, the counts
-  // per (micro-batch, unit) until the layer's backward, the loads of this iteration and its load-balancing loss.
-  std::size_t moe_sort_workspace_bytes_ = 0;
-  std::int32_t* counts_host_ = nullptr;
-  cudaEvent_t counts_copied_ = nullptr;
-  std::map<std::pair<int, int>, std::vector<std::int64_t>> expert_counts_;  // rows per local expert
-  // Per (micro-batch, unit): how many shards of the sequence (TP ranks under SP, times CP ranks) the routing counts
-  // were summed over, from the router's (last) forward until the layer's backward.
-  std::map<std::pair<int, int>, int> counts_sequence_shards_;
-  // Expert parallelism: every EP rank's copies per expert as gathered (device), this rank's place in its expert
-  // group, and each (micro-batch, unit)'s exchange until its backward.
-  std::int32_t* gathered_counts_ = nullptr;
-  int me_ep_ = 0;
-  std::map<std::pair<int, int>, ExpertExchange> exchanges_;
-  std::vector<ExpertLoad> expert_loads_;
-  // Context parallelism: one layer's ring per (micro-batch, unit, backward), from its first op to its last.
-  // Per step: the key-value block received for it (kv), this rank's dK | dV of its block (dkv), the gradient
-  // received in its exchange (carried); the forward's fp32 output and a block's own result; the backward's fp32
-  // dQ and a block's dQ; the rank's own block packed for its backward.
-  struct Ring {
-    std::vector<void*> kv, dkv, carried;
-    void *o_acc = nullptr, *o_scratch = nullptr, *lse_scratch = nullptr;
-    void *dq_acc = nullptr, *dq_scratch = nullptr, *own_kv = nullptr;
-  };
-  std::map<std::tuple<int, int, bool>, Ring> rings_;
-  float* aux_loss_sum_ = nullptr;
   double last_aux_loss_ = 0;
-  int iteration_ = 0;
   // An asymmetric plan's reductions across pipelines; null without them. Then every gradient is the sum over the
   // pipelines after its segment's reduction, a sequence-parallel stage's replicated weights' included.
   std::unique_ptr<PipelineReductionRun> pipeline_reduction_;
@@ -326,7 +243,6 @@ class StageRuntime {
   // the gradient buffers are not zeroed per iteration.
   bool zero_grads_each_step_ = true;
   InjectedFault fault_;
-  bool inject_oom_ = false;
   std::atomic<std::int64_t> issuing_op_{-1};  // the op the host is issuing (read by the watchdog thread)
   // The first op whose completion event has not fired: where a stuck iteration is.
   std::string unfinished_op() const;

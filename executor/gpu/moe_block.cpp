@@ -1,0 +1,117 @@
+// Each (micro-batch, layer)'s rows per expert are known to the host after the router op (one copy of `experts`
+// integers), and under EP after the dispatch gathered every EP rank's counts.
+#include "executor/gpu/moe_block.hpp"
+
+#include <stdexcept>
+
+#include "executor/parameters.hpp"
+#include "gpu/checks.hpp"
+#include "gpu/kernels.hpp"
+
+namespace twin::exec {
+namespace {
+
+constexpr std::size_t kBf16 = sizeof(bf16);
+using layer::Tensor;
+
+}  // namespace
+
+MoeBlock::MoeBlock(const MoeStage& stage) : stage_(stage) {
+  const lowering::RankShapes& s = stage_.shapes;
+  sort_workspace_bytes_ =
+      kernels::moe_sort_workspace_bytes(s.tokens_local * stage_.top_k, static_cast<int>(s.experts_total));
+  // Under EP the host reads every EP rank's counts.
+  TWIN_CUDA_CHECK(cudaMallocHost(&counts_host_, s.ep * s.experts_total * sizeof(std::int32_t)));
+  gathered_counts_ =
+      static_cast<std::int32_t*>(stage_.tensors.static_buffer(s.ep * s.experts_total * sizeof(std::int32_t)));
+  TWIN_CUDA_CHECK(cudaEventCreateWithFlags(&counts_copied_, cudaEventDisableTiming));
+  aux_loss_sum_ = static_cast<float*>(stage_.tensors.static_buffer(sizeof(float)));
+}
+
+MoeBlock::~MoeBlock() {
+  cudaEventDestroy(counts_copied_);
+  cudaFreeHost(counts_host_);
+}
+
+void MoeBlock::start_iteration(int iteration, cudaStream_t stream) {
+  TWIN_CUDA_CHECK(cudaMemsetAsync(aux_loss_sum_, 0, sizeof(float), stream));
+  loads_.clear();
+  iteration_ = iteration;
+}
+
+double MoeBlock::aux_loss() const {
+  float aux_loss = 0;
+  TWIN_CUDA_CHECK(cudaMemcpy(&aux_loss, aux_loss_sum_, sizeof(float), cudaMemcpyDeviceToHost));
+  return aux_loss;
+}
+
+// ---- what every op of the block reads ----
+
+MoeBlock::Weight MoeBlock::weight(const MoePass& p) {
+  // The router lives in the layer's unit, the experts in their own (executor/parameters.hpp).
+  const OpRole subject = p.binding.subject;
+  const bool experts = subject == OpRole::expert_fc1 || subject == OpRole::expert_fc2;
+  ParameterUnit& unit = stage_.parameters.unit(experts ? expert_unit_of(p.unit) : p.unit);
+  const std::int64_t offset = unit.tensor(subject).offset;
+  return {unit.params + offset, unit.grads + offset};
+}
+
+void* MoeBlock::tensor(const MoePass& p, Tensor t, Form form) { return stage_.tensors.get(p.mb, p.unit, {t, form}); }
+
+bf16* MoeBlock::bf(const MoePass& p, Tensor t, Form form) { return static_cast<bf16*>(tensor(p, t, form)); }
+
+bf16* MoeBlock::new_bf16(const MoePass& p, Tensor t, Form form, std::int64_t elements) {
+  return static_cast<bf16*>(stage_.tensors.make(p.mb, p.unit, {t, form}, elements * kBf16, p.stream));
+}
+
+void MoeBlock::done(const MoePass& p, std::initializer_list<Act> names) {
+  for (Act name : names) stage_.tensors.release(p.mb, p.unit, name, p.stream);
+}
+
+Tensor MoeBlock::copies_in() const { return stage_.shapes.ep > 1 ? Tensor::routed_input : Tensor::expert_input; }
+Tensor MoeBlock::copies_out() const { return stage_.shapes.ep > 1 ? Tensor::routed_output : Tensor::expert_out; }
+
+std::int64_t MoeBlock::held_rows(const MoePass& p) const {
+  std::int64_t rows = 0;
+  for (std::int64_t count : expert_counts_.at({p.mb, p.unit})) rows += count;
+  return rows;
+}
+
+MoeBlock::ExpertsGemm MoeBlock::experts_gemm(const MoePass& p) const {
+  const lowering::RankShapes& s = stage_.shapes;
+  if (p.binding.subject == OpRole::expert_fc1) return {Tensor::expert_input, Tensor::expert_fc1_out, s.h, s.moe_fc1_width};
+  return {Tensor::expert_activation_out, Tensor::expert_out, s.moe_ffn, s.h};
+}
+
+float MoeBlock::aux_loss_coeff(int sequence_shards) const {
+  // A rank holding 1/shards of the sequence's tokens but the sequence's counts: the kernels normalise by its own
+  // tokens squared, so 1/shards^2 more makes the shards' parts add up to the sequence's loss (and the router's
+  // gradient, summed over them, to the single GPU's).
+  return static_cast<float>(stage_.aux_loss_coeff / (static_cast<double>(stage_.micro_batches) *
+                                                     stage_.data_parallel_size * sequence_shards * sequence_shards));
+}
+
+std::vector<std::int64_t> MoeBlock::counts_on_host(const std::int32_t* device, std::int64_t count,
+                                                   cudaStream_t stream) {
+  TWIN_CUDA_CHECK(cudaMemcpyAsync(counts_host_, device, count * sizeof(std::int32_t), cudaMemcpyDeviceToHost, stream));
+  TWIN_CUDA_CHECK(cudaEventRecord(counts_copied_, stream));
+  TWIN_CUDA_CHECK(cudaEventSynchronize(counts_copied_));
+  return {counts_host_, counts_host_ + count};
+}
+
+void MoeBlock::exchange_rows(const ExpertExchange& x, bool to_experts, const bf16* from, bf16* to, std::int64_t width,
+                             cudaStream_t stream) {
+  // Between one pair, NCCL matches sends and receives in the order issued: both ends list a pair's chunks by
+  // local expert.
+  const std::vector<ExchangeChunk>& sends = to_experts ? x.from_tokens : x.at_experts;
+  const std::vector<ExchangeChunk>& receives = to_experts ? x.at_experts : x.from_tokens;
+  ncclComm_t expert = stage_.comms.expert();
+  TWIN_NCCL_CHECK(ncclGroupStart());
+  for (const ExchangeChunk& c : sends)
+    TWIN_NCCL_CHECK(ncclSend(from + c.row * width, c.rows * width, ncclBfloat16, c.peer, expert, stream));
+  for (const ExchangeChunk& c : receives)
+    TWIN_NCCL_CHECK(ncclRecv(to + c.row * width, c.rows * width, ncclBfloat16, c.peer, expert, stream));
+  TWIN_NCCL_CHECK(ncclGroupEnd());
+}
+
+}  // namespace twin::exec

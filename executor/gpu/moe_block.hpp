@@ -1,0 +1,132 @@
+// The interpreter's handler of MoE layers' experts blocks, dropless (Megatron-LM's MoE layer with the all-to-all
+// token dispatcher and grouped GEMMs): the router's softmax and top-k, the routed copies sorted by expert, under
+// expert parallelism sent to the EP ranks that hold their experts (and back), the experts' MLPs as grouped GEMMs
+// over each local expert's rows, and the weighted combine; backward the same in reverse, with the Switch
+// load-balancing loss's gradient added to the router's. It owns the routing state between a layer's ops: each
+// (micro-batch, layer)'s rows per local expert, the shards of the sequence its counts were summed over, its
+// exchange plan under EP, and the iteration's loads and load-balancing loss. One public function per action
+// (executor/op_binding.hpp): the runtime's dispatch names each.
+#pragma once
+#include <cstdint>
+#include <initializer_list>
+#include <map>
+#include <utility>
+#include <vector>
+
+#include <cuda_runtime.h>
+
+#include "core/op_graph.hpp"
+#include "executor/expert_exchange.hpp"
+#include "executor/gpu/communicators.hpp"
+#include "executor/gpu/stage_parameters.hpp"
+#include "executor/gpu/stream_scratch.hpp"
+#include "executor/gpu/tensor_store.hpp"
+#include "executor/op_binding.hpp"
+#include "executor/run_report.hpp"
+#include "strategies/lowering_emitter.hpp"
+
+namespace twin::exec {
+
+// What an experts block reads from the stage that runs it.
+struct MoeStage {
+  const lowering::RankShapes& shapes;  // the part strategy's
+  int top_k = 1;
+  int ep_rank = 0;  // this GPU's place in its expert group
+  Communicators& comms;
+  StageParameters& parameters;
+  TensorStore& tensors;
+  // The load-balancing loss's weight (Megatron's --moe-aux-loss-coeff), shared by the step's micro-batches on its
+  // data-parallel ranks: the loss is the mean over the global batch.
+  double aux_loss_coeff = 0;
+  std::int64_t micro_batches = 1;
+  int data_parallel_size = 1;
+};
+
+// One op of a block: the op, its binding, its micro-batch and layer, the scratch and stream it runs on.
+struct MoePass {
+  const Op& op;
+  const OpBinding& binding;
+  int mb = 0, unit = 0;
+  StreamScratch& scratch;
+  cudaStream_t stream = nullptr;
+};
+
+class MoeBlock {
+ public:
+  explicit MoeBlock(const MoeStage& stage);
+  ~MoeBlock();
+  MoeBlock(const MoeBlock&) = delete;
+  MoeBlock& operator=(const MoeBlock&) = delete;
+
+  // The router's sort's scratch, per compute stream (StreamScratch::moe_sort_workspace).
+  std::size_t sort_workspace_bytes() const { return sort_workspace_bytes_; }
+  // Zeroes the load-balancing loss on `stream` and forgets the last iteration's loads.
+  void start_iteration(int iteration, cudaStream_t stream);
+  // After the iteration: its loads, and the load-balancing losses summed (waits for the device).
+  const std::vector<ExpertLoad>& loads() const { return loads_; }
+  double aux_loss() const;
+
+  void router_forward(const MoePass& p);
+  void routing_counts_reduce(const MoePass& p);
+  void dispatch(const MoePass& p);
+  void dispatch_exchange(const MoePass& p);
+  void experts_forward(const MoePass& p);
+  void activation_forward(const MoePass& p);
+  void combine_exchange(const MoePass& p);
+  void combine(const MoePass& p);
+  void combine_backward(const MoePass& p);  // and the router's logits' gradient with the load-balancing loss's
+  void combine_exchange_backward(const MoePass& p);
+  void experts_input_grad(const MoePass& p);
+  void experts_weight_grad(const MoePass& p);
+  void activation_backward(const MoePass& p);
+  void dispatch_exchange_backward(const MoePass& p);
+  void dispatch_backward(const MoePass& p);
+  void router_input_grad(const MoePass& p);
+  void router_weight_grad(const MoePass& p);
+
+ private:
+  struct Weight {  // a GEMM's weight (the router's, or the experts' stacked [experts * in, out]) and its gradient
+    __nv_bfloat16 *params = nullptr, *grads = nullptr;
+  };
+  Weight weight(const MoePass& p);
+  void* tensor(const MoePass& p, layer::Tensor t, Form form = Form::value);
+  __nv_bfloat16* bf(const MoePass& p, layer::Tensor t, Form form = Form::value);
+  __nv_bfloat16* new_bf16(const MoePass& p, layer::Tensor t, Form form, std::int64_t elements);
+  void done(const MoePass& p, std::initializer_list<Act> names);
+  // Copies routed under EP leave from (and return to) these; on one EP rank the experts read and write in place.
+  layer::Tensor copies_in() const;
+  layer::Tensor copies_out() const;
+  std::int64_t held_rows(const MoePass& p) const;
+  // The load-balancing loss's weight for a micro-batch whose counts were summed over `sequence_shards` shards.
+  float aux_loss_coeff(int sequence_shards) const;
+  // An experts GEMM's widths: fc1's [h, fc1 width], fc2's [ffn, h].
+  struct ExpertsGemm {
+    layer::Tensor in, out;
+    std::int64_t in_width = 0, out_width = 0;
+  };
+  ExpertsGemm experts_gemm(const MoePass& p) const;
+  // `count` routing counts from the device, once the stream has reached this point (the host waits: the grouped
+  // GEMMs' rows and the all-to-all's chunks are sized by them, as Megatron's are).
+  std::vector<std::int64_t> counts_on_host(const std::int32_t* device, std::int64_t count, cudaStream_t stream);
+  // Rows of `width` from `from` to `to` over the expert group: the dispatch's direction (to the experts' ranks)
+  // or the combine's (back), as `x` plans them.
+  void exchange_rows(const ExpertExchange& x, bool to_experts, const __nv_bfloat16* from, __nv_bfloat16* to,
+                     std::int64_t width, cudaStream_t stream);
+
+  MoeStage stage_;
+  std::size_t sort_workspace_bytes_ = 0;
+  std::int32_t* counts_host_ = nullptr;  // pinned: every EP rank's counts of one layer
+  cudaEvent_t counts_copied_ = nullptr;
+  std::int32_t* gathered_counts_ = nullptr;  // device: every EP rank's copies per expert
+  float* aux_loss_sum_ = nullptr;            // device scalar
+  using Key = std::pair<int, int>;           // (micro-batch, unit)
+  std::map<Key, std::vector<std::int64_t>> expert_counts_;  // rows per local expert, until the layer's backward
+  // How many shards of the sequence (TP ranks under SP, times CP ranks) the routing counts were summed over, from
+  // the router's (last) forward until the layer's backward.
+  std::map<Key, int> counts_sequence_shards_;
+  std::map<Key, ExpertExchange> exchanges_;  // under EP, until the backward
+  std::vector<ExpertLoad> loads_;
+  int iteration_ = 0;
+};
+
+}  // namespace twin::exec

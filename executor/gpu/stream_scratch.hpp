@@ -1,0 +1,19 @@
+// What a compute stream's kernels write besides tensors. Each stream that runs compute ops (compute, and compute2
+// under double strand) has its own, so that the two strands' GEMMs, norm backwards and routers, running at once,
+// never share a workspace.
+#pragma once
+#include <memory>
+
+#include "gpu/grouped_matmul.hpp"
+#include "gpu/matmul.hpp"
+
+namespace twin::exec {
+
+struct StreamScratch {
+  std::unique_ptr<Matmul> matmul;          // cuBLASLt and its workspace
+  std::unique_ptr<GroupedMatmul> grouped;  // the experts' GEMMs (MoE models only)
+  float* norm_partials = nullptr;          // a norm backward's per-block weight-gradient sums
+  void* moe_sort_workspace = nullptr;      // the router's sort by expert (MoE models only)
+};
+
+}  // namespace twin::exec

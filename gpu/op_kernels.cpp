@@ -1,0 +1,97 @@
+// Each entry's kernels, in the order the executor ran them before the entries existed (behaviour unchanged).
+#include "gpu/op_kernels.hpp"
+
+#include <stdexcept>
+
+#include "gpu/attention.hpp"
+#include "gpu/checks.hpp"
+
+namespace twin::gpu {
+
+namespace k = twin::kernels;
+
+void launch(const NormForward& c, cudaStream_t stream) {
+  switch (c.normalization) {
+    case Normalization::rmsnorm: return k::rmsnorm_forward(c.x, c.weight, c.y, c.rstd, c.rows, c.cols, 1e-5f, stream);
+    case Normalization::layernorm:
+      return k::layernorm_forward(c.x, c.weight, c.bias, c.y, c.mean, c.rstd, c.rows, c.cols, 1e-5f, stream);
+  }
+}
+
+void launch(const NormBackward& c, cudaStream_t stream) {
+  const std::int64_t blocks = k::norm_partial_blocks(c.rows);
+  switch (c.normalization) {
+    case Normalization::rmsnorm:
+      k::rmsnorm_backward(c.dy, c.x, c.weight, c.rstd, c.skip, c.dx, c.partials, c.rows, c.cols, stream);
+      k::norm_weight_grad_reduce(c.partials, blocks, c.cols, c.weight_grad, c.accumulate, stream);
+      return;
+    case Normalization::layernorm:  // weight partials, then bias partials
+      if (c.skip) throw std::invalid_argument("the LayerNorm backward adds no residual stream");
+      k::layernorm_backward(c.dy, c.x, c.weight, c.mean, c.rstd, c.dx, c.partials, c.rows, c.cols, stream);
+      k::norm_weight_grad_reduce(c.partials, blocks, c.cols, c.weight_grad, c.accumulate, stream);
+      k::norm_weight_grad_reduce(c.partials + blocks * c.cols, blocks, c.cols, c.bias_grad, c.accumulate, stream);
+      return;
+  }
+}
+
+void launch(const RopeForward& c, cudaStream_t stream) { k::rope_forward(c.q, c.k, c.table, c.shape, stream); }
+void launch(const RopeBackward& c, cudaStream_t stream) { k::rope_backward(c.dq, c.dk, c.table, c.shape, stream); }
+
+void launch(const ActivationForward& c, cudaStream_t stream) {
+  k::mlp_activation_forward(c.gated, c.fc1, c.out, c.rows, c.cols, stream);
+}
+void launch(const ActivationBackward& c, cudaStream_t stream) {
+  k::mlp_activation_backward(c.gated, c.fc1, c.d_out, c.d_fc1, c.rows, c.cols, stream);
+}
+
+void launch(const Elementwise& c, cudaStream_t stream) { k::residual_add(c.a, c.b, c.out, c.count, stream); }
+
+void launch(const EmbeddingForward& c, cudaStream_t stream) {
+  k::embedding_forward(c.tokens, c.table, c.out, c.rows, c.cols, c.vocab_start, c.vocab_rows, stream);
+}
+void launch(const EmbeddingBackward& c, cudaStream_t stream) {
+  // Rows no token of the step names keep the zeros the step's first backward starts from.
+  if (c.starts_gradient)
+    TWIN_CUDA_CHECK(cudaMemsetAsync(c.grad, 0, static_cast<std::size_t>(c.vocab_rows * c.cols) * sizeof(bf16), stream));
+  k::embedding_backward(c.tokens, c.dy, c.grad, c.workspace, c.workspace_bytes, c.rows, c.cols, c.vocab_start,
+                        c.vocab_rows, stream);
+}
+
+void launch(const LossForward& c, cudaStream_t stream) {
+  k::cross_entropy_local_stats(c.logits, c.targets, c.row_max, c.sum_exp, c.target_logit, c.rows, c.vocab_rows,
+                               c.vocab_start, stream);
+  if (!c.token_loss) return;
+  k::cross_entropy_loss(c.row_max, c.sum_exp, c.target_logit, c.token_loss, c.rows, stream);
+  if (c.loss_sum) k::add_sum_f32(c.token_loss, c.rows, c.loss_sum, stream);
+}
+void launch(const LossBackward& c, cudaStream_t stream) {
+  k::cross_entropy_backward(c.logits, c.row_max, c.sum_exp, c.targets, c.d_logits, c.rows, c.vocab_rows,
+                            c.vocab_start, c.scale, stream);
+}
+
+void launch(const MoePermute& c, cudaStream_t stream) {
+  if (c.backward)
+    k::moe_unpermute(c.in, c.routed_row, nullptr, c.out, c.tokens, c.top_k, c.cols, stream);
+  else
+    k::moe_permute(c.in, c.order, c.top_k, c.out, c.tokens * c.top_k, c.cols, stream);
+}
+void launch(const MoeUnpermute& c, cudaStream_t stream) {
+  if (c.backward)
+    k::moe_unpermute_backward(c.d_out, c.in, c.order, c.routed_row, c.weight, c.d_in, c.d_weight, c.tokens, c.top_k,
+                              c.cols, stream);
+  else
+    k::moe_unpermute(c.in, c.routed_row, c.weight, c.out, c.tokens, c.top_k, c.cols, stream);
+}
+
+void launch(const OptimizerStep& c, cudaStream_t stream) {
+  k::adamw_step(c.state, c.grad, c.param, c.count, c.params, c.clip_scale, stream);
+}
+
+void launch(const AttentionForward& c, cudaStream_t stream) {
+  c.attention->forward(c.q, c.k, c.v, c.o, c.lse, c.dims, stream);
+}
+void launch(const AttentionBackward& c, cudaStream_t stream) {
+  c.attention->backward(c.q, c.k, c.v, c.o, c.d_o, c.lse, c.dq, c.dk, c.dv, c.dims, stream);
+}
+
+}  // namespace twin::gpu

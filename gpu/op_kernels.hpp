@@ -1,0 +1,249 @@
+// One kernel entry per op kind that runs a kernel of twin's own (core/op_kinds.hpp's kinds measured by
+// CalibrationMethod::kernel_bench): a call struct naming the kind and everything its kernels read and write, and
+// launch(), which enqueues exactly those kernels. twin execute launches an op of such a kind through its entry
+// (executor/gpu/kernel_launch.hpp checks that the op is of the entry's kind) and calibration's benches launch the
+// same entry (calibrate/gpu/kernel_benches.cpp), so calibration times what execution runs. The static_assert at the
+// end holds this table and core/op_kinds.hpp's to each other: a kind measured by kernel_bench without an entry, or
+// an entry for a kind measured otherwise, fails the build. GEMMs (gpu/matmul.hpp) and collectives are measured by
+// their own sweeps.
+#pragma once
+#include <cstdint>
+#include <tuple>
+#include <utility>
+
+#include <cuda_runtime.h>
+
+#include "core/op_kinds.hpp"
+#include "gpu/kernels.hpp"
+
+namespace twin::gpu {
+
+class Attention;
+using kernels::bf16;
+
+// rows x cols, RMSNorm (mean and bias unused) or LayerNorm; rstd (and mean) per row, kept for the backward.
+struct NormForward {
+  static constexpr OpKind kind = OpKind::norm_forward;
+  Normalization normalization = Normalization::rmsnorm;
+  const bf16* x = nullptr;
+  const bf16* weight = nullptr;
+  const bf16* bias = nullptr;
+  bf16* y = nullptr;
+  float* mean = nullptr;
+  float* rstd = nullptr;
+  std::int64_t rows = 0, cols = 0;
+};
+
+// dx, and the weight's (and LayerNorm's bias's) gradient reduced from per-block partials in a fixed order, stored
+// or added (`accumulate`: a later micro-batch's). With `skip` (RMSNorm only) dx also adds the residual stream's
+// gradient that skips the norm's branch.
+struct NormBackward {
+  static constexpr OpKind kind = OpKind::norm_backward;
+  Normalization normalization = Normalization::rmsnorm;
+  const bf16* dy = nullptr;
+  const bf16* x = nullptr;
+  const bf16* weight = nullptr;
+  const float* mean = nullptr;
+  const float* rstd = nullptr;
+  const bf16* skip = nullptr;
+  bf16* dx = nullptr;
+  float* partials = nullptr;  // kernels::norm_partial_floats(rows, cols) floats, twice that for LayerNorm
+  bf16* weight_grad = nullptr;
+  bf16* bias_grad = nullptr;
+  bool accumulate = false;
+  std::int64_t rows = 0, cols = 0;
+};
+
+// Rotary embedding of one run of equal sequences, in place on q and k (views into the fused QKV rows).
+struct RopeForward {
+  static constexpr OpKind kind = OpKind::rope_forward;
+  bf16* q = nullptr;
+  bf16* k = nullptr;
+  const float2* table = nullptr;
+  kernels::RopeShape shape;
+};
+struct RopeBackward {
+  static constexpr OpKind kind = OpKind::rope_backward;
+  bf16* dq = nullptr;
+  bf16* dk = nullptr;
+  const float2* table = nullptr;
+  kernels::RopeShape shape;
+};
+
+// An MLP's activation of rows of fc1 output (2 cols wide when gated): SwiGLU when gated, else GeLU.
+struct ActivationForward {
+  static constexpr OpKind kind = OpKind::activation_forward;
+  bool gated = true;
+  const bf16* fc1 = nullptr;
+  bf16* out = nullptr;
+  std::int64_t rows = 0, cols = 0;
+};
+struct ActivationBackward {
+  static constexpr OpKind kind = OpKind::activation_backward;
+  bool gated = true;
+  const bf16* fc1 = nullptr;
+  const bf16* d_out = nullptr;
+  bf16* d_fc1 = nullptr;
+  std::int64_t rows = 0, cols = 0;
+};
+
+// The element-wise op the graph has: out = a + b (a residual add, or a ring's gradient share; out may alias).
+struct Elementwise {
+  static constexpr OpKind kind = OpKind::elementwise;
+  const bf16* a = nullptr;
+  const bf16* b = nullptr;
+  bf16* out = nullptr;
+  std::int64_t count = 0;
+};
+
+// The vocab-parallel embedding: this GPU holds table rows [vocab_start, vocab_start + vocab_rows).
+struct EmbeddingForward {
+  static constexpr OpKind kind = OpKind::embedding_forward;
+  const std::int32_t* tokens = nullptr;
+  const bf16* table = nullptr;
+  bf16* out = nullptr;
+  std::int64_t rows = 0, cols = 0, vocab_start = 0, vocab_rows = 0;
+};
+// grad[token] += dy[row] deterministically; `starts_gradient`: the step's first, which zeroes the table's gradient.
+struct EmbeddingBackward {
+  static constexpr OpKind kind = OpKind::embedding_backward;
+  const std::int32_t* tokens = nullptr;
+  const bf16* dy = nullptr;
+  bf16* grad = nullptr;
+  void* workspace = nullptr;  // kernels::embedding_backward_workspace_bytes(rows)
+  std::size_t workspace_bytes = 0;
+  bool starts_gradient = false;
+  std::int64_t rows = 0, cols = 0, vocab_start = 0, vocab_rows = 0;
+};
+
+// A vocabulary shard's statistics per row (max, sum of exponentials, the target's logit). With `token_loss` (the
+// whole vocabulary here) also the loss per row, and with `loss_sum` its sum added there; a vocabulary split over
+// TP finishes the loss after the all-reduces of the statistics (a collective op of its own).
+struct LossForward {
+  static constexpr OpKind kind = OpKind::loss_forward;
+  const bf16* logits = nullptr;
+  const std::int32_t* targets = nullptr;
+  float* row_max = nullptr;
+  float* sum_exp = nullptr;
+  float* target_logit = nullptr;
+  float* token_loss = nullptr;
+  float* loss_sum = nullptr;
+  std::int64_t rows = 0, vocab_rows = 0, vocab_start = 0;
+};
+// d logits = (softmax - onehot(target)) * scale, written over the logits where d_logits aliases them.
+struct LossBackward {
+  static constexpr OpKind kind = OpKind::loss_backward;
+  const bf16* logits = nullptr;
+  const float* row_max = nullptr;  // the global ones
+  const float* sum_exp = nullptr;
+  const std::int32_t* targets = nullptr;
+  bf16* d_logits = nullptr;
+  float scale = 1;
+  std::int64_t rows = 0, vocab_rows = 0, vocab_start = 0;
+};
+
+// An MoE dispatch: forward, each token's rows copied into expert order (`order`); backward, each token's gradient
+// the sum of its copies' (`routed_row`, the inverse order).
+struct MoePermute {
+  static constexpr OpKind kind = OpKind::moe_permute;
+  bool backward = false;
+  const bf16* in = nullptr;
+  const std::int32_t* order = nullptr;
+  const std::int32_t* routed_row = nullptr;
+  bf16* out = nullptr;
+  int top_k = 1;
+  std::int64_t tokens = 0, cols = 0;
+};
+// An MoE combine: forward, each token the weighted sum of its copies; backward, the copies' gradients and the
+// combine weights' (`d_weight`, from the expert outputs `in`).
+struct MoeUnpermute {
+  static constexpr OpKind kind = OpKind::moe_unpermute;
+  bool backward = false;
+  const bf16* in = nullptr;
+  const std::int32_t* order = nullptr;
+  const std::int32_t* routed_row = nullptr;
+  const float* weight = nullptr;
+  bf16* out = nullptr;  // forward: the combined rows
+  const bf16* d_out = nullptr;
+  bf16* d_in = nullptr;
+  float* d_weight = nullptr;
+  int top_k = 1;
+  std::int64_t tokens = 0, cols = 0;
+};
+
+// AdamW over one span of a weight buffer, the gradient scaled by the clip factor first.
+struct OptimizerStep {
+  static constexpr OpKind kind = OpKind::optimizer_step;
+  kernels::AdamWState state;
+  const bf16* grad = nullptr;
+  bf16* param = nullptr;
+  std::int64_t count = 0;
+  kernels::AdamWParams params;
+  const float* clip_scale = nullptr;
+};
+
+// Fused attention of one run of equal sequences, through the executor's attention implementation.
+struct AttentionForward {
+  static constexpr OpKind kind = OpKind::attention_forward;
+  Attention* attention = nullptr;
+  const bf16* q = nullptr;
+  const bf16* k = nullptr;
+  const bf16* v = nullptr;
+  bf16* o = nullptr;
+  float* lse = nullptr;
+  kernels::AttentionDims dims;
+};
+struct AttentionBackward {
+  static constexpr OpKind kind = OpKind::attention_backward;
+  Attention* attention = nullptr;
+  const bf16* q = nullptr;
+  const bf16* k = nullptr;
+  const bf16* v = nullptr;
+  const bf16* o = nullptr;
+  const bf16* d_o = nullptr;
+  const float* lse = nullptr;
+  bf16* dq = nullptr;
+  bf16* dk = nullptr;
+  bf16* dv = nullptr;
+  kernels::AttentionDims dims;
+};
+
+void launch(const NormForward& call, cudaStream_t stream);
+void launch(const NormBackward& call, cudaStream_t stream);
+void launch(const RopeForward& call, cudaStream_t stream);
+void launch(const RopeBackward& call, cudaStream_t stream);
+void launch(const ActivationForward& call, cudaStream_t stream);
+void launch(const ActivationBackward& call, cudaStream_t stream);
+void launch(const Elementwise& call, cudaStream_t stream);
+void launch(const EmbeddingForward& call, cudaStream_t stream);
+void launch(const EmbeddingBackward& call, cudaStream_t stream);
+void launch(const LossForward& call, cudaStream_t stream);
+void launch(const LossBackward& call, cudaStream_t stream);
+void launch(const MoePermute& call, cudaStream_t stream);
+void launch(const MoeUnpermute& call, cudaStream_t stream);
+void launch(const OptimizerStep& call, cudaStream_t stream);
+void launch(const AttentionForward& call, cudaStream_t stream);
+void launch(const AttentionBackward& call, cudaStream_t stream);
+
+// Every entry, once.
+using OpKernelCalls = std::tuple<NormForward, NormBackward, RopeForward, RopeBackward, ActivationForward,
+                                 ActivationBackward, Elementwise, EmbeddingForward, EmbeddingBackward, LossForward,
+                                 LossBackward, MoePermute, MoeUnpermute, OptimizerStep, AttentionForward,
+                                 AttentionBackward>;
+
+// Entries for `kind` in OpKernelCalls.
+constexpr int op_kernel_entries(OpKind kind) {
+  return [kind]<std::size_t... I>(std::index_sequence<I...>) {
+    return ((std::tuple_element_t<I, OpKernelCalls>::kind == kind ? 1 : 0) + ... + 0);
+  }(std::make_index_sequence<std::tuple_size_v<OpKernelCalls>>{});
+}
+
+// Each kind calibration times as a kernel of twin's own has one entry; every other kind none.
+static_assert([] {
+  for (OpKind kind : all_op_kinds())
+    if (op_kernel_entries(kind) != (op_kind_traits(kind).measured_by == CalibrationMethod::kernel_bench ? 1 : 0))
+      return false;
+  return true;
+}(), "gpu/op_kernels.hpp: every op kind measured by kernel_bench (core/op_kinds.hpp) needs exactly one entry");
+
+}  // namespace twin::gpu
