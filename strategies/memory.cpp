@@ -119,7 +119,7 @@ SavedTerms saved_terms(const ModelConfig& model, double local_seq, int micro_bat
   const double outside = sequence_parallel && tensor_parallel > 1 ? 1.0 / t : 1.0;
   // The busiest EP rank of the most skewed MoE layer: its routed copies are what the rank must hold.
   double routed_imbalance = 1.0;
-  if (model.is_moe()) {
+  if (model.is_moe() && expert_parallel > 1) {  // one rank holding every expert holds every copy: the mean
     const double copies = local_seq * micro_batch_size * outside * model.moe.top_k * expert_parallel;
     for (const ExpertParallelLoad& load : layer_loads(model, expert_parallel, copies))
       routed_imbalance = std::max(routed_imbalance, load.rank_load);
