@@ -12,12 +12,19 @@
 namespace twin {
 namespace {
 
-MoeConfig moe_with(RoutingModel routing, int experts = 8, int top_k = 2) {
+RoutingModel routing(RoutingDistribution distribution, double exponent = 0) {
+  RoutingModel r;
+  r.distribution = distribution;
+  r.exponent = exponent;
+  return r;
+}
+
+MoeConfig moe_with(RoutingModel model, int experts = 8, int top_k = 2) {
   MoeConfig moe;
   moe.num_experts = experts;
   moe.top_k = top_k;
   moe.ffn_hidden_size = 1024;
-  moe.routing = std::move(routing);
+  moe.routing = std::move(model);
   return moe;
 }
 
@@ -44,7 +51,7 @@ TEST(MoeRouting, RoutingImbalanceIsAHotExpert) {
 // Forced balance (random logits) is even on average, but each micro-batch's busiest rank draws above the mean, the
 // less so the more copies are drawn (a binomial's spread over its mean falls as one over the square root).
 TEST(MoeRouting, ForcedBalanceDrawsAboveTheMeanByItsSpread) {
-  const MoeConfig moe = moe_with({RoutingDistribution::forced});
+  const MoeConfig moe = moe_with(routing(RoutingDistribution::forced));
   EXPECT_NEAR(expert_parallel_load(moe, 0, 1, 4096).rank_load, 1.0, 1e-12);  // one rank gets every copy
   const double few = expert_parallel_load(moe, 0, 8, 1024).rank_load - 1;
   const double many = expert_parallel_load(moe, 0, 8, 4 * 1024).rank_load - 1;
@@ -55,25 +62,25 @@ TEST(MoeRouting, ForcedBalanceDrawsAboveTheMeanByItsSpread) {
 }
 
 TEST(MoeRouting, SameInputsSameLoads) {
-  const MoeConfig moe = moe_with({RoutingDistribution::zipf, 1.0});
+  const MoeConfig moe = moe_with(routing(RoutingDistribution::zipf, 1.0));
   EXPECT_EQ(expert_parallel_load(moe, 3, 4, 8192), expert_parallel_load(moe, 3, 4, 8192));
 }
 
 // A skewed router's busiest rank rises with the exponent, and spreading the experts over more ranks exposes more.
 TEST(MoeRouting, ZipfSkewsTheBusiestRank) {
-  const double mild = expert_parallel_load(moe_with({RoutingDistribution::zipf, 0.5}), 0, 4, 1e6).rank_load;
-  const double steep = expert_parallel_load(moe_with({RoutingDistribution::zipf, 1.5}), 0, 4, 1e6).rank_load;
+  const double mild = expert_parallel_load(moe_with(routing(RoutingDistribution::zipf, 0.5)), 0, 4, 1e6).rank_load;
+  const double steep = expert_parallel_load(moe_with(routing(RoutingDistribution::zipf, 1.5)), 0, 4, 1e6).rank_load;
   EXPECT_GT(mild, 1.05);
   EXPECT_GT(steep, mild);
-  const MoeConfig moe = moe_with({RoutingDistribution::zipf, 1.0});
+  const MoeConfig moe = moe_with(routing(RoutingDistribution::zipf, 1.0));
   EXPECT_GT(expert_parallel_load(moe, 0, 8, 1e6).rank_load, expert_parallel_load(moe, 0, 2, 1e6).rank_load);
 }
 
 // The trained routers carry the published busiest-expert share (Wang et al. 2024, Table 2) at any expert count.
 TEST(MoeRouting, TrainedRoutersCarryThePublishedBusiestExpert) {
   for (int experts : {8, 64, 256}) {
-    const std::vector<double> aux = expert_shares({RoutingDistribution::aux_loss}, experts, 0);
-    const std::vector<double> free = expert_shares({RoutingDistribution::loss_free}, experts, 0);
+    const std::vector<double> aux = expert_shares(routing(RoutingDistribution::aux_loss), experts, 0);
+    const std::vector<double> free = expert_shares(routing(RoutingDistribution::loss_free), experts, 0);
     EXPECT_NEAR(aux[0] * experts, 1 + kAuxLossMaxViolation, 1e-6) << experts;
     EXPECT_NEAR(free[0] * experts, 1 + kLossFreeMaxViolation, 1e-6) << experts;
   }
@@ -83,7 +90,7 @@ TEST(MoeRouting, TrainedRoutersCarryThePublishedBusiestExpert) {
 // Measured histograms price each layer by its own loads, where the run's experts were placed; a layer the run did
 // not measure takes them all pooled.
 TEST(MoeRouting, MeasuredHistogramsDifferByLayer) {
-  RoutingModel measured{RoutingDistribution::measured};
+  RoutingModel measured = routing(RoutingDistribution::measured);
   measured.histograms = {{0, {100, 100, 100, 100}}, {1, {400, 0, 0, 0}}};
   const MoeConfig moe = moe_with(measured, 4, 1);
   EXPECT_NEAR(expert_parallel_load(moe, 0, 2, 1e8).rank_load, 1.0, 1e-3);

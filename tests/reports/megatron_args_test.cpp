@@ -221,12 +221,12 @@ TEST(MegatronArgs, MoeWithExpertAndContextParallelism) {
   EXPECT_FALSE(has_argument(text, "--moe-router-force-load-balancing")) << text;
   // Forced balance and loss-free bias are Megatron switches; the all-gather dispatcher its type.
   scenario.model.moe.routing_imbalance.reset();
-  scenario.model.moe.routing = RoutingModel{RoutingDistribution::forced};
+  scenario.model.moe.routing.emplace().distribution = RoutingDistribution::forced;
   scenario.framework.moe_token_dispatcher_type = MoeTokenDispatcher::allgather;
   text = megatron_args(scenario, pinned(scenario));
   EXPECT_TRUE(has_argument(text, "--moe-router-force-load-balancing")) << text;
   EXPECT_TRUE(has_argument(text, "--moe-token-dispatcher-type allgather")) << text;
-  scenario.model.moe.routing = RoutingModel{RoutingDistribution::loss_free};
+  scenario.model.moe.routing.emplace().distribution = RoutingDistribution::loss_free;
   text = megatron_args(scenario, pinned(scenario));
   EXPECT_TRUE(has_argument(text, "--moe-router-enable-expert-bias")) << text;
   EXPECT_TRUE(has_comment_with(text, "routing loss_free")) << text;

@@ -14,6 +14,13 @@ namespace {
 using testing::make_scenario;
 using testing::make_strategy;
 
+RoutingModel routing(RoutingDistribution distribution, double exponent = 0) {
+  RoutingModel r;
+  r.distribution = distribution;
+  r.exponent = exponent;
+  return r;
+}
+
 Strategy expert_parallel(const Scenario& sc, int ep) {
   Strategy st = make_strategy(1, 1);
   st.expert_model_parallel_size = ep;
@@ -32,7 +39,7 @@ std::vector<const Op*> ops_of(const RankClass& rc, const std::function<bool(cons
 // A measured routing skewed in layer 1 only: layer 1's experts compute more rows and its all-to-alls move more.
 TEST(LoweringMoe, EachLayerIsPricedByItsOwnRouting) {
   Scenario sc = make_scenario(testing::moe_shaped(), 1, 1024, 16);
-  RoutingModel measured{RoutingDistribution::measured};
+  RoutingModel measured = routing(RoutingDistribution::measured);
   measured.histograms = {{0, std::vector<std::int64_t>(8, 100)}, {1, {800, 0, 0, 0, 0, 0, 0, 0}}};
   sc.model.moe.routing = measured;
   const Strategy st = expert_parallel(sc, 2);
@@ -85,7 +92,7 @@ TEST(LoweringMoe, AllGatherDispatcherGathersAndReduceScatters) {
 TEST(LoweringMoe, ForcedBalanceIsAboveTheBalancedMean) {
   Scenario sc = make_scenario(testing::moe_shaped(), 1, 1024, 16);
   const lowering::RankShapes balanced = lowering::rank_shapes(sc, expert_parallel(sc, 4));
-  sc.model.moe.routing = RoutingModel{RoutingDistribution::forced};
+  sc.model.moe.routing = routing(RoutingDistribution::forced);
   const lowering::RankShapes forced = lowering::rank_shapes(sc, expert_parallel(sc, 4));
   EXPECT_GT(forced.moe_layer(0).expert_tokens, balanced.moe_layer(0).expert_tokens);
   EXPECT_LT(forced.moe_layer(0).expert_tokens, balanced.moe_layer(0).expert_tokens * 5 / 4);
