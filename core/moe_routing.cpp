@@ -94,7 +94,8 @@ ExpertParallelLoad monte_carlo_load(const std::vector<double>& shares, int ep, d
     rank_sum += busiest_rank * scale / (copies / ep);
     expert_sum += its_busiest_expert * scale / (copies / experts);
   }
-  return {rank_sum / kTrials, expert_sum / kTrials};
+  // One rank holding every expert receives every copy, exactly (the sum above may round a last bit away).
+  return {ep == 1 ? 1.0 : rank_sum / kTrials, expert_sum / kTrials};
 }
 
 }  // namespace
