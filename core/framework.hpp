@@ -28,6 +28,11 @@ enum class CpCommType { p2p, all_gather };
 // reuse lies further than stage3_max_reuse_distance (1e9 elements).
 enum class ZeroImplementation { megatron, deepspeed };
 
+// How an MoE layer moves its token copies to the experts (Megatron's --moe-token-dispatcher-type): "alltoall"
+// sorts each rank's copies by expert and exchanges them over EP; "allgather" gathers the EP group's tokens on every
+// rank, each picking its experts' copies, and reduce-scatters the combined output (strategies/lowering_moe.cpp).
+enum class MoeTokenDispatcher { alltoall, allgather };
+
 struct FrameworkConfig {
   // Data-parallel gradient reduction per bucket (one layer) as soon as its last micro-batch's backward has
   // produced it, beside the remaining backward; off: every bucket after the whole backward.
@@ -58,6 +63,7 @@ struct FrameworkConfig {
   std::optional<bool> use_distributed_optimizer;
   CpCommType cp_comm_type = CpCommType::p2p;
   ZeroImplementation zero_implementation = ZeroImplementation::megatron;
+  MoeTokenDispatcher moe_token_dispatcher_type = MoeTokenDispatcher::alltoall;
   // Which framework's training the scenario describes (core/workload.hpp): the prediction prices its ops with the
   // profile's times, and twin warns when the profile measured another framework. Absent: not said.
   std::optional<FrameworkName> name;

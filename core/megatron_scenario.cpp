@@ -164,11 +164,21 @@ void read_moe(Reading& r) {
   if (a.has("--moe-shared-expert-intermediate-size"))
     r.doc.set("/model/moe/shared_expert_ffn_hidden_size", a.integer("--moe-shared-expert-intermediate-size", 0),
               "--moe-shared-expert-intermediate-size");
-  if (r.base.model.moe.routing_imbalance)
+  if (r.base.model.moe.routing_imbalance && !a.has("--moe-router-force-load-balancing") &&
+      !a.has("--moe-router-enable-expert-bias"))
     r.doc.set("/model/moe/routing_imbalance", *r.base.model.moe.routing_imbalance, "--num-experts");
-  if (a.text("--moe-token-dispatcher-type", "allgather") != "alltoall")
-    r.note(fmt::format("--moe-token-dispatcher-type {}: priced as alltoall, the dispatcher twin models",
-                       a.text("--moe-token-dispatcher-type", "allgather (Megatron's default)")));
+  else if (r.base.model.moe.routing && !a.has("--moe-router-force-load-balancing") &&
+           !a.has("--moe-router-enable-expert-bias"))
+    r.doc.set("/model/moe/routing", routing_json(*r.base.model.moe.routing), "--num-experts");
+  const std::string dispatcher = a.text("--moe-token-dispatcher-type", "allgather");
+  if (dispatcher == "flex")
+    r.note("--moe-token-dispatcher-type flex: priced as alltoall (DeepEP's fused dispatch is not modelled)");
+  r.doc.set("/framework/moe_token_dispatcher_type", dispatcher == "flex" ? "alltoall" : dispatcher,
+            "--moe-token-dispatcher-type");
+  if (a.has("--moe-router-force-load-balancing"))
+    r.doc.set("/model/moe/routing", nlohmann::json{{"distribution", "forced"}}, "--moe-router-force-load-balancing");
+  else if (a.has("--moe-router-enable-expert-bias"))
+    r.doc.set("/model/moe/routing", nlohmann::json{{"distribution", "loss_free"}}, "--moe-router-enable-expert-bias");
   if (!a.has("--moe-grouped-gemm"))
     r.note("no --moe-grouped-gemm: the experts are priced as grouped GEMMs, not Megatron's loop over experts");
   const std::string balancing = a.text("--moe-router-load-balancing-type", "aux_loss");

@@ -7,6 +7,8 @@
 #include <string_view>
 #include <vector>
 
+#include "core/moe_routing.hpp"
+
 namespace twin {
 
 // swiglu: gated (Llama); gelu: ungated (GPT); squared_relu: ungated relu(x)^2 (So et al. 2021, Primer; Nemotron-4,
@@ -27,11 +29,13 @@ struct MoeConfig {
   int top_k = 0;                     // Megatron: moe_router_topk
   std::int64_t ffn_hidden_size = 0;  // per expert; Megatron: moe_ffn_hidden_size
   int layer_freq = 1;                // every layer_freq-th layer is MoE (1 = all)
-  // Load of the busiest expert over the mean (1.0 = perfectly balanced routing). The expert GEMMs
-  // and the all-to-all of the busiest EP rank scale with it, since every rank waits for that one.
-  // Unset: the profile's measurement for this expert count and top-k where it has one
-  // (`twin calibrate --from-trace` of an MoE run), else 1.0.
+  // Load of the busiest expert over the mean (1.0 = perfectly balanced routing), every micro-batch and layer alike:
+  // the old key, a RoutingDistribution::hot_expert. The expert GEMMs and the all-to-all of the busiest EP rank
+  // scale with it, since every rank waits for that one. Unset with no `routing`: the profile's measurement for
+  // this expert count and top-k where it has one (`twin calibrate --from-trace` of an MoE run), else balanced.
   std::optional<double> routing_imbalance;
+  // The routing as a distribution (core/moe_routing.hpp); not with routing_imbalance.
+  std::optional<RoutingModel> routing;
   // The first k layers keep a dense MLP of ffn_hidden_size (DeepSeek-V3's first_k_dense_replace; Megatron spells
   // it as a --moe-layer-freq list, "[0]*k+[1]*(L-k)").
   int first_dense_layers = 0;

@@ -38,6 +38,7 @@ json model_json(const ModelConfig& m) {
                   {"ffn_hidden_size", m.moe.ffn_hidden_size},
                   {"layer_freq", m.moe.layer_freq}};
   if (m.is_moe() && m.moe.routing_imbalance) out["moe"]["routing_imbalance"] = *m.moe.routing_imbalance;
+  if (m.is_moe() && m.moe.routing) out["moe"]["routing"] = routing_json(*m.moe.routing);
   // The variants of 2025-26, written only when set: a classic model's best.json reads as before.
   if (m.is_moe() && m.moe.first_dense_layers > 0) out["moe"]["first_dense_layers"] = m.moe.first_dense_layers;
   if (m.is_moe() && m.moe.shared_expert_ffn_hidden_size > 0)
@@ -105,6 +106,7 @@ json framework_json(const FrameworkConfig& f) {
   if (f.name) out["name"] = std::string(to_string(*f.name));
   // Written only when not the default, so that plans of Megatron-style runs keep their bytes.
   if (f.zero_implementation == ZeroImplementation::deepspeed) out["zero_implementation"] = "deepspeed";
+  if (f.moe_token_dispatcher_type == MoeTokenDispatcher::allgather) out["moe_token_dispatcher_type"] = "allgather";
   return out;
 }
 

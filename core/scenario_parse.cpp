@@ -37,7 +37,7 @@ constexpr std::int64_t kMaxParallelSize = 1 << 16;
 constexpr std::int64_t kMaxSearchCombinations = 200000;
 
 MoeConfig parse_moe(const Reader& r, MoeConfig moe, std::int64_t dense_ffn) {
-  r.only_keys({"num_experts", "top_k", "ffn_hidden_size", "layer_freq", "routing_imbalance", "first_dense_layers",
+  r.only_keys({"num_experts", "top_k", "ffn_hidden_size", "layer_freq", "routing_imbalance", "routing", "first_dense_layers",
                "shared_expert_ffn_hidden_size"});
   const bool has_base = moe.num_experts > 0;
   if (!has_base) moe.ffn_hidden_size = dense_ffn;
@@ -47,6 +47,13 @@ MoeConfig parse_moe(const Reader& r, MoeConfig moe, std::int64_t dense_ffn) {
   if (auto f = r.find("layer_freq")) moe.layer_freq = static_cast<int>(f->integer(1, kMaxLayers));
   if (auto f = r.find("routing_imbalance"))
     moe.routing_imbalance = f->number(1.0, 1e6, "expected a number >= 1 (busiest expert load over the mean)");
+  if (auto f = r.find("routing")) {
+    if (r.find("routing_imbalance")) f->fail_plain("expected either routing or routing_imbalance, not both");
+    moe.routing = parse_routing(*f, moe.num_experts, std::filesystem::path(r.file()).parent_path());
+    moe.routing_imbalance.reset();  // a preset's constant gives way to the distribution
+  } else if (r.find("routing_imbalance")) {
+    moe.routing.reset();
+  }
   parse_moe_variants(r, moe);
   if (moe.top_k > moe.num_experts)
     (r.find("top_k") ? *r.find("top_k") : r)
@@ -343,7 +350,7 @@ void complete_pinned_sizes(const Reader& r, Strategy& st, const Scenario& s) {
 FrameworkConfig parse_framework(const Reader& r, ModelConfig& model, const std::optional<Reader>& model_backend) {
   r.only_keys({"name", "overlap_grad_reduce", "overlap_param_gather", "tp_comm_overlap", "gradient_accumulation_fusion",
                "cross_entropy_loss_fusion", "residual_fusion", "use_distributed_optimizer", "attention_backend",
-               "cp_comm_type", "zero_implementation"});
+               "cp_comm_type", "zero_implementation", "moe_token_dispatcher_type"});
   FrameworkConfig f;
   if (auto x = r.find("name")) f.name = *framework_name(x->one_of({"twin", "megatron-core", "pytorch-fsdp2"}, "framework"));
   if (auto x = r.find("overlap_grad_reduce")) f.overlap_grad_reduce = x->boolean();
@@ -360,6 +367,10 @@ FrameworkConfig parse_framework(const Reader& r, ModelConfig& model, const std::
     f.zero_implementation = x->one_of({"megatron", "deepspeed"}, "ZeRO-3 implementation") == "megatron"
                                 ? ZeroImplementation::megatron
                                 : ZeroImplementation::deepspeed;
+  if (auto x = r.find("moe_token_dispatcher_type"))
+    f.moe_token_dispatcher_type = x->one_of({"alltoall", "allgather"}, "MoE token dispatcher") == "alltoall"
+                                      ? MoeTokenDispatcher::alltoall
+                                      : MoeTokenDispatcher::allgather;
   if (auto x = r.find("attention_backend")) {
     const AttentionBackend backend =
         *attention_backend_from_string(x->one_of({"flash", "fused", "unfused"}, "attention backend"));

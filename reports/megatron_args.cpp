@@ -143,7 +143,7 @@ void model_variants(ArgsText& out, const ModelConfig& m) {
                             kMegatronCommit, fmt::join(missing, ", ")));
 }
 
-void model(ArgsText& out, const ModelConfig& m, std::int64_t seq_length) {
+void model(ArgsText& out, const ModelConfig& m, std::int64_t seq_length, MoeTokenDispatcher dispatcher) {
   out.arg("--num-layers", m.num_layers);
   out.arg("--hidden-size", m.hidden_size);
   out.arg("--ffn-hidden-size", m.ffn_hidden_size);
@@ -178,12 +178,17 @@ void model(ArgsText& out, const ModelConfig& m, std::int64_t seq_length) {
     if (m.moe.shared_expert_ffn_hidden_size > 0)
       out.arg("--moe-shared-expert-intermediate-size", m.moe.shared_expert_ffn_hidden_size);
     // What twin prices, as Megatron-LM's Mixtral recipe runs it (examples/mixtral/train_mixtral_8x7b_distributed.sh):
-    // all-to-all dispatch and combine, the experts as grouped GEMMs, and the load-balancing loss whose routing
-    // counts are all-reduced over TP and CP (the coefficient, the recipe's, changes no time).
-    out.arg("--moe-token-dispatcher-type", "alltoall");
+    // the framework's token dispatcher, the experts as grouped GEMMs, and the load-balancing loss whose routing
+    // counts are all-reduced over TP and CP (the coefficient, the recipe's, changes no time). A routing of a
+    // loss-free router asks for its expert bias; forced balance (how NVIDIA times its MoE tables) for random logits.
+    out.arg("--moe-token-dispatcher-type",
+            dispatcher == MoeTokenDispatcher::allgather ? "allgather" : "alltoall");
     out.arg("--moe-grouped-gemm");
     out.arg("--moe-router-load-balancing-type", "aux_loss");
     out.arg("--moe-aux-loss-coeff", "1e-2");
+    const RoutingDistribution routing = effective_routing(m.moe).distribution;
+    if (routing == RoutingDistribution::loss_free) out.arg("--moe-router-enable-expert-bias");
+    if (routing == RoutingDistribution::forced) out.arg("--moe-router-force-load-balancing");
   }
   model_variants(out, m);
 }
@@ -270,6 +275,11 @@ void notes(ArgsText& out, const Scenario& scenario, const Strategy& s) {
     out.comment(fmt::format("twin assumed routing imbalance {} (busiest expert over the mean); it is a property of "
                             "the data and router, not an argument.",
                             m.moe.imbalance()));
+  if (m.is_moe() && m.moe.routing && m.moe.routing->distribution != RoutingDistribution::forced &&
+      m.moe.routing->distribution != RoutingDistribution::balanced)
+    out.comment(fmt::format("twin priced routing {} (model.moe.routing); it is a property of the data and router, "
+                            "not an argument.",
+                            to_string(m.moe.routing->distribution)));
   if (scenario.training.precision == "fp32") out.comment("fp32 training: Megatron's default, no precision flag.");
 }
 
@@ -283,7 +293,7 @@ std::string uniform_args(const Scenario& scenario, const Strategy& strategy, con
   notes(out, scenario, strategy);
   parallelism(out, scenario, strategy);
   batch(out, scenario, strategy);
-  model(out, scenario.model, scenario.training.seq_length);
+  model(out, scenario.model, scenario.training.seq_length, scenario.framework.moe_token_dispatcher_type);
   precision_and_optimizer(out, scenario.training);
   recompute(out, strategy.recompute);
   framework(out, scenario, strategy);

@@ -1,5 +1,5 @@
 // Bytes come from the ops the plan's graph holds, by their kind and communicator, never from names; the MoE routing
-// is the model's, as the lowering priced it (MoeConfig::imbalance and rank_imbalance at the plan's EP).
+// is the model's, as the lowering priced it (core/moe_routing.hpp at the plan's EP and micro-batch).
 #include "reports/plan_comparison.hpp"
 
 #include <algorithm>
@@ -49,12 +49,28 @@ std::string row_html(const std::string& heading, const std::vector<ComparedPlan>
   return html + "</tr>\n";
 }
 
+// The busiest EP rank of the plan's most skewed MoE layer, as the lowering draws it from the routing model.
+ExpertParallelLoad busiest_layer_load(const Scenario& scenario, const Strategy& s) {
+  const std::int64_t tokens = static_cast<std::int64_t>(s.micro_batch_size) * scenario.training.seq_length /
+                              s.context_parallel_size /
+                              (s.sequence_parallel ? s.tensor_model_parallel_size : 1);
+  const int ep = s.expert_model_parallel_size;
+  ExpertParallelLoad busiest{0, 0};
+  for (const ExpertParallelLoad& load :
+       layer_loads(scenario.model, ep, static_cast<double>(tokens) * scenario.model.moe.top_k * ep))
+    if (load.rank_load > busiest.rank_load) busiest = load;
+  return busiest;
+}
+
 std::string moe_rows(const Scenario& scenario, const std::vector<ComparedPlan>& plans) {
-  const MoeConfig& moe = scenario.model.moe;
-  std::string html = row_html("MoE: busiest expert's load over the mean (priced)", plans,
-                              [&](const ComparedPlan&) { return fixed(moe.imbalance(), 3); });
+  std::string html = row_html("MoE: routing (model.moe.routing)", plans, [&](const ComparedPlan&) {
+    return to_string(effective_routing(scenario.model.moe).distribution);
+  });
+  html += row_html("MoE: busiest expert's load over the mean (priced)", plans, [&](const ComparedPlan& p) {
+    return fixed(busiest_layer_load(scenario, p.candidate.strategy).expert_load, 3);
+  });
   html += row_html("MoE: busiest EP rank's routed tokens over the mean (priced)", plans, [&](const ComparedPlan& p) {
-    return fixed(moe.rank_imbalance(p.candidate.strategy.expert_model_parallel_size), 3) + " at EP " +
+    return fixed(busiest_layer_load(scenario, p.candidate.strategy).rank_load, 3) + " at EP " +
            std::to_string(p.candidate.strategy.expert_model_parallel_size);
   });
   html += row_html("MoE: dispatch and combine all-to-all per GPU", plans, [](const ComparedPlan& p) {

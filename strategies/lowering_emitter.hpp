@@ -18,6 +18,16 @@ namespace twin::lowering {
 
 inline constexpr OpIndex kNoOp = std::numeric_limits<OpIndex>::max();
 
+// One MoE layer on the busiest EP rank (every rank waits for it at the combine), from the routing model
+// (core/moe_routing.hpp): its copies per local expert, its busiest expert's and its all-to-all buffer.
+struct MoeLayerShapes {
+  std::int64_t expert_tokens = 0;          // rows per local expert, the rank's copies spread over its experts
+  // The busiest expert's rows when the rank holds several experts and they differ (GemmShape::busiest); 0 else.
+  std::int64_t busiest_expert_tokens = 0;
+  std::int64_t dispatch_bytes = 0;         // the rank's all-to-all buffer: the copies it receives, or sends if more
+  bool operator==(const MoeLayerShapes&) const = default;
+};
+
 struct RankShapes {
   int tp = 1, cp = 1, ep = 1, pp = 1, vpp = 1;
   bool sp = false;
@@ -34,16 +44,16 @@ struct RankShapes {
   Normalization normalization = Normalization::rmsnorm;  // the model's: every norm op says it
   bool attention_dropout = false;  // unfused attention with a dropout kernel over the scores
   bool cudnn_attention = false;    // the fused backend: cuDNN's kernel
-  // MoE (per rank): experts held, tokens per expert of the busiest rank, expert widths.
-  std::int64_t experts_total = 0, experts_local = 0, expert_tokens = 0, moe_ffn = 0, moe_fc1_width = 0;
+  // MoE (per rank): experts held, expert widths.
+  std::int64_t experts_total = 0, experts_local = 0, moe_ffn = 0, moe_fc1_width = 0;
+  // Per layer (its global index; dense layers zero): what the busiest EP rank routes.
+  std::vector<MoeLayerShapes> moe_layers;
+  const MoeLayerShapes& moe_layer(int layer) const { return moe_layers.at(static_cast<std::size_t>(layer)); }
   // Shared experts per TP rank (split like a dense MLP): their FFN width and FC1's; 0 without shared experts.
   std::int64_t shared_ffn = 0, shared_fc1_width = 0;
   bool qk_norm = false;  // QK-norm: a norm over each head's query and key before RoPE
-  // The busiest expert's rows on the busiest EP rank when the routing is skewed and the rank holds several
-  // experts (its GEMMs' GemmShape::busiest); 0 when every expert gets the mean.
-  std::int64_t busiest_expert_tokens = 0;
-  std::int64_t dispatch_bytes = 0;  // all-to-all buffer of the busiest rank (imbalance included)
   std::int64_t permute_bytes = 0;   // read + write of this rank's routed token copies
+  MoeTokenDispatcher dispatcher = MoeTokenDispatcher::alltoall;  // framework.moe_token_dispatcher_type
   int layers_per_chunk = 0;   // the most layers any virtual stage holds (uneven splits differ by one)
   // framework (core/framework.hpp): TE userbuffers overlap (only with SP), and whether the weight-gradient
   // GEMM accumulates into the fp32 main gradient itself.
@@ -81,6 +91,7 @@ class Emitter {
     layer_ = -1;
   }
   void set_layer(int layer) { layer_ = layer; }
+  int layer() const { return layer_; }
   // The keys a query of the current layer attends to at most (ModelConfig::window_size on a windowed layer; 0: all
   // before it): the layer's attention ops carry it, and passes of different windows are different passes.
   void set_attention_window(std::int64_t keys) { attention_window_ = keys; }
@@ -162,6 +173,7 @@ class Emitter {
     bool pending_is_chain = false;
     bool fp8 = false;  // the layer's linears in FP8: other ops than a 16-bit layer's
     std::int64_t attention_window = 0;
+    MoeLayerShapes moe;  // an MoE layer's routed shapes (they differ by layer under a measured routing)
     bool operator==(const PassEntry&) const = default;
   };
   struct PassOriginal {

@@ -8,6 +8,7 @@
 #include "core/layer.hpp"
 #include "strategies/context_ring.hpp"
 #include "strategies/lowering_linears.hpp"
+#include "strategies/lowering_moe.hpp"
 #include "strategies/sharded_parameters.hpp"
 
 namespace twin::lowering {
@@ -141,97 +142,6 @@ void core_attention(Emitter& e, bool backward) {
   e.chain = ring_exchange(e, s.cp, bytes(s.cp), gradient_ready(s.cp, previous_send));
 }
 
-// An experts block's grouped GEMM: one product per local expert, the busiest expert's rows set when skewed.
-// In FP8 where the layer runs its linears in FP8 (Transformer Engine's GroupedLinear).
-Op expert_gemm(const Emitter& e, OpRole role, GemmPass pass, std::int64_t m, std::int64_t n, std::int64_t k,
-               int count) {
-  Op op = linear_gemm(e, role, pass, m, n, k);
-  op.gemm.count = count;
-  op.flops *= count;
-  op.gemm.busiest = static_cast<std::int32_t>(e.shapes().busiest_expert_tokens);
-  return op;
-}
-
-// The shared experts (Megatron's SharedExpertMLP): a dense MLP split over TP on the experts block's input, its
-// FC1 column-parallel and FC2 row-parallel with SP's gather and scatter, beside the routed experts.
-void shared_experts(Emitter& e, bool backward) {
-  const RankShapes& s = e.shapes();
-  if (s.shared_ffn == 0) return;
-  const auto activation = Emitter::rows_cols(backward ? OpKind::activation_backward : OpKind::activation_forward,
-                                             OpRole::shared_expert_activation, s.tokens, s.shared_ffn);
-  if (!backward) {
-    column_parallel_forward(e, OpRole::shared_expert_fc1, s.shared_fc1_width, s.h);
-    e.emit(activation);
-    row_parallel_forward(e, OpRole::shared_expert_fc2, s.h, s.shared_ffn);
-    return;
-  }
-  row_parallel_backward(e, OpRole::shared_expert_fc2, s.h, s.shared_ffn);
-  e.emit(activation);
-  column_parallel_backward(e, OpRole::shared_expert_fc1, s.shared_fc1_width, s.h);
-}
-
-void moe_forward(Emitter& e) {
-  const RankShapes& s = e.shapes();
-  shared_experts(e, false);
-  Op router = Emitter::gemm(OpRole::router, GemmPass::forward, s.tokens_local, s.experts_total, s.h);
-  router.kind = OpKind::moe_router;
-  e.emit(router);
-  // Under TP (MoE needs SP there) each TP rank routes its 1/tp of the sequence, under CP each CP rank its chunks;
-  // the load-balancing loss counts the whole sequence's copies per expert, summed over the TP x CP group as
-  // Megatron's router does (here over TP, then over CP).
-  if (s.tp > 1)
-    e.emit(Emitter::collective(OpKind::all_reduce, OpRole::router, Stream::tp_comm, GroupKind::tensor, s.tp,
-                               s.experts_total * 4));
-  if (s.cp > 1)
-    e.emit(Emitter::collective(OpKind::all_reduce, OpRole::router, Stream::cp_comm, GroupKind::context, s.cp,
-                               s.experts_total * 4));
-  const auto a2a = [&](OpRole role) {
-    return Emitter::collective(OpKind::all_to_all, role, Stream::ep_comm, GroupKind::expert, s.ep, s.dispatch_bytes);
-  };
-  const std::int64_t permute_bytes = s.permute_bytes;
-  // As Megatron's all-to-all dispatcher: the copies sorted by expert (so by the EP rank that holds it), then
-  // exchanged; they arrive grouped by local expert (received in place, no second sort). Combine mirrors it.
-  e.emit(Emitter::moved(OpKind::moe_permute, OpRole::dispatch, permute_bytes));
-  if (s.ep > 1) e.emit(a2a(OpRole::dispatch));
-  const int count = static_cast<int>(s.experts_local);
-  cast_to_fp8(e, OpRole::expert_fc1, LinearTensor::input, s.expert_tokens * count, s.h);
-  e.emit(expert_gemm(e, OpRole::expert_fc1, GemmPass::forward, s.expert_tokens, s.moe_fc1_width, s.h, count));
-  e.emit(Emitter::rows_cols(OpKind::activation_forward, OpRole::expert_activation, s.expert_tokens * count, s.moe_ffn));
-  cast_to_fp8(e, OpRole::expert_fc2, LinearTensor::input, s.expert_tokens * count, s.moe_ffn);
-  e.emit(expert_gemm(e, OpRole::expert_fc2, GemmPass::forward, s.expert_tokens, s.h, s.moe_ffn, count));
-  if (s.ep > 1) e.emit(a2a(OpRole::combine));
-  e.emit(Emitter::moved(OpKind::moe_unpermute, OpRole::combine, permute_bytes));
-}
-
-void moe_backward(Emitter& e) {
-  const RankShapes& s = e.shapes();
-  const auto a2a = [&](OpRole role) {
-    return Emitter::collective(OpKind::all_to_all, role, Stream::ep_comm, GroupKind::expert, s.ep, s.dispatch_bytes);
-  };
-  const std::int64_t permute_bytes = s.permute_bytes;
-  const int count = static_cast<int>(s.experts_local);
-  e.emit(Emitter::moved(OpKind::moe_unpermute, OpRole::combine, permute_bytes));
-  if (s.ep > 1) e.emit(a2a(OpRole::combine));
-  cast_to_fp8(e, OpRole::expert_fc2, LinearTensor::output_gradient, s.expert_tokens * count, s.h);
-  const OpIndex fc2_dgrad =
-      e.emit(expert_gemm(e, OpRole::expert_fc2, GemmPass::input_gradient, s.expert_tokens, s.moe_ffn, s.h, count));
-  e.emit(expert_gemm(e, OpRole::expert_fc2, GemmPass::weight_gradient, s.moe_ffn, s.h, s.expert_tokens, count));
-  e.chain = fc2_dgrad;
-  e.emit(Emitter::rows_cols(OpKind::activation_backward, OpRole::expert_activation, s.expert_tokens * count, s.moe_ffn));
-  cast_to_fp8(e, OpRole::expert_fc1, LinearTensor::output_gradient, s.expert_tokens * count, s.moe_fc1_width);
-  const OpIndex fc1_dgrad = e.emit(
-      expert_gemm(e, OpRole::expert_fc1, GemmPass::input_gradient, s.expert_tokens, s.h, s.moe_fc1_width, count));
-  e.emit(expert_gemm(e, OpRole::expert_fc1, GemmPass::weight_gradient, s.h, s.moe_fc1_width, s.expert_tokens, count));
-  e.chain = fc1_dgrad;
-  if (s.ep > 1) e.emit(a2a(OpRole::dispatch));
-  e.emit(Emitter::moved(OpKind::moe_permute, OpRole::dispatch, permute_bytes));
-  const OpIndex router_dgrad =
-      e.emit(Emitter::gemm(OpRole::router, GemmPass::input_gradient, s.tokens_local, s.h, s.experts_total));
-  e.emit(Emitter::gemm(OpRole::router, GemmPass::weight_gradient, s.h, s.experts_total, s.tokens_local));
-  e.chain = router_dgrad;
-  shared_experts(e, true);
-}
-
 // Vocab-parallel embedding: every TP rank looks up its vocabulary shard for all tokens, then the
 // partial rows are summed (all-reduce) or summed and scattered by sequence (SP).
 void embedding_forward(Emitter& e) {
@@ -307,7 +217,7 @@ void block_ops(Emitter& e, const layer::Block& block, Phase phase) {
                                 s.tokens, s.ffn));
       return;
     case layer::BlockKind::residual: lowering::emit_residual(e, block, phase); return;
-    case layer::BlockKind::experts: backward ? moe_backward(e) : moe_forward(e); return;
+    case layer::BlockKind::experts: emit_experts(e, backward); return;
     case layer::BlockKind::embedding: backward ? embedding_backward(e) : embedding_forward(e); return;
     case layer::BlockKind::loss: backward ? loss_backward(e) : loss_forward(e); return;
   }

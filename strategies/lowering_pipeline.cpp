@@ -18,6 +18,29 @@
 namespace twin {
 namespace lowering {
 
+namespace {
+
+// Each MoE layer's routed shapes on the busiest EP rank: its copies spread over its experts (dropless: all of them
+// are computed), of which the busiest expert takes its share, and the all-to-all buffer of those copies.
+std::vector<MoeLayerShapes> moe_layer_shapes(const ModelConfig& m, const RankShapes& s) {
+  const double routed = static_cast<double>(s.tokens_local) * m.moe.top_k;  // this rank's copies
+  const double mean_expert = routed * s.ep / s.experts_total;               // an expert's rows at the mean
+  std::vector<MoeLayerShapes> shapes(static_cast<std::size_t>(m.num_layers));
+  const std::vector<ExpertParallelLoad> loads = layer_loads(m, s.ep, routed * s.ep);
+  for (int layer = 0; layer < m.num_layers; ++layer) {
+    if (!m.is_moe_layer(layer)) continue;
+    const ExpertParallelLoad& load = loads[layer];
+    MoeLayerShapes& x = shapes[layer];
+    x.expert_tokens = static_cast<std::int64_t>(std::ceil(mean_expert * load.rank_load));
+    if (load.expert_load > load.rank_load && s.experts_local > 1)
+      x.busiest_expert_tokens = static_cast<std::int64_t>(std::ceil(mean_expert * load.expert_load));
+    x.dispatch_bytes = std::llround(routed * s.h * 2 * load.rank_load);
+  }
+  return shapes;
+}
+
+}  // namespace
+
 RankShapes rank_shapes(const Scenario& scenario, const Strategy& st) {
   const ModelConfig& m = scenario.model;
   RankShapes s;
@@ -56,16 +79,9 @@ RankShapes rank_shapes(const Scenario& scenario, const Strategy& st) {
     s.moe_fc1_width = (s.swiglu ? 2 : 1) * s.moe_ffn;
     s.shared_ffn = m.moe.shared_expert_ffn_hidden_size / s.tp;
     s.shared_fc1_width = (s.swiglu ? 2 : 1) * s.shared_ffn;
-    const double routed = static_cast<double>(s.tokens_local) * m.moe.top_k;
-    // The busiest EP rank's copies, spread over its experts (dropless: all of them are computed).
-    const double rank_imbalance = m.moe.rank_imbalance(s.ep);
-    s.expert_tokens = static_cast<std::int64_t>(std::ceil(routed * s.ep / s.experts_total * rank_imbalance));
-    // ... of which the busiest expert takes its skew times the mean expert's rows.
-    if (m.moe.imbalance() > 1.0 && s.experts_local > 1)
-      s.busiest_expert_tokens =
-          static_cast<std::int64_t>(std::ceil(routed * s.ep / s.experts_total * m.moe.imbalance()));
-    s.dispatch_bytes = std::llround(routed * s.h * 2 * rank_imbalance);
+    s.moe_layers = moe_layer_shapes(m, s);
     s.permute_bytes = 2 * s.tokens_local * m.moe.top_k * s.h * 2;
+    s.dispatcher = scenario.framework.moe_token_dispatcher_type;
   }
   s.layers_per_chunk = max_layers_in_virtual_stage(m, st);
   s.tp_comm_overlap = scenario.framework.tp_comm_overlap && s.sp;

@@ -45,7 +45,7 @@ struct SavedTerms {
   double outside, inside;
   double tp;
   bool recompute_none;
-  double routed_imbalance;  // the busiest EP rank's routed copies over the mean (MoeConfig::rank_imbalance)
+  double routed_imbalance;  // the busiest EP rank's routed copies over the mean (core/moe_routing.hpp)
   bool fused_loss = true;   // framework.cross_entropy_loss_fusion: which logits the loss keeps
   bool fp8 = false;         // the layer's linears in FP8: their weight-gradient inputs kept as FP8 copies
 
@@ -117,8 +117,15 @@ SavedTerms saved_terms(const ModelConfig& model, double local_seq, int micro_bat
                        bool sequence_parallel, Recompute recompute, int expert_parallel) {
   const double t = tensor_parallel;
   const double outside = sequence_parallel && tensor_parallel > 1 ? 1.0 / t : 1.0;
+  // The busiest EP rank of the most skewed MoE layer: its routed copies are what the rank must hold.
+  double routed_imbalance = 1.0;
+  if (model.is_moe() && expert_parallel > 1) {  // one rank holding every expert holds every copy: the mean
+    const double copies = local_seq * micro_batch_size * outside * model.moe.top_k * expert_parallel;
+    for (const ExpertParallelLoad& load : layer_loads(model, expert_parallel, copies))
+      routed_imbalance = std::max(routed_imbalance, load.rank_load);
+  }
   return {model,  local_seq, static_cast<double>(micro_batch_size),     outside, 1.0 / t, t,
-          recompute == Recompute::none, model.is_moe() ? model.moe.rank_imbalance(expert_parallel) : 1.0};
+          recompute == Recompute::none, routed_imbalance};
 }
 
 }  // namespace

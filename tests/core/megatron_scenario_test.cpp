@@ -103,16 +103,30 @@ TEST(MegatronScenario, MoeFlagsTwinPricesOtherwiseAreListed) {
   EXPECT_EQ(r.scenario.model.moe.num_experts, 8);
   EXPECT_EQ(r.scenario.model.moe.ffn_hidden_size, 4 * 2048);
   EXPECT_EQ(r.scenario.strategy->expert_model_parallel_size, 4);
-  ASSERT_EQ(r.not_modelled.size(), 4u);
+  // No --moe-token-dispatcher-type: Megatron's default, the all-gather dispatcher, which twin lowers.
+  EXPECT_EQ(r.scenario.framework.moe_token_dispatcher_type, MoeTokenDispatcher::allgather);
+  ASSERT_EQ(r.not_modelled.size(), 3u);
   EXPECT_EQ(r.not_modelled[1],
-            "--moe-token-dispatcher-type allgather (Megatron's default): priced as alltoall, the "
-            "dispatcher twin models");
-  EXPECT_EQ(r.not_modelled[2],
             "no --moe-grouped-gemm: the experts are priced as grouped GEMMs, not Megatron's loop "
             "over experts");
-  EXPECT_EQ(r.not_modelled[3],
+  EXPECT_EQ(r.not_modelled[2],
             "--moe-router-load-balancing-type sinkhorn: priced as an auxiliary loss (its routing "
             "counts all-reduced over TP and CP)");
+}
+
+// The routing and dispatcher flags twin writes come back as the scenario's routing and framework.
+TEST(MegatronScenario, MoeRoutingAndDispatcherFlagsAreRead) {
+  const std::string moe = "--num-experts 8 --moe-router-topk 2 --expert-model-parallel-size 4 ";
+  const MegatronScenario forced =
+      read(kRequired + moe + "--moe-token-dispatcher-type alltoall --moe-router-force-load-balancing");
+  EXPECT_EQ(forced.scenario.framework.moe_token_dispatcher_type, MoeTokenDispatcher::alltoall);
+  ASSERT_TRUE(forced.scenario.model.moe.routing.has_value());
+  EXPECT_EQ(forced.scenario.model.moe.routing->distribution, RoutingDistribution::forced);
+  const MegatronScenario loss_free = read(kRequired + moe + "--moe-router-enable-expert-bias");
+  ASSERT_TRUE(loss_free.scenario.model.moe.routing.has_value());
+  EXPECT_EQ(loss_free.scenario.model.moe.routing->distribution, RoutingDistribution::loss_free);
+  const MegatronScenario flex = read(kRequired + moe + "--moe-token-dispatcher-type flex");
+  EXPECT_EQ(flex.scenario.framework.moe_token_dispatcher_type, MoeTokenDispatcher::alltoall);
 }
 
 TEST(MegatronScenario, ContradictionsAndWhatTwinCannotModelAreRefusedNamingTheFlag) {

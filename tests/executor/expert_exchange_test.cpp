@@ -99,8 +99,9 @@ TEST(ExpertExchange, UniformRoutingSendsWhatTheSimulatorPrices) {
     const ExpertExchange x = plan_expert_exchange(routed, shapes.ep, experts, r);
     std::int64_t sent = 0;
     for (const ExchangeChunk& c : x.from_tokens) sent += c.rows;
-    EXPECT_EQ(sent * shapes.h * 2, shapes.dispatch_bytes);  // bf16 rows of hidden, own share included
-    EXPECT_EQ(x.rows_held, shapes.expert_tokens * shapes.experts_local);  // the grouped GEMMs' rows
+    const lowering::MoeLayerShapes& layer = shapes.moe_layer(0);
+    EXPECT_EQ(sent * shapes.h * 2, layer.dispatch_bytes);  // bf16 rows of hidden, own share included
+    EXPECT_EQ(x.rows_held, layer.expert_tokens * shapes.experts_local);  // the grouped GEMMs' rows
   }
 }
 

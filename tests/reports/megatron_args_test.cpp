@@ -218,6 +218,18 @@ TEST(MegatronArgs, MoeWithExpertAndContextParallelism) {
         "--group-query-attention", "--num-query-groups 8", "--max-position-embeddings 32768"})
     EXPECT_TRUE(has_argument(text, argument)) << argument << "\n" << text;
   EXPECT_TRUE(has_comment_with(text, "routing imbalance 1.25")) << text;
+  EXPECT_FALSE(has_argument(text, "--moe-router-force-load-balancing")) << text;
+  // Forced balance and loss-free bias are Megatron switches; the all-gather dispatcher its type.
+  scenario.model.moe.routing_imbalance.reset();
+  scenario.model.moe.routing.emplace().distribution = RoutingDistribution::forced;
+  scenario.framework.moe_token_dispatcher_type = MoeTokenDispatcher::allgather;
+  text = megatron_args(scenario, pinned(scenario));
+  EXPECT_TRUE(has_argument(text, "--moe-router-force-load-balancing")) << text;
+  EXPECT_TRUE(has_argument(text, "--moe-token-dispatcher-type allgather")) << text;
+  scenario.model.moe.routing.emplace().distribution = RoutingDistribution::loss_free;
+  text = megatron_args(scenario, pinned(scenario));
+  EXPECT_TRUE(has_argument(text, "--moe-router-enable-expert-bias")) << text;
+  EXPECT_TRUE(has_comment_with(text, "routing loss_free")) << text;
 }
 
 TEST(MegatronArgs, TensorParallelOneDropsSequenceParallelAndItsOverlap) {

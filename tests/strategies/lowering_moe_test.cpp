@@ -1,0 +1,102 @@
+// An MoE layer's lowering: routed shapes per layer from the routing model, and the two token dispatchers.
+#include <gtest/gtest.h>
+
+#include <functional>
+
+#include "strategies/lowering.hpp"
+#include "strategies/lowering_emitter.hpp"
+#include "strategies/validity.hpp"
+#include "strategy_fixtures.hpp"
+
+namespace twin {
+namespace {
+
+using testing::make_scenario;
+using testing::make_strategy;
+
+RoutingModel routing(RoutingDistribution distribution, double exponent = 0) {
+  RoutingModel r;
+  r.distribution = distribution;
+  r.exponent = exponent;
+  return r;
+}
+
+Strategy expert_parallel(const Scenario& sc, int ep) {
+  Strategy st = make_strategy(1, 1);
+  st.expert_model_parallel_size = ep;
+  EXPECT_EQ(complete_strategy(sc, st), std::nullopt);
+  EXPECT_EQ(invalid_reason(sc, st), std::nullopt) << st.key();
+  return st;
+}
+
+std::vector<const Op*> ops_of(const RankClass& rc, const std::function<bool(const Op&)>& wanted) {
+  std::vector<const Op*> found;
+  for (OpIndex i = 0; i < rc.size(); ++i)
+    if (wanted(rc.op(i))) found.push_back(&rc.op(i));
+  return found;
+}
+
+// A measured routing skewed in layer 1 only: layer 1's experts compute more rows and its all-to-alls move more.
+TEST(LoweringMoe, EachLayerIsPricedByItsOwnRouting) {
+  Scenario sc = make_scenario(testing::moe_shaped(), 1, 1024, 16);
+  RoutingModel measured = routing(RoutingDistribution::measured);
+  measured.histograms = {{0, std::vector<std::int64_t>(8, 100)}, {1, {800, 0, 0, 0, 0, 0, 0, 0}}};
+  sc.model.moe.routing = measured;
+  const Strategy st = expert_parallel(sc, 2);
+  const lowering::RankShapes shapes = lowering::rank_shapes(sc, st);
+  EXPECT_GT(shapes.moe_layer(1).expert_tokens, shapes.moe_layer(0).expert_tokens * 3 / 2);
+  EXPECT_GT(shapes.moe_layer(1).dispatch_bytes, shapes.moe_layer(0).dispatch_bytes * 3 / 2);
+  EXPECT_GT(shapes.moe_layer(1).busiest_expert_tokens, shapes.moe_layer(1).expert_tokens);  // one hot expert of 4
+  const IterationGraph g = lower_to_op_graphs(sc, st);
+  for (int layer : {0, 1}) {
+    const auto a2a = ops_of(g.classes[0], [&](const Op& op) { return op.kind == OpKind::all_to_all && op.layer == layer; });
+    ASSERT_FALSE(a2a.empty());
+    for (const Op* op : a2a) EXPECT_EQ(op->bytes, shapes.moe_layer(layer).dispatch_bytes) << layer;
+  }
+  // Layers 2 and 3, which the run did not measure, take every measured layer pooled: alike.
+  EXPECT_EQ(shapes.moe_layer(2), shapes.moe_layer(3));
+}
+
+// The all-gather dispatcher gathers the EP group's tokens and routing, and reduce-scatters the output: no
+// all-to-all, the same expert GEMMs, its permutes over the copies the rank's experts hold.
+TEST(LoweringMoe, AllGatherDispatcherGathersAndReduceScatters) {
+  Scenario sc = make_scenario(testing::moe_shaped(), 1, 1024, 16);
+  const int ep = 4;
+  const IterationGraph alltoall = lower_to_op_graphs(sc, expert_parallel(sc, ep));
+  sc.framework.moe_token_dispatcher_type = MoeTokenDispatcher::allgather;
+  const Strategy st = expert_parallel(sc, ep);
+  const IterationGraph g = lower_to_op_graphs(sc, st);
+  const RankClass& rc = g.classes[0];
+  const auto expert_group = [](OpKind kind) {
+    return [kind](const Op& op) { return op.kind == kind && op.group == GroupKind::expert; };
+  };
+  const int layers = 4;
+  EXPECT_TRUE(ops_of(rc, expert_group(OpKind::all_to_all)).empty());
+  // Forward: routing and tokens gathered; backward: the output gradient gathered. One of each reduce-scatter.
+  EXPECT_EQ(ops_of(rc, expert_group(OpKind::all_gather)).size(), 3u * layers * st.num_micro_batches);
+  EXPECT_EQ(ops_of(rc, expert_group(OpKind::reduce_scatter)).size(), 2u * layers * st.num_micro_batches);
+  const lowering::RankShapes s = lowering::rank_shapes(sc, st);
+  for (const Op* op : ops_of(rc, expert_group(OpKind::reduce_scatter))) EXPECT_EQ(op->bytes, ep * s.tokens_local * s.h * 2);
+  const auto gemm_rows = [](const RankClass& c) {
+    double sum = 0;
+    for (const Op* op : ops_of(c, [](const Op& o) { return o.kind == OpKind::gemm && o.role == OpRole::expert_fc1; }))
+      sum += op->flops;
+    return sum;
+  };
+  EXPECT_DOUBLE_EQ(gemm_rows(rc), gemm_rows(alltoall.classes[0]));
+  for (const Op* op : ops_of(rc, [](const Op& o) { return o.kind == OpKind::moe_permute; }))
+    EXPECT_EQ(op->bytes, 2 * s.moe_layer(0).expert_tokens * s.experts_local * s.h * 2);
+}
+
+// Forced balance draws each micro-batch's busiest rank above the mean; a balanced routing does not.
+TEST(LoweringMoe, ForcedBalanceIsAboveTheBalancedMean) {
+  Scenario sc = make_scenario(testing::moe_shaped(), 1, 1024, 16);
+  const lowering::RankShapes balanced = lowering::rank_shapes(sc, expert_parallel(sc, 4));
+  sc.model.moe.routing = routing(RoutingDistribution::forced);
+  const lowering::RankShapes forced = lowering::rank_shapes(sc, expert_parallel(sc, 4));
+  EXPECT_GT(forced.moe_layer(0).expert_tokens, balanced.moe_layer(0).expert_tokens);
+  EXPECT_LT(forced.moe_layer(0).expert_tokens, balanced.moe_layer(0).expert_tokens * 5 / 4);
+}
+
+}  // namespace
+}  // namespace twin

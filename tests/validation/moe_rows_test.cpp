@@ -1,0 +1,32 @@
+// The published MoE rows (tests/validation/moe_rows.json): every row reads as the page states it, its routing
+// force-balanced (the page's footnote), its experts spread over EP, and the iteration time its figure implies.
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "validation/published_table.hpp"
+
+namespace twin {
+namespace {
+
+TEST(MoeRows, ReadAsPublished) {
+  const PublishedTable table = load_published_table(std::string(TWIN_SOURCE_DIR) + "/tests/validation/moe_rows.json");
+  ASSERT_EQ(table.rows.size(), 13u);
+  std::map<std::string, const PublishedRow*> by_id;
+  for (const PublishedRow& row : table.rows) {
+    by_id[row.id] = &row;
+    ASSERT_TRUE(row.scenario.model.is_moe()) << row.id;
+    ASSERT_TRUE(row.scenario.model.moe.routing.has_value()) << row.id;
+    EXPECT_EQ(row.scenario.model.moe.routing->distribution, RoutingDistribution::forced) << row.id;
+    ASSERT_TRUE(row.scenario.strategy.has_value()) << row.id;
+    EXPECT_GT(row.scenario.strategy->expert_model_parallel_size, 1) << row.id;
+  }
+  // Qwen3 235B-A22B on 256 H100 (26.04.01): 8192 sequences of 4096 tokens / (1712 tokens/s per GPU x 256 GPUs).
+  const PublishedRow& qwen = *by_id.at("mb260401_qwen3_235b_a22b_256h100_fp8");
+  EXPECT_NEAR(qwen.published_iteration_s, 8192.0 * 4096 / (1712.0 * 256), 0.01);
+  EXPECT_EQ(qwen.scenario.model.moe.num_experts, 128);
+  EXPECT_EQ(qwen.scenario.model.num_layers, 94);
+}
+
+}  // namespace
+}  // namespace twin
