@@ -4,6 +4,7 @@
 #   STUDY=4xH200: one machine of four GPUs; one configuration profiled on all ranks (the one folded), the others
 #     (FSDP vs TP x FSDP, micro-batch, checkpointing, compile, 1, 2 and 4 GPUs) timed without the profiler, then
 #     profiled on rank 0 only for diagnosis. Runs of one or two GPUs go two at a time on disjoint GPUs.
+#   STUDY=host: pytorch_host_cost.py over $GPUS GPUs, the host's time per step of the 4xH200 configurations.
 # RESULT lines go to $OUT/results.jsonl, gzipped traces to $OUT/traces/ (4xH200: tarred into $OUT/fit_traces.tar
 # and $OUT/other_traces.tar). Stops starting runs after $BUDGET_S seconds.
 set -uo pipefail
@@ -55,10 +56,17 @@ study_4xH200() {
     && rm -rf "$OUT/traces"
 }
 
+# the host's time per step and per layer of the same model at tiny widths, every configuration of 4xH200 in one torchrun
+study_host() {
+  python3 -m torch.distributed.run --standalone --nproc-per-node "$GPUS" "$here/pytorch_host_cost.py" \
+    --result "$OUT/host_cost.jsonl" || { echo "FAILED: pytorch_host_cost.py"; status=1; }
+}
+
 case "$STUDY" in
   1xH200) study_1xH200 ;;
   4xH200) study_4xH200 ;;
-  *) echo "pytorch_fsdp_study.sh: STUDY must be 1xH200 or 4xH200, got $STUDY"; exit 2 ;;
+  host) study_host ;;
+  *) echo "pytorch_fsdp_study.sh: STUDY must be 1xH200, 4xH200 or host, got $STUDY"; exit 2 ;;
 esac
 echo "study done in $(( $(date +%s) - start )) s"
 exit $status
