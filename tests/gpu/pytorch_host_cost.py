@@ -17,6 +17,7 @@ from pytorch_baseline import Config
 import torch
 import torch.distributed as dist
 from torch.distributed.device_mesh import init_device_mesh
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
 # (tensor parallel, checkpoint, compile): the four-GPU study's configurations (docs/accuracy/pytorch-fsdp2-4xH200)
 CONFIGS = [(1, "none", False), (1, "full", False), (1, "none", True), (2, "none", False), (4, "none", False),
@@ -65,7 +66,8 @@ def main():
     world, rank = dist.get_world_size(), dist.get_rank()
     for tp, checkpoint, compile in CONFIGS:
         started = time.perf_counter()
-        few, many = (measure(world, tp, checkpoint, compile, layers, args) for layers in (2, 6))
+        with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):  # the study's backend
+            few, many = [measure(world, tp, checkpoint, compile, layers, args) for layers in (2, 6)]
         per_layer = [(b - a) / 4 for a, b in zip(few, many)]
         fixed = [a - 2 * l for a, l in zip(few, per_layer)]
         row = {"world": world, "tp": tp, "checkpoint": checkpoint, "compile": compile,
