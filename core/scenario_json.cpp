@@ -88,6 +88,11 @@ json framework_json(const FrameworkConfig& f) {
   if (f.name) out["name"] = std::string(to_string(*f.name));
   // Written only when not the default, so that plans of Megatron-style runs keep their bytes.
   if (f.zero_implementation == ZeroImplementation::deepspeed) out["zero_implementation"] = "deepspeed";
+  if (f.name == FrameworkName::pytorch_fsdp2) {
+    out["compile"] = f.compile;
+    out["reshard_after_forward"] = f.reshard_after_forward;
+    out["reduce_dtype"] = f.reduce_dtype_bytes == 4 ? "float32" : "bfloat16";
+  }
   return out;
 }
 

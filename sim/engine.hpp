@@ -16,6 +16,9 @@
 // it is done (the host issues nothing meanwhile). Ops released by one event are issued together after it, those
 // with host time first (the framework loops before it launches what the same synchronisation released). A class
 // with no host time starts each op the moment it is ready, as before; host waits count as idle in the breakdown.
+// An op with dispatch time (Op::dispatch_ns) is ready no earlier than its class's host has issued it: the host
+// issues the class's ops in order, each after the dispatch times of those before it and its own, without waiting
+// for the GPU (FlatClass::issue_at_ns).
 // Completions are integer nanoseconds (now + ceil(remaining / rate)); equal times run in the order they
 // were scheduled. Ops of zero duration still complete through the queue, never recursively.
 #pragma once
