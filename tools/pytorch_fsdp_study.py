@@ -73,15 +73,18 @@ def main():
     tar = next(os.path.join(study, t) for t in ("traces.tar.gz", "traces.tar") if os.path.exists(os.path.join(study, t)))
     with tarfile.open(tar) as t:
         t.extractall(work, filter="data")
-    folded = os.path.join(work, "folded.json")
-    started = time.perf_counter()
-    subprocess.run([a.twin, "calibrate", "--from-trace", os.path.join(work, trace_in_tar), "--scenario",
-                    os.path.join(study, "scenarios", fold + ".json"), "--profile", "builtin", "--out", folded],
-                   check=True, stdout=subprocess.DEVNULL)
-    print(f"folded {trace_in_tar} in {time.perf_counter() - started:.2f} s\n")
-    columns = [("blind", a.twin, "builtin"), ("folded", a.twin, folded)]
+    def fold_with(twin, out, scenario):
+        started = time.perf_counter()
+        subprocess.run([twin, "calibrate", "--from-trace", os.path.join(work, trace_in_tar), "--scenario", scenario,
+                        "--profile", "builtin", "--out", out], check=True, stdout=subprocess.DEVNULL)
+        print(f"{twin}: folded {trace_in_tar} in {time.perf_counter() - started:.2f} s")
+        return out
+    fold_scenario = os.path.join(study, "scenarios", fold + ".json")
+    columns = [("blind", a.twin, "builtin"), ("folded", a.twin, fold_with(a.twin, os.path.join(work, "folded.json"), fold_scenario))]
     if a.twin_before:
-        columns = [("blind before", a.twin_before, "builtin")] + columns
+        before = fold_with(a.twin_before, os.path.join(work, "folded_before.json"), without_new_keys(fold_scenario, work))
+        columns = [("blind before", a.twin_before, "builtin"), ("folded before", a.twin_before, before)] + columns
+    print()
     print("| run | measured ms | " + " | ".join(f"{c} ms | error" for c, _, _ in columns) + " |")
     print("| --- | --- |" + " --- | --- |" * len(columns))
     predicted = {c: {} for c, _, _ in columns}
@@ -98,6 +101,11 @@ def main():
     print()
     for c, _, _ in columns:
         print(summary(c, held_out, measured, predicted[c], per_gpu_tokens))
+    if a.study == "4xH200":  # FSDP alone and with DTensor TP, whose steps the host bounds
+        for label, keep in (("TP 1", lambda n: "_tp1_" in n), ("TP > 1", lambda n: "_tp1_" not in n)):
+            subset = [n for n in held_out if keep(n)]
+            for c, _, _ in columns:
+                print(summary(f"{c}, {label}", subset, measured, predicted[c], per_gpu_tokens))
 
 if __name__ == "__main__":
     main()
