@@ -230,12 +230,9 @@ OpIndex StageLowering::emit_weight_gather(const Unit& u, OpIndex after, std::int
   const RankParameters p = unit_parameters(u);
   const std::int64_t dense = dense_elements < 0 ? p.dense : dense_elements;
   OpIndex last = kNoOp;
-  if (s_.pytorch_fsdp2 && s_.zero_stage == 3 && dense > 0) {  // all_gather_copy_in, even over one GPU
-    Op copy = Emitter::moved(OpKind::elementwise, OpRole::param_gather, fsdp2_copy_in_bytes(dense, s_.data_group));
-    copy.stream = Stream::dp_comm;
-    copy.parameter_unit = parameter_unit(u);
-    after = last = e_.emit_after(copy, after);
-  }
+  if (s_.pytorch_fsdp2 && s_.zero_stage == 3 && dense > 0)  // all_gather_copy_in, even over one GPU
+    after = last = e_.emit_after(fsdp2_copy(OpRole::param_gather, Stream::dp_comm,
+                                            fsdp2_copy_in_bytes(dense, s_.data_group), parameter_unit(u)), after);
   if (s_.data_group > 1 && dense > 0) {
     Op gather = parameter_collective(OpKind::all_gather, OpRole::param_gather, GroupKind::data, s_.data_group,
                                      dense * 2, parameter_unit(u));
@@ -260,12 +257,9 @@ void StageLowering::reduce_gradients(const Unit& u, OpIndex after) {
 void StageLowering::emit_gradient_reduction(const Unit& u, OpIndex after) {
   const RankParameters p = unit_parameters(u);
   const OpKind kind = s_.zero_stage == 0 || s_.deepspeed_zero3 ? OpKind::all_reduce : OpKind::reduce_scatter;
-  if (s_.pytorch_fsdp2 && s_.zero_stage == 3 && p.dense > 0) {  // _chunk_cat into the reduce dtype, even over one GPU
-    Op copy = Emitter::moved(OpKind::elementwise, OpRole::grad_reduce, fsdp2_reduce_copy_bytes(p.dense, s_.reduce_bytes));
-    copy.stream = Stream::dp_comm;
-    copy.parameter_unit = parameter_unit(u);
-    after = e_.emit_after(copy, after);
-  }
+  if (s_.pytorch_fsdp2 && s_.zero_stage == 3 && p.dense > 0)  // _chunk_cat into the reduce dtype, even over one GPU
+    after = e_.emit_after(fsdp2_copy(OpRole::grad_reduce, Stream::dp_comm,
+                                     fsdp2_reduce_copy_bytes(p.dense, s_.reduce_bytes), parameter_unit(u)), after);
   if (s_.data_group > 1 && p.dense > 0)
     e_.emit_after(parameter_collective(kind, OpRole::grad_reduce, GroupKind::data, s_.data_group,
                                        p.dense * s_.reduce_bytes, parameter_unit(u)), after);
@@ -318,10 +312,8 @@ void StageLowering::run_units(const std::vector<Unit>& list, bool forward, bool 
     e_.pending_wait = this_gather;
     if (s_.pytorch_fsdp2 && s_.zero_stage == 3 && this_gather != kNoOp) {  // split_with_sizes_copy
       e_.set_layer(list[i].kind == Unit::layer_unit ? list[i].layer : -1);
-      Op copy = Emitter::moved(OpKind::elementwise, OpRole::param_gather,
-                               fsdp2_copy_out_bytes(unit_parameters(list[i]).dense));
-      copy.parameter_unit = parameter_unit(list[i]);
-      e_.emit(copy);
+      e_.emit(fsdp2_copy(OpRole::param_gather, Stream::compute, fsdp2_copy_out_bytes(unit_parameters(list[i]).dense),
+                         parameter_unit(list[i])));
     }
     emit_unit(e_, model_, list[i], forward);
     if (reduce_after) reduce_gradients(list[i], e_.chain);

@@ -33,6 +33,13 @@ void emit_eager_passes(Emitter& e, OpKind kind, OpRole role, std::int64_t rows, 
     e.emit(Emitter::moved(OpKind::elementwise, role, bytes));
 }
 
+Op fsdp2_copy(OpRole role, Stream stream, std::int64_t bytes, std::int32_t parameter_unit) {
+  Op op = Emitter::moved(OpKind::elementwise, role, bytes);
+  op.stream = stream;
+  op.parameter_unit = parameter_unit;
+  return op;
+}
+
 const PytorchHostCost& pytorch_host_cost(int tp, Recompute recompute, bool compiled) {
   const bool full = recompute == Recompute::full;
   const PytorchHostCost* best = &kPytorchHostCosts.front();

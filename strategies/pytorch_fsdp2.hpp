@@ -49,6 +49,8 @@ inline std::int64_t fsdp2_copy_out_bytes(std::int64_t elements) { return element
 inline std::int64_t fsdp2_reduce_copy_bytes(std::int64_t elements, int reduce_bytes) {
   return elements * (2 + reduce_bytes + reduce_bytes + reduce_bytes);
 }
+// One of those copies: an elementwise op of role param_gather or grad_reduce moving `bytes` of `parameter_unit`.
+Op fsdp2_copy(OpRole role, Stream stream, std::int64_t bytes, std::int32_t parameter_unit);
 
 // The host's time per transformer layer and step, and per step beside the layers, measured unprofiled at widths
 // where the host bounds the step (hidden 256, sequence 128: tests/gpu/pytorch_host_cost.py, 4 H200s with their

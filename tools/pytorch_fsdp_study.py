@@ -17,7 +17,7 @@ NEW_FRAMEWORK_KEYS = ("compile", "reshard_after_forward", "reduce_dtype")
 
 def scenario_name(study, r):
     if study == "1xH200":
-        return f"L{r['layers']}_mb{r['micro_batch']}_{r['checkpoint']}"
+        return f"L{r['layers']}_mb{r['micro_batch']}_{r['checkpoint']}" + ("_compile" if r["compile"] else "")
     return f"w{r['world']}_mb{r['micro_batch']}_tp{r['tp']}_ckpt-{r['checkpoint']}" + ("_compile" if r["compile"] else "")
 
 def predicted_s(twin, scenario, profile, out):
@@ -64,7 +64,7 @@ def main():
     with open(os.path.join(study, "results.jsonl")) as f:
         for line in f:
             r = json.loads(line)
-            if r["sdpa"] != "cudnn" or (a.study == "1xH200" and r["compile"]):
+            if r["sdpa"] != "cudnn":
                 continue
             name = scenario_name(a.study, r)
             measured[name] = r["median_step_s"]
