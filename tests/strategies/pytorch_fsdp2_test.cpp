@@ -61,10 +61,10 @@ TEST(PytorchFsdp2, CopiesSurroundTheCollectivesAndGradientsAreReducedInTheReduce
   const auto gathers = ops_where(fsdp2.graph, [](const Op& op) { return op.kind == OpKind::all_gather; });
   // A copy in before each gather (data-parallel stream) and a copy out after it (compute stream).
   EXPECT_EQ(copies(fsdp2.graph, OpRole::param_gather).size(), 2 * gathers.size());
-  const std::int64_t layer = layer_parameters_per_rank(fsdp2.scenario.model, 0, 1).dense;
+  const std::int64_t layer = layer_parameters_per_rank(fsdp2.scenario.model, 0, 1, 1).dense;
   for (const Op& op : copies(fsdp2.graph, OpRole::param_gather))
     if (op.parameter_unit == 1)
-      EXPECT_EQ(op.bytes, op.stream == Stream::dp_comm ? layer / 8 * 6 : layer * 4);
+      EXPECT_EQ(op.bytes, op.stream == Stream::dp_comm ? (layer + 7) / 8 * 6 : layer * 4);
   for (const Op& op : ops_where(fsdp2.graph, [](const Op& op) { return op.kind == OpKind::reduce_scatter; }))
     if (op.parameter_unit == 1) EXPECT_EQ(op.bytes, layer * 4);  // fp32: twice Megatron's bf16
   for (const Op& op : ops_where(lower(true, 1, false, true, 2).graph,
