@@ -55,10 +55,11 @@ namespace {
 
 enum class HostPart { forward, backward, optimizer, fixed, none };
 
-// Which of the host's measured parts issues `op`: the data-parallel stream's gathers, reductions and copies are
-// issued by FSDP2's hooks beside the pass and carry none.
+// Which of the host's measured parts issues `op`: the data-parallel stream's gathers, reductions and copies, and
+// the copy out of a gather, are issued by FSDP2's hooks beside the pass and carry none (so every layer's pass has as
+// many ops that do, the last layer's backward without a gather included).
 HostPart host_part(const Op& op) {
-  if (op.stream == Stream::dp_comm) return HostPart::none;
+  if (op.stream == Stream::dp_comm || op.role == OpRole::param_gather) return HostPart::none;
   if (op.phase == Phase::optimizer) return HostPart::optimizer;
   if (op.layer < 0) return HostPart::fixed;
   return op.phase == Phase::backward || op.recomputed ? HostPart::backward : HostPart::forward;

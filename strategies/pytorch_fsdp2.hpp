@@ -79,8 +79,8 @@ inline constexpr std::array<PytorchHostCost, 6> kPytorchHostCosts = {{
 const PytorchHostCost& pytorch_host_cost(int tp, Recompute recompute, bool compiled);
 
 // Gives every op of `rc` its dispatch time: a layer's host time of its pass (forward; backward with its recomputed
-// forward) spread evenly over the pass's ops that the host issues in line (not the data-parallel stream's gathers
-// and reductions, which FSDP2's hooks issue beside them), the optimizer's over the optimizer phase, the fixed time
+// forward) spread evenly over the pass's ops that the host issues in line (not the data-parallel stream's gathers,
+// reductions and copies, nor the copy out of a gather, which FSDP2's hooks issue beside them), the optimizer's over the optimizer phase, the fixed time
 // over the ops outside the layers. Every layer's passes alike, so repeated passes stay equal to their originals.
 void assign_pytorch_dispatch(RankClass& rc, const RankShapes& shapes);
 
