@@ -67,6 +67,13 @@ struct FrameworkConfig {
   // Which framework's training the scenario describes (core/workload.hpp): the prediction prices its ops with the
   // profile's times, and twin warns when the profile measured another framework. Absent: not said.
   std::optional<FrameworkName> name;
+  // PyTorch FSDP2's own settings, with name pytorch-fsdp2 only (strategies/pytorch_fsdp2.hpp): torch.compile of
+  // each block; whether a block's gathered weights are freed after its forward and gathered again for its backward
+  // (fully_shard's reshard_after_forward); the dtype gradients are reduce-scattered in (MixedPrecisionPolicy's
+  // reduce_dtype: float32, torchtitan's default, 4 bytes; bfloat16, 2).
+  bool compile = false;
+  bool reshard_after_forward = true;
+  int reduce_dtype_bytes = 4;
   bool operator==(const FrameworkConfig&) const = default;
 };
 

@@ -239,6 +239,12 @@ struct Op {
   // issues nothing else of the rank meanwhile (sim/engine.hpp). 0 for every other op: their launches are queued
   // ahead of the GPU and hidden.
   TimeNs host_ns = 0;
+  // Dispatch time: how long the rank's host thread takes to issue this op while the GPU works on earlier ones (an
+  // eager framework's Python, autograd and dispatcher per kernel: pytorch-fsdp2, strategies/pytorch_fsdp2.hpp). The
+  // host issues the rank's ops in order, each once the one before it is issued and its own dispatch time has
+  // passed, never waiting for the GPU; an op starts no earlier than its issue. 0 for every op of the other
+  // frameworks: their launches run ahead of the GPU and are hidden.
+  TimeNs dispatch_ns = 0;
 
   bool is_communication() const { return kind >= OpKind::all_reduce; }
 };

@@ -107,6 +107,11 @@ json framework_json(const FrameworkConfig& f) {
   // Written only when not the default, so that plans of Megatron-style runs keep their bytes.
   if (f.zero_implementation == ZeroImplementation::deepspeed) out["zero_implementation"] = "deepspeed";
   if (f.moe_token_dispatcher_type == MoeTokenDispatcher::allgather) out["moe_token_dispatcher_type"] = "allgather";
+  if (f.name == FrameworkName::pytorch_fsdp2) {
+    out["compile"] = f.compile;
+    out["reshard_after_forward"] = f.reshard_after_forward;
+    out["reduce_dtype"] = f.reduce_dtype_bytes == 4 ? "float32" : "bfloat16";
+  }
   return out;
 }
 

@@ -350,7 +350,8 @@ void complete_pinned_sizes(const Reader& r, Strategy& st, const Scenario& s) {
 FrameworkConfig parse_framework(const Reader& r, ModelConfig& model, const std::optional<Reader>& model_backend) {
   r.only_keys({"name", "overlap_grad_reduce", "overlap_param_gather", "tp_comm_overlap", "gradient_accumulation_fusion",
                "cross_entropy_loss_fusion", "residual_fusion", "use_distributed_optimizer", "attention_backend",
-               "cp_comm_type", "zero_implementation", "moe_token_dispatcher_type"});
+               "cp_comm_type", "zero_implementation", "moe_token_dispatcher_type",
+               "compile", "reshard_after_forward", "reduce_dtype"});
   FrameworkConfig f;
   if (auto x = r.find("name")) f.name = *framework_name(x->one_of({"twin", "megatron-core", "pytorch-fsdp2"}, "framework"));
   if (auto x = r.find("overlap_grad_reduce")) f.overlap_grad_reduce = x->boolean();
@@ -371,6 +372,13 @@ FrameworkConfig parse_framework(const Reader& r, ModelConfig& model, const std::
     f.moe_token_dispatcher_type = x->one_of({"alltoall", "allgather"}, "MoE token dispatcher") == "alltoall"
                                       ? MoeTokenDispatcher::alltoall
                                       : MoeTokenDispatcher::allgather;
+  for (const char* key : {"compile", "reshard_after_forward", "reduce_dtype"})
+    if (auto x = r.find(key); x && f.name != FrameworkName::pytorch_fsdp2)
+      x->fail("expected framework.name \"pytorch-fsdp2\" beside it (a setting of PyTorch FSDP2)");
+  if (auto x = r.find("compile")) f.compile = x->boolean();
+  if (auto x = r.find("reshard_after_forward")) f.reshard_after_forward = x->boolean();
+  if (auto x = r.find("reduce_dtype"))
+    f.reduce_dtype_bytes = x->one_of({"float32", "bfloat16"}, "gradient reduction dtype") == "float32" ? 4 : 2;
   if (auto x = r.find("attention_backend")) {
     const AttentionBackend backend =
         *attention_backend_from_string(x->one_of({"flash", "fused", "unfused"}, "attention backend"));

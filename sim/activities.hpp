@@ -15,7 +15,7 @@ namespace twin::sim {
 
 // host: an op whose dependencies have finished, waiting for its class's host (its own host time, or another op's
 // that the host works on: sim/engine.hpp).
-enum class ActivityKind : std::uint8_t { compute, delay, flow, host };
+enum class ActivityKind : std::uint8_t { compute, delay, flow, host, issue };
 
 struct Activity {
   ActivityKind kind = ActivityKind::compute;

@@ -86,6 +86,13 @@ class Engine {
   // ---- ops ----
   // Op i's dependencies have finished: it starts now, or in a class with host time once the event is processed.
   void start_op(int c, std::uint32_t i) {
+    if (const std::vector<TimeNs>& issue = flat_.classes[c].issue_at_ns; !issue.empty() && issue[i] > now_) {
+      const std::uint32_t a = activities_.acquire(ActivityKind::issue, now_);  // the host has not issued it yet
+      activities_[a].rank_class = c;
+      activities_[a].target = i;
+      queue_.schedule(a, issue[i]);
+      return;
+    }
     if (!host_.defer(c, i)) launch(c, i);
   }
 
@@ -302,6 +309,9 @@ class Engine {
         return;
       case ActivityKind::host:
         launch(rank_class, target);
+        return;
+      case ActivityKind::issue:
+        start_op(rank_class, target);
         return;
       case ActivityKind::flow:
         if (--runs_[target].flows_left == 0) {

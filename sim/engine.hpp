@@ -12,6 +12,9 @@
 //                  belongs to has compute running and NCCL moves it (userbuffers run on SMs of their own
 //                  or the copy engines).
 // An op with host time (Op::host_ns) waits for its class's host first (sim/host_timeline.hpp).
+// An op with dispatch time (Op::dispatch_ns) is ready no earlier than its class's host has issued it: the host
+// issues the class's ops in order, each after the dispatch times of those before it and its own, without waiting
+// for the GPU (FlatClass::issue_at_ns).
 // Completions are integer nanoseconds (now + ceil(remaining / rate)); equal times run in the order they
 // were scheduled. Ops of zero duration still complete through the queue, never recursively.
 #pragma once

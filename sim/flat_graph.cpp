@@ -115,6 +115,10 @@ void flatten_class(const IterationGraph& graph, int c, FlatClass& flat, PlanTabl
       op.host_work = true;
       flat.host_work.push_back({i, host_ns});
     }
+    if (const TimeNs dispatch_ns = rank_class.op(i).dispatch_ns; dispatch_ns > 0 || !flat.issue_at_ns.empty()) {
+      flat.issue_at_ns.resize(i + 1, 0);  // the ops before the first with dispatch time are issued at once
+      flat.issue_at_ns[i] = (i > 0 ? flat.issue_at_ns[i - 1] : 0) + dispatch_ns;
+    }
   }
 }
 
@@ -215,6 +219,7 @@ Flattener::Flattener(const Cluster& cluster, const Profile& profile, PriceCache*
     flat.successors.clear();
     flat.plans.clear();
     flat.host_work.clear();
+    flat.issue_at_ns.clear();
   }
 }
 

@@ -60,6 +60,9 @@ struct FlatClass {
   std::vector<std::uint32_t> successors;
   std::vector<CollectivePlan> plans;     // deduplicated: ops of equal kind, bytes and span share one
   std::vector<HostWork> host_work;       // in op order: the ops with host time
+  // Per op, when the host has issued it (the ops' Op::dispatch_ns summed in op order, which is issue order); empty
+  // when no op of the class has dispatch time.
+  std::vector<TimeNs> issue_at_ns;
   TimeNs host_ns(std::uint32_t op) const;  // of an op with host_work set
   LinkParams links;                      // this class's GPUs
   // Compute slows by this while a userbuffers kernel runs on kUserbuffersSmCount of the GPU's SMs (the GEMM

@@ -5,9 +5,9 @@
 namespace twin::sim {
 
 // No price depends on what a send or receive moves (transfer, strands), on ring_segment, context_form, on the norm
-// variant (memory-bound kinds are priced by the bytes they move) or on host_ns (the host's time before the op, not
-// its kernel's): price_key() leaves them out.
-static_assert(sizeof(Op) == 224, "Op changed: make price_key() cover any new field that can affect a price");
+// variant (memory-bound kinds are priced by the bytes they move) or on host_ns and dispatch_ns (the host's time before
+// the op, not its kernel's): price_key() leaves them out.
+static_assert(sizeof(Op) == 232, "Op changed: make price_key() cover any new field that can affect a price");
 
 namespace {
 

@@ -65,6 +65,12 @@ struct RankShapes {
   bool residual_fusion = false;
   // ZeRO-3 as DeepSpeed's stage 3 of 2021 drives it (framework.zero_implementation deepspeed; core/framework.hpp).
   bool deepspeed_zero3 = false;
+  // PyTorch FSDP2 (framework.name pytorch-fsdp2; strategies/pytorch_fsdp2.hpp): its copies, eager kernels and host
+  // time; torch.compile of each block; the weights freed after a block's forward; the gradients' reduction dtype.
+  bool pytorch_fsdp2 = false;
+  bool torch_compile = false;
+  bool reshard_after_forward = true;
+  int reduce_bytes = 2;  // per gradient element in the data-parallel reduction (bf16, as Megatron reduces)
   // training.fp8 (core/fp8.hpp): the layers layer_runs_fp8 names (of num_layers) run their linears in FP8.
   std::optional<Fp8Config> fp8;
   int num_layers = 0;

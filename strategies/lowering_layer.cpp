@@ -9,6 +9,7 @@
 #include "strategies/context_ring.hpp"
 #include "strategies/lowering_linears.hpp"
 #include "strategies/lowering_moe.hpp"
+#include "strategies/pytorch_fsdp2.hpp"
 #include "strategies/sharded_parameters.hpp"
 
 namespace twin::lowering {
@@ -191,7 +192,10 @@ void block_ops(Emitter& e, const layer::Block& block, Phase phase) {
   const bool backward = phase == Phase::backward;
   const std::int64_t n_out = width_per_rank(s, block.out_width), k_in = width_per_rank(s, block.in_width);
   switch (block.kind) {
-    case layer::BlockKind::norm: lowering::emit_norm(e, block, phase); return;
+    case layer::BlockKind::norm:
+      lowering::emit_norm(e, block, phase);
+      emit_eager_passes(e, backward ? OpKind::norm_backward : OpKind::norm_forward, block.role, s.tokens_local, s.h);
+      return;
     case layer::BlockKind::column_linear:
       backward ? column_parallel_backward(e, block.role, n_out, k_in) : column_parallel_forward(e, block.role, n_out, k_in);
       return;
@@ -206,16 +210,20 @@ void block_ops(Emitter& e, const layer::Block& block, Phase phase) {
                                       s.tokens * (s.heads + s.groups), s.d);
       if (s.qk_norm && !backward) e.emit(qk_norm);
       if (s.rope && !backward) e.emit(rope);
+      if (s.rope && !backward) emit_eager_passes(e, rope.kind, OpRole::rope, rope.rows, rope.cols);
       if (backward && s.recompute == Recompute::selective) e.recompute([&] { core_attention(e, false); });
       core_attention(e, backward);
       if (s.rope && backward) e.emit(rope);
       if (s.qk_norm && backward) e.emit(qk_norm);
+      if (s.rope && backward) emit_eager_passes(e, rope.kind, OpRole::rope, rope.rows, rope.cols);
       return;
     }
-    case layer::BlockKind::activation:
-      e.emit(Emitter::rows_cols(backward ? OpKind::activation_backward : OpKind::activation_forward, block.role,
-                                s.tokens, s.ffn));
+    case layer::BlockKind::activation: {
+      const OpKind kind = backward ? OpKind::activation_backward : OpKind::activation_forward;
+      e.emit(Emitter::rows_cols(kind, block.role, s.tokens, s.ffn));
+      emit_eager_passes(e, kind, block.role, s.tokens, s.ffn);
       return;
+    }
     case layer::BlockKind::residual: lowering::emit_residual(e, block, phase); return;
     case layer::BlockKind::experts: emit_experts(e, backward); return;
     case layer::BlockKind::embedding: backward ? embedding_backward(e) : embedding_forward(e); return;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "strategies/deepspeed_zero3.hpp"
+#include "strategies/pytorch_fsdp2.hpp"
 #include "strategies/lowering_stage.hpp"
 #include "strategies/fp8_linears.hpp"
 #include "strategies/rank_layout.hpp"
@@ -91,6 +92,12 @@ RankShapes rank_shapes(const Scenario& scenario, const Strategy& st) {
   s.cross_entropy_loss_fusion = scenario.framework.cross_entropy_loss_fusion;
   s.residual_fusion = scenario.framework.residual_fusion && m.hidden_dropout == 0;
   s.deepspeed_zero3 = s.zero_stage == 3 && scenario.framework.zero_implementation == ZeroImplementation::deepspeed;
+  s.pytorch_fsdp2 = scenario.framework.name == FrameworkName::pytorch_fsdp2;
+  if (s.pytorch_fsdp2) {
+    s.torch_compile = scenario.framework.compile;
+    s.reshard_after_forward = scenario.framework.reshard_after_forward;
+    s.reduce_bytes = scenario.framework.reduce_dtype_bytes;
+  }
   s.fp8 = scenario.training.fp8;
   s.num_layers = m.num_layers;
   return s;
@@ -137,6 +144,7 @@ void StageLowering::run(int stage, const std::vector<ScheduleStep>& order) {
       backward_pass(step, last_backward[step.chunk] == i);
   }
   optimizer_phase();
+  if (s_.pytorch_fsdp2) assign_pytorch_dispatch(e_.rank_class(), s_);
 }
 
 std::vector<Unit> StageLowering::units(int chunk) const {
@@ -194,6 +202,7 @@ Op parameter_collective(OpKind kind, OpRole role, GroupKind group, int group_siz
 // their backward; what its hooks fetch on demand is left to the unit's start (on_demand_elements).
 OpIndex StageLowering::gather_weights(const Unit& u, OpIndex after, bool forward) {
   if (s_.zero_stage < 3) return kNoOp;
+  if (!forward && s_.pytorch_fsdp2 && !fsdp2_reshards(u)) return kNoOp;  // still gathered from its forward
   const std::int64_t on_demand = on_demand_elements(u, forward);
   const std::int64_t dense = unit_parameters(u).dense;
   // DeepSpeed's host loops for the pass's prefetched weights go with its first prefetching gather.
@@ -240,6 +249,9 @@ OpIndex StageLowering::emit_weight_gather(const Unit& u, OpIndex after, std::int
   const RankParameters p = unit_parameters(u);
   const std::int64_t dense = dense_elements < 0 ? p.dense : dense_elements;
   OpIndex last = kNoOp;
+  if (s_.pytorch_fsdp2 && s_.zero_stage == 3 && dense > 0)  // all_gather_copy_in, even over one GPU
+    after = last = e_.emit_after(fsdp2_copy(OpRole::param_gather, Stream::dp_comm,
+                                            fsdp2_copy_in_bytes(dense, s_.data_group), parameter_unit(u)), after);
   if (s_.data_group > 1 && dense > 0) {
     Op gather = parameter_collective(OpKind::all_gather, OpRole::param_gather, GroupKind::data, s_.data_group,
                                      dense * 2, parameter_unit(u));
@@ -264,9 +276,12 @@ void StageLowering::reduce_gradients(const Unit& u, OpIndex after) {
 void StageLowering::emit_gradient_reduction(const Unit& u, OpIndex after) {
   const RankParameters p = unit_parameters(u);
   const OpKind kind = s_.zero_stage == 0 || s_.deepspeed_zero3 ? OpKind::all_reduce : OpKind::reduce_scatter;
+  if (s_.pytorch_fsdp2 && s_.zero_stage == 3 && p.dense > 0)  // _chunk_cat into the reduce dtype, even over one GPU
+    after = e_.emit_after(fsdp2_copy(OpRole::grad_reduce, Stream::dp_comm,
+                                     fsdp2_reduce_copy_bytes(p.dense, s_.reduce_bytes), parameter_unit(u)), after);
   if (s_.data_group > 1 && p.dense > 0)
-    e_.emit_after(parameter_collective(kind, OpRole::grad_reduce, GroupKind::data, s_.data_group, p.dense * 2,
-                                       parameter_unit(u)), after);
+    e_.emit_after(parameter_collective(kind, OpRole::grad_reduce, GroupKind::data, s_.data_group,
+                                       p.dense * s_.reduce_bytes, parameter_unit(u)), after);
   if (s_.expert_data_group > 1 && p.expert > 0)
     e_.emit_after(parameter_collective(kind, OpRole::grad_reduce, GroupKind::expert_data, s_.expert_data_group,
                                        p.expert * 2, parameter_unit(u)), after);
@@ -314,6 +329,11 @@ void StageLowering::run_units(const std::vector<Unit>& list, bool forward, bool 
       weights_gathered_ahead_.erase(ahead);
     }
     e_.pending_wait = this_gather;
+    if (s_.pytorch_fsdp2 && s_.zero_stage == 3 && this_gather != kNoOp) {  // split_with_sizes_copy
+      e_.set_layer(list[i].kind == Unit::layer_unit ? list[i].layer : -1);
+      e_.emit(fsdp2_copy(OpRole::param_gather, Stream::compute, fsdp2_copy_out_bytes(unit_parameters(list[i]).dense),
+                         parameter_unit(list[i])));
+    }
     emit_unit(e_, model_, list[i], forward);
     if (reduce_after) reduce_gradients(list[i], e_.chain);
   }
@@ -347,6 +367,12 @@ void StageLowering::backward_pass(const ScheduleStep& step, bool last_of_chunk) 
 }
 
 OpIndex StageLowering::last_on(Stream stream) { return e_.rank_class().last_on(stream); }
+
+// FSDP2 frees a block's gathered weights after its forward unless reshard_after_forward is off; torchtitan keeps
+// the last block's (its backward comes at once), and FSDP2 the root module's: the embedding and the output layer.
+bool StageLowering::fsdp2_reshards(const Unit& u) const {
+  return s_.reshard_after_forward && u.kind == Unit::layer_unit && u.layer != model_.num_layers - 1;
+}
 
 // Tied embeddings held by two stages: they sum their copies' gradients; then the gradient norm, the
 // optimizer step on this rank's shard, and (ZeRO-1/2) the updated weights gathered. Under double strand

@@ -68,6 +68,7 @@ class StageLowering {
   void forward_pass(const ScheduleStep& step);
   void backward_pass(const ScheduleStep& step, bool last_of_chunk);
   OpIndex last_on(Stream stream);
+  bool fsdp2_reshards(const Unit& u) const;  // pytorch-fsdp2: whether the backward gathers u's weights again
   void optimizer_phase();
 
   // ---- double strand (lowering_double_strand.cpp) ----

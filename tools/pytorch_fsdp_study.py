@@ -1,57 +1,111 @@
 #!/usr/bin/env python3
-"""Issue 38's single-GPU study: predicts each run of tests/gpu/pytorch_fsdp_train.py that
-docs/accuracy/pytorch-fsdp2-1xH200/results.jsonl measured, blind (the built-in profile) and after folding one
-run's profiler trace (twin calibrate --from-trace with that run's scenario), and prints the Markdown table of
-docs/ACCURACY.md. Needs build-cpu/twin.  Usage: tools/pytorch_fsdp_study.py [--fold L4_mb1_none] [--twin PATH]
+"""Issue 38's studies of tests/gpu/pytorch_fsdp_train.py: predicts each measured run blind (the built-in profile)
+and after folding one run's profiler trace (twin calibrate --from-trace with that run's scenario), and prints the
+Markdown tables of docs/ACCURACY.md. Needs build-cpu/twin.
+  tools/pytorch_fsdp_study.py --study 1xH200     # one H200, folds L4_mb1_none
+  tools/pytorch_fsdp_study.py --study 4xH200     # four H200s, folds w4_mb1_tp1_ckpt-none (its four ranks' traces)
+--twin-before PATH also predicts with another build (main before this lowering), the new framework keys removed.
 """
-import argparse, csv, json, os, subprocess, tarfile, tempfile, time
+import argparse, csv, itertools, json, os, subprocess, tarfile, tempfile, time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-STUDY = os.path.join(ROOT, "docs/accuracy/pytorch-fsdp2-1xH200")
+STUDIES = {  # folder, the run folded, the trace of it inside traces.tar(.gz)
+    "1xH200": ("docs/accuracy/pytorch-fsdp2-1xH200", "L4_mb1_none", "traces/L4_mb1_tp1_ckpt-none_cudnn_rank0.json.gz"),
+    "4xH200": ("docs/accuracy/pytorch-fsdp2-4xH200", "w4_mb1_tp1_ckpt-none", "profile"),
+}
+NEW_FRAMEWORK_KEYS = ("compile", "reshard_after_forward", "reduce_dtype")
+
+def scenario_name(study, r):
+    if study == "1xH200":
+        return f"L{r['layers']}_mb{r['micro_batch']}_{r['checkpoint']}" + ("_compile" if r["compile"] else "")
+    return f"w{r['world']}_mb{r['micro_batch']}_tp{r['tp']}_ckpt-{r['checkpoint']}" + ("_compile" if r["compile"] else "")
 
 def predicted_s(twin, scenario, profile, out):
     subprocess.run([twin, "simulate", scenario, "--profile", profile, "--out", out, "--quiet"], check=True,
-                   stdout=subprocess.DEVNULL)
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)  # stderr: the framework warning, blind
     with open(os.path.join(out, "ranking.csv")) as f:
         return float(next(csv.DictReader(f))["iteration_time_s"])
 
+def without_new_keys(scenario, work):
+    with open(scenario) as f:
+        doc = json.load(f)
+    for key in NEW_FRAMEWORK_KEYS:
+        doc["framework"].pop(key, None)
+    path = os.path.join(work, "before_" + os.path.basename(scenario))
+    with open(path, "w") as f:
+        json.dump(doc, f)
+    return path
+
+def kendall_tau(a, b):
+    pairs = list(itertools.combinations(range(len(a)), 2))
+    s = sum((1 if (a[i] - a[j]) * (b[i] - b[j]) > 0 else -1) for i, j in pairs if a[i] != a[j] and b[i] != b[j])
+    return s / len(pairs)
+
+def summary(label, names, measured, predicted, per_gpu_tokens):
+    """Mean and max |error| of step time, and over throughput per GPU Kendall's tau and the regret of the
+    predicted best (measured throughput of the best lost by running the predicted best instead)."""
+    errors = [abs(predicted[n] / measured[n] - 1) for n in names]
+    true_tp = [per_gpu_tokens[n] / measured[n] for n in names]
+    pred_tp = [per_gpu_tokens[n] / predicted[n] for n in names]
+    pick = max(range(len(names)), key=lambda i: pred_tp[i])
+    regret = 1 - true_tp[pick] / max(true_tp)
+    return (f"{label}: mean |error| {100 * sum(errors) / len(errors):.1f}%, max {100 * max(errors):.1f}%, "
+            f"Kendall tau {kendall_tau(true_tp, pred_tp):.3f}, regret {100 * regret:.1f}% (over {len(names)} runs)")
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--fold", default="L4_mb1_none", help="the run whose trace is folded (a scenario's name)")
+    p.add_argument("--study", choices=sorted(STUDIES), default="1xH200")
     p.add_argument("--twin", default=os.path.join(ROOT, "build-cpu/twin"))
+    p.add_argument("--twin-before", default=None, help="another build to compare (the new framework keys removed)")
     a = p.parse_args()
-    measured = {}
-    with open(os.path.join(STUDY, "results.jsonl")) as f:
+    folder, fold, trace_in_tar = STUDIES[a.study]
+    study = os.path.join(ROOT, folder)
+    measured, per_gpu_tokens = {}, {}
+    with open(os.path.join(study, "results.jsonl")) as f:
         for line in f:
             r = json.loads(line)
-            if r["sdpa"] == "cudnn" and not r["compile"]:
-                measured[f"L{r['layers']}_mb{r['micro_batch']}_{r['checkpoint']}"] = r["median_step_s"]
+            if r["sdpa"] != "cudnn":
+                continue
+            name = scenario_name(a.study, r)
+            measured[name] = r["median_step_s"]
+            per_gpu_tokens[name] = r["micro_batch"] * r["seq"] / r["tp"]
     work = tempfile.mkdtemp(prefix="twin_pytorch_study_")
-    with tarfile.open(os.path.join(STUDY, "traces.tar.gz")) as t:
+    tar = next(os.path.join(study, t) for t in ("traces.tar.gz", "traces.tar") if os.path.exists(os.path.join(study, t)))
+    with tarfile.open(tar) as t:
         t.extractall(work, filter="data")
-    layers, mb, ckpt = a.fold.split("_")
-    trace = os.path.join(work, "traces", f"{layers}_{mb}_tp1_ckpt-{ckpt}_cudnn_rank0.json.gz")
-    folded = os.path.join(work, "folded.json")
-    started = time.perf_counter()
-    subprocess.run([a.twin, "calibrate", "--from-trace", trace, "--scenario", os.path.join(STUDY, "scenarios", a.fold + ".json"),
-                    "--profile", "builtin", "--out", folded], check=True, stdout=subprocess.DEVNULL)
-    fold_s = time.perf_counter() - started
-    print(f"folded {os.path.basename(trace)} in {fold_s:.2f} s\n")
-    print("| run | measured ms | blind ms | error | folded ms | error |\n| --- | --- | --- | --- | --- | --- |")
-    blind_errors, folded_errors = [], []
+    def fold_with(twin, out, scenario):
+        started = time.perf_counter()
+        subprocess.run([twin, "calibrate", "--from-trace", os.path.join(work, trace_in_tar), "--scenario", scenario,
+                        "--profile", "builtin", "--out", out], check=True, stdout=subprocess.DEVNULL)
+        print(f"{twin}: folded {trace_in_tar} in {time.perf_counter() - started:.2f} s")
+        return out
+    fold_scenario = os.path.join(study, "scenarios", fold + ".json")
+    columns = [("blind", a.twin, "builtin"), ("folded", a.twin, fold_with(a.twin, os.path.join(work, "folded.json"), fold_scenario))]
+    if a.twin_before:
+        before = fold_with(a.twin_before, os.path.join(work, "folded_before.json"), without_new_keys(fold_scenario, work))
+        columns = [("blind before", a.twin_before, "builtin"), ("folded before", a.twin_before, before)] + columns
+    print()
+    print("| run | measured ms | " + " | ".join(f"{c} ms | error" for c, _, _ in columns) + " |")
+    print("| --- | --- |" + " --- | --- |" * len(columns))
+    predicted = {c: {} for c, _, _ in columns}
     for name in sorted(measured):
-        scenario = os.path.join(STUDY, "scenarios", name + ".json")
-        blind = predicted_s(a.twin, scenario, "builtin", os.path.join(work, "blind_" + name))
-        after = predicted_s(a.twin, scenario, folded, os.path.join(work, "folded_" + name))
-        m = measured[name]
-        eb, ef = blind / m - 1, after / m - 1
-        if name != a.fold:
-            blind_errors.append(abs(eb)); folded_errors.append(abs(ef))
-        print(f"| {name}{' (folded)' if name == a.fold else ''} | {m*1e3:.1f} | {blind*1e3:.1f} | {eb*100:+.1f}% "
-              f"| {after*1e3:.1f} | {ef*100:+.1f}% |")
-    n = len(blind_errors)
-    print(f"\nover the {n} runs not folded: blind mean |error| {100*sum(blind_errors)/n:.1f}% (max {100*max(blind_errors):.1f}%), "
-          f"folded {100*sum(folded_errors)/n:.1f}% (max {100*max(folded_errors):.1f}%)")
+        scenario = os.path.join(study, "scenarios", name + ".json")
+        cells = []
+        for c, twin, profile in columns:
+            path = without_new_keys(scenario, work) if twin == a.twin_before else scenario
+            t = predicted_s(twin, path, profile, os.path.join(work, c.replace(" ", "_") + "_" + name))
+            predicted[c][name] = t
+            cells.append(f"{t * 1e3:.1f} | {100 * (t / measured[name] - 1):+.1f}%")
+        print(f"| {name}{' (folded)' if name == fold else ''} | {measured[name] * 1e3:.1f} | " + " | ".join(cells) + " |")
+    held_out = [n for n in sorted(measured) if n != fold]
+    print()
+    for c, _, _ in columns:
+        print(summary(c, held_out, measured, predicted[c], per_gpu_tokens))
+    if a.study == "4xH200":  # FSDP alone and with DTensor TP, whose steps the host bounds
+        for label, keep in (("TP 1", lambda n: "_tp1_" in n), ("TP > 1", lambda n: "_tp1_" not in n)):
+            subset = [n for n in held_out if keep(n)]
+            for c, _, _ in columns:
+                print(summary(f"{c}, {label}", subset, measured, predicted[c], per_gpu_tokens))
 
 if __name__ == "__main__":
     main()

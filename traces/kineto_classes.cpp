@@ -203,6 +203,11 @@ ClassifiedTrace classify_trace(const KinetoTrace& trace) {
   ClassifiedTrace out{trace.file, trace.rank, trace.world_size, trace.device_name, {}, {}, {}};
   std::vector<int> step_of_event(trace.gpu.size(), -1);
   std::map<std::int32_t, std::size_t> shaped_of_op;  // launching op -> its entry in out.shaped
+  std::vector<std::pair<std::int64_t, std::int64_t>> nccl;
+  for (const KinetoGpuEvent& e : trace.gpu)
+    if (std::string_view(trace.names[static_cast<std::size_t>(e.name)]).starts_with("nccl"))
+      nccl.emplace_back(e.ts_ns, e.ts_ns + e.dur_ns);
+  nccl = merge(std::move(nccl));
   for (std::size_t i = 0; i < trace.gpu.size(); ++i) {
     const KinetoGpuEvent& event = trace.gpu[i];
     const std::int32_t op_index = trace.launching_op(event);
@@ -234,9 +239,10 @@ ClassifiedTrace classify_trace(const KinetoTrace& trace) {
         shaped_of_op.erase(at);  // no shape recorded: counted in its class, not folded
         continue;
       }
-      out.shaped.push_back({shaped, 0});
+      out.shaped.push_back({shaped, 0, 0});
     }
     out.shaped[at->second].busy_ns += static_cast<double>(event.dur_ns);
+    out.shaped[at->second].beside_collective_ns += covered_ns(nccl, event.ts_ns, event.ts_ns + event.dur_ns);
   }
   step_facts(trace, step_of_event, out);
   return out;

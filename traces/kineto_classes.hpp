@@ -34,6 +34,7 @@ const char* to_string(TraceClass c);
 struct ShapedTraceOp {
   Op op;                  // kind and shape as twin lowers them
   double busy_ns = 0;     // the sum of its activities' durations
+  double beside_collective_ns = 0;  // of that, time while an NCCL kernel ran (slowed as the simulator slows it)
 };
 
 struct ClassTotals {

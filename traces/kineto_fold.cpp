@@ -252,7 +252,9 @@ KinetoFoldOutcome fold_kineto_trace(const KinetoFoldRequest& request) {
       sample.op = s.op;
       sample.gpu = gpu;
       sample.rank = t.rank;
-      sample.measured_ns = std::llround(s.busy_ns);
+      // The simulator slows compute beside NCCL by the profile's factor: the sample is its time alone.
+      const double slowdown = std::max(before.overlap.compute_slowdown, 1.0);
+      sample.measured_ns = std::llround(s.busy_ns - s.beside_collective_ns * (1.0 - 1.0 / slowdown));
       measured.samples.push_back(std::move(sample));
     }
   if (measured.samples.empty())

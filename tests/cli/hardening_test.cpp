@@ -170,6 +170,8 @@ TEST(Hardening, HostileValuesAndKeysAreNamedWhereTheyAre) {
       {"hot_switch_unknown_key", "at /strategy/hot_switch/phasess: unknown key 'phasess'"},
       {"fp8_mxfp8_on_hopper", "at /cluster/nodes/0/gpu: GPU 'H100-SXM-80GB' does not take MXFP8"},
       {"fp8_unknown_key", "at /training/fp8/recipie: unknown key 'recipie' (did you mean 'recipe'?)"},
+      {"framework_compile_not_pytorch", "at /framework/compile: expected framework.name \"pytorch-fsdp2\" beside it "
+                                        "(a setting of PyTorch FSDP2), got true"},
       {"nvlink_domain_not_whole_nodes",
        "at /cluster/nodes/0/nvlink_domain_gpus: expected a multiple of gpus_per_node 4 dividing the group's 72 GPUs"},
       {"hot_switch_phase_unknown_key", "at /strategy/hot_switch/phases/0/zero_stage: unknown key 'zero_stage'"},

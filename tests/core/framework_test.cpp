@@ -102,6 +102,18 @@ TEST(Framework, BadValuesNameTheirPath) {
   EXPECT_EQ(error_path(d).rfind("/framework/attention_backend | ", 0), 0u) << error_path(d);
   d["model"]["attention_backend"] = "fused";
   EXPECT_EQ(parse_scenario(d, "s.json").model.attention_backend, AttentionBackend::fused);
+  d = base();  // PyTorch FSDP2's own settings beside another framework, or a dtype it has not
+  d["framework"] = {{"compile", true}};
+  EXPECT_EQ(error_path(d).rfind("/framework/compile | ", 0), 0u) << error_path(d);
+  EXPECT_NE(error_path(d).find("pytorch-fsdp2"), std::string::npos) << error_path(d);
+  d["framework"] = {{"name", "pytorch-fsdp2"}, {"reduce_dtype", "float16"}};
+  EXPECT_NE(error_path(d).find("float32, bfloat16"), std::string::npos) << error_path(d);
+  d["framework"] = {{"name", "pytorch-fsdp2"}, {"compile", true}, {"reshard_after_forward", false},
+                    {"reduce_dtype", "bfloat16"}};
+  const Scenario fsdp2 = parse_scenario(d, "s.json");
+  EXPECT_TRUE(fsdp2.framework.compile);
+  EXPECT_FALSE(fsdp2.framework.reshard_after_forward);
+  EXPECT_EQ(fsdp2.framework.reduce_dtype_bytes, 2);
   d = base();
   d["profile_scaling"] = "on";
   EXPECT_EQ(error_path(d).rfind("/profile_scaling | ", 0), 0u) << error_path(d);

@@ -81,5 +81,42 @@ TEST(HostTime, AClassWithoutHostTimeIsNotDelayedByAnothersHost) {
   EXPECT_EQ(result.classes[1].op_timings[0].start_ns, 0);
 }
 
+// Dispatch time (Op::dispatch_ns): the host issues the class's ops in order without waiting for the GPU, each after
+// the dispatch times before it and its own; an op starts when it is ready and issued.
+TEST(DispatchTime, TheHostIssuesInOrderAheadOfTheGpuAndBoundsShortOps) {
+  const Profile profile = test_profile();
+  const Op longer = compute_op(50'000'000);
+  const TimeNs t_long = duration_of(profile, longer);
+  ASSERT_GT(t_long, 3 * kHostNs);
+  IterationGraph graph;
+  RankClass& rank_class = add_class(graph, 0);
+  for (int i = 0; i < 3; ++i) {
+    Op op = longer;
+    op.dispatch_ns = kHostNs;
+    rank_class.add(op);
+  }
+  const IterationResult result = simulate(graph, test_cluster(1), profile);
+  const auto& timings = result.classes[0].op_timings;
+  EXPECT_EQ(timings[0].start_ns, kHostNs);            // the first waits for its issue
+  EXPECT_EQ(timings[1].start_ns, kHostNs + t_long);   // issued at 2 x kHostNs, long before the GPU is free
+  EXPECT_EQ(result.iteration_ns, kHostNs + 3 * t_long);
+
+  // Ops shorter than their dispatch: the host bounds the step, the GPU waits between them (idle).
+  IterationGraph short_ops;
+  RankClass& second = add_class(short_ops, 0);
+  const Op shorter = compute_op(1'000);
+  const TimeNs t_short = duration_of(profile, shorter);
+  ASSERT_LT(t_short, kHostNs);
+  for (int i = 0; i < 3; ++i) {
+    Op op = shorter;
+    op.dispatch_ns = kHostNs;
+    second.add(op);
+  }
+  const IterationResult bound = simulate(short_ops, test_cluster(1), profile);
+  EXPECT_EQ(bound.classes[0].op_timings[2].start_ns, 3 * kHostNs);
+  EXPECT_EQ(bound.iteration_ns, 3 * kHostNs + t_short);
+  EXPECT_EQ(bound.breakdown.compute_ns, 3 * t_short);
+}
+
 }  // namespace
 }  // namespace twin::test

@@ -113,6 +113,28 @@ TEST(KinetoTrace, MegatronKernelNamesAreClassifiedAndTheRestCounted) {
   EXPECT_EQ(t.steps[0].collective_overlapped_ns, 15e3);  // beside the attention until 70 us and the add at 75-80
 }
 
+// A GEMM with its shape (aten::mm) whose kernel ran partly beside an NCCL kernel on another stream (FSDP2's
+// all-gather beside the compute): the classes keep how long, and the fold takes that part at its time alone.
+TEST(KinetoTrace, AGemmBesideNcclKeepsHowLongItRanBesideIt) {
+  const std::string x = R"j("ph": "X", "pid": 1, "tid": 1)j";
+  const std::string gpu = R"j("ph": "X", "pid": 0)j";
+  const std::string text = std::string(R"j({"deviceProperties": [{"id": 0, "name": "NVIDIA H200"}],
+    "traceEvents": [
+    {)j") + x + R"j(, "cat": "user_annotation", "name": "ProfilerStep#3", "ts": 0, "dur": 100},
+    {)j" + x + R"j(, "cat": "cpu_op", "name": "aten::mm", "ts": 1, "dur": 5, "args": {"External id": 10,
+       "Input Dims": [[4096, 4096], [4096, 4096]], "Input type": ["c10::BFloat16", "c10::BFloat16"]}},
+    {)j" + x + R"j(, "cat": "cpu_op", "name": "nccl:_all_gather_base", "ts": 7, "dur": 2, "args": {"External id": 11}},
+    {)j" + gpu + R"j(, "tid": 7, "cat": "kernel", "name": "nvjet_sm90_tst_256x128_64x4_1x2_h_bz_coopA_NTN",
+       "ts": 20, "dur": 40, "args": {"External id": 10, "stream": 7, "correlation": 100}},
+    {)j" + gpu + R"j(, "tid": 20, "cat": "kernel", "name": "ncclDevKernel_AllGather_RING_LL(ncclDevKernelArgsStorage<4096ul>)",
+       "ts": 50, "dur": 30, "args": {"External id": 11, "stream": 20, "correlation": 101}}
+  ]})j";
+  const ClassifiedTrace t = classify_trace(read_kineto_trace(written("beside_nccl.json", text)));
+  ASSERT_EQ(t.shaped.size(), 1u);
+  EXPECT_EQ(t.shaped[0].busy_ns, 40e3);
+  EXPECT_EQ(t.shaped[0].beside_collective_ns, 10e3);  // 50 to 60 us
+}
+
 TEST(KinetoTrace, MalformedFilesAreNamedWithWhere) {
   const auto error_of = [](const fs::path& path) {
     try {

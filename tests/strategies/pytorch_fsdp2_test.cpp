@@ -1,0 +1,137 @@
+// PyTorch FSDP2 with DTensor (framework.name pytorch-fsdp2, strategies/pytorch_fsdp2.hpp): its copies around the
+// collectives, the reduce dtype, which weights the backward gathers again, eager PyTorch's extra memory passes that
+// torch.compile removes, and the host's dispatch time spread over a layer's ops.
+#include <gtest/gtest.h>
+
+#include "cost/profile.hpp"
+#include "sim/simulate.hpp"
+#include "strategies/lowering.hpp"
+#include "strategies/lowering_emitter.hpp"
+#include "strategies/pytorch_fsdp2.hpp"
+#include "strategies/sharded_parameters.hpp"
+#include "strategies/validity.hpp"
+#include "strategy_fixtures.hpp"
+
+namespace twin {
+namespace {
+
+constexpr int kLayers = 4;
+
+struct Lowered {
+  Scenario scenario;
+  Strategy strategy;
+  IterationGraph graph;
+};
+
+// Llama-shaped, 4 layers, on the 8 GPUs of one node: FSDP over 8 / tp, one micro-batch of 1 per data rank.
+Lowered lower(bool pytorch, int tp = 1, bool compile = false, bool reshard = true, int reduce_bytes = 4) {
+  Scenario scenario = testing::make_scenario(testing::llama_shaped(kLayers), 1, 2048, 8 / tp);
+  if (pytorch) {
+    scenario.framework.name = FrameworkName::pytorch_fsdp2;
+    scenario.framework.compile = compile;
+    scenario.framework.reshard_after_forward = reshard;
+    scenario.framework.reduce_dtype_bytes = reduce_bytes;
+  }
+  Strategy z3 = testing::make_strategy(tp, 1, 1, false);
+  z3.zero_stage = 3;
+  z3.micro_batch_size = 1;
+  EXPECT_EQ(complete_strategy(scenario, z3), std::nullopt);
+  EXPECT_EQ(invalid_reason(scenario, z3), std::nullopt);
+  IterationGraph graph = lower_to_op_graphs(scenario, z3);
+  check_well_formed(graph);
+  return {scenario, z3, std::move(graph)};
+}
+
+template <class Pred>
+std::vector<Op> ops_where(const IterationGraph& g, Pred pred) {
+  std::vector<Op> out;
+  for (const RankClass& rc : g.classes)
+    for (OpIndex i = 0; i < rc.size(); ++i)
+      if (pred(rc.op(i))) out.push_back(rc.op(i));
+  return out;
+}
+
+TEST(PytorchFsdp2, CopiesSurroundTheCollectivesAndGradientsAreReducedInTheReduceDtype) {
+  const Lowered megatron = lower(false), fsdp2 = lower(true);
+  const auto copies = [](const IterationGraph& g, OpRole role) {
+    return ops_where(g, [&](const Op& op) { return op.kind == OpKind::elementwise && op.role == role; });
+  };
+  EXPECT_TRUE(copies(megatron.graph, OpRole::param_gather).empty());
+  EXPECT_TRUE(copies(megatron.graph, OpRole::grad_reduce).empty());
+  const auto gathers = ops_where(fsdp2.graph, [](const Op& op) { return op.kind == OpKind::all_gather; });
+  // A copy in before each gather (data-parallel stream) and a copy out after it (compute stream).
+  EXPECT_EQ(copies(fsdp2.graph, OpRole::param_gather).size(), 2 * gathers.size());
+  const std::int64_t layer = layer_parameters_per_rank(fsdp2.scenario.model, 0, 1, 1).dense;
+  for (const Op& op : copies(fsdp2.graph, OpRole::param_gather))
+    if (op.parameter_unit == 1)
+      EXPECT_EQ(op.bytes, op.stream == Stream::dp_comm ? (layer + 7) / 8 * 6 : layer * 4);
+  for (const Op& op : ops_where(fsdp2.graph, [](const Op& op) { return op.kind == OpKind::reduce_scatter; }))
+    if (op.parameter_unit == 1) EXPECT_EQ(op.bytes, layer * 4);  // fp32: twice Megatron's bf16
+  for (const Op& op : ops_where(lower(true, 1, false, true, 2).graph,
+                                [](const Op& op) { return op.kind == OpKind::reduce_scatter; }))
+    if (op.parameter_unit == 1) EXPECT_EQ(op.bytes, layer * 2);
+  EXPECT_EQ(copies(fsdp2.graph, OpRole::grad_reduce).size(), kLayers + 2u);  // every unit's _chunk_cat
+}
+
+TEST(PytorchFsdp2, TheBackwardGathersAgainAllBlocksButTheLastAndNothingWithoutResharding) {
+  const auto backward_gathers = [](const Lowered& l) {
+    return ops_where(l.graph, [](const Op& op) { return op.kind == OpKind::all_gather && op.phase == Phase::backward; });
+  };
+  // Forward: every unit (embedding, 4 layers, output layer); backward: layers 0 .. 2.
+  const auto regathered = backward_gathers(lower(true));
+  ASSERT_EQ(regathered.size(), kLayers - 1u);
+  for (const Op& op : regathered) EXPECT_LT(op.parameter_unit, kLayers - 1);
+  EXPECT_TRUE(backward_gathers(lower(true, 1, false, false)).empty());
+  EXPECT_EQ(backward_gathers(lower(false)).size(), kLayers + 2u);  // Megatron's ZeRO-3 regathers every unit
+}
+
+TEST(PytorchFsdp2, EagerAddsMemoryPassesAfterNormRopeAndActivationThatCompileRemoves) {
+  const auto passes = [](const Lowered& l, OpRole role) {
+    return ops_where(l.graph, [&](const Op& op) { return op.kind == OpKind::elementwise && op.role == role; });
+  };
+  const Lowered eager = lower(true), compiled = lower(true, 1, true);
+  for (OpRole role : {OpRole::input_norm, OpRole::mlp_norm, OpRole::rope, OpRole::activation}) {
+    EXPECT_EQ(passes(eager, role).size(), 2u * kLayers) << to_string(role);  // forward and backward of each layer
+    EXPECT_TRUE(passes(compiled, role).empty()) << to_string(role);
+    EXPECT_TRUE(passes(lower(false), role).empty()) << to_string(role);
+  }
+  const lowering::RankShapes s = lowering::rank_shapes(eager.scenario, eager.strategy);
+  for (const Op& op : passes(eager, OpRole::activation))
+    EXPECT_EQ(op.bytes, (op.phase == Phase::forward ? 4 : 8) * s.tokens * s.ffn);
+}
+
+TEST(PytorchFsdp2, EachLayerPassCarriesItsMeasuredHostTimeSpreadOverItsOps) {
+  const Lowered eager = lower(true);
+  const lowering::PytorchHostCost& cost = lowering::pytorch_host_cost(1, Recompute::none, false);
+  for (int layer = 0; layer < kLayers; ++layer)
+    for (Phase phase : {Phase::forward, Phase::backward}) {
+      TimeNs sum = 0;
+      for (const Op& op : ops_where(eager.graph, [&](const Op& op) { return op.layer == layer && op.phase == phase; })) {
+        EXPECT_EQ(op.dispatch_ns > 0, op.stream != Stream::dp_comm && op.role != OpRole::param_gather) << op_name(op);
+        sum += op.dispatch_ns;
+      }
+      const TimeNs want = phase == Phase::forward ? cost.forward_ns : cost.backward_ns;
+      EXPECT_NEAR(static_cast<double>(sum), static_cast<double>(want), 200.0) << layer;  // integer division's rest
+    }
+  EXPECT_TRUE(ops_where(lower(false).graph, [](const Op& op) { return op.dispatch_ns > 0; }).empty());
+  // The host bounds a step whose kernels are short: TP 4 of a small model runs no faster than the host issues it.
+  const Lowered tp4 = lower(true, 4);
+  const TimeNs iteration = simulate_iteration(tp4.graph, tp4.scenario.cluster, builtin_profile()).iteration_ns;
+  TimeNs dispatched = 0;
+  for (const Op& op : ops_where(tp4.graph, [](const Op&) { return true; })) dispatched += op.dispatch_ns;
+  EXPECT_GE(iteration, dispatched);
+}
+
+TEST(PytorchFsdp2, AnUnmeasuredConfigurationTakesTheNearestMeasuredRow) {
+  const auto& row = [](int tp, Recompute r, bool compiled) { return lowering::pytorch_host_cost(tp, r, compiled); };
+  EXPECT_EQ(row(1, Recompute::none, false).forward_ns, lowering::kPytorchHostCosts[0].forward_ns);
+  EXPECT_EQ(row(1, Recompute::selective, false).forward_ns, lowering::kPytorchHostCosts[0].forward_ns);
+  EXPECT_EQ(row(8, Recompute::none, false).tp, 4);
+  EXPECT_EQ(row(2, Recompute::full, false).tp, 1);  // eager with checkpointing was measured at TP 1 only
+  EXPECT_TRUE(row(2, Recompute::full, false).full_recompute);
+  EXPECT_EQ(row(2, Recompute::none, true).tp, 1);   // compiled without checkpointing: at TP 1
+  EXPECT_TRUE(row(2, Recompute::none, true).compiled);
+}
+
+}  // namespace
+}  // namespace twin
