@@ -43,7 +43,7 @@ constexpr std::array kExpertsSaved{
 };
 constexpr std::array kEmbeddingSaved{SavedTensor{"dropout mask", hidden, sequence_sharded, 1, KeptWhen::hidden_dropout}};
 constexpr std::array kOutputProjectionSaved{SavedTensor{"output projection input", hidden, sequence_sharded, 2}};
-// The fused loss (twin execute's kernel, executor/gpu/op_actions_edges.cpp; Transformer Engine's parallel
+// The fused loss (twin execute's kernel, executor/gpu/dense_block_ends.cpp; Transformer Engine's parallel
 // cross-entropy, Megatron's --cross-entropy-fusion-impl te, alike) keeps the bf16 logits and writes their
 // gradient over them; the unfused one keeps its fp32 copy of them (megatron/core/tensor_parallel/cross_entropy.py
 // saves the fp32 softmax). Megatron's native fused loss (its default implementation) also saves the fp32 softmax.

@@ -44,7 +44,7 @@ enum class Action : std::uint8_t {
   ring_attention_forward, ring_attention_backward, ring_exchange, ring_exchange_backward,
   ring_merge,          // a forward block folded into the running output (by log-sum-exp)
   ring_gradient_add,   // backward: this rank's share of a key-value gradient added to the one that arrived
-  // A Ulysses layer's all-to-alls (executor/gpu/op_actions_ulysses.cpp): a tensor from the sequence layout (this
+  // A Ulysses layer's all-to-alls (executor/gpu/ulysses_exchange.cpp): a tensor from the sequence layout (this
   // GPU's rows, every head) to the heads layout (the group's rows, this GPU's heads), and back.
   ulysses_to_heads, ulysses_to_sequence,
   // Hot switching's zero-byte message ordering a GPU's phase after the one before: nothing to run, the

@@ -231,7 +231,7 @@ std::vector<ParameterUnitLayout> plan_parameter_units(const Scenario& scenario, 
   const int last_virtual_stage = strategy.pipeline_model_parallel_size * chunks - 1;
   // Tied embeddings over two stages: the output layer's stage holds a copy of the table, first in its unit, and
   // the table's unit is padded as the copy's, so that under ZeRO a data-parallel rank holds the same elements of
-  // both and their gradients can be summed shard by shard (executor/gpu/optimizer_actions.cpp).
+  // both and their gradients can be summed shard by shard (executor/gpu/optimizer_run.cpp).
   bool table_copied = false;
   for (int stage = 0; stage < strategy.pipeline_model_parallel_size; ++stage)
     for (int chunk = 0; chunk < chunks; ++chunk)

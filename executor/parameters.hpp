@@ -73,7 +73,7 @@ struct ElementRange {
 // The columns TP rank `rank` of `tp` holds of the QKV projection's output row, [Q heads | K groups | V groups]
 // each head `d` wide, given its `heads_local` query heads and `groups_local` key-value groups: for Q, K and V,
 // where its block starts in the whole row and how wide it is. The same blocks are what GPU `rank` of a Ulysses
-// group holds around attention (executor/gpu/op_actions_ulysses.cpp).
+// group holds around attention (executor/gpu/ulysses_exchange.cpp).
 struct ColumnBlock {
   std::int64_t first_column = 0, width = 0;
 };

@@ -42,14 +42,14 @@ gpu::RingShape ContextRingRun::shape() const {
   return {s.b, s.s, static_cast<int>(s.heads), static_cast<int>(s.groups), static_cast<int>(s.d), s.qkv_width};
 }
 
-ContextRingRun::Ring& ContextRingRun::ring(const RingPass& p, bool backward) {
+ContextRingRun::Ring& ContextRingRun::ring(const OpPass& p, bool backward) {
   Ring& ring = rings_[{p.mb, p.unit, backward}];
   const int cp = stage_.shapes.cp;
   if (ring.kv.empty()) ring = Ring{std::vector<void*>(cp + 1), std::vector<void*>(cp + 1), std::vector<void*>(cp + 1)};
   return ring;
 }
 
-const bf16* ContextRingRun::own_qkv(const RingPass& p) {
+const bf16* ContextRingRun::own_qkv(const OpPass& p) {
   return static_cast<const bf16*>(stage_.tensors.get(p.mb, p.unit, qkv_name()));
 }
 
@@ -60,7 +60,7 @@ void ContextRingRun::send_on(void* out, void* in, std::size_t bytes, cudaStream_
   TWIN_NCCL_CHECK(ncclRecv(in, bytes / kBf16, ncclBfloat16, (me + cp - 1) % cp, comm, stream));
 }
 
-void ContextRingRun::exchange(const RingPass& p) {
+void ContextRingRun::exchange(const OpPass& p) {
   const lowering::RankShapes& s = stage_.shapes;
   const gpu::RingShape shape = this->shape();
   const int cp = s.cp, step = p.op.ring_step;
@@ -94,7 +94,7 @@ void ContextRingRun::exchange(const RingPass& p) {
   }
 }
 
-void ContextRingRun::attention_forward(const RingPass& p) {
+void ContextRingRun::attention_forward(const OpPass& p) {
   const lowering::RankShapes& s = stage_.shapes;
   const gpu::RingShape shape = this->shape();
   const int cp = s.cp, step = p.op.ring_step;
@@ -117,7 +117,7 @@ void ContextRingRun::attention_forward(const RingPass& p) {
   if (step == cp - 1) free_on(ring.kv[step], p.stream);
 }
 
-void ContextRingRun::merge(const RingPass& p) {
+void ContextRingRun::merge(const OpPass& p) {
   const gpu::RingShape shape = this->shape();
   const int cp = stage_.shapes.cp, step = p.op.ring_step;
   const std::int64_t tokens = shape.tokens(), q_width = shape.q_width();
@@ -134,7 +134,7 @@ void ContextRingRun::merge(const RingPass& p) {
   }
 }
 
-void ContextRingRun::gradient_add(const RingPass& p) {  // exchange step - 1 brought it; this rank's share joins it
+void ContextRingRun::gradient_add(const OpPass& p) {  // exchange step - 1 brought it; this rank's share joins it
   const gpu::RingShape shape = this->shape();
   const int step = p.op.ring_step;
   Ring& ring = this->ring(p, true);
@@ -146,7 +146,7 @@ void ContextRingRun::gradient_add(const RingPass& p) {  // exchange step - 1 bro
   free_on(ring.dkv[step - 1], p.stream);
 }
 
-void ContextRingRun::attention_backward(const RingPass& p) {
+void ContextRingRun::attention_backward(const OpPass& p) {
   const lowering::RankShapes& s = stage_.shapes;
   const gpu::RingShape shape = this->shape();
   const int cp = s.cp, step = p.op.ring_step;

@@ -16,6 +16,7 @@
 
 #include "core/op_graph.hpp"
 #include "executor/gpu/communicators.hpp"
+#include "executor/gpu/op_pass.hpp"
 #include "executor/gpu/tensor_store.hpp"
 #include "executor/op_binding.hpp"
 #include "gpu/attention.hpp"
@@ -33,23 +34,15 @@ struct RingStage {
   gpu::Attention& attention;
 };
 
-// One ring op: the op, its binding, its micro-batch and layer, the stream it runs on.
-struct RingPass {
-  const Op& op;
-  const OpBinding& binding;
-  int mb = 0, unit = 0;
-  cudaStream_t stream = nullptr;
-};
-
 class ContextRingRun {
  public:
   explicit ContextRingRun(const RingStage& stage) : stage_(stage) {}
 
-  void exchange(const RingPass& p);  // ring_exchange and ring_exchange_backward
-  void attention_forward(const RingPass& p);
-  void merge(const RingPass& p);
-  void gradient_add(const RingPass& p);
-  void attention_backward(const RingPass& p);
+  void exchange(const OpPass& p);  // ring_exchange and ring_exchange_backward
+  void attention_forward(const OpPass& p);
+  void merge(const OpPass& p);
+  void gradient_add(const OpPass& p);
+  void attention_backward(const OpPass& p);
 
  private:
   // Per step: the key-value block received for it (kv), this rank's dK | dV of its block (dkv), the gradient
@@ -61,9 +54,9 @@ class ContextRingRun {
     void *dq_acc = nullptr, *dq_scratch = nullptr, *own_kv = nullptr;
   };
   using Key = std::tuple<int, int, bool>;  // (micro-batch, unit, backward)
-  Ring& ring(const RingPass& p, bool backward);
+  Ring& ring(const OpPass& p, bool backward);
   gpu::RingShape shape() const;
-  const __nv_bfloat16* own_qkv(const RingPass& p);
+  const __nv_bfloat16* own_qkv(const OpPass& p);
   // Sends `out` to the next CP rank and receives `in` from the previous one (inside the caller's NCCL group).
   void send_on(void* out, void* in, std::size_t bytes, cudaStream_t stream);
 

@@ -27,6 +27,7 @@
 #include "executor/resharding.hpp"
 #include "executor/run_report.hpp"
 #include "executor/gpu/stage_runtime.hpp"
+#include "executor/gpu/world_sum.hpp"
 #include "executor/token_stream.hpp"
 #include "executor/watchdog.hpp"
 #include "core/plan_file.hpp"
@@ -81,211 +82,252 @@ std::int64_t pipeline_first_sequence(const AsymmetricPlanDetail& plan, int pipel
   return first;
 }
 
-int rank_main(const ExecuteRequest& request, const gpu::RankIdentity& identity) {
-  if (identity.rank != 0) spdlog::set_level(spdlog::level::warn);
-  gpu::prepare_nccl_environment(identity);
-  TWIN_CUDA_CHECK(cudaSetDevice(identity.local_rank));
-  const Plan plan = read_plan(request.plan);
-  const PlanGraphs lowered = plan_graphs(plan, request.plan);
-  const std::vector<PlanPart> parts_here = rank_parts(lowered, identity.rank);  // as this GPU runs them
-  const Scenario& scenario = plan.scenario;
-  const Strategy& strategy = plan.strategy;  // a hot-switching plan's home strategy: its layout is every phase's
-  const IterationGraph& graph = lowered.graph;
-  cudaDeviceProp props{};
-  TWIN_CUDA_CHECK(cudaGetDeviceProperties(&props, identity.local_rank));
-
-  ncclUniqueId id{};
-  TWIN_NCCL_CHECK(ncclGetUniqueId(&id));  // with NCCL_COMM_ID set, every rank derives the same id
-  // An asymmetric plan reduces its gradients across pipelines in sets of GPUs holding the same elements.
-  const auto pipeline_reductions = std::make_shared<const std::vector<PipelineReduction>>(
-      lowered.asymmetric ? plan_pipeline_reduction(lowered) : std::vector<PipelineReduction>{});
-  const std::unique_ptr<Communicators> world_comms =
-      lowered.asymmetric
-          ? std::make_unique<Communicators>(asymmetric_groups(lowered, *pipeline_reductions), identity.rank,
-                                            identity.world_size, id)
-          : std::make_unique<Communicators>(strategy, graph, identity.rank, identity.world_size, id,
-                                            other_layouts(lowered));
-  Communicators& comms = *world_comms;
-  TrainingOptions options;
-  options.learning_rate = request.learning_rate;
-  options.seed = request.seed;
-  options.nccl_timeout_s = request.nccl_timeout_s;
-  options.attention = request.attention;
-  // One runtime per part of the step (a hot-switching phase); the uniform plan is one part. Parts of one layout
-  // share their communicators and parameters; a part in another layout has its own, and the switch into it
-  // moves the weights (and the gradients so far) between the two (executor/resharding.hpp).
+// The parts of the step as this GPU runs them: each part's layout's first part (parts of one layout share their
+// communicators and parameters; a part in another layout has its own, and the switch into it moves the weights and
+// the gradients so far between the two, executor/resharding.hpp).
+std::vector<std::size_t> layout_owners(const PlanGraphs& lowered) {
   const std::size_t part_count = lowered.parts.size();
-  std::vector<std::size_t> layout_of(part_count);  // the first part of each part's layout
+  std::vector<std::size_t> layout_of(part_count);
   for (std::size_t p = 0; p < part_count; ++p) {
     layout_of[p] = p;
     for (std::size_t q = 0; q < p && layout_of[p] == p; ++q)
       if (same_parameter_layout(lowered.parts[q].strategy, lowered.parts[p].strategy)) layout_of[p] = layout_of[q];
   }
-  std::vector<std::unique_ptr<Communicators>> layout_comms(part_count);
+  return layout_of;
+}
+
+// Everything a rank holds across the steps: its communicators (each layout's), the parts' parameters and runtimes.
+struct RankParts {
+  const PlanGraphs& lowered;
+  std::vector<PlanPart> here;  // as this GPU runs them
+  std::vector<std::size_t> layout_of;
+  std::shared_ptr<const std::vector<PipelineReduction>> pipeline_reductions;
+  std::unique_ptr<Communicators> comms;
+  std::vector<std::unique_ptr<Communicators>> layout_comms;
+  std::vector<std::shared_ptr<StageParameters>> parameters;
+  std::vector<std::unique_ptr<StageRuntime>> runtimes;
+  Communicators& comms_of(std::size_t p) { return layout_comms[layout_of[p]] ? *layout_comms[layout_of[p]] : *comms; }
+};
+
+// The communicators of every layout the step's parts run in (an asymmetric plan: its stages' groups and the sets of
+// GPUs that reduce the same elements across pipelines).
+void make_communicators(RankParts& rank, const Strategy& strategy, const gpu::RankIdentity& identity) {
+  const PlanGraphs& lowered = rank.lowered;
+  ncclUniqueId id{};
+  TWIN_NCCL_CHECK(ncclGetUniqueId(&id));  // with NCCL_COMM_ID set, every rank derives the same id
+  rank.pipeline_reductions = std::make_shared<const std::vector<PipelineReduction>>(
+      lowered.asymmetric ? plan_pipeline_reduction(lowered) : std::vector<PipelineReduction>{});
+  rank.comms = lowered.asymmetric ? std::make_unique<Communicators>(asymmetric_groups(lowered, *rank.pipeline_reductions),
+                                                                    identity.rank, identity.world_size, id)
+                                  : std::make_unique<Communicators>(strategy, lowered.graph, identity.rank,
+                                                                    identity.world_size, id, other_layouts(lowered));
+  const std::size_t part_count = lowered.parts.size();
+  rank.layout_comms.resize(part_count);
   for (std::size_t p = 0; p < part_count; ++p)
-    if (layout_of[p] == p && !lowered.asymmetric && !same_parameter_layout(lowered.parts[p].strategy, strategy))
-      layout_comms[p] = std::make_unique<Communicators>(lowered.parts[p].strategy, graph, identity.rank,
-                                                        identity.world_size, comms);
-  const auto comms_of = [&](std::size_t p) -> Communicators& {
-    return layout_comms[layout_of[p]] ? *layout_comms[layout_of[p]] : comms;
-  };
-  const bool resharding = std::any_of(layout_of.begin(), layout_of.end(), [](std::size_t q) { return q != 0; });
-  if (resharding) comms.make_resharding();
+    if (rank.layout_of[p] == p && !lowered.asymmetric && !same_parameter_layout(lowered.parts[p].strategy, strategy))
+      rank.layout_comms[p] = std::make_unique<Communicators>(lowered.parts[p].strategy, lowered.graph, identity.rank,
+                                                             identity.world_size, *rank.comms);
+  if (std::any_of(rank.layout_of.begin(), rank.layout_of.end(), [](std::size_t q) { return q != 0; }))
+    rank.comms->make_resharding();
+}
+
+// One runtime per part of the step (a hot-switching phase); the uniform plan is one part.
+void make_runtimes(RankParts& rank, const Plan& plan, const gpu::RankIdentity& identity,
+                   const TrainingOptions& options) {
+  const PlanGraphs& lowered = rank.lowered;
+  const std::size_t part_count = lowered.parts.size();
   // An asymmetric plan's ZeRO-1: the AdamW state lives in the reductions' parts (executor/gpu/pipeline_reduction_run.hpp).
-  const bool optimizer_sharded_over_pipelines = !pipeline_reductions->empty() && lowered.asymmetric->shared.zero_stage >= 1;
-  std::vector<std::shared_ptr<StageParameters>> parameters(part_count);
-  {
-    cudaStream_t setup = nullptr;
-    TWIN_CUDA_CHECK(cudaStreamCreateWithFlags(&setup, cudaStreamNonBlocking));
-    for (std::size_t p = 0; p < part_count; ++p)
-      parameters[p] = layout_of[p] != p ? parameters[layout_of[p]]
-                                        : std::make_shared<StageParameters>(
-                                              parts_here[p].scenario,
-                                              plan_parameter_units(parts_here[p], identity.rank, options.seed), setup,
-                                              layout_of[p] == layout_of[part_count - 1] &&
-                                                  !optimizer_sharded_over_pipelines);
-    TWIN_CUDA_CHECK(cudaStreamSynchronize(setup));
-    TWIN_CUDA_CHECK(cudaStreamDestroy(setup));
-  }
+  const bool optimizer_sharded_over_pipelines =
+      !rank.pipeline_reductions->empty() && lowered.asymmetric->shared.zero_stage >= 1;
+  rank.parameters.resize(part_count);
+  cudaStream_t setup = nullptr;
+  TWIN_CUDA_CHECK(cudaStreamCreateWithFlags(&setup, cudaStreamNonBlocking));
+  for (std::size_t p = 0; p < part_count; ++p)
+    rank.parameters[p] = rank.layout_of[p] != p
+                             ? rank.parameters[rank.layout_of[p]]
+                             : std::make_shared<StageParameters>(
+                                   rank.here[p].scenario, plan_parameter_units(rank.here[p], identity.rank, options.seed),
+                                   setup, rank.layout_of[p] == rank.layout_of[part_count - 1] &&
+                                              !optimizer_sharded_over_pipelines);
+  TWIN_CUDA_CHECK(cudaStreamSynchronize(setup));
+  TWIN_CUDA_CHECK(cudaStreamDestroy(setup));
   std::int64_t step_micro_batches = 0;
   for (const PlanPart& part : lowered.parts) step_micro_batches += part.strategy.num_micro_batches;
-  std::vector<std::unique_ptr<StageRuntime>> runtimes;
   for (std::size_t p = 0; p < part_count; ++p) {
-    const PlanPart& part = parts_here[p];
     StepPart share;
-    share.parameters = parameters[p];
+    share.parameters = rank.parameters[p];
     share.adds_gradients = p > 0;
     if (lowered.asymmetric) {  // the loss averages over every pipeline's tokens
       share.loss_tokens = lowered.tokens_per_step();
-      share.pipeline_reductions = pipeline_reductions;
+      share.pipeline_reductions = rank.pipeline_reductions;
       share.optimizer_sharded_over_pipelines = optimizer_sharded_over_pipelines;
     }
     if (part_count > 1) {
       const std::size_t before = p == 0 ? part_count - 1 : p - 1;
       share.loss_tokens = lowered.tokens_per_step();
       share.micro_batches = step_micro_batches;
-      share.switch_from = parameters[before];
-      if (layout_of[before] != layout_of[p]) {
-        share.switch_blocks = plan_resharding(lowered.parts[before], lowered.parts[p], scenario.cluster, p > 0);
-        share.switch_comm = comms.resharding();
+      share.switch_from = rank.parameters[before];
+      if (rank.layout_of[before] != rank.layout_of[p]) {
+        share.switch_blocks = plan_resharding(lowered.parts[before], lowered.parts[p], plan.scenario.cluster, p > 0);
+        share.switch_comm = rank.comms->resharding();
       }
     }
-    const RankClass& rank_class = graph.classes.at(static_cast<std::size_t>(part.class_of_rank.at(identity.rank)));
-    runtimes.push_back(std::make_unique<StageRuntime>(part, graph, rank_class, identity.rank, comms_of(p), options,
-                                                      std::move(share)));
+    const PlanPart& part = rank.here[p];
+    const RankClass& rank_class =
+        lowered.graph.classes.at(static_cast<std::size_t>(part.class_of_rank.at(identity.rank)));
+    rank.runtimes.push_back(std::make_unique<StageRuntime>(part, lowered.graph, rank_class, identity.rank,
+                                                           rank.comms_of(p), options, std::move(share)));
   }
+}
+
+// This rank's tokens of part `p` in iteration `iteration`: its share of the batch as the plan splits it.
+std::vector<std::int32_t> part_tokens(const RankParts& rank, std::size_t p, int iteration, int rank_id,
+                                      std::uint64_t seed, const PackedSteps& packed_steps) {
+  const PlanGraphs& lowered = rank.lowered;
+  const Scenario& scenario = lowered.scenario;
+  const PlanPart& part = rank.here[p];
+  const Strategy& s = part.strategy;
+  const RankCoordinates at = coordinates_of(s, part.layout_rank(rank_id));
+  const TokenStream stream{scenario.model.vocab_size, part.scenario.training.seq_length, seed};
+  auto tokens = lowered.asymmetric
+                    ? batch_share_tokens(stream, iteration, scenario.training.global_batch_size,
+                                         pipeline_first_sequence(*lowered.asymmetric,
+                                                                 rank.runtimes[p]->rank_class().pipeline),
+                                         s.micro_batch_size, s.num_micro_batches)
+                : part.per_layer() ? per_layer_rank_tokens(stream, iteration, *lowered.per_layer, part.scenario, rank_id)
+                : part.packs.empty()
+                    ? rank_iteration_tokens(stream, iteration, part.scenario.training.global_batch_size,
+                                            s.data_parallel_size, at.dp, s.micro_batch_size, s.num_micro_batches)
+                    : packed_steps.rank_tokens(iteration, p, s.data_parallel_size, at.dp, s.micro_batch_size,
+                                               s.num_micro_batches);
+  if (s.context_parallel_size > 1)
+    tokens = context_parallel_share(tokens, part.scenario.training.seq_length, s.micro_batch_size,
+                                    s.num_micro_batches, s.context_parallel_size, at.cp);
+  return tokens;
+}
+
+// One run record per part: its class's kernels; the losses and step times are the step's.
+std::vector<RankRun> part_runs(const RankParts& rank, int rank_id, const std::string& device) {
+  std::vector<RankRun> runs(rank.here.size());
+  for (std::size_t p = 0; p < runs.size(); ++p) {
+    runs[p].rank = rank_id;
+    runs[p].part = static_cast<int>(p);
+    runs[p].parts = static_cast<int>(runs.size());
+    runs[p].rank_class = rank.runtimes[p]->rank_class().index;
+    const RankCoordinates at = coordinates_of(rank.here[p].strategy, rank.here[p].layout_rank(rank_id));
+    // An asymmetric plan's data-parallel replicas are its pipelines.
+    runs[p].coordinates = {at.tp, at.cp, rank.lowered.asymmetric ? rank.runtimes[p]->rank_class().pipeline : at.dp,
+                           at.pp};
+    runs[p].device = device;
+  }
+  return runs;
+}
+
+// What a step needs beside the rank's parts.
+struct StepContext {
+  const ExecuteRequest& request;
+  int rank = 0;
+  gpu::CuptiKernelTimer* timer = nullptr;
+  Watchdog& watchdog;
+  WorldSum& world_sum;
+  const PackedSteps& packed_steps;
+};
+
+// One training step: every part's iteration in order, the loss over all ranks, logged and recorded in `runs`.
+void run_step(RankParts& rank, const StepContext& step, int iteration, std::vector<RankRun>& runs) {
+  const ExecuteRequest& request = step.request;
+  double loss_sum = 0, aux_loss = 0;
+  std::vector<ExpertLoad> loads;
+  for (std::size_t p = 0; p < rank.runtimes.size(); ++p) {
+    StageRuntime& runtime = *rank.runtimes[p];
+    runtime.run_iteration(iteration, part_tokens(rank, p, iteration, step.rank, request.seed, step.packed_steps),
+                          step.timer, step.watchdog);
+    loss_sum += runtime.last_loss_sum();
+    if (runtime.switches()) runs[p].switch_s.push_back(runtime.last_switch_s());
+    aux_loss += runtime.last_aux_loss();
+    loads.insert(loads.end(), runtime.last_expert_loads().begin(), runtime.last_expert_loads().end());
+    if (step.timer) {
+      std::vector<gpu::KernelRecord> records = step.timer->collect();
+      if (iteration >= request.warmup) append_kernels(runs[p], records);
+    }
+  }
+  const double loss = step.world_sum(static_cast<float>(loss_sum)) / static_cast<double>(rank.lowered.tokens_per_step());
+  float step_ms = 0;
+  TWIN_CUDA_CHECK(cudaEventElapsedTime(&step_ms, rank.runtimes.front()->last_start(), rank.runtimes.back()->last_end()));
+  const double seconds = step_ms / 1e3;
+  for (RankRun& run : runs) {
+    run.losses.push_back(loss);
+    run.iteration_s.push_back(seconds);
+  }
+  const bool moe = rank.lowered.scenario.model.is_moe();
+  if (moe) {
+    runs.front().aux_losses.push_back(aux_loss);
+    if (iteration >= request.warmup)
+      runs.front().expert_loads.insert(runs.front().expert_loads.end(), loads.begin(), loads.end());
+  }
+  const Throughput t = rank.lowered.throughput(seconds);
+  spdlog::info("[execute] step {:>3}/{}  loss {:.4f}  iteration {:.1f} ms  {:.0f} tokens/s  MFU {:.1f}%",
+               iteration + 1, request.iterations, loss, 1e3 * seconds, t.tokens_per_s, 100 * t.mfu);
+  if (moe) {
+    double busiest = 0;
+    for (const ExpertLoad& load : loads) busiest = std::max(busiest, routing_imbalance(load));
+    spdlog::info("[execute]          load-balancing loss {:.4f} (this rank)  busiest expert {:.2f}x the mean",
+                 aux_loss, busiest);
+  }
+}
+
+// Each part's run file, with the rank's peak: each layout's parameters once, every part's own buffers, the
+// activation pool's high mark (device-wide) once.
+void write_part_runs(const RankParts& rank, std::vector<RankRun>& runs, const ExecuteRequest& request,
+                     const gpu::CuptiKernelTimer* timer) {
+  std::size_t peak = rank.runtimes.front()->peak_memory_bytes();
+  for (std::size_t p = 1; p < runs.size(); ++p)
+    peak += rank.runtimes[p]->own_bytes() + (rank.layout_of[p] == p ? rank.parameters[p]->allocated_bytes() : 0);
+  for (std::size_t p = 0; p < runs.size(); ++p) {
+    runs[p].peak_memory_bytes = peak;
+    if (timer) runs[p].dropped_records = timer->dropped_records();
+    write_rank_run(request.run_dir, runs[p], rank.runtimes[p]->rank_class(), request.warmup);
+  }
+}
+
+int rank_main(const ExecuteRequest& request, const gpu::RankIdentity& identity) {
+  if (identity.rank != 0) spdlog::set_level(spdlog::level::warn);
+  gpu::prepare_nccl_environment(identity);
+  TWIN_CUDA_CHECK(cudaSetDevice(identity.local_rank));
+  const Plan plan = read_plan(request.plan);
+  const PlanGraphs lowered = plan_graphs(plan, request.plan);
+  cudaDeviceProp props{};
+  TWIN_CUDA_CHECK(cudaGetDeviceProperties(&props, identity.local_rank));
+  RankParts rank{lowered, rank_parts(lowered, identity.rank), layout_owners(lowered)};
+  // A hot-switching plan's home strategy: its layout is every phase's.
+  make_communicators(rank, plan.strategy, identity);
+  TrainingOptions options;
+  options.learning_rate = request.learning_rate;
+  options.seed = request.seed;
+  options.nccl_timeout_s = request.nccl_timeout_s;
+  options.attention = request.attention;
+  make_runtimes(rank, plan, identity, options);
   std::optional<gpu::CuptiKernelTimer> timer;
   if (request.trace) timer.emplace();
   // Rows that pack sequences (hot switching): a sequence's tokens follow from its length and ordinal in the
   // step, so plans packing the same sequences differently train on the same data.
   std::vector<PackedPart> packed_parts;
   for (const PlanPart& part : lowered.parts) packed_parts.push_back({part.scenario.training.seq_length, part.packs});
+  const Scenario& scenario = plan.scenario;
   const PackedSteps packed_steps(TokenStream{scenario.model.vocab_size, scenario.training.seq_length, request.seed},
                                  packed_parts);
-
-  const double step_tokens = static_cast<double>(lowered.tokens_per_step());
-  float* loss_device = nullptr;
-  cudaStream_t side = nullptr;
-  TWIN_CUDA_CHECK(cudaMalloc(&loss_device, sizeof(float)));
-  TWIN_CUDA_CHECK(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking));
-  cudaEvent_t summed = nullptr;
-  TWIN_CUDA_CHECK(cudaEventCreateWithFlags(&summed, cudaEventDisableTiming));
-  Watchdog watchdog(request.nccl_timeout_s, nccl_watchdog_hooks(comms, layout_comms));
-  const auto world_sum = [&](float value) {
-    watchdog.arm(fmt::format("rank {}", identity.rank), [] { return std::string("the loss all-reduce over all ranks"); });
-    TWIN_CUDA_CHECK(cudaMemcpyAsync(loss_device, &value, sizeof(float), cudaMemcpyHostToDevice, side));
-    TWIN_NCCL_CHECK(ncclAllReduce(loss_device, loss_device, 1, ncclFloat32, ncclSum, comms.world(), side));
-    TWIN_CUDA_CHECK(cudaMemcpyAsync(&value, loss_device, sizeof(float), cudaMemcpyDeviceToHost, side));
-    TWIN_CUDA_CHECK(cudaEventRecord(summed, side));
-    TWIN_CUDA_CHECK(cudaEventSynchronize(summed));
-    watchdog.disarm();
-    return value;
-  };
-
-  // One run record per part: its class's kernels; the losses and step times are the step's.
-  std::vector<RankRun> runs(part_count);
-  for (std::size_t p = 0; p < part_count; ++p) {
-    runs[p].rank = identity.rank;
-    runs[p].part = static_cast<int>(p);
-    runs[p].parts = static_cast<int>(part_count);
-    runs[p].rank_class = runtimes[p]->rank_class().index;
-    const RankCoordinates at = coordinates_of(parts_here[p].strategy, parts_here[p].layout_rank(identity.rank));
-    // An asymmetric plan's data-parallel replicas are its pipelines.
-    runs[p].coordinates = {at.tp, at.cp, lowered.asymmetric ? runtimes[p]->rank_class().pipeline : at.dp, at.pp};
-    runs[p].device = props.name;
-  }
+  Watchdog watchdog(request.nccl_timeout_s, nccl_watchdog_hooks(*rank.comms, rank.layout_comms));
+  WorldSum world_sum(*rank.comms, watchdog, identity.rank);
+  std::vector<RankRun> runs = part_runs(rank, identity.rank, props.name);
   spdlog::info("[execute] {} on {} GPU(s) ({}), {} iterations ({} warm-up)", lowered.key, identity.world_size,
                props.name, request.iterations, request.warmup);
   // The clock the node's GPUs hold through the steps, for the fold (the first rank samples its node).
   std::optional<ClockSampler> clocks;
   if (identity.rank == 0) clocks.emplace(request.run_dir);
   try {
-    for (int iteration = 0; iteration < request.iterations; ++iteration) {
-      double loss_sum = 0, aux_loss = 0;
-      std::vector<ExpertLoad> loads;
-      for (std::size_t p = 0; p < part_count; ++p) {
-        const PlanPart& part = parts_here[p];
-        const Strategy& s = part.strategy;
-        const RankCoordinates at = coordinates_of(s, part.layout_rank(identity.rank));
-        const TokenStream stream{scenario.model.vocab_size, part.scenario.training.seq_length, request.seed};
-        auto tokens = lowered.asymmetric
-                          ? batch_share_tokens(stream, iteration, scenario.training.global_batch_size,
-                                               pipeline_first_sequence(*lowered.asymmetric,
-                                                                       runtimes[p]->rank_class().pipeline),
-                                               s.micro_batch_size, s.num_micro_batches)
-                      : part.per_layer() ? per_layer_rank_tokens(stream, iteration, *lowered.per_layer,
-                                                                             part.scenario, identity.rank)
-                      : part.packs.empty()
-                          ? rank_iteration_tokens(stream, iteration, part.scenario.training.global_batch_size,
-                                                  s.data_parallel_size, at.dp, s.micro_batch_size, s.num_micro_batches)
-                          : packed_steps.rank_tokens(iteration, p, s.data_parallel_size, at.dp, s.micro_batch_size,
-                                                     s.num_micro_batches);
-        if (s.context_parallel_size > 1)
-          tokens = context_parallel_share(tokens, part.scenario.training.seq_length, s.micro_batch_size,
-                                          s.num_micro_batches, s.context_parallel_size, at.cp);
-        StageRuntime& runtime = *runtimes[p];
-        runtime.run_iteration(iteration, tokens, timer ? &*timer : nullptr, watchdog);
-        loss_sum += runtime.last_loss_sum();
-        if (runtime.switches()) runs[p].switch_s.push_back(runtime.last_switch_s());
-        aux_loss += runtime.last_aux_loss();
-        loads.insert(loads.end(), runtime.last_expert_loads().begin(), runtime.last_expert_loads().end());
-        if (timer) {
-          std::vector<gpu::KernelRecord> records = timer->collect();
-          if (iteration >= request.warmup) append_kernels(runs[p], records);
-        }
-      }
-      const double loss = world_sum(static_cast<float>(loss_sum)) / step_tokens;
-      float step_ms = 0;
-      TWIN_CUDA_CHECK(cudaEventElapsedTime(&step_ms, runtimes.front()->last_start(), runtimes.back()->last_end()));
-      const double seconds = step_ms / 1e3;
-      for (RankRun& run : runs) {
-        run.losses.push_back(loss);
-        run.iteration_s.push_back(seconds);
-      }
-      if (scenario.model.is_moe()) {
-        runs.front().aux_losses.push_back(aux_loss);
-        if (iteration >= request.warmup)
-          runs.front().expert_loads.insert(runs.front().expert_loads.end(), loads.begin(), loads.end());
-      }
-      const Throughput t = lowered.throughput(seconds);
-      spdlog::info("[execute] step {:>3}/{}  loss {:.4f}  iteration {:.1f} ms  {:.0f} tokens/s  MFU {:.1f}%",
-                   iteration + 1, request.iterations, loss, 1e3 * seconds, t.tokens_per_s, 100 * t.mfu);
-      if (scenario.model.is_moe()) {
-        double busiest = 0;
-        for (const ExpertLoad& load : loads) busiest = std::max(busiest, routing_imbalance(load));
-        spdlog::info("[execute]          load-balancing loss {:.4f} (this rank)  busiest expert {:.2f}x the mean",
-                     aux_loss, busiest);
-      }
-    }
-    // Each layout's parameters once, every part's own buffers, the activation pool's high mark (device-wide) once.
-    std::size_t peak = runtimes.front()->peak_memory_bytes();
-    for (std::size_t p = 1; p < part_count; ++p)
-      peak += runtimes[p]->own_bytes() + (layout_of[p] == p ? parameters[p]->allocated_bytes() : 0);
-    for (std::size_t p = 0; p < part_count; ++p) {
-      runs[p].peak_memory_bytes = peak;
-      if (timer) runs[p].dropped_records = timer->dropped_records();
-      write_rank_run(request.run_dir, runs[p], runtimes[p]->rank_class(), request.warmup);
-    }
+    const StepContext step{request, identity.rank, timer ? &*timer : nullptr, watchdog, world_sum, packed_steps};
+    for (int iteration = 0; iteration < request.iterations; ++iteration) run_step(rank, step, iteration, runs);
+    write_part_runs(rank, runs, request, timer ? &*timer : nullptr);
     world_sum(0);  // every rank has written its part
     if (identity.rank == 0)
       write_run_summary(request.run_dir, plan, lowered, identity.world_size, request.warmup,
@@ -293,9 +335,6 @@ int rank_main(const ExecuteRequest& request, const gpu::RankIdentity& identity) 
   } catch (const std::exception& error) {
     report_and_leave(error);  // an out-of-memory on one rank, say, while its peers wait in a collective
   }
-  TWIN_CUDA_CHECK(cudaEventDestroy(summed));
-  TWIN_CUDA_CHECK(cudaFree(loss_device));
-  TWIN_CUDA_CHECK(cudaStreamDestroy(side));
   return 0;
 }
 

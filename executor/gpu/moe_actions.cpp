@@ -25,7 +25,7 @@ std::vector<GemmGroup> per_expert(const std::vector<std::int64_t>& counts, Group
 
 }  // namespace
 
-void MoeBlock::router_forward(const MoePass& p) {
+void MoeBlock::router_forward(const OpPass& p) {
   const lowering::RankShapes& s = stage_.shapes;
   const std::int64_t tokens = s.tokens_local, h = s.h, experts = s.experts_total, routed = tokens * stage_.top_k;
   TensorStore& t = stage_.tensors;
@@ -50,7 +50,7 @@ void MoeBlock::router_forward(const MoePass& p) {
   if (!p.op.recomputed) loads_.push_back({iteration_, p.mb, p.unit, host});
 }
 
-void MoeBlock::routing_counts_reduce(const MoePass& p) {
+void MoeBlock::routing_counts_reduce(const OpPass& p) {
   // Over TP, then over CP: each sum starts from what the one before it in this pass summed.
   const std::int64_t experts = stage_.shapes.experts_total;
   int& shards = counts_sequence_shards_.at({p.mb, p.unit});
@@ -63,7 +63,7 @@ void MoeBlock::routing_counts_reduce(const MoePass& p) {
   shards *= p.op.group_size;
 }
 
-void MoeBlock::dispatch(const MoePass& p) {
+void MoeBlock::dispatch(const OpPass& p) {
   const std::int64_t tokens = stage_.shapes.tokens_local, h = stage_.shapes.h;
   bf16* rows = new_bf16(p, copies_in(), Form::value, tokens * stage_.top_k * h);
   const auto* order = static_cast<const std::int32_t*>(tensor(p, Tensor::expert_order));
@@ -72,7 +72,7 @@ void MoeBlock::dispatch(const MoePass& p) {
             p.stream);
 }
 
-void MoeBlock::dispatch_exchange(const MoePass& p) {
+void MoeBlock::dispatch_exchange(const OpPass& p) {
   // Every EP rank's copies per expert (as Megatron's dispatcher gathers them), to the host: the chunks' sizes, and
   // the grouped GEMMs' rows.
   const lowering::RankShapes& s = stage_.shapes;
@@ -87,7 +87,7 @@ void MoeBlock::dispatch_exchange(const MoePass& p) {
   done(p, {{copies_in()}});
 }
 
-void MoeBlock::experts_forward(const MoePass& p) {  // out_e [count, n] = in_e [count, k] W_e [k, n]
+void MoeBlock::experts_forward(const OpPass& p) {  // out_e [count, n] = in_e [count, k] W_e [k, n]
   const ExpertsGemm g = experts_gemm(p);
   bf16* x = bf(p, g.in);
   bf16* y = new_bf16(p, g.out, Form::value, held_rows(p) * g.out_width);
@@ -101,7 +101,7 @@ void MoeBlock::experts_forward(const MoePass& p) {  // out_e [count, n] = in_e [
                          false, false, false, p.stream);
 }
 
-void MoeBlock::activation_forward(const MoePass& p) {
+void MoeBlock::activation_forward(const OpPass& p) {
   const std::int64_t rows = held_rows(p), ffn = stage_.shapes.moe_ffn;
   bf16* act = new_bf16(p, Tensor::expert_activation_out, Form::value, rows * ffn);
   // Under EP a rank's experts may receive no rows at all (uneven routing): nothing to activate.
@@ -110,14 +110,14 @@ void MoeBlock::activation_forward(const MoePass& p) {
               p.stream);
 }
 
-void MoeBlock::combine_exchange(const MoePass& p) {
+void MoeBlock::combine_exchange(const OpPass& p) {
   const std::int64_t routed = stage_.shapes.tokens_local * stage_.top_k, h = stage_.shapes.h;
   exchange_rows(exchanges_.at({p.mb, p.unit}), false, bf(p, Tensor::expert_out),
                 new_bf16(p, copies_out(), Form::value, routed * h), h, p.stream);
   done(p, {{Tensor::expert_out}});
 }
 
-void MoeBlock::combine(const MoePass& p) {
+void MoeBlock::combine(const OpPass& p) {
   const std::int64_t tokens = stage_.shapes.tokens_local, h = stage_.shapes.h;
   bf16* branch = new_bf16(p, Tensor::fc2_out, Form::value, tokens * h);
   launch_op(p.op, p.binding,
@@ -129,7 +129,7 @@ void MoeBlock::combine(const MoePass& p) {
 
 // ---- backward ----
 
-void MoeBlock::combine_backward(const MoePass& p) {
+void MoeBlock::combine_backward(const OpPass& p) {
   const lowering::RankShapes& s = stage_.shapes;
   const std::int64_t tokens = s.tokens_local, h = s.h, experts = s.experts_total, routed = tokens * stage_.top_k;
   const auto* routed_row = static_cast<const std::int32_t*>(tensor(p, Tensor::routed_row));
@@ -163,7 +163,7 @@ void MoeBlock::combine_backward(const MoePass& p) {
            {Tensor::expert_choice}});
 }
 
-void MoeBlock::combine_exchange_backward(const MoePass& p) {  // the combine's gradient to the experts' ranks
+void MoeBlock::combine_exchange_backward(const OpPass& p) {  // the combine's gradient to the experts' ranks
   const ExpertExchange& x = exchanges_.at({p.mb, p.unit});
   const std::int64_t h = stage_.shapes.h;
   exchange_rows(x, true, bf(p, copies_out(), Form::gradient),
@@ -171,7 +171,7 @@ void MoeBlock::combine_exchange_backward(const MoePass& p) {  // the combine's g
   done(p, {{copies_out(), Form::gradient}});
 }
 
-void MoeBlock::experts_input_grad(const MoePass& p) {  // d in_e [count, k] = d out_e [count, n] W_e^T
+void MoeBlock::experts_input_grad(const OpPass& p) {  // d in_e [count, k] = d out_e [count, n] W_e^T
   const ExpertsGemm g = experts_gemm(p);
   bf16* dy = bf(p, g.out, Form::gradient);
   bf16* dx = new_bf16(p, g.in, Form::gradient, held_rows(p) * g.in_width);
@@ -185,7 +185,7 @@ void MoeBlock::experts_input_grad(const MoePass& p) {  // d in_e [count, k] = d 
                          false, true, false, p.stream);
 }
 
-void MoeBlock::experts_weight_grad(const MoePass& p) {  // dW_e [k_in, n_out] (+)= in_e^T d out_e
+void MoeBlock::experts_weight_grad(const OpPass& p) {  // dW_e [k_in, n_out] (+)= in_e^T d out_e
   const ExpertsGemm g = experts_gemm(p);
   bf16* x = bf(p, g.in);
   bf16* dy = bf(p, g.out, Form::gradient);
@@ -200,7 +200,7 @@ void MoeBlock::experts_weight_grad(const MoePass& p) {  // dW_e [k_in, n_out] (+
   done(p, {{g.in}, {g.out, Form::gradient}});
 }
 
-void MoeBlock::activation_backward(const MoePass& p) {
+void MoeBlock::activation_backward(const OpPass& p) {
   const std::int64_t rows = held_rows(p), ffn = stage_.shapes.moe_ffn;
   bf16* d_fc1 = new_bf16(p, Tensor::expert_fc1_out, Form::gradient, rows * stage_.shapes.moe_fc1_width);
   const bf16* d_act = bf(p, Tensor::expert_activation_out, Form::gradient);
@@ -211,7 +211,7 @@ void MoeBlock::activation_backward(const MoePass& p) {
   done(p, {{Tensor::expert_fc1_out}, {Tensor::expert_activation_out, Form::gradient}});
 }
 
-void MoeBlock::dispatch_exchange_backward(const MoePass& p) {  // the experts' input gradient back to the tokens' ranks
+void MoeBlock::dispatch_exchange_backward(const OpPass& p) {  // the experts' input gradient back to the tokens' ranks
   const std::int64_t routed = stage_.shapes.tokens_local * stage_.top_k, h = stage_.shapes.h;
   exchange_rows(exchanges_.at({p.mb, p.unit}), false, bf(p, Tensor::expert_input, Form::gradient),
                 new_bf16(p, copies_in(), Form::gradient, routed * h), h, p.stream);
@@ -219,7 +219,7 @@ void MoeBlock::dispatch_exchange_backward(const MoePass& p) {  // the experts' i
   exchanges_.erase({p.mb, p.unit});
 }
 
-void MoeBlock::dispatch_backward(const MoePass& p) {  // each token's gradient sums its copies'
+void MoeBlock::dispatch_backward(const OpPass& p) {  // each token's gradient sums its copies'
   const std::int64_t tokens = stage_.shapes.tokens_local, h = stage_.shapes.h;
   bf16* dx = new_bf16(p, Tensor::mlp_norm_out, Form::gradient, tokens * h);
   launch_op(p.op, p.binding,
@@ -229,14 +229,14 @@ void MoeBlock::dispatch_backward(const MoePass& p) {  // each token's gradient s
   done(p, {{copies_in(), Form::gradient}, {Tensor::expert_order}, {Tensor::routed_row}});
 }
 
-void MoeBlock::router_input_grad(const MoePass& p) {  // the router's part of the norm output's gradient, added
+void MoeBlock::router_input_grad(const OpPass& p) {  // the router's part of the norm output's gradient, added
   const lowering::RankShapes& s = stage_.shapes;
   p.scratch.matmul->run({s.tokens_local, s.h, s.experts_total, false, true, true},
                         bf(p, Tensor::router_logits, Form::gradient), weight(p).params,
                         bf(p, Tensor::mlp_norm_out, Form::gradient), p.stream);
 }
 
-void MoeBlock::router_weight_grad(const MoePass& p) {
+void MoeBlock::router_weight_grad(const OpPass& p) {
   const lowering::RankShapes& s = stage_.shapes;
   p.scratch.matmul->run({s.h, s.experts_total, s.tokens_local, true, false, !p.binding.first_gradient},
                         bf(p, Tensor::mlp_norm_out), bf(p, Tensor::router_logits, Form::gradient), weight(p).grads,

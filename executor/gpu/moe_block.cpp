@@ -47,7 +47,7 @@ double MoeBlock::aux_loss() const {
 
 // ---- what every op of the block reads ----
 
-MoeBlock::Weight MoeBlock::weight(const MoePass& p) {
+MoeBlock::Weight MoeBlock::weight(const OpPass& p) {
   // The router lives in the layer's unit, the experts in their own (executor/parameters.hpp).
   const OpRole subject = p.binding.subject;
   const bool experts = subject == OpRole::expert_fc1 || subject == OpRole::expert_fc2;
@@ -56,28 +56,28 @@ MoeBlock::Weight MoeBlock::weight(const MoePass& p) {
   return {unit.params + offset, unit.grads + offset};
 }
 
-void* MoeBlock::tensor(const MoePass& p, Tensor t, Form form) { return stage_.tensors.get(p.mb, p.unit, {t, form}); }
+void* MoeBlock::tensor(const OpPass& p, Tensor t, Form form) { return stage_.tensors.get(p.mb, p.unit, {t, form}); }
 
-bf16* MoeBlock::bf(const MoePass& p, Tensor t, Form form) { return static_cast<bf16*>(tensor(p, t, form)); }
+bf16* MoeBlock::bf(const OpPass& p, Tensor t, Form form) { return static_cast<bf16*>(tensor(p, t, form)); }
 
-bf16* MoeBlock::new_bf16(const MoePass& p, Tensor t, Form form, std::int64_t elements) {
+bf16* MoeBlock::new_bf16(const OpPass& p, Tensor t, Form form, std::int64_t elements) {
   return static_cast<bf16*>(stage_.tensors.make(p.mb, p.unit, {t, form}, elements * kBf16, p.stream));
 }
 
-void MoeBlock::done(const MoePass& p, std::initializer_list<Act> names) {
+void MoeBlock::done(const OpPass& p, std::initializer_list<Act> names) {
   for (Act name : names) stage_.tensors.release(p.mb, p.unit, name, p.stream);
 }
 
 Tensor MoeBlock::copies_in() const { return stage_.shapes.ep > 1 ? Tensor::routed_input : Tensor::expert_input; }
 Tensor MoeBlock::copies_out() const { return stage_.shapes.ep > 1 ? Tensor::routed_output : Tensor::expert_out; }
 
-std::int64_t MoeBlock::held_rows(const MoePass& p) const {
+std::int64_t MoeBlock::held_rows(const OpPass& p) const {
   std::int64_t rows = 0;
   for (std::int64_t count : expert_counts_.at({p.mb, p.unit})) rows += count;
   return rows;
 }
 
-MoeBlock::ExpertsGemm MoeBlock::experts_gemm(const MoePass& p) const {
+MoeBlock::ExpertsGemm MoeBlock::experts_gemm(const OpPass& p) const {
   const lowering::RankShapes& s = stage_.shapes;
   if (p.binding.subject == OpRole::expert_fc1) return {Tensor::expert_input, Tensor::expert_fc1_out, s.h, s.moe_fc1_width};
   return {Tensor::expert_activation_out, Tensor::expert_out, s.moe_ffn, s.h};

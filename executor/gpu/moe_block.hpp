@@ -18,6 +18,7 @@
 #include "core/op_graph.hpp"
 #include "executor/expert_exchange.hpp"
 #include "executor/gpu/communicators.hpp"
+#include "executor/gpu/op_pass.hpp"
 #include "executor/gpu/stage_parameters.hpp"
 #include "executor/gpu/stream_scratch.hpp"
 #include "executor/gpu/tensor_store.hpp"
@@ -42,15 +43,6 @@ struct MoeStage {
   int data_parallel_size = 1;
 };
 
-// One op of a block: the op, its binding, its micro-batch and layer, the scratch and stream it runs on.
-struct MoePass {
-  const Op& op;
-  const OpBinding& binding;
-  int mb = 0, unit = 0;
-  StreamScratch& scratch;
-  cudaStream_t stream = nullptr;
-};
-
 class MoeBlock {
  public:
   explicit MoeBlock(const MoeStage& stage);
@@ -66,37 +58,37 @@ class MoeBlock {
   const std::vector<ExpertLoad>& loads() const { return loads_; }
   double aux_loss() const;
 
-  void router_forward(const MoePass& p);
-  void routing_counts_reduce(const MoePass& p);
-  void dispatch(const MoePass& p);
-  void dispatch_exchange(const MoePass& p);
-  void experts_forward(const MoePass& p);
-  void activation_forward(const MoePass& p);
-  void combine_exchange(const MoePass& p);
-  void combine(const MoePass& p);
-  void combine_backward(const MoePass& p);  // and the router's logits' gradient with the load-balancing loss's
-  void combine_exchange_backward(const MoePass& p);
-  void experts_input_grad(const MoePass& p);
-  void experts_weight_grad(const MoePass& p);
-  void activation_backward(const MoePass& p);
-  void dispatch_exchange_backward(const MoePass& p);
-  void dispatch_backward(const MoePass& p);
-  void router_input_grad(const MoePass& p);
-  void router_weight_grad(const MoePass& p);
+  void router_forward(const OpPass& p);
+  void routing_counts_reduce(const OpPass& p);
+  void dispatch(const OpPass& p);
+  void dispatch_exchange(const OpPass& p);
+  void experts_forward(const OpPass& p);
+  void activation_forward(const OpPass& p);
+  void combine_exchange(const OpPass& p);
+  void combine(const OpPass& p);
+  void combine_backward(const OpPass& p);  // and the router's logits' gradient with the load-balancing loss's
+  void combine_exchange_backward(const OpPass& p);
+  void experts_input_grad(const OpPass& p);
+  void experts_weight_grad(const OpPass& p);
+  void activation_backward(const OpPass& p);
+  void dispatch_exchange_backward(const OpPass& p);
+  void dispatch_backward(const OpPass& p);
+  void router_input_grad(const OpPass& p);
+  void router_weight_grad(const OpPass& p);
 
  private:
   struct Weight {  // a GEMM's weight (the router's, or the experts' stacked [experts * in, out]) and its gradient
     __nv_bfloat16 *params = nullptr, *grads = nullptr;
   };
-  Weight weight(const MoePass& p);
-  void* tensor(const MoePass& p, layer::Tensor t, Form form = Form::value);
-  __nv_bfloat16* bf(const MoePass& p, layer::Tensor t, Form form = Form::value);
-  __nv_bfloat16* new_bf16(const MoePass& p, layer::Tensor t, Form form, std::int64_t elements);
-  void done(const MoePass& p, std::initializer_list<Act> names);
+  Weight weight(const OpPass& p);
+  void* tensor(const OpPass& p, layer::Tensor t, Form form = Form::value);
+  __nv_bfloat16* bf(const OpPass& p, layer::Tensor t, Form form = Form::value);
+  __nv_bfloat16* new_bf16(const OpPass& p, layer::Tensor t, Form form, std::int64_t elements);
+  void done(const OpPass& p, std::initializer_list<Act> names);
   // Copies routed under EP leave from (and return to) these; on one EP rank the experts read and write in place.
   layer::Tensor copies_in() const;
   layer::Tensor copies_out() const;
-  std::int64_t held_rows(const MoePass& p) const;
+  std::int64_t held_rows(const OpPass& p) const;
   // The load-balancing loss's weight for a micro-batch whose counts were summed over `sequence_shards` shards.
   float aux_loss_coeff(int sequence_shards) const;
   // An experts GEMM's widths: fc1's [h, fc1 width], fc2's [ffn, h].
@@ -104,7 +96,7 @@ class MoeBlock {
     layer::Tensor in, out;
     std::int64_t in_width = 0, out_width = 0;
   };
-  ExpertsGemm experts_gemm(const MoePass& p) const;
+  ExpertsGemm experts_gemm(const OpPass& p) const;
   // `count` routing counts from the device, once the stream has reached this point (the host waits: the grouped
   // GEMMs' rows and the all-to-all's chunks are sized by them, as Megatron's are).
   std::vector<std::int64_t> counts_on_host(const std::int32_t* device, std::int64_t count, cudaStream_t stream);

@@ -6,8 +6,8 @@
 set -euo pipefail
 build="$1"; dest="${2:-build-carry}"
 rm -rf "$dest"; mkdir -p "$dest/lib"
-for binary in twin twin-gpu test_gpu; do
-  [ -x "$build/$binary" ] && cp "$build/$binary" "$dest/"
+for binary in twin twin-gpu tests/test_gpu; do  # the test binary is built under tests/
+  if [ -x "$build/$binary" ]; then cp "$build/$binary" "$dest/"; fi
 done
 ldd "$dest"/twin* | awk '$3 ~ /^\// {print $3}' | sort -u |
   grep -E 'libspdlog|libfmt|libmpi|libopen-(pal|rte)|libhwloc|libevent|libudev|libz\.so' |

@@ -5,25 +5,31 @@
 // its rows' columns of p's heads (a strided column block per Q, K, V: kernels::copy_bf16_rows packs them) and
 // receives peer p's rows into rows [p T, (p + 1) T); to the sequence layout: rows [p T, (p + 1) T) go to peer
 // p whole, and what arrives is unpacked into p's columns. One grouped NCCL call each way.
+#include "executor/gpu/ulysses_exchange.hpp"
+
 #include <array>
 #include <stdexcept>
 
 #include <fmt/format.h>
 
+#include "executor/parameters.hpp"
 #include "gpu/checks.hpp"
 #include "gpu/kernels.hpp"
-#include "executor/gpu/stage_runtime.hpp"
 
 namespace twin::exec {
 namespace {
 
+using kernels::bf16;
 constexpr std::size_t kBf16 = sizeof(bf16);
 using layer::Tensor;
 
 }  // namespace
 
-void StageRuntime::ulysses_exchange(const Op& op, const OpBinding& b, int mb, int unit, cudaStream_t stream) {
-  const UnitLayout& layout = this->layout(unit);
+void ulysses_exchange(const OpPass& p, const UnitLayout& layout, TensorStore& tensors) {
+  const Op& op = p.op;
+  const OpBinding& b = p.binding;
+  const int mb = p.mb, unit = p.unit;
+  cudaStream_t stream = p.stream;
   if (!layout.ulysses) throw std::logic_error("executor: a Ulysses all-to-all in a layer of another layout");
   const lowering::RankShapes& s = layout.shapes;
   const int u = s.tp;
@@ -50,8 +56,8 @@ void StageRuntime::ulysses_exchange(const Op& op, const OpBinding& b, int mb, in
   const Act sequence{tensor, gradient ? Form::gradient : Form::value};
   const Act heads{tensor, gradient ? Form::gradient_gathered : Form::gathered};
   const bool to_heads = b.action == Action::ulysses_to_heads;
-  auto* from = static_cast<bf16*>(tensors_.get(mb, unit, to_heads ? sequence : heads));
-  auto* to = static_cast<bf16*>(tensors_.make(mb, unit, to_heads ? heads : sequence, rows * wide * kBf16, stream));
+  auto* from = static_cast<bf16*>(tensors.get(mb, unit, to_heads ? sequence : heads));
+  auto* to = static_cast<bf16*>(tensors.make(mb, unit, to_heads ? heads : sequence, rows * wide * kBf16, stream));
 
   // Peer p's rows of the heads layout ([T, w]) are its column blocks of the sequence layout's ([T, W]).
   void* staging = nullptr;
@@ -84,7 +90,7 @@ void StageRuntime::ulysses_exchange(const Op& op, const OpBinding& b, int mb, in
   // The sequence layout of a value is read again by no one (the QKV output) or by the projection (kept); the
   // heads layout of the attention output by the attention backward (kept); gradients are used once.
   if (gradient || (to_heads && op.linear_tensor == LinearTensor::output))
-    tensors_.release(mb, unit, to_heads ? sequence : heads, stream);
+    tensors.release(mb, unit, to_heads ? sequence : heads, stream);
 }
 
 }  // namespace twin::exec

@@ -1,0 +1,104 @@
+// The interpreter's handler of a dense model's ops (Megatron-LM's GPT layers): each transformer layer's norms,
+// linears and their tensor-parallel collectives, RoPE, attention, the MLP activation and the residual adds, and the
+// stage's ends, the vocab-parallel embedding and cross-entropy. It owns what those ops share beyond the tensor
+// store: the cuDNN attention handle, the RoPE table, the micro-batches' tokens, the loss sum and the embedding
+// backward's workspace. One public function per action (executor/op_binding.hpp): the runtime's dispatch names
+// each. Layouts are row-major, linears y = x W with W stored [in, out].
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include <cuda_runtime.h>
+
+#include "core/layer.hpp"
+#include "executor/gpu/op_pass.hpp"
+#include "executor/gpu/stage_layout.hpp"
+#include "executor/gpu/stage_parameters.hpp"
+#include "executor/gpu/tensor_store.hpp"
+#include "gpu/attention.hpp"
+
+namespace twin::exec {
+
+// What the dense block reads from the stage that runs it.
+struct DenseStage {
+  const StageLayout& layout;
+  StageParameters& parameters;
+  TensorStore& tensors;
+  std::int64_t loss_tokens = 0;  // tokens the step's loss averages over (all its parts)
+  AttentionImplementation attention = kDefaultAttentionImplementation;
+};
+
+// A linear's weight: [in, out] in its unit, or, for a tied output projection, the embedding table (or its copy)
+// stored [out, in] = [vocab, hidden].
+struct LinearWeight {
+  __nv_bfloat16* params = nullptr;
+  __nv_bfloat16* grads = nullptr;
+  std::int64_t in = 0, out = 0;
+  bool stored_out_by_in = false;
+  int unit = 0;  // the parameter unit and tensor that hold it (and its gradient)
+  OpRole role = OpRole::none;
+};
+
+class DenseBlock {
+ public:
+  // Allocates its buffers from `stage.tensors` and builds the RoPE table on `stream`.
+  DenseBlock(const DenseStage& stage, cudaStream_t stream);
+
+  gpu::Attention& attention() { return *attention_; }  // shared with context parallelism's ring
+  // The iteration's micro-batches (each its inputs then its targets) onto the device, the loss sum zeroed.
+  void start_iteration(const std::vector<std::int32_t>& tokens, cudaStream_t stream);
+  // After the iteration: the sum of this rank's per-token losses (waits for the device).
+  double loss_sum() const;
+  LinearWeight linear_weight(OpRole subject, int unit);
+
+  void linear_forward(const OpPass& p);
+  void linear_input_grad(const OpPass& p);
+  void linear_weight_grad(const OpPass& p);
+  void gather_input(const OpPass& p);
+  void reduce_output(const OpPass& p);
+  void gather_output_grad(const OpPass& p);
+  void reduce_input_grad(const OpPass& p);
+  void norm_forward(const OpPass& p);
+  void norm_backward(const OpPass& p);
+  void residual_forward(const OpPass& p);
+  void residual_backward(const OpPass& p);
+  void rope_forward(const OpPass& p);
+  void rope_backward(const OpPass& p);
+  void attention_forward(const OpPass& p);
+  void attention_backward(const OpPass& p);
+  void activation_forward(const OpPass& p);
+  void activation_backward(const OpPass& p);
+  void embedding_forward(const OpPass& p);
+  void embedding_backward(const OpPass& p);
+  void loss_forward(const OpPass& p);
+  void loss_reduce(const OpPass& p);
+  void loss_backward(const OpPass& p);
+
+ private:
+  // A TP collective of the unit's tensor `from` into `to`: an all-gather, or a reduce (reduce-scatter under SP,
+  // else all-reduce in place), as the op's kind says.
+  void gather(const OpPass& p, Act from, Act to);
+  void reduce(const OpPass& p, Act from, Act to);
+  // The stream input of a residual block (the unit's input is the previous unit's output), and what follows a
+  // forward residual add wherever it runs (its own op, or a GEMM's epilogue).
+  const __nv_bfloat16* residual_stream(const OpPass& p, const layer::Block& residual);
+  void residual_forward_done(const OpPass& p, const layer::Block& residual);
+  // RoPE's runs of rows (under context parallelism: a rank's two chunks of each sequence).
+  struct RopeRun {
+    std::int64_t first_token, tokens, period, first_position;
+  };
+  std::vector<RopeRun> rope_runs(int mb, const lowering::RankShapes& s) const;
+  const std::int32_t* inputs(int mb) const;
+  const std::int32_t* targets(int mb) const;
+
+  DenseStage stage_;
+  std::unique_ptr<gpu::Attention> attention_;  // one cuDNN handle; the stream is set per call
+  float2* rope_table_ = nullptr;
+  std::int32_t* tokens_ = nullptr;  // [micro_batches][inputs + targets]
+  float* loss_sum_ = nullptr;       // device scalar
+  void* embedding_workspace_ = nullptr;
+  std::size_t embedding_workspace_bytes_ = 0;
+};
+
+}  // namespace twin::exec

@@ -1,0 +1,147 @@
+// The ops between the linears of a layer: RoPE, attention and the MLP activation. RoPE and attention run per run
+// of equal sequences of a micro-batch's rows (one run unless rows pack several sequences: hot switching). A Ulysses
+// layer's attention works on its tensors' heads layout (executor/gpu/ulysses_exchange.hpp): their gathered forms.
+#include <array>
+
+#include "executor/gpu/dense_block.hpp"
+#include "executor/gpu/kernel_launch.hpp"
+#include "gpu/checks.hpp"
+#include "gpu/kernels.hpp"
+#include "strategies/rank_layout.hpp"
+
+namespace twin::exec {
+namespace {
+
+constexpr std::size_t kBf16 = sizeof(bf16);
+
+// The attention block's tensors in the forms a layer of `layout` keeps them.
+struct AttentionTensors {
+  Act qkv, out, stats, d_qkv, d_out;
+};
+AttentionTensors attention_tensors(const UnitLayout& layout) {
+  const layer::Block& attention = layer::block_of(OpRole::core_attention);
+  const Form value = layout.ulysses ? Form::gathered : Form::value;
+  const Form gradient = layout.ulysses ? Form::gradient_gathered : Form::gradient;
+  return {{attention.input, value}, {attention.output, value}, {attention.stats}, {attention.input, gradient},
+          {attention.output, gradient}};
+}
+
+kernels::AttentionDims dims(const lowering::RankShapes& s, const EqualSequences& run) {
+  return kernels::AttentionDims{run.sequences, run.length, static_cast<int>(s.heads), static_cast<int>(s.groups),
+                                static_cast<int>(s.d), s.qkv_width, s.qkv_width, true};
+}
+
+}  // namespace
+
+// Rows rotated as positions first_position + (row % period). Under context parallelism a rank's rows of a sequence
+// are two chunks, r and 2cp-1-r of 2cp, each at its place in the whole sequence.
+std::vector<DenseBlock::RopeRun> DenseBlock::rope_runs(int mb, const lowering::RankShapes& s) const {
+  std::vector<RopeRun> runs;
+  if (s.cp == 1) {
+    for (const EqualSequences& run : stage_.layout.sequence_runs(mb, s))
+      runs.push_back({run.first_token, run.sequences * run.length, run.length, 0});
+    return runs;
+  }
+  const std::int64_t chunk = s.s / 2;
+  const std::array<int, 2> chunks = context_chunks_of(stage_.layout.me().cp, s.cp);
+  for (std::int64_t row = 0; row < s.b; ++row)
+    for (std::size_t half = 0; half < chunks.size(); ++half)
+      runs.push_back({row * s.s + static_cast<std::int64_t>(half) * chunk, chunk, chunk, chunks[half] * chunk});
+  return runs;
+}
+
+void DenseBlock::rope_forward(const OpPass& p) {
+  const UnitLayout& layout = stage_.layout.layout(p.unit);
+  const lowering::RankShapes& s = layout.shapes;
+  auto* qkv = static_cast<bf16*>(stage_.tensors.get(p.mb, p.unit, attention_tensors(layout).qkv));
+  for (const RopeRun& run : rope_runs(p.mb, s)) {
+    bf16* q = qkv + run.first_token * s.qkv_width;
+    const kernels::RopeShape shape{run.tokens, run.period, static_cast<int>(s.heads), static_cast<int>(s.groups),
+                                   static_cast<int>(s.d), s.qkv_width, s.qkv_width};
+    launch_op(p.op, p.binding,
+              gpu::RopeForward{q, q + s.heads * s.d, rope_table_ + run.first_position * (s.d / 2), shape}, p.stream);
+  }
+}
+
+void DenseBlock::rope_backward(const OpPass& p) {
+  const UnitLayout& layout = stage_.layout.layout(p.unit);
+  const lowering::RankShapes& s = layout.shapes;
+  auto* d_qkv = static_cast<bf16*>(stage_.tensors.get(p.mb, p.unit, attention_tensors(layout).d_qkv));
+  for (const RopeRun& run : rope_runs(p.mb, s)) {
+    bf16* dq = d_qkv + run.first_token * s.qkv_width;
+    const kernels::RopeShape shape{run.tokens, run.period, static_cast<int>(s.heads), static_cast<int>(s.groups),
+                                   static_cast<int>(s.d), s.qkv_width, s.qkv_width};
+    launch_op(p.op, p.binding,
+              gpu::RopeBackward{dq, dq + s.heads * s.d, rope_table_ + run.first_position * (s.d / 2), shape},
+              p.stream);
+  }
+}
+
+void DenseBlock::attention_forward(const OpPass& p) {
+  const UnitLayout& layout = stage_.layout.layout(p.unit);
+  const lowering::RankShapes& s = layout.shapes;
+  const AttentionTensors t = attention_tensors(layout);
+  const std::int64_t q_width = s.heads * s.d, kv_width = s.groups * s.d;
+  TensorStore& tensors = stage_.tensors;
+  const auto* qkv = static_cast<const bf16*>(tensors.get(p.mb, p.unit, t.qkv));
+  auto* o = static_cast<bf16*>(tensors.make(p.mb, p.unit, t.out, s.tokens * q_width * kBf16, p.stream));
+  // lse is [sequences, heads, length] per run: a run's block starts at heads * its first token.
+  auto* lse = static_cast<float*>(tensors.make(p.mb, p.unit, t.stats, s.b * s.heads * s.s * sizeof(float), p.stream));
+  for (const EqualSequences& run : stage_.layout.sequence_runs(p.mb, s)) {
+    const bf16* q = qkv + run.first_token * s.qkv_width;
+    launch_op(p.op, p.binding,
+              gpu::AttentionForward{attention_.get(), q, q + q_width, q + q_width + kv_width,
+                                    o + run.first_token * q_width, lse + s.heads * run.first_token, dims(s, run)},
+              p.stream);
+  }
+}
+
+void DenseBlock::attention_backward(const OpPass& p) {
+  const UnitLayout& layout = stage_.layout.layout(p.unit);
+  const lowering::RankShapes& s = layout.shapes;
+  const AttentionTensors t = attention_tensors(layout);
+  const std::int64_t q_width = s.heads * s.d, kv_width = s.groups * s.d;
+  TensorStore& tensors = stage_.tensors;
+  const auto* qkv = static_cast<const bf16*>(tensors.get(p.mb, p.unit, t.qkv));
+  auto* d_qkv = static_cast<bf16*>(tensors.make(p.mb, p.unit, t.d_qkv, s.tokens * s.qkv_width * kBf16, p.stream));
+  const auto* o = static_cast<const bf16*>(tensors.get(p.mb, p.unit, t.out));
+  const auto* d_o = static_cast<const bf16*>(tensors.get(p.mb, p.unit, t.d_out));
+  const auto* lse = static_cast<const float*>(tensors.get(p.mb, p.unit, t.stats));
+  for (const EqualSequences& run : stage_.layout.sequence_runs(p.mb, s)) {
+    const std::int64_t row = run.first_token * s.qkv_width;
+    const bf16* q = qkv + row;
+    bf16* dq = d_qkv + row;
+    launch_op(p.op, p.binding,
+              gpu::AttentionBackward{attention_.get(), q, q + q_width, q + q_width + kv_width,
+                                     o + run.first_token * q_width, d_o + run.first_token * q_width,
+                                     lse + s.heads * run.first_token, dq, dq + q_width, dq + q_width + kv_width,
+                                     dims(s, run)},
+              p.stream);
+  }
+  for (Act done : {t.qkv, t.out, t.stats, t.d_out}) tensors.release(p.mb, p.unit, done, p.stream);
+}
+
+void DenseBlock::activation_forward(const OpPass& p) {
+  const layer::Block& activation = layer::block_of(OpRole::activation);
+  const Op& op = p.op;
+  auto* act = static_cast<bf16*>(stage_.tensors.make(p.mb, p.unit, {activation.output},
+                                                     op.rows * op.cols * kBf16, p.stream));
+  const auto* fc1 = static_cast<const bf16*>(stage_.tensors.get(p.mb, p.unit, {activation.input}));
+  launch_op(op, p.binding, gpu::ActivationForward{op.gated_activation, fc1, act, op.rows, op.cols}, p.stream);
+}
+
+void DenseBlock::activation_backward(const OpPass& p) {
+  const layer::Block& activation = layer::block_of(OpRole::activation);
+  const Op& op = p.op;
+  const Act act_in{activation.input}, d_act_out{activation.output, Form::gradient};
+  const std::int64_t width = (op.gated_activation ? 2 : 1) * op.cols;
+  auto* d_fc1 = static_cast<bf16*>(stage_.tensors.make(p.mb, p.unit, {activation.input, Form::gradient},
+                                                       op.rows * width * kBf16, p.stream));
+  const auto* fc1 = static_cast<const bf16*>(stage_.tensors.get(p.mb, p.unit, act_in));
+  const auto* d_act = static_cast<const bf16*>(stage_.tensors.get(p.mb, p.unit, d_act_out));
+  launch_op(op, p.binding, gpu::ActivationBackward{op.gated_activation, fc1, d_act, d_fc1, op.rows, op.cols},
+            p.stream);
+  for (Act done : {act_in, d_act_out}) stage_.tensors.release(p.mb, p.unit, done, p.stream);
+}
+
+}  // namespace twin::exec

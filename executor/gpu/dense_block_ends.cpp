@@ -1,0 +1,116 @@
+// The ends of a stage: the vocab-parallel embedding and cross-entropy (one pass for each shard's max and sum of
+// exponentials; all-reduce max, rescale, all-reduce sum, loss), as Megatron-LM's vocab-parallel layers run them.
+#include "executor/gpu/dense_block.hpp"
+
+#include "executor/gpu/kernel_launch.hpp"
+#include "gpu/checks.hpp"
+#include "gpu/kernels.hpp"
+
+namespace twin::exec {
+namespace {
+constexpr std::size_t kBf16 = sizeof(bf16);
+using layer::Tensor;
+}  // namespace
+
+const std::int32_t* DenseBlock::inputs(int mb) const {
+  return tokens_ + mb * (stage_.layout.input_tokens() + stage_.layout.target_tokens());
+}
+
+const std::int32_t* DenseBlock::targets(int mb) const { return inputs(mb) + stage_.layout.input_tokens(); }
+
+void DenseBlock::embedding_forward(const OpPass& p) {
+  const UnitLayout& layout = stage_.layout.layout(kEmbeddingUnit);
+  const std::int64_t tokens = layout.shapes.tokens, h = layout.shapes.h, vocab_l = layout.shapes.vocab;
+  const ParameterUnit& unit = stage_.parameters.unit(kEmbeddingUnit);
+  const WeightTensor& table = unit.tensor(OpRole::embedding);
+  auto* out = static_cast<bf16*>(stage_.tensors.make(p.mb, kEmbeddingUnit, {Tensor::embedded}, tokens * h * kBf16,
+                                                     p.stream));
+  launch_op(p.op, p.binding,
+            gpu::EmbeddingForward{inputs(p.mb), unit.params + table.offset, out, tokens, h, layout.tp_rank * vocab_l,
+                                  vocab_l},
+            p.stream);
+  if (layout.shapes.tp == 1)
+    stage_.tensors.alias(p.mb, kEmbeddingUnit, {Tensor::output}, kEmbeddingUnit, {Tensor::embedded});
+}
+
+void DenseBlock::embedding_backward(const OpPass& p) {
+  const UnitLayout& layout = stage_.layout.layout(kEmbeddingUnit);
+  const std::int64_t tokens = layout.shapes.tokens, h = layout.shapes.h, vocab_l = layout.shapes.vocab;
+  const ParameterUnit& unit = stage_.parameters.unit(kEmbeddingUnit);
+  const WeightTensor& table = unit.tensor(OpRole::embedding);
+  TensorStore& tensors = stage_.tensors;
+  const Act gathered{Tensor::output, Form::gradient_gathered}, from_norm{Tensor::output, Form::next_norm_gradient};
+  const auto* dy = static_cast<const bf16*>(tensors.has(p.mb, kEmbeddingUnit, gathered)
+                                                ? tensors.get(p.mb, kEmbeddingUnit, gathered)
+                                                : tensors.get(p.mb, kEmbeddingUnit, from_norm));
+  // The step's first embedding backward starts the table's gradient from zeros: rows no token of the step names
+  // keep them. Later micro-batches add to it, as the other weights' gradients do.
+  launch_op(p.op, p.binding,
+            gpu::EmbeddingBackward{inputs(p.mb), dy, unit.grads + table.offset, embedding_workspace_,
+                                   embedding_workspace_bytes_, p.binding.first_gradient, tokens, h,
+                                   layout.tp_rank * vocab_l, vocab_l},
+            p.stream);
+  tensors.release_slot(p.mb, kEmbeddingUnit, p.stream);
+}
+
+void DenseBlock::loss_forward(const OpPass& p) {
+  const UnitLayout& layout = stage_.layout.layout(kHeadUnit);
+  const std::int64_t tokens = layout.shapes.tokens, vocab_l = layout.shapes.vocab;
+  TensorStore& tensors = stage_.tensors;
+  const auto floats = [&](Tensor name) {
+    return static_cast<float*>(tensors.make(p.mb, kHeadUnit, {name}, tokens * sizeof(float), p.stream));
+  };
+  // The vocabulary whole on this GPU: the loss follows the statistics at once (split over TP: after loss_reduce).
+  const bool whole = layout.shapes.tp == 1;
+  launch_op(p.op, p.binding,
+            gpu::LossForward{static_cast<bf16*>(tensors.get(p.mb, kHeadUnit, {Tensor::logits})), targets(p.mb),
+                             floats(Tensor::row_max), floats(Tensor::sum_exp), floats(Tensor::target_logit),
+                             whole ? floats(Tensor::token_loss) : nullptr, whole ? loss_sum_ : nullptr, tokens,
+                             vocab_l, layout.tp_rank * vocab_l},
+            p.stream);
+  if (whole) tensors.alias(p.mb, kHeadUnit, {Tensor::global_row_max}, kHeadUnit, {Tensor::row_max});
+}
+
+// Megatron's order: all-reduce the max; each shard's sum rescaled to it; all-reduce the sums; the loss.
+void DenseBlock::loss_reduce(const OpPass& p) {
+  const UnitLayout& layout = stage_.layout.layout(kHeadUnit);
+  const std::int64_t tokens = layout.shapes.tokens;
+  TensorStore& tensors = stage_.tensors;
+  const auto existing = [&](Tensor name) { return static_cast<float*>(tensors.get(p.mb, kHeadUnit, {name})); };
+  float* global_max = static_cast<float*>(
+      tensors.make(p.mb, kHeadUnit, {Tensor::global_row_max}, tokens * sizeof(float), p.stream));
+  float* sum_exp = existing(Tensor::sum_exp);
+  float* target_logit = existing(Tensor::target_logit);
+  TWIN_NCCL_CHECK(ncclAllReduce(existing(Tensor::row_max), global_max, tokens, ncclFloat32, ncclMax, layout.tensor,
+                                p.stream));
+  kernels::cross_entropy_rescale_sum_exp(existing(Tensor::row_max), global_max, sum_exp, tokens, p.stream);
+  TWIN_NCCL_CHECK(ncclGroupStart());
+  TWIN_NCCL_CHECK(ncclAllReduce(sum_exp, sum_exp, tokens, ncclFloat32, ncclSum, layout.tensor, p.stream));
+  TWIN_NCCL_CHECK(ncclAllReduce(target_logit, target_logit, tokens, ncclFloat32, ncclSum, layout.tensor, p.stream));
+  TWIN_NCCL_CHECK(ncclGroupEnd());
+  auto* token_loss = static_cast<float*>(
+      tensors.make(p.mb, kHeadUnit, {Tensor::token_loss}, tokens * sizeof(float), p.stream));
+  kernels::cross_entropy_loss(global_max, sum_exp, target_logit, token_loss, tokens, p.stream);
+  if (layout.tp_rank == 0) kernels::add_sum_f32(token_loss, tokens, loss_sum_, p.stream);
+}
+
+// The mean over every token of the step (all its parts); the gradient is written over the logits: it is the output
+// projection's output gradient.
+void DenseBlock::loss_backward(const OpPass& p) {
+  const UnitLayout& layout = stage_.layout.layout(kHeadUnit);
+  const std::int64_t tokens = layout.shapes.tokens, vocab_l = layout.shapes.vocab;
+  TensorStore& tensors = stage_.tensors;
+  const auto existing = [&](Tensor name) { return static_cast<float*>(tensors.get(p.mb, kHeadUnit, {name})); };
+  auto* logits = static_cast<bf16*>(tensors.get(p.mb, kHeadUnit, {Tensor::logits}));
+  launch_op(p.op, p.binding,
+            gpu::LossBackward{logits, existing(Tensor::global_row_max), existing(Tensor::sum_exp), targets(p.mb),
+                              logits, static_cast<float>(1.0 / static_cast<double>(stage_.loss_tokens)), tokens,
+                              vocab_l, layout.tp_rank * vocab_l},
+            p.stream);
+  for (Tensor done : {Tensor::global_row_max, Tensor::row_max, Tensor::sum_exp, Tensor::target_logit,
+                      Tensor::token_loss})
+    tensors.release(p.mb, kHeadUnit, {done}, p.stream);
+  tensors.alias(p.mb, kHeadUnit, {Tensor::logits, Form::gradient}, kHeadUnit, {Tensor::logits});
+}
+
+}  // namespace twin::exec

@@ -1,0 +1,129 @@
+// The residual stream of a dense layer: the norms that read it and the adds that write it. A unit's first norm
+// reads the previous unit's output; its backward ends the unit's backward and hands the input gradient to the unit
+// before it, through that unit's norm and (in a layer) through the residual stream.
+#include "executor/gpu/dense_block.hpp"
+
+#include "executor/gpu/kernel_launch.hpp"
+#include "gpu/checks.hpp"
+#include "gpu/kernels.hpp"
+
+namespace twin::exec {
+namespace {
+constexpr std::size_t kBf16 = sizeof(bf16);
+using layer::Tensor;
+}  // namespace
+
+void DenseBlock::norm_forward(const OpPass& p) {
+  const ParameterUnit& parameters = stage_.parameters.unit(p.unit);
+  const WeightTensor& w = parameters.tensor(p.binding.subject);
+  const layer::Block& block = layer::block_of(p.binding.subject);
+  const std::int64_t rows = p.op.rows, cols = p.op.cols;
+  auto* y = static_cast<bf16*>(stage_.tensors.make(p.mb, p.unit, {block.output}, rows * cols * kBf16, p.stream));
+  auto* r = static_cast<float*>(stage_.tensors.make(p.mb, p.unit, {block.stats}, rows * sizeof(float), p.stream));
+  launch_op(p.op, p.binding,
+            gpu::NormForward{p.op.normalization, residual_stream(p, block), parameters.params + w.offset, nullptr, y,
+                             nullptr, r, rows, cols},
+            p.stream);
+}
+
+void DenseBlock::norm_backward(const OpPass& p) {
+  TensorStore& tensors = stage_.tensors;
+  const int mb = p.mb, unit = p.unit;
+  const ParameterUnit& parameters = stage_.parameters.unit(unit);
+  const WeightTensor& w = parameters.tensor(p.binding.subject);
+  const layer::Block& block = layer::block_of(p.binding.subject);
+  const std::int64_t rows = p.op.rows, cols = p.op.cols;
+  const Act d_reduced{block.output, Form::gradient}, d_full{block.output, Form::gradient_partial};
+  const auto* dy = static_cast<const bf16*>(tensors.has(mb, unit, d_reduced) ? tensors.get(mb, unit, d_reduced)
+                                                                             : tensors.get(mb, unit, d_full));
+  // A norm inside the unit: its input gradient is the start of that tensor's gradient (the residual backward adds
+  // the skip path's), or all of it when the norm backward adds the skip path's itself.
+  const Act dx_name{block.input, Form::gradient};
+  const Act skip{layer::residual_reading(block.input).output, Form::gradient};
+  auto* dx = static_cast<bf16*>(tensors.make(mb, unit, dx_name, rows * cols * kBf16, p.stream));
+  launch_op(p.op, p.binding,
+            gpu::NormBackward{p.op.normalization, dy, residual_stream(p, block), parameters.params + w.offset,
+                              nullptr, static_cast<const float*>(tensors.get(mb, unit, {block.stats})),
+                              p.op.fuses_residual ? static_cast<const bf16*>(tensors.get(mb, unit, skip)) : nullptr,
+                              dx, p.scratch.norm_partials, parameters.grads + w.offset, nullptr,
+                              /*accumulate=*/!p.binding.first_gradient, rows, cols},
+            p.stream);
+  if (p.op.fuses_residual) tensors.release(mb, unit, skip, p.stream);
+  if (block.input != Tensor::input) {
+    tensors.release(mb, unit, d_reduced, p.stream);
+    tensors.release(mb, unit, d_full, p.stream);
+    return;
+  }
+  // The unit's first norm: its backward ends; the input gradient goes to the unit before it, through its norm and
+  // (in a layer) through the residual stream: the gradient of the residual reading the input.
+  const int before = stage_.layout.previous_unit(unit, p.op.chunk);
+  const Act to_norm{Tensor::output, Form::next_norm_gradient}, to_residual{Tensor::output, Form::next_residual_gradient};
+  const Act arriving = stage_.layout.arriving_output_gradient();
+  if (unit == kHeadUnit) {
+    tensors.move(mb, unit, dx_name, before, arriving);
+  } else if (p.op.fuses_residual) {  // dx is the whole gradient
+    tensors.move(mb, unit, dx_name, before, before >= 0 ? arriving : to_norm);
+  } else if (before >= 0) {
+    tensors.move(mb, unit, dx_name, before, to_norm);
+    tensors.move(mb, unit, skip, before, to_residual);
+  } else {  // no residual op follows the chunk's first layer: add the residual stream's part here
+    kernels::residual_add(dx, static_cast<const bf16*>(tensors.get(mb, unit, skip)), dx, rows * cols, p.stream);
+    tensors.move(mb, unit, dx_name, before, to_norm);
+  }
+  tensors.release_slot(mb, unit, p.stream);
+}
+
+const bf16* DenseBlock::residual_stream(const OpPass& p, const layer::Block& residual) {
+  const bool unit_input = residual.input == Tensor::input;
+  return static_cast<const bf16*>(
+      unit_input ? stage_.tensors.get(p.mb, stage_.layout.previous_unit(p.unit, p.op.chunk), {Tensor::output})
+                 : stage_.tensors.get(p.mb, p.unit, {residual.input}));
+}
+
+void DenseBlock::residual_forward_done(const OpPass& p, const layer::Block& residual) {
+  // Full recompute keeps only the layer's output until its backward runs the forward again.
+  if (residual.output == Tensor::output && !p.op.recomputed &&
+      stage_.layout.recompute_of(p.op.layer) == Recompute::full)
+    stage_.tensors.release_slot(p.mb, p.unit, p.stream, {Tensor::output});
+}
+
+// output = input + branch (the branch after its TP reduction).
+void DenseBlock::residual_forward(const OpPass& p) {
+  TensorStore& tensors = stage_.tensors;
+  const lowering::RankShapes& shapes = stage_.layout.shapes();
+  const std::int64_t count = shapes.tokens_local * shapes.h;
+  const layer::Block& block = layer::block_of(p.binding.subject);
+  const Act reduced{block.branch, Form::reduced}, branch_out{block.branch};
+  const Act branch = tensors.has(p.mb, p.unit, reduced) ? reduced : branch_out;
+  auto* y = static_cast<bf16*>(tensors.make(p.mb, p.unit, {block.output}, count * kBf16, p.stream));
+  launch_op(p.op, p.binding,
+            gpu::Elementwise{residual_stream(p, block), static_cast<const bf16*>(tensors.get(p.mb, p.unit, branch)),
+                             y, count},
+            p.stream);
+  tensors.release(p.mb, p.unit, reduced, p.stream);
+  tensors.release(p.mb, p.unit, branch_out, p.stream);
+  residual_forward_done(p, block);
+}
+
+// The output's gradient is the branch's (linear_tensors reads it there); the skip path adds it to the input's.
+void DenseBlock::residual_backward(const OpPass& p) {
+  TensorStore& tensors = stage_.tensors;
+  const lowering::RankShapes& shapes = stage_.layout.shapes();
+  const std::int64_t count = shapes.tokens_local * shapes.h;
+  const layer::Block& block = layer::block_of(p.binding.subject);
+  const Act d_output{block.output, Form::gradient};
+  // The unit's output gradient: through the next unit's norm + its stream; inside the unit: the norm reading this
+  // output gave its part, the skip path of the next residual adds its output's gradient.
+  const bool unit_output = block.output == Tensor::output;
+  if (unit_output) tensors.move(p.mb, p.unit, {Tensor::output, Form::next_norm_gradient}, p.unit, d_output);
+  const Act stream_part = unit_output ? Act{Tensor::output, Form::next_residual_gradient}
+                                      : Act{layer::residual_reading(block.output).output, Form::gradient};
+  if (unit_output && !tensors.has(p.mb, p.unit, stream_part)) return;
+  auto* dy = static_cast<bf16*>(tensors.get(p.mb, p.unit, d_output));
+  launch_op(p.op, p.binding,
+            gpu::Elementwise{dy, static_cast<const bf16*>(tensors.get(p.mb, p.unit, stream_part)), dy, count},
+            p.stream);
+  tensors.release(p.mb, p.unit, stream_part, p.stream);
+}
+
+}  // namespace twin::exec

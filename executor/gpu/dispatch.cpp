@@ -1,0 +1,91 @@
+// The interpreter's one dispatch: every action to the handler function that runs it. No `default:`, so the compiler
+// names an action nobody runs.
+#include <stdexcept>
+
+#include "executor/gpu/stage_runtime.hpp"
+#include "executor/gpu/ulysses_exchange.hpp"
+
+namespace twin::exec {
+
+void StageRuntime::run_op(OpIndex index) {
+  const Op& op = rc_.op(index);
+  const OpBinding& b = bindings_[index];
+  const int stream = static_cast<int>(op.stream);
+  const OpPass p{op, b, op.micro_batch, StageLayout::unit_of(op, b), scratch_[stream], streams_[stream]};
+  DenseBlock& dense = *dense_;
+  const auto moe = [this]() -> MoeBlock& {
+    if (!moe_) throw std::logic_error("executor: an experts-block op in a dense model");
+    return *moe_;
+  };
+  const auto pipelines = [this]() -> PipelineReductionRun& {
+    if (!pipeline_reduction_) throw std::logic_error("executor: a ring across pipelines without its reductions");
+    return *pipeline_reduction_;
+  };
+  switch (b.action) {
+    case Action::linear_forward: return dense.linear_forward(p);
+    case Action::linear_input_grad: return dense.linear_input_grad(p);
+    case Action::linear_weight_grad: return dense.linear_weight_grad(p);
+    case Action::gather_input: return dense.gather_input(p);
+    case Action::reduce_output: return dense.reduce_output(p);
+    case Action::gather_output_grad: return dense.gather_output_grad(p);
+    case Action::reduce_input_grad: return dense.reduce_input_grad(p);
+    case Action::norm_forward: return dense.norm_forward(p);
+    case Action::norm_backward: return dense.norm_backward(p);
+    case Action::residual_forward: return dense.residual_forward(p);
+    case Action::residual_backward: return dense.residual_backward(p);
+    case Action::rope_forward: return dense.rope_forward(p);
+    case Action::rope_backward: return dense.rope_backward(p);
+    case Action::attention_forward: return dense.attention_forward(p);
+    case Action::attention_backward: return dense.attention_backward(p);
+    case Action::activation_forward: return dense.activation_forward(p);
+    case Action::activation_backward: return dense.activation_backward(p);
+    case Action::loss_forward: return dense.loss_forward(p);
+    case Action::loss_reduce: return dense.loss_reduce(p);
+    case Action::loss_backward: return dense.loss_backward(p);
+    case Action::embedding_forward: return dense.embedding_forward(p);
+    case Action::embedding_backward: return dense.embedding_backward(p);
+    case Action::send_activation: return boundary_->send_activation(p);
+    case Action::recv_activation: return boundary_->recv_activation(p);
+    case Action::send_gradient: return boundary_->send_gradient(p);
+    case Action::recv_gradient: return boundary_->recv_gradient(p);
+    case Action::send_strands: return boundary_->send_strands(p);
+    case Action::recv_strands: return boundary_->recv_strands(p);
+    case Action::grad_reduce: return optimizer_->grad_reduce(p);
+    case Action::param_gather: return optimizer_->param_gather(p);
+    case Action::embedding_grad_sync: return optimizer_->embedding_grad_sync(p);
+    case Action::grad_norm: return optimizer_->grad_norm(p);
+    case Action::optimizer_step: return optimizer_->optimizer_step(p);
+    case Action::router_forward: return moe().router_forward(p);
+    case Action::routing_counts_reduce: return moe().routing_counts_reduce(p);
+    case Action::router_input_grad: return moe().router_input_grad(p);
+    case Action::router_weight_grad: return moe().router_weight_grad(p);
+    case Action::expert_dispatch: return moe().dispatch(p);
+    case Action::expert_dispatch_backward: return moe().dispatch_backward(p);
+    case Action::expert_forward: return moe().experts_forward(p);
+    case Action::expert_input_grad: return moe().experts_input_grad(p);
+    case Action::expert_weight_grad: return moe().experts_weight_grad(p);
+    case Action::expert_activation_forward: return moe().activation_forward(p);
+    case Action::expert_activation_backward: return moe().activation_backward(p);
+    case Action::expert_combine: return moe().combine(p);
+    case Action::expert_combine_backward: return moe().combine_backward(p);
+    case Action::dispatch_exchange: return moe().dispatch_exchange(p);
+    case Action::combine_exchange: return moe().combine_exchange(p);
+    case Action::dispatch_exchange_backward: return moe().dispatch_exchange_backward(p);
+    case Action::combine_exchange_backward: return moe().combine_exchange_backward(p);
+    case Action::ring_attention_forward: return ring_->attention_forward(p);
+    case Action::ring_attention_backward: return ring_->attention_backward(p);
+    case Action::ring_exchange:
+    case Action::ring_exchange_backward: return ring_->exchange(p);
+    case Action::ring_merge: return ring_->merge(p);
+    case Action::ring_gradient_add: return ring_->gradient_add(p);
+    case Action::ulysses_to_heads:
+    case Action::ulysses_to_sequence: return ulysses_exchange(p, layout_.layout(p.unit), tensors_);
+    case Action::phase_handoff: return;  // the process issues its parts in order
+    case Action::switch_transfer: return;  // the switch ran before the part's first op (LayoutSwitch::run)
+    case Action::pipelines_reduce: return pipelines().reduce(op.ring_segment, *params_, p.stream);
+    case Action::pipelines_gather: return pipelines().gather(op.ring_segment, *params_, p.stream);
+    case Action::pipelines_ring_step: return;  // the segment's reduction ran at its ring's first step
+  }
+}
+
+}  // namespace twin::exec

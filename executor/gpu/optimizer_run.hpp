@@ -1,0 +1,61 @@
+// The interpreter's handler of the data-parallel and optimizer ops: per-unit gradient reduction (all-reduce, or
+// reduce-scatter into the ZeRO shard), parameter gathers, the tied embedding's gradient sum, the global gradient
+// norm, clipping and AdamW (its state as training.optimizer_precision stores it). It owns the norm's partial sums,
+// the clip factor and the step count. Megatron also sums sequence-parallel norm-weight gradients over TP and
+// reduces the norm over TP and PP; the graph has no op for those, so they run inside the first optimizer-phase op of
+// an iteration (tiny messages). One public function per action: the runtime's dispatch names each.
+#pragma once
+#include <cuda_runtime.h>
+
+#include "executor/gpu/communicators.hpp"
+#include "executor/gpu/op_pass.hpp"
+#include "executor/gpu/pipeline_reduction_run.hpp"
+#include "executor/gpu/stage_layout.hpp"
+#include "executor/gpu/stage_parameters.hpp"
+#include "executor/gpu/tensor_store.hpp"
+
+namespace twin::exec {
+
+// What the optimizer reads from the stage that runs it.
+struct OptimizerStage {
+  const StageLayout& layout;
+  Communicators& comms;
+  StageParameters& parameters;
+  // An asymmetric plan's reductions across pipelines (null without them): every gradient is then the sum over the
+  // pipelines after its segment's reduction; under ZeRO-1 over the pipelines the AdamW state lives in its parts.
+  const PipelineReductionRun* pipeline_reduction = nullptr;
+  bool sharded_over_pipelines = false;
+  float learning_rate = 0;
+  float max_grad_norm = 0;
+};
+
+class OptimizerRun {
+ public:
+  // Allocates the norm's sums and the clip factor from `tensors`.
+  OptimizerRun(const OptimizerStage& stage, TensorStore& tensors);
+
+  void start_iteration() { fixups_done_ = false; }
+  void grad_reduce(const OpPass& p);
+  void param_gather(const OpPass& p);
+  void embedding_grad_sync(const OpPass& p);
+  void grad_norm(const OpPass& p);
+  void optimizer_step(const OpPass& p);
+
+ private:
+  // Sums SP norm-weight gradients over TP, then the squared gradient norm over the stage's GPUs (an asymmetric
+  // plan: over its pipeline's GPUs at once), and turns it into the clip factor; once per iteration.
+  void model_parallel_gradient_fixups(cudaStream_t stream);
+  void sum_replicated_norm_gradients(cudaStream_t stream);
+  // The op's group says whose weights: a layer's (the data group) or its experts' (the expert-data group).
+  ParameterUnit& unit_named(const Op& op, std::int32_t id);
+  ncclComm_t data_of(const Op& op, std::int32_t unit) const;
+
+  OptimizerStage stage_;
+  float* grad_partials_ = nullptr;
+  float* grad_sum_squares_ = nullptr;  // device scalar
+  float* clip_scale_ = nullptr;        // device scalar
+  bool fixups_done_ = false;
+  int step_ = 0;
+};
+
+}  // namespace twin::exec
