@@ -154,6 +154,10 @@ void check_training(const Plan& plan, const std::string& file) {
   if (plan.scenario.model.activation == Activation::squared_relu)
     throw InputError(file, "/scenario/model/activation",
                      "swiglu or gelu (twin execute has no squared-ReLU kernel; the simulator prices it)");
+  if (plan.scenario.framework.name == FrameworkName::pytorch_fsdp2)
+    throw InputError(file, "/scenario/framework/name",
+                     "\"twin\" or \"megatron-core\" (a pytorch-fsdp2 plan prices PyTorch's own kernels and copies: "
+                     "run it with PyTorch; twin execute runs twin's kernels in Megatron's layout)");
   if (!plan.scenario.framework.cross_entropy_loss_fusion)
     throw InputError(file, "/scenario/framework/cross_entropy_loss_fusion",
                      "true (twin execute runs the fused vocabulary-parallel cross-entropy)");

@@ -68,6 +68,10 @@ TEST(PlanCheck, RefusesFrameworkSwitchesTheExecutorDoesNotRun) {
   deepspeed.strategy.zero_stage = 3;
   deepspeed.scenario.strategy = deepspeed.strategy;
   EXPECT_EQ(refusal_path(deepspeed), "/scenario/framework/zero_implementation");
+  // A pytorch-fsdp2 plan prices PyTorch's run (strategies/pytorch_fsdp2.hpp), not what twin execute would run.
+  Plan pytorch = executed_plan();
+  pytorch.scenario.framework.name = FrameworkName::pytorch_fsdp2;
+  EXPECT_EQ(refusal_path(pytorch), "/scenario/framework/name");
 }
 
 TEST(PlanCheck, RefusesFamilyPlansAndModelsTheExecutorDoesNotRun) {
