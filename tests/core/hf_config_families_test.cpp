@@ -16,6 +16,7 @@
 #include "core/error.hpp"
 #include "core/hf_config.hpp"
 #include "core/input_file.hpp"
+#include "tests/core/hf_fixtures.hpp"
 
 namespace twin {
 namespace {
@@ -23,12 +24,7 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-const fs::path kFixtures = fs::path(TWIN_SOURCE_DIR) / "tests/core/fixtures/hf";
-
-json fixture(const std::string& file) {
-  const fs::path path = kFixtures / file;
-  return parse_input_json(read_input_file(path, "a fixture"), path.string());
-}
+json fixture(const std::string& file) { return testing::hf_fixture(file); }
 
 ModelConfig model(const json& config, const std::string& file = "config.json") {
   return model_from_hf_config(config, file);

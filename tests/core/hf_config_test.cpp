@@ -13,6 +13,7 @@
 #include "core/error.hpp"
 #include "core/input_file.hpp"
 #include "core/scenario.hpp"
+#include "tests/core/hf_fixtures.hpp"
 
 namespace twin {
 namespace {
@@ -20,11 +21,10 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-const fs::path kFixtures = fs::path(TWIN_SOURCE_DIR) / "tests/core/fixtures/hf";
+const fs::path& kFixtures = testing::kHfFixtures;
 
 ModelConfig from_fixture(const std::string& file) {
-  const fs::path path = kFixtures / file;
-  return model_from_hf_config(parse_input_json(read_input_file(path, "a fixture"), path.string()), path.string());
+  return model_from_hf_config(testing::hf_fixture(file), (kFixtures / file).string());
 }
 
 // The preset's numbers; the name is the config's, not the preset's.
