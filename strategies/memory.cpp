@@ -319,7 +319,6 @@ MemoryEstimate estimate_memory(const Scenario& scenario, const Strategy& st) {
   const ModelConfig& m = scenario.model;
   const int tp = st.tensor_model_parallel_size, pp = st.pipeline_model_parallel_size;
   const int cp = st.context_parallel_size, ep = st.expert_model_parallel_size;
-  const int vpp = st.virtual_pipeline_model_parallel_size;
   const bool sp = st.sequence_parallel && tp > 1;
   const int data_group = st.data_parallel_size * cp;
   const int expert_data_group = expert_data_parallel_size(st);
