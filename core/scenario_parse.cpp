@@ -18,6 +18,7 @@
 #include "core/model_variants.hpp"
 #include "core/scenario.hpp"
 #include "core/scenario_cost.hpp"
+#include "core/scenario_framework.hpp"
 #include "core/scenario_fp8.hpp"
 #include "core/scenario_histogram.hpp"
 #include "core/scenario_pipelines.hpp"
@@ -343,69 +344,6 @@ void complete_pinned_sizes(const Reader& r, Strategy& st, const Scenario& s) {
     f->fail(fmt::format("expected {} (global_batch_size {} / (micro_batch_size x data_parallel_size {}))",
                         global / per_step, global, per_step));
   st.num_micro_batches = static_cast<int>(global / per_step);
-}
-
-// framework: Megatron's switches (core/framework.hpp). attention_backend may be given here or under model
-// (where it is stored); both given must agree.
-FrameworkConfig parse_framework(const Reader& r, ModelConfig& model, const std::optional<Reader>& model_backend) {
-  r.only_keys({"name", "overlap_grad_reduce", "overlap_param_gather", "tp_comm_overlap", "gradient_accumulation_fusion",
-               "cross_entropy_loss_fusion", "residual_fusion", "use_distributed_optimizer", "attention_backend",
-               "cp_comm_type", "zero_implementation", "moe_token_dispatcher_type",
-               "compile", "reshard_after_forward", "reduce_dtype"});
-  FrameworkConfig f;
-  if (auto x = r.find("name")) f.name = *framework_name(x->one_of({"twin", "megatron-core", "pytorch-fsdp2"}, "framework"));
-  if (auto x = r.find("overlap_grad_reduce")) f.overlap_grad_reduce = x->boolean();
-  if (auto x = r.find("overlap_param_gather")) f.overlap_param_gather = x->boolean();
-  if (auto x = r.find("tp_comm_overlap")) f.tp_comm_overlap = x->boolean();
-  if (auto x = r.find("gradient_accumulation_fusion")) f.gradient_accumulation_fusion = x->boolean();
-  if (auto x = r.find("cross_entropy_loss_fusion")) f.cross_entropy_loss_fusion = x->boolean();
-  if (auto x = r.find("residual_fusion")) f.residual_fusion = x->boolean();
-  if (auto x = r.find("use_distributed_optimizer")) f.use_distributed_optimizer = x->boolean();
-  if (auto x = r.find("cp_comm_type"))
-    f.cp_comm_type = x->one_of({"p2p", "all_gather"}, "context-parallel exchange") == "p2p" ? CpCommType::p2p
-                                                                                        : CpCommType::all_gather;
-  if (auto x = r.find("zero_implementation"))
-    f.zero_implementation = x->one_of({"megatron", "deepspeed"}, "ZeRO-3 implementation") == "megatron"
-                                ? ZeroImplementation::megatron
-                                : ZeroImplementation::deepspeed;
-  if (auto x = r.find("moe_token_dispatcher_type"))
-    f.moe_token_dispatcher_type = x->one_of({"alltoall", "allgather"}, "MoE token dispatcher") == "alltoall"
-                                      ? MoeTokenDispatcher::alltoall
-                                      : MoeTokenDispatcher::allgather;
-  for (const char* key : {"compile", "reshard_after_forward", "reduce_dtype"})
-    if (auto x = r.find(key); x && f.name != FrameworkName::pytorch_fsdp2)
-      x->fail("expected framework.name \"pytorch-fsdp2\" beside it (a setting of PyTorch FSDP2)");
-  if (auto x = r.find("compile")) f.compile = x->boolean();
-  if (auto x = r.find("reshard_after_forward")) f.reshard_after_forward = x->boolean();
-  if (auto x = r.find("reduce_dtype"))
-    f.reduce_dtype_bytes = x->one_of({"float32", "bfloat16"}, "gradient reduction dtype") == "float32" ? 4 : 2;
-  if (auto x = r.find("attention_backend")) {
-    const AttentionBackend backend =
-        *attention_backend_from_string(x->one_of({"flash", "fused", "unfused"}, "attention backend"));
-    if (model_backend && backend != model.attention_backend)
-      x->fail(fmt::format("the same backend as model.attention_backend (\"{}\")", to_string(model.attention_backend)));
-    model.attention_backend = backend;
-  }
-  return f;
-}
-
-// use_distributed_optimizer given: ZeRO 1 (true) or 0 (false); a pinned strategy must agree, a search keeps
-// only that stage.
-void apply_distributed_optimizer(Scenario& s, const Reader& root) {
-  if (!s.framework.use_distributed_optimizer) return;
-  const int stage = *s.framework.use_distributed_optimizer ? 1 : 0;
-  const Reader flag = root.required("framework").required("use_distributed_optimizer");
-  if (s.pins_family_plan()) return;  // a pinned family plan gives each layer or phase its own ZeRO stage
-  if (s.strategy) {
-    if (s.strategy->zero_stage != stage)
-      flag.fail_plain(fmt::format("use_distributed_optimizer {} means zero_stage {}, but the strategy pins zero_stage {}",
-                                  stage == 1, stage, s.strategy->zero_stage));
-    return;
-  }
-  if (std::find(s.search.zero_stage.begin(), s.search.zero_stage.end(), stage) == s.search.zero_stage.end())
-    flag.fail_plain(fmt::format("use_distributed_optimizer {} means zero_stage {}, which search.zero_stage does not list",
-                                stage == 1, stage));
-  s.search.zero_stage = {stage};
 }
 
 }  // namespace

@@ -32,7 +32,7 @@ SECTIONS = {
     ("training",): [("core/scenario_parse.cpp", "TrainingConfig parse_training(", "r")],
     ("training", "fp8"): [("core/fp8.cpp", "Fp8Config parse_fp8(", "r")],
     ("training", "seq_length_buckets", "[]"): [("core/scenario_parse.cpp", "TrainingConfig parse_training(", "item")],
-    ("framework",): [("core/scenario_parse.cpp", "FrameworkConfig parse_framework(", "r")],
+    ("framework",): [("core/scenario_framework.cpp", "FrameworkConfig parse_framework(", "r")],
     ("cluster",): [("core/cluster_parse.cpp", "Cluster parse_cluster(", "r")],
     ("cluster", "nodes", "[]"): [("core/cluster_parse.cpp", "Cluster parse_cluster(", "item")],
     ("cluster", "network"): [("core/cluster_parse.cpp", "Cluster parse_cluster(", "network")],
