@@ -1,0 +1,100 @@
+// rank_shapes (strategies/lowering_emitter.hpp): the sizes one rank of a strategy sees, from which every lowering
+// derives its ops.
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "core/moe_routing.hpp"
+#include "strategies/lowering_emitter.hpp"
+#include "strategies/rank_layout.hpp"
+#include "strategies/sharded_parameters.hpp"
+
+namespace twin {
+namespace lowering {
+
+namespace {
+
+// Each MoE layer's routed shapes on the busiest EP rank: its copies spread over its experts (dropless: all of them
+// are computed), of which the busiest expert takes its share, and the all-to-all buffer of those copies.
+std::vector<MoeLayerShapes> moe_layer_shapes(const ModelConfig& m, const RankShapes& s) {
+  const double routed = static_cast<double>(s.tokens_local) * m.moe.top_k;  // this rank's copies
+  const double mean_expert = routed * s.ep / s.experts_total;               // an expert's rows at the mean
+  std::vector<MoeLayerShapes> shapes(static_cast<std::size_t>(m.num_layers));
+  const std::vector<ExpertParallelLoad> loads = layer_loads(m, s.ep, routed * s.ep);
+  for (int layer = 0; layer < m.num_layers; ++layer) {
+    if (!m.is_moe_layer(layer)) continue;
+    const ExpertParallelLoad& load = loads[layer];
+    MoeLayerShapes& x = shapes[layer];
+    x.expert_tokens = static_cast<std::int64_t>(std::ceil(mean_expert * load.rank_load));
+    if (load.expert_load > load.rank_load && s.experts_local > 1)
+      x.busiest_expert_tokens = static_cast<std::int64_t>(std::ceil(mean_expert * load.expert_load));
+    x.dispatch_bytes = std::llround(routed * s.h * 2 * load.rank_load);
+  }
+  return shapes;
+}
+
+}  // namespace
+
+RankShapes rank_shapes(const Scenario& scenario, const Strategy& st) {
+  const ModelConfig& m = scenario.model;
+  RankShapes s;
+  s.tp = st.tensor_model_parallel_size;
+  s.cp = st.context_parallel_size;
+  s.ep = st.expert_model_parallel_size;
+  s.pp = st.pipeline_model_parallel_size;
+  s.vpp = st.virtual_pipeline_model_parallel_size;
+  s.sp = st.sequence_parallel && s.tp > 1;
+  s.data_group = st.data_parallel_size * s.cp;
+  s.expert_data_group = expert_data_parallel_size(st);
+  s.zero_stage = st.zero_stage;
+  s.recompute = st.recompute;
+  s.b = st.micro_batch_size;
+  s.s = scenario.training.seq_length / s.cp;
+  s.tokens = s.b * s.s;
+  s.tokens_local = s.sp ? s.tokens / s.tp : s.tokens;
+  s.h = m.hidden_size;
+  s.d = m.kv_channels > 0 ? m.kv_channels : m.hidden_size / m.num_attention_heads;
+  s.heads = m.num_attention_heads / s.tp;
+  s.groups = m.num_query_groups / s.tp;
+  s.qkv_width = (s.heads + 2 * s.groups) * s.d;
+  s.swiglu = is_gated(m.activation);
+  s.qk_norm = m.qk_layernorm;
+  s.rope = m.position_embedding_rope;
+  s.flash = is_fused_attention(m.attention_backend);
+  s.attention_dropout = !s.flash && m.attention_dropout > 0;
+  s.cudnn_attention = m.attention_backend == AttentionBackend::fused;
+  s.ffn = m.ffn_hidden_size / s.tp;
+  s.fc1_width = (s.swiglu ? 2 : 1) * s.ffn;
+  s.vocab = padded_vocab_size(m, s.tp) / s.tp;
+  if (m.is_moe()) {
+    s.experts_total = m.moe.num_experts;
+    s.experts_local = m.moe.num_experts / s.ep;
+    s.moe_ffn = m.moe.ffn_hidden_size;
+    s.moe_fc1_width = (s.swiglu ? 2 : 1) * s.moe_ffn;
+    s.shared_ffn = m.moe.shared_expert_ffn_hidden_size / s.tp;
+    s.shared_fc1_width = (s.swiglu ? 2 : 1) * s.shared_ffn;
+    s.moe_layers = moe_layer_shapes(m, s);
+    s.permute_bytes = 2 * s.tokens_local * m.moe.top_k * s.h * 2;
+    s.dispatcher = scenario.framework.moe_token_dispatcher_type;
+  }
+  s.layers_per_chunk = max_layers_in_virtual_stage(m, st);
+  s.tp_comm_overlap = scenario.framework.tp_comm_overlap && s.sp;
+  s.cp_all_gather = scenario.framework.cp_comm_type == CpCommType::all_gather;
+  s.normalization = m.normalization;
+  s.gradient_accumulation_fusion = scenario.framework.gradient_accumulation_fusion;
+  s.cross_entropy_loss_fusion = scenario.framework.cross_entropy_loss_fusion;
+  s.residual_fusion = scenario.framework.residual_fusion && m.hidden_dropout == 0;
+  s.deepspeed_zero3 = s.zero_stage == 3 && scenario.framework.zero_implementation == ZeroImplementation::deepspeed;
+  s.pytorch_fsdp2 = scenario.framework.name == FrameworkName::pytorch_fsdp2;
+  if (s.pytorch_fsdp2) {
+    s.torch_compile = scenario.framework.compile;
+    s.reshard_after_forward = scenario.framework.reshard_after_forward;
+    s.reduce_bytes = scenario.framework.reduce_dtype_bytes;
+  }
+  s.fp8 = scenario.training.fp8;
+  s.num_layers = m.num_layers;
+  return s;
+}
+
+}  // namespace lowering
+}  // namespace twin
