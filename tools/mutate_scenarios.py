@@ -37,7 +37,9 @@ EXTREME_NUMBERS = [0, -1, 1, 2, 3, 7, 1023, 65536, 2**31, 2**31 - 1, 2**53, 2**6
                    1e-9, -0.0, 1.5, 100, 4096, 1 << 24, (1 << 24) + 1]
 STRINGS = ["", "\u0000", "a\nb", "\u001b[31mred", "x" * 5000, "builtin", "none", "H100-SXM-80GB", "llama2-7b",
            "1f1b", "full", "zzz-unknown", "A100-SXM-40GB", "mixtral-8x7b", "ring", "fused", "h100-x1"]
-MESSAGE_PREFIXES = ("[error] ", "[warning] ", "[info] ", "twin simulate: still working")
+# "twin simulate: " starts the progress line (cli/search_progress.cpp: "N of M strategies searched ..." or "still
+# working ..."), which --quiet prints once on a long search.
+MESSAGE_PREFIXES = ("[error] ", "[warning] ", "[info] ", "twin simulate: ")
 UNKNOWN_KEYS = ["zero_stagee", "extra", "num_layer", "tensor_parallel", "\u0007bell"]
 
 
