@@ -3,12 +3,18 @@
 # TP 2 with SP x DP 2, ZeRO-1, micro-batch 2, 1F1B on four GPUs), one seed, cuDNN's deterministic attention:
 #   old-1, old-2  twin's former recipe (constant learning rate 3e-4 from the first step, clipping at 1.0), twice:
 #                 the same bits, or a nondeterminism;
-#   warmup        Megatron-style: --lr-warmup-iters 4, cosine decay to 3e-5 over the run, clipping at 1.0;
+#   warmup4       Megatron-style: --lr-warmup-iters 4, cosine decay to 3e-5 over the run, clipping at 1.0;
+#   warmup8       the same with 8 iterations of warm-up;
+#   lr1e-4        the former recipe at a third of the learning rate;
+#   before        the former recipe with BEFORE's binaries (main before the recipe: the same bits as old-1?);
 #   blocking-1/2  when old-1 and old-2 differ: both again under CUDA_LAUNCH_BLOCKING=1 (no two kernels of a rank at
 #                 once), which a race between streams does not survive.
-# Usage: bash tests/gpu/loss_spike_check.sh BIN OUT [STEPS]   (BIN: a folder of tests/gpu/make_carry.sh)
+# Usage: [TWIN_SPIKE_RUNS="old-1 old-2 ..."] bash tests/gpu/loss_spike_check.sh BIN OUT [STEPS] [BEFORE]
+#        (BIN, BEFORE: folders of tests/gpu/make_carry.sh; TWIN_SPIKE_RUNS defaults to all but before, which needs
+#        BEFORE). Prints the runs' losses, gradient norms and learning rates per step (tests/gpu/loss_spike_table.py).
 set -uo pipefail
-bin=$(realpath "$1"); out=$(realpath -m "$2"); steps=${3:-16}
+bin=$(realpath "$1"); out=$(realpath -m "$2"); steps=${3:-16}; before=${4:+$(realpath "$4")}
+runs=${TWIN_SPIKE_RUNS:-old-1 old-2 warmup4 warmup8 lr1e-4${before:+ before}}
 here=$(cd "$(dirname "$0")" && pwd)
 mkdir -p "$out"
 export NCCL_NVLS_ENABLE="${NCCL_NVLS_ENABLE:-0}" LD_LIBRARY_PATH="$bin/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
@@ -25,17 +31,24 @@ cat > "$out/scenario.json" <<'JSON'
 }
 JSON
 "$bin/twin" simulate "$out/scenario.json" --out "$out/plan" > "$out/simulate.log" 2>&1 || { cat "$out/simulate.log"; exit 1; }
-execute() {  # execute NAME ARGS...
-  local name=$1 start=$SECONDS; shift
-  "$bin/twin" execute --plan "$out/plan/best.json" --run "$out/$name" --iters "$steps" --warmup 2 --no-trace \
-    --attention cudnn-deterministic "$@" > "$out/$name.log" 2>&1
+execute() {  # execute NAME ARGS...   (TWIN_BIN: another build's folder)
+  local name=$1 start=$SECONDS dir=${TWIN_BIN:-$bin}; shift
+  LD_LIBRARY_PATH=$dir/lib:$LD_LIBRARY_PATH "$dir/twin" execute --plan "$out/plan/best.json" --run "$out/$name" \
+    --iters "$steps" --warmup 2 --no-trace --attention cudnn-deterministic "$@" > "$out/$name.log" 2>&1
   echo "$name: exit $?, $((SECONDS - start)) s"
 }
-execute old-1
-execute old-2
-execute warmup --lr-warmup-iters 4 --lr-decay-style cosine --min-lr 3e-5
-if ! python3 "$here/loss_spike_table.py" --same "$out/old-1" "$out/old-2"; then
+for run in $runs; do
+  case $run in
+    old-1|old-2) execute $run ;;
+    warmup4) execute $run --lr-warmup-iters 4 --lr-decay-style cosine --min-lr 3e-5 ;;
+    warmup8) execute $run --lr-warmup-iters 8 --lr-decay-style cosine --min-lr 3e-5 ;;
+    lr1e-4) execute $run --lr 1e-4 ;;
+    before) TWIN_BIN=$before execute $run ;;
+  esac
+done
+if [ -d "$out/old-2" ] && ! python3 "$here/loss_spike_table.py" --same "$out/old-1" "$out/old-2"; then
   CUDA_LAUNCH_BLOCKING=1 execute blocking-1
   CUDA_LAUNCH_BLOCKING=1 execute blocking-2
 fi
-python3 "$here/loss_spike_table.py" "$out"/{old-1,old-2,warmup,blocking-1,blocking-2} | tee "$out/table.md"
+python3 "$here/loss_spike_table.py" "$out"/{old-1,old-2,before,warmup4,warmup8,lr1e-4,blocking-1,blocking-2} |
+  tee "$out/table.md"
