@@ -61,7 +61,8 @@ TrainingRecipe parse_training_recipe(const JsonReader& training) {
   if (auto f = training.find("lr_decay_style"))
     r.lr_decay_style = *lr_decay_style_from_string(f->one_of(lr_decay_style_names(), "learning-rate decay style"));
   if (auto f = training.find("clip_grad")) r.clip_grad = f->number(0, 1e30, "expected a norm >= 0 (0: no clipping)");
-  if (const auto error = recipe_error(r)) training.required(r.min_lr > r.lr ? "min_lr" : "lr_decay_iters").fail_plain(*error);
+  if (const auto error = recipe_error(r))
+    training.required(r.min_lr > r.lr ? "min_lr" : "lr_decay_iters").fail_plain(*error);
   return r;
 }
 

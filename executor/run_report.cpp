@@ -239,6 +239,30 @@ json write_steps(const std::filesystem::path& run_dir, const std::vector<RankRun
   return steps_json;
 }
 
+// Per rank (and part): its peak memory against the memory model's, its median step, a hot-switching part's switch.
+json ranks_json(const Plan& plan, const PlanGraphs& lowered, const std::vector<RankRun>& runs, int warmup) {
+  json ranks = json::array();
+  for (const RankRun& run : runs) {
+    const MemoryEstimate& memory = lowered.parts.at(static_cast<std::size_t>(run.part)).memory;
+    // Per stage; an asymmetric plan's stages pipeline by pipeline, as its rank classes.
+    const int stage_entry = lowered.asymmetric ? run.rank_class : run.coordinates[3];
+    const MemoryBreakdown& stage_memory = memory.per_stage.at(static_cast<std::size_t>(stage_entry));
+    ranks.push_back({{"rank", run.rank}, {"part", run.part}, {"rank_class", run.rank_class}, {"device", run.device},
+                     {"peak_memory_GiB", static_cast<double>(run.peak_memory_bytes) / kGiB},
+                     {"predicted_peak_memory_GiB", static_cast<double>(stage_memory.total()) / kGiB},
+                     // What peak_memory_GiB counts: without the CUDA context and NCCL's buffers.
+                     {"predicted_allocated_peak_GiB", static_cast<double>(stage_memory.allocated()) / kGiB},
+                     {"median_iteration_s", median(std::vector<double>(run.iteration_s.begin() + warmup,
+                                                                       run.iteration_s.end()))},
+                     {"dropped_kernel_records", run.dropped_records}});
+    if (!run.switch_s.empty())
+      ranks.back()["switch"] = switch_json(lowered.graph.classes.at(static_cast<std::size_t>(run.rank_class)),
+                                           predicted_op_times(plan.document, run.rank_class, plan.scenario.source), run,
+                                           warmup);
+  }
+  return ranks;
+}
+
 }  // namespace
 
 void write_run_summary(const std::filesystem::path& run_dir, const Plan& plan, const PlanGraphs& lowered,
@@ -260,25 +284,7 @@ void write_run_summary(const std::filesystem::path& run_dir, const Plan& plan, c
   const double measured_s = median(measured_steps);
   const Throughput measured = throughput(measured_s);
   const json predicted = plan.document.at("predicted");
-  json ranks = json::array();
-  for (const RankRun& run : runs) {
-    const MemoryEstimate& memory = lowered.parts.at(static_cast<std::size_t>(run.part)).memory;
-    // Per stage; an asymmetric plan's stages pipeline by pipeline, as its rank classes.
-    const int stage_entry = lowered.asymmetric ? run.rank_class : run.coordinates[3];
-    const MemoryBreakdown& stage_memory = memory.per_stage.at(static_cast<std::size_t>(stage_entry));
-    ranks.push_back({{"rank", run.rank}, {"part", run.part}, {"rank_class", run.rank_class}, {"device", run.device},
-                     {"peak_memory_GiB", static_cast<double>(run.peak_memory_bytes) / kGiB},
-                     {"predicted_peak_memory_GiB", static_cast<double>(stage_memory.total()) / kGiB},
-                     // What peak_memory_GiB counts: without the CUDA context and NCCL's buffers.
-                     {"predicted_allocated_peak_GiB", static_cast<double>(stage_memory.allocated()) / kGiB},
-                     {"median_iteration_s", median(std::vector<double>(run.iteration_s.begin() + warmup,
-                                                                       run.iteration_s.end()))},
-                     {"dropped_kernel_records", run.dropped_records}});
-    if (!run.switch_s.empty())
-      ranks.back()["switch"] = switch_json(graph.classes.at(static_cast<std::size_t>(run.rank_class)),
-                                           predicted_op_times(plan.document, run.rank_class, scenario.source), run,
-                                           warmup);
-  }
+  const json ranks = ranks_json(plan, lowered, runs, warmup);
   json metrics = {{"format", "twin-execute-run"},
                   {"strategy", strategy.key()},
                   {"family", lowered.family()},
