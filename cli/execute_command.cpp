@@ -1,6 +1,6 @@
 // `twin execute`: options and the hand-over to executor/ (built only with the CUDA toolkit).
+#include <cstdint>
 #include <filesystem>
-#include <vector>
 
 #include <CLI/CLI.hpp>
 
@@ -15,11 +15,6 @@ struct ExecuteOptions {
   bool best = false;
   std::string run;
   std::string attention = to_string(kDefaultAttentionImplementation);
-  // Megatron's recipe flags over the plan's (core/training_recipe.hpp); read when given.
-  double lr = 0, min_lr = 0, clip_grad = 0;
-  std::int64_t lr_warmup_iters = 0, lr_decay_iters = 0;
-  std::string lr_decay_style;
-  std::vector<CLI::Option*> recipe_options;
 };
 
 namespace {
@@ -44,19 +39,30 @@ ExecuteOptions& add_execute_command(CLI::App& app) {
   execute->add_option("--warmup", o.request.warmup, "first iterations left out of the timing")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
-  o.recipe_options = {
-      execute->add_option("--lr", o.lr, "peak learning rate (default: the plan's training.lr, else 3e-4)")
-          ->check(CLI::Range(0.0, 1.0)),
-      execute->add_option("--min-lr", o.min_lr, "the decay's floor (training.min_lr)")->check(CLI::Range(0.0, 1.0)),
-      execute->add_option("--lr-warmup-iters", o.lr_warmup_iters, "linear warm-up from 0 (training.lr_warmup_iters)")
-          ->check(CLI::NonNegativeNumber),
-      execute->add_option("--lr-decay-iters", o.lr_decay_iters,
-                          "where the decay reaches --min-lr (training.lr_decay_iters; default: --iters)")
-          ->check(CLI::PositiveNumber),
-      execute->add_option("--lr-decay-style", o.lr_decay_style, "constant, linear or cosine (training.lr_decay_style)")
-          ->check(CLI::IsMember(lr_decay_style_names())),
-      execute->add_option("--clip-grad", o.clip_grad, "global gradient norm to clip to, 0: none (training.clip_grad)")
-          ->check(CLI::NonNegativeNumber)};
+  // Megatron's recipe flags, each over the plan's training recipe when given (core/training_recipe.hpp).
+  TrainingRecipeFlags& recipe = o.request.recipe;
+  execute->add_option_function<double>("--lr", [&recipe](const double& v) { recipe.lr = v; },
+                                       "peak learning rate (default: the plan's training.lr, else 3e-4)")
+      ->check(CLI::Range(0.0, 1.0));
+  execute->add_option_function<double>("--min-lr", [&recipe](const double& v) { recipe.min_lr = v; },
+                                       "the decay's floor (training.min_lr)")
+      ->check(CLI::Range(0.0, 1.0));
+  execute->add_option_function<std::int64_t>(
+             "--lr-warmup-iters", [&recipe](const std::int64_t& v) { recipe.lr_warmup_iters = v; },
+             "linear warm-up from 0 (training.lr_warmup_iters)")
+      ->check(CLI::NonNegativeNumber);
+  execute->add_option_function<std::int64_t>(
+             "--lr-decay-iters", [&recipe](const std::int64_t& v) { recipe.lr_decay_iters = v; },
+             "where the decay reaches --min-lr (training.lr_decay_iters; default: --iters)")
+      ->check(CLI::PositiveNumber);
+  execute->add_option_function<std::string>(
+             "--lr-decay-style",
+             [&recipe](const std::string& v) { recipe.lr_decay_style = lr_decay_style_from_string(v); },
+             "constant, linear or cosine (training.lr_decay_style)")
+      ->check(CLI::IsMember(lr_decay_style_names()));
+  execute->add_option_function<double>("--clip-grad", [&recipe](const double& v) { recipe.clip_grad = v; },
+                                       "global gradient norm to clip to, 0: none (training.clip_grad)")
+      ->check(CLI::NonNegativeNumber);
   execute->add_option("--seed", o.request.seed, "seed of the weights and the data")->capture_default_str();
   execute->add_option("--nccl-timeout", o.request.nccl_timeout_s,
                       "seconds after which an unfinished iteration counts as a NCCL hang: all ranks stop, naming "
@@ -90,14 +96,6 @@ int run_execute(const CLI::App&) {
   }
   o.request.run_dir = o.run;
   o.request.attention = *attention_implementation_from_string(o.attention);  // checked by the option
-  const auto given = [&](std::size_t i) { return o.recipe_options[i]->count() > 0; };
-  TrainingRecipeFlags& flags = o.request.recipe;
-  if (given(0)) flags.lr = o.lr;
-  if (given(1)) flags.min_lr = o.min_lr;
-  if (given(2)) flags.lr_warmup_iters = o.lr_warmup_iters;
-  if (given(3)) flags.lr_decay_iters = o.lr_decay_iters;
-  if (given(4)) flags.lr_decay_style = lr_decay_style_from_string(o.lr_decay_style);  // checked by the option
-  if (given(5)) flags.clip_grad = o.clip_grad;
   return exec::execute_main(o.request);
 }
 
