@@ -209,6 +209,27 @@ void read_fp8(Reading& r) {
             "--num-layers-at-end-in-bf16");
 }
 
+// The learning-rate schedule and clipping as Megatron runs them (its defaults: a linear decay to --min-lr over
+// --train-iters), when the command line gives --lr (Megatron requires it); schedules twin execute does not run
+// and the sample-based flags are listed.
+void read_recipe(Reading& r) {
+  const MegatronArguments& a = r.a;
+  if (a.has("--clip-grad")) r.doc.set("/training/clip_grad", a.real("--clip-grad", 1.0), "--clip-grad");
+  if (!a.has("--lr")) return;
+  r.doc.set("/training/lr", a.real("--lr", 3e-4), "--lr");
+  if (a.has("--min-lr")) r.doc.set("/training/min_lr", a.real("--min-lr", 0), "--min-lr");
+  const std::string style = a.text("--lr-decay-style", "linear");
+  if (!lr_decay_style_from_string(style)) {
+    r.note(given(*a.find("--lr-decay-style")) + ": twin execute runs constant, linear or cosine; not modelled");
+    return;
+  }
+  r.doc.set("/training/lr_decay_style", style, "--lr-decay-style");
+  if (a.has("--lr-warmup-iters"))
+    r.doc.set("/training/lr_warmup_iters", a.integer("--lr-warmup-iters", 0), "--lr-warmup-iters");
+  const char* decay = a.has("--lr-decay-iters") ? "--lr-decay-iters" : "--train-iters";
+  if (a.has(decay)) r.doc.set("/training/lr_decay_iters", a.integer(decay, 1), decay);
+}
+
 void read_training(Reading& r) {
   const MegatronArguments& a = r.a;
   const long long seq = r.required("--seq-length"), micro = r.required("--micro-batch-size");
@@ -226,6 +247,7 @@ void read_training(Reading& r) {
   if (optimizer != "adam" && optimizer != "sgd")
     refuse(r.source, "--optimizer", fmt::format("expected adam or sgd (what twin models), got {}", optimizer));
   r.doc.set("/training/optimizer", optimizer, "--optimizer");
+  read_recipe(r);
   const bool aware = a.has("--use-precision-aware-optimizer");
   for (const auto& [flag, key] :
        {std::pair{"--main-params-dtype", "main_params_dtype"}, std::pair{"--exp-avg-dtype", "exp_avg_dtype"},

@@ -17,6 +17,7 @@
 #include "core/framework.hpp"
 #include "core/model.hpp"
 #include "core/optimizer_precision.hpp"
+#include "core/training_recipe.hpp"
 #include "core/strategy.hpp"
 
 namespace twin {
@@ -67,6 +68,8 @@ struct TrainingConfig {
   OptimizerPrecision optimizer_precision;  // main_params_dtype, exp_avg_dtype, exp_avg_sq_dtype (fp32 default)
   // training.fp8: the transformer layers' linears in FP8 through Transformer Engine (core/fp8.hpp); none when absent.
   std::optional<Fp8Config> fp8;
+  // The learning-rate schedule and clipping twin execute runs (core/training_recipe.hpp); no simulation input.
+  TrainingRecipe recipe;
   std::vector<SeqLengthBucket> seq_length_buckets;
   // training.seq_length_histogram: inline [[length, count], ...] or a JSON/CSV file of such pairs (relative
   // to the scenario's folder), loaded here; lengths increasing, at most seq_length. Not with buckets.

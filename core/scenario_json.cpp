@@ -70,6 +70,15 @@ json training_json(const TrainingConfig& t) {
     out["exp_avg_sq_dtype"] = to_string(t.optimizer_precision.exp_avg_sq);
     if (t.optimizer_precision.store_param_remainders) out["store_param_remainders"] = true;
   }
+  if (!t.recipe.is_default()) {  // written only when set: scenarios without a recipe keep their bytes
+    const TrainingRecipe& r = t.recipe;
+    out["lr"] = r.lr;
+    out["min_lr"] = r.min_lr;
+    out["lr_warmup_iters"] = r.lr_warmup_iters;
+    if (r.lr_decay_iters) out["lr_decay_iters"] = *r.lr_decay_iters;
+    out["lr_decay_style"] = to_string(r.lr_decay_style);
+    out["clip_grad"] = r.clip_grad;
+  }
   if (t.fp8) {  // written only when set: scenarios without FP8 keep their bytes
     const Fp8Config& f = *t.fp8;
     out["fp8"] = {{"format", to_string(f.format)}, {"recipe", to_string(f.recipe)},

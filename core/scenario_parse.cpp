@@ -165,13 +165,15 @@ OptimizerPrecision parse_optimizer_precision(const Reader& r, const TrainingConf
 
 TrainingConfig parse_training(const Reader& r) {
   r.only_keys({"seq_length", "global_batch_size", "precision", "optimizer", "main_params_dtype", "exp_avg_dtype",
-               "exp_avg_sq_dtype", "store_param_remainders", "seq_length_buckets", "seq_length_histogram", "fp8"});
+               "exp_avg_sq_dtype", "store_param_remainders", "seq_length_buckets", "seq_length_histogram", "fp8", "lr",
+               "min_lr", "lr_warmup_iters", "lr_decay_iters", "lr_decay_style", "clip_grad"});
   TrainingConfig t;
   t.seq_length = r.required("seq_length").integer(1, kMaxSequence);
   t.global_batch_size = r.required("global_batch_size").integer(1, kMaxBatch);
   if (auto f = r.find("precision")) t.precision = f->one_of({"bf16", "fp16", "fp32"}, "precision");
   if (auto f = r.find("optimizer")) t.optimizer = f->one_of({"adam", "sgd"}, "optimizer");
   t.optimizer_precision = parse_optimizer_precision(r, t);
+  t.recipe = parse_training_recipe(r);
   if (auto f = r.find("fp8"); f && !f->value().is_null()) {
     if (t.precision == "fp32") f->fail("expected no fp8 with precision fp32 (FP8 runs beside bf16 or fp16)");
     t.fp8 = parse_fp8(*f);

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <fstream>
+#include <functional>
 #include <limits>
 #include <map>
 #include <sstream>
@@ -148,6 +149,8 @@ void write_rank_run(const std::filesystem::path& run_dir, const RankRun& run, co
                          {"warmup_iterations", warmup},
                          {"losses", run.losses},
                          {"iteration_s", run.iteration_s},
+                         {"grad_norms", run.grad_norms},
+                         {"learning_rates", run.learning_rates},
                          {"switch_s", run.switch_s},
                          {"peak_memory_bytes", run.peak_memory_bytes},
                          {"dropped_records", run.dropped_records},
@@ -183,6 +186,8 @@ RankRun read_rank_run(const std::filesystem::path& path) {
   run.device = d.at("device");
   run.losses = d.at("losses").get<std::vector<double>>();
   run.iteration_s = d.at("iteration_s").get<std::vector<double>>();
+  if (d.contains("grad_norms")) run.grad_norms = d.at("grad_norms").get<std::vector<double>>();
+  if (d.contains("learning_rates")) run.learning_rates = d.at("learning_rates").get<std::vector<double>>();
   if (d.contains("switch_s")) run.switch_s = d.at("switch_s").get<std::vector<double>>();
   run.peak_memory_bytes = d.at("peak_memory_bytes");
   run.dropped_records = d.at("dropped_records");
@@ -204,38 +209,38 @@ RankRun read_rank_run(const std::filesystem::path& path) {
   return run;
 }
 
-void write_run_summary(const std::filesystem::path& run_dir, const Plan& plan, const PlanGraphs& lowered,
-                       int world_size, int warmup, const std::string& attention) {
-  const IterationGraph& graph = lowered.graph;
-  const int parts = static_cast<int>(lowered.parts.size());
-  std::vector<RankRun> runs;  // rank-major, then part
-  for (int rank = 0; rank < world_size; ++rank)
-    for (int part = 0; part < parts; ++part) runs.push_back(read_rank_run(rank_file(run_dir, rank, part, parts)));
-  const Scenario& scenario = plan.scenario;
-  const Strategy& strategy = plan.strategy;
-  const auto throughput = [&](double seconds) { return lowered.throughput(seconds); };
+namespace {
 
-  // A step lasts as long as its slowest rank.
-  const std::size_t steps = runs.front().iteration_s.size();
-  std::vector<double> step_s(steps, 0), measured_steps;
+// steps.csv, and the same rows for metrics.json: a step lasts as long as its slowest rank.
+json write_steps(const std::filesystem::path& run_dir, const std::vector<RankRun>& runs, int warmup,
+                 const std::function<Throughput(double)>& throughput) {
+  const RankRun& first = runs.front();
+  const std::size_t steps = first.iteration_s.size();
+  std::vector<double> step_s(steps, 0);
   for (const RankRun& run : runs)
     for (std::size_t i = 0; i < steps; ++i) step_s[i] = std::max(step_s[i], run.iteration_s.at(i));
-  std::string steps_csv = "step,loss,iteration_s,tokens_per_s,mfu,measured\r\n";
+  const auto at = [](const std::vector<double>& values, std::size_t i) {  // older files: no column
+    return i < values.size() ? fmt::format("{:.6g}", values[i]) : std::string();
+  };
+  std::string steps_csv = "step,loss,iteration_s,tokens_per_s,mfu,measured,lr,grad_norm\r\n";
   json steps_json = json::array();
   for (std::size_t i = 0; i < steps; ++i) {
     const Throughput t = throughput(step_s[i]);
     const bool measured = static_cast<int>(i) >= warmup;
-    if (measured) measured_steps.push_back(step_s[i]);
-    steps_csv += fmt::format("{},{:.6f},{:.6f},{:.1f},{:.4f},{}\r\n", i + 1, runs.front().losses[i], step_s[i],
-                             t.tokens_per_s, t.mfu, measured ? "true" : "false");
-    steps_json.push_back({{"step", i + 1}, {"loss", runs.front().losses[i]}, {"iteration_s", step_s[i]},
+    steps_csv += fmt::format("{},{:.6f},{:.6f},{:.1f},{:.4f},{},{},{}\r\n", i + 1, first.losses[i], step_s[i],
+                             t.tokens_per_s, t.mfu, measured ? "true" : "false", at(first.learning_rates, i),
+                             at(first.grad_norms, i));
+    steps_json.push_back({{"step", i + 1}, {"loss", first.losses[i]}, {"iteration_s", step_s[i]},
                           {"tokens_per_s", t.tokens_per_s}, {"mfu", t.mfu}, {"measured", measured}});
+    if (i < first.grad_norms.size())
+      steps_json.back().update({{"lr", first.learning_rates.at(i)}, {"grad_norm", first.grad_norms[i]}});
   }
   write_file_atomically(run_dir / "steps.csv", steps_csv);
+  return steps_json;
+}
 
-  const double measured_s = median(measured_steps);
-  const Throughput measured = throughput(measured_s);
-  const json predicted = plan.document.at("predicted");
+// Per rank (and part): its peak memory against the memory model's, its median step, a hot-switching part's switch.
+json ranks_json(const Plan& plan, const PlanGraphs& lowered, const std::vector<RankRun>& runs, int warmup) {
   json ranks = json::array();
   for (const RankRun& run : runs) {
     const MemoryEstimate& memory = lowered.parts.at(static_cast<std::size_t>(run.part)).memory;
@@ -251,10 +256,35 @@ void write_run_summary(const std::filesystem::path& run_dir, const Plan& plan, c
                                                                        run.iteration_s.end()))},
                      {"dropped_kernel_records", run.dropped_records}});
     if (!run.switch_s.empty())
-      ranks.back()["switch"] = switch_json(graph.classes.at(static_cast<std::size_t>(run.rank_class)),
-                                           predicted_op_times(plan.document, run.rank_class, scenario.source), run,
+      ranks.back()["switch"] = switch_json(lowered.graph.classes.at(static_cast<std::size_t>(run.rank_class)),
+                                           predicted_op_times(plan.document, run.rank_class, plan.scenario.source), run,
                                            warmup);
   }
+  return ranks;
+}
+
+}  // namespace
+
+void write_run_summary(const std::filesystem::path& run_dir, const Plan& plan, const PlanGraphs& lowered,
+                       int world_size, int warmup, const std::string& attention) {
+  const IterationGraph& graph = lowered.graph;
+  const int parts = static_cast<int>(lowered.parts.size());
+  std::vector<RankRun> runs;  // rank-major, then part
+  for (int rank = 0; rank < world_size; ++rank)
+    for (int part = 0; part < parts; ++part) runs.push_back(read_rank_run(rank_file(run_dir, rank, part, parts)));
+  const Scenario& scenario = plan.scenario;
+  const Strategy& strategy = plan.strategy;
+  const auto throughput = [&](double seconds) { return lowered.throughput(seconds); };
+
+  const json steps_json = write_steps(run_dir, runs, warmup, throughput);
+  const std::size_t steps = steps_json.size();
+  std::vector<double> measured_steps;
+  for (const json& step : steps_json)
+    if (step.at("measured").get<bool>()) measured_steps.push_back(step.at("iteration_s").get<double>());
+  const double measured_s = median(measured_steps);
+  const Throughput measured = throughput(measured_s);
+  const json predicted = plan.document.at("predicted");
+  const json ranks = ranks_json(plan, lowered, runs, warmup);
   json metrics = {{"format", "twin-execute-run"},
                   {"strategy", strategy.key()},
                   {"family", lowered.family()},

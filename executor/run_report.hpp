@@ -33,6 +33,9 @@ struct RankRun {
   std::string device;
   std::vector<double> losses;        // per iteration, global mean over the batch (the same on every rank)
   std::vector<double> iteration_s;   // per iteration, this rank's CUDA-event time
+  // Per iteration, the global gradient norm before clipping and the learning rate the optimizer stepped with (of
+  // the step's last part that ran an optimizer op; the same on every rank). Older files: empty.
+  std::vector<double> grad_norms, learning_rates;
   // Per iteration, a hot-switching part's switch into its layout: from the part's start to its last transfer
   // (executor/gpu/stage_runtime.hpp); empty for a part without one.
   std::vector<double> switch_s;

@@ -207,11 +207,22 @@ void fp8_arguments(ArgsText& out, const Fp8Config& fp8) {
   if (fp8.num_layers_at_end_in_bf16 != 1) out.arg("--num-layers-at-end-in-bf16", fp8.num_layers_at_end_in_bf16);
 }
 
+// The recipe twin execute runs, every flag written: Megatron requires --lr and decays linearly by default.
+void learning_rate_and_clipping(ArgsText& out, const TrainingRecipe& recipe) {
+  out.arg("--lr", recipe.lr);
+  out.arg("--min-lr", recipe.min_lr);
+  out.arg("--lr-decay-style", to_string(recipe.lr_decay_style));
+  out.arg("--lr-warmup-iters", recipe.lr_warmup_iters);
+  if (recipe.lr_decay_iters) out.arg("--lr-decay-iters", *recipe.lr_decay_iters);
+  out.arg("--clip-grad", recipe.clip_grad);
+}
+
 void precision_and_optimizer(ArgsText& out, const TrainingConfig& training) {
   if (training.precision == "bf16") out.arg("--bf16");
   if (training.precision == "fp16") out.arg("--fp16");
   if (training.fp8) fp8_arguments(out, *training.fp8);
   out.arg("--optimizer", training.optimizer);
+  learning_rate_and_clipping(out, training.recipe);
   const OptimizerPrecision& p = training.optimizer_precision;
   if (p.is_default()) return;
   // Transformer Engine's FusedAdam with lower-precision state (Megatron's precision-aware optimizer).

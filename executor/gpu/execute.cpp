@@ -236,7 +236,8 @@ struct StepContext {
 // One training step: every part's iteration in order, the loss over all ranks, logged and recorded in `runs`.
 void run_step(RankParts& rank, const StepContext& step, int iteration, std::vector<RankRun>& runs) {
   const ExecuteRequest& request = step.request;
-  double loss_sum = 0, aux_loss = 0;
+  double loss_sum = 0, aux_loss = 0, learning_rate = 0;
+  std::optional<double> grad_norm;
   std::vector<ExpertLoad> loads;
   for (std::size_t p = 0; p < rank.runtimes.size(); ++p) {
     StageRuntime& runtime = *rank.runtimes[p];
@@ -245,6 +246,10 @@ void run_step(RankParts& rank, const StepContext& step, int iteration, std::vect
     loss_sum += runtime.last_loss_sum();
     if (runtime.switches()) runs[p].switch_s.push_back(runtime.last_switch_s());
     aux_loss += runtime.last_aux_loss();
+    if (runtime.last_grad_norm()) {
+      grad_norm = runtime.last_grad_norm();
+      learning_rate = runtime.last_learning_rate();
+    }
     loads.insert(loads.end(), runtime.last_expert_loads().begin(), runtime.last_expert_loads().end());
     if (step.timer) {
       std::vector<gpu::KernelRecord> records = step.timer->collect();
@@ -258,6 +263,8 @@ void run_step(RankParts& rank, const StepContext& step, int iteration, std::vect
   for (RankRun& run : runs) {
     run.losses.push_back(loss);
     run.iteration_s.push_back(seconds);
+    run.grad_norms.push_back(grad_norm.value_or(0));
+    run.learning_rates.push_back(learning_rate);
   }
   const bool moe = rank.lowered.scenario.model.is_moe();
   if (moe) {
@@ -266,8 +273,10 @@ void run_step(RankParts& rank, const StepContext& step, int iteration, std::vect
       runs.front().expert_loads.insert(runs.front().expert_loads.end(), loads.begin(), loads.end());
   }
   const Throughput t = rank.lowered.throughput(seconds);
-  spdlog::info("[execute] step {:>3}/{}  loss {:.4f}  iteration {:.1f} ms  {:.0f} tokens/s  MFU {:.1f}%",
-               iteration + 1, request.iterations, loss, 1e3 * seconds, t.tokens_per_s, 100 * t.mfu);
+  spdlog::info("[execute] step {:>3}/{}  loss {:.4f}  grad norm {:.3f}  lr {:.3g}  iteration {:.1f} ms  {:.0f} "
+               "tokens/s  MFU {:.1f}%",
+               iteration + 1, request.iterations, loss, grad_norm.value_or(0), learning_rate, 1e3 * seconds,
+               t.tokens_per_s, 100 * t.mfu);
   if (moe) {
     double busiest = 0;
     for (const ExpertLoad& load : loads) busiest = std::max(busiest, routing_imbalance(load));
@@ -302,7 +311,8 @@ int rank_main(const ExecuteRequest& request, const gpu::RankIdentity& identity) 
   // A hot-switching plan's home strategy: its layout is every phase's.
   make_communicators(rank, plan.strategy, identity);
   TrainingOptions options;
-  options.learning_rate = request.learning_rate;
+  options.recipe = with_flags(plan.scenario.training.recipe, request.recipe);
+  options.train_iters = request.iterations;
   options.seed = request.seed;
   options.nccl_timeout_s = request.nccl_timeout_s;
   options.attention = request.attention;
@@ -355,6 +365,9 @@ int execute_main(const ExecuteRequest& request) {
   if (resolved.run_dir.empty()) resolved.run_dir = ".";
   if (resolved.iterations <= resolved.warmup)
     throw std::invalid_argument(fmt::format("--iters {} must exceed --warmup {}", resolved.iterations, resolved.warmup));
+  if (const auto error = recipe_error(with_flags(plan.scenario.training.recipe, request.recipe)))
+    throw std::invalid_argument(fmt::format("twin execute: the training recipe of {} with the flags given: {}",
+                                            request.plan, *error));
   if (auto identity = gpu::rank_from_environment()) return rank_main_or_exit(resolved, *identity);
   check_executable_plan(plan, request.plan);
   const int world = plan_graphs(plan, request.plan).world_size();

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "core/attention_implementation.hpp"
+#include "core/training_recipe.hpp"
 
 namespace twin::exec {
 
@@ -14,7 +15,7 @@ struct ExecuteRequest {
   int iterations = 20;
   int warmup = 3;                // first iterations left out of the timing (cuBLASLt heuristics, pool growth)
   bool trace = true;             // CUPTI kernel records -> Chrome traces and ops.csv
-  float learning_rate = 3e-4f;
+  TrainingRecipeFlags recipe;    // over the plan's scenario.training recipe
   std::uint64_t seed = 1234;
   double nccl_timeout_s = 300;   // an iteration (or the loss all-reduce) not done by then is a hang
   AttentionImplementation attention = kDefaultAttentionImplementation;

@@ -3,6 +3,7 @@
 #include "executor/gpu/optimizer_run.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <stdexcept>
 #include <vector>
 
@@ -136,23 +137,33 @@ void OptimizerRun::model_parallel_gradient_fixups(cudaStream_t stream) {
     if (strategy.tensor_model_parallel_size > 1) sum_over(comms.tensor_for_optimizer());
     if (strategy.pipeline_model_parallel_size > 1) sum_over(comms.pipeline_for_optimizer());
   }
-  kernels::grad_clip_scale(grad_sum_squares_, stage_.max_grad_norm, clip_scale_, stream);
+  if (stage_.recipe.clip_grad > 0)
+    kernels::grad_clip_scale(grad_sum_squares_, static_cast<float>(stage_.recipe.clip_grad), clip_scale_, stream);
+}
+
+std::optional<double> OptimizerRun::last_grad_norm() const {
+  if (!fixups_done_) return std::nullopt;
+  float sum_squares = 0;
+  TWIN_CUDA_CHECK(cudaMemcpy(&sum_squares, grad_sum_squares_, sizeof(float), cudaMemcpyDeviceToHost));
+  return std::sqrt(static_cast<double>(sum_squares));
 }
 
 void OptimizerRun::optimizer_step(const OpPass& p) {
   model_parallel_gradient_fixups(p.stream);
   kernels::AdamWParams adam;
-  adam.lr = stage_.learning_rate;
+  learning_rate_ = learning_rate_at(stage_.recipe, step_, stage_.train_iters);  // Megatron's, before its step
+  adam.lr = static_cast<float>(learning_rate_);
   adam.step = ++step_;
+  const float* clip_scale = stage_.recipe.clip_grad > 0 ? clip_scale_ : nullptr;  // nullptr: AdamW scales by 1
   if (stage_.sharded_over_pipelines) {  // an asymmetric plan's ZeRO-1
-    stage_.pipeline_reduction->step(adam, clip_scale_, p.stream);
+    stage_.pipeline_reduction->step(adam, clip_scale, p.stream);
     return;
   }
   for (ParameterUnit* unit : stage_.parameters.units()) {
     const std::int64_t begin = unit->update_begin();
     launch_op(p.op, p.binding,
               gpu::OptimizerStep{unit->adam, unit->grads + begin, unit->params + begin, unit->update_elements(), adam,
-                                 clip_scale_},
+                                 clip_scale},
               p.stream);
   }
 }

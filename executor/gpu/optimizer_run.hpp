@@ -7,6 +7,8 @@
 #pragma once
 #include <cuda_runtime.h>
 
+#include <optional>
+
 #include "executor/gpu/communicators.hpp"
 #include "executor/gpu/op_pass.hpp"
 #include "executor/gpu/pipeline_reduction_run.hpp"
@@ -25,8 +27,8 @@ struct OptimizerStage {
   // pipelines after its segment's reduction; under ZeRO-1 over the pipelines the AdamW state lives in its parts.
   const PipelineReductionRun* pipeline_reduction = nullptr;
   bool sharded_over_pipelines = false;
-  float learning_rate = 0;
-  float max_grad_norm = 0;
+  TrainingRecipe recipe;
+  std::int64_t train_iters = 1;
 };
 
 class OptimizerRun {
@@ -40,6 +42,10 @@ class OptimizerRun {
   void embedding_grad_sync(const OpPass& p);
   void grad_norm(const OpPass& p);
   void optimizer_step(const OpPass& p);
+  // The last iteration's global gradient norm (before clipping), none when it ran no optimizer op, and its
+  // learning rate; call after the iteration finished.
+  std::optional<double> last_grad_norm() const;
+  double last_learning_rate() const { return learning_rate_; }
 
  private:
   // Sums SP norm-weight gradients over TP, then the squared gradient norm over the stage's GPUs (an asymmetric
@@ -56,6 +62,7 @@ class OptimizerRun {
   float* clip_scale_ = nullptr;        // device scalar
   bool fixups_done_ = false;
   int step_ = 0;
+  double learning_rate_ = 0;
 };
 
 }  // namespace twin::exec

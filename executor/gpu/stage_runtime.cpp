@@ -81,7 +81,7 @@ void StageRuntime::make_handlers(const IterationGraph& graph, Communicators& com
   boundary_ = std::make_unique<PipelineBoundary>(BoundaryStage{layout_, graph, comms, tensors_});
   optimizer_ = std::make_unique<OptimizerRun>(
       OptimizerStage{layout_, comms, *params_, pipeline_reduction_.get(), part_.optimizer_sharded_over_pipelines,
-                     options.learning_rate, options.max_grad_norm},
+                     options.recipe, options.train_iters},
       tensors_);
   if (scenario.model.is_moe())
     moe_ = std::make_unique<MoeBlock>(MoeStage{
@@ -170,6 +170,8 @@ void StageRuntime::run_iteration(int iteration, const std::vector<std::int32_t>&
   if (switch_->switches()) last_.switch_s = switch_->seconds_since(events_.start());
   last_.loss_sum = dense_->loss_sum();
   last_.aux_loss = moe_ ? moe_->aux_loss() : 0;
+  last_.grad_norm = optimizer_->last_grad_norm();
+  last_.learning_rate = optimizer_->last_learning_rate();
   tensors_.check_empty();
 }
 

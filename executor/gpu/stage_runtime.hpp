@@ -42,8 +42,8 @@ class CuptiKernelTimer;
 namespace twin::exec {
 
 struct TrainingOptions {
-  float learning_rate = 3e-4f;
-  float max_grad_norm = 1.0f;
+  TrainingRecipe recipe;           // the learning-rate schedule and clipping (core/training_recipe.hpp)
+  std::int64_t train_iters = 1;    // the run's iterations: where a schedule without lr_decay_iters ends
   std::uint64_t seed = 1234;
   double nccl_timeout_s = 300;  // an iteration that does not finish by then is a hang
   AttentionImplementation attention = kDefaultAttentionImplementation;
@@ -81,6 +81,9 @@ class StageRuntime {
   // losses summed over layers (each micro-batch's weighted 1/(M dp), as in the gradient). Empty and 0 when dense.
   const std::vector<ExpertLoad>& last_expert_loads() const;
   double last_aux_loss() const { return last_.aux_loss; }
+  // The last iteration's global gradient norm before clipping (none without an optimizer op) and learning rate.
+  std::optional<double> last_grad_norm() const { return last_.grad_norm; }
+  double last_learning_rate() const { return last_.learning_rate; }
   // Bytes of device memory in use at the peak (static buffers plus the activation pool's high mark).
   std::size_t peak_memory_bytes() const;
   // What this runtime holds beside the parameters and the pool (its static buffers and GEMM workspaces).
@@ -93,7 +96,8 @@ class StageRuntime {
 
  private:
   struct IterationResult {
-    double loss_sum = 0, switch_s = 0, aux_loss = 0;
+    double loss_sum = 0, switch_s = 0, aux_loss = 0, learning_rate = 0;
+    std::optional<double> grad_norm;
     float iteration_ms = 0;
   };
   // The handlers (constructor's second half), and whether gradients need zeroing each step.

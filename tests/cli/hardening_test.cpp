@@ -181,6 +181,9 @@ TEST(Hardening, HostileValuesAndKeysAreNamedWhereTheyAre) {
                                       "4217, e.g. \"USD\"), got \"U\\u001b[2JS\""},
       {"histogram_control_bytes", "histogram_control_bytes.csv: line 3: expected \"length,count\" with two integers, "
                                   "got \"10\\x0024,\\x1b[2J5\""},
+      {"recipe_decay_before_warmup_ends",
+       "at /training/lr_decay_iters: expected lr_decay_iters above lr_warmup_iters 2000, got 1000"},
+      {"recipe_lr_absurd", "at /training/lr: expected a learning rate in [0, 1], got 1e+308"},
       {"model_window_negative", "at /model/window_size: expected an integer in [0, 16777216], got -1"},
       {"model_mla_misspelt_key", "at /model/mla/kv_lora_rnk: unknown key 'kv_lora_rnk' (did you mean 'kv_lora_rank'?)"},
       {"model_mla_not_lowered", "at /model/mla: expected a model without multi-latent attention"},

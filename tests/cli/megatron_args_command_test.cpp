@@ -44,7 +44,7 @@ TEST(MegatronArgsCommand, WhatIsNotModelledIsListedInAFileAndNamedOnce) {
              "  --tensor-model-parallel-size 2 --num-layers 4 --hidden-size 4096 --num-attention-heads 32 \\\n"
              "  --seq-length 2048 --max-position-embeddings 4096 --micro-batch-size 1 --global-batch-size 8 \\\n"
              "  --swiglu --normalization RMSNorm --position-embedding-type rope --bf16 --attention-backend flash \\\n"
-             "  --lr 3e-4 --train-iters 100\n");
+             "  --lr 3e-4 --weight-decay 0.1 --data-path /data/corpus\n");
   const Outcome run = run_twin("simulate " + (dir.path / "s.json").string() + " --quiet --top 0 --megatron-args " +
                                (dir.path / "train.sh").string() + " --out " + (dir.path / "o").string());
   ASSERT_EQ(run.exit_code, 0) << run.output;
@@ -53,8 +53,8 @@ TEST(MegatronArgsCommand, WhatIsNotModelledIsListedInAFileAndNamedOnce) {
   EXPECT_EQ(read_file(dir.path / "o" / "megatron_args_not_modelled.txt"),
             "CUDA_DEVICE_MAX_CONNECTIONS=1: the environment, not modelled\n"
             "torchrun --nproc-per-node 4 pretrain_gpt.py: the launcher; the GPUs are the scenario's cluster\n"
-            "--lr 3e-4: not modelled\n"
-            "--train-iters 100: not modelled\n");
+            "--weight-decay 0.1: not modelled\n"
+            "--data-path /data/corpus: not modelled\n");
   EXPECT_NE(read_file(dir.path / "o" / "best.json").find("tp2.pp1.cp1.ep1.dp2"), std::string::npos);
 }
 

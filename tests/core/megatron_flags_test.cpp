@@ -51,7 +51,8 @@ TEST(MegatronFlags, ValuesAreCheckedAsArgparseWould) {
             "expected one of flash, fused, unfused, local, auto, got \"flash2\"");
   EXPECT_EQ(megatron_value_error({"--cp-comm-type", {"p2p", "allgather"}}), std::nullopt);  // nargs '+'
   EXPECT_EQ(megatron_value_error({"--bf16", {"1"}}), "expected no value, got \"1\"");
-  EXPECT_EQ(megatron_value_error({"--lr", {"x"}}), std::nullopt);  // not twin's to check
+  EXPECT_EQ(megatron_value_error({"--lr", {"x"}}), "expected a number, got \"x\"");  // the training recipe's
+  EXPECT_EQ(megatron_value_error({"--weight-decay", {"x"}}), std::nullopt);  // not twin's to check
 }
 
 TEST(MegatronFlags, EachRuleOfValidateArgs) {

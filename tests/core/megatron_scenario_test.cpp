@@ -93,7 +93,27 @@ TEST(MegatronScenario, LlamaStyleRunWithInterleavingFsdpAndTheRestListed) {
             (std::vector<std::string>{"CUDA_DEVICE_MAX_CONNECTIONS=4: the environment, not modelled",
                                       "torchrun --nproc-per-node 8 pretrain_gpt.py: the launcher; the GPUs are the "
                                       "scenario's cluster",
-                                      "--lr 3e-4: not modelled"}));
+}));
+  EXPECT_DOUBLE_EQ(r.scenario.training.recipe.lr, 3e-4);
+}
+
+// Megatron's schedule as it runs it: linear decay by default, over --lr-decay-iters or else --train-iters.
+TEST(MegatronScenario, LearningRateScheduleAndClippingAreTheRecipe) {
+  const TrainingRecipe r =
+      read(kRequired + "--lr 2e-4 --min-lr 2e-5 --lr-warmup-iters 50 --train-iters 1000 --clip-grad 0.5")
+          .scenario.training.recipe;
+  EXPECT_DOUBLE_EQ(r.lr, 2e-4);
+  EXPECT_DOUBLE_EQ(r.min_lr, 2e-5);
+  EXPECT_EQ(r.lr_warmup_iters, 50);
+  EXPECT_EQ(r.lr_decay_iters, 1000);
+  EXPECT_EQ(r.lr_decay_style, LrDecayStyle::linear);
+  EXPECT_DOUBLE_EQ(r.clip_grad, 0.5);
+  EXPECT_EQ(read(kRequired + "--lr 2e-4 --lr-decay-style cosine --lr-decay-iters 300 --train-iters 1000")
+                .scenario.training.recipe.lr_decay_iters,
+            300);
+  EXPECT_EQ(read(kRequired + "--lr 2e-4 --lr-decay-style WSD").not_modelled.back(),
+            "--lr-decay-style WSD: twin execute runs constant, linear or cosine; not modelled");
+  EXPECT_NE(error_of(kRequired + "--lr 2e-4 --min-lr 1e-3").find("--min-lr"), std::string::npos);
 }
 
 TEST(MegatronScenario, MoeFlagsTwinPricesOtherwiseAreListed) {

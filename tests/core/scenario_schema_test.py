@@ -61,7 +61,7 @@ SECTIONS = {
 HOSTILE = ["cost_currency_control_bytes.json", "hbm_bandwidth_absurd.json", "hot_switch_phase_unknown_key.json",
            "hot_switch_unknown_key.json", "nic_bandwidth_absurd.json", "number_overflow.json",
            "per_layer_misspelt_key.json", "per_layer_plan_zero_stage.json", "huge_key.json", "fp8_unknown_key.json",
-           "model_window_negative.json", "model_mla_misspelt_key.json"]
+           "model_window_negative.json", "model_mla_misspelt_key.json", "recipe_lr_absurd.json"]
 
 
 def parser_keys(source, function, variable):

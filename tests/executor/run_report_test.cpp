@@ -130,17 +130,20 @@ TEST(RunReport, AStepLastsAsLongAsItsSlowestRank) {
     run.device = "NVIDIA H200";
     run.losses = {4, 3, 2, 1};
     run.iteration_s = iteration_s[rank];
+    run.learning_rates = {0, 1e-4, 2e-4, 3e-4};
+    run.grad_norms = {6.5, 3.25, 2, 1};
     if (rank == 1) run.switch_s = {0.9, 0.02, 0.04, 0.03};  // a part that switches into its layout
     write_rank_run(dir.path, run, RankClass{}, 1);
   }
   write_run_summary(dir.path, plan, plan_graphs(plan, "best.json"), 2, 1, "kernels");
 
   const std::string steps = test::read_file(dir.path / "steps.csv");
-  EXPECT_EQ(steps.substr(0, steps.find('\r')), "step,loss,iteration_s,tokens_per_s,mfu,measured");
+  EXPECT_EQ(steps.substr(0, steps.find('\r')), "step,loss,iteration_s,tokens_per_s,mfu,measured,lr,grad_norm");
   for (const char* row : {"\n1,4.000000,0.500000,", "\n2,3.000000,0.250000,", "\n3,2.000000,0.300000,",
                           "\n4,1.000000,0.600000,"})
     EXPECT_NE(steps.find(row), std::string::npos) << row << " in\n" << steps;
-  EXPECT_NE(steps.find(",false\r\n2,"), std::string::npos) << "the warm-up step is not measured:\n" << steps;
+  EXPECT_NE(steps.find(",false,0,6.5\r\n2,"), std::string::npos) << "the warm-up step is not measured:\n" << steps;
+  EXPECT_NE(steps.find(",true,0.0001,3.25\r\n3,"), std::string::npos) << "learning rate and norm:\n" << steps;
   const json written = read_json(dir.path / "metrics.json");
   EXPECT_DOUBLE_EQ(written.at("measured").at("iteration_s"), 0.3);  // median of 0.25, 0.3, 0.6
   EXPECT_EQ(written.at("world_size"), 2);
