@@ -77,7 +77,6 @@ int run_rank(const CalibrationRequest& request, const RankIdentity& identity) {
   ncclUniqueId id{};
   TWIN_NCCL_CHECK(ncclGetUniqueId(&id));  // with NCCL_COMM_ID set, every rank derives the same id
   TWIN_NCCL_CHECK(ncclCommInitRank(&world, identity.world_size, id, identity.rank));
-  const MachineFacts facts = measure_machine(world, identity, props, *spec, request, !increment, progress);
 
   GemmRanksRequest gemm_request;
   gemm_request.shapes = increment ? increment->gemms : calibration_gemm_shapes(request, *spec, progress);
@@ -94,7 +93,9 @@ int run_rank(const CalibrationRequest& request, const RankIdentity& identity) {
   gemm_request.partial = gemm_partial_path(request.out, identity.rank);
   gemm_request.arguments = {{"quick", request.quick}, {"scenario", request.scenario}, {"profile", request.profile}};
   gemm_request.gpu_uuid = device_uuid(identity.local_rank);
-  const GemmCalibration gemms = calibrate_gemms_on_ranks(gemm_request);
+  const GemmRankPlan plan = plan_gemm_rank(gemm_request);  // a partial file of another calibration fails here
+  const MachineFacts facts = measure_machine(world, identity, props, *spec, request, !increment, progress);
+  const GemmCalibration gemms = calibrate_gemms_on_ranks(gemm_request, plan);
 
   if (identity.rank == 0) {
     const double seconds_so_far = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();

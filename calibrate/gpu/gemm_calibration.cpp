@@ -113,9 +113,10 @@ std::vector<std::vector<GemmTiming>> time_gemm_rounds(const std::vector<GemmShap
           timings[{i, round}] = timed[j]->measured;
           kernels[{i, round}] = timed[j]->kernel;
         }
-        if (options.on_batch) options.on_batch(timings, batch_cost_ns, batch.size());
+        if (options.on_batch) options.on_batch(timings, batch_cost_ns, batch.size(), false);
       }
     }
+    if (options.on_batch) options.on_batch(timings, 0, 0, true);
     if (timer.dropped_records() > 0)
       throw std::runtime_error(fmt::format("CUPTI dropped {} activity records: GEMM timings are incomplete",
                                            timer.dropped_records()));

@@ -3,6 +3,7 @@
 #include "calibrate/gpu/gemm_ranks.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <limits>
 
@@ -21,6 +22,7 @@ namespace twin::gpu {
 namespace {
 
 constexpr std::size_t kValuesPerTiming = 5;
+constexpr double kPartialSaveSeconds = 2.0;
 
 std::vector<GemmShape> pick(const std::vector<GemmShape>& shapes, const std::vector<std::size_t>& indices) {
   std::vector<GemmShape> out;
@@ -75,23 +77,31 @@ std::string device_uuid(int device) {
   return hex;
 }
 
-GemmCalibration calibrate_gemms_on_ranks(const GemmRanksRequest& request) {
+GemmRankPlan plan_gemm_rank(const GemmRanksRequest& request) {
   const GemmRuns runs = gemm_runs(request.quick);
   std::vector<double> cost_ns;  // one round of a shape: warm-up and timed launches
   for (const GemmShape& shape : request.shapes)
     cost_ns.push_back((runs.warmup + runs.timed) * estimated_gemm_kernel_ns(shape, request.gpu));
   if (request.world_size > 1) check_same_shapes(request);
-  const auto shares = gemm_rank_shares(request.shapes, cost_ns, request.world_size);
-  const std::vector<std::size_t>& share = shares[request.rank];
-  const std::vector<GemmShape> mine = pick(request.shapes, share);
+  GemmRankPlan plan;
+  plan.shares = gemm_rank_shares(request.shapes, cost_ns, request.world_size);
+  plan.mine = pick(request.shapes, plan.shares[request.rank]);
+  for (std::size_t i : plan.shares[request.rank]) plan.cost_ns.push_back(cost_ns[i]);
+  plan.identity = gemm_partial_identity(request.arguments, request.gpu_uuid, request.rank, request.world_size, plan.mine);
+  plan.done = load_gemm_partial(request.partial, plan.identity, plan.mine);
+  return plan;
+}
 
+GemmCalibration calibrate_gemms_on_ranks(const GemmRanksRequest& request, const GemmRankPlan& plan) {
+  const GemmRuns runs = gemm_runs(request.quick);
+  const std::vector<GemmShape>& mine = plan.mine;
+  const nlohmann::json& identity = plan.identity;
+  const auto& shares = plan.shares;
   GemmRoundsOptions options;
   options.quick = request.quick;
   options.seed = 20261121;
-  for (std::size_t i : share) options.cost_ns.push_back(cost_ns[i]);
-  const nlohmann::json identity =
-      gemm_partial_identity(request.arguments, request.gpu_uuid, request.rank, request.world_size, mine);
-  options.done = load_gemm_partial(request.partial, identity, mine);
+  options.cost_ns = plan.cost_ns;
+  options.done = plan.done;
   double total_ns = 0, done_ns = 0;
   for (double c : options.cost_ns) total_ns += c * runs.rounds;
   for (const auto& [at, m] : options.done) done_ns += options.cost_ns[at.first];
@@ -104,8 +114,14 @@ GemmCalibration calibrate_gemms_on_ranks(const GemmRanksRequest& request) {
     CalibrationProgress progress("GEMMs", "timings", total_ns, static_cast<long long>(mine.size()) * runs.rounds,
                                  request.quiet || request.rank != 0);
     progress.advance(done_ns, static_cast<long long>(options.done.size()));
-    options.on_batch = [&](const GemmPartialTimings& timings, double batch_ns, std::size_t batch_timings) {
-      save_gemm_partial(request.partial, identity, mine, timings);
+    // Saved at most every kPartialSaveSeconds (a save of thousands of timings is tens of ms the GPU waits for).
+    auto saved = std::chrono::steady_clock::now();
+    options.on_batch = [&](const GemmPartialTimings& timings, double batch_ns, std::size_t batch_timings, bool last) {
+      const auto now = std::chrono::steady_clock::now();
+      if (last || std::chrono::duration<double>(now - saved).count() >= kPartialSaveSeconds) {
+        save_gemm_partial(request.partial, identity, mine, timings);
+        saved = now;
+      }
       progress.advance(batch_ns, static_cast<long long>(batch_timings));
     };
     const auto timed = time_gemm_rounds(mine, options);

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "calibrate/gemm_merge.hpp"
+#include "calibrate/gemm_partial.hpp"
 #include "core/cluster.hpp"
 #include "core/op.hpp"
 
@@ -31,8 +32,20 @@ struct GemmRanksRequest {
   std::string gpu_uuid;
 };
 
+// What this rank times: its share of the shapes, what its partial file already holds, and that file's identity.
+struct GemmRankPlan {
+  std::vector<std::vector<std::size_t>> shares;  // every rank's shape indices (gemm_rank_shares)
+  std::vector<GemmShape> mine;
+  std::vector<double> cost_ns;                   // per shape of `mine`: one round's estimated kernel time
+  nlohmann::json identity;
+  GemmPartialTimings done;
+};
+// Collective over the ranks (they check that they hold the same shapes). Throws InputError when this rank's
+// partial file was made by another calibration: called before anything is measured, so that it fails at once.
+GemmRankPlan plan_gemm_rank(const GemmRanksRequest& request);
+
 // On rank 0 the merged calibration; on the other ranks an empty one (their timings went to rank 0).
-GemmCalibration calibrate_gemms_on_ranks(const GemmRanksRequest& request);
+GemmCalibration calibrate_gemms_on_ranks(const GemmRanksRequest& request, const GemmRankPlan& plan);
 
 // This device's UUID as 32 hex digits.
 std::string device_uuid(int device);
