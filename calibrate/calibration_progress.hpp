@@ -20,6 +20,8 @@ class CalibrationProgress {
   CalibrationProgress& operator=(const CalibrationProgress&) = delete;
 
   void advance(double weight, long long items);
+  // The pace is measured from here on (work that came before, such as heating the GPU, is no part of it).
+  void restart_clock() { started_ = std::chrono::steady_clock::now(); }
 
  private:
   std::string what_, items_;

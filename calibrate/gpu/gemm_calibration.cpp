@@ -87,6 +87,7 @@ std::vector<std::vector<GemmTiming>> time_gemm_rounds(const std::vector<GemmShap
     // shuffled order per round, so that any drift left is spread over all sizes instead of landing on the
     // last ones.
     heat_gpu(bench, timer, options.quick ? 2.0 : kHeatSeconds);
+    if (options.on_heated) options.on_heated();
     std::vector<bool> too_large(shapes.size(), false);
     std::vector<std::size_t> order(shapes.size());
     for (int round = 0; round < runs.rounds; ++round) {

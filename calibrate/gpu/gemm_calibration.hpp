@@ -43,6 +43,7 @@ struct GemmRoundsOptions {
   std::uint32_t seed = 0;
   std::vector<double> cost_ns;       // per shape, what one round of it costs (batches are cut by it); empty: equal
   GemmPartialTimings done;           // (shape, round) timed before (a resumed run): not timed again
+  std::function<void()> on_heated;   // once the GPU is hot, before the first batch
   // After every batch: all timings so far, and the batch's share of cost_ns and of the timings; once more at the
   // end with `last` (and nothing new).
   std::function<void(const GemmPartialTimings& timings, double batch_cost_ns, std::size_t batch_timings, bool last)>

@@ -124,15 +124,18 @@ GemmCalibration calibrate_gemms_on_ranks(const GemmRanksRequest& request, const 
       }
       progress.advance(batch_ns, static_cast<long long>(batch_timings));
     };
-    const auto timed = time_gemm_rounds(mine, options);
+    options.on_heated = [&] { progress.restart_clock(); };
+    // Nothing to time (shapes added to a profile that holds them all): no heating either.
+    const auto timed = mine.empty() ? std::vector<std::vector<GemmTiming>>() : time_gemm_rounds(mine, options);
     std::size_t padded = 0;
     for (const auto& s : shares) padded = std::max(padded, s.size());
     const std::vector<double> packed = pack(timed, runs.rounds, padded);
     std::vector<double> all = packed;
-    if (request.world_size > 1) all = all_gather_values(request.world, request.world_size, packed.data(), packed.size());
+    if (request.world_size > 1 && !packed.empty())
+      all = all_gather_values(request.world, request.world_size, packed.data(), packed.size());
     if (request.rank != 0) return {};
     std::vector<GemmShapeTimings> timings(request.shapes.size());
-    for (int g = 0; g < request.world_size; ++g)
+    for (int g = 0; g < request.world_size && !packed.empty(); ++g)
       unpack(&all[g * packed.size()], shares[g], runs.rounds, static_cast<std::size_t>(g), timings);
     return merge_gemm_timings(request.shapes, timings, request.gpu.peak_bf16_tflops, request.reference_sm_clock_MHz,
                               request.min_measured);

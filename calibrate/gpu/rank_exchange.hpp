@@ -19,11 +19,13 @@ std::vector<T> all_gather_values(ncclComm_t world, int world_size, const T* mine
   std::vector<T> out(count * world_size);
   cudaStream_t stream = nullptr;
   TWIN_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  TWIN_CUDA_CHECK(cudaMemcpy(send.data(), mine, bytes, cudaMemcpyHostToDevice));
+  // Copies on the collective's own stream: a non-blocking stream does not wait for cudaMemcpy's DMA from pageable
+  // memory, and NCCL read half-copied values that way (seen on four H200s, 2026-11-28: zero GEMM times).
+  TWIN_CUDA_CHECK(cudaMemcpyAsync(send.data(), mine, bytes, cudaMemcpyHostToDevice, stream));
   TWIN_NCCL_CHECK(ncclAllGather(send.data(), recv.data(), bytes, ncclUint8, world, stream));
+  TWIN_CUDA_CHECK(cudaMemcpyAsync(out.data(), recv.data(), bytes * world_size, cudaMemcpyDeviceToHost, stream));
   TWIN_CUDA_CHECK(cudaStreamSynchronize(stream));
   TWIN_CUDA_CHECK(cudaStreamDestroy(stream));
-  TWIN_CUDA_CHECK(cudaMemcpy(out.data(), recv.data(), bytes * world_size, cudaMemcpyDeviceToHost));
   return out;
 }
 

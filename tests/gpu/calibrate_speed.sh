@@ -12,6 +12,8 @@ mkdir -p "$OUT" "$WORK"
 export NCCL_NVLS_ENABLE="${NCCL_NVLS_ENABLE:-0}"
 twin="${TWIN:-bin/twin-gpu}"  # the GPU binary itself (bin/twin hands over to it)
 scenario="${SCENARIO:-scenarios/llama3-8b-4xH200.json}"
+steps="${STEPS:-test all one increment before}"  # which parts to run
+wants() { [[ " $steps " == *" $1 "* ]]; }
 pack() { tar czf "$OUT/results.tar.gz" -C "$(dirname "$WORK")" "$(basename "$WORK")"; }
 step() { pack; echo; echo "=== $* ($(date -u +%H:%M:%S))"; }
 timed() {  # timed NAME COMMAND...: its log in $WORK/NAME.log, wall seconds and exit code in $WORK/times.txt
@@ -22,20 +24,29 @@ timed() {  # timed NAME COMMAND...: its log in $WORK/NAME.log, wall seconds and 
 }
 step machine
 nvidia-smi --query-gpu=index,name,memory.total,driver_version,clocks.max.sm --format=csv,noheader
-step "batched vs one-by-one GEMM timing"
-TWIN_GEMM_BATCH_CSV="$WORK/batch_vs_one_by_one.csv" timed gemm_batch_test bin/test_gpu --gtest_filter='GemmBatchTimer.*'
-grep -h "shapes: one by one" "$WORK/gemm_batch_test.log"
-step "twin calibrate on every GPU"
-timed calibrate_all "$twin" calibrate --out "$WORK/p-all.json"
-step "twin calibrate on one GPU, interrupted, refused with other arguments, continued"
-timed calibrate_one_cut timeout -s INT "${CUT_SECONDS:-45}" "$twin" calibrate --gpus 1 --out "$WORK/p-one.json"
-ls -la "$WORK"/p-one.json* 2>&1
-timed calibrate_one_other_args "$twin" calibrate --gpus 1 --quick --out "$WORK/p-one.json"
-timed calibrate_one_resumed "$twin" calibrate --gpus 1 --out "$WORK/p-one.json"
-ls "$WORK"/p-one.json* 2>&1
-step "--scenario $scenario --profile: only the shapes the profile lacks"
-timed calibrate_increment "$twin" calibrate --scenario "$scenario" --profile "$WORK/p-all.json" --out "$WORK/p-all-s.json"
-if [ -x before/twin-gpu ]; then
+if wants test; then
+  step "batched vs one-by-one GEMM timing"
+  TWIN_GEMM_BATCH_CSV="$WORK/batch_vs_one_by_one.csv" timed gemm_batch_test bin/test_gpu --gtest_filter='GemmBatchTimer.*'
+  grep -h "shapes: one by one" "$WORK/gemm_batch_test.log"
+fi
+if wants all; then
+  step "twin calibrate on every GPU"
+  timed calibrate_all "$twin" calibrate --out "$WORK/p-all.json"
+  grep "GPUs agree" "$WORK/calibrate_all.log"
+fi
+if wants one; then
+  step "twin calibrate on one GPU, interrupted, refused with other arguments, continued"
+  timed calibrate_one_cut timeout -s INT "${CUT_SECONDS:-45}" "$twin" calibrate --gpus 1 --out "$WORK/p-one.json"
+  ls -la "$WORK"/p-one.json* 2>&1
+  timed calibrate_one_other_args "$twin" calibrate --gpus 1 --quick --out "$WORK/p-one.json"
+  timed calibrate_one_resumed "$twin" calibrate --gpus 1 --out "$WORK/p-one.json"
+  ls "$WORK"/p-one.json* 2>&1
+fi
+if wants increment; then
+  step "--scenario $scenario --profile: only the shapes the profile lacks"
+  timed calibrate_increment "$twin" calibrate --scenario "$scenario" --profile "$WORK/p-all.json" --out "$WORK/p-all-s.json"
+fi
+if wants before && [ -x before/twin-gpu ]; then
   step "before: the binary before these changes on one GPU, cut at ${BEFORE_SECONDS:-30} s"
   timed before_one timeout -s INT "${BEFORE_SECONDS:-30}" before/twin-gpu calibrate --gpus 1 --out "$WORK/before.json"
   grep -c "\] GEMM [0-9]" "$WORK/before_one.log"
