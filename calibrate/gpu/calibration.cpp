@@ -57,6 +57,37 @@ void barrier(ncclComm_t world) {
   TWIN_CUDA_CHECK(cudaStreamDestroy(stream));
 }
 
+// Rank 0's part once the GEMMs are merged: the other kernels timed, the profile assembled and written.
+void write_profile(CalibrationRun& run, const std::optional<ProfileIncrement>& increment,
+                   std::chrono::steady_clock::time_point started,
+                   const std::function<void(const std::string&)>& progress) {
+  const CalibrationRequest& request = run.request;
+  const GemmCalibration& gemms = run.gemms;
+  const auto seconds = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count(); };
+  Profile profile;
+  if (increment) {
+    profile = profile_with_scenario_shapes(*increment, run, progress);
+  } else {
+    GpuKernelProfile kernels = calibration_base(run.spec, run.preset_name);
+    kernels.gemm = gemms.efficiency;
+    kernels.reference_sm_clock_MHz = gemms.reference_sm_clock_MHz;
+    for (const auto& [shape, m] : gemms.measured) kernels.measured[gemm_key(shape)] = m;
+    index_measured_shapes(kernels);
+    const json kernel_summary = calibrate_kernels_into(kernels, request.scenario, run.spec, request.quick, progress);
+    run.seconds = seconds();
+    profile = calibrated_profile(run, kernels, kernel_summary);
+  }
+  save_profile(profile, request.out);
+  progress(fmt::format("wrote {} ({} GEMM shapes timed, {} collective tables) in {:.1f} s", request.out,
+                       gemms.measured.size(), run.facts.tables.size(), seconds()));
+  if (!gemms.gpu_agreement.is_null())
+    progress(fmt::format("GPUs agree on {} shapes timed by each: spread at most {:.1f}% at one clock, {:.1f}% as "
+                         "timed; each GPU's time over the median: {}", gemms.gpu_agreement["shapes"].size(),
+                         100 * gemms.gpu_agreement["max_spread_at_reference_clock"].get<double>(),
+                         100 * gemms.gpu_agreement["max_spread_as_timed"].get<double>(),
+                         gemms.gpu_agreement["gpu_time_over_median"].dump()));
+}
+
 int run_rank(const CalibrationRequest& request, const RankIdentity& identity) {
   const auto started = std::chrono::steady_clock::now();
   if (identity.rank != 0 || request.quiet) spdlog::set_level(spdlog::level::warn);
@@ -98,31 +129,8 @@ int run_rank(const CalibrationRequest& request, const RankIdentity& identity) {
   const GemmCalibration gemms = calibrate_gemms_on_ranks(gemm_request, plan);
 
   if (identity.rank == 0) {
-    const double seconds_so_far = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-    CalibrationRun run{request, identity, props, preset_name, *spec, facts, gemms, seconds_so_far};
-    Profile profile;
-    if (increment) {
-      profile = profile_with_scenario_shapes(*increment, run, progress);
-    } else {
-      GpuKernelProfile kernels = calibration_base(*spec, preset_name);
-      kernels.gemm = gemms.efficiency;
-      kernels.reference_sm_clock_MHz = gemms.reference_sm_clock_MHz;
-      for (const auto& [shape, m] : gemms.measured) kernels.measured[gemm_key(shape)] = m;
-      index_measured_shapes(kernels);
-      const json kernel_summary = calibrate_kernels_into(kernels, request.scenario, *spec, request.quick, progress);
-      run.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-      profile = calibrated_profile(run, kernels, kernel_summary);
-    }
-    save_profile(profile, request.out);
-    progress(fmt::format("wrote {} ({} GEMM shapes timed, {} collective tables) in {:.1f} s", request.out,
-                         gemms.measured.size(), facts.tables.size(),
-                         std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count()));
-    if (!gemms.gpu_agreement.is_null())
-      progress(fmt::format("GPUs agree on {} shapes timed by each: spread at most {:.1f}% at one clock, {:.1f}% as "
-                           "timed; each GPU's time over the median: {}", gemms.gpu_agreement["shapes"].size(),
-                           100 * gemms.gpu_agreement["max_spread_at_reference_clock"].get<double>(),
-                           100 * gemms.gpu_agreement["max_spread_as_timed"].get<double>(),
-                           gemms.gpu_agreement["gpu_time_over_median"].dump()));
+    CalibrationRun run{request, identity, props, preset_name, *spec, facts, gemms, 0};
+    write_profile(run, increment, started, progress);
   }
   barrier(world);
   std::error_code ignored;

@@ -14,20 +14,12 @@ namespace twin::gpu {
 
 using nlohmann::json;
 
-Profile calibrated_profile(const CalibrationRun& run, const GpuKernelProfile& kernels, const json& kernel_summary) {
-  const CalibrationRequest& request = run.request;
-  const RankIdentity& identity = run.identity;
-  const GemmCalibration& gemms = run.gemms;
-  const std::vector<CollectiveTable>& measured_tables = run.facts.tables;
+namespace {
+
+// The links and overlap the run measured put in place; returns the parts measured and those left estimated.
+std::pair<json, json> place_links(Profile& profile, const CalibrationRun& run) {
   const auto& interference = run.facts.interference;
-  const std::set<std::string>& hosts = run.facts.hosts;
-  const std::string& preset_name = run.preset_name;
-  const GpuSpec* spec = &run.spec;
-  std::vector<CollectiveTable> tables = measured_tables;
-  Profile profile = builtin_profile();
-  profile.gpus = {kernels};
-  profile.builtin = false;
-  profile.name = fmt::format("calibrated {}x {} ({})", identity.world_size, preset_name, *hosts.begin());
+  std::vector<CollectiveTable> tables = run.facts.tables;
   json measured_parts = {"gemm"};
   const CollectiveTable* widest = nullptr;
   for (const CollectiveTable& t : tables)
@@ -44,19 +36,36 @@ Profile calibrated_profile(const CalibrationRun& run, const GpuKernelProfile& ke
     profile.overlap.communication_slowdown = std::max(1.0, interference->overlap.communication_slowdown);
     measured_parts.push_back("overlap");
   }
-  for (CollectiveTable& t : tables) t.gpu = preset_name;
+  json estimated_parts = {"launch_overhead_ns", "intra_node_pcie"};
+  if (!widest) estimated_parts.push_back("intra_node");
+  for (CollectiveTable& t : tables) t.gpu = run.preset_name;
   profile.collectives = tables;
   if (!tables.empty()) measured_parts.push_back("collectives");
-
-  // Kernels (memory-bound ops, attention) are measured above; what stays an estimate is listed here.
+  // Kernels (memory-bound ops, attention) are measured; what stays an estimate is listed here.
   measured_parts.push_back("memory_bound");
   measured_parts.push_back("attention_forward");
   measured_parts.push_back("attention_backward");
-  json estimated_parts = {"launch_overhead_ns", "intra_node_pcie"};
-  if (!widest) estimated_parts.push_back("intra_node");
   if (std::none_of(tables.begin(), tables.end(), [](const CollectiveTable& t) { return t.nodes > 1; }))
     estimated_parts.push_back("inter_node");
   if (!interference) estimated_parts.push_back("overlap");
+  return {measured_parts, estimated_parts};
+}
+
+}  // namespace
+
+Profile calibrated_profile(const CalibrationRun& run, const GpuKernelProfile& kernels, const json& kernel_summary) {
+  const CalibrationRequest& request = run.request;
+  const RankIdentity& identity = run.identity;
+  const GemmCalibration& gemms = run.gemms;
+  const auto& interference = run.facts.interference;
+  const std::set<std::string>& hosts = run.facts.hosts;
+  const std::string& preset_name = run.preset_name;
+  const GpuSpec* spec = &run.spec;
+  Profile profile = builtin_profile();
+  profile.gpus = {kernels};
+  profile.builtin = false;
+  profile.name = fmt::format("calibrated {}x {} ({})", identity.world_size, preset_name, *hosts.begin());
+  const auto [measured_parts, estimated_parts] = place_links(profile, run);
   json skipped = json::array();
   for (const GemmShape& s : gemms.skipped) skipped.push_back(gemm_key(s));
   const double seconds = run.seconds;

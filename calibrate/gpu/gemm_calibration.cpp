@@ -33,6 +33,18 @@ GemmShape heater_shape() {
   return large;
 }
 
+// The shapes of a round still to time, in the round's shuffled order.
+std::vector<std::size_t> round_todo(std::size_t count, std::uint32_t seed, int round, const std::vector<bool>& too_large,
+                                    const GemmPartialTimings& timings) {
+  std::vector<std::size_t> order(count);
+  std::iota(order.begin(), order.end(), std::size_t{0});
+  std::shuffle(order.begin(), order.end(), std::mt19937(seed + round));
+  std::vector<std::size_t> todo;
+  for (std::size_t i : order)
+    if (!too_large[i] && !timings.count({i, round})) todo.push_back(i);
+  return todo;
+}
+
 }  // namespace
 
 std::vector<GemmShape> scenario_gemm_shapes(const std::string& path) {
@@ -89,13 +101,8 @@ std::vector<std::vector<GemmTiming>> time_gemm_rounds(const std::vector<GemmShap
     heat_gpu(bench, timer, options.quick ? 2.0 : kHeatSeconds);
     if (options.on_heated) options.on_heated();
     std::vector<bool> too_large(shapes.size(), false);
-    std::vector<std::size_t> order(shapes.size());
     for (int round = 0; round < runs.rounds; ++round) {
-      std::iota(order.begin(), order.end(), std::size_t{0});
-      std::shuffle(order.begin(), order.end(), std::mt19937(options.seed + round));
-      std::vector<std::size_t> todo;
-      for (std::size_t i : order)
-        if (!too_large[i] && !timings.count({i, round})) todo.push_back(i);
+      const std::vector<std::size_t> todo = round_todo(shapes.size(), options.seed, round, too_large, timings);
       const std::vector<std::size_t> starts = batch_starts(todo, cost_ns, kGemmBatchTargetNs, kGemmBatchMaxShapes);
       for (std::size_t b = 0; b + 1 < starts.size(); ++b) {
         std::vector<GemmShape> batch;

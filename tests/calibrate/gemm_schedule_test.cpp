@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
+#include <string>
 #include <numeric>
 
 #include "calibrate/gemm_merge.hpp"
@@ -165,6 +167,20 @@ TEST_F(GemmPartialFile, RefusesAMalformedFileWithItsPath) {
     std::ofstream(path) << text;
     EXPECT_THROW(load_gemm_partial(path, identity, shapes), InputError) << text;
   }
+}
+
+// The fuzzer's seed (tests/fuzz/fuzz_inputs.cpp, selector '6') is a file the reader accepts, so that fuzzing
+// starts inside the timings rather than at the identity check.
+TEST_F(GemmPartialFile, TheFuzzSeedIsAcceptedWhole) {
+  std::ifstream seed(std::string(TWIN_SOURCE_DIR) + "/tests/fuzz/inputs/6_gemm_partial.json");
+  std::string text((std::istreambuf_iterator<char>(seed)), std::istreambuf_iterator<char>());
+  ASSERT_FALSE(text.empty());
+  const auto path = dir / "seed.json";
+  std::ofstream(path) << text.substr(1);
+  const std::vector<GemmShape> shapes = {square(1024), square(2048)};
+  const auto timings = load_gemm_partial(path, gemm_partial_identity({{"quick", false}}, "00ff", 0, 1, shapes), shapes);
+  EXPECT_EQ(timings.size(), 2u);
+  EXPECT_EQ(timings.count({1, 2}), 1u);
 }
 
 TEST(ProgressText, SaysHowFarAndTheTimeLeftByWeight) {
