@@ -1,5 +1,5 @@
 // What an interrupted `twin calibrate` keeps: each GPU's GEMM timings so far, in a partial file beside --out
-// (OUT.partial.<rank>.json, written atomically after every batch), with what made them: the arguments, the
+// (OUT.partial.<rank>.json, written atomically every 2 s and at the end of the grid), with what made them: the arguments, the
 // GPU (its UUID), the rank count and the list of shapes. The next run with the same arguments on the same GPUs
 // times only what is missing; any other run is refused, naming what differs.
 #pragma once
