@@ -162,6 +162,7 @@ CalibrateOptions& add_calibrate_command(CLI::App& app) {
   CLI::Option* gpus = calibrate->add_option("--gpus", options.request.gpus, "use the first N GPUs (default: all)")
                           ->check(CLI::NonNegativeNumber);
   CLI::Option* quick = calibrate->add_flag("--quick", options.request.quick, "fewer shapes, sizes (powers of 4) and repetitions");
+  CLI::Option* quiet = calibrate->add_flag("--quiet", options.request.quiet, "no progress lines: warnings and errors only");
   CLI::Option* max_message = calibrate->add_option("--max-message-bytes", options.request.max_message_bytes,
                         "largest collective message (nccl-tests' S)")
       ->capture_default_str()
@@ -207,9 +208,11 @@ CalibrateOptions& add_calibrate_command(CLI::App& app) {
           "GPU preset"))
       ->needs(from_nccl);
   calibrate->add_option("--profile", options.profile,
+                        "with --scenario: a profile this machine's calibration wrote, to which only the scenario's\n"
+                        "shapes it lacks are added (default --out: the profile in place);\n"
                         "with --from-trace: the profile to update (default: the plan's \"profile\");\n"
                         "with --from-nccl-tests: the profile to add the tables to (default: builtin)");
-  for (CLI::Option* gpu_only : {scenario, gpus, quick, max_message, check, check_out, check_gemms}) {
+  for (CLI::Option* gpu_only : {scenario, gpus, quick, quiet, max_message, check, check_out, check_gemms}) {
     if (gpu_only != scenario) from_trace->excludes(gpu_only);  // a framework trace's fold reads the scenario
     from_nccl->excludes(gpu_only);
   }
@@ -218,6 +221,7 @@ CalibrateOptions& add_calibrate_command(CLI::App& app) {
       "Examples:\n"
       "  twin calibrate --out my.json\n"
       "  twin calibrate --scenario scenarios/llama3-8b-4xH200.json --out my.json\n"
+      "  twin calibrate --scenario scenarios/llama2-7b-8xH100.json --profile my.json\n"
       "  twin calibrate --check my.json --check-out check/\n"
       "  twin calibrate --check my.json --check-gemms my-gemms.json\n"
       "  twin calibrate --from-trace run/ --profile my.json\n"
@@ -234,12 +238,23 @@ int run_calibrate(const CLI::App&) {
   const CalibrateOptions& options = calibrate_options();
   if (!options.from_trace.empty()) return run_from_trace(options);
   if (!options.nccl_logs.empty()) return run_from_nccl_tests(options);
+  gpu::CalibrationRequest request = options.request;
   if (!options.profile.empty()) {
-    spdlog::error("--profile needs --from-trace or --from-nccl-tests (twin calibrate measures into --out)");
-    return 2;
+    if (request.scenario.empty() || !request.check_profile.empty()) {
+      spdlog::error("--profile needs --scenario (the shapes to add), --from-trace or --from-nccl-tests");
+      return 2;
+    }
+    request.profile = options.profile;
+    if (options.out->count() == 0) {  // in place, unless it names a built-in or shipped profile
+      if (is_named_profile(options.profile)) {
+        spdlog::error("--profile {} names a shipped profile: give --out for the completed copy", options.profile);
+        return 2;
+      }
+      request.out = options.profile;
+    }
   }
 #ifdef TWIN_WITH_CUDA
-  return run_gpu_calibration(options.request);
+  return run_gpu_calibration(request);
 #elif defined(TWIN_GPU_BINARY)
   return run_gpu_binary();  // twin-gpu parses the same arguments again and measures
 #else

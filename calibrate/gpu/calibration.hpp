@@ -1,6 +1,7 @@
-// `twin calibrate` end to end: with no rank in the environment it starts one process per GPU; each rank
-// measures collectives and interference together, then rank 0 times the GEMMs, fits the models and
-// writes the profile atomically (an interrupted run writes nothing).
+// `twin calibrate` end to end: with no rank in the environment it starts one process per GPU; the ranks measure
+// collectives and interference together, then each times its share of the GEMMs, and rank 0 merges them, times
+// the other kernels, fits the models and writes the profile atomically. An interrupted run writes no profile; the
+// GEMM timings it made stay in partial files beside --out that the same command continues.
 #pragma once
 #include <string>
 
@@ -11,6 +12,9 @@ struct CalibrationRequest {
   std::string out = "calibrated-profile.json";
   int gpus = 0;          // 0: every GPU of the machine
   bool quick = false;
+  bool quiet = false;    // no progress lines: warnings and errors only
+  // Non-empty (with `scenario`): add to this profile the scenario's shapes it lacks (calibrate/gpu/profile_increment.hpp).
+  std::string profile;
   long long max_message_bytes = 1ll << 30;
   // Non-empty: check this profile instead of calibrating (calibrate/gpu/profile_check.hpp), writing
   // check.csv and check.md into `check_out`.

@@ -8,6 +8,7 @@
 
 #include "gpu/checks.hpp"
 #include "calibrate/gpu/clock_probe.hpp"
+#include "calibrate/gemm_schedule.hpp"
 #include "calibrate/gpu/fit.hpp"
 
 namespace twin::gpu {
@@ -15,7 +16,6 @@ namespace twin::gpu {
 std::size_t gemm_a_elements(const GemmShape& s) { return static_cast<std::size_t>(s.m * s.k) * s.count; }
 std::size_t gemm_b_elements(const GemmShape& s) { return static_cast<std::size_t>(s.k * s.n) * s.count; }
 std::size_t gemm_c_elements(const GemmShape& s) { return static_cast<std::size_t>(s.m * s.n) * s.count; }
-double gemm_flops(const GemmShape& s) { return 2.0 * static_cast<double>(s.m) * s.n * s.k * s.count; }
 
 GemmBench::GemmBench(cudaStream_t stream) : stream_(stream), matmul_(kWorkspaceBytes) {}
 
@@ -37,14 +37,14 @@ void GemmBench::launch(const GemmShape& shape, const void* a, const void* b, voi
 
 std::optional<Measurement> GemmBench::measure(const GemmShape& shape, CuptiKernelTimer& timer, int warmup,
                                               int repetitions, std::size_t max_bytes) {
-  const std::size_t set_bytes = 2 * (gemm_a_elements(shape) + gemm_b_elements(shape));
-  const std::size_t c_bytes = 2 * gemm_c_elements(shape);
-  if (set_bytes + c_bytes > max_bytes) return std::nullopt;
   int device = 0, l2_bytes = 0;
   TWIN_CUDA_CHECK(cudaGetDevice(&device));
   TWIN_CUDA_CHECK(cudaDeviceGetAttribute(&l2_bytes, cudaDevAttrL2CacheSize, device));
-  const std::size_t wanted_sets = std::clamp<std::size_t>(2 * static_cast<std::size_t>(l2_bytes) / set_bytes + 1, 1, 8);
-  const std::size_t sets = std::max<std::size_t>(1, std::min(wanted_sets, (max_bytes - c_bytes) / set_bytes));
+  // The batched timer's rule for the input sets (calibrate/gemm_schedule.hpp), so that both time the same thing.
+  const auto layout = gemm_operand_layout(shape, static_cast<std::size_t>(l2_bytes), max_bytes);
+  if (!layout) return std::nullopt;
+  const std::size_t sets = layout->sets;
+  const std::size_t c_bytes = 2 * gemm_c_elements(shape);
 
   std::vector<DeviceBuffer> a_sets, b_sets;
   for (std::size_t i = 0; i < sets; ++i) {

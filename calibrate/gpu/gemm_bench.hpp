@@ -12,6 +12,7 @@
 
 #include "gpu/cupti_timer.hpp"
 #include "gpu/device_buffer.hpp"
+#include "calibrate/gemm_merge.hpp"
 #include "cost/profile.hpp"
 #include "gpu/grouped_matmul.hpp"
 #include "gpu/matmul.hpp"
@@ -24,7 +25,7 @@ namespace twin::gpu {
 std::size_t gemm_a_elements(const GemmShape& shape);
 std::size_t gemm_b_elements(const GemmShape& shape);
 std::size_t gemm_c_elements(const GemmShape& shape);
-double gemm_flops(const GemmShape& shape);  // 2 m n k count
+using twin::gemm_flops;  // 2 m n k count
 
 class GemmBench {
  public:

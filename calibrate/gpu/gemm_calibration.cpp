@@ -4,22 +4,18 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdint>
 #include <numeric>
 #include <random>
-#include <cstdint>
 #include <set>
 #include <tuple>
 
 #include <fmt/format.h>
 
 #include "calibrate/gemm_grid.hpp"
-#include "cost/profile.hpp"
-#include "cost/sm_clock.hpp"
-#include "gpu/checks.hpp"
-#include "gpu/cupti_timer.hpp"
-#include "calibrate/gpu/fit.hpp"
-#include "calibrate/gpu/gemm_bench.hpp"
+#include "calibrate/gemm_schedule.hpp"
 #include "core/scenario.hpp"
+#include "gpu/checks.hpp"
 #include "strategies/search.hpp"
 
 namespace twin::gpu {
@@ -31,14 +27,25 @@ GemmShape shape_of(const ShapeTuple& t) {
   return GemmShape{std::get<0>(t), std::get<1>(t), std::get<2>(t), std::get<3>(t), std::get<4>(t), std::get<5>(t)};
 }
 
-}  // namespace
-
-std::string gemm_key(const GemmShape& shape) {
-  Op op;
-  op.kind = OpKind::gemm;
-  op.gemm = shape;
-  return kernel_shape_key(op);
+GemmShape heater_shape() {
+  GemmShape large;
+  large.m = large.n = large.k = 8192;
+  return large;
 }
+
+// The shapes of a round still to time, in the round's shuffled order.
+std::vector<std::size_t> round_todo(std::size_t count, std::uint32_t seed, int round, const std::vector<bool>& too_large,
+                                    const GemmPartialTimings& timings) {
+  std::vector<std::size_t> order(count);
+  std::iota(order.begin(), order.end(), std::size_t{0});
+  std::shuffle(order.begin(), order.end(), std::mt19937(seed + round));
+  std::vector<std::size_t> todo;
+  for (std::size_t i : order)
+    if (!too_large[i] && !timings.count({i, round})) todo.push_back(i);
+  return todo;
+}
+
+}  // namespace
 
 std::vector<GemmShape> scenario_gemm_shapes(const std::string& path) {
   const Scenario scenario = load_scenario(path);
@@ -52,13 +59,13 @@ std::vector<GemmShape> scenario_gemm_shapes(const std::string& path) {
   return out;
 }
 
-namespace {
-GemmShape heater_shape() {
-  GemmShape large;
-  large.m = large.n = large.k = 8192;
-  return large;
+std::vector<GemmShape> distinct_gemm_shapes(const std::vector<GemmShape>& shapes) {
+  std::vector<GemmShape> distinct;
+  std::set<ShapeTuple> seen;
+  for (const GemmShape& shape : shapes)
+    if (seen.insert(tuple_of(shape)).second) distinct.push_back(shape);
+  return distinct;
 }
-}  // namespace
 
 void heat_gpu(GemmBench& bench, CuptiKernelTimer& timer, double seconds) {
   const auto until = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
@@ -69,10 +76,15 @@ void keep_gpu_hot(GemmBench& bench, CuptiKernelTimer& timer) {
   bench.measure(heater_shape(), timer, 0, kHeaterLaunchesPerShape, SIZE_MAX);
 }
 
-std::vector<std::vector<GemmTiming>> time_gemm_rounds(
-    const std::vector<GemmShape>& shapes, bool quick, std::uint32_t seed,
-    const std::function<void(std::size_t shape, std::size_t visit, int round, const GemmTiming&)>& on_timing) {
-  std::vector<std::vector<GemmTiming>> timings(shapes.size());
+std::vector<std::vector<GemmTiming>> time_gemm_rounds(const std::vector<GemmShape>& shapes,
+                                                      const GemmRoundsOptions& options) {
+  const GemmRuns runs = gemm_runs(options.quick);
+  std::vector<double> cost_ns = options.cost_ns;
+  if (cost_ns.size() != shapes.size()) cost_ns.assign(shapes.size(), 1.0);
+  GemmPartialTimings timings;  // every round of every shape, kernels' names beside
+  std::map<std::pair<std::size_t, int>, std::string> kernels;
+  for (const auto& [at, m] : options.done)
+    if (at.first < shapes.size() && at.second < runs.rounds) timings[at] = m;
   cudaStream_t stream = nullptr;
   TWIN_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   {
@@ -80,81 +92,47 @@ std::vector<std::vector<GemmTiming>> time_gemm_rounds(
     CuptiKernelTimer timer;
     std::size_t free_bytes = 0, total_bytes = 0;
     TWIN_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
-    const GemmRuns runs = gemm_runs(quick);
-    std::vector<bool> too_large(shapes.size(), false);
+    std::vector<GemmShape> arena_shapes = shapes;
+    arena_shapes.push_back(heater_shape());
+    GemmBatchTimer batches(bench, timer, arena_shapes, free_bytes / 2);
     // Training keeps the GPU hot, and a GPU's clocks fall as it heats: measure it hot, and in a fixed
     // shuffled order per round, so that any drift left is spread over all sizes instead of landing on the
     // last ones.
-    heat_gpu(bench, timer, quick ? 2.0 : kHeatSeconds);
-    std::vector<std::size_t> order(shapes.size());
-    std::iota(order.begin(), order.end(), std::size_t{0});
+    heat_gpu(bench, timer, options.quick ? 2.0 : kHeatSeconds);
+    if (options.on_heated) options.on_heated();
+    std::vector<bool> too_large(shapes.size(), false);
     for (int round = 0; round < runs.rounds; ++round) {
-      std::shuffle(order.begin(), order.end(), std::mt19937(seed + round));
-      for (std::size_t visit = 0; visit < order.size(); ++visit) {
-        const std::size_t i = order[visit];
-        if (too_large[i]) continue;
-        if (!quick) keep_gpu_hot(bench, timer);
-        auto measurement = bench.measure(shapes[i], timer, runs.warmup, runs.timed, free_bytes / 2);
-        if (!measurement) {
-          too_large[i] = true;
-          continue;
+      const std::vector<std::size_t> todo = round_todo(shapes.size(), options.seed, round, too_large, timings);
+      const std::vector<std::size_t> starts = batch_starts(todo, cost_ns, kGemmBatchTargetNs, kGemmBatchMaxShapes);
+      for (std::size_t b = 0; b + 1 < starts.size(); ++b) {
+        std::vector<GemmShape> batch;
+        double batch_cost_ns = 0;
+        for (std::size_t v = starts[b]; v < starts[b + 1]; ++v) {
+          batch.push_back(shapes[todo[v]]);
+          batch_cost_ns += cost_ns[todo[v]];
         }
-        measurement->sm_clock_MHz = bench.last_sm_clock_MHz();
-        timings[i].push_back({*measurement, bench.last_kernel()});
-        if (on_timing) on_timing(i, visit, round, timings[i].back());
+        const auto timed = batches.time(batch, runs, heater_shape(), options.quick ? 0 : kHeaterLaunchesPerShape);
+        for (std::size_t j = 0; j < timed.size(); ++j) {
+          const std::size_t i = todo[starts[b] + j];
+          if (!timed[j]) {
+            too_large[i] = true;
+            continue;
+          }
+          timings[{i, round}] = timed[j]->measured;
+          kernels[{i, round}] = timed[j]->kernel;
+        }
+        if (options.on_batch) options.on_batch(timings, batch_cost_ns, batch.size(), false);
       }
     }
+    if (options.on_batch) options.on_batch(timings, 0, 0, true);
     if (timer.dropped_records() > 0)
       throw std::runtime_error(fmt::format("CUPTI dropped {} activity records: GEMM timings are incomplete",
                                            timer.dropped_records()));
   }
   TWIN_CUDA_CHECK(cudaStreamDestroy(stream));
-  return timings;
-}
-
-GemmCalibration calibrate_gemms(const std::vector<GemmShape>& shapes, double peak_tflops, bool quick,
-                                const std::function<void(const std::string&)>& progress) {
-  GemmCalibration result;
-  std::vector<GemmShape> distinct;  // a scenario's shapes may repeat grid shapes
-  std::set<ShapeTuple> seen;
-  for (const GemmShape& shape : shapes)
-    if (seen.insert(tuple_of(shape)).second) distinct.push_back(shape);
-  const int rounds = gemm_runs(quick).rounds;
-  const auto timings = time_gemm_rounds(
-      distinct, quick, 20261121, [&](std::size_t i, std::size_t visit, int round, const GemmTiming& timing) {
-        const GemmShape& shape = distinct[i];
-        const Measurement& m = timing.measured;
-        const double tflops = gemm_flops(shape) / m.median_ns * 1e-3;
-        result.best_tflops = std::max(result.best_tflops, tflops);
-        if (progress)
-          progress(fmt::format("GEMM {}/{} (round {}/{}) m={} n={} k={} count={} ta={} tb={}: {:.1f} us (p10 {:.1f}, "
-                               "p90 {:.1f}) at {:.0f} MHz, {:.0f} TFLOP/s",
-                               visit + 1, distinct.size(), round + 1, rounds, shape.m, shape.n, shape.k, shape.count,
-                               int(shape.transpose_a), int(shape.transpose_b), m.median_ns * 1e-3, m.p10_ns * 1e-3,
-                               m.p90_ns * 1e-3, m.sm_clock_MHz, tflops));
-      });
-  // Every time at the median clock of all timings (cost/sm_clock.hpp), each shape its median round,
-  // and the model fitted on those.
-  std::vector<Measurement> all_timings;
-  for (const auto& shape_timings : timings)
-    for (const GemmTiming& timing : shape_timings) all_timings.push_back(timing.measured);
-  result.reference_sm_clock_MHz = median_sm_clock_MHz(all_timings);
-  std::vector<double> flops, seconds;
-  for (std::size_t i = 0; i < distinct.size(); ++i) {
-    if (timings[i].empty()) {
-      result.skipped.push_back(distinct[i]);
-      continue;
-    }
-    std::vector<Measurement> shape_rounds;
-    for (const GemmTiming& timing : timings[i]) shape_rounds.push_back(timing.measured);
-    const Measurement kept = median_round_at_sm_clock(shape_rounds, result.reference_sm_clock_MHz);
-    result.measured.emplace_back(distinct[i], kept);
-    flops.push_back(gemm_flops(distinct[i]));
-    seconds.push_back(kept.median_ns * 1e-9);
-  }
-  if (result.measured.size() < 2) throw std::runtime_error("fewer than 2 GEMM shapes could be measured");
-  result.efficiency = gemm_efficiency_from_fit(fit_affine_relative(flops, seconds), peak_tflops);
-  return result;
+  std::vector<std::vector<GemmTiming>> out(shapes.size());
+  for (const auto& [at, m] : timings) out[at.first].push_back({m, kernels[at]});
+  return out;
 }
 
 }  // namespace twin::gpu

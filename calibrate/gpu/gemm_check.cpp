@@ -60,7 +60,9 @@ Op gemm_op(const GemmShape& shape) {
 void time_in_rounds(std::map<std::string, TimedShape>& shapes) {
   std::vector<GemmShape> order;
   for (const auto& [key, timed] : shapes) order.push_back(timed.shape);
-  auto timings = time_gemm_rounds(order, false, 20261123, nullptr);
+  GemmRoundsOptions options;
+  options.seed = 20261123;
+  auto timings = time_gemm_rounds(order, options);
   std::size_t i = 0;
   for (auto& [key, timed] : shapes) timed.rounds = std::move(timings[i++]);
   spdlog::info("[check] {} GEMM shapes timed in {} rounds", shapes.size(), gemm_runs(false).rounds);

@@ -55,8 +55,14 @@ TEST(CalibrateNcclTests, OptionMistakesAreUsageErrors) {
   EXPECT_EQ(run_twin("calibrate --collective all_reduce").exit_code, 2);
   Outcome profile_alone = run_twin("calibrate --profile builtin");
   EXPECT_EQ(profile_alone.exit_code, 2);
-  EXPECT_NE(profile_alone.output.find("--profile needs --from-trace or --from-nccl-tests"), std::string::npos)
+  EXPECT_NE(profile_alone.output.find("--profile needs --scenario (the shapes to add), --from-trace or --from-nccl-tests"),
+            std::string::npos)
       << profile_alone.output;
+  // Shapes added to a shipped profile need somewhere to go: the shipped file is not rewritten.
+  Outcome shipped = run_twin("calibrate --scenario " + std::string(TWIN_SOURCE_DIR) +
+                             "/scenarios/llama3-8b-4xH200.json --profile h200-x1");
+  EXPECT_EQ(shipped.exit_code, 2);
+  EXPECT_NE(shipped.output.find("names a shipped profile: give --out"), std::string::npos) << shipped.output;
   Outcome help = run_twin("calibrate --help");
   for (const char* option : {"--from-nccl-tests", "--collective", "--gpu"})
     EXPECT_NE(help.output.find(option), std::string::npos) << option;

@@ -10,6 +10,7 @@
 #include <string>
 #include <unistd.h>
 
+#include "calibrate/gemm_partial.hpp"
 #include "cost/profile.hpp"
 #include "core/error.hpp"
 #include "core/input_file.hpp"
@@ -30,9 +31,18 @@ void read_kineto(const std::string& text) {
   twin::classify_trace(twin::read_kineto_trace(path));
 }
 
-// '0'..'5': the selector bytes of the seeds, readable in a file listing.
+// twin calibrate's partial GEMM timings, checked against the identity of a calibration of two shapes on one GPU.
+void read_gemm_partial(const std::string& text) {
+  const std::filesystem::path path =
+      std::filesystem::temp_directory_path() / ("twin_fuzz_partial_" + std::to_string(getpid()) + ".json");
+  std::ofstream(path, std::ios::binary) << text;
+  const std::vector<twin::GemmShape> shapes = {{1024, 1024, 1024, 1, false, false}, {2048, 2048, 2048, 1, false, false}};
+  twin::load_gemm_partial(path, twin::gemm_partial_identity({{"quick", false}}, "00ff", 0, 1, shapes), shapes);
+}
+
+// '0'..'6': the selector bytes of the seeds, readable in a file listing.
 void read_as(char reader, const std::string& text) {
-  switch ((reader - '0' + 6) % 6) {
+  switch ((reader - '0' + 7) % 7) {
     case 0: twin::profile_from_json(twin::parse_input_json(text, "profile.json"), "profile.json"); break;
     case 1: twin::parse_plan(twin::parse_input_json(text, "best.json"), "best.json"); break;
     case 2:  // a histogram: JSON pairs where the text starts with '[', else CSV rows
@@ -41,6 +51,7 @@ void read_as(char reader, const std::string& text) {
       break;
     case 3: twin::parse_run_metrics(twin::parse_input_json(text, "metrics.json"), "metrics.json"); break;
     case 5: read_kineto(text); break;
+    case 6: read_gemm_partial(text); break;
     default: twin::parse_ops_csv(text, "ops.csv"); break;
   }
 }

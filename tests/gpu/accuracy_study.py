@@ -26,7 +26,7 @@ STRATEGY_FIELDS = {"tensor_model_parallel_size": int, "pipeline_model_parallel_s
                    "micro_batch_size": int, "num_micro_batches": int, "zero_stage": int, "recompute": str,
                    "schedule": str}
 STARTUP_S = 15.0            # per twin execute: 4 processes, CUDA, NCCL and CUPTI set-up, weights (estimate)
-CALIBRATE_S = 120.0         # twin calibrate on 4 H200s took 116 s (provenance of the shipped h200-x4)
+CALIBRATE_S = 45.0          # twin calibrate on 4 H200s took 44 s (2026-11-28, docs/PERFORMANCE.md "Issue 43"); one H200 about 95 s
 
 
 # ---------------------------------------------------------------- running twin
