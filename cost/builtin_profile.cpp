@@ -7,7 +7,6 @@
 // inside a training step than their benchmarks say, on Ampere and on Hopper. Links follow NCCL's own model
 // (sim/nccl_model.hpp) at published bus bandwidths; the overlap slowdowns were measured on 4 H200s.
 #include <algorithm>
-#include <cstdlib>
 #include <stdexcept>
 
 #include "cost/fitted_parameters.hpp"
@@ -148,11 +147,6 @@ Profile make_builtin() {
   // than alone (h200-x4 provenance.interference, 2026-11-21).
   p.overlap = node.overlap;
   // How much slower kernels run inside a training step than their benchmarks: fitted on published runs.
-  // Issue 37's experiments (reverted in the next commit; docs/VALIDATION.md "Mechanisms tried").
-  if (const char* gap = std::getenv("TWIN_EXPERIMENT_GAP_NS"))
-    for (GpuKernelProfile& g : p.gpus) g.launch_overhead_ns = std::atof(gap);
-  if (const char* spread = std::getenv("TWIN_EXPERIMENT_SPREAD"))
-    for (GpuKernelProfile& g : p.gpus) g.sm_clock_spread = std::atof(spread);
   for (const FittedParameter& fitted : builtin_fitted_parameters())
     p = with_fitted_value(std::move(p), fitted, fitted.value);
   return p;

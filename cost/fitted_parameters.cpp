@@ -2,7 +2,6 @@
 #include "cost/fitted_parameters.hpp"
 
 #include <algorithm>
-#include <cstdlib>
 
 namespace twin {
 
@@ -64,9 +63,7 @@ Profile with_fitted_value(Profile profile, const FittedParameter& parameter, std
   for (GpuKernelProfile& kernels : profile.gpus) {
     if (!applies_to(parameter, kernels.gpu)) continue;
     const double factor = value ? in_training_factor(parameter, *value, kernels.gpu) : 1.0;
-    const char* kinds = std::getenv("TWIN_EXPERIMENT_PRIOR_KINDS");  // issue 37's experiment (b), reverted next
-    const bool compute_only = kinds && std::string(kinds) == "compute";
-    kernels.in_situ_prior = {factor, factor, compute_only ? 1.0 : factor};
+    kernels.in_situ_prior = {factor, factor, factor};
   }
   return profile;
 }

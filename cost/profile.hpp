@@ -114,10 +114,6 @@ struct GpuKernelProfile {
   // reference / sustained, cost/sm_clock.hpp); a time a trace measured in training is not. 0: priced at the
   // reference clock.
   double sustained_sm_clock_MHz = 0;
-  // How much the SM clock of this kind of GPU wanders through a training step at its power limit: the standard
-  // deviation over the mean of the clocks NVML samples, each GPU on its own (sim/straggler.hpp prices what ranks
-  // that wander apart wait for each other at every collective). 0: ranks keep step.
-  double sm_clock_spread = 0;
   // Optional in files ("in_situ_prior"); the built-in profile sets it per GPU.
   InSituPrior in_situ_prior;
   // Exact shapes measured by calibration: key from kernel_shape_key(op) -> time. Lookup wins over the model.

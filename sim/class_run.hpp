@@ -3,7 +3,6 @@
 #pragma once
 #include <array>
 #include <cstdint>
-#include <utility>
 #include <vector>
 
 #include "core/op_graph.hpp"
@@ -21,9 +20,6 @@ struct ClassRun {
   std::vector<OpTiming> timings;
   ClassClock clock;
   std::array<int, 3> active_by_kernel{};  // active communication ops by CommKernel (how they slow compute)
-  // Per group size, the class's compute time (its breakdown's) when a collective over at least that many ranks
-  // last synchronised it: what arriving ranks may have drifted apart over (sim/straggler.hpp).
-  std::vector<std::pair<int, TimeNs>> synchronised_at;
   TimeNs finish_ns = 0;
   std::size_t done = 0;
   bool dirty = false;

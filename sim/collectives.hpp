@@ -66,10 +66,6 @@ struct CollectivePlan {
   std::string_view protocol;             // NCCL's: "LL", "LL128", "Simple"; empty for the others
   std::array<CollectivePhase, 3> phases{};
   int phase_count = 0;
-  // A collective starts when the last of its ranks arrives: the expected wait, as a share of the compute each
-  // rank did since the group last synchronised (sim/straggler.hpp); 0: none.
-  double arrival_wait_share = 0;
-  int group_size = 1;                    // ranks that synchronise in it
 };
 
 // The plan of one NCCL algorithm and protocol (nccl_supports must hold), and the direct all-to-all.

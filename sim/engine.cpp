@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
-#include <cstdlib>
 #include <vector>
 
 #include "sim/activities.hpp"
@@ -44,7 +43,6 @@ struct CommRun {
   int flows_left = 0;
   bool latency_done = false;
   bool nccl = false;  // its op's CommKernel is NCCL's (rating its flows reads it, not the op)
-  TimeNs arrival_wait_ns = 0;  // waited for the group's last rank before the first phase (sim/straggler.hpp)
 };
 
 class Engine {
@@ -126,12 +124,10 @@ class Engine {
         return;
       }
       case OpClass::collective:
-      case OpClass::ring_send: {
+      case OpClass::ring_send:
         begin(c, i, /*communication=*/true);
-        const CollectivePlan& plan = flat_.classes[c].plans[op.plan];
-        start_run({c, -1}, {i, 0}, plan, op.message_bytes, 1.0, arrival_wait_ns(c, plan));
+        start_run({c, -1}, {i, 0}, flat_.classes[c].plans[op.plan], op.message_bytes);
         return;
-      }
       case OpClass::pipeline_send:
       case OpClass::pipeline_recv: {
         classes_[c].state[i] = OpState::waiting_peer;
@@ -210,30 +206,8 @@ class Engine {
   }
 
   // ---- communication ----
-  // The wait of a collective for its group's last rank: its plan's share of the compute the class did since a
-  // collective over at least as many ranks last synchronised it (sim/straggler.hpp). That collective now
-  // synchronises every group of its size or smaller.
-  TimeNs arrival_wait_ns(int c, const CollectivePlan& plan) {
-    if (plan.arrival_wait_share <= 0) return 0;
-    ClassRun& run = classes_[c];
-    const TimeNs compute_ns = run.clock.breakdown().compute_ns;  // begin() advanced the clock to now
-    TimeNs synchronised_ns = 0;
-    for (const auto& [size, at_ns] : run.synchronised_at)
-      if (size >= plan.group_size) synchronised_ns = std::max(synchronised_ns, at_ns);
-    bool known = false;
-    for (auto& [size, at_ns] : run.synchronised_at) {
-      if (size <= plan.group_size) at_ns = compute_ns;
-      known = known || size == plan.group_size;
-    }
-    if (!known) run.synchronised_at.emplace_back(plan.group_size, compute_ns);
-    double drift_ns = static_cast<double>(compute_ns - synchronised_ns);
-    static const double tau_ns = std::getenv("TWIN_EXPERIMENT_TAU_MS") ? std::atof(std::getenv("TWIN_EXPERIMENT_TAU_MS")) * 1e6 : 0;
-    if (tau_ns > 0 && drift_ns > tau_ns) drift_ns = std::sqrt(tau_ns * drift_ns);
-    return ceil_ns(plan.arrival_wait_share * drift_ns);
-  }
-
   void start_run(std::array<std::int32_t, 2> rank_class, std::array<std::uint32_t, 2> op, const CollectivePlan& plan,
-                 double message_bytes, double receive_scale = 1.0, TimeNs arrival_wait_ns = 0) {
+                 double message_bytes, double receive_scale = 1.0) {
     std::uint32_t r;
     if (!free_runs_.empty()) {
       r = free_runs_.back();
@@ -243,7 +217,7 @@ class Engine {
       runs_.emplace_back();
     }
     const bool nccl = flat_.classes[rank_class[0]].ops[op[0]].comm_kernel == CommKernel::nccl;
-    runs_[r] = CommRun{rank_class, op, &plan, message_bytes, receive_scale, 0, 0, false, nccl, arrival_wait_ns};
+    runs_[r] = CommRun{rank_class, op, &plan, message_bytes, receive_scale, 0, 0, false, nccl};
     continue_run(r, /*may_finish_now=*/false);
   }
 
@@ -251,12 +225,6 @@ class Engine {
   // would end during its own start ends through a zero delay instead, so finishing never recurses.
   void continue_run(std::uint32_t r, bool may_finish_now) {
     CommRun& run = runs_[r];
-    if (run.arrival_wait_ns > 0) {
-      const TimeNs wait_ns = run.arrival_wait_ns;
-      run.arrival_wait_ns = 0;
-      schedule_delay(r, wait_ns);
-      return;
-    }
     while (run.phase < run.plan->phase_count) {
       const CollectivePhase& phase = run.plan->phases[run.phase];
       if (!run.latency_done && phase.latency_ns > 0) {

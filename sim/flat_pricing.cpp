@@ -2,11 +2,9 @@
 #include "sim/flat_pricing.hpp"
 
 #include <cmath>
-#include <cstdlib>
 #include <stdexcept>
 
 #include "sim/measured_collectives.hpp"
-#include "sim/straggler.hpp"
 
 namespace twin::sim {
 namespace {
@@ -57,7 +55,7 @@ std::uint32_t PlanTable::collective(const Op& op, const GroupSpan& span, const O
     CollectivePlan plan = tune_collective(op.kind, op.bytes, span, flat_.links);
     apply_correction(plan, profile_, gpu_, op.kind);
     return plan;
-  }, what, std::getenv("TWIN_EXPERIMENT_INTER_ONLY") && span.nodes <= 1 ? 1 : span.size);
+  }, what);
 }
 
 std::uint32_t PlanTable::point_to_point(Bytes bytes, LinkKind link, const OpRef& what) {
@@ -68,13 +66,10 @@ std::uint32_t PlanTable::point_to_point(Bytes bytes, LinkKind link, const OpRef&
 }
 
 template <class MakePlan>
-std::uint32_t PlanTable::find_or_add(const Key& key, MakePlan make_plan, const OpRef& what, int synchronised_ranks) {
+std::uint32_t PlanTable::find_or_add(const Key& key, MakePlan make_plan, const OpRef& what) {
   auto it = index_.find(key);
   if (it != index_.end()) return it->second;
   CollectivePlan plan = make_plan();
-  plan.group_size = synchronised_ranks;
-  if (!profile_.gpus.empty())
-    plan.arrival_wait_share = arrival_wait_share(profile_.kernels_for(gpu_).sm_clock_spread, synchronised_ranks);
   require_links(plan, flat_.links, what);
   const auto index = static_cast<std::uint32_t>(flat_.plans.size());
   flat_.plans.push_back(plan);

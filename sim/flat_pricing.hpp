@@ -68,7 +68,7 @@ class PlanTable {
  private:
   using Key = std::tuple<int, Bytes, int, int, int>;
   template <class MakePlan>
-  std::uint32_t find_or_add(const Key& key, MakePlan make_plan, const OpRef& what, int synchronised_ranks = 1);
+  std::uint32_t find_or_add(const Key& key, MakePlan make_plan, const OpRef& what);
   FlatClass& flat_;
   const Profile& profile_;
   const GpuSpec& gpu_;
