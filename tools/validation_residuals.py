@@ -2,7 +2,7 @@
 """Residual analysis of `twin validate --cross-validate`: every row's held-out error against its features.
 
     python3 tools/validation_residuals.py --twin build/twin --table tests/validation/published.json \
-        --csv VAL/validation.csv --out DIR
+        --csv VAL/validation.csv --out DIR [--summarize]
 
 For every feasible row, the strategy `twin validate` chose (validation.csv's `best`) is simulated alone with
 `twin simulate --top 1`, and its trace's first stage is read: what share of the compute stream each kind of
@@ -95,7 +95,7 @@ def row_features(row, val):
     return {"id": row["id"], "group": row["group"], "error": float(val["error"]), "gpus": gpus,
             "log2_gpus": math.log2(gpus), "family": family, "params_b": params_b, "hidden": m["hidden_size"],
             "seq": tr["seq_length"], "tp": num("tp"), "pp": num("pp"), "dp": num("dp"), "cp": num("cp"),
-            "mbs": num("mbs"), "precision": tr.get("precision", "bf16"),
+            "mbs": num("mbs"), "zero": num("z"), "precision": tr.get("precision", "bf16"),
             "framework": s.get("framework", {}).get("name", "megatron-core"),
             "year": year(row["group"]),
             "exposed_comm_share": float(val["exposed_communication_s"]) / predicted,
@@ -119,6 +119,13 @@ def simulated_features(twin, row, val):
     return features
 
 
+def numeric(text):
+    try:
+        return float(text)
+    except ValueError:
+        return text
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--twin", required=True)
@@ -126,7 +133,12 @@ def main():
     parser.add_argument("--csv", required=True, help="validation.csv of `twin validate --cross-validate`")
     parser.add_argument("--out", required=True)
     parser.add_argument("--jobs", type=int, default=2)
+    parser.add_argument("--summarize", action="store_true", help="only summarize DIR/residuals.csv of a former run")
     args = parser.parse_args()
+    if args.summarize:
+        with open(os.path.join(args.out, "residuals.csv")) as f:
+            summarize([{k: numeric(v) for k, v in r.items()} for r in csv.DictReader(f)])
+        return
     rows = {r["id"]: r for r in json.load(open(args.table))["rows"]}
     os.makedirs(args.out, exist_ok=True)
     with open(args.csv) as f:
@@ -140,21 +152,58 @@ def main():
     summarize(out)
 
 
+FEATURES = ["log2_gpus", "params_b", "hidden", "seq", "tp", "pp", "log2_dp", "mbs", "gemm_share", "attention_share",
+            "memory_bound_share", "mean_gemm_gflop", "mean_kernel_us", "exposed_comm_share", "bubble_share"]
+
+
+def within_group(out, key):
+    """`key` less its group's mean: what varies inside a group, where framework and year are fixed."""
+    means = {g: statistics.fmean(r[key] for r in out if r["group"] == g) for g in {r["group"] for r in out}}
+    return [r[key] - means[r["group"]] for r in out]
+
+
+def correlation(xs, ys):
+    return statistics.correlation(xs, ys) if len(set(xs)) > 1 else float("nan")
+
+
 def summarize(out):
+    for r in out:
+        r["log2_dp"] = math.log2(r["dp"])
     errors = [r["error"] for r in out]
-    print("| feature | below median: rows, mean error | above: rows, mean error | Pearson r with error |")
-    print("| --- | --- | --- | --- |")
-    for feature in ["log2_gpus", "params_b", "hidden", "seq", "tp", "pp", "dp", "mbs", "gemm_share",
-                    "attention_share", "memory_bound_share", "mean_gemm_gflop",
-                    "mean_kernel_us", "exposed_comm_share", "bubble_share"]:
+    mean = lambda xs: statistics.fmean(xs) * 100 if xs else float("nan")
+    print("| feature | at or below the median: rows, mean error | above: rows, mean error | r | r within groups |")
+    print("| --- | --- | --- | --- | --- |")
+    for feature in FEATURES:
         values = [r[feature] for r in out]
         median = statistics.median(values)
         low = [e for v, e in zip(values, errors) if v <= median]
         high = [e for v, e in zip(values, errors) if v > median]
-        r = statistics.correlation(values, errors) if len(set(values)) > 1 else float("nan")
-        mean = lambda xs: statistics.fmean(xs) * 100 if xs else float("nan")
         print(f"| {feature} (median {median:.3g}) | {len(low)}, {mean(low):+.1f}% | {len(high)}, {mean(high):+.1f}% "
-              f"| {r:+.2f} |")
+              f"| {correlation(values, errors):+.2f} "
+              f"| {correlation(within_group(out, feature), within_group(out, 'error')):+.2f} |")
+    print()
+    data_parallel_series(out)
+
+
+def data_parallel_series(out):
+    """Rows of one group, model and layout that differ only in data-parallel size: the slope of their error
+    against log2 of it (points per doubling), data-parallel state sharded (ZeRO 2-3, FSDP) or not."""
+    series = {}
+    for r in out:
+        series.setdefault((r["group"], round(r["params_b"], 1), r["zero"], r["tp"], r["pp"]), []).append(r)
+    print("| data parallelism | series | rows | negative slopes | median slope (points per doubling) |")
+    print("| --- | --- | --- | --- | --- |")
+    for sharded in (False, True):
+        slopes, rows = [], 0
+        for key, members in sorted(series.items()):
+            if (key[2] >= 2) != sharded or len({m["dp"] for m in members}) < 2:
+                continue
+            slopes.append(statistics.linear_regression([m["log2_dp"] for m in members],
+                                                       [100 * m["error"] for m in members]).slope)
+            rows += len(members)
+        if slopes:
+            print(f"| {'sharded (ZeRO 2-3, FSDP)' if sharded else 'replicated'} | {len(slopes)} | {rows} "
+                  f"| {sum(s < 0 for s in slopes)} | {statistics.median(slopes):+.2f} |")
 
 
 if __name__ == "__main__":
