@@ -1,6 +1,7 @@
 // How twin calibrate splits, batches, merges and resumes its GEMM work (calibrate/gemm_schedule.hpp,
 // calibrate/gemm_merge.hpp, calibrate/gemm_partial.hpp), without a GPU.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -116,7 +117,12 @@ TEST(MergeGemmTimings, PoolsGpusAtOneClockInShapeOrderAndReportsAgreement) {
 
 class GemmPartialFile : public ::testing::Test {
  protected:
-  std::filesystem::path dir = std::filesystem::temp_directory_path() / "twin_gemm_partial_test";
+  // One folder per test and process: ctest runs these tests as separate processes at once, and one's TearDown
+  // must not remove the file another is reading.
+  std::filesystem::path dir = std::filesystem::temp_directory_path() /
+                              ("twin_gemm_partial_test_" +
+                               std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()) + "_" +
+                               std::to_string(::getpid()));
   void SetUp() override { std::filesystem::create_directories(dir); }
   void TearDown() override { std::filesystem::remove_all(dir); }
 };

@@ -6,6 +6,7 @@
 #include "core/error.hpp"
 #include "core/fp8.hpp"
 #include "core/scenario.hpp"
+#include "tests/core/scenario_fixtures.hpp"
 
 namespace twin {
 namespace {
@@ -13,14 +14,8 @@ namespace {
 using nlohmann::json;
 
 json scenario_with(const json& fp8, const char* gpu = "H100-SXM-80GB") {
-  json s = json::parse(R"({
-    "name": "t",
-    "model": {"preset": "llama2-7b"},
-    "training": {"seq_length": 4096, "global_batch_size": 512},
-    "cluster": {"nodes": [{"count": 1, "gpus_per_node": 8}]}
-  })");
+  json s = testing::scenario_with_training(fp8.is_null() ? json::object() : json{{"fp8", fp8}});
   s["cluster"]["nodes"][0]["gpu"] = gpu;
-  if (!fp8.is_null()) s["training"]["fp8"] = fp8;
   return s;
 }
 

@@ -6,22 +6,14 @@
 
 #include "core/error.hpp"
 #include "core/scenario.hpp"
+#include "tests/core/scenario_fixtures.hpp"
 
 namespace twin {
 namespace {
 
 using nlohmann::json;
 
-json scenario_with(const json& training_extra) {
-  json s = json::parse(R"({
-    "name": "t",
-    "model": {"preset": "llama2-7b"},
-    "training": {"seq_length": 4096, "global_batch_size": 512},
-    "cluster": {"nodes": [{"count": 1, "gpu": "H100-SXM-80GB", "gpus_per_node": 8}]}
-  })");
-  for (const auto& [key, value] : training_extra.items()) s["training"][key] = value;
-  return s;
-}
+json scenario_with(const json& training_extra) { return testing::scenario_with_training(training_extra); }
 
 std::string error_path(const json& document) {
   try {

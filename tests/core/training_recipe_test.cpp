@@ -10,22 +10,14 @@
 #include "core/error.hpp"
 #include "core/scenario.hpp"
 #include "core/training_recipe.hpp"
+#include "tests/core/scenario_fixtures.hpp"
 
 namespace twin {
 namespace {
 
 using nlohmann::json;
 
-json scenario_with(const json& keys) {
-  json s = json::parse(R"({
-    "name": "t",
-    "model": {"preset": "llama2-7b"},
-    "training": {"seq_length": 4096, "global_batch_size": 512},
-    "cluster": {"nodes": [{"count": 1, "gpu": "H100-SXM-80GB", "gpus_per_node": 8}]}
-  })");
-  s["training"].update(keys);
-  return s;
-}
+json scenario_with(const json& keys) { return testing::scenario_with_training(keys); }
 
 std::string error_of(const json& keys) {
   try {
