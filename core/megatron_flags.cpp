@@ -164,6 +164,8 @@ const std::vector<MegatronFlag>& megatron_flags() {
       {"--tp-comm-overlap", K::switch_on, {}, false, "megatron/core/model_parallel_config.py:265"},
       {"--no-gradient-accumulation-fusion", K::switch_on, {}, false, "megatron/training/arguments.py:2944"},
       {"--cross-entropy-loss-fusion", K::switch_on, {}, false, "megatron/core/model_parallel_config.py:320"},
+      {"--overlap-moe-expert-parallel-comm", K::switch_on, {}, false, "megatron/core/model_parallel_config.py:343"},
+      {"--delay-wgrad-compute", K::switch_on, {}, false, "megatron/core/model_parallel_config.py:348"},
   };
   return table;
 }

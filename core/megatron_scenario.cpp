@@ -295,6 +295,13 @@ void read_framework(Reading& r) {
     cp_type = given_type->values.front() == "allgather" ? "all_gather" : "p2p";
   }
   r.doc.set("/framework/cp_comm_type", cp_type, "--cp-comm-type");
+  if (a.has("--overlap-moe-expert-parallel-comm"))
+    r.doc.set("/framework/overlap_moe_expert_parallel_comm", true, "--overlap-moe-expert-parallel-comm");
+  if (a.has("--delay-wgrad-compute") && !a.has("--overlap-moe-expert-parallel-comm"))
+    r.note("--delay-wgrad-compute without --overlap-moe-expert-parallel-comm: not modelled (twin delays the weight "
+           "gradients only in the overlapped EP schedule)");
+  else if (a.has("--delay-wgrad-compute"))
+    r.doc.set("/framework/delay_wgrad_compute", true, "--delay-wgrad-compute");
 }
 
 // What the table does not hold, and the words around the arguments.

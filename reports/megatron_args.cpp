@@ -249,6 +249,8 @@ void framework(ArgsText& out, const Scenario& scenario, const Strategy& s) {
   if (f.tp_comm_overlap && s.sequence_parallel && s.tensor_model_parallel_size > 1) out.arg("--tp-comm-overlap");
   if (!f.gradient_accumulation_fusion) out.arg("--no-gradient-accumulation-fusion");
   if (f.cross_entropy_loss_fusion) out.arg("--cross-entropy-loss-fusion");
+  if (f.overlap_moe_expert_parallel_comm) out.arg("--overlap-moe-expert-parallel-comm");
+  if (f.delay_wgrad_compute) out.arg("--delay-wgrad-compute");
 }
 
 // '#' lines: what Megatron derives, and every part of the plan it cannot express (left out above).

@@ -127,6 +127,11 @@ TEST(MegatronScenario, MoeRoutingAndDispatcherFlagsAreRead) {
   EXPECT_EQ(loss_free.scenario.model.moe.routing->distribution, RoutingDistribution::loss_free);
   const MegatronScenario flex = read(kRequired + moe + "--moe-token-dispatcher-type flex");
   EXPECT_EQ(flex.scenario.framework.moe_token_dispatcher_type, MoeTokenDispatcher::alltoall);
+  const MegatronScenario overlapped =
+      read(kRequired + moe + "--overlap-moe-expert-parallel-comm --delay-wgrad-compute");
+  EXPECT_TRUE(overlapped.scenario.framework.overlap_moe_expert_parallel_comm);
+  EXPECT_TRUE(overlapped.scenario.framework.delay_wgrad_compute);
+  EXPECT_FALSE(read(kRequired + moe + "--delay-wgrad-compute").scenario.framework.delay_wgrad_compute);
 }
 
 TEST(MegatronScenario, ContradictionsAndWhatTwinCannotModelAreRefusedNamingTheFlag) {
