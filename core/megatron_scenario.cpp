@@ -175,6 +175,12 @@ void read_moe(Reading& r) {
     r.note("--moe-token-dispatcher-type flex: priced as alltoall (DeepEP's fused dispatch is not modelled)");
   r.doc.set("/framework/moe_token_dispatcher_type", dispatcher == "flex" ? "alltoall" : dispatcher,
             "--moe-token-dispatcher-type");
+  // A negative factor is Megatron's way to say dropless (TransformerConfig.__post_init__).
+  if (a.has("--moe-expert-capacity-factor") && a.real("--moe-expert-capacity-factor", -1.0) >= 0)
+    r.doc.set("/model/moe/expert_capacity_factor", a.real("--moe-expert-capacity-factor", 1.0),
+              "--moe-expert-capacity-factor");
+  if (a.has("--moe-pad-expert-input-to-capacity"))
+    r.doc.set("/model/moe/pad_expert_input_to_capacity", true, "--moe-pad-expert-input-to-capacity");
   if (a.has("--moe-router-force-load-balancing"))
     r.doc.set("/model/moe/routing", nlohmann::json{{"distribution", "forced"}}, "--moe-router-force-load-balancing");
   else if (a.has("--moe-router-enable-expert-bias"))

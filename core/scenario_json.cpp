@@ -43,6 +43,8 @@ json model_json(const ModelConfig& m) {
   if (m.is_moe() && m.moe.first_dense_layers > 0) out["moe"]["first_dense_layers"] = m.moe.first_dense_layers;
   if (m.is_moe() && m.moe.shared_expert_ffn_hidden_size > 0)
     out["moe"]["shared_expert_ffn_hidden_size"] = m.moe.shared_expert_ffn_hidden_size;
+  if (m.is_moe() && m.moe.expert_capacity_factor) out["moe"]["expert_capacity_factor"] = *m.moe.expert_capacity_factor;
+  if (m.is_moe() && m.moe.pad_expert_input_to_capacity) out["moe"]["pad_expert_input_to_capacity"] = true;
   if (m.mla.enabled())
     out["mla"] = {{"q_lora_rank", m.mla.q_lora_rank},
                   {"kv_lora_rank", m.mla.kv_lora_rank},

@@ -189,6 +189,8 @@ void model(ArgsText& out, const ModelConfig& m, std::int64_t seq_length, MoeToke
     const RoutingDistribution routing = effective_routing(m.moe).distribution;
     if (routing == RoutingDistribution::loss_free) out.arg("--moe-router-enable-expert-bias");
     if (routing == RoutingDistribution::forced) out.arg("--moe-router-force-load-balancing");
+    if (m.moe.expert_capacity_factor) out.arg("--moe-expert-capacity-factor", *m.moe.expert_capacity_factor);
+    if (m.moe.pad_expert_input_to_capacity) out.arg("--moe-pad-expert-input-to-capacity");
   }
   model_variants(out, m);
 }
