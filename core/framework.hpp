@@ -64,6 +64,12 @@ struct FrameworkConfig {
   CpCommType cp_comm_type = CpCommType::p2p;
   ZeroImplementation zero_implementation = ZeroImplementation::megatron;
   MoeTokenDispatcher moe_token_dispatcher_type = MoeTokenDispatcher::alltoall;
+  // Megatron's --overlap-moe-expert-parallel-comm: the combined 1F1B schedule, each steady-state forward of one
+  // micro-batch run layer by layer beside another's backward, so that one's EP dispatch and combine all-to-alls hide
+  // under the other's compute (strategies/lowering_combined_1f1b.cpp). --delay-wgrad-compute: the experts' weight
+  // gradients run after the dispatch backward is issued, so that it hides under them too.
+  bool overlap_moe_expert_parallel_comm = false;
+  bool delay_wgrad_compute = false;
   // Which framework's training the scenario describes (core/workload.hpp): the prediction prices its ops with the
   // profile's times, and twin warns when the profile measured another framework. Absent: not said.
   std::optional<FrameworkName> name;

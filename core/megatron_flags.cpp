@@ -113,6 +113,9 @@ const std::vector<MegatronFlag>& megatron_flags() {
        "megatron/core/transformer/transformer_config.py:816"},
       {"--moe-router-force-load-balancing", K::switch_on, {}, false,
        "megatron/core/transformer/transformer_config.py:833"},
+      {"--moe-expert-capacity-factor", K::real, {}, false, "megatron/core/transformer/transformer_config.py:917"},
+      {"--moe-pad-expert-input-to-capacity", K::switch_on, {}, false,
+       "megatron/core/transformer/transformer_config.py:921"},
       {"--bf16", K::switch_on, {}, false, "megatron/core/model_parallel_config.py:180"},
       {"--fp16", K::switch_on, {}, false, "megatron/core/model_parallel_config.py:177"},
       {"--fp8-format", K::choice, {"e4m3", "hybrid"}, false, "megatron/core/transformer/transformer_config.py:587"},
@@ -175,6 +178,8 @@ const std::vector<MegatronFlag>& megatron_flags() {
       {"--tp-comm-overlap", K::switch_on, {}, false, "megatron/core/model_parallel_config.py:265"},
       {"--no-gradient-accumulation-fusion", K::switch_on, {}, false, "megatron/training/arguments.py:2944"},
       {"--cross-entropy-loss-fusion", K::switch_on, {}, false, "megatron/core/model_parallel_config.py:320"},
+      {"--overlap-moe-expert-parallel-comm", K::switch_on, {}, false, "megatron/core/model_parallel_config.py:343"},
+      {"--delay-wgrad-compute", K::switch_on, {}, false, "megatron/core/model_parallel_config.py:348"},
   };
   return table;
 }

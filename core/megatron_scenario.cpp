@@ -175,6 +175,12 @@ void read_moe(Reading& r) {
     r.note("--moe-token-dispatcher-type flex: priced as alltoall (DeepEP's fused dispatch is not modelled)");
   r.doc.set("/framework/moe_token_dispatcher_type", dispatcher == "flex" ? "alltoall" : dispatcher,
             "--moe-token-dispatcher-type");
+  // A negative factor is Megatron's way to say dropless (TransformerConfig.__post_init__).
+  if (a.has("--moe-expert-capacity-factor") && a.real("--moe-expert-capacity-factor", -1.0) >= 0)
+    r.doc.set("/model/moe/expert_capacity_factor", a.real("--moe-expert-capacity-factor", 1.0),
+              "--moe-expert-capacity-factor");
+  if (a.has("--moe-pad-expert-input-to-capacity"))
+    r.doc.set("/model/moe/pad_expert_input_to_capacity", true, "--moe-pad-expert-input-to-capacity");
   if (a.has("--moe-router-force-load-balancing"))
     r.doc.set("/model/moe/routing", nlohmann::json{{"distribution", "forced"}}, "--moe-router-force-load-balancing");
   else if (a.has("--moe-router-enable-expert-bias"))
@@ -317,6 +323,13 @@ void read_framework(Reading& r) {
     cp_type = given_type->values.front() == "allgather" ? "all_gather" : "p2p";
   }
   r.doc.set("/framework/cp_comm_type", cp_type, "--cp-comm-type");
+  if (a.has("--overlap-moe-expert-parallel-comm"))
+    r.doc.set("/framework/overlap_moe_expert_parallel_comm", true, "--overlap-moe-expert-parallel-comm");
+  if (a.has("--delay-wgrad-compute") && !a.has("--overlap-moe-expert-parallel-comm"))
+    r.note("--delay-wgrad-compute without --overlap-moe-expert-parallel-comm: not modelled (twin delays the weight "
+           "gradients only in the overlapped EP schedule)");
+  else if (a.has("--delay-wgrad-compute"))
+    r.doc.set("/framework/delay_wgrad_compute", true, "--delay-wgrad-compute");
 }
 
 // What the table does not hold, and the words around the arguments.

@@ -43,6 +43,11 @@ struct MoeConfig {
   // summed (Megatron's moe_shared_expert_intermediate_size = count x each one's width); 0: none. Split over TP
   // like a dense MLP.
   std::int64_t shared_expert_ffn_hidden_size = 0;
+  // Megatron's --moe-expert-capacity-factor: each expert takes at most this factor times its mean copies (tokens x
+  // top-k / experts), the rest dropped; absent: dropless. --moe-pad-expert-input-to-capacity: every expert computes
+  // exactly its capacity (dropped above, padded below), so every EP rank's buffers and GEMMs are alike.
+  std::optional<double> expert_capacity_factor;
+  bool pad_expert_input_to_capacity = false;
   double imbalance() const { return routing_imbalance.value_or(1.0); }
   // The busiest EP rank's routed copies over the mean rank's, each of `expert_parallel` ranks holding
   // num_experts / expert_parallel experts: the busiest expert's rank holds it (imbalance x the mean expert load)

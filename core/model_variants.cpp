@@ -42,6 +42,13 @@ void parse_model_variants(const JsonReader& r, ModelConfig& m) {
 void parse_moe_variants(const JsonReader& r, MoeConfig& moe) {
   if (auto f = r.find("first_dense_layers")) moe.first_dense_layers = static_cast<int>(f->integer(0, kMaxLayers));
   if (auto f = r.find("shared_expert_ffn_hidden_size")) moe.shared_expert_ffn_hidden_size = f->integer(0, kMaxFfn);
+  if (auto f = r.find("expert_capacity_factor"))
+    moe.expert_capacity_factor = f->number(0.01, kMaxExperts, "expected a capacity factor in [0.01, 1024]");
+  if (auto f = r.find("pad_expert_input_to_capacity")) {
+    moe.pad_expert_input_to_capacity = f->boolean();
+    if (moe.pad_expert_input_to_capacity && !moe.expert_capacity_factor)
+      f->fail("expert_capacity_factor beside it (Megatron's rule: the capacity it pads to)");
+  }
 }
 
 void check_model_variants(const JsonReader& where, const ModelConfig& m) {

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <map>
 #include <numbers>
 #include <numeric>
@@ -64,8 +65,10 @@ std::vector<double> measured_shares(const std::vector<ExpertHistogram>& histogra
 }
 
 // The expected busiest rank over micro-batches: each expert's count normal around copies x share (the binomial's
-// variance), renormalised to the copies drawn; experts placed at random unless `placed`.
-ExpertParallelLoad monte_carlo_load(const std::vector<double>& shares, int ep, double copies, bool placed) {
+// variance), renormalised to the copies drawn, and at most `capacity` times the mean expert's (tokens beyond it
+// dropped); experts placed at random unless `placed`.
+ExpertParallelLoad monte_carlo_load(const std::vector<double>& shares, int ep, double copies, bool placed,
+                                    double capacity) {
   const int experts = static_cast<int>(shares.size()), per_rank = experts / ep;
   SplitMix64 random(0x7477696E);  // "twin"
   std::vector<int> place(static_cast<std::size_t>(experts));
@@ -81,21 +84,23 @@ ExpertParallelLoad monte_carlo_load(const std::vector<double>& shares, int ep, d
       count[e] = std::max(0.0, mean + std::sqrt(mean * (1.0 - shares[e])) * random.normal());
       drawn += count[e];
     }
+    const double scale = drawn > 0 ? copies / drawn : 1.0;
+    const double kept = capacity * copies / experts / scale;  // the capacity among the counts before scaling
     double busiest_rank = 0, its_busiest_expert = 0;
     for (int r = 0; r < ep; ++r) {
       double load = 0, top = 0;
       for (int i = r * per_rank; i < (r + 1) * per_rank; ++i) {
-        load += count[place[i]];
-        top = std::max(top, count[place[i]]);
+        const double taken = std::min(count[place[i]], kept);
+        load += taken;
+        top = std::max(top, taken);
       }
       if (load > busiest_rank) busiest_rank = load, its_busiest_expert = top;
     }
-    const double scale = drawn > 0 ? copies / drawn : 1.0;
     rank_sum += busiest_rank * scale / (copies / ep);
     expert_sum += its_busiest_expert * scale / (copies / experts);
   }
   // One rank holding every expert receives every copy, exactly (the sum above may round a last bit away).
-  return {ep == 1 ? 1.0 : rank_sum / kTrials, expert_sum / kTrials};
+  return {ep == 1 && !std::isfinite(capacity) ? 1.0 : rank_sum / kTrials, expert_sum / kTrials};
 }
 
 }  // namespace
@@ -139,11 +144,25 @@ RoutingModel effective_routing(const MoeConfig& moe) {
 
 namespace {
 
+// One hot expert at `busiest` times the mean, the others equal, each kept to `capacity` times the mean: the busiest
+// rank (the hot expert's) over the mean rank.
+double hot_rank_load(const MoeConfig& moe, int expert_parallel, double busiest, double capacity) {
+  const double experts = moe.num_experts, per_rank = experts / expert_parallel;
+  if (moe.num_experts <= 1) return std::min(busiest, capacity);
+  const double others = std::min((experts - busiest) / (experts - 1), capacity);  // in units of the mean expert
+  return (std::min(busiest, capacity) + (per_rank - 1) * others) / per_rank;
+}
+
 ExpertParallelLoad load_of(const RoutingModel& routing, const MoeConfig& moe, int layer, int expert_parallel,
                            double copies) {
+  // Megatron's capacity (get_capacity in megatron/core/transformer/moe/moe_utils.py): an expert takes at most the
+  // factor times its mean copies, the rest dropped (apply_router_token_dropping, router.py); padded, exactly that.
+  const double capacity = moe.expert_capacity_factor.value_or(std::numeric_limits<double>::infinity());
+  if (moe.pad_expert_input_to_capacity) return {capacity, capacity};
   switch (routing.distribution) {
-    case RoutingDistribution::balanced: return {};
-    case RoutingDistribution::hot_expert: return {moe.rank_imbalance(expert_parallel), moe.imbalance()};
+    case RoutingDistribution::balanced: return {std::min(1.0, capacity), std::min(1.0, capacity)};
+    case RoutingDistribution::hot_expert:
+      return {hot_rank_load(moe, expert_parallel, moe.imbalance(), capacity), std::min(moe.imbalance(), capacity)};
     case RoutingDistribution::forced:
     case RoutingDistribution::zipf:
     case RoutingDistribution::aux_loss:
@@ -152,7 +171,7 @@ ExpertParallelLoad load_of(const RoutingModel& routing, const MoeConfig& moe, in
   }
   if (copies <= 0) return {};
   return monte_carlo_load(expert_shares(routing, moe.num_experts, layer), expert_parallel, copies,
-                          routing.distribution == RoutingDistribution::measured);
+                          routing.distribution == RoutingDistribution::measured, capacity);
 }
 
 // The last few models' loads, per thread: the memory model asks for them once per layer of every candidate.

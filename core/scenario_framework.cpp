@@ -12,6 +12,7 @@ FrameworkConfig parse_framework(const Reader& r, ModelConfig& model, const std::
   r.only_keys({"name", "overlap_grad_reduce", "overlap_param_gather", "tp_comm_overlap", "gradient_accumulation_fusion",
                "cross_entropy_loss_fusion", "residual_fusion", "use_distributed_optimizer", "attention_backend",
                "cp_comm_type", "zero_implementation", "moe_token_dispatcher_type",
+               "overlap_moe_expert_parallel_comm", "delay_wgrad_compute",
                "compile", "reshard_after_forward", "reduce_dtype"});
   FrameworkConfig f;
   if (auto x = r.find("name")) f.name = *framework_name(x->one_of({"twin", "megatron-core", "pytorch-fsdp2"}, "framework"));
@@ -33,6 +34,13 @@ FrameworkConfig parse_framework(const Reader& r, ModelConfig& model, const std::
     f.moe_token_dispatcher_type = x->one_of({"alltoall", "allgather"}, "MoE token dispatcher") == "alltoall"
                                       ? MoeTokenDispatcher::alltoall
                                       : MoeTokenDispatcher::allgather;
+  if (auto x = r.find("overlap_moe_expert_parallel_comm")) f.overlap_moe_expert_parallel_comm = x->boolean();
+  if (auto x = r.find("delay_wgrad_compute")) {
+    f.delay_wgrad_compute = x->boolean();
+    if (f.delay_wgrad_compute && !f.overlap_moe_expert_parallel_comm)
+      x->fail("overlap_moe_expert_parallel_comm true beside it (twin models the delayed weight gradients only in "
+              "Megatron's overlapped EP schedule)");
+  }
   for (const char* key : {"compile", "reshard_after_forward", "reduce_dtype"})
     if (auto x = r.find(key); x && f.name != FrameworkName::pytorch_fsdp2)
       x->fail("expected framework.name \"pytorch-fsdp2\" beside it (a setting of PyTorch FSDP2)");

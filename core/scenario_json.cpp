@@ -43,6 +43,8 @@ json model_json(const ModelConfig& m) {
   if (m.is_moe() && m.moe.first_dense_layers > 0) out["moe"]["first_dense_layers"] = m.moe.first_dense_layers;
   if (m.is_moe() && m.moe.shared_expert_ffn_hidden_size > 0)
     out["moe"]["shared_expert_ffn_hidden_size"] = m.moe.shared_expert_ffn_hidden_size;
+  if (m.is_moe() && m.moe.expert_capacity_factor) out["moe"]["expert_capacity_factor"] = *m.moe.expert_capacity_factor;
+  if (m.is_moe() && m.moe.pad_expert_input_to_capacity) out["moe"]["pad_expert_input_to_capacity"] = true;
   if (m.mla.enabled())
     out["mla"] = {{"q_lora_rank", m.mla.q_lora_rank},
                   {"kv_lora_rank", m.mla.kv_lora_rank},
@@ -116,6 +118,8 @@ json framework_json(const FrameworkConfig& f) {
   // Written only when not the default, so that plans of Megatron-style runs keep their bytes.
   if (f.zero_implementation == ZeroImplementation::deepspeed) out["zero_implementation"] = "deepspeed";
   if (f.moe_token_dispatcher_type == MoeTokenDispatcher::allgather) out["moe_token_dispatcher_type"] = "allgather";
+  if (f.overlap_moe_expert_parallel_comm) out["overlap_moe_expert_parallel_comm"] = true;
+  if (f.delay_wgrad_compute) out["delay_wgrad_compute"] = true;
   if (f.name == FrameworkName::pytorch_fsdp2) {
     out["compile"] = f.compile;
     out["reshard_after_forward"] = f.reshard_after_forward;

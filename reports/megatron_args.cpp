@@ -189,6 +189,8 @@ void model(ArgsText& out, const ModelConfig& m, std::int64_t seq_length, MoeToke
     const RoutingDistribution routing = effective_routing(m.moe).distribution;
     if (routing == RoutingDistribution::loss_free) out.arg("--moe-router-enable-expert-bias");
     if (routing == RoutingDistribution::forced) out.arg("--moe-router-force-load-balancing");
+    if (m.moe.expert_capacity_factor) out.arg("--moe-expert-capacity-factor", *m.moe.expert_capacity_factor);
+    if (m.moe.pad_expert_input_to_capacity) out.arg("--moe-pad-expert-input-to-capacity");
   }
   model_variants(out, m);
 }
@@ -260,6 +262,8 @@ void framework(ArgsText& out, const Scenario& scenario, const Strategy& s) {
   if (f.tp_comm_overlap && s.sequence_parallel && s.tensor_model_parallel_size > 1) out.arg("--tp-comm-overlap");
   if (!f.gradient_accumulation_fusion) out.arg("--no-gradient-accumulation-fusion");
   if (f.cross_entropy_loss_fusion) out.arg("--cross-entropy-loss-fusion");
+  if (f.overlap_moe_expert_parallel_comm) out.arg("--overlap-moe-expert-parallel-comm");
+  if (f.delay_wgrad_compute) out.arg("--delay-wgrad-compute");
 }
 
 // '#' lines: what Megatron derives, and every part of the plan it cannot express (left out above).

@@ -49,7 +49,7 @@ TimeNs waited_through_ns(const IterationGraph& graph, int c, OpIndex before, OpI
 }  // namespace
 
 ComputeBusy compute_busy_of(const IterationGraph& graph, int c, const Cluster& cluster, const Profile& profile,
-                            PriceCache* prices) {
+                            PriceCache* prices, bool count_waits) {
   const RankClass& rank_class = graph.classes[c];
   if (rank_class.node_group < 0 || rank_class.node_group >= static_cast<int>(cluster.node_groups.size()))
     throw std::logic_error("node group " + std::to_string(rank_class.node_group) + " does not exist");
@@ -58,7 +58,7 @@ ComputeBusy compute_busy_of(const IterationGraph& graph, int c, const Cluster& c
   FlatClass plans_only;  // the plans of the communication waited through, as flattening makes them
   plans_only.links = link_params(group, cluster.network, profile);
   PlanTable plans(plans_only, profile, group.gpu);
-  bool one_compute_stream = true;
+  bool one_compute_stream = count_waits;
   for (OpIndex i = 0; i < rank_class.size(); ++i)
     if (rank_class.op(i).stream == Stream::compute2) one_compute_stream = false;
   ComputeBusy total;

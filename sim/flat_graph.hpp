@@ -133,8 +133,9 @@ struct ComputeBusy {
 std::vector<ComputeBusy> compute_busy(const IterationGraph& graph, const Cluster& cluster, const Profile& profile,
                                       PriceCache* prices = nullptr);
 // Class c's alone (the only class compute_busy reads of `graph`: one lowered class by class will do).
+// `count_waits` false: compute alone, for a schedule that runs other passes' compute through those waits.
 ComputeBusy compute_busy_of(const IterationGraph& graph, int c, const Cluster& cluster, const Profile& profile,
-                            PriceCache* prices = nullptr);
+                            PriceCache* prices = nullptr, bool count_waits = true);
 
 // Link parameters of a node group: bandwidths from the cluster; efficiency and per-step latency from the
 // profile (its PCIe intra-node curve for PCIe nodes), the latency no lower than the cluster declares.

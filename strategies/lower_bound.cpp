@@ -15,10 +15,13 @@ namespace {
 
 std::vector<sim::ComputeBusy> busy_at(const Scenario& scenario, Strategy strategy, int micro_batches,
                                       const Profile& profile, sim::PriceCache* prices) {
+  // Megatron's combined 1F1B runs one micro-batch's compute through the other's EP all-to-alls: the bound counts
+  // no communication it waits through (which GPipe's order, lowered here, would put between its compute).
+  const bool count_waits = !runs_combined_1f1b(scenario.framework, strategy);
   strategy.num_micro_batches = micro_batches;
   std::vector<sim::ComputeBusy> busy;
   lower_class_by_class(scenario, strategy, profile, nullptr, [&](const IterationGraph& graph, int c) {
-    busy.push_back(sim::compute_busy_of(graph, c, scenario.cluster, profile, prices));
+    busy.push_back(sim::compute_busy_of(graph, c, scenario.cluster, profile, prices, count_waits));
   });
   return busy;
 }

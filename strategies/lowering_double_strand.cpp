@@ -77,7 +77,8 @@ std::vector<int> segment_ends(const std::vector<Op>& ops, const std::vector<std:
 
 }  // namespace
 
-StageLowering::StrandUnit StageLowering::record_unit(const Unit& unit, bool forward, int micro_batch, int chunk) const {
+StageLowering::StrandUnit StageLowering::record_unit(const Unit& unit, bool forward, int micro_batch, int chunk,
+                                                     Stream backward_compute) const {
   RankClass scratch;
   Op chain_stand_in;
   chain_stand_in.stream = kChainStream;
@@ -92,7 +93,7 @@ StageLowering::StrandUnit StageLowering::record_unit(const Unit& unit, bool forw
   strand.predecessors.resize(static_cast<std::size_t>(n));
   for (int k = 0; k < n; ++k) {
     Op op = scratch.op(static_cast<OpIndex>(k + 1));
-    if (!forward && op.stream == Stream::compute) op.stream = Stream::compute2;
+    if (!forward && op.stream == Stream::compute) op.stream = backward_compute;
     strand.ops.push_back(op);
     for (auto [edge, last] = boost::in_edges(static_cast<OpIndex>(k + 1), scratch.graph); edge != last; ++edge)
       strand.predecessors[k].push_back(static_cast<int>(boost::source(*edge, scratch.graph)) - 1);

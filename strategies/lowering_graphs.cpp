@@ -54,7 +54,8 @@ struct StageSchedules {
   StageSchedules(const Scenario& scenario, const Strategy& strategy)
       : shapes(lowering::rank_shapes(scenario, strategy)),
         double_strand(strategy.schedule == Schedule::double_strand),
-        orders(pipeline_schedule(strategy.schedule, shapes.pp, strategy.num_micro_batches, shapes.vpp)),
+        orders(pipeline_schedule(strategy.schedule, shapes.pp, strategy.num_micro_batches, shapes.vpp,
+                                 runs_combined_1f1b(scenario.framework, strategy))),
         strand_orders(double_strand ? double_strand_schedule(shapes.pp, strategy.num_micro_batches)
                                     : std::vector<std::vector<StrandStep>>{}) {}
   const lowering::RankShapes shapes;

@@ -52,9 +52,16 @@ void StageLowering::run(int stage, const std::vector<ScheduleStep>& order) {
   std::vector<int> last_backward(static_cast<std::size_t>(s_.vpp), -1);
   for (int i = 0; i < static_cast<int>(order.size()); ++i)
     if (!order[i].forward) last_backward[order[i].chunk] = i;
+  const bool combined = runs_combined_1f1b(scenario_.framework, strategy_);
   for (int i = 0; i < static_cast<int>(order.size()); ++i) {
     const ScheduleStep& step = order[i];
-    if (step.forward)
+    // The combined 1F1B runs each forward that a backward of another micro-batch follows beside it (its schedule's
+    // extra warm-up forward makes them so in the steady state).
+    if (combined && step.forward && i + 1 < static_cast<int>(order.size()) && !order[i + 1].forward &&
+        order[i + 1].micro_batch != step.micro_batch) {
+      combined_pass(step, order[i + 1], last_backward[order[i + 1].chunk] == i + 1);
+      ++i;
+    } else if (step.forward)
       forward_pass(step);
     else
       backward_pass(step, last_backward[step.chunk] == i);

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "cost/profile.hpp"
+#include "strategies/combined_1f1b.hpp"
 #include "strategies/double_strand/strand_pairing.hpp"
 #include "strategies/lowering.hpp"
 #include "strategies/lowering_emitter.hpp"
@@ -79,7 +80,18 @@ class StageLowering {
     std::vector<std::vector<int>> predecessors;
     int chain_after = -1;
   };
-  StrandUnit record_unit(const Unit& unit, bool forward, int micro_batch, int chunk) const;
+  // `backward_compute`: the stream the backward strand computes on (compute2 beside a forward strand on compute).
+  StrandUnit record_unit(const Unit& unit, bool forward, int micro_batch, int chunk,
+                         Stream backward_compute = Stream::compute2) const;
+
+  // ---- Megatron's combined 1F1B (lowering_combined_1f1b.cpp) ----
+  // The forward pass `forward` and the backward pass `backward` together, unit beside unit; MoE layer pairs in the
+  // issue order of strategies/combined_1f1b.hpp.
+  void combined_pass(const ScheduleStep& forward, const ScheduleStep& backward, bool last_of_chunk);
+  // Copies a layer pair's ops (recorded with record_unit) in `order`; updates the two chains.
+  void emit_combined(const StrandUnit& forward, const StrandUnit& backward, const std::vector<IssuedOp>& order,
+                     OpIndex& forward_chain, OpIndex& backward_chain);
+
   const StrandPairing& pairing_for(const Unit& forward_unit, const StrandUnit& forward,
                                    const Unit& backward_unit, const StrandUnit& backward,
                                    std::vector<StrandPairingSummary>* pairings);

@@ -254,26 +254,27 @@ struct ActivationReplay {
   std::vector<std::vector<ScheduleStep>> first_orders, second_orders;  // empty for the second when not extrapolated
 };
 
-std::vector<std::vector<ScheduleStep>> schedule_for_memory(const Strategy& st, int micro_batches) {
+// `combined_1f1b`: Megatron's overlapped EP schedule, whose extra warm-up forward holds one more micro-batch.
+std::vector<std::vector<ScheduleStep>> schedule_for_memory(const Strategy& st, int micro_batches, bool combined_1f1b) {
   if (st.schedule == Schedule::double_strand)  // replayed from double_strand_schedule instead
     return std::vector<std::vector<ScheduleStep>>(static_cast<std::size_t>(st.pipeline_model_parallel_size));
   return pipeline_schedule(st.schedule, st.pipeline_model_parallel_size, micro_batches,
-                           st.virtual_pipeline_model_parallel_size);
+                           st.virtual_pipeline_model_parallel_size, combined_1f1b);
 }
 
-ActivationReplay activation_replay(const Strategy& st) {
+ActivationReplay activation_replay(const Strategy& st, bool combined_1f1b) {
   const int pp = st.pipeline_model_parallel_size;
   const int past_fill = pp * 4 * (st.virtual_pipeline_model_parallel_size + 1);
   ActivationReplay replay;
   if (st.num_micro_batches <= past_fill + pp) {
     replay.first_micro_batches = replay.second_micro_batches = st.num_micro_batches;
-    replay.first_orders = schedule_for_memory(st, st.num_micro_batches);
+    replay.first_orders = schedule_for_memory(st, st.num_micro_batches, combined_1f1b);
     return replay;
   }
   replay.first_micro_batches = past_fill;
   replay.second_micro_batches = past_fill + pp;
-  replay.first_orders = schedule_for_memory(st, past_fill);
-  replay.second_orders = schedule_for_memory(st, past_fill + pp);
+  replay.first_orders = schedule_for_memory(st, past_fill, combined_1f1b);
+  replay.second_orders = schedule_for_memory(st, past_fill + pp, combined_1f1b);
   return replay;
 }
 
@@ -325,7 +326,7 @@ MemoryEstimate estimate_memory(const Scenario& scenario, const Strategy& st) {
   const std::int64_t seq = scenario.training.seq_length;
   const std::int64_t tokens = static_cast<std::int64_t>(st.micro_batch_size) * (seq / cp);
   const StateBytes per_param = state_bytes_per_parameter(scenario.training);
-  const ActivationReplay replay = activation_replay(st);
+  const ActivationReplay replay = activation_replay(st, runs_combined_1f1b(scenario.framework, st));
   int communicators = 0;
   for (int size : {tp, cp, data_group, pp, m.is_moe() ? ep : 1, m.is_moe() ? expert_data_group : 1})
     communicators += size > 1 ? 1 : 0;

@@ -21,10 +21,11 @@ std::vector<ScheduleStep> gpipe_order(int micro_batches, int virtual_stages) {
 
 // PipeDream-flush: stage s runs p-s-1 warm-up forwards, then alternates one forward and one
 // backward, then drains the backwards it still owes.
-std::vector<ScheduleStep> one_f_one_b_order(int stages, int stage, int micro_batches) {
+// `extra_warmup`: forwards run before the first backward beyond those (Megatron's combined 1F1B runs one more).
+std::vector<ScheduleStep> one_f_one_b_order(int stages, int stage, int micro_batches, int extra_warmup = 0) {
   std::vector<ScheduleStep> order;
   order.reserve(2 * static_cast<std::size_t>(micro_batches));
-  const int warmup = std::min(stages - stage - 1, micro_batches);
+  const int warmup = std::min(stages - stage - 1 + extra_warmup, micro_batches);
   int next_forward = 0, next_backward = 0;
   for (; next_forward < warmup; ++next_forward) order.push_back({true, next_forward, 0});
   while (next_forward < micro_batches) {
@@ -43,9 +44,10 @@ ScheduleStep interleaved_step(bool forward, int k, int stages, int virtual_stage
   return {forward, micro_batch, forward ? chunk_in_group : virtual_stages - 1 - chunk_in_group};
 }
 
-std::vector<ScheduleStep> interleaved_order(int stages, int stage, int micro_batches, int virtual_stages) {
+std::vector<ScheduleStep> interleaved_order(int stages, int stage, int micro_batches, int virtual_stages,
+                                           int extra_warmup) {
   const int total = micro_batches * virtual_stages;
-  int warmup = (stages - stage - 1) * 2 + (virtual_stages - 1) * stages;
+  int warmup = (stages - stage - 1) * 2 + (virtual_stages - 1) * stages + extra_warmup;
   warmup = std::min(warmup, total);
   std::vector<ScheduleStep> order;
   order.reserve(2 * static_cast<std::size_t>(total));
@@ -87,12 +89,21 @@ std::vector<std::vector<StrandStep>> double_strand_schedule(int stages, int micr
   return orders;
 }
 
+bool runs_combined_1f1b(const FrameworkConfig& framework, const Strategy& strategy) {
+  return framework.overlap_moe_expert_parallel_comm && strategy.expert_model_parallel_size > 1;
+}
+
 bool runs_separate_passes(Schedule schedule) {
   return schedule == Schedule::gpipe || schedule == Schedule::one_f_one_b || schedule == Schedule::interleaved_1f1b;
 }
 
 std::vector<std::vector<ScheduleStep>> pipeline_schedule(Schedule schedule, int stages, int micro_batches,
-                                                         int virtual_stages) {
+                                                         int virtual_stages, bool combined_1f1b) {
+  // Megatron's get_pp_rank_microbatches (schedules.py): with overlap_moe_expert_parallel_comm one more warm-up
+  // forward, "to ensure the forward and backward computations are independent in all 1f1b steps".
+  const int extra_warmup = combined_1f1b ? 1 : 0;
+  if (combined_1f1b && schedule != Schedule::interleaved_1f1b && !(schedule == Schedule::one_f_one_b && stages == 1))
+    throw std::invalid_argument("pipeline_schedule: the combined 1F1B runs interleaved 1F1B or 1F1B on one stage");
   if (stages < 1 || micro_batches < 1 || virtual_stages < 1)
     throw std::invalid_argument("pipeline_schedule: stages, micro-batches and virtual stages must be >= 1");
   std::vector<std::vector<ScheduleStep>> orders(static_cast<std::size_t>(stages));
@@ -104,12 +115,12 @@ std::vector<std::vector<ScheduleStep>> pipeline_schedule(Schedule schedule, int 
         break;
       case Schedule::one_f_one_b:
         if (virtual_stages != 1) throw std::invalid_argument("pipeline_schedule: 1f1b has one chunk per stage");
-        orders[stage] = one_f_one_b_order(stages, stage, micro_batches);
+        orders[stage] = one_f_one_b_order(stages, stage, micro_batches, extra_warmup);
         break;
       case Schedule::interleaved_1f1b:
         if (micro_batches % stages != 0)
           throw std::invalid_argument("pipeline_schedule: interleaved 1F1B needs micro-batches % stages == 0");
-        orders[stage] = interleaved_order(stages, stage, micro_batches, virtual_stages);
+        orders[stage] = interleaved_order(stages, stage, micro_batches, virtual_stages, extra_warmup);
         break;
       case Schedule::double_strand:
         if (virtual_stages != 1) throw std::invalid_argument("pipeline_schedule: double-strand has no virtual stages");

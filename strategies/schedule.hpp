@@ -4,6 +4,7 @@
 #pragma once
 #include <vector>
 
+#include "core/framework.hpp"
 #include "core/strategy.hpp"
 
 namespace twin {
@@ -46,8 +47,14 @@ bool runs_separate_passes(Schedule schedule);
 // interleaved_1f1b needs micro_batches % stages == 0 (Megatron's rule); validity.cpp checks it first.
 // double_strand: each StrandStep as its forward step then its backward step (virtual_stages must be 1;
 // the two chunks are the fold's).
+// `combined_1f1b`: Megatron's overlapped EP schedule (framework.overlap_moe_expert_parallel_comm), only with
+// interleaved 1F1B or 1F1B on one stage: each stage runs one more warm-up forward, so that every forward of the
+// steady state is followed by the backward of another micro-batch, which the lowering runs beside it
+// (strategies/lowering_combined_1f1b.cpp).
 std::vector<std::vector<ScheduleStep>> pipeline_schedule(Schedule schedule, int stages, int micro_batches,
-                                                         int virtual_stages);
+                                                         int virtual_stages, bool combined_1f1b = false);
+// Whether a valid strategy runs the combined 1F1B (validity.cpp holds the flag to the candidates it allows).
+bool runs_combined_1f1b(const FrameworkConfig& framework, const Strategy& strategy);
 
 // The most forward passes whose activations a stage holds at once under this schedule (per chunk-pass).
 int peak_in_flight_passes(const std::vector<ScheduleStep>& stage_order);

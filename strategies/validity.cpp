@@ -51,6 +51,32 @@ std::optional<std::string> complete_strategy(const Scenario& scenario, Strategy&
   return std::nullopt;
 }
 
+namespace {
+
+// Megatron's overlapped EP schedule: TransformerConfig.__post_init__'s asserts (transformer_config.py at
+// kMegatronCommit) that a candidate can meet, and what twin lowers it for (Megatron-style training, ZeRO below 3).
+std::optional<std::string> ep_overlap_reason(const Scenario& scenario, const Strategy& s) {
+  const FrameworkConfig& f = scenario.framework;
+  if (!f.overlap_moe_expert_parallel_comm) return std::nullopt;
+  const char* flag = "framework.overlap_moe_expert_parallel_comm";
+  if (s.expert_model_parallel_size < 2)
+    return fmt::format("{} needs expert_model_parallel_size > 1 (Megatron's rule: there is no all-to-all to hide)",
+                       flag);
+  if (f.moe_token_dispatcher_type != MoeTokenDispatcher::alltoall)
+    return fmt::format("{} needs the alltoall token dispatcher (Megatron's rule)", flag);
+  if (s.recompute == Recompute::full) return fmt::format("{} refuses full recompute (Megatron's rule)", flag);
+  if (s.schedule != Schedule::interleaved_1f1b &&
+      !(s.schedule == Schedule::one_f_one_b && s.pipeline_model_parallel_size == 1))
+    return fmt::format("{} needs interleaved-1f1b, or 1f1b on one pipeline stage, not {} (Megatron's rule: virtual "
+                       "pipeline stages when pipeline_model_parallel_size > 1)",
+                       flag, to_string(s.schedule));
+  if (s.zero_stage > 2 || f.name == FrameworkName::pytorch_fsdp2 || f.zero_implementation == ZeroImplementation::deepspeed)
+    return fmt::format("{} is lowered for Megatron's own training with zero_stage 0 to 2, not this one", flag);
+  return std::nullopt;
+}
+
+}  // namespace
+
 std::optional<std::string> invalid_reason(const Scenario& scenario, const Strategy& s) {
   const ModelConfig& m = scenario.model;
   const Cluster& cluster = scenario.cluster;
@@ -128,6 +154,7 @@ std::optional<std::string> invalid_reason(const Scenario& scenario, const Strate
           "MoE with tensor_model_parallel_size > 1 needs sequence_parallel: experts are not tensor-parallel, so "
           "each TP rank must route its own share of the tokens");
   }
+  if (auto r = ep_overlap_reason(scenario, s)) return r;
   // The largest graph held at once: the steady state's longer replay where it stands for the whole iteration.
   Strategy replayed = s;
   if (const std::optional<SteadyStateReplay> steady = steady_state_counts(scenario, s))

@@ -172,6 +172,12 @@ TEST(Hardening, HostileValuesAndKeysAreNamedWhereTheyAre) {
       {"fp8_unknown_key", "at /training/fp8/recipie: unknown key 'recipie' (did you mean 'recipe'?)"},
       {"framework_compile_not_pytorch", "at /framework/compile: expected framework.name \"pytorch-fsdp2\" beside it "
                                         "(a setting of PyTorch FSDP2), got true"},
+      {"moe_pad_without_capacity_factor",
+       "at /model/moe/pad_expert_input_to_capacity: expected expert_capacity_factor beside it (Megatron's rule: the "
+       "capacity it pads to), got true"},
+      {"framework_delay_wgrad_without_overlap",
+       "at /framework/delay_wgrad_compute: expected overlap_moe_expert_parallel_comm true beside it (twin models the "
+       "delayed weight gradients only in Megatron's overlapped EP schedule), got true"},
       {"nvlink_domain_not_whole_nodes",
        "at /cluster/nodes/0/nvlink_domain_gpus: expected a multiple of gpus_per_node 4 dividing the group's 72 GPUs"},
       {"hot_switch_phase_unknown_key", "at /strategy/hot_switch/phases/0/zero_stage: unknown key 'zero_stage'"},

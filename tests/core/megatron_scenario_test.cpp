@@ -147,6 +147,16 @@ TEST(MegatronScenario, MoeRoutingAndDispatcherFlagsAreRead) {
   EXPECT_EQ(loss_free.scenario.model.moe.routing->distribution, RoutingDistribution::loss_free);
   const MegatronScenario flex = read(kRequired + moe + "--moe-token-dispatcher-type flex");
   EXPECT_EQ(flex.scenario.framework.moe_token_dispatcher_type, MoeTokenDispatcher::alltoall);
+  const MegatronScenario overlapped =
+      read(kRequired + moe + "--overlap-moe-expert-parallel-comm --delay-wgrad-compute");
+  EXPECT_TRUE(overlapped.scenario.framework.overlap_moe_expert_parallel_comm);
+  EXPECT_TRUE(overlapped.scenario.framework.delay_wgrad_compute);
+  EXPECT_FALSE(read(kRequired + moe + "--delay-wgrad-compute").scenario.framework.delay_wgrad_compute);
+  const MegatronScenario capped =
+      read(kRequired + moe + "--moe-expert-capacity-factor 1.25 --moe-pad-expert-input-to-capacity");
+  EXPECT_EQ(capped.scenario.model.moe.expert_capacity_factor, 1.25);
+  EXPECT_TRUE(capped.scenario.model.moe.pad_expert_input_to_capacity);
+  EXPECT_FALSE(read(kRequired + moe + "--moe-expert-capacity-factor -1").scenario.model.moe.expert_capacity_factor);
 }
 
 TEST(MegatronScenario, ContradictionsAndWhatTwinCannotModelAreRefusedNamingTheFlag) {

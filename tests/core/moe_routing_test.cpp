@@ -61,6 +61,30 @@ TEST(MoeRouting, ForcedBalanceDrawsAboveTheMeanByItsSpread) {
   EXPECT_NEAR(few, 1.42 * std::sqrt(128 * (1 - 1.0 / 8)) / 128, 0.03);
 }
 
+// Megatron's capacity factor: no expert takes more than the factor times its mean, the rest dropped; padded, every
+// expert computes exactly its capacity. A balanced router under a factor of 1 or more drops nothing.
+TEST(MoeRouting, CapacityClipsTheBusiestAndPaddingFillsEveryExpert) {
+  MoeConfig hot = moe_with({});
+  hot.routing.reset();
+  hot.routing_imbalance = 2.0;
+  hot.expert_capacity_factor = 1.25;
+  EXPECT_DOUBLE_EQ(expert_parallel_load(hot, 0, 8, 4096).expert_load, 1.25);
+  EXPECT_DOUBLE_EQ(expert_parallel_load(hot, 0, 8, 4096).rank_load, 1.25);  // one expert per rank
+  MoeConfig zipf = moe_with(routing(RoutingDistribution::zipf, 1.0));
+  const ExpertParallelLoad dropless = expert_parallel_load(zipf, 0, 4, 1e5);
+  zipf.expert_capacity_factor = 1.5;
+  const ExpertParallelLoad capped = expert_parallel_load(zipf, 0, 4, 1e5);
+  EXPECT_LE(capped.expert_load, 1.5 + 1e-9);
+  EXPECT_LT(capped.rank_load, dropless.rank_load);
+  EXPECT_LT(capped.expert_load, dropless.expert_load);
+  MoeConfig balanced = moe_with({});
+  balanced.expert_capacity_factor = 1.0;
+  EXPECT_EQ(expert_parallel_load(balanced, 0, 4, 4096), (ExpertParallelLoad{1, 1}));
+  balanced.pad_expert_input_to_capacity = true;
+  balanced.expert_capacity_factor = 1.25;
+  EXPECT_EQ(expert_parallel_load(balanced, 0, 4, 4096), (ExpertParallelLoad{1.25, 1.25}));
+}
+
 TEST(MoeRouting, SameInputsSameLoads) {
   const MoeConfig moe = moe_with(routing(RoutingDistribution::zipf, 1.0));
   EXPECT_EQ(expert_parallel_load(moe, 3, 4, 8192), expert_parallel_load(moe, 3, 4, 8192));

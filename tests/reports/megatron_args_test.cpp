@@ -240,6 +240,17 @@ TEST(MegatronArgs, MoeWithExpertAndContextParallelism) {
   text = megatron_args(scenario, pinned(scenario));
   EXPECT_TRUE(has_argument(text, "--moe-router-enable-expert-bias")) << text;
   EXPECT_TRUE(has_comment_with(text, "routing loss_free")) << text;
+  // Capacity and padding, the overlapped EP schedule and its delayed weight gradients: Megatron's flags.
+  // (The strategy as pinned above: the flags are written as the scenario says, validity.cpp holds them to it.)
+  EXPECT_FALSE(has_argument(text, "--overlap-moe-expert-parallel-comm")) << text;
+  const Strategy strategy = pinned(scenario);
+  scenario.model.moe.expert_capacity_factor = 1.25;
+  scenario.model.moe.pad_expert_input_to_capacity = true;
+  scenario.framework.overlap_moe_expert_parallel_comm = scenario.framework.delay_wgrad_compute = true;
+  text = megatron_args(scenario, strategy);
+  for (const char* argument : {"--moe-expert-capacity-factor 1.25", "--moe-pad-expert-input-to-capacity",
+                               "--overlap-moe-expert-parallel-comm", "--delay-wgrad-compute"})
+    EXPECT_TRUE(has_argument(text, argument)) << argument << "\n" << text;
 }
 
 TEST(MegatronArgs, TensorParallelOneDropsSequenceParallelAndItsOverlap) {

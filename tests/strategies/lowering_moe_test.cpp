@@ -5,6 +5,7 @@
 
 #include "strategies/lowering.hpp"
 #include "strategies/lowering_emitter.hpp"
+#include "strategies/memory.hpp"
 #include "strategies/validity.hpp"
 #include "strategy_fixtures.hpp"
 
@@ -96,6 +97,31 @@ TEST(LoweringMoe, ForcedBalanceIsAboveTheBalancedMean) {
   const lowering::RankShapes forced = lowering::rank_shapes(sc, expert_parallel(sc, 4));
   EXPECT_GT(forced.moe_layer(0).expert_tokens, balanced.moe_layer(0).expert_tokens);
   EXPECT_LT(forced.moe_layer(0).expert_tokens, balanced.moe_layer(0).expert_tokens * 5 / 4);
+}
+
+// Megatron's capacity factor: a skewed router's busiest rank computes at most its capacity (the rest dropped), and
+// padded every expert computes exactly its capacity; the memory model holds the routed copies so.
+TEST(LoweringMoe, CapacityClipsAndPaddingFillsTheExperts) {
+  Scenario sc = make_scenario(testing::moe_shaped(), 1, 1024, 16);
+  const lowering::RankShapes even = lowering::rank_shapes(sc, expert_parallel(sc, 4));
+  sc.model.moe.routing = routing(RoutingDistribution::zipf, 1.5);
+  const lowering::RankShapes skewed = lowering::rank_shapes(sc, expert_parallel(sc, 4));
+  sc.model.moe.expert_capacity_factor = 1.25;
+  const lowering::RankShapes capped = lowering::rank_shapes(sc, expert_parallel(sc, 4));
+  EXPECT_LT(capped.moe_layer(0).expert_tokens, skewed.moe_layer(0).expert_tokens);
+  EXPECT_LE(capped.moe_layer(0).expert_tokens, even.moe_layer(0).expert_tokens * 5 / 4 + 1);
+  EXPECT_LT(capped.moe_layer(0).dispatch_bytes, skewed.moe_layer(0).dispatch_bytes);
+  sc.model.moe.pad_expert_input_to_capacity = true;
+  const Strategy st = expert_parallel(sc, 4);
+  const lowering::RankShapes padded = lowering::rank_shapes(sc, st);
+  EXPECT_EQ(padded.moe_layer(0).expert_tokens, (even.moe_layer(0).expert_tokens * 5 + 3) / 4);
+  EXPECT_EQ(padded.moe_layer(0).busiest_expert_tokens, 0);  // every expert alike
+  Scenario dropless = sc;
+  dropless.model.moe.expert_capacity_factor.reset();
+  dropless.model.moe.pad_expert_input_to_capacity = false;
+  dropless.model.moe.routing.reset();
+  EXPECT_GT(estimate_memory(sc, st).per_stage.front().activations,
+            estimate_memory(dropless, st).per_stage.front().activations);
 }
 
 }  // namespace

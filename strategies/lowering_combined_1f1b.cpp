@@ -1,0 +1,93 @@
+// Megatron's combined 1F1B (strategies/combined_1f1b.hpp): a forward pass and a backward pass of two micro-batches
+// run together, unit beside unit as TransformerModelChunkSchedulePlan.run pairs them (the forward's units in order,
+// the backward's from the last): the forward's embedding before the backward's output layer, layer i beside layer
+// n-1-i, the forward's output layer before the backward's embedding. A pair of MoE layers is recorded strand by
+// strand with the ordinary lowering (record_unit, both on the one compute stream) and issued in
+// combined_layer_order's order; any other pair runs the forward unit, then the backward unit.
+#include <algorithm>
+#include <stdexcept>
+
+#include "strategies/lowering_stage.hpp"
+
+namespace twin::lowering {
+
+void StageLowering::emit_combined(const StrandUnit& forward, const StrandUnit& backward,
+                                  const std::vector<IssuedOp>& order, OpIndex& forward_chain, OpIndex& backward_chain) {
+  RankClass& rc = e_.rank_class();
+  std::vector<OpIndex> forward_index(forward.ops.size(), kNoOp), backward_index(backward.ops.size(), kNoOp);
+  for (const IssuedOp& issued : order) {
+    const StrandUnit& strand = issued.backward ? backward : forward;
+    std::vector<OpIndex>& index = issued.backward ? backward_index : forward_index;
+    const OpIndex chain = issued.backward ? backward_chain : forward_chain;
+    const auto source = [&](int before) {
+      if (before < 0) return chain;
+      if (index[before] == kNoOp) throw std::logic_error("combined 1F1B: an op issued before what it consumes");
+      return index[before];
+    };
+    index[issued.index] = rc.add(strand.ops[issued.index]);
+    for (int before : strand.predecessors[issued.index]) e_.depend(source(before), index[issued.index]);
+    if (issued.also_after >= 0) e_.depend(source(issued.also_after), index[issued.index]);
+  }
+  if (forward.chain_after >= 0) forward_chain = forward_index[forward.chain_after];
+  if (backward.chain_after >= 0) backward_chain = backward_index[backward.chain_after];
+}
+
+void StageLowering::combined_pass(const ScheduleStep& forward, const ScheduleStep& backward, bool last_of_chunk) {
+  const int forward_vs = virtual_stage(forward.chunk), backward_vs = virtual_stage(backward.chunk);
+  e_.begin_pass(Phase::forward, forward.micro_batch, forward.chunk);
+  e_.chain = kNoOp;
+  if (forward_vs > 0)
+    e_.emit(p2p(OpKind::recv, OpRole::pipeline_activation, (forward_vs - 1) % s_.pp,
+                p2p_tag(forward.micro_batch, forward_vs - 1, false)));
+  OpIndex forward_chain = e_.chain;
+  e_.begin_pass(Phase::backward, backward.micro_batch, backward.chunk);
+  e_.chain = kNoOp;
+  if (backward_vs < last_virtual_stage_)
+    e_.emit(p2p(OpKind::recv, OpRole::pipeline_gradient, (backward_vs + 1) % s_.pp,
+                p2p_tag(backward.micro_batch, backward_vs, true)));
+  OpIndex backward_chain = e_.chain;
+
+  const std::vector<Unit> forward_units = units(forward.chunk);
+  std::vector<Unit> backward_units = units(backward.chunk);
+  std::reverse(backward_units.begin(), backward_units.end());
+  const auto moe_layer = [&](const Unit& u) { return u.kind == Unit::layer_unit && model_.is_moe_layer(u.layer); };
+  const bool delay_wgrad = scenario_.framework.delay_wgrad_compute;
+  for (std::size_t k = 0; k < std::max(forward_units.size(), backward_units.size()); ++k) {
+    const bool has_forward = k < forward_units.size(), has_backward = k < backward_units.size();
+    if (has_forward && has_backward && moe_layer(forward_units[k]) && moe_layer(backward_units[k])) {
+      const StrandUnit f = record_unit(forward_units[k], true, forward.micro_batch, forward.chunk, Stream::compute);
+      const StrandUnit b = record_unit(backward_units[k], false, backward.micro_batch, backward.chunk, Stream::compute);
+      if (const auto order = combined_layer_order(f.ops, b.ops, delay_wgrad)) {
+        emit_combined(f, b, *order, forward_chain, backward_chain);
+        if (last_of_chunk) reduce_gradients(backward_units[k], backward_chain);
+        continue;
+      }
+    }
+    if (has_forward) {
+      e_.begin_pass(Phase::forward, forward.micro_batch, forward.chunk);
+      e_.chain = forward_chain;
+      emit_unit(e_, model_, forward_units[k], true);
+      forward_chain = e_.chain;
+    }
+    if (has_backward) {
+      e_.begin_pass(Phase::backward, backward.micro_batch, backward.chunk);
+      e_.chain = backward_chain;
+      emit_unit(e_, model_, backward_units[k], false);
+      backward_chain = e_.chain;
+      if (last_of_chunk) reduce_gradients(backward_units[k], backward_chain);
+    }
+  }
+
+  e_.begin_pass(Phase::forward, forward.micro_batch, forward.chunk);
+  if (forward_vs < last_virtual_stage_)
+    e_.emit_after(p2p(OpKind::send, OpRole::pipeline_activation, (forward_vs + 1) % s_.pp,
+                      p2p_tag(forward.micro_batch, forward_vs, false)),
+                  forward_chain);
+  e_.begin_pass(Phase::backward, backward.micro_batch, backward.chunk);
+  if (backward_vs > 0)
+    e_.emit_after(p2p(OpKind::send, OpRole::pipeline_gradient, (backward_vs - 1) % s_.pp,
+                      p2p_tag(backward.micro_batch, backward_vs - 1, true)),
+                  backward_chain);
+}
+
+}  // namespace twin::lowering

@@ -1,0 +1,164 @@
+// Megatron's overlapped EP schedule (framework.overlap_moe_expert_parallel_comm): the issue order of a layer pair,
+// the extra warm-up forward, the candidates Megatron refuses, and the graph replayed in the engine.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+
+#include "cost/profile.hpp"
+#include "sim/simulate.hpp"
+#include "strategies/combined_1f1b.hpp"
+#include "strategies/lowering.hpp"
+#include "strategies/memory.hpp"
+#include "strategies/schedule.hpp"
+#include "strategies/validity.hpp"
+#include "strategy_fixtures.hpp"
+
+namespace twin {
+namespace {
+
+Op compute(OpRole role, GemmPass pass = GemmPass::none) {
+  Op op;
+  op.kind = pass == GemmPass::none ? OpKind::elementwise : OpKind::gemm;
+  op.gemm_pass = pass;
+  op.role = role;
+  return op;
+}
+Op all_to_all(OpRole role) {
+  Op op;
+  op.kind = OpKind::all_to_all;
+  op.group = GroupKind::expert;
+  op.stream = Stream::ep_comm;
+  op.role = role;
+  return op;
+}
+
+// A layer's forward: attention, permute, dispatch, expert FC1, combine, unpermute.
+std::vector<Op> forward_layer() {
+  return {compute(OpRole::qkv_projection, GemmPass::forward), compute(OpRole::dispatch), all_to_all(OpRole::dispatch),
+          compute(OpRole::expert_fc1, GemmPass::forward), all_to_all(OpRole::combine), compute(OpRole::combine)};
+}
+// Its backward: unpermute's backward, combine, the experts' dgrad and wgrad, dispatch, permute's backward, attention.
+std::vector<Op> backward_layer() {
+  return {compute(OpRole::combine), all_to_all(OpRole::combine), compute(OpRole::expert_fc1, GemmPass::input_gradient),
+          compute(OpRole::expert_fc1, GemmPass::weight_gradient), all_to_all(OpRole::dispatch),
+          compute(OpRole::dispatch), compute(OpRole::qkv_projection, GemmPass::input_gradient)};
+}
+
+// TransformerLayerSchedulePlan.run's order: combine backward, attention forward and dispatch, the experts' backward,
+// dispatch backward, the experts forward and combine, attention backward, then the forward's unpermutation.
+TEST(Combined1F1B, IssuesALayerPairAsMegatronsSchedulePlan) {
+  const auto order = combined_layer_order(forward_layer(), backward_layer(), false);
+  ASSERT_TRUE(order);
+  const std::vector<IssuedOp> expected = {{true, 0}, {true, 1}, {false, 0}, {false, 1}, {false, 2},
+                                          {true, 2}, {true, 3}, {true, 4, 3},  // dispatch backward after the wgrad
+                                          {false, 3}, {false, 4}, {true, 5}, {true, 6}, {false, 5}};
+  EXPECT_EQ(*order, expected);
+}
+
+// --delay-wgrad-compute: the experts' weight gradients issued after the dispatch backward, which waits only for
+// their input gradients.
+TEST(Combined1F1B, DelayedWeightGradientsRunBesideTheDispatchBackward) {
+  const auto order = combined_layer_order(forward_layer(), backward_layer(), true);
+  ASSERT_TRUE(order);
+  const auto at = [&](IssuedOp op) { return std::find(order->begin(), order->end(), op) - order->begin(); };
+  EXPECT_LT(at({true, 4}), at({true, 3}));
+  EXPECT_EQ(at({true, 2}) + 1, at({true, 4}));
+  EXPECT_EQ(order->size(), forward_layer().size() + backward_layer().size());
+}
+
+TEST(Combined1F1B, NothingToOverlapWithoutBothAllToAlls) {
+  std::vector<Op> dense = {compute(OpRole::qkv_projection, GemmPass::forward), compute(OpRole::fc1, GemmPass::forward)};
+  EXPECT_FALSE(combined_layer_order(dense, backward_layer(), false));
+  EXPECT_FALSE(combined_layer_order(forward_layer(), forward_layer(), false));  // backward's order is combine first
+}
+
+// Megatron's get_pp_rank_microbatches: one more warm-up forward; with one stage, micro-batch 0's forward alone, then
+// forward i + 1 beside backward i.
+TEST(Combined1F1B, RunsOneMoreWarmUpForward) {
+  const auto one_stage = pipeline_schedule(Schedule::one_f_one_b, 1, 3, 1, true)[0];
+  const std::vector<ScheduleStep> expected = {{true, 0, 0}, {true, 1, 0}, {false, 0, 0}, {true, 2, 0},
+                                              {false, 1, 0}, {false, 2, 0}};
+  EXPECT_EQ(one_stage, expected);
+  const auto plain = pipeline_schedule(Schedule::interleaved_1f1b, 2, 4, 2)[1];
+  const auto combined = pipeline_schedule(Schedule::interleaved_1f1b, 2, 4, 2, true)[1];
+  EXPECT_EQ(peak_in_flight_passes(combined), peak_in_flight_passes(plain) + 1);
+  EXPECT_THROW(pipeline_schedule(Schedule::one_f_one_b, 2, 4, 1, true), std::invalid_argument);
+}
+
+Scenario overlapped(bool delay_wgrad, std::int64_t global_batch = 32) {
+  Scenario sc = testing::make_scenario(testing::moe_shaped(), 2, 1024, global_batch);
+  sc.framework.overlap_moe_expert_parallel_comm = true;
+  sc.framework.delay_wgrad_compute = delay_wgrad;
+  return sc;
+}
+
+Strategy completed(const Scenario& sc, Strategy st) {
+  EXPECT_EQ(complete_strategy(sc, st), std::nullopt);
+  return st;
+}
+
+TEST(Combined1F1B, RefusesWhatMegatronRefuses) {
+  const Scenario sc = overlapped(false);
+  Strategy st = testing::make_strategy(1, 1);
+  st.expert_model_parallel_size = 1;
+  EXPECT_NE(invalid_reason(sc, completed(sc, st))->find("expert_model_parallel_size > 1"), std::string::npos);
+  st.expert_model_parallel_size = 4;
+  EXPECT_EQ(invalid_reason(sc, completed(sc, st)), std::nullopt);
+  st.recompute = Recompute::full;
+  EXPECT_NE(invalid_reason(sc, completed(sc, st))->find("full recompute"), std::string::npos);
+  Strategy piped = testing::make_strategy(1, 2);
+  piped.expert_model_parallel_size = 4;
+  EXPECT_NE(invalid_reason(sc, completed(sc, piped))->find("interleaved-1f1b"), std::string::npos);
+  Scenario gathered = sc;
+  gathered.framework.moe_token_dispatcher_type = MoeTokenDispatcher::allgather;
+  st.recompute = Recompute::none;
+  EXPECT_NE(invalid_reason(gathered, completed(gathered, st))->find("alltoall"), std::string::npos);
+}
+
+// The same ops as the plain schedule's, and on one stage the engine finishes sooner: the all-to-alls of one
+// micro-batch run under the other's compute (EP 8 over two nodes, where the all-to-all is slow), the more so with
+// the weight gradients delayed. The extra warm-up forward holds one more micro-batch's activations.
+TEST(Combined1F1B, HidesAllToAllsInTheEngine) {
+  Strategy st = testing::make_strategy(1, 1);
+  st.expert_model_parallel_size = 8;
+  Scenario plain = overlapped(false);
+  plain.framework.overlap_moe_expert_parallel_comm = false;
+  st = completed(plain, st);
+  const IterationGraph before = lower_to_op_graphs(plain, st);
+  const TimeNs plain_ns = simulate_iteration(before, plain.cluster, builtin_profile()).iteration_ns;
+  TimeNs last_ns = plain_ns;
+  for (bool delay : {false, true}) {
+    const Scenario sc = overlapped(delay);
+    ASSERT_EQ(invalid_reason(sc, st), std::nullopt) << st.key();
+    const IterationGraph after = lower_to_op_graphs(sc, st);
+    EXPECT_EQ(after.classes[0].size(), before.classes[0].size());
+    const TimeNs ns = simulate_iteration(after, sc.cluster, builtin_profile()).iteration_ns;
+    EXPECT_LT(ns, last_ns) << "delay " << delay;
+    last_ns = ns;
+  }
+  const auto activations = [&](const Scenario& sc) { return estimate_memory(sc, st).per_stage.front().activations; };
+  EXPECT_GT(activations(overlapped(false)), activations(plain));
+}
+
+// Pipelined (interleaved 1F1B), each stage's combined steps wait for its neighbours' (a stage sends its forward's
+// output after the step, as Megatron's post_forward does after the layers): every stage finishes, with the same ops.
+TEST(Combined1F1B, InterleavedPipelinesComplete) {
+  Strategy st = testing::make_strategy(1, 2, 1, false, 2, Schedule::interleaved_1f1b);
+  st.expert_model_parallel_size = 8;
+  const Scenario sc = overlapped(true, 64);
+  st = completed(sc, st);
+  ASSERT_EQ(invalid_reason(sc, st), std::nullopt);
+  Scenario plain = sc;
+  plain.framework.overlap_moe_expert_parallel_comm = plain.framework.delay_wgrad_compute = false;
+  const IterationGraph before = lower_to_op_graphs(plain, st), after = lower_to_op_graphs(sc, st);
+  const IterationResult r = simulate_iteration(after, sc.cluster, builtin_profile());
+  ASSERT_EQ(r.classes.size(), 2u);
+  for (int c = 0; c < 2; ++c) {
+    EXPECT_EQ(after.classes[c].size(), before.classes[c].size());
+    EXPECT_GT(r.classes[c].finish_ns, 0);
+    EXPECT_LE(r.classes[c].finish_ns, r.iteration_ns);
+  }
+}
+
+}  // namespace
+}  // namespace twin
