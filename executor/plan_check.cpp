@@ -188,13 +188,15 @@ void check_training(const Plan& plan, const std::string& file) {
 }  // namespace
 
 void check_executable_plan(const Plan& plan, const std::string& file) {
+  // The model first: a variant the executor has no kernels and no weights for is named at its own key, before
+  // the parameter layout is tried.
+  check_architecture(plan.scenario.model, file);
+  check_training(plan, file);
   const PlanGraphs lowered = plan_graphs(plan, file);
   if (lowered.asymmetric)
     check_asymmetric_plan(plan, lowered, file);
   else
     check_parts(plan, lowered, file);
-  check_architecture(plan.scenario.model, file);
-  check_training(plan, file);
   try {
     for (const RankClass& rc : lowered.graph.classes)
       bind_ops(rc, !plan.scenario.model.untie_embeddings_and_output_weights);
