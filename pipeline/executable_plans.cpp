@@ -2,6 +2,8 @@
 // simulator calls executable is one twin execute starts.
 #include "pipeline/executable_plans.hpp"
 
+#include <algorithm>
+
 #include "core/error.hpp"
 #include "executor/plan_check.hpp"
 #include "reports/best_plan.hpp"
@@ -19,6 +21,12 @@ std::string executable_verdict(const Scenario& scenario, const Candidate& candid
   } catch (const InputError& refusal) {
     return "no: at " + refusal.json_path() + ": " + refusal.expected();
   }
+}
+
+void check_executable(const Scenario& scenario, std::vector<Candidate>& ranked, std::size_t count, std::size_t chosen) {
+  for (std::size_t k = 0; k < std::min(count, ranked.size()) && ranked[k].feasible; ++k)
+    ranked[k].executable = executable_verdict(scenario, ranked[k]);
+  if (ranked[chosen].executable.empty()) ranked[chosen].executable = executable_verdict(scenario, ranked[chosen]);
 }
 
 }  // namespace twin

@@ -13,12 +13,14 @@
 
 #include <gtest/gtest.h>
 
+#include "core/text_format.hpp"
 #include "pipeline/executable_plans.hpp"
 #include "pipeline/simulate_run.hpp"
 #include "sim/price_cache.hpp"
 #include "strategies/families/families.hpp"
 #include "strategies/lower_bound.hpp"
 #include "strategies/search.hpp"
+#include "tests/cli/run_twin.hpp"
 
 namespace twin {
 namespace {
@@ -118,6 +120,31 @@ TEST(ExecutablePlans, FamilyPlansOfEveryShippedScenario) {
   }
   EXPECT_EQ(refused, family_refusals());
   EXPECT_GT(checked, 30);
+}
+
+// twin simulate writes the verdict in ranking.csv: of the ten fastest (here all), the best plan's a refusal.
+TEST(ExecutablePlans, RankingCsvSaysWhetherTwinExecuteRunsEachOfTheFastest) {
+  const test::TempDir dir("executable-plans");
+  SimulateSettings settings;
+  settings.out = dir.path / "out";
+  settings.top = 0;
+  settings.jobs = 1;
+  settings.quiet = true;
+  const std::string pinned = "tests/pipeline/fixtures/llama2-7b-8xH100-hot-switch-pinned.json";
+  for (const std::string& scenario : {pinned, std::string("scenarios/llama2-7b-1xH200-hot-switch.json")}) {
+    const SimulateOutcome outcome = simulate_scenario(load_scenario_input(kSource / scenario), settings);
+    if (scenario == pinned)
+      EXPECT_EQ(outcome.ranked.front().executable.rfind("no: at /family_plan/detail/phases/1/strategy_fields: ", 0), 0u);
+    const std::string csv = test::read_file(outcome.out / "ranking.csv");
+    EXPECT_NE(csv.find(",replay,executable\r\n"), std::string::npos) << scenario;
+    for (std::size_t k = 0; k < outcome.ranked.size(); ++k) {
+      const Candidate& candidate = outcome.ranked[k];
+      EXPECT_EQ(candidate.executable, k < 10 && candidate.feasible ? executable_verdict(outcome.scenario, candidate)
+                                                                  : std::string())
+          << scenario << ": " << candidate.key();
+      EXPECT_NE(csv.find("," + csv_field(candidate.executable) + "\r\n"), std::string::npos) << candidate.key();
+    }
+  }
 }
 
 }  // namespace
