@@ -37,6 +37,10 @@ void check_strategy(const Plan& plan, const Scenario& scenario, const Strategy& 
   if (plan.scenario.framework.tp_comm_overlap && s.sequence_parallel && s.tensor_model_parallel_size > 1)
     throw InputError(file, "/scenario/framework/tp_comm_overlap",
                      "false (twin execute does not run Transformer Engine's userbuffers overlap yet)");
+  if (scenario.framework.overlap_moe_expert_parallel_comm)
+    throw InputError(file, "/scenario/framework/overlap_moe_expert_parallel_comm",
+                     "false (twin execute does not run Megatron's combined 1F1B with all-to-all overlap yet; the "
+                     "simulator prices it)");
   if (s.zero_stage == 3 && scenario.framework.zero_implementation != ZeroImplementation::megatron)
     throw InputError(file, "/scenario/framework/zero_implementation",
                      "megatron (DeepSpeed's ZeRO-3 is priced by the simulator only)");
@@ -188,13 +192,15 @@ void check_training(const Plan& plan, const std::string& file) {
 }  // namespace
 
 void check_executable_plan(const Plan& plan, const std::string& file) {
+  // The model first: a variant the executor has no kernels and no weights for is named at its own key, before
+  // the parameter layout is tried.
+  check_architecture(plan.scenario.model, file);
+  check_training(plan, file);
   const PlanGraphs lowered = plan_graphs(plan, file);
   if (lowered.asymmetric)
     check_asymmetric_plan(plan, lowered, file);
   else
     check_parts(plan, lowered, file);
-  check_architecture(plan.scenario.model, file);
-  check_training(plan, file);
   try {
     for (const RankClass& rc : lowered.graph.classes)
       bind_ops(rc, !plan.scenario.model.untie_embeddings_and_output_weights);

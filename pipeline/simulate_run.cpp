@@ -12,6 +12,7 @@
 #include "core/atomic_file.hpp"
 #include "core/error.hpp"
 #include "core/output_folder.hpp"
+#include "pipeline/executable_plans.hpp"
 #include "reports/best_plan.hpp"
 #include "reports/html_report.hpp"
 #include "reports/megatron_args.hpp"
@@ -257,6 +258,8 @@ SimulateOutcome simulate_scenario(const ScenarioInput& input, const SimulateSett
   std::vector<ComparedPlan> compared;
   outcome.best = replay_top(run, ranked, outcome.chosen, traced, folder.staged("traces"), settings.trace_format,
                             best_graph, compared);
+  // Whether twin execute runs them: the ten fastest (the K traced, if more) and the chosen plan.
+  check_executable(run.scenario, ranked, static_cast<std::size_t>(std::max(kExactTop, settings.top)), outcome.chosen);
   write_file_atomically(folder.staged("ranking.csv"), ranking_csv(run.scenario, ranked, cost));
   write_best_plan(folder.staged("best.json"), run.scenario, outcome.best, best_graph);  // one op per line
   write_file_atomically(folder.staged("megatron_args.txt"), megatron_args(run.scenario, outcome.best));

@@ -159,6 +159,21 @@ Scenario as_planned(const Scenario& scenario) {
   return planned;
 }
 
+// What names the plan (objects keep their keys sorted, so the order these are set in does not show in the file).
+nlohmann::json plan_header(const Scenario& scenario, const Candidate& best) {
+  nlohmann::json plan = {{"format", "twin-plan"},
+                         {"version", kPlanFormatVersion},
+                         {"lowering_version", kLoweringVersion},
+                         {"scenario", to_json(as_planned(scenario))},
+                         {"strategy", to_json(best.strategy)},
+                         {"strategy_key", best.key()},
+                         {"profile", scenario.profile}};
+  // A family plan (hot switching, per-layer, heterogeneous) travels whole; `strategy` is its home strategy.
+  if (best.plan) plan["family_plan"] = {{"family", best.plan->family()}, {"key", best.plan->key()},
+                                        {"summary", best.plan->summary()}, {"detail", best.plan->to_json()}};
+  return plan;
+}
+
 nlohmann::json plan_json(const Scenario& scenario, const Candidate& best, const IterationGraph& graph, bool with_ops) {
   if (best.result.classes.size() != graph.classes.size())
     throw std::invalid_argument("best_plan_json: the result has a different number of rank classes than the graph");
@@ -172,20 +187,11 @@ nlohmann::json plan_json(const Scenario& scenario, const Candidate& best, const 
   }
   nlohmann::json columns = nlohmann::json::array();
   for (const char* column : kPlanOpColumns) columns.push_back(column);
-  nlohmann::json plan = {{"format", "twin-plan"},
-          {"version", kPlanFormatVersion},
-          {"lowering_version", kLoweringVersion},
-          {"scenario", to_json(as_planned(scenario))},
-          {"strategy", to_json(best.strategy)},
-          {"strategy_key", best.key()},
-          {"profile", scenario.profile},
-          {"predicted", predicted_json(best)},
-          {"op_columns", std::move(columns)},
-          {"total_ops", graph.total_ops()},
-          {"rank_classes", std::move(classes)}};
-  // A family plan (hot switching, per-layer, heterogeneous) travels whole; `strategy` is its home strategy.
-  if (best.plan) plan["family_plan"] = {{"family", best.plan->family()}, {"key", best.plan->key()},
-                                        {"summary", best.plan->summary()}, {"detail", best.plan->to_json()}};
+  nlohmann::json plan = plan_header(scenario, best);
+  plan["predicted"] = predicted_json(best);
+  plan["op_columns"] = std::move(columns);
+  plan["total_ops"] = graph.total_ops();
+  plan["rank_classes"] = std::move(classes);
   return plan;
 }
 
@@ -193,6 +199,10 @@ nlohmann::json plan_json(const Scenario& scenario, const Candidate& best, const 
 
 nlohmann::json best_plan_json(const Scenario& scenario, const Candidate& best, const IterationGraph& graph) {
   return plan_json(scenario, best, graph, true);
+}
+
+Plan candidate_plan(const Scenario& scenario, const Candidate& candidate) {
+  return parse_plan(plan_header(scenario, candidate), "the plan of " + candidate.key());
 }
 
 std::string best_plan_text(const nlohmann::json& plan) {

@@ -18,6 +18,10 @@ namespace twin {
 // `best.result` must carry op timings for every class of `graph` (throws std::invalid_argument otherwise).
 nlohmann::json best_plan_json(const Scenario& scenario, const Candidate& best, const IterationGraph& graph);
 
+// The plan best.json would hold for `candidate` (which need not have been simulated), read back as twin execute
+// reads it, without predicted numbers and ops: what the executor's plan check takes. Errors name the plan's key.
+Plan candidate_plan(const Scenario& scenario, const Candidate& candidate);
+
 // A plan as best.json lays it out: indented like dump(1), but every array of scalars (an op's row) on one line.
 std::string best_plan_text(const nlohmann::json& plan);
 

@@ -36,6 +36,7 @@ const std::vector<std::string>& ranking_csv_columns() {
       "infeasible_reason",
       "plan",
       "replay",
+      "executable",
   };
   return columns;
 }
@@ -95,6 +96,7 @@ std::vector<std::string> candidate_row(const Candidate& candidate, int place) {
   row.push_back(candidate.feasible ? std::string() : candidate.infeasible_reason);
   row.push_back(candidate.plan ? candidate.plan->summary() : std::string());
   row.push_back(when_simulated(replay_text(result.steady_state)));
+  row.push_back(candidate.executable);
   return row;
 }
 

@@ -54,6 +54,7 @@ constexpr ColumnView kKnownColumns[] = {
     {"infeasible_reason", "why not", "why the candidate was not simulated", "text", false, true},
     {"plan", "plan", "a family plan in words", "text", false, false},
     {"replay", "replay", "replayed whole or extrapolated from its steady state", "text", false, false},
+    {"executable", "twin execute", "whether twin execute runs the plan (its plan check), asked of the ten fastest", "text", false, false},
 };
 
 const ColumnView* known_column(const std::string& name) {

@@ -58,6 +58,9 @@ struct Candidate {
   // slower than the K-th fastest simulated: `feasible` is false (nothing simulated) and the reason says so.
   bool pruned = false;
   TimeNs lower_bound_ns = 0;       // set for every uniform candidate a pruned search bounded
+  // Whether twin execute runs the plan, as its plan check says (pipeline/executable_plans.hpp): "yes" or "no: at
+  // PATH: why"; empty where twin simulate did not ask (beyond the ten fastest and the chosen plan).
+  std::string executable;
 
   // The plan's identity: the family plan's key, else the strategy's key.
   std::string key() const { return plan ? plan->key() : strategy.key(); }

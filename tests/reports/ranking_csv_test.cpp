@@ -46,7 +46,7 @@ TEST(RankingCsv, HeaderUsesMegatronNamesAndUnits) {
             "expert_model_parallel_size,data_parallel_size,virtual_pipeline_model_parallel_size,sequence_parallel,"
             "micro_batch_size,num_micro_batches,zero_stage,recompute,schedule,feasible,iteration_time_s,tokens_per_s,"
             "mfu,hfu,peak_memory_GiB,compute_s,exposed_communication_s,pipeline_bubble_s,optimizer_s,"
-            "infeasible_reason,plan,replay\r\n");
+            "infeasible_reason,plan,replay,executable\r\n");
 }
 
 TEST(RankingCsv, OneRowPerCandidateWithExactNumbers) {
@@ -59,7 +59,7 @@ TEST(RankingCsv, OneRowPerCandidateWithExactNumbers) {
       "1", candidates[0].strategy.key(), "uniform", "2", "2", "1", "1", "2", "1", "true", "1", "8", "0", "none", "1f1b", "true",
       "0.000007000", "1234567.9", "0.4312", "0.5126",
       "37.500",  // 2 + 2 + 12 + 20 + 0.5 + 1 GiB
-      "0.000002001", "0.000000500", "0.000003500", "0.000000999", "", "", "whole"};
+      "0.000002001", "0.000000500", "0.000003500", "0.000000999", "", "", "whole", ""};
   EXPECT_EQ(records[1], best);
   EXPECT_EQ(records[2][0], "2");
   EXPECT_EQ(records[2][14], "gpipe");
@@ -70,9 +70,23 @@ TEST(RankingCsv, AnExtrapolatedRowSaysFromWhichReplays) {
   auto candidates = testing::ranked_candidates();
   candidates[1].result.steady_state = {4, 8};
   const auto records = parse_csv(ranking_csv(testing::small_scenario(), candidates));
-  EXPECT_EQ(records[1].back(), "whole");
-  EXPECT_EQ(records[2].back(), "steady state of 4 and 8 micro-batches");
-  EXPECT_EQ(records[3].back(), "");  // not simulated
+  const std::size_t replay = ranking_csv_columns().size() - 2;
+  ASSERT_EQ(records[0][replay], "replay");
+  EXPECT_EQ(records[1][replay], "whole");
+  EXPECT_EQ(records[2][replay], "steady state of 4 and 8 micro-batches");
+  EXPECT_EQ(records[3][replay], "");  // not simulated
+}
+
+// The last column is twin execute's verdict, as twin simulate set it (pipeline/executable_plans.hpp); empty unless asked.
+TEST(RankingCsv, TheLastColumnSaysWhetherTwinExecuteRunsThePlan) {
+  auto candidates = testing::ranked_candidates();
+  candidates[0].executable = "yes";
+  candidates[1].executable = "no: at /scenario/training/fp8: no fp8 section, twin execute runs no FP8 yet";
+  const auto records = parse_csv(ranking_csv(testing::small_scenario(), candidates));
+  EXPECT_EQ(records[0].back(), "executable");
+  EXPECT_EQ(records[1].back(), "yes");
+  EXPECT_EQ(records[2].back(), candidates[1].executable);
+  EXPECT_EQ(records[3].back(), "");
 }
 
 TEST(RankingCsv, InfeasibleRowsHaveNoRankNoTimesAndTheirReason) {

@@ -1,0 +1,151 @@
+// Every shipped scenario's leading candidates through twin execute's plan check, without the search (about 70 s
+// over all of them): the uniform candidates that fit, ordered by their lower bound (the order a pruned search
+// simulates them in), the first ten of each; and the plans of the families (hot switching, per-layer,
+// heterogeneous), whose searches take under a second but one: for it, the plan its search ranks first (pinned,
+// tests/pipeline/fixtures/). The check must give a verdict (an internal error, such as Qwen3's parameter count
+// was, fails), and each is the one recorded here: a plan twin execute cannot run is never called executable.
+#include <algorithm>
+#include <filesystem>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "core/text_format.hpp"
+#include "pipeline/executable_plans.hpp"
+#include "pipeline/simulate_run.hpp"
+#include "sim/price_cache.hpp"
+#include "strategies/families/families.hpp"
+#include "strategies/lower_bound.hpp"
+#include "strategies/search.hpp"
+#include "tests/cli/run_twin.hpp"
+
+namespace twin {
+namespace {
+
+const std::filesystem::path kSource = TWIN_SOURCE_DIR;
+
+PreparedScenario prepared(const std::filesystem::path& path) {
+  SimulateSettings quiet;
+  quiet.quiet = true;
+  return prepare_scenario(load_scenario(path), quiet);
+}
+
+std::vector<std::filesystem::path> shipped_scenarios() {
+  std::vector<std::filesystem::path> out;
+  for (const auto& entry : std::filesystem::directory_iterator(kSource / "scenarios"))
+    if (entry.path().extension() == ".json") out.push_back(entry.path());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// The fitting uniform candidates with the lowest bounds, at most `count`.
+std::vector<Candidate> leading_candidates(const PreparedScenario& run, std::size_t count) {
+  std::vector<std::pair<TimeNs, Candidate>> bounded;
+  sim::PriceCache prices;  // the candidates repeat each other's op shapes
+  for (Candidate& c : enumerate_candidates(run.scenario))
+    if (c.feasible) bounded.emplace_back(compute_lower_bound_ns(run.scenario, c.strategy, run.profile, &prices), std::move(c));
+  std::stable_sort(bounded.begin(), bounded.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<Candidate> out;
+  for (std::size_t k = 0; k < std::min(count, bounded.size()); ++k) out.push_back(std::move(bounded[k].second));
+  return out;
+}
+
+// The JSON path of the verdict: "" for "yes", the path of a refusal; fails for anything else.
+std::string refusal_path(const Scenario& scenario, const Candidate& candidate) {
+  const std::string verdict = executable_verdict(scenario, candidate);
+  if (verdict == "yes") return "";
+  const std::string prefix = "no: at /";
+  EXPECT_EQ(verdict.rfind(prefix, 0), 0u) << candidate.key() << ": " << verdict;
+  return verdict.substr(prefix.size() - 1, verdict.find(": ", prefix.size()) - prefix.size() + 1);
+}
+
+// Where twin execute refuses each scenario's leading uniform candidates (every one of them); the others run.
+const std::map<std::string, std::string>& uniform_refusals() {
+  static const std::map<std::string, std::string> paths = {
+      {"llama3-70b-gb200-nvl72-fp8.json", "/scenario/training/fp8"},
+      {"llama3-8b-8xB200-fp8.json", "/scenario/training/fp8"},
+      {"megatron-gpt-18.4b-256xA100.json", "/scenario/model"},  // LayerNorm, learned positions, biases
+      {"nemotron4-340b-256xH100.json", "/scenario/framework/tp_comm_overlap"},
+      {"qwen3-30b-a3b-16xH100.json", "/scenario/model/qk_layernorm"},
+  };
+  return paths;
+}
+
+TEST(ExecutablePlans, LeadingUniformCandidatesOfEveryShippedScenario) {
+  int checked = 0;
+  for (const std::filesystem::path& path : shipped_scenarios()) {
+    const std::string name = path.filename().string();
+    const PreparedScenario run = prepared(path);
+    const auto refused = uniform_refusals().find(name);
+    for (const Candidate& candidate : leading_candidates(run, 10)) {
+      EXPECT_EQ(refusal_path(run.scenario, candidate), refused == uniform_refusals().end() ? "" : refused->second)
+          << name << ": " << candidate.key();
+      ++checked;
+    }
+  }
+  EXPECT_GT(checked, 150);
+}
+
+// The family plans twin execute refuses, by the path of the refusal: a hot-switching phase whose layout it cannot
+// switch into (the output layer's padded vocabulary), per-layer blocks of GPUs holding part of a sample, and a
+// heterogeneous plan whose home strategy does not divide the cluster (its best.json cannot be read back).
+const std::map<std::string, std::set<std::string>>& family_refusals() {
+  static const std::map<std::string, std::set<std::string>> paths = {
+      {"llama2-7b-8xH100-hot-switch-pinned.json", {"/family_plan/detail/phases/1/strategy_fields"}},
+      {"llama2-13b-8xA100-40GB-per-layer.json", {"/family_plan/detail/stage_micro_batch"}},
+      {"mixed-h100-a100-llama2-13b.json", {"/strategy"}},
+  };
+  return paths;
+}
+
+TEST(ExecutablePlans, FamilyPlansOfEveryShippedScenario) {
+  std::vector<std::filesystem::path> scenarios;
+  for (const std::filesystem::path& path : shipped_scenarios())  // its hot-switching search takes 10 s: pinned below
+    if (path.filename() != "llama2-7b-8xH100-hot-switch.json") scenarios.push_back(path);
+  scenarios.push_back(kSource / "tests/pipeline/fixtures/llama2-7b-8xH100-hot-switch-pinned.json");
+  std::map<std::string, std::set<std::string>> refused;
+  int checked = 0;
+  for (const std::filesystem::path& path : scenarios) {
+    const PreparedScenario run = prepared(path);
+    for (const FamilySearch& family : plan_families())
+      for (const Candidate& candidate : family(run.scenario, run.profile, 1)) {
+        if (!candidate.feasible) continue;
+        ++checked;
+        if (const std::string at = refusal_path(run.scenario, candidate); !at.empty())
+          refused[path.filename().string()].insert(at);
+      }
+  }
+  EXPECT_EQ(refused, family_refusals());
+  EXPECT_GT(checked, 30);
+}
+
+// twin simulate writes the verdict in ranking.csv: of the ten fastest (here all), the best plan's a refusal.
+TEST(ExecutablePlans, RankingCsvSaysWhetherTwinExecuteRunsEachOfTheFastest) {
+  const test::TempDir dir("executable-plans");
+  SimulateSettings settings;
+  settings.out = dir.path / "out";
+  settings.top = 0;
+  settings.jobs = 1;
+  settings.quiet = true;
+  const std::string pinned = "tests/pipeline/fixtures/llama2-7b-8xH100-hot-switch-pinned.json";
+  for (const std::string& scenario : {pinned, std::string("scenarios/llama2-7b-1xH200-hot-switch.json")}) {
+    const SimulateOutcome outcome = simulate_scenario(load_scenario_input(kSource / scenario), settings);
+    if (scenario == pinned)
+      EXPECT_EQ(outcome.ranked.front().executable.rfind("no: at /family_plan/detail/phases/1/strategy_fields: ", 0), 0u);
+    const std::string csv = test::read_file(outcome.out / "ranking.csv");
+    EXPECT_NE(csv.find(",replay,executable\r\n"), std::string::npos) << scenario;
+    for (std::size_t k = 0; k < outcome.ranked.size(); ++k) {
+      const Candidate& candidate = outcome.ranked[k];
+      EXPECT_EQ(candidate.executable, k < 10 && candidate.feasible ? executable_verdict(outcome.scenario, candidate)
+                                                                  : std::string())
+          << scenario << ": " << candidate.key();
+      EXPECT_NE(csv.find("," + csv_field(candidate.executable) + "\r\n"), std::string::npos) << candidate.key();
+    }
+  }
+}
+
+}  // namespace
+}  // namespace twin
