@@ -9,14 +9,15 @@ For every instance of a collective (iteration, op, group), on a host whose proce
   transfer      = median end - last start (the collective itself, once everyone is there);
   segment       = last start - the median end of the group's previous collective (the work between them).
 The group of an op follows from its role (ops.csv): tp_* ops run over the ranks that share cp, dp and pp;
-grad_reduce and param_gather over those that share tp, cp and pp; other collectives (loss, grad_norm, pipeline
-p2p) are left out. Per run and role: mean kernel time, mean wait, mean transfer, the predicted time (ops.csv),
+grad_reduce and param_gather over those that share tp, cp and pp; an MoE layer's dispatch and combine all-to-alls
+over the expert-parallel group, Megatron's blocks of expert_model_parallel_size consecutive data-parallel ranks
+(the run's scenario.json strategy); other collectives (loss, grad_norm, pipeline p2p) are left out. Per run and role: mean kernel time, mean wait, mean transfer, the predicted time (ops.csv),
 and the skew as a share of the segment (median, p90), which a rank-drift model needs.
 Usage: nccl_arrival_skew.py [--json OUT] RUN_DIR...
 """
 import argparse, collections, csv, gzip, json, os, statistics, sys
 
-GROUP_AXES = {"tp": ("cp", "dp", "pp"), "dp": ("tp", "cp", "pp")}
+GROUP_AXES = {"tp": ("cp", "dp", "pp"), "dp": ("tp", "cp", "pp"), "ep": ("tp", "cp", "pp")}
 
 
 def group_kind(role):
@@ -24,7 +25,22 @@ def group_kind(role):
         return "tp"
     if role in ("grad_reduce", "param_gather"):
         return "dp"
+    if role in ("dispatch", "combine"):
+        return "ep"
     return None
+
+
+def expert_parallel_size(run):
+    path = os.path.join(run, "scenario.json")
+    if not os.path.exists(path):
+        return 1
+    with open(path) as f:
+        return int(json.load(f).get("strategy", {}).get("expert_model_parallel_size", 1))
+
+
+def group_key(row, kind, ep):
+    key = tuple(int(row[a]) for a in GROUP_AXES[kind])
+    return key + (int(row["dp"]) // ep,) if kind == "ep" else key
 
 
 def load_ops(run):
@@ -40,6 +56,7 @@ def load_ops(run):
 def instances(run, ops):
     """{(iteration, rank_class, op, group key): [(rank, start, end)]} for the TP and DP collectives."""
     found = collections.defaultdict(list)
+    ep = expert_parallel_size(run)
     with gzip.open(os.path.join(run, "nccl_kernels.csv.gz"), "rt") as f:
         for row in csv.DictReader(f):
             if row["kind"] != "nccl" or int(row["iteration"]) < 0 or int(row["op"]) < 0:
@@ -49,7 +66,7 @@ def instances(run, ops):
             kind = group_kind(info[0]) if info else None
             if kind is None:
                 continue
-            key = (int(row["iteration"]), cls, op, kind, tuple(int(row[a]) for a in GROUP_AXES[kind]))
+            key = (int(row["iteration"]), cls, op, kind, group_key(row, kind, ep))
             found[key].append((int(row["rank"]), int(row["start_ns"]), int(row["end_ns"])))
     return found
 
