@@ -10,6 +10,7 @@
 
 #include <fmt/format.h>
 
+#include "executor/model_support.hpp"
 #include "strategies/lowering_emitter.hpp"
 #include "strategies/rank_layout.hpp"
 #include "strategies/sharded_parameters.hpp"
@@ -42,22 +43,10 @@ ShardMap rows_from(std::int64_t local_rows, std::int64_t cols, std::int64_t row_
   return map;
 }
 
-void require_supported(const ModelConfig& m, const Strategy& s) {
-  const auto fail = [&](const std::string& what) {
-    throw std::invalid_argument("twin execute runs Llama-style models (dense or with experts); this model " + what);
-  };
-  if (m.normalization != Normalization::rmsnorm) fail("uses LayerNorm (RMSNorm only)");
-  if (!m.position_embedding_rope) fail("uses learned position embeddings (RoPE only)");
-  if (m.add_bias_linear) fail("has linear biases");
-  if (m.hidden_dropout > 0 || m.attention_dropout > 0) fail("uses dropout");
-  if (!is_fused_attention(m.attention_backend)) fail("asks for unfused attention");
-  // Weights the memory model counts (core/model.cpp) and this layout does not hold: refused here, never laid out
-  // short of the count (Qwen3's q_norm and k_norm, 2 x kv_channels per layer, were).
-  if (m.qk_layernorm) fail("has QK-norm weights (q_norm, k_norm)");
-  if (m.mla.enabled()) fail("uses multi-latent attention");
-  if (m.post_norms) fail("has post norms");
-  if (m.attention_sinks) fail("has attention sinks");
-  if (m.moe.shared_expert_ffn_hidden_size > 0) fail("has shared experts");
+void require_supported(const ModelConfig& m) {
+  if (const auto unsupported = first_unsupported_feature(m))
+    throw std::invalid_argument("twin execute runs Llama-style models (dense or with experts); this model has " +
+                                unsupported->feature);
 }
 
 }  // namespace
@@ -85,7 +74,7 @@ class UnitMaker {
       : m_(scenario.model), strategy_(strategy), placement_(placement), seed_(seed),
         shapes_(lowering::rank_shapes(scenario, strategy)), tp_(shapes_.tp), t_(placement.tp_rank),
         output_stddev_(kStddev / std::sqrt(2.0f * static_cast<float>(m_.num_layers))) {
-    require_supported(m_, strategy);
+    require_supported(m_);
   }
 
   // `pad_as`: the elements of a copy of the table whose shards must line up with the table's.

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "core/error.hpp"
+#include "executor/model_support.hpp"
 #include "executor/op_binding.hpp"
 #include "executor/parameters.hpp"
 #include "executor/pipeline_reduction.hpp"
@@ -133,31 +134,17 @@ void check_parts(const Plan& plan, const PlanGraphs& lowered, const std::string&
   }
 }
 
-// The architecture variants of 2025-26 the simulator prices and twin execute has no kernels for (issue 40 item 4
-// runs them): a plan using one is refused, naming it, rather than run as another model.
+// A model feature twin execute has no weights or kernels for (executor/model_support.hpp) is refused at its own
+// key, rather than run as another model.
 void check_architecture(const ModelConfig& m, const std::string& file) {
-  const auto refuse = [&](const char* path, const char* feature) {
-    throw InputError(file, std::string("/scenario/model/") + path,
+  if (const auto unsupported = first_unsupported_feature(m))
+    throw InputError(file, "/scenario/model/" + unsupported->path,
                      fmt::format("expected a model without {} (twin execute does not run it yet; the simulator "
-                                 "prices it)", feature));
-  };
-  if (m.activation == Activation::geglu) refuse("activation", "GeGLU");
-  if (m.mla.enabled()) refuse("mla", "multi-latent attention");
-  if (m.qk_layernorm) refuse("qk_layernorm", "QK-norm");
-  if (m.window_size > 0) refuse("window_size", "sliding-window attention");
-  if (m.attention_sinks) refuse("attention_sinks", "attention sinks");
-  if (m.attention_softcap > 0) refuse("attention_softcap", "soft-capped attention scores");
-  if (m.final_logit_softcap > 0) refuse("final_logit_softcap", "soft-capped logits");
-  if (m.post_norms) refuse("post_norms", "post norms");
-  if (m.moe.shared_expert_ffn_hidden_size > 0) refuse("moe/shared_expert_ffn_hidden_size", "shared experts");
-  if (m.moe.first_dense_layers > 0) refuse("moe/first_dense_layers", "dense layers before the MoE layers");
+                                 "prices it)", unsupported->feature));
 }
 
 // What every plan trains with: the framework switches, the activation and the precision recipe twin execute runs.
 void check_training(const Plan& plan, const std::string& file) {
-  if (plan.scenario.model.activation == Activation::squared_relu)
-    throw InputError(file, "/scenario/model/activation",
-                     "swiglu or gelu (twin execute has no squared-ReLU kernel; the simulator prices it)");
   if (plan.scenario.framework.name == FrameworkName::pytorch_fsdp2)
     throw InputError(file, "/scenario/framework/name",
                      "\"twin\" or \"megatron-core\" (a pytorch-fsdp2 plan prices PyTorch's own kernels and copies: "

@@ -88,7 +88,7 @@ TEST(PlanCheck, RefusesFamilyPlansAndModelsTheExecutorDoesNotRun) {
   EXPECT_EQ(refusal_path(family), "/family_plan");
   Plan layernorm = executed_plan();
   layernorm.scenario.model.normalization = Normalization::layernorm;
-  EXPECT_EQ(refusal_path(layernorm), "/scenario/model");
+  EXPECT_EQ(refusal_path(layernorm), "/scenario/model/normalization");
   Plan squared_relu = executed_plan();
   squared_relu.scenario.model.activation = Activation::squared_relu;
   EXPECT_EQ(refusal_path(squared_relu), "/scenario/model/activation");

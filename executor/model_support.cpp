@@ -1,0 +1,34 @@
+// Checked in the order a user would fix them: the architecture of 2025-26 first (one flag each), then the
+// GPT-style features a Llama-style executor lacks.
+#include "executor/model_support.hpp"
+
+namespace twin::exec {
+
+std::optional<UnsupportedModelFeature> first_unsupported_feature(const ModelConfig& m) {
+  const auto unsupported = [](const char* path, const char* feature) {
+    return std::optional<UnsupportedModelFeature>(UnsupportedModelFeature{path, feature});
+  };
+  if (m.activation == Activation::geglu) return unsupported("activation", "GeGLU");
+  if (m.activation == Activation::squared_relu) return unsupported("activation", "squared ReLU");
+  if (m.mla.enabled()) return unsupported("mla", "multi-latent attention");
+  // Weights the memory model counts (core/model.cpp) and the layout would not hold: Qwen3's q_norm and k_norm,
+  // 2 x kv_channels per layer, were once laid out short of the count.
+  if (m.qk_layernorm) return unsupported("qk_layernorm", "QK-norm weights (q_norm, k_norm)");
+  if (m.window_size > 0) return unsupported("window_size", "sliding-window attention");
+  if (m.attention_sinks) return unsupported("attention_sinks", "attention sinks");
+  if (m.attention_softcap > 0) return unsupported("attention_softcap", "soft-capped attention scores");
+  if (m.final_logit_softcap > 0) return unsupported("final_logit_softcap", "soft-capped logits");
+  if (m.post_norms) return unsupported("post_norms", "post norms");
+  if (m.moe.shared_expert_ffn_hidden_size > 0) return unsupported("moe/shared_expert_ffn_hidden_size", "shared experts");
+  if (m.moe.first_dense_layers > 0)
+    return unsupported("moe/first_dense_layers", "dense layers before the MoE layers");
+  if (m.normalization != Normalization::rmsnorm) return unsupported("normalization", "LayerNorm");
+  if (!m.position_embedding_rope) return unsupported("position_embedding_rope", "learned position embeddings");
+  if (m.add_bias_linear) return unsupported("add_bias_linear", "linear biases");
+  if (m.hidden_dropout > 0) return unsupported("hidden_dropout", "dropout");
+  if (m.attention_dropout > 0) return unsupported("attention_dropout", "dropout");
+  if (!is_fused_attention(m.attention_backend)) return unsupported("attention_backend", "unfused attention");
+  return std::nullopt;
+}
+
+}  // namespace twin::exec

@@ -1,0 +1,21 @@
+// The model features twin execute has no weights or kernels for, in one list: the plan check refuses a plan that
+// uses one at its JSON path (executor/plan_check.cpp), and the parameter layout refuses to lay one out
+// (executor/parameters.cpp) for callers that skip the check. The simulator prices every one of them.
+#pragma once
+#include <optional>
+#include <string>
+
+#include "core/model.hpp"
+
+namespace twin::exec {
+
+struct UnsupportedModelFeature {
+  std::string path;     // under /scenario/model, e.g. "qk_layernorm" or "moe/shared_expert_ffn_hidden_size"
+  std::string feature;  // what the model has, e.g. "QK-norm weights (q_norm, k_norm)"
+};
+
+// The first feature of `model` that twin execute does not run, in a fixed order; nullopt for a model it runs
+// (Llama-style, dense or with experts: RMSNorm, RoPE, no biases, no dropout, fused attention, SwiGLU or GeLU).
+std::optional<UnsupportedModelFeature> first_unsupported_feature(const ModelConfig& model);
+
+}  // namespace twin::exec
