@@ -10,7 +10,8 @@ published training results kept beside it:
                                         configuration twin cannot price yet, and is left out)
   tests/validation/hopper_more_rows.json  NVIDIA DGX Cloud Benchmarking (NeMo on DGX H100), releases 24.11 and 25.02
   tests/validation/zero3_rows.json       Narayanan et al. 2021 Table 2: DeepSpeed ZeRO-3 against PTD parallelism (A100)
-  tests/validation/torchtitan_rows.json  torchtitan's published benchmarks (FSDP2 + TP on H100), rows as
+  tests/validation/torchtitan_rows.json  torchtitan's published step measurements (docs/performance.md of 2024:
+                                        FSDP2 on A100 and H100; benchmarks/ of 2025: FSDP2 + TP on H100), rows as
                                         a100_more_rows.json states them; the rows it cannot describe under `refused`
 
 Every row becomes a twin scenario: the model, the batch, the cluster and the framework as the source states

@@ -38,6 +38,8 @@ TEST(PublishedTable, FiguresBecomeTheIterationTimesTheirSourcesImply) {
   EXPECT_NEAR(by_id.at("narayanan21_t2_zero3_174.6B_1536gpu")->published_iteration_s, 66.75, 0.01);
   // torchtitan: 512 sequences of 8192 tokens / (597.3 tokens/s per GPU x 256 GPUs) = 27.43 s.
   EXPECT_NEAR(by_id.at("torchtitan_llama3_70b_256h100_fsdp32_tp8_bf16")->published_iteration_s, 27.43, 0.01);
+  // torchtitan's docs/performance.md: 32 sequences of 8192 tokens / (109 WPS per GPU x 128 GPUs) = 18.79 s.
+  EXPECT_NEAR(by_id.at("torchtitan_llama31_405b_128h100_fsdp16_tp8_bf16")->published_iteration_s, 18.79, 0.01);
   // Table 5 as published.
   EXPECT_EQ(by_id.at("korthikanti22_1T_selective_plus_sp")->published_iteration_s, 71.49);
   // NeMo Megatron: 40,345 tokens/s on one DGX A100 (5,043.1 per GPU), batch 2048 x 2048: 103.96 s.
@@ -74,30 +76,31 @@ TEST(PublishedTable, BadRowsNameTheirPath) {
 
 // The guard, leave one group out (docs/VALIDATION.md, "Cross-validated: leave one group out"): mean and largest
 // |error| of each group predicted with the fitted parameters refitted without it, and beside them the in-sample
-// figures (every parameter fitted on every group), as measured on 2026-11-28 14:18-14:23 UTC
-// (`twin validate tests/validation/published.json --cross-validate`, 202 rows of 15 groups; each figure rounded up
-// to the tenth of a point); a change
+// figures (every parameter fitted on every group), as measured on 2026-11-28 22:14-22:17 UTC
+// (`twin validate tests/validation/published.json --cross-validate`, 206 rows of 16 groups: the 202 of 14:18 UTC and
+// torchtitan's docs/performance.md, group torchtitan-perf-2024; each figure rounded up to the tenth of a point); a change
 // that makes any of them worse by more than half a point fails here. A group the guard does not know fails with the line to add.
 struct Reached {
   double cross_validated_mean, cross_validated_max, in_sample_mean, in_sample_max;
 };
 const std::map<std::string, Reached> kReached = {
-    {"narayanan2021-table1", {0.104, 0.161, 0.094, 0.149}},
-    {"korthikanti2022-table5", {0.120, 0.181, 0.111, 0.171}},
-    {"korthikanti2022-abstract", {0.100, 0.141, 0.098, 0.139}},
-    {"dubey2024-llama3-table4", {0.054, 0.072, 0.054, 0.071}},
-    {"megatron-readme-h100-2024", {0.077, 0.118, 0.072, 0.112}},
-    {"llmfoundry-mpt-h100-2024", {0.099, 0.190, 0.081, 0.174}},
-    {"llmfoundry-mpt-a100-2023", {0.065, 0.229, 0.065, 0.225}},
-    {"nemo-megatron-a100-2023", {0.157, 0.216, 0.157, 0.215}},
-    {"bloom2022-176b", {0.051, 0.051, 0.050, 0.050}},
-    {"bloom2022-topology-search", {0.083, 0.240, 0.083, 0.235}},
-    {"smith2022-mtnlg-530b", {0.091, 0.111, 0.088, 0.109}},
-    {"dgxc-nemo-h100-24.11", {0.068, 0.171, 0.054, 0.147}},
-    {"dgxc-nemo-h100-25.02", {0.046, 0.099, 0.037, 0.084}},
-    {"narayanan2021-table2-zero3", {0.173, 0.401, 0.175, 0.399}},
-    {"torchtitan-h100-2025", {0.144, 0.144, 0.143, 0.143}},
-    {"all", {0.084, 0.401, 0.078, 0.399}},
+    {"narayanan2021-table1", {0.099, 0.156, 0.090, 0.145}},
+    {"korthikanti2022-table5", {0.116, 0.176, 0.107, 0.166}},
+    {"korthikanti2022-abstract", {0.096, 0.137, 0.094, 0.135}},
+    {"dubey2024-llama3-table4", {0.054, 0.071, 0.054, 0.070}},
+    {"megatron-readme-h100-2024", {0.076, 0.117, 0.071, 0.111}},
+    {"llmfoundry-mpt-h100-2024", {0.097, 0.188, 0.080, 0.173}},
+    {"llmfoundry-mpt-a100-2023", {0.065, 0.233, 0.065, 0.228}},
+    {"nemo-megatron-a100-2023", {0.156, 0.219, 0.156, 0.218}},
+    {"bloom2022-176b", {0.048, 0.048, 0.048, 0.048}},
+    {"bloom2022-topology-search", {0.083, 0.243, 0.083, 0.238}},
+    {"smith2022-mtnlg-530b", {0.094, 0.115, 0.092, 0.112}},
+    {"dgxc-nemo-h100-24.11", {0.069, 0.173, 0.054, 0.148}},
+    {"dgxc-nemo-h100-25.02", {0.047, 0.100, 0.038, 0.086}},
+    {"narayanan2021-table2-zero3", {0.172, 0.402, 0.174, 0.400}},
+    {"torchtitan-h100-2025", {0.136, 0.136, 0.135, 0.135}},
+    {"torchtitan-perf-2024", {0.134, 0.159, 0.130, 0.154}},
+    {"all", {0.085, 0.402, 0.079, 0.400}},
 };
 
 // The same for the published MoE rows (issue 40), a table of their own: `twin validate tests/validation/moe_rows.json
