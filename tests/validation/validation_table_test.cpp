@@ -38,7 +38,7 @@ TEST(PublishedTable, FiguresBecomeTheIterationTimesTheirSourcesImply) {
   EXPECT_NEAR(by_id.at("narayanan21_t2_zero3_174.6B_1536gpu")->published_iteration_s, 66.75, 0.01);
   // torchtitan: 512 sequences of 8192 tokens / (597.3 tokens/s per GPU x 256 GPUs) = 27.43 s.
   EXPECT_NEAR(by_id.at("torchtitan_llama3_70b_256h100_fsdp32_tp8_bf16")->published_iteration_s, 27.43, 0.01);
-  // torchtitan's docs/performance.md: 32 sequences of 8192 tokens / (109 WPS per GPU x 128 GPUs) = 18.79 s.
+  // torchtitan's performance page of 2024: 32 sequences of 8192 tokens / (109 WPS per GPU x 128 GPUs) = 18.79 s.
   EXPECT_NEAR(by_id.at("torchtitan_llama31_405b_128h100_fsdp16_tp8_bf16")->published_iteration_s, 18.79, 0.01);
   // Table 5 as published.
   EXPECT_EQ(by_id.at("korthikanti22_1T_selective_plus_sp")->published_iteration_s, 71.49);
@@ -78,7 +78,8 @@ TEST(PublishedTable, BadRowsNameTheirPath) {
 // |error| of each group predicted with the fitted parameters refitted without it, and beside them the in-sample
 // figures (every parameter fitted on every group), as measured on 2026-11-28 22:14-22:17 UTC
 // (`twin validate tests/validation/published.json --cross-validate`, 206 rows of 16 groups: the 202 of 14:18 UTC and
-// torchtitan's docs/performance.md, group torchtitan-perf-2024; each figure rounded up to the tenth of a point); a change
+// torchtitan's performance page of 2024, group torchtitan-perf-2024; each figure rounded up to the tenth of a
+// point); a change
 // that makes any of them worse by more than half a point fails here. A group the guard does not know fails with the line to add.
 struct Reached {
   double cross_validated_mean, cross_validated_max, in_sample_mean, in_sample_max;
