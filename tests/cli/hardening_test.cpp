@@ -160,6 +160,8 @@ TEST(Hardening, HostileValuesAndKeysAreNamedWhereTheyAre) {
   const std::vector<std::pair<std::string, std::string>> cases = {
       {"profile_nul", "profile_nul.json: at /profile: \\x00: cannot open the file (expected a profile JSON path"},
       {"profile_control_bytes", "at /profile: a\\nb\\x1b[31m: cannot open the file"},
+      {"profile_sustained_clock_descending",
+       "at /gpus/0/sustained_clock/points/1/gemm_duty: expected duties in ascending order, each once, got 0.41"},
       {"value_with_newline_and_nul", "at /model/preset: "},
       {"bucket_above_seq_length",
        "at /training/seq_length_buckets/1/max: expected a length in [1, training.seq_length 2048], got 4096"},

@@ -27,9 +27,9 @@ TEST(PriceCache, PricesEachGpuAndShapeOnceForEveryThread) {
   for (int t = 0; t < 4; ++t)
     threads.emplace_back([&] {
       for (int i = 0; i < 100; ++i) {
-        EXPECT_EQ(cache.get_or_compute(h100, sim::price_key(gemm), [&] { ++computed; return TimeNs{7}; }), 7);
-        EXPECT_EQ(cache.get_or_compute(a100, sim::price_key(gemm), [&] { ++computed; return TimeNs{9}; }), 9);
-        EXPECT_EQ(cache.get_or_compute(h100, sim::price_key(other), [&] { ++computed; return TimeNs{11}; }), 11);
+        EXPECT_EQ(cache.get_or_compute({&h100}, sim::price_key(gemm), [&] { ++computed; return TimeNs{7}; }), 7);
+        EXPECT_EQ(cache.get_or_compute({&a100}, sim::price_key(gemm), [&] { ++computed; return TimeNs{9}; }), 9);
+        EXPECT_EQ(cache.get_or_compute({&h100}, sim::price_key(other), [&] { ++computed; return TimeNs{11}; }), 11);
       }
     });
   threads.clear();
