@@ -38,6 +38,7 @@ def benchmarks_only(profile):
                 kept[key] = {"median_ns": b, "p10_ns": b, "p90_ns": b, "samples": 1}
         gpu["measured"] = kept
         gpu.pop("corrections", None)
+        gpu.pop("sustained_clock", None)  # no clock of any kind: the curve is a variant of its own (--curve)
     return profile
 
 
