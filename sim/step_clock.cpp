@@ -1,5 +1,8 @@
 // The duty is priced with the same cache as flattening (at clock 0: the profile's reference), so the GEMM shapes
 // priced here are priced once per search; a class's repeated blocks are summed like any other ops (memo hits).
+// Only the passes count: the optimizer step runs once per iteration, briefly beside the limiter's time constant,
+// and leaving it out makes the duty the same for any number of micro-batches, so that a pipeline's steady state
+// replayed at two shorter counts (strategies/steady_state.hpp) is priced at the whole iteration's clock.
 #include "sim/step_clock.hpp"
 
 #include "core/op_kinds.hpp"
@@ -24,15 +27,15 @@ bool compute_bound(const Op& op) {
 
 double step_gemm_duty(const RankClass& rank_class, const Profile& profile, const GpuSpec& gpu, PriceCache* prices) {
   ComputeTimes at_reference(profile, gpu, prices);
-  double busy_ns = 0, compute_bound_ns = 0;
+  TimeNs busy_ns = 0, compute_bound_ns = 0;  // integers: the same passes summed N times give exactly the same ratio
   for (OpIndex i = 0; i < rank_class.size(); ++i) {
     const Op& op = rank_class.op(i);
-    if (op.is_communication()) continue;
-    const double ns = static_cast<double>(at_reference(op));
+    if (op.is_communication() || op.phase == Phase::optimizer) continue;
+    const TimeNs ns = at_reference(op);
     busy_ns += ns;
     if (compute_bound(op)) compute_bound_ns += ns;
   }
-  return busy_ns > 0 ? compute_bound_ns / busy_ns : 0;
+  return busy_ns > 0 ? static_cast<double>(compute_bound_ns) / static_cast<double>(busy_ns) : 0;
 }
 
 double step_sm_clock_MHz(const RankClass& rank_class, const Profile& profile, const GpuSpec& gpu, PriceCache* prices) {

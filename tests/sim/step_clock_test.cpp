@@ -9,12 +9,13 @@
 namespace twin::test {
 namespace {
 
-// 1000^3: 2e9 FLOPs, 2,000 ns at the test GPU's 1000 TFLOP/s; the elementwise op 2,000 ns too: duty 0.5.
+// 4000^3: 1.28e11 FLOPs, 128,000 ns at the test GPU's 1000 TFLOP/s (its 96 MB take less at 1000 GB/s); the
+// elementwise op 128,000 ns too: duty 0.5.
 Op gemm_op() {
   Op op;
   op.kind = OpKind::gemm;
   op.stream = Stream::compute;
-  op.gemm = {1000, 1000, 1000, 1};
+  op.gemm = {4000, 4000, 4000, 1};
   return op;
 }
 
@@ -22,7 +23,10 @@ IterationGraph half_gemm_step() {
   IterationGraph graph;
   RankClass& rank_class = add_class(graph, 0);
   const OpIndex product = rank_class.add(gemm_op());
-  const OpIndex add = rank_class.add(compute_op(2'000'000));
+  const OpIndex add = rank_class.add(compute_op(128'000'000));
+  Op optimizer = compute_op(1'000'000'000);  // the optimizer step: not part of the passes' duty
+  optimizer.phase = Phase::optimizer;
+  rank_class.add_dependency(add, rank_class.add(optimizer));
   rank_class.add_dependency(product, add);
   return graph;
 }
@@ -51,7 +55,9 @@ TEST(StepClock, TheCurveAtTheDutyUnlessTheProfileStatesAClock) {
   profile.gpus[0].sustained_sm_clock_MHz = 1500;  // folded from a run: wins
   EXPECT_EQ(sim::step_sm_clock_MHz(graph.classes[0], profile, test_gpu(), nullptr), 0);
   Profile traced = clocked_profile();  // a shape folded from a run: its in-situ ratio holds the clock already
-  Measurement in_training{3000, 3000, 3000, 1};
+  Measurement in_training;
+  in_training.median_ns = in_training.p10_ns = in_training.p90_ns = 3000;
+  in_training.samples = 1;
   in_training.source = "trace:run";
   in_training.priced_ns = 2000;
   traced.gpus[0].measured[kernel_shape_key(gemm_op())] = in_training;
@@ -63,17 +69,18 @@ TEST(StepClock, TheCurveAtTheDutyUnlessTheProfileStatesAClock) {
 TEST(StepClock, TheReplayPricesTheGemmsAtTheStepClock) {
   const IterationGraph graph = half_gemm_step();
   const Cluster cluster = test_cluster(1);
-  EXPECT_EQ(simulate_iteration(graph, cluster, test_profile()).iteration_ns, 4000);
+  const TimeNs rest_ns = 128'000 + 1'000'000;  // the elementwise op and the optimizer step
+  EXPECT_EQ(simulate_iteration(graph, cluster, test_profile()).iteration_ns, 128'000 + rest_ns);
   const double clock_MHz = 1600 - 200.0 / 6;
   EXPECT_EQ(simulate_iteration(graph, cluster, clocked_profile()).iteration_ns,
-            std::llround(2000 * 1800 / clock_MHz) + 2000);
+            std::llround(128'000 * 1800 / clock_MHz) + rest_ns);
   Profile folded = clocked_profile();
   folded.gpus[0].sustained_sm_clock_MHz = 1500;
-  EXPECT_EQ(simulate_iteration(graph, cluster, folded).iteration_ns, 2400 + 2000);
+  EXPECT_EQ(simulate_iteration(graph, cluster, folded).iteration_ns, 153'600 + rest_ns);
   // The search's lower bound prices at the same clock, so it stays under the replay.
   EXPECT_LE(sim::compute_busy(graph, cluster, clocked_profile()).at(0).passes.forward_ns,
             simulate_iteration(graph, cluster, clocked_profile()).iteration_ns);
-  EXPECT_GT(sim::compute_busy(graph, cluster, clocked_profile()).at(0).passes.forward_ns, 4000);
+  EXPECT_GT(sim::compute_busy(graph, cluster, clocked_profile()).at(0).passes.forward_ns, 256'000);
 }
 
 }  // namespace
