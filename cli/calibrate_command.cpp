@@ -176,6 +176,10 @@ CalibrateOptions& add_calibrate_command(CLI::App& app) {
                         "with --check: the GEMM shapes to check, a JSON array of {\"m\", \"n\", \"k\"[, \"count\",\n"
                         "\"transpose_a\", \"transpose_b\", \"origin\"]} (default: 17 model GEMMs off the grid)")
       ->needs(check);
+  CLI::Option* sustained_clock = calibrate->add_flag("--sustained-clock", options.request.sustained_clock_only,
+                        "with --profile: measure only the SM clock each GPU sustains at its power limit under loads of\n"
+                        "several GEMM duties (~20 s, every GPU at once; 7 s with --quick) and write the curve into the\n"
+                        "profile's section of this GPU (--out, default: the profile in place), every other entry as it was");
   CLI::Option* from_trace = calibrate->add_option("--from-trace", options.from_trace,
                         "recalibrate from the run folder of `twin execute` (best.json, ops.csv, metrics.json): exact\n"
                         "shapes it measured become profile entries, other shapes of each op kind get a fitted\n"
@@ -212,7 +216,8 @@ CalibrateOptions& add_calibrate_command(CLI::App& app) {
                         "shapes it lacks are added (default --out: the profile in place);\n"
                         "with --from-trace: the profile to update (default: the plan's \"profile\");\n"
                         "with --from-nccl-tests: the profile to add the tables to (default: builtin)");
-  for (CLI::Option* gpu_only : {scenario, gpus, quick, quiet, max_message, check, check_out, check_gemms}) {
+  sustained_clock->excludes(scenario)->excludes(check);
+  for (CLI::Option* gpu_only : {scenario, gpus, quick, quiet, max_message, check, check_out, check_gemms, sustained_clock}) {
     if (gpu_only != scenario) from_trace->excludes(gpu_only);  // a framework trace's fold reads the scenario
     from_nccl->excludes(gpu_only);
   }
@@ -223,6 +228,7 @@ CalibrateOptions& add_calibrate_command(CLI::App& app) {
       "  twin calibrate --scenario scenarios/llama3-8b-4xH200.json --out my.json\n"
       "  twin calibrate --scenario scenarios/llama2-7b-8xH100.json --profile my.json\n"
       "  twin calibrate --check my.json --check-out check/\n"
+      "  twin calibrate --sustained-clock --profile my.json\n"
       "  twin calibrate --check my.json --check-gemms my-gemms.json\n"
       "  twin calibrate --from-trace run/ --profile my.json\n"
       "  twin calibrate --from-trace traces/ --scenario my-run.json --profile builtin --out pytorch.json\n"
@@ -239,9 +245,13 @@ int run_calibrate(const CLI::App&) {
   if (!options.from_trace.empty()) return run_from_trace(options);
   if (!options.nccl_logs.empty()) return run_from_nccl_tests(options);
   gpu::CalibrationRequest request = options.request;
+  if (request.sustained_clock_only && options.profile.empty()) {
+    spdlog::error("--sustained-clock needs --profile (the profile to write the curve into)");
+    return 2;
+  }
   if (!options.profile.empty()) {
-    if (request.scenario.empty() || !request.check_profile.empty()) {
-      spdlog::error("--profile needs --scenario (the shapes to add), --from-trace or --from-nccl-tests");
+    if ((request.scenario.empty() && !request.sustained_clock_only) || !request.check_profile.empty()) {
+      spdlog::error("--profile needs --scenario (the shapes to add), --sustained-clock, --from-trace or --from-nccl-tests");
       return 2;
     }
     request.profile = options.profile;

@@ -86,6 +86,9 @@ GpuKernelProfile hopper(std::string_view name, const AttentionCurves& attention)
   p.attention_backward = attention.flash_backward;
   p.fused_attention_forward = attention.cudnn_forward;
   p.fused_attention_backward = attention.cudnn_backward;
+  // The in-training factor, fitted on published runs, already holds their GPUs' clock: a measured sustained-clock
+  // curve would count it twice (docs/ACCURACY.md, "The clock of a training step").
+  p.sustained_clock = {};
   return p;
 }
 

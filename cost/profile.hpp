@@ -12,6 +12,7 @@
 
 #include "core/cluster.hpp"
 #include "core/op.hpp"
+#include "cost/sustained_clock.hpp"
 #include "core/units.hpp"
 #include "core/workload.hpp"
 
@@ -112,8 +113,12 @@ struct GpuKernelProfile {
   // runs slower than across calibration's GEMM timings (H100: about 1,500 against 1,711 MHz; docs/PROFILES.md,
   // "The clock of a training step"). GEMM times at reference_sm_clock_MHz are priced at this clock (time x
   // reference / sustained, cost/sm_clock.hpp); a time a trace measured in training is not. 0: priced at the
-  // reference clock.
+  // reference clock. Folded from a run, it takes precedence over `sustained_clock`.
   double sustained_sm_clock_MHz = 0;
+  // The clock measured under loads of several GEMM duties (calibration, cost/sustained_clock.hpp): where
+  // sustained_sm_clock_MHz is 0, the simulator prices a class's GEMMs at the clock this curve gives for its
+  // step's duty (sim/step_clock.hpp). Optional in files ("sustained_clock"); empty: not measured.
+  SustainedClockCurve sustained_clock;
   // Optional in files ("in_situ_prior"); the built-in profile sets it per GPU.
   InSituPrior in_situ_prior;
   // Exact shapes measured by calibration: key from kernel_shape_key(op) -> time. Lookup wins over the model.
@@ -243,17 +248,20 @@ Profile profile_from_json(const nlohmann::json& document, const std::string& sou
 // Time of one compute op (not communication) on `gpu`, kernel launch overhead included: a shape measured
 // in a traced run takes that time; any other its price at the training clock (training_clock_time_ns) times
 // the in-situ ratio of the traced shapes near it (cost/in_situ.hpp; 1 where none is near). Throws
-// std::logic_error for communication ops.
-TimeNs compute_time_ns(const Profile& profile, const GpuSpec& gpu, const Op& op);
+// std::logic_error for communication ops. `step_sm_clock_MHz`: the clock the step holds where the profile states
+// no sustained_sm_clock_MHz (sim/step_clock.hpp reads it off the sustained-clock curve); 0: none.
+TimeNs compute_time_ns(const Profile& profile, const GpuSpec& gpu, const Op& op, double step_sm_clock_MHz = 0);
 // The benchmark price of `op`: the micro-benchmark of its exact shape (for a trace entry, the benchmark it
 // replaced), else the model interpolated among the measured shapes of its kind (cost/gemm_predictor.hpp,
 // cost/kernel_predictor.hpp), else the efficiency curves. No in-situ ratio, no launch overhead: the
 // basis a traced shape's ratio is measured against (calibrate/recalibration.hpp).
 double benchmark_kernel_time_ns(const GpuKernelProfile& kernels, const GpuSpec& gpu, const Op& op);
 // The benchmark price at the clock a training step holds: a GEMM's moved from reference_sm_clock_MHz to
-// sustained_sm_clock_MHz (time x reference / sustained; unchanged where either is 0), every other kind as
-// benchmarked (their benchmarks carry no clock). The basis a traced shape's ratio is measured against.
-double training_clock_time_ns(const GpuKernelProfile& kernels, const GpuSpec& gpu, const Op& op);
+// sustained_sm_clock_MHz, else to `step_sm_clock_MHz` (time x reference / sustained; unchanged where either is 0),
+// every other kind as benchmarked (their benchmarks carry no clock). The basis a traced shape's ratio is measured
+// against.
+double training_clock_time_ns(const GpuKernelProfile& kernels, const GpuSpec& gpu, const Op& op,
+                              double step_sm_clock_MHz = 0);
 // The shape key under which calibration stores an op: "gemm:m=4096,n=4096,k=4096,count=1,ta=0,tb=0"
 // (",busiest=B" for a skewed grouped GEMM).
 std::string kernel_shape_key(const Op& op);

@@ -5,6 +5,7 @@
 #include "sim/flat_graph.hpp"
 
 #include "sim/flat_pricing.hpp"
+#include "sim/step_clock.hpp"
 
 #include <algorithm>
 #include <array>
@@ -240,7 +241,7 @@ void Flattener::add(const IterationGraph& graph, int c) {
   if (group.gpu.sm_count > kUserbuffersSmCount)
     flat_class.userbuffers_slowdown = double(group.gpu.sm_count) / (group.gpu.sm_count - kUserbuffersSmCount);
   flat_class.ops.reserve(graph.classes[c].size());
-  ComputeTimes compute_times(profile_, group.gpu, prices_);
+  ComputeTimes compute_times(profile_, group.gpu, prices_, step_sm_clock_MHz(graph.classes[c], profile_, group.gpu, prices_));
   flatten_class(graph, c, flat_class, plans, compute_times, state_->pipeline);
 }
 

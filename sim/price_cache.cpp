@@ -81,23 +81,24 @@ void PriceMemo::insert(const PriceKey& key, std::size_t hash, TimeNs price) {
   ++used_;
 }
 
-std::size_t PriceCache::GpuPriceKeyHash::operator()(const std::pair<const GpuSpec*, PriceKey>& key) const {
-  return PriceKeyHash{}(key.second) ^ (std::hash<const GpuSpec*>{}(key.first) * 0x9e3779b97f4a7c15ULL);
+std::size_t PriceCache::GpuPriceKeyHash::operator()(const std::pair<PricedOn, PriceKey>& key) const {
+  const std::size_t on = std::hash<const GpuSpec*>{}(key.first.gpu) ^ std::hash<double>{}(key.first.step_sm_clock_MHz);
+  return PriceKeyHash{}(key.second) ^ (on * 0x9e3779b97f4a7c15ULL);
 }
 
-TimeNs PriceCache::get_or_compute(const GpuSpec& gpu, const PriceKey& key, const std::function<TimeNs()>& compute) {
+TimeNs PriceCache::get_or_compute(const PricedOn& on, const PriceKey& key, const std::function<TimeNs()>& compute) {
   {
     std::lock_guard lock(mutex_);
-    if (auto found = prices_.find({&gpu, key}); found != prices_.end()) return found->second;
+    if (auto found = prices_.find({on, key}); found != prices_.end()) return found->second;
   }
   const TimeNs price = compute();  // outside the lock: pricing a GEMM scans the profile's measured shapes
   std::lock_guard lock(mutex_);
-  return prices_.try_emplace({&gpu, key}, price).first->second;
+  return prices_.try_emplace({on, key}, price).first->second;
 }
 
-PriceMemo& PriceCache::memo_of_this_thread(const GpuSpec& gpu) {
+PriceMemo& PriceCache::memo_of_this_thread(const PricedOn& on) {
   std::lock_guard lock(mutex_);
-  std::unique_ptr<PriceMemo>& memo = memos_[{std::this_thread::get_id(), &gpu}];
+  std::unique_ptr<PriceMemo>& memo = memos_[{std::this_thread::get_id(), on}];
   if (!memo) memo = std::make_unique<PriceMemo>();
   return *memo;
 }

@@ -70,23 +70,31 @@ class PriceMemo {
   std::size_t used_ = 0;
 };
 
+// The GPU prices are for (a GPU of the cluster every user of the cache simulates) and the SM clock its step holds
+// (sim/step_clock.hpp; 0: the profile's own): candidates whose steps differ in GEMM duty price GEMMs apart.
+struct PricedOn {
+  const GpuSpec* gpu = nullptr;
+  double step_sm_clock_MHz = 0;
+  auto operator<=>(const PricedOn&) const = default;
+  bool operator==(const PricedOn&) const = default;
+};
+
 class PriceCache {
  public:
-  // The price of an op of `key` on `gpu` (a GPU of the cluster every user of this cache simulates), computing
-  // it with `compute` the first time.
-  TimeNs get_or_compute(const GpuSpec& gpu, const PriceKey& key, const std::function<TimeNs()>& compute);
-  // The calling thread's memo of the prices on `gpu` it has had from this cache, for as long as the cache lives:
+  // The price of an op of `key` on `on`, computing it with `compute` the first time.
+  TimeNs get_or_compute(const PricedOn& on, const PriceKey& key, const std::function<TimeNs()>& compute);
+  // The calling thread's memo of the prices on `on` it has had from this cache, for as long as the cache lives:
   // each flattened class would otherwise start an empty memo and ask the cache (a lock and a node-based map)
   // for every shape it repeats (a search: hundreds of thousands of times). Only the calling thread may use it.
-  PriceMemo& memo_of_this_thread(const GpuSpec& gpu);
+  PriceMemo& memo_of_this_thread(const PricedOn& on);
 
  private:
   std::mutex mutex_;
-  std::map<std::pair<std::thread::id, const GpuSpec*>, std::unique_ptr<PriceMemo>> memos_;
+  std::map<std::pair<std::thread::id, PricedOn>, std::unique_ptr<PriceMemo>> memos_;
   struct GpuPriceKeyHash {
-    std::size_t operator()(const std::pair<const GpuSpec*, PriceKey>& key) const;
+    std::size_t operator()(const std::pair<PricedOn, PriceKey>& key) const;
   };
-  std::unordered_map<std::pair<const GpuSpec*, PriceKey>, TimeNs, GpuPriceKeyHash> prices_;
+  std::unordered_map<std::pair<PricedOn, PriceKey>, TimeNs, GpuPriceKeyHash> prices_;
 };
 
 }  // namespace twin::sim

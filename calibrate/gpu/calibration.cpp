@@ -19,6 +19,7 @@
 #include "calibrate/gpu/kernel_calibration.hpp"
 #include "calibrate/gpu/profile_check.hpp"
 #include "calibrate/gpu/profile_increment.hpp"
+#include "calibrate/gpu/sustained_clock.hpp"
 #include "cost/profile.hpp"
 #include "gpu/checks.hpp"
 #include "gpu/device_buffer.hpp"
@@ -59,7 +60,7 @@ void barrier(ncclComm_t world) {
 
 // Rank 0's part once the GEMMs are merged: the other kernels timed, the profile assembled and written.
 void write_profile(CalibrationRun& run, const std::optional<ProfileIncrement>& increment,
-                   std::chrono::steady_clock::time_point started,
+                   const SustainedClockCurve& clock_curve, std::chrono::steady_clock::time_point started,
                    const std::function<void(const std::string&)>& progress) {
   const CalibrationRequest& request = run.request;
   const GemmCalibration& gemms = run.gemms;
@@ -71,6 +72,7 @@ void write_profile(CalibrationRun& run, const std::optional<ProfileIncrement>& i
     GpuKernelProfile kernels = calibration_base(run.spec, run.preset_name);
     kernels.gemm = gemms.efficiency;
     kernels.reference_sm_clock_MHz = gemms.reference_sm_clock_MHz;
+    kernels.sustained_clock = clock_curve;
     for (const auto& [shape, m] : gemms.measured) kernels.measured[gemm_key(shape)] = m;
     index_measured_shapes(kernels);
     const json kernel_summary = calibrate_kernels_into(kernels, request.scenario, run.spec, request.quick, progress);
@@ -88,6 +90,23 @@ void write_profile(CalibrationRun& run, const std::optional<ProfileIncrement>& i
                          gemms.gpu_agreement["gpu_time_over_median"].dump()));
 }
 
+SustainedClockLoad sustained_clock_load(const CalibrationRequest& request) {
+  return request.quick ? SustainedClockLoad::quick() : SustainedClockLoad{};
+}
+
+// --sustained-clock: the curve measured on every rank, written by rank 0 into the profile's section of this GPU.
+void add_sustained_clock(const CalibrationRequest& request, const RankIdentity& identity, ncclComm_t world,
+                         const GpuSpec& spec, const std::function<void(const std::string&)>& progress) {
+  const SustainedClockCurve curve =
+      measure_sustained_clock_on_ranks(world, identity.rank, identity.world_size, sustained_clock_load(request), progress);
+  if (identity.rank != 0) return;
+  Profile profile = load_profile(request.profile);
+  const std::size_t gpu = static_cast<std::size_t>(&profile.kernels_for(spec) - profile.gpus.data());
+  profile.gpus[gpu].sustained_clock = curve;
+  save_profile(profile, request.out);
+  progress(fmt::format("wrote {}: the sustained-clock curve of {} ({} points)", request.out, spec.name, curve.points.size()));
+}
+
 int run_rank(const CalibrationRequest& request, const RankIdentity& identity) {
   const auto started = std::chrono::steady_clock::now();
   if (identity.rank != 0 || request.quiet) spdlog::set_level(spdlog::level::warn);
@@ -102,12 +121,19 @@ int run_rank(const CalibrationRequest& request, const RankIdentity& identity) {
   progress(fmt::format("{} ranks ({}), {} = preset {}", identity.world_size, identity.launcher, props.name, preset_name));
   // --profile: only the scenario's shapes the profile lacks (every rank reads it, to know the same list).
   std::optional<ProfileIncrement> increment;
-  if (!request.profile.empty()) increment = profile_increment(request.profile, request.scenario, preset_name);
+  if (!request.profile.empty() && !request.sustained_clock_only)
+    increment = profile_increment(request.profile, request.scenario, preset_name);
 
   ncclComm_t world = nullptr;
   ncclUniqueId id{};
   TWIN_NCCL_CHECK(ncclGetUniqueId(&id));  // with NCCL_COMM_ID set, every rank derives the same id
   TWIN_NCCL_CHECK(ncclCommInitRank(&world, identity.world_size, id, identity.rank));
+  if (request.sustained_clock_only) {
+    add_sustained_clock(request, identity, world, *spec, progress);
+    barrier(world);
+    TWIN_NCCL_CHECK(ncclCommDestroy(world));
+    return 0;
+  }
 
   GemmRanksRequest gemm_request;
   gemm_request.shapes = increment ? increment->gemms : calibration_gemm_shapes(request, *spec, progress);
@@ -126,11 +152,16 @@ int run_rank(const CalibrationRequest& request, const RankIdentity& identity) {
   gemm_request.gpu_uuid = device_uuid(identity.local_rank);
   const GemmRankPlan plan = plan_gemm_rank(gemm_request);  // a partial file of another calibration fails here
   const MachineFacts facts = measure_machine(world, identity, props, *spec, request, !increment, progress);
+  // Before the GEMM grid, which it would otherwise follow cold: a shapes increment measures no clock.
+  SustainedClockCurve clock_curve;
+  if (!increment)
+    clock_curve = measure_sustained_clock_on_ranks(world, identity.rank, identity.world_size, sustained_clock_load(request),
+                                                   progress);
   const GemmCalibration gemms = calibrate_gemms_on_ranks(gemm_request, plan);
 
   if (identity.rank == 0) {
     CalibrationRun run{request, identity, props, preset_name, *spec, facts, gemms, 0};
-    write_profile(run, increment, started, progress);
+    write_profile(run, increment, clock_curve, started, progress);
   }
   barrier(world);
   std::error_code ignored;

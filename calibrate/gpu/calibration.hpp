@@ -21,6 +21,9 @@ struct CalibrationRequest {
   std::string check_profile;
   std::string check_out = ".";
   std::string check_gemms;  // with check_profile: a JSON list of GEMM shapes instead of the built-in set
+  // With `profile`: measure only the sustained-clock curve (calibrate/gpu/sustained_clock.hpp) on every GPU and
+  // write it into that profile's kernel section of this GPU (`out`), every other entry as it was.
+  bool sustained_clock_only = false;
 };
 
 // Returns the process exit code; prints progress and errors on stderr.

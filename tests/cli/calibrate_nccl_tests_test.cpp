@@ -55,9 +55,15 @@ TEST(CalibrateNcclTests, OptionMistakesAreUsageErrors) {
   EXPECT_EQ(run_twin("calibrate --collective all_reduce").exit_code, 2);
   Outcome profile_alone = run_twin("calibrate --profile builtin");
   EXPECT_EQ(profile_alone.exit_code, 2);
-  EXPECT_NE(profile_alone.output.find("--profile needs --scenario (the shapes to add), --from-trace or --from-nccl-tests"),
+  EXPECT_NE(profile_alone.output.find("--profile needs --scenario (the shapes to add), --sustained-clock, --from-trace "
+                                     "or --from-nccl-tests"),
             std::string::npos)
       << profile_alone.output;
+  // --sustained-clock writes its curve into a profile: it needs one, and measures nothing else.
+  const Outcome clock_alone = run_twin("calibrate --sustained-clock");
+  EXPECT_EQ(clock_alone.exit_code, 2);
+  EXPECT_NE(clock_alone.output.find("--sustained-clock needs --profile"), std::string::npos) << clock_alone.output;
+  EXPECT_EQ(run_twin("calibrate --sustained-clock --profile builtin --scenario s.json").exit_code, 2);
   // Shapes added to a shipped profile need somewhere to go: the shipped file is not rewritten.
   Outcome shipped = run_twin("calibrate --scenario " + std::string(TWIN_SOURCE_DIR) +
                              "/scenarios/llama3-8b-4xH200.json --profile h200-x1");

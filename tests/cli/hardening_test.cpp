@@ -155,6 +155,18 @@ TEST(Hardening, EveryHostileInputIsRefusedInOneShortLine) {
   EXPECT_GE(files, 19);
 }
 
+// A profile whose sustained-clock curve runs backwards (tests/cli/hostile/*.profile) is refused at its JSON path.
+TEST(Hardening, AProfileWithAClockCurveOutOfOrderIsRefusedAtItsPath) {
+  const std::string source = std::string(TWIN_SOURCE_DIR) + "/tests/cli/hostile/";
+  TempDir dir("hostile_profile");
+  const Outcome run = run_twin("simulate " + source + "profile_nul.json --profile " + source +
+                               "profile_sustained_clock_descending.profile --quiet --out " + (dir.path / "o").string());
+  expect_one_clean_error_line(run, 1500, source + "profile_sustained_clock_descending.profile");
+  EXPECT_NE(run.output.find("at /gpus/0/sustained_clock/points/1/gemm_duty: expected duties in ascending order, each "
+                            "once, got 0.41"), std::string::npos) << run.output;
+  EXPECT_FALSE(fs::exists(dir.path / "o" / "best.json"));
+}
+
 // Issue 44's cases name the JSON path and what was expected (and found), escaped onto one line.
 TEST(Hardening, HostileValuesAndKeysAreNamedWhereTheyAre) {
   const std::vector<std::pair<std::string, std::string>> cases = {

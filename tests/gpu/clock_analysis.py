@@ -8,8 +8,12 @@ Each run of `tests/gpu/accuracy_study.py` records the median SM clock its GPUs h
   + clock      the same with `sustained_sm_clock_MHz` set to the median clock of the *other* half's runs
                (halves as the study splits them: accuracy_stats.split_halves), so that no run is predicted with
                a clock measured on itself,
+  + curve      (--curve) the same with the sustained-clock curve `twin calibrate` measured (a profile's
+               `sustained_clock`, or a file holding one): each rank class's GEMMs priced at the clock the curve
+               gives for its step's GEMM duty (sim/step_clock.hpp); no clock from any training run,
 and reports error = measured / predicted - 1 per run and per variant, with Kendall's tau-b.
 Usage: clock_analysis.py --twin build/twin --work out/acc --profile cost/profiles/h100-x1.json --out DIR
+         [--clock-from OTHER_WORK] [--curve docs/accuracy/2026-11-28-sustained-clock-h200x4.json]
 """
 import argparse, csv, json, os, subprocess, sys
 
@@ -34,6 +38,7 @@ def benchmarks_only(profile):
                 kept[key] = {"median_ns": b, "p10_ns": b, "p90_ns": b, "samples": 1}
         gpu["measured"] = kept
         gpu.pop("corrections", None)
+        gpu.pop("sustained_clock", None)  # no clock of any kind: the curve is a variant of its own (--curve)
     return profile
 
 
@@ -41,6 +46,24 @@ def with_clock(profile, clock_MHz):
     for gpu in profile["gpus"]:
         gpu["sustained_sm_clock_MHz"] = clock_MHz
     return profile
+
+
+def with_curve(profile, curve):
+    for gpu in profile["gpus"]:
+        gpu["sustained_clock"] = curve
+    return profile
+
+
+def read_curve(path):
+    """The sustained-clock curve in `path`: a file holding one ({"points": ...}, or under "sustained_clock"), or a
+    profile whose first GPU holds one."""
+    document = load(path)
+    if "gpus" in document:
+        document = document["gpus"][0]
+    curve = document.get("sustained_clock", document)
+    if "points" not in curve:
+        sys.exit(f"{path}: no sustained-clock curve")
+    return curve
 
 
 def on_gpu(scenario_path, gpu, out):
@@ -79,6 +102,9 @@ def main():
     parser.add_argument("--clock-from", metavar="WORK",
                         help="another study's work folder (another model on the same machine): every run is also "
                              "predicted with the median clock of that study's runs (column 'other model')")
+    parser.add_argument("--curve", metavar="FILE",
+                        help="a sustained-clock curve (a profile or the raw measurement): every run is also predicted "
+                             "with it (column 'calibrated curve')")
     args = parser.parse_args()
     os.makedirs(args.out, exist_ok=True)
     study = load(os.path.join(args.work, "study.json"))
@@ -129,11 +155,18 @@ def main():
                 row["other_model_s"] = predict(args.twin, scenario, other_path,
                                                os.path.join(args.out, "sim", r["name"], "other-model"))
                 row["other_model_error"] = r["measured_s"] / row["other_model_s"] - 1
+            if args.curve:
+                curve_path = os.path.join(args.out, "calibration+curve.json")
+                if not os.path.exists(curve_path):
+                    with open(curve_path, "w") as f:
+                        json.dump(with_curve(load(base_path), read_curve(args.curve)), f)
+                row["curve_s"] = predict(args.twin, scenario, curve_path, os.path.join(args.out, "sim", r["name"], "curve"))
+                row["curve_error"] = r["measured_s"] / row["curve_s"] - 1
             rows.append(row)
     reference = base["gpus"][0].get("reference_sm_clock_MHz")
     summary = {"reference_sm_clock_MHz": reference, "half_clock_MHz": clock_of, "other_model_clock_MHz": other_model_clock,
                "runs": rows}
-    variants = ("calibration", "clocked") + (("other_model",) if other_model_clock else ())
+    variants = ("calibration", "clocked") + (("other_model",) if other_model_clock else ()) + (("curve",) if args.curve else ())
     for variant in variants:
         errors = [abs(r[f"{variant}_error"]) for r in rows]
         summary[variant] = {"mean_abs_error": sum(errors) / len(errors), "max_abs_error": max(errors),
@@ -144,12 +177,14 @@ def main():
     print(f"reference clock {reference} MHz; busy-median clocks: half A {clock_of['A']} MHz, half B {clock_of['B']} MHz"
           + (f", other model {other_model_clock} MHz" if other_model_clock else ""))
     print("| run | half | measured s | clock MHz | power W | calibration | + clock of the other half |"
-          + (" + clock of the other model |" if other_model_clock else ""))
-    print("| --- | --- | --- | --- | --- | --- | --- |" + (" --- |" if other_model_clock else ""))
+          + (" + clock of the other model |" if other_model_clock else "") + (" calibrated clock curve |" if args.curve else ""))
+    print("| --- | --- | --- | --- | --- | --- | --- |" + (" --- |" if other_model_clock else "")
+          + (" --- |" if args.curve else ""))
     for r in rows:
         print(f"| {r['name']} | {r['half']} | {r['measured_s']:.4f} | {r['clock_MHz']:.0f} | {r['power_W']:.0f} | "
               f"{100 * r['calibration_error']:+.2f}% | {100 * r['clocked_error']:+.2f}% |"
-              + (f" {100 * r['other_model_error']:+.2f}% |" if other_model_clock else ""))
+              + (f" {100 * r['other_model_error']:+.2f}% |" if other_model_clock else "")
+              + (f" {100 * r['curve_error']:+.2f}% |" if args.curve else ""))
     for variant in variants:
         v = summary[variant]
         print(f"{variant}: mean |error| {100 * v['mean_abs_error']:.2f}%, max {100 * v['max_abs_error']:.2f}%, "

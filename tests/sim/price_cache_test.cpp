@@ -27,9 +27,9 @@ TEST(PriceCache, PricesEachGpuAndShapeOnceForEveryThread) {
   for (int t = 0; t < 4; ++t)
     threads.emplace_back([&] {
       for (int i = 0; i < 100; ++i) {
-        EXPECT_EQ(cache.get_or_compute(h100, sim::price_key(gemm), [&] { ++computed; return TimeNs{7}; }), 7);
-        EXPECT_EQ(cache.get_or_compute(a100, sim::price_key(gemm), [&] { ++computed; return TimeNs{9}; }), 9);
-        EXPECT_EQ(cache.get_or_compute(h100, sim::price_key(other), [&] { ++computed; return TimeNs{11}; }), 11);
+        EXPECT_EQ(cache.get_or_compute({&h100}, sim::price_key(gemm), [&] { ++computed; return TimeNs{7}; }), 7);
+        EXPECT_EQ(cache.get_or_compute({&a100}, sim::price_key(gemm), [&] { ++computed; return TimeNs{9}; }), 9);
+        EXPECT_EQ(cache.get_or_compute({&h100}, sim::price_key(other), [&] { ++computed; return TimeNs{11}; }), 11);
       }
     });
   threads.clear();
@@ -37,6 +37,9 @@ TEST(PriceCache, PricesEachGpuAndShapeOnceForEveryThread) {
   EXPECT_GE(computed.load(), 3);
   EXPECT_LE(computed.load(), 12);
   // What is placement only (stream, layer, micro-batch) does not make another price.
+  // The same GPU and shape at another step clock (sim/step_clock.hpp) is another price.
+  EXPECT_EQ(cache.get_or_compute({&h100, 1500}, sim::price_key(gemm), [] { return TimeNs{8}; }), 8);
+  EXPECT_EQ(cache.get_or_compute({&h100}, sim::price_key(gemm), [] { return TimeNs{99}; }), 7);
   Op moved = gemm;
   moved.layer = 5;
   moved.micro_batch = 3;
@@ -55,6 +58,29 @@ TEST(PriceCache, ASearchPricesAsSeparateSimulationsDo) {
     ++compared;
   }
   EXPECT_EQ(compared, 20);
+}
+
+// With a sustained-clock curve each candidate's classes price GEMMs at their own step clock: the shared cache must
+// keep those prices apart, or a search would price a candidate at another's clock.
+TEST(PriceCache, ASearchWithAClockCurvePricesAsSeparateSimulationsDo) {
+  const Scenario scenario = load_scenario(std::string(TWIN_SOURCE_DIR) + "/scenarios/llama2-7b-8xH100.json");
+  Profile profile = load_profile(scenario.profile);
+  for (GpuKernelProfile& kernels : profile.gpus) {  // micro-benchmarks alone: the curve applies
+    std::erase_if(kernels.measured, [](const auto& entry) { return !entry.second.source.empty(); });
+    index_measured_shapes(kernels);
+    kernels.reference_sm_clock_MHz = 1700;
+    kernels.sustained_clock.points = {{0.5, 1650, {}, 0}, {0.9, 1450, {}, 0}};
+  }
+  SearchOptions options;
+  options.jobs = 2;
+  const std::vector<Candidate> ranked = search(scenario, profile, {}, options);
+  int compared = 0;
+  for (const Candidate& c : ranked) {
+    if (!c.feasible || compared == 10) continue;
+    EXPECT_EQ(evaluate(scenario, profile, c.strategy, false).result.iteration_ns, c.result.iteration_ns) << c.key();
+    ++compared;
+  }
+  EXPECT_EQ(compared, 10);
 }
 
 }  // namespace

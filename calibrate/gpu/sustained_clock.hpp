@@ -1,0 +1,43 @@
+// The SM clock a GPU sustains at its power limit under loads of several GEMM duties (cost/sustained_clock.hpp).
+//
+// Why this design. A GPU at its cap trades clock for power, and power grows with tensor-core activity: back-to-back
+// GEMMs hold it lowest (the calibration's heater read ~1,460 MHz on an H200), a training step, whose memory-bound
+// kernels draw less, higher (1,470-1,620 MHz in the 2026-11-28 clock studies). So the load is a training step's mix
+// reduced to its two kinds: large bf16 GEMMs (8192^3, ~1.5 ms each, as training's large GEMMs) and the training's
+// own memory-bound kernel (residual_add over 512 MiB operands), back to back without idle gaps, in a period of
+// ~6-15 ms: four GEMMs, then as many adds as the duty leaves. The period is far shorter than the power limiter's
+// averaging (the clock moves over ~100 ms, calibrate/gpu/clock_probe.hpp), so the limiter settles on the period's
+// mean power, as in a training step whose layers alternate GEMMs and memory-bound kernels at that scale. Each point
+// runs several seconds after a heating phase at full duty, and only its last part counts (the first `settle_s` is
+// the limiter finding its clock). A clock probe follows every period's GEMMs (the clock they ran at) and every
+// period's adds; the duty reported is the measured one (CUPTI spans), not the one asked for.
+#pragma once
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <nccl.h>
+
+#include "calibrate/sustained_clock_curve.hpp"
+
+namespace twin::gpu {
+
+struct SustainedClockLoad {
+  std::vector<double> gemm_duties{1.0, 0.8, 0.6, 0.4};  // asked for, in this order
+  double heat_s = 2.0;    // full duty before the first point, so that every point starts hot
+  double point_s = 4.0;   // per duty
+  double settle_s = 1.5;  // of each point, not counted
+  static SustainedClockLoad quick() { return {{1.0, 0.8, 0.6, 0.4}, 0.5, 1.5, 0.5}; }
+};
+
+// Runs the load on the current device (every rank calls it at the same time, so that the GPUs share the host's
+// power and cooling as in training) and returns one reading per duty, in the order asked.
+std::vector<SustainedClockReading> measure_sustained_clock(const SustainedClockLoad& load);
+
+// Every rank measures at once; on every rank the curve of all of them (sustained_clock_curve), each GPU's
+// readings logged through `progress` on rank 0.
+SustainedClockCurve measure_sustained_clock_on_ranks(ncclComm_t world, int rank, int world_size,
+                                                     const SustainedClockLoad& load,
+                                                     const std::function<void(const std::string&)>& progress);
+
+}  // namespace twin::gpu

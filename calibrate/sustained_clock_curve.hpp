@@ -1,0 +1,27 @@
+// From each GPU's readings under the sustained-clock load (calibrate/gpu/sustained_clock.hpp) to the profile's
+// curve (cost/sustained_clock.hpp): one point per duty asked for, at the median over the GPUs.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "cost/sustained_clock.hpp"
+
+namespace twin {
+
+struct SustainedClockReading {
+  double gemm_duty = 0;                  // measured: GEMM time / (GEMM + memory-bound time) in the counted part
+  double sm_clock_MHz = 0;               // median of the probes after the GEMMs
+  double sm_clock_after_memory_MHz = 0;  // median of the probes after the memory-bound kernels (0 at full duty)
+  double gemm_tflops = 0;                // the median GEMM's throughput
+};
+
+// `per_gpu[g][p]`: GPU g's reading of duty p (every GPU the same duties, in the same order). Each point's duty,
+// clock and throughput are the medians over the GPUs, its gpu_sm_clock_MHz each GPU's clock; points in ascending
+// duty, a point whose median duty is not above the previous one's dropped (duties asked for apart by 0.2 never
+// are). Throws std::invalid_argument when the GPUs' reading counts differ or none is given.
+SustainedClockCurve sustained_clock_curve(const std::vector<std::vector<SustainedClockReading>>& per_gpu);
+
+// "duty 0.79: 1,512 MHz (1,498-1,530 over 4 GPUs), 702 TFLOP/s", one line per point.
+std::vector<std::string> describe_sustained_clock(const SustainedClockCurve& curve);
+
+}  // namespace twin

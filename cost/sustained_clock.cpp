@@ -1,0 +1,62 @@
+#include "cost/sustained_clock.hpp"
+
+#include <limits>
+
+namespace twin {
+
+using nlohmann::json;
+
+double sustained_clock_MHz_at(const SustainedClockCurve& curve, double gemm_duty) {
+  const std::vector<SustainedClockPoint>& p = curve.points;
+  if (p.empty()) return 0;
+  if (gemm_duty <= p.front().gemm_duty) return p.front().sm_clock_MHz;
+  for (std::size_t i = 1; i < p.size(); ++i) {
+    if (gemm_duty > p[i].gemm_duty) continue;
+    const double along = (gemm_duty - p[i - 1].gemm_duty) / (p[i].gemm_duty - p[i - 1].gemm_duty);
+    return p[i - 1].sm_clock_MHz + along * (p[i].sm_clock_MHz - p[i - 1].sm_clock_MHz);
+  }
+  return p.back().sm_clock_MHz;
+}
+
+json sustained_clock_json(const SustainedClockCurve& curve) {
+  json points = json::array();
+  for (const SustainedClockPoint& point : curve.points) {
+    json entry = {{"gemm_duty", point.gemm_duty}, {"sm_clock_MHz", point.sm_clock_MHz}};
+    if (!point.gpu_sm_clock_MHz.empty()) entry["gpu_sm_clock_MHz"] = point.gpu_sm_clock_MHz;
+    if (point.gemm_tflops > 0) entry["gemm_tflops"] = point.gemm_tflops;
+    points.push_back(std::move(entry));
+  }
+  return {{"points", points}};
+}
+
+namespace {
+
+double read_clock_MHz(const JsonReader& r) { return r.number(1, 1e5, "expected an SM clock in MHz"); }
+
+SustainedClockPoint read_point(const JsonReader& r) {
+  r.only_keys({"gemm_duty", "sm_clock_MHz", "gpu_sm_clock_MHz", "gemm_tflops"});
+  SustainedClockPoint point;
+  const double tiny = std::numeric_limits<double>::min();
+  point.gemm_duty = r.required("gemm_duty").number(tiny, 1, "expected a GEMM duty in (0, 1]");
+  point.sm_clock_MHz = read_clock_MHz(r.required("sm_clock_MHz"));
+  if (auto clocks = r.find("gpu_sm_clock_MHz"))
+    for (const JsonReader& clock : clocks->non_empty_elements()) point.gpu_sm_clock_MHz.push_back(read_clock_MHz(clock));
+  if (auto tflops = r.find("gemm_tflops")) point.gemm_tflops = tflops->number(tiny, 1e5, "expected TFLOP/s in (0, 1e5]");
+  return point;
+}
+
+}  // namespace
+
+SustainedClockCurve read_sustained_clock(const JsonReader& r) {
+  r.only_keys({"points"});
+  SustainedClockCurve curve;
+  for (const JsonReader& entry : r.required("points").non_empty_elements()) {
+    SustainedClockPoint point = read_point(entry);
+    if (!curve.points.empty() && point.gemm_duty <= curve.points.back().gemm_duty)
+      entry.required("gemm_duty").fail("expected duties in ascending order, each once");
+    curve.points.push_back(std::move(point));
+  }
+  return curve;
+}
+
+}  // namespace twin

@@ -1,0 +1,87 @@
+// sim/step_clock.hpp: a class's GEMM duty from its priced ops, the clock the profile's curve gives for it, and the
+// replay pricing the class's GEMMs at that clock; an explicit sustained clock wins, and no curve changes nothing.
+#include <gtest/gtest.h>
+
+#include "sim/flat_graph.hpp"
+#include "sim/step_clock.hpp"
+#include "sim_test_world.hpp"
+
+namespace twin::test {
+namespace {
+
+// 4000^3: 1.28e11 FLOPs, 128,000 ns at the test GPU's 1000 TFLOP/s (its 96 MB take less at 1000 GB/s); the
+// elementwise op 128,000 ns too: duty 0.5.
+Op gemm_op() {
+  Op op;
+  op.kind = OpKind::gemm;
+  op.stream = Stream::compute;
+  op.gemm = {4000, 4000, 4000, 1};
+  return op;
+}
+
+IterationGraph half_gemm_step() {
+  IterationGraph graph;
+  RankClass& rank_class = add_class(graph, 0);
+  const OpIndex product = rank_class.add(gemm_op());
+  const OpIndex add = rank_class.add(compute_op(128'000'000));
+  Op optimizer = compute_op(1'000'000'000);  // the optimizer step: not part of the passes' duty
+  optimizer.phase = Phase::optimizer;
+  rank_class.add_dependency(add, rank_class.add(optimizer));
+  rank_class.add_dependency(product, add);
+  return graph;
+}
+
+Profile clocked_profile() {
+  Profile profile = test_profile();
+  profile.gpus[0].reference_sm_clock_MHz = 1800;
+  profile.gpus[0].sustained_clock.points = {{0.4, 1600, {}, 0}, {1.0, 1400, {}, 0}};
+  return profile;
+}
+
+TEST(StepClock, DutyIsTheComputeBoundShareOfTheClassBusyTime) {
+  const IterationGraph graph = half_gemm_step();
+  EXPECT_DOUBLE_EQ(sim::step_gemm_duty(graph.classes[0], test_profile(), test_gpu(), nullptr), 0.5);
+  IterationGraph idle;
+  add_class(idle, 0);
+  EXPECT_DOUBLE_EQ(sim::step_gemm_duty(idle.classes[0], test_profile(), test_gpu(), nullptr), 0);
+}
+
+TEST(StepClock, TheCurveAtTheDutyUnlessTheProfileStatesAClock) {
+  const IterationGraph graph = half_gemm_step();
+  Profile profile = clocked_profile();
+  // 0.5 lies a sixth of the way from 0.4 (1,600 MHz) to 1.0 (1,400 MHz).
+  EXPECT_NEAR(sim::step_sm_clock_MHz(graph.classes[0], profile, test_gpu(), nullptr), 1600 - 200.0 / 6, 1e-9);
+  EXPECT_EQ(sim::step_sm_clock_MHz(graph.classes[0], test_profile(), test_gpu(), nullptr), 0);  // no curve
+  profile.gpus[0].sustained_sm_clock_MHz = 1500;  // folded from a run: wins
+  EXPECT_EQ(sim::step_sm_clock_MHz(graph.classes[0], profile, test_gpu(), nullptr), 0);
+  Profile traced = clocked_profile();  // a shape folded from a run: its in-situ ratio holds the clock already
+  Measurement in_training;
+  in_training.median_ns = in_training.p10_ns = in_training.p90_ns = 3000;
+  in_training.samples = 1;
+  in_training.source = "trace:run";
+  in_training.priced_ns = 2000;
+  traced.gpus[0].measured[kernel_shape_key(gemm_op())] = in_training;
+  index_measured_shapes(traced.gpus[0]);
+  ASSERT_FALSE(traced.gpus[0].trace_shapes.empty());
+  EXPECT_EQ(sim::step_sm_clock_MHz(graph.classes[0], traced, test_gpu(), nullptr), 0);
+}
+
+TEST(StepClock, TheReplayPricesTheGemmsAtTheStepClock) {
+  const IterationGraph graph = half_gemm_step();
+  const Cluster cluster = test_cluster(1);
+  const TimeNs rest_ns = 128'000 + 1'000'000;  // the elementwise op and the optimizer step
+  EXPECT_EQ(simulate_iteration(graph, cluster, test_profile()).iteration_ns, 128'000 + rest_ns);
+  const double clock_MHz = 1600 - 200.0 / 6;
+  EXPECT_EQ(simulate_iteration(graph, cluster, clocked_profile()).iteration_ns,
+            std::llround(128'000 * 1800 / clock_MHz) + rest_ns);
+  Profile folded = clocked_profile();
+  folded.gpus[0].sustained_sm_clock_MHz = 1500;
+  EXPECT_EQ(simulate_iteration(graph, cluster, folded).iteration_ns, 153'600 + rest_ns);
+  // The search's lower bound prices at the same clock, so it stays under the replay.
+  EXPECT_LE(sim::compute_busy(graph, cluster, clocked_profile()).at(0).passes.forward_ns,
+            simulate_iteration(graph, cluster, clocked_profile()).iteration_ns);
+  EXPECT_GT(sim::compute_busy(graph, cluster, clocked_profile()).at(0).passes.forward_ns, 256'000);
+}
+
+}  // namespace
+}  // namespace twin::test
