@@ -138,7 +138,7 @@ std::map<std::string, KindCorrection> read_corrections(const JsonReader& r) {
 GpuKernelProfile read_gpu(const JsonReader& r) {
   r.only_keys({"gpu", "gemm", "attention_forward", "attention_backward", "memory_bound", "launch_overhead_ns",
                "fused_attention_forward", "fused_attention_backward", "reference_sm_clock_MHz",
-               "sustained_sm_clock_MHz", "sustained_clock", "in_situ_prior",
+               "sustained_sm_clock_MHz", "sustained_clock", "in_situ_prior", "rank_drift",
                "measured", "corrections"});
   GpuKernelProfile g;
   g.gpu = r.required("gpu").string();
@@ -162,6 +162,7 @@ GpuKernelProfile read_gpu(const JsonReader& r) {
                                std::pair{"memory_bound", &g.in_situ_prior.memory_bound}})
       if (auto value = prior->find(name)) *field = value->number(0.1, 10.0, "expected a factor in [0.1, 10]");
   }
+  if (auto drift = r.find("rank_drift")) g.rank_drift = read_rank_drift(*drift);
   if (auto measured = r.find("measured")) {
     measured->expect_object();
     for (const auto& item : measured->value().items()) {
@@ -242,6 +243,7 @@ json to_json(const Profile& profile) {
                               {"attention", g.in_situ_prior.attention},
                               {"memory_bound", g.in_situ_prior.memory_bound}};
     if (!g.corrections.empty()) gpu["corrections"] = corrections_json(g.corrections);
+    if (!g.rank_drift.source.empty()) gpu["rank_drift"] = rank_drift_json(g.rank_drift);
     gpus.push_back(std::move(gpu));
   }
   json out = {{"format", "twin-profile"},

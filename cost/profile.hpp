@@ -15,6 +15,7 @@
 #include "cost/sustained_clock.hpp"
 #include "core/units.hpp"
 #include "core/workload.hpp"
+#include "cost/rank_drift.hpp"
 
 namespace twin {
 
@@ -121,6 +122,9 @@ struct GpuKernelProfile {
   SustainedClockCurve sustained_clock;
   // Optional in files ("in_situ_prior"); the built-in profile sets it per GPU.
   InSituPrior in_situ_prior;
+  // Optional in files ("rank_drift"): how ranks of this kind of GPU drift apart between collectives
+  // (sim/rank_drift.hpp). Absent: every rank of a group arrives at its collectives together.
+  RankDrift rank_drift;
   // Exact shapes measured by calibration: key from kernel_shape_key(op) -> time. Lookup wins over the model.
   std::map<std::string, Measurement> measured;
   // Derived from `measured` on the benchmark basis (benchmark_time_ns), never written: load_profile,

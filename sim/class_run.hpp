@@ -20,6 +20,9 @@ struct ClassRun {
   std::vector<OpTiming> timings;
   ClassClock clock;
   std::array<int, 3> active_by_kernel{};  // active communication ops by CommKernel (how they slow compute)
+  // Per group kind, the class's compute time (its breakdown's) when a collective of that group last aligned its
+  // ranks: what they have drifted apart over since (sim/rank_drift.hpp). 0: the iteration's start.
+  std::array<TimeNs, kGroupKindCount> aligned_compute_ns{};
   TimeNs finish_ns = 0;
   std::size_t done = 0;
   bool dirty = false;

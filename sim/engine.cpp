@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <utility>
 #include <vector>
 
 #include "sim/activities.hpp"
@@ -13,6 +14,7 @@
 #include "sim/event_queue.hpp"
 #include "sim/host_timeline.hpp"
 #include "sim/links.hpp"
+#include "sim/rank_drift.hpp"
 
 namespace twin::sim {
 
@@ -43,6 +45,7 @@ struct CommRun {
   int flows_left = 0;
   bool latency_done = false;
   bool nccl = false;  // its op's CommKernel is NCCL's (rating its flows reads it, not the op)
+  TimeNs arrival_wait_ns = 0;  // for the group's last rank, before the first phase (sim/rank_drift.hpp)
 };
 
 class Engine {
@@ -126,7 +129,7 @@ class Engine {
       case OpClass::collective:
       case OpClass::ring_send:
         begin(c, i, /*communication=*/true);
-        start_run({c, -1}, {i, 0}, flat_.classes[c].plans[op.plan], op.message_bytes);
+        start_run({c, -1}, {i, 0}, flat_.classes[c].plans[op.plan], op.message_bytes, 1.0, arrival_wait_ns(c, i));
         return;
       case OpClass::pipeline_send:
       case OpClass::pipeline_recv: {
@@ -206,8 +209,14 @@ class Engine {
   }
 
   // ---- communication ----
+  // Collective i waits for the last of its group's ranks (sim/rank_drift.hpp); begin() advanced the clock to now.
+  TimeNs arrival_wait_ns(int c, std::uint32_t i) {
+    ClassRun& run = classes_[c];
+    return collective_arrival_wait_ns(flat_.classes[c], i, run.clock.breakdown().compute_ns, run.aligned_compute_ns);
+  }
+
   void start_run(std::array<std::int32_t, 2> rank_class, std::array<std::uint32_t, 2> op, const CollectivePlan& plan,
-                 double message_bytes, double receive_scale = 1.0) {
+                 double message_bytes, double receive_scale = 1.0, TimeNs arrival_wait_ns = 0) {
     std::uint32_t r;
     if (!free_runs_.empty()) {
       r = free_runs_.back();
@@ -217,7 +226,7 @@ class Engine {
       runs_.emplace_back();
     }
     const bool nccl = flat_.classes[rank_class[0]].ops[op[0]].comm_kernel == CommKernel::nccl;
-    runs_[r] = CommRun{rank_class, op, &plan, message_bytes, receive_scale, 0, 0, false, nccl};
+    runs_[r] = CommRun{rank_class, op, &plan, message_bytes, receive_scale, 0, 0, false, nccl, arrival_wait_ns};
     continue_run(r, /*may_finish_now=*/false);
   }
 
@@ -225,6 +234,10 @@ class Engine {
   // would end during its own start ends through a zero delay instead, so finishing never recurses.
   void continue_run(std::uint32_t r, bool may_finish_now) {
     CommRun& run = runs_[r];
+    if (run.arrival_wait_ns > 0) {
+      schedule_delay(r, std::exchange(run.arrival_wait_ns, 0));
+      return;
+    }
     while (run.phase < run.plan->phase_count) {
       const CollectivePhase& phase = run.plan->phases[run.phase];
       if (!run.latency_done && phase.latency_ns > 0) {

@@ -5,6 +5,7 @@
 #include "sim/flat_graph.hpp"
 
 #include "sim/flat_pricing.hpp"
+#include "sim/rank_drift.hpp"
 #include "sim/step_clock.hpp"
 
 #include <algorithm>
@@ -63,6 +64,7 @@ void classify_op(const IterationGraph& graph, int c, std::uint32_t i, FlatOp& fl
     return;
   }
   flat_op.kind = OpClass::collective;
+  flat_op.group = op.group;
   flat_op.plan = communication_plan(graph, c, i, plans);
 }
 
@@ -77,6 +79,7 @@ bool copy_class(const FlatOp& original, FlatOp& flat_op) {
   flat_op.kind = original.kind;
   flat_op.optimizer = original.optimizer;
   flat_op.comm_kernel = original.comm_kernel;
+  flat_op.group = original.group;
   return true;
 }
 
@@ -121,6 +124,15 @@ void flatten_class(const IterationGraph& graph, int c, FlatClass& flat, PlanTabl
       flat.issue_at_ns[i] = (i > 0 ? flat.issue_at_ns[i - 1] : 0) + dispatch_ns;
     }
   }
+}
+
+// The class's drift parameters and e_n of each of its groups; the drift off without them.
+void set_rank_drift(const RankClass& rank_class, const RankDrift& drift, FlatClass& flat) {
+  flat.drift = drift;
+  flat.drift_max_of_n.fill(0);
+  if (!drift.enabled()) return;
+  for (int kind = 0; kind < kGroupKindCount; ++kind)
+    flat.drift_max_of_n[kind] = expected_max_of_normals(rank_class.spans[kind].size);
 }
 
 // `graph`: every class placed (its ops may be gone). Transfers in the order of their keys.
@@ -240,6 +252,7 @@ void Flattener::add(const IterationGraph& graph, int c) {
   flat_class.userbuffers_slowdown = 1.0;
   if (group.gpu.sm_count > kUserbuffersSmCount)
     flat_class.userbuffers_slowdown = double(group.gpu.sm_count) / (group.gpu.sm_count - kUserbuffersSmCount);
+  set_rank_drift(graph.classes[c], profile_.kernels_for(group.gpu).rank_drift, flat_class);
   flat_class.ops.reserve(graph.classes[c].size());
   ComputeTimes compute_times(profile_, group.gpu, prices_, step_sm_clock_MHz(graph.classes[c], profile_, group.gpu, prices_));
   flatten_class(graph, c, flat_class, plans, compute_times, state_->pipeline);

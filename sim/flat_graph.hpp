@@ -6,6 +6,7 @@
 // a send and recv of classes of equal size that disagree on bytes, a collective without a group or
 // whose group span disagrees with its group_size.
 #pragma once
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -43,6 +44,7 @@ struct FlatOp {
   // Communication: what moves the bytes, and so how much the compute beside it slows (FlatClass).
   CommKernel comm_kernel = CommKernel::nccl;
   bool host_work = false;                // Op::host_ns > 0: its time is in FlatClass::host_work
+  GroupKind group = GroupKind::none;     // collective: its communicator (sim/rank_drift.hpp aligns per kind)
 };
 
 // An op's host time (Op::host_ns), kept beside the ops: few ops have one (a FlatOp field would add 8 bytes to
@@ -68,6 +70,10 @@ struct FlatClass {
   // Compute slows by this while a userbuffers kernel runs on kUserbuffersSmCount of the GPU's SMs (the GEMM
   // beside it is launched without them): sm_count / (sm_count - kUserbuffersSmCount).
   double userbuffers_slowdown = 1.0;
+  // Ranks that drift apart (sim/rank_drift.hpp): this class's GPUs' parameters, and per group kind e_n of the
+  // group's rank count (0 with the drift off or a group of one).
+  RankDrift drift;
+  std::array<double, kGroupKindCount> drift_max_of_n{};
 };
 
 struct FlatIteration {
