@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
+#include <string>
 
 #include <fmt/format.h>
 
@@ -146,10 +147,15 @@ SustainedClockCurve measure_sustained_clock_on_ranks(ncclComm_t world, int rank,
   std::vector<std::vector<SustainedClockReading>> per_gpu;
   for (int r = 0; r < world_size; ++r) {
     per_gpu.emplace_back(all.begin() + r * mine.size(), all.begin() + (r + 1) * mine.size());
-    for (const SustainedClockReading& reading : per_gpu.back())
-      progress(fmt::format("sustained clock, GPU {}: GEMM duty {:.3f}, {:.0f} MHz after the GEMMs, {:.0f} MHz after the "
+    for (const SustainedClockReading& reading : per_gpu.back()) {
+      // At full duty no memory-bound kernel ran, so there is no probe after them to report.
+      const std::string after_memory = reading.sm_clock_after_memory_MHz > 0
+                                           ? fmt::format("{:.0f} MHz", reading.sm_clock_after_memory_MHz)
+                                           : std::string("none (no memory-bound kernels at this duty)");
+      progress(fmt::format("sustained clock, GPU {}: GEMM duty {:.3f}, {:.0f} MHz after the GEMMs, {} after the "
                            "memory-bound kernels, GEMM {:.0f} TFLOP/s", r, reading.gemm_duty, reading.sm_clock_MHz,
-                           reading.sm_clock_after_memory_MHz, reading.gemm_tflops));
+                           after_memory, reading.gemm_tflops));
+    }
   }
   const SustainedClockCurve curve = sustained_clock_curve(per_gpu);
   for (const std::string& line : describe_sustained_clock(curve)) progress("sustained clock: " + line);
