@@ -76,18 +76,23 @@ def percentile(values, q):
     return values[min(len(values) - 1, int(q * len(values)))] if values else float("nan")
 
 
-def analyse(run):
-    ops = load_ops(run)
-    found = instances(run, ops)
-    # A collective split into several kernels on a rank (chunks) is one instance: keep its first start, last end.
+def merged_instances(run, ops):
+    """{instance key: {rank: (start, end)}} for instances over at least two ranks: a collective split into several
+    kernels on a rank (chunks) is one instance, from its first start to its last end."""
     merged = {}
-    for key, records in found.items():
+    for key, records in instances(run, ops).items():
         by_rank = {}
         for rank, start, end in records:
             s, e = by_rank.get(rank, (start, end))
             by_rank[rank] = (min(s, start), max(e, end))
         if len(by_rank) >= 2:
             merged[key] = by_rank
+    return merged
+
+
+def analyse(run):
+    ops = load_ops(run)
+    merged = merged_instances(run, ops)
     previous_end = {}
     per_role = collections.defaultdict(lambda: collections.defaultdict(list))
     for key in sorted(merged, key=lambda k: (k[0], statistics.median(s for s, _ in merged[k].values()))):

@@ -23,7 +23,7 @@ Usage: nccl_drift_fit.py --fit-on NAME NAME=WORK_DIR... [--json OUT]
 import argparse, collections, csv, functools, gzip, json, math, os, statistics, sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from nccl_arrival_skew import instances, load_ops  # noqa: E402
+from nccl_arrival_skew import load_ops, merged_instances  # noqa: E402
 
 ALIGNING_ROLES = ("tp_gather", "tp_scatter", "param_gather")
 FIXED_BELOW_NS = 1e6
@@ -57,14 +57,7 @@ def iteration_starts(run):
 def samples(run):
     """[(role, n, T_ns, L_ns, iteration)] of every TP/DP collective instance with at least two ranks."""
     ops = load_ops(run)
-    merged = {}
-    for key, records in instances(run, ops).items():
-        by_rank = {}
-        for rank, start, end in records:
-            s, e = by_rank.get(rank, (start, end))
-            by_rank[rank] = (min(s, start), max(e, end))
-        if len(by_rank) >= 2:
-            merged[key] = by_rank
+    merged = merged_instances(run, ops)
     begin = iteration_starts(run)
     aligned = {}  # frozenset of ranks -> end of the last aligning collective over them
     out = []
