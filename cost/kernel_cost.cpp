@@ -312,11 +312,22 @@ double benchmark_kernel_time_ns(const GpuKernelProfile& kernels, const GpuSpec& 
   return model_time_ns(kernels, gpu, op);
 }
 
+namespace {
+
+// Whether calibration scaled this kind's timings to the profile's reference clock: GEMMs always
+// (calibrate/gpu/gemm_calibration.cpp), attention where the profile says so (its clock probed beside each timing).
+bool timed_at_reference_clock(const GpuKernelProfile& kernels, OpKind kind) {
+  if (kind == OpKind::gemm) return true;
+  const bool attention = kind == OpKind::attention_forward || kind == OpKind::attention_backward;
+  return attention && kernels.attention_at_reference_clock;
+}
+
+}  // namespace
+
 double training_clock_time_ns(const GpuKernelProfile& kernels, const GpuSpec& gpu, const Op& op,
                               double step_sm_clock_MHz) {
   const double benchmark_ns = benchmark_kernel_time_ns(kernels, gpu, op);
-  // Calibration scales only GEMM timings to its reference clock (calibrate/gpu/gemm_calibration.cpp).
-  if (op.kind != OpKind::gemm) return benchmark_ns;
+  if (!timed_at_reference_clock(kernels, op.kind)) return benchmark_ns;
   const double sustained_MHz = kernels.sustained_sm_clock_MHz > 0 ? kernels.sustained_sm_clock_MHz : step_sm_clock_MHz;
   return time_at_sm_clock_ns(benchmark_ns, kernels.reference_sm_clock_MHz, sustained_MHz);
 }

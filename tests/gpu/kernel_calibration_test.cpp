@@ -39,6 +39,42 @@ TEST(KernelCalibration, MeasuresEveryKindAndFitsTheModels) {
   EXPECT_LT(result.memory_bound.peak, 1.2);
 }
 
+// Attention's timings carry the SM clock probed beside them; with a profile whose attention is at its reference
+// clock they are scaled to it as cycles (time x clock / reference), and memory-bound kinds carry no clock.
+TEST(KernelCalibration, AttentionCarriesItsClockAndScalesToTheReference) {
+  REQUIRE_GPU();
+  KernelOps ops;
+  Op attention;
+  attention.kind = OpKind::attention_forward;
+  attention.attention = AttentionShape{1, 32, 8, 4096, 4096, 128, true, true};
+  Op norm;
+  norm.kind = OpKind::norm_forward;
+  norm.rows = 4096;
+  norm.cols = 4096;
+  ops.ops = {attention, norm};
+  const GpuSpec spec = *gpu_preset("H200-141GB");
+  GpuKernelProfile as_timed;
+  const KernelCalibration timed = calibrate_kernels(ops, spec, as_timed, true, {});
+  ASSERT_EQ(timed.measured.size(), 2u);
+  const Measurement& raw = timed.measured[0].second;
+  EXPECT_GT(raw.sm_clock_MHz, 500) << timed.measured[0].first;
+  EXPECT_LT(raw.sm_clock_MHz, 2500) << timed.measured[0].first;
+  EXPECT_EQ(timed.measured[1].second.sm_clock_MHz, 0) << timed.measured[1].first;
+
+  GpuKernelProfile at_reference;
+  at_reference.reference_sm_clock_MHz = 1000;  // far from any clock an H200 runs at: the scaling shows
+  at_reference.attention_at_reference_clock = true;
+  const KernelCalibration scaled = calibrate_kernels(ops, spec, at_reference, true, {});
+  const Measurement& m = scaled.measured[0].second;
+  ASSERT_GT(m.sm_clock_MHz, 0);
+  // Each timing's clock is its own: compare cycles, which a clock swing between the two calls leaves alone
+  // (within the run-to-run spread of one shape, 10%).
+  const double raw_cycles = raw.median_ns * raw.sm_clock_MHz, scaled_cycles = m.median_ns * 1000;
+  EXPECT_NEAR(scaled_cycles / raw_cycles, 1.0, 0.10);
+  std::printf("[calibrate] attention %.1f us at %.0f MHz as timed; %.1f us at 1000 MHz (ran at %.0f MHz)\n",
+              raw.median_ns * 1e-3, raw.sm_clock_MHz, m.median_ns * 1e-3, m.sm_clock_MHz);
+}
+
 // Needs no GPU: the op list is plain data. Every kind the op-kind table says the kernel calibration measures
 // is in its default list, so a new kernel kind cannot ship unmeasured.
 TEST(KernelCalibration, DefaultOpsCoverEveryKindTheTableSaysIsBenched) {
