@@ -1,18 +1,24 @@
 #!/usr/bin/env bash
-# Attention timed at the GEMMs' reference clock (issue 37): the kernel calibration's GPU test (the clock probed beside
-# each attention timing, the scaling to the reference as cycles), then a full one-GPU `twin calibrate` whose profile
-# states attention_at_reference_clock; its log lists each attention shape with the clock it ran at.
-# Usage: bash tests/gpu/attention_clock_check.sh BIN_DIR OUT_DIR   (BIN_DIR from tests/gpu/make_carry.sh)
-# The profile is then judged on the CPU against stored blind runs (docs/ACCURACY.md, "Attention at the training clock").
+# Attention timed at the GEMMs' reference clock (issue 37): the kernel calibration's GPU tests (the clock probed beside
+# each attention timing, the scaling to the reference as cycles), then a full `twin calibrate` on every GPU of the
+# machine, whose profile states attention_at_reference_clock and whose log lists each attention shape with the clock
+# it ran at; then, given SCENARIO, a blind study of it planned and predicted with that fresh profile
+# (tests/gpu/blind_study.sh). The runs are judged on the CPU (docs/ACCURACY.md, "Attention at the training clock").
+# Usage (device): bash tests/gpu/attention_clock_check.sh BIN_DIR OUT_DIR [SCENARIO]   (BIN_DIR: tests/gpu/make_carry.sh)
 set -uo pipefail
-bin="$1"; out="$2"
+cd "$(dirname "$0")/../.."
+bin="$1"; out="$2"; scenario="${3:-}"
 mkdir -p "$out"
+export NCCL_NVLS_ENABLE="${NCCL_NVLS_ENABLE:-0}"
 status=0
 nvidia-smi --query-gpu=index,name,driver_version,power.limit,clocks.max.sm,temperature.gpu --format=csv > "$out/gpus.csv"
-"$bin/test_gpu" --gtest_filter='KernelCalibration.*:SustainedClock.*' > "$out/test_gpu.log" 2>&1 || status=1
-tail -5 "$out/test_gpu.log"
+"$bin/test_gpu" --gtest_filter='KernelCalibration.*:SustainedClock.*:GemmBatch*' > "$out/test_gpu.log" 2>&1 || status=1
+grep -E "^\[  (PASSED|FAILED) |tests ran|attention .* us at" "$out/test_gpu.log"
 start=$(date +%s)
 "$bin/twin" calibrate --out "$out/profile.json" > "$out/calibrate.log" 2>&1 || status=1
-echo "twin calibrate: $(( $(date +%s) - start )) s wall, rc so far $status"
-grep -E "attention_(forward|backward)|wrote|sustained clock:" "$out/calibrate.log" | sed 's/^\[info\] \[calibrate\] //'
+echo "twin calibrate: $(( $(date +%s) - start )) s wall, status $status"
+grep -E "attention_(forward|backward)|wrote|sustained clock:|GEMM grid|GPUs agree" "$out/calibrate.log" | sed 's/^\[info\] \[calibrate\] //'
+if [ -n "$scenario" ] && [ -f "$out/profile.json" ]; then
+  OUT="$out" TWIN="$bin/twin" bash tests/gpu/blind_study.sh "$scenario:$out/profile.json" || status=1
+fi
 exit $status
