@@ -4,6 +4,7 @@
 
 #include <set>
 
+#include "calibrate/attention_check_shapes.hpp"
 #include "calibrate/gpu/kernel_calibration.hpp"
 #include "core/cluster.hpp"
 #include "core/op_kinds.hpp"
@@ -83,6 +84,28 @@ TEST(KernelCalibration, DefaultOpsCoverEveryKindTheTableSaysIsBenched) {
   for (OpKind kind : all_op_kinds()) {
     const bool benched = op_kind_traits(kind).measured_by == CalibrationMethod::kernel_bench;
     EXPECT_EQ(listed.count(kind) == 1, benched) << to_string(kind);
+  }
+}
+
+}  // namespace
+}  // namespace twin::gpu
+
+namespace twin::gpu {
+namespace {
+
+// Needs no GPU: the attention `twin calibrate --check` times is apart from the grid calibration measures, and every
+// shape of it is one the executor's attention runs (head dims 64 or 128, key-value groups dividing the heads).
+TEST(KernelCalibration, CheckAttentionIsOffTheGridAndRunnable) {
+  std::set<std::string> grid;
+  for (const Op& op : default_kernel_ops(/*quick=*/false).ops) grid.insert(kernel_shape_key(op));
+  const std::vector<ModelAttention> shapes = off_grid_model_attention();
+  ASSERT_EQ(shapes.size(), 12u);
+  for (const ModelAttention& a : shapes) {
+    EXPECT_FALSE(grid.count(kernel_shape_key(a.op))) << a.origin;
+    const AttentionShape& s = a.op.attention;
+    EXPECT_TRUE(s.head_dim == 64 || s.head_dim == 128) << a.origin;
+    EXPECT_EQ(s.heads % s.kv_heads, 0) << a.origin;
+    EXPECT_TRUE(s.flash && s.causal && s.seq_q == s.seq_kv) << a.origin;
   }
 }
 
