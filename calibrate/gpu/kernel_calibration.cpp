@@ -184,11 +184,23 @@ KernelOps default_kernel_ops(bool quick) {
     step.optimizer_precision = precision;
     add(ops, step);
   }
+  // Attention over its three axes (cost/shape_space.cpp): head dims 64 and 128, each at two head counts (the
+  // tiles of one sequence: 16 and 32), GQA and MHA, sequences 1024 to 16384 (since 2026-11-29: before, two
+  // configurations to 8192, and shapes off them were priced up to 26% off; docs/ACCURACY.md).
   const std::vector<std::int64_t> seqs = quick ? std::vector<std::int64_t>{1024, 4096} : std::vector<std::int64_t>{1024, 2048, 4096, 8192};
   for (std::int64_t seq : seqs)
     for (OpKind kind : {OpKind::attention_forward, OpKind::attention_backward}) {
       add(ops, attention(kind, seq, 32, 8, 128));
-      if (!quick) add(ops, attention(kind, seq, 16, 16, 64));
+      if (quick) continue;
+      add(ops, attention(kind, seq, 16, 16, 64));
+      add(ops, attention(kind, seq, 16, 16, 128));
+      add(ops, attention(kind, seq, 32, 32, 64));
+    }
+  if (!quick)
+    for (OpKind kind : {OpKind::attention_forward, OpKind::attention_backward}) {
+      add(ops, attention(kind, 16384, 16, 16, 64));
+      add(ops, attention(kind, 16384, 16, 16, 128));
+      add(ops, attention(kind, 16384, 32, 32, 64));
     }
   return to_ops(ops, KernelModelFacts{});
 }
