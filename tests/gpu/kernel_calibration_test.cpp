@@ -2,12 +2,14 @@
 // models fitted, and an unrunnable shape skipped with its reason. Prints the timings it saw.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <set>
 
 #include "calibrate/attention_check_shapes.hpp"
 #include "calibrate/gpu/kernel_calibration.hpp"
 #include "core/cluster.hpp"
 #include "core/op_kinds.hpp"
+#include "cost/sm_clock.hpp"
 #include "tests/gpu/kernel_test_util.hpp"
 
 namespace twin::gpu {
@@ -41,7 +43,8 @@ TEST(KernelCalibration, MeasuresEveryKindAndFitsTheModels) {
 }
 
 // Attention's timings carry the SM clock probed beside them; with a profile whose attention is at its reference
-// clock they are scaled to it as cycles (time x clock / reference), and memory-bound kinds carry no clock.
+// clock they are scaled to it by attention's clock law (time x (clock / reference)^0.43 forward), and memory-bound
+// kinds carry no clock.
 TEST(KernelCalibration, AttentionCarriesItsClockAndScalesToTheReference) {
   REQUIRE_GPU();
   KernelOps ops;
@@ -68,10 +71,11 @@ TEST(KernelCalibration, AttentionCarriesItsClockAndScalesToTheReference) {
   const KernelCalibration scaled = calibrate_kernels(ops, spec, at_reference, true, {});
   const Measurement& m = scaled.measured[0].second;
   ASSERT_GT(m.sm_clock_MHz, 0);
-  // Each timing's clock is its own: compare cycles, which a clock swing between the two calls leaves alone
-  // (within the run-to-run spread of one shape, 10%).
-  const double raw_cycles = raw.median_ns * raw.sm_clock_MHz, scaled_cycles = m.median_ns * 1000;
-  EXPECT_NEAR(scaled_cycles / raw_cycles, 1.0, 0.10);
+  // Each timing's clock is its own: compare the law's invariant time x clock^e, which a clock swing between the two
+  // calls leaves alone (within the run-to-run spread of one shape, 10%).
+  const double e = kAttentionForwardClockExponent;
+  const double raw_invariant = raw.median_ns * std::pow(raw.sm_clock_MHz, e), scaled_invariant = m.median_ns * std::pow(1000.0, e);
+  EXPECT_NEAR(scaled_invariant / raw_invariant, 1.0, 0.10);
   std::printf("[calibrate] attention %.1f us at %.0f MHz as timed; %.1f us at 1000 MHz (ran at %.0f MHz)\n",
               raw.median_ns * 1e-3, raw.sm_clock_MHz, m.median_ns * 1e-3, m.sm_clock_MHz);
 }
