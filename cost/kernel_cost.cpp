@@ -312,13 +312,28 @@ double benchmark_kernel_time_ns(const GpuKernelProfile& kernels, const GpuSpec& 
   return model_time_ns(kernels, gpu, op);
 }
 
+namespace {
+
+// The exponent of clock^-e a kind's benchmark time at the reference clock moves by (cost/sm_clock.hpp); 0 for a kind
+// calibration did not scale to that clock: GEMMs always are (calibrate/gpu/gemm_calibration.cpp), attention where the
+// profile says so (its clock probed beside each timing), memory-bound kinds never (they follow HBM).
+double clock_exponent(const GpuKernelProfile& kernels, OpKind kind) {
+  if (kind == OpKind::gemm) return 1;
+  if (!kernels.attention_at_reference_clock) return 0;
+  if (kind == OpKind::attention_forward) return kAttentionForwardClockExponent;
+  if (kind == OpKind::attention_backward) return kAttentionBackwardClockExponent;
+  return 0;
+}
+
+}  // namespace
+
 double training_clock_time_ns(const GpuKernelProfile& kernels, const GpuSpec& gpu, const Op& op,
                               double step_sm_clock_MHz) {
   const double benchmark_ns = benchmark_kernel_time_ns(kernels, gpu, op);
-  // Calibration scales only GEMM timings to its reference clock (calibrate/gpu/gemm_calibration.cpp).
-  if (op.kind != OpKind::gemm) return benchmark_ns;
+  const double exponent = clock_exponent(kernels, op.kind);
+  if (exponent == 0) return benchmark_ns;
   const double sustained_MHz = kernels.sustained_sm_clock_MHz > 0 ? kernels.sustained_sm_clock_MHz : step_sm_clock_MHz;
-  return time_at_sm_clock_ns(benchmark_ns, kernels.reference_sm_clock_MHz, sustained_MHz);
+  return time_at_sm_clock_ns(benchmark_ns, kernels.reference_sm_clock_MHz, sustained_MHz, exponent);
 }
 
 namespace {

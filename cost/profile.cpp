@@ -138,7 +138,7 @@ std::map<std::string, KindCorrection> read_corrections(const JsonReader& r) {
 GpuKernelProfile read_gpu(const JsonReader& r) {
   r.only_keys({"gpu", "gemm", "attention_forward", "attention_backward", "memory_bound", "launch_overhead_ns",
                "fused_attention_forward", "fused_attention_backward", "reference_sm_clock_MHz",
-               "sustained_sm_clock_MHz", "sustained_clock", "in_situ_prior", "rank_drift",
+               "attention_at_reference_clock", "sustained_sm_clock_MHz", "sustained_clock", "in_situ_prior", "rank_drift",
                "measured", "corrections"});
   GpuKernelProfile g;
   g.gpu = r.required("gpu").string();
@@ -153,6 +153,11 @@ GpuKernelProfile read_gpu(const JsonReader& r) {
   g.launch_overhead_ns = r.required("launch_overhead_ns").number(0, 1e9, "expected a time in ns >= 0");
   if (auto clock = r.find("reference_sm_clock_MHz"))
     g.reference_sm_clock_MHz = clock->number(1, 1e5, "expected an SM clock in MHz");
+  if (auto at_reference = r.find("attention_at_reference_clock")) {
+    g.attention_at_reference_clock = at_reference->boolean();
+    if (g.attention_at_reference_clock && g.reference_sm_clock_MHz <= 0)
+      at_reference->fail("expected false without reference_sm_clock_MHz: attention cannot be at a clock the profile does not state");
+  }
   if (auto clock = r.find("sustained_sm_clock_MHz"))
     g.sustained_sm_clock_MHz = clock->number(1, 1e5, "expected an SM clock in MHz");
   if (auto curve = r.find("sustained_clock")) g.sustained_clock = read_sustained_clock(*curve);
@@ -232,6 +237,7 @@ json to_json(const Profile& profile) {
                     {"launch_overhead_ns", g.launch_overhead_ns},
                     {"measured", measured}};
     if (g.reference_sm_clock_MHz > 0) gpu["reference_sm_clock_MHz"] = g.reference_sm_clock_MHz;
+    if (g.attention_at_reference_clock) gpu["attention_at_reference_clock"] = true;
     if (g.sustained_sm_clock_MHz > 0) gpu["sustained_sm_clock_MHz"] = g.sustained_sm_clock_MHz;
     if (!g.sustained_clock.points.empty()) gpu["sustained_clock"] = sustained_clock_json(g.sustained_clock);
     if (!(g.fused_attention_forward == g.attention_forward && g.fused_attention_backward == g.attention_backward)) {

@@ -110,6 +110,13 @@ struct GpuKernelProfile {
   // power limit, where the clock swings by tens of percent and a GEMM's time with it
   // (calibrate/gpu/clock_probe.hpp). 0: GEMM times as measured (profiles calibrated before 2026-11-23 20:00 UTC).
   double reference_sm_clock_MHz = 0;
+  // Whether the attention timings (measured shapes and the fitted attention curves) are at
+  // reference_sm_clock_MHz too: calibration probes the clock beside each attention timing and scales it as it
+  // does the GEMMs' (calibrate/gpu/kernel_calibration.cpp, since 2026-11-29), and the simulator then prices
+  // attention at the training clock as it does GEMMs. Optional in files ("attention_at_reference_clock"); false:
+  // attention as timed, at whatever clock the calibrating GPU held (earlier profiles: ~1,950 MHz on an H200
+  // timing sparse kernels, against ~1,500 in training).
+  bool attention_at_reference_clock = false;
   // The SM clock this kind of GPU holds through training steps: at its power limit under a training mix it
   // runs slower than across calibration's GEMM timings (H100: about 1,500 against 1,711 MHz; docs/PROFILES.md,
   // "The clock of a training step"). GEMM times at reference_sm_clock_MHz are priced at this clock (time x
@@ -260,10 +267,10 @@ TimeNs compute_time_ns(const Profile& profile, const GpuSpec& gpu, const Op& op,
 // cost/kernel_predictor.hpp), else the efficiency curves. No in-situ ratio, no launch overhead: the
 // basis a traced shape's ratio is measured against (calibrate/recalibration.hpp).
 double benchmark_kernel_time_ns(const GpuKernelProfile& kernels, const GpuSpec& gpu, const Op& op);
-// The benchmark price at the clock a training step holds: a GEMM's moved from reference_sm_clock_MHz to
-// sustained_sm_clock_MHz, else to `step_sm_clock_MHz` (time x reference / sustained; unchanged where either is 0),
-// every other kind as benchmarked (their benchmarks carry no clock). The basis a traced shape's ratio is measured
-// against.
+// The benchmark price at the clock a training step holds: a GEMM's (and attention's, where the profile's attention
+// timings are at the reference clock) moved from reference_sm_clock_MHz to sustained_sm_clock_MHz, else to
+// `step_sm_clock_MHz` (time x reference / sustained; unchanged where either is 0), every other kind as benchmarked
+// (memory-bound kernels follow HBM, not the SM clock). The basis a traced shape's ratio is measured against.
 double training_clock_time_ns(const GpuKernelProfile& kernels, const GpuSpec& gpu, const Op& op,
                               double step_sm_clock_MHz = 0);
 // The shape key under which calibration stores an op: "gemm:m=4096,n=4096,k=4096,count=1,ta=0,tb=0"

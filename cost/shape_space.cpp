@@ -120,8 +120,12 @@ std::vector<double> shape_octaves(const Op& op) {
   switch (op.kind) {
     case OpKind::attention_forward:
     case OpKind::attention_backward: {
+      // A flash kernel's work is its (batch x head) tiles over the sequences, each tile's speed set by the head
+      // dim, which picks another tile shape (counted twice: one octave of it moves the efficiency like two of the
+      // rest); the key-value groups only share K and V loads. Chosen by leave-one-out over a calibration's
+      // attention grid (docs/ACCURACY.md, "Attention off the grid"), checked on twelve shapes measured apart.
       const AttentionShape& a = op.attention;
-      return {log2(a.batch), log2(a.heads), log2(a.kv_heads), log2(a.seq_q), log2(a.seq_kv), log2(a.head_dim)};
+      return {log2(double(a.batch) * a.heads), log2(a.seq_q), log2(a.seq_kv), 2 * log2(a.head_dim)};
     }
     // The state's storage is a second axis: a narrower recipe is priced from the fp32 measurements by bytes.
     case OpKind::optimizer_step: return {log2(op.elements), log2(optimizer_bytes_per_parameter(op.optimizer_precision))};

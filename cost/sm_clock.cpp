@@ -3,6 +3,7 @@
 #include "cost/sm_clock.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <stdexcept>
 
 #include "cost/measurement_stats.hpp"
@@ -21,11 +22,16 @@ double time_at_sm_clock_ns(double time_ns, double clock_MHz, double reference_MH
   return time_ns * clock_MHz / reference_MHz;
 }
 
-Measurement at_sm_clock(const Measurement& measured, double reference_MHz) {
+double time_at_sm_clock_ns(double time_ns, double clock_MHz, double reference_MHz, double exponent) {
+  if (clock_MHz <= 0 || reference_MHz <= 0) return time_ns;
+  return time_ns * std::pow(clock_MHz / reference_MHz, exponent);
+}
+
+Measurement at_sm_clock(const Measurement& measured, double reference_MHz, double exponent) {
   Measurement scaled = measured;
-  scaled.median_ns = time_at_sm_clock_ns(measured.median_ns, measured.sm_clock_MHz, reference_MHz);
-  scaled.p10_ns = time_at_sm_clock_ns(measured.p10_ns, measured.sm_clock_MHz, reference_MHz);
-  scaled.p90_ns = time_at_sm_clock_ns(measured.p90_ns, measured.sm_clock_MHz, reference_MHz);
+  scaled.median_ns = time_at_sm_clock_ns(measured.median_ns, measured.sm_clock_MHz, reference_MHz, exponent);
+  scaled.p10_ns = time_at_sm_clock_ns(measured.p10_ns, measured.sm_clock_MHz, reference_MHz, exponent);
+  scaled.p90_ns = time_at_sm_clock_ns(measured.p90_ns, measured.sm_clock_MHz, reference_MHz, exponent);
   return scaled;
 }
 

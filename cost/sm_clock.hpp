@@ -16,9 +16,20 @@ double median_sm_clock_MHz(const std::vector<Measurement>& measurements);
 // counted in SM cycles). Unchanged when either clock is 0 (not recorded).
 double time_at_sm_clock_ns(double time_ns, double clock_MHz, double reference_MHz);
 
-// The measurement with median and percentiles scaled to `reference_MHz`; sm_clock_MHz keeps the clock it
-// ran at.
-Measurement at_sm_clock(const Measurement& measured, double reference_MHz);
+// The same with time ~ clock^-exponent: (clock / reference)^exponent.
+double time_at_sm_clock_ns(double time_ns, double clock_MHz, double reference_MHz, double exponent);
+
+// How much of an attention kernel's time follows the SM clock, as an exponent of clock^-e (a GEMM's: 1). Flash
+// attention's softmax and its loads of K and V do not all run at the SM clock. Fitted on one blind study's attention
+// kernels (Qwen2.5-14B widths on one H200, nine runs at 1,450-1,520 MHz against calibration's timings at ~1,960
+// MHz, 2026-11-29), held out on four other studies' (two models on one and on four H200s): docs/ACCURACY.md,
+// "Attention at the training clock".
+inline constexpr double kAttentionForwardClockExponent = 0.43;
+inline constexpr double kAttentionBackwardClockExponent = 0.60;
+
+// The measurement with median and percentiles scaled to `reference_MHz` (time ~ clock^-exponent); sm_clock_MHz
+// keeps the clock it ran at.
+Measurement at_sm_clock(const Measurement& measured, double reference_MHz, double exponent = 1);
 
 // Of one shape's rounds, the one whose median at `reference_MHz` is the median (the lower middle for an
 // even count), scaled to it. Throws std::invalid_argument when `rounds` is empty.

@@ -72,6 +72,8 @@ void write_profile(CalibrationRun& run, const std::optional<ProfileIncrement>& i
     GpuKernelProfile kernels = calibration_base(run.spec, run.preset_name);
     kernels.gemm = gemms.efficiency;
     kernels.reference_sm_clock_MHz = gemms.reference_sm_clock_MHz;
+    // Attention's timings join the GEMMs' clock (each probed, then scaled); a profile being added to keeps its own rule.
+    kernels.attention_at_reference_clock = gemms.reference_sm_clock_MHz > 0;
     kernels.sustained_clock = clock_curve;
     for (const auto& [shape, m] : gemms.measured) kernels.measured[gemm_key(shape)] = m;
     index_measured_shapes(kernels);

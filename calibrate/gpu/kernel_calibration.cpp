@@ -9,10 +9,12 @@
 
 #include "gpu/checks.hpp"
 #include "gpu/cupti_timer.hpp"
+#include "calibrate/gpu/clock_probe.hpp"
 #include "calibrate/gpu/kernel_benches.hpp"
 #include "calibrate/kernel_fit.hpp"
 #include "calibrate/model_fit.hpp"
 #include "core/scenario.hpp"
+#include "cost/sm_clock.hpp"
 #include "strategies/search.hpp"
 
 namespace twin::gpu {
@@ -58,6 +60,53 @@ double attention_flops(const Op& op) {
   return op.kind == OpKind::attention_backward ? 2.5 * flops : flops;
 }
 
+// Whether a kind's time follows the SM clock (in part: cost/sm_clock.hpp): attention's tensor-core loops. Memory-bound
+// kernels follow HBM, whose clock the power limiter leaves alone.
+bool follows_sm_clock(OpKind kind) { return kind == OpKind::attention_forward || kind == OpKind::attention_backward; }
+
+// One op's kernel time: warm-up, then `repetitions` CUPTI regions over the rotating buffer sets. A kind that follows
+// the SM clock is bracketed by two clock probes and, where the profile's attention timings are at its reference
+// clock (GpuKernelProfile::attention_at_reference_clock), scaled to that clock by attention's own clock law
+// (cost/sm_clock.hpp: time ~ clock^-0.43 forward, ^-0.60 backward).
+Measurement time_op(const Op& op, const std::string& key, std::vector<KernelBench>& sets, cudaStream_t stream,
+                    int warmup, int repetitions, const GpuKernelProfile& profile, CuptiKernelTimer& timer,
+                    std::uint64_t& next_region) {
+  for (int w = 0; w < warmup; ++w) sets[w % sets.size()].run(stream);
+  timer.collect();  // drop fills and warm-up
+  const bool probed = follows_sm_clock(op.kind);
+  const auto probe = [&] {
+    const std::uint64_t region = next_region++;
+    timer.begin_region(region);
+    launch_clock_probe(stream);
+    timer.end_region();
+    return region;
+  };
+  const std::uint64_t probe_before = probed ? probe() : 0;
+  const std::uint64_t first_region = next_region;
+  for (int r = 0; r < repetitions; ++r) {
+    timer.begin_region(next_region++);
+    sets[r % sets.size()].run(stream);
+    timer.end_region();
+  }
+  const std::uint64_t end_region = next_region;
+  const std::uint64_t probe_after = probed ? probe() : 0;
+  const auto spans = region_spans_ns(timer.collect());
+  std::vector<double> samples;
+  for (const auto& [region, span_ns] : spans)
+    if (region >= first_region && region < end_region) samples.push_back(span_ns);
+  if (samples.size() != static_cast<std::size_t>(repetitions))
+    throw std::runtime_error(fmt::format("CUPTI returned kernel records for {} of {} repetitions of {}",
+                                         samples.size(), repetitions, key));
+  Measurement m = summarize(samples);
+  if (!probed) return m;
+  if (!spans.count(probe_before) || !spans.count(probe_after))
+    throw std::runtime_error("CUPTI returned no kernel record for a clock probe beside " + key);
+  m.sm_clock_MHz = (clock_probe_MHz(spans.at(probe_before)) + clock_probe_MHz(spans.at(probe_after))) / 2;
+  if (!profile.attention_at_reference_clock || profile.reference_sm_clock_MHz <= 0) return m;
+  return at_sm_clock(m, profile.reference_sm_clock_MHz,
+                     op.kind == OpKind::attention_forward ? kAttentionForwardClockExponent : kAttentionBackwardClockExponent);
+}
+
 }  // namespace
 
 namespace {
@@ -75,6 +124,9 @@ nlohmann::json apply(GpuKernelProfile& kernels, const KernelCalibration& calibra
   if (calibration.attention_backward_fitted) fitted.push_back("attention_backward");
   return {{"kernel_timing", "CUPTI kernel spans of gpu/kernels (all kernels of an op in one span), random "
                             "data, rotating buffer sets, median/p10/p90"},
+          {"attention_clock", kernels.attention_at_reference_clock
+                                  ? "probed beside each timing, scaled to reference_sm_clock_MHz"
+                                  : "probed beside each timing (sm_clock_MHz), kept as timed"},
           {"kernel_shapes_measured", calibration.measured.size()},
           {"kernel_shapes_skipped", calibration.skipped},
           {"kernel_models_fitted", fitted},
@@ -134,11 +186,23 @@ KernelOps default_kernel_ops(bool quick) {
     step.optimizer_precision = precision;
     add(ops, step);
   }
+  // Attention over its three axes (cost/shape_space.cpp): head dims 64 and 128, each at two head counts (the
+  // tiles of one sequence: 16 and 32), GQA and MHA, sequences 1024 to 16384 (since 2026-11-29: before, two
+  // configurations to 8192, and shapes off them were priced up to 26% off; docs/ACCURACY.md).
   const std::vector<std::int64_t> seqs = quick ? std::vector<std::int64_t>{1024, 4096} : std::vector<std::int64_t>{1024, 2048, 4096, 8192};
   for (std::int64_t seq : seqs)
     for (OpKind kind : {OpKind::attention_forward, OpKind::attention_backward}) {
       add(ops, attention(kind, seq, 32, 8, 128));
-      if (!quick) add(ops, attention(kind, seq, 16, 16, 64));
+      if (quick) continue;
+      add(ops, attention(kind, seq, 16, 16, 64));
+      add(ops, attention(kind, seq, 16, 16, 128));
+      add(ops, attention(kind, seq, 32, 32, 64));
+    }
+  if (!quick)
+    for (OpKind kind : {OpKind::attention_forward, OpKind::attention_backward}) {
+      add(ops, attention(kind, 16384, 16, 16, 64));
+      add(ops, attention(kind, 16384, 16, 16, 128));
+      add(ops, attention(kind, 16384, 32, 32, 64));
     }
   return to_ops(ops, KernelModelFacts{});
 }
@@ -203,21 +267,7 @@ KernelCalibration calibrate_kernels(const KernelOps& ops, const GpuSpec& gpu, co
         if (progress) progress(fmt::format("kernel {}/{} {}: skipped ({})", i + 1, ops.ops.size(), key, why_not));
         continue;
       }
-      for (int w = 0; w < warmup; ++w) sets[w % sets.size()].run(stream);
-      timer.collect();  // drop fills and warm-up
-      const std::uint64_t first_region = next_region;
-      for (int r = 0; r < repetitions; ++r) {
-        timer.begin_region(next_region++);
-        sets[r % sets.size()].run(stream);
-        timer.end_region();
-      }
-      std::vector<double> samples;
-      for (const auto& [region, span_ns] : region_spans_ns(timer.collect()))
-        if (region >= first_region) samples.push_back(span_ns);
-      if (samples.size() != static_cast<std::size_t>(repetitions))
-        throw std::runtime_error(fmt::format("CUPTI returned kernel records for {} of {} repetitions of {}",
-                                             samples.size(), repetitions, key));
-      const Measurement m = summarize(samples);
+      const Measurement m = time_op(op, key, sets, stream, warmup, repetitions, fallback, timer, next_region);
       result.measured.emplace_back(key, m);
       const double seconds = m.median_ns * 1e-9;
       std::string rate;
@@ -226,6 +276,7 @@ KernelCalibration calibrate_kernels(const KernelOps& ops, const GpuSpec& gpu, co
         (op.kind == OpKind::attention_forward ? fwd_flops : bwd_flops).push_back(flops);
         (op.kind == OpKind::attention_forward ? fwd_seconds : bwd_seconds).push_back(seconds);
         rate = fmt::format("{:.1f} TFLOP/s", flops / seconds * 1e-12);
+        if (m.sm_clock_MHz > 0) rate += fmt::format(", ran at {:.0f} MHz", m.sm_clock_MHz);
       } else {
         const double bytes = memory_bound_bytes(op);
         mem_bytes.push_back(bytes);

@@ -28,7 +28,7 @@ struct KernelOps {
 };
 
 // Memory-bound kinds over token counts and widths of 4096- and 8192-wide models, flash attention over
-// sequence lengths 1024..8192 with GQA; `quick` keeps fewer shapes.
+// sequence lengths 1024..16384, head dims 64 and 128, 16 and 32 heads, GQA and MHA; `quick` keeps fewer shapes.
 KernelOps default_kernel_ops(bool quick);
 // The distinct non-GEMM compute ops of every feasible candidate of the scenario at `path`.
 KernelOps scenario_kernel_ops(const std::string& path);

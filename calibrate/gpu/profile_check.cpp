@@ -1,5 +1,5 @@
 // Collectives first, while every rank is alive (groups of the first g ranks, as calibration splits them);
-// then the GEMMs on rank 0 alone (calibrate/gpu/gemm_check.hpp). Predictions go through the code the
+// then the GEMMs and attention on rank 0 alone (calibrate/gpu/gemm_check.hpp, attention_check.hpp). Predictions go through the code the
 // simulator runs: collective_table_time_us for the tables and benchmark_kernel_time_ns for GEMMs (the micro-benchmark basis).
 #include "calibrate/gpu/profile_check.hpp"
 
@@ -14,6 +14,7 @@
 #include "calibrate/gemm_shapes_file.hpp"
 #include "gpu/checks.hpp"
 #include "gpu/cupti_timer.hpp"
+#include "calibrate/gpu/attention_check.hpp"
 #include "calibrate/gpu/gemm_check.hpp"
 #include "calibrate/gpu/nccl_bench.hpp"
 #include "calibrate/model_fit.hpp"
@@ -130,6 +131,11 @@ int check_profile_rank(const std::string& profile_path, const std::string& gemm_
   if (identity.world_size > 1) rows = check_collectives(profile, identity, max_message_bytes);
   if (identity.rank != 0) return 0;
   std::vector<CheckRow> gemms = check_gemms(profile, *gpu, shapes, out_dir);
+  // The GEMM shapes file names GEMMs only; the attention check runs with the default shapes.
+  if (gemm_shapes_path.empty()) {
+    const std::vector<CheckRow> attention = check_attention(profile, *gpu, off_grid_model_attention());
+    gemms.insert(gemms.end(), attention.begin(), attention.end());
+  }
   gemms.insert(gemms.end(), rows.begin(), rows.end());
   const std::filesystem::path dir(out_dir);
   std::filesystem::create_directories(dir);

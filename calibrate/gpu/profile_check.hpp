@@ -14,21 +14,21 @@ namespace twin::gpu {
 // One comparison; `limit_pct` bounds |error_pct|. Collectives carry nccl-tests' busbw of the measurement
 // and of the prediction, and the fitted link model's error for reference.
 struct CheckRow {
-  std::string kind;        // "gemm" or a collective
+  std::string kind;        // "gemm", "attention_forward", "attention_backward" or a collective
   std::string shape;       // "m=.. n=.. k=.. ta=.. tb=.." or "S=<bytes>"
-  std::string origin;      // GEMMs: the model layer it comes from (off_grid_model_gemms)
+  std::string origin;      // GEMMs and attention: the model layer it comes from (off_grid_model_gemms, _attention)
   int ranks = 1;
   double size_bytes = 0;   // collectives: nccl-tests' S
-  double measured_us = 0;          // GEMMs: at the profile's reference SM clock
+  double measured_us = 0;          // GEMMs (and attention where the profile's is): at the profile's reference SM clock
   double predicted_us = 0;
   double limit_pct = 0;
   double tflops = 0;               // GEMMs: measured
   double busbw_GBps = 0;           // collectives: measured
   double profile_busbw_GBps = 0;   // collectives: from the prediction
   double fit_model_us = 0;         // collectives: the table's fitted latency/bandwidth model
-  double measured_raw_us = 0;      // GEMMs: as timed, at the clock the GPU ran at
-  double sm_clock_MHz = 0;         // GEMMs: that clock (median over rounds)
-  double spread_pct = 0;           // GEMMs: (slowest - fastest round) / measured
+  double measured_raw_us = 0;      // GEMMs and attention: as timed, at the clock the GPU ran at
+  double sm_clock_MHz = 0;         // GEMMs and attention: that clock (GEMMs: median over rounds)
+  double spread_pct = 0;           // GEMMs: (slowest - fastest round) / measured; attention: (p90 - p10) / median
   double neighbours_now_us = 0;    // GEMMs: the prediction from its measured neighbours re-timed now
   std::string kernel;              // GEMMs: the cuBLASLt kernel(s) CUPTI saw
   double error_pct() const { return 100.0 * (predicted_us - measured_us) / measured_us; }

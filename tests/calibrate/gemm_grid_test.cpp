@@ -36,9 +36,9 @@ TEST(GemmGrid, EstimatedKernelTimeIsTheGridsFixedHopperModel) {
   const double expected_ns = flops / (989.4e3 * 0.80 * flops / (flops + 1.5e9));
   const GemmShape cube{4096, 4096, 4096, 1, false, false};
   EXPECT_NEAR(estimated_gemm_kernel_ns(cube, h200()), expected_ns, 1.0);
-  // 3 rounds of (3 warm-up + 10 timed) launches, and one round in quick mode; each estimate is rounded to 1 ns.
-  EXPECT_NEAR(estimated_gemm_calibration_seconds({cube, cube}, h200(), false), 2 * 39 * expected_ns * 1e-9, 78e-9);
-  EXPECT_NEAR(estimated_gemm_calibration_seconds({cube}, h200(), true), 13 * expected_ns * 1e-9, 13e-9);
+  // 3 rounds of (2 warm-up + 5 timed) launches, and one round in quick mode; each estimate is rounded to 1 ns.
+  EXPECT_NEAR(estimated_gemm_calibration_seconds({cube, cube}, h200(), false), 2 * 21 * expected_ns * 1e-9, 42e-9);
+  EXPECT_NEAR(estimated_gemm_calibration_seconds({cube}, h200(), true), 7 * expected_ns * 1e-9, 7e-9);
 }
 
 TEST(GemmGrid, QuickGridIsThreeSizesInFourLayouts) {
@@ -96,7 +96,7 @@ TEST(GemmGrid, FullGridIsOctavesInFourLayoutsAndHalfOctavesInTheLoweringsLayout)
               "%.1f s of GPU kernel time estimated\n", gpu.name.c_str(), grid.shapes.size(), slow, seconds);
   RecordProperty("grid_shapes", static_cast<int>(grid.shapes.size()));
   RecordProperty("grid_estimated_seconds", std::to_string(seconds));
-  EXPECT_LT(seconds, 60);
+  EXPECT_LT(seconds, 35);  // 2026-11-29: 31.8 s estimated on an H200 (59 s with ten timed launches)
 }
 
 TEST(GemmGrid, CheckShapesAreModelGemmsOffTheGrid) {

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include "cost/profile.hpp"
+#include "cost/sm_clock.hpp"
 
 namespace twin {
 namespace {
@@ -110,6 +111,36 @@ TEST(KernelCost, GemmsRunAtTheSustainedClock) {
   traced.source = "trace:run";
   clocked.gpus[0].measured[kernel_shape_key(product)] = traced;
   EXPECT_EQ(compute_time_ns(clocked, h100(), product), 2000000 + 2000);
+}
+
+// A profile whose attention timings were scaled to the reference clock (calibration probes the clock beside each)
+// prices attention at the training clock by attention's clock law (cost/sm_clock.hpp); memory-bound kernels still
+// carry no clock.
+TEST(KernelCost, AttentionAtTheReferenceClockRunsAtTheSustainedClock) {
+  Profile clocked = estimates();
+  clocked.gpus[0].reference_sm_clock_MHz = 1800;
+  clocked.gpus[0].sustained_sm_clock_MHz = 1500;
+  clocked.gpus[0].attention_at_reference_clock = true;
+  for (const OpKind kind : {OpKind::attention_forward, OpKind::attention_backward}) {
+    Op attention;
+    attention.kind = kind;
+    attention.attention = {2, 32, 8, 4096, 4096, 128, true, true};
+    const double benchmark_ns = benchmark_kernel_time_ns(clocked.gpus[0], h100(), attention);
+    const double exponent =
+        kind == OpKind::attention_forward ? kAttentionForwardClockExponent : kAttentionBackwardClockExponent;
+    EXPECT_DOUBLE_EQ(training_clock_time_ns(clocked.gpus[0], h100(), attention), benchmark_ns * std::pow(1.2, exponent));
+    // Without a sustained clock in the profile, the step's clock (the curve's) is the one.
+    clocked.gpus[0].sustained_sm_clock_MHz = 0;
+    EXPECT_DOUBLE_EQ(training_clock_time_ns(clocked.gpus[0], h100(), attention, 2000), benchmark_ns * std::pow(0.9, exponent));
+    EXPECT_DOUBLE_EQ(training_clock_time_ns(clocked.gpus[0], h100(), attention), benchmark_ns);
+    clocked.gpus[0].sustained_sm_clock_MHz = 1500;
+  }
+  Op norm;
+  norm.kind = OpKind::norm_forward;
+  norm.rows = 8192;
+  norm.cols = 4096;
+  EXPECT_DOUBLE_EQ(training_clock_time_ns(clocked.gpus[0], h100(), norm),
+                   benchmark_kernel_time_ns(clocked.gpus[0], h100(), norm));
 }
 
 TEST(KernelCost, UnfusedAttentionPaysForTheScores) {

@@ -144,6 +144,7 @@ TEST(ProfileFiles, SmClocksRoundTripAndAreChecked) {
   Profile p = builtin_profile();
   p.gpus[0].reference_sm_clock_MHz = 1590;
   p.gpus[0].sustained_sm_clock_MHz = 1440;
+  p.gpus[0].attention_at_reference_clock = true;
   Measurement gemm{1500, 1400, 1600, 20};
   gemm.sm_clock_MHz = 1650;
   p.gpus[0].measured["gemm:m=1,n=2,k=3,count=1,ta=0,tb=0"] = gemm;
@@ -151,11 +152,13 @@ TEST(ProfileFiles, SmClocksRoundTripAndAreChecked) {
   const Profile loaded = load_profile((dir / "profile.json").string());
   EXPECT_DOUBLE_EQ(loaded.gpus[0].reference_sm_clock_MHz, 1590);
   EXPECT_DOUBLE_EQ(loaded.gpus[0].sustained_sm_clock_MHz, 1440);
+  EXPECT_TRUE(loaded.gpus[0].attention_at_reference_clock);
   EXPECT_DOUBLE_EQ(loaded.gpus[0].measured.at("gemm:m=1,n=2,k=3,count=1,ta=0,tb=0").sm_clock_MHz, 1650);
   EXPECT_EQ(to_json(loaded), to_json(p));
   // Profiles without clocks (before 2026-11-24) write no clock keys and read back as 0.
   const nlohmann::json plain = to_json(builtin_profile());
   EXPECT_FALSE(plain["gpus"][2].contains("reference_sm_clock_MHz"));  // the built-in A100: curves, no clock
+  EXPECT_FALSE(plain["gpus"][0].contains("attention_at_reference_clock"));
   nlohmann::json document = to_json(p);
   document["gpus"][0]["reference_sm_clock_MHz"] = 0;
   write(dir / "p.json", document.dump());
@@ -164,6 +167,14 @@ TEST(ProfileFiles, SmClocksRoundTripAndAreChecked) {
   document["gpus"][0]["sustained_sm_clock_MHz"] = -1440;
   write(dir / "p.json", document.dump());
   expect_load_error(dir / "p.json", "/gpus/0/sustained_sm_clock_MHz", "expected an SM clock in MHz");
+  document = to_json(p);
+  document["gpus"][0]["attention_at_reference_clock"] = "yes";
+  write(dir / "p.json", document.dump());
+  expect_load_error(dir / "p.json", "/gpus/0/attention_at_reference_clock", "expected true or false");
+  document = to_json(p);
+  document["gpus"][0].erase("reference_sm_clock_MHz");
+  write(dir / "p.json", document.dump());
+  expect_load_error(dir / "p.json", "/gpus/0/attention_at_reference_clock", "without reference_sm_clock_MHz");
   document = to_json(p);
   document["gpus"][0]["measured"]["gemm:m=1,n=2,k=3,count=1,ta=0,tb=0"]["sm_clock_MHz"] = "fast";
   write(dir / "p.json", document.dump());

@@ -2,11 +2,14 @@
 // models fitted, and an unrunnable shape skipped with its reason. Prints the timings it saw.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <set>
 
+#include "calibrate/attention_check_shapes.hpp"
 #include "calibrate/gpu/kernel_calibration.hpp"
 #include "core/cluster.hpp"
 #include "core/op_kinds.hpp"
+#include "cost/sm_clock.hpp"
 #include "tests/gpu/kernel_test_util.hpp"
 
 namespace twin::gpu {
@@ -39,6 +42,44 @@ TEST(KernelCalibration, MeasuresEveryKindAndFitsTheModels) {
   EXPECT_LT(result.memory_bound.peak, 1.2);
 }
 
+// Attention's timings carry the SM clock probed beside them; with a profile whose attention is at its reference
+// clock they are scaled to it by attention's clock law (time x (clock / reference)^0.43 forward), and memory-bound
+// kinds carry no clock.
+TEST(KernelCalibration, AttentionCarriesItsClockAndScalesToTheReference) {
+  REQUIRE_GPU();
+  KernelOps ops;
+  Op attention;
+  attention.kind = OpKind::attention_forward;
+  attention.attention = AttentionShape{1, 32, 8, 4096, 4096, 128, true, true};
+  Op norm;
+  norm.kind = OpKind::norm_forward;
+  norm.rows = 4096;
+  norm.cols = 4096;
+  ops.ops = {attention, norm};
+  const GpuSpec spec = *gpu_preset("H200-141GB");
+  GpuKernelProfile as_timed;
+  const KernelCalibration timed = calibrate_kernels(ops, spec, as_timed, true, {});
+  ASSERT_EQ(timed.measured.size(), 2u);
+  const Measurement& raw = timed.measured[0].second;
+  EXPECT_GT(raw.sm_clock_MHz, 500) << timed.measured[0].first;
+  EXPECT_LT(raw.sm_clock_MHz, 2500) << timed.measured[0].first;
+  EXPECT_EQ(timed.measured[1].second.sm_clock_MHz, 0) << timed.measured[1].first;
+
+  GpuKernelProfile at_reference;
+  at_reference.reference_sm_clock_MHz = 1000;  // far from any clock an H200 runs at: the scaling shows
+  at_reference.attention_at_reference_clock = true;
+  const KernelCalibration scaled = calibrate_kernels(ops, spec, at_reference, true, {});
+  const Measurement& m = scaled.measured[0].second;
+  ASSERT_GT(m.sm_clock_MHz, 0);
+  // Each timing's clock is its own: compare the law's invariant time x clock^e, which a clock swing between the two
+  // calls leaves alone (within the run-to-run spread of one shape, 10%).
+  const double e = kAttentionForwardClockExponent;
+  const double raw_invariant = raw.median_ns * std::pow(raw.sm_clock_MHz, e), scaled_invariant = m.median_ns * std::pow(1000.0, e);
+  EXPECT_NEAR(scaled_invariant / raw_invariant, 1.0, 0.10);
+  std::printf("[calibrate] attention %.1f us at %.0f MHz as timed; %.1f us at 1000 MHz (ran at %.0f MHz)\n",
+              raw.median_ns * 1e-3, raw.sm_clock_MHz, m.median_ns * 1e-3, m.sm_clock_MHz);
+}
+
 // Needs no GPU: the op list is plain data. Every kind the op-kind table says the kernel calibration measures
 // is in its default list, so a new kernel kind cannot ship unmeasured.
 TEST(KernelCalibration, DefaultOpsCoverEveryKindTheTableSaysIsBenched) {
@@ -47,6 +88,28 @@ TEST(KernelCalibration, DefaultOpsCoverEveryKindTheTableSaysIsBenched) {
   for (OpKind kind : all_op_kinds()) {
     const bool benched = op_kind_traits(kind).measured_by == CalibrationMethod::kernel_bench;
     EXPECT_EQ(listed.count(kind) == 1, benched) << to_string(kind);
+  }
+}
+
+}  // namespace
+}  // namespace twin::gpu
+
+namespace twin::gpu {
+namespace {
+
+// Needs no GPU: the attention `twin calibrate --check` times is apart from the grid calibration measures, and every
+// shape of it is one the executor's attention runs (head dims 64 or 128, key-value groups dividing the heads).
+TEST(KernelCalibration, CheckAttentionIsOffTheGridAndRunnable) {
+  std::set<std::string> grid;
+  for (const Op& op : default_kernel_ops(/*quick=*/false).ops) grid.insert(kernel_shape_key(op));
+  const std::vector<ModelAttention> shapes = off_grid_model_attention();
+  ASSERT_EQ(shapes.size(), 12u);
+  for (const ModelAttention& a : shapes) {
+    EXPECT_FALSE(grid.count(kernel_shape_key(a.op))) << a.origin;
+    const AttentionShape& s = a.op.attention;
+    EXPECT_TRUE(s.head_dim == 64 || s.head_dim == 128) << a.origin;
+    EXPECT_EQ(s.heads % s.kv_heads, 0) << a.origin;
+    EXPECT_TRUE(s.flash && s.causal && s.seq_q == s.seq_kv) << a.origin;
   }
 }
 
