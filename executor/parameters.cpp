@@ -148,8 +148,9 @@ class UnitMaker {
   }
 
   // With tied embeddings the output layer holds no weight of its own beside the table (`holds_embedding`) and a
-  // copy of the table, first in its unit, elsewhere.
-  ParameterUnitLayout head(bool holds_embedding) const {
+  // copy of the table, first in its unit, elsewhere. `pad_as`: the embedding unit's elements when the copy's shards
+  // must line up with the table's (learned positions make the table's unit the larger).
+  ParameterUnitLayout head(bool holds_embedding, std::int64_t pad_as = 0) const {
     const std::int64_t h = shapes_.h, vocab_l = shapes_.vocab, vocab = vocab_l * tp_;
     ParameterUnitLayout unit{kHeadUnit};
     if (m_.untie_embeddings_and_output_weights) {
@@ -166,11 +167,12 @@ class UnitMaker {
     } else {
       add_norm(unit, "final_norm", OpRole::final_norm);
     }
-    return finish(std::move(unit), output_parameters_per_rank(m_, tp_, holds_embedding), kHeadUnit, 0);
+    return finish(std::move(unit), output_parameters_per_rank(m_, tp_, holds_embedding), kHeadUnit, 0, pad_as);
   }
 
-  // The elements of the output layer's copy of the table (the embedding is padded as it is).
+  // The elements of the output layer's copy of the table and of the table's unit (each padded as the other).
   std::int64_t table_copy_elements() const { return output_parameters_per_rank(m_, tp_, false); }
+  std::int64_t table_elements() const { return embedding_parameters_per_rank(m_, tp_); }
 
  private:
   static constexpr float kStddev = 0.02f;
@@ -272,7 +274,9 @@ std::vector<ParameterUnitLayout> plan_parameter_units(const Scenario& scenario, 
     if (vs == 0) units.push_back(make.embedding(table_copied ? make.table_copy_elements() : 0));
     const int first = first_layer_of(m, strategy, placement.stage, chunk);
     for (int l = first; l < first + layers_in_virtual_stage(m, strategy, vs); ++l) append(units, make.layer(l));
-    if (vs == last_virtual_stage) units.push_back(make.head(stage_holds_embedding(strategy, placement.stage)));
+    if (vs == last_virtual_stage)
+      units.push_back(make.head(stage_holds_embedding(strategy, placement.stage),
+                                table_copied ? make.table_elements() : 0));
   }
   return units;
 }
@@ -294,7 +298,8 @@ std::vector<ParameterUnitLayout> plan_parameter_units(const PlanPart& part, int 
   if (stage == 0)
     units.push_back(maker(kEmbeddingUnit).embedding(table_copied ? maker(kHeadUnit).table_copy_elements() : 0));
   for (int l = part.first_layer(stage); l < part.first_layer(stage + 1); ++l) append(units, maker(l).layer(l));
-  if (stage == stages - 1) units.push_back(maker(kHeadUnit).head(stage == 0));
+  if (stage == stages - 1)
+    units.push_back(maker(kHeadUnit).head(stage == 0, table_copied ? maker(kEmbeddingUnit).table_elements() : 0));
   return units;
 }
 

@@ -271,28 +271,30 @@ TEST(Parameters, ExpertParallelRanksTileTheExpertStacks) {
 // gradient norm.
 // Under ZeRO over data-parallel ranks the table and its copy start their units, which are padded alike: every
 // data-parallel rank holds the same elements of both, so their gradients sum shard by shard.
+// With learned positions (GPT) the table's unit is the larger one: the copy's is padded as it.
 TEST(Parameters, TiedTableAndCopyShardAlike) {
-  Scenario tied = small();
-  tied.model.untie_embeddings_and_output_weights = false;
-  tied.cluster.node_groups[0].gpus_per_node = 4;
-  for (int zero : {1, 3}) {
-    Strategy s = testing::make_strategy(1, 2, 1, false);
-    s.zero_stage = zero;
-    ASSERT_FALSE(complete_strategy(tied, s).has_value());
-    ASSERT_EQ(s.data_parallel_size, 2);
-    for (int dp = 0; dp < 2; ++dp) {
-      const auto first = plan_parameter_units(tied, s, RankPlacement{0, dp, 0}, 3);
-      const auto last = plan_parameter_units(tied, s, RankPlacement{0, dp, 1}, 3);
-      const ParameterUnitLayout& table_unit = first.front();
-      const ParameterUnitLayout& copy_unit = last.back();
-      ASSERT_EQ(table_unit.id, kEmbeddingUnit);
-      ASSERT_EQ(copy_unit.id, kHeadUnit);
-      EXPECT_EQ(table_unit.tensor(OpRole::embedding).offset, 0);
-      EXPECT_EQ(copy_unit.tensor(OpRole::output_projection).offset, 0);
-      EXPECT_EQ(table_unit.padded, copy_unit.padded);
-      EXPECT_EQ(table_unit.shard_begin, copy_unit.shard_begin);
-      EXPECT_EQ(table_unit.shard_elements, copy_unit.shard_elements);
-      EXPECT_TRUE(table_unit.sharded_optimizer && copy_unit.sharded_optimizer);
+  for (Scenario tied : {small(), small_gpt()}) {
+    tied.model.untie_embeddings_and_output_weights = false;
+    tied.cluster.node_groups[0].gpus_per_node = 4;
+    for (int zero : {1, 3}) {
+      Strategy s = testing::make_strategy(1, 2, 1, false);
+      s.zero_stage = zero;
+      ASSERT_FALSE(complete_strategy(tied, s).has_value());
+      ASSERT_EQ(s.data_parallel_size, 2);
+      for (int dp = 0; dp < 2; ++dp) {
+        const auto first = plan_parameter_units(tied, s, RankPlacement{0, dp, 0}, 3);
+        const auto last = plan_parameter_units(tied, s, RankPlacement{0, dp, 1}, 3);
+        const ParameterUnitLayout& table_unit = first.front();
+        const ParameterUnitLayout& copy_unit = last.back();
+        ASSERT_EQ(table_unit.id, kEmbeddingUnit);
+        ASSERT_EQ(copy_unit.id, kHeadUnit);
+        EXPECT_EQ(table_unit.tensor(OpRole::embedding).offset, 0);
+        EXPECT_EQ(copy_unit.tensor(OpRole::output_projection).offset, 0);
+        EXPECT_EQ(table_unit.padded, copy_unit.padded);
+        EXPECT_EQ(table_unit.shard_begin, copy_unit.shard_begin);
+        EXPECT_EQ(table_unit.shard_elements, copy_unit.shard_elements);
+        EXPECT_TRUE(table_unit.sharded_optimizer && copy_unit.sharded_optimizer);
+      }
     }
   }
 }
