@@ -128,11 +128,11 @@ TEST(KernelPositions, EmbeddingEntryAddsPositionsAndStartsTheirGradient) {
 TEST(KernelNormEntry, LayerNormBackwardAddsTheSkipGradient) {
   REQUIRE_GPU();
   const std::int64_t rows = 300, cols = 1024, n = rows * cols;
-  auto x = random_bf16(n), w = random_bf16(cols), dy = random_bf16(n), skip = random_bf16(n);
+  auto x = random_bf16(n), w = random_bf16(cols), b = random_bf16(cols), dy = random_bf16(n), skip = random_bf16(n);
   auto mean = poisoned(rows * 4), rstd = poisoned(rows * 4), y = poisoned(n * 2);
   auto dx_plain = poisoned(n * 2), dx_skip = poisoned(n * 2), grads = poisoned(2 * cols * 2);
   auto partials = poisoned(2 * k::norm_partial_floats(rows, cols) * 4);
-  k::layernorm_forward(bf(x), bf(w), nullptr, bf(y), f32(mean), f32(rstd), rows, cols, 1e-5f, nullptr);
+  k::layernorm_forward(bf(x), bf(w), bf(b), bf(y), f32(mean), f32(rstd), rows, cols, 1e-5f, nullptr);
   gpu::NormBackward call{Normalization::layernorm, bf(dy), bf(x), bf(w), f32(mean), f32(rstd), nullptr, bf(dx_plain),
                          f32(partials), bf(grads), bf(grads) + cols, false, rows, cols};
   gpu::launch(call, nullptr);
