@@ -18,20 +18,6 @@ __global__ void bias_add_kernel(bf16* y, const bf16* bias, std::int64_t count, s
     y[i] = to_bf16(to_float(y[i]) + to_float(bias[i % cols]));
 }
 
-// Eight columns per thread (16-byte accesses), the bias's eight loaded once for all the block's rows: the scalar
-// kernel's index arithmetic (a 64-bit remainder per element) held it at a third of the bandwidth on an H200.
-__global__ void bias_add_vec8_kernel(bf16* y, const bf16* bias, std::int64_t rows, std::int64_t cols) {
-  const std::int64_t groups = cols / 8;
-  for (std::int64_t g = threadIdx.x; g < groups; g += blockDim.x) {
-    const detail::Float8 b = detail::load8(bias, 8 * g);
-    for (std::int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-      detail::Float8 v = detail::load8(y, r * cols + 8 * g);
-      for (int i = 0; i < 8; ++i) v.v[i] += b.v[i];  // store8 rounds once, as the scalar kernel does
-      detail::store8(y, r * cols + 8 * g, v);
-    }
-  }
-}
-
 // Block (x, y): columns [x * blockDim, (x + 1) * blockDim) over the y-th of `blocks` even runs of rows.
 __global__ void bias_grad_partials_kernel(const bf16* dy, float* partials, std::int64_t rows, std::int64_t cols) {
   const std::int64_t c = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
@@ -47,12 +33,7 @@ __global__ void bias_grad_partials_kernel(const bf16* dy, float* partials, std::
 
 void bias_add(bf16* y, const bf16* bias, std::int64_t rows, std::int64_t cols, cudaStream_t stream) {
   detail::require(rows > 0 && cols > 0, "bias_add needs rows > 0 and cols > 0");
-  if (cols % 8 == 0 && detail::aligned16(y) && detail::aligned16(bias)) {
-    const std::int64_t blocks = rows < 2048 ? rows : 2048;  // enough rows per block to reuse the bias registers
-    bias_add_vec8_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(y, bias, rows, cols);
-  } else {
-    bias_add_kernel<<<detail::grid_for(rows * cols, kThreads), kThreads, 0, stream>>>(y, bias, rows * cols, cols);
-  }
+  bias_add_kernel<<<detail::grid_for(rows * cols, kThreads), kThreads, 0, stream>>>(y, bias, rows * cols, cols);
   TWIN_CUDA_CHECK_LAUNCH();
 }
 

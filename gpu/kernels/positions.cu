@@ -24,20 +24,6 @@ __global__ void position_forward_kernel(bf16* x, const bf16* table, PositionRun 
   }
 }
 
-// A row per block at a time (its position computed once), eight columns per thread (16-byte accesses).
-__global__ void position_forward_vec8_kernel(bf16* x, const bf16* table, PositionRun run, std::int64_t cols) {
-  for (std::int64_t i = blockIdx.x; i < run.rows; i += gridDim.x) {
-    bf16* row = x + (run.first_row + i) * cols;
-    const bf16* add = table + position_of(run, i) * cols;
-    for (std::int64_t c = 8 * threadIdx.x; c < cols; c += 8 * blockDim.x) {
-      detail::Float8 v = detail::load8(row, c);
-      const detail::Float8 p = detail::load8(add, c);
-      for (int k = 0; k < 8; ++k) v.v[k] += p.v[k];  // store8 rounds once, as the scalar kernel does
-      detail::store8(row, c, v);
-    }
-  }
-}
-
 // Block (x, y): columns [x * blockDim, ...) of the run's k-th distinct position, k = y, y + gridDim.y, ...: the rows
 // i = k, k + period, ... all sit at that position.
 __global__ void position_backward_kernel(const bf16* dy, bf16* grad, PositionRun run, std::int64_t positions,
@@ -63,13 +49,7 @@ void check(const PositionRun& run, std::int64_t cols) {
 void position_embedding_forward(bf16* x, const bf16* table, const PositionRun& run, std::int64_t cols,
                                 cudaStream_t stream) {
   check(run, cols);
-  if (cols % 8 == 0 && detail::aligned16(x) && detail::aligned16(table)) {
-    const std::int64_t blocks = run.rows < 65535 ? run.rows : 65535;
-    position_forward_vec8_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(x, table, run, cols);
-  } else {
-    position_forward_kernel<<<detail::grid_for(run.rows * cols, kThreads), kThreads, 0, stream>>>(x, table, run,
-                                                                                                   cols);
-  }
+  position_forward_kernel<<<detail::grid_for(run.rows * cols, kThreads), kThreads, 0, stream>>>(x, table, run, cols);
   TWIN_CUDA_CHECK_LAUNCH();
 }
 
