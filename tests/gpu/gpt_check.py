@@ -2,12 +2,13 @@
 """twin execute of a GPT-style model on one GPU (issue 42 item 4): GPT-2-medium widths, 4 layers, LayerNorm, linear
 biases, learned positions, GeLU, tied embeddings (scenarios/gpt-small-1xH200.json's model).
 
-Cases, each a pinned plan (micro-batch 4, 4 micro-batches of sequence 1024): recompute none (the baseline curve),
+Cases, each a pinned plan (micro-batch 4, global batch 16 of sequence 1024): recompute none (the baseline curve),
 selective and full, and residual fusion (the LayerNorm backward adds the skip path's gradient) against it, loss
-curves held step by step within --tolerance and falling; then the shipped scenario's own best plan (its search,
+curves held step by step within --tolerance and falling; with --gpus 2 or 4 also TP 2 with and without SP, PP 2
+(the tied table's copy), DP 2 with ZeRO-1 and their combinations against the same curve; then the shipped scenario's own best plan (its search,
 the h200-x1 profile) for speed: measured iteration time against twin simulate's prediction.
 Results: OUT/gpt_check/gpt_check.md and .json.
-Usage: gpt_check.py --twin build/twin [--iters 40] [--tolerance 0.02] [--profile h200-x1]
+Usage: gpt_check.py --twin build/twin [--gpus N] [--iters 40] [--tolerance 0.02] [--profile h200-x1]
 """
 import json, os, sys
 
@@ -16,11 +17,20 @@ import execute_check as ec  # noqa: E402
 
 SCENARIO = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scenarios", "gpt-small-1xH200.json")
 
+# (name, GPUs, strategy fields): the one-GPU cases, then the splits the biases and positions are laid out for
+# (run with --gpus 2 or 4; with fewer GPUs they are left out)
 CASES = [
-    ("gpt-recompute-none", {}),
-    ("gpt-recompute-selective", {"recompute": "selective"}),
-    ("gpt-recompute-full", {"recompute": "full"}),
-    ("gpt-residual-fusion", {"framework": {"residual_fusion": True}}),
+    ("gpt-recompute-none", 1, {}),
+    ("gpt-recompute-selective", 1, {"recompute": "selective"}),
+    ("gpt-recompute-full", 1, {"recompute": "full"}),
+    ("gpt-residual-fusion", 1, {"framework": {"residual_fusion": True}}),
+    ("gpt-tp2", 2, {"tensor_model_parallel_size": 2, "sequence_parallel": False}),
+    ("gpt-tp2-sp", 2, {"tensor_model_parallel_size": 2, "sequence_parallel": True}),
+    ("gpt-pp2-tied", 2, {"pipeline_model_parallel_size": 2}),
+    ("gpt-dp2-zero1", 2, {"zero_stage": 1}),
+    ("gpt-tp2-sp-pp2-zero1", 4, {"tensor_model_parallel_size": 2, "sequence_parallel": True,
+                                 "pipeline_model_parallel_size": 2, "zero_stage": 1}),
+    ("gpt-dp2-pp2-zero1-tied", 4, {"pipeline_model_parallel_size": 2, "zero_stage": 1}),
 ]
 
 
@@ -35,8 +45,10 @@ def main():
              "| case | loss step 1 | loss last | max relative difference (first half / all) | iteration s | result |",
              "|---|---|---|---|---|---|"]
     report, baseline, failed = {"correctness": {}}, None, False
-    for name, fields in CASES:
-        doc = ec.scenario(name, model, 1, 1024, 16, 4, fields)
+    for name, gpus, fields in CASES:
+        if gpus > args.gpus:
+            continue
+        doc = ec.scenario(name, model, gpus, 1024, 16, 4, fields)
         metrics = ec.run_case(args.twin, args.out, name, doc, args.iters, 2, log)
         if metrics is None:
             failed = True
