@@ -207,6 +207,10 @@ std::string kernel_shape_key(const Op& op) {
     case OpKind::activation_forward:
     case OpKind::activation_backward:
       return fmt::format("{}:rows={},cols={},gated={}", kind, op.rows, op.cols, int(op.gated_activation));
+    case OpKind::norm_forward:
+    case OpKind::norm_backward:  // LayerNorm is another kernel (mean, bias); RMSNorm keys are as before it
+      return fmt::format("{}:rows={},cols={}{}{}", kind, op.rows, op.cols, op.fuses_residual ? ",residual=1" : "",
+                         op.normalization == Normalization::layernorm ? ",ln=1" : "");
     default:
       return fmt::format("{}:rows={},cols={}{}", kind, op.rows, op.cols, op.fuses_residual ? ",residual=1" : "");
   }

@@ -46,6 +46,7 @@ bool set_field(Op& op, std::string_view name, std::int64_t value) {
   else if (name == "ta") g.transpose_a = value != 0;
   else if (name == "tb") g.transpose_b = value != 0;
   else if (name == "residual") op.fuses_residual = value != 0;
+  else if (name == "ln") op.normalization = value != 0 ? Normalization::layernorm : Normalization::rmsnorm;
   else if (name == "e5m2") g.e5m2 = value != 0;
   else return false;
   return true;
@@ -81,7 +82,8 @@ int variant(const Op& op) {
     return int(op.gemm.transpose_a) | int(op.gemm.transpose_b) << 1 | int(op.gemm.inputs) << 2 | int(op.gemm.e5m2) << 4;
   return int(op.gated_activation) | int(op.attention.causal) << 1 | int(op.attention.flash) << 2 |
          int(op.attention.dropout) << 3 | int(op.attention.cudnn) << 4 | int(op.fuses_residual) << 5 |
-         int(op.attention.window > 0) << 6;  // a windowed kernel skips whole tiles: another variant
+         int(op.attention.window > 0) << 6 |  // a windowed kernel skips whole tiles: another variant
+         int(op.normalization == Normalization::layernorm) << 7;  // LayerNorm's kernels are not RMSNorm's
 }
 
 }  // namespace

@@ -22,9 +22,8 @@ std::optional<UnsupportedModelFeature> first_unsupported_feature(const ModelConf
   if (m.moe.shared_expert_ffn_hidden_size > 0) return unsupported("moe/shared_expert_ffn_hidden_size", "shared experts");
   if (m.moe.first_dense_layers > 0)
     return unsupported("moe/first_dense_layers", "dense layers before the MoE layers");
-  if (m.normalization != Normalization::rmsnorm) return unsupported("normalization", "LayerNorm");
-  if (!m.position_embedding_rope) return unsupported("position_embedding_rope", "learned position embeddings");
-  if (m.add_bias_linear) return unsupported("add_bias_linear", "linear biases");
+  // GPT's LayerNorm, learned positions and linear biases run (executor/parameters.hpp); experts' biases do not.
+  if (m.add_bias_linear && m.is_moe()) return unsupported("add_bias_linear", "linear biases in expert layers");
   if (m.hidden_dropout > 0) return unsupported("hidden_dropout", "dropout");
   if (m.attention_dropout > 0) return unsupported("attention_dropout", "dropout");
   if (!is_fused_attention(m.attention_backend)) return unsupported("attention_backend", "unfused attention");

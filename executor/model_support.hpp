@@ -15,7 +15,8 @@ struct UnsupportedModelFeature {
 };
 
 // The first feature of `model` that twin execute does not run, in a fixed order; nullopt for a model it runs
-// (Llama-style, dense or with experts: RMSNorm, RoPE, no biases, no dropout, fused attention, SwiGLU or GeLU).
+// (Llama-style, dense or with experts: RMSNorm, RoPE, SwiGLU or GeLU; GPT-style dense: LayerNorm, learned
+// positions, linear biases; no dropout, fused attention).
 std::optional<UnsupportedModelFeature> first_unsupported_feature(const ModelConfig& model);
 
 }  // namespace twin::exec

@@ -98,13 +98,10 @@ Action transfer_action(const RankClass& rc, OpIndex index) {
   unsupported(rc, index, "a context-parallel exchange off the ring");
 }
 
+// RMSNorm and LayerNorm are one action each way: the op names its norm, and the kernel entry runs that one
+// (gpu/op_kernels.hpp); the LayerNorm's bias is in the norm's unit (executor/parameters.hpp).
 Action norm_action(const RankClass& rc, OpIndex index) {
-  switch (rc.op(index).normalization) {
-    case Normalization::rmsnorm:
-      return rc.op(index).kind == OpKind::norm_backward ? Action::norm_backward : Action::norm_forward;
-    case Normalization::layernorm: break;
-  }
-  unsupported(rc, index, "a LayerNorm (twin execute runs RMSNorm)");
+  return rc.op(index).kind == OpKind::norm_backward ? Action::norm_backward : Action::norm_forward;
 }
 
 }  // namespace

@@ -1,6 +1,8 @@
 // Shard maps follow Megatron's TP layout: QKV and FC1 are column-parallel (each rank its heads' q, k, v
 // columns, its slice of the gate and up halves), the attention projection and FC2 row-parallel, the
-// embedding vocab-parallel by rows and the output projection by columns. Norm weights are replicated.
+// embedding vocab-parallel by rows and the output projection by columns. Norm weights and biases, row-parallel
+// linears' biases and learned positions are replicated. Each linear's bias follows its weight in the unit, each
+// LayerNorm's bias its weight (Megatron's order).
 // The layout only; executor/gpu/stage_parameters.cpp allocates and initialises the buffers.
 #include "executor/parameters.hpp"
 
@@ -45,16 +47,21 @@ ShardMap rows_from(std::int64_t local_rows, std::int64_t cols, std::int64_t row_
 
 void require_supported(const ModelConfig& m) {
   if (const auto unsupported = first_unsupported_feature(m))
-    throw std::invalid_argument("twin execute runs Llama-style models (dense or with experts); this model has " +
+    throw std::invalid_argument("twin execute runs Llama- and GPT-style models; this model has " +
                                 unsupported->feature);
 }
 
 }  // namespace
 
 const WeightTensor& ParameterUnitLayout::tensor(OpRole role) const {
-  for (const WeightTensor& t : tensors)
-    if (t.role == role) return t;
+  if (const WeightTensor* t = find(role, WeightPart::weight)) return *t;
   throw std::logic_error(fmt::format("parameter unit {} has no {} weight", id, to_string(role)));
+}
+
+const WeightTensor* ParameterUnitLayout::find(OpRole role, WeightPart part) const {
+  for (const WeightTensor& t : tensors)
+    if (t.role == role && t.part == part) return &t;
+  return nullptr;
 }
 
 bool stage_holds_embedding(const Strategy& strategy, int stage) {
@@ -83,6 +90,13 @@ class UnitMaker {
     ParameterUnitLayout unit{kEmbeddingUnit};
     unit.tensors.push_back(
         weight("embedding", OpRole::embedding, rows_from(vocab_l, shapes_.h, t_ * vocab_l), kStddev));
+    if (!m_.position_embedding_rope) {  // learned positions, whole on every TP rank (Megatron's)
+      WeightTensor positions =
+          weight("positions", OpRole::embedding, rows_from(m_.max_position_embeddings, shapes_.h, 0), kStddev);
+      positions.part = WeightPart::positions;
+      positions.tp_replicated = true;
+      unit.tensors.push_back(std::move(positions));
+    }
     return finish(std::move(unit), embedding_parameters_per_rank(m_, tp_), kEmbeddingUnit, 0, pad_as);
   }
 
@@ -94,16 +108,15 @@ class UnitMaker {
     std::vector<ParameterUnitLayout> out;
     ParameterUnitLayout unit{l};
     const std::string p = fmt::format("L{}.", l);
-    unit.tensors.push_back(norm(p + "input_norm", OpRole::input_norm));
+    add_norm(unit, p + "input_norm", OpRole::input_norm);
     std::vector<std::pair<std::int64_t, std::int64_t>> qkv_blocks;
     for (const ColumnBlock& block : qkv_column_blocks(heads_l, groups_l, d, tp_, t))
       qkv_blocks.emplace_back(block.first_column, block.width);
-    unit.tensors.push_back(weight(p + "qkv", OpRole::qkv_projection,
-                                  columns(h, (heads_l + 2 * groups_l) * d, (heads + 2 * groups) * d, qkv_blocks),
-                                  kStddev));
-    unit.tensors.push_back(
-        weight(p + "proj", OpRole::attention_projection, rows_from(heads_l * d, h, t * heads_l * d), output_stddev_));
-    unit.tensors.push_back(norm(p + "mlp_norm", OpRole::mlp_norm));
+    add_linear(unit, p + "qkv", OpRole::qkv_projection,
+               columns(h, (heads_l + 2 * groups_l) * d, (heads + 2 * groups) * d, qkv_blocks), kStddev);
+    add_linear(unit, p + "proj", OpRole::attention_projection, rows_from(heads_l * d, h, t * heads_l * d),
+               output_stddev_);
+    add_norm(unit, p + "mlp_norm", OpRole::mlp_norm);
     const RankParameters counted = layer_parameters_per_rank(m_, l, tp_, strategy_.expert_model_parallel_size);
     if (m_.is_moe_layer(l)) {
       // The router, replicated over TP: under SP each TP rank routes its own tokens, so its gradient is
@@ -125,23 +138,23 @@ class UnitMaker {
       out.push_back(finish(std::move(expert_unit), counted.expert, l, layer_tensors));
       return out;
     }
-    unit.tensors.push_back(weight(p + "fc1", OpRole::fc1,
-                                  shapes_.swiglu
-                                      ? columns(h, 2 * ffn_l, 2 * ffn, {{t * ffn_l, ffn_l}, {ffn + t * ffn_l, ffn_l}})
-                                      : columns(h, ffn_l, ffn, {{t * ffn_l, ffn_l}}),
-                                  kStddev));
-    unit.tensors.push_back(weight(p + "fc2", OpRole::fc2, rows_from(ffn_l, h, t * ffn_l), output_stddev_));
+    add_linear(unit, p + "fc1", OpRole::fc1,
+               shapes_.swiglu ? columns(h, 2 * ffn_l, 2 * ffn, {{t * ffn_l, ffn_l}, {ffn + t * ffn_l, ffn_l}})
+                              : columns(h, ffn_l, ffn, {{t * ffn_l, ffn_l}}),
+               kStddev);
+    add_linear(unit, p + "fc2", OpRole::fc2, rows_from(ffn_l, h, t * ffn_l), output_stddev_);
     out.push_back(finish(std::move(unit), counted.dense, l, 0));
     return out;
   }
 
   // With tied embeddings the output layer holds no weight of its own beside the table (`holds_embedding`) and a
-  // copy of the table, first in its unit, elsewhere.
-  ParameterUnitLayout head(bool holds_embedding) const {
+  // copy of the table, first in its unit, elsewhere. `pad_as`: the embedding unit's elements when the copy's shards
+  // must line up with the table's (learned positions make the table's unit the larger).
+  ParameterUnitLayout head(bool holds_embedding, std::int64_t pad_as = 0) const {
     const std::int64_t h = shapes_.h, vocab_l = shapes_.vocab, vocab = vocab_l * tp_;
     ParameterUnitLayout unit{kHeadUnit};
     if (m_.untie_embeddings_and_output_weights) {
-      unit.tensors.push_back(norm("final_norm", OpRole::final_norm));
+      add_norm(unit, "final_norm", OpRole::final_norm);
       ShardMap output = columns(h, vocab_l, vocab, {{t_ * vocab_l, vocab_l}});
       output.column_major_seed = true;  // its vocabulary columns are padded further under a larger TP
       unit.tensors.push_back(weight("output", OpRole::output_projection, output, kStddev));
@@ -150,15 +163,16 @@ class UnitMaker {
                                  rows_from(vocab_l, h, t_ * vocab_l), kStddev);
       copy.embedding_copy = true;
       unit.tensors.push_back(std::move(copy));
-      unit.tensors.push_back(norm("final_norm", OpRole::final_norm));
+      add_norm(unit, "final_norm", OpRole::final_norm);
     } else {
-      unit.tensors.push_back(norm("final_norm", OpRole::final_norm));
+      add_norm(unit, "final_norm", OpRole::final_norm);
     }
-    return finish(std::move(unit), output_parameters_per_rank(m_, tp_, holds_embedding), kHeadUnit, 0);
+    return finish(std::move(unit), output_parameters_per_rank(m_, tp_, holds_embedding), kHeadUnit, 0, pad_as);
   }
 
-  // The elements of the output layer's copy of the table (the embedding is padded as it is).
+  // The elements of the output layer's copy of the table and of the table's unit (each padded as the other).
   std::int64_t table_copy_elements() const { return output_parameters_per_rank(m_, tp_, false); }
+  std::int64_t table_elements() const { return embedding_parameters_per_rank(m_, tp_); }
 
  private:
   static constexpr float kStddev = 0.02f;
@@ -166,11 +180,32 @@ class UnitMaker {
   std::uint64_t tensor_seed(std::int32_t unit, int index) const {
     return seed_ + 0x9E3779B97F4A7C15ull * static_cast<std::uint64_t>(unit + 16) + 0xD1B54A32D192ED03ull * index;
   }
-  WeightTensor norm(std::string name, OpRole role) const {
-    WeightTensor w{std::move(name), role, 1, shapes_.h};
+  // A norm's weight (ones) and, for LayerNorm, its bias (zeros): whole on every TP rank.
+  void add_norm(ParameterUnitLayout& unit, const std::string& name, OpRole role) const {
+    WeightTensor w{name, role, 1, shapes_.h};
     w.tp_replicated = true;
     w.shard = rows_from(1, shapes_.h, 0);
-    return w;
+    unit.tensors.push_back(w);
+    if (m_.normalization == Normalization::rmsnorm) return;
+    w.name = name + ".bias";
+    w.part = WeightPart::bias;
+    unit.tensors.push_back(std::move(w));
+  }
+  // A linear's weight [in, out] and, with add_bias_linear, its bias (zeros) over the weight's output columns: a
+  // column-parallel linear's sharded as they are, a row-parallel one's (rows split over TP, all columns here)
+  // whole on every TP rank, added once and its gradient summed over TP under SP as a norm weight's.
+  void add_linear(ParameterUnitLayout& unit, const std::string& name, OpRole role, const ShardMap& map,
+                  float init) const {
+    unit.tensors.push_back(weight(name, role, map, init));
+    if (!m_.add_bias_linear) return;
+    ShardMap bias_map = map;
+    bias_map.local_rows = bias_map.global_rows = 1;
+    bias_map.row_offset = 0;
+    WeightTensor bias{name + ".bias", role, 1, map.local_cols};
+    bias.part = WeightPart::bias;
+    bias.shard = bias_map;
+    bias.tp_replicated = role == OpRole::attention_projection || role == OpRole::fc2;  // the row-parallel ones
+    unit.tensors.push_back(std::move(bias));
   }
   static WeightTensor weight(std::string name, OpRole role, ShardMap map, float init) {
     WeightTensor w{std::move(name), role, map.local_rows, map.local_cols};
@@ -239,7 +274,9 @@ std::vector<ParameterUnitLayout> plan_parameter_units(const Scenario& scenario, 
     if (vs == 0) units.push_back(make.embedding(table_copied ? make.table_copy_elements() : 0));
     const int first = first_layer_of(m, strategy, placement.stage, chunk);
     for (int l = first; l < first + layers_in_virtual_stage(m, strategy, vs); ++l) append(units, make.layer(l));
-    if (vs == last_virtual_stage) units.push_back(make.head(stage_holds_embedding(strategy, placement.stage)));
+    if (vs == last_virtual_stage)
+      units.push_back(make.head(stage_holds_embedding(strategy, placement.stage),
+                                table_copied ? make.table_elements() : 0));
   }
   return units;
 }
@@ -261,7 +298,8 @@ std::vector<ParameterUnitLayout> plan_parameter_units(const PlanPart& part, int 
   if (stage == 0)
     units.push_back(maker(kEmbeddingUnit).embedding(table_copied ? maker(kHeadUnit).table_copy_elements() : 0));
   for (int l = part.first_layer(stage); l < part.first_layer(stage + 1); ++l) append(units, maker(l).layer(l));
-  if (stage == stages - 1) units.push_back(maker(kHeadUnit).head(stage == 0));
+  if (stage == stages - 1)
+    units.push_back(maker(kHeadUnit).head(stage == 0, table_copied ? maker(kEmbeddingUnit).table_elements() : 0));
   return units;
 }
 

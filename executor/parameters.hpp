@@ -16,8 +16,12 @@
 
 namespace twin::exec {
 
+// Which part of its layer a tensor is: a weight (a linear's, a norm's, a table), a bias (a linear's or a LayerNorm's,
+// initialised to zeros) or learned absolute positions (the embedding's, GPT).
+enum class WeightPart : std::uint8_t { weight, bias, positions };
+
 struct WeightTensor {
-  std::string name;         // "L3.qkv", "embedding", "output", "L3.input_norm"
+  std::string name;         // "L3.qkv", "embedding", "output", "L3.input_norm", "L3.qkv.bias", "positions"
   OpRole role = OpRole::none;
   std::int64_t rows = 0, cols = 0;  // this rank's shard; linears as [in, out] (y = x W)
   std::int64_t offset = 0;  // elements into the unit's flat buffers
@@ -27,8 +31,9 @@ struct WeightTensor {
   // ([vocab, hidden] as the table, initialised as the table; its gradient is summed with the table's over the
   // embedding group, and it is left out of the gradient norm, which counts the table once).
   bool embedding_copy = false;
+  WeightPart part = WeightPart::weight;
   ShardMap shard;           // where the shard lies in the full weight
-  float init_stddev = 0;    // 0: ones (norm weights)
+  float init_stddev = 0;    // 0: ones (norm weights), zeros for a bias
   std::uint64_t seed = 0;
   std::int64_t elements() const { return rows * cols; }
 };
@@ -52,7 +57,9 @@ struct ParameterUnitLayout {
   // The elements this rank updates (holds fp32 master weights and AdamW moments for).
   std::int64_t update_begin() const { return sharded_optimizer ? shard_begin : 0; }
   std::int64_t update_elements() const { return sharded_optimizer ? shard_elements : padded; }
-  const WeightTensor& tensor(OpRole role) const;
+  const WeightTensor& tensor(OpRole role) const;  // the weight of `role`
+  // The `part` of `role` the unit holds, or nullptr (a model without biases or learned positions).
+  const WeightTensor* find(OpRole role, WeightPart part) const;
 };
 
 struct RankPlacement {
@@ -88,9 +95,12 @@ std::array<ColumnBlock, 3> qkv_column_blocks(std::int64_t heads_local, std::int6
 // tensors and the padding hold zero gradients.
 std::vector<ElementRange> gradient_norm_ranges(const ParameterUnitLayout& unit, bool count_replicated);
 
-// The units a rank of `placement.stage` holds, their tensors and shard maps. Llama-style models only (RMSNorm,
-// SwiGLU or GeLU, RoPE, no biases; an MoE layer's unit holds its router, replicated over TP as the norms are,
-// and its experts unit the rank's experts' fc1 and fc2 stacked); throws std::invalid_argument otherwise. With tied embeddings the output layer
+// The units a rank of `placement.stage` holds, their tensors and shard maps: Llama-style models (RMSNorm, SwiGLU or
+// GeLU, RoPE; an MoE layer's unit holds its router, replicated over TP as the norms are, and its experts unit the
+// rank's experts' fc1 and fc2 stacked) and GPT-style dense ones (LayerNorm weight and bias, linear biases: a
+// column-parallel linear's sharded as its output columns, a row-parallel one's replicated over TP as the norms
+// are; learned positions in the embedding's unit, replicated over TP); throws std::invalid_argument for the
+// features executor/model_support.hpp lists. With tied embeddings the output layer
 // holds no weight of its own on the embedding's stage (it uses the table) and a copy of the table elsewhere.
 // Whether a stage holds the embedding: stage_holds_embedding.
 bool stage_holds_embedding(const Strategy& strategy, int stage);

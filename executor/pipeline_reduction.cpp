@@ -121,7 +121,7 @@ std::vector<PipelineReduction> plan_pipeline_reduction(const PlanGraphs& lowered
             if (std::find(listed.begin(), listed.end(), w.name) == listed.end()) listed.push_back(w.name);
             Holder holder{rank, p, sequence_parallel.at(rank), rects_of(w, 0, unit.padded)};
             const std::int64_t vocabulary = lowered.scenario.model.vocab_size;
-            if (w.role == OpRole::embedding) holder.padding_row = vocabulary;
+            if (w.role == OpRole::embedding && w.part == WeightPart::weight) holder.padding_row = vocabulary;
             if (w.role == OpRole::output_projection) holder.padding_col = vocabulary;
             holders[{unit.id, w.name}].push_back(std::move(holder));
           }

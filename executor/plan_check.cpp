@@ -159,6 +159,11 @@ void check_training(const Plan& plan, const std::string& file) {
   if (training.fp8)
     throw InputError(file, "/scenario/training/fp8",
                      "no fp8 section: twin execute runs no FP8 yet (FP8 linears are simulated only; issue 41 item 3)");
+  const ModelConfig& model = plan.scenario.model;
+  if (!model.position_embedding_rope && training.seq_length > model.max_position_embeddings)
+    throw InputError(file, "/scenario/training/seq_length",
+                     fmt::format("at most max_position_embeddings ({}): the learned position table has a row per "
+                                 "position, got {}", model.max_position_embeddings, training.seq_length));
   if (training.precision != "bf16")
     throw InputError(file, "/scenario/training/precision", "bf16 (twin execute trains in bf16 mixed precision)");
   if (training.optimizer != "adam")

@@ -82,6 +82,26 @@ void embedding_backward(const std::int32_t* tokens, const bf16* dy, bf16* grad, 
                         std::size_t workspace_bytes, std::int64_t token_count, std::int64_t hidden,
                         std::int64_t vocab_start, std::int64_t vocab_rows, cudaStream_t stream);
 
+// ---- learned absolute position embeddings (GPT): rows [first_row, first_row + rows) of a [*, cols] tensor; row
+// first_row + i is at position first_position + (phase + i) % period of the table [positions, cols] ----
+struct PositionRun {
+  std::int64_t first_row = 0, rows = 0, period = 1, phase = 0, first_position = 0;
+};
+// x[row] += table[position of row].
+void position_embedding_forward(bf16* x, const bf16* table, const PositionRun& run, std::int64_t cols,
+                                cudaStream_t stream);
+// grad[position] += the sum of dy's rows at that position (fp32, in row order; no atomics: deterministic).
+void position_embedding_backward(const bf16* dy, bf16* grad, const PositionRun& run, std::int64_t cols,
+                                 cudaStream_t stream);
+
+// ---- linear biases (y = x W + b) ----
+// y[r, c] += bias[c] over rows x cols, in place.
+void bias_add(bf16* y, const bf16* bias, std::int64_t rows, std::int64_t cols, cudaStream_t stream);
+// grad = bf16(column sums of dy [rows, cols]), or with `accumulate` grad + them: fp32 partials per block of rows
+// (norm_partial_floats(rows, cols) floats) reduced by norm_weight_grad_reduce (deterministic).
+void bias_grad(const bf16* dy, float* partials, bf16* grad, bool accumulate, std::int64_t rows, std::int64_t cols,
+               cudaStream_t stream);
+
 // ---- softmax cross-entropy over a vocabulary shard (logits [rows, vocab_shard], this shard starts at
 // vocab_start). Vocab-parallel use: local_stats -> all-reduce(max) of row_max into a global max ->
 // rescale_sum_exp -> all-reduce(sum) of sum_exp and target_logit -> loss / backward. One shard:

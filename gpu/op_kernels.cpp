@@ -1,8 +1,6 @@
 // Each entry's kernels, in the order the executor ran them before the entries existed (behaviour unchanged).
 #include "gpu/op_kernels.hpp"
 
-#include <stdexcept>
-
 #include "gpu/attention.hpp"
 #include "gpu/checks.hpp"
 
@@ -26,8 +24,8 @@ void launch(const NormBackward& c, cudaStream_t stream) {
       k::norm_weight_grad_reduce(c.partials, blocks, c.cols, c.weight_grad, c.accumulate, stream);
       return;
     case Normalization::layernorm:  // weight partials, then bias partials
-      if (c.skip) throw std::invalid_argument("the LayerNorm backward adds no residual stream");
       k::layernorm_backward(c.dy, c.x, c.weight, c.mean, c.rstd, c.dx, c.partials, c.rows, c.cols, stream);
+      if (c.skip) k::residual_add(c.dx, c.skip, c.dx, c.rows * c.cols, stream);
       k::norm_weight_grad_reduce(c.partials, blocks, c.cols, c.weight_grad, c.accumulate, stream);
       k::norm_weight_grad_reduce(c.partials + blocks * c.cols, blocks, c.cols, c.bias_grad, c.accumulate, stream);
       return;
@@ -48,6 +46,9 @@ void launch(const Elementwise& c, cudaStream_t stream) { k::residual_add(c.a, c.
 
 void launch(const EmbeddingForward& c, cudaStream_t stream) {
   k::embedding_forward(c.tokens, c.table, c.out, c.rows, c.cols, c.vocab_start, c.vocab_rows, stream);
+  if (c.positions)
+    for (int r = 0; r < c.position_run_count; ++r)
+      k::position_embedding_forward(c.out, c.positions, c.position_runs[r], c.cols, stream);
 }
 void launch(const EmbeddingBackward& c, cudaStream_t stream) {
   // Rows no token of the step names keep the zeros the step's first backward starts from.
@@ -55,6 +56,12 @@ void launch(const EmbeddingBackward& c, cudaStream_t stream) {
     TWIN_CUDA_CHECK(cudaMemsetAsync(c.grad, 0, static_cast<std::size_t>(c.vocab_rows * c.cols) * sizeof(bf16), stream));
   k::embedding_backward(c.tokens, c.dy, c.grad, c.workspace, c.workspace_bytes, c.rows, c.cols, c.vocab_start,
                         c.vocab_rows, stream);
+  if (!c.position_grad) return;
+  if (c.starts_gradient)
+    TWIN_CUDA_CHECK(
+        cudaMemsetAsync(c.position_grad, 0, static_cast<std::size_t>(c.position_rows * c.cols) * sizeof(bf16), stream));
+  for (int r = 0; r < c.position_run_count; ++r)
+    k::position_embedding_backward(c.position_dy, c.position_grad, c.position_runs[r], c.cols, stream);
 }
 
 void launch(const LossForward& c, cudaStream_t stream) {

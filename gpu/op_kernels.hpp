@@ -35,8 +35,8 @@ struct NormForward {
 };
 
 // dx, and the weight's (and LayerNorm's bias's) gradient reduced from per-block partials in a fixed order, stored
-// or added (`accumulate`: a later micro-batch's). With `skip` (RMSNorm only) dx also adds the residual stream's
-// gradient that skips the norm's branch.
+// or added (`accumulate`: a later micro-batch's). With `skip` dx also adds the residual stream's gradient that
+// skips the norm's branch (inside the RMSNorm kernel; after the LayerNorm kernel, by a residual add).
 struct NormBackward {
   static constexpr OpKind kind = OpKind::norm_backward;
   Normalization normalization = Normalization::rmsnorm;
@@ -96,13 +96,18 @@ struct Elementwise {
   std::int64_t count = 0;
 };
 
-// The vocab-parallel embedding: this GPU holds table rows [vocab_start, vocab_start + vocab_rows).
+// The vocab-parallel embedding: this GPU holds table rows [vocab_start, vocab_start + vocab_rows). With learned
+// positions (`positions`, the table [max positions, cols]) the rows of `position_runs` add their positions' rows:
+// on one GPU of a TP group only, before the group's reduction, so that the sum holds them once.
 struct EmbeddingForward {
   static constexpr OpKind kind = OpKind::embedding_forward;
   const std::int32_t* tokens = nullptr;
   const bf16* table = nullptr;
   bf16* out = nullptr;
   std::int64_t rows = 0, cols = 0, vocab_start = 0, vocab_rows = 0;
+  const bf16* positions = nullptr;
+  const kernels::PositionRun* position_runs = nullptr;
+  int position_run_count = 0;
 };
 // grad[token] += dy[row] deterministically; `starts_gradient`: the step's first, which zeroes the table's gradient.
 struct EmbeddingBackward {
@@ -114,6 +119,13 @@ struct EmbeddingBackward {
   std::size_t workspace_bytes = 0;
   bool starts_gradient = false;
   std::int64_t rows = 0, cols = 0, vocab_start = 0, vocab_rows = 0;
+  // Learned positions: their gradient (zeroed first with `starts_gradient`) adds the rows of `position_runs` of
+  // `position_dy` (the rows whose sum over the TP group is the positions' whole gradient).
+  bf16* position_grad = nullptr;
+  const bf16* position_dy = nullptr;
+  std::int64_t position_rows = 0;  // rows of the position table
+  const kernels::PositionRun* position_runs = nullptr;
+  int position_run_count = 0;
 };
 
 // A vocabulary shard's statistics per row (max, sum of exponentials, the target's logit). With `token_loss` (the

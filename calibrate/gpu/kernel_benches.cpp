@@ -122,7 +122,6 @@ std::optional<KernelBench> make_kernel_bench(const Op& op, const KernelModelFact
       float *mean = x.f(x.f32(rows)), *rstd = x.f(x.f32(rows));
       B* grad = x.b(x.bf16(2 * cols));
       float* partials = x.f(x.raw(2 * k::norm_partial_floats(rows, cols) * 4));
-      if (ln && op.fuses_residual) { why_not = "the LayerNorm backward adds no residual"; return std::nullopt; }
       B* skip = op.fuses_residual ? x.b(x.bf16(n)) : nullptr;  // residual fusion: dx adds the stream's gradient
       // As a later micro-batch's runs: its weight gradient adds to the one before.
       return bench_of(x, NormBackward{op.normalization, dy, in, w, mean, rstd, skip, dx, partials, grad, grad + cols,

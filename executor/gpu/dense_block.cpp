@@ -115,11 +115,13 @@ void DenseBlock::linear_forward(const OpPass& p) {
     auto* sum = static_cast<bf16*>(tensors.make(p.mb, p.unit, {residual.output}, m * n * kBf16, p.stream));
     p.scratch.matmul->run({m, n, k, false, false, true}, input_full, w.params, sum, p.stream,
                           residual_stream(p, residual));
+    add_linear_bias(p, sum, m, n);
     residual_forward_done(p, residual);
     return;
   }
   auto* out = static_cast<bf16*>(tensors.make(p.mb, p.unit, t.output, m * n * kBf16, p.stream));
   p.scratch.matmul->run({m, n, k, false, w.stored_out_by_in, false}, input_full, w.params, out, p.stream);
+  add_linear_bias(p, out, m, n);
   // Under SP the gathered input is gathered again for the weight gradient (the graph says so): drop it.
   if (t.input_full != t.input && stage_.layout.layout(p.unit).shapes.sp)
     tensors.release(p.mb, p.unit, t.input_full, p.stream);
@@ -149,6 +151,7 @@ void DenseBlock::linear_weight_grad(const OpPass& p) {
     p.scratch.matmul->run({n, m, k, true, false, accumulate}, d_output_full, input_full, w.grads, p.stream);
   else
     p.scratch.matmul->run({m, n, k, true, false, accumulate}, input_full, d_output_full, w.grads, p.stream);
+  linear_bias_grad(p, d_output_full, k, n);
   if (t.input_full != t.input && stage_.layout.layout(p.unit).shapes.sp)
     tensors.release(p.mb, p.unit, t.input_full, p.stream);
   if (t.d_output_full != t.d_output) tensors.release(p.mb, p.unit, t.d_output_full, p.stream);

@@ -17,6 +17,7 @@
 #include "executor/gpu/stage_parameters.hpp"
 #include "executor/gpu/tensor_store.hpp"
 #include "gpu/attention.hpp"
+#include "gpu/kernels.hpp"
 
 namespace twin::exec {
 
@@ -89,6 +90,13 @@ class DenseBlock {
     std::int64_t first_token, tokens, period, first_position;
   };
   std::vector<RopeRun> rope_runs(int mb, const lowering::RankShapes& s) const;
+  // GPT's additions (dense_block_gpt.cpp): a linear's bias added to its output [rows, cols] and its gradient from the
+  // output's gradient (nothing without add_bias_linear), and the embedding's rows [first_row, end_row) as runs of
+  // positions for learned position embeddings.
+  void add_linear_bias(const OpPass& p, __nv_bfloat16* out, std::int64_t rows, std::int64_t cols);
+  void linear_bias_grad(const OpPass& p, const __nv_bfloat16* d_output_full, std::int64_t rows, std::int64_t cols);
+  std::vector<kernels::PositionRun> position_runs(int mb, const lowering::RankShapes& s, std::int64_t first_row,
+                                                  std::int64_t end_row) const;
   const std::int32_t* inputs(int mb) const;
   const std::int32_t* targets(int mb) const;
 

@@ -25,9 +25,15 @@ void DenseBlock::embedding_forward(const OpPass& p) {
   const WeightTensor& table = unit.tensor(OpRole::embedding);
   auto* out = static_cast<bf16*>(stage_.tensors.make(p.mb, kEmbeddingUnit, {Tensor::embedded}, tokens * h * kBf16,
                                                      p.stream));
+  // Learned positions: TP rank 0 adds them to every row before the TP reduction (dense_block_gpt.cpp).
+  const WeightTensor* positions = unit.find(OpRole::embedding, WeightPart::positions);
+  const bool adds_positions = positions && layout.tp_rank == 0;
+  const std::vector<kernels::PositionRun> runs =
+      adds_positions ? position_runs(p.mb, layout.shapes, 0, tokens) : std::vector<kernels::PositionRun>();
   launch_op(p.op, p.binding,
             gpu::EmbeddingForward{inputs(p.mb), unit.params + table.offset, out, tokens, h, layout.tp_rank * vocab_l,
-                                  vocab_l},
+                                  vocab_l, adds_positions ? unit.params + positions->offset : nullptr, runs.data(),
+                                  static_cast<int>(runs.size())},
             p.stream);
   if (layout.shapes.tp == 1)
     stage_.tensors.alias(p.mb, kEmbeddingUnit, {Tensor::output}, kEmbeddingUnit, {Tensor::embedded});
@@ -44,12 +50,22 @@ void DenseBlock::embedding_backward(const OpPass& p) {
                                                 ? tensors.get(p.mb, kEmbeddingUnit, gathered)
                                                 : tensors.get(p.mb, kEmbeddingUnit, from_norm));
   // The step's first embedding backward starts the table's gradient from zeros: rows no token of the step names
-  // keep them. Later micro-batches add to it, as the other weights' gradients do.
-  launch_op(p.op, p.binding,
-            gpu::EmbeddingBackward{inputs(p.mb), dy, unit.grads + table.offset, embedding_workspace_,
-                                   embedding_workspace_bytes_, p.binding.first_gradient, tokens, h,
-                                   layout.tp_rank * vocab_l, vocab_l},
-            p.stream);
+  // keep them. Later micro-batches add to it, as the other weights' gradients do. Learned positions take the rows
+  // this rank holds outside TP regions (under SP its slice of the gathered gradient).
+  gpu::EmbeddingBackward call{inputs(p.mb), dy, unit.grads + table.offset, embedding_workspace_,
+                              embedding_workspace_bytes_, p.binding.first_gradient, tokens, h,
+                              layout.tp_rank * vocab_l, vocab_l};
+  std::vector<kernels::PositionRun> runs;
+  if (const WeightTensor* positions = unit.find(OpRole::embedding, WeightPart::positions)) {
+    const std::int64_t first = layout.shapes.sp ? layout.tp_rank * layout.shapes.tokens_local : 0;
+    runs = position_runs(p.mb, layout.shapes, first, layout.shapes.sp ? first + layout.shapes.tokens_local : tokens);
+    call.position_grad = unit.grads + positions->offset;
+    call.position_dy = dy;
+    call.position_rows = positions->rows;
+    call.position_runs = runs.data();
+    call.position_run_count = static_cast<int>(runs.size());
+  }
+  launch_op(p.op, p.binding, call, p.stream);
   tensors.release_slot(p.mb, kEmbeddingUnit, p.stream);
 }
 

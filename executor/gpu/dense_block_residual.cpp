@@ -19,10 +19,15 @@ void DenseBlock::norm_forward(const OpPass& p) {
   const layer::Block& block = layer::block_of(p.binding.subject);
   const std::int64_t rows = p.op.rows, cols = p.op.cols;
   auto* y = static_cast<bf16*>(stage_.tensors.make(p.mb, p.unit, {block.output}, rows * cols * kBf16, p.stream));
-  auto* r = static_cast<float*>(stage_.tensors.make(p.mb, p.unit, {block.stats}, rows * sizeof(float), p.stream));
+  // LayerNorm keeps the mean beside rstd: one stats tensor of two rows of floats.
+  const bool ln = p.op.normalization == Normalization::layernorm;
+  auto* r = static_cast<float*>(
+      stage_.tensors.make(p.mb, p.unit, {block.stats}, (ln ? 2 : 1) * rows * sizeof(float), p.stream));
+  const WeightTensor* bias = parameters.find(p.binding.subject, WeightPart::bias);
   launch_op(p.op, p.binding,
-            gpu::NormForward{p.op.normalization, residual_stream(p, block), parameters.params + w.offset, nullptr, y,
-                             nullptr, r, rows, cols},
+            gpu::NormForward{p.op.normalization, residual_stream(p, block), parameters.params + w.offset,
+                             bias ? parameters.params + bias->offset : nullptr, y, ln ? r + rows : nullptr, r, rows,
+                             cols},
             p.stream);
 }
 
@@ -41,11 +46,14 @@ void DenseBlock::norm_backward(const OpPass& p) {
   const Act dx_name{block.input, Form::gradient};
   const Act skip{layer::residual_reading(block.input).output, Form::gradient};
   auto* dx = static_cast<bf16*>(tensors.make(mb, unit, dx_name, rows * cols * kBf16, p.stream));
+  const auto* stats = static_cast<const float*>(tensors.get(mb, unit, {block.stats}));  // rstd (then the mean)
+  const WeightTensor* bias = parameters.find(p.binding.subject, WeightPart::bias);
   launch_op(p.op, p.binding,
             gpu::NormBackward{p.op.normalization, dy, residual_stream(p, block), parameters.params + w.offset,
-                              nullptr, static_cast<const float*>(tensors.get(mb, unit, {block.stats})),
+                              p.op.normalization == Normalization::layernorm ? stats + rows : nullptr, stats,
                               p.op.fuses_residual ? static_cast<const bf16*>(tensors.get(mb, unit, skip)) : nullptr,
-                              dx, p.scratch.norm_partials, parameters.grads + w.offset, nullptr,
+                              dx, p.scratch.norm_partials, parameters.grads + w.offset,
+                              bias ? parameters.grads + bias->offset : nullptr,
                               /*accumulate=*/!p.binding.first_gradient, rows, cols},
             p.stream);
   if (p.op.fuses_residual) tensors.release(mb, unit, skip, p.stream);

@@ -45,6 +45,8 @@ StageParameters::StageParameters(const Scenario& scenario, std::vector<Parameter
       unit.adam.master = static_cast<float*>(allocate(updated * sizeof(float)));
     TWIN_CUDA_CHECK(cudaMemsetAsync(unit.params, 0, unit.padded * sizeof(bf16), stream));
     for (const WeightTensor& w : unit.tensors) {
+      if (w.part == WeightPart::bias)  // zeros, as Megatron starts biases (the buffer was zeroed above)
+        continue;
       if (w.init_stddev == 0)
         kernels::fill_bf16(unit.params + w.offset, w.elements(), 1.0f, stream);
       else

@@ -3,6 +3,7 @@
 // user, so the pool reuses memory as Megatron's caching allocator does.
 #include "executor/gpu/stage_runtime.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <limits>
 #include <set>
@@ -24,6 +25,17 @@ namespace {
 // Past the --nccl-timeout the fault test sets (20 s), and short enough that a process whose exit waited
 // for the kernel would show it (it would end at about 90 s, not 20).
 constexpr int kStallSeconds = 90;
+
+// The widest rows a norm's or a bias's gradient reduces per block of rows: the hidden size (RMSNorm), twice it
+// (LayerNorm: weight and bias), or a biased linear's whole output (QKV, FC1 as at TP 1: a per-layer plan's layers
+// may run a narrower TP than the stage's).
+std::int64_t partial_columns(const StageLayout& layout) {
+  const ModelConfig& m = layout.scenario().model;
+  const lowering::RankShapes& s = layout.shapes();
+  std::int64_t cols = m.normalization == Normalization::layernorm ? 2 * s.h : s.h;
+  if (m.add_bias_linear) cols = std::max({cols, s.qkv_width * s.tp, s.fc1_width * s.tp});
+  return cols;
+}
 
 std::uint64_t region_id(int iteration, OpIndex op) {
   return (static_cast<std::uint64_t>(iteration + 1) << 32) | static_cast<std::uint64_t>(op + 1);
@@ -95,13 +107,13 @@ void StageRuntime::make_scratch() {
   std::array<bool, kStreamCount> computes{};
   for (OpIndex i = 0; i < rc_.size(); ++i)
     computes[static_cast<int>(rc_.op(i).stream)] |= !rc_.op(i).is_communication();
-  const std::int64_t tokens = layout_.most_tokens(), h = layout_.shapes().h;
+  const std::int64_t tokens = layout_.most_tokens();
   for (int s = 0; s < kStreamCount; ++s) {
     if (!computes[s]) continue;
     StreamScratch& scratch = scratch_[s];
     scratch.matmul = std::make_unique<Matmul>();
-    scratch.norm_partials =
-        static_cast<float*>(tensors_.static_buffer(kernels::norm_partial_floats(tokens, h) * sizeof(float)));
+    scratch.norm_partials = static_cast<float*>(
+        tensors_.static_buffer(kernels::norm_partial_floats(tokens, partial_columns(layout_)) * sizeof(float)));
     if (!moe_) continue;
     scratch.grouped = std::make_unique<GroupedMatmul>();
     scratch.moe_sort_workspace = tensors_.static_buffer(moe_->sort_workspace_bytes());

@@ -20,6 +20,29 @@ TEST(ModelSupport, LlamaAndMixtralRun) {
   EXPECT_FALSE(first_unsupported_feature(*model_preset("mixtral-8x7b")).has_value());
 }
 
+// GPT-style dense models: LayerNorm, learned positions and linear biases, each alone and together (GPT-3's preset
+// with fused attention), run; experts with biases do not.
+TEST(ModelSupport, GptStyleDenseModelsRun) {
+  ModelConfig gpt = *model_preset("gpt3-175b");
+  gpt.attention_backend = AttentionBackend::flash;
+  gpt.hidden_dropout = gpt.attention_dropout = 0;
+  gpt.add_bias_linear = true;
+  ASSERT_EQ(gpt.normalization, Normalization::layernorm);
+  ASSERT_FALSE(gpt.position_embedding_rope);
+  EXPECT_FALSE(first_unsupported_feature(gpt).has_value());
+  for (const auto& change : std::vector<std::function<void(ModelConfig&)>>{
+           [](ModelConfig& m) { m.normalization = Normalization::layernorm; },
+           [](ModelConfig& m) { m.position_embedding_rope = false; },
+           [](ModelConfig& m) { m.add_bias_linear = true; }}) {
+    ModelConfig m = llama();
+    change(m);
+    EXPECT_FALSE(first_unsupported_feature(m).has_value());
+  }
+  ModelConfig biased_experts = *model_preset("mixtral-8x7b");
+  biased_experts.add_bias_linear = true;
+  EXPECT_EQ(first_unsupported_feature(biased_experts)->path, "add_bias_linear");
+}
+
 TEST(ModelSupport, EachFeatureIsNamedAtItsOwnKey) {
   const std::vector<std::pair<std::string, std::function<void(ModelConfig&)>>> cases = {
       {"activation", [](ModelConfig& m) { m.activation = Activation::geglu; }},
@@ -30,9 +53,6 @@ TEST(ModelSupport, EachFeatureIsNamedAtItsOwnKey) {
       {"attention_softcap", [](ModelConfig& m) { m.attention_softcap = 50; }},
       {"final_logit_softcap", [](ModelConfig& m) { m.final_logit_softcap = 30; }},
       {"post_norms", [](ModelConfig& m) { m.post_norms = true; }},
-      {"normalization", [](ModelConfig& m) { m.normalization = Normalization::layernorm; }},
-      {"position_embedding_rope", [](ModelConfig& m) { m.position_embedding_rope = false; }},
-      {"add_bias_linear", [](ModelConfig& m) { m.add_bias_linear = true; }},
       {"hidden_dropout", [](ModelConfig& m) { m.hidden_dropout = 0.1; }},
       {"attention_dropout", [](ModelConfig& m) { m.attention_dropout = 0.1; }},
       {"attention_backend", [](ModelConfig& m) { m.attention_backend = AttentionBackend::unfused; }},

@@ -20,8 +20,17 @@ namespace {
 
 Scenario small() { return testing::make_scenario(testing::llama_shaped(4), 1, 1024, 16); }
 
-Strategy complete(Strategy s) {
-  Scenario scenario = small();
+// GPT-style as twin execute runs it: LayerNorm, linear biases, learned positions, GeLU, flash attention, no dropout.
+Scenario small_gpt() {
+  ModelConfig m = testing::gpt_shaped();
+  m.num_layers = 4;
+  m.attention_backend = AttentionBackend::flash;
+  m.hidden_dropout = m.attention_dropout = 0;
+  m.add_bias_linear = true;
+  return testing::make_scenario(m, 1, 1024, 16);
+}
+
+Strategy complete(Strategy s, Scenario scenario = small()) {
   if (auto reason = complete_strategy(scenario, s)) throw std::runtime_error(*reason);
   return s;
 }
@@ -34,12 +43,12 @@ std::set<std::int64_t> cells(const ShardMap& map) {
   return out;
 }
 
-TEST(Parameters, TensorParallelShardsTileEveryWeight) {
-  const Strategy single = complete(testing::make_strategy(1, 1));
-  const Strategy split = complete(testing::make_strategy(2, 1));
-  const auto full = plan_parameter_units(small(), single, RankPlacement{0, 0, 0}, 7);
-  const auto rank0 = plan_parameter_units(small(), split, RankPlacement{0, 0, 0}, 7);
-  const auto rank1 = plan_parameter_units(small(), split, RankPlacement{1, 0, 0}, 7);
+void expect_tensor_parallel_shards_tile_every_weight(const Scenario& scenario) {
+  const Strategy single = complete(testing::make_strategy(1, 1), scenario);
+  const Strategy split = complete(testing::make_strategy(2, 1), scenario);
+  const auto full = plan_parameter_units(scenario, single, RankPlacement{0, 0, 0}, 7);
+  const auto rank0 = plan_parameter_units(scenario, split, RankPlacement{0, 0, 0}, 7);
+  const auto rank1 = plan_parameter_units(scenario, split, RankPlacement{1, 0, 0}, 7);
   ASSERT_EQ(full.size(), rank0.size());
   for (std::size_t u = 0; u < full.size(); ++u)
     for (std::size_t t = 0; t < full[u].tensors.size(); ++t) {
@@ -56,6 +65,54 @@ TEST(Parameters, TensorParallelShardsTileEveryWeight) {
         EXPECT_EQ(joined, cells(whole.shard)) << whole.name;
       EXPECT_EQ(rank0[u].tensors[t].seed, whole.seed) << whole.name << ": same values on every split";
     }
+}
+
+TEST(Parameters, TensorParallelShardsTileEveryWeight) { expect_tensor_parallel_shards_tile_every_weight(small()); }
+
+TEST(Parameters, TensorParallelShardsTileEveryGptWeightBiasesIncluded) {
+  expect_tensor_parallel_shards_tile_every_weight(small_gpt());
+}
+
+// GPT's layer in Megatron's order: each LayerNorm's weight then bias, each linear's weight then bias; the
+// column-parallel biases (QKV, FC1) split as their output columns, the row-parallel ones (projection, FC2) and the
+// norms' whole on every TP rank; learned positions [max positions, hidden] whole in the embedding's unit.
+TEST(Parameters, GptUnitsHoldLayerNormBiasesAndPositions) {
+  const Scenario gpt = small_gpt();
+  const ModelConfig& m = gpt.model;
+  const Strategy split = complete(testing::make_strategy(2, 1), gpt);
+  const auto units = plan_parameter_units(gpt, split, RankPlacement{1, 0, 0}, 3);
+  ASSERT_EQ(units.front().id, kEmbeddingUnit);
+  const WeightTensor* positions = units.front().find(OpRole::embedding, WeightPart::positions);
+  ASSERT_NE(positions, nullptr);
+  EXPECT_EQ(positions->rows, m.max_position_embeddings);
+  EXPECT_EQ(positions->cols, m.hidden_size);
+  EXPECT_TRUE(positions->tp_replicated);
+  const ParameterUnitLayout& layer = units.at(1);
+  std::vector<std::string> names;
+  for (const WeightTensor& w : layer.tensors) names.push_back(w.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"L0.input_norm", "L0.input_norm.bias", "L0.qkv", "L0.qkv.bias", "L0.proj",
+                                             "L0.proj.bias", "L0.mlp_norm", "L0.mlp_norm.bias", "L0.fc1",
+                                             "L0.fc1.bias", "L0.fc2", "L0.fc2.bias"}));
+  const std::int64_t h = m.hidden_size;
+  for (OpRole role : {OpRole::qkv_projection, OpRole::fc1}) {
+    const WeightTensor* bias = layer.find(role, WeightPart::bias);
+    ASSERT_NE(bias, nullptr);
+    EXPECT_FALSE(bias->tp_replicated) << bias->name;
+    EXPECT_EQ(bias->cols, layer.tensor(role).cols) << bias->name;  // this rank's output columns
+    EXPECT_EQ(global_column(bias->shard, 0), global_column(layer.tensor(role).shard, 0)) << bias->name;
+  }
+  EXPECT_EQ(layer.find(OpRole::fc1, WeightPart::bias)->cols, 4 * h / 2);
+  for (OpRole role : {OpRole::attention_projection, OpRole::fc2, OpRole::input_norm, OpRole::mlp_norm}) {
+    const WeightTensor* bias = layer.find(role, WeightPart::bias);
+    ASSERT_NE(bias, nullptr);
+    EXPECT_TRUE(bias->tp_replicated) << bias->name;
+    EXPECT_EQ(bias->cols, h) << bias->name;
+  }
+  EXPECT_EQ(units.back().find(OpRole::final_norm, WeightPart::bias)->cols, h);
+  // A Llama-style model has none of them.
+  const auto llama = plan_parameter_units(small(), complete(testing::make_strategy(2, 1)), RankPlacement{}, 3);
+  for (const ParameterUnitLayout& unit : llama)
+    for (const WeightTensor& w : unit.tensors) EXPECT_EQ(w.part, WeightPart::weight) << w.name;
 }
 
 // Megatron pads the vocabulary to a multiple of 128 x TP (8000: 8064 at TP 1, 8192 at TP 2), so the output layer
@@ -103,35 +160,36 @@ TEST(Parameters, UnitsPadToTheDataGroupAndShardContiguously) {
 // The gradient-norm ranges cover exactly the elements the per-tensor count did: every tensor's part in the
 // rank's shard, norm weights only where counted; in one run per unit when nothing is left out.
 TEST(Parameters, GradientNormRangesCoverTheCountedTensorsInFewRuns) {
-  Strategy s = testing::make_strategy(2, 1);
-  s.data_parallel_size = 3;
-  s.zero_stage = 1;
-  s.sequence_parallel = true;
-  Scenario scenario = small();
-  scenario.cluster.node_groups[0].gpus_per_node = 6;
-  scenario.training.global_batch_size = 12;
-  ASSERT_FALSE(complete_strategy(scenario, s).has_value());
-  for (int dp = 0; dp < 3; ++dp)
-    for (const ParameterUnitLayout& unit : plan_parameter_units(scenario, s, RankPlacement{1, dp, 0}, 1))
-      for (bool count_replicated : {true, false}) {
-        std::vector<int> expected(unit.padded, 0), got(unit.padded, 0);
-        for (const WeightTensor& w : unit.tensors)
-          if (count_replicated || !w.tp_replicated)
-            for (std::int64_t i = w.offset; i < w.offset + w.elements(); ++i)
-              expected[i] = i >= unit.shard_begin && i < unit.shard_begin + unit.shard_elements;
-        const std::vector<ElementRange> ranges = gradient_norm_ranges(unit, count_replicated);
-        for (const ElementRange& r : ranges)
-          for (std::int64_t i = r.begin; i < r.begin + r.count; ++i) got[i] += 1;
-        for (std::int64_t i = 0; i < unit.padded; ++i)  // beyond the tensors (padding) a range may run: zeros there
-          if (i < unit.elements) EXPECT_EQ(got[i], expected[i]) << unit.id << " element " << i;
-          else EXPECT_LE(got[i], 1);
-        int norms = 0;
-        for (const WeightTensor& w : unit.tensors) norms += w.tp_replicated;
-        EXPECT_LE(ranges.size(), count_replicated ? 1u : static_cast<std::size_t>(norms + 1)) << unit.id;
-      }
+  for (Scenario scenario : {small(), small_gpt()}) {
+    Strategy s = testing::make_strategy(2, 1);
+    s.data_parallel_size = 3;
+    s.zero_stage = 1;
+    s.sequence_parallel = true;
+    scenario.cluster.node_groups[0].gpus_per_node = 6;
+    scenario.training.global_batch_size = 12;
+    ASSERT_FALSE(complete_strategy(scenario, s).has_value());
+    for (int dp = 0; dp < 3; ++dp)
+      for (const ParameterUnitLayout& unit : plan_parameter_units(scenario, s, RankPlacement{1, dp, 0}, 1))
+        for (bool count_replicated : {true, false}) {
+          std::vector<int> expected(unit.padded, 0), got(unit.padded, 0);
+          for (const WeightTensor& w : unit.tensors)
+            if (count_replicated || !w.tp_replicated)
+              for (std::int64_t i = w.offset; i < w.offset + w.elements(); ++i)
+                expected[i] = i >= unit.shard_begin && i < unit.shard_begin + unit.shard_elements;
+          const std::vector<ElementRange> ranges = gradient_norm_ranges(unit, count_replicated);
+          for (const ElementRange& r : ranges)
+            for (std::int64_t i = r.begin; i < r.begin + r.count; ++i) got[i] += 1;
+          for (std::int64_t i = 0; i < unit.padded; ++i)  // beyond the tensors (padding) a range may run: zeros there
+            if (i < unit.elements) EXPECT_EQ(got[i], expected[i]) << unit.id << " element " << i;
+            else EXPECT_LE(got[i], 1);
+          int norms = 0;
+          for (const WeightTensor& w : unit.tensors) norms += w.tp_replicated;
+          EXPECT_LE(ranges.size(), count_replicated ? 1u : static_cast<std::size_t>(norms + 1)) << unit.id;
+        }
+  }
 }
 
-TEST(Parameters, RefusesModelsTheExecutorDoesNotRun) {
+TEST(Parameters, RefusesModelsTheExecutorDoesNotRun) {  // Korthikanti's GPT: dropout, unfused attention
   Scenario gpt = testing::make_scenario(testing::gpt_shaped(), 1, 1024, 16);
   Strategy s = testing::make_strategy(1, 1);
   ASSERT_FALSE(complete_strategy(gpt, s).has_value());
@@ -213,28 +271,30 @@ TEST(Parameters, ExpertParallelRanksTileTheExpertStacks) {
 // gradient norm.
 // Under ZeRO over data-parallel ranks the table and its copy start their units, which are padded alike: every
 // data-parallel rank holds the same elements of both, so their gradients sum shard by shard.
+// With learned positions (GPT) the table's unit is the larger one: the copy's is padded as it.
 TEST(Parameters, TiedTableAndCopyShardAlike) {
-  Scenario tied = small();
-  tied.model.untie_embeddings_and_output_weights = false;
-  tied.cluster.node_groups[0].gpus_per_node = 4;
-  for (int zero : {1, 3}) {
-    Strategy s = testing::make_strategy(1, 2, 1, false);
-    s.zero_stage = zero;
-    ASSERT_FALSE(complete_strategy(tied, s).has_value());
-    ASSERT_EQ(s.data_parallel_size, 2);
-    for (int dp = 0; dp < 2; ++dp) {
-      const auto first = plan_parameter_units(tied, s, RankPlacement{0, dp, 0}, 3);
-      const auto last = plan_parameter_units(tied, s, RankPlacement{0, dp, 1}, 3);
-      const ParameterUnitLayout& table_unit = first.front();
-      const ParameterUnitLayout& copy_unit = last.back();
-      ASSERT_EQ(table_unit.id, kEmbeddingUnit);
-      ASSERT_EQ(copy_unit.id, kHeadUnit);
-      EXPECT_EQ(table_unit.tensor(OpRole::embedding).offset, 0);
-      EXPECT_EQ(copy_unit.tensor(OpRole::output_projection).offset, 0);
-      EXPECT_EQ(table_unit.padded, copy_unit.padded);
-      EXPECT_EQ(table_unit.shard_begin, copy_unit.shard_begin);
-      EXPECT_EQ(table_unit.shard_elements, copy_unit.shard_elements);
-      EXPECT_TRUE(table_unit.sharded_optimizer && copy_unit.sharded_optimizer);
+  for (Scenario tied : {small(), small_gpt()}) {
+    tied.model.untie_embeddings_and_output_weights = false;
+    tied.cluster.node_groups[0].gpus_per_node = 4;
+    for (int zero : {1, 3}) {
+      Strategy s = testing::make_strategy(1, 2, 1, false);
+      s.zero_stage = zero;
+      ASSERT_FALSE(complete_strategy(tied, s).has_value());
+      ASSERT_EQ(s.data_parallel_size, 2);
+      for (int dp = 0; dp < 2; ++dp) {
+        const auto first = plan_parameter_units(tied, s, RankPlacement{0, dp, 0}, 3);
+        const auto last = plan_parameter_units(tied, s, RankPlacement{0, dp, 1}, 3);
+        const ParameterUnitLayout& table_unit = first.front();
+        const ParameterUnitLayout& copy_unit = last.back();
+        ASSERT_EQ(table_unit.id, kEmbeddingUnit);
+        ASSERT_EQ(copy_unit.id, kHeadUnit);
+        EXPECT_EQ(table_unit.tensor(OpRole::embedding).offset, 0);
+        EXPECT_EQ(copy_unit.tensor(OpRole::output_projection).offset, 0);
+        EXPECT_EQ(table_unit.padded, copy_unit.padded);
+        EXPECT_EQ(table_unit.shard_begin, copy_unit.shard_begin);
+        EXPECT_EQ(table_unit.shard_elements, copy_unit.shard_elements);
+        EXPECT_TRUE(table_unit.sharded_optimizer && copy_unit.sharded_optimizer);
+      }
     }
   }
 }

@@ -86,15 +86,35 @@ TEST(PlanCheck, RefusesFamilyPlansAndModelsTheExecutorDoesNotRun) {
   EXPECT_EQ(refusal_path(family), "/family_plan");
   family.document["family_plan"] = {{"family", "per-layer"}};  // read back, but this one has no detail
   EXPECT_EQ(refusal_path(family), "/family_plan");
-  Plan layernorm = executed_plan();
-  layernorm.scenario.model.normalization = Normalization::layernorm;
-  EXPECT_EQ(refusal_path(layernorm), "/scenario/model/normalization");
+  Plan dropout = executed_plan();  // no dropout kernel
+  dropout.scenario.model.hidden_dropout = 0.1;
+  EXPECT_EQ(refusal_path(dropout), "/scenario/model/hidden_dropout");
   Plan squared_relu = executed_plan();
   squared_relu.scenario.model.activation = Activation::squared_relu;
   EXPECT_EQ(refusal_path(squared_relu), "/scenario/model/activation");
   Plan fp8 = executed_plan();  // simulated only until issue 41 item 3
   fp8.scenario.training.fp8 = Fp8Config{};
   EXPECT_EQ(refusal_path(fp8), "/scenario/training/fp8");
+}
+
+// GPT-style: LayerNorm, linear biases and learned positions run (issue 42), over TP with SP, stages and ZeRO too;
+// a sequence longer than the position table is refused at its own key.
+TEST(PlanCheck, RunsGptStyleModels) {
+  Plan gpt = executed_plan();
+  ModelConfig& m = gpt.scenario.model;
+  m.normalization = Normalization::layernorm;
+  m.add_bias_linear = true;
+  m.position_embedding_rope = false;
+  m.max_position_embeddings = gpt.scenario.training.seq_length;
+  EXPECT_EQ(refusal_path(gpt), "");
+  gpt.scenario.cluster.node_groups.front().gpus_per_node = 4;
+  gpt.strategy.tensor_model_parallel_size = 2;
+  gpt.strategy.sequence_parallel = true;
+  gpt.strategy.pipeline_model_parallel_size = 2;
+  gpt.strategy.zero_stage = 1;
+  EXPECT_EQ(refusal_path(gpt), "");
+  m.max_position_embeddings = gpt.scenario.training.seq_length / 2;
+  EXPECT_EQ(refusal_path(gpt), "/scenario/training/seq_length");
 }
 
 TEST(PlanCheck, RunsTiedEmbeddingsShardedOverStagesAndDataRanks) {
