@@ -1,0 +1,94 @@
+// Row-major C[m,n] = A[m,k] B[n,k]^T is column-major C^T (n x m) = B' A' with B' the stored [n,k] read
+// transposed (cuBLASLt's A, CUBLAS_OP_T, k x n with leading dimension k) and A' the stored [m,k] (cuBLASLt's B,
+// CUBLAS_OP_N, k x m with leading dimension k): the TN form Hopper's FP8 kernels require.
+#include "gpu/fp8_matmul.hpp"
+
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "gpu/checks.hpp"
+
+namespace twin::exec {
+
+struct Fp8Matmul::Plan {
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t first = nullptr, second = nullptr, out = nullptr;
+  cublasLtMatmulAlgo_t algo{};
+  float beta = 0.0f;
+  ~Plan() {
+    if (out) cublasLtMatrixLayoutDestroy(out);
+    if (second) cublasLtMatrixLayoutDestroy(second);
+    if (first) cublasLtMatrixLayoutDestroy(first);
+    if (desc) cublasLtMatmulDescDestroy(desc);
+  }
+};
+
+namespace {
+
+cudaDataType_t fp8_type(bool e5m2) { return e5m2 ? CUDA_R_8F_E5M2 : CUDA_R_8F_E4M3; }
+
+template <class T>
+void set(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t attribute, const T& value) {
+  TWIN_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, attribute, &value, sizeof(value)));
+}
+
+}  // namespace
+
+Fp8MatmulProblem fp8_problem_of(const GemmShape& shape) { return {shape.m, shape.n, shape.k, shape.e5m2, false, false}; }
+
+Fp8Matmul::Fp8Matmul(std::size_t workspace_bytes) : workspace_(workspace_bytes) {
+  TWIN_CUBLAS_CHECK(cublasLtCreate(&handle_));
+}
+
+Fp8Matmul::~Fp8Matmul() {
+  plans_.clear();
+  cublasLtDestroy(handle_);
+}
+
+const Fp8Matmul::Plan& Fp8Matmul::plan_for(const Fp8MatmulProblem& p) {
+  if (auto found = plans_.find(p); found != plans_.end()) return *found->second;
+  if (p.m % 16 || p.n % 16 || p.k % 16)
+    throw std::invalid_argument(fmt::format("FP8 GEMM m={} n={} k={}: cuBLASLt's FP8 kernels need multiples of 16",
+                                            p.m, p.n, p.k));
+  if (p.a_e5m2 && p.b_e5m2) throw std::invalid_argument("FP8 GEMM: cuBLASLt has no E5M2 x E5M2 kernel");
+  auto plan = std::make_unique<Plan>();
+  TWIN_CUBLAS_CHECK(cublasLtMatmulDescCreate(&plan->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  set(plan->desc, CUBLASLT_MATMUL_DESC_TRANSA, CUBLAS_OP_T);
+  set(plan->desc, CUBLASLT_MATMUL_DESC_TRANSB, CUBLAS_OP_N);
+  const std::int8_t fast_accumulation = p.a_e5m2 || p.b_e5m2 ? 0 : 1;
+  set(plan->desc, CUBLASLT_MATMUL_DESC_FAST_ACCUM, fast_accumulation);
+  TWIN_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->first, fp8_type(p.b_e5m2), p.k, p.n, p.k));
+  TWIN_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->second, fp8_type(p.a_e5m2), p.k, p.m, p.k));
+  TWIN_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->out, CUDA_R_16BF, p.n, p.m, p.n));
+  plan->beta = p.accumulate ? 1.0f : 0.0f;
+  cublasLtMatmulPreference_t preference = nullptr;
+  TWIN_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&preference));
+  const std::size_t workspace_bytes = workspace_.bytes();
+  TWIN_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                         &workspace_bytes, sizeof(workspace_bytes)));
+  cublasLtMatmulHeuristicResult_t heuristic{};
+  int found = 0;
+  const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(handle_, plan->desc, plan->first, plan->second,
+                                                               plan->out, plan->out, preference, 1, &heuristic, &found);
+  cublasLtMatmulPreferenceDestroy(preference);
+  TWIN_CUBLAS_CHECK(status);
+  if (found == 0)
+    throw std::runtime_error(fmt::format("cuBLASLt has no FP8 algorithm for GEMM m={} n={} k={} (E5M2 {}/{})", p.m,
+                                         p.n, p.k, p.a_e5m2, p.b_e5m2));
+  plan->algo = heuristic.algo;
+  return *plans_.emplace(p, std::move(plan)).first->second;
+}
+
+void Fp8Matmul::run(const Fp8MatmulProblem& problem, const void* a, const float* a_scale_inv, const void* b,
+                    const float* b_scale_inv, __nv_bfloat16* c, cudaStream_t stream) {
+  const Plan& plan = plan_for(problem);
+  // cuBLASLt's A is our B and its B our A: each scale goes with its operand.
+  set(plan.desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, b_scale_inv);
+  set(plan.desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, a_scale_inv);
+  const float alpha = 1.0f;
+  TWIN_CUBLAS_CHECK(cublasLtMatmul(handle_, plan.desc, &alpha, b, plan.first, a, plan.second, &plan.beta, c, plan.out,
+                                   c, plan.out, &plan.algo, workspace_.data(), workspace_.bytes(), stream));
+}
+
+}  // namespace twin::exec
