@@ -37,7 +37,9 @@ void set(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t attribute, co
 
 Fp8MatmulProblem fp8_problem_of(const GemmShape& shape) { return {shape.m, shape.n, shape.k, shape.e5m2, false, false}; }
 
-Fp8Matmul::Fp8Matmul(std::size_t workspace_bytes) : workspace_(workspace_bytes) {
+Fp8Matmul::Fp8Matmul(std::size_t workspace_bytes) : workspace_(workspace_bytes), unit_scales_(sizeof(float)) {
+  const float one = 1.0f;
+  TWIN_CUDA_CHECK(cudaMemcpy(unit_scales_.data(), &one, sizeof(one), cudaMemcpyHostToDevice));
   TWIN_CUBLAS_CHECK(cublasLtCreate(&handle_));
 }
 
@@ -62,6 +64,12 @@ const Fp8Matmul::Plan& Fp8Matmul::plan_for(const Fp8MatmulProblem& p) {
   TWIN_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->second, fp8_type(p.a_e5m2), p.k, p.m, p.k));
   TWIN_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->out, CUDA_R_16BF, p.n, p.m, p.n));
   plan->beta = p.accumulate ? 1.0f : 0.0f;
+  // The heuristic must see scale pointers: an algorithm chosen without them was refused once they were set
+  // (CUBLAS_STATUS_NOT_SUPPORTED on an H200, 2026-11-29; XLA met the same, openxla/xla pull request 40747). Each
+  // run sets its operands' own.
+  const float* unit = static_cast<const float*>(unit_scales_.data());
+  set(plan->desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, unit);
+  set(plan->desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, unit);
   cublasLtMatmulPreference_t preference = nullptr;
   TWIN_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&preference));
   const std::size_t workspace_bytes = workspace_.bytes();

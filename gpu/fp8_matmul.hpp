@@ -52,6 +52,7 @@ class Fp8Matmul {
   const Plan& plan_for(const Fp8MatmulProblem& problem);
   cublasLtHandle_t handle_ = nullptr;
   gpu::DeviceBuffer workspace_;
+  gpu::DeviceBuffer unit_scales_;  // a device float of 1: the scale pointers the heuristic sees
   std::map<Fp8MatmulProblem, std::unique_ptr<Plan>> plans_;
 };
 
