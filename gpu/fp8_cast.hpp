@@ -18,10 +18,12 @@ enum class Fp8Type : std::uint8_t { e4m3, e5m2 };
 // The largest finite value of the type (OCP FP8: E4M3 448, E5M2 57344).
 constexpr float fp8_max(Fp8Type type) { return type == Fp8Type::e4m3 ? 448.0f : 57344.0f; }
 
-// The cast's scaling record, in device floats: [0] the amax, [1] the inverse scale (amax / fp8_max: what a GEMM
-// multiplies the FP8 product by), then the amax pass's per-block maxima.
+// The cast's scaling record, in device floats: [0] the inverse scale (amax / fp8_max: what a GEMM multiplies the FP8
+// product by; first, so that a record 16-byte aligned hands cuBLASLt an aligned scale pointer), [1] the amax, and
+// from [4] the amax pass's per-block maxima.
 inline constexpr int kFp8AmaxBlocks = 512;
-inline constexpr int kFp8ScalingFloats = 2 + kFp8AmaxBlocks;
+inline constexpr int kFp8PartialsAt = 4;
+inline constexpr int kFp8ScalingFloats = kFp8PartialsAt + kFp8AmaxBlocks;
 
 // The scale current scaling takes for `amax`: fp8_max / amax, or 1 for an all-zero or non-finite tensor (as
 // Transformer Engine's compute_scale_from_amax does without a margin). The host and the kernel share it.

@@ -90,6 +90,10 @@ const Fp8Matmul::Plan& Fp8Matmul::plan_for(const Fp8MatmulProblem& p) {
 
 void Fp8Matmul::run(const Fp8MatmulProblem& problem, const void* a, const float* a_scale_inv, const void* b,
                     const float* b_scale_inv, __nv_bfloat16* c, cudaStream_t stream) {
+  for (const void* pointer : {a, b, static_cast<const void*>(c), static_cast<const void*>(a_scale_inv),
+                              static_cast<const void*>(b_scale_inv)})
+    if (reinterpret_cast<std::uintptr_t>(pointer) % 16)
+      throw std::invalid_argument("FP8 GEMM: operands and scales must be 16-byte aligned");
   const Plan& plan = plan_for(problem);
   // cuBLASLt's A is our B and its B our A: each scale goes with its operand.
   set(plan.desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, b_scale_inv);

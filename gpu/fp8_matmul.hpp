@@ -42,8 +42,8 @@ class Fp8Matmul {
   Fp8Matmul(const Fp8Matmul&) = delete;
   Fp8Matmul& operator=(const Fp8Matmul&) = delete;
 
-  // Enqueues on `stream`. Throws when m, n or k is no multiple of 16 (cuBLASLt's FP8 alignment) or cuBLASLt has no
-  // algorithm for the problem.
+  // Enqueues on `stream`. Throws when m, n or k is no multiple of 16 (cuBLASLt's FP8 alignment), an operand or a
+  // scale pointer is not 16-byte aligned, or cuBLASLt has no algorithm for the problem.
   void run(const Fp8MatmulProblem& problem, const void* a, const float* a_scale_inv, const void* b,
            const float* b_scale_inv, __nv_bfloat16* c, cudaStream_t stream);
 

@@ -28,8 +28,8 @@ void fill_operand(const GemmShape& shape, void* data, std::size_t elements, std:
 }
 
 GemmBench::GemmBench(cudaStream_t stream)
-    : stream_(stream), matmul_(kWorkspaceBytes), fp8_(kWorkspaceBytes), unit_scales_(2 * sizeof(float)) {
-  const float ones[2] = {1.0f, 1.0f};
+    : stream_(stream), matmul_(kWorkspaceBytes), fp8_(kWorkspaceBytes), unit_scales_(8 * sizeof(float)) {
+  const float ones[8] = {1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f};
   TWIN_CUDA_CHECK(cudaMemcpy(unit_scales_.data(), ones, sizeof(ones), cudaMemcpyHostToDevice));
 }
 
@@ -39,7 +39,7 @@ void GemmBench::launch(const GemmShape& shape, const void* a, const void* b, voi
       throw std::invalid_argument("GEMM calibration: " + gemm_key(shape) +
                                   ": FP8 GEMMs are timed with per-tensor scales, one problem at a time");
     const auto* scales = static_cast<const float*>(unit_scales_.data());
-    fp8_.run(exec::fp8_problem_of(shape), a, scales, b, scales + 1, static_cast<__nv_bfloat16*>(c), stream_);
+    fp8_.run(exec::fp8_problem_of(shape), a, scales, b, scales + 4, static_cast<__nv_bfloat16*>(c), stream_);
     return;
   }
   const auto* a16 = static_cast<const __nv_bfloat16*>(a);

@@ -62,7 +62,7 @@ class GemmBench {
   exec::Matmul matmul_;
   exec::GroupedMatmul grouped_;
   exec::Fp8Matmul fp8_;
-  DeviceBuffer unit_scales_;  // two device floats of 1: the FP8 operands' inverse scales
+  DeviceBuffer unit_scales_;  // device floats of 1 at [0] and [4] (16-byte aligned): the FP8 operands' inverse scales
   std::uint64_t next_region_ = 1;
   std::string last_kernel_;
   double last_sm_clock_MHz_ = 0;

@@ -28,12 +28,12 @@
 
 namespace twin::exec {
 
-// One FP8 tensor: its copies and its scaling record (kernels::kFp8ScalingFloats; [1] the inverse scale).
+// One FP8 tensor: its copies and its scaling record (kernels::kFp8ScalingFloats; [0] the inverse scale).
 struct Fp8Copies {
   std::uint8_t* rowwise = nullptr;
   std::uint8_t* columnwise = nullptr;
   float* scaling = nullptr;
-  const float* scale_inv() const { return scaling + 1; }
+  const float* scale_inv() const { return scaling; }
 };
 
 class Fp8Linears {

@@ -41,12 +41,12 @@ __global__ void cast_kernel(const __nv_bfloat16* x, std::int64_t rows, std::int6
   __shared__ float scratch[32];
   __shared__ std::uint8_t tile[kTile][kTile + 4];
   float local = 0.0f;
-  for (int i = threadIdx.x; i < partial_count; i += kThreads) local = fmaxf(local, scaling[2 + i]);
+  for (int i = threadIdx.x; i < partial_count; i += kThreads) local = fmaxf(local, scaling[kFp8PartialsAt + i]);
   const float amax = block_max(local, scratch);
   const float scale = fp8_scale_for(amax, type);
   if (blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0) {
-    scaling[0] = amax;
-    scaling[1] = 1.0f / scale;
+    scaling[0] = 1.0f / scale;
+    scaling[1] = amax;
   }
   const std::int64_t row0 = static_cast<std::int64_t>(blockIdx.y) * kTile, col0 = static_cast<std::int64_t>(blockIdx.x) * kTile;
   const int tx = threadIdx.x % 16, ty = threadIdx.x / 16;
@@ -111,7 +111,7 @@ void fp8_cast_current_scaling(const __nv_bfloat16* x, std::int64_t rows, std::in
                   "fp8 cast: the columnwise copy must be 4-byte aligned");
   const std::int64_t count = rows * cols;
   const int blocks = static_cast<int>(std::min<std::int64_t>(kFp8AmaxBlocks, (count + kThreads - 1) / kThreads));
-  amax_kernel<<<blocks, kThreads, 0, stream>>>(x, count, detail::aligned16(x) ? count / 8 : 0, scaling + 2);
+  amax_kernel<<<blocks, kThreads, 0, stream>>>(x, count, detail::aligned16(x) ? count / 8 : 0, scaling + kFp8PartialsAt);
   TWIN_CUDA_CHECK_LAUNCH();
   const dim3 grid(static_cast<unsigned>((cols + kTile - 1) / kTile), static_cast<unsigned>((rows + kTile - 1) / kTile));
   detail::require(grid.y <= 65535, "fp8 cast: too many rows for one launch");

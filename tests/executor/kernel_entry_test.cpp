@@ -45,12 +45,10 @@ TEST(KernelEntry, LoweredOpsRunTheEntryOfTheirOwnKind) {
   using testing_binding::moe_on;
   Strategy expert_parallel = testing::make_strategy(1, 1, 1, false);
   expert_parallel.expert_model_parallel_size = 2;
-  Scenario fp8 = testing::make_scenario(testing::llama_shaped(4), 1, 1024, 16);  // FP8 linears: their casts
-  fp8.training.fp8 = Fp8Config{Fp8Format::hybrid, Fp8Recipe::tensorwise};
   const std::vector<IterationGraph> graphs = {
       lower(testing::make_strategy(2, 2, 1, true)), lower(testing::make_strategy(1, 1, 2, false)),
       lower(testing::make_strategy(1, 2, 1, false), moe_on(2)), lower(expert_parallel, moe_on(2)),
-      lower(testing::make_strategy(1, 1, 1, false), fp8)};
+      lower(testing::make_strategy(1, 1, 1, false), testing_binding::fp8_scenario(Fp8Recipe::tensorwise))};
   int launches = 0;
   for (const IterationGraph& graph : graphs)
     for (const RankClass& rc : graph.classes) {

@@ -18,7 +18,7 @@ step() {  # step NAME COMMAND...: its log under $out, its exit and wall time pri
   "$@" > "$out/$name.log" 2>&1
   echo "$name: exit $?, $((SECONDS - start)) s"
 }
-step test_gpu "$bin/test_gpu" --gtest_filter='Fp8*:KernelCalibration*:Matmul*'
+step test_gpu "$bin/test_gpu" --gtest_filter='*Fp8*:KernelCalibration*:*Matmul*'
 grep -hE "\[kernel-error\]|tests? (ran|PASSED|FAILED)|^\[  (PASSED|FAILED)" "$out/test_gpu.log"
 profile=$out/h200-fp8.json
 cp "$repo/cost/profiles/h200-x1.json" "$profile"

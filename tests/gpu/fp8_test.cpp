@@ -69,8 +69,8 @@ TEST_P(Fp8CastTest, AmaxScaleAndBothCopiesMatchTheHostQuantization) {
               nullptr);
   const HostFp8 ref = quantize_on_host(hx, type);
   const std::vector<double> record = f32_to_host(scaling.data(), 2);
-  EXPECT_EQ(record[0], ref.amax);
-  EXPECT_EQ(record[1], ref.scale_inv);
+  EXPECT_EQ(record[0], ref.scale_inv);
+  EXPECT_EQ(record[1], ref.amax);
   EXPECT_EQ(bytes_to_host(rowwise, rows * cols), ref.bytes);
   std::vector<std::uint8_t> transposed(rows * cols);
   for (std::int64_t r = 0; r < rows; ++r)
@@ -93,7 +93,7 @@ TEST(Fp8Cast, AllZerosTakeScaleOneAndTheRowwiseCopyAlone) {
   gpu::launch(gpu::Fp8Cast{bf(x), rows, cols, Fp8Type::e4m3, static_cast<std::uint8_t*>(rowwise.data()), nullptr,
                            f32(scaling)},
               nullptr);
-  EXPECT_EQ(f32_to_host(scaling.data(), 2), (std::vector<double>{0.0, 1.0}));
+  EXPECT_EQ(f32_to_host(scaling.data(), 2), (std::vector<double>{1.0, 0.0}));
   EXPECT_EQ(bytes_to_host(rowwise, rows * cols), std::vector<std::uint8_t>(rows * cols, 0));
 }
 
@@ -105,10 +105,10 @@ void check_product(Fp8Type a_type, Fp8Type b_type, bool accumulate) {
   const std::vector<double> start = bf16_to_host(c.data(), m * n);
   const HostFp8 qa = quantize_on_host(ha, a_type), qb = quantize_on_host(hb, b_type);
   auto da = upload(qa.bytes), db = upload(qb.bytes);
-  auto scales = upload(std::vector<float>{qa.scale_inv, qb.scale_inv});
+  auto scales = upload(std::vector<float>{qa.scale_inv, 0, 0, 0, qb.scale_inv});  // each 16-byte aligned
   exec::Fp8Matmul matmul;
   matmul.run({m, n, k, a_type == Fp8Type::e5m2, b_type == Fp8Type::e5m2, accumulate}, da.data(), f32(scales),
-             db.data(), f32(scales) + 1, bf(c), nullptr);
+             db.data(), f32(scales) + 4, bf(c), nullptr);
   const std::vector<double> fa = qa.dequantized(), fb = qb.dequantized();
   std::vector<double> ref(m * n), exact(m * n);
   for (std::int64_t i = 0; i < m; ++i)
@@ -150,6 +150,9 @@ TEST(Fp8Matmul, RefusesDimensionsCublasLtCannotRunInFp8) {
   EXPECT_THROW(matmul.run({64, 64, 64, true, true, false}, buffer.data(), f32(scales), buffer.data(), f32(scales),
                           bf(buffer), nullptr),
                std::invalid_argument);
+  EXPECT_THROW(matmul.run({64, 64, 64, false, false, false}, buffer.data(), f32(scales), buffer.data(), f32(scales) + 1,
+                          bf(buffer), nullptr),
+               std::invalid_argument);  // a scale pointer off 16 bytes
 }
 
 }  // namespace
