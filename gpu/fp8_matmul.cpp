@@ -8,21 +8,11 @@
 #include <fmt/format.h>
 
 #include "gpu/checks.hpp"
+#include "gpu/cublaslt_plan.hpp"
 
 namespace twin::exec {
 
-struct Fp8Matmul::Plan {
-  cublasLtMatmulDesc_t desc = nullptr;
-  cublasLtMatrixLayout_t first = nullptr, second = nullptr, out = nullptr;
-  cublasLtMatmulAlgo_t algo{};
-  float beta = 0.0f;
-  ~Plan() {
-    if (out) cublasLtMatrixLayoutDestroy(out);
-    if (second) cublasLtMatrixLayoutDestroy(second);
-    if (first) cublasLtMatrixLayoutDestroy(first);
-    if (desc) cublasLtMatmulDescDestroy(desc);
-  }
-};
+struct Fp8Matmul::Plan : CublasLtPlan {};
 
 namespace {
 
@@ -70,21 +60,9 @@ const Fp8Matmul::Plan& Fp8Matmul::plan_for(const Fp8MatmulProblem& p) {
   const float* unit = static_cast<const float*>(unit_scales_.data());
   set(plan->desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, unit);
   set(plan->desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, unit);
-  cublasLtMatmulPreference_t preference = nullptr;
-  TWIN_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&preference));
-  const std::size_t workspace_bytes = workspace_.bytes();
-  TWIN_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                                         &workspace_bytes, sizeof(workspace_bytes)));
-  cublasLtMatmulHeuristicResult_t heuristic{};
-  int found = 0;
-  const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(handle_, plan->desc, plan->first, plan->second,
-                                                               plan->out, plan->out, preference, 1, &heuristic, &found);
-  cublasLtMatmulPreferenceDestroy(preference);
-  TWIN_CUBLAS_CHECK(status);
-  if (found == 0)
+  if (!heuristic_algorithm(handle_, *plan, workspace_.bytes(), plan->algo))
     throw std::runtime_error(fmt::format("cuBLASLt has no FP8 algorithm for GEMM m={} n={} k={} (E5M2 {}/{})", p.m,
                                          p.n, p.k, p.a_e5m2, p.b_e5m2));
-  plan->algo = heuristic.algo;
   return *plans_.emplace(p, std::move(plan)).first->second;
 }
 
