@@ -10,6 +10,7 @@ repo=$(cd "$(dirname "$0")/../.." && pwd)
 bin=$(realpath "$1"); out=$(realpath -m "$2"); iters=${3:-60}
 mkdir -p "$out"
 export LD_LIBRARY_PATH=$bin/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} NCCL_NVLS_ENABLE="${NCCL_NVLS_ENABLE:-0}"
+export CUBLASLT_LOG_LEVEL="${CUBLASLT_LOG_LEVEL:-1}"  # cuBLASLt's errors (why it refuses a GEMM) into the logs
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
 date -u
 SECONDS=0
