@@ -38,7 +38,7 @@ Fp8Matmul::~Fp8Matmul() {
   cublasLtDestroy(handle_);
 }
 
-const Fp8Matmul::Plan& Fp8Matmul::plan_for(const Fp8MatmulProblem& p) {
+Fp8Matmul::Plan& Fp8Matmul::plan_for(const Fp8MatmulProblem& p) {
   if (auto found = plans_.find(p); found != plans_.end()) return *found->second;
   if (p.m % 16 || p.n % 16 || p.k % 16)
     throw std::invalid_argument(fmt::format("FP8 GEMM m={} n={} k={}: cuBLASLt's FP8 kernels need multiples of 16",
@@ -72,13 +72,20 @@ void Fp8Matmul::run(const Fp8MatmulProblem& problem, const void* a, const float*
                               static_cast<const void*>(b_scale_inv)})
     if (reinterpret_cast<std::uintptr_t>(pointer) % 16)
       throw std::invalid_argument("FP8 GEMM: operands and scales must be 16-byte aligned");
-  const Plan& plan = plan_for(problem);
+  Plan& plan = plan_for(problem);
   // cuBLASLt's A is our B and its B our A: each scale goes with its operand.
   set(plan.desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, b_scale_inv);
   set(plan.desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, a_scale_inv);
   const float alpha = 1.0f;
-  TWIN_CUBLAS_CHECK(cublasLtMatmul(handle_, plan.desc, &alpha, b, plan.first, a, plan.second, &plan.beta, c, plan.out,
-                                   c, plan.out, &plan.algo, workspace_.data(), workspace_.bytes(), stream));
+  const auto matmul = [&] {
+    return cublasLtMatmul(handle_, plan.desc, &alpha, b, plan.first, a, plan.second, &plan.beta, c, plan.out, c,
+                          plan.out, &plan.algo, workspace_.data(), workspace_.bytes(), stream);
+  };
+  cublasStatus_t status = matmul();
+  // Refused with the plan's algorithm: once more with the heuristic's for this call's pointers (kept for later calls).
+  if (status == CUBLAS_STATUS_NOT_SUPPORTED && heuristic_algorithm(handle_, plan, workspace_.bytes(), plan.algo))
+    status = matmul();
+  TWIN_CUBLAS_CHECK(status);
 }
 
 }  // namespace twin::exec

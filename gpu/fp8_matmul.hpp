@@ -49,7 +49,7 @@ class Fp8Matmul {
 
  private:
   struct Plan;
-  const Plan& plan_for(const Fp8MatmulProblem& problem);
+  Plan& plan_for(const Fp8MatmulProblem& problem);
   cublasLtHandle_t handle_ = nullptr;
   gpu::DeviceBuffer workspace_;
   gpu::DeviceBuffer unit_scales_;  // a device float of 1: the scale pointers the heuristic sees
