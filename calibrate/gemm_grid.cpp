@@ -118,4 +118,18 @@ const std::vector<ModelGemm>& off_grid_model_gemms() {
   return gemms;
 }
 
+std::vector<GemmShape> fp8_gemm_grid() {
+  std::vector<GemmShape> shapes;
+  for (const std::int64_t m : {1024, 4096, 16384})
+    for (const std::int64_t n : {1024, 4096, 16384})
+      for (const std::int64_t k : {1024, 4096, 16384})
+        for (const bool e5m2 : {false, true}) {
+          GemmShape shape{m, n, k};
+          shape.inputs = GemmInputs::fp8_per_tensor;
+          shape.e5m2 = e5m2;
+          shapes.push_back(shape);
+        }
+  return shapes;
+}
+
 }  // namespace twin

@@ -43,6 +43,11 @@ struct GemmGrid {
 // Kernel times are estimated with the built-in profile of `gpu` (estimated_gemm_kernel_ns).
 GemmGrid default_gemm_grid(bool quick, const GpuSpec& gpu);
 
+// FP8 GEMMs a full calibration times beside a GPU's bf16 grid (GPUs with FP8 tensor cores): every (m, n, k) of
+// 1024, 4096 and 16384, E4M3 x E4M3 and E4M3 x E5M2, per-tensor scaling (27 x 2 shapes). A modest grid: the
+// scenario's own FP8 shapes come on top, and interpolation prices an FP8 shape among FP8 shapes only.
+std::vector<GemmShape> fp8_gemm_grid();
+
 // The built-in profile's kernel time of one GEMM on `gpu`, launch overhead excluded.
 double estimated_gemm_kernel_ns(const GemmShape& shape, const GpuSpec& gpu);
 // GPU kernel time of timing `shapes` as calibration does (rounds x (warm-up + timed) launches each), from

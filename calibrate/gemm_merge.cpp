@@ -42,16 +42,17 @@ GemmCalibration merge_gemm_timings(const std::vector<GemmShape>& shapes, const s
       result.skipped.push_back(shapes[i]);
       continue;
     }
-    for (const Measurement& m : pooled)
-      result.best_tflops = std::max(result.best_tflops, gemm_flops(shapes[i]) / m.median_ns * 1e-3);
     const Measurement kept = median_round_at_sm_clock(pooled, result.reference_sm_clock_MHz);
     result.measured.emplace_back(shapes[i], kept);
+    if (is_fp8(shapes[i])) continue;  // FP8 GEMMs are priced from their own timings (cost/kernel_cost.cpp)
+    for (const Measurement& m : pooled)
+      result.best_tflops = std::max(result.best_tflops, gemm_flops(shapes[i]) / m.median_ns * 1e-3);
     flops.push_back(gemm_flops(shapes[i]));
     seconds.push_back(kept.median_ns * 1e-9);
   }
   if (result.measured.size() < min_measured)
     throw std::runtime_error("only " + std::to_string(result.measured.size()) + " GEMM shape(s) could be measured");
-  if (result.measured.size() >= 2)
+  if (flops.size() >= 2)
     result.efficiency = gemm_efficiency_from_fit(fit_affine_relative(flops, seconds), peak_tflops);
   result.gpu_agreement = gemm_gpu_agreement(shapes, timings, result.reference_sm_clock_MHz);
   return result;

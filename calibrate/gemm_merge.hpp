@@ -20,7 +20,7 @@ struct GemmShapeTimings {
 struct GemmCalibration {
   std::vector<std::pair<GemmShape, Measurement>> measured;  // in the shapes' order
   std::vector<GemmShape> skipped;    // timed by no GPU: operands larger than the memory allowed
-  SaturatingEfficiency efficiency;   // fitted on all measured shapes
+  SaturatingEfficiency efficiency;   // fitted on the measured bf16 shapes (FP8 ones are priced by their own)
   double best_tflops = 0;            // as timed, before scaling to the reference clock
   double reference_sm_clock_MHz = 0; // every measured time is scaled to it (cost/sm_clock.hpp)
   // Shapes timed on several GPUs: each GPU's time against theirs all (provenance.gemm_gpu_agreement; null

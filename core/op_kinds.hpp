@@ -28,7 +28,6 @@ enum class CalibrationMethod : std::uint8_t {
   kernel_bench,     // the executor's own kernel, timed under CUPTI (calibrate/gpu/kernel_benches.cpp)
   nccl_collective,  // nccl-tests-style sweeps of the collective over every group placement
   nccl_p2p,
-  not_measured,     // no calibration times it yet: priced by the curves (fp8_cast: issue 41 item 2 brings its bench)
 };
 
 struct OpKindTraits {
@@ -74,7 +73,7 @@ constexpr OpKindTraits op_kind_traits(OpKind kind) {
     case OpKind::moe_permute: return {"moe_permute", P::memory_bound, M::kernel_bench, true, 2};
     case OpKind::moe_unpermute: return {"moe_unpermute", P::memory_bound, M::kernel_bench, true, 2};
     case OpKind::optimizer_step: return {"optimizer_step", P::memory_bound, M::kernel_bench, true, 1};
-    case OpKind::fp8_cast: return {"fp8_cast", P::memory_bound, M::not_measured, false, 1};
+    case OpKind::fp8_cast: return {"fp8_cast", P::memory_bound, M::kernel_bench, true, 1};
     case OpKind::all_reduce: return {"all_reduce", P::collective, M::nccl_collective, true, 1};
     case OpKind::all_gather: return {"all_gather", P::collective, M::nccl_collective, true, 1};
     case OpKind::reduce_scatter: return {"reduce_scatter", P::collective, M::nccl_collective, true, 1};

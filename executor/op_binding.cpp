@@ -120,8 +120,8 @@ std::string to_string(Action action) {
       "dispatch_exchange", "combine_exchange", "dispatch_exchange_backward", "combine_exchange_backward",
       "ring_attention_forward", "ring_attention_backward", "ring_exchange", "ring_exchange_backward", "ring_merge",
       "ring_gradient_add", "ulysses_to_heads", "ulysses_to_sequence", "phase_handoff",
-      "switch_transfer", "pipelines_reduce", "pipelines_gather", "pipelines_ring_step"};
-  static_assert(std::size(names) == static_cast<std::size_t>(Action::pipelines_ring_step) + 1, "a name per action");
+      "switch_transfer", "pipelines_reduce", "pipelines_gather", "pipelines_ring_step", "fp8_cast"};
+  static_assert(std::size(names) == static_cast<std::size_t>(Action::fp8_cast) + 1, "a name per action");
   return names[static_cast<int>(action)];
 }
 
@@ -137,11 +137,14 @@ std::vector<OpBinding> bind_ops(const RankClass& rc, bool tied_embeddings) {
       case OpKind::gemm:
         b.subject = op.role;
         if (op.role == OpRole::router || op.role == OpRole::expert_fc1 || op.role == OpRole::expert_fc2) {
+          if (is_fp8(op.gemm)) unsupported(rc, i, "an FP8 GEMM of an experts block");
           b.action = moe_gemm_action(rc, i);
           break;
         }
         b.action = gemm_action(rc, i);
         if (op.gemm.count != 1) unsupported(rc, i, "a grouped GEMM of a dense linear");
+        if (is_fp8(op.gemm) && op.gemm.inputs != GemmInputs::fp8_per_tensor)
+          unsupported(rc, i, "an FP8 GEMM of block or MX scales (twin execute runs per-tensor scaling)");
         break;
       case OpKind::attention_forward:
       case OpKind::attention_backward: b.action = attention_action(rc, i); break;
@@ -177,7 +180,13 @@ std::vector<OpBinding> bind_ops(const RankClass& rc, bool tied_embeddings) {
       case OpKind::loss_forward: b.action = Action::loss_forward; break;
       case OpKind::loss_backward: b.action = Action::loss_backward; break;
       case OpKind::optimizer_step: b.action = Action::optimizer_step; break;
-      case OpKind::fp8_cast: break;  // refused above: twin execute runs no FP8 yet (issue 41 item 3)
+      case OpKind::fp8_cast:
+        if (op.linear_tensor != LinearTensor::input && op.linear_tensor != LinearTensor::output_gradient &&
+            op.linear_tensor != LinearTensor::weight)
+          unsupported(rc, i, "an FP8 cast that does not say which tensor of its linear it casts");
+        b.action = Action::fp8_cast;
+        b.subject = op.linear;
+        break;
       case OpKind::moe_router:
         if (backward) unsupported(rc, i, "a router op in a backward pass");
         b.action = Action::router_forward;

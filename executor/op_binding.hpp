@@ -58,6 +58,10 @@ enum class Action : std::uint8_t {
   // reduce-scatters, over the GPUs that hold the same elements); under ZeRO-1 the first send of its all-gather half
   // gathers the updated weights; the ring's other steps only mark their place.
   pipelines_reduce, pipelines_gather, pipelines_ring_step,
+  // An FP8 layer's cast (executor/gpu/fp8_linears.hpp): a linear's input or output gradient (Op::linear and
+  // Op::linear_tensor say which), or, after the optimizer step, every FP8 weight of the stage. The linear's GEMMs
+  // keep their actions (linear_forward, ...); their GemmShape::inputs says they read the FP8 copies.
+  fp8_cast,
 };
 
 struct OpBinding {

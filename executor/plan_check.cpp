@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "core/error.hpp"
+#include "executor/fp8_plan_check.hpp"
 #include "executor/model_support.hpp"
 #include "executor/op_binding.hpp"
 #include "executor/parameters.hpp"
@@ -156,9 +157,7 @@ void check_training(const Plan& plan, const std::string& file) {
     throw InputError(file, "/scenario/framework/gradient_accumulation_fusion",
                      "true (twin execute accumulates weight gradients inside the GEMM)");
   const TrainingConfig& training = plan.scenario.training;
-  if (training.fp8)
-    throw InputError(file, "/scenario/training/fp8",
-                     "no fp8 section: twin execute runs no FP8 yet (FP8 linears are simulated only; issue 41 item 3)");
+  check_fp8_plan(plan, file);
   const ModelConfig& model = plan.scenario.model;
   if (!model.position_embedding_rope && training.seq_length > model.max_position_embeddings)
     throw InputError(file, "/scenario/training/seq_length",

@@ -10,21 +10,11 @@
 #include <fmt/format.h>
 
 #include "gpu/checks.hpp"
+#include "gpu/cublaslt_plan.hpp"
 
 namespace twin::exec {
 
-struct Matmul::Plan {
-  cublasLtMatmulDesc_t desc = nullptr;
-  cublasLtMatrixLayout_t first = nullptr, second = nullptr, out = nullptr;
-  cublasLtMatmulAlgo_t algo{};
-  float beta = 0.0f;
-  ~Plan() {
-    if (out) cublasLtMatrixLayoutDestroy(out);
-    if (second) cublasLtMatrixLayoutDestroy(second);
-    if (first) cublasLtMatrixLayoutDestroy(first);
-    if (desc) cublasLtMatmulDescDestroy(desc);
-  }
-};
+struct Matmul::Plan : CublasLtPlan {};
 
 namespace {
 
@@ -66,22 +56,12 @@ std::unique_ptr<Matmul::Plan> Matmul::make_plan(const MatmulProblem& p) {
 }
 
 cublasLtMatmulAlgo_t Matmul::heuristic_algo(const Plan& plan, const MatmulProblem& p) {
-  cublasLtMatmulPreference_t preference = nullptr;
-  TWIN_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&preference));
-  const std::size_t workspace_bytes = workspace_.bytes();
-  TWIN_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                                         &workspace_bytes, sizeof(workspace_bytes)));
-  cublasLtMatmulHeuristicResult_t heuristic{};
-  int found = 0;
-  const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(handle_, plan.desc, plan.first, plan.second, plan.out,
-                                                               plan.out, preference, 1, &heuristic, &found);
-  cublasLtMatmulPreferenceDestroy(preference);
+  cublasLtMatmulAlgo_t algo{};
   ++heuristic_queries_;
-  TWIN_CUBLAS_CHECK(status);
-  if (found == 0)
+  if (!heuristic_algorithm(handle_, plan, workspace_.bytes(), algo))
     throw std::runtime_error(fmt::format("cuBLASLt has no algorithm for GEMM m={} n={} k={} (transposes {}/{})", p.m,
                                          p.n, p.k, p.transpose_a, p.transpose_b));
-  return heuristic.algo;
+  return algo;
 }
 
 const Matmul::Plan& Matmul::plan_for(const MatmulProblem& p) {

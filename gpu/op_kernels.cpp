@@ -94,6 +94,10 @@ void launch(const OptimizerStep& c, cudaStream_t stream) {
   k::adamw_step(c.state, c.grad, c.param, c.count, c.params, c.clip_scale, stream);
 }
 
+void launch(const Fp8Cast& c, cudaStream_t stream) {
+  k::fp8_cast_current_scaling(c.x, c.rows, c.cols, c.type, c.rowwise, c.columnwise, c.scaling, stream);
+}
+
 void launch(const AttentionForward& c, cudaStream_t stream) {
   c.attention->forward(c.q, c.k, c.v, c.o, c.lse, c.dims, stream);
 }

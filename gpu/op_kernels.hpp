@@ -14,6 +14,7 @@
 #include <cuda_runtime.h>
 
 #include "core/op_kinds.hpp"
+#include "gpu/fp8_cast.hpp"
 #include "gpu/kernels.hpp"
 
 namespace twin::gpu {
@@ -194,6 +195,18 @@ struct OptimizerStep {
   const float* clip_scale = nullptr;
 };
 
+// A linear's tensor (its input, output gradient or weight) cast to FP8 with per-tensor current scaling: the rowwise
+// copy, the columnwise one (its transpose) where a GEMM reads it so, and the scaling record (gpu/fp8_cast.hpp).
+struct Fp8Cast {
+  static constexpr OpKind kind = OpKind::fp8_cast;
+  const bf16* x = nullptr;
+  std::int64_t rows = 0, cols = 0;
+  kernels::Fp8Type type = kernels::Fp8Type::e4m3;
+  std::uint8_t* rowwise = nullptr;
+  std::uint8_t* columnwise = nullptr;
+  float* scaling = nullptr;  // kernels::kFp8ScalingFloats
+};
+
 // Fused attention of one run of equal sequences, through the executor's attention implementation.
 struct AttentionForward {
   static constexpr OpKind kind = OpKind::attention_forward;
@@ -234,13 +247,14 @@ void launch(const LossBackward& call, cudaStream_t stream);
 void launch(const MoePermute& call, cudaStream_t stream);
 void launch(const MoeUnpermute& call, cudaStream_t stream);
 void launch(const OptimizerStep& call, cudaStream_t stream);
+void launch(const Fp8Cast& call, cudaStream_t stream);
 void launch(const AttentionForward& call, cudaStream_t stream);
 void launch(const AttentionBackward& call, cudaStream_t stream);
 
 // Every entry, once.
 using OpKernelCalls = std::tuple<NormForward, NormBackward, RopeForward, RopeBackward, ActivationForward,
                                  ActivationBackward, Elementwise, EmbeddingForward, EmbeddingBackward, LossForward,
-                                 LossBackward, MoePermute, MoeUnpermute, OptimizerStep, AttentionForward,
+                                 LossBackward, MoePermute, MoeUnpermute, OptimizerStep, Fp8Cast, AttentionForward,
                                  AttentionBackward>;
 
 // Entries for `kind` in OpKernelCalls.

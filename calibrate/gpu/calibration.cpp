@@ -35,6 +35,11 @@ std::vector<GemmShape> calibration_gemm_shapes(const CalibrationRequest& request
                                                const std::function<void(const std::string&)>& progress) {
   const GemmGrid grid = default_gemm_grid(request.quick, spec);
   std::vector<GemmShape> shapes = grid.shapes;
+  if (spec.peak_fp8_tflops > 0 && !request.quick) {
+    const std::vector<GemmShape> fp8 = fp8_gemm_grid();
+    progress(fmt::format("FP8 GEMM grid: {} shapes", fp8.size()));
+    shapes.insert(shapes.end(), fp8.begin(), fp8.end());
+  }
   progress(fmt::format("GEMM grid: {} shapes ({} half-octave shapes estimated over {:.0f} ms left out), about {:.0f} s "
                        "of GPU kernel time estimated from the built-in profile",
                        grid.shapes.size(), grid.left_out_slow, kGemmGridMaxKernelNs * 1e-6,

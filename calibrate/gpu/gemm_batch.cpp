@@ -11,6 +11,7 @@
 #include "calibrate/gpu/clock_probe.hpp"
 #include "calibrate/gpu/fit.hpp"
 #include "gpu/checks.hpp"
+#include "gpu/fp8_cast.hpp"
 
 namespace twin::gpu {
 
@@ -21,16 +22,24 @@ GemmBatchTimer::GemmBatchTimer(GemmBench& bench, CuptiKernelTimer& timer, const 
   TWIN_CUDA_CHECK(cudaGetDevice(&device));
   TWIN_CUDA_CHECK(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device));
   l2_bytes_ = static_cast<std::size_t>(l2);
-  std::size_t arena_bytes = 0;
+  std::size_t arena_bytes = 0, fp8_arena_bytes = 0;
   for (const GemmShape& shape : shapes)
-    if (auto layout = gemm_operand_layout(shape, l2_bytes_, max_bytes_)) arena_bytes = std::max(arena_bytes, layout->bytes);
-  if (arena_bytes == 0) return;
-  arena_ = DeviceBuffer(arena_bytes);
-  fill_random_bf16(arena_.data(), arena_bytes / 2, 20261128, bench_.stream());
+    if (auto layout = gemm_operand_layout(shape, l2_bytes_, max_bytes_)) {
+      std::size_t& bytes = is_fp8(shape) ? fp8_arena_bytes : arena_bytes;
+      bytes = std::max(bytes, layout->bytes);
+    }
+  if (arena_bytes > 0) {
+    arena_ = DeviceBuffer(arena_bytes);
+    fill_random_bf16(arena_.data(), arena_bytes / 2, 20261128, bench_.stream());
+  }
+  if (fp8_arena_bytes > 0) {  // laid out as the bf16 shapes' (2 bytes an element): the FP8 operands use half
+    fp8_arena_ = DeviceBuffer(fp8_arena_bytes);
+    kernels::fill_random_fp8(fp8_arena_.data(), fp8_arena_bytes, 20261129, bench_.stream());
+  }
 }
 
 void GemmBatchTimer::launch(const GemmShape& shape, const GemmOperandLayout& layout, std::size_t set) {
-  auto* base = static_cast<char*>(arena_.data());
+  auto* base = static_cast<char*>((is_fp8(shape) ? fp8_arena_ : arena_).data());
   const std::size_t s = set % layout.sets;
   bench_.launch(shape, base + layout.a_offsets[s], base + layout.b_offsets[s], base + layout.c_offset);
 }
@@ -40,7 +49,8 @@ std::vector<std::optional<GemmTiming>> GemmBatchTimer::time(const std::vector<Ge
   std::vector<std::optional<GemmOperandLayout>> layouts;
   for (const GemmShape& shape : batch) {
     layouts.push_back(gemm_operand_layout(shape, l2_bytes_, max_bytes_));
-    if (layouts.back() && layouts.back()->bytes > arena_.bytes()) layouts.back().reset();  // not among the arena's shapes
+    const DeviceBuffer& arena = is_fp8(shape) ? fp8_arena_ : arena_;
+    if (layouts.back() && layouts.back()->bytes > arena.bytes()) layouts.back().reset();  // not among the arena's shapes
   }
   if (const auto heat = gemm_operand_layout(heater, l2_bytes_, max_bytes_); heat && heat->bytes <= arena_.bytes())
     for (int i = 0; i < heater_launches; ++i) launch(heater, *heat, i);

@@ -42,6 +42,7 @@ class GemmBatchTimer {
   CuptiKernelTimer& timer_;
   std::size_t l2_bytes_ = 0, max_bytes_ = 0;
   DeviceBuffer arena_;
+  DeviceBuffer fp8_arena_;  // the FP8 shapes' operands (E4M3 data), where the batch has any
   std::uint64_t next_region_ = std::uint64_t{1} << 40;  // apart from GemmBench::measure's regions
 };
 

@@ -4,9 +4,11 @@
 #include "calibrate/gpu/gemm_bench.hpp"
 
 #include <algorithm>
+#include <stdexcept>
 #include <vector>
 
 #include "gpu/checks.hpp"
+#include "gpu/fp8_cast.hpp"
 #include "calibrate/gpu/clock_probe.hpp"
 #include "calibrate/gemm_schedule.hpp"
 #include "calibrate/gpu/fit.hpp"
@@ -17,9 +19,29 @@ std::size_t gemm_a_elements(const GemmShape& s) { return static_cast<std::size_t
 std::size_t gemm_b_elements(const GemmShape& s) { return static_cast<std::size_t>(s.k * s.n) * s.count; }
 std::size_t gemm_c_elements(const GemmShape& s) { return static_cast<std::size_t>(s.m * s.n) * s.count; }
 
-GemmBench::GemmBench(cudaStream_t stream) : stream_(stream), matmul_(kWorkspaceBytes) {}
+void fill_operand(const GemmShape& shape, void* data, std::size_t elements, std::uint64_t seed, cudaStream_t stream) {
+  if (is_fp8(shape)) {
+    kernels::fill_random_fp8(data, elements, seed, stream);
+    return;
+  }
+  fill_random_bf16(data, elements, seed, stream);
+}
+
+GemmBench::GemmBench(cudaStream_t stream)
+    : stream_(stream), matmul_(kWorkspaceBytes), fp8_(kWorkspaceBytes), unit_scales_(8 * sizeof(float)) {
+  const float ones[8] = {1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 1.0f};
+  TWIN_CUDA_CHECK(cudaMemcpy(unit_scales_.data(), ones, sizeof(ones), cudaMemcpyHostToDevice));
+}
 
 void GemmBench::launch(const GemmShape& shape, const void* a, const void* b, void* c) {
+  if (is_fp8(shape)) {
+    if (shape.inputs != GemmInputs::fp8_per_tensor || shape.count != 1)
+      throw std::invalid_argument("GEMM calibration: " + gemm_key(shape) +
+                                  ": FP8 GEMMs are timed with per-tensor scales, one problem at a time");
+    const auto* scales = static_cast<const float*>(unit_scales_.data());
+    fp8_.run(exec::fp8_problem_of(shape), a, scales, b, scales + 4, static_cast<__nv_bfloat16*>(c), stream_);
+    return;
+  }
   const auto* a16 = static_cast<const __nv_bfloat16*>(a);
   const auto* b16 = static_cast<const __nv_bfloat16*>(b);
   auto* c16 = static_cast<__nv_bfloat16*>(c);
@@ -50,8 +72,8 @@ std::optional<Measurement> GemmBench::measure(const GemmShape& shape, CuptiKerne
   for (std::size_t i = 0; i < sets; ++i) {
     a_sets.emplace_back(2 * gemm_a_elements(shape));
     b_sets.emplace_back(2 * gemm_b_elements(shape));
-    fill_random_bf16(a_sets.back().data(), gemm_a_elements(shape), 2 * i + 1, stream_);
-    fill_random_bf16(b_sets.back().data(), gemm_b_elements(shape), 2 * i + 2, stream_);
+    fill_operand(shape, a_sets.back().data(), gemm_a_elements(shape), 2 * i + 1, stream_);
+    fill_operand(shape, b_sets.back().data(), gemm_b_elements(shape), 2 * i + 2, stream_);
   }
   DeviceBuffer c(c_bytes);
   for (int i = 0; i < warmup; ++i) launch(shape, a_sets[i % sets].data(), b_sets[i % sets].data(), c.data());

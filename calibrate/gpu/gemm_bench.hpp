@@ -12,6 +12,7 @@
 
 #include "gpu/cupti_timer.hpp"
 #include "gpu/device_buffer.hpp"
+#include "gpu/fp8_matmul.hpp"
 #include "calibrate/gemm_merge.hpp"
 #include "cost/profile.hpp"
 #include "gpu/grouped_matmul.hpp"
@@ -26,6 +27,9 @@ std::size_t gemm_a_elements(const GemmShape& shape);
 std::size_t gemm_b_elements(const GemmShape& shape);
 std::size_t gemm_c_elements(const GemmShape& shape);
 using twin::gemm_flops;  // 2 m n k count
+// Random operand data of `elements` elements as the shape's operands are stored: bf16, or E4M3 for FP8 operands
+// (values in [-1, 1], valid E5M2 bytes too; never zeros, which run faster).
+void fill_operand(const GemmShape& shape, void* data, std::size_t elements, std::uint64_t seed, cudaStream_t stream);
 
 class GemmBench {
  public:
@@ -35,7 +39,9 @@ class GemmBench {
   GemmBench& operator=(const GemmBench&) = delete;
 
   // C = A * B on device pointers laid out as `shape` says: count == 1 through Matmul (throws when cuBLASLt has
-  // no algorithm), count > 1 as `count` equal groups of one GroupedMatmul run.
+  // no algorithm), count > 1 as `count` equal groups of one GroupedMatmul run; a shape of FP8 operands through
+  // Fp8Matmul (per-tensor scales of 1, both operands stored as Hopper's FP8 kernels read them: the executor's
+  // casts write them so) — fp8_per_tensor only, one problem (throws otherwise).
   void launch(const GemmShape& shape, const void* a, const void* b, void* c);
   // Median/p10/p90 of `repetitions` CUPTI-timed runs on random data after `warmup` runs; std::nullopt when
   // the operands do not fit in `max_bytes` of device memory. Input sets rotate so that the L2 cache does not
@@ -55,6 +61,8 @@ class GemmBench {
   // The executor's GEMM paths: calibration times the calls training makes.
   exec::Matmul matmul_;
   exec::GroupedMatmul grouped_;
+  exec::Fp8Matmul fp8_;
+  DeviceBuffer unit_scales_;  // device floats of 1 at [0] and [4] (16-byte aligned): the FP8 operands' inverse scales
   std::uint64_t next_region_ = 1;
   std::string last_kernel_;
   double last_sm_clock_MHz_ = 0;

@@ -21,10 +21,16 @@
 namespace twin::gpu {
 namespace {
 
-using ShapeTuple = std::tuple<std::int64_t, std::int64_t, std::int64_t, std::int32_t, bool, bool>;
-ShapeTuple tuple_of(const GemmShape& s) { return {s.m, s.n, s.k, s.count, s.transpose_a, s.transpose_b}; }
+// A shape's fields the profile's key names (FP8 operands included: an FP8 GEMM is timed as such).
+using ShapeTuple = std::tuple<std::int64_t, std::int64_t, std::int64_t, std::int32_t, bool, bool, GemmInputs, bool>;
+ShapeTuple tuple_of(const GemmShape& s) {
+  return {s.m, s.n, s.k, s.count, s.transpose_a, s.transpose_b, s.inputs, s.e5m2};
+}
 GemmShape shape_of(const ShapeTuple& t) {
-  return GemmShape{std::get<0>(t), std::get<1>(t), std::get<2>(t), std::get<3>(t), std::get<4>(t), std::get<5>(t)};
+  GemmShape s{std::get<0>(t), std::get<1>(t), std::get<2>(t), std::get<3>(t), std::get<4>(t), std::get<5>(t)};
+  s.inputs = std::get<6>(t);
+  s.e5m2 = std::get<7>(t);
+  return s;
 }
 
 GemmShape heater_shape() {

@@ -229,6 +229,21 @@ std::optional<KernelBench> make_kernel_bench(const Op& op, const KernelModelFact
       };
       return std::move(x.bench);
     }
+    case OpKind::fp8_cast: {
+      // The optimizer's cast of a stage's weights (rows elements, one column) as matrices hidden wide: the
+      // executor casts each weight [in, out] of them (executor/gpu/fp8_linears.cpp).
+      const bool flat = cols == 1 && facts.hidden > 0 && rows % facts.hidden == 0;
+      const std::int64_t r = flat ? rows / facts.hidden : rows, c = flat ? facts.hidden : cols;
+      if (!shaped || (op.fp8_columnwise && (r % 4 || c % 4))) {
+        why_not = "an FP8 cast needs positive rows and cols, multiples of 4 with a columnwise copy";
+        return std::nullopt;
+      }
+      B* in = x.b(x.bf16(n));
+      auto* rowwise = static_cast<std::uint8_t*>(x.v(x.raw(n)));
+      auto* columnwise = op.fp8_columnwise ? static_cast<std::uint8_t*>(x.v(x.raw(n))) : nullptr;
+      float* scaling = x.f(x.raw(k::kFp8ScalingFloats * 4));
+      return bench_of(x, Fp8Cast{in, r, c, k::Fp8Type::e4m3, rowwise, columnwise, scaling});
+    }
     case OpKind::attention_forward:
     case OpKind::attention_backward: {
       const AttentionShape& a = op.attention;
@@ -251,7 +266,6 @@ std::optional<KernelBench> make_kernel_bench(const Op& op, const KernelModelFact
     }
     case OpKind::gemm:
     case OpKind::moe_router:
-    case OpKind::fp8_cast:
     case OpKind::all_reduce:
     case OpKind::all_gather:
     case OpKind::reduce_scatter:

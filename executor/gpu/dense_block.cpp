@@ -18,12 +18,7 @@ namespace {
 constexpr std::size_t kBf16 = sizeof(bf16);
 using layer::Tensor;
 
-// The tensors of one linear layer in its unit's slot.
-struct LinearTensors {
-  Act input, input_full, output;  // forward: output = input_full W
-  Act d_output, d_output_full;    // backward: d_input_full = d_output_full W^T
-  Act d_input_full, d_input;      // d_input: after the TP reduction (or the same tensor without one)
-};
+}  // namespace
 
 // From the linear's block: a column-parallel linear gathers its input (SP) and reduces its input gradient;
 // a row-parallel one's output is a residual branch, so its output gradient is the residual's output
@@ -42,6 +37,8 @@ LinearTensors linear_tensors(OpRole subject) {
   }
   throw std::logic_error("executor: " + to_string(subject) + " is not a linear layer");
 }
+
+namespace {
 
 // A tensor's form if the unit holds it, else `otherwise`'s (a linear reads its gathered input where SP gathered it).
 bf16* either(TensorStore& tensors, const OpPass& p, Act name, Act otherwise) {

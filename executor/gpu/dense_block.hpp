@@ -41,6 +41,14 @@ struct LinearWeight {
   OpRole role = OpRole::none;
 };
 
+// The tensors of one linear layer in its unit's slot (executor/gpu/fp8_linears.cpp reads them too).
+struct LinearTensors {
+  Act input, input_full, output;  // forward: output = input_full W
+  Act d_output, d_output_full;    // backward: d_input_full = d_output_full W^T
+  Act d_input_full, d_input;      // d_input: after the TP reduction (or the same tensor without one)
+};
+LinearTensors linear_tensors(OpRole subject);
+
 class DenseBlock {
  public:
   // Allocates its buffers from `stage.tensors` and builds the RoPE table on `stream`.

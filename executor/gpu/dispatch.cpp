@@ -21,10 +21,16 @@ void StageRuntime::run_op(OpIndex index) {
     if (!pipeline_reduction_) throw std::logic_error("executor: a ring across pipelines without its reductions");
     return *pipeline_reduction_;
   };
+  const auto fp8 = [this]() -> Fp8Linears& {
+    if (!fp8_) throw std::logic_error("executor: an FP8 op in a plan without training.fp8");
+    return *fp8_;
+  };
+  const bool fp8_gemm = op.kind == OpKind::gemm && is_fp8(op.gemm);  // the linear reads its FP8 copies
   switch (b.action) {
-    case Action::linear_forward: return dense.linear_forward(p);
-    case Action::linear_input_grad: return dense.linear_input_grad(p);
-    case Action::linear_weight_grad: return dense.linear_weight_grad(p);
+    case Action::linear_forward: return fp8_gemm ? fp8().forward(p) : dense.linear_forward(p);
+    case Action::linear_input_grad: return fp8_gemm ? fp8().input_grad(p) : dense.linear_input_grad(p);
+    case Action::linear_weight_grad: return fp8_gemm ? fp8().weight_grad(p) : dense.linear_weight_grad(p);
+    case Action::fp8_cast: return fp8().cast(p);
     case Action::gather_input: return dense.gather_input(p);
     case Action::reduce_output: return dense.reduce_output(p);
     case Action::gather_output_grad: return dense.gather_output_grad(p);

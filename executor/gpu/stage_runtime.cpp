@@ -88,6 +88,8 @@ void StageRuntime::make_handlers(const IterationGraph& graph, Communicators& com
                                        : scenario.training.global_batch_size * scenario.training.seq_length;
   dense_ = std::make_unique<DenseBlock>(DenseStage{layout_, *params_, tensors_, loss_tokens, options.attention},
                                         compute);
+  if (scenario.training.fp8)
+    fp8_ = std::make_unique<Fp8Linears>(*scenario.training.fp8, tensors_, *dense_, rc_, bindings_, compute);
   ring_ = std::make_unique<ContextRingRun>(
       RingStage{layout_.shapes(), layout_.me().cp, comms, tensors_, dense_->attention()});
   boundary_ = std::make_unique<PipelineBoundary>(BoundaryStage{layout_, graph, comms, tensors_});
@@ -112,6 +114,7 @@ void StageRuntime::make_scratch() {
     if (!computes[s]) continue;
     StreamScratch& scratch = scratch_[s];
     scratch.matmul = std::make_unique<Matmul>();
+    if (fp8_) scratch.fp8_matmul = std::make_unique<Fp8Matmul>(Matmul::kWorkspaceBytes);
     scratch.norm_partials = static_cast<float*>(
         tensors_.static_buffer(kernels::norm_partial_floats(tokens, partial_columns(layout_)) * sizeof(float)));
     if (!moe_) continue;
@@ -238,7 +241,8 @@ const std::vector<ExpertLoad>& StageRuntime::last_expert_loads() const {
 
 std::size_t StageRuntime::own_bytes() const {
   std::size_t workspaces = 0;
-  for (const StreamScratch& scratch : scratch_) workspaces += scratch.matmul ? Matmul::kWorkspaceBytes : 0;
+  for (const StreamScratch& scratch : scratch_)
+    workspaces += (scratch.matmul ? Matmul::kWorkspaceBytes : 0) + (scratch.fp8_matmul ? Matmul::kWorkspaceBytes : 0);
   return tensors_.static_bytes() + workspaces + (pipeline_reduction_ ? pipeline_reduction_->allocated_bytes() : 0);
 }
 

@@ -20,6 +20,7 @@
 #include "executor/gpu/communicators.hpp"
 #include "executor/gpu/context_ring_run.hpp"
 #include "executor/gpu/dense_block.hpp"
+#include "executor/gpu/fp8_linears.hpp"
 #include "executor/gpu/issue_events.hpp"
 #include "executor/gpu/layout_switch.hpp"
 #include "executor/gpu/moe_block.hpp"
@@ -123,6 +124,7 @@ class StageRuntime {
   IssueEvents events_;
   TensorStore tensors_;
   std::unique_ptr<DenseBlock> dense_;
+  std::unique_ptr<Fp8Linears> fp8_;  // training.fp8 only
   std::unique_ptr<MoeBlock> moe_;  // MoE models only
   std::unique_ptr<ContextRingRun> ring_;
   std::unique_ptr<PipelineBoundary> boundary_;

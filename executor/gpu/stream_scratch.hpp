@@ -4,6 +4,7 @@
 #pragma once
 #include <memory>
 
+#include "gpu/fp8_matmul.hpp"
 #include "gpu/grouped_matmul.hpp"
 #include "gpu/matmul.hpp"
 
@@ -12,6 +13,7 @@ namespace twin::exec {
 struct StreamScratch {
   std::unique_ptr<Matmul> matmul;          // cuBLASLt and its workspace
   std::unique_ptr<GroupedMatmul> grouped;  // the experts' GEMMs (MoE models only)
+  std::unique_ptr<Fp8Matmul> fp8_matmul;   // FP8 linears' GEMMs (training.fp8 only)
   float* norm_partials = nullptr;          // a norm backward's per-block weight-gradient sums
   void* moe_sort_workspace = nullptr;      // the router's sort by expert (MoE models only)
 };

@@ -13,7 +13,7 @@ namespace twin::exec {
 std::string to_string(Act act) {
   static constexpr std::array<const char*, static_cast<int>(Form::count)> kForms{
       "", " (gathered)", " (reduced)", " (gradient)", " (partial gradient)", " (gathered gradient)",
-      " (gradient through the next norm)", " (gradient through the next residual)"};
+      " (gradient through the next norm)", " (gradient through the next residual)", " (FP8)", " (FP8 gradient)"};
   return std::string(layer::to_string(act.tensor)) + kForms[static_cast<int>(act.form)];
 }
 

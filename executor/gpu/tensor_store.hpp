@@ -31,6 +31,8 @@ enum class Form : std::uint8_t {
   gradient_gathered,       // its gradient all-gathered over TP (a row-parallel linear's output gradient)
   next_norm_gradient,      // the unit's output gradient through the next unit's norm
   next_residual_gradient,  // ... and through the next unit's residual stream
+  fp8,                     // an FP8 linear's input cast to FP8: its copies and scaling (executor/gpu/fp8_linears.hpp)
+  fp8_gradient,            // an FP8 linear's output gradient cast to FP8 (the tensor's gradient form's)
   count
 };
 

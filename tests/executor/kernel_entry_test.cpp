@@ -15,7 +15,7 @@
 namespace twin::exec {
 namespace {
 
-constexpr int kActionCount = static_cast<int>(Action::pipelines_ring_step) + 1;
+constexpr int kActionCount = static_cast<int>(Action::fp8_cast) + 1;
 
 bool timed_as_own_kernel(OpKind kind) {
   return op_kind_traits(kind).measured_by == CalibrationMethod::kernel_bench;
@@ -47,7 +47,8 @@ TEST(KernelEntry, LoweredOpsRunTheEntryOfTheirOwnKind) {
   expert_parallel.expert_model_parallel_size = 2;
   const std::vector<IterationGraph> graphs = {
       lower(testing::make_strategy(2, 2, 1, true)), lower(testing::make_strategy(1, 1, 2, false)),
-      lower(testing::make_strategy(1, 2, 1, false), moe_on(2)), lower(expert_parallel, moe_on(2))};
+      lower(testing::make_strategy(1, 2, 1, false), moe_on(2)), lower(expert_parallel, moe_on(2)),
+      lower(testing::make_strategy(1, 1, 1, false), testing_binding::fp8_scenario(Fp8Recipe::tensorwise))};
   int launches = 0;
   for (const IterationGraph& graph : graphs)
     for (const RankClass& rc : graph.classes) {

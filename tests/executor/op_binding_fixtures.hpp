@@ -24,6 +24,13 @@ inline Scenario moe_on(int gpus) {
   return scenario;
 }
 
+// The small Llama-shaped model with its linears in FP8 (hybrid format) under `recipe`.
+inline Scenario fp8_scenario(Fp8Recipe recipe) {
+  Scenario scenario = testing::make_scenario(testing::llama_shaped(4), 1, 1024, 16);
+  scenario.training.fp8 = Fp8Config{Fp8Format::hybrid, recipe};
+  return scenario;
+}
+
 inline std::map<Action, int> count_actions(const RankClass& rc) {
   std::map<Action, int> counts;
   for (const OpBinding& b : bind_ops(rc)) ++counts[b.action];

@@ -92,9 +92,30 @@ TEST(PlanCheck, RefusesFamilyPlansAndModelsTheExecutorDoesNotRun) {
   Plan squared_relu = executed_plan();
   squared_relu.scenario.model.activation = Activation::squared_relu;
   EXPECT_EQ(refusal_path(squared_relu), "/scenario/model/activation");
-  Plan fp8 = executed_plan();  // simulated only until issue 41 item 3
-  fp8.scenario.training.fp8 = Fp8Config{};
-  EXPECT_EQ(refusal_path(fp8), "/scenario/training/fp8");
+}
+
+// FP8 linears with per-tensor current scaling run (issue 41 item 3); the rest of training.fp8 is refused at its key.
+TEST(PlanCheck, RunsTensorwiseFp8AndRefusesWhatItDoesNotRun) {
+  Plan fp8 = executed_plan();
+  fp8.scenario.training.fp8 = Fp8Config{Fp8Format::hybrid, Fp8Recipe::tensorwise};
+  EXPECT_EQ(refusal_path(fp8), "");
+  for (const Fp8Recipe recipe : {Fp8Recipe::delayed, Fp8Recipe::blockwise, Fp8Recipe::mxfp8}) {
+    Plan other = fp8;
+    other.scenario.training.fp8->recipe = recipe;
+    EXPECT_EQ(refusal_path(other), "/scenario/training/fp8/recipe") << to_string(recipe);
+  }
+  Plan parameters = fp8;
+  parameters.scenario.training.fp8->param_gather = true;
+  EXPECT_EQ(refusal_path(parameters), "/scenario/training/fp8/param_gather");
+  Plan fused = fp8;
+  fused.scenario.framework.residual_fusion = true;
+  EXPECT_EQ(refusal_path(fused), "/scenario/framework/residual_fusion");
+  Plan narrow = fp8;
+  narrow.scenario.model.ffn_hidden_size += 8;
+  EXPECT_EQ(refusal_path(narrow), "/scenario/model/ffn_hidden_size");
+  Plan bf16_wgrad = fp8;  // the weight gradient in BF16 (--no-fp8-wgrad) runs the BF16 GEMM beside FP8 ones
+  bf16_wgrad.scenario.training.fp8->wgrad = false;
+  EXPECT_EQ(refusal_path(bf16_wgrad), "");
 }
 
 // GPT-style: LayerNorm, linear biases and learned positions run (issue 42), over TP with SP, stages and ZeRO too;

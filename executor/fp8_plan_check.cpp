@@ -1,0 +1,66 @@
+// Each refusal says why: the executor casts a linear's tensors on the rows its GPU holds and runs the three GEMMs
+// on them (executor/gpu/fp8_linears.hpp); gathers of FP8 tensors over TP, FP8 expert GEMMs, FP8 parameters and
+// the recipes with other scales have no kernels here yet.
+#include "executor/fp8_plan_check.hpp"
+
+#include <algorithm>
+#include <string>
+#include <utility>
+
+#include "core/error.hpp"
+
+namespace twin::exec {
+
+void check_fp8_plan(const Plan& plan, const std::string& file) {
+  const Scenario& scenario = plan.scenario;
+  if (!scenario.training.fp8) return;
+  const Fp8Config& fp8 = *scenario.training.fp8;
+  switch (fp8.recipe) {
+    case Fp8Recipe::tensorwise: break;
+    case Fp8Recipe::delayed:
+      throw InputError(file, "/scenario/training/fp8/recipe",
+                       "tensorwise (twin execute runs per-tensor current scaling; delayed scaling from an amax "
+                       "history is priced by the simulator only)");
+    case Fp8Recipe::blockwise:
+      throw InputError(file, "/scenario/training/fp8/recipe",
+                       "tensorwise (twin execute runs FP8 GEMMs with one scale per tensor through cuBLASLt; the "
+                       "1x128/128x128 block scales of the blockwise recipe are priced by the simulator only)");
+    case Fp8Recipe::mxfp8:
+      throw InputError(file, "/scenario/training/fp8/recipe",
+                       "tensorwise (MXFP8's 32-element scales run on Blackwell's tensor cores only; this executor "
+                       "runs Hopper's per-tensor FP8)");
+  }
+  if (fp8.param_gather)
+    throw InputError(file, "/scenario/training/fp8/param_gather",
+                     "false (twin execute keeps bf16 weights and casts them after each step; FP8 parameters are "
+                     "priced by the simulator only)");
+  if (plan.strategy.tensor_model_parallel_size > 1)
+    throw InputError(file, "/strategy/tensor_model_parallel_size",
+                     "1 with training.fp8 (twin execute does not gather or reduce FP8 tensors over TP yet)");
+  if (scenario.model.is_moe())
+    throw InputError(file, "/scenario/training/fp8",
+                     "no fp8 section for an MoE model (twin execute runs no FP8 expert GEMMs yet)");
+  if (scenario.framework.residual_fusion)
+    throw InputError(file, "/scenario/framework/residual_fusion",
+                     "false with training.fp8 (the FP8 GEMM adds no residual stream in its epilogue)");
+  // cuBLASLt's FP8 kernels take dimensions that are multiples of 16 (gpu/fp8_matmul.hpp).
+  const ModelConfig& m = scenario.model;
+  const std::int64_t head_dim = m.kv_channels > 0 ? m.kv_channels : m.hidden_size / std::max(m.num_attention_heads, 1);
+  for (const auto& [key, width] : {std::pair{"hidden_size", m.hidden_size}, std::pair{"ffn_hidden_size", m.ffn_hidden_size},
+                                   std::pair{"kv_channels", head_dim}})
+    if (width % 16)
+      throw InputError(file, std::string("/scenario/model/") + key,
+                       "a multiple of 16 with training.fp8 (cuBLASLt's FP8 GEMMs), got " + std::to_string(width));
+  const std::int64_t tokens = plan.strategy.micro_batch_size * scenario.training.seq_length /
+                              std::max(plan.strategy.context_parallel_size, 1);
+  if (tokens % 16)
+    throw InputError(file, "/strategy/micro_batch_size",
+                     "tokens per micro-batch and GPU (micro_batch_size x seq_length / context_parallel_size) a "
+                     "multiple of 16 with training.fp8, got " + std::to_string(tokens));
+  if (plan.strategy.zero_stage >= 1 && plan.strategy.data_parallel_size > 1)
+    throw InputError(file, "/strategy/zero_stage",
+                     "0 with training.fp8 under data parallelism (the weights' FP8 casts follow the update, before "
+                     "the ZeRO all-gather of the other shards' weights)");
+}
+
+}  // namespace twin::exec

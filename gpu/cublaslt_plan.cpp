@@ -1,0 +1,26 @@
+#include "gpu/cublaslt_plan.hpp"
+
+#include "gpu/checks.hpp"
+
+namespace twin::exec {
+
+bool heuristic_algorithm(cublasLtHandle_t handle, const CublasLtPlan& plan, std::size_t workspace_bytes,
+                         cublasLtMatmulAlgo_t& algo) {
+  cublasLtMatmulPreference_t preference = nullptr;
+  TWIN_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&preference));
+  const cublasStatus_t set = cublasLtMatmulPreferenceSetAttribute(
+      preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace_bytes, sizeof(workspace_bytes));
+  cublasLtMatmulHeuristicResult_t heuristic{};
+  int found = 0;
+  const cublasStatus_t status =
+      set != CUBLAS_STATUS_SUCCESS ? set
+                                   : cublasLtMatmulAlgoGetHeuristic(handle, plan.desc, plan.first, plan.second, plan.out,
+                                                                    plan.out, preference, 1, &heuristic, &found);
+  cublasLtMatmulPreferenceDestroy(preference);
+  TWIN_CUBLAS_CHECK(status);
+  if (found == 0) return false;
+  algo = heuristic.algo;
+  return true;
+}
+
+}  // namespace twin::exec

@@ -1,0 +1,44 @@
+// Per-tensor current scaling into FP8 (Transformer Engine's Float8CurrentScaling, Megatron's --fp8-recipe
+// tensorwise): the tensor's amax, its scale fp8_max / amax, and its cast to E4M3 or E5M2 — the rowwise copy (as
+// stored) and, where a GEMM reads it transposed, the columnwise copy (its transpose). Hopper's FP8 tensor-core GEMMs
+// take only operands whose reduction dimension is contiguous ("TN"; cuBLASLt's cublasLtMatmul requirements), so a
+// linear's weight gradient reads the transposes of its input and output gradient, and its forward the transpose of
+// the weight stored [in, out] (gpu/fp8_matmul.hpp). One cast reads the bf16 tensor twice (the amax, then the cast)
+// and writes each copy once: what strategies/fp8_linears.hpp's fp8_cast_bytes counts.
+#pragma once
+#include <cstdint>
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+namespace twin::kernels {
+
+enum class Fp8Type : std::uint8_t { e4m3, e5m2 };
+
+// The largest finite value of the type (OCP FP8: E4M3 448, E5M2 57344).
+constexpr float fp8_max(Fp8Type type) { return type == Fp8Type::e4m3 ? 448.0f : 57344.0f; }
+
+// The cast's scaling record, in device floats: [0] the inverse scale (amax / fp8_max: what a GEMM multiplies the FP8
+// product by; first, so that a record 16-byte aligned hands cuBLASLt an aligned scale pointer), [1] the amax, and
+// from [4] the amax pass's per-block maxima.
+inline constexpr int kFp8AmaxBlocks = 512;
+inline constexpr int kFp8PartialsAt = 4;
+inline constexpr int kFp8ScalingFloats = kFp8PartialsAt + kFp8AmaxBlocks;
+
+// The scale current scaling takes for `amax`: fp8_max / amax, or 1 for an all-zero or non-finite tensor (as
+// Transformer Engine's compute_scale_from_amax does without a margin). The host and the kernel share it.
+__host__ __device__ inline float fp8_scale_for(float amax, Fp8Type type) {
+  const bool usable = amax > 0.0f && amax <= 3.4e38f;
+  return usable ? fp8_max(type) / amax : 1.0f;
+}
+
+// x (rows x cols, row-major bf16) into `rowwise` (rows x cols, 1 byte each) and, where not null, `columnwise`
+// (its transpose, cols x rows); `scaling` gets the record above. rows and cols multiples of 4 when columnwise is
+// asked. The amax is reduced in a fixed order: the same tensor gives the same bytes.
+void fp8_cast_current_scaling(const __nv_bfloat16* x, std::int64_t rows, std::int64_t cols, Fp8Type type,
+                              std::uint8_t* rowwise, std::uint8_t* columnwise, float* scaling, cudaStream_t stream);
+
+// `count` E4M3 values uniform in [-1, 1] from `seed` (calibration's FP8 operands; valid E5M2 bytes too).
+void fill_random_fp8(void* data, std::size_t count, std::uint64_t seed, cudaStream_t stream);
+
+}  // namespace twin::kernels

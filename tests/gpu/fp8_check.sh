@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# Issue 41 items 2 and 3 on one Hopper GPU, in one device call: the FP8 GPU tests, `twin calibrate` of the FP8 and
+# BF16 twin scenarios (Llama-2-7B widths, 4 layers) added to the shipped H200 profile, `twin simulate` of both with
+# that profile, and `twin execute` of both plans; then the measured and predicted FP8 speed-ups and the loss curves
+# side by side (OUT/summary.md).
+#   bash tests/gpu/fp8_check.sh BIN OUT [ITERS]
+# BIN: a folder made by tests/gpu/make_carry.sh (twin, twin-gpu, test_gpu, lib/); ITERS default 60 (5 warm-up).
+set -uo pipefail
+repo=$(cd "$(dirname "$0")/../.." && pwd)
+bin=$(realpath "$1"); out=$(realpath -m "$2"); iters=${3:-60}
+mkdir -p "$out"
+export LD_LIBRARY_PATH=$bin/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} NCCL_NVLS_ENABLE="${NCCL_NVLS_ENABLE:-0}"
+export CUBLASLT_LOG_LEVEL="${CUBLASLT_LOG_LEVEL:-1}"  # cuBLASLt's errors (why it refuses a GEMM) into the logs
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+date -u
+SECONDS=0
+step() {  # step NAME COMMAND...: its log under $out, its exit and wall time printed
+  local name=$1 start=$SECONDS; shift
+  "$@" > "$out/$name.log" 2>&1
+  echo "$name: exit $?, $((SECONDS - start)) s"
+}
+step test_gpu "$bin/test_gpu" --gtest_filter='*Fp8*:KernelCalibration*:*Matmul*'
+grep -hE "\[kernel-error\]|tests? (ran|PASSED|FAILED)|^\[  (PASSED|FAILED)" "$out/test_gpu.log"
+profile=$out/h200-fp8.json
+cp "$repo/cost/profiles/h200-x1.json" "$profile"
+for precision in fp8 bf16; do
+  step calibrate-$precision "$bin/twin" calibrate --scenario "$repo/scenarios/llama2-7b-4layers-$precision-1xH200.json" \
+    --profile "$profile"
+done
+for precision in bf16 fp8; do
+  run=$out/run-$precision
+  step simulate-$precision "$bin/twin" simulate "$repo/scenarios/llama2-7b-4layers-$precision-1xH200.json" \
+    --profile "$profile" --out "$run" --top 0 --quiet
+  step execute-$precision "$bin/twin" execute --plan "$run/best.json" --run "$run" --iters "$iters" --warmup 5
+done
+python3 - "$out" <<'PY' | tee "$out/summary.md"
+import json, sys, os
+out = sys.argv[1]
+m = {}
+for p in ("bf16", "fp8"):
+    path = os.path.join(out, f"run-{p}", "metrics.json")
+    if os.path.exists(path):
+        m[p] = json.load(open(path))
+print("| plan | measured step s | predicted step s | error | first loss | last loss |")
+print("|---|---|---|---|---|---|")
+for p, d in m.items():
+    ms, ps = d["measured"]["iteration_s"], d["predicted"]["iteration_time_s"]
+    print(f"| {p} | {ms:.4f} | {ps:.4f} | {100 * (ms / ps - 1):+.2f}% | {d['steps'][0]['loss']:.4f} | {d['steps'][-1]['loss']:.4f} |")
+if len(m) == 2:
+    b, f = m["bf16"], m["fp8"]
+    measured = b["measured"]["iteration_s"] / f["measured"]["iteration_s"]
+    predicted = b["predicted"]["iteration_time_s"] / f["predicted"]["iteration_time_s"]
+    print(f"\nspeed-up measured {measured:.3f}x, predicted {predicted:.3f}x, predicted/measured {100 * (predicted / measured - 1):+.2f}%")
+    lb = [s["loss"] for s in b["steps"]]; lf = [s["loss"] for s in f["steps"]]
+    diffs = [abs(x - y) / y for x, y in zip(lf, lb)]
+    tail = lambda l: sum(l[-10:]) / len(l[-10:])
+    print(f"loss: final bf16 {lb[-1]:.4f}, fp8 {lf[-1]:.4f} ({100 * (lf[-1] / lb[-1] - 1):+.2f}%); mean of last 10 steps "
+          f"bf16 {tail(lb):.4f}, fp8 {tail(lf):.4f} ({100 * (tail(lf) / tail(lb) - 1):+.2f}%); max |relative difference| "
+          f"over all {len(diffs)} steps {100 * max(diffs):.2f}%")
+    print("step,loss_bf16,loss_fp8")
+    for i, (x, y) in enumerate(zip(lb, lf)):
+        print(f"{i + 1},{x:.5f},{y:.5f}")
+PY
+date -u
