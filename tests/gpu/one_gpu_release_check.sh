@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# The merged tree on one GPU in one device call, from the repository root with the binaries in $1 (twin, twin-gpu,
+# test_gpu and lib/ as tests/gpu/make_carry.sh packs them): every GPU test, then the FP8 check
+# (tests/gpu/fp8_check.sh: BF16 against FP8 linears) and the GPT-style check (tests/gpu/gpt_device.sh). Logs under
+# OUT/{test_gpu.log,fp8/,gpt/}; one line per step with its exit status and wall time.
+# Usage (device): bash tests/gpu/one_gpu_release_check.sh BIN OUT
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+bin="$(cd "$1" && pwd)"; out="$2"
+mkdir -p "$out"
+export LD_LIBRARY_PATH="$bin/lib:${LD_LIBRARY_PATH:-}" NCCL_NVLS_ENABLE="${NCCL_NVLS_ENABLE:-0}"
+status=0
+step() {  # step NAME COMMAND...
+  local name=$1 start=$SECONDS; shift
+  "$@"; local rc=$?
+  [ $rc -eq 0 ] || status=1
+  echo "=== $name: exit $rc, $((SECONDS - start)) s ($(date -u +%H:%M:%S))"
+}
+step test_gpu sh -c "\"$bin/test_gpu\" > \"$out/test_gpu.log\" 2>&1"
+grep -E "^\[  (PASSED|FAILED) |^\[  SKIPPED \] [0-9]|tests? ran" "$out/test_gpu.log"
+grep -E "^\[  FAILED  \] " "$out/test_gpu.log" | head -20
+step fp8 bash tests/gpu/fp8_check.sh "$bin" "$out/fp8" "${FP8_ITERS:-60}"
+head -8 "$out/fp8/summary.md" 2>/dev/null
+step gpt env OUT="$out/gpt" bash tests/gpu/gpt_device.sh "$bin"
+head -20 "$out/gpt/gpt_check.md" 2>/dev/null
+exit $status
