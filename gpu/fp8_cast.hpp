@@ -15,8 +15,9 @@ namespace twin::kernels {
 
 enum class Fp8Type : std::uint8_t { e4m3, e5m2 };
 
-// The largest finite value of the type (OCP FP8: E4M3 448, E5M2 57344).
-constexpr float fp8_max(Fp8Type type) { return type == Fp8Type::e4m3 ? 448.0f : 57344.0f; }
+// The largest finite value of the type (OCP FP8: E4M3 448, E5M2 57344). Host and device: the cast kernel computes
+// its scale with it (as a host-only constexpr, nvcc warned and the kernel's scale came out 1 on an H200, 2026-11-29).
+__host__ __device__ constexpr float fp8_max(Fp8Type type) { return type == Fp8Type::e4m3 ? 448.0f : 57344.0f; }
 
 // The cast's scaling record, in device floats: [0] the inverse scale (amax / fp8_max: what a GEMM multiplies the FP8
 // product by; first, so that a record 16-byte aligned hands cuBLASLt an aligned scale pointer), [1] the amax, and
