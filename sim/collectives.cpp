@@ -41,6 +41,14 @@ CollectivePlan one_phase(std::string_view algorithm, NcclProtocol protocol, doub
   return plan;
 }
 
+// NCCL's graph bus bandwidth over these links (the header's formula): what its ceilings are a share of.
+double links_bus_GBps(const Placement& p, const LinkParams& links) {
+  const double intra = links.bandwidth_GBps[0] * links.efficiency[0].peak;
+  if (p.k == 1) return intra;
+  const double inter = links.bandwidth_GBps[1] * links.efficiency[1].peak * p.r;
+  return p.r > 1 ? std::min(intra * p.r / (p.r - 1), inter) : inter;
+}
+
 }  // namespace
 
 CollectivePlan nccl_plan(NcclAlgorithm algorithm, NcclProtocol protocol, OpKind kind, double bytes,
@@ -48,7 +56,10 @@ CollectivePlan nccl_plan(NcclAlgorithm algorithm, NcclProtocol protocol, OpKind 
   const Placement p = placement_of(span);
   const NcclHops hops{links.intra_nvlink};
   const double latency_us = nccl_latency_us(algorithm, protocol, kind, span, hops);
-  const double efficiency = nccl_bandwidth_factor(algorithm, protocol, bytes);
+  const double ceiling_GBps = nccl_bus_ceiling_GBps(algorithm, protocol, span, links.generation, links.net_channels);
+  const double bus_GBps = links_bus_GBps(p, links);
+  const double efficiency =
+      nccl_bandwidth_factor(algorithm, protocol, bytes, bus_GBps > 0 ? ceiling_GBps / bus_GBps : kNoCeiling);
   if (algorithm == NcclAlgorithm::tree) {
     const double node_bytes = 2.0 * bytes * (p.k - 1) / p.k;
     return one_phase("tree", protocol, latency_us, 2.0 * bytes * (p.r - 1) / p.r / efficiency,
