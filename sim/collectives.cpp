@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "cost/collective_steps.hpp"
+#include "sim/ring_pace.hpp"
 
 namespace twin::sim {
 namespace {
@@ -68,7 +69,12 @@ CollectivePlan nccl_plan(NcclAlgorithm algorithm, NcclProtocol protocol, OpKind 
   // The ring's steps (cost/collective_steps.hpp) of S/n each, stretched by the protocol's efficiency.
   const double traffic = algorithm_steps(kind, p.n) * bytes / p.n / efficiency;
   if (p.k == 1) return one_phase("ring", protocol, latency_us, traffic, 0);
-  return one_phase("ring", protocol, latency_us, traffic * (p.r - 1) / p.r, traffic / p.r);
+  CollectivePlan plan = one_phase("ring", protocol, latency_us, traffic * (p.r - 1) / p.r, traffic / p.r);
+  // A ring across nodes steps no faster than its measured pace (sim/ring_pace.hpp): the steps' wait is latency.
+  const double floor_ns = ring_pace_floor_ns(kind, span);
+  const double alone_ns = isolated_time_ns(plan, bytes, links);
+  if (floor_ns > alone_ns) plan.phases[0].latency_ns += static_cast<TimeNs>(std::llround(floor_ns - alone_ns));
+  return plan;
 }
 
 CollectivePlan all_to_all_plan(double bytes, const GroupSpan& span, const LinkParams& links) {

@@ -62,20 +62,24 @@ sim::LinkParams dgx_h100_links() {
 
 TEST(NcclCaps, LlAcrossManyNodesIsNoLongerTheLinksHalf) {
   // A 96 MiB all-gather (a 1.3B model's layer in bf16, FSDP) over 512 H100s: without the ceiling LL delivered half
-  // of the links' 360 GB/s and its short hops won; at NCCL's 20.4 GB/s it takes milliseconds of bandwidth alone.
+  // of the links' 360 GB/s of bus bandwidth; at NCCL's 20.4 GB/s its NIC flow carries the ring's traffic stretched
+  // by 360 / 20.4, and the tuner no longer runs it.
   const sim::LinkParams links = dgx_h100_links();
   ASSERT_EQ(links.generation, NcclGeneration::hopper);
   ASSERT_EQ(links.net_channels, 8);
   const GroupSpan span{512, 8, 64};
-  const double bytes = 96.0 * (1 << 20);
+  const double bytes = 96.0 * (1 << 20), traffic = 511 * bytes / 512;
   const sim::CollectivePlan ll = sim::nccl_plan(NcclAlgorithm::ring, NcclProtocol::ll, OpKind::all_gather, bytes, span, links);
-  EXPECT_GE(sim::isolated_time_ns(ll, bytes, links), bytes * 511 / 512 / 20.4);
-  const sim::CollectivePlan tuned = sim::tune_collective(OpKind::all_gather, static_cast<Bytes>(bytes), span, links);
-  EXPECT_EQ(tuned.protocol, "LL128");
-  // Without a known generation there is no ceiling, and LL is chosen as before.
+  ASSERT_EQ(ll.phases[0].flow_count, 2);
+  EXPECT_NEAR(ll.phases[0].flows[1].bytes, traffic / 8 * (360.0 / 20.4), traffic * 1e-9);
+  EXPECT_GE(sim::isolated_time_ns(ll, bytes, links), traffic / 20.4);
+  EXPECT_NE(sim::tune_collective(OpKind::all_gather, static_cast<Bytes>(bytes), span, links).protocol, "LL");
+  // Without a known generation there is no ceiling: LL at half the links.
   sim::LinkParams unknown = links;
   unknown.generation = NcclGeneration::unknown;
-  EXPECT_EQ(sim::tune_collective(OpKind::all_gather, static_cast<Bytes>(bytes), span, unknown).protocol, "LL");
+  const sim::CollectivePlan free_ll =
+      sim::nccl_plan(NcclAlgorithm::ring, NcclProtocol::ll, OpKind::all_gather, bytes, span, unknown);
+  EXPECT_NEAR(free_ll.phases[0].flows[1].bytes, traffic / 8 / 0.5, traffic * 1e-9);
 }
 
 TEST(NcclCaps, Ll128AcrossNodesRunsAtItsPerChannelCeiling) {
