@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "cost/collective_steps.hpp"
+#include "sim/ring_pace.hpp"
 
 namespace twin::sim {
 namespace {
@@ -41,6 +42,14 @@ CollectivePlan one_phase(std::string_view algorithm, NcclProtocol protocol, doub
   return plan;
 }
 
+// NCCL's graph bus bandwidth over these links (the header's formula): what its ceilings are a share of.
+double links_bus_GBps(const Placement& p, const LinkParams& links) {
+  const double intra = links.bandwidth_GBps[0] * links.efficiency[0].peak;
+  if (p.k == 1) return intra;
+  const double inter = links.bandwidth_GBps[1] * links.efficiency[1].peak * p.r;
+  return p.r > 1 ? std::min(intra * p.r / (p.r - 1), inter) : inter;
+}
+
 }  // namespace
 
 CollectivePlan nccl_plan(NcclAlgorithm algorithm, NcclProtocol protocol, OpKind kind, double bytes,
@@ -48,7 +57,10 @@ CollectivePlan nccl_plan(NcclAlgorithm algorithm, NcclProtocol protocol, OpKind 
   const Placement p = placement_of(span);
   const NcclHops hops{links.intra_nvlink};
   const double latency_us = nccl_latency_us(algorithm, protocol, kind, span, hops);
-  const double efficiency = nccl_bandwidth_factor(algorithm, protocol, bytes);
+  const double ceiling_GBps = nccl_bus_ceiling_GBps(algorithm, protocol, span, links.generation, links.net_channels);
+  const double bus_GBps = links_bus_GBps(p, links);
+  const double efficiency =
+      nccl_bandwidth_factor(algorithm, protocol, bytes, bus_GBps > 0 ? ceiling_GBps / bus_GBps : kNoCeiling);
   if (algorithm == NcclAlgorithm::tree) {
     const double node_bytes = 2.0 * bytes * (p.k - 1) / p.k;
     return one_phase("tree", protocol, latency_us, 2.0 * bytes * (p.r - 1) / p.r / efficiency,
@@ -57,7 +69,12 @@ CollectivePlan nccl_plan(NcclAlgorithm algorithm, NcclProtocol protocol, OpKind 
   // The ring's steps (cost/collective_steps.hpp) of S/n each, stretched by the protocol's efficiency.
   const double traffic = algorithm_steps(kind, p.n) * bytes / p.n / efficiency;
   if (p.k == 1) return one_phase("ring", protocol, latency_us, traffic, 0);
-  return one_phase("ring", protocol, latency_us, traffic * (p.r - 1) / p.r, traffic / p.r);
+  CollectivePlan plan = one_phase("ring", protocol, latency_us, traffic * (p.r - 1) / p.r, traffic / p.r);
+  // A ring across nodes steps no faster than its measured pace (sim/ring_pace.hpp): the steps' wait is latency.
+  const double floor_ns = ring_pace_floor_ns(kind, span);
+  const double alone_ns = isolated_time_ns(plan, bytes, links);
+  if (floor_ns > alone_ns) plan.phases[0].latency_ns += static_cast<TimeNs>(std::llround(floor_ns - alone_ns));
+  return plan;
 }
 
 CollectivePlan all_to_all_plan(double bytes, const GroupSpan& span, const LinkParams& links) {

@@ -16,8 +16,10 @@
 //          each node is a root), a GPU 1/r of it, and 2S (r-1)/r over NVLink for the chain.
 //   all_to_all   direct: every rank sends (r-1)/n S to its node peers and (n-r)/n S to the others, both at
 //          once in one phase; one step at the slowest link's latency (the profile's).
-// Each ring and tree runs in NCCL's three protocols: flows carry bytes / (the protocol's bandwidth factor),
-// the phase NCCL's latency for the pair. The tuner keeps the pair with the shortest time alone, as NCCL's
+// Each ring and tree runs in NCCL's three protocols: flows carry bytes / (the protocol's bandwidth factor, at
+// most NCCL's ceiling for the pair over the links' bus bandwidth: sim/nccl_caps.hpp), the phase NCCL's latency
+// for the pair. The links' bus bandwidth is NCCL's graph bandwidth: a GPU's link inside one node; across nodes
+// the slower of NVLink carrying (r-1)/r of the ring's traffic and the NIC carrying 1/r, at their peak efficiency. The tuner keeps the pair with the shortest time alone, as NCCL's
 // does; ties keep tree before ring, LL before LL128 before Simple. Point-to-point transfers (pipeline
 // send/recv, ring-attention and TP ring steps) are one phase of one step on one link.
 #pragma once
@@ -29,6 +31,7 @@
 #include "core/op.hpp"
 #include "core/op_graph.hpp"
 #include "core/units.hpp"
+#include "sim/nccl_caps.hpp"
 #include "sim/nccl_model.hpp"
 
 namespace twin::sim {
@@ -43,6 +46,8 @@ struct LinkParams {
   std::array<double, kLinkKindCount> bandwidth_GBps{};
   std::array<TimeNs, kLinkKindCount> step_latency_ns{};
   std::array<SaturatingEfficiency, kLinkKindCount> efficiency{};
+  NcclGeneration generation = NcclGeneration::unknown;  // NCCL's ceilings by GPU generation (sim/nccl_caps.hpp)
+  int net_channels = 0;                  // NCCL's channels across nodes: one ring per NIC of the node
 };
 
 // Link masks of a flow.

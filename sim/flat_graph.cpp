@@ -206,6 +206,8 @@ LinkParams link_params(const NodeGroup& group, const Network& network, const Pro
     links.step_latency_ns[index] = static_cast<TimeNs>(std::llround(latency_us * kNsPerUs));
     links.efficiency[index] = link.bandwidth;
   }
+  links.generation = nccl_generation(group.gpu.name);
+  links.net_channels = group.nics.count;
   return links;
 }
 

@@ -74,19 +74,19 @@ double nccl_latency_us(NcclAlgorithm algorithm, NcclProtocol protocol, OpKind ki
   return all_reduce && nodes > 1 && protocol == NcclProtocol::simple ? kRingPlateau * latency : latency;
 }
 
-double nccl_bandwidth_factor(NcclAlgorithm algorithm, NcclProtocol protocol, double bytes) {
+double nccl_bandwidth_factor(NcclAlgorithm algorithm, NcclProtocol protocol, double bytes, double ceiling_share) {
   if (algorithm == NcclAlgorithm::ring) {
     switch (protocol) {
-      case NcclProtocol::ll: return 0.5;
-      case NcclProtocol::ll128: return 0.92;
-      case NcclProtocol::simple: return 1.0;
+      case NcclProtocol::ll: return std::min(0.5, ceiling_share);
+      case NcclProtocol::ll128: return std::min(0.92, ceiling_share);
+      case NcclProtocol::simple: return std::min(1.0, ceiling_share);
     }
   }
   double factor = 0.92;
   if (protocol == NcclProtocol::ll) factor /= 3.8;
   if (protocol == NcclProtocol::ll128) factor *= 120.0 / 128.0;
   const int index = std::clamp(static_cast<int>(std::floor(std::log2(std::max(bytes, 64.0) / 64))), 0, 22);
-  return factor * kTreeCorrection[p(protocol)][index];
+  return std::min(factor, ceiling_share) * kTreeCorrection[p(protocol)][index];
 }
 
 }  // namespace twin::sim

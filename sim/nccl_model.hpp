@@ -3,9 +3,10 @@
 // latency (a base plus a latency per hop, the hop's hardware NVLink, PCIe or network) and a bandwidth
 // factor; NCCL runs the pair its model predicts fastest. Only what twin models is here: ring and tree, over
 // LL, LL128 and Simple. Not modelled: NVLink SHARP (NVLS; off on the machines twin was measured on),
-// CollNet (in-network reduction), PAT (all-gather and reduce-scatter with one GPU per node), NCCL's
-// per-channel bandwidth caps and its channel count (bandwidth is the links' in twin).
+// CollNet (in-network reduction), PAT (all-gather and reduce-scatter with one GPU per node). NCCL's ceilings
+// on a protocol's bus bandwidth (LL's llMaxBw, the per-channel caps) are in sim/nccl_caps.hpp.
 #pragma once
+#include <limits>
 #include <string_view>
 
 #include "core/op.hpp"
@@ -30,8 +31,11 @@ double nccl_latency_us(NcclAlgorithm algorithm, NcclProtocol protocol, OpKind ki
                        const NcclHops& hops);
 
 // The fraction of the links' bandwidth the protocol delivers for `bytes` (LL 1/2, LL128 0.92 of Simple on
-// a ring; a tree's 0.92, LL's further 1/3.8, LL128's 120/128, and NCCL's tree correction by message size).
-double nccl_bandwidth_factor(NcclAlgorithm algorithm, NcclProtocol protocol, double bytes);
+// a ring; a tree's 0.92, LL's further 1/3.8, LL128's 120/128, and NCCL's tree correction by message size), at
+// most `ceiling_share`: NCCL's ceiling for the pair over the links' bus bandwidth (sim/nccl_caps.hpp), taken
+// before the tree's size correction as NCCL takes it.
+double nccl_bandwidth_factor(NcclAlgorithm algorithm, NcclProtocol protocol, double bytes,
+                             double ceiling_share = std::numeric_limits<double>::infinity());
 
 // Whether NCCL runs the pair for `kind` over `span`: tree only for all-reduce across nodes; LL128 only with
 // NVLink inside the node.

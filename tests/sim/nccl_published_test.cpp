@@ -104,7 +104,9 @@ TEST(NcclPublished, RingAndTreeAgainstNcclTestsAtScale) {
   const double mean_abs = sum / points.size();
   std::printf("all %zu points: mean |error| of time %.1f%%\n", points.size(), 100 * mean_abs);
   RecordProperty("mean_abs_error_pct", fmt::format("{:.1f}", 100 * mean_abs));
-  EXPECT_LT(mean_abs, 0.35);  // regression guard: the value of 2026-11-24 plus a margin (docs/VALIDATION.md)
+  // Regression guard: 17.5% on 2026-11-29 (NCCL's ceilings and the ring pace; 21.2% before) plus a margin
+  // (docs/VALIDATION.md "The network").
+  EXPECT_LT(mean_abs, 0.20);
 }
 
 }  // namespace

@@ -76,32 +76,32 @@ TEST(PublishedTable, BadRowsNameTheirPath) {
 
 // The guard, leave one group out (docs/VALIDATION.md, "Cross-validated: leave one group out"): mean and largest
 // |error| of each group predicted with the fitted parameters refitted without it, and beside them the in-sample
-// figures (every parameter fitted on every group), as measured on 2026-11-28 22:14-22:17 UTC
-// (`twin validate tests/validation/published.json --cross-validate`, 206 rows of 16 groups: the 202 of 14:18 UTC and
-// torchtitan's performance page of 2024, group torchtitan-perf-2024; each figure rounded up to the tenth of a
-// point); a change
+// figures (every parameter fitted on every group), as measured on 2026-11-29 01:51-01:55 UTC
+// (`twin validate tests/validation/published.json --cross-validate`, 206 rows of 16 groups, with NCCL's bandwidth
+// ceilings in the tuner, sim/nccl_caps.hpp, and the pace of rings across nodes, sim/ring_pace.hpp; each figure
+// rounded up to the tenth of a point); a change
 // that makes any of them worse by more than half a point fails here. A group the guard does not know fails with the line to add.
 struct Reached {
   double cross_validated_mean, cross_validated_max, in_sample_mean, in_sample_max;
 };
 const std::map<std::string, Reached> kReached = {
-    {"narayanan2021-table1", {0.099, 0.156, 0.090, 0.145}},
-    {"korthikanti2022-table5", {0.116, 0.176, 0.107, 0.166}},
-    {"korthikanti2022-abstract", {0.096, 0.137, 0.094, 0.135}},
-    {"dubey2024-llama3-table4", {0.054, 0.071, 0.054, 0.070}},
-    {"megatron-readme-h100-2024", {0.076, 0.117, 0.071, 0.111}},
-    {"llmfoundry-mpt-h100-2024", {0.097, 0.188, 0.080, 0.173}},
-    {"llmfoundry-mpt-a100-2023", {0.065, 0.233, 0.065, 0.228}},
+    {"narayanan2021-table1", {0.099, 0.157, 0.089, 0.146}},
+    {"korthikanti2022-table5", {0.115, 0.175, 0.106, 0.166}},
+    {"korthikanti2022-abstract", {0.095, 0.136, 0.093, 0.135}},
+    {"dubey2024-llama3-table4", {0.055, 0.073, 0.055, 0.072}},
+    {"megatron-readme-h100-2024", {0.078, 0.119, 0.073, 0.112}},
+    {"llmfoundry-mpt-h100-2024", {0.083, 0.145, 0.068, 0.132}},
+    {"llmfoundry-mpt-a100-2023", {0.064, 0.234, 0.064, 0.228}},
     {"nemo-megatron-a100-2023", {0.156, 0.219, 0.156, 0.218}},
-    {"bloom2022-176b", {0.048, 0.048, 0.048, 0.048}},
+    {"bloom2022-176b", {0.047, 0.047, 0.047, 0.047}},
     {"bloom2022-topology-search", {0.083, 0.243, 0.083, 0.238}},
-    {"smith2022-mtnlg-530b", {0.094, 0.115, 0.092, 0.112}},
-    {"dgxc-nemo-h100-24.11", {0.069, 0.173, 0.054, 0.148}},
-    {"dgxc-nemo-h100-25.02", {0.047, 0.100, 0.038, 0.086}},
-    {"narayanan2021-table2-zero3", {0.172, 0.402, 0.174, 0.400}},
-    {"torchtitan-h100-2025", {0.136, 0.136, 0.135, 0.135}},
-    {"torchtitan-perf-2024", {0.134, 0.159, 0.130, 0.154}},
-    {"all", {0.085, 0.402, 0.079, 0.400}},
+    {"smith2022-mtnlg-530b", {0.094, 0.115, 0.092, 0.113}},
+    {"dgxc-nemo-h100-24.11", {0.065, 0.168, 0.053, 0.145}},
+    {"dgxc-nemo-h100-25.02", {0.044, 0.096, 0.036, 0.083}},
+    {"narayanan2021-table2-zero3", {0.170, 0.397, 0.172, 0.395}},
+    {"torchtitan-h100-2025", {0.138, 0.138, 0.137, 0.137}},
+    {"torchtitan-perf-2024", {0.134, 0.158, 0.130, 0.153}},
+    {"all", {0.082, 0.397, 0.077, 0.395}},
 };
 
 // The same for the published MoE rows (issue 40), a table of their own: `twin validate tests/validation/moe_rows.json
