@@ -208,7 +208,11 @@ class UnitMaker {
     unit.tensors.push_back(std::move(bias));
   }
   static WeightTensor weight(std::string name, OpRole role, ShardMap map, float init) {
-    WeightTensor w{std::move(name), role, map.local_rows, map.local_cols};
+    WeightTensor w;
+    w.name = std::move(name);
+    w.role = role;
+    w.rows = map.local_rows;
+    w.cols = map.local_cols;
     w.shard = map;
     w.init_stddev = init;
     return w;
