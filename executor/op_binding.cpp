@@ -125,129 +125,145 @@ std::string to_string(Action action) {
   return names[static_cast<int>(action)];
 }
 
-std::vector<OpBinding> bind_ops(const RankClass& rc, bool tied_embeddings) {
-  std::vector<OpBinding> bindings(rc.size());
-  for (OpIndex i = 0; i < rc.size(); ++i) {
-    const Op& op = rc.op(i);
-    OpBinding& b = bindings[i];
-    const bool backward = op.phase == Phase::backward;
-    if (!op_kind_traits(op.kind).executor_runs)
-      unsupported(rc, i, fmt::format("a {} op", op_kind_traits(op.kind).name).c_str());
-    switch (op.kind) {
-      case OpKind::gemm:
-        b.subject = op.role;
-        if (op.role == OpRole::router || op.role == OpRole::expert_fc1 || op.role == OpRole::expert_fc2) {
-          if (is_fp8(op.gemm)) unsupported(rc, i, "an FP8 GEMM of an experts block");
-          b.action = moe_gemm_action(rc, i);
-          break;
-        }
-        b.action = gemm_action(rc, i);
-        if (op.gemm.count != 1) unsupported(rc, i, "a grouped GEMM of a dense linear");
-        if (is_fp8(op.gemm) && op.gemm.inputs != GemmInputs::fp8_per_tensor)
-          unsupported(rc, i, "an FP8 GEMM of block or MX scales (twin execute runs per-tensor scaling)");
-        break;
-      case OpKind::attention_forward:
-      case OpKind::attention_backward: b.action = attention_action(rc, i); break;
-      case OpKind::norm_forward:
-      case OpKind::norm_backward:
-        b.action = norm_action(rc, i);
-        b.subject = op.role;
-        break;
-      case OpKind::rope_forward: b.action = Action::rope_forward; break;
-      case OpKind::rope_backward: b.action = Action::rope_backward; break;
-      case OpKind::activation_forward:
-        b.action = op.role == OpRole::expert_activation ? Action::expert_activation_forward : Action::activation_forward;
-        break;
-      case OpKind::activation_backward:
-        b.action =
-            op.role == OpRole::expert_activation ? Action::expert_activation_backward : Action::activation_backward;
-        break;
-      case OpKind::elementwise:
-        if (op.context_form == ContextForm::ring) {
-          b.action = backward ? Action::ring_gradient_add : Action::ring_merge;
-          break;
-        }
-        if (op.role != OpRole::attention_residual && op.role != OpRole::mlp_residual)
-          unsupported(rc, i, "an elementwise op other than a residual add (a separate gradient accumulation)");
-        b.action = backward ? Action::residual_backward : Action::residual_forward;
-        b.subject = op.role;
-        break;
-      case OpKind::embedding_forward: b.action = Action::embedding_forward; b.subject = OpRole::embedding; break;
-      case OpKind::embedding_backward:
-        b.action = Action::embedding_backward;
-        b.subject = OpRole::embedding;
-        break;
-      case OpKind::loss_forward: b.action = Action::loss_forward; break;
-      case OpKind::loss_backward: b.action = Action::loss_backward; break;
-      case OpKind::optimizer_step: b.action = Action::optimizer_step; break;
-      case OpKind::fp8_cast:
-        if (op.linear_tensor != LinearTensor::input && op.linear_tensor != LinearTensor::output_gradient &&
-            op.linear_tensor != LinearTensor::weight)
-          unsupported(rc, i, "an FP8 cast that does not say which tensor of its linear it casts");
-        b.action = Action::fp8_cast;
-        b.subject = op.linear;
-        break;
-      case OpKind::moe_router:
-        if (backward) unsupported(rc, i, "a router op in a backward pass");
-        b.action = Action::router_forward;
-        b.subject = OpRole::router;
-        break;
-      case OpKind::moe_permute:
-        b.action = backward ? Action::expert_dispatch_backward : Action::expert_dispatch;
-        break;
-      case OpKind::moe_unpermute:
-        b.action = backward ? Action::expert_combine_backward : Action::expert_combine;
-        break;
-      case OpKind::all_to_all:
-        if (op.group == GroupKind::tensor) {  // a Ulysses layer's: the linear tensor it moves says which way
-          b.subject = op.linear;
-          switch (op.linear_tensor) {
-            case LinearTensor::output:
-            case LinearTensor::input_gradient: b.action = Action::ulysses_to_heads; break;
-            case LinearTensor::input:
-            case LinearTensor::output_gradient: b.action = Action::ulysses_to_sequence; break;
-            case LinearTensor::weight:
-            case LinearTensor::none:
-              unsupported(rc, i, "an all-to-all over a tensor group that moves no linear's tensor");
-          }
-          break;
-        }
-        if (op.group != GroupKind::expert || (op.role != OpRole::dispatch && op.role != OpRole::combine))
-          unsupported(rc, i, "an all-to-all other than expert parallelism's or a Ulysses layer's");
-        if (op.role == OpRole::dispatch)
-          b.action = backward ? Action::dispatch_exchange_backward : Action::dispatch_exchange;
-        else
-          b.action = backward ? Action::combine_exchange_backward : Action::combine_exchange;
-        break;
-      case OpKind::send:
-      case OpKind::recv: b.action = transfer_action(rc, i); break;
-      case OpKind::all_reduce:
-      case OpKind::all_gather:
-      case OpKind::reduce_scatter:
-        if (op.context_form == ContextForm::all_gather)
-          unsupported(rc, i, "a collective of all-gathered context parallelism (cp_comm_type all_gather)");
-        switch (op.role) {
-          case OpRole::grad_reduce: b.action = Action::grad_reduce; break;
-          case OpRole::param_gather: b.action = Action::param_gather; break;
-          case OpRole::embedding_grad_sync: b.action = Action::embedding_grad_sync; break;
-          case OpRole::grad_norm: b.action = Action::grad_norm; break;
-          case OpRole::loss: b.action = Action::loss_reduce; break;
-          case OpRole::router: b.action = Action::routing_counts_reduce; break;
-          case OpRole::tp_gather:
-          case OpRole::tp_scatter:
-          case OpRole::tp_reduce:
-            b.subject = op.linear;
-            b.action = tensor_collective_action(rc, i);
-            break;
-          default: unsupported(rc, i, "a collective of an unknown role");
-        }
-        if (op.group == GroupKind::expert) unsupported(rc, i, "a collective over an expert group");
-        if (op.group == GroupKind::expert_data && b.action != Action::grad_reduce && b.action != Action::param_gather)
-          unsupported(rc, i, "a collective over the expert-data group other than the experts' gradients or weights");
-        break;
-    }
+namespace {
+
+void bind_gemm(const RankClass& rc, OpIndex i, OpBinding& b) {
+  const Op& op = rc.op(i);
+  b.subject = op.role;
+  if (op.role == OpRole::router || op.role == OpRole::expert_fc1 || op.role == OpRole::expert_fc2) {
+    if (is_fp8(op.gemm)) unsupported(rc, i, "an FP8 GEMM of an experts block");
+    b.action = moe_gemm_action(rc, i);
+    return;
   }
-  std::set<std::pair<std::int32_t, OpRole>> written;  // (layer, weight) gradients an earlier op stored
+  b.action = gemm_action(rc, i);
+  if (op.gemm.count != 1) unsupported(rc, i, "a grouped GEMM of a dense linear");
+  if (is_fp8(op.gemm) && op.gemm.inputs != GemmInputs::fp8_per_tensor)
+    unsupported(rc, i, "an FP8 GEMM of block or MX scales (twin execute runs per-tensor scaling)");
+}
+
+void bind_elementwise(const RankClass& rc, OpIndex i, OpBinding& b) {
+  const Op& op = rc.op(i);
+  const bool backward = op.phase == Phase::backward;
+  if (op.context_form == ContextForm::ring) {
+    b.action = backward ? Action::ring_gradient_add : Action::ring_merge;
+    return;
+  }
+  if (op.role != OpRole::attention_residual && op.role != OpRole::mlp_residual)
+    unsupported(rc, i, "an elementwise op other than a residual add (a separate gradient accumulation)");
+  b.action = backward ? Action::residual_backward : Action::residual_forward;
+  b.subject = op.role;
+}
+
+void bind_fp8_cast(const RankClass& rc, OpIndex i, OpBinding& b) {
+  const Op& op = rc.op(i);
+  if (op.linear_tensor != LinearTensor::input && op.linear_tensor != LinearTensor::output_gradient &&
+      op.linear_tensor != LinearTensor::weight)
+    unsupported(rc, i, "an FP8 cast that does not say which tensor of its linear it casts");
+  b.action = Action::fp8_cast;
+  b.subject = op.linear;
+}
+
+void bind_all_to_all(const RankClass& rc, OpIndex i, OpBinding& b) {
+  const Op& op = rc.op(i);
+  const bool backward = op.phase == Phase::backward;
+  if (op.group == GroupKind::tensor) {  // a Ulysses layer's: the linear tensor it moves says which way
+    b.subject = op.linear;
+    switch (op.linear_tensor) {
+      case LinearTensor::output:
+      case LinearTensor::input_gradient: b.action = Action::ulysses_to_heads; return;
+      case LinearTensor::input:
+      case LinearTensor::output_gradient: b.action = Action::ulysses_to_sequence; return;
+      case LinearTensor::weight:
+      case LinearTensor::none: unsupported(rc, i, "an all-to-all over a tensor group that moves no linear's tensor");
+    }
+    return;
+  }
+  if (op.group != GroupKind::expert || (op.role != OpRole::dispatch && op.role != OpRole::combine))
+    unsupported(rc, i, "an all-to-all other than expert parallelism's or a Ulysses layer's");
+  if (op.role == OpRole::dispatch)
+    b.action = backward ? Action::dispatch_exchange_backward : Action::dispatch_exchange;
+  else
+    b.action = backward ? Action::combine_exchange_backward : Action::combine_exchange;
+}
+
+void bind_collective(const RankClass& rc, OpIndex i, OpBinding& b) {
+  const Op& op = rc.op(i);
+  if (op.context_form == ContextForm::all_gather)
+    unsupported(rc, i, "a collective of all-gathered context parallelism (cp_comm_type all_gather)");
+  switch (op.role) {
+    case OpRole::grad_reduce: b.action = Action::grad_reduce; break;
+    case OpRole::param_gather: b.action = Action::param_gather; break;
+    case OpRole::embedding_grad_sync: b.action = Action::embedding_grad_sync; break;
+    case OpRole::grad_norm: b.action = Action::grad_norm; break;
+    case OpRole::loss: b.action = Action::loss_reduce; break;
+    case OpRole::router: b.action = Action::routing_counts_reduce; break;
+    case OpRole::tp_gather:
+    case OpRole::tp_scatter:
+    case OpRole::tp_reduce:
+      b.subject = op.linear;
+      b.action = tensor_collective_action(rc, i);
+      break;
+    default: unsupported(rc, i, "a collective of an unknown role");
+  }
+  if (op.group == GroupKind::expert) unsupported(rc, i, "a collective over an expert group");
+  if (op.group == GroupKind::expert_data && b.action != Action::grad_reduce && b.action != Action::param_gather)
+    unsupported(rc, i, "a collective over the expert-data group other than the experts' gradients or weights");
+}
+
+// The op's action and subject, or an `unsupported` error naming the op.
+void bind_op(const RankClass& rc, OpIndex i, OpBinding& b) {
+  const Op& op = rc.op(i);
+  const bool backward = op.phase == Phase::backward;
+  if (!op_kind_traits(op.kind).executor_runs) unsupported(rc, i, fmt::format("a {} op", op_kind_traits(op.kind).name).c_str());
+  switch (op.kind) {
+    case OpKind::gemm: bind_gemm(rc, i, b); break;
+    case OpKind::attention_forward:
+    case OpKind::attention_backward: b.action = attention_action(rc, i); break;
+    case OpKind::norm_forward:
+    case OpKind::norm_backward:
+      b.action = norm_action(rc, i);
+      b.subject = op.role;
+      break;
+    case OpKind::rope_forward: b.action = Action::rope_forward; break;
+    case OpKind::rope_backward: b.action = Action::rope_backward; break;
+    case OpKind::activation_forward:
+      b.action = op.role == OpRole::expert_activation ? Action::expert_activation_forward : Action::activation_forward;
+      break;
+    case OpKind::activation_backward:
+      b.action = op.role == OpRole::expert_activation ? Action::expert_activation_backward : Action::activation_backward;
+      break;
+    case OpKind::elementwise: bind_elementwise(rc, i, b); break;
+    case OpKind::embedding_forward:
+      b.action = Action::embedding_forward;
+      b.subject = OpRole::embedding;
+      break;
+    case OpKind::embedding_backward:
+      b.action = Action::embedding_backward;
+      b.subject = OpRole::embedding;
+      break;
+    case OpKind::loss_forward: b.action = Action::loss_forward; break;
+    case OpKind::loss_backward: b.action = Action::loss_backward; break;
+    case OpKind::optimizer_step: b.action = Action::optimizer_step; break;
+    case OpKind::fp8_cast: bind_fp8_cast(rc, i, b); break;
+    case OpKind::moe_router:
+      if (backward) unsupported(rc, i, "a router op in a backward pass");
+      b.action = Action::router_forward;
+      b.subject = OpRole::router;
+      break;
+    case OpKind::moe_permute: b.action = backward ? Action::expert_dispatch_backward : Action::expert_dispatch; break;
+    case OpKind::moe_unpermute: b.action = backward ? Action::expert_combine_backward : Action::expert_combine; break;
+    case OpKind::all_to_all: bind_all_to_all(rc, i, b); break;
+    case OpKind::send:
+    case OpKind::recv: b.action = transfer_action(rc, i); break;
+    case OpKind::all_reduce:
+    case OpKind::all_gather:
+    case OpKind::reduce_scatter: bind_collective(rc, i, b); break;
+  }
+}
+
+// Which weight-gradient ops store (rather than add to) their gradient: the first of each (layer, weight) in op order.
+void mark_first_gradients(const RankClass& rc, bool tied_embeddings, std::vector<OpBinding>& bindings) {
+  std::set<std::pair<std::int32_t, OpRole>> written;
   for (OpIndex i = 0; i < rc.size(); ++i) {
     OpBinding& b = bindings[i];
     const bool tied_output = tied_embeddings && b.subject == OpRole::output_projection;
@@ -256,6 +272,14 @@ std::vector<OpBinding> bind_ops(const RankClass& rc, bool tied_embeddings) {
         b.action == Action::expert_weight_grad)
       b.first_gradient = written.insert({rc.op(i).layer, tied_output ? OpRole::embedding : b.subject}).second;
   }
+}
+
+}  // namespace
+
+std::vector<OpBinding> bind_ops(const RankClass& rc, bool tied_embeddings) {
+  std::vector<OpBinding> bindings(rc.size());
+  for (OpIndex i = 0; i < rc.size(); ++i) bind_op(rc, i, bindings[i]);
+  mark_first_gradients(rc, tied_embeddings, bindings);
   return bindings;
 }
 
