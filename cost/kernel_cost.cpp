@@ -318,15 +318,12 @@ double benchmark_kernel_time_ns(const GpuKernelProfile& kernels, const GpuSpec& 
 
 namespace {
 
-// The exponent of clock^-e a kind's benchmark time at the reference clock moves by (cost/sm_clock.hpp); 0 for a kind
+// The exponent of clock^-e a kind's benchmark time at the reference clock moves by (sm_clock_exponent); 0 for a kind
 // calibration did not scale to that clock: GEMMs always are (calibrate/gpu/gemm_calibration.cpp), attention where the
-// profile says so (its clock probed beside each timing), memory-bound kinds never (they follow HBM).
+// profile says so (its clock probed beside each timing).
 double clock_exponent(const GpuKernelProfile& kernels, OpKind kind) {
-  if (kind == OpKind::gemm) return 1;
-  if (!kernels.attention_at_reference_clock) return 0;
-  if (kind == OpKind::attention_forward) return kAttentionForwardClockExponent;
-  if (kind == OpKind::attention_backward) return kAttentionBackwardClockExponent;
-  return 0;
+  if (kind != OpKind::gemm && !kernels.attention_at_reference_clock) return 0;
+  return sm_clock_exponent(kind);
 }
 
 }  // namespace

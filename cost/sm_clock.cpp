@@ -27,6 +27,13 @@ double time_at_sm_clock_ns(double time_ns, double clock_MHz, double reference_MH
   return time_ns * std::pow(clock_MHz / reference_MHz, exponent);
 }
 
+double sm_clock_exponent(OpKind kind) {
+  if (kind == OpKind::gemm) return 1;
+  if (kind == OpKind::attention_forward) return kAttentionForwardClockExponent;
+  if (kind == OpKind::attention_backward) return kAttentionBackwardClockExponent;
+  return 0;
+}
+
 Measurement at_sm_clock(const Measurement& measured, double reference_MHz, double exponent) {
   Measurement scaled = measured;
   scaled.median_ns = time_at_sm_clock_ns(measured.median_ns, measured.sm_clock_MHz, reference_MHz, exponent);

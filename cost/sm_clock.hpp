@@ -27,6 +27,11 @@ double time_at_sm_clock_ns(double time_ns, double clock_MHz, double reference_MH
 inline constexpr double kAttentionForwardClockExponent = 0.43;
 inline constexpr double kAttentionBackwardClockExponent = 0.60;
 
+// The exponent e of time ~ clock^-e by which a kind's kernel time follows the SM clock: GEMMs 1 (the cycle law
+// above), attention the fitted exponents, every other kind 0 (memory-bound: they follow HBM, whose clock the
+// power limiter leaves alone). The one statement of the law calibration scales timings by and pricing moves them by.
+double sm_clock_exponent(OpKind kind);
+
 // The measurement with median and percentiles scaled to `reference_MHz` (time ~ clock^-exponent); sm_clock_MHz
 // keeps the clock it ran at.
 Measurement at_sm_clock(const Measurement& measured, double reference_MHz, double exponent = 1);

@@ -61,20 +61,17 @@ double attention_flops(const Op& op) {
   return op.kind == OpKind::attention_backward ? 2.5 * flops : flops;
 }
 
-// Whether a kind's time follows the SM clock (in part: cost/sm_clock.hpp): attention's tensor-core loops. Memory-bound
-// kernels follow HBM, whose clock the power limiter leaves alone.
-bool follows_sm_clock(OpKind kind) { return kind == OpKind::attention_forward || kind == OpKind::attention_backward; }
-
 // One op's kernel time: warm-up, then `repetitions` CUPTI regions over the rotating buffer sets. A kind that follows
 // the SM clock is bracketed by two clock probes and, where the profile's attention timings are at its reference
-// clock (GpuKernelProfile::attention_at_reference_clock), scaled to that clock by attention's own clock law
-// (cost/sm_clock.hpp: time ~ clock^-0.43 forward, ^-0.60 backward).
+// clock (GpuKernelProfile::attention_at_reference_clock), scaled to that clock by its kind's clock law
+// (cost/sm_clock.hpp, sm_clock_exponent).
 Measurement time_op(const Op& op, const std::string& key, std::vector<KernelBench>& sets, cudaStream_t stream,
                     int warmup, int repetitions, const GpuKernelProfile& profile, CuptiKernelTimer& timer,
                     std::uint64_t& next_region) {
   for (int w = 0; w < warmup; ++w) sets[w % sets.size()].run(stream);
   timer.collect();  // drop fills and warm-up
-  const bool probed = follows_sm_clock(op.kind);
+  const double exponent = sm_clock_exponent(op.kind);  // of the kinds timed here, attention's is not 0
+  const bool probed = exponent > 0;
   const auto probe = [&] {
     const std::uint64_t region = next_region++;
     timer.begin_region(region);
@@ -104,8 +101,7 @@ Measurement time_op(const Op& op, const std::string& key, std::vector<KernelBenc
     throw std::runtime_error("CUPTI returned no kernel record for a clock probe beside " + key);
   m.sm_clock_MHz = (clock_probe_MHz(spans.at(probe_before)) + clock_probe_MHz(spans.at(probe_after))) / 2;
   if (!profile.attention_at_reference_clock || profile.reference_sm_clock_MHz <= 0) return m;
-  return at_sm_clock(m, profile.reference_sm_clock_MHz,
-                     op.kind == OpKind::attention_forward ? kAttentionForwardClockExponent : kAttentionBackwardClockExponent);
+  return at_sm_clock(m, profile.reference_sm_clock_MHz, exponent);
 }
 
 }  // namespace
