@@ -20,6 +20,10 @@
 namespace twin::exec {
 namespace {
 
+// How a linear's weight is split over TP, as the lowering splits its GEMM (strategies/lowering_linears.hpp): by
+// output columns, or by input rows.
+enum class TensorParallel : std::uint8_t { column, row };
+
 ShardMap columns(std::int64_t rows, std::int64_t local_cols, std::int64_t global_cols,
                  std::vector<std::pair<std::int64_t, std::int64_t>> segments /* (global_begin, width) */) {
   ShardMap map;
@@ -112,9 +116,9 @@ class UnitMaker {
     std::vector<std::pair<std::int64_t, std::int64_t>> qkv_blocks;
     for (const ColumnBlock& block : qkv_column_blocks(heads_l, groups_l, d, tp_, t))
       qkv_blocks.emplace_back(block.first_column, block.width);
-    add_linear(unit, p + "qkv", OpRole::qkv_projection,
+    add_linear(unit, p + "qkv", OpRole::qkv_projection, TensorParallel::column,
                columns(h, (heads_l + 2 * groups_l) * d, (heads + 2 * groups) * d, qkv_blocks), kStddev);
-    add_linear(unit, p + "proj", OpRole::attention_projection, rows_from(heads_l * d, h, t * heads_l * d),
+    add_linear(unit, p + "proj", OpRole::attention_projection, TensorParallel::row, rows_from(heads_l * d, h, t * heads_l * d),
                output_stddev_);
     add_norm(unit, p + "mlp_norm", OpRole::mlp_norm);
     const RankParameters counted = layer_parameters_per_rank(m_, l, tp_, strategy_.expert_model_parallel_size);
@@ -138,11 +142,11 @@ class UnitMaker {
       out.push_back(finish(std::move(expert_unit), counted.expert, l, layer_tensors));
       return out;
     }
-    add_linear(unit, p + "fc1", OpRole::fc1,
+    add_linear(unit, p + "fc1", OpRole::fc1, TensorParallel::column,
                shapes_.swiglu ? columns(h, 2 * ffn_l, 2 * ffn, {{t * ffn_l, ffn_l}, {ffn + t * ffn_l, ffn_l}})
                               : columns(h, ffn_l, ffn, {{t * ffn_l, ffn_l}}),
                kStddev);
-    add_linear(unit, p + "fc2", OpRole::fc2, rows_from(ffn_l, h, t * ffn_l), output_stddev_);
+    add_linear(unit, p + "fc2", OpRole::fc2, TensorParallel::row, rows_from(ffn_l, h, t * ffn_l), output_stddev_);
     out.push_back(finish(std::move(unit), counted.dense, l, 0));
     return out;
   }
@@ -194,8 +198,8 @@ class UnitMaker {
   // A linear's weight [in, out] and, with add_bias_linear, its bias (zeros) over the weight's output columns: a
   // column-parallel linear's sharded as they are, a row-parallel one's (rows split over TP, all columns here)
   // whole on every TP rank, added once and its gradient summed over TP under SP as a norm weight's.
-  void add_linear(ParameterUnitLayout& unit, const std::string& name, OpRole role, const ShardMap& map,
-                  float init) const {
+  void add_linear(ParameterUnitLayout& unit, const std::string& name, OpRole role, TensorParallel split,
+                  const ShardMap& map, float init) const {
     unit.tensors.push_back(weight(name, role, map, init));
     if (!m_.add_bias_linear) return;
     ShardMap bias_map = map;
@@ -204,7 +208,7 @@ class UnitMaker {
     WeightTensor bias{name + ".bias", role, 1, map.local_cols};
     bias.part = WeightPart::bias;
     bias.shard = bias_map;
-    bias.tp_replicated = role == OpRole::attention_projection || role == OpRole::fc2;  // the row-parallel ones
+    bias.tp_replicated = split == TensorParallel::row;
     unit.tensors.push_back(std::move(bias));
   }
   static WeightTensor weight(std::string name, OpRole role, ShardMap map, float init) {
