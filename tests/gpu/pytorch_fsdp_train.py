@@ -102,7 +102,7 @@ def parallelize(model, args, mesh):
         if args.compile:
             block.compile(fullgraph=True)  # in place: fully_shard then wraps the module itself
         model.layers[i] = block
-    if mesh is not None:
+    if not args.no_fsdp:
         apply_fsdp(model, mesh["dp"])
 
 @torch.no_grad()
@@ -163,6 +163,8 @@ def parse_args():
     p.add_argument("--seed", type=int, default=1234)
     p.add_argument("--device", choices=["cuda", "cpu"], default="cuda", help="cpu: dry run with --tiny, gloo")
     p.add_argument("--tiny", action="store_true", help="dry-run shape (hidden 64, 4 heads, vocab 512, seq 128)")
+    p.add_argument("--no-fsdp", action="store_true", help="no fully_shard (only with one data-parallel rank): "
+                   "fp32 parameters and compute; a check of what FSDP adds to the arithmetic")
     return p.parse_args()
 
 def run_name(args):
@@ -219,6 +221,8 @@ def main():
     if cfg.heads % args.tp or cfg.kv_heads % args.tp or cfg.ffn % args.tp:
         sys.exit(f"pytorch_fsdp_train: --tp {args.tp} must divide the heads, kv heads and FFN width")
     mesh, rank, world = setup_distributed(args)
+    if args.no_fsdp and world != args.tp:
+        sys.exit("pytorch_fsdp_train: --no-fsdp needs one data-parallel rank (--tp equal to the world size)")
     device = torch.device("cuda", torch.cuda.current_device()) if cuda else torch.device("cpu")
     dp_rank = mesh["dp"].get_local_rank()
     log = print if rank == 0 else (lambda *a, **k: None)
@@ -236,7 +240,7 @@ def main():
     batches = make_batches(steps, args.micro_batch, cfg.seq, min(1024, cfg.vocab), args.seed + dp_rank)
     backend = [SDPA_BACKENDS[args.sdpa]] if args.sdpa != "auto" else list(SDPA_BACKENDS.values())
 
-    step_s, profiled_s, losses = [], [], []
+    step_s, profiled_s, losses, grad_norms = [], [], [], []
     with sdpa_kernel(backend):
         for step in range(steps):
             profiling = profiler is not None and step >= args.warmup + args.iters
@@ -246,6 +250,7 @@ def main():
             loss, grad_norm = train_step(model, optimizer, batches[step].to(device), args)
             end = clock_mark(cuda)
             losses.append(loss)
+            grad_norms.append(grad_norm)
             seconds = clock_seconds(start, end)
             if step == 0:
                 log(f"step 1: {seconds:.2f} s (first call{', compilation' if args.compile else ''}); not timed")
@@ -258,10 +263,10 @@ def main():
                 log(f"step {step + 1:3d}/{steps} | loss {loss.item():.4f} | grad norm {grad_norm.item():.3f}")
     if profiler is not None:
         profiler.stop()  # writes this rank's trace (on_trace_ready)
-    report(args, cfg, world, device_name, step_s, profiled_s, losses, cuda)
+    report(args, cfg, world, device_name, step_s, profiled_s, losses, grad_norms, cuda)
     dist.destroy_process_group()
 
-def report(args, cfg, world, device_name, step_s, profiled_s, losses, cuda):
+def report(args, cfg, world, device_name, step_s, profiled_s, losses, grad_norms, cuda):
     if dist.get_rank() != 0:
         return
     flops_per_rank_step = model_flops_per_step(cfg, args.micro_batch)[0] * (world // args.tp) / world
@@ -278,7 +283,8 @@ def report(args, cfg, world, device_name, step_s, profiled_s, losses, cuda):
         "median_step_s": median_s, "step_s": step_s, "profiled_step_s": profiled_s,
         "tflops_per_gpu": tflops, "mfu": tflops / peak if peak else None, "flops_formula": FLOPS_FORMULA,
         "peak_memory_GiB": torch.cuda.max_memory_allocated() / 2**30 if cuda else None,
-        "loss_first": losses[0].item(), "loss_last": losses[-1].item(),
+        "loss_first": losses[0].item(), "loss_last": losses[-1].item(), "fsdp": not args.no_fsdp,
+        "losses": [l.item() for l in losses], "grad_norms": [g.item() for g in grad_norms],
         "device": device_name, "torch": torch.__version__,
     }
     if not all(math.isfinite(l.item()) for l in losses):
