@@ -17,6 +17,7 @@ bool heuristic_algorithm(cublasLtHandle_t handle, const CublasLtPlan& plan, std:
                                    : cublasLtMatmulAlgoGetHeuristic(handle, plan.desc, plan.first, plan.second, plan.out,
                                                                     plan.out, preference, 1, &heuristic, &found);
   cublasLtMatmulPreferenceDestroy(preference);
+  if (status == CUBLAS_STATUS_NOT_SUPPORTED) return false;  // no kernel for this layout (or epilogue) at all
   TWIN_CUBLAS_CHECK(status);
   if (found == 0) return false;
   algo = heuristic.algo;

@@ -25,7 +25,7 @@ struct CublasLtPlan {
 };
 
 // cublasLtMatmulAlgoGetHeuristic's first algorithm for `plan` (C and D alike) using at most `workspace_bytes`;
-// false when it has none (a failing call throws).
+// false when it has none or cuBLASLt does not support the plan at all (another failing call throws).
 bool heuristic_algorithm(cublasLtHandle_t handle, const CublasLtPlan& plan, std::size_t workspace_bytes,
                          cublasLtMatmulAlgo_t& algo);
 

@@ -31,6 +31,18 @@ cublasLtMatrixLayout_t layout(std::int64_t rows, std::int64_t cols, std::int64_t
   return result;
 }
 
+// Ours to cuBLASLt's: its D is our C transposed, so our n is its rows and our m its columns; its A is our B
+// (BGRADA reduces it, giving our n) and its B our A (BGRADB, our m).
+cublasLtEpilogue_t cublaslt_epilogue(MatmulEpilogue epilogue) {
+  switch (epilogue) {
+    case MatmulEpilogue::none: return CUBLASLT_EPILOGUE_DEFAULT;
+    case MatmulEpilogue::add_bias: return CUBLASLT_EPILOGUE_BIAS;
+    case MatmulEpilogue::bias_grad_of_a: return CUBLASLT_EPILOGUE_BGRADB;
+    case MatmulEpilogue::bias_grad_of_b: return CUBLASLT_EPILOGUE_BGRADA;
+  }
+  throw std::logic_error("Matmul: unknown epilogue");
+}
+
 }  // namespace
 
 Matmul::Matmul(std::size_t workspace_bytes) : workspace_(workspace_bytes) { TWIN_CUBLAS_CHECK(cublasLtCreate(&handle_)); }
@@ -52,6 +64,14 @@ std::unique_ptr<Matmul::Plan> Matmul::make_plan(const MatmulProblem& p) {
   plan->second = layout(p.transpose_a ? p.m : p.k, p.transpose_a ? p.k : p.m, p.transpose_a ? p.m : p.k, p.count);
   plan->out = layout(p.n, p.m, p.n, p.count);
   plan->beta = p.accumulate ? 1.0f : 0.0f;
+  if (p.epilogue != MatmulEpilogue::none) {
+    const cublasLtEpilogue_t epilogue = cublaslt_epilogue(p.epilogue);
+    const cudaDataType_t vector_type = CUDA_R_16BF;
+    TWIN_CUBLAS_CHECK(
+        cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)));
+    TWIN_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &vector_type,
+                                                     sizeof(vector_type)));
+  }
   return plan;
 }
 
@@ -64,16 +84,31 @@ cublasLtMatmulAlgo_t Matmul::heuristic_algo(const Plan& plan, const MatmulProble
   return algo;
 }
 
-const Matmul::Plan& Matmul::plan_for(const MatmulProblem& p) {
-  if (auto found = plans_.find(p); found != plans_.end()) return *found->second;
+const Matmul::Plan* Matmul::find_plan(const MatmulProblem& p) {
+  if (auto found = plans_.find(p); found != plans_.end()) return found->second.get();
   std::unique_ptr<Plan> plan = make_plan(p);
-  plan->algo = heuristic_algo(*plan, p);
-  return *plans_.emplace(p, std::move(plan)).first->second;
+  ++heuristic_queries_;
+  if (!heuristic_algorithm(handle_, *plan, workspace_.bytes(), plan->algo)) plan.reset();
+  return plans_.emplace(p, std::move(plan)).first->second.get();
 }
 
+const Matmul::Plan& Matmul::plan_for(const MatmulProblem& p) {
+  if (const Plan* plan = find_plan(p)) return *plan;
+  throw std::runtime_error(fmt::format("cuBLASLt has no algorithm for GEMM m={} n={} k={} (transposes {}/{}, "
+                                       "epilogue {})", p.m, p.n, p.k, p.transpose_a, p.transpose_b,
+                                       static_cast<int>(p.epilogue)));
+}
+
+bool Matmul::supports(const MatmulProblem& problem) { return find_plan(problem) != nullptr; }
+
 void Matmul::launch(const Plan& plan, const cublasLtMatmulAlgo_t& algo, const __nv_bfloat16* a,
-                    const __nv_bfloat16* b, __nv_bfloat16* c, const __nv_bfloat16* addend, cudaStream_t stream) {
+                    const __nv_bfloat16* b, __nv_bfloat16* c, const __nv_bfloat16* addend, __nv_bfloat16* vector,
+                    cudaStream_t stream) {
   const float alpha = 1.0f;
+  // The vector's address is the descriptor's, set for this call (a plan serves every call of its problem).
+  if (vector != nullptr)
+    TWIN_CUBLAS_CHECK(
+        cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &vector, sizeof(vector)));
   // C and D share one layout, so the algorithm the heuristic chose for C == D serves C != D as well.
   const __nv_bfloat16* source = addend != nullptr ? addend : c;
   TWIN_CUBLAS_CHECK(cublasLtMatmul(handle_, plan.desc, &alpha, b, plan.first, a, plan.second, &plan.beta, source,
@@ -81,17 +116,21 @@ void Matmul::launch(const Plan& plan, const cublasLtMatmulAlgo_t& algo, const __
 }
 
 void Matmul::run(const MatmulProblem& problem, const __nv_bfloat16* a, const __nv_bfloat16* b, __nv_bfloat16* c,
-                 cudaStream_t stream, const __nv_bfloat16* addend) {
+                 cudaStream_t stream, const __nv_bfloat16* addend, __nv_bfloat16* vector) {
   if (addend != nullptr && !problem.accumulate)
     throw std::logic_error("Matmul::run: an addend needs a problem that accumulates (beta 1)");
+  if ((vector != nullptr) != (problem.epilogue != MatmulEpilogue::none))
+    throw std::logic_error("Matmul::run: a vector exactly when the problem has an epilogue (bias or its gradient)");
   const Plan& plan = plan_for(problem);
-  launch(plan, plan.algo, a, b, c, addend, stream);
+  launch(plan, plan.algo, a, b, c, addend, vector, stream);
 }
 
 void Matmul::run_ragged(const MatmulProblem& problem, const __nv_bfloat16* a, const __nv_bfloat16* b,
                         __nv_bfloat16* c, cudaStream_t stream) {
+  if (problem.epilogue != MatmulEpilogue::none)
+    throw std::logic_error("Matmul::run_ragged: no epilogue (an expert's GEMMs have no bias)");
   auto exact = plans_.find(problem);
-  if (exact == plans_.end()) {
+  if (exact == plans_.end() || exact->second == nullptr) {
     const auto bucket_of = [](std::int64_t size) {
       return std::max<std::int64_t>(64, static_cast<std::int64_t>(std::bit_ceil(static_cast<std::uint64_t>(size))));
     };
@@ -107,9 +146,9 @@ void Matmul::run_ragged(const MatmulProblem& problem, const __nv_bfloat16* a, co
                                                           plan->out, &chosen->second, &check);
     const bool fits = status == CUBLAS_STATUS_SUCCESS && check.workspaceSize <= workspace_.bytes();
     plan->algo = fits ? chosen->second : heuristic_algo(*plan, problem);
-    exact = plans_.emplace(problem, std::move(plan)).first;
+    exact = plans_.insert_or_assign(problem, std::move(plan)).first;
   }
-  launch(*exact->second, exact->second->algo, a, b, c, nullptr, stream);
+  launch(*exact->second, exact->second->algo, a, b, c, nullptr, nullptr, stream);
 }
 
 }  // namespace twin::exec

@@ -20,11 +20,19 @@ namespace twin::exec {
 // C[m,n] = A B (accumulate: C = A B + addend, where the addend is C itself unless run() is given another
 // [m,n] tensor: a residual stream added in the epilogue, cuBLASLt's D = alpha A B + beta C with C != D). A is stored [m,k] ([k,m] when transpose_a), B [k,n] ([n,k] when
 // transpose_b), C [m,n]; all row-major and contiguous; `count` such problems back to back (grouped GEMMs).
+// What the epilogue writes beside C, with the vector given to run(): add_bias adds bias[n] to every row of C (a
+// linear layer's bias); bias_grad_of_a writes vector[m] = the sums of op(A)'s rows over k, bias_grad_of_b vector[n]
+// = the sums of op(B)'s columns over k (a linear's bias gradient inside its weight-gradient GEMM, by which operand
+// holds the output's gradient). cuBLASLt's BIAS, BGRADB and BGRADA (its operands are ours swapped); the vector is
+// bf16. Not every layout has an algorithm with every epilogue: supports() says.
+enum class MatmulEpilogue { none, add_bias, bias_grad_of_a, bias_grad_of_b };
+
 struct MatmulProblem {
   std::int64_t m = 0, n = 0, k = 0;
   bool transpose_a = false, transpose_b = false, accumulate = false;
   int count = 1;
-  auto tie() const { return std::tie(m, n, k, transpose_a, transpose_b, accumulate, count); }
+  MatmulEpilogue epilogue = MatmulEpilogue::none;
+  auto tie() const { return std::tie(m, n, k, transpose_a, transpose_b, accumulate, count, epilogue); }
   bool operator<(const MatmulProblem& other) const { return tie() < other.tie(); }
 };
 
@@ -37,10 +45,12 @@ class Matmul {
   Matmul(const Matmul&) = delete;
   Matmul& operator=(const Matmul&) = delete;
 
-  // Enqueues on `stream`. Throws when cuBLASLt has no algorithm for the problem, or when `addend` is given to a
-  // problem that does not accumulate.
+  // Enqueues on `stream`. Throws when cuBLASLt has no algorithm for the problem, when `addend` is given to a
+  // problem that does not accumulate, or when `vector` is given exactly when the problem has no epilogue.
   void run(const MatmulProblem& problem, const __nv_bfloat16* a, const __nv_bfloat16* b, __nv_bfloat16* c,
-           cudaStream_t stream, const __nv_bfloat16* addend = nullptr);
+           cudaStream_t stream, const __nv_bfloat16* addend = nullptr, __nv_bfloat16* vector = nullptr);
+  // Whether cuBLASLt has an algorithm for the problem within the workspace (asked once per problem).
+  bool supports(const MatmulProblem& problem);
   // The same product for a problem whose m and k vary between calls: the algorithm is the heuristic's for the
   // problem with m and k rounded up to powers of two (at least 64), chosen once per such bucket, and used for the
   // exact problem when cuBLASLt confirms it supports it (cublasLtMatmulAlgoCheck; else the exact problem's own
@@ -56,11 +66,12 @@ class Matmul {
   std::unique_ptr<Plan> make_plan(const MatmulProblem& problem);  // descriptors only
   cublasLtMatmulAlgo_t heuristic_algo(const Plan& plan, const MatmulProblem& problem);
   const Plan& plan_for(const MatmulProblem& problem);
+  const Plan* find_plan(const MatmulProblem& problem);  // nullptr: no algorithm
   void launch(const Plan& plan, const cublasLtMatmulAlgo_t& algo, const __nv_bfloat16* a, const __nv_bfloat16* b,
-              __nv_bfloat16* c, const __nv_bfloat16* addend, cudaStream_t stream);
+              __nv_bfloat16* c, const __nv_bfloat16* addend, __nv_bfloat16* vector, cudaStream_t stream);
   cublasLtHandle_t handle_ = nullptr;
   gpu::DeviceBuffer workspace_;
-  std::map<MatmulProblem, std::unique_ptr<Plan>> plans_;
+  std::map<MatmulProblem, std::unique_ptr<Plan>> plans_;  // nullptr: cuBLASLt has no algorithm
   std::map<MatmulProblem, cublasLtMatmulAlgo_t> bucket_algos_;   // ragged: per bucket problem
   int heuristic_queries_ = 0;
 };

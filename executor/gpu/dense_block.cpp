@@ -107,18 +107,22 @@ void DenseBlock::linear_forward(const OpPass& p) {
   if (k != w.in || n != w.out) throw std::logic_error("linear forward: GEMM shape differs from the weight's");
   TensorStore& tensors = stage_.tensors;
   bf16* input_full = either(tensors, p, t.input_full, t.input);
+  bf16* bias = forward_bias(p);
+  bf16* fused_bias = fusable(bias) ? bias : nullptr;  // added in the GEMM's epilogue
+  const MatmulEpilogue epilogue = fused_bias != nullptr ? MatmulEpilogue::add_bias : MatmulEpilogue::none;
   if (p.op.fuses_residual) {  // the epilogue adds the residual stream: the product goes straight into the sum
     const layer::Block& residual = layer::residual_adding(t.output.tensor);
     auto* sum = static_cast<bf16*>(tensors.make(p.mb, p.unit, {residual.output}, m * n * kBf16, p.stream));
-    p.scratch.matmul->run({m, n, k, false, false, true}, input_full, w.params, sum, p.stream,
-                          residual_stream(p, residual));
-    add_linear_bias(p, sum, m, n);
+    p.scratch.matmul->run({m, n, k, false, false, true, 1, epilogue}, input_full, w.params, sum, p.stream,
+                          residual_stream(p, residual), fused_bias);
+    if (bias != fused_bias) kernels::bias_add(sum, bias, m, n, p.stream);
     residual_forward_done(p, residual);
     return;
   }
   auto* out = static_cast<bf16*>(tensors.make(p.mb, p.unit, t.output, m * n * kBf16, p.stream));
-  p.scratch.matmul->run({m, n, k, false, w.stored_out_by_in, false}, input_full, w.params, out, p.stream);
-  add_linear_bias(p, out, m, n);
+  p.scratch.matmul->run({m, n, k, false, w.stored_out_by_in, false, 1, epilogue}, input_full, w.params, out,
+                        p.stream, nullptr, fused_bias);
+  if (bias != fused_bias) kernels::bias_add(out, bias, m, n, p.stream);
   // Under SP the gathered input is gathered again for the weight gradient (the graph says so): drop it.
   if (t.input_full != t.input && stage_.layout.layout(p.unit).shapes.sp)
     tensors.release(p.mb, p.unit, t.input_full, p.stream);
@@ -144,11 +148,16 @@ void DenseBlock::linear_weight_grad(const OpPass& p) {
   bf16* input_full = either(tensors, p, t.input_full, t.input);
   bf16* d_output_full = either(tensors, p, t.d_output_full, t.d_output);
   const bool accumulate = !p.binding.first_gradient;
-  if (w.stored_out_by_in)  // the gradient as stored, [out, in]: dY^T X
-    p.scratch.matmul->run({n, m, k, true, false, accumulate}, d_output_full, input_full, w.grads, p.stream);
+  // The gradient as stored: [out, in] = dY^T X, or [in, out] = X^T dY.
+  MatmulProblem problem = w.stored_out_by_in ? MatmulProblem{n, m, k, true, false, accumulate}
+                                             : MatmulProblem{m, n, k, true, false, accumulate};
+  bf16* bias_grad = fused_bias_grad(p, problem, w.stored_out_by_in);
+  p.scratch.matmul->run(problem, w.stored_out_by_in ? d_output_full : input_full,
+                        w.stored_out_by_in ? input_full : d_output_full, w.grads, p.stream, nullptr, bias_grad);
+  if (bias_grad != nullptr)
+    finish_fused_bias_grad(p, n);
   else
-    p.scratch.matmul->run({m, n, k, true, false, accumulate}, input_full, d_output_full, w.grads, p.stream);
-  linear_bias_grad(p, d_output_full, k, n);
+    linear_bias_grad(p, d_output_full, k, n);
   if (t.input_full != t.input && stage_.layout.layout(p.unit).shapes.sp)
     tensors.release(p.mb, p.unit, t.input_full, p.stream);
   if (t.d_output_full != t.d_output) tensors.release(p.mb, p.unit, t.d_output_full, p.stream);

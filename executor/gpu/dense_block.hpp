@@ -101,7 +101,10 @@ class DenseBlock {
   // GPT's additions (dense_block_gpt.cpp): a linear's bias added to its output [rows, cols] and its gradient from the
   // output's gradient (nothing without add_bias_linear), and the embedding's rows [first_row, end_row) as runs of
   // positions for learned position embeddings.
-  void add_linear_bias(const OpPass& p, __nv_bfloat16* out, std::int64_t rows, std::int64_t cols);
+  static bool fusable(const __nv_bfloat16* vector);
+  __nv_bfloat16* forward_bias(const OpPass& p);
+  __nv_bfloat16* fused_bias_grad(const OpPass& p, MatmulProblem& problem, bool output_grad_is_a);
+  void finish_fused_bias_grad(const OpPass& p, std::int64_t cols);
   void linear_bias_grad(const OpPass& p, const __nv_bfloat16* d_output_full, std::int64_t rows, std::int64_t cols);
   std::vector<kernels::PositionRun> position_runs(int mb, const lowering::RankShapes& s, std::int64_t first_row,
                                                   std::int64_t end_row) const;

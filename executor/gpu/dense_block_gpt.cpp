@@ -1,6 +1,7 @@
 // What a GPT-style model adds to the dense block: linear biases and learned absolute positions. Both run inside the
-// op whose weights they belong to (a bias inside its linear's forward and weight-gradient GEMM ops, positions inside
-// the embedding's ops), so the op graph and its traces are the same as a Llama-style model's.
+// op whose weights they belong to (a bias inside its linear's forward and weight-gradient GEMMs, in cuBLASLt's
+// epilogue as Megatron's Transformer Engine runs it; positions inside the embedding's ops), so the op graph and its
+// traces are the same as a Llama-style model's.
 //
 // Megatron adds a row-parallel linear's bias after the TP reduction on every TP rank, and the position embedding
 // after the vocabulary-parallel embedding's reduction. Here TP rank 0 adds either before the reduction, into its
@@ -8,18 +9,52 @@
 // column-parallel bias's from its own output columns, a replicated bias's or the positions' from the rows this rank
 // holds outside TP regions (all of them without SP; its 1/tp of them under SP, summed over TP with the norms').
 #include <algorithm>
+#include <cstdint>
 
 #include "executor/gpu/dense_block.hpp"
 #include "gpu/kernels.hpp"
 
 namespace twin::exec {
 
-void DenseBlock::add_linear_bias(const OpPass& p, bf16* out, std::int64_t rows, std::int64_t cols) {
+// cuBLASLt reads and writes a bias vector in the epilogue at 16-byte alignment; the layout packs tensors, so a
+// bias after a tensor of a width that is not a multiple of 8 takes the separate kernels instead.
+bool DenseBlock::fusable(const bf16* vector) {
+  return vector != nullptr && reinterpret_cast<std::uintptr_t>(vector) % 16 == 0;
+}
+
+// The bias this rank adds to the linear's output, or nullptr: none, or a replicated one that TP rank 0 adds.
+bf16* DenseBlock::forward_bias(const OpPass& p) {
   const ParameterUnit& unit = stage_.parameters.unit(p.unit);
   const WeightTensor* bias = unit.find(p.binding.subject, WeightPart::bias);
-  if (!bias) return;
-  if (bias->tp_replicated && stage_.layout.layout(p.unit).tp_rank != 0) return;  // added once, into the sum
-  kernels::bias_add(out, unit.params + bias->offset, rows, cols, p.stream);
+  if (!bias) return nullptr;
+  if (bias->tp_replicated && stage_.layout.layout(p.unit).tp_rank != 0) return nullptr;  // added once, into the sum
+  return unit.params + bias->offset;
+}
+
+// Where the weight-gradient GEMM's epilogue writes the bias's gradient (the gradient itself, or the stream's scratch
+// when a later micro-batch adds to it), setting the problem's epilogue; nullptr, problem unchanged, where the GEMM
+// cannot: no bias; a replicated bias under SP, whose gradient sums only this rank's rows of the gathered gradient
+// the GEMM reduces whole; or a layout cuBLASLt has no such algorithm for (then the column-sum kernel runs).
+bf16* DenseBlock::fused_bias_grad(const OpPass& p, MatmulProblem& problem, bool output_grad_is_a) {
+  ParameterUnit& unit = stage_.parameters.unit(p.unit);
+  const WeightTensor* bias = unit.find(p.binding.subject, WeightPart::bias);
+  if (!bias || (bias->tp_replicated && stage_.layout.layout(p.unit).shapes.sp)) return nullptr;
+  bf16* target = p.binding.first_gradient ? unit.grads + bias->offset : p.scratch.bias_grad;
+  MatmulProblem fused = problem;
+  fused.epilogue = output_grad_is_a ? MatmulEpilogue::bias_grad_of_a : MatmulEpilogue::bias_grad_of_b;
+  if (!fusable(target) || !p.scratch.matmul->supports(fused)) return nullptr;
+  problem = fused;
+  return target;
+}
+
+// A later micro-batch's bias gradient, written to the scratch by the epilogue, added to the gradient: the column-sum
+// kernel over one row, so the sum is rounded as the unfused path rounds it (bf16(grad + fp32 sum)).
+void DenseBlock::finish_fused_bias_grad(const OpPass& p, std::int64_t cols) {
+  if (p.binding.first_gradient) return;
+  ParameterUnit& unit = stage_.parameters.unit(p.unit);
+  const WeightTensor* bias = unit.find(p.binding.subject, WeightPart::bias);
+  kernels::bias_grad(p.scratch.bias_grad, p.scratch.norm_partials, unit.grads + bias->offset, true, 1, cols,
+                     p.stream);
 }
 
 void DenseBlock::linear_bias_grad(const OpPass& p, const bf16* d_output_full, std::int64_t rows, std::int64_t cols) {

@@ -117,6 +117,9 @@ void StageRuntime::make_scratch() {
     if (fp8_) scratch.fp8_matmul = std::make_unique<Fp8Matmul>(Matmul::kWorkspaceBytes);
     scratch.norm_partials = static_cast<float*>(
         tensors_.static_buffer(kernels::norm_partial_floats(tokens, partial_columns(layout_)) * sizeof(float)));
+    if (layout_.scenario().model.add_bias_linear)
+      scratch.bias_grad = static_cast<__nv_bfloat16*>(
+          tensors_.static_buffer(partial_columns(layout_) * sizeof(__nv_bfloat16)));
     if (!moe_) continue;
     scratch.grouped = std::make_unique<GroupedMatmul>();
     scratch.moe_sort_workspace = tensors_.static_buffer(moe_->sort_workspace_bytes());
