@@ -70,6 +70,19 @@ inline TimeNs deepspeed_gather_host_ns(int weights, int group_size) {
   return static_cast<TimeNs>(weights) * group_size * kDeepSpeedGatherHostNsPerRank;
 }
 
+// The GPU's memory passes around each collective, on the stream the collective runs on (memory-bound copies; their
+// bytes per 16-bit element moved, read and written, are counted from the code):
+//   - a weight's all-gather (`_allgather_param`, partition_parameters.py): `torch.zeros` of the gathered tensor before
+//     it (2: written), and PyTorch's list all_gather (ProcessGroupNCCL::allgather of 2020-21) gathers into a flat
+//     buffer of its own and copies each rank's part out of it into DeepSpeed's views (2 read + 2 written). The zeros
+//     run before the hook's synchronisation and the copies after the collective; both are counted after it.
+//   - a gradient bucket's all-reduce (`allreduce_bucket` and `allreduce_and_copy`, stage3.py, on the reduction
+//     stream): the bucket's gradients flattened into one tensor (2 + 2) and divided by the group size in place
+//     (2 + 2) before it, the reduced values copied back into each gradient (2 + 2) after it.
+inline constexpr std::int64_t kDeepSpeedGatherCopyBytesPerElement = 2 + 2 + 2;
+inline constexpr std::int64_t kDeepSpeedReduceCopyInBytesPerElement = 2 + 2 + 2 + 2;
+inline constexpr std::int64_t kDeepSpeedReduceCopyOutBytesPerElement = 2 + 2;
+
 DeepSpeedLayerGathers deepspeed_layer_gathers(const RankShapes& shapes, bool moe_layer, bool backward,
                                               bool full_recompute);
 

@@ -118,7 +118,26 @@ Op parameter_collective(OpKind kind, OpRole role, GroupKind group, int group_siz
   return op;
 }
 
+// A memory pass of DeepSpeed's around a collective of `unit` (strategies/deepspeed_zero3.hpp), on the
+// data-parallel stream.
+Op deepspeed_copy(OpRole role, std::int64_t bytes, std::int32_t unit) {
+  Op op = Emitter::moved(OpKind::elementwise, role, bytes);
+  op.stream = Stream::dp_comm;
+  op.parameter_unit = unit;
+  return op;
+}
+
 }  // namespace
+
+// A parameter all-gather after `after`; DeepSpeed's memory passes around it follow it. Returns the last op.
+OpIndex StageLowering::emit_param_gather(const Op& gather, OpIndex after) {
+  const OpIndex gathered = e_.emit_after(gather, after);
+  if (!s_.deepspeed_zero3) return gathered;
+  const std::int64_t elements = gather.bytes / 2;
+  return e_.emit_after(deepspeed_copy(OpRole::param_gather, elements * kDeepSpeedGatherCopyBytesPerElement,
+                                      gather.parameter_unit),
+                       gathered);
+}
 
 // ZeRO-3: all-gather a unit's weights over its data-parallel groups; returns the last gather or kNoOp. DeepSpeed
 // under full recompute gathers a layer's weights for its recomputed forward, then again those it released before
@@ -141,7 +160,7 @@ OpIndex StageLowering::gather_weights(const Unit& u, OpIndex after, bool forward
   Op regather = parameter_collective(OpKind::all_gather, OpRole::param_gather, GroupKind::data, s_.data_group,
                                      again * 2, parameter_unit(u));
   if (first == 0) regather.host_ns = host_ns;
-  return e_.emit_after(regather, gathered == kNoOp ? after : gathered);
+  return emit_param_gather(regather, gathered == kNoOp ? after : gathered);
 }
 
 TimeNs StageLowering::gather_host_ns(const Unit& u, bool forward, bool on_demand) const {
@@ -179,7 +198,7 @@ OpIndex StageLowering::emit_weight_gather(const Unit& u, OpIndex after, std::int
     Op gather = parameter_collective(OpKind::all_gather, OpRole::param_gather, GroupKind::data, s_.data_group,
                                      dense * 2, parameter_unit(u));
     gather.host_ns = host_ns;
-    last = e_.emit_after(gather, after);
+    last = emit_param_gather(gather, after);
   }
   if (s_.expert_data_group > 1 && p.expert > 0)
     last = e_.emit_after(parameter_collective(OpKind::all_gather, OpRole::param_gather, GroupKind::expert_data,
@@ -202,9 +221,16 @@ void StageLowering::emit_gradient_reduction(const Unit& u, OpIndex after) {
   if (s_.pytorch_fsdp2 && s_.zero_stage == 3 && p.dense > 0)  // _chunk_cat into the reduce dtype, even over one GPU
     after = e_.emit_after(fsdp2_copy(OpRole::grad_reduce, Stream::dp_comm,
                                      fsdp2_reduce_copy_bytes(p.dense, s_.reduce_bytes), parameter_unit(u)), after);
+  const bool deepspeed_copies = s_.deepspeed_zero3 && s_.data_group > 1 && p.dense > 0;
+  if (deepspeed_copies)  // flattened and divided before the all-reduce
+    after = e_.emit_after(deepspeed_copy(OpRole::grad_reduce, p.dense * kDeepSpeedReduceCopyInBytesPerElement,
+                                         parameter_unit(u)), after);
   if (s_.data_group > 1 && p.dense > 0)
-    e_.emit_after(parameter_collective(kind, OpRole::grad_reduce, GroupKind::data, s_.data_group,
-                                       p.dense * s_.reduce_bytes, parameter_unit(u)), after);
+    after = e_.emit_after(parameter_collective(kind, OpRole::grad_reduce, GroupKind::data, s_.data_group,
+                                               p.dense * s_.reduce_bytes, parameter_unit(u)), after);
+  if (deepspeed_copies)  // copied back into each gradient after it
+    after = e_.emit_after(deepspeed_copy(OpRole::grad_reduce, p.dense * kDeepSpeedReduceCopyOutBytesPerElement,
+                                         parameter_unit(u)), after);
   if (s_.expert_data_group > 1 && p.expert > 0)
     e_.emit_after(parameter_collective(kind, OpRole::grad_reduce, GroupKind::expert_data, s_.expert_data_group,
                                        p.expert * 2, parameter_unit(u)), after);
@@ -243,7 +269,7 @@ void StageLowering::run_units(const std::vector<Unit>& list, bool forward, bool 
       Op gather = parameter_collective(OpKind::all_gather, OpRole::param_gather, GroupKind::data, s_.data_group,
                                        on_demand * 2, parameter_unit(list[i]));
       gather.host_ns = gather_host_ns(list[i], forward, true);
-      e_.emit_after(gather, e_.chain);
+      emit_param_gather(gather, e_.chain);
     }
     if (s_.deepspeed_zero3) this_gather = last_on(Stream::dp_comm);
     if (i + 1 < list.size()) next_gather = gather_weights(list[i + 1], e_.chain, forward);

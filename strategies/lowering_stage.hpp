@@ -45,6 +45,9 @@ class StageLowering {
   RankParameters unit_parameters(const Unit& u) const;
   Op p2p(OpKind kind, OpRole role, int peer_stage, std::int64_t tag, int tensors = 1) const;
   OpIndex gather_weights(const Unit& u, OpIndex after, bool forward);
+  // A parameter all-gather after `after`, followed under DeepSpeed's ZeRO-3 by its memory passes
+  // (strategies/deepspeed_zero3.hpp); the last op.
+  OpIndex emit_param_gather(const Op& gather, OpIndex after);
   // The unit's weight gathers; `dense_elements` of its dense weights (-1: all of them), the dense gather with
   // `host_ns` of host time (Op::host_ns).
   OpIndex emit_weight_gather(const Unit& u, OpIndex after, std::int64_t dense_elements = -1, TimeNs host_ns = 0);

@@ -4,6 +4,8 @@
 // reduction before it.
 #include <gtest/gtest.h>
 
+#include <vector>
+
 #include "sim/simulate.hpp"
 #include "strategies/deepspeed_zero3.hpp"
 #include "strategies/lowering.hpp"
@@ -169,7 +171,7 @@ TEST(DeepSpeedZero3, OnDemandGathersWaitForTheComputeBeforeThem) {
     int after_compute = 0;
     for (const RankClass& rc : g.classes)
       for (OpIndex i = 0; i < rc.size(); ++i) {
-        if (rc.op(i).role != OpRole::param_gather) continue;
+        if (rc.op(i).role != OpRole::param_gather || rc.op(i).kind != OpKind::all_gather) continue;
         bytes += rc.op(i).bytes;
         for (auto [e, end] = boost::in_edges(i, rc.graph); e != end; ++e)
           after_compute += rc.op(boost::source(*e, rc.graph)).stream == Stream::compute ? 1 : 0;
@@ -213,6 +215,51 @@ TEST(DeepSpeedZero3, EveryParameterGatherCarriesTheHostLoopsOfTheWeightsItFetche
         << hidden;
   }
   EXPECT_EQ(lowering::deepspeed_gather_host_ns(3, 1536), TimeNs{3} * 1536 * 13200);
+}
+
+// DeepSpeed's memory passes around its collectives (strategies/deepspeed_zero3.hpp), on the data-parallel stream:
+// after each weight all-gather, the zeros and the copy out of the list all_gather's flat buffer (6 bytes per 16-bit
+// element gathered); before each gradient all-reduce the flatten and the division (8), after it the copy back (4).
+// Megatron's ZeRO-3 gathers and reduce-scatters in place: no such pass.
+TEST(DeepSpeedZero3, EveryCollectiveCarriesItsMemoryPasses) {
+  struct Passes {
+    std::int64_t gathered = 0, reduced = 0, gather_copies = 0, reduce_copies = 0;
+    int reductions_between_copies = 0;
+  };
+  const auto passes = [](const IterationGraph& g) {
+    Passes p;
+    for (const RankClass& rc : g.classes) {
+      std::vector<const Op*> stream;  // the data-parallel stream's ops in the order they were issued
+      for (OpIndex i = 0; i < rc.size(); ++i)
+        if (rc.op(i).stream == Stream::dp_comm) stream.push_back(&rc.op(i));
+      const auto is_reduce_copy = [&](std::size_t k) {
+        return k < stream.size() && stream[k]->kind == OpKind::elementwise && stream[k]->role == OpRole::grad_reduce;
+      };
+      for (std::size_t k = 0; k < stream.size(); ++k) {
+        const Op& op = *stream[k];
+        const bool copy = op.kind == OpKind::elementwise;
+        if (op.role == OpRole::param_gather && copy) p.gather_copies += op.bytes;
+        if (op.role == OpRole::param_gather && op.kind == OpKind::all_gather) p.gathered += op.bytes;
+        if (op.role == OpRole::grad_reduce && copy) p.reduce_copies += op.bytes;
+        if (op.role != OpRole::grad_reduce || op.kind != OpKind::all_reduce) continue;
+        p.reduced += op.bytes;
+        p.reductions_between_copies += k > 0 && is_reduce_copy(k - 1) && is_reduce_copy(k + 1) ? 1 : 0;
+      }
+    }
+    return p;
+  };
+  const Passes megatron = passes(lower(ZeroImplementation::megatron, 12288).graph);
+  EXPECT_EQ(megatron.gather_copies, 0);
+  EXPECT_EQ(megatron.reduce_copies, 0);
+  const Passes deepspeed = passes(lower(ZeroImplementation::deepspeed, 12288).graph);
+  ASSERT_GT(deepspeed.gathered, 0);
+  EXPECT_EQ(deepspeed.gather_copies, deepspeed.gathered / 2 * lowering::kDeepSpeedGatherCopyBytesPerElement);
+  // 16-bit gradients: the all-reduce's bytes are 2 per element.
+  EXPECT_EQ(deepspeed.reduce_copies, deepspeed.reduced / 2 *
+                                         (lowering::kDeepSpeedReduceCopyInBytesPerElement +
+                                          lowering::kDeepSpeedReduceCopyOutBytesPerElement));
+  EXPECT_EQ(deepspeed.reductions_between_copies, count(lower(ZeroImplementation::deepspeed, 12288).graph,
+                                                       OpRole::grad_reduce, OpKind::all_reduce));
 }
 
 }  // namespace

@@ -79,29 +79,31 @@ TEST(PublishedTable, BadRowsNameTheirPath) {
 // figures (every parameter fitted on every group), as measured on 2026-11-29 01:51-01:55 UTC
 // (`twin validate tests/validation/published.json --cross-validate`, 206 rows of 16 groups, with NCCL's bandwidth
 // ceilings in the tuner, sim/nccl_caps.hpp, and the pace of rings across nodes, sim/ring_pace.hpp; each figure
-// rounded up to the tenth of a point); a change
+// rounded up to the tenth of a point), lowered where DeepSpeed's memory passes around its collectives
+// (strategies/deepspeed_zero3.hpp) improved them on 2026-11-29 04:01-04:12 UTC and left as they were where those moved
+// a figure up within the half point; a change
 // that makes any of them worse by more than half a point fails here. A group the guard does not know fails with the line to add.
 struct Reached {
   double cross_validated_mean, cross_validated_max, in_sample_mean, in_sample_max;
 };
 const std::map<std::string, Reached> kReached = {
-    {"narayanan2021-table1", {0.099, 0.157, 0.089, 0.146}},
-    {"korthikanti2022-table5", {0.115, 0.175, 0.106, 0.166}},
-    {"korthikanti2022-abstract", {0.095, 0.136, 0.093, 0.135}},
+    {"narayanan2021-table1", {0.095, 0.153, 0.086, 0.142}},
+    {"korthikanti2022-table5", {0.112, 0.172, 0.103, 0.163}},
+    {"korthikanti2022-abstract", {0.092, 0.133, 0.090, 0.131}},
     {"dubey2024-llama3-table4", {0.055, 0.073, 0.055, 0.072}},
-    {"megatron-readme-h100-2024", {0.078, 0.119, 0.073, 0.112}},
+    {"megatron-readme-h100-2024", {0.078, 0.118, 0.073, 0.112}},
     {"llmfoundry-mpt-h100-2024", {0.083, 0.145, 0.068, 0.132}},
     {"llmfoundry-mpt-a100-2023", {0.064, 0.234, 0.064, 0.228}},
-    {"nemo-megatron-a100-2023", {0.156, 0.219, 0.156, 0.218}},
-    {"bloom2022-176b", {0.047, 0.047, 0.047, 0.047}},
+    {"nemo-megatron-a100-2023", {0.155, 0.219, 0.155, 0.218}},
+    {"bloom2022-176b", {0.042, 0.042, 0.044, 0.044}},
     {"bloom2022-topology-search", {0.083, 0.243, 0.083, 0.238}},
     {"smith2022-mtnlg-530b", {0.094, 0.115, 0.092, 0.113}},
     {"dgxc-nemo-h100-24.11", {0.065, 0.168, 0.053, 0.145}},
     {"dgxc-nemo-h100-25.02", {0.044, 0.096, 0.036, 0.083}},
-    {"narayanan2021-table2-zero3", {0.170, 0.397, 0.172, 0.395}},
+    {"narayanan2021-table2-zero3", {0.144, 0.338, 0.145, 0.336}},
     {"torchtitan-h100-2025", {0.138, 0.138, 0.137, 0.137}},
-    {"torchtitan-perf-2024", {0.134, 0.158, 0.130, 0.153}},
-    {"all", {0.082, 0.397, 0.077, 0.395}},
+    {"torchtitan-perf-2024", {0.131, 0.154, 0.128, 0.150}},
+    {"all", {0.081, 0.338, 0.075, 0.336}},
 };
 
 // The same for the published MoE rows (issue 40), a table of their own: `twin validate tests/validation/moe_rows.json
