@@ -11,17 +11,14 @@ std::optional<UnsupportedModelFeature> first_unsupported_feature(const ModelConf
   if (m.activation == Activation::geglu) return unsupported("activation", "GeGLU");
   if (m.activation == Activation::squared_relu) return unsupported("activation", "squared ReLU");
   if (m.mla.enabled()) return unsupported("mla", "multi-latent attention");
-  // Weights the memory model counts (core/model.cpp) and the layout would not hold: Qwen3's q_norm and k_norm,
-  // 2 x kv_channels per layer, were once laid out short of the count.
-  if (m.qk_layernorm) return unsupported("qk_layernorm", "QK-norm weights (q_norm, k_norm)");
+  // QK-norm runs as Qwen3's (RMSNorm over each head); a LayerNorm model's would need a bias and a strided LayerNorm.
+  if (m.qk_layernorm && m.normalization == Normalization::layernorm)
+    return unsupported("qk_layernorm", "QK-norm in a LayerNorm model");
   if (m.window_size > 0) return unsupported("window_size", "sliding-window attention");
   if (m.attention_sinks) return unsupported("attention_sinks", "attention sinks");
   if (m.attention_softcap > 0) return unsupported("attention_softcap", "soft-capped attention scores");
   if (m.final_logit_softcap > 0) return unsupported("final_logit_softcap", "soft-capped logits");
   if (m.post_norms) return unsupported("post_norms", "post norms");
-  if (m.moe.shared_expert_ffn_hidden_size > 0) return unsupported("moe/shared_expert_ffn_hidden_size", "shared experts");
-  if (m.moe.first_dense_layers > 0)
-    return unsupported("moe/first_dense_layers", "dense layers before the MoE layers");
   // GPT's LayerNorm, learned positions and linear biases run (executor/parameters.hpp); experts' biases do not.
   if (m.add_bias_linear && m.is_moe()) return unsupported("add_bias_linear", "linear biases in expert layers");
   if (m.hidden_dropout > 0) return unsupported("hidden_dropout", "dropout");

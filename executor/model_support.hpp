@@ -15,8 +15,9 @@ struct UnsupportedModelFeature {
 };
 
 // The first feature of `model` that twin execute does not run, in a fixed order; nullopt for a model it runs
-// (Llama-style, dense or with experts: RMSNorm, RoPE, SwiGLU or GeLU; GPT-style dense: LayerNorm, learned
-// positions, linear biases; no dropout, fused attention).
+// (Llama-style, dense or with experts: RMSNorm, RoPE, SwiGLU or GeLU, QK-norm, fine-grained and shared experts,
+// dense first layers; GPT-style dense: LayerNorm, learned positions, linear biases; no dropout, fused attention).
+// QK-norm and shared experts run at TP 1 (executor/parameters.cpp refuses them under TP).
 std::optional<UnsupportedModelFeature> first_unsupported_feature(const ModelConfig& model);
 
 }  // namespace twin::exec

@@ -118,6 +118,7 @@ class UnitMaker {
       qkv_blocks.emplace_back(block.first_column, block.width);
     add_linear(unit, p + "qkv", OpRole::qkv_projection, TensorParallel::column,
                columns(h, (heads_l + 2 * groups_l) * d, (heads + 2 * groups) * d, qkv_blocks), kStddev);
+    if (m_.qk_layernorm) add_qk_norm(unit, p + "qk_norm");
     add_linear(unit, p + "proj", OpRole::attention_projection, TensorParallel::row, rows_from(heads_l * d, h, t * heads_l * d),
                output_stddev_);
     add_norm(unit, p + "mlp_norm", OpRole::mlp_norm);
@@ -128,6 +129,7 @@ class UnitMaker {
       WeightTensor router = weight(p + "router", OpRole::router, rows_from(h, shapes_.experts_total, 0), kStddev);
       router.tp_replicated = true;
       unit.tensors.push_back(std::move(router));
+      if (shapes_.shared_ffn > 0) add_shared_experts(unit, p);
       const int layer_tensors = static_cast<int>(unit.tensors.size());
       out.push_back(finish(std::move(unit), counted.dense, l, 0));
       // The rank's experts (EP rank e holds experts [e * local, (e + 1) * local)), fc1 and fc2 each stacked
@@ -194,6 +196,33 @@ class UnitMaker {
     w.name = name + ".bias";
     w.part = WeightPart::bias;
     unit.tensors.push_back(std::move(w));
+  }
+  // QK-norm's weights (ones), q_norm then k_norm, each a head wide (kv_channels) as Megatron's q_layernorm and
+  // k_layernorm (after linear_qkv in its layer), in one tensor of two rows: the op norms every query and key head.
+  // Each TP rank's heads add to their gradient, which Megatron sums over TP (finalize_model_grads); twin execute
+  // sums norm gradients over TP only under SP, so QK-norm runs at TP 1.
+  void add_qk_norm(ParameterUnitLayout& unit, const std::string& name) const {
+    if (tp_ > 1)
+      throw std::invalid_argument("QK-norm under tensor parallelism (its weights' gradients, partial per TP rank's "
+                                  "heads, are not summed over TP yet): tensor_model_parallel_size 1");
+    WeightTensor w{name, OpRole::qk_norm, 2, shapes_.d};
+    w.tp_replicated = true;
+    w.shard = rows_from(2, shapes_.d, 0);
+    unit.tensors.push_back(std::move(w));
+  }
+  // The shared experts (Megatron's mlp.shared_experts, after the router and the routed experts there): a dense MLP
+  // of shared_expert_ffn_hidden_size in the layer's unit, replicated over the data group as the attention is. Its
+  // FC1's input gradient adds to the routed experts' in place, which needs the whole gradient on the rank: TP 1.
+  void add_shared_experts(ParameterUnitLayout& unit, const std::string& p) const {
+    if (tp_ > 1)
+      throw std::invalid_argument("shared experts under tensor parallelism (their gradient is added to the routed "
+                                  "experts' before any TP reduction): tensor_model_parallel_size 1");
+    const std::int64_t h = shapes_.h, ffn = shapes_.shared_ffn;
+    add_linear(unit, p + "shared_fc1", OpRole::shared_expert_fc1, TensorParallel::column,
+               columns(h, shapes_.shared_fc1_width, shapes_.shared_fc1_width, {{0, shapes_.shared_fc1_width}}),
+               kStddev);
+    add_linear(unit, p + "shared_fc2", OpRole::shared_expert_fc2, TensorParallel::row, rows_from(ffn, h, 0),
+               output_stddev_);
   }
   // A linear's weight [in, out] and, with add_bias_linear, its bias (zeros) over the weight's output columns: a
   // column-parallel linear's sharded as they are, a row-parallel one's (rows split over TP, all columns here)

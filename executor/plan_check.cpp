@@ -112,6 +112,10 @@ void check_parts(const Plan& plan, const PlanGraphs& lowered, const std::string&
         throw InputError(file, "/family_plan/detail/stage_micro_batch",
                          std::string("whole samples for every block of GPUs (twin execute): ") + error.what());
       }
+      if (plan.scenario.model.qk_layernorm && layer.layout.ulysses)
+        throw InputError(file, fmt::format("/family_plan/detail/layers/{}/layout", i),
+                         "a Megatron layout in a model with QK-norm (a Ulysses layer's lowering emits no QK-norm op "
+                         "yet: it would run and price another model)");
       if (plan.scenario.framework.tp_comm_overlap && layer.layout.group > 1)
         throw InputError(file, "/scenario/framework/tp_comm_overlap",
                          "false (twin execute does not run Transformer Engine's userbuffers overlap yet)");

@@ -15,9 +15,16 @@ namespace twin::kernels {
 using bf16 = __nv_bfloat16;
 
 // ---- normalization (rows x cols; statistics per row kept in fp32 for backward) ----
-// y = x * rstd * weight, rstd = 1 / sqrt(mean(x^2) + eps).
+// Where an RMSNorm's rows lie: contiguous (the default), or in groups of `group_rows` contiguous rows whose first
+// rows are `group_stride` elements apart. QK-norm's rows are the query (or key) heads of each token inside the fused
+// QKV row: group_rows = heads, group_stride = the QKV row's width. Statistics (rstd) stay one per row, contiguous.
+struct NormRowLayout {
+  std::int64_t group_rows = 0;  // 0: contiguous rows
+  std::int64_t group_stride = 0;
+};
+// y = x * rstd * weight, rstd = 1 / sqrt(mean(x^2) + eps); x and y laid out by `layout` (y may be x: in place).
 void rmsnorm_forward(const bf16* x, const bf16* weight, bf16* y, float* rstd, std::int64_t rows, std::int64_t cols,
-                     float eps, cudaStream_t stream);
+                     float eps, NormRowLayout layout, cudaStream_t stream);
 // y = (x - mean) * rstd * weight + bias.
 void layernorm_forward(const bf16* x, const bf16* weight, const bf16* bias, bf16* y, float* mean, float* rstd,
                        std::int64_t rows, std::int64_t cols, float eps, cudaStream_t stream);
@@ -27,9 +34,11 @@ void layernorm_forward(const bf16* x, const bf16* weight, const bf16* bias, bf16
 // partials in fp32 into the bf16 gradient.
 std::size_t norm_partial_floats(std::int64_t rows, std::int64_t cols);
 // RMSNorm backward; with `skip` (may be null) dx also adds it: the residual stream's gradient that skips the norm's
-// branch, so that the residual add of a pre-norm layer's backward needs no kernel of its own.
+// branch, so that the residual add of a pre-norm layer's backward needs no kernel of its own. x is laid out by
+// `x_layout`; dy, dx and skip by `grad_layout` (dx may be dy: in place).
 void rmsnorm_backward(const bf16* dy, const bf16* x, const bf16* weight, const float* rstd, const bf16* skip, bf16* dx,
-                      float* partials, std::int64_t rows, std::int64_t cols, cudaStream_t stream);
+                      float* partials, std::int64_t rows, std::int64_t cols, NormRowLayout x_layout,
+                      NormRowLayout grad_layout, cudaStream_t stream);
 void layernorm_backward(const bf16* dy, const bf16* x, const bf16* weight, const float* mean, const float* rstd,
                         bf16* dx, float* partials, std::int64_t rows, std::int64_t cols, cudaStream_t stream);
 // s[c] = sum over the partial blocks of partials[b * cols + c] (fp32); grad[c] = bf16(s[c]), or with
@@ -174,9 +183,10 @@ void moe_sort_by_expert(const std::int32_t* expert_index, std::int64_t routed, i
 // Dispatch: out[r] = in[order[r] / top_k] (routed rows of `cols`; an exact copy).
 void moe_permute(const bf16* in, const std::int32_t* order, int top_k, bf16* out, std::int64_t routed,
                  std::int64_t cols, cudaStream_t stream);
-// Combine: out[t] = sum_j weight[t * top_k + j] * in[routed_row[t * top_k + j]], summed in fp32 in j order;
-// weight == nullptr means 1 (then it is the dispatch's backward: each token's gradient sums its copies').
-void moe_unpermute(const bf16* in, const std::int32_t* routed_row, const float* weight, bf16* out,
+// Combine: out[t] = add[t] + sum_j weight[t * top_k + j] * in[routed_row[t * top_k + j]], summed in fp32 in j order
+// after add (the shared experts' output; nullptr: none; may be out, in place); weight == nullptr means 1 (then it is
+// the dispatch's backward: each token's gradient sums its copies').
+void moe_unpermute(const bf16* in, const std::int32_t* routed_row, const float* weight, const bf16* add, bf16* out,
                    std::int64_t tokens, int top_k, std::int64_t cols, cudaStream_t stream);
 // Combine backward: d_in[r] = weight[f] * d_out[f / top_k] with f = order[r]; d_weight[f] = dot(d_out[f / top_k],
 // in[routed_row[f]]) accumulated in fp32 (in: the expert outputs the forward combined). weight == nullptr means 1.

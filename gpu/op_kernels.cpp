@@ -1,6 +1,8 @@
 // Each entry's kernels, in the order the executor ran them before the entries existed (behaviour unchanged).
 #include "gpu/op_kernels.hpp"
 
+#include <stdexcept>
+
 #include "gpu/attention.hpp"
 #include "gpu/checks.hpp"
 
@@ -8,10 +10,18 @@ namespace twin::gpu {
 
 namespace k = twin::kernels;
 
+namespace {
+void require_contiguous_rows(const k::NormRowLayout& layout) {
+  if (layout.group_rows != 0) throw std::invalid_argument("LayerNorm runs on contiguous rows only");
+}
+}  // namespace
+
 void launch(const NormForward& c, cudaStream_t stream) {
   switch (c.normalization) {
-    case Normalization::rmsnorm: return k::rmsnorm_forward(c.x, c.weight, c.y, c.rstd, c.rows, c.cols, 1e-5f, stream);
+    case Normalization::rmsnorm:
+      return k::rmsnorm_forward(c.x, c.weight, c.y, c.rstd, c.rows, c.cols, 1e-5f, c.layout, stream);
     case Normalization::layernorm:
+      require_contiguous_rows(c.layout);
       return k::layernorm_forward(c.x, c.weight, c.bias, c.y, c.mean, c.rstd, c.rows, c.cols, 1e-5f, stream);
   }
 }
@@ -20,10 +30,13 @@ void launch(const NormBackward& c, cudaStream_t stream) {
   const std::int64_t blocks = k::norm_partial_blocks(c.rows);
   switch (c.normalization) {
     case Normalization::rmsnorm:
-      k::rmsnorm_backward(c.dy, c.x, c.weight, c.rstd, c.skip, c.dx, c.partials, c.rows, c.cols, stream);
+      k::rmsnorm_backward(c.dy, c.x, c.weight, c.rstd, c.skip, c.dx, c.partials, c.rows, c.cols, c.x_layout,
+                          c.grad_layout, stream);
       k::norm_weight_grad_reduce(c.partials, blocks, c.cols, c.weight_grad, c.accumulate, stream);
       return;
     case Normalization::layernorm:  // weight partials, then bias partials
+      require_contiguous_rows(c.x_layout);
+      require_contiguous_rows(c.grad_layout);
       k::layernorm_backward(c.dy, c.x, c.weight, c.mean, c.rstd, c.dx, c.partials, c.rows, c.cols, stream);
       if (c.skip) k::residual_add(c.dx, c.skip, c.dx, c.rows * c.cols, stream);
       k::norm_weight_grad_reduce(c.partials, blocks, c.cols, c.weight_grad, c.accumulate, stream);
@@ -78,7 +91,7 @@ void launch(const LossBackward& c, cudaStream_t stream) {
 
 void launch(const MoePermute& c, cudaStream_t stream) {
   if (c.backward)
-    k::moe_unpermute(c.in, c.routed_row, nullptr, c.out, c.tokens, c.top_k, c.cols, stream);
+    k::moe_unpermute(c.in, c.routed_row, nullptr, nullptr, c.out, c.tokens, c.top_k, c.cols, stream);
   else
     k::moe_permute(c.in, c.order, c.top_k, c.out, c.tokens * c.top_k, c.cols, stream);
 }
@@ -87,7 +100,7 @@ void launch(const MoeUnpermute& c, cudaStream_t stream) {
     k::moe_unpermute_backward(c.d_out, c.in, c.order, c.routed_row, c.weight, c.d_in, c.d_weight, c.tokens, c.top_k,
                               c.cols, stream);
   else
-    k::moe_unpermute(c.in, c.routed_row, c.weight, c.out, c.tokens, c.top_k, c.cols, stream);
+    k::moe_unpermute(c.in, c.routed_row, c.weight, c.add, c.out, c.tokens, c.top_k, c.cols, stream);
 }
 
 void launch(const OptimizerStep& c, cudaStream_t stream) {

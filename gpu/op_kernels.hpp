@@ -22,7 +22,9 @@ namespace twin::gpu {
 class Attention;
 using kernels::bf16;
 
-// rows x cols, RMSNorm (mean and bias unused) or LayerNorm; rstd (and mean) per row, kept for the backward.
+// rows x cols, RMSNorm (mean and bias unused) or LayerNorm; rstd (and mean) per row, kept for the backward. An
+// RMSNorm's rows may lie in strided groups (`layout`: QK-norm's heads inside the fused QKV rows, normalised in
+// place); LayerNorm's are contiguous.
 struct NormForward {
   static constexpr OpKind kind = OpKind::norm_forward;
   Normalization normalization = Normalization::rmsnorm;
@@ -33,6 +35,7 @@ struct NormForward {
   float* mean = nullptr;
   float* rstd = nullptr;
   std::int64_t rows = 0, cols = 0;
+  kernels::NormRowLayout layout;  // x's and y's rows
 };
 
 // dx, and the weight's (and LayerNorm's bias's) gradient reduced from per-block partials in a fixed order, stored
@@ -53,6 +56,7 @@ struct NormBackward {
   bf16* bias_grad = nullptr;
   bool accumulate = false;
   std::int64_t rows = 0, cols = 0;
+  kernels::NormRowLayout x_layout, grad_layout;  // x's rows; dy's, dx's and skip's (RMSNorm only)
 };
 
 // Rotary embedding of one run of equal sequences, in place on q and k (views into the fused QKV rows).
@@ -182,6 +186,7 @@ struct MoeUnpermute {
   float* d_weight = nullptr;
   int top_k = 1;
   std::int64_t tokens = 0, cols = 0;
+  const bf16* add = nullptr;  // forward: added to the combined rows (the shared experts' output; may be out)
 };
 
 // AdamW over one span of a weight buffer, the gradient scaled by the clip factor first.

@@ -156,8 +156,9 @@ void row_parallel_forward(Emitter& e, OpRole role, std::int64_t n_out, std::int6
   }
   cast_to_fp8(e, role, LinearTensor::input, s.tokens, k_in);
   Op gemm = linear_gemm(e, role, GemmPass::forward, s.tokens, n_out, k_in);
-  // Nothing comes between the product and the residual add without TP: the epilogue can add the stream.
-  gemm.fuses_residual = s.residual_fusion && !tp_active(s);
+  // Nothing comes between the product and the residual add without TP: the epilogue can add the stream. Not so for
+  // the shared experts' FC2: the routed experts' combine adds to its output before the residual does.
+  gemm.fuses_residual = s.residual_fusion && !tp_active(s) && role != OpRole::shared_expert_fc2;
   e.emit(gemm);
   if (tp_active(s))
     e.emit(s.sp ? tp_op(OpKind::reduce_scatter, OpRole::tp_scatter, s, activation_bytes(s), role, LinearTensor::output)

@@ -25,6 +25,16 @@ using layer::Tensor;
 // gradient, gathered (SP) before the backward GEMMs. The output projection's gradient is the loss's, written
 // over the logits.
 LinearTensors linear_tensors(OpRole subject) {
+  // An MoE layer's shared experts (Megatron's SharedExpertMLP) are its dense MLP beside the routed experts, in the
+  // dense MLP's tensors (an MoE layer has none of its own): FC2 writes the branch the combine then adds the routed
+  // rows to (executor/gpu/moe_actions.cpp), and FC1's input gradient is added to the routed experts' and the
+  // router's, which are there first (the graph runs the shared experts' backward last).
+  if (subject == OpRole::shared_expert_fc2) return linear_tensors(OpRole::fc2);
+  if (subject == OpRole::shared_expert_fc1) {
+    LinearTensors t = linear_tensors(OpRole::fc1);
+    t.d_input_full = t.d_input;
+    return t;
+  }
   const layer::Block& block = layer::block_of(subject);
   const Tensor in = block.input, out = block.output;
   if (block.kind == layer::BlockKind::column_linear)
@@ -58,7 +68,9 @@ DenseBlock::DenseBlock(const DenseStage& stage, cudaStream_t stream)
   // Positions of the whole sequence: under context parallelism a rank's chunks sit anywhere in it.
   const std::int64_t positions = shapes.s * shapes.cp;
   rope_table_ = static_cast<float2*>(tensors.static_buffer(positions * (shapes.d / 2) * sizeof(float2)));
-  kernels::rope_build_table(rope_table_, positions, static_cast<int>(shapes.d), 10000.0f, stream);
+  // The model's base (Qwen3's 1,000,000; Llama 2's 10,000): until 2026-11-29 every model ran 10,000.
+  kernels::rope_build_table(rope_table_, positions, static_cast<int>(shapes.d),
+                            static_cast<float>(stage_.layout.scenario().model.rotary_base), stream);
   loss_sum_ = static_cast<float*>(tensors.static_buffer(sizeof(float)));
   for (ParameterUnit* unit : stage_.parameters.units())
     if (unit->id == kEmbeddingUnit) {
@@ -133,9 +145,11 @@ void DenseBlock::linear_input_grad(const OpPass& p) {
   const LinearWeight w = linear_weight(p.binding.subject, p.unit);
   const std::int64_t m = p.op.gemm.m, n = p.op.gemm.n, k = p.op.gemm.k;
   if (n != w.in || k != w.out) throw std::logic_error("linear input gradient: GEMM shape differs from the weight's");
-  auto* d_in = static_cast<bf16*>(stage_.tensors.make(p.mb, p.unit, t.d_input_full, m * n * kBf16, p.stream));
-  p.scratch.matmul->run({m, n, k, false, !w.stored_out_by_in, false}, either(stage_.tensors, p, t.d_output_full,
-                                                                             t.d_output),
+  const bool adds = p.binding.subject == OpRole::shared_expert_fc1;  // to the routed experts' part (above)
+  auto* d_in = static_cast<bf16*>(adds ? stage_.tensors.get(p.mb, p.unit, t.d_input_full)
+                                       : stage_.tensors.make(p.mb, p.unit, t.d_input_full, m * n * kBf16, p.stream));
+  p.scratch.matmul->run({m, n, k, false, !w.stored_out_by_in, adds}, either(stage_.tensors, p, t.d_output_full,
+                                                                            t.d_output),
                         w.params, d_in, p.stream);
 }
 

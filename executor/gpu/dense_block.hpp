@@ -98,6 +98,9 @@ class DenseBlock {
     std::int64_t first_token, tokens, period, first_position;
   };
   std::vector<RopeRun> rope_runs(int mb, const lowering::RankShapes& s) const;
+  // QK-norm's norm ops (dense_block_qk_norm.cpp): the query and key heads of the unit's QKV rows.
+  void qk_norm_forward(const OpPass& p);
+  void qk_norm_backward(const OpPass& p);
   // GPT's additions (dense_block_gpt.cpp): a linear's bias added to its output [rows, cols] and its gradient from the
   // output's gradient (nothing without add_bias_linear), and the embedding's rows [first_row, end_row) as runs of
   // positions for learned position embeddings.

@@ -14,6 +14,7 @@ using layer::Tensor;
 }  // namespace
 
 void DenseBlock::norm_forward(const OpPass& p) {
+  if (p.binding.subject == OpRole::qk_norm) return qk_norm_forward(p);  // inside core attention, not on the stream
   const ParameterUnit& parameters = stage_.parameters.unit(p.unit);
   const WeightTensor& w = parameters.tensor(p.binding.subject);
   const layer::Block& block = layer::block_of(p.binding.subject);
@@ -32,6 +33,7 @@ void DenseBlock::norm_forward(const OpPass& p) {
 }
 
 void DenseBlock::norm_backward(const OpPass& p) {
+  if (p.binding.subject == OpRole::qk_norm) return qk_norm_backward(p);
   TensorStore& tensors = stage_.tensors;
   const int mb = p.mb, unit = p.unit;
   const ParameterUnit& parameters = stage_.parameters.unit(unit);

@@ -117,13 +117,15 @@ void MoeBlock::combine_exchange(const OpPass& p) {
   done(p, {{Tensor::expert_out}});
 }
 
+// With shared experts their FC2 wrote the branch before the router ran (the graph's order, Megatron's): the routed
+// rows are added to it in place.
 void MoeBlock::combine(const OpPass& p) {
   const std::int64_t tokens = stage_.shapes.tokens_local, h = stage_.shapes.h;
   bf16* branch = new_bf16(p, Tensor::fc2_out, Form::value, tokens * h);
   launch_op(p.op, p.binding,
             gpu::MoeUnpermute{false, bf(p, copies_out()), nullptr, static_cast<const std::int32_t*>(tensor(p, Tensor::routed_row)),
                               static_cast<const float*>(tensor(p, Tensor::combine_weight)), branch, nullptr, nullptr,
-                              nullptr, stage_.top_k, tokens, h},
+                              nullptr, stage_.top_k, tokens, h, stage_.shapes.shared_ffn > 0 ? branch : nullptr},
             p.stream);
 }
 

@@ -34,6 +34,8 @@ std::int64_t partial_columns(const StageLayout& layout) {
   const lowering::RankShapes& s = layout.shapes();
   std::int64_t cols = m.normalization == Normalization::layernorm ? 2 * s.h : s.h;
   if (m.add_bias_linear) cols = std::max({cols, s.qkv_width * s.tp, s.fc1_width * s.tp});
+  // QK-norm's launches: up to tokens x heads rows of head_dim, so min(rows, blocks) x head_dim <= this x tokens.
+  if (m.qk_layernorm) cols = std::max(cols, s.heads * s.d);
   return cols;
 }
 

@@ -90,11 +90,11 @@ __global__ void permute_kernel(const bf16* in, const std::int32_t* order, int to
 
 // Token t (one block) sums its top_k routed rows in j order, in fp32.
 template <int kWidth>
-__global__ void unpermute_kernel(const bf16* in, const std::int32_t* routed_row, const float* weight, bf16* out,
-                                 int top_k, std::int64_t cols) {
+__global__ void unpermute_kernel(const bf16* in, const std::int32_t* routed_row, const float* weight, const bf16* add,
+                                 bf16* out, int top_k, std::int64_t cols) {
   const std::int64_t t = blockIdx.x;
   for (std::int64_t c = kWidth * threadIdx.x; c < cols; c += kWidth * blockDim.x) {
-    Float8 sum{};
+    Float8 sum = add != nullptr ? load<kWidth>(add, t * cols + c) : Float8{};  // read before out is written
     for (int j = 0; j < top_k; ++j) {
       const std::int64_t f = t * top_k + j;
       const float w = weight != nullptr ? weight[f] : 1.f;
@@ -190,14 +190,14 @@ void moe_permute(const bf16* in, const std::int32_t* order, int top_k, bf16* out
   TWIN_CUDA_CHECK_LAUNCH();
 }
 
-void moe_unpermute(const bf16* in, const std::int32_t* routed_row, const float* weight, bf16* out,
+void moe_unpermute(const bf16* in, const std::int32_t* routed_row, const float* weight, const bf16* add, bf16* out,
                    std::int64_t tokens, int top_k, std::int64_t cols, cudaStream_t stream) {
   require_rows(tokens, top_k, cols, "moe_unpermute: need 0 < tokens < 2^31, cols > 0, 1 <= top_k <= 8");
   const auto grid = static_cast<unsigned>(tokens);
-  if (vector_rows(cols, {in, out}))
-    unpermute_kernel<8><<<grid, kThreads, 0, stream>>>(in, routed_row, weight, out, top_k, cols);
+  if (vector_rows(cols, {in, out}) && (add == nullptr || vector_rows(cols, {add})))
+    unpermute_kernel<8><<<grid, kThreads, 0, stream>>>(in, routed_row, weight, add, out, top_k, cols);
   else
-    unpermute_kernel<1><<<grid, kThreads, 0, stream>>>(in, routed_row, weight, out, top_k, cols);
+    unpermute_kernel<1><<<grid, kThreads, 0, stream>>>(in, routed_row, weight, add, out, top_k, cols);
   TWIN_CUDA_CHECK_LAUNCH();
 }
 

@@ -25,10 +25,17 @@ constexpr int kThreads = 256;
 // few percent of what backward moves.
 constexpr std::int64_t kMaxPartialBlocks = 264;
 
+// The first element of row r under `layout` (kernels.hpp's NormRowLayout).
+__device__ __forceinline__ std::int64_t row_start(std::int64_t r, std::int64_t cols, NormRowLayout layout) {
+  if (layout.group_rows == 0) return r * cols;
+  return (r / layout.group_rows) * layout.group_stride + (r % layout.group_rows) * cols;
+}
+
 __global__ void rmsnorm_forward_kernel(const bf16* x, const bf16* weight, bf16* y, float* rstd, std::int64_t cols,
-                                       float eps) {
+                                       float eps, NormRowLayout layout) {
   __shared__ float scratch[32];
-  const bf16* row = x + blockIdx.x * cols;
+  const std::int64_t start = row_start(blockIdx.x, cols, layout);
+  const bf16* row = x + start;
   float sum_sq = 0.f;
   for (std::int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
     const float v = to_float(row[c]);
@@ -36,16 +43,16 @@ __global__ void rmsnorm_forward_kernel(const bf16* x, const bf16* weight, bf16* 
   }
   const float r = rsqrtf(block_sum(sum_sq, scratch) / cols + eps);
   for (std::int64_t c = threadIdx.x; c < cols; c += blockDim.x)
-    y[blockIdx.x * cols + c] = to_bf16(to_float(row[c]) * r * to_float(weight[c]));
+    y[start + c] = to_bf16(to_float(row[c]) * r * to_float(weight[c]));
   if (threadIdx.x == 0) rstd[blockIdx.x] = r;
 }
 
 // RMSNorm with cols % 8 == 0 and 16-byte aligned rows: each thread takes groups of eight columns (the row is
 // read once into registers-worth of 16-byte loads per pass); sums are over the thread's groups, then the block.
 __global__ void rmsnorm_forward_vec8_kernel(const bf16* x, const bf16* weight, bf16* y, float* rstd,
-                                            std::int64_t cols, float eps) {
+                                            std::int64_t cols, float eps, NormRowLayout layout) {
   __shared__ float scratch[32];
-  const std::int64_t row = blockIdx.x * cols;
+  const std::int64_t row = row_start(blockIdx.x, cols, layout);
   float sum_sq = 0.f;
   for (std::int64_t c = 8 * threadIdx.x; c < cols; c += 8 * blockDim.x) {
     const Float8 v = load8(x, row + c);
@@ -86,13 +93,14 @@ __global__ void layernorm_forward_kernel(const bf16* x, const bf16* weight, cons
 // dx = the norm's input gradient, plus `skip` (the residual stream's gradient) where given.
 __global__ void rmsnorm_backward_kernel(const bf16* dy, const bf16* x, const bf16* weight, const float* rstd,
                                         const bf16* skip, bf16* dx, float* partials, std::int64_t rows,
-                                        std::int64_t cols) {
+                                        std::int64_t cols, NormRowLayout x_layout, NormRowLayout grad_layout) {
   extern __shared__ float dw[];
   __shared__ float scratch[32];
   for (std::int64_t c = threadIdx.x; c < cols; c += blockDim.x) dw[c] = 0.f;
   for (std::int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-    const bf16* dy_row = dy + r * cols;
-    const bf16* x_row = x + r * cols;
+    const std::int64_t g_start = row_start(r, cols, grad_layout);
+    const bf16* dy_row = dy + g_start;
+    const bf16* x_row = x + row_start(r, cols, x_layout);
     const float rs = rstd[r];
     float dot = 0.f;
     for (std::int64_t c = threadIdx.x; c < cols; c += blockDim.x)
@@ -100,8 +108,8 @@ __global__ void rmsnorm_backward_kernel(const bf16* dy, const bf16* x, const bf1
     const float coefficient = block_sum(dot, scratch) * rs * rs * rs / cols;
     for (std::int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
       const float g = to_float(dy_row[c]), xv = to_float(x_row[c]);
-      const float added = skip ? to_float(skip[r * cols + c]) : 0.f;
-      dx[r * cols + c] = to_bf16(rs * g * to_float(weight[c]) - xv * coefficient + added);
+      const float added = skip ? to_float(skip[g_start + c]) : 0.f;
+      dx[g_start + c] = to_bf16(rs * g * to_float(weight[c]) - xv * coefficient + added);
       dw[c] += g * xv * rs;  // column c is always this thread's: no race
     }
   }
@@ -118,7 +126,8 @@ __global__ void rmsnorm_backward_kernel(const bf16* dy, const bf16* x, const bf1
 template <int kGroups, int kThreads, int kStages>
 __global__ void __launch_bounds__(kThreads)
     rmsnorm_backward_staged_kernel(const bf16* dy, const bf16* x, const bf16* weight, const float* rstd,
-                                   const bf16* skip, bf16* dx, float* partials, std::int64_t rows, std::int64_t cols) {
+                                   const bf16* skip, bf16* dx, float* partials, std::int64_t rows, std::int64_t cols,
+                                   NormRowLayout x_layout, NormRowLayout grad_layout) {
   extern __shared__ uint4 staged[];  // [kStages][arrays][kGroups][kThreads] rows, then [kStages][kThreads] rstd
   __shared__ float scratch[32];
   const int arrays = skip ? 3 : 2;
@@ -138,11 +147,12 @@ __global__ void __launch_bounds__(kThreads)
   const auto copy_row = [&](std::int64_t r, int stage) {
     if (r < rows) {
       __pipeline_memcpy_async(rstd_slot(stage), rstd + r, 4);  // each thread its own copy: no barrier
+      const std::int64_t g_start = row_start(r, cols, grad_layout), x_start = row_start(r, cols, x_layout);
       for (int g = 0; g < kGroups; ++g)
         if (owned[g]) {
-          __pipeline_memcpy_async(slot(stage, 0, g), dy + r * cols + column[g], 16);
-          __pipeline_memcpy_async(slot(stage, 1, g), x + r * cols + column[g], 16);
-          if (skip) __pipeline_memcpy_async(slot(stage, 2, g), skip + r * cols + column[g], 16);
+          __pipeline_memcpy_async(slot(stage, 0, g), dy + g_start + column[g], 16);
+          __pipeline_memcpy_async(slot(stage, 1, g), x + x_start + column[g], 16);
+          if (skip) __pipeline_memcpy_async(slot(stage, 2, g), skip + g_start + column[g], 16);
         }
     }
     __pipeline_commit();  // an empty group past the last row keeps the count that wait_prior relies on
@@ -170,7 +180,7 @@ __global__ void __launch_bounds__(kThreads)
         out.v[k] = rs * gv.v[k] * w.v[k] - xv.v[k] * coefficient + added.v[k];
         dw[g][k] += gv.v[k] * xv.v[k] * rs;
       }
-      store8(dx, r * cols + column[g], out);
+      store8(dx, row_start(r, cols, grad_layout) + column[g], out);
     }
     stage = (stage + 1) % kStages;
   }
@@ -237,6 +247,13 @@ void check_shape(std::int64_t rows, std::int64_t cols) {
   detail::require(rows > 0 && cols > 0 && rows <= 0x7fffffff, "norm: rows and cols must be positive");
 }
 
+void check_layout(NormRowLayout layout, std::int64_t cols) {
+  detail::require(layout.group_rows >= 0 && (layout.group_rows == 0 || layout.group_stride >= layout.group_rows * cols),
+                  "norm: a row group must fit in its stride");
+}
+// Eight-column groups read and written 16 bytes at a time: every row start a multiple of eight elements.
+bool vector_rows(NormRowLayout layout, std::int64_t cols) { return cols % 8 == 0 && layout.group_stride % 8 == 0; }
+
 template <typename Kernel>
 void allow_shared(Kernel kernel, std::size_t bytes) {
   detail::require(bytes <= 227 * 1024, "norm backward: cols too wide for the shared memory it needs");
@@ -251,12 +268,17 @@ std::size_t norm_partial_floats(std::int64_t rows, std::int64_t cols) {
 }
 
 void rmsnorm_forward(const bf16* x, const bf16* weight, bf16* y, float* rstd, std::int64_t rows, std::int64_t cols,
-                     float eps, cudaStream_t stream) {
+                     float eps, NormRowLayout layout, cudaStream_t stream) {
   check_shape(rows, cols);
-  if (cols % 8 == 0 && aligned16(x) && aligned16(weight) && aligned16(y))
-    rmsnorm_forward_vec8_kernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(x, weight, y, rstd, cols, eps);
+  check_layout(layout, cols);
+  // A head-wide row (QK-norm's, 64-256 columns) is one warp's eight-column groups: a block of kThreads would leave
+  // seven of its eight warps idle and wait on them at the block-wide sum.
+  const int threads = cols <= 8 * 32 ? 32 : kThreads;
+  if (vector_rows(layout, cols) && aligned16(x) && aligned16(weight) && aligned16(y))
+    rmsnorm_forward_vec8_kernel<<<static_cast<unsigned>(rows), threads, 0, stream>>>(x, weight, y, rstd, cols, eps,
+                                                                                     layout);
   else
-    rmsnorm_forward_kernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(x, weight, y, rstd, cols, eps);
+    rmsnorm_forward_kernel<<<static_cast<unsigned>(rows), threads, 0, stream>>>(x, weight, y, rstd, cols, eps, layout);
   TWIN_CUDA_CHECK_LAUNCH();
 }
 
@@ -269,23 +291,31 @@ void layernorm_forward(const bf16* x, const bf16* weight, const bf16* bias, bf16
 }
 
 void rmsnorm_backward(const bf16* dy, const bf16* x, const bf16* weight, const float* rstd, const bf16* skip, bf16* dx,
-                      float* partials, std::int64_t rows, std::int64_t cols, cudaStream_t stream) {
+                      float* partials, std::int64_t rows, std::int64_t cols, NormRowLayout x_layout,
+                      NormRowLayout grad_layout, cudaStream_t stream) {
   check_shape(rows, cols);
+  check_layout(x_layout, cols);
+  check_layout(grad_layout, cols);
   const std::size_t shared = static_cast<std::size_t>(cols) * sizeof(float);
   const unsigned blocks = static_cast<unsigned>(norm_partial_blocks(rows));
-  const bool vector = cols % 8 == 0 && aligned16(dy) && aligned16(x) && aligned16(weight) && aligned16(dx) &&
-                      (skip == nullptr || aligned16(skip));
+  const bool vector = vector_rows(x_layout, cols) && vector_rows(grad_layout, cols) && aligned16(dy) &&
+                      aligned16(x) && aligned16(weight) && aligned16(dx) && (skip == nullptr || aligned16(skip));
   const auto launch_staged = [&](auto kernel, int groups, int threads, int stages) {
     const int arrays = skip ? 3 : 2;
     const std::size_t staged =
         static_cast<std::size_t>(stages) * threads * (arrays * groups * sizeof(uint4) + sizeof(float));
     allow_shared(kernel, staged);
-    kernel<<<blocks, threads, staged, stream>>>(dy, x, weight, rstd, skip, dx, partials, rows, cols);
+    kernel<<<blocks, threads, staged, stream>>>(dy, x, weight, rstd, skip, dx, partials, rows, cols, x_layout,
+                                                grad_layout);
   };
   // Launch shapes timed on an H200 (2026-11-25, 2048-8192 columns, 4096 and 8192 rows, with and without skip):
   // 256 threads beat 512 or 1024 (a block-wide sum over fewer warps per row), three stages beat two or four, and
   // 264 blocks (two per multiprocessor) beat 396 or 528.
-  if (vector && cols <= 8 * 256) {
+  // A head-wide row (QK-norm's) is one warp's: eight rows in flight per block instead of three, since a block of
+  // one warp keeps far fewer bytes in flight than one of eight.
+  if (vector && cols <= 8 * 32) {
+    launch_staged(rmsnorm_backward_staged_kernel<1, 32, 8>, 1, 32, 8);
+  } else if (vector && cols <= 8 * 256) {
     launch_staged(rmsnorm_backward_staged_kernel<1, 256, 3>, 1, 256, 3);
   } else if (vector && cols <= 2 * 8 * 256) {
     launch_staged(rmsnorm_backward_staged_kernel<2, 256, 3>, 2, 256, 3);
@@ -293,7 +323,8 @@ void rmsnorm_backward(const bf16* dy, const bf16* x, const bf16* weight, const f
     launch_staged(rmsnorm_backward_staged_kernel<4, 256, 3>, 4, 256, 3);
   } else {
     allow_shared(rmsnorm_backward_kernel, shared);
-    rmsnorm_backward_kernel<<<blocks, kThreads, shared, stream>>>(dy, x, weight, rstd, skip, dx, partials, rows, cols);
+    rmsnorm_backward_kernel<<<blocks, kThreads, shared, stream>>>(dy, x, weight, rstd, skip, dx, partials, rows, cols,
+                                                                  x_layout, grad_layout);
   }
   TWIN_CUDA_CHECK_LAUNCH();
 }

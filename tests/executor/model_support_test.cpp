@@ -47,7 +47,10 @@ TEST(ModelSupport, EachFeatureIsNamedAtItsOwnKey) {
   const std::vector<std::pair<std::string, std::function<void(ModelConfig&)>>> cases = {
       {"activation", [](ModelConfig& m) { m.activation = Activation::geglu; }},
       {"activation", [](ModelConfig& m) { m.activation = Activation::squared_relu; }},
-      {"qk_layernorm", [](ModelConfig& m) { m.qk_layernorm = true; }},
+      {"qk_layernorm", [](ModelConfig& m) {  // QK-norm runs as Qwen3's, RMSNorm over each head
+         m.qk_layernorm = true;
+         m.normalization = Normalization::layernorm;
+       }},
       {"window_size", [](ModelConfig& m) { m.window_size = 4096; }},
       {"attention_sinks", [](ModelConfig& m) { m.attention_sinks = true; }},
       {"attention_softcap", [](ModelConfig& m) { m.attention_softcap = 50; }},
@@ -67,13 +70,21 @@ TEST(ModelSupport, EachFeatureIsNamedAtItsOwnKey) {
   }
 }
 
-TEST(ModelSupport, ExpertVariantsAreNamedUnderMoe) {
-  ModelConfig shared = *model_preset("mixtral-8x7b");
-  shared.moe.shared_expert_ffn_hidden_size = 1024;
-  EXPECT_EQ(first_unsupported_feature(shared)->path, "moe/shared_expert_ffn_hidden_size");
-  ModelConfig dense_first = *model_preset("mixtral-8x7b");
-  dense_first.moe.first_dense_layers = 1;
-  EXPECT_EQ(first_unsupported_feature(dense_first)->path, "moe/first_dense_layers");
+// Qwen3's QK-norm, fine-grained experts (128, top-8), shared experts and dense first layers run (since 2026-11-29;
+// before, each was refused at its key); MLA stays refused.
+TEST(ModelSupport, QwenThreeAndDeepSeekShapesRun) {
+  ModelConfig qwen3 = *model_preset("mixtral-8x7b");
+  qwen3.qk_layernorm = true;
+  qwen3.moe.num_experts = 128;
+  qwen3.moe.top_k = 8;
+  EXPECT_FALSE(first_unsupported_feature(qwen3).has_value());
+  ModelConfig deepseek = *model_preset("mixtral-8x7b");
+  deepseek.moe.shared_expert_ffn_hidden_size = 1024;
+  deepseek.moe.first_dense_layers = 1;
+  EXPECT_FALSE(first_unsupported_feature(deepseek).has_value());
+  deepseek.mla.kv_lora_rank = 512;
+  ASSERT_TRUE(deepseek.mla.enabled());
+  EXPECT_EQ(first_unsupported_feature(deepseek)->path, "mla");
 }
 
 }  // namespace

@@ -1,7 +1,8 @@
 // One model, one count, for every model twin ships: each shipped scenario's model and each Hugging Face fixture's
 // is either laid out by the executor with exactly the weights the memory model counts (plan_parameter_units
 // throws std::logic_error where they differ), or refused as a model the executor does not run
-// (std::invalid_argument, which the plan check names at /scenario/model). Qwen3's QK-norm weights were neither.
+// (std::invalid_argument, which the plan check names at /scenario/model). Qwen3's QK-norm weights were neither, until
+// they were laid out (2026-11-29).
 #include <filesystem>
 #include <stdexcept>
 #include <string>
@@ -82,11 +83,27 @@ TEST(ParametersModels, EveryHuggingFaceFixtureHoldsTheCountedWeightsOrIsRefused)
   EXPECT_GT(laid_out, 4);  // the Llama, Mistral and Mixtral fixtures at least
 }
 
-TEST(ParametersModels, QwenThreeIsRefusedForItsQkNormNotMiscounted) {
+// Qwen3-MoE lays out its q_norm and k_norm (kv_channels each) at TP 1, counted as the memory model counts them, and
+// is refused under TP (the norms' gradients would need a sum over TP); the same for a DeepSeek-V3-shaped model's
+// shared experts, while its first dense layer and routed experts lay out at TP 2.
+TEST(ParametersModels, QkNormAndSharedExpertsLayOutAtTpOne) {
   const Scenario qwen = load_scenario(kScenarios / "qwen3-30b-a3b-16xH100.json");
-  const std::vector<Strategy> strategies = some_strategies(qwen);
-  ASSERT_FALSE(strategies.empty());
-  EXPECT_NE(layout_refusal(qwen, strategies.front(), "qwen3").find("QK-norm"), std::string::npos);
+  const Scenario deepseek = load_scenario(kScenarios / "exec-deepseek-v3-nomla-small-1xH200.json");
+  ModelConfig deepseek_unshared = deepseek.model;
+  deepseek_unshared.moe.shared_expert_ffn_hidden_size = 0;
+  for (const auto& [model, refusal] : {std::pair{qwen.model, "QK-norm"}, std::pair{deepseek.model, "shared experts"},
+                                       std::pair{deepseek_unshared, ""}}) {
+    const Scenario scenario = testing::make_scenario(model, 1, 1024, 8);
+    for (const int tp : {1, 2}) {
+      Strategy strategy = testing::make_strategy(tp, 1);
+      ASSERT_FALSE(complete_strategy(scenario, strategy).has_value()) << model.name << " tp " << tp;
+      const std::string refused = layout_refusal(scenario, strategy, model.name);
+      if (tp == 1 || std::string(refusal).empty())
+        EXPECT_EQ(refused, "") << model.name << " tp " << tp;
+      else
+        EXPECT_NE(refused.find(refusal), std::string::npos) << model.name << ": " << refused;
+    }
+  }
 }
 
 }  // namespace

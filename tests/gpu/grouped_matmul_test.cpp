@@ -30,10 +30,10 @@ void place(std::vector<double>& out, std::int64_t at, const std::vector<double>&
   std::copy(part.begin(), part.end(), out.begin() + at);
 }
 
-TEST(GroupedMatmul, ExpertForwardInputAndWeightGradients) {
-  REQUIRE_GPU();
-  const std::vector<std::int64_t> tokens{5, 0, 1, 37, 64};  // per expert: unequal m, none, a single row
-  const std::int64_t experts = static_cast<std::int64_t>(tokens.size()), h = 96, f = 160;
+// The three products of every expert with `tokens[e]` rows against the reference; the first expert without
+// tokens keeps a zero (or, accumulating, unchanged) weight gradient.
+void check_expert_gemms(const std::vector<std::int64_t>& tokens, std::int64_t h, std::int64_t f) {
+  const std::int64_t experts = static_cast<std::int64_t>(tokens.size());
   std::vector<std::int64_t> first(experts + 1, 0);  // each expert's first routed row
   for (std::int64_t e = 0; e < experts; ++e) first[e + 1] = first[e] + tokens[e];
   const std::int64_t rows = first[experts];
@@ -74,11 +74,32 @@ TEST(GroupedMatmul, ExpertForwardInputAndWeightGradients) {
             kBf16Tolerance);
   EXPECT_LT(report("grouped dW += X^T dY", relative_error(got_dw_sum, rdw_sum)), kBf16Tolerance);
   // The expert without tokens: its weight gradient is zero, or unchanged when accumulating.
-  const std::int64_t empty = 1;
+  const std::int64_t empty = std::find(tokens.begin(), tokens.end(), 0) - tokens.begin();
+  ASSERT_LT(empty, experts) << "the routing leaves an expert without tokens";
   for (std::int64_t i = empty * h * f; i < (empty + 1) * h * f; ++i) {
     ASSERT_EQ(rdw[i], 0.0);
     ASSERT_EQ(got_dw_sum[i], hdw_start[i]) << "element " << i;
   }
+}
+
+TEST(GroupedMatmul, ExpertForwardInputAndWeightGradients) {
+  REQUIRE_GPU();
+  check_expert_gemms({5, 0, 1, 37, 64}, 96, 160);  // per expert: unequal m, none, a single row
+}
+
+// Fine-grained experts (Qwen3-MoE: 128 experts, top-8, experts 768 wide at hidden 2048; here 1/8 of both widths):
+// 300 tokens' 2400 copies over 128 experts, skewed, many with none, one or a few rows.
+TEST(GroupedMatmul, FineGrainedRaggedExperts) {
+  REQUIRE_GPU();
+  std::vector<std::int64_t> tokens(128);
+  std::int64_t left = 300 * 8;
+  for (std::size_t e = 0; e < tokens.size(); ++e) {
+    const std::int64_t pattern[] = {0, 1, 3, 0, 17, 2, 40, 5};  // none, one, a few, a GEMM's tile
+    tokens[e] = std::min(left, pattern[e % 8] + static_cast<std::int64_t>(e % 5));
+    left -= tokens[e];
+  }
+  tokens.back() += left;  // the hottest expert takes the rest
+  check_expert_gemms(tokens, 256, 96);
 }
 
 // An expert's rows change every step: sizes in one power-of-two bucket share the bucket's algorithm (at most one

@@ -131,8 +131,14 @@ TEST_P(KernelMoeShapes, DispatchAndCombine) {
   k::moe_permute(bf(x), i32(order), s.top_k, bf(permuted), routed, cols, nullptr);
   auto expert_out = random_bf16(routed * cols), routed_row = upload(r.routed_row), weight = upload(floats(r.weight));
   auto combined = poisoned(s.tokens * cols * 2), summed = poisoned(s.tokens * cols * 2);
-  k::moe_unpermute(bf(expert_out), i32(routed_row), f32(weight), bf(combined), s.tokens, s.top_k, cols, nullptr);
-  k::moe_unpermute(bf(expert_out), i32(routed_row), nullptr, bf(summed), s.tokens, s.top_k, cols, nullptr);
+  k::moe_unpermute(bf(expert_out), i32(routed_row), f32(weight), nullptr, bf(combined), s.tokens, s.top_k, cols,
+                   nullptr);
+  k::moe_unpermute(bf(expert_out), i32(routed_row), nullptr, nullptr, bf(summed), s.tokens, s.top_k, cols, nullptr);
+  // With shared experts the combine adds the routed rows to their output, in place.
+  auto with_shared = random_bf16(s.tokens * cols);
+  const auto shared_out = bf16_to_host(with_shared.data(), s.tokens * cols);
+  k::moe_unpermute(bf(expert_out), i32(routed_row), f32(weight), bf(with_shared), bf(with_shared), s.tokens, s.top_k,
+                   cols, nullptr);
 
   const auto hx = bf16_to_host(x.data(), s.tokens * cols), hy = bf16_to_host(expert_out.data(), routed * cols);
   const auto hw = f32_to_host(weight.data(), routed);
@@ -149,6 +155,10 @@ TEST_P(KernelMoeShapes, DispatchAndCombine) {
   EXPECT_LT(report("moe_unpermute weighted", relative_error(bf16_to_host(combined.data(), s.tokens * cols), rcomb)),
             kBf16Tolerance);
   EXPECT_LT(report("moe_unpermute unweighted", relative_error(bf16_to_host(summed.data(), s.tokens * cols), rsum)),
+            kBf16Tolerance);
+  for (std::size_t i = 0; i < rcomb.size(); ++i) rcomb[i] += shared_out[i];
+  EXPECT_LT(report("moe_unpermute + shared experts",
+                   relative_error(bf16_to_host(with_shared.data(), s.tokens * cols), rcomb)),
             kBf16Tolerance);
 }
 
@@ -255,10 +265,12 @@ TEST_P(KernelMoeShapes, LoadBalancingLossValue) {
 }
 
 // Tokens not a multiple of 8; Mixtral's 8 experts and wider routers; top_k 1 to 4; rows of 16-byte pieces (cols
-// % 8 == 0) and of single bf16 (cols 100).
+// % 8 == 0) and of single bf16 (cols 100); fine-grained experts at top-8, Qwen3-MoE's 128 and DeepSeek-V3's
+// routed 64 (its shared expert is a dense MLP, not routed).
 INSTANTIATE_TEST_SUITE_P(Shapes, KernelMoeShapes,
                          ::testing::Values(MoeShape{37, 8, 2, 72}, MoeShape{45, 64, 4, 100}, MoeShape{101, 40, 1, 256},
-                                           MoeShape{64, 8, 4, 24}));
+                                           MoeShape{64, 8, 4, 24}, MoeShape{300, 128, 8, 64},
+                                           MoeShape{97, 64, 8, 104}));
 
 // The forward pipeline on the GPU's own outputs: router, sort, dispatch, combine. Each token's copies are the
 // token itself, so the combine returns sum_j w_j x[t].
@@ -277,7 +289,7 @@ TEST(KernelMoe, RouterTopKPermuteUnpermute) {
   k::moe_sort_by_expert(i32(index), routed, experts, i32(order), i32(routed_row), i32(counts), workspace.data(),
                         workspace_bytes, nullptr);
   k::moe_permute(bf(x), i32(order), top_k, bf(permuted), routed, cols, nullptr);
-  k::moe_unpermute(bf(permuted), i32(routed_row), f32(weight), bf(combined), tokens, top_k, cols, nullptr);
+  k::moe_unpermute(bf(permuted), i32(routed_row), f32(weight), nullptr, bf(combined), tokens, top_k, cols, nullptr);
 
   const MoeShape shape{tokens, experts, top_k, cols};
   const Routing r = reference_routing(shape, bf16_to_host(logits.data(), tokens * experts));

@@ -26,10 +26,10 @@ TEST_P(KernelNorm, RmsNormForwardBackwardAndWeightGrad) {
   // The residual-fused form: dx also adds the residual stream's gradient (skip).
   auto skip = random_bf16(n), dx_fused = poisoned(n * 2), partials_fused = poisoned(k::norm_partial_floats(rows, cols) * 4);
   const auto grad0 = bf16_to_host(grad.data(), cols);
-  k::rmsnorm_forward(bf(x), bf(w), bf(y), f32(rstd), rows, cols, 1e-5f, nullptr);
-  k::rmsnorm_backward(bf(dy), bf(x), bf(w), f32(rstd), nullptr, bf(dx), f32(partials), rows, cols, nullptr);
-  k::rmsnorm_backward(bf(dy), bf(x), bf(w), f32(rstd), bf(skip), bf(dx_fused), f32(partials_fused), rows, cols,
-                      nullptr);
+  k::rmsnorm_forward(bf(x), bf(w), bf(y), f32(rstd), rows, cols, 1e-5f, {}, nullptr);
+  k::rmsnorm_backward(bf(dy), bf(x), bf(w), f32(rstd), nullptr, bf(dx), f32(partials), rows, cols, {}, {}, nullptr);
+  k::rmsnorm_backward(bf(dy), bf(x), bf(w), f32(rstd), bf(skip), bf(dx_fused), f32(partials_fused), rows, cols, {},
+                      {}, nullptr);
   k::norm_weight_grad_reduce(f32(partials), k::norm_partial_blocks(rows), cols, bf(grad), true, nullptr);
   k::norm_weight_grad_reduce(f32(partials), k::norm_partial_blocks(rows), cols, bf(first_grad), false, nullptr);
   const auto hx = bf16_to_host(x.data(), n), hw = bf16_to_host(w.data(), cols), hdy = bf16_to_host(dy.data(), n);

@@ -1,0 +1,40 @@
+// QK-norm (Qwen3's q_norm and k_norm, Megatron's --qk-layernorm): an RMSNorm over each query and key head of the
+// fused QKV rows, after the QKV projection and before RoPE. The lowering's one op per pass (rows tokens x (heads +
+// groups), head_dim columns, strategies/lowering_layer.cpp) runs as two launches of the norm's kernel entry
+// (gpu/op_kernels.hpp) on the heads where they lie, in place: the query heads with q_norm's weight, the key heads
+// with k_norm's. Calibration times that entry on contiguous rows of the same shape (calibrate/gpu/kernel_benches.cpp).
+#pragma once
+#include <array>
+#include <cstdint>
+
+#include <cuda_runtime.h>
+
+#include "gpu/op_kernels.hpp"
+
+namespace twin::exec {
+
+struct QkNormShape {
+  std::int64_t tokens = 0, heads = 0, groups = 0, head_dim = 0;
+  std::int64_t qkv_width = 0;  // elements from one token's QKV row to the next's
+  // The saved pre-norm queries and keys: [tokens, (heads + groups) head_dim], each token's query heads, then its keys.
+  std::int64_t saved_width() const { return (heads + groups) * head_dim; }
+  std::int64_t rows() const { return tokens * (heads + groups); }
+};
+
+// The query and key heads of `qkv` ([tokens, qkv_width], queries from column 0, keys after them) normalised in
+// place; `weights` [2, head_dim] is q_norm then k_norm; rstd [rows()] holds the query heads' 1/rms (token-major),
+// then the key heads'.
+std::array<gpu::NormForward, 2> qk_norm_forward_calls(gpu::bf16* qkv, const gpu::bf16* weights, float* rstd,
+                                                      const QkNormShape& shape);
+// The gradient through the norms, in place on the query and key heads of `d_qkv` (the QKV projection's output
+// gradient, after RoPE's backward), from the saved pre-norm heads; the weights' gradients into `weight_grads`
+// [2, head_dim], stored or (`accumulate`) added. `partials`: kernels::norm_partial_floats(tokens * heads, head_dim).
+std::array<gpu::NormBackward, 2> qk_norm_backward_calls(gpu::bf16* d_qkv, const gpu::bf16* saved,
+                                                        const gpu::bf16* weights, const float* rstd, float* partials,
+                                                        gpu::bf16* weight_grads, bool accumulate,
+                                                        const QkNormShape& shape);
+// Copies each token's query and key heads out of `qkv` into `saved` [tokens, saved_width()] (what the backward
+// reads: the forward overwrites them).
+void save_query_and_key(const gpu::bf16* qkv, gpu::bf16* saved, const QkNormShape& shape, cudaStream_t stream);
+
+}  // namespace twin::exec
