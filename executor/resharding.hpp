@@ -38,7 +38,7 @@ struct ReshardBlock {
 
 // The part [begin, end) of a unit's gradient buffer a GPU starts a later part of the step with (the earlier parts'
 // reduced gradients there, zeros elsewhere): its shard under ZeRO >= 1, all of it on the data group's first GPU
-// under ZeRO-0, none on the others (strategies/hot_switch's reduction_target).
+// under ZeRO-0, none on the others (strategies/layout_switch.hpp's reduction_target).
 std::pair<std::int64_t, std::int64_t> gradient_start_range(const ParameterUnitLayout& unit);
 
 // The switch from part `from` to part `to` of one step (uniform parts of the same model and world size): the

@@ -14,9 +14,12 @@ SOURCE_ENDINGS = (".cpp", ".hpp", ".cu", ".cuh")
 NOT_LAYERS = {"tests", "tools", "docs", "scenarios", "shared"}
 
 # Includes a layer must not make, each with the reason; a folder matches itself and its subfolders.
+FAMILY_INTERFACE = ("the executor runs what a plan family states behind strategies/families/ (plan_graphs.hpp, "
+                    "rank_plan.hpp) and never names a family, so a new family needs no executor change")
 FORBIDDEN = [
     ("executor", "reports", "the executor reads a plan through core/plan_file.hpp; reports write it"),
-]
+] + [("executor", "strategies/" + family, FAMILY_INTERFACE)
+     for family in ("per_layer", "hot_switch", "heterogeneous", "double_strand")]
 
 
 def source_folders():
