@@ -14,7 +14,8 @@ ExplicitGroups explicit_groups(const StageGroups& groups, const std::vector<Pipe
     boundary.to_stage = from.to_stage;
     boundary.groups = from.groups;
     for (std::size_t g = 0; g < from.groups.size(); ++g)
-      boundary.sides.push_back({from.senders[g], from.receivers[g], from.senders_sharded[g], from.receivers_sharded[g]});
+      boundary.sides.push_back(
+          {from.senders[g], from.receivers[g], from.senders_sharded[g], from.receivers_sharded[g]});
   }
   out.reduction_rounds = reduction_group_rounds(reductions);
   out.stage_of_rank = groups.stage_of_rank;

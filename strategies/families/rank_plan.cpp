@@ -146,8 +146,9 @@ std::optional<StageGroups> stage_groups(const PlanGraphs& lowered) {
         // A side shards the rows where its stage runs sequence parallel (stage_strategy: the shared switch, TP > 1).
         boundary.senders.push_back(static_cast<int>(from.devices.size()));
         boundary.receivers.push_back(static_cast<int>(to.devices.size()));
-        boundary.senders_sharded.push_back(stage_strategy(plan.shared, pipeline, boundary.from_stage).sequence_parallel);
-        boundary.receivers_sharded.push_back(stage_strategy(plan.shared, pipeline, boundary.to_stage).sequence_parallel);
+        const auto sharded = [&](int stage) { return stage_strategy(plan.shared, pipeline, stage).sequence_parallel; };
+        boundary.senders_sharded.push_back(sharded(boundary.from_stage));
+        boundary.receivers_sharded.push_back(sharded(boundary.to_stage));
       }
       out.boundaries.push_back(std::move(boundary));
     }
@@ -170,7 +171,8 @@ std::optional<ReplicaReduction> replica_reduction(const PlanGraphs& lowered) {
     ReplicaSegment& mine = out.segments.emplace_back();
     mine.units = segment_units(lowered.scenario.model, segment);
     for (std::size_t p = 0; p < plan.pipelines.size(); ++p) {
-      std::vector<int> ranks = plan.pipelines[p].stages.at(static_cast<std::size_t>(segment.stage_of_pipeline[p])).devices;
+      const std::size_t stage = static_cast<std::size_t>(segment.stage_of_pipeline[p]);
+      std::vector<int> ranks = plan.pipelines[p].stages.at(stage).devices;
       std::sort(ranks.begin(), ranks.end());
       mine.holders.push_back(std::move(ranks));
     }

@@ -134,7 +134,8 @@ TEST(RankPlan, APerLayerGpuReadsItsEmbeddingsAndOutputLayersBlocks) {
 // Pipeline 0: TP 2 on GPUs 0-1 (layers 0-2), then GPU 2 (layer 3), 5 micro-batches; pipeline 1: GPU 3, every
 // layer, 3 micro-batches. Pipeline 1 reads sequences 5..7, after pipeline 0's 5.
 TEST(RankPlan, AnAsymmetricPlanStatesItsSharesGroupsAndReductions) {
-  const PlanGraphs lowered = testing::asymmetric_graphs(testing::asymmetric_scenario(testing::kTp2ToTp1BesideTp1, false));
+  const PlanGraphs lowered =
+      testing::asymmetric_graphs(testing::asymmetric_scenario(testing::kTp2ToTp1BesideTp1, false));
   EXPECT_EQ(rank_token_share(lowered, 3, 0), contiguous(8, 5, 1, 3));
   EXPECT_EQ(rank_token_share(lowered, 2, 0), contiguous(8, 0, 1, 5));
   EXPECT_EQ(data_parallel_rank(lowered, 3, 0), 1);
