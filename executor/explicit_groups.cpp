@@ -1,6 +1,9 @@
 #include "executor/explicit_groups.hpp"
 
+#include <optional>
 #include <stdexcept>
+
+#include "strategies/families/rank_plan.hpp"
 
 namespace twin::exec {
 

@@ -7,7 +7,10 @@
 
 #include "executor/pipeline_reduction.hpp"
 #include "executor/stage_boundary.hpp"
-#include "strategies/families/rank_plan.hpp"
+
+namespace twin {
+struct StageGroups;  // strategies/families/rank_plan.hpp
+}
 
 namespace twin::exec {
 

@@ -180,6 +180,10 @@ std::optional<ReplicaReduction> replica_reduction(const PlanGraphs& lowered) {
   return out;
 }
 
+std::size_t predicted_memory_entry(const PlanGraphs& lowered, int rank_class, int stage) {
+  return static_cast<std::size_t>(lowered.asymmetric ? rank_class : stage);
+}
+
 std::string part_strategy_path(const PlanGraphs& lowered, std::size_t part) {
   if (lowered.asymmetric) return "";
   return lowered.phases.empty() ? "/strategy" : fmt::format("/family_plan/detail/phases/{}/strategy_fields", part);

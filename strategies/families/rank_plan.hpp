@@ -81,6 +81,11 @@ struct ReplicaReduction {
 // None unless the plan has several replicas of different layouts.
 std::optional<ReplicaReduction> replica_reduction(const PlanGraphs& lowered);
 
+// The entry of a part's memory estimate (PlanPart::memory.per_stage) that prices a GPU of rank class `rank_class`
+// on pipeline stage `stage` (a run file's class and coordinates): its stage, an asymmetric plan's stages pipeline
+// by pipeline (its rank class).
+std::size_t predicted_memory_entry(const PlanGraphs& lowered, int rank_class, int stage);
+
 // Where the plan file holds part `part`'s strategy fields (what twin execute's plan check names), empty where the
 // family checks its parts itself (an asymmetric plan: check_family_rules).
 std::string part_strategy_path(const PlanGraphs& lowered, std::size_t part);

@@ -59,6 +59,7 @@ TEST(RankPlan, AUniformPlanGivesEachDataParallelRankItsContiguousShare) {
   EXPECT_FALSE(stage_groups(lowered).has_value());
   EXPECT_FALSE(replica_reduction(lowered).has_value());
   EXPECT_EQ(part_strategy_path(lowered, 0), "/strategy");
+  EXPECT_EQ(predicted_memory_entry(lowered, 1, 1), 1u);  // the stage's entry
   const LayoutCheck check = layout_check(lowered);
   EXPECT_EQ(check.ranks, (std::vector<int>{0, 2}));  // each stage's first GPU
   EXPECT_EQ(check.path, "/scenario/model");
@@ -160,6 +161,7 @@ TEST(RankPlan, AnAsymmetricPlanStatesItsSharesGroupsAndReductions) {
   EXPECT_EQ(replicas->segments[1].holders, (std::vector<std::vector<int>>{{2}, {3}}));
   EXPECT_FALSE(replicas->optimizer_sharded);
   EXPECT_EQ(part_strategy_path(lowered, 0), "");
+  EXPECT_EQ(predicted_memory_entry(lowered, 2, 0), 2u);  // pipeline 1's stage: the third of the plan's stages
   EXPECT_EQ(layout_check(lowered).ranks, (std::vector<int>{0, 1, 2, 3}));
   EXPECT_EQ(layout_check(lowered).path, "/family_plan/detail/pipelines");
   // ZeRO-1: the optimizer state over both pipelines, the gradient norm over every GPU at once.
