@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <set>
 #include <stdexcept>
 #include <string>
@@ -12,7 +13,7 @@
 
 #include "executor/parameters.hpp"
 #include "executor/weight_rects.hpp"
-#include "strategies/heterogeneous/asymmetric_plan.hpp"
+#include "strategies/families/rank_plan.hpp"
 
 namespace twin::exec {
 namespace {
@@ -87,33 +88,27 @@ void cut_weight(const std::string& name, std::int32_t unit, const std::vector<Ho
 }  // namespace
 
 std::vector<PipelineReduction> plan_pipeline_reduction(const PlanGraphs& lowered) {
-  const AsymmetricPlanDetail& plan = lowered.asymmetric.value();
-  const int pipelines = static_cast<int>(plan.pipelines.size());
-  if (pipelines < 2) return {};
-  // Every GPU's units, as its stage lays them out.
+  const std::optional<ReplicaReduction> replicas = replica_reduction(lowered);
+  if (!replicas) return {};
+  // Every GPU's units, as its part lays them out.
   std::map<int, std::vector<ParameterUnitLayout>> units_of;
   std::map<int, bool> sequence_parallel;
-  for (const AsymmetricPipeline& pipeline : plan.pipelines)
-    for (const AsymmetricStage& stage : pipeline.stages)
-      for (int rank : stage.devices) {
-        const PlanPart part = asymmetric_rank_part(lowered, rank);
-        units_of[rank] = plan_parameter_units(part, rank, 0);
-        sequence_parallel[rank] = part.strategy.sequence_parallel;
-      }
+  for (int rank = 0; rank < lowered.world_size(); ++rank) {
+    const PlanPart part = rank_parts(lowered, rank).front();
+    units_of[rank] = plan_parameter_units(part, rank, 0);
+    sequence_parallel[rank] = part.strategy.sequence_parallel;
+  }
   std::vector<PipelineReduction> out;
-  const std::vector<GradientSegment> segments = gradient_segments(lowered.scenario.model, plan.pipelines);
-  for (int g = 0; g < static_cast<int>(segments.size()); ++g) {
+  for (int g = 0; g < static_cast<int>(replicas->segments.size()); ++g) {
+    const ReplicaSegment& segment = replicas->segments[g];
+    const int pipelines = static_cast<int>(segment.holders.size());
     // Per (unit, weight name) in the segment, in the unit's order: every pipeline's holders.
     std::map<std::int32_t, std::vector<std::string>> names;
     std::map<std::pair<std::int32_t, std::string>, std::vector<Holder>> holders;
-    for (int p = 0; p < pipelines; ++p) {
-      const AsymmetricStage& stage = plan.pipelines[p].stages[segments[g].stage_of_pipeline[p]];
-      std::vector<int> ranks = stage.devices;
-      std::sort(ranks.begin(), ranks.end());
-      for (int rank : ranks)
+    for (int p = 0; p < pipelines; ++p)
+      for (int rank : segment.holders[p])
         for (const ParameterUnitLayout& unit : units_of.at(rank)) {
-          const int model_unit = model_order_unit(lowered.scenario.model, unit.id);
-          if (model_unit < segments[g].first_unit || model_unit >= segments[g].end_unit) continue;
+          if (std::find(segment.units.begin(), segment.units.end(), unit.id) == segment.units.end()) continue;
           for (const WeightTensor& w : unit.tensors) {
             if (w.embedding_copy)
               throw std::invalid_argument("an asymmetric plan whose output layer holds a copy of a tied embedding table");
@@ -126,7 +121,6 @@ std::vector<PipelineReduction> plan_pipeline_reduction(const PlanGraphs& lowered
             holders[{unit.id, w.name}].push_back(std::move(holder));
           }
         }
-    }
     std::map<std::vector<int>, PipelineReduction> by_ranks;
     std::vector<std::vector<int>> order;
     for (const auto& [unit, unit_names] : names)

@@ -1,6 +1,7 @@
-// An asymmetric plan's own checks, or per part (a uniform or per-layer plan's strategy, or each hot-switching
-// phase's) memory, strategy, the switch into it and the parameter layout; then the framework switches and the
-// precision recipe, and last the op bindings of every rank class, which refuse what they do not run.
+// The model, the framework switches and the precision recipe; per part whose strategy the plan states (a uniform
+// or per-layer plan's, or each hot-switching phase's) memory, strategy and the switch into it; the rules the plan's
+// family adds (strategies/families/rank_plan.hpp); the parameter layout of every part a GPU runs; and last the op
+// bindings of every rank class, which refuse what they do not run.
 #include "executor/plan_check.hpp"
 
 #include <stdexcept>
@@ -16,9 +17,8 @@
 #include "executor/parameters.hpp"
 #include "executor/pipeline_reduction.hpp"
 #include "executor/resharding.hpp"
-#include "strategies/families/plan_graphs.hpp"
-#include "strategies/heterogeneous/asymmetric_plan.hpp"
-#include "strategies/hot_switch/hot_switch_resharding.hpp"
+#include "strategies/families/rank_plan.hpp"
+#include "strategies/layout_switch.hpp"
 #include "strategies/memory.hpp"
 #include "strategies/sharded_parameters.hpp"
 
@@ -48,34 +48,13 @@ void check_strategy(const Plan& plan, const Scenario& scenario, const Strategy& 
                      "megatron (DeepSpeed's ZeRO-3 is priced by the simulator only)");
 }
 
-// An asymmetric plan: every GPU runs its stage as a uniform pipeline of the stage's TP size, and the pipelines'
-// gradients are summed piece by piece (executor/pipeline_reduction.hpp). Reading the plan (parse_pipelines) has
-// refused tied embeddings over stages already.
-void check_asymmetric_plan(const Plan& plan, const PlanGraphs& lowered, const std::string& file) {
-  const AsymmetricPlanDetail& detail = *lowered.asymmetric;
-  const std::string at = "/family_plan/detail";
-  MemoryEstimate memory;
-  const std::string oom = asymmetric_out_of_memory_reason(plan.scenario, detail.shared, detail.pipelines, memory);
-  if (!oom.empty()) throw InputError(file, at, "a plan that fits; the simulator says it does not: " + oom);
-  if (plan.scenario.framework.tp_comm_overlap && detail.shared.sequence_parallel)
-    throw InputError(file, "/scenario/framework/tp_comm_overlap",
-                     "false (twin execute does not run Transformer Engine's userbuffers overlap yet)");
-  try {
-    for (int rank = 0; rank < lowered.world_size(); ++rank)
-      plan_parameter_units(asymmetric_rank_part(lowered, rank), rank, 0);
-    plan_pipeline_reduction(lowered);
-  } catch (const std::invalid_argument& error) {
-    throw InputError(file, at + "/pipelines", std::string("an asymmetric plan twin execute runs: ") + error.what());
-  }
-}
-
-// A plan of parts (uniform, hot switching, per-layer): each part's strategy, the switch into it, a per-layer plan's
-// layers, and the parameter layout of each part's stages.
+// Each part whose strategy the plan file states (a uniform or per-layer plan's, each hot-switching phase's): the
+// strategy, and the switch into it from the part before.
 void check_parts(const Plan& plan, const PlanGraphs& lowered, const std::string& file) {
   for (std::size_t p = 0; p < lowered.parts.size(); ++p) {
     const PlanPart& part = lowered.parts[p];
-    const std::string at =
-        lowered.phases.empty() ? "/strategy" : fmt::format("/family_plan/detail/phases/{}/strategy_fields", p);
+    const std::string at = part_strategy_path(lowered, p);
+    if (at.empty()) continue;  // the family checks it (check_family_rules)
     check_strategy(plan, part.scenario, part.strategy, part.memory, file, at);
     if (part.strategy.context_parallel_size > 1 && !part.packs.empty())
       throw InputError(file, at + "/context_parallel_size",
@@ -93,49 +72,18 @@ void check_parts(const Plan& plan, const PlanGraphs& lowered, const std::string&
       }
     }
   }
-  // A per-layer plan runs its layers each in its own layout (Megatron TP group or Ulysses group, data group,
-  // ZeRO stage, recompute), split over the stages as the plan splits them.
-  if (lowered.per_layer) {
-    const PerLayerPlan& layers = *lowered.per_layer;
-    const int gpus = stage_gpus(plan.scenario, layers);
-    if (plan.scenario.model.is_moe())
-      throw InputError(file, "/family_plan/family", "a dense model under a per-layer plan (twin execute runs MoE "
-                                                    "models under uniform plans)");
-    for (std::size_t i = 0; i < layers.layers.size(); ++i) {
-      const LayerStrategy& layer = layers.layers[i];
-      // Whole sequences for every block of GPUs, and for the embedding or output layer beside the layer.
-      const bool edge = i == 0 || i + 1 == layers.layers.size();
-      try {
-        block_samples(layer.layout, gpus, layers.stage_micro_batch, 0);
-        if (edge) block_samples(edge_layout(layer.layout), gpus, layers.stage_micro_batch, 0);
-      } catch (const std::invalid_argument& error) {
-        throw InputError(file, "/family_plan/detail/stage_micro_batch",
-                         std::string("whole samples for every block of GPUs (twin execute): ") + error.what());
-      }
-      if (plan.scenario.model.qk_layernorm && layer.layout.ulysses)
-        throw InputError(file, fmt::format("/family_plan/detail/layers/{}/layout", i),
-                         "a Megatron layout in a model with QK-norm (a Ulysses layer's lowering emits no QK-norm op "
-                         "yet: it would run and price another model)");
-      if (plan.scenario.framework.tp_comm_overlap && layer.layout.group > 1)
-        throw InputError(file, "/scenario/framework/tp_comm_overlap",
-                         "false (twin execute does not run Transformer Engine's userbuffers overlap yet)");
-    }
-    // Tied embeddings over stages: the table and its copy sum their gradients shard by shard.
-    if (layers.pipeline_stages > 1 && !plan.scenario.model.untie_embeddings_and_output_weights &&
-        edge_layout(layers.layers.front().layout) != edge_layout(layers.layers.back().layout))
-      throw InputError(file, fmt::format("/family_plan/detail/layers/{}", layers.layers.size() - 1),
-                       fmt::format("a layout whose output layer is sharded as the embedding beside the first layer "
-                                   "(tp{}): with tied embeddings the output layer's copy of the table is summed with "
-                                   "the table shard by shard",
-                                   edge_layout(layers.layers.front().layout).group));
-  }
+}
+
+// The parameter layout of every part a GPU runs (of the GPUs the family names), and the gradients summed across
+// replicas that shard them differently.
+void check_layouts(const PlanGraphs& lowered, const std::string& file) {
+  const LayoutCheck check = layout_check(lowered);
   try {
-    for (const PlanPart& part : lowered.parts)
-      for (int stage = 0; stage < part.strategy.pipeline_model_parallel_size; ++stage)
-        plan_parameter_units(
-            part, static_cast<int>(stage * part.strategy.world_size() / part.strategy.pipeline_model_parallel_size), 0);
+    for (int rank : check.ranks)
+      for (const PlanPart& part : rank_parts(lowered, rank)) plan_parameter_units(part, rank, 0);
+    plan_pipeline_reduction(lowered);
   } catch (const std::invalid_argument& error) {
-    throw InputError(file, "/scenario/model", std::string("a model and strategy twin execute runs: ") + error.what());
+    throw InputError(file, check.path, check.expected + ": " + error.what());
   }
 }
 
@@ -192,10 +140,9 @@ void check_executable_plan(const Plan& plan, const std::string& file) {
   check_architecture(plan.scenario.model, file);
   check_training(plan, file);
   const PlanGraphs lowered = plan_graphs(plan, file);
-  if (lowered.asymmetric)
-    check_asymmetric_plan(plan, lowered, file);
-  else
-    check_parts(plan, lowered, file);
+  check_parts(plan, lowered, file);
+  check_family_rules(plan, lowered, file);
+  check_layouts(lowered, file);
   try {
     for (const RankClass& rc : lowered.graph.classes)
       bind_ops(rc, !plan.scenario.model.untie_embeddings_and_output_weights);

@@ -14,7 +14,7 @@
 
 #include "executor/parameters.hpp"
 #include "executor/weight_rects.hpp"
-#include "strategies/hot_switch/hot_switch_resharding.hpp"
+#include "strategies/layout_switch.hpp"
 
 namespace twin::exec {
 namespace {

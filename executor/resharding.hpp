@@ -1,7 +1,8 @@
 // Hot switching's re-sharding as twin execute runs it: between two parts of a step in different layouts, which
 // elements of each weight every GPU holds in the part before and needs in the part after, as rectangles of the
 // full weight in each GPU's unit buffers, and who sends each rectangle to whom. The simulator's switch plan
-// (strategies/hot_switch/hot_switch_resharding.hpp) follows the same rules on its abstract slices:
+// (strategies/hot_switch/hot_switch_resharding.hpp; what both share: strategies/layout_switch.hpp) follows the
+// same rules on its abstract slices:
 // - bf16 weights: a GPU holds its TP shard, or under ZeRO-3 only its data-parallel shard of the unit; it needs
 //   the same of the layout after;
 // - gradients, as the part before left them after its reduction (the whole TP shard under ZeRO-0, the GPU's
@@ -38,7 +39,7 @@ struct ReshardBlock {
 
 // The part [begin, end) of a unit's gradient buffer a GPU starts a later part of the step with (the earlier parts'
 // reduced gradients there, zeros elsewhere): its shard under ZeRO >= 1, all of it on the data group's first GPU
-// under ZeRO-0, none on the others (strategies/hot_switch's reduction_target).
+// under ZeRO-0, none on the others (strategies/layout_switch.hpp's reduction_target).
 std::pair<std::int64_t, std::int64_t> gradient_start_range(const ParameterUnitLayout& unit);
 
 // The switch from part `from` to part `to` of one step (uniform parts of the same model and world size): the

@@ -15,6 +15,7 @@
 #include "core/atomic_file.hpp"
 #include "core/error.hpp"
 #include "core/kernel_revisions.hpp"
+#include "strategies/families/rank_plan.hpp"
 #include "strategies/flops.hpp"
 #include "strategies/memory.hpp"
 #include "traces/measured_trace.hpp"
@@ -244,9 +245,8 @@ json ranks_json(const Plan& plan, const PlanGraphs& lowered, const std::vector<R
   json ranks = json::array();
   for (const RankRun& run : runs) {
     const MemoryEstimate& memory = lowered.parts.at(static_cast<std::size_t>(run.part)).memory;
-    // Per stage; an asymmetric plan's stages pipeline by pipeline, as its rank classes.
-    const int stage_entry = lowered.asymmetric ? run.rank_class : run.coordinates[3];
-    const MemoryBreakdown& stage_memory = memory.per_stage.at(static_cast<std::size_t>(stage_entry));
+    const MemoryBreakdown& stage_memory =
+        memory.per_stage.at(predicted_memory_entry(lowered, run.rank_class, run.coordinates[3]));
     ranks.push_back({{"rank", run.rank}, {"part", run.part}, {"rank_class", run.rank_class}, {"device", run.device},
                      {"peak_memory_GiB", static_cast<double>(run.peak_memory_bytes) / kGiB},
                      {"predicted_peak_memory_GiB", static_cast<double>(stage_memory.total()) / kGiB},

@@ -3,6 +3,7 @@
 
 #include <map>
 #include <stdexcept>
+#include <string>
 
 #include "strategies/rank_layout.hpp"
 
@@ -33,6 +34,49 @@ std::vector<std::int32_t> TokenStream::sequence(std::int64_t index, std::int64_t
   return tokens;
 }
 
+namespace {
+
+// Throws unless every micro-batch's runs lie within its stride and the share within the step's `rows`.
+void check_share(const TokenShare& share, std::int64_t rows, const char* who) {
+  for (const SequenceRun& run : {share.inputs, share.targets})
+    if (run.first < 0 || run.count < 1 || run.first + run.count > share.micro_batch_stride)
+      throw std::invalid_argument(std::string(who) + ": a run of sequences outside the micro-batch");
+  if (share.first_sequence < 0 || share.micro_batches < 1 ||
+      share.first_sequence + share.micro_batch_stride * share.micro_batches > rows)
+    throw std::invalid_argument(std::string(who) + ": the share does not lie in the step's batch");
+}
+
+TokenShare contiguous_share(std::int64_t first_sequence, int micro_batch_size, int micro_batches) {
+  TokenShare share;
+  share.first_sequence = first_sequence;
+  share.micro_batch_stride = micro_batch_size;
+  share.micro_batches = micro_batches;
+  share.inputs = share.targets = {0, micro_batch_size};
+  return share;
+}
+
+}  // namespace
+
+std::vector<std::int32_t> share_tokens(const TokenStream& stream, int iteration, const TokenShare& share) {
+  check_share(share, share.step_sequences, "share_tokens");
+  const std::int64_t seq = stream.seq_length;
+  std::vector<std::int32_t> out;
+  out.reserve(static_cast<std::size_t>(share.micro_batches * (share.inputs.count + share.targets.count) * seq));
+  // The inputs [0, seq) or the targets [1, seq] of a run's sequences, one after another.
+  const auto append = [&](int mb, SequenceRun run, std::int64_t shift) {
+    for (int b = run.first; b < run.first + run.count; ++b) {
+      const std::vector<std::int32_t> sequence = stream.sequence(
+          iteration * share.step_sequences + share.first_sequence + mb * share.micro_batch_stride + b);
+      out.insert(out.end(), sequence.begin() + shift, sequence.begin() + shift + seq);
+    }
+  };
+  for (int mb = 0; mb < share.micro_batches; ++mb) {
+    append(mb, share.inputs, 0);
+    append(mb, share.targets, 1);
+  }
+  return out;
+}
+
 std::vector<std::int32_t> rank_iteration_tokens(const TokenStream& stream, int iteration, std::int64_t global_batch,
                                                 int data_parallel_size, int data_parallel_rank, int micro_batch_size,
                                                 int micro_batches) {
@@ -45,58 +89,9 @@ std::vector<std::int32_t> rank_iteration_tokens(const TokenStream& stream, int i
 
 std::vector<std::int32_t> batch_share_tokens(const TokenStream& stream, int iteration, std::int64_t global_batch,
                                              std::int64_t first_sequence, int micro_batch_size, int micro_batches) {
-  if (first_sequence < 0 || first_sequence + static_cast<std::int64_t>(micro_batch_size) * micro_batches > global_batch)
-    throw std::invalid_argument("batch_share_tokens: the share does not lie in the global batch");
-  const std::int64_t seq = stream.seq_length, tokens = micro_batch_size * seq;
-  std::vector<std::int32_t> out(static_cast<std::size_t>(2 * micro_batches * tokens));
-  for (int mb = 0; mb < micro_batches; ++mb)
-    for (int b = 0; b < micro_batch_size; ++b) {
-      const std::int64_t index = iteration * global_batch + first_sequence +
-                                 static_cast<std::int64_t>(mb) * micro_batch_size + b;
-      const std::vector<std::int32_t> sequence = stream.sequence(index);
-      std::int32_t* inputs = out.data() + 2 * mb * tokens + b * seq;
-      std::int32_t* targets = inputs + tokens;
-      for (std::int64_t i = 0; i < seq; ++i) {
-        inputs[i] = sequence[static_cast<std::size_t>(i)];
-        targets[i] = sequence[static_cast<std::size_t>(i + 1)];
-      }
-    }
-  return out;
-}
-
-std::vector<std::int32_t> stage_micro_batch_tokens(const TokenStream& stream, int iteration, int stage_micro_batch,
-                                                   int micro_batches, SequenceRun inputs, SequenceRun targets) {
-  for (const SequenceRun& run : {inputs, targets})
-    if (run.first < 0 || run.count < 1 || run.first + run.count > stage_micro_batch)
-      throw std::invalid_argument("stage_micro_batch_tokens: a run of sequences outside the micro-batch");
-  const std::int64_t seq = stream.seq_length;
-  const std::int64_t global_batch = static_cast<std::int64_t>(stage_micro_batch) * micro_batches;
-  std::vector<std::int32_t> out;
-  out.reserve(static_cast<std::size_t>(micro_batches * (inputs.count + targets.count) * seq));
-  // The inputs [0, seq) or the targets [1, seq] of a run's sequences, one after another.
-  const auto append = [&](int mb, SequenceRun run, std::int64_t shift) {
-    for (int b = run.first; b < run.first + run.count; ++b) {
-      const std::vector<std::int32_t> sequence =
-          stream.sequence(iteration * global_batch + static_cast<std::int64_t>(mb) * stage_micro_batch + b);
-      out.insert(out.end(), sequence.begin() + shift, sequence.begin() + shift + seq);
-    }
-  };
-  for (int mb = 0; mb < micro_batches; ++mb) {
-    append(mb, inputs, 0);
-    append(mb, targets, 1);
-  }
-  return out;
-}
-
-std::vector<std::int32_t> per_layer_rank_tokens(const TokenStream& stream, int iteration, const PerLayerPlan& plan,
-                                                const Scenario& scenario, int rank) {
-  const int gpus = stage_gpus(scenario, plan), gpu = rank % gpus;
-  const auto run = [&](const LayerStrategy& beside) {
-    const BlockSamples block = block_samples(edge_layout(beside.layout), gpus, plan.stage_micro_batch, gpu);
-    return SequenceRun{block.first, block.count};
-  };
-  return stage_micro_batch_tokens(stream, iteration, plan.stage_micro_batch, plan.num_micro_batches,
-                                  run(plan.layers.front()), run(plan.layers.back()));
+  TokenShare share = contiguous_share(first_sequence, micro_batch_size, micro_batches);
+  share.step_sequences = global_batch;
+  return share_tokens(stream, iteration, share);
 }
 
 std::vector<std::int32_t> context_parallel_share(const std::vector<std::int32_t>& tokens, std::int64_t seq_length,
@@ -143,16 +138,24 @@ PackedSteps::PackedSteps(TokenStream stream, const std::vector<PackedPart>& part
 std::vector<std::int32_t> PackedSteps::rank_tokens(int iteration, std::size_t part, int data_parallel_size,
                                                    int data_parallel_rank, int micro_batch_size,
                                                    int micro_batches) const {
-  const std::vector<std::vector<std::int64_t>>& rows = rows_.at(part);
-  const auto global_batch = static_cast<std::int64_t>(rows.size());
+  const auto global_batch = static_cast<std::int64_t>(rows_.at(part).size());
   const std::int64_t per_rank = global_batch / data_parallel_size;
   if (global_batch % data_parallel_size != 0 || per_rank != static_cast<std::int64_t>(micro_batch_size) * micro_batches)
     throw std::invalid_argument("PackedSteps: the packs do not split into these micro-batches");
+  return rank_tokens(iteration, part, contiguous_share(data_parallel_rank * per_rank, micro_batch_size, micro_batches));
+}
+
+std::vector<std::int32_t> PackedSteps::rank_tokens(int iteration, std::size_t part, const TokenShare& share) const {
+  const std::vector<std::vector<std::int64_t>>& rows = rows_.at(part);
+  check_share(share, static_cast<std::int64_t>(rows.size()), "PackedSteps");
+  if (share.inputs != share.targets || share.inputs.first != 0 || share.inputs.count != share.micro_batch_stride)
+    throw std::invalid_argument("PackedSteps: a share of rows that are not whole micro-batches");
+  const int micro_batch_size = share.inputs.count;
   const std::int64_t seq = row_lengths_.at(part), tokens = micro_batch_size * seq;
-  std::vector<std::int32_t> out(static_cast<std::size_t>(2 * micro_batches * tokens));
-  for (int mb = 0; mb < micro_batches; ++mb)
+  std::vector<std::int32_t> out(static_cast<std::size_t>(2 * share.micro_batches * tokens));
+  for (int mb = 0; mb < share.micro_batches; ++mb)
     for (int b = 0; b < micro_batch_size; ++b) {
-      const std::size_t row = static_cast<std::size_t>(data_parallel_rank * per_rank + mb * micro_batch_size + b);
+      const std::size_t row = static_cast<std::size_t>(share.first_sequence + mb * micro_batch_size + b);
       std::int32_t* inputs = out.data() + 2 * mb * tokens + b * seq;
       std::int32_t* targets = inputs + tokens;
       for (std::size_t k = 0; k < rows[row].size(); ++k) {

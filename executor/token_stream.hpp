@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "strategies/per_layer/per_layer.hpp"
+#include "strategies/families/rank_plan.hpp"
 
 namespace twin::exec {
 
@@ -22,9 +22,14 @@ struct TokenStream {
   std::vector<std::int32_t> sequence(std::int64_t index, std::int64_t length) const;
 };
 
-// One rank's tokens for one iteration, laid out as the executor reads them: per micro-batch, the
-// micro-batch's inputs [mbs * seq] then its targets [mbs * seq]. Data-parallel rank r takes the r-th
-// contiguous share of the global batch; micro-batches take consecutive sequences of it.
+// One rank's tokens for one iteration of a part whose rows are sequences: the sequences `share` names (its plan's
+// family says which, strategies/families/rank_plan.hpp), laid out as the executor reads them: per micro-batch,
+// the inputs of its `inputs` run [run * seq], then the targets of its `targets` run. Throws
+// std::invalid_argument for a run outside the micro-batch's stride or a share outside the step's batch.
+std::vector<std::int32_t> share_tokens(const TokenStream& stream, int iteration, const TokenShare& share);
+
+// The share of data-parallel rank r of a uniform plan: the r-th contiguous share of the global batch,
+// micro-batches taking consecutive sequences of it (share_tokens of that share).
 std::vector<std::int32_t> rank_iteration_tokens(const TokenStream& stream, int iteration, std::int64_t global_batch,
                                                 int data_parallel_size, int data_parallel_rank, int micro_batch_size,
                                                 int micro_batches);
@@ -33,22 +38,6 @@ std::vector<std::int32_t> rank_iteration_tokens(const TokenStream& stream, int i
 // pipeline: its micro_batch_size * micro_batches sequences after the earlier pipelines').
 std::vector<std::int32_t> batch_share_tokens(const TokenStream& stream, int iteration, std::int64_t global_batch,
                                              std::int64_t first_sequence, int micro_batch_size, int micro_batches);
-
-// One rank's tokens for one iteration of a per-layer plan, in rank_iteration_tokens' layout (per micro-batch
-// its inputs, then its targets), where micro-batch m of a stage is the batch's sequences [m B, (m + 1) B) and
-// the rank's block works on a run of them (strategies/per_layer's block_samples): the inputs of the sequences
-// `inputs` names (the embedding's block), the targets of those `targets` names (the output layer's block).
-struct SequenceRun {
-  int first = 0, count = 0;  // of a micro-batch's sequences
-};
-std::vector<std::int32_t> stage_micro_batch_tokens(const TokenStream& stream, int iteration, int stage_micro_batch,
-                                                   int micro_batches, SequenceRun inputs, SequenceRun targets);
-
-// Rank `rank`'s tokens for one iteration of a per-layer plan (`plan` of `scenario`): the inputs of the sequences
-// its embedding's block works on, the targets of its output layer's (strategies/per_layer's block_samples of the
-// layouts beside the first and the last layer).
-std::vector<std::int32_t> per_layer_rank_tokens(const TokenStream& stream, int iteration, const PerLayerPlan& plan,
-                                                const Scenario& scenario, int rank);
 
 // A context-parallel rank's share of rank_iteration_tokens' layout: of each sequence (inputs and targets
 // alike), chunks r and 2cp-1-r of 2cp, in that order (Megatron's load-balanced sharding for causal attention).
@@ -69,8 +58,11 @@ class PackedSteps {
  public:
   // `parts` in run order; the stream's seq_length is not used (rows have their parts' lengths).
   PackedSteps(TokenStream stream, const std::vector<PackedPart>& parts);
-  // One rank's tokens of part `part` in `iteration`, laid out as rank_iteration_tokens lays them out: each
-  // sequence with its own targets, so that no token predicts across a sequence boundary.
+  // One rank's tokens of part `part` in `iteration`, the rows `share` names (its runs whole micro-batches), laid out
+  // as share_tokens lays them out: each sequence with its own targets, so that no token predicts across a sequence
+  // boundary.
+  std::vector<std::int32_t> rank_tokens(int iteration, std::size_t part, const TokenShare& share) const;
+  // The rows of data-parallel rank r of `data_parallel_size` (its contiguous share, as rank_iteration_tokens').
   std::vector<std::int32_t> rank_tokens(int iteration, std::size_t part, int data_parallel_size,
                                         int data_parallel_rank, int micro_batch_size, int micro_batches) const;
 

@@ -40,7 +40,7 @@ Communicators::Communicators(const Strategy& s, const IterationGraph& graph, int
   make_groups(s, graph, rank, {});
 }
 
-Communicators::Communicators(const AsymmetricGroups& groups, int rank, int world_size, ncclUniqueId id) {
+Communicators::Communicators(const ExplicitGroups& groups, int rank, int world_size, ncclUniqueId id) {
   if (world_size != static_cast<int>(groups.stage_of_rank.size()))
     throw std::invalid_argument(fmt::format("the plan needs {} GPUs, the launch has {}", groups.stage_of_rank.size(),
                                             world_size));
@@ -55,7 +55,7 @@ Communicators::Communicators(const AsymmetricGroups& groups, int rank, int world
   TWIN_NCCL_CHECK(ncclCommCount(tensor_, &tensor_size));
   layouts_[tensor_size] = {tensor_, tensor_optimizer_, nullptr};
   pipeline_optimizer_ = split_groups(groups.pipeline);
-  for (const AsymmetricGroups::Boundary& b : groups.boundaries) {
+  for (const ExplicitGroups::Boundary& b : groups.boundaries) {
     ncclComm_t comm = split_groups(b.groups);
     for (std::size_t g = 0; g < b.groups.size(); ++g) {
       const auto at = std::find(b.groups[g].begin(), b.groups[g].end(), rank);

@@ -4,7 +4,7 @@
 // one could deadlock. Pipeline p2p gets one communicator per ordered stage pair, used by the sender's pp_send
 // stream and the receiver's pp_recv stream only. A per-layer plan's layers of other tensor-parallel sizes
 // get their layout's tensor and data groups too. An asymmetric plan's groups are its stages, pipelines, stage
-// boundaries and reduction sets (executor/asymmetric_groups.hpp).
+// boundaries and reduction sets (executor/explicit_groups.hpp).
 #pragma once
 #include <map>
 #include <string>
@@ -15,7 +15,7 @@
 
 #include "core/op_graph.hpp"
 #include "core/strategy.hpp"
-#include "executor/asymmetric_groups.hpp"
+#include "executor/explicit_groups.hpp"
 #include "executor/stage_boundary.hpp"
 #include "strategies/rank_layout.hpp"
 
@@ -36,7 +36,7 @@ class Communicators {
                 const Communicators& parent);
   // An asymmetric plan's: each stage's TP group, each pipeline's GPUs (the gradient norm), each boundary's two
   // stages, and each set of GPUs reducing the same gradients across pipelines (executor/pipeline_reduction.hpp).
-  Communicators(const AsymmetricGroups& groups, int rank, int world_size, ncclUniqueId id);
+  Communicators(const ExplicitGroups& groups, int rank, int world_size, ncclUniqueId id);
   ~Communicators();
   Communicators(const Communicators&) = delete;
   Communicators& operator=(const Communicators&) = delete;

@@ -1,11 +1,24 @@
 // The interpreter's one dispatch: every action to the handler function that runs it. No `default:`, so the compiler
 // names an action nobody runs.
+#include <memory>
 #include <stdexcept>
+#include <string>
 
 #include "executor/gpu/stage_runtime.hpp"
 #include "executor/gpu/ulysses_exchange.hpp"
 
 namespace twin::exec {
+namespace {
+
+// A handler only some plans have (MoE, FP8, reductions across replicas): an op of one in a plan without it is a
+// binding the plan should not have produced.
+template <class Handler>
+Handler& present(const std::unique_ptr<Handler>& handler, const char* op) {
+  if (!handler) throw std::logic_error(std::string("executor: ") + op);
+  return *handler;
+}
+
+}  // namespace
 
 void StageRuntime::run_op(OpIndex index) {
   const Op& op = rc_.op(index);
@@ -13,18 +26,11 @@ void StageRuntime::run_op(OpIndex index) {
   const int stream = static_cast<int>(op.stream);
   const OpPass p{op, b, op.micro_batch, StageLayout::unit_of(op, b), scratch_[stream], streams_[stream]};
   DenseBlock& dense = *dense_;
-  const auto moe = [this]() -> MoeBlock& {
-    if (!moe_) throw std::logic_error("executor: an experts-block op in a dense model");
-    return *moe_;
-  };
+  const auto moe = [this]() -> MoeBlock& { return present(moe_, "an experts-block op in a dense model"); };
   const auto pipelines = [this]() -> PipelineReductionRun& {
-    if (!pipeline_reduction_) throw std::logic_error("executor: a ring across pipelines without its reductions");
-    return *pipeline_reduction_;
+    return present(pipeline_reduction_, "a ring across pipelines without its reductions");
   };
-  const auto fp8 = [this]() -> Fp8Linears& {
-    if (!fp8_) throw std::logic_error("executor: an FP8 op in a plan without training.fp8");
-    return *fp8_;
-  };
+  const auto fp8 = [this]() -> Fp8Linears& { return present(fp8_, "an FP8 op in a plan without training.fp8"); };
   const bool fp8_gemm = op.kind == OpKind::gemm && is_fp8(op.gemm);  // the linear reads its FP8 copies
   switch (b.action) {
     case Action::linear_forward: return fp8_gemm ? fp8().forward(p) : dense.linear_forward(p);

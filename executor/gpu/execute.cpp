@@ -20,7 +20,7 @@
 #include "core/atomic_file.hpp"
 #include "executor/gpu/clock_sampler.hpp"
 #include "executor/gpu/communicators.hpp"
-#include "executor/asymmetric_groups.hpp"
+#include "executor/explicit_groups.hpp"
 #include "executor/layout_groups.hpp"
 #include "executor/pipeline_reduction.hpp"
 #include "executor/plan_check.hpp"
@@ -32,8 +32,9 @@
 #include "executor/watchdog.hpp"
 #include "core/plan_file.hpp"
 #include "strategies/families/plan_graphs.hpp"
+#include "strategies/families/rank_plan.hpp"
 #include "strategies/flops.hpp"
-#include "strategies/hot_switch/hot_switch_resharding.hpp"
+#include "strategies/layout_switch.hpp"
 #include "traces/measured_ops.hpp"
 
 namespace twin::exec {
@@ -74,33 +75,12 @@ void append_kernels(RankRun& run, const std::vector<gpu::KernelRecord>& records)
   std::_Exit(1);
 }
 
-// Sequences of the global batch before pipeline `pipeline`'s share (an asymmetric plan's pipelines in order).
-std::int64_t pipeline_first_sequence(const AsymmetricPlanDetail& plan, int pipeline) {
-  std::int64_t first = 0;
-  for (int p = 0; p < pipeline; ++p)
-    first += static_cast<std::int64_t>(plan.pipelines[p].micro_batch_size) * plan.pipelines[p].num_micro_batches;
-  return first;
-}
-
-// The parts of the step as this GPU runs them: each part's layout's first part (parts of one layout share their
-// communicators and parameters; a part in another layout has its own, and the switch into it moves the weights and
-// the gradients so far between the two, executor/resharding.hpp).
-std::vector<std::size_t> layout_owners(const PlanGraphs& lowered) {
-  const std::size_t part_count = lowered.parts.size();
-  std::vector<std::size_t> layout_of(part_count);
-  for (std::size_t p = 0; p < part_count; ++p) {
-    layout_of[p] = p;
-    for (std::size_t q = 0; q < p && layout_of[p] == p; ++q)
-      if (same_parameter_layout(lowered.parts[q].strategy, lowered.parts[p].strategy)) layout_of[p] = layout_of[q];
-  }
-  return layout_of;
-}
-
 // Everything a rank holds across the steps: its communicators (each layout's), the parts' parameters and runtimes.
 struct RankParts {
   const PlanGraphs& lowered;
   std::vector<PlanPart> here;  // as this GPU runs them
-  std::vector<std::size_t> layout_of;
+  std::vector<std::size_t> layout_of;  // per part, the first part of its parameter layout
+  std::vector<TokenShare> shares;      // per part, the sequences this GPU reads
   std::shared_ptr<const std::vector<PipelineReduction>> pipeline_reductions;
   std::unique_ptr<Communicators> comms;
   std::vector<std::unique_ptr<Communicators>> layout_comms;
@@ -109,22 +89,23 @@ struct RankParts {
   Communicators& comms_of(std::size_t p) { return layout_comms[layout_of[p]] ? *layout_comms[layout_of[p]] : *comms; }
 };
 
-// The communicators of every layout the step's parts run in (an asymmetric plan: its stages' groups and the sets of
-// GPUs that reduce the same elements across pipelines).
+// The communicators of every layout the step's parts run in: the groups the family states (an asymmetric plan's
+// stages, boundaries and the sets of GPUs that reduce the same elements across replicas), else the strategy's
+// layout and the other TP sizes of its units, and a communicator set per part of another parameter layout.
 void make_communicators(RankParts& rank, const Strategy& strategy, const gpu::RankIdentity& identity) {
   const PlanGraphs& lowered = rank.lowered;
   ncclUniqueId id{};
   TWIN_NCCL_CHECK(ncclGetUniqueId(&id));  // with NCCL_COMM_ID set, every rank derives the same id
-  rank.pipeline_reductions = std::make_shared<const std::vector<PipelineReduction>>(
-      lowered.asymmetric ? plan_pipeline_reduction(lowered) : std::vector<PipelineReduction>{});
-  rank.comms = lowered.asymmetric ? std::make_unique<Communicators>(asymmetric_groups(lowered, *rank.pipeline_reductions),
-                                                                    identity.rank, identity.world_size, id)
-                                  : std::make_unique<Communicators>(strategy, lowered.graph, identity.rank,
-                                                                    identity.world_size, id, other_layouts(lowered));
+  rank.pipeline_reductions = std::make_shared<const std::vector<PipelineReduction>>(plan_pipeline_reduction(lowered));
+  const std::optional<StageGroups> groups = stage_groups(lowered);
+  rank.comms = groups ? std::make_unique<Communicators>(explicit_groups(*groups, *rank.pipeline_reductions),
+                                                        identity.rank, identity.world_size, id)
+                      : std::make_unique<Communicators>(strategy, lowered.graph, identity.rank, identity.world_size,
+                                                        id, other_layouts(lowered));
   const std::size_t part_count = lowered.parts.size();
   rank.layout_comms.resize(part_count);
   for (std::size_t p = 0; p < part_count; ++p)
-    if (rank.layout_of[p] == p && !lowered.asymmetric && !same_parameter_layout(lowered.parts[p].strategy, strategy))
+    if (rank.layout_of[p] == p && !groups && !same_parameter_layout(lowered.parts[p].strategy, strategy))
       rank.layout_comms[p] = std::make_unique<Communicators>(lowered.parts[p].strategy, lowered.graph, identity.rank,
                                                              identity.world_size, *rank.comms);
   if (std::any_of(rank.layout_of.begin(), rank.layout_of.end(), [](std::size_t q) { return q != 0; }))
@@ -136,9 +117,11 @@ void make_runtimes(RankParts& rank, const Plan& plan, const gpu::RankIdentity& i
                    const TrainingOptions& options) {
   const PlanGraphs& lowered = rank.lowered;
   const std::size_t part_count = lowered.parts.size();
-  // An asymmetric plan's ZeRO-1: the AdamW state lives in the reductions' parts (executor/gpu/pipeline_reduction_run.hpp).
+  // ZeRO over replicas that shard otherwise: the AdamW state lives in the reductions' parts
+  // (executor/gpu/pipeline_reduction_run.hpp).
+  const std::optional<ReplicaReduction> replicas = replica_reduction(lowered);
   const bool optimizer_sharded_over_pipelines =
-      !rank.pipeline_reductions->empty() && lowered.asymmetric->shared.zero_stage >= 1;
+      !rank.pipeline_reductions->empty() && replicas && replicas->optimizer_sharded;
   rank.parameters.resize(part_count);
   cudaStream_t setup = nullptr;
   TWIN_CUDA_CHECK(cudaStreamCreateWithFlags(&setup, cudaStreamNonBlocking));
@@ -152,20 +135,18 @@ void make_runtimes(RankParts& rank, const Plan& plan, const gpu::RankIdentity& i
   TWIN_CUDA_CHECK(cudaStreamSynchronize(setup));
   TWIN_CUDA_CHECK(cudaStreamDestroy(setup));
   std::int64_t step_micro_batches = 0;
-  for (const PlanPart& part : lowered.parts) step_micro_batches += part.strategy.num_micro_batches;
+  for (const PlanPart& part : rank.here) step_micro_batches += part.strategy.num_micro_batches;
   for (std::size_t p = 0; p < part_count; ++p) {
     StepPart share;
     share.parameters = rank.parameters[p];
     share.adds_gradients = p > 0;
-    if (lowered.asymmetric) {  // the loss averages over every pipeline's tokens
-      share.loss_tokens = lowered.tokens_per_step();
-      share.pipeline_reductions = rank.pipeline_reductions;
-      share.optimizer_sharded_over_pipelines = optimizer_sharded_over_pipelines;
-    }
+    // The loss averages over every token of the step: every part's, every replica's.
+    share.loss_tokens = lowered.tokens_per_step();
+    share.micro_batches = step_micro_batches;
+    share.pipeline_reductions = rank.pipeline_reductions;
+    share.optimizer_sharded_over_pipelines = optimizer_sharded_over_pipelines;
     if (part_count > 1) {
       const std::size_t before = p == 0 ? part_count - 1 : p - 1;
-      share.loss_tokens = lowered.tokens_per_step();
-      share.micro_batches = step_micro_batches;
       share.switch_from = rank.parameters[before];
       if (rank.layout_of[before] != rank.layout_of[p]) {
         share.switch_blocks = plan_resharding(lowered.parts[before], lowered.parts[p], plan.scenario.cluster, p > 0);
@@ -180,29 +161,18 @@ void make_runtimes(RankParts& rank, const Plan& plan, const gpu::RankIdentity& i
   }
 }
 
-// This rank's tokens of part `p` in iteration `iteration`: its share of the batch as the plan splits it.
-std::vector<std::int32_t> part_tokens(const RankParts& rank, std::size_t p, int iteration, int rank_id,
-                                      std::uint64_t seed, const PackedSteps& packed_steps) {
-  const PlanGraphs& lowered = rank.lowered;
-  const Scenario& scenario = lowered.scenario;
+// This rank's tokens of part `p` in iteration `iteration`: the sequences its family says it reads.
+std::vector<std::int32_t> part_tokens(const RankParts& rank, std::size_t p, int iteration, std::uint64_t seed,
+                                      const PackedSteps& packed_steps) {
   const PlanPart& part = rank.here[p];
-  const Strategy& s = part.strategy;
-  const RankCoordinates at = coordinates_of(s, part.layout_rank(rank_id));
-  const TokenStream stream{scenario.model.vocab_size, part.scenario.training.seq_length, seed};
-  auto tokens = lowered.asymmetric
-                    ? batch_share_tokens(stream, iteration, scenario.training.global_batch_size,
-                                         pipeline_first_sequence(*lowered.asymmetric,
-                                                                 rank.runtimes[p]->rank_class().pipeline),
-                                         s.micro_batch_size, s.num_micro_batches)
-                : part.per_layer() ? per_layer_rank_tokens(stream, iteration, *lowered.per_layer, part.scenario, rank_id)
-                : part.packs.empty()
-                    ? rank_iteration_tokens(stream, iteration, part.scenario.training.global_batch_size,
-                                            s.data_parallel_size, at.dp, s.micro_batch_size, s.num_micro_batches)
-                    : packed_steps.rank_tokens(iteration, p, s.data_parallel_size, at.dp, s.micro_batch_size,
-                                               s.num_micro_batches);
-  if (s.context_parallel_size > 1)
-    tokens = context_parallel_share(tokens, part.scenario.training.seq_length, s.micro_batch_size,
-                                    s.num_micro_batches, s.context_parallel_size, at.cp);
+  const TokenShare& share = rank.shares[p];
+  const std::int64_t seq_length = part.scenario.training.seq_length;
+  const TokenStream stream{rank.lowered.scenario.model.vocab_size, seq_length, seed};
+  auto tokens = part.packs.empty() ? share_tokens(stream, iteration, share)
+                                   : packed_steps.rank_tokens(iteration, p, share);
+  if (share.context_parallel_size > 1)
+    tokens = context_parallel_share(tokens, seq_length, share.inputs.count, share.micro_batches,
+                                    share.context_parallel_size, share.context_parallel_rank);
   return tokens;
 }
 
@@ -215,9 +185,7 @@ std::vector<RankRun> part_runs(const RankParts& rank, int rank_id, const std::st
     runs[p].parts = static_cast<int>(runs.size());
     runs[p].rank_class = rank.runtimes[p]->rank_class().index;
     const RankCoordinates at = coordinates_of(rank.here[p].strategy, rank.here[p].layout_rank(rank_id));
-    // An asymmetric plan's data-parallel replicas are its pipelines.
-    runs[p].coordinates = {at.tp, at.cp, rank.lowered.asymmetric ? rank.runtimes[p]->rank_class().pipeline : at.dp,
-                           at.pp};
+    runs[p].coordinates = {at.tp, at.cp, data_parallel_rank(rank.lowered, rank_id, p), at.pp};
     runs[p].device = device;
   }
   return runs;
@@ -226,7 +194,6 @@ std::vector<RankRun> part_runs(const RankParts& rank, int rank_id, const std::st
 // What a step needs beside the rank's parts.
 struct StepContext {
   const ExecuteRequest& request;
-  int rank = 0;
   gpu::CuptiKernelTimer* timer = nullptr;
   Watchdog& watchdog;
   WorldSum& world_sum;
@@ -241,7 +208,7 @@ void run_step(RankParts& rank, const StepContext& step, int iteration, std::vect
   std::vector<ExpertLoad> loads;
   for (std::size_t p = 0; p < rank.runtimes.size(); ++p) {
     StageRuntime& runtime = *rank.runtimes[p];
-    runtime.run_iteration(iteration, part_tokens(rank, p, iteration, step.rank, request.seed, step.packed_steps),
+    runtime.run_iteration(iteration, part_tokens(rank, p, iteration, request.seed, step.packed_steps),
                           step.timer, step.watchdog);
     loss_sum += runtime.last_loss_sum();
     if (runtime.switches()) runs[p].switch_s.push_back(runtime.last_switch_s());
@@ -307,7 +274,8 @@ int rank_main(const ExecuteRequest& request, const gpu::RankIdentity& identity) 
   const PlanGraphs lowered = plan_graphs(plan, request.plan);
   cudaDeviceProp props{};
   TWIN_CUDA_CHECK(cudaGetDeviceProperties(&props, identity.local_rank));
-  RankParts rank{lowered, rank_parts(lowered, identity.rank), layout_owners(lowered)};
+  RankParts rank{lowered, rank_parts(lowered, identity.rank), layout_owners(lowered), {}};
+  for (std::size_t p = 0; p < rank.here.size(); ++p) rank.shares.push_back(rank_token_share(lowered, identity.rank, p));
   // A hot-switching plan's home strategy: its layout is every phase's.
   make_communicators(rank, plan.strategy, identity);
   TrainingOptions options;
@@ -335,7 +303,7 @@ int rank_main(const ExecuteRequest& request, const gpu::RankIdentity& identity) 
   std::optional<ClockSampler> clocks;
   if (identity.rank == 0) clocks.emplace(request.run_dir);
   try {
-    const StepContext step{request, identity.rank, timer ? &*timer : nullptr, watchdog, world_sum, packed_steps};
+    const StepContext step{request, timer ? &*timer : nullptr, watchdog, world_sum, packed_steps};
     for (int iteration = 0; iteration < request.iterations; ++iteration) run_step(rank, step, iteration, runs);
     write_part_runs(rank, runs, request, timer ? &*timer : nullptr);
     world_sum(0);  // every rank has written its part

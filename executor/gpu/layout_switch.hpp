@@ -22,7 +22,7 @@ namespace twin::exec {
 
 class LayoutSwitch {
  public:
-  // The switch into `part` (which outlives it) on GPU `rank`, into `parameters`.
+  // The switch into `part` on GPU `rank`, into `parameters`.
   LayoutSwitch(const StepPart& part, int rank, std::shared_ptr<StageParameters> parameters);
   ~LayoutSwitch();
   LayoutSwitch(const LayoutSwitch&) = delete;
@@ -41,7 +41,7 @@ class LayoutSwitch {
   double seconds_since(cudaEvent_t start) const;
 
  private:
-  const StepPart& part_;
+  const StepPart part_;
   int rank_ = 0;
   std::shared_ptr<StageParameters> parameters_;
   cudaEvent_t switched_ = nullptr, done_ = nullptr;

@@ -36,7 +36,14 @@ class OptimizerRun {
   // Allocates the norm's sums and the clip factor from `tensors`.
   OptimizerRun(const OptimizerStage& stage, TensorStore& tensors);
 
-  void start_iteration() { fixups_done_ = false; }
+  // Whether every step starts its gradients from zero (false: every weight's gradient is stored by its first op
+  // of a step, OpBinding::first_gradient, and padding and gaps stay the zeros they were allocated as).
+  void zero_gradients_each_step(bool zero) { zero_gradients_ = zero; }
+  // Zeroes the gradients on `compute` where the step starts them from zero.
+  void start_iteration(cudaStream_t compute) {
+    if (zero_gradients_) stage_.parameters.zero_grads(compute);
+    fixups_done_ = false;
+  }
   void grad_reduce(const OpPass& p);
   void param_gather(const OpPass& p);
   void embedding_grad_sync(const OpPass& p);
@@ -61,6 +68,7 @@ class OptimizerRun {
   float* grad_sum_squares_ = nullptr;  // device scalar
   float* clip_scale_ = nullptr;        // device scalar
   bool fixups_done_ = false;
+  bool zero_gradients_ = true;
   int step_ = 0;
   double learning_rate_ = 0;
 };

@@ -49,10 +49,10 @@ StageRuntime::StageRuntime(const PlanPart& plan_part, const IterationGraph& grap
                            int rank, Communicators& comms, const TrainingOptions& options, StepPart part)
     : rc_(rank_class), rank_(rank), layout_(plan_part, rank, comms),
       bindings_(bind_ops(rc_, !plan_part.scenario.model.untie_embeddings_and_output_weights)),
-      part_(std::move(part)), events_(rank_class), tensors_(rank_class.index) {
+      events_(rank_class), tensors_(rank_class.index) {
   const Scenario& scenario = plan_part.scenario;
   // A later part of the step adds to the gradients the parts before it stored.
-  if (!part_.first())
+  if (!part.first())
     for (OpBinding& b : bindings_) b.first_gradient = false;
   if (!plan_part.packs.empty() &&
       static_cast<std::int64_t>(plan_part.packs.size()) != scenario.training.global_batch_size)
@@ -66,27 +66,28 @@ StageRuntime::StageRuntime(const PlanPart& plan_part, const IterationGraph& grap
   TWIN_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, device));
   std::uint64_t keep_all = std::numeric_limits<std::uint64_t>::max();
   TWIN_CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep_all));
-  params_ = part_.parameters ? part_.parameters
+  params_ = part.parameters ? part.parameters
                              : std::make_shared<StageParameters>(
                                    scenario, plan_parameter_units(plan_part, rank, options.seed), compute_stream());
-  make_handlers(graph, comms, options);
+  make_handlers(graph, comms, options, part);
   make_scratch();
-  zero_grads_each_step_ = gradients_need_zeroing();
+  optimizer_->zero_gradients_each_step(gradients_need_zeroing(part));
   fault_ = injected_fault_from_environment();
   TWIN_CUDA_CHECK(cudaStreamSynchronize(compute_stream()));
 }
 
-void StageRuntime::make_handlers(const IterationGraph& graph, Communicators& comms, const TrainingOptions& options) {
+void StageRuntime::make_handlers(const IterationGraph& graph, Communicators& comms, const TrainingOptions& options,
+                                 const StepPart& part) {
   const Scenario& scenario = layout_.scenario();
   const Strategy& strategy = layout_.strategy();
   cudaStream_t compute = compute_stream();
-  if (part_.pipeline_reductions && !part_.pipeline_reductions->empty())
+  if (part.pipeline_reductions && !part.pipeline_reductions->empty())
     pipeline_reduction_ = std::make_unique<PipelineReductionRun>(
-        *part_.pipeline_reductions, rank_, comms, *params_,
-        part_.optimizer_sharded_over_pipelines ? &scenario.training.optimizer_precision : nullptr, compute);
-  switch_ = std::make_unique<LayoutSwitch>(part_, rank_, params_);
-  const std::int64_t loss_tokens = part_.loss_tokens > 0
-                                       ? part_.loss_tokens
+        *part.pipeline_reductions, rank_, comms, *params_,
+        part.optimizer_sharded_over_pipelines ? &scenario.training.optimizer_precision : nullptr, compute);
+  switch_ = std::make_unique<LayoutSwitch>(part, rank_, params_);
+  const std::int64_t loss_tokens = part.loss_tokens > 0
+                                       ? part.loss_tokens
                                        : scenario.training.global_batch_size * scenario.training.seq_length;
   dense_ = std::make_unique<DenseBlock>(DenseStage{layout_, *params_, tensors_, loss_tokens, options.attention},
                                         compute);
@@ -96,13 +97,13 @@ void StageRuntime::make_handlers(const IterationGraph& graph, Communicators& com
       RingStage{layout_.shapes(), layout_.me().cp, comms, tensors_, dense_->attention()});
   boundary_ = std::make_unique<PipelineBoundary>(BoundaryStage{layout_, graph, comms, tensors_});
   optimizer_ = std::make_unique<OptimizerRun>(
-      OptimizerStage{layout_, comms, *params_, pipeline_reduction_.get(), part_.optimizer_sharded_over_pipelines,
+      OptimizerStage{layout_, comms, *params_, pipeline_reduction_.get(), part.optimizer_sharded_over_pipelines,
                      options.recipe, options.train_iters},
       tensors_);
   if (scenario.model.is_moe())
     moe_ = std::make_unique<MoeBlock>(MoeStage{
         layout_.shapes(), scenario.model.moe.top_k, placement_of(strategy, rank_).ep_rank, comms, *params_, tensors_,
-        options.moe_aux_loss_coeff, part_.micro_batches > 0 ? part_.micro_batches : strategy.num_micro_batches,
+        options.moe_aux_loss_coeff, part.micro_batches > 0 ? part.micro_batches : strategy.num_micro_batches,
         strategy.data_parallel_size});
 }
 
@@ -130,7 +131,7 @@ void StageRuntime::make_scratch() {
 
 // Every weight's gradient stored by a first op of the step? Then no per-step zeroing: padding and gaps stay the
 // zeros they were allocated as.
-bool StageRuntime::gradients_need_zeroing() {
+bool StageRuntime::gradients_need_zeroing(const StepPart& part) {
   std::set<std::pair<int, OpRole>> stored;
   for (OpIndex i = 0; i < rc_.size(); ++i) {
     const OpBinding& b = bindings_[i];
@@ -145,7 +146,7 @@ bool StageRuntime::gradients_need_zeroing() {
   }
   bool zeroing = false;
   for (ParameterUnit* unit : params_->units())
-    for (const WeightTensor& w : unit->tensors) zeroing |= part_.first() && !stored.count({unit->id, w.role});
+    for (const WeightTensor& w : unit->tensors) zeroing |= part.first() && !stored.count({unit->id, w.role});
   return zeroing;
 }
 
@@ -168,9 +169,8 @@ void StageRuntime::run_iteration(int iteration, const std::vector<std::int32_t>&
   });
   cudaStream_t compute = compute_stream();
   dense_->start_iteration(tokens, compute);
-  if (zero_grads_each_step_) params_->zero_grads(compute);
+  optimizer_->start_iteration(compute);
   if (moe_) moe_->start_iteration(iteration, compute);
-  optimizer_->start_iteration();
   tensors_.fail_next_allocation(fault_.kind == InjectedFault::out_of_memory && fault_.hits(rank_, iteration));
   TWIN_CUDA_CHECK(cudaEventRecord(events_.start(), compute));
   switch_->run(events_.start(), compute);

@@ -102,9 +102,10 @@ class StageRuntime {
     float iteration_ms = 0;
   };
   // The handlers (constructor's second half), and whether gradients need zeroing each step.
-  void make_handlers(const IterationGraph& graph, Communicators& comms, const TrainingOptions& options);
+  void make_handlers(const IterationGraph& graph, Communicators& comms, const TrainingOptions& options,
+                     const StepPart& part);
   void make_scratch();
-  bool gradients_need_zeroing();
+  bool gradients_need_zeroing(const StepPart& part);
   // Issues op `index` of the iteration: its waits, its injected fault, its CUPTI region, its dispatch.
   void issue(OpIndex index, int iteration, gpu::CuptiKernelTimer* timer);
   void run_op(OpIndex index);
@@ -117,7 +118,6 @@ class StageRuntime {
   int rank_ = 0;
   StageLayout layout_;
   std::vector<OpBinding> bindings_;
-  StepPart part_;
   std::shared_ptr<StageParameters> params_;
   std::array<cudaStream_t, kStreamCount> streams_{};
   std::array<StreamScratch, kStreamCount> scratch_;
@@ -131,9 +131,6 @@ class StageRuntime {
   std::unique_ptr<PipelineReductionRun> pipeline_reduction_;  // an asymmetric plan's; null without one
   std::unique_ptr<LayoutSwitch> switch_;
   std::unique_ptr<OptimizerRun> optimizer_;
-  // False when every weight's gradient is stored by its first op of a step (OpBinding::first_gradient): then
-  // the gradient buffers are not zeroed per iteration.
-  bool zero_grads_each_step_ = true;
   InjectedFault fault_;
   std::atomic<std::int64_t> issuing_op_{-1};  // the op the host is issuing (read by the watchdog thread)
   IterationResult last_;

@@ -56,24 +56,6 @@ std::int64_t range_begin(std::int64_t elements, int pieces, int piece) { return 
 
 }  // namespace
 
-SwitchSenders::SwitchSenders(const Cluster& cluster, int world) : cluster_(cluster), intra_(world, 0), inter_(world, 0) {}
-
-int SwitchSenders::choose(const std::vector<int>& owners, int receiver, Bytes bytes, bool& intra) {
-  int best = -1;
-  for (int owner : owners)
-    if (cluster_.node_of_rank(owner) == cluster_.node_of_rank(receiver) && (best < 0 || intra_[owner] < intra_[best]))
-      best = owner;
-  intra = best >= 0;
-  if (intra) {
-    intra_[best] += bytes;
-    return best;
-  }
-  for (int owner : owners)
-    if (best < 0 || inter_[owner] < inter_[best]) best = owner;
-  inter_[best] += bytes;
-  return best;
-}
-
 std::vector<SwitchUnit> switch_units(const ModelConfig& model) {
   std::vector<SwitchUnit> units;
   const EmbeddingAndOutputParameters ends = embedding_and_output_parameters(model, model.vocab_size);
@@ -98,22 +80,6 @@ std::int64_t owned_elements(const ModelConfig& model, const Strategy& strategy, 
     if (piece >= 0) owned += range_begin(elements, layout.pieces, piece + 1) - range_begin(elements, layout.pieces, piece);
   }
   return owned;
-}
-
-bool reduction_target(const Strategy& strategy, int rank) {
-  const RankCoordinates at = coordinates_of(strategy, rank);
-  return strategy.zero_stage >= 1 || (at.dp == 0 && at.cp == 0);
-}
-
-bool same_parameter_layout(const Strategy& a, const Strategy& b) {
-  return a.tensor_model_parallel_size == b.tensor_model_parallel_size &&
-         a.pipeline_model_parallel_size == b.pipeline_model_parallel_size &&
-         a.context_parallel_size == b.context_parallel_size &&
-         a.expert_model_parallel_size == b.expert_model_parallel_size &&
-         a.data_parallel_size == b.data_parallel_size &&
-         a.virtual_pipeline_model_parallel_size == b.virtual_pipeline_model_parallel_size &&
-         a.zero_stage == b.zero_stage &&
-         (a.schedule == Schedule::double_strand) == (b.schedule == Schedule::double_strand);
 }
 
 Bytes SwitchPlan::max_received_bytes() const {

@@ -11,6 +11,7 @@
 #include "core/model.hpp"
 #include "core/strategy.hpp"
 #include "core/units.hpp"
+#include "strategies/layout_switch.hpp"
 
 namespace twin {
 
@@ -34,10 +35,6 @@ inline constexpr int kSwitchGradientBytes = 4;  // accumulated gradients (fp32, 
 // ZeRO >= 1 (reduce-scatter) and replicated under ZeRO-0 (all-reduce). Zero when its stage lacks the unit.
 std::int64_t owned_elements(const ModelConfig& model, const Strategy& strategy, const SwitchUnit& unit, int rank,
                             bool gradient);
-// Whether `rank` is where its reduction group's accumulated gradients start a phase under `strategy`: every GPU
-// under ZeRO >= 1 (each its shard), the group's first GPU under ZeRO-0.
-bool reduction_target(const Strategy& strategy, int rank);
-
 struct SwitchTransfer {
   int unit = 0;              // index into switch_units()
   bool gradient = false;     // accumulated gradients, else bf16 weights
@@ -56,24 +53,6 @@ struct SwitchPlan {
   Bytes total_bytes() const { return intra_node_bytes + inter_node_bytes; }
   Bytes max_received_bytes() const;
 };
-
-// Who sends a piece a GPU lacks (HotSPa's NEW_GREEDY): an owner on the receiver's node when there is one, else
-// any owner, each time the one with the fewest bytes assigned so far in that class (intra- or inter-node), the
-// lowest rank on a tie. The simulator's switch plan and twin execute's (executor/resharding.hpp) both choose so.
-class SwitchSenders {
- public:
-  SwitchSenders(const Cluster& cluster, int world);
-  // The sender of `bytes` to `receiver` among `owners` (not empty); `intra`: whether it is on the receiver's node.
-  int choose(const std::vector<int>& owners, int receiver, Bytes bytes, bool& intra);
-
- private:
-  const Cluster& cluster_;
-  std::vector<Bytes> intra_, inter_;
-};
-
-// Whether two layouts shard weights, gradients and optimizer states alike (same TP, PP, CP, EP, DP, model
-// chunks, ZeRO stage and folding): then a switch moves nothing and gradients accumulate in one buffer.
-bool same_parameter_layout(const Strategy& a, const Strategy& b);
 
 // The switch from layout `from` to layout `to` (both complete, same world size): the bf16 weights always,
 // the accumulated gradients when `with_gradients`. Slices a GPU already holds stay (zero-copy). Gradients, as

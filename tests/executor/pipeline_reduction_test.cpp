@@ -7,7 +7,7 @@
 #include <map>
 #include <set>
 
-#include "executor/asymmetric_groups.hpp"
+#include "executor/explicit_groups.hpp"
 #include "executor/parameters.hpp"
 #include "executor/pipeline_reduction.hpp"
 #include "strategies/heterogeneous/asymmetric_plan.hpp"
@@ -109,9 +109,9 @@ TEST(PipelineReductionPlan, RoundsHoldDisjointSetsEachOnce) {
   EXPECT_EQ(seen, sets);
 }
 
-TEST(AsymmetricGroups, SplitStagesPipelinesAndBoundaries) {
+TEST(ExplicitGroups, SplitStagesPipelinesAndBoundaries) {
   const PlanGraphs lowered = asymmetric_graphs(asymmetric_scenario(testing::kTp2ToTp1BesideTp1, true));
-  const AsymmetricGroups groups = asymmetric_groups(lowered, plan_pipeline_reduction(lowered));
+  const ExplicitGroups groups = explicit_groups(lowered, plan_pipeline_reduction(lowered));
   EXPECT_EQ(groups.tensor, (std::vector<std::vector<int>>{{0, 1}, {2}, {3}}));
   EXPECT_EQ(groups.pipeline, (std::vector<std::vector<int>>{{0, 1, 2}, {3}}));
   EXPECT_EQ(groups.stage_of_rank, (std::vector<int>{0, 0, 1, 0}));
@@ -125,7 +125,7 @@ TEST(AsymmetricGroups, SplitStagesPipelinesAndBoundaries) {
   EXPECT_EQ(groups.boundaries[1].groups, (std::vector<std::vector<int>>{{2, 0, 1}}));
   // ZeRO-1: each GPU's parts hold every pipeline's elements, so the gradient norm sums over all GPUs.
   const PlanGraphs sharded = asymmetric_graphs(asymmetric_scenario(testing::kTp2ToTp1BesideTp1, true, 1));
-  EXPECT_EQ(asymmetric_groups(sharded, plan_pipeline_reduction(sharded)).pipeline,
+  EXPECT_EQ(explicit_groups(sharded, plan_pipeline_reduction(sharded)).pipeline,
             (std::vector<std::vector<int>>{{0, 1, 2, 3}}));
 }
 

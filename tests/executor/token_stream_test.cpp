@@ -25,6 +25,18 @@ TEST(TokenStream, SplitsOfTheBatchSeeTheSameSequences) {
   for (int i = 0; i < 64; ++i) EXPECT_EQ(second[i], fifth[i]);
 }
 
+// A per-layer stage's share (strategies/families/rank_plan.hpp): micro-batch m is the batch's sequences
+// [m B, (m + 1) B), of which the GPU reads the inputs of one run and the targets of another.
+TokenShare stage_share(int stage_micro_batch, int micro_batches, SequenceRun inputs, SequenceRun targets) {
+  TokenShare share;
+  share.step_sequences = static_cast<std::int64_t>(stage_micro_batch) * micro_batches;
+  share.micro_batch_stride = stage_micro_batch;
+  share.micro_batches = micro_batches;
+  share.inputs = inputs;
+  share.targets = targets;
+  return share;
+}
+
 // A per-layer plan: whichever layout the embedding's block has, GPU g's run of its rows (the g % group-th of
 // `group` equal runs) is the same tokens, rows [g T, (g + 1) T) of the stage's micro-batch; so are the targets.
 TEST(TokenStream, PerLayerBlocksCutTheSameRowsForEveryGpuWhateverTheLayout) {
@@ -36,7 +48,7 @@ TEST(TokenStream, PerLayerBlocksCutTheSameRowsForEveryGpuWhateverTheLayout) {
     for (int group : {1, 2, 4}) {
       const BlockSamples block = block_samples({group, false}, gpus, stage_micro_batch, gpu);
       const SequenceRun run{block.first, block.count};
-      const auto tokens = stage_micro_batch_tokens(stream, 5, stage_micro_batch, micro_batches, run, run);
+      const auto tokens = share_tokens(stream, 5, stage_share(stage_micro_batch, micro_batches, run, run));
       ASSERT_EQ(tokens.size(), static_cast<std::size_t>(micro_batches * 2 * block.count * 64));
       std::vector<std::int32_t> mine;  // per micro-batch: this GPU's run of the inputs, then of the targets
       for (int mb = 0; mb < micro_batches; ++mb)
@@ -51,11 +63,48 @@ TEST(TokenStream, PerLayerBlocksCutTheSameRowsForEveryGpuWhateverTheLayout) {
     EXPECT_EQ(expected[2 * per_gpu], stream.sequence(5 * 24 + 8 + 2 * gpu)[0]);
   }
   // Inputs of one block's sequences, targets of another's.
-  const auto mixed = stage_micro_batch_tokens(stream, 0, 2, 1, {0, 2}, {1, 1});
+  const auto mixed = share_tokens(stream, 0, stage_share(2, 1, {0, 2}, {1, 1}));
   ASSERT_EQ(mixed.size(), 3u * 64);
   EXPECT_EQ(mixed[64], stream.sequence(1)[0]);
   EXPECT_EQ(mixed[128], stream.sequence(1)[1]);
-  EXPECT_THROW(stage_micro_batch_tokens(stream, 0, 2, 1, {1, 2}, {0, 1}), std::invalid_argument);
+  EXPECT_THROW(share_tokens(stream, 0, stage_share(2, 1, {1, 2}, {0, 1})), std::invalid_argument);
+}
+
+// The shares the families state (strategies/families/rank_plan.hpp) read what execute.cpp read before from each
+// family's plan: a data-parallel rank's contiguous share, an asymmetric pipeline's share after the earlier ones',
+// the same share of packed rows, and a per-layer GPU's runs of each stage micro-batch.
+TEST(TokenStream, FamilySharesReadTheSequencesOfTheirSplit) {
+  const TokenStream stream{32000, 64, 7};
+  TokenShare share;
+  share.step_sequences = 8;
+  share.first_sequence = 4;
+  share.micro_batch_stride = 1;
+  share.micro_batches = 4;
+  share.inputs = share.targets = {0, 1};
+  EXPECT_EQ(share_tokens(stream, 2, share), rank_iteration_tokens(stream, 2, 8, 2, 1, 1, 4));
+  share.first_sequence = 5;
+  share.micro_batches = 3;
+  const auto pipeline = share_tokens(stream, 2, share);
+  EXPECT_EQ(pipeline, batch_share_tokens(stream, 2, 8, 5, 1, 3));
+  for (int i = 0; i < 64; ++i) EXPECT_EQ(pipeline[2 * 64 + i], stream.sequence(2 * 8 + 6)[i]);  // micro-batch 1
+  const PackedSteps steps(stream, {{64, {{32, 32}, {64}, {16}, {64}}}});
+  share.step_sequences = 4;
+  share.first_sequence = 2;
+  share.micro_batches = 2;
+  EXPECT_EQ(steps.rank_tokens(1, 0, share), steps.rank_tokens(1, 0, 2, 1, 1, 2));
+  // A per-layer GPU: inputs of samples 4..7, targets of samples 6 and 7, of stage micro-batches of 8.
+  share.step_sequences = 24;
+  share.first_sequence = 0;
+  share.micro_batch_stride = 8;
+  share.micro_batches = 3;
+  share.inputs = {4, 4};
+  share.targets = {6, 2};
+  const auto per_layer = share_tokens(stream, 1, share);
+  ASSERT_EQ(per_layer.size(), 3u * 6 * 64);
+  EXPECT_EQ(per_layer[6 * 64], stream.sequence(24 + 8 + 4)[0]);            // micro-batch 1's first input
+  EXPECT_EQ(per_layer[6 * 64 + 4 * 64], stream.sequence(24 + 8 + 6)[1]);   // and its first target
+  share.targets = {7, 2};  // past the micro-batch
+  EXPECT_THROW(share_tokens(stream, 1, share), std::invalid_argument);
 }
 
 TEST(TokenStream, FollowsItsRuleNineTimesInTen) {

@@ -14,7 +14,7 @@
 #include <thread>
 #include <vector>
 
-#include "executor/asymmetric_groups.hpp"
+#include "executor/explicit_groups.hpp"
 #include "executor/gpu/communicators.hpp"
 #include "executor/gpu/pipeline_reduction_run.hpp"
 #include "executor/gpu/stage_parameters.hpp"
@@ -50,7 +50,7 @@ void check_reduction(const char* pipelines, bool sequence_parallel) {
   const Scenario scenario = testing::asymmetric_scenario(pipelines, sequence_parallel);
   const PlanGraphs lowered = testing::asymmetric_graphs(scenario);
   const std::vector<PipelineReduction> reductions = plan_pipeline_reduction(lowered);
-  const AsymmetricGroups groups = asymmetric_groups(lowered, reductions);
+  const ExplicitGroups groups = explicit_groups(lowered, reductions);
   const int world = lowered.world_size();
   const AsymmetricPlanDetail& plan = *lowered.asymmetric;
   // The expected sum of an element: each pipeline's copy once, a replicated weight's partial sums on a
