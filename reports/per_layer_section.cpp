@@ -17,7 +17,6 @@ std::string layer_name(const LayerStrategy& layer) {
                      layer.zero_stage, to_string(layer.recompute));
 }
 
-std::string seconds(TimeNs ns) { return fixed(to_seconds(ns), 3) + " s"; }
 
 }  // namespace
 
@@ -38,7 +37,7 @@ std::string per_layer_section_html(const std::vector<const Candidate*>& top, con
                          "layout between layers costs an all-to-all of the activations (and of their gradients). "
                          "{} samples per micro-batch and stage, {} micro-batches; iteration {}.",
                          plan->stage_micro_batch, plan->num_micro_batches,
-                         seconds(chosen->result.iteration_ns))) +
+                         seconds_label(chosen->result.iteration_ns))) +
                      "</p>\n<table>\n<tr><th>stage</th><th>layers</th><th>layer strategy</th></tr>\n";
   const std::vector<LayerStrategy>& layers = plan->layers;
   int first = 0;
@@ -57,7 +56,7 @@ std::string per_layer_section_html(const std::vector<const Candidate*>& top, con
   for (const Candidate& other : ranked)
     if (other.feasible && !other.plan) {
       html += "<p>" + escape_html(fmt::format("Best uniform strategy simulated: {}, {}; the per-layer plan takes {:.1f}% less time.",
-                                              other.key(), seconds(other.result.iteration_ns),
+                                              other.key(), seconds_label(other.result.iteration_ns),
                                               100.0 * (1 - static_cast<double>(chosen->result.iteration_ns) /
                                                                static_cast<double>(other.result.iteration_ns)))) +
               "</p>\n";
