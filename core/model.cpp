@@ -1,4 +1,4 @@
-// Model model_presets (published configs) and parameter counting for dense and MoE decoders.
+// Model presets (published configs) and parameter counting for dense and MoE decoders.
 // Counting follows Megatron-LM's layer structure: QKV (GQA-aware) and output projections, an MLP of two
 // (GeLU) or three (SwiGLU) matrices or that many per expert plus a router, and one norm before each block.
 #include "core/model.hpp"

@@ -1,4 +1,4 @@
-// A Megatron-LM command line read_command_line into a scenario: Megatron's defaults for absent flags, the base_scenario scenario's
+// A Megatron-LM command line read into a scenario: Megatron's defaults for absent flags, the base scenario's
 // cluster and vocabulary, what twin does not model listed, and contradictions refused with the flag named.
 #include "core/megatron_scenario.hpp"
 
@@ -17,7 +17,7 @@ Scenario base_scenario() {
     "cluster": { "nodes": [ { "count": 2, "gpu": "H100-SXM-80GB", "gpus_per_node": 8,
                             "nics": { "count": 8, "bandwidth_Gbps": 400 } } ] }
   })",
-                             "base_scenario.json");
+                             "base.json");
 }
 
 MegatronScenario read_command_line(const std::string& text) {
@@ -37,7 +37,7 @@ const std::string kRequired =
     "--num-layers 24 --hidden-size 2048 --num-attention-heads 16 --seq-length 2048 "
     "--max-position-embeddings 2048 --micro-batch-size 2 ";
 
-// Absent flags are Megatron's defaults, not the base_scenario scenario's Llama: GeLU, LayerNorm, learned positions, biases,
+// Absent flags are Megatron's defaults, not the base scenario's Llama: GeLU, LayerNorm, learned positions, biases,
 // tied embeddings, dropout 0.1, no overlaps, fp32, one micro-batch per data-parallel rank.
 TEST(MegatronScenario, AbsentFlagsAreMegatronsDefaults) {
   const MegatronScenario r = read_command_line(kRequired);
@@ -46,7 +46,7 @@ TEST(MegatronScenario, AbsentFlagsAreMegatronsDefaults) {
   EXPECT_EQ(m.ffn_hidden_size, 4 * 2048);
   EXPECT_EQ(m.num_query_groups, 16);
   EXPECT_EQ(m.kv_channels, 128);
-  EXPECT_EQ(m.vocab_size, 32000);  // the base_scenario scenario's: Megatron takes it from the tokenizer
+  EXPECT_EQ(m.vocab_size, 32000);  // the base scenario's: Megatron takes it from the tokenizer
   EXPECT_EQ(m.activation, Activation::gelu);
   EXPECT_EQ(m.normalization, Normalization::layernorm);
   EXPECT_FALSE(m.position_embedding_rope);
@@ -74,7 +74,7 @@ TEST(MegatronScenario, LlamaStyleRunWithInterleavingFsdpAndTheRestListed) {
       read_command_line("CUDA_DEVICE_MAX_CONNECTIONS=4 torchrun --nproc-per-node 8 pretrain_gpt.py " + kRequired +
            "--tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 --sequence-parallel --swiglu "
            "--num-layers-per-virtual-pipeline-stage 6 --normalization RMSNorm --position-embedding-type rope "
-           "--rotary-base_scenario 500000 --group-query-attention --num-query-groups 4 --disable-bias-linear --bf16 "
+           "--rotary-base 500000 --group-query-attention --num-query-groups 4 --disable-bias-linear --bf16 "
            "--use-megatron-fsdp --data-parallel-sharding-strategy optim_grads --ckpt-format fsdp_dtensor "
            "--overlap-grad-reduce --recompute-granularity selective --attention-backend flash --vocab-size 50000 "
            "--global-batch-size 64 --lr 3e-4");
