@@ -17,7 +17,6 @@
 namespace twin {
 namespace {
 
-
 // Forward and backward of a kind share a hue (dark, light); communication is red to orange, p2p cyan.
 constexpr std::array<const char*, kOpKindCount> kKindColors = {
     "#4e79a7",                        // gemm
@@ -36,7 +35,8 @@ constexpr std::array<const char*, kOpKindCount> kKindColors = {
 };
 static_assert(kKindColors.back() != nullptr, "a colour per op kind");
 
-constexpr double kScatterLeft = 78, kScatterTop = 24, kPlot = 440, kRight = 24, kScatterBottom = 46, kMark = 5, kCell = 3;
+constexpr double kScatterLeft = 78, kScatterTop = 24, kPlot = 440, kRight = 24, kScatterBottom = 46, kMark = 5,
+                 kCell = 3;
 
 // 10^decade ns as a short time ("100 µs").
 std::string decade_label(int decade) {
@@ -66,9 +66,11 @@ std::string kind_legend_html(const std::vector<OpKind>& kinds) {
 }
 
 std::string op_scatter_svg(const IterationGraph& graph, const std::vector<OpPoint>& points, std::size_t max_marks) {
-  Svg svg(kScatterLeft + kPlot + kRight, kScatterTop + kPlot + kScatterBottom, "measured against predicted time of every op, log-log");
+  Svg svg(kScatterLeft + kPlot + kRight, kScatterTop + kPlot + kScatterBottom,
+          "measured against predicted time of every op, log-log");
   if (points.empty()) {
-    svg.text(kScatterLeft + kPlot / 2, kScatterTop + kPlot / 2, "no op has both a prediction and a measurement", "middle", 13);
+    svg.text(kScatterLeft + kPlot / 2, kScatterTop + kPlot / 2, "no op has both a prediction and a measurement",
+             "middle", 13);
     return svg.str();
   }
   TimeNs low_ns = points.front().predicted_ns, high_ns = low_ns;
@@ -126,12 +128,12 @@ std::string op_scatter_svg(const IterationGraph& graph, const std::vector<OpPoin
                                       milliseconds_text(p.predicted_ns), milliseconds_text(p.measured_ns),
                                       percent_text(ratio));
     if (mark->count > 1) tooltip = fmt::format("{} {} ops here, e.g. {}", mark->count, to_string(p.kind), tooltip);
-    svg.rect(kScatterLeft + position(p.predicted_ns) - kMark / 2, kScatterTop + kPlot - position(p.measured_ns) - kMark / 2, kMark,
-             kMark, kind_color(p.kind), tooltip);
+    svg.rect(kScatterLeft + position(p.predicted_ns) - kMark / 2,
+             kScatterTop + kPlot - position(p.measured_ns) - kMark / 2, kMark, kMark, kind_color(p.kind), tooltip);
   }
   if (left_out > 0)
-    svg.text(kScatterLeft + 6, kScatterTop + 14, fmt::format("{} marks nearest the diagonal left out", left_out), "start", 11,
-             "#8a3b12");
+    svg.text(kScatterLeft + 6, kScatterTop + 14, fmt::format("{} marks nearest the diagonal left out", left_out),
+             "start", 11, "#8a3b12");
   return svg.str();
 }
 

@@ -142,7 +142,8 @@ std::string dual_timeline_svg(const IterationGraph& graph, const PlanPrediction&
       section.lanes_left_out = section.lanes.size() - max_lanes;
       section.lanes.resize(max_lanes);
     }
-    height += kTitleHeight + kDualLaneHeight * static_cast<double>(section.lanes.size() + (section.lanes_left_out ? 1 : 0)) +
+    height += kTitleHeight +
+              kDualLaneHeight * static_cast<double>(section.lanes.size() + (section.lanes_left_out ? 1 : 0)) +
               kSectionGap;
   }
   const int width_px = std::max(100, options.plot_width_px);

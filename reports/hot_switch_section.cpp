@@ -13,7 +13,6 @@ namespace {
 bool is_hot_switch(const Candidate& c) { return c.feasible && c.plan_as<HotSwitchPlan>(); }
 std::size_t phase_count(const Candidate& c) { return c.plan_as<HotSwitchPlan>()->phases.size(); }
 
-
 }  // namespace
 
 std::string hot_switch_section_html(const std::vector<Candidate>& ranked) {

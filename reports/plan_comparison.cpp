@@ -34,7 +34,6 @@ std::string group_name(GroupKind group) {
   return "";
 }
 
-
 std::string share(TimeNs part, TimeNs total) {
   return milliseconds_text(part) + " (" + fixed(100.0 * part / std::max<TimeNs>(1, total), 1) + "%)";
 }

@@ -101,7 +101,8 @@ std::string tradeoff_svg(const std::vector<Candidate>& ranked, const std::vector
                          const std::vector<long>& row_of, double capacity_GiB) {
   if (front.empty()) return {};
   const Axes axes = axes_of(ranked, capacity_GiB);
-  Svg svg(kChartLeft + kPlotWidth + 16, kChartTop + kPlotHeight + kChartBottom, "iteration time against peak memory per GPU");
+  Svg svg(kChartLeft + kPlotWidth + 16, kChartTop + kPlotHeight + kChartBottom,
+          "iteration time against peak memory per GPU");
   svg.fit_to_content();
   draw_axes(svg, axes, capacity_GiB);
   const double right = kChartLeft + kPlotWidth, top_ms = axes.y_ticks.back();
@@ -114,7 +115,9 @@ std::string tradeoff_svg(const std::vector<Candidate>& ranked, const std::vector
     if (c.pruned) {
       const double bound_ms = static_cast<double>(c.lower_bound_ns) / kNsPerMs;
       if (bound_ms <= top_ms) svg.circle(x, axes.y(bound_ms), 3, "none", kPrunedColor, row(i));
-      else svg.polygon({{x - 3.5, kChartTop + 5}, {x + 3.5, kChartTop + 5}, {x, kChartTop - 1}}, "none", kPrunedColor, row(i));
+      else
+        svg.polygon({{x - 3.5, kChartTop + 5}, {x + 3.5, kChartTop + 5}, {x, kChartTop - 1}}, "none", kPrunedColor,
+                    row(i));
     } else if (!c.feasible && out_of_memory(c)) {
       beyond += axes.x(peak_GiB(c)) > right ? 1 : 0;
       svg.polygon({{x, kBandY - 4}, {x + 4, kBandY}, {x, kBandY + 4}, {x - 4, kBandY}}, kOutOfMemoryColor, "none",

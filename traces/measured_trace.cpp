@@ -45,9 +45,9 @@ void add_metadata(const RankClass& rank_class, int rank, const std::map<std::uin
   const std::string label = rank_class.label.empty() ? fmt::format("class {}", rank_class.index) : rank_class.label;
   events.push_back(measured_metadata("process_name", rank, 0, {{"name", fmt::format("{} (rank {})", label, rank)}}));
   events.push_back(measured_metadata("process_sort_index", rank, 0, {{"sort_index", rank}}));
-  events.push_back(measured_metadata("process_labels", rank, 0,
-                            {{"labels", fmt::format("pipeline {} stage {} (measured)", rank_class.pipeline,
-                                                    rank_class.stage)}}));
+  events.push_back(measured_metadata(
+      "process_labels", rank, 0,
+      {{"labels", fmt::format("pipeline {} stage {} (measured)", rank_class.pipeline, rank_class.stage)}}));
   std::vector<std::pair<int, std::uint32_t>> order;  // (first op stream served, CUDA stream id)
   for (const auto& [id, stream] : streams) order.emplace_back(stream.first_served(), id);
   std::sort(order.begin(), order.end());

@@ -51,8 +51,11 @@ TEST(Fp8, RefusalsNameTheirPath) {
              "/training/fp8/num_layers_at_start_in_bf16");
   refused_at(scenario_with_fp8({{"format", "hybrid"}}, "A100-SXM-80GB"), "/cluster/nodes/0/gpu");
   refused_at(scenario_with_fp8({{"format", "hybrid"}, {"recipe", "mxfp8"}}), "/cluster/nodes/0/gpu");
-  refused_at(scenario_with_fp8({{"format", "hybrid"}, {"recipe", "tensorwise"}, {"first_last_layers_bf16", true},
-                            {"num_layers_at_start_in_bf16", 20}, {"num_layers_at_end_in_bf16", 20}}),
+  refused_at(scenario_with_fp8({{"format", "hybrid"},
+                                {"recipe", "tensorwise"},
+                                {"first_last_layers_bf16", true},
+                                {"num_layers_at_start_in_bf16", 20},
+                                {"num_layers_at_end_in_bf16", 20}}),
              "/training/fp8");
   json fp32 = scenario_with_fp8({{"format", "hybrid"}});
   fp32["training"]["precision"] = "fp32";
@@ -77,9 +80,11 @@ TEST(Fp8, FirstAndLastLayersKeptInBf16) {
 
 TEST(Fp8, WrittenBackOnlyWhenSet) {
   EXPECT_FALSE(to_json(parse_scenario(scenario_with_fp8(nullptr), "s.json"))["training"].contains("fp8"));
-  const Scenario s = parse_scenario(scenario_with_fp8({{"format", "hybrid"}, {"recipe", "tensorwise"}, {"wgrad", false},
-                                                   {"first_last_layers_bf16", true},
-                                                   {"num_layers_at_end_in_bf16", 3}}),
+  const Scenario s = parse_scenario(scenario_with_fp8({{"format", "hybrid"},
+                                                       {"recipe", "tensorwise"},
+                                                       {"wgrad", false},
+                                                       {"first_last_layers_bf16", true},
+                                                       {"num_layers_at_end_in_bf16", 3}}),
                                     "s.json");
   EXPECT_EQ(parse_scenario(to_json(s), "s.json"), s);
 }

@@ -115,7 +115,8 @@ TEST(HfConfig, ScenarioPathIsRelativeToItsFolderAndItsKeysOverride) {
   fs::copy_file(kFixtures / "llama-3-8b-config.json", folder.path / "models/llama3/config.json");
   const std::string source = (folder.path / "scenario.json").string();
   Scenario s = parse_scenario(
-      scenario_with_model({{"hf_config", "models/llama3/config.json"}, {"num_layers", 4}, {"attention_backend", "fused"}}),
+      scenario_with_model(
+          {{"hf_config", "models/llama3/config.json"}, {"num_layers", 4}, {"attention_backend", "fused"}}),
       source);
   ModelConfig expected = *model_preset("llama3-8b");
   expected.name = s.model.name;
@@ -126,8 +127,9 @@ TEST(HfConfig, ScenarioPathIsRelativeToItsFolderAndItsKeysOverride) {
   EXPECT_EQ(parse_scenario(to_json(s), "best.json").model, s.model);
 
   // An absolute path works from anywhere.
-  Scenario absolute = parse_scenario(scenario_with_model({{"hf_config", (kFixtures / "mixtral-8x7b-config.json").string()}}),
-                                     "elsewhere/scenario.json");
+  Scenario absolute =
+      parse_scenario(scenario_with_model({{"hf_config", (kFixtures / "mixtral-8x7b-config.json").string()}}),
+                     "elsewhere/scenario.json");
   EXPECT_EQ(absolute.model.moe.num_experts, 8);
 }
 

@@ -49,11 +49,14 @@ TEST(InputFile, RefusesWhatIsNotARegularFileInsteadOfBlocking) {
   const std::vector<std::pair<fs::path, std::string>> kinds = {
       {fifo, "is a FIFO"}, {fs::path("/dev/zero"), "is a character device"}, {folder.path, "is a folder"}};
   for (const auto& [path, kind] : kinds)
-    EXPECT_NE(read_error_of([&] { read_input_file(path, "a scenario JSON"); })
-                  .find(kind + ", not a regular file (expected a scenario JSON)"),
-              std::string::npos) << path;
-  EXPECT_NE(read_error_of([&] { read_input_file(folder.path / "missing", "a scenario JSON"); }).find("cannot open the file"),
-            std::string::npos);
+    EXPECT_NE(read_error_of([&] {
+                read_input_file(path, "a scenario JSON");
+              }).find(kind + ", not a regular file (expected a scenario JSON)"),
+              std::string::npos)
+        << path;
+  EXPECT_NE(
+      read_error_of([&] { read_input_file(folder.path / "missing", "a scenario JSON"); }).find("cannot open the file"),
+      std::string::npos);
 }
 
 TEST(InputFile, RefusesAFileOverTheLimit) {
@@ -79,7 +82,8 @@ TEST(InputJson, NestingIsBounded) {
   const std::string deep = std::string(100000, '[') + std::string(100000, ']');
   EXPECT_NE(read_error_of([&] { parse_input_json(deep, "f.json"); }).find("nesting deeper than 256 levels"),
             std::string::npos);
-  EXPECT_EQ(read_error_of([] { parse_input_json(std::string(200, '[') + std::string(200, ']'), "f.json"); }), "no error");
+  EXPECT_EQ(read_error_of([] { parse_input_json(std::string(200, '[') + std::string(200, ']'), "f.json"); }),
+            "no error");
 }
 
 TEST(InputJson, MalformedJsonGivesTheByte) {

@@ -53,11 +53,13 @@ TEST(MegatronCommandLine, RefusesWhatItCannotReadNamingTheLineAndFlag) {
             "run.sh: line 2: --hidden-size: expected an integer, got \"x4096\"");
   EXPECT_EQ(command_line_error_of("--normalization rmsnorm"),
             "run.sh: line 1: --normalization: expected one of LayerNorm, RMSNorm, got \"rmsnorm\"");
-  EXPECT_EQ(command_line_error_of("--swiglu yes"), "run.sh: line 1: --swiglu: expected no value (it is a switch), got \"yes\"");
+  EXPECT_EQ(command_line_error_of("--swiglu yes"),
+            "run.sh: line 1: --swiglu: expected no value (it is a switch), got \"yes\"");
   EXPECT_EQ(command_line_error_of("--seq-length"), "run.sh: line 1: --seq-length: expected a value, got none");
   EXPECT_EQ(command_line_error_of("--seq-length 4096 8192"),
             "run.sh: line 1: --seq-length: expected one value, got 2 (\"4096 8192\")");
-  EXPECT_EQ(command_line_error_of("--hidden-dropout nan"), "run.sh: line 1: --hidden-dropout: expected a number, got \"nan\"");
+  EXPECT_EQ(command_line_error_of("--hidden-dropout nan"),
+            "run.sh: line 1: --hidden-dropout: expected a number, got \"nan\"");
   EXPECT_EQ(command_line_error_of("num-layers 32"),
             "run.sh: line 1: expected a Megatron argument (--name) or a command running a *.py script, got "
             "\"num-layers\"");

@@ -70,14 +70,14 @@ TEST(MegatronScenario, AbsentFlagsAreMegatronsDefaults) {
 }
 
 TEST(MegatronScenario, LlamaStyleRunWithInterleavingFsdpAndTheRestListed) {
-  const MegatronScenario r =
-      read_command_line("CUDA_DEVICE_MAX_CONNECTIONS=4 torchrun --nproc-per-node 8 pretrain_gpt.py " + kRequired +
-           "--tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 --sequence-parallel --swiglu "
-           "--num-layers-per-virtual-pipeline-stage 6 --normalization RMSNorm --position-embedding-type rope "
-           "--rotary-base 500000 --group-query-attention --num-query-groups 4 --disable-bias-linear --bf16 "
-           "--use-megatron-fsdp --data-parallel-sharding-strategy optim_grads --ckpt-format fsdp_dtensor "
-           "--overlap-grad-reduce --recompute-granularity selective --attention-backend flash --vocab-size 50000 "
-           "--global-batch-size 64 --lr 3e-4");
+  const MegatronScenario r = read_command_line(
+      "CUDA_DEVICE_MAX_CONNECTIONS=4 torchrun --nproc-per-node 8 pretrain_gpt.py " + kRequired +
+      "--tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 --sequence-parallel --swiglu "
+      "--num-layers-per-virtual-pipeline-stage 6 --normalization RMSNorm --position-embedding-type rope "
+      "--rotary-base 500000 --group-query-attention --num-query-groups 4 --disable-bias-linear --bf16 "
+      "--use-megatron-fsdp --data-parallel-sharding-strategy optim_grads --ckpt-format fsdp_dtensor "
+      "--overlap-grad-reduce --recompute-granularity selective --attention-backend flash --vocab-size 50000 "
+      "--global-batch-size 64 --lr 3e-4");
   const ModelConfig& m = r.scenario.model;
   EXPECT_EQ(m.ffn_hidden_size, 5440);  // int(4 * 2048 * 2 / 3 / 64) * 64
   EXPECT_EQ(m.rotary_base, 500000);
@@ -118,8 +118,8 @@ TEST(MegatronScenario, LearningRateScheduleAndClippingAreTheRecipe) {
 
 TEST(MegatronScenario, MoeFlagsTwinPricesOtherwiseAreListed) {
   const MegatronScenario r = read_command_line(kRequired +
-                                  "--num-experts 8 --moe-router-topk 2 --expert-model-parallel-size 4 "
-                                  "--moe-router-load-balancing-type sinkhorn");
+                                               "--num-experts 8 --moe-router-topk 2 --expert-model-parallel-size 4 "
+                                               "--moe-router-load-balancing-type sinkhorn");
   EXPECT_EQ(r.scenario.model.moe.num_experts, 8);
   EXPECT_EQ(r.scenario.model.moe.ffn_hidden_size, 4 * 2048);
   EXPECT_EQ(r.scenario.strategy->expert_model_parallel_size, 4);
@@ -156,7 +156,8 @@ TEST(MegatronScenario, MoeRoutingAndDispatcherFlagsAreRead) {
       read_command_line(kRequired + moe + "--moe-expert-capacity-factor 1.25 --moe-pad-expert-input-to-capacity");
   EXPECT_EQ(capped.scenario.model.moe.expert_capacity_factor, 1.25);
   EXPECT_TRUE(capped.scenario.model.moe.pad_expert_input_to_capacity);
-  EXPECT_FALSE(read_command_line(kRequired + moe + "--moe-expert-capacity-factor -1").scenario.model.moe.expert_capacity_factor);
+  EXPECT_FALSE(
+      read_command_line(kRequired + moe + "--moe-expert-capacity-factor -1").scenario.model.moe.expert_capacity_factor);
 }
 
 TEST(MegatronScenario, ContradictionsAndWhatTwinCannotModelAreRefusedNamingTheFlag) {
@@ -166,10 +167,12 @@ TEST(MegatronScenario, ContradictionsAndWhatTwinCannotModelAreRefusedNamingTheFl
   EXPECT_EQ(megatron_error_of(kRequired + "--tensor-model-parallel-size 3"),
             "run.sh: --tensor-model-parallel-size: world size 16 is not divisible by TP x PP x CP 3 x 1 x 1 "
             "(arguments.py:432) (launched on the scenario's 16 GPUs)");
-  EXPECT_NE(megatron_error_of(kRequired + "--overlap-param-gather --overlap-grad-reduce").find("--overlap-param-gather: needs"),
+  EXPECT_NE(megatron_error_of(kRequired + "--overlap-param-gather --overlap-grad-reduce")
+                .find("--overlap-param-gather: needs"),
             std::string::npos);
   EXPECT_EQ(megatron_error_of(kRequired + "--use-megatron-fsdp --ckpt-format fsdp_dtensor"), "");
-  EXPECT_EQ(megatron_error_of("CUDA_DEVICE_MAX_CONNECTIONS=1 " + kRequired + "--use-megatron-fsdp --ckpt-format fsdp_dtensor"),
+  EXPECT_EQ(megatron_error_of("CUDA_DEVICE_MAX_CONNECTIONS=1 " + kRequired +
+                              "--use-megatron-fsdp --ckpt-format fsdp_dtensor"),
             "run.sh: --use-megatron-fsdp: CUDA_DEVICE_MAX_CONNECTIONS must be unset or above 1 (arguments.py:1166) "
             "(launched on the scenario's 16 GPUs)");
   EXPECT_EQ(megatron_error_of(kRequired + "--position-embedding-type yarn"),
@@ -181,9 +184,10 @@ TEST(MegatronScenario, ContradictionsAndWhatTwinCannotModelAreRefusedNamingTheFl
   EXPECT_EQ(megatron_error_of(kRequired + "--tensor-model-parallel-size 2 --num-experts 8"),
             "run.sh: --expert-tensor-parallel-size: expected 1: twin's experts are whole on each expert-parallel "
             "rank, got 2 (Megatron's default is the TP size)");
-  EXPECT_EQ(megatron_error_of("--hidden-size 2048 --num-attention-heads 16 --seq-length 2048 --max-position-embeddings 2048 "
-                     "--micro-batch-size 1"),
-            "run.sh: --num-layers: expected it: Megatron has no default for it");
+  EXPECT_EQ(
+      megatron_error_of("--hidden-size 2048 --num-attention-heads 16 --seq-length 2048 --max-position-embeddings 2048 "
+                        "--micro-batch-size 1"),
+      "run.sh: --num-layers: expected it: Megatron has no default for it");
   // A value the scenario format refuses is told as the flag that gave it.
   EXPECT_EQ(megatron_error_of(kRequired + "--hidden-dropout 1.5"),
             "run.sh: --hidden-dropout: expected a dropout probability in [0, 1), got 1.5");

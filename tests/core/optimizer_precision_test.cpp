@@ -27,14 +27,16 @@ std::string precision_error_path(const json& document) {
 TEST(OptimizerPrecision, DefaultsToFp32AndParsesEachKey) {
   EXPECT_TRUE(parse_scenario(scenario_with_training({}), "s.json").training.optimizer_precision.is_default());
   const Scenario s = parse_scenario(
-      scenario_with_training({{"main_params_dtype", "bf16"}, {"exp_avg_dtype", "bf16"}, {"exp_avg_sq_dtype", "fp8"}}), "s.json");
+      scenario_with_training({{"main_params_dtype", "bf16"}, {"exp_avg_dtype", "bf16"}, {"exp_avg_sq_dtype", "fp8"}}),
+      "s.json");
   EXPECT_EQ(s.training.optimizer_precision,
             (OptimizerPrecision{StateDtype::bf16, StateDtype::bf16, StateDtype::fp8}));
 }
 
 TEST(OptimizerPrecision, BadValuesNameTheirPath) {
   EXPECT_EQ(precision_error_path(scenario_with_training({{"exp_avg_dtype", "fp64"}})), "/training/exp_avg_dtype");
-  EXPECT_EQ(precision_error_path(scenario_with_training({{"main_params_dtype", "fp8"}})), "/training/main_params_dtype");
+  EXPECT_EQ(precision_error_path(scenario_with_training({{"main_params_dtype", "fp8"}})),
+            "/training/main_params_dtype");
   EXPECT_EQ(precision_error_path(scenario_with_training({{"exp_avg_sq_dtype", 16}})), "/training/exp_avg_sq_dtype");
   EXPECT_EQ(precision_error_path(scenario_with_training({{"precision", "fp32"}, {"main_params_dtype", "bf16"}})),
             "/training/main_params_dtype");
@@ -52,14 +54,18 @@ TEST(OptimizerPrecision, RemaindersCompleteBf16ParametersToAnFp32MasterCopyOfTwo
   const json written = to_json(s);
   EXPECT_EQ(written["training"]["store_param_remainders"], true);
   EXPECT_EQ(parse_scenario(written, "s.json").training.optimizer_precision, s.training.optimizer_precision);
-  EXPECT_FALSE(to_json(parse_scenario(scenario_with_training({{"exp_avg_dtype", "bf16"}}), "s.json"))["training"].contains(
-      "store_param_remainders"));
-  EXPECT_EQ(precision_error_path(scenario_with_training({{"store_param_remainders", "yes"}})), "/training/store_param_remainders");
+  EXPECT_FALSE(
+      to_json(parse_scenario(scenario_with_training({{"exp_avg_dtype", "bf16"}}), "s.json"))["training"].contains(
+          "store_param_remainders"));
+  EXPECT_EQ(precision_error_path(scenario_with_training({{"store_param_remainders", "yes"}})),
+            "/training/store_param_remainders");
   EXPECT_EQ(precision_error_path(scenario_with_training({{"store_param_remainders", true}, {"precision", "fp16"}})),
             "/training/store_param_remainders");
-  EXPECT_EQ(precision_error_path(scenario_with_training({{"store_param_remainders", true}, {"main_params_dtype", "bf16"}})),
-            "/training/store_param_remainders");
-  EXPECT_EQ(precision_error_path(scenario_with_training({{"store_param_remainders", false}, {"precision", "fp16"}})), "");
+  EXPECT_EQ(
+      precision_error_path(scenario_with_training({{"store_param_remainders", true}, {"main_params_dtype", "bf16"}})),
+      "/training/store_param_remainders");
+  EXPECT_EQ(precision_error_path(scenario_with_training({{"store_param_remainders", false}, {"precision", "fp16"}})),
+            "");
 }
 
 TEST(OptimizerPrecision, WrittenBackOnlyWhenSet) {

@@ -179,7 +179,8 @@ TEST(SeqLengthHistogram, NotTogetherWithBuckets) {
 TEST(HotSwitchPreconditions, DistributionDenseModelAndAtMost64Gpus) {
   json d = histogram_scenario();
   d["search"] = {{"hot_switch", true}};
-  EXPECT_NE(std::string(histogram_error_of(d, "s.json").what()).find("needs a sequence-length distribution"), std::string::npos);
+  EXPECT_NE(std::string(histogram_error_of(d, "s.json").what()).find("needs a sequence-length distribution"),
+            std::string::npos);
   d["training"]["seq_length_buckets"] = json::parse(R"([{"max": 4096, "fraction": 0.5}, {"max": 8192, "fraction": 0.5}])");
   EXPECT_NO_THROW(parse_scenario(d, "s.json"));
   json moe = d;

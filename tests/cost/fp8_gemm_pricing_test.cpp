@@ -38,7 +38,8 @@ TEST(Fp8GemmPricing, Bf16PriceAtTheFp8PeakWhereNothingIsMeasured) {
   k.measured[kernel_shape_key(fp8_gemm_op(8192, 8192, 8192))] = {1.0e6, 1.0e6, 1.0e6, 5};  // a measured BF16 shape
   index_measured_shapes(k);
   const double bf16 = benchmark_kernel_time_ns(k, h100_spec(), fp8_gemm_op(8192, 8192, 8192));
-  const double fp8 = benchmark_kernel_time_ns(k, h100_spec(), fp8_gemm_op(8192, 8192, 8192, GemmInputs::fp8_per_tensor));
+  const double fp8 =
+      benchmark_kernel_time_ns(k, h100_spec(), fp8_gemm_op(8192, 8192, 8192, GemmInputs::fp8_per_tensor));
   EXPECT_DOUBLE_EQ(bf16, 1.0e6);
   EXPECT_DOUBLE_EQ(fp8, 1.0e6 * 989.4 / 1978.9);
   EXPECT_TRUE(k.measured_fp8_gemms.empty());

@@ -165,7 +165,8 @@ std::function<double(const GemmShape&)> fitted_model(const std::vector<MeasuredG
     seconds.push_back(g.time_ns * 1e-9);
   }
   const SaturatingEfficiency eff = gemm_efficiency_from_fit(fit_affine_relative(work, seconds), peak_tflops);
-  return [eff, peak_tflops](const GemmShape& g) { return shape_flops(g) / (peak_tflops * 1e3 * eff.at(shape_flops(g))); };
+  return
+      [eff, peak_tflops](const GemmShape& g) { return shape_flops(g) / (peak_tflops * 1e3 * eff.at(shape_flops(g))); };
 }
 
 TEST(PredictGemmTime, LeaveOneOutOnMeasuredH200Gemms) {

@@ -30,7 +30,8 @@ TEST(SustainedClock, LinearBetweenPointsFlatBeyondThem) {
 namespace fs = std::filesystem;
 
 // Writes `document` and expects load_profile to fail at `json_path` with `expected` in its message.
-void expect_clock_load_error(const nlohmann::json& document, const std::string& json_path, const std::string& expected) {
+void expect_clock_load_error(const nlohmann::json& document, const std::string& json_path,
+                             const std::string& expected) {
   const fs::path path = fs::temp_directory_path() / "twin_test_sustained_clock.json";
   std::ofstream(path) << document.dump();
   try {

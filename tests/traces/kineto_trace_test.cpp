@@ -145,7 +145,8 @@ TEST(KinetoTrace, MalformedFilesAreNamedWithWhere) {
     return std::string("no error");
   };
   EXPECT_NE(error_of(written_kineto("text.json", "not json")).find("a JSON Chrome trace"), std::string::npos);
-  EXPECT_NE(error_of(written_kineto("no_events.json", R"({"schemaVersion": 1})")).find("/traceEvents"), std::string::npos);
+  EXPECT_NE(error_of(written_kineto("no_events.json", R"({"schemaVersion": 1})")).find("/traceEvents"),
+            std::string::npos);
   const std::string bad_ts = R"({"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "ts": "soon", "dur": 1}]})";
   EXPECT_NE(error_of(written_kineto("bad_ts.json", bad_ts)).find("/traceEvents/0/ts"), std::string::npos);
   // A number beyond double (found by the fuzzer in CI): an input error, not nlohmann's out_of_range.
