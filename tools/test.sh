@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tools/deps.sh --tests
-# The libraries as unity builds: about a third of their compile time from scratch (docs/PERFORMANCE.md "CI's time").
+# The libraries as unity builds: a third less CPU time compiling them from scratch (docs/PERFORMANCE.md "CI's time").
 cmake -S . -B build-test -DCMAKE_BUILD_TYPE=Release -DTWIN_BUILD_TESTS=ON -DTWIN_UNITY_LIBRARIES=ON > /dev/null
 cmake --build build-test -j "$(nproc)"
 ctest --test-dir build-test --output-on-failure -j "$(nproc)"
