@@ -10,7 +10,7 @@ namespace twin {
 
 namespace {
 
-std::string lowercase(std::string_view text) {
+std::string lowercase_text(std::string_view text) {
   std::string out(text);
   std::transform(out.begin(), out.end(), out.begin(), [](unsigned char c) { return std::tolower(c); });
   return out;
@@ -84,7 +84,7 @@ ModelConfig megatron_gpt(std::string name, int layers, std::int64_t hidden, int 
 
 // Sources: Llama-2 paper / HF config.json; Llama-3(.1) HF config.json; GPT-3 paper Table 2.1;
 // Mixtral HF config.json; Narayanan et al. SC'21 Table 1 for the Megatron GPT family.
-const std::vector<ModelConfig>& presets() {
+const std::vector<ModelConfig>& model_presets() {
   static const std::vector<ModelConfig> all = {
       llama("llama2-7b", 32, 4096, 32, 32, 11008, 32000, 4096),
       llama("llama2-13b", 40, 5120, 40, 40, 13824, 32000, 4096),
@@ -225,15 +225,15 @@ std::int64_t parameter_count(const ModelConfig& m) { return count_parameters(m, 
 std::int64_t active_parameter_count(const ModelConfig& m) { return count_parameters(m, true); }
 
 std::optional<ModelConfig> model_preset(std::string_view name) {
-  const std::string wanted = lowercase(name);
-  for (const ModelConfig& m : presets())
+  const std::string wanted = lowercase_text(name);
+  for (const ModelConfig& m : model_presets())
     if (m.name == wanted) return m;
   return std::nullopt;
 }
 
 std::vector<std::string> model_preset_names() {
   std::vector<std::string> names;
-  for (const ModelConfig& m : presets()) names.push_back(m.name);
+  for (const ModelConfig& m : model_presets()) names.push_back(m.name);
   return names;
 }
 

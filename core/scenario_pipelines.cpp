@@ -12,7 +12,7 @@
 namespace twin {
 namespace {
 
-constexpr std::int64_t kMaxBatch = 1 << 24;
+constexpr std::int64_t kMaxPipelineBatch = 1 << 24;
 
 int first_rank_of_group(const Cluster& cluster, int group) {
   int first = 0;
@@ -62,8 +62,8 @@ std::vector<AsymmetricPipeline> parse_pipelines(const JsonReader& r, const Scena
   for (const JsonReader& pr : r.non_empty_elements()) {
     pr.only_keys({"micro_batch_size", "num_micro_batches", "stages"});
     AsymmetricPipeline pipeline;
-    pipeline.micro_batch_size = static_cast<int>(pr.required("micro_batch_size").integer(1, kMaxBatch));
-    pipeline.num_micro_batches = static_cast<int>(pr.required("num_micro_batches").integer(1, kMaxBatch));
+    pipeline.micro_batch_size = static_cast<int>(pr.required("micro_batch_size").integer(1, kMaxPipelineBatch));
+    pipeline.num_micro_batches = static_cast<int>(pr.required("num_micro_batches").integer(1, kMaxPipelineBatch));
     batch += std::int64_t{pipeline.micro_batch_size} * pipeline.num_micro_batches;
     const JsonReader stages = pr.required("stages");
     int layers = 0;

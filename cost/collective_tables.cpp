@@ -21,7 +21,7 @@ const std::vector<std::string> kColumns = {"size_B", "time_us", "algbw_GBps", "b
 const std::vector<OpKind> kTableCollectives = {OpKind::all_reduce, OpKind::all_gather, OpKind::reduce_scatter,
                                                OpKind::all_to_all, OpKind::send};
 
-std::string normalised(std::string_view name) {
+std::string normalised_table_gpu(std::string_view name) {
   std::string out;
   for (unsigned char c : name)
     if (std::isalnum(c)) out += static_cast<char>(std::tolower(c));
@@ -131,10 +131,10 @@ std::vector<CollectiveTable> legacy_collective_tables_from_json(const JsonReader
 
 const CollectiveTable* find_collective_table(const std::vector<CollectiveTable>& tables, std::string_view gpu,
                                              OpKind collective, int group_size, int ranks_per_node, int nodes) {
-  const std::string wanted = normalised(gpu);
+  const std::string wanted = normalised_table_gpu(gpu);
   for (const CollectiveTable& t : tables)
     if (t.collective == collective && t.group_size == group_size && t.ranks_per_node == ranks_per_node &&
-        t.nodes == nodes && normalised(t.gpu) == wanted)
+        t.nodes == nodes && normalised_table_gpu(t.gpu) == wanted)
       return &t;
   return nullptr;
 }

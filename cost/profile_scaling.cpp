@@ -13,7 +13,7 @@ namespace twin {
 
 namespace {
 
-std::string normalised(std::string_view name) {
+std::string normalised_gpu(std::string_view name) {
   std::string out;
   for (unsigned char c : name)
     if (std::isalnum(c)) out += static_cast<char>(std::tolower(c));
@@ -22,7 +22,7 @@ std::string normalised(std::string_view name) {
 
 const GpuKernelProfile* described(const Profile& profile, const GpuSpec& gpu) {
   for (const GpuKernelProfile& g : profile.gpus)
-    if (normalised(g.gpu) == normalised(gpu.name)) return &g;
+    if (normalised_gpu(g.gpu) == normalised_gpu(gpu.name)) return &g;
   return nullptr;
 }
 

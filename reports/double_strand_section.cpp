@@ -17,8 +17,6 @@ const Candidate* same_with_1f1b(const Candidate& candidate, const std::vector<Ca
   return nullptr;
 }
 
-std::string seconds(TimeNs ns) { return fixed(to_seconds(ns), 3) + " s"; }
-
 }  // namespace
 
 std::string double_strand_section_html(const std::vector<const Candidate*>& top, const std::vector<Candidate>& ranked) {
@@ -35,14 +33,15 @@ std::string double_strand_section_html(const std::vector<const Candidate*>& top,
       "The forward of one micro-batch runs beside the backward of another (compute and compute2 streams), a layer "
       "beside its mirror layer, so that each strand's communication overlaps the other's compute. Exposed "
       "communication: {}; iteration {}.",
-      seconds(b.exposed_communication_ns), seconds(chosen->result.iteration_ns));
+      seconds_label(b.exposed_communication_ns), seconds_label(chosen->result.iteration_ns));
   if (const Candidate* baseline = same_with_1f1b(*chosen, ranked)) {
     const TimeBreakdown& base = baseline->result.breakdown;
-    text += fmt::format(" The same strategy with 1F1B exposes {} and takes {}: double strand hides {} of "
-                        "communication and the iteration is {} shorter.",
-                        seconds(base.exposed_communication_ns), seconds(baseline->result.iteration_ns),
-                        seconds(base.exposed_communication_ns - b.exposed_communication_ns),
-                        seconds(baseline->result.iteration_ns - chosen->result.iteration_ns));
+    text += fmt::format(
+        " The same strategy with 1F1B exposes {} and takes {}: double strand hides {} of "
+        "communication and the iteration is {} shorter.",
+        seconds_label(base.exposed_communication_ns), seconds_label(baseline->result.iteration_ns),
+        seconds_label(base.exposed_communication_ns - b.exposed_communication_ns),
+        seconds_label(baseline->result.iteration_ns - chosen->result.iteration_ns));
   } else {
     text += " The same strategy with 1F1B was not simulated (add \"1f1b\" to the search's schedules to compare).";
   }

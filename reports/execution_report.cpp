@@ -16,7 +16,9 @@
 namespace twin {
 namespace {
 
-const std::string kStyle = std::string("<style>\n") + kPageStyle + R"(.table-scroll { overflow-x: auto; max-height: 640px; overflow-y: auto; border: 1px solid #e3e6eb; border-radius: 6px; }
+const std::string kExecutionStyle =
+    std::string("<style>\n") + kPageStyle +
+    R"(.table-scroll { overflow-x: auto; max-height: 640px; overflow-y: auto; border: 1px solid #e3e6eb; border-radius: 6px; }
 table.data { border-collapse: collapse; font-size: 12.5px; width: 100%; }
 .data th { position: sticky; top: 0; background: #f6f8fa; text-align: left; padding: 5px 6px;
            border-bottom: 2px solid #d0d7de; white-space: nowrap; }
@@ -35,7 +37,6 @@ std::string signed_percent(const std::optional<double>& error) {
   return (*error >= 0 ? "+" : "") + fixed(100.0 * *error, 1) + "%";
 }
 std::string signed_ms(TimeNs ns) { return (ns >= 0 ? "+" : "") + milliseconds_text(ns); }
-std::string percent(double fraction) { return fixed(100.0 * fraction, 1) + "%"; }
 std::string loss_text(const std::optional<double>& loss) { return loss ? fixed(*loss, 3) : "–"; }
 
 // A table row of cells; cells starting with '#' are numbers (right-aligned), the mark removed.
@@ -80,7 +81,8 @@ std::string cards_html(const ExecutedRun& run, const ExecutionSummary& s) {
   html += card(milliseconds_text(s.predicted_iteration_ns) + " ms", "predicted iteration");
   html += card(milliseconds_text(s.measured_iteration_ns) + " ms", "measured iteration (median)");
   html += card(signed_percent(s.error), "error (measured / predicted − 1)");
-  html += card(percent(run.metrics.measured_mfu), "measured MFU (predicted " + percent(run.predicted_mfu) + ")");
+  html += card(percent_label(run.metrics.measured_mfu),
+               "measured MFU (predicted " + percent_label(run.predicted_mfu) + ")");
   html += card(grouped(run.metrics.measured_tokens_per_s), "tokens/s (predicted " + grouped(run.predicted_tokens_per_s) + ")");
   html += card(loss_text(run.metrics.loss_first) + " → " + loss_text(run.metrics.loss_last), "loss, first → last");
   return html + "</div>\n";
@@ -181,7 +183,7 @@ std::string execution_report_html(const ExecutedRun& run, const ExecutionSummary
 
   std::string html = "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n";
   html += "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n";
-  html += "<title>" + escape_html("twin report: " + run.metrics.scenario) + "</title>\n" + kStyle +
+  html += "<title>" + escape_html("twin report: " + run.metrics.scenario) + "</title>\n" + kExecutionStyle +
           "</head>\n<body>\n<main>\n";
   html += header_html(run);
   html += "<section id=\"headline\">\n" + cards_html(run, summary) + headline_html(summary) + "</section>\n";

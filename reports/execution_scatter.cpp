@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "core/op_kinds.hpp"
 #include "reports/execution_charts.hpp"
 #include "reports/format.hpp"
 #include "reports/svg.hpp"
@@ -16,10 +17,8 @@
 namespace twin {
 namespace {
 
-constexpr int kKindCount = static_cast<int>(OpKind::recv) + 1;
-
 // Forward and backward of a kind share a hue (dark, light); communication is red to orange, p2p cyan.
-constexpr std::array<const char*, kKindCount> kKindColors = {
+constexpr std::array<const char*, kOpKindCount> kKindColors = {
     "#4e79a7",                        // gemm
     "#59a14f", "#8cd17d",             // attention
     "#b6992d", "#f1ce63",             // norm
@@ -36,7 +35,8 @@ constexpr std::array<const char*, kKindCount> kKindColors = {
 };
 static_assert(kKindColors.back() != nullptr, "a colour per op kind");
 
-constexpr double kLeft = 78, kTop = 24, kPlot = 440, kRight = 24, kBottom = 46, kMark = 5, kCell = 3;
+constexpr double kScatterLeft = 78, kScatterTop = 24, kPlot = 440, kRight = 24, kScatterBottom = 46, kMark = 5,
+                 kCell = 3;
 
 // 10^decade ns as a short time ("100 µs").
 std::string decade_label(int decade) {
@@ -66,9 +66,11 @@ std::string kind_legend_html(const std::vector<OpKind>& kinds) {
 }
 
 std::string op_scatter_svg(const IterationGraph& graph, const std::vector<OpPoint>& points, std::size_t max_marks) {
-  Svg svg(kLeft + kPlot + kRight, kTop + kPlot + kBottom, "measured against predicted time of every op, log-log");
+  Svg svg(kScatterLeft + kPlot + kRight, kScatterTop + kPlot + kScatterBottom,
+          "measured against predicted time of every op, log-log");
   if (points.empty()) {
-    svg.text(kLeft + kPlot / 2, kTop + kPlot / 2, "no op has both a prediction and a measurement", "middle", 13);
+    svg.text(kScatterLeft + kPlot / 2, kScatterTop + kPlot / 2, "no op has both a prediction and a measurement",
+             "middle", 13);
     return svg.str();
   }
   TimeNs low_ns = points.front().predicted_ns, high_ns = low_ns;
@@ -80,17 +82,17 @@ std::string op_scatter_svg(const IterationGraph& graph, const std::vector<OpPoin
   const int high = std::max(low + 1, static_cast<int>(std::ceil(std::log10(static_cast<double>(high_ns)))));
   const auto position = [&](TimeNs ns) { return (std::log10(static_cast<double>(ns)) - low) / (high - low) * kPlot; };
 
-  svg.rect(kLeft, kTop, kPlot, kPlot, "#fafbfc");
+  svg.rect(kScatterLeft, kScatterTop, kPlot, kPlot, "#fafbfc");
   for (int decade = low; decade <= high; ++decade) {
     const double offset = static_cast<double>(decade - low) / (high - low) * kPlot;
-    svg.line(kLeft + offset, kTop, kLeft + offset, kTop + kPlot, "#e3e6eb");
-    svg.line(kLeft, kTop + kPlot - offset, kLeft + kPlot, kTop + kPlot - offset, "#e3e6eb");
-    svg.text(kLeft + offset, kTop + kPlot + 16, decade_label(decade), "middle", 11);
-    svg.text(kLeft - 6, kTop + kPlot - offset + 4, decade_label(decade), "end", 11);
+    svg.line(kScatterLeft + offset, kScatterTop, kScatterLeft + offset, kScatterTop + kPlot, "#e3e6eb");
+    svg.line(kScatterLeft, kScatterTop + kPlot - offset, kScatterLeft + kPlot, kScatterTop + kPlot - offset, "#e3e6eb");
+    svg.text(kScatterLeft + offset, kScatterTop + kPlot + 16, decade_label(decade), "middle", 11);
+    svg.text(kScatterLeft - 6, kScatterTop + kPlot - offset + 4, decade_label(decade), "end", 11);
   }
-  svg.line(kLeft, kTop + kPlot, kLeft + kPlot, kTop, "#6e7781", 1, true);
-  svg.text(kLeft + kPlot / 2, kTop + kPlot + 38, "predicted op time (best.json)", "middle", 12);
-  svg.text(kLeft - 6, kTop - 10, "measured op time (median over iterations)", "start", 12);
+  svg.line(kScatterLeft, kScatterTop + kPlot, kScatterLeft + kPlot, kScatterTop, "#6e7781", 1, true);
+  svg.text(kScatterLeft + kPlot / 2, kScatterTop + kPlot + 38, "predicted op time (best.json)", "middle", 12);
+  svg.text(kScatterLeft - 6, kScatterTop - 10, "measured op time (median over iterations)", "start", 12);
 
   // Merge per (kind, cell): the mark count is bounded by kinds x cells, whatever the op count.
   std::map<std::tuple<int, int, int>, Mark> cells;
@@ -126,12 +128,12 @@ std::string op_scatter_svg(const IterationGraph& graph, const std::vector<OpPoin
                                       milliseconds_text(p.predicted_ns), milliseconds_text(p.measured_ns),
                                       percent_text(ratio));
     if (mark->count > 1) tooltip = fmt::format("{} {} ops here, e.g. {}", mark->count, to_string(p.kind), tooltip);
-    svg.rect(kLeft + position(p.predicted_ns) - kMark / 2, kTop + kPlot - position(p.measured_ns) - kMark / 2, kMark,
-             kMark, kind_color(p.kind), tooltip);
+    svg.rect(kScatterLeft + position(p.predicted_ns) - kMark / 2,
+             kScatterTop + kPlot - position(p.measured_ns) - kMark / 2, kMark, kMark, kind_color(p.kind), tooltip);
   }
   if (left_out > 0)
-    svg.text(kLeft + 6, kTop + 14, fmt::format("{} marks nearest the diagonal left out", left_out), "start", 11,
-             "#8a3b12");
+    svg.text(kScatterLeft + 6, kScatterTop + 14, fmt::format("{} marks nearest the diagonal left out", left_out),
+             "start", 11, "#8a3b12");
   return svg.str();
 }
 

@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "core/op_kinds.hpp"
 #include "reports/execution_charts.hpp"
 #include "reports/format.hpp"
 #include "reports/svg.hpp"
@@ -16,24 +17,23 @@
 namespace twin {
 namespace {
 
-constexpr int kKindCount = static_cast<int>(OpKind::recv) + 1;
-constexpr double kLabelWidth = 220, kRightMargin = 20, kTop = 4, kTitleHeight = 20, kLaneHeight = 16,
-                 kSectionGap = 10, kAxisHeight = 40;
-constexpr double kMinColumnCoverage = 0.2;  // a mostly idle column stays blank
+constexpr double kDualLabelWidth = 220, kDualRightMargin = 20, kDualTop = 4, kTitleHeight = 20, kDualLaneHeight = 16,
+                 kSectionGap = 10, kDualAxisHeight = 40;
+constexpr double kDualMinColumnCoverage = 0.2;  // a mostly idle column stays blank
 
 struct Interval {
   TimeNs start_ns = 0, end_ns = 0;
   OpIndex op = 0;
 };
 
-struct Lane {
+struct DualLane {
   std::string label;
   std::vector<Interval> intervals;  // by start
 };
 
 struct Section {
   std::string title;
-  std::vector<Lane> lanes;
+  std::vector<DualLane> lanes;
   std::size_t lanes_left_out = 0;
 };
 
@@ -50,8 +50,8 @@ std::string run_tooltip(const RankClass& rank_class, const std::vector<Interval>
                      op_name(rank_class.op(a.op)), op_name(rank_class.op(intervals[last - 1].op)));
 }
 
-void draw_lane(Svg& svg, const RankClass& rank_class, const Lane& lane, double y, int width_px, double px_per_ns) {
-  std::vector<std::array<double, kKindCount>> cover(static_cast<std::size_t>(width_px));
+void draw_lane(Svg& svg, const RankClass& rank_class, const DualLane& lane, double y, int width_px, double px_per_ns) {
+  std::vector<std::array<double, kOpKindCount>> cover(static_cast<std::size_t>(width_px));
   for (auto& column : cover) column.fill(0.0);
   for (const Interval& interval : lane.intervals) {
     const double x0 = interval.start_ns * px_per_ns, x1 = interval.end_ns * px_per_ns;
@@ -64,13 +64,13 @@ void draw_lane(Svg& svg, const RankClass& rank_class, const Lane& lane, double y
   for (std::size_t c = 0; c < cover.size(); ++c) {
     double total = 0;
     int best = 0;
-    for (int k = 0; k < kKindCount; ++k) {
+    for (int k = 0; k < kOpKindCount; ++k) {
       total += cover[c][k];
       if (cover[c][k] > cover[c][best]) best = k;
     }
-    if (total >= kMinColumnCoverage) column_kind[c] = best;
+    if (total >= kDualMinColumnCoverage) column_kind[c] = best;
   }
-  svg.text(kLabelWidth - 6, y + 12, lane.label, "end", 11);
+  svg.text(kDualLabelWidth - 6, y + 12, lane.label, "end", 11);
   std::size_t next = 0;  // intervals ending before the current run are done
   for (int a = 0; a < width_px;) {
     int b = a + 1;
@@ -80,7 +80,7 @@ void draw_lane(Svg& svg, const RankClass& rank_class, const Lane& lane, double y
       std::size_t end = next;
       while (end < lane.intervals.size() && lane.intervals[end].start_ns * px_per_ns < b) ++end;
       const std::string tooltip = end > next ? run_tooltip(rank_class, lane.intervals, next, end) : "";
-      svg.rect(kLabelWidth + a, y + 2, b - a, kLaneHeight - 4, kind_color(static_cast<OpKind>(column_kind[a])),
+      svg.rect(kDualLabelWidth + a, y + 2, b - a, kDualLaneHeight - 4, kind_color(static_cast<OpKind>(column_kind[a])),
                tooltip);
     }
     a = b;
@@ -88,11 +88,11 @@ void draw_lane(Svg& svg, const RankClass& rank_class, const Lane& lane, double y
 }
 
 Section simulated_section(const RankClass& rank_class, const std::vector<PredictedOpTime>& times) {
-  std::map<int, Lane> by_stream;  // display order: compute, compute2, then the communication streams
+  std::map<int, DualLane> by_stream;  // display order: compute, compute2, then the communication streams
   for (OpIndex i = 0; i < rank_class.size(); ++i) {
     const Stream stream = rank_class.op(i).stream;
     const int order = stream == Stream::compute2 ? 1 : stream == Stream::compute ? 0 : 1 + static_cast<int>(stream);
-    Lane& lane = by_stream[order];
+    DualLane& lane = by_stream[order];
     lane.label = "simulated " + to_string(stream);
     lane.intervals.push_back({times[i].start_ns, times[i].start_ns + times[i].duration_ns, i});
   }
@@ -111,7 +111,7 @@ Section measured_section(const MeasuredIteration& measured) {
                               measured.rank, measured.iteration, measured.measured_iterations),
                   {}, 0};
   for (const MeasuredStream& stream : measured.streams) {
-    Lane lane{"measured " + stream.name, {}};
+    DualLane lane{"measured " + stream.name, {}};
     for (const IterationKernel& kernel : measured.kernels)
       if (kernel.stream_id == stream.stream_id) lane.intervals.push_back({kernel.start_ns, kernel.end_ns, kernel.op});
     section.lanes.push_back(std::move(lane));
@@ -129,26 +129,27 @@ std::string dual_timeline_svg(const IterationGraph& graph, const PlanPrediction&
                                             measured->rank_class, rank_class));
   std::vector<Section> sections = {simulated_section(ops, prediction.ops.at(static_cast<std::size_t>(rank_class)))};
   TimeNs end_ns = prediction.class_finish_ns.at(static_cast<std::size_t>(rank_class));
-  for (const Lane& lane : sections.front().lanes)
+  for (const DualLane& lane : sections.front().lanes)
     for (const Interval& interval : lane.intervals) end_ns = std::max(end_ns, interval.end_ns);
   if (measured) {
     sections.push_back(measured_section(*measured));
     end_ns = std::max(end_ns, measured->span_ns);
   }
   const auto max_lanes = static_cast<std::size_t>(std::max(1, options.max_lanes_per_timeline));
-  double height = kTop;
+  double height = kDualTop;
   for (Section& section : sections) {
     if (section.lanes.size() > max_lanes) {
       section.lanes_left_out = section.lanes.size() - max_lanes;
       section.lanes.resize(max_lanes);
     }
-    height += kTitleHeight + kLaneHeight * static_cast<double>(section.lanes.size() + (section.lanes_left_out ? 1 : 0)) +
+    height += kTitleHeight +
+              kDualLaneHeight * static_cast<double>(section.lanes.size() + (section.lanes_left_out ? 1 : 0)) +
               kSectionGap;
   }
   const int width_px = std::max(100, options.plot_width_px);
   const double plot_bottom = height;
-  height += kAxisHeight;
-  Svg svg(kLabelWidth + width_px + kRightMargin, height,
+  height += kDualAxisHeight;
+  Svg svg(kDualLabelWidth + width_px + kDualRightMargin, height,
           measured ? "simulated and measured timelines of one iteration on one time axis"
                    : "simulated timeline of one iteration");
 
@@ -157,24 +158,24 @@ std::string dual_timeline_svg(const IterationGraph& graph, const PlanPrediction&
   const std::vector<double> ticks = nice_ticks(end_ms, 10);
   const int decimals = ticks.size() > 1 ? tick_decimals(ticks[1] - ticks[0]) : 0;
   for (double tick : ticks) {
-    const double x = kLabelWidth + tick * 1e6 * px_per_ns;
-    svg.line(x, kTop, x, plot_bottom, "#eaeef2");
+    const double x = kDualLabelWidth + tick * 1e6 * px_per_ns;
+    svg.line(x, kDualTop, x, plot_bottom, "#eaeef2");
     svg.text(x, plot_bottom + 14, fixed(tick, decimals), "middle", 11);
   }
-  svg.text(kLabelWidth + width_px / 2.0, plot_bottom + 32, "time from the iteration's start (ms)", "middle", 12);
+  svg.text(kDualLabelWidth + width_px / 2.0, plot_bottom + 32, "time from the iteration's start (ms)", "middle", 12);
 
-  double y = kTop;
+  double y = kDualTop;
   for (const Section& section : sections) {
-    svg.text(kLabelWidth, y + 14, section.title, "start", 12, "#1f2328");
+    svg.text(kDualLabelWidth, y + 14, section.title, "start", 12, "#1f2328");
     y += kTitleHeight;
-    for (const Lane& lane : section.lanes) {
+    for (const DualLane& lane : section.lanes) {
       draw_lane(svg, ops, lane, y, width_px, px_per_ns);
-      y += kLaneHeight;
+      y += kDualLaneHeight;
     }
     if (section.lanes_left_out > 0) {
-      svg.text(kLabelWidth - 6, y + 12, fmt::format("{} more lanes not shown", section.lanes_left_out), "end", 11,
+      svg.text(kDualLabelWidth - 6, y + 12, fmt::format("{} more lanes not shown", section.lanes_left_out), "end", 11,
                "#8a3b12");
-      y += kLaneHeight;
+      y += kDualLaneHeight;
     }
     y += kSectionGap;
   }

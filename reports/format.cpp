@@ -29,6 +29,12 @@ std::string seconds_text(TimeNs ns) {
 
 std::string milliseconds_text(TimeNs ns) { return fixed(static_cast<double>(ns) / kNsPerMs, 3); }
 
+std::string seconds_label(TimeNs ns) { return fixed(to_seconds(ns), 3) + " s"; }
+
+std::string percent_label(double fraction) { return fixed(100.0 * fraction, 1) + "%"; }
+
+std::string gigabytes_label(Bytes bytes) { return fixed(static_cast<double>(bytes) / 1e9, 2) + " GB"; }
+
 std::string gib_text(Bytes bytes, int decimals) { return fixed(static_cast<double>(bytes) / kGiB, decimals); }
 
 std::string escape_html(std::string_view text) {

@@ -17,6 +17,11 @@ std::string seconds_text(TimeNs ns);
 std::string milliseconds_text(TimeNs ns);
 // Bytes as GiB with `decimals` digits.
 std::string gib_text(Bytes bytes, int decimals);
+// Labels for readers: seconds with 3 decimals ("1.235 s"), a fraction as a percentage with 1 ("12.3%"), bytes as
+// GB (10^9 bytes) with 2 ("1.23 GB").
+std::string seconds_label(TimeNs ns);
+std::string percent_label(double fraction);
+std::string gigabytes_label(Bytes bytes);
 // Escapes & < > " ' for HTML text and attribute values (SVG included).
 std::string escape_html(std::string_view text);
 

@@ -13,8 +13,6 @@ namespace {
 bool is_hot_switch(const Candidate& c) { return c.feasible && c.plan_as<HotSwitchPlan>(); }
 std::size_t phase_count(const Candidate& c) { return c.plan_as<HotSwitchPlan>()->phases.size(); }
 
-std::string gigabytes(Bytes bytes) { return fixed(static_cast<double>(bytes) / 1e9, 2) + " GB"; }
-
 }  // namespace
 
 std::string hot_switch_section_html(const std::vector<Candidate>& ranked) {
@@ -44,9 +42,9 @@ std::string hot_switch_section_html(const std::vector<Candidate>& ranked) {
     std::string moved = "–", most = "–";
     if (p < hot.switches.size()) {  // into phase p; the first brings the weights only
       const SwitchPlan& s = hot.switches[p];
-      moved = gigabytes(s.intra_node_bytes) + " / " + gigabytes(s.inter_node_bytes) +
+      moved = gigabytes_label(s.intra_node_bytes) + " / " + gigabytes_label(s.inter_node_bytes) +
               (p > 0 ? " (weights + gradients)" : " (weights)");
-      most = gigabytes(s.max_received_bytes());
+      most = gigabytes_label(s.max_received_bytes());
     }
     html += fmt::format("<tr><td>{}{}</td><td>({}, {}]</td><td class=\"num\">{}</td><td class=\"num\">{}</td>"
                         "<td>{}</td><td>{}</td><td class=\"num\">{}</td></tr>\n",

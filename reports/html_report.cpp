@@ -66,8 +66,6 @@ footer { margin-top: 36px; color: #59636e; font-size: 13px; }
 </style>
 )";
 
-std::string percent(double fraction) { return fixed(100.0 * fraction, 1) + "%"; }
-
 double total_peak_tflops(const Cluster& cluster) {
   double total = 0;
   for (const NodeGroup& group : cluster.node_groups)
@@ -140,8 +138,8 @@ std::string cards_html(const Candidate& best) {
   std::string html = "<div class=\"cards\">";
   html += card(milliseconds_text(best.result.iteration_ns) + " ms", "iteration time");
   html += card(grouped(best.throughput.tokens_per_s), "tokens/s");
-  html += card(percent(best.throughput.mfu), "MFU");
-  html += card(percent(best.throughput.hfu), "HFU");
+  html += card(percent_label(best.throughput.mfu), "MFU");
+  html += card(percent_label(best.throughput.hfu), "HFU");
   html += card(gib_text(best.memory.peak_bytes(), 1) + " GiB", "peak memory per GPU");
   return html + "</div>\n";
 }
@@ -202,7 +200,7 @@ std::string why_this_one_html(const std::vector<Candidate>& ranked, const Candid
   }
   const TimeBreakdown& b = best.result.breakdown;
   const double total = std::max<double>(1.0, static_cast<double>(b.total_ns()));
-  const auto share = [&](TimeNs part) { return percent(static_cast<double>(part) / total); };
+  const auto share = [&](TimeNs part) { return percent_label(static_cast<double>(part) / total); };
 
   std::string text = feasible <= 1
                          ? fmt::format("{} is the only feasible candidate of {}.", best.key(), ranked.size())
@@ -212,11 +210,12 @@ std::string why_this_one_html(const std::vector<Candidate>& ranked, const Candid
     text += fmt::format(" {} of them were simulated; the other {} could not reach the top ten (K with --top K "
                         "above ten): their compute alone is slower (`twin simulate --exhaustive` simulates them).",
                         feasible, pruned);
-  text += fmt::format(" One iteration takes {} ms ({} tokens/s, MFU {}): compute {}, exposed communication {}, "
-                      "pipeline bubble {}, optimizer {}.",
-                      milliseconds_text(best.result.iteration_ns), grouped(best.throughput.tokens_per_s),
-                      percent(best.throughput.mfu), share(b.compute_ns), share(b.exposed_communication_ns),
-                      share(b.bubble_ns), share(b.optimizer_ns));
+  text += fmt::format(
+      " One iteration takes {} ms ({} tokens/s, MFU {}): compute {}, exposed communication {}, "
+      "pipeline bubble {}, optimizer {}.",
+      milliseconds_text(best.result.iteration_ns), grouped(best.throughput.tokens_per_s),
+      percent_label(best.throughput.mfu), share(b.compute_ns), share(b.exposed_communication_ns), share(b.bubble_ns),
+      share(b.optimizer_ns));
   const auto best_parts = parts(b);
   std::size_t overhead = 1;
   for (std::size_t p = 2; p < best_parts.size(); ++p)
@@ -231,10 +230,11 @@ std::string why_this_one_html(const std::vector<Candidate>& ranked, const Candid
       if (std::llabs(other_parts[p] - best_parts[p]) > std::llabs(other_parts[largest] - best_parts[largest])) largest = p;
     const TimeNs difference_ns = runner_up->result.iteration_ns - best.result.iteration_ns;
     const TimeNs part_difference_ns = other_parts[largest] - best_parts[largest];
-    text += fmt::format(" The runner-up, {}, takes {} ms ({} longer); the largest difference is in {} ({}{} ms).",
-                        runner_up->key(), milliseconds_text(runner_up->result.iteration_ns),
-                        percent(static_cast<double>(difference_ns) / std::max<double>(1.0, best.result.iteration_ns)),
-                        kPartNames[largest], part_difference_ns >= 0 ? "+" : "", milliseconds_text(part_difference_ns));
+    text +=
+        fmt::format(" The runner-up, {}, takes {} ms ({} longer); the largest difference is in {} ({}{} ms).",
+                    runner_up->key(), milliseconds_text(runner_up->result.iteration_ns),
+                    percent_label(static_cast<double>(difference_ns) / std::max<double>(1.0, best.result.iteration_ns)),
+                    kPartNames[largest], part_difference_ns >= 0 ? "+" : "", milliseconds_text(part_difference_ns));
     if (static_cast<double>(difference_ns) <= kTieFraction * static_cast<double>(best.result.iteration_ns))
       text += fmt::format(" The two tie: {}% is within the model's mean error on published runs ({}%, "
                           "docs/VALIDATION.md).",

@@ -17,8 +17,6 @@ std::string layer_name(const LayerStrategy& layer) {
                      layer.zero_stage, to_string(layer.recompute));
 }
 
-std::string seconds(TimeNs ns) { return fixed(to_seconds(ns), 3) + " s"; }
-
 }  // namespace
 
 std::string per_layer_section_html(const std::vector<const Candidate*>& top, const std::vector<Candidate>& ranked) {
@@ -29,17 +27,17 @@ std::string per_layer_section_html(const std::vector<const Candidate*>& top, con
     if (const auto* found = top[k]->plan_as<PerLayerPlan>()) chosen = top[k], plan = found, place = k + 1;
   if (!chosen) return {};
 
-  std::string html = "<section id=\"per-layer\">\n<h2>Per-layer hybrid: " +
-                     escape_html(fmt::format("{} (place {})", chosen->key(), place)) + "</h2>\n<p>" +
-                     escape_html(fmt::format(
-                         "Each layer of a stage has its own layout (TP or Ulysses sequence parallel over a group, data "
-                         "parallel over the rest of the stage), ZeRO stage and recompute, chosen by a dynamic programme "
-                         "over layers and memory under the GPU's budget; stages are balanced by memory. A change of "
-                         "layout between layers costs an all-to-all of the activations (and of their gradients). "
-                         "{} samples per micro-batch and stage, {} micro-batches; iteration {}.",
-                         plan->stage_micro_batch, plan->num_micro_batches,
-                         seconds(chosen->result.iteration_ns))) +
-                     "</p>\n<table>\n<tr><th>stage</th><th>layers</th><th>layer strategy</th></tr>\n";
+  std::string html =
+      "<section id=\"per-layer\">\n<h2>Per-layer hybrid: " +
+      escape_html(fmt::format("{} (place {})", chosen->key(), place)) + "</h2>\n<p>" +
+      escape_html(
+          fmt::format("Each layer of a stage has its own layout (TP or Ulysses sequence parallel over a group, data "
+                      "parallel over the rest of the stage), ZeRO stage and recompute, chosen by a dynamic programme "
+                      "over layers and memory under the GPU's budget; stages are balanced by memory. A change of "
+                      "layout between layers costs an all-to-all of the activations (and of their gradients). "
+                      "{} samples per micro-batch and stage, {} micro-batches; iteration {}.",
+                      plan->stage_micro_batch, plan->num_micro_batches, seconds_label(chosen->result.iteration_ns))) +
+      "</p>\n<table>\n<tr><th>stage</th><th>layers</th><th>layer strategy</th></tr>\n";
   const std::vector<LayerStrategy>& layers = plan->layers;
   int first = 0;
   for (std::size_t stage = 0; stage < plan->stage_layers.size(); ++stage) {
@@ -56,10 +54,12 @@ std::string per_layer_section_html(const std::vector<const Candidate*>& top, con
   html += "</table>\n";
   for (const Candidate& other : ranked)
     if (other.feasible && !other.plan) {
-      html += "<p>" + escape_html(fmt::format("Best uniform strategy simulated: {}, {}; the per-layer plan takes {:.1f}% less time.",
-                                              other.key(), seconds(other.result.iteration_ns),
-                                              100.0 * (1 - static_cast<double>(chosen->result.iteration_ns) /
-                                                               static_cast<double>(other.result.iteration_ns)))) +
+      html += "<p>" +
+              escape_html(
+                  fmt::format("Best uniform strategy simulated: {}, {}; the per-layer plan takes {:.1f}% less time.",
+                              other.key(), seconds_label(other.result.iteration_ns),
+                              100.0 * (1 - static_cast<double>(chosen->result.iteration_ns) /
+                                               static_cast<double>(other.result.iteration_ns)))) +
               "</p>\n";
       break;
     }

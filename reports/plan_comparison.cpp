@@ -34,8 +34,6 @@ std::string group_name(GroupKind group) {
   return "";
 }
 
-std::string gigabytes(Bytes bytes) { return fixed(static_cast<double>(bytes) / 1e9, 2) + " GB"; }
-
 std::string share(TimeNs part, TimeNs total) {
   return milliseconds_text(part) + " (" + fixed(100.0 * part / std::max<TimeNs>(1, total), 1) + "%)";
 }
@@ -74,7 +72,7 @@ std::string moe_rows(const Scenario& scenario, const std::vector<ComparedPlan>& 
            std::to_string(p.candidate.strategy.expert_model_parallel_size);
   });
   html += row_html("MoE: dispatch and combine all-to-all per GPU", plans, [](const ComparedPlan& p) {
-    return p.moe_all_to_all_bytes > 0 ? gigabytes(p.moe_all_to_all_bytes) : std::string("none (EP 1)");
+    return p.moe_all_to_all_bytes > 0 ? gigabytes_label(p.moe_all_to_all_bytes) : std::string("none (EP 1)");
   });
   return html;
 }
@@ -107,7 +105,7 @@ std::string comparison_table_html(const Scenario& scenario, const std::vector<Co
     const bool any = std::any_of(plans.begin(), plans.end(), [&](const ComparedPlan& p) { return p.communication_bytes[g] > 0; });
     if (!any) continue;
     html += row_html("communication per GPU: " + group_name(static_cast<GroupKind>(g)), plans,
-                     [&](const ComparedPlan& p) { return gigabytes(p.communication_bytes[g]); });
+                     [&](const ComparedPlan& p) { return gigabytes_label(p.communication_bytes[g]); });
   }
   if (scenario.model.is_moe()) html += moe_rows(scenario, plans);
   return html + "</table></div>\n";

@@ -13,7 +13,7 @@
 namespace twin {
 namespace {
 
-constexpr double kLeft = 64, kTop = 30, kPlotWidth = 880, kPlotHeight = 340, kBottom = 44;
+constexpr double kChartLeft = 64, kChartTop = 30, kPlotWidth = 880, kPlotHeight = 340, kChartBottom = 44;
 constexpr double kBandY = 13;  // the out-of-memory band's centre line, above the plot
 constexpr const char* kSimulatedColor = "#4e79a7";
 constexpr const char* kFrontColor = "#e15759";
@@ -27,9 +27,9 @@ bool has_memory(const Candidate& c) { return !c.memory.per_stage.empty(); }
 
 struct Axes {
   std::vector<double> x_ticks, y_ticks;
-  double x(double GiB) const { return kLeft + kPlotWidth * GiB / x_ticks.back(); }
+  double x(double GiB) const { return kChartLeft + kPlotWidth * GiB / x_ticks.back(); }
   double y(double ms) const {
-    return kTop + kPlotHeight * (1 - (ms - y_ticks.front()) / (y_ticks.back() - y_ticks.front()));
+    return kChartTop + kPlotHeight * (1 - (ms - y_ticks.front()) / (y_ticks.back() - y_ticks.front()));
   }
 };
 
@@ -49,22 +49,22 @@ Axes axes_of(const std::vector<Candidate>& ranked, double capacity_GiB) {
 }
 
 void draw_axes(Svg& svg, const Axes& axes, double capacity_GiB) {
-  const double right = kLeft + kPlotWidth, bottom = kTop + kPlotHeight;
+  const double right = kChartLeft + kPlotWidth, bottom = kChartTop + kPlotHeight;
   const int x_decimals = tick_decimals(axes.x_ticks.size() > 1 ? axes.x_ticks[1] : 1);
   for (double tick : axes.x_ticks) {
-    svg.line(axes.x(tick), kTop, axes.x(tick), bottom, "#eceef2");
+    svg.line(axes.x(tick), kChartTop, axes.x(tick), bottom, "#eceef2");
     svg.text(axes.x(tick), bottom + 16, fixed(tick, x_decimals), "middle", 11, "#555");
   }
   const int y_decimals = tick_decimals(axes.y_ticks.size() > 1 ? axes.y_ticks[1] - axes.y_ticks[0] : 1);
   for (double tick : axes.y_ticks) {
-    svg.line(kLeft, axes.y(tick), right, axes.y(tick), "#eceef2");
-    svg.text(kLeft - 6, axes.y(tick) + 4, fixed(tick, y_decimals), "end", 11, "#555");
+    svg.line(kChartLeft, axes.y(tick), right, axes.y(tick), "#eceef2");
+    svg.text(kChartLeft - 6, axes.y(tick) + 4, fixed(tick, y_decimals), "end", 11, "#555");
   }
-  svg.line(kLeft, bottom, right, bottom, "#888");
-  svg.line(kLeft, kTop, kLeft, bottom, "#888");
-  svg.text(kLeft + kPlotWidth / 2, bottom + 34, "peak memory per GPU (GiB)", "middle", 12);
-  svg.text(kLeft - 6, kTop - 8, "iteration (ms)", "end", 12);
-  svg.text(kLeft + 4, kBandY + 4, "out of memory (not simulated):", "start", 11, "#555");
+  svg.line(kChartLeft, bottom, right, bottom, "#888");
+  svg.line(kChartLeft, kChartTop, kChartLeft, bottom, "#888");
+  svg.text(kChartLeft + kPlotWidth / 2, bottom + 34, "peak memory per GPU (GiB)", "middle", 12);
+  svg.text(kChartLeft - 6, kChartTop - 8, "iteration (ms)", "end", 12);
+  svg.text(kChartLeft + 4, kBandY + 4, "out of memory (not simulated):", "start", 11, "#555");
   if (capacity_GiB > 0) {
     svg.line(axes.x(capacity_GiB), kBandY - 8, axes.x(capacity_GiB), bottom, "#c0392b", 1.5, true);
     svg.text(axes.x(capacity_GiB) - 4, bottom - 6, fmt::format("GPU memory {} GiB", fixed(capacity_GiB, 1)), "end",
@@ -101,10 +101,11 @@ std::string tradeoff_svg(const std::vector<Candidate>& ranked, const std::vector
                          const std::vector<long>& row_of, double capacity_GiB) {
   if (front.empty()) return {};
   const Axes axes = axes_of(ranked, capacity_GiB);
-  Svg svg(kLeft + kPlotWidth + 16, kTop + kPlotHeight + kBottom, "iteration time against peak memory per GPU");
+  Svg svg(kChartLeft + kPlotWidth + 16, kChartTop + kPlotHeight + kChartBottom,
+          "iteration time against peak memory per GPU");
   svg.fit_to_content();
   draw_axes(svg, axes, capacity_GiB);
-  const double right = kLeft + kPlotWidth, top_ms = axes.y_ticks.back();
+  const double right = kChartLeft + kPlotWidth, top_ms = axes.y_ticks.back();
   const auto row = [&](std::size_t i) { return i < row_of.size() ? row_of[i] : -1L; };
   std::size_t beyond = 0;  // out-of-memory candidates past the axis, drawn on its end
   for (std::size_t i = 0; i < ranked.size(); ++i) {
@@ -114,7 +115,9 @@ std::string tradeoff_svg(const std::vector<Candidate>& ranked, const std::vector
     if (c.pruned) {
       const double bound_ms = static_cast<double>(c.lower_bound_ns) / kNsPerMs;
       if (bound_ms <= top_ms) svg.circle(x, axes.y(bound_ms), 3, "none", kPrunedColor, row(i));
-      else svg.polygon({{x - 3.5, kTop + 5}, {x + 3.5, kTop + 5}, {x, kTop - 1}}, "none", kPrunedColor, row(i));
+      else
+        svg.polygon({{x - 3.5, kChartTop + 5}, {x + 3.5, kChartTop + 5}, {x, kChartTop - 1}}, "none", kPrunedColor,
+                    row(i));
     } else if (!c.feasible && out_of_memory(c)) {
       beyond += axes.x(peak_GiB(c)) > right ? 1 : 0;
       svg.polygon({{x, kBandY - 4}, {x + 4, kBandY}, {x, kBandY + 4}, {x - 4, kBandY}}, kOutOfMemoryColor, "none",

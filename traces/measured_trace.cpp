@@ -17,9 +17,9 @@ namespace twin {
 namespace {
 
 // Same conversion as the simulated trace: the double nearest ns / 1000 prints with at most 3 decimals.
-double microseconds(TimeNs ns) { return static_cast<double>(ns) / 1000.0; }
+double measured_microseconds(TimeNs ns) { return static_cast<double>(ns) / 1000.0; }
 
-nlohmann::json metadata(const char* name, int pid, std::int64_t tid, nlohmann::json args) {
+nlohmann::json measured_metadata(const char* name, int pid, std::int64_t tid, nlohmann::json args) {
   return {{"ph", "M"}, {"name", name}, {"pid", pid}, {"tid", tid}, {"args", std::move(args)}};
 }
 
@@ -43,18 +43,18 @@ struct CudaStream {
 void add_metadata(const RankClass& rank_class, int rank, const std::map<std::uint32_t, CudaStream>& streams,
                   nlohmann::json& events) {
   const std::string label = rank_class.label.empty() ? fmt::format("class {}", rank_class.index) : rank_class.label;
-  events.push_back(metadata("process_name", rank, 0, {{"name", fmt::format("{} (rank {})", label, rank)}}));
-  events.push_back(metadata("process_sort_index", rank, 0, {{"sort_index", rank}}));
-  events.push_back(metadata("process_labels", rank, 0,
-                            {{"labels", fmt::format("pipeline {} stage {} (measured)", rank_class.pipeline,
-                                                    rank_class.stage)}}));
+  events.push_back(measured_metadata("process_name", rank, 0, {{"name", fmt::format("{} (rank {})", label, rank)}}));
+  events.push_back(measured_metadata("process_sort_index", rank, 0, {{"sort_index", rank}}));
+  events.push_back(measured_metadata(
+      "process_labels", rank, 0,
+      {{"labels", fmt::format("pipeline {} stage {} (measured)", rank_class.pipeline, rank_class.stage)}}));
   std::vector<std::pair<int, std::uint32_t>> order;  // (first op stream served, CUDA stream id)
   for (const auto& [id, stream] : streams) order.emplace_back(stream.first_served(), id);
   std::sort(order.begin(), order.end());
   for (std::size_t position = 0; position < order.size(); ++position) {
     const std::uint32_t id = order[position].second;
-    events.push_back(metadata("thread_name", rank, id, {{"name", streams.at(id).label(id)}}));
-    events.push_back(metadata("thread_sort_index", rank, id, {{"sort_index", position}}));
+    events.push_back(measured_metadata("thread_name", rank, id, {{"name", streams.at(id).label(id)}}));
+    events.push_back(measured_metadata("thread_sort_index", rank, id, {{"sort_index", position}}));
   }
 }
 
@@ -62,8 +62,8 @@ nlohmann::json kernel_event(const RankClass& rank_class, int rank, const Measure
   nlohmann::json event = {{"ph", "X"},
                           {"pid", rank},
                           {"tid", kernel.stream_id},
-                          {"ts", microseconds(kernel.start_ns - origin_ns)},
-                          {"dur", microseconds(kernel.end_ns - kernel.start_ns)}};
+                          {"ts", measured_microseconds(kernel.start_ns - origin_ns)},
+                          {"dur", measured_microseconds(kernel.end_ns - kernel.start_ns)}};
   if (!kernel.in_op()) {
     event["name"] = kernel.name;
     event["cat"] = "kernel";

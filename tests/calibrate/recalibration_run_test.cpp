@@ -25,10 +25,10 @@ namespace {
 namespace fs = std::filesystem;
 using test::read_file;
 using test::TempDir;
-const fs::path kFixtures = fs::path(TWIN_SOURCE_DIR) / "tests/traces/fixtures/executed";
+const fs::path kExecutedRun = fs::path(TWIN_SOURCE_DIR) / "tests/traces/fixtures/executed";
 // The shipped h200-x4 of 2026-11-23 (its kernels those of that day's h200-x1, which planned the study runs):
 // the runs' kernels; the shipped profiles have moved on to other kernels (issue 15) and hold runs of their own.
-const fs::path kStudyProfile = kFixtures / "h200-x4-2026-11-23.json";
+const fs::path kStudyProfile = kExecutedRun / "h200-x4-2026-11-23.json";
 
 // A writable copy of kStudyProfile in `dir`.
 std::string study_profile_in(const fs::path& dir) {
@@ -41,7 +41,7 @@ std::string study_profile_in(const fs::path& dir) {
 // A writable copy of a fixture run folder.
 fs::path copy_run(const std::string& name, const fs::path& into) {
   const fs::path run = into / name;
-  fs::copy(kFixtures / name, run, fs::copy_options::recursive);
+  fs::copy(kExecutedRun / name, run, fs::copy_options::recursive);
   for (const auto& entry : fs::recursive_directory_iterator(run))
     fs::permissions(entry.path(), fs::perms::owner_write, fs::perm_options::add);
   return run;
@@ -186,7 +186,7 @@ TEST(RecalibrateFromRun, AFailureLeavesTheProfileByteIdenticalAndWritesNothing) 
   test::write_file(run / "ops.csv", bad);
   expect_refused("a non-numeric median", "ops.csv");
   // The ops of another plan: small-single-h200's ops.csv against 7b4l's best.json.
-  test::write_file(run / "ops.csv", read_file(kFixtures / "small-single-h200/ops.csv"));
+  test::write_file(run / "ops.csv", read_file(kExecutedRun / "small-single-h200/ops.csv"));
   expect_refused("another plan's ops.csv", "ops.csv");
   // Folders `twin report` refuses are refused here too: metrics.json missing, or of another run.
   test::write_file(run / "ops.csv", ops);

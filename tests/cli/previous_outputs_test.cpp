@@ -19,7 +19,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-const std::string kScenarios = std::string(TWIN_SOURCE_DIR) + "/scenarios/";
+const std::string kShippedScenarios = std::string(TWIN_SOURCE_DIR) + "/scenarios/";
 
 // Every file under `out` with its content (a run's lock file goes with the run).
 std::map<std::string, std::string> snapshot(const fs::path& out) {
@@ -84,7 +84,7 @@ TEST(PreviousOutputs, ASecondRunIntoAFolderInUseIsToldSoAndChangesNothing) {
   TempDir dir("two_runs");
   const PreviousRun previous = previous_run(dir);
   // The 70B search on 1,024 GPUs takes many seconds: the second run comes while it holds the folder.
-  const pid_t first = start_simulate(kScenarios + "llama2-70b-1024xH100.json", previous.out);
+  const pid_t first = start_simulate(kShippedScenarios + "llama2-70b-1024xH100.json", previous.out);
   ASSERT_GT(first, 0);
   ASSERT_TRUE(holds_within_a_minute(previous.out, first));
   const Outcome second = run_twin("simulate " + previous.scenario.string() + " --quiet --out " + previous.out.string());

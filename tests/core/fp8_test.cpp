@@ -13,7 +13,7 @@ namespace {
 
 using nlohmann::json;
 
-json scenario_with(const json& fp8, const char* gpu = "H100-SXM-80GB") {
+json scenario_with_fp8(const json& fp8, const char* gpu = "H100-SXM-80GB") {
   json s = testing::scenario_with_training(fp8.is_null() ? json::object() : json{{"fp8", fp8}});
   s["cluster"]["nodes"][0]["gpu"] = gpu;
   return s;
@@ -29,8 +29,8 @@ std::string error_of(const json& document) {
 }
 
 TEST(Fp8, AbsentMeansNoneAndDefaultsAreMegatrons) {
-  EXPECT_FALSE(parse_scenario(scenario_with(nullptr), "s.json").training.fp8);
-  const Scenario s = parse_scenario(scenario_with({{"format", "e4m3"}}), "s.json");
+  EXPECT_FALSE(parse_scenario(scenario_with_fp8(nullptr), "s.json").training.fp8);
+  const Scenario s = parse_scenario(scenario_with_fp8({{"format", "e4m3"}}), "s.json");
   ASSERT_TRUE(s.training.fp8);
   EXPECT_EQ(*s.training.fp8, (Fp8Config{Fp8Format::e4m3, Fp8Recipe::delayed, false, true, 1, false, 1, 1}));
 }
@@ -40,27 +40,30 @@ TEST(Fp8, RefusalsNameTheirPath) {
     const std::string error = error_of(document);
     EXPECT_EQ(error.rfind(path + ":", 0), 0u) << error;
   };
-  refused_at(scenario_with(json::object()), "/training/fp8");  // format is required
-  refused_at(scenario_with({{"format", "e5m2"}}), "/training/fp8/format");
-  refused_at(scenario_with({{"format", "hybrid"}, {"recipe", "custom"}}), "/training/fp8/recipe");
-  refused_at(scenario_with({{"format", "hybrid"}, {"first_last_layers_bf16", true}}),  // delayed: Megatron refuses
+  refused_at(scenario_with_fp8(json::object()), "/training/fp8");  // format is required
+  refused_at(scenario_with_fp8({{"format", "e5m2"}}), "/training/fp8/format");
+  refused_at(scenario_with_fp8({{"format", "hybrid"}, {"recipe", "custom"}}), "/training/fp8/recipe");
+  refused_at(scenario_with_fp8({{"format", "hybrid"}, {"first_last_layers_bf16", true}}),  // delayed: Megatron refuses
              "/training/fp8/first_last_layers_bf16");
-  refused_at(scenario_with({{"format", "hybrid"}, {"recipe", "tensorwise"}, {"amax_history_len", 16}}),
+  refused_at(scenario_with_fp8({{"format", "hybrid"}, {"recipe", "tensorwise"}, {"amax_history_len", 16}}),
              "/training/fp8/amax_history_len");
-  refused_at(scenario_with({{"format", "hybrid"}, {"recipe", "tensorwise"}, {"num_layers_at_start_in_bf16", 2}}),
+  refused_at(scenario_with_fp8({{"format", "hybrid"}, {"recipe", "tensorwise"}, {"num_layers_at_start_in_bf16", 2}}),
              "/training/fp8/num_layers_at_start_in_bf16");
-  refused_at(scenario_with({{"format", "hybrid"}}, "A100-SXM-80GB"), "/cluster/nodes/0/gpu");
-  refused_at(scenario_with({{"format", "hybrid"}, {"recipe", "mxfp8"}}), "/cluster/nodes/0/gpu");
-  refused_at(scenario_with({{"format", "hybrid"}, {"recipe", "tensorwise"}, {"first_last_layers_bf16", true},
-                            {"num_layers_at_start_in_bf16", 20}, {"num_layers_at_end_in_bf16", 20}}),
+  refused_at(scenario_with_fp8({{"format", "hybrid"}}, "A100-SXM-80GB"), "/cluster/nodes/0/gpu");
+  refused_at(scenario_with_fp8({{"format", "hybrid"}, {"recipe", "mxfp8"}}), "/cluster/nodes/0/gpu");
+  refused_at(scenario_with_fp8({{"format", "hybrid"},
+                                {"recipe", "tensorwise"},
+                                {"first_last_layers_bf16", true},
+                                {"num_layers_at_start_in_bf16", 20},
+                                {"num_layers_at_end_in_bf16", 20}}),
              "/training/fp8");
-  json fp32 = scenario_with({{"format", "hybrid"}});
+  json fp32 = scenario_with_fp8({{"format", "hybrid"}});
   fp32["training"]["precision"] = "fp32";
   refused_at(fp32, "/training/fp8");
-  json per_layer = scenario_with({{"format", "hybrid"}});
+  json per_layer = scenario_with_fp8({{"format", "hybrid"}});
   per_layer["search"] = {{"per_layer", true}};
   refused_at(per_layer, "/training/fp8");
-  EXPECT_EQ(error_of(scenario_with({{"format", "hybrid"}, {"recipe", "mxfp8"}}, "B200")), "");
+  EXPECT_EQ(error_of(scenario_with_fp8({{"format", "hybrid"}, {"recipe", "mxfp8"}}, "B200")), "");
 }
 
 TEST(Fp8, FirstAndLastLayersKeptInBf16) {
@@ -76,10 +79,12 @@ TEST(Fp8, FirstAndLastLayersKeptInBf16) {
 }
 
 TEST(Fp8, WrittenBackOnlyWhenSet) {
-  EXPECT_FALSE(to_json(parse_scenario(scenario_with(nullptr), "s.json"))["training"].contains("fp8"));
-  const Scenario s = parse_scenario(scenario_with({{"format", "hybrid"}, {"recipe", "tensorwise"}, {"wgrad", false},
-                                                   {"first_last_layers_bf16", true},
-                                                   {"num_layers_at_end_in_bf16", 3}}),
+  EXPECT_FALSE(to_json(parse_scenario(scenario_with_fp8(nullptr), "s.json"))["training"].contains("fp8"));
+  const Scenario s = parse_scenario(scenario_with_fp8({{"format", "hybrid"},
+                                                       {"recipe", "tensorwise"},
+                                                       {"wgrad", false},
+                                                       {"first_last_layers_bf16", true},
+                                                       {"num_layers_at_end_in_bf16", 3}}),
                                     "s.json");
   EXPECT_EQ(parse_scenario(to_json(s), "s.json"), s);
 }

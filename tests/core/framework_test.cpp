@@ -11,7 +11,7 @@ namespace {
 
 using nlohmann::json;
 
-json base() {
+json framework_scenario() {
   return json::parse(R"({
     "name": "t",
     "model": {"preset": "llama2-7b"},
@@ -30,7 +30,7 @@ std::string error_path(const json& document) {
 }
 
 TEST(Framework, DefaultsAreMegatronsRecipe) {
-  const Scenario s = parse_scenario(base(), "s.json");
+  const Scenario s = parse_scenario(framework_scenario(), "s.json");
   EXPECT_TRUE(s.framework.overlap_grad_reduce);
   EXPECT_TRUE(s.framework.overlap_param_gather);
   EXPECT_FALSE(s.framework.tp_comm_overlap);
@@ -46,7 +46,7 @@ TEST(Framework, DefaultsAreMegatronsRecipe) {
 }
 
 TEST(Framework, EverySwitchRoundTrips) {
-  json d = base();
+  json d = framework_scenario();
   d["framework"] = {{"overlap_grad_reduce", false},        {"overlap_param_gather", false},
                     {"tp_comm_overlap", true},             {"gradient_accumulation_fusion", false},
                     {"cross_entropy_loss_fusion", false},  {"use_distributed_optimizer", true},
@@ -71,7 +71,7 @@ TEST(Framework, EverySwitchRoundTrips) {
 }
 
 TEST(Framework, DistributedOptimizerMustAgreeWithTheStrategy) {
-  json d = base();
+  json d = framework_scenario();
   d["framework"] = {{"use_distributed_optimizer", true}};
   d["strategy"] = {{"tensor_model_parallel_size", 1}, {"zero_stage", 0}};
   EXPECT_NE(error_path(d).find("/framework/use_distributed_optimizer | "), std::string::npos) << error_path(d);
@@ -84,7 +84,7 @@ TEST(Framework, DistributedOptimizerMustAgreeWithTheStrategy) {
 }
 
 TEST(Framework, BadValuesNameTheirPath) {
-  json d = base();
+  json d = framework_scenario();
   d["framework"] = {{"overlap_grad_reduce", "yes"}};
   EXPECT_EQ(error_path(d).rfind("/framework/overlap_grad_reduce | ", 0), 0u) << error_path(d);
   d["framework"] = {{"overlap_grad_reduces", true}};
@@ -102,7 +102,7 @@ TEST(Framework, BadValuesNameTheirPath) {
   EXPECT_EQ(error_path(d).rfind("/framework/attention_backend | ", 0), 0u) << error_path(d);
   d["model"]["attention_backend"] = "fused";
   EXPECT_EQ(parse_scenario(d, "s.json").model.attention_backend, AttentionBackend::fused);
-  d = base();  // PyTorch FSDP2's own settings beside another framework, or a dtype it has not
+  d = framework_scenario();  // PyTorch FSDP2's own settings beside another framework, or a dtype it has not
   d["framework"] = {{"compile", true}};
   EXPECT_EQ(error_path(d).rfind("/framework/compile | ", 0), 0u) << error_path(d);
   EXPECT_NE(error_path(d).find("pytorch-fsdp2"), std::string::npos) << error_path(d);
@@ -114,7 +114,7 @@ TEST(Framework, BadValuesNameTheirPath) {
   EXPECT_TRUE(fsdp2.framework.compile);
   EXPECT_FALSE(fsdp2.framework.reshard_after_forward);
   EXPECT_EQ(fsdp2.framework.reduce_dtype_bytes, 2);
-  d = base();
+  d = framework_scenario();
   d["profile_scaling"] = "on";
   EXPECT_EQ(error_path(d).rfind("/profile_scaling | ", 0), 0u) << error_path(d);
 }

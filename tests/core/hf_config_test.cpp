@@ -94,28 +94,29 @@ TEST(HfConfig, GptNeoXAndQwen2AndHeadDim) {
   EXPECT_FALSE(qwen.add_bias_linear);
 }
 
-struct Folder {
+struct HfConfigFolder {
   fs::path path = fs::temp_directory_path() / ("twin-hf-config-" + std::to_string(::getpid()));
-  Folder() {
+  HfConfigFolder() {
     fs::remove_all(path);
     fs::create_directories(path / "models" / "llama3");
   }
-  ~Folder() { fs::remove_all(path); }
+  ~HfConfigFolder() { fs::remove_all(path); }
   void write(const fs::path& relative, const std::string& text) const { std::ofstream(path / relative) << text; }
 };
 
-json scenario_with(json model) {
+json scenario_with_model(json model) {
   return {{"model", std::move(model)},
           {"training", {{"seq_length", 4096}, {"global_batch_size", 64}}},
           {"cluster", {{"nodes", {{{"count", 1}, {"gpu", "H100-SXM-80GB"}, {"gpus_per_node", 8}}}}}}};
 }
 
 TEST(HfConfig, ScenarioPathIsRelativeToItsFolderAndItsKeysOverride) {
-  Folder folder;
+  HfConfigFolder folder;
   fs::copy_file(kFixtures / "llama-3-8b-config.json", folder.path / "models/llama3/config.json");
   const std::string source = (folder.path / "scenario.json").string();
   Scenario s = parse_scenario(
-      scenario_with({{"hf_config", "models/llama3/config.json"}, {"num_layers", 4}, {"attention_backend", "fused"}}),
+      scenario_with_model(
+          {{"hf_config", "models/llama3/config.json"}, {"num_layers", 4}, {"attention_backend", "fused"}}),
       source);
   ModelConfig expected = *model_preset("llama3-8b");
   expected.name = s.model.name;
@@ -126,8 +127,9 @@ TEST(HfConfig, ScenarioPathIsRelativeToItsFolderAndItsKeysOverride) {
   EXPECT_EQ(parse_scenario(to_json(s), "best.json").model, s.model);
 
   // An absolute path works from anywhere.
-  Scenario absolute = parse_scenario(scenario_with({{"hf_config", (kFixtures / "mixtral-8x7b-config.json").string()}}),
-                                     "elsewhere/scenario.json");
+  Scenario absolute =
+      parse_scenario(scenario_with_model({{"hf_config", (kFixtures / "mixtral-8x7b-config.json").string()}}),
+                     "elsewhere/scenario.json");
   EXPECT_EQ(absolute.model.moe.num_experts, 8);
 }
 
@@ -190,11 +192,11 @@ TEST(HfConfig, BadConfigsNameTheFileAndPath) {
 }
 
 TEST(HfConfig, BadFilesAndKeysInTheScenario) {
-  Folder folder;
+  HfConfigFolder folder;
   const std::string source = (folder.path / "scenario.json").string();
   auto error_of = [&](const json& model) -> InputError {
     try {
-      parse_scenario(scenario_with(model), source);
+      parse_scenario(scenario_with_model(model), source);
     } catch (const InputError& e) {
       return e;
     }

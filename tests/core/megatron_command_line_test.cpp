@@ -8,7 +8,7 @@
 namespace twin {
 namespace {
 
-std::string error_of(const std::string& text) {
+std::string command_line_error_of(const std::string& text) {
   try {
     parse_megatron_command_line(text, "run.sh");
   } catch (const InputError& e) {
@@ -43,25 +43,27 @@ TEST(MegatronCommandLine, ArgumentsAloneAsMegatronArgsTxtWritesThem) {
 }
 
 TEST(MegatronCommandLine, RefusesWhatItCannotReadNamingTheLineAndFlag) {
-  EXPECT_EQ(error_of("--num-layers $LAYERS"),
+  EXPECT_EQ(command_line_error_of("--num-layers $LAYERS"),
             "run.sh: line 1: expected literal words, got the shell expansion '$LAYERS' (twin cannot know its value: "
             "write the value itself)");
-  EXPECT_NE(error_of("--seq-length \"$(cat len)\"").find("shell expansion '$(cat'"), std::string::npos);
-  EXPECT_EQ(error_of("--bf16\n--data-path 'open"),
+  EXPECT_NE(command_line_error_of("--seq-length \"$(cat len)\"").find("shell expansion '$(cat'"), std::string::npos);
+  EXPECT_EQ(command_line_error_of("--bf16\n--data-path 'open"),
             "run.sh: line 2: expected a closing ' for the quote opened here, got the end of the text");
-  EXPECT_EQ(error_of("--num-layers 32 \\\n --hidden-size x4096"),
+  EXPECT_EQ(command_line_error_of("--num-layers 32 \\\n --hidden-size x4096"),
             "run.sh: line 2: --hidden-size: expected an integer, got \"x4096\"");
-  EXPECT_EQ(error_of("--normalization rmsnorm"),
+  EXPECT_EQ(command_line_error_of("--normalization rmsnorm"),
             "run.sh: line 1: --normalization: expected one of LayerNorm, RMSNorm, got \"rmsnorm\"");
-  EXPECT_EQ(error_of("--swiglu yes"), "run.sh: line 1: --swiglu: expected no value (it is a switch), got \"yes\"");
-  EXPECT_EQ(error_of("--seq-length"), "run.sh: line 1: --seq-length: expected a value, got none");
-  EXPECT_EQ(error_of("--seq-length 4096 8192"),
+  EXPECT_EQ(command_line_error_of("--swiglu yes"),
+            "run.sh: line 1: --swiglu: expected no value (it is a switch), got \"yes\"");
+  EXPECT_EQ(command_line_error_of("--seq-length"), "run.sh: line 1: --seq-length: expected a value, got none");
+  EXPECT_EQ(command_line_error_of("--seq-length 4096 8192"),
             "run.sh: line 1: --seq-length: expected one value, got 2 (\"4096 8192\")");
-  EXPECT_EQ(error_of("--hidden-dropout nan"), "run.sh: line 1: --hidden-dropout: expected a number, got \"nan\"");
-  EXPECT_EQ(error_of("num-layers 32"),
+  EXPECT_EQ(command_line_error_of("--hidden-dropout nan"),
+            "run.sh: line 1: --hidden-dropout: expected a number, got \"nan\"");
+  EXPECT_EQ(command_line_error_of("num-layers 32"),
             "run.sh: line 1: expected a Megatron argument (--name) or a command running a *.py script, got "
             "\"num-layers\"");
-  EXPECT_EQ(error_of("x\\"), "run.sh: line 1: expected a character after '\\', got the end of the text");
+  EXPECT_EQ(command_line_error_of("x\\"), "run.sh: line 1: expected a character after '\\', got the end of the text");
 }
 
 TEST(MegatronCommandLine, EmptyTextHasNoArguments) {

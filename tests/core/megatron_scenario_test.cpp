@@ -9,7 +9,7 @@
 namespace twin {
 namespace {
 
-Scenario base() {
+Scenario base_scenario() {
   return parse_scenario_text(R"({
     "name": "my cluster",
     "model": { "preset": "llama2-7b" },
@@ -20,13 +20,13 @@ Scenario base() {
                              "base.json");
 }
 
-MegatronScenario read(const std::string& text) {
-  return scenario_from_megatron_command_line(base(), parse_megatron_command_line(text, "run.sh"), "run.sh");
+MegatronScenario read_command_line(const std::string& text) {
+  return scenario_from_megatron_command_line(base_scenario(), parse_megatron_command_line(text, "run.sh"), "run.sh");
 }
 
-std::string error_of(const std::string& text) {
+std::string megatron_error_of(const std::string& text) {
   try {
-    read(text);
+    read_command_line(text);
   } catch (const InputError& e) {
     return e.what();
   }
@@ -40,7 +40,7 @@ const std::string kRequired =
 // Absent flags are Megatron's defaults, not the base scenario's Llama: GeLU, LayerNorm, learned positions, biases,
 // tied embeddings, dropout 0.1, no overlaps, fp32, one micro-batch per data-parallel rank.
 TEST(MegatronScenario, AbsentFlagsAreMegatronsDefaults) {
-  const MegatronScenario r = read(kRequired);
+  const MegatronScenario r = read_command_line(kRequired);
   const ModelConfig& m = r.scenario.model;
   EXPECT_EQ(m.num_layers, 24);
   EXPECT_EQ(m.ffn_hidden_size, 4 * 2048);
@@ -63,21 +63,21 @@ TEST(MegatronScenario, AbsentFlagsAreMegatronsDefaults) {
   EXPECT_EQ(r.scenario.strategy->micro_batch_size, 2);
   EXPECT_EQ(r.scenario.strategy->zero_stage, 0);
   EXPECT_EQ(r.scenario.name, "my cluster");
-  EXPECT_EQ(r.scenario.cluster, base().cluster);
+  EXPECT_EQ(r.scenario.cluster, base_scenario().cluster);
   EXPECT_EQ(r.not_modelled,
             (std::vector<std::string>{"--attention-backend auto (Megatron's default): priced as fused, Transformer "
                                       "Engine's choice on Hopper"}));
 }
 
 TEST(MegatronScenario, LlamaStyleRunWithInterleavingFsdpAndTheRestListed) {
-  const MegatronScenario r =
-      read("CUDA_DEVICE_MAX_CONNECTIONS=4 torchrun --nproc-per-node 8 pretrain_gpt.py " + kRequired +
-           "--tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 --sequence-parallel --swiglu "
-           "--num-layers-per-virtual-pipeline-stage 6 --normalization RMSNorm --position-embedding-type rope "
-           "--rotary-base 500000 --group-query-attention --num-query-groups 4 --disable-bias-linear --bf16 "
-           "--use-megatron-fsdp --data-parallel-sharding-strategy optim_grads --ckpt-format fsdp_dtensor "
-           "--overlap-grad-reduce --recompute-granularity selective --attention-backend flash --vocab-size 50000 "
-           "--global-batch-size 64 --lr 3e-4");
+  const MegatronScenario r = read_command_line(
+      "CUDA_DEVICE_MAX_CONNECTIONS=4 torchrun --nproc-per-node 8 pretrain_gpt.py " + kRequired +
+      "--tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 --sequence-parallel --swiglu "
+      "--num-layers-per-virtual-pipeline-stage 6 --normalization RMSNorm --position-embedding-type rope "
+      "--rotary-base 500000 --group-query-attention --num-query-groups 4 --disable-bias-linear --bf16 "
+      "--use-megatron-fsdp --data-parallel-sharding-strategy optim_grads --ckpt-format fsdp_dtensor "
+      "--overlap-grad-reduce --recompute-granularity selective --attention-backend flash --vocab-size 50000 "
+      "--global-batch-size 64 --lr 3e-4");
   const ModelConfig& m = r.scenario.model;
   EXPECT_EQ(m.ffn_hidden_size, 5440);  // int(4 * 2048 * 2 / 3 / 64) * 64
   EXPECT_EQ(m.rotary_base, 500000);
@@ -100,7 +100,7 @@ TEST(MegatronScenario, LlamaStyleRunWithInterleavingFsdpAndTheRestListed) {
 // Megatron's schedule as it runs it: linear decay by default, over --lr-decay-iters or else --train-iters.
 TEST(MegatronScenario, LearningRateScheduleAndClippingAreTheRecipe) {
   const TrainingRecipe r =
-      read(kRequired + "--lr 2e-4 --min-lr 2e-5 --lr-warmup-iters 50 --train-iters 1000 --clip-grad 0.5")
+      read_command_line(kRequired + "--lr 2e-4 --min-lr 2e-5 --lr-warmup-iters 50 --train-iters 1000 --clip-grad 0.5")
           .scenario.training.recipe;
   EXPECT_DOUBLE_EQ(r.lr, 2e-4);
   EXPECT_DOUBLE_EQ(r.min_lr, 2e-5);
@@ -108,18 +108,18 @@ TEST(MegatronScenario, LearningRateScheduleAndClippingAreTheRecipe) {
   EXPECT_EQ(r.lr_decay_iters, 1000);
   EXPECT_EQ(r.lr_decay_style, LrDecayStyle::linear);
   EXPECT_DOUBLE_EQ(r.clip_grad, 0.5);
-  EXPECT_EQ(read(kRequired + "--lr 2e-4 --lr-decay-style cosine --lr-decay-iters 300 --train-iters 1000")
+  EXPECT_EQ(read_command_line(kRequired + "--lr 2e-4 --lr-decay-style cosine --lr-decay-iters 300 --train-iters 1000")
                 .scenario.training.recipe.lr_decay_iters,
             300);
-  EXPECT_EQ(read(kRequired + "--lr 2e-4 --lr-decay-style WSD").not_modelled.back(),
+  EXPECT_EQ(read_command_line(kRequired + "--lr 2e-4 --lr-decay-style WSD").not_modelled.back(),
             "--lr-decay-style WSD: twin execute runs constant, linear or cosine; not modelled");
-  EXPECT_NE(error_of(kRequired + "--lr 2e-4 --min-lr 1e-3").find("--min-lr"), std::string::npos);
+  EXPECT_NE(megatron_error_of(kRequired + "--lr 2e-4 --min-lr 1e-3").find("--min-lr"), std::string::npos);
 }
 
 TEST(MegatronScenario, MoeFlagsTwinPricesOtherwiseAreListed) {
-  const MegatronScenario r = read(kRequired +
-                                  "--num-experts 8 --moe-router-topk 2 --expert-model-parallel-size 4 "
-                                  "--moe-router-load-balancing-type sinkhorn");
+  const MegatronScenario r = read_command_line(kRequired +
+                                               "--num-experts 8 --moe-router-topk 2 --expert-model-parallel-size 4 "
+                                               "--moe-router-load-balancing-type sinkhorn");
   EXPECT_EQ(r.scenario.model.moe.num_experts, 8);
   EXPECT_EQ(r.scenario.model.moe.ffn_hidden_size, 4 * 2048);
   EXPECT_EQ(r.scenario.strategy->expert_model_parallel_size, 4);
@@ -138,54 +138,58 @@ TEST(MegatronScenario, MoeFlagsTwinPricesOtherwiseAreListed) {
 TEST(MegatronScenario, MoeRoutingAndDispatcherFlagsAreRead) {
   const std::string moe = "--num-experts 8 --moe-router-topk 2 --expert-model-parallel-size 4 ";
   const MegatronScenario forced =
-      read(kRequired + moe + "--moe-token-dispatcher-type alltoall --moe-router-force-load-balancing");
+      read_command_line(kRequired + moe + "--moe-token-dispatcher-type alltoall --moe-router-force-load-balancing");
   EXPECT_EQ(forced.scenario.framework.moe_token_dispatcher_type, MoeTokenDispatcher::alltoall);
   ASSERT_TRUE(forced.scenario.model.moe.routing.has_value());
   EXPECT_EQ(forced.scenario.model.moe.routing->distribution, RoutingDistribution::forced);
-  const MegatronScenario loss_free = read(kRequired + moe + "--moe-router-enable-expert-bias");
+  const MegatronScenario loss_free = read_command_line(kRequired + moe + "--moe-router-enable-expert-bias");
   ASSERT_TRUE(loss_free.scenario.model.moe.routing.has_value());
   EXPECT_EQ(loss_free.scenario.model.moe.routing->distribution, RoutingDistribution::loss_free);
-  const MegatronScenario flex = read(kRequired + moe + "--moe-token-dispatcher-type flex");
+  const MegatronScenario flex = read_command_line(kRequired + moe + "--moe-token-dispatcher-type flex");
   EXPECT_EQ(flex.scenario.framework.moe_token_dispatcher_type, MoeTokenDispatcher::alltoall);
   const MegatronScenario overlapped =
-      read(kRequired + moe + "--overlap-moe-expert-parallel-comm --delay-wgrad-compute");
+      read_command_line(kRequired + moe + "--overlap-moe-expert-parallel-comm --delay-wgrad-compute");
   EXPECT_TRUE(overlapped.scenario.framework.overlap_moe_expert_parallel_comm);
   EXPECT_TRUE(overlapped.scenario.framework.delay_wgrad_compute);
-  EXPECT_FALSE(read(kRequired + moe + "--delay-wgrad-compute").scenario.framework.delay_wgrad_compute);
+  EXPECT_FALSE(read_command_line(kRequired + moe + "--delay-wgrad-compute").scenario.framework.delay_wgrad_compute);
   const MegatronScenario capped =
-      read(kRequired + moe + "--moe-expert-capacity-factor 1.25 --moe-pad-expert-input-to-capacity");
+      read_command_line(kRequired + moe + "--moe-expert-capacity-factor 1.25 --moe-pad-expert-input-to-capacity");
   EXPECT_EQ(capped.scenario.model.moe.expert_capacity_factor, 1.25);
   EXPECT_TRUE(capped.scenario.model.moe.pad_expert_input_to_capacity);
-  EXPECT_FALSE(read(kRequired + moe + "--moe-expert-capacity-factor -1").scenario.model.moe.expert_capacity_factor);
+  EXPECT_FALSE(
+      read_command_line(kRequired + moe + "--moe-expert-capacity-factor -1").scenario.model.moe.expert_capacity_factor);
 }
 
 TEST(MegatronScenario, ContradictionsAndWhatTwinCannotModelAreRefusedNamingTheFlag) {
-  EXPECT_EQ(error_of(kRequired + "--seq-length 4096"),
+  EXPECT_EQ(megatron_error_of(kRequired + "--seq-length 4096"),
             "run.sh: --max-position-embeddings: 2048 must be at least --seq-length 4096 (arguments.py:1354) "
             "(launched on the scenario's 16 GPUs)");
-  EXPECT_EQ(error_of(kRequired + "--tensor-model-parallel-size 3"),
+  EXPECT_EQ(megatron_error_of(kRequired + "--tensor-model-parallel-size 3"),
             "run.sh: --tensor-model-parallel-size: world size 16 is not divisible by TP x PP x CP 3 x 1 x 1 "
             "(arguments.py:432) (launched on the scenario's 16 GPUs)");
-  EXPECT_NE(error_of(kRequired + "--overlap-param-gather --overlap-grad-reduce").find("--overlap-param-gather: needs"),
+  EXPECT_NE(megatron_error_of(kRequired + "--overlap-param-gather --overlap-grad-reduce")
+                .find("--overlap-param-gather: needs"),
             std::string::npos);
-  EXPECT_EQ(error_of(kRequired + "--use-megatron-fsdp --ckpt-format fsdp_dtensor"), "");
-  EXPECT_EQ(error_of("CUDA_DEVICE_MAX_CONNECTIONS=1 " + kRequired + "--use-megatron-fsdp --ckpt-format fsdp_dtensor"),
+  EXPECT_EQ(megatron_error_of(kRequired + "--use-megatron-fsdp --ckpt-format fsdp_dtensor"), "");
+  EXPECT_EQ(megatron_error_of("CUDA_DEVICE_MAX_CONNECTIONS=1 " + kRequired +
+                              "--use-megatron-fsdp --ckpt-format fsdp_dtensor"),
             "run.sh: --use-megatron-fsdp: CUDA_DEVICE_MAX_CONNECTIONS must be unset or above 1 (arguments.py:1166) "
             "(launched on the scenario's 16 GPUs)");
-  EXPECT_EQ(error_of(kRequired + "--position-embedding-type yarn"),
+  EXPECT_EQ(megatron_error_of(kRequired + "--position-embedding-type yarn"),
             "run.sh: --position-embedding-type: expected rope or learned_absolute (what twin models), got yarn");
-  EXPECT_EQ(error_of(kRequired + "--optimizer muon"),
+  EXPECT_EQ(megatron_error_of(kRequired + "--optimizer muon"),
             "run.sh: --optimizer: expected adam or sgd (what twin models), got muon");
-  EXPECT_EQ(error_of(kRequired + "--context-parallel-size 2 --cp-comm-type a2a"),
+  EXPECT_EQ(megatron_error_of(kRequired + "--context-parallel-size 2 --cp-comm-type a2a"),
             "run.sh: --cp-comm-type: expected p2p or allgather for every layer (what twin models), got a2a");
-  EXPECT_EQ(error_of(kRequired + "--tensor-model-parallel-size 2 --num-experts 8"),
+  EXPECT_EQ(megatron_error_of(kRequired + "--tensor-model-parallel-size 2 --num-experts 8"),
             "run.sh: --expert-tensor-parallel-size: expected 1: twin's experts are whole on each expert-parallel "
             "rank, got 2 (Megatron's default is the TP size)");
-  EXPECT_EQ(error_of("--hidden-size 2048 --num-attention-heads 16 --seq-length 2048 --max-position-embeddings 2048 "
-                     "--micro-batch-size 1"),
-            "run.sh: --num-layers: expected it: Megatron has no default for it");
+  EXPECT_EQ(
+      megatron_error_of("--hidden-size 2048 --num-attention-heads 16 --seq-length 2048 --max-position-embeddings 2048 "
+                        "--micro-batch-size 1"),
+      "run.sh: --num-layers: expected it: Megatron has no default for it");
   // A value the scenario format refuses is told as the flag that gave it.
-  EXPECT_EQ(error_of(kRequired + "--hidden-dropout 1.5"),
+  EXPECT_EQ(megatron_error_of(kRequired + "--hidden-dropout 1.5"),
             "run.sh: --hidden-dropout: expected a dropout probability in [0, 1), got 1.5");
 }
 

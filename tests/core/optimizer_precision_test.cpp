@@ -13,9 +13,9 @@ namespace {
 
 using nlohmann::json;
 
-json scenario_with(const json& training_extra) { return testing::scenario_with_training(training_extra); }
+using testing::scenario_with_training;
 
-std::string error_path(const json& document) {
+std::string precision_error_path(const json& document) {
   try {
     parse_scenario(document, "scenario.json");
   } catch (const InputError& e) {
@@ -25,26 +25,28 @@ std::string error_path(const json& document) {
 }
 
 TEST(OptimizerPrecision, DefaultsToFp32AndParsesEachKey) {
-  EXPECT_TRUE(parse_scenario(scenario_with({}), "s.json").training.optimizer_precision.is_default());
+  EXPECT_TRUE(parse_scenario(scenario_with_training({}), "s.json").training.optimizer_precision.is_default());
   const Scenario s = parse_scenario(
-      scenario_with({{"main_params_dtype", "bf16"}, {"exp_avg_dtype", "bf16"}, {"exp_avg_sq_dtype", "fp8"}}), "s.json");
+      scenario_with_training({{"main_params_dtype", "bf16"}, {"exp_avg_dtype", "bf16"}, {"exp_avg_sq_dtype", "fp8"}}),
+      "s.json");
   EXPECT_EQ(s.training.optimizer_precision,
             (OptimizerPrecision{StateDtype::bf16, StateDtype::bf16, StateDtype::fp8}));
 }
 
 TEST(OptimizerPrecision, BadValuesNameTheirPath) {
-  EXPECT_EQ(error_path(scenario_with({{"exp_avg_dtype", "fp64"}})), "/training/exp_avg_dtype");
-  EXPECT_EQ(error_path(scenario_with({{"main_params_dtype", "fp8"}})), "/training/main_params_dtype");
-  EXPECT_EQ(error_path(scenario_with({{"exp_avg_sq_dtype", 16}})), "/training/exp_avg_sq_dtype");
-  EXPECT_EQ(error_path(scenario_with({{"precision", "fp32"}, {"main_params_dtype", "bf16"}})),
+  EXPECT_EQ(precision_error_path(scenario_with_training({{"exp_avg_dtype", "fp64"}})), "/training/exp_avg_dtype");
+  EXPECT_EQ(precision_error_path(scenario_with_training({{"main_params_dtype", "fp8"}})),
             "/training/main_params_dtype");
-  EXPECT_EQ(error_path(scenario_with({{"optimizer", "sgd"}, {"exp_avg_sq_dtype", "bf16"}})),
+  EXPECT_EQ(precision_error_path(scenario_with_training({{"exp_avg_sq_dtype", 16}})), "/training/exp_avg_sq_dtype");
+  EXPECT_EQ(precision_error_path(scenario_with_training({{"precision", "fp32"}, {"main_params_dtype", "bf16"}})),
+            "/training/main_params_dtype");
+  EXPECT_EQ(precision_error_path(scenario_with_training({{"optimizer", "sgd"}, {"exp_avg_sq_dtype", "bf16"}})),
             "/training/exp_avg_sq_dtype");
-  EXPECT_EQ(error_path(scenario_with({{"optimizer", "sgd"}, {"exp_avg_dtype", "bf16"}})), "");
+  EXPECT_EQ(precision_error_path(scenario_with_training({{"optimizer", "sgd"}, {"exp_avg_dtype", "bf16"}})), "");
 }
 
 TEST(OptimizerPrecision, RemaindersCompleteBf16ParametersToAnFp32MasterCopyOfTwoBytes) {
-  const Scenario s = parse_scenario(scenario_with({{"store_param_remainders", true}}), "s.json");
+  const Scenario s = parse_scenario(scenario_with_training({{"store_param_remainders", true}}), "s.json");
   EXPECT_TRUE(s.training.optimizer_precision.store_param_remainders);
   EXPECT_EQ(master_bytes(s.training.optimizer_precision), 2);
   EXPECT_EQ(master_bytes(OptimizerPrecision{}), 4);
@@ -52,20 +54,24 @@ TEST(OptimizerPrecision, RemaindersCompleteBf16ParametersToAnFp32MasterCopyOfTwo
   const json written = to_json(s);
   EXPECT_EQ(written["training"]["store_param_remainders"], true);
   EXPECT_EQ(parse_scenario(written, "s.json").training.optimizer_precision, s.training.optimizer_precision);
-  EXPECT_FALSE(to_json(parse_scenario(scenario_with({{"exp_avg_dtype", "bf16"}}), "s.json"))["training"].contains(
-      "store_param_remainders"));
-  EXPECT_EQ(error_path(scenario_with({{"store_param_remainders", "yes"}})), "/training/store_param_remainders");
-  EXPECT_EQ(error_path(scenario_with({{"store_param_remainders", true}, {"precision", "fp16"}})),
+  EXPECT_FALSE(
+      to_json(parse_scenario(scenario_with_training({{"exp_avg_dtype", "bf16"}}), "s.json"))["training"].contains(
+          "store_param_remainders"));
+  EXPECT_EQ(precision_error_path(scenario_with_training({{"store_param_remainders", "yes"}})),
             "/training/store_param_remainders");
-  EXPECT_EQ(error_path(scenario_with({{"store_param_remainders", true}, {"main_params_dtype", "bf16"}})),
+  EXPECT_EQ(precision_error_path(scenario_with_training({{"store_param_remainders", true}, {"precision", "fp16"}})),
             "/training/store_param_remainders");
-  EXPECT_EQ(error_path(scenario_with({{"store_param_remainders", false}, {"precision", "fp16"}})), "");
+  EXPECT_EQ(
+      precision_error_path(scenario_with_training({{"store_param_remainders", true}, {"main_params_dtype", "bf16"}})),
+      "/training/store_param_remainders");
+  EXPECT_EQ(precision_error_path(scenario_with_training({{"store_param_remainders", false}, {"precision", "fp16"}})),
+            "");
 }
 
 TEST(OptimizerPrecision, WrittenBackOnlyWhenSet) {
-  const Scenario plain = parse_scenario(scenario_with({}), "s.json");
+  const Scenario plain = parse_scenario(scenario_with_training({}), "s.json");
   EXPECT_FALSE(to_json(plain)["training"].contains("exp_avg_dtype"));
-  const Scenario narrow = parse_scenario(scenario_with({{"exp_avg_dtype", "bf16"}}), "s.json");
+  const Scenario narrow = parse_scenario(scenario_with_training({{"exp_avg_dtype", "bf16"}}), "s.json");
   const json written = to_json(narrow);
   EXPECT_EQ(written["training"]["exp_avg_dtype"], "bf16");
   EXPECT_EQ(written["training"]["main_params_dtype"], "fp32");

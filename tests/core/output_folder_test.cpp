@@ -131,7 +131,7 @@ TEST(OutputFolder, AnotherProcessHoldingTheFolderIsNamedAndItsEndReleasesIt) {
     _exit(0);
   }
   char byte = 0;
-  ASSERT_EQ(read(ready[0], &byte, 1), 1);
+  ASSERT_EQ(::read(ready[0], &byte, 1), 1);
   try {
     OutputFolder second(out.path, {"ranking.csv"});
     ADD_FAILURE() << "the folder another process holds was taken";

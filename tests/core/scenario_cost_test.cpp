@@ -24,7 +24,7 @@ json mixed_with_cost(const json& cost) {
   return d;
 }
 
-std::optional<CostConfig> parse(const json& document) {
+std::optional<CostConfig> parse_cost(const json& document) {
   const Scenario scenario = parse_scenario(document, "s.json");  // checks the section too
   return parse_cost_section(JsonReader(document, "s.json"), scenario.cluster);
 }
@@ -33,7 +33,7 @@ TEST(ScenarioCost, PricesEachGpuKindAndTheClusterHour) {
   const json d = mixed_with_cost(json::parse(
       R"({"currency": "EUR", "price_per_gpu_hour": 2.0, "price_per_gpu_hour_by_gpu": {"a100-sxm-80gb": 1.25},
           "tokens_to_train": 1e12})"));
-  const std::optional<CostConfig> cost = parse(d);
+  const std::optional<CostConfig> cost = parse_cost(d);
   ASSERT_TRUE(cost);
   EXPECT_EQ(cost->currency, "EUR");
   ASSERT_EQ(cost->price_per_gpu_hour_by_gpu.size(), 1u);
@@ -46,7 +46,7 @@ TEST(ScenarioCost, PricesEachGpuKindAndTheClusterHour) {
 TEST(ScenarioCost, AbsentSectionIsNoCost) {
   json d = mixed_with_cost(nullptr);
   d.erase("cost");
-  EXPECT_FALSE(parse(d));
+  EXPECT_FALSE(parse_cost(d));
 }
 
 TEST(ScenarioCost, ErrorsNameTheJsonPath) {

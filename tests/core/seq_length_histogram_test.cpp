@@ -16,7 +16,7 @@ namespace {
 
 using nlohmann::json;
 
-json base() {
+json histogram_scenario() {
   return json::parse(R"({
     "model": {"preset": "llama2-7b"},
     "training": {"seq_length": 8192, "global_batch_size": 64},
@@ -32,7 +32,7 @@ std::filesystem::path temp_folder() {
 
 void write(const std::filesystem::path& path, const std::string& text) { std::ofstream(path) << text; }
 
-InputError error_of(const json& document, const std::string& source) {
+InputError histogram_error_of(const json& document, const std::string& source) {
   try {
     parse_scenario(document, source);
   } catch (const InputError& e) {
@@ -43,7 +43,7 @@ InputError error_of(const json& document, const std::string& source) {
 }
 
 TEST(SeqLengthHistogram, InlinePairsParseAndRoundTrip) {
-  json d = base();
+  json d = histogram_scenario();
   d["training"]["seq_length_histogram"] = json::parse("[[1024, 30], [4096, 5], [8192, 1]]");
   d["search"] = {{"hot_switch", true}};
   const Scenario s = parse_scenario(d, "scenario.json");
@@ -62,7 +62,7 @@ TEST(SeqLengthHistogram, CsvAndJsonFilesRelativeToTheScenario) {
   write(folder / "lengths.csv", "length,count\n512,10\r\n2048,3\n\n8192,1\n");
   write(folder / "lengths.json", "[[512, 10], [2048, 3], [8192, 1]]");
   const std::vector<SeqLengthCount> expected = {{512, 10}, {2048, 3}, {8192, 1}};
-  json d = base();
+  json d = histogram_scenario();
   for (const char* name : {"lengths.csv", "lengths.json"}) {
     d["training"]["seq_length_histogram"] = name;
     EXPECT_EQ(parse_scenario(d, (folder / "scenario.json").string()).training.seq_length_histogram, expected) << name;
@@ -71,7 +71,7 @@ TEST(SeqLengthHistogram, CsvAndJsonFilesRelativeToTheScenario) {
 
 // A copy of the scenario shares the histogram (the hot-switching search copies it per phase and length range).
 TEST(SeqLengthHistogram, CopiesShareOneHistogram) {
-  json d = base();
+  json d = histogram_scenario();
   d["training"]["seq_length_histogram"] = json::parse("[[1024, 30], [4096, 5]]");
   const Scenario s = parse_scenario(d, "scenario.json");
   const Scenario copy = s;
@@ -142,53 +142,54 @@ TEST(SeqLengthHistogram, CsvErrorsNameTheLine) {
 }
 
 TEST(SeqLengthHistogram, JsonErrorsNameFileAndPath) {
-  json d = base();
+  json d = histogram_scenario();
   d["training"]["seq_length_histogram"] = json::parse("[[1024, 3], [1024, 2]]");
-  InputError e = error_of(d, "scenario.json");
+  InputError e = histogram_error_of(d, "scenario.json");
   EXPECT_EQ(e.json_path(), "/training/seq_length_histogram/1/0");
   EXPECT_NE(std::string(e.what()).find("above the previous entry's 1024"), std::string::npos) << e.what();
 
   d["training"]["seq_length_histogram"] = json::parse("[[1024]]");
-  EXPECT_EQ(error_of(d, "scenario.json").json_path(), "/training/seq_length_histogram/0");
+  EXPECT_EQ(histogram_error_of(d, "scenario.json").json_path(), "/training/seq_length_histogram/0");
 
   d["training"]["seq_length_histogram"] = "missing.csv";
-  e = error_of(d, (temp_folder() / "scenario.json").string());
+  e = histogram_error_of(d, (temp_folder() / "scenario.json").string());
   EXPECT_EQ(e.json_path(), "/training/seq_length_histogram");
   EXPECT_NE(std::string(e.what()).find("readable histogram file"), std::string::npos) << e.what();
 
   d["training"]["seq_length_histogram"] = "lengths.txt";
-  EXPECT_NE(std::string(error_of(d, "scenario.json").what()).find(".json or .csv"), std::string::npos);
+  EXPECT_NE(std::string(histogram_error_of(d, "scenario.json").what()).find(".json or .csv"), std::string::npos);
 
   const auto folder = temp_folder();
   write(folder / "bad.json", "[[512, -1]]");
   d["training"]["seq_length_histogram"] = "bad.json";
-  e = error_of(d, (folder / "scenario.json").string());
+  e = histogram_error_of(d, (folder / "scenario.json").string());
   EXPECT_EQ(e.file(), (folder / "bad.json").string());
   EXPECT_EQ(e.json_path(), "/0/1");
 }
 
 TEST(SeqLengthHistogram, NotTogetherWithBuckets) {
-  json d = base();
+  json d = histogram_scenario();
   d["training"]["seq_length_buckets"] = json::parse(R"([{"max": 8192, "fraction": 1}])");
   d["training"]["seq_length_histogram"] = json::parse("[[1024, 3]]");
-  const InputError e = error_of(d, "scenario.json");
+  const InputError e = histogram_error_of(d, "scenario.json");
   EXPECT_EQ(e.json_path(), "/training/seq_length_histogram");
   EXPECT_NE(std::string(e.what()).find("not both"), std::string::npos);
 }
 
 TEST(HotSwitchPreconditions, DistributionDenseModelAndAtMost64Gpus) {
-  json d = base();
+  json d = histogram_scenario();
   d["search"] = {{"hot_switch", true}};
-  EXPECT_NE(std::string(error_of(d, "s.json").what()).find("needs a sequence-length distribution"), std::string::npos);
+  EXPECT_NE(std::string(histogram_error_of(d, "s.json").what()).find("needs a sequence-length distribution"),
+            std::string::npos);
   d["training"]["seq_length_buckets"] = json::parse(R"([{"max": 4096, "fraction": 0.5}, {"max": 8192, "fraction": 0.5}])");
   EXPECT_NO_THROW(parse_scenario(d, "s.json"));
   json moe = d;
   moe["model"]["preset"] = "mixtral-8x7b";
-  EXPECT_NE(std::string(error_of(moe, "s.json").what()).find("dense models"), std::string::npos);
+  EXPECT_NE(std::string(histogram_error_of(moe, "s.json").what()).find("dense models"), std::string::npos);
   json big = d;
   big["cluster"]["nodes"][0]["count"] = 9;
   big["cluster"]["nodes"][0]["nics"] = {{"count", 8}, {"bandwidth_Gbps", 400}};
-  const InputError e = error_of(big, "s.json");
+  const InputError e = histogram_error_of(big, "s.json");
   EXPECT_EQ(e.json_path(), "/search/hot_switch");
   EXPECT_NE(std::string(e.what()).find("at most 64 GPUs, the cluster has 72"), std::string::npos) << e.what();
 }

@@ -12,7 +12,7 @@ namespace {
 
 using nlohmann::json;
 
-json scenario_with(const std::string& model, const json& gpu) {
+json preset_scenario_on(const std::string& model, const json& gpu) {
   return {{"name", model},
           {"model", {{"preset", model}}},
           {"training", {{"seq_length", 2048}, {"global_batch_size", 256}}},
@@ -29,7 +29,7 @@ void expect_round_trip(const Scenario& s) {
 TEST(ScenarioRoundTrip, EveryModelPreset) {
   for (const std::string& name : model_preset_names()) {
     SCOPED_TRACE(name);
-    const Scenario s = parse_scenario(scenario_with(name, "H100-SXM-80GB"), "s.json");
+    const Scenario s = parse_scenario(preset_scenario_on(name, "H100-SXM-80GB"), "s.json");
     EXPECT_TRUE(s.model == *model_preset(name));
     expect_round_trip(s);
   }
@@ -38,7 +38,7 @@ TEST(ScenarioRoundTrip, EveryModelPreset) {
 TEST(ScenarioRoundTrip, EveryGpuPreset) {
   for (const std::string& name : gpu_preset_names()) {
     SCOPED_TRACE(name);
-    const Scenario s = parse_scenario(scenario_with("llama2-7b", name), "s.json");
+    const Scenario s = parse_scenario(preset_scenario_on("llama2-7b", name), "s.json");
     EXPECT_TRUE(s.cluster.node_groups[0].gpu == *gpu_preset(name));
     EXPECT_TRUE(s.cluster.node_groups[0].intra_node == default_intra_node(*gpu_preset(name)));
     expect_round_trip(s);
@@ -110,7 +110,7 @@ TEST(ScenarioParse, ExplicitModelWithoutPreset) {
 }
 
 TEST(ScenarioParse, PresetOverridesAndNullMoe) {
-  json d = scenario_with("mixtral-8x7b", "H200-141GB");
+  json d = preset_scenario_on("mixtral-8x7b", "H200-141GB");
   d["model"]["moe"] = nullptr;
   d["model"]["num_attention_heads"] = 16;
   d["strategy"] = nullptr;

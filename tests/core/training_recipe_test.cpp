@@ -17,11 +17,11 @@ namespace {
 
 using nlohmann::json;
 
-json scenario_with(const json& keys) { return testing::scenario_with_training(keys); }
+using testing::scenario_with_training;
 
-std::string error_of(const json& keys) {
+std::string recipe_error_of(const json& keys) {
   try {
-    parse_scenario(scenario_with(keys), "scenario.json");
+    parse_scenario(scenario_with_training(keys), "scenario.json");
   } catch (const InputError& e) {
     return e.what();
   }
@@ -72,7 +72,7 @@ TEST(TrainingRecipe, DecayWithoutDecayItersEndsWithTheRun) {
 }
 
 TEST(TrainingRecipe, AbsentKeysAreTwinsDefaultAndWriteNothing) {
-  const Scenario s = parse_scenario(scenario_with(json::object()), "s.json");
+  const Scenario s = parse_scenario(scenario_with_training(json::object()), "s.json");
   EXPECT_TRUE(s.training.recipe.is_default());
   EXPECT_EQ(s.training.recipe.lr_decay_style, LrDecayStyle::constant);
   EXPECT_DOUBLE_EQ(s.training.recipe.clip_grad, 1.0);
@@ -82,7 +82,7 @@ TEST(TrainingRecipe, AbsentKeysAreTwinsDefaultAndWriteNothing) {
 TEST(TrainingRecipe, KeysReadAndWrittenBack) {
   const json keys = {{"lr", 3e-4},           {"min_lr", 3e-5},         {"lr_warmup_iters", 4},
                      {"lr_decay_iters", 32}, {"lr_decay_style", "cosine"}, {"clip_grad", 0.5}};
-  const Scenario s = parse_scenario(scenario_with(keys), "s.json");
+  const Scenario s = parse_scenario(scenario_with_training(keys), "s.json");
   EXPECT_EQ(s.training.recipe.lr_decay_iters, 32);
   EXPECT_EQ(s.training.recipe.lr_decay_style, LrDecayStyle::cosine);
   const json written = to_json(s);
@@ -91,13 +91,13 @@ TEST(TrainingRecipe, KeysReadAndWrittenBack) {
 }
 
 TEST(TrainingRecipe, BadRecipesAreRefusedAtTheirKey) {
-  EXPECT_EQ(error_of({{"lr", 3e-4}, {"min_lr", 1e-3}}),
+  EXPECT_EQ(recipe_error_of({{"lr", 3e-4}, {"min_lr", 1e-3}}),
             "scenario.json: at /training/min_lr: expected min_lr at most lr 0.0003, got 0.001");
-  EXPECT_EQ(error_of({{"lr_warmup_iters", 10}, {"lr_decay_iters", 10}, {"lr_decay_style", "linear"}}),
+  EXPECT_EQ(recipe_error_of({{"lr_warmup_iters", 10}, {"lr_decay_iters", 10}, {"lr_decay_style", "linear"}}),
             "scenario.json: at /training/lr_decay_iters: expected lr_decay_iters above lr_warmup_iters 10, got 10");
-  EXPECT_NE(error_of({{"lr_decay_style", "WSD"}}).find("/training/lr_decay_style"), std::string::npos);
-  EXPECT_NE(error_of({{"clip_grad", -1}}).find("/training/clip_grad"), std::string::npos);
-  EXPECT_NE(error_of({{"lr", "fast"}}).find("/training/lr"), std::string::npos);
+  EXPECT_NE(recipe_error_of({{"lr_decay_style", "WSD"}}).find("/training/lr_decay_style"), std::string::npos);
+  EXPECT_NE(recipe_error_of({{"clip_grad", -1}}).find("/training/clip_grad"), std::string::npos);
+  EXPECT_NE(recipe_error_of({{"lr", "fast"}}).find("/training/lr"), std::string::npos);
 }
 
 TEST(TrainingRecipe, FlagsGivenReplaceThePlansOwn) {

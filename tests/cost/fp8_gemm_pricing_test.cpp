@@ -10,7 +10,7 @@
 namespace twin {
 namespace {
 
-const GpuSpec& h100() {
+const GpuSpec& h100_spec() {
   static const GpuSpec gpu = *gpu_preset("H100-SXM-80GB");
   return gpu;
 }
@@ -23,7 +23,7 @@ GpuKernelProfile curves() {
   return k;
 }
 
-Op gemm(std::int64_t m, std::int64_t n, std::int64_t k, GemmInputs inputs = GemmInputs::bf16) {
+Op fp8_gemm_op(std::int64_t m, std::int64_t n, std::int64_t k, GemmInputs inputs = GemmInputs::bf16) {
   Op op;
   op.kind = OpKind::gemm;
   op.gemm = {m, n, k};
@@ -35,10 +35,11 @@ Op gemm(std::int64_t m, std::int64_t n, std::int64_t k, GemmInputs inputs = Gemm
 
 TEST(Fp8GemmPricing, Bf16PriceAtTheFp8PeakWhereNothingIsMeasured) {
   GpuKernelProfile k = curves();
-  k.measured[kernel_shape_key(gemm(8192, 8192, 8192))] = {1.0e6, 1.0e6, 1.0e6, 5};  // a measured BF16 shape
+  k.measured[kernel_shape_key(fp8_gemm_op(8192, 8192, 8192))] = {1.0e6, 1.0e6, 1.0e6, 5};  // a measured BF16 shape
   index_measured_shapes(k);
-  const double bf16 = benchmark_kernel_time_ns(k, h100(), gemm(8192, 8192, 8192));
-  const double fp8 = benchmark_kernel_time_ns(k, h100(), gemm(8192, 8192, 8192, GemmInputs::fp8_per_tensor));
+  const double bf16 = benchmark_kernel_time_ns(k, h100_spec(), fp8_gemm_op(8192, 8192, 8192));
+  const double fp8 =
+      benchmark_kernel_time_ns(k, h100_spec(), fp8_gemm_op(8192, 8192, 8192, GemmInputs::fp8_per_tensor));
   EXPECT_DOUBLE_EQ(bf16, 1.0e6);
   EXPECT_DOUBLE_EQ(fp8, 1.0e6 * 989.4 / 1978.9);
   EXPECT_TRUE(k.measured_fp8_gemms.empty());
@@ -46,15 +47,15 @@ TEST(Fp8GemmPricing, Bf16PriceAtTheFp8PeakWhereNothingIsMeasured) {
 
 TEST(Fp8GemmPricing, MeasuredFp8ShapesWinAndAreNoBf16Neighbours) {
   GpuKernelProfile k = curves();
-  const Op fp8 = gemm(4096, 4096, 4096, GemmInputs::mxfp8);
+  const Op fp8 = fp8_gemm_op(4096, 4096, 4096, GemmInputs::mxfp8);
   k.measured[kernel_shape_key(fp8)] = {1.0e5, 1.0e5, 1.0e5, 5};
-  k.measured[kernel_shape_key(gemm(8192, 8192, 8192))] = {1.0e6, 1.0e6, 1.0e6, 5};
+  k.measured[kernel_shape_key(fp8_gemm_op(8192, 8192, 8192))] = {1.0e6, 1.0e6, 1.0e6, 5};
   index_measured_shapes(k);
   ASSERT_EQ(k.measured_fp8_gemms.size(), 1u);
   ASSERT_EQ(k.measured_gemms.size(), 1u);
-  EXPECT_DOUBLE_EQ(benchmark_kernel_time_ns(k, h100(), fp8), 1.0e5);
+  EXPECT_DOUBLE_EQ(benchmark_kernel_time_ns(k, h100_spec(), fp8), 1.0e5);
   // Another FP8 shape interpolates among the FP8 measurement, not the BF16 one.
-  const double near = benchmark_kernel_time_ns(k, h100(), gemm(4096, 4096, 8192, GemmInputs::mxfp8));
+  const double near = benchmark_kernel_time_ns(k, h100_spec(), fp8_gemm_op(4096, 4096, 8192, GemmInputs::mxfp8));
   EXPECT_NEAR(near, 2.0e5, 0.2e5);
 }
 
@@ -62,15 +63,15 @@ TEST(Fp8GemmPricing, FloorIsTheFp8Peak) {
   Profile p;
   p.gpus = {curves()};
   p.gpus.front().gemm = {50.0, 0};  // an absurd efficiency: the floor must hold
-  const Op fp8 = gemm(8192, 8192, 8192, GemmInputs::fp8_per_tensor);
-  EXPECT_GE(compute_time_ns(p, h100(), fp8), static_cast<TimeNs>(fp8.flops / (1978.9 * 1e3)));
-  EXPECT_LT(compute_time_ns(p, h100(), fp8), static_cast<TimeNs>(fp8.flops / (989.4 * 1e3)));
+  const Op fp8 = fp8_gemm_op(8192, 8192, 8192, GemmInputs::fp8_per_tensor);
+  EXPECT_GE(compute_time_ns(p, h100_spec(), fp8), static_cast<TimeNs>(fp8.flops / (1978.9 * 1e3)));
+  EXPECT_LT(compute_time_ns(p, h100_spec(), fp8), static_cast<TimeNs>(fp8.flops / (989.4 * 1e3)));
 }
 
 TEST(Fp8GemmPricing, KeysCarryTheOperandsAndReadBack) {
-  const Op bf16 = gemm(1024, 2048, 4096);
+  const Op bf16 = fp8_gemm_op(1024, 2048, 4096);
   EXPECT_EQ(kernel_shape_key(bf16), "gemm:m=1024,n=2048,k=4096,count=1,ta=0,tb=0");
-  const Op fp8 = gemm(1024, 2048, 4096, GemmInputs::fp8_blockwise);
+  const Op fp8 = fp8_gemm_op(1024, 2048, 4096, GemmInputs::fp8_blockwise);
   EXPECT_EQ(kernel_shape_key(fp8), "gemm:m=1024,n=2048,k=4096,count=1,ta=0,tb=0,inputs=fp8_blockwise,e5m2=1");
   const auto back = op_from_kernel_key(kernel_shape_key(fp8));
   ASSERT_TRUE(back);

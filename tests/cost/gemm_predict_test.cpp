@@ -24,7 +24,7 @@ constexpr double kLooMeanLimitPct = 3;
 constexpr double kLooP90LimitPct = 5;
 constexpr double kLooMaxLimitPct = 12;
 
-double flops(const GemmShape& g) { return 2.0 * g.m * g.n * g.k * g.count; }
+double shape_flops(const GemmShape& g) { return 2.0 * g.m * g.n * g.k * g.count; }
 
 Op gemm_op(const GemmShape& g) {
   Op op;
@@ -64,7 +64,7 @@ TEST(IndexMeasuredGemms, KeepsGemmEntriesInKeyOrder) {
 TEST(PredictGemmTime, InterpolatesTheModelRatioByInverseSquaredDistance) {
   // Model: 1 ns per GFLOP. Neighbours 1 octave away in m (ratio 2) and 2 octaves away in n (ratio 1/2):
   // weights 1 and 1/4, so the ratio is exp((log 2 + log(1/2) / 4) / 1.25) = 2^(3/5).
-  auto model = [](const GemmShape& g) { return flops(g) * 1e-9; };
+  auto model = [](const GemmShape& g) { return shape_flops(g) * 1e-9; };
   const GemmShape query{2048, 2048, 2048, 1, false, false};
   const GemmShape near{4096, 2048, 2048, 1, false, false}, far{2048, 8192, 2048, 1, false, false};
   const std::vector<MeasuredGemm> measured{{near, 2 * model(near)}, {far, 0.5 * model(far)}};
@@ -80,7 +80,7 @@ TEST(PredictGemmTime, InterpolatesTheModelRatioByInverseSquaredDistance) {
 }
 
 TEST(NearestMeasuredGemms, AreTheNeighboursThePredictionWeighs) {
-  auto model = [](const GemmShape& g) { return flops(g) * 1e-9; };
+  auto model = [](const GemmShape& g) { return shape_flops(g) * 1e-9; };
   std::vector<MeasuredGemm> measured;
   for (std::int64_t m : {1024, 2048, 4096, 8192})
     for (std::int64_t n : {1024, 2048, 4096, 8192})
@@ -161,11 +161,12 @@ Fixture load_fixture() {
 std::function<double(const GemmShape&)> fitted_model(const std::vector<MeasuredGemm>& gemms, double peak_tflops) {
   std::vector<double> work, seconds;
   for (const MeasuredGemm& g : gemms) {
-    work.push_back(flops(g.shape));
+    work.push_back(shape_flops(g.shape));
     seconds.push_back(g.time_ns * 1e-9);
   }
   const SaturatingEfficiency eff = gemm_efficiency_from_fit(fit_affine_relative(work, seconds), peak_tflops);
-  return [eff, peak_tflops](const GemmShape& g) { return flops(g) / (peak_tflops * 1e3 * eff.at(flops(g))); };
+  return
+      [eff, peak_tflops](const GemmShape& g) { return shape_flops(g) / (peak_tflops * 1e3 * eff.at(shape_flops(g))); };
 }
 
 TEST(PredictGemmTime, LeaveOneOutOnMeasuredH200Gemms) {
@@ -177,7 +178,7 @@ TEST(PredictGemmTime, LeaveOneOutOnMeasuredH200Gemms) {
     std::vector<MeasuredGemm> rest = f.gemms;
     rest.erase(rest.begin() + static_cast<std::ptrdiff_t>(i));
     const MeasuredGemm& held_out = f.gemms[i];
-    if (flops(held_out.shape) < 2.0 * 2048 * 2048 * 2048) continue;
+    if (shape_flops(held_out.shape) < 2.0 * 2048 * 2048 * 2048) continue;
     const auto model = fitted_model(rest, f.peak_tflops);
     const double predicted = predict_gemm_time_ns(rest, held_out.shape, model);
     errors_pct.push_back(100 * std::abs(predicted - held_out.time_ns) / held_out.time_ns);

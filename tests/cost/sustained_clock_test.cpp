@@ -30,7 +30,8 @@ TEST(SustainedClock, LinearBetweenPointsFlatBeyondThem) {
 namespace fs = std::filesystem;
 
 // Writes `document` and expects load_profile to fail at `json_path` with `expected` in its message.
-void expect_load_error(const nlohmann::json& document, const std::string& json_path, const std::string& expected) {
+void expect_clock_load_error(const nlohmann::json& document, const std::string& json_path,
+                             const std::string& expected) {
   const fs::path path = fs::temp_directory_path() / "twin_test_sustained_clock.json";
   std::ofstream(path) << document.dump();
   try {
@@ -51,19 +52,19 @@ TEST(SustainedClock, RoundTripsInProfilesAndBadCurvesAreRefusedAtTheirPath) {
 
   nlohmann::json bad = document;
   bad["gpus"][0]["sustained_clock"]["points"][1]["gemm_duty"] = 0.4;
-  expect_load_error(bad, "/gpus/0/sustained_clock/points/1/gemm_duty", "expected duties in ascending order");
+  expect_clock_load_error(bad, "/gpus/0/sustained_clock/points/1/gemm_duty", "expected duties in ascending order");
   bad = document;
   bad["gpus"][0]["sustained_clock"]["points"][0]["gemm_duty"] = 1.5;
-  expect_load_error(bad, "/gpus/0/sustained_clock/points/0/gemm_duty", "expected a GEMM duty in (0, 1]");
+  expect_clock_load_error(bad, "/gpus/0/sustained_clock/points/0/gemm_duty", "expected a GEMM duty in (0, 1]");
   bad = document;
   bad["gpus"][0]["sustained_clock"]["points"][2]["gpu_sm_clock_MHz"][1] = "hot";
-  expect_load_error(bad, "/gpus/0/sustained_clock/points/2/gpu_sm_clock_MHz/1", "expected an SM clock in MHz");
+  expect_clock_load_error(bad, "/gpus/0/sustained_clock/points/2/gpu_sm_clock_MHz/1", "expected an SM clock in MHz");
   bad = document;
   bad["gpus"][0]["sustained_clock"]["points"] = nlohmann::json::array();
-  expect_load_error(bad, "/gpus/0/sustained_clock/points", "expected a non-empty array");
+  expect_clock_load_error(bad, "/gpus/0/sustained_clock/points", "expected a non-empty array");
   bad = document;
   bad["gpus"][0]["sustained_clock"]["duty"] = 1;
-  expect_load_error(bad, "/gpus/0/sustained_clock/duty", "");
+  expect_clock_load_error(bad, "/gpus/0/sustained_clock/duty", "");
 }
 
 }  // namespace

@@ -15,13 +15,13 @@
 namespace twin {
 namespace {
 
-struct Lowered {
+struct FrameworkLowered {
   Scenario scenario;
   Strategy strategy;
   IterationGraph graph;
 };
 
-Lowered lower(Scenario scenario, Strategy strategy) {
+FrameworkLowered lower_with_framework(Scenario scenario, Strategy strategy) {
   scenario.cluster.node_groups[0].gpu = *gpu_preset("H100-SXM-80GB");  // the fixture's GPU has no HBM figure
   EXPECT_EQ(complete_strategy(scenario, strategy), std::nullopt);
   EXPECT_EQ(invalid_reason(scenario, strategy), std::nullopt) << strategy.key();
@@ -37,7 +37,7 @@ int count(const IterationGraph& g, const std::function<bool(const Op&)>& wanted)
   return n;
 }
 
-TimeNs iteration_ns(const Lowered& l) {
+TimeNs iteration_ns(const FrameworkLowered& l) {
   return simulate_iteration(l.graph, l.scenario.cluster, builtin_profile()).iteration_ns;
 }
 
@@ -52,9 +52,9 @@ TEST(FrameworkLowering, TpCommOverlapPipelinesTheSequenceParallelCollectivesWith
   model.kv_channels = 128;
   Scenario scenario = testing::make_scenario(model, 1, 2048, 8);
   const Strategy tp4 = testing::make_strategy(4, 1);  // SP on
-  const Lowered plain = lower(scenario, tp4);
+  const FrameworkLowered plain = lower_with_framework(scenario, tp4);
   scenario.framework.tp_comm_overlap = true;
-  const Lowered overlapped = lower(scenario, tp4);
+  const FrameworkLowered overlapped = lower_with_framework(scenario, tp4);
   const auto forward_gemms = [](const Op& op) { return op.kind == OpKind::gemm && op.phase == Phase::forward; };
   // qkv, projection, fc1 and fc2 of 4 layers and the output projection, each in 4 chunks of a quarter of
   // the rows (TP 4 ring steps for the gathered ones, initialize_ub's 4 splits for the scattered ones), in
@@ -101,9 +101,9 @@ TEST(FrameworkLowering, TpCommOverlapPipelinesTheSequenceParallelCollectivesWith
 TEST(FrameworkLowering, UnfusedGradientAccumulationAddsEachWeightGradientIntoFp32) {
   Scenario scenario = testing::make_scenario(testing::gpt_shaped(), 1, 2048, 8);
   const Strategy tp8 = testing::make_strategy(8, 1);  // no data parallelism: compute is the whole iteration
-  const Lowered fused = lower(scenario, tp8);
+  const FrameworkLowered fused = lower_with_framework(scenario, tp8);
   scenario.framework.gradient_accumulation_fusion = false;
-  const Lowered unfused = lower(scenario, tp8);
+  const FrameworkLowered unfused = lower_with_framework(scenario, tp8);
   const auto accumulations = [](const Op& op) { return op.role == OpRole::grad_accumulation; };
   EXPECT_EQ(count(fused.graph, accumulations), 0);
   EXPECT_GT(count(unfused.graph, accumulations), 0);
@@ -119,7 +119,7 @@ TEST(FrameworkLowering, UnfusedCrossEntropyPassesOverFp32Logits) {
   Scenario scenario = testing::make_scenario(testing::gpt_shaped(), 1, 2048, 8);
   const Strategy tp2 = testing::make_strategy(2, 1);
   scenario.framework.cross_entropy_loss_fusion = false;
-  const Lowered unfused = lower(scenario, tp2);
+  const FrameworkLowered unfused = lower_with_framework(scenario, tp2);
   const auto loss_passes = [](const Op& op) { return op.kind == OpKind::elementwise && op.role == OpRole::loss; };
   const Strategy& st = unfused.strategy;
   EXPECT_EQ(count(unfused.graph, loss_passes), 2 * st.num_micro_batches);  // forward and backward
@@ -147,10 +147,10 @@ TEST(FrameworkLowering, ResidualFusionFoldsEachResidualAddIntoAKernelThatRunsAny
   for (const int tp : {1, 2}) {
     SCOPED_TRACE(tp);
     const Strategy strategy = testing::make_strategy(tp, 1, 1, /*sp=*/tp > 1);
-    const Lowered plain = lower(scenario, strategy);
+    const FrameworkLowered plain = lower_with_framework(scenario, strategy);
     Scenario fused_scenario = scenario;
     fused_scenario.framework.residual_fusion = true;
-    const Lowered fused = lower(fused_scenario, strategy);
+    const FrameworkLowered fused = lower_with_framework(fused_scenario, strategy);
     const int micro_batches = plain.strategy.num_micro_batches;
     const int layers = 4, classes = static_cast<int>(plain.graph.classes.size());
     EXPECT_EQ(count(plain.graph, residual_ops), 2 * 2 * layers * micro_batches * classes);
@@ -180,7 +180,7 @@ TEST(FrameworkLowering, ResidualFusionFoldsEachResidualAddIntoAKernelThatRunsAny
   // A hidden dropout sits between the branch and the add: nothing fuses.
   scenario.model.hidden_dropout = 0.1;
   scenario.framework.residual_fusion = true;
-  const Lowered dropout = lower(scenario, testing::make_strategy(1, 1, 1, false));
+  const FrameworkLowered dropout = lower_with_framework(scenario, testing::make_strategy(1, 1, 1, false));
   EXPECT_EQ(count(dropout.graph, fused_gemms) + count(dropout.graph, fused_norms), 0);
 }
 
@@ -190,7 +190,7 @@ TEST(FrameworkLowering, AttentionRunsAsTheBackendSays) {
   const auto attention = [](const Op& op) {
     return op.kind == OpKind::attention_forward || op.kind == OpKind::attention_backward;
   };
-  const auto check = [&](const Lowered& l, bool flash, bool dropout, bool cudnn) {
+  const auto check = [&](const FrameworkLowered& l, bool flash, bool dropout, bool cudnn) {
     for (const RankClass& rc : l.graph.classes)
       for (OpIndex i = 0; i < rc.size(); ++i)
         if (attention(rc.op(i))) {
@@ -200,11 +200,11 @@ TEST(FrameworkLowering, AttentionRunsAsTheBackendSays) {
           EXPECT_EQ(kernel_shape_key(rc.op(i)).find(",dropout=1") != std::string::npos, dropout);
         }
   };
-  check(lower(scenario, tp2), false, true, false);
+  check(lower_with_framework(scenario, tp2), false, true, false);
   scenario.model.attention_backend = AttentionBackend::flash;
-  check(lower(scenario, tp2), true, false, false);
+  check(lower_with_framework(scenario, tp2), true, false, false);
   scenario.model.attention_backend = AttentionBackend::fused;
-  check(lower(scenario, tp2), true, false, true);
+  check(lower_with_framework(scenario, tp2), true, false, true);
   // Dropout over unfused scores moves 2.5 more passes of the score matrix each way.
   Op forward;
   forward.kind = OpKind::attention_forward;
@@ -225,13 +225,13 @@ TEST(FrameworkLowering, AllGatherContextParallelismDoesTheRingsAttentionWork) {
   Scenario scenario = testing::make_scenario(testing::gpt_shaped(), 1, 8192, 8);
   scenario.model.attention_backend = AttentionBackend::flash;
   const Strategy cp4 = testing::make_strategy(1, 1, 4);
-  const Lowered ring = lower(scenario, cp4);
+  const FrameworkLowered ring = lower_with_framework(scenario, cp4);
   scenario.framework.cp_comm_type = CpCommType::all_gather;
-  const Lowered gathered = lower(scenario, cp4);
+  const FrameworkLowered gathered = lower_with_framework(scenario, cp4);
   const auto is = [](OpKind kind) {
     return [kind](const Op& op) { return op.kind == kind && op.role == OpRole::cp_exchange; };
   };
-  const auto attention_flops = [](const Lowered& l) {
+  const auto attention_flops = [](const FrameworkLowered& l) {
     double flops = 0;
     for (const RankClass& rc : l.graph.classes)
       for (OpIndex i = 0; i < rc.size(); ++i)
@@ -265,7 +265,7 @@ TEST(FrameworkLowering, AllGatherContextParallelismDoesTheRingsAttentionWork) {
 TEST(FrameworkLowering, TheRingCarriesKeyValueGradientsOneStepBehind) {
   Scenario scenario = testing::make_scenario(testing::gpt_shaped(), 1, 8192, 8);
   const int cp = 4;
-  const Lowered l = lower(scenario, testing::make_strategy(1, 1, cp));
+  const FrameworkLowered l = lower_with_framework(scenario, testing::make_strategy(1, 1, cp));
   const RankClass& rc = l.graph.classes.at(0);
   const auto depends = [&](OpIndex first, OpIndex then) {
     for (auto [e, end] = boost::in_edges(then, rc.graph); e != end; ++e)

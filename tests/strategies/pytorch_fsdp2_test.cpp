@@ -17,14 +17,14 @@ namespace {
 
 constexpr int kLayers = 4;
 
-struct Lowered {
+struct Fsdp2Lowered {
   Scenario scenario;
   Strategy strategy;
   IterationGraph graph;
 };
 
 // Llama-shaped, 4 layers, on the 8 GPUs of one node: FSDP over 8 / tp, one micro-batch of 1 per data rank.
-Lowered lower(bool pytorch, int tp = 1, bool compile = false, bool reshard = true, int reduce_bytes = 4) {
+Fsdp2Lowered lower_fsdp2(bool pytorch, int tp = 1, bool compile = false, bool reshard = true, int reduce_bytes = 4) {
   Scenario scenario = testing::make_scenario(testing::llama_shaped(kLayers), 1, 2048, 8 / tp);
   if (pytorch) {
     scenario.framework.name = FrameworkName::pytorch_fsdp2;
@@ -52,7 +52,7 @@ std::vector<Op> ops_where(const IterationGraph& g, Pred pred) {
 }
 
 TEST(PytorchFsdp2, CopiesSurroundTheCollectivesAndGradientsAreReducedInTheReduceDtype) {
-  const Lowered megatron = lower(false), fsdp2 = lower(true);
+  const Fsdp2Lowered megatron = lower_fsdp2(false), fsdp2 = lower_fsdp2(true);
   const auto copies = [](const IterationGraph& g, OpRole role) {
     return ops_where(g, [&](const Op& op) { return op.kind == OpKind::elementwise && op.role == role; });
   };
@@ -67,33 +67,33 @@ TEST(PytorchFsdp2, CopiesSurroundTheCollectivesAndGradientsAreReducedInTheReduce
       EXPECT_EQ(op.bytes, op.stream == Stream::dp_comm ? (layer + 7) / 8 * 6 : layer * 4);
   for (const Op& op : ops_where(fsdp2.graph, [](const Op& op) { return op.kind == OpKind::reduce_scatter; }))
     if (op.parameter_unit == 1) EXPECT_EQ(op.bytes, layer * 4);  // fp32: twice Megatron's bf16
-  for (const Op& op : ops_where(lower(true, 1, false, true, 2).graph,
+  for (const Op& op : ops_where(lower_fsdp2(true, 1, false, true, 2).graph,
                                 [](const Op& op) { return op.kind == OpKind::reduce_scatter; }))
     if (op.parameter_unit == 1) EXPECT_EQ(op.bytes, layer * 2);
   EXPECT_EQ(copies(fsdp2.graph, OpRole::grad_reduce).size(), kLayers + 2u);  // every unit's _chunk_cat
 }
 
 TEST(PytorchFsdp2, TheBackwardGathersAgainAllBlocksButTheLastAndNothingWithoutResharding) {
-  const auto backward_gathers = [](const Lowered& l) {
+  const auto backward_gathers = [](const Fsdp2Lowered& l) {
     return ops_where(l.graph, [](const Op& op) { return op.kind == OpKind::all_gather && op.phase == Phase::backward; });
   };
   // Forward: every unit (embedding, 4 layers, output layer); backward: layers 0 .. 2.
-  const auto regathered = backward_gathers(lower(true));
+  const auto regathered = backward_gathers(lower_fsdp2(true));
   ASSERT_EQ(regathered.size(), kLayers - 1u);
   for (const Op& op : regathered) EXPECT_LT(op.parameter_unit, kLayers - 1);
-  EXPECT_TRUE(backward_gathers(lower(true, 1, false, false)).empty());
-  EXPECT_EQ(backward_gathers(lower(false)).size(), kLayers + 2u);  // Megatron's ZeRO-3 regathers every unit
+  EXPECT_TRUE(backward_gathers(lower_fsdp2(true, 1, false, false)).empty());
+  EXPECT_EQ(backward_gathers(lower_fsdp2(false)).size(), kLayers + 2u);  // Megatron's ZeRO-3 regathers every unit
 }
 
 TEST(PytorchFsdp2, EagerAddsMemoryPassesAfterNormRopeAndActivationThatCompileRemoves) {
-  const auto passes = [](const Lowered& l, OpRole role) {
+  const auto passes = [](const Fsdp2Lowered& l, OpRole role) {
     return ops_where(l.graph, [&](const Op& op) { return op.kind == OpKind::elementwise && op.role == role; });
   };
-  const Lowered eager = lower(true), compiled = lower(true, 1, true);
+  const Fsdp2Lowered eager = lower_fsdp2(true), compiled = lower_fsdp2(true, 1, true);
   for (OpRole role : {OpRole::input_norm, OpRole::mlp_norm, OpRole::rope, OpRole::activation}) {
     EXPECT_EQ(passes(eager, role).size(), 2u * kLayers) << to_string(role);  // forward and backward of each layer
     EXPECT_TRUE(passes(compiled, role).empty()) << to_string(role);
-    EXPECT_TRUE(passes(lower(false), role).empty()) << to_string(role);
+    EXPECT_TRUE(passes(lower_fsdp2(false), role).empty()) << to_string(role);
   }
   const lowering::RankShapes s = lowering::rank_shapes(eager.scenario, eager.strategy);
   for (const Op& op : passes(eager, OpRole::activation))
@@ -101,7 +101,7 @@ TEST(PytorchFsdp2, EagerAddsMemoryPassesAfterNormRopeAndActivationThatCompileRem
 }
 
 TEST(PytorchFsdp2, EachLayerPassCarriesItsMeasuredHostTimeSpreadOverItsOps) {
-  const Lowered eager = lower(true);
+  const Fsdp2Lowered eager = lower_fsdp2(true);
   const lowering::PytorchHostCost& cost = lowering::pytorch_host_cost(1, Recompute::none, false);
   for (int layer = 0; layer < kLayers; ++layer)
     for (Phase phase : {Phase::forward, Phase::backward}) {
@@ -113,9 +113,9 @@ TEST(PytorchFsdp2, EachLayerPassCarriesItsMeasuredHostTimeSpreadOverItsOps) {
       const TimeNs want = phase == Phase::forward ? cost.forward_ns : cost.backward_ns;
       EXPECT_NEAR(static_cast<double>(sum), static_cast<double>(want), 200.0) << layer;  // integer division's rest
     }
-  EXPECT_TRUE(ops_where(lower(false).graph, [](const Op& op) { return op.dispatch_ns > 0; }).empty());
+  EXPECT_TRUE(ops_where(lower_fsdp2(false).graph, [](const Op& op) { return op.dispatch_ns > 0; }).empty());
   // The host bounds a step whose kernels are short: TP 4 of a small model runs no faster than the host issues it.
-  const Lowered tp4 = lower(true, 4);
+  const Fsdp2Lowered tp4 = lower_fsdp2(true, 4);
   const TimeNs iteration = simulate_iteration(tp4.graph, tp4.scenario.cluster, builtin_profile()).iteration_ns;
   TimeNs dispatched = 0;
   for (const Op& op : ops_where(tp4.graph, [](const Op&) { return true; })) dispatched += op.dispatch_ns;

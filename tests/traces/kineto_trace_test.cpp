@@ -21,7 +21,7 @@ namespace {
 namespace fs = std::filesystem;
 const fs::path kFixture = fs::path(TWIN_SOURCE_DIR) / "tests/traces/fixtures/kineto_L4_mb1_step.json.gz";
 
-fs::path written(const std::string& name, const std::string& text) {
+fs::path written_kineto(const std::string& name, const std::string& text) {
   const fs::path folder = fs::temp_directory_path() / "twin_kineto_test";
   fs::create_directories(folder);
   const fs::path path = folder / name;
@@ -93,7 +93,7 @@ std::string megatron_trace() {
 }
 
 TEST(KinetoTrace, MegatronKernelNamesAreClassifiedAndTheRestCounted) {
-  const ClassifiedTrace t = classify_trace(read_kineto_trace(written("megatron_rank3.json", megatron_trace())));
+  const ClassifiedTrace t = classify_trace(read_kineto_trace(written_kineto("megatron_rank3.json", megatron_trace())));
   EXPECT_EQ(t.rank, 3);
   EXPECT_EQ(t.world_size, 8);
   const auto ns = [&](TraceClass c) { return t.classes[static_cast<std::size_t>(c)].busy_ns; };
@@ -129,7 +129,7 @@ TEST(KinetoTrace, AGemmBesideNcclKeepsHowLongItRanBesideIt) {
     {)j" + gpu + R"j(, "tid": 20, "cat": "kernel", "name": "ncclDevKernel_AllGather_RING_LL(ncclDevKernelArgsStorage<4096ul>)",
        "ts": 50, "dur": 30, "args": {"External id": 11, "stream": 20, "correlation": 101}}
   ]})j";
-  const ClassifiedTrace t = classify_trace(read_kineto_trace(written("beside_nccl.json", text)));
+  const ClassifiedTrace t = classify_trace(read_kineto_trace(written_kineto("beside_nccl.json", text)));
   ASSERT_EQ(t.shaped.size(), 1u);
   EXPECT_EQ(t.shaped[0].busy_ns, 40e3);
   EXPECT_EQ(t.shaped[0].beside_collective_ns, 10e3);  // 50 to 60 us
@@ -144,19 +144,20 @@ TEST(KinetoTrace, MalformedFilesAreNamedWithWhere) {
     }
     return std::string("no error");
   };
-  EXPECT_NE(error_of(written("text.json", "not json")).find("a JSON Chrome trace"), std::string::npos);
-  EXPECT_NE(error_of(written("no_events.json", R"({"schemaVersion": 1})")).find("/traceEvents"), std::string::npos);
+  EXPECT_NE(error_of(written_kineto("text.json", "not json")).find("a JSON Chrome trace"), std::string::npos);
+  EXPECT_NE(error_of(written_kineto("no_events.json", R"({"schemaVersion": 1})")).find("/traceEvents"),
+            std::string::npos);
   const std::string bad_ts = R"({"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "ts": "soon", "dur": 1}]})";
-  EXPECT_NE(error_of(written("bad_ts.json", bad_ts)).find("/traceEvents/0/ts"), std::string::npos);
+  EXPECT_NE(error_of(written_kineto("bad_ts.json", bad_ts)).find("/traceEvents/0/ts"), std::string::npos);
   // A number beyond double (found by the fuzzer in CI): an input error, not nlohmann's out_of_range.
   const std::string huge = R"({"traceEvents": [{"ph": "X", "cat": "kernel", "name": "k", "ts": 11e400, "dur": 1}]})";
-  EXPECT_NE(error_of(written("huge.json", huge)).find("finite numbers"), std::string::npos);
+  EXPECT_NE(error_of(written_kineto("huge.json", huge)).find("finite numbers"), std::string::npos);
   std::string gz;
   {
     std::ifstream in(kFixture, std::ios::binary);
     gz.assign(std::istreambuf_iterator<char>(in), {});
   }
-  const std::string cut = error_of(written("cut.json.gz", gz.substr(0, gz.size() / 2)));
+  const std::string cut = error_of(written_kineto("cut.json.gz", gz.substr(0, gz.size() / 2)));
   EXPECT_NE(cut.find("cut.json.gz"), std::string::npos);
   EXPECT_EQ(error_of(fs::temp_directory_path() / "twin_kineto_test/missing.json").find("no error"), std::string::npos);
 }

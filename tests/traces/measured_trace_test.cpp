@@ -21,7 +21,7 @@ using testing::kBaseNs;
 using testing::stage0_kernels;
 using testing::two_stage_graph;
 
-std::vector<nlohmann::json> events_with(const nlohmann::json& trace, const std::string& ph) {
+std::vector<nlohmann::json> measured_events_with(const nlohmann::json& trace, const std::string& ph) {
   std::vector<nlohmann::json> found;
   for (const auto& event : trace["traceEvents"])
     if (event["ph"] == ph) found.push_back(event);
@@ -29,13 +29,13 @@ std::vector<nlohmann::json> events_with(const nlohmann::json& trace, const std::
 }
 
 std::string thread_name(const nlohmann::json& trace, std::uint32_t tid) {
-  for (const auto& event : events_with(trace, "M"))
+  for (const auto& event : measured_events_with(trace, "M"))
     if (event["name"] == "thread_name" && event["tid"] == tid) return event["args"]["name"];
   return "none";
 }
 
 int thread_sort_index(const nlohmann::json& trace, std::uint32_t tid) {
-  for (const auto& event : events_with(trace, "M"))
+  for (const auto& event : measured_events_with(trace, "M"))
     if (event["name"] == "thread_sort_index" && event["tid"] == tid) return event["args"]["sort_index"];
   return -1;
 }
@@ -50,9 +50,9 @@ TEST(MeasuredTrace, OneThreadPerCudaStreamNamedByItsOpStreams) {
   EXPECT_EQ(thread_sort_index(trace, testing::kCommStream), 1);
   EXPECT_EQ(thread_sort_index(trace, testing::kPipelineStream), 2);
   EXPECT_EQ(thread_sort_index(trace, testing::kSetupStream), 3);
-  EXPECT_EQ(events_with(trace, "M").size(), 3u + 2u * 4u);  // process name/sort/labels + 2 per thread
+  EXPECT_EQ(measured_events_with(trace, "M").size(), 3u + 2u * 4u);  // process name/sort/labels + 2 per thread
   for (const auto& event : trace["traceEvents"]) EXPECT_EQ(event["pid"], 2);
-  const auto process = events_with(trace, "M").front();
+  const auto process = measured_events_with(trace, "M").front();
   EXPECT_EQ(process["name"], "process_name");
   EXPECT_EQ(process["args"]["name"], "stage 0 (rank 2)");
 }
@@ -61,7 +61,7 @@ TEST(MeasuredTrace, KernelEventsCarryTheirOpAndExactOffsets) {
   const IterationGraph graph = two_stage_graph();
   const RankClass& stage0 = graph.classes[0];
   const nlohmann::json trace = measured_chrome_trace(stage0, 2, stage0_kernels(), "tp2.pp2");
-  const auto complete = events_with(trace, "X");
+  const auto complete = measured_events_with(trace, "X");
   ASSERT_EQ(complete.size(), stage0_kernels().size());
   // Sorted by start: iteration 3's first GEMM kernel is the origin.
   const nlohmann::json& first = complete[0];
@@ -113,7 +113,7 @@ TEST(MeasuredTrace, EventsAreInStartOrderAndBytesIgnoreInputOrder) {
   const nlohmann::json shuffled = measured_chrome_trace(stage0, 0, kernels, "t");
   EXPECT_EQ(chrome_trace_text(shuffled), forward);
   double previous = -1;
-  for (const auto& event : events_with(shuffled, "X")) {
+  for (const auto& event : measured_events_with(shuffled, "X")) {
     EXPECT_GE(event["ts"].get<double>(), previous);
     previous = event["ts"].get<double>();
   }
@@ -125,7 +125,7 @@ TEST(MeasuredTrace, AGivenOriginAlignsRanks) {
   const IterationGraph graph = two_stage_graph();
   const RankClass& stage1 = graph.classes[1];
   const nlohmann::json trace = measured_chrome_trace(stage1, 4, testing::stage1_kernels(), "t", kBaseNs - 1234);
-  const auto complete = events_with(trace, "X");
+  const auto complete = measured_events_with(trace, "X");
   ASSERT_FALSE(complete.empty());
   EXPECT_EQ(std::llround(complete[0]["ts"].get<double>() * 1000), 1234);
   EXPECT_EQ(trace["otherData"]["origin_ns"], kBaseNs - 1234);

@@ -18,10 +18,10 @@
 namespace twin {
 namespace {
 
-const std::string kTable = std::string(TWIN_SOURCE_DIR) + "/tests/validation/published.json";
+const std::string kPublishedTable = std::string(TWIN_SOURCE_DIR) + "/tests/validation/published.json";
 
 TEST(SteadyStateOnPublishedRuns, EveryCandidateItAppliesToIsWithinToleranceOfTheWholeReplay) {
-  const PublishedTable table = load_published_table(kTable);
+  const PublishedTable table = load_published_table(kPublishedTable);
   testing::SteadyStateTotals totals;
   for (const PublishedRow& row : table.rows) {
     SCOPED_TRACE(row.id);
@@ -38,7 +38,7 @@ TEST(SteadyStateOnPublishedRuns, EveryCandidateItAppliesToIsWithinToleranceOfThe
 // most that split the same global batch into 15 micro-batches or more per GPU (the fewest the extrapolation takes
 // at one stage: 7.5 W, W = 2), the weights gathered in each; a row whose model then does not fit 80 GB is left out.
 TEST(SteadyStateOnPublishedRuns, DeepSpeedZero3IsWithinToleranceOfTheWholeReplay) {
-  const PublishedTable table = load_published_table(kTable);
+  const PublishedTable table = load_published_table(kPublishedTable);
   testing::SteadyStateTotals totals;
   for (const PublishedRow& published : table.rows) {
     if (published.group != "narayanan2021-table2-zero3" || published.scenario.search.zero_stage != std::vector<int>{3})
