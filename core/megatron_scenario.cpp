@@ -12,6 +12,7 @@
 
 #include "core/error.hpp"
 #include "core/input_file.hpp"
+#include "core/moe_layer_pattern.hpp"
 
 namespace twin {
 namespace {
@@ -157,10 +158,19 @@ void read_moe(Reading& r) {
   r.doc.set("/model/moe/ffn_hidden_size", r.doc.root()["model"]["ffn_hidden_size"], "--ffn-hidden-size");
   if (a.has("--moe-ffn-hidden-size"))
     r.doc.set("/model/moe/ffn_hidden_size", a.integer("--moe-ffn-hidden-size", 0), "--moe-ffn-hidden-size");
-  if (a.has("--moe-layer-freq") && !parse_integer_text(a.text("--moe-layer-freq", "1")))
-    refuse(r.source, "--moe-layer-freq", "expected an integer: a list pattern of MoE layers is not read (write "
-                                          "model.moe.first_dense_layers and layer_freq in a scenario instead)");
-  r.doc.set("/model/moe/layer_freq", a.integer("--moe-layer-freq", 1), "--moe-layer-freq");
+  if (a.has("--moe-layer-freq") && !parse_integer_text(a.text("--moe-layer-freq", "1"))) {
+    MoeLayerLayout layout;
+    try {
+      layout = read_moe_layer_pattern(a.text("--moe-layer-freq", ""),
+                                      static_cast<int>(a.integer("--num-layers", 0)));
+    } catch (const std::invalid_argument& error) {
+      refuse(r.source, "--moe-layer-freq", std::string("an integer or a list of 0 and 1 per layer: ") + error.what());
+    }
+    r.doc.set("/model/moe/first_dense_layers", layout.first_dense_layers, "--moe-layer-freq");
+    r.doc.set("/model/moe/layer_freq", layout.layer_freq, "--moe-layer-freq");
+  } else {
+    r.doc.set("/model/moe/layer_freq", a.integer("--moe-layer-freq", 1), "--moe-layer-freq");
+  }
   if (a.has("--moe-shared-expert-intermediate-size"))
     r.doc.set("/model/moe/shared_expert_ffn_hidden_size", a.integer("--moe-shared-expert-intermediate-size", 0),
               "--moe-shared-expert-intermediate-size");

@@ -13,6 +13,7 @@
 #include <fmt/ranges.h>
 
 #include "core/megatron_flags.hpp"
+#include "core/moe_layer_pattern.hpp"
 #include "strategies/heterogeneous/asymmetric_plan.hpp"
 #include "strategies/hot_switch/hot_switch_plan.hpp"
 #include "strategies/hot_switch/hot_switch_workload.hpp"
@@ -107,16 +108,6 @@ void batch(ArgsText& out, const Scenario& scenario, const Strategy& s) {
   out.arg("--micro-batch-size", s.micro_batch_size);
   out.arg("--global-batch-size", scenario.training.global_batch_size);
   out.arg("--seq-length", scenario.training.seq_length);
-}
-
-// Megatron's moe_layer_freq as a Python list expression (its moe_freq_type) when the first layers are dense:
-// "([0]*3+[1]*58)" for DeepSeek-V3, else the list itself, 1 for each MoE layer.
-std::string moe_layer_pattern(const ModelConfig& m) {
-  if (m.moe.layer_freq == 1)
-    return fmt::format("([0]*{}+[1]*{})", m.moe.first_dense_layers, m.num_layers - m.moe.first_dense_layers);
-  std::vector<int> pattern;
-  for (int layer = 0; layer < m.num_layers; ++layer) pattern.push_back(m.is_moe_layer(layer) ? 1 : 0);
-  return fmt::format("[{}]", fmt::join(pattern, ","));
 }
 
 // The architecture variants of 2025-26, as Megatron's flags spell them; what it has no flag for is said in a comment
