@@ -44,8 +44,10 @@ class PatternReader {
 
   std::vector<int> term() {
     if (take('(')) {
+      if (++depth_ > kMaxDepth) fail("parentheses nested too deep");
       std::vector<int> inner = sum();
       if (!take(')')) fail("expected ')'");
+      --depth_;
       return inner;
     }
     std::vector<int> list = bracketed();
@@ -97,8 +99,10 @@ class PatternReader {
     throw std::invalid_argument(fmt::format("{} at character {} of \"{}\"", what, at_ + 1, text_));
   }
 
+  static constexpr int kMaxDepth = 16;  // a hostile file's "(((..." must not exhaust the stack
   std::string_view text_;
   std::size_t at_ = 0;
+  int depth_ = 0;
 };
 
 }  // namespace

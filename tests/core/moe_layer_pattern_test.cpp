@@ -1,5 +1,7 @@
 // Megatron's --moe-layer-freq list expressions: what the bridge writes reads back as the same layers, and what twin
 // cannot represent is refused saying why.
+#include <string>
+
 #include <gtest/gtest.h>
 
 #include "core/moe_layer_pattern.hpp"
@@ -39,6 +41,7 @@ TEST(MoeLayerPattern, ReadsListsRepeatsAndParentheses) {
 TEST(MoeLayerPattern, RefusesOtherGrammarsLengthsAndLayouts) {
   for (const char* text : {"[0]*3+", "[2]*4", "([1]*4", "range(4)", "[1]*4 extra", "[1]*999999999"})
     EXPECT_THROW(read_moe_layer_pattern(text, 4), std::invalid_argument) << text;
+  EXPECT_THROW(read_moe_layer_pattern(std::string(100000, '(') + "[1]*4", 4), std::invalid_argument);  // depth
   EXPECT_THROW(read_moe_layer_pattern("[1]*5", 4), std::invalid_argument);      // five layers for four
   EXPECT_THROW(read_moe_layer_pattern("[0]*4", 4), std::invalid_argument);      // no MoE layer
   EXPECT_THROW(read_moe_layer_pattern("[1,1,0,1]", 4), std::invalid_argument);  // not every n-th after the dense ones
