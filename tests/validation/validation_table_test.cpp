@@ -118,6 +118,18 @@ const std::map<std::string, Reached> kReachedMoe = {
     {"all", {0.244, 0.525, 0.230, 0.484}},
 };
 
+// The same for the FP8 and Blackwell rows (issue 41), a table of their own: `twin validate
+// tests/validation/fp8_blackwell.json --cross-validate`, 9 rows of 4 groups, 2026-11-29 04:16 UTC. The Blackwell
+// groups stand 6-7 points worse than on 2026-11-28 14:03 UTC, a move no guard caught (docs/VALIDATION.md "FP8 and
+// Blackwell rows": its cause is not yet found); from here they may only get better.
+const std::map<std::string, Reached> kReachedFp8 = {
+    {"megatron-bridge-25.11-h100-fp8", {0.051, 0.077, 0.054, 0.063}},
+    {"megatron-bridge-26.06-h100-fp8", {0.029, 0.029, 0.020, 0.020}},
+    {"megatron-bridge-25.11-blackwell", {0.114, 0.158, 0.114, 0.158}},
+    {"megatron-bridge-26.06-gb200", {0.177, 0.177, 0.177, 0.177}},
+    {"all", {0.098, 0.177, 0.097, 0.177}},
+};
+
 // What the guard finds wrong with the summaries of a cross-validation (held out and in-sample, group by group
 // in the same order) against `reached`: a figure worse by more than half a point, or a group it does not know,
 // with the line to add for it.
@@ -178,6 +190,10 @@ void expect_errors_stay(const std::string& file, const std::map<std::string, Rea
 TEST(ValidationTable, CrossValidatedErrorsStayWhereTheyAre) { expect_errors_stay(kTable, kReached); }
 
 TEST(ValidationTable, MoeRowsCrossValidatedErrorsStayWhereTheyAre) { expect_errors_stay(kMoeTable, kReachedMoe); }
+
+TEST(ValidationTable, Fp8AndBlackwellRowsCrossValidatedErrorsStayWhereTheyAre) {
+  expect_errors_stay(std::string(TWIN_SOURCE_DIR) + "/tests/validation/fp8_blackwell.json", kReachedFp8);
+}
 
 }  // namespace
 }  // namespace twin
