@@ -22,13 +22,17 @@ bool DenseBlock::fusable(const bf16* vector) {
   return vector != nullptr && reinterpret_cast<std::uintptr_t>(vector) % 16 == 0;
 }
 
+// The bias of the op's linear in its unit, or nullptr (a linear without one).
+const WeightTensor* DenseBlock::linear_bias_tensor(const OpPass& p) {
+  return stage_.parameters.unit(p.unit).find(p.binding.subject, WeightPart::bias);
+}
+
 // The bias this rank adds to the linear's output, or nullptr: none, or a replicated one that TP rank 0 adds.
 bf16* DenseBlock::forward_bias(const OpPass& p) {
-  const ParameterUnit& unit = stage_.parameters.unit(p.unit);
-  const WeightTensor* bias = unit.find(p.binding.subject, WeightPart::bias);
+  const WeightTensor* bias = linear_bias_tensor(p);
   if (!bias) return nullptr;
   if (bias->tp_replicated && stage_.layout.layout(p.unit).tp_rank != 0) return nullptr;  // added once, into the sum
-  return unit.params + bias->offset;
+  return stage_.parameters.unit(p.unit).params + bias->offset;
 }
 
 // Where the weight-gradient GEMM's epilogue writes the bias's gradient (the gradient itself, or the stream's scratch
@@ -36,10 +40,9 @@ bf16* DenseBlock::forward_bias(const OpPass& p) {
 // cannot: no bias; a replicated bias under SP, whose gradient sums only this rank's rows of the gathered gradient
 // the GEMM reduces whole; or a layout cuBLASLt has no such algorithm for (then the column-sum kernel runs).
 bf16* DenseBlock::fused_bias_grad(const OpPass& p, MatmulProblem& problem, bool output_grad_is_a) {
-  ParameterUnit& unit = stage_.parameters.unit(p.unit);
-  const WeightTensor* bias = unit.find(p.binding.subject, WeightPart::bias);
+  const WeightTensor* bias = linear_bias_tensor(p);
   if (!bias || (bias->tp_replicated && stage_.layout.layout(p.unit).shapes.sp)) return nullptr;
-  bf16* target = p.binding.first_gradient ? unit.grads + bias->offset : p.scratch.bias_grad;
+  bf16* target = p.binding.first_gradient ? stage_.parameters.unit(p.unit).grads + bias->offset : p.scratch.bias_grad;
   MatmulProblem fused = problem;
   fused.epilogue = output_grad_is_a ? MatmulEpilogue::bias_grad_of_a : MatmulEpilogue::bias_grad_of_b;
   if (!fusable(target) || !p.scratch.matmul->supports(fused)) return nullptr;
@@ -51,15 +54,12 @@ bf16* DenseBlock::fused_bias_grad(const OpPass& p, MatmulProblem& problem, bool 
 // kernel over one row, so the sum is rounded as the unfused path rounds it (bf16(grad + fp32 sum)).
 void DenseBlock::finish_fused_bias_grad(const OpPass& p, std::int64_t cols) {
   if (p.binding.first_gradient) return;
-  ParameterUnit& unit = stage_.parameters.unit(p.unit);
-  const WeightTensor* bias = unit.find(p.binding.subject, WeightPart::bias);
-  kernels::bias_grad(p.scratch.bias_grad, p.scratch.norm_partials, unit.grads + bias->offset, true, 1, cols,
-                     p.stream);
+  kernels::bias_grad(p.scratch.bias_grad, p.scratch.norm_partials,
+                     stage_.parameters.unit(p.unit).grads + linear_bias_tensor(p)->offset, true, 1, cols, p.stream);
 }
 
 void DenseBlock::linear_bias_grad(const OpPass& p, const bf16* d_output_full, std::int64_t rows, std::int64_t cols) {
-  const ParameterUnit& unit = stage_.parameters.unit(p.unit);
-  const WeightTensor* bias = unit.find(p.binding.subject, WeightPart::bias);
+  const WeightTensor* bias = linear_bias_tensor(p);
   if (!bias) return;
   const UnitLayout& layout = stage_.layout.layout(p.unit);
   const bf16* dy = d_output_full;
@@ -67,8 +67,8 @@ void DenseBlock::linear_bias_grad(const OpPass& p, const bf16* d_output_full, st
     rows = layout.shapes.tokens_local;
     dy += layout.tp_rank * rows * cols;
   }
-  kernels::bias_grad(dy, p.scratch.norm_partials, unit.grads + bias->offset, !p.binding.first_gradient, rows, cols,
-                     p.stream);
+  kernels::bias_grad(dy, p.scratch.norm_partials, stage_.parameters.unit(p.unit).grads + bias->offset,
+                     !p.binding.first_gradient, rows, cols, p.stream);
 }
 
 // The embedding's rows [first_row, end_row) as runs of consecutive positions (RoPE's runs, cut to the window).
