@@ -73,7 +73,7 @@ void keep_benchmarks_only(std::map<std::string, Measurement>& measured) {
     }
 }
 
-// A Hopper GPU's kernels from the shipped measured profile `name`: GEMMs by shape (4,243 shapes at the
+// A Hopper GPU's kernels from the shipped measured profile `name`: GEMMs by shape (about 4,300 shapes at the
 // calibration's reference clock), every memory-bound kind twin's kernels run, as micro-benchmarked;
 // attention entries dropped (they time the executor's attention, cuDNN's fused kernel through its graph
 // API since 2026-11-24, not the frameworks' mix the validation rows ran) for the curves above.
@@ -89,6 +89,12 @@ GpuKernelProfile hopper(std::string_view name, const AttentionCurves& attention)
   // The in-training factor, fitted on published runs, already holds their GPUs' clock: a measured sustained-clock
   // curve would count it twice (docs/ACCURACY.md, "The clock of a training step").
   p.sustained_clock = {};
+  // GEMMs at the clock of the prices its in-training factor was fitted or scaled against: its calibration's
+  // reference clock, or, where the factor follows from a measured ratio, the clock of that ratio's prices.
+  const double ratio_clock_MHz = following_benchmark_sm_clock_MHz(p.gpu);
+  p.sustained_sm_clock_MHz = ratio_clock_MHz > 0 ? ratio_clock_MHz : p.reference_sm_clock_MHz;
+  // The attention curves above were timed at no stated clock: priced as they are.
+  p.attention_at_reference_clock = false;
   return p;
 }
 

@@ -21,8 +21,12 @@ constexpr double kHopperInTraining = 1.2676;
 constexpr double kAmpereInTraining = 1.2897;
 // GEMMs alone ran 1.1266x their benchmark price in twin execute's own training steps on one H100 and 1.1155x on
 // one H200 (docs/ACCURACY.md, the studies of 2026-11-25 06:43-07:02 UTC on the shipped calibrations); the H200,
-// which no published row ran, takes the Hopper factor scaled by that ratio.
+// which no published row ran, takes the Hopper factor scaled by that ratio. Those benchmark prices were at the
+// reference clocks of the calibrations then shipped: h100-x1's 1,726.2 MHz (still shipped) and h200-x1's
+// 1,686.2 MHz (re-shipped on 2026-11-29 from a calibration at 1,806 MHz), so the built-in prices the H200's GEMMs
+// at 1,686.2 MHz.
 constexpr double kH200GemmInTraining = 1.1155, kH100GemmInTraining = 1.1266;
+constexpr double kH200RatioBenchmarkClock_MHz = 1686.2271748577318;
 
 // What both factors stand for (docs/VALIDATION.md, "What was fitted").
 constexpr const char* kInTrainingMeaning =
@@ -42,13 +46,21 @@ const std::vector<FittedParameter>& builtin_fitted_parameters() {
       {"hopper_in_training", "hopper", kInTrainingMeaning,
        {"dubey2024-llama3-table4", "megatron-readme-h100-2024", "llmfoundry-mpt-h100-2024", "dgxc-nemo-h100-24.11",
         "dgxc-nemo-h100-25.02", "torchtitan-h100-2025"},
-       kHopperInTraining, {{"H200-141GB", kH200GemmInTraining, kH100GemmInTraining}}},
+       kHopperInTraining,
+       {{"H200-141GB", kH200GemmInTraining, kH100GemmInTraining, kH200RatioBenchmarkClock_MHz}}},
   };
   return parameters;
 }
 
 bool applies_to(const FittedParameter& parameter, std::string_view gpu_name) {
   return gpu_name == parameter.gpus || gpu_family(gpu_name) == parameter.gpus;
+}
+
+double following_benchmark_sm_clock_MHz(std::string_view gpu_name) {
+  for (const FittedParameter& parameter : builtin_fitted_parameters())
+    for (const FollowingGpu& f : parameter.following)
+      if (f.gpu == gpu_name) return f.benchmark_sm_clock_MHz;
+  return 0;
 }
 
 double in_training_factor(const FittedParameter& parameter, double value, std::string_view gpu_name) {

@@ -19,6 +19,10 @@ struct FollowingGpu {
   std::string gpu;                          // GpuSpec::name
   double gemm_in_training = 1;              // this GPU's
   double reference_gemm_in_training = 1;    // the fitted GPU's
+  // The SM clock of the benchmark prices this GPU's ratio was measured against (its calibration's reference
+  // clock then): the built-in profile prices this GPU's GEMMs at it, so that the ratio keeps its meaning when
+  // the shipped profile it takes its GEMMs from is re-measured at another clock. 0: its profile's own.
+  double benchmark_sm_clock_MHz = 0;
 };
 
 struct FittedParameter {
@@ -34,6 +38,9 @@ struct FittedParameter {
 const std::vector<FittedParameter>& builtin_fitted_parameters();
 
 bool applies_to(const FittedParameter& parameter, std::string_view gpu_name);
+// The SM clock the built-in profile prices `gpu_name`'s GEMMs at where a parameter follows it from a measured
+// ratio (FollowingGpu::benchmark_sm_clock_MHz); 0 elsewhere.
+double following_benchmark_sm_clock_MHz(std::string_view gpu_name);
 // The in-situ prior that `parameter` at `value` gives `gpu_name` (value, scaled for a following GPU).
 double in_training_factor(const FittedParameter& parameter, double value, std::string_view gpu_name);
 // `profile` with the in-situ prior (GEMMs, attention, memory-bound kernels alike) of every kernel profile

@@ -1,9 +1,10 @@
 // The interpolation study of docs/ACCURACY.md ("GEMM shapes nobody measured"), rerun by ctest: leave one shape
 // out over every shipped profile's measured GEMMs, and the shapes `twin calibrate --check` measured apart from the
-// profiles on real GPUs (2026-11-28; fixtures/check-*.csv are the check.csv files of
-// docs/accuracy/2026-11-28-check-h100-x1.tar.gz and -check-h200-x1.tar.gz, times at the profile's reference
-// clock) priced from the profile. Run `build-cpu/tests/test_cost --gtest_filter='GemmInterpolation*'` to print
-// the tables. The limits sit a little above the figures of 2026-11-28 so that a predictor change that makes
+// profiles on real GPUs, priced from the profile they were checked against (fixtures/check-*-2026-11-28.csv are
+// the check.csv files of docs/accuracy/2026-11-28-check-h100-x1.tar.gz and -check-h200-x1.tar.gz, times at the
+// profile's reference clock; check-h200-x1-2026-11-29.csv the GEMM rows of check-all.md in
+// docs/accuracy/2026-11-29-final-tree-calibrate-1xH200.tar.gz, the check of the calibration h200-x1 ships). Run
+// `build-cpu/tests/test_cost --gtest_filter='GemmInterpolation*'` to print the tables. The limits sit a little above the figures of 2026-11-28 so that a predictor change that makes
 // them worse fails here.
 #include <gtest/gtest.h>
 
@@ -117,9 +118,12 @@ struct CheckSet {
 TEST(GemmInterpolationStudy, ShapesTheChecksMeasuredApart) {
   const CheckSet sets[] = {
       {"h100-x1", "check-h100-x1-2026-11-28.csv", 16, 1.6, 4.0},        // one H100, 08:14 UTC: 1.36%, 3.6%
-      {"h200-x1", "check-h200-x1-2026-11-28.csv", 15, 1.5, 4.2},        // one H200, 09:56 UTC: 1.30%, 3.8%
+      // Checked against h200-x1 of 2026-11-25, whose kernels h200-x4 keeps (the times are at its reference clock).
+      {"h200-x4", "check-h200-x1-2026-11-28.csv", 15, 1.5, 4.2},        // one H200, 09:56 UTC: 1.30%, 3.8%
       // The same H200, the shapes of tests/gpu/gemm_sweep.json: 1.61%, 12.5%.
-      {"h200-x1", "check-sweep-h200-x1-2026-11-28.csv", 58, 1.8, 13.0},
+      {"h200-x4", "check-sweep-h200-x1-2026-11-28.csv", 58, 1.8, 13.0},
+      // The calibration shipped as h200-x1 since 2026-11-29, checked in the same call (02:47 UTC): 1.89%, 4.0%.
+      {"h200-x1", "check-h200-x1-2026-11-29.csv", 17, 2.1, 4.4},
   };
   for (const CheckSet& set : sets) {
     const std::vector<MeasuredGemm> checked = check_shapes(set.fixture);

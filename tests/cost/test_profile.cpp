@@ -46,9 +46,16 @@ TEST(BuiltinProfile, CoversEveryGpuPresetFromItsSources) {
       EXPECT_EQ(p.kernels_for(*gpu_preset(name)).gpu, name);
   }
   // Hopper: the shipped measured profiles' GEMMs and memory-bound kernels, attention from the cuDNN and
-  // FlashAttention-2 measurements instead of twin's own kernel, the fitted in-training factor.
+  // FlashAttention-2 measurements instead of twin's own kernel, the fitted in-training factor; GEMMs priced at
+  // the clock of the prices the factor was fitted (H100: h100-x1's reference clock) or scaled (H200: the clock of
+  // h200-x1 of 2026-11-25, against which its GEMMs' in-training ratio was measured) against, whatever clock the
+  // shipped calibration held.
+  EXPECT_EQ(p.kernels_for(*gpu_preset("H100-SXM-80GB")).sustained_sm_clock_MHz,
+            load_profile("h100-x1").gpus.front().reference_sm_clock_MHz);
+  EXPECT_NEAR(p.kernels_for(*gpu_preset("H200-141GB")).sustained_sm_clock_MHz, 1686.2, 0.1);
   for (const char* name : {"H100-SXM-80GB", "H200-141GB"}) {
     const GpuKernelProfile& hopper = p.kernels_for(*gpu_preset(name));
+    EXPECT_FALSE(hopper.attention_at_reference_clock) << name;
     EXPECT_EQ(hopper.measured_gemms.size(), 4243u) << name;
     EXPECT_FALSE(hopper.measured_kernels.empty()) << name;
     for (const auto& [key, m] : hopper.measured) EXPECT_FALSE(key.starts_with("attention_")) << key;
