@@ -60,7 +60,7 @@ for name in "${plans[@]}"; do
   step simulate-$name "$bin/twin" simulate "$out/scenario-$name.json" --profile "$profile" --out "$run" --top 0 --quiet
   step execute-$name "$bin/twin" execute --plan "$run/best.json" --run "$run" --iters "$iters" --warmup 5
 done
-python3 "$repo/tests/gpu/fp8_recipes_summary.py" "$out" "${plans[@]}" | tee "$out/summary.md"
+python3 "$repo/tests/gpu/fp8_summary.py" "$out" "${plans[@]}" | tee "$out/summary.md"
 [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 date -u
 exit $status

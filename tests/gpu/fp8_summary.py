@@ -1,7 +1,7 @@
-"""FP8 recipes against BF16 (tests/gpu/fp8_recipes_check.sh): per plan the measured and predicted step, per FP8
+"""FP8 against BF16 (tests/gpu/fp8_check.sh, fp8_recipes_check.sh): per plan the measured and predicted step, per FP8
 recipe the speed-up over BF16 measured beside predicted and the loss against BF16's. Exits 1 when a plan did not
 run or a recipe's loss, mean of the last ten steps, is more than 1% from BF16's.
-    python3 fp8_recipes_summary.py OUT bf16 RECIPE...   (OUT/run-NAME/metrics.json)"""
+    python3 fp8_summary.py OUT bf16 NAME...   (OUT/run-NAME/metrics.json)"""
 import json
 import os
 import sys
