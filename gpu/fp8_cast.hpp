@@ -46,12 +46,14 @@ void fp8_cast_current_scaling(const __nv_bfloat16* x, std::int64_t rows, std::in
 // (amax_compute_algo "max"; with Megatron's default history of 1 the same as "most_recent"), and where that amax
 // is 0 or not finite the scale before stays (1 at first: the first cast of a tensor runs with scale 1). Here the
 // history is of the tensor's casts (one a micro-batch for activations and gradients, as TE's update at each
-// forward and backward; one a step for the weights) and lives on the GPU: no host sync, no update kernel.
+// forward and backward; one a step for the weights) and lives on the GPU: no host sync, no update kernel (the
+// cast's last block runs the update).
 //
-// The tensor's state, in device floats, held across casts: [0] the scale last used, then a ring of history_len + 2
-// amaxes (gpu/kernels/fp8_delayed_cast.cu says why 2 more).
-inline constexpr int kFp8DelayedRingAt = 1;
-inline constexpr int fp8_delayed_state_floats(int history_len) { return kFp8DelayedRingAt + history_len + 2; }
+// The tensor's state, in device floats, held across casts: [0] the scale of the next cast, [1] the running amax and
+// [2] the ticket counter of the cast in flight, then the ring of the last history_len amaxes (cast i's in slot
+// i mod history_len). The last block of each cast updates the ring and the scale (gpu/kernels/fp8_delayed_cast.cu).
+inline constexpr int kFp8DelayedRingAt = 3;
+inline constexpr int fp8_delayed_state_floats(int history_len) { return kFp8DelayedRingAt + history_len; }
 // A state with scale 1 and no history.
 void fp8_delayed_state_reset(float* state, int history_len, cudaStream_t stream);
 // The cast numbered `cast_index` (0, 1, ... in stream order) of the tensor whose state is `state`: x into the

@@ -55,9 +55,8 @@ struct DelayedCast {
                 nullptr);
   }
   double recorded_amax() const {  // the ring slot of the last cast
-    const int ring = history_len + 2;
     return f32_to_host(state.data(), kernels::fp8_delayed_state_floats(history_len))
-        [kernels::kFp8DelayedRingAt + (casts - 1) % ring];
+        [kernels::kFp8DelayedRingAt + (casts - 1) % history_len];
   }
 };
 

@@ -26,7 +26,7 @@ step() {  # step NAME COMMAND...: its log under $out, its exit and wall time pri
   echo "$name: exit $rc, $((SECONDS - start)) s"
   [ $rc -eq 0 ] || status=1
 }
-step test_gpu "$bin/test_gpu" --gtest_filter='*Fp8*:KernelCalibration.MeasuresEveryKind*'
+step test_gpu "$bin/test_gpu" --gtest_filter="${GTEST_FILTER:-*Fp8*:KernelCalibration.MeasuresEveryKind*}"
 grep -hE "\[kernel-error\]|^\[  (PASSED|FAILED)" "$out/test_gpu.log"
 profile=$out/h200-fp8.json
 cp "$repo/cost/profiles/h200-x1.json" "$profile"
