@@ -8,6 +8,7 @@
 #   bash tests/gpu/fp8_recipes_check.sh BIN OUT [ITERS] [RECIPE...]
 # BIN: a folder made by tests/gpu/make_carry.sh; ITERS default 60 (5 warm-up); RECIPE tensorwise, delayed or
 # delayed:LEN (amax_history_len LEN; delayed alone is Megatron's default, 1); default "tensorwise delayed".
+# GTEST_FILTER: the GPU tests run first (default: the FP8 ones and the quick kernel calibration).
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 bin=$(realpath "$1"); out=$(realpath -m "$2"); iters=${3:-60}; shift $(( $# < 3 ? $# : 3 ))
