@@ -1,6 +1,7 @@
 // Each refusal says why: the executor casts a linear's tensors on the rows its GPU holds and runs the three GEMMs
-// on them (executor/gpu/fp8_linears.hpp); gathers of FP8 tensors over TP, FP8 expert GEMMs, FP8 parameters and
-// the recipes with other scales have no kernels here yet.
+// on them (executor/gpu/fp8_linears.hpp) with one scale per tensor, its own (tensorwise) or its history's (delayed);
+// gathers of FP8 tensors over TP, FP8 expert GEMMs, FP8 parameters and the recipes with block scales have no kernels
+// here yet.
 #include "executor/fp8_plan_check.hpp"
 
 #include <algorithm>
@@ -16,24 +17,31 @@ void check_fp8_plan(const Plan& plan, const std::string& file) {
   if (!scenario.training.fp8) return;
   const Fp8Config& fp8 = *scenario.training.fp8;
   switch (fp8.recipe) {
-    case Fp8Recipe::tensorwise: break;
-    case Fp8Recipe::delayed:
-      throw InputError(file, "/scenario/training/fp8/recipe",
-                       "tensorwise (twin execute runs per-tensor current scaling; delayed scaling from an amax "
-                       "history is priced by the simulator only)");
+    case Fp8Recipe::tensorwise:
+    case Fp8Recipe::delayed: break;
     case Fp8Recipe::blockwise:
       throw InputError(file, "/scenario/training/fp8/recipe",
-                       "tensorwise (twin execute runs FP8 GEMMs with one scale per tensor through cuBLASLt; the "
-                       "1x128/128x128 block scales of the blockwise recipe are priced by the simulator only)");
+                       "tensorwise or delayed (twin execute runs FP8 GEMMs with one scale per tensor through "
+                       "cuBLASLt; the 1x128/128x128 block scales of the blockwise recipe are priced by the simulator "
+                       "only)");
     case Fp8Recipe::mxfp8:
       throw InputError(file, "/scenario/training/fp8/recipe",
-                       "tensorwise (MXFP8's 32-element scales run on Blackwell's tensor cores only; this executor "
-                       "runs Hopper's per-tensor FP8)");
+                       "tensorwise or delayed (MXFP8's 32-element scales run on Blackwell's tensor cores only; this "
+                       "executor runs Hopper's per-tensor FP8)");
   }
   if (fp8.param_gather)
     throw InputError(file, "/scenario/training/fp8/param_gather",
                      "false (twin execute keeps bf16 weights and casts them after each step; FP8 parameters are "
                      "priced by the simulator only)");
+  // Transformer Engine all-reduces each tensor's amax over the amax-reduction group (Megatron's data-, tensor- and
+  // context-parallel ranks; DelayedScaling.reduce_amax) before each scale update; here each GPU keeps its own history.
+  if (fp8.recipe == Fp8Recipe::delayed)
+    for (const auto& [key, size] : {std::pair{"data_parallel_size", plan.strategy.data_parallel_size},
+                                    std::pair{"context_parallel_size", plan.strategy.context_parallel_size}})
+      if (size > 1)
+        throw InputError(file, std::string("/strategy/") + key,
+                         "1 with training.fp8.recipe delayed (twin execute runs no amax reduction across GPUs; "
+                         "tensorwise runs there)");
   if (plan.strategy.tensor_model_parallel_size > 1)
     throw InputError(file, "/strategy/tensor_model_parallel_size",
                      "1 with training.fp8 (twin execute does not gather or reduce FP8 tensors over TP yet)");

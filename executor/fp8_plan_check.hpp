@@ -1,5 +1,5 @@
 // What twin execute runs of training.fp8 (core/fp8.hpp), checked before anything is lowered: FP8 linears with
-// per-tensor current scaling (recipe tensorwise) on GPUs with FP8 tensor cores, in a dense model whose linears are
+// one scale per tensor (recipes tensorwise and delayed) on GPUs with FP8 tensor cores, in a dense model whose linears are
 // whole on each GPU. Everything else the scenario can say about FP8 is priced by the simulator only, and refused
 // here at its own key with the reason. Pure CPU code.
 #pragma once

@@ -39,6 +39,30 @@ __host__ __device__ inline float fp8_scale_for(float amax, Fp8Type type) {
 void fp8_cast_current_scaling(const __nv_bfloat16* x, std::int64_t rows, std::int64_t cols, Fp8Type type,
                               std::uint8_t* rowwise, std::uint8_t* columnwise, float* scaling, cudaStream_t stream);
 
+// Delayed scaling (Transformer Engine's DelayedScaling, Megatron's default --fp8-recipe delayed): a tensor's scale
+// comes from the amaxes its earlier casts recorded, so one pass reads the bf16 tensor once, quantizing with that
+// scale while taking the amax for the casts after it. Transformer Engine's amax_and_scale_update
+// (transformer_engine/common/recipe/delayed_scaling.cu): the scale is fp8_max / max(amax history) with margin 0
+// (amax_compute_algo "max"; with Megatron's default history of 1 the same as "most_recent"), and where that amax
+// is 0 or not finite the scale before stays (1 at first: the first cast of a tensor runs with scale 1). Here the
+// history is of the tensor's casts (one a micro-batch for activations and gradients, as TE's update at each
+// forward and backward; one a step for the weights) and lives on the GPU: no host sync, no update kernel (the
+// cast's last block runs the update).
+//
+// The tensor's state, in device floats, held across casts: [0] the scale of the next cast, [1] the running amax and
+// [2] the ticket counter of the cast in flight, then the ring of the last history_len amaxes (cast i's in slot
+// i mod history_len). The last block of each cast updates the ring and the scale (gpu/kernels/fp8_delayed_cast.cu).
+inline constexpr int kFp8DelayedRingAt = 3;
+inline constexpr int fp8_delayed_state_floats(int history_len) { return kFp8DelayedRingAt + history_len; }
+// A state with scale 1 and no history.
+void fp8_delayed_state_reset(float* state, int history_len, cudaStream_t stream);
+// The cast numbered `cast_index` (0, 1, ... in stream order) of the tensor whose state is `state`: x into the
+// copies as fp8_cast_current_scaling does, with the scale of the previous history_len casts; scaling[0] gets the
+// inverse scale the GEMMs read (the rest of the record is untouched) and the ring this cast's amax.
+void fp8_cast_delayed_scaling(const __nv_bfloat16* x, std::int64_t rows, std::int64_t cols, Fp8Type type,
+                              std::uint8_t* rowwise, std::uint8_t* columnwise, float* scaling, float* state,
+                              int history_len, std::int64_t cast_index, cudaStream_t stream);
+
 // `count` E4M3 values uniform in [-1, 1] from `seed` (calibration's FP8 operands; valid E5M2 bytes too).
 void fill_random_fp8(void* data, std::size_t count, std::uint64_t seed, cudaStream_t stream);
 

@@ -108,7 +108,11 @@ void launch(const OptimizerStep& c, cudaStream_t stream) {
 }
 
 void launch(const Fp8Cast& c, cudaStream_t stream) {
-  k::fp8_cast_current_scaling(c.x, c.rows, c.cols, c.type, c.rowwise, c.columnwise, c.scaling, stream);
+  if (c.delayed_state != nullptr)
+    k::fp8_cast_delayed_scaling(c.x, c.rows, c.cols, c.type, c.rowwise, c.columnwise, c.scaling, c.delayed_state,
+                                c.history_len, c.cast_index, stream);
+  else
+    k::fp8_cast_current_scaling(c.x, c.rows, c.cols, c.type, c.rowwise, c.columnwise, c.scaling, stream);
 }
 
 void launch(const AttentionForward& c, cudaStream_t stream) {

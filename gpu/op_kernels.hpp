@@ -200,8 +200,10 @@ struct OptimizerStep {
   const float* clip_scale = nullptr;
 };
 
-// A linear's tensor (its input, output gradient or weight) cast to FP8 with per-tensor current scaling: the rowwise
-// copy, the columnwise one (its transpose) where a GEMM reads it so, and the scaling record (gpu/fp8_cast.hpp).
+// A linear's tensor (its input, output gradient or weight) cast to FP8 with one scale per tensor: the rowwise copy,
+// the columnwise one (its transpose) where a GEMM reads it so, and the scaling record (gpu/fp8_cast.hpp). Without
+// `delayed_state` the scale is the tensor's own (current scaling, recipe tensorwise); with it, the scale of the
+// tensor's earlier casts (delayed scaling), this cast being number `cast_index` of that state.
 struct Fp8Cast {
   static constexpr OpKind kind = OpKind::fp8_cast;
   const bf16* x = nullptr;
@@ -210,6 +212,9 @@ struct Fp8Cast {
   std::uint8_t* rowwise = nullptr;
   std::uint8_t* columnwise = nullptr;
   float* scaling = nullptr;  // kernels::kFp8ScalingFloats
+  float* delayed_state = nullptr;  // kernels::fp8_delayed_state_floats(history_len)
+  int history_len = 0;
+  std::int64_t cast_index = 0;
 };
 
 // Fused attention of one run of equal sequences, through the executor's attention implementation.

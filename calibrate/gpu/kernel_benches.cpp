@@ -13,6 +13,7 @@
 #include "gpu/checks.hpp"
 #include "gpu/kernels.hpp"
 #include "gpu/op_kernels.hpp"
+#include "strategies/fp8_linears.hpp"
 
 namespace twin::gpu {
 namespace {
@@ -242,7 +243,14 @@ std::optional<KernelBench> make_kernel_bench(const Op& op, const KernelModelFact
       auto* rowwise = static_cast<std::uint8_t*>(x.v(x.raw(n)));
       auto* columnwise = op.fp8_columnwise ? static_cast<std::uint8_t*>(x.v(x.raw(n))) : nullptr;
       float* scaling = x.f(x.raw(k::kFp8ScalingFloats * 4));
-      return bench_of(x, Fp8Cast{in, r, c, k::Fp8Type::e4m3, rowwise, columnwise, scaling});
+      // The op says its recipe by what it moves (strategies/fp8_linears.hpp fp8_cast_bytes): delayed scaling reads
+      // the tensor once, current scaling twice; the bench runs that recipe's kernel through the executor's entry.
+      if (op.bytes != fp8_cast_bytes(Fp8Recipe::delayed, n, op.fp8_columnwise))
+        return bench_of(x, Fp8Cast{in, r, c, k::Fp8Type::e4m3, rowwise, columnwise, scaling});
+      constexpr int kHistory = 1;  // Megatron's default amax_history_len; the kernel reads it once per block
+      float* state = x.f(x.raw(k::fp8_delayed_state_floats(kHistory) * 4));
+      k::fp8_delayed_state_reset(state, kHistory, stream);
+      return bench_of(x, Fp8Cast{in, r, c, k::Fp8Type::e4m3, rowwise, columnwise, scaling, state, kHistory, 0});
     }
     case OpKind::attention_forward:
     case OpKind::attention_backward: {

@@ -147,10 +147,12 @@ KernelOps default_kernel_ops(bool quick) {
       residual.kind = OpKind::elementwise;
       residual.bytes = 3 * t * h * 2;
       add(ops, residual);
-      Op cast = rows_cols(OpKind::fp8_cast, t, h);  // an FP8 linear's input: both copies, current scaling
-      cast.fp8_columnwise = true;
-      cast.bytes = fp8_cast_bytes(Fp8Recipe::tensorwise, t * h, true);
-      add(ops, cast);
+      for (Fp8Recipe recipe : {Fp8Recipe::tensorwise, Fp8Recipe::delayed}) {  // an FP8 linear's input: both copies
+        Op cast = rows_cols(OpKind::fp8_cast, t, h);
+        cast.fp8_columnwise = true;
+        cast.bytes = fp8_cast_bytes(recipe, t * h, true);
+        add(ops, cast);
+      }
       add(ops, rows_cols(OpKind::rope_forward, t, h + h / 4));  // GQA with 8 KV heads of 32: q + k widths
       add(ops, rows_cols(OpKind::rope_backward, t, h + h / 4));
     }

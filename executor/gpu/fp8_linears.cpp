@@ -37,8 +37,34 @@ Fp8Linears::Fp8Linears(const Fp8Config& fp8, TensorStore& tensors, DenseBlock& d
     const LinearWeight w = dense_.linear_weight(bindings[i].subject, unit);
     if (w.stored_out_by_in) throw std::logic_error("executor: an FP8 linear whose weight is stored [out, in]");
     weights_.emplace(key, std::pair{w, copies_in(tensors_.static_buffer(fp8_buffer_bytes(w.in * w.out)), w.in * w.out)});
+    if (fp8_.recipe != Fp8Recipe::delayed) continue;
+    for (LinearTensor tensor : {LinearTensor::input, LinearTensor::output_gradient, LinearTensor::weight}) {
+      auto* state = static_cast<float*>(
+          tensors_.static_buffer(kernels::fp8_delayed_state_floats(fp8_.amax_history_len) * sizeof(float)));
+      kernels::fp8_delayed_state_reset(state, fp8_.amax_history_len, stream);
+      delayed_.emplace(std::tuple{unit, bindings[i].subject, tensor}, DelayedScale{state});
+    }
   }
   cast_weights(stream);
+}
+
+gpu::Fp8Cast Fp8Linears::scaled(gpu::Fp8Cast call, int unit, OpRole linear, LinearTensor tensor, cudaStream_t stream) {
+  switch (fp8_.recipe) {
+    case Fp8Recipe::tensorwise: return call;
+    case Fp8Recipe::delayed: {
+      DelayedScale& scale = delayed_.at({unit, linear, tensor});
+      if (scale.casts == 0) scale.stream = stream;
+      if (scale.stream != stream)
+        throw std::logic_error("executor: delayed FP8 scaling of one tensor cast on two streams (its history would race)");
+      call.delayed_state = scale.state;
+      call.history_len = fp8_.amax_history_len;
+      call.cast_index = scale.casts++;
+      return call;
+    }
+    case Fp8Recipe::blockwise:
+    case Fp8Recipe::mxfp8: break;
+  }
+  throw std::logic_error("executor: an FP8 recipe the plan check refuses reached the FP8 linears");
 }
 
 kernels::Fp8Type Fp8Linears::gradient_type() const {
@@ -52,9 +78,9 @@ kernels::Fp8Type Fp8Linears::gradient_type() const {
 void Fp8Linears::cast_weights(cudaStream_t stream) {
   for (const auto& [key, weight] : weights_) {
     const auto& [w, copies] = weight;
-    gpu::launch(gpu::Fp8Cast{w.params, w.in, w.out, kernels::Fp8Type::e4m3, copies.rowwise, copies.columnwise,
-                             copies.scaling},
-                stream);
+    const gpu::Fp8Cast call{w.params, w.in, w.out, kernels::Fp8Type::e4m3, copies.rowwise, copies.columnwise,
+                            copies.scaling};
+    gpu::launch(scaled(call, key.first, key.second, LinearTensor::weight, stream), stream);
   }
 }
 
@@ -78,7 +104,7 @@ void Fp8Linears::cast(const OpPass& p) {
   const gpu::Fp8Cast call{static_cast<const bf16*>(tensors_.get(p.mb, p.unit, source)), op.rows, op.cols,
                           gradient ? gradient_type() : kernels::Fp8Type::e4m3, copies.rowwise,
                           op.fp8_columnwise ? copies.columnwise : nullptr, copies.scaling};
-  launch_op(op, p.binding, call, p.stream);
+  launch_op(op, p.binding, scaled(call, p.unit, p.binding.subject, op.linear_tensor, p.stream), p.stream);
 }
 
 void Fp8Linears::forward(const OpPass& p) {

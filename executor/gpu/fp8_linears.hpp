@@ -1,5 +1,5 @@
-// The interpreter's handler of FP8 linears (scenario training.fp8, recipe tensorwise; executor/fp8_plan_check.hpp
-// says what else it refuses): the fp8_cast ops and the GEMMs of a linear whose GemmShape::inputs is FP8, as
+// The interpreter's handler of FP8 linears (scenario training.fp8, recipes tensorwise and delayed;
+// executor/fp8_plan_check.hpp says what else it refuses): the fp8_cast ops and the GEMMs of a linear whose GemmShape::inputs is FP8, as
 // Transformer Engine's Linear runs them on Hopper. A cast writes a tensor's rowwise FP8 copy and, where the weight
 // gradient reads it, its columnwise copy (the transpose: Hopper's FP8 GEMMs read both operands with the reduction
 // dimension contiguous, gpu/fp8_matmul.hpp), with one scale from the tensor's own amax (gpu/fp8_cast.hpp). With
@@ -10,10 +10,14 @@
 // so every FP8 tensor needs both copies when the weight gradient runs in FP8 (training.fp8.wgrad), as the
 // lowering's casts say (Op::fp8_columnwise). The FP8 copies of activations live in the tensor store beside their
 // bf16 tensor (Form::fp8, Form::fp8_gradient) until their last GEMM; the weights' copies live as long as the
-// runtime, made once before the first step and again by the cast after every optimizer step.
+// runtime, made once before the first step and again by the cast after every optimizer step. Under delayed scaling
+// each linear holds three scaling states (its input, output gradient and weight: gpu/fp8_cast.hpp) for as long as
+// the runtime, each cast taking its scale from the casts of that tensor before it, in the order they run on their
+// stream (one stream per state, checked).
 #pragma once
 #include <cstdint>
 #include <map>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -25,6 +29,7 @@
 #include "executor/gpu/stage_layout.hpp"
 #include "executor/gpu/tensor_store.hpp"
 #include "gpu/fp8_cast.hpp"
+#include "gpu/op_kernels.hpp"
 
 namespace twin::exec {
 
@@ -53,11 +58,21 @@ class Fp8Linears {
   Fp8Copies activation(const OpPass& p, Act name, std::int64_t elements, bool make);
   void cast_weights(cudaStream_t stream);
   kernels::Fp8Type gradient_type() const;
+  // `call` with the scale its recipe takes: as it is for current scaling; under delayed scaling with the state of
+  // (unit, linear, tensor) and the number of its cast.
+  gpu::Fp8Cast scaled(gpu::Fp8Cast call, int unit, OpRole linear, LinearTensor tensor, cudaStream_t stream);
+
+  struct DelayedScale {
+    float* state = nullptr;
+    std::int64_t casts = 0;
+    cudaStream_t stream = nullptr;  // the stream of its first cast: later ones must follow it there
+  };
 
   Fp8Config fp8_;
   TensorStore& tensors_;
   DenseBlock& dense_;
   std::map<std::pair<int, OpRole>, std::pair<LinearWeight, Fp8Copies>> weights_;  // by (unit, linear)
+  std::map<std::tuple<int, OpRole, LinearTensor>, DelayedScale> delayed_;           // delayed scaling only
 };
 
 }  // namespace twin::exec

@@ -94,12 +94,23 @@ TEST(PlanCheck, RefusesFamilyPlansAndModelsTheExecutorDoesNotRun) {
   EXPECT_EQ(refusal_path(squared_relu), "/scenario/model/activation");
 }
 
-// FP8 linears with per-tensor current scaling run (issue 41 item 3); the rest of training.fp8 is refused at its key.
-TEST(PlanCheck, RunsTensorwiseFp8AndRefusesWhatItDoesNotRun) {
+// FP8 linears with one scale per tensor run (issue 41 item 3): current scaling and delayed scaling (Megatron's
+// default); the rest of training.fp8 is refused at its key.
+TEST(PlanCheck, RunsPerTensorFp8AndRefusesWhatItDoesNotRun) {
   Plan fp8 = executed_plan();
   fp8.scenario.training.fp8 = Fp8Config{Fp8Format::hybrid, Fp8Recipe::tensorwise};
   EXPECT_EQ(refusal_path(fp8), "");
-  for (const Fp8Recipe recipe : {Fp8Recipe::delayed, Fp8Recipe::blockwise, Fp8Recipe::mxfp8}) {
+  Plan delayed = fp8;
+  delayed.scenario.training.fp8->recipe = Fp8Recipe::delayed;
+  delayed.scenario.training.fp8->amax_history_len = 16;
+  EXPECT_EQ(refusal_path(delayed), "");
+  delayed.scenario.cluster.node_groups.front().gpus_per_node = 2;  // no amax all-reduce across data parallelism
+  delayed.strategy.data_parallel_size = 2;
+  EXPECT_EQ(refusal_path(delayed), "/strategy/data_parallel_size");
+  Plan data_parallel = delayed;
+  data_parallel.scenario.training.fp8->recipe = Fp8Recipe::tensorwise;
+  EXPECT_EQ(refusal_path(data_parallel), "");
+  for (const Fp8Recipe recipe : {Fp8Recipe::blockwise, Fp8Recipe::mxfp8}) {
     Plan other = fp8;
     other.scenario.training.fp8->recipe = recipe;
     EXPECT_EQ(refusal_path(other), "/scenario/training/fp8/recipe") << to_string(recipe);

@@ -33,32 +33,5 @@ for precision in bf16 fp8; do
     --profile "$profile" --out "$run" --top 0 --quiet
   step execute-$precision "$bin/twin" execute --plan "$run/best.json" --run "$run" --iters "$iters" --warmup 5
 done
-python3 - "$out" <<'PY' | tee "$out/summary.md"
-import json, sys, os
-out = sys.argv[1]
-m = {}
-for p in ("bf16", "fp8"):
-    path = os.path.join(out, f"run-{p}", "metrics.json")
-    if os.path.exists(path):
-        m[p] = json.load(open(path))
-print("| plan | measured step s | predicted step s | error | first loss | last loss |")
-print("|---|---|---|---|---|---|")
-for p, d in m.items():
-    ms, ps = d["measured"]["iteration_s"], d["predicted"]["iteration_time_s"]
-    print(f"| {p} | {ms:.4f} | {ps:.4f} | {100 * (ms / ps - 1):+.2f}% | {d['steps'][0]['loss']:.4f} | {d['steps'][-1]['loss']:.4f} |")
-if len(m) == 2:
-    b, f = m["bf16"], m["fp8"]
-    measured = b["measured"]["iteration_s"] / f["measured"]["iteration_s"]
-    predicted = b["predicted"]["iteration_time_s"] / f["predicted"]["iteration_time_s"]
-    print(f"\nspeed-up measured {measured:.3f}x, predicted {predicted:.3f}x, predicted/measured {100 * (predicted / measured - 1):+.2f}%")
-    lb = [s["loss"] for s in b["steps"]]; lf = [s["loss"] for s in f["steps"]]
-    diffs = [abs(x - y) / y for x, y in zip(lf, lb)]
-    tail = lambda l: sum(l[-10:]) / len(l[-10:])
-    print(f"loss: final bf16 {lb[-1]:.4f}, fp8 {lf[-1]:.4f} ({100 * (lf[-1] / lb[-1] - 1):+.2f}%); mean of last 10 steps "
-          f"bf16 {tail(lb):.4f}, fp8 {tail(lf):.4f} ({100 * (tail(lf) / tail(lb) - 1):+.2f}%); max |relative difference| "
-          f"over all {len(diffs)} steps {100 * max(diffs):.2f}%")
-    print("step,loss_bf16,loss_fp8")
-    for i, (x, y) in enumerate(zip(lb, lf)):
-        print(f"{i + 1},{x:.5f},{y:.5f}")
-PY
+python3 "$repo/tests/gpu/fp8_summary.py" "$out" bf16 fp8 | tee "$out/summary.md"
 date -u

@@ -7,52 +7,14 @@
 #include <cstdint>
 #include <vector>
 
-#include <cuda_fp8.h>
-
 #include "gpu/fp8_matmul.hpp"
 #include "gpu/op_kernels.hpp"
-#include "tests/gpu/kernel_test_util.hpp"
+#include "tests/gpu/fp8_test_util.hpp"
 
 namespace twin::test {
 namespace {
 
 using kernels::Fp8Type;
-
-double fp8_value(std::uint8_t byte, Fp8Type type) {
-  const __half_raw half = __nv_cvt_fp8_to_halfraw(byte, type == Fp8Type::e4m3 ? __NV_E4M3 : __NV_E5M2);
-  return static_cast<double>(__half2float(__half(half)));
-}
-
-// A tensor quantized on the host: its bytes (rows x cols, row-major), the kernel's amax and inverse scale.
-struct HostFp8 {
-  std::vector<std::uint8_t> bytes;
-  float amax = 0, scale_inv = 1;
-  std::vector<double> dequantized() const {
-    std::vector<double> out(bytes.size());
-    for (std::size_t i = 0; i < bytes.size(); ++i) out[i] = fp8_value(bytes[i], type) * scale_inv;
-    return out;
-  }
-  Fp8Type type = Fp8Type::e4m3;
-};
-
-HostFp8 quantize_on_host(const std::vector<double>& x, Fp8Type type) {
-  HostFp8 q;
-  q.type = type;
-  for (double v : x) q.amax = std::max(q.amax, static_cast<float>(std::fabs(v)));
-  const float scale = kernels::fp8_scale_for(q.amax, type);
-  q.scale_inv = 1.0f / scale;
-  for (double v : x)
-    q.bytes.push_back(__nv_cvt_float_to_fp8(static_cast<float>(v) * scale, __NV_SATFINITE,
-                                            type == Fp8Type::e4m3 ? __NV_E4M3 : __NV_E5M2));
-  return q;
-}
-
-std::vector<std::uint8_t> bytes_to_host(const gpu::DeviceBuffer& device, std::size_t count) {
-  TWIN_CUDA_CHECK(cudaDeviceSynchronize());
-  std::vector<std::uint8_t> host(count);
-  TWIN_CUDA_CHECK(cudaMemcpy(host.data(), device.data(), count, cudaMemcpyDeviceToHost));
-  return host;
-}
 
 class Fp8CastTest : public ::testing::TestWithParam<Fp8Type> {};
 
@@ -72,10 +34,7 @@ TEST_P(Fp8CastTest, AmaxScaleAndBothCopiesMatchTheHostQuantization) {
   EXPECT_EQ(record[0], ref.scale_inv);
   EXPECT_EQ(record[1], ref.amax);
   EXPECT_EQ(bytes_to_host(rowwise, rows * cols), ref.bytes);
-  std::vector<std::uint8_t> transposed(rows * cols);
-  for (std::int64_t r = 0; r < rows; ++r)
-    for (std::int64_t c = 0; c < cols; ++c) transposed[c * rows + r] = ref.bytes[r * cols + c];
-  EXPECT_EQ(bytes_to_host(columnwise, rows * cols), transposed);
+  EXPECT_EQ(bytes_to_host(columnwise, rows * cols), transposed(ref.bytes, rows, cols));
   // The cast's own error: E4M3 keeps 3 mantissa bits (relative rounding at most 2^-4), E5M2 2 (2^-3).
   const double error = report(type == Fp8Type::e4m3 ? "fp8 cast e4m3 vs bf16" : "fp8 cast e5m2 vs bf16",
                               relative_error(ref.dequantized(), hx));

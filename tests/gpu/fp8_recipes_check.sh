@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# FP8 recipes against BF16 on one Hopper GPU, in one device call (issue 41 item 3): the FP8 GPU tests, then for the
+# fp8_check.sh model (scenarios/llama2-7b-4layers-fp8-1xH200.json: Llama-2-7B widths, 4 layers) with each recipe
+# asked, `twin calibrate` of its ops into a copy of the shipped H200 profile, `twin simulate` with that profile and
+# `twin execute` of the plan; then each recipe's step and speed-up against BF16, measured beside predicted, and its
+# loss curve against BF16's (OUT/summary.md). Exits non-zero when a run fails or a recipe's loss, mean of the last
+# ten steps, is more than 1% from BF16's.
+#   bash tests/gpu/fp8_recipes_check.sh BIN OUT [ITERS] [RECIPE...]
+# BIN: a folder made by tests/gpu/make_carry.sh; ITERS default 60 (5 warm-up); RECIPE tensorwise, delayed or
+# delayed:LEN (amax_history_len LEN; delayed alone is Megatron's default, 1); default "tensorwise delayed".
+# GTEST_FILTER: the GPU tests run first (default: the FP8 ones and the quick kernel calibration).
+set -uo pipefail
+repo=$(cd "$(dirname "$0")/../.." && pwd)
+bin=$(realpath "$1"); out=$(realpath -m "$2"); iters=${3:-60}; shift $(( $# < 3 ? $# : 3 ))
+recipes=("${@:-}"); [ -n "${recipes[0]}" ] || recipes=(tensorwise delayed)
+mkdir -p "$out"
+export LD_LIBRARY_PATH=$bin/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} NCCL_NVLS_ENABLE="${NCCL_NVLS_ENABLE:-0}"
+export CUBLASLT_LOG_LEVEL="${CUBLASLT_LOG_LEVEL:-1}"
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+date -u
+SECONDS=0
+status=0
+step() {  # step NAME COMMAND...: its log under $out, its exit and wall time printed
+  local name=$1 start=$SECONDS; shift
+  "$@" > "$out/$name.log" 2>&1
+  local rc=$?
+  echo "$name: exit $rc, $((SECONDS - start)) s"
+  [ $rc -eq 0 ] || status=1
+}
+step test_gpu "$bin/test_gpu" --gtest_filter="${GTEST_FILTER:-*Fp8*:KernelCalibration.MeasuresEveryKind*}"
+grep -hE "\[kernel-error\]|^\[  (PASSED|FAILED)" "$out/test_gpu.log"
+profile=$out/h200-fp8.json
+cp "$repo/cost/profiles/h200-x1.json" "$profile"
+base=$repo/scenarios/llama2-7b-4layers-fp8-1xH200.json
+plans=(bf16)
+cp "$repo/scenarios/llama2-7b-4layers-bf16-1xH200.json" "$out/scenario-bf16.json"
+for recipe in "${recipes[@]}"; do
+  name=${recipe/:/-}
+  python3 - "$base" "$recipe" "$out/scenario-$name.json" <<'PY' || status=1
+import json, sys
+scenario = json.load(open(sys.argv[1]))
+recipe, _, history = sys.argv[2].partition(":")
+fp8 = scenario["training"]["fp8"]
+fp8["recipe"] = recipe
+if history:
+    fp8["amax_history_len"] = int(history)
+scenario["name"] = f"llama2-7b widths, 4 layers, one H200, FP8 hybrid {sys.argv[2]} (tests/gpu/fp8_recipes_check.sh)"
+json.dump(scenario, open(sys.argv[3], "w"), indent=1)
+PY
+  plans+=("$name")
+done
+calibrated=()
+for name in "${plans[@]}"; do
+  kind=${name%%-*}  # delayed-1024 prices as delayed: the same ops, calibrated once
+  [[ " ${calibrated[*]} " == *" $kind "* ]] && continue
+  step calibrate-$name "$bin/twin" calibrate --scenario "$out/scenario-$name.json" --profile "$profile"
+  calibrated+=("$kind")
+done
+for name in "${plans[@]}"; do
+  run=$out/run-$name
+  step simulate-$name "$bin/twin" simulate "$out/scenario-$name.json" --profile "$profile" --out "$run" --top 0 --quiet
+  step execute-$name "$bin/twin" execute --plan "$run/best.json" --run "$run" --iters "$iters" --warmup 5
+done
+python3 "$repo/tests/gpu/fp8_summary.py" "$out" "${plans[@]}" | tee "$out/summary.md"
+[ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+date -u
+exit $status

@@ -1,0 +1,48 @@
+"""FP8 against BF16 (tests/gpu/fp8_check.sh, fp8_recipes_check.sh): per plan the measured and predicted step, per FP8
+recipe the speed-up over BF16 measured beside predicted and the loss against BF16's. Exits 1 when a plan did not
+run or a recipe's loss, mean of the last ten steps, is more than 1% from BF16's.
+    python3 fp8_summary.py OUT bf16 NAME...   (OUT/run-NAME/metrics.json)"""
+import json
+import os
+import sys
+
+TOLERANCE = 0.01  # the loss's mean over the last ten steps, relative to BF16's
+
+out, names = sys.argv[1], sys.argv[2:]
+metrics = {}
+for name in names:
+    path = os.path.join(out, f"run-{name}", "metrics.json")
+    if os.path.exists(path):
+        metrics[name] = json.load(open(path))
+print("| plan | measured step s | predicted step s | error | first loss | last loss |")
+print("|---|---|---|---|---|---|")
+for name, m in metrics.items():
+    ms, ps = m["measured"]["iteration_s"], m["predicted"]["iteration_time_s"]
+    print(f"| {name} | {ms:.4f} | {ps:.4f} | {100 * (ms / ps - 1):+.2f}% | {m['steps'][0]['loss']:.4f} | "
+          f"{m['steps'][-1]['loss']:.4f} |")
+ok = len(metrics) == len(names)
+bf16 = metrics.get("bf16")
+curves = {}
+for name in names[1:]:
+    if bf16 is None or name not in metrics:
+        continue
+    m = metrics[name]
+    measured = bf16["measured"]["iteration_s"] / m["measured"]["iteration_s"]
+    predicted = bf16["predicted"]["iteration_time_s"] / m["predicted"]["iteration_time_s"]
+    lb = [s["loss"] for s in bf16["steps"]]
+    lf = [s["loss"] for s in m["steps"]]
+    tail_b, tail_f = sum(lb[-10:]) / len(lb[-10:]), sum(lf[-10:]) / len(lf[-10:])
+    diffs = [abs(x - y) / y for x, y in zip(lf, lb)]
+    within = abs(tail_f / tail_b - 1) <= TOLERANCE
+    ok = ok and within
+    print(f"\n{name}: speed-up measured {measured:.3f}x, predicted {predicted:.3f}x (predicted/measured "
+          f"{100 * (predicted / measured - 1):+.2f}%); loss final bf16 {lb[-1]:.4f}, {name} {lf[-1]:.4f} "
+          f"({100 * (lf[-1] / lb[-1] - 1):+.2f}%), mean of the last 10 steps {100 * (tail_f / tail_b - 1):+.2f}% "
+          f"({'within' if within else 'OUTSIDE'} {100 * TOLERANCE:.0f}%), largest per-step difference over "
+          f"{len(diffs)} steps {100 * max(diffs):.2f}%")
+    curves[name] = lf
+if bf16 is not None:
+    print("\nstep,loss_bf16," + ",".join(f"loss_{n}" for n in curves))
+    for i, x in enumerate(bf16["steps"]):
+        print(f"{i + 1},{x['loss']:.5f}," + ",".join(f"{c[i]:.5f}" if i < len(c) else "" for c in curves.values()))
+sys.exit(0 if ok else 1)
