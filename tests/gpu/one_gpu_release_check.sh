@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The merged tree on one GPU in one device call, from the repository root with the binaries in $1 (twin, twin-gpu,
 # test_gpu and lib/ as tests/gpu/make_carry.sh packs them): every GPU test, then the FP8 check
-# (tests/gpu/fp8_check.sh: BF16 against FP8 linears) and the GPT-style check (tests/gpu/gpt_device.sh). Logs under
-# OUT/{test_gpu.log,fp8/,gpt/}; one line per step with its exit status and wall time.
+# (tests/gpu/fp8_check.sh: BF16 against FP8 linears), the GPT-style check (tests/gpu/gpt_device.sh), the FP8
+# recipes (tests/gpu/fp8_recipes_check.sh: delayed scaling against BF16) and the MoE shapes
+# (tests/gpu/moe_shapes_device.sh, the scenarios in MOE_SCENARIOS or its default); the GPU tests run once, first.
+# Logs under OUT/{test_gpu.log,fp8/,gpt/,fp8_recipes/,moe/}; one line per step with its exit status and wall time.
 # Usage (device): bash tests/gpu/one_gpu_release_check.sh BIN OUT
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -23,4 +25,10 @@ step fp8 bash tests/gpu/fp8_check.sh "$bin" "$out/fp8" "${FP8_ITERS:-60}"
 head -8 "$out/fp8/summary.md" 2>/dev/null
 step gpt env OUT="$out/gpt" bash tests/gpu/gpt_device.sh "$bin"
 head -20 "$out/gpt/gpt_check.md" 2>/dev/null
+step fp8_recipes env GTEST_FILTER='-*' bash tests/gpu/fp8_recipes_check.sh "$bin" "$out/fp8_recipes" "${FP8_ITERS:-60}" \
+  ${FP8_RECIPES:-delayed}
+head -12 "$out/fp8_recipes/summary.md" 2>/dev/null
+# shellcheck disable=SC2086  # MOE_SCENARIOS is a list
+step moe env OUT="$out/moe" TESTS='-*' bash tests/gpu/moe_shapes_device.sh "$bin" ${MOE_SCENARIOS:-}
+cat "$out/moe/summary.md" 2>/dev/null
 exit $status
