@@ -100,6 +100,7 @@ __global__ void rmsnorm_backward_kernel(const bf16* dy, const bf16* x, const bf1
   __shared__ float scratch[32];
   const std::int64_t width = detail::weight_count(weight_rows) * cols;
   for (std::int64_t c = threadIdx.x; c < width; c += blockDim.x) dw_both[c] = 0.f;
+  __syncthreads();  // with two weights a thread adds to columns another zeroed (and writes out)
   for (std::int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const std::int64_t second = weight_row(r, weight_rows);
     const bf16* weight = weights + second * cols;
@@ -119,6 +120,7 @@ __global__ void rmsnorm_backward_kernel(const bf16* dy, const bf16* x, const bf1
       dw[c] += g * xv * rs;  // column c is always this thread's: no race
     }
   }
+  __syncthreads();
   for (std::int64_t c = threadIdx.x; c < width; c += blockDim.x) partials[blockIdx.x * width + c] = dw_both[c];
 }
 
