@@ -39,7 +39,7 @@ PY
     echo
   done
   echo "### the largest ops, shipped profile"
-  python3 tests/gpu/ops_by_role.py "$work/shipped/$name/ops.csv" | head -14
+  python3 tests/gpu/ops_by_role.py "$work/shipped/$name/ops.csv" | sed -n '1,14p'  # reads all: no broken pipe
 } > "$OUT/qk_norm.md" 2>&1
 cp "$work/shipped/run.log" "$OUT/run.log"
 tar -C "$work" -czf "$OUT/qk_norm.tar.gz" shipped calibrated
