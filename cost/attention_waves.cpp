@@ -4,6 +4,7 @@
 #include "cost/attention_waves.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <functional>
 #include <queue>
@@ -96,7 +97,16 @@ double attention_wave_steps(const AttentionShape& a, bool backward, int sm_count
     throw std::invalid_argument("attention_wave_steps: an SM count and a tiling of positive sizes");
   if (a.batch <= 0 || a.heads <= 0 || a.seq_q <= 0 || a.seq_kv <= 0 || a.head_dim <= 0) return 0;
   const std::int64_t slots = std::int64_t{sm_count} * tiling.tiles_per_sm;
-  return makespan(pair_tiles(a, backward, tiling), a.batch * a.heads, slots) * double(a.head_dim);
+  std::int64_t pairs = a.batch * a.heads;
+  AttentionShape run = a;
+  if (a.packed && a.seq_kv < a.seq_q) {
+    // Packed rows (varlen: sequences attending within themselves; seq_kv is their causal work as keys per query,
+    // core/op.hpp) run as seq_q / seq_kv causal sequences of seq_kv each.
+    pairs = std::max<std::int64_t>(1, std::llround(double(pairs) * double(a.seq_q) / double(a.seq_kv)));
+    run.seq_q = a.seq_kv;
+    run.causal = true;
+  }
+  return makespan(pair_tiles(run, backward, tiling), pairs, slots) * double(a.head_dim);
 }
 
 double predict_attention_time_ns(const std::vector<MeasuredKernelShape>& measured, const Op& op, int sm_count,

@@ -31,7 +31,7 @@ inline constexpr AttentionTiling kAttentionTiling{};
 // The time the slowest SM takes, in steps of one block of keys times head_dim (a unit whose cost interpolation
 // learns from the measured shapes): forward, each (batch x head) pair's query tiles; backward, its key tiles; in
 // launch order (tile index fastest, then head, then batch), each to the first free of sm_count x tiles_per_sm
-// slots. sm_count > 0.
+// slots; packed rows (AttentionShape::packed) as seq_q / seq_kv sequences of seq_kv. sm_count > 0.
 double attention_wave_steps(const AttentionShape& a, bool backward, int sm_count,
                             const AttentionTiling& tiling = kAttentionTiling);
 

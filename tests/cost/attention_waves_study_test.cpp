@@ -228,6 +228,12 @@ TEST(AttentionWaves, TilesStepsAndWaves) {
   const double full = attention_wave_steps(shape(1, 16, 8192, 128, true), false, 132, t);
   const double half = attention_wave_steps(shape(1, 8, 8192, 128, true), false, 132, t);
   EXPECT_GT(half / full, 0.5);
+  // Packed rows: 2,048 rows of sequences of 256 (keys per query 256) run as 8 causal sequences of 256.
+  AttentionShape packed = shape(1, 4, 2048, 64, true);
+  packed.seq_kv = 256;
+  packed.packed = true;
+  EXPECT_DOUBLE_EQ(attention_wave_steps(packed, false, 132, t),
+                   attention_wave_steps(shape(8, 4, 256, 64, true), false, 132, t));
   EXPECT_THROW(attention_wave_steps(shape(1, 1, 256, 64, true), false, 0, t), std::invalid_argument);
 }
 
