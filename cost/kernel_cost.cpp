@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "core/op_kinds.hpp"
+#include "cost/attention_waves.hpp"
 #include "cost/gemm_predictor.hpp"
 #include "cost/in_situ.hpp"
 #include "cost/sm_clock.hpp"
@@ -263,8 +264,11 @@ double model_time_ns(const GpuKernelProfile& kernels, const GpuSpec& gpu, const 
     // the epilogue's loads of C overlap part of the main loop; the runs' traces measure the fused GEMMs.
     return product_ns + bandwidth_time_ns(epilogue_addend_bytes(op), gpu, kernels.memory_bound);
   }
-  return predict_kernel_time_ns(kernels.measured_kernels, op,
-                                [&](const Op& other) { return curve_time_ns(kernels, gpu, other); });
+  const auto curve = [&](const Op& other) { return curve_time_ns(kernels, gpu, other); };
+  const bool flash_attention =
+      (op.kind == OpKind::attention_forward || op.kind == OpKind::attention_backward) && op.attention.flash;
+  if (flash_attention) return predict_attention_time_ns(kernels.measured_kernels, op, gpu.sm_count, curve);
+  return predict_kernel_time_ns(kernels.measured_kernels, op, curve);
 }
 
 }  // namespace

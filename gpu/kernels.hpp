@@ -22,9 +22,18 @@ struct NormRowLayout {
   std::int64_t group_rows = 0;  // 0: contiguous rows
   std::int64_t group_stride = 0;
 };
+// Which weight scales a row of an RMSNorm: one for every row (period 0), or two in one launch (QK-norm's q_norm and
+// k_norm, `cols` values each, the second after the first): in every run of `period` consecutive rows (a token's
+// query then key heads), rows from `second_from` on take the second. The weight gradient then has two rows in the
+// same order, and the partials are twice as wide (norm_partial_floats(rows, weight_count() * cols)).
+struct NormWeightRows {
+  std::int64_t period = 0;
+  std::int64_t second_from = 0;
+  std::int64_t weight_count() const { return period == 0 ? 1 : 2; }
+};
 // y = x * rstd * weight, rstd = 1 / sqrt(mean(x^2) + eps); x and y laid out by `layout` (y may be x: in place).
 void rmsnorm_forward(const bf16* x, const bf16* weight, bf16* y, float* rstd, std::int64_t rows, std::int64_t cols,
-                     float eps, NormRowLayout layout, cudaStream_t stream);
+                     float eps, NormRowLayout layout, NormWeightRows weights, cudaStream_t stream);
 // y = (x - mean) * rstd * weight + bias.
 void layernorm_forward(const bf16* x, const bf16* weight, const bf16* bias, bf16* y, float* mean, float* rstd,
                        std::int64_t rows, std::int64_t cols, float eps, cudaStream_t stream);
@@ -38,7 +47,7 @@ std::size_t norm_partial_floats(std::int64_t rows, std::int64_t cols);
 // `x_layout`; dy, dx and skip by `grad_layout` (dx may be dy: in place).
 void rmsnorm_backward(const bf16* dy, const bf16* x, const bf16* weight, const float* rstd, const bf16* skip, bf16* dx,
                       float* partials, std::int64_t rows, std::int64_t cols, NormRowLayout x_layout,
-                      NormRowLayout grad_layout, cudaStream_t stream);
+                      NormRowLayout grad_layout, NormWeightRows weights, cudaStream_t stream);
 void layernorm_backward(const bf16* dy, const bf16* x, const bf16* weight, const float* mean, const float* rstd,
                         bf16* dx, float* partials, std::int64_t rows, std::int64_t cols, cudaStream_t stream);
 // s[c] = sum over the partial blocks of partials[b * cols + c] (fp32); grad[c] = bf16(s[c]), or with

@@ -11,17 +11,18 @@ namespace twin::gpu {
 namespace k = twin::kernels;
 
 namespace {
-void require_contiguous_rows(const k::NormRowLayout& layout) {
-  if (layout.group_rows != 0) throw std::invalid_argument("LayerNorm runs on contiguous rows only");
+void require_contiguous_rows(const k::NormRowLayout& layout, const k::NormWeightRows& weights) {
+  if (layout.group_rows != 0 || weights.period != 0)
+    throw std::invalid_argument("LayerNorm runs on contiguous rows with one weight only");
 }
 }  // namespace
 
 void launch(const NormForward& c, cudaStream_t stream) {
   switch (c.normalization) {
     case Normalization::rmsnorm:
-      return k::rmsnorm_forward(c.x, c.weight, c.y, c.rstd, c.rows, c.cols, 1e-5f, c.layout, stream);
+      return k::rmsnorm_forward(c.x, c.weight, c.y, c.rstd, c.rows, c.cols, 1e-5f, c.layout, c.weights, stream);
     case Normalization::layernorm:
-      require_contiguous_rows(c.layout);
+      require_contiguous_rows(c.layout, c.weights);
       return k::layernorm_forward(c.x, c.weight, c.bias, c.y, c.mean, c.rstd, c.rows, c.cols, 1e-5f, stream);
   }
 }
@@ -31,12 +32,14 @@ void launch(const NormBackward& c, cudaStream_t stream) {
   switch (c.normalization) {
     case Normalization::rmsnorm:
       k::rmsnorm_backward(c.dy, c.x, c.weight, c.rstd, c.skip, c.dx, c.partials, c.rows, c.cols, c.x_layout,
-                          c.grad_layout, stream);
-      k::norm_weight_grad_reduce(c.partials, blocks, c.cols, c.weight_grad, c.accumulate, stream);
+                          c.grad_layout, c.weights, stream);
+      // Both weights' columns in one reduction: the partials hold them side by side, as weight_grad does.
+      k::norm_weight_grad_reduce(c.partials, blocks, c.weights.weight_count() * c.cols, c.weight_grad, c.accumulate,
+                                 stream);
       return;
     case Normalization::layernorm:  // weight partials, then bias partials
-      require_contiguous_rows(c.x_layout);
-      require_contiguous_rows(c.grad_layout);
+      require_contiguous_rows(c.x_layout, c.weights);
+      require_contiguous_rows(c.grad_layout, c.weights);
       k::layernorm_backward(c.dy, c.x, c.weight, c.mean, c.rstd, c.dx, c.partials, c.rows, c.cols, stream);
       if (c.skip) k::residual_add(c.dx, c.skip, c.dx, c.rows * c.cols, stream);
       k::norm_weight_grad_reduce(c.partials, blocks, c.cols, c.weight_grad, c.accumulate, stream);

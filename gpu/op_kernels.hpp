@@ -24,7 +24,8 @@ using kernels::bf16;
 
 // rows x cols, RMSNorm (mean and bias unused) or LayerNorm; rstd (and mean) per row, kept for the backward. An
 // RMSNorm's rows may lie in strided groups (`layout`: QK-norm's heads inside the fused QKV rows, normalised in
-// place); LayerNorm's are contiguous.
+// place) and take one of two weights by row (`weights`: QK-norm's query heads q_norm, its key heads k_norm, in one
+// launch); LayerNorm's are contiguous, with one weight.
 struct NormForward {
   static constexpr OpKind kind = OpKind::norm_forward;
   Normalization normalization = Normalization::rmsnorm;
@@ -36,11 +37,13 @@ struct NormForward {
   float* rstd = nullptr;
   std::int64_t rows = 0, cols = 0;
   kernels::NormRowLayout layout;  // x's and y's rows
+  kernels::NormWeightRows weights;
 };
 
 // dx, and the weight's (and LayerNorm's bias's) gradient reduced from per-block partials in a fixed order, stored
 // or added (`accumulate`: a later micro-batch's). With `skip` dx also adds the residual stream's gradient that
-// skips the norm's branch (inside the RMSNorm kernel; after the LayerNorm kernel, by a residual add).
+// skips the norm's branch (inside the RMSNorm kernel; after the LayerNorm kernel, by a residual add). With two
+// weights (`weights`) weight_grad has two rows, the second's after the first's.
 struct NormBackward {
   static constexpr OpKind kind = OpKind::norm_backward;
   Normalization normalization = Normalization::rmsnorm;
@@ -51,12 +54,13 @@ struct NormBackward {
   const float* rstd = nullptr;
   const bf16* skip = nullptr;
   bf16* dx = nullptr;
-  float* partials = nullptr;  // kernels::norm_partial_floats(rows, cols) floats, twice that for LayerNorm
+  float* partials = nullptr;  // kernels::norm_partial_floats(rows, cols) floats, twice that for LayerNorm or 2 weights
   bf16* weight_grad = nullptr;
   bf16* bias_grad = nullptr;
   bool accumulate = false;
   std::int64_t rows = 0, cols = 0;
   kernels::NormRowLayout x_layout, grad_layout;  // x's rows; dy's, dx's and skip's (RMSNorm only)
+  kernels::NormWeightRows weights;               // RMSNorm only
 };
 
 // Rotary embedding of one run of equal sequences, in place on q and k (views into the fused QKV rows).

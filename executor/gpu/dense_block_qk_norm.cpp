@@ -44,8 +44,7 @@ void DenseBlock::qk_norm_forward(const OpPass& p) {
   save_query_and_key(qkv, saved, shape, p.stream);
   const ParameterUnit& parameters = stage_.parameters.unit(p.unit);
   const WeightTensor& w = parameters.tensor(OpRole::qk_norm);
-  for (const gpu::NormForward& call : qk_norm_forward_calls(qkv, parameters.params + w.offset, rstd, shape))
-    launch_op(p.op, p.binding, call, p.stream);
+  launch_op(p.op, p.binding, qk_norm_forward_call(qkv, parameters.params + w.offset, rstd, shape), p.stream);
 }
 
 void DenseBlock::qk_norm_backward(const OpPass& p) {
@@ -57,10 +56,10 @@ void DenseBlock::qk_norm_backward(const OpPass& p) {
   const float* rstd = stats_after(saved, shape);
   const ParameterUnit& parameters = stage_.parameters.unit(p.unit);
   const WeightTensor& w = parameters.tensor(OpRole::qk_norm);
-  for (const gpu::NormBackward& call :
-       qk_norm_backward_calls(d_qkv, saved, parameters.params + w.offset, rstd, p.scratch.norm_partials,
-                              parameters.grads + w.offset, !p.binding.first_gradient, shape))
-    launch_op(p.op, p.binding, call, p.stream);
+  launch_op(p.op, p.binding,
+            qk_norm_backward_call(d_qkv, saved, parameters.params + w.offset, rstd, p.scratch.norm_partials,
+                                  parameters.grads + w.offset, !p.binding.first_gradient, shape),
+            p.stream);
   tensors.release(p.mb, p.unit, kSaved, p.stream);
 }
 

@@ -34,8 +34,9 @@ std::int64_t partial_columns(const StageLayout& layout) {
   const lowering::RankShapes& s = layout.shapes();
   std::int64_t cols = m.normalization == Normalization::layernorm ? 2 * s.h : s.h;
   if (m.add_bias_linear) cols = std::max({cols, s.qkv_width * s.tp, s.fc1_width * s.tp});
-  // QK-norm's launches: up to tokens x heads rows of head_dim, so min(rows, blocks) x head_dim <= this x tokens.
-  if (m.qk_layernorm) cols = std::max(cols, s.heads * s.d);
+  // QK-norm's launch: tokens x (heads + groups) rows of head_dim, two weights' partials of head_dim each per
+  // block, so min(rows, blocks) x 2 head_dim <= this x min(tokens, blocks).
+  if (m.qk_layernorm) cols = std::max(cols, 2 * (s.heads + s.groups) * s.d);
   return cols;
 }
 

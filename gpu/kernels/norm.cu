@@ -6,6 +6,7 @@
 #include <cuda_pipeline.h>
 
 #include "gpu/kernels/common.cuh"
+#include "gpu/kernels/norm_rows.cuh"
 
 namespace twin::kernels {
 namespace {
@@ -18,6 +19,8 @@ using detail::load8;
 using detail::store8;
 using detail::unpack8;
 using detail::aligned16;
+using detail::row_start;
+using detail::weight_row;
 
 constexpr int kThreads = 256;
 // Two blocks per multiprocessor of an H100/H200 (132), one wave: each block's rows wait on a block-wide sum, and
@@ -25,16 +28,11 @@ constexpr int kThreads = 256;
 // few percent of what backward moves.
 constexpr std::int64_t kMaxPartialBlocks = 264;
 
-// The first element of row r under `layout` (kernels.hpp's NormRowLayout).
-__device__ __forceinline__ std::int64_t row_start(std::int64_t r, std::int64_t cols, NormRowLayout layout) {
-  if (layout.group_rows == 0) return r * cols;
-  return (r / layout.group_rows) * layout.group_stride + (r % layout.group_rows) * cols;
-}
-
-__global__ void rmsnorm_forward_kernel(const bf16* x, const bf16* weight, bf16* y, float* rstd, std::int64_t cols,
-                                       float eps, NormRowLayout layout) {
+__global__ void rmsnorm_forward_kernel(const bf16* x, const bf16* weights, bf16* y, float* rstd, std::int64_t cols,
+                                       float eps, NormRowLayout layout, NormWeightRows weight_rows) {
   __shared__ float scratch[32];
   const std::int64_t start = row_start(blockIdx.x, cols, layout);
+  const bf16* weight = weights + weight_row(blockIdx.x, weight_rows) * cols;
   const bf16* row = x + start;
   float sum_sq = 0.f;
   for (std::int64_t c = threadIdx.x; c < cols; c += blockDim.x) {
@@ -49,10 +47,12 @@ __global__ void rmsnorm_forward_kernel(const bf16* x, const bf16* weight, bf16* 
 
 // RMSNorm with cols % 8 == 0 and 16-byte aligned rows: each thread takes groups of eight columns (the row is
 // read once into registers-worth of 16-byte loads per pass); sums are over the thread's groups, then the block.
-__global__ void rmsnorm_forward_vec8_kernel(const bf16* x, const bf16* weight, bf16* y, float* rstd,
-                                            std::int64_t cols, float eps, NormRowLayout layout) {
+__global__ void rmsnorm_forward_vec8_kernel(const bf16* x, const bf16* weights, bf16* y, float* rstd,
+                                            std::int64_t cols, float eps, NormRowLayout layout,
+                                            NormWeightRows weight_rows) {
   __shared__ float scratch[32];
   const std::int64_t row = row_start(blockIdx.x, cols, layout);
+  const bf16* weight = weights + weight_row(blockIdx.x, weight_rows) * cols;
   float sum_sq = 0.f;
   for (std::int64_t c = 8 * threadIdx.x; c < cols; c += 8 * blockDim.x) {
     const Float8 v = load8(x, row + c);
@@ -91,13 +91,20 @@ __global__ void layernorm_forward_kernel(const bf16* x, const bf16* weight, cons
 
 // Block b handles rows b, b + gridDim.x, ...; dw (and db) partials of its rows land in partials[b].
 // dx = the norm's input gradient, plus `skip` (the residual stream's gradient) where given.
-__global__ void rmsnorm_backward_kernel(const bf16* dy, const bf16* x, const bf16* weight, const float* rstd,
+// With two weights (weight_rows) dw holds both columns' sums, the second weight's after the first's.
+__global__ void rmsnorm_backward_kernel(const bf16* dy, const bf16* x, const bf16* weights, const float* rstd,
                                         const bf16* skip, bf16* dx, float* partials, std::int64_t rows,
-                                        std::int64_t cols, NormRowLayout x_layout, NormRowLayout grad_layout) {
-  extern __shared__ float dw[];
+                                        std::int64_t cols, NormRowLayout x_layout, NormRowLayout grad_layout,
+                                        NormWeightRows weight_rows) {
+  extern __shared__ float dw_both[];
   __shared__ float scratch[32];
-  for (std::int64_t c = threadIdx.x; c < cols; c += blockDim.x) dw[c] = 0.f;
+  const std::int64_t width = detail::weight_count(weight_rows) * cols;
+  for (std::int64_t c = threadIdx.x; c < width; c += blockDim.x) dw_both[c] = 0.f;
+  __syncthreads();  // with two weights a thread adds to columns another zeroed (and writes out)
   for (std::int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const std::int64_t second = weight_row(r, weight_rows);
+    const bf16* weight = weights + second * cols;
+    float* dw = dw_both + second * cols;
     const std::int64_t g_start = row_start(r, cols, grad_layout);
     const bf16* dy_row = dy + g_start;
     const bf16* x_row = x + row_start(r, cols, x_layout);
@@ -113,7 +120,8 @@ __global__ void rmsnorm_backward_kernel(const bf16* dy, const bf16* x, const bf1
       dw[c] += g * xv * rs;  // column c is always this thread's: no race
     }
   }
-  for (std::int64_t c = threadIdx.x; c < cols; c += blockDim.x) partials[blockIdx.x * cols + c] = dw[c];
+  __syncthreads();
+  for (std::int64_t c = threadIdx.x; c < width; c += blockDim.x) partials[blockIdx.x * width + c] = dw_both[c];
 }
 
 // RMSNorm backward with cols % 8 == 0, 16-byte aligned rows and cols <= 8 * kGroups * kThreads: thread t owns the
@@ -251,6 +259,10 @@ void check_layout(NormRowLayout layout, std::int64_t cols) {
   detail::require(layout.group_rows >= 0 && (layout.group_rows == 0 || layout.group_stride >= layout.group_rows * cols),
                   "norm: a row group must fit in its stride");
 }
+void check_weights(NormWeightRows weights) {
+  detail::require(weights.period == 0 || (weights.second_from > 0 && weights.second_from < weights.period),
+                  "norm: two weights need rows of each in every period");
+}
 // Eight-column groups read and written 16 bytes at a time: every row start a multiple of eight elements.
 bool vector_rows(NormRowLayout layout, std::int64_t cols) { return cols % 8 == 0 && layout.group_stride % 8 == 0; }
 
@@ -268,17 +280,22 @@ std::size_t norm_partial_floats(std::int64_t rows, std::int64_t cols) {
 }
 
 void rmsnorm_forward(const bf16* x, const bf16* weight, bf16* y, float* rstd, std::int64_t rows, std::int64_t cols,
-                     float eps, NormRowLayout layout, cudaStream_t stream) {
+                     float eps, NormRowLayout layout, NormWeightRows weights, cudaStream_t stream) {
   check_shape(rows, cols);
   check_layout(layout, cols);
-  // A head-wide row (QK-norm's, 64-256 columns) is one warp's eight-column groups: a block of kThreads would leave
-  // seven of its eight warps idle and wait on them at the block-wide sum.
+  check_weights(weights);
+  const bool vector = vector_rows(layout, cols) && aligned16(x) && aligned16(weight) && aligned16(y);
+  if (vector && cols <= detail::kNarrowMaxCols)
+    return detail::rmsnorm_forward_narrow(x, weight, y, rstd, rows, cols, eps, layout, weights, stream);
+  // A row of at most 256 columns that is not vector-aligned is one warp's: a block of kThreads would leave seven of
+  // its eight warps idle and wait on them at the block-wide sum.
   const int threads = cols <= 8 * 32 ? 32 : kThreads;
-  if (vector_rows(layout, cols) && aligned16(x) && aligned16(weight) && aligned16(y))
+  if (vector)
     rmsnorm_forward_vec8_kernel<<<static_cast<unsigned>(rows), threads, 0, stream>>>(x, weight, y, rstd, cols, eps,
-                                                                                     layout);
+                                                                                     layout, weights);
   else
-    rmsnorm_forward_kernel<<<static_cast<unsigned>(rows), threads, 0, stream>>>(x, weight, y, rstd, cols, eps, layout);
+    rmsnorm_forward_kernel<<<static_cast<unsigned>(rows), threads, 0, stream>>>(x, weight, y, rstd, cols, eps, layout,
+                                                                                weights);
   TWIN_CUDA_CHECK_LAUNCH();
 }
 
@@ -292,11 +309,12 @@ void layernorm_forward(const bf16* x, const bf16* weight, const bf16* bias, bf16
 
 void rmsnorm_backward(const bf16* dy, const bf16* x, const bf16* weight, const float* rstd, const bf16* skip, bf16* dx,
                       float* partials, std::int64_t rows, std::int64_t cols, NormRowLayout x_layout,
-                      NormRowLayout grad_layout, cudaStream_t stream) {
+                      NormRowLayout grad_layout, NormWeightRows weights, cudaStream_t stream) {
   check_shape(rows, cols);
   check_layout(x_layout, cols);
   check_layout(grad_layout, cols);
-  const std::size_t shared = static_cast<std::size_t>(cols) * sizeof(float);
+  check_weights(weights);
+  const std::size_t shared = static_cast<std::size_t>(weights.weight_count() * cols) * sizeof(float);
   const unsigned blocks = static_cast<unsigned>(norm_partial_blocks(rows));
   const bool vector = vector_rows(x_layout, cols) && vector_rows(grad_layout, cols) && aligned16(dy) &&
                       aligned16(x) && aligned16(weight) && aligned16(dx) && (skip == nullptr || aligned16(skip));
@@ -311,20 +329,21 @@ void rmsnorm_backward(const bf16* dy, const bf16* x, const bf16* weight, const f
   // Launch shapes timed on an H200 (2026-11-25, 2048-8192 columns, 4096 and 8192 rows, with and without skip):
   // 256 threads beat 512 or 1024 (a block-wide sum over fewer warps per row), three stages beat two or four, and
   // 264 blocks (two per multiprocessor) beat 396 or 528.
-  // A head-wide row (QK-norm's) is one warp's: eight rows in flight per block instead of three, since a block of
-  // one warp keeps far fewer bytes in flight than one of eight.
-  if (vector && cols <= 8 * 32) {
-    launch_staged(rmsnorm_backward_staged_kernel<1, 32, 8>, 1, 32, 8);
-  } else if (vector && cols <= 8 * 256) {
+  // A head-wide row (QK-norm's) is a few lanes' (norm_narrow.cu); two weights in one launch take the narrow or the
+  // scalar kernel.
+  if (vector && cols <= detail::kNarrowMaxCols) {
+    detail::rmsnorm_backward_narrow(dy, x, weight, rstd, skip, dx, partials, blocks, rows, cols, x_layout, grad_layout,
+                                    weights, stream);
+  } else if (vector && weights.period == 0 && cols <= 8 * 256) {
     launch_staged(rmsnorm_backward_staged_kernel<1, 256, 3>, 1, 256, 3);
-  } else if (vector && cols <= 2 * 8 * 256) {
+  } else if (vector && weights.period == 0 && cols <= 2 * 8 * 256) {
     launch_staged(rmsnorm_backward_staged_kernel<2, 256, 3>, 2, 256, 3);
-  } else if (vector && cols <= 4 * 8 * 256) {
+  } else if (vector && weights.period == 0 && cols <= 4 * 8 * 256) {
     launch_staged(rmsnorm_backward_staged_kernel<4, 256, 3>, 4, 256, 3);
   } else {
     allow_shared(rmsnorm_backward_kernel, shared);
     rmsnorm_backward_kernel<<<blocks, kThreads, shared, stream>>>(dy, x, weight, rstd, skip, dx, partials, rows, cols,
-                                                                  x_layout, grad_layout);
+                                                                  x_layout, grad_layout, weights);
   }
   TWIN_CUDA_CHECK_LAUNCH();
 }

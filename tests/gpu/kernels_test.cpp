@@ -26,10 +26,10 @@ TEST_P(KernelNorm, RmsNormForwardBackwardAndWeightGrad) {
   // The residual-fused form: dx also adds the residual stream's gradient (skip).
   auto skip = random_bf16(n), dx_fused = poisoned(n * 2), partials_fused = poisoned(k::norm_partial_floats(rows, cols) * 4);
   const auto grad0 = bf16_to_host(grad.data(), cols);
-  k::rmsnorm_forward(bf(x), bf(w), bf(y), f32(rstd), rows, cols, 1e-5f, {}, nullptr);
-  k::rmsnorm_backward(bf(dy), bf(x), bf(w), f32(rstd), nullptr, bf(dx), f32(partials), rows, cols, {}, {}, nullptr);
+  k::rmsnorm_forward(bf(x), bf(w), bf(y), f32(rstd), rows, cols, 1e-5f, {}, {}, nullptr);
+  k::rmsnorm_backward(bf(dy), bf(x), bf(w), f32(rstd), nullptr, bf(dx), f32(partials), rows, cols, {}, {}, {}, nullptr);
   k::rmsnorm_backward(bf(dy), bf(x), bf(w), f32(rstd), bf(skip), bf(dx_fused), f32(partials_fused), rows, cols, {},
-                      {}, nullptr);
+                      {}, {}, nullptr);
   k::norm_weight_grad_reduce(f32(partials), k::norm_partial_blocks(rows), cols, bf(grad), true, nullptr);
   k::norm_weight_grad_reduce(f32(partials), k::norm_partial_blocks(rows), cols, bf(first_grad), false, nullptr);
   const auto hx = bf16_to_host(x.data(), n), hw = bf16_to_host(w.data(), cols), hdy = bf16_to_host(dy.data(), n);
@@ -111,7 +111,13 @@ INSTANTIATE_TEST_SUITE_P(Shapes, KernelNorm,
                                            std::pair<std::int64_t, std::int64_t>{600, 1032},
                                            std::pair<std::int64_t, std::int64_t>{530, 5120},
                                            std::pair<std::int64_t, std::int64_t>{9, 8192},
-                                           std::pair<std::int64_t, std::int64_t>{3, 12288}));
+                                           std::pair<std::int64_t, std::int64_t>{3, 12288},
+                                           // head-wide rows (norm_narrow.cu): many rows per lane group, a width of
+                                           // 12 of 16 lanes, one lane group per warp, and fewer rows than blocks
+                                           std::pair<std::int64_t, std::int64_t>{20000, 128},
+                                           std::pair<std::int64_t, std::int64_t>{1001, 96},
+                                           std::pair<std::int64_t, std::int64_t>{333, 256},
+                                           std::pair<std::int64_t, std::int64_t>{70, 64}));
 
 TEST(KernelRope, RotateHalfOnStridedQkAndInverse) {
   REQUIRE_GPU();

@@ -1,6 +1,7 @@
 // QK-norm as the executor runs it (executor/gpu/qk_norm.hpp): the query and key heads of fused QKV rows normalised
-// in place through the norm entry, each by its own weight, against a float64 reference; the values untouched; the
-// backward in place on the QKV gradient from the saved heads, with both weights' gradients stored and accumulated.
+// in place through one launch of the norm entry, each by its own weight, against a float64 reference; the values
+// untouched; the backward in place on the QKV gradient from the saved heads, with both weights' gradients stored and
+// accumulated.
 #include <cmath>
 
 #include "executor/gpu/qk_norm.hpp"
@@ -58,21 +59,20 @@ TEST_P(QkNorm, HeadsNormalisedInPlaceAndTheirGradients) {
   const std::size_t n = s.tokens * s.qkv_width;
   auto qkv = random_bf16(n, 3.0), w = random_bf16(2 * s.head_dim), d_qkv = random_bf16(n);
   auto saved = poisoned(s.tokens * s.saved_width() * 2), rstd = poisoned(s.rows() * 4);
-  auto partials = poisoned(k::norm_partial_floats(s.tokens * s.heads, s.head_dim) * 4);
+  auto partials = poisoned(exec::qk_norm_partial_floats(s) * 4);
   auto stored = poisoned(2 * s.head_dim * 2), summed = random_bf16(2 * s.head_dim);
   const auto hx = bf16_to_host(qkv.data(), n), hw = bf16_to_host(w.data(), 2 * s.head_dim);
   const auto hdy = bf16_to_host(d_qkv.data(), n), summed0 = bf16_to_host(summed.data(), 2 * s.head_dim);
   exec::save_query_and_key(bf(qkv), bf(saved), s, nullptr);
-  for (const gpu::NormForward& call : exec::qk_norm_forward_calls(bf(qkv), bf(w), f32(rstd), s)) gpu::launch(call, nullptr);
+  gpu::launch(exec::qk_norm_forward_call(bf(qkv), bf(w), f32(rstd), s), nullptr);
   // The backward twice from the same gradient: once storing the weights' gradients, once adding to earlier ones.
   auto d_qkv_again = random_bf16(n);
   TWIN_CUDA_CHECK(cudaMemcpy(d_qkv_again.data(), d_qkv.data(), n * 2, cudaMemcpyDeviceToDevice));
-  for (const gpu::NormBackward& call :
-       exec::qk_norm_backward_calls(bf(d_qkv), bf(saved), bf(w), f32(rstd), f32(partials), bf(stored), false, s))
-    gpu::launch(call, nullptr);
-  for (const gpu::NormBackward& call :
-       exec::qk_norm_backward_calls(bf(d_qkv_again), bf(saved), bf(w), f32(rstd), f32(partials), bf(summed), true, s))
-    gpu::launch(call, nullptr);
+  gpu::launch(exec::qk_norm_backward_call(bf(d_qkv), bf(saved), bf(w), f32(rstd), f32(partials), bf(stored), false, s),
+              nullptr);
+  gpu::launch(
+      exec::qk_norm_backward_call(bf(d_qkv_again), bf(saved), bf(w), f32(rstd), f32(partials), bf(summed), true, s),
+      nullptr);
   const Reference r = reference(s, hx, hw, hdy);
   const auto y = bf16_to_host(qkv.data(), n), dx = bf16_to_host(d_qkv.data(), n);
   EXPECT_LT(report("qk_norm forward heads", relative_error(heads_only(s, y), heads_only(s, r.y))), kBf16Tolerance);
@@ -89,10 +89,14 @@ TEST_P(QkNorm, HeadsNormalisedInPlaceAndTheirGradients) {
             kBf16Tolerance);
 }
 
-// Qwen3's head_dim 128 (many rows per backward block), a 64-wide head, and a QKV row wider than the heads (a
-// TP-sharded or padded row: the stride is not the heads' width).
+// Qwen3's head_dim 128 (many rows per backward block), a 64-wide head, a QKV row wider than the heads (a
+// TP-sharded or padded row: the stride is not the heads' width), Qwen3-30B-A3B's heads over 4096 tokens (every lane
+// group of the backward loads four rows at a time, several times over), and a head of 60 (rows not 16-byte
+// aligned: the scalar kernels with both weights).
 INSTANTIATE_TEST_SUITE_P(Shapes, QkNorm,
                          ::testing::Values(exec::QkNormShape{300, 8, 2, 128, (8 + 2 * 2) * 128},
+                                           exec::QkNormShape{4096, 32, 4, 128, (32 + 2 * 4) * 128},
+                                           exec::QkNormShape{50, 3, 1, 60, (3 + 2 * 1) * 60},
                                            exec::QkNormShape{37, 4, 4, 64, (4 + 2 * 4) * 64},
                                            exec::QkNormShape{19, 2, 1, 128, (2 + 2 * 1) * 128 + 64}));
 
