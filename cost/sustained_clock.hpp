@@ -54,7 +54,7 @@ struct StepClock {
 // clock, and every kernel that follows the SM clock runs at it; a step of GEMM duty d whose compute-bound time is a
 // share s in FP8 GEMMs holds (1 - s) x bf16(d) + s x fp8(d) of the probes' clocks (power is linear in what runs;
 // each curve is the cap's clock for one kind of GEMM). Both fields of the result are that clock. The clocks the
-// GEMMs' cycles tell (gemm_clock_MHz) are not used: their burst reference read 7-12% above the probes under BF16
+// GEMMs' cycles tell (gemm_clock_MHz) are not used: their burst reference read 6-13% above the probes under BF16
 // and FP8 loads alike on an H200 (docs/PROFILES.md "Measured under FP8 GEMMs"), a bias of the burst, not a clock.
 // Reduces to each curve where the step's GEMMs are all of one kind. No FP8 curve: every kernel at the BF16 curve's
 // clock, as before 2026-11-29 (fp8_gemm_MHz 0). An empty BF16 curve: {0, 0}.

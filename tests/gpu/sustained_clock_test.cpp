@@ -3,7 +3,7 @@
 // an independent reference, the GEMMs' own cycle count: a GEMM's time is ~ 1/clock (0.91 power measured on an H200),
 // so TFLOP/s per MHz holds within a few percent from one duty to the next if the probe reads the clock the GEMMs ran
 // at. (The clock their cycles tell against the burst before the load is recorded, not held to the probe's: it read
-// 7-12% above it under both loads, docs/PROFILES.md "Measured under FP8 GEMMs".)
+// 6-13% above it under both loads, docs/PROFILES.md "Measured under FP8 GEMMs".)
 #include <gtest/gtest.h>
 
 #include <cuda_runtime.h>
