@@ -13,15 +13,16 @@ struct SustainedClockReading {
   double sm_clock_MHz = 0;               // median of the probes after the GEMMs
   double sm_clock_after_memory_MHz = 0;  // median of the probes after the memory-bound kernels (0 at full duty)
   double gemm_tflops = 0;                // the median GEMM's throughput
+  double gemm_clock_MHz = 0;             // gemm_tflops over the GEMM's TFLOP/s per MHz in a short burst (0: none)
 };
 
 // `per_gpu[g][p]`: GPU g's reading of duty p (every GPU the same duties, in the same order). Each point's duty,
-// clock and throughput are the medians over the GPUs, its gpu_sm_clock_MHz each GPU's clock; points in ascending
+// clock, throughput and GEMM clock are the medians over the GPUs, its gpu_sm_clock_MHz each GPU's clock; points in ascending
 // duty, a point whose median duty is not above the previous one's dropped (duties asked for apart by 0.2 never
 // are). Throws std::invalid_argument when the GPUs' reading counts differ or none is given.
 SustainedClockCurve sustained_clock_curve(const std::vector<std::vector<SustainedClockReading>>& per_gpu);
 
-// "duty 0.79: 1,512 MHz (1,498-1,530 over 4 GPUs), 702 TFLOP/s", one line per point.
+// "duty 0.79: 1,512 MHz (1,498-1,530 over 4 GPUs), 702 TFLOP/s, 1,509 MHz by the GEMMs' cycles", one line per point.
 std::vector<std::string> describe_sustained_clock(const SustainedClockCurve& curve);
 
 }  // namespace twin

@@ -333,11 +333,13 @@ double clock_exponent(const GpuKernelProfile& kernels, OpKind kind) {
 }  // namespace
 
 double training_clock_time_ns(const GpuKernelProfile& kernels, const GpuSpec& gpu, const Op& op,
-                              double step_sm_clock_MHz) {
+                              StepClock step_clock) {
   const double benchmark_ns = benchmark_kernel_time_ns(kernels, gpu, op);
   const double exponent = clock_exponent(kernels, op.kind);
   if (exponent == 0) return benchmark_ns;
-  const double sustained_MHz = kernels.sustained_sm_clock_MHz > 0 ? kernels.sustained_sm_clock_MHz : step_sm_clock_MHz;
+  const bool fp8_gemm = op.kind == OpKind::gemm && is_fp8(op.gemm) && step_clock.fp8_gemm_MHz > 0;
+  const double step_MHz = fp8_gemm ? step_clock.fp8_gemm_MHz : step_clock.sm_MHz;
+  const double sustained_MHz = kernels.sustained_sm_clock_MHz > 0 ? kernels.sustained_sm_clock_MHz : step_MHz;
   return time_at_sm_clock_ns(benchmark_ns, kernels.reference_sm_clock_MHz, sustained_MHz, exponent);
 }
 
@@ -360,23 +362,23 @@ TimeNs peak_flops_floor_ns(const GpuSpec& gpu, const Op& op) {
   return 0;
 }
 
-TimeNs profile_time_ns(const Profile& profile, const GpuSpec& gpu, const Op& op, double step_sm_clock_MHz);
+TimeNs profile_time_ns(const Profile& profile, const GpuSpec& gpu, const Op& op, StepClock step_clock);
 
 }  // namespace
 
 // No price beats the stated peak, whatever the profile says.
-TimeNs compute_time_ns(const Profile& profile, const GpuSpec& gpu, const Op& op, double step_sm_clock_MHz) {
+TimeNs compute_time_ns(const Profile& profile, const GpuSpec& gpu, const Op& op, StepClock step_clock) {
   require_compute(op, "compute_time_ns");
-  return std::max(profile_time_ns(profile, gpu, op, step_sm_clock_MHz), peak_flops_floor_ns(gpu, op));
+  return std::max(profile_time_ns(profile, gpu, op, step_clock), peak_flops_floor_ns(gpu, op));
 }
 
 namespace {
 
 // The profile's price: a time measured in a training step, the benchmark or model price scaled in situ.
-TimeNs profile_time_ns(const Profile& profile, const GpuSpec& gpu, const Op& op, double step_sm_clock_MHz) {
+TimeNs profile_time_ns(const Profile& profile, const GpuSpec& gpu, const Op& op, StepClock step_clock) {
   const GpuKernelProfile& kernels = profile.kernels_for(gpu);
   if (is_split_gemm(op)) {
-    const double whole_kernel_ns = double(compute_time_ns(profile, gpu, whole_gemm(op), step_sm_clock_MHz)) - kernels.launch_overhead_ns;
+    const double whole_kernel_ns = double(compute_time_ns(profile, gpu, whole_gemm(op), step_clock)) - kernels.launch_overhead_ns;
     return std::llround(whole_kernel_ns / op.gemm.split + kernels.launch_overhead_ns);
   }
   if (auto found = kernels.measured.find(kernel_shape_key(op));
@@ -385,10 +387,10 @@ TimeNs profile_time_ns(const Profile& profile, const GpuSpec& gpu, const Op& op,
   if (priced_by_parts(kernels, op)) {  // each part at its own price, one launch overhead as for any grouped GEMM
     double kernel_sum_ns = 0;
     for (const Op& part : gemm_group_parts(op))
-      kernel_sum_ns += double(compute_time_ns(profile, gpu, part, step_sm_clock_MHz)) - kernels.launch_overhead_ns;
+      kernel_sum_ns += double(compute_time_ns(profile, gpu, part, step_clock)) - kernels.launch_overhead_ns;
     return std::llround(kernel_sum_ns + kernels.launch_overhead_ns);
   }
-  double kernel_ns = training_clock_time_ns(kernels, gpu, op, step_sm_clock_MHz);
+  double kernel_ns = training_clock_time_ns(kernels, gpu, op, step_clock);
   const double prior = in_situ_prior_of(kernels.in_situ_prior, op);
   if (!kernels.trace_shapes.empty() || prior != 1.0) kernel_ns *= in_situ_ratio(kernels.trace_shapes, op, prior);
   return std::llround(kernel_ns + kernels.launch_overhead_ns);

@@ -127,6 +127,11 @@ struct GpuKernelProfile {
   // sustained_sm_clock_MHz is 0, the simulator prices a class's GEMMs at the clock this curve gives for its
   // step's duty (sim/step_clock.hpp). Optional in files ("sustained_clock"); empty: not measured.
   SustainedClockCurve sustained_clock;
+  // The same curve measured under FP8 GEMMs (E4M3 operands, per-tensor scales) in place of BF16 ones: FP8
+  // tensor-core work draws more power per second, so a GPU at its cap may run its FP8 GEMMs at another clock.
+  // Where present (and sustained_clock too), the simulator prices FP8 GEMMs at this curve's clock for the step's
+  // duty (sim/step_clock.hpp). Optional in files ("sustained_clock_fp8"); empty: FP8 GEMMs at sustained_clock's.
+  SustainedClockCurve sustained_clock_fp8;
   // Optional in files ("in_situ_prior"); the built-in profile sets it per GPU.
   InSituPrior in_situ_prior;
   // Optional in files ("rank_drift"): how ranks of this kind of GPU drift apart between collectives
@@ -259,9 +264,9 @@ Profile profile_from_json(const nlohmann::json& document, const std::string& sou
 // Time of one compute op (not communication) on `gpu`, kernel launch overhead included: a shape measured
 // in a traced run takes that time; any other its price at the training clock (training_clock_time_ns) times
 // the in-situ ratio of the traced shapes near it (cost/in_situ.hpp; 1 where none is near). Throws
-// std::logic_error for communication ops. `step_sm_clock_MHz`: the clock the step holds where the profile states
-// no sustained_sm_clock_MHz (sim/step_clock.hpp reads it off the sustained-clock curve); 0: none.
-TimeNs compute_time_ns(const Profile& profile, const GpuSpec& gpu, const Op& op, double step_sm_clock_MHz = 0);
+// std::logic_error for communication ops. `step_clock`: the clocks the step holds where the profile states
+// no sustained_sm_clock_MHz (sim/step_clock.hpp reads them off the sustained-clock curves); 0: none.
+TimeNs compute_time_ns(const Profile& profile, const GpuSpec& gpu, const Op& op, StepClock step_clock = {});
 // The benchmark price of `op`: the micro-benchmark of its exact shape (for a trace entry, the benchmark it
 // replaced), else the model interpolated among the measured shapes of its kind (cost/gemm_predictor.hpp,
 // cost/kernel_predictor.hpp), else the efficiency curves. No in-situ ratio, no launch overhead: the
@@ -269,10 +274,11 @@ TimeNs compute_time_ns(const Profile& profile, const GpuSpec& gpu, const Op& op,
 double benchmark_kernel_time_ns(const GpuKernelProfile& kernels, const GpuSpec& gpu, const Op& op);
 // The benchmark price at the clock a training step holds: a GEMM's (and attention's, where the profile's attention
 // timings are at the reference clock) moved from reference_sm_clock_MHz to sustained_sm_clock_MHz, else to
-// `step_sm_clock_MHz` (time x reference / sustained; unchanged where either is 0), every other kind as benchmarked
-// (memory-bound kernels follow HBM, not the SM clock). The basis a traced shape's ratio is measured against.
+// the step's clock for its kind (`step_clock`: an FP8 GEMM's fp8_gemm_MHz where set, else sm_MHz; time x reference /
+// sustained; unchanged where either is 0), every other kind as benchmarked (memory-bound kernels follow HBM, not the
+// SM clock). The basis a traced shape's ratio is measured against.
 double training_clock_time_ns(const GpuKernelProfile& kernels, const GpuSpec& gpu, const Op& op,
-                              double step_sm_clock_MHz = 0);
+                              StepClock step_clock = {});
 // The shape key under which calibration stores an op: "gemm:m=4096,n=4096,k=4096,count=1,ta=0,tb=0"
 // (",busiest=B" for a skewed grouped GEMM).
 std::string kernel_shape_key(const Op& op);

@@ -4,6 +4,7 @@
 // higher. `twin calibrate` measures the curve (calibrate/gpu/sustained_clock.hpp); the simulator reads it at each
 // GPU's step duty (sim/step_clock.hpp). docs/PROFILES.md "The clock of a training step" has the figures.
 #pragma once
+#include <compare>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -17,6 +18,11 @@ struct SustainedClockPoint {
   double sm_clock_MHz = 0;   // the median over the calibration's GPUs of each GPU's settled clock
   std::vector<double> gpu_sm_clock_MHz;  // each GPU's, in rank order (the per-GPU spread)
   double gemm_tflops = 0;    // median over the GPUs of the GEMM's throughput under that load; 0: not recorded
+  // The clock the load's GEMMs ran at as their own cycles tell: their throughput under the load over their
+  // throughput per MHz in a short burst before it (timed between two probes, as calibration times its shapes), the
+  // median over the GPUs. Recorded, not priced (step_clock_at says why). 0: not recorded (curves measured before
+  // 2026-11-29 07:45 UTC).
+  double gemm_clock_MHz = 0;
   bool operator==(const SustainedClockPoint&) const = default;
 };
 
@@ -26,10 +32,34 @@ struct SustainedClockCurve {
   bool operator==(const SustainedClockCurve&) const = default;
 };
 
-// The clock at `gemm_duty`: linear between the two points around it, the end point's beyond the measured
-// range (the limiter's clock flattens where the load is far from the cap, and is not extrapolated); 0 for an
-// empty curve.
+// The probe's clock (sm_clock_MHz) at `gemm_duty`: linear between the two points around it, the end point's beyond
+// the measured range (the limiter's clock flattens where the load is far from the cap, and is not extrapolated); 0
+// for an empty curve.
 double sustained_clock_MHz_at(const SustainedClockCurve& curve, double gemm_duty);
+// The same for the clock the load's GEMMs ran at by their cycles (gemm_clock_MHz where recorded, else sm_clock_MHz).
+double gemm_clock_MHz_at(const SustainedClockCurve& curve, double gemm_duty);  // recorded, not priced: PROFILES.md
+
+// The clocks a training step's kernels run at (sim/step_clock.hpp): FP8 GEMMs at fp8_gemm_MHz, every other kernel
+// that follows the SM clock (BF16 GEMMs, attention) at sm_MHz. 0: the profile's own pricing (its reference clock,
+// or its sustained_sm_clock_MHz); fp8_gemm_MHz 0 with sm_MHz set: FP8 GEMMs at sm_MHz too.
+struct StepClock {
+  double sm_MHz = 0;
+  double fp8_gemm_MHz = 0;
+  auto operator<=>(const StepClock&) const = default;
+  bool operator==(const StepClock&) const = default;
+};
+
+// The model of a step that mixes BF16 and FP8 GEMMs, from the two curves measured alike (BF16 GEMMs, FP8 GEMMs):
+// the power limiter answers the step's mean power over ~100 ms, longer than a layer, so the step holds one SM
+// clock, and every kernel that follows the SM clock runs at it; a step of GEMM duty d whose compute-bound time is a
+// share s in FP8 GEMMs holds (1 - s) x bf16(d) + s x fp8(d) of the probes' clocks (power is linear in what runs;
+// each curve is the cap's clock for one kind of GEMM). Both fields of the result are that clock. The clocks the
+// GEMMs' cycles tell (gemm_clock_MHz) are not used: their burst reference read 6-13% above the probes under BF16
+// and FP8 loads alike on an H200 (docs/PROFILES.md "Measured under FP8 GEMMs"), a bias of the burst, not a clock.
+// Reduces to each curve where the step's GEMMs are all of one kind. No FP8 curve: every kernel at the BF16 curve's
+// clock, as before 2026-11-29 (fp8_gemm_MHz 0). An empty BF16 curve: {0, 0}.
+StepClock step_clock_at(const SustainedClockCurve& bf16, const SustainedClockCurve& fp8, double gemm_duty,
+                        double fp8_share);
 
 nlohmann::json sustained_clock_json(const SustainedClockCurve& curve);
 // Throws InputError at the offending path: duties outside (0, 1] or not ascending, clocks outside [1, 1e5] MHz.

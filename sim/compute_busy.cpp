@@ -55,7 +55,7 @@ ComputeBusy compute_busy_of(const IterationGraph& graph, int c, const Cluster& c
   if (rank_class.node_group < 0 || rank_class.node_group >= static_cast<int>(cluster.node_groups.size()))
     throw std::logic_error("node group " + std::to_string(rank_class.node_group) + " does not exist");
   const NodeGroup& group = cluster.node_groups[rank_class.node_group];
-  ComputeTimes compute_times(profile, group.gpu, prices, step_sm_clock_MHz(rank_class, profile, group.gpu, prices));
+  ComputeTimes compute_times(profile, group.gpu, prices, step_clock(rank_class, profile, group.gpu, prices));
   FlatClass plans_only;  // the plans of the communication waited through, as flattening makes them
   plans_only.links = link_params(group, cluster.network, profile);
   PlanTable plans(plans_only, profile, group.gpu);

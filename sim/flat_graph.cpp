@@ -256,7 +256,7 @@ void Flattener::add(const IterationGraph& graph, int c) {
     flat_class.userbuffers_slowdown = double(group.gpu.sm_count) / (group.gpu.sm_count - kUserbuffersSmCount);
   set_rank_drift(graph.classes[c], profile_.kernels_for(group.gpu).rank_drift, flat_class);
   flat_class.ops.reserve(graph.classes[c].size());
-  ComputeTimes compute_times(profile_, group.gpu, prices_, step_sm_clock_MHz(graph.classes[c], profile_, group.gpu, prices_));
+  ComputeTimes compute_times(profile_, group.gpu, prices_, step_clock(graph.classes[c], profile_, group.gpu, prices_));
   flatten_class(graph, c, flat_class, plans, compute_times, state_->pipeline);
 }
 

@@ -24,16 +24,16 @@ std::string describe(const IterationGraph& graph, int rank_class, OpIndex index)
 class ComputeTimes {
  public:
   // With `shared`, the memo is this thread's for `gpu` in `shared`, kept from one class and candidate to the next.
-  // `step_sm_clock_MHz`: the clock the class's step holds (sim/step_clock.hpp; 0: the profile's own).
-  ComputeTimes(const Profile& profile, const GpuSpec& gpu, PriceCache* shared, double step_sm_clock_MHz = 0)
-      : profile_(profile), gpu_(gpu), shared_(shared), step_sm_clock_MHz_(step_sm_clock_MHz),
-        memo_(shared ? shared->memo_of_this_thread({&gpu, step_sm_clock_MHz}) : own_memo_.emplace()) {}
+  // `step_clock`: the clocks the class's step holds (sim/step_clock.hpp; 0: the profile's own).
+  ComputeTimes(const Profile& profile, const GpuSpec& gpu, PriceCache* shared, StepClock step_clock = {})
+      : profile_(profile), gpu_(gpu), shared_(shared), step_clock_(step_clock),
+        memo_(shared ? shared->memo_of_this_thread({&gpu, step_clock}) : own_memo_.emplace()) {}
   TimeNs operator()(const Op& op) {  // inline: every flattened compute op asks
     const PriceKey key = price_key(op);
     const std::size_t hash = PriceKeyHash{}(key);
     if (const TimeNs* known = memo_.find(key, hash)) return *known;
-    const auto price = [&] { return compute_time_ns(profile_, gpu_, op, step_sm_clock_MHz_); };
-    const TimeNs ns = shared_ ? shared_->get_or_compute({&gpu_, step_sm_clock_MHz_}, key, price) : price();
+    const auto price = [&] { return compute_time_ns(profile_, gpu_, op, step_clock_); };
+    const TimeNs ns = shared_ ? shared_->get_or_compute({&gpu_, step_clock_}, key, price) : price();
     memo_.insert(key, hash, ns);
     return ns;
   }
@@ -42,7 +42,7 @@ class ComputeTimes {
   const Profile& profile_;
   const GpuSpec& gpu_;
   PriceCache* shared_;
-  double step_sm_clock_MHz_;
+  StepClock step_clock_;
   std::optional<PriceMemo> own_memo_;  // without a shared cache
   PriceMemo& memo_;
 };

@@ -17,6 +17,7 @@
 #include "core/cluster.hpp"
 #include "core/op.hpp"
 #include "core/units.hpp"
+#include "cost/sustained_clock.hpp"
 
 namespace twin::sim {
 
@@ -70,11 +71,11 @@ class PriceMemo {
   std::size_t used_ = 0;
 };
 
-// The GPU prices are for (a GPU of the cluster every user of the cache simulates) and the SM clock its step holds
+// The GPU prices are for (a GPU of the cluster every user of the cache simulates) and the SM clocks its step holds
 // (sim/step_clock.hpp; 0: the profile's own): candidates whose steps differ in GEMM duty price GEMMs apart.
 struct PricedOn {
   const GpuSpec* gpu = nullptr;
-  double step_sm_clock_MHz = 0;
+  StepClock step_clock;
   auto operator<=>(const PricedOn&) const = default;
   bool operator==(const PricedOn&) const = default;
 };

@@ -25,26 +25,33 @@ bool compute_bound(const Op& op) {
 
 }  // namespace
 
-double step_gemm_duty(const RankClass& rank_class, const Profile& profile, const GpuSpec& gpu, PriceCache* prices) {
+StepDuty step_duty(const RankClass& rank_class, const Profile& profile, const GpuSpec& gpu, PriceCache* prices) {
   ComputeTimes at_reference(profile, gpu, prices);
-  TimeNs busy_ns = 0, compute_bound_ns = 0;  // integers: the same passes summed N times give exactly the same ratio
+  // integers: the same passes summed N times give exactly the same ratios
+  TimeNs busy_ns = 0, compute_bound_ns = 0, fp8_ns = 0;
   for (OpIndex i = 0; i < rank_class.size(); ++i) {
     const Op& op = rank_class.op(i);
     if (op.is_communication() || op.phase == Phase::optimizer) continue;
     const TimeNs ns = at_reference(op);
     busy_ns += ns;
-    if (compute_bound(op)) compute_bound_ns += ns;
+    if (!compute_bound(op)) continue;
+    compute_bound_ns += ns;
+    if (op.kind == OpKind::gemm && is_fp8(op.gemm)) fp8_ns += ns;
   }
-  return busy_ns > 0 ? static_cast<double>(compute_bound_ns) / static_cast<double>(busy_ns) : 0;
+  StepDuty duty;
+  if (busy_ns > 0) duty.duty = static_cast<double>(compute_bound_ns) / static_cast<double>(busy_ns);
+  if (compute_bound_ns > 0) duty.fp8_share = static_cast<double>(fp8_ns) / static_cast<double>(compute_bound_ns);
+  return duty;
 }
 
-double step_sm_clock_MHz(const RankClass& rank_class, const Profile& profile, const GpuSpec& gpu, PriceCache* prices) {
+StepClock step_clock(const RankClass& rank_class, const Profile& profile, const GpuSpec& gpu, PriceCache* prices) {
   const GpuKernelProfile& kernels = profile.kernels_for(gpu);
   // Traced shapes' in-situ ratios were taken against prices at the profile's own clock (calibrate/recalibration.hpp),
   // so they hold the training clock already: the curve on top would count it twice.
   if (kernels.sustained_sm_clock_MHz > 0 || kernels.sustained_clock.points.empty() || !kernels.trace_shapes.empty())
-    return 0;
-  return sustained_clock_MHz_at(kernels.sustained_clock, step_gemm_duty(rank_class, profile, gpu, prices));
+    return {};
+  const StepDuty duty = step_duty(rank_class, profile, gpu, prices);
+  return step_clock_at(kernels.sustained_clock, kernels.sustained_clock_fp8, duty.duty, duty.fp8_share);
 }
 
 }  // namespace twin::sim

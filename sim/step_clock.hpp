@@ -1,9 +1,10 @@
-// The SM clock a rank class's GPUs hold through its step, read off the profile's sustained-clock curve
-// (cost/sustained_clock.hpp) at the step's GEMM duty: the share of the class's compute busy time that
-// compute-bound kernels (GEMMs and attention, what loads the tensor cores and draws the power) take, each compute op
-// of its passes priced at the profile's reference clock. Each GPU's power limiter sets its own clock
-// from its own load, so each class gets its own. One pass over the class's ops before it is flattened: no second
-// simulation, and the same graph always gives the same clock.
+// The SM clocks a rank class's GPUs hold through its step, read off the profile's sustained-clock curves
+// (cost/sustained_clock.hpp: one measured under BF16 GEMMs, one under FP8 GEMMs) at the step's GEMM duty: the share of
+// the class's compute busy time that compute-bound kernels (GEMMs and attention, what loads the tensor cores and
+// draws the power) take, each compute op of its passes priced at the profile's reference clock, and at the share of
+// that compute-bound time in FP8 GEMMs (step_clock_at states how the two curves combine). Each GPU's power limiter
+// sets its own clock from its own load, so each class gets its own. One pass over the class's ops before it is
+// flattened: no second simulation, and the same graph always gives the same clocks.
 #pragma once
 #include "core/cluster.hpp"
 #include "core/op_graph.hpp"
@@ -12,14 +13,19 @@
 
 namespace twin::sim {
 
-// The share of `rank_class`'s compute busy time in its forward and backward passes (the optimizer step left out)
-// that compute-bound kernels take, in [0, 1]; 0 for a class without such ops. Prices through `prices` (may be null)
-// at the reference clock.
-double step_gemm_duty(const RankClass& rank_class, const Profile& profile, const GpuSpec& gpu, PriceCache* prices);
+// Of `rank_class`'s compute busy time in its forward and backward passes (the optimizer step left out): `duty`, the
+// share compute-bound kernels take, in [0, 1] (0 for a class without such ops), and `fp8_share`, the share of that
+// compute-bound time in FP8 GEMMs. Prices through `prices` (may be null) at the reference clock.
+struct StepDuty {
+  double duty = 0;
+  double fp8_share = 0;
+};
+StepDuty step_duty(const RankClass& rank_class, const Profile& profile, const GpuSpec& gpu, PriceCache* prices);
 
-// The clock to price the class's GEMMs at: 0 (the profile's own pricing, unchanged) where the GPU's kernel profile
-// states sustained_sm_clock_MHz (a run's clock folded in wins), holds no curve, or holds traced shapes (their
-// in-situ ratios hold the training clock already); else the curve at the class's duty.
-double step_sm_clock_MHz(const RankClass& rank_class, const Profile& profile, const GpuSpec& gpu, PriceCache* prices);
+// The clocks to price the class's compute-bound kernels at: {0, 0} (the profile's own pricing, unchanged) where the
+// GPU's kernel profile states sustained_sm_clock_MHz (a run's clock folded in wins), holds no curve, or holds traced
+// shapes (their in-situ ratios hold the training clock already); else step_clock_at of its curves at the class's
+// duty and FP8 share.
+StepClock step_clock(const RankClass& rank_class, const Profile& profile, const GpuSpec& gpu, PriceCache* prices);
 
 }  // namespace twin::sim

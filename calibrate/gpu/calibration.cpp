@@ -63,9 +63,20 @@ void barrier(ncclComm_t world) {
   TWIN_CUDA_CHECK(cudaStreamDestroy(stream));
 }
 
+// The two sustained-clock curves, one under BF16 GEMMs and one under FP8 GEMMs (cost/sustained_clock.hpp), measured
+// alike on every rank: the BF16 curve first, whose heating the FP8 load then starts from.
+struct SustainedClocks {
+  SustainedClockCurve bf16, fp8;
+};
+
+void set_sustained_clocks(GpuKernelProfile& kernels, const SustainedClocks& clocks) {
+  kernels.sustained_clock = clocks.bf16;
+  kernels.sustained_clock_fp8 = clocks.fp8;
+}
+
 // Rank 0's part once the GEMMs are merged: the other kernels timed, the profile assembled and written.
 void write_profile(CalibrationRun& run, const std::optional<ProfileIncrement>& increment,
-                   const SustainedClockCurve& clock_curve, std::chrono::steady_clock::time_point started,
+                   const SustainedClocks& clocks, std::chrono::steady_clock::time_point started,
                    const std::function<void(const std::string&)>& progress) {
   const CalibrationRequest& request = run.request;
   const GemmCalibration& gemms = run.gemms;
@@ -79,7 +90,7 @@ void write_profile(CalibrationRun& run, const std::optional<ProfileIncrement>& i
     kernels.reference_sm_clock_MHz = gemms.reference_sm_clock_MHz;
     // Attention's timings join the GEMMs' clock (each probed, then scaled); a profile being added to keeps its own rule.
     kernels.attention_at_reference_clock = gemms.reference_sm_clock_MHz > 0;
-    kernels.sustained_clock = clock_curve;
+    set_sustained_clocks(kernels, clocks);
     for (const auto& [shape, m] : gemms.measured) kernels.measured[gemm_key(shape)] = m;
     index_measured_shapes(kernels);
     const json kernel_summary = calibrate_kernels_into(kernels, request.scenario, run.spec, request.quick, progress);
@@ -97,21 +108,27 @@ void write_profile(CalibrationRun& run, const std::optional<ProfileIncrement>& i
                          gemms.gpu_agreement["gpu_time_over_median"].dump()));
 }
 
-SustainedClockLoad sustained_clock_load(const CalibrationRequest& request) {
-  return request.quick ? SustainedClockLoad::quick() : SustainedClockLoad{};
+SustainedClocks measure_sustained_clocks(const CalibrationRequest& request, const RankIdentity& identity,
+                                         ncclComm_t world, const std::function<void(const std::string&)>& progress) {
+  SustainedClockLoad load = request.quick ? SustainedClockLoad::quick() : SustainedClockLoad{};
+  SustainedClocks clocks;
+  clocks.bf16 = measure_sustained_clock_on_ranks(world, identity.rank, identity.world_size, load, progress);
+  load.gemm_inputs = GemmInputs::fp8_per_tensor;
+  clocks.fp8 = measure_sustained_clock_on_ranks(world, identity.rank, identity.world_size, load, progress);
+  return clocks;
 }
 
-// --sustained-clock: the curve measured on every rank, written by rank 0 into the profile's section of this GPU.
+// --sustained-clock: the curves measured on every rank, written by rank 0 into the profile's section of this GPU.
 void add_sustained_clock(const CalibrationRequest& request, const RankIdentity& identity, ncclComm_t world,
                          const GpuSpec& spec, const std::function<void(const std::string&)>& progress) {
-  const SustainedClockCurve curve =
-      measure_sustained_clock_on_ranks(world, identity.rank, identity.world_size, sustained_clock_load(request), progress);
+  const SustainedClocks clocks = measure_sustained_clocks(request, identity, world, progress);
   if (identity.rank != 0) return;
   Profile profile = load_profile(request.profile);
   const std::size_t gpu = static_cast<std::size_t>(&profile.kernels_for(spec) - profile.gpus.data());
-  profile.gpus[gpu].sustained_clock = curve;
+  set_sustained_clocks(profile.gpus[gpu], clocks);
   save_profile(profile, request.out);
-  progress(fmt::format("wrote {}: the sustained-clock curve of {} ({} points)", request.out, spec.name, curve.points.size()));
+  progress(fmt::format("wrote {}: the sustained-clock curves of {} (BF16 GEMMs {} points, FP8 GEMMs {})", request.out,
+                       spec.name, clocks.bf16.points.size(), clocks.fp8.points.size()));
 }
 
 int run_rank(const CalibrationRequest& request, const RankIdentity& identity) {
@@ -160,15 +177,13 @@ int run_rank(const CalibrationRequest& request, const RankIdentity& identity) {
   const GemmRankPlan plan = plan_gemm_rank(gemm_request);  // a partial file of another calibration fails here
   const MachineFacts facts = measure_machine(world, identity, props, *spec, request, !increment, progress);
   // Before the GEMM grid, which it would otherwise follow cold: a shapes increment measures no clock.
-  SustainedClockCurve clock_curve;
-  if (!increment)
-    clock_curve = measure_sustained_clock_on_ranks(world, identity.rank, identity.world_size, sustained_clock_load(request),
-                                                   progress);
+  SustainedClocks clocks;
+  if (!increment) clocks = measure_sustained_clocks(request, identity, world, progress);
   const GemmCalibration gemms = calibrate_gemms_on_ranks(gemm_request, plan);
 
   if (identity.rank == 0) {
     CalibrationRun run{request, identity, props, preset_name, *spec, facts, gemms, 0};
-    write_profile(run, increment, clock_curve, started, progress);
+    write_profile(run, increment, clocks, started, progress);
   }
   barrier(world);
   std::error_code ignored;

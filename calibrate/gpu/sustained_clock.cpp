@@ -22,29 +22,37 @@
 namespace twin::gpu {
 namespace {
 
-constexpr GemmShape kGemm{8192, 8192, 8192, 1, false, false};
+constexpr std::int64_t kGemmSize = 8192;
 constexpr std::int64_t kAddElements = 256ll << 20;  // bf16: 512 MiB per operand
 constexpr int kGemmsPerPeriod = 4;
+constexpr int kBurstGemms = 5;  // as many as calibration times a shape with
+
+GemmShape load_gemm(GemmInputs inputs) {
+  GemmShape shape{kGemmSize, kGemmSize, kGemmSize, 1, false, false};
+  shape.inputs = inputs;
+  return shape;
+}
 
 enum class Launch : std::uint64_t { gemm = 0, add = 1, probe_after_gemms = 2, probe_after_adds = 3 };
 
 std::uint64_t region_of(std::size_t point, Launch what) { return 1 + 4 * point + static_cast<std::uint64_t>(what); }
 
 struct Load {
+  GemmShape shape;
   GemmBench gemm;
   DeviceBuffer a, b, c, x, y;
-  explicit Load(cudaStream_t stream)
-      : gemm(stream), a(2 * gemm_a_elements(kGemm)), b(2 * gemm_b_elements(kGemm)), c(2 * gemm_c_elements(kGemm)),
-        x(2 * kAddElements), y(2 * kAddElements) {
-    fill_random_bf16(a.data(), gemm_a_elements(kGemm), 31, stream);
-    fill_random_bf16(b.data(), gemm_b_elements(kGemm), 32, stream);
+  Load(cudaStream_t stream, GemmInputs inputs)
+      : shape(load_gemm(inputs)), gemm(stream), a(2 * gemm_a_elements(shape)), b(2 * gemm_b_elements(shape)),
+        c(2 * gemm_c_elements(shape)), x(2 * kAddElements), y(2 * kAddElements) {
+    fill_operand(shape, a.data(), gemm_a_elements(shape), 31, stream);
+    fill_operand(shape, b.data(), gemm_b_elements(shape), 32, stream);
     fill_random_bf16(x.data(), kAddElements, 33, stream);
     fill_random_bf16(y.data(), kAddElements, 34, stream);
   }
   void launch(Launch what, CuptiKernelTimer& timer, std::uint64_t region) {
     timer.begin_region(region);
     switch (what) {
-      case Launch::gemm: gemm.launch(kGemm, a.data(), b.data(), c.data()); break;
+      case Launch::gemm: gemm.launch(shape, a.data(), b.data(), c.data()); break;
       case Launch::add:
         kernels::residual_add(static_cast<const kernels::bf16*>(x.data()), static_cast<const kernels::bf16*>(y.data()),
                               static_cast<kernels::bf16*>(x.data()), kAddElements, gemm.stream());
@@ -58,8 +66,16 @@ struct Load {
 
 double median_or_zero(std::vector<double> values) { return values.empty() ? 0 : percentile(std::move(values), 0.5); }
 
+// A short burst of GEMMs between two probes, as calibration times a shape, and a few adds: what sizes the periods,
+// and the GEMMs' throughput per MHz on a GPU that has not yet settled at its cap.
+struct Burst {
+  double gemm_ns = 0, add_ns = 0;  // median spans
+  double gemm_tflops_per_MHz = 0;
+};
+
 // The reading of one point from its records, those starting in its first `settle_ns` left out.
-SustainedClockReading reading_of(const std::vector<KernelRecord>& records, std::size_t point, double settle_ns) {
+SustainedClockReading reading_of(const std::vector<KernelRecord>& records, const GemmShape& shape, std::size_t point,
+                                 double settle_ns, const Burst& burst) {
   std::uint64_t first_ns = ~0ull;
   for (const KernelRecord& r : records)
     if (!r.is_memcpy && r.region >= region_of(point, Launch::gemm) && r.region <= region_of(point, Launch::probe_after_adds))
@@ -80,22 +96,37 @@ SustainedClockReading reading_of(const std::vector<KernelRecord>& records, std::
   reading.gemm_duty = gemm_ns / (gemm_ns + add_ns);
   reading.sm_clock_MHz = median_or_zero(after_gemms);
   reading.sm_clock_after_memory_MHz = median_or_zero(after_adds);
-  reading.gemm_tflops = gemm_flops(kGemm) / median_or_zero(gemm_spans) * 1e-3;
+  reading.gemm_tflops = gemm_flops(shape) / median_or_zero(gemm_spans) * 1e-3;
+  reading.gemm_clock_MHz = reading.gemm_tflops / burst.gemm_tflops_per_MHz;
   return reading;
 }
 
-// Median spans of a few GEMMs and adds: what sizes the periods.
-std::pair<double, double> kernel_spans_ns(Load& load, CuptiKernelTimer& timer, std::uint64_t region) {
-  for (int i = 0; i < 5; ++i) load.launch(Launch::gemm, timer, region);
-  for (int i = 0; i < 5; ++i) load.launch(Launch::add, timer, region + 1);
+// `region` (GEMMs), + 1 (adds), + 2 and + 3 (the probes before and after the GEMMs).
+Burst burst_of(Load& load, CuptiKernelTimer& timer, std::uint64_t region) {
+  load.launch(Launch::gemm, timer, region);  // cuBLASLt's first launch of a problem, not timed
   TWIN_CUDA_CHECK(cudaStreamSynchronize(load.gemm.stream()));
-  std::vector<double> gemm, add;
+  timer.collect();
+  load.launch(Launch::probe_after_adds, timer, region + 2);
+  for (int i = 0; i < kBurstGemms; ++i) load.launch(Launch::gemm, timer, region);
+  load.launch(Launch::probe_after_gemms, timer, region + 3);
+  for (int i = 0; i < kBurstGemms; ++i) load.launch(Launch::add, timer, region + 1);
+  TWIN_CUDA_CHECK(cudaStreamSynchronize(load.gemm.stream()));
+  std::vector<double> gemm, add, probes;
   for (const KernelRecord& r : timer.collect()) {
-    if (r.region == region) gemm.push_back(static_cast<double>(r.end_ns - r.start_ns));
-    if (r.region == region + 1) add.push_back(static_cast<double>(r.end_ns - r.start_ns));
+    const double span_ns = static_cast<double>(r.end_ns - r.start_ns);
+    if (r.is_memcpy) continue;
+    if (r.region == region) gemm.push_back(span_ns);
+    if (r.region == region + 1) add.push_back(span_ns);
+    if (r.region == region + 2 || r.region == region + 3) probes.push_back(clock_probe_MHz(span_ns));
   }
-  if (gemm.empty() || add.empty()) throw std::runtime_error("sustained clock: CUPTI recorded no GEMM or add");
-  return {percentile(gemm, 0.5), percentile(add, 0.5)};
+  if (gemm.empty() || add.empty() || probes.size() != 2)
+    throw std::runtime_error("sustained clock: CUPTI recorded no GEMM, add or clock probe of the burst");
+  Burst burst;
+  burst.gemm_ns = percentile(gemm, 0.5);
+  burst.add_ns = percentile(add, 0.5);
+  const double clock_MHz = (probes[0] + probes[1]) / 2;  // as calibration's shapes: the mean of the two probes
+  burst.gemm_tflops_per_MHz = gemm_flops(load.shape) / burst.gemm_ns * 1e-3 / clock_MHz;
+  return burst;
 }
 
 // Enqueues `seconds` of periods at `duty` (GEMMs, probe, adds, probe) under `point`'s regions.
@@ -120,17 +151,17 @@ std::vector<SustainedClockReading> measure_sustained_clock(const SustainedClockL
   TWIN_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   std::vector<SustainedClockReading> readings;
   {
-    Load load(stream);
+    Load load(stream, load_plan.gemm_inputs);
     CuptiKernelTimer timer;
     const std::size_t points = load_plan.gemm_duties.size();
-    const auto [gemm_ns, add_ns] = kernel_spans_ns(load, timer, region_of(points + 1, Launch::gemm));
-    run_point(load, timer, points + 2, 1.0, load_plan.heat_s, gemm_ns, add_ns);  // heat, not read
+    const Burst burst = burst_of(load, timer, region_of(points + 1, Launch::gemm));
+    run_point(load, timer, points + 2, 1.0, load_plan.heat_s, burst.gemm_ns, burst.add_ns);  // heat, not read
     for (std::size_t point = 0; point < points; ++point) {
       const double duty = load_plan.gemm_duties[point];
       if (!(duty > 0 && duty <= 1)) throw std::invalid_argument("sustained clock: a GEMM duty outside (0, 1]");
-      run_point(load, timer, point, duty, load_plan.point_s, gemm_ns, add_ns);
+      run_point(load, timer, point, duty, load_plan.point_s, burst.gemm_ns, burst.add_ns);
       TWIN_CUDA_CHECK(cudaStreamSynchronize(stream));
-      readings.push_back(reading_of(timer.collect(), point, load_plan.settle_s * 1e9));
+      readings.push_back(reading_of(timer.collect(), load.shape, point, load_plan.settle_s * 1e9, burst));
     }
   }
   TWIN_CUDA_CHECK(cudaStreamDestroy(stream));
@@ -152,13 +183,15 @@ SustainedClockCurve measure_sustained_clock_on_ranks(ncclComm_t world, int rank,
       const std::string after_memory = reading.sm_clock_after_memory_MHz > 0
                                            ? fmt::format("{:.0f} MHz", reading.sm_clock_after_memory_MHz)
                                            : std::string("none (no memory-bound kernels at this duty)");
-      progress(fmt::format("sustained clock, GPU {}: GEMM duty {:.3f}, {:.0f} MHz after the GEMMs, {} after the "
-                           "memory-bound kernels, GEMM {:.0f} TFLOP/s", r, reading.gemm_duty, reading.sm_clock_MHz,
-                           after_memory, reading.gemm_tflops));
+      progress(fmt::format("sustained clock ({} GEMMs), GPU {}: GEMM duty {:.3f}, {:.0f} MHz after the GEMMs, {} after "
+                           "the memory-bound kernels, GEMM {:.0f} TFLOP/s, {:.0f} MHz by the GEMMs' cycles",
+                           to_string(load.gemm_inputs), r, reading.gemm_duty, reading.sm_clock_MHz, after_memory,
+                           reading.gemm_tflops, reading.gemm_clock_MHz));
     }
   }
   const SustainedClockCurve curve = sustained_clock_curve(per_gpu);
-  for (const std::string& line : describe_sustained_clock(curve)) progress("sustained clock: " + line);
+  for (const std::string& line : describe_sustained_clock(curve))
+    progress(fmt::format("sustained clock ({} GEMMs): {}", to_string(load.gemm_inputs), line));
   return curve;
 }
 

@@ -5,12 +5,15 @@
 // kernels draw less, higher (1,470-1,620 MHz in the 2026-11-28 clock studies). So the load is a training step's mix
 // reduced to its two kinds: large bf16 GEMMs (8192^3, ~1.5 ms each, as training's large GEMMs) and the training's
 // own memory-bound kernel (residual_add over 512 MiB operands), back to back without idle gaps, in a period of
-// ~6-15 ms: four GEMMs, then as many adds as the duty leaves. The period is far shorter than the power limiter's
+// ~6-15 ms: four GEMMs, then as many adds as the duty leaves (under FP8 GEMMs, whose tensor-core work draws more
+// power per second, the same load with E4M3 operands: periods of ~4-10 ms). The period is far shorter than the power limiter's
 // averaging (the clock moves over ~100 ms, calibrate/gpu/clock_probe.hpp), so the limiter settles on the period's
 // mean power, as in a training step whose layers alternate GEMMs and memory-bound kernels at that scale. Each point
 // runs several seconds after a heating phase at full duty, and only its last part counts (the first `settle_s` is
 // the limiter finding its clock). A clock probe follows every period's GEMMs (the clock they ran at) and every
-// period's adds; the duty reported is the measured one (CUPTI spans), not the one asked for.
+// period's adds; the duty reported is the measured one (CUPTI spans), not the one asked for. Before the heating, a
+// short burst of GEMMs between two probes (as calibration times a shape) gives their throughput per MHz on a cool
+// GPU: each point's GEMM clock is its GEMMs' throughput over that, the clock their own cycles tell.
 #pragma once
 #include <functional>
 #include <string>
@@ -19,6 +22,7 @@
 #include <nccl.h>
 
 #include "calibrate/sustained_clock_curve.hpp"
+#include "core/op.hpp"
 
 namespace twin::gpu {
 
@@ -27,6 +31,9 @@ struct SustainedClockLoad {
   double heat_s = 2.0;    // full duty before the first point, so that every point starts hot
   double point_s = 4.0;   // per duty
   double settle_s = 1.5;  // of each point, not counted
+  // The GEMMs' operands: bf16 (the profile's `sustained_clock`) or fp8_per_tensor (E4M3 x E4M3 with unit scales, as
+  // calibration times FP8 shapes: `sustained_clock_fp8`); the same 8192^3 problem, the same adds, the same periods.
+  GemmInputs gemm_inputs = GemmInputs::bf16;
   static SustainedClockLoad quick() { return {{1.0, 0.8, 0.6, 0.4}, 0.5, 1.5, 0.5}; }
 };
 

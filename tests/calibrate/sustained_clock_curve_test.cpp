@@ -11,9 +11,9 @@ namespace {
 TEST(SustainedClockCurve, MediansOverTheGpusInAscendingDuty) {
   // Three GPUs, asked for duties 1.0 then 0.5 (the calibration's order: hottest first).
   const std::vector<std::vector<SustainedClockReading>> per_gpu = {
-      {{0.999, 1460, 0, 600}, {0.52, 1560, 1600, 650}},
-      {{0.998, 1440, 0, 590}, {0.50, 1540, 1590, 640}},
-      {{1.000, 1500, 0, 610}, {0.49, 1580, 1610, 660}}};
+      {{0.999, 1460, 0, 600, 1400}, {0.52, 1560, 1600, 650, 1530}},
+      {{0.998, 1440, 0, 590, 1390}, {0.50, 1540, 1590, 640, 1520}},
+      {{1.000, 1500, 0, 610, 1410}, {0.49, 1580, 1610, 660, 1550}}};
   const SustainedClockCurve curve = sustained_clock_curve(per_gpu);
   ASSERT_EQ(curve.points.size(), 2u);
   EXPECT_DOUBLE_EQ(curve.points[0].gemm_duty, 0.50);
@@ -22,8 +22,10 @@ TEST(SustainedClockCurve, MediansOverTheGpusInAscendingDuty) {
   EXPECT_DOUBLE_EQ(curve.points[0].gemm_tflops, 650);
   EXPECT_DOUBLE_EQ(curve.points[1].gemm_duty, 0.999);
   EXPECT_DOUBLE_EQ(curve.points[1].sm_clock_MHz, 1460);
+  EXPECT_DOUBLE_EQ(curve.points[0].gemm_clock_MHz, 1530);  // the median GPU's, as the probe's
+  EXPECT_DOUBLE_EQ(curve.points[1].gemm_clock_MHz, 1400);
   EXPECT_EQ(describe_sustained_clock(curve).front(),
-            "GEMM duty 0.50: 1560 MHz (1540-1580 over 3 GPUs), GEMM 650 TFLOP/s");
+            "GEMM duty 0.50: 1560 MHz (1540-1580 over 3 GPUs), GEMM 650 TFLOP/s, 1530 MHz by the GEMMs' cycles");
 }
 
 TEST(SustainedClockCurve, ADutyNotAboveThePreviousIsDroppedAndMismatchesAreRefused) {

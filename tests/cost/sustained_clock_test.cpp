@@ -1,4 +1,5 @@
-// The sustained-clock curve (cost/sustained_clock.hpp): read at a duty, and in profile files with JSON-path errors.
+// The sustained-clock curves (cost/sustained_clock.hpp): read at a duty, combined for a step that mixes BF16 and FP8
+// GEMMs, and in profile files with JSON-path errors.
 #include <filesystem>
 #include <fstream>
 
@@ -25,6 +26,30 @@ TEST(SustainedClock, LinearBetweenPointsFlatBeyondThem) {
   EXPECT_DOUBLE_EQ(sustained_clock_MHz_at(curve, 0), 1620);
   EXPECT_DOUBLE_EQ(sustained_clock_MHz_at({{{0.7, 1500, {}, 0}}}, 0.2), 1500);
   EXPECT_DOUBLE_EQ(sustained_clock_MHz_at({}, 0.5), 0);  // not measured
+}
+
+TEST(SustainedClock, TheGemmClockIsReadLikeTheProbesAndFallsBackToThem) {
+  SustainedClockCurve curve = measured_curve();
+  EXPECT_DOUBLE_EQ(gemm_clock_MHz_at(curve, 0.5), 1590);  // none recorded: the probe's
+  curve.points[0].gemm_clock_MHz = 1600;
+  curve.points[1].gemm_clock_MHz = 1500;
+  EXPECT_DOUBLE_EQ(gemm_clock_MHz_at(curve, 0.5), 1550);
+  EXPECT_DOUBLE_EQ(sustained_clock_MHz_at(curve, 0.5), 1590);  // the probe's unchanged
+  EXPECT_DOUBLE_EQ(gemm_clock_MHz_at(curve, 0.8), (1500 + 1460) / 2.0);  // the last point: its probe's
+}
+
+// Two curves whose probes read 1,600 (BF16) and 1,500 MHz (FP8) at duty 0.5; the FP8 GEMMs' cycles told 1,350, which
+// is recorded and not priced.
+TEST(SustainedClock, AStepMixingBf16AndFp8GemmsHoldsOneClockTheMixOfTheCurves) {
+  const SustainedClockCurve bf16{{{0.5, 1600, {}, 700, 1750}}};
+  const SustainedClockCurve fp8{{{0.5, 1500, {}, 1200, 1350}}};
+  EXPECT_EQ(step_clock_at(bf16, {}, 0.5, 0.7), (StepClock{1600, 0}));  // no FP8 curve: as before
+  EXPECT_EQ(step_clock_at({}, fp8, 0.5, 1), StepClock{});               // no BF16 curve: the profile's own
+  EXPECT_EQ(step_clock_at(bf16, fp8, 0.5, 1), (StepClock{1500, 1500}));  // all FP8: the FP8 curve's clock
+  EXPECT_EQ(step_clock_at(bf16, fp8, 0.5, 0), (StepClock{1600, 1600}));
+  const StepClock quarter = step_clock_at(bf16, fp8, 0.5, 0.25);
+  EXPECT_DOUBLE_EQ(quarter.sm_MHz, 1575);
+  EXPECT_DOUBLE_EQ(quarter.fp8_gemm_MHz, 1575);
 }
 
 namespace fs = std::filesystem;
@@ -65,6 +90,31 @@ TEST(SustainedClock, RoundTripsInProfilesAndBadCurvesAreRefusedAtTheirPath) {
   bad = document;
   bad["gpus"][0]["sustained_clock"]["duty"] = 1;
   expect_clock_load_error(bad, "/gpus/0/sustained_clock/duty", "");
+}
+
+TEST(SustainedClock, TheFp8CurveAndGemmClocksRoundTripAndAreRefusedAtTheirPath) {
+  Profile profile = builtin_profile();
+  SustainedClockCurve fp8 = measured_curve();
+  fp8.points[1].gemm_clock_MHz = 1400;
+  profile.gpus[0].sustained_clock = measured_curve();
+  profile.gpus[0].sustained_clock_fp8 = fp8;
+  const nlohmann::json document = to_json(profile);
+  EXPECT_EQ(document["gpus"][0]["sustained_clock_fp8"]["points"][1]["gemm_clock_MHz"], 1400);
+  EXPECT_FALSE(document["gpus"][0]["sustained_clock_fp8"]["points"][0].contains("gemm_clock_MHz"));
+  const Profile read = profile_from_json(document, "p.json");
+  EXPECT_EQ(read.gpus[0].sustained_clock_fp8, fp8);
+  EXPECT_EQ(read.gpus[0].sustained_clock, measured_curve());
+  EXPECT_FALSE(to_json(builtin_profile())["gpus"][0].contains("sustained_clock_fp8"));
+
+  nlohmann::json bad = document;
+  bad["gpus"][0]["sustained_clock_fp8"]["points"][1]["gemm_clock_MHz"] = 0;
+  expect_clock_load_error(bad, "/gpus/0/sustained_clock_fp8/points/1/gemm_clock_MHz", "expected an SM clock in MHz");
+  bad = document;
+  bad["gpus"][0]["sustained_clock_fp8"]["points"][2]["gemm_duty"] = 0.5;
+  expect_clock_load_error(bad, "/gpus/0/sustained_clock_fp8/points/2/gemm_duty", "expected duties in ascending order");
+  bad = document;
+  bad["gpus"][0]["sustained_clock_fp8"] = {{"points", 3}};
+  expect_clock_load_error(bad, "/gpus/0/sustained_clock_fp8/points", "");
 }
 
 }  // namespace

@@ -131,7 +131,7 @@ TEST(KernelCost, AttentionAtTheReferenceClockRunsAtTheSustainedClock) {
     EXPECT_DOUBLE_EQ(training_clock_time_ns(clocked.gpus[0], h100(), attention), benchmark_ns * std::pow(1.2, exponent));
     // Without a sustained clock in the profile, the step's clock (the curve's) is the one.
     clocked.gpus[0].sustained_sm_clock_MHz = 0;
-    EXPECT_DOUBLE_EQ(training_clock_time_ns(clocked.gpus[0], h100(), attention, 2000), benchmark_ns * std::pow(0.9, exponent));
+    EXPECT_DOUBLE_EQ(training_clock_time_ns(clocked.gpus[0], h100(), attention, {2000}), benchmark_ns * std::pow(0.9, exponent));
     EXPECT_DOUBLE_EQ(training_clock_time_ns(clocked.gpus[0], h100(), attention), benchmark_ns);
     clocked.gpus[0].sustained_sm_clock_MHz = 1500;
   }

@@ -41,6 +41,15 @@ for name in names[1:]:
           f"({'within' if within else 'OUTSIDE'} {100 * TOLERANCE:.0f}%), largest per-step difference over "
           f"{len(diffs)} steps {100 * max(diffs):.2f}%")
     curves[name] = lf
+    # fp8_check.sh's micro-benchmark variants (OUT/sim-VARIANT-{bf16,NAME}/best.json), where it made them.
+    for variant, what in (("bench-curves", "micro-benchmarks, both clock curves"),
+                          ("bench-bf16-curve", "micro-benchmarks, the BF16 curve alone")):
+        paths = [os.path.join(out, f"sim-{variant}-{p}", "best.json") for p in ("bf16", name)]
+        if all(os.path.exists(p) for p in paths):
+            pb, pf = (json.load(open(p))["predicted"]["iteration_time_s"] for p in paths)
+            mb, mf = bf16["measured"]["iteration_s"], m["measured"]["iteration_s"]
+            print(f"{what}: BF16 {pb:.4f} s ({100 * (mb / pb - 1):+.2f}%), {name} {pf:.4f} s "
+                  f"({100 * (mf / pf - 1):+.2f}%), speed-up {pb / pf:.3f}x ({100 * (pb / pf / measured - 1):+.2f}%)")
 if bf16 is not None:
     print("\nstep,loss_bf16," + ",".join(f"loss_{n}" for n in curves))
     for i, x in enumerate(bf16["steps"]):

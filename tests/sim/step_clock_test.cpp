@@ -40,20 +40,20 @@ Profile clocked_profile() {
 
 TEST(StepClock, DutyIsTheComputeBoundShareOfTheClassBusyTime) {
   const IterationGraph graph = half_gemm_step();
-  EXPECT_DOUBLE_EQ(sim::step_gemm_duty(graph.classes[0], test_profile(), test_gpu(), nullptr), 0.5);
+  EXPECT_DOUBLE_EQ(sim::step_duty(graph.classes[0], test_profile(), test_gpu(), nullptr).duty, 0.5);
   IterationGraph idle;
   add_class(idle, 0);
-  EXPECT_DOUBLE_EQ(sim::step_gemm_duty(idle.classes[0], test_profile(), test_gpu(), nullptr), 0);
+  EXPECT_DOUBLE_EQ(sim::step_duty(idle.classes[0], test_profile(), test_gpu(), nullptr).duty, 0);
 }
 
 TEST(StepClock, TheCurveAtTheDutyUnlessTheProfileStatesAClock) {
   const IterationGraph graph = half_gemm_step();
   Profile profile = clocked_profile();
   // 0.5 lies a sixth of the way from 0.4 (1,600 MHz) to 1.0 (1,400 MHz).
-  EXPECT_NEAR(sim::step_sm_clock_MHz(graph.classes[0], profile, test_gpu(), nullptr), 1600 - 200.0 / 6, 1e-9);
-  EXPECT_EQ(sim::step_sm_clock_MHz(graph.classes[0], test_profile(), test_gpu(), nullptr), 0);  // no curve
+  EXPECT_NEAR(sim::step_clock(graph.classes[0], profile, test_gpu(), nullptr).sm_MHz, 1600 - 200.0 / 6, 1e-9);
+  EXPECT_EQ(sim::step_clock(graph.classes[0], test_profile(), test_gpu(), nullptr).sm_MHz, 0);  // no curve
   profile.gpus[0].sustained_sm_clock_MHz = 1500;  // folded from a run: wins
-  EXPECT_EQ(sim::step_sm_clock_MHz(graph.classes[0], profile, test_gpu(), nullptr), 0);
+  EXPECT_EQ(sim::step_clock(graph.classes[0], profile, test_gpu(), nullptr).sm_MHz, 0);
   Profile traced = clocked_profile();  // a shape folded from a run: its in-situ ratio holds the clock already
   Measurement in_training;
   in_training.median_ns = in_training.p10_ns = in_training.p90_ns = 3000;
@@ -63,7 +63,36 @@ TEST(StepClock, TheCurveAtTheDutyUnlessTheProfileStatesAClock) {
   traced.gpus[0].measured[kernel_shape_key(gemm_op())] = in_training;
   index_measured_shapes(traced.gpus[0]);
   ASSERT_FALSE(traced.gpus[0].trace_shapes.empty());
-  EXPECT_EQ(sim::step_sm_clock_MHz(graph.classes[0], traced, test_gpu(), nullptr), 0);
+  EXPECT_EQ(sim::step_clock(graph.classes[0], traced, test_gpu(), nullptr).sm_MHz, 0);
+}
+
+// An FP8 4000^3 GEMM (64,000 ns at an FP8 peak of 2000 TFLOP/s), a BF16 one (128,000 ns) and the elementwise op
+// (128,000 ns): duty 0.6, a third of it in FP8 GEMMs.
+TEST(StepClock, AStepMixingFp8AndBf16GemmsHoldsTheMixOfTheTwoCurves) {
+  GpuSpec gpu = test_gpu();
+  gpu.peak_fp8_tflops = 2000;
+  IterationGraph graph;
+  RankClass& rank_class = add_class(graph, 0);
+  Op fp8 = gemm_op();
+  fp8.gemm.inputs = GemmInputs::fp8_per_tensor;
+  const OpIndex first = rank_class.add(fp8);
+  const OpIndex second = rank_class.add(gemm_op());
+  rank_class.add_dependency(first, second);
+  rank_class.add_dependency(second, rank_class.add(compute_op(128'000'000)));
+  const sim::StepDuty duty = sim::step_duty(graph.classes[0], test_profile(), gpu, nullptr);
+  EXPECT_DOUBLE_EQ(duty.duty, 0.6);
+  EXPECT_DOUBLE_EQ(duty.fp8_share, 1.0 / 3);
+
+  Profile profile = clocked_profile();
+  EXPECT_EQ(sim::step_clock(graph.classes[0], profile, gpu, nullptr).fp8_gemm_MHz, 0);  // no FP8 curve: one clock
+  profile.gpus[0].sustained_clock_fp8.points = {{0.4, 1500, {}, 0, 1450}, {1.0, 1300, {}, 0, 1250}};
+  const StepClock clock = sim::step_clock(graph.classes[0], profile, gpu, nullptr);
+  // At 0.6 the BF16 probe reads 1,533.3 MHz and the FP8 probe 1,433.3 (the FP8 GEMMs' cycles, 1,383.3, are not
+  // priced): the step holds 2/3 x 1,533.3 + 1/3 x 1,433.3 = 1,500, every kernel at it.
+  EXPECT_NEAR(clock.sm_MHz, 1500, 1e-9);
+  EXPECT_NEAR(clock.fp8_gemm_MHz, 1500, 1e-9);
+  EXPECT_NEAR(training_clock_time_ns(profile.gpus[0], gpu, fp8, clock), 64'000 * 1800 / 1500.0, 1e-6);
+  EXPECT_NEAR(training_clock_time_ns(profile.gpus[0], gpu, gemm_op(), clock), 128'000 * 1800 / 1500.0, 1e-6);
 }
 
 TEST(StepClock, TheReplayPricesTheGemmsAtTheStepClock) {
