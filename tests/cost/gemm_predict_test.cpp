@@ -125,6 +125,7 @@ TEST(ComputeTimeNs, UsesMeasuredGemmsForUnmeasuredShapesOnly) {
   kernels.measured.clear();  // the built-in H200's curves alone, no measured GEMM, no in-training factor
   index_measured_shapes(kernels);
   kernels.in_situ_prior = {};
+  kernels.sustained_sm_clock_MHz = 0;  // times at the reference clock, as measured
   profile.gpus.resize(1);
   const Op query = gemm_op({4096, 4096, 4096, 1, false, false});
   const TimeNs builtin_ns = compute_time_ns(profile, gpu, query);
