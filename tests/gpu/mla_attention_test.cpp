@@ -98,7 +98,7 @@ INSTANTIATE_TEST_SUITE_P(
                        ::testing::Values(AttentionImplementation::cudnn,
                                          AttentionImplementation::cudnn_deterministic)));
 
-TEST(MlaAttentionDims, TwinKernelsRefuseNarrowValues) {
+TEST(MlaAttentionKernels, TwinKernelsRefuseNarrowValues) {
   REQUIRE_GPU();
   gpu::Attention attention(AttentionImplementation::kernels);
   k::AttentionDims dims{1, 64, 2, 2, 128};

@@ -1,11 +1,12 @@
 // The whole multi-latent attention block (executor/gpu/mla_attention.hpp), forward and backward, against a float64
 // CPU reference written from DeepSeek-V3's equations (down projections, latent RMSNorms, up projections, RoPE on the
 // rope parts with the key shared by all heads, attention with d_qk = nope + rope and d_v, and each step's
-// gradient): with and without the query latent; every weight's gradient and the input's, stored, then the same
-// backward again adding to them (twice the first).
+// gradient), itself checked against finite differences: with and without the query latent; every weight's gradient
+// and the input's, stored, then the same backward again adding to them (twice the first).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <functional>
 #include <string>
 
 #include "executor/gpu/mla_attention.hpp"
@@ -111,7 +112,7 @@ Result reference(const MlaShape& s, const Host& x, const Weights& w, const Host&
       for (int c = 0; c < s.rope; ++c) key[row * dqk + s.nope + c] = ckv_full[i * s.ckv_width() + kvr + c];
       for (int c = 0; c < s.v; ++c) value[row * s.v + c] = kv[row * (s.nope + s.v) + s.nope + c];
     }
-  const AttentionCase c{s.batch, s.seq, s.heads, s.heads, dqk, true, false, s.v};
+  const AttentionCase c{s.batch, s.seq, s.heads, s.heads, s.q_head(), true, false, s.v};
   const AttentionReference a = attention_reference(c, q, key, value, d_o, s.q_width(), s.q_width(), s.o_width());
   r.o = a.o;
   // Backward: the heads folded back, RoPE undone, then each projection and norm in reverse.
@@ -151,6 +152,46 @@ Host doubled(const Host& x) {
   Host y(x);
   for (double& v : y) v *= 2;
   return y;
+}
+
+// The reference itself: its gradients are those of L = sum(o * d_o) by central differences, for every input and
+// weight (a sample of each), with and without the query latent. No GPU.
+TEST(MlaBlockReference, GradientsAreTheLossesFiniteDifferences) {
+  for (const MlaShape& s : {MlaShape{2, 5, 12, 2, 10, 8, 6, 4, 6, 10000.f}, MlaShape{1, 6, 10, 3, 0, 6, 4, 2, 4, 500.f}}) {
+    std::uint64_t state = 12345;
+    const auto random = [&](std::int64_t count) {  // uniform in [-1, 1), a fixed sequence
+      Host v(count);
+      for (double& x : v) x = double((state = state * 6364136223846793005ull + 1442695040888963407ull) >> 11) / 0x1p52 - 1;
+      return v;
+    };
+    const exec::MlaWeightSizes n = exec::mla_weight_sizes(s);
+    Weights w{random(n.q_down), random(n.q_norm), random(n.q_up), random(n.kv_down), random(n.kv_norm), random(n.kv_up)};
+    const Host x = random(s.tokens() * s.hidden), d_o = random(s.tokens() * s.o_width());
+    const Result r = reference(s, x, w, d_o);
+    const auto loss = [&](const Host& at_x, const Weights& at_w) {
+      const Host o = reference(s, at_x, at_w, d_o).o;
+      double sum = 0;
+      for (std::size_t i = 0; i < o.size(); ++i) sum += o[i] * d_o[i];
+      return sum;
+    };
+    constexpr double kStep = 1e-6;
+    const auto check = [&](Host& value, const Host& gradient, const std::function<double()>& at) {
+      for (std::size_t i = 0; i < value.size(); i += 3) {
+        const double kept = value[i];
+        value[i] = kept + kStep;
+        const double up = at();
+        value[i] = kept - kStep;
+        const double down = at();
+        value[i] = kept;
+        EXPECT_NEAR(gradient[i], (up - down) / (2 * kStep), 1e-5 * (1 + std::abs(gradient[i])));
+      }
+    };
+    Host x_moved = x;
+    check(x_moved, r.dx, [&] { return loss(x_moved, w); });
+    Host Weights::*members[6] = {&Weights::q_down, &Weights::q_norm, &Weights::q_up,
+                                 &Weights::kv_down, &Weights::kv_norm, &Weights::kv_up};
+    for (Host Weights::*m : members) check(w.*m, r.grads.*m, [&] { return loss(x, w); });
+  }
 }
 
 class MlaBlock : public ::testing::TestWithParam<MlaShape> {};
@@ -206,9 +247,10 @@ TEST_P(MlaBlock, ForwardAndBackwardMatchFloat64) {
   const Host dx_first = bf16_to_host(dx.data(), t * s.hidden);
   block.backward(bf(x), bf(d_o), w, saved, g, true, bf(dx), true, nullptr);
   EXPECT_LT(relative_error(bf16_to_host(dx.data(), t * s.hidden), doubled(dx_first)), kBf16Tolerance);
-  for (int i = 0; i < 6; ++i)
-    if (sizes[i] > 0)
-      EXPECT_LT(relative_error(bf16_to_host(g_buf[i].data(), sizes[i]), doubled(first[i])), kBf16Tolerance) << names[i];
+  for (int i = 0; i < 6; ++i) {
+    if (sizes[i] == 0) continue;
+    EXPECT_LT(relative_error(bf16_to_host(g_buf[i].data(), sizes[i]), doubled(first[i])), kBf16Tolerance) << names[i];
+  }
 }
 
 // With the query latent (DeepSeek-V3) and without (V2-Lite's direct query projection); 33 positions (not a tile's
