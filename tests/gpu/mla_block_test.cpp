@@ -196,11 +196,6 @@ TEST(MlaBlockReference, GradientsAreTheLossesFiniteDifferences) {
 
 class MlaBlock : public ::testing::TestWithParam<MlaShape> {};
 
-// Through about eight bf16 roundings of intermediate tensors (latents, their norms, q, k, v, o, the gradients
-// between GEMMs) a gradient's error grows past one rounding's; 3e-2 still fails any wrong index or transpose (an
-// error of order one).
-constexpr double kChainTolerance = 3e-2;
-
 TEST_P(MlaBlock, ForwardAndBackwardMatchFloat64) {
   REQUIRE_GPU();
   const MlaShape s = GetParam();
@@ -235,13 +230,13 @@ TEST_P(MlaBlock, ForwardAndBackwardMatchFloat64) {
                          &r.grads.kv_down, &r.grads.kv_norm, &r.grads.kv_up};
   const char* names[6] = {"q_down", "q_norm", "q_up", "kv_down", "kv_norm", "kv_up"};
   EXPECT_LT(report("mla block o", relative_error(bf16_to_host(saved.o, t * s.o_width()), r.o)), kBf16Tolerance);
-  EXPECT_LT(report("mla block dx", relative_error(bf16_to_host(dx.data(), t * s.hidden), r.dx)), kChainTolerance);
+  EXPECT_LT(report("mla block dx", relative_error(bf16_to_host(dx.data(), t * s.hidden), r.dx)), kBf16Tolerance);
   Host first[6];
   for (int i = 0; i < 6; ++i) {
     if (sizes[i] == 0) continue;
     first[i] = bf16_to_host(g_buf[i].data(), sizes[i]);
     const std::string what = std::string("mla block d") + names[i];
-    EXPECT_LT(report(what.c_str(), relative_error(first[i], *want[i])), kChainTolerance) << names[i];
+    EXPECT_LT(report(what.c_str(), relative_error(first[i], *want[i])), kBf16Tolerance) << names[i];
   }
   // The same backward again, adding to the gradients and to dx: twice the first.
   const Host dx_first = bf16_to_host(dx.data(), t * s.hidden);
