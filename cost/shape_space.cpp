@@ -125,8 +125,9 @@ std::vector<double> shape_octaves(const Op& op) {
     case OpKind::attention_backward: {
       // A flash kernel's work is its (batch x head) tiles over the sequences, each tile's speed set by the head
       // dim, which picks another tile shape (counted twice, MLA's d_qk and d_v once each: one octave of it moves
-      // the efficiency like two of the rest); the key-value groups only share K and V loads. Chosen by leave-one-out over a calibration's
-      // attention grid (docs/ACCURACY.md, "Attention off the grid"), checked on twelve shapes measured apart.
+      // the efficiency like two of the rest); the key-value groups only share K and V loads. Chosen by
+      // leave-one-out over a calibration's attention grid (docs/ACCURACY.md, "Attention off the grid"), checked on
+      // twelve shapes measured apart.
       const AttentionShape& a = op.attention;
       return {log2(double(a.batch) * a.heads), log2(a.seq_q), log2(a.seq_kv),
               log2(a.head_dim) + log2(value_head_dim(a))};
