@@ -4,7 +4,6 @@
 #include "traces/kineto_classes.hpp"
 
 #include <algorithm>
-#include <cstdint>
 #include <string_view>
 
 #include <fmt/format.h>
@@ -57,7 +56,7 @@ bool gemm_shape(std::string_view n, const std::vector<std::vector<std::int64_t>>
   return g.m > 0 && g.n > 0 && g.k > 0;
 }
 
-// SDPA's query, key and value: [batch, heads, seq, head_dim] for the scaled_dot_product and cuDNN ops, [batch, seq,
+// SDPA's query and key: [batch, heads, seq, head_dim] for the scaled_dot_product and cuDNN ops, [batch, seq,
 // heads, head_dim] for the flash and memory-efficient ops beneath them; a backward's first input is the output
 // gradient.
 bool attention_shape(std::string_view n, bool backward, const std::vector<std::vector<std::int64_t>>& dims,
@@ -73,10 +72,6 @@ bool attention_shape(std::string_view n, bool backward, const std::vector<std::v
   a.kv_heads = seq_major ? K[2] : K[1];
   a.seq_kv = seq_major ? K[1] : K[2];
   a.head_dim = Q[3];
-  // MLA's values are narrower than its queries and keys (d_v 128 beside d_qk 192): V's last dim says so.
-  if (dims.size() > q + 2 && dims[q + 2].size() == 4 && dims[q + 2][3] != Q[3] && dims[q + 2][3] > 0 &&
-      dims[q + 2][3] <= INT16_MAX)
-    a.v_head_dim = static_cast<std::int16_t>(dims[q + 2][3]);
   a.causal = true;  // what every causal LM runs; the trace's concrete inputs are not read
   a.flash = true;
   a.cudnn = n.find("cudnn") != n.npos;
