@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cstddef>
 #include <stdexcept>
 #include <string>
 
@@ -18,8 +19,18 @@ using enum Region;
 constexpr std::array kNormSaved{SavedTensor{"norm input", hidden, sequence_sharded, 2}};
 constexpr std::array kColumnLinearSaved{
     SavedTensor{"linear input (the norm's output)", hidden, sequence_sharded, 2, KeptWhen::always, true}};
-constexpr std::array kAttentionSaved{
-    SavedTensor{"Q and K before QK-norm", query_and_key, tensor_sharded, 2, KeptWhen::qk_layernorm},
+// Two lists of saved tensors as one (a block's span is one array).
+template <std::size_t N, std::size_t M>
+constexpr std::array<SavedTensor, N + M> joined(const std::array<SavedTensor, N>& a,
+                                                const std::array<SavedTensor, M>& b) {
+  std::array<SavedTensor, N + M> out{};
+  for (std::size_t i = 0; i < N; ++i) out[i] = a[i];
+  for (std::size_t i = 0; i < M; ++i) out[N + i] = b[i];
+  return out;
+}
+
+// What core attention keeps, whichever projections made its queries, keys and values.
+constexpr std::array kScoresSaved{
     SavedTensor{"Q and K, for Q K^T", query_and_key, tensor_sharded, 2},
     SavedTensor{"V", value, tensor_sharded, 2},
     SavedTensor{"softmax output", attention_scores, tensor_sharded, 2, KeptWhen::unrecomputed_unfused},
@@ -27,6 +38,21 @@ constexpr std::array kAttentionSaved{
     SavedTensor{"attention dropout output", attention_scores, tensor_sharded, 2, KeptWhen::unrecomputed_unfused_dropout},
     SavedTensor{"log-sum-exp per query and head", heads, tensor_sharded, 4, KeptWhen::unrecomputed_fused},
 };
+constexpr auto kAttentionSaved = joined(
+    std::array{SavedTensor{"Q and K before QK-norm", query_and_key, tensor_sharded, 2, KeptWhen::qk_layernorm}},
+    kScoresSaved);
+// Multi-latent attention keeps what executor/gpu/mla_attention.hpp's MlaSaved holds: the down projections' input
+// (their weight gradients), each latent before its norm and after it (the up projection's input), then what core
+// attention keeps, its queries and (expanded) keys d_qk = nope + rope wide per head, its values d_v. Under TP the
+// latents would be whole on every rank (MLA's down projections are replicated); the lowering runs MLA at TP 1.
+constexpr auto kMlaSaved = joined(
+    std::array{
+        SavedTensor{"down projections' input (the norm's output)", hidden, sequence_sharded, 2, KeptWhen::always, true},
+        SavedTensor{"query latent (its norm's input)", q_latent, tensor_sharded, 2},
+        SavedTensor{"normalised query latent (q up's input)", q_latent, tensor_sharded, 2, KeptWhen::always, true},
+        SavedTensor{"kv latent (its norm's input)", kv_latent, tensor_sharded, 2},
+        SavedTensor{"normalised kv latent (kv up's input)", kv_latent, tensor_sharded, 2, KeptWhen::always, true}},
+    kScoresSaved);
 constexpr std::array kProjectionSaved{SavedTensor{"attention output", query, tensor_sharded, 2}};
 constexpr std::array kResidualSaved{SavedTensor{"dropout mask", hidden, sequence_sharded, 1, KeptWhen::hidden_dropout}};
 constexpr std::array kActivationSaved{SavedTensor{"activation input (fc1 output)", fc1, tensor_sharded, 2}};
@@ -60,6 +86,8 @@ constexpr Block kQkv{BlockKind::column_linear, OpRole::qkv_projection, T::input_
                      qkv, hidden, kColumnLinearSaved};
 constexpr Block kAttention{BlockKind::core_attention, OpRole::core_attention, T::qkv, T::attention_out, T::count,
                            T::attention_stats, hidden, hidden, kAttentionSaved};
+constexpr Block kMlaAttention{BlockKind::mla_attention, OpRole::core_attention, T::input_norm_out, T::attention_out,
+                              T::count, T::attention_stats, query, hidden, kMlaSaved};
 constexpr Block kProjection{BlockKind::row_linear, OpRole::attention_projection, T::attention_out, T::projection_out,
                             T::count, T::count, hidden, query, kProjectionSaved};
 constexpr Block kAttentionResidual{BlockKind::residual, OpRole::attention_residual, T::input, T::attention_block_out,
@@ -82,6 +110,10 @@ constexpr std::array kDenseLayer{kInputNorm, kQkv, kAttention, kProjection, kAtt
 constexpr std::array kMoeLayer{kInputNorm, kQkv, kAttention, kProjection, kAttentionResidual,
                                kMlpNorm,   kExperts, kMlpResidual};
 
+constexpr std::array kMlaDenseLayer{kInputNorm, kMlaAttention, kProjection, kAttentionResidual,
+                                    kMlpNorm,   kFc1,          kActivation, kFc2, kMlpResidual};
+constexpr std::array kMlaMoeLayer{kInputNorm, kMlaAttention, kProjection, kAttentionResidual,
+                                  kMlpNorm,   kExperts,      kMlpResidual};
 constexpr std::array kEmbedding{Block{BlockKind::embedding, OpRole::embedding, T::input, T::embedded, T::count,
                                       T::count, hidden, vocab, kEmbeddingSaved}};
 constexpr std::array kHead{
@@ -106,7 +138,8 @@ std::string_view to_string(Tensor tensor) {
   return index < kTensorNames.size() ? kTensorNames[index] : "none";
 }
 
-std::span<const Block> layer_blocks(bool moe_layer) {
+std::span<const Block> layer_blocks(bool moe_layer, bool mla) {
+  if (mla) return moe_layer ? std::span<const Block>(kMlaMoeLayer) : std::span<const Block>(kMlaDenseLayer);
   if (moe_layer) return kMoeLayer;
   return kDenseLayer;
 }
@@ -136,7 +169,8 @@ bool beside_skip_path(const Block& block) {
 }
 
 const Block& block_of(OpRole role) {
-  for (std::span<const Block> blocks : {layer_blocks(false), layer_blocks(true), embedding_blocks(), head_blocks()})
+  for (std::span<const Block> blocks :
+       {layer_blocks(false), layer_blocks(true), layer_blocks(false, true), embedding_blocks(), head_blocks()})
     for (const Block& block : blocks)
       if (block.role == role) return block;
   throw std::logic_error("the layer description has no block for " + to_string(role));

@@ -50,6 +50,11 @@ enum class BlockKind : std::uint8_t {
   column_linear,   // output = input W, W split by output columns over TP (input gathered under SP)
   row_linear,      // output = input W, W split by input rows over TP (output reduced over TP)
   core_attention,  // RoPE on Q and K (if the model has it), then softmax(Q K^T) V of `input` (qkv)
+  // Multi-latent attention from the normalised input to the attention output, in place of the QKV linear and core
+  // attention: the down projections, the latents' norms, the up projections, RoPE on the rope parts, the shared
+  // RoPE key's broadcast to the heads, attention with d_qk = nope + rope and d_v = v_head_dim (as
+  // executor/gpu/mla_attention.hpp runs it, one step of it per op).
+  mla_attention,
   activation,      // GeLU or SwiGLU of fc1's output
   residual,        // output = input + branch
   experts,         // MoE: router, dispatch, expert MLPs, combine (in place of the dense MLP)
@@ -57,7 +62,8 @@ enum class BlockKind : std::uint8_t {
   loss,            // vocab-parallel cross-entropy of the logits
 };
 
-// A width of a tensor; the rows come from its Region.
+// A width of a tensor; the rows come from its Region. In an MLA layer query_and_key is its queries' and expanded
+// keys' (2 heads x (nope + rope)), value and query its values' and attention output's (heads x v_head_dim).
 enum class Width : std::uint8_t {
   hidden, query_and_key, value, query, qkv, fc1, ffn,
   attention_scores,   // one score per key: the (local) sequence length, per head
@@ -65,6 +71,7 @@ enum class Width : std::uint8_t {
   experts,            // one router probability per expert
   expert_fc1, expert_ffn, vocab,
   shared_fc1, shared_ffn,  // an MoE layer's shared experts (0 without): FC1's output and FC2's input
+  q_latent, kv_latent,     // MLA: the query's and the keys' and values' latents (q_lora_rank, kv_lora_rank)
 };
 
 // Where a tensor's rows are: the rank's own tokens outside the TP regions (tokens / tp under SP), all
@@ -108,8 +115,9 @@ struct Block {
 // What a layer under full recompute keeps: its input (the rest is computed again in its backward).
 inline constexpr SavedTensor kFullyRecomputedLayer{"layer input", Width::hidden, Region::sequence_sharded, 2};
 
-// The blocks of one transformer layer in forward order: a dense MLP, or the experts of an MoE layer.
-std::span<const Block> layer_blocks(bool moe_layer);
+// The blocks of one transformer layer in forward order: a dense MLP, or the experts of an MoE layer; QKV attention,
+// or multi-latent attention (`mla`: the model's MlaConfig is enabled).
+std::span<const Block> layer_blocks(bool moe_layer, bool mla = false);
 // The embedding (first virtual stage) and the output layer (last virtual stage).
 std::span<const Block> embedding_blocks();
 std::span<const Block> head_blocks();

@@ -50,6 +50,13 @@ std::string to_string(OpRole role) {
     case OpRole::shared_expert_fc1: return "shared_expert_fc1";
     case OpRole::shared_expert_activation: return "shared_expert_activation";
     case OpRole::shared_expert_fc2: return "shared_expert_fc2";
+    case OpRole::mla_q_down: return "mla_q_down";
+    case OpRole::mla_q_norm: return "mla_q_norm";
+    case OpRole::mla_q_up: return "mla_q_up";
+    case OpRole::mla_kv_down: return "mla_kv_down";
+    case OpRole::mla_kv_norm: return "mla_kv_norm";
+    case OpRole::mla_kv_up: return "mla_kv_up";
+    case OpRole::mla_kv_expand: return "mla_kv_expand";
   }
   return "unknown";
 }

@@ -73,6 +73,11 @@ enum class OpRole : std::uint8_t {
   phase_handoff,                       // hot switching: a zero-byte message ordering a GPU's phase after the one before
   qk_norm,                             // QK-norm (Qwen3): each head's query and key normalised, inside core attention
   shared_expert_fc1, shared_expert_activation, shared_expert_fc2,  // an MoE layer's shared experts (one dense MLP)
+  // Multi-latent attention (DeepSeek-V3; core/model.hpp's MlaConfig), in place of qkv_projection: the query's down
+  // projection, its latent's norm and up projection (mla_q_up alone: the direct query projection when q_lora_rank is
+  // 0), the keys' and values' likewise, and the shared RoPE key's broadcast to every head with the up projection's
+  // keys and values (its backward: the gradients' sum over heads). RoPE and attention keep their roles.
+  mla_q_down, mla_q_norm, mla_q_up, mla_kv_down, mla_kv_norm, mla_kv_up, mla_kv_expand,
 };
 
 // Which product of its linear layer a GEMM computes (the linear is the op's role): the forward output, the
@@ -152,6 +157,9 @@ struct AttentionShape {
   // Rows are packs of several sequences, each attending only within itself (varlen attention, hot switching's
   // packs): seq_kv is then the packs' causal work expressed as keys per query, not a context-parallel split.
   bool packed = false;
+  // The values' head dim where it differs from the queries' and keys' (MLA: d_qk = nope + rope, d_v = v_head_dim);
+  // 0: head_dim. 16 bits: it fits where the flags leave room, and Op keeps its size.
+  std::int16_t v_head_dim = 0;
   // Sliding-window attention: each query attends to at most `window` keys, itself and those just before it
   // (0: all keys before it). Packed rows are not windowed (hot switching's packs refuse windows).
   std::int64_t window = 0;
@@ -179,6 +187,9 @@ inline double attention_score_fraction(const AttentionShape& a) {
   const auto keys_before = [w](double x) { return x <= w ? x * x / 2 : w * w / 2 + w * (x - w); };
   return (keys_before(kv) - keys_before(kv - q)) / (q * kv);
 }
+
+// The values' head dim: P V's reduction is over keys, its output v wide (value_head_dim), Q K^T's over head_dim.
+inline std::int64_t value_head_dim(const AttentionShape& a) { return a.v_head_dim > 0 ? a.v_head_dim : a.head_dim; }
 
 // Whose parameters a grad_reduce, param_gather or embedding_grad_sync op moves: a layer (>= 0), or one of these.
 inline constexpr std::int32_t kNoParameterUnit = -1;

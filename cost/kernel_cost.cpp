@@ -51,10 +51,11 @@ double epilogue_addend_bytes(const Op& op) {
   return op.fuses_residual ? kActivationBytes * double(g.m) * g.n * g.count : 0;
 }
 
-// Forward attention FLOPs as the kernel executes them: QK^T and PV, 2 FLOPs per multiply-add each.
+// Forward attention FLOPs as the kernel executes them: QK^T (over head_dim) and PV (values value_head_dim wide: MLA's
+// differ), 2 FLOPs per multiply-add each.
 // Flash kernels skip the masked scores (half of a causal square); unfused ones compute them all and mask.
 double attention_forward_flops(const AttentionShape& a) {
-  double flops = 4.0 * a.batch * a.heads * a.seq_q * a.seq_kv * a.head_dim;
+  double flops = 2.0 * a.batch * a.heads * a.seq_q * a.seq_kv * static_cast<double>(a.head_dim + value_head_dim(a));
   if (a.flash) flops *= attention_score_fraction(a);
   return flops;
 }
@@ -190,10 +191,12 @@ std::string kernel_shape_key(const Op& op) {
     case OpKind::attention_forward:
     case OpKind::attention_backward: {
       const AttentionShape& a = op.attention;
-      return fmt::format("{}:b={},h={},kvh={},sq={},skv={},d={},causal={},flash={}{}{}{}", kind, a.batch, a.heads,
+      return fmt::format("{}:b={},h={},kvh={},sq={},skv={},d={},causal={},flash={}{}{}{}{}", kind, a.batch, a.heads,
                          a.kv_heads, a.seq_q, a.seq_kv, a.head_dim, int(a.causal), int(a.flash),
                          a.dropout ? ",dropout=1" : "", a.cudnn ? ",cudnn=1" : "",
-                         a.window > 0 ? fmt::format(",window={}", a.window) : std::string());
+                         a.window > 0 ? fmt::format(",window={}", a.window) : std::string(),
+                         a.v_head_dim > 0 && a.v_head_dim != a.head_dim ? fmt::format(",dv={}", a.v_head_dim)
+                                                                       : std::string());
     }
     case OpKind::optimizer_step:
       if (op.optimizer_precision.is_default()) return fmt::format("{}:elements={}", kind, op.elements);

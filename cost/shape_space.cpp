@@ -39,6 +39,7 @@ bool set_field(Op& op, std::string_view name, std::int64_t value) {
   else if (name == "dropout") a.dropout = value != 0;
   else if (name == "cudnn") a.cudnn = value != 0;
   else if (name == "window") a.window = value;
+  else if (name == "dv" && value <= INT16_MAX) a.v_head_dim = static_cast<std::int16_t>(value);
   else if (name == "m") g.m = value;
   else if (name == "n") g.n = value;
   else if (name == "k") g.k = value;
@@ -123,11 +124,13 @@ std::vector<double> shape_octaves(const Op& op) {
     case OpKind::attention_forward:
     case OpKind::attention_backward: {
       // A flash kernel's work is its (batch x head) tiles over the sequences, each tile's speed set by the head
-      // dim, which picks another tile shape (counted twice: one octave of it moves the efficiency like two of the
-      // rest); the key-value groups only share K and V loads. Chosen by leave-one-out over a calibration's
-      // attention grid (docs/ACCURACY.md, "Attention off the grid"), checked on twelve shapes measured apart.
+      // dim, which picks another tile shape (counted twice, MLA's d_qk and d_v once each: one octave of it moves
+      // the efficiency like two of the rest); the key-value groups only share K and V loads. Chosen by
+      // leave-one-out over a calibration's attention grid (docs/ACCURACY.md, "Attention off the grid"), checked on
+      // twelve shapes measured apart.
       const AttentionShape& a = op.attention;
-      return {log2(double(a.batch) * a.heads), log2(a.seq_q), log2(a.seq_kv), 2 * log2(a.head_dim)};
+      return {log2(double(a.batch) * a.heads), log2(a.seq_q), log2(a.seq_kv),
+              log2(a.head_dim) + log2(value_head_dim(a))};
     }
     // The state's storage is a second axis: a narrower recipe is priced from the fp32 measurements by bytes.
     case OpKind::optimizer_step: return {log2(op.elements), log2(optimizer_bytes_per_parameter(op.optimizer_precision))};

@@ -18,7 +18,7 @@ namespace twin {
 // communication and malformed keys (only a key kernel_shape_key itself would write is accepted).
 std::optional<Op> op_from_kernel_key(std::string_view key);
 
-// The key's sizes in octaves: GEMMs (m, n, k, count); attention (b x h, sq, skv, 2 x d); the optimizer
+// The key's sizes in octaves: GEMMs (m, n, k, count); attention (b x h, sq, skv, d + d_v); the optimizer
 // step (elements); elementwise and MoE permutations (bytes); the rest (rows, cols).
 std::vector<double> shape_octaves(const Op& op);
 

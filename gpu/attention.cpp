@@ -31,10 +31,12 @@ enum Uid : std::int64_t {
 };
 
 // s queries against skv keys per sequence; the sequences qs rows apart in Q, O, dO, dQ and Stats, kvs rows apart
-// in K, V, dK and dV (a block of context parallelism's ring reads part of each sequence's rows).
+// in K, V, dK and dV (a block of context parallelism's ring reads part of each sequence's rows). Queries and keys
+// are d wide, values and outputs dv (MLA: d_qk != d_v), V's rows (and dV's) v_stride apart.
 struct Shape {
   std::int64_t b, s, skv, h, hk, d, q_stride, kv_stride, qs, kvs;
   bool causal;
+  std::int64_t dv, v_stride;
 };
 
 Shape shape_of(const kernels::AttentionDims& dims) {
@@ -43,7 +45,8 @@ Shape shape_of(const kernels::AttentionDims& dims) {
           dims.q_row_stride ? dims.q_row_stride : dims.heads * d,
           dims.kv_row_stride ? dims.kv_row_stride : dims.kv_heads * d,
           dims.q_sequence_rows ? dims.q_sequence_rows : dims.seq, dims.kv_sequence_rows ? dims.kv_sequence_rows : skv,
-          dims.causal};
+          dims.causal, dims.v_head_dim ? dims.v_head_dim : d,
+          dims.v_row_stride ? dims.v_row_stride : (dims.kv_row_stride ? dims.kv_row_stride : dims.kv_heads * d)};
 }
 
 // [b, h, s, skv] fp32 scores of every head, and [b, h, s, 1] row statistics (Stats in memory: qs rows apart).
@@ -56,16 +59,16 @@ Dims stats_strides(const Shape& x) { return {x.h * x.qs, x.qs, 1, 1}; }
 Dims transposed_dims(const Shape& x) { return {x.b, x.h, x.skv, x.s}; }
 Dims transposed_strides(const Shape& x) { return {x.h * x.s * x.skv, x.s * x.skv, 1, x.skv}; }
 
-// Q [b, h, s, d] and O and dO over the [b*qs, h, d] rows.
+// Q [b, h, s, d], and O and dO [b, h, s, dv] over the [b*qs, h, dv] rows.
 void declare_q_o(cudnn::GraphBuilder& g, const Shape& x, bool with_gradients) {
   const Dims q_strides{x.qs * x.q_stride, x.d, x.q_stride, 1};
   g.tensor(kQ, {x.b, x.h, x.s, x.d}, q_strides, CUDNN_DATA_BFLOAT16);
-  const Dims o_strides{x.qs * x.h * x.d, x.d, x.h * x.d, 1};
-  g.tensor(kO, {x.b, x.h, x.s, x.d}, o_strides, CUDNN_DATA_BFLOAT16);
+  const Dims o_strides{x.qs * x.h * x.dv, x.dv, x.h * x.dv, 1};
+  g.tensor(kO, {x.b, x.h, x.s, x.dv}, o_strides, CUDNN_DATA_BFLOAT16);
   g.tensor(kStats, row_dims(x), stats_strides(x), CUDNN_DATA_FLOAT);
   g.scalar(kScale, CUDNN_DATA_FLOAT);
   if (with_gradients) {
-    g.tensor(kDout, {x.b, x.h, x.s, x.d}, o_strides, CUDNN_DATA_BFLOAT16);
+    g.tensor(kDout, {x.b, x.h, x.s, x.dv}, o_strides, CUDNN_DATA_BFLOAT16);
     g.tensor(kDq, {x.b, x.h, x.s, x.d}, q_strides, CUDNN_DATA_BFLOAT16);
   }
 }
@@ -95,7 +98,7 @@ cudnn::Descriptor forward_graph(cudnnHandle_t handle, const Shape& x) {
   cudnn::GraphBuilder g;
   declare_q_o(g, x, false);
   g.tensor(kKT, {x.b, x.hk, x.d, x.skv}, {x.kvs * x.kv_stride, x.d, 1, x.kv_stride}, CUDNN_DATA_BFLOAT16);
-  g.tensor(kV, {x.b, x.hk, x.skv, x.d}, {x.kvs * x.kv_stride, x.d, x.kv_stride, 1}, CUDNN_DATA_BFLOAT16);
+  g.tensor(kV, {x.b, x.hk, x.skv, x.dv}, {x.kvs * x.v_stride, x.dv, x.v_stride, 1}, CUDNN_DATA_BFLOAT16);
   intermediate(g, kScores, scores_dims(x), scores_strides(x));
   intermediate(g, kScaled, scores_dims(x), scores_strides(x));
   g.matmul(kQ, kKT, kScores);
@@ -119,13 +122,14 @@ cudnn::Descriptor forward_graph(cudnnHandle_t handle, const Shape& x) {
 }
 
 // The gradient of K or V: `scores` [b, h, s_q, s_kv] transposed (as `transposed`, bf16) times `other`
-// [b, h, s_q, d]; with GQA per query head (`all_heads`), then summed over each group into `out`.
+// [b, h, s_q, width]; with GQA per query head (`all_heads`), then summed over each group into `out`.
 void key_value_gradient(cudnn::GraphBuilder& g, const Shape& x, std::int64_t scores, std::int64_t transposed,
-                        std::int64_t other, std::int64_t all_heads, std::int64_t out) {
+                        std::int64_t other, std::int64_t all_heads, std::int64_t out, std::int64_t width) {
   intermediate(g, transposed, transposed_dims(x), transposed_strides(x), CUDNN_DATA_BFLOAT16);
   g.reshape(scores, transposed);
   if (x.h == x.hk) return g.matmul(transposed, other, out);
-  intermediate(g, all_heads, {x.b, x.h, x.skv, x.d}, {x.h * x.skv * x.d, x.skv * x.d, x.d, 1}, CUDNN_DATA_BFLOAT16);
+  intermediate(g, all_heads, {x.b, x.h, x.skv, width}, {x.h * x.skv * width, x.skv * width, width, 1},
+               CUDNN_DATA_BFLOAT16);
   g.matmul(transposed, other, all_heads);
   g.reduction(CUDNN_REDUCE_TENSOR_ADD, all_heads, out);
 }
@@ -139,15 +143,15 @@ cudnn::Descriptor backward_graph(cudnnHandle_t handle, const Shape& x, bool dete
   const Dims kv_dims{x.b, x.hk, x.skv, x.d}, kv_strides{x.kvs * x.kv_stride, x.d, x.kv_stride, 1};
   const Dims kvt_dims{x.b, x.hk, x.d, x.skv}, kvt_strides{x.kvs * x.kv_stride, x.d, 1, x.kv_stride};
   g.tensor(kKT, kvt_dims, kvt_strides, CUDNN_DATA_BFLOAT16);
-  g.tensor(kV, kvt_dims, kvt_strides, CUDNN_DATA_BFLOAT16);  // VT
+  g.tensor(kV, {x.b, x.hk, x.dv, x.skv}, {x.kvs * x.v_stride, x.dv, 1, x.v_stride}, CUDNN_DATA_BFLOAT16);  // VT
   g.tensor(kDk, kv_dims, kv_strides, CUDNN_DATA_BFLOAT16);
-  g.tensor(kDv, kv_dims, kv_strides, CUDNN_DATA_BFLOAT16);
+  g.tensor(kDv, {x.b, x.hk, x.skv, x.dv}, {x.kvs * x.v_stride, x.dv, x.v_stride, 1}, CUDNN_DATA_BFLOAT16);
   g.tensor(kSoftmaxSum, row_dims(x), row_strides(x), CUDNN_DATA_FLOAT);
   g.scalar(kOne, CUDNN_DATA_FLOAT);
   const Dims all_heads{x.b, x.h, x.s, x.d}, all_heads_strides{x.h * x.s * x.d, x.s * x.d, x.d, 1};
 
   // rowsum(dO * O), kept in memory: the backend reads it in a second pass.
-  intermediate(g, kDoutTimesO, all_heads, {x.h * x.s * x.d, x.s * x.d, x.h * x.d, 1});
+  intermediate(g, kDoutTimesO, {x.b, x.h, x.s, x.dv}, {x.h * x.s * x.dv, x.s * x.dv, x.h * x.dv, 1});
   intermediate(g, kRowDot, row_dims(x), row_strides(x));
   g.pointwise(CUDNN_POINTWISE_MUL, kDoutTimesO, kDout, kO);
   g.reduction(CUDNN_REDUCE_TENSOR_ADD, kDoutTimesO, kRowDot);
@@ -164,7 +168,7 @@ cudnn::Descriptor backward_graph(cudnnHandle_t handle, const Shape& x, bool dete
   intermediate(g, kExp, scores_dims(x), scores_strides(x));
   g.pointwise(CUDNN_POINTWISE_EXP, kExp, masked);
 
-  key_value_gradient(g, x, kExp, kProbabilitiesT, kDout, kDvAllHeads, kDv);  // dV = P^T dO
+  key_value_gradient(g, x, kExp, kProbabilitiesT, kDout, kDvAllHeads, kDv, x.dv);  // dV = P^T dO
 
   // dS = P (dO V^T - rowsum(dO * O)) * scale.
   for (std::int64_t uid : {kDp, kDpShifted, kDsUnscaled, kDs}) intermediate(g, uid, scores_dims(x), scores_strides(x));
@@ -173,7 +177,7 @@ cudnn::Descriptor backward_graph(cudnnHandle_t handle, const Shape& x, bool dete
   g.pointwise(CUDNN_POINTWISE_MUL, kDsUnscaled, kDpShifted, kExp);
   g.pointwise(CUDNN_POINTWISE_MUL, kDs, kDsUnscaled, kScale);
 
-  key_value_gradient(g, x, kDs, kDsT, kQ, kDkAllHeads, kDk);  // dK = dS^T Q
+  key_value_gradient(g, x, kDs, kDsT, kQ, kDkAllHeads, kDk, x.d);  // dK = dS^T Q
 
   // dQ = dS K.
   intermediate(g, kK, kv_dims, kv_strides, CUDNN_DATA_BFLOAT16);
@@ -192,6 +196,7 @@ std::string describe(const Shape& x, const char* pass) {
   return std::string("attention ") + pass + " (b=" + std::to_string(x.b) + " s=" + std::to_string(x.s) +
          (x.skv != x.s ? " s_kv=" + std::to_string(x.skv) : std::string()) +
          " heads=" + std::to_string(x.h) + " kv_heads=" + std::to_string(x.hk) + " head_dim=" + std::to_string(x.d) +
+         (x.dv != x.d ? " v_head_dim=" + std::to_string(x.dv) : std::string()) +
          (x.causal ? " causal)" : ")");
 }
 
@@ -205,6 +210,10 @@ void require_kernels_shape(const kernels::AttentionDims& dims) {
   if (!whole_sequences(dims))
     throw std::invalid_argument("attention: the kernels backend runs whole self-attention only (a ring block of "
                                 "context parallelism needs a cuDNN backend)");
+  const Shape x = shape_of(dims);
+  if (x.dv != x.d || x.v_stride != x.kv_stride)
+    throw std::invalid_argument("attention: the kernels backend runs values as wide as the keys, in the keys' rows "
+                                "(MLA's v_head_dim needs a cuDNN backend)");
 }
 
 }  // namespace
@@ -224,7 +233,8 @@ Attention::~Attention() {
 
 Attention::Plans& Attention::plans_for(const kernels::AttentionDims& dims) {
   const Shape x = shape_of(dims);
-  const ShapeKey key{x.b, x.s, x.skv, int(x.h), int(x.hk), int(x.d), x.q_stride, x.kv_stride, x.qs, x.kvs, x.causal};
+  const ShapeKey key{x.b, x.s, x.skv, int(x.h), int(x.hk), int(x.d), x.q_stride, x.kv_stride, x.qs, x.kvs, x.causal,
+                     x.dv, x.v_stride};
   auto it = plans_.find(key);
   if (it != plans_.end()) return *it->second;
   if (x.h % x.hk != 0) throw std::invalid_argument("attention: heads must be a multiple of kv_heads");

@@ -10,6 +10,8 @@
 // Layouts are those of kernels::attention_forward: q [b*s, heads, head_dim] rows q_row_stride apart; k, v
 // [b*s, kv_heads, head_dim] rows kv_row_stride apart; o [b*s, heads, head_dim] contiguous; lse [b, heads, s]
 // fp32, the natural-log sum of exp of each row's scaled scores (all three write the same statistic).
+// The cuDNN backends also run MLA's shape, values narrower than queries and keys (AttentionDims::v_head_dim: o, dO
+// [b*s, heads, v_head_dim]; cuDNN 9 documents d_qk 192 with d_v 128 on Hopper, forward and backward).
 // The cuDNN backends also run a block of context parallelism's ring: seq queries against seq_kv keys, each
 // sequence's rows a stride apart (kernels::AttentionDims), causal only where seq == seq_kv.
 #pragma once
@@ -45,7 +47,7 @@ class Attention {
  private:
   struct Plans;
   using ShapeKey = std::tuple<std::int64_t, std::int64_t, std::int64_t, int, int, int, std::int64_t, std::int64_t,
-                              std::int64_t, std::int64_t, bool>;
+                              std::int64_t, std::int64_t, bool, std::int64_t, std::int64_t>;
   Plans& plans_for(const kernels::AttentionDims& dims);
 
   AttentionImplementation backend_;

@@ -62,10 +62,13 @@ void norm_weight_grad_reduce(const float* partials, std::int64_t partial_blocks,
 void rope_build_table(float2* table, std::int64_t max_positions, int head_dim, float theta, cudaStream_t stream);
 // q: [tokens, q_heads, head_dim], k: [tokens, kv_heads, head_dim], rotated in place; consecutive tokens
 // are `*_row_stride` elements apart (a view into the fused QKV output). Token t is at position t % seq_len.
+// q_head_stride (0: head_dim) spaces q's heads: MLA rotates only the last qk_pos_emb_head_dim elements of each
+// query head (q points at the first head's RoPE part, the heads nope + rope apart).
 struct RopeShape {
   std::int64_t tokens = 0, seq_len = 0;
   int q_heads = 0, kv_heads = 0, head_dim = 0;
   std::int64_t q_row_stride = 0, k_row_stride = 0;
+  std::int64_t q_head_stride = 0;
 };
 void rope_forward(bf16* q, bf16* k, const float2* table, const RopeShape& shape, cudaStream_t stream);
 // The inverse rotation, in place on dq and dk.
@@ -230,6 +233,10 @@ struct AttentionDims {
   // against `seq_kv` keys (0: seq), the sequences `q_sequence_rows` rows apart in q, o, dO, dq and lse (0: seq)
   // and `kv_sequence_rows` apart in k, v, dk and dv (0: seq_kv). The twin kernels run only the defaults.
   std::int64_t seq_kv = 0, q_sequence_rows = 0, kv_sequence_rows = 0;
+  // MLA (cuDNN backends only): values and outputs v_head_dim wide (0: head_dim), V's rows v_row_stride apart
+  // (0: kv_row_stride); the scores' scale stays 1/sqrt(head_dim), the query-key width.
+  int v_head_dim = 0;
+  std::int64_t v_row_stride = 0;
 };
 // lse: [batch, heads, seq] fp32, the natural-log sum of exp of the scaled scores of each row (kept for
 // backward).
@@ -239,6 +246,23 @@ void attention_forward(const bf16* q, const bf16* k, const bf16* v, bf16* o, flo
 // Three kernels: delta, then dK/dV by key block, then dQ by query block (no atomics: deterministic).
 void attention_backward(const bf16* q, const bf16* k, const bf16* v, const bf16* o, const bf16* dout, const float* lse,
                         float* delta, bf16* dq, bf16* dk, bf16* dv, const AttentionDims& dims, cudaStream_t stream);
+
+// ---- multi-latent attention's heads (gpu/kernels/mla.cu) ----
+// DeepSeek-V3's keys and values: the kv up-projection's output kv [tokens, heads, nope + v] holds each head's key
+// without position (nope wide) and its value; one RoPE key k_pe [tokens, rope] (rows k_pe_row_stride apart: the tail
+// of the kv down-projection's output) serves every head.
+struct MlaHeads {
+  std::int64_t tokens = 0;
+  int heads = 0, nope = 0, rope = 0, v = 0;
+  std::int64_t k_pe_row_stride = 0;
+};
+// k [tokens, heads, nope + rope] = (kv's nope part, k_pe) per head; v [tokens, heads, v] = kv's v part: the
+// contiguous operands of attention (the shared key broadcast to the heads).
+void mla_expand_kv(const bf16* kv, const bf16* k_pe, bf16* k, bf16* v, const MlaHeads& shape, cudaStream_t stream);
+// The transpose: d_kv [tokens, heads, nope + v] = (dk's nope part, dv) per head, and d_k_pe [tokens, rope] (rows
+// k_pe_row_stride apart) = the sum over heads of dk's RoPE part, in fp32, in head order (deterministic).
+void mla_reduce_kv_grad(const bf16* dk, const bf16* dv, bf16* d_kv, bf16* d_k_pe, const MlaHeads& shape,
+                        cudaStream_t stream);
 
 // ---- context parallelism's ring attention (gpu/kernels/context.cu) ----
 // Rows [first_row, first_row + rows) of each of `batch` sequences of `seq` rows: o [batch * seq, heads, head_dim],

@@ -48,7 +48,8 @@ PriceKey price_key(const Op& op) {
   const GemmShape& g = op.gemm;
   const AttentionShape& a = op.attention;
   return {kind_and_flags(op), g.m, g.n, g.k, pair_of(g.count, g.split), g.busiest,
-          a.batch, a.heads, a.kv_heads, a.seq_q, a.seq_kv, a.head_dim, a.window,
+          a.batch, a.heads, a.kv_heads, a.seq_q, a.seq_kv,
+          pair_of(static_cast<std::int32_t>(a.head_dim), a.v_head_dim), a.window,
           op.rows, op.cols, op.elements, op.bytes, flops_bits};
 }
 

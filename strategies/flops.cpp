@@ -16,12 +16,25 @@ double head_dim(const ModelConfig& m) {
                            : static_cast<double>(m.hidden_size) / m.num_attention_heads;
 }
 
+// MLA's projections per token: the query's down and up (or direct) projection, the keys' and values' down
+// projection (with the shared RoPE key) and up projection, and the output projection from heads x v_head_dim.
+double mla_attention_macs_per_token(const ModelConfig& m) {
+  const MlaConfig& a = m.mla;
+  const double h = static_cast<double>(m.hidden_size), heads = m.num_attention_heads;
+  const double q_head = static_cast<double>(a.qk_head_dim + a.qk_pos_emb_head_dim);
+  const double q = a.q_lora_rank > 0 ? h * a.q_lora_rank + a.q_lora_rank * heads * q_head : h * heads * q_head;
+  const double kv = h * static_cast<double>(a.kv_lora_rank + a.qk_pos_emb_head_dim) +
+                    a.kv_lora_rank * heads * static_cast<double>(a.qk_head_dim + a.v_head_dim);
+  return q + kv + heads * a.v_head_dim * h;
+}
+
 // Forward FLOPs per token of one layer's weights (2 x multiply-adds), without core attention.
 double layer_weight_flops_per_token(const ModelConfig& m, int layer) {
   const double h = static_cast<double>(m.hidden_size), d = head_dim(m);
   const double gated = is_gated(m.activation) ? 3 : 2;
   double macs = h * (m.num_attention_heads + 2.0 * m.num_query_groups) * d  // QKV
                 + m.num_attention_heads * d * h;                            // output projection
+  if (m.mla.enabled()) macs = mla_attention_macs_per_token(m);
   if (m.is_moe_layer(layer))
     macs += static_cast<double>(m.moe.ffn_hidden_size) * h * m.moe.top_k * gated + h * m.moe.num_experts +
             static_cast<double>(m.moe.shared_expert_ffn_hidden_size) * h * gated;
@@ -30,13 +43,16 @@ double layer_weight_flops_per_token(const ModelConfig& m, int layer) {
   return 2 * macs;
 }
 
-// Forward FLOPs per token of causal core attention: 2 matmuls x 2 x seq x heads x head_dim x the share of the
+// Forward FLOPs per token of causal core attention: 2 x seq x heads x (d_qk + d_v) (Q K^T and P V) x the share of the
 // scores the mask keeps (a half; less on a windowed layer).
 double attention_flops_per_token(const ModelConfig& m, int layer, std::int64_t seq_length) {
   AttentionShape a;
   a.seq_q = a.seq_kv = seq_length;
   a.window = m.is_windowed_layer(layer) ? m.window_size : 0;
-  return 4.0 * static_cast<double>(seq_length) * m.num_attention_heads * head_dim(m) * attention_score_fraction(a);
+  // Q K^T over the queries' and keys' head dim, P V over the values' (MLA: nope + rope, and v_head_dim).
+  const double qk = m.mla.enabled() ? static_cast<double>(m.mla.qk_head_dim + m.mla.qk_pos_emb_head_dim) : head_dim(m);
+  const double v = m.mla.enabled() ? static_cast<double>(m.mla.v_head_dim) : head_dim(m);
+  return 2.0 * static_cast<double>(seq_length) * m.num_attention_heads * (qk + v) * attention_score_fraction(a);
 }
 
 double tokens_per_iteration(const Scenario& s) {

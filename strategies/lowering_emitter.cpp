@@ -5,11 +5,12 @@
 namespace twin::lowering {
 
 std::int64_t width_per_rank(const RankShapes& s, layer::Width width) {
+  const std::int64_t v = s.mla() ? s.v_d : s.d;  // a value head's width
   switch (width) {
     case layer::Width::hidden: return s.h;
     case layer::Width::query_and_key: return (s.heads + s.groups) * s.d;
-    case layer::Width::value: return s.groups * s.d;
-    case layer::Width::query: return s.heads * s.d;
+    case layer::Width::value: return s.groups * v;
+    case layer::Width::query: return s.heads * v;
     case layer::Width::qkv: return s.qkv_width;
     case layer::Width::fc1: return s.fc1_width;
     case layer::Width::ffn: return s.ffn;
@@ -21,6 +22,8 @@ std::int64_t width_per_rank(const RankShapes& s, layer::Width width) {
     case layer::Width::vocab: return s.vocab;
     case layer::Width::shared_fc1: return s.shared_fc1_width;
     case layer::Width::shared_ffn: return s.shared_ffn;
+    case layer::Width::q_latent: return s.q_lora_rank;
+    case layer::Width::kv_latent: return s.kv_lora_rank;
   }
   return 0;
 }

@@ -52,6 +52,10 @@ struct RankShapes {
   // Shared experts per TP rank (split like a dense MLP): their FFN width and FC1's; 0 without shared experts.
   std::int64_t shared_ffn = 0, shared_fc1_width = 0;
   bool qk_norm = false;  // QK-norm: a norm over each head's query and key before RoPE
+  // Multi-latent attention (0 without): the latents' ranks, each head's RoPE part (d is nope + rope) and its value's
+  // head dim; groups = heads (every head its own key and value after the up projection).
+  std::int64_t q_lora_rank = 0, kv_lora_rank = 0, rope_d = 0, v_d = 0;
+  bool mla() const { return kv_lora_rank > 0; }
   std::int64_t permute_bytes = 0;   // read + write of this rank's routed token copies
   MoeTokenDispatcher dispatcher = MoeTokenDispatcher::alltoall;  // framework.moe_token_dispatcher_type
   int layers_per_chunk = 0;   // the most layers any virtual stage holds (uneven splits differ by one)

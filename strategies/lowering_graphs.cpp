@@ -10,7 +10,6 @@
 namespace twin {
 
 std::optional<std::pair<std::string, std::string>> unlowered_feature(const ModelConfig& model) {
-  if (model.mla.enabled()) return std::pair<std::string, std::string>{"/model/mla", "multi-latent attention"};
   if (model.post_norms) return std::pair<std::string, std::string>{"/model/post_norms", "post norms"};
   return std::nullopt;
 }

@@ -8,6 +8,7 @@
 #include "core/layer.hpp"
 #include "strategies/context_ring.hpp"
 #include "strategies/lowering_linears.hpp"
+#include "strategies/lowering_mla.hpp"
 #include "strategies/lowering_moe.hpp"
 #include "strategies/pytorch_fsdp2.hpp"
 #include "strategies/sharded_parameters.hpp"
@@ -26,9 +27,11 @@ Op attention_op(const Emitter& e, bool backward, std::int64_t seq_q, std::int64_
   op.kind = backward ? OpKind::attention_backward : OpKind::attention_forward;
   op.role = OpRole::core_attention;
   op.attention = {s.b, s.heads, s.groups, seq_q, seq_kv, s.d, causal};
+  if (s.mla()) op.attention.v_head_dim = static_cast<std::int16_t>(s.v_d);
   if (causal) op.attention.window = e.attention_window();
-  op.flops = 4.0 * s.b * s.heads * seq_q * seq_kv * s.d * attention_score_fraction(op.attention) *
-             (backward ? 2.5 : 1.0);
+  // Q K^T over d, P V over the values' head dim: 2 FLOPs per multiply-add each.
+  op.flops = 2.0 * s.b * s.heads * seq_q * seq_kv * static_cast<double>(s.d + value_head_dim(op.attention)) *
+             attention_score_fraction(op.attention) * (backward ? 2.5 : 1.0);
   return op;
 }
 
@@ -218,6 +221,7 @@ void block_ops(Emitter& e, const layer::Block& block, Phase phase) {
       if (s.rope && backward) emit_eager_passes(e, rope.kind, OpRole::rope, rope.rows, rope.cols);
       return;
     }
+    case layer::BlockKind::mla_attention: emit_mla_attention(e, backward, core_attention); return;
     case layer::BlockKind::activation: {
       const OpKind kind = backward ? OpKind::activation_backward : OpKind::activation_forward;
       e.emit(Emitter::rows_cols(kind, block.role, s.tokens, s.ffn));
@@ -235,14 +239,14 @@ void block_ops(Emitter& e, const layer::Block& block, Phase phase) {
 
 // A layer's ops depend on its blocks and the class's shapes, not on which layer it is: its passes repeat (Emitter::emit_pass).
 void emit_layer_forward(Emitter& e, const ModelConfig& model, int layer) {
-  const std::span<const layer::Block> blocks = layer::layer_blocks(model.is_moe_layer(layer));
+  const std::span<const layer::Block> blocks = layer::layer_blocks(model.is_moe_layer(layer), model.mla.enabled());
   e.set_layer(layer);
   e.set_attention_window(model.is_windowed_layer(layer) ? model.window_size : 0);
   e.emit_pass(blocks.data(), false, [&] { emit_unit_forward(e, blocks, layer, block_ops); });
 }
 
 void emit_layer_backward(Emitter& e, const ModelConfig& model, int layer) {
-  const std::span<const layer::Block> blocks = layer::layer_blocks(model.is_moe_layer(layer));
+  const std::span<const layer::Block> blocks = layer::layer_blocks(model.is_moe_layer(layer), model.mla.enabled());
   e.set_layer(layer);
   e.set_attention_window(model.is_windowed_layer(layer) ? model.window_size : 0);
   e.emit_pass(blocks.data(), true, [&] {

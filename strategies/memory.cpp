@@ -53,14 +53,18 @@ struct SavedTerms {
     const ModelConfig& m = model;
     const double h = static_cast<double>(m.hidden_size), a = m.num_attention_heads;
     const double d = m.kv_channels > 0 ? static_cast<double>(m.kv_channels) : h / a;
-    const double q = a * d, kv = m.num_query_groups * d;
+    double q = a * d, kv = m.num_query_groups * d, v = kv, o = q;  // query, key, value and attention output widths
+    if (m.mla.enabled()) {  // every head's query and (expanded) key nope + rope wide, its value v_head_dim
+      q = kv = a * static_cast<double>(m.mla.qk_head_dim + m.mla.qk_pos_emb_head_dim);
+      v = o = a * static_cast<double>(m.mla.v_head_dim);
+    }
     const double gate = is_gated(m.activation) ? 2 : 1;
     const double shared = static_cast<double>(m.moe.shared_expert_ffn_hidden_size);
     switch (width) {
       case layer::Width::hidden: return h;
       case layer::Width::query_and_key: return q + kv;
-      case layer::Width::value: return kv;
-      case layer::Width::query: return q;
+      case layer::Width::value: return v;
+      case layer::Width::query: return o;
       case layer::Width::qkv: return q + 2 * kv;
       case layer::Width::fc1: return gate * static_cast<double>(m.ffn_hidden_size);
       case layer::Width::ffn: return static_cast<double>(m.ffn_hidden_size);
@@ -72,6 +76,8 @@ struct SavedTerms {
       case layer::Width::vocab: return static_cast<double>(padded_vocab_size(m, static_cast<int>(tp)));
       case layer::Width::shared_fc1: return gate * shared;
       case layer::Width::shared_ffn: return shared;
+      case layer::Width::q_latent: return static_cast<double>(m.mla.q_lora_rank);
+      case layer::Width::kv_latent: return static_cast<double>(m.mla.kv_lora_rank);
     }
     return 0;
   }
@@ -144,7 +150,7 @@ Bytes activation_bytes_per_layer(const ModelConfig& model, std::int64_t seq_leng
                                  tensor_parallel, sequence_parallel, recompute, expert_parallel);
   terms.fp8 = fp8_layer;
   if (recompute == Recompute::full) return std::llround(terms.bytes(layer::kFullyRecomputedLayer));
-  return std::llround(terms.bytes(layer::layer_blocks(moe_layer)));
+  return std::llround(terms.bytes(layer::layer_blocks(moe_layer, model.mla.enabled())));
 }
 
 namespace {

@@ -59,6 +59,15 @@ RankShapes rank_shapes(const Scenario& scenario, const Strategy& st) {
   s.qkv_width = (s.heads + 2 * s.groups) * s.d;
   s.swiglu = is_gated(m.activation);
   s.qk_norm = m.qk_layernorm;
+  if (m.mla.enabled()) {  // each head its own key and value, d_qk = nope + rope wide, d_v = v_head_dim
+    s.q_lora_rank = m.mla.q_lora_rank;
+    s.kv_lora_rank = m.mla.kv_lora_rank;
+    s.rope_d = m.mla.qk_pos_emb_head_dim;
+    s.v_d = m.mla.v_head_dim;
+    s.d = m.mla.qk_head_dim + m.mla.qk_pos_emb_head_dim;
+    s.groups = s.heads;
+    s.qkv_width = 0;  // no QKV linear
+  }
   s.rope = m.position_embedding_rope;
   s.flash = is_fused_attention(m.attention_backend);
   s.attention_dropout = !s.flash && m.attention_dropout > 0;

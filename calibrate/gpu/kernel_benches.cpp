@@ -256,20 +256,26 @@ std::optional<KernelBench> make_kernel_bench(const Op& op, const KernelModelFact
     case OpKind::attention_backward: {
       const AttentionShape& a = op.attention;
       if (!a.flash) { why_not = "unfused attention is not a kernel of the executor"; return std::nullopt; }
-      if (a.seq_q != a.seq_kv || (a.head_dim != 64 && a.head_dim != 128) || a.kv_heads <= 0 || a.heads % a.kv_heads) {
-        why_not = "attention kernels need seq_q == seq_kv, head_dim 64 or 128 and kv_heads dividing heads";
+      const bool mla = a.v_head_dim > 0;  // d_qk != d_v: cuDNN's kernels (gpu/attention.hpp), d_qk up to 256
+      const bool head_dim_ok = mla ? a.head_dim % 8 == 0 && a.head_dim <= 256 && a.v_head_dim % 8 == 0
+                                   : a.head_dim == 64 || a.head_dim == 128;
+      if (a.seq_q != a.seq_kv || !head_dim_ok || a.kv_heads <= 0 || a.heads % a.kv_heads) {
+        why_not = "attention kernels need seq_q == seq_kv, head_dim 64 or 128 (MLA: d_qk and d_v multiples of 8, "
+                  "d_qk up to 256) and kv_heads dividing heads";
         return std::nullopt;
       }
-      const k::AttentionDims dims{a.batch, a.seq_q, static_cast<int>(a.heads), static_cast<int>(a.kv_heads),
-                                  static_cast<int>(a.head_dim), 0, 0, a.causal};
+      k::AttentionDims dims{a.batch, a.seq_q, static_cast<int>(a.heads), static_cast<int>(a.kv_heads),
+                            static_cast<int>(a.head_dim), 0, 0, a.causal};
+      dims.v_head_dim = a.v_head_dim;
       const std::int64_t tokens = a.batch * a.seq_q, qn = tokens * a.heads * a.head_dim, kvn = tokens * a.kv_heads * a.head_dim;
-      B *q = x.b(x.bf16(qn)), *kp = x.b(x.bf16(kvn)), *v = x.b(x.bf16(kvn)), *o = x.b(x.raw(qn * 2));
+      const std::int64_t vn = tokens * a.kv_heads * value_head_dim(a), on = tokens * a.heads * value_head_dim(a);
+      B *q = x.b(x.bf16(qn)), *kp = x.b(x.bf16(kvn)), *v = x.b(x.bf16(vn)), *o = x.b(x.raw(on * 2));
       float* lse = x.f(x.raw(a.batch * a.heads * a.seq_q * 4));
       std::shared_ptr<Attention> attention = shared_attention();
       const AttentionForward forward{attention.get(), q, kp, v, o, lse, dims};
       if (op.kind == OpKind::attention_forward) return bench_of(x, forward, attention);
       launch(forward, stream);  // O and the logsumexp the backward reads
-      B *dout = x.b(x.bf16(qn)), *dq = x.b(x.raw(qn * 2)), *dk = x.b(x.raw(kvn * 2)), *dv = x.b(x.raw(kvn * 2));
+      B *dout = x.b(x.bf16(on)), *dq = x.b(x.raw(qn * 2)), *dk = x.b(x.raw(kvn * 2)), *dv = x.b(x.raw(vn * 2));
       return bench_of(x, AttentionBackward{attention.get(), q, kp, v, o, dout, lse, dq, dk, dv, dims}, attention);
     }
     case OpKind::gemm:

@@ -56,7 +56,7 @@ KernelOps to_ops(const std::map<std::string, Op>& by_key, const KernelModelFacts
 // skip, backward 2.5 times the forward.
 double attention_flops(const Op& op) {
   const AttentionShape& a = op.attention;
-  double flops = 4.0 * a.batch * a.heads * a.seq_q * a.seq_kv * a.head_dim;
+  double flops = 2.0 * a.batch * a.heads * a.seq_q * a.seq_kv * static_cast<double>(a.head_dim + value_head_dim(a));
   if (a.flash) flops *= attention_score_fraction(a);
   return op.kind == OpKind::attention_backward ? 2.5 * flops : flops;
 }

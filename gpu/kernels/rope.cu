@@ -35,7 +35,7 @@ __global__ void rope_kernel(bf16* q, bf16* k, const float2* table, RopeShape s, 
     const int i = static_cast<int>(index % half);
     const int head = static_cast<int>((index / half) % heads);
     const std::int64_t token = index / (static_cast<std::int64_t>(half) * heads);
-    bf16* base = head < s.q_heads ? q + token * s.q_row_stride + static_cast<std::int64_t>(head) * s.head_dim
+    bf16* base = head < s.q_heads ? q + token * s.q_row_stride + head * s.q_head_stride
                                   : k + token * s.k_row_stride + static_cast<std::int64_t>(head - s.q_heads) * s.head_dim;
     const float2 cs = table[(token % s.seq_len) * half + i];
     const float sin_signed = direction * cs.y;
@@ -55,7 +55,7 @@ __global__ void rope_vec8_kernel(bf16* q, bf16* k, const float2* table, RopeShap
     const int i = 8 * static_cast<int>(index % groups);
     const int head = static_cast<int>((index / groups) % heads);
     const std::int64_t token = index / (static_cast<std::int64_t>(groups) * heads);
-    bf16* base = head < s.q_heads ? q + token * s.q_row_stride + static_cast<std::int64_t>(head) * s.head_dim
+    bf16* base = head < s.q_heads ? q + token * s.q_row_stride + head * s.q_head_stride
                                   : k + token * s.k_row_stride + static_cast<std::int64_t>(head - s.q_heads) * s.head_dim;
     const float2* cs = table + (token % s.seq_len) * half + i;
     const Float8 x1 = load8(base, i), x2 = load8(base, i + half);
@@ -76,10 +76,12 @@ void launch_rope(bf16* q, bf16* k, const float2* table, const RopeShape& shape, 
   detail::require(shape.q_heads >= 0 && shape.kv_heads >= 0 && shape.q_heads + shape.kv_heads > 0,
                   "rope: no heads");
   RopeShape s = shape;
-  if (s.q_row_stride == 0) s.q_row_stride = static_cast<std::int64_t>(s.q_heads) * s.head_dim;
+  if (s.q_head_stride == 0) s.q_head_stride = s.head_dim;
+  if (s.q_row_stride == 0) s.q_row_stride = s.q_heads * s.q_head_stride;
   if (s.k_row_stride == 0) s.k_row_stride = static_cast<std::int64_t>(s.kv_heads) * s.head_dim;
   const std::int64_t pairs = s.tokens * (s.q_heads + s.kv_heads) * (s.head_dim / 2);
   const bool vectorizable = (s.head_dim / 2) % 8 == 0 && s.q_row_stride % 8 == 0 && s.k_row_stride % 8 == 0 &&
+                            s.q_head_stride % 8 == 0 &&
                             (s.q_heads == 0 || aligned16(q)) && (s.kv_heads == 0 || aligned16(k));
   if (vectorizable)
     rope_vec8_kernel<<<detail::grid_for(pairs / 8, 256), 256, 0, stream>>>(q, k, table, s, direction);

@@ -93,10 +93,11 @@ void block_ops(Emitter& e, const layer::Block& block, Phase phase) {
       return;
     case layer::BlockKind::residual: lowering::emit_residual(e, block, phase); return;
     case layer::BlockKind::experts:
+    case layer::BlockKind::mla_attention:  // per-layer plans refuse MLA models (per_layer_search.cpp)
     case layer::BlockKind::embedding:
     case layer::BlockKind::loss: break;
   }
-  throw std::logic_error("a Ulysses layer has no " + std::string(block.role == OpRole::router ? "MoE" : "edge") +
+  throw std::logic_error("a Ulysses layer has no " + std::string(block.role == OpRole::router ? "MoE" : "edge or MLA") +
                          " block");
 }
 

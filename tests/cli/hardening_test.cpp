@@ -204,7 +204,7 @@ TEST(Hardening, HostileValuesAndKeysAreNamedWhereTheyAre) {
       {"recipe_lr_absurd", "at /training/lr: expected a learning rate in [0, 1], got 1e+308"},
       {"model_window_negative", "at /model/window_size: expected an integer in [0, 16777216], got -1"},
       {"model_mla_misspelt_key", "at /model/mla/kv_lora_rnk: unknown key 'kv_lora_rnk' (did you mean 'kv_lora_rank'?)"},
-      {"model_mla_not_lowered", "at /model/mla: expected a model without multi-latent attention"},
+      {"model_mla_with_qk_norm", "expected no qk_layernorm with mla"},
       {"search_schedule_pairs_nothing",
        "at /search/virtual_pipeline_model_parallel_size: expected a virtual_pipeline_model_parallel_size above 1 with "
        "schedule \"interleaved-1f1b\", or 1 with another schedule: these lists pair none"},

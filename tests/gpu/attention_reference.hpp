@@ -12,23 +12,26 @@ struct AttentionCase {
   std::int64_t batch, seq;
   int heads, kv_heads, head_dim;
   bool causal, fused_qkv;
+  int v_head_dim = 0;  // 0: head_dim (MLA's values are narrower than its queries and keys)
 };
 
 struct AttentionReference {
   std::vector<double> o, lse, dq, dk, dv;
 };
 
-// qh: [tokens, heads*D] (row stride q_stride), kh/vh: [tokens, kv*D] (kv_stride); outputs contiguous.
+// qh: [tokens, heads*D] (row stride q_stride), kh: [tokens, kv*D] (kv_stride), vh: [tokens, kv*Dv] (v_stride, 0:
+// kv_stride); outputs contiguous (o, dO and dv Dv wide).
 inline AttentionReference attention_reference(const AttentionCase& c, const std::vector<double>& qh, const std::vector<double>& kh,
                     const std::vector<double>& vh, const std::vector<double>& doh, std::int64_t q_stride,
-                    std::int64_t kv_stride) {
-  const int D = c.head_dim, group = c.heads / c.kv_heads;
+                    std::int64_t kv_stride, std::int64_t v_stride = 0) {
+  const int D = c.head_dim, Dv = c.v_head_dim ? c.v_head_dim : D, group = c.heads / c.kv_heads;
+  if (v_stride == 0) v_stride = kv_stride;
   const std::int64_t S = c.seq, tokens = c.batch * S;
   AttentionReference r;
-  r.o.assign(tokens * c.heads * D, 0);
+  r.o.assign(tokens * c.heads * Dv, 0);
   r.dq.assign(tokens * c.heads * D, 0);
   r.dk.assign(tokens * c.kv_heads * D, 0);
-  r.dv.assign(tokens * c.kv_heads * D, 0);
+  r.dv.assign(tokens * c.kv_heads * Dv, 0);
   r.lse.assign(c.batch * c.heads * S, 0);
   const double scale = 1 / std::sqrt(double(D));
   std::vector<double> p(S * S), dp(S * S);
@@ -37,8 +40,8 @@ inline AttentionReference attention_reference(const AttentionCase& c, const std:
       const int g = h / group;
       auto Q = [&](std::int64_t i, int d) { return qh[(b * S + i) * q_stride + h * D + d]; };
       auto K = [&](std::int64_t j, int d) { return kh[(b * S + j) * kv_stride + g * D + d]; };
-      auto V = [&](std::int64_t j, int d) { return vh[(b * S + j) * kv_stride + g * D + d]; };
-      auto dO = [&](std::int64_t i, int d) { return doh[((b * S + i) * c.heads + h) * D + d]; };
+      auto V = [&](std::int64_t j, int d) { return vh[(b * S + j) * v_stride + g * Dv + d]; };
+      auto dO = [&](std::int64_t i, int d) { return doh[((b * S + i) * c.heads + h) * Dv + d]; };
       for (std::int64_t i = 0; i < S; ++i) {
         const std::int64_t last = c.causal ? i : S - 1;
         double m = -INFINITY;
@@ -54,23 +57,24 @@ inline AttentionReference attention_reference(const AttentionCase& c, const std:
         for (std::int64_t j = last + 1; j < S; ++j) p[i * S + j] = 0;
         r.lse[(b * c.heads + h) * S + i] = m + std::log(sum);
         double delta = 0;
-        for (int d = 0; d < D; ++d) {
+        for (int d = 0; d < Dv; ++d) {
           double o = 0;
           for (std::int64_t j = 0; j <= last; ++j) o += p[i * S + j] * V(j, d);
-          r.o[((b * S + i) * c.heads + h) * D + d] = o;
+          r.o[((b * S + i) * c.heads + h) * Dv + d] = o;
           delta += o * dO(i, d);
         }
         for (std::int64_t j = 0; j <= last; ++j) {
           double x = 0;
-          for (int d = 0; d < D; ++d) x += dO(i, d) * V(j, d);
+          for (int d = 0; d < Dv; ++d) x += dO(i, d) * V(j, d);
           dp[i * S + j] = p[i * S + j] * (x - delta);  // dS
         }
-        for (std::int64_t j = 0; j <= last; ++j)
+        for (std::int64_t j = 0; j <= last; ++j) {
           for (int d = 0; d < D; ++d) {
             r.dq[((b * S + i) * c.heads + h) * D + d] += dp[i * S + j] * K(j, d) * scale;
             r.dk[((b * S + j) * c.kv_heads + g) * D + d] += dp[i * S + j] * Q(i, d) * scale;
-            r.dv[((b * S + j) * c.kv_heads + g) * D + d] += p[i * S + j] * dO(i, d);
           }
+          for (int d = 0; d < Dv; ++d) r.dv[((b * S + j) * c.kv_heads + g) * Dv + d] += p[i * S + j] * dO(i, d);
+        }
       }
     }
   return r;

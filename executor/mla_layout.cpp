@@ -1,0 +1,22 @@
+#include "executor/mla_layout.hpp"
+
+#include <stdexcept>
+
+namespace twin::exec {
+
+MlaShape mla_shape(const ModelConfig& model, std::int64_t batch, std::int64_t seq) {
+  const MlaConfig& a = model.mla;
+  if (!a.enabled()) throw std::invalid_argument("mla_shape: the model has no multi-latent attention");
+  return {batch, seq, model.hidden_size, model.num_attention_heads, a.q_lora_rank, a.kv_lora_rank,
+          static_cast<int>(a.qk_head_dim), static_cast<int>(a.qk_pos_emb_head_dim), static_cast<int>(a.v_head_dim),
+          static_cast<float>(model.rotary_base)};
+}
+
+MlaWeightSizes mla_weight_sizes(const MlaShape& s) {
+  const bool latent = s.q_lora_rank > 0;
+  return {latent ? s.hidden * s.q_lora_rank : 0, latent ? s.q_lora_rank : 0,
+          (latent ? s.q_lora_rank : s.hidden) * s.q_width(), s.hidden * s.ckv_width(), s.kv_lora_rank,
+          s.kv_lora_rank * s.kv_width()};
+}
+
+}  // namespace twin::exec
