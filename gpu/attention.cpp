@@ -46,7 +46,9 @@ Shape shape_of(const kernels::AttentionDims& dims) {
           dims.kv_row_stride ? dims.kv_row_stride : dims.kv_heads * d,
           dims.q_sequence_rows ? dims.q_sequence_rows : dims.seq, dims.kv_sequence_rows ? dims.kv_sequence_rows : skv,
           dims.causal, dims.v_head_dim ? dims.v_head_dim : d,
-          dims.v_row_stride ? dims.v_row_stride : (dims.kv_row_stride ? dims.kv_row_stride : dims.kv_heads * d)};
+          dims.v_row_stride ? dims.v_row_stride
+                            : (dims.kv_row_stride ? dims.kv_row_stride
+                                                  : dims.kv_heads * (dims.v_head_dim ? dims.v_head_dim : d))};
 }
 
 // [b, h, s, skv] fp32 scores of every head, and [b, h, s, 1] row statistics (Stats in memory: qs rows apart).

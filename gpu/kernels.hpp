@@ -234,7 +234,8 @@ struct AttentionDims {
   // and `kv_sequence_rows` apart in k, v, dk and dv (0: seq_kv). The twin kernels run only the defaults.
   std::int64_t seq_kv = 0, q_sequence_rows = 0, kv_sequence_rows = 0;
   // MLA (cuDNN backends only): values and outputs v_head_dim wide (0: head_dim), V's rows v_row_stride apart
-  // (0: kv_row_stride); the scores' scale stays 1/sqrt(head_dim), the query-key width.
+  // (0: kv_row_stride, or kv_heads x v_head_dim, contiguous, where that is 0 too); the scores' scale stays
+  // 1/sqrt(head_dim), the query-key width.
   int v_head_dim = 0;
   std::int64_t v_row_stride = 0;
 };

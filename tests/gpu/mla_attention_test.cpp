@@ -73,8 +73,7 @@ TEST_P(MlaAttentionDims, NarrowValuesMatchFloat64) {
   auto o = poisoned(t * vw * 2), lse = poisoned(c.batch * c.heads * c.seq * 4);
   auto dq = poisoned(t * qw * 2), dk = poisoned(t * qw * 2), dv = poisoned(t * vw * 2);
   k::AttentionDims dims{c.batch, c.seq, c.heads, c.heads, c.head_dim};
-  dims.v_head_dim = c.v_head_dim;
-  dims.v_row_stride = vw;
+  dims.v_head_dim = c.v_head_dim;  // V and dV contiguous, vw wide: the default row stride (calibration's layout)
   attention.forward(bf(q), bf(key), bf(v), bf(o), f32(lse), dims, nullptr);
   attention.backward(bf(q), bf(key), bf(v), bf(o), bf(d_o), f32(lse), bf(dq), bf(dk), bf(dv), dims, nullptr);
   const AttentionReference r =

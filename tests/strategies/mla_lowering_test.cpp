@@ -23,16 +23,16 @@
 namespace twin {
 namespace {
 
-constexpr std::int64_t kSeq = 4096;
+constexpr std::int64_t kMlaSeq = 4096;
 
-ModelConfig deepseek_v3() {
+ModelConfig mla_deepseek_v3() {
   nlohmann::json config = testing::hf_fixture("deepseek-v3-config.json");
   config["num_nextn_predict_layers"] = 0;  // the main model, as transformers loads it
   return model_from_hf_config(config, "deepseek-v3-config.json");
 }
 
-IterationGraph lowered(const ModelConfig& m) {
-  const Scenario scenario = testing::make_scenario(m, 1, kSeq, 8);
+IterationGraph mla_lowered(const ModelConfig& m) {
+  const Scenario scenario = testing::make_scenario(m, 1, kMlaSeq, 8);
   Strategy st = testing::make_strategy(1, 1, 1, false);
   st.micro_batch_size = 1;
   EXPECT_EQ(complete_strategy(scenario, st), std::nullopt);
@@ -42,7 +42,7 @@ IterationGraph lowered(const ModelConfig& m) {
 
 // The first micro-batch's ops of layer 0 in `phase`, not recomputed, from the input norm's to the output
 // projection's (forward) or back (backward), in issue order.
-std::vector<Op> attention_ops(const IterationGraph& g, Phase phase) {
+std::vector<Op> mla_attention_ops(const IterationGraph& g, Phase phase) {
   std::vector<Op> ops;
   const RankClass& rc = g.classes.front();
   for (OpIndex i = 0; i < rc.size(); ++i) {
@@ -62,16 +62,16 @@ std::vector<Op> attention_ops(const IterationGraph& g, Phase phase) {
   return attention;
 }
 
-std::vector<std::pair<OpKind, OpRole>> steps(const std::vector<Op>& ops) {
+std::vector<std::pair<OpKind, OpRole>> mla_steps(const std::vector<Op>& ops) {
   std::vector<std::pair<OpKind, OpRole>> out;
   for (const Op& op : ops) out.emplace_back(op.kind, op.role);
   return out;
 }
 
 TEST(MlaLowering, OneLayersForwardIsTheExecutorsSteps) {
-  ModelConfig m = deepseek_v3();
+  ModelConfig m = mla_deepseek_v3();
   m.num_layers = 2;  // dense first layers (DeepSeek-V3 has three)
-  const std::vector<Op> ops = attention_ops(lowered(m), Phase::forward);
+  const std::vector<Op> ops = mla_attention_ops(mla_lowered(m), Phase::forward);
   using K = OpKind;
   using R = OpRole;
   // MlaAttention::forward: q down, its norm, q up; kv down, the latent's copy, its norm, kv up; RoPE; the expansion;
@@ -81,9 +81,9 @@ TEST(MlaLowering, OneLayersForwardIsTheExecutorsSteps) {
       {K::gemm, R::mla_kv_down},         {K::elementwise, R::mla_kv_norm},  {K::norm_forward, R::mla_kv_norm},
       {K::gemm, R::mla_kv_up},           {K::rope_forward, R::rope},        {K::elementwise, R::mla_kv_expand},
       {K::attention_forward, R::core_attention}};
-  ASSERT_EQ(steps(ops), expected);
+  ASSERT_EQ(mla_steps(ops), expected);
   const auto gemm = [&](std::size_t i, std::int64_t n, std::int64_t k) {
-    EXPECT_EQ(ops[i].gemm.m, kSeq) << i;
+    EXPECT_EQ(ops[i].gemm.m, kMlaSeq) << i;
     EXPECT_EQ(ops[i].gemm.n, n) << i;
     EXPECT_EQ(ops[i].gemm.k, k) << i;
   };
@@ -95,20 +95,20 @@ TEST(MlaLowering, OneLayersForwardIsTheExecutorsSteps) {
   EXPECT_EQ(ops[5].cols, 512);
   EXPECT_EQ(ops[7].cols, 129 * 64);  // every head's query rope part and the one shared key's
   // The expansion reads kv [t, 128 x 256] and the RoPE key [t, 64], writes K [t, 128 x 192] and V [t, 128 x 128].
-  EXPECT_EQ(ops[8].bytes, 2 * kSeq * (128 * 256 + 64 + 128 * 192 + 128 * 128));
+  EXPECT_EQ(ops[8].bytes, 2 * kMlaSeq * (128 * 256 + 64 + 128 * 192 + 128 * 128));
   const AttentionShape& a = ops[9].attention;
   EXPECT_EQ(a.heads, 128);
   EXPECT_EQ(a.kv_heads, 128);
   EXPECT_EQ(a.head_dim, 192);
   EXPECT_EQ(value_head_dim(a), 128);
   // Q K^T over 192 and P V over 128, half of the causal square.
-  EXPECT_DOUBLE_EQ(ops[9].flops, 2.0 * 128 * kSeq * kSeq * (192 + 128) * 0.5);
+  EXPECT_DOUBLE_EQ(ops[9].flops, 2.0 * 128 * kMlaSeq * kMlaSeq * (192 + 128) * 0.5);
 }
 
 TEST(MlaLowering, OneLayersBackwardIsTheExecutorsStepsReversed) {
-  ModelConfig m = deepseek_v3();
+  ModelConfig m = mla_deepseek_v3();
   m.num_layers = 2;
-  const std::vector<Op> ops = attention_ops(lowered(m), Phase::backward);
+  const std::vector<Op> ops = mla_attention_ops(mla_lowered(m), Phase::backward);
   std::vector<std::pair<OpKind, OpRole>> mla;
   const auto in_block = [](OpRole role) {
     return role == OpRole::core_attention || role == OpRole::rope ||
@@ -137,11 +137,11 @@ TEST(MlaLowering, OneLayersBackwardIsTheExecutorsStepsReversed) {
 // are core's count of the layer's attention (layer_parameter_groups, which holds DeepSeek-V3 within 0.5% of 671B).
 TEST(MlaLowering, TheLinearsAreTheCountedWeights) {
   for (const std::int64_t q_lora_rank : {1536, 0}) {
-    ModelConfig m = deepseek_v3();
+    ModelConfig m = mla_deepseek_v3();
     m.num_layers = 2;
     m.mla.q_lora_rank = q_lora_rank;
     std::int64_t elements = 0;
-    for (const Op& op : attention_ops(lowered(m), Phase::forward)) {
+    for (const Op& op : mla_attention_ops(mla_lowered(m), Phase::forward)) {
       if (op.kind == OpKind::gemm) elements += op.gemm.n * op.gemm.k;
       if (op.kind == OpKind::norm_forward) elements += op.cols;  // the latents' norm weights
     }
@@ -152,9 +152,9 @@ TEST(MlaLowering, TheLinearsAreTheCountedWeights) {
 }
 
 TEST(MlaLowering, AttentionsKernelKeyCarriesTheValuesHeadDim) {
-  ModelConfig m = deepseek_v3();
+  ModelConfig m = mla_deepseek_v3();
   m.num_layers = 2;
-  const std::vector<Op> ops = attention_ops(lowered(m), Phase::forward);
+  const std::vector<Op> ops = mla_attention_ops(mla_lowered(m), Phase::forward);
   const std::string key = kernel_shape_key(ops.back());
   EXPECT_NE(key.find(",d=192,"), std::string::npos) << key;
   EXPECT_NE(key.find(",dv=128"), std::string::npos) << key;
@@ -168,11 +168,11 @@ TEST(MlaLowering, AttentionsKernelKeyCarriesTheValuesHeadDim) {
 // (arXiv 2412.19437), leaving out the input embedding (a lookup, no GEMM: docs/SIMULATOR.md's table), rounded to the
 // billion: the weights' FLOPs per token over 2 round to 37B.
 TEST(MlaLowering, ModelFlopsAreDeepSeekV3sActivatedParameters) {
-  const ModelConfig m = deepseek_v3();
-  Scenario s = testing::make_scenario(m, 1, kSeq, 8);
-  const double tokens = 8.0 * kSeq;
+  const ModelConfig m = mla_deepseek_v3();
+  Scenario s = testing::make_scenario(m, 1, kMlaSeq, 8);
+  const double tokens = 8.0 * kMlaSeq;
   // Attention per token, forward: 2 x seq x heads x (192 + 128) x one half, over 61 layers.
-  const double attention = 61 * 2.0 * kSeq * 128 * (192 + 128) * 0.5;
+  const double attention = 61 * 2.0 * kMlaSeq * 128 * (192 + 128) * 0.5;
   const double activated = (model_flops_per_iteration(s) / (3 * tokens) - attention) / 2;
   EXPECT_GE(activated, 36.5e9);
   EXPECT_LT(activated, 37.5e9);
@@ -181,19 +181,19 @@ TEST(MlaLowering, ModelFlopsAreDeepSeekV3sActivatedParameters) {
 // The memory model keeps what the layer saves: the norms' inputs, the down projections' input, each latent before and
 // after its norm, Q and the expanded K (192 per head), V and the output (128 per head), the log-sum-exp, the MLP's.
 TEST(MlaLowering, TheMemoryModelKeepsTheBlocksSavedTensors) {
-  ModelConfig m = deepseek_v3();
+  ModelConfig m = mla_deepseek_v3();
   m.hidden_dropout = 0;
   const std::int64_t h = 7168, heads = 128, ffn = m.ffn_hidden_size;
   const double elements = 2 * h /* norms */ + 2 * h /* down projections' and fc1's input */ + 2 * 1536 + 2 * 512 +
                           2 * heads * 192 + heads * 128 + heads * 128 + 2 * ffn + ffn;
-  const double expected = kSeq * (2 * elements + 4 * heads);
-  EXPECT_EQ(activation_bytes_per_layer(m, kSeq, 1, 1, false, 1, Recompute::none, false, 1, false),
+  const double expected = kMlaSeq * (2 * elements + 4 * heads);
+  EXPECT_EQ(activation_bytes_per_layer(m, kMlaSeq, 1, 1, false, 1, Recompute::none, false, 1, false),
             static_cast<Bytes>(expected));
 }
 
 TEST(MlaLowering, TensorAndContextParallelismAreRefusedByName) {
-  const ModelConfig m = deepseek_v3();
-  const Scenario scenario = testing::make_scenario(m, 1, kSeq, 8);
+  const ModelConfig m = mla_deepseek_v3();
+  const Scenario scenario = testing::make_scenario(m, 1, kMlaSeq, 8);
   for (const auto& [tp, cp] : {std::pair{2, 1}, std::pair{1, 2}}) {
     Strategy st = testing::make_strategy(tp, 1, cp, false);
     st.micro_batch_size = 1;
