@@ -23,7 +23,7 @@ namespace {
 
 using namespace hf;
 
-enum class Family { llama, mixtral, gpt2, gpt_neox, qwen3, qwen3_moe, deepseek_v3, gpt_oss, gemma2 };
+enum class Family { llama, mixtral, gpt2, gpt_neox, qwen3, qwen3_moe, qwen2_moe, deepseek, gpt_oss, gemma2 };
 
 struct Architecture {
   const char* name;        // config "architectures"[0]
@@ -36,7 +36,8 @@ const Architecture kArchitectures[] = {
     {"Qwen2ForCausalLM", "qwen2", Family::llama},       {"MixtralForCausalLM", "mixtral", Family::mixtral},
     {"GPT2LMHeadModel", "gpt2", Family::gpt2},          {"GPTNeoXForCausalLM", "gpt_neox", Family::gpt_neox},
     {"Qwen3ForCausalLM", "qwen3", Family::qwen3},       {"Qwen3MoeForCausalLM", "qwen3_moe", Family::qwen3_moe},
-    {"DeepseekV3ForCausalLM", "deepseek_v3", Family::deepseek_v3},
+    {"Qwen2MoeForCausalLM", "qwen2_moe", Family::qwen2_moe},
+    {"DeepseekV2ForCausalLM", "deepseek_v2", Family::deepseek}, {"DeepseekV3ForCausalLM", "deepseek_v3", Family::deepseek},
     {"GptOssForCausalLM", "gpt_oss", Family::gpt_oss},  {"Gemma2ForCausalLM", "gemma2", Family::gemma2},
 };
 
@@ -137,7 +138,8 @@ ModelConfig model_from_hf_config(const nlohmann::json& document, const std::stri
     case Family::gpt_neox: gpt_neox(config, m); break;
     case Family::qwen3: hf::qwen3(config, m); break;
     case Family::qwen3_moe: hf::qwen3_moe(config, m); break;
-    case Family::deepseek_v3: hf::deepseek_v3(config, m); break;
+    case Family::qwen2_moe: hf::qwen2_moe(config, m); break;
+    case Family::deepseek: hf::deepseek(config, m); break;
     case Family::gpt_oss: hf::gpt_oss(config, m); break;
     case Family::gemma2: hf::gemma2(config, m); break;
   }

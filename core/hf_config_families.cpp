@@ -34,6 +34,15 @@ void experts(const JsonReader& config, ModelConfig& m, std::string_view count_ke
   m.moe.layer_freq = 1;
 }
 
+// Qwen's MoE layers (Qwen2MoeSparseMoeBlock, Qwen3MoeSparseMoeBlock): the experts on every layer.
+void qwen_experts(const JsonReader& config, ModelConfig& m) {
+  experts(config, m, "num_experts", "moe_intermediate_size");
+  refuse_field(config, "decoder_sparse_step", 1,
+               "MoE on every decoder_sparse_step-th layer counted from 1 is not Megatron's moe_layer_freq");
+  if (auto dense = config.find("mlp_only_layers"); dense && !dense->elements().empty())
+    dense->fail_plain("mlp_only_layers is not modelled: dense layers among MoE layers at chosen indices");
+}
+
 }  // namespace
 
 void qwen3(const JsonReader& config, ModelConfig& m) {
@@ -46,14 +55,18 @@ void qwen3(const JsonReader& config, ModelConfig& m) {
 
 void qwen3_moe(const JsonReader& config, ModelConfig& m) {
   qwen3(config, m);
-  experts(config, m, "num_experts", "moe_intermediate_size");
-  refuse_field(config, "decoder_sparse_step", 1,
-               "MoE on every decoder_sparse_step-th layer counted from 1 is not Megatron's moe_layer_freq");
-  if (auto dense = config.find("mlp_only_layers"); dense && !dense->elements().empty())
-    dense->fail_plain("mlp_only_layers is not modelled: dense layers among MoE layers at chosen indices");
+  qwen_experts(config, m);
 }
 
-void deepseek_v3(const JsonReader& config, ModelConfig& m) {
+void qwen2_moe(const JsonReader& config, ModelConfig& m) {
+  decoder_basics(config, m);
+  expect_silu(config);
+  qwen_experts(config, m);
+  m.moe.shared_expert_ffn_hidden_size = config.required("shared_expert_intermediate_size").integer(0, kMaxFfn);
+  sliding_window(config, m, 0);
+}
+
+void deepseek(const JsonReader& config, ModelConfig& m) {
   refuse_field(config, "num_nextn_predict_layers", 0,
                "multi-token prediction (its extra layer and loss) is not modelled; set it to 0 to plan the main "
                "model (671B for DeepSeek-V3, as transformers' DeepseekV3ForCausalLM loads it)");

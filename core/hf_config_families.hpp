@@ -4,9 +4,14 @@
 //   Qwen3ForCausalLM (qwen3): Llama's fields, head_dim, QK-norm (always on in Qwen3); use_sliding_window true refused.
 //   Qwen3MoeForCausalLM (qwen3_moe): Qwen3's, num_experts, num_experts_per_tok, moe_intermediate_size; every layer
 //     MoE (decoder_sparse_step other than 1 and a non-empty mlp_only_layers are refused by name).
-//   DeepseekV3ForCausalLM (deepseek_v3): MLA (q_lora_rank, kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim,
-//     v_head_dim), n_routed_experts, n_shared_experts of moe_intermediate_size, first_k_dense_replace,
-//     moe_layer_freq; num_nextn_predict_layers > 0 (multi-token prediction) refused by name.
+//   Qwen2MoeForCausalLM (qwen2_moe, Qwen1.5-MoE and Qwen2-MoE): Qwen3-MoE's expert fields and one shared expert of
+//     shared_expert_intermediate_size, SwiGLU, no QK-norm. Not counted: the QKV biases of Qwen2's attention and
+//     the shared expert's sigmoid gate (hidden_size weights each a layer, under 0.01% of any published checkpoint).
+//   DeepseekV2ForCausalLM (deepseek_v2) and DeepseekV3ForCausalLM (deepseek_v3): MLA (q_lora_rank, null in
+//     V2-Lite: the direct query projection; kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim, v_head_dim),
+//     n_routed_experts, n_shared_experts of moe_intermediate_size, first_k_dense_replace, moe_layer_freq;
+//     num_nextn_predict_layers > 0 (V3's multi-token prediction) refused by name. V2's softmax and V3's sigmoid
+//     routing and their group limits change which experts a token takes, not any shape.
 //   GptOssForCausalLM (gpt_oss): Llama's fields, num_local_experts, num_experts_per_tok, experts of
 //     intermediate_size, biases (attention_bias), attention sinks, sliding_window over layer_types.
 //   Gemma2ForCausalLM (gemma2): Llama's fields, gated GeLU (hidden_activation), four norms a layer, tied embeddings,
@@ -19,7 +24,8 @@ namespace twin::hf {
 
 void qwen3(const JsonReader& config, ModelConfig& m);
 void qwen3_moe(const JsonReader& config, ModelConfig& m);
-void deepseek_v3(const JsonReader& config, ModelConfig& m);
+void qwen2_moe(const JsonReader& config, ModelConfig& m);
+void deepseek(const JsonReader& config, ModelConfig& m);
 void gpt_oss(const JsonReader& config, ModelConfig& m);
 void gemma2(const JsonReader& config, ModelConfig& m);
 

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Fuzzes twin's readers with libFuzzer under ASan and UBSan: the scenario parser (tests/fuzz/fuzz_scenario.cpp) for
 # a third of the time; the family plans a scenario pins, read as their searches read them
-# (tests/fuzz/fuzz_family_plans.cpp) for a third; profiles, plans, sequence-length histograms, run metrics and ops.csv
-# (tests/fuzz/fuzz_inputs.cpp) for the last third; then a Megatron-LM command line (twin simulate --megatron-args,
+# (tests/fuzz/fuzz_family_plans.cpp) for a third; profiles, plans, sequence-length histograms, run metrics, ops.csv,
+# profiler traces, partial calibrations and Hugging Face config.json (tests/fuzz/fuzz_inputs.cpp) for the last third; then a Megatron-LM command line (twin simulate --megatron-args,
 # tests/fuzz/fuzz_megatron_args.cpp) for a sixth more. Then run folders with large files: `twin report` and `twin
 # calibrate --from-trace` on ops.csv files of 64 MB and 256 MB (tools/large_run_folder.py) must read them to their end
 # within 8 times the file's size (plus 512 MB) of peak resident memory and never end in std::bad_alloc.

@@ -6,7 +6,9 @@
 // multi-token prediction module); Qwen3-235B-A22B 235B / 22B, Qwen3-30B-A3B 30.5B / 3.3B, Qwen3-8B 8.2B (their
 // Hugging Face model cards); gpt-oss-120b 116.83B / 5.13B, gpt-oss-20b 20.91B / 3.61B (gpt-oss model card, arXiv
 // 2508.10925, Table 1); Gemma-2-9B 9.24B, Gemma-2-27B 27.2B and Mistral-7B-v0.1 7,241,732,096 (the Hugging Face
-// model pages' safetensors counts).
+// model pages' safetensors counts); DeepSeek-V2 236B total, 21B activated, and DeepSeek-V2-Lite 15.7B total
+// (arXiv 2405.04434, abstract and Appendix B); Qwen1.5-MoE-A2.7B 14.3B total (its model card); Qwen2-57B-A14B 57.4B
+// (its Hugging Face model page's safetensors count).
 #include <filesystem>
 #include <string>
 
@@ -52,6 +54,8 @@ TEST(HfConfigFamilies, ParameterCountsWithinHalfAPercentOfThePublishedOnes) {
       {"gpt-oss-20b-config.json", 20.91e9},      {"gemma-2-9b-config.json", 9.24e9},
       {"gemma-2-27b-config.json", 27.2e9},
       {"mistral-7b-v0.1-config.json", 7241732096.0},
+      {"deepseek-v2-config.json", 236e9},        {"deepseek-v2-lite-config.json", 15.7e9},
+      {"qwen1.5-moe-a2.7b-config.json", 14.3e9}, {"qwen2-57b-a14b-config.json", 57.4e9},
   };
   for (const Published& p : published) {
     const double count = static_cast<double>(parameter_count(model(fixture(p.file))));
@@ -123,6 +127,33 @@ TEST(HfConfigFamilies, EachFamilyCarriesItsFeatures) {
   EXPECT_EQ(mistral.window_attn_skip_freq, 0);
   EXPECT_TRUE(mistral.is_windowed_layer(31));
   EXPECT_EQ(model(fixture("mixtral-8x7b-config.json")).window_size, 0);  // sliding_window null
+}
+
+// DeepSeek-V2 is V3's layer (MLA, shared experts after dense layers); V2-Lite has no query latent (q_lora_rank
+// null: the direct query projection). Qwen2-MoE is Qwen3-MoE's experts with one wide shared expert, no QK-norm.
+TEST(HfConfigFamilies, DeepSeekV2AndQwen2MoeCarryTheirExperts) {
+  const ModelConfig v2 = model(fixture("deepseek-v2-config.json"));
+  EXPECT_EQ(v2.mla.q_lora_rank, 1536);
+  EXPECT_EQ(v2.moe.num_experts, 160);
+  EXPECT_EQ(v2.moe.top_k, 6);
+  EXPECT_EQ(v2.moe.shared_expert_ffn_hidden_size, 2 * 1536);
+  EXPECT_EQ(v2.num_moe_layers(), 59);
+  const ModelConfig lite = model(fixture("deepseek-v2-lite-config.json"));
+  EXPECT_EQ(lite.mla.q_lora_rank, 0);
+  EXPECT_EQ(lite.mla.kv_lora_rank, 512);
+  EXPECT_EQ(lite.num_query_groups, 16);
+  EXPECT_EQ(lite.kv_channels, 192);
+  const ModelConfig qwen2 = model(fixture("qwen2-57b-a14b-config.json"));
+  EXPECT_EQ(qwen2.moe.num_experts, 64);
+  EXPECT_EQ(qwen2.moe.top_k, 8);
+  EXPECT_EQ(qwen2.moe.ffn_hidden_size, 2560);
+  EXPECT_EQ(qwen2.moe.shared_expert_ffn_hidden_size, 20480);
+  EXPECT_EQ(qwen2.num_query_groups, 4);
+  EXPECT_FALSE(qwen2.qk_layernorm);
+  EXPECT_EQ(qwen2.num_moe_layers(), 28);
+  json missing = fixture("qwen1.5-moe-a2.7b-config.json");
+  missing.erase("shared_expert_intermediate_size");
+  EXPECT_NE(refusal(missing).find("shared_expert_intermediate_size"), std::string::npos);
 }
 
 TEST(HfConfigFamilies, ActiveCountsTakeTopKExpertsAndTheSharedOnes) {

@@ -1,4 +1,4 @@
-// libFuzzer target for every other file twin reads (PyTorch profiler traces included): the first byte picks the reader, the rest is the
+// libFuzzer target for every other file twin reads (PyTorch profiler traces and Hugging Face config.json included): the first byte picks the reader, the rest is the
 // file's text. Each must either accept the text or throw InputError; any other exception, a crash, a
 // sanitizer report or a hang is a bug. The seeds (tests/fuzz/inputs/) start with the selector byte.
 #include <cstdint>
@@ -13,6 +13,8 @@
 #include "calibrate/gemm_partial.hpp"
 #include "cost/profile.hpp"
 #include "core/error.hpp"
+#include "core/hf_config.hpp"
+#include "core/model.hpp"
 #include "core/input_file.hpp"
 #include "core/plan_file.hpp"
 #include "core/scenario_histogram.hpp"
@@ -40,9 +42,15 @@ void read_gemm_partial(const std::string& text) {
   twin::load_gemm_partial(path, twin::gemm_partial_identity({{"quick", false}}, "00ff", 0, 1, shapes), shapes);
 }
 
-// '0'..'6': the selector bytes of the seeds, readable in a file listing.
+// A Hugging Face config.json as `model.hf_config` reads it, and the counts every search derives from the model.
+void read_hf_config(const std::string& text) {
+  const twin::ModelConfig model = twin::model_from_hf_config(twin::parse_input_json(text, "config.json"), "config.json");
+  if (twin::parameter_count(model) < twin::active_parameter_count(model)) std::abort();
+}
+
+// '0'..'7': the selector bytes of the seeds, readable in a file listing.
 void read_as(char reader, const std::string& text) {
-  switch ((reader - '0' + 7) % 7) {
+  switch ((reader - '0' + 8) % 8) {
     case 0: twin::profile_from_json(twin::parse_input_json(text, "profile.json"), "profile.json"); break;
     case 1: twin::parse_plan(twin::parse_input_json(text, "best.json"), "best.json"); break;
     case 2:  // a histogram: JSON pairs where the text starts with '[', else CSV rows
@@ -52,6 +60,7 @@ void read_as(char reader, const std::string& text) {
     case 3: twin::parse_run_metrics(twin::parse_input_json(text, "metrics.json"), "metrics.json"); break;
     case 5: read_kineto(text); break;
     case 6: read_gemm_partial(text); break;
+    case 7: read_hf_config(text); break;
     default: twin::parse_ops_csv(text, "ops.csv"); break;
   }
 }
