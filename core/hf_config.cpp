@@ -23,7 +23,7 @@ namespace {
 
 using namespace hf;
 
-enum class Family { llama, mixtral, gpt2, gpt_neox, qwen3, qwen3_moe, qwen2_moe, deepseek, gpt_oss, gemma2 };
+enum class Family { llama, mixtral, gpt2, gpt_neox, qwen3, qwen3_moe, qwen2_moe, deepseek, gpt_oss, gemma2, gemma3 };
 
 struct Architecture {
   const char* name;        // config "architectures"[0]
@@ -32,13 +32,21 @@ struct Architecture {
 };
 
 const Architecture kArchitectures[] = {
-    {"LlamaForCausalLM", "llama", Family::llama},       {"MistralForCausalLM", "mistral", Family::llama},
-    {"Qwen2ForCausalLM", "qwen2", Family::llama},       {"MixtralForCausalLM", "mixtral", Family::mixtral},
-    {"GPT2LMHeadModel", "gpt2", Family::gpt2},          {"GPTNeoXForCausalLM", "gpt_neox", Family::gpt_neox},
-    {"Qwen3ForCausalLM", "qwen3", Family::qwen3},       {"Qwen3MoeForCausalLM", "qwen3_moe", Family::qwen3_moe},
+    {"LlamaForCausalLM", "llama", Family::llama},
+    {"MistralForCausalLM", "mistral", Family::llama},
+    {"Qwen2ForCausalLM", "qwen2", Family::llama},
+    {"Phi3ForCausalLM", "phi3", Family::llama},  // Phi-3's fused qkv_proj and gate_up_proj: Llama's weights
+    {"MixtralForCausalLM", "mixtral", Family::mixtral},
+    {"GPT2LMHeadModel", "gpt2", Family::gpt2},
+    {"GPTNeoXForCausalLM", "gpt_neox", Family::gpt_neox},
+    {"Qwen3ForCausalLM", "qwen3", Family::qwen3},
+    {"Qwen3MoeForCausalLM", "qwen3_moe", Family::qwen3_moe},
     {"Qwen2MoeForCausalLM", "qwen2_moe", Family::qwen2_moe},
-    {"DeepseekV2ForCausalLM", "deepseek_v2", Family::deepseek}, {"DeepseekV3ForCausalLM", "deepseek_v3", Family::deepseek},
-    {"GptOssForCausalLM", "gpt_oss", Family::gpt_oss},  {"Gemma2ForCausalLM", "gemma2", Family::gemma2},
+    {"DeepseekV2ForCausalLM", "deepseek_v2", Family::deepseek},
+    {"DeepseekV3ForCausalLM", "deepseek_v3", Family::deepseek},
+    {"GptOssForCausalLM", "gpt_oss", Family::gpt_oss},
+    {"Gemma2ForCausalLM", "gemma2", Family::gemma2},
+    {"Gemma3ForCausalLM", "gemma3_text", Family::gemma3},
 };
 
 std::string architecture_names() {
@@ -142,6 +150,7 @@ ModelConfig model_from_hf_config(const nlohmann::json& document, const std::stri
     case Family::deepseek: hf::deepseek(config, m); break;
     case Family::gpt_oss: hf::gpt_oss(config, m); break;
     case Family::gemma2: hf::gemma2(config, m); break;
+    case Family::gemma3: hf::gemma3(config, m); break;
   }
   check_model_variants(config, m);
   return m;

@@ -99,19 +99,38 @@ void gpt_oss(const JsonReader& config, ModelConfig& m) {
   sliding_window(config, m, 2);  // transformers' default layer_types: sliding on odd layer numbers
 }
 
-void gemma2(const JsonReader& config, ModelConfig& m) {
+namespace {
+
+// What Gemma-2 and Gemma-3 share: gated GeLU, four norms a layer, tied embeddings, no biases.
+void gemma_layers(const JsonReader& config, ModelConfig& m, std::string_view name) {
   decoder_basics(config, m);
   m.untie_embeddings_and_output_weights = !optional_bool(config, "tie_word_embeddings", true);
   const std::string_view key = config.find("hidden_activation") ? "hidden_activation" : "hidden_act";
   expect_gelu(config, key);
-  m.activation = Activation::geglu;  // Gemma2MLP: gate_proj, up_proj, down_proj with GeLU on the gate
+  m.activation = Activation::geglu;  // GemmaMLP: gate_proj, up_proj, down_proj with GeLU on the gate
   m.post_norms = true;               // post_attention_layernorm and post_feedforward_layernorm
-  refuse_field(config, "attention_bias", false, "Gemma-2 with attention biases");
+  refuse_field(config, "attention_bias", false, fmt::format("{} with attention biases", name));
   if (auto f = config.find("attn_logit_softcapping"); f && !f->value().is_null())
     m.attention_softcap = f->number(0, 1e6, "expected a soft-capping value >= 0");
   if (auto f = config.find("final_logit_softcapping"); f && !f->value().is_null())
     m.final_logit_softcap = f->number(0, 1e6, "expected a soft-capping value >= 0");
+}
+
+}  // namespace
+
+void gemma2(const JsonReader& config, ModelConfig& m) {
+  gemma_layers(config, m, "Gemma-2");
   sliding_window(config, m, 2);  // Gemma2DecoderLayer: sliding on even layer indices, full on odd
+}
+
+void gemma3(const JsonReader& config, ModelConfig& m) {
+  gemma_layers(config, m, "Gemma-3");
+  m.qk_layernorm = true;  // Gemma3Attention's q_norm and k_norm over head_dim, in place of soft-capping
+  // Gemma3TextConfig: every sliding_window_pattern-th layer full (6: five local layers to one global), unless
+  // layer_types lists them.
+  int pattern = 6;
+  if (auto f = config.find("sliding_window_pattern")) pattern = static_cast<int>(f->integer(1, kMaxLayers));
+  sliding_window(config, m, pattern);
 }
 
 }  // namespace twin::hf

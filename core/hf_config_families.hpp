@@ -16,6 +16,8 @@
 //     intermediate_size, biases (attention_bias), attention sinks, sliding_window over layer_types.
 //   Gemma2ForCausalLM (gemma2): Llama's fields, gated GeLU (hidden_activation), four norms a layer, tied embeddings,
 //     attn_logit_softcapping, final_logit_softcapping, sliding_window on every other layer.
+//   Gemma3ForCausalLM (gemma3_text, the text-only Gemma-3 1B): Gemma-2's, QK-norm, sliding_window with every
+//     sliding_window_pattern-th layer full (absent: 6) or layer_types; rope_local_base_freq changes no time.
 #pragma once
 #include "core/json_reader.hpp"
 #include "core/model.hpp"
@@ -28,5 +30,6 @@ void qwen2_moe(const JsonReader& config, ModelConfig& m);
 void deepseek(const JsonReader& config, ModelConfig& m);
 void gpt_oss(const JsonReader& config, ModelConfig& m);
 void gemma2(const JsonReader& config, ModelConfig& m);
+void gemma3(const JsonReader& config, ModelConfig& m);
 
 }  // namespace twin::hf

@@ -8,7 +8,8 @@
 // 2508.10925, Table 1); Gemma-2-9B 9.24B, Gemma-2-27B 27.2B and Mistral-7B-v0.1 7,241,732,096 (the Hugging Face
 // model pages' safetensors counts); DeepSeek-V2 236B total, 21B activated, and DeepSeek-V2-Lite 15.7B total
 // (arXiv 2405.04434, abstract and Appendix B); Qwen1.5-MoE-A2.7B 14.3B total (its model card); Qwen2-57B-A14B 57.4B
-// (its Hugging Face model page's safetensors count).
+// (its Hugging Face model page's safetensors count); Phi-3-mini 3.82B (its model page's safetensors count); Gemma-3
+// 1B 302M embedding + 698M other (Gemma 3 Technical Report, arXiv 2503.19786, Table 1).
 #include <filesystem>
 #include <string>
 
@@ -56,6 +57,7 @@ TEST(HfConfigFamilies, ParameterCountsWithinHalfAPercentOfThePublishedOnes) {
       {"mistral-7b-v0.1-config.json", 7241732096.0},
       {"deepseek-v2-config.json", 236e9},        {"deepseek-v2-lite-config.json", 15.7e9},
       {"qwen1.5-moe-a2.7b-config.json", 14.3e9}, {"qwen2-57b-a14b-config.json", 57.4e9},
+      {"phi-3-mini-4k-config.json", 3.82e9},     {"gemma-3-1b-config.json", 1.0e9},
   };
   for (const Published& p : published) {
     const double count = static_cast<double>(parameter_count(model(fixture(p.file))));
@@ -127,6 +129,19 @@ TEST(HfConfigFamilies, EachFamilyCarriesItsFeatures) {
   EXPECT_EQ(mistral.window_attn_skip_freq, 0);
   EXPECT_TRUE(mistral.is_windowed_layer(31));
   EXPECT_EQ(model(fixture("mixtral-8x7b-config.json")).window_size, 0);  // sliding_window null
+  const ModelConfig phi = model(fixture("phi-3-mini-4k-config.json"));
+  EXPECT_EQ(phi.activation, Activation::swiglu);
+  EXPECT_EQ(phi.window_size, 2047);
+  const ModelConfig gemma3 = model(fixture("gemma-3-1b-config.json"));
+  EXPECT_TRUE(gemma3.qk_layernorm);
+  EXPECT_TRUE(gemma3.post_norms);
+  EXPECT_EQ(gemma3.attention_softcap, 0.0);
+  EXPECT_EQ(gemma3.kv_channels, 256);
+  EXPECT_EQ(gemma3.num_query_groups, 1);
+  EXPECT_EQ(gemma3.window_size, 512);
+  EXPECT_EQ(gemma3.window_attn_skip_freq, 6);  // five local layers, then a global one
+  EXPECT_TRUE(gemma3.is_windowed_layer(4));
+  EXPECT_FALSE(gemma3.is_windowed_layer(5));
 }
 
 // DeepSeek-V2 is V3's layer (MLA, shared experts after dense layers); V2-Lite has no query latent (q_lora_rank
