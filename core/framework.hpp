@@ -55,7 +55,7 @@ struct FrameworkConfig {
   // own, and autograd adds the skip path's gradient in another): each residual add runs inside a kernel that
   // is there anyway. Forward, the row-parallel GEMM's epilogue adds the residual stream (cuBLASLt D = A B + C)
   // where nothing comes between them (TP 1); backward, the norm backward that reads the stream adds the skip
-  // path's gradient to its input gradient. Only without hidden dropout (a dropout sits between them).
+  // path's gradient to its input gradient. Only without hidden dropout or post norms (they sit between them).
   bool residual_fusion = false;
   // Megatron's --use-distributed-optimizer, when the scenario gives it: true is ZeRO stage 1 (optimizer
   // states sharded, gradients reduce-scattered), false ZeRO 0; it must agree with the strategy's

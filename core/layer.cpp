@@ -105,6 +105,19 @@ constexpr Block kExperts{BlockKind::experts, OpRole::router, T::mlp_norm_out, T:
 constexpr Block kMlpResidual{BlockKind::residual, OpRole::mlp_residual, T::attention_block_out, T::output, T::fc2_out,
                              T::count, hidden, hidden, kResidualSaved};
 
+// Post norms (Gemma2DecoderLayer's post_attention_layernorm and post_feedforward_layernorm): the branch normalised,
+// and the residual adding the normalised branch.
+constexpr Block kPostAttentionNorm{BlockKind::norm, OpRole::post_attention_norm, T::projection_out,
+                                   T::post_attention_norm_out, T::count, T::post_attention_norm_stats, hidden, hidden,
+                                   kNormSaved};
+constexpr Block kPostAttentionResidual{BlockKind::residual, OpRole::attention_residual, T::input,
+                                       T::attention_block_out, T::post_attention_norm_out, T::count, hidden, hidden,
+                                       kResidualSaved};
+constexpr Block kPostMlpNorm{BlockKind::norm, OpRole::post_mlp_norm, T::fc2_out, T::post_mlp_norm_out, T::count,
+                             T::post_mlp_norm_stats, hidden, hidden, kNormSaved};
+constexpr Block kPostMlpResidual{BlockKind::residual, OpRole::mlp_residual, T::attention_block_out, T::output,
+                                 T::post_mlp_norm_out, T::count, hidden, hidden, kResidualSaved};
+
 constexpr std::array kDenseLayer{kInputNorm, kQkv, kAttention, kProjection, kAttentionResidual,
                                  kMlpNorm,   kFc1, kActivation, kFc2,       kMlpResidual};
 constexpr std::array kMoeLayer{kInputNorm, kQkv, kAttention, kProjection, kAttentionResidual,
@@ -114,6 +127,16 @@ constexpr std::array kMlaDenseLayer{kInputNorm, kMlaAttention, kProjection, kAtt
                                     kMlpNorm,   kFc1,          kActivation, kFc2, kMlpResidual};
 constexpr std::array kMlaMoeLayer{kInputNorm, kMlaAttention, kProjection, kAttentionResidual,
                                   kMlpNorm,   kExperts,      kMlpResidual};
+constexpr std::array kPostNormDenseLayer{kInputNorm, kQkv, kAttention, kProjection, kPostAttentionNorm,
+                                         kPostAttentionResidual, kMlpNorm, kFc1, kActivation, kFc2, kPostMlpNorm,
+                                         kPostMlpResidual};
+constexpr std::array kPostNormMoeLayer{kInputNorm, kQkv, kAttention, kProjection, kPostAttentionNorm,
+                                       kPostAttentionResidual, kMlpNorm, kExperts, kPostMlpNorm, kPostMlpResidual};
+constexpr std::array kPostNormMlaDenseLayer{kInputNorm, kMlaAttention, kProjection, kPostAttentionNorm,
+                                            kPostAttentionResidual, kMlpNorm, kFc1, kActivation, kFc2, kPostMlpNorm,
+                                            kPostMlpResidual};
+constexpr std::array kPostNormMlaMoeLayer{kInputNorm, kMlaAttention, kProjection, kPostAttentionNorm,
+                                          kPostAttentionResidual, kMlpNorm, kExperts, kPostMlpNorm, kPostMlpResidual};
 constexpr std::array kEmbedding{Block{BlockKind::embedding, OpRole::embedding, T::input, T::embedded, T::count,
                                       T::count, hidden, vocab, kEmbeddingSaved}};
 constexpr std::array kHead{
@@ -129,7 +152,8 @@ constexpr std::array<std::string_view, kTensorCount> kTensorNames{
     "attention_block_out", "mlp_norm_out", "mlp_norm_stats", "fc1_out", "activation_out", "fc2_out", "output",
     "embedded", "final_norm_out", "final_norm_stats", "logits", "row_max", "global_row_max", "sum_exp", "target_logit", "token_loss",
     "router_logits", "router_probs", "expert_choice", "combine_weight", "expert_order", "routed_row", "expert_counts",
-    "expert_input", "expert_fc1_out", "expert_activation_out", "expert_out", "routed_input", "routed_output"};
+    "expert_input", "expert_fc1_out", "expert_activation_out", "expert_out", "routed_input", "routed_output",
+    "post_attention_norm_out", "post_attention_norm_stats", "post_mlp_norm_out", "post_mlp_norm_stats"};
 
 }  // namespace
 
@@ -138,7 +162,9 @@ std::string_view to_string(Tensor tensor) {
   return index < kTensorNames.size() ? kTensorNames[index] : "none";
 }
 
-std::span<const Block> layer_blocks(bool moe_layer, bool mla) {
+std::span<const Block> layer_blocks(bool moe_layer, bool mla, bool post_norms) {
+  if (post_norms && mla) return moe_layer ? std::span<const Block>(kPostNormMlaMoeLayer) : kPostNormMlaDenseLayer;
+  if (post_norms) return moe_layer ? std::span<const Block>(kPostNormMoeLayer) : kPostNormDenseLayer;
   if (mla) return moe_layer ? std::span<const Block>(kMlaMoeLayer) : std::span<const Block>(kMlaDenseLayer);
   if (moe_layer) return kMoeLayer;
   return kDenseLayer;
@@ -170,7 +196,8 @@ bool beside_skip_path(const Block& block) {
 
 const Block& block_of(OpRole role) {
   for (std::span<const Block> blocks :
-       {layer_blocks(false), layer_blocks(true), layer_blocks(false, true), embedding_blocks(), head_blocks()})
+       {layer_blocks(false), layer_blocks(true), layer_blocks(false, true), layer_blocks(false, false, true),
+        embedding_blocks(), head_blocks()})
     for (const Block& block : blocks)
       if (block.role == role) return block;
   throw std::logic_error("the layer description has no block for " + to_string(role));

@@ -40,6 +40,8 @@ enum class Tensor : std::uint8_t {
   // Under expert parallelism the copies in this rank's expert order before the dispatch all-to-all (expert_input
   // is what arrives at the experts' rank), and the experts' outputs back from the combine all-to-all.
   routed_input, routed_output,
+  // Post norms: the attention branch (projection_out) and the MLP branch (fc2_out) normalised, what the residuals add.
+  post_attention_norm_out, post_attention_norm_stats, post_mlp_norm_out, post_mlp_norm_stats,
   count
 };
 inline constexpr int kTensorCount = static_cast<int>(Tensor::count);
@@ -116,8 +118,9 @@ struct Block {
 inline constexpr SavedTensor kFullyRecomputedLayer{"layer input", Width::hidden, Region::sequence_sharded, 2};
 
 // The blocks of one transformer layer in forward order: a dense MLP, or the experts of an MoE layer; QKV attention,
-// or multi-latent attention (`mla`: the model's MlaConfig is enabled).
-std::span<const Block> layer_blocks(bool moe_layer, bool mla = false);
+// or multi-latent attention (`mla`: the model's MlaConfig is enabled); with `post_norms` (Gemma-2 and 3) each
+// branch normalised before its residual adds it.
+std::span<const Block> layer_blocks(bool moe_layer, bool mla = false, bool post_norms = false);
 // The embedding (first virtual stage) and the output layer (last virtual stage).
 std::span<const Block> embedding_blocks();
 std::span<const Block> head_blocks();

@@ -57,6 +57,8 @@ std::string to_string(OpRole role) {
     case OpRole::mla_kv_norm: return "mla_kv_norm";
     case OpRole::mla_kv_up: return "mla_kv_up";
     case OpRole::mla_kv_expand: return "mla_kv_expand";
+    case OpRole::post_attention_norm: return "post_attention_norm";
+    case OpRole::post_mlp_norm: return "post_mlp_norm";
   }
   return "unknown";
 }

@@ -78,6 +78,8 @@ enum class OpRole : std::uint8_t {
   // 0), the keys' and values' likewise, and the shared RoPE key's broadcast to every head with the up projection's
   // keys and values (its backward: the gradients' sum over heads). RoPE and attention keep their roles.
   mla_q_down, mla_q_norm, mla_q_up, mla_kv_down, mla_kv_norm, mla_kv_up, mla_kv_expand,
+  // Post norms (Gemma-2 and 3, core/model.hpp's post_norms): each branch normalised before the residual adds it.
+  post_attention_norm, post_mlp_norm,
 };
 
 // Which product of its linear layer a GEMM computes (the linear is the op's role): the forward output, the

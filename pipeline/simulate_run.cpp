@@ -162,10 +162,6 @@ std::string fp8_pricing_note(const Scenario& scenario, const Profile& profile) {
 }  // namespace
 
 PreparedScenario prepare_scenario(Scenario scenario, const SimulateSettings& settings) {
-  if (const auto feature = unlowered_feature(scenario.model))
-    throw InputError(scenario.source, feature->first,
-                     fmt::format("expected a model without {}: it is read and its parameters counted, but the "
-                                 "simulator does not lower it yet (issue 40)", feature->second));
   check_pinned_family_plan(scenario);  // before the profile: a bad plan is the scenario's error, found first
   Profile loaded = run_profile(scenario, settings.profile);
   if (!settings.profile.empty()) scenario.profile = settings.profile;

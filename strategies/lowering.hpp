@@ -26,11 +26,6 @@ struct StrandPairingSummary {
   TimeNs paired_ns = 0;                // as paired (estimate)
 };
 
-// The model's features the lowering has no ops for (the scenario's JSON path and the feature), or none: the
-// simulator refuses such a model, naming it, rather than price another one. Multi-latent attention (its own
-// projections and latents) and Gemma-2's post norms are read and counted but not yet lowered.
-std::optional<std::pair<std::string, std::string>> unlowered_feature(const ModelConfig& model);
-
 // `strategy` must be complete (dp and num_micro_batches derived) and valid (see validity.hpp).
 // The double-strand pairing is priced with `profile` (the times the simulator will use); `pairings`,
 // when given, receives its summary (double-strand only).

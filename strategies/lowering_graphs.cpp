@@ -9,10 +9,6 @@
 
 namespace twin {
 
-std::optional<std::pair<std::string, std::string>> unlowered_feature(const ModelConfig& model) {
-  if (model.post_norms) return std::pair<std::string, std::string>{"/model/post_norms", "post norms"};
-  return std::nullopt;
-}
 namespace {
 
 // Ops one stage will hold, to reserve storage once: passes x layers x ops per layer, generously rounded.

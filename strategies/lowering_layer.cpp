@@ -239,14 +239,16 @@ void block_ops(Emitter& e, const layer::Block& block, Phase phase) {
 
 // A layer's ops depend on its blocks and the class's shapes, not on which layer it is: its passes repeat (Emitter::emit_pass).
 void emit_layer_forward(Emitter& e, const ModelConfig& model, int layer) {
-  const std::span<const layer::Block> blocks = layer::layer_blocks(model.is_moe_layer(layer), model.mla.enabled());
+  const std::span<const layer::Block> blocks =
+      layer::layer_blocks(model.is_moe_layer(layer), model.mla.enabled(), model.post_norms);
   e.set_layer(layer);
   e.set_attention_window(model.is_windowed_layer(layer) ? model.window_size : 0);
   e.emit_pass(blocks.data(), false, [&] { emit_unit_forward(e, blocks, layer, block_ops); });
 }
 
 void emit_layer_backward(Emitter& e, const ModelConfig& model, int layer) {
-  const std::span<const layer::Block> blocks = layer::layer_blocks(model.is_moe_layer(layer), model.mla.enabled());
+  const std::span<const layer::Block> blocks =
+      layer::layer_blocks(model.is_moe_layer(layer), model.mla.enabled(), model.post_norms);
   e.set_layer(layer);
   e.set_attention_window(model.is_windowed_layer(layer) ? model.window_size : 0);
   e.emit_pass(blocks.data(), true, [&] {

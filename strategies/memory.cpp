@@ -150,7 +150,7 @@ Bytes activation_bytes_per_layer(const ModelConfig& model, std::int64_t seq_leng
                                  tensor_parallel, sequence_parallel, recompute, expert_parallel);
   terms.fp8 = fp8_layer;
   if (recompute == Recompute::full) return std::llround(terms.bytes(layer::kFullyRecomputedLayer));
-  return std::llround(terms.bytes(layer::layer_blocks(moe_layer, model.mla.enabled())));
+  return std::llround(terms.bytes(layer::layer_blocks(moe_layer, model.mla.enabled(), model.post_norms)));
 }
 
 namespace {

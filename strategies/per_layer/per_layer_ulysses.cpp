@@ -131,13 +131,14 @@ RankShapes edge_shapes(const Scenario& scenario, const LayerStrategy& ls, int st
 
 void emit_ulysses_layer_forward(Emitter& e, const ModelConfig& model, int layer) {
   e.set_attention_window(model.is_windowed_layer(layer) ? model.window_size : 0);
-  lowering::emit_unit_forward(e, layer::layer_blocks(model.is_moe_layer(layer)), layer, block_ops);
+  const auto blocks = layer::layer_blocks(model.is_moe_layer(layer), false, model.post_norms);
+  lowering::emit_unit_forward(e, blocks, layer, block_ops);
 }
 
 void emit_ulysses_layer_backward(Emitter& e, const ModelConfig& model, int layer) {
   e.set_attention_window(model.is_windowed_layer(layer) ? model.window_size : 0);
-  lowering::emit_unit_backward(e, layer::layer_blocks(model.is_moe_layer(layer)), layer, block_ops,
-                               e.shapes().recompute == Recompute::full);
+  const auto blocks = layer::layer_blocks(model.is_moe_layer(layer), false, model.post_norms);
+  lowering::emit_unit_backward(e, blocks, layer, block_ops, e.shapes().recompute == Recompute::full);
 }
 
 }  // namespace twin::per_layer

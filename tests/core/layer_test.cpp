@@ -32,6 +32,28 @@ TEST(LayerDescription, EveryBlockReadsWhatAnEarlierBlockWrote) {
   EXPECT_EQ(layer_blocks(true).back().output, Tensor::output);
 }
 
+// Post norms (Gemma-2 and 3): each branch normalised before its residual adds it, in every layer variant.
+TEST(LayerDescription, PostNormsNormaliseEachBranchBeforeItsResidual) {
+  for (bool moe : {false, true})
+    for (bool mla : {false, true}) {
+      const auto blocks = layer_blocks(moe, mla, true);
+      expect_reads_follow_writes(blocks, "post-norm layer");
+      EXPECT_EQ(blocks.size(), layer_blocks(moe, mla).size() + 2);
+      EXPECT_EQ(blocks.back().output, Tensor::output);
+      int post_norms = 0;
+      for (std::size_t i = 0; i + 1 < blocks.size(); ++i) {
+        if (blocks[i].role != OpRole::post_attention_norm && blocks[i].role != OpRole::post_mlp_norm) continue;
+        ++post_norms;
+        EXPECT_EQ(blocks[i].kind, BlockKind::norm);
+        EXPECT_EQ(blocks[i + 1].kind, BlockKind::residual);
+        EXPECT_EQ(blocks[i + 1].branch, blocks[i].output);  // the residual adds the normalised branch
+      }
+      EXPECT_EQ(post_norms, 2);
+    }
+  EXPECT_EQ(block_of(OpRole::post_attention_norm).input, Tensor::projection_out);
+  EXPECT_EQ(block_of(OpRole::post_mlp_norm).input, Tensor::fc2_out);
+}
+
 TEST(LayerDescription, DenseAndMoeLayersDifferOnlyInTheMlp) {
   const auto dense = layer_blocks(false), moe = layer_blocks(true);
   ASSERT_EQ(dense.size(), moe.size() + 2);  // fc1, activation, fc2 become the experts

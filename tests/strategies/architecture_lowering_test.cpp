@@ -1,9 +1,11 @@
 // The architectures of 2025-26 in the lowering: windowed layers' attention priced over the window (and full ones
-// not), shared experts and QK-norm as ops of their own, first dense layers with a dense MLP, and MFU's FLOPs alike.
+// not), shared experts, QK-norm and post norms as ops of their own, first dense layers with a dense MLP, and MFU's
+// FLOPs alike.
 #include <gtest/gtest.h>
 
 #include "strategies/flops.hpp"
 #include "strategies/lowering.hpp"
+#include "strategies/memory.hpp"
 #include "strategies/validity.hpp"
 #include "strategy_fixtures.hpp"
 
@@ -68,6 +70,31 @@ TEST(ArchitectureLowering, SharedExpertsAndQkNormAreOpsOfTheirOwn) {
       EXPECT_EQ(rc.op(i).gemm.n, 2 * 2048);  // SwiGLU's gate and up
     }
   }
+}
+
+// Post norms (Gemma-2 and 3): one norm more after each branch, forward and backward; the residual adds are not fused
+// into the branch's GEMM (the norm sits between them); each keeps its input for its backward.
+TEST(ArchitectureLowering, PostNormsAreNormsOfTheirOwnBeforeEachResidual) {
+  ModelConfig m = testing::llama_shaped(4);
+  Scenario plain = testing::make_scenario(m, 1, 4096, 8);
+  plain.framework.residual_fusion = true;
+  m.post_norms = true;
+  Scenario post = testing::make_scenario(m, 1, 4096, 8);
+  post.framework.residual_fusion = true;
+  const IterationGraph g = lowered(post), before = lowered(plain);
+  EXPECT_EQ(count(g, OpRole::post_attention_norm), 4 * 2);
+  EXPECT_EQ(count(g, OpRole::post_mlp_norm), 4 * 2);
+  EXPECT_EQ(count(before, OpRole::post_attention_norm), 0);
+  EXPECT_EQ(count(g, OpRole::input_norm), count(before, OpRole::input_norm));
+  EXPECT_EQ(count(g, OpRole::attention_residual), 4 * 2);  // the adds and their gradients' skip path, unfused
+  EXPECT_EQ(count(before, OpRole::attention_residual), 0);  // the projection's epilogue, the norm's backward
+  const RankClass& rc = g.classes.front();
+  for (OpIndex i = 0; i < rc.size(); ++i) EXPECT_FALSE(rc.op(i).fuses_residual) << to_string(rc.op(i).role);
+  // Two more hidden-wide 16-bit inputs kept a layer: 2 x 2 bytes x tokens x hidden (TP 1, one sample).
+  const double tokens = 4096, hidden = m.hidden_size;
+  EXPECT_EQ(activation_bytes_per_layer(post.model, 4096, 1, 1, false, 1, Recompute::none) -
+                activation_bytes_per_layer(plain.model, 4096, 1, 1, false, 1, Recompute::none),
+            static_cast<Bytes>(2 * 2 * tokens * hidden));
 }
 
 }  // namespace
