@@ -31,7 +31,9 @@ void StageRuntime::run_op(OpIndex index) {
     return present(pipeline_reduction_, "a ring across pipelines without its reductions");
   };
   const auto fp8 = [this]() -> Fp8Linears& { return present(fp8_, "an FP8 op in a plan without training.fp8"); };
-  const auto mla = [this]() -> MlaBlock& { return present(mla_, "an MLA op in a model without multi-latent attention"); };
+  const auto mla = [this]() -> MlaBlock& {
+    return present(mla_, "an MLA op in a model without multi-latent attention");
+  };
   const bool fp8_gemm = op.kind == OpKind::gemm && is_fp8(op.gemm);  // the linear reads its FP8 copies
   switch (b.action) {
     case Action::linear_forward: return fp8_gemm ? fp8().forward(p) : dense.linear_forward(p);

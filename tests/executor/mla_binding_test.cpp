@@ -50,10 +50,10 @@ TEST(MlaBinding, TheScenariosPlansBindStepForStep) {
       for (OpIndex i = 0; i < rc.size(); ++i) {
         const Op& op = rc.op(i);
         const OpBinding& b = bindings[i];
-        if (mla_role(op.role)) EXPECT_EQ(b.action, Action::mla_step) << op_name(op) << " binds to " << to_string(b.action);
-        if (op.kind == OpKind::attention_forward || op.kind == OpKind::attention_backward || op.kind == OpKind::rope_forward ||
-            op.kind == OpKind::rope_backward)
-          EXPECT_EQ(b.action, Action::mla_step) << op_name(op);
+        const bool rope_or_attention = op.kind == OpKind::attention_forward || op.kind == OpKind::attention_backward ||
+                                       op.kind == OpKind::rope_forward || op.kind == OpKind::rope_backward;
+        if (mla_role(op.role) || rope_or_attention)
+          EXPECT_EQ(b.action, Action::mla_step) << op_name(op) << " binds to " << to_string(b.action);
         if (b.action != Action::mla_step) continue;
         if (b.first_gradient) ++stored[{op.layer, b.subject}];
         if (op.recomputed) {

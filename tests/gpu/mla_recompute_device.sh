@@ -39,7 +39,8 @@ same = [a["loss"] == b["loss"] for a, b in zip(runs["none"], runs["selective"])]
 print(f"selective recompute: {sum(same)} of {len(same)} losses bit-identical to no recompute")
 for n, steps in runs.items():
     print(f"{n}: loss {steps[0]['loss']} -> {steps[-1]['loss']} over {len(steps)} steps")
-sys.exit(0 if all(same) and len(same) > 0 and float(runs["direct"][-1]["loss"]) < float(runs["direct"][0]["loss"]) else 1)
+direct_falls = float(runs["direct"][-1]["loss"]) < float(runs["direct"][0]["loss"])
+sys.exit(0 if all(same) and len(same) > 0 and direct_falls else 1)
 PY
 tar czf "$OUT/steps.tgz" -C "$work" none/steps.csv none/metrics.json selective/steps.csv selective/metrics.json \
   direct/steps.csv direct/metrics.json none.log selective.log direct.log 2>/dev/null || status=1
