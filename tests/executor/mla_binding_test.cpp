@@ -1,7 +1,8 @@
 // The lowering and twin execute agree on multi-latent attention op for op: every op of the MLA scenario's plans
 // (scenarios/exec-deepseek-v3-mla-small-1xH200.json, each micro-batch size and recompute it searches, so its best
 // plan among them) binds, each MLA layer's ops bind to the block's steps, and the steps of each micro-batch's pass
-// are MlaAttention's, in its order (executor/mla_steps.hpp); each weight's first gradient of a step is stored.
+// are MlaAttention's, in its order (executor/mla_steps.hpp); each projection's GEMMs have its weight's shape in the
+// parameter layout; each weight's first gradient of a step is stored.
 // The plan check refuses MLA under TP or CP at /scenario/model/mla.
 #include <filesystem>
 #include <map>
@@ -13,6 +14,7 @@
 
 #include "core/scenario.hpp"
 #include "executor/op_binding.hpp"
+#include "executor/parameters.hpp"
 #include "strategies/lowering.hpp"
 #include "strategies/validity.hpp"
 #include "tests/strategies/strategy_fixtures.hpp"
@@ -22,6 +24,18 @@ namespace {
 
 const std::filesystem::path kScenario =
     std::filesystem::path(TWIN_SOURCE_DIR) / "scenarios" / "exec-deepseek-v3-mla-small-1xH200.json";
+
+// A projection's GEMM has its weight's shape [in, out] as the layout holds it: forward (tokens, out, in), input
+// gradient (tokens, in, out), weight gradient (in, out, tokens), as the dense linears' (executor/gpu/dense_block.cpp).
+void expect_weight_shape(const Op& op, const WeightTensor& w) {
+  const std::int64_t in = w.rows, out = w.cols;
+  switch (op.gemm_pass) {
+    case GemmPass::forward: EXPECT_TRUE(op.gemm.n == out && op.gemm.k == in) << op_name(op); return;
+    case GemmPass::input_gradient: EXPECT_TRUE(op.gemm.n == in && op.gemm.k == out) << op_name(op); return;
+    case GemmPass::weight_gradient: EXPECT_TRUE(op.gemm.m == in && op.gemm.n == out) << op_name(op); return;
+    case GemmPass::none: ADD_FAILURE() << op_name(op) << " says no pass";
+  }
+}
 
 bool mla_role(OpRole role) {
   return role == OpRole::mla_q_down || role == OpRole::mla_q_norm || role == OpRole::mla_q_up ||
@@ -44,6 +58,7 @@ TEST(MlaBinding, TheScenariosPlansBindStepForStep) {
       ASSERT_EQ(graph.classes.size(), 1u);
       const RankClass& rc = graph.classes.front();
       const std::vector<OpBinding> bindings = bind_ops(rc, false);  // throws on an op it does not run
+      const auto units = plan_parameter_units(scenario, strategy, placement_of(strategy, 0), 7);
       // (micro-batch, layer, backward) -> the steps its ops bind to, in op order; a recomputed forward aside.
       std::map<std::tuple<int, int, bool>, std::vector<MlaStep>> passes;
       std::map<std::pair<int, OpRole>, int> stored;
@@ -56,6 +71,9 @@ TEST(MlaBinding, TheScenariosPlansBindStepForStep) {
           EXPECT_EQ(b.action, Action::mla_step) << op_name(op) << " binds to " << to_string(b.action);
         if (b.action != Action::mla_step) continue;
         if (b.first_gradient) ++stored[{op.layer, b.subject}];
+        if (op.kind == OpKind::gemm)
+          for (const ParameterUnitLayout& unit : units)
+            if (unit.id == op.layer) expect_weight_shape(op, unit.tensor(b.subject));
         if (op.recomputed) {
           EXPECT_EQ(b.mla_step, MlaStep::attention) << "selective recompute repeats attention's forward only";
           continue;
