@@ -213,11 +213,18 @@ void bind_collective(const RankClass& rc, OpIndex i, OpBinding& b) {
     unsupported(rc, i, "a collective over the expert-data group other than the experts' gradients or weights");
 }
 
+bool is_mla_role(OpRole role) {
+  return role == OpRole::mla_q_down || role == OpRole::mla_q_norm || role == OpRole::mla_q_up ||
+         role == OpRole::mla_kv_down || role == OpRole::mla_kv_norm || role == OpRole::mla_kv_up ||
+         role == OpRole::mla_kv_expand;
+}
+
 // The op's action and subject, or an `unsupported` error naming the op.
 void bind_op(const RankClass& rc, OpIndex i, OpBinding& b) {
   const Op& op = rc.op(i);
   const bool backward = op.phase == Phase::backward;
   if (!op_kind_traits(op.kind).executor_runs) unsupported(rc, i, fmt::format("a {} op", op_kind_traits(op.kind).name).c_str());
+  if (is_mla_role(op.role)) unsupported(rc, i, "an op of multi-latent attention in a model bound without it");
   switch (op.kind) {
     case OpKind::gemm: bind_gemm(rc, i, b); break;
     case OpKind::attention_forward:
@@ -264,21 +271,8 @@ void bind_op(const RankClass& rc, OpIndex i, OpBinding& b) {
   }
 }
 
-bool is_mla_role(OpRole role) {
-  return role == OpRole::mla_q_down || role == OpRole::mla_q_norm || role == OpRole::mla_q_up ||
-         role == OpRole::mla_kv_down || role == OpRole::mla_kv_norm || role == OpRole::mla_kv_up ||
-         role == OpRole::mla_kv_expand;
-}
-
-// The layers whose attention is multi-latent: those with an op of an MLA role.
-std::set<std::int32_t> mla_layers(const RankClass& rc) {
-  std::set<std::int32_t> layers;
-  for (OpIndex i = 0; i < rc.size(); ++i)
-    if (is_mla_role(rc.op(i).role)) layers.insert(rc.op(i).layer);
-  return layers;
-}
-
-// An op of an MLA layer's block: its step, the weight it works on. The rest of the layer binds as a dense one's.
+// An op of an MLA model's attention block (every layer's: its mla_* roles, RoPE and attention): its step, the weight it
+// works on. The rest of the layer binds as a dense one's.
 bool bind_mla(const RankClass& rc, OpIndex i, OpBinding& b) {
   const Op& op = rc.op(i);
   const std::optional<MlaStep> step = mla_step_of(op);
@@ -312,11 +306,10 @@ void mark_first_gradients(const RankClass& rc, bool tied_embeddings, std::vector
 
 }  // namespace
 
-std::vector<OpBinding> bind_ops(const RankClass& rc, bool tied_embeddings) {
+std::vector<OpBinding> bind_ops(const RankClass& rc, bool tied_embeddings, bool mla) {
   std::vector<OpBinding> bindings(rc.size());
-  const std::set<std::int32_t> mla = mla_layers(rc);
   for (OpIndex i = 0; i < rc.size(); ++i)
-    if (!mla.count(rc.op(i).layer) || !bind_mla(rc, i, bindings[i])) bind_op(rc, i, bindings[i]);
+    if (!mla || !bind_mla(rc, i, bindings[i])) bind_op(rc, i, bindings[i]);
   mark_first_gradients(rc, tied_embeddings, bindings);
   return bindings;
 }

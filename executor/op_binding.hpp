@@ -89,9 +89,10 @@ std::string to_string(Action action);
 // not run (context parallelism's all-gather form, a userbuffers ring, LayerNorm). The backward
 // strand of double strand binds as any backward: its ops say compute2, and the runtime gives that stream its
 // own CUDA stream and scratch.
-// An MLA layer (one with ops of an mla_* role) binds its RoPE and attention to its block's steps too.
+// With multi-latent attention (`mla`: the model's) the ops of each layer's attention block, its RoPE and attention
+// among them, bind to the block's steps (Action::mla_step); without it an op of an mla_* role is refused.
 // With tied embeddings the output projection's weight gradient goes into the embedding table's (or, on a stage
 // without the embedding, the table's copy): it and the embedding backward share one first_gradient.
-std::vector<OpBinding> bind_ops(const RankClass& rank_class, bool tied_embeddings = false);
+std::vector<OpBinding> bind_ops(const RankClass& rank_class, bool tied_embeddings = false, bool mla = false);
 
 }  // namespace twin::exec

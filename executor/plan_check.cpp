@@ -160,7 +160,7 @@ void check_executable_plan(const Plan& plan, const std::string& file) {
   check_layouts(lowered, file);
   try {
     for (const RankClass& rc : lowered.graph.classes)
-      bind_ops(rc, !plan.scenario.model.untie_embeddings_and_output_weights);
+      bind_ops(rc, !plan.scenario.model.untie_embeddings_and_output_weights, plan.scenario.model.mla.enabled());
   } catch (const std::invalid_argument& error) {
     throw InputError(file, "/scenario/model", std::string("a model and strategy twin execute runs: ") + error.what());
   }

@@ -50,7 +50,8 @@ std::uint64_t region_id(int iteration, OpIndex op) {
 StageRuntime::StageRuntime(const PlanPart& plan_part, const IterationGraph& graph, const RankClass& rank_class,
                            int rank, Communicators& comms, const TrainingOptions& options, StepPart part)
     : rc_(rank_class), rank_(rank), layout_(plan_part, rank, comms),
-      bindings_(bind_ops(rc_, !plan_part.scenario.model.untie_embeddings_and_output_weights)),
+      bindings_(bind_ops(rc_, !plan_part.scenario.model.untie_embeddings_and_output_weights,
+                         plan_part.scenario.model.mla.enabled())),
       events_(rank_class), tensors_(rank_class.index) {
   const Scenario& scenario = plan_part.scenario;
   // A later part of the step adds to the gradients the parts before it stored.

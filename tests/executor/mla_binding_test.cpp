@@ -57,7 +57,9 @@ TEST(MlaBinding, TheScenariosPlansBindStepForStep) {
       const IterationGraph graph = lower_to_op_graphs(scenario, strategy);
       ASSERT_EQ(graph.classes.size(), 1u);
       const RankClass& rc = graph.classes.front();
-      const std::vector<OpBinding> bindings = bind_ops(rc, false);  // throws on an op it does not run
+      const std::vector<OpBinding> bindings = bind_ops(rc, false, true);  // throws on an op it does not run
+      // Bound as a model without MLA, its projections are refused, not run as dense linears.
+      EXPECT_THROW(bind_ops(rc, false, false), std::invalid_argument);
       const auto units = plan_parameter_units(scenario, strategy, placement_of(strategy, 0), 7);
       // (micro-batch, layer, backward) -> the steps its ops bind to, in op order; a recomputed forward aside.
       std::map<std::tuple<int, int, bool>, std::vector<MlaStep>> passes;
