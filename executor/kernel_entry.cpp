@@ -70,7 +70,10 @@ std::optional<OpKind> kernel_entry(Action action) {
     case Action::switch_transfer:
     case Action::pipelines_reduce:
     case Action::pipelines_gather:
-    case Action::pipelines_ring_step: return std::nullopt;
+    case Action::pipelines_ring_step:
+    // An MLA block's steps launch the norm, RoPE and attention entries themselves (executor/gpu/mla_attention.cpp),
+    // beside GEMMs, copies and the heads' expansion: no one entry.
+    case Action::mla_step: return std::nullopt;
   }
   return std::nullopt;
 }

@@ -12,11 +12,4 @@ MlaShape mla_shape(const ModelConfig& model, std::int64_t batch, std::int64_t se
           static_cast<float>(model.rotary_base)};
 }
 
-MlaWeightSizes mla_weight_sizes(const MlaShape& s) {
-  const bool latent = s.q_lora_rank > 0;
-  return {latent ? s.hidden * s.q_lora_rank : 0, latent ? s.q_lora_rank : 0,
-          (latent ? s.q_lora_rank : s.hidden) * s.q_width(), s.hidden * s.ckv_width(), s.kv_lora_rank,
-          s.kv_lora_rank * s.kv_width()};
-}
-
 }  // namespace twin::exec

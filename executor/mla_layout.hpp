@@ -1,6 +1,6 @@
-// Multi-latent attention's shapes and weights on one GPU (TP 1), from the model's MlaConfig (core/model.hpp): what
-// executor/gpu/mla_attention.hpp runs, and, summed, what the memory model counts (core's layer_parameter_groups:
-// tests/executor/mla_layout_test.cpp holds the two equal).
+// Multi-latent attention's shapes on one GPU (TP 1), from the model's MlaConfig (core/model.hpp): what
+// executor/gpu/mla_attention.hpp runs. Its weights are the layer's parameter unit's (executor/parameters.cpp), which
+// core's layer_parameter_groups counts (tests/executor/mla_layout_test.cpp).
 #pragma once
 #include <cstdint>
 
@@ -25,14 +25,5 @@ struct MlaShape {
 // latents' norms take the norm entry's epsilon (1e-5, as every norm twin execute runs; DeepSeek-V3's rms_norm_eps
 // is 1e-6).
 MlaShape mla_shape(const ModelConfig& model, std::int64_t batch, std::int64_t seq);
-
-// Elements of each weight (DeepSeek-V3's q_a_proj, q_a_layernorm, q_b_proj, kv_a_proj_with_mqa, kv_a_layernorm,
-// kv_b_proj; q_proj in q_up's place, q_down and q_norm 0, when q_lora_rank is 0). The output projection (o_proj,
-// [heads x v, hidden]) is the layer's ordinary attention projection.
-struct MlaWeightSizes {
-  std::int64_t q_down, q_norm, q_up, kv_down, kv_norm, kv_up;
-  std::int64_t total() const { return q_down + q_norm + q_up + kv_down + kv_norm + kv_up; }
-};
-MlaWeightSizes mla_weight_sizes(const MlaShape& shape);
 
 }  // namespace twin::exec

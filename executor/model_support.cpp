@@ -10,7 +10,6 @@ std::optional<UnsupportedModelFeature> first_unsupported_feature(const ModelConf
   };
   if (m.activation == Activation::geglu) return unsupported("activation", "GeGLU");
   if (m.activation == Activation::squared_relu) return unsupported("activation", "squared ReLU");
-  if (m.mla.enabled()) return unsupported("mla", "multi-latent attention");
   // QK-norm runs as Qwen3's (RMSNorm over each head); a LayerNorm model's would need a bias and a strided LayerNorm.
   if (m.qk_layernorm && m.normalization == Normalization::layernorm)
     return unsupported("qk_layernorm", "QK-norm in a LayerNorm model");

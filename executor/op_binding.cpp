@@ -4,6 +4,7 @@
 #include "executor/op_binding.hpp"
 
 #include <iterator>
+#include <optional>
 #include <set>
 #include <stdexcept>
 #include <utility>
@@ -120,8 +121,8 @@ std::string to_string(Action action) {
       "dispatch_exchange", "combine_exchange", "dispatch_exchange_backward", "combine_exchange_backward",
       "ring_attention_forward", "ring_attention_backward", "ring_exchange", "ring_exchange_backward", "ring_merge",
       "ring_gradient_add", "ulysses_to_heads", "ulysses_to_sequence", "phase_handoff",
-      "switch_transfer", "pipelines_reduce", "pipelines_gather", "pipelines_ring_step", "fp8_cast"};
-  static_assert(std::size(names) == static_cast<std::size_t>(Action::fp8_cast) + 1, "a name per action");
+      "switch_transfer", "pipelines_reduce", "pipelines_gather", "pipelines_ring_step", "fp8_cast", "mla_step"};
+  static_assert(std::size(names) == static_cast<std::size_t>(Action::mla_step) + 1, "a name per action");
   return names[static_cast<int>(action)];
 }
 
@@ -212,11 +213,18 @@ void bind_collective(const RankClass& rc, OpIndex i, OpBinding& b) {
     unsupported(rc, i, "a collective over the expert-data group other than the experts' gradients or weights");
 }
 
+bool is_mla_role(OpRole role) {
+  return role == OpRole::mla_q_down || role == OpRole::mla_q_norm || role == OpRole::mla_q_up ||
+         role == OpRole::mla_kv_down || role == OpRole::mla_kv_norm || role == OpRole::mla_kv_up ||
+         role == OpRole::mla_kv_expand;
+}
+
 // The op's action and subject, or an `unsupported` error naming the op.
 void bind_op(const RankClass& rc, OpIndex i, OpBinding& b) {
   const Op& op = rc.op(i);
   const bool backward = op.phase == Phase::backward;
   if (!op_kind_traits(op.kind).executor_runs) unsupported(rc, i, fmt::format("a {} op", op_kind_traits(op.kind).name).c_str());
+  if (is_mla_role(op.role)) unsupported(rc, i, "an op of multi-latent attention in a model bound without it");
   switch (op.kind) {
     case OpKind::gemm: bind_gemm(rc, i, b); break;
     case OpKind::attention_forward:
@@ -263,6 +271,25 @@ void bind_op(const RankClass& rc, OpIndex i, OpBinding& b) {
   }
 }
 
+// An op of an MLA model's attention block (every layer's: its mla_* roles, RoPE and attention): its step, the weight it
+// works on. The rest of the layer binds as a dense one's.
+bool bind_mla(const RankClass& rc, OpIndex i, OpBinding& b) {
+  const Op& op = rc.op(i);
+  const std::optional<MlaStep> step = mla_step_of(op);
+  if (!step) {
+    if (is_mla_role(op.role) || is_mla_role(op.linear))
+      unsupported(rc, i, "an op of multi-latent attention other than its block's steps (a TP collective or a cast)");
+    return false;
+  }
+  if (op.kind == OpKind::gemm && (is_fp8(op.gemm) || op.gemm.count != 1))
+    unsupported(rc, i, "an FP8 or grouped GEMM of multi-latent attention");
+  if (op.context_form != ContextForm::none) unsupported(rc, i, "multi-latent attention under context parallelism");
+  b.action = Action::mla_step;
+  b.mla_step = *step;
+  b.subject = is_mla_role(op.role) ? op.role : OpRole::none;
+  return true;
+}
+
 // Which weight-gradient ops store (rather than add to) their gradient: the first of each (layer, weight) in op order.
 void mark_first_gradients(const RankClass& rc, bool tied_embeddings, std::vector<OpBinding>& bindings) {
   std::set<std::pair<std::int32_t, OpRole>> written;
@@ -271,16 +298,18 @@ void mark_first_gradients(const RankClass& rc, bool tied_embeddings, std::vector
     const bool tied_output = tied_embeddings && b.subject == OpRole::output_projection;
     if (b.action == Action::linear_weight_grad || b.action == Action::norm_backward ||
         b.action == Action::embedding_backward || b.action == Action::router_weight_grad ||
-        b.action == Action::expert_weight_grad)
+        b.action == Action::expert_weight_grad ||
+        (b.action == Action::mla_step && writes_weight_gradient(b.mla_step)))
       b.first_gradient = written.insert({rc.op(i).layer, tied_output ? OpRole::embedding : b.subject}).second;
   }
 }
 
 }  // namespace
 
-std::vector<OpBinding> bind_ops(const RankClass& rc, bool tied_embeddings) {
+std::vector<OpBinding> bind_ops(const RankClass& rc, bool tied_embeddings, bool mla) {
   std::vector<OpBinding> bindings(rc.size());
-  for (OpIndex i = 0; i < rc.size(); ++i) bind_op(rc, i, bindings[i]);
+  for (OpIndex i = 0; i < rc.size(); ++i)
+    if (!mla || !bind_mla(rc, i, bindings[i])) bind_op(rc, i, bindings[i]);
   mark_first_gradients(rc, tied_embeddings, bindings);
   return bindings;
 }

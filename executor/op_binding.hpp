@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/op_graph.hpp"
+#include "executor/mla_steps.hpp"
 
 namespace twin::exec {
 
@@ -62,6 +63,9 @@ enum class Action : std::uint8_t {
   // Op::linear_tensor say which), or, after the optimizer step, every FP8 weight of the stage. The linear's GEMMs
   // keep their actions (linear_forward, ...); their GemmShape::inputs says they read the FP8 copies.
   fp8_cast,
+  // A step of a multi-latent attention layer's block (executor/gpu/mla_block.hpp; OpBinding::mla_step says which):
+  // its projections' products, its latents' norms and copy, its RoPE, expansion and attention.
+  mla_step,
 };
 
 struct OpBinding {
@@ -75,6 +79,8 @@ struct OpBinding {
   // zeroes its table first: a step names only some rows), the later ones add to it, so the gradient buffers
   // need no zeroing per step.
   bool first_gradient = false;
+  // Action::mla_step's step (subject: the weight it reads or whose gradient it writes, else none).
+  MlaStep mla_step = MlaStep::q_down;
 };
 
 std::string to_string(Action action);
@@ -83,8 +89,10 @@ std::string to_string(Action action);
 // not run (context parallelism's all-gather form, a userbuffers ring, LayerNorm). The backward
 // strand of double strand binds as any backward: its ops say compute2, and the runtime gives that stream its
 // own CUDA stream and scratch.
+// With multi-latent attention (`mla`: the model's) the ops of each layer's attention block, its RoPE and attention
+// among them, bind to the block's steps (Action::mla_step); without it an op of an mla_* role is refused.
 // With tied embeddings the output projection's weight gradient goes into the embedding table's (or, on a stage
 // without the embedding, the table's copy): it and the embedding backward share one first_gradient.
-std::vector<OpBinding> bind_ops(const RankClass& rank_class, bool tied_embeddings = false);
+std::vector<OpBinding> bind_ops(const RankClass& rank_class, bool tied_embeddings = false, bool mla = false);
 
 }  // namespace twin::exec

@@ -113,13 +113,18 @@ class UnitMaker {
     ParameterUnitLayout unit{l};
     const std::string p = fmt::format("L{}.", l);
     add_norm(unit, p + "input_norm", OpRole::input_norm);
-    std::vector<std::pair<std::int64_t, std::int64_t>> qkv_blocks;
-    for (const ColumnBlock& block : qkv_column_blocks(heads_l, groups_l, d, tp_, t))
-      qkv_blocks.emplace_back(block.first_column, block.width);
-    add_linear(unit, p + "qkv", OpRole::qkv_projection, TensorParallel::column,
-               columns(h, (heads_l + 2 * groups_l) * d, (heads + 2 * groups) * d, qkv_blocks), kStddev);
-    if (m_.qk_layernorm) add_qk_norm(unit, p + "qk_norm");
-    add_linear(unit, p + "proj", OpRole::attention_projection, TensorParallel::row, rows_from(heads_l * d, h, t * heads_l * d),
+    if (shapes_.mla()) {
+      add_mla(unit, p);
+    } else {
+      std::vector<std::pair<std::int64_t, std::int64_t>> qkv_blocks;
+      for (const ColumnBlock& block : qkv_column_blocks(heads_l, groups_l, d, tp_, t))
+        qkv_blocks.emplace_back(block.first_column, block.width);
+      add_linear(unit, p + "qkv", OpRole::qkv_projection, TensorParallel::column,
+                 columns(h, (heads_l + 2 * groups_l) * d, (heads + 2 * groups) * d, qkv_blocks), kStddev);
+      if (m_.qk_layernorm) add_qk_norm(unit, p + "qk_norm");
+    }
+    const std::int64_t o_width = heads_l * (shapes_.mla() ? shapes_.v_d : d);  // attention's output per rank
+    add_linear(unit, p + "proj", OpRole::attention_projection, TensorParallel::row, rows_from(o_width, h, t * o_width),
                output_stddev_);
     add_norm(unit, p + "mlp_norm", OpRole::mlp_norm);
     const RankParameters counted = layer_parameters_per_rank(m_, l, tp_, strategy_.expert_model_parallel_size);
@@ -208,6 +213,34 @@ class UnitMaker {
     WeightTensor w{name, OpRole::qk_norm, 2, shapes_.d};
     w.tp_replicated = true;
     w.shard = rows_from(2, shapes_.d, 0);
+    unit.tensors.push_back(std::move(w));
+  }
+  // Multi-latent attention's weights in place of QKV (DeepSeek-V3's q_a_proj, q_a_layernorm, q_b_proj,
+  // kv_a_proj_with_mqa, kv_a_layernorm, kv_b_proj; q_proj alone in q_up's place when q_lora_rank is 0), [in, out]
+  // as executor/gpu/mla_attention.hpp reads them, the latents' norms ones; at TP 1 (plan_check refuses more), so
+  // every weight is whole. finish() holds their sum to core's count (layer_parameter_groups).
+  void add_mla(ParameterUnitLayout& unit, const std::string& p) const {
+    if (tp_ > 1)
+      throw std::invalid_argument("multi-latent attention under tensor parallelism (its replicated down projections' "
+                                  "and latent norms' gradients are not summed over TP): tensor_model_parallel_size 1");
+    const lowering::RankShapes& s = shapes_;
+    const std::int64_t q_width = s.heads * s.d, kv_width = s.heads * (s.d - s.rope_d + s.v_d);
+    const auto whole = [](std::int64_t rows, std::int64_t cols) { return rows_from(rows, cols, 0); };
+    if (s.q_lora_rank > 0) {
+      unit.tensors.push_back(weight(p + "q_down", OpRole::mla_q_down, whole(s.h, s.q_lora_rank), kStddev));
+      add_latent_norm(unit, p + "q_norm", OpRole::mla_q_norm, s.q_lora_rank);
+    }
+    unit.tensors.push_back(
+        weight(p + "q_up", OpRole::mla_q_up, whole(s.q_lora_rank > 0 ? s.q_lora_rank : s.h, q_width), kStddev));
+    unit.tensors.push_back(weight(p + "kv_down", OpRole::mla_kv_down, whole(s.h, s.kv_lora_rank + s.rope_d), kStddev));
+    add_latent_norm(unit, p + "kv_norm", OpRole::mla_kv_norm, s.kv_lora_rank);
+    unit.tensors.push_back(weight(p + "kv_up", OpRole::mla_kv_up, whole(s.kv_lora_rank, kv_width), kStddev));
+  }
+  // A latent's RMSNorm weight (ones), whatever the model's norm (DeepSeek-V3's).
+  static void add_latent_norm(ParameterUnitLayout& unit, const std::string& name, OpRole role, std::int64_t rank) {
+    WeightTensor w{name, role, 1, rank};
+    w.tp_replicated = true;
+    w.shard = rows_from(1, rank, 0);
     unit.tensors.push_back(std::move(w));
   }
   // The shared experts (Megatron's mlp.shared_experts, after the router and the routed experts there): a dense MLP

@@ -26,10 +26,24 @@ namespace twin::exec {
 
 namespace {
 
+// Multi-latent attention runs at TP 1 and CP 1: under TP its down projections and latent norms are replicated
+// (Megatron's duplicated linears), and their gradients, partial per rank's heads, would need a sum over TP that
+// twin execute does not run; its ring attention would need the expanded keys' exchange.
+void check_mla(const ModelConfig& m, const Strategy& s, const std::string& file) {
+  if (!m.mla.enabled() || (s.tensor_model_parallel_size == 1 && s.context_parallel_size == 1)) return;
+  throw InputError(file, "/scenario/model/mla",
+                   fmt::format("a plan of tensor_model_parallel_size 1 and context_parallel_size 1 with multi-latent "
+                               "attention, got {} and {} (twin execute runs MLA on whole heads: the replicated down "
+                               "projections and latent norms would need their gradients summed over TP, and context "
+                               "parallelism's ring does not carry MLA's keys; the simulator prices both)",
+                               s.tensor_model_parallel_size, s.context_parallel_size));
+}
+
 // What the executor refuses of one strategy (a uniform or per-layer plan's, or a hot-switching phase's)
 // whose fields sit at `at` in the plan file.
 void check_strategy(const Plan& plan, const Scenario& scenario, const Strategy& s, const MemoryEstimate& memory,
                     const std::string& file, const std::string& at) {
+  check_mla(scenario.model, s, file);
   const std::string oom = out_of_memory_reason(memory, scenario.cluster.node_groups.front().gpu.memory_GiB);
   if (!oom.empty()) throw InputError(file, at, "a plan that fits; the simulator says it does not: " + oom);
   if (s.context_parallel_size > 1 && scenario.framework.cp_comm_type != CpCommType::p2p)
@@ -138,6 +152,7 @@ void check_executable_plan(const Plan& plan, const std::string& file) {
   // The model first: a variant the executor has no kernels and no weights for is named at its own key, before
   // the parameter layout is tried.
   check_architecture(plan.scenario.model, file);
+  check_mla(plan.scenario.model, plan.strategy, file);
   check_training(plan, file);
   const PlanGraphs lowered = plan_graphs(plan, file);
   check_parts(plan, lowered, file);
@@ -145,7 +160,7 @@ void check_executable_plan(const Plan& plan, const std::string& file) {
   check_layouts(lowered, file);
   try {
     for (const RankClass& rc : lowered.graph.classes)
-      bind_ops(rc, !plan.scenario.model.untie_embeddings_and_output_weights);
+      bind_ops(rc, !plan.scenario.model.untie_embeddings_and_output_weights, plan.scenario.model.mla.enabled());
   } catch (const std::invalid_argument& error) {
     throw InputError(file, "/scenario/model", std::string("a model and strategy twin execute runs: ") + error.what());
   }

@@ -31,6 +31,9 @@ void StageRuntime::run_op(OpIndex index) {
     return present(pipeline_reduction_, "a ring across pipelines without its reductions");
   };
   const auto fp8 = [this]() -> Fp8Linears& { return present(fp8_, "an FP8 op in a plan without training.fp8"); };
+  const auto mla = [this]() -> MlaBlock& {
+    return present(mla_, "an MLA op in a model without multi-latent attention");
+  };
   const bool fp8_gemm = op.kind == OpKind::gemm && is_fp8(op.gemm);  // the linear reads its FP8 copies
   switch (b.action) {
     case Action::linear_forward: return fp8_gemm ? fp8().forward(p) : dense.linear_forward(p);
@@ -97,6 +100,7 @@ void StageRuntime::run_op(OpIndex index) {
     case Action::pipelines_reduce: return pipelines().reduce(op.ring_segment, *params_, p.stream);
     case Action::pipelines_gather: return pipelines().gather(op.ring_segment, *params_, p.stream);
     case Action::pipelines_ring_step: return;  // the segment's reduction ran at its ring's first step
+    case Action::mla_step: return mla().run(p);
   }
 }
 

@@ -1,10 +1,12 @@
-// MLA's forward and backward as sequences of GEMMs and kernel entries (executor/gpu/mla_attention.hpp says which);
-// every buffer beyond the saved tensors is stream-ordered scratch of the call.
+// MLA's steps as GEMMs and kernel entries (executor/gpu/mla_attention.hpp says which), one call each; the whole
+// passes hold their rows in stream-ordered scratch of the call.
 #include "executor/gpu/mla_attention.hpp"
 
 #include <algorithm>
 #include <array>
+#include <initializer_list>
 #include <stdexcept>
+#include <string>
 
 #include "gpu/checks.hpp"
 #include "gpu/op_kernels.hpp"
@@ -16,13 +18,39 @@ using kernels::bf16;
 
 constexpr std::size_t align256(std::size_t bytes) { return (bytes + 255) / 256 * 256; }
 
-// Saved tensors in MlaSaved's order: bf16 elements then fp32 ones (rows of the norms' and attention's statistics).
-std::array<std::size_t, 11> saved_sizes_bytes(const MlaShape& s) {
+// Saved tensors in MlaSaved's order but o: bf16 elements then fp32 ones (rows of the norms' and attention's
+// statistics).
+std::array<std::size_t, 10> saved_sizes_bytes(const MlaShape& s) {
   const std::int64_t t = s.tokens(), q_latent = s.q_lora_rank;
   return {align256(t * q_latent * 2), align256(t * q_latent * 2), align256(t * s.q_width() * 2),
           align256(t * s.kv_lora_rank * 2), align256(t * s.kv_lora_rank * 2), align256(t * s.q_width() * 2),
-          align256(t * s.o_width() * 2), align256(t * s.o_width() * 2), align256(t * 4), align256(t * 4),
+          align256(t * s.o_width() * 2), align256(t * 4), align256(t * 4),
           align256(static_cast<std::size_t>(t) * s.heads * 4)};
+}
+std::array<std::size_t, 2> forward_rows_bytes(const MlaShape& s) {
+  return {align256(s.tokens() * s.ckv_width() * 2), align256(s.tokens() * s.kv_width() * 2)};
+}
+std::array<std::size_t, 7> backward_rows_bytes(const MlaShape& s) {
+  const std::int64_t t = s.tokens(), latent = std::max(s.q_lora_rank, s.kv_lora_rank);
+  return {align256(t * s.q_width() * 2),   align256(t * s.q_width() * 2), align256(t * s.o_width() * 2),
+          align256(t * s.kv_width() * 2),  align256(t * s.ckv_width() * 2), align256(t * latent * 2),
+          align256(t * latent * 2)};
+}
+template <std::size_t N>
+std::size_t sum(const std::array<std::size_t, N>& sizes) {
+  std::size_t total = 0;
+  for (std::size_t bytes : sizes) total += bytes;
+  return total;
+}
+// `base` cut into pieces of `sizes`, written through `out` in order.
+template <std::size_t N, class T>
+void cut(void* base, const std::array<std::size_t, N>& sizes, std::initializer_list<T**> out) {
+  char* at = static_cast<char*>(base);
+  std::size_t i = 0;
+  for (T** p : out) {
+    *p = reinterpret_cast<T*>(at);
+    at += sizes[i++];
+  }
 }
 
 // A strided copy of `rows` rows of `cols` bf16 elements.
@@ -56,31 +84,33 @@ class Scratch {
 
 }  // namespace
 
-std::size_t mla_saved_bytes(const MlaShape& s) {
-  std::size_t total = 0;
-  for (std::size_t bytes : saved_sizes_bytes(s)) total += bytes;
-  return total;
-}
+std::size_t mla_saved_bytes(const MlaShape& s) { return sum(saved_sizes_bytes(s)); }
 
 MlaSaved mla_saved_in(void* base, const MlaShape& s) {
   const auto sizes = saved_sizes_bytes(s);
-  char* at = static_cast<char*>(base);
-  std::size_t i = 0;
-  const auto next = [&]() {
-    char* p = at;
-    at += sizes[i++];
-    return p;
-  };
   MlaSaved saved;
-  for (bf16** p : {&saved.cq, &saved.cq_n, &saved.q, &saved.ckv, &saved.ckv_n, &saved.k, &saved.v, &saved.o})
-    *p = reinterpret_cast<bf16*>(next());
-  for (float** p : {&saved.q_rstd, &saved.kv_rstd, &saved.lse}) *p = reinterpret_cast<float*>(next());
+  cut(base, sizes, {&saved.cq, &saved.cq_n, &saved.q, &saved.ckv, &saved.ckv_n, &saved.k, &saved.v});
+  std::array<std::size_t, 3> stats{sizes[7], sizes[8], sizes[9]};
+  cut(static_cast<char*>(base) + sum(sizes) - sum(stats), stats, {&saved.q_rstd, &saved.kv_rstd, &saved.lse});
   if (s.q_lora_rank == 0) saved.cq = saved.cq_n = nullptr;
   return saved;
 }
 
-MlaAttention::MlaAttention(const MlaShape& shape, gpu::Attention& attention, Matmul& matmul, cudaStream_t stream)
-    : shape_(shape), attention_(attention), matmul_(matmul),
+std::size_t mla_forward_rows_bytes(const MlaShape& s) { return sum(forward_rows_bytes(s)); }
+MlaForwardRows mla_forward_rows_in(void* base, const MlaShape& s) {
+  MlaForwardRows rows;
+  cut(base, forward_rows_bytes(s), {&rows.ckv_full, &rows.kv});
+  return rows;
+}
+std::size_t mla_backward_rows_bytes(const MlaShape& s) { return sum(backward_rows_bytes(s)); }
+MlaBackwardRows mla_backward_rows_in(void* base, const MlaShape& s) {
+  MlaBackwardRows r;
+  cut(base, backward_rows_bytes(s), {&r.dq, &r.dk, &r.dv, &r.d_kv, &r.d_ckv_full, &r.d_latent_n, &r.d_latent});
+  return r;
+}
+
+MlaAttention::MlaAttention(const MlaShape& shape, gpu::Attention& attention, cudaStream_t stream)
+    : shape_(shape), attention_(attention),
       rope_table_(static_cast<std::size_t>(shape.seq) * (shape.rope / 2) * sizeof(float2)) {
   if (shape.tokens() <= 0 || shape.hidden <= 0 || shape.heads <= 0 || shape.kv_lora_rank <= 0 || shape.rope <= 0 ||
       shape.rope % 2 != 0 || shape.v <= 0 || shape.q_lora_rank < 0 || shape.nope < 0)
@@ -97,7 +127,7 @@ kernels::AttentionDims MlaAttention::attention_dims() const {
 }
 
 // The queries' RoPE parts (each head's last `rope` elements) and the shared key's (the tail of a ckv row).
-kernels::RopeShape MlaAttention::rope_shape(std::int64_t ckv_row_stride) const {
+kernels::RopeShape MlaAttention::rope_shape() const {
   kernels::RopeShape r;
   r.tokens = shape_.tokens();
   r.seq_len = shape_.seq;
@@ -106,100 +136,190 @@ kernels::RopeShape MlaAttention::rope_shape(std::int64_t ckv_row_stride) const {
   r.head_dim = shape_.rope;
   r.q_row_stride = shape_.q_width();
   r.q_head_stride = shape_.q_head();
-  r.k_row_stride = ckv_row_stride;
+  r.k_row_stride = shape_.ckv_width();
   return r;
 }
 
-void MlaAttention::gemm(std::int64_t m, std::int64_t n, std::int64_t k, bool ta, bool tb, bool accumulate,
-                        const bf16* a, const bf16* b, bf16* c, cudaStream_t stream) {
+kernels::MlaHeads MlaAttention::heads_shape() const {
+  const MlaShape& s = shape_;
+  return {s.tokens(), s.heads, s.nope, s.rope, s.v, s.ckv_width()};
+}
+
+void MlaAttention::gemm(const MlaStepContext& c, std::int64_t m, std::int64_t n, std::int64_t k, bool ta, bool tb,
+                        bool accumulate, const bf16* a, const bf16* b, bf16* out) {
   MatmulProblem p;
   p.m = m, p.n = n, p.k = k, p.transpose_a = ta, p.transpose_b = tb, p.accumulate = accumulate;
-  matmul_.run(p, a, b, c, stream);
+  c.matmul.run(p, a, b, out, c.stream);
 }
 
-void MlaAttention::forward(const bf16* x, const MlaWeights& w, const MlaSaved& saved, cudaStream_t stream) {
-  const MlaShape& s = shape_;
-  const std::int64_t t = s.tokens();
-  if (s.q_lora_rank > 0) {
-    gemm(t, s.q_lora_rank, s.hidden, false, false, false, x, w.q_down, saved.cq, stream);
-    gpu::launch(gpu::NormForward{Normalization::rmsnorm, saved.cq, w.q_norm, nullptr, saved.cq_n, nullptr,
-                                 saved.q_rstd, t, s.q_lora_rank, {}},
-                stream);
-    gemm(t, s.q_width(), s.q_lora_rank, false, false, false, saved.cq_n, w.q_up, saved.q, stream);
-  } else {
-    gemm(t, s.q_width(), s.hidden, false, false, false, x, w.q_up, saved.q, stream);
+void MlaAttention::run(MlaStep step, const MlaStepTensors& t, const MlaStepContext& c) {
+  switch (step) {
+    case MlaStep::q_down:
+    case MlaStep::q_up:
+    case MlaStep::kv_down:
+    case MlaStep::kv_up:
+    case MlaStep::kv_up_input_grad:
+    case MlaStep::kv_up_weight_grad:
+    case MlaStep::kv_down_input_grad:
+    case MlaStep::kv_down_weight_grad:
+    case MlaStep::q_up_input_grad:
+    case MlaStep::q_up_weight_grad:
+    case MlaStep::q_down_input_grad:
+    case MlaStep::q_down_weight_grad: return linear(step, t, c);
+    case MlaStep::q_norm:
+    case MlaStep::kv_norm:
+    case MlaStep::kv_norm_backward:
+    case MlaStep::q_norm_backward: return norm(step, t, c);
+    case MlaStep::kv_latent_copy: return latent_copy(false, t, c);
+    case MlaStep::kv_latent_copy_backward: return latent_copy(true, t, c);
+    case MlaStep::rope: return rope(false, t, c);
+    case MlaStep::rope_backward: return rope(true, t, c);
+    case MlaStep::expand: return expand(false, t, c);
+    case MlaStep::expand_backward: return expand(true, t, c);
+    case MlaStep::attention: return attend(false, t, c);
+    case MlaStep::attention_backward: return attend(true, t, c);
   }
-  Scratch scratch(align256(t * s.ckv_width() * 2) + align256(t * s.kv_width() * 2), stream);
-  bf16* ckv_full = scratch.take<bf16>(t * s.ckv_width());
-  bf16* kv = scratch.take<bf16>(t * s.kv_width());
-  gemm(t, s.ckv_width(), s.hidden, false, false, false, x, w.kv_down, ckv_full, stream);
-  copy_rows(saved.ckv, s.kv_lora_rank, ckv_full, s.ckv_width(), t, s.kv_lora_rank, stream);
-  gpu::launch(gpu::NormForward{Normalization::rmsnorm, saved.ckv, w.kv_norm, nullptr, saved.ckv_n, nullptr,
-                               saved.kv_rstd, t, s.kv_lora_rank, {}},
-              stream);
-  gemm(t, s.kv_width(), s.kv_lora_rank, false, false, false, saved.ckv_n, w.kv_up, kv, stream);
-  gpu::launch(gpu::RopeForward{saved.q + s.nope, ckv_full + s.kv_lora_rank,
-                               static_cast<const float2*>(rope_table_.data()), rope_shape(s.ckv_width())},
-              stream);
-  kernels::mla_expand_kv(kv, ckv_full + s.kv_lora_rank, saved.k, saved.v,
-                         {t, s.heads, s.nope, s.rope, s.v, s.ckv_width()}, stream);
-  gpu::launch(gpu::AttentionForward{&attention_, saved.q, saved.k, saved.v, saved.o, saved.lse, attention_dims()},
-              stream);
 }
 
-void MlaAttention::norm_backward(const bf16* dy, const bf16* x, const bf16* weight, const float* rstd, bf16* dx,
-                                 bf16* weight_grad, bool accumulate, std::int64_t cols, float* partials,
-                                 cudaStream_t stream) {
-  gpu::NormBackward c;
-  c.dy = dy, c.x = x, c.weight = weight, c.rstd = rstd, c.dx = dx, c.partials = partials;
-  c.weight_grad = weight_grad, c.accumulate = accumulate, c.rows = shape_.tokens(), c.cols = cols;
-  gpu::launch(c, stream);
+// Each projection y = x W [tokens, out] from W [in, out]: forward y; input gradient dx = dy W^T; weight gradient
+// dW = x^T dy. The direct query projection (q_lora_rank 0) reads the block's input where q_up reads the latent.
+void MlaAttention::linear(MlaStep step, const MlaStepTensors& t, const MlaStepContext& c) {
+  const MlaShape& s = shape_;
+  const std::int64_t tokens = s.tokens();
+  const MlaSaved& sv = t.saved;
+  const MlaBackwardRows& g = t.grad_rows;
+  const bool latent = s.q_lora_rank > 0;
+  const std::int64_t q_in = latent ? s.q_lora_rank : s.hidden;
+  const bf16* q_up_input = latent ? sv.cq_n : t.x;
+  bf16* q_up_input_grad = latent ? g.d_latent_n : t.d_x;
+  const bool acc = c.accumulate;
+  switch (step) {
+    case MlaStep::q_down: return gemm(c, tokens, s.q_lora_rank, s.hidden, false, false, false, t.x, t.w.q_down, sv.cq);
+    case MlaStep::q_up: return gemm(c, tokens, s.q_width(), q_in, false, false, false, q_up_input, t.w.q_up, sv.q);
+    case MlaStep::kv_down:
+      return gemm(c, tokens, s.ckv_width(), s.hidden, false, false, false, t.x, t.w.kv_down, t.rows.ckv_full);
+    case MlaStep::kv_up:
+      return gemm(c, tokens, s.kv_width(), s.kv_lora_rank, false, false, false, sv.ckv_n, t.w.kv_up, t.rows.kv);
+    case MlaStep::kv_up_input_grad:
+      return gemm(c, tokens, s.kv_lora_rank, s.kv_width(), false, true, false, g.d_kv, t.w.kv_up, g.d_latent_n);
+    case MlaStep::kv_up_weight_grad:
+      return gemm(c, s.kv_lora_rank, s.kv_width(), tokens, true, false, acc, sv.ckv_n, g.d_kv, t.g.kv_up);
+    case MlaStep::kv_down_input_grad:
+      return gemm(c, tokens, s.hidden, s.ckv_width(), false, true, c.add_to_dx, g.d_ckv_full, t.w.kv_down, t.d_x);
+    case MlaStep::kv_down_weight_grad:
+      return gemm(c, s.hidden, s.ckv_width(), tokens, true, false, acc, t.x, g.d_ckv_full, t.g.kv_down);
+    case MlaStep::q_up_input_grad:  // into the latent's gradient, or added to the input's (direct)
+      return gemm(c, tokens, q_in, s.q_width(), false, true, !latent, g.dq, t.w.q_up, q_up_input_grad);
+    case MlaStep::q_up_weight_grad:
+      return gemm(c, q_in, s.q_width(), tokens, true, false, acc, q_up_input, g.dq, t.g.q_up);
+    case MlaStep::q_down_input_grad:
+      return gemm(c, tokens, s.hidden, s.q_lora_rank, false, true, true, g.d_latent, t.w.q_down, t.d_x);
+    case MlaStep::q_down_weight_grad:
+      return gemm(c, s.hidden, s.q_lora_rank, tokens, true, false, acc, t.x, g.d_latent, t.g.q_down);
+    case MlaStep::q_norm:
+    case MlaStep::kv_latent_copy:
+    case MlaStep::kv_norm:
+    case MlaStep::rope:
+    case MlaStep::expand:
+    case MlaStep::attention:
+    case MlaStep::attention_backward:
+    case MlaStep::expand_backward:
+    case MlaStep::rope_backward:
+    case MlaStep::kv_norm_backward:
+    case MlaStep::kv_latent_copy_backward:
+    case MlaStep::q_norm_backward: break;  // run() sends only the projections here
+  }
+  throw std::logic_error("MLA: " + std::string(to_string(step)) + " is not a projection's product");
+}
+
+// The latents' RMSNorms: forward normalised latent and 1/rms; backward the latent's gradient (d_latent) from its
+// normalised form's (d_latent_n) and the weight's gradient.
+void MlaAttention::norm(MlaStep step, const MlaStepTensors& t, const MlaStepContext& c) {
+  const bool query = step == MlaStep::q_norm || step == MlaStep::q_norm_backward;
+  const bool backward = step == MlaStep::q_norm_backward || step == MlaStep::kv_norm_backward;
+  const MlaSaved& sv = t.saved;
+  const std::int64_t cols = query ? shape_.q_lora_rank : shape_.kv_lora_rank;
+  const bf16* weight = query ? t.w.q_norm : t.w.kv_norm;
+  bf16* in = query ? sv.cq : sv.ckv;
+  float* rstd = query ? sv.q_rstd : sv.kv_rstd;
+  if (!backward) {
+    bf16* out = query ? sv.cq_n : sv.ckv_n;
+    gpu::launch(gpu::NormForward{Normalization::rmsnorm, in, weight, nullptr, out, nullptr, rstd, shape_.tokens(),
+                                 cols, {}},
+                c.stream);
+    return;
+  }
+  gpu::NormBackward n;
+  n.dy = t.grad_rows.d_latent_n, n.x = in, n.weight = weight, n.rstd = rstd, n.dx = t.grad_rows.d_latent;
+  n.partials = c.norm_partials, n.weight_grad = query ? t.g.q_norm : t.g.kv_norm, n.accumulate = c.accumulate;
+  n.rows = shape_.tokens(), n.cols = cols;
+  gpu::launch(n, c.stream);
+}
+
+// The kv latent out of the down projection's rows for its norm; backward its gradient into the rows' gradient.
+void MlaAttention::latent_copy(bool backward, const MlaStepTensors& t, const MlaStepContext& c) {
+  const MlaShape& s = shape_;
+  if (backward)
+    copy_rows(t.grad_rows.d_ckv_full, s.ckv_width(), t.grad_rows.d_latent, s.kv_lora_rank, s.tokens(),
+              s.kv_lora_rank, c.stream);
+  else
+    copy_rows(t.saved.ckv, s.kv_lora_rank, t.rows.ckv_full, s.ckv_width(), s.tokens(), s.kv_lora_rank, c.stream);
+}
+
+// One launch over every query head's rope part and the shared key's (in place in the kv down projection's rows).
+void MlaAttention::rope(bool backward, const MlaStepTensors& t, const MlaStepContext& c) {
+  const MlaShape& s = shape_;
+  const auto* table = static_cast<const float2*>(rope_table_.data());
+  if (backward)
+    gpu::launch(gpu::RopeBackward{t.grad_rows.dq + s.nope, t.grad_rows.d_ckv_full + s.kv_lora_rank, table,
+                                  rope_shape()},
+                c.stream);
+  else
+    gpu::launch(gpu::RopeForward{t.saved.q + s.nope, t.rows.ckv_full + s.kv_lora_rank, table, rope_shape()},
+                c.stream);
+}
+
+void MlaAttention::expand(bool backward, const MlaStepTensors& t, const MlaStepContext& c) {
+  const std::int64_t k_pe = shape_.kv_lora_rank;
+  if (backward)
+    kernels::mla_reduce_kv_grad(t.grad_rows.dk, t.grad_rows.dv, t.grad_rows.d_kv, t.grad_rows.d_ckv_full + k_pe,
+                                heads_shape(), c.stream);
+  else
+    kernels::mla_expand_kv(t.rows.kv, t.rows.ckv_full + k_pe, t.saved.k, t.saved.v, heads_shape(), c.stream);
+}
+
+void MlaAttention::attend(bool backward, const MlaStepTensors& t, const MlaStepContext& c) {
+  const MlaSaved& sv = t.saved;
+  const MlaBackwardRows& g = t.grad_rows;
+  if (backward)
+    gpu::launch(gpu::AttentionBackward{&attention_, sv.q, sv.k, sv.v, sv.o, t.d_o, sv.lse, g.dq, g.dk, g.dv,
+                                       attention_dims()},
+                c.stream);
+  else
+    gpu::launch(gpu::AttentionForward{&attention_, sv.q, sv.k, sv.v, sv.o, sv.lse, attention_dims()}, c.stream);
+}
+
+void MlaAttention::forward(const bf16* x, const MlaWeights& w, const MlaSaved& saved, Matmul& matmul,
+                           cudaStream_t stream) {
+  Scratch scratch(mla_forward_rows_bytes(shape_), stream);
+  MlaStepTensors t;
+  t.x = x, t.w = w, t.saved = saved, t.rows = mla_forward_rows_in(scratch.take<char>(0), shape_);
+  const MlaStepContext c{matmul, nullptr, stream};
+  for (MlaStep step : mla_steps(false, shape_.q_lora_rank > 0)) run(step, t, c);
 }
 
 void MlaAttention::backward(const bf16* x, const bf16* d_o, const MlaWeights& w, const MlaSaved& saved,
-                            const MlaGradients& g, bool accumulate, bf16* d_x, bool add_to_dx, cudaStream_t stream) {
+                            const MlaGradients& grads, bool accumulate, bf16* d_x, bool add_to_dx, Matmul& matmul,
+                            cudaStream_t stream) {
   const MlaShape& s = shape_;
-  const std::int64_t t = s.tokens(), latent = std::max(s.q_lora_rank, s.kv_lora_rank);
-  const std::int64_t partial_floats = static_cast<std::int64_t>(kernels::norm_partial_floats(t, latent));
-  Scratch scratch(2 * align256(t * s.q_width() * 2) + align256(t * s.o_width() * 2) +
-                      align256(t * s.kv_width() * 2) + align256(t * s.ckv_width() * 2) + 2 * align256(t * latent * 2) +
-                      align256(partial_floats * 4),
-                  stream);
-  bf16 *dq = scratch.take<bf16>(t * s.q_width()), *dk = scratch.take<bf16>(t * s.q_width());
-  bf16* dv = scratch.take<bf16>(t * s.o_width());
-  bf16* d_kv = scratch.take<bf16>(t * s.kv_width());
-  bf16* d_ckv_full = scratch.take<bf16>(t * s.ckv_width());
-  bf16 *d_latent = scratch.take<bf16>(t * latent), *d_latent_n = scratch.take<bf16>(t * latent);
-  float* partials = scratch.take<float>(partial_floats);
-
-  gpu::launch(gpu::AttentionBackward{&attention_, saved.q, saved.k, saved.v, saved.o, d_o, saved.lse, dq, dk, dv,
-                                     attention_dims()},
-              stream);
-  kernels::mla_reduce_kv_grad(dk, dv, d_kv, d_ckv_full + s.kv_lora_rank,
-                              {t, s.heads, s.nope, s.rope, s.v, s.ckv_width()}, stream);
-  gpu::launch(gpu::RopeBackward{dq + s.nope, d_ckv_full + s.kv_lora_rank,
-                                static_cast<const float2*>(rope_table_.data()), rope_shape(s.ckv_width())},
-              stream);
-  // Keys and values: the up projection, the latent's norm, the down projection.
-  gemm(s.kv_lora_rank, s.kv_width(), t, true, false, accumulate, saved.ckv_n, d_kv, g.kv_up, stream);
-  gemm(t, s.kv_lora_rank, s.kv_width(), false, true, false, d_kv, w.kv_up, d_latent_n, stream);
-  norm_backward(d_latent_n, saved.ckv, w.kv_norm, saved.kv_rstd, d_latent, g.kv_norm, accumulate, s.kv_lora_rank,
-                partials, stream);
-  copy_rows(d_ckv_full, s.ckv_width(), d_latent, s.kv_lora_rank, t, s.kv_lora_rank, stream);
-  gemm(s.hidden, s.ckv_width(), t, true, false, accumulate, x, d_ckv_full, g.kv_down, stream);
-  gemm(t, s.hidden, s.ckv_width(), false, true, add_to_dx, d_ckv_full, w.kv_down, d_x, stream);
-  // Queries.
-  if (s.q_lora_rank > 0) {
-    gemm(s.q_lora_rank, s.q_width(), t, true, false, accumulate, saved.cq_n, dq, g.q_up, stream);
-    gemm(t, s.q_lora_rank, s.q_width(), false, true, false, dq, w.q_up, d_latent_n, stream);
-    norm_backward(d_latent_n, saved.cq, w.q_norm, saved.q_rstd, d_latent, g.q_norm, accumulate, s.q_lora_rank,
-                  partials, stream);
-    gemm(s.hidden, s.q_lora_rank, t, true, false, accumulate, x, d_latent, g.q_down, stream);
-    gemm(t, s.hidden, s.q_lora_rank, false, true, true, d_latent, w.q_down, d_x, stream);
-  } else {
-    gemm(s.hidden, s.q_width(), t, true, false, accumulate, x, dq, g.q_up, stream);
-    gemm(t, s.hidden, s.q_width(), false, true, true, dq, w.q_up, d_x, stream);
-  }
+  const auto partial_floats = static_cast<std::int64_t>(
+      kernels::norm_partial_floats(s.tokens(), std::max(s.q_lora_rank, s.kv_lora_rank)));
+  Scratch scratch(mla_backward_rows_bytes(s) + align256(partial_floats * 4), stream);
+  MlaStepTensors t;
+  t.x = x, t.d_o = d_o, t.d_x = d_x, t.w = w, t.g = grads, t.saved = saved;
+  t.grad_rows = mla_backward_rows_in(scratch.take<char>(static_cast<std::int64_t>(mla_backward_rows_bytes(s))), s);
+  const MlaStepContext c{matmul, scratch.take<float>(partial_floats), stream, accumulate, add_to_dx};
+  for (MlaStep step : mla_steps(true, s.q_lora_rank > 0)) run(step, t, c);
 }
 
 }  // namespace twin::exec

@@ -9,7 +9,8 @@
 // The projections run through the one matmul entry (gpu/matmul.hpp), the norms, RoPE and attention through their
 // kernel entries (gpu/op_kernels.hpp); the shared key's broadcast and its gradient's sum over heads are
 // kernels::mla_expand_kv and mla_reduce_kv_grad. The latent leaves the down projection's rows by a strided copy
-// (the norm entry reads and writes one layout) and its gradient goes back by another.
+// (the norm entry reads and writes one layout) and its gradient goes back by another. Each step of
+// executor/mla_steps.hpp is one call (twin execute binds one op to each); forward and backward run them in order.
 // Weights are stored [in, out] (y = x W), as every linear of the executor.
 #pragma once
 #include <cstddef>
@@ -18,6 +19,7 @@
 #include <cuda_runtime.h>
 
 #include "executor/mla_layout.hpp"
+#include "executor/mla_steps.hpp"
 #include "gpu/attention.hpp"
 #include "gpu/device_buffer.hpp"
 #include "gpu/kernels.hpp"
@@ -38,7 +40,8 @@ struct MlaTensors {
 };
 using MlaWeights = MlaTensors<const kernels::bf16>;
 using MlaGradients = MlaTensors<kernels::bf16>;
-// One micro-batch's forward tensors kept for the backward; o is the block's output.
+// One micro-batch's forward tensors kept for the backward; o, the block's output, is the caller's (the output
+// projection's input).
 struct MlaSaved {
   kernels::bf16 *cq = nullptr, *cq_n = nullptr;     // the query latent before and after its norm (q_lora_rank > 0)
   kernels::bf16* q = nullptr;                        // [tokens, heads, nope + rope], rotated
@@ -47,35 +50,79 @@ struct MlaSaved {
   float *q_rstd = nullptr, *kv_rstd = nullptr, *lse = nullptr;
 };
 std::size_t mla_saved_bytes(const MlaShape& shape);
-// The saved tensors laid out in `base` (mla_saved_bytes of it, 256-byte aligned).
+// The saved tensors but o laid out in `base` (mla_saved_bytes of it, 256-byte aligned).
 MlaSaved mla_saved_in(void* base, const MlaShape& shape);
+
+// The forward's rows between its steps: the kv down projection's output (the latent, then the shared RoPE key,
+// rotated in place) and the kv up projection's, from kv_down to expand.
+struct MlaForwardRows {
+  kernels::bf16 *ckv_full = nullptr, *kv = nullptr;
+};
+// The backward's: attention's input gradients, the up projection's output gradient, the down projection's, and a
+// latent's gradient after and before its norm (the kv latent's, then the query latent's).
+struct MlaBackwardRows {
+  kernels::bf16 *dq = nullptr, *dk = nullptr, *dv = nullptr, *d_kv = nullptr, *d_ckv_full = nullptr;
+  kernels::bf16 *d_latent_n = nullptr, *d_latent = nullptr;
+};
+std::size_t mla_forward_rows_bytes(const MlaShape& shape);
+MlaForwardRows mla_forward_rows_in(void* base, const MlaShape& shape);
+std::size_t mla_backward_rows_bytes(const MlaShape& shape);
+MlaBackwardRows mla_backward_rows_in(void* base, const MlaShape& shape);
+
+// What a step reads and writes (those it does not use may be left null). d_x is the block's input gradient.
+struct MlaStepTensors {
+  const kernels::bf16* x = nullptr;
+  const kernels::bf16* d_o = nullptr;
+  kernels::bf16* d_x = nullptr;
+  MlaWeights w;
+  MlaGradients g;
+  MlaSaved saved;
+  MlaForwardRows rows;
+  MlaBackwardRows grad_rows;
+};
+// How a step runs: its GEMMs' cuBLASLt handle and workspace, a norm backward's partial sums (kernels::
+// norm_partial_floats of tokens and the larger latent rank), its stream; a weight gradient stored or added
+// (`accumulate`); the first input gradient (kv_down's) written into d_x or added to it (`add_to_dx`: the residual
+// stream's gradient already there); the query's always add.
+struct MlaStepContext {
+  Matmul& matmul;
+  float* norm_partials = nullptr;
+  cudaStream_t stream = nullptr;
+  bool accumulate = false, add_to_dx = false;
+};
 
 class MlaAttention {
  public:
   // Builds the RoPE table of the rope part (positions < shape.seq) on `stream`.
-  MlaAttention(const MlaShape& shape, gpu::Attention& attention, Matmul& matmul, cudaStream_t stream);
+  MlaAttention(const MlaShape& shape, gpu::Attention& attention, cudaStream_t stream);
   const MlaShape& shape() const { return shape_; }
-  // saved.o = MLA(x). Scratch (the kv up projection's output) is allocated stream-ordered.
-  void forward(const kernels::bf16* x, const MlaWeights& w, const MlaSaved& saved, cudaStream_t stream);
-  // From d_o [tokens, o_width]: the weights' gradients stored (or added with `accumulate`), and d_x [tokens,
-  // hidden] written, or added to (`add_to_dx`: the residual stream's gradient already there).
+  // One step (executor/mla_steps.hpp): twin execute runs one per op.
+  void run(MlaStep step, const MlaStepTensors& t, const MlaStepContext& c);
+  // A whole pass, mla_steps' steps in order, its rows stream-ordered scratch: saved.o = MLA(x); backward from d_o
+  // [tokens, o_width] the weights' gradients and d_x [tokens, hidden].
+  void forward(const kernels::bf16* x, const MlaWeights& w, const MlaSaved& saved, Matmul& matmul,
+               cudaStream_t stream);
   void backward(const kernels::bf16* x, const kernels::bf16* d_o, const MlaWeights& w, const MlaSaved& saved,
-                const MlaGradients& grads, bool accumulate, kernels::bf16* d_x, bool add_to_dx, cudaStream_t stream);
+                const MlaGradients& grads, bool accumulate, kernels::bf16* d_x, bool add_to_dx, Matmul& matmul,
+                cudaStream_t stream);
 
  private:
   kernels::AttentionDims attention_dims() const;
-  kernels::RopeShape rope_shape(std::int64_t ckv_row_stride) const;
+  kernels::RopeShape rope_shape() const;
+  kernels::MlaHeads heads_shape() const;
   // out = a b (or += with accumulate) for a [m, k], b [k, n] (transposes as named).
-  void gemm(std::int64_t m, std::int64_t n, std::int64_t k, bool ta, bool tb, bool accumulate, const kernels::bf16* a,
-            const kernels::bf16* b, kernels::bf16* c, cudaStream_t stream);
-  // The norm of `rows` x `cols` and its weight's gradient.
-  void norm_backward(const kernels::bf16* dy, const kernels::bf16* x, const kernels::bf16* weight, const float* rstd,
-                     kernels::bf16* dx, kernels::bf16* weight_grad, bool accumulate, std::int64_t cols, float* partials,
-                     cudaStream_t stream);
+  static void gemm(const MlaStepContext& c, std::int64_t m, std::int64_t n, std::int64_t k, bool ta, bool tb,
+                   bool accumulate, const kernels::bf16* a, const kernels::bf16* b, kernels::bf16* out);
+  // The steps by kind: the projections' three products, the norms and the rest.
+  void linear(MlaStep step, const MlaStepTensors& t, const MlaStepContext& c);
+  void norm(MlaStep step, const MlaStepTensors& t, const MlaStepContext& c);
+  void latent_copy(bool backward, const MlaStepTensors& t, const MlaStepContext& c);
+  void rope(bool backward, const MlaStepTensors& t, const MlaStepContext& c);
+  void expand(bool backward, const MlaStepTensors& t, const MlaStepContext& c);
+  void attend(bool backward, const MlaStepTensors& t, const MlaStepContext& c);
 
   MlaShape shape_;
   gpu::Attention& attention_;
-  Matmul& matmul_;
   gpu::DeviceBuffer rope_table_;
 };
 

@@ -37,6 +37,7 @@ std::int64_t partial_columns(const StageLayout& layout) {
   // QK-norm's launch: tokens x (heads + groups) rows of head_dim, two weights' partials of head_dim each per
   // block, so min(rows, blocks) x 2 head_dim <= this x min(tokens, blocks).
   if (m.qk_layernorm) cols = std::max(cols, 2 * (s.heads + s.groups) * s.d);
+  if (s.mla()) cols = std::max({cols, s.q_lora_rank, s.kv_lora_rank});  // MLA's latents' norms
   return cols;
 }
 
@@ -49,7 +50,8 @@ std::uint64_t region_id(int iteration, OpIndex op) {
 StageRuntime::StageRuntime(const PlanPart& plan_part, const IterationGraph& graph, const RankClass& rank_class,
                            int rank, Communicators& comms, const TrainingOptions& options, StepPart part)
     : rc_(rank_class), rank_(rank), layout_(plan_part, rank, comms),
-      bindings_(bind_ops(rc_, !plan_part.scenario.model.untie_embeddings_and_output_weights)),
+      bindings_(bind_ops(rc_, !plan_part.scenario.model.untie_embeddings_and_output_weights,
+                         plan_part.scenario.model.mla.enabled())),
       events_(rank_class), tensors_(rank_class.index) {
   const Scenario& scenario = plan_part.scenario;
   // A later part of the step adds to the gradients the parts before it stored.
@@ -101,6 +103,8 @@ void StageRuntime::make_handlers(const IterationGraph& graph, Communicators& com
       OptimizerStage{layout_, comms, *params_, pipeline_reduction_.get(), part.optimizer_sharded_over_pipelines,
                      options.recipe, options.train_iters},
       tensors_);
+  if (scenario.model.mla.enabled())
+    mla_ = std::make_unique<MlaBlock>(MlaStage{layout_, *params_, tensors_, dense_->attention()}, compute);
   if (scenario.model.is_moe())
     moe_ = std::make_unique<MoeBlock>(MoeStage{
         layout_.shapes(), scenario.model.moe.top_k, placement_of(strategy, rank_).ep_rank, comms, *params_, tensors_,

@@ -23,6 +23,7 @@
 #include "executor/gpu/fp8_linears.hpp"
 #include "executor/gpu/issue_events.hpp"
 #include "executor/gpu/layout_switch.hpp"
+#include "executor/gpu/mla_block.hpp"
 #include "executor/gpu/moe_block.hpp"
 #include "executor/gpu/optimizer_run.hpp"
 #include "executor/gpu/pipeline_boundary.hpp"
@@ -126,6 +127,7 @@ class StageRuntime {
   std::unique_ptr<DenseBlock> dense_;
   std::unique_ptr<Fp8Linears> fp8_;  // training.fp8 only
   std::unique_ptr<MoeBlock> moe_;  // MoE models only
+  std::unique_ptr<MlaBlock> mla_;  // models with multi-latent attention only
   std::unique_ptr<ContextRingRun> ring_;
   std::unique_ptr<PipelineBoundary> boundary_;
   std::unique_ptr<PipelineReductionRun> pipeline_reduction_;  // an asymmetric plan's; null without one

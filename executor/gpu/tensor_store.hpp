@@ -37,6 +37,11 @@ enum class Form : std::uint8_t {
   // memory model's "Q and K before QK-norm"), [tokens, (heads + groups) head_dim], then the norm's fp32 1/rms per
   // head and token: what its backward reads (executor/gpu/dense_block_qk_norm.cpp).
   before_qk_norm,
+  // A block's rows between its ops, of the tensor the block writes: multi-latent attention's forward rows (the kv
+  // projections' outputs, from kv_down to the heads' expansion) and its backward's gradients
+  // (executor/gpu/mla_block.cpp); its saved tensors are its statistics tensor's value.
+  between_steps,
+  gradient_between_steps,
   count
 };
 

@@ -15,7 +15,7 @@
 namespace twin::exec {
 namespace {
 
-constexpr int kActionCount = static_cast<int>(Action::fp8_cast) + 1;
+constexpr int kActionCount = static_cast<int>(Action::mla_step) + 1;
 
 bool timed_as_own_kernel(OpKind kind) {
   return op_kind_traits(kind).measured_by == CalibrationMethod::kernel_bench;

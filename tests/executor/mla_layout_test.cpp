@@ -1,15 +1,22 @@
-// MLA's weights as the executor's block holds them (executor/mla_layout.hpp) are the ones the memory model counts
-// (core's layer_parameter_groups), for DeepSeek-V3 as its published config.json has it (whose whole count core's
-// tests hold within 0.5% of the published 671B: tests/core/hf_config_families_test.cpp) and with the query
-// projection direct (q_lora_rank 0, DeepSeek-V2-Lite's form); the shape's widths are DeepSeek-V3's.
+// MLA's weights as twin execute lays them out (executor/parameters.cpp, the parameter units its block reads) are the
+// ones core counts (layer_parameter_groups, whose whole count core's tests hold within 0.5% of DeepSeek-V3's
+// published 671B: tests/core/hf_config_families_test.cpp): for DeepSeek-V3 as its published config.json has it (4 of
+// its layers: 3 dense, then an MoE one) and with the query projection direct (q_lora_rank 0, DeepSeek-V2-Lite's
+// form); each weight [in, out] at DeepSeek-V3's widths. Under TP the layout is refused.
+#include <algorithm>
 #include <stdexcept>
+#include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
 #include "core/hf_config.hpp"
 #include "executor/mla_layout.hpp"
+#include "executor/parameters.hpp"
+#include "strategies/validity.hpp"
 #include "tests/core/hf_fixtures.hpp"
+#include "tests/strategies/strategy_fixtures.hpp"
 
 namespace twin::exec {
 namespace {
@@ -17,36 +24,82 @@ namespace {
 ModelConfig deepseek_v3() {
   nlohmann::json config = testing::hf_fixture("deepseek-v3-config.json");
   config["num_nextn_predict_layers"] = 0;  // the main model, as transformers loads it
+  config["num_hidden_layers"] = 4;         // its first dense layers and one MoE layer
   return model_from_hf_config(config, "deepseek-v3-config.json");
 }
 
-// Core's count of a layer's attention: its weights and what every TP rank holds whole, less the layer's two norms.
-std::int64_t counted_attention(const ModelConfig& m) {
-  const LayerParameterGroups g = layer_parameter_groups(m, 0);
-  return g.attention_weights + g.replicated - 2 * m.hidden_size;
+std::vector<ParameterUnitLayout> units_of(const ModelConfig& m, int tp) {
+  const Scenario scenario = testing::make_scenario(m, 1, 1024, 8);
+  Strategy strategy = testing::make_strategy(tp, 1, 1, false);
+  if (auto reason = complete_strategy(scenario, strategy)) throw std::runtime_error(*reason);
+  return plan_parameter_units(scenario, strategy, placement_of(strategy, 0), 7);
 }
 
-TEST(MlaLayout, DeepSeekV3sWeightsAreTheCountedOnes) {
+const ParameterUnitLayout& unit(const std::vector<ParameterUnitLayout>& units, std::int32_t id) {
+  return *std::find_if(units.begin(), units.end(), [&](const ParameterUnitLayout& u) { return u.id == id; });
+}
+
+std::vector<std::string> names(const ParameterUnitLayout& u) {
+  std::vector<std::string> out;
+  for (const WeightTensor& w : u.tensors) out.push_back(w.name);
+  return out;
+}
+
+// Each layer's unit (and an MoE layer's experts unit) holds exactly core's count of the layer.
+void expect_core_counts(const ModelConfig& m, const std::vector<ParameterUnitLayout>& units) {
+  for (int l = 0; l < m.num_layers; ++l) {
+    const LayerParameterGroups g = layer_parameter_groups(m, l);
+    EXPECT_EQ(unit(units, l).elements, g.tp_split() + g.replicated) << "layer " << l;
+    if (m.is_moe_layer(l)) EXPECT_EQ(unit(units, expert_unit_of(l)).elements, g.experts * g.per_expert);
+  }
+}
+
+TEST(MlaLayout, DeepSeekV3sUnitsHoldCoresCount) {
   const ModelConfig m = deepseek_v3();
+  ASSERT_TRUE(m.mla.enabled());
+  const auto units = units_of(m, 1);
+  EXPECT_EQ(names(unit(units, 0)),
+            (std::vector<std::string>{"L0.input_norm", "L0.q_down", "L0.q_norm", "L0.q_up", "L0.kv_down", "L0.kv_norm",
+                                      "L0.kv_up", "L0.proj", "L0.mlp_norm", "L0.fc1", "L0.fc2"}));
+  const ParameterUnitLayout& l0 = unit(units, 0);
+  const auto shape = [&](OpRole role) { return std::pair{l0.tensor(role).rows, l0.tensor(role).cols}; };
+  EXPECT_EQ(shape(OpRole::mla_q_down), (std::pair<std::int64_t, std::int64_t>{7168, 1536}));
+  EXPECT_EQ(shape(OpRole::mla_q_norm), (std::pair<std::int64_t, std::int64_t>{1, 1536}));
+  EXPECT_EQ(shape(OpRole::mla_q_up), (std::pair<std::int64_t, std::int64_t>{1536, 128 * 192}));
+  EXPECT_EQ(shape(OpRole::mla_kv_down), (std::pair<std::int64_t, std::int64_t>{7168, 512 + 64}));
+  EXPECT_EQ(shape(OpRole::mla_kv_norm), (std::pair<std::int64_t, std::int64_t>{1, 512}));
+  EXPECT_EQ(shape(OpRole::mla_kv_up), (std::pair<std::int64_t, std::int64_t>{512, 128 * (128 + 128)}));
+  EXPECT_EQ(shape(OpRole::attention_projection), (std::pair<std::int64_t, std::int64_t>{128 * 128, 7168}));
+  EXPECT_TRUE(l0.tensor(OpRole::mla_kv_norm).tp_replicated);
+  EXPECT_EQ(l0.tensor(OpRole::mla_q_norm).init_stddev, 0.0f);  // ones, as every norm weight starts
+  expect_core_counts(m, units);
+  // The shape the block runs is the layout's.
   const MlaShape s = mla_shape(m, 1, 4096);
-  EXPECT_EQ(s.q_head(), 192);
-  EXPECT_EQ(s.v, 128);
-  EXPECT_EQ(s.ckv_width(), 512 + 64);
-  const MlaWeightSizes w = mla_weight_sizes(s);
-  EXPECT_EQ(w.q_down, 7168 * 1536);
-  EXPECT_EQ(w.q_up, 1536 * 128 * 192);
-  EXPECT_EQ(w.kv_down, 7168 * 576);
-  EXPECT_EQ(w.kv_up, 512 * 128 * 256);
-  EXPECT_EQ(w.total() + s.o_width() * s.hidden, counted_attention(m));
+  EXPECT_EQ(s.q_width(), l0.tensor(OpRole::mla_q_up).cols);
+  EXPECT_EQ(s.ckv_width(), l0.tensor(OpRole::mla_kv_down).cols);
+  EXPECT_EQ(s.kv_width(), l0.tensor(OpRole::mla_kv_up).cols);
+  EXPECT_EQ(s.o_width(), l0.tensor(OpRole::attention_projection).rows);
 }
 
 TEST(MlaLayout, DirectQueryProjectionIsCountedToo) {
   ModelConfig m = deepseek_v3();
   m.mla.q_lora_rank = 0;
-  const MlaWeightSizes w = mla_weight_sizes(mla_shape(m, 1, 128));
-  EXPECT_EQ(w.q_down + w.q_norm, 0);
-  EXPECT_EQ(w.q_up, 7168 * 128 * 192);
-  EXPECT_EQ(w.total() + 128 * 128 * 7168, counted_attention(m));
+  const auto units = units_of(m, 1);
+  const ParameterUnitLayout& l0 = unit(units, 0);
+  EXPECT_EQ(l0.find(OpRole::mla_q_down, WeightPart::weight), nullptr);
+  EXPECT_EQ(l0.find(OpRole::mla_q_norm, WeightPart::weight), nullptr);
+  EXPECT_EQ(l0.tensor(OpRole::mla_q_up).rows, 7168);
+  expect_core_counts(m, units);
+}
+
+TEST(MlaLayout, TensorParallelismIsRefused) {
+  try {
+    units_of(deepseek_v3(), 2);
+    FAIL() << "MLA laid out under TP 2";
+  } catch (const std::invalid_argument& error) {
+    EXPECT_NE(std::string(error.what()).find("multi-latent attention under tensor parallelism"), std::string::npos)
+        << error.what();
+  }
 }
 
 TEST(MlaLayout, AModelWithoutMlaIsRefused) {

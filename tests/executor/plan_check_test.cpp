@@ -269,3 +269,21 @@ TEST(PlanCheck, RunsAsymmetricPlans) {
 
 }  // namespace
 }  // namespace twin::exec
+
+namespace twin::exec {
+namespace {
+
+// Multi-latent attention runs at TP 1 and CP 1; under either it is refused at its key, before the plan is lowered.
+TEST(PlanCheck, MlaRunsAtTpAndCpOneOnly) {
+  Plan plan = executed_plan();
+  plan.scenario.model.mla = MlaConfig{64, 32, 32, 16, 32};
+  for (const auto& [tp, cp] : {std::pair{2, 1}, std::pair{1, 2}}) {
+    Plan split = plan;
+    split.strategy.tensor_model_parallel_size = tp;
+    split.strategy.context_parallel_size = cp;
+    EXPECT_EQ(refusal_path(split), "/scenario/model/mla") << "tp " << tp << " cp " << cp;
+  }
+}
+
+}  // namespace
+}  // namespace twin::exec

@@ -12,6 +12,7 @@
 #include "executor/gpu/mla_attention.hpp"
 #include "tests/gpu/attention_reference.hpp"
 #include "tests/gpu/kernel_test_util.hpp"
+#include "tests/gpu/mla_weight_elements.hpp"
 
 namespace twin::test {
 namespace {
@@ -164,7 +165,7 @@ TEST(MlaBlockReference, GradientsAreTheLossesFiniteDifferences) {
       for (double& x : v) x = double((state = state * 6364136223846793005ull + 1442695040888963407ull) >> 11) / 0x1p52 - 1;
       return v;
     };
-    const exec::MlaWeightSizes n = exec::mla_weight_sizes(s);
+    const MlaWeightElements n = mla_weight_elements(s);
     Weights w{random(n.q_down), random(n.q_norm), random(n.q_up), random(n.kv_down), random(n.kv_norm), random(n.kv_up)};
     const Host x = random(s.tokens() * s.hidden), d_o = random(s.tokens() * s.o_width());
     const Result r = reference(s, x, w, d_o);
@@ -200,7 +201,7 @@ TEST_P(MlaBlock, ForwardAndBackwardMatchFloat64) {
   REQUIRE_GPU();
   const MlaShape s = GetParam();
   const std::int64_t t = s.tokens();
-  const exec::MlaWeightSizes n = exec::mla_weight_sizes(s);
+  const MlaWeightElements n = mla_weight_elements(s);
   const auto fan_in = [](std::int64_t in) { return 2.0 / std::sqrt(double(in)); };
   gpu::DeviceBuffer x = random_bf16(t * s.hidden), d_o = random_bf16(t * s.o_width());
   gpu::DeviceBuffer w_buf[6] = {random_bf16(std::max<std::int64_t>(n.q_down, 1), fan_in(s.hidden)),
@@ -214,13 +215,15 @@ TEST_P(MlaBlock, ForwardAndBackwardMatchFloat64) {
   const exec::MlaWeights w{bf(w_buf[0]), bf(w_buf[1]), bf(w_buf[2]), bf(w_buf[3]), bf(w_buf[4]), bf(w_buf[5])};
   const exec::MlaGradients g{bf(g_buf[0]), bf(g_buf[1]), bf(g_buf[2]), bf(g_buf[3]), bf(g_buf[4]), bf(g_buf[5])};
   gpu::DeviceBuffer saved_buf = poisoned(exec::mla_saved_bytes(s)), dx = poisoned(t * s.hidden * 2);
-  const exec::MlaSaved saved = exec::mla_saved_in(saved_buf.data(), s);
+  gpu::DeviceBuffer o_buf = poisoned(t * s.o_width() * 2);  // the output projection's input, the caller's
+  exec::MlaSaved saved = exec::mla_saved_in(saved_buf.data(), s);
+  saved.o = bf(o_buf);
 
   gpu::Attention attention(AttentionImplementation::cudnn_deterministic);
   exec::Matmul matmul;
-  exec::MlaAttention block(s, attention, matmul, nullptr);
-  block.forward(bf(x), w, saved, nullptr);
-  block.backward(bf(x), bf(d_o), w, saved, g, false, bf(dx), false, nullptr);
+  exec::MlaAttention block(s, attention, nullptr);
+  block.forward(bf(x), w, saved, matmul, nullptr);
+  block.backward(bf(x), bf(d_o), w, saved, g, false, bf(dx), false, matmul, nullptr);
 
   Weights hw;
   Host* host_w[6] = {&hw.q_down, &hw.q_norm, &hw.q_up, &hw.kv_down, &hw.kv_norm, &hw.kv_up};
@@ -240,7 +243,7 @@ TEST_P(MlaBlock, ForwardAndBackwardMatchFloat64) {
   }
   // The same backward again, adding to the gradients and to dx: twice the first.
   const Host dx_first = bf16_to_host(dx.data(), t * s.hidden);
-  block.backward(bf(x), bf(d_o), w, saved, g, true, bf(dx), true, nullptr);
+  block.backward(bf(x), bf(d_o), w, saved, g, true, bf(dx), true, matmul, nullptr);
   EXPECT_LT(relative_error(bf16_to_host(dx.data(), t * s.hidden), doubled(dx_first)), kBf16Tolerance);
   for (int i = 0; i < 6; ++i) {
     if (sizes[i] == 0) continue;

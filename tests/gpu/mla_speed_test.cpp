@@ -9,6 +9,7 @@
 
 #include "executor/gpu/mla_attention.hpp"
 #include "tests/gpu/kernel_test_util.hpp"
+#include "tests/gpu/mla_weight_elements.hpp"
 
 namespace twin::test {
 namespace {
@@ -19,7 +20,7 @@ TEST(MlaBlockSpeed, DeepSeekV3Layer) {
   REQUIRE_GPU();
   const exec::MlaShape s{1, 4096, 7168, 128, 1536, 512, 128, 64, 128, 10000.f};
   const std::int64_t t = s.tokens();
-  const exec::MlaWeightSizes n = exec::mla_weight_sizes(s);
+  const MlaWeightElements n = mla_weight_elements(s);
   const double scale = 1 / std::sqrt(double(s.hidden));
   gpu::DeviceBuffer x = random_bf16(t * s.hidden), d_o = random_bf16(t * s.o_width());
   gpu::DeviceBuffer w_buf[6] = {random_bf16(n.q_down, scale), random_bf16(n.q_norm), random_bf16(n.q_up, scale),
@@ -30,13 +31,15 @@ TEST(MlaBlockSpeed, DeepSeekV3Layer) {
   const exec::MlaWeights w{bf(w_buf[0]), bf(w_buf[1]), bf(w_buf[2]), bf(w_buf[3]), bf(w_buf[4]), bf(w_buf[5])};
   const exec::MlaGradients g{bf(g_buf[0]), bf(g_buf[1]), bf(g_buf[2]), bf(g_buf[3]), bf(g_buf[4]), bf(g_buf[5])};
   gpu::DeviceBuffer saved_buf(exec::mla_saved_bytes(s)), dx = poisoned(t * s.hidden * 2);
-  const exec::MlaSaved saved = exec::mla_saved_in(saved_buf.data(), s);
+  gpu::DeviceBuffer o_buf = poisoned(t * s.o_width() * 2);  // the output projection's input, the caller's
+  exec::MlaSaved saved = exec::mla_saved_in(saved_buf.data(), s);
+  saved.o = bf(o_buf);
   gpu::Attention attention(AttentionImplementation::cudnn);
   exec::Matmul matmul;
-  exec::MlaAttention block(s, attention, matmul, nullptr);
-  const double forward_ms = median_ms([&] { block.forward(bf(x), w, saved, nullptr); }, 7);
+  exec::MlaAttention block(s, attention, nullptr);
+  const double forward_ms = median_ms([&] { block.forward(bf(x), w, saved, matmul, nullptr); }, 7);
   const double backward_ms = median_ms(
-      [&] { block.backward(bf(x), bf(d_o), w, saved, g, false, bf(dx), false, nullptr); }, 7);
+      [&] { block.backward(bf(x), bf(d_o), w, saved, g, false, bf(dx), false, matmul, nullptr); }, 7);
   const k::MlaHeads heads{t, s.heads, s.nope, s.rope, s.v, s.ckv_width()};
   gpu::DeviceBuffer kv = random_bf16(t * s.kv_width()), ckv = random_bf16(t * s.ckv_width());
   const double expand_ms = median_ms(

@@ -70,8 +70,6 @@ const std::map<std::string, std::string>& uniform_refusals() {
       // Dropout 0.1 (its LayerNorm, learned positions and biases run since 2026-11-29, issue 42)
       {"megatron-gpt-18.4b-256xA100.json", "/scenario/model/hidden_dropout"},
       {"nemotron4-340b-256xH100.json", "/scenario/framework/tp_comm_overlap"},  // its LayerNorm runs
-      // The simulator prices MLA since 2026-11-29; twin execute does not bind its ops yet (issue 40 item 4)
-      {"exec-deepseek-v3-mla-small-1xH200.json", "/scenario/model/mla"},
   };
   return paths;
 }
