@@ -39,7 +39,7 @@ const ParameterUnitLayout& unit(const std::vector<ParameterUnitLayout>& units, s
   return *std::find_if(units.begin(), units.end(), [&](const ParameterUnitLayout& u) { return u.id == id; });
 }
 
-std::vector<std::string> names(const ParameterUnitLayout& u) {
+std::vector<std::string> mla_tensor_names(const ParameterUnitLayout& u) {
   std::vector<std::string> out;
   for (const WeightTensor& w : u.tensors) out.push_back(w.name);
   return out;
@@ -58,7 +58,7 @@ TEST(MlaLayout, DeepSeekV3sUnitsHoldCoresCount) {
   const ModelConfig m = deepseek_v3();
   ASSERT_TRUE(m.mla.enabled());
   const auto units = units_of(m, 1);
-  EXPECT_EQ(names(unit(units, 0)),
+  EXPECT_EQ(mla_tensor_names(unit(units, 0)),
             (std::vector<std::string>{"L0.input_norm", "L0.q_down", "L0.q_norm", "L0.q_up", "L0.kv_down", "L0.kv_norm",
                                       "L0.kv_up", "L0.proj", "L0.mlp_norm", "L0.fc1", "L0.fc2"}));
   const ParameterUnitLayout& l0 = unit(units, 0);
