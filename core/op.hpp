@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <string>
 
+#include "core/fp8.hpp"    // Fp8Recipe
 #include "core/model.hpp"  // Normalization
 #include "core/optimizer_precision.hpp"
 #include "core/units.hpp"
@@ -229,6 +230,9 @@ struct Op {
   std::int16_t ring_segment = -1;
   ContextForm context_form = ContextForm::none;  // attention and its exchanges under context parallelism
   OptimizerPrecision optimizer_precision;  // optimizer_step: how the master weights and moments are stored
+  // fp8_cast: the recipe whose cast this is (training.fp8.recipe where the lowering emits it), which names the kernel
+  // that calibration benches and the executor runs (gpu::Fp8Cast) and is part of the kernel key; other ops: unused.
+  Fp8Recipe fp8_recipe = Fp8Recipe::tensorwise;
   std::int64_t elements = 0;      // optimizer_step: parameters updated by this rank
   Bytes bytes = 0;                // elementwise/permute: bytes moved; collectives/p2p: message bytes
 

@@ -206,8 +206,10 @@ std::string kernel_shape_key(const Op& op) {
     case OpKind::elementwise:
     case OpKind::moe_permute:
     case OpKind::moe_unpermute:
-    case OpKind::fp8_cast:
       return fmt::format("{}:bytes={}", kind, op.bytes);
+    case OpKind::fp8_cast:  // the recipe names the kernel; tensorwise keys as before the recipe was in the key
+      return fmt::format("{}:bytes={}{}", kind, op.bytes,
+                         op.fp8_recipe == Fp8Recipe::tensorwise ? "" : ",recipe=" + to_string(op.fp8_recipe));
     case OpKind::activation_forward:
     case OpKind::activation_backward:
       return fmt::format("{}:rows={},cols={},gated={}", kind, op.rows, op.cols, int(op.gated_activation));
@@ -340,9 +342,8 @@ double training_clock_time_ns(const GpuKernelProfile& kernels, const GpuSpec& gp
   const double benchmark_ns = benchmark_kernel_time_ns(kernels, gpu, op);
   const double exponent = clock_exponent(kernels, op.kind);
   if (exponent == 0) return benchmark_ns;
-  const bool fp8_gemm = op.kind == OpKind::gemm && is_fp8(op.gemm) && step_clock.fp8_gemm_MHz > 0;
-  const double step_MHz = fp8_gemm ? step_clock.fp8_gemm_MHz : step_clock.sm_MHz;
-  const double sustained_MHz = kernels.sustained_sm_clock_MHz > 0 ? kernels.sustained_sm_clock_MHz : step_MHz;
+  const double sustained_MHz =
+      kernels.sustained_sm_clock_MHz > 0 ? kernels.sustained_sm_clock_MHz : step_clock.sm_MHz;
   return time_at_sm_clock_ns(benchmark_ns, kernels.reference_sm_clock_MHz, sustained_MHz, exponent);
 }
 

@@ -274,7 +274,7 @@ TimeNs compute_time_ns(const Profile& profile, const GpuSpec& gpu, const Op& op,
 double benchmark_kernel_time_ns(const GpuKernelProfile& kernels, const GpuSpec& gpu, const Op& op);
 // The benchmark price at the clock a training step holds: a GEMM's (and attention's, where the profile's attention
 // timings are at the reference clock) moved from reference_sm_clock_MHz to sustained_sm_clock_MHz, else to
-// the step's clock for its kind (`step_clock`: an FP8 GEMM's fp8_gemm_MHz where set, else sm_MHz; time x reference /
+// the step's clock (`step_clock`, one for BF16 and FP8 GEMMs alike; time x reference /
 // sustained; unchanged where either is 0), every other kind as benchmarked (memory-bound kernels follow HBM, not the
 // SM clock). The basis a traced shape's ratio is measured against.
 double training_clock_time_ns(const GpuKernelProfile& kernels, const GpuSpec& gpu, const Op& op,

@@ -63,6 +63,11 @@ bool set_dtype_field(Op& op, std::string_view name, std::string_view value) {
       }
     return false;
   }
+  if (name == "recipe") {  // an FP8 cast's recipe ("recipe=delayed"; absent: tensorwise)
+    const auto recipe = fp8_recipe_from_string(value);
+    if (recipe) op.fp8_recipe = *recipe;
+    return recipe.has_value();
+  }
   const auto dtype = state_dtype_from_string(value);
   if (!dtype) return false;
   OptimizerPrecision& p = op.optimizer_precision;
@@ -84,7 +89,8 @@ int variant(const Op& op) {
   return int(op.gated_activation) | int(op.attention.causal) << 1 | int(op.attention.flash) << 2 |
          int(op.attention.dropout) << 3 | int(op.attention.cudnn) << 4 | int(op.fuses_residual) << 5 |
          int(op.attention.window > 0) << 6 |  // a windowed kernel skips whole tiles: another variant
-         int(op.normalization == Normalization::layernorm) << 7;  // LayerNorm's kernels are not RMSNorm's
+         int(op.normalization == Normalization::layernorm) << 7 |  // LayerNorm's kernels are not RMSNorm's
+         int(op.fp8_recipe) << 8;  // each FP8 recipe's cast is its own kernel (1 or 2 passes, per tensor or block)
 }
 
 }  // namespace

@@ -41,9 +41,8 @@ StepClock step_clock_at(const SustainedClockCurve& bf16, const SustainedClockCur
                         double fp8_share) {
   if (bf16.points.empty()) return {};
   const double bf16_MHz = sustained_clock_MHz_at(bf16, gemm_duty);
-  if (fp8.points.empty()) return {bf16_MHz, 0};
-  const double step_MHz = (1 - fp8_share) * bf16_MHz + fp8_share * sustained_clock_MHz_at(fp8, gemm_duty);
-  return {step_MHz, step_MHz};
+  if (fp8.points.empty()) return {bf16_MHz};
+  return {(1 - fp8_share) * bf16_MHz + fp8_share * sustained_clock_MHz_at(fp8, gemm_duty)};
 }
 
 json sustained_clock_json(const SustainedClockCurve& curve) {

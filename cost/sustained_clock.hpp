@@ -39,12 +39,11 @@ double sustained_clock_MHz_at(const SustainedClockCurve& curve, double gemm_duty
 // The same for the clock the load's GEMMs ran at by their cycles (gemm_clock_MHz where recorded, else sm_clock_MHz).
 double gemm_clock_MHz_at(const SustainedClockCurve& curve, double gemm_duty);  // recorded, not priced: PROFILES.md
 
-// The clocks a training step's kernels run at (sim/step_clock.hpp): FP8 GEMMs at fp8_gemm_MHz, every other kernel
-// that follows the SM clock (BF16 GEMMs, attention) at sm_MHz. 0: the profile's own pricing (its reference clock,
-// or its sustained_sm_clock_MHz); fp8_gemm_MHz 0 with sm_MHz set: FP8 GEMMs at sm_MHz too.
+// The clock a training step's kernels run at (sim/step_clock.hpp): one SM clock for every kernel that follows it
+// (BF16 and FP8 GEMMs, attention), as step_clock_at's model below states. 0: the profile's own pricing (its
+// reference clock, or its sustained_sm_clock_MHz).
 struct StepClock {
   double sm_MHz = 0;
-  double fp8_gemm_MHz = 0;
   auto operator<=>(const StepClock&) const = default;
   bool operator==(const StepClock&) const = default;
 };
@@ -53,11 +52,11 @@ struct StepClock {
 // the power limiter answers the step's mean power over ~100 ms, longer than a layer, so the step holds one SM
 // clock, and every kernel that follows the SM clock runs at it; a step of GEMM duty d whose compute-bound time is a
 // share s in FP8 GEMMs holds (1 - s) x bf16(d) + s x fp8(d) of the probes' clocks (power is linear in what runs;
-// each curve is the cap's clock for one kind of GEMM). Both fields of the result are that clock. The clocks the
+// each curve is the cap's clock for one kind of GEMM). The result is that clock. The clocks the
 // GEMMs' cycles tell (gemm_clock_MHz) are not used: their burst reference read 6-13% above the probes under BF16
 // and FP8 loads alike on an H200 (docs/PROFILES.md "Measured under FP8 GEMMs"), a bias of the burst, not a clock.
 // Reduces to each curve where the step's GEMMs are all of one kind. No FP8 curve: every kernel at the BF16 curve's
-// clock, as before 2026-11-29 (fp8_gemm_MHz 0). An empty BF16 curve: {0, 0}.
+// clock, as before 2026-11-29. An empty BF16 curve: {0}.
 StepClock step_clock_at(const SustainedClockCurve& bf16, const SustainedClockCurve& fp8, double gemm_duty,
                         double fp8_share);
 

@@ -21,9 +21,9 @@ void check_fp8_plan(const Plan& plan, const std::string& file) {
     case Fp8Recipe::delayed: break;
     case Fp8Recipe::blockwise:
       throw InputError(file, "/scenario/training/fp8/recipe",
-                       "tensorwise or delayed (twin execute runs FP8 GEMMs with one scale per tensor through "
-                       "cuBLASLt; the 1x128/128x128 block scales of the blockwise recipe are priced by the simulator "
-                       "only)");
+                       "tensorwise or delayed (twin execute's FP8 linears keep one scale per tensor; the blockwise "
+                       "recipe's 1x128/128x128 casts and block-scaled GEMMs have kernels and are calibrated, and the "
+                       "simulator prices them, but no linear runs them yet)");
     case Fp8Recipe::mxfp8:
       throw InputError(file, "/scenario/training/fp8/recipe",
                        "tensorwise or delayed (MXFP8's 32-element scales run on Blackwell's tensor cores only; this "

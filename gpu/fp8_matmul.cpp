@@ -18,6 +18,26 @@ namespace {
 
 cudaDataType_t fp8_type(bool e5m2) { return e5m2 ? CUDA_R_8F_E5M2 : CUDA_R_8F_E4M3; }
 
+using kernels::Fp8Scaling;
+
+cublasLtMatmulMatrixScale_t scale_mode(Fp8Scaling scaling) {
+  switch (scaling) {
+    case Fp8Scaling::per_tensor: return CUBLASLT_MATMUL_MATRIX_SCALE_SCALAR_32F;
+    case Fp8Scaling::blocks_1x128: return CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;
+    case Fp8Scaling::blocks_128x128: return CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F;
+  }
+  throw std::logic_error("FP8 GEMM: unknown scaling");
+}
+
+// Block scaling on both operands or neither, and not 128x128 on both (no such cuBLASLt kernel).
+bool block_scaled(const Fp8MatmulProblem& p) {
+  const bool a = p.a_scaling != Fp8Scaling::per_tensor, b = p.b_scaling != Fp8Scaling::per_tensor;
+  if (a != b) throw std::invalid_argument("FP8 GEMM: block scaling on one operand and a tensor scale on the other");
+  if (p.a_scaling == Fp8Scaling::blocks_128x128 && p.b_scaling == Fp8Scaling::blocks_128x128)
+    throw std::invalid_argument("FP8 GEMM: 128x128 blocks on both operands (cuBLASLt runs 1D x 1D, 1D x 2D, 2D x 1D)");
+  return a;
+}
+
 template <class T>
 void set(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t attribute, const T& value) {
   TWIN_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, attribute, &value, sizeof(value)));
@@ -25,7 +45,14 @@ void set(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t attribute, co
 
 }  // namespace
 
-Fp8MatmulProblem fp8_problem_of(const GemmShape& shape) { return {shape.m, shape.n, shape.k, shape.e5m2, false, false}; }
+Fp8MatmulProblem fp8_problem_of(const GemmShape& shape) {
+  Fp8MatmulProblem problem{shape.m, shape.n, shape.k, shape.e5m2, false, false};
+  if (shape.inputs == GemmInputs::fp8_blockwise) {
+    problem.a_scaling = Fp8Scaling::blocks_1x128;
+    problem.b_scaling = Fp8Scaling::blocks_128x128;
+  }
+  return problem;
+}
 
 Fp8Matmul::Fp8Matmul(std::size_t workspace_bytes) : workspace_(workspace_bytes), unit_scales_(sizeof(float)) {
   const float one = 1.0f;
@@ -44,12 +71,17 @@ Fp8Matmul::Plan& Fp8Matmul::plan_for(const Fp8MatmulProblem& p) {
     throw std::invalid_argument(fmt::format("FP8 GEMM m={} n={} k={}: cuBLASLt's FP8 kernels need multiples of 16",
                                             p.m, p.n, p.k));
   if (p.a_e5m2 && p.b_e5m2) throw std::invalid_argument("FP8 GEMM: cuBLASLt has no E5M2 x E5M2 kernel");
+  const bool blocks = block_scaled(p);
   auto plan = std::make_unique<Plan>();
   TWIN_CUBLAS_CHECK(cublasLtMatmulDescCreate(&plan->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   set(plan->desc, CUBLASLT_MATMUL_DESC_TRANSA, CUBLAS_OP_T);
   set(plan->desc, CUBLASLT_MATMUL_DESC_TRANSB, CUBLAS_OP_N);
-  const std::int8_t fast_accumulation = p.a_e5m2 || p.b_e5m2 ? 0 : 1;
+  const std::int8_t fast_accumulation = p.a_e5m2 || p.b_e5m2 || blocks ? 0 : 1;
   set(plan->desc, CUBLASLT_MATMUL_DESC_FAST_ACCUM, fast_accumulation);
+  if (blocks) {  // cuBLASLt's A is our B and its B our A
+    set(plan->desc, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, scale_mode(p.b_scaling));
+    set(plan->desc, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, scale_mode(p.a_scaling));
+  }
   TWIN_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->first, fp8_type(p.b_e5m2), p.k, p.n, p.k));
   TWIN_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->second, fp8_type(p.a_e5m2), p.k, p.m, p.k));
   TWIN_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->out, CUDA_R_16BF, p.n, p.m, p.n));
@@ -61,8 +93,9 @@ Fp8Matmul::Plan& Fp8Matmul::plan_for(const Fp8MatmulProblem& p) {
   set(plan->desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, unit);
   set(plan->desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, unit);
   if (!heuristic_algorithm(handle_, *plan, workspace_.bytes(), plan->algo))
-    throw std::runtime_error(fmt::format("cuBLASLt has no FP8 algorithm for GEMM m={} n={} k={} (E5M2 {}/{})", p.m,
-                                         p.n, p.k, p.a_e5m2, p.b_e5m2));
+    throw std::runtime_error(fmt::format("cuBLASLt has no FP8 algorithm for GEMM m={} n={} k={} (E5M2 {}/{}, "
+                                         "scaling {}/{}: 0 tensor, 1 1x128, 2 128x128)", p.m, p.n, p.k, p.a_e5m2,
+                                         p.b_e5m2, int(p.a_scaling), int(p.b_scaling)));
   return *plans_.emplace(p, std::move(plan)).first->second;
 }
 

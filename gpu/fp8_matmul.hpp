@@ -4,7 +4,10 @@
 // non-transposed"), i.e. both operands with the reduction dimension contiguous, so a row-major problem here is
 // C[m,n] = A[m,k] B[n,k]^T: the caller hands transposed copies where the math reads an operand the other way
 // (gpu/fp8_cast.hpp's columnwise copies). Each operand is E4M3 or E5M2 (not both E5M2: cuBLASLt has no such
-// kernel) with a device float that dequantizes it (CUBLASLT_MATMUL_DESC_A_SCALE_POINTER / B_SCALE_POINTER).
+// kernel) with a device float that dequantizes it (CUBLASLT_MATMUL_DESC_A_SCALE_POINTER / B_SCALE_POINTER), or with
+// block scales (gpu/fp8_block_cast.hpp: the recipe blockwise), which cuBLASLt applies per block of 128 along k while
+// it accumulates in FP32 (CUBLASLT_MATMUL_DESC_A_SCALE_MODE / B_SCALE_MODE, cuBLAS 12.9 and later; 1x128 by 1x128,
+// 1x128 by 128x128 and 128x128 by 1x128, as Transformer Engine's common/gemm/cublaslt_gemm.cu allows).
 #pragma once
 #include <cstdint>
 #include <map>
@@ -17,6 +20,7 @@
 
 #include "core/op.hpp"
 #include "gpu/device_buffer.hpp"
+#include "gpu/fp8_block_cast.hpp"
 
 namespace twin::exec {
 
@@ -24,15 +28,19 @@ namespace twin::exec {
 // cores' own, without promotion to fp32 every few k-steps) where no operand is E5M2: Transformer Engine's choice,
 // split accumulation for the gradients' GEMMs and fast for the forward (transformer_engine/pytorch/module/base.py
 // _2X_ACC_FPROP False, _2X_ACC_DGRAD and _2X_ACC_WGRAD True), which in the hybrid format are the ones reading E5M2.
+// Block-scaled operands (both or neither; not both 128x128) accumulate without fast accumulation (PyTorch's
+// scaled_gemm refuses it with either block scaling). Their scale pointers are the records of gpu/fp8_block_cast.hpp.
 struct Fp8MatmulProblem {
   std::int64_t m = 0, n = 0, k = 0;
   bool a_e5m2 = false, b_e5m2 = false, accumulate = false;
-  auto tie() const { return std::tie(m, n, k, a_e5m2, b_e5m2, accumulate); }
+  kernels::Fp8Scaling a_scaling = kernels::Fp8Scaling::per_tensor, b_scaling = kernels::Fp8Scaling::per_tensor;
+  auto tie() const { return std::tie(m, n, k, a_e5m2, b_e5m2, accumulate, a_scaling, b_scaling); }
   bool operator<(const Fp8MatmulProblem& other) const { return tie() < other.tie(); }
 };
 
 // The problem calibration times for an FP8 GEMM of the op vocabulary (its m, n, k; an E5M2 operand as A where the
-// shape says e5m2): the kernel is the same whichever operand holds the gradient.
+// shape says e5m2): the kernel is the same whichever operand holds the gradient. Block-wise operands: A 1x128 (the
+// activation or gradient), B 128x128 (the weight), as the forward and data-gradient GEMMs read them.
 Fp8MatmulProblem fp8_problem_of(const GemmShape& shape);
 
 class Fp8Matmul {
@@ -43,7 +51,8 @@ class Fp8Matmul {
   Fp8Matmul& operator=(const Fp8Matmul&) = delete;
 
   // Enqueues on `stream`. Throws when m, n or k is no multiple of 16 (cuBLASLt's FP8 alignment), an operand or a
-  // scale pointer is not 16-byte aligned, or cuBLASLt has no algorithm for the problem.
+  // scale pointer is not 16-byte aligned, the block scalings are not a pair cuBLASLt runs, or cuBLASLt has no
+  // algorithm for the problem (std::runtime_error naming the problem).
   void run(const Fp8MatmulProblem& problem, const void* a, const float* a_scale_inv, const void* b,
            const float* b_scale_inv, __nv_bfloat16* c, cudaStream_t stream);
 

@@ -111,11 +111,24 @@ void launch(const OptimizerStep& c, cudaStream_t stream) {
 }
 
 void launch(const Fp8Cast& c, cudaStream_t stream) {
-  if (c.delayed_state != nullptr)
-    k::fp8_cast_delayed_scaling(c.x, c.rows, c.cols, c.type, c.rowwise, c.columnwise, c.scaling, c.delayed_state,
-                                c.history_len, c.cast_index, stream);
-  else
-    k::fp8_cast_current_scaling(c.x, c.rows, c.cols, c.type, c.rowwise, c.columnwise, c.scaling, stream);
+  switch (c.recipe) {
+    case Fp8Recipe::tensorwise:
+      return k::fp8_cast_current_scaling(c.x, c.rows, c.cols, c.type, c.rowwise, c.columnwise, c.scaling, stream);
+    case Fp8Recipe::delayed:
+      if (c.delayed_state == nullptr) throw std::logic_error("gpu::Fp8Cast: a delayed-scaling cast without its state");
+      return k::fp8_cast_delayed_scaling(c.x, c.rows, c.cols, c.type, c.rowwise, c.columnwise, c.scaling,
+                                         c.delayed_state, c.history_len, c.cast_index, stream);
+    case Fp8Recipe::blockwise:
+      return k::fp8_cast_blockwise(c.x, c.rows, c.cols, c.type, c.blocks, c.rowwise, c.scaling, c.columnwise,
+                                   c.columnwise_scaling, stream);
+    case Fp8Recipe::mxfp8: break;
+  }
+  throw std::logic_error("gpu::Fp8Cast: no cast kernel of recipe " + to_string(c.recipe));
+}
+
+kernels::Fp8Scaling fp8_cast_blocks(Fp8Recipe recipe, LinearTensor tensor) {
+  if (recipe != Fp8Recipe::blockwise) return kernels::Fp8Scaling::per_tensor;
+  return tensor == LinearTensor::weight ? kernels::Fp8Scaling::blocks_128x128 : kernels::Fp8Scaling::blocks_1x128;
 }
 
 void launch(const AttentionForward& c, cudaStream_t stream) {

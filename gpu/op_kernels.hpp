@@ -14,6 +14,7 @@
 #include <cuda_runtime.h>
 
 #include "core/op_kinds.hpp"
+#include "gpu/fp8_block_cast.hpp"
 #include "gpu/fp8_cast.hpp"
 #include "gpu/kernels.hpp"
 
@@ -205,9 +206,11 @@ struct OptimizerStep {
 };
 
 // A linear's tensor (its input, output gradient or weight) cast to FP8 with one scale per tensor: the rowwise copy,
-// the columnwise one (its transpose) where a GEMM reads it so, and the scaling record (gpu/fp8_cast.hpp). Without
-// `delayed_state` the scale is the tensor's own (current scaling, recipe tensorwise); with it, the scale of the
-// tensor's earlier casts (delayed scaling), this cast being number `cast_index` of that state.
+// the columnwise one (its transpose) where a GEMM reads it so, and the scaling record (gpu/fp8_cast.hpp). `recipe`
+// (the op's Op::fp8_recipe) names the kernel: tensorwise, the tensor's own scale (current scaling); delayed, the
+// scale of the tensor's earlier casts held in `delayed_state`, this cast being number `cast_index` of that state;
+// blockwise, a scale per block (`blocks`, gpu/fp8_block_cast.hpp), `scaling` then the rowwise copy's scale record
+// and `columnwise_scaling` the columnwise one's. mxfp8 has no cast here (launch throws).
 struct Fp8Cast {
   static constexpr OpKind kind = OpKind::fp8_cast;
   const bf16* x = nullptr;
@@ -219,7 +222,15 @@ struct Fp8Cast {
   float* delayed_state = nullptr;  // kernels::fp8_delayed_state_floats(history_len)
   int history_len = 0;
   std::int64_t cast_index = 0;
+  Fp8Recipe recipe = Fp8Recipe::tensorwise;
+  kernels::Fp8Scaling blocks = kernels::Fp8Scaling::per_tensor;  // blockwise: 1x128 or 128x128
+  float* columnwise_scaling = nullptr;  // blockwise: kernels::fp8_block_scale_floats(blocks, cols, rows)
 };
+
+// The blocks a cast of `tensor` takes under `recipe`: blockwise, 128 x 128 for a weight and 1x128 for an input or
+// output gradient (DeepSeek-V3's recipe); per tensor under the other recipes. Calibration's bench and the executor
+// both ask it.
+kernels::Fp8Scaling fp8_cast_blocks(Fp8Recipe recipe, LinearTensor tensor);
 
 // Fused attention of one run of equal sequences, through the executor's attention implementation.
 struct AttentionForward {

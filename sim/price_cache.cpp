@@ -11,7 +11,8 @@ static_assert(sizeof(Op) == 232, "Op changed: make price_key() cover any new fie
 
 namespace {
 
-// An op's enums (8 bits each; the GEMM's inputs 2) and flags (1 bit each) in one word: 63 bits.
+// An op's enums (8 bits each; the optimizer state's dtypes 4, the GEMM's inputs and the FP8 recipe 2) and flags (1 bit
+// each) in one word: 55 bits.
 std::int64_t kind_and_flags(const Op& op) {
   const GemmShape& g = op.gemm;
   const AttentionShape& a = op.attention;
@@ -23,10 +24,13 @@ std::int64_t kind_and_flags(const Op& op) {
     bit += bits;
   };
   for (std::uint8_t e : {static_cast<std::uint8_t>(op.kind), static_cast<std::uint8_t>(op.role),
-                         static_cast<std::uint8_t>(op.phase), static_cast<std::uint8_t>(precision.main_params),
-                         static_cast<std::uint8_t>(precision.exp_avg), static_cast<std::uint8_t>(precision.exp_avg_sq)})
+                         static_cast<std::uint8_t>(op.phase)})
     put(e, 8);
-  put(static_cast<std::uint8_t>(g.inputs), 2);  // four values
+  static_assert(static_cast<int>(StateDtype::fp8) < 16, "a state dtype in 4 bits");
+  for (StateDtype dtype : {precision.main_params, precision.exp_avg, precision.exp_avg_sq})
+    put(static_cast<std::uint8_t>(dtype), 4);
+  put(static_cast<std::uint8_t>(g.inputs), 2);        // four values
+  put(static_cast<std::uint8_t>(op.fp8_recipe), 2);   // four values
   for (bool flag : {op.recomputed, g.transpose_a, g.transpose_b, a.causal, a.flash, a.dropout, a.cudnn, a.packed,
                     op.gated_activation, op.fuses_residual, g.e5m2, op.fp8_columnwise,
                     precision.store_param_remainders})
@@ -83,8 +87,7 @@ void PriceMemo::insert(const PriceKey& key, std::size_t hash, TimeNs price) {
 }
 
 std::size_t PriceCache::GpuPriceKeyHash::operator()(const std::pair<PricedOn, PriceKey>& key) const {
-  const std::size_t on = std::hash<const GpuSpec*>{}(key.first.gpu) ^ std::hash<double>{}(key.first.step_clock.sm_MHz) ^
-                         (std::hash<double>{}(key.first.step_clock.fp8_gemm_MHz) << 1);
+  const std::size_t on = std::hash<const GpuSpec*>{}(key.first.gpu) ^ std::hash<double>{}(key.first.step_clock.sm_MHz);
   return PriceKeyHash{}(key.second) ^ (on * 0x9e3779b97f4a7c15ULL);
 }
 

@@ -48,7 +48,8 @@ void cast_to_fp8(Emitter& e, OpRole role, LinearTensor tensor, std::int64_t rows
   op.linear = role;
   op.linear_tensor = tensor;
   op.fp8_columnwise = fp8_wgrad(e);
-  op.bytes = fp8_cast_bytes(e.shapes().fp8->recipe, rows * cols, op.fp8_columnwise);
+  op.fp8_recipe = e.shapes().fp8->recipe;
+  op.bytes = fp8_cast_bytes(op.fp8_recipe, rows * cols, op.fp8_columnwise);
   e.emit(op);
 }
 

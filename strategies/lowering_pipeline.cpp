@@ -392,7 +392,8 @@ void StageLowering::cast_weights_to_fp8(std::int64_t shard_elements) {
     Op op = Emitter::rows_cols(OpKind::fp8_cast, OpRole::optimizer, n, 1);
     op.linear_tensor = LinearTensor::weight;
     op.fp8_columnwise = columnwise;
-    op.bytes = fp8_cast_bytes(s_.fp8->recipe, n, columnwise, source_bytes);
+    op.fp8_recipe = s_.fp8->recipe;
+    op.bytes = fp8_cast_bytes(op.fp8_recipe, n, columnwise, source_bytes);
     e_.emit(op);
   };
   if (!s_.fp8->param_gather) {

@@ -33,13 +33,29 @@ GemmBench::GemmBench(cudaStream_t stream)
   TWIN_CUDA_CHECK(cudaMemcpy(unit_scales_.data(), ones, sizeof(ones), cudaMemcpyHostToDevice));
 }
 
+const float* GemmBench::block_scales(std::size_t floats) {
+  if (block_scales_.bytes() < floats * sizeof(float)) {
+    const std::vector<float> ones(floats, 1.0f);
+    block_scales_ = DeviceBuffer(floats * sizeof(float));
+    TWIN_CUDA_CHECK(cudaMemcpy(block_scales_.data(), ones.data(), floats * sizeof(float), cudaMemcpyHostToDevice));
+  }
+  return static_cast<const float*>(block_scales_.data());
+}
+
 void GemmBench::launch(const GemmShape& shape, const void* a, const void* b, void* c) {
   if (is_fp8(shape)) {
-    if (shape.inputs != GemmInputs::fp8_per_tensor || shape.count != 1)
+    const bool blocks = shape.inputs == GemmInputs::fp8_blockwise;
+    if ((shape.inputs != GemmInputs::fp8_per_tensor && !blocks) || shape.count != 1)
       throw std::invalid_argument("GEMM calibration: " + gemm_key(shape) +
-                                  ": FP8 GEMMs are timed with per-tensor scales, one problem at a time");
+                                  ": FP8 GEMMs are timed per tensor or per block, one problem at a time");
+    const exec::Fp8MatmulProblem problem = exec::fp8_problem_of(shape);
     const auto* scales = static_cast<const float*>(unit_scales_.data());
-    fp8_.run(exec::fp8_problem_of(shape), a, scales, b, scales + 4, static_cast<__nv_bfloat16*>(c), stream_);
+    const float* block = blocks ? block_scales(static_cast<std::size_t>(
+                                      std::max(kernels::fp8_block_scale_floats(problem.a_scaling, shape.m, shape.k),
+                                               kernels::fp8_block_scale_floats(problem.b_scaling, shape.n, shape.k))))
+                                : nullptr;
+    fp8_.run(problem, a, blocks ? block : scales, b, blocks ? block : scales + 4, static_cast<__nv_bfloat16*>(c),
+             stream_);
     return;
   }
   const auto* a16 = static_cast<const __nv_bfloat16*>(a);

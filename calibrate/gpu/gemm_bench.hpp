@@ -40,8 +40,9 @@ class GemmBench {
 
   // C = A * B on device pointers laid out as `shape` says: count == 1 through Matmul (throws when cuBLASLt has
   // no algorithm), count > 1 as `count` equal groups of one GroupedMatmul run; a shape of FP8 operands through
-  // Fp8Matmul (per-tensor scales of 1, both operands stored as Hopper's FP8 kernels read them: the executor's
-  // casts write them so) — fp8_per_tensor only, one problem (throws otherwise).
+  // Fp8Matmul (scales of 1, per tensor or per block as the shape's inputs say: fp8_blockwise as the forward reads
+  // it, 1x128 by 128x128; both operands stored as Hopper's FP8 kernels read them: the executor's casts write them
+  // so) — fp8_per_tensor or fp8_blockwise, one problem (throws otherwise).
   void launch(const GemmShape& shape, const void* a, const void* b, void* c);
   // Median/p10/p90 of `repetitions` CUPTI-timed runs on random data after `warmup` runs; std::nullopt when
   // the operands do not fit in `max_bytes` of device memory. Input sets rotate so that the L2 cache does not
@@ -63,6 +64,9 @@ class GemmBench {
   exec::GroupedMatmul grouped_;
   exec::Fp8Matmul fp8_;
   DeviceBuffer unit_scales_;  // device floats of 1 at [0] and [4] (16-byte aligned): the FP8 operands' inverse scales
+  DeviceBuffer block_scales_;  // device floats of 1: both block-scaled operands' records (grown to the largest asked)
+  // block_scales_ holding at least `floats` ones (grown outside any timed run: measure asks it before timing).
+  const float* block_scales(std::size_t floats);
   std::uint64_t next_region_ = 1;
   std::string last_kernel_;
   double last_sm_clock_MHz_ = 0;

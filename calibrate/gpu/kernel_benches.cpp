@@ -13,7 +13,6 @@
 #include "gpu/checks.hpp"
 #include "gpu/kernels.hpp"
 #include "gpu/op_kernels.hpp"
-#include "strategies/fp8_linears.hpp"
 
 namespace twin::gpu {
 namespace {
@@ -242,15 +241,19 @@ std::optional<KernelBench> make_kernel_bench(const Op& op, const KernelModelFact
       B* in = x.b(x.bf16(n));
       auto* rowwise = static_cast<std::uint8_t*>(x.v(x.raw(n)));
       auto* columnwise = op.fp8_columnwise ? static_cast<std::uint8_t*>(x.v(x.raw(n))) : nullptr;
-      float* scaling = x.f(x.raw(k::kFp8ScalingFloats * 4));
-      // The op says its recipe by what it moves (strategies/fp8_linears.hpp fp8_cast_bytes): delayed scaling reads
-      // the tensor once, current scaling twice; the bench runs that recipe's kernel through the executor's entry.
-      if (op.bytes != fp8_cast_bytes(Fp8Recipe::delayed, n, op.fp8_columnwise))
-        return bench_of(x, Fp8Cast{in, r, c, k::Fp8Type::e4m3, rowwise, columnwise, scaling});
-      constexpr int kHistory = 1;  // Megatron's default amax_history_len; the kernel reads it once per block
-      float* state = x.f(x.raw(k::fp8_delayed_state_floats(kHistory) * 4));
-      k::fp8_delayed_state_reset(state, kHistory, stream);
-      return bench_of(x, Fp8Cast{in, r, c, k::Fp8Type::e4m3, rowwise, columnwise, scaling, state, kHistory, 0});
+      const k::Fp8Scaling blocks = fp8_cast_blocks(op.fp8_recipe, op.linear_tensor);
+      float* scaling = x.f(x.raw(std::max<std::int64_t>(k::kFp8ScalingFloats, k::fp8_block_scale_floats(blocks, r, c)) * 4));
+      Fp8Cast cast{in, r, c, k::Fp8Type::e4m3, rowwise, columnwise, scaling};
+      if (columnwise != nullptr && blocks != k::Fp8Scaling::per_tensor)
+        cast.columnwise_scaling = x.f(x.raw(k::fp8_block_scale_floats(blocks, c, r) * 4));
+      float* state = nullptr;
+      if (op.fp8_recipe == Fp8Recipe::delayed) {
+        state = x.f(x.raw(k::fp8_delayed_state_floats(kFp8BenchHistory) * 4));
+        k::fp8_delayed_state_reset(state, kFp8BenchHistory, stream);
+      }
+      const auto call = fp8_cast_bench_call(op, cast, state, why_not);
+      if (!call) return std::nullopt;
+      return bench_of(x, *call);
     }
     case OpKind::attention_forward:
     case OpKind::attention_backward: {
@@ -288,6 +291,23 @@ std::optional<KernelBench> make_kernel_bench(const Op& op, const KernelModelFact
     case OpKind::recv: break;  // refused above: measured otherwise (core/op_kinds.hpp)
   }
   why_not = "rows and cols must be positive";
+  return std::nullopt;
+}
+
+std::optional<Fp8Cast> fp8_cast_bench_call(const Op& op, Fp8Cast call, float* delayed_state, std::string& why_not) {
+  call.recipe = op.fp8_recipe;
+  switch (op.fp8_recipe) {
+    case Fp8Recipe::tensorwise: return call;
+    case Fp8Recipe::delayed:
+      call.delayed_state = delayed_state;
+      call.history_len = kFp8BenchHistory;
+      return call;
+    case Fp8Recipe::blockwise:
+      call.blocks = fp8_cast_blocks(op.fp8_recipe, op.linear_tensor);
+      return call;
+    case Fp8Recipe::mxfp8: break;
+  }
+  why_not = "no FP8 cast kernel of recipe " + to_string(op.fp8_recipe);
   return std::nullopt;
 }
 

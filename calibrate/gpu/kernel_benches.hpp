@@ -9,6 +9,7 @@
 #include <cuda_runtime.h>
 
 #include "gpu/device_buffer.hpp"
+#include "gpu/op_kernels.hpp"
 #include "calibrate/gpu/kernel_calibration.hpp"
 
 namespace twin::gpu {
@@ -22,5 +23,15 @@ struct KernelBench {
 // std::nullopt with `why_not` set when the op's shape is one the kernels cannot run.
 std::optional<KernelBench> make_kernel_bench(const Op& op, const KernelModelFacts& facts, std::uint64_t seed,
                                              cudaStream_t stream, std::string& why_not);
+
+// The history of the delayed-scaling state an fp8_cast bench runs with: Megatron's default amax_history_len (the
+// kernel reads the history once per block).
+inline constexpr int kFp8BenchHistory = 1;
+
+// The cast the bench of fp8_cast `op` launches: `call` (its tensor, copies and scale records) with the op's recipe
+// (Op::fp8_recipe, nothing inferred from its bytes) and, for delayed scaling, `delayed_state`
+// (kernels::fp8_delayed_state_floats of kFp8BenchHistory); blockwise with the blocks of the tensor it casts
+// (fp8_cast_blocks). std::nullopt with `why_not` for a recipe without a cast kernel (mxfp8).
+std::optional<Fp8Cast> fp8_cast_bench_call(const Op& op, Fp8Cast call, float* delayed_state, std::string& why_not);
 
 }  // namespace twin::gpu

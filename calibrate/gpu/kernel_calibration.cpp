@@ -150,6 +150,7 @@ KernelOps default_kernel_ops(bool quick) {
       for (Fp8Recipe recipe : {Fp8Recipe::tensorwise, Fp8Recipe::delayed}) {  // an FP8 linear's input: both copies
         Op cast = rows_cols(OpKind::fp8_cast, t, h);
         cast.fp8_columnwise = true;
+        cast.fp8_recipe = recipe;
         cast.bytes = fp8_cast_bytes(recipe, t * h, true);
         add(ops, cast);
       }

@@ -30,6 +30,9 @@ Fp8Linears::Fp8Linears(const Fp8Config& fp8, TensorStore& tensors, DenseBlock& d
     : fp8_(fp8), tensors_(tensors), dense_(dense) {
   for (OpIndex i = 0; i < rc.size(); ++i) {
     const Op& op = rc.op(i);
+    if (op.kind == OpKind::fp8_cast && op.fp8_recipe != fp8.recipe)  // the states below are the recipe's
+      throw std::logic_error("executor: an fp8_cast op of recipe " + to_string(op.fp8_recipe) + " in a plan of " +
+                             to_string(fp8.recipe));
     if (op.kind != OpKind::gemm || !is_fp8(op.gemm) || bindings[i].action != Action::linear_forward) continue;
     const int unit = StageLayout::unit_of(op, bindings[i]);
     const auto key = std::pair{unit, bindings[i].subject};
@@ -45,26 +48,37 @@ Fp8Linears::Fp8Linears(const Fp8Config& fp8, TensorStore& tensors, DenseBlock& d
       delayed_.emplace(std::tuple{unit, bindings[i].subject, tensor}, DelayedScale{state});
     }
   }
-  cast_weights(stream);
+  cast_weights(fp8_.recipe, stream);  // before the first step: the recipe every cast op of the plan says (checked)
 }
 
-gpu::Fp8Cast Fp8Linears::scaled(gpu::Fp8Cast call, int unit, OpRole linear, LinearTensor tensor, cudaStream_t stream) {
-  switch (fp8_.recipe) {
+gpu::Fp8Cast fp8_cast_call(Fp8Recipe recipe, LinearTensor tensor, gpu::Fp8Cast call, DelayedScale* delayed,
+                           int history_len, cudaStream_t stream) {
+  call.recipe = recipe;
+  switch (recipe) {
     case Fp8Recipe::tensorwise: return call;
     case Fp8Recipe::delayed: {
-      DelayedScale& scale = delayed_.at({unit, linear, tensor});
-      if (scale.casts == 0) scale.stream = stream;
-      if (scale.stream != stream)
+      if (delayed == nullptr) throw std::logic_error("executor: a delayed-scaling FP8 cast without its state");
+      if (delayed->casts == 0) delayed->stream = stream;
+      if (delayed->stream != stream)
         throw std::logic_error("executor: delayed FP8 scaling of one tensor cast on two streams (its history would race)");
-      call.delayed_state = scale.state;
-      call.history_len = fp8_.amax_history_len;
-      call.cast_index = scale.casts++;
+      call.delayed_state = delayed->state;
+      call.history_len = history_len;
+      call.cast_index = delayed->casts++;
       return call;
     }
     case Fp8Recipe::blockwise:
+      call.blocks = gpu::fp8_cast_blocks(recipe, tensor);
+      return call;
     case Fp8Recipe::mxfp8: break;
   }
   throw std::logic_error("executor: an FP8 recipe the plan check refuses reached the FP8 linears");
+}
+
+gpu::Fp8Cast Fp8Linears::scaled(gpu::Fp8Cast call, Fp8Recipe recipe, int unit, OpRole linear, LinearTensor tensor,
+                                cudaStream_t stream) {
+  const auto state = delayed_.find({unit, linear, tensor});
+  return fp8_cast_call(recipe, tensor, call, state == delayed_.end() ? nullptr : &state->second,
+                       fp8_.amax_history_len, stream);
 }
 
 kernels::Fp8Type Fp8Linears::gradient_type() const {
@@ -75,12 +89,12 @@ kernels::Fp8Type Fp8Linears::gradient_type() const {
   return kernels::Fp8Type::e4m3;
 }
 
-void Fp8Linears::cast_weights(cudaStream_t stream) {
+void Fp8Linears::cast_weights(Fp8Recipe recipe, cudaStream_t stream) {
   for (const auto& [key, weight] : weights_) {
     const auto& [w, copies] = weight;
     const gpu::Fp8Cast call{w.params, w.in, w.out, kernels::Fp8Type::e4m3, copies.rowwise, copies.columnwise,
                             copies.scaling};
-    gpu::launch(scaled(call, key.first, key.second, LinearTensor::weight, stream), stream);
+    gpu::launch(scaled(call, recipe, key.first, key.second, LinearTensor::weight, stream), stream);
   }
 }
 
@@ -94,7 +108,7 @@ void Fp8Linears::cast(const OpPass& p) {
   const Op& op = p.op;
   if (op.linear_tensor == LinearTensor::weight) {  // after the optimizer step: the next step's weights
     if (op.kind != OpKind::fp8_cast) throw std::logic_error("executor: an FP8 weight cast that is no fp8_cast op");
-    return cast_weights(p.stream);
+    return cast_weights(op.fp8_recipe, p.stream);
   }
   const LinearTensors t = linear_tensors(p.binding.subject);
   const bool gradient = op.linear_tensor == LinearTensor::output_gradient;
@@ -104,7 +118,8 @@ void Fp8Linears::cast(const OpPass& p) {
   const gpu::Fp8Cast call{static_cast<const bf16*>(tensors_.get(p.mb, p.unit, source)), op.rows, op.cols,
                           gradient ? gradient_type() : kernels::Fp8Type::e4m3, copies.rowwise,
                           op.fp8_columnwise ? copies.columnwise : nullptr, copies.scaling};
-  launch_op(op, p.binding, scaled(call, p.unit, p.binding.subject, op.linear_tensor, p.stream), p.stream);
+  launch_op(op, p.binding, scaled(call, op.fp8_recipe, p.unit, p.binding.subject, op.linear_tensor, p.stream),
+            p.stream);
 }
 
 void Fp8Linears::forward(const OpPass& p) {

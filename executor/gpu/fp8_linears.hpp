@@ -41,6 +41,21 @@ struct Fp8Copies {
   const float* scale_inv() const { return scaling; }
 };
 
+// A tensor's delayed-scaling state (gpu/fp8_cast.hpp) and the casts it has seen.
+struct DelayedScale {
+  float* state = nullptr;
+  std::int64_t casts = 0;
+  cudaStream_t stream = nullptr;  // the stream of its first cast: later ones must follow it there
+};
+
+// The cast an fp8_cast op of `recipe` (Op::fp8_recipe; for the weights cast before the first step, the plan's) makes
+// of `tensor`: `call` (its tensor and copies) with the recipe: tensorwise as it is; delayed with `delayed`, the
+// tensor's state of `history_len`, advanced by one cast on `stream`; blockwise with the tensor's blocks
+// (gpu::fp8_cast_blocks; the plan check refuses blockwise plans before any cast: the linears keep per-tensor
+// records). Throws std::logic_error for mxfp8, or a delayed state cast on two streams (its history would race).
+gpu::Fp8Cast fp8_cast_call(Fp8Recipe recipe, LinearTensor tensor, gpu::Fp8Cast call, DelayedScale* delayed,
+                           int history_len, cudaStream_t stream);
+
 class Fp8Linears {
  public:
   // The FP8 copies of the weights the class's FP8 GEMMs read, allocated from `tensors`' static buffers and cast on
@@ -56,17 +71,11 @@ class Fp8Linears {
  private:
   // The copies of a tensor of `elements` in the unit's slot under `name` (made when `make`).
   Fp8Copies activation(const OpPass& p, Act name, std::int64_t elements, bool make);
-  void cast_weights(cudaStream_t stream);
+  void cast_weights(Fp8Recipe recipe, cudaStream_t stream);
   kernels::Fp8Type gradient_type() const;
-  // `call` with the scale its recipe takes: as it is for current scaling; under delayed scaling with the state of
-  // (unit, linear, tensor) and the number of its cast.
-  gpu::Fp8Cast scaled(gpu::Fp8Cast call, int unit, OpRole linear, LinearTensor tensor, cudaStream_t stream);
-
-  struct DelayedScale {
-    float* state = nullptr;
-    std::int64_t casts = 0;
-    cudaStream_t stream = nullptr;  // the stream of its first cast: later ones must follow it there
-  };
+  // fp8_cast_call of `recipe` with the state of (unit, linear, tensor) under delayed scaling.
+  gpu::Fp8Cast scaled(gpu::Fp8Cast call, Fp8Recipe recipe, int unit, OpRole linear, LinearTensor tensor,
+                      cudaStream_t stream);
 
   Fp8Config fp8_;
   TensorStore& tensors_;

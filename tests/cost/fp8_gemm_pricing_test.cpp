@@ -1,6 +1,6 @@
 // FP8 GEMMs (docs/PROFILES.md "FP8 GEMMs"): a measured FP8 shape wins; FP8 shapes interpolate among FP8
 // measurements only; without any, the BF16 price of the shape at the FP8 peak (the stated assumption); the floor
-// is the FP8 peak; keys carry the operands; fp8_cast is priced by its bytes.
+// is the FP8 peak; keys carry the operands; fp8_cast is priced by its bytes, among the casts of its own recipe.
 #include <gtest/gtest.h>
 
 #include "cost/gemm_predictor.hpp"
@@ -88,6 +88,37 @@ TEST(Fp8GemmPricing, CastIsPricedByItsBytes) {
   cast.bytes = 4096 * 4096 * 4;
   EXPECT_DOUBLE_EQ(memory_bound_bytes(cast), 4096.0 * 4096 * 4);
   EXPECT_EQ(kernel_shape_key(cast), "fp8_cast:bytes=67108864");
+}
+
+// The recipe names the cast's kernel (Op::fp8_recipe): it is in the key (tensorwise keys as before it was), reads
+// back, and a measurement of one recipe never prices a cast of another, even one that moves the same bytes.
+TEST(Fp8GemmPricing, CastKeysCarryTheRecipeAndPriceOnlyTheirOwn) {
+  Op tensorwise;
+  tensorwise.kind = OpKind::fp8_cast;
+  tensorwise.bytes = 4096 * 4096 * 4;
+  Op delayed = tensorwise;
+  delayed.fp8_recipe = Fp8Recipe::delayed;
+  EXPECT_EQ(kernel_shape_key(tensorwise), "fp8_cast:bytes=67108864");
+  EXPECT_EQ(kernel_shape_key(delayed), "fp8_cast:bytes=67108864,recipe=delayed");
+  for (Fp8Recipe recipe : {Fp8Recipe::tensorwise, Fp8Recipe::delayed, Fp8Recipe::blockwise}) {
+    Op cast = tensorwise;
+    cast.fp8_recipe = recipe;
+    const auto back = op_from_kernel_key(kernel_shape_key(cast));
+    ASSERT_TRUE(back) << kernel_shape_key(cast);
+    EXPECT_EQ(back->fp8_recipe, recipe);
+  }
+  EXPECT_FALSE(op_from_kernel_key("fp8_cast:bytes=64,recipe=percentile"));
+
+  GpuKernelProfile k = curves();
+  const double curve_ns = benchmark_kernel_time_ns(k, h100_spec(), delayed);
+  for (std::int64_t bytes : {tensorwise.bytes / 2, tensorwise.bytes, tensorwise.bytes * 2}) {
+    Op measured = tensorwise;
+    measured.bytes = bytes;
+    k.measured[kernel_shape_key(measured)] = {1.0e6, 1.0e6, 1.0e6, 5};  // far from the curve's price
+  }
+  index_measured_shapes(k);
+  EXPECT_DOUBLE_EQ(benchmark_kernel_time_ns(k, h100_spec(), tensorwise), 1.0e6);
+  EXPECT_DOUBLE_EQ(benchmark_kernel_time_ns(k, h100_spec(), delayed), curve_ns);  // no delayed cast measured
 }
 
 }  // namespace

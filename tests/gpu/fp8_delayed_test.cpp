@@ -51,7 +51,7 @@ struct DelayedCast {
   void run(const gpu::DeviceBuffer& x) {
     gpu::launch(gpu::Fp8Cast{bf(x), rows, cols, type, static_cast<std::uint8_t*>(rowwise.data()),
                              static_cast<std::uint8_t*>(columnwise.data()), f32(scaling), f32(state), history_len,
-                             casts++},
+                             casts++, Fp8Recipe::delayed},
                 nullptr);
   }
   double recorded_amax() const {  // the ring slot of the last cast
