@@ -238,7 +238,7 @@ TEST(MlaTensorParallel, ASearchOnEightGpusRanksTensorParallelPlans) {
   const std::filesystem::path file =
       std::filesystem::path(TWIN_SOURCE_DIR) / "scenarios" / "exec-deepseek-v3-mla-small-1xH200.json";
   Scenario scenario = load_scenario(file.string());
-  scenario.cluster.nodes.front().gpus_per_node = 8;
+  scenario.cluster.node_groups.front().gpus_per_node = 8;
   scenario.training.global_batch_size = 16;
   scenario.search.tensor_model_parallel_size = {1, 2};
   scenario.search.sequence_parallel = {true, false};
