@@ -44,14 +44,15 @@ constexpr auto kAttentionSaved = joined(
 // Multi-latent attention keeps what executor/gpu/mla_attention.hpp's MlaSaved holds: the down projections' input
 // (their weight gradients), each latent before its norm and after it (the up projection's input), then what core
 // attention keeps, its queries and (expanded) keys d_qk = nope + rope wide per head, its values d_v. Under TP the
-// latents would be whole on every rank (MLA's down projections are replicated); the lowering runs MLA at TP 1.
+// latents are whole on every rank, on the rank's rows as the hidden rows are (Megatron's down projections are
+// duplicated and run on the sequence-parallel rows; the up projections keep their input before their SP gather).
 constexpr auto kMlaSaved = joined(
     std::array{
         SavedTensor{"down projections' input (the norm's output)", hidden, sequence_sharded, 2, KeptWhen::always, true},
-        SavedTensor{"query latent (its norm's input)", q_latent, tensor_sharded, 2},
-        SavedTensor{"normalised query latent (q up's input)", q_latent, tensor_sharded, 2, KeptWhen::always, true},
-        SavedTensor{"kv latent (its norm's input)", kv_latent, tensor_sharded, 2},
-        SavedTensor{"normalised kv latent (kv up's input)", kv_latent, tensor_sharded, 2, KeptWhen::always, true}},
+        SavedTensor{"query latent (its norm's input)", q_latent, sequence_sharded, 2},
+        SavedTensor{"normalised query latent (q up's input)", q_latent, sequence_sharded, 2, KeptWhen::always, true},
+        SavedTensor{"kv latent (its norm's input)", kv_latent, sequence_sharded, 2},
+        SavedTensor{"normalised kv latent (kv up's input)", kv_latent, sequence_sharded, 2, KeptWhen::always, true}},
     kScoresSaved);
 constexpr std::array kProjectionSaved{SavedTensor{"attention output", query, tensor_sharded, 2}};
 constexpr std::array kResidualSaved{SavedTensor{"dropout mask", hidden, sequence_sharded, 1, KeptWhen::hidden_dropout}};

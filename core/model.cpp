@@ -163,12 +163,13 @@ void attention_parameters(const ModelConfig& m, LayerParameterGroups& g) {
     const MlaConfig& a = m.mla;
     const std::int64_t q_head = a.qk_head_dim + a.qk_pos_emb_head_dim;
     if (a.q_lora_rank > 0) {
-      g.replicated += h * a.q_lora_rank + a.q_lora_rank;          // q down projection and its norm
+      g.duplicated_linears += h * a.q_lora_rank + a.q_lora_rank;  // q down projection and its norm
       g.attention_weights += a.q_lora_rank * heads * q_head;      // q up projection
     } else {
       g.attention_weights += h * heads * q_head;
     }
-    g.replicated += h * (a.kv_lora_rank + a.qk_pos_emb_head_dim) + a.kv_lora_rank;  // kv down (+ shared RoPE key), norm
+    g.duplicated_linears += h * (a.kv_lora_rank + a.qk_pos_emb_head_dim) + a.kv_lora_rank;  // kv down (+ RoPE key), norm
+    g.replicated += g.duplicated_linears;
     g.attention_weights += a.kv_lora_rank * heads * (a.qk_head_dim + a.v_head_dim) + heads * a.v_head_dim * h;
     return;
   }

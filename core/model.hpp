@@ -137,6 +137,9 @@ struct LayerParameterGroups {
   // Two norms (four with post_norms), QK-norm's, row-parallel biases (projection, FC2), the router, and MLA's down
   // projections and latent norms (every TP rank holds them whole, as Megatron's "duplicated" linears).
   std::int64_t replicated = 0;
+  // Of `replicated`, MLA's down projections and latent norms: Megatron marks them sequence_parallel and, under SP,
+  // sums their gradients over TP once a step (finalize_model_grads' _allreduce_non_tensor_model_parallel_grads).
+  std::int64_t duplicated_linears = 0;
   int experts = 0;                     // num_experts in an MoE layer, else 0
   std::int64_t per_expert = 0;         // one expert's MLP, its biases included
   std::int64_t tp_split() const {

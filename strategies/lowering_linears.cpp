@@ -56,10 +56,11 @@ void cast_to_fp8(Emitter& e, OpRole role, LinearTensor tensor, std::int64_t rows
 namespace {
 
 
-// What an SP gather of the linear's h-wide input or output gradient moves: FP8 where the layer casts before it
-// (in backward, the input's columnwise copy only when wgrad reads it in FP8).
-std::int64_t gathered_bytes(const Emitter& e, bool fp8) {
-  return fp8 ? e.shapes().tokens * e.shapes().h : activation_bytes(e.shapes());
+// What an SP gather of the linear's input or output gradient, `width` wide, moves: FP8 where the layer casts before
+// it (in backward, the input's columnwise copy only when wgrad reads it in FP8). The width is h for every linear
+// but MLA's up projections, whose inputs are the latents (q_lora_rank, kv_lora_rank wide).
+std::int64_t gathered_bytes(const Emitter& e, bool fp8, std::int64_t width) {
+  return e.shapes().tokens * width * (fp8 ? 1 : 2);
 }
 
 // A TP collective Transformer Engine's userbuffers run beside a GEMM ("bulk": on a few SMs).
@@ -97,7 +98,7 @@ OpIndex gathered_gemm(Emitter& e, OpRole role, GemmPass pass, LinearTensor gathe
   const RankShapes& s = e.shapes();
   cast_to_fp8(e, role, gathered, s.tokens_local, k);  // k: the gathered tensor's width, forward and backward
   const OpIndex input = e.chain;
-  const std::int64_t bytes = gathered_bytes(e, e.fp8_linears());
+  const std::int64_t bytes = gathered_bytes(e, e.fp8_linears(), k);
   std::vector<OpIndex> steps;
   for (int step = 1; step < s.tp; ++step)
     steps.push_back(
@@ -144,7 +145,7 @@ void column_parallel_forward(Emitter& e, OpRole role, std::int64_t n_out, std::i
   }
   cast_to_fp8(e, role, LinearTensor::input, s.tokens_local, k_in);
   if (tp_active(s) && s.sp)
-    e.emit(tp_op(OpKind::all_gather, OpRole::tp_gather, s, gathered_bytes(e, e.fp8_linears()), role,
+    e.emit(tp_op(OpKind::all_gather, OpRole::tp_gather, s, gathered_bytes(e, e.fp8_linears(), k_in), role,
                  LinearTensor::input));
   e.emit(linear_gemm(e, role, GemmPass::forward, s.tokens, n_out, k_in));
 }
@@ -172,18 +173,33 @@ void column_parallel_backward(Emitter& e, OpRole role, std::int64_t n_out, std::
   const auto collective = s.tp_comm_overlap ? userbuffers_op : tp_op;
   OpIndex gathered_input = kNoOp;
   if (tp_active(s) && s.sp)  // the input again for wgrad: its columnwise FP8 copy where wgrad reads FP8
-    gathered_input = e.emit_after(collective(OpKind::all_gather, OpRole::tp_gather, s, gathered_bytes(e, fp8_wgrad(e)),
-                                             role, LinearTensor::input),
+    gathered_input = e.emit_after(collective(OpKind::all_gather, OpRole::tp_gather, s,
+                                             gathered_bytes(e, fp8_wgrad(e), k_in), role, LinearTensor::input),
                                   e.chain);
   cast_to_fp8(e, role, LinearTensor::output_gradient, s.tokens, n_out);
   const OpIndex dgrad = e.emit(linear_gemm(e, role, GemmPass::input_gradient, s.tokens, k_in, n_out));
+  const std::int64_t input_gradient_bytes = s.tokens * k_in * 2;  // bf16, k_in wide (h but for MLA's up projections)
   if (tp_active(s))
-    e.emit(s.sp ? collective(OpKind::reduce_scatter, OpRole::tp_scatter, s, activation_bytes(s), role,
+    e.emit(s.sp ? collective(OpKind::reduce_scatter, OpRole::tp_scatter, s, input_gradient_bytes, role,
                              LinearTensor::input_gradient)
-                : tp_op(OpKind::all_reduce, OpRole::tp_reduce, s, activation_bytes(s), role,
+                : tp_op(OpKind::all_reduce, OpRole::tp_reduce, s, input_gradient_bytes, role,
                         LinearTensor::input_gradient));
   const OpIndex wgrad = e.emit_after(linear_gemm(e, role, GemmPass::weight_gradient, k_in, n_out, s.tokens), dgrad);
   if (gathered_input != kNoOp) e.depend(gathered_input, wgrad);
+  accumulate_gradient(e, wgrad, k_in * n_out);
+}
+
+void duplicated_forward(Emitter& e, OpRole role, std::int64_t n_out, std::int64_t k_in) {
+  const RankShapes& s = e.shapes();
+  cast_to_fp8(e, role, LinearTensor::input, s.tokens_local, k_in);
+  e.emit(linear_gemm(e, role, GemmPass::forward, s.tokens_local, n_out, k_in));
+}
+
+void duplicated_backward(Emitter& e, OpRole role, std::int64_t n_out, std::int64_t k_in) {
+  const RankShapes& s = e.shapes();
+  cast_to_fp8(e, role, LinearTensor::output_gradient, s.tokens_local, n_out);
+  const OpIndex dgrad = e.emit(linear_gemm(e, role, GemmPass::input_gradient, s.tokens_local, k_in, n_out));
+  const OpIndex wgrad = e.emit_after(linear_gemm(e, role, GemmPass::weight_gradient, k_in, n_out, s.tokens_local), dgrad);
   accumulate_gradient(e, wgrad, k_in * n_out);
 }
 
@@ -196,7 +212,7 @@ void row_parallel_backward(Emitter& e, OpRole role, std::int64_t n_out, std::int
   } else {
     cast_to_fp8(e, role, LinearTensor::output_gradient, s.tokens_local, n_out);
     if (tp_active(s) && s.sp)
-      e.emit(tp_op(OpKind::all_gather, OpRole::tp_gather, s, gathered_bytes(e, e.fp8_linears()), role,
+      e.emit(tp_op(OpKind::all_gather, OpRole::tp_gather, s, gathered_bytes(e, e.fp8_linears(), n_out), role,
                    LinearTensor::output_gradient));
     dgrad = e.emit(linear_gemm(e, role, GemmPass::input_gradient, s.tokens, k_in, n_out));
   }

@@ -24,5 +24,10 @@ void column_parallel_forward(Emitter& e, OpRole role, std::int64_t n_out, std::i
 void row_parallel_forward(Emitter& e, OpRole role, std::int64_t n_out, std::int64_t k_in);
 void column_parallel_backward(Emitter& e, OpRole role, std::int64_t n_out, std::int64_t k_in);
 void row_parallel_backward(Emitter& e, OpRole role, std::int64_t n_out, std::int64_t k_in);
+// A linear whole on every TP rank (Transformer Engine's parallel_mode "duplicated", MLA's down projections), run on
+// the rank's own rows (tokens / tp under SP): no TP collective; its weight gradient is summed over TP once a step
+// (strategies/lowering_pipeline.cpp), not here.
+void duplicated_forward(Emitter& e, OpRole role, std::int64_t n_out, std::int64_t k_in);
+void duplicated_backward(Emitter& e, OpRole role, std::int64_t n_out, std::int64_t k_in);
 
 }  // namespace twin::lowering

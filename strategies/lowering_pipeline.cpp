@@ -351,11 +351,14 @@ void StageLowering::optimizer_phase() {
         last_compute);
     e_.depend(last_compute2, sync);
   }
+  const OpIndex tp_sum = sum_duplicated_gradients(last_compute);
+  e_.depend(last_compute2, tp_sum);
   if (s_.data_group > 1) {
     const OpIndex norm = e_.emit_after(Emitter::collective(OpKind::all_reduce, OpRole::grad_norm, Stream::dp_comm,
                                                            GroupKind::data, s_.data_group, 8),
                                        last_compute);
     e_.depend(last_compute2, norm);
+    e_.depend(tp_sum, norm);
   }
   const RankParameters p = stage_parameters_per_rank(model_, strategy_, stage_);
   const auto shard = [&](std::int64_t n, int group) {
@@ -367,6 +370,7 @@ void StageLowering::optimizer_phase() {
   e_.chain = last_compute;
   const OpIndex update = e_.emit(step);
   e_.depend(gradients_ready, update);
+  e_.depend(tp_sum, update);
   e_.depend(last_compute2, update);
   cast_weights_to_fp8(shard(fp8_weights_per_rank(scenario_, strategy_, stage_).dense, s_.data_group) +
                       shard(fp8_weights_per_rank(scenario_, strategy_, stage_).expert, s_.expert_data_group));
@@ -378,6 +382,28 @@ void StageLowering::optimizer_phase() {
       e_.emit_after(parameter_collective(OpKind::all_gather, OpRole::param_gather, GroupKind::expert_data,
                                          s_.expert_data_group, p.expert * 2, kWholeStage), update);
   }
+}
+
+// Megatron marks a duplicated linear's weight sequence_parallel (TELinear.__init__, megatron/core/extensions/
+// transformer_engine.py at NVIDIA/Megatron-LM d98e8a64dd) and finalize_model_grads sums such gradients over TP after
+// the data-parallel reduction (finish_grad_sync, then _allreduce_non_tensor_model_parallel_grads: one coalesced
+// all-reduce). Without SP each rank ran them on all rows: nothing to sum. The layer norms' weights join that
+// all-reduce in Megatron too; twin prices it for MLA's duplicated weights only (docs/SIMULATOR.md).
+OpIndex StageLowering::sum_duplicated_gradients(OpIndex after) {
+  if (!s_.sp) return kNoOp;
+  std::int64_t parameters = 0;
+  for (int chunk = 0; chunk < chunks_per_stage(strategy_); ++chunk) {
+    const int first = first_layer_of(model_, strategy_, stage_, chunk);
+    const int count = layers_in_virtual_stage(model_, strategy_, virtual_stage_of(strategy_, stage_, chunk));
+    for (int layer = first; layer < first + count; ++layer)
+      parameters += layer_parameter_groups(model_, layer).duplicated_linears;
+  }
+  if (parameters == 0) return kNoOp;
+  const OpIndex sum = e_.emit_after(Emitter::collective(OpKind::all_reduce, OpRole::tp_reduce, Stream::tp_comm,
+                                                        GroupKind::tensor, s_.tp, parameters * s_.reduce_bytes),
+                                    after);
+  e_.depend(last_on(Stream::dp_comm), sum);
+  return sum;
 }
 
 // The FP8 copies of the stage's FP8 weights, made once per step after the update (Transformer Engine casts them

@@ -74,6 +74,9 @@ class StageLowering {
   OpIndex last_on(Stream stream);
   bool fsdp2_reshards(const Unit& u) const;  // pytorch-fsdp2: whether the backward gathers u's weights again
   void optimizer_phase();
+  // Under SP the TP sum of the gradients of weights every TP rank holds whole (MLA's down projections and latent
+  // norms), after `after` and the data-parallel reduction; kNoOp where there is none.
+  OpIndex sum_duplicated_gradients(OpIndex after);
 
   // ---- double strand (lowering_double_strand.cpp) ----
   // One unit of one strand emitted into a scratch graph: its ops and their dependencies (-1: the

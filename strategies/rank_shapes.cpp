@@ -87,7 +87,10 @@ RankShapes rank_shapes(const Scenario& scenario, const Strategy& st) {
     s.dispatcher = scenario.framework.moe_token_dispatcher_type;
   }
   s.layers_per_chunk = max_layers_in_virtual_stage(m, st);
-  s.tp_comm_overlap = scenario.framework.tp_comm_overlap && s.sp;
+  // Megatron's TELinear.__init__ (megatron/core/extensions/transformer_engine.py at NVIDIA/Megatron-LM d98e8a64dd)
+  // sets the shared config's tp_comm_overlap to False on meeting a buffer name other than qkv, proj, fc1 and fc2:
+  // MLA's first down projection ('q_down_proj' or 'kv_down_proj') turns userbuffers off for every linear after it.
+  s.tp_comm_overlap = scenario.framework.tp_comm_overlap && s.sp && !m.mla.enabled();
   s.cp_all_gather = scenario.framework.cp_comm_type == CpCommType::all_gather;
   s.normalization = m.normalization;
   s.gradient_accumulation_fusion = scenario.framework.gradient_accumulation_fusion;

@@ -28,16 +28,15 @@ std::optional<std::string> fp8_reason(const Scenario& scenario, const Strategy& 
   return std::nullopt;
 }
 
-// Multi-latent attention is lowered as one GPU of a TP group runs it (strategies/lowering_mla.hpp): at TP 1 and CP 1,
-// under Megatron-LM with its own ZeRO. Megatron's MLA under TP keeps the down projections whole on every rank and
-// splits the heads (megatron/core/transformer/multi_latent_attention.py); that lowering is not written yet.
+// Multi-latent attention is lowered as Megatron-LM runs it under TP (strategies/lowering_mla.hpp), with its own
+// ZeRO, at CP 1: Megatron's MLA under CP gathers or exchanges its keys and values by the CP backend of the expanded
+// heads, which the lowering does not write yet.
 std::optional<std::string> mla_reason(const Scenario& scenario, const Strategy& s) {
   if (!scenario.model.mla.enabled()) return std::nullopt;
-  if (s.tensor_model_parallel_size > 1 || s.context_parallel_size > 1)
-    return fmt::format("multi-latent attention at tensor_model_parallel_size {} and context_parallel_size {} is not "
-                       "lowered yet (expected 1 and 1: its replicated down projections and latents under TP are "
-                       "not modelled)",
-                       s.tensor_model_parallel_size, s.context_parallel_size);
+  if (s.context_parallel_size > 1)
+    return fmt::format("multi-latent attention at context_parallel_size {} is not lowered yet (expected 1: its "
+                       "keys' and values' exchange under context parallelism is not modelled)",
+                       s.context_parallel_size);
   if (scenario.framework.name == FrameworkName::pytorch_fsdp2 ||
       (s.zero_stage == 3 && scenario.framework.zero_implementation == ZeroImplementation::deepspeed))
     return std::string("multi-latent attention under PyTorch FSDP2 or DeepSpeed's ZeRO-3 is not lowered yet (their "
