@@ -27,13 +27,9 @@ void StageRuntime::run_op(OpIndex index) {
   const OpPass p{op, b, op.micro_batch, StageLayout::unit_of(op, b), scratch_[stream], streams_[stream]};
   DenseBlock& dense = *dense_;
   const auto moe = [this]() -> MoeBlock& { return present(moe_, "an experts-block op in a dense model"); };
-  const auto pipelines = [this]() -> PipelineReductionRun& {
-    return present(pipeline_reduction_, "a ring across pipelines without its reductions");
-  };
+  const auto pipelines = [this]() -> PipelineReductionRun& { return present(pipeline_reduction_, "no reductions"); };
   const auto fp8 = [this]() -> Fp8Linears& { return present(fp8_, "an FP8 op in a plan without training.fp8"); };
-  const auto mla = [this]() -> MlaBlock& {
-    return present(mla_, "an MLA op in a model without multi-latent attention");
-  };
+  const auto mla = [this]() -> MlaBlock& { return present(mla_, "an MLA op in a model without MLA"); };
   const bool fp8_gemm = op.kind == OpKind::gemm && is_fp8(op.gemm);  // the linear reads its FP8 copies
   switch (b.action) {
     case Action::linear_forward: return fp8_gemm ? fp8().forward(p) : dense.linear_forward(p);
@@ -95,11 +91,12 @@ void StageRuntime::run_op(OpIndex index) {
     case Action::ring_gradient_add: return ring_->gradient_add(p);
     case Action::ulysses_to_heads:
     case Action::ulysses_to_sequence: return ulysses_exchange(p, layout_.layout(p.unit), tensors_);
-    case Action::phase_handoff: return;  // the process issues its parts in order
-    case Action::switch_transfer: return;  // the switch ran before the part's first op (LayoutSwitch::run)
     case Action::pipelines_reduce: return pipelines().reduce(op.ring_segment, *params_, p.stream);
     case Action::pipelines_gather: return pipelines().gather(op.ring_segment, *params_, p.stream);
-    case Action::pipelines_ring_step: return;  // the segment's reduction ran at its ring's first step
+    case Action::phase_handoff:        // the process issues its parts in order
+    case Action::switch_transfer:      // the switch ran before the part's first op (LayoutSwitch::run)
+    case Action::pipelines_ring_step:  // the segment's reduction ran at its ring's first step
+      return;
     case Action::mla_step: return mla().run(p);
   }
 }
