@@ -128,16 +128,30 @@ constexpr std::array kMlaDenseLayer{kInputNorm, kMlaAttention, kProjection, kAtt
                                     kMlpNorm,   kFc1,          kActivation, kFc2, kMlpResidual};
 constexpr std::array kMlaMoeLayer{kInputNorm, kMlaAttention, kProjection, kAttentionResidual,
                                   kMlpNorm,   kExperts,      kMlpResidual};
-constexpr std::array kPostNormDenseLayer{kInputNorm, kQkv, kAttention, kProjection, kPostAttentionNorm,
-                                         kPostAttentionResidual, kMlpNorm, kFc1, kActivation, kFc2, kPostMlpNorm,
-                                         kPostMlpResidual};
-constexpr std::array kPostNormMoeLayer{kInputNorm, kQkv, kAttention, kProjection, kPostAttentionNorm,
-                                       kPostAttentionResidual, kMlpNorm, kExperts, kPostMlpNorm, kPostMlpResidual};
-constexpr std::array kPostNormMlaDenseLayer{kInputNorm, kMlaAttention, kProjection, kPostAttentionNorm,
-                                            kPostAttentionResidual, kMlpNorm, kFc1, kActivation, kFc2, kPostMlpNorm,
-                                            kPostMlpResidual};
-constexpr std::array kPostNormMlaMoeLayer{kInputNorm, kMlaAttention, kProjection, kPostAttentionNorm,
-                                          kPostAttentionResidual, kMlpNorm, kExperts, kPostMlpNorm, kPostMlpResidual};
+// A layer with post norms, from the layer without: each residual preceded by its branch's norm and adding the
+// normalised branch; every other block as it is.
+template <std::size_t N>
+constexpr std::array<Block, N + 2> with_post_norms(const std::array<Block, N>& layer) {
+  std::array<Block, N + 2> out{};
+  std::size_t i = 0;
+  for (const Block& block : layer) {
+    if (block.role == OpRole::attention_residual) {
+      out[i++] = kPostAttentionNorm;
+      out[i++] = kPostAttentionResidual;
+    } else if (block.role == OpRole::mlp_residual) {
+      out[i++] = kPostMlpNorm;
+      out[i++] = kPostMlpResidual;
+    } else {
+      out[i++] = block;
+    }
+  }
+  if (i != N + 2) throw std::logic_error("a layer without its two residuals");  // a compile error here: constexpr
+  return out;
+}
+constexpr auto kPostNormDenseLayer = with_post_norms(kDenseLayer);
+constexpr auto kPostNormMoeLayer = with_post_norms(kMoeLayer);
+constexpr auto kPostNormMlaDenseLayer = with_post_norms(kMlaDenseLayer);
+constexpr auto kPostNormMlaMoeLayer = with_post_norms(kMlaMoeLayer);
 constexpr std::array kEmbedding{Block{BlockKind::embedding, OpRole::embedding, T::input, T::embedded, T::count,
                                       T::count, hidden, vocab, kEmbeddingSaved}};
 constexpr std::array kHead{
