@@ -12,6 +12,7 @@
 
 #include <fmt/format.h>
 
+#include "executor/mla_layout.hpp"
 #include "executor/model_support.hpp"
 #include "strategies/lowering_emitter.hpp"
 #include "strategies/rank_layout.hpp"
@@ -223,18 +224,17 @@ class UnitMaker {
     if (tp_ > 1)
       throw std::invalid_argument("multi-latent attention under tensor parallelism (its replicated down projections' "
                                   "and latent norms' gradients are not summed over TP): tensor_model_parallel_size 1");
-    const lowering::RankShapes& s = shapes_;
-    const std::int64_t q_width = s.heads * s.d, kv_width = s.heads * (s.d - s.rope_d + s.v_d);
+    const MlaShape s = mla_shape(m_, 1, 1);  // the widths MlaAttention runs (the rows are the tokens')
     const auto whole = [](std::int64_t rows, std::int64_t cols) { return rows_from(rows, cols, 0); };
     if (s.q_lora_rank > 0) {
-      unit.tensors.push_back(weight(p + "q_down", OpRole::mla_q_down, whole(s.h, s.q_lora_rank), kStddev));
+      unit.tensors.push_back(weight(p + "q_down", OpRole::mla_q_down, whole(s.hidden, s.q_lora_rank), kStddev));
       add_latent_norm(unit, p + "q_norm", OpRole::mla_q_norm, s.q_lora_rank);
     }
-    unit.tensors.push_back(
-        weight(p + "q_up", OpRole::mla_q_up, whole(s.q_lora_rank > 0 ? s.q_lora_rank : s.h, q_width), kStddev));
-    unit.tensors.push_back(weight(p + "kv_down", OpRole::mla_kv_down, whole(s.h, s.kv_lora_rank + s.rope_d), kStddev));
+    unit.tensors.push_back(weight(p + "q_up", OpRole::mla_q_up,
+                                  whole(s.q_lora_rank > 0 ? s.q_lora_rank : s.hidden, s.q_width()), kStddev));
+    unit.tensors.push_back(weight(p + "kv_down", OpRole::mla_kv_down, whole(s.hidden, s.ckv_width()), kStddev));
     add_latent_norm(unit, p + "kv_norm", OpRole::mla_kv_norm, s.kv_lora_rank);
-    unit.tensors.push_back(weight(p + "kv_up", OpRole::mla_kv_up, whole(s.kv_lora_rank, kv_width), kStddev));
+    unit.tensors.push_back(weight(p + "kv_up", OpRole::mla_kv_up, whole(s.kv_lora_rank, s.kv_width()), kStddev));
   }
   // A latent's RMSNorm weight (ones), whatever the model's norm (DeepSeek-V3's).
   static void add_latent_norm(ParameterUnitLayout& unit, const std::string& name, OpRole role, std::int64_t rank) {
