@@ -78,11 +78,17 @@ double gemm_time_ns(const GemmShape& g, const GpuSpec& gpu, const GpuKernelProfi
 // the operands' traffic (a narrow GEMM's padded tile columns compute zeros but read nothing more). Multiplying
 // both priced the MoE router's GEMM (n = 8 experts, 16x padding in a 128-wide tile) at 176 us on an H200
 // where it ran in 17 us (docs/ACCURACY.md, MoE).
+// A group of GEMMs (count > 1) runs as count calls one after another (gpu/grouped_matmul.hpp: one cuBLASLt call per
+// group, the executor's and the calibration's alike), each with its own tiles, waves and efficiency: count times one
+// group's carrier, not one GEMM of count times the FLOPs (which priced 64 experts' 256-row GEMMs at a sixth of the
+// time they ran on an H200, docs/ACCURACY.md "Grouped GEMMs as the calls they are").
 double gemm_model_ns(const GemmShape& g, const GpuSpec& gpu, const GpuKernelProfile& k) {
-  const double flops = gemm_flops(g);
-  const double compute_ns = flops <= 0 ? 0 : seconds_to_ns(flops, gemm_peak_tflops(g, gpu) * k.gemm.at(flops));
-  const double padded_compute_ns = compute_ns * gemm_tile_work_factor(g, gpu.sm_count);
-  return std::max(padded_compute_ns, bandwidth_time_ns(gemm_bytes(g), gpu, k.memory_bound));
+  GemmShape group = g;
+  group.count = 1;
+  const double flops = gemm_flops(group);
+  const double compute_ns = flops <= 0 ? 0 : seconds_to_ns(flops, gemm_peak_tflops(group, gpu) * k.gemm.at(flops));
+  const double padded_compute_ns = compute_ns * gemm_tile_work_factor(group, gpu.sm_count);
+  return double(g.count) * std::max(padded_compute_ns, bandwidth_time_ns(gemm_bytes(group), gpu, k.memory_bound));
 }
 
 // Backward attention recomputes the scores and takes two more products than forward: 2.5x its FLOPs.

@@ -140,6 +140,28 @@ TEST(ComputeTimeNs, UsesMeasuredGemmsForUnmeasuredShapesOnly) {
   EXPECT_EQ(compute_time_ns(profile, gpu, gemm_op(measured_shape)), std::llround(kernel_ns + kernels.launch_overhead_ns));
 }
 
+// Twin's grouped GEMMs run one cuBLASLt call per group (gpu/grouped_matmul.hpp): with only the single GEMM of a
+// group's shape measured, 64 groups cost 64 of it, not one GEMM of 64 times its FLOPs at that size's efficiency.
+TEST(ComputeTimeNs, GroupsArePricedAsTheirCallsOneAfterAnother) {
+  const GpuSpec gpu = *gpu_preset("H200-141GB");
+  GpuKernelProfile kernels = builtin_profile().kernels_for(gpu);
+  kernels.measured.clear();
+  const GemmShape one{256, 1152, 2048, 1, false, false};
+  const double one_ns = 9.5e3;  // 124 TFLOP/s: a few tiles on 132 SMs
+  kernels.measured[kernel_shape_key(gemm_op(one))] = {one_ns, one_ns, one_ns, 5};
+  kernels.measured_gemms = index_measured_gemms(kernels.measured);
+  GemmShape group = one;
+  group.count = 64;
+  EXPECT_NEAR(benchmark_kernel_time_ns(kernels, gpu, gemm_op(group)), 64 * one_ns, 1e-6 * 64 * one_ns);
+  // Sizes between measured ones keep the single call's efficiency relative to the model, per call.
+  GemmShape wider = group;
+  wider.n = 2304;
+  GemmShape wider_one = wider;
+  wider_one.count = 1;
+  EXPECT_NEAR(benchmark_kernel_time_ns(kernels, gpu, gemm_op(wider)),
+              64 * benchmark_kernel_time_ns(kernels, gpu, gemm_op(wider_one)), 1e-6 * 64 * one_ns);
+}
+
 struct Fixture {
   double peak_tflops = 0;
   std::vector<MeasuredGemm> gemms;
