@@ -17,10 +17,11 @@ namespace {
 namespace k = twin::kernels;
 using Host = std::vector<double>;
 
-TEST(MlaKernels, ExpandKeysAndValuesAndReduceTheirGradients) {
-  REQUIRE_GPU();
-  const k::MlaHeads s{67, 4, 32, 16, 24, 40 + 16};  // k_pe: columns 40..55 of 56-wide rows
-  const std::int64_t t = s.tokens, kv_width = s.heads * (s.nope + s.v), kw = s.nope + s.rope, first = 40;
+// The heads of `s` expanded and their gradients reduced, against float64, the shared key in columns first.. of
+// k_pe's rows.
+void check_expand_and_reduce(const k::MlaHeads& s, std::int64_t first) {
+  SCOPED_TRACE(::testing::Message() << "nope " << s.nope << ", rope " << s.rope << ", v " << s.v << ", shared key at " << first);
+  const std::int64_t t = s.tokens, kv_width = s.heads * (s.nope + s.v), kw = s.nope + s.rope;
   auto kv = random_bf16(t * kv_width), ckv = random_bf16(t * s.k_pe_row_stride);
   auto key = poisoned(t * s.heads * kw * 2), value = poisoned(t * s.heads * s.v * 2);
   k::mla_expand_kv(bf(kv), bf(ckv) + first, bf(key), bf(value), s, nullptr);
@@ -59,6 +60,13 @@ TEST(MlaKernels, ExpandKeysAndValuesAndReduceTheirGradients) {
   EXPECT_EQ(bf16_to_host(d_kv.data(), want_dkv.size()), want_dkv) << "d_kv: copies of dK's nope part and dV";
   EXPECT_LT(report("mla shared key grad (sum of heads)", relative_error(got_pe, want_pe)), kBf16Tolerance);
   EXPECT_EQ(got_others, others) << "the latent's columns are not the shared key's gradient";
+}
+
+TEST(MlaKernels, ExpandKeysAndValuesAndReduceTheirGradients) {
+  REQUIRE_GPU();
+  check_expand_and_reduce({67, 4, 32, 16, 24, 40 + 16}, 40);  // widths of 8s: 16 bytes at a time
+  check_expand_and_reduce({67, 3, 30, 14, 22, 36 + 14}, 36);  // other widths: an element at a time
+  check_expand_and_reduce({67, 4, 32, 16, 24, 40 + 16}, 37);  // the shared key off 16 bytes: an element at a time
 }
 
 // cuDNN's SDPA with d_v != d_qk; twin's own kernels refuse it by name.
