@@ -73,6 +73,29 @@ TEST(Fp8BlockCast, WidthsOfFourTakeTheNarrowLoadsAndTheSameBytes) {
   }
 }
 
+// A block of near-zero values beside zeros (the first 1x128 row, and the first 128 x 128 tile: 2e-37 and 0 in
+// turn, the rest of the tensor ordinary): its scale is the largest float, not infinity, so its zeros stay zeros
+// (E4M3's NaN is 0x7f or 0xff) and the bytes and scales are the host's.
+TEST(Fp8BlockCast, NearZeroBlocksBesideZerosQuantizeToNumbers) {
+  REQUIRE_GPU();
+  const std::int64_t rows = 256, cols = 256;
+  gpu::DeviceBuffer x = random_bf16(rows * cols);
+  std::vector<__nv_bfloat16> host(rows * cols);
+  TWIN_CUDA_CHECK(cudaMemcpy(host.data(), x.data(), host.size() * 2, cudaMemcpyDeviceToHost));
+  for (std::int64_t r = 0; r < kFp8Block; ++r)
+    for (std::int64_t c = 0; c < kFp8Block; ++c) host[r * cols + c] = __float2bfloat16((r + c) % 2 ? 2e-37f : 0.0f);
+  TWIN_CUDA_CHECK(cudaMemcpy(x.data(), host.data(), host.size() * 2, cudaMemcpyHostToDevice));
+  const std::vector<double> hx = bf16_to_host(x.data(), rows * cols);
+  for (const Fp8Scaling scaling : {Fp8Scaling::blocks_1x128, Fp8Scaling::blocks_128x128}) {
+    const DeviceBlocks d(x, rows, cols, scaling);
+    const HostBlocks want = quantize_blocks(hx, rows, cols, scaling);
+    expect_copy(d.rowwise, d.rowwise_scales, want, "rowwise");
+    int nan_bytes = 0;
+    for (const std::uint8_t byte : bytes_to_host(d.rowwise, rows * cols)) nan_bytes += (byte & 0x7f) == 0x7f;
+    EXPECT_EQ(nan_bytes, 0);
+  }
+}
+
 // C[m,n] = A[m,k] B[n,k]^T with A's blocks `a` and B's `b`, against float64 of the dequantized operands; the
 // quantization's own error against the bf16 operands is reported beside.
 void check_block_product(Fp8Scaling a, Fp8Scaling b) {
