@@ -1,7 +1,7 @@
 // Each refusal says why: the executor casts a linear's tensors on the rows its GPU holds and runs the three GEMMs
-// on them (executor/gpu/fp8_linears.hpp) with one scale per tensor, its own (tensorwise) or its history's (delayed);
-// gathers of FP8 tensors over TP, FP8 expert GEMMs, FP8 parameters and the recipes with block scales have no kernels
-// here yet.
+// on them (executor/gpu/fp8_linears.hpp) with one scale per tensor, its own (tensorwise) or its history's (delayed),
+// or one per block (blockwise); gathers of FP8 tensors over TP, FP8 expert GEMMs, FP8 parameters and MXFP8 have no
+// kernels here yet.
 #include "executor/fp8_plan_check.hpp"
 
 #include <algorithm>
@@ -20,14 +20,17 @@ void check_fp8_plan(const Plan& plan, const std::string& file) {
     case Fp8Recipe::tensorwise:
     case Fp8Recipe::delayed: break;
     case Fp8Recipe::blockwise:
-      throw InputError(file, "/scenario/training/fp8/recipe",
-                       "tensorwise or delayed (twin execute's FP8 linears keep one scale per tensor; the blockwise "
-                       "recipe's 1x128/128x128 casts and block-scaled GEMMs have kernels and are calibrated, and the "
-                       "simulator prices them, but no linear runs them yet)");
+      // DeepSeek-V3's recipe and TE's Float8BlockScaling default: E4M3 in both passes (executor/gpu/fp8_linears.hpp).
+      if (fp8.format != Fp8Format::e4m3)
+        throw InputError(file, "/scenario/training/fp8/format",
+                         "e4m3 with training.fp8.recipe blockwise (twin execute runs the block-scaled GEMMs in E4M3 "
+                         "everywhere, as DeepSeek-V3 and Transformer Engine's Float8BlockScaling do; no E5M2 "
+                         "block-scaled GEMM was checked on Hopper)");
+      break;
     case Fp8Recipe::mxfp8:
       throw InputError(file, "/scenario/training/fp8/recipe",
-                       "tensorwise or delayed (MXFP8's 32-element scales run on Blackwell's tensor cores only; this "
-                       "executor runs Hopper's per-tensor FP8)");
+                       "tensorwise, delayed or blockwise (MXFP8's 32-element scales run on Blackwell's tensor cores "
+                       "only; this executor runs Hopper's FP8)");
   }
   if (fp8.param_gather)
     throw InputError(file, "/scenario/training/fp8/param_gather",

@@ -1,6 +1,6 @@
 // What twin execute runs of training.fp8 (core/fp8.hpp), checked before anything is lowered: FP8 linears with
-// one scale per tensor (recipes tensorwise and delayed) on GPUs with FP8 tensor cores, in a dense model whose linears are
-// whole on each GPU. Everything else the scenario can say about FP8 is priced by the simulator only, and refused
+// one scale per tensor (recipes tensorwise and delayed) or per block (blockwise, in E4M3) on GPUs with FP8 tensor
+// cores, in a dense model whose linears are whole on each GPU. Everything else the scenario can say about FP8 is priced by the simulator only, and refused
 // here at its own key with the reason. Pure CPU code.
 #pragma once
 #include <string>

@@ -140,8 +140,8 @@ void bind_gemm(const RankClass& rc, OpIndex i, OpBinding& b) {
   if (op.gemm.count != 1) unsupported(rc, i, "a grouped GEMM of a dense linear");
   if (is_fp8(op.gemm) && (op.role == OpRole::shared_expert_fc1 || op.role == OpRole::shared_expert_fc2))
     unsupported(rc, i, "an FP8 GEMM of the shared experts");
-  if (is_fp8(op.gemm) && op.gemm.inputs != GemmInputs::fp8_per_tensor)
-    unsupported(rc, i, "an FP8 GEMM of block or MX scales (twin execute runs per-tensor scaling)");
+  if (op.gemm.inputs == GemmInputs::mxfp8)
+    unsupported(rc, i, "an FP8 GEMM of MX scales (twin execute runs per-tensor and 128-element block scales)");
 }
 
 void bind_elementwise(const RankClass& rc, OpIndex i, OpBinding& b) {

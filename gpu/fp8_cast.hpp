@@ -26,11 +26,16 @@ inline constexpr int kFp8AmaxBlocks = 512;
 inline constexpr int kFp8PartialsAt = 4;
 inline constexpr int kFp8ScalingFloats = kFp8PartialsAt + kFp8AmaxBlocks;
 
-// The scale current scaling takes for `amax`: fp8_max / amax, or 1 for an all-zero or non-finite tensor (as
-// Transformer Engine's compute_scale_from_amax does without a margin). The host and the kernel share it.
+// The scale current scaling takes for `amax`: fp8_max / amax, or 1 for an all-zero or non-finite tensor, and the
+// largest float where fp8_max / amax overflows (amax below about 1.3e-36 for E4M3, which a 1x128 block of near-zero
+// values can have: an infinite scale would quantize the block's zeros to NaN), as Transformer Engine's
+// compute_scale_from_amax does without a margin (transformer_engine/common/recipe/recipe_common.cuh). The host and
+// the kernels share it.
 __host__ __device__ inline float fp8_scale_for(float amax, Fp8Type type) {
-  const bool usable = amax > 0.0f && amax <= 3.4e38f;
-  return usable ? fp8_max(type) / amax : 1.0f;
+  constexpr float kFloatMax = 3.402823466e38f;
+  if (!(amax > 0.0f && amax <= kFloatMax)) return 1.0f;
+  const float scale = fp8_max(type) / amax;
+  return scale <= kFloatMax ? scale : kFloatMax;
 }
 
 // x (rows x cols, row-major bf16) into `rowwise` (rows x cols, 1 byte each) and, where not null, `columnwise`

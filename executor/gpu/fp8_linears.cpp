@@ -1,29 +1,79 @@
-// An FP8 tensor in the store is one buffer: the rowwise copy, the columnwise copy (each padded to 256 bytes) and
-// the scaling record. The GEMM shapes come from the op, checked against the weight as the bf16 linears check them.
+// An FP8 tensor in the store is one buffer: the rowwise copy, the columnwise copy and the scale records, each padded
+// to 256 bytes (cuBLASLt asks 16-byte aligned scale pointers). The GEMM shapes come from the op, checked against the
+// weight as the bf16 linears check them; each operand's blocks come from the recipe (gpu::fp8_cast_blocks), the one
+// rule the casts follow too.
 #include "executor/gpu/fp8_linears.hpp"
 
 #include <stdexcept>
 
 #include "executor/gpu/kernel_launch.hpp"
-#include "gpu/fp8_matmul.hpp"
 
 namespace twin::exec {
 namespace {
 
 constexpr std::int64_t kPad = 256;
 std::int64_t padded(std::int64_t bytes) { return (bytes + kPad - 1) / kPad * kPad; }
-std::size_t fp8_buffer_bytes(std::int64_t elements) {
-  return static_cast<std::size_t>(2 * padded(elements) + kernels::kFp8ScalingFloats * sizeof(float));
-}
-Fp8Copies copies_in(void* buffer, std::int64_t elements) {
-  auto* base = static_cast<std::uint8_t*>(buffer);
-  return {base, base + padded(elements), reinterpret_cast<float*>(base + 2 * padded(elements))};
+
+// Bytes of the scale record of a copy of rows x cols (cols its contraction dimension), padded.
+std::int64_t record_bytes(kernels::Fp8Scaling blocks, std::int64_t rows, std::int64_t cols) {
+  const std::int64_t floats = blocks == kernels::Fp8Scaling::per_tensor
+                                  ? kernels::kFp8ScalingFloats
+                                  : kernels::fp8_block_scale_floats(blocks, rows, cols);
+  return padded(floats * static_cast<std::int64_t>(sizeof(float)));
 }
 
-Act fp8_input(OpRole linear) { return {linear_tensors(linear).input.tensor, Form::fp8}; }
-Act fp8_output_grad(OpRole linear) { return {linear_tensors(linear).d_output.tensor, Form::fp8_gradient}; }
+Act fp8_name(OpRole linear, LinearTensor tensor) {
+  const LinearTensors t = linear_tensors(linear);
+  if (tensor == LinearTensor::input) return {t.input.tensor, Form::fp8};
+  if (tensor == LinearTensor::output_gradient) return {t.d_output.tensor, Form::fp8_gradient};
+  throw std::logic_error("executor: an FP8 activation that is neither a linear's input nor its output gradient");
+}
+
+kernels::Fp8Scaling blocks_of(Fp8Recipe recipe, LinearTensor tensor) { return gpu::fp8_cast_blocks(recipe, tensor); }
 
 }  // namespace
+
+std::size_t Fp8Layout::bytes() const {
+  const bool per_tensor = blocks == kernels::Fp8Scaling::per_tensor;
+  return static_cast<std::size_t>(2 * padded(rows * cols) + record_bytes(blocks, rows, cols) +
+                                  (per_tensor ? 0 : record_bytes(blocks, cols, rows)));
+}
+
+Fp8Copies Fp8Layout::copies_in(void* buffer) const {
+  auto* base = static_cast<std::uint8_t*>(buffer);
+  auto* rowwise_record = base + 2 * padded(rows * cols);
+  auto* columnwise_record =
+      blocks == kernels::Fp8Scaling::per_tensor ? rowwise_record : rowwise_record + record_bytes(blocks, rows, cols);
+  return {base, base + padded(rows * cols), reinterpret_cast<float*>(rowwise_record),
+          reinterpret_cast<float*>(columnwise_record)};
+}
+
+Fp8Layout fp8_layout(Fp8Recipe recipe, LinearTensor tensor, std::int64_t rows, std::int64_t cols) {
+  return {rows, cols, blocks_of(recipe, tensor)};
+}
+
+void Fp8LinearGemm::run(Fp8Matmul& matmul, bf16* c, cudaStream_t stream) const {
+  matmul.run(problem, a, a_scale_inv, b, b_scale_inv, c, stream);
+}
+
+Fp8LinearGemm fp8_forward_gemm(Fp8Recipe recipe, const GemmShape& g, const Fp8Copies& x, const Fp8Copies& w) {
+  const Fp8MatmulProblem problem{g.m, g.n, g.k, false, false, false, blocks_of(recipe, LinearTensor::input),
+                                 blocks_of(recipe, LinearTensor::weight)};
+  return {problem, x.rowwise, x.rowwise_scaling, w.columnwise, w.columnwise_scaling};
+}
+
+Fp8LinearGemm fp8_data_grad_gemm(Fp8Recipe recipe, const GemmShape& g, const Fp8Copies& dy, const Fp8Copies& w) {
+  const Fp8MatmulProblem problem{g.m, g.n, g.k, g.e5m2, false, false, blocks_of(recipe, LinearTensor::output_gradient),
+                                 blocks_of(recipe, LinearTensor::weight)};
+  return {problem, dy.rowwise, dy.rowwise_scaling, w.rowwise, w.rowwise_scaling};
+}
+
+Fp8LinearGemm fp8_weight_grad_gemm(Fp8Recipe recipe, const GemmShape& g, const Fp8Copies& x, const Fp8Copies& dy,
+                                   bool accumulate) {
+  const Fp8MatmulProblem problem{g.m, g.n, g.k, false, g.e5m2, accumulate, blocks_of(recipe, LinearTensor::input),
+                                 blocks_of(recipe, LinearTensor::output_gradient)};
+  return {problem, x.columnwise, x.columnwise_scaling, dy.columnwise, dy.columnwise_scaling};
+}
 
 Fp8Linears::Fp8Linears(const Fp8Config& fp8, TensorStore& tensors, DenseBlock& dense, const RankClass& rc,
                        const std::vector<OpBinding>& bindings, cudaStream_t stream)
@@ -39,7 +89,8 @@ Fp8Linears::Fp8Linears(const Fp8Config& fp8, TensorStore& tensors, DenseBlock& d
     if (weights_.count(key)) continue;
     const LinearWeight w = dense_.linear_weight(bindings[i].subject, unit);
     if (w.stored_out_by_in) throw std::logic_error("executor: an FP8 linear whose weight is stored [out, in]");
-    weights_.emplace(key, std::pair{w, copies_in(tensors_.static_buffer(fp8_buffer_bytes(w.in * w.out)), w.in * w.out)});
+    const Fp8Layout layout = fp8_layout(fp8_.recipe, LinearTensor::weight, w.in, w.out);
+    weights_.emplace(key, std::pair{w, layout.copies_in(tensors_.static_buffer(layout.bytes()))});
     if (fp8_.recipe != Fp8Recipe::delayed) continue;
     for (LinearTensor tensor : {LinearTensor::input, LinearTensor::output_gradient, LinearTensor::weight}) {
       auto* state = static_cast<float*>(
@@ -92,16 +143,19 @@ kernels::Fp8Type Fp8Linears::gradient_type() const {
 void Fp8Linears::cast_weights(Fp8Recipe recipe, cudaStream_t stream) {
   for (const auto& [key, weight] : weights_) {
     const auto& [w, copies] = weight;
-    const gpu::Fp8Cast call{w.params, w.in, w.out, kernels::Fp8Type::e4m3, copies.rowwise, copies.columnwise,
-                            copies.scaling};
+    gpu::Fp8Cast call{w.params, w.in, w.out, kernels::Fp8Type::e4m3, copies.rowwise, copies.columnwise,
+                      copies.rowwise_scaling};
+    call.columnwise_scaling = copies.columnwise_scaling;
     gpu::launch(scaled(call, recipe, key.first, key.second, LinearTensor::weight, stream), stream);
   }
 }
 
-Fp8Copies Fp8Linears::activation(const OpPass& p, Act name, std::int64_t elements, bool make) {
-  void* buffer = make ? tensors_.make(p.mb, p.unit, name, fp8_buffer_bytes(elements), p.stream)
-                      : tensors_.get(p.mb, p.unit, name);
-  return copies_in(buffer, elements);
+Fp8Copies Fp8Linears::activation(const OpPass& p, LinearTensor tensor, std::int64_t rows, std::int64_t cols,
+                                 bool make) {
+  const Fp8Layout layout = fp8_layout(fp8_.recipe, tensor, rows, cols);
+  const Act name = fp8_name(p.binding.subject, tensor);
+  void* buffer = make ? tensors_.make(p.mb, p.unit, name, layout.bytes(), p.stream) : tensors_.get(p.mb, p.unit, name);
+  return layout.copies_in(buffer);
 }
 
 void Fp8Linears::cast(const OpPass& p) {
@@ -113,11 +167,11 @@ void Fp8Linears::cast(const OpPass& p) {
   const LinearTensors t = linear_tensors(p.binding.subject);
   const bool gradient = op.linear_tensor == LinearTensor::output_gradient;
   const Act source = gradient ? t.d_output : t.input;
-  const Fp8Copies copies =
-      activation(p, gradient ? fp8_output_grad(p.binding.subject) : fp8_input(p.binding.subject), op.rows * op.cols, true);
-  const gpu::Fp8Cast call{static_cast<const bf16*>(tensors_.get(p.mb, p.unit, source)), op.rows, op.cols,
-                          gradient ? gradient_type() : kernels::Fp8Type::e4m3, copies.rowwise,
-                          op.fp8_columnwise ? copies.columnwise : nullptr, copies.scaling};
+  const Fp8Copies copies = activation(p, op.linear_tensor, op.rows, op.cols, true);
+  gpu::Fp8Cast call{static_cast<const bf16*>(tensors_.get(p.mb, p.unit, source)), op.rows, op.cols,
+                    gradient ? gradient_type() : kernels::Fp8Type::e4m3, copies.rowwise,
+                    op.fp8_columnwise ? copies.columnwise : nullptr, copies.rowwise_scaling};
+  call.columnwise_scaling = copies.columnwise_scaling;
   launch_op(op, p.binding, scaled(call, op.fp8_recipe, p.unit, p.binding.subject, op.linear_tensor, p.stream),
             p.stream);
 }
@@ -125,39 +179,39 @@ void Fp8Linears::cast(const OpPass& p) {
 void Fp8Linears::forward(const OpPass& p) {
   const OpRole linear = p.binding.subject;
   const auto& [w, weight] = weights_.at({p.unit, linear});
-  const std::int64_t m = p.op.gemm.m, n = p.op.gemm.n, k = p.op.gemm.k;
-  if (k != w.in || n != w.out) throw std::logic_error("FP8 linear forward: GEMM shape differs from the weight's");
-  const Fp8Copies x = activation(p, fp8_input(linear), m * k, false);
-  auto* out = static_cast<bf16*>(tensors_.make(p.mb, p.unit, linear_tensors(linear).output, m * n * sizeof(bf16), p.stream));
-  p.scratch.fp8_matmul->run({m, n, k, false, false, false}, x.rowwise, x.scale_inv(), weight.columnwise,
-                            weight.scale_inv(), out, p.stream);
-  if (!fp8_.wgrad) tensors_.release(p.mb, p.unit, fp8_input(linear), p.stream);
+  const GemmShape& g = p.op.gemm;  // Y[T,out] = X[T,in] W: m tokens, k in
+  if (g.k != w.in || g.n != w.out) throw std::logic_error("FP8 linear forward: GEMM shape differs from the weight's");
+  const Fp8Copies x = activation(p, LinearTensor::input, g.m, g.k, false);
+  auto* out = static_cast<bf16*>(
+      tensors_.make(p.mb, p.unit, linear_tensors(linear).output, g.m * g.n * sizeof(bf16), p.stream));
+  fp8_forward_gemm(fp8_.recipe, g, x, weight).run(*p.scratch.fp8_matmul, out, p.stream);
+  if (!fp8_.wgrad) tensors_.release(p.mb, p.unit, fp8_name(linear, LinearTensor::input), p.stream);
 }
 
 void Fp8Linears::input_grad(const OpPass& p) {
   const OpRole linear = p.binding.subject;
   const auto& [w, weight] = weights_.at({p.unit, linear});
-  const std::int64_t m = p.op.gemm.m, n = p.op.gemm.n, k = p.op.gemm.k;
-  if (n != w.in || k != w.out) throw std::logic_error("FP8 linear input gradient: GEMM shape differs from the weight's");
-  const Fp8Copies dy = activation(p, fp8_output_grad(linear), m * k, false);
-  auto* d_in =
-      static_cast<bf16*>(tensors_.make(p.mb, p.unit, linear_tensors(linear).d_input_full, m * n * sizeof(bf16), p.stream));
-  p.scratch.fp8_matmul->run({m, n, k, p.op.gemm.e5m2, false, false}, dy.rowwise, dy.scale_inv(), weight.rowwise,
-                            weight.scale_inv(), d_in, p.stream);
-  if (!fp8_.wgrad) tensors_.release(p.mb, p.unit, fp8_output_grad(linear), p.stream);
+  const GemmShape& g = p.op.gemm;  // dX[T,in] = dY[T,out] W^T: m tokens, k out
+  if (g.n != w.in || g.k != w.out)
+    throw std::logic_error("FP8 linear input gradient: GEMM shape differs from the weight's");
+  const Fp8Copies dy = activation(p, LinearTensor::output_gradient, g.m, g.k, false);
+  auto* d_in = static_cast<bf16*>(
+      tensors_.make(p.mb, p.unit, linear_tensors(linear).d_input_full, g.m * g.n * sizeof(bf16), p.stream));
+  fp8_data_grad_gemm(fp8_.recipe, g, dy, weight).run(*p.scratch.fp8_matmul, d_in, p.stream);
+  if (!fp8_.wgrad) tensors_.release(p.mb, p.unit, fp8_name(linear, LinearTensor::output_gradient), p.stream);
 }
 
 void Fp8Linears::weight_grad(const OpPass& p) {
   const OpRole linear = p.binding.subject;
   const LinearWeight& w = weights_.at({p.unit, linear}).first;
-  const std::int64_t m = p.op.gemm.m, n = p.op.gemm.n, k = p.op.gemm.k;
-  if (m != w.in || n != w.out) throw std::logic_error("FP8 linear weight gradient: GEMM shape differs from the weight's");
-  const Fp8Copies x = activation(p, fp8_input(linear), m * k, false);
-  const Fp8Copies dy = activation(p, fp8_output_grad(linear), n * k, false);
-  p.scratch.fp8_matmul->run({m, n, k, false, p.op.gemm.e5m2, !p.binding.first_gradient}, x.columnwise, x.scale_inv(),
-                            dy.columnwise, dy.scale_inv(), w.grads, p.stream);
-  tensors_.release(p.mb, p.unit, fp8_input(linear), p.stream);
-  tensors_.release(p.mb, p.unit, fp8_output_grad(linear), p.stream);
+  const GemmShape& g = p.op.gemm;  // dW[in,out] = X^T dY: k tokens
+  if (g.m != w.in || g.n != w.out)
+    throw std::logic_error("FP8 linear weight gradient: GEMM shape differs from the weight's");
+  const Fp8Copies x = activation(p, LinearTensor::input, g.k, g.m, false);
+  const Fp8Copies dy = activation(p, LinearTensor::output_gradient, g.k, g.n, false);
+  fp8_weight_grad_gemm(fp8_.recipe, g, x, dy, !p.binding.first_gradient).run(*p.scratch.fp8_matmul, w.grads, p.stream);
+  tensors_.release(p.mb, p.unit, fp8_name(linear, LinearTensor::input), p.stream);
+  tensors_.release(p.mb, p.unit, fp8_name(linear, LinearTensor::output_gradient), p.stream);
 }
 
 }  // namespace twin::exec

@@ -1,19 +1,28 @@
-// The interpreter's handler of FP8 linears (scenario training.fp8, recipes tensorwise and delayed;
-// executor/fp8_plan_check.hpp says what else it refuses): the fp8_cast ops and the GEMMs of a linear whose GemmShape::inputs is FP8, as
-// Transformer Engine's Linear runs them on Hopper. A cast writes a tensor's rowwise FP8 copy and, where the weight
-// gradient reads it, its columnwise copy (the transpose: Hopper's FP8 GEMMs read both operands with the reduction
-// dimension contiguous, gpu/fp8_matmul.hpp), with one scale from the tensor's own amax (gpu/fp8_cast.hpp). With
-// weights stored [in, out] the three GEMMs read:
+// The interpreter's handler of FP8 linears (scenario training.fp8, recipes tensorwise, delayed and blockwise;
+// executor/fp8_plan_check.hpp says what else it refuses): the fp8_cast ops and the GEMMs of a linear whose
+// GemmShape::inputs is FP8, as Transformer Engine's Linear runs them on Hopper. A cast writes a tensor's rowwise FP8
+// copy and, where the weight gradient reads it, its columnwise copy (Hopper's FP8 GEMMs read both operands with the
+// reduction dimension contiguous, gpu/fp8_matmul.hpp), with the scale record of the recipe: one scale from the
+// tensor's own amax (tensorwise), from its history (delayed; gpu/fp8_cast.hpp), or one per block (blockwise;
+// gpu/fp8_block_cast.hpp: a record per copy). With weights stored [in, out] the three GEMMs read:
 //   forward     Y[T,out]  = X[T,in] W        : X rowwise,              W columnwise ([out, in])
 //   data grad   dX[T,in]  = dY[T,out] W^T    : dY rowwise (E5M2 in the hybrid format), W rowwise
 //   weight grad dW[in,out] = X^T dY          : X columnwise ([in, T]), dY columnwise ([out, T])
 // so every FP8 tensor needs both copies when the weight gradient runs in FP8 (training.fp8.wgrad), as the
-// lowering's casts say (Op::fp8_columnwise). The FP8 copies of activations live in the tensor store beside their
-// bf16 tensor (Form::fp8, Form::fp8_gradient) until their last GEMM; the weights' copies live as long as the
-// runtime, made once before the first step and again by the cast after every optimizer step. Under delayed scaling
-// each linear holds three scaling states (its input, output gradient and weight: gpu/fp8_cast.hpp) for as long as
-// the runtime, each cast taking its scale from the casts of that tensor before it, in the order they run on their
-// stream (one stream per state, checked).
+// lowering's casts say (Op::fp8_columnwise). Under blockwise (DeepSeek-V3's recipe) each copy's blocks follow the
+// contraction of the GEMM that reads it (gpu::fp8_cast_blocks says which): the forward is X 1x128 (along in) by W
+// 128x128 and the data gradient dY 1x128 (along out) by W 128x128 (W's transpose keeps its 128x128 blocks), both
+// cuBLASLt's VEC128 x BLK128x128; the weight gradient X^T 1x128 by dY^T 1x128, both along the tokens (VEC128 x
+// VEC128), since the columnwise copies are quantized along their own rows. cuBLASLt on Hopper runs these pairs and
+// not 128x128 by 128x128 (tests/gpu/fp8_blockwise_test.cpp; within 2.6e-3 of float64 on an H200, docs/ACCURACY.md).
+// Blockwise runs E4M3 for gradients too (the plan check asks format e4m3): DeepSeek-V3 quantizes every tensor to
+// E4M3 (arXiv:2412.19437 section 3.3), and TE's Float8BlockScaling defaults to E4M3 in both passes.
+// The FP8 copies of activations live in the tensor store beside their bf16 tensor (Form::fp8, Form::fp8_gradient)
+// until their last GEMM, with their scale records in the same buffer; the weights' copies and records live as long
+// as the runtime, made once before the first step and again by the cast after every optimizer step. Under delayed
+// scaling each linear holds three scaling states (its input, output gradient and weight: gpu/fp8_cast.hpp) for as
+// long as the runtime, each cast taking its scale from the casts of that tensor before it, in the order they run on
+// their stream (one stream per state, checked).
 #pragma once
 #include <cstdint>
 #include <map>
@@ -29,17 +38,46 @@
 #include "executor/gpu/stage_layout.hpp"
 #include "executor/gpu/tensor_store.hpp"
 #include "gpu/fp8_cast.hpp"
+#include "gpu/fp8_matmul.hpp"
 #include "gpu/op_kernels.hpp"
 
 namespace twin::exec {
 
-// One FP8 tensor: its copies and its scaling record (kernels::kFp8ScalingFloats; [0] the inverse scale).
+// One FP8 tensor: its copies and each copy's scale record. Per tensor, one record for both
+// (kernels::kFp8ScalingFloats; [0] the inverse scale); blockwise, a record per copy in TE's GEMM-ready layout
+// (kernels::fp8_block_scale_floats).
 struct Fp8Copies {
   std::uint8_t* rowwise = nullptr;
   std::uint8_t* columnwise = nullptr;
-  float* scaling = nullptr;
-  const float* scale_inv() const { return scaling; }
+  float* rowwise_scaling = nullptr;
+  float* columnwise_scaling = nullptr;
 };
+
+// Where an FP8 tensor of rows x cols (as the bf16 tensor is stored) lies in its one buffer: both copies (each padded
+// to 256 bytes), then the scale records of the blocks `blocks`.
+struct Fp8Layout {
+  std::int64_t rows = 0, cols = 0;
+  kernels::Fp8Scaling blocks = kernels::Fp8Scaling::per_tensor;
+  std::size_t bytes() const;
+  Fp8Copies copies_in(void* buffer) const;
+};
+// The layout of `tensor`'s FP8 copies under `recipe` (its blocks: gpu::fp8_cast_blocks).
+Fp8Layout fp8_layout(Fp8Recipe recipe, LinearTensor tensor, std::int64_t rows, std::int64_t cols);
+
+// One FP8 GEMM of a linear: the problem (m, n, k, E5M2 from the op's GemmShape; each operand's blocks from the
+// recipe) and the copies it reads, as the table above says.
+struct Fp8LinearGemm {
+  Fp8MatmulProblem problem;
+  const std::uint8_t* a = nullptr;
+  const float* a_scale_inv = nullptr;
+  const std::uint8_t* b = nullptr;
+  const float* b_scale_inv = nullptr;
+  void run(Fp8Matmul& matmul, bf16* c, cudaStream_t stream) const;
+};
+Fp8LinearGemm fp8_forward_gemm(Fp8Recipe recipe, const GemmShape& g, const Fp8Copies& x, const Fp8Copies& w);
+Fp8LinearGemm fp8_data_grad_gemm(Fp8Recipe recipe, const GemmShape& g, const Fp8Copies& dy, const Fp8Copies& w);
+Fp8LinearGemm fp8_weight_grad_gemm(Fp8Recipe recipe, const GemmShape& g, const Fp8Copies& x, const Fp8Copies& dy,
+                                   bool accumulate);
 
 // A tensor's delayed-scaling state (gpu/fp8_cast.hpp) and the casts it has seen.
 struct DelayedScale {
@@ -51,8 +89,8 @@ struct DelayedScale {
 // The cast an fp8_cast op of `recipe` (Op::fp8_recipe; for the weights cast before the first step, the plan's) makes
 // of `tensor`: `call` (its tensor and copies) with the recipe: tensorwise as it is; delayed with `delayed`, the
 // tensor's state of `history_len`, advanced by one cast on `stream`; blockwise with the tensor's blocks
-// (gpu::fp8_cast_blocks; the plan check refuses blockwise plans before any cast: the linears keep per-tensor
-// records). Throws std::logic_error for mxfp8, or a delayed state cast on two streams (its history would race).
+// (gpu::fp8_cast_blocks; `call` then holds both copies' records). Throws std::logic_error for mxfp8, or a delayed
+// state cast on two streams (its history would race).
 gpu::Fp8Cast fp8_cast_call(Fp8Recipe recipe, LinearTensor tensor, gpu::Fp8Cast call, DelayedScale* delayed,
                            int history_len, cudaStream_t stream);
 
@@ -69,8 +107,8 @@ class Fp8Linears {
   void weight_grad(const OpPass& p);
 
  private:
-  // The copies of a tensor of `elements` in the unit's slot under `name` (made when `make`).
-  Fp8Copies activation(const OpPass& p, Act name, std::int64_t elements, bool make);
+  // The copies of `tensor` (rows x cols, as stored in bf16) in the unit's slot (made when `make`).
+  Fp8Copies activation(const OpPass& p, LinearTensor tensor, std::int64_t rows, std::int64_t cols, bool make);
   void cast_weights(Fp8Recipe recipe, cudaStream_t stream);
   kernels::Fp8Type gradient_type() const;
   // fp8_cast_call of `recipe` with the state of (unit, linear, tensor) under delayed scaling.

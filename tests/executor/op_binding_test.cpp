@@ -204,29 +204,32 @@ TEST(OpBinding, TiedEmbeddingsStoreTheTablesGradientOnce) {
 // The op-kind table says which kinds twin execute runs: each of them is bound in a dense TP/SP/PP lowering or
 // an MoE one (pipeline stages, expert parallelism), and a lone op of any other kind is refused.
 // FP8 linears (issue 41 item 3): each cast binds to fp8_cast naming its linear (the weights' cast after the step
-// none), the linears' FP8 GEMMs keep their actions; GEMMs of block scales are refused.
-TEST(OpBinding, BindsFp8LinearsOfPerTensorScalingOnly) {
-  const IterationGraph graph = lower(testing::make_strategy(1, 1, 1, false), fp8_scenario(Fp8Recipe::tensorwise));
-  const RankClass& rc = graph.classes[0];
-  const std::vector<OpBinding> bindings = bind_ops(rc);
-  int casts = 0, weight_casts = 0, fp8_gemms = 0;
-  for (OpIndex i = 0; i < rc.size(); ++i) {
-    const Op& op = rc.op(i);
-    if (op.kind == OpKind::fp8_cast) {
-      EXPECT_EQ(bindings[i].action, Action::fp8_cast);
-      EXPECT_EQ(bindings[i].subject, op.linear);
-      ++(op.linear_tensor == LinearTensor::weight ? weight_casts : casts);
+// none), the linears' FP8 GEMMs keep their actions, under per-tensor and block scales alike; GEMMs of MX scales
+// (Blackwell's) are refused.
+TEST(OpBinding, BindsFp8LinearsOfPerTensorAndBlockScaling) {
+  for (const Fp8Recipe recipe : {Fp8Recipe::tensorwise, Fp8Recipe::blockwise}) {
+    const IterationGraph graph = lower(testing::make_strategy(1, 1, 1, false), fp8_scenario(recipe));
+    const RankClass& rc = graph.classes[0];
+    const std::vector<OpBinding> bindings = bind_ops(rc);
+    int casts = 0, weight_casts = 0, fp8_gemms = 0;
+    for (OpIndex i = 0; i < rc.size(); ++i) {
+      const Op& op = rc.op(i);
+      if (op.kind == OpKind::fp8_cast) {
+        EXPECT_EQ(bindings[i].action, Action::fp8_cast);
+        EXPECT_EQ(bindings[i].subject, op.linear);
+        ++(op.linear_tensor == LinearTensor::weight ? weight_casts : casts);
+      }
+      if (op.kind == OpKind::gemm && is_fp8(op.gemm)) {
+        ++fp8_gemms;
+        EXPECT_TRUE(bindings[i].action == Action::linear_forward || bindings[i].action == Action::linear_input_grad ||
+                    bindings[i].action == Action::linear_weight_grad);
+      }
     }
-    if (op.kind == OpKind::gemm && is_fp8(op.gemm)) {
-      ++fp8_gemms;
-      EXPECT_TRUE(bindings[i].action == Action::linear_forward || bindings[i].action == Action::linear_input_grad ||
-                  bindings[i].action == Action::linear_weight_grad);
-    }
+    EXPECT_GT(casts, 0) << to_string(recipe);
+    EXPECT_EQ(weight_casts, 1) << to_string(recipe);
+    EXPECT_EQ(fp8_gemms, 3 * casts / 2) << to_string(recipe);  // per linear and micro-batch: two casts, three GEMMs
   }
-  EXPECT_GT(casts, 0);
-  EXPECT_EQ(weight_casts, 1);
-  EXPECT_EQ(fp8_gemms, 3 * casts / 2);  // per linear and micro-batch: two casts, three GEMMs
-  EXPECT_THROW(bind_ops(lower(testing::make_strategy(1, 1, 1, false), fp8_scenario(Fp8Recipe::blockwise)).classes[0]),
+  EXPECT_THROW(bind_ops(lower(testing::make_strategy(1, 1, 1, false), fp8_scenario(Fp8Recipe::mxfp8)).classes[0]),
                std::invalid_argument);
 }
 

@@ -94,9 +94,9 @@ TEST(PlanCheck, RefusesFamilyPlansAndModelsTheExecutorDoesNotRun) {
   EXPECT_EQ(refusal_path(squared_relu), "/scenario/model/activation");
 }
 
-// FP8 linears with one scale per tensor run (issue 41 item 3): current scaling and delayed scaling (Megatron's
-// default); the rest of training.fp8 is refused at its key.
-TEST(PlanCheck, RunsPerTensorFp8AndRefusesWhatItDoesNotRun) {
+// FP8 linears run (issue 41 item 3): current scaling, delayed scaling (Megatron's default) and block-wise scaling
+// in E4M3 (DeepSeek-V3's); the rest of training.fp8 is refused at its key.
+TEST(PlanCheck, RunsFp8RecipesAndRefusesWhatItDoesNotRun) {
   Plan fp8 = executed_plan();
   fp8.scenario.training.fp8 = Fp8Config{Fp8Format::hybrid, Fp8Recipe::tensorwise};
   EXPECT_EQ(refusal_path(fp8), "");
@@ -110,11 +110,14 @@ TEST(PlanCheck, RunsPerTensorFp8AndRefusesWhatItDoesNotRun) {
   Plan data_parallel = delayed;
   data_parallel.scenario.training.fp8->recipe = Fp8Recipe::tensorwise;
   EXPECT_EQ(refusal_path(data_parallel), "");
-  for (const Fp8Recipe recipe : {Fp8Recipe::blockwise, Fp8Recipe::mxfp8}) {
-    Plan other = fp8;
-    other.scenario.training.fp8->recipe = recipe;
-    EXPECT_EQ(refusal_path(other), "/scenario/training/fp8/recipe") << to_string(recipe);
-  }
+  Plan blockwise = data_parallel;  // block scales need no amax reduction: data parallelism runs
+  blockwise.scenario.training.fp8->recipe = Fp8Recipe::blockwise;
+  EXPECT_EQ(refusal_path(blockwise), "/scenario/training/fp8/format");  // hybrid: E5M2 gradients
+  blockwise.scenario.training.fp8->format = Fp8Format::e4m3;
+  EXPECT_EQ(refusal_path(blockwise), "");
+  Plan mxfp8 = fp8;
+  mxfp8.scenario.training.fp8->recipe = Fp8Recipe::mxfp8;
+  EXPECT_EQ(refusal_path(mxfp8), "/scenario/training/fp8/recipe");
   Plan parameters = fp8;
   parameters.scenario.training.fp8->param_gather = true;
   EXPECT_EQ(refusal_path(parameters), "/scenario/training/fp8/param_gather");

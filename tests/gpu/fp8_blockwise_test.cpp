@@ -11,67 +11,13 @@
 
 #include "gpu/fp8_block_cast.hpp"
 #include "gpu/fp8_matmul.hpp"
-#include "tests/gpu/fp8_test_util.hpp"
+#include "tests/gpu/fp8_block_reference.hpp"
 
 namespace twin::test {
 namespace {
 
 using kernels::Fp8Scaling;
 using kernels::Fp8Type;
-constexpr std::int64_t kB = kernels::kFp8BlockLength;
-
-// rows x cols bf16 values in [-1, 1) with one element of each 128 x 128 block a hundred times larger.
-gpu::DeviceBuffer with_outliers(std::int64_t rows, std::int64_t cols) {
-  gpu::DeviceBuffer x = random_bf16(rows * cols);
-  std::vector<__nv_bfloat16> host(rows * cols);
-  TWIN_CUDA_CHECK(cudaMemcpy(host.data(), x.data(), host.size() * 2, cudaMemcpyDeviceToHost));
-  for (std::int64_t r = 0; r < rows; r += kB)
-    for (std::int64_t c = 0; c < cols; c += kB) {
-      const std::int64_t i = (r + (c / kB * 37) % std::min(kB, rows - r)) * cols + c;
-      host[i] = __float2bfloat16(__bfloat162float(host[i]) * 100.0f + 50.0f);
-    }
-  TWIN_CUDA_CHECK(cudaMemcpy(x.data(), host.data(), host.size() * 2, cudaMemcpyHostToDevice));
-  return x;
-}
-
-// A copy (rows x cols of values `v`, cols the contraction dimension) quantized on the host per block as the kernel
-// does: its bytes, its scale record (gpu/fp8_block_cast.hpp's layout) and its values dequantized.
-struct HostBlocks {
-  std::vector<std::uint8_t> bytes;
-  std::vector<float> scale_inv;
-  std::vector<double> dequantized;
-};
-
-HostBlocks quantize_blocks(const std::vector<double>& v, std::int64_t rows, std::int64_t cols, Fp8Scaling scaling) {
-  const bool square = scaling == Fp8Scaling::blocks_128x128;
-  const std::int64_t height = square ? kB : 1, row_blocks = (rows + height - 1) / height, col_blocks = (cols + kB - 1) / kB;
-  const std::int64_t ld = square ? (col_blocks + 3) / 4 * 4 : (rows + 3) / 4 * 4;
-  HostBlocks q{std::vector<std::uint8_t>(v.size()), std::vector<float>(kernels::fp8_block_scale_floats(scaling, rows, cols)),
-               std::vector<double>(v.size())};
-  for (std::int64_t rb = 0; rb < row_blocks; ++rb)
-    for (std::int64_t cb = 0; cb < col_blocks; ++cb) {
-      float amax = 0;
-      for (std::int64_t r = rb * height; r < std::min(rows, (rb + 1) * height); ++r)
-        for (std::int64_t c = cb * kB; c < std::min(cols, (cb + 1) * kB); ++c)
-          amax = std::max(amax, static_cast<float>(std::fabs(v[r * cols + c])));
-      const float scale = kernels::fp8_scale_for(amax, Fp8Type::e4m3);
-      q.scale_inv[square ? rb * ld + cb : cb * ld + rb] = 1.0f / scale;
-      for (std::int64_t r = rb * height; r < std::min(rows, (rb + 1) * height); ++r)
-        for (std::int64_t c = cb * kB; c < std::min(cols, (cb + 1) * kB); ++c) {
-          const std::int64_t i = r * cols + c;
-          q.bytes[i] = __nv_cvt_float_to_fp8(static_cast<float>(v[i]) * scale, __NV_SATFINITE, __NV_E4M3);
-          q.dequantized[i] = fp8_value(q.bytes[i], Fp8Type::e4m3) * (1.0f / scale);
-        }
-    }
-  return q;
-}
-
-std::vector<double> transpose(const std::vector<double>& v, std::int64_t rows, std::int64_t cols) {
-  std::vector<double> out(v.size());
-  for (std::int64_t r = 0; r < rows; ++r)
-    for (std::int64_t c = 0; c < cols; ++c) out[c * rows + r] = v[r * cols + c];
-  return out;
-}
 
 // The device's copy and scale record against the host's (rows of the record past the copy's are padding: skipped).
 void expect_copy(const gpu::DeviceBuffer& data, const gpu::DeviceBuffer& scales, const HostBlocks& want,
@@ -112,6 +58,43 @@ TEST_P(Fp8BlockCastTest, BothCopiesAndTheirScalesMatchTheHostQuantization) {
 
 INSTANTIATE_TEST_SUITE_P(Blocks, Fp8BlockCastTest,
                          ::testing::Values(Fp8Scaling::blocks_1x128, Fp8Scaling::blocks_128x128));
+
+// Rows of a width that is no multiple of 8 take the cast's 8-byte loads instead of its 16-byte ones: the same bytes.
+TEST(Fp8BlockCast, WidthsOfFourTakeTheNarrowLoadsAndTheSameBytes) {
+  REQUIRE_GPU();
+  const std::int64_t rows = 136, cols = 260;
+  const gpu::DeviceBuffer x = with_outliers(rows, cols);
+  const std::vector<double> hx = bf16_to_host(x.data(), rows * cols);
+  for (const Fp8Scaling scaling : {Fp8Scaling::blocks_1x128, Fp8Scaling::blocks_128x128}) {
+    const DeviceBlocks d(x, rows, cols, scaling);
+    expect_copy(d.rowwise, d.rowwise_scales, quantize_blocks(hx, rows, cols, scaling), "rowwise");
+    expect_copy(d.columnwise, d.columnwise_scales, quantize_blocks(transpose(hx, rows, cols), cols, rows, scaling),
+                "columnwise");
+  }
+}
+
+// A block of near-zero values beside zeros (the first 1x128 row, and the first 128 x 128 tile: 2e-37 and 0 in
+// turn, the rest of the tensor ordinary): its scale is the largest float, not infinity, so its zeros stay zeros
+// (E4M3's NaN is 0x7f or 0xff) and the bytes and scales are the host's.
+TEST(Fp8BlockCast, NearZeroBlocksBesideZerosQuantizeToNumbers) {
+  REQUIRE_GPU();
+  const std::int64_t rows = 256, cols = 256;
+  gpu::DeviceBuffer x = random_bf16(rows * cols);
+  std::vector<__nv_bfloat16> host(rows * cols);
+  TWIN_CUDA_CHECK(cudaMemcpy(host.data(), x.data(), host.size() * 2, cudaMemcpyDeviceToHost));
+  for (std::int64_t r = 0; r < kFp8Block; ++r)
+    for (std::int64_t c = 0; c < kFp8Block; ++c) host[r * cols + c] = __float2bfloat16((r + c) % 2 ? 2e-37f : 0.0f);
+  TWIN_CUDA_CHECK(cudaMemcpy(x.data(), host.data(), host.size() * 2, cudaMemcpyHostToDevice));
+  const std::vector<double> hx = bf16_to_host(x.data(), rows * cols);
+  for (const Fp8Scaling scaling : {Fp8Scaling::blocks_1x128, Fp8Scaling::blocks_128x128}) {
+    const DeviceBlocks d(x, rows, cols, scaling);
+    const HostBlocks want = quantize_blocks(hx, rows, cols, scaling);
+    expect_copy(d.rowwise, d.rowwise_scales, want, "rowwise");
+    int nan_bytes = 0;
+    for (const std::uint8_t byte : bytes_to_host(d.rowwise, rows * cols)) nan_bytes += (byte & 0x7f) == 0x7f;
+    EXPECT_EQ(nan_bytes, 0);
+  }
+}
 
 // C[m,n] = A[m,k] B[n,k]^T with A's blocks `a` and B's `b`, against float64 of the dequantized operands; the
 // quantization's own error against the bf16 operands is reported beside.

@@ -1,7 +1,7 @@
 """FP8 against BF16 (tests/gpu/fp8_check.sh, fp8_recipes_check.sh): per plan the measured and predicted step, per FP8
 recipe the speed-up over BF16 measured beside predicted and the loss against BF16's. Exits 1 when a plan did not
-run or a recipe's loss, mean of the last ten steps, is more than 1% from BF16's. Plans named in $PREDICTED_ONLY
-(the executor refuses them) have their predicted step and speed-up only (OUT/run-NAME/best.json).
+run or a recipe's loss, mean of the last ten steps, is more than 1% from BF16's. Where the script simulated a plan
+with other profiles (OUT/sim-VARIANT-NAME/best.json), their predictions and speed-ups are printed beside.
     python3 fp8_summary.py OUT bf16 NAME...   (OUT/run-NAME/metrics.json)"""
 import json
 import os
@@ -21,21 +21,8 @@ for name, m in metrics.items():
     ms, ps = m["measured"]["iteration_s"], m["predicted"]["iteration_time_s"]
     print(f"| {name} | {ms:.4f} | {ps:.4f} | {100 * (ms / ps - 1):+.2f}% | {m['steps'][0]['loss']:.4f} | "
           f"{m['steps'][-1]['loss']:.4f} |")
-predicted_only = os.environ.get("PREDICTED_ONLY", "").split()
-for name in predicted_only:
-    path = os.path.join(out, f"run-{name}", "best.json")
-    if os.path.exists(path):
-        ps = json.load(open(path))["predicted"]["iteration_time_s"]
-        print(f"| {name} | not run (twin execute refuses it) | {ps:.4f} | | | |")
-ok = len(metrics) == len(names) - len(predicted_only)
+ok = len(metrics) == len(names)
 bf16 = metrics.get("bf16")
-for name in predicted_only:
-    path = os.path.join(out, f"run-{name}", "best.json")
-    if bf16 is not None and os.path.exists(path):
-        ps = json.load(open(path))["predicted"]["iteration_time_s"]
-        print(f"\n{name}: predicted only, speed-up over BF16 {bf16['predicted']['iteration_time_s'] / ps:.3f}x "
-              f"(BF16 measured {bf16['measured']['iteration_s']:.4f} s over {ps:.4f} s predicted: "
-              f"{bf16['measured']['iteration_s'] / ps:.3f}x)")
 curves = {}
 for name in names[1:]:
     if bf16 is None or name not in metrics:
@@ -55,8 +42,10 @@ for name in names[1:]:
           f"({'within' if within else 'OUTSIDE'} {100 * TOLERANCE:.0f}%), largest per-step difference over "
           f"{len(diffs)} steps {100 * max(diffs):.2f}%")
     curves[name] = lf
-    # fp8_check.sh's micro-benchmark variants (OUT/sim-VARIANT-{bf16,NAME}/best.json), where it made them.
-    for variant, what in (("bench-curves", "micro-benchmarks, both clock curves"),
+    # Other profiles' predictions (OUT/sim-VARIANT-{bf16,NAME}/best.json), where the script made them: fp8_check.sh's
+    # micro-benchmark variants, fp8_recipes_check.sh's shipped profile.
+    for variant, what in (("shipped", "the shipped h200-x1 profile, nothing calibrated"),
+                          ("bench-curves", "micro-benchmarks, both clock curves"),
                           ("bench-bf16-curve", "micro-benchmarks, the BF16 curve alone")):
         paths = [os.path.join(out, f"sim-{variant}-{p}", "best.json") for p in ("bf16", name)]
         if all(os.path.exists(p) for p in paths):

@@ -5,6 +5,7 @@
 // itself is stated beside: the FP8 product against the float64 product of the bf16 tensors before the cast.
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 #include "gpu/fp8_matmul.hpp"
@@ -54,6 +55,20 @@ TEST(Fp8Cast, AllZerosTakeScaleOneAndTheRowwiseCopyAlone) {
               nullptr);
   EXPECT_EQ(f32_to_host(scaling.data(), 2), (std::vector<double>{1.0, 0.0}));
   EXPECT_EQ(bytes_to_host(rowwise, rows * cols), std::vector<std::uint8_t>(rows * cols, 0));
+}
+
+// An amax so small that fp8_max / amax overflows takes the largest float, as Transformer Engine's rule does, not
+// infinity, which quantizes the zeros beside it to NaN (0 x inf). No GPU needed: the host and the kernels share it.
+TEST(Fp8Scale, AnAmaxTooSmallForItsScaleTakesTheLargestFloat) {
+  for (const Fp8Type type : {Fp8Type::e4m3, Fp8Type::e5m2}) {
+    const float tiny = kernels::fp8_scale_for(2e-37f, type);
+    EXPECT_EQ(tiny, std::numeric_limits<float>::max());
+    EXPECT_EQ(0.0f * tiny, 0.0f);
+    EXPECT_EQ(kernels::fp8_scale_for(0.5f, type), kernels::fp8_max(type) / 0.5f);
+    EXPECT_EQ(kernels::fp8_scale_for(0.0f, type), 1.0f);
+    EXPECT_EQ(kernels::fp8_scale_for(std::numeric_limits<float>::infinity(), type), 1.0f);
+    EXPECT_EQ(kernels::fp8_scale_for(std::numeric_limits<float>::quiet_NaN(), type), 1.0f);
+  }
 }
 
 // C[m,n] = A[m,k] B[n,k]^T with each operand's type; `accumulate` adds to a random C.
