@@ -22,7 +22,7 @@ Op attention(const Emitter& e, const RankShapes& s, bool backward) {
   op.kind = backward ? OpKind::attention_backward : OpKind::attention_forward;
   op.role = OpRole::core_attention;
   op.attention = {s.b, s.heads, s.groups, s.s, s.s, s.d, true};
-  op.attention.window = e.attention_window();
+  if (e.attention_window() < s.s) op.attention.window = e.attention_window();  // else it cuts no key
   op.flops = 4.0 * s.b * s.heads * s.s * s.s * s.d * attention_score_fraction(op.attention) * (backward ? 2.5 : 1.0);
   return op;
 }

@@ -4,15 +4,17 @@
 #   1. the attention GPU tests of windows against the float64 reference (every backend), a window of the whole
 #      sequence giving the causal bits, and calibration's and the executor's kernel dimensions of each op agreeing;
 #   2. scenarios/exec-mistral-swa-small-1xH200.json (a window of 4096 keys at seq 16384) simulated with its shipped
-#      profile and its best plan run ITERS steps; the same model causal (window_size 0) and with a window of the
-#      whole sequence (window_size = seq_length): the two loss curves agree within the dense checks' tolerance
-#      (tests/gpu/execute_check.py curve_differences, 2%); scenarios/exec-alternating-swa-small-1xH200.json (layer 0
-#      windowed, layer 1 full) run the same way;
+#      profile and its best plan run ITERS steps, and the same model causal (window_size 0), under cuDNN's default
+#      attention; scenarios/exec-alternating-swa-small-1xH200.json (layer 0 windowed, layer 1 full) the same way;
+#      the causal model and the window of the whole sequence (window_size = seq_length) under cudnn-deterministic
+#      (bit-reproducible: cuDNN's atomic dQ parts the two curves within a few steps): the two loss curves agree
+#      within the dense checks' tolerance (tests/gpu/execute_check.py curve_differences, 2%), bit for bit expected;
 #   3. twin calibrate --scenario of the windowed scenario over the shipped profile, and the scenario simulated again
 #      with the result: the step predicted before and after beside the measured one;
 #   4. swa_ops.md: each run's attention ops by layer, CUPTI-measured median time beside the price (shipped profile),
 #      and the calibrated profile's entry for the windowed keys.
-# Logs and the runs' metrics.json, steps.csv, ops.csv under $OUT; summary.md and swa_ops.md the tables.
+# Logs, the runs' metrics.json, steps.csv, ops.csv and the calibrated profile (h200-x1-swa.json) under $OUT; summary.md
+# and swa_ops.md the tables.
 # Usage (device): OUT=DIR bash tests/gpu/swa_check.sh BIN
 set -uo pipefail
 bin="$(cd "$1" && pwd)"
@@ -24,6 +26,7 @@ status=0
 log() { date -u +"$1 %FT%TZ" >> "$OUT/run.log"; }
 log start
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader >> "$OUT/run.log"
+readlink -f "$(ldconfig -p | awk '/libcudnn\.so\.9 /{print $NF; exit}')" >> "$OUT/run.log"  # the device's cuDNN
 "$bin/test_gpu" --gtest_filter="${TESTS:-Windows/Attention.*:AttentionWindow.*:*AttentionOpDims*:AttentionSpeed.*}" \
   > "$OUT/test_gpu.log" 2>&1 || status=1
 grep -E "^\[  (PASSED|FAILED) |tests? ran|kernel-speed" "$OUT/test_gpu.log" >> "$OUT/run.log"
@@ -40,25 +43,27 @@ for name, window in (("causal", 0), ("whole", scenario["training"]["seq_length"]
     scenario["model"]["window_size"] = window
     json.dump(scenario, open(f"{sys.argv[2]}/{name}.json", "w"), indent=1)
 PY
-run_one() {  # NAME SCENARIO [PROFILE]: simulate, then execute the best plan
-  local name="$1" scenario="$2" profile="${3:-}" run="$work/$1"
+run_one() {  # NAME SCENARIO ATTENTION: simulate, then execute the best plan with that attention implementation
+  local name="$1" scenario="$2" attention="$3" run="$work/$1"
   mkdir -p "$run" "$OUT/$name"
-  { "$bin/twin-gpu" simulate "$scenario" --out "$run" --quiet --top 0 ${profile:+--profile "$profile"} &&
-    "$bin/twin-gpu" execute --best --run "$run" --iters "${ITERS:-20}" --warmup 3; } > "$OUT/$name/run.log" 2>&1 ||
-    status=1
+  { "$bin/twin-gpu" simulate "$scenario" --out "$run" --quiet --top 0 &&
+    "$bin/twin-gpu" execute --best --run "$run" --iters "${ITERS:-20}" --warmup 3 --attention "$attention"; } \
+    > "$OUT/$name/run.log" 2>&1 || status=1
   cp "$run"/metrics.json "$run"/steps.csv "$run"/best.json "$run"/ops.csv "$OUT/$name/" 2>/dev/null
   log "$name done"
 }
-run_one swa "$swa"
-run_one causal "$work/causal.json"
-run_one whole "$work/whole.json"
-run_one alternating scenarios/exec-alternating-swa-small-1xH200.json
+run_one swa "$swa" cudnn
+run_one causal "$work/causal.json" cudnn
+run_one alternating scenarios/exec-alternating-swa-small-1xH200.json cudnn
+run_one causal-deterministic "$work/causal.json" cudnn-deterministic
+run_one whole-deterministic "$work/whole.json" cudnn-deterministic
 "$bin/twin-gpu" calibrate --scenario "$swa" --profile h200-x1 --out "$work/calibrated.json" \
   > "$OUT/calibrate.log" 2>&1 || status=1
 log "calibrate done"
 "$bin/twin-gpu" simulate "$swa" --profile "$work/calibrated.json" --out "$work/swa-calibrated" --quiet --top 0 \
   > "$OUT/simulate-calibrated.log" 2>&1 || status=1
 cp "$work/swa-calibrated/best.json" "$OUT/swa/best-calibrated.json" 2>/dev/null
+cp "$work/calibrated.json" "$OUT/h200-x1-swa.json" 2>/dev/null
 
 python3 - "$OUT" "$work/calibrated.json" "$here" > "$OUT/summary.md" 2> "$OUT/summary.err" <<'PY' || status=1
 import csv, json, os, sys
@@ -73,7 +78,7 @@ ok = True
 print("| run | steps | loss first | loss last | iteration s | predicted s (h200-x1) | error |")
 print("| --- | --- | --- | --- | --- | --- | --- |")
 runs = {}
-for name in ("swa", "causal", "whole", "alternating"):
+for name in ("swa", "causal", "alternating", "causal-deterministic", "whole-deterministic"):
     try:
         m = runs[name] = metrics(name)
     except (OSError, ValueError) as error:
@@ -84,11 +89,13 @@ for name in ("swa", "causal", "whole", "alternating"):
     print(f"| {name} | {len(l)} | {l[0]:.4f} | {l[-1]:.4f} | {measured:.4f} | {predicted:.4f} | "
           f"{100 * (measured / predicted - 1):+.1f}% |")
     ok &= l[-1] < l[0]
-if "causal" in runs and "whole" in runs:
-    first_half, whole = curve_differences(losses(runs["whole"]), losses(runs["causal"]))
+if "causal-deterministic" in runs and "whole-deterministic" in runs:
+    a, b = losses(runs["whole-deterministic"]), losses(runs["causal-deterministic"])
+    first_half, whole = curve_differences(a, b)
     same = whole <= 0.02
-    print(f"\nwindow of the whole sequence against causal: max relative loss difference {first_half:.2e} (first half) "
-          f"/ {whole:.2e} (all steps): {'pass' if same else 'FAIL'} (tolerance 2%)")
+    print(f"\nwindow of the whole sequence against causal (cudnn-deterministic): max relative loss difference "
+          f"{first_half:.2e} (first half) / {whole:.2e} (all steps), bit-identical: {'yes' if a == b else 'no'}: "
+          f"{'pass' if same else 'FAIL'} (tolerance 2%)")
     ok &= same
 try:
     best = json.load(open(os.path.join(out, "swa", "best-calibrated.json")))
@@ -107,7 +114,7 @@ from collections import defaultdict
 out, calibrated = sys.argv[1:3]
 print("| run | layer | kind | ops | measured median ms (sum) | price ms, h200-x1 (sum) | measured / price |")
 print("| --- | --- | --- | --- | --- | --- | --- |")
-for name in ("swa", "causal", "whole", "alternating"):
+for name in ("swa", "causal", "alternating", "causal-deterministic", "whole-deterministic"):
     path = os.path.join(out, name, "ops.csv")
     if not os.path.exists(path):
         continue
