@@ -13,7 +13,9 @@ std::optional<UnsupportedModelFeature> first_unsupported_feature(const ModelConf
   // QK-norm runs as Qwen3's (RMSNorm over each head); a LayerNorm model's would need a bias and a strided LayerNorm.
   if (m.qk_layernorm && m.normalization == Normalization::layernorm)
     return unsupported("qk_layernorm", "QK-norm in a LayerNorm model");
-  if (m.window_size > 0) return unsupported("window_size", "sliding-window attention");
+  // Sliding windows run on a layer's own attention (each op says its window); MLA's attention takes none.
+  if (m.window_size > 0 && m.mla.enabled())
+    return unsupported("window_size", "sliding-window multi-latent attention");
   if (m.attention_sinks) return unsupported("attention_sinks", "attention sinks");
   if (m.attention_softcap > 0) return unsupported("attention_softcap", "soft-capped attention scores");
   if (m.final_logit_softcap > 0) return unsupported("final_logit_softcap", "soft-capped logits");

@@ -39,11 +39,22 @@ void check_mla(const ModelConfig& m, const Strategy& s, const std::string& file)
                                s.tensor_model_parallel_size, s.context_parallel_size));
 }
 
+// Sliding windows run on whole sequences: context parallelism's ring passes blocks of keys whose window cut depends
+// on the step (gpu/ring_attention.hpp runs causal or full blocks only).
+void check_window(const ModelConfig& m, const Strategy& s, const std::string& file) {
+  if (m.window_size == 0 || s.context_parallel_size == 1) return;
+  throw InputError(file, "/scenario/model/window_size",
+                   fmt::format("a plan of context_parallel_size 1 with sliding-window attention, got {} (context "
+                               "parallelism's ring blocks do not carry the window; the simulator prices it)",
+                               s.context_parallel_size));
+}
+
 // What the executor refuses of one strategy (a uniform or per-layer plan's, or a hot-switching phase's)
 // whose fields sit at `at` in the plan file.
 void check_strategy(const Plan& plan, const Scenario& scenario, const Strategy& s, const MemoryEstimate& memory,
                     const std::string& file, const std::string& at) {
   check_mla(scenario.model, s, file);
+  check_window(scenario.model, s, file);
   const std::string oom = out_of_memory_reason(memory, scenario.cluster.node_groups.front().gpu.memory_GiB);
   if (!oom.empty()) throw InputError(file, at, "a plan that fits; the simulator says it does not: " + oom);
   if (s.context_parallel_size > 1 && scenario.framework.cp_comm_type != CpCommType::p2p)
@@ -153,6 +164,7 @@ void check_executable_plan(const Plan& plan, const std::string& file) {
   // the parameter layout is tried.
   check_architecture(plan.scenario.model, file);
   check_mla(plan.scenario.model, plan.strategy, file);
+  check_window(plan.scenario.model, plan.strategy, file);
   check_training(plan, file);
   const PlanGraphs lowered = plan_graphs(plan, file);
   check_parts(plan, lowered, file);

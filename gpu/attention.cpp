@@ -26,20 +26,25 @@ using Dims = std::vector<std::int64_t>;
 // Tensor ids of the graphs: memory and host scalars first, intermediates from 100.
 enum Uid : std::int64_t {
   kQ = 1, kKT, kV, kO, kStats, kScale, kNegativeInfinity, kDout, kDq, kDk, kDv, kSoftmaxSum, kDqAccumulator, kOne,
+  kWindow,
   kScores = 100, kScaled, kRow, kColumn, kKeep, kMasked, kRowMax, kShifted, kExp, kRowSum, kLogSum, kProbabilities,
-  kDoutTimesO, kRowDot, kProbabilitiesT, kDvAllHeads, kDp, kDpShifted, kDsUnscaled, kDs, kDsT, kDkAllHeads, kK
+  kDoutTimesO, kRowDot, kProbabilitiesT, kDvAllHeads, kDp, kDpShifted, kDsUnscaled, kDs, kDsT, kDkAllHeads, kK,
+  kWindowRow, kWindowColumn, kColumnPlusWindow, kInWindow, kWindowMasked
 };
 
 // s queries against skv keys per sequence; the sequences qs rows apart in Q, O, dO, dQ and Stats, kvs rows apart
 // in K, V, dK and dV (a block of context parallelism's ring reads part of each sequence's rows). Queries and keys
-// are d wide, values and outputs dv (MLA: d_qk != d_v), V's rows (and dV's) v_stride apart.
+// are d wide, values and outputs dv (MLA: d_qk != d_v), V's rows (and dV's) v_stride apart. A causal mask keeps,
+// with a window, only the last `window` keys of each query (0: none cut, a window of at least skv keys included).
 struct Shape {
   std::int64_t b, s, skv, h, hk, d, q_stride, kv_stride, qs, kvs;
   bool causal;
-  std::int64_t dv, v_stride;
+  std::int64_t dv, v_stride, window;
 };
 
 Shape shape_of(const kernels::AttentionDims& dims) {
+  if (dims.window < 0 || (dims.window > 0 && !dims.causal))
+    throw std::invalid_argument("attention: a window needs the causal mask and at least one key");
   const std::int64_t d = dims.head_dim, skv = dims.seq_kv ? dims.seq_kv : dims.seq;
   return {dims.batch, dims.seq, skv, dims.heads, dims.kv_heads, d,
           dims.q_row_stride ? dims.q_row_stride : dims.heads * d,
@@ -48,7 +53,8 @@ Shape shape_of(const kernels::AttentionDims& dims) {
           dims.causal, dims.v_head_dim ? dims.v_head_dim : d,
           dims.v_row_stride ? dims.v_row_stride
                             : (dims.kv_row_stride ? dims.kv_row_stride
-                                                  : dims.kv_heads * (dims.v_head_dim ? dims.v_head_dim : d))};
+                                                  : dims.kv_heads * (dims.v_head_dim ? dims.v_head_dim : d)),
+          dims.causal && dims.window > 0 && dims.window < skv ? dims.window : 0};
 }
 
 // [b, h, s, skv] fp32 scores of every head, and [b, h, s, 1] row statistics (Stats in memory: qs rows apart).
@@ -75,19 +81,36 @@ void declare_q_o(cudnn::GraphBuilder& g, const Shape& x, bool with_gradients) {
   }
 }
 
-// out = causal ? (row >= column ? in : -inf) : in, as the frontend's diagonal band mask with right bound 0.
+// out = causal ? (row >= column ? in : -inf) : in, as the frontend's diagonal band mask with right bound 0; then,
+// with a window, out = column + window > row ? out : -inf, the frontend's left bound (its sliding_window_mask with
+// top-left alignment, lowered for cuDNN before 9.21 as CompositeDiagonalBandMaskNode does: fresh indices of the
+// masked scores, the column plus the window as a float host scalar, CMP_GT): the backend recognises the pattern and
+// skips the key tiles left of the band.
 std::int64_t causal_mask(cudnn::GraphBuilder& g, const Shape& x, std::int64_t in) {
   if (!x.causal) return in;
+  const Dims dims = scores_dims(x), strides = scores_strides(x);
   g.scalar(kNegativeInfinity, CUDNN_DATA_FLOAT);
-  g.tensor(kRow, scores_dims(x), scores_strides(x), CUDNN_DATA_INT32, Binding::intermediate);
-  g.tensor(kColumn, scores_dims(x), scores_strides(x), CUDNN_DATA_INT32, Binding::intermediate);
-  g.tensor(kKeep, scores_dims(x), scores_strides(x), CUDNN_DATA_BOOLEAN, Binding::intermediate);
-  g.tensor(kMasked, scores_dims(x), scores_strides(x), CUDNN_DATA_FLOAT, Binding::intermediate);
+  g.tensor(kRow, dims, strides, CUDNN_DATA_INT32, Binding::intermediate);
+  g.tensor(kColumn, dims, strides, CUDNN_DATA_INT32, Binding::intermediate);
+  g.tensor(kKeep, dims, strides, CUDNN_DATA_BOOLEAN, Binding::intermediate);
+  g.tensor(kMasked, dims, strides, CUDNN_DATA_FLOAT, Binding::intermediate);
   g.pointwise(CUDNN_POINTWISE_GEN_INDEX, kRow, in, -1, -1, CUDNN_DATA_FLOAT, 2);
   g.pointwise(CUDNN_POINTWISE_GEN_INDEX, kColumn, in, -1, -1, CUDNN_DATA_FLOAT, 3);
   g.pointwise(CUDNN_POINTWISE_CMP_GE, kKeep, kRow, kColumn, -1, CUDNN_DATA_BOOLEAN);
   g.pointwise(CUDNN_POINTWISE_BINARY_SELECT, kMasked, in, kNegativeInfinity, kKeep);
-  return kMasked;
+  if (x.window == 0) return kMasked;
+  g.scalar(kWindow, CUDNN_DATA_FLOAT);
+  g.tensor(kWindowRow, dims, strides, CUDNN_DATA_INT32, Binding::intermediate);
+  g.tensor(kWindowColumn, dims, strides, CUDNN_DATA_INT32, Binding::intermediate);
+  g.tensor(kColumnPlusWindow, dims, strides, CUDNN_DATA_FLOAT, Binding::intermediate);
+  g.tensor(kInWindow, dims, strides, CUDNN_DATA_BOOLEAN, Binding::intermediate);
+  g.tensor(kWindowMasked, dims, strides, CUDNN_DATA_FLOAT, Binding::intermediate);
+  g.pointwise(CUDNN_POINTWISE_GEN_INDEX, kWindowRow, kMasked, -1, -1, CUDNN_DATA_FLOAT, 2);
+  g.pointwise(CUDNN_POINTWISE_GEN_INDEX, kWindowColumn, kMasked, -1, -1, CUDNN_DATA_FLOAT, 3);
+  g.pointwise(CUDNN_POINTWISE_ADD, kColumnPlusWindow, kWindowColumn, kWindow);
+  g.pointwise(CUDNN_POINTWISE_CMP_GT, kInWindow, kColumnPlusWindow, kWindowRow, -1, CUDNN_DATA_BOOLEAN);
+  g.pointwise(CUDNN_POINTWISE_BINARY_SELECT, kWindowMasked, kMasked, kNegativeInfinity, kInWindow);
+  return kWindowMasked;
 }
 
 void intermediate(cudnn::GraphBuilder& g, std::int64_t uid, const Dims& dims, const Dims& strides,
@@ -199,8 +222,19 @@ std::string describe(const Shape& x, const char* pass) {
          (x.skv != x.s ? " s_kv=" + std::to_string(x.skv) : std::string()) +
          " heads=" + std::to_string(x.h) + " kv_heads=" + std::to_string(x.hk) + " head_dim=" + std::to_string(x.d) +
          (x.dv != x.d ? " v_head_dim=" + std::to_string(x.dv) : std::string()) +
-         (x.causal ? " causal)" : ")");
+         (x.causal ? " causal" : "") + (x.window ? " window=" + std::to_string(x.window) : std::string()) + ")";
 }
+
+// The host scalars of the causal mask and its window, bound at execution where the graph has them.
+struct MaskScalars {
+  float negative_infinity = -std::numeric_limits<float>::infinity(), window = 0;
+  void bind(const Shape& x, std::vector<std::pair<std::int64_t, void*>>& pointers) {
+    if (!x.causal) return;
+    pointers.push_back({kNegativeInfinity, &negative_infinity});
+    window = static_cast<float>(x.window);  // exact: a window below 2^24 keys
+    if (x.window) pointers.push_back({kWindow, &window});
+  }
+};
 
 // Whole self-attention of each sequence: what twin's own kernels run.
 bool whole_sequences(const kernels::AttentionDims& dims) {
@@ -236,7 +270,7 @@ Attention::~Attention() {
 Attention::Plans& Attention::plans_for(const kernels::AttentionDims& dims) {
   const Shape x = shape_of(dims);
   const ShapeKey key{x.b, x.s, x.skv, int(x.h), int(x.hk), int(x.d), x.q_stride, x.kv_stride, x.qs, x.kvs, x.causal,
-                     x.dv, x.v_stride};
+                     x.dv, x.v_stride, x.window};
   auto it = plans_.find(key);
   if (it != plans_.end()) return *it->second;
   if (x.h % x.hk != 0) throw std::invalid_argument("attention: heads must be a multiple of kv_heads");
@@ -256,11 +290,12 @@ void Attention::forward(const kernels::bf16* q, const kernels::bf16* k, const ke
   }
   const Plans& p = plans_for(dims);
   TWIN_CUDNN_CHECK(cudnnSetStream(handle_, stream));
-  float scale = 1.0f / std::sqrt(float(dims.head_dim)), negative_infinity = -std::numeric_limits<float>::infinity();
+  float scale = 1.0f / std::sqrt(float(dims.head_dim));
+  MaskScalars mask;
   std::vector<std::pair<std::int64_t, void*>> pointers{
       {kQ, const_cast<kernels::bf16*>(q)}, {kKT, const_cast<kernels::bf16*>(k)}, {kV, const_cast<kernels::bf16*>(v)},
       {kO, o}, {kStats, lse}, {kScale, &scale}};
-  if (dims.causal) pointers.push_back({kNegativeInfinity, &negative_infinity});
+  mask.bind(shape_of(dims), pointers);
   void* workspace = nullptr;
   if (p.forward.workspace_bytes() > 0)
     TWIN_CUDA_CHECK(cudaMallocAsync(&workspace, p.forward.workspace_bytes(), stream));
@@ -294,14 +329,14 @@ void Attention::backward(const kernels::bf16* q, const kernels::bf16* k, const k
   // Before cuDNN 9.6 the fp32 dQ had to arrive zeroed (cudnn-frontend, CompositeSDPABackwardNode).
   if (p.dq_accumulator_bytes > 0 && cudnnGetVersion() < 90600)
     TWIN_CUDA_CHECK(cudaMemsetAsync(dq_accumulator, 0, p.dq_accumulator_bytes, stream));
-  float scale = 1.0f / std::sqrt(float(dims.head_dim)), negative_infinity = -std::numeric_limits<float>::infinity(),
-        one = 1.0f;
+  float scale = 1.0f / std::sqrt(float(dims.head_dim)), one = 1.0f;
+  MaskScalars mask;
   std::vector<std::pair<std::int64_t, void*>> pointers{
       {kQ, const_cast<kernels::bf16*>(q)},       {kKT, const_cast<kernels::bf16*>(k)},
       {kV, const_cast<kernels::bf16*>(v)},       {kO, const_cast<kernels::bf16*>(o)},
       {kDout, const_cast<kernels::bf16*>(dout)}, {kStats, const_cast<float*>(lse)},
       {kDq, dq}, {kDk, dk}, {kDv, dv}, {kSoftmaxSum, softmax_sum}, {kScale, &scale}, {kOne, &one}};
-  if (dims.causal) pointers.push_back({kNegativeInfinity, &negative_infinity});
+  mask.bind(shape_of(dims), pointers);
   if (p.dq_accumulator_bytes > 0) pointers.push_back({kDqAccumulator, dq_accumulator});
   p.backward.execute(handle_, pointers, p.backward.workspace_bytes() > 0 ? scratch : nullptr);
   TWIN_CUDA_CHECK(cudaFreeAsync(scratch, stream));

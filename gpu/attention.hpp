@@ -1,5 +1,5 @@
-// Causal (or full) self-attention as the executor runs it and the calibration times it, through one of
-// the implementations core/attention_implementation.hpp names:
+// Causal (or full, or sliding-window) self-attention as the executor runs it and the calibration times it, through
+// one of the implementations core/attention_implementation.hpp names:
 //   cudnn               cuDNN's fused flash attention: the operation graphs of its SDPA pattern (gpu/attention.cpp),
 //                       one forward and one backward plan per shape, built once. The backward accumulates dQ in
 //                       fp32 with atomics, so its bits are not guaranteed run to run. The default.
@@ -14,6 +14,9 @@
 // [b*s, heads, v_head_dim]; cuDNN 9 documents d_qk 192 with d_v 128 on Hopper, forward and backward).
 // The cuDNN backends also run a block of context parallelism's ring: seq queries against seq_kv keys, each
 // sequence's rows a stride apart (kernels::AttentionDims), causal only where seq == seq_kv.
+// Every backend runs a sliding window (AttentionDims::window, causal self-attention): cuDNN through the frontend's
+// left-bound band mask (gpu/attention.cpp), the kernels by skipping the key tiles left of the band. A window of at
+// least seq keys is the causal mask, and runs as it (the same plan).
 #pragma once
 #include <cstdint>
 #include <map>
@@ -47,7 +50,7 @@ class Attention {
  private:
   struct Plans;
   using ShapeKey = std::tuple<std::int64_t, std::int64_t, std::int64_t, int, int, int, std::int64_t, std::int64_t,
-                              std::int64_t, std::int64_t, bool, std::int64_t, std::int64_t>;
+                              std::int64_t, std::int64_t, bool, std::int64_t, std::int64_t, std::int64_t>;
   Plans& plans_for(const kernels::AttentionDims& dims);
 
   AttentionImplementation backend_;

@@ -238,6 +238,9 @@ struct AttentionDims {
   // 1/sqrt(head_dim), the query-key width.
   int v_head_dim = 0;
   std::int64_t v_row_stride = 0;
+  // Sliding window (causal only): each query sees at most `window` keys, itself and the window - 1 before it; 0:
+  // the whole causal prefix (core/model.hpp's window_size, AttentionShape::window). Every backend runs it.
+  std::int64_t window = 0;
 };
 // lse: [batch, heads, seq] fp32, the natural-log sum of exp of the scaled scores of each row (kept for
 // backward).

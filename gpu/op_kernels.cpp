@@ -131,6 +131,14 @@ kernels::Fp8Scaling fp8_cast_blocks(Fp8Recipe recipe, LinearTensor tensor) {
   return tensor == LinearTensor::weight ? kernels::Fp8Scaling::blocks_128x128 : kernels::Fp8Scaling::blocks_1x128;
 }
 
+kernels::AttentionDims attention_dims(const AttentionShape& shape) {
+  kernels::AttentionDims dims{shape.batch, shape.seq_q, static_cast<int>(shape.heads),
+                              static_cast<int>(shape.kv_heads), static_cast<int>(shape.head_dim), 0, 0, shape.causal};
+  dims.v_head_dim = shape.v_head_dim;
+  dims.window = shape.causal ? shape.window : 0;
+  return dims;
+}
+
 void launch(const AttentionForward& c, cudaStream_t stream) {
   c.attention->forward(c.q, c.k, c.v, c.o, c.lse, c.dims, stream);
 }

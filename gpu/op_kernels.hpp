@@ -232,6 +232,11 @@ struct Fp8Cast {
 // both ask it.
 kernels::Fp8Scaling fp8_cast_blocks(Fp8Recipe recipe, LinearTensor tensor);
 
+// The kernel's dimensions of an attention op's shape (contiguous rows, whole sequences): heads, head dims, the
+// causal mask and its window as the op says them. Calibration's bench runs them as they are; the executor starts
+// from them and sets its rows' strides and its runs of sequences, so the window reaches the kernel one way.
+kernels::AttentionDims attention_dims(const AttentionShape& shape);
+
 // Fused attention of one run of equal sequences, through the executor's attention implementation.
 struct AttentionForward {
   static constexpr OpKind kind = OpKind::attention_forward;

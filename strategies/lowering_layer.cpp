@@ -28,7 +28,8 @@ Op attention_op(const Emitter& e, bool backward, std::int64_t seq_q, std::int64_
   op.role = OpRole::core_attention;
   op.attention = {s.b, s.heads, s.groups, seq_q, seq_kv, s.d, causal};
   if (s.mla()) op.attention.v_head_dim = static_cast<std::int16_t>(s.v_d);
-  if (causal) op.attention.window = e.attention_window();
+  // A window of at least seq_kv keys cuts none: the causal kernel, keyed and priced as it (what gpu::Attention runs).
+  if (causal && e.attention_window() < seq_kv) op.attention.window = e.attention_window();
   // Q K^T over d, P V over the values' head dim: 2 FLOPs per multiply-add each.
   op.flops = 2.0 * s.b * s.heads * seq_q * seq_kv * static_cast<double>(s.d + value_head_dim(op.attention)) *
              attention_score_fraction(op.attention) * (backward ? 2.5 : 1.0);

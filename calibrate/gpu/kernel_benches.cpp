@@ -267,9 +267,7 @@ std::optional<KernelBench> make_kernel_bench(const Op& op, const KernelModelFact
                   "d_qk up to 256) and kv_heads dividing heads";
         return std::nullopt;
       }
-      k::AttentionDims dims{a.batch, a.seq_q, static_cast<int>(a.heads), static_cast<int>(a.kv_heads),
-                            static_cast<int>(a.head_dim), 0, 0, a.causal};
-      dims.v_head_dim = a.v_head_dim;
+      const k::AttentionDims dims = attention_dims(a);  // the executor's too (executor/gpu/dense_block.hpp)
       const std::int64_t tokens = a.batch * a.seq_q, qn = tokens * a.heads * a.head_dim, kvn = tokens * a.kv_heads * a.head_dim;
       const std::int64_t vn = tokens * a.kv_heads * value_head_dim(a), on = tokens * a.heads * value_head_dim(a);
       B *q = x.b(x.bf16(qn)), *kp = x.b(x.bf16(kvn)), *v = x.b(x.bf16(vn)), *o = x.b(x.raw(on * 2));

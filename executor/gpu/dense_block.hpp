@@ -21,6 +21,11 @@
 
 namespace twin::exec {
 
+// The kernel's dimensions of attention op `op` over one run of equal sequences of a layer of shapes `s`: the op's
+// own (gpu::attention_dims, what calibration benches: heads, head dim, the causal mask and its window) on the fused
+// QKV rows the layer keeps. Throws std::logic_error where the op's heads or head dim are not the layer's.
+kernels::AttentionDims run_attention_dims(const Op& op, const lowering::RankShapes& s, const EqualSequences& run);
+
 // What the dense block reads from the stage that runs it.
 struct DenseStage {
   const StageLayout& layout;

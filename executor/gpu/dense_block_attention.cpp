@@ -2,11 +2,13 @@
 // of equal sequences of a micro-batch's rows (one run unless rows pack several sequences: hot switching). A Ulysses
 // layer's attention works on its tensors' heads layout (executor/gpu/ulysses_exchange.hpp): their gathered forms.
 #include <array>
+#include <stdexcept>
 
 #include "executor/gpu/dense_block.hpp"
 #include "executor/gpu/kernel_launch.hpp"
 #include "gpu/checks.hpp"
 #include "gpu/kernels.hpp"
+#include "gpu/op_kernels.hpp"
 #include "strategies/rank_layout.hpp"
 
 namespace twin::exec {
@@ -26,12 +28,17 @@ AttentionTensors attention_tensors(const UnitLayout& layout) {
           {attention.output, gradient}};
 }
 
-kernels::AttentionDims dims(const lowering::RankShapes& s, const EqualSequences& run) {
-  return kernels::AttentionDims{run.sequences, run.length, static_cast<int>(s.heads), static_cast<int>(s.groups),
-                                static_cast<int>(s.d), s.qkv_width, s.qkv_width, true};
-}
-
 }  // namespace
+
+kernels::AttentionDims run_attention_dims(const Op& op, const lowering::RankShapes& s, const EqualSequences& run) {
+  kernels::AttentionDims dims = gpu::attention_dims(op.attention);
+  if (dims.heads != s.heads || dims.kv_heads != s.groups || dims.head_dim != s.d || !dims.causal)
+    throw std::logic_error("attention op " + op_name(op) + ": its heads, head dim or mask are not the layer's");
+  dims.batch = run.sequences;
+  dims.seq = run.length;
+  dims.q_row_stride = dims.kv_row_stride = s.qkv_width;
+  return dims;
+}
 
 // Rows rotated as positions first_position + (row % period). Under context parallelism a rank's rows of a sequence
 // are two chunks, r and 2cp-1-r of 2cp, each at its place in the whole sequence.
@@ -91,7 +98,8 @@ void DenseBlock::attention_forward(const OpPass& p) {
     const bf16* q = qkv + run.first_token * s.qkv_width;
     launch_op(p.op, p.binding,
               gpu::AttentionForward{attention_.get(), q, q + q_width, q + q_width + kv_width,
-                                    o + run.first_token * q_width, lse + s.heads * run.first_token, dims(s, run)},
+                                    o + run.first_token * q_width, lse + s.heads * run.first_token,
+                                    run_attention_dims(p.op, s, run)},
               p.stream);
   }
 }
@@ -115,7 +123,7 @@ void DenseBlock::attention_backward(const OpPass& p) {
               gpu::AttentionBackward{attention_.get(), q, q + q_width, q + q_width + kv_width,
                                      o + run.first_token * q_width, d_o + run.first_token * q_width,
                                      lse + s.heads * run.first_token, dq, dq + q_width, dq + q_width + kv_width,
-                                     dims(s, run)},
+                                     run_attention_dims(p.op, s, run)},
               p.stream);
   }
   for (Act done : {t.qkv, t.out, t.stats, t.d_out}) tensors.release(p.mb, p.unit, done, p.stream);

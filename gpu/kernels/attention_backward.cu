@@ -70,7 +70,10 @@ __global__ void __launch_bounds__(kThreads) dkdv_kernel(const bf16* q, const bf1
   const int group = dims.heads / dims.kv_heads;
   const std::int64_t out_stride = static_cast<std::int64_t>(dims.heads) * D;  // dout is contiguous
   const std::int64_t query_start = dims.causal ? key0 : 0;                   // key0 is a multiple of kTile
-  const std::int64_t tiles_per_head = (dims.seq - query_start + kTile - 1) / kTile;
+  // A window: the block's last key is seen by queries up to window - 1 after it.
+  const std::int64_t window_end = key0 + kBlockRows - 1 + dims.window;
+  const std::int64_t query_end = dims.window > 0 && window_end < dims.seq ? window_end : dims.seq;
+  const std::int64_t tiles_per_head = (query_end - query_start + kTile - 1) / kTile;
   const std::int64_t iterations = tiles_per_head * group;
 
   async_load_rows<kBlockRows, D>(k_tile, k + token0 * dims.kv_row_stride, key0, dims.seq, dims.kv_row_stride, kv_head);
@@ -124,7 +127,8 @@ __global__ void __launch_bounds__(kThreads) dkdv_kernel(const bf16* q, const bf1
         const float query_delta = valid_query ? delta[stats + query] : 0.f;
 #pragma unroll
         for (int half = 0; half < 2; ++half) {
-          const bool masked = !valid_query || keys[half] >= dims.seq || (dims.causal && keys[half] > query);
+          const bool masked = !valid_query || keys[half] >= dims.seq || (dims.causal && keys[half] > query) ||
+                              outside_window(keys[half], query, dims.window);
           const float p = masked ? 0.f : exp2f(score[nb][2 * half + e] * scale_log2 - query_lse);
           score[nb][2 * half + e] = p;
           dp[nb][2 * half + e] = p * (dp[nb][2 * half + e] - query_delta);
@@ -213,10 +217,11 @@ __global__ void __launch_bounds__(kThreads) dq_kernel(const bf16* q, const bf16*
     async_load_rows<kTile, D>(buffer + kTile, v + token0 * dims.kv_row_stride, key0, dims.seq, dims.kv_row_stride,
                               kv_head);
   };
-  load_keys(0);
+  const std::int64_t key_begin = first_key_tile(q0, dims.window, kTile);  // a window skips the tiles left of it
+  load_keys(key_begin);
   async_commit();
   float dq_acc[kDBlocks][4] = {};
-  for (std::int64_t key0 = 0; key0 < key_end; key0 += kTile) {
+  for (std::int64_t key0 = key_begin; key0 < key_end; key0 += kTile) {
     if (key0 + kTile < key_end) load_keys(key0 + kTile);  // into the buffer the last iteration finished with
     async_commit();
     async_wait<1>();
@@ -244,7 +249,8 @@ __global__ void __launch_bounds__(kThreads) dq_kernel(const bf16* q, const bf16*
         const std::int64_t key = key0 + 8 * nb + 2 * t + e;
 #pragma unroll
         for (int half = 0; half < 2; ++half) {
-          const bool masked = rows[half] >= dims.seq || key >= dims.seq || (dims.causal && key > rows[half]);
+          const bool masked = rows[half] >= dims.seq || key >= dims.seq || (dims.causal && key > rows[half]) ||
+                              outside_window(key, rows[half], dims.window);
           const float p = masked ? 0.f : exp2f(score[nb][2 * half + e] * scale_log2 - row_lse[half]);
           dp[nb][2 * half + e] = p * (dp[nb][2 * half + e] - row_delta[half]);
         }

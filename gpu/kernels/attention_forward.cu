@@ -45,17 +45,19 @@ __global__ void __launch_bounds__(kThreads) attention_forward_kernel(const bf16*
   __syncthreads();
 
   const std::int64_t key_end = dims.causal ? (q0 + kRows < dims.seq ? q0 + kRows : dims.seq) : dims.seq;
+  // A window skips the whole tiles left of its band: the block's first row sees keys from q0 - window + 1 on.
+  const std::int64_t key_begin = first_key_tile(q0, dims.window, kKeys);
   const bf16* k_src = k + token0 * dims.kv_row_stride;
   const bf16* v_src = v + token0 * dims.kv_row_stride;
-  async_load_rows<kKeys, D>(k_tile, k_src, 0, dims.seq, dims.kv_row_stride, kv_head);
+  async_load_rows<kKeys, D>(k_tile, k_src, key_begin, dims.seq, dims.kv_row_stride, kv_head);
   async_commit();
-  async_load_rows<kKeys, D>(v_tile, v_src, 0, dims.seq, dims.kv_row_stride, kv_head);
+  async_load_rows<kKeys, D>(v_tile, v_src, key_begin, dims.seq, dims.kv_row_stride, kv_head);
   async_commit();
 
   float acc[kDBlocks][4] = {};
   float running_max[2] = {-INFINITY, -INFINITY}, running_sum[2] = {0.f, 0.f};
   const std::int64_t rows[2] = {warp_row0 + g, warp_row0 + g + 8};
-  for (std::int64_t key0 = 0; key0 < key_end; key0 += kKeys) {
+  for (std::int64_t key0 = key_begin; key0 < key_end; key0 += kKeys) {
     async_wait<1>();  // K tile in; V may still be in flight
     __syncthreads();
     float score[kKeyBlocks][4] = {};
@@ -73,7 +75,8 @@ __global__ void __launch_bounds__(kThreads) attention_forward_kernel(const bf16*
       async_load_rows<kKeys, D>(k_tile, k_src, key0 + kKeys, dims.seq, dims.kv_row_stride, kv_head);
     async_commit();
 
-    const bool needs_mask = key0 + kKeys > dims.seq || (dims.causal && key0 + kKeys - 1 > warp_row0);
+    const bool needs_mask = key0 + kKeys > dims.seq || (dims.causal && key0 + kKeys - 1 > warp_row0) ||
+                            (dims.window > 0 && key0 + dims.window <= warp_row0 + 15);
 #pragma unroll
     for (int half = 0; half < 2; ++half) {
       float tile_max = -INFINITY;
@@ -85,7 +88,8 @@ __global__ void __launch_bounds__(kThreads) attention_forward_kernel(const bf16*
           s *= scale_log2;
           if (needs_mask) {
             const std::int64_t key = key0 + 8 * nb + 2 * t + e;
-            if (key >= dims.seq || (dims.causal && key > rows[half])) s = -INFINITY;
+            if (key >= dims.seq || (dims.causal && key > rows[half]) || outside_window(key, rows[half], dims.window))
+              s = -INFINITY;
           }
           tile_max = fmaxf(tile_max, s);
         }
@@ -171,6 +175,7 @@ void detail::check_attention_dims(AttentionDims& dims, const void* q, const void
   detail::require(dims.heads % dims.kv_heads == 0, "attention: kv_heads must divide heads");
   detail::require(dims.head_dim == 64 || dims.head_dim == 128, "attention: head_dim must be 64 or 128");
   detail::require(dims.batch <= 65535 && dims.heads <= 65535, "attention: batch and heads must be below 65536");
+  detail::require(dims.window >= 0 && (dims.window == 0 || dims.causal), "attention: a window needs the causal mask");
   if (dims.q_row_stride == 0) dims.q_row_stride = static_cast<std::int64_t>(dims.heads) * dims.head_dim;
   if (dims.kv_row_stride == 0) dims.kv_row_stride = static_cast<std::int64_t>(dims.kv_heads) * dims.head_dim;
   const auto aligned16 = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; };

@@ -8,6 +8,17 @@ namespace twin::kernels::detail {
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
 
+// Whether `key` lies left of query `row`'s sliding window of `window` keys (itself and the window - 1 before it; 0:
+// no window, AttentionDims::window).
+__host__ __device__ inline bool outside_window(std::int64_t key, std::int64_t row, std::int64_t window) {
+  return window > 0 && key + window <= row;
+}
+// The first key of the tile (of `tile` keys) holding the first key query `row` sees through its window.
+__host__ __device__ inline std::int64_t first_key_tile(std::int64_t row, std::int64_t window, int tile) {
+  if (window <= 0 || row < window) return 0;
+  return (row - window + 1) / tile * tile;
+}
+
 // Fills in contiguous strides (a stride of 0) and rejects shapes and layouts the kernels cannot run.
 void check_attention_dims(AttentionDims& dims, const void* q, const void* k, const void* v);
 

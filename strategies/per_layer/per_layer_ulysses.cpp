@@ -16,12 +16,14 @@ using lowering::Emitter;
 using lowering::RankShapes;
 namespace {
 
-Op attention(const RankShapes& s, bool backward) {
+// Whole sequences of the rank's heads, over the layer's window when it has one (the emitter's).
+Op attention(const Emitter& e, const RankShapes& s, bool backward) {
   Op op;
   op.kind = backward ? OpKind::attention_backward : OpKind::attention_forward;
   op.role = OpRole::core_attention;
   op.attention = {s.b, s.heads, s.groups, s.s, s.s, s.d, true};
-  op.flops = 4.0 * s.b * s.heads * s.s * s.s * s.d * 0.5 * (backward ? 2.5 : 1.0);
+  if (e.attention_window() < s.s) op.attention.window = e.attention_window();  // else it cuts no key
+  op.flops = 4.0 * s.b * s.heads * s.s * s.s * s.d * attention_score_fraction(op.attention) * (backward ? 2.5 : 1.0);
   return op;
 }
 
@@ -80,8 +82,8 @@ void block_ops(Emitter& e, const layer::Block& block, Phase phase) {
                  ? all_to_all(s, OpRole::tp_gather, before, OpRole::attention_projection, LinearTensor::input_gradient)
                  : all_to_all(s, OpRole::tp_gather, before, OpRole::qkv_projection, LinearTensor::output));
       if (s.rope && !backward) e.emit(rope);
-      if (backward && s.recompute == Recompute::selective) e.recompute([&] { e.emit(attention(s, false)); });
-      e.emit(attention(s, backward));
+      if (backward && s.recompute == Recompute::selective) e.recompute([&] { e.emit(attention(e, s, false)); });
+      e.emit(attention(e, s, backward));
       if (s.rope && backward) e.emit(rope);
       e.emit(backward ? all_to_all(s, OpRole::tp_scatter, after, OpRole::qkv_projection, LinearTensor::output_gradient)
                       : all_to_all(s, OpRole::tp_scatter, after, OpRole::attention_projection, LinearTensor::input));

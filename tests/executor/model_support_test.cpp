@@ -51,7 +51,10 @@ TEST(ModelSupport, EachFeatureIsNamedAtItsOwnKey) {
          m.qk_layernorm = true;
          m.normalization = Normalization::layernorm;
        }},
-      {"window_size", [](ModelConfig& m) { m.window_size = 4096; }},
+      {"window_size", [](ModelConfig& m) {  // windows run on a layer's own attention, not on MLA's
+         m.window_size = 4096;
+         m.mla.kv_lora_rank = 512;
+       }},
       {"attention_sinks", [](ModelConfig& m) { m.attention_sinks = true; }},
       {"attention_softcap", [](ModelConfig& m) { m.attention_softcap = 50; }},
       {"final_logit_softcap", [](ModelConfig& m) { m.final_logit_softcap = 30; }},
@@ -86,6 +89,24 @@ TEST(ModelSupport, QwenThreeAndDeepSeekShapesRun) {
   deepseek.mla.kv_lora_rank = 512;
   ASSERT_TRUE(deepseek.mla.enabled());
   EXPECT_FALSE(first_unsupported_feature(deepseek).has_value());
+}
+
+// Sliding windows run (since 2026-11-29; before, refused at window_size): on every layer (Mistral) and on
+// alternating ones (Gemma-2, gpt-oss: window_attn_skip_freq 2), each layer's attention op carrying its window.
+// Sinks and soft-capping stay refused by name.
+TEST(ModelSupport, SlidingWindowsRunSinksAndSoftCappingDoNot) {
+  ModelConfig mistral = llama();
+  mistral.window_size = 4096;
+  EXPECT_FALSE(first_unsupported_feature(mistral).has_value());
+  ModelConfig alternating = mistral;
+  alternating.window_attn_skip_freq = 2;
+  EXPECT_FALSE(first_unsupported_feature(alternating).has_value());
+  ModelConfig sinks = alternating;
+  sinks.attention_sinks = true;
+  EXPECT_EQ(first_unsupported_feature(sinks)->path, "attention_sinks");
+  ModelConfig capped = alternating;
+  capped.attention_softcap = 50;
+  EXPECT_EQ(first_unsupported_feature(capped)->path, "attention_softcap");
 }
 
 }  // namespace

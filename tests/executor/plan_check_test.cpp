@@ -288,5 +288,18 @@ TEST(PlanCheck, MlaRunsAtTpAndCpOneOnly) {
   }
 }
 
+// Sliding windows run on every layer and on alternating ones; under context parallelism (whose ring blocks do not
+// carry the window) they are refused at their key.
+TEST(PlanCheck, SlidingWindowsRunAtCpOne) {
+  Plan plan = executed_plan();
+  plan.scenario.model.window_size = plan.scenario.training.seq_length / 2;
+  EXPECT_EQ(refusal_path(plan), "");
+  plan.scenario.model.window_attn_skip_freq = 2;
+  EXPECT_EQ(refusal_path(plan), "");
+  Plan ring = plan;
+  ring.strategy.context_parallel_size = 2;
+  EXPECT_EQ(refusal_path(ring), "/scenario/model/window_size");
+}
+
 }  // namespace
 }  // namespace twin::exec

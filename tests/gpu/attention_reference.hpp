@@ -13,6 +13,7 @@ struct AttentionCase {
   int heads, kv_heads, head_dim;
   bool causal, fused_qkv;
   int v_head_dim = 0;  // 0: head_dim (MLA's values are narrower than its queries and keys)
+  std::int64_t window = 0;  // causal only: each query sees itself and the window - 1 keys before it; 0: all before
 };
 
 struct AttentionReference {
@@ -44,31 +45,32 @@ inline AttentionReference attention_reference(const AttentionCase& c, const std:
       auto dO = [&](std::int64_t i, int d) { return doh[((b * S + i) * c.heads + h) * Dv + d]; };
       for (std::int64_t i = 0; i < S; ++i) {
         const std::int64_t last = c.causal ? i : S - 1;
+        const std::int64_t first = c.causal && c.window > 0 ? std::max<std::int64_t>(0, i - c.window + 1) : 0;
+        std::fill(p.begin() + i * S, p.begin() + (i + 1) * S, 0.0);
         double m = -INFINITY;
-        for (std::int64_t j = 0; j <= last; ++j) {
+        for (std::int64_t j = first; j <= last; ++j) {
           double s = 0;
           for (int d = 0; d < D; ++d) s += Q(i, d) * K(j, d);
           p[i * S + j] = s * scale;
           m = std::max(m, p[i * S + j]);
         }
         double sum = 0;
-        for (std::int64_t j = 0; j <= last; ++j) sum += (p[i * S + j] = std::exp(p[i * S + j] - m));
-        for (std::int64_t j = 0; j <= last; ++j) p[i * S + j] /= sum;
-        for (std::int64_t j = last + 1; j < S; ++j) p[i * S + j] = 0;
+        for (std::int64_t j = first; j <= last; ++j) sum += (p[i * S + j] = std::exp(p[i * S + j] - m));
+        for (std::int64_t j = first; j <= last; ++j) p[i * S + j] /= sum;
         r.lse[(b * c.heads + h) * S + i] = m + std::log(sum);
         double delta = 0;
         for (int d = 0; d < Dv; ++d) {
           double o = 0;
-          for (std::int64_t j = 0; j <= last; ++j) o += p[i * S + j] * V(j, d);
+          for (std::int64_t j = first; j <= last; ++j) o += p[i * S + j] * V(j, d);
           r.o[((b * S + i) * c.heads + h) * Dv + d] = o;
           delta += o * dO(i, d);
         }
-        for (std::int64_t j = 0; j <= last; ++j) {
+        for (std::int64_t j = first; j <= last; ++j) {
           double x = 0;
           for (int d = 0; d < Dv; ++d) x += dO(i, d) * V(j, d);
           dp[i * S + j] = p[i * S + j] * (x - delta);  // dS
         }
-        for (std::int64_t j = 0; j <= last; ++j) {
+        for (std::int64_t j = first; j <= last; ++j) {
           for (int d = 0; d < D; ++d) {
             r.dq[((b * S + i) * c.heads + h) * D + d] += dp[i * S + j] * K(j, d) * scale;
             r.dk[((b * S + j) * c.kv_heads + g) * D + d] += dp[i * S + j] * Q(i, d) * scale;

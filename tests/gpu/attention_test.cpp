@@ -1,7 +1,9 @@
 // Attention forward and backward of each implementation (cuDNN's fused flash attention, its
 // deterministic backward, twin's own kernels) against a float64 CPU reference that builds the full score
-// matrix: causal and not, GQA, head_dim 64 and 128, odd sequence lengths, a fused-QKV layout; the
-// deterministic ones give the same bits twice; and the throughput of each at one large shape, printed.
+// matrix: causal and not, GQA, head_dim 64 and 128, odd sequence lengths, a fused-QKV layout, sliding windows (shorter
+// than the sequence, not a multiple of any tile, of one key, and of at least the sequence); the deterministic ones
+// give the same bits twice; a window of the whole sequence gives the causal bits; and the throughput of each at one
+// large shape, printed.
 #include <algorithm>
 #include <cstdio>
 #include <tuple>
@@ -54,6 +56,7 @@ TEST_P(Attention, ForwardAndBackwardMatchFloat64) {
   B* dk = c.fused_qkv ? dq + q_width : static_cast<B*>(dkb.data());
   B* dv = c.fused_qkv ? dk + kv_width : static_cast<B*>(dvb.data());
   k::AttentionDims dims{c.batch, c.seq, c.heads, c.kv_heads, D, q_stride, kv_stride, c.causal};
+  dims.window = c.window;
   attention.forward(q, kp, v, static_cast<B*>(o.data()), static_cast<float*>(lse.data()), dims, nullptr);
   attention.backward(q, kp, v, static_cast<B*>(o.data()), static_cast<B*>(dout.data()),
                      static_cast<float*>(lse.data()), dq, dk, dv, dims, nullptr);
@@ -68,9 +71,9 @@ TEST_P(Attention, ForwardAndBackwardMatchFloat64) {
   const auto got_dk = compact_rows(bf16_to_host(dk, (tokens - 1) * kv_stride + kv_width), tokens, kv_width, kv_stride);
   const auto got_dv = compact_rows(bf16_to_host(dv, (tokens - 1) * kv_stride + kv_width), tokens, kv_width, kv_stride);
   char name[128];
-  std::snprintf(name, sizeof name, "%s b=%lld s=%lld h=%d kvh=%d d=%d%s%s", to_string(backend),
+  std::snprintf(name, sizeof name, "%s b=%lld s=%lld h=%d kvh=%d d=%d%s%s window=%lld", to_string(backend),
                 (long long)c.batch, (long long)c.seq, c.heads, c.kv_heads, D, c.causal ? " causal" : "",
-                c.fused_qkv ? " fused" : "");
+                c.fused_qkv ? " fused" : "", (long long)c.window);
   const double errors[5] = {relative_error(bf16_to_host(o.data(), tokens * q_width), r.o),
                             relative_error(f32_to_host(lse.data(), r.lse.size()), r.lse),
                             relative_error(got_dq, r.dq), relative_error(got_dk, r.dk), relative_error(got_dv, r.dv)};
@@ -92,6 +95,17 @@ INSTANTIATE_TEST_SUITE_P(Shapes, Attention,
                                                               AttentionCase{2, 130, 2, 2, 128, false, false},
                                                               AttentionCase{1, 77, 4, 2, 128, false, true},
                                                               AttentionCase{1, 200, 4, 1, 128, true, true}),
+                                            ::testing::ValuesIn(kBackends)));
+
+// Sliding windows: shorter than the sequence and no multiple of a tile (the kernels' 64 and 32, cuDNN's), a multiple
+// of them, one key (each query itself), the whole sequence and more (the causal mask).
+INSTANTIATE_TEST_SUITE_P(Windows, Attention,
+                         ::testing::Combine(::testing::Values(AttentionCase{1, 256, 4, 2, 64, true, false, 0, 100},
+                                                              AttentionCase{1, 1024, 8, 2, 128, true, true, 0, 300},
+                                                              AttentionCase{2, 203, 6, 2, 64, true, false, 0, 64},
+                                                              AttentionCase{1, 130, 2, 2, 128, true, false, 0, 1},
+                                                              AttentionCase{2, 256, 4, 4, 128, true, false, 0, 256},
+                                                              AttentionCase{1, 200, 4, 1, 128, true, true, 0, 1000}),
                                             ::testing::ValuesIn(kBackends)));
 
 // The deterministic implementations give the same bits for the same inputs (what keeps recompute and
@@ -127,6 +141,41 @@ TEST(AttentionDeterminism, SameInputsSameBits) {
     if (backend != AttentionImplementation::cudnn) {
       EXPECT_TRUE(same) << to_string(backend);
     }
+  }
+}
+
+// A window of at least the sequence is the causal mask: every backend gives the causal run's bits (the
+// deterministic ones; cuDNN's atomic backward only its forward's).
+TEST(AttentionWindow, WholeSequenceWindowIsCausal) {
+  REQUIRE_GPU();
+  const AttentionCase c{1, 512, 8, 2, 128, true, false};
+  const std::int64_t tokens = c.batch * c.seq, q_width = c.heads * c.head_dim, kv_width = c.kv_heads * c.head_dim;
+  auto q = random_bf16(tokens * q_width, 2.0), kb = random_bf16(tokens * kv_width, 2.0);
+  auto v = random_bf16(tokens * kv_width), dout = random_bf16(tokens * q_width);
+  const auto as_bf16 = [](gpu::DeviceBuffer& b) { return static_cast<B*>(b.data()); };
+  for (AttentionImplementation backend : kBackends) {
+    gpu::Attention attention(backend);
+    std::vector<std::vector<double>> runs;
+    for (std::int64_t window : {std::int64_t{0}, c.seq, 4 * c.seq}) {
+      k::AttentionDims dims{c.batch, c.seq, c.heads, c.kv_heads, c.head_dim, 0, 0, true};
+      dims.window = window;
+      auto o = poisoned(tokens * q_width * 2), lse = poisoned(c.batch * c.heads * c.seq * 4);
+      auto dq = poisoned(tokens * q_width * 2), dk = poisoned(tokens * kv_width * 2);
+      auto dv = poisoned(tokens * kv_width * 2);
+      attention.forward(as_bf16(q), as_bf16(kb), as_bf16(v), as_bf16(o), static_cast<float*>(lse.data()), dims,
+                        nullptr);
+      attention.backward(as_bf16(q), as_bf16(kb), as_bf16(v), as_bf16(o), as_bf16(dout),
+                         static_cast<float*>(lse.data()), as_bf16(dq), as_bf16(dk), as_bf16(dv), dims, nullptr);
+      auto values = bf16_to_host(o.data(), tokens * q_width);
+      if (backend != AttentionImplementation::cudnn)
+        for (gpu::DeviceBuffer* g : {&dq, &dk, &dv}) {
+          const auto grads = bf16_to_host(g->data(), g->bytes() / 2);
+          values.insert(values.end(), grads.begin(), grads.end());
+        }
+      runs.push_back(std::move(values));
+    }
+    EXPECT_EQ(runs[0], runs[1]) << to_string(backend) << ": window of the sequence";
+    EXPECT_EQ(runs[0], runs[2]) << to_string(backend) << ": window of four sequences";
   }
 }
 

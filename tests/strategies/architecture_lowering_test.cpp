@@ -3,6 +3,7 @@
 // FLOPs alike.
 #include <gtest/gtest.h>
 
+#include "cost/profile.hpp"
 #include "strategies/flops.hpp"
 #include "strategies/lowering.hpp"
 #include "strategies/memory.hpp"
@@ -51,6 +52,26 @@ TEST(ArchitectureLowering, WindowedLayersAttendOverTheirWindowFullOnesOverTheSeq
   EXPECT_DOUBLE_EQ(after[1], before[1]);
   EXPECT_NEAR(after[2] / before[2], share, 1e-12);
   EXPECT_LT(model_flops_per_iteration(windowed), model_flops_per_iteration(full));
+}
+
+// A window of at least the sequence cuts no key: its ops are the causal ones, kernel key and price alike (the kernel
+// gpu::Attention runs for it is the causal one; before 2026-11-29 its key said the window and the profile's causal
+// entries did not price it).
+TEST(ArchitectureLowering, AWindowOfTheWholeSequenceIsCausalAttention) {
+  ModelConfig m = testing::llama_shaped(2);
+  const IterationGraph causal = lowered(testing::make_scenario(m, 1, 4096, 8));
+  for (std::int64_t window : {4096, 10000}) {
+    m.window_size = window;
+    const IterationGraph whole = lowered(testing::make_scenario(m, 1, 4096, 8));
+    const RankClass &a = causal.classes.front(), &b = whole.classes.front();
+    ASSERT_EQ(a.size(), b.size());
+    for (OpIndex i = 0; i < a.size(); ++i) {
+      EXPECT_EQ(b.op(i).attention.window, 0) << op_name(b.op(i));
+      EXPECT_EQ(a.op(i).flops, b.op(i).flops) << op_name(b.op(i));
+      if (b.op(i).kind == OpKind::attention_forward || b.op(i).kind == OpKind::attention_backward)
+        EXPECT_EQ(kernel_shape_key(a.op(i)), kernel_shape_key(b.op(i)));
+    }
+  }
 }
 
 TEST(ArchitectureLowering, SharedExpertsAndQkNormAreOpsOfTheirOwn) {
