@@ -171,6 +171,19 @@ void write_rank_run(const std::filesystem::path& run_dir, const RankRun& run, co
   }
 }
 
+namespace {
+
+// A vector of numbers as write_rank_run wrote it: JSON has no NaN, so a diverged step's loss or gradient norm was
+// written as null; it reads back as NaN, so that a run that diverged still has its report.
+std::vector<double> numbers_or_nan(const json& values) {
+  std::vector<double> out;
+  out.reserve(values.size());
+  for (const json& v : values) out.push_back(v.is_null() ? std::numeric_limits<double>::quiet_NaN() : v.get<double>());
+  return out;
+}
+
+}  // namespace
+
 RankRun read_rank_run(const std::filesystem::path& path) {
   std::ifstream in(path);
   if (!in) throw InputError(path.string(), "", "a rank's measurements (the file cannot be read)");
@@ -185,15 +198,15 @@ RankRun read_rank_run(const std::filesystem::path& path) {
   const json& c = d.at("coordinates");
   run.coordinates = {c.at("tp"), c.at("cp"), c.at("dp"), c.at("pp")};
   run.device = d.at("device");
-  run.losses = d.at("losses").get<std::vector<double>>();
+  run.losses = numbers_or_nan(d.at("losses"));
   run.iteration_s = d.at("iteration_s").get<std::vector<double>>();
-  if (d.contains("grad_norms")) run.grad_norms = d.at("grad_norms").get<std::vector<double>>();
+  if (d.contains("grad_norms")) run.grad_norms = numbers_or_nan(d.at("grad_norms"));
   if (d.contains("learning_rates")) run.learning_rates = d.at("learning_rates").get<std::vector<double>>();
   if (d.contains("switch_s")) run.switch_s = d.at("switch_s").get<std::vector<double>>();
   run.peak_memory_bytes = d.at("peak_memory_bytes");
   run.dropped_records = d.at("dropped_records");
   if (d.contains("expert_loads")) run.expert_loads = expert_loads_from(d.at("expert_loads"));
-  if (d.contains("aux_losses")) run.aux_losses = d.at("aux_losses").get<std::vector<double>>();
+  if (d.contains("aux_losses")) run.aux_losses = numbers_or_nan(d.at("aux_losses"));
   const auto names = d.at("kernel_names").get<std::vector<std::string>>();
   const json& k = d.at("kernels");
   for (std::size_t i = 0; i < k.at("name").size(); ++i) {

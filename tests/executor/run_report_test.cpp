@@ -1,7 +1,9 @@
 // The run folder's files, written from measured times without a GPU: a rank's file reads back as written,
 // and rank 0's summary joins the ranks as twin execute does (a step lasts as long as its slowest rank,
 // warm-up steps are not measured), giving a recorded run's numbers back from its step times.
+#include <cmath>
 #include <filesystem>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -21,6 +23,24 @@ namespace {
 using nlohmann::json;
 
 json read_json(const std::filesystem::path& path) { return json::parse(test::read_file(path)); }
+
+// JSON has no NaN: a step whose loss diverged is written as null and reads back as NaN, so the run still has a report
+// (on 2026-11-29 a block-wise FP8 run's NaN at step 24 ended twin execute with "type must be number, but is null").
+TEST(RunReport, ADivergedStepReadsBackAsNaN) {
+  test::TempDir dir("run-report-nan");
+  RankRun run;
+  run.device = "NVIDIA H200";
+  run.losses = {9.5, std::numeric_limits<double>::quiet_NaN()};
+  run.grad_norms = {1.5, std::numeric_limits<double>::infinity()};
+  run.iteration_s = {0.125, 0.0625};
+  write_rank_run(dir.path, run, RankClass{}, 1);
+  const RankRun back = read_rank_run(dir.path / "measured" / "rank0.json");
+  ASSERT_EQ(back.losses.size(), 2u);
+  EXPECT_EQ(back.losses[0], 9.5);
+  EXPECT_TRUE(std::isnan(back.losses[1]));
+  ASSERT_EQ(back.grad_norms.size(), 2u);
+  EXPECT_TRUE(std::isnan(back.grad_norms[1]));  // JSON has no infinity either
+}
 
 TEST(RunReport, ARanksFileReadsBackAsWritten) {
   test::TempDir dir("run-report-rank");

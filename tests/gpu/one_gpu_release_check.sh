@@ -3,8 +3,10 @@
 # test_gpu and lib/ as tests/gpu/make_carry.sh packs them): every GPU test, then the FP8 check
 # (tests/gpu/fp8_check.sh: BF16 against FP8 linears), the GPT-style check (tests/gpu/gpt_device.sh), the FP8
 # recipes (tests/gpu/fp8_recipes_check.sh: delayed scaling against BF16) and the MoE shapes
-# (tests/gpu/moe_shapes_device.sh, the scenarios in MOE_SCENARIOS or its default); the GPU tests run once, first.
-# Logs under OUT/{test_gpu.log,fp8/,gpt/,fp8_recipes/,moe/}; one line per step with its exit status and wall time.
+# (tests/gpu/moe_shapes_device.sh, the scenarios in MOE_SCENARIOS or its default), sliding-window attention
+# (tests/gpu/swa_check.sh) and multi-latent attention (tests/gpu/mla_execute_device.sh); the GPU tests run once, first.
+# Logs under OUT/{test_gpu.log,fp8/,gpt/,fp8_recipes/,moe/,swa/,mla/}; one line per step with its exit status and
+# wall time.
 # Usage (device): bash tests/gpu/one_gpu_release_check.sh BIN OUT
 set -uo pipefail
 cd "$(dirname "$0")/../.."
@@ -31,4 +33,8 @@ head -12 "$out/fp8_recipes/summary.md" 2>/dev/null
 # shellcheck disable=SC2086  # MOE_SCENARIOS is a list
 step moe env OUT="$out/moe" TESTS='-*' bash tests/gpu/moe_shapes_device.sh "$bin" ${MOE_SCENARIOS:-}
 cat "$out/moe/summary.md" 2>/dev/null
+step swa env OUT="$out/swa" TESTS='-*' bash tests/gpu/swa_check.sh "$bin"
+cat "$out/swa/summary.md" 2>/dev/null
+step mla env OUT="$out/mla" TESTS='-*' bash tests/gpu/mla_execute_device.sh "$bin"
+cat "$out/mla/summary.md" 2>/dev/null
 exit $status
