@@ -67,11 +67,11 @@ void qwen2_moe(const JsonReader& config, ModelConfig& m) {
 }
 
 void deepseek(const JsonReader& config, ModelConfig& m) {
-  refuse_field(config, "num_nextn_predict_layers", 0,
-               "multi-token prediction (its extra layer and loss) is not modelled; set it to 0 to plan the main "
-               "model (671B for DeepSeek-V3, as transformers' DeepseekV3ForCausalLM loads it)");
   refuse_field(config, "attention_bias", false, "MLA with biases is not modelled");
   decoder_basics(config, m);
+  // The MTP depths the checkpoint holds (model.layers.61 for DeepSeek-V3), Megatron's --mtp-num-layers.
+  if (auto f = config.find("num_nextn_predict_layers"); f && !f->value().is_null())
+    m.mtp_num_layers = static_cast<int>(f->integer(0, kMaxLayers));
   expect_silu(config);
   MlaConfig& a = m.mla;
   if (auto f = config.find("q_lora_rank"); f && !f->value().is_null()) a.q_lora_rank = f->integer(1, kMaxHidden);

@@ -162,13 +162,28 @@ constexpr std::array kHead{
     Block{BlockKind::loss, OpRole::loss, T::logits, T::token_loss, T::count, T::count, vocab, vocab, kLossSaved},
 };
 
+constexpr std::array kMtpProjectionSaved{
+    SavedTensor{"[embedding; hidden] (eh_proj input)", two_hidden, sequence_sharded, 2, KeptWhen::always, true}};
+constexpr std::array kMtpEntry{
+    Block{BlockKind::embedding, OpRole::embedding, T::input, T::embedded, T::count, T::count, hidden, vocab,
+          kEmbeddingSaved},
+    Block{BlockKind::norm, OpRole::mtp_embedding_norm, T::embedded, T::mtp_embedding_norm_out, T::count,
+          T::mtp_embedding_norm_stats, hidden, hidden, kNormSaved},
+    Block{BlockKind::norm, OpRole::mtp_hidden_norm, T::input, T::mtp_hidden_norm_out, T::count,
+          T::mtp_hidden_norm_stats, hidden, hidden, kNormSaved},
+    Block{BlockKind::column_linear, OpRole::mtp_projection, T::mtp_concat, T::mtp_projected, T::count, T::count,
+          hidden_columns, two_hidden, kMtpProjectionSaved},
+};
+
 constexpr std::array<std::string_view, kTensorCount> kTensorNames{
     "input", "input_norm_out", "input_norm_stats", "qkv", "attention_out", "attention_stats", "projection_out",
     "attention_block_out", "mlp_norm_out", "mlp_norm_stats", "fc1_out", "activation_out", "fc2_out", "output",
     "embedded", "final_norm_out", "final_norm_stats", "logits", "row_max", "global_row_max", "sum_exp", "target_logit", "token_loss",
     "router_logits", "router_probs", "expert_choice", "combine_weight", "expert_order", "routed_row", "expert_counts",
     "expert_input", "expert_fc1_out", "expert_activation_out", "expert_out", "routed_input", "routed_output",
-    "post_attention_norm_out", "post_attention_norm_stats", "post_mlp_norm_out", "post_mlp_norm_stats"};
+    "post_attention_norm_out", "post_attention_norm_stats", "post_mlp_norm_out", "post_mlp_norm_stats",
+    "mtp_embedding_norm_out", "mtp_embedding_norm_stats", "mtp_hidden_norm_out", "mtp_hidden_norm_stats", "mtp_concat",
+    "mtp_projected"};
 
 }  // namespace
 
@@ -186,6 +201,7 @@ std::span<const Block> layer_blocks(bool moe_layer, bool mla, bool post_norms) {
 }
 std::span<const Block> embedding_blocks() { return kEmbedding; }
 std::span<const Block> head_blocks() { return kHead; }
+std::span<const Block> mtp_entry_blocks() { return kMtpEntry; }
 
 namespace {
 const Block& residual_where(bool (*matches)(const Block&, Tensor), Tensor tensor) {
@@ -212,7 +228,7 @@ bool beside_skip_path(const Block& block) {
 const Block& block_of(OpRole role) {
   for (std::span<const Block> blocks :
        {layer_blocks(false), layer_blocks(true), layer_blocks(false, true), layer_blocks(false, false, true),
-        embedding_blocks(), head_blocks()})
+        embedding_blocks(), head_blocks(), mtp_entry_blocks()})
     for (const Block& block : blocks)
       if (block.role == role) return block;
   throw std::logic_error("the layer description has no block for " + to_string(role));

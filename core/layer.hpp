@@ -42,6 +42,10 @@ enum class Tensor : std::uint8_t {
   routed_input, routed_output,
   // Post norms: the attention branch (projection_out) and the MLP branch (fc2_out) normalised, what the residuals add.
   post_attention_norm_out, post_attention_norm_stats, post_mlp_norm_out, post_mlp_norm_stats,
+  // An MTP depth's entry: the shifted tokens' embedding (embedded) and the hidden states (input) normalised, their
+  // concatenation [embedding; hidden], and its projection (what the depth's transformer layer reads).
+  mtp_embedding_norm_out, mtp_embedding_norm_stats, mtp_hidden_norm_out, mtp_hidden_norm_stats, mtp_concat,
+  mtp_projected,
   count
 };
 inline constexpr int kTensorCount = static_cast<int>(Tensor::count);
@@ -74,6 +78,8 @@ enum class Width : std::uint8_t {
   expert_fc1, expert_ffn, vocab,
   shared_fc1, shared_ffn,  // an MoE layer's shared experts (0 without): FC1's output and FC2's input
   q_latent, kv_latent,     // MLA: the query's and the keys' and values' latents (q_lora_rank, kv_lora_rank)
+  two_hidden,              // MTP: [embedding; hidden], eh_proj's input
+  hidden_columns,          // MTP: eh_proj's output, h split by columns over TP (n of its GEMM)
 };
 
 // Where a tensor's rows are: the rank's own tokens outside the TP regions (tokens / tp under SP), all
@@ -124,6 +130,10 @@ std::span<const Block> layer_blocks(bool moe_layer, bool mla = false, bool post_
 // The embedding (first virtual stage) and the output layer (last virtual stage).
 std::span<const Block> embedding_blocks();
 std::span<const Block> head_blocks();
+// An MTP depth's blocks before its transformer layer (Megatron's MultiTokenPredictionLayer._concat_embeddings): the
+// embedding lookup of the shifted tokens, enorm, hnorm and eh_proj. Its transformer layer is layer_blocks' of the
+// decoder's last layer kind, its final norm, shared output projection and loss head_blocks'.
+std::span<const Block> mtp_entry_blocks();
 
 // The residual block of a layer that adds `branch` to the stream, and the one that reads `stream` as its stream
 // input (the skip path of `stream`'s gradient); throw when none does.

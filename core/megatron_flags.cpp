@@ -10,6 +10,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "core/pipeline_layout.hpp"
+
 namespace twin {
 
 const std::vector<MegatronFlag>& megatron_flags() {
@@ -40,6 +42,7 @@ const std::vector<MegatronFlag>& megatron_flags() {
        "megatron/core/transformer/transformer_config.py:141"},
       {"--num-layers-per-virtual-pipeline-stage", K::integer, {}, false, "megatron/training/arguments.py:3114"},
       {"--num-virtual-stages-per-pipeline-rank", K::integer, {}, false, "megatron/training/arguments.py:3116"},
+      {"--pipeline-model-parallel-layout", K::layout, {}, false, "megatron/training/arguments.py:3103"},
       {"--micro-batch-size", K::integer, {}, false, "megatron/training/config/training_config.py:11"},
       {"--global-batch-size", K::integer, {}, false, "megatron/training/config/training_config.py:15"},
       {"--seq-length", K::integer, {}, false, "megatron/training/arguments.py:3305"},
@@ -90,6 +93,7 @@ const std::vector<MegatronFlag>& megatron_flags() {
       {"--qk-pos-emb-head-dim", K::integer, {}, false, "megatron/training/arguments.py:3554"},
       {"--v-head-dim", K::integer, {}, false, "megatron/training/arguments.py:3556"},
       {"--qk-layernorm", K::switch_on, {}, false, "megatron/core/transformer/transformer_config.py:259"},
+      {"--mtp-num-layers", K::integer, {}, false, "megatron/core/transformer/transformer_config.py:68"},
       {"--window-size", K::integers, {}, false, "megatron/training/arguments.py:2384"},
       {"--window-attn-skip-freq", K::frequency, {}, false, "megatron/training/arguments.py:2387"},
       {"--softmax-type",
@@ -252,6 +256,11 @@ std::optional<std::string> value_error(const MegatronFlag& flag, const std::stri
         if (comma == std::string::npos) return std::nullopt;
         start = comma + 1;
       }
+    }
+    case MegatronFlagKind::layout: {
+      std::string expected;
+      if (parse_pipeline_layout(value, expected)) return std::nullopt;
+      return fmt::format("expected {}, got \"{}\"", expected, value);
     }
   }
   return std::nullopt;

@@ -22,6 +22,7 @@ enum class MegatronFlagKind {
   choice,     // a string among `choices`
   frequency,  // moe_freq_type: an integer, or a Python list expression of 0s and 1s ("([0]*3+[1]*58)")
   integers,   // tuple_type: integers separated by commas ("4095,0")
+  layout,     // a pipeline layout string (core/pipeline_layout.hpp: "Et|(tt|)*30mL")
 };
 
 struct MegatronFlag {

@@ -89,6 +89,9 @@ Broken sequence(const MegatronArguments& a, const Sizes& s) {
 
 // Layers over (virtual) pipeline stages: the embedding and the loss count as layers where asked (arguments.py:962).
 Broken pipeline(const MegatronArguments& a, const Sizes& s) {
+  // A layout states each virtual stage's layers: validate_args takes its branch instead (arguments.py:941), and
+  // its own rules are the layout's (core/pipeline_layout.hpp, checked where the scenario is).
+  if (a.has("--pipeline-model-parallel-layout")) return std::nullopt;
   long long layers = a.integer("--num-layers", 0);  // at most 2^40 (megatron_value_error): + 2 stays in range
   if (a.has("--account-for-embedding-in-pipeline-split")) ++layers;
   if (a.has("--account-for-loss-in-pipeline-split")) ++layers;

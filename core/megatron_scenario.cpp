@@ -13,6 +13,7 @@
 #include "core/error.hpp"
 #include "core/input_file.hpp"
 #include "core/moe_layer_pattern.hpp"
+#include "core/pipeline_layout.hpp"
 
 namespace twin {
 namespace {
@@ -118,6 +119,7 @@ void read_model(Reading& r) {
 void read_model_variants(Reading& r) {
   const MegatronArguments& a = r.a;
   if (a.has("--qk-layernorm")) r.doc.set("/model/qk_layernorm", true, "--qk-layernorm");
+  if (a.has("--mtp-num-layers")) r.doc.set("/model/mtp_num_layers", a.integer("--mtp-num-layers", 0), "--mtp-num-layers");
   if (a.has("--window-size")) {
     const std::string window = a.text("--window-size", "");
     const std::size_t comma = window.find(',');
@@ -303,6 +305,14 @@ void read_strategy(Reading& r) {
   long long virtual_stages = a.integer("--num-virtual-stages-per-pipeline-rank", 1);
   if (a.has("--num-layers-per-virtual-pipeline-stage"))
     virtual_stages = layers / pp / std::max(1LL, a.integer("--num-layers-per-virtual-pipeline-stage", 1));
+  if (a.has("--pipeline-model-parallel-layout")) {  // validate_args: VP = the layout's stages / PP (arguments.py:941)
+    const std::string layout = a.text("--pipeline-model-parallel-layout", "");
+    std::string expected;
+    const std::optional<PipelineLayout> parsed = parse_pipeline_layout(layout, expected);
+    if (!parsed) refuse(r.source, "--pipeline-model-parallel-layout", "expected " + expected);
+    virtual_stages = std::max(1LL, parsed->virtual_stages() / std::max(1LL, pp));
+    r.doc.set("/strategy/pipeline_model_parallel_layout", layout, "--pipeline-model-parallel-layout");
+  }
   r.doc.set("/strategy/virtual_pipeline_model_parallel_size", virtual_stages,
             "--num-layers-per-virtual-pipeline-stage");
   r.doc.set("/strategy/schedule", virtual_stages > 1 ? "interleaved-1f1b" : "1f1b",

@@ -132,7 +132,7 @@ std::int64_t layer_total(const LayerParameterGroups& g, int experts_counted) {
 
 std::int64_t count_parameters(const ModelConfig& m, bool active_only) {
   std::int64_t total = embedding_parameter_count(m) + norm_parameters(m);  // + final norm
-  for (int layer = 0; layer < m.num_layers; ++layer)
+  for (int layer = 0; layer < m.transformer_layers(); ++layer)
     total += layer_total(layer_parameter_groups(m, layer), active_only ? m.moe.top_k : m.moe.num_experts);
   return total;
 }
@@ -186,6 +186,10 @@ LayerParameterGroups layer_parameter_groups(const ModelConfig& m, int layer) {
   LayerParameterGroups g;
   g.replicated = (m.post_norms ? 4 : 2) * norm_parameters(m);
   attention_parameters(m, g);
+  if (m.is_mtp_layer(layer)) {  // enorm, hnorm, final_layernorm, eh_proj (multi_token_prediction.py)
+    g.replicated += 3 * norm_parameters(m);
+    g.mtp_projection = 2 * h * h;
+  }
   if (m.attention_sinks) g.attention_biases += m.num_attention_heads;
   if (m.add_bias_linear) g.replicated += h;  // the projection's (row-parallel) bias
   if (m.is_moe_layer(layer)) {

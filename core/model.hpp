@@ -109,16 +109,30 @@ struct ModelConfig {
   double final_logit_softcap = 0;
   // Gemma-2: a norm on each branch's output before its residual add (four norms a layer, not two).
   bool post_norms = false;
+  // Multi-token prediction (DeepSeek-V3, arXiv:2412.19437 section 2.2; Megatron's --mtp-num-layers, Hugging Face's
+  // num_nextn_predict_layers): depth d (0-based) is transformer layer num_layers + d, after the decoder's, beside
+  // the loss: the embedding of the tokens d + 1 further on, an RMSNorm of it and of the hidden states, their
+  // concatenation projected 2h -> h, one transformer layer, a final norm, the shared output head and a loss.
+  int mtp_num_layers = 0;
 
+  // The transformer layers the model runs: the decoder's, then one per MTP depth.
+  int transformer_layers() const { return num_layers + mtp_num_layers; }
+  bool is_mtp_layer(int layer) const { return layer >= num_layers; }
+  // The layer whose kind `layer` has: itself, or for an MTP depth the decoder's last (Megatron builds the MTP
+  // layer from the last layer's spec: get_gpt_mtp_block_spec_for_backend, megatron/core/models/gpt/
+  // gpt_layer_specs.py at NVIDIA/Megatron-LM d98e8a64dd).
+  int kind_layer(int layer) const { return layer < num_layers ? layer : num_layers - 1; }
   bool is_moe() const { return moe.num_experts > 0; }
   // Megatron's moe_layer_freq after the first dense layers: layer i is MoE when i >= first_dense_layers and
   // i % freq == 0 (DeepSeek-V3's rule).
   bool is_moe_layer(int layer) const {
-    return is_moe() && layer >= moe.first_dense_layers && layer % moe.layer_freq == 0;
+    const int l = kind_layer(layer);
+    return is_moe() && l >= moe.first_dense_layers && l % moe.layer_freq == 0;
   }
   // Whether layer i's attention is windowed.
   bool is_windowed_layer(int layer) const {
-    return window_size > 0 && (window_attn_skip_freq == 0 || (layer + 1) % window_attn_skip_freq != 0);
+    const int l = kind_layer(layer);
+    return window_size > 0 && (window_attn_skip_freq == 0 || (l + 1) % window_attn_skip_freq != 0);
   }
   int num_moe_layers() const;
   bool operator==(const ModelConfig&) const = default;
@@ -140,10 +154,13 @@ struct LayerParameterGroups {
   // Of `replicated`, MLA's down projections and latent norms: Megatron marks them sequence_parallel and, under SP,
   // sums their gradients over TP once a step (finalize_model_grads' _allreduce_non_tensor_model_parallel_grads).
   std::int64_t duplicated_linears = 0;
+  // An MTP depth's projection of [embedding; hidden] 2h -> h (column-parallel, split over TP; its two input norms
+  // and its final norm are in `replicated`); 0 in a decoder layer.
+  std::int64_t mtp_projection = 0;
   int experts = 0;                     // num_experts in an MoE layer, else 0
   std::int64_t per_expert = 0;         // one expert's MLP, its biases included
   std::int64_t tp_split() const {
-    return attention_weights + attention_biases + mlp_weights + mlp_biases + mlp_weights_shared;
+    return attention_weights + attention_biases + mlp_weights + mlp_biases + mlp_weights_shared + mtp_projection;
   }
 };
 LayerParameterGroups layer_parameter_groups(const ModelConfig& model, int layer);
@@ -157,11 +174,12 @@ struct EmbeddingAndOutputParameters {
 };
 EmbeddingAndOutputParameters embedding_and_output_parameters(const ModelConfig& model, std::int64_t vocab_rows);
 
-// Parameter counts (embedding and output projection included; MoE counts all experts).
+// Parameter counts (embedding and output projection included; MoE counts all experts; MTP depths included, sharing
+// the embedding and the output projection as Megatron trains them).
 std::int64_t parameter_count(const ModelConfig& model);
 // Parameters touched per token: MoE counts top_k experts instead of all.
 std::int64_t active_parameter_count(const ModelConfig& model);
-// Parameters of one transformer layer (attention, MLP or experts, norms).
+// Parameters of one transformer layer (attention, MLP or experts, norms; an MTP depth's norms and projection).
 std::int64_t layer_parameter_count(const ModelConfig& model, int layer);
 // Input embedding, learned position embedding (when not RoPE) and the output projection when untied.
 std::int64_t embedding_parameter_count(const ModelConfig& model);

@@ -34,6 +34,7 @@ void parse_model_variants(const JsonReader& r, ModelConfig& m) {
   if (auto f = r.find("attention_softcap")) m.attention_softcap = softcap(*f);
   if (auto f = r.find("final_logit_softcap")) m.final_logit_softcap = softcap(*f);
   if (auto f = r.find("post_norms")) m.post_norms = f->boolean();
+  if (auto f = r.find("mtp_num_layers")) m.mtp_num_layers = static_cast<int>(f->integer(0, kMaxLayers));
   auto mla = r.value().find("mla");
   if (mla != r.value().end() && mla->is_null()) m.mla = MlaConfig{};  // "mla": null: back to QKV attention
   else if (auto f = r.find("mla")) m.mla = parse_mla(*f, m.mla);

@@ -59,6 +59,9 @@ std::string to_string(OpRole role) {
     case OpRole::mla_kv_expand: return "mla_kv_expand";
     case OpRole::post_attention_norm: return "post_attention_norm";
     case OpRole::post_mlp_norm: return "post_mlp_norm";
+    case OpRole::mtp_embedding_norm: return "mtp_embedding_norm";
+    case OpRole::mtp_hidden_norm: return "mtp_hidden_norm";
+    case OpRole::mtp_projection: return "mtp_projection";
   }
   return "unknown";
 }

@@ -81,6 +81,10 @@ enum class OpRole : std::uint8_t {
   mla_q_down, mla_q_norm, mla_q_up, mla_kv_down, mla_kv_norm, mla_kv_up, mla_kv_expand,
   // Post norms (Gemma-2 and 3, core/model.hpp's post_norms): each branch normalised before the residual adds it.
   post_attention_norm, post_mlp_norm,
+  // Multi-token prediction (core/model.hpp's mtp_num_layers), before its transformer layer: the norms of the shifted
+  // tokens' embedding (enorm) and of the hidden states (hnorm), their concatenation's projection 2h -> h (eh_proj).
+  // Its embedding lookup, final norm, output projection and loss keep the main model's roles.
+  mtp_embedding_norm, mtp_hidden_norm, mtp_projection,
 };
 
 // Which product of its linear layer a GEMM computes (the linear is the op's role): the forward output, the

@@ -58,6 +58,7 @@ json model_json(const ModelConfig& m) {
   if (m.attention_softcap > 0) out["attention_softcap"] = m.attention_softcap;
   if (m.final_logit_softcap > 0) out["final_logit_softcap"] = m.final_logit_softcap;
   if (m.post_norms) out["post_norms"] = true;
+  if (m.mtp_num_layers > 0) out["mtp_num_layers"] = m.mtp_num_layers;
   return out;
 }
 
@@ -190,7 +191,7 @@ json search_json(const SearchSpace& s) {
 }  // namespace
 
 json to_json(const Strategy& s) {
-  return {{"tensor_model_parallel_size", s.tensor_model_parallel_size},
+  json out = {{"tensor_model_parallel_size", s.tensor_model_parallel_size},
           {"pipeline_model_parallel_size", s.pipeline_model_parallel_size},
           {"context_parallel_size", s.context_parallel_size},
           {"expert_model_parallel_size", s.expert_model_parallel_size},
@@ -202,6 +203,9 @@ json to_json(const Strategy& s) {
           {"zero_stage", s.zero_stage},
           {"recompute", to_string(s.recompute)},
           {"schedule", to_string(s.schedule)}};
+  if (!s.pipeline_model_parallel_layout.empty())
+    out["pipeline_model_parallel_layout"] = s.pipeline_model_parallel_layout.text;
+  return out;
 }
 
 json to_json(const Scenario& s) {

@@ -68,7 +68,7 @@ ModelConfig parse_model(const Reader& r) {
                "normalization", "attention_backend", "untie_embeddings_and_output_weights",
                "position_embedding_rope", "rotary_base", "add_bias_linear", "hidden_dropout", "attention_dropout",
                "moe", "qk_layernorm", "window_size", "window_attn_skip_freq", "attention_sinks", "attention_softcap",
-               "final_logit_softcap", "post_norms", "mla"});
+               "final_logit_softcap", "post_norms", "mla", "mtp_num_layers"});
   ModelConfig m;
   m.name = "custom";
   bool has_preset = false;
@@ -278,7 +278,7 @@ Strategy parse_strategy(const Reader& r) {
   r.only_keys({"pipelines", "tensor_model_parallel_size", "pipeline_model_parallel_size", "context_parallel_size",
                "expert_model_parallel_size", "virtual_pipeline_model_parallel_size", "micro_batch_size",
                "sequence_parallel", "zero_stage", "recompute", "schedule", "data_parallel_size",
-               "num_micro_batches"});
+               "num_micro_batches", "pipeline_model_parallel_layout"});
   Strategy s;
   int* sizes[] = {&s.tensor_model_parallel_size, &s.pipeline_model_parallel_size, &s.context_parallel_size,
                   &s.expert_model_parallel_size, &s.virtual_pipeline_model_parallel_size, &s.micro_batch_size};
@@ -293,6 +293,12 @@ Strategy parse_strategy(const Reader& r) {
   if (auto f = r.find("sequence_parallel")) s.sequence_parallel = f->boolean();
   if (auto f = r.find("recompute")) s.recompute = parse_recompute(*f);
   if (auto f = r.find("schedule")) s.schedule = parse_schedule(*f);
+  if (auto f = r.find("pipeline_model_parallel_layout")) {
+    std::string expected;
+    std::optional<PipelineLayout> layout = parse_pipeline_layout(f->string(), expected);
+    if (!layout) f->fail(expected);
+    s.pipeline_model_parallel_layout = std::move(*layout);
+  }
   return s;
 }
 

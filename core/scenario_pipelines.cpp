@@ -56,6 +56,9 @@ std::vector<AsymmetricPipeline> parse_pipelines(const JsonReader& r, const Scena
   const Cluster& cluster = scenario.cluster;
   if (model.is_moe())
     r.fail_plain("asymmetric plans (strategy.pipelines) support dense models only; this model has experts");
+  if (model.mtp_num_layers > 0)
+    r.fail_plain("asymmetric plans (strategy.pipelines) support models without multi-token prediction; this model "
+                 "has mtp_num_layers > 0");
   std::vector<AsymmetricPipeline> pipelines;
   std::map<int, std::string> owner;  // device -> path of the stage that uses it
   std::int64_t batch = 0;

@@ -6,10 +6,14 @@
 namespace twin {
 
 std::string Strategy::key() const {
+  const std::string layout = pipeline_model_parallel_layout.empty()
+                                 ? std::string()
+                                 : ".layout-" + pipeline_layout_key(pipeline_model_parallel_layout);
   return fmt::format("tp{}.pp{}.cp{}.ep{}.dp{}.vpp{}.{}.mbs{}.z{}.rc-{}.{}", tensor_model_parallel_size,
                      pipeline_model_parallel_size, context_parallel_size, expert_model_parallel_size,
                      data_parallel_size, virtual_pipeline_model_parallel_size, sequence_parallel ? "sp" : "nosp",
-                     micro_batch_size, zero_stage, to_string(recompute), to_string(schedule));
+                     micro_batch_size, zero_stage, to_string(recompute), to_string(schedule)) +
+         layout;
 }
 
 std::string to_string(Schedule s) {

@@ -7,6 +7,8 @@
 #include <string_view>
 #include <vector>
 
+#include "core/pipeline_layout.hpp"
+
 namespace twin {
 
 enum class Schedule { gpipe, one_f_one_b, interleaved_1f1b, double_strand };
@@ -25,13 +27,17 @@ struct Strategy {
   int zero_stage = 0;                              // 0 = plain DP, 1 = optimizer states, 2 = + grads, 3 = + params
   Recompute recompute = Recompute::none;
   Schedule schedule = Schedule::one_f_one_b;
+  // Megatron's --pipeline-model-parallel-layout: the layers of each virtual stage; empty, the even split
+  // (strategies/sharded_parameters.hpp). Only a stated strategy has one: the search splits evenly.
+  PipelineLayout pipeline_model_parallel_layout;
 
   // 64-bit: each size may be up to 2^16 before validity rules them out.
   std::int64_t model_parallel_size() const {
     return std::int64_t{tensor_model_parallel_size} * pipeline_model_parallel_size * context_parallel_size;
   }
   std::int64_t world_size() const { return model_parallel_size() * data_parallel_size; }
-  // Stable, human-readable identity, e.g. "tp2.pp4.cp1.ep1.dp4.vpp1.sp.mbs1.z1.rc-none.1f1b".
+  // Stable, human-readable identity, e.g. "tp2.pp4.cp1.ep1.dp4.vpp1.sp.mbs1.z1.rc-none.1f1b" (a layout appends
+  // ".layout-" and its pipeline_layout_key).
   std::string key() const;
   bool operator==(const Strategy&) const = default;
 };

@@ -20,6 +20,7 @@ std::optional<UnsupportedModelFeature> first_unsupported_feature(const ModelConf
   if (m.attention_softcap > 0) return unsupported("attention_softcap", "soft-capped attention scores");
   if (m.final_logit_softcap > 0) return unsupported("final_logit_softcap", "soft-capped logits");
   if (m.post_norms) return unsupported("post_norms", "post norms");
+  if (m.mtp_num_layers > 0) return unsupported("mtp_num_layers", "multi-token prediction layers");
   // GPT's LayerNorm, learned positions and linear biases run (executor/parameters.hpp); experts' biases do not.
   if (m.add_bias_linear && m.is_moe()) return unsupported("add_bias_linear", "linear biases in expert layers");
   if (m.hidden_dropout > 0) return unsupported("hidden_dropout", "dropout");

@@ -55,6 +55,10 @@ void check_strategy(const Plan& plan, const Scenario& scenario, const Strategy& 
                     const std::string& file, const std::string& at) {
   check_mla(scenario.model, s, file);
   check_window(scenario.model, s, file);
+  if (!s.pipeline_model_parallel_layout.empty())
+    throw InputError(file, at + "/pipeline_model_parallel_layout",
+                     "a plan without a pipeline layout (twin execute runs the even split of layers; a stated "
+                     "layout's virtual stages are priced by the simulator only, not yet run on GPUs)");
   const std::string oom = out_of_memory_reason(memory, scenario.cluster.node_groups.front().gpu.memory_GiB);
   if (!oom.empty()) throw InputError(file, at, "a plan that fits; the simulator says it does not: " + oom);
   if (s.context_parallel_size > 1 && scenario.framework.cp_comm_type != CpCommType::p2p)

@@ -95,6 +95,12 @@ void parallelism(ArgsText& out, const Scenario& scenario, const Strategy& s) {
   // Layers over (virtual) pipeline stages. An uneven split (Llama 3's) leaves one layer off the last
   // virtual stage, or also one off the first: Megatron counts the loss, or also the embedding, as a layer.
   if (s.schedule == Schedule::double_strand) return;  // DHeLlam's folded chunks: said by a comment instead
+  // A stated layout says it all, and Megatron takes it alone (arguments.py: "No more than one of ...
+  // --num-layers-per-virtual-pipeline-stage, --num-virtual-stages-per-pipeline-rank, --pipeline-model-parallel-layout").
+  if (!s.pipeline_model_parallel_layout.empty()) {
+    out.arg("--pipeline-model-parallel-layout", s.pipeline_model_parallel_layout.text);
+    return;
+  }
   const bool interleaved = s.schedule == Schedule::interleaved_1f1b && s.virtual_pipeline_model_parallel_size > 1;
   const int virtual_stages = s.pipeline_model_parallel_size * (interleaved ? s.virtual_pipeline_model_parallel_size : 1);
   const int per_virtual_stage = max_layers_in_virtual_stage(m, s);
@@ -122,6 +128,7 @@ void model_variants(ArgsText& out, const ModelConfig& m) {
     out.arg("--v-head-dim", m.mla.v_head_dim);
   }
   if (m.qk_layernorm) out.arg("--qk-layernorm");
+  if (m.mtp_num_layers > 0) out.arg("--mtp-num-layers", m.mtp_num_layers);
   if (m.window_size > 0) out.arg("--window-size", fmt::format("{},0", m.window_size - 1));  // keys before, after
   if (m.window_attn_skip_freq > 0) out.arg("--window-attn-skip-freq", m.window_attn_skip_freq);
   if (m.attention_sinks) out.arg("--softmax-type", "learnable");

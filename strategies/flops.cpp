@@ -1,6 +1,9 @@
 // Megatron-LM's num_floating_point_operations, term by term: 3 passes (forward, input gradient, weight
 // gradient) x 2 (multiply-add) x the GEMM sizes per token, plus causal core attention (Q K^T and
-// attention x V, halved by the mask). The vocabulary is the model's, unpadded: padding is not model work.
+// attention x V, halved by the mask). The vocabulary is the model's, unpadded: padding is not model work. An MTP
+// depth counts as Megatron counts it (megatron/training/training.py at NVIDIA/Megatron-LM d98e8a64dd): a layer of the
+// last layer's kind, eh_proj's 2h x h and a logit of its own; Megatron's 3h of its norms twin leaves out, as it
+// leaves out every norm.
 #include "strategies/flops.hpp"
 
 #include <algorithm>
@@ -40,6 +43,7 @@ double layer_weight_flops_per_token(const ModelConfig& m, int layer) {
             static_cast<double>(m.moe.shared_expert_ffn_hidden_size) * h * gated;
   else
     macs += h * static_cast<double>(m.ffn_hidden_size) * gated;
+  if (m.is_mtp_layer(layer)) macs += 2 * h * h + h * static_cast<double>(m.vocab_size);  // eh_proj, its logits
   return 2 * macs;
 }
 
@@ -64,7 +68,7 @@ double tokens_per_iteration(const Scenario& s) {
 double model_flops_per_iteration(const Scenario& scenario) {
   const ModelConfig& m = scenario.model;
   double forward = 2.0 * static_cast<double>(m.hidden_size) * static_cast<double>(m.vocab_size);  // logits
-  for (int layer = 0; layer < m.num_layers; ++layer)
+  for (int layer = 0; layer < m.transformer_layers(); ++layer)
     forward += layer_weight_flops_per_token(m, layer) + attention_flops_per_token(m, layer, scenario.training.seq_length);
   return 3 * forward * tokens_per_iteration(scenario);
 }
@@ -72,7 +76,7 @@ double model_flops_per_iteration(const Scenario& scenario) {
 double hardware_flops_per_iteration(const Scenario& scenario, Recompute recompute) {
   const ModelConfig& m = scenario.model;
   double repeated = 0;  // forward work done again in backward, per token
-  for (int layer = 0; layer < m.num_layers; ++layer) {
+  for (int layer = 0; layer < m.transformer_layers(); ++layer) {
     if (recompute == Recompute::selective)
       repeated += attention_flops_per_token(m, layer, scenario.training.seq_length);
     else if (recompute == Recompute::full)

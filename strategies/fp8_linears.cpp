@@ -26,14 +26,11 @@ RankParameters layer_fp8_weights(const ModelConfig& model, int layer, int tp, in
   return p;
 }
 
-// Calls visit(layer) for every layer pipeline stage `stage` holds.
+// Calls visit(layer) for every layer pipeline stage `stage` holds (MTP depths' included).
 template <class Visit>
 void for_stage_layers(const ModelConfig& m, const Strategy& s, int stage, Visit&& visit) {
-  for (int chunk = 0; chunk < chunks_per_stage(s); ++chunk) {
-    const int first = first_layer_of(m, s, stage, chunk);
-    const int count = layers_in_virtual_stage(m, s, virtual_stage_of(s, stage, chunk));
-    for (int layer = first; layer < first + count; ++layer) visit(layer);
-  }
+  for (int chunk = 0; chunk < chunks_per_stage(s); ++chunk)
+    for (int layer : chunk_layers(m, s, stage, chunk)) visit(layer);
 }
 
 }  // namespace

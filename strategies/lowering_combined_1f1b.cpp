@@ -50,7 +50,10 @@ void StageLowering::combined_pass(const ScheduleStep& forward, const ScheduleSte
   const std::vector<Unit> forward_units = units(forward.chunk);
   std::vector<Unit> backward_units = units(backward.chunk);
   std::reverse(backward_units.begin(), backward_units.end());
-  const auto moe_layer = [&](const Unit& u) { return u.kind == Unit::layer_unit && model_.is_moe_layer(u.layer); };
+  // An MTP depth (its entry and head around its layer) runs unpaired.
+  const auto moe_layer = [&](const Unit& u) {
+    return u.kind == Unit::layer_unit && model_.is_moe_layer(u.layer) && !model_.is_mtp_layer(u.layer);
+  };
   const bool delay_wgrad = scenario_.framework.delay_wgrad_compute;
   for (std::size_t k = 0; k < std::max(forward_units.size(), backward_units.size()); ++k) {
     const bool has_forward = k < forward_units.size(), has_backward = k < backward_units.size();

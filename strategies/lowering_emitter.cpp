@@ -24,6 +24,8 @@ std::int64_t width_per_rank(const RankShapes& s, layer::Width width) {
     case layer::Width::shared_ffn: return s.shared_ffn;
     case layer::Width::q_latent: return s.q_lora_rank;
     case layer::Width::kv_latent: return s.kv_lora_rank;
+    case layer::Width::two_hidden: return 2 * s.h;
+    case layer::Width::hidden_columns: return s.h / s.tp;
   }
   return 0;
 }

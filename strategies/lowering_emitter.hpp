@@ -236,7 +236,8 @@ void emit_unit_forward(Emitter& e, std::span<const layer::Block> blocks, int lay
 void emit_unit_backward(Emitter& e, std::span<const layer::Block> blocks, int layer, BlockOps ops,
                         bool recompute_forward);
 
-// One transformer layer's forward and backward (the backward includes what recompute repeats).
+// One transformer layer's forward and backward (the backward includes what recompute repeats); for an MTP depth's
+// layer (ModelConfig::is_mtp_layer) also its entry before it and its own output layer and loss after it.
 void emit_layer_forward(Emitter& e, const ModelConfig& model, int layer);
 void emit_layer_backward(Emitter& e, const ModelConfig& model, int layer);
 // Embedding on the first virtual stage; final norm, output projection and loss on the last.

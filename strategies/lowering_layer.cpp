@@ -236,10 +236,27 @@ void block_ops(Emitter& e, const layer::Block& block, Phase phase) {
   }
 }
 
-}  // namespace
+// An MTP depth's entry (multi_token_prediction.py, _concat_embeddings, at NVIDIA/Megatron-LM d98e8a64dd): eh_proj
+// reads the concatenation of the two norms' outputs (torch.cat: both read, 2h written); its output, split by columns
+// over TP, is all-gathered whole (gather_from_tensor_model_parallel_region) and, under SP, cut to the rank's rows
+// (scatter_to_sequence_parallel_region, no traffic). Backward the cut's gradient is all-gathered over the sequence
+// (SP) and the gather's is a split; the concatenation's gradient is two views.
+void mtp_entry_ops(Emitter& e, const layer::Block& block, Phase phase) {
+  const RankShapes& s = e.shapes();
+  const bool projection = block.role == OpRole::mtp_projection;
+  if (projection && phase == Phase::forward)
+    e.emit(Emitter::moved(OpKind::elementwise, OpRole::mtp_projection, 2 * s.tokens_local * 2 * s.h * 2));
+  if (projection && phase == Phase::backward && tp_active(s) && s.sp)
+    e.emit(tp_op(OpKind::all_gather, OpRole::tp_gather, s, activation_bytes(s), OpRole::mtp_projection,
+                 LinearTensor::output_gradient));
+  block_ops(e, block, phase);
+  if (projection && phase == Phase::forward && tp_active(s))
+    e.emit(tp_op(OpKind::all_gather, OpRole::tp_gather, s, activation_bytes(s), OpRole::mtp_projection,
+                 LinearTensor::output));
+}
 
 // A layer's ops depend on its blocks and the class's shapes, not on which layer it is: its passes repeat (Emitter::emit_pass).
-void emit_layer_forward(Emitter& e, const ModelConfig& model, int layer) {
+void decoder_layer_forward(Emitter& e, const ModelConfig& model, int layer) {
   const std::span<const layer::Block> blocks =
       layer::layer_blocks(model.is_moe_layer(layer), model.mla.enabled(), model.post_norms);
   e.set_layer(layer);
@@ -247,7 +264,7 @@ void emit_layer_forward(Emitter& e, const ModelConfig& model, int layer) {
   e.emit_pass(blocks.data(), false, [&] { emit_unit_forward(e, blocks, layer, block_ops); });
 }
 
-void emit_layer_backward(Emitter& e, const ModelConfig& model, int layer) {
+void decoder_layer_backward(Emitter& e, const ModelConfig& model, int layer) {
   const std::span<const layer::Block> blocks =
       layer::layer_blocks(model.is_moe_layer(layer), model.mla.enabled(), model.post_norms);
   e.set_layer(layer);
@@ -255,6 +272,24 @@ void emit_layer_backward(Emitter& e, const ModelConfig& model, int layer) {
   e.emit_pass(blocks.data(), true, [&] {
     emit_unit_backward(e, blocks, layer, block_ops, e.shapes().recompute == Recompute::full);
   });
+}
+
+}  // namespace
+
+// An MTP depth runs its entry, its transformer layer (the last decoder layer's kind) and its own head: its final
+// norm, the shared output projection and its loss (issued, like the main head's, outside any layer: in bf16).
+void emit_layer_forward(Emitter& e, const ModelConfig& model, int layer) {
+  if (!model.is_mtp_layer(layer)) return decoder_layer_forward(e, model, layer);
+  emit_unit_forward(e, layer::mtp_entry_blocks(), layer, mtp_entry_ops);
+  decoder_layer_forward(e, model, layer);
+  emit_unit_forward(e, layer::head_blocks(), -1, block_ops);
+}
+
+void emit_layer_backward(Emitter& e, const ModelConfig& model, int layer) {
+  if (!model.is_mtp_layer(layer)) return decoder_layer_backward(e, model, layer);
+  emit_unit_backward(e, layer::head_blocks(), -1, block_ops, false);
+  decoder_layer_backward(e, model, layer);
+  emit_unit_backward(e, layer::mtp_entry_blocks(), layer, mtp_entry_ops, false);
 }
 
 void emit_embedding_forward(Emitter& e) { emit_unit_forward(e, layer::embedding_blocks(), -1, block_ops); }

@@ -74,9 +74,7 @@ std::vector<Unit> StageLowering::units(int chunk) const {
   std::vector<Unit> list;
   const int vs = virtual_stage(chunk);
   if (vs == 0) list.push_back({Unit::embedding_unit});
-  const int first = first_layer_of(model_, strategy_, stage_, chunk);
-  const int count = layers_in_virtual_stage(model_, strategy_, vs);
-  for (int l = first; l < first + count; ++l) list.push_back({Unit::layer_unit, l});
+  for (int l : chunk_layers(model_, strategy_, stage_, chunk)) list.push_back({Unit::layer_unit, l});
   if (vs == last_virtual_stage_) list.push_back({Unit::head_unit});
   return list;
 }
@@ -342,7 +340,9 @@ void StageLowering::optimizer_phase() {
   bool holds_output = false;
   for (int chunk = 0; chunk < chunks_per_stage(strategy_); ++chunk)
     holds_output |= virtual_stage(chunk) == last_virtual_stage_;
-  const bool tied_pair = !model_.untie_embeddings_and_output_weights && holds_embedding_ != holds_output;
+  // Tied, or with MTP (its lookups beside the loss), the last stage holds a copy of the embedding's table.
+  const bool tied_pair = (!model_.untie_embeddings_and_output_weights || model_.mtp_num_layers > 0) &&
+                         holds_embedding_ != holds_output;
   if (tied_pair) {
     const OpIndex sync = e_.emit_after(
         parameter_collective(OpKind::all_reduce, OpRole::embedding_grad_sync, GroupKind::embedding, 2,
@@ -392,12 +392,9 @@ void StageLowering::optimizer_phase() {
 OpIndex StageLowering::sum_duplicated_gradients(OpIndex after) {
   if (!s_.sp) return kNoOp;
   std::int64_t parameters = 0;
-  for (int chunk = 0; chunk < chunks_per_stage(strategy_); ++chunk) {
-    const int first = first_layer_of(model_, strategy_, stage_, chunk);
-    const int count = layers_in_virtual_stage(model_, strategy_, virtual_stage_of(strategy_, stage_, chunk));
-    for (int layer = first; layer < first + count; ++layer)
+  for (int chunk = 0; chunk < chunks_per_stage(strategy_); ++chunk)
+    for (int layer : chunk_layers(model_, strategy_, stage_, chunk))
       parameters += layer_parameter_groups(model_, layer).duplicated_linears;
-  }
   if (parameters == 0) return kNoOp;
   const OpIndex sum = e_.emit_after(Emitter::collective(OpKind::all_reduce, OpRole::tp_reduce, Stream::tp_comm,
                                                         GroupKind::tensor, s_.tp, parameters * s_.reduce_bytes),

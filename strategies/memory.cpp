@@ -78,6 +78,8 @@ struct SavedTerms {
       case layer::Width::shared_ffn: return shared;
       case layer::Width::q_latent: return static_cast<double>(m.mla.q_lora_rank);
       case layer::Width::kv_latent: return static_cast<double>(m.mla.kv_lora_rank);
+      case layer::Width::two_hidden: return 2 * h;
+      case layer::Width::hidden_columns: return h;
     }
     return 0;
   }
@@ -199,10 +201,12 @@ StageUnits stage_units(const Scenario& scenario, const Strategy& st, int stage) 
                  std::vector<double>(static_cast<std::size_t>(chunks), 0.0), 0};
   for (int chunk = 0; chunk < chunks; ++chunk) {
     const int vs = virtual_stage_of(st, stage, chunk);
-    const int first = first_layer_of(m, st, stage, chunk);
     std::vector<double>& units = out.unit_bytes[chunk];
     if (vs == 0) units.push_back(static_cast<double>(embedding_activation_bytes(scenario, rows, tp, sp)));
-    for (int layer = first; layer < first + layers_in_virtual_stage(m, st, vs); ++layer) {
+    for (int layer : chunk_layers(m, st, stage, chunk)) {
+      // An MTP depth keeps, beside its layer's, what its entry blocks and its own head (output layer) keep.
+      if (m.is_mtp_layer(layer))
+        units.push_back(static_cast<double>(mtp_edge_activation_bytes(scenario, rows, tp, sp)));
       const bool fp8 = scenario.training.fp8 && layer_runs_fp8(*scenario.training.fp8, layer, m.num_layers);
       units.push_back(static_cast<double>(activation_bytes_per_layer(m, seq, st.micro_batch_size, tp, sp, cp,
                                                                      st.recompute, m.is_moe_layer(layer), ep, fp8)));
@@ -301,6 +305,11 @@ Bytes embedding_activation_bytes(const Scenario& scenario, double rows, int tens
 Bytes output_layer_activation_bytes(const Scenario& scenario, double rows, int tensor_parallel,
                                     bool sequence_parallel) {
   return std::llround(edge_terms(scenario, rows, tensor_parallel, sequence_parallel).bytes(layer::head_blocks()));
+}
+
+Bytes mtp_edge_activation_bytes(const Scenario& scenario, double rows, int tensor_parallel, bool sequence_parallel) {
+  const SavedTerms terms = edge_terms(scenario, rows, tensor_parallel, sequence_parallel);
+  return std::llround(terms.bytes(layer::mtp_entry_blocks()) + terms.bytes(layer::head_blocks()));
 }
 
 Bytes recomputed_layer_bytes(const ModelConfig& model, std::int64_t seq_length, int micro_batch_size,

@@ -70,6 +70,9 @@ Bytes recomputed_layer_bytes(const ModelConfig& model, std::int64_t seq_length, 
 // projection's inputs and the loss's logits of the vocabulary shard (bf16 under the fused loss, fp32 without).
 Bytes embedding_activation_bytes(const Scenario& scenario, double rows, int tensor_parallel, bool sequence_parallel);
 Bytes output_layer_activation_bytes(const Scenario& scenario, double rows, int tensor_parallel, bool sequence_parallel);
+// An MTP depth's beside its transformer layer: its entry's (the shifted tokens' embedding, the two norms' inputs,
+// eh_proj's 2h-wide input) and its own output layer's, as output_layer_activation_bytes.
+Bytes mtp_edge_activation_bytes(const Scenario& scenario, double rows, int tensor_parallel, bool sequence_parallel);
 
 // Bytes per parameter of weights + grads + optimizer states under ZeRO `stage` over `dp` ranks
 // (mixed precision Adam: 2 + 2 + 12 = 16 unsharded, as in the ZeRO paper).

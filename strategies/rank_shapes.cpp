@@ -19,7 +19,7 @@ namespace {
 std::vector<MoeLayerShapes> moe_layer_shapes(const ModelConfig& m, const RankShapes& s) {
   const double routed = static_cast<double>(s.tokens_local) * m.moe.top_k;  // this rank's copies
   const double mean_expert = routed * s.ep / s.experts_total;               // an expert's rows at the mean
-  std::vector<MoeLayerShapes> shapes(static_cast<std::size_t>(m.num_layers));
+  std::vector<MoeLayerShapes> shapes(static_cast<std::size_t>(m.transformer_layers()));
   const std::vector<ExpertParallelLoad> loads = layer_loads(m, s.ep, routed * s.ep);
   for (int layer = 0; layer < m.num_layers; ++layer) {
     if (!m.is_moe_layer(layer)) continue;
@@ -30,6 +30,9 @@ std::vector<MoeLayerShapes> moe_layer_shapes(const ModelConfig& m, const RankSha
       x.busiest_expert_tokens = static_cast<std::int64_t>(std::ceil(mean_expert * load.expert_load));
     x.dispatch_bytes = std::llround(routed * s.h * 2 * load.rank_load);
   }
+  // An MTP depth's layer routes as the decoder's last layer does (core/moe_routing.hpp draws decoder layers only).
+  for (int layer = m.num_layers; layer < m.transformer_layers(); ++layer)
+    shapes[static_cast<std::size_t>(layer)] = shapes[static_cast<std::size_t>(m.num_layers - 1)];
   return shapes;
 }
 

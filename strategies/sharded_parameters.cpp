@@ -1,6 +1,8 @@
 // Per-GPU parameter counts: core's parameter groups (core/model.hpp) divided by TP and EP.
 #include "strategies/sharded_parameters.hpp"
 
+#include <algorithm>
+
 namespace twin {
 
 std::int64_t padded_vocab_size(const ModelConfig& model, int tensor_parallel) {
@@ -12,7 +14,7 @@ RankParameters layer_parameters_per_rank(const ModelConfig& m, int layer, int tp
   const LayerParameterGroups g = layer_parameter_groups(m, layer);
   RankParameters p;
   p.dense = g.attention_weights / tp + g.attention_biases / tp + g.mlp_weights / tp + g.mlp_biases / tp +
-            g.mlp_weights_shared / tp + g.replicated;
+            g.mlp_weights_shared / tp + g.mtp_projection / tp + g.replicated;
   p.expert = static_cast<std::int64_t>(g.experts / ep) * g.per_expert;
   return p;
 }
@@ -25,7 +27,9 @@ std::int64_t embedding_parameters_per_rank(const ModelConfig& m, int tp) {
 std::int64_t output_parameters_per_rank(const ModelConfig& m, int tp, bool holds_embedding) {
   const EmbeddingAndOutputParameters p = embedding_and_output_parameters(m, padded_vocab_size(m, tp));
   // Tied: the embedding serves as the output projection, or a copy of it does on another stage.
-  return p.final_norm + (holds_embedding ? p.output_projection : p.word_embedding) / tp;
+  const std::int64_t output = p.final_norm + (holds_embedding ? p.output_projection : p.word_embedding) / tp;
+  const bool mtp_copy = m.mtp_num_layers > 0 && m.untie_embeddings_and_output_weights && !holds_embedding;
+  return output + (mtp_copy ? p.word_embedding / tp : 0);
 }
 
 namespace {
@@ -49,9 +53,17 @@ int virtual_stage_of(const Strategy& s, int stage, int chunk) {
   return chunk * pp + stage;
 }
 
-int max_layers_in_virtual_stage(const ModelConfig& m, const Strategy& s) { return layer_split(m, s).per_stage; }
+int max_layers_in_virtual_stage(const ModelConfig& m, const Strategy& s) {
+  const PipelineLayout& layout = s.pipeline_model_parallel_layout;
+  if (layout.empty()) return layer_split(m, s).per_stage;
+  int most = 0;
+  for (int count : layout.decoder_layers) most = std::max(most, count);
+  return most;
+}
 
 int layers_in_virtual_stage(const ModelConfig& m, const Strategy& s, int vs) {
+  if (const PipelineLayout& layout = s.pipeline_model_parallel_layout; !layout.empty())
+    return layout.decoder_layers.at(static_cast<std::size_t>(vs));
   const LayerSplit split = layer_split(m, s);
   int count = split.per_stage;
   if (split.missing >= 1 && vs == split.virtual_stages - 1) --count;
@@ -60,9 +72,28 @@ int layers_in_virtual_stage(const ModelConfig& m, const Strategy& s, int vs) {
 }
 
 int first_layer_of(const ModelConfig& m, const Strategy& s, int stage, int chunk) {
-  const LayerSplit split = layer_split(m, s);
   const int vs = virtual_stage_of(s, stage, chunk);
+  if (const PipelineLayout& layout = s.pipeline_model_parallel_layout; !layout.empty()) {
+    int first = 0;
+    for (int before = 0; before < vs; ++before) first += layout.decoder_layers.at(static_cast<std::size_t>(before));
+    return first;
+  }
+  const LayerSplit split = layer_split(m, s);
   return vs * split.per_stage - (split.missing >= 2 && vs > 0 ? 1 : 0);
+}
+
+int mtp_layers_in_virtual_stage(const ModelConfig& m, const Strategy& s, int vs) {
+  const int last = s.pipeline_model_parallel_size * chunks_per_stage(s) - 1;
+  return vs == last ? m.mtp_num_layers : 0;
+}
+
+std::vector<int> chunk_layers(const ModelConfig& m, const Strategy& s, int stage, int chunk) {
+  const int vs = virtual_stage_of(s, stage, chunk);
+  const int first = first_layer_of(m, s, stage, chunk), count = layers_in_virtual_stage(m, s, vs);
+  std::vector<int> layers;
+  for (int layer = first; layer < first + count; ++layer) layers.push_back(layer);
+  for (int depth = 0; depth < mtp_layers_in_virtual_stage(m, s, vs); ++depth) layers.push_back(m.num_layers + depth);
+  return layers;
 }
 
 RankParameters stage_parameters_per_rank(const ModelConfig& m, const Strategy& s, int stage) {
@@ -74,9 +105,7 @@ RankParameters stage_parameters_per_rank(const ModelConfig& m, const Strategy& s
     const int vs = virtual_stage_of(s, stage, chunk);
     holds_embedding |= vs == 0;
     holds_output |= vs == pp * chunks - 1;
-    const int first = first_layer_of(m, s, stage, chunk);
-    const int count = layers_in_virtual_stage(m, s, vs);
-    for (int layer = first; layer < first + count; ++layer)
+    for (int layer : chunk_layers(m, s, stage, chunk))
       total += layer_parameters_per_rank(m, layer, tp, s.expert_model_parallel_size);
   }
   if (holds_embedding) total.dense += embedding_parameters_per_rank(m, tp);

@@ -5,6 +5,7 @@
 // the router and row-parallel biases are replicated; experts are split over EP and not TP-sharded.
 #pragma once
 #include <cstdint>
+#include <vector>
 
 #include "core/model.hpp"
 #include "core/strategy.hpp"
@@ -30,7 +31,10 @@ RankParameters layer_parameters_per_rank(const ModelConfig& model, int layer, in
                                          int expert_parallel);
 // Word embedding (vocab-parallel) plus learned positions when the model has no RoPE.
 std::int64_t embedding_parameters_per_rank(const ModelConfig& model, int tensor_parallel);
-// Final norm plus the output projection (absent when tied and the embedding is on the same rank).
+// Final norm plus the output projection (absent when tied and the embedding is on the same rank). With MTP, a rank
+// without the embedding also keeps a copy of the word embedding for the MTP depths' lookups (Megatron's mtp_process
+// stage: LanguageModule.setup_embeddings_and_output_layer, its gradient summed with the first stage's like a tied
+// copy's); tied, the output projection is that copy already.
 std::int64_t output_parameters_per_rank(const ModelConfig& model, int tensor_parallel, bool holds_embedding);
 
 // Model chunks each pipeline rank holds: virtual_pipeline_model_parallel_size, or 2 under double-strand.
@@ -44,10 +48,17 @@ int virtual_stage_of(const Strategy& strategy, int stage, int chunk);
 // Even when num_layers divides over the pp * vpp virtual stages. Otherwise as Llama 3 (and Megatron's
 // decoder_first/last_pipeline_num_layers) do: every virtual stage holds ceil(L / n) layers but the last,
 // and when two are missing also the first, hold one fewer, which offsets the embedding and loss they carry.
-// uneven_layer_split_reason() says when that is impossible (more than two layers missing).
+// validity.cpp refuses the split when that is impossible (more than two layers missing). A strategy's
+// pipeline_model_parallel_layout, where it has one, says instead how many layers each virtual stage holds.
 int layers_in_virtual_stage(const ModelConfig& model, const Strategy& strategy, int virtual_stage);
 int first_layer_of(const ModelConfig& model, const Strategy& strategy, int stage, int chunk);
 int max_layers_in_virtual_stage(const ModelConfig& model, const Strategy& strategy);
+// The MTP depths virtual stage `vs` runs, beside the loss: all of them in the last virtual stage (Megatron's place
+// without a layout, and the only one twin lowers for a layout's m), none elsewhere.
+int mtp_layers_in_virtual_stage(const ModelConfig& model, const Strategy& strategy, int virtual_stage);
+// The transformer layers chunk `chunk` of stage `stage` runs, in order: its decoder layers, then its MTP depths'
+// (layer num_layers + d for depth d).
+std::vector<int> chunk_layers(const ModelConfig& model, const Strategy& strategy, int stage, int chunk);
 
 // All parameters of pipeline stage `stage` per GPU: its chunks' layers, the embedding on the first
 // virtual stage, the output layer on the last (a tied copy of the embedding there when another stage

@@ -128,7 +128,12 @@ std::optional<std::string> invalid_reason(const Scenario& scenario, const Strate
   if (auto r = divisible(m.ffn_hidden_size, "ffn_hidden_size", tp, "tensor_model_parallel_size")) return r;
   // An uneven split may shorten the first and the last virtual stage by one layer each (as Llama 3 does: with
   // one layer per virtual stage, its first holds only the embedding and its last only the output layer).
-  if (const int n = pp * vpp, per = (m.num_layers + n - 1) / n; per * n - m.num_layers > 2)
+  if (!s.pipeline_model_parallel_layout.empty()) {
+    if (s.schedule == Schedule::double_strand)
+      return std::string("double-strand folds the model over its stages: it takes no pipeline_model_parallel_layout");
+    if (auto r = pipeline_layout_reason(s.pipeline_model_parallel_layout, m.num_layers, m.mtp_num_layers, pp, vpp))
+      return r;
+  } else if (const int n = pp * vpp, per = (m.num_layers + n - 1) / n; per * n - m.num_layers > 2)
     return fmt::format("num_layers {} not divisible by pipeline_model_parallel_size*virtual_pipeline_model_parallel_size {}"
                        " (an uneven split may only shorten the first and last virtual stage by one layer each)",
                        m.num_layers, pp * vpp);
@@ -143,6 +148,9 @@ std::optional<std::string> invalid_reason(const Scenario& scenario, const Strate
                          s.num_micro_batches, pp);
   }
   if (s.schedule == Schedule::double_strand) {
+    if (m.mtp_num_layers > 0)
+      return std::string("double-strand with multi-token prediction is not modelled: the folded model's last "
+                         "stage is also its first");
     if (m.num_layers % (2 * pp) != 0)
       return fmt::format("double-strand needs num_layers {} divisible by 2*pipeline_model_parallel_size {}: the model "
                          "is folded, each stage holds a run of layers and its mirror of equal length",
@@ -203,7 +211,7 @@ std::int64_t estimated_op_count(const Scenario& scenario, const Strategy& s) {
   if (s.context_parallel_size > 1) per_layer += 6.0 * s.context_parallel_size;
   if (m.is_moe()) per_layer += 24;
   if (s.recompute == Recompute::full) per_layer *= 1.5;
-  const double ops = double(s.num_micro_batches) * double(m.num_layers + 2) * per_layer;
+  const double ops = double(s.num_micro_batches) * double(m.transformer_layers() + 2) * per_layer;
   return ops > 1e15 ? std::int64_t{1000000000000000} : static_cast<std::int64_t>(ops);
 }
 

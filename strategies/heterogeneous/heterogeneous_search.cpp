@@ -274,7 +274,8 @@ std::vector<Candidate> heterogeneous_candidates(const Scenario& scenario, const 
                                                 int simulate_top) {
   const Cluster& cluster = scenario.cluster;
   const ModelConfig& model = scenario.model;
-  if (model.is_moe() || model.mla.enabled() || (!model.untie_embeddings_and_output_weights)) return {};
+  if (model.is_moe() || model.mla.enabled() || model.mtp_num_layers > 0 || !model.untie_embeddings_and_output_weights)
+    return {};
   const SearchSpace& space = scenario.search;
   const int groups_count = static_cast<int>(cluster.node_groups.size());
   std::vector<int> first_group_of_kind;

@@ -52,6 +52,9 @@ std::vector<HotSwitchPhase> pinned_hot_switch_phases(const Scenario& scenario) {
 std::vector<HotSwitchPhase> read_hot_switch_detail(const JsonReader& detail, const Scenario& scenario) {
   detail.expect_object();
   detail.only_keys({"phases", "home"});  // HotSwitchPlan::to_json's keys
+  if (scenario.model.mtp_num_layers > 0)
+    detail.fail_plain("a hot-switching plan needs a model without multi-token prediction (its switch units are the "
+                      "embedding, the decoder layers and the output layer)");
   const JsonReader phases_json = detail.required("phases");
   const std::vector<SeqLengthCount> batch = batch_sequences(scenario);
   std::vector<HotSwitchPhase> phases;

@@ -293,7 +293,10 @@ std::vector<Candidate> search_hot_switch(const Scenario& scenario, const Profile
 
 std::vector<Candidate> hot_switch_family_candidates(const Scenario& scenario, const Profile& profile, int jobs) {
   if (scenario.hot_switch_plan) return {pinned_candidate(scenario, profile)};
-  if (!scenario.search.hot_switch || scenario.strategy || scenario.pins_family_plan()) return {};
+  // Its switch units are the embedding, the decoder layers and the output layer: MTP depths would be left unpriced.
+  if (!scenario.search.hot_switch || scenario.strategy || scenario.pins_family_plan() ||
+      scenario.model.mtp_num_layers > 0)
+    return {};
   return search_hot_switch(scenario, profile, jobs);
 }
 

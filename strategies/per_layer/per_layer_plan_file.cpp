@@ -98,8 +98,10 @@ PerLayerPlan pinned_per_layer_plan(const Scenario& scenario) {
   const Scenario::PinnedPlan& pin = scenario.per_layer_plan.value();
   const nlohmann::json document = nlohmann::json::parse(pin.json);
   const JsonReader detail(document, scenario.source, pin.at);
-  if (scenario.model.is_moe() || scenario.model.mla.enabled() || scenario.cluster.node_groups.size() != 1)
-    detail.fail_plain("a per-layer plan needs a dense model without multi-latent attention on one kind of GPU");
+  if (scenario.model.is_moe() || scenario.model.mla.enabled() || scenario.model.mtp_num_layers > 0 ||
+      scenario.cluster.node_groups.size() != 1)
+    detail.fail_plain("a per-layer plan needs a dense model without multi-latent attention or multi-token prediction "
+                      "on one kind of GPU");
   return read_per_layer_detail(detail, scenario);
 }
 

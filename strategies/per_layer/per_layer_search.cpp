@@ -143,7 +143,7 @@ std::vector<Candidate> per_layer_candidates(const Scenario& scenario, const Prof
   std::vector<Candidate> out;
   const SearchSpace& space = scenario.search;
   const ModelConfig& m = scenario.model;
-  if (!space.per_layer || scenario.strategy || scenario.hot_switch_plan || m.is_moe() || m.mla.enabled() ||
+  if (!space.per_layer || scenario.strategy || scenario.hot_switch_plan || m.is_moe() || m.mla.enabled() || m.mtp_num_layers > 0 ||
       scenario.cluster.node_groups.size() != 1)
     return out;
   if (std::find(space.context_parallel_size.begin(), space.context_parallel_size.end(), 1) ==

@@ -97,6 +97,23 @@ TEST(MegatronScenario, LlamaStyleRunWithInterleavingFsdpAndTheRestListed) {
   EXPECT_DOUBLE_EQ(r.scenario.training.recipe.lr, 3e-4);
 }
 
+// A layout sets the virtual stages as validate_args derives them (its stages over PP) and is the strategy's layout;
+// --mtp-num-layers is the model's MTP depths. 23 layers over 4 virtual stages: no even split, no divisibility rule.
+TEST(MegatronScenario, PipelineLayoutAndMultiTokenPredictionAreRead) {
+  const MegatronScenario r = read_command_line(
+      "--num-layers 23 --hidden-size 2048 --num-attention-heads 16 --seq-length 2048 --max-position-embeddings 2048 "
+      "--micro-batch-size 1 --pipeline-model-parallel-size 2 --pipeline-model-parallel-layout Et*5|t*6|t*6|t*6mL "
+      "--mtp-num-layers 1 --global-batch-size 64");
+  const Strategy& s = *r.scenario.strategy;
+  EXPECT_EQ(s.virtual_pipeline_model_parallel_size, 2);
+  EXPECT_EQ(s.schedule, Schedule::interleaved_1f1b);
+  EXPECT_EQ(s.pipeline_model_parallel_layout.text, "Et*5|t*6|t*6|t*6mL");
+  EXPECT_EQ(r.scenario.model.mtp_num_layers, 1);
+  EXPECT_NE(megatron_error_of(kRequired + "--pipeline-model-parallel-size 2 --pipeline-model-parallel-layout Et|tX|L")
+                .find("--pipeline-model-parallel-layout"),
+            std::string::npos);
+}
+
 // Megatron's schedule as it runs it: linear decay by default, over --lr-decay-iters or else --train-iters.
 TEST(MegatronScenario, LearningRateScheduleAndClippingAreTheRecipe) {
   const TrainingRecipe r =

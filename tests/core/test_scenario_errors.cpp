@@ -221,3 +221,24 @@ TEST(ScenarioErrors, KeysWithSlashesAreEscapedInThePath) {
 
 }  // namespace
 }  // namespace twin
+
+namespace twin {
+namespace {
+
+TEST(ScenarioErrors, PipelineLayoutIsMegatronsString) {
+  json d = valid();
+  d["strategy"] = {{"pipeline_model_parallel_size", 2}, {"pipeline_model_parallel_layout", "Et|x|L"}};
+  expect_error(d, "/strategy/pipeline_model_parallel_layout",
+               {"expected a layout of E, t, m, L, '|', commas, x*n and (...)*n (Megatron-LM's", "not 'x'"});
+  d["strategy"]["pipeline_model_parallel_layout"] = "E(t)*99999999|L";
+  expect_error(d, "/strategy/pipeline_model_parallel_layout", {"at most 65536 symbols"});
+  d["strategy"]["pipeline_model_parallel_layout"] = "Et*15|t*17L";
+  const Scenario scenario = parse_scenario(d, "scenario.json");
+  ASSERT_TRUE(scenario.strategy);
+  EXPECT_EQ(scenario.strategy->pipeline_model_parallel_layout.decoder_layers, (std::vector<int>{15, 17}));
+  EXPECT_EQ(to_json(*scenario.strategy)["pipeline_model_parallel_layout"], "Et*15|t*17L");
+  EXPECT_EQ(scenario.strategy->key().substr(scenario.strategy->key().rfind('.')), ".layout-15-17");
+}
+
+}  // namespace
+}  // namespace twin

@@ -59,6 +59,7 @@ TEST(ModelSupport, EachFeatureIsNamedAtItsOwnKey) {
       {"attention_softcap", [](ModelConfig& m) { m.attention_softcap = 50; }},
       {"final_logit_softcap", [](ModelConfig& m) { m.final_logit_softcap = 30; }},
       {"post_norms", [](ModelConfig& m) { m.post_norms = true; }},
+      {"mtp_num_layers", [](ModelConfig& m) { m.mtp_num_layers = 1; }},
       {"hidden_dropout", [](ModelConfig& m) { m.hidden_dropout = 0.1; }},
       {"attention_dropout", [](ModelConfig& m) { m.attention_dropout = 0.1; }},
       {"attention_backend", [](ModelConfig& m) { m.attention_backend = AttentionBackend::unfused; }},

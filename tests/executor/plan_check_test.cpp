@@ -303,3 +303,20 @@ TEST(PlanCheck, SlidingWindowsRunAtCpOne) {
 
 }  // namespace
 }  // namespace twin::exec
+
+namespace twin::exec {
+namespace {
+
+// A stated pipeline layout is priced by the simulator only: twin execute refuses it at its key.
+TEST(PlanCheck, RefusesAStatedPipelineLayout) {
+  Plan plan = executed_plan();
+  std::string error;
+  const PipelineLayout whole =
+      *parse_pipeline_layout("Et*" + std::to_string(plan.scenario.model.num_layers) + "L", error);
+  plan.strategy.pipeline_model_parallel_layout = whole;
+  if (plan.scenario.strategy) plan.scenario.strategy->pipeline_model_parallel_layout = whole;
+  EXPECT_EQ(refusal_path(plan), "/strategy/pipeline_model_parallel_layout");
+}
+
+}  // namespace
+}  // namespace twin::exec

@@ -206,6 +206,22 @@ TEST(MegatronArgs, OneMissingLayerCountsOnlyTheLoss) {
   EXPECT_TRUE(has_argument(text, "--num-layers-per-virtual-pipeline-stage 8")) << text;
 }
 
+// A stated layout goes to Megatron alone (validate_args refuses it beside the per-virtual-stage flags), as written;
+// the MTP depths with it. The file reads back to the same layout.
+TEST(MegatronArgs, StatedLayoutAndMtpDepthsArePassedOn) {
+  Scenario scenario = parse_scenario_text(kLlamaScenario, "llama.json");
+  scenario.model.mtp_num_layers = 1;
+  std::string error;
+  scenario.strategy->pipeline_model_parallel_layout = *parse_pipeline_layout("Et*7|t*8|t*8|t*9mL", error);
+  const std::string text = megatron_args(scenario, pinned(scenario));
+  EXPECT_TRUE(has_argument(text, "--pipeline-model-parallel-layout Et*7|t*8|t*8|t*9mL")) << text;
+  EXPECT_TRUE(has_argument(text, "--mtp-num-layers 1")) << text;
+  for (const std::string& line : arguments(text))
+    for (const char* absent : {"--num-layers-per-virtual-pipeline-stage", "--account-for-loss-in-pipeline-split",
+                               "--account-for-embedding-in-pipeline-split"})
+      EXPECT_NE(line.rfind(absent, 0), 0u) << line << "\n" << text;
+}
+
 TEST(MegatronArgs, MoeWithExpertAndContextParallelism) {
   Scenario scenario = parse_scenario_text(R"({
     "name": "mixtral on 4x8 H100",
