@@ -17,8 +17,8 @@ namespace {
 namespace k = twin::kernels;
 using Host = std::vector<double>;
 
-// The heads of `s` expanded and their gradients reduced, against float64, the shared key in columns first.. of
-// k_pe's rows.
+// The heads of `s` expanded and their gradients reduced, against float64, the shared key in columns first ..
+// first + rope - 1 of k_pe's rows (the other columns must keep their bytes).
 void check_expand_and_reduce(const k::MlaHeads& s, std::int64_t first) {
   SCOPED_TRACE(::testing::Message() << "nope " << s.nope << ", rope " << s.rope << ", v " << s.v << ", shared key at " << first);
   const std::int64_t t = s.tokens, kv_width = s.heads * (s.nope + s.v), kw = s.nope + s.rope;
@@ -50,7 +50,7 @@ void check_expand_and_reduce(const k::MlaHeads& s, std::int64_t first) {
   for (std::int64_t r = 0; r < t; ++r)
     for (std::int64_t c = 0; c < s.k_pe_row_stride; ++c) {
       const std::int64_t at = r * s.k_pe_row_stride + c;
-      if (c >= first) {
+      if (c >= first && c < first + s.rope) {
         got_pe[r * s.rope + c - first] = after[at];
       } else {
         got_others.push_back(after[at]);
