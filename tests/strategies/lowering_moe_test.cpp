@@ -89,6 +89,35 @@ TEST(LoweringMoe, AllGatherDispatcherGathersAndReduceScatters) {
     EXPECT_EQ(op->bytes, 2 * s.moe_layer(0).expert_tokens * s.experts_local * s.h * 2);
 }
 
+// The flex dispatcher (DeepEP, HybridEP) exchanges the rank's tokens rather than their copies, and its all-to-alls
+// carry the routing the simulator deduplicates by; everything else is alltoall's, op for op.
+TEST(LoweringMoe, FlexDispatcherExchangesTokensWithTheirRouting) {
+  Scenario sc = make_scenario(testing::moe_shaped(), 1, 1024, 16);
+  const int ep = 4;
+  const IterationGraph alltoall = lower_to_op_graphs(sc, expert_parallel(sc, ep));
+  sc.framework.moe_token_dispatcher_type = MoeTokenDispatcher::flex;
+  const Strategy st = expert_parallel(sc, ep);
+  const IterationGraph g = lower_to_op_graphs(sc, st);
+  const lowering::RankShapes s = lowering::rank_shapes(sc, st);
+  ASSERT_EQ(g.classes[0].size(), alltoall.classes[0].size());
+  int exchanges = 0;
+  for (OpIndex i = 0; i < g.classes[0].size(); ++i) {
+    const Op& op = g.classes[0].op(i);
+    const Op& plain = alltoall.classes[0].op(i);
+    ASSERT_EQ(op.kind, plain.kind);
+    if (op.kind != OpKind::all_to_all) {
+      EXPECT_EQ(op.bytes, plain.bytes);
+      continue;
+    }
+    ++exchanges;
+    EXPECT_EQ(op.bytes, plain.bytes / s.top_k);
+    EXPECT_EQ(op.dispatch_top_k, sc.model.moe.top_k);
+    EXPECT_EQ(op.dispatch_experts, sc.model.moe.num_experts);
+    EXPECT_EQ(plain.dispatch_experts, 0);
+  }
+  EXPECT_EQ(exchanges, 4 * 4 * st.num_micro_batches);  // dispatch and combine, forward and backward, per layer
+}
+
 // Forced balance draws each micro-batch's busiest rank above the mean; a balanced routing does not.
 TEST(LoweringMoe, ForcedBalanceIsAboveTheBalancedMean) {
   Scenario sc = make_scenario(testing::moe_shaped(), 1, 1024, 16);
