@@ -32,7 +32,7 @@ enum class ZeroImplementation { megatron, deepspeed };
 // sorts each rank's copies by expert and exchanges them over EP; "allgather" gathers the EP group's tokens on every
 // rank, each picking its experts' copies, and reduce-scatters the combined output (strategies/lowering_moe.cpp);
 // "flex" (MoEFlexTokenDispatcher over DeepEP or HybridEP) sends each token once to every rank that holds one of its
-// experts, and across nodes once to every node, forwarded there over NVLink (sim/expert_dispatch.hpp).
+// experts, and across nodes once to every node, forwarded there over NVLink (sim/collectives.hpp).
 enum class MoeTokenDispatcher { alltoall, allgather, flex };
 
 struct FrameworkConfig {
