@@ -30,8 +30,10 @@ enum class ZeroImplementation { megatron, deepspeed };
 
 // How an MoE layer moves its token copies to the experts (Megatron's --moe-token-dispatcher-type): "alltoall"
 // sorts each rank's copies by expert and exchanges them over EP; "allgather" gathers the EP group's tokens on every
-// rank, each picking its experts' copies, and reduce-scatters the combined output (strategies/lowering_moe.cpp).
-enum class MoeTokenDispatcher { alltoall, allgather };
+// rank, each picking its experts' copies, and reduce-scatters the combined output (strategies/lowering_moe.cpp);
+// "flex" (MoEFlexTokenDispatcher over DeepEP or HybridEP) sends each token once to every rank that holds one of its
+// experts, and across nodes once to every node, forwarded there over NVLink (sim/collectives.hpp).
+enum class MoeTokenDispatcher { alltoall, allgather, flex };
 
 struct FrameworkConfig {
   // Data-parallel gradient reduction per bucket (one layer) as soon as its last micro-batch's backward has

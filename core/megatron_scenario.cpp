@@ -183,10 +183,7 @@ void read_moe(Reading& r) {
            !a.has("--moe-router-enable-expert-bias"))
     r.doc.set("/model/moe/routing", routing_json(*r.base.model.moe.routing), "--num-experts");
   const std::string dispatcher = a.text("--moe-token-dispatcher-type", "allgather");
-  if (dispatcher == "flex")
-    r.note("--moe-token-dispatcher-type flex: priced as alltoall (DeepEP's fused dispatch is not modelled)");
-  r.doc.set("/framework/moe_token_dispatcher_type", dispatcher == "flex" ? "alltoall" : dispatcher,
-            "--moe-token-dispatcher-type");
+  r.doc.set("/framework/moe_token_dispatcher_type", dispatcher, "--moe-token-dispatcher-type");
   // A negative factor is Megatron's way to say dropless (TransformerConfig.__post_init__).
   if (a.has("--moe-expert-capacity-factor") && a.real("--moe-expert-capacity-factor", -1.0) >= 0)
     r.doc.set("/model/moe/expert_capacity_factor", a.real("--moe-expert-capacity-factor", 1.0),

@@ -237,6 +237,7 @@ struct Op {
   // fp8_cast: the recipe whose cast this is (training.fp8.recipe where the lowering emits it), which names the kernel
   // that calibration benches and the executor runs (gpu::Fp8Cast) and is part of the kernel key; other ops: unused.
   Fp8Recipe fp8_recipe = Fp8Recipe::tensorwise;
+  std::uint16_t dispatch_top_k = 0;  // all_to_all of the flex token dispatcher: see dispatch_experts
   std::int64_t elements = 0;      // optimizer_step: parameters updated by this rank
   Bytes bytes = 0;                // elementwise/permute: bytes moved; collectives/p2p: message bytes
 
@@ -249,6 +250,11 @@ struct Op {
   std::int32_t peer = -1;         // send/recv: the other rank class
   std::int64_t p2p_tag = -1;      // send/recv: equal tags on the two sides are one transfer
   Transfer transfer = Transfer::none;  // send/recv: what it moves
+  // all_to_all of the flex token dispatcher (DeepEP, HybridEP): `bytes` is the rank's tokens, each sent once to
+  // every rank and node that holds one of its experts, and this with dispatch_top_k is the routing that decides
+  // how many (top-k of that many experts, spread evenly over the expert group; sim/collectives.hpp). 0: a plain
+  // all-to-all of copies. (Both fields sit in padding: Op keeps its 232 bytes.)
+  std::uint16_t dispatch_experts = 0;
   Strands strands;                // Transfer::strands: the micro-batches and chunks it carries
 
   double flops = 0;               // floating-point operations of this op on this rank (0 for memory-bound)

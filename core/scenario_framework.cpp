@@ -30,10 +30,12 @@ FrameworkConfig parse_framework(const Reader& r, ModelConfig& model, const std::
     f.zero_implementation = x->one_of({"megatron", "deepspeed"}, "ZeRO-3 implementation") == "megatron"
                                 ? ZeroImplementation::megatron
                                 : ZeroImplementation::deepspeed;
-  if (auto x = r.find("moe_token_dispatcher_type"))
-    f.moe_token_dispatcher_type = x->one_of({"alltoall", "allgather"}, "MoE token dispatcher") == "alltoall"
-                                      ? MoeTokenDispatcher::alltoall
-                                      : MoeTokenDispatcher::allgather;
+  if (auto x = r.find("moe_token_dispatcher_type")) {
+    const std::string dispatcher = x->one_of({"alltoall", "allgather", "flex"}, "MoE token dispatcher");
+    f.moe_token_dispatcher_type = dispatcher == "alltoall"    ? MoeTokenDispatcher::alltoall
+                                  : dispatcher == "allgather" ? MoeTokenDispatcher::allgather
+                                                              : MoeTokenDispatcher::flex;
+  }
   if (auto x = r.find("overlap_moe_expert_parallel_comm")) f.overlap_moe_expert_parallel_comm = x->boolean();
   if (auto x = r.find("delay_wgrad_compute")) {
     f.delay_wgrad_compute = x->boolean();

@@ -119,6 +119,7 @@ json framework_json(const FrameworkConfig& f) {
   // Written only when not the default, so that plans of Megatron-style runs keep their bytes.
   if (f.zero_implementation == ZeroImplementation::deepspeed) out["zero_implementation"] = "deepspeed";
   if (f.moe_token_dispatcher_type == MoeTokenDispatcher::allgather) out["moe_token_dispatcher_type"] = "allgather";
+  if (f.moe_token_dispatcher_type == MoeTokenDispatcher::flex) out["moe_token_dispatcher_type"] = "flex";
   if (f.overlap_moe_expert_parallel_comm) out["overlap_moe_expert_parallel_comm"] = true;
   if (f.delay_wgrad_compute) out["delay_wgrad_compute"] = true;
   if (f.name == FrameworkName::pytorch_fsdp2) {

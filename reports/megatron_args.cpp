@@ -179,8 +179,9 @@ void model(ArgsText& out, const ModelConfig& m, std::int64_t seq_length, MoeToke
     // the framework's token dispatcher, the experts as grouped GEMMs, and the load-balancing loss whose routing
     // counts are all-reduced over TP and CP (the coefficient, the recipe's, changes no time). A routing of a
     // loss-free router asks for its expert bias; forced balance (how NVIDIA times its MoE tables) for random logits.
-    out.arg("--moe-token-dispatcher-type",
-            dispatcher == MoeTokenDispatcher::allgather ? "allgather" : "alltoall");
+    out.arg("--moe-token-dispatcher-type", dispatcher == MoeTokenDispatcher::allgather ? "allgather"
+                                           : dispatcher == MoeTokenDispatcher::flex    ? "flex"
+                                                                                       : "alltoall");
     out.arg("--moe-grouped-gemm");
     out.arg("--moe-router-load-balancing-type", "aux_loss");
     out.arg("--moe-aux-loss-coeff", "1e-2");

@@ -42,6 +42,26 @@ CollectivePlan one_phase(std::string_view algorithm, NcclProtocol protocol, doub
   return plan;
 }
 
+// Every rank sends to the others at once, no NCCL algorithm: one phase, a flow on each link that carries bytes, the
+// slower link's latency.
+CollectivePlan direct_exchange(std::string_view algorithm, double intra_bytes, double inter_bytes,
+                               const LinkParams& links) {
+  CollectivePlan plan;
+  plan.algorithm = algorithm;
+  CollectivePhase& phase = plan.phases[plan.phase_count++];
+  std::uint8_t used = 0;
+  if (intra_bytes > 0) {
+    phase.flows[phase.flow_count++] = {intra_bytes, kIntraLink};
+    used |= kIntraLink;
+  }
+  if (inter_bytes > 0) {
+    phase.flows[phase.flow_count++] = {inter_bytes, kInterLink};
+    used |= kInterLink;
+  }
+  phase.latency_ns = slowest_latency_ns(used, links);
+  return plan;
+}
+
 // NCCL's graph bus bandwidth over these links (the header's formula): what its ceilings are a share of.
 double links_bus_GBps(const Placement& p, const LinkParams& links) {
   const double intra = links.bandwidth_GBps[0] * links.efficiency[0].peak;
@@ -79,20 +99,25 @@ CollectivePlan nccl_plan(NcclAlgorithm algorithm, NcclProtocol protocol, OpKind 
 
 CollectivePlan all_to_all_plan(double bytes, const GroupSpan& span, const LinkParams& links) {
   const Placement p = placement_of(span);
-  CollectivePlan plan;
-  plan.algorithm = "all_to_all";
-  CollectivePhase& phase = plan.phases[plan.phase_count++];
-  std::uint8_t used = 0;
-  if (p.r > 1) {
-    phase.flows[phase.flow_count++] = {(p.r - 1) * bytes / p.n, kIntraLink};
-    used |= kIntraLink;
-  }
-  if (p.n > p.r) {
-    phase.flows[phase.flow_count++] = {(p.n - p.r) * bytes / p.n, kInterLink};
-    used |= kInterLink;
-  }
-  phase.latency_ns = slowest_latency_ns(used, links);
-  return plan;
+  return direct_exchange("all_to_all", (p.r - 1) * bytes / p.n, (p.n - p.r) * bytes / p.n, links);
+}
+
+double dispatch_hit_probability(int experts, int top_k, int held) {
+  // C(E-m, k)/C(E, k) = prod over i < k of (E-m-i)/(E-i): the chance that none of the k picks is one of the m.
+  double miss = 1.0;
+  for (int i = 0; i < top_k; ++i) miss *= std::max(0.0, static_cast<double>(experts - held - i) / (experts - i));
+  return 1.0 - miss;
+}
+
+CollectivePlan deduplicated_dispatch_plan(double token_bytes, int experts, int top_k, const GroupSpan& span,
+                                          const LinkParams& links) {
+  const Placement p = placement_of(span);
+  const int per_rank = std::max(experts / p.n, 1);
+  const double rank_hit = dispatch_hit_probability(experts, top_k, per_rank);
+  const double node_hit = dispatch_hit_probability(experts, top_k, per_rank * p.r);
+  const double intra = token_bytes * p.k * (p.r - 1) * rank_hit;
+  const double inter = token_bytes * (p.k - 1) * node_hit;
+  return direct_exchange("dedup_all_to_all", intra, inter, links);
 }
 
 double isolated_time_ns(const CollectivePlan& plan, double message_bytes, const LinkParams& links) {
@@ -135,6 +160,13 @@ CollectivePlan tune_collective(OpKind kind, Bytes bytes, const GroupSpan& span, 
       }
     }
   return best;
+}
+
+CollectivePlan collective_plan(const Op& op, const GroupSpan& span, const LinkParams& links) {
+  if (op.kind == OpKind::all_to_all && op.dispatch_experts > 0 && span.size > 1 && op.bytes > 0)
+    return deduplicated_dispatch_plan(static_cast<double>(op.bytes), op.dispatch_experts, op.dispatch_top_k, span,
+                                      links);
+  return tune_collective(op.kind, op.bytes, span, links);
 }
 
 CollectivePlan point_to_point_plan(Bytes bytes, LinkKind link, const LinkParams& links) {

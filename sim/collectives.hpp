@@ -78,6 +78,17 @@ CollectivePlan nccl_plan(NcclAlgorithm algorithm, NcclProtocol protocol, OpKind 
                          const GroupSpan& span, const LinkParams& links);
 CollectivePlan all_to_all_plan(double bytes, const GroupSpan& span, const LinkParams& links);
 
+// The flex token dispatcher's exchange (DeepEP's normal kernels, HybridEP): `token_bytes` of one rank's tokens, each
+// sent once over RDMA to its peer (same local index) on every other node holding one of its experts, then once over
+// NVLink from there, or from home, to every rank holding one; combine reduces within the node before it crosses
+// back, the same bytes. Routing uniform over `experts` (forced balance: Megatron's random logits), top_k each,
+// experts spread evenly over the group: a set of m experts is hit with probability 1 - C(E-m, k)/C(E, k). Per rank
+// RDMA carries token_bytes x (nodes-1) x P(node), NVLink token_bytes x nodes x (ranks_per_node-1) x P(rank).
+CollectivePlan deduplicated_dispatch_plan(double token_bytes, int experts, int top_k, const GroupSpan& span,
+                                          const LinkParams& links);
+// The probability that a token routed to top_k of `experts` experts uniformly hits at least one of `held`.
+double dispatch_hit_probability(int experts, int top_k, int held);
+
 // Time of a plan with the links to itself: per phase, latency plus the slowest flow, each flow at the
 // bandwidth times efficiency (at `message_bytes`) of the slower link it crosses.
 double isolated_time_ns(const CollectivePlan& plan, double message_bytes, const LinkParams& links);
@@ -85,6 +96,8 @@ double isolated_time_ns(const CollectivePlan& plan, double message_bytes, const 
 // The fastest plan NCCL would run (the tuner). Group size 1 or zero bytes: a plan with no phases.
 // Throws std::logic_error for a kind that is not a collective (send, recv, compute).
 CollectivePlan tune_collective(OpKind kind, Bytes bytes, const GroupSpan& span, const LinkParams& links);
+// An op's plan: the flex dispatcher's deduplicated exchange where the op carries its routing, else the tuner's.
+CollectivePlan collective_plan(const Op& op, const GroupSpan& span, const LinkParams& links);
 
 // A point-to-point transfer of `bytes` on one link: one step, one flow. Zero bytes: no phases.
 CollectivePlan point_to_point_plan(Bytes bytes, LinkKind link, const LinkParams& links);

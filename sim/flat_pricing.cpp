@@ -49,17 +49,20 @@ void require_links(const CollectivePlan& plan, const LinkParams& links, const Op
 }
 
 std::uint32_t PlanTable::collective(const Op& op, const GroupSpan& span, const OpRef& what) {
-  return find_or_add({static_cast<int>(op.kind), op.bytes, span.size, span.ranks_per_node, span.nodes}, [&] {
+  const int routing = op.dispatch_experts << 16 | op.dispatch_top_k;
+  return find_or_add({static_cast<int>(op.kind), op.bytes, span.size, span.ranks_per_node, span.nodes, routing}, [&] {
+    // The profile's tables and corrections describe NCCL's kernels, not the flex dispatcher's (routing != 0).
+    if (routing != 0) return collective_plan(op, span, flat_.links);
     const CollectiveTable* table = span.size > 1 ? measured_collective(profile_, gpu_.name, op.kind, span) : nullptr;
     if (table) return measured_collective_plan(*table, op.bytes, flat_.links);
-    CollectivePlan plan = tune_collective(op.kind, op.bytes, span, flat_.links);
+    CollectivePlan plan = collective_plan(op, span, flat_.links);
     apply_correction(plan, profile_, gpu_, op.kind);
     return plan;
   }, what);
 }
 
 std::uint32_t PlanTable::point_to_point(Bytes bytes, LinkKind link, const OpRef& what) {
-  return find_or_add({-1 - link_index(link), bytes, 0, 0, 0}, [&] {
+  return find_or_add({-1 - link_index(link), bytes, 0, 0, 0, 0}, [&] {
     const CollectiveTable* table = measured_point_to_point(profile_, gpu_.name, link);
     return table ? measured_collective_plan(*table, bytes, flat_.links) : point_to_point_plan(bytes, link, flat_.links);
   }, what);

@@ -46,6 +46,7 @@ struct RankShapes {
   bool cudnn_attention = false;    // the fused backend: cuDNN's kernel
   // MoE (per rank): experts held, expert widths.
   std::int64_t experts_total = 0, experts_local = 0, moe_ffn = 0, moe_fc1_width = 0;
+  int top_k = 0;  // experts each token is routed to
   // Per layer (its global index; dense layers zero): what the busiest EP rank routes.
   std::vector<MoeLayerShapes> moe_layers;
   const MoeLayerShapes& moe_layer(int layer) const { return moe_layers.at(static_cast<std::size_t>(layer)); }

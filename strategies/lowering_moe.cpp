@@ -59,6 +59,17 @@ Op ep_collective(const RankShapes& s, OpKind kind, OpRole role, std::int64_t byt
   return Emitter::collective(kind, role, Stream::ep_comm, GroupKind::expert, s.ep, bytes);
 }
 
+// flex (MoEFlexTokenDispatcher over DeepEP or HybridEP, megatron/core/transformer/moe/fused_a2a.py): the rank's
+// tokens, each sent once per rank and node that holds one of its experts (the simulator prices the deduplication from
+// the routing the op carries, sim/collectives.hpp); the busiest rank's share as the alltoall buffer has it. Its fused
+// permute still sorts the copies by expert (Hybrid-EP's permute kernel after the dispatch), priced as the sort.
+Op deduplicated_exchange(const RankShapes& s, const MoeLayerShapes& x, OpRole role) {
+  Op op = ep_collective(s, OpKind::all_to_all, role, x.dispatch_bytes / s.top_k);
+  op.dispatch_top_k = static_cast<std::uint16_t>(s.top_k);
+  op.dispatch_experts = static_cast<std::uint16_t>(s.experts_total);
+  return op;
+}
+
 // The EP group's tokens as the all-gather dispatcher gathers them: bf16 rows of hidden from every EP rank.
 std::int64_t gathered_bytes(const RankShapes& s) { return s.ep * s.tokens_local * s.h * 2; }
 // The copies this rank's experts hold, read and written once by a permute or unpermute (bf16 rows of hidden).
@@ -77,11 +88,14 @@ void exchange(Emitter& e, const MoeLayerShapes& x, OpRole role, bool backward) {
   const bool dispatch = role == OpRole::dispatch;
   const OpKind sort = dispatch ? OpKind::moe_permute : OpKind::moe_unpermute;
   switch (s.dispatcher) {
-    case MoeTokenDispatcher::alltoall: {
+    case MoeTokenDispatcher::alltoall:
+    case MoeTokenDispatcher::flex: {
       const Op local = Emitter::moved(sort, role, s.permute_bytes);
       const bool sort_first = dispatch != backward;  // forward dispatch and backward combine sort before exchanging
       if (sort_first) e.emit(local);
-      if (s.ep > 1) e.emit(ep_collective(s, OpKind::all_to_all, role, x.dispatch_bytes));
+      if (s.ep > 1) e.emit(s.dispatcher == MoeTokenDispatcher::flex ? deduplicated_exchange(s, x, role)
+                                                                    : ep_collective(s, OpKind::all_to_all, role,
+                                                                                    x.dispatch_bytes));
       if (!sort_first) e.emit(local);
       return;
     }

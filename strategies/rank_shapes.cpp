@@ -81,6 +81,7 @@ RankShapes rank_shapes(const Scenario& scenario, const Strategy& st) {
   if (m.is_moe()) {
     s.experts_total = m.moe.num_experts;
     s.experts_local = m.moe.num_experts / s.ep;
+    s.top_k = m.moe.top_k;
     s.moe_ffn = m.moe.ffn_hidden_size;
     s.moe_fc1_width = (s.swiglu ? 2 : 1) * s.moe_ffn;
     s.shared_ffn = m.moe.shared_expert_ffn_hidden_size / s.tp;

@@ -78,8 +78,8 @@ std::optional<std::string> ep_overlap_reason(const Scenario& scenario, const Str
   if (s.expert_model_parallel_size < 2)
     return fmt::format("{} needs expert_model_parallel_size > 1 (Megatron's rule: there is no all-to-all to hide)",
                        flag);
-  if (f.moe_token_dispatcher_type != MoeTokenDispatcher::alltoall)
-    return fmt::format("{} needs the alltoall token dispatcher (Megatron's rule)", flag);
+  if (f.moe_token_dispatcher_type == MoeTokenDispatcher::allgather)
+    return fmt::format("{} needs the alltoall or flex token dispatcher (Megatron's rule)", flag);
   if (s.recompute == Recompute::full) return fmt::format("{} refuses full recompute (Megatron's rule)", flag);
   if (s.schedule != Schedule::interleaved_1f1b &&
       !(s.schedule == Schedule::one_f_one_b && s.pipeline_model_parallel_size == 1))

@@ -163,7 +163,7 @@ TEST(MegatronScenario, MoeRoutingAndDispatcherFlagsAreRead) {
   ASSERT_TRUE(loss_free.scenario.model.moe.routing.has_value());
   EXPECT_EQ(loss_free.scenario.model.moe.routing->distribution, RoutingDistribution::loss_free);
   const MegatronScenario flex = read_command_line(kRequired + moe + "--moe-token-dispatcher-type flex");
-  EXPECT_EQ(flex.scenario.framework.moe_token_dispatcher_type, MoeTokenDispatcher::alltoall);
+  EXPECT_EQ(flex.scenario.framework.moe_token_dispatcher_type, MoeTokenDispatcher::flex);
   const MegatronScenario overlapped =
       read_command_line(kRequired + moe + "--overlap-moe-expert-parallel-comm --delay-wgrad-compute");
   EXPECT_TRUE(overlapped.scenario.framework.overlap_moe_expert_parallel_comm);

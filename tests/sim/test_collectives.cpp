@@ -123,6 +123,47 @@ TEST(Collectives, AllToAllSendsToNodePeersAndOtherNodesAtOnce) {
   EXPECT_EQ(time_alone(OpKind::all_to_all, {8, 8, 1}, S, cluster, profile), 7 * S / 8 / 100 + 2'000);
 }
 
+// The flex dispatcher (DeepEP, HybridEP): a token crosses to another node once however many of its experts live
+// there, and reaches a rank once however many of its experts that rank holds.
+TEST(Collectives, FlexDispatchSendsATokenOncePerNodeAndRank) {
+  // One expert of n, top-1: the hit probability of m experts is m/n, as a plain all-to-all's split.
+  EXPECT_DOUBLE_EQ(sim::dispatch_hit_probability(128, 1, 8), 8.0 / 128);
+  // Qwen3-30B-A3B (128 experts, top-8) on EP 16 over two nodes: 64 experts a node, 8 a rank.
+  double node_miss = 1.0, rank_miss = 1.0;
+  for (int i = 0; i < 8; ++i) {
+    node_miss *= (64.0 - i) / (128.0 - i);
+    rank_miss *= (120.0 - i) / (128.0 - i);
+  }
+  EXPECT_DOUBLE_EQ(sim::dispatch_hit_probability(128, 8, 64), 1.0 - node_miss);
+  EXPECT_DOUBLE_EQ(sim::dispatch_hit_probability(128, 8, 8), 1.0 - rank_miss);
+  EXPECT_DOUBLE_EQ(sim::dispatch_hit_probability(8, 8, 1), 1.0);  // every expert picked
+  EXPECT_DOUBLE_EQ(sim::dispatch_hit_probability(128, 8, 0), 0.0);
+
+  const Cluster cluster = test_cluster(2);
+  const sim::LinkParams links = params(cluster, test_profile());
+  const double T = 1e6;  // the rank's token bytes
+  const sim::CollectivePlan plan = sim::deduplicated_dispatch_plan(T, 128, 8, {16, 8, 2}, links);
+  EXPECT_EQ(plan.algorithm, "dedup_all_to_all");
+  ASSERT_EQ(plan.phase_count, 1);
+  ASSERT_EQ(plan.phases[0].flow_count, 2);
+  // NVLink: its own tokens to the 7 other ranks of its node and the other node's forwarded ones, each where hit.
+  EXPECT_DOUBLE_EQ(plan.phases[0].flows[0].bytes, T * 2 * 7 * (1.0 - rank_miss));
+  // RDMA: once to the other node when any of its 64 experts is picked (99.6%), against the 4 copies alltoall sends.
+  EXPECT_DOUBLE_EQ(plan.phases[0].flows[1].bytes, T * (1.0 - node_miss));
+  EXPECT_GT(plan.phases[0].flows[1].bytes, 0.99 * T);
+  EXPECT_LT(plan.phases[0].flows[1].bytes, sim::all_to_all_plan(T * 8, {16, 8, 2}, links).phases[0].flows[1].bytes / 4 + 1);
+  // One node: NVLink only.
+  const sim::CollectivePlan node = sim::deduplicated_dispatch_plan(T, 128, 8, {8, 8, 1}, links);
+  ASSERT_EQ(node.phases[0].flow_count, 1);
+  EXPECT_EQ(node.phases[0].flows[0].links, sim::kIntraLink);
+  // An op that carries its routing gets this plan; one without, the tuner's.
+  Op op = collective_op(OpKind::all_to_all, GroupKind::expert, 16, 1'000'000, Stream::ep_comm);
+  EXPECT_EQ(sim::collective_plan(op, {16, 8, 2}, links).algorithm, "all_to_all");
+  op.dispatch_experts = 128;
+  op.dispatch_top_k = 8;
+  EXPECT_EQ(sim::collective_plan(op, {16, 8, 2}, links).algorithm, "dedup_all_to_all");
+}
+
 TEST(Collectives, TunerIsDeterministicAndHandlesDegenerateGroups) {
   const Cluster cluster = test_cluster(2);
   const sim::LinkParams links = params(cluster, test_profile());

@@ -37,6 +37,23 @@ std::vector<const Op*> ops_of(const RankClass& rc, const std::function<bool(cons
   return found;
 }
 
+// The test model at EP 4 lowered with the alltoall dispatcher and with another: the scenario (set to the other), its
+// strategy and the two graphs.
+constexpr int kDispatcherEp = 4;
+struct Dispatchers {
+  Scenario sc;
+  Strategy st;
+  IterationGraph alltoall, other;
+};
+Dispatchers lowered_with(MoeTokenDispatcher dispatcher) {
+  Dispatchers d{make_scenario(testing::moe_shaped(), 1, 1024, 16), {}, {}, {}};
+  d.alltoall = lower_to_op_graphs(d.sc, expert_parallel(d.sc, kDispatcherEp));
+  d.sc.framework.moe_token_dispatcher_type = dispatcher;
+  d.st = expert_parallel(d.sc, kDispatcherEp);
+  d.other = lower_to_op_graphs(d.sc, d.st);
+  return d;
+}
+
 // A measured routing skewed in layer 1 only: layer 1's experts compute more rows and its all-to-alls move more.
 TEST(LoweringMoe, EachLayerIsPricedByItsOwnRouting) {
   Scenario sc = make_scenario(testing::moe_shaped(), 1, 1024, 16);
@@ -61,13 +78,12 @@ TEST(LoweringMoe, EachLayerIsPricedByItsOwnRouting) {
 // The all-gather dispatcher gathers the EP group's tokens and routing, and reduce-scatters the output: no
 // all-to-all, the same expert GEMMs, its permutes over the copies the rank's experts hold.
 TEST(LoweringMoe, AllGatherDispatcherGathersAndReduceScatters) {
-  Scenario sc = make_scenario(testing::moe_shaped(), 1, 1024, 16);
-  const int ep = 4;
-  const IterationGraph alltoall = lower_to_op_graphs(sc, expert_parallel(sc, ep));
-  sc.framework.moe_token_dispatcher_type = MoeTokenDispatcher::allgather;
-  const Strategy st = expert_parallel(sc, ep);
-  const IterationGraph g = lower_to_op_graphs(sc, st);
-  const RankClass& rc = g.classes[0];
+  const Dispatchers d = lowered_with(MoeTokenDispatcher::allgather);
+  const Scenario& sc = d.sc;
+  const Strategy& st = d.st;
+  const IterationGraph& alltoall = d.alltoall;
+  const int ep = kDispatcherEp;
+  const RankClass& rc = d.other.classes[0];
   const auto expert_group = [](OpKind kind) {
     return [kind](const Op& op) { return op.kind == kind && op.group == GroupKind::expert; };
   };
@@ -87,6 +103,34 @@ TEST(LoweringMoe, AllGatherDispatcherGathersAndReduceScatters) {
   EXPECT_DOUBLE_EQ(gemm_rows(rc), gemm_rows(alltoall.classes[0]));
   for (const Op* op : ops_of(rc, [](const Op& o) { return o.kind == OpKind::moe_permute; }))
     EXPECT_EQ(op->bytes, 2 * s.moe_layer(0).expert_tokens * s.experts_local * s.h * 2);
+}
+
+// The flex dispatcher (DeepEP, HybridEP) exchanges the rank's tokens rather than their copies, and its all-to-alls
+// carry the routing the simulator deduplicates by; everything else is alltoall's, op for op.
+TEST(LoweringMoe, FlexDispatcherExchangesTokensWithTheirRouting) {
+  const Dispatchers d = lowered_with(MoeTokenDispatcher::flex);
+  const Scenario& sc = d.sc;
+  const Strategy& st = d.st;
+  const IterationGraph& alltoall = d.alltoall;
+  const IterationGraph& g = d.other;
+  const lowering::RankShapes s = lowering::rank_shapes(sc, st);
+  ASSERT_EQ(g.classes[0].size(), alltoall.classes[0].size());
+  int exchanges = 0;
+  for (OpIndex i = 0; i < g.classes[0].size(); ++i) {
+    const Op& op = g.classes[0].op(i);
+    const Op& plain = alltoall.classes[0].op(i);
+    ASSERT_EQ(op.kind, plain.kind);
+    if (op.kind != OpKind::all_to_all) {
+      EXPECT_EQ(op.bytes, plain.bytes);
+      continue;
+    }
+    ++exchanges;
+    EXPECT_EQ(op.bytes, plain.bytes / s.top_k);
+    EXPECT_EQ(op.dispatch_top_k, sc.model.moe.top_k);
+    EXPECT_EQ(op.dispatch_experts, sc.model.moe.num_experts);
+    EXPECT_EQ(plain.dispatch_experts, 0);
+  }
+  EXPECT_EQ(exchanges, 4 * 4 * st.num_micro_batches);  // dispatch and combine, forward and backward, per layer
 }
 
 // Forced balance draws each micro-batch's busiest rank above the mean; a balanced routing does not.
