@@ -55,6 +55,12 @@ void check_strategy(const Plan& plan, const Scenario& scenario, const Strategy& 
                     const std::string& file, const std::string& at) {
   check_mla(scenario.model, s, file);
   check_window(scenario.model, s, file);
+  // The executor's expert exchange is the all-to-all (executor/expert_exchange.hpp): a plan priced with another
+  // dispatcher would run as the all-to-all and be measured against the wrong prediction.
+  if (s.expert_model_parallel_size > 1 && scenario.framework.moe_token_dispatcher_type != MoeTokenDispatcher::alltoall)
+    throw InputError(file, "/scenario/framework/moe_token_dispatcher_type",
+                     "alltoall with expert_model_parallel_size > 1 (twin execute exchanges tokens by all-to-all; "
+                     "the allgather and flex dispatchers are priced by the simulator only)");
   if (!s.pipeline_model_parallel_layout.empty())
     throw InputError(file, at + "/pipeline_model_parallel_layout",
                      "a plan without a pipeline layout (twin execute runs the even split of layers; a stated "

@@ -288,6 +288,18 @@ TEST(PlanCheck, MlaRunsAtTpAndCpOneOnly) {
   }
 }
 
+// The executor exchanges experts' tokens by all-to-all: a plan priced with the allgather or flex dispatcher is
+// refused where tokens are exchanged (EP > 1), not run as another dispatcher.
+TEST(PlanCheck, RefusesDispatchersOtherThanTheAllToAllUnderExpertParallelism) {
+  for (const MoeTokenDispatcher dispatcher : {MoeTokenDispatcher::allgather, MoeTokenDispatcher::flex}) {
+    Plan plan = executed_plan();
+    plan.scenario.framework.moe_token_dispatcher_type = dispatcher;
+    EXPECT_EQ(refusal_path(plan), "");  // one rank holds every expert: nothing is exchanged
+    plan.strategy.expert_model_parallel_size = 2;
+    EXPECT_EQ(refusal_path(plan), "/scenario/framework/moe_token_dispatcher_type");
+  }
+}
+
 // Sliding windows run on every layer and on alternating ones; under context parallelism (whose ring blocks do not
 // carry the window) they are refused at their key.
 TEST(PlanCheck, SlidingWindowsRunAtCpOne) {
