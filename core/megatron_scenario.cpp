@@ -304,6 +304,9 @@ void read_strategy(Reading& r) {
     virtual_stages = layers / pp / std::max(1LL, a.integer("--num-layers-per-virtual-pipeline-stage", 1));
   if (a.has("--pipeline-model-parallel-layout")) {  // validate_args: VP = the layout's stages / PP (arguments.py:941)
     const std::string layout = a.text("--pipeline-model-parallel-layout", "");
+    for (const char* flag : {"--num-layers-per-virtual-pipeline-stage", "--num-virtual-stages-per-pipeline-rank"})
+      if (a.has(flag))  // validate_args refuses both together: the layout states the virtual stages
+        refuse(r.source, flag, "no virtual-stage flag beside --pipeline-model-parallel-layout (its '|' state them)");
     std::string expected;
     const std::optional<PipelineLayout> parsed = parse_pipeline_layout(layout, expected);
     if (!parsed) refuse(r.source, "--pipeline-model-parallel-layout", "expected " + expected);

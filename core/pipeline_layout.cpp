@@ -73,14 +73,24 @@ std::optional<PipelineLayout> parse_pipeline_layout(std::string_view text, std::
   layout.text = std::string(text);
   layout.decoder_layers.push_back(0);
   layout.mtp_layers.push_back(0);
+  // Megatron's order (PipelineParallelLayerLayout.validate_layer_layout): E first in its stage, L the last symbol,
+  // every m after the last t.
+  bool seen_mtp = false;
   for (char c : *expanded) {
     const int vs = layout.virtual_stages() - 1;
+    if (layout.loss_stage >= 0)
+      return error = "a layout whose loss L is its last symbol (nothing after L)", std::nullopt;
     switch (c) {
       case '|': layout.decoder_layers.push_back(0), layout.mtp_layers.push_back(0); break;
-      case 't': ++layout.decoder_layers.back(); break;
-      case 'm': ++layout.mtp_layers.back(); break;
+      case 't':
+        if (seen_mtp) return error = "a layout whose MTP layers m follow every transformer layer t", std::nullopt;
+        ++layout.decoder_layers.back();
+        break;
+      case 'm': seen_mtp = true, ++layout.mtp_layers.back(); break;
       case 'E':
         if (layout.embedding_stage >= 0) return error = "a layout with one embedding E", std::nullopt;
+        if (layout.decoder_layers.back() + layout.mtp_layers.back() > 0)
+          return error = "a layout whose embedding E comes first in its virtual stage", std::nullopt;
         layout.embedding_stage = vs;
         break;
       case 'L':

@@ -68,10 +68,13 @@ double bandwidth_time_ns(double bytes, const GpuSpec& gpu, const SaturatingEffic
   return transfer_ns(bytes, gpu.hbm_bandwidth_GBps * eff.at(bytes));
 }
 
+// A group of GEMMs as its count calls one after another, each at its own efficiency (gemm_model_ns below says why).
 double gemm_time_ns(const GemmShape& g, const GpuSpec& gpu, const GpuKernelProfile& k) {
-  const double flops = gemm_flops(g);
-  const double compute_ns = flops <= 0 ? 0 : seconds_to_ns(flops, gemm_peak_tflops(g, gpu) * k.gemm.at(flops));
-  return std::max(compute_ns, bandwidth_time_ns(gemm_bytes(g), gpu, k.memory_bound));
+  GemmShape group = g;
+  group.count = 1;
+  const double flops = gemm_flops(group);
+  const double compute_ns = flops <= 0 ? 0 : seconds_to_ns(flops, gemm_peak_tflops(group, gpu) * k.gemm.at(flops));
+  return double(g.count) * std::max(compute_ns, bandwidth_time_ns(gemm_bytes(group), gpu, k.memory_bound));
 }
 
 // The carrier that measured GEMM efficiencies scale: the tiles' padding and last wave multiply the compute, not

@@ -28,7 +28,7 @@ StrandOp price(const Op& op, const Profile& profile, const Scenario& scenario, c
   if (op.kind == OpKind::send)
     plan = sim::point_to_point_plan(op.bytes, span.nodes > 1 ? LinkKind::inter_node : LinkKind::intra_node, links);
   else
-    plan = sim::tune_collective(op.kind, op.bytes, span, links);
+    plan = sim::collective_plan(op, span, links);  // a flex exchange: its deduplicated plan, as the engine prices it
   return {static_cast<TimeNs>(sim::isolated_time_ns(plan, static_cast<double>(op.bytes), links)), op.stream};
 }
 

@@ -110,7 +110,7 @@ RunMeasurements read_run_measurements(const fs::path& ops_csv, const IterationGr
       if (!span) throw std::logic_error(fmt::format("{}: the lowering gave {} no group span", file, op_name(op)));
       sample.span = *span;
       const sim::LinkParams links = sim::link_params(group, cluster.network, profile);
-      sample.model_ns = sim::isolated_time_ns(sim::tune_collective(op.kind, op.bytes, *span, links),
+      sample.model_ns = sim::isolated_time_ns(sim::collective_plan(op, *span, links),
                                               static_cast<double>(op.bytes), links);
     }
     result.samples.push_back(std::move(sample));

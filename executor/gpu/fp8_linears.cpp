@@ -160,6 +160,10 @@ Fp8Copies Fp8Linears::activation(const OpPass& p, LinearTensor tensor, std::int6
 
 void Fp8Linears::cast(const OpPass& p) {
   const Op& op = p.op;
+  // The copies' buffers and scale records are laid out by the plan's recipe (fp8_layout): a cast of another recipe
+  // would write records of another size into them.
+  if (op.fp8_recipe != fp8_.recipe)
+    throw std::logic_error("executor: an fp8_cast op of another recipe than the plan's training.fp8.recipe");
   if (op.linear_tensor == LinearTensor::weight) {  // after the optimizer step: the next step's weights
     if (op.kind != OpKind::fp8_cast) throw std::logic_error("executor: an FP8 weight cast that is no fp8_cast op");
     return cast_weights(op.fp8_recipe, p.stream);

@@ -112,6 +112,11 @@ TEST(MegatronScenario, PipelineLayoutAndMultiTokenPredictionAreRead) {
   EXPECT_NE(megatron_error_of(kRequired + "--pipeline-model-parallel-size 2 --pipeline-model-parallel-layout Et|tX|L")
                 .find("--pipeline-model-parallel-layout"),
             std::string::npos);
+  // validate_args refuses a virtual-stage flag beside the layout, which states the virtual stages itself.
+  EXPECT_NE(megatron_error_of(kRequired + "--pipeline-model-parallel-size 2 --pipeline-model-parallel-layout Et|t|t|tL "
+                                          "--num-virtual-stages-per-pipeline-rank 2")
+                .find("--num-virtual-stages-per-pipeline-rank"),
+            std::string::npos);
 }
 
 // Megatron's schedule as it runs it: linear decay by default, over --lr-decay-iters or else --train-iters.

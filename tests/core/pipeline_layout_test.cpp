@@ -49,7 +49,10 @@ TEST(PipelineLayout, RefusesWhatIsNotALayout) {
   EXPECT_NE(refusal("Et|x|L").find("not 'x'"), std::string::npos);
   EXPECT_EQ(refusal("t|tL"), "a layout with an embedding E and a loss L");
   EXPECT_EQ(refusal("EEt|L"), "a layout with one embedding E");
-  EXPECT_EQ(refusal("Et|L|L"), "a layout with one loss L");
+  EXPECT_EQ(refusal("EtL|L"), "a layout whose loss L is its last symbol (nothing after L)");
+  EXPECT_EQ(refusal("Et|Lt"), "a layout whose loss L is its last symbol (nothing after L)");
+  EXPECT_EQ(refusal("tE|tL"), "a layout whose embedding E comes first in its virtual stage");
+  EXPECT_EQ(refusal("Etm|tL"), "a layout whose MTP layers m follow every transformer layer t");
   EXPECT_EQ(refusal("E(t)*99999999L"), "a layout of at most 65536 symbols once its repeats are expanded");
   EXPECT_EQ(refusal("Et*99999999999999999999999L"), "a layout of at most 65536 symbols once its repeats are expanded");
 }
@@ -71,8 +74,8 @@ TEST(PipelineLayout, SaysWhyALayoutDoesNotFitTheModel) {
             "pipeline_model_parallel_layout leaves virtual stage 1 empty: twin lowers no empty virtual stage");
   EXPECT_EQ(pipeline_layout_reason(parsed("|EttL"), 2, 0, 2, 1),
             "pipeline_model_parallel_layout puts the embedding E in virtual stage 1: twin places it in the first");
-  EXPECT_EQ(pipeline_layout_reason(parsed("EttL|"), 2, 0, 2, 1),
-            "pipeline_model_parallel_layout puts the loss L in virtual stage 0: twin places it in the last, 1");
+  // A loss before the last virtual stage is refused as it is read: nothing follows L.
+  EXPECT_EQ(refusal("EttL|"), "a layout whose loss L is its last symbol (nothing after L)");
 }
 
 }  // namespace
