@@ -121,6 +121,20 @@ Op Emitter::moved(OpKind kind, OpRole role, std::int64_t bytes) {
   return op;
 }
 
+Op Emitter::attention(const RankShapes& s, std::int64_t window, bool backward, std::int64_t seq_q, std::int64_t seq_kv,
+                      bool causal, ContextForm form) {
+  Op op;
+  op.context_form = form;
+  op.kind = backward ? OpKind::attention_backward : OpKind::attention_forward;
+  op.role = OpRole::core_attention;
+  op.attention = {s.b, s.heads, s.groups, seq_q, seq_kv, s.d, causal};
+  if (s.mla()) op.attention.v_head_dim = static_cast<std::int16_t>(s.v_d);
+  if (causal && window < seq_kv) op.attention.window = window;
+  op.flops = 2.0 * s.b * s.heads * seq_q * seq_kv * static_cast<double>(s.d + value_head_dim(op.attention)) *
+             attention_score_fraction(op.attention) * (backward ? 2.5 : 1.0);
+  return op;
+}
+
 Op Emitter::collective(OpKind kind, OpRole role, Stream stream, GroupKind group, int group_size, std::int64_t bytes) {
   Op op;
   op.kind = kind;

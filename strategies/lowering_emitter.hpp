@@ -157,6 +157,11 @@ class Emitter {
   static Op rows_cols(OpKind kind, OpRole role, std::int64_t rows, std::int64_t cols);
   static Op moved(OpKind kind, OpRole role, std::int64_t bytes);
   static Op collective(OpKind kind, OpRole role, Stream stream, GroupKind group, int group_size, std::int64_t bytes);
+  // Core attention of `s`'s heads: seq_q queries against seq_kv keys, causal or not, over a window of `window` keys
+  // (0: every key before a query; a window of at least seq_kv cuts none, so the op is the causal kernel, keyed and
+  // priced as it: what gpu::Attention runs); FLOPs as Q K^T over d and P V over the values' head dim.
+  static Op attention(const RankShapes& s, std::int64_t window, bool backward, std::int64_t seq_q, std::int64_t seq_kv,
+                      bool causal, ContextForm form = ContextForm::none);
   // The optimizer's update of `elements` parameters, its state stored as `precision` says.
   static Op optimizer_step(std::int64_t elements, const OptimizerPrecision& precision);
   // `op` (a TP collective) marked as moving `tensor` of the linear `linear`.

@@ -21,19 +21,7 @@ namespace {
 // keeps depends on the step, and windowed layers under CP are priced high by that much.
 Op attention_op(const Emitter& e, bool backward, std::int64_t seq_q, std::int64_t seq_kv, bool causal,
                 ContextForm form = ContextForm::none) {
-  const RankShapes& s = e.shapes();
-  Op op;
-  op.context_form = form;
-  op.kind = backward ? OpKind::attention_backward : OpKind::attention_forward;
-  op.role = OpRole::core_attention;
-  op.attention = {s.b, s.heads, s.groups, seq_q, seq_kv, s.d, causal};
-  if (s.mla()) op.attention.v_head_dim = static_cast<std::int16_t>(s.v_d);
-  // A window of at least seq_kv keys cuts none: the causal kernel, keyed and priced as it (what gpu::Attention runs).
-  if (causal && e.attention_window() < seq_kv) op.attention.window = e.attention_window();
-  // Q K^T over d, P V over the values' head dim: 2 FLOPs per multiply-add each.
-  op.flops = 2.0 * s.b * s.heads * seq_q * seq_kv * static_cast<double>(s.d + value_head_dim(op.attention)) *
-             attention_score_fraction(op.attention) * (backward ? 2.5 : 1.0);
-  return op;
+  return Emitter::attention(e.shapes(), e.attention_window(), backward, seq_q, seq_kv, causal, form);
 }
 
 // Context parallelism with the keys and values all-gathered (cp_comm_type all_gather): the rank's two

@@ -18,13 +18,7 @@ namespace {
 
 // Whole sequences of the rank's heads, over the layer's window when it has one (the emitter's).
 Op attention(const Emitter& e, const RankShapes& s, bool backward) {
-  Op op;
-  op.kind = backward ? OpKind::attention_backward : OpKind::attention_forward;
-  op.role = OpRole::core_attention;
-  op.attention = {s.b, s.heads, s.groups, s.s, s.s, s.d, true};
-  if (e.attention_window() < s.s) op.attention.window = e.attention_window();  // else it cuts no key
-  op.flops = 4.0 * s.b * s.heads * s.s * s.s * s.d * attention_score_fraction(op.attention) * (backward ? 2.5 : 1.0);
-  return op;
+  return Emitter::attention(s, e.attention_window(), backward, s.s, s.s, true);
 }
 
 // An all-to-all over the Ulysses group of a linear's tensor (`linear`'s `tensor`): tp_gather from the sequence
