@@ -94,7 +94,6 @@ std::optional<PipelineLayout> parse_pipeline_layout(std::string_view text, std::
         layout.embedding_stage = vs;
         break;
       case 'L':
-        if (layout.loss_stage >= 0) return error = "a layout with one loss L", std::nullopt;
         layout.loss_stage = vs;
         break;
       default:
@@ -136,10 +135,6 @@ std::optional<std::string> pipeline_layout_reason(const PipelineLayout& layout, 
     return fmt::format("pipeline_model_parallel_layout puts the embedding E in virtual stage {}: twin places it "
                        "in the first",
                        layout.embedding_stage);
-  if (layout.loss_stage != stages - 1)
-    return fmt::format("pipeline_model_parallel_layout puts the loss L in virtual stage {}: twin places it in the "
-                       "last, {}",
-                       layout.loss_stage, stages - 1);
   for (int vs = 0; vs < stages; ++vs) {
     if (layout.mtp_layers[vs] > 0 && vs != stages - 1)
       return fmt::format("pipeline_model_parallel_layout puts MTP layers m in virtual stage {}: twin lowers them "

@@ -30,8 +30,9 @@ inline constexpr int kMaxPipelineLayoutSymbols = 1 << 16;
 std::optional<PipelineLayout> parse_pipeline_layout(std::string_view text, std::string& error);
 
 // Why `layout` cannot split a model of `num_layers` decoder and `mtp_num_layers` MTP layers over `pp` pipeline
-// stages of `virtual_stages_per_stage` chunks: Megatron's own rules (one E first, one L last, every t, every m after
-// the last t) and twin's (E in the first virtual stage, L and every m in the last, no empty virtual stage).
+// stages of `virtual_stages_per_stage` chunks: the counts Megatron checks (virtual stages, t and m) and twin's rules
+// (E in the first virtual stage, every m in the last, no empty virtual stage). The order within a stage (E first, L
+// the last symbol, so in the last stage, every m after every t) is parse_pipeline_layout's.
 std::optional<std::string> pipeline_layout_reason(const PipelineLayout& layout, int num_layers, int mtp_num_layers,
                                                   int pp, int virtual_stages_per_stage);
 

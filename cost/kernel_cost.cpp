@@ -68,30 +68,32 @@ double bandwidth_time_ns(double bytes, const GpuSpec& gpu, const SaturatingEffic
   return transfer_ns(bytes, gpu.hbm_bandwidth_GBps * eff.at(bytes));
 }
 
-// A group of GEMMs as its count calls one after another, each at its own efficiency (gemm_model_ns below says why).
+// A group of GEMMs (count > 1) runs as count calls one after another (gpu/grouped_matmul.hpp: one cuBLASLt call per
+// group, the executor's and the calibration's alike), each with its own tiles, waves and efficiency: count times one
+// call's time, not one GEMM of count times the FLOPs (which priced 64 experts' 256-row GEMMs at a sixth of the time
+// they ran on an H200, docs/ACCURACY.md "Grouped GEMMs as the calls they are"). One call: its compute at the curve's
+// efficiency for its FLOPs (times the tiles' work over the useful work when `padded`), or its operands' traffic,
+// whichever is longer.
+double grouped_calls_ns(const GemmShape& g, const GpuSpec& gpu, const GpuKernelProfile& k, bool padded) {
+  GemmShape call = g;
+  call.count = 1;
+  const double flops = gemm_flops(call);
+  const double compute_ns = flops <= 0 ? 0 : seconds_to_ns(flops, gemm_peak_tflops(call, gpu) * k.gemm.at(flops));
+  const double padding = padded ? gemm_tile_work_factor(call, gpu.sm_count) : 1.0;
+  return double(g.count) * std::max(compute_ns * padding, bandwidth_time_ns(gemm_bytes(call), gpu, k.memory_bound));
+}
+
+// The curve's price where no GEMM was measured.
 double gemm_time_ns(const GemmShape& g, const GpuSpec& gpu, const GpuKernelProfile& k) {
-  GemmShape group = g;
-  group.count = 1;
-  const double flops = gemm_flops(group);
-  const double compute_ns = flops <= 0 ? 0 : seconds_to_ns(flops, gemm_peak_tflops(group, gpu) * k.gemm.at(flops));
-  return double(g.count) * std::max(compute_ns, bandwidth_time_ns(gemm_bytes(group), gpu, k.memory_bound));
+  return grouped_calls_ns(g, gpu, k, false);
 }
 
 // The carrier that measured GEMM efficiencies scale: the tiles' padding and last wave multiply the compute, not
 // the operands' traffic (a narrow GEMM's padded tile columns compute zeros but read nothing more). Multiplying
 // both priced the MoE router's GEMM (n = 8 experts, 16x padding in a 128-wide tile) at 176 us on an H200
 // where it ran in 17 us (docs/ACCURACY.md, MoE).
-// A group of GEMMs (count > 1) runs as count calls one after another (gpu/grouped_matmul.hpp: one cuBLASLt call per
-// group, the executor's and the calibration's alike), each with its own tiles, waves and efficiency: count times one
-// group's carrier, not one GEMM of count times the FLOPs (which priced 64 experts' 256-row GEMMs at a sixth of the
-// time they ran on an H200, docs/ACCURACY.md "Grouped GEMMs as the calls they are").
 double gemm_model_ns(const GemmShape& g, const GpuSpec& gpu, const GpuKernelProfile& k) {
-  GemmShape group = g;
-  group.count = 1;
-  const double flops = gemm_flops(group);
-  const double compute_ns = flops <= 0 ? 0 : seconds_to_ns(flops, gemm_peak_tflops(group, gpu) * k.gemm.at(flops));
-  const double padded_compute_ns = compute_ns * gemm_tile_work_factor(group, gpu.sm_count);
-  return double(g.count) * std::max(padded_compute_ns, bandwidth_time_ns(gemm_bytes(group), gpu, k.memory_bound));
+  return grouped_calls_ns(g, gpu, k, true);
 }
 
 // Backward attention recomputes the scores and takes two more products than forward: 2.5x its FLOPs.
