@@ -135,7 +135,12 @@ kernels::AttentionDims attention_dims(const AttentionShape& shape) {
   kernels::AttentionDims dims{shape.batch, shape.seq_q, static_cast<int>(shape.heads),
                               static_cast<int>(shape.kv_heads), static_cast<int>(shape.head_dim), 0, 0, shape.causal};
   dims.v_head_dim = shape.v_head_dim;
-  dims.window = shape.causal ? shape.window : 0;
+  // The kernels window only a causal mask (the keys just before each query); a window on any other mask would be
+  // run as full attention, so it is refused rather than dropped.
+  if (shape.window > 0 && !shape.causal)
+    throw std::logic_error("gpu::attention_dims: a window of " + std::to_string(shape.window) +
+                           " keys on a mask that is not causal");
+  dims.window = shape.window;
   return dims;
 }
 

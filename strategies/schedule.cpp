@@ -102,8 +102,12 @@ std::vector<std::vector<ScheduleStep>> pipeline_schedule(Schedule schedule, int 
   // Megatron's get_pp_rank_microbatches (schedules.py): with overlap_moe_expert_parallel_comm one more warm-up
   // forward, "to ensure the forward and backward computations are independent in all 1f1b steps".
   const int extra_warmup = combined_1f1b ? 1 : 0;
-  if (combined_1f1b && schedule != Schedule::interleaved_1f1b && !(schedule == Schedule::one_f_one_b && stages == 1))
-    throw std::invalid_argument("pipeline_schedule: the combined 1F1B runs interleaved 1F1B or 1F1B on one stage");
+  const bool combined_order = schedule == Schedule::interleaved_1f1b || schedule == Schedule::gpipe ||
+                              (schedule == Schedule::one_f_one_b && stages == 1);
+  if (combined_1f1b && !combined_order)
+    throw std::invalid_argument(
+        "pipeline_schedule: the combined 1F1B runs interleaved 1F1B or 1F1B on one stage (or GPipe's order for the "
+        "lower bound)");
   if (stages < 1 || micro_batches < 1 || virtual_stages < 1)
     throw std::invalid_argument("pipeline_schedule: stages, micro-batches and virtual stages must be >= 1");
   std::vector<std::vector<ScheduleStep>> orders(static_cast<std::size_t>(stages));

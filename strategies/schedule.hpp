@@ -50,7 +50,8 @@ bool runs_separate_passes(Schedule schedule);
 // `combined_1f1b`: Megatron's overlapped EP schedule (framework.overlap_moe_expert_parallel_comm), only with
 // interleaved 1F1B or 1F1B on one stage: each stage runs one more warm-up forward, so that every forward of the
 // steady state is followed by the backward of another micro-batch, which the lowering runs beside it
-// (strategies/lowering_combined_1f1b.cpp).
+// (strategies/lowering_combined_1f1b.cpp). GPipe's order is taken with it too, unchanged: every forward already
+// precedes every backward, and the compute lower bound (lower_bound.cpp) lowers any schedule in that order.
 std::vector<std::vector<ScheduleStep>> pipeline_schedule(Schedule schedule, int stages, int micro_batches,
                                                          int virtual_stages, bool combined_1f1b = false);
 // Whether a valid strategy runs the combined 1F1B (validity.cpp holds the flag to the candidates it allows).

@@ -51,12 +51,14 @@ TEST_P(AttentionOpDims, CalibrationAndExecutorRunTheWindowTheOpSays) {
 
 INSTANTIATE_TEST_SUITE_P(EveryAndAlternatingLayers, AttentionOpDims, ::testing::Values(0, 2));
 
-// A window on a mask that is not causal is no shape the kernels run: the op's window is dropped with its mask.
+// A window on a mask that is not causal is no shape the kernels run: refused, never run as full attention.
 TEST(AttentionOpDimsOfAShape, AWindowGoesWithTheCausalMask) {
   AttentionShape shape{1, 8, 2, 512, 512, 128, true};
   shape.window = 100;
   EXPECT_EQ(gpu::attention_dims(shape).window, 100);
   shape.causal = false;
+  EXPECT_THROW(gpu::attention_dims(shape), std::logic_error);
+  shape.window = 0;
   EXPECT_EQ(gpu::attention_dims(shape).window, 0);
 }
 

@@ -7,6 +7,7 @@
 #include "cost/profile.hpp"
 #include "sim/simulate.hpp"
 #include "strategies/combined_1f1b.hpp"
+#include "strategies/lower_bound.hpp"
 #include "strategies/lowering.hpp"
 #include "strategies/memory.hpp"
 #include "strategies/schedule.hpp"
@@ -158,6 +159,22 @@ TEST(Combined1F1B, InterleavedPipelinesComplete) {
     EXPECT_GT(r.classes[c].finish_ns, 0);
     EXPECT_LE(r.classes[c].finish_ns, r.iteration_ns);
   }
+}
+
+// The search prunes by the compute lower bound, which lowers any schedule of separate passes in GPipe's order: a
+// combined-1F1B candidate of several micro-batches (1F1B on one stage) is bounded, not refused, and its bound lies
+// below its simulated time (a search with the flag and pipeline_model_parallel_size [1] failed on it before).
+TEST(Combined1F1B, TheSearchesLowerBoundTakesIt) {
+  Strategy st = testing::make_strategy(1, 1);
+  st.expert_model_parallel_size = 8;
+  const Scenario sc = overlapped(false);
+  st = completed(sc, st);
+  ASSERT_GT(st.num_micro_batches, 1);
+  ASSERT_EQ(invalid_reason(sc, st), std::nullopt);
+  const TimeNs bound_ns = compute_lower_bound_ns(sc, st, builtin_profile());
+  const TimeNs simulated_ns = simulate_iteration(lower_to_op_graphs(sc, st), sc.cluster, builtin_profile()).iteration_ns;
+  EXPECT_GT(bound_ns, 0);
+  EXPECT_LE(bound_ns, simulated_ns);
 }
 
 }  // namespace
