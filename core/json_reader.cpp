@@ -85,8 +85,14 @@ std::string JsonReader::describe_value() const {
     case nlohmann::json::value_t::array: return "an array";
     case nlohmann::json::value_t::null: return "null";
     case nlohmann::json::value_t::string: return truncated(value_->dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
-    default: return truncated(value_->dump());
+    case nlohmann::json::value_t::boolean:
+    case nlohmann::json::value_t::number_integer:
+    case nlohmann::json::value_t::number_unsigned:
+    case nlohmann::json::value_t::number_float:
+    case nlohmann::json::value_t::binary:
+    case nlohmann::json::value_t::discarded: return truncated(value_->dump());
   }
+  return truncated(value_->dump());
 }
 
 void JsonReader::expect_object() const {

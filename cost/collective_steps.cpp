@@ -17,7 +17,27 @@ std::optional<int> ring_steps(OpKind collective, int ranks) {
     case OpKind::all_gather:
     case OpKind::reduce_scatter:
     case OpKind::all_to_all: return ranks - 1;
-    default: return std::nullopt;
+    case OpKind::send:
+    case OpKind::recv:
+    case OpKind::gemm:
+    case OpKind::attention_forward:
+    case OpKind::attention_backward:
+    case OpKind::norm_forward:
+    case OpKind::norm_backward:
+    case OpKind::rope_forward:
+    case OpKind::rope_backward:
+    case OpKind::activation_forward:
+    case OpKind::activation_backward:
+    case OpKind::elementwise:
+    case OpKind::embedding_forward:
+    case OpKind::embedding_backward:
+    case OpKind::loss_forward:
+    case OpKind::loss_backward:
+    case OpKind::moe_router:
+    case OpKind::moe_permute:
+    case OpKind::moe_unpermute:
+    case OpKind::optimizer_step:
+    case OpKind::fp8_cast: return std::nullopt;
   }
 }
 

@@ -146,8 +146,23 @@ double memory_bound_bytes(const Op& op) {
     case OpKind::moe_unpermute:
     case OpKind::fp8_cast:
       return op.bytes;
-    default:
-      break;
+    case OpKind::norm_forward:
+    case OpKind::norm_backward:
+    case OpKind::rope_forward:
+    case OpKind::rope_backward:
+    case OpKind::activation_forward:
+    case OpKind::activation_backward:
+    case OpKind::embedding_forward:
+    case OpKind::embedding_backward:
+    case OpKind::loss_forward:
+    case OpKind::loss_backward:
+    case OpKind::all_reduce:
+    case OpKind::all_gather:
+    case OpKind::reduce_scatter:
+    case OpKind::all_to_all:
+    case OpKind::send:
+    case OpKind::recv:
+      break;  // by the shape rule below (require_compute has refused communication)
   }
   if (op.bytes > 0) return op.bytes;  // the lowering knows better than the shape rule
   switch (op.kind) {
@@ -228,7 +243,18 @@ std::string kernel_shape_key(const Op& op) {
     case OpKind::norm_backward:  // LayerNorm is another kernel (mean, bias); RMSNorm keys are as before it
       return fmt::format("{}:rows={},cols={}{}{}", kind, op.rows, op.cols, op.fuses_residual ? ",residual=1" : "",
                          op.normalization == Normalization::layernorm ? ",ln=1" : "");
-    default:
+    case OpKind::rope_forward:
+    case OpKind::rope_backward:
+    case OpKind::embedding_forward:
+    case OpKind::embedding_backward:
+    case OpKind::loss_forward:
+    case OpKind::loss_backward:
+    case OpKind::all_reduce:
+    case OpKind::all_gather:
+    case OpKind::reduce_scatter:
+    case OpKind::all_to_all:
+    case OpKind::send:
+    case OpKind::recv:
       return fmt::format("{}:rows={},cols={}{}", kind, op.rows, op.cols, op.fuses_residual ? ",residual=1" : "");
   }
 }
@@ -290,13 +316,14 @@ double model_time_ns(const GpuKernelProfile& kernels, const GpuSpec& gpu, const 
 }  // namespace
 
 double in_situ_prior_of(const InSituPrior& prior, const Op& op) {
-  switch (op.kind) {
-    case OpKind::gemm:
-    case OpKind::moe_router: return prior.gemm;
-    case OpKind::attention_forward:
-    case OpKind::attention_backward: return prior.attention;
-    default: return prior.memory_bound;
+  switch (op_kind_traits(op.kind).pricing) {
+    case OpPricing::gemm: return prior.gemm;
+    case OpPricing::attention: return prior.attention;
+    case OpPricing::memory_bound:
+    case OpPricing::collective:
+    case OpPricing::point_to_point: return prior.memory_bound;
   }
+  return prior.memory_bound;
 }
 
 namespace {

@@ -144,7 +144,24 @@ std::vector<double> shape_octaves(const Op& op) {
     case OpKind::moe_permute:
     case OpKind::moe_unpermute:
     case OpKind::fp8_cast: return {log2(op.bytes)};
-    default: return {log2(op.rows), log2(op.cols)};
+    case OpKind::gemm:  // taken above
+    case OpKind::moe_router:
+    case OpKind::norm_forward:
+    case OpKind::norm_backward:
+    case OpKind::rope_forward:
+    case OpKind::rope_backward:
+    case OpKind::activation_forward:
+    case OpKind::activation_backward:
+    case OpKind::embedding_forward:
+    case OpKind::embedding_backward:
+    case OpKind::loss_forward:
+    case OpKind::loss_backward:
+    case OpKind::all_reduce:
+    case OpKind::all_gather:
+    case OpKind::reduce_scatter:
+    case OpKind::all_to_all:
+    case OpKind::send:
+    case OpKind::recv: return {log2(op.rows), log2(op.cols)};
   }
 }
 

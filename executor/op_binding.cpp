@@ -206,7 +206,20 @@ void bind_collective(const RankClass& rc, OpIndex i, OpBinding& b) {
       b.subject = op.linear;
       b.action = tensor_collective_action(rc, i);
       break;
-    default: unsupported(rc, i, "a collective of an unknown role");
+    case OpRole::none: case OpRole::embedding: case OpRole::input_norm: case OpRole::qkv_projection:
+    case OpRole::rope: case OpRole::core_attention: case OpRole::attention_projection:
+    case OpRole::attention_residual: case OpRole::mlp_norm: case OpRole::fc1: case OpRole::activation:
+    case OpRole::fc2: case OpRole::mlp_residual: case OpRole::dispatch: case OpRole::expert_fc1:
+    case OpRole::expert_activation: case OpRole::expert_fc2: case OpRole::combine: case OpRole::final_norm:
+    case OpRole::output_projection: case OpRole::cp_exchange: case OpRole::pipeline_activation:
+    case OpRole::pipeline_gradient: case OpRole::optimizer: case OpRole::grad_accumulation:
+    case OpRole::phase_handoff: case OpRole::qk_norm: case OpRole::shared_expert_fc1:
+    case OpRole::shared_expert_activation: case OpRole::shared_expert_fc2: case OpRole::mla_q_down:
+    case OpRole::mla_q_norm: case OpRole::mla_q_up: case OpRole::mla_kv_down: case OpRole::mla_kv_norm:
+    case OpRole::mla_kv_up: case OpRole::mla_kv_expand: case OpRole::post_attention_norm:
+    case OpRole::post_mlp_norm: case OpRole::mtp_embedding_norm: case OpRole::mtp_hidden_norm:
+    case OpRole::mtp_projection:
+      unsupported(rc, i, "a collective of a role no collective serves");
   }
   if (op.group == GroupKind::expert) unsupported(rc, i, "a collective over an expert group");
   if (op.group == GroupKind::expert_data && b.action != Action::grad_reduce && b.action != Action::param_gather)

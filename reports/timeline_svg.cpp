@@ -13,6 +13,7 @@
 
 #include <fmt/format.h>
 
+#include "core/op_kinds.hpp"
 #include "reports/format.hpp"
 #include "reports/svg.hpp"
 
@@ -32,14 +33,15 @@ OpFamily op_family(const Op& op) {
     }
     return op.kind == OpKind::send || op.kind == OpKind::recv ? OpFamily::pp_p2p : OpFamily::dp_comm;
   }
-  switch (op.kind) {
-    case OpKind::gemm:
-    case OpKind::moe_router: return OpFamily::gemm;
-    case OpKind::attention_forward:
-    case OpKind::attention_backward: return OpFamily::attention;
-    case OpKind::optimizer_step: return OpFamily::optimizer;
-    default: return OpFamily::memory_bound;
+  if (op.kind == OpKind::optimizer_step) return OpFamily::optimizer;
+  switch (op_kind_traits(op.kind).pricing) {
+    case OpPricing::gemm: return OpFamily::gemm;
+    case OpPricing::attention: return OpFamily::attention;
+    case OpPricing::memory_bound:
+    case OpPricing::collective:  // communication was taken above
+    case OpPricing::point_to_point: return OpFamily::memory_bound;
   }
+  return OpFamily::memory_bound;
 }
 
 std::string family_name(OpFamily family) {

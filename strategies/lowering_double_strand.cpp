@@ -4,6 +4,7 @@
 // of the pairing's blocks: a block's segments start only after the other strand's previous segment has
 // ended, which is how the engine replays the plan. One p2p per pass carries both strands' tensors.
 #include <algorithm>
+#include <stdexcept>
 
 #include <fmt/format.h>
 
@@ -38,12 +39,12 @@ int unit_key(const Unit& unit, const ModelConfig& model) {
 }
 
 std::string unit_text(const Unit& unit, const ModelConfig& model) {
-  switch (unit_key(unit, model)) {
-    case 0: return "embedding";
-    case 1: return "output layer";
-    case 3: return "MoE layer";
-    default: return "layer";
+  switch (unit.kind) {
+    case Unit::embedding_unit: return "embedding";
+    case Unit::head_unit: return "output layer";
+    case Unit::layer_unit: return model.is_moe_layer(unit.layer) ? "MoE layer" : "layer";
   }
+  throw std::logic_error("unit_text: a unit outside Unit::Kind");
 }
 
 // "fc2.fwd" without the layer: the summary describes every layer pair of its kind.

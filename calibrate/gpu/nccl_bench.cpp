@@ -85,7 +85,13 @@ void CollectiveBench::launch(ncclComm_t comm, OpKind collective, Bytes size_byte
       TWIN_NCCL_CHECK(ncclRecv(recv, count, ncclFloat32, (rank + n - 1) % n, comm, stream_));
       TWIN_NCCL_CHECK(ncclGroupEnd());
       break;
-    default: throw std::invalid_argument("CollectiveBench: not a collective: " + to_string(collective));
+    case OpKind::gemm: case OpKind::attention_forward: case OpKind::attention_backward: case OpKind::norm_forward:
+    case OpKind::norm_backward: case OpKind::rope_forward: case OpKind::rope_backward:
+    case OpKind::activation_forward: case OpKind::activation_backward: case OpKind::elementwise:
+    case OpKind::embedding_forward: case OpKind::embedding_backward: case OpKind::loss_forward:
+    case OpKind::loss_backward: case OpKind::moe_router: case OpKind::moe_permute: case OpKind::moe_unpermute:
+    case OpKind::optimizer_step: case OpKind::fp8_cast:
+      throw std::invalid_argument("CollectiveBench: not a collective: " + to_string(collective));
   }
 }
 

@@ -36,8 +36,15 @@ std::int64_t ulysses_width(const RankShapes& s, layer::Width width) {
   switch (width) {
     case layer::Width::qkv: return (s.heads + 2 * s.groups) * s.tp * s.d;
     case layer::Width::query: return s.heads * s.tp * s.d;
-    default: return lowering::width_per_rank(s, width);
+    case layer::Width::hidden: case layer::Width::query_and_key: case layer::Width::value: case layer::Width::fc1:
+    case layer::Width::ffn: case layer::Width::attention_scores: case layer::Width::heads:
+    case layer::Width::experts: case layer::Width::expert_fc1: case layer::Width::expert_ffn:
+    case layer::Width::vocab: case layer::Width::shared_fc1: case layer::Width::shared_ffn:
+    case layer::Width::q_latent: case layer::Width::kv_latent: case layer::Width::two_hidden:
+    case layer::Width::hidden_columns:
+      return lowering::width_per_rank(s, width);
   }
+  throw std::logic_error("ulysses_width: a width outside layer::Width");
 }
 
 // A linear with whole weights on the local rows.
