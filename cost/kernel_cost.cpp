@@ -200,65 +200,6 @@ double memory_bound_bytes(const Op& op) {
   return 0;
 }
 
-std::string kernel_shape_key(const Op& op) {
-  require_compute(op, "kernel_shape_key");
-  const std::string kind = to_string(op.kind);
-  switch (op.kind) {
-    case OpKind::gemm:
-    case OpKind::moe_router: {
-      const GemmShape& g = op.gemm;
-      return fmt::format("{}:m={},n={},k={},count={},ta={},tb={}{}{}{}{}", kind, g.m, g.n, g.k, g.count,
-                         int(g.transpose_a), int(g.transpose_b),
-                         g.split > 1 ? fmt::format(",split={}", g.split) : std::string(),
-                         op.fuses_residual ? ",residual=1" : "",
-                         g.busiest > 0 && g.count > 1 ? fmt::format(",busiest={}", g.busiest) : std::string(),
-                         is_fp8(g) ? fmt::format(",inputs={},e5m2={}", to_string(g.inputs), int(g.e5m2)) : std::string());
-    }
-    case OpKind::attention_forward:
-    case OpKind::attention_backward: {
-      const AttentionShape& a = op.attention;
-      return fmt::format("{}:b={},h={},kvh={},sq={},skv={},d={},causal={},flash={}{}{}{}{}", kind, a.batch, a.heads,
-                         a.kv_heads, a.seq_q, a.seq_kv, a.head_dim, int(a.causal), int(a.flash),
-                         a.dropout ? ",dropout=1" : "", a.cudnn ? ",cudnn=1" : "",
-                         a.window > 0 ? fmt::format(",window={}", a.window) : std::string(),
-                         a.v_head_dim > 0 && a.v_head_dim != a.head_dim ? fmt::format(",dv={}", a.v_head_dim)
-                                                                       : std::string());
-    }
-    case OpKind::optimizer_step:
-      if (op.optimizer_precision.is_default()) return fmt::format("{}:elements={}", kind, op.elements);
-      return fmt::format("{}:elements={},main_params={},exp_avg={},exp_avg_sq={}", kind, op.elements,
-                         to_string(op.optimizer_precision.main_params), to_string(op.optimizer_precision.exp_avg),
-                         to_string(op.optimizer_precision.exp_avg_sq));
-    case OpKind::elementwise:
-    case OpKind::moe_permute:
-    case OpKind::moe_unpermute:
-      return fmt::format("{}:bytes={}", kind, op.bytes);
-    case OpKind::fp8_cast:  // the recipe names the kernel; tensorwise keys as before the recipe was in the key
-      return fmt::format("{}:bytes={}{}", kind, op.bytes,
-                         op.fp8_recipe == Fp8Recipe::tensorwise ? "" : ",recipe=" + to_string(op.fp8_recipe));
-    case OpKind::activation_forward:
-    case OpKind::activation_backward:
-      return fmt::format("{}:rows={},cols={},gated={}", kind, op.rows, op.cols, int(op.gated_activation));
-    case OpKind::norm_forward:
-    case OpKind::norm_backward:  // LayerNorm is another kernel (mean, bias); RMSNorm keys are as before it
-      return fmt::format("{}:rows={},cols={}{}{}", kind, op.rows, op.cols, op.fuses_residual ? ",residual=1" : "",
-                         op.normalization == Normalization::layernorm ? ",ln=1" : "");
-    case OpKind::rope_forward:
-    case OpKind::rope_backward:
-    case OpKind::embedding_forward:
-    case OpKind::embedding_backward:
-    case OpKind::loss_forward:
-    case OpKind::loss_backward:
-    case OpKind::all_reduce:
-    case OpKind::all_gather:
-    case OpKind::reduce_scatter:
-    case OpKind::all_to_all:
-    case OpKind::send:
-    case OpKind::recv:
-      return fmt::format("{}:rows={},cols={}{}", kind, op.rows, op.cols, op.fuses_residual ? ",residual=1" : "");
-  }
-}
-
 namespace {
 
 // The efficiency curves alone: the carrier that interpolation among measured shapes scales.
