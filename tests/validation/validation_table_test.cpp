@@ -81,8 +81,9 @@ TEST(PublishedTable, BadRowsNameTheirPath) {
 // ceilings in the tuner, sim/nccl_caps.hpp, and the pace of rings across nodes, sim/ring_pace.hpp; each figure
 // rounded up to the tenth of a point), lowered where DeepSpeed's memory passes around its collectives
 // (strategies/deepspeed_zero3.hpp) improved them on 2026-11-29 04:01-04:12 UTC and left as they were where those moved
-// a figure up within the half point; a change
-// that makes any of them worse by more than half a point fails here. A group the guard does not know fails with the line to add.
+// a figure up within the half point, and lowered where NeMo Megatron's rows as its 22.08 and 22.06 releases ran them
+// (209 rows, 2026-11-29 16:38-16:45 UTC) improved them, left where those moved a figure up within the half point; a
+// change that makes any of them worse by more than half a point fails here. A group the guard does not know fails with the line to add.
 struct Reached {
   double cross_validated_mean, cross_validated_max, in_sample_mean, in_sample_max;
 };
@@ -94,16 +95,16 @@ const std::map<std::string, Reached> kReached = {
     {"megatron-readme-h100-2024", {0.078, 0.118, 0.073, 0.112}},
     {"llmfoundry-mpt-h100-2024", {0.083, 0.145, 0.068, 0.132}},
     {"llmfoundry-mpt-a100-2023", {0.064, 0.234, 0.064, 0.228}},
-    {"nemo-megatron-a100-2023", {0.155, 0.219, 0.155, 0.218}},
+    {"nemo-megatron-a100-2023", {0.119, 0.214, 0.120, 0.211}},
     {"bloom2022-176b", {0.042, 0.042, 0.044, 0.044}},
     {"bloom2022-topology-search", {0.083, 0.243, 0.083, 0.238}},
     {"smith2022-mtnlg-530b", {0.094, 0.115, 0.092, 0.113}},
     {"dgxc-nemo-h100-24.11", {0.065, 0.168, 0.053, 0.145}},
     {"dgxc-nemo-h100-25.02", {0.044, 0.096, 0.036, 0.083}},
-    {"narayanan2021-table2-zero3", {0.144, 0.338, 0.145, 0.336}},
+    {"narayanan2021-table2-zero3", {0.144, 0.337, 0.145, 0.335}},
     {"torchtitan-h100-2025", {0.138, 0.138, 0.137, 0.137}},
     {"torchtitan-perf-2024", {0.131, 0.154, 0.128, 0.150}},
-    {"all", {0.081, 0.338, 0.075, 0.336}},
+    {"all", {0.079, 0.337, 0.074, 0.335}},
 };
 
 // The same for the published MoE rows (issue 40), a table of their own: `twin validate tests/validation/moe_rows.json
