@@ -17,8 +17,17 @@ using enum Width;
 using enum Region;
 
 constexpr std::array kNormSaved{SavedTensor{"norm input", hidden, sequence_sharded, 2}};
+constexpr RecomputeModuleMask kLayernorm = module_bit(RecomputeModule::layernorm);
+constexpr RecomputeModuleMask kMlp = module_bit(RecomputeModule::mlp), kMoe = module_bit(RecomputeModule::moe);
+constexpr RecomputeModuleMask kMoeAct = module_bit(RecomputeModule::moe_act);
+constexpr RecomputeModuleMask kSharedExperts = module_bit(RecomputeModule::shared_experts);
+constexpr RecomputeModuleMask kMlaUpProj = module_bit(RecomputeModule::mla_up_proj);
+
+// The QKV's and FC1's input is the pre-norm's output, which `layernorm` recompute discards and makes again
+// (transformer_layer.py:475; under FP8 the linear then keeps that bf16 output instead of its FP8 copy:
+// set_save_original_input, :530).
 constexpr std::array kColumnLinearSaved{
-    SavedTensor{"linear input (the norm's output)", hidden, sequence_sharded, 2, KeptWhen::always, true}};
+    SavedTensor{"linear input (the norm's output)", hidden, sequence_sharded, 2, KeptWhen::always, true, kLayernorm}};
 // Two lists of saved tensors as one (a block's span is one array).
 template <std::size_t N, std::size_t M>
 constexpr std::array<SavedTensor, N + M> joined(const std::array<SavedTensor, N>& a,
@@ -29,10 +38,13 @@ constexpr std::array<SavedTensor, N + M> joined(const std::array<SavedTensor, N>
   return out;
 }
 
-// What core attention keeps, whichever projections made its queries, keys and values.
+// What core attention keeps, whichever projections made its queries, keys and values: its inputs (in an MLA layer
+// the up projections' outputs, which `mla_up_proj` recompute discards: multi_latent_attention.py:455, 983), then
+// its scores or statistics.
+template <RecomputeModuleMask inputs_dropped_by>
 constexpr std::array kScoresSaved{
-    SavedTensor{"Q and K, for Q K^T", query_and_key, tensor_sharded, 2},
-    SavedTensor{"V", value, tensor_sharded, 2},
+    SavedTensor{"Q and K, for Q K^T", query_and_key, tensor_sharded, 2, KeptWhen::always, false, inputs_dropped_by},
+    SavedTensor{"V", value, tensor_sharded, 2, KeptWhen::always, false, inputs_dropped_by},
     SavedTensor{"softmax output", attention_scores, tensor_sharded, 2, KeptWhen::unrecomputed_unfused},
     SavedTensor{"attention dropout mask", attention_scores, tensor_sharded, 1, KeptWhen::unrecomputed_unfused_dropout},
     SavedTensor{"attention dropout output", attention_scores, tensor_sharded, 2, KeptWhen::unrecomputed_unfused_dropout},
@@ -40,7 +52,7 @@ constexpr std::array kScoresSaved{
 };
 constexpr auto kAttentionSaved = joined(
     std::array{SavedTensor{"Q and K before QK-norm", query_and_key, tensor_sharded, 2, KeptWhen::qk_layernorm}},
-    kScoresSaved);
+    kScoresSaved<0>);
 // Multi-latent attention keeps what executor/gpu/mla_attention.hpp's MlaSaved holds: the down projections' input
 // (their weight gradients), each latent before its norm and after it (the up projection's input), then what core
 // attention keeps, its queries and (expanded) keys d_qk = nope + rope wide per head, its values d_v. Under TP the
@@ -48,25 +60,34 @@ constexpr auto kAttentionSaved = joined(
 // duplicated and run on the sequence-parallel rows; the up projections keep their input before their SP gather).
 constexpr auto kMlaSaved = joined(
     std::array{
-        SavedTensor{"down projections' input (the norm's output)", hidden, sequence_sharded, 2, KeptWhen::always, true},
+        SavedTensor{"down projections' input (the norm's output)", hidden, sequence_sharded, 2, KeptWhen::always, true,
+                    kLayernorm},
         SavedTensor{"query latent (its norm's input)", q_latent, sequence_sharded, 2},
         SavedTensor{"normalised query latent (q up's input)", q_latent, sequence_sharded, 2, KeptWhen::always, true},
         SavedTensor{"kv latent (its norm's input)", kv_latent, sequence_sharded, 2},
         SavedTensor{"normalised kv latent (kv up's input)", kv_latent, sequence_sharded, 2, KeptWhen::always, true}},
-    kScoresSaved);
+    kScoresSaved<kMlaUpProj>);
 constexpr std::array kProjectionSaved{SavedTensor{"attention output", query, tensor_sharded, 2}};
 constexpr std::array kResidualSaved{SavedTensor{"dropout mask", hidden, sequence_sharded, 1, KeptWhen::hidden_dropout}};
-constexpr std::array kActivationSaved{SavedTensor{"activation input (fc1 output)", fc1, tensor_sharded, 2}};
-constexpr std::array kFc2Saved{SavedTensor{"fc2 input", ffn, tensor_sharded, 2, KeptWhen::always, true}};
+// A dense MLP under `mlp` recompute keeps its input only (the norm's output, FC1's saved input): CheckpointFunction
+// over the MLP (transformer_layer.py:992).
+constexpr std::array kActivationSaved{
+    SavedTensor{"activation input (fc1 output)", fc1, tensor_sharded, 2, KeptWhen::always, false, kMlp}};
+constexpr std::array kFc2Saved{SavedTensor{"fc2 input", ffn, tensor_sharded, 2, KeptWhen::always, true, kMlp}};
+// Under `moe` recompute the MoE layer keeps its input only (moe_layer.py:701: a checkpoint over the layer); `moe_act`
+// discards the experts' activation output, FC2's input (experts.py:1019; under FP8 FC2 keeps it in bf16 then,
+// set_save_original_input); `shared_experts` checkpoints the shared experts over their input (moe_layer.py:517).
 constexpr std::array kExpertsSaved{
-    SavedTensor{"router input", hidden, sequence_sharded, 2},
-    SavedTensor{"router probabilities", experts, sequence_sharded, 4},
-    SavedTensor{"permuted tokens (expert fc1 input)", hidden, routed, 2, KeptWhen::always, true},
-    SavedTensor{"expert fc1 output", expert_fc1, routed, 2},
-    SavedTensor{"expert fc2 input", expert_ffn, routed, 2, KeptWhen::always, true},
-    SavedTensor{"expert outputs (the combine weights' gradient)", hidden, routed, 2},
-    SavedTensor{"shared experts' fc1 output", shared_fc1, tensor_sharded, 2},
-    SavedTensor{"shared experts' fc2 input", shared_ffn, tensor_sharded, 2},
+    SavedTensor{"router input", hidden, sequence_sharded, 2, KeptWhen::always, false, kLayernorm},
+    SavedTensor{"router probabilities", experts, sequence_sharded, 4, KeptWhen::always, false, kMoe},
+    SavedTensor{"permuted tokens (expert fc1 input)", hidden, routed, 2, KeptWhen::always, true, kMoe},
+    SavedTensor{"expert fc1 output", expert_fc1, routed, 2, KeptWhen::always, false, kMoe},
+    SavedTensor{"expert fc2 input", expert_ffn, routed, 2, KeptWhen::always, true, kMoe | kMoeAct},
+    SavedTensor{"expert outputs (the combine weights' gradient)", hidden, routed, 2, KeptWhen::always, false, kMoe},
+    SavedTensor{"shared experts' fc1 output", shared_fc1, tensor_sharded, 2, KeptWhen::always, false,
+                kMoe | kSharedExperts},
+    SavedTensor{"shared experts' fc2 input", shared_ffn, tensor_sharded, 2, KeptWhen::always, false,
+                kMoe | kSharedExperts},
 };
 constexpr std::array kEmbeddingSaved{SavedTensor{"dropout mask", hidden, sequence_sharded, 1, KeptWhen::hidden_dropout}};
 constexpr std::array kOutputProjectionSaved{SavedTensor{"output projection input", hidden, sequence_sharded, 2}};

@@ -15,6 +15,7 @@
 #include <string_view>
 
 #include "core/op.hpp"
+#include "core/strategy.hpp"
 
 namespace twin::layer {
 
@@ -108,6 +109,9 @@ struct SavedTensor {
   // Kept only for a linear's weight gradient: in a layer whose linears run in FP8 (training.fp8) Transformer Engine
   // keeps its FP8 copy instead, 1 byte per element.
   bool fp8_in_fp8_layer = false;
+  // The modules of selective recompute that drop it (Megatron's --recompute-modules: core/strategy.hpp); 0 for core
+  // attention's own tensors, which `kept` says.
+  RecomputeModuleMask dropped_by = 0;
 };
 
 struct Block {

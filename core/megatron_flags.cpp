@@ -165,6 +165,13 @@ const std::vector<MegatronFlag>& megatron_flags() {
        false,
        "megatron/core/transformer/transformer_config.py:543"},
       {"--recompute-num-layers", K::integer, {}, false, "megatron/core/transformer/transformer_config.py:551"},
+      // A List[str] field: argparse takes any names and TransformerConfig checks them (:1958); these are the ones twin
+      // models (Megatron's others, gdn_norm_out, gdp_in_proj, gdp_qkv and mhc, recompute layers twin does not have).
+      {"--recompute-modules",
+       K::choice,
+       {"core_attn", "moe_act", "layernorm", "mla_up_proj", "mlp", "moe", "shared_experts"},
+       true,
+       "megatron/core/transformer/transformer_config.py:560"},
       {"--use-distributed-optimizer", K::switch_on, {}, false, "megatron/training/arguments.py:3156"},
       {"--use-megatron-fsdp", K::switch_on, {}, false, "megatron/training/config/common_config.py:92"},
       {"--data-parallel-sharding-strategy",

@@ -319,6 +319,12 @@ void read_strategy(Reading& r) {
             "--num-layers-per-virtual-pipeline-stage");
   const std::string granularity = a.text("--recompute-granularity", "none");
   r.doc.set("/strategy/recompute", granularity, "--recompute-granularity");
+  if (const MegatronArgument* modules = a.find("--recompute-modules")) {  // TransformerConfig reads them under selective
+    if (granularity == "selective")
+      r.doc.set("/strategy/recompute_modules", modules->values, "--recompute-modules");
+    else
+      r.note(given(*modules) + ": ignored without --recompute-granularity selective (transformer_config.py:1943)");
+  }
   if (granularity == "full" &&
       (a.text("--recompute-method", "") != "uniform" || a.integer("--recompute-num-layers", 0) != 1))
     r.note(fmt::format("--recompute-method {} --recompute-num-layers {}: priced as every layer recomputed (uniform, 1)",

@@ -206,6 +206,8 @@ json to_json(const Strategy& s) {
           {"schedule", to_string(s.schedule)}};
   if (!s.pipeline_model_parallel_layout.empty())
     out["pipeline_model_parallel_layout"] = s.pipeline_model_parallel_layout.text;
+  if (!s.recompute_modules.empty())
+    out["recompute_modules"] = named_list(s.recompute_modules, [](RecomputeModule m) { return to_string(m); });
   return out;
 }
 

@@ -22,6 +22,7 @@
 #include "core/scenario_fp8.hpp"
 #include "core/scenario_histogram.hpp"
 #include "core/scenario_pipelines.hpp"
+#include "core/scenario_recompute.hpp"
 #include "core/scenario_sweep.hpp"
 
 namespace twin {
@@ -278,7 +279,7 @@ Strategy parse_strategy(const Reader& r) {
   r.only_keys({"pipelines", "tensor_model_parallel_size", "pipeline_model_parallel_size", "context_parallel_size",
                "expert_model_parallel_size", "virtual_pipeline_model_parallel_size", "micro_batch_size",
                "sequence_parallel", "zero_stage", "recompute", "schedule", "data_parallel_size",
-               "num_micro_batches", "pipeline_model_parallel_layout"});
+               "num_micro_batches", "pipeline_model_parallel_layout", "recompute_modules"});
   Strategy s;
   int* sizes[] = {&s.tensor_model_parallel_size, &s.pipeline_model_parallel_size, &s.context_parallel_size,
                   &s.expert_model_parallel_size, &s.virtual_pipeline_model_parallel_size, &s.micro_batch_size};
@@ -292,6 +293,7 @@ Strategy parse_strategy(const Reader& r) {
   if (auto f = r.find("zero_stage")) s.zero_stage = static_cast<int>(f->integer(0, 3));
   if (auto f = r.find("sequence_parallel")) s.sequence_parallel = f->boolean();
   if (auto f = r.find("recompute")) s.recompute = parse_recompute(*f);
+  if (auto f = r.find("recompute_modules")) s.recompute_modules = parse_recompute_modules(*f, s.recompute);
   if (auto f = r.find("schedule")) s.schedule = parse_schedule(*f);
   if (auto f = r.find("pipeline_model_parallel_layout")) {
     std::string expected;
@@ -392,6 +394,7 @@ Scenario parse_scenario(const nlohmann::json& document, const std::string& sourc
     s.hot_switch_plan = Scenario::PinnedPlan{plan.value().dump(), plan.path()};
   } else if (f) {
     s.strategy = parse_strategy(*f);
+    if (auto modules = f->find("recompute_modules")) check_recompute_modules(*modules, s.strategy->recompute_modules, s);
     if (!f->find("pipelines")) complete_pinned_sizes(*f, *s.strategy, s);
   }
   if (!s.strategy && !s.pins_family_plan()) check_search_size(root.find("search"), s.search, root);

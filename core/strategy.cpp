@@ -9,10 +9,13 @@ std::string Strategy::key() const {
   const std::string layout = pipeline_model_parallel_layout.empty()
                                  ? std::string()
                                  : ".layout-" + pipeline_layout_key(pipeline_model_parallel_layout);
+  std::string recompute_key = to_string(recompute);
+  for (std::size_t i = 0; i < recompute_modules.size(); ++i)
+    recompute_key += (i == 0 ? "-" : "+") + to_string(recompute_modules[i]);
   return fmt::format("tp{}.pp{}.cp{}.ep{}.dp{}.vpp{}.{}.mbs{}.z{}.rc-{}.{}", tensor_model_parallel_size,
                      pipeline_model_parallel_size, context_parallel_size, expert_model_parallel_size,
                      data_parallel_size, virtual_pipeline_model_parallel_size, sequence_parallel ? "sp" : "nosp",
-                     micro_batch_size, zero_stage, to_string(recompute), to_string(schedule)) +
+                     micro_batch_size, zero_stage, recompute_key, to_string(schedule)) +
          layout;
 }
 
@@ -53,5 +56,38 @@ std::vector<std::string> schedule_names() {
 }
 
 std::vector<std::string> recompute_names() { return {"none", "selective", "full"}; }
+
+std::string to_string(RecomputeModule m) {
+  switch (m) {
+    case RecomputeModule::core_attn: return "core_attn";
+    case RecomputeModule::moe_act: return "moe_act";
+    case RecomputeModule::layernorm: return "layernorm";
+    case RecomputeModule::mla_up_proj: return "mla_up_proj";
+    case RecomputeModule::mlp: return "mlp";
+    case RecomputeModule::moe: return "moe";
+    case RecomputeModule::shared_experts: return "shared_experts";
+  }
+  return "unknown";
+}
+
+std::optional<RecomputeModule> recompute_module_from_string(std::string_view s) {
+  for (int i = 0; i < kRecomputeModuleCount; ++i)
+    if (s == to_string(static_cast<RecomputeModule>(i))) return static_cast<RecomputeModule>(i);
+  return std::nullopt;
+}
+
+std::vector<std::string> recompute_module_names() {
+  std::vector<std::string> names;
+  for (int i = 0; i < kRecomputeModuleCount; ++i) names.push_back(to_string(static_cast<RecomputeModule>(i)));
+  return names;
+}
+
+RecomputeModuleMask recomputed_modules(const Strategy& strategy) {
+  if (strategy.recompute != Recompute::selective) return 0;
+  if (strategy.recompute_modules.empty()) return module_bit(RecomputeModule::core_attn);  // Megatron's default
+  RecomputeModuleMask mask = 0;
+  for (RecomputeModule m : strategy.recompute_modules) mask |= module_bit(m);
+  return mask;
+}
 
 }  // namespace twin

@@ -13,6 +13,19 @@ namespace twin {
 
 enum class Schedule { gpipe, one_f_one_b, interleaved_1f1b, double_strand };
 enum class Recompute { none, selective, full };
+// Megatron-Core's --recompute-modules, what selective recompute repeats (megatron/core/transformer/
+// transformer_config.py:560 at NVIDIA/Megatron-LM d98e8a64dd): core attention; the experts' activation (output
+// discarded, experts.py:269); the two pre-norms (transformer_layer.py:475); MLA's up projections and RoPE
+// (multi_latent_attention.py:171); a dense layer's MLP (transformer_layer.py:537, MoE layers not); the whole MoE layer
+// (moe_layer.py:247); the shared experts (moe_layer.py:252). What each drops and repeats: docs/SIMULATOR.md
+// "Activation recompute".
+enum class RecomputeModule : std::uint8_t { core_attn, moe_act, layernorm, mla_up_proj, mlp, moe, shared_experts };
+inline constexpr int kRecomputeModuleCount = 7;
+// A set of modules, one bit each.
+using RecomputeModuleMask = std::uint8_t;
+constexpr RecomputeModuleMask module_bit(RecomputeModule m) {
+  return static_cast<RecomputeModuleMask>(1U << static_cast<unsigned>(m));
+}
 
 struct Strategy {
   int tensor_model_parallel_size = 1;
@@ -26,6 +39,9 @@ struct Strategy {
   int num_micro_batches = 1;                       // derived: global_batch / (micro_batch * dp)
   int zero_stage = 0;                              // 0 = plain DP, 1 = optimizer states, 2 = + grads, 3 = + params
   Recompute recompute = Recompute::none;
+  // Under selective recompute, the modules repeated (Megatron's --recompute-modules, in the order stated); empty, its
+  // default ["core_attn"]. Empty under none and full.
+  std::vector<RecomputeModule> recompute_modules;
   Schedule schedule = Schedule::one_f_one_b;
   // Megatron's --pipeline-model-parallel-layout: the layers of each virtual stage; empty, the even split
   // (strategies/sharded_parameters.hpp). Only a stated strategy has one: the search splits evenly.
@@ -37,7 +53,8 @@ struct Strategy {
   }
   std::int64_t world_size() const { return model_parallel_size() * data_parallel_size; }
   // Stable, human-readable identity, e.g. "tp2.pp4.cp1.ep1.dp4.vpp1.sp.mbs1.z1.rc-none.1f1b" (a layout appends
-  // ".layout-" and its pipeline_layout_key).
+  // ".layout-" and its pipeline_layout_key; stated recompute modules follow the granularity:
+  // "rc-selective-mla_up_proj+mlp").
   std::string key() const;
   bool operator==(const Strategy&) const = default;
 };
@@ -49,5 +66,12 @@ std::optional<Recompute> recompute_from_string(std::string_view s);
 // Every valid spelling, for messages: "gpipe", "1f1b", "interleaved-1f1b", "double-strand".
 std::vector<std::string> schedule_names();
 std::vector<std::string> recompute_names();
+std::string to_string(RecomputeModule m);  // Megatron's spelling: "core_attn", "mla_up_proj", ...
+std::optional<RecomputeModule> recompute_module_from_string(std::string_view s);
+std::vector<std::string> recompute_module_names();
+// The modules a strategy recomputes: none under none and full (full repeats the whole layer instead), the stated
+// ones (or core_attn) under selective.
+RecomputeModuleMask recomputed_modules(const Strategy& strategy);
+inline bool recomputes(RecomputeModuleMask mask, RecomputeModule m) { return (mask & module_bit(m)) != 0; }
 
 }  // namespace twin

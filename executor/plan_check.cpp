@@ -65,6 +65,10 @@ void check_strategy(const Plan& plan, const Scenario& scenario, const Strategy& 
     throw InputError(file, at + "/pipeline_model_parallel_layout",
                      "a plan without a pipeline layout (twin execute runs the even split of layers; a stated "
                      "layout's virtual stages are priced by the simulator only, not yet run on GPUs)");
+  if (!s.recompute_modules.empty())
+    throw InputError(file, at + "/recompute_modules",
+                     "a plan without recompute_modules (twin execute recomputes nothing, core attention under "
+                     "selective, or whole layers under full; the other modules are priced by the simulator only)");
   const std::string oom = out_of_memory_reason(memory, scenario.cluster.node_groups.front().gpu.memory_GiB);
   if (!oom.empty()) throw InputError(file, at, "a plan that fits; the simulator says it does not: " + oom);
   if (s.context_parallel_size > 1 && scenario.framework.cp_comm_type != CpCommType::p2p)

@@ -238,8 +238,14 @@ void precision_and_optimizer(ArgsText& out, const TrainingConfig& training) {
     out.comment("store_param_remainders: the precision-aware optimizer keeps them with Transformer Engine 2.1 or later.");
 }
 
-void recompute(ArgsText& out, Recompute recompute) {
+void recompute(ArgsText& out, const Strategy& s) {
+  const Recompute recompute = s.recompute;
   if (recompute == Recompute::selective) out.arg("--recompute-granularity", "selective");
+  if (!s.recompute_modules.empty()) {
+    std::vector<std::string> names;
+    for (RecomputeModule m : s.recompute_modules) names.push_back(to_string(m));
+    out.arg("--recompute-modules", fmt::format("{}", fmt::join(names, " ")));
+  }
   if (recompute == Recompute::full) {
     out.arg("--recompute-granularity", "full");
     out.arg("--recompute-method", "uniform");
@@ -309,7 +315,7 @@ std::string uniform_args(const Scenario& scenario, const Strategy& strategy, con
   batch(out, scenario, strategy);
   model(out, scenario.model, scenario.training.seq_length, scenario.framework.moe_token_dispatcher_type);
   precision_and_optimizer(out, scenario.training);
-  recompute(out, strategy.recompute);
+  recompute(out, strategy);
   framework(out, scenario, strategy);
   return out.text();
 }

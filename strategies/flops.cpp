@@ -73,11 +73,11 @@ double model_flops_per_iteration(const Scenario& scenario) {
   return 3 * forward * tokens_per_iteration(scenario);
 }
 
-double hardware_flops_per_iteration(const Scenario& scenario, Recompute recompute) {
+double hardware_flops_per_iteration(const Scenario& scenario, Recompute recompute, RecomputeModuleMask modules) {
   const ModelConfig& m = scenario.model;
   double repeated = 0;  // forward work done again in backward, per token
   for (int layer = 0; layer < m.transformer_layers(); ++layer) {
-    if (recompute == Recompute::selective)
+    if (recompute == Recompute::selective && recomputes(modules, RecomputeModule::core_attn))
       repeated += attention_flops_per_token(m, layer, scenario.training.seq_length);
     else if (recompute == Recompute::full)
       repeated += layer_weight_flops_per_token(m, layer) + attention_flops_per_token(m, layer, scenario.training.seq_length);
@@ -104,7 +104,7 @@ Throughput throughput(const Scenario& scenario, const Strategy& strategy, double
   t.tokens_per_s = tokens_per_iteration(scenario) / iteration_s;
   if (peak_flops > 0) {
     t.mfu = model_flops_per_iteration(scenario) / (iteration_s * peak_flops);
-    t.hfu = hardware_flops_per_iteration(scenario, strategy.recompute) / (iteration_s * peak_flops);
+    t.hfu = hardware_flops_per_iteration(scenario, strategy.recompute, recomputed_modules(strategy)) / (iteration_s * peak_flops);
   }
   return t;
 }

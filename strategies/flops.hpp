@@ -9,8 +9,11 @@ namespace twin {
 
 // Model FLOPs of one iteration (global batch), Megatron formula.
 double model_flops_per_iteration(const Scenario& scenario);
-// Hardware FLOPs: model FLOPs plus recomputed forward work under `recompute`.
-double hardware_flops_per_iteration(const Scenario& scenario, Recompute recompute);
+// Hardware FLOPs: model FLOPs plus recomputed forward work under `recompute`: the whole layer's under full, core
+// attention's under selective when `modules` has core_attn. The other modules' repeated work (MLA's up projections, a
+// dense MLP, the experts) is priced by the lowering but not counted here.
+double hardware_flops_per_iteration(const Scenario& scenario, Recompute recompute,
+                                    RecomputeModuleMask modules = module_bit(RecomputeModule::core_attn));
 
 struct Throughput {
   double iteration_s = 0;

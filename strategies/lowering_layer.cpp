@@ -179,6 +179,25 @@ void loss_backward(Emitter& e) {
     e.emit(Emitter::moved(OpKind::elementwise, OpRole::loss, kUnfusedLossBackwardBytes * s.tokens * s.vocab));
 }
 
+void block_ops(Emitter& e, const layer::Block& block, Phase phase);
+
+// Selective recompute's modules outside attention and the experts (docs/SIMULATOR.md "Activation recompute"), each
+// repeated where Megatron's backward first needs what it discarded: `layernorm`, a pre-norm's forward once the
+// backward reaches its branch (the residual's backward; transformer_layer.py registers the recompute on the branch's
+// output); `mlp`, a dense MLP's forward (its TP collectives included) before FC2's backward (CheckpointFunction).
+void recompute_before_backward(Emitter& e, const layer::Block& block) {
+  const RankShapes& s = e.shapes();
+  if (s.recomputes(RecomputeModule::layernorm) && block.kind == layer::BlockKind::residual) {
+    const OpRole norm = block.role == OpRole::attention_residual ? OpRole::input_norm : OpRole::mlp_norm;
+    e.recompute([&] { block_ops(e, layer::block_of(norm), Phase::forward); });
+  }
+  if (s.recomputes(RecomputeModule::mlp) && block.role == OpRole::fc2)
+    e.recompute([&] {
+      for (OpRole role : {OpRole::fc1, OpRole::activation, OpRole::fc2})
+        block_ops(e, layer::block_of(role), Phase::forward);
+    });
+}
+
 void block_ops(Emitter& e, const layer::Block& block, Phase phase) {
   const RankShapes& s = e.shapes();
   const bool backward = phase == Phase::backward;
@@ -192,6 +211,7 @@ void block_ops(Emitter& e, const layer::Block& block, Phase phase) {
       backward ? column_parallel_backward(e, block.role, n_out, k_in) : column_parallel_forward(e, block.role, n_out, k_in);
       return;
     case layer::BlockKind::row_linear:
+      if (backward) recompute_before_backward(e, block);
       backward ? row_parallel_backward(e, block.role, n_out, k_in) : row_parallel_forward(e, block.role, n_out, k_in);
       return;
     case layer::BlockKind::core_attention: {
@@ -203,7 +223,7 @@ void block_ops(Emitter& e, const layer::Block& block, Phase phase) {
       if (s.qk_norm && !backward) e.emit(qk_norm);
       if (s.rope && !backward) e.emit(rope);
       if (s.rope && !backward) emit_eager_passes(e, rope.kind, OpRole::rope, rope.rows, rope.cols);
-      if (backward && s.recompute == Recompute::selective) e.recompute([&] { core_attention(e, false); });
+      if (backward && s.recomputes(RecomputeModule::core_attn)) e.recompute([&] { core_attention(e, false); });
       core_attention(e, backward);
       if (s.rope && backward) e.emit(rope);
       if (s.qk_norm && backward) e.emit(qk_norm);
@@ -217,7 +237,10 @@ void block_ops(Emitter& e, const layer::Block& block, Phase phase) {
       emit_eager_passes(e, kind, block.role, s.tokens, s.ffn);
       return;
     }
-    case layer::BlockKind::residual: lowering::emit_residual(e, block, phase); return;
+    case layer::BlockKind::residual:
+      lowering::emit_residual(e, block, phase);
+      if (backward) recompute_before_backward(e, block);
+      return;
     case layer::BlockKind::experts: emit_experts(e, backward); return;
     case layer::BlockKind::embedding: backward ? embedding_backward(e) : embedding_forward(e); return;
     case layer::BlockKind::loss: backward ? loss_backward(e) : loss_forward(e); return;

@@ -113,6 +113,16 @@ Op rope(const RankShapes& s, bool backward) {
                             (s.heads + 1) * s.rope_d);
 }
 
+// What Megatron's qkv_up_proj_and_rope_apply runs from the normalised latents: both up projections (their SP gathers
+// included), RoPE and the keys' expansion to the heads.
+void up_projections_forward(Emitter& e, const Op& expand) {
+  const RankShapes& s = e.shapes();
+  column_parallel_forward(e, OpRole::mla_q_up, q_width(s), s.q_lora_rank > 0 ? s.q_lora_rank : s.h);
+  column_parallel_forward(e, OpRole::mla_kv_up, kv_width(s), s.kv_lora_rank);
+  e.emit(rope(s, false));
+  e.emit(expand);
+}
+
 }  // namespace
 
 std::int64_t mla_expand_bytes(const RankShapes& s) {
@@ -135,7 +145,10 @@ void emit_mla_attention(Emitter& e, bool backward, void (*attention)(Emitter& e,
     attention(e, false);
     return;
   }
-  if (s.recompute == Recompute::selective) e.recompute([&] { attention(e, false); });
+  // mla_up_proj (multi_latent_attention.py:983): the up projections and RoPE run again, and the keys' expansion with
+  // them, before core attention's backward (its recompute, if any, reads them).
+  if (s.recomputes(RecomputeModule::mla_up_proj)) e.recompute([&] { up_projections_forward(e, expand); });
+  if (s.recomputes(RecomputeModule::core_attn)) e.recompute([&] { attention(e, false); });
   attention(e, true);
   e.emit(expand);
   e.emit(rope(s, true));

@@ -127,11 +127,21 @@ void moe_forward(Emitter& e) {
   exchange(e, x, OpRole::combine, false);
 }
 
+// Selective recompute (docs/SIMULATOR.md "Activation recompute"): `moe` runs the whole layer's forward again, its
+// all-to-alls included, before its backward (moe_layer.py:701); `moe_act` the experts' activation before FC2's
+// backward (experts.py:1019, the recompute hooked on FC2's output); `shared_experts` the shared experts' forward before
+// their backward (moe_layer.py:517).
 void moe_backward(Emitter& e) {
   const RankShapes& s = e.shapes();
   const MoeLayerShapes& x = s.moe_layer(e.layer());
   const int count = static_cast<int>(s.experts_local);
+  if (s.recomputes(RecomputeModule::moe)) e.recompute([&] { moe_forward(e); });
   exchange(e, x, OpRole::combine, true);
+  if (s.recomputes(RecomputeModule::moe_act) && !s.recomputes(RecomputeModule::moe))
+    e.recompute([&] {
+      e.emit(Emitter::rows_cols(OpKind::activation_forward, OpRole::expert_activation, x.expert_tokens * count,
+                                s.moe_ffn));
+    });
   cast_to_fp8(e, OpRole::expert_fc2, LinearTensor::output_gradient, x.expert_tokens * count, s.h);
   const OpIndex fc2_dgrad =
       e.emit(expert_gemm(e, OpRole::expert_fc2, GemmPass::input_gradient, x.expert_tokens, s.moe_ffn, s.h, count));
@@ -148,6 +158,8 @@ void moe_backward(Emitter& e) {
       e.emit(Emitter::gemm(OpRole::router, GemmPass::input_gradient, s.tokens_local, s.h, s.experts_total));
   e.emit(Emitter::gemm(OpRole::router, GemmPass::weight_gradient, s.h, s.experts_total, s.tokens_local));
   e.chain = router_dgrad;
+  if (s.recomputes(RecomputeModule::shared_experts) && !s.recomputes(RecomputeModule::moe))
+    e.recompute([&] { shared_experts(e, false); });
   shared_experts(e, true);
 }
 

@@ -16,7 +16,8 @@
 // dropout), flash attention only its output and fp32 softmax statistics; CP divides the sequence.
 // Double strand walks its units: the forward strand's unit is saved before the backward strand frees
 // the unit beside it, so the peak counts one unit of both strands at once. Under full recompute a backward pass
-// also holds its layer's forward, run again. docs/SIMULATOR.md compares each term with Megatron-Core's and twin
+// also holds its layer's forward, run again; under selective recompute the largest block's tensors its modules
+// dropped (strategies/memory_activations.cpp holds the per-layer terms). docs/SIMULATOR.md compares each term with Megatron-Core's and twin
 // execute's allocations.
 #include "strategies/memory.hpp"
 
@@ -34,109 +35,6 @@
 #include "strategies/sharded_parameters.hpp"
 
 namespace twin {
-namespace {
-
-
-// Korthikanti's terms for one micro-batch on one GPU: s local tokens of b sequences, widths over the whole
-// model, a factor for the region (1/tp inside TP regions; outside them 1/tp under SP).
-struct SavedTerms {
-  const ModelConfig& model;
-  double s, b;
-  double outside, inside;
-  double tp;
-  bool recompute_none;
-  double routed_imbalance;  // the busiest EP rank's routed copies over the mean (core/moe_routing.hpp)
-  bool fused_loss = true;   // framework.cross_entropy_loss_fusion: which logits the loss keeps
-  bool fp8 = false;         // the layer's linears in FP8: their weight-gradient inputs kept as FP8 copies
-
-  double width(layer::Width width) const {
-    const ModelConfig& m = model;
-    const double h = static_cast<double>(m.hidden_size), a = m.num_attention_heads;
-    const double d = m.kv_channels > 0 ? static_cast<double>(m.kv_channels) : h / a;
-    double q = a * d, kv = m.num_query_groups * d, v = kv, o = q;  // query, key, value and attention output widths
-    if (m.mla.enabled()) {  // every head's query and (expanded) key nope + rope wide, its value v_head_dim
-      q = kv = a * static_cast<double>(m.mla.qk_head_dim + m.mla.qk_pos_emb_head_dim);
-      v = o = a * static_cast<double>(m.mla.v_head_dim);
-    }
-    const double gate = is_gated(m.activation) ? 2 : 1;
-    const double shared = static_cast<double>(m.moe.shared_expert_ffn_hidden_size);
-    switch (width) {
-      case layer::Width::hidden: return h;
-      case layer::Width::query_and_key: return q + kv;
-      case layer::Width::value: return v;
-      case layer::Width::query: return o;
-      case layer::Width::qkv: return q + 2 * kv;
-      case layer::Width::fc1: return gate * static_cast<double>(m.ffn_hidden_size);
-      case layer::Width::ffn: return static_cast<double>(m.ffn_hidden_size);
-      case layer::Width::attention_scores: return a * s;
-      case layer::Width::heads: return a;
-      case layer::Width::experts: return m.moe.num_experts;
-      case layer::Width::expert_fc1: return gate * static_cast<double>(m.moe.ffn_hidden_size);
-      case layer::Width::expert_ffn: return static_cast<double>(m.moe.ffn_hidden_size);
-      case layer::Width::vocab: return static_cast<double>(padded_vocab_size(m, static_cast<int>(tp)));
-      case layer::Width::shared_fc1: return gate * shared;
-      case layer::Width::shared_ffn: return shared;
-      case layer::Width::q_latent: return static_cast<double>(m.mla.q_lora_rank);
-      case layer::Width::kv_latent: return static_cast<double>(m.mla.kv_lora_rank);
-      case layer::Width::two_hidden: return 2 * h;
-      case layer::Width::hidden_columns: return h;
-    }
-    return 0;
-  }
-
-  bool kept(layer::KeptWhen when) const {
-    const bool unfused = model.attention_backend == AttentionBackend::unfused;
-    switch (when) {
-      case layer::KeptWhen::always: return true;
-      case layer::KeptWhen::hidden_dropout: return model.hidden_dropout > 0;
-      case layer::KeptWhen::unrecomputed_unfused: return recompute_none && unfused;
-      case layer::KeptWhen::unrecomputed_unfused_dropout:
-        return recompute_none && unfused && model.attention_dropout > 0;
-      case layer::KeptWhen::unrecomputed_fused: return recompute_none && !unfused;
-      case layer::KeptWhen::fused_loss: return fused_loss;
-      case layer::KeptWhen::unfused_loss: return !fused_loss;
-      case layer::KeptWhen::qk_layernorm: return model.qk_layernorm;
-    }
-    return false;
-  }
-
-  double bytes(const layer::SavedTensor& t) const {
-    if (!kept(t.kept)) return 0;
-    const double w = width(t.width);
-    const double element = fp8 && t.fp8_in_fp8_layer ? 1 : t.bytes_per_element;
-    switch (t.region) {
-      case layer::Region::sequence_sharded: return element * s * b * w * outside;
-      case layer::Region::tensor_sharded: return element * s * b * w * inside;
-      case layer::Region::routed:  // the rank's token copies, top_k per token, the busiest rank's share
-        return element * (s * b * outside * model.moe.top_k * routed_imbalance) * w;
-    }
-    return 0;
-  }
-
-  double bytes(std::span<const layer::Block> blocks) const {
-    double total = 0;
-    for (const layer::Block& block : blocks)
-      for (const layer::SavedTensor& saved : block.saved) total += bytes(saved);
-    return total;
-  }
-};
-
-SavedTerms saved_terms(const ModelConfig& model, double local_seq, int micro_batch_size, int tensor_parallel,
-                       bool sequence_parallel, Recompute recompute, int expert_parallel) {
-  const double t = tensor_parallel;
-  const double outside = sequence_parallel && tensor_parallel > 1 ? 1.0 / t : 1.0;
-  // The busiest EP rank of the most skewed MoE layer: its routed copies are what the rank must hold.
-  double routed_imbalance = 1.0;
-  if (model.is_moe() && expert_parallel > 1) {  // one rank holding every expert holds every copy: the mean
-    const double copies = local_seq * micro_batch_size * outside * model.moe.top_k * expert_parallel;
-    for (const ExpertParallelLoad& load : layer_loads(model, expert_parallel, copies))
-      routed_imbalance = std::max(routed_imbalance, load.rank_load);
-  }
-  return {model,  local_seq, static_cast<double>(micro_batch_size),     outside, 1.0 / t, t,
-          recompute == Recompute::none, routed_imbalance};
-}
-
-}  // namespace
 
 StateBytes state_bytes_per_parameter(const TrainingConfig& training) {
   const OptimizerPrecision& p = training.optimizer_precision;
@@ -145,31 +43,13 @@ StateBytes state_bytes_per_parameter(const TrainingConfig& training) {
   return {2, 2, master_bytes(p) + moments};
 }
 
-Bytes activation_bytes_per_layer(const ModelConfig& model, std::int64_t seq_length, int micro_batch_size,
-                                 int tensor_parallel, bool sequence_parallel, int context_parallel,
-                                 Recompute recompute, bool moe_layer, int expert_parallel, bool fp8_layer) {
-  SavedTerms terms = saved_terms(model, static_cast<double>(seq_length) / context_parallel, micro_batch_size,
-                                 tensor_parallel, sequence_parallel, recompute, expert_parallel);
-  terms.fp8 = fp8_layer;
-  if (recompute == Recompute::full) return std::llround(terms.bytes(layer::kFullyRecomputedLayer));
-  return std::llround(terms.bytes(layer::layer_blocks(moe_layer, model.mla.enabled(), model.post_norms)));
-}
-
 namespace {
-// The embedding and the output layer keep what they keep whatever the recompute: `rows` tokens (micro-batch
-// times local sequence) of a TP group.
-SavedTerms edge_terms(const Scenario& scenario, double rows, int tensor_parallel, bool sequence_parallel) {
-  SavedTerms terms = saved_terms(scenario.model, rows, 1, tensor_parallel, sequence_parallel, Recompute::none, 1);
-  terms.fused_loss = scenario.framework.cross_entropy_loss_fusion;
-  return terms;
-}
-
 // Per chunk of a stage, the saved bytes of each unit in forward order (embedding, layers, output layer), their sum
 // for one pass, and what a backward pass adds on top while it runs.
 struct StageUnits {
   std::vector<std::vector<double>> unit_bytes;
   std::vector<double> pass_bytes;
-  // Full recompute: the largest of the chunk's recomputed_layer_bytes.
+  // Full recompute: the largest of the chunk's recomputed_layer_bytes; selective: of its recomputed_modules_bytes.
   std::vector<double> recompute_bytes;
   std::int64_t largest_layer_parameters = 0;
 };
@@ -196,6 +76,7 @@ StageUnits stage_units(const Scenario& scenario, const Strategy& st, int stage) 
   const std::int64_t seq = scenario.training.seq_length;
   const double rows = static_cast<double>(st.micro_batch_size) * static_cast<double>(seq / cp);
   const int chunks = chunks_per_stage(st);
+  const RecomputeModuleMask modules = recomputed_modules(st);
   StageUnits out{std::vector<std::vector<double>>(static_cast<std::size_t>(chunks)),
                  std::vector<double>(static_cast<std::size_t>(chunks), 0.0),
                  std::vector<double>(static_cast<std::size_t>(chunks), 0.0), 0};
@@ -208,8 +89,11 @@ StageUnits stage_units(const Scenario& scenario, const Strategy& st, int stage) 
       if (m.is_mtp_layer(layer))
         units.push_back(static_cast<double>(mtp_edge_activation_bytes(scenario, rows, tp, sp)));
       const bool fp8 = scenario.training.fp8 && layer_runs_fp8(*scenario.training.fp8, layer, m.num_layers);
-      units.push_back(static_cast<double>(activation_bytes_per_layer(m, seq, st.micro_batch_size, tp, sp, cp,
-                                                                     st.recompute, m.is_moe_layer(layer), ep, fp8)));
+      units.push_back(static_cast<double>(activation_bytes_per_layer(
+          m, seq, st.micro_batch_size, tp, sp, cp, st.recompute, m.is_moe_layer(layer), ep, fp8, modules)));
+      if (st.recompute == Recompute::selective)
+        out.recompute_bytes[chunk] = std::max(out.recompute_bytes[chunk], static_cast<double>(recomputed_modules_bytes(
+            m, seq, st.micro_batch_size, tp, sp, cp, modules, m.is_moe_layer(layer), ep, fp8)));
       if (st.recompute == Recompute::full)
         out.recompute_bytes[chunk] = std::max(out.recompute_bytes[chunk], static_cast<double>(recomputed_layer_bytes(
             m, seq, st.micro_batch_size, tp, sp, cp, m.is_moe_layer(layer), ep)));
@@ -297,30 +181,6 @@ double peak_activation_bytes(const StageUnits& units, const Strategy& st, int st
 }
 
 }  // namespace
-
-Bytes embedding_activation_bytes(const Scenario& scenario, double rows, int tensor_parallel, bool sequence_parallel) {
-  return std::llround(edge_terms(scenario, rows, tensor_parallel, sequence_parallel).bytes(layer::embedding_blocks()));
-}
-
-Bytes output_layer_activation_bytes(const Scenario& scenario, double rows, int tensor_parallel,
-                                    bool sequence_parallel) {
-  return std::llround(edge_terms(scenario, rows, tensor_parallel, sequence_parallel).bytes(layer::head_blocks()));
-}
-
-Bytes mtp_edge_activation_bytes(const Scenario& scenario, double rows, int tensor_parallel, bool sequence_parallel) {
-  const SavedTerms terms = edge_terms(scenario, rows, tensor_parallel, sequence_parallel);
-  return std::llround(terms.bytes(layer::mtp_entry_blocks()) + terms.bytes(layer::head_blocks()));
-}
-
-Bytes recomputed_layer_bytes(const ModelConfig& model, std::int64_t seq_length, int micro_batch_size,
-                             int tensor_parallel, bool sequence_parallel, int context_parallel, bool moe_layer,
-                             int expert_parallel) {
-  const auto layer_bytes = [&](Recompute recompute) {
-    return activation_bytes_per_layer(model, seq_length, micro_batch_size, tensor_parallel, sequence_parallel,
-                                      context_parallel, recompute, moe_layer, expert_parallel);
-  };
-  return layer_bytes(Recompute::none) - layer_bytes(Recompute::full);
-}
 
 double model_state_bytes_per_parameter(int zero_stage, int data_parallel, const std::string& precision) {
   TrainingConfig adam;

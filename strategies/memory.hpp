@@ -53,10 +53,20 @@ struct StateBytes {
 };
 StateBytes state_bytes_per_parameter(const TrainingConfig& training);
 
+// `modules`: what selective recompute repeats (recomputed_modules of the strategy; ignored under none and full).
 Bytes activation_bytes_per_layer(const ModelConfig& model, std::int64_t seq_length, int micro_batch_size,
                                  int tensor_parallel, bool sequence_parallel, int context_parallel,
                                  Recompute recompute, bool moe_layer = false, int expert_parallel = 1,
-                                 bool fp8_layer = false);
+                                 bool fp8_layer = false,
+                                 RecomputeModuleMask modules = module_bit(RecomputeModule::core_attn));
+
+// Bytes selective recompute's `modules` add while a layer's backward runs: the largest of one module's dropped tensors,
+// made again just before the backward that uses them (core attention's scores excepted, as twin has always priced
+// `selective`: the fused kernel's statistics are small, the unfused scores are made block by block).
+Bytes recomputed_modules_bytes(const ModelConfig& model, std::int64_t seq_length, int micro_batch_size,
+                               int tensor_parallel, bool sequence_parallel, int context_parallel,
+                               RecomputeModuleMask modules, bool moe_layer = false, int expert_parallel = 1,
+                               bool fp8_layer = false);
 
 // Bytes a fully recomputed layer adds while its backward runs: its forward runs again and keeps what an
 // unrecomputed layer keeps, less its input (held already), until its backward has used them. Megatron's

@@ -51,6 +51,7 @@ RankShapes rank_shapes(const Scenario& scenario, const Strategy& st) {
   s.expert_data_group = expert_data_parallel_size(st);
   s.zero_stage = st.zero_stage;
   s.recompute = st.recompute;
+  s.recompute_modules = recomputed_modules(st);
   s.b = st.micro_batch_size;
   s.s = scenario.training.seq_length / s.cp;
   s.tokens = s.b * s.s;

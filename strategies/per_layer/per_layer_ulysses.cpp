@@ -83,7 +83,7 @@ void block_ops(Emitter& e, const layer::Block& block, Phase phase) {
                  ? all_to_all(s, OpRole::tp_gather, before, OpRole::attention_projection, LinearTensor::input_gradient)
                  : all_to_all(s, OpRole::tp_gather, before, OpRole::qkv_projection, LinearTensor::output));
       if (s.rope && !backward) e.emit(rope);
-      if (backward && s.recompute == Recompute::selective) e.recompute([&] { e.emit(attention(e, s, false)); });
+      if (backward && s.recomputes(RecomputeModule::core_attn)) e.recompute([&] { e.emit(attention(e, s, false)); });
       e.emit(attention(e, s, backward));
       if (s.rope && backward) e.emit(rope);
       e.emit(backward ? all_to_all(s, OpRole::tp_scatter, after, OpRole::qkv_projection, LinearTensor::output_gradient)

@@ -332,3 +332,18 @@ TEST(PlanCheck, RefusesAStatedPipelineLayout) {
 
 }  // namespace
 }  // namespace twin::exec
+
+namespace twin::exec {
+namespace {
+
+// Selective recompute's modules beyond core attention are priced by the simulator only: refused at their key.
+TEST(PlanCheck, RefusesRecomputeModules) {
+  Plan plan = executed_plan();
+  plan.strategy.recompute = Recompute::selective;
+  plan.strategy.recompute_modules = {RecomputeModule::layernorm};
+  if (plan.scenario.strategy) plan.scenario.strategy->recompute_modules = plan.strategy.recompute_modules;
+  EXPECT_EQ(refusal_path(plan), "/strategy/recompute_modules");
+}
+
+}  // namespace
+}  // namespace twin::exec

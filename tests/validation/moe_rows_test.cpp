@@ -11,7 +11,7 @@ namespace {
 
 TEST(MoeRows, ReadAsPublished) {
   const PublishedTable table = load_published_table(std::string(TWIN_SOURCE_DIR) + "/tests/validation/moe_rows.json");
-  ASSERT_EQ(table.rows.size(), 13u);
+  ASSERT_EQ(table.rows.size(), 14u);
   std::map<std::string, const PublishedRow*> by_id;
   for (const PublishedRow& row : table.rows) {
     by_id[row.id] = &row;
@@ -26,6 +26,15 @@ TEST(MoeRows, ReadAsPublished) {
   EXPECT_NEAR(qwen.published_iteration_s, 8192.0 * 4096 / (1712.0 * 256), 0.01);
   EXPECT_EQ(qwen.scenario.model.moe.num_experts, 128);
   EXPECT_EQ(qwen.scenario.model.num_layers, 94);
+  // DeepSeek-V3 on 1,024 H100 (25.09): 8192 x 4096 / (1297 x 1024), its recipe's recompute modules and MTP depth.
+  const PublishedRow& deepseek = *by_id.at("mb2509_deepseek_v3_1024h100_fp8");
+  EXPECT_NEAR(deepseek.published_iteration_s, 8192.0 * 4096 / (1297.0 * 1024), 0.01);
+  EXPECT_EQ(deepseek.scenario.strategy->recompute_modules,
+            (std::vector<RecomputeModule>{RecomputeModule::mla_up_proj, RecomputeModule::mlp}));
+  EXPECT_EQ(deepseek.scenario.model.mtp_num_layers, 1);
+  // GPT-OSS 120B: its recipe's layernorm and moe_act recompute.
+  EXPECT_EQ(by_id.at("mb2604_gpt_oss_120b_64h100_bf16")->scenario.strategy->recompute_modules,
+            (std::vector<RecomputeModule>{RecomputeModule::layernorm, RecomputeModule::moe_act}));
 }
 
 }  // namespace
