@@ -264,7 +264,7 @@ TEST_P(KernelCrossEntropy, TwoShardsMatchOneShardAndReference) {
   // One shard: the statistics are the global ones.
   {
     auto max = poisoned(rows * 4), sum = poisoned(rows * 4), target = poisoned(rows * 4), loss = poisoned(rows * 4);
-    k::cross_entropy_local_stats(bf(logits), i32(dtargets), f32(max), f32(sum), f32(target), rows, vocab, 0, nullptr);
+    k::cross_entropy_local_stats(bf(logits), i32(dtargets), f32(max), f32(sum), f32(target), rows, vocab, 0, 0.f, nullptr);
     k::cross_entropy_loss(f32(max), f32(sum), f32(target), f32(loss), rows, nullptr);
     EXPECT_LT(report("cross_entropy loss (1 shard)", relative_error(f32_to_host(loss.data(), rows), rloss)), 1e-5);
   }
@@ -284,7 +284,7 @@ TEST_P(KernelCrossEntropy, TwoShardsMatchOneShardAndReference) {
     sums.push_back(poisoned(rows * 4));
     auto target = poisoned(rows * 4);
     k::cross_entropy_local_stats(bf(shard_logits[s]), i32(dtargets), f32(local_max[s]), f32(sums[s]), f32(target), rows,
-                                 widths[s], starts[s], nullptr);
+                                 widths[s], starts[s], 0.f, nullptr);
     const auto hm = f32_to_host(local_max[s].data(), rows), ht = f32_to_host(target.data(), rows);
     for (std::int64_t r = 0; r < rows; ++r) {
       global_max[r] = std::max(global_max[r], static_cast<float>(hm[r]));
@@ -305,7 +305,7 @@ TEST_P(KernelCrossEntropy, TwoShardsMatchOneShardAndReference) {
   std::vector<double> got_grad(rows * vocab);
   for (int s = 0; s < 2; ++s) {
     k::cross_entropy_backward(bf(shard_logits[s]), f32(dmax), f32(dsum), i32(dtargets), bf(shard_logits[s]), rows,
-                              widths[s], starts[s], static_cast<float>(scale), nullptr);  // in place
+                              widths[s], starts[s], static_cast<float>(scale), 0.f, nullptr);  // in place
     const auto h = bf16_to_host(shard_logits[s].data(), rows * widths[s]);
     for (std::int64_t r = 0; r < rows; ++r)
       for (std::int64_t v = 0; v < widths[s]; ++v) got_grad[r * vocab + starts[s] + v] = h[r * widths[s] + v];
