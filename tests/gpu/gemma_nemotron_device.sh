@@ -21,6 +21,19 @@ nemotron=scenarios/exec-nemotron4-small-1xH200.json
 status=0
 TESTS="${TESTS:-KernelArchitectures.*:Shapes/KernelSoftcappedLoss.*:KernelActivation.*:*KernelNorm*:*KernelCrossEntropy*}" \
   ITERS="${ITERS:-33}" OUT="$OUT" bash tests/gpu/moe_shapes_device.sh "$bin" "$gemma" "$nemotron" || status=1
+# cuDNN runs head dim 256 on Hopper from its support matrix (d <= 256, forward and backward); where this machine's does
+# not, the same model at 32 heads of 128 (16 groups) runs instead, named as such (exec-gemma2-small-d128).
+if [ ! -s "$OUT/$(basename "$gemma" .json)/metrics.json" ]; then
+  python3 - "$gemma" /tmp/exec-gemma2-small-d128.json <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1]))
+s["model"].update(num_attention_heads=32, num_query_groups=16, kv_channels=128)
+s["name"] += " [head dim 128: the d=256 run failed]"
+json.dump(s, open(sys.argv[2], "w"), indent=1)
+PY
+  TESTS=NONE ITERS="${ITERS:-33}" OUT="$OUT/d128" bash tests/gpu/moe_shapes_device.sh "$bin" \
+    /tmp/exec-gemma2-small-d128.json || status=1
+fi
 {
   for scenario in "$gemma" "$nemotron"; do
     name=$(basename "$scenario" .json)
