@@ -32,6 +32,11 @@ void check_fp8_plan(const Plan& plan, const std::string& file) {
                        "tensorwise, delayed or blockwise (MXFP8's 32-element scales run on Blackwell's tensor cores "
                        "only; this executor runs Hopper's FP8)");
   }
+  if (scenario.model.post_norms)
+    throw InputError(file, "/scenario/training/fp8",
+                     "no FP8 linears in a model with post norms (twin execute's FP8 casts read a row-parallel "
+                     "linear's output gradient where the residual hands it over, not where a post norm's backward "
+                     "writes it)");
   if (fp8.param_gather)
     throw InputError(file, "/scenario/training/fp8/param_gather",
                      "false (twin execute keeps bf16 weights and casts them after each step; FP8 parameters are "

@@ -8,8 +8,6 @@ std::optional<UnsupportedModelFeature> first_unsupported_feature(const ModelConf
   const auto unsupported = [](const char* path, const char* feature) {
     return std::optional<UnsupportedModelFeature>(UnsupportedModelFeature{path, feature});
   };
-  if (m.activation == Activation::geglu) return unsupported("activation", "GeGLU");
-  if (m.activation == Activation::squared_relu) return unsupported("activation", "squared ReLU");
   // QK-norm runs as Qwen3's (RMSNorm over each head); a LayerNorm model's would need a bias and a strided LayerNorm.
   if (m.qk_layernorm && m.normalization == Normalization::layernorm)
     return unsupported("qk_layernorm", "QK-norm in a LayerNorm model");
@@ -18,8 +16,10 @@ std::optional<UnsupportedModelFeature> first_unsupported_feature(const ModelConf
     return unsupported("window_size", "sliding-window multi-latent attention");
   if (m.attention_sinks) return unsupported("attention_sinks", "attention sinks");
   if (m.attention_softcap > 0) return unsupported("attention_softcap", "soft-capped attention scores");
-  if (m.final_logit_softcap > 0) return unsupported("final_logit_softcap", "soft-capped logits");
-  if (m.post_norms) return unsupported("post_norms", "post norms");
+  // Post norms run in dense layers (Gemma-2 and 3's): an MoE layer's combine and MLA's blocks hand their branch on
+  // as a pre-norm layer's.
+  if (m.post_norms && m.is_moe()) return unsupported("post_norms", "post norms in a mixture-of-experts model");
+  if (m.post_norms && m.mla.enabled()) return unsupported("post_norms", "post norms with multi-latent attention");
   if (m.mtp_num_layers > 0) return unsupported("mtp_num_layers", "multi-token prediction layers");
   // GPT's LayerNorm, learned positions and linear biases run (executor/parameters.hpp); experts' biases do not.
   if (m.add_bias_linear && m.is_moe()) return unsupported("add_bias_linear", "linear biases in expert layers");

@@ -127,6 +127,9 @@ class UnitMaker {
     const std::int64_t o_width = heads_l * (shapes_.mla() ? shapes_.v_d : d);  // attention's output per rank
     add_linear(unit, p + "proj", OpRole::attention_projection, TensorParallel::row, rows_from(o_width, h, t * o_width),
                output_stddev_);
+    // Post norms (Gemma-2 and 3) in Hugging Face's order: post_attention_layernorm after o_proj, then the MLP's
+    // pre_feedforward_layernorm (mlp_norm), then post_feedforward_layernorm after down_proj.
+    if (m_.post_norms) add_norm(unit, p + "post_attention_norm", OpRole::post_attention_norm);
     add_norm(unit, p + "mlp_norm", OpRole::mlp_norm);
     const RankParameters counted = layer_parameters_per_rank(m_, l, tp_, strategy_.expert_model_parallel_size);
     if (m_.is_moe_layer(l)) {
@@ -155,6 +158,7 @@ class UnitMaker {
                               : columns(h, ffn_l, ffn, {{t * ffn_l, ffn_l}}),
                kStddev);
     add_linear(unit, p + "fc2", OpRole::fc2, TensorParallel::row, rows_from(ffn_l, h, t * ffn_l), output_stddev_);
+    if (m_.post_norms) add_norm(unit, p + "post_mlp_norm", OpRole::post_mlp_norm);
     out.push_back(finish(std::move(unit), counted.dense, l, 0));
     return out;
   }

@@ -49,6 +49,16 @@ void check_window(const ModelConfig& m, const Strategy& s, const std::string& fi
                                s.context_parallel_size));
 }
 
+// Post norms run at TP 1: under TP the post norm reads its branch after the row-parallel linear's reduction, a
+// path no run on two or more GPUs has checked yet (docs/EXECUTOR.md "Gemma and Nemotron shapes").
+void check_post_norms(const ModelConfig& m, const Strategy& s, const std::string& file) {
+  if (!m.post_norms || s.tensor_model_parallel_size == 1) return;
+  throw InputError(file, "/scenario/model/post_norms",
+                   fmt::format("a plan of tensor_model_parallel_size 1 with post norms, got {} (twin execute has run "
+                               "post norms on whole branches only; the simulator prices them under TP)",
+                               s.tensor_model_parallel_size));
+}
+
 // What the executor refuses of one strategy (a uniform or per-layer plan's, or a hot-switching phase's)
 // whose fields sit at `at` in the plan file.
 void check_strategy(const Plan& plan, const Scenario& scenario, const Strategy& s, const MemoryEstimate& memory,
@@ -179,6 +189,7 @@ void check_executable_plan(const Plan& plan, const std::string& file) {
   check_architecture(plan.scenario.model, file);
   check_mla(plan.scenario.model, plan.strategy, file);
   check_window(plan.scenario.model, plan.strategy, file);
+  check_post_norms(plan.scenario.model, plan.strategy, file);
   check_training(plan, file);
   const PlanGraphs lowered = plan_graphs(plan, file);
   check_parts(plan, lowered, file);

@@ -80,14 +80,16 @@ void swiglu_forward(const bf16* in, bf16* out, std::int64_t rows, std::int64_t c
 // din: [rows, 2 cols] = (d gate | d up).
 void swiglu_backward(const bf16* in, const bf16* dout, bf16* din, std::int64_t rows, std::int64_t cols,
                      cudaStream_t stream);
+// GeGLU (Gemma's MLP): SwiGLU's layout with GeLU's tanh approximation on the gate, out = gelu_tanh(gate) * up.
+void geglu_forward(const bf16* in, bf16* out, std::int64_t rows, std::int64_t cols, cudaStream_t stream);
+void geglu_backward(const bf16* in, const bf16* dout, bf16* din, std::int64_t rows, std::int64_t cols,
+                    cudaStream_t stream);
 // GeLU, tanh approximation, over `count` elements.
 void gelu_forward(const bf16* x, bf16* y, std::int64_t count, cudaStream_t stream);
 void gelu_backward(const bf16* x, const bf16* dy, bf16* dx, std::int64_t count, cudaStream_t stream);
-// An MLP's activation of `rows` rows of fc1 output (2 cols wide when gated): SwiGLU when gated, else GeLU.
-void mlp_activation_forward(bool gated, const bf16* fc1, bf16* out, std::int64_t rows, std::int64_t cols,
-                            cudaStream_t stream);
-void mlp_activation_backward(bool gated, const bf16* fc1, const bf16* dout, bf16* d_fc1, std::int64_t rows,
-                             std::int64_t cols, cudaStream_t stream);
+// Squared ReLU (Nemotron-4), y = relu(x)^2 over `count` elements; dx = 2 relu(x) dy.
+void squared_relu_forward(const bf16* x, bf16* y, std::int64_t count, cudaStream_t stream);
+void squared_relu_backward(const bf16* x, const bf16* dy, bf16* dx, std::int64_t count, cudaStream_t stream);
 // out = a + b (out may alias a or b).
 void residual_add(const bf16* a, const bf16* b, bf16* out, std::int64_t count, cudaStream_t stream);
 
@@ -128,20 +130,22 @@ void bias_grad(const bf16* dy, float* partials, bf16* grad, bool accumulate, std
 // rescale_sum_exp -> all-reduce(sum) of sum_exp and target_logit -> loss / backward. One shard:
 // local_stats then loss, its row_max being the global max. ----
 // One pass: row_max[r] = the shard's max logit; sum_exp[r] = sum_v exp(logit - row_max[r]); target_logit[r] =
-// the logit of targets[r] if this shard holds it, else 0.
+// the logit of targets[r] if this shard holds it, else 0. With softcap > 0 every logit is soft-capped first,
+// softcap x tanh(logit / softcap) (Gemma-2's final logits); 0: as stored.
 void cross_entropy_local_stats(const bf16* logits, const std::int32_t* targets, float* row_max, float* sum_exp,
                                float* target_logit, std::int64_t rows, std::int64_t vocab_shard,
-                               std::int64_t vocab_start, cudaStream_t stream);
+                               std::int64_t vocab_start, float softcap, cudaStream_t stream);
 // sum_exp[r] *= exp(local_max[r] - global_max[r]): a shard's sum relative to the global max.
 void cross_entropy_rescale_sum_exp(const float* local_max, const float* global_max, float* sum_exp, std::int64_t rows,
                                    cudaStream_t stream);
 // loss[r] = log(sum_exp) + max - target_logit (fp32, per row).
 void cross_entropy_loss(const float* global_max, const float* global_sum_exp, const float* target_logit, float* loss,
                         std::int64_t rows, cudaStream_t stream);
-// dlogits = (softmax - onehot(target)) * grad_scale; dlogits may alias logits.
+// dlogits = (softmax - onehot(target)) * grad_scale; dlogits may alias logits. With softcap > 0, the gradient of
+// the stored logits through the cap: that times 1 - tanh^2(logit / softcap).
 void cross_entropy_backward(const bf16* logits, const float* global_max, const float* global_sum_exp,
                             const std::int32_t* targets, bf16* dlogits, std::int64_t rows, std::int64_t vocab_shard,
-                            std::int64_t vocab_start, float grad_scale, cudaStream_t stream);
+                            std::int64_t vocab_start, float grad_scale, float softcap, cudaStream_t stream);
 
 // ---- optimizer ----
 struct AdamWParams {

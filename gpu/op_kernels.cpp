@@ -51,11 +51,27 @@ void launch(const NormBackward& c, cudaStream_t stream) {
 void launch(const RopeForward& c, cudaStream_t stream) { k::rope_forward(c.q, c.k, c.table, c.shape, stream); }
 void launch(const RopeBackward& c, cudaStream_t stream) { k::rope_backward(c.dq, c.dk, c.table, c.shape, stream); }
 
+Activation model_activation(const Op& op, Activation model) {
+  if (op.gated_activation != is_gated(model))
+    throw std::logic_error("gpu: an activation op whose form (gated or not) is not the model's " + to_string(model));
+  return model;
+}
+
 void launch(const ActivationForward& c, cudaStream_t stream) {
-  k::mlp_activation_forward(c.gated, c.fc1, c.out, c.rows, c.cols, stream);
+  switch (c.activation) {
+    case Activation::swiglu: return k::swiglu_forward(c.fc1, c.out, c.rows, c.cols, stream);
+    case Activation::geglu: return k::geglu_forward(c.fc1, c.out, c.rows, c.cols, stream);
+    case Activation::gelu: return k::gelu_forward(c.fc1, c.out, c.rows * c.cols, stream);
+    case Activation::squared_relu: return k::squared_relu_forward(c.fc1, c.out, c.rows * c.cols, stream);
+  }
 }
 void launch(const ActivationBackward& c, cudaStream_t stream) {
-  k::mlp_activation_backward(c.gated, c.fc1, c.d_out, c.d_fc1, c.rows, c.cols, stream);
+  switch (c.activation) {
+    case Activation::swiglu: return k::swiglu_backward(c.fc1, c.d_out, c.d_fc1, c.rows, c.cols, stream);
+    case Activation::geglu: return k::geglu_backward(c.fc1, c.d_out, c.d_fc1, c.rows, c.cols, stream);
+    case Activation::gelu: return k::gelu_backward(c.fc1, c.d_out, c.d_fc1, c.rows * c.cols, stream);
+    case Activation::squared_relu: return k::squared_relu_backward(c.fc1, c.d_out, c.d_fc1, c.rows * c.cols, stream);
+  }
 }
 
 void launch(const Elementwise& c, cudaStream_t stream) { k::residual_add(c.a, c.b, c.out, c.count, stream); }
@@ -82,14 +98,14 @@ void launch(const EmbeddingBackward& c, cudaStream_t stream) {
 
 void launch(const LossForward& c, cudaStream_t stream) {
   k::cross_entropy_local_stats(c.logits, c.targets, c.row_max, c.sum_exp, c.target_logit, c.rows, c.vocab_rows,
-                               c.vocab_start, stream);
+                               c.vocab_start, c.softcap, stream);
   if (!c.token_loss) return;
   k::cross_entropy_loss(c.row_max, c.sum_exp, c.target_logit, c.token_loss, c.rows, stream);
   if (c.loss_sum) k::add_sum_f32(c.token_loss, c.rows, c.loss_sum, stream);
 }
 void launch(const LossBackward& c, cudaStream_t stream) {
   k::cross_entropy_backward(c.logits, c.row_max, c.sum_exp, c.targets, c.d_logits, c.rows, c.vocab_rows,
-                            c.vocab_start, c.scale, stream);
+                            c.vocab_start, c.scale, c.softcap, stream);
 }
 
 void launch(const MoePermute& c, cudaStream_t stream) {

@@ -80,22 +80,27 @@ struct RopeBackward {
   kernels::RopeShape shape;
 };
 
-// An MLP's activation of rows of fc1 output (2 cols wide when gated): SwiGLU when gated, else GeLU.
+// An MLP's activation of rows of fc1 output, 2 cols wide when gated (SwiGLU, GeGLU): the function is the model's
+// (model_activation), the op says only whether it is gated.
 struct ActivationForward {
   static constexpr OpKind kind = OpKind::activation_forward;
-  bool gated = true;
+  Activation activation = Activation::swiglu;
   const bf16* fc1 = nullptr;
   bf16* out = nullptr;
   std::int64_t rows = 0, cols = 0;
 };
 struct ActivationBackward {
   static constexpr OpKind kind = OpKind::activation_backward;
-  bool gated = true;
+  Activation activation = Activation::swiglu;
   const bf16* fc1 = nullptr;
   const bf16* d_out = nullptr;
   bf16* d_fc1 = nullptr;
   std::int64_t rows = 0, cols = 0;
 };
+
+// The activation an activation op runs: the model's `model`, which must have the op's form (gated or not; throws
+// std::logic_error otherwise). The executor and calibration's bench both ask it.
+Activation model_activation(const Op& op, Activation model);
 
 // The element-wise op the graph has: out = a + b (a residual add, or a ring's gradient share; out may alias).
 struct Elementwise {
@@ -151,6 +156,7 @@ struct LossForward {
   float* token_loss = nullptr;
   float* loss_sum = nullptr;
   std::int64_t rows = 0, vocab_rows = 0, vocab_start = 0;
+  float softcap = 0;  // > 0: the logits soft-capped at it first (an op with softcapped_logits; the model's cap)
 };
 // d logits = (softmax - onehot(target)) * scale, written over the logits where d_logits aliases them.
 struct LossBackward {
@@ -162,6 +168,7 @@ struct LossBackward {
   bf16* d_logits = nullptr;
   float scale = 1;
   std::int64_t rows = 0, vocab_rows = 0, vocab_start = 0;
+  float softcap = 0;  // as LossForward's: the gradient goes through the cap to the stored logits
 };
 
 // An MoE dispatch: forward, each token's rows copied into expert order (`order`); backward, each token's gradient

@@ -145,9 +145,11 @@ std::optional<KernelBench> make_kernel_bench(const Op& op, const KernelModelFact
     case OpKind::activation_backward: {
       if (!shaped) break;
       const bool gated = op.gated_activation, forward = op.kind == OpKind::activation_forward;
+      // The op says gated or not; the model says which function (its key does not: SwiGLU's and GeGLU's share one).
+      const Activation activation = model_activation(op, gated ? facts.gated_activation : facts.ungated_activation);
       B *in = x.b(x.bf16(gated ? 2 * n : n)), *dout = x.b(x.bf16(n)), *out = x.b(x.raw((gated ? 4 : 2) * n));
-      if (forward) return bench_of(x, ActivationForward{gated, in, out, rows, cols});
-      return bench_of(x, ActivationBackward{gated, in, dout, out, rows, cols});
+      if (forward) return bench_of(x, ActivationForward{activation, in, out, rows, cols});
+      return bench_of(x, ActivationBackward{activation, in, dout, out, rows, cols});
     }
     case OpKind::elementwise: {
       const std::int64_t count = op.bytes / 6;  // residual add: 2 reads and 1 write of bf16
@@ -178,11 +180,13 @@ std::optional<KernelBench> make_kernel_bench(const Op& op, const KernelModelFact
       std::int32_t* targets = x.idx(x.indices(rows, cols));
       float *max = x.f(x.raw(rows * 4)), *sum = x.f(x.raw(rows * 4)), *target = x.f(x.raw(rows * 4));
       float *loss = x.f(x.raw(rows * 4)), *loss_sum = x.f(x.raw(4));
-      const LossForward statistics{logits, targets, max, sum, target, loss, loss_sum, rows, cols, 0};
+      // The model's soft-cap of the logits (0: none); the op's key does not say it.
+      const auto softcap = static_cast<float>(facts.final_logit_softcap);
+      const LossForward statistics{logits, targets, max, sum, target, loss, loss_sum, rows, cols, 0, softcap};
       launch(statistics, stream);  // the backward reads real statistics
       // The vocabulary whole, as on one GPU: a split one's all-reduces run after the statistics, on the TP stream.
       if (op.kind == OpKind::loss_forward) return bench_of(x, statistics);
-      return bench_of(x, LossBackward{logits, max, sum, targets, dlogits, 1.f / rows, rows, cols, 0});
+      return bench_of(x, LossBackward{logits, max, sum, targets, dlogits, 1.f / rows, rows, cols, 0, softcap});
     }
     case OpKind::moe_permute:
     case OpKind::moe_unpermute: {

@@ -220,6 +220,9 @@ KernelOps scenario_kernel_ops(const std::string& path) {
   KernelModelFacts facts;
   facts.hidden = scenario.model.hidden_size;
   if (scenario.model.moe.top_k > 0) facts.top_k = scenario.model.moe.top_k;
+  (is_gated(scenario.model.activation) ? facts.gated_activation : facts.ungated_activation) =
+      scenario.model.activation;
+  facts.final_logit_softcap = scenario.model.final_logit_softcap;
   return to_ops(ops, facts);
 }
 

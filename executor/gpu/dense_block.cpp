@@ -24,14 +24,20 @@ using layer::Tensor;
 // a row-parallel one's output is a residual branch, so its output gradient is the residual's output
 // gradient, gathered (SP) before the backward GEMMs. The output projection's gradient is the loss's, written
 // over the logits.
-LinearTensors linear_tensors(OpRole subject) {
+const layer::Block& dense_block_of(OpRole role, bool post_norms) {
+  for (const layer::Block& block : layer::layer_blocks(false, false, post_norms))
+    if (block.role == role) return block;
+  return layer::block_of(role);
+}
+
+LinearTensors linear_tensors(OpRole subject, bool post_norms) {
   // An MoE layer's shared experts (Megatron's SharedExpertMLP) are its dense MLP beside the routed experts, in the
   // dense MLP's tensors (an MoE layer has none of its own): FC2 writes the branch the combine then adds the routed
   // rows to (executor/gpu/moe_actions.cpp), and FC1's input gradient is added to the routed experts' and the
   // router's, which are there first (the graph runs the shared experts' backward last).
-  if (subject == OpRole::shared_expert_fc2) return linear_tensors(OpRole::fc2);
+  if (subject == OpRole::shared_expert_fc2) return linear_tensors(OpRole::fc2, post_norms);
   if (subject == OpRole::shared_expert_fc1) {
-    LinearTensors t = linear_tensors(OpRole::fc1);
+    LinearTensors t = linear_tensors(OpRole::fc1, post_norms);
     t.d_input_full = t.d_input;
     return t;
   }
@@ -41,7 +47,7 @@ LinearTensors linear_tensors(OpRole subject) {
     return {{in}, {in, Form::gathered}, {out}, {out, Form::gradient}, {out, Form::gradient},
             {in, Form::gradient_partial}, {in, Form::gradient}};
   if (block.kind == layer::BlockKind::row_linear) {
-    const Tensor stream = layer::residual_adding(out).output;
+    const Tensor stream = post_norms ? out : layer::residual_adding(out).output;
     return {{in}, {in}, {out}, {stream, Form::gradient}, {stream, Form::gradient_gathered}, {in, Form::gradient},
             {in, Form::gradient}};
   }
@@ -113,7 +119,7 @@ LinearWeight DenseBlock::linear_weight(OpRole subject, int unit) {
 }
 
 void DenseBlock::linear_forward(const OpPass& p) {
-  const LinearTensors t = linear_tensors(p.binding.subject);
+  const LinearTensors t = linear_tensors(p.binding.subject, post_norms());
   const LinearWeight w = linear_weight(p.binding.subject, p.unit);
   const std::int64_t m = p.op.gemm.m, n = p.op.gemm.n, k = p.op.gemm.k;
   if (k != w.in || n != w.out) throw std::logic_error("linear forward: GEMM shape differs from the weight's");
@@ -123,6 +129,7 @@ void DenseBlock::linear_forward(const OpPass& p) {
   bf16* fused_bias = fusable(bias) ? bias : nullptr;  // added in the GEMM's epilogue
   const MatmulEpilogue epilogue = fused_bias != nullptr ? MatmulEpilogue::add_bias : MatmulEpilogue::none;
   if (p.op.fuses_residual) {  // the epilogue adds the residual stream: the product goes straight into the sum
+    if (post_norms()) throw std::logic_error("linear forward: a residual fused into a GEMM whose output is normalised");
     const layer::Block& residual = layer::residual_adding(t.output.tensor);
     auto* sum = static_cast<bf16*>(tensors.make(p.mb, p.unit, {residual.output}, m * n * kBf16, p.stream));
     p.scratch.matmul->run({m, n, k, false, false, true, 1, epilogue}, input_full, w.params, sum, p.stream,
@@ -141,7 +148,7 @@ void DenseBlock::linear_forward(const OpPass& p) {
 }
 
 void DenseBlock::linear_input_grad(const OpPass& p) {
-  const LinearTensors t = linear_tensors(p.binding.subject);
+  const LinearTensors t = linear_tensors(p.binding.subject, post_norms());
   const LinearWeight w = linear_weight(p.binding.subject, p.unit);
   const std::int64_t m = p.op.gemm.m, n = p.op.gemm.n, k = p.op.gemm.k;
   if (n != w.in || k != w.out) throw std::logic_error("linear input gradient: GEMM shape differs from the weight's");
@@ -154,7 +161,7 @@ void DenseBlock::linear_input_grad(const OpPass& p) {
 }
 
 void DenseBlock::linear_weight_grad(const OpPass& p) {
-  const LinearTensors t = linear_tensors(p.binding.subject);
+  const LinearTensors t = linear_tensors(p.binding.subject, post_norms());
   const LinearWeight w = linear_weight(p.binding.subject, p.unit);
   const std::int64_t m = p.op.gemm.m, n = p.op.gemm.n, k = p.op.gemm.k;
   if (m != w.in || n != w.out) throw std::logic_error("linear weight gradient: GEMM shape differs from the weight's");
@@ -179,25 +186,25 @@ void DenseBlock::linear_weight_grad(const OpPass& p) {
 
 // The embedding's rows reduce into the unit's output, and its output's gradient comes back gathered.
 void DenseBlock::gather_input(const OpPass& p) {
-  const LinearTensors t = linear_tensors(p.binding.subject);
+  const LinearTensors t = linear_tensors(p.binding.subject, post_norms());
   gather(p, t.input, t.input_full);
 }
 
 void DenseBlock::reduce_output(const OpPass& p) {
   if (p.binding.subject == OpRole::embedding) return reduce(p, {Tensor::embedded}, {Tensor::output});
-  const LinearTensors t = linear_tensors(p.binding.subject);
+  const LinearTensors t = linear_tensors(p.binding.subject, post_norms());
   reduce(p, t.output, {t.output.tensor, Form::reduced});
 }
 
 void DenseBlock::gather_output_grad(const OpPass& p) {
   if (p.binding.subject == OpRole::embedding)
     return gather(p, {Tensor::output, Form::next_norm_gradient}, {Tensor::output, Form::gradient_gathered});
-  const LinearTensors t = linear_tensors(p.binding.subject);
+  const LinearTensors t = linear_tensors(p.binding.subject, post_norms());
   gather(p, t.d_output, t.d_output_full);
 }
 
 void DenseBlock::reduce_input_grad(const OpPass& p) {
-  const LinearTensors t = linear_tensors(p.binding.subject);
+  const LinearTensors t = linear_tensors(p.binding.subject, post_norms());
   reduce(p, t.d_input_full, t.d_input);
 }
 

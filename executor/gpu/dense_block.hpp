@@ -46,13 +46,19 @@ struct LinearWeight {
   OpRole role = OpRole::none;
 };
 
+// The block of `role` in a transformer layer of a model with or without post norms (core/layer.hpp's layer_blocks:
+// Gemma-2 and 3's residuals add the branch's norm), or the embedding's or head's (layer::block_of).
+const layer::Block& dense_block_of(OpRole role, bool post_norms);
+
 // The tensors of one linear layer in its unit's slot (executor/gpu/fp8_linears.cpp reads them too).
 struct LinearTensors {
   Act input, input_full, output;  // forward: output = input_full W
   Act d_output, d_output_full;    // backward: d_input_full = d_output_full W^T
   Act d_input_full, d_input;      // d_input: after the TP reduction (or the same tensor without one)
 };
-LinearTensors linear_tensors(OpRole subject);
+// With `post_norms` a row-parallel linear's output gradient is its own output's, which the post norm's backward
+// writes; without, the residual's output gradient (the branch's).
+LinearTensors linear_tensors(OpRole subject, bool post_norms = false);
 
 class DenseBlock {
  public:
@@ -97,6 +103,11 @@ class DenseBlock {
   // The stream input of a residual block (the unit's input is the previous unit's output), and what follows a
   // forward residual add wherever it runs (its own op, or a GEMM's epilogue).
   const __nv_bfloat16* residual_stream(const OpPass& p, const layer::Block& residual);
+  // The model's post norms (Gemma-2 and 3): the blocks of its layers, a norm's input (a post norm's: its branch
+  // after the TP reduction where one ran).
+  bool post_norms() const;
+  const layer::Block& block(OpRole role) const { return dense_block_of(role, post_norms()); }
+  const __nv_bfloat16* norm_input(const OpPass& p, const layer::Block& norm);
   void residual_forward_done(const OpPass& p, const layer::Block& residual);
   // RoPE's runs of rows (under context parallelism: a rank's two chunks of each sequence).
   struct RopeRun {
@@ -117,6 +128,7 @@ class DenseBlock {
   void linear_bias_grad(const OpPass& p, const __nv_bfloat16* d_output_full, std::int64_t rows, std::int64_t cols);
   std::vector<kernels::PositionRun> position_runs(int mb, const lowering::RankShapes& s, std::int64_t first_row,
                                                   std::int64_t end_row) const;
+  float logit_softcap() const;
   const std::int32_t* inputs(int mb) const;
   const std::int32_t* targets(int mb) const;
 

@@ -135,20 +135,23 @@ void DenseBlock::activation_forward(const OpPass& p) {
   auto* act = static_cast<bf16*>(stage_.tensors.make(p.mb, p.unit, {activation.output},
                                                      op.rows * op.cols * kBf16, p.stream));
   const auto* fc1 = static_cast<const bf16*>(stage_.tensors.get(p.mb, p.unit, {activation.input}));
-  launch_op(op, p.binding, gpu::ActivationForward{op.gated_activation, fc1, act, op.rows, op.cols}, p.stream);
+  launch_op(op, p.binding,
+            gpu::ActivationForward{gpu::model_activation(op, stage_.layout.scenario().model.activation), fc1, act,
+                                   op.rows, op.cols},
+            p.stream);
 }
 
 void DenseBlock::activation_backward(const OpPass& p) {
   const layer::Block& activation = layer::block_of(OpRole::activation);
   const Op& op = p.op;
   const Act act_in{activation.input}, d_act_out{activation.output, Form::gradient};
-  const std::int64_t width = (op.gated_activation ? 2 : 1) * op.cols;
+  const Activation function = gpu::model_activation(op, stage_.layout.scenario().model.activation);
+  const std::int64_t width = (is_gated(function) ? 2 : 1) * op.cols;
   auto* d_fc1 = static_cast<bf16*>(stage_.tensors.make(p.mb, p.unit, {activation.input, Form::gradient},
                                                        op.rows * width * kBf16, p.stream));
   const auto* fc1 = static_cast<const bf16*>(stage_.tensors.get(p.mb, p.unit, act_in));
   const auto* d_act = static_cast<const bf16*>(stage_.tensors.get(p.mb, p.unit, d_act_out));
-  launch_op(op, p.binding, gpu::ActivationBackward{op.gated_activation, fc1, d_act, d_fc1, op.rows, op.cols},
-            p.stream);
+  launch_op(op, p.binding, gpu::ActivationBackward{function, fc1, d_act, d_fc1, op.rows, op.cols}, p.stream);
   for (Act done : {act_in, d_act_out}) stage_.tensors.release(p.mb, p.unit, done, p.stream);
 }
 

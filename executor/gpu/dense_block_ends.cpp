@@ -69,6 +69,12 @@ void DenseBlock::embedding_backward(const OpPass& p) {
   tensors.release_slot(p.mb, kEmbeddingUnit, p.stream);
 }
 
+// The model's soft-cap of the final logits (Gemma-2's final_logit_softcapping; 0: none): each vocabulary shard caps
+// its own logits inside the loss kernels, so a split vocabulary needs no other communication.
+float DenseBlock::logit_softcap() const {
+  return static_cast<float>(stage_.layout.scenario().model.final_logit_softcap);
+}
+
 void DenseBlock::loss_forward(const OpPass& p) {
   const UnitLayout& layout = stage_.layout.layout(kHeadUnit);
   const std::int64_t tokens = layout.shapes.tokens, vocab_l = layout.shapes.vocab;
@@ -82,7 +88,7 @@ void DenseBlock::loss_forward(const OpPass& p) {
             gpu::LossForward{static_cast<bf16*>(tensors.get(p.mb, kHeadUnit, {Tensor::logits})), targets(p.mb),
                              floats(Tensor::row_max), floats(Tensor::sum_exp), floats(Tensor::target_logit),
                              whole ? floats(Tensor::token_loss) : nullptr, whole ? loss_sum_ : nullptr, tokens,
-                             vocab_l, layout.tp_rank * vocab_l},
+                             vocab_l, layout.tp_rank * vocab_l, logit_softcap()},
             p.stream);
   if (whole) tensors.alias(p.mb, kHeadUnit, {Tensor::global_row_max}, kHeadUnit, {Tensor::row_max});
 }
@@ -121,7 +127,7 @@ void DenseBlock::loss_backward(const OpPass& p) {
   launch_op(p.op, p.binding,
             gpu::LossBackward{logits, existing(Tensor::global_row_max), existing(Tensor::sum_exp), targets(p.mb),
                               logits, static_cast<float>(1.0 / static_cast<double>(stage_.loss_tokens)), tokens,
-                              vocab_l, layout.tp_rank * vocab_l},
+                              vocab_l, layout.tp_rank * vocab_l, logit_softcap()},
             p.stream);
   for (Tensor done : {Tensor::global_row_max, Tensor::row_max, Tensor::sum_exp, Tensor::target_logit,
                       Tensor::token_loss})

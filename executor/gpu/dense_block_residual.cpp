@@ -1,6 +1,8 @@
 // The residual stream of a dense layer: the norms that read it and the adds that write it. A unit's first norm
 // reads the previous unit's output; its backward ends the unit's backward and hands the input gradient to the unit
-// before it, through that unit's norm and (in a layer) through the residual stream.
+// before it, through that unit's norm and (in a layer) through the residual stream. A post norm (Gemma-2 and 3)
+// reads a branch and the residual adds its output: its output's gradient is the residual output's, which the
+// stream still needs, and its input's gradient is the branch's, which the branch's linear reads.
 #include "executor/gpu/dense_block.hpp"
 
 #include "executor/gpu/kernel_launch.hpp"
@@ -13,11 +15,28 @@ constexpr std::size_t kBf16 = sizeof(bf16);
 using layer::Tensor;
 }  // namespace
 
+namespace {
+// The residual of the layer that adds `norm`'s output as its branch (a post norm's), else nullptr.
+const layer::Block* residual_adding_output(const layer::Block& norm, bool post_norms) {
+  for (const layer::Block& block : layer::layer_blocks(false, false, post_norms))
+    if (block.kind == layer::BlockKind::residual && block.branch == norm.output) return &block;
+  return nullptr;
+}
+}  // namespace
+
+bool DenseBlock::post_norms() const { return stage_.layout.scenario().model.post_norms; }
+
+const bf16* DenseBlock::norm_input(const OpPass& p, const layer::Block& norm) {
+  const Act reduced{norm.input, Form::reduced};  // a post norm's branch after its row-parallel linear's reduction
+  if (stage_.tensors.has(p.mb, p.unit, reduced)) return static_cast<const bf16*>(stage_.tensors.get(p.mb, p.unit, reduced));
+  return residual_stream(p, norm);
+}
+
 void DenseBlock::norm_forward(const OpPass& p) {
   if (p.binding.subject == OpRole::qk_norm) return qk_norm_forward(p);  // inside core attention, not on the stream
   const ParameterUnit& parameters = stage_.parameters.unit(p.unit);
   const WeightTensor& w = parameters.tensor(p.binding.subject);
-  const layer::Block& block = layer::block_of(p.binding.subject);
+  const layer::Block& block = this->block(p.binding.subject);
   const std::int64_t rows = p.op.rows, cols = p.op.cols;
   auto* y = static_cast<bf16*>(stage_.tensors.make(p.mb, p.unit, {block.output}, rows * cols * kBf16, p.stream));
   // LayerNorm keeps the mean beside rstd: one stats tensor of two rows of floats.
@@ -26,7 +45,7 @@ void DenseBlock::norm_forward(const OpPass& p) {
       stage_.tensors.make(p.mb, p.unit, {block.stats}, (ln ? 2 : 1) * rows * sizeof(float), p.stream));
   const WeightTensor* bias = parameters.find(p.binding.subject, WeightPart::bias);
   launch_op(p.op, p.binding,
-            gpu::NormForward{p.op.normalization, residual_stream(p, block), parameters.params + w.offset,
+            gpu::NormForward{p.op.normalization, norm_input(p, block), parameters.params + w.offset,
                              bias ? parameters.params + bias->offset : nullptr, y, ln ? r + rows : nullptr, r, rows,
                              cols},
             p.stream);
@@ -38,20 +57,23 @@ void DenseBlock::norm_backward(const OpPass& p) {
   const int mb = p.mb, unit = p.unit;
   const ParameterUnit& parameters = stage_.parameters.unit(unit);
   const WeightTensor& w = parameters.tensor(p.binding.subject);
-  const layer::Block& block = layer::block_of(p.binding.subject);
+  const layer::Block& block = this->block(p.binding.subject);
   const std::int64_t rows = p.op.rows, cols = p.op.cols;
-  const Act d_reduced{block.output, Form::gradient}, d_full{block.output, Form::gradient_partial};
+  const layer::Block* adding = residual_adding_output(block, post_norms());  // a post norm: the residual's gradient
+  const Act d_reduced{adding ? adding->output : block.output, Form::gradient},
+      d_full{block.output, Form::gradient_partial};
   const auto* dy = static_cast<const bf16*>(tensors.has(mb, unit, d_reduced) ? tensors.get(mb, unit, d_reduced)
                                                                              : tensors.get(mb, unit, d_full));
   // A norm inside the unit: its input gradient is the start of that tensor's gradient (the residual backward adds
-  // the skip path's), or all of it when the norm backward adds the skip path's itself.
+  // the skip path's), or all of it when the norm backward adds the skip path's itself; a post norm's is its
+  // branch's whole gradient.
   const Act dx_name{block.input, Form::gradient};
-  const Act skip{layer::residual_reading(block.input).output, Form::gradient};
+  const Act skip{adding ? Tensor::count : layer::residual_reading(block.input).output, Form::gradient};
   auto* dx = static_cast<bf16*>(tensors.make(mb, unit, dx_name, rows * cols * kBf16, p.stream));
   const auto* stats = static_cast<const float*>(tensors.get(mb, unit, {block.stats}));  // rstd (then the mean)
   const WeightTensor* bias = parameters.find(p.binding.subject, WeightPart::bias);
   launch_op(p.op, p.binding,
-            gpu::NormBackward{p.op.normalization, dy, residual_stream(p, block), parameters.params + w.offset,
+            gpu::NormBackward{p.op.normalization, dy, norm_input(p, block), parameters.params + w.offset,
                               p.op.normalization == Normalization::layernorm ? stats + rows : nullptr, stats,
                               p.op.fuses_residual ? static_cast<const bf16*>(tensors.get(mb, unit, skip)) : nullptr,
                               dx, p.scratch.norm_partials, parameters.grads + w.offset,
@@ -59,6 +81,7 @@ void DenseBlock::norm_backward(const OpPass& p) {
                               /*accumulate=*/!p.binding.first_gradient, rows, cols},
             p.stream);
   if (p.op.fuses_residual) tensors.release(mb, unit, skip, p.stream);
+  if (adding) return;  // the residual's output gradient stays: the skip path and the norm before it read it
   if (block.input != Tensor::input) {
     tensors.release(mb, unit, d_reduced, p.stream);
     tensors.release(mb, unit, d_full, p.stream);
@@ -102,7 +125,7 @@ void DenseBlock::residual_forward(const OpPass& p) {
   TensorStore& tensors = stage_.tensors;
   const lowering::RankShapes& shapes = stage_.layout.shapes();
   const std::int64_t count = shapes.tokens_local * shapes.h;
-  const layer::Block& block = layer::block_of(p.binding.subject);
+  const layer::Block& block = this->block(p.binding.subject);
   const Act reduced{block.branch, Form::reduced}, branch_out{block.branch};
   const Act branch = tensors.has(p.mb, p.unit, reduced) ? reduced : branch_out;
   auto* y = static_cast<bf16*>(tensors.make(p.mb, p.unit, {block.output}, count * kBf16, p.stream));
@@ -120,7 +143,7 @@ void DenseBlock::residual_backward(const OpPass& p) {
   TensorStore& tensors = stage_.tensors;
   const lowering::RankShapes& shapes = stage_.layout.shapes();
   const std::int64_t count = shapes.tokens_local * shapes.h;
-  const layer::Block& block = layer::block_of(p.binding.subject);
+  const layer::Block& block = this->block(p.binding.subject);
   const Act d_output{block.output, Form::gradient};
   // The unit's output gradient: through the next unit's norm + its stream; inside the unit: the norm reading this
   // output gave its part, the skip path of the next residual adds its output's gradient.

@@ -106,7 +106,9 @@ void MoeBlock::activation_forward(const OpPass& p) {
   bf16* act = new_bf16(p, Tensor::expert_activation_out, Form::value, rows * ffn);
   // Under EP a rank's experts may receive no rows at all (uneven routing): nothing to activate.
   if (rows > 0)
-    launch_op(p.op, p.binding, gpu::ActivationForward{p.op.gated_activation, bf(p, Tensor::expert_fc1_out), act, rows, ffn},
+    launch_op(p.op, p.binding,
+              gpu::ActivationForward{gpu::model_activation(p.op, stage_.activation), bf(p, Tensor::expert_fc1_out),
+                                     act, rows, ffn},
               p.stream);
 }
 
@@ -208,7 +210,8 @@ void MoeBlock::activation_backward(const OpPass& p) {
   const bf16* d_act = bf(p, Tensor::expert_activation_out, Form::gradient);
   if (rows > 0)
     launch_op(p.op, p.binding,
-              gpu::ActivationBackward{p.op.gated_activation, bf(p, Tensor::expert_fc1_out), d_act, d_fc1, rows, ffn},
+              gpu::ActivationBackward{gpu::model_activation(p.op, stage_.activation), bf(p, Tensor::expert_fc1_out),
+                                      d_act, d_fc1, rows, ffn},
               p.stream);
   done(p, {{Tensor::expert_fc1_out}, {Tensor::expert_activation_out, Form::gradient}});
 }

@@ -45,8 +45,6 @@ TEST(ModelSupport, GptStyleDenseModelsRun) {
 
 TEST(ModelSupport, EachFeatureIsNamedAtItsOwnKey) {
   const std::vector<std::pair<std::string, std::function<void(ModelConfig&)>>> cases = {
-      {"activation", [](ModelConfig& m) { m.activation = Activation::geglu; }},
-      {"activation", [](ModelConfig& m) { m.activation = Activation::squared_relu; }},
       {"qk_layernorm", [](ModelConfig& m) {  // QK-norm runs as Qwen3's, RMSNorm over each head
          m.qk_layernorm = true;
          m.normalization = Normalization::layernorm;
@@ -57,8 +55,14 @@ TEST(ModelSupport, EachFeatureIsNamedAtItsOwnKey) {
        }},
       {"attention_sinks", [](ModelConfig& m) { m.attention_sinks = true; }},
       {"attention_softcap", [](ModelConfig& m) { m.attention_softcap = 50; }},
-      {"final_logit_softcap", [](ModelConfig& m) { m.final_logit_softcap = 30; }},
-      {"post_norms", [](ModelConfig& m) { m.post_norms = true; }},
+      {"post_norms", [](ModelConfig& m) {  // post norms run in dense layers only
+         m.post_norms = true;
+         m.moe = model_preset("mixtral-8x7b")->moe;
+       }},
+      {"post_norms", [](ModelConfig& m) {
+         m.post_norms = true;
+         m.mla.kv_lora_rank = 512;
+       }},
       {"mtp_num_layers", [](ModelConfig& m) { m.mtp_num_layers = 1; }},
       {"hidden_dropout", [](ModelConfig& m) { m.hidden_dropout = 0.1; }},
       {"attention_dropout", [](ModelConfig& m) { m.attention_dropout = 0.1; }},
@@ -72,6 +76,24 @@ TEST(ModelSupport, EachFeatureIsNamedAtItsOwnKey) {
     EXPECT_EQ(unsupported->path, path);
     EXPECT_FALSE(unsupported->feature.empty());
   }
+}
+
+// Gemma-2 and 3 (GeGLU, post norms, soft-capped final logits, QK-norm in Gemma-3) and Nemotron-4 (squared ReLU,
+// LayerNorm) run (since 2026-11-29; before, each was refused at its key). Attention soft-capping stays refused.
+TEST(ModelSupport, GemmaAndNemotronShapesRun) {
+  ModelConfig gemma = llama();
+  gemma.activation = Activation::geglu;
+  gemma.post_norms = true;
+  gemma.final_logit_softcap = 30;
+  gemma.qk_layernorm = true;
+  EXPECT_FALSE(first_unsupported_feature(gemma).has_value());
+  gemma.attention_softcap = 50;
+  EXPECT_EQ(first_unsupported_feature(gemma)->path, "attention_softcap");
+  ModelConfig nemotron = llama();
+  nemotron.activation = Activation::squared_relu;
+  nemotron.normalization = Normalization::layernorm;
+  nemotron.position_embedding_rope = true;
+  EXPECT_FALSE(first_unsupported_feature(nemotron).has_value());
 }
 
 // Qwen3's QK-norm, fine-grained experts (128, top-8), shared experts and dense first layers run (since 2026-11-29;

@@ -89,9 +89,28 @@ TEST(PlanCheck, RefusesFamilyPlansAndModelsTheExecutorDoesNotRun) {
   Plan dropout = executed_plan();  // no dropout kernel
   dropout.scenario.model.hidden_dropout = 0.1;
   EXPECT_EQ(refusal_path(dropout), "/scenario/model/hidden_dropout");
+  Plan capped_attention = executed_plan();
+  capped_attention.scenario.model.attention_softcap = 50;
+  EXPECT_EQ(refusal_path(capped_attention), "/scenario/model/attention_softcap");
+}
+
+// Gemma's GeGLU, post norms and soft-capped logits and Nemotron's squared ReLU run (2026-11-29); post norms at TP 1
+// and without FP8 linears only.
+TEST(PlanCheck, RunsGemmaAndNemotronFeatures) {
+  Plan gemma = executed_plan();
+  gemma.scenario.model.activation = Activation::geglu;
+  gemma.scenario.model.post_norms = true;
+  gemma.scenario.model.final_logit_softcap = 30;
+  EXPECT_EQ(refusal_path(gemma), "");
   Plan squared_relu = executed_plan();
   squared_relu.scenario.model.activation = Activation::squared_relu;
-  EXPECT_EQ(refusal_path(squared_relu), "/scenario/model/activation");
+  EXPECT_EQ(refusal_path(squared_relu), "");
+  Plan fp8 = gemma;
+  fp8.scenario.training.fp8 = Fp8Config{Fp8Format::hybrid, Fp8Recipe::tensorwise};
+  EXPECT_EQ(refusal_path(fp8), "/scenario/training/fp8");
+  Plan tensor_parallel = gemma;
+  tensor_parallel.strategy.tensor_model_parallel_size = 2;
+  EXPECT_EQ(refusal_path(tensor_parallel), "/scenario/model/post_norms");
 }
 
 // FP8 linears run (issue 41 item 3): current scaling, delayed scaling (Megatron's default) and block-wise scaling

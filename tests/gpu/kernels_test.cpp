@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "gpu/kernels.hpp"
+#include "tests/gpu/cross_entropy_shards.hpp"
 #include "tests/gpu/kernel_test_util.hpp"
 
 namespace twin::test {
@@ -264,53 +265,15 @@ TEST_P(KernelCrossEntropy, TwoShardsMatchOneShardAndReference) {
   // One shard: the statistics are the global ones.
   {
     auto max = poisoned(rows * 4), sum = poisoned(rows * 4), target = poisoned(rows * 4), loss = poisoned(rows * 4);
-    k::cross_entropy_local_stats(bf(logits), i32(dtargets), f32(max), f32(sum), f32(target), rows, vocab, 0, nullptr);
+    k::cross_entropy_local_stats(bf(logits), i32(dtargets), f32(max), f32(sum), f32(target), rows, vocab, 0, 0.f, nullptr);
     k::cross_entropy_loss(f32(max), f32(sum), f32(target), f32(loss), rows, nullptr);
     EXPECT_LT(report("cross_entropy loss (1 shard)", relative_error(f32_to_host(loss.data(), rows), rloss)), 1e-5);
   }
-  // Two shards, column ranges of the logits copied out as [rows, width] tensors, merged as the executor does
-  // over TP (the all-reduces done on the host).
-  const std::int64_t starts[2] = {0, split}, widths[2] = {split, vocab - split};
-  std::vector<gpu::DeviceBuffer> shard_logits;
-  for (int s = 0; s < 2; ++s) {
-    shard_logits.emplace_back(rows * widths[s] * 2);
-    TWIN_CUDA_CHECK(cudaMemcpy2D(shard_logits[s].data(), widths[s] * 2, bf(logits) + starts[s], vocab * 2, widths[s] * 2,
-                                 rows, cudaMemcpyDeviceToDevice));
-  }
-  std::vector<gpu::DeviceBuffer> local_max, sums;
-  std::vector<float> global_max(rows, -INFINITY), global_sum(rows, 0), global_target(rows, 0);
-  for (int s = 0; s < 2; ++s) {
-    local_max.push_back(poisoned(rows * 4));
-    sums.push_back(poisoned(rows * 4));
-    auto target = poisoned(rows * 4);
-    k::cross_entropy_local_stats(bf(shard_logits[s]), i32(dtargets), f32(local_max[s]), f32(sums[s]), f32(target), rows,
-                                 widths[s], starts[s], nullptr);
-    const auto hm = f32_to_host(local_max[s].data(), rows), ht = f32_to_host(target.data(), rows);
-    for (std::int64_t r = 0; r < rows; ++r) {
-      global_max[r] = std::max(global_max[r], static_cast<float>(hm[r]));
-      global_target[r] += static_cast<float>(ht[r]);
-    }
-  }
-  auto dmax = upload(global_max);
-  for (int s = 0; s < 2; ++s) {
-    k::cross_entropy_rescale_sum_exp(f32(local_max[s]), f32(dmax), f32(sums[s]), rows, nullptr);
-    const auto hs = f32_to_host(sums[s].data(), rows);
-    for (std::int64_t r = 0; r < rows; ++r) global_sum[r] += static_cast<float>(hs[r]);
-  }
-  auto dsum = upload(global_sum);
-  auto dtarget = upload(global_target);
-  auto loss = poisoned(rows * 4);
-  k::cross_entropy_loss(f32(dmax), f32(dsum), f32(dtarget), f32(loss), rows, nullptr);
-  EXPECT_LT(report("cross_entropy loss (2 shards)", relative_error(f32_to_host(loss.data(), rows), rloss)), 1e-5);
-  std::vector<double> got_grad(rows * vocab);
-  for (int s = 0; s < 2; ++s) {
-    k::cross_entropy_backward(bf(shard_logits[s]), f32(dmax), f32(dsum), i32(dtargets), bf(shard_logits[s]), rows,
-                              widths[s], starts[s], static_cast<float>(scale), nullptr);  // in place
-    const auto h = bf16_to_host(shard_logits[s].data(), rows * widths[s]);
-    for (std::int64_t r = 0; r < rows; ++r)
-      for (std::int64_t v = 0; v < widths[s]; ++v) got_grad[r * vocab + starts[s] + v] = h[r * widths[s] + v];
-  }
-  EXPECT_LT(report("cross_entropy_backward (2 shards)", relative_error(got_grad, rgrad)), kBf16Tolerance);
+  // Two shards, merged as the executor does over TP.
+  const ShardedCrossEntropy sharded =
+      two_shard_cross_entropy(logits, dtargets, rows, vocab, split, static_cast<float>(scale), 0.f);
+  EXPECT_LT(report("cross_entropy loss (2 shards)", relative_error(sharded.loss, rloss)), 1e-5);
+  EXPECT_LT(report("cross_entropy_backward (2 shards)", relative_error(sharded.grad, rgrad)), kBf16Tolerance);
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, KernelCrossEntropy,
