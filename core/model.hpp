@@ -14,7 +14,7 @@ namespace twin {
 // swiglu: gated (Llama); gelu: ungated (GPT); squared_relu: ungated relu(x)^2 (So et al. 2021, Primer; Nemotron-4,
 // Megatron's --squared-relu): to the simulator an element-wise kernel that moves the bytes GeLU's does.
 // geglu: gated GeLU (tanh approximation; Gemma, Megatron's --gated-linear-unit with GeLU): SwiGLU's shapes and bytes.
-enum class Activation { swiglu, gelu, squared_relu, geglu };
+enum class Activation : std::uint8_t { swiglu, gelu, squared_relu, geglu };
 // Gated activations read two halves of FC1's output (gate and up): FC1 is twice the FFN width.
 inline bool is_gated(Activation a) { return a == Activation::swiglu || a == Activation::geglu; }
 enum class Normalization : std::uint8_t { rmsnorm, layernorm };

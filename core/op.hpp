@@ -218,7 +218,8 @@ struct Op {
   GemmShape gemm;                 // gemm, moe_router
   AttentionShape attention;       // attention_*
   std::int64_t rows = 0, cols = 0;  // norm, rope, activation, embedding, loss: rows x cols elements
-  bool gated_activation = true;   // activation: SwiGLU reads two halves of width cols; false = GeLU
+  // activation: which function (the model's); a gated one (SwiGLU, GeGLU) reads two halves of width cols.
+  Activation activation = Activation::swiglu;
   Normalization normalization = Normalization::rmsnorm;  // norm_*: which norm (the model's)
   // A residual add done inside this op (framework.residual_fusion): a gemm's epilogue adds the residual stream
   // to its product (one more m x n read); a norm_backward adds the skip path's gradient to its input gradient
@@ -250,6 +251,9 @@ struct Op {
   std::int32_t peer = -1;         // send/recv: the other rank class
   std::int64_t p2p_tag = -1;      // send/recv: equal tags on the two sides are one transfer
   Transfer transfer = Transfer::none;  // send/recv: what it moves
+  // loss_*: the logits are soft-capped first, cap x tanh(logits / cap) (Gemma-2's final_logit_softcapping; the
+  // model says the cap). Another kernel variant, not more bytes: the backward recomputes the tanh from the logits.
+  bool softcapped_logits = false;
   // all_to_all of the flex token dispatcher (DeepEP, HybridEP): `bytes` is the rank's tokens, each sent once to
   // every rank and node that holds one of its experts, and this with dispatch_top_k is the routing that decides
   // how many (top-k of that many experts, spread evenly over the expert group; sim/collectives.hpp). 0: a plain

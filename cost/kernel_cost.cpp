@@ -172,9 +172,9 @@ double memory_bound_bytes(const Op& op) {
     case OpKind::rope_forward:
     case OpKind::rope_backward: return 2 * kActivationBytes * elements;     // read and write q, k (cols spans both)
     case OpKind::activation_forward:                                        // SwiGLU: read gate and up, write one
-      return (op.gated_activation ? 3 : 2) * kActivationBytes * elements;
+      return (is_gated(op.activation) ? 3 : 2) * kActivationBytes * elements;
     case OpKind::activation_backward:                                       // SwiGLU: read 2 + dy, write 2
-      return (op.gated_activation ? 5 : 3) * kActivationBytes * elements;
+      return (is_gated(op.activation) ? 5 : 3) * kActivationBytes * elements;
     case OpKind::embedding_forward: return 2 * kActivationBytes * elements; // gather rows, write them
     case OpKind::embedding_backward:                                        // read dy, add into the fp32 grad
       return (kActivationBytes + 2 * 4) * elements;

@@ -49,7 +49,14 @@ std::string kernel_shape_key(const Op& op) {
                          op.fp8_recipe == Fp8Recipe::tensorwise ? "" : ",recipe=" + to_string(op.fp8_recipe));
     case OpKind::activation_forward:
     case OpKind::activation_backward:
-      return fmt::format("{}:rows={},cols={},gated={}", kind, op.rows, op.cols, int(op.gated_activation));
+      // SwiGLU and GeLU key as before the activation was in the key; GeGLU and squared ReLU name theirs.
+      return fmt::format("{}:rows={},cols={},gated={}{}", kind, op.rows, op.cols, int(is_gated(op.activation)),
+                         op.activation == Activation::geglu || op.activation == Activation::squared_relu
+                             ? ",activation=" + to_string(op.activation)
+                             : std::string());
+    case OpKind::loss_forward:
+    case OpKind::loss_backward:  // soft-capped logits: a tanh per logit in the same passes
+      return fmt::format("{}:rows={},cols={}{}", kind, op.rows, op.cols, op.softcapped_logits ? ",softcap=1" : "");
     case OpKind::norm_forward:
     case OpKind::norm_backward:  // LayerNorm is another kernel (mean, bias); RMSNorm keys are as before it
       return fmt::format("{}:rows={},cols={}{}{}", kind, op.rows, op.cols, op.fuses_residual ? ",residual=1" : "",
@@ -58,8 +65,6 @@ std::string kernel_shape_key(const Op& op) {
     case OpKind::rope_backward:
     case OpKind::embedding_forward:
     case OpKind::embedding_backward:
-    case OpKind::loss_forward:
-    case OpKind::loss_backward:
     case OpKind::all_reduce:
     case OpKind::all_gather:
     case OpKind::reduce_scatter:

@@ -25,7 +25,8 @@ bool set_field(Op& op, std::string_view name, std::int64_t value) {
   GemmShape& g = op.gemm;
   if (name == "rows") op.rows = value;
   else if (name == "cols") op.cols = value;
-  else if (name == "gated") op.gated_activation = value != 0;
+  else if (name == "gated") op.activation = value != 0 ? Activation::swiglu : Activation::gelu;  // unless named
+  else if (name == "softcap") op.softcapped_logits = value != 0;
   else if (name == "elements") op.elements = value;
   else if (name == "bytes") op.bytes = value;
   else if (name == "b") a.batch = value;
@@ -63,6 +64,11 @@ bool set_dtype_field(Op& op, std::string_view name, std::string_view value) {
       }
     return false;
   }
+  if (name == "activation") {  // GeGLU or squared ReLU ("activation=geglu"; absent: SwiGLU or GeLU by `gated`)
+    const auto activation = activation_from_string(value);
+    if (activation) op.activation = *activation;
+    return activation.has_value();
+  }
   if (name == "recipe") {  // an FP8 cast's recipe ("recipe=delayed"; absent: tensorwise)
     const auto recipe = fp8_recipe_from_string(value);
     if (recipe) op.fp8_recipe = *recipe;
@@ -86,11 +92,12 @@ bool is_gemm(const Op& op) { return op.kind == OpKind::gemm || op.kind == OpKind
 int variant(const Op& op) {
   if (is_gemm(op))
     return int(op.gemm.transpose_a) | int(op.gemm.transpose_b) << 1 | int(op.gemm.inputs) << 2 | int(op.gemm.e5m2) << 4;
-  return int(op.gated_activation) | int(op.attention.causal) << 1 | int(op.attention.flash) << 2 |
-         int(op.attention.dropout) << 3 | int(op.attention.cudnn) << 4 | int(op.fuses_residual) << 5 |
-         int(op.attention.window > 0) << 6 |  // a windowed kernel skips whole tiles: another variant
-         int(op.normalization == Normalization::layernorm) << 7 |  // LayerNorm's kernels are not RMSNorm's
-         int(op.fp8_recipe) << 8;  // each FP8 recipe's cast is its own kernel (1 or 2 passes, per tensor or block)
+  return int(op.activation) | int(op.attention.causal) << 2 | int(op.attention.flash) << 3 |  // 4 activations
+         int(op.attention.dropout) << 4 | int(op.attention.cudnn) << 5 | int(op.fuses_residual) << 6 |
+         int(op.attention.window > 0) << 7 |  // a windowed kernel skips whole tiles: another variant
+         int(op.normalization == Normalization::layernorm) << 8 |  // LayerNorm's kernels are not RMSNorm's
+         int(op.fp8_recipe) << 9 |  // each FP8 recipe's cast is its own kernel (1 or 2 passes, per tensor or block)
+         int(op.softcapped_logits) << 11;
 }
 
 }  // namespace

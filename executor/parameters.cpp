@@ -154,7 +154,7 @@ class UnitMaker {
       return out;
     }
     add_linear(unit, p + "fc1", OpRole::fc1, TensorParallel::column,
-               shapes_.swiglu ? columns(h, 2 * ffn_l, 2 * ffn, {{t * ffn_l, ffn_l}, {ffn + t * ffn_l, ffn_l}})
+               shapes_.gated() ? columns(h, 2 * ffn_l, 2 * ffn, {{t * ffn_l, ffn_l}, {ffn + t * ffn_l, ffn_l}})
                               : columns(h, ffn_l, ffn, {{t * ffn_l, ffn_l}}),
                kStddev);
     add_linear(unit, p + "fc2", OpRole::fc2, TensorParallel::row, rows_from(ffn_l, h, t * ffn_l), output_stddev_);

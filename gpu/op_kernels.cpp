@@ -51,12 +51,6 @@ void launch(const NormBackward& c, cudaStream_t stream) {
 void launch(const RopeForward& c, cudaStream_t stream) { k::rope_forward(c.q, c.k, c.table, c.shape, stream); }
 void launch(const RopeBackward& c, cudaStream_t stream) { k::rope_backward(c.dq, c.dk, c.table, c.shape, stream); }
 
-Activation model_activation(const Op& op, Activation model) {
-  if (op.gated_activation != is_gated(model))
-    throw std::logic_error("gpu: an activation op whose form (gated or not) is not the model's " + to_string(model));
-  return model;
-}
-
 void launch(const ActivationForward& c, cudaStream_t stream) {
   switch (c.activation) {
     case Activation::swiglu: return k::swiglu_forward(c.fc1, c.out, c.rows, c.cols, stream);

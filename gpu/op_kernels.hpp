@@ -80,8 +80,8 @@ struct RopeBackward {
   kernels::RopeShape shape;
 };
 
-// An MLP's activation of rows of fc1 output, 2 cols wide when gated (SwiGLU, GeGLU): the function is the model's
-// (model_activation), the op says only whether it is gated.
+// An MLP's activation of rows of fc1 output, 2 cols wide when gated (SwiGLU, GeGLU): the function is the op's
+// (Op::activation, the model's), for the executor and calibration's bench alike.
 struct ActivationForward {
   static constexpr OpKind kind = OpKind::activation_forward;
   Activation activation = Activation::swiglu;
@@ -97,10 +97,6 @@ struct ActivationBackward {
   bf16* d_fc1 = nullptr;
   std::int64_t rows = 0, cols = 0;
 };
-
-// The activation an activation op runs: the model's `model`, which must have the op's form (gated or not; throws
-// std::logic_error otherwise). The executor and calibration's bench both ask it.
-Activation model_activation(const Op& op, Activation model);
 
 // The element-wise op the graph has: out = a + b (a residual add, or a ring's gradient share; out may alias).
 struct Elementwise {

@@ -31,8 +31,9 @@ std::int64_t kind_and_flags(const Op& op) {
     put(static_cast<std::uint8_t>(dtype), 4);
   put(static_cast<std::uint8_t>(g.inputs), 2);        // four values
   put(static_cast<std::uint8_t>(op.fp8_recipe), 2);   // four values
+  put(static_cast<std::uint8_t>(op.activation), 2);   // four values
   for (bool flag : {op.recomputed, g.transpose_a, g.transpose_b, a.causal, a.flash, a.dropout, a.cudnn, a.packed,
-                    op.gated_activation, op.fuses_residual, g.e5m2, op.fp8_columnwise,
+                    op.softcapped_logits, op.fuses_residual, g.e5m2, op.fp8_columnwise,
                     precision.store_param_remainders})
     put(flag, 1);
   return static_cast<std::int64_t>(word);

@@ -69,7 +69,9 @@ void Emitter::fill(Op& op) const {
   const bool attention = op.kind == OpKind::attention_forward || op.kind == OpKind::attention_backward;
   op.attention.dropout = sh_.attention_dropout && attention;
   op.attention.cudnn = sh_.cudnn_attention && attention;
-  op.gated_activation = sh_.swiglu;
+  op.activation = sh_.activation;
+  const bool loss = op.kind == OpKind::loss_forward || op.kind == OpKind::loss_backward;
+  op.softcapped_logits = sh_.softcapped_logits && loss;
 }
 
 void Emitter::depend(OpIndex first, OpIndex then) {

@@ -42,7 +42,10 @@ struct RankShapes {
   std::int64_t tokens_local = 0;  // rows this rank holds outside TP regions (T/tp with SP)
   std::int64_t h = 0, d = 0, heads = 0, groups = 0;  // heads and groups per TP rank
   std::int64_t qkv_width = 0, ffn = 0, fc1_width = 0, vocab = 0;  // per TP rank
-  bool rope = true, swiglu = true, flash = true;  // swiglu: any gated activation (SwiGLU, GeGLU)
+  bool rope = true, flash = true;
+  Activation activation = Activation::swiglu;  // the model's: every activation op says it
+  bool gated() const { return is_gated(activation); }
+  bool softcapped_logits = false;  // the model's final_logit_softcap: the loss ops say it
   Normalization normalization = Normalization::rmsnorm;  // the model's: every norm op says it
   bool attention_dropout = false;  // unfused attention with a dropout kernel over the scores
   bool cudnn_attention = false;    // the fused backend: cuDNN's kernel

@@ -61,7 +61,8 @@ RankShapes rank_shapes(const Scenario& scenario, const Strategy& st) {
   s.heads = m.num_attention_heads / s.tp;
   s.groups = m.num_query_groups / s.tp;
   s.qkv_width = (s.heads + 2 * s.groups) * s.d;
-  s.swiglu = is_gated(m.activation);
+  s.activation = m.activation;
+  s.softcapped_logits = m.final_logit_softcap > 0;
   s.qk_norm = m.qk_layernorm;
   if (m.mla.enabled()) {  // each head its own key and value, d_qk = nope + rope wide, d_v = v_head_dim
     s.q_lora_rank = m.mla.q_lora_rank;
@@ -77,16 +78,16 @@ RankShapes rank_shapes(const Scenario& scenario, const Strategy& st) {
   s.attention_dropout = !s.flash && m.attention_dropout > 0;
   s.cudnn_attention = m.attention_backend == AttentionBackend::fused;
   s.ffn = m.ffn_hidden_size / s.tp;
-  s.fc1_width = (s.swiglu ? 2 : 1) * s.ffn;
+  s.fc1_width = (s.gated() ? 2 : 1) * s.ffn;
   s.vocab = padded_vocab_size(m, s.tp) / s.tp;
   if (m.is_moe()) {
     s.experts_total = m.moe.num_experts;
     s.experts_local = m.moe.num_experts / s.ep;
     s.top_k = m.moe.top_k;
     s.moe_ffn = m.moe.ffn_hidden_size;
-    s.moe_fc1_width = (s.swiglu ? 2 : 1) * s.moe_ffn;
+    s.moe_fc1_width = (s.gated() ? 2 : 1) * s.moe_ffn;
     s.shared_ffn = m.moe.shared_expert_ffn_hidden_size / s.tp;
-    s.shared_fc1_width = (s.swiglu ? 2 : 1) * s.shared_ffn;
+    s.shared_fc1_width = (s.gated() ? 2 : 1) * s.shared_ffn;
     s.moe_layers = moe_layer_shapes(m, s);
     s.permute_bytes = 2 * s.tokens_local * m.moe.top_k * s.h * 2;
     s.dispatcher = scenario.framework.moe_token_dispatcher_type;

@@ -144,9 +144,8 @@ std::optional<KernelBench> make_kernel_bench(const Op& op, const KernelModelFact
     case OpKind::activation_forward:
     case OpKind::activation_backward: {
       if (!shaped) break;
-      const bool gated = op.gated_activation, forward = op.kind == OpKind::activation_forward;
-      // The op says gated or not; the model says which function (its key does not: SwiGLU's and GeGLU's share one).
-      const Activation activation = model_activation(op, gated ? facts.gated_activation : facts.ungated_activation);
+      const Activation activation = op.activation;  // the op says which function, and its key too
+      const bool gated = is_gated(activation), forward = op.kind == OpKind::activation_forward;
       B *in = x.b(x.bf16(gated ? 2 * n : n)), *dout = x.b(x.bf16(n)), *out = x.b(x.raw((gated ? 4 : 2) * n));
       if (forward) return bench_of(x, ActivationForward{activation, in, out, rows, cols});
       return bench_of(x, ActivationBackward{activation, in, dout, out, rows, cols});
@@ -181,7 +180,9 @@ std::optional<KernelBench> make_kernel_bench(const Op& op, const KernelModelFact
       float *max = x.f(x.raw(rows * 4)), *sum = x.f(x.raw(rows * 4)), *target = x.f(x.raw(rows * 4));
       float *loss = x.f(x.raw(rows * 4)), *loss_sum = x.f(x.raw(4));
       // The model's soft-cap of the logits (0: none); the op's key does not say it.
-      const auto softcap = static_cast<float>(facts.final_logit_softcap);
+      // The op says whether its logits are capped (its key too); the model, at what.
+      if (op.softcapped_logits && facts.final_logit_softcap <= 0) { why_not = "no cap for capped logits"; return std::nullopt; }
+      const auto softcap = static_cast<float>(op.softcapped_logits ? facts.final_logit_softcap : 0);
       const LossForward statistics{logits, targets, max, sum, target, loss, loss_sum, rows, cols, 0, softcap};
       launch(statistics, stream);  // the backward reads real statistics
       // The vocabulary whole, as on one GPU: a split one's all-reduces run after the statistics, on the TP stream.

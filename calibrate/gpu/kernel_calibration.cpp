@@ -32,7 +32,7 @@ Op rows_cols(OpKind kind, std::int64_t rows, std::int64_t cols, bool gated = tru
   op.kind = kind;
   op.rows = rows;
   op.cols = cols;
-  op.gated_activation = gated;
+  op.activation = gated ? Activation::swiglu : Activation::gelu;  // the default grid's: a Llama's and a GPT's
   return op;
 }
 
@@ -220,8 +220,6 @@ KernelOps scenario_kernel_ops(const std::string& path) {
   KernelModelFacts facts;
   facts.hidden = scenario.model.hidden_size;
   if (scenario.model.moe.top_k > 0) facts.top_k = scenario.model.moe.top_k;
-  (is_gated(scenario.model.activation) ? facts.gated_activation : facts.ungated_activation) =
-      scenario.model.activation;
   facts.final_logit_softcap = scenario.model.final_logit_softcap;
   return to_ops(ops, facts);
 }

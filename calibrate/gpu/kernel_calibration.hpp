@@ -20,9 +20,8 @@ namespace twin::gpu {
 struct KernelModelFacts {
   std::int64_t hidden = 4096;   // width of the rows moe_permute / moe_unpermute move
   int top_k = 2;                // routed copies per token in moe_unpermute
-  // The MLP activations a gated and an ungated activation op run (the op says only whether it is gated), and the
-  // final logits' soft-cap the loss ops run with (0: none): a scenario's model's, else SwiGLU, GeLU and none.
-  Activation gated_activation = Activation::swiglu, ungated_activation = Activation::gelu;
+  // The cap of the final logits that a loss op with softcapped_logits runs with (the op says whether, the model at
+  // what; 0: none): a scenario's model's.
   double final_logit_softcap = 0;
 };
 

@@ -136,7 +136,7 @@ void DenseBlock::activation_forward(const OpPass& p) {
                                                      op.rows * op.cols * kBf16, p.stream));
   const auto* fc1 = static_cast<const bf16*>(stage_.tensors.get(p.mb, p.unit, {activation.input}));
   launch_op(op, p.binding,
-            gpu::ActivationForward{gpu::model_activation(op, stage_.layout.scenario().model.activation), fc1, act,
+            gpu::ActivationForward{op.activation, fc1, act,
                                    op.rows, op.cols},
             p.stream);
 }
@@ -145,7 +145,7 @@ void DenseBlock::activation_backward(const OpPass& p) {
   const layer::Block& activation = layer::block_of(OpRole::activation);
   const Op& op = p.op;
   const Act act_in{activation.input}, d_act_out{activation.output, Form::gradient};
-  const Activation function = gpu::model_activation(op, stage_.layout.scenario().model.activation);
+  const Activation function = op.activation;
   const std::int64_t width = (is_gated(function) ? 2 : 1) * op.cols;
   auto* d_fc1 = static_cast<bf16*>(stage_.tensors.make(p.mb, p.unit, {activation.input, Form::gradient},
                                                        op.rows * width * kBf16, p.stream));

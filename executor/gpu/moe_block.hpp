@@ -41,7 +41,6 @@ struct MoeStage {
   double aux_loss_coeff = 0;
   std::int64_t micro_batches = 1;
   int data_parallel_size = 1;
-  Activation activation = Activation::swiglu;  // the model's: the experts' MLP activation
 };
 
 class MoeBlock {

@@ -109,7 +109,7 @@ void StageRuntime::make_handlers(const IterationGraph& graph, Communicators& com
     moe_ = std::make_unique<MoeBlock>(MoeStage{
         layout_.shapes(), scenario.model.moe.top_k, placement_of(strategy, rank_).ep_rank, comms, *params_, tensors_,
         options.moe_aux_loss_coeff, part.micro_batches > 0 ? part.micro_batches : strategy.num_micro_batches,
-        strategy.data_parallel_size, scenario.model.activation});
+        strategy.data_parallel_size});
 }
 
 // Each stream that runs compute ops gets its own GEMM workspace and norm partials (and the experts' GEMMs and sort).

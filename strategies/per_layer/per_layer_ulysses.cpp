@@ -114,7 +114,7 @@ RankShapes layer_shapes(const Scenario& scenario, const LayerStrategy& ls, int s
     s.data_group = stage_gpus;
     s.expert_data_group = stage_gpus;
     s.ffn = m.ffn_hidden_size;
-    s.fc1_width = (s.swiglu ? 2 : 1) * s.ffn;
+    s.fc1_width = (s.gated() ? 2 : 1) * s.ffn;
     s.vocab = padded_vocab_size(m, 1);
   }
   return s;

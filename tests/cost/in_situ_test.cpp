@@ -25,15 +25,24 @@ TEST(ShapeSpace, EveryComputeKeyComesBackAsItsOp) {
                           "attention_backward:b=2,h=32,kvh=8,sq=4096,skv=4096,d=128,causal=1,flash=1",
                           "gemm:m=4096,n=12288,k=4096,count=1,ta=0,tb=1", "moe_permute:bytes=33554432",
                           "gemm:m=4096,n=4096,k=11008,count=1,ta=0,tb=0,residual=1",
-                          "norm_backward:rows=4096,cols=4096,residual=1"}) {
+                          "norm_backward:rows=4096,cols=4096,residual=1",
+                          "activation_forward:rows=4096,cols=14336,gated=1,activation=geglu",
+                          "activation_backward:rows=4096,cols=16384,gated=0,activation=squared_relu",
+                          "loss_backward:rows=8192,cols=256000,softcap=1"}) {
     const auto op = op_from_kernel_key(key);
     ASSERT_TRUE(op) << key;
     EXPECT_EQ(kernel_shape_key(*op), key);
   }
   EXPECT_EQ(op_from_kernel_key("attention_backward:b=2,h=32,kvh=8,sq=4096,skv=4096,d=128,causal=1,flash=1")->attention.kv_heads, 8);
+  EXPECT_EQ(op_from_kernel_key("activation_forward:rows=1,cols=8,gated=1,activation=geglu")->activation,
+            Activation::geglu);
+  EXPECT_EQ(op_from_kernel_key("activation_forward:rows=1,cols=8,gated=0")->activation, Activation::gelu);
   for (const char* bad : {"norm_forward", "norm_forward:rows=4096", "norm_forward:cols=4096,rows=4096",
                           "norm_forward:rows=-1,cols=4", "norm_forward:rows=4x,cols=4", "all_reduce:bytes=4",
-                          "unknown:rows=1,cols=1", "norm_forward:rows=1,cols=1,gated=1"})
+                          "unknown:rows=1,cols=1", "norm_forward:rows=1,cols=1,gated=1",
+                          "activation_forward:rows=1,cols=1,gated=1,activation=swiglu",  // SwiGLU keys unnamed
+                          "activation_forward:rows=1,cols=1,gated=0,activation=geglu",   // GeGLU is gated
+                          "norm_forward:rows=1,cols=1,softcap=1"})
     EXPECT_FALSE(op_from_kernel_key(bad)) << bad;
 }
 
@@ -57,7 +66,7 @@ TEST(ShapeSpace, DistancesAreOctavesBetweenComparableShapes) {
   EXPECT_DOUBLE_EQ(*squared_octave_distance(a, rows_cols(OpKind::norm_forward, 1024, 8192)), 4 + 1);
   EXPECT_FALSE(squared_octave_distance(a, rows_cols(OpKind::norm_backward, 4096, 4096)));
   Op swiglu = rows_cols(OpKind::activation_forward, 4096, 4096), gelu = swiglu;
-  gelu.gated_activation = false;
+  gelu.activation = Activation::gelu;
   EXPECT_FALSE(squared_octave_distance(swiglu, gelu));  // another kernel
   Op norm_backward = rows_cols(OpKind::norm_backward, 4096, 4096), adding_skip = norm_backward;
   adding_skip.fuses_residual = true;

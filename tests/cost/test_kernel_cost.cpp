@@ -173,7 +173,7 @@ TEST(KernelCost, MemoryBoundBytesPerKind) {
   EXPECT_DOUBLE_EQ(memory_bound_bytes(op), 4 * elements);
   op.kind = OpKind::activation_forward;
   EXPECT_DOUBLE_EQ(memory_bound_bytes(op), 6 * elements);
-  op.gated_activation = false;
+  op.activation = Activation::gelu;
   EXPECT_DOUBLE_EQ(memory_bound_bytes(op), 4 * elements);
   op.kind = OpKind::optimizer_step;
   op.elements = 1000;

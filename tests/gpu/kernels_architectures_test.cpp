@@ -112,11 +112,6 @@ TEST(KernelArchitectures, ActivationEntryRunsTheNamedKernel) {
     EXPECT_EQ(bf16_to_host(out.data(), n), bf16_to_host(want_out.data(), n));
     EXPECT_EQ(bf16_to_host(din.data(), width), bf16_to_host(want_din.data(), width));
   }
-  Op gated;
-  gated.kind = OpKind::activation_forward;
-  gated.gated_activation = true;
-  EXPECT_EQ(gpu::model_activation(gated, Activation::geglu), Activation::geglu);
-  EXPECT_THROW(gpu::model_activation(gated, Activation::squared_relu), std::logic_error);
 }
 
 // (rows, vocab, first shard's width, cap): the loss and the logits' gradient through the cap, on one shard and on

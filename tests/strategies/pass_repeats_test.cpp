@@ -52,7 +52,7 @@ void expect_same_op(const Op& a, const Op& b) {
   EXPECT_EQ(a.attention.packed, b.attention.packed);
   EXPECT_EQ(a.rows, b.rows);
   EXPECT_EQ(a.cols, b.cols);
-  EXPECT_EQ(a.gated_activation, b.gated_activation);
+  EXPECT_EQ(a.activation, b.activation);
   EXPECT_EQ(a.fuses_residual, b.fuses_residual);
   EXPECT_EQ(a.ring_step, b.ring_step);
   EXPECT_EQ(a.optimizer_precision, b.optimizer_precision);
