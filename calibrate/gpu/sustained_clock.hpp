@@ -38,7 +38,7 @@ struct SustainedClockLoad {
   // The power model's two loads after the curve (cost/power_model.hpp): memory-bound adds alone, then the one-thread
   // clock probe alone, each `power_load_s` of which the first `power_load_settle_s` are not counted; 0: neither
   // (the FP8 load, whose curve the power model does not read).
-  double power_load_s = 2.0;
+  double power_load_s = 3.0;
   double power_load_settle_s = 0.5;
   static SustainedClockLoad quick() { return {{1.0, 0.8, 0.6, 0.4}, 0.5, 1.5, 0.5, GemmInputs::bf16, 1.0, 0.3}; }
 };
