@@ -102,7 +102,7 @@ TEST(StepClock, ThePowerModelGivesTheMaximumClockUnderTheCapAndMeetsItAbove) {
   const IterationGraph graph = half_gemm_step();
   Profile profile = clocked_profile();
   profile.gpus[0].power_model = {100, 1.0, 100, 2.0, 2000, 700};
-  const sim::StepWork work = sim::step_work(graph.classes[0], profile, test_gpu(), nullptr);
+  const StepWork work = sim::step_work(graph.classes[0], profile, test_gpu(), nullptr);
   EXPECT_DOUBLE_EQ(work.flops, 1.28e11);
   EXPECT_DOUBLE_EQ(work.bytes, 1.28e8);
   EXPECT_NEAR(step_power_W(profile.gpus[0].power_model, work, 2000), 100 + (128 + 12.8) / 0.2432, 1e-6);
