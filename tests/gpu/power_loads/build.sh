@@ -19,6 +19,15 @@ c++ -O2 -std=c++20 -DTWIN_WITH_CUDA -DSPDLOG_COMPILED_LIB -DSPDLOG_FMT_EXTERNAL 
   -L/usr/local/cuda/targets/x86_64-linux/lib -Wl,-rpath,/usr/local/cuda/lib \
   -lspdlog -lfmt "$cuda"/libcudart.so "$cuda"/libcublas.so "$cuda"/libcublasLt.so "$cuda"/libcupti.so \
   "$cuda"/libnccl.so "$cuda"/libcudnn.so -lcudadevrt -lcudart_static -lrt -lpthread -ldl
+# The NVML GPU tests (tests/gpu/nvml_power_test.cpp, in test_gpu too) alone, for a device call without test_gpu.
+c++ -O2 -std=c++20 -DTWIN_WITH_CUDA -DSPDLOG_COMPILED_LIB -DSPDLOG_FMT_EXTERNAL -DSPDLOG_SHARED_LIB -DFMT_SHARED \
+  -I"$root" -I/usr/local/cuda/include -I/usr/local/cuda/targets/x86_64-linux/include \
+  -o "$build/nvml_power_test" "$root/tests/gpu/nvml_power_test.cpp" \
+  "$build"/CMakeFiles/twin_calibrate_gpu.dir/calibrate/gpu/{sustained_clock.cpp.o,clock_probe.cu.o,gemm_bench.cpp.o} \
+  "$build"/libtwin_calibrate.a "$build"/libtwin_cost.a "$build"/libtwin_gpu_runtime.a "$build"/libtwin_core.a \
+  -L/usr/local/cuda/targets/x86_64-linux/lib -Wl,-rpath,/usr/local/cuda/lib -lgtest -lgtest_main \
+  -lspdlog -lfmt "$cuda"/libcudart.so "$cuda"/libcublas.so "$cuda"/libcublasLt.so "$cuda"/libcupti.so \
+  "$cuda"/libnccl.so "$cuda"/libcudnn.so -lcudadevrt -lcudart_static -lrt -lpthread -ldl
 # The plan-pricing tool (no GPU): the strategies, simulator, cost and core libraries.
 b="$build"
 c++ -O2 -std=c++20 -DSPDLOG_COMPILED_LIB -DSPDLOG_FMT_EXTERNAL -DSPDLOG_SHARED_LIB -DFMT_SHARED -I"$root" \
