@@ -14,6 +14,13 @@ struct SustainedClockReading {
   double sm_clock_after_memory_MHz = 0;  // median of the probes after the memory-bound kernels (0 at full duty)
   double gemm_tflops = 0;                // the median GEMM's throughput
   double gemm_clock_MHz = 0;             // gemm_tflops over the GEMM's TFLOP/s per MHz in a short burst (0: none)
+  // The power model's inputs (cost/power_model.hpp), over the same counted part: the mean power by NVML's energy
+  // counter read where the stream reaches the part's start and end (0: no NVML on this machine), the work per second
+  // of busy time (GEMM FLOPs, the adds' HBM bytes), and the enforced power limit.
+  double power_W = 0;
+  double flops_per_s = 0;
+  double bytes_per_s = 0;
+  double power_cap_W = 0;
 };
 
 // `per_gpu[g][p]`: GPU g's reading of duty p (every GPU the same duties, in the same order). Each point's duty,

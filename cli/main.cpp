@@ -10,6 +10,7 @@
 #include <new>
 
 #include <CLI/CLI.hpp>
+#include <spdlog/cfg/env.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
@@ -30,6 +31,7 @@ int main(int argc, char** argv) {
   spdlog::set_default_logger(
       spdlog::stderr_color_mt("twin", colour ? spdlog::color_mode::automatic : spdlog::color_mode::never));
   spdlog::set_pattern("%^[%l]%$ %v");
+  spdlog::cfg::load_env_levels();  // SPDLOG_LEVEL=debug shows the simulator's debug lines (a step's clock and power)
   twin::remember_command_line(argc, argv);
 #ifdef TWIN_GPU_BINARY
   // twin execute runs in twin-gpu whole (its options and help included).

@@ -138,7 +138,7 @@ std::map<std::string, KindCorrection> read_corrections(const JsonReader& r) {
 GpuKernelProfile read_gpu(const JsonReader& r) {
   r.only_keys({"gpu", "gemm", "attention_forward", "attention_backward", "memory_bound", "launch_overhead_ns",
                "fused_attention_forward", "fused_attention_backward", "reference_sm_clock_MHz",
-               "attention_at_reference_clock", "sustained_sm_clock_MHz", "sustained_clock", "sustained_clock_fp8", "in_situ_prior", "rank_drift",
+               "attention_at_reference_clock", "sustained_sm_clock_MHz", "sustained_clock", "sustained_clock_fp8", "power_model", "in_situ_prior", "rank_drift",
                "measured", "corrections"});
   GpuKernelProfile g;
   g.gpu = r.required("gpu").string();
@@ -162,6 +162,7 @@ GpuKernelProfile read_gpu(const JsonReader& r) {
     g.sustained_sm_clock_MHz = clock->number(1, 1e5, "expected an SM clock in MHz");
   if (auto curve = r.find("sustained_clock")) g.sustained_clock = read_sustained_clock(*curve);
   if (auto curve = r.find("sustained_clock_fp8")) g.sustained_clock_fp8 = read_sustained_clock(*curve);
+  if (auto power = r.find("power_model")) g.power_model = read_power_model(*power);
   if (auto prior = r.find("in_situ_prior")) {
     prior->only_keys({"gemm", "attention", "memory_bound"});
     for (auto [name, field] : {std::pair{"gemm", &g.in_situ_prior.gemm}, std::pair{"attention", &g.in_situ_prior.attention},
@@ -242,6 +243,7 @@ json to_json(const Profile& profile) {
     if (g.sustained_sm_clock_MHz > 0) gpu["sustained_sm_clock_MHz"] = g.sustained_sm_clock_MHz;
     if (!g.sustained_clock.points.empty()) gpu["sustained_clock"] = sustained_clock_json(g.sustained_clock);
     if (!g.sustained_clock_fp8.points.empty()) gpu["sustained_clock_fp8"] = sustained_clock_json(g.sustained_clock_fp8);
+    if (g.power_model.present()) gpu["power_model"] = power_model_json(g.power_model);
     if (!(g.fused_attention_forward == g.attention_forward && g.fused_attention_backward == g.attention_backward)) {
       gpu["fused_attention_forward"] = efficiency_json(g.fused_attention_forward);
       gpu["fused_attention_backward"] = efficiency_json(g.fused_attention_backward);

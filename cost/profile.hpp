@@ -12,6 +12,7 @@
 
 #include "core/cluster.hpp"
 #include "core/op.hpp"
+#include "cost/power_model.hpp"
 #include "cost/sustained_clock.hpp"
 #include "core/units.hpp"
 #include "core/workload.hpp"
@@ -132,6 +133,10 @@ struct GpuKernelProfile {
   // Where present (and sustained_clock too), the simulator prices FP8 GEMMs at this curve's clock for the step's
   // duty (sim/step_clock.hpp). Optional in files ("sustained_clock_fp8"); empty: FP8 GEMMs at sustained_clock's.
   SustainedClockCurve sustained_clock_fp8;
+  // The GPU's power model, measured by calibration beside the curves (cost/power_model.hpp): where present, the
+  // simulator prices a step without FP8 GEMMs at the clock where its power meets the cap, or at the maximum clock
+  // below it, in place of the curve's (sim/step_clock.hpp). Optional in files ("power_model"); absent: as before.
+  PowerModel power_model;
   // Optional in files ("in_situ_prior"); the built-in profile sets it per GPU.
   InSituPrior in_situ_prior;
   // Optional in files ("rank_drift"): how ranks of this kind of GPU drift apart between collectives

@@ -5,7 +5,11 @@
 // replayed at two shorter counts (strategies/steady_state.hpp) is priced at the whole iteration's clock.
 #include "sim/step_clock.hpp"
 
+#include <spdlog/spdlog.h>
+
 #include "core/op_kinds.hpp"
+#include "cost/power_model.hpp"
+#include "cost/sm_clock.hpp"
 #include "cost/sustained_clock.hpp"
 #include "sim/flat_pricing.hpp"
 
@@ -23,7 +27,34 @@ bool compute_bound(const Op& op) {
   return false;
 }
 
+// The share of an op's time at the reference clock that follows the SM clock: its clock exponent where pricing
+// scales it to the step's clock (GEMMs always, attention where the profile times it at its reference clock: the
+// rule of training_clock_time_ns, cost/kernel_cost.cpp), else 0. An exponent below 1 (attention) is taken as that
+// share of its time scaling as 1/f and the rest fixed: within 1% of f^-e over the clocks a limiter moves (+-25%).
+double clocked_share(const GpuKernelProfile& kernels, const Op& op) {
+  if (op.kind != OpKind::gemm && !kernels.attention_at_reference_clock) return 0;
+  return sm_clock_exponent(op.kind);
+}
+
 }  // namespace
+
+StepWork step_work(const RankClass& rank_class, const Profile& profile, const GpuSpec& gpu, PriceCache* prices) {
+  const GpuKernelProfile& kernels = profile.kernels_for(gpu);
+  ComputeTimes at_reference(profile, gpu, prices);
+  StepWork work;
+  work.reference_sm_clock_MHz = kernels.reference_sm_clock_MHz;
+  for (OpIndex i = 0; i < rank_class.size(); ++i) {
+    const Op& op = rank_class.op(i);
+    if (op.is_communication() || op.phase == Phase::optimizer) continue;
+    const double ns = static_cast<double>(at_reference(op));
+    const double clocked = clocked_share(kernels, op);
+    work.clocked_ns += clocked * ns;
+    work.unclocked_ns += (1 - clocked) * ns;
+    if (compute_bound(op)) work.flops += op.flops;
+    else work.bytes += memory_bound_bytes(op);
+  }
+  return work;
+}
 
 StepDuty step_duty(const RankClass& rank_class, const Profile& profile, const GpuSpec& gpu, PriceCache* prices) {
   ComputeTimes at_reference(profile, gpu, prices);
@@ -48,9 +79,22 @@ StepClock step_clock(const RankClass& rank_class, const Profile& profile, const 
   const GpuKernelProfile& kernels = profile.kernels_for(gpu);
   // Traced shapes' in-situ ratios were taken against prices at the profile's own clock (calibrate/recalibration.hpp),
   // so they hold the training clock already: the curve on top would count it twice.
-  if (kernels.sustained_sm_clock_MHz > 0 || kernels.sustained_clock.points.empty() || !kernels.trace_shapes.empty())
-    return {};
+  const bool measured_clock = !kernels.sustained_clock.points.empty() || kernels.power_model.present();
+  if (kernels.sustained_sm_clock_MHz > 0 || !measured_clock || !kernels.trace_shapes.empty()) return {};
   const StepDuty duty = step_duty(rank_class, profile, gpu, prices);
+  // The power model prices a step without FP8 GEMMs (calibration fits it on BF16 loads); it needs the reference
+  // clock the GEMM prices are at.
+  if (kernels.power_model.present() && duty.fp8_share == 0 && kernels.reference_sm_clock_MHz > 0) {
+    const StepWork work = step_work(rank_class, profile, gpu, prices);
+    const double clock_MHz = power_limited_clock_MHz(kernels.power_model, work);
+    spdlog::debug("step clock of rank class {}: {:.0f} MHz at {:.0f} W by the power model ({:.0f} W at its maximum "
+                  "{:.0f} MHz; {:.1f} TFLOP and {:.2f} GB over {:.3f} ms of compute at the reference clock)",
+                  rank_class.index, clock_MHz, step_power_W(kernels.power_model, work, clock_MHz),
+                  step_power_W(kernels.power_model, work, kernels.power_model.max_sm_clock_MHz),
+                  kernels.power_model.max_sm_clock_MHz, work.flops * 1e-12, work.bytes * 1e-9,
+                  (work.clocked_ns + work.unclocked_ns) * 1e-6);
+    return {clock_MHz};
+  }
   return step_clock_at(kernels.sustained_clock, kernels.sustained_clock_fp8, duty.duty, duty.fp8_share);
 }
 

@@ -22,10 +22,17 @@ struct StepDuty {
 };
 StepDuty step_duty(const RankClass& rank_class, const Profile& profile, const GpuSpec& gpu, PriceCache* prices);
 
+// The class's passes (as step_duty's) as the power model's work (cost/power_model.hpp): their compute priced at the
+// reference clock, split into the time that follows the SM clock and the rest, the FLOPs of the compute-bound ops
+// and the bytes of the memory-bound ones.
+StepWork step_work(const RankClass& rank_class, const Profile& profile, const GpuSpec& gpu, PriceCache* prices);
+
 // The clocks to price the class's compute-bound kernels at: {0, 0} (the profile's own pricing, unchanged) where the
-// GPU's kernel profile states sustained_sm_clock_MHz (a run's clock folded in wins), holds no curve, or holds traced
-// shapes (their in-situ ratios hold the training clock already); else step_clock_at of its curves at the class's
-// duty and FP8 share.
+// GPU's kernel profile states sustained_sm_clock_MHz (a run's clock folded in wins), holds neither curve nor power
+// model, or holds traced shapes (their in-situ ratios hold the training clock already); else, where the profile has
+// a power model and the class no FP8 GEMM, the clock where the class's power meets the cap (power_limited_clock_MHz
+// over its passes: their compute priced at the reference clock, their FLOPs and memory-bound bytes), else
+// step_clock_at of its curves at the class's duty and FP8 share.
 StepClock step_clock(const RankClass& rank_class, const Profile& profile, const GpuSpec& gpu, PriceCache* prices);
 
 }  // namespace twin::sim

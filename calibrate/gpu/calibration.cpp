@@ -65,13 +65,16 @@ void barrier(ncclComm_t world) {
 
 // The two sustained-clock curves, one under BF16 GEMMs and one under FP8 GEMMs (cost/sustained_clock.hpp), measured
 // alike on every rank: the BF16 curve first, whose heating the FP8 load then starts from.
+// The power model is fitted on the BF16 load's readings and two loads after it (cost/power_model.hpp).
 struct SustainedClocks {
   SustainedClockCurve bf16, fp8;
+  PowerModel power;
 };
 
 void set_sustained_clocks(GpuKernelProfile& kernels, const SustainedClocks& clocks) {
   kernels.sustained_clock = clocks.bf16;
   kernels.sustained_clock_fp8 = clocks.fp8;
+  kernels.power_model = clocks.power;
 }
 
 // Rank 0's part once the GEMMs are merged: the other kernels timed, the profile assembled and written.
@@ -112,9 +115,13 @@ SustainedClocks measure_sustained_clocks(const CalibrationRequest& request, cons
                                          ncclComm_t world, const std::function<void(const std::string&)>& progress) {
   SustainedClockLoad load = request.quick ? SustainedClockLoad::quick() : SustainedClockLoad{};
   SustainedClocks clocks;
-  clocks.bf16 = measure_sustained_clock_on_ranks(world, identity.rank, identity.world_size, load, progress);
+  const SustainedClockMeasurement bf16 =
+      measure_sustained_clock_on_ranks(world, identity.rank, identity.world_size, load, progress);
+  clocks.bf16 = bf16.curve;
+  clocks.power = bf16.power;
   load.gemm_inputs = GemmInputs::fp8_per_tensor;
-  clocks.fp8 = measure_sustained_clock_on_ranks(world, identity.rank, identity.world_size, load, progress);
+  load.power_load_s = 0;  // the power model reads the BF16 load's
+  clocks.fp8 = measure_sustained_clock_on_ranks(world, identity.rank, identity.world_size, load, progress).curve;
   return clocks;
 }
 
@@ -127,8 +134,9 @@ void add_sustained_clock(const CalibrationRequest& request, const RankIdentity& 
   const std::size_t gpu = static_cast<std::size_t>(&profile.kernels_for(spec) - profile.gpus.data());
   set_sustained_clocks(profile.gpus[gpu], clocks);
   save_profile(profile, request.out);
-  progress(fmt::format("wrote {}: the sustained-clock curves of {} (BF16 GEMMs {} points, FP8 GEMMs {})", request.out,
-                       spec.name, clocks.bf16.points.size(), clocks.fp8.points.size()));
+  progress(fmt::format("wrote {}: the sustained-clock curves of {} (BF16 GEMMs {} points, FP8 GEMMs {}), {}", request.out,
+                       spec.name, clocks.bf16.points.size(), clocks.fp8.points.size(),
+                       clocks.power.present() ? "the power model" : "no power model"));
 }
 
 int run_rank(const CalibrationRequest& request, const RankIdentity& identity) {

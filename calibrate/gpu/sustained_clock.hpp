@@ -22,6 +22,7 @@
 #include <nccl.h>
 
 #include "calibrate/sustained_clock_curve.hpp"
+#include "cost/power_model.hpp"
 #include "core/op.hpp"
 
 namespace twin::gpu {
@@ -34,17 +35,29 @@ struct SustainedClockLoad {
   // The GEMMs' operands: bf16 (the profile's `sustained_clock`) or fp8_per_tensor (E4M3 x E4M3 with unit scales, as
   // calibration times FP8 shapes: `sustained_clock_fp8`); the same 8192^3 problem, the same adds, the same periods.
   GemmInputs gemm_inputs = GemmInputs::bf16;
-  static SustainedClockLoad quick() { return {{1.0, 0.8, 0.6, 0.4}, 0.5, 1.5, 0.5}; }
+  // The power model's two loads after the curve (cost/power_model.hpp): memory-bound adds alone, then the one-thread
+  // clock probe alone, each `power_load_s` of which the first `power_load_settle_s` are not counted; 0: neither
+  // (the FP8 load, whose curve the power model does not read).
+  double power_load_s = 3.0;
+  double power_load_settle_s = 0.5;
+  static SustainedClockLoad quick() { return {{1.0, 0.8, 0.6, 0.4}, 0.5, 1.5, 0.5, GemmInputs::bf16, 1.0, 0.3}; }
 };
 
 // Runs the load on the current device (every rank calls it at the same time, so that the GPUs share the host's
-// power and cooling as in training) and returns one reading per duty, in the order asked.
+// power and cooling as in training) and returns one reading per duty, in the order asked, then (power_load_s > 0)
+// the memory-only load's and the one-thread load's. Each with its mean power where NVML can be opened (0 where not).
 std::vector<SustainedClockReading> measure_sustained_clock(const SustainedClockLoad& load);
 
-// Every rank measures at once; on every rank the curve of all of them (sustained_clock_curve), each GPU's
-// readings logged through `progress` on rank 0.
-SustainedClockCurve measure_sustained_clock_on_ranks(ncclComm_t world, int rank, int world_size,
-                                                     const SustainedClockLoad& load,
-                                                     const std::function<void(const std::string&)>& progress);
+struct SustainedClockMeasurement {
+  SustainedClockCurve curve;
+  PowerModel power;  // fitted on the readings' medians over the GPUs (calibrate/power_model_fit.hpp); absent: no
+                     // power loads, no NVML, or a fit the readings cannot carry (logged)
+};
+
+// Every rank measures at once; on every rank the curve of all of them (sustained_clock_curve) and the power model,
+// each GPU's readings and the fit logged through `progress` on rank 0.
+SustainedClockMeasurement measure_sustained_clock_on_ranks(ncclComm_t world, int rank, int world_size,
+                                                           const SustainedClockLoad& load,
+                                                           const std::function<void(const std::string&)>& progress);
 
 }  // namespace twin::gpu

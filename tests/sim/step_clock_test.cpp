@@ -16,13 +16,14 @@ Op gemm_op() {
   op.kind = OpKind::gemm;
   op.stream = Stream::compute;
   op.gemm = {4000, 4000, 4000, 1};
+  op.flops = 1.28e11;
   return op;
 }
 
-IterationGraph half_gemm_step() {
+IterationGraph half_gemm_step(const Op& gemm = gemm_op()) {
   IterationGraph graph;
   RankClass& rank_class = add_class(graph, 0);
-  const OpIndex product = rank_class.add(gemm_op());
+  const OpIndex product = rank_class.add(gemm);
   const OpIndex add = rank_class.add(compute_op(128'000'000));
   Op optimizer = compute_op(1'000'000'000);  // the optimizer step: not part of the passes' duty
   optimizer.phase = Phase::optimizer;
@@ -92,6 +93,33 @@ TEST(StepClock, AStepMixingFp8AndBf16GemmsHoldsTheMixOfTheTwoCurves) {
   EXPECT_NEAR(clock.sm_MHz, 1500, 1e-9);
   EXPECT_NEAR(training_clock_time_ns(profile.gpus[0], gpu, fp8, clock), 64'000 * 1800 / 1500.0, 1e-6);
   EXPECT_NEAR(training_clock_time_ns(profile.gpus[0], gpu, gemm_op(), clock), 128'000 * 1800 / 1500.0, 1e-6);
+}
+
+// The half-GEMM step under a power model: 1.28e11 FLOPs and 1.28e8 bytes over 128 us of GEMM at 1,800 MHz and
+// 128 us of the elementwise op. At 2,000 MHz the GEMM takes 115.2 us of 243.2: 100 W + (1.0 pJ x 1.28e11 + 100 pJ x
+// 1.28e8) / 243.2 us = 678.9 W, under a 700 W cap (the maximum clock) and over a 600 W one (the clock in between).
+TEST(StepClock, ThePowerModelGivesTheMaximumClockUnderTheCapAndMeetsItAbove) {
+  const IterationGraph graph = half_gemm_step();
+  Profile profile = clocked_profile();
+  profile.gpus[0].power_model = {100, 1.0, 100, 2.0, 2000, 700};
+  const StepWork work = sim::step_work(graph.classes[0], profile, test_gpu(), nullptr);
+  EXPECT_DOUBLE_EQ(work.flops, 1.28e11);
+  EXPECT_DOUBLE_EQ(work.bytes, 1.28e8);
+  EXPECT_NEAR(step_power_W(profile.gpus[0].power_model, work, 2000), 100 + (128 + 12.8) / 0.2432, 1e-6);
+  EXPECT_EQ(sim::step_clock(graph.classes[0], profile, test_gpu(), nullptr).sm_MHz, 2000);
+  profile.gpus[0].power_model.power_cap_W = 600;
+  const double clock_MHz = sim::step_clock(graph.classes[0], profile, test_gpu(), nullptr).sm_MHz;
+  EXPECT_LT(clock_MHz, 2000);
+  EXPECT_NEAR(step_power_W(profile.gpus[0].power_model, work, clock_MHz), 600, 0.01);
+  // A step with FP8 GEMMs keeps the curves (the power model is fitted on BF16 loads).
+  Op fp8 = gemm_op();
+  fp8.gemm.inputs = GemmInputs::fp8_per_tensor;
+  GpuSpec gpu = test_gpu();
+  gpu.peak_fp8_tflops = 2000;
+  const IterationGraph fp8_step = half_gemm_step(fp8);
+  const double duty = sim::step_duty(fp8_step.classes[0], profile, gpu, nullptr).duty;
+  EXPECT_DOUBLE_EQ(sim::step_clock(fp8_step.classes[0], profile, gpu, nullptr).sm_MHz,
+                   sustained_clock_MHz_at(profile.gpus[0].sustained_clock, duty));
 }
 
 TEST(StepClock, TheReplayPricesTheGemmsAtTheStepClock) {
