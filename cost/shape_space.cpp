@@ -92,12 +92,14 @@ bool is_gemm(const Op& op) { return op.kind == OpKind::gemm || op.kind == OpKind
 int variant(const Op& op) {
   if (is_gemm(op))
     return int(op.gemm.transpose_a) | int(op.gemm.transpose_b) << 1 | int(op.gemm.inputs) << 2 | int(op.gemm.e5m2) << 4;
-  return int(op.activation) | int(op.attention.causal) << 2 | int(op.attention.flash) << 3 |  // 4 activations
-         int(op.attention.dropout) << 4 | int(op.attention.cudnn) << 5 | int(op.fuses_residual) << 6 |
-         int(op.attention.window > 0) << 7 |  // a windowed kernel skips whole tiles: another variant
-         int(op.normalization == Normalization::layernorm) << 8 |  // LayerNorm's kernels are not RMSNorm's
-         int(op.fp8_recipe) << 9 |  // each FP8 recipe's cast is its own kernel (1 or 2 passes, per tensor or block)
-         int(op.softcapped_logits) << 11;
+  // Activations interpolate among their form's measurements (gated or not: the bytes they move), whichever function
+  // each is, as capped losses do among plain ones: their keys tell them apart where a calibration timed them
+  // (kernel_shape_key), and a shape measured for one function still carries the other's neighbourhood.
+  return int(is_gated(op.activation)) | int(op.attention.causal) << 1 | int(op.attention.flash) << 2 |
+         int(op.attention.dropout) << 3 | int(op.attention.cudnn) << 4 | int(op.fuses_residual) << 5 |
+         int(op.attention.window > 0) << 6 |  // a windowed kernel skips whole tiles: another variant
+         int(op.normalization == Normalization::layernorm) << 7 |  // LayerNorm's kernels are not RMSNorm's
+         int(op.fp8_recipe) << 8;  // each FP8 recipe's cast is its own kernel (1 or 2 passes, per tensor or block)
 }
 
 }  // namespace
