@@ -9,8 +9,10 @@ std::string Strategy::key() const {
   const std::string layout = pipeline_model_parallel_layout.empty()
                                  ? std::string()
                                  : ".layout-" + pipeline_layout_key(pipeline_model_parallel_layout);
-  return fmt::format("tp{}.pp{}.cp{}.ep{}.dp{}.vpp{}.{}.mbs{}.z{}.rc-{}.{}", tensor_model_parallel_size,
-                     pipeline_model_parallel_size, context_parallel_size, expert_model_parallel_size,
+  const std::string etp =
+      expert_tensor_parallel_size == 1 ? std::string() : fmt::format(".etp{}", expert_tensor_parallel_size);
+  return fmt::format("tp{}.pp{}.cp{}.ep{}{}.dp{}.vpp{}.{}.mbs{}.z{}.rc-{}.{}", tensor_model_parallel_size,
+                     pipeline_model_parallel_size, context_parallel_size, expert_model_parallel_size, etp,
                      data_parallel_size, virtual_pipeline_model_parallel_size, sequence_parallel ? "sp" : "nosp",
                      micro_batch_size, zero_stage, to_string(recompute), to_string(schedule)) +
          layout;

@@ -48,6 +48,9 @@ struct SavedTerms {
   double routed_imbalance;  // the busiest EP rank's routed copies over the mean (core/moe_routing.hpp)
   bool fused_loss = true;   // framework.cross_entropy_loss_fusion: which logits the loss keeps
   bool fp8 = false;         // the layer's linears in FP8: their weight-gradient inputs kept as FP8 copies
+  // Expert TP: a rank holds its expert-TP group's routed copies (gathered by the alltoall dispatcher) at 1/etp of
+  // the experts' widths, so its hidden-wide routed tensors are etp times the copies it receives.
+  double expert_tensor = 1;
 
   double width(layer::Width width) const {
     const ModelConfig& m = model;
@@ -71,8 +74,8 @@ struct SavedTerms {
       case layer::Width::attention_scores: return a * s;
       case layer::Width::heads: return a;
       case layer::Width::experts: return m.moe.num_experts;
-      case layer::Width::expert_fc1: return gate * static_cast<double>(m.moe.ffn_hidden_size);
-      case layer::Width::expert_ffn: return static_cast<double>(m.moe.ffn_hidden_size);
+      case layer::Width::expert_fc1: return gate * static_cast<double>(m.moe.ffn_hidden_size) / expert_tensor;
+      case layer::Width::expert_ffn: return static_cast<double>(m.moe.ffn_hidden_size) / expert_tensor;
       case layer::Width::vocab: return static_cast<double>(padded_vocab_size(m, static_cast<int>(tp)));
       case layer::Width::shared_fc1: return gate * shared;
       case layer::Width::shared_ffn: return shared;
@@ -108,7 +111,7 @@ struct SavedTerms {
       case layer::Region::sequence_sharded: return element * s * b * w * outside;
       case layer::Region::tensor_sharded: return element * s * b * w * inside;
       case layer::Region::routed:  // the rank's token copies, top_k per token, the busiest rank's share
-        return element * (s * b * outside * model.moe.top_k * routed_imbalance) * w;
+        return element * (s * b * outside * model.moe.top_k * routed_imbalance * expert_tensor) * w;
     }
     return 0;
   }
@@ -147,10 +150,12 @@ StateBytes state_bytes_per_parameter(const TrainingConfig& training) {
 
 Bytes activation_bytes_per_layer(const ModelConfig& model, std::int64_t seq_length, int micro_batch_size,
                                  int tensor_parallel, bool sequence_parallel, int context_parallel,
-                                 Recompute recompute, bool moe_layer, int expert_parallel, bool fp8_layer) {
+                                 Recompute recompute, bool moe_layer, int expert_parallel, bool fp8_layer,
+                                 int expert_tensor_parallel) {
   SavedTerms terms = saved_terms(model, static_cast<double>(seq_length) / context_parallel, micro_batch_size,
                                  tensor_parallel, sequence_parallel, recompute, expert_parallel);
   terms.fp8 = fp8_layer;
+  terms.expert_tensor = expert_tensor_parallel;
   if (recompute == Recompute::full) return std::llround(terms.bytes(layer::kFullyRecomputedLayer));
   return std::llround(terms.bytes(layer::layer_blocks(moe_layer, model.mla.enabled(), model.post_norms)));
 }
@@ -192,6 +197,7 @@ StageUnits stage_units(const Scenario& scenario, const Strategy& st, int stage) 
   const ModelConfig& m = scenario.model;
   const int tp = st.tensor_model_parallel_size, pp = st.pipeline_model_parallel_size;
   const int cp = st.context_parallel_size, ep = st.expert_model_parallel_size;
+  const int etp = st.expert_tensor_parallel_size;
   const bool sp = st.sequence_parallel && tp > 1;
   const std::int64_t seq = scenario.training.seq_length;
   const double rows = static_cast<double>(st.micro_batch_size) * static_cast<double>(seq / cp);
@@ -209,10 +215,11 @@ StageUnits stage_units(const Scenario& scenario, const Strategy& st, int stage) 
         units.push_back(static_cast<double>(mtp_edge_activation_bytes(scenario, rows, tp, sp)));
       const bool fp8 = scenario.training.fp8 && layer_runs_fp8(*scenario.training.fp8, layer, m.num_layers);
       units.push_back(static_cast<double>(activation_bytes_per_layer(m, seq, st.micro_batch_size, tp, sp, cp,
-                                                                     st.recompute, m.is_moe_layer(layer), ep, fp8)));
+                                                                     st.recompute, m.is_moe_layer(layer), ep, fp8,
+                                                                     etp)));
       if (st.recompute == Recompute::full)
         out.recompute_bytes[chunk] = std::max(out.recompute_bytes[chunk], static_cast<double>(recomputed_layer_bytes(
-            m, seq, st.micro_batch_size, tp, sp, cp, m.is_moe_layer(layer), ep)));
+            m, seq, st.micro_batch_size, tp, sp, cp, m.is_moe_layer(layer), ep, etp)));
       out.largest_layer_parameters = std::max(out.largest_layer_parameters, layer_parameters_per_rank(m, layer, tp, ep).dense);
     }
     if (vs == pp * chunks - 1) units.push_back(static_cast<double>(output_layer_activation_bytes(scenario, rows, tp, sp)));
@@ -314,10 +321,11 @@ Bytes mtp_edge_activation_bytes(const Scenario& scenario, double rows, int tenso
 
 Bytes recomputed_layer_bytes(const ModelConfig& model, std::int64_t seq_length, int micro_batch_size,
                              int tensor_parallel, bool sequence_parallel, int context_parallel, bool moe_layer,
-                             int expert_parallel) {
+                             int expert_parallel, int expert_tensor_parallel) {
   const auto layer_bytes = [&](Recompute recompute) {
     return activation_bytes_per_layer(model, seq_length, micro_batch_size, tensor_parallel, sequence_parallel,
-                                      context_parallel, recompute, moe_layer, expert_parallel);
+                                      context_parallel, recompute, moe_layer, expert_parallel, false,
+                                      expert_tensor_parallel);
   };
   return layer_bytes(Recompute::none) - layer_bytes(Recompute::full);
 }
@@ -343,7 +351,8 @@ MemoryEstimate estimate_memory(const Scenario& scenario, const Strategy& st) {
   const StateBytes per_param = state_bytes_per_parameter(scenario.training);
   const ActivationReplay replay = activation_replay(st, runs_combined_1f1b(scenario.framework, st));
   int communicators = 0;
-  for (int size : {tp, cp, data_group, pp, m.is_moe() ? ep : 1, m.is_moe() ? expert_data_group : 1})
+  for (int size : {tp, cp, data_group, pp, m.is_moe() ? ep : 1, m.is_moe() ? expert_data_group : 1,
+                   m.is_moe() ? st.expert_tensor_parallel_size : 1})
     communicators += size > 1 ? 1 : 0;
 
   MemoryEstimate estimate;
