@@ -247,6 +247,7 @@ std::int64_t estimated_op_count(const Scenario& scenario, const Strategy& s) {
   if (scenario.framework.tp_comm_overlap && s.sequence_parallel) per_layer += 12.0 * s.tensor_model_parallel_size;
   if (s.context_parallel_size > 1) per_layer += 6.0 * s.context_parallel_size;
   if (m.is_moe()) per_layer += 24;
+  if (s.expert_tensor_parallel_size > 1) per_layer += 6;  // the expert-TP gathers and scatters, each way
   if (s.recompute == Recompute::full) per_layer *= 1.5;
   const double ops = double(s.num_micro_batches) * double(m.transformer_layers() + 2) * per_layer;
   return ops > 1e15 ? std::int64_t{1000000000000000} : static_cast<std::int64_t>(ops);
