@@ -149,12 +149,11 @@ void read_model_variants(Reading& r) {
 void read_moe(Reading& r) {
   const MegatronArguments& a = r.a;
   if (!a.has("--num-experts")) return;
+  // Megatron's default expert TP is the TP size (validate_args, megatron/training/arguments.py at d98e8a64dd); the
+  // scenario states it only where it is not twin's default, 1.
   const long long tp = a.integer("--tensor-model-parallel-size", 1);
-  if (a.integer("--expert-tensor-parallel-size", tp) != 1)
-    refuse(r.source, "--expert-tensor-parallel-size",
-           fmt::format("expected 1: twin's experts are whole on each expert-parallel rank, got {} (Megatron's default "
-                       "is the TP size)",
-                       a.integer("--expert-tensor-parallel-size", tp)));
+  if (const long long etp = a.integer("--expert-tensor-parallel-size", tp); etp != 1)
+    r.doc.set("/strategy/expert_tensor_parallel_size", etp, "--expert-tensor-parallel-size");
   r.doc.set("/model/moe/num_experts", a.integer("--num-experts", 0), "--num-experts");
   r.doc.set("/model/moe/top_k", a.integer("--moe-router-topk", 2), "--moe-router-topk");
   r.doc.set("/model/moe/ffn_hidden_size", r.doc.root()["model"]["ffn_hidden_size"], "--ffn-hidden-size");

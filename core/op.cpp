@@ -100,6 +100,7 @@ std::string to_string(GroupKind group) {
     case GroupKind::pipeline: return "pipeline";
     case GroupKind::expert_data: return "expert_data";
     case GroupKind::embedding: return "embedding";
+    case GroupKind::expert_tensor: return "expert_tensor";
   }
   return "unknown";
 }

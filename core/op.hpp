@@ -56,8 +56,9 @@ enum class Stream : std::uint8_t { compute, tp_comm, cp_comm, ep_comm, dp_comm, 
 
 // Which communicator a collective or p2p runs on.
 // embedding: the first and the last pipeline stage, which both hold the tied word embedding
-// (Megatron's embedding group).
-enum class GroupKind : std::uint8_t { none, tensor, context, expert, data, pipeline, expert_data, embedding };
+// (Megatron's embedding group). expert_tensor: the ranks that split each expert's FC1 columns and FC2 rows
+// (Megatron's expert-TP group, expert_tensor_parallel_size ranks).
+enum class GroupKind : std::uint8_t { none, tensor, context, expert, data, pipeline, expert_data, embedding, expert_tensor };
 
 // What an op is, in the model: names the weight or step so traces and reports read like the model.
 enum class OpRole : std::uint8_t {

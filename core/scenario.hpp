@@ -84,6 +84,7 @@ struct SearchSpace {
   std::vector<int> pipeline_model_parallel_size{1, 2, 4, 8};
   std::vector<int> context_parallel_size{1};
   std::vector<int> expert_model_parallel_size{1};
+  std::vector<int> expert_tensor_parallel_size{1};  // Megatron's --expert-tensor-parallel-size (default TP there)
   std::vector<int> virtual_pipeline_model_parallel_size{1, 2};
   std::vector<bool> sequence_parallel{true};
   std::vector<int> micro_batch_size{1, 2};

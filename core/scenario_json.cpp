@@ -175,7 +175,7 @@ json named_list(const std::vector<T>& values, Name name) {
 json search_json(const SearchSpace& s) {
   auto bools = json::array();
   for (bool b : s.sequence_parallel) bools.push_back(b);
-  return {{"tensor_model_parallel_size", s.tensor_model_parallel_size},
+  json out = {{"tensor_model_parallel_size", s.tensor_model_parallel_size},
           {"pipeline_model_parallel_size", s.pipeline_model_parallel_size},
           {"context_parallel_size", s.context_parallel_size},
           {"expert_model_parallel_size", s.expert_model_parallel_size},
@@ -187,6 +187,9 @@ json search_json(const SearchSpace& s) {
           {"schedule", named_list(s.schedule, [](Schedule x) { return to_string(x); })},
           {"per_layer", s.per_layer},
           {"hot_switch", s.hot_switch}};
+  // Written only where it is not the default, so that the scenario of a plan without expert TP stays byte for byte.
+  if (s.expert_tensor_parallel_size != std::vector<int>{1}) out["expert_tensor_parallel_size"] = s.expert_tensor_parallel_size;
+  return out;
 }
 
 }  // namespace
@@ -206,6 +209,7 @@ json to_json(const Strategy& s) {
           {"schedule", to_string(s.schedule)}};
   if (!s.pipeline_model_parallel_layout.empty())
     out["pipeline_model_parallel_layout"] = s.pipeline_model_parallel_layout.text;
+  if (s.expert_tensor_parallel_size != 1) out["expert_tensor_parallel_size"] = s.expert_tensor_parallel_size;
   if (!s.recompute_modules.empty())
     out["recompute_modules"] = named_list(s.recompute_modules, [](RecomputeModule m) { return to_string(m); });
   return out;

@@ -235,7 +235,8 @@ Recompute parse_recompute(const Reader& r) {
 // Sizes of the parallel dimensions, shared by `search` (lists) and `strategy` (single values).
 const std::initializer_list<std::string_view> kParallelKeys = {
     "tensor_model_parallel_size", "pipeline_model_parallel_size", "context_parallel_size",
-    "expert_model_parallel_size", "virtual_pipeline_model_parallel_size", "micro_batch_size"};
+    "expert_model_parallel_size", "expert_tensor_parallel_size", "virtual_pipeline_model_parallel_size",
+    "micro_batch_size"};
 
 // Virtual stages are what interleaving is for (strategies/search.cpp pairs them so): lists that pair no schedule
 // with a virtual-stage count would search nothing, which is the scenario's mistake, not "nothing feasible".
@@ -252,12 +253,14 @@ void refuse_empty_schedule_product(const Reader& r, const SearchSpace& s) {
 
 SearchSpace parse_search(const Reader& r) {
   r.only_keys({"tensor_model_parallel_size", "pipeline_model_parallel_size", "context_parallel_size",
-               "expert_model_parallel_size", "virtual_pipeline_model_parallel_size", "micro_batch_size",
-               "sequence_parallel", "zero_stage", "recompute", "schedule", "per_layer", "hot_switch"});
+               "expert_model_parallel_size", "expert_tensor_parallel_size", "virtual_pipeline_model_parallel_size",
+               "micro_batch_size", "sequence_parallel", "zero_stage", "recompute", "schedule", "per_layer",
+               "hot_switch"});
   SearchSpace s;
   std::vector<int>* lists[] = {&s.tensor_model_parallel_size, &s.pipeline_model_parallel_size,
                                &s.context_parallel_size, &s.expert_model_parallel_size,
-                               &s.virtual_pipeline_model_parallel_size, &s.micro_batch_size};
+                               &s.expert_tensor_parallel_size, &s.virtual_pipeline_model_parallel_size,
+                               &s.micro_batch_size};
   int i = 0;
   for (std::string_view key : kParallelKeys) {
     if (auto f = r.find(key)) *lists[i] = int_list(*f, 1, kMaxParallelSize);
@@ -277,12 +280,13 @@ Strategy parse_strategy(const Reader& r) {
   // Beside an asymmetric plan (read by parse_pipelines) only the fields its pipelines share may appear.
   if (r.find("pipelines")) r.only_keys({"pipelines", "sequence_parallel", "recompute", "schedule", "zero_stage"});
   r.only_keys({"pipelines", "tensor_model_parallel_size", "pipeline_model_parallel_size", "context_parallel_size",
-               "expert_model_parallel_size", "virtual_pipeline_model_parallel_size", "micro_batch_size",
-               "sequence_parallel", "zero_stage", "recompute", "schedule", "data_parallel_size",
+               "expert_model_parallel_size", "expert_tensor_parallel_size", "virtual_pipeline_model_parallel_size",
+               "micro_batch_size", "sequence_parallel", "zero_stage", "recompute", "schedule", "data_parallel_size",
                "num_micro_batches", "pipeline_model_parallel_layout", "recompute_modules"});
   Strategy s;
   int* sizes[] = {&s.tensor_model_parallel_size, &s.pipeline_model_parallel_size, &s.context_parallel_size,
-                  &s.expert_model_parallel_size, &s.virtual_pipeline_model_parallel_size, &s.micro_batch_size};
+                  &s.expert_model_parallel_size, &s.expert_tensor_parallel_size,
+                  &s.virtual_pipeline_model_parallel_size, &s.micro_batch_size};
   int i = 0;
   for (std::string_view key : kParallelKeys) {
     if (auto f = r.find(key)) *sizes[i] = static_cast<int>(f->integer(1, kMaxParallelSize));
@@ -312,6 +316,7 @@ void check_search_size(const std::optional<Reader>& search, const SearchSpace& s
       {"pipeline_model_parallel_size", space.pipeline_model_parallel_size.size()},
       {"context_parallel_size", space.context_parallel_size.size()},
       {"expert_model_parallel_size", space.expert_model_parallel_size.size()},
+      {"expert_tensor_parallel_size", space.expert_tensor_parallel_size.size()},
       {"virtual_pipeline_model_parallel_size", space.virtual_pipeline_model_parallel_size.size()},
       {"sequence_parallel", space.sequence_parallel.size()},
       {"micro_batch_size", space.micro_batch_size.size()},

@@ -12,8 +12,10 @@ std::string Strategy::key() const {
   std::string recompute_key = to_string(recompute);
   for (std::size_t i = 0; i < recompute_modules.size(); ++i)
     recompute_key += (i == 0 ? "-" : "+") + to_string(recompute_modules[i]);
-  return fmt::format("tp{}.pp{}.cp{}.ep{}.dp{}.vpp{}.{}.mbs{}.z{}.rc-{}.{}", tensor_model_parallel_size,
-                     pipeline_model_parallel_size, context_parallel_size, expert_model_parallel_size,
+  const std::string etp =
+      expert_tensor_parallel_size == 1 ? std::string() : fmt::format(".etp{}", expert_tensor_parallel_size);
+  return fmt::format("tp{}.pp{}.cp{}.ep{}{}.dp{}.vpp{}.{}.mbs{}.z{}.rc-{}.{}", tensor_model_parallel_size,
+                     pipeline_model_parallel_size, context_parallel_size, expert_model_parallel_size, etp,
                      data_parallel_size, virtual_pipeline_model_parallel_size, sequence_parallel ? "sp" : "nosp",
                      micro_batch_size, zero_stage, recompute_key, to_string(schedule)) +
          layout;

@@ -32,6 +32,9 @@ struct Strategy {
   int pipeline_model_parallel_size = 1;
   int context_parallel_size = 1;
   int expert_model_parallel_size = 1;
+  // Megatron's --expert-tensor-parallel-size: each expert's FC1 columns and FC2 rows split over this many ranks of
+  // the folded expert grid (strategies/rank_layout.hpp). 1 (twin's default, unlike Megatron's = TP): whole experts.
+  int expert_tensor_parallel_size = 1;
   int data_parallel_size = 1;                      // derived: world / (tp * pp * cp) unless given
   int virtual_pipeline_model_parallel_size = 1;    // model chunks per pipeline rank (interleaved 1F1B)
   bool sequence_parallel = false;
@@ -54,7 +57,7 @@ struct Strategy {
   std::int64_t world_size() const { return model_parallel_size() * data_parallel_size; }
   // Stable, human-readable identity, e.g. "tp2.pp4.cp1.ep1.dp4.vpp1.sp.mbs1.z1.rc-none.1f1b" (a layout appends
   // ".layout-" and its pipeline_layout_key; stated recompute modules follow the granularity:
-  // "rc-selective-mla_up_proj+mlp").
+  // "rc-selective-mla_up_proj+mlp"; expert TP above 1 adds ".etpN" after ".epM", so keys of ETP 1 stay).
   std::string key() const;
   bool operator==(const Strategy&) const = default;
 };

@@ -133,6 +133,8 @@ class UnitMaker {
     add_norm(unit, p + "mlp_norm", OpRole::mlp_norm);
     const RankParameters counted = layer_parameters_per_rank(m_, l, tp_, strategy_.expert_model_parallel_size);
     if (m_.is_moe_layer(l)) {
+      if (strategy_.expert_tensor_parallel_size != 1)  // plan_check refuses it first, at its key
+        throw std::invalid_argument("experts split over expert tensor parallelism: expert_tensor_parallel_size 1");
       // The router, replicated over TP: under SP each TP rank routes its own tokens, so its gradient is
       // summed over TP as a norm weight's is (Megatron marks it sequence-parallel).
       WeightTensor router = weight(p + "router", OpRole::router, rows_from(h, shapes_.experts_total, 0), kStddev);

@@ -71,6 +71,11 @@ void check_strategy(const Plan& plan, const Scenario& scenario, const Strategy& 
     throw InputError(file, "/scenario/framework/moe_token_dispatcher_type",
                      "alltoall with expert_model_parallel_size > 1 (twin execute exchanges tokens by all-to-all; "
                      "the allgather and flex dispatchers are priced by the simulator only)");
+  if (s.expert_tensor_parallel_size != 1)
+    throw InputError(file, at + "/expert_tensor_parallel_size",
+                     fmt::format("1, got {} (twin execute runs whole experts; expert TP is priced by the simulator "
+                                 "only)",
+                                 s.expert_tensor_parallel_size));
   if (!s.pipeline_model_parallel_layout.empty())
     throw InputError(file, at + "/pipeline_model_parallel_layout",
                      "a plan without a pipeline layout (twin execute runs the even split of layers; a stated "

@@ -87,7 +87,8 @@ void parallelism(ArgsText& out, const Scenario& scenario, const Strategy& s) {
   out.arg("--context-parallel-size", s.context_parallel_size);
   if (m.is_moe()) {
     out.arg("--expert-model-parallel-size", s.expert_model_parallel_size);
-    out.arg("--expert-tensor-parallel-size", 1);  // twin's experts are split over EP, not TP-sharded
+    // Always written: Megatron's default is the TP size, twin's 1.
+    out.arg("--expert-tensor-parallel-size", s.expert_tensor_parallel_size);
   }
   if (s.sequence_parallel && s.tensor_model_parallel_size > 1) out.arg("--sequence-parallel");
   if (s.context_parallel_size > 1) out.arg("--cp-comm-type", cp_comm_type_name(scenario.framework.cp_comm_type));

@@ -30,6 +30,7 @@ std::string group_name(GroupKind group) {
     case GroupKind::pipeline: return "pipeline (PP)";
     case GroupKind::expert_data: return "expert data";
     case GroupKind::embedding: return "embedding";
+    case GroupKind::expert_tensor: return "expert tensor (ETP)";
   }
   return "";
 }

@@ -24,7 +24,8 @@ OpFamily op_family(const Op& op) {
     switch (op.group) {
       case GroupKind::tensor: return OpFamily::tp_comm;
       case GroupKind::context: return OpFamily::cp_comm;
-      case GroupKind::expert: return OpFamily::ep_comm;
+      case GroupKind::expert:
+      case GroupKind::expert_tensor: return OpFamily::ep_comm;  // the dispatcher's gathers and scatters around its all-to-all
       case GroupKind::pipeline: return OpFamily::pp_p2p;
       case GroupKind::data:
       case GroupKind::expert_data:

@@ -18,11 +18,11 @@ GemmInputs fp8_gemm_inputs(Fp8Recipe recipe) {
 namespace {
 
 // The FP8 weights of one layer per GPU: the TP-split linear weights and this rank's experts.
-RankParameters layer_fp8_weights(const ModelConfig& model, int layer, int tp, int ep) {
+RankParameters layer_fp8_weights(const ModelConfig& model, int layer, int tp, int ep, int etp) {
   const LayerParameterGroups g = layer_parameter_groups(model, layer);
   RankParameters p;
   p.dense = (g.attention_weights + g.mlp_weights) / tp;
-  if (g.experts > 0) p.expert = g.per_expert * (g.experts / ep);  // biases included: a few per mille
+  if (g.experts > 0) p.expert = g.per_expert / etp * (g.experts / ep);  // biases included: a few per mille
   return p;
 }
 
@@ -41,7 +41,8 @@ RankParameters fp8_weights_per_rank(const Scenario& scenario, const Strategy& s,
   const ModelConfig& m = scenario.model;
   for_stage_layers(m, s, stage, [&](int layer) {
     if (layer_runs_fp8(*scenario.training.fp8, layer, m.num_layers))
-      total += layer_fp8_weights(m, layer, s.tensor_model_parallel_size, s.expert_model_parallel_size);
+      total += layer_fp8_weights(m, layer, s.tensor_model_parallel_size, s.expert_model_parallel_size,
+                                 s.expert_tensor_parallel_size);
   });
   return total;
 }

@@ -32,6 +32,7 @@ bool same_parameter_layout(const Strategy& a, const Strategy& b) {
          a.pipeline_model_parallel_size == b.pipeline_model_parallel_size &&
          a.context_parallel_size == b.context_parallel_size &&
          a.expert_model_parallel_size == b.expert_model_parallel_size &&
+         a.expert_tensor_parallel_size == b.expert_tensor_parallel_size &&
          a.data_parallel_size == b.data_parallel_size &&
          a.virtual_pipeline_model_parallel_size == b.virtual_pipeline_model_parallel_size &&
          a.zero_stage == b.zero_stage &&

@@ -21,7 +21,9 @@ inline constexpr OpIndex kNoOp = std::numeric_limits<OpIndex>::max();
 // One MoE layer on the busiest EP rank (every rank waits for it at the combine), from the routing model
 // (core/moe_routing.hpp): its copies per local expert, its busiest expert's and its all-to-all buffer.
 struct MoeLayerShapes {
-  std::int64_t expert_tokens = 0;          // rows per local expert, the rank's copies spread over its experts
+  // Rows per local expert: the copies the rank receives spread over its experts, times expert_tensor_parallel_size
+  // (the alltoall dispatcher gathers the expert-TP group's copies before the experts' GEMMs).
+  std::int64_t expert_tokens = 0;
   // The busiest expert's rows when the rank holds several experts and they differ (GemmShape::busiest); 0 else.
   std::int64_t busiest_expert_tokens = 0;
   std::int64_t dispatch_bytes = 0;         // the rank's all-to-all buffer: the copies it receives, or sends if more
@@ -30,9 +32,10 @@ struct MoeLayerShapes {
 
 struct RankShapes {
   int tp = 1, cp = 1, ep = 1, pp = 1, vpp = 1;
+  int etp = 1;                 // expert_tensor_parallel_size
   bool sp = false;
   int data_group = 1;          // dp*cp
-  int expert_data_group = 1;   // tp*cp*dp/ep
+  int expert_data_group = 1;   // tp*cp*dp/(ep*etp)
   int zero_stage = 0;
   Recompute recompute = Recompute::none;
   RecomputeModuleMask recompute_modules = 0;  // what selective recompute repeats (recomputed_modules)
@@ -49,7 +52,7 @@ struct RankShapes {
   Normalization normalization = Normalization::rmsnorm;  // the model's: every norm op says it
   bool attention_dropout = false;  // unfused attention with a dropout kernel over the scores
   bool cudnn_attention = false;    // the fused backend: cuDNN's kernel
-  // MoE (per rank): experts held, expert widths.
+  // MoE (per rank): experts held, expert widths (each expert's FC1 columns and FC2 rows over expert TP).
   std::int64_t experts_total = 0, experts_local = 0, moe_ffn = 0, moe_fc1_width = 0;
   int top_k = 0;  // experts each token is routed to
   // Per layer (its global index; dense layers zero): what the busiest EP rank routes.

@@ -70,6 +70,24 @@ Op deduplicated_exchange(const RankShapes& s, const MoeLayerShapes& x, OpRole ro
   return op;
 }
 
+// Expert TP around the alltoall dispatcher's exchange (MoEAlltoAllTokenDispatcher.dispatch_postprocess and
+// combine_preprocess, megatron/core/transformer/moe/token_dispatcher.py at NVIDIA/Megatron-LM d98e8a64dd): towards
+// the experts the copies received from EP, and their probabilities, are all-gathered over the expert-TP group (each
+// expert's FC1 columns on every member need every member's copies); back from them the FC2 partial sums are
+// reduce-scattered over it before the combine's all-to-all. The backward of a gather is a reduce-scatter and the
+// other way round. Probabilities and the reduce-scatter in the router's dtype: the input's, bf16, under Megatron's
+// default moe_router_dtype None (router.py, transformer_config.py).
+void expert_tensor_exchange(Emitter& e, const MoeLayerShapes& x, OpRole role, bool gather) {
+  const RankShapes& s = e.shapes();
+  if (s.etp == 1) return;
+  const std::int64_t tokens_bytes = s.etp * x.dispatch_bytes;  // bf16 rows of hidden from every member
+  const std::int64_t probs_bytes = tokens_bytes / s.h;           // one bf16 probability per copy
+  const OpKind kind = gather ? OpKind::all_gather : OpKind::reduce_scatter;
+  e.emit(Emitter::collective(kind, role, Stream::ep_comm, GroupKind::expert_tensor, s.etp, tokens_bytes));
+  if (role == OpRole::dispatch)  // the combine carries no probabilities
+    e.emit(Emitter::collective(kind, role, Stream::ep_comm, GroupKind::expert_tensor, s.etp, probs_bytes));
+}
+
 // The EP group's tokens as the all-gather dispatcher gathers them: bf16 rows of hidden from every EP rank.
 std::int64_t gathered_bytes(const RankShapes& s) { return s.ep * s.tokens_local * s.h * 2; }
 // The copies this rank's experts hold, read and written once by a permute or unpermute (bf16 rows of hidden).
@@ -91,12 +109,15 @@ void exchange(Emitter& e, const MoeLayerShapes& x, OpRole role, bool backward) {
     case MoeTokenDispatcher::alltoall:
     case MoeTokenDispatcher::flex: {
       const Op local = Emitter::moved(sort, role, s.permute_bytes);
-      const bool sort_first = dispatch != backward;  // forward dispatch and backward combine sort before exchanging
-      if (sort_first) e.emit(local);
+      // Forward dispatch and backward combine run towards the experts: sort, exchange, gather over expert TP.
+      const bool towards_experts = dispatch != backward;
+      if (towards_experts) e.emit(local);
+      if (!towards_experts) expert_tensor_exchange(e, x, role, false);
       if (s.ep > 1) e.emit(s.dispatcher == MoeTokenDispatcher::flex ? deduplicated_exchange(s, x, role)
                                                                     : ep_collective(s, OpKind::all_to_all, role,
                                                                                     x.dispatch_bytes));
-      if (!sort_first) e.emit(local);
+      if (towards_experts) expert_tensor_exchange(e, x, role, true);
+      if (!towards_experts) e.emit(local);
       return;
     }
     case MoeTokenDispatcher::allgather: {

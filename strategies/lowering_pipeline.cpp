@@ -85,7 +85,7 @@ RankParameters StageLowering::unit_parameters(const Unit& u) const {
     case Unit::head_unit: return {output_parameters_per_rank(model_, s_.tp, holds_embedding_), 0};
     case Unit::layer_unit: break;
   }
-  return layer_parameters_per_rank(model_, u.layer, s_.tp, s_.ep);
+  return layer_parameters_per_rank(model_, u.layer, s_.tp, s_.ep, s_.etp);
 }
 
 // `tensors`: a double-strand transfer carries one strand's activation and the other's gradient.

@@ -72,6 +72,7 @@ StageUnits stage_units(const Scenario& scenario, const Strategy& st, int stage) 
   const ModelConfig& m = scenario.model;
   const int tp = st.tensor_model_parallel_size, pp = st.pipeline_model_parallel_size;
   const int cp = st.context_parallel_size, ep = st.expert_model_parallel_size;
+  const int etp = st.expert_tensor_parallel_size;
   const bool sp = st.sequence_parallel && tp > 1;
   const std::int64_t seq = scenario.training.seq_length;
   const double rows = static_cast<double>(st.micro_batch_size) * static_cast<double>(seq / cp);
@@ -90,13 +91,13 @@ StageUnits stage_units(const Scenario& scenario, const Strategy& st, int stage) 
         units.push_back(static_cast<double>(mtp_edge_activation_bytes(scenario, rows, tp, sp)));
       const bool fp8 = scenario.training.fp8 && layer_runs_fp8(*scenario.training.fp8, layer, m.num_layers);
       units.push_back(static_cast<double>(activation_bytes_per_layer(
-          m, seq, st.micro_batch_size, tp, sp, cp, st.recompute, m.is_moe_layer(layer), ep, fp8, modules)));
+          m, seq, st.micro_batch_size, tp, sp, cp, st.recompute, m.is_moe_layer(layer), ep, fp8, modules, etp)));
       if (st.recompute == Recompute::selective)
         out.recompute_bytes[chunk] = std::max(out.recompute_bytes[chunk], static_cast<double>(recomputed_modules_bytes(
-            m, seq, st.micro_batch_size, tp, sp, cp, modules, m.is_moe_layer(layer), ep, fp8)));
+            m, seq, st.micro_batch_size, tp, sp, cp, modules, m.is_moe_layer(layer), ep, fp8, etp)));
       if (st.recompute == Recompute::full)
         out.recompute_bytes[chunk] = std::max(out.recompute_bytes[chunk], static_cast<double>(recomputed_layer_bytes(
-            m, seq, st.micro_batch_size, tp, sp, cp, m.is_moe_layer(layer), ep)));
+            m, seq, st.micro_batch_size, tp, sp, cp, m.is_moe_layer(layer), ep, etp)));
       out.largest_layer_parameters = std::max(out.largest_layer_parameters, layer_parameters_per_rank(m, layer, tp, ep).dense);
     }
     if (vs == pp * chunks - 1) units.push_back(static_cast<double>(output_layer_activation_bytes(scenario, rows, tp, sp)));
@@ -203,7 +204,8 @@ MemoryEstimate estimate_memory(const Scenario& scenario, const Strategy& st) {
   const StateBytes per_param = state_bytes_per_parameter(scenario.training);
   const ActivationReplay replay = activation_replay(st, runs_combined_1f1b(scenario.framework, st));
   int communicators = 0;
-  for (int size : {tp, cp, data_group, pp, m.is_moe() ? ep : 1, m.is_moe() ? expert_data_group : 1})
+  for (int size : {tp, cp, data_group, pp, m.is_moe() ? ep : 1, m.is_moe() ? expert_data_group : 1,
+                   m.is_moe() ? st.expert_tensor_parallel_size : 1})
     communicators += size > 1 ? 1 : 0;
 
   MemoryEstimate estimate;

@@ -58,7 +58,8 @@ Bytes activation_bytes_per_layer(const ModelConfig& model, std::int64_t seq_leng
                                  int tensor_parallel, bool sequence_parallel, int context_parallel,
                                  Recompute recompute, bool moe_layer = false, int expert_parallel = 1,
                                  bool fp8_layer = false,
-                                 RecomputeModuleMask modules = module_bit(RecomputeModule::core_attn));
+                                 RecomputeModuleMask modules = module_bit(RecomputeModule::core_attn),
+                                 int expert_tensor_parallel = 1);
 
 // Bytes selective recompute's `modules` add while a layer's backward runs: the largest of one module's dropped tensors,
 // made again just before the backward that uses them (core attention's scores excepted, as twin has always priced
@@ -66,14 +67,14 @@ Bytes activation_bytes_per_layer(const ModelConfig& model, std::int64_t seq_leng
 Bytes recomputed_modules_bytes(const ModelConfig& model, std::int64_t seq_length, int micro_batch_size,
                                int tensor_parallel, bool sequence_parallel, int context_parallel,
                                RecomputeModuleMask modules, bool moe_layer = false, int expert_parallel = 1,
-                               bool fp8_layer = false);
+                               bool fp8_layer = false, int expert_tensor_parallel = 1);
 
 // Bytes a fully recomputed layer adds while its backward runs: its forward runs again and keeps what an
 // unrecomputed layer keeps, less its input (held already), until its backward has used them. Megatron's
 // CheckpointFunction.backward (megatron/core/tensor_parallel/random.py) and twin execute's recomputed units alike.
 Bytes recomputed_layer_bytes(const ModelConfig& model, std::int64_t seq_length, int micro_batch_size,
                              int tensor_parallel, bool sequence_parallel, int context_parallel, bool moe_layer = false,
-                             int expert_parallel = 1);
+                             int expert_parallel = 1, int expert_tensor_parallel = 1);
 
 // Bytes the embedding and the output layer keep for their backward, for `rows` tokens (micro-batch times local
 // sequence) of a TP group of `tensor_parallel`: the embedding's dropout mask; the final norm's and the output

@@ -25,6 +25,9 @@ struct SavedTerms {
   double routed_imbalance;  // the busiest EP rank's routed copies over the mean (core/moe_routing.hpp)
   bool fused_loss = true;   // framework.cross_entropy_loss_fusion: which logits the loss keeps
   bool fp8 = false;         // the layer's linears in FP8: their weight-gradient inputs kept as FP8 copies
+  // Expert TP: a rank holds its expert-TP group's routed copies (gathered by the alltoall dispatcher) at 1/etp of
+  // the experts' widths, so its hidden-wide routed tensors are etp times the copies it receives.
+  double expert_tensor = 1;
 
   double width(layer::Width width) const {
     const ModelConfig& m = model;
@@ -48,8 +51,8 @@ struct SavedTerms {
       case layer::Width::attention_scores: return a * s;
       case layer::Width::heads: return a;
       case layer::Width::experts: return m.moe.num_experts;
-      case layer::Width::expert_fc1: return gate * static_cast<double>(m.moe.ffn_hidden_size);
-      case layer::Width::expert_ffn: return static_cast<double>(m.moe.ffn_hidden_size);
+      case layer::Width::expert_fc1: return gate * static_cast<double>(m.moe.ffn_hidden_size) / expert_tensor;
+      case layer::Width::expert_ffn: return static_cast<double>(m.moe.ffn_hidden_size) / expert_tensor;
       case layer::Width::vocab: return static_cast<double>(padded_vocab_size(m, static_cast<int>(tp)));
       case layer::Width::shared_fc1: return gate * shared;
       case layer::Width::shared_ffn: return shared;
@@ -86,7 +89,7 @@ struct SavedTerms {
       case layer::Region::sequence_sharded: return element * s * b * w * outside;
       case layer::Region::tensor_sharded: return element * s * b * w * inside;
       case layer::Region::routed:  // the rank's token copies, top_k per token, the busiest rank's share
-        return element * (s * b * outside * model.moe.top_k * routed_imbalance) * w;
+        return element * (s * b * outside * model.moe.top_k * routed_imbalance * expert_tensor) * w;
     }
     return 0;
   }
@@ -143,10 +146,11 @@ RecomputeModuleMask selective_modules(Recompute recompute, RecomputeModuleMask m
 
 SavedTerms layer_terms(const ModelConfig& model, std::int64_t seq_length, int micro_batch_size, int tensor_parallel,
                        bool sequence_parallel, int context_parallel, RecomputeModuleMask recomputed,
-                       int expert_parallel, bool fp8_layer) {
+                       int expert_parallel, bool fp8_layer, int expert_tensor_parallel) {
   SavedTerms terms = saved_terms(model, static_cast<double>(seq_length) / context_parallel, micro_batch_size,
                                  tensor_parallel, sequence_parallel, recomputed, expert_parallel);
   terms.fp8 = fp8_layer;
+  terms.expert_tensor = expert_tensor_parallel;
   return terms;
 }
 
@@ -163,19 +167,20 @@ SavedTerms edge_terms(const Scenario& scenario, double rows, int tensor_parallel
 Bytes activation_bytes_per_layer(const ModelConfig& model, std::int64_t seq_length, int micro_batch_size,
                                  int tensor_parallel, bool sequence_parallel, int context_parallel,
                                  Recompute recompute, bool moe_layer, int expert_parallel, bool fp8_layer,
-                                 RecomputeModuleMask modules) {
+                                 RecomputeModuleMask modules, int expert_tensor_parallel) {
   const SavedTerms terms = layer_terms(model, seq_length, micro_batch_size, tensor_parallel, sequence_parallel,
                                        context_parallel, selective_modules(recompute, modules), expert_parallel,
-                                       fp8_layer);
+                                       fp8_layer, expert_tensor_parallel);
   if (recompute == Recompute::full) return std::llround(terms.bytes(layer::kFullyRecomputedLayer));
   return std::llround(terms.bytes(layer::layer_blocks(moe_layer, model.mla.enabled(), model.post_norms)));
 }
 
 Bytes recomputed_modules_bytes(const ModelConfig& model, std::int64_t seq_length, int micro_batch_size,
                                int tensor_parallel, bool sequence_parallel, int context_parallel,
-                               RecomputeModuleMask modules, bool moe_layer, int expert_parallel, bool fp8_layer) {
+                               RecomputeModuleMask modules, bool moe_layer, int expert_parallel, bool fp8_layer,
+                               int expert_tensor_parallel) {
   const SavedTerms terms = layer_terms(model, seq_length, micro_batch_size, tensor_parallel, sequence_parallel,
-                                       context_parallel, modules, expert_parallel, fp8_layer);
+                                       context_parallel, modules, expert_parallel, fp8_layer, expert_tensor_parallel);
   return std::llround(
       terms.largest_recomputed_module(layer::layer_blocks(moe_layer, model.mla.enabled(), model.post_norms)));
 }
@@ -196,10 +201,11 @@ Bytes mtp_edge_activation_bytes(const Scenario& scenario, double rows, int tenso
 
 Bytes recomputed_layer_bytes(const ModelConfig& model, std::int64_t seq_length, int micro_batch_size,
                              int tensor_parallel, bool sequence_parallel, int context_parallel, bool moe_layer,
-                             int expert_parallel) {
+                             int expert_parallel, int expert_tensor_parallel) {
   const auto layer_bytes = [&](Recompute recompute) {
     return activation_bytes_per_layer(model, seq_length, micro_batch_size, tensor_parallel, sequence_parallel,
-                                      context_parallel, recompute, moe_layer, expert_parallel);
+                                      context_parallel, recompute, moe_layer, expert_parallel, false,
+                                      module_bit(RecomputeModule::core_attn), expert_tensor_parallel);
   };
   return layer_bytes(Recompute::none) - layer_bytes(Recompute::full);
 }

@@ -1,9 +1,11 @@
 // Rank placement in Megatron-LM's order and the span of each communicator over the cluster's nodes.
 // GroupKind::data is Megatron's data-parallel group *with context parallel* (dp*cp ranks): dense
 // gradients are reduced over it, since CP ranks hold the same weights and see different tokens.
-// Experts are not TP-sharded (expert_tensor_parallel_size 1), so Megatron's expert grid is
-// tp-ep-dp-pp with etp 1: EP groups are the innermost (consecutive) ranks of a stage's tp*cp*dp
-// ranks, and expert_data = tp*cp*dp / ep replicas hold the same experts.
+// Experts live on Megatron's expert grid (megatron/core/parallel_state.py, initialize_model_parallel's
+// expert_decoder_rank_generator at NVIDIA/Megatron-LM d98e8a64dd): the same world folded as etp-ep-edp-pp, in
+// the order tp-cp-ep-dp-pp with cp 1 ("MoE parallel folding"). Within a stage's tp*cp*dp consecutive ranks,
+// expert-TP groups are etp consecutive ranks, EP groups ep ranks etp apart, and expert_data groups the
+// tp*cp*dp / (etp*ep) ranks etp*ep apart.
 #include "strategies/rank_layout.hpp"
 
 #include <algorithm>
@@ -60,6 +62,7 @@ struct GroupAxes {
 GroupAxes axes_of(const Strategy& s, GroupKind kind) {
   const int tp = s.tensor_model_parallel_size, cp = s.context_parallel_size, dp = s.data_parallel_size;
   const int pp = s.pipeline_model_parallel_size, ep = std::max(s.expert_model_parallel_size, 1);
+  const int etp = std::max(s.expert_tensor_parallel_size, 1);
   const int stage_ranks = tp * cp * dp;  // a stage's ranks are consecutive
   switch (kind) {
     case GroupKind::none: return {};
@@ -68,9 +71,10 @@ GroupAxes axes_of(const Strategy& s, GroupKind kind) {
     case GroupKind::data: return {{{{cp, tp}, {dp, tp * cp}}}, 2};
     case GroupKind::pipeline: return {{{{pp, stage_ranks}}}, 1};
     case GroupKind::embedding: return {{{{pp > 1 ? 2 : 1, std::max(pp - 1, 1) * stage_ranks}}}, 1};
-    // Megatron's expert grid tp-ep-dp-pp with etp 1: a stage's ranks in groups of ep consecutive ones.
-    case GroupKind::expert: return {{{{std::min(ep, stage_ranks), 1}}}, 1};
-    case GroupKind::expert_data: return {{{{(stage_ranks + ep - 1) / ep, ep}}}, 1};
+    // Megatron's expert grid etp-ep-edp-pp over a stage's ranks (validity refuses etp*ep not dividing them).
+    case GroupKind::expert_tensor: return {{{{std::min(etp, stage_ranks), 1}}}, 1};
+    case GroupKind::expert: return {{{{std::min(ep, std::max(stage_ranks / etp, 1)), etp}}}, 1};
+    case GroupKind::expert_data: return {{{{(stage_ranks + etp * ep - 1) / (etp * ep), etp * ep}}}, 1};
   }
   return {};
 }
@@ -113,7 +117,7 @@ std::array<GroupSpan, kGroupKindCount> group_spans(const Strategy& s, const Clus
   std::array<GroupSpan, kGroupKindCount> spans{};
   const int first = global_rank(s, 0, 0, 0, stage);
   for (GroupKind kind : {GroupKind::none, GroupKind::tensor, GroupKind::context, GroupKind::data,
-                         GroupKind::pipeline, GroupKind::expert, GroupKind::expert_data})
+                         GroupKind::pipeline, GroupKind::expert, GroupKind::expert_data, GroupKind::expert_tensor})
     spans[static_cast<int>(kind)] = span_of(group_members(s, kind, first), cluster);
   // Every stage's ops name the embedding group by the first stage's (a middle stage has no embedding op).
   if (s.pipeline_model_parallel_size > 1)
@@ -123,7 +127,7 @@ std::array<GroupSpan, kGroupKindCount> group_spans(const Strategy& s, const Clus
 
 int expert_data_parallel_size(const Strategy& s) {
   return s.tensor_model_parallel_size * s.context_parallel_size * s.data_parallel_size /
-         s.expert_model_parallel_size;
+         (s.expert_model_parallel_size * s.expert_tensor_parallel_size);
 }
 
 }  // namespace twin

@@ -21,7 +21,7 @@ RankCoordinates coordinates_of(const Strategy& s, int global_rank);  // the inve
 // The one description of which ranks form which group (the simulator measures these groups' spans, the
 // executor splits its NCCL communicators by them). tensor: the TP ranks of the same (cp, dp, pp); context:
 // the CP ranks; data: the CP x DP ranks of the same (tp, pp); pipeline: one rank per stage; embedding: the
-// first and last stage's ranks of the same (tp, cp, dp); expert and expert_data as group_spans says.
+// first and last stage's ranks of the same (tp, cp, dp); expert_tensor, expert and expert_data as group_spans says.
 // A rank's group of one kind is named by its first (lowest) rank; `position` is the rank's place in it.
 struct GroupSlot {
   int first_rank = 0;
@@ -33,11 +33,12 @@ std::optional<GroupSlot> group_slot(const Strategy& s, GroupKind kind, int globa
 std::vector<int> group_members(const Strategy& s, GroupKind kind, int global_rank);
 
 // Spans of every GroupKind for the ranks of pipeline stage `stage`. GroupKind::data is the group dense
-// gradients reduce over: Megatron's data-parallel group with context parallel, dp*cp ranks. Experts are
-// not TP-sharded (expert_tensor_parallel_size 1), so as in Megatron's tp-ep-dp-pp expert grid with etp 1,
-// EP groups are the innermost ranks of the stage's tp*cp*dp ranks and expert_data groups the rest.
+// gradients reduce over: Megatron's data-parallel group with context parallel, dp*cp ranks. Experts sit on
+// Megatron's folded expert grid etp-ep-edp over the stage's tp*cp*dp ranks: expert_tensor groups are the
+// innermost etp ranks, expert groups ep ranks etp apart, expert_data groups the rest (etp*ep apart). So
+// experts' collectives ride NVLink whenever etp*ep ranks fit a node.
 std::array<GroupSpan, kGroupKindCount> group_spans(const Strategy& s, const Cluster& cluster, int stage);
-// Replicas of each expert: tp*cp*dp / ep (the group expert gradients reduce over).
+// Replicas of each expert shard: tp*cp*dp / (ep*etp) (the group expert gradients reduce over).
 int expert_data_parallel_size(const Strategy& s);
 // The experts the rank at `position` of an expert group holds, as Megatron places them: `experts_per_rank`
 // consecutive ones from this.

@@ -25,9 +25,10 @@ std::vector<MoeLayerShapes> moe_layer_shapes(const ModelConfig& m, const RankSha
     if (!m.is_moe_layer(layer)) continue;
     const ExpertParallelLoad& load = loads[layer];
     MoeLayerShapes& x = shapes[layer];
-    x.expert_tokens = static_cast<std::int64_t>(std::ceil(mean_expert * load.rank_load));
+    // Under expert TP the alltoall dispatcher gathers the copies of the etp ranks that hold the same experts.
+    x.expert_tokens = s.etp * static_cast<std::int64_t>(std::ceil(mean_expert * load.rank_load));
     if (load.expert_load > load.rank_load && s.experts_local > 1)
-      x.busiest_expert_tokens = static_cast<std::int64_t>(std::ceil(mean_expert * load.expert_load));
+      x.busiest_expert_tokens = s.etp * static_cast<std::int64_t>(std::ceil(mean_expert * load.expert_load));
     x.dispatch_bytes = std::llround(routed * s.h * 2 * load.rank_load);
   }
   // An MTP depth's layer routes as the decoder's last layer does (core/moe_routing.hpp draws decoder layers only).
@@ -44,6 +45,7 @@ RankShapes rank_shapes(const Scenario& scenario, const Strategy& st) {
   s.tp = st.tensor_model_parallel_size;
   s.cp = st.context_parallel_size;
   s.ep = st.expert_model_parallel_size;
+  s.etp = st.expert_tensor_parallel_size;
   s.pp = st.pipeline_model_parallel_size;
   s.vpp = st.virtual_pipeline_model_parallel_size;
   s.sp = st.sequence_parallel && s.tp > 1;
@@ -84,7 +86,7 @@ RankShapes rank_shapes(const Scenario& scenario, const Strategy& st) {
     s.experts_total = m.moe.num_experts;
     s.experts_local = m.moe.num_experts / s.ep;
     s.top_k = m.moe.top_k;
-    s.moe_ffn = m.moe.ffn_hidden_size;
+    s.moe_ffn = m.moe.ffn_hidden_size / s.etp;  // FC1 column-parallel, FC2 row-parallel over expert TP
     s.moe_fc1_width = (s.gated() ? 2 : 1) * s.moe_ffn;
     s.shared_ffn = m.moe.shared_expert_ffn_hidden_size / s.tp;
     s.shared_fc1_width = (s.gated() ? 2 : 1) * s.shared_ffn;

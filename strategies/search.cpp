@@ -46,27 +46,29 @@ std::vector<Strategy> strategies_of(const Scenario& scenario) {
     for (int tp : space.tensor_model_parallel_size)
       for (int cp : space.context_parallel_size)
         for (int ep : space.expert_model_parallel_size)
-          for (Schedule schedule : space.schedule)
-            for (int vpp : space.virtual_pipeline_model_parallel_size)
-              for (bool sp : space.sequence_parallel)
-                for (int mbs : space.micro_batch_size)
-                  for (int zero : space.zero_stage)
-                    for (Recompute recompute : space.recompute) {
-                      // Interleaving is what virtual stages are for; other schedules take vpp 1 only.
-                      if ((schedule == Schedule::interleaved_1f1b) != (vpp > 1)) continue;
-                      Strategy s;
-                      s.tensor_model_parallel_size = tp;
-                      s.pipeline_model_parallel_size = pp;
-                      s.context_parallel_size = cp;
-                      s.expert_model_parallel_size = ep;
-                      s.virtual_pipeline_model_parallel_size = vpp;
-                      s.sequence_parallel = sp;
-                      s.micro_batch_size = mbs;
-                      s.zero_stage = zero;
-                      s.recompute = recompute;
-                      s.schedule = schedule;
-                      all.push_back(s);
-                    }
+          for (int etp : space.expert_tensor_parallel_size)
+            for (Schedule schedule : space.schedule)
+              for (int vpp : space.virtual_pipeline_model_parallel_size)
+                for (bool sp : space.sequence_parallel)
+                  for (int mbs : space.micro_batch_size)
+                    for (int zero : space.zero_stage)
+                      for (Recompute recompute : space.recompute) {
+                        // Interleaving is what virtual stages are for; other schedules take vpp 1 only.
+                        if ((schedule == Schedule::interleaved_1f1b) != (vpp > 1)) continue;
+                        Strategy s;
+                        s.tensor_model_parallel_size = tp;
+                        s.pipeline_model_parallel_size = pp;
+                        s.context_parallel_size = cp;
+                        s.expert_model_parallel_size = ep;
+                        s.expert_tensor_parallel_size = etp;
+                        s.virtual_pipeline_model_parallel_size = vpp;
+                        s.sequence_parallel = sp;
+                        s.micro_batch_size = mbs;
+                        s.zero_stage = zero;
+                        s.recompute = recompute;
+                        s.schedule = schedule;
+                        all.push_back(s);
+                      }
   return all;
 }
 

@@ -1,4 +1,4 @@
-// Per-GPU parameter counts: core's parameter groups (core/model.hpp) divided by TP and EP.
+// Per-GPU parameter counts: core's parameter groups (core/model.hpp) divided by TP, EP and expert TP.
 #include "strategies/sharded_parameters.hpp"
 
 #include <algorithm>
@@ -10,12 +10,12 @@ std::int64_t padded_vocab_size(const ModelConfig& model, int tensor_parallel) {
   return (model.vocab_size + multiple - 1) / multiple * multiple;
 }
 
-RankParameters layer_parameters_per_rank(const ModelConfig& m, int layer, int tp, int ep) {
+RankParameters layer_parameters_per_rank(const ModelConfig& m, int layer, int tp, int ep, int etp) {
   const LayerParameterGroups g = layer_parameter_groups(m, layer);
   RankParameters p;
   p.dense = g.attention_weights / tp + g.attention_biases / tp + g.mlp_weights / tp + g.mlp_biases / tp +
             g.mlp_weights_shared / tp + g.mtp_projection / tp + g.replicated;
-  p.expert = static_cast<std::int64_t>(g.experts / ep) * g.per_expert;
+  p.expert = static_cast<std::int64_t>(g.experts / ep) * (g.per_expert / etp);
   return p;
 }
 
@@ -106,7 +106,7 @@ RankParameters stage_parameters_per_rank(const ModelConfig& m, const Strategy& s
     holds_embedding |= vs == 0;
     holds_output |= vs == pp * chunks - 1;
     for (int layer : chunk_layers(m, s, stage, chunk))
-      total += layer_parameters_per_rank(m, layer, tp, s.expert_model_parallel_size);
+      total += layer_parameters_per_rank(m, layer, tp, s.expert_model_parallel_size, s.expert_tensor_parallel_size);
   }
   if (holds_embedding) total.dense += embedding_parameters_per_rank(m, tp);
   if (holds_output) total.dense += output_parameters_per_rank(m, tp, holds_embedding);

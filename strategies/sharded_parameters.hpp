@@ -2,7 +2,7 @@
 // layer, per embedding and output layer, dense (reduced over the data group) and expert (reduced over
 // the expert-data group). The counts are core's parameter groups (core/model.hpp's LayerParameterGroups and
 // EmbeddingAndOutputParameters) divided: TP shards linear weights (and column-parallel biases); norm weights,
-// the router and row-parallel biases are replicated; experts are split over EP and not TP-sharded.
+// the router and row-parallel biases are replicated; experts are split over EP and each over expert TP (ETP).
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -27,8 +27,9 @@ struct RankParameters {
   }
 };
 
+// Each expert's weights split over `expert_tensor_parallel` ranks (Megatron's ETP; no expert biases there).
 RankParameters layer_parameters_per_rank(const ModelConfig& model, int layer, int tensor_parallel,
-                                         int expert_parallel);
+                                         int expert_parallel, int expert_tensor_parallel = 1);
 // Word embedding (vocab-parallel) plus learned positions when the model has no RoPE.
 std::int64_t embedding_parameters_per_rank(const ModelConfig& model, int tensor_parallel);
 // Final norm plus the output projection (absent when tied and the embedding is on the same rank). With MTP, a rank

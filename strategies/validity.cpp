@@ -91,6 +91,41 @@ std::optional<std::string> ep_overlap_reason(const Scenario& scenario, const Str
   return std::nullopt;
 }
 
+// Expert tensor parallelism (Megatron's --expert-tensor-parallel-size) as Megatron allows it and twin lowers it:
+// initialize_model_parallel folds each stage's ranks into etp x ep x expert-data (parallel_state.py), each
+// expert's FC1/FC2 split over etp ranks (a TE linear divides its width by it), no expert biases under ETP
+// (TransformerConfig.__post_init__: "Bias in Moe is only supported when ETP==1"), all at NVIDIA/Megatron-LM d98e8a64dd.
+std::optional<std::string> expert_tensor_reason(const Scenario& scenario, const Strategy& s, int domain_gpus) {
+  const int etp = s.expert_tensor_parallel_size, ep = s.expert_model_parallel_size;
+  if (etp == 1) return std::nullopt;
+  const ModelConfig& m = scenario.model;
+  const FrameworkConfig& f = scenario.framework;
+  if (!m.is_moe()) return fmt::format("expert_tensor_parallel_size {} needs a MoE model (num_experts > 0)", etp);
+  if (auto r = divisible(m.moe.ffn_hidden_size, "moe ffn_hidden_size", etp, "expert_tensor_parallel_size")) return r;
+  const std::int64_t stage_ranks = std::int64_t{s.tensor_model_parallel_size} * s.context_parallel_size *
+                                   s.data_parallel_size;
+  if (auto r = divisible(stage_ranks, "tensor*context*data", std::int64_t{etp} * ep,
+                         "expert_tensor_parallel_size*expert_model_parallel_size"))
+    return r;
+  if (m.add_bias_linear)
+    return fmt::format("expert_tensor_parallel_size {} with add_bias_linear: Megatron has expert biases only at "
+                       "expert_tensor_parallel_size 1",
+                       etp);
+  if (etp > domain_gpus)
+    return fmt::format("expert_tensor_parallel_size {} exceeds the {} GPUs of an NVLink domain: the expert-TP "
+                       "gathers and scatters sit on every MoE layer's critical path",
+                       etp, domain_gpus);
+  if (f.moe_token_dispatcher_type != MoeTokenDispatcher::alltoall)
+    return fmt::format("expert_tensor_parallel_size {} is lowered with the alltoall token dispatcher only (the "
+                       "allgather and flex dispatchers' gathers over the expert-TP x EP group are not modelled)",
+                       etp);
+  if (f.name == FrameworkName::pytorch_fsdp2 || (s.zero_stage == 3 && f.zero_implementation == ZeroImplementation::deepspeed))
+    return fmt::format("expert_tensor_parallel_size {} is Megatron's: neither PyTorch FSDP2 nor DeepSpeed's ZeRO-3 "
+                       "splits experts over tensor parallelism",
+                       etp);
+  return std::nullopt;
+}
+
 }  // namespace
 
 std::optional<std::string> invalid_reason(const Scenario& scenario, const Strategy& s) {
@@ -101,7 +136,8 @@ std::optional<std::string> invalid_reason(const Scenario& scenario, const Strate
   const int vpp = s.virtual_pipeline_model_parallel_size, dp = s.data_parallel_size;
   const std::initializer_list<std::pair<int, const char*>> sizes = {
       {tp, "tensor_model_parallel_size"}, {pp, "pipeline_model_parallel_size"}, {cp, "context_parallel_size"},
-      {ep, "expert_model_parallel_size"}, {vpp, "virtual_pipeline_model_parallel_size"},
+      {ep, "expert_model_parallel_size"}, {s.expert_tensor_parallel_size, "expert_tensor_parallel_size"},
+      {vpp, "virtual_pipeline_model_parallel_size"},
       {dp, "data_parallel_size"}, {s.micro_batch_size, "micro_batch_size"}, {s.num_micro_batches, "num_micro_batches"}};
   for (const auto& [value, name] : sizes)
     if (value < 1) return fmt::format("{} {} must be at least 1", name, value);
@@ -179,6 +215,7 @@ std::optional<std::string> invalid_reason(const Scenario& scenario, const Strate
           "MoE with tensor_model_parallel_size > 1 needs sequence_parallel: experts are not tensor-parallel, so "
           "each TP rank must route its own share of the tokens");
   }
+  if (auto r = expert_tensor_reason(scenario, s, domain_gpus)) return r;
   if (auto r = ep_overlap_reason(scenario, s)) return r;
   // The largest graph held at once: the steady state's longer replay where it stands for the whole iteration.
   Strategy replayed = s;
@@ -210,6 +247,7 @@ std::int64_t estimated_op_count(const Scenario& scenario, const Strategy& s) {
   if (scenario.framework.tp_comm_overlap && s.sequence_parallel) per_layer += 12.0 * s.tensor_model_parallel_size;
   if (s.context_parallel_size > 1) per_layer += 6.0 * s.context_parallel_size;
   if (m.is_moe()) per_layer += 24;
+  if (s.expert_tensor_parallel_size > 1) per_layer += 6;  // the expert-TP gathers and scatters, each way
   if (s.recompute == Recompute::full) per_layer *= 1.5;
   const double ops = double(s.num_micro_batches) * double(m.transformer_layers() + 2) * per_layer;
   return ops > 1e15 ? std::int64_t{1000000000000000} : static_cast<std::int64_t>(ops);

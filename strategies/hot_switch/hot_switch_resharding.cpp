@@ -61,7 +61,8 @@ std::vector<SwitchUnit> switch_units(const ModelConfig& model) {
   const EmbeddingAndOutputParameters ends = embedding_and_output_parameters(model, model.vocab_size);
   units.push_back({"embedding", -1, false, ends.word_embedding, ends.position_embedding});
   for (int layer = 0; layer < model.num_layers; ++layer) {
-    // Experts are not TP-split (expert_tensor_parallel_size 1): they move with the replicated part.
+    // Experts are not TP-split (hot switching searches expert_tensor_parallel_size 1 only): they move with the
+    // replicated part.
     const LayerParameterGroups g = layer_parameter_groups(model, layer);
     units.push_back(
         {"layer " + std::to_string(layer), layer, false, g.tp_split(), g.replicated + g.experts * g.per_expert});

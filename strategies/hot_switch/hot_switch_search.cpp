@@ -31,7 +31,9 @@ std::vector<Strategy> phase_strategies(const Scenario& scenario) {
     Strategy s = c.strategy;
     if (s.pipeline_model_parallel_size == 1) s.schedule = Schedule::one_f_one_b;
     if (s.tensor_model_parallel_size == 1) s.sequence_parallel = false;
-    if (s.expert_model_parallel_size != 1 || s.virtual_pipeline_model_parallel_size != 1 ||
+    // Whole experts only: the re-sharding moves them with the replicated part (hot_switch_resharding.cpp).
+    if (s.expert_model_parallel_size != 1 || s.expert_tensor_parallel_size != 1 ||
+        s.virtual_pipeline_model_parallel_size != 1 ||
         s.schedule == Schedule::interleaved_1f1b || s.schedule == Schedule::double_strand)
       continue;
     if (s.model_parallel_size() <= 0 || world % s.model_parallel_size() != 0) continue;

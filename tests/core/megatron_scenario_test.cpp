@@ -156,6 +156,19 @@ TEST(MegatronScenario, MoeFlagsTwinPricesOtherwiseAreListed) {
             "counts all-reduced over TP and CP)");
 }
 
+// Expert TP is Megatron's default, the TP size, unless stated; the scenario states it only where it is not 1.
+TEST(MegatronScenario, ExpertTensorParallelSizeDefaultsToTheTensorParallelSize) {
+  const std::string moe = "--num-experts 8 --expert-model-parallel-size 2 --tensor-model-parallel-size 2 ";
+  EXPECT_EQ(read_command_line(kRequired + moe).scenario.strategy->expert_tensor_parallel_size, 2);
+  EXPECT_EQ(read_command_line(kRequired + moe + "--expert-tensor-parallel-size 1").scenario.strategy
+                ->expert_tensor_parallel_size,
+            1);
+  EXPECT_EQ(read_command_line(kRequired + "--num-experts 8 --expert-tensor-parallel-size 4").scenario.strategy
+                ->expert_tensor_parallel_size,
+            4);
+  EXPECT_EQ(read_command_line(kRequired + "--num-experts 8").scenario.strategy->expert_tensor_parallel_size, 1);
+}
+
 // The routing and dispatcher flags twin writes come back as the scenario's routing and framework.
 TEST(MegatronScenario, MoeRoutingAndDispatcherFlagsAreRead) {
   const std::string moe = "--num-experts 8 --moe-router-topk 2 --expert-model-parallel-size 4 ";
@@ -203,9 +216,6 @@ TEST(MegatronScenario, ContradictionsAndWhatTwinCannotModelAreRefusedNamingTheFl
             "run.sh: --optimizer: expected adam or sgd (what twin models), got muon");
   EXPECT_EQ(megatron_error_of(kRequired + "--context-parallel-size 2 --cp-comm-type a2a"),
             "run.sh: --cp-comm-type: expected p2p or allgather for every layer (what twin models), got a2a");
-  EXPECT_EQ(megatron_error_of(kRequired + "--tensor-model-parallel-size 2 --num-experts 8"),
-            "run.sh: --expert-tensor-parallel-size: expected 1: twin's experts are whole on each expert-parallel "
-            "rank, got 2 (Megatron's default is the TP size)");
   EXPECT_EQ(
       megatron_error_of("--hidden-size 2048 --num-attention-heads 16 --seq-length 2048 --max-position-embeddings 2048 "
                         "--micro-batch-size 1"),

@@ -319,6 +319,13 @@ TEST(PlanCheck, RefusesDispatchersOtherThanTheAllToAllUnderExpertParallelism) {
   }
 }
 
+// Expert TP is priced by the simulator only: twin execute refuses it at its key, whole experts run.
+TEST(PlanCheck, RefusesExpertTensorParallelism) {
+  Plan plan = executed_plan();
+  plan.strategy.expert_tensor_parallel_size = 2;
+  EXPECT_EQ(refusal_path(plan), "/strategy/expert_tensor_parallel_size");
+}
+
 // Sliding windows run on every layer and on alternating ones; under context parallelism (whose ring blocks do not
 // carry the window) they are refused at their key.
 TEST(PlanCheck, SlidingWindowsRunAtCpOne) {

@@ -79,6 +79,9 @@ const std::map<std::string, std::string>& uniform_refusals() {
 std::string expected_refusal(const std::string& name, const Candidate& candidate) {
   if (name == "qwen3-30b-a3b-16xH100.json")
     return candidate.strategy.tensor_model_parallel_size > 1 ? "/scenario/model" : "";
+  // Expert TP is priced only (since 2026-11-29): refused at its key, whole experts run.
+  if (name == "mixtral-8x7b-expert-tp-32xH100.json")
+    return candidate.strategy.expert_tensor_parallel_size > 1 ? "/strategy/expert_tensor_parallel_size" : "";
   const auto refused = uniform_refusals().find(name);
   return refused == uniform_refusals().end() ? "" : refused->second;
 }

@@ -6,6 +6,8 @@
 
 #include <sstream>
 
+#include "core/megatron_command_line.hpp"
+#include "core/megatron_scenario.hpp"
 #include "core/scenario.hpp"
 #include "strategies/heterogeneous/asymmetric_plan.hpp"
 #include "strategies/hot_switch/hot_switch_plan.hpp"
@@ -267,6 +269,27 @@ TEST(MegatronArgs, MoeWithExpertAndContextParallelism) {
   for (const char* argument : {"--moe-expert-capacity-factor 1.25", "--moe-pad-expert-input-to-capacity",
                                "--overlap-moe-expert-parallel-comm", "--delay-wgrad-compute"})
     EXPECT_TRUE(has_argument(text, argument)) << argument << "\n" << text;
+}
+
+// Expert TP is written for every MoE plan (Megatron's default is the TP size, twin's 1), and read back.
+TEST(MegatronArgs, ExpertTensorParallelSizeIsWrittenAndReadBack) {
+  const Scenario scenario = parse_scenario_text(R"({
+    "name": "small moe",
+    "model": { "preset": "mixtral-8x7b", "num_layers": 4 },
+    "training": { "seq_length": 4096, "global_batch_size": 32 },
+    "framework": { "moe_token_dispatcher_type": "alltoall" },
+    "cluster": { "nodes": [ { "count": 1, "gpu": "H100-SXM-80GB", "gpus_per_node": 8 } ] },
+    "strategy": { "tensor_model_parallel_size": 2, "expert_model_parallel_size": 2, "expert_tensor_parallel_size": 2,
+                  "sequence_parallel": true, "micro_batch_size": 1 }
+  })", "moe.json");
+  const Strategy strategy = pinned(scenario);
+  EXPECT_EQ(strategy.expert_tensor_parallel_size, 2);
+  const std::string text = megatron_args(scenario, strategy);
+  EXPECT_TRUE(has_argument(text, "--expert-tensor-parallel-size 2")) << text;
+  const MegatronScenario read =
+      scenario_from_megatron_command_line(scenario, parse_megatron_command_line(text, "args"), "args");
+  EXPECT_EQ(read.scenario.strategy->expert_tensor_parallel_size, 2);
+  EXPECT_EQ(arguments(megatron_args(read.scenario, pinned(read.scenario))), arguments(text));
 }
 
 TEST(MegatronArgs, TensorParallelOneDropsSequenceParallelAndItsOverlap) {
