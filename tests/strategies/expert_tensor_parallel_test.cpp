@@ -234,7 +234,8 @@ TEST(ExpertTensorParallel, ParametersAndStatesPerTerm) {
 TEST(ExpertTensorParallel, RoutedActivationsAreTheGroupsCopiesAtAShardOfTheWidth) {
   const ModelConfig m = testing::moe_shaped();
   const auto layer = [&](int etp) {
-    return activation_bytes_per_layer(m, 1024, 1, 2, true, 1, Recompute::none, true, 2, false, etp);
+    return activation_bytes_per_layer(m, 1024, 1, 2, true, 1, Recompute::none, true, 2, false,
+                                      module_bit(RecomputeModule::core_attn), etp);
   };
   double busiest = 1;  // the busiest EP rank's copies over the mean, as the memory model draws them
   for (const ExpertParallelLoad& load : layer_loads(m, 2, 1024.0 / 2 * m.moe.top_k * 2))
