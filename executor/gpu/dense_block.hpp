@@ -128,7 +128,7 @@ class DenseBlock {
   void linear_bias_grad(const OpPass& p, const __nv_bfloat16* d_output_full, std::int64_t rows, std::int64_t cols);
   std::vector<kernels::PositionRun> position_runs(int mb, const lowering::RankShapes& s, std::int64_t first_row,
                                                   std::int64_t end_row) const;
-  float logit_softcap() const;
+  float logit_softcap(const Op& op) const;
   const std::int32_t* inputs(int mb) const;
   const std::int32_t* targets(int mb) const;
 

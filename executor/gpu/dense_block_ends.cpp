@@ -69,10 +69,14 @@ void DenseBlock::embedding_backward(const OpPass& p) {
   tensors.release_slot(p.mb, kEmbeddingUnit, p.stream);
 }
 
-// The model's soft-cap of the final logits (Gemma-2's final_logit_softcapping; 0: none): each vocabulary shard caps
-// its own logits inside the loss kernels, so a split vocabulary needs no other communication.
-float DenseBlock::logit_softcap() const {
-  return static_cast<float>(stage_.layout.scenario().model.final_logit_softcap);
+// The cap a loss op runs with: the op says whether its logits are capped (Op::softcapped_logits), the model at what
+// (Gemma-2's final_logit_softcapping), as calibration's bench takes them. Each vocabulary shard caps its own logits
+// inside the loss kernels, so a split vocabulary needs no other communication.
+float DenseBlock::logit_softcap(const Op& op) const {
+  if (!op.softcapped_logits) return 0;
+  const double cap = stage_.layout.scenario().model.final_logit_softcap;
+  if (cap <= 0) throw std::logic_error("executor: a loss op with capped logits in a model without a cap");
+  return static_cast<float>(cap);
 }
 
 void DenseBlock::loss_forward(const OpPass& p) {
@@ -88,7 +92,7 @@ void DenseBlock::loss_forward(const OpPass& p) {
             gpu::LossForward{static_cast<bf16*>(tensors.get(p.mb, kHeadUnit, {Tensor::logits})), targets(p.mb),
                              floats(Tensor::row_max), floats(Tensor::sum_exp), floats(Tensor::target_logit),
                              whole ? floats(Tensor::token_loss) : nullptr, whole ? loss_sum_ : nullptr, tokens,
-                             vocab_l, layout.tp_rank * vocab_l, logit_softcap()},
+                             vocab_l, layout.tp_rank * vocab_l, logit_softcap(p.op)},
             p.stream);
   if (whole) tensors.alias(p.mb, kHeadUnit, {Tensor::global_row_max}, kHeadUnit, {Tensor::row_max});
 }
@@ -127,7 +131,7 @@ void DenseBlock::loss_backward(const OpPass& p) {
   launch_op(p.op, p.binding,
             gpu::LossBackward{logits, existing(Tensor::global_row_max), existing(Tensor::sum_exp), targets(p.mb),
                               logits, static_cast<float>(1.0 / static_cast<double>(stage_.loss_tokens)), tokens,
-                              vocab_l, layout.tp_rank * vocab_l, logit_softcap()},
+                              vocab_l, layout.tp_rank * vocab_l, logit_softcap(p.op)},
             p.stream);
   for (Tensor done : {Tensor::global_row_max, Tensor::row_max, Tensor::sum_exp, Tensor::target_logit,
                       Tensor::token_loss})
