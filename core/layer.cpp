@@ -52,7 +52,7 @@ constexpr std::array kScoresSaved{
 };
 constexpr auto kAttentionSaved = joined(
     std::array{SavedTensor{"Q and K before QK-norm", query_and_key, tensor_sharded, 2, KeptWhen::qk_layernorm}},
-    kScoresSaved<0>);
+    kScoresSaved<RecomputeModuleMask{}>);
 // Multi-latent attention keeps what executor/gpu/mla_attention.hpp's MlaSaved holds: the down projections' input
 // (their weight gradients), each latent before its norm and after it (the up projection's input), then what core
 // attention keeps, its queries and (expanded) keys d_qk = nope + rope wide per head, its values d_v. Under TP the

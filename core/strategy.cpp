@@ -85,9 +85,9 @@ std::vector<std::string> recompute_module_names() {
 }
 
 RecomputeModuleMask recomputed_modules(const Strategy& strategy) {
-  if (strategy.recompute != Recompute::selective) return 0;
+  if (strategy.recompute != Recompute::selective) return {};
   if (strategy.recompute_modules.empty()) return module_bit(RecomputeModule::core_attn);  // Megatron's default
-  RecomputeModuleMask mask = 0;
+  RecomputeModuleMask mask;
   for (RecomputeModule m : strategy.recompute_modules) mask |= module_bit(m);
   return mask;
 }

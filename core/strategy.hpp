@@ -21,10 +21,22 @@ enum class Recompute { none, selective, full };
 // "Activation recompute".
 enum class RecomputeModule : std::uint8_t { core_attn, moe_act, layernorm, mla_up_proj, mlp, moe, shared_experts };
 inline constexpr int kRecomputeModuleCount = 7;
-// A set of modules, one bit each.
-using RecomputeModuleMask = std::uint8_t;
+// A set of modules, one bit each. A type of its own, not an integer: an `int` passed where a set is asked for (a
+// size, a count) is a compile error, not a set of modules.
+struct RecomputeModuleMask {
+  std::uint8_t bits = 0;  // public: a structural type, usable as a template argument (core/layer.cpp)
+
+  constexpr bool empty() const { return bits == 0; }
+  constexpr bool contains_any_of(RecomputeModuleMask other) const { return (bits & other.bits) != 0; }
+  constexpr RecomputeModuleMask& operator|=(RecomputeModuleMask other) {
+    bits = static_cast<std::uint8_t>(bits | other.bits);
+    return *this;
+  }
+  friend constexpr RecomputeModuleMask operator|(RecomputeModuleMask a, RecomputeModuleMask b) { return a |= b; }
+  friend constexpr bool operator==(RecomputeModuleMask, RecomputeModuleMask) = default;
+};
 constexpr RecomputeModuleMask module_bit(RecomputeModule m) {
-  return static_cast<RecomputeModuleMask>(1U << static_cast<unsigned>(m));
+  return {static_cast<std::uint8_t>(1U << static_cast<unsigned>(m))};
 }
 
 struct Strategy {
@@ -75,6 +87,6 @@ std::vector<std::string> recompute_module_names();
 // The modules a strategy recomputes: none under none and full (full repeats the whole layer instead), the stated
 // ones (or core_attn) under selective.
 RecomputeModuleMask recomputed_modules(const Strategy& strategy);
-inline bool recomputes(RecomputeModuleMask mask, RecomputeModule m) { return (mask & module_bit(m)) != 0; }
+inline bool recomputes(RecomputeModuleMask mask, RecomputeModule m) { return mask.contains_any_of(module_bit(m)); }
 
 }  // namespace twin

@@ -82,7 +82,7 @@ struct SavedTerms {
   }
 
   double bytes(const layer::SavedTensor& t) const {
-    if (!kept(t.kept) || (t.dropped_by & recomputed) != 0) return 0;
+    if (!kept(t.kept) || t.dropped_by.contains_any_of(recomputed)) return 0;
     const double w = width(t.width);
     const double element = fp8 && t.fp8_in_fp8_layer ? 1 : t.bytes_per_element;
     switch (t.region) {
@@ -109,13 +109,13 @@ struct SavedTerms {
     double largest = 0;
     for (int i = 0; i < kRecomputeModuleCount; ++i) {
       const RecomputeModuleMask module = module_bit(static_cast<RecomputeModule>(i));
-      if ((recomputed & module) == 0) continue;
+      if (!recomputed.contains_any_of(module)) continue;
       double dropped = 0;
       for (const layer::Block& block : blocks)
         for (const layer::SavedTensor& saved : block.saved)
-          if ((saved.dropped_by & module) != 0 && kept(saved.kept)) {
+          if (saved.dropped_by.contains_any_of(module) && kept(saved.kept)) {
             layer::SavedTensor whole = saved;
-            whole.dropped_by = 0;
+            whole.dropped_by = {};
             dropped += bytes(whole);
           }
       largest = std::max(largest, dropped);
@@ -141,7 +141,7 @@ SavedTerms saved_terms(const ModelConfig& model, double local_seq, int micro_bat
 
 // The modules of selective recompute (none under none and full).
 RecomputeModuleMask selective_modules(Recompute recompute, RecomputeModuleMask modules) {
-  return recompute == Recompute::selective ? modules : 0;
+  return recompute == Recompute::selective ? modules : RecomputeModuleMask{};
 }
 
 SavedTerms layer_terms(const ModelConfig& model, std::int64_t seq_length, int micro_batch_size, int tensor_parallel,
@@ -157,7 +157,7 @@ SavedTerms layer_terms(const ModelConfig& model, std::int64_t seq_length, int mi
 // The embedding and the output layer keep what they keep whatever the recompute: `rows` tokens (micro-batch
 // times local sequence) of a TP group.
 SavedTerms edge_terms(const Scenario& scenario, double rows, int tensor_parallel, bool sequence_parallel) {
-  SavedTerms terms = saved_terms(scenario.model, rows, 1, tensor_parallel, sequence_parallel, 0, 1);
+  SavedTerms terms = saved_terms(scenario.model, rows, 1, tensor_parallel, sequence_parallel, RecomputeModuleMask{}, 1);
   terms.fused_loss = scenario.framework.cross_entropy_loss_fusion;
   return terms;
 }

@@ -8,6 +8,8 @@
 
 #include <cuda_runtime.h>
 
+#include <string>
+
 #include "calibrate/gpu/sustained_clock.hpp"
 
 namespace twin::gpu {
@@ -34,7 +36,15 @@ TEST_P(SustainedClock, ProbeClockAgreesWithTheGemmsCycles) {
   }
   const double full = readings[0].gemm_tflops / readings[0].sm_clock_MHz;
   const double partial = readings[1].gemm_tflops / readings[1].sm_clock_MHz;
-  EXPECT_NEAR(partial / full, 1.0, 0.05) << "TFLOP/s per MHz: " << full << " at full duty, " << partial << " at 0.4";
+  // Both points' clocks in the message: which of the two (the probe after the GEMMs, the GEMMs' own cycles against
+  // the burst before the load) moved is what a failure has to tell.
+  std::string clocks;
+  for (const SustainedClockReading& r : readings)
+    clocks += " [duty " + std::to_string(r.gemm_duty) + ": probe " + std::to_string(r.sm_clock_MHz) + " MHz, by cycles " +
+              std::to_string(r.gemm_clock_MHz) + " MHz, " + std::to_string(r.gemm_tflops) + " TFLOP/s, after memory " +
+              std::to_string(r.sm_clock_after_memory_MHz) + " MHz]";
+  EXPECT_NEAR(partial / full, 1.0, 0.05) << "TFLOP/s per MHz: " << full << " at full duty, " << partial << " at 0.4;"
+                                         << clocks;
 }
 
 INSTANTIATE_TEST_SUITE_P(Operands, SustainedClock,

@@ -23,7 +23,7 @@ using enum RecomputeModule;
 constexpr std::int64_t kSeq = 2048;
 
 RecomputeModuleMask mask(std::initializer_list<RecomputeModule> modules) {
-  RecomputeModuleMask out = 0;
+  RecomputeModuleMask out;
   for (RecomputeModule m : modules) out |= module_bit(m);
   return out;
 }
