@@ -230,7 +230,6 @@ void run_point(Load& load, CuptiKernelTimer& timer, std::size_t point, PeriodMix
   if (window) TWIN_CUDA_CHECK(cudaLaunchHostFunc(load.stream, read_energy_mark, &window->end));
 }
 
-
 // NVML on this GPU, or none (a machine without the driver's library: the curve is measured, the power left out).
 std::unique_ptr<NvmlPower> open_nvml() {
   int device = 0;
