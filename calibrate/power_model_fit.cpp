@@ -100,7 +100,9 @@ PowerModelFit fit_power_model(const std::vector<SustainedClockReading>& gemm_loa
   PowerModelFit fit;
   fit.model = best_model(gemm_loads, gemm_loads.size(), memory, light);
   for (std::size_t i = 0; i < gemm_loads.size(); ++i) {
-    PowerFitPoint point = predict_load(fit.model, gemm_loads[i], fmt::format("fit: GEMMs at duty {:.3f}", gemm_loads[i].gemm_duty));
+    const std::string label = fmt::format("fit: GEMMs at duty {:.3f}, {:.3f} of the time idle SMs",
+                                          gemm_loads[i].gemm_duty, gemm_loads[i].idle_share);
+    PowerFitPoint point = predict_load(fit.model, gemm_loads[i], label);
     const PowerModel without = best_model(gemm_loads, i, memory, light);
     point.held_out_MHz = power_limited_clock_MHz(without, work_of(gemm_loads[i]));
     point.held_out_W = power_at_measured_clock(without, gemm_loads[i]);
@@ -132,9 +134,9 @@ std::vector<std::string> describe_power_fit(const PowerModelFit& fit) {
       "static {:.1f} W at {:.0f} MHz, {:.4f} pJ/FLOP, {:.2f} pJ/byte, clock exponent {:.2f}, cap {:.0f} W", m.static_W,
       m.max_sm_clock_MHz, m.pJ_per_flop, m.pJ_per_byte, m.clock_exponent, m.power_cap_W)};
   for (const PowerFitPoint& p : fit.points)
-    lines.push_back(fmt::format("{}: {:.1f} W at {:.0f} MHz measured; model {:.0f} MHz, {:.1f} W at the measured clock; "
-                                "left out {:.0f} MHz, {:.1f} W",
-                                p.load, p.power_W, p.measured_MHz, p.fitted_MHz, p.fitted_W, p.held_out_MHz, p.held_out_W));
+    lines.push_back(fmt::format("{}: {:.1f} W at {:.0f} MHz measured; model {:.0f} MHz, {:.1f} W at the measured "
+                                "clock; left out {:.0f} MHz, {:.1f} W", p.load, p.power_W, p.measured_MHz,
+                                p.fitted_MHz, p.fitted_W, p.held_out_MHz, p.held_out_W));
   return lines;
 }
 

@@ -62,7 +62,9 @@ class AttentionUnit final : public ComputeUnit {
   }
 
  private:
-  std::size_t q_elements() const { return static_cast<std::size_t>(shape_.batch * shape_.seq_q * shape_.heads * shape_.head_dim); }
+  std::size_t q_elements() const {
+    return static_cast<std::size_t>(shape_.batch * shape_.seq_q * shape_.heads * shape_.head_dim);
+  }
   std::size_t kv_elements() const {
     return static_cast<std::size_t>(shape_.batch * shape_.seq_kv * shape_.kv_heads * shape_.head_dim);
   }

@@ -21,7 +21,7 @@ class ComputeUnit {
  public:
   virtual ~ComputeUnit() = default;
   virtual void launch() = 0;            // one unit, enqueued on the unit's stream
-  virtual double flops() const = 0;     // of one unit: the op vocabulary's count (core/op.hpp, core/attention_flops.hpp)
+  virtual double flops() const = 0;     // of one unit, as the op vocabulary counts it (core/attention_flops.hpp)
   virtual std::string name() const = 0; // for the log
 };
 

@@ -119,8 +119,9 @@ SustainedClockReading reading_of(const std::vector<KernelRecord>& records, const
   // A unit of one kernel: the median kernel's throughput; of several (grouped GEMM, attention): their total's.
   const double flops_per_kernel = unit.flops() / burst.kernels_per_unit;
   if (!gemm_spans.empty()) {
+    const double kernels = static_cast<double>(gemm_spans.size());
     reading.gemm_tflops = burst.kernels_per_unit == 1 ? flops_per_kernel / median_or_zero(gemm_spans) * 1e-3
-                                                       : flops_per_kernel * static_cast<double>(gemm_spans.size()) / gemm_ns * 1e-3;
+                                                       : flops_per_kernel * kernels / gemm_ns * 1e-3;
     reading.gemm_clock_MHz = reading.gemm_tflops / burst.gemm_tflops_per_MHz;
   }
   const double counted_s = static_cast<double>(counted_last_ns - counted_first_ns) * 1e-9;
@@ -269,7 +270,8 @@ void measure_power_loads(const SustainedClockLoad& plan, Load& curve_load, const
   const double s = plan.power_load_s, settle_s = plan.power_load_settle_s;
   // The memory-only and one-thread loads do not reach the cap, so the limiter has nothing to settle: a short
   // settling part (the clock's ramp) is enough.
-  readings.push_back(measure_point(curve_load, timer, nvml, next_point++, {0, kAddsPerMemoryPeriod}, s, settle_s, curve_burst));
+  readings.push_back(
+      measure_point(curve_load, timer, nvml, next_point++, {0, kAddsPerMemoryPeriod}, s, settle_s, curve_burst));
   readings.push_back(measure_point(curve_load, timer, nvml, next_point++, {0, 0}, s, settle_s, curve_burst));
   // The curve's GEMMs beside idle SMs: where the power stays under the cap they run at the maximum clock. The
   // limiter may need its settling time here (a duty near the cap): the curve's.
@@ -320,7 +322,8 @@ std::vector<SustainedClockReading> measure_sustained_clock(const SustainedClockL
       readings.push_back(measure_point(load, timer, nvml.get(), point, mix_at(duty, burst.gemm_ns, burst.add_ns),
                                        load_plan.point_s, load_plan.settle_s, burst));
     }
-    if (load_plan.power_load_s > 0) measure_power_loads(load_plan, load, burst, timer, nvml.get(), points + 3, readings);
+    if (load_plan.power_load_s > 0)
+      measure_power_loads(load_plan, load, burst, timer, nvml.get(), points + 3, readings);
   }
   TWIN_CUDA_CHECK(cudaStreamDestroy(stream));
   return readings;

@@ -74,7 +74,8 @@ TEST(NvmlPower, LoadsDrawMoreThanIdle) {
   const SustainedClockReading &half = readings[3], &experts = readings[4], &attention = readings[5];
   EXPECT_GT(gemms.power_W, idle_W + 100) << "idle " << idle_W << " W";
   EXPECT_LE(gemms.power_W, 1.2 * gemms.power_cap_W);
-  EXPECT_GT(memory.power_W, light.power_W + 20) << "memory-only " << memory.power_W << " W, one-thread " << light.power_W;
+  EXPECT_GT(memory.power_W, light.power_W + 20)
+      << "memory-only " << memory.power_W << " W, one-thread " << light.power_W;
   EXPECT_GT(light.power_W, 0);
   EXPECT_GT(gemms.flops_per_s, 1e14);  // an 8192^3 BF16 GEMM on a data-centre GPU: hundreds of TFLOP/s
   EXPECT_GT(memory.bytes_per_s, 5e11);  // and its adds hundreds of GB/s at least
