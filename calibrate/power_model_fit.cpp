@@ -18,8 +18,8 @@ constexpr double kExponentMax = 6;
 double scale_at(double f_MHz, double max_MHz, double exponent) { return std::pow(f_MHz / max_MHz, exponent); }
 
 // The model with `exponent`, its static, byte and FLOP energies from the loads (the FLOP one by least squares over
-// `curve`); `skip`: a curve point left out (or curve.size() for none).
-PowerModel model_at(double exponent, const std::vector<SustainedClockReading>& curve, std::size_t skip,
+// `gemm_loads`' measured power); `skip`: a load left out (or gemm_loads.size() for none).
+PowerModel model_at(double exponent, const std::vector<SustainedClockReading>& gemm_loads, std::size_t skip,
                     const SustainedClockReading& memory, const SustainedClockReading& light) {
   PowerModel m;
   m.static_W = light.power_W;
@@ -29,28 +29,34 @@ PowerModel model_at(double exponent, const std::vector<SustainedClockReading>& c
   const double memory_scale = scale_at(memory.sm_clock_MHz, m.max_sm_clock_MHz, exponent);
   m.pJ_per_byte = std::max(0.0, (memory.power_W - m.static_W) / (memory.bytes_per_s * 1e-12 * memory_scale));
   double xr = 0, xx = 0;
-  for (std::size_t i = 0; i < curve.size(); ++i) {
+  for (std::size_t i = 0; i < gemm_loads.size(); ++i) {
     if (i == skip) continue;
-    const double scale = scale_at(curve[i].sm_clock_MHz, m.max_sm_clock_MHz, exponent);
-    const double x = scale * curve[i].flops_per_s * 1e-12;
-    const double r = curve[i].power_W - m.static_W - scale * m.pJ_per_byte * 1e-12 * curve[i].bytes_per_s;
+    const SustainedClockReading& load = gemm_loads[i];
+    const double scale = scale_at(load.sm_clock_MHz, m.max_sm_clock_MHz, exponent);
+    const double x = scale * load.flops_per_s * 1e-12;
+    const double r = load.power_W - m.static_W - scale * m.pJ_per_byte * 1e-12 * load.bytes_per_s;
     xr += x * r, xx += x * x;
   }
   m.pJ_per_flop = std::max(0.0, xr / xx);
   return m;
 }
 
-// The model whose exponent puts the kept curve points' clocks nearest the measured ones (squared MHz).
-PowerModel best_model(const std::vector<SustainedClockReading>& curve, std::size_t skip,
+// The model's power for a load at the clock it ran at, with the work it did per second there.
+double power_at_measured_clock(const PowerModel& m, const SustainedClockReading& load) {
+  return step_power_W(m, work_of(load), load.sm_clock_MHz);
+}
+
+// The model whose exponent leaves the kept loads' measured power the least squared error.
+PowerModel best_model(const std::vector<SustainedClockReading>& gemm_loads, std::size_t skip,
                       const SustainedClockReading& memory, const SustainedClockReading& light) {
   PowerModel best;
   double best_error = INFINITY;
   for (double exponent = 0; exponent <= kExponentMax + 1e-9; exponent += kExponentStep) {
-    const PowerModel m = model_at(exponent, curve, skip, memory, light);
+    const PowerModel m = model_at(exponent, gemm_loads, skip, memory, light);
     double error = 0;
-    for (std::size_t i = 0; i < curve.size(); ++i) {
+    for (std::size_t i = 0; i < gemm_loads.size(); ++i) {
       if (i == skip) continue;
-      const double miss = power_limited_clock_MHz(m, work_of(curve[i])) - curve[i].sm_clock_MHz;
+      const double miss = power_at_measured_clock(m, gemm_loads[i]) - gemm_loads[i].power_W;
       error += miss * miss;
     }
     if (error < best_error) best_error = error, best = m;
@@ -70,25 +76,36 @@ StepWork work_of(const SustainedClockReading& reading) {
   return work;
 }
 
-PowerModelFit fit_power_model(const std::vector<SustainedClockReading>& curve, const SustainedClockReading& memory,
+PowerFitPoint predict_load(const PowerModel& model, const SustainedClockReading& reading, const std::string& label) {
+  PowerFitPoint point;
+  point.load = label;
+  point.gemm_duty = reading.gemm_duty;
+  point.power_W = reading.power_W;
+  point.measured_MHz = reading.sm_clock_MHz;
+  point.fitted_MHz = point.held_out_MHz = power_limited_clock_MHz(model, work_of(reading));
+  point.fitted_W = point.held_out_W = power_at_measured_clock(model, reading);
+  return point;
+}
+
+PowerModelFit fit_power_model(const std::vector<SustainedClockReading>& gemm_loads, const SustainedClockReading& memory,
                               const SustainedClockReading& light) {
-  if (curve.size() < 2) throw std::invalid_argument("power model: fewer than two loads at the cap");
+  if (gemm_loads.size() < 2) throw std::invalid_argument("power model: fewer than two GEMM loads");
   if (!(light.power_W > 0 && light.power_cap_W > 0 && light.sm_clock_MHz > 0))
     throw std::invalid_argument("power model: no power read under the one-thread load (NVML)");
   if (!(memory.power_W > light.power_W && memory.bytes_per_s > 0))
     throw std::invalid_argument("power model: the memory-only load drew no more than the one-thread load");
-  for (const SustainedClockReading& point : curve)
-    if (!(point.power_W > 0 && point.flops_per_s > 0))
-      throw std::invalid_argument("power model: a curve load without its power or GEMM work");
+  for (const SustainedClockReading& load : gemm_loads)
+    if (!(load.power_W > 0 && load.flops_per_s > 0))
+      throw std::invalid_argument("power model: a GEMM load without its power or GEMM work");
   PowerModelFit fit;
-  fit.model = best_model(curve, curve.size(), memory, light);
-  for (std::size_t i = 0; i < curve.size(); ++i) {
-    PowerFitPoint point;
-    point.gemm_duty = curve[i].gemm_duty;
-    point.power_W = curve[i].power_W;
-    point.measured_MHz = curve[i].sm_clock_MHz;
-    point.fitted_MHz = power_limited_clock_MHz(fit.model, work_of(curve[i]));
-    point.held_out_MHz = power_limited_clock_MHz(best_model(curve, i, memory, light), work_of(curve[i]));
+  fit.model = best_model(gemm_loads, gemm_loads.size(), memory, light);
+  for (std::size_t i = 0; i < gemm_loads.size(); ++i) {
+    const std::string label = fmt::format("fit: GEMMs at duty {:.3f}, {:.3f} of the time idle SMs",
+                                          gemm_loads[i].gemm_duty, gemm_loads[i].idle_share);
+    PowerFitPoint point = predict_load(fit.model, gemm_loads[i], label);
+    const PowerModel without = best_model(gemm_loads, i, memory, light);
+    point.held_out_MHz = power_limited_clock_MHz(without, work_of(gemm_loads[i]));
+    point.held_out_W = power_at_measured_clock(without, gemm_loads[i]);
     fit.points.push_back(point);
   }
   return fit;
@@ -106,7 +123,7 @@ SustainedClockReading median_reading(const std::vector<std::vector<SustainedCloc
        {&SustainedClockReading::gemm_duty, &SustainedClockReading::sm_clock_MHz,
         &SustainedClockReading::sm_clock_after_memory_MHz, &SustainedClockReading::gemm_tflops,
         &SustainedClockReading::gemm_clock_MHz, &SustainedClockReading::power_W, &SustainedClockReading::flops_per_s,
-        &SustainedClockReading::bytes_per_s, &SustainedClockReading::power_cap_W})
+        &SustainedClockReading::bytes_per_s, &SustainedClockReading::power_cap_W, &SustainedClockReading::idle_share})
     m.*field = median(field);
   return m;
 }
@@ -117,8 +134,9 @@ std::vector<std::string> describe_power_fit(const PowerModelFit& fit) {
       "static {:.1f} W at {:.0f} MHz, {:.4f} pJ/FLOP, {:.2f} pJ/byte, clock exponent {:.2f}, cap {:.0f} W", m.static_W,
       m.max_sm_clock_MHz, m.pJ_per_flop, m.pJ_per_byte, m.clock_exponent, m.power_cap_W)};
   for (const PowerFitPoint& p : fit.points)
-    lines.push_back(fmt::format("duty {:.3f}: {:.1f} W, {:.0f} MHz measured, {:.0f} fitted, {:.0f} held out", p.gemm_duty,
-                                p.power_W, p.measured_MHz, p.fitted_MHz, p.held_out_MHz));
+    lines.push_back(fmt::format("{}: {:.1f} W at {:.0f} MHz measured; model {:.0f} MHz, {:.1f} W at the measured "
+                                "clock; left out {:.0f} MHz, {:.1f} W", p.load, p.power_W, p.measured_MHz,
+                                p.fitted_MHz, p.fitted_W, p.held_out_MHz, p.held_out_W));
   return lines;
 }
 

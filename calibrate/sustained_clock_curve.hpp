@@ -21,6 +21,9 @@ struct SustainedClockReading {
   double flops_per_s = 0;
   double bytes_per_s = 0;
   double power_cap_W = 0;
+  // The share of the counted part the one-thread probe filled between the GEMMs (the power model's GEMM loads under
+  // the cap: the SMs idle), 0 in the curve's loads.
+  double idle_share = 0;
 };
 
 // `per_gpu[g][p]`: GPU g's reading of duty p (every GPU the same duties, in the same order). Each point's duty,

@@ -88,14 +88,17 @@ StepClock step_clock(const RankClass& rank_class, const Profile& profile, const 
     const StepWork work = step_work(rank_class, profile, gpu, prices);
     const double clock_MHz = power_limited_clock_MHz(kernels.power_model, work);
     spdlog::debug("step clock of rank class {}: {:.0f} MHz at {:.0f} W by the power model ({:.0f} W at its maximum "
-                  "{:.0f} MHz; {:.1f} TFLOP and {:.2f} GB over {:.3f} ms of compute at the reference clock)",
+                  "{:.0f} MHz; {:.4f} TFLOP and {:.4f} GB over {:.4f} ms of compute at the reference clock)",
                   rank_class.index, clock_MHz, step_power_W(kernels.power_model, work, clock_MHz),
                   step_power_W(kernels.power_model, work, kernels.power_model.max_sm_clock_MHz),
                   kernels.power_model.max_sm_clock_MHz, work.flops * 1e-12, work.bytes * 1e-9,
                   (work.clocked_ns + work.unclocked_ns) * 1e-6);
     return {clock_MHz};
   }
-  return step_clock_at(kernels.sustained_clock, kernels.sustained_clock_fp8, duty.duty, duty.fp8_share);
+  const StepClock clock = step_clock_at(kernels.sustained_clock, kernels.sustained_clock_fp8, duty.duty, duty.fp8_share);
+  spdlog::debug("step clock of rank class {}: {:.0f} MHz by the sustained-clock curve at GEMM duty {:.3f}",
+                rank_class.index, clock.sm_MHz, duty.duty);
+  return clock;
 }
 
 }  // namespace twin::sim

@@ -2,6 +2,8 @@
 // output it consumes, and builds the op kinds the lowering uses.
 #include "strategies/lowering_emitter.hpp"
 
+#include "core/attention_flops.hpp"
+
 namespace twin::lowering {
 
 std::int64_t width_per_rank(const RankShapes& s, layer::Width width) {
@@ -132,8 +134,7 @@ Op Emitter::attention(const RankShapes& s, std::int64_t window, bool backward, s
   op.attention = {s.b, s.heads, s.groups, seq_q, seq_kv, s.d, causal};
   if (s.mla()) op.attention.v_head_dim = static_cast<std::int16_t>(s.v_d);
   if (causal && window < seq_kv) op.attention.window = window;
-  op.flops = 2.0 * s.b * s.heads * seq_q * seq_kv * static_cast<double>(s.d + value_head_dim(op.attention)) *
-             attention_score_fraction(op.attention) * (backward ? 2.5 : 1.0);
+  op.flops = attention_flops(op.attention, backward);
   return op;
 }
 

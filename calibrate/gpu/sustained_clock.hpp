@@ -35,18 +35,29 @@ struct SustainedClockLoad {
   // The GEMMs' operands: bf16 (the profile's `sustained_clock`) or fp8_per_tensor (E4M3 x E4M3 with unit scales, as
   // calibration times FP8 shapes: `sustained_clock_fp8`); the same 8192^3 problem, the same adds, the same periods.
   GemmInputs gemm_inputs = GemmInputs::bf16;
-  // The power model's two loads after the curve (cost/power_model.hpp): memory-bound adds alone, then the one-thread
-  // clock probe alone, each `power_load_s` of which the first `power_load_settle_s` are not counted; 0: neither
-  // (the FP8 load, whose curve the power model does not read).
+  // The power model's loads after the curve (cost/power_model.hpp), each `power_load_s` long: memory-bound adds
+  // alone, then the one-thread clock probe alone (the first `power_load_settle_s` of each not counted: neither
+  // reaches the cap), then the curve's GEMMs beside the one-thread probe (idle SMs, not adds) at each of
+  // `idle_gemm_duties` (the first `settle_s` not counted: they may reach the cap), the same GEMMs at higher clocks
+  // than at full duty; then, with `held_out_loads`, the experts' grouped GEMM and attention at full duty
+  // (calibrate/gpu/power_load_units.hpp), which the fit never reads. power_load_s 0: none (the FP8 load, whose curve
+  // the power model does not read).
   double power_load_s = 3.0;
   double power_load_settle_s = 0.5;
-  static SustainedClockLoad quick() { return {{1.0, 0.8, 0.6, 0.4}, 0.5, 1.5, 0.5, GemmInputs::bf16, 1.0, 0.3}; }
+  std::vector<double> idle_gemm_duties{0.75, 0.5};
+  bool held_out_loads = true;
+  static SustainedClockLoad quick() {
+    return {{1.0, 0.8, 0.6, 0.4}, 0.5, 1.5, 0.5, GemmInputs::bf16, 1.0, 0.3, {0.75, 0.5}, true};
+  }
 };
 
 // Runs the load on the current device (every rank calls it at the same time, so that the GPUs share the host's
 // power and cooling as in training) and returns one reading per duty, in the order asked, then (power_load_s > 0)
-// the memory-only load's and the one-thread load's. Each with its mean power where NVML can be opened (0 where not).
+// one per power load, in power_load_names' order. Each with its mean power where NVML can be opened (0 where not).
 std::vector<SustainedClockReading> measure_sustained_clock(const SustainedClockLoad& load);
+
+// What each of the power loads after the curve runs, in measure_sustained_clock's order (none: power_load_s 0).
+std::vector<std::string> power_load_names(const SustainedClockLoad& load);
 
 struct SustainedClockMeasurement {
   SustainedClockCurve curve;

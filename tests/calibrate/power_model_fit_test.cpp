@@ -35,6 +35,28 @@ SustainedClockReading at_cap(double duty) {
   return r;
 }
 
+// The GEMMs beside idle SMs at GEMM duty `duty` (the rest of the time the one-thread probe, whose time also follows
+// the clock): at the maximum clock where their power stays under the cap, else where it meets it.
+double idle_power(double f, double duty) {
+  return kStatic + std::pow(f / kMax, kExponent) * kPjPerFlop * 1e-12 * duty * kGemmTflopsPerMHz * 1e12 * f;
+}
+
+SustainedClockReading beside_idle(double duty) {
+  double low = 100, high = kMax;
+  if (idle_power(kMax, duty) > kCap)
+    while (high - low > 1e-6) ((idle_power((low + high) / 2, duty) > kCap) ? high : low) = (low + high) / 2;
+  else
+    low = kMax;
+  SustainedClockReading r;
+  r.gemm_duty = 1;
+  r.idle_share = 1 - duty;
+  r.sm_clock_MHz = (low + high) / 2;
+  r.flops_per_s = duty * kGemmTflopsPerMHz * 1e12 * r.sm_clock_MHz;
+  r.power_W = idle_power(r.sm_clock_MHz, duty);
+  r.power_cap_W = kCap;
+  return r;
+}
+
 SustainedClockReading memory_only() {
   SustainedClockReading r;
   r.sm_clock_MHz = kMax;
@@ -66,6 +88,29 @@ TEST(PowerModelFit, GivesTheGpusParametersBack) {
   for (const PowerFitPoint& p : fit.points) {
     EXPECT_NEAR(p.fitted_MHz, p.measured_MHz, 2) << "duty " << p.gemm_duty;
     EXPECT_NEAR(p.held_out_MHz, p.measured_MHz, 2) << "duty " << p.gemm_duty;
+  }
+}
+
+TEST(PowerModelFit, PureGemmLoadsAtSeveralClocksPredictTheMixedOnes) {
+  // As calibration fits it: the GEMMs back to back (at the cap) and beside idle SMs (one under the cap, at the
+  // maximum clock); the GEMMs beside adds held out.
+  // Two loads at the cap at different clocks and one under it: any two of them pin the energy and the exponent, so
+  // each can be left out.
+  const std::vector<SustainedClockReading> pure{at_cap(1.0), beside_idle(0.9), beside_idle(0.5)};
+  ASSERT_DOUBLE_EQ(pure[2].sm_clock_MHz, kMax);
+  ASSERT_LT(pure[0].sm_clock_MHz, pure[1].sm_clock_MHz - 20);
+  ASSERT_LT(pure[1].sm_clock_MHz, kMax - 20);
+  const PowerModelFit fit = fit_power_model(pure, memory_only(), one_thread());
+  EXPECT_NEAR(fit.model.clock_exponent, kExponent, 0.011);
+  EXPECT_NEAR(fit.model.pJ_per_flop, kPjPerFlop, 0.01);
+  for (const PowerFitPoint& p : fit.points) {
+    EXPECT_NEAR(p.held_out_W, p.power_W, 2) << p.load;
+    EXPECT_NEAR(p.held_out_MHz, p.measured_MHz, 2) << p.load;
+  }
+  for (double duty : {0.8, 0.6, 0.4}) {
+    const PowerFitPoint held_out = predict_load(fit.model, at_cap(duty), "mixed");
+    EXPECT_NEAR(held_out.fitted_MHz, held_out.measured_MHz, 2) << "duty " << duty;
+    EXPECT_NEAR(held_out.fitted_W, held_out.power_W, 1) << "duty " << duty;
   }
 }
 

@@ -66,17 +66,33 @@ TEST(NvmlPower, LoadsDrawMoreThanIdle) {
   const double idle_W = idle_power(nvml, 1.0).by_energy_W;
   SustainedClockLoad load{{1.0}, 0.3, 1.2, 0.4};
   load.power_load_s = 0.8, load.power_load_settle_s = 0.2;
+  load.idle_gemm_duties = {0.5};
   const std::vector<SustainedClockReading> readings = measure_sustained_clock(load);
-  ASSERT_EQ(readings.size(), 3u);
+  ASSERT_EQ(readings.size(), 1 + power_load_names(load).size());
+  ASSERT_EQ(readings.size(), 6u);
   const SustainedClockReading &gemms = readings[0], &memory = readings[1], &light = readings[2];
+  const SustainedClockReading &half = readings[3], &experts = readings[4], &attention = readings[5];
   EXPECT_GT(gemms.power_W, idle_W + 100) << "idle " << idle_W << " W";
   EXPECT_LE(gemms.power_W, 1.2 * gemms.power_cap_W);
-  EXPECT_GT(memory.power_W, light.power_W + 20) << "memory-only " << memory.power_W << " W, one-thread " << light.power_W;
+  EXPECT_GT(memory.power_W, light.power_W + 20)
+      << "memory-only " << memory.power_W << " W, one-thread " << light.power_W;
   EXPECT_GT(light.power_W, 0);
   EXPECT_GT(gemms.flops_per_s, 1e14);  // an 8192^3 BF16 GEMM on a data-centre GPU: hundreds of TFLOP/s
   EXPECT_GT(memory.bytes_per_s, 5e11);  // and its adds hundreds of GB/s at least
   EXPECT_EQ(light.flops_per_s, 0);
   EXPECT_LE(light.sm_clock_MHz, 1.05 * nvml.max_sm_clock_MHz());
+  // The GEMMs beside idle SMs: about half the time idle, drawing more than the one-thread load and no more than
+  // the GEMMs back to back.
+  EXPECT_NEAR(half.idle_share, 0.5, 0.15);
+  EXPECT_GT(half.power_W, light.power_W + 50);
+  EXPECT_LT(half.power_W, gemms.power_W + 10);
+  EXPECT_GT(half.flops_per_s, 0.3 * gemms.flops_per_s);
+  // The held-out loads: tensor-core work at hundreds of TFLOP/s, drawing well over the one-thread load.
+  for (const SustainedClockReading* held_out : {&experts, &attention}) {
+    EXPECT_GT(held_out->flops_per_s, 1e14);
+    EXPECT_GT(held_out->power_W, light.power_W + 100);
+    EXPECT_EQ(held_out->idle_share, 0);
+  }
 }
 
 }  // namespace
