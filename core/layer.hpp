@@ -111,7 +111,7 @@ struct SavedTensor {
   bool fp8_in_fp8_layer = false;
   // The modules of selective recompute that drop it (Megatron's --recompute-modules: core/strategy.hpp); 0 for core
   // attention's own tensors, which `kept` says.
-  RecomputeModuleMask dropped_by;
+  RecomputeModuleMask dropped_by{};
 };
 
 struct Block {

@@ -38,7 +38,7 @@ struct RankShapes {
   int expert_data_group = 1;   // tp*cp*dp/(ep*etp)
   int zero_stage = 0;
   Recompute recompute = Recompute::none;
-  RecomputeModuleMask recompute_modules;  // what selective recompute repeats (recomputed_modules)
+  RecomputeModuleMask recompute_modules{};  // what selective recompute repeats (recomputed_modules)
   bool recomputes(RecomputeModule m) const { return twin::recomputes(recompute_modules, m); }
   std::int64_t b = 0, s = 0;   // micro-batch, local sequence (seq / cp)
   std::int64_t tokens = 0;     // T = b*s, rows of the TP-gathered activations
