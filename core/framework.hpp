@@ -72,6 +72,12 @@ struct FrameworkConfig {
   // gradients run after the dispatch backward is issued, so that it hides under them too.
   bool overlap_moe_expert_parallel_comm = false;
   bool delay_wgrad_compute = false;
+  // Megatron-LM's scatter/gather of pipeline tensors (Narayanan et al. 2021, section 4.1; --no-scatter-gather-
+  // tensors-in-pipeline turned it off, on by default from April 2021 until Megatron-Core dropped it): without
+  // sequence parallelism each TP rank sends only its 1/tp share of the activation or gradient to the next stage,
+  // and the receiver all-gathers the shares over TP (NVLink) before using it. Off: every TP rank sends the whole
+  // tensor, as Megatron-Core and DeepSpeed's pipeline engine do.
+  bool scatter_gather_tensors_in_pipeline = false;
   // Which framework's training the scenario describes (core/workload.hpp): the prediction prices its ops with the
   // profile's times, and twin warns when the profile measured another framework. Absent: not said.
   std::optional<FrameworkName> name;

@@ -12,7 +12,7 @@ FrameworkConfig parse_framework(const Reader& r, ModelConfig& model, const std::
   r.only_keys({"name", "overlap_grad_reduce", "overlap_param_gather", "tp_comm_overlap", "gradient_accumulation_fusion",
                "cross_entropy_loss_fusion", "residual_fusion", "use_distributed_optimizer", "attention_backend",
                "cp_comm_type", "zero_implementation", "moe_token_dispatcher_type",
-               "overlap_moe_expert_parallel_comm", "delay_wgrad_compute",
+               "overlap_moe_expert_parallel_comm", "delay_wgrad_compute", "scatter_gather_tensors_in_pipeline",
                "compile", "reshard_after_forward", "reduce_dtype"});
   FrameworkConfig f;
   if (auto x = r.find("name")) f.name = *framework_name(x->one_of({"twin", "megatron-core", "pytorch-fsdp2"}, "framework"));
@@ -43,6 +43,7 @@ FrameworkConfig parse_framework(const Reader& r, ModelConfig& model, const std::
       x->fail("overlap_moe_expert_parallel_comm true beside it (twin models the delayed weight gradients only in "
               "Megatron's overlapped EP schedule)");
   }
+  if (auto x = r.find("scatter_gather_tensors_in_pipeline")) f.scatter_gather_tensors_in_pipeline = x->boolean();
   for (const char* key : {"compile", "reshard_after_forward", "reduce_dtype"})
     if (auto x = r.find(key); x && f.name != FrameworkName::pytorch_fsdp2)
       x->fail("expected framework.name \"pytorch-fsdp2\" beside it (a setting of PyTorch FSDP2)");

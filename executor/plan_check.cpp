@@ -159,6 +159,9 @@ void check_training(const Plan& plan, const std::string& file) {
   if (!plan.scenario.framework.cross_entropy_loss_fusion)
     throw InputError(file, "/scenario/framework/cross_entropy_loss_fusion",
                      "true (twin execute runs the fused vocabulary-parallel cross-entropy)");
+  if (plan.scenario.framework.scatter_gather_tensors_in_pipeline)
+    throw InputError(file, "/scenario/framework/scatter_gather_tensors_in_pipeline",
+                     "false (twin execute sends whole pipeline tensors, as Megatron-Core does)");
   if (!plan.scenario.framework.gradient_accumulation_fusion)
     throw InputError(file, "/scenario/framework/gradient_accumulation_fusion",
                      "true (twin execute accumulates weight gradients inside the GEMM)");

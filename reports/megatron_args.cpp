@@ -285,6 +285,10 @@ void notes(ArgsText& out, const Scenario& scenario, const Strategy& s) {
   if (s.zero_stage >= 1 && scenario.framework.overlap_param_gather && !scenario.framework.overlap_grad_reduce)
     out.comment("Not expressible: overlap_param_gather without overlap_grad_reduce (Megatron requires both); "
                 "--overlap-param-gather left out.");
+  if (scenario.framework.scatter_gather_tensors_in_pipeline && s.pipeline_model_parallel_size > 1 &&
+      s.tensor_model_parallel_size > 1 && !s.sequence_parallel)
+    out.comment("Not expressible: scatter_gather_tensors_in_pipeline (Megatron-LM of 2021-22 sent each TP rank's "
+                "share of a pipeline tensor and all-gathered it on arrival; Megatron-Core sends the whole tensor).");
   if (s.schedule == Schedule::gpipe && s.pipeline_model_parallel_size > 1)
     out.comment("Not expressible: the GPipe schedule. Megatron-LM runs these arguments as 1F1B (same stages, fewer "
                 "micro-batches in flight, so less activation memory and the same bubble).");

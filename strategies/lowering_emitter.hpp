@@ -78,6 +78,9 @@ struct RankShapes {
   bool residual_fusion = false;
   // ZeRO-3 as DeepSpeed's stage 3 of 2021 drives it (framework.zero_implementation deepspeed; core/framework.hpp).
   bool deepspeed_zero3 = false;
+  // framework.scatter_gather_tensors_in_pipeline where it acts (TP > 1, no SP): a pipeline send carries 1/tp of the
+  // tensor, and the receiver all-gathers it over TP before using it (Megatron-LM's schedules only).
+  bool scatter_gather_p2p = false;
   // PyTorch FSDP2 (framework.name pytorch-fsdp2; strategies/pytorch_fsdp2.hpp): its copies, eager kernels and host
   // time; torch.compile of each block; the weights freed after a block's forward; the gradients' reduction dtype.
   bool pytorch_fsdp2 = false;

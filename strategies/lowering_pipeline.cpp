@@ -88,10 +88,12 @@ RankParameters StageLowering::unit_parameters(const Unit& u) const {
   return layer_parameters_per_rank(model_, u.layer, s_.tp, s_.ep, s_.etp);
 }
 
-// `tensors`: a double-strand transfer carries one strand's activation and the other's gradient.
-Op StageLowering::p2p(OpKind kind, OpRole role, int peer_stage, std::int64_t tag, int tensors) const {
+// `tensors`: a double-strand transfer carries one strand's activation and the other's gradient. `tp_share`: this TP
+// rank's 1/tp of the tensor only (Megatron-LM's scatter/gather, framework.scatter_gather_tensors_in_pipeline).
+Op StageLowering::p2p(OpKind kind, OpRole role, int peer_stage, std::int64_t tag, int tensors, bool tp_share) const {
+  const std::int64_t bytes = tensors * s_.tokens_local * s_.h * 2;
   Op op = Emitter::collective(kind, role, kind == OpKind::send ? Stream::pp_send : Stream::pp_recv,
-                              GroupKind::pipeline, s_.pp, tensors * s_.tokens_local * s_.h * 2);
+                              GroupKind::pipeline, s_.pp, tp_share ? bytes / s_.tp : bytes);
   op.peer = peer_stage;
   op.p2p_tag = tag;
   op.transfer = role == OpRole::pipeline_activation ? Transfer::activation : Transfer::gradient;
@@ -286,16 +288,26 @@ void StageLowering::run_units(const std::vector<Unit>& list, bool forward, bool 
   }
 }
 
+// Megatron-LM's p2p_communication._communicate of 2021-22 (NVIDIA/Megatron-LM f938e19a58, 7fccd6a17a): with
+// scatter_gather_tensors_in_pipeline and no SP, it sends split_tensor_into_1d_equal_chunks' share and, after the
+// exchange, gather_split_1d_tensor all-gathers the shares over the TP group, which the stage's compute then reads.
+void StageLowering::receive(OpRole role, int peer_stage, std::int64_t tag) {
+  e_.emit(p2p(OpKind::recv, role, peer_stage, tag, 1, s_.scatter_gather_p2p));
+  if (s_.scatter_gather_p2p)
+    e_.emit(Emitter::collective(OpKind::all_gather, role, Stream::tp_comm, GroupKind::tensor, s_.tp,
+                                s_.tokens_local * s_.h * 2));
+}
+
 void StageLowering::forward_pass(const ScheduleStep& step) {
   const int vs = virtual_stage(step.chunk);
   e_.begin_pass(Phase::forward, step.micro_batch, step.chunk);
   e_.chain = kNoOp;
-  if (vs > 0)
-    e_.emit(p2p(OpKind::recv, OpRole::pipeline_activation, (vs - 1) % s_.pp, p2p_tag(step.micro_batch, vs - 1, false)));
+  if (vs > 0) receive(OpRole::pipeline_activation, (vs - 1) % s_.pp, p2p_tag(step.micro_batch, vs - 1, false));
   run_units(units(step.chunk), true, false);
   e_.set_layer(-1);
   if (vs < last_virtual_stage_)
-    e_.emit(p2p(OpKind::send, OpRole::pipeline_activation, (vs + 1) % s_.pp, p2p_tag(step.micro_batch, vs, false)));
+    e_.emit(p2p(OpKind::send, OpRole::pipeline_activation, (vs + 1) % s_.pp, p2p_tag(step.micro_batch, vs, false), 1,
+                s_.scatter_gather_p2p));
 }
 
 void StageLowering::backward_pass(const ScheduleStep& step, bool last_of_chunk) {
@@ -303,14 +315,15 @@ void StageLowering::backward_pass(const ScheduleStep& step, bool last_of_chunk) 
   e_.begin_pass(Phase::backward, step.micro_batch, step.chunk);
   e_.chain = kNoOp;
   if (vs < last_virtual_stage_)
-    e_.emit(p2p(OpKind::recv, OpRole::pipeline_gradient, (vs + 1) % s_.pp, p2p_tag(step.micro_batch, vs, true)));
+    receive(OpRole::pipeline_gradient, (vs + 1) % s_.pp, p2p_tag(step.micro_batch, vs, true));
   std::vector<Unit> list = units(step.chunk);
   std::reverse(list.begin(), list.end());
   // DeepSpeed reduces the gradients in every micro-batch's backward (reduce_ready_partitions_and_remove_grads).
   run_units(list, false, last_of_chunk || s_.deepspeed_zero3);
   e_.set_layer(-1);
   if (vs > 0)
-    e_.emit(p2p(OpKind::send, OpRole::pipeline_gradient, (vs - 1) % s_.pp, p2p_tag(step.micro_batch, vs - 1, true)));
+    e_.emit(p2p(OpKind::send, OpRole::pipeline_gradient, (vs - 1) % s_.pp, p2p_tag(step.micro_batch, vs - 1, true), 1,
+                s_.scatter_gather_p2p));
 }
 
 OpIndex StageLowering::last_on(Stream stream) { return e_.rank_class().last_on(stream); }

@@ -43,7 +43,9 @@ class StageLowering {
   void begin_stage(int stage);
   std::vector<Unit> units(int chunk) const;
   RankParameters unit_parameters(const Unit& u) const;
-  Op p2p(OpKind kind, OpRole role, int peer_stage, std::int64_t tag, int tensors = 1) const;
+  Op p2p(OpKind kind, OpRole role, int peer_stage, std::int64_t tag, int tensors = 1, bool tp_share = false) const;
+  // The receive of a Megatron schedule's pipeline tensor, and its TP all-gather under scatter/gather.
+  void receive(OpRole role, int peer_stage, std::int64_t tag);
   OpIndex gather_weights(const Unit& u, OpIndex after, bool forward);
   // A parameter all-gather after `after`, followed under DeepSpeed's ZeRO-3 by its memory passes
   // (strategies/deepspeed_zero3.hpp); the last op.

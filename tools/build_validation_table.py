@@ -21,7 +21,14 @@ the published figure (iteration time, tokens/s per GPU, TFLOP/s per GPU with the
 MFU), converted to an iteration time by `twin validate`. Rerun after editing a transcription:
 
   python3 tools/build_validation_table.py
+
+Options (docs/VALIDATION.md "Megatron-LM's scatter/gather of pipeline tensors"): --megatron-scatter-gather states
+framework.scatter_gather_tensors_in_pipeline on the rows of Megatron-LM of 2021-22 (Narayanan et al. 2021 Tables 1
+and 2's PTD-P rows, Korthikanti et al. 2022), --deepspeed-pipe-partition on the rows run by DeepSpeed's pipeline
+engine (BLOOM, MT-NLG), and --out writes the table elsewhere. The committed table has neither: stated, the one Ampere
+in-training factor refitted per fold moves two groups past ValidationTable's guard.
 """
+import argparse
 import json
 import os
 import sys
@@ -335,16 +342,40 @@ def zero3_rows():
     return rows
 
 
+MEGATRON_2021_22 = ("narayanan2021-table1", "korthikanti2022-table5", "korthikanti2022-abstract")
+DEEPSPEED_PIPE = ("bloom2022-176b", "bloom2022-topology-search", "smith2022-mtnlg-530b")
+
+
+def split_pipeline_tensors(rows, megatron, deepspeed):
+    """Each TP rank's share of a pipeline tensor sent, the whole gathered over TP on arrival. Megatron-LM: its
+    --no-scatter-gather-tensors-in-pipeline left it on (arguments.py at NVIDIA/Megatron-LM f938e19a58, April 2021;
+    7fccd6a17a, May 2022, skips it under sequence parallelism), Narayanan et al. 2021 section 4.1. DeepSpeed's pipeline
+    engine partitions the activations it sends over the model-parallel group since 2020 (is_pipe_partitioned,
+    deepspeed/runtime/pipe/engine.py at c83e49f) and the gradients since 2021-09-29 (is_grad_partitioned, e2fdd254e)."""
+    for r in rows:
+        framework = r["scenario"]["framework"]
+        ptdp = r["group"] == "narayanan2021-table2-zero3" and "zero_implementation" not in framework
+        if (megatron and (r["group"] in MEGATRON_2021_22 or ptdp)) or (deepspeed and r["group"] in DEEPSPEED_PIPE):
+            framework["scatter_gather_tensors_in_pipeline"] = True
+            r["notes"] += " Pipeline tensors scattered over TP and gathered on arrival (scatter/gather)."
+
+
 def main():
+    parser = argparse.ArgumentParser(description="Build tests/validation/published.json from the transcriptions.")
+    parser.add_argument("--megatron-scatter-gather", action="store_true")
+    parser.add_argument("--deepspeed-pipe-partition", action="store_true")
+    parser.add_argument("--out", default=os.path.join(HERE, "published.json"))
+    args = parser.parse_args()
     rows = (a100_rows() + h100_rows() + stated_rows("a100_more_rows.json") + hopper_more_rows() + zero3_rows() +
             stated_rows("torchtitan_rows.json"))
+    split_pipeline_tensors(rows, args.megatron_scatter_gather, args.deepspeed_pipe_partition)
     table = {"format": "twin-validation", "version": 1,
              "about": "Published end-to-end training results, each a twin scenario and the published figure; built by "
                       "tools/build_validation_table.py from a100_rows.json, h100_rows.json, a100_more_rows.json, "
                       "hopper_more_rows.json, zero3_rows.json and torchtitan_rows.json (the transcriptions, with their sources and quotes). "
                       "docs/VALIDATION.md describes the table and its results.",
              "rows": rows}
-    path = os.path.join(HERE, "published.json")
+    path = args.out
     with open(path + ".tmp", "w") as out:
         json.dump(table, out, indent=1)
         out.write("\n")

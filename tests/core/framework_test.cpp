@@ -42,6 +42,8 @@ TEST(Framework, DefaultsAreMegatronsRecipe) {
   EXPECT_EQ(s.framework.cp_comm_type, CpCommType::p2p);
   EXPECT_EQ(s.framework.zero_implementation, ZeroImplementation::megatron);
   EXPECT_FALSE(to_json(s)["framework"].contains("zero_implementation"));  // the default keeps plans' bytes
+  EXPECT_FALSE(s.framework.scatter_gather_tensors_in_pipeline);  // Megatron-Core sends whole pipeline tensors
+  EXPECT_FALSE(to_json(s)["framework"].contains("scatter_gather_tensors_in_pipeline"));
   EXPECT_FALSE(s.profile_scaling);
 }
 
@@ -52,7 +54,7 @@ TEST(Framework, EverySwitchRoundTrips) {
                     {"cross_entropy_loss_fusion", false},  {"use_distributed_optimizer", true},
                     {"residual_fusion", true},
                     {"attention_backend", "fused"},        {"cp_comm_type", "all_gather"},
-                    {"zero_implementation", "deepspeed"}};
+                    {"zero_implementation", "deepspeed"},  {"scatter_gather_tensors_in_pipeline", true}};
   d["profile_scaling"] = true;
   const Scenario s = parse_scenario(d, "s.json");
   EXPECT_FALSE(s.framework.overlap_grad_reduce);
@@ -65,6 +67,7 @@ TEST(Framework, EverySwitchRoundTrips) {
   EXPECT_EQ(s.model.attention_backend, AttentionBackend::fused);
   EXPECT_EQ(s.framework.cp_comm_type, CpCommType::all_gather);
   EXPECT_EQ(s.framework.zero_implementation, ZeroImplementation::deepspeed);
+  EXPECT_TRUE(s.framework.scatter_gather_tensors_in_pipeline);
   EXPECT_EQ(s.search.zero_stage, std::vector<int>{1});  // the distributed optimizer is ZeRO 1
   EXPECT_TRUE(s.profile_scaling);
   EXPECT_EQ(parse_scenario(to_json(s), s.source), s);
@@ -94,6 +97,8 @@ TEST(Framework, BadValuesNameTheirPath) {
   d["framework"] = {{"cp_comm_type", "a2a"}};
   EXPECT_EQ(error_path(d).rfind("/framework/cp_comm_type | ", 0), 0u) << error_path(d);
   EXPECT_NE(error_path(d).find("p2p, all_gather"), std::string::npos) << error_path(d);
+  d["framework"] = {{"scatter_gather_tensors_in_pipeline", 1}};
+  EXPECT_EQ(error_path(d).rfind("/framework/scatter_gather_tensors_in_pipeline | ", 0), 0u) << error_path(d);
   d["framework"] = {{"zero_implementation", "fsdp"}};
   EXPECT_EQ(error_path(d).rfind("/framework/zero_implementation | ", 0), 0u) << error_path(d);
   EXPECT_NE(error_path(d).find("megatron, deepspeed"), std::string::npos) << error_path(d);

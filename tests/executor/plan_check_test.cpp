@@ -61,6 +61,9 @@ TEST(PlanCheck, RefusesFrameworkSwitchesTheExecutorDoesNotRun) {
   Plan unfused_accumulation = executed_plan();
   unfused_accumulation.scenario.framework.gradient_accumulation_fusion = false;
   EXPECT_EQ(refusal_path(unfused_accumulation), "/scenario/framework/gradient_accumulation_fusion");
+  Plan scattered = executed_plan();  // Megatron-LM of 2021-22's pipeline sends: the executor sends whole tensors
+  scattered.scenario.framework.scatter_gather_tensors_in_pipeline = true;
+  EXPECT_EQ(refusal_path(scattered), "/scenario/framework/scatter_gather_tensors_in_pipeline");
   // DeepSpeed's ZeRO-3 is priced only; below ZeRO-3 the switch changes nothing and the plan runs.
   Plan deepspeed = executed_plan();
   deepspeed.scenario.framework.zero_implementation = ZeroImplementation::deepspeed;

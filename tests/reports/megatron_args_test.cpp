@@ -303,6 +303,19 @@ TEST(MegatronArgs, TensorParallelOneDropsSequenceParallelAndItsOverlap) {
   EXPECT_FALSE(has_argument(text, "--tp-comm-overlap")) << text;
 }
 
+TEST(MegatronArgs, ScatterGatherOfPipelineTensorsIsNamedWhereItActs) {
+  Scenario scenario = parse_scenario_text(kLlamaScenario, "llama.json");
+  scenario.framework.scatter_gather_tensors_in_pipeline = true;
+  Strategy s = pinned(scenario);
+  ASSERT_GT(s.tensor_model_parallel_size, 1);
+  ASSERT_GT(s.pipeline_model_parallel_size, 1);
+  s.sequence_parallel = false;
+  const std::string scattered = megatron_args(scenario, s);
+  EXPECT_TRUE(has_comment_with(scattered, "Not expressible: scatter_gather_tensors_in_pipeline")) << scattered;
+  s.sequence_parallel = true;  // the tensors between stages are each rank's share already: nothing to say
+  EXPECT_FALSE(has_comment_with(megatron_args(scenario, s), "scatter_gather")) << megatron_args(scenario, s);
+}
+
 TEST(MegatronArgs, ScheduleMegatronLacksIsNamedAndTheRestGiven) {
   Scenario scenario = parse_scenario_text(kLlamaScenario, "llama.json");
   Strategy s = pinned(scenario);
