@@ -3,12 +3,8 @@
 // issues one after another; what matters to the step is when the host falls behind the GPU, a pass at a time.
 #include "strategies/pytorch_fsdp2.hpp"
 
-#include <algorithm>
-#include <cmath>
 #include <cstdlib>
 #include <set>
-
-#include "sim/rank_drift.hpp"
 
 namespace twin::lowering {
 
@@ -55,28 +51,6 @@ const PytorchHostCost& pytorch_host_cost(int tp, Recompute recompute, bool compi
   return *best;
 }
 
-bool uses_dtensor_tp_host(const RankShapes& shapes) {
-  return shapes.tp > 1 && !shapes.torch_compile && shapes.recompute != Recompute::full;
-}
-
-PytorchHostCost dtensor_tp_host_cost(int tp, std::int64_t hidden) {
-  const std::int64_t width = hidden / tp;
-  const auto& table = kTpHostByLocalWidth;
-  // the segment [lo, hi] holding the width, or the end point nearest to it (then lo == hi)
-  const auto upper = std::find_if(table.begin(), table.end(), [&](const TpHostPoint& p) { return p.local_width >= width; });
-  const TpHostPoint& hi = upper == table.end() ? table.back() : *upper;
-  const TpHostPoint& lo = upper == table.begin() || upper == table.end() ? hi : *(upper - 1);
-  const double t = hi.local_width == lo.local_width
-                       ? 0.0
-                       : static_cast<double>(width - lo.local_width) / static_cast<double>(hi.local_width - lo.local_width);
-  const double slowest = 1 + sim::expected_max_of_normals(tp) * kTpHostRankSpread;
-  const auto at = [&](TimeNs a, TimeNs b) {
-    return static_cast<TimeNs>(std::llround((static_cast<double>(a) + t * static_cast<double>(b - a)) * slowest));
-  };
-  return {tp, false, false, at(lo.forward_ns, hi.forward_ns), at(lo.backward_ns, hi.backward_ns),
-          at(lo.optimizer_ns, hi.optimizer_ns), at(lo.fixed_ns, hi.fixed_ns)};
-}
-
 namespace {
 
 enum class HostPart { forward, backward, optimizer, fixed, none };
@@ -106,9 +80,7 @@ void assign_pytorch_dispatch(RankClass& rc, const RankShapes& shapes) {
     const bool in_first_layer = op.layer == layer && op.micro_batch == micro_batch;
     if (part == HostPart::optimizer || part == HostPart::fixed || in_first_layer) ++count[static_cast<int>(part)];
   }
-  const PytorchHostCost cost = uses_dtensor_tp_host(shapes) ? dtensor_tp_host_cost(shapes.tp, shapes.h)
-                                                            : pytorch_host_cost(shapes.tp, shapes.recompute,
-                                                                                shapes.torch_compile);
+  const PytorchHostCost& cost = pytorch_host_cost(shapes.tp, shapes.recompute, shapes.torch_compile);
   const auto layer_count = static_cast<TimeNs>(layers.size());
   const std::array<TimeNs, 4> part_ns = {cost.forward_ns, cost.backward_ns, cost.optimizer_ns * layer_count,
                                          cost.fixed_ns};

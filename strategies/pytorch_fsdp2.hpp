@@ -65,53 +65,20 @@ struct PytorchHostCost {
   TimeNs forward_ns = 0, backward_ns = 0, optimizer_ns = 0;  // per layer
   TimeNs fixed_ns = 0;                                       // per step
 };
-inline constexpr std::array<PytorchHostCost, 4> kPytorchHostCosts = {{
+inline constexpr std::array<PytorchHostCost, 6> kPytorchHostCosts = {{
     {1, false, false, 3'423'000, 3'481'000, 631'000, 1'072'000},
     {1, true, false, 4'497'000, 5'364'000, 594'000, 3'421'000},
     {1, false, true, 2'047'000, 3'320'000, 570'000, 6'169'000},
+    {2, false, false, 8'354'000, 13'920'000, 614'000, 0},
+    {4, false, false, 4'968'000, 11'462'000, 208'000, 8'968'000},
     {2, true, true, 3'059'000, 4'796'000, 731'000, 5'776'000},
 }};
 
 // The measured configuration nearest to (tp, recompute, compiled): the same compile, then the same recompute, then
-// the nearest TP size (selective recompute counts as none: it repeats one op's forward). Eager DTensor TP without
-// full recompute is not in the table: dtensor_tp_host_cost prices it.
+// the nearest TP size (selective recompute counts as none: it repeats one op's forward).
 const PytorchHostCost& pytorch_host_cost(int tp, Recompute recompute, bool compiled);
 
-// Eager DTensor TP's host (tests/gpu/pytorch_tp_host.py: two H200s and their host, PyTorch 2.11, 2026-11-29;
-// docs/accuracy/pytorch-tp-host-2xH200/, tables by tools/pytorch_tp_host_analysis.py). Measured at TP 2, widths 256
-// to 4096, sequences 128 and 4096, micro-batch 1 and 2, every rank unprofiled: the host's time per layer does not
-// move with the tokens and grows a little with the width of the shards the ops see (hidden / tp: 17 ms at 128,
-// 20 ms at 2048), so it is kept per local width (the mean rank's, over the configurations of that width; linear
-// between the widths, the nearest outside them). The ranks' hosts differ: one rank's host is steadily slower than
-// its peer's (the profiled steps show the launch skew growing through the step, and the faster rank's GPU waiting
-// inside each TP all-reduce for it), and each TP collective waits for the slowest rank of its group, so the group
-// runs at the pace of its slowest host. Measured: the spread of a rank's host time over the mean rank's is
-// sigma = 0.205 (from the two ranks' times, E[max of 2] = mean (1 + e_2 sigma)); the synchronised step per layer,
-// which the model did not take, is mean (1 + e_2 sigma) within 4.2% mean, 9.9% max over the nine configurations.
-struct TpHostPoint {
-  std::int64_t local_width = 0;                              // hidden / tp
-  TimeNs forward_ns = 0, backward_ns = 0, optimizer_ns = 0;  // per layer, the mean rank's
-  TimeNs fixed_ns = 0;                                       // per step (2 layers' host less 2 layers), at least 0
-};
-inline constexpr std::array<TpHostPoint, 4> kTpHostByLocalWidth = {{
-    {128, 6'492'000, 9'923'000, 530'000, 2'226'000},
-    {512, 6'496'000, 10'144'000, 522'000, 13'202'000},
-    {1024, 6'606'000, 11'866'000, 572'000, 2'894'000},
-    {2048, 8'245'000, 11'099'000, 803'000, 2'596'000},
-}};
-inline constexpr double kTpHostRankSpread = 0.2050;  // sigma, a rank's host time over the mean rank's
-
-// Whether the host of a rank of `shapes` is priced by dtensor_tp_host_cost: eager, TP over 2 or more, no full
-// recompute (the configurations it was measured in).
-bool uses_dtensor_tp_host(const RankShapes& shapes);
-
-// The host time per layer and step of a TP group's slowest rank under eager DTensor TP over `tp` ranks of a model
-// `hidden` wide: the mean rank's at hidden / tp times 1 + e_tp sigma (e_n = E[max of n standard normals],
-// sim/rank_drift.hpp).
-PytorchHostCost dtensor_tp_host_cost(int tp, std::int64_t hidden);
-
-// Gives every op of `rc` its dispatch time (the host cost of dtensor_tp_host_cost where uses_dtensor_tp_host, of
-// pytorch_host_cost otherwise): a layer's host time of its pass (forward; backward with its recomputed
+// Gives every op of `rc` its dispatch time: a layer's host time of its pass (forward; backward with its recomputed
 // forward) spread evenly over the pass's ops that the host issues in line (not the data-parallel stream's gathers,
 // reductions and copies, nor the copy out of a gather, which FSDP2's hooks issue beside them), the optimizer's over the optimizer phase, the fixed time
 // over the ops outside the layers. Every layer's passes alike, so repeated passes stay equal to their originals.
