@@ -133,5 +133,39 @@ TEST(PytorchFsdp2, AnUnmeasuredConfigurationTakesTheNearestMeasuredRow) {
   EXPECT_TRUE(row(2, Recompute::none, true).compiled);
 }
 
+// The host's time of each part of a plan's step, summed over the ops of `layer` (forward, backward), of the
+// optimizer phase and of the ops outside the layers.
+struct Fsdp2HostSums {
+  TimeNs forward = 0, backward = 0, optimizer = 0, fixed = 0;
+};
+Fsdp2HostSums fsdp2_host_sums(const Fsdp2Lowered& l, int layer) {
+  Fsdp2HostSums sums;
+  for (const Op& op : ops_where(l.graph, [](const Op&) { return true; })) {
+    if (op.phase == Phase::optimizer) sums.optimizer += op.dispatch_ns;
+    else if (op.layer < 0) sums.fixed += op.dispatch_ns;
+    else if (op.layer == layer) (op.phase == Phase::forward ? sums.forward : sums.backward) += op.dispatch_ns;
+  }
+  return sums;
+}
+
+void expect_host_sums(const Fsdp2Lowered& l, const Fsdp2HostSums& want, const char* what) {
+  for (int layer = 0; layer < kLayers; ++layer) {
+    const Fsdp2HostSums got = fsdp2_host_sums(l, layer);
+    EXPECT_NEAR(static_cast<double>(got.forward), static_cast<double>(want.forward), 200.0) << what << layer;
+    EXPECT_NEAR(static_cast<double>(got.backward), static_cast<double>(want.backward), 200.0) << what << layer;
+    EXPECT_NEAR(static_cast<double>(got.optimizer), static_cast<double>(want.optimizer), 200.0) << what;
+    EXPECT_NEAR(static_cast<double>(got.fixed), static_cast<double>(want.fixed), 200.0) << what;
+  }
+}
+
+TEST(PytorchFsdp2, TensorParallelAndFsdpAloneCarryTheFourGpuHostTableByHandCount) {
+  // The rows of docs/FRAMEWORK.md "PyTorch FSDP2" (4 H200s' host, 2026-11-28), by hand: per layer forward, backward,
+  // the optimizer's share times the layers, and the fixed part per step. The two-GPU model of the TP host
+  // (docs/ACCURACY.md "The host of DTensor TP steps") predicted worse and left these unchanged.
+  expect_host_sums(lower_fsdp2(true, 2), {8'354'000, 13'920'000, 614'000 * kLayers, 0}, "TP 2, layer ");
+  expect_host_sums(lower_fsdp2(true, 4), {4'968'000, 11'462'000, 208'000 * kLayers, 8'968'000}, "TP 4, layer ");
+  expect_host_sums(lower_fsdp2(true, 1), {3'423'000, 3'481'000, 631'000 * kLayers, 1'072'000}, "TP 1, layer ");
+}
+
 }  // namespace
 }  // namespace twin
