@@ -22,11 +22,12 @@ MFU), converted to an iteration time by `twin validate`. Rerun after editing a t
 
   python3 tools/build_validation_table.py
 
-Options (docs/VALIDATION.md "Megatron-LM's scatter/gather of pipeline tensors"): --megatron-scatter-gather states
-framework.scatter_gather_tensors_in_pipeline on the rows of Megatron-LM of 2021-22 (Narayanan et al. 2021 Tables 1
-and 2's PTD-P rows, Korthikanti et al. 2022), --deepspeed-pipe-partition on the rows run by DeepSpeed's pipeline
-engine (BLOOM, MT-NLG), and --out writes the table elsewhere. The committed table has neither: stated, the one Ampere
-in-training factor refitted per fold moves two groups past ValidationTable's guard.
+The rows of Megatron-LM of 2021-22 (Narayanan et al. 2021 Tables 1 and 2's PTD-P rows, Korthikanti et al. 2022) state
+framework.scatter_gather_tensors_in_pipeline, as that code ran them (docs/VALIDATION.md "Megatron-LM's scatter/gather of
+pipeline tensors"); --without-megatron-scatter-gather leaves it out (the table before 2026-11-29 21:00 UTC).
+--deepspeed-pipe-partition states it on the rows run by DeepSpeed's pipeline engine (BLOOM, MT-NLG) too, an experiment
+only: DeepSpeed partitions activations and gradients from different dates, which one switch cannot say. --out writes
+the table elsewhere.
 """
 import argparse
 import json
@@ -362,13 +363,13 @@ def split_pipeline_tensors(rows, megatron, deepspeed):
 
 def main():
     parser = argparse.ArgumentParser(description="Build tests/validation/published.json from the transcriptions.")
-    parser.add_argument("--megatron-scatter-gather", action="store_true")
+    parser.add_argument("--without-megatron-scatter-gather", action="store_true")
     parser.add_argument("--deepspeed-pipe-partition", action="store_true")
     parser.add_argument("--out", default=os.path.join(HERE, "published.json"))
     args = parser.parse_args()
     rows = (a100_rows() + h100_rows() + stated_rows("a100_more_rows.json") + hopper_more_rows() + zero3_rows() +
             stated_rows("torchtitan_rows.json"))
-    split_pipeline_tensors(rows, args.megatron_scatter_gather, args.deepspeed_pipe_partition)
+    split_pipeline_tensors(rows, not args.without_megatron_scatter_gather, args.deepspeed_pipe_partition)
     table = {"format": "twin-validation", "version": 1,
              "about": "Published end-to-end training results, each a twin scenario and the published figure; built by "
                       "tools/build_validation_table.py from a100_rows.json, h100_rows.json, a100_more_rows.json, "

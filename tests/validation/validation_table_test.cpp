@@ -82,29 +82,34 @@ TEST(PublishedTable, BadRowsNameTheirPath) {
 // rounded up to the tenth of a point), lowered where DeepSpeed's memory passes around its collectives
 // (strategies/deepspeed_zero3.hpp) improved them on 2026-11-29 04:01-04:12 UTC and left as they were where those moved
 // a figure up within the half point, and lowered where NeMo Megatron's rows as its 22.08 and 22.06 releases ran them
-// (209 rows, 2026-11-29 16:38-16:45 UTC) improved them, left where those moved a figure up within the half point; a
-// change that makes any of them worse by more than half a point fails here. A group the guard does not know fails with the line to add.
+// (209 rows, 2026-11-29 16:38-16:45 UTC) improved them, left where those moved a figure up within the half point; then set to the figures of the table whose
+// Megatron-LM rows of 2021-22 state the scatter/gather of pipeline tensors their code ran (2026-11-29 20:50-20:58 UTC,
+// docs/VALIDATION.md "Megatron-LM's scatter/gather of pipeline tensors"): every figure is that run's, rounded up; four
+// moved up (BLOOM-176B 4.2% -> 5.1%, torchtitan's A100 rows 13.1% -> 13.7%, NeMo's A100 rows 11.9% -> 12.1%, the
+// Narayanan Table 1 max 15.3% -> 15.9%) because the one Ampere factor, refitted in every fold, no longer absorbs the
+// Megatron rows' over-priced pipeline sends: a row described as it ran beats a guard figure that leaned on a wrong
+// one. A change that makes any of them worse by more than half a point fails here. A group the guard does not know fails with the line to add.
 struct Reached {
   double cross_validated_mean, cross_validated_max, in_sample_mean, in_sample_max;
 };
 const std::map<std::string, Reached> kReached = {
-    {"narayanan2021-table1", {0.095, 0.153, 0.086, 0.142}},
-    {"korthikanti2022-table5", {0.112, 0.172, 0.103, 0.163}},
-    {"korthikanti2022-abstract", {0.092, 0.133, 0.090, 0.131}},
+    {"narayanan2021-table1", {0.077, 0.159, 0.069, 0.150}},
+    {"korthikanti2022-table5", {0.105, 0.145, 0.097, 0.136}},
+    {"korthikanti2022-abstract", {0.072, 0.088, 0.071, 0.086}},
     {"dubey2024-llama3-table4", {0.055, 0.073, 0.055, 0.072}},
-    {"megatron-readme-h100-2024", {0.078, 0.118, 0.073, 0.112}},
+    {"megatron-readme-h100-2024", {0.078, 0.118, 0.074, 0.112}},
     {"llmfoundry-mpt-h100-2024", {0.083, 0.145, 0.068, 0.132}},
-    {"llmfoundry-mpt-a100-2023", {0.064, 0.234, 0.064, 0.228}},
-    {"nemo-megatron-a100-2023", {0.119, 0.214, 0.120, 0.211}},
-    {"bloom2022-176b", {0.042, 0.042, 0.044, 0.044}},
-    {"bloom2022-topology-search", {0.083, 0.243, 0.083, 0.238}},
-    {"smith2022-mtnlg-530b", {0.094, 0.115, 0.092, 0.113}},
+    {"llmfoundry-mpt-a100-2023", {0.064, 0.229, 0.064, 0.225}},
+    {"nemo-megatron-a100-2023", {0.121, 0.209, 0.122, 0.207}},
+    {"bloom2022-176b", {0.051, 0.051, 0.049, 0.049}},
+    {"bloom2022-topology-search", {0.083, 0.240, 0.083, 0.235}},
+    {"smith2022-mtnlg-530b", {0.091, 0.112, 0.089, 0.110}},
     {"dgxc-nemo-h100-24.11", {0.065, 0.168, 0.053, 0.145}},
     {"dgxc-nemo-h100-25.02", {0.044, 0.096, 0.036, 0.083}},
-    {"narayanan2021-table2-zero3", {0.144, 0.337, 0.145, 0.335}},
+    {"narayanan2021-table2-zero3", {0.130, 0.336, 0.131, 0.333}},
     {"torchtitan-h100-2025", {0.138, 0.138, 0.137, 0.137}},
-    {"torchtitan-perf-2024", {0.131, 0.154, 0.128, 0.150}},
-    {"all", {0.079, 0.337, 0.074, 0.335}},
+    {"torchtitan-perf-2024", {0.137, 0.163, 0.134, 0.158}},
+    {"all", {0.077, 0.336, 0.072, 0.333}},
 };
 
 // The same for the published MoE rows (issue 40), a table of their own: `twin validate tests/validation/moe_rows.json
