@@ -3,7 +3,7 @@
 #include <gtest/gtest.h>
 
 #include "executor/token_stream.hpp"
-#include "strategies/per_layer/per_layer.hpp"
+#include "strategies/per_layer/per_layer_edges.hpp"
 
 namespace twin::exec {
 namespace {
@@ -68,6 +68,43 @@ TEST(TokenStream, PerLayerBlocksCutTheSameRowsForEveryGpuWhateverTheLayout) {
   EXPECT_EQ(mixed[64], stream.sequence(1)[0]);
   EXPECT_EQ(mixed[128], stream.sequence(1)[1]);
   EXPECT_THROW(share_tokens(stream, 0, stage_share(2, 1, {1, 2}, {0, 1})), std::invalid_argument);
+}
+
+// Beside a Ulysses layer the embedding and the output layer read the GPU's shard of its block's rows
+// (strategies/per_layer/per_layer.hpp's edge_rows): the shards of a run, one after another, are the run's inputs and
+// its targets, a shard's last target the next shard's first input, and a shard may end inside a sample.
+TEST(TokenStream, ShardsOfARunCutItsRowsInOrder) {
+  const TokenStream stream{32000, 64, 11};
+  const int stage_micro_batch = 2, micro_batches = 2, gpus = 4;
+  const SequenceRun whole{0, 2};
+  const auto all = share_tokens(stream, 3, stage_share(stage_micro_batch, micro_batches, whole, whole));
+  const std::int64_t per_gpu = stage_micro_batch * 64 / gpus;  // half a sample
+  for (int gpu = 0; gpu < gpus; ++gpu) {
+    const EdgeRows rows = edge_rows({gpus, true}, gpus, stage_micro_batch, gpu);
+    const SequenceRun run{rows.block.first, rows.block.count, rows.shard, rows.shards};
+    EXPECT_EQ(run.rows(64), per_gpu);
+    EXPECT_EQ(run.first_row(64), gpu * per_gpu);
+    const auto mine = share_tokens(stream, 3, stage_share(stage_micro_batch, micro_batches, run, run));
+    ASSERT_EQ(mine.size(), static_cast<std::size_t>(micro_batches * 2 * per_gpu));
+    for (int mb = 0; mb < micro_batches; ++mb)
+      for (int half = 0; half < 2; ++half)  // inputs, then targets
+        for (std::int64_t i = 0; i < per_gpu; ++i)
+          EXPECT_EQ(mine[(2 * mb + half) * per_gpu + i], all[(2 * mb + half) * 2 * 64 + gpu * per_gpu + i])
+              << "GPU " << gpu << ", micro-batch " << mb << ", row " << i;
+  }
+  // Sample 0's first half: its targets end with the second half's first input.
+  const auto first = share_tokens(stream, 0, stage_share(2, 1, {0, 1, 0, 2}, {0, 1, 0, 2}));
+  EXPECT_EQ(first[2 * 32 - 1], stream.sequence(0)[32]);
+  // Two shards of three samples: a shard starts inside sample 1 and takes sample 2 whole, its targets likewise;
+  // shards that do not cut the rows equally are refused.
+  const auto second = share_tokens(stream, 0, stage_share(3, 1, {0, 3, 1, 2}, {0, 3, 1, 2}));
+  ASSERT_EQ(second.size(), 2u * 96);
+  EXPECT_EQ(second[0], stream.sequence(1)[32]);
+  EXPECT_EQ(second[32], stream.sequence(2)[0]);
+  EXPECT_EQ(second[96 + 31], stream.sequence(1)[64]);
+  EXPECT_EQ(second[96 + 32], stream.sequence(2)[1]);
+  EXPECT_THROW(share_tokens(stream, 0, stage_share(2, 1, {0, 2, 0, 3}, {0, 2, 0, 3})), std::invalid_argument);
+  EXPECT_THROW(share_tokens(stream, 0, stage_share(2, 1, {0, 2, 4, 4}, {0, 2, 0, 4})), std::invalid_argument);
 }
 
 // The shares the families state (strategies/families/rank_plan.hpp) read what execute.cpp read before from each
