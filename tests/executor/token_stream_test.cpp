@@ -3,7 +3,9 @@
 #include <gtest/gtest.h>
 
 #include "executor/token_stream.hpp"
+#include "strategies/families/plan_graphs.hpp"
 #include "strategies/per_layer/per_layer_edges.hpp"
+#include "tests/executor/ulysses_edge_fixture.hpp"
 
 namespace twin::exec {
 namespace {
@@ -105,6 +107,29 @@ TEST(TokenStream, ShardsOfARunCutItsRowsInOrder) {
   EXPECT_EQ(second[96 + 32], stream.sequence(2)[1]);
   EXPECT_THROW(share_tokens(stream, 0, stage_share(2, 1, {0, 2, 0, 3}, {0, 2, 0, 3})), std::invalid_argument);
   EXPECT_THROW(share_tokens(stream, 0, stage_share(2, 1, {0, 2, 4, 4}, {0, 2, 0, 4})), std::invalid_argument);
+}
+
+// A per-layer plan file read back as twin execute reads it: each GPU's share fills exactly the micro-batches its
+// embedding and output layer take (DenseBlock::start_iteration's count), half a sample beside Ulysses 2 at one
+// sample per stage micro-batch; the plan's micro-batches are kept where a Ulysses home rounds the file's micro-batch
+// size up to one sample (the file's strategy would count 2 samples per micro-batch over its 2 data-parallel GPUs).
+TEST(TokenStream, PerLayerSharesFillTheExecutorsMicroBatches) {
+  const LayerStrategy usp2{{2, true}, 0, Recompute::none}, tp2{{2, false}, 0, Recompute::none};
+  const TokenStream stream{2048, testing::kUlyssesEdgeSeq, 3};
+  for (const std::vector<LayerStrategy>& layers : {std::vector<LayerStrategy>{usp2, tp2, usp2},
+                                                   std::vector<LayerStrategy>{usp2, usp2, usp2},
+                                                   std::vector<LayerStrategy>{tp2, usp2, tp2}}) {
+    const PlanGraphs lowered = plan_graphs(testing::ulysses_edge_plan(2, layers), "best.json");
+    const PlanPart& part = lowered.parts.at(0);
+    EXPECT_EQ(part.strategy.num_micro_batches, 2) << lowered.key;
+    const std::int64_t embedding_rows = part.unit_execution(kEmbeddingUnit)->shapes.tokens;
+    EXPECT_EQ(embedding_rows, layers.front().layout.ulysses ? testing::kUlyssesEdgeSeq / 2 : testing::kUlyssesEdgeSeq);
+    const std::int64_t per_micro_batch = embedding_rows + part.unit_execution(kHeadUnit)->shapes.tokens;
+    for (int rank = 0; rank < 2; ++rank)
+      EXPECT_EQ(static_cast<std::int64_t>(share_tokens(stream, 0, rank_token_share(lowered, rank, 0)).size()),
+                part.strategy.num_micro_batches * per_micro_batch)
+          << lowered.key << ", GPU " << rank;
+  }
 }
 
 // The shares the families state (strategies/families/rank_plan.hpp) read what execute.cpp read before from each

@@ -18,48 +18,18 @@
 #include <utility>
 #include <vector>
 
-#include "core/plan_file.hpp"
-#include "core/scenario.hpp"
-#include "cost/profile.hpp"
 #include "executor/gpu/communicators.hpp"
 #include "executor/gpu/stage_runtime.hpp"
 #include "executor/layout_groups.hpp"
 #include "executor/token_stream.hpp"
 #include "gpu/checks.hpp"
-#include "reports/best_plan.hpp"
 #include "strategies/families/plan_graphs.hpp"
 #include "strategies/families/rank_plan.hpp"
-#include "strategies/per_layer/per_layer_search.hpp"
+#include "tests/executor/ulysses_edge_fixture.hpp"
 #include "tests/gpu/kernel_test_util.hpp"
-#include "tests/strategies/per_layer/per_layer_fixture.hpp"
 
 namespace twin::exec {
 namespace {
-
-constexpr std::int64_t kEdgeSeq = 256;
-
-// A small Llama-shaped model (3 layers, hidden 256, GQA 4/2, untied output layer), seq 256, global batch 2, on
-// `gpus` H200s, the per-layer plan `layers` pinned (one stage, micro-batches of one sample): twin simulate's
-// best.json for it.
-Plan edge_test_plan(int gpus, const std::vector<LayerStrategy>& layers) {
-  const std::string text = R"({ "name": "ulysses-edge", "model": { "preset": "llama2-7b", "num_layers": 3,
-      "hidden_size": 256, "ffn_hidden_size": 704, "num_attention_heads": 4, "num_query_groups": 2,
-      "vocab_size": 2048, "untie_embeddings_and_output_weights": true },
-    "training": { "seq_length": 256, "global_batch_size": 2 },
-    "cluster": { "nodes": [ { "count": 1, "gpu": "H200-141GB", "gpus_per_node": )" +
-                           std::to_string(gpus) + R"(, "intra_node": { "kind": "nvlink", "bandwidth_GBps": 450 } } ] },
-    "search": { "micro_batch_size": [1] } })";
-  nlohmann::json doc = nlohmann::json::parse(text);
-  doc.erase("search");
-  doc["strategy"] = {{"per_layer", testing::per_layer_plan(1, 1, 2, {3}, layers).to_json()}};
-  const Scenario scenario = parse_scenario(doc, "ulysses-edge.json");
-  const std::vector<Candidate> ranked = per_layer_candidates(scenario, builtin_profile());
-  if (ranked.size() != 1 || !ranked[0].feasible) throw std::runtime_error("the pinned per-layer plan is not feasible");
-  IterationGraph graph;
-  Candidate detailed = ranked[0].plan->evaluate(scenario, builtin_profile(), true, &graph);
-  detailed.memory = ranked[0].memory;
-  return parse_plan(best_plan_json(scenario, detailed, graph), "best.json");
-}
 
 // One step's loss (mean over the step's tokens) and, from GPU 0, the embedding's and output layer's gradients.
 struct EdgeStep {
@@ -79,13 +49,13 @@ void edge_test_rank(const Plan& plan, const PlanGraphs& lowered, int rank, ncclU
   StepPart step;
   step.loss_tokens = lowered.tokens_per_step();
   step.micro_batches = part.strategy.num_micro_batches;
-  step.input_first_row = share.inputs.first_row(kEdgeSeq);
+  step.input_first_row = share.inputs.first_row(testing::kUlyssesEdgeSeq);
   TrainingOptions options;
   options.recipe.clip_grad = 0;
   const RankClass& rank_class = lowered.graph.classes.at(static_cast<std::size_t>(part.class_of_rank.at(rank)));
   StageRuntime runtime(part, lowered.graph, rank_class, rank, comms, options, step);
   Watchdog watchdog(120, {[&comms] { return comms.async_error(); }, [&comms] { comms.abort_all(); }});
-  const TokenStream stream{plan.scenario.model.vocab_size, kEdgeSeq, 7};
+  const TokenStream stream{plan.scenario.model.vocab_size, testing::kUlyssesEdgeSeq, 7};
   runtime.run_iteration(0, share_tokens(stream, 0, share), nullptr, watchdog);
   loss_sum = runtime.last_loss_sum();
   if (rank != 0) return;
@@ -129,12 +99,12 @@ TEST(PerLayerUlyssesEdge, HalfSampleEdgesMatchTheWholeSampleRun) {
   if (test::gpu_count() < 2) GTEST_SKIP() << "needs 2 CUDA GPUs; found " << test::gpu_count();
   const LayerStrategy usp2{{2, true}, 0, Recompute::none}, tp2{{2, false}, 0, Recompute::none};
   const LayerStrategy tp1{{1, false}, 0, Recompute::none};
-  const Plan halves = edge_test_plan(2, {usp2, tp2, usp2});
+  const Plan halves = testing::ulysses_edge_plan(2, {usp2, tp2, usp2});
   const PlanGraphs lowered = plan_graphs(halves, "best.json");
   ASSERT_EQ(rank_token_share(lowered, 1, 0).inputs, (SequenceRun{0, 1, 1, 2}));  // GPU 1: the second half
   ASSERT_EQ(rank_token_share(lowered, 1, 0).targets, (SequenceRun{0, 1, 1, 2}));
   const EdgeStep sharded = edge_test_step(halves);
-  const EdgeStep whole = edge_test_step(edge_test_plan(1, {tp1, tp1, tp1}));
+  const EdgeStep whole = edge_test_step(testing::ulysses_edge_plan(1, {tp1, tp1, tp1}));
   std::printf("loss: halves %.6f, whole %.6f\n", sharded.loss, whole.loss);
   EXPECT_NEAR(sharded.loss, whole.loss, 1e-3 * whole.loss);
   EXPECT_GT(whole.loss, 5);  // about ln(1024): the data's vocabulary, untrained
