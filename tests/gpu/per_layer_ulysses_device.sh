@@ -6,7 +6,8 @@
 #      gradients;
 #   2. SCENARIO (default scenarios/exec-llama-per-layer-ulysses-2xH200.json) simulated with its shipped profile and
 #      its best plan run ITERS steps (default 20, 3 of them warm-up): the ranking's head (each plan's verdict),
-#      best.json, metrics.json and steps.csv (the loss curve; measured beside predicted step time).
+#      best.json, metrics.json and steps.csv (the loss curve; measured beside predicted step time); then the plan
+#      COMPARE of the same scenario (default its uniform TP 2 plan) on the same data, its metrics and loss curve.
 # Usage (device): OUT=DIR bash tests/gpu/per_layer_ulysses_device.sh BIN [SCENARIO]
 set -uo pipefail
 bin="$(cd "$1" && pwd)"
@@ -26,6 +27,15 @@ rm -rf "$run"; mkdir -p "$run"
   "$bin/twin-gpu" execute --best --run "$run" --iters "${ITERS:-20}" --warmup 3; } > "$OUT/execute.log" 2>&1 ||
   status=1
 head -n 12 "$run/ranking.csv" > "$OUT/ranking_head.csv" 2>/dev/null
-tar -C "$run" -czf "$OUT/run.tar.gz" best.json metrics.json steps.csv predicted_vs_measured.json 2>/dev/null
+# The same model and data under COMPARE (default the uniform TP 2 plan the scenario ranks second): the loss curves
+# of the two layouts side by side.
+compare=/tmp/per-layer-ulysses-compare
+rm -rf "$compare"; mkdir -p "$compare"
+{ "$bin/twin-gpu" simulate "$scenario" --out "$compare" --quiet --top 0 \
+    --plan-key "${COMPARE:-tp2.pp1.cp1.ep1.dp1.vpp1.sp.mbs1.z0.rc-none.1f1b}" &&
+  "$bin/twin-gpu" execute --best --run "$compare" --iters "${ITERS:-20}" --warmup 3; } > "$OUT/compare.log" 2>&1 ||
+  status=1
+mkdir -p "$run/compare" && cp "$compare"/metrics.json "$compare"/steps.csv "$run/compare/" 2>/dev/null
+tar -C "$run" -czf "$OUT/run.tar.gz" best.json metrics.json steps.csv predicted_vs_measured.json compare 2>/dev/null
 date -u +"end %FT%TZ status $status" >> "$OUT/run.log"
 exit $status
