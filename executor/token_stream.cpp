@@ -1,6 +1,7 @@
 // splitmix64 of (seed, sequence, position): cheap, stateless, the same on every rank.
 #include "executor/token_stream.hpp"
 
+#include <algorithm>
 #include <map>
 #include <stdexcept>
 #include <string>
@@ -36,11 +37,15 @@ std::vector<std::int32_t> TokenStream::sequence(std::int64_t index, std::int64_t
 
 namespace {
 
-// Throws unless every micro-batch's runs lie within its stride and the share within the step's `rows`.
-void check_share(const TokenShare& share, std::int64_t rows, const char* who) {
-  for (const SequenceRun& run : {share.inputs, share.targets})
+// Throws unless every micro-batch's runs lie within its stride and the share within the step's `rows`, and each
+// run's rows cut into its shards (sequences of `seq_length` rows).
+void check_share(const TokenShare& share, std::int64_t rows, std::int64_t seq_length, const char* who) {
+  for (const SequenceRun& run : {share.inputs, share.targets}) {
     if (run.first < 0 || run.count < 1 || run.first + run.count > share.micro_batch_stride)
       throw std::invalid_argument(std::string(who) + ": a run of sequences outside the micro-batch");
+    if (run.shards < 1 || run.shard < 0 || run.shard >= run.shards || run.count * seq_length % run.shards != 0)
+      throw std::invalid_argument(std::string(who) + ": a shard of a run that does not cut its rows equally");
+  }
   if (share.first_sequence < 0 || share.micro_batches < 1 ||
       share.first_sequence + share.micro_batch_stride * share.micro_batches > rows)
     throw std::invalid_argument(std::string(who) + ": the share does not lie in the step's batch");
@@ -58,16 +63,22 @@ TokenShare contiguous_share(std::int64_t first_sequence, int micro_batch_size, i
 }  // namespace
 
 std::vector<std::int32_t> share_tokens(const TokenStream& stream, int iteration, const TokenShare& share) {
-  check_share(share, share.step_sequences, "share_tokens");
   const std::int64_t seq = stream.seq_length;
+  check_share(share, share.step_sequences, seq, "share_tokens");
   std::vector<std::int32_t> out;
-  out.reserve(static_cast<std::size_t>(share.micro_batches * (share.inputs.count + share.targets.count) * seq));
-  // The inputs [0, seq) or the targets [1, seq] of a run's sequences, one after another.
+  out.reserve(static_cast<std::size_t>(share.micro_batches * (share.inputs.rows(seq) + share.targets.rows(seq))));
+  // The inputs [0, seq) or the targets [1, seq] of a run's sequences, one after another: of those rows, the run's
+  // shard [first_row, first_row + rows).
   const auto append = [&](int mb, SequenceRun run, std::int64_t shift) {
+    const std::int64_t first_row = run.first_row(seq), end_row = first_row + run.rows(seq);
     for (int b = run.first; b < run.first + run.count; ++b) {
+      const std::int64_t begin = std::max(first_row, (b - run.first) * seq);
+      const std::int64_t end = std::min(end_row, (b - run.first + 1) * seq);
+      if (begin >= end) continue;
       const std::vector<std::int32_t> sequence = stream.sequence(
           iteration * share.step_sequences + share.first_sequence + mb * share.micro_batch_stride + b);
-      out.insert(out.end(), sequence.begin() + shift, sequence.begin() + shift + seq);
+      const auto from = sequence.begin() + shift + (begin - (b - run.first) * seq);
+      out.insert(out.end(), from, from + (end - begin));
     }
   };
   for (int mb = 0; mb < share.micro_batches; ++mb) {
@@ -147,8 +158,9 @@ std::vector<std::int32_t> PackedSteps::rank_tokens(int iteration, std::size_t pa
 
 std::vector<std::int32_t> PackedSteps::rank_tokens(int iteration, std::size_t part, const TokenShare& share) const {
   const std::vector<std::vector<std::int64_t>>& rows = rows_.at(part);
-  check_share(share, static_cast<std::int64_t>(rows.size()), "PackedSteps");
-  if (share.inputs != share.targets || share.inputs.first != 0 || share.inputs.count != share.micro_batch_stride)
+  check_share(share, static_cast<std::int64_t>(rows.size()), row_lengths_.at(part), "PackedSteps");
+  if (share.inputs != share.targets || share.inputs.first != 0 || share.inputs.count != share.micro_batch_stride ||
+      share.inputs.shards != 1)
     throw std::invalid_argument("PackedSteps: a share of rows that are not whole micro-batches");
   const int micro_batch_size = share.inputs.count;
   const std::int64_t seq = row_lengths_.at(part), tokens = micro_batch_size * seq;

@@ -24,8 +24,10 @@ struct TokenStream {
 
 // One rank's tokens for one iteration of a part whose rows are sequences: the sequences `share` names (its plan's
 // family says which, strategies/families/rank_plan.hpp), laid out as the executor reads them: per micro-batch,
-// the inputs of its `inputs` run [run * seq], then the targets of its `targets` run. Throws
-// std::invalid_argument for a run outside the micro-batch's stride or a share outside the step's batch.
+// the inputs of its `inputs` run [run.rows(seq)], then the targets of its `targets` run (a run of several shards:
+// its shard of the rows, so a target follows its input within the sequence even across a shard's edge). Throws
+// std::invalid_argument for a run outside the micro-batch's stride, a shard that does not cut its run's rows
+// equally, or a share outside the step's batch.
 std::vector<std::int32_t> share_tokens(const TokenStream& stream, int iteration, const TokenShare& share);
 
 // The share of data-parallel rank r of a uniform plan: the r-th contiguous share of the global batch,

@@ -32,6 +32,8 @@ struct DenseStage {
   StageParameters& parameters;
   TensorStore& tensors;
   std::int64_t loss_tokens = 0;  // tokens the step's loss averages over (all its parts)
+  // The embedding's first row among the rows of its shapes' sequences (StepPart::input_first_row).
+  std::int64_t input_first_row = 0;
   AttentionImplementation attention = kDefaultAttentionImplementation;
 };
 

@@ -71,15 +71,19 @@ void DenseBlock::linear_bias_grad(const OpPass& p, const bf16* d_output_full, st
                      !p.binding.first_gradient, rows, cols, p.stream);
 }
 
-// The embedding's rows [first_row, end_row) as runs of consecutive positions (RoPE's runs, cut to the window).
+// The embedding's rows [first_row, end_row) as runs of consecutive positions (RoPE's runs, cut to the window). Its
+// row i is row input_first_row + i of the shapes' sequences (beside a Ulysses layer a shard of them: its positions
+// start where the shard does).
 std::vector<kernels::PositionRun> DenseBlock::position_runs(int mb, const lowering::RankShapes& s,
                                                             std::int64_t first_row, std::int64_t end_row) const {
+  const std::int64_t shift = stage_.input_first_row;
   std::vector<kernels::PositionRun> out;
   for (const RopeRun& run : rope_runs(mb, s)) {
-    const std::int64_t begin = std::max(run.first_token, first_row);
-    const std::int64_t end = std::min(run.first_token + run.tokens, end_row);
+    const std::int64_t begin = std::max(run.first_token, first_row + shift);
+    const std::int64_t end = std::min(run.first_token + run.tokens, end_row + shift);
     if (end > begin)
-      out.push_back({begin, end - begin, run.period, (begin - run.first_token) % run.period, run.first_position});
+      out.push_back(
+          {begin - shift, end - begin, run.period, (begin - run.first_token) % run.period, run.first_position});
   }
   return out;
 }

@@ -143,6 +143,7 @@ void make_runtimes(RankParts& rank, const Plan& plan, const gpu::RankIdentity& i
     // The loss averages over every token of the step: every part's, every replica's.
     share.loss_tokens = lowered.tokens_per_step();
     share.micro_batches = step_micro_batches;
+    share.input_first_row = rank.shares[p].inputs.first_row(rank.here[p].scenario.training.seq_length);
     share.pipeline_reductions = rank.pipeline_reductions;
     share.optimizer_sharded_over_pipelines = optimizer_sharded_over_pipelines;
     if (part_count > 1) {

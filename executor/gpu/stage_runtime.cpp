@@ -92,8 +92,8 @@ void StageRuntime::make_handlers(const IterationGraph& graph, Communicators& com
   const std::int64_t loss_tokens = part.loss_tokens > 0
                                        ? part.loss_tokens
                                        : scenario.training.global_batch_size * scenario.training.seq_length;
-  dense_ = std::make_unique<DenseBlock>(DenseStage{layout_, *params_, tensors_, loss_tokens, options.attention},
-                                        compute);
+  dense_ = std::make_unique<DenseBlock>(
+      DenseStage{layout_, *params_, tensors_, loss_tokens, part.input_first_row, options.attention}, compute);
   if (scenario.training.fp8)
     fp8_ = std::make_unique<Fp8Linears>(*scenario.training.fp8, tensors_, *dense_, rc_, bindings_, compute);
   ring_ = std::make_unique<ContextRingRun>(

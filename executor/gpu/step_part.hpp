@@ -22,6 +22,10 @@ struct StepPart {
   bool first() const { return !adds_gradients; }
   std::int64_t loss_tokens = 0;    // tokens the step's loss averages over; 0: this part's global batch
   std::int64_t micro_batches = 0;  // micro-batches per data-parallel rank over the whole step; 0: this part's
+  // The first row of the part's embedding rows among the rows of the sequences its run reads (TokenShare's
+  // inputs.first_row: an embedding beside a Ulysses layer holds a shard of its group's samples), where its learned
+  // positions start. 0: whole sequences.
+  std::int64_t input_first_row = 0;
   // The switch into the part, run at the start of its iteration (timed with it): from the parameters of the part
   // before (the step's last part for the first), by `switch_blocks` (executor/resharding.hpp) over
   // `switch_comm` when they are another layout's. Null: no switch (a step of one part).

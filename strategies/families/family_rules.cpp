@@ -1,5 +1,6 @@
 // The rules each family adds to twin execute's plan check, at the family plan's own keys: a per-layer plan's
-// layers in blocks of whole samples, an asymmetric plan's stages each fitting its own GPU.
+// layers in blocks of whole samples (its embedding and output layer beside a Ulysses layer may hold a shard of one),
+// an asymmetric plan's stages each fitting its own GPU.
 #include <stdexcept>
 #include <string>
 
@@ -8,6 +9,7 @@
 #include "core/error.hpp"
 #include "strategies/families/rank_plan.hpp"
 #include "strategies/heterogeneous/asymmetric_plan.hpp"
+#include "strategies/per_layer/per_layer_edges.hpp"
 
 namespace twin {
 namespace {
@@ -23,11 +25,12 @@ void check_per_layer(const Plan& plan, const PerLayerPlan& layers, const std::st
                                                   "models under uniform plans)");
   for (std::size_t i = 0; i < layers.layers.size(); ++i) {
     const LayerStrategy& layer = layers.layers[i];
-    // Whole sequences for every block of GPUs, and for the embedding or output layer beside the layer.
+    // Whole sequences for every block of GPUs, and for the blocks the embedding or output layer beside the layer
+    // cuts its rows from (beside a Ulysses layer each GPU's shard of the layer's block: part of a sample may be).
     const bool edge = i == 0 || i + 1 == layers.layers.size();
     try {
       block_samples(layer.layout, gpus, layers.stage_micro_batch, 0);
-      if (edge) block_samples(edge_layout(layer.layout), gpus, layers.stage_micro_batch, 0);
+      if (edge) edge_rows(layer.layout, gpus, layers.stage_micro_batch, 0);
     } catch (const std::invalid_argument& error) {
       throw InputError(file, "/family_plan/detail/stage_micro_batch",
                        std::string("whole samples for every block of GPUs (twin execute): ") + error.what());

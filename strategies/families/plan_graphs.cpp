@@ -99,8 +99,12 @@ PlanGraphs per_layer(const Plan& plan, const std::string& source) {
   out.key = layers.key();
   out.scenario = plan.scenario;
   out.graph = lower_per_layer_plan(plan.scenario, layers);
-  PlanPart part = per_layer_part(plan.scenario, layers, plan.strategy);
-  part.class_of_rank = classes_by_stage(out.graph, plan.strategy, static_cast<int>(plan.strategy.world_size()));
+  // The home strategy's micro-batches are the plan's: the file's are derived from the home's micro-batch size, which
+  // rounds up to one sample where a Ulysses home's stage micro-batch holds fewer samples than GPUs.
+  Strategy home = plan.strategy;
+  home.num_micro_batches = layers.num_micro_batches;
+  PlanPart part = per_layer_part(plan.scenario, layers, home);
+  part.class_of_rank = classes_by_stage(out.graph, home, static_cast<int>(home.world_size()));
   out.parts.push_back(std::move(part));
   out.per_layer = std::move(layers);
   return out;

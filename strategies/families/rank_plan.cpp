@@ -12,6 +12,7 @@
 #include "core/error.hpp"
 #include "strategies/heterogeneous/asymmetric_plan.hpp"
 #include "strategies/layout_switch.hpp"
+#include "strategies/per_layer/per_layer_edges.hpp"
 #include "strategies/rank_layout.hpp"
 
 namespace twin {
@@ -39,14 +40,14 @@ std::int64_t pipeline_first_sequence(const AsymmetricPlanDetail& plan, int pipel
 }
 
 // A per-layer part: micro-batch m of a stage is the batch's sequences [m B, (m + 1) B); the GPU reads the inputs
-// of the run its embedding's block works on and the targets of its output layer's (the layouts beside the first
-// and the last layer).
+// of the rows its embedding works on and the targets of its output layer's (edge_rows beside the first and the
+// last layer: a block's samples, or beside a Ulysses layer the GPU's shard of its Ulysses block's rows).
 void per_layer_share(const PlanGraphs& lowered, int rank, TokenShare& share) {
   const PerLayerPlan& plan = *lowered.per_layer;
   const int gpus = stage_gpus(lowered.scenario, plan), gpu = rank % gpus;
   const auto run = [&](const LayerStrategy& beside) {
-    const BlockSamples block = block_samples(edge_layout(beside.layout), gpus, plan.stage_micro_batch, gpu);
-    return SequenceRun{block.first, block.count};
+    const EdgeRows rows = edge_rows(beside.layout, gpus, plan.stage_micro_batch, gpu);
+    return SequenceRun{rows.block.first, rows.block.count, rows.shard, rows.shards};
   };
   share.step_sequences = static_cast<std::int64_t>(plan.stage_micro_batch) * plan.num_micro_batches;
   share.first_sequence = 0;

@@ -16,16 +16,24 @@
 
 namespace twin {
 
-// A run of a micro-batch's sequences: [first, first + count) of it.
+// A run of a micro-batch's sequences: [first, first + count) of it; or, `shards` above 1, of those sequences' rows
+// (sample-major, seq_length each) the shard-th of `shards` contiguous equal runs: an embedding or output layer
+// beside a Ulysses layer holds the rows its GPU holds of the samples its Ulysses group shares, as DeepSpeed-Ulysses
+// shards the sequence from the input on (strategies/per_layer/per_layer.hpp).
 struct SequenceRun {
   int first = 0, count = 0;
+  int shard = 0, shards = 1;
+  // Rows of the run, and its first row among its sequences' count * seq_length rows.
+  std::int64_t rows(std::int64_t seq_length) const { return count * seq_length / shards; }
+  std::int64_t first_row(std::int64_t seq_length) const { return shard * rows(seq_length); }
   bool operator==(const SequenceRun&) const = default;
 };
 
 // The sequences of the step's batch a GPU's part reads. Micro-batch m reads the inputs of sequences
-// first_sequence + m * micro_batch_stride + inputs.first + i (i < inputs.count) and the targets of those `targets`
-// names likewise; iteration k's batch starts at sequence k * step_sequences. The part's rows are the sequences
-// (or, for rows that pack several, the rows: PlanPart::packs). A context-parallel GPU keeps its chunks of each.
+// first_sequence + m * micro_batch_stride + inputs.first + i (i < inputs.count; of their rows, the run's shard) and
+// the targets of those `targets` names likewise; iteration k's batch starts at sequence k * step_sequences. The
+// part's rows are the sequences (or, for rows that pack several, the rows: PlanPart::packs). A context-parallel GPU
+// keeps its chunks of each.
 struct TokenShare {
   std::int64_t step_sequences = 0;      // sequences (rows) of one step's batch
   std::int64_t first_sequence = 0;

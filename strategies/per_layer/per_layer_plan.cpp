@@ -12,6 +12,7 @@
 
 #include <fmt/format.h>
 
+#include "strategies/per_layer/per_layer_edges.hpp"
 #include "strategies/schedule.hpp"
 #include "strategies/flops.hpp"
 #include "strategies/memory.hpp"
@@ -111,6 +112,11 @@ BlockSamples block_samples(const LayerLayout& layout, int gpus, int stage_micro_
                                             "whole", layout.group, gpus, samples, gpus));
   const int count = static_cast<int>(samples / gpus);
   return {gpu / layout.group * count, count};
+}
+
+EdgeRows edge_rows(const LayerLayout& beside, int gpus, int stage_micro_batch, int gpu) {
+  if (!beside.ulysses) return {block_samples(edge_layout(beside), gpus, stage_micro_batch, gpu), 0, 1};
+  return {block_samples(beside, gpus, stage_micro_batch, gpu), gpu % beside.group, beside.group};
 }
 
 int data_group_of(const LayerLayout& layout, int gpus) { return layout.ulysses ? gpus : gpus / layout.group; }

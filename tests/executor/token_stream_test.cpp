@@ -3,7 +3,9 @@
 #include <gtest/gtest.h>
 
 #include "executor/token_stream.hpp"
-#include "strategies/per_layer/per_layer.hpp"
+#include "strategies/families/plan_graphs.hpp"
+#include "strategies/per_layer/per_layer_edges.hpp"
+#include "tests/executor/ulysses_edge_fixture.hpp"
 
 namespace twin::exec {
 namespace {
@@ -68,6 +70,66 @@ TEST(TokenStream, PerLayerBlocksCutTheSameRowsForEveryGpuWhateverTheLayout) {
   EXPECT_EQ(mixed[64], stream.sequence(1)[0]);
   EXPECT_EQ(mixed[128], stream.sequence(1)[1]);
   EXPECT_THROW(share_tokens(stream, 0, stage_share(2, 1, {1, 2}, {0, 1})), std::invalid_argument);
+}
+
+// Beside a Ulysses layer the embedding and the output layer read the GPU's shard of its block's rows
+// (strategies/per_layer/per_layer.hpp's edge_rows): the shards of a run, one after another, are the run's inputs and
+// its targets, a shard's last target the next shard's first input, and a shard may end inside a sample.
+TEST(TokenStream, ShardsOfARunCutItsRowsInOrder) {
+  const TokenStream stream{32000, 64, 11};
+  const int stage_micro_batch = 2, micro_batches = 2, gpus = 4;
+  const SequenceRun whole{0, 2};
+  const auto all = share_tokens(stream, 3, stage_share(stage_micro_batch, micro_batches, whole, whole));
+  const std::int64_t per_gpu = stage_micro_batch * 64 / gpus;  // half a sample
+  for (int gpu = 0; gpu < gpus; ++gpu) {
+    const EdgeRows rows = edge_rows({gpus, true}, gpus, stage_micro_batch, gpu);
+    const SequenceRun run{rows.block.first, rows.block.count, rows.shard, rows.shards};
+    EXPECT_EQ(run.rows(64), per_gpu);
+    EXPECT_EQ(run.first_row(64), gpu * per_gpu);
+    const auto mine = share_tokens(stream, 3, stage_share(stage_micro_batch, micro_batches, run, run));
+    ASSERT_EQ(mine.size(), static_cast<std::size_t>(micro_batches * 2 * per_gpu));
+    for (int mb = 0; mb < micro_batches; ++mb)
+      for (int half = 0; half < 2; ++half)  // inputs, then targets
+        for (std::int64_t i = 0; i < per_gpu; ++i)
+          EXPECT_EQ(mine[(2 * mb + half) * per_gpu + i], all[(2 * mb + half) * 2 * 64 + gpu * per_gpu + i])
+              << "GPU " << gpu << ", micro-batch " << mb << ", row " << i;
+  }
+  // Sample 0's first half: its targets end with the second half's first input.
+  const auto first = share_tokens(stream, 0, stage_share(2, 1, {0, 1, 0, 2}, {0, 1, 0, 2}));
+  EXPECT_EQ(first[2 * 32 - 1], stream.sequence(0)[32]);
+  // Two shards of three samples: a shard starts inside sample 1 and takes sample 2 whole, its targets likewise;
+  // shards that do not cut the rows equally are refused.
+  const auto second = share_tokens(stream, 0, stage_share(3, 1, {0, 3, 1, 2}, {0, 3, 1, 2}));
+  ASSERT_EQ(second.size(), 2u * 96);
+  EXPECT_EQ(second[0], stream.sequence(1)[32]);
+  EXPECT_EQ(second[32], stream.sequence(2)[0]);
+  EXPECT_EQ(second[96 + 31], stream.sequence(1)[64]);
+  EXPECT_EQ(second[96 + 32], stream.sequence(2)[1]);
+  EXPECT_THROW(share_tokens(stream, 0, stage_share(2, 1, {0, 2, 0, 3}, {0, 2, 0, 3})), std::invalid_argument);
+  EXPECT_THROW(share_tokens(stream, 0, stage_share(2, 1, {0, 2, 4, 4}, {0, 2, 0, 4})), std::invalid_argument);
+}
+
+// A per-layer plan file read back as twin execute reads it: each GPU's share fills exactly the micro-batches its
+// embedding and output layer take (DenseBlock::start_iteration's count), half a sample beside Ulysses 2 at one
+// sample per stage micro-batch; the plan's micro-batches are kept where a Ulysses home rounds the file's micro-batch
+// size up to one sample (the file's strategy would count 2 samples per micro-batch over its 2 data-parallel GPUs).
+TEST(TokenStream, PerLayerSharesFillTheExecutorsMicroBatches) {
+  const LayerStrategy usp2{{2, true}, 0, Recompute::none}, tp2{{2, false}, 0, Recompute::none};
+  const TokenStream stream{2048, testing::kUlyssesEdgeSeq, 3};
+  for (const std::vector<LayerStrategy>& layers : {std::vector<LayerStrategy>{usp2, tp2, usp2},
+                                                   std::vector<LayerStrategy>{usp2, usp2, usp2},
+                                                   std::vector<LayerStrategy>{tp2, usp2, tp2}}) {
+    const PlanGraphs lowered = plan_graphs(testing::ulysses_edge_plan(2, layers), "best.json");
+    const PlanPart& part = lowered.parts.at(0);
+    EXPECT_EQ(part.strategy.num_micro_batches, 2) << lowered.key;
+    const std::int64_t embedding_rows = part.unit_execution(kEmbeddingUnit)->shapes.tokens;
+    EXPECT_EQ(embedding_rows, layers.front().layout.ulysses ? testing::kUlyssesEdgeSeq / 2 : testing::kUlyssesEdgeSeq);
+    const std::int64_t per_micro_batch = embedding_rows + part.unit_execution(kHeadUnit)->shapes.tokens;
+    for (int rank = 0; rank < 2; ++rank)
+      EXPECT_EQ(static_cast<std::int64_t>(share_tokens(stream, 0, rank_token_share(lowered, rank, 0)).size()),
+                part.strategy.num_micro_batches * per_micro_batch)
+          << lowered.key << ", GPU " << rank;
+  }
 }
 
 // The shares the families state (strategies/families/rank_plan.hpp) read what execute.cpp read before from each

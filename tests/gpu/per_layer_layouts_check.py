@@ -38,6 +38,8 @@ CORRECTNESS = [
     ("tp4-tp2-tp1-zero", 4, plan(1, 4, 2, [4], [layer(4), layer(2, 1), layer(1, 2, "selective"), layer(2, 3, "full")]),
      False),
     ("ulysses2-mixed", 2, plan(1, 4, 2, [4], [ulysses(2), layer(1, 1), ulysses(2, 3, "full"), layer(2)]), False),
+    # One sample per stage micro-batch: the embedding and output layer beside Ulysses 2 hold half a sample per GPU.
+    ("ulysses2-half-sample-edges", 2, plan(1, 1, 8, [4], [ulysses(2), layer(2), ulysses(2, 1), ulysses(2)]), False),
     ("ulysses4-tp4-mixed", 4, plan(1, 4, 2, [4], [ulysses(4, 1), layer(4), ulysses(2, 0, "selective"),
                                                  layer(1, 2)]), False),
     ("single-tied", 1, None, True),

@@ -107,8 +107,9 @@ TEST(RankPlan, HotSwitchingPhasesEachGiveTheirOwnLayoutsShare) {
 }
 
 // One stage of 4 GPUs, micro-batches of 8 samples: the first layer is TP 2 (its embedding too: blocks of 2 GPUs
-// on 4 samples each), the last Ulysses 4 (its output layer whole on each GPU: 2 samples each). GPU 3 reads the
-// inputs of samples 4..7 and the targets of samples 6 and 7 of every micro-batch.
+// on 4 samples each), the last Ulysses 4 (its output layer whole on each GPU, on the GPU's quarter of the Ulysses
+// block's 8 samples: 2 samples each). GPU 3 reads the inputs of samples 4..7 and the targets of samples 6 and 7 of
+// every micro-batch.
 TEST(RankPlan, APerLayerGpuReadsItsEmbeddingsAndOutputLayersBlocks) {
   const Scenario scenario = scenario_of(4, 24);
   const LayerStrategy tp2{{2, false}, 0, Recompute::none}, usp4{{4, true}, 0, Recompute::none};
@@ -122,10 +123,12 @@ TEST(RankPlan, APerLayerGpuReadsItsEmbeddingsAndOutputLayersBlocks) {
   expected.micro_batch_stride = 8;
   expected.micro_batches = 3;
   expected.inputs = {4, 4};
-  expected.targets = {6, 2};
+  expected.targets = {0, 8, 3, 4};
   EXPECT_EQ(rank_token_share(lowered, 3, 0), expected);
+  EXPECT_EQ(expected.targets.first_row(1024), 6 * 1024);
+  EXPECT_EQ(expected.targets.rows(1024), 2 * 1024);
   expected.inputs = {0, 4};
-  expected.targets = {0, 2};
+  expected.targets = {0, 8, 0, 4};
   EXPECT_EQ(rank_token_share(lowered, 0, 0), expected);
   ASSERT_EQ(lowered.parts[0].strategy.tensor_model_parallel_size, 2);  // the home: TP 2 x DP 2
   EXPECT_EQ(data_parallel_rank(lowered, 3, 0), 1);

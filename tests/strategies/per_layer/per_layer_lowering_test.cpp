@@ -4,6 +4,7 @@
 
 #include "sim/simulate.hpp"
 #include "strategies/lowering.hpp"
+#include "strategies/per_layer/per_layer_edges.hpp"
 #include "strategies/per_layer/per_layer.hpp"
 #include "strategies/validity.hpp"
 #include "tests/strategies/per_layer/per_layer_fixture.hpp"
@@ -33,6 +34,33 @@ TEST(PerLayerBlocks, EveryLayoutHoldsTheSameRowsOnEachGpu) {
   // Two samples over a block of one GPU of 4: half a sample, which no layout holds.
   EXPECT_THROW(block_samples({1, false}, 4, 2, 0), std::invalid_argument);
   EXPECT_EQ(block_samples({2, false}, 4, 2, 3).first, 1);
+}
+
+// The embedding and the output layer beside a layer hold the rows the layer holds on each GPU: beside a Ulysses
+// layer the GPU's shard of its Ulysses block, half a sample where two samples fill a block of four GPUs (DeepSpeed-
+// Ulysses' sequence shard); beside a Megatron layer its TP block's samples whole.
+TEST(PerLayerBlocks, EdgesBesideEachLayoutCutTheLayersRows) {
+  const std::int64_t seq = 1024;
+  for (int gpus : {1, 2, 4, 8})
+    for (int smb : {1, 2, gpus, 3 * gpus})
+      for (int group = 1; group <= gpus; group *= 2) {
+        if (smb * group % gpus != 0) continue;  // no layout of this group holds whole samples
+        const std::int64_t per_gpu = smb * seq / gpus;
+        for (bool ulysses : {false, true})
+          for (int gpu = 0; gpu < gpus; ++gpu) {
+            const EdgeRows rows = edge_rows({group, ulysses}, gpus, smb, gpu);
+            const std::int64_t run = rows.block.count * seq / rows.shards;  // rows the edge reads
+            EXPECT_EQ(run, ulysses ? per_gpu : group * per_gpu);
+            EXPECT_EQ(rows.block.first * seq + rows.shard * run, ulysses ? gpu * per_gpu : gpu / group * run)
+                << gpus << " GPUs, micro-batch " << smb << ", group " << group << ", GPU " << gpu;
+          }
+      }
+  const EdgeRows half = edge_rows({4, true}, 4, 2, 3);  // GPU 3: sample 1's second half
+  EXPECT_EQ(half.block.first, 0);
+  EXPECT_EQ(half.block.count, 2);
+  EXPECT_EQ(half.shard, 3);
+  EXPECT_EQ(half.shards, 4);
+  EXPECT_THROW(edge_rows({4, false}, 8, 1, 0), std::invalid_argument);  // half a sample per TP block
 }
 
 TEST(PerLayerLowering, OneStrategyPlanEmitsTheUniformOps) {
