@@ -100,6 +100,51 @@ TEST(Fp8Lowering, SameOpsWhetherPassesRepeatOrNot) {
   }
 }
 
+// Delayed scaling's amax all-reduce (Transformer Engine's reduce_and_update_fp8_tensors at the forward's autocast exit
+// and at the end of the backward): one after every forward and every backward of a micro-batch, over the stage's TP x
+// CP x DP GPUs, TE's concatenated amaxes (3 floats a module forward, 2 backward), and the next pass starts after it.
+// None for current scaling, nor on one GPU.
+TEST(Fp8Lowering, DelayedScalingReducesAmaxesAfterEachPass) {
+  Strategy strategy = testing::make_strategy(2, 1, 1, true);
+  Fp8Config delayed;
+  delayed.recipe = Fp8Recipe::delayed;
+  Scenario scenario = fp8_scenario(delayed);
+  ASSERT_FALSE(complete_strategy(scenario, strategy).has_value());
+  ASSERT_EQ(strategy.data_parallel_size, 4);
+  const IterationGraph graph = lower_to_op_graphs(scenario, strategy);
+  const RankClass& rc = graph.classes.front();
+  const std::int64_t micro_batches = 16 / 4;
+  int forward = 0, backward = 0;
+  OpIndex last_reduction = kNoOp;
+  for (OpIndex i = 0; i < rc.size(); ++i) {
+    const Op& op = rc.op(i);
+    if (op.role != OpRole::fp8_amax) continue;
+    EXPECT_EQ(op.kind, OpKind::all_reduce);
+    EXPECT_EQ(op.group, GroupKind::amax);
+    EXPECT_EQ(op.group_size, 8);
+    EXPECT_EQ(op.bytes, 4 * 4 * (op.phase == Phase::forward ? 3 : 2) * 4);  // 4 layers x 4 linears x floats
+    (op.phase == Phase::forward ? forward : backward) += 1;
+    // The next pass's first op waits for the reduction before it (the first pass's for nothing).
+    if (last_reduction != kNoOp) {
+      bool waits = false;
+      for (OpIndex j = last_reduction + 1; j < i && !waits; ++j)
+        for (auto [e, end] = boost::in_edges(j, rc.graph); e != end; ++e)
+          waits |= static_cast<OpIndex>(boost::source(*e, rc.graph)) == last_reduction;
+      EXPECT_TRUE(waits) << op_name(op);
+    }
+    last_reduction = i;
+  }
+  EXPECT_EQ(forward, micro_batches);
+  EXPECT_EQ(backward, micro_batches);
+
+  Scenario tensorwise = fp8_scenario(tensorwise_with_bf16_edges());
+  const IterationGraph current = lower_to_op_graphs(tensorwise, strategy);
+  for (OpIndex i = 0; i < current.classes.front().size(); ++i)
+    EXPECT_NE(current.classes.front().op(i).role, OpRole::fp8_amax);
+  EXPECT_EQ(fp8_amax_reduction_bytes(scenario, testing::make_strategy(1, 1, 1, false), 0, 0, true), 0);  // one GPU
+  EXPECT_EQ(fp8_amax_reduction_bytes(scenario, strategy, 0, 0, false), 4 * 4 * 2 * 4);
+}
+
 TEST(Fp8Memory, CopiesParamGatherAndActivations) {
   Strategy strategy = testing::make_strategy(1, 1, 1, false);
   strategy.zero_stage = 1;
