@@ -170,8 +170,8 @@ TEST(Fp8Lowering, DelayedScalingReducesAmaxesAfterEachPass) {
 
   Scenario tensorwise = fp8_scenario(tensorwise_with_bf16_edges());
   const IterationGraph current = lower_to_op_graphs(tensorwise, strategy);
-  for (OpIndex i = 0; i < current.classes.front().size(); ++i)
-    EXPECT_NE(current.classes.front().op(i).role, OpRole::fp8_amax);
+  for (OpIndex i = 0; i < current.classes.front().size(); ++i)  // only its TP reductions under SP (test below)
+    EXPECT_NE(current.classes.front().op(i).group, GroupKind::amax);
   EXPECT_EQ(fp8_amax_reduction_bytes(scenario, testing::make_strategy(1, 1, 1, false), 0, 0, true), 0);  // one GPU
   EXPECT_EQ(fp8_amax_reduction_bytes(scenario, strategy, 0, 0, false), 4 * 4 * 2 * 4);
 }
