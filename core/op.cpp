@@ -62,6 +62,7 @@ std::string to_string(OpRole role) {
     case OpRole::mtp_embedding_norm: return "mtp_embedding_norm";
     case OpRole::mtp_hidden_norm: return "mtp_hidden_norm";
     case OpRole::mtp_projection: return "mtp_projection";
+    case OpRole::fp8_amax: return "fp8_amax";
   }
   return "unknown";
 }
@@ -101,6 +102,7 @@ std::string to_string(GroupKind group) {
     case GroupKind::expert_data: return "expert_data";
     case GroupKind::embedding: return "embedding";
     case GroupKind::expert_tensor: return "expert_tensor";
+    case GroupKind::amax: return "amax";
   }
   return "unknown";
 }

@@ -57,8 +57,12 @@ enum class Stream : std::uint8_t { compute, tp_comm, cp_comm, ep_comm, dp_comm, 
 // Which communicator a collective or p2p runs on.
 // embedding: the first and the last pipeline stage, which both hold the tied word embedding
 // (Megatron's embedding group). expert_tensor: the ranks that split each expert's FC1 columns and FC2 rows
-// (Megatron's expert-TP group, expert_tensor_parallel_size ranks).
-enum class GroupKind : std::uint8_t { none, tensor, context, expert, data, pipeline, expert_data, embedding, expert_tensor };
+// (Megatron's expert-TP group, expert_tensor_parallel_size ranks). amax: a stage's tensor-, context- and data-parallel
+// ranks, over which FP8 delayed scaling reduces its amaxes (Megatron's get_amax_reduction_group(with_context_parallel
+// =True): the tensor-and-data-parallel group with CP).
+enum class GroupKind : std::uint8_t {
+  none, tensor, context, expert, data, pipeline, expert_data, embedding, expert_tensor, amax
+};
 
 // What an op is, in the model: names the weight or step so traces and reports read like the model.
 enum class OpRole : std::uint8_t {
@@ -86,6 +90,9 @@ enum class OpRole : std::uint8_t {
   // tokens' embedding (enorm) and of the hidden states (hnorm), their concatenation's projection 2h -> h (eh_proj).
   // Its embedding lookup, final norm, output projection and loss keep the main model's roles.
   mtp_embedding_norm, mtp_hidden_norm, mtp_projection,
+  // FP8 delayed scaling's amax all-reduce (max) over GroupKind::amax and the scale update after it, once per
+  // forward and once per backward of a micro-batch (Transformer Engine's reduce_and_update_fp8_tensors).
+  fp8_amax,
 };
 
 // Which product of its linear layer a GEMM computes (the linear is the op's role): the forward output, the

@@ -70,7 +70,7 @@ struct GroupSpan {
   int ranks_per_node = 1;
   int nodes = 1;
 };
-inline constexpr int kGroupKindCount = 9;
+inline constexpr int kGroupKindCount = 10;
 
 // Ops [first, first + count) of a class repeat its ops [original, original + count) one for one: each equal to its
 // original but for its context (micro_batch, chunk, layer) and the edges into the range from before it. The

@@ -25,7 +25,10 @@ inline constexpr int kPlanFormatVersion = 1;
 // 5 (2026-11-27): hot switching's accumulated gradients arrive at one GPU of each reduction group of the next
 // layout, before the phase's first backward op of their unit, as the value its gradients start from; the
 // elementwise accumulation after the phase is gone (strategies/hot_switch/hot_switch_resharding.hpp).
-inline constexpr int kLoweringVersion = 5;
+// 6 (2026-11-29): FP8 amax reductions as Transformer Engine runs them: delayed scaling's all-reduce over the amax
+// group after each pass where TP x CP x DP is above 1, current scaling's over TP before each SP-gathered cast
+// (op role fp8_amax; strategies/fp8_linears.hpp).
+inline constexpr int kLoweringVersion = 6;
 
 // Columns of each entry of rank_classes[].ops, in order.
 inline constexpr const char* kPlanOpColumns[] = {"op_id",  "kind",   "role",               "layer",

@@ -1,7 +1,9 @@
 // Each refusal says why: the executor casts a linear's tensors on the rows its GPU holds and runs the three GEMMs
 // on them (executor/gpu/fp8_linears.hpp) with one scale per tensor, its own (tensorwise) or its history's (delayed),
-// or one per block (blockwise); gathers of FP8 tensors over TP, FP8 expert GEMMs, FP8 parameters and MXFP8 have no
-// kernels here yet.
+// or one per block (blockwise); under delayed scaling with data or context parallelism the lowering's fp8_amax ops
+// all-reduce the amaxes over the amax group (executor/gpu/fp8_linears.hpp). TP runs without SP (each rank casts
+// whole activations and its weight shards); gathers of FP8 tensors under SP, FP8 expert GEMMs, FP8 parameters and
+// MXFP8 have no kernels here yet.
 #include "executor/fp8_plan_check.hpp"
 
 #include <algorithm>
@@ -41,32 +43,31 @@ void check_fp8_plan(const Plan& plan, const std::string& file) {
     throw InputError(file, "/scenario/training/fp8/param_gather",
                      "false (twin execute keeps bf16 weights and casts them after each step; FP8 parameters are "
                      "priced by the simulator only)");
-  // Transformer Engine all-reduces each tensor's amax over the amax-reduction group (Megatron's data-, tensor- and
-  // context-parallel ranks; DelayedScaling.reduce_amax) before each scale update; here each GPU keeps its own history.
-  if (fp8.recipe == Fp8Recipe::delayed)
-    for (const auto& [key, size] : {std::pair{"data_parallel_size", plan.strategy.data_parallel_size},
-                                    std::pair{"context_parallel_size", plan.strategy.context_parallel_size}})
-      if (size > 1)
-        throw InputError(file, std::string("/strategy/") + key,
-                         "1 with training.fp8.recipe delayed (twin execute runs no amax reduction across GPUs; "
-                         "tensorwise runs there)");
-  if (plan.strategy.tensor_model_parallel_size > 1)
-    throw InputError(file, "/strategy/tensor_model_parallel_size",
-                     "1 with training.fp8 (twin execute does not gather or reduce FP8 tensors over TP yet)");
+  // Without SP a TP rank casts whole activations and its own shard of each weight, and the collectives around the
+  // linears move bf16 (Transformer Engine's _Linear: the row-parallel output's all-reduce and the column-parallel
+  // input gradient's stay in the activation dtype); delayed scaling's amaxes are reduced over TP too. Under SP, TE
+  // casts the local rows and gathers FP8 (and current scaling reduces those amaxes over TP first): no kernels here.
+  if (plan.strategy.tensor_model_parallel_size > 1 && plan.strategy.sequence_parallel)
+    throw InputError(file, "/strategy/sequence_parallel",
+                     "false with training.fp8 at tensor_model_parallel_size above 1 (twin execute does not gather "
+                     "FP8 tensors over TP yet; without SP the TP collectives move bf16 and run)");
   if (scenario.model.is_moe())
     throw InputError(file, "/scenario/training/fp8",
                      "no fp8 section for an MoE model (twin execute runs no FP8 expert GEMMs yet)");
   if (scenario.framework.residual_fusion)
     throw InputError(file, "/scenario/framework/residual_fusion",
                      "false with training.fp8 (the FP8 GEMM adds no residual stream in its epilogue)");
-  // cuBLASLt's FP8 kernels take dimensions that are multiples of 16 (gpu/fp8_matmul.hpp).
+  // cuBLASLt's FP8 kernels take dimensions that are multiples of 16 (gpu/fp8_matmul.hpp), on each TP rank's shard.
   const ModelConfig& m = scenario.model;
   const std::int64_t head_dim = m.kv_channels > 0 ? m.kv_channels : m.hidden_size / std::max(m.num_attention_heads, 1);
-  for (const auto& [key, width] : {std::pair{"hidden_size", m.hidden_size}, std::pair{"ffn_hidden_size", m.ffn_hidden_size},
+  const std::int64_t tp = std::max(plan.strategy.tensor_model_parallel_size, 1);
+  for (const auto& [key, width] : {std::pair{"hidden_size", m.hidden_size / tp},
+                                   std::pair{"ffn_hidden_size", m.ffn_hidden_size / tp},
                                    std::pair{"kv_channels", head_dim}})
     if (width % 16)
       throw InputError(file, std::string("/scenario/model/") + key,
-                       "a multiple of 16 with training.fp8 (cuBLASLt's FP8 GEMMs), got " + std::to_string(width));
+                       "a multiple of 16 per TP rank with training.fp8 (cuBLASLt's FP8 GEMMs), got " +
+                           std::to_string(width));
   const std::int64_t tokens = plan.strategy.micro_batch_size * scenario.training.seq_length /
                               std::max(plan.strategy.context_parallel_size, 1);
   if (tokens % 16)

@@ -121,7 +121,8 @@ std::string to_string(Action action) {
       "dispatch_exchange", "combine_exchange", "dispatch_exchange_backward", "combine_exchange_backward",
       "ring_attention_forward", "ring_attention_backward", "ring_exchange", "ring_exchange_backward", "ring_merge",
       "ring_gradient_add", "ulysses_to_heads", "ulysses_to_sequence", "phase_handoff",
-      "switch_transfer", "pipelines_reduce", "pipelines_gather", "pipelines_ring_step", "fp8_cast", "mla_step"};
+      "switch_transfer", "pipelines_reduce", "pipelines_gather", "pipelines_ring_step", "fp8_cast", "fp8_amax_reduce",
+      "mla_step"};
   static_assert(std::size(names) == static_cast<std::size_t>(Action::mla_step) + 1, "a name per action");
   return names[static_cast<int>(action)];
 }
@@ -198,6 +199,11 @@ void bind_collective(const RankClass& rc, OpIndex i, OpBinding& b) {
     case OpRole::param_gather: b.action = Action::param_gather; break;
     case OpRole::embedding_grad_sync: b.action = Action::embedding_grad_sync; break;
     case OpRole::grad_norm: b.action = Action::grad_norm; break;
+    case OpRole::fp8_amax:
+      if (op.kind != OpKind::all_reduce || op.group != GroupKind::amax)
+        unsupported(rc, i, "an FP8 amax reduction other than an all-reduce over the amax group");
+      b.action = Action::fp8_amax_reduce;
+      break;
     case OpRole::loss: b.action = Action::loss_reduce; break;
     case OpRole::router: b.action = Action::routing_counts_reduce; break;
     case OpRole::tp_gather:

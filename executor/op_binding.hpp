@@ -63,6 +63,9 @@ enum class Action : std::uint8_t {
   // Op::linear_tensor say which), or, after the optimizer step, every FP8 weight of the stage. The linear's GEMMs
   // keep their actions (linear_forward, ...); their GemmShape::inputs says they read the FP8 copies.
   fp8_cast,
+  // FP8 delayed scaling's amax all-reduce (max) over the amax group (the stage's TP x CP x DP GPUs) and the scale
+  // update of every state it reduced (executor/gpu/fp8_linears.hpp), after a forward or a backward.
+  fp8_amax_reduce,
   // A step of a multi-latent attention layer's block (executor/gpu/mla_block.hpp; OpBinding::mla_step says which):
   // its projections' products, its latents' norms and copy, its RoPE, expansion and attention.
   mla_step,

@@ -64,9 +64,19 @@ void fp8_delayed_state_reset(float* state, int history_len, cudaStream_t stream)
 // The cast numbered `cast_index` (0, 1, ... in stream order) of the tensor whose state is `state`: x into the
 // copies as fp8_cast_current_scaling does, with the scale of the previous history_len casts; scaling[0] gets the
 // inverse scale the GEMMs read (the rest of the record is untouched) and the ring this cast's amax.
+// With `reduced_amax` (a float of a buffer that an all-reduce over the amax group takes: Transformer Engine's
+// reduce_amax) the cast only folds its amax into *reduced_amax (an atomic max) and marks the state pending in its
+// ticket float; fp8_delayed_update then moves the reduced amax into the ring and computes the next scale.
 void fp8_cast_delayed_scaling(const __nv_bfloat16* x, std::int64_t rows, std::int64_t cols, Fp8Type type,
                               std::uint8_t* rowwise, std::uint8_t* columnwise, float* scaling, float* state,
-                              int history_len, std::int64_t cast_index, cudaStream_t stream);
+                              int history_len, std::int64_t cast_index, cudaStream_t stream,
+                              float* reduced_amax = nullptr);
+// Transformer Engine's amax and scale update after the reduction (fused_amax_and_scale_update_after_reduction):
+// for each of `count` states (`states`, a device array of state pointers) whose cast is pending, amaxes[i] (the
+// all-reduced amax) into the ring slot of that cast and the next scale from the ring, as the fused path does; then
+// amaxes[i] is 0 again for the next casts. States with no pending cast are left as they are.
+void fp8_delayed_update(float* const* states, float* amaxes, int count, int history_len, Fp8Type type,
+                        cudaStream_t stream);
 
 // `count` E4M3 values uniform in [-1, 1] from `seed` (calibration's FP8 operands; valid E5M2 bytes too).
 void fill_random_fp8(void* data, std::size_t count, std::uint64_t seed, cudaStream_t stream);

@@ -127,7 +127,7 @@ void launch(const Fp8Cast& c, cudaStream_t stream) {
     case Fp8Recipe::delayed:
       if (c.delayed_state == nullptr) throw std::logic_error("gpu::Fp8Cast: a delayed-scaling cast without its state");
       return k::fp8_cast_delayed_scaling(c.x, c.rows, c.cols, c.type, c.rowwise, c.columnwise, c.scaling,
-                                         c.delayed_state, c.history_len, c.cast_index, stream);
+                                         c.delayed_state, c.history_len, c.cast_index, stream, c.reduced_amax);
     case Fp8Recipe::blockwise:
       return k::fp8_cast_blockwise(c.x, c.rows, c.cols, c.type, c.blocks, c.rowwise, c.scaling, c.columnwise,
                                    c.columnwise_scaling, stream);

@@ -228,6 +228,7 @@ struct Fp8Cast {
   Fp8Recipe recipe = Fp8Recipe::tensorwise;
   kernels::Fp8Scaling blocks = kernels::Fp8Scaling::per_tensor;  // blockwise: 1x128 or 128x128
   float* columnwise_scaling = nullptr;  // blockwise: kernels::fp8_block_scale_floats(blocks, cols, rows)
+  float* reduced_amax = nullptr;  // delayed: the amax goes to the amax group's reduction (fp8_cast_delayed_scaling)
 };
 
 // The blocks a cast of `tensor` takes under `recipe`: blockwise, 128 x 128 for a weight and 1x128 for an input or

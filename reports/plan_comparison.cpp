@@ -31,6 +31,7 @@ std::string group_name(GroupKind group) {
     case GroupKind::expert_data: return "expert data";
     case GroupKind::embedding: return "embedding";
     case GroupKind::expert_tensor: return "expert tensor (ETP)";
+    case GroupKind::amax: return "FP8 amax (TP x CP x DP)";
   }
   return "";
 }

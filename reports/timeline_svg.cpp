@@ -29,7 +29,8 @@ OpFamily op_family(const Op& op) {
       case GroupKind::pipeline: return OpFamily::pp_p2p;
       case GroupKind::data:
       case GroupKind::expert_data:
-      case GroupKind::embedding: return OpFamily::dp_comm;
+      case GroupKind::embedding:
+      case GroupKind::amax: return OpFamily::dp_comm;
       case GroupKind::none: break;
     }
     return op.kind == OpKind::send || op.kind == OpKind::recv ? OpFamily::pp_p2p : OpFamily::dp_comm;

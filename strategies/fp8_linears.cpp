@@ -52,6 +52,18 @@ int fp8_modules_per_layer(const ModelConfig& model, int layer, int expert_parall
   return 2 + (experts > 0 ? 2 * experts : 2);
 }
 
+std::int64_t fp8_amax_reduction_bytes(const Scenario& scenario, const Strategy& s, int stage, int chunk,
+                                      bool forward) {
+  if (!scenario.training.fp8 || scenario.training.fp8->recipe != Fp8Recipe::delayed) return 0;
+  if (s.tensor_model_parallel_size * s.context_parallel_size * s.data_parallel_size == 1) return 0;
+  const ModelConfig& m = scenario.model;
+  std::int64_t modules = 0;
+  for (int layer : chunk_layers(m, s, stage, chunk))
+    if (layer_runs_fp8(*scenario.training.fp8, layer, m.num_layers))
+      modules += fp8_modules_per_layer(m, layer, s.expert_model_parallel_size);
+  return modules * (forward ? 3 : 2) * 4;
+}
+
 std::int64_t fp8_cast_bytes(Fp8Recipe recipe, std::int64_t elements, bool columnwise, double source_bytes) {
   const double n = static_cast<double>(elements);
   const double copy = n + fp8_scale_bytes(recipe, n);

@@ -24,6 +24,14 @@ RankParameters fp8_weights_per_rank(const Scenario& scenario, const Strategy& st
 // projection, FC1, FC2, and two per local expert.
 int fp8_modules_per_layer(const ModelConfig& model, int layer, int expert_parallel);
 
+// Delayed scaling's amax reduction after a forward (`forward`) or a backward of chunk `chunk` of stage `stage` for
+// one micro-batch: the bytes Transformer Engine's reduce_and_update_fp8_tensors all-reduces (max) over the amax
+// group, every FP8 module's amaxes of that pass concatenated (module/base.py: 3 a GEMM forward: input, weight,
+// output; 2 backward: output gradient, input gradient; fp32). 0 where none runs: another recipe, an amax group
+// (TP x CP x DP) of one GPU, or no FP8 layer in the chunk.
+std::int64_t fp8_amax_reduction_bytes(const Scenario& scenario, const Strategy& strategy, int stage, int chunk,
+                                      bool forward);
+
 // Bytes a cast of `elements` bf16 elements moves: the read (2 bytes), the rowwise copy (1) and, `columnwise`,
 // the columnwise one (1), each with its scales; current scaling (tensorwise) reads the tensor once more for its
 // amax before casting. A cast of `source_bytes` per element (4: the fp32 main weights) reads that instead.

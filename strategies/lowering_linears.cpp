@@ -55,6 +55,21 @@ void cast_to_fp8(Emitter& e, OpRole role, LinearTensor tensor, std::int64_t rows
 
 namespace {
 
+// Current scaling (tensorwise) all-reduces (max) the amax of a tensor that SP gathers in FP8 over the TP group
+// before its scale, so that every rank's shard takes the one scale the gathered tensor keeps ("Assume scaling
+// factors are identical across ranks", _all_gather_fp8 in transformer_engine/pytorch/distributed.py): the
+// column-parallel input forward and the row-parallel output gradient backward (set_quantizer_amax_reduction_group
+// in _Linear's forward and backward, module/linear.py; Float8CurrentScalingQuantizer::quantize_impl's blocking
+// all-reduce between the amax and the cast, csrc/quantizer.cpp; NVIDIA/TransformerEngine d0067d0da6). One float;
+// the cast op after it prices the amax pass and the cast. Delayed scaling reduces its amaxes once a pass
+// (strategies/lowering_pipeline.cpp), block scales need none.
+void reduce_gathered_amax(Emitter& e, OpRole role, LinearTensor tensor) {
+  const RankShapes& s = e.shapes();
+  if (!e.fp8_linears() || s.fp8->recipe != Fp8Recipe::tensorwise || !tp_active(s) || !s.sp) return;
+  e.emit(Emitter::serving(
+      Emitter::collective(OpKind::all_reduce, OpRole::fp8_amax, Stream::tp_comm, GroupKind::tensor, s.tp, 4), role,
+      tensor));
+}
 
 // What an SP gather of the linear's input or output gradient, `width` wide, moves: FP8 where the layer casts before
 // it (in backward, the input's columnwise copy only when wgrad reads it in FP8). The width is h for every linear
@@ -96,6 +111,7 @@ Op gemm_chunk(const Emitter& e, OpRole role, GemmPass pass, std::int64_t rows, i
 // last step (what needs the whole gathered input waits for it).
 OpIndex gathered_gemm(Emitter& e, OpRole role, GemmPass pass, LinearTensor gathered, std::int64_t n, std::int64_t k) {
   const RankShapes& s = e.shapes();
+  reduce_gathered_amax(e, role, gathered);
   cast_to_fp8(e, role, gathered, s.tokens_local, k);  // k: the gathered tensor's width, forward and backward
   const OpIndex input = e.chain;
   const std::int64_t bytes = gathered_bytes(e, e.fp8_linears(), k);
@@ -143,6 +159,7 @@ void column_parallel_forward(Emitter& e, OpRole role, std::int64_t n_out, std::i
     gathered_gemm(e, role, GemmPass::forward, LinearTensor::input, n_out, k_in);
     return;
   }
+  reduce_gathered_amax(e, role, LinearTensor::input);
   cast_to_fp8(e, role, LinearTensor::input, s.tokens_local, k_in);
   if (tp_active(s) && s.sp)
     e.emit(tp_op(OpKind::all_gather, OpRole::tp_gather, s, gathered_bytes(e, e.fp8_linears(), k_in), role,
@@ -210,6 +227,7 @@ void row_parallel_backward(Emitter& e, OpRole role, std::int64_t n_out, std::int
     gathered = gathered_gemm(e, role, GemmPass::input_gradient, LinearTensor::output_gradient, k_in, n_out);
     dgrad = e.chain;
   } else {
+    reduce_gathered_amax(e, role, LinearTensor::output_gradient);
     cast_to_fp8(e, role, LinearTensor::output_gradient, s.tokens_local, n_out);
     if (tp_active(s) && s.sp)
       e.emit(tp_op(OpKind::all_gather, OpRole::tp_gather, s, gathered_bytes(e, e.fp8_linears(), n_out), role,

@@ -43,6 +43,7 @@ void StageLowering::begin_stage(int stage) {
   const int chunks = chunks_per_stage(strategy_);
   last_virtual_stage_ = s_.pp * chunks - 1;
   holds_embedding_ = false;
+  fp8_amax_ = kNoOp;
   for (int chunk = 0; chunk < chunks; ++chunk) holds_embedding_ |= virtual_stage(chunk) == 0;
 }
 
@@ -301,10 +302,11 @@ void StageLowering::receive(OpRole role, int peer_stage, std::int64_t tag) {
 void StageLowering::forward_pass(const ScheduleStep& step) {
   const int vs = virtual_stage(step.chunk);
   e_.begin_pass(Phase::forward, step.micro_batch, step.chunk);
-  e_.chain = kNoOp;
+  e_.chain = fp8_amax_;
   if (vs > 0) receive(OpRole::pipeline_activation, (vs - 1) % s_.pp, p2p_tag(step.micro_batch, vs - 1, false));
   run_units(units(step.chunk), true, false);
   e_.set_layer(-1);
+  reduce_fp8_amaxes(step.chunk, true);
   if (vs < last_virtual_stage_)
     e_.emit(p2p(OpKind::send, OpRole::pipeline_activation, (vs + 1) % s_.pp, p2p_tag(step.micro_batch, vs, false), 1,
                 s_.scatter_gather_p2p));
@@ -313,7 +315,7 @@ void StageLowering::forward_pass(const ScheduleStep& step) {
 void StageLowering::backward_pass(const ScheduleStep& step, bool last_of_chunk) {
   const int vs = virtual_stage(step.chunk);
   e_.begin_pass(Phase::backward, step.micro_batch, step.chunk);
-  e_.chain = kNoOp;
+  e_.chain = fp8_amax_;
   if (vs < last_virtual_stage_)
     receive(OpRole::pipeline_gradient, (vs + 1) % s_.pp, p2p_tag(step.micro_batch, vs, true));
   std::vector<Unit> list = units(step.chunk);
@@ -321,12 +323,26 @@ void StageLowering::backward_pass(const ScheduleStep& step, bool last_of_chunk) 
   // DeepSpeed reduces the gradients in every micro-batch's backward (reduce_ready_partitions_and_remove_grads).
   run_units(list, false, last_of_chunk || s_.deepspeed_zero3);
   e_.set_layer(-1);
+  reduce_fp8_amaxes(step.chunk, false);
   if (vs > 0)
     e_.emit(p2p(OpKind::send, OpRole::pipeline_gradient, (vs - 1) % s_.pp, p2p_tag(step.micro_batch, vs - 1, true), 1,
                 s_.scatter_gather_p2p));
 }
 
 OpIndex StageLowering::last_on(Stream stream) { return e_.rank_class().last_on(stream); }
+
+// Megatron wraps a model chunk's forward in one fp8_autocast under delayed scaling (TransformerBlock.forward's outer
+// quantization context, megatron/core/transformer/transformer_block.py at NVIDIA/Megatron-LM d98e8a64dd), whose exit
+// reduces the forward amaxes; the backward's are reduced when the first FP8 module's backward, the last to run,
+// ends (_Linear.backward, reduce_and_update_fp8_tensors(forward=False), transformer_engine/pytorch/module/linear.py
+// at NVIDIA/TransformerEngine d0067d0da6). Both are a blocking torch.distributed.all_reduce (MAX) followed by the
+// fused amax-and-scale update (quantization.py reduce_and_update_fp8_tensors).
+void StageLowering::reduce_fp8_amaxes(int chunk, bool forward) {
+  const std::int64_t bytes = fp8_amax_reduction_bytes(scenario_, strategy_, stage_, chunk, forward);
+  if (bytes == 0) return;
+  fp8_amax_ = e_.emit(Emitter::collective(OpKind::all_reduce, OpRole::fp8_amax, Stream::dp_comm, GroupKind::amax,
+                                          s_.tp * s_.data_group, bytes));
+}
 
 // FSDP2 frees a block's gathered weights after its forward unless reshard_after_forward is off; torchtitan keeps
 // the last block's (its backward comes at once), and FSDP2 the root module's: the embedding and the output layer.

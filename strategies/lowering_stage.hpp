@@ -76,6 +76,10 @@ class StageLowering {
   OpIndex last_on(Stream stream);
   bool fsdp2_reshards(const Unit& u) const;  // pytorch-fsdp2: whether the backward gathers u's weights again
   void optimizer_phase();
+  // FP8 delayed scaling: the amax all-reduce and scale update after a forward or backward of `chunk`
+  // (strategies/fp8_linears.hpp); every later op of the stage's passes waits for it, as Transformer Engine's
+  // blocking all-reduce holds the compute stream.
+  void reduce_fp8_amaxes(int chunk, bool forward);
   // Under SP the TP sum of the gradients of weights every TP rank holds whole (MLA's down projections and latent
   // norms), after `after` and the data-parallel reduction; kNoOp where there is none.
   OpIndex sum_duplicated_gradients(OpIndex after);
@@ -124,6 +128,7 @@ class StageLowering {
   // overlap_param_gather: a unit's gather (parameter_unit -> op) until its first forward consumes it.
   std::map<std::int32_t, OpIndex> weights_gathered_ahead_;
   std::map<std::pair<int, int>, StrandPairing> pairings_;
+  OpIndex fp8_amax_ = kNoOp;  // the last amax reduction: the next pass starts after it
 };
 
 }  // namespace twin::lowering

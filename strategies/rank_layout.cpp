@@ -75,6 +75,7 @@ GroupAxes axes_of(const Strategy& s, GroupKind kind) {
     case GroupKind::expert_tensor: return {{{{std::min(etp, stage_ranks), 1}}}, 1};
     case GroupKind::expert: return {{{{std::min(ep, std::max(stage_ranks / etp, 1)), etp}}}, 1};
     case GroupKind::expert_data: return {{{{(stage_ranks + etp * ep - 1) / (etp * ep), etp * ep}}}, 1};
+    case GroupKind::amax: return {{{{stage_ranks, 1}}}, 1};  // tensor, context and data: the stage's ranks
   }
   return {};
 }
@@ -117,7 +118,8 @@ std::array<GroupSpan, kGroupKindCount> group_spans(const Strategy& s, const Clus
   std::array<GroupSpan, kGroupKindCount> spans{};
   const int first = global_rank(s, 0, 0, 0, stage);
   for (GroupKind kind : {GroupKind::none, GroupKind::tensor, GroupKind::context, GroupKind::data,
-                         GroupKind::pipeline, GroupKind::expert, GroupKind::expert_data, GroupKind::expert_tensor})
+                         GroupKind::pipeline, GroupKind::expert, GroupKind::expert_data, GroupKind::expert_tensor,
+                         GroupKind::amax})
     spans[static_cast<int>(kind)] = span_of(group_members(s, kind, first), cluster);
   // Every stage's ops name the embedding group by the first stage's (a middle stage has no embedding op).
   if (s.pipeline_model_parallel_size > 1)

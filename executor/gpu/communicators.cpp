@@ -112,18 +112,20 @@ void Communicators::make_groups(const Strategy& s, const IterationGraph& graph, 
   }
   pipeline_optimizer_ = split_by(GroupKind::pipeline);
   // Every rank sees the whole graph, so every rank makes the same splits in the same order.
-  bool has_embedding_sync = false, has_expert = false, has_expert_data = false, has_context = false;
+  bool has_embedding_sync = false, has_expert = false, has_expert_data = false, has_context = false, has_amax = false;
   for (const RankClass& rc : graph.classes)
     for (OpIndex i = 0; i < rc.size(); ++i) {
       has_embedding_sync |= rc.op(i).role == OpRole::embedding_grad_sync;
       has_expert |= rc.op(i).is_communication() && rc.op(i).group == GroupKind::expert;
       has_expert_data |= rc.op(i).is_communication() && rc.op(i).group == GroupKind::expert_data;
       has_context |= rc.op(i).is_communication() && rc.op(i).group == GroupKind::context;
+      has_amax |= rc.op(i).is_communication() && rc.op(i).group == GroupKind::amax;
     }
   if (has_embedding_sync) embedding_ = split_by(GroupKind::embedding);
   if (has_expert) expert_ = split_by(GroupKind::expert);
   if (has_expert_data) expert_data_ = split_by(GroupKind::expert_data);
   if (has_context) context_ = split_by(GroupKind::context);
+  if (has_amax) amax_ = split_by(GroupKind::amax);
   // A pair's two ranks are members of one pipeline group: color it by that group.
   const int pipeline_group = group_slot(s, GroupKind::pipeline, rank)->first_rank;
   for (const auto& [from, to] : p2p_stage_pairs(graph)) {

@@ -62,6 +62,9 @@ class Communicators {
   ncclComm_t expert_data() const { return expert_data_; }
   // Context parallelism's ring (cp_comm stream: the key-value blocks and their gradients); null without one.
   ncclComm_t context() const { return context_; }
+  // FP8 delayed scaling's amax group (the stage's TP x CP x DP GPUs: Megatron's amax-reduction group; dp_comm
+  // stream); null where the graph reduces no amax.
+  ncclComm_t amax() const { return amax_; }
   // Optimizer-phase reductions (gradient norm, SP norm-weight gradients) over TP and PP.
   ncclComm_t tensor_for_optimizer() const { return tensor_optimizer_; }
   ncclComm_t pipeline_for_optimizer() const { return pipeline_optimizer_; }
@@ -90,7 +93,7 @@ class Communicators {
   void make_groups(const Strategy& strategy, const IterationGraph& graph, int rank, const std::vector<Strategy>& layouts);
   std::vector<ncclComm_t> owned_;
   ncclComm_t world_ = nullptr, tensor_ = nullptr, data_ = nullptr, embedding_ = nullptr;
-  ncclComm_t expert_ = nullptr, expert_data_ = nullptr, context_ = nullptr;
+  ncclComm_t expert_ = nullptr, expert_data_ = nullptr, context_ = nullptr, amax_ = nullptr;
   ncclComm_t tensor_optimizer_ = nullptr, pipeline_optimizer_ = nullptr, resharding_ = nullptr;
   // Split of the world by `groups` (disjoint): this rank's group's communicator, null when in none.
   ncclComm_t split_groups(const std::vector<std::vector<int>>& groups);

@@ -36,6 +36,7 @@ void StageRuntime::run_op(OpIndex index) {
     case Action::linear_input_grad: return fp8_gemm ? fp8().input_grad(p) : dense.linear_input_grad(p);
     case Action::linear_weight_grad: return fp8_gemm ? fp8().weight_grad(p) : dense.linear_weight_grad(p);
     case Action::fp8_cast: return fp8().cast(p);
+    case Action::fp8_amax_reduce: return fp8().reduce_amaxes(p);
     case Action::gather_input: return dense.gather_input(p);
     case Action::reduce_output: return dense.reduce_output(p);
     case Action::gather_output_grad: return dense.gather_output_grad(p);

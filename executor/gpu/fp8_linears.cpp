@@ -7,6 +7,7 @@
 #include <stdexcept>
 
 #include "executor/gpu/kernel_launch.hpp"
+#include "gpu/checks.hpp"
 
 namespace twin::exec {
 namespace {
@@ -76,8 +77,12 @@ Fp8LinearGemm fp8_weight_grad_gemm(Fp8Recipe recipe, const GemmShape& g, const F
 }
 
 Fp8Linears::Fp8Linears(const Fp8Config& fp8, TensorStore& tensors, DenseBlock& dense, const RankClass& rc,
-                       const std::vector<OpBinding>& bindings, cudaStream_t stream)
-    : fp8_(fp8), tensors_(tensors), dense_(dense) {
+                       const std::vector<OpBinding>& bindings, cudaStream_t stream, ncclComm_t amax_group)
+    : fp8_(fp8), tensors_(tensors), dense_(dense), amax_group_(amax_group) {
+  bool reduces = false;
+  for (const OpBinding& b : bindings) reduces |= b.action == Action::fp8_amax_reduce;
+  if (reduces && (fp8.recipe != Fp8Recipe::delayed || amax_group == nullptr))
+    throw std::logic_error("executor: an FP8 amax reduction without delayed scaling or without its communicator");
   for (OpIndex i = 0; i < rc.size(); ++i) {
     const Op& op = rc.op(i);
     if (op.kind == OpKind::fp8_cast && op.fp8_recipe != fp8.recipe)  // the states below are the recipe's
@@ -99,7 +104,40 @@ Fp8Linears::Fp8Linears(const Fp8Config& fp8, TensorStore& tensors, DenseBlock& d
       delayed_.emplace(std::tuple{unit, bindings[i].subject, tensor}, DelayedScale{state});
     }
   }
+  if (reduces) make_amax_reductions(stream);
   cast_weights(fp8_.recipe, stream);  // before the first step: the recipe every cast op of the plan says (checked)
+}
+
+// Each pass's states side by side in the order of delayed_ (the same on every GPU of the amax group: the same layers
+// and linears), so that one all-reduce takes a pass's amaxes as Transformer Engine's global amax buffer does.
+void Fp8Linears::make_amax_reductions(cudaStream_t stream) {
+  std::vector<float*> states[2];
+  for (auto& [key, delayed] : delayed_) states[std::get<2>(key) == LinearTensor::output_gradient ? 1 : 0].push_back(delayed.state);
+  for (int pass = 0; pass < 2; ++pass) {
+    AmaxReduction& r = reductions_[pass];
+    r.count = static_cast<int>(states[pass].size());
+    if (r.count == 0) continue;
+    r.amaxes = static_cast<float*>(tensors_.static_buffer(r.count * sizeof(float)));
+    r.states = static_cast<float**>(tensors_.static_buffer(r.count * sizeof(float*)));
+    TWIN_CUDA_CHECK(cudaMemsetAsync(r.amaxes, 0, r.count * sizeof(float), stream));
+    TWIN_CUDA_CHECK(cudaMemcpyAsync(r.states, states[pass].data(), r.count * sizeof(float*), cudaMemcpyHostToDevice,
+                                    stream));
+    TWIN_CUDA_CHECK(cudaStreamSynchronize(stream));  // the host array goes out of scope
+  }
+  int next[2] = {0, 0};
+  for (auto& [key, delayed] : delayed_) {
+    const int pass = std::get<2>(key) == LinearTensor::output_gradient ? 1 : 0;
+    delayed.reduced_amax = reductions_[pass].amaxes + next[pass]++;
+  }
+}
+
+void Fp8Linears::reduce_amaxes(const OpPass& p) {
+  const bool forward = p.op.phase == Phase::forward;
+  const AmaxReduction& r = reductions_[forward ? 0 : 1];
+  if (r.count == 0) return;
+  TWIN_NCCL_CHECK(ncclAllReduce(r.amaxes, r.amaxes, r.count, ncclFloat32, ncclMax, amax_group_, p.stream));
+  kernels::fp8_delayed_update(r.states, r.amaxes, r.count, fp8_.amax_history_len,
+                              forward ? kernels::Fp8Type::e4m3 : gradient_type(), p.stream);
 }
 
 gpu::Fp8Cast fp8_cast_call(Fp8Recipe recipe, LinearTensor tensor, gpu::Fp8Cast call, DelayedScale* delayed,
@@ -115,6 +153,7 @@ gpu::Fp8Cast fp8_cast_call(Fp8Recipe recipe, LinearTensor tensor, gpu::Fp8Cast c
       call.delayed_state = delayed->state;
       call.history_len = history_len;
       call.cast_index = delayed->casts++;
+      call.reduced_amax = delayed->reduced_amax;
       return call;
     }
     case Fp8Recipe::blockwise:

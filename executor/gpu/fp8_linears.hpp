@@ -31,6 +31,7 @@
 #include <vector>
 
 #include <cuda_runtime.h>
+#include <nccl.h>
 
 #include "core/fp8.hpp"
 #include "executor/gpu/dense_block.hpp"
@@ -79,11 +80,21 @@ Fp8LinearGemm fp8_data_grad_gemm(Fp8Recipe recipe, const GemmShape& g, const Fp8
 Fp8LinearGemm fp8_weight_grad_gemm(Fp8Recipe recipe, const GemmShape& g, const Fp8Copies& x, const Fp8Copies& dy,
                                    bool accumulate);
 
-// A tensor's delayed-scaling state (gpu/fp8_cast.hpp) and the casts it has seen.
+// A tensor's delayed-scaling state (gpu/fp8_cast.hpp) and the casts it has seen; where the plan reduces amaxes over
+// GPUs (Action::fp8_amax_reduce), its float in its pass's reduction buffer.
 struct DelayedScale {
   float* state = nullptr;
   std::int64_t casts = 0;
   cudaStream_t stream = nullptr;  // the stream of its first cast: later ones must follow it there
+  float* reduced_amax = nullptr;
+};
+
+// The delayed-scaling states one amax reduction updates (Transformer Engine's forward or backward amax buffer): their
+// amaxes side by side, one all-reduce's buffer, and a device array of their states for the update kernel.
+struct AmaxReduction {
+  float* amaxes = nullptr;
+  float** states = nullptr;
+  int count = 0;
 };
 
 // The cast an fp8_cast op of `recipe` (Op::fp8_recipe; for the weights cast before the first step, the plan's) makes
@@ -98,10 +109,14 @@ class Fp8Linears {
  public:
   // The FP8 copies of the weights the class's FP8 GEMMs read, allocated from `tensors`' static buffers and cast on
   // `stream`.
+  // `amax_group`: the communicator of the plan's amax reductions (Communicators::amax), null where it has none.
   Fp8Linears(const Fp8Config& fp8, TensorStore& tensors, DenseBlock& dense, const RankClass& rank_class,
-             const std::vector<OpBinding>& bindings, cudaStream_t stream);
+             const std::vector<OpBinding>& bindings, cudaStream_t stream, ncclComm_t amax_group);
 
   void cast(const OpPass& p);  // an fp8_cast op
+  // An fp8_amax op: the forward's (inputs and weights) or the backward's (output gradients) amaxes all-reduced
+  // (max) over the amax group, then every pending state's ring and scale updated (kernels::fp8_delayed_update).
+  void reduce_amaxes(const OpPass& p);
   void forward(const OpPass& p);
   void input_grad(const OpPass& p);
   void weight_grad(const OpPass& p);
@@ -120,6 +135,10 @@ class Fp8Linears {
   DenseBlock& dense_;
   std::map<std::pair<int, OpRole>, std::pair<LinearWeight, Fp8Copies>> weights_;  // by (unit, linear)
   std::map<std::tuple<int, OpRole, LinearTensor>, DelayedScale> delayed_;           // delayed scaling only
+  // Delayed scaling with amax reductions: [0] the forward's (inputs, weights), [1] the backward's.
+  void make_amax_reductions(cudaStream_t stream);
+  ncclComm_t amax_group_ = nullptr;
+  AmaxReduction reductions_[2];
 };
 
 }  // namespace twin::exec

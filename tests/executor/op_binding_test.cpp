@@ -233,6 +233,21 @@ TEST(OpBinding, BindsFp8LinearsOfPerTensorAndBlockScaling) {
                std::invalid_argument);
 }
 
+// Delayed scaling under data parallelism: each pass's amax all-reduce binds to fp8_amax_reduce; a lone one over
+// another group is refused.
+TEST(OpBinding, BindsDelayedScalingsAmaxReductions) {
+  const IterationGraph graph = lower(testing::make_strategy(1, 1, 1, false), fp8_scenario(Fp8Recipe::delayed));
+  // 8 GPUs: data parallelism 8, so 16 sequences are 2 micro-batches of 1 per GPU.
+  EXPECT_EQ(count_actions(graph.classes[0]).at(Action::fp8_amax_reduce), 2 * 2);  // after each forward and backward
+  RankClass lone;
+  Op reduction;
+  reduction.kind = OpKind::all_reduce;
+  reduction.role = OpRole::fp8_amax;
+  reduction.group = GroupKind::data;
+  lone.add(reduction);
+  EXPECT_THROW(bind_ops(lone), std::invalid_argument);
+}
+
 TEST(OpBinding, RunsExactlyTheKindsTheTableSaysItRuns) {
   Strategy strategy = testing::make_strategy(2, 2, 1, true);
   Scenario scenario = testing::make_scenario(testing::llama_shaped(4), 1, 1024, 16);

@@ -126,9 +126,20 @@ TEST(PlanCheck, RunsFp8RecipesAndRefusesWhatItDoesNotRun) {
   delayed.scenario.training.fp8->recipe = Fp8Recipe::delayed;
   delayed.scenario.training.fp8->amax_history_len = 16;
   EXPECT_EQ(refusal_path(delayed), "");
-  delayed.scenario.cluster.node_groups.front().gpus_per_node = 2;  // no amax all-reduce across data parallelism
+  delayed.scenario.cluster.node_groups.front().gpus_per_node = 2;  // the amaxes all-reduced over the amax group
   delayed.strategy.data_parallel_size = 2;
-  EXPECT_EQ(refusal_path(delayed), "/strategy/data_parallel_size");
+  EXPECT_EQ(refusal_path(delayed), "");
+  Plan context_parallel = delayed;
+  context_parallel.strategy.data_parallel_size = 1;
+  context_parallel.strategy.context_parallel_size = 2;
+  EXPECT_EQ(refusal_path(context_parallel), "");
+  Plan tensor_parallel = delayed;  // TP without SP: bf16 collectives, the amaxes reduced over TP too
+  tensor_parallel.strategy.data_parallel_size = 1;
+  tensor_parallel.strategy.tensor_model_parallel_size = 2;
+  tensor_parallel.strategy.sequence_parallel = false;
+  EXPECT_EQ(refusal_path(tensor_parallel), "");
+  tensor_parallel.strategy.sequence_parallel = true;  // no FP8 gathers over TP yet, whatever the recipe
+  EXPECT_EQ(refusal_path(tensor_parallel), "/strategy/sequence_parallel");
   Plan data_parallel = delayed;
   data_parallel.scenario.training.fp8->recipe = Fp8Recipe::tensorwise;
   EXPECT_EQ(refusal_path(data_parallel), "");

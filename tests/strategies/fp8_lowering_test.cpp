@@ -85,19 +85,95 @@ std::string describe(const Op& op) {
          (op.gemm.e5m2 ? " e5m2" : "") + (op.fp8_columnwise ? " columnwise" : "");
 }
 
+// Current scaling (its TP amax reductions under SP) and delayed scaling (a pass starting after the amax reduction).
 TEST(Fp8Lowering, SameOpsWhetherPassesRepeatOrNot) {
-  Strategy strategy = testing::make_strategy(2, 1, 1, true);
-  Scenario scenario = fp8_scenario(tensorwise_with_bf16_edges());
-  ASSERT_FALSE(complete_strategy(scenario, strategy).has_value());
-  const IterationGraph repeated = lower_to_op_graphs(scenario, strategy);
-  lowering::PassRepeatsOff off;
-  const IterationGraph emitted = lower_to_op_graphs(scenario, strategy);
-  ASSERT_EQ(repeated.classes.front().size(), emitted.classes.front().size());
-  for (OpIndex i = 0; i < emitted.classes.front().size(); ++i) {
-    const Op& a = repeated.classes.front().op(i);
-    const Op& b = emitted.classes.front().op(i);
-    EXPECT_EQ(describe(a), describe(b)) << i;
+  Fp8Config delayed;
+  delayed.recipe = Fp8Recipe::delayed;
+  for (const Fp8Config& fp8 : {tensorwise_with_bf16_edges(), delayed}) {
+    Strategy strategy = testing::make_strategy(2, 1, 1, true);
+    Scenario scenario = fp8_scenario(fp8);
+    ASSERT_FALSE(complete_strategy(scenario, strategy).has_value());
+    const IterationGraph repeated = lower_to_op_graphs(scenario, strategy);
+    lowering::PassRepeatsOff off;
+    const IterationGraph emitted = lower_to_op_graphs(scenario, strategy);
+    ASSERT_EQ(repeated.classes.front().size(), emitted.classes.front().size());
+    for (OpIndex i = 0; i < emitted.classes.front().size(); ++i) {
+      const Op& a = repeated.classes.front().op(i);
+      const Op& b = emitted.classes.front().op(i);
+      EXPECT_EQ(describe(a), describe(b)) << to_string(fp8.recipe) << " " << i;
+    }
   }
+}
+
+// Current scaling at TP 2 with SP: one 4-byte amax all-reduce over TP before each cast of a tensor SP gathers in FP8
+// (QKV's and FC1's inputs forward, the projection's and FC2's output gradients backward), none without SP.
+TEST(Fp8Lowering, CurrentScalingReducesTheAmaxOfWhatSpGathers) {
+  for (const bool sp : {true, false}) {
+    Strategy strategy = testing::make_strategy(2, 1, 1, sp);
+    Scenario scenario = fp8_scenario(tensorwise_with_bf16_edges());
+    ASSERT_FALSE(complete_strategy(scenario, strategy).has_value());
+    const IterationGraph graph = lower_to_op_graphs(scenario, strategy);
+    const RankClass& rc = graph.classes.front();
+    int reductions = 0;
+    for (OpIndex i = 0; i < rc.size(); ++i) {
+      const Op& op = rc.op(i);
+      if (op.role != OpRole::fp8_amax || op.micro_batch != 0 || op.recomputed) continue;
+      ++reductions;
+      EXPECT_EQ(op.group, GroupKind::tensor);
+      EXPECT_EQ(op.bytes, 4);
+      ASSERT_LT(i + 1, rc.size());
+      EXPECT_EQ(rc.op(i + 1).kind, OpKind::fp8_cast) << op_name(op);  // the cast whose scale it gives
+      EXPECT_EQ(rc.op(i + 1).linear_tensor, op.linear_tensor);
+      const bool column = op.linear == OpRole::qkv_projection || op.linear == OpRole::fc1;
+      EXPECT_EQ(op.linear_tensor, column ? LinearTensor::input : LinearTensor::output_gradient) << op_name(op);
+    }
+    EXPECT_EQ(reductions, sp ? 2 * 4 : 0);  // two FP8 layers (the edges stay BF16), four linears
+  }
+}
+
+// Delayed scaling's amax all-reduce (Transformer Engine's reduce_and_update_fp8_tensors at the forward's autocast exit
+// and at the end of the backward): one after every forward and every backward of a micro-batch, over the stage's TP x
+// CP x DP GPUs, TE's concatenated amaxes (3 floats a module forward, 2 backward), and the next pass starts after it.
+// None for current scaling, nor on one GPU.
+TEST(Fp8Lowering, DelayedScalingReducesAmaxesAfterEachPass) {
+  Strategy strategy = testing::make_strategy(2, 1, 1, true);
+  Fp8Config delayed;
+  delayed.recipe = Fp8Recipe::delayed;
+  Scenario scenario = fp8_scenario(delayed);
+  ASSERT_FALSE(complete_strategy(scenario, strategy).has_value());
+  ASSERT_EQ(strategy.data_parallel_size, 4);
+  const IterationGraph graph = lower_to_op_graphs(scenario, strategy);
+  const RankClass& rc = graph.classes.front();
+  const std::int64_t micro_batches = 16 / 4;
+  int forward = 0, backward = 0;
+  OpIndex last_reduction = lowering::kNoOp;
+  for (OpIndex i = 0; i < rc.size(); ++i) {
+    const Op& op = rc.op(i);
+    if (op.role != OpRole::fp8_amax) continue;
+    EXPECT_EQ(op.kind, OpKind::all_reduce);
+    EXPECT_EQ(op.group, GroupKind::amax);
+    EXPECT_EQ(op.group_size, 8);
+    EXPECT_EQ(op.bytes, 4 * 4 * (op.phase == Phase::forward ? 3 : 2) * 4);  // 4 layers x 4 linears x floats
+    (op.phase == Phase::forward ? forward : backward) += 1;
+    // The next pass's first op waits for the reduction before it (the first pass's for nothing).
+    if (last_reduction != lowering::kNoOp) {
+      bool waits = false;
+      for (OpIndex j = last_reduction + 1; j < i && !waits; ++j)
+        for (auto [e, end] = boost::in_edges(j, rc.graph); e != end; ++e)
+          waits |= static_cast<OpIndex>(boost::source(*e, rc.graph)) == last_reduction;
+      EXPECT_TRUE(waits) << op_name(op);
+    }
+    last_reduction = i;
+  }
+  EXPECT_EQ(forward, micro_batches);
+  EXPECT_EQ(backward, micro_batches);
+
+  Scenario tensorwise = fp8_scenario(tensorwise_with_bf16_edges());
+  const IterationGraph current = lower_to_op_graphs(tensorwise, strategy);
+  for (OpIndex i = 0; i < current.classes.front().size(); ++i)  // only its TP reductions under SP (test below)
+    EXPECT_NE(current.classes.front().op(i).group, GroupKind::amax);
+  EXPECT_EQ(fp8_amax_reduction_bytes(scenario, testing::make_strategy(1, 1, 1, false), 0, 0, true), 0);  // one GPU
+  EXPECT_EQ(fp8_amax_reduction_bytes(scenario, strategy, 0, 0, false), 4 * 4 * 2 * 4);
 }
 
 TEST(Fp8Memory, CopiesParamGatherAndActivations) {
