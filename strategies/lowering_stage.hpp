@@ -23,6 +23,9 @@ struct Unit {
 };
 
 void emit_unit(Emitter& e, const ModelConfig& model, const Unit& unit, bool forward);
+// A collective over a unit's weights or gradients on the data-parallel stream, tagged with the unit it moves.
+Op parameter_collective(OpKind kind, OpRole role, GroupKind group, int group_size, std::int64_t bytes,
+                        std::int32_t unit);
 
 class StageLowering {
  public:
