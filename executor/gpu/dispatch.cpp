@@ -96,8 +96,7 @@ void StageRuntime::run_op(OpIndex index) {
     case Action::pipelines_gather: return pipelines().gather(op.ring_segment, *params_, p.stream);
     case Action::phase_handoff:        // the process issues its parts in order
     case Action::switch_transfer:      // the switch ran before the part's first op (LayoutSwitch::run)
-    case Action::pipelines_ring_step:  // the segment's reduction ran at its ring's first step
-      return;
+    case Action::pipelines_ring_step: return;  // the segment's reduction ran at its ring's first step
     case Action::mla_step: return mla().run(p);
   }
 }

@@ -23,8 +23,8 @@ SCHEMA = os.path.join(ROOT, "docs", "scenario.schema.json")
 # that variable inside that function (their union), never from a second list here.
 SECTIONS = {
     (): [("core/scenario_parse.cpp", "Scenario parse_scenario(", "root")],
-    ("model",): [("core/scenario_parse.cpp", "ModelConfig parse_model(", "r")],
-    ("model", "moe"): [("core/scenario_parse.cpp", "MoeConfig parse_moe(", "r")],
+    ("model",): [("core/scenario_model.cpp", "ModelConfig parse_model(", "r")],
+    ("model", "moe"): [("core/scenario_model.cpp", "MoeConfig parse_moe(", "r")],
     ("model", "mla"): [("core/model_variants.cpp", "MlaConfig parse_mla(", "r")],
     ("model", "moe", "routing"): [("core/moe_routing_parse.cpp", "RoutingModel parse_routing(", "r")],
     ("model", "moe", "routing", "histogram", "[]"): [("core/moe_routing_parse.cpp",
