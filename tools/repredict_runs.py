@@ -2,7 +2,13 @@
 """Re-predict archived twin execute runs (each run folder: metrics.json, scenario.json) with one or more profiles:
 each run's plan simulated with `--plan-key`, its measured step time beside each prediction, then mean and max
 |error| per profile. Usage: python3 tools/repredict_runs.py TWIN RUNS_DIR PROFILE..."""
-import json, os, subprocess, sys, glob, re, tempfile
+import csv
+import glob
+import json
+import os
+import subprocess
+import sys
+import tempfile
 twin, runs_dir, profiles = sys.argv[1], sys.argv[2], sys.argv[3:]
 rows=[]
 for run in sorted(glob.glob(os.path.join(runs_dir, '*'))):
@@ -11,7 +17,6 @@ for run in sorted(glob.glob(os.path.join(runs_dir, '*'))):
     for p in profiles:
         out=tempfile.mkdtemp()
         r=subprocess.run([twin,'simulate',os.path.join(run,'scenario.json'),'--profile',p,'--plan-key',key,'--out',out,'--quiet','--top','0'],capture_output=True,text=True)
-        import csv
         t=None
         for row in csv.DictReader(open(os.path.join(out,'ranking.csv'))):
             if row['strategy']==key: t=float(row['iteration_time_s']); break

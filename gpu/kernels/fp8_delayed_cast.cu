@@ -22,8 +22,6 @@ __global__ void reset_kernel(float* state, int floats) {
   for (int i = threadIdx.x; i < floats; i += blockDim.x) state[i] = i == kScale ? 1.0f : 0.0f;
 }
 
-// The last block's update: this cast's amax into its ring slot, then the scale from the largest amax of the ring
-// (the last history_len casts); an all-zero or non-finite history keeps the scale before, as TE's update does.
 // The scale from the largest amax of the ring (the last history_len casts); an all-zero or non-finite history keeps
 // the scale before, as TE's update does. One warp.
 __device__ void scale_from_ring(float* state, int history_len, Fp8Type type) {
