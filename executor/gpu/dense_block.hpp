@@ -111,6 +111,7 @@ class DenseBlock {
   const layer::Block& block(OpRole role) const { return dense_block_of(role, post_norms()); }
   const __nv_bfloat16* norm_input(const OpPass& p, const layer::Block& norm);
   void residual_forward_done(const OpPass& p, const layer::Block& residual);
+  std::int64_t residual_elements(const OpPass& p) const;  // this GPU's rows x hidden of the op's unit
   // RoPE's runs of rows (under context parallelism: a rank's two chunks of each sequence).
   struct RopeRun {
     std::int64_t first_token, tokens, period, first_position;

@@ -5,6 +5,10 @@
 // stream still needs, and its input's gradient is the branch's, which the branch's linear reads.
 #include "executor/gpu/dense_block.hpp"
 
+#include <stdexcept>
+
+#include <fmt/format.h>
+
 #include "executor/gpu/kernel_launch.hpp"
 #include "gpu/checks.hpp"
 #include "gpu/kernels.hpp"
@@ -120,11 +124,23 @@ void DenseBlock::residual_forward_done(const OpPass& p, const layer::Block& resi
     stage_.tensors.release_slot(p.mb, p.unit, p.stream, {Tensor::output});
 }
 
+// The residual stream's rows on this GPU are its unit's layout's (a per-layer plan's layer, or the embedding or
+// output layer beside it): the part strategy's shapes count whole samples per GPU, which a Ulysses or TP block
+// holding part of a sample does not (2026-11-29: they read past the rows beside a half-sample Ulysses edge).
+std::int64_t DenseBlock::residual_elements(const OpPass& p) const {
+  const lowering::RankShapes& shapes = stage_.layout.layout(p.unit).shapes;
+  const std::int64_t elements = shapes.tokens_local * shapes.h;
+  // The graph prices the add as reading two and writing one bf16 tensor of these elements (emit_residual).
+  if (p.op.bytes != 3 * elements * static_cast<std::int64_t>(kBf16))
+    throw std::logic_error(fmt::format("executor: a residual add of {} bytes in the graph moves {} here", p.op.bytes,
+                                       3 * elements * static_cast<std::int64_t>(kBf16)));
+  return elements;
+}
+
 // output = input + branch (the branch after its TP reduction).
 void DenseBlock::residual_forward(const OpPass& p) {
   TensorStore& tensors = stage_.tensors;
-  const lowering::RankShapes& shapes = stage_.layout.shapes();
-  const std::int64_t count = shapes.tokens_local * shapes.h;
+  const std::int64_t count = residual_elements(p);
   const layer::Block& block = this->block(p.binding.subject);
   const Act reduced{block.branch, Form::reduced}, branch_out{block.branch};
   const Act branch = tensors.has(p.mb, p.unit, reduced) ? reduced : branch_out;
@@ -141,8 +157,7 @@ void DenseBlock::residual_forward(const OpPass& p) {
 // The output's gradient is the branch's (linear_tensors reads it there); the skip path adds it to the input's.
 void DenseBlock::residual_backward(const OpPass& p) {
   TensorStore& tensors = stage_.tensors;
-  const lowering::RankShapes& shapes = stage_.layout.shapes();
-  const std::int64_t count = shapes.tokens_local * shapes.h;
+  const std::int64_t count = residual_elements(p);
   const layer::Block& block = this->block(p.binding.subject);
   const Act d_output{block.output, Form::gradient};
   // The unit's output gradient: through the next unit's norm + its stream; inside the unit: the norm reading this

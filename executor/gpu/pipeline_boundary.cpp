@@ -29,9 +29,9 @@ const Communicators::Boundary& PipelineBoundary::boundary(const Op& op, bool sen
   return sending ? stage_.comms.boundary(me, peer) : stage_.comms.boundary(peer, me);
 }
 
-void PipelineBoundary::move_rows(const Communicators::Boundary& boundary, void* buffer, bool sending,
+void PipelineBoundary::move_rows(const Communicators::Boundary& boundary, void* buffer, bool sending, int unit,
                                  cudaStream_t stream) {
-  const lowering::RankShapes& shapes = stage_.layout.shapes();
+  const lowering::RankShapes& shapes = stage_.layout.layout(unit).shapes;
   const std::int64_t rows = boundary.micro_batch_rows ? shapes.tokens : shapes.tokens_local;
   for (const RowPiece& piece : boundary_pieces(rows, boundary.sides, boundary.position)) {
     void* at = static_cast<char*>(buffer) + piece.first_row * shapes.h * kBf16;
@@ -43,28 +43,32 @@ void PipelineBoundary::move_rows(const Communicators::Boundary& boundary, void* 
 }
 
 void PipelineBoundary::activation_out(int mb, int chunk, const Communicators::Boundary& to, cudaStream_t stream) {
-  move_rows(to, stage_.tensors.get(mb, stage_.layout.last_unit(chunk), {Tensor::output}), true, stream);
+  const int last = stage_.layout.last_unit(chunk);
+  move_rows(to, stage_.tensors.get(mb, last, {Tensor::output}), true, last, stream);
 }
 
+// The received input is the chunk's first layer's: its rows.
 void PipelineBoundary::activation_in(int mb, int chunk, const Communicators::Boundary& from, cudaStream_t stream) {
-  const lowering::RankShapes& shapes = stage_.layout.shapes();
+  const int first = stage_.layout.first_unit(chunk);
+  const lowering::RankShapes& shapes = stage_.layout.layout(first).shapes;
   move_rows(from,
             stage_.tensors.make(mb, kReceivedUnit - chunk, {Tensor::output}, shapes.tokens_local * shapes.h * kBf16,
                                 stream),
-            false, stream);
+            false, first, stream);
 }
 
 void PipelineBoundary::gradient_out(int mb, int chunk, const Communicators::Boundary& to, cudaStream_t stream) {
   move_rows(to, stage_.tensors.get(mb, kReceivedUnit - chunk, {Tensor::output, Form::next_norm_gradient}), true,
-            stream);
+            stage_.layout.first_unit(chunk), stream);
 }
 
 void PipelineBoundary::gradient_in(int mb, int chunk, const Communicators::Boundary& from, cudaStream_t stream) {
-  const lowering::RankShapes& shapes = stage_.layout.shapes();
+  const int last = stage_.layout.last_unit(chunk);
+  const lowering::RankShapes& shapes = stage_.layout.layout(last).shapes;
   move_rows(from,
-            stage_.tensors.make(mb, stage_.layout.last_unit(chunk), stage_.layout.arriving_output_gradient(),
+            stage_.tensors.make(mb, last, stage_.layout.arriving_output_gradient(),
                                 shapes.tokens_local * shapes.h * kBf16, stream),
-            false, stream);
+            false, last, stream);
 }
 
 void PipelineBoundary::send_activation(const OpPass& p) {

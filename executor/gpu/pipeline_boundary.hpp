@@ -37,7 +37,9 @@ class PipelineBoundary {
   // The boundary to (sending) or from the op's peer stage.
   const Communicators::Boundary& boundary(const Op& op, bool sending) const;
   // This GPU's rows of `buffer` to or from the boundary's other side (inside the caller's NCCL group).
-  void move_rows(const Communicators::Boundary& boundary, void* buffer, bool sending, cudaStream_t stream);
+  // The rows of `unit`'s layout (in a per-layer plan every layout holds the same rows on a GPU; the part
+  // strategy's shapes may not, where a block of GPUs holds part of a sample).
+  void move_rows(const Communicators::Boundary& boundary, void* buffer, bool sending, int unit, cudaStream_t stream);
   void activation_out(int mb, int chunk, const Communicators::Boundary& to, cudaStream_t stream);
   void activation_in(int mb, int chunk, const Communicators::Boundary& from, cudaStream_t stream);
   void gradient_out(int mb, int chunk, const Communicators::Boundary& to, cudaStream_t stream);

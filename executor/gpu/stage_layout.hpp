@@ -55,6 +55,7 @@ class StageLayout {
   static int unit_of(const Op& op, const OpBinding& b);
   // The unit whose output feeds `unit` (kReceivedUnit - chunk for a received input), and a chunk's last layer.
   int previous_unit(int unit, int chunk) const;
+  int first_unit(int chunk) const { return chunk_layers_.at(chunk).first; }
   int last_unit(int chunk) const { return chunk_layers_.at(chunk).second - 1; }
   // Rows of a micro-batch's inputs (the embedding's) and targets (the output layer's).
   std::int64_t input_tokens() const { return layout(kEmbeddingUnit).shapes.tokens; }

@@ -28,13 +28,9 @@ void check_per_layer(const Plan& plan, const PerLayerPlan& layers, const std::st
     // Whole sequences for every block of GPUs, and for the blocks the embedding or output layer beside the layer
     // cuts its rows from (beside a Ulysses layer each GPU's shard of the layer's block: part of a sample may be).
     const bool edge = i == 0 || i + 1 == layers.layers.size();
-    // An edge holding part of a sample is still refused: on two H200s (2026-11-29 21:25 UTC) its embedding gradient
-    // came out wrong after the GPU suite (relative L2 23.9 against the whole-sample run) and the scenario's plan failed
-    // in a cuBLAS call of the next Ulysses layer's backward (docs/EXECUTOR.md "Per-layer plans").
     try {
       block_samples(layer.layout, gpus, layers.stage_micro_batch, 0);
       if (edge) edge_rows(layer.layout, gpus, layers.stage_micro_batch, 0);
-      if (edge) block_samples(edge_layout(layer.layout), gpus, layers.stage_micro_batch, 0);
     } catch (const std::invalid_argument& error) {
       throw InputError(file, "/family_plan/detail/stage_micro_batch",
                        std::string("whole samples for every block of GPUs (twin execute): ") + error.what());

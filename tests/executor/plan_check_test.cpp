@@ -250,9 +250,9 @@ nlohmann::json pinned_plan_json(const std::vector<LayerStrategy>& layers, bool t
 }
 
 // A per-layer plan runs its layers each in its own layout (Megatron TP or Ulysses), ZeRO stage and recompute,
-// split unevenly, the embedding and output layer beside a Ulysses layer on each GPU's shard of its Ulysses block.
-// Refused: such an edge holding part of a sequence (its two-GPU check failed on 2026-11-29), and, with tied
-// embeddings over stages, an output layer sharded unlike the table (their gradients are summed shard by shard).
+// split unevenly, the embedding and output layer beside a Ulysses layer on each GPU's shard of its Ulysses block
+// (part of a sequence where the block holds fewer samples than GPUs). Refused: with tied embeddings over stages, an
+// output layer sharded unlike the table (their gradients are summed shard by shard).
 TEST(PlanCheck, RunsPerLayerPlansOfTheirOwnLayouts) {
   const LayerStrategy tp2{{2, false}, 0, Recompute::none}, tp1_zero1_full{{1, false}, 1, Recompute::full};
   const LayerStrategy tp1_selective{{1, false}, 0, Recompute::selective}, ulysses2{{2, true}, 3, Recompute::none};
@@ -260,10 +260,10 @@ TEST(PlanCheck, RunsPerLayerPlansOfTheirOwnLayouts) {
   EXPECT_EQ(refusal_path(parse_plan(pinned_plan_json({tp2, tp1_zero1_full, tp2, tp1_selective}), kFile)), "");
   EXPECT_EQ(refusal_path(parse_plan(pinned_plan_json({tp2, tp1_zero1_full, ulysses2, tp2}), kFile)), "");
   EXPECT_EQ(refusal_path(parse_plan(pinned_plan_json({ulysses2, tp1_zero1_full, ulysses2, ulysses2}), kFile)), "");
-  // One stage of 4 GPUs, 2 sequences per micro-batch: the embedding and output layer beside Ulysses 4 would hold half
-  // a sequence each: refused until that code passes its two-GPU check (it failed on 2026-11-29).
+  // One stage of 4 GPUs, 2 sequences per micro-batch: the embedding and output layer beside Ulysses 4 hold half a
+  // sequence each.
   EXPECT_EQ(refusal_path(parse_plan(pinned_plan_json(std::vector<LayerStrategy>(4, ulysses4), false, 1, {4}), kFile)),
-            "/family_plan/detail/stage_micro_batch");
+            "");
   EXPECT_EQ(refusal_path(parse_plan(pinned_plan_json({tp2, tp1_zero1_full, tp2, tp2}, true), kFile)), "");
   EXPECT_EQ(refusal_path(parse_plan(pinned_plan_json({tp2, tp1_zero1_full, tp2, tp1_selective}, true), kFile)),
             "/family_plan/detail/layers/3");

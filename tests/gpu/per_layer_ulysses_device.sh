@@ -8,6 +8,8 @@
 #      its best plan run ITERS steps (default 20, 3 of them warm-up): the ranking's head (each plan's verdict),
 #      best.json, metrics.json and steps.csv (the loss curve; measured beside predicted step time); then the plan
 #      COMPARE of the same scenario (default its uniform TP 2 plan) on the same data, its metrics and loss curve.
+# SANITIZE="initcheck memcheck ..." first runs step 1 under each compute-sanitizer tool named (reads of memory never
+# written, out-of-bounds accesses), and step 2's plan ITERS steps under the first tool, each log in OUT.
 # Usage (device): OUT=DIR bash tests/gpu/per_layer_ulysses_device.sh BIN [SCENARIO]
 set -uo pipefail
 bin="$(cd "$1" && pwd)"
@@ -18,11 +20,24 @@ export LD_LIBRARY_PATH="$bin/lib:${LD_LIBRARY_PATH:-}" NCCL_NVLS_ENABLE="${NCCL_
 status=0
 date -u +"start %FT%TZ" > "$OUT/run.log"
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader >> "$OUT/run.log"
+for tool in ${SANITIZE:-}; do
+  timeout "${SANITIZE_TIMEOUT:-600}" compute-sanitizer --tool "$tool" --report-api-errors no --print-limit 30 "$bin/test_gpu" \
+    --gtest_filter="${TESTS:-PerLayerUlyssesEdge.*}" > "$OUT/sanitize-$tool.log" 2>&1
+  echo "compute-sanitizer $tool: exit $?, $(grep -c '^=========  *[A-Z]' "$OUT/sanitize-$tool.log") report lines" >> "$OUT/run.log"
+done
 "$bin/test_gpu" --gtest_filter="${TESTS:-PerLayerUlyssesEdge.*}" > "$OUT/test_gpu.log" 2>&1 || status=1
 grep -E "^\[  (PASSED|FAILED) |tests? ran|gradient:|^loss:" "$OUT/test_gpu.log" >> "$OUT/run.log"
 date -u +"tests done %FT%TZ" >> "$OUT/run.log"
 run=/tmp/per-layer-ulysses
 rm -rf "$run"; mkdir -p "$run"
+if [ -n "${SANITIZE:-}" ]; then
+  tool="${SANITIZE%% *}"
+  "$bin/twin-gpu" simulate "$scenario" --out "$run" --quiet --top 0 > "$OUT/sanitize-execute.log" 2>&1
+  timeout "${SANITIZE_TIMEOUT:-600}" compute-sanitizer --tool "$tool" --report-api-errors no --print-limit 30 --target-processes all \
+    "$bin/twin-gpu" execute --best --run "$run" --iters 2 --warmup 0 >> "$OUT/sanitize-execute.log" 2>&1
+  echo "compute-sanitizer $tool, twin execute: exit $?" >> "$OUT/run.log"
+  rm -rf "$run"; mkdir -p "$run"
+fi
 { "$bin/twin-gpu" simulate "$scenario" --out "$run" --quiet --top 0 &&
   "$bin/twin-gpu" execute --best --run "$run" --iters "${ITERS:-20}" --warmup 3; } > "$OUT/execute.log" 2>&1 ||
   status=1

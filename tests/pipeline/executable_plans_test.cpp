@@ -100,14 +100,12 @@ TEST(ExecutablePlans, LeadingUniformCandidatesOfEveryShippedScenario) {
 }
 
 // The family plans twin execute refuses, by the path of the refusal: a hot-switching phase whose layout it cannot
-// switch into (the output layer's padded vocabulary), per-layer plans whose embedding or output layer beside a
-// Ulysses layer holds part of a sample (their code failed its two-GPU check on 2026-11-29), and a heterogeneous plan
-// whose home strategy does not divide the cluster (its best.json cannot be read back).
+// switch into (the output layer's padded vocabulary), and a heterogeneous plan whose home strategy does not divide
+// the cluster (its best.json cannot be read back). The per-layer plans whose embedding or output layer beside a
+// Ulysses layer holds part of a sample run since 2026-11-29 (refused before at /family_plan/detail/stage_micro_batch).
 const std::map<std::string, std::set<std::string>>& family_refusals() {
   static const std::map<std::string, std::set<std::string>> paths = {
       {"llama2-7b-8xH100-hot-switch-pinned.json", {"/family_plan/detail/phases/1/strategy_fields"}},
-      {"llama2-13b-8xA100-40GB-per-layer.json", {"/family_plan/detail/stage_micro_batch"}},
-      {"exec-llama-per-layer-ulysses-2xH200.json", {"/family_plan/detail/stage_micro_batch"}},
       {"mixed-h100-a100-llama2-13b.json", {"/strategy"}},
   };
   return paths;
