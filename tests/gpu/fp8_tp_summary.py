@@ -11,9 +11,9 @@ import os
 import sys
 
 TOLERANCE = 0.01
-PLANS = ["fp8-tp1", "bf16-tp2", "fp8-tp2", "delayed-tp2", "bf16-dp2", "delayed-dp2"]
+PLANS = ["fp8-tp1", "bf16-tp2", "fp8-tp2", "delayed-tp2", "bf16-dp2", "delayed-dp2", "blockwise-tp2"]
 PAIRS = [("fp8-tp2", "fp8-tp1"), ("fp8-tp2", "bf16-tp2"), ("delayed-tp2", "bf16-tp2"),
-         ("delayed-dp2", "bf16-dp2")]
+         ("delayed-dp2", "bf16-dp2"), ("blockwise-tp2", "bf16-tp2")]
 
 out = sys.argv[1]
 metrics = {}
