@@ -26,8 +26,10 @@ The rows of Megatron-LM of 2021-22 (Narayanan et al. 2021 Tables 1 and 2's PTD-P
 framework.scatter_gather_tensors_in_pipeline, as that code ran them (docs/VALIDATION.md "Megatron-LM's scatter/gather of
 pipeline tensors"); --without-megatron-scatter-gather leaves it out (the table before 2026-11-29 21:00 UTC).
 --deepspeed-pipe-partition states it on the rows run by DeepSpeed's pipeline engine (BLOOM, MT-NLG) too, an experiment
-only: DeepSpeed partitions activations and gradients from different dates, which one switch cannot say. --out writes
-the table elsewhere.
+only: DeepSpeed partitions activations and gradients from different dates, which one switch cannot say.
+BLOOM-176B's production row states framework.deepspeed_bf16_optimizer, the optimizer its launch script ran (docs/VALIDATION.md
+"DeepSpeed's BF16_Optimizer"); --without-bf16-optimizer leaves it out (the table before). The topology search of 2022-02-25
+ran before that optimizer existed and does not state it. --out writes the table elsewhere.
 """
 import argparse
 import json
@@ -361,15 +363,34 @@ def split_pipeline_tensors(rows, megatron, deepspeed):
             r["notes"] += " Pipeline tensors scattered over TP and gathered on arrival (scatter/gather)."
 
 
+BF16_OPTIMIZER_ROWS = ("bloom_176b_384gpu",)
+
+
+def state_bf16_optimizer(rows):
+    """DeepSpeed's BF16_Optimizer (microsoft/DeepSpeed 56c522386): tr11-176B-ml.slurm (bigscience-workshop/bigscience
+    9e64ede) runs --bf16 with ZERO_STAGE=0 ('important: bf16 must use z0! it implements its own zero stage 1
+    equivalent') and no communication_data_type, so the engine all-reduces the fp32 gradients in bf16. Only the
+    production row: the topology search's runs of 2022-02-25 precede the optimizer ('from now on the testing is
+    happening with BF16 optimizer that was just written', chronicles-prequel.md, 02-28)."""
+    for r in rows:
+        if r["id"] in BF16_OPTIMIZER_ROWS:
+            r["scenario"]["framework"]["deepspeed_bf16_optimizer"] = True
+            r["notes"] += (" DeepSpeed's BF16_Optimizer stated: fp32 gradients all-reduced in bf16 after the backward, "
+                           "bf16 weights all-gathered after the step.")
+
+
 def main():
     parser = argparse.ArgumentParser(description="Build tests/validation/published.json from the transcriptions.")
     parser.add_argument("--without-megatron-scatter-gather", action="store_true")
     parser.add_argument("--deepspeed-pipe-partition", action="store_true")
+    parser.add_argument("--without-bf16-optimizer", action="store_true")
     parser.add_argument("--out", default=os.path.join(HERE, "published.json"))
     args = parser.parse_args()
     rows = (a100_rows() + h100_rows() + stated_rows("a100_more_rows.json") + hopper_more_rows() + zero3_rows() +
             stated_rows("torchtitan_rows.json"))
     split_pipeline_tensors(rows, not args.without_megatron_scatter_gather, args.deepspeed_pipe_partition)
+    if not args.without_bf16_optimizer:
+        state_bf16_optimizer(rows)
     table = {"format": "twin-validation", "version": 1,
              "about": "Published end-to-end training results, each a twin scenario and the published figure; built by "
                       "tools/build_validation_table.py from a100_rows.json, h100_rows.json, a100_more_rows.json, "

@@ -1,0 +1,33 @@
+// The published rows that ran DeepSpeed's BF16_Optimizer state it (tools/build_validation_table.py): BLOOM-176B's
+// production run (tr11-176B-ml.slurm: --bf16, ZERO_STAGE=0), and no other row; the topology search of 2022-02-25
+// ran before that optimizer existed (chronicles-prequel.md, 02-28: "from now on the testing is happening with BF16
+// optimizer that was just written").
+#include <gtest/gtest.h>
+
+#include "validation/published_table.hpp"
+
+namespace twin {
+namespace {
+
+TEST(Bf16OptimizerRows, OnlyBloomsProductionRunStatesIt) {
+  const PublishedTable table = load_published_table(std::string(TWIN_SOURCE_DIR) + "/tests/validation/published.json");
+  int stating = 0;
+  for (const PublishedRow& row : table.rows) {
+    const Scenario& s = row.scenario;
+    if (!s.framework.deepspeed_bf16_optimizer) continue;
+    ++stating;
+    EXPECT_EQ(row.id, "bloom_176b_384gpu");
+    EXPECT_EQ(s.training.precision, "bf16");
+    EXPECT_FALSE(s.framework.overlap_grad_reduce);
+    EXPECT_FALSE(s.framework.overlap_param_gather);
+    EXPECT_EQ(s.search.zero_stage, std::vector<int>{1});  // its own ZeRO-1: optimizer states sharded over DP 8
+    EXPECT_EQ(s.search.tensor_model_parallel_size, std::vector<int>{4});
+    EXPECT_EQ(s.search.pipeline_model_parallel_size, std::vector<int>{12});
+  }
+  EXPECT_EQ(stating, 1);
+  for (const PublishedRow& row : table.rows)
+    if (row.group == "bloom2022-topology-search") EXPECT_FALSE(row.scenario.framework.deepspeed_bf16_optimizer) << row.id;
+}
+
+}  // namespace
+}  // namespace twin
