@@ -76,7 +76,9 @@ struct FrameworkConfig {
   // tensors-in-pipeline turned it off, on by default from April 2021 until Megatron-Core dropped it): without
   // sequence parallelism each TP rank sends only its 1/tp share of the activation or gradient to the next stage,
   // and the receiver all-gathers the shares over TP (NVLink) before using it. Off: every TP rank sends the whole
-  // tensor, as Megatron-Core and DeepSpeed's pipeline engine do.
+  // tensor, as Megatron-Core does. DeepSpeed's pipeline engine partitions its pipeline tensors over the model-parallel
+  // group the same way (is_pipe_partitioned, is_grad_partitioned at microsoft/DeepSpeed 56c522386), which this switch
+  // states for BLOOM's published rows.
   bool scatter_gather_tensors_in_pipeline = false;
   // DeepSpeed's BF16_Optimizer under its pipeline engine (microsoft/DeepSpeed 56c522386, April 2022, the optimizer
   // BLOOM-176B trained with; docs/FRAMEWORK.md): bf16 training whose fp32 gradient buffer is neither sharded nor

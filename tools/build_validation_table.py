@@ -25,11 +25,14 @@ MFU), converted to an iteration time by `twin validate`. Rerun after editing a t
 The rows of Megatron-LM of 2021-22 (Narayanan et al. 2021 Tables 1 and 2's PTD-P rows, Korthikanti et al. 2022) state
 framework.scatter_gather_tensors_in_pipeline, as that code ran them (docs/VALIDATION.md "Megatron-LM's scatter/gather of
 pipeline tensors"); --without-megatron-scatter-gather leaves it out (the table before 2026-11-29 21:00 UTC).
---deepspeed-pipe-partition states it on the rows run by DeepSpeed's pipeline engine (BLOOM, MT-NLG) too, an experiment
-only: DeepSpeed partitions activations and gradients from different dates, which one switch cannot say.
+BLOOM's rows (2022) state it too, as DeepSpeed's pipeline engine ran them: it partitions the activations it sends over the
+model-parallel group since 2020 and the gradients since 2021-09-29, both before BLOOM's runs; --without-bloom-pipe-partition
+leaves it out. --deepspeed-pipe-partition states it on MT-NLG's rows too, an experiment only: their DeepSpeed version is
+not stated, and the two partitions came at different dates, which one switch cannot say.
 BLOOM-176B's production row states framework.deepspeed_bf16_optimizer, the optimizer its launch script ran (docs/VALIDATION.md
-"DeepSpeed's BF16_Optimizer"); --without-bf16-optimizer leaves it out (the table before). The topology search of 2022-02-25
-ran before that optimizer existed and does not state it. --out writes the table elsewhere.
+"DeepSpeed's BF16_Optimizer"); --without-bf16-optimizer leaves it out. The topology search of 2022-02-25 ran before that
+optimizer existed and does not state it. Both --without-bloom-pipe-partition and --without-bf16-optimizer: the table
+before 2026-11-29 23:30 UTC. --out writes the table elsewhere.
 """
 import argparse
 import json
@@ -346,19 +349,22 @@ def zero3_rows():
 
 
 MEGATRON_2021_22 = ("narayanan2021-table1", "korthikanti2022-table5", "korthikanti2022-abstract")
-DEEPSPEED_PIPE = ("bloom2022-176b", "bloom2022-topology-search", "smith2022-mtnlg-530b")
+BLOOM = ("bloom2022-176b", "bloom2022-topology-search")
+MTNLG = ("smith2022-mtnlg-530b",)
 
 
-def split_pipeline_tensors(rows, megatron, deepspeed):
+def split_pipeline_tensors(rows, megatron, bloom, mtnlg):
     """Each TP rank's share of a pipeline tensor sent, the whole gathered over TP on arrival. Megatron-LM: its
     --no-scatter-gather-tensors-in-pipeline left it on (arguments.py at NVIDIA/Megatron-LM f938e19a58, April 2021;
     7fccd6a17a, May 2022, skips it under sequence parallelism), Narayanan et al. 2021 section 4.1. DeepSpeed's pipeline
     engine partitions the activations it sends over the model-parallel group since 2020 (is_pipe_partitioned,
-    deepspeed/runtime/pipe/engine.py at c83e49f) and the gradients since 2021-09-29 (is_grad_partitioned, e2fdd254e)."""
+    deepspeed/runtime/pipe/engine.py at c83e49f) and the gradients since 2021-09-29 (is_grad_partitioned, e2fdd254e,
+    "Big science related changes"; both set to is_model_parallel, TP > 1, at 56c522386, April 2022)."""
     for r in rows:
         framework = r["scenario"]["framework"]
         ptdp = r["group"] == "narayanan2021-table2-zero3" and "zero_implementation" not in framework
-        if (megatron and (r["group"] in MEGATRON_2021_22 or ptdp)) or (deepspeed and r["group"] in DEEPSPEED_PIPE):
+        if ((megatron and (r["group"] in MEGATRON_2021_22 or ptdp)) or (bloom and r["group"] in BLOOM) or
+                (mtnlg and r["group"] in MTNLG)):
             framework["scatter_gather_tensors_in_pipeline"] = True
             r["notes"] += " Pipeline tensors scattered over TP and gathered on arrival (scatter/gather)."
 
@@ -384,11 +390,13 @@ def main():
     parser.add_argument("--without-megatron-scatter-gather", action="store_true")
     parser.add_argument("--deepspeed-pipe-partition", action="store_true")
     parser.add_argument("--without-bf16-optimizer", action="store_true")
+    parser.add_argument("--without-bloom-pipe-partition", action="store_true")
     parser.add_argument("--out", default=os.path.join(HERE, "published.json"))
     args = parser.parse_args()
     rows = (a100_rows() + h100_rows() + stated_rows("a100_more_rows.json") + hopper_more_rows() + zero3_rows() +
             stated_rows("torchtitan_rows.json"))
-    split_pipeline_tensors(rows, not args.without_megatron_scatter_gather, args.deepspeed_pipe_partition)
+    split_pipeline_tensors(rows, not args.without_megatron_scatter_gather, not args.without_bloom_pipe_partition,
+                           args.deepspeed_pipe_partition)
     if not args.without_bf16_optimizer:
         state_bf16_optimizer(rows)
     table = {"format": "twin-validation", "version": 1,

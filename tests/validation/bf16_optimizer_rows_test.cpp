@@ -1,7 +1,9 @@
 // The published rows that ran DeepSpeed's BF16_Optimizer state it (tools/build_validation_table.py): BLOOM-176B's
 // production run (tr11-176B-ml.slurm: --bf16, ZERO_STAGE=0), and no other row; the topology search of 2022-02-25
 // ran before that optimizer existed (chronicles-prequel.md, 02-28: "from now on the testing is happening with BF16
-// optimizer that was just written").
+// optimizer that was just written"). Every BLOOM row states DeepSpeed's partitioned pipeline tensors (the engine's
+// is_pipe_partitioned and is_grad_partitioned, both older than BLOOM's runs); MT-NLG's, whose DeepSpeed version is not
+// stated, do not.
 #include <gtest/gtest.h>
 
 #include "validation/published_table.hpp"
@@ -25,8 +27,16 @@ TEST(Bf16OptimizerRows, OnlyBloomsProductionRunStatesIt) {
     EXPECT_EQ(s.search.pipeline_model_parallel_size, std::vector<int>{12});
   }
   EXPECT_EQ(stating, 1);
-  for (const PublishedRow& row : table.rows)
+  int bloom = 0;
+  for (const PublishedRow& row : table.rows) {
     if (row.group == "bloom2022-topology-search") EXPECT_FALSE(row.scenario.framework.deepspeed_bf16_optimizer) << row.id;
+    if (row.group.rfind("bloom2022-", 0) == 0) {
+      ++bloom;
+      EXPECT_TRUE(row.scenario.framework.scatter_gather_tensors_in_pipeline) << row.id;
+    }
+    if (row.group == "smith2022-mtnlg-530b") EXPECT_FALSE(row.scenario.framework.scatter_gather_tensors_in_pipeline) << row.id;
+  }
+  EXPECT_EQ(bloom, 22);
 }
 
 }  // namespace
