@@ -29,9 +29,9 @@ BLOOM's rows (2022) state it too, as DeepSpeed's pipeline engine ran them: it pa
 model-parallel group since 2020 and the gradients since 2021-09-29, both before BLOOM's runs; --without-bloom-pipe-partition
 leaves it out. --deepspeed-pipe-partition states it on MT-NLG's rows too, an experiment only: their DeepSpeed version is
 not stated, and the two partitions came at different dates, which one switch cannot say.
-BLOOM-176B's production row states framework.deepspeed_bf16_optimizer, the optimizer its launch script ran (docs/VALIDATION.md
-"DeepSpeed's BF16_Optimizer"); --without-bf16-optimizer leaves it out. The topology search of 2022-02-25 ran before that
-optimizer existed and does not state it. Both --without-bloom-pipe-partition and --without-bf16-optimizer: the table
+BLOOM-176B's production row and the runs of 2022-02-28 state framework.deepspeed_bf16_optimizer, the optimizer they ran
+(docs/VALIDATION.md "DeepSpeed's BF16_Optimizer"); --without-bf16-optimizer leaves it out. The topology search of
+2022-02-25 ran before that optimizer existed and does not state it. Both --without-bloom-pipe-partition and --without-bf16-optimizer: the table
 before 2026-11-29 23:30 UTC. --out writes the table elsewhere.
 """
 import argparse
@@ -349,7 +349,7 @@ def zero3_rows():
 
 
 MEGATRON_2021_22 = ("narayanan2021-table1", "korthikanti2022-table5", "korthikanti2022-abstract")
-BLOOM = ("bloom2022-176b", "bloom2022-topology-search")
+BLOOM = ("bloom2022-176b", "bloom2022-topology-search", "bloom2022-bf16-optimizer-search")
 MTNLG = ("smith2022-mtnlg-530b",)
 
 
@@ -370,16 +370,17 @@ def split_pipeline_tensors(rows, megatron, bloom, mtnlg):
 
 
 BF16_OPTIMIZER_ROWS = ("bloom_176b_384gpu",)
+BF16_OPTIMIZER_GROUPS = ("bloom2022-bf16-optimizer-search",)
 
 
 def state_bf16_optimizer(rows):
     """DeepSpeed's BF16_Optimizer (microsoft/DeepSpeed 56c522386): tr11-176B-ml.slurm (bigscience-workshop/bigscience
     9e64ede) runs --bf16 with ZERO_STAGE=0 ('important: bf16 must use z0! it implements its own zero stage 1
-    equivalent') and no communication_data_type, so the engine all-reduces the fp32 gradients in bf16. Only the
-    production row: the topology search's runs of 2022-02-25 precede the optimizer ('from now on the testing is
-    happening with BF16 optimizer that was just written', chronicles-prequel.md, 02-28)."""
+    equivalent') and no communication_data_type, so the engine all-reduces the fp32 gradients in bf16. The production
+    row and the runs of 2022-02-28 ('from now on the testing is happening with BF16 optimizer that was just written',
+    chronicles-prequel.md 'Rebalancing layers'); the topology search's runs of 2022-02-25 precede the optimizer."""
     for r in rows:
-        if r["id"] in BF16_OPTIMIZER_ROWS:
+        if r["id"] in BF16_OPTIMIZER_ROWS or r["group"] in BF16_OPTIMIZER_GROUPS:
             r["scenario"]["framework"]["deepspeed_bf16_optimizer"] = True
             r["notes"] += (" DeepSpeed's BF16_Optimizer stated: fp32 gradients all-reduced in bf16 after the backward, "
                            "bf16 weights all-gathered after the step.")
