@@ -31,7 +31,8 @@ leaves it out. --deepspeed-pipe-partition states it on MT-NLG's rows too, an exp
 not stated, and the two partitions came at different dates, which one switch cannot say.
 BLOOM-176B's production row and the runs of 2022-02-28 state framework.deepspeed_bf16_optimizer, the optimizer they ran
 (docs/VALIDATION.md "DeepSpeed's BF16_Optimizer"); --without-bf16-optimizer leaves it out. The topology search of
-2022-02-25 ran before that optimizer existed and does not state it. Both --without-bloom-pipe-partition and --without-bf16-optimizer: the table
+2022-02-25 ran before that optimizer existed and does not state it. The runs of 2022-02-28 are transcribed but held back
+(a100_more_rows.json `held_back`); --with-bloom-bf16-optimizer-runs adds them, an experiment only. Both --without-bloom-pipe-partition and --without-bf16-optimizer: the table
 before 2026-11-29 23:30 UTC. --out writes the table elsewhere.
 """
 import argparse
@@ -243,12 +244,16 @@ def without_notes(section):
     return {key: value for key, value in section.items() if key not in NOTE_KEYS}
 
 
-def stated_rows(transcription):
-    """Rows that state their scenario's sections outright (a100_more_rows.json, torchtitan_rows.json)."""
+def stated_rows(transcription, with_held_back=False):
+    """Rows that state their scenario's sections outright (a100_more_rows.json, torchtitan_rows.json). A row with
+    `held_back` (one twin can price, left out of the table for the reason given) joins with `with_held_back`."""
     rows = []
     for r in json.load(open(os.path.join(HERE, transcription)))["rows"]:
         if "not_simulated" in r:  # a published configuration twin cannot price yet, kept in the transcription
             print(f"left out {r['id']}: {r['not_simulated']}", file=sys.stderr)
+            continue
+        if "held_back" in r and not with_held_back:
+            print(f"held back: {r['id']}", file=sys.stderr)
             continue
         hw, strategy, framework = r["hardware"], r["strategy"], r["framework"]
         scenario = {"name": r["id"], "model": without_notes(r["model"]), "training": without_notes(r["training"]),
@@ -392,9 +397,10 @@ def main():
     parser.add_argument("--deepspeed-pipe-partition", action="store_true")
     parser.add_argument("--without-bf16-optimizer", action="store_true")
     parser.add_argument("--without-bloom-pipe-partition", action="store_true")
+    parser.add_argument("--with-bloom-bf16-optimizer-runs", action="store_true")
     parser.add_argument("--out", default=os.path.join(HERE, "published.json"))
     args = parser.parse_args()
-    rows = (a100_rows() + h100_rows() + stated_rows("a100_more_rows.json") + hopper_more_rows() + zero3_rows() +
+    rows = (a100_rows() + h100_rows() + stated_rows("a100_more_rows.json", args.with_bloom_bf16_optimizer_runs) + hopper_more_rows() + zero3_rows() +
             stated_rows("torchtitan_rows.json"))
     split_pipeline_tensors(rows, not args.without_megatron_scatter_gather, not args.without_bloom_pipe_partition,
                            args.deepspeed_pipe_partition)
