@@ -85,7 +85,8 @@ void apply_distributed_optimizer(Scenario& s, const Reader& root) {
 void check_deepspeed_bf16_optimizer(Scenario& s, const Reader& root) {
   if (!s.framework.deepspeed_bf16_optimizer) return;
   const Reader flag = root.required("framework").required("deepspeed_bf16_optimizer");
-  if (s.training.precision != "bf16") flag.fail("training.precision \"bf16\" beside it (DeepSpeed runs it for bf16 only)");
+  if (s.training.precision != "bf16")
+    flag.fail("training.precision \"bf16\" beside it (DeepSpeed runs it for bf16 only)");
   if (s.model.is_moe()) flag.fail("a dense model (DeepSpeed's _bf16_reduce_grads refuses MoE layers)");
   if (s.framework.overlap_grad_reduce || s.framework.overlap_param_gather)
     flag.fail("overlap_grad_reduce and overlap_param_gather false beside it (the optimizer reduces its gradient buffer "
@@ -94,7 +95,8 @@ void check_deepspeed_bf16_optimizer(Scenario& s, const Reader& root) {
   if (s.pins_family_plan() || !s.pipelines.empty() || s.search.per_layer || s.search.hot_switch)
     flag.fail("uniform strategies beside it (no per-layer, hot-switching or asymmetric plan)");
   if (s.strategy) {
-    if (s.strategy->zero_stage != 1) flag.fail("strategy.zero_stage 1 beside it (the optimizer shards its states as ZeRO-1)");
+    if (s.strategy->zero_stage != 1)
+      flag.fail("strategy.zero_stage 1 beside it (the optimizer shards its states as ZeRO-1)");
     return;
   }
   if (std::find(s.search.zero_stage.begin(), s.search.zero_stage.end(), 1) == s.search.zero_stage.end())

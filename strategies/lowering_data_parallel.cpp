@@ -157,15 +157,23 @@ void StageLowering::emit_gradient_reduction(const Unit& u, OpIndex after) {
 // group, scales it by 1/dp (gradient_average, after the reduction) and copies it back into the fp32 buffer. One
 // all-reduce of the stage's parameters: the buffer is one tensor per parameter group, each above the 5e8-element
 // bucket (MEMORY_OPT_ALLREDUCE_SIZE) for any stage twin prices, and the small group of biases and norms is priced
-// with the large one.
+// with the large one. The memory passes run once an iteration: they belong to the optimizer phase, which the search's
+// lower bound counts once (strategies/lower_bound.cpp), where a backward pass's compute is counted per micro-batch.
 OpIndex StageLowering::reduce_bf16_optimizer_gradients(OpIndex after) {
   const std::int64_t elements = stage_parameters_per_rank(model_, strategy_, stage_).dense;
   if (s_.data_group == 1 || elements == 0) return kNoOp;
-  after = e_.emit_after(deepspeed_copy(OpRole::grad_reduce, elements * (4 + 2), kWholeStage), after);  // .to(bf16)
+  const auto pass = [&](std::int64_t bytes_per_element, OpIndex before) {
+    e_.set_phase(Phase::optimizer);
+    const OpIndex op =
+        e_.emit_after(deepspeed_copy(OpRole::grad_reduce, elements * bytes_per_element, kWholeStage), before);
+    e_.set_phase(Phase::backward);
+    return op;
+  };
+  after = pass(4 + 2, after);  // .to(bf16)
   after = e_.emit_after(parameter_collective(OpKind::all_reduce, OpRole::grad_reduce, GroupKind::data, s_.data_group,
                                              elements * 2, kWholeStage), after);
-  after = e_.emit_after(deepspeed_copy(OpRole::grad_reduce, elements * (2 + 2), kWholeStage), after);  // mul_(1/dp)
-  return e_.emit_after(deepspeed_copy(OpRole::grad_reduce, elements * (2 + 4), kWholeStage), after);  // copy_ to fp32
+  after = pass(2 + 2, after);  // mul_(1/dp)
+  return pass(2 + 4, after);   // copy_ back into fp32
 }
 
 bool StageLowering::gathers_updated_weights_ahead() const {

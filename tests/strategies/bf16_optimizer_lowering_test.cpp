@@ -70,6 +70,7 @@ TEST(Bf16OptimizerLowering, AllReducesTheFp32BufferInBf16AndGathersTheBf16Weight
         EXPECT_EQ(rc.op(at).kind, OpKind::elementwise) << op_name(rc.op(at));
         EXPECT_EQ(rc.op(at).role, OpRole::grad_reduce) << op_name(rc.op(at));
         EXPECT_EQ(rc.op(at).bytes, bytes) << op_name(rc.op(at));
+        EXPECT_EQ(rc.op(at).phase, Phase::optimizer) << op_name(rc.op(at));  // once an iteration (the lower bound)
       }
     }
     // step() all-gathers the bf16 weights once, as the distributed optimizer does.
