@@ -76,8 +76,19 @@ struct FrameworkConfig {
   // tensors-in-pipeline turned it off, on by default from April 2021 until Megatron-Core dropped it): without
   // sequence parallelism each TP rank sends only its 1/tp share of the activation or gradient to the next stage,
   // and the receiver all-gathers the shares over TP (NVLink) before using it. Off: every TP rank sends the whole
-  // tensor, as Megatron-Core and DeepSpeed's pipeline engine do.
+  // tensor, as Megatron-Core does. DeepSpeed's pipeline engine partitions its pipeline tensors over the model-parallel
+  // group the same way (is_pipe_partitioned, is_grad_partitioned at microsoft/DeepSpeed 56c522386), which this switch
+  // states for BLOOM's published rows.
   bool scatter_gather_tensors_in_pipeline = false;
+  // DeepSpeed's BF16_Optimizer under its pipeline engine (microsoft/DeepSpeed 56c522386, April 2022, the optimizer
+  // BLOOM-176B trained with; docs/FRAMEWORK.md): bf16 training whose fp32 gradient buffer is neither sharded nor
+  // reduce-scattered. Once the backward has finished, _bf16_reduce_grads all-reduces the whole buffer over the data
+  // group in communication_data_type (bf16 for bf16 at ZeRO stage 0: cast down before, scaled by 1/dp and copied
+  // back after), tied weights' fp32 gradients are all-reduced over their group, the gradient norm reads the whole
+  // buffer, and step() updates the rank's 1/dp of the fp32 weights and all-gathers the bf16 weights: twin's ZeRO
+  // stage 1 with an all-reduce where the distributed optimizer reduce-scatters. Needs bf16, zero_stage 1, both
+  // overlaps off and a dense model.
+  bool deepspeed_bf16_optimizer = false;
   // Which framework's training the scenario describes (core/workload.hpp): the prediction prices its ops with the
   // profile's times, and twin warns when the profile measured another framework. Absent: not said.
   std::optional<FrameworkName> name;

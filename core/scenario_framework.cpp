@@ -13,7 +13,7 @@ FrameworkConfig parse_framework(const Reader& r, ModelConfig& model, const std::
                "cross_entropy_loss_fusion", "residual_fusion", "use_distributed_optimizer", "attention_backend",
                "cp_comm_type", "zero_implementation", "moe_token_dispatcher_type",
                "overlap_moe_expert_parallel_comm", "delay_wgrad_compute", "scatter_gather_tensors_in_pipeline",
-               "compile", "reshard_after_forward", "reduce_dtype"});
+               "deepspeed_bf16_optimizer", "compile", "reshard_after_forward", "reduce_dtype"});
   FrameworkConfig f;
   if (auto x = r.find("name")) f.name = *framework_name(x->one_of({"twin", "megatron-core", "pytorch-fsdp2"}, "framework"));
   if (auto x = r.find("overlap_grad_reduce")) f.overlap_grad_reduce = x->boolean();
@@ -44,6 +44,7 @@ FrameworkConfig parse_framework(const Reader& r, ModelConfig& model, const std::
               "Megatron's overlapped EP schedule)");
   }
   if (auto x = r.find("scatter_gather_tensors_in_pipeline")) f.scatter_gather_tensors_in_pipeline = x->boolean();
+  if (auto x = r.find("deepspeed_bf16_optimizer")) f.deepspeed_bf16_optimizer = x->boolean();
   for (const char* key : {"compile", "reshard_after_forward", "reduce_dtype"})
     if (auto x = r.find(key); x && f.name != FrameworkName::pytorch_fsdp2)
       x->fail("expected framework.name \"pytorch-fsdp2\" beside it (a setting of PyTorch FSDP2)");
@@ -76,6 +77,31 @@ void apply_distributed_optimizer(Scenario& s, const Reader& root) {
     flag.fail_plain(fmt::format("use_distributed_optimizer {} means zero_stage {}, which search.zero_stage does not list",
                                 stage == 1, stage));
   s.search.zero_stage = {stage};
+}
+
+// What DeepSpeed's BF16_Optimizer ran under (56c522386): bf16 (the engine picks it for bf16 only), its own ZeRO-1
+// (twin's zero_stage 1), gradients reduced once after the backward and weights gathered inside step() (both overlaps
+// off), no MoE (buffered_allreduce_fallback asserts it for the optimizer's own gradients) and DeepSpeed, not FSDP2.
+void check_deepspeed_bf16_optimizer(Scenario& s, const Reader& root) {
+  if (!s.framework.deepspeed_bf16_optimizer) return;
+  const Reader flag = root.required("framework").required("deepspeed_bf16_optimizer");
+  if (s.training.precision != "bf16")
+    flag.fail("training.precision \"bf16\" beside it (DeepSpeed runs it for bf16 only)");
+  if (s.model.is_moe()) flag.fail("a dense model (DeepSpeed's _bf16_reduce_grads refuses MoE layers)");
+  if (s.framework.overlap_grad_reduce || s.framework.overlap_param_gather)
+    flag.fail("overlap_grad_reduce and overlap_param_gather false beside it (the optimizer reduces its gradient buffer "
+              "after the backward and gathers the weights inside its step)");
+  if (s.framework.name == FrameworkName::pytorch_fsdp2) flag.fail("a framework other than pytorch-fsdp2");
+  if (s.pins_family_plan() || !s.pipelines.empty() || s.search.per_layer || s.search.hot_switch)
+    flag.fail("uniform strategies beside it (no per-layer, hot-switching or asymmetric plan)");
+  if (s.strategy) {
+    if (s.strategy->zero_stage != 1)
+      flag.fail("strategy.zero_stage 1 beside it (the optimizer shards its states as ZeRO-1)");
+    return;
+  }
+  if (std::find(s.search.zero_stage.begin(), s.search.zero_stage.end(), 1) == s.search.zero_stage.end())
+    flag.fail("search.zero_stage listing 1 beside it (the optimizer shards its states as ZeRO-1)");
+  s.search.zero_stage = {1};
 }
 
 }  // namespace twin

@@ -18,4 +18,8 @@ FrameworkConfig parse_framework(const JsonReader& r, ModelConfig& model, const s
 // that stage. `root` is the scenario document.
 void apply_distributed_optimizer(Scenario& s, const JsonReader& root);
 
+// deepspeed_bf16_optimizer true: checks what it needs (bf16, a dense model, both overlaps off, zero_stage 1) and keeps
+// only zero_stage 1 in a search. Throws InputError at /framework/deepspeed_bf16_optimizer.
+void check_deepspeed_bf16_optimizer(Scenario& s, const JsonReader& root);
+
 }  // namespace twin

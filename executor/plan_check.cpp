@@ -162,6 +162,9 @@ void check_training(const Plan& plan, const std::string& file) {
   if (plan.scenario.framework.scatter_gather_tensors_in_pipeline)
     throw InputError(file, "/scenario/framework/scatter_gather_tensors_in_pipeline",
                      "false (twin execute sends whole pipeline tensors, as Megatron-Core does)");
+  if (plan.scenario.framework.deepspeed_bf16_optimizer)
+    throw InputError(file, "/scenario/framework/deepspeed_bf16_optimizer",
+                     "false (twin execute runs Megatron's optimizers, not DeepSpeed's BF16_Optimizer)");
   if (!plan.scenario.framework.gradient_accumulation_fusion)
     throw InputError(file, "/scenario/framework/gradient_accumulation_fusion",
                      "true (twin execute accumulates weight gradients inside the GEMM)");

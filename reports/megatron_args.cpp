@@ -289,6 +289,11 @@ void notes(ArgsText& out, const Scenario& scenario, const Strategy& s) {
       s.tensor_model_parallel_size > 1 && !s.sequence_parallel)
     out.comment("Not expressible: scatter_gather_tensors_in_pipeline (Megatron-LM of 2021-22 sent each TP rank's "
                 "share of a pipeline tensor and all-gathered it on arrival; Megatron-Core sends the whole tensor).");
+  if (scenario.framework.deepspeed_bf16_optimizer && s.zero_stage == 1)
+    out.comment("Not expressible: deepspeed_bf16_optimizer (DeepSpeed's BF16_Optimizer all-reduces an fp32 gradient "
+                "buffer in bf16; Megatron-DeepSpeed runs it with --bf16 --deepspeed --zero-stage 0 and a ds_config of "
+                "\"bf16\": {\"enabled\": true}, \"zero_optimization\": {\"stage\": 0}); the distributed optimizer "
+                "below reduce-scatters instead.");
   if (s.schedule == Schedule::gpipe && s.pipeline_model_parallel_size > 1)
     out.comment("Not expressible: the GPipe schedule. Megatron-LM runs these arguments as 1F1B (same stages, fewer "
                 "micro-batches in flight, so less activation memory and the same bubble).");

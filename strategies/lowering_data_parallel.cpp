@@ -122,7 +122,7 @@ OpIndex StageLowering::emit_weight_gather(const Unit& u, OpIndex after, std::int
 }
 
 void StageLowering::reduce_gradients(const Unit& u, OpIndex after) {
-  if (scenario_.framework.overlap_grad_reduce)
+  if (scenario_.framework.overlap_grad_reduce && !s_.deepspeed_bf16_optimizer)
     emit_gradient_reduction(u, after);
   else
     deferred_reductions_.push_back(u);
@@ -149,6 +149,31 @@ void StageLowering::emit_gradient_reduction(const Unit& u, OpIndex after) {
   if (s_.expert_data_group > 1 && p.expert > 0)
     e_.emit_after(parameter_collective(kind, OpRole::grad_reduce, GroupKind::expert_data, s_.expert_data_group,
                                        p.expert * 2, parameter_unit(u)), after);
+}
+
+// DeepSpeed's BF16_Optimizer (microsoft/DeepSpeed 56c522386, unchanged through July 2022): the pipeline engine's
+// _bf16_reduce_grads hands the optimizer's flat fp32 gradient buffer to buffered_allreduce_fallback, whose
+// allreduce_bucket casts it to communication_data_type (bf16 for bf16 at ZeRO stage 0), all-reduces it over the data
+// group, scales it by 1/dp (gradient_average, after the reduction) and copies it back into the fp32 buffer. One
+// all-reduce of the stage's parameters: the buffer is one tensor per parameter group, each above the 5e8-element
+// bucket (MEMORY_OPT_ALLREDUCE_SIZE) for any stage twin prices, and the small group of biases and norms is priced
+// with the large one. The memory passes run once an iteration: they belong to the optimizer phase, which the search's
+// lower bound counts once (strategies/lower_bound.cpp), where a backward pass's compute is counted per micro-batch.
+OpIndex StageLowering::reduce_bf16_optimizer_gradients(OpIndex after) {
+  const std::int64_t elements = stage_parameters_per_rank(model_, strategy_, stage_).dense;
+  if (s_.data_group == 1 || elements == 0) return kNoOp;
+  const auto pass = [&](std::int64_t bytes_per_element, OpIndex before) {
+    e_.set_phase(Phase::optimizer);
+    const OpIndex op =
+        e_.emit_after(deepspeed_copy(OpRole::grad_reduce, elements * bytes_per_element, kWholeStage), before);
+    e_.set_phase(Phase::backward);
+    return op;
+  };
+  after = pass(4 + 2, after);  // .to(bf16)
+  after = e_.emit_after(parameter_collective(OpKind::all_reduce, OpRole::grad_reduce, GroupKind::data, s_.data_group,
+                                             elements * 2, kWholeStage), after);
+  after = pass(2 + 2, after);  // mul_(1/dp)
+  return pass(2 + 4, after);   // copy_ back into fp32
 }
 
 bool StageLowering::gathers_updated_weights_ahead() const {

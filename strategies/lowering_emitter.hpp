@@ -81,6 +81,9 @@ struct RankShapes {
   // framework.scatter_gather_tensors_in_pipeline where it acts (TP > 1, no SP): a pipeline send carries 1/tp of the
   // tensor, and the receiver all-gathers it over TP before using it (Megatron-LM's schedules only).
   bool scatter_gather_p2p = false;
+  // framework.deepspeed_bf16_optimizer at ZeRO stage 1 (core/framework.hpp): the stage's fp32 gradient buffer
+  // all-reduced in bf16 once after the backward, tied weights' gradients in fp32, the norm read from the whole buffer.
+  bool deepspeed_bf16_optimizer = false;
   // PyTorch FSDP2 (framework.name pytorch-fsdp2; strategies/pytorch_fsdp2.hpp): its copies, eager kernels and host
   // time; torch.compile of each block; the weights freed after a block's forward; the gradients' reduction dtype.
   bool pytorch_fsdp2 = false;

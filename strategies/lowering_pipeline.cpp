@@ -170,6 +170,11 @@ void StageLowering::optimizer_phase() {
   // overlap_grad_reduce off: every bucket is reduced once the backward has finished (Megatron's
   // finish_grad_sync without overlap), last layer first as the backward produced them; still backward work.
   e_.begin_pass(Phase::backward, -1, 0);
+  if (s_.deepspeed_bf16_optimizer && !deferred_reductions_.empty()) {
+    if (const OpIndex reduction = reduce_bf16_optimizer_gradients(last_compute); reduction != kNoOp)
+      e_.depend(last_compute2, reduction);
+    deferred_reductions_.clear();
+  }
   for (const Unit& u : deferred_reductions_) {
     const OpIndex before = last_on(Stream::dp_comm);
     emit_gradient_reduction(u, last_compute);
@@ -183,10 +188,10 @@ void StageLowering::optimizer_phase() {
   // Tied, or with MTP (its lookups beside the loss), the last stage holds a copy of the embedding's table.
   const bool tied_pair = (!model_.untie_embeddings_and_output_weights || model_.mtp_num_layers > 0) &&
                          holds_embedding_ != holds_output;
-  if (tied_pair) {
+  if (tied_pair) {  // DeepSpeed's BF16_Optimizer all-reduces the fp32 gradient (weight._hp_grad, pipe/engine.py)
     const OpIndex sync = e_.emit_after(
         parameter_collective(OpKind::all_reduce, OpRole::embedding_grad_sync, GroupKind::embedding, 2,
-                             padded_vocab_size(model_, s_.tp) / s_.tp * s_.h * 2,
+                             padded_vocab_size(model_, s_.tp) / s_.tp * s_.h * (s_.deepspeed_bf16_optimizer ? 4 : 2),
                              holds_embedding_ ? kEmbeddingUnit : kHeadUnit),
         last_compute);
     e_.depend(last_compute2, sync);
@@ -208,6 +213,10 @@ void StageLowering::optimizer_phase() {
                                           scenario_.training.optimizer_precision);
   const OpIndex gradients_ready = last_on(Stream::dp_comm);
   e_.chain = last_compute;
+  if (s_.deepspeed_bf16_optimizer) {  // get_global_norm_of_tensors reads the whole fp32 buffer, not the rank's shard
+    e_.pending_wait = gradients_ready;
+    e_.emit(Emitter::moved(OpKind::elementwise, OpRole::optimizer, p.dense * 4));
+  }
   const OpIndex update = e_.emit(step);
   e_.depend(gradients_ready, update);
   e_.depend(tp_sum, update);

@@ -69,6 +69,8 @@ class StageLowering {
   // training.fp8: the casts of the stage's FP8 weights after the optimizer step (strategies/fp8_linears.hpp).
   void cast_weights_to_fp8(std::int64_t shard_elements);
   void emit_gradient_reduction(const Unit& u, OpIndex after);
+  // DeepSpeed's BF16_Optimizer: the stage's whole gradient buffer reduced after `after`; the last op, or kNoOp.
+  OpIndex reduce_bf16_optimizer_gradients(OpIndex after);
   // overlap_param_gather under ZeRO 1/2: the previous step's updated weights gathered per unit at the
   // iteration's start, in the order of first use; a unit's first forward waits for its own gather.
   void gather_updated_weights_ahead(const std::vector<ScheduleStep>& order);

@@ -220,6 +220,9 @@ MemoryEstimate estimate_memory(const Scenario& scenario, const Strategy& st) {
     mem.parameters = sharded(per_param.weights, st.zero_stage >= 3) +
                      std::llround(fp8_state_bytes(scenario, st, stage));
     mem.gradients = sharded(per_param.gradients, st.zero_stage >= 2);
+    // DeepSpeed's BF16_Optimizer keeps an fp32 copy of every gradient beside the bf16 ones, unsharded ("4 bytes *
+    // params of additional memory", bigscience train/tr11-176B-ml/README.md).
+    if (scenario.framework.deepspeed_bf16_optimizer && st.zero_stage == 1) mem.gradients += sharded(4, false);
     mem.optimizer_states = sharded(per_param.optimizer, st.zero_stage >= 1);
 
     const StageUnits units = stage_units(scenario, st, stage);

@@ -106,6 +106,7 @@ RankShapes rank_shapes(const Scenario& scenario, const Strategy& st) {
   // Post norms sit between the branch's product and the residual add: nothing to fuse there.
   s.residual_fusion = scenario.framework.residual_fusion && m.hidden_dropout == 0 && !m.post_norms;
   s.scatter_gather_p2p = scenario.framework.scatter_gather_tensors_in_pipeline && s.tp > 1 && !s.sp;
+  s.deepspeed_bf16_optimizer = scenario.framework.deepspeed_bf16_optimizer && s.zero_stage == 1;
   s.deepspeed_zero3 = s.zero_stage == 3 && scenario.framework.zero_implementation == ZeroImplementation::deepspeed;
   s.pytorch_fsdp2 = scenario.framework.name == FrameworkName::pytorch_fsdp2;
   if (s.pytorch_fsdp2) {

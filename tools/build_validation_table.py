@@ -25,9 +25,15 @@ MFU), converted to an iteration time by `twin validate`. Rerun after editing a t
 The rows of Megatron-LM of 2021-22 (Narayanan et al. 2021 Tables 1 and 2's PTD-P rows, Korthikanti et al. 2022) state
 framework.scatter_gather_tensors_in_pipeline, as that code ran them (docs/VALIDATION.md "Megatron-LM's scatter/gather of
 pipeline tensors"); --without-megatron-scatter-gather leaves it out (the table before 2026-11-29 21:00 UTC).
---deepspeed-pipe-partition states it on the rows run by DeepSpeed's pipeline engine (BLOOM, MT-NLG) too, an experiment
-only: DeepSpeed partitions activations and gradients from different dates, which one switch cannot say. --out writes
-the table elsewhere.
+BLOOM's rows (2022) state it too, as DeepSpeed's pipeline engine ran them: it partitions the activations it sends over the
+model-parallel group since 2020 and the gradients since 2021-09-29, both before BLOOM's runs; --without-bloom-pipe-partition
+leaves it out. --deepspeed-pipe-partition states it on MT-NLG's rows too, an experiment only: their DeepSpeed version is
+not stated, and the two partitions came at different dates, which one switch cannot say.
+BLOOM-176B's production row and the runs of 2022-02-28 state framework.deepspeed_bf16_optimizer, the optimizer they ran
+(docs/VALIDATION.md "DeepSpeed's BF16_Optimizer"); --without-bf16-optimizer leaves it out. The topology search of
+2022-02-25 ran before that optimizer existed and does not state it. The runs of 2022-02-28 are transcribed but held back
+(a100_more_rows.json `held_back`); --with-bloom-bf16-optimizer-runs adds them, an experiment only. Both --without-bloom-pipe-partition and --without-bf16-optimizer: the table
+before 2026-11-29 23:30 UTC. --out writes the table elsewhere.
 """
 import argparse
 import json
@@ -238,12 +244,16 @@ def without_notes(section):
     return {key: value for key, value in section.items() if key not in NOTE_KEYS}
 
 
-def stated_rows(transcription):
-    """Rows that state their scenario's sections outright (a100_more_rows.json, torchtitan_rows.json)."""
+def stated_rows(transcription, with_held_back=False):
+    """Rows that state their scenario's sections outright (a100_more_rows.json, torchtitan_rows.json). A row with
+    `held_back` (one twin can price, left out of the table for the reason given) joins with `with_held_back`."""
     rows = []
     for r in json.load(open(os.path.join(HERE, transcription)))["rows"]:
         if "not_simulated" in r:  # a published configuration twin cannot price yet, kept in the transcription
             print(f"left out {r['id']}: {r['not_simulated']}", file=sys.stderr)
+            continue
+        if "held_back" in r and not with_held_back:
+            print(f"held back: {r['id']}", file=sys.stderr)
             continue
         hw, strategy, framework = r["hardware"], r["strategy"], r["framework"]
         scenario = {"name": r["id"], "model": without_notes(r["model"]), "training": without_notes(r["training"]),
@@ -344,32 +354,58 @@ def zero3_rows():
 
 
 MEGATRON_2021_22 = ("narayanan2021-table1", "korthikanti2022-table5", "korthikanti2022-abstract")
-DEEPSPEED_PIPE = ("bloom2022-176b", "bloom2022-topology-search", "smith2022-mtnlg-530b")
+BLOOM = ("bloom2022-176b", "bloom2022-topology-search", "bloom2022-bf16-optimizer-search")
+MTNLG = ("smith2022-mtnlg-530b",)
 
 
-def split_pipeline_tensors(rows, megatron, deepspeed):
+def split_pipeline_tensors(rows, megatron, bloom, mtnlg):
     """Each TP rank's share of a pipeline tensor sent, the whole gathered over TP on arrival. Megatron-LM: its
     --no-scatter-gather-tensors-in-pipeline left it on (arguments.py at NVIDIA/Megatron-LM f938e19a58, April 2021;
     7fccd6a17a, May 2022, skips it under sequence parallelism), Narayanan et al. 2021 section 4.1. DeepSpeed's pipeline
     engine partitions the activations it sends over the model-parallel group since 2020 (is_pipe_partitioned,
-    deepspeed/runtime/pipe/engine.py at c83e49f) and the gradients since 2021-09-29 (is_grad_partitioned, e2fdd254e)."""
+    deepspeed/runtime/pipe/engine.py at c83e49f) and the gradients since 2021-09-29 (is_grad_partitioned, e2fdd254e,
+    "Big science related changes"; both set to is_model_parallel, TP > 1, at 56c522386, April 2022)."""
     for r in rows:
         framework = r["scenario"]["framework"]
         ptdp = r["group"] == "narayanan2021-table2-zero3" and "zero_implementation" not in framework
-        if (megatron and (r["group"] in MEGATRON_2021_22 or ptdp)) or (deepspeed and r["group"] in DEEPSPEED_PIPE):
+        if ((megatron and (r["group"] in MEGATRON_2021_22 or ptdp)) or (bloom and r["group"] in BLOOM) or
+                (mtnlg and r["group"] in MTNLG)):
             framework["scatter_gather_tensors_in_pipeline"] = True
             r["notes"] += " Pipeline tensors scattered over TP and gathered on arrival (scatter/gather)."
+
+
+BF16_OPTIMIZER_ROWS = ("bloom_176b_384gpu",)
+BF16_OPTIMIZER_GROUPS = ("bloom2022-bf16-optimizer-search",)
+
+
+def state_bf16_optimizer(rows):
+    """DeepSpeed's BF16_Optimizer (microsoft/DeepSpeed 56c522386): tr11-176B-ml.slurm (bigscience-workshop/bigscience
+    9e64ede) runs --bf16 with ZERO_STAGE=0 ('important: bf16 must use z0! it implements its own zero stage 1
+    equivalent') and no communication_data_type, so the engine all-reduces the fp32 gradients in bf16. The production
+    row and the runs of 2022-02-28 ('from now on the testing is happening with BF16 optimizer that was just written',
+    chronicles-prequel.md 'Rebalancing layers'); the topology search's runs of 2022-02-25 precede the optimizer."""
+    for r in rows:
+        if r["id"] in BF16_OPTIMIZER_ROWS or r["group"] in BF16_OPTIMIZER_GROUPS:
+            r["scenario"]["framework"]["deepspeed_bf16_optimizer"] = True
+            r["notes"] += (" DeepSpeed's BF16_Optimizer stated: fp32 gradients all-reduced in bf16 after the backward, "
+                           "bf16 weights all-gathered after the step.")
 
 
 def main():
     parser = argparse.ArgumentParser(description="Build tests/validation/published.json from the transcriptions.")
     parser.add_argument("--without-megatron-scatter-gather", action="store_true")
     parser.add_argument("--deepspeed-pipe-partition", action="store_true")
+    parser.add_argument("--without-bf16-optimizer", action="store_true")
+    parser.add_argument("--without-bloom-pipe-partition", action="store_true")
+    parser.add_argument("--with-bloom-bf16-optimizer-runs", action="store_true")
     parser.add_argument("--out", default=os.path.join(HERE, "published.json"))
     args = parser.parse_args()
-    rows = (a100_rows() + h100_rows() + stated_rows("a100_more_rows.json") + hopper_more_rows() + zero3_rows() +
+    rows = (a100_rows() + h100_rows() + stated_rows("a100_more_rows.json", args.with_bloom_bf16_optimizer_runs) + hopper_more_rows() + zero3_rows() +
             stated_rows("torchtitan_rows.json"))
-    split_pipeline_tensors(rows, not args.without_megatron_scatter_gather, args.deepspeed_pipe_partition)
+    split_pipeline_tensors(rows, not args.without_megatron_scatter_gather, not args.without_bloom_pipe_partition,
+                           args.deepspeed_pipe_partition)
+    if not args.without_bf16_optimizer:
+        state_bf16_optimizer(rows)
     table = {"format": "twin-validation", "version": 1,
              "about": "Published end-to-end training results, each a twin scenario and the published figure; built by "
                       "tools/build_validation_table.py from a100_rows.json, h100_rows.json, a100_more_rows.json, "

@@ -44,6 +44,8 @@ TEST(Framework, DefaultsAreMegatronsRecipe) {
   EXPECT_FALSE(to_json(s)["framework"].contains("zero_implementation"));  // the default keeps plans' bytes
   EXPECT_FALSE(s.framework.scatter_gather_tensors_in_pipeline);  // Megatron-Core sends whole pipeline tensors
   EXPECT_FALSE(to_json(s)["framework"].contains("scatter_gather_tensors_in_pipeline"));
+  EXPECT_FALSE(s.framework.deepspeed_bf16_optimizer);  // Megatron's optimizers
+  EXPECT_FALSE(to_json(s)["framework"].contains("deepspeed_bf16_optimizer"));
   EXPECT_FALSE(s.profile_scaling);
 }
 
@@ -54,7 +56,8 @@ TEST(Framework, EverySwitchRoundTrips) {
                     {"cross_entropy_loss_fusion", false},  {"use_distributed_optimizer", true},
                     {"residual_fusion", true},
                     {"attention_backend", "fused"},        {"cp_comm_type", "all_gather"},
-                    {"zero_implementation", "deepspeed"},  {"scatter_gather_tensors_in_pipeline", true}};
+                    {"zero_implementation", "deepspeed"},  {"scatter_gather_tensors_in_pipeline", true},
+                    {"deepspeed_bf16_optimizer", true}};
   d["profile_scaling"] = true;
   const Scenario s = parse_scenario(d, "s.json");
   EXPECT_FALSE(s.framework.overlap_grad_reduce);
@@ -68,6 +71,7 @@ TEST(Framework, EverySwitchRoundTrips) {
   EXPECT_EQ(s.framework.cp_comm_type, CpCommType::all_gather);
   EXPECT_EQ(s.framework.zero_implementation, ZeroImplementation::deepspeed);
   EXPECT_TRUE(s.framework.scatter_gather_tensors_in_pipeline);
+  EXPECT_TRUE(s.framework.deepspeed_bf16_optimizer);
   EXPECT_EQ(s.search.zero_stage, std::vector<int>{1});  // the distributed optimizer is ZeRO 1
   EXPECT_TRUE(s.profile_scaling);
   EXPECT_EQ(parse_scenario(to_json(s), s.source), s);
@@ -84,6 +88,41 @@ TEST(Framework, DistributedOptimizerMustAgreeWithTheStrategy) {
   EXPECT_NE(error_path(d).find("which search.zero_stage does not list"), std::string::npos) << error_path(d);
   d["framework"]["use_distributed_optimizer"] = false;
   EXPECT_EQ(parse_scenario(d, "s.json").search.zero_stage, std::vector<int>{0});
+}
+
+TEST(Framework, DeepSpeedBf16OptimizerNeedsWhatItRanUnder) {
+  // bf16, both overlaps off, ZeRO stage 1 (its own sharding of the optimizer states), a dense model, DeepSpeed.
+  json d = framework_scenario();
+  d["framework"] = {{"overlap_grad_reduce", false}, {"overlap_param_gather", false}, {"deepspeed_bf16_optimizer", true}};
+  d["search"] = {{"zero_stage", {0, 1}}};
+  EXPECT_EQ(parse_scenario(d, "s.json").search.zero_stage, std::vector<int>{1});
+  const auto refused = [](const json& doc, const std::string& says) {
+    const std::string error = error_path(doc);
+    EXPECT_EQ(error.rfind("/framework/deepspeed_bf16_optimizer | ", 0), 0u) << error;
+    EXPECT_NE(error.find(says), std::string::npos) << error;
+  };
+  json bad = d;
+  bad["framework"]["deepspeed_bf16_optimizer"] = "yes";
+  EXPECT_EQ(error_path(bad).rfind("/framework/deepspeed_bf16_optimizer | ", 0), 0u) << error_path(bad);
+  bad = d;
+  bad["training"]["precision"] = "fp16";
+  refused(bad, "training.precision \"bf16\"");
+  bad = d;
+  bad["framework"]["overlap_grad_reduce"] = true;
+  refused(bad, "overlap_grad_reduce and overlap_param_gather false");
+  bad = d;
+  bad["framework"].erase("overlap_param_gather");  // Megatron's recipe default: on
+  refused(bad, "overlap_grad_reduce and overlap_param_gather false");
+  bad = d;
+  bad["search"] = {{"zero_stage", {0, 3}}};
+  refused(bad, "search.zero_stage listing 1");
+  bad = d;
+  bad.erase("search");
+  bad["strategy"] = {{"tensor_model_parallel_size", 8}, {"zero_stage", 0}};
+  refused(bad, "strategy.zero_stage 1");
+  bad = d;
+  bad["model"] = {{"preset", "mixtral-8x7b"}};
+  refused(bad, "a dense model");
 }
 
 TEST(Framework, BadValuesNameTheirPath) {

@@ -64,6 +64,9 @@ TEST(PlanCheck, RefusesFrameworkSwitchesTheExecutorDoesNotRun) {
   Plan scattered = executed_plan();  // Megatron-LM of 2021-22's pipeline sends: the executor sends whole tensors
   scattered.scenario.framework.scatter_gather_tensors_in_pipeline = true;
   EXPECT_EQ(refusal_path(scattered), "/scenario/framework/scatter_gather_tensors_in_pipeline");
+  Plan bf16_optimizer = executed_plan();  // DeepSpeed's BF16_Optimizer: the executor runs Megatron's optimizers
+  bf16_optimizer.scenario.framework.deepspeed_bf16_optimizer = true;
+  EXPECT_EQ(refusal_path(bf16_optimizer), "/scenario/framework/deepspeed_bf16_optimizer");
   // DeepSpeed's ZeRO-3 is priced only; below ZeRO-3 the switch changes nothing and the plan runs.
   Plan deepspeed = executed_plan();
   deepspeed.scenario.framework.zero_implementation = ZeroImplementation::deepspeed;

@@ -316,6 +316,16 @@ TEST(MegatronArgs, ScatterGatherOfPipelineTensorsIsNamedWhereItActs) {
   EXPECT_FALSE(has_comment_with(megatron_args(scenario, s), "scatter_gather")) << megatron_args(scenario, s);
 }
 
+TEST(MegatronArgs, DeepSpeedBf16OptimizerIsNamedAtZeroStageOne) {
+  Scenario scenario = parse_scenario_text(kLlamaScenario, "llama.json");
+  scenario.framework.deepspeed_bf16_optimizer = true;
+  Strategy s = pinned(scenario);
+  s.zero_stage = 1;
+  const std::string text = megatron_args(scenario, s);
+  EXPECT_TRUE(has_comment_with(text, "Not expressible: deepspeed_bf16_optimizer")) << text;
+  EXPECT_TRUE(has_argument(text, "--use-distributed-optimizer")) << text;  // the closest Megatron-LM has
+}
+
 TEST(MegatronArgs, ScheduleMegatronLacksIsNamedAndTheRestGiven) {
   Scenario scenario = parse_scenario_text(kLlamaScenario, "llama.json");
   Strategy s = pinned(scenario);

@@ -88,7 +88,12 @@ TEST(PublishedTable, BadRowsNameTheirPath) {
 // moved up (BLOOM-176B 4.2% -> 5.1%, torchtitan's A100 rows 13.1% -> 13.7%, NeMo's A100 rows 11.9% -> 12.1%, the
 // Narayanan Table 1 max 15.3% -> 15.9%) because the one Ampere factor, refitted in every fold, no longer absorbs the
 // Megatron rows' over-priced pipeline sends: a row described as it ran beats a guard figure that leaned on a wrong
-// one. A change that makes any of them worse by more than half a point fails here. A group the guard does not know fails with the line to add.
+// one. Lowered where BLOOM's rows stated as DeepSpeed ran them (its pipeline engine's partitioned tensors on every BLOOM
+// row, its BF16_Optimizer on the production run; 2026-11-29 22:46-22:50 UTC, docs/VALIDATION.md "DeepSpeed's
+// BF16_Optimizer") improved them, left where those moved a figure up within the half point (the Ampere factor, refitted
+// without BLOOM-176B's 5% of over-priced communication, 1.2891 -> 1.2937 in-sample: Narayanan's, Korthikanti's,
+// torchtitan's A100 and NeMo's A100 rows 0.2-0.4 point worse). A change that makes any of them worse by more than half a
+// point fails here. A group the guard does not know fails with the line to add.
 struct Reached {
   double cross_validated_mean, cross_validated_max, in_sample_mean, in_sample_max;
 };
@@ -99,17 +104,17 @@ const std::map<std::string, Reached> kReached = {
     {"dubey2024-llama3-table4", {0.055, 0.073, 0.055, 0.072}},
     {"megatron-readme-h100-2024", {0.078, 0.118, 0.074, 0.112}},
     {"llmfoundry-mpt-h100-2024", {0.083, 0.145, 0.068, 0.132}},
-    {"llmfoundry-mpt-a100-2023", {0.064, 0.229, 0.064, 0.225}},
-    {"nemo-megatron-a100-2023", {0.121, 0.209, 0.122, 0.207}},
-    {"bloom2022-176b", {0.051, 0.051, 0.049, 0.049}},
-    {"bloom2022-topology-search", {0.083, 0.240, 0.083, 0.235}},
-    {"smith2022-mtnlg-530b", {0.091, 0.112, 0.089, 0.110}},
+    {"llmfoundry-mpt-a100-2023", {0.064, 0.225, 0.064, 0.223}},
+    {"nemo-megatron-a100-2023", {0.121, 0.206, 0.122, 0.204}},
+    {"bloom2022-176b", {0.001, 0.001, 0.001, 0.001}},
+    {"bloom2022-topology-search", {0.083, 0.240, 0.082, 0.235}},
+    {"smith2022-mtnlg-530b", {0.088, 0.109, 0.086, 0.107}},
     {"dgxc-nemo-h100-24.11", {0.065, 0.168, 0.053, 0.145}},
     {"dgxc-nemo-h100-25.02", {0.044, 0.096, 0.036, 0.083}},
-    {"narayanan2021-table2-zero3", {0.130, 0.336, 0.131, 0.333}},
+    {"narayanan2021-table2-zero3", {0.130, 0.334, 0.131, 0.332}},
     {"torchtitan-h100-2025", {0.138, 0.138, 0.137, 0.137}},
     {"torchtitan-perf-2024", {0.137, 0.163, 0.134, 0.158}},
-    {"all", {0.077, 0.336, 0.072, 0.333}},
+    {"all", {0.077, 0.334, 0.072, 0.332}},
 };
 
 // The same for the published MoE rows (issue 40), a table of their own: `twin validate tests/validation/moe_rows.json
