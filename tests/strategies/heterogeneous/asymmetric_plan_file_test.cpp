@@ -97,8 +97,10 @@ TEST(AsymmetricPlanFile, NoAsymmetricPlanWithFp8Linears) {
   const std::string text = R"({ "name": "fp8 on H100 and H200",
     "model": { "preset": "llama2-7b", "num_layers": 4, "untie_embeddings_and_output_weights": true },
     "training": { "seq_length": 2048, "global_batch_size": 16 FP8 },
-    "cluster": { "nodes": [ { "count": 1, "gpu": "H100-SXM-80GB", "gpus_per_node": 4 },
-                            { "count": 1, "gpu": "H200-141GB", "gpus_per_node": 4 } ] },
+    "cluster": { "nodes": [ { "count": 1, "gpu": "H100-SXM-80GB", "gpus_per_node": 4,
+                              "nics": { "count": 4, "bandwidth_Gbps": 400 } },
+                            { "count": 1, "gpu": "H200-141GB", "gpus_per_node": 4,
+                              "nics": { "count": 4, "bandwidth_Gbps": 400 } } ] },
     "search": { "tensor_model_parallel_size": [1, 2], "pipeline_model_parallel_size": [1, 2],
                 "micro_batch_size": [1], "zero_stage": [0], "recompute": ["none"] } })";
   const auto with = [&](const std::string& fp8) {
