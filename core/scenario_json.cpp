@@ -227,11 +227,7 @@ json to_json(const Scenario& s) {
           {"strategy", !s.strategy ? json(nullptr)
                        : s.pipelines.empty()
                            ? to_json(*s.strategy)
-                           : json{{"pipelines", pipelines_json(s.pipelines)},
-                                  {"sequence_parallel", s.strategy->sequence_parallel},
-                                  {"recompute", to_string(s.strategy->recompute)},
-                                  {"schedule", to_string(s.strategy->schedule)},
-                                  {"zero_stage", s.strategy->zero_stage}}},
+                           : asymmetric_strategy_json(*s.strategy, s.pipelines)},
           {"profile", s.profile}};
   if (s.per_layer_plan) out["strategy"] = {{"per_layer", json::parse(s.per_layer_plan->json)}};
   if (s.hot_switch_plan) out["strategy"] = {{"hot_switch", json::parse(s.hot_switch_plan->json)}};

@@ -130,4 +130,12 @@ nlohmann::json pipelines_json(const std::vector<AsymmetricPipeline>& pipelines) 
   return out;
 }
 
+nlohmann::json asymmetric_strategy_json(const Strategy& shared, const std::vector<AsymmetricPipeline>& pipelines) {
+  return {{"pipelines", pipelines_json(pipelines)},
+          {"sequence_parallel", shared.sequence_parallel},
+          {"recompute", to_string(shared.recompute)},
+          {"schedule", to_string(shared.schedule)},
+          {"zero_stage", shared.zero_stage}};
+}
+
 }  // namespace twin

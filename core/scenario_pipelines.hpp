@@ -20,4 +20,8 @@ std::vector<AsymmetricPipeline> parse_pipelines(const JsonReader& pipelines, con
 // The plan as the scenario writes it (devices as global GPU indices).
 nlohmann::json pipelines_json(const std::vector<AsymmetricPipeline>& pipelines);
 
+// The scenario's `strategy` that pins the plan: `pipelines` and the fields they share (sequence_parallel,
+// recompute, schedule, zero_stage, taken from `shared`). best.json writes an asymmetric plan's strategy so too.
+nlohmann::json asymmetric_strategy_json(const Strategy& shared, const std::vector<AsymmetricPipeline>& pipelines);
+
 }  // namespace twin

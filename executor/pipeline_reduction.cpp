@@ -22,16 +22,10 @@ struct Holder {
   int rank = 0, pipeline = 0;
   bool sequence_parallel = false;
   std::vector<Rect> rects;
-  // A vocabulary-sized weight's rows (the embedding table: its rows; the output layer [hidden, vocab]: its
-  // columns) from which on the model's vocabulary is padding; -1 for other weights.
-  std::int64_t padding_row = -1, padding_col = -1;
+  // A pipeline of a larger TP size holds more vocabulary padding than another: that exists, and is reduced, on
+  // the pipelines that hold it only.
+  VocabularyPadding padding;
 };
-
-// Megatron pads the vocabulary to a multiple of 128 x TP, so a pipeline of a larger TP size holds more padding
-// rows than another: those exist, and are reduced, on the pipelines that hold them only.
-bool beyond_vocabulary(const Holder& h, std::int64_t row, std::int64_t col) {
-  return (h.padding_row >= 0 && row >= h.padding_row) || (h.padding_col >= 0 && col >= h.padding_col);
-}
 
 // The rectangle of `holder` that contains the cell at (row, col), if any.
 const Rect* containing(const Holder& holder, std::int64_t row, std::int64_t col) {
@@ -60,7 +54,7 @@ void cut_weight(const std::string& name, std::int32_t unit, const std::vector<Ho
           pipelines_holding.insert(h.pipeline);
         }
       if (held.empty()) continue;  // between two column runs of a fused weight
-      if (static_cast<int>(pipelines_holding.size()) != pipelines && !beyond_vocabulary(*held.front().first, *row, *col))
+      if (static_cast<int>(pipelines_holding.size()) != pipelines && !held.front().first->padding.contains(*row, *col))
         throw std::invalid_argument(fmt::format("{}: element ({}, {}) is held by {} of the {} pipelines", name, *row,
                                                 *col, pipelines_holding.size(), pipelines));
       std::vector<int> ranks;
@@ -114,10 +108,8 @@ std::vector<PipelineReduction> plan_pipeline_reduction(const PlanGraphs& lowered
               throw std::invalid_argument("an asymmetric plan whose output layer holds a copy of a tied embedding table");
             std::vector<std::string>& listed = names[unit.id];
             if (std::find(listed.begin(), listed.end(), w.name) == listed.end()) listed.push_back(w.name);
-            Holder holder{rank, p, sequence_parallel.at(rank), rects_of(w, 0, unit.padded)};
-            const std::int64_t vocabulary = lowered.scenario.model.vocab_size;
-            if (w.role == OpRole::embedding && w.part == WeightPart::weight) holder.padding_row = vocabulary;
-            if (w.role == OpRole::output_projection) holder.padding_col = vocabulary;
+            Holder holder{rank, p, sequence_parallel.at(rank), rects_of(w, 0, unit.padded),
+                          vocabulary_padding(w, lowered.scenario.model.vocab_size)};
             holders[{unit.id, w.name}].push_back(std::move(holder));
           }
         }

@@ -59,12 +59,18 @@ void check_post_norms(const ModelConfig& m, const Strategy& s, const std::string
                                s.tensor_model_parallel_size));
 }
 
+// The model's variants twin execute runs under some layouts only, under `s`.
+void check_model_under(const ModelConfig& m, const Strategy& s, const std::string& file) {
+  check_mla(m, s, file);
+  check_window(m, s, file);
+  check_post_norms(m, s, file);
+}
+
 // What the executor refuses of one strategy (a uniform or per-layer plan's, or a hot-switching phase's)
 // whose fields sit at `at` in the plan file.
 void check_strategy(const Plan& plan, const Scenario& scenario, const Strategy& s, const MemoryEstimate& memory,
                     const std::string& file, const std::string& at) {
-  check_mla(scenario.model, s, file);
-  check_window(scenario.model, s, file);
+  check_model_under(scenario.model, s, file);
   // The executor's expert exchange is the all-to-all (executor/expert_exchange.hpp): a plan priced with another
   // dispatcher would run as the all-to-all and be measured against the wrong prediction.
   if (s.expert_model_parallel_size > 1 && scenario.framework.moe_token_dispatcher_type != MoeTokenDispatcher::alltoall)
@@ -128,13 +134,17 @@ void check_parts(const Plan& plan, const PlanGraphs& lowered, const std::string&
   }
 }
 
-// The parameter layout of every part a GPU runs (of the GPUs the family names), and the gradients summed across
+// The parameter layout of every part a GPU runs (of the GPUs the family names), the model's variants under its
+// strategy (an asymmetric plan's stages, which its file's strategy does not state), and the gradients summed across
 // replicas that shard them differently.
 void check_layouts(const PlanGraphs& lowered, const std::string& file) {
   const LayoutCheck check = layout_check(lowered);
   try {
     for (int rank : check.ranks)
-      for (const PlanPart& part : rank_parts(lowered, rank)) plan_parameter_units(part, rank, 0);
+      for (const PlanPart& part : rank_parts(lowered, rank)) {
+        check_model_under(part.scenario.model, part.strategy, file);
+        plan_parameter_units(part, rank, 0);
+      }
     plan_pipeline_reduction(lowered);
   } catch (const std::invalid_argument& error) {
     throw InputError(file, check.path, check.expected + ": " + error.what());
@@ -198,9 +208,7 @@ void check_executable_plan(const Plan& plan, const std::string& file) {
   // The model first: a variant the executor has no kernels and no weights for is named at its own key, before
   // the parameter layout is tried.
   check_architecture(plan.scenario.model, file);
-  check_mla(plan.scenario.model, plan.strategy, file);
-  check_window(plan.scenario.model, plan.strategy, file);
-  check_post_norms(plan.scenario.model, plan.strategy, file);
+  check_model_under(plan.scenario.model, plan.strategy, file);
   check_training(plan, file);
   const PlanGraphs lowered = plan_graphs(plan, file);
   check_parts(plan, lowered, file);

@@ -34,6 +34,7 @@ struct Holding {
   int rank = 0;
   std::int64_t unit_elements = 0;
   std::vector<Rect> rects;
+  VocabularyPadding padding;
 };
 using TensorKey = std::pair<std::int32_t, std::string>;  // (unit, tensor name)
 
@@ -49,7 +50,8 @@ std::map<TensorKey, std::vector<Holding>> holdings(const PlanPart& part, int wor
         if (w.embedding_copy)
           throw std::invalid_argument(
               "re-sharding between hot-switching layouts with a copy of a tied embedding table on another stage");
-        out[{unit.id, w.name}].push_back({rank, w.elements(), rects_of(w, begin, end)});
+        out[{unit.id, w.name}].push_back(
+            {rank, w.elements(), rects_of(w, begin, end), vocabulary_padding(w, part.scenario.model.vocab_size)});
       }
     }
   return out;
@@ -117,12 +119,12 @@ std::vector<ReshardBlock> plan_resharding(const PlanPart& from, const PlanPart& 
         const auto found = owners[gradient].find(key);
         const std::vector<OwnerGroup>& groups = found == owners[gradient].end() ? kNoOwners : found->second;
         for (const Rect& need : mine->rects) {
-          std::int64_t covered = 0;  // held by nobody before: the check below refuses
+          std::int64_t covered = 0;  // of the model's own elements; one held by nobody before: the check refuses
           for (const OwnerGroup& group : groups)
             for (std::size_t i = 0; i < group.rects.size(); ++i) {
               const std::optional<Rect> piece = overlap(need, group.rects[i]);
               if (!piece) continue;
-              covered += piece->rows * piece->cols;
+              covered += mine->padding.real_elements(*piece);
               const bool holds = std::find(group.ranks.begin(), group.ranks.end(), receiver) != group.ranks.end();
               bool intra = false;
               const int sender =
@@ -131,11 +133,10 @@ std::vector<ReshardBlock> plan_resharding(const PlanPart& from, const PlanPart& 
                                 element_of(group.placed.at(sender)[i], piece->row, piece->col),
                                 group.placed.at(sender)[i].ld, element_of(need, piece->row, piece->col), need.ld});
             }
-          if (covered != need.rows * need.cols)
+          if (covered != mine->padding.real_elements(need))
             throw std::invalid_argument(fmt::format(
-                "re-sharding: {} of {}'s {} rows {}..{}, columns {}..{} are held by no GPU before the switch (a "
-                "vocabulary padded otherwise?)",
-                need.rows * need.cols - covered, key.second, gradient ? "gradients" : "weights", need.row,
+                "re-sharding: {} of {}'s {} rows {}..{}, columns {}..{} are held by no GPU before the switch",
+                mine->padding.real_elements(need) - covered, key.second, gradient ? "gradients" : "weights", need.row,
                 need.row + need.rows, need.col, need.col + need.cols));
         }
       }

@@ -11,6 +11,11 @@
 //   from: the part's own reduction adds them in once;
 // - a rectangle a GPU holds already is copied on it; any other comes from an owner on the receiver's node when
 //   there is one, else any owner, the one with the fewest bytes assigned so far (HotSPa's NEW_GREEDY).
+// - vocabulary padding the layout after holds and no GPU held before (Megatron pads the vocabulary to a multiple of
+//   128 x TP: TP 4 pads 32,000 to 32,256, TP 2 not at all) is not moved: the receiver keeps what its own buffers
+//   hold there, the value every layout initialises that element to (executor/gpu/stage_parameters.hpp: by its
+//   index in the full weight), or the home layout's own steps of it; its gradients there start from zero. Padding
+//   held before is moved like any element.
 // Plain values, no GPU; every rank computes the same plan. executor/gpu/resharding_run.hpp runs it.
 #pragma once
 #include <cstdint>
@@ -44,8 +49,8 @@ std::pair<std::int64_t, std::int64_t> gradient_start_range(const ParameterUnitLa
 
 // The switch from part `from` to part `to` of one step (uniform parts of the same model and world size): the
 // weights, and the gradients when `gradients`; blocks in one global order (receiver, unit, tensor, weights before
-// gradients, sender). Throws std::invalid_argument where `to` needs an element `from` holds nowhere (a vocabulary
-// padded otherwise, a tied embedding's copy, an expert) or the parts are not uniform.
+// gradients, sender). Throws std::invalid_argument where `to` needs an element of the model `from` holds nowhere,
+// where a unit holds a tied embedding's copy or experts, or where the parts are not uniform.
 std::vector<ReshardBlock> plan_resharding(const PlanPart& from, const PlanPart& to, const Cluster& cluster,
                                           bool gradients);
 

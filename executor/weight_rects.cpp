@@ -45,4 +45,18 @@ std::int64_t element_of(const Rect& r, std::int64_t row, std::int64_t col) {
   return r.first + (row - r.row) * r.ld + (col - r.col);
 }
 
+std::int64_t VocabularyPadding::real_elements(const Rect& r) const {
+  const auto below = [](std::int64_t first, std::int64_t count, std::int64_t limit) {
+    return limit < 0 ? count : std::clamp<std::int64_t>(limit - first, 0, count);
+  };
+  return below(r.row, r.rows, row) * below(r.col, r.cols, col);
+}
+
+VocabularyPadding vocabulary_padding(const WeightTensor& w, std::int64_t vocabulary) {
+  VocabularyPadding out;
+  if (w.role == OpRole::embedding && w.part == WeightPart::weight) out.row = vocabulary;
+  if (w.role == OpRole::output_projection) (w.embedding_copy ? out.row : out.col) = vocabulary;
+  return out;
+}
+
 }  // namespace twin::exec

@@ -28,4 +28,15 @@ std::optional<Rect> overlap(const Rect& a, const Rect& b);
 // Where element (row, col) of the full weight lies in the unit buffer `r` is placed in.
 std::int64_t element_of(const Rect& r, std::int64_t row, std::int64_t col);
 
+// Megatron pads the vocabulary to a multiple of 128 x TP, so a layout of a larger TP size holds padding another
+// does not. A vocabulary-sized weight's padding: the embedding table's rows from the model's vocabulary on (and a
+// tied table's copy's), the untied output layer's [hidden, vocab] columns; none of another weight (-1).
+struct VocabularyPadding {
+  std::int64_t row = -1, col = -1;  // the first padding row or column, -1: none
+  bool contains(std::int64_t r, std::int64_t c) const { return (row >= 0 && r >= row) || (col >= 0 && c >= col); }
+  // The elements of `r` that are not padding: the model's own.
+  std::int64_t real_elements(const Rect& r) const;
+};
+VocabularyPadding vocabulary_padding(const WeightTensor& w, std::int64_t vocabulary);
+
 }  // namespace twin::exec

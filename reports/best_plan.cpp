@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
 
@@ -168,7 +169,10 @@ nlohmann::json plan_header(const Scenario& scenario, const Candidate& best) {
                          {"strategy", to_json(best.strategy)},
                          {"strategy_key", best.key()},
                          {"profile", scenario.profile}};
-  // A family plan (hot switching, per-layer, heterogeneous) travels whole; `strategy` is its home strategy.
+  // A family plan (hot switching, per-layer, heterogeneous) travels whole; `strategy` is its home strategy, or what
+  // the family writes where its home is no strategy of the cluster (an asymmetric plan's strategy.pipelines).
+  if (best.plan)
+    if (std::optional<nlohmann::json> strategy = best.plan->plan_file_strategy()) plan["strategy"] = std::move(*strategy);
   if (best.plan) plan["family_plan"] = {{"family", best.plan->family()}, {"key", best.plan->key()},
                                         {"summary", best.plan->summary()}, {"detail", best.plan->to_json()}};
   return plan;

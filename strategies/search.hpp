@@ -34,6 +34,9 @@ class FamilyPlan {
   virtual std::string key() const = 0;       // unique, stable identity of the plan (ranking, file names, best.json)
   virtual std::string summary() const = 0;   // the plan in words, one line, for ranking.csv and the report
   virtual nlohmann::json to_json() const = 0;  // the plan as best.json carries it
+  // best.json's `strategy` where the home strategy cannot stand there (a plan file's strategy pins the scenario
+  // read back, core/plan_file.hpp); none: the home strategy.
+  virtual std::optional<nlohmann::json> plan_file_strategy() const { return std::nullopt; }
   // Simulates the plan again (in `scenario`, the one it was searched in), recording op timings when asked and
   // handing back the graphs it simulated: the report, the traces and best.json of the top K use it.
   virtual Candidate evaluate(const Scenario& scenario, const Profile& profile, bool record_op_timings,

@@ -195,12 +195,13 @@ std::string AsymmetricPlan::summary() const {
 }
 
 nlohmann::json AsymmetricPlan::to_json() const {
-  return {{"pipelines", pipelines_json(pipelines)},
-          {"stage_gpus", stage_gpus},
-          {"sequence_parallel", shared.sequence_parallel},
-          {"recompute", to_string(shared.recompute)},
-          {"schedule", to_string(shared.schedule)},
-          {"zero_stage", shared.zero_stage}};
+  nlohmann::json detail = asymmetric_strategy_json(shared, pipelines);
+  detail["stage_gpus"] = stage_gpus;
+  return detail;
+}
+
+std::optional<nlohmann::json> AsymmetricPlan::plan_file_strategy() const {
+  return asymmetric_strategy_json(shared, pipelines);
 }
 
 Candidate AsymmetricPlan::evaluate(const Scenario& scenario, const Profile& profile, bool record_op_timings,

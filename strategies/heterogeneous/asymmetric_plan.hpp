@@ -84,6 +84,9 @@ struct AsymmetricPlan final : FamilyPlan {
   std::string summary() const override;
   // The shared fields, `pipelines` in the scenario format and `stage_gpus`.
   nlohmann::json to_json() const override;
+  // The plan as a scenario pins it (strategy.pipelines): its home strategy, pipeline 0's first stage with the
+  // pipelines as replicas, is no strategy of the cluster (TP 2 x PP 3 x 3 pipelines on 16 GPUs).
+  std::optional<nlohmann::json> plan_file_strategy() const override;
   Candidate evaluate(const Scenario& scenario, const Profile& profile, bool record_op_timings,
                      IterationGraph* graph) const override;
 };

@@ -274,7 +274,11 @@ std::vector<Candidate> heterogeneous_candidates(const Scenario& scenario, const 
                                                 int simulate_top) {
   const Cluster& cluster = scenario.cluster;
   const ModelConfig& model = scenario.model;
-  if (model.is_moe() || model.mla.enabled() || model.mtp_num_layers > 0 || !model.untie_embeddings_and_output_weights)
+  // Models and recipes an asymmetric plan does not take: a pinned one is refused with experts, MTP, a table tied over
+  // stages (core/scenario_pipelines.cpp) and FP8 (core/scenario_fp8.cpp: its lowering prices 16-bit linears), so a
+  // searched one's plan file would not read back; and MLA.
+  if (model.is_moe() || model.mla.enabled() || model.mtp_num_layers > 0 || !model.untie_embeddings_and_output_weights ||
+      scenario.training.fp8)
     return {};
   const SearchSpace& space = scenario.search;
   const int groups_count = static_cast<int>(cluster.node_groups.size());

@@ -303,8 +303,26 @@ TEST(PlanCheck, RunsAsymmetricPlans) {
   edited.document["family_plan"]["detail"]["pipelines"][1]["stages"][1]["devices"] = {1};
   EXPECT_EQ(refusal_path(edited), "/family_plan/detail/pipelines/1/stages/1/devices");
   edited = asymmetric_plan_file(testing::asymmetric_scenario(testing::kTp2BesidePp2, true));
+  edited.document["family_plan"]["detail"]["sequence_parallel"] = false;  // not the file's strategy's
+  EXPECT_EQ(refusal_path(edited), "/family_plan/detail");
+  edited = asymmetric_plan_file(testing::asymmetric_scenario(testing::kTp2BesidePp2, true));
   edited.document["family_plan"]["detail"]["stages"] = 2;
   EXPECT_EQ(refusal_path(edited), "/family_plan/detail/stages");  // an unknown key
+}
+
+// An asymmetric plan's file states no TP size in its strategy (strategy.pipelines): the model's variants that run at
+// TP 1 only are checked on every stage. Here pipeline 0 runs at TP 1, pipeline 1 at TP 2.
+TEST(PlanCheck, PostNormsUnderEveryStageOfAnAsymmetricPlan) {
+  const char* pp2_beside_tp2 = R"([
+    { "micro_batch_size": 1, "num_micro_batches": 4,
+      "stages": [ { "devices": [0], "num_layers": 2 }, { "devices": [1], "num_layers": 2 } ] },
+    { "micro_batch_size": 1, "num_micro_batches": 4,
+      "stages": [ { "devices": [2, 3], "tensor_model_parallel_size": 2, "num_layers": 4 } ] } ])";
+  Plan plan = asymmetric_plan_file(testing::asymmetric_scenario(pp2_beside_tp2, true));
+  EXPECT_EQ(plan.document.at("strategy").count("tensor_model_parallel_size"), 0u);
+  EXPECT_EQ(refusal_path(plan), "");
+  plan.scenario.model.post_norms = true;
+  EXPECT_EQ(refusal_path(plan), "/scenario/model/post_norms");
 }
 
 }  // namespace

@@ -6,9 +6,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "executor/parameters.hpp"
 #include "strategies/hot_switch/hot_switch_resharding.hpp"
@@ -45,8 +47,19 @@ Scenario on_gpus(int gpus, std::int64_t vocab = 2048) {
 }
 
 // A weight element's identity: tensor, row, column (unique across the model's tensors).
+std::int64_t identity_code(const std::string& name) {
+  return static_cast<std::int64_t>(std::hash<std::string>{}(name) % 1000);
+}
 std::int64_t identity(const std::string& name, std::int64_t row, std::int64_t col) {
-  return static_cast<std::int64_t>(std::hash<std::string>{}(name) % 1000) * 1'000'000'000'000 + row * 100'000 + col;
+  return identity_code(name) * 1'000'000'000'000 + row * 100'000 + col;
+}
+
+// Whether the element `id` is vocabulary padding of a model of `vocabulary` (the table's rows, the untied output
+// layer's [hidden, vocab] columns from it on).
+bool is_vocabulary_padding(std::int64_t id, std::int64_t vocabulary) {
+  static const std::int64_t table = identity_code("embedding"), output = identity_code("output");
+  const std::int64_t code = id / 1'000'000'000'000, row = id % 1'000'000'000'000 / 100'000, col = id % 100'000;
+  return (code == table && row >= vocabulary) || (code == output && col >= vocabulary);
 }
 
 // Per rank, per unit: one buffer of `padded` elements, kNone where nothing valid lies; `valid` picks the range.
@@ -76,10 +89,13 @@ Buffers fill(const PlanPart& part, int world, Valid valid) {
 
 std::pair<std::int64_t, std::int64_t> whole(const ParameterUnitLayout& unit) { return {0, unit.padded}; }
 
-// Runs the switch on the CPU and checks every rank's weights (and gradients) after it.
-void expect_switch_delivers(const PlanPart& from, const PlanPart& to, bool gradients) {
+// Runs the switch on the CPU and checks every rank's weights (and gradients) after it: each element the new layout
+// needs from the one before; vocabulary padding that no GPU held before is written by no block (the receiver keeps
+// its own there, its gradients start from zero). Returns how many such padding elements were left.
+std::int64_t expect_switch_delivers(const PlanPart& from, const PlanPart& to, bool gradients) {
   const int world = to.strategy.world_size();
   const std::vector<ReshardBlock> blocks = plan_resharding(from, to, to.scenario.cluster, gradients);
+  std::int64_t left = 0;
   const auto weights_valid = [](const PlanPart& part) {
     return [&part](const ParameterUnitLayout& unit) {
       return part.strategy.zero_stage >= 3 && unit.sharded_optimizer
@@ -98,6 +114,13 @@ void expect_switch_delivers(const PlanPart& from, const PlanPart& to, bool gradi
     const Buffers expected =
         gradient ? fill(to, world, gradient_start_range) : fill(to, world, weights_valid(to));
     Buffers after = fill(to, world, [](const ParameterUnitLayout&) { return std::pair<std::int64_t, std::int64_t>{0, 0}; });
+    std::vector<std::int64_t> padding_before;  // the padding elements held before, sorted
+    const std::int64_t vocabulary = to.scenario.model.vocab_size;
+    for (const auto& units : before)
+      for (const auto& [unit, buffer] : units)
+        for (std::int64_t id : buffer)
+          if (id != kNone && is_vocabulary_padding(id, vocabulary)) padding_before.push_back(id);
+    std::sort(padding_before.begin(), padding_before.end());
     for (const ReshardBlock& b : blocks) {
       if (b.gradient != gradient) continue;
       const std::vector<std::int64_t>& source = before.at(b.from_rank).at(b.unit);
@@ -105,20 +128,27 @@ void expect_switch_delivers(const PlanPart& from, const PlanPart& to, bool gradi
       for (std::int64_t r = 0; r < b.rows; ++r)
         for (std::int64_t c = 0; c < b.cols; ++c) {
           const std::int64_t value = source.at(static_cast<std::size_t>(b.from_first + r * b.from_ld + c));
-          ASSERT_NE(value, kNone) << "rank " << b.from_rank << " sends an element it does not hold";
+          EXPECT_NE(value, kNone) << "rank " << b.from_rank << " sends an element it does not hold";
           std::int64_t& slot = target.at(static_cast<std::size_t>(b.to_first + r * b.to_ld + c));
-          ASSERT_EQ(slot, kNone) << "rank " << b.to_rank << " receives an element twice";
+          EXPECT_EQ(slot, kNone) << "rank " << b.to_rank << " receives an element twice";
+          if (value == kNone || slot != kNone) return left;
           slot = value;
         }
     }
     for (int rank = 0; rank < world; ++rank)
       for (const auto& [unit, buffer] : expected[rank]) {
         const std::vector<std::int64_t>& got = after[rank].at(unit);
-        for (std::size_t i = 0; i < buffer.size(); ++i)
-          ASSERT_EQ(got[i], buffer[i]) << (gradient ? "gradients" : "weights") << ", rank " << rank << ", unit "
-                                       << unit << ", element " << i;
+        for (std::size_t i = 0; i < buffer.size(); ++i) {
+          const bool new_padding = buffer[i] != kNone && is_vocabulary_padding(buffer[i], vocabulary) &&
+                                   !std::binary_search(padding_before.begin(), padding_before.end(), buffer[i]);
+          left += new_padding;
+          EXPECT_EQ(got[i], new_padding ? kNone : buffer[i]) << (gradient ? "gradients" : "weights") << ", rank "
+                                                              << rank << ", unit " << unit << ", element " << i;
+          if (got[i] != (new_padding ? kNone : buffer[i])) return left;
+        }
       }
   }
+  return left;
 }
 
 struct Layouts {
@@ -132,8 +162,9 @@ TEST(Resharding, EveryRankHoldsWhatItsNewLayoutNeeds) {
                            Layouts{2, 1, 1, 2, 1, 3}}) {
     SCOPED_TRACE(::testing::Message() << "tp" << l.tp_from << " pp" << l.pp_from << " z" << l.zero_from << " -> tp"
                                     << l.tp_to << " pp" << l.pp_to << " z" << l.zero_to);
-    expect_switch_delivers(part_of(scenario, l.tp_from, l.pp_from, l.zero_from),
-                           part_of(scenario, l.tp_to, l.pp_to, l.zero_to), true);
+    EXPECT_EQ(expect_switch_delivers(part_of(scenario, l.tp_from, l.pp_from, l.zero_from),
+                                     part_of(scenario, l.tp_to, l.pp_to, l.zero_to), true),
+              0);  // a vocabulary padded alike: nothing left
   }
 }
 
@@ -186,11 +217,33 @@ TEST(Resharding, BlocksByUnitFollowTheModelAndKeepEveryBlock) {
   EXPECT_EQ(count, blocks.size());
 }
 
-// A vocabulary padded to another size under the new TP holds rows no GPU held before: refused by name.
-TEST(Resharding, RefusesElementsNoGpuHeldBefore) {
-  const Scenario scenario = on_gpus(4, 1900);  // padded to 1,920 at TP 1, 2,048 at TP 2
+// A vocabulary padded further under the new TP (1,900 pads to 1,920 at TP 1, to 2,048 at TP 2 and 4): every element
+// of the model, and the padding held before, lands where the new layout needs it; the new padding (the table's rows
+// and the output layer's columns 1,920 to 2,047) is left to the receiver. Before 2026-11-29 such a switch was refused.
+TEST(Resharding, APaddedVocabularyMovesTheModelAndLeavesTheNewPadding) {
+  const Scenario scenario = on_gpus(4, 1900);
+  const std::vector<Layouts> cases = {Layouts{1, 1, 0, 2, 1, 0}, Layouts{1, 2, 1, 4, 1, 0}, Layouts{1, 1, 3, 2, 2, 1},
+                                      Layouts{2, 1, 0, 1, 1, 0}, Layouts{4, 1, 1, 1, 2, 0}};
+  for (const Layouts& l : cases) {
+    SCOPED_TRACE(::testing::Message() << "tp" << l.tp_from << " pp" << l.pp_from << " z" << l.zero_from << " -> tp"
+                                    << l.tp_to << " pp" << l.pp_to << " z" << l.zero_to);
+    const std::int64_t left = expect_switch_delivers(part_of(scenario, l.tp_from, l.pp_from, l.zero_from),
+                                                     part_of(scenario, l.tp_to, l.pp_to, l.zero_to), true);
+    EXPECT_EQ(left > 0, l.tp_to > l.tp_from);  // only a larger TP pads further
+    // TP 1 -> TP 2 x DP 2, ZeRO-0: the two GPUs of TP rank 1 hold rows 1,024-2,047 of the table and those columns
+    // of the output layer, 128 of each new padding (x hidden 256): 2 x 2 x 128 x 256 weights; the gradients start
+    // on the data group's first GPU only: 2 x 128 x 256.
+    if (&l == &cases.front()) EXPECT_EQ(left, 6 * 128 * 256);
+  }
+}
+
+// An element of the model that no GPU held before is refused by name (here the parts are of two vocabularies: the
+// second's columns 1,920 to 1,999 are its own, not padding).
+TEST(Resharding, RefusesElementsOfTheModelNoGpuHeldBefore) {
+  const PlanPart from = part_of(on_gpus(4, 1900), 1, 1, 0);
+  const Scenario wider = on_gpus(4, 2000);
   try {
-    plan_resharding(part_of(scenario, 1, 1, 0), part_of(scenario, 2, 1, 0), scenario.cluster, false);
+    plan_resharding(from, part_of(wider, 2, 1, 0), wider.cluster, false);
     FAIL() << "expected a refusal";
   } catch (const std::invalid_argument& error) {
     EXPECT_NE(std::string(error.what()).find("held by no GPU"), std::string::npos) << error.what();
