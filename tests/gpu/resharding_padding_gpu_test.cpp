@@ -25,7 +25,11 @@
 namespace twin::exec {
 namespace {
 
-constexpr std::int64_t kPaddedVocabulary = 1900;
+// The layout before (TP 1) holds the table's rows to 1,920, padding from 1,900 on: it moves those rows as any other;
+// what no GPU held before, the layout after's new padding, starts at 1,920. (The first run, 2026-11-30 00:25 UTC on
+// two H200s, drew the line at 1,900 and so counted rows 1,900-1,919 as left alone where the switch had moved them:
+// 20 rows x 512 x 2 tensors of weight and of gradient mismatches, and nothing else.)
+constexpr std::int64_t kNewPaddingFrom = 1920;
 constexpr std::uint16_t kUntouched = 0xffff;
 
 int padding_gpu_count() {
@@ -54,8 +58,8 @@ PlanPart padding_part_of(const Scenario& scenario, int tp) {
   return part;
 }
 
-// The unit's elements that are vocabulary padding of the model (the table's rows, the untied output layer's
-// [hidden, vocab] columns from 1,900 on), by the tensors' names and shards.
+// The unit's elements that are the layout after's new vocabulary padding (the table's rows, the untied output layer's
+// [hidden, vocab] columns from 1,920 on), by the tensors' names and shards.
 std::vector<bool> padding_mask(const ParameterUnitLayout& unit) {
   std::vector<bool> mask(static_cast<std::size_t>(unit.padded), false);
   for (const WeightTensor& w : unit.tensors)
@@ -67,8 +71,8 @@ std::vector<bool> padding_mask(const ParameterUnitLayout& unit) {
             global_col = w.shard.global_begin[s] + c - w.shard.local_begin[s];
         const std::int64_t global_row = w.shard.row_offset + r;
         mask[static_cast<std::size_t>(w.offset + r * w.cols + c)] =
-            (w.name == "embedding" && global_row >= kPaddedVocabulary) ||
-            (w.name == "output" && global_col >= kPaddedVocabulary);
+            (w.name == "embedding" && global_row >= kNewPaddingFrom) ||
+            (w.name == "output" && global_col >= kNewPaddingFrom);
       }
   return mask;
 }
