@@ -15,6 +15,7 @@
 #include "core/scenario.hpp"
 #include "reports/megatron_args.hpp"
 #include "strategies/search.hpp"
+#include "tests/reports/megatron_args_fixture.hpp"
 
 namespace twin {
 namespace {
@@ -58,13 +59,6 @@ std::string flag_failures(const std::string& text, long long world_size, const s
   return failures;
 }
 
-// The strategy a read scenario pins, completed as the search completes it.
-Strategy pinned_strategy(const Scenario& scenario) {
-  const std::vector<Candidate> candidates = enumerate_candidates(scenario);
-  EXPECT_EQ(candidates.size(), 1u);
-  EXPECT_TRUE(candidates.front().infeasible_reason.empty()) << candidates.front().infeasible_reason;
-  return candidates.front().strategy;
-}
 
 TEST(MegatronArgsGuard, EveryShippedStrategyLaunchesAndReadsBack) {
   int checked = 0, scenarios = 0;
@@ -79,7 +73,7 @@ TEST(MegatronArgsGuard, EveryShippedStrategyLaunchesAndReadsBack) {
       EXPECT_TRUE(failures.empty()) << failures << text;
       const MegatronScenario read =
           scenario_from_megatron_command_line(scenario, parse_megatron_command_line(text, what), what);
-      const std::string again = megatron_args(read.scenario, pinned_strategy(read.scenario));
+      const std::string again = megatron_args(read.scenario, testing::pinned(read.scenario));
       EXPECT_EQ(launched_part(again), launched_part(text)) << what;
       if (!failures.empty() || launched_part(again) != launched_part(text)) return;  // one file's story is enough
       ++checked;
