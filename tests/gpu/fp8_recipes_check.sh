@@ -16,19 +16,8 @@ repo=$(cd "$(dirname "$0")/../.." && pwd)
 bin=$(realpath "$1"); out=$(realpath -m "$2"); iters=${3:-60}; shift $(( $# < 3 ? $# : 3 ))
 recipes=("${@:-}"); [ -n "${recipes[0]}" ] || recipes=(tensorwise delayed)
 mkdir -p "$out"
-export LD_LIBRARY_PATH=$bin/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} NCCL_NVLS_ENABLE="${NCCL_NVLS_ENABLE:-0}"
 export CUBLASLT_LOG_LEVEL="${CUBLASLT_LOG_LEVEL:-1}"
-nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
-date -u
-SECONDS=0
-status=0
-step() {  # step NAME COMMAND...: its log under $out, its exit and wall time printed
-  local name=$1 start=$SECONDS; shift
-  "$@" > "$out/$name.log" 2>&1
-  local rc=$?
-  echo "$name: exit $rc, $((SECONDS - start)) s"
-  [ $rc -eq 0 ] || status=1
-}
+source "$repo/tests/gpu/logged_steps.sh"
 step test_gpu "$bin/test_gpu" --gtest_filter="${GTEST_FILTER:-*Fp8*:KernelCalibration.MeasuresEveryKind*}"
 grep -hE "\[kernel-error\]|^\[  (PASSED|FAILED)" "$out/test_gpu.log"
 profile=$out/h200-fp8.json

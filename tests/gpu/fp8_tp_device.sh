@@ -14,18 +14,7 @@ set -uo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 bin=$(realpath "$1"); out=$(realpath -m "$2"); iters=${3:-80}
 mkdir -p "$out"
-export LD_LIBRARY_PATH=$bin/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH} NCCL_NVLS_ENABLE="${NCCL_NVLS_ENABLE:-0}"
-nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
-date -u
-SECONDS=0
-status=0
-step() {  # step NAME COMMAND...: its log under $out, its exit and wall time printed
-  local name=$1 start=$SECONDS; shift
-  "$@" > "$out/$name.log" 2>&1
-  local rc=$?
-  echo "$name: exit $rc, $((SECONDS - start)) s"
-  [ $rc -eq 0 ] || status=1
-}
+source "$repo/tests/gpu/logged_steps.sh"
 step test_gpu "$bin/test_gpu" \
   --gtest_filter="${GTEST_FILTER:-*Fp8AmaxReduction*:*Fp8Delayed*:*Fp8Linear*:*Fp8Cast*:*Fp8Matmul*}"
 grep -hE "^\[  (PASSED|FAILED|SKIPPED)|^\[       OK \] .*Amax" "$out/test_gpu.log"
