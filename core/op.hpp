@@ -233,7 +233,17 @@ struct Op {
   // to its product (one more m x n read); a norm_backward adds the skip path's gradient to its input gradient
   // (one more rows x cols read). Either way the layer has no residual op of its own there.
   bool fuses_residual = false;
-  bool fp8_columnwise = false;    // fp8_cast: also writes the columnwise copy (see OpKind::fp8_cast)
+  // fp8_cast: also writes the columnwise copy (see OpKind::fp8_cast). all_gather with fp8_payload: the gathered rows
+  // are transposed into the columnwise copy after the gather (Transformer Engine's _all_gather_fp8 on Hopper, which
+  // cannot gather a transpose), since a GEMM reads that copy.
+  bool fp8_columnwise : 1 = false;
+  // Sequence parallelism with per-tensor FP8 (Transformer Engine's _Linear): an all_gather of a linear's input or
+  // output gradient moves its rowwise FP8 copy, 1 byte an element (else bf16); a tensorwise fp8_cast of such a
+  // tensor scales by the amax that the fp8_amax all-reduce before it took over the TP group (that op's rows x cols:
+  // the tensor it took it of), so that every rank's shard has the one scale the gathered tensor keeps. The three
+  // FP8 flags share a byte: Op keeps its 232 bytes.
+  bool fp8_payload : 1 = false;
+  bool fp8_amax_reduced : 1 = false;
   // Context parallelism's ring (p2p): which step of the ring an attention block or a KV exchange is. Step k's
   // block computes against the keys and values of the CP rank k places before this one; forward, exchange k
   // passes on the KV block of step k; backward, it also carries the key-value gradient accumulated through step

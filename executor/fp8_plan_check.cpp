@@ -2,8 +2,8 @@
 // on them (executor/gpu/fp8_linears.hpp) with one scale per tensor, its own (tensorwise) or its history's (delayed),
 // or one per block (blockwise); under delayed scaling with data or context parallelism the lowering's fp8_amax ops
 // all-reduce the amaxes over the amax group (executor/gpu/fp8_linears.hpp). TP runs without SP (each rank casts
-// whole activations and its weight shards); gathers of FP8 tensors under SP, FP8 expert GEMMs, FP8 parameters and
-// MXFP8 have no kernels here yet.
+// whole activations and its weight shards) and, with per-tensor scales, with SP (FP8 gathers); block-scaled
+// gathers, FP8 expert GEMMs, FP8 parameters and MXFP8 have no kernels here yet.
 #include "executor/fp8_plan_check.hpp"
 
 #include <algorithm>
@@ -45,12 +45,20 @@ void check_fp8_plan(const Plan& plan, const std::string& file) {
                      "priced by the simulator only)");
   // Without SP a TP rank casts whole activations and its own shard of each weight, and the collectives around the
   // linears move bf16 (Transformer Engine's _Linear: the row-parallel output's all-reduce and the column-parallel
-  // input gradient's stay in the activation dtype); delayed scaling's amaxes are reduced over TP too. Under SP, TE
-  // casts the local rows and gathers FP8 (and current scaling reduces those amaxes over TP first): no kernels here.
-  if (plan.strategy.tensor_model_parallel_size > 1 && plan.strategy.sequence_parallel)
-    throw InputError(file, "/strategy/sequence_parallel",
-                     "false with training.fp8 at tensor_model_parallel_size above 1 (twin execute does not gather "
-                     "FP8 tensors over TP yet; without SP the TP collectives move bf16 and run)");
+  // input gradient's stay in the activation dtype); delayed scaling's amaxes are reduced over TP too. Under SP with
+  // per-tensor scales, TE casts the local rows, gathers their rowwise FP8 copy and transposes it for wgrad (current
+  // scaling reduces those amaxes over TP first): so does the executor (executor/gpu/fp8_linears.hpp). Block scales
+  // would gather both copies with their records, which it does not do.
+  if (plan.strategy.tensor_model_parallel_size > 1 && plan.strategy.sequence_parallel) {
+    if (fp8.recipe == Fp8Recipe::blockwise)
+      throw InputError(file, "/strategy/sequence_parallel",
+                       "false with training.fp8.recipe blockwise at tensor_model_parallel_size above 1 (twin execute "
+                       "gathers FP8 tensors with one scale per tensor; tensorwise and delayed run with SP)");
+    if (!fp8.wgrad)
+      throw InputError(file, "/scenario/training/fp8/wgrad",
+                       "true with sequence parallelism (SP gathers a row-parallel linear's output gradient in FP8, "
+                       "so a bf16 weight gradient would have no gathered bf16 copy to read)");
+  }
   if (scenario.model.is_moe())
     throw InputError(file, "/scenario/training/fp8",
                      "no fp8 section for an MoE model (twin execute runs no FP8 expert GEMMs yet)");
@@ -68,12 +76,15 @@ void check_fp8_plan(const Plan& plan, const std::string& file) {
       throw InputError(file, std::string("/scenario/model/") + key,
                        "a multiple of 16 per TP rank with training.fp8 (cuBLASLt's FP8 GEMMs), got " +
                            std::to_string(width));
+  // Under SP each TP rank casts its share of the rows.
   const std::int64_t tokens = plan.strategy.micro_batch_size * scenario.training.seq_length /
-                              std::max(plan.strategy.context_parallel_size, 1);
+                              std::max(plan.strategy.context_parallel_size, 1) /
+                              (plan.strategy.sequence_parallel ? tp : 1);
   if (tokens % 16)
     throw InputError(file, "/strategy/micro_batch_size",
-                     "tokens per micro-batch and GPU (micro_batch_size x seq_length / context_parallel_size) a "
-                     "multiple of 16 with training.fp8, got " + std::to_string(tokens));
+                     "tokens per micro-batch and GPU (micro_batch_size x seq_length / context_parallel_size, / "
+                     "tensor_model_parallel_size under SP) a multiple of 16 with training.fp8, got " +
+                         std::to_string(tokens));
   if (plan.strategy.zero_stage >= 1 && plan.strategy.data_parallel_size > 1)
     throw InputError(file, "/strategy/zero_stage",
                      "0 with training.fp8 under data parallelism (the weights' FP8 casts follow the update, before "

@@ -49,6 +49,7 @@ std::optional<OpKind> kernel_entry(Action action) {
     case Action::embedding_grad_sync:
     case Action::grad_norm:
     case Action::fp8_amax_reduce:
+    case Action::fp8_gathered_amax:
     case Action::router_forward:
     case Action::routing_counts_reduce:
     case Action::router_input_grad:

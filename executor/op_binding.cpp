@@ -122,7 +122,7 @@ std::string to_string(Action action) {
       "ring_attention_forward", "ring_attention_backward", "ring_exchange", "ring_exchange_backward", "ring_merge",
       "ring_gradient_add", "ulysses_to_heads", "ulysses_to_sequence", "phase_handoff",
       "switch_transfer", "pipelines_reduce", "pipelines_gather", "pipelines_ring_step", "fp8_cast", "fp8_amax_reduce",
-      "mla_step"};
+      "fp8_gathered_amax", "mla_step"};
   static_assert(std::size(names) == static_cast<std::size_t>(Action::mla_step) + 1, "a name per action");
   return names[static_cast<int>(action)];
 }
@@ -200,8 +200,14 @@ void bind_collective(const RankClass& rc, OpIndex i, OpBinding& b) {
     case OpRole::embedding_grad_sync: b.action = Action::embedding_grad_sync; break;
     case OpRole::grad_norm: b.action = Action::grad_norm; break;
     case OpRole::fp8_amax:
-      if (op.kind != OpKind::all_reduce || op.group != GroupKind::amax)
-        unsupported(rc, i, "an FP8 amax reduction other than an all-reduce over the amax group");
+      if (op.kind != OpKind::all_reduce) unsupported(rc, i, "an FP8 amax reduction other than an all-reduce");
+      if (op.group == GroupKind::tensor && op.linear != OpRole::none) {  // a tensor SP gathers (current scaling)
+        b.subject = op.linear;
+        b.action = Action::fp8_gathered_amax;
+        break;
+      }
+      if (op.group != GroupKind::amax)
+        unsupported(rc, i, "an FP8 amax reduction over neither the amax group nor, for one linear's tensor, TP");
       b.action = Action::fp8_amax_reduce;
       break;
     case OpRole::loss: b.action = Action::loss_reduce; break;

@@ -66,6 +66,11 @@ enum class Action : std::uint8_t {
   // FP8 delayed scaling's amax all-reduce (max) over the amax group (the stage's TP x CP x DP GPUs) and the scale
   // update of every state it reduced (executor/gpu/fp8_linears.hpp), after a forward or a backward.
   fp8_amax_reduce,
+  // FP8 current scaling under SP: the amax of a tensor SP then gathers in FP8 (Op::linear and Op::linear_tensor say
+  // which, its rows and columns the local ones), all-reduced (max) over the TP group before the cast scales by it
+  // (executor/gpu/fp8_linears.hpp). The gathers themselves keep their actions (gather_input, gather_output_grad);
+  // Op::fp8_payload says they move FP8.
+  fp8_gathered_amax,
   // A step of a multi-latent attention layer's block (executor/gpu/mla_block.hpp; OpBinding::mla_step says which):
   // its projections' products, its latents' norms and copy, its RoPE, expansion and attention.
   mla_step,

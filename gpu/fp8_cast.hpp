@@ -44,6 +44,24 @@ __host__ __device__ inline float fp8_scale_for(float amax, Fp8Type type) {
 void fp8_cast_current_scaling(const __nv_bfloat16* x, std::int64_t rows, std::int64_t cols, Fp8Type type,
                               std::uint8_t* rowwise, std::uint8_t* columnwise, float* scaling, cudaStream_t stream);
 
+// The same cast in its two kernels, for a tensor whose amax is all-reduced over GPUs between them (sequence
+// parallelism: every TP rank's rows take the scale of the whole gathered tensor, Transformer Engine's amax reduction
+// group): the amax pass writes its per-block maxima to scaling[kFp8PartialsAt ...], fp8_amax_partial_count(rows x
+// cols) of them (a function of the count alone: equal shards give equal counts, so the maxima of every rank can be
+// all-reduced (max) element by element); the cast then reduces those maxima as the one-call cast does. Called on
+// one GPU in a row, the two give the one-call cast's bytes.
+int fp8_amax_partial_count(std::int64_t count);
+void fp8_amax_partials(const __nv_bfloat16* x, std::int64_t rows, std::int64_t cols, float* scaling,
+                       cudaStream_t stream);
+void fp8_cast_from_amax_partials(const __nv_bfloat16* x, std::int64_t rows, std::int64_t cols, Fp8Type type,
+                                 std::uint8_t* rowwise, std::uint8_t* columnwise, float* scaling, cudaStream_t stream);
+
+// The transpose of a rows x cols matrix of bytes (an FP8 copy) into `transposed` (cols x rows): the columnwise copy
+// of rows gathered over GPUs, which cannot be gathered as a transpose (Transformer Engine's _all_gather_fp8 then
+// calls _create_transpose on Hopper). Any rows and cols.
+void fp8_transpose(const std::uint8_t* rowwise, std::int64_t rows, std::int64_t cols, std::uint8_t* transposed,
+                   cudaStream_t stream);
+
 // Delayed scaling (Transformer Engine's DelayedScaling, Megatron's default --fp8-recipe delayed): a tensor's scale
 // comes from the amaxes its earlier casts recorded, so one pass reads the bf16 tensor once, quantizing with that
 // scale while taking the amax for the casts after it. Transformer Engine's amax_and_scale_update

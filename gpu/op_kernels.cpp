@@ -123,6 +123,8 @@ void launch(const OptimizerStep& c, cudaStream_t stream) {
 void launch(const Fp8Cast& c, cudaStream_t stream) {
   switch (c.recipe) {
     case Fp8Recipe::tensorwise:
+      if (c.amax_reduced)
+        return k::fp8_cast_from_amax_partials(c.x, c.rows, c.cols, c.type, c.rowwise, c.columnwise, c.scaling, stream);
       return k::fp8_cast_current_scaling(c.x, c.rows, c.cols, c.type, c.rowwise, c.columnwise, c.scaling, stream);
     case Fp8Recipe::delayed:
       if (c.delayed_state == nullptr) throw std::logic_error("gpu::Fp8Cast: a delayed-scaling cast without its state");

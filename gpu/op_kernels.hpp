@@ -229,6 +229,9 @@ struct Fp8Cast {
   kernels::Fp8Scaling blocks = kernels::Fp8Scaling::per_tensor;  // blockwise: 1x128 or 128x128
   float* columnwise_scaling = nullptr;  // blockwise: kernels::fp8_block_scale_floats(blocks, cols, rows)
   float* reduced_amax = nullptr;  // delayed: the amax goes to the amax group's reduction (fp8_cast_delayed_scaling)
+  // tensorwise: `scaling` already holds the amax pass's maxima, all-reduced over the TP group (Op::fp8_amax_reduced):
+  // only the cast runs (kernels::fp8_cast_from_amax_partials). Calibration times the one-call cast, amax and cast.
+  bool amax_reduced = false;
 };
 
 // The blocks a cast of `tensor` takes under `recipe`: blockwise, 128 x 128 for a weight and 1x128 for an input or

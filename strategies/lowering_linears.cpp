@@ -8,8 +8,9 @@
 // that does not need them (sim/engine.hpp: how each slows compute); without gradient accumulation fusion each
 // weight gradient is added into the fp32 main gradient by a kernel of its own.
 // A layer in FP8 (training.fp8) runs them as Transformer Engine's Linear does: the input cast to FP8 (on the
-// local rows, before the SP gather, which then moves FP8) with its columnwise copy kept for wgrad, the output
-// gradient likewise in backward, the GEMMs on FP8 operands (E5M2 gradients in the hybrid format; wgrad in 16
+// local rows, before the SP gather, which then moves FP8) with its columnwise copy kept for wgrad (under SP with
+// per-tensor scales: the rowwise copy gathered and transposed after the gather), the output gradient likewise in
+// backward, the GEMMs on FP8 operands (E5M2 gradients in the hybrid format; wgrad in 16
 // bits when fp8.wgrad is off); the weights' casts come after the optimizer step (strategies/lowering_pipeline.cpp).
 #include <vector>
 
@@ -40,20 +41,53 @@ Op linear_gemm(const Emitter& e, OpRole role, GemmPass pass, std::int64_t m, std
   return op;
 }
 
+namespace {
+
+Op fp8_cast_op(const Emitter& e, OpRole role, LinearTensor tensor, std::int64_t rows, std::int64_t cols,
+               bool columnwise) {
+  Op op = Emitter::rows_cols(OpKind::fp8_cast, role, rows, cols);
+  op.linear = role;
+  op.linear_tensor = tensor;
+  op.fp8_columnwise = columnwise;
+  op.fp8_recipe = e.shapes().fp8->recipe;
+  op.bytes = fp8_cast_bytes(op.fp8_recipe, rows * cols, op.fp8_columnwise);
+  return op;
+}
+
+// Per-tensor FP8 (current or delayed scaling) under SP: Transformer Engine cannot all-gather a transpose
+// (Float8Quantizer and Float8CurrentScalingQuantizer: supports_only_rowwise_all_gather), so a tensor SP gathers is
+// cast on the local rows into its rowwise copy only, the gather moves that copy, and the gathered rows are
+// transposed where wgrad reads the columnwise copy (_all_gather_fp8, transformer_engine/pytorch/distributed.py;
+// _Linear's forward and backward, module/linear.py; NVIDIA/TransformerEngine d0067d0da6). Block scales gather
+// either copy as it is.
+bool gathers_rowwise_fp8(const Emitter& e) {
+  if (!e.fp8_linears() || !tp_active(e.shapes()) || !e.shapes().sp) return false;
+  switch (e.shapes().fp8->recipe) {
+    case Fp8Recipe::delayed:
+    case Fp8Recipe::tensorwise: return true;
+    case Fp8Recipe::blockwise:
+    case Fp8Recipe::mxfp8: return false;
+  }
+  return false;
+}
+
+}  // namespace
+
 // Where the layer runs in FP8: the cast of `tensor` (rows x cols) of the linear `role`, with its columnwise copy
 // when the weight gradient reads it in FP8.
 void cast_to_fp8(Emitter& e, OpRole role, LinearTensor tensor, std::int64_t rows, std::int64_t cols) {
   if (!e.fp8_linears()) return;
-  Op op = Emitter::rows_cols(OpKind::fp8_cast, role, rows, cols);
-  op.linear = role;
-  op.linear_tensor = tensor;
-  op.fp8_columnwise = fp8_wgrad(e);
-  op.fp8_recipe = e.shapes().fp8->recipe;
-  op.bytes = fp8_cast_bytes(op.fp8_recipe, rows * cols, op.fp8_columnwise);
-  e.emit(op);
+  e.emit(fp8_cast_op(e, role, tensor, rows, cols, fp8_wgrad(e)));
 }
 
 namespace {
+
+// What an SP gather of the linear's input or output gradient, `width` wide, moves: FP8 where the layer casts before
+// it (in backward, the input again only when wgrad reads it in FP8). The width is h for every linear
+// but MLA's up projections, whose inputs are the latents (q_lora_rank, kv_lora_rank wide).
+std::int64_t gathered_bytes(const Emitter& e, bool fp8, std::int64_t width) {
+  return e.shapes().tokens * width * (fp8 ? 1 : 2);
+}
 
 // Current scaling (tensorwise) all-reduces (max) the amax of a tensor that SP gathers in FP8 over the TP group
 // before its scale, so that every rank's shard takes the one scale the gathered tensor keeps ("Assume scaling
@@ -63,19 +97,36 @@ namespace {
 // all-reduce between the amax and the cast, csrc/quantizer.cpp; NVIDIA/TransformerEngine d0067d0da6). One float;
 // the cast op after it prices the amax pass and the cast. Delayed scaling reduces its amaxes once a pass
 // (strategies/lowering_pipeline.cpp), block scales need none.
-void reduce_gathered_amax(Emitter& e, OpRole role, LinearTensor tensor) {
+// The op says the tensor it took the amax of (its local rows x cols): the cast after it, of the same tensor, scales
+// by that amax (Op::fp8_amax_reduced).
+void reduce_gathered_amax(Emitter& e, OpRole role, LinearTensor tensor, std::int64_t rows, std::int64_t cols) {
   const RankShapes& s = e.shapes();
   if (!e.fp8_linears() || s.fp8->recipe != Fp8Recipe::tensorwise || !tp_active(s) || !s.sp) return;
-  e.emit(Emitter::serving(
+  Op op = Emitter::serving(
       Emitter::collective(OpKind::all_reduce, OpRole::fp8_amax, Stream::tp_comm, GroupKind::tensor, s.tp, 4), role,
-      tensor));
+      tensor);
+  op.rows = rows;
+  op.cols = cols;
+  e.emit(op);
 }
 
-// What an SP gather of the linear's input or output gradient, `width` wide, moves: FP8 where the layer casts before
-// it (in backward, the input's columnwise copy only when wgrad reads it in FP8). The width is h for every linear
-// but MLA's up projections, whose inputs are the latents (q_lora_rank, kv_lora_rank wide).
-std::int64_t gathered_bytes(const Emitter& e, bool fp8, std::int64_t width) {
-  return e.shapes().tokens * width * (fp8 ? 1 : 2);
+// The cast of a tensor SP then gathers (`rows`: this rank's), as gathers_rowwise_fp8 says: the rowwise copy alone
+// under per-tensor scales, scaled by the TP group's amax under current scaling.
+void cast_before_gather(Emitter& e, OpRole role, LinearTensor tensor, std::int64_t rows, std::int64_t cols) {
+  if (!e.fp8_linears()) return;
+  if (!gathers_rowwise_fp8(e)) return cast_to_fp8(e, role, tensor, rows, cols);
+  Op op = fp8_cast_op(e, role, tensor, rows, cols, false);
+  op.fp8_amax_reduced = op.fp8_recipe == Fp8Recipe::tensorwise;
+  e.emit(op);
+}
+
+// The SP all-gather of `tensor` of the linear `role`, `width` wide, in FP8 where `fp8` (its rowwise copy, then
+// transposed for a wgrad that reads the columnwise copy, under per-tensor scales), else bf16.
+Op sp_gather(const Emitter& e, OpRole role, LinearTensor tensor, std::int64_t width, bool fp8, bool wgrad_reads) {
+  Op op = tp_op(OpKind::all_gather, OpRole::tp_gather, e.shapes(), gathered_bytes(e, fp8, width), role, tensor);
+  op.fp8_payload = fp8;
+  op.fp8_columnwise = fp8 && wgrad_reads && gathers_rowwise_fp8(e);
+  return op;
 }
 
 // A TP collective Transformer Engine's userbuffers run beside a GEMM ("bulk": on a few SMs).
@@ -111,7 +162,7 @@ Op gemm_chunk(const Emitter& e, OpRole role, GemmPass pass, std::int64_t rows, i
 // last step (what needs the whole gathered input waits for it).
 OpIndex gathered_gemm(Emitter& e, OpRole role, GemmPass pass, LinearTensor gathered, std::int64_t n, std::int64_t k) {
   const RankShapes& s = e.shapes();
-  reduce_gathered_amax(e, role, gathered);
+  reduce_gathered_amax(e, role, gathered, s.tokens_local, k);
   cast_to_fp8(e, role, gathered, s.tokens_local, k);  // k: the gathered tensor's width, forward and backward
   const OpIndex input = e.chain;
   const std::int64_t bytes = gathered_bytes(e, e.fp8_linears(), k);
@@ -159,11 +210,9 @@ void column_parallel_forward(Emitter& e, OpRole role, std::int64_t n_out, std::i
     gathered_gemm(e, role, GemmPass::forward, LinearTensor::input, n_out, k_in);
     return;
   }
-  reduce_gathered_amax(e, role, LinearTensor::input);
-  cast_to_fp8(e, role, LinearTensor::input, s.tokens_local, k_in);
-  if (tp_active(s) && s.sp)
-    e.emit(tp_op(OpKind::all_gather, OpRole::tp_gather, s, gathered_bytes(e, e.fp8_linears(), k_in), role,
-                 LinearTensor::input));
+  reduce_gathered_amax(e, role, LinearTensor::input, s.tokens_local, k_in);
+  cast_before_gather(e, role, LinearTensor::input, s.tokens_local, k_in);
+  if (tp_active(s) && s.sp) e.emit(sp_gather(e, role, LinearTensor::input, k_in, e.fp8_linears(), false));
   e.emit(linear_gemm(e, role, GemmPass::forward, s.tokens, n_out, k_in));
 }
 
@@ -189,10 +238,11 @@ void column_parallel_backward(Emitter& e, OpRole role, std::int64_t n_out, std::
   // With userbuffers both collectives are "bulk": the gather beside dgrad, the reduce-scatter beside wgrad.
   const auto collective = s.tp_comm_overlap ? userbuffers_op : tp_op;
   OpIndex gathered_input = kNoOp;
-  if (tp_active(s) && s.sp)  // the input again for wgrad: its columnwise FP8 copy where wgrad reads FP8
-    gathered_input = e.emit_after(collective(OpKind::all_gather, OpRole::tp_gather, s,
-                                             gathered_bytes(e, fp8_wgrad(e), k_in), role, LinearTensor::input),
-                                  e.chain);
+  if (tp_active(s) && s.sp) {  // the input again for wgrad: in FP8 where wgrad reads FP8
+    Op gather = sp_gather(e, role, LinearTensor::input, k_in, fp8_wgrad(e), true);
+    if (s.tp_comm_overlap) gather.comm_kernel = CommKernel::userbuffers_sm;
+    gathered_input = e.emit_after(gather, e.chain);
+  }
   cast_to_fp8(e, role, LinearTensor::output_gradient, s.tokens, n_out);
   const OpIndex dgrad = e.emit(linear_gemm(e, role, GemmPass::input_gradient, s.tokens, k_in, n_out));
   const std::int64_t input_gradient_bytes = s.tokens * k_in * 2;  // bf16, k_in wide (h but for MLA's up projections)
@@ -227,11 +277,10 @@ void row_parallel_backward(Emitter& e, OpRole role, std::int64_t n_out, std::int
     gathered = gathered_gemm(e, role, GemmPass::input_gradient, LinearTensor::output_gradient, k_in, n_out);
     dgrad = e.chain;
   } else {
-    reduce_gathered_amax(e, role, LinearTensor::output_gradient);
-    cast_to_fp8(e, role, LinearTensor::output_gradient, s.tokens_local, n_out);
+    reduce_gathered_amax(e, role, LinearTensor::output_gradient, s.tokens_local, n_out);
+    cast_before_gather(e, role, LinearTensor::output_gradient, s.tokens_local, n_out);
     if (tp_active(s) && s.sp)
-      e.emit(tp_op(OpKind::all_gather, OpRole::tp_gather, s, gathered_bytes(e, e.fp8_linears(), n_out), role,
-                   LinearTensor::output_gradient));
+      e.emit(sp_gather(e, role, LinearTensor::output_gradient, n_out, e.fp8_linears(), fp8_wgrad(e)));
     dgrad = e.emit(linear_gemm(e, role, GemmPass::input_gradient, s.tokens, k_in, n_out));
   }
   const OpIndex wgrad = e.emit(linear_gemm(e, role, GemmPass::weight_gradient, k_in, n_out, s.tokens));

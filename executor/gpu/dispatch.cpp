@@ -37,9 +37,10 @@ void StageRuntime::run_op(OpIndex index) {
     case Action::linear_weight_grad: return fp8_gemm ? fp8().weight_grad(p) : dense.linear_weight_grad(p);
     case Action::fp8_cast: return fp8().cast(p);
     case Action::fp8_amax_reduce: return fp8().reduce_amaxes(p);
-    case Action::gather_input: return dense.gather_input(p);
+    case Action::fp8_gathered_amax: return fp8().reduce_gathered_amax(p);
+    case Action::gather_input: return op.fp8_payload ? fp8().gather(p) : dense.gather_input(p);
     case Action::reduce_output: return dense.reduce_output(p);
-    case Action::gather_output_grad: return dense.gather_output_grad(p);
+    case Action::gather_output_grad: return op.fp8_payload ? fp8().gather(p) : dense.gather_output_grad(p);
     case Action::reduce_input_grad: return dense.reduce_input_grad(p);
     case Action::norm_forward: return dense.norm_forward(p);
     case Action::norm_backward: return dense.norm_backward(p);

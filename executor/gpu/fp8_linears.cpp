@@ -23,6 +23,10 @@ std::int64_t record_bytes(kernels::Fp8Scaling blocks, std::int64_t rows, std::in
   return padded(floats * static_cast<std::int64_t>(sizeof(float)));
 }
 
+kernels::Fp8Scaling blocks_of(Fp8Recipe recipe, LinearTensor tensor) { return gpu::fp8_cast_blocks(recipe, tensor); }
+
+}  // namespace
+
 Act fp8_name(OpRole linear, LinearTensor tensor) {
   const LinearTensors t = linear_tensors(linear);
   if (tensor == LinearTensor::input) return {t.input.tensor, Form::fp8};
@@ -30,9 +34,10 @@ Act fp8_name(OpRole linear, LinearTensor tensor) {
   throw std::logic_error("executor: an FP8 activation that is neither a linear's input nor its output gradient");
 }
 
-kernels::Fp8Scaling blocks_of(Fp8Recipe recipe, LinearTensor tensor) { return gpu::fp8_cast_blocks(recipe, tensor); }
-
-}  // namespace
+Act fp8_gathered_name(OpRole linear, LinearTensor tensor) {
+  const Act cast = fp8_name(linear, tensor);
+  return {cast.tensor, tensor == LinearTensor::input ? Form::fp8_gathered : Form::fp8_gradient_gathered};
+}
 
 std::size_t Fp8Layout::bytes() const {
   const bool per_tensor = blocks == kernels::Fp8Scaling::per_tensor;
@@ -76,9 +81,10 @@ Fp8LinearGemm fp8_weight_grad_gemm(Fp8Recipe recipe, const GemmShape& g, const F
   return {problem, x.columnwise, x.columnwise_scaling, dy.columnwise, dy.columnwise_scaling};
 }
 
-Fp8Linears::Fp8Linears(const Fp8Config& fp8, TensorStore& tensors, DenseBlock& dense, const RankClass& rc,
-                       const std::vector<OpBinding>& bindings, cudaStream_t stream, ncclComm_t amax_group)
-    : fp8_(fp8), tensors_(tensors), dense_(dense), amax_group_(amax_group) {
+Fp8Linears::Fp8Linears(const Fp8Config& fp8, TensorStore& tensors, DenseBlock& dense, const StageLayout& layout,
+                       const RankClass& rc, const std::vector<OpBinding>& bindings, cudaStream_t stream,
+                       ncclComm_t amax_group)
+    : fp8_(fp8), tensors_(tensors), dense_(dense), layout_(layout), amax_group_(amax_group) {
   bool reduces = false;
   for (const OpBinding& b : bindings) reduces |= b.action == Action::fp8_amax_reduce;
   if (reduces && (fp8.recipe != Fp8Recipe::delayed || amax_group == nullptr))
@@ -215,6 +221,7 @@ void Fp8Linears::cast(const OpPass& p) {
                     gradient ? gradient_type() : kernels::Fp8Type::e4m3, copies.rowwise,
                     op.fp8_columnwise ? copies.columnwise : nullptr, copies.rowwise_scaling};
   call.columnwise_scaling = copies.columnwise_scaling;
+  call.amax_reduced = op.fp8_amax_reduced;  // the copies were made by the fp8_amax op before, its maxima in the record
   launch_op(op, p.binding, scaled(call, op.fp8_recipe, p.unit, p.binding.subject, op.linear_tensor, p.stream),
             p.stream);
 }
@@ -224,10 +231,12 @@ void Fp8Linears::forward(const OpPass& p) {
   const auto& [w, weight] = weights_.at({p.unit, linear});
   const GemmShape& g = p.op.gemm;  // Y[T,out] = X[T,in] W: m tokens, k in
   if (g.k != w.in || g.n != w.out) throw std::logic_error("FP8 linear forward: GEMM shape differs from the weight's");
-  const Fp8Copies x = activation(p, LinearTensor::input, g.m, g.k, false);
+  const Fp8Copies x = operand(p, LinearTensor::input, g.m, g.k);
   auto* out = static_cast<bf16*>(
       tensors_.make(p.mb, p.unit, linear_tensors(linear).output, g.m * g.n * sizeof(bf16), p.stream));
   fp8_forward_gemm(fp8_.recipe, g, x, weight).run(*p.scratch.fp8_matmul, out, p.stream);
+  // Under SP the backward gathers the copies as cast again (the graph says so): the gathered ones go now.
+  tensors_.release(p.mb, p.unit, fp8_gathered_name(linear, LinearTensor::input), p.stream);
   if (!fp8_.wgrad) tensors_.release(p.mb, p.unit, fp8_name(linear, LinearTensor::input), p.stream);
 }
 
@@ -237,11 +246,11 @@ void Fp8Linears::input_grad(const OpPass& p) {
   const GemmShape& g = p.op.gemm;  // dX[T,in] = dY[T,out] W^T: m tokens, k out
   if (g.n != w.in || g.k != w.out)
     throw std::logic_error("FP8 linear input gradient: GEMM shape differs from the weight's");
-  const Fp8Copies dy = activation(p, LinearTensor::output_gradient, g.m, g.k, false);
+  const Fp8Copies dy = operand(p, LinearTensor::output_gradient, g.m, g.k);
   auto* d_in = static_cast<bf16*>(
       tensors_.make(p.mb, p.unit, linear_tensors(linear).d_input_full, g.m * g.n * sizeof(bf16), p.stream));
   fp8_data_grad_gemm(fp8_.recipe, g, dy, weight).run(*p.scratch.fp8_matmul, d_in, p.stream);
-  if (!fp8_.wgrad) tensors_.release(p.mb, p.unit, fp8_name(linear, LinearTensor::output_gradient), p.stream);
+  if (!fp8_.wgrad) release_operand(p, LinearTensor::output_gradient);
 }
 
 void Fp8Linears::weight_grad(const OpPass& p) {
@@ -250,11 +259,22 @@ void Fp8Linears::weight_grad(const OpPass& p) {
   const GemmShape& g = p.op.gemm;  // dW[in,out] = X^T dY: k tokens
   if (g.m != w.in || g.n != w.out)
     throw std::logic_error("FP8 linear weight gradient: GEMM shape differs from the weight's");
-  const Fp8Copies x = activation(p, LinearTensor::input, g.k, g.m, false);
-  const Fp8Copies dy = activation(p, LinearTensor::output_gradient, g.k, g.n, false);
+  const Fp8Copies x = operand(p, LinearTensor::input, g.k, g.m);
+  const Fp8Copies dy = operand(p, LinearTensor::output_gradient, g.k, g.n);
   fp8_weight_grad_gemm(fp8_.recipe, g, x, dy, !p.binding.first_gradient).run(*p.scratch.fp8_matmul, w.grads, p.stream);
-  tensors_.release(p.mb, p.unit, fp8_name(linear, LinearTensor::input), p.stream);
-  tensors_.release(p.mb, p.unit, fp8_name(linear, LinearTensor::output_gradient), p.stream);
+  release_operand(p, LinearTensor::input);
+  release_operand(p, LinearTensor::output_gradient);
+}
+
+Fp8Copies Fp8Linears::operand(const OpPass& p, LinearTensor tensor, std::int64_t rows, std::int64_t cols) {
+  const Act gathered = fp8_gathered_name(p.binding.subject, tensor);
+  if (!tensors_.has(p.mb, p.unit, gathered)) return activation(p, tensor, rows, cols, false);
+  return fp8_layout(fp8_.recipe, tensor, rows, cols).copies_in(tensors_.get(p.mb, p.unit, gathered));
+}
+
+void Fp8Linears::release_operand(const OpPass& p, LinearTensor tensor) {
+  tensors_.release(p.mb, p.unit, fp8_gathered_name(p.binding.subject, tensor), p.stream);
+  tensors_.release(p.mb, p.unit, fp8_name(p.binding.subject, tensor), p.stream);
 }
 
 }  // namespace twin::exec

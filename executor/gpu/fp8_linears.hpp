@@ -23,6 +23,12 @@
 // scaling each linear holds three scaling states (its input, output gradient and weight: gpu/fp8_cast.hpp) for as
 // long as the runtime, each cast taking its scale from the casts of that tensor before it, in the order they run on
 // their stream (one stream per state, checked).
+// Under sequence parallelism with per-tensor scales (executor/gpu/fp8_gathers.cpp) a tensor SP gathers is cast on
+// this GPU's rows into its rowwise copy, gathered over TP (Op::fp8_payload) into its gathered form
+// (Form::fp8_gathered, Form::fp8_gradient_gathered) and, where wgrad reads it, transposed there into the columnwise
+// copy, as Transformer Engine's _all_gather_fp8 does on Hopper; under current scaling its amax is all-reduced over
+// TP first (Action::fp8_gathered_amax), so every shard takes the scale of the whole. A GEMM reads a tensor's
+// gathered form where the store holds it.
 #pragma once
 #include <cstdint>
 #include <map>
@@ -64,6 +70,9 @@ struct Fp8Layout {
 };
 // The layout of `tensor`'s FP8 copies under `recipe` (its blocks: gpu::fp8_cast_blocks).
 Fp8Layout fp8_layout(Fp8Recipe recipe, LinearTensor tensor, std::int64_t rows, std::int64_t cols);
+// The store's names of a linear's FP8 input or output gradient: as cast, and as gathered over TP.
+Act fp8_name(OpRole linear, LinearTensor tensor);
+Act fp8_gathered_name(OpRole linear, LinearTensor tensor);
 
 // One FP8 GEMM of a linear: the problem (m, n, k, E5M2 from the op's GemmShape; each operand's blocks from the
 // recipe) and the copies it reads, as the table above says.
@@ -110,8 +119,10 @@ class Fp8Linears {
   // The FP8 copies of the weights the class's FP8 GEMMs read, allocated from `tensors`' static buffers and cast on
   // `stream`.
   // `amax_group`: the communicator of the plan's amax reductions (Communicators::amax), null where it has none.
-  Fp8Linears(const Fp8Config& fp8, TensorStore& tensors, DenseBlock& dense, const RankClass& rank_class,
-             const std::vector<OpBinding>& bindings, cudaStream_t stream, ncclComm_t amax_group);
+  // `layout`: each unit's TP communicator, for the gathers under SP.
+  Fp8Linears(const Fp8Config& fp8, TensorStore& tensors, DenseBlock& dense, const StageLayout& layout,
+             const RankClass& rank_class, const std::vector<OpBinding>& bindings, cudaStream_t stream,
+             ncclComm_t amax_group);
 
   void cast(const OpPass& p);  // an fp8_cast op
   // An fp8_amax op: the forward's (inputs and weights) or the backward's (output gradients) amaxes all-reduced
@@ -120,10 +131,18 @@ class Fp8Linears {
   void forward(const OpPass& p);
   void input_grad(const OpPass& p);
   void weight_grad(const OpPass& p);
+  // Sequence parallelism (executor/gpu/fp8_gathers.cpp): an fp8_amax op over TP (current scaling: the amax of this
+  // GPU's rows of the tensor, all-reduced into the record its cast then scales by), and an all_gather of FP8.
+  void reduce_gathered_amax(const OpPass& p);
+  void gather(const OpPass& p);
 
  private:
   // The copies of `tensor` (rows x cols, as stored in bf16) in the unit's slot (made when `make`).
   Fp8Copies activation(const OpPass& p, LinearTensor tensor, std::int64_t rows, std::int64_t cols, bool make);
+  // What a GEMM reads of `tensor` (rows x cols as the GEMM sees it): its gathered form where the store holds one,
+  // else its copies as cast; and, after the GEMM that reads it last, their release.
+  Fp8Copies operand(const OpPass& p, LinearTensor tensor, std::int64_t rows, std::int64_t cols);
+  void release_operand(const OpPass& p, LinearTensor tensor);
   void cast_weights(Fp8Recipe recipe, cudaStream_t stream);
   kernels::Fp8Type gradient_type() const;
   // fp8_cast_call of `recipe` with the state of (unit, linear, tensor) under delayed scaling.
@@ -133,6 +152,7 @@ class Fp8Linears {
   Fp8Config fp8_;
   TensorStore& tensors_;
   DenseBlock& dense_;
+  const StageLayout& layout_;
   std::map<std::pair<int, OpRole>, std::pair<LinearWeight, Fp8Copies>> weights_;  // by (unit, linear)
   std::map<std::tuple<int, OpRole, LinearTensor>, DelayedScale> delayed_;           // delayed scaling only
   // Delayed scaling with amax reductions: [0] the forward's (inputs, weights), [1] the backward's.

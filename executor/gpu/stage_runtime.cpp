@@ -95,7 +95,7 @@ void StageRuntime::make_handlers(const IterationGraph& graph, Communicators& com
   dense_ = std::make_unique<DenseBlock>(
       DenseStage{layout_, *params_, tensors_, loss_tokens, part.input_first_row, options.attention}, compute);
   if (scenario.training.fp8)
-    fp8_ = std::make_unique<Fp8Linears>(*scenario.training.fp8, tensors_, *dense_, rc_, bindings_, compute,
+    fp8_ = std::make_unique<Fp8Linears>(*scenario.training.fp8, tensors_, *dense_, layout_, rc_, bindings_, compute,
                                         comms.amax());
   ring_ = std::make_unique<ContextRingRun>(
       RingStage{layout_.shapes(), layout_.me().cp, comms, tensors_, dense_->attention()});

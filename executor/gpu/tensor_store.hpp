@@ -33,6 +33,8 @@ enum class Form : std::uint8_t {
   next_residual_gradient,  // ... and through the next unit's residual stream
   fp8,                     // an FP8 linear's input cast to FP8: its copies and scaling (executor/gpu/fp8_linears.hpp)
   fp8_gradient,            // an FP8 linear's output gradient cast to FP8 (the tensor's gradient form's)
+  fp8_gathered,            // ... its input's FP8 copies all-gathered over TP (SP with per-tensor scales)
+  fp8_gradient_gathered,   // ... its output gradient's FP8 copies all-gathered over TP
   // The QKV rows' query and key heads as the projection wrote them, before QK-norm normalised them in place (the
   // memory model's "Q and K before QK-norm"), [tokens, (heads + groups) head_dim], then the norm's fp32 1/rms per
   // head and token: what its backward reads (executor/gpu/dense_block_qk_norm.cpp).

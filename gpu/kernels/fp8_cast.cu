@@ -2,6 +2,7 @@
 // record), then the cast, each block reducing those maxima itself before quantizing its 64 x 64 tile
 // (gpu/kernels/fp8_tile.cuh).
 #include <algorithm>
+#include <limits>
 
 #include "gpu/fp8_cast.hpp"
 #include "gpu/kernels/common.cuh"
@@ -48,6 +49,21 @@ __global__ void cast_kernel(const __nv_bfloat16* x, std::int64_t rows, std::int6
   quantize_tile<false>(x, rows, cols, type, scale, rowwise, columnwise, tile);
 }
 
+// A 64 x 64 tile through shared memory: reads along the input's rows, writes along the output's.
+__global__ void transpose_kernel(const std::uint8_t* in, std::int64_t rows, std::int64_t cols, std::uint8_t* out) {
+  __shared__ std::uint8_t tile[kTile][kTile + 1];
+  const std::int64_t row0 = static_cast<std::int64_t>(blockIdx.y) * kTile, col0 = static_cast<std::int64_t>(blockIdx.x) * kTile;
+  for (int i = threadIdx.x; i < kTile * kTile; i += blockDim.x) {
+    const int r = i / kTile, c = i % kTile;
+    if (row0 + r < rows && col0 + c < cols) tile[r][c] = in[(row0 + r) * cols + col0 + c];
+  }
+  __syncthreads();
+  for (int i = threadIdx.x; i < kTile * kTile; i += blockDim.x) {
+    const int c = i / kTile, r = i % kTile;
+    if (row0 + r < rows && col0 + c < cols) out[(col0 + c) * rows + row0 + r] = tile[r][c];
+  }
+}
+
 __global__ void fill_fp8_kernel(std::uint8_t* data, std::size_t count, std::uint64_t seed) {
   const std::size_t stride = static_cast<std::size_t>(gridDim.x) * blockDim.x;
   for (std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count; i += stride) {
@@ -62,14 +78,40 @@ __global__ void fill_fp8_kernel(std::uint8_t* data, std::size_t count, std::uint
 
 }  // namespace
 
+int fp8_amax_partial_count(std::int64_t count) {
+  return static_cast<int>(std::min<std::int64_t>(kFp8AmaxBlocks, (count + kThreads - 1) / kThreads));
+}
+
+void fp8_amax_partials(const __nv_bfloat16* x, std::int64_t rows, std::int64_t cols, float* scaling,
+                       cudaStream_t stream) {
+  const std::int64_t count = rows * cols;
+  amax_kernel<<<fp8_amax_partial_count(count), kThreads, 0, stream>>>(x, count, detail::aligned16(x) ? count / 8 : 0,
+                                                                       scaling + kFp8PartialsAt);
+  TWIN_CUDA_CHECK_LAUNCH();
+}
+
+void fp8_cast_from_amax_partials(const __nv_bfloat16* x, std::int64_t rows, std::int64_t cols, Fp8Type type,
+                                 std::uint8_t* rowwise, std::uint8_t* columnwise, float* scaling, cudaStream_t stream) {
+  const dim3 grid = cast_grid(rows, cols, columnwise);
+  cast_kernel<<<grid, kThreads, 0, stream>>>(x, rows, cols, type, rowwise, columnwise, scaling,
+                                             fp8_amax_partial_count(rows * cols));
+  TWIN_CUDA_CHECK_LAUNCH();
+}
+
 void fp8_cast_current_scaling(const __nv_bfloat16* x, std::int64_t rows, std::int64_t cols, Fp8Type type,
                               std::uint8_t* rowwise, std::uint8_t* columnwise, float* scaling, cudaStream_t stream) {
-  const dim3 grid = cast_grid(rows, cols, columnwise);
-  const std::int64_t count = rows * cols;
-  const int blocks = static_cast<int>(std::min<std::int64_t>(kFp8AmaxBlocks, (count + kThreads - 1) / kThreads));
-  amax_kernel<<<blocks, kThreads, 0, stream>>>(x, count, detail::aligned16(x) ? count / 8 : 0, scaling + kFp8PartialsAt);
-  TWIN_CUDA_CHECK_LAUNCH();
-  cast_kernel<<<grid, kThreads, 0, stream>>>(x, rows, cols, type, rowwise, columnwise, scaling, blocks);
+  fp8_amax_partials(x, rows, cols, scaling, stream);
+  fp8_cast_from_amax_partials(x, rows, cols, type, rowwise, columnwise, scaling, stream);
+}
+
+void fp8_transpose(const std::uint8_t* rowwise, std::int64_t rows, std::int64_t cols, std::uint8_t* transposed,
+                   cudaStream_t stream) {
+  const std::int64_t row_tiles = (rows + kTile - 1) / kTile, col_tiles = (cols + kTile - 1) / kTile;
+  detail::require(rows > 0 && cols > 0, "fp8 transpose: rows and cols must be positive");
+  detail::require(row_tiles <= 65535 && col_tiles <= std::numeric_limits<int>::max(),
+                  "fp8 transpose: too many rows for one launch");
+  transpose_kernel<<<dim3(static_cast<unsigned>(col_tiles), static_cast<unsigned>(row_tiles)), kThreads, 0, stream>>>(
+      rowwise, rows, cols, transposed);
   TWIN_CUDA_CHECK_LAUNCH();
 }
 

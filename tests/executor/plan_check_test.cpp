@@ -141,8 +141,17 @@ TEST(PlanCheck, RunsFp8RecipesAndRefusesWhatItDoesNotRun) {
   tensor_parallel.strategy.tensor_model_parallel_size = 2;
   tensor_parallel.strategy.sequence_parallel = false;
   EXPECT_EQ(refusal_path(tensor_parallel), "");
-  tensor_parallel.strategy.sequence_parallel = true;  // no FP8 gathers over TP yet, whatever the recipe
-  EXPECT_EQ(refusal_path(tensor_parallel), "/strategy/sequence_parallel");
+  tensor_parallel.strategy.sequence_parallel = true;  // FP8 gathers over TP with one scale per tensor
+  EXPECT_EQ(refusal_path(tensor_parallel), "");
+  Plan current_sp = tensor_parallel;
+  current_sp.scenario.training.fp8->recipe = Fp8Recipe::tensorwise;
+  EXPECT_EQ(refusal_path(current_sp), "");
+  current_sp.scenario.training.fp8->wgrad = false;  // the row-parallel wgrad would read a gathered bf16 gradient
+  EXPECT_EQ(refusal_path(current_sp), "/scenario/training/fp8/wgrad");
+  Plan blockwise_sp = tensor_parallel;  // block-scaled gathers: not here
+  blockwise_sp.scenario.training.fp8->recipe = Fp8Recipe::blockwise;
+  blockwise_sp.scenario.training.fp8->format = Fp8Format::e4m3;
+  EXPECT_EQ(refusal_path(blockwise_sp), "/strategy/sequence_parallel");
   Plan data_parallel = delayed;
   data_parallel.scenario.training.fp8->recipe = Fp8Recipe::tensorwise;
   EXPECT_EQ(refusal_path(data_parallel), "");

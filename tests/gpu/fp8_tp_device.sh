@@ -5,7 +5,8 @@
 # scaling) and of its variants: its BF16 twin (bf16-tp2), the same model at TP 1 on one GPU in FP8 (fp8-tp1),
 # delayed scaling at TP 2 (delayed-tp2: the amaxes all-reduced over TP) and at DP 2 (delayed-dp2,
 # beside bf16-dp2), and block-wise scaling at TP 2 (blockwise-tp2: E4M3 with 1x128 and 128x128 scales, each TP rank
-# its own shards' blocks). OUT/summary.md: each plan's measured and predicted step, the FP8 speed-ups measured beside
+# its own shards' blocks), and TP 2 with sequence parallelism (bf16-tp2-sp, fp8-tp2-sp, delayed-tp2-sp: FP8 gathers of
+# each rank's rows, one scale per tensor). OUT/summary.md: each plan's measured and predicted step, the FP8 speed-ups measured beside
 # predicted, and the loss checks (tests/gpu/fp8_tp_summary.py); exits non-zero when a run fails or a check does.
 #   bash tests/gpu/fp8_tp_device.sh BIN OUT [ITERS]
 # BIN: a folder made by tests/gpu/make_carry.sh; ITERS default 80 (5 warm-up): the loss checks need the steps after the
@@ -19,13 +20,16 @@ step test_gpu "$bin/test_gpu" \
   --gtest_filter="${GTEST_FILTER:-*Fp8AmaxReduction*:*Fp8Delayed*:*Fp8Linear*:*Fp8Cast*:*Fp8Matmul*}"
 grep -hE "^\[  (PASSED|FAILED|SKIPPED)|^\[       OK \] .*Amax" "$out/test_gpu.log"
 base=$repo/scenarios/exec-llama2-7b-4layers-fp8-tp2-2xH200.json
-plans=(fp8-tp1 bf16-tp2 fp8-tp2 delayed-tp2 bf16-dp2 delayed-dp2 blockwise-tp2)
+plans=(fp8-tp1 bf16-tp2 fp8-tp2 delayed-tp2 bf16-dp2 delayed-dp2 blockwise-tp2 bf16-tp2-sp fp8-tp2-sp delayed-tp2-sp)
 for name in "${plans[@]}"; do
   python3 - "$base" "$name" "$out/scenario-$name.json" <<'PY' || status=1
 import json, sys
 scenario = json.load(open(sys.argv[1]))
 precision, _, layout = sys.argv[2].partition("-")
 strategy, training = scenario["strategy"], scenario["training"]
+if layout.endswith("-sp"):  # sequence parallelism: each TP rank's rows cast and gathered
+    strategy["sequence_parallel"] = True
+    layout = layout[:-3]
 if precision == "bf16":
     del training["fp8"]
 else:

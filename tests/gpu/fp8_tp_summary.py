@@ -3,6 +3,8 @@ their BF16 twins measured beside predicted; and the loss checks, each the mean o
   fp8-tp2 against fp8-tp1 (the same model, data and initial weights; TP 2 quantizes each weight shard, the
     row-parallel inputs and the column-parallel output gradients with their own scales): within 1%;
   each FP8 plan against its BF16 twin: within 1% (the FP8-against-BF16 tolerance of fp8_summary.py);
+  each plan with sequence parallelism against the same plan without (fp8-tp2-sp against fp8-tp2: every shard cast
+    with the whole tensor's scale, so the gathered FP8 bytes are those TP 2 without SP casts): within 1%;
   every plan's loss down: the last ten steps' mean below the first step's.
 Exits 1 when a plan did not run or a check fails.
     python3 fp8_tp_summary.py OUT   (OUT/run-NAME/metrics.json)"""
@@ -11,9 +13,11 @@ import os
 import sys
 
 TOLERANCE = 0.01
-PLANS = ["fp8-tp1", "bf16-tp2", "fp8-tp2", "delayed-tp2", "bf16-dp2", "delayed-dp2", "blockwise-tp2"]
+PLANS = ["fp8-tp1", "bf16-tp2", "fp8-tp2", "delayed-tp2", "bf16-dp2", "delayed-dp2", "blockwise-tp2",
+         "bf16-tp2-sp", "fp8-tp2-sp", "delayed-tp2-sp"]
 PAIRS = [("fp8-tp2", "fp8-tp1"), ("fp8-tp2", "bf16-tp2"), ("delayed-tp2", "bf16-tp2"),
-         ("delayed-dp2", "bf16-dp2"), ("blockwise-tp2", "bf16-tp2")]
+         ("delayed-dp2", "bf16-dp2"), ("blockwise-tp2", "bf16-tp2"), ("fp8-tp2-sp", "bf16-tp2-sp"),
+         ("delayed-tp2-sp", "bf16-tp2-sp"), ("fp8-tp2-sp", "fp8-tp2"), ("delayed-tp2-sp", "delayed-tp2")]
 
 out = sys.argv[1]
 metrics = {}
@@ -52,7 +56,7 @@ for a, b in PAIRS:
     line = (f"{a} against {b}: loss, mean of the last 10 steps, {100 * (tail(ma) / tail(mb) - 1):+.2f}% "
             f"({'within' if within else 'OUTSIDE'} {100 * TOLERANCE:.0f}%), largest per-step difference "
             f"{100 * largest:.2f}% over {min(len(la), len(lb))} steps")
-    if b.startswith("bf16") and a.split("-")[1] == b.split("-")[1]:
+    if b.startswith("bf16") and a.partition("-")[2] == b.partition("-")[2]:
         measured = mb["measured"]["iteration_s"] / ma["measured"]["iteration_s"]
         predicted = mb["predicted"]["iteration_time_s"] / ma["predicted"]["iteration_time_s"]
         line += (f"; speed-up measured {measured:.3f}x, predicted {predicted:.3f}x "
