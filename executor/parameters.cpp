@@ -211,14 +211,12 @@ class UnitMaker {
   }
   // QK-norm's weights (ones), q_norm then k_norm, each a head wide (kv_channels) as Megatron's q_layernorm and
   // k_layernorm (after linear_qkv in its layer), in one tensor of two rows: the op norms every query and key head.
-  // Each TP rank's heads add to their gradient, which Megatron sums over TP (finalize_model_grads); twin execute
-  // sums norm gradients over TP only under SP, so QK-norm runs at TP 1.
+  // Each TP rank's heads add to their gradient, which is summed over TP with or without SP, as Megatron's
+  // finalize_model_grads sums q_layernorm's and k_layernorm's.
   void add_qk_norm(ParameterUnitLayout& unit, const std::string& name) const {
-    if (tp_ > 1)
-      throw std::invalid_argument("QK-norm under tensor parallelism (its weights' gradients, partial per TP rank's "
-                                  "heads, are not summed over TP yet): tensor_model_parallel_size 1");
     WeightTensor w{name, OpRole::qk_norm, 2, shapes_.d};
     w.tp_replicated = true;
+    w.tp_partial_gradient = true;
     w.shard = rows_from(2, shapes_.d, 0);
     unit.tensors.push_back(std::move(w));
   }

@@ -27,6 +27,9 @@ struct WeightTensor {
   std::int64_t offset = 0;  // elements into the unit's flat buffers
   // Replicated over TP (norm weights, the router): its gradient is summed over TP under SP, counted once in norms.
   bool tp_replicated = false;
+  // ... and each TP rank's gradient of it is partial with or without SP (QK-norm's weights: each rank's heads add
+  // to them), so it is summed over TP always, as Megatron's finalize_model_grads does for q_layernorm and k_layernorm.
+  bool tp_partial_gradient = false;
   // Tied embeddings: the output layer's copy of the embedding table on a stage without the embedding
   // ([vocab, hidden] as the table, initialised as the table; its gradient is summed with the table's over the
   // embedding group, and it is left out of the gradient norm, which counts the table once).

@@ -20,7 +20,7 @@ namespace {
 
 struct Holder {
   int rank = 0, pipeline = 0;
-  bool sequence_parallel = false;
+  bool partial = false;  // its gradient of a TP-replicated element is a partial sum (SP; QK-norm's at any TP)
   std::vector<Rect> rects;
   // A pipeline of a larger TP size holds more vocabulary padding than another: that exists, and is reduced, on
   // the pipelines that hold it only.
@@ -69,7 +69,7 @@ void cut_weight(const std::string& name, std::int32_t unit, const std::vector<Ho
         for (const auto& [h, r] : held) {
           const auto same_pipeline = std::count_if(held.begin(), held.end(),
                                                    [&](const auto& other) { return other.first->pipeline == h->pipeline; });
-          reduction.scale.push_back(h->sequence_parallel ? 1.0 : 1.0 / static_cast<double>(same_pipeline));
+          reduction.scale.push_back(h->partial ? 1.0 : 1.0 / static_cast<double>(same_pipeline));
         }
       }
       const std::int64_t rows = *std::next(row) - *row, cols = *std::next(col) - *col;
@@ -108,7 +108,8 @@ std::vector<PipelineReduction> plan_pipeline_reduction(const PlanGraphs& lowered
               throw std::invalid_argument("an asymmetric plan whose output layer holds a copy of a tied embedding table");
             std::vector<std::string>& listed = names[unit.id];
             if (std::find(listed.begin(), listed.end(), w.name) == listed.end()) listed.push_back(w.name);
-            Holder holder{rank, p, sequence_parallel.at(rank), rects_of(w, 0, unit.padded),
+            // A partial gradient (under SP, or QK-norm's at any TP) is summed; a replicated whole one averaged.
+            Holder holder{rank, p, sequence_parallel.at(rank) || w.tp_partial_gradient, rects_of(w, 0, unit.padded),
                           vocabulary_padding(w, lowered.scenario.model.vocab_size)};
             holders[{unit.id, w.name}].push_back(std::move(holder));
           }

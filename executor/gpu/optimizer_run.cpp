@@ -95,13 +95,14 @@ void OptimizerRun::embedding_grad_sync(const OpPass& p) {
 }
 
 void OptimizerRun::sum_replicated_norm_gradients(cudaStream_t stream) {
-  // Per unit, over its layout's tensor group (a per-layer plan's layers each have their own).
+  // Per unit, over its layout's tensor group (a per-layer plan's layers each have their own): under SP every
+  // replicated weight's, without it those partial per TP rank whatever SP (QK-norm's).
   TWIN_NCCL_CHECK(ncclGroupStart());
   for (ParameterUnit* unit : stage_.parameters.units()) {
     const UnitLayout& layout = stage_.layout.layout(unit->id);
-    if (!layout.shapes.sp || stage_.pipeline_reduction) continue;  // summed with the other pipelines' already
+    if (layout.shapes.tp == 1 || stage_.pipeline_reduction) continue;  // summed with the other pipelines' already
     for (const WeightTensor& w : unit->tensors) {
-      if (!w.tp_replicated) continue;
+      if (!w.tp_replicated || !(layout.shapes.sp || w.tp_partial_gradient)) continue;
       const auto [begin, count] = held(*unit, w);
       if (count > 0)
         TWIN_NCCL_CHECK(ncclAllReduce(unit->grads + begin, unit->grads + begin, count, ncclBfloat16, ncclSum,

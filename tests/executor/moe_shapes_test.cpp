@@ -66,6 +66,8 @@ TEST(MoeShapesLayout, QkNormIsTwoHeadWideRowsOfOnesAfterQkv) {
   EXPECT_EQ(qk.cols, scenario.model.kv_channels);
   EXPECT_EQ(qk.init_stddev, 0.0f);  // ones, as every norm weight starts
   EXPECT_TRUE(qk.tp_replicated);
+  EXPECT_TRUE(qk.tp_partial_gradient);  // each TP rank's heads add to it: summed over TP with or without SP
+  EXPECT_FALSE(layer->tensor(OpRole::input_norm).tp_partial_gradient);  // whole on each rank without SP
 }
 
 TEST(MoeShapesLayout, DenseFirstLayerThenSharedExpertsBesideTheRouted) {

@@ -83,15 +83,15 @@ TEST(ParametersModels, EveryHuggingFaceFixtureHoldsTheCountedWeightsOrIsRefused)
   EXPECT_GT(laid_out, 4);  // the Llama, Mistral and Mixtral fixtures at least
 }
 
-// Qwen3-MoE lays out its q_norm and k_norm (kv_channels each) at TP 1, counted as the memory model counts them, and
-// is refused under TP (the norms' gradients would need a sum over TP); the same for a DeepSeek-V3-shaped model's
-// shared experts, while its first dense layer and routed experts lay out at TP 2.
-TEST(ParametersModels, QkNormAndSharedExpertsLayOutAtTpOne) {
+// Qwen3-MoE lays out its q_norm and k_norm (kv_channels each), counted as the memory model counts them, at TP 1 and
+// (since 2026-11-30: their gradients are summed over TP) at TP 2; a DeepSeek-V3-shaped model's shared experts are
+// refused under TP, while its first dense layer and routed experts lay out at TP 2.
+TEST(ParametersModels, QkNormLaysOutUnderTpSharedExpertsAtTpOne) {
   const Scenario qwen = load_scenario(kScenarios / "qwen3-30b-a3b-16xH100.json");
   const Scenario deepseek = load_scenario(kScenarios / "exec-deepseek-v3-nomla-small-1xH200.json");
   ModelConfig deepseek_unshared = deepseek.model;
   deepseek_unshared.moe.shared_expert_ffn_hidden_size = 0;
-  for (const auto& [model, refusal] : {std::pair{qwen.model, "QK-norm"}, std::pair{deepseek.model, "shared experts"},
+  for (const auto& [model, refusal] : {std::pair{qwen.model, ""}, std::pair{deepseek.model, "shared experts"},
                                        std::pair{deepseek_unshared, ""}}) {
     const Scenario scenario = testing::make_scenario(model, 1, 1024, 8);
     for (const int tp : {1, 2}) {

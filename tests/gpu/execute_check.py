@@ -4,7 +4,7 @@ and the speed of a Llama-2-7B-shaped model (4 layers) on one GPU and scaled over
 
 Each case is a scenario with a pinned strategy: `twin simulate` writes its plan (best.json), `twin execute`
 trains it and writes metrics.json. Results: $OUT/execute_check.md (tables) and $OUT/execute_check.json.
-Usage: execute_check.py --twin build/twin [--out DIR] [--gpus N] [--only correctness|tied|speed|faults] [--iters N]
+Usage: execute_check.py --twin build/twin [--out DIR] [--gpus N] [--only correctness|tied|qk-norm|speed|faults] [--iters N]
        [--speed-cases NAME,NAME] [--profile NAME|FILE (default h200-x4)] [--gpu H100-SXM-80GB (default H200-141GB)]
 """
 import argparse, json, os, subprocess, sys, time
@@ -50,6 +50,15 @@ CORRECTNESS = [
     ("tp2-pp2-sp", 4, {"tensor_model_parallel_size": 2, "pipeline_model_parallel_size": 2, "sequence_parallel": True}),
     ("tp2-sp-full-recompute", 2, {"tensor_model_parallel_size": 2, "sequence_parallel": True, "recompute": "full"}),
     ("dp2-tp2-zero1", 4, {"tensor_model_parallel_size": 2, "zero_stage": 1, "sequence_parallel": True}),
+]
+
+# Qwen3's QK-norm (an RMSNorm over each query and key head, model.qk_layernorm): each TP rank's heads add to the
+# norm weights' gradients, which are summed over TP with or without SP (Megatron's finalize_model_grads).
+QK_NORM_SMALL = dict(SMALL, qk_layernorm=True)
+QK_NORM = [
+    ("qk-norm-single", 1, {}),
+    ("qk-norm-tp2", 2, {"tensor_model_parallel_size": 2, "sequence_parallel": False}),
+    ("qk-norm-tp2-sp", 2, {"tensor_model_parallel_size": 2, "sequence_parallel": True}),
 ]
 
 # Tied embeddings (the output layer uses the embedding table; over pipeline stages the last holds a copy whose
@@ -264,7 +273,7 @@ def main():
     parser.add_argument("--twin", required=True)
     parser.add_argument("--out", default=os.environ.get("OUT", "out") + "/execute")
     parser.add_argument("--gpus", type=int, default=4)
-    parser.add_argument("--only", choices=["correctness", "tied", "speed", "faults"])
+    parser.add_argument("--only", choices=["correctness", "tied", "qk-norm", "speed", "faults"])
     parser.add_argument("--speed-cases", help="only these speed cases (names, comma-separated)")
     parser.add_argument("--iters", type=int, default=12)
     parser.add_argument("--tolerance", type=float, default=0.02,
@@ -301,7 +310,8 @@ def main():
             diff = curve_differences(losses, baseline)[1]
             ok = diff <= args.tolerance and losses[-1] < 0.8 * losses[0]
             failed |= not ok
-            report["correctness"][name] = {"gpus": gpus, "losses": losses, "max_relative_difference": diff, "ok": ok}
+            report["correctness"][name] = {"gpus": gpus, "losses": losses, "max_relative_difference": diff, "ok": ok,
+                                           "grad_norms": [s.get("grad_norm") for s in metrics["steps"]]}
             lines.append(f"| {name} | {gpus} | {losses[0]:.4f} | {losses[-1]:.4f} | {diff:.2e} | {'pass' if ok else 'FAIL'} |")
             print(lines[-1], flush=True)
 
@@ -310,6 +320,9 @@ def main():
                     "vocab 8192, seq 1024, global batch 8)", SMALL, CORRECTNESS)
     if args.only in (None, "correctness", "tied"):
         correctness("\n## Tied embeddings: loss against the single-GPU run of the same model", TIED_SMALL, TIED)
+    if args.only in (None, "correctness", "qk-norm"):
+        correctness("\n## QK-norm (Qwen3's, over each head): loss against the single-GPU run of the same model",
+                    QK_NORM_SMALL, QK_NORM)
 
     if args.only in (None, "speed"):
         lines += ["", "## Speed (Llama-2-7B widths, 4 layers, seq 4096; bf16 params/activations, fp32 master weights "

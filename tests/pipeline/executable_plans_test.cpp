@@ -74,11 +74,10 @@ const std::map<std::string, std::string>& uniform_refusals() {
   return paths;
 }
 
-// Where twin execute refuses `candidate` of scenario `name`: "" where it runs it. Qwen3's QK-norm runs at TP 1 only
-// (since 2026-11-29; before, every candidate was refused at /scenario/model/qk_layernorm).
+// Where twin execute refuses `candidate` of scenario `name`: "" where it runs it. Qwen3's QK-norm runs at every TP
+// (since 2026-11-30; at TP 1 only since 2026-11-29, refused at /scenario/model under TP; before, every candidate at
+// /scenario/model/qk_layernorm).
 std::string expected_refusal(const std::string& name, const Candidate& candidate) {
-  if (name == "qwen3-30b-a3b-16xH100.json")
-    return candidate.strategy.tensor_model_parallel_size > 1 ? "/scenario/model" : "";
   // Expert TP is priced only (since 2026-11-29): refused at its key, whole experts run.
   if (name == "mixtral-8x7b-expert-tp-32xH100.json")
     return candidate.strategy.expert_tensor_parallel_size > 1 ? "/strategy/expert_tensor_parallel_size" : "";
