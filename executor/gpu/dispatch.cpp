@@ -87,12 +87,11 @@ void StageRuntime::run_op(OpIndex index) {
     case Action::combine_exchange_backward: return moe().combine_exchange_backward(p);
     case Action::ring_attention_forward: return ring_->attention_forward(p);
     case Action::ring_attention_backward: return ring_->attention_backward(p);
-    case Action::ring_exchange:
-    case Action::ring_exchange_backward: return ring_->exchange(p);
+    case Action::ring_exchange: case Action::ring_exchange_backward: return ring_->exchange(p);
     case Action::ring_merge: return ring_->merge(p);
     case Action::ring_gradient_add: return ring_->gradient_add(p);
-    case Action::ulysses_to_heads:
-    case Action::ulysses_to_sequence: return ulysses_exchange(p, layout_.layout(p.unit), tensors_);
+    case Action::ulysses_to_heads: case Action::ulysses_to_sequence:
+      return ulysses_exchange(p, layout_.layout(p.unit), tensors_);
     case Action::pipelines_reduce: return pipelines().reduce(op.ring_segment, *params_, p.stream);
     case Action::pipelines_gather: return pipelines().gather(op.ring_segment, *params_, p.stream);
     case Action::phase_handoff:        // the process issues its parts in order
