@@ -275,7 +275,7 @@ struct Op {
   // all_to_all of the flex token dispatcher (DeepEP, HybridEP): `bytes` is the rank's tokens, each sent once to
   // every rank and node that holds one of its experts, and this with dispatch_top_k is the routing that decides
   // how many (top-k of that many experts, spread evenly over the expert group; sim/collectives.hpp). 0: a plain
-  // all-to-all of copies. (Both fields sit in padding: Op keeps its 232 bytes.)
+  // all-to-all of copies. (Both fields sit in padding.)
   std::uint16_t dispatch_experts = 0;
   Strands strands;                // Transfer::strands: the micro-batches and chunks it carries
 
@@ -294,6 +294,13 @@ struct Op {
   // passed, never waiting for the GPU; an op starts no earlier than its issue. 0 for every op of the other
   // frameworks: their launches run ahead of the GPU and are hidden.
   TimeNs dispatch_ns = 0;
+
+  // The dropout probability this op applies, set where the lowering makes it from the model: a residual add's
+  // (elementwise, role attention_residual or mlp_residual) and the embedding's (embedding_forward, _backward) hidden
+  // dropout, Megatron's bias-dropout-add over the branch and its dropout of the embedding's output, each keeping a
+  // 1-byte mask forward that its backward reads; an attention op's attention dropout over the probabilities (the
+  // unfused kernel's or the fused one's). 0: none.
+  float dropout = 0;
 
   bool is_communication() const { return kind >= OpKind::all_reduce; }
 };

@@ -28,7 +28,11 @@ inline constexpr int kPlanFormatVersion = 1;
 // 6 (2026-11-29): FP8 amax reductions as Transformer Engine runs them: delayed scaling's all-reduce over the amax
 // group after each pass where TP x CP x DP is above 1, current scaling's over TP before each SP-gathered cast
 // (op role fp8_amax; strategies/fp8_linears.hpp).
-inline constexpr int kLoweringVersion = 6;
+// 7 (2026-11-30): ops state their dropout (Op::dropout): a residual add its hidden dropout, counting the 1-byte mask
+// in its bytes (7 per element forward, 11 backward: the add, then the branch's gradient through the mask), the
+// embedding's ops theirs (priced with the mask), attention ops their attention dropout; a residual add states its
+// rows and columns (tokens_local x hidden). Without dropout every op is priced as before.
+inline constexpr int kLoweringVersion = 7;
 
 // Columns of each entry of rank_classes[].ops, in order.
 inline constexpr const char* kPlanOpColumns[] = {"op_id",  "kind",   "role",               "layer",

@@ -175,9 +175,10 @@ double memory_bound_bytes(const Op& op) {
       return (is_gated(op.activation) ? 3 : 2) * kActivationBytes * elements;
     case OpKind::activation_backward:                                       // SwiGLU: read 2 + dy, write 2
       return (is_gated(op.activation) ? 5 : 3) * kActivationBytes * elements;
-    case OpKind::embedding_forward: return 2 * kActivationBytes * elements; // gather rows, write them
-    case OpKind::embedding_backward:                                        // read dy, add into the fp32 grad
-      return (kActivationBytes + 2 * 4) * elements;
+    case OpKind::embedding_forward:  // gather rows, write them; hidden dropout: read and write them, write the mask
+      return (2 * kActivationBytes + (op.dropout > 0 ? 2 * kActivationBytes + 1 : 0)) * elements;
+    case OpKind::embedding_backward:  // read dy, add into the fp32 grad; hidden dropout: read dy, the mask, write dy
+      return (kActivationBytes + 2 * 4 + (op.dropout > 0 ? 2 * kActivationBytes + 1 : 0)) * elements;
     case OpKind::loss_forward: return kActivationBytes * elements;          // read the logits once
     case OpKind::loss_backward: return 2 * kActivationBytes * elements;     // read logits, write their grad
     // Priced by their own fields above; communication never gets here (require_compute).

@@ -40,7 +40,8 @@ std::string kernel_shape_key(const Op& op) {
       return fmt::format("{}:elements={},main_params={},exp_avg={},exp_avg_sq={}", kind, op.elements,
                          to_string(op.optimizer_precision.main_params), to_string(op.optimizer_precision.exp_avg),
                          to_string(op.optimizer_precision.exp_avg_sq));
-    case OpKind::elementwise:
+    case OpKind::elementwise:  // hidden dropout is another kernel (the mask drawn, or read): its ops key as before it
+      return fmt::format("{}:bytes={}{}", kind, op.bytes, op.dropout > 0 ? ",dropout=1" : "");
     case OpKind::moe_permute:
     case OpKind::moe_unpermute:
       return fmt::format("{}:bytes={}", kind, op.bytes);
@@ -61,10 +62,11 @@ std::string kernel_shape_key(const Op& op) {
     case OpKind::norm_backward:  // LayerNorm is another kernel (mean, bias); RMSNorm keys are as before it
       return fmt::format("{}:rows={},cols={}{}{}", kind, op.rows, op.cols, op.fuses_residual ? ",residual=1" : "",
                          op.normalization == Normalization::layernorm ? ",ln=1" : "");
+    case OpKind::embedding_forward:  // with hidden dropout over its rows (keyed as before it without)
+    case OpKind::embedding_backward:
+      return fmt::format("{}:rows={},cols={}{}", kind, op.rows, op.cols, op.dropout > 0 ? ",dropout=1" : "");
     case OpKind::rope_forward:
     case OpKind::rope_backward:
-    case OpKind::embedding_forward:
-    case OpKind::embedding_backward:
     case OpKind::all_reduce:
     case OpKind::all_gather:
     case OpKind::reduce_scatter:

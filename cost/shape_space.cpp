@@ -19,6 +19,15 @@ std::optional<OpKind> compute_kind_named(std::string_view name) {
   return std::nullopt;
 }
 
+// A key's `dropout=1`: unfused attention's dropout kernel over the scores, or an elementwise or embedding op's hidden
+// dropout, whose probability the key does not state (any above 0 names the kernel; 0.1, Megatron's default, here).
+void set_dropout(Op& op, bool dropout) {
+  if (op.kind == OpKind::attention_forward || op.kind == OpKind::attention_backward)
+    op.attention.dropout = dropout;
+  else
+    op.dropout = dropout ? 0.1f : 0.f;
+}
+
 // Sets the field `name` of `op` to `value`; false for a name no key uses.
 bool set_field(Op& op, std::string_view name, std::int64_t value) {
   AttentionShape& a = op.attention;
@@ -37,7 +46,7 @@ bool set_field(Op& op, std::string_view name, std::int64_t value) {
   else if (name == "d") a.head_dim = value;
   else if (name == "causal") a.causal = value != 0;
   else if (name == "flash") a.flash = value != 0;
-  else if (name == "dropout") a.dropout = value != 0;
+  else if (name == "dropout") set_dropout(op, value != 0);
   else if (name == "cudnn") a.cudnn = value != 0;
   else if (name == "window") a.window = value;
   else if (name == "dv" && value <= INT16_MAX) a.v_head_dim = static_cast<std::int16_t>(value);
@@ -85,6 +94,11 @@ bool set_dtype_field(Op& op, std::string_view name, std::string_view value) {
 }
 
 bool is_gemm(const Op& op) { return op.kind == OpKind::gemm || op.kind == OpKind::moe_router; }
+// Attention's dropout probability (Op::dropout) picks no kernel of its own in flash attention's keys and variants:
+// only the unfused kernel's `dropout` flag does.
+bool is_attention(const Op& op) {
+  return op.kind == OpKind::attention_forward || op.kind == OpKind::attention_backward;
+}
 
 // Shapes are comparable only with the same kernel variant. A GEMM whose epilogue adds a residual stays
 // comparable with plain GEMMs (the same main loop; its price adds the read of the residual); a norm backward
@@ -99,7 +113,8 @@ int variant(const Op& op) {
          int(op.attention.dropout) << 3 | int(op.attention.cudnn) << 4 | int(op.fuses_residual) << 5 |
          int(op.attention.window > 0) << 6 |  // a windowed kernel skips whole tiles: another variant
          int(op.normalization == Normalization::layernorm) << 7 |  // LayerNorm's kernels are not RMSNorm's
-         int(op.fp8_recipe) << 8;  // each FP8 recipe's cast is its own kernel (1 or 2 passes, per tensor or block)
+         int(op.fp8_recipe) << 8 |  // each FP8 recipe's cast is its own kernel (1 or 2 passes, per tensor or block)
+         int(op.dropout > 0 && !is_attention(op)) << 10;  // hidden dropout draws or reads a mask: another kernel
 }
 
 }  // namespace

@@ -39,6 +39,11 @@ void check_fp8_plan(const Plan& plan, const std::string& file) {
                      "no FP8 linears in a model with post norms (twin execute's FP8 casts read a row-parallel "
                      "linear's output gradient where the residual hands it over, not where a post norm's backward "
                      "writes it)");
+  if (scenario.model.hidden_dropout > 0)
+    throw InputError(file, "/scenario/training/fp8",
+                     "no FP8 linears in a model with hidden dropout (twin execute's FP8 casts read a row-parallel "
+                     "linear's output gradient where the residual hands it over, not where the dropout's backward "
+                     "writes it)");
   if (fp8.param_gather)
     throw InputError(file, "/scenario/training/fp8/param_gather",
                      "false (twin execute keeps bf16 weights and casts them after each step; FP8 parameters are "

@@ -23,8 +23,18 @@ std::optional<UnsupportedModelFeature> first_unsupported_feature(const ModelConf
   if (m.mtp_num_layers > 0) return unsupported("mtp_num_layers", "multi-token prediction layers");
   // GPT's LayerNorm, learned positions and linear biases run (executor/parameters.hpp); experts' biases do not.
   if (m.add_bias_linear && m.is_moe()) return unsupported("add_bias_linear", "linear biases in expert layers");
-  if (m.hidden_dropout > 0) return unsupported("hidden_dropout", "dropout");
-  if (m.attention_dropout > 0) return unsupported("attention_dropout", "dropout");
+  // Hidden dropout runs in dense layers with pre norms (Megatron's bias-dropout-add, executor/gpu/
+  // dense_block_residual.cpp): an MoE layer's combine, MLA's blocks and a post norm hand their branch's gradient on
+  // where the residual's backward leaves the undropped one.
+  if (m.hidden_dropout > 0 && m.is_moe()) return unsupported("hidden_dropout", "hidden dropout in expert layers");
+  if (m.hidden_dropout > 0 && m.mla.enabled())
+    return unsupported("hidden_dropout", "hidden dropout with multi-latent attention");
+  if (m.hidden_dropout > 0 && m.post_norms) return unsupported("hidden_dropout", "hidden dropout with post norms");
+  if (m.hidden_dropout > 0 && m.hidden_size % 8 != 0)  // the kernels draw and move eight elements at a time
+    return unsupported("hidden_dropout", "hidden dropout over a hidden size that is no multiple of 8");
+  // Attention dropout inside the fused kernels (cuDNN's SDPA with its Philox RNG node) is not built: docs/EXECUTOR.md
+  // "Dropout".
+  if (m.attention_dropout > 0) return unsupported("attention_dropout", "attention dropout in fused attention");
   if (!is_fused_attention(m.attention_backend)) return unsupported("attention_backend", "unfused attention");
   return std::nullopt;
 }

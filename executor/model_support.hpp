@@ -18,7 +18,7 @@ struct UnsupportedModelFeature {
 // (Llama-style, dense or with experts: RMSNorm, RoPE, SwiGLU, GeGLU, GeLU or squared ReLU, QK-norm, fine-grained and
 // shared experts, dense first layers, sliding-window attention on every or alternating layers, soft-capped final
 // logits; Gemma-2 and 3's post norms in dense layers; GPT-style dense: LayerNorm, learned positions, linear biases;
-// no dropout, fused attention). Windows run at context_parallel_size 1, post norms at tensor_model_parallel_size 1
+// hidden dropout in dense pre-norm layers, fused attention without attention dropout). Windows run at context_parallel_size 1, post norms at tensor_model_parallel_size 1
 // and without FP8 (executor/plan_check.cpp, executor/fp8_plan_check.cpp).
 // QK-norm and shared experts run at TP 1 (executor/parameters.cpp refuses them under TP).
 std::optional<UnsupportedModelFeature> first_unsupported_feature(const ModelConfig& model);

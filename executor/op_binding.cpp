@@ -326,6 +326,8 @@ void mark_first_gradients(const RankClass& rc, bool tied_embeddings, std::vector
         b.action == Action::expert_weight_grad ||
         (b.action == Action::mla_step && writes_weight_gradient(b.mla_step)))
       b.first_gradient = written.insert({rc.op(i).layer, tied_output ? OpRole::embedding : b.subject}).second;
+    if (b.action == Action::embedding_backward)  // the positions' gradient: only the embedding backward writes it
+      b.first_position_gradient = written.insert({rc.op(i).layer, OpRole::none}).second;
   }
 }
 

@@ -87,6 +87,10 @@ struct OpBinding {
   // zeroes its table first: a step names only some rows), the later ones add to it, so the gradient buffers
   // need no zeroing per step.
   bool first_gradient = false;
+  // The embedding backward that writes the learned positions' gradient first in an iteration: it zeroes it (the
+  // tied output projection writes the table's gradient before it, and so holds first_gradient, but never the
+  // positions'; until 2026-11-30 the positions' gradient was then never zeroed and summed over every step).
+  bool first_position_gradient = false;
   // Action::mla_step's step (subject: the weight it reads or whose gradient it writes, else none).
   MlaStep mla_step = MlaStep::q_down;
 };

@@ -93,6 +93,33 @@ void squared_relu_backward(const bf16* x, const bf16* dy, bf16* dx, std::int64_t
 // out = a + b (out may alias a or b).
 void residual_add(const bf16* a, const bf16* b, bf16* out, std::int64_t count, cudaStream_t stream);
 
+// ---- hidden dropout (Megatron's bias-dropout-add over a branch, and its dropout of the embedding's output) ----
+// Which elements a dropout keeps is a function of their place in the step's batch, never of the GPUs' layout:
+// element `col` of the batch's token t (its sequences one after another, t = sequence * seq_length + position) is
+// element g = t * cols + col of cuRAND's Philox4x32-10 stream of `seed` and `subsequence` (the step and the dropout
+// site): the 32-bit value that curand_init(seed, subsequence, g) followed by curand() gives. It is kept when that
+// value is at least dropout_threshold(p) (probability 1 - p, to 2^-32), and then scaled by 1 / (1 - p). So a
+// tensor-parallel, sequence-parallel or data-parallel split of the rows draws each element's mask as one GPU does,
+// and the TP ranks holding a replicated tensor draw the same mask.
+struct DropoutDraw {
+  float probability = 0;          // p in [0, 1)
+  std::uint64_t seed = 0;
+  std::uint64_t subsequence = 0;  // the step and the site (executor/dropout_key.hpp)
+};
+std::uint32_t dropout_threshold(float probability);
+// Rows [first_row, first_row + rows) of a [*, cols] tensor are the batch's tokens first_token, first_token + 1, ...
+struct DropoutRun {
+  std::int64_t first_row = 0, rows = 0, first_token = 0;
+};
+// Over one run's rows (cols a multiple of 8, the pointers at row 0 of the tensor, 16-byte aligned): out = residual +
+// mask * x / (1 - p), or without a residual (null) out = mask * x / (1 - p); mask[r * cols + c] = 1 kept, 0 dropped.
+// out may alias x or residual.
+void dropout_add_forward(const bf16* residual, const bf16* x, bf16* out, std::uint8_t* mask, std::int64_t cols,
+                         const DropoutRun& run, const DropoutDraw& draw, cudaStream_t stream);
+// dx = dy * mask / (1 - p) over `count` elements (dx may alias dy).
+void dropout_backward(const bf16* dy, const std::uint8_t* mask, bf16* dx, std::int64_t count, float probability,
+                      cudaStream_t stream);
+
 // ---- vocab-parallel embedding: this rank holds rows [vocab_start, vocab_start + vocab_rows) ----
 // out[t] = table[tokens[t] - vocab_start], or zeros when the token lies in another shard.
 void embedding_forward(const std::int32_t* tokens, const bf16* table, bf16* out, std::int64_t token_count,

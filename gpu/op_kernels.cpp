@@ -68,26 +68,49 @@ void launch(const ActivationBackward& c, cudaStream_t stream) {
   }
 }
 
-void launch(const Elementwise& c, cudaStream_t stream) { k::residual_add(c.a, c.b, c.out, c.count, stream); }
+namespace {
+// The forward's dropout over its runs: out = residual + mask * x / (1 - p) (no residual: in place on x).
+void dropout_forward(const HiddenDropout& d, const bf16* residual, const bf16* x, bf16* out, std::int64_t cols,
+                     cudaStream_t stream) {
+  if (d.run_count <= 0 || d.runs == nullptr) throw std::invalid_argument("hidden dropout: no rows to draw for");
+  for (int r = 0; r < d.run_count; ++r) k::dropout_add_forward(residual, x, out, d.mask, cols, d.runs[r], d.draw, stream);
+}
+}  // namespace
+
+void launch(const Elementwise& c, cudaStream_t stream) {
+  if (!c.dropout.active()) return k::residual_add(c.a, c.b, c.out, c.count, stream);
+  if (c.dropped == nullptr) return dropout_forward(c.dropout, c.a, c.b, c.out, c.cols, stream);
+  if (c.b != nullptr) k::residual_add(c.a, c.b, c.out, c.count, stream);
+  k::dropout_backward(c.b != nullptr ? c.out : c.a, c.dropout.mask, c.dropped, c.count, c.dropout.draw.probability,
+                      stream);
+}
 
 void launch(const EmbeddingForward& c, cudaStream_t stream) {
   k::embedding_forward(c.tokens, c.table, c.out, c.rows, c.cols, c.vocab_start, c.vocab_rows, stream);
   if (c.positions)
     for (int r = 0; r < c.position_run_count; ++r)
       k::position_embedding_forward(c.out, c.positions, c.position_runs[r], c.cols, stream);
+  if (c.dropout.active()) dropout_forward(c.dropout, nullptr, c.out, c.out, c.cols, stream);
 }
 void launch(const EmbeddingBackward& c, cudaStream_t stream) {
+  const bf16* dy = c.dy;
+  if (c.dropout.active()) {
+    if (c.dropped_dy == nullptr) throw std::invalid_argument("embedding backward: dropout without a dropped_dy");
+    k::dropout_backward(c.dy, c.dropout.mask, c.dropped_dy, c.rows * c.cols, c.dropout.draw.probability, stream);
+    dy = c.dropped_dy;
+  }
   // Rows no token of the step names keep the zeros the step's first backward starts from.
   if (c.starts_gradient)
     TWIN_CUDA_CHECK(cudaMemsetAsync(c.grad, 0, static_cast<std::size_t>(c.vocab_rows * c.cols) * sizeof(bf16), stream));
-  k::embedding_backward(c.tokens, c.dy, c.grad, c.workspace, c.workspace_bytes, c.rows, c.cols, c.vocab_start,
+  k::embedding_backward(c.tokens, dy, c.grad, c.workspace, c.workspace_bytes, c.rows, c.cols, c.vocab_start,
                         c.vocab_rows, stream);
   if (!c.position_grad) return;
-  if (c.starts_gradient)
+  if (c.starts_position_gradient)
     TWIN_CUDA_CHECK(
         cudaMemsetAsync(c.position_grad, 0, static_cast<std::size_t>(c.position_rows * c.cols) * sizeof(bf16), stream));
+  const bf16* position_dy = c.position_dy == c.dy ? dy : c.position_dy;
   for (int r = 0; r < c.position_run_count; ++r)
-    k::position_embedding_backward(c.position_dy, c.position_grad, c.position_runs[r], c.cols, stream);
+    k::position_embedding_backward(position_dy, c.position_grad, c.position_runs[r], c.cols, stream);
 }
 
 void launch(const LossForward& c, cudaStream_t stream) {

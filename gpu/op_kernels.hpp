@@ -98,13 +98,30 @@ struct ActivationBackward {
   std::int64_t rows = 0, cols = 0;
 };
 
-// The element-wise op the graph has: out = a + b (a residual add, or a ring's gradient share; out may alias).
+// Hidden dropout inside an entry (the op's Op::dropout above 0, draw.probability): the 1-byte mask its forward
+// writes and its backward reads, and, forward, where the rows of `cols` elements lie in the batch (the runs), which
+// with the draw's seed and subsequence decides each element's bit (gpu/kernels.hpp). mask null: no dropout.
+struct HiddenDropout {
+  kernels::DropoutDraw draw;
+  std::uint8_t* mask = nullptr;
+  const kernels::DropoutRun* runs = nullptr;
+  int run_count = 0;
+  bool active() const { return mask != nullptr; }
+};
+
+// The element-wise op the graph has: out = a + b (a residual add, or a ring's gradient share; out may alias). With
+// hidden dropout (a residual's Megatron bias-dropout-add): forward out = a + mask * b / (1 - p), the mask drawn
+// (`dropout.runs` over rows of `cols`); backward (`dropped` set) out = a + b (b null: out is a, nothing added), then
+// dropped = out * mask / (1 - p), the branch's gradient.
 struct Elementwise {
   static constexpr OpKind kind = OpKind::elementwise;
   const bf16* a = nullptr;
   const bf16* b = nullptr;
   bf16* out = nullptr;
   std::int64_t count = 0;
+  HiddenDropout dropout;
+  std::int64_t cols = 0;
+  bf16* dropped = nullptr;
 };
 
 // The vocab-parallel embedding: this GPU holds table rows [vocab_start, vocab_start + vocab_rows). With learned
@@ -119,6 +136,7 @@ struct EmbeddingForward {
   const bf16* positions = nullptr;
   const kernels::PositionRun* position_runs = nullptr;
   int position_run_count = 0;
+  HiddenDropout dropout;  // Megatron's embedding dropout: out = mask * out / (1 - p) after the positions, in place
 };
 // grad[token] += dy[row] deterministically; `starts_gradient`: the step's first, which zeroes the table's gradient.
 struct EmbeddingBackward {
@@ -130,13 +148,19 @@ struct EmbeddingBackward {
   std::size_t workspace_bytes = 0;
   bool starts_gradient = false;
   std::int64_t rows = 0, cols = 0, vocab_start = 0, vocab_rows = 0;
-  // Learned positions: their gradient (zeroed first with `starts_gradient`) adds the rows of `position_runs` of
+  // Learned positions: their gradient (zeroed first with `starts_position_gradient`: the step's first write of it,
+  // which with a tied table is not the table's first, the output projection's) adds the rows of `position_runs` of
   // `position_dy` (the rows whose sum over the TP group is the positions' whole gradient).
+  bool starts_position_gradient = false;
   bf16* position_grad = nullptr;
   const bf16* position_dy = nullptr;
   std::int64_t position_rows = 0;  // rows of the position table
   const kernels::PositionRun* position_runs = nullptr;
   int position_run_count = 0;
+  // The embedding's dropout: dy * mask / (1 - p) written to `dropped_dy` (may be dy) first, which the table's and the
+  // positions' gradients then read (position_dy, when it is dy).
+  HiddenDropout dropout;
+  bf16* dropped_dy = nullptr;
 };
 
 // A vocabulary shard's statistics per row (max, sum of exponentials, the target's logit). With `token_loss` (the

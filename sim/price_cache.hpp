@@ -23,9 +23,9 @@ namespace twin::sim {
 
 // Every field of an op that can affect its price; fields that only place an op (stream, layer, micro-batch,
 // chunk, group, peer, tag) or say what it does for the executor (a GEMM's pass, the linear and tensor a TP
-// collective serves: priced by shape alike) are left out. The enums, flags and 32-bit counts share words (18
-// instead of 30): every flattened compute op's key is built, hashed and compared.
-using PriceKey = std::array<std::int64_t, 18>;
+// collective serves: priced by shape alike) are left out. The enums, flags and 32-bit counts share words (19
+// instead of 31): every flattened compute op's key is built, hashed and compared.
+using PriceKey = std::array<std::int64_t, 19>;
 PriceKey price_key(const Op& op);
 // For hash maps of prices: every flattening looks up each compute op's key (a search, millions of times).
 struct PriceKeyHash {

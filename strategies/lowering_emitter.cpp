@@ -41,11 +41,27 @@ void emit_norm(Emitter& e, const layer::Block& norm, Phase phase) {
   e.emit(op);
 }
 
+// Bytes per element of a residual add: two bf16 tensors read and one written; with hidden dropout (Megatron's
+// bias-dropout-add) the forward also writes the 1-byte mask, and the backward, after the add, reads the output's
+// gradient and the mask and writes the branch's gradient (dy * mask / (1 - p)).
+namespace {
+std::int64_t residual_bytes_per_element(Phase phase, bool dropout) {
+  if (!dropout) return 3 * 2;
+  return phase == Phase::backward ? 3 * 2 + (2 + 1 + 2) : 3 * 2 + 1;
+}
+}  // namespace
+
+// The residual add over this rank's rows of the residual stream (tokens_local x h), stated as rows and columns
+// (the executor checks them against its buffers) and the bytes it moves; with hidden dropout the op says its
+// probability.
 void emit_residual(Emitter& e, const layer::Block& residual, Phase phase) {
   const RankShapes& s = e.shapes();
   if (phase == Phase::backward && s.residual_fusion) return;
   if (phase == Phase::forward && e.chain != kNoOp && e.rank_class().op(e.chain).fuses_residual) return;
-  e.emit(Emitter::moved(OpKind::elementwise, residual.role, 3 * s.tokens_local * s.h * 2));
+  Op op = Emitter::rows_cols(OpKind::elementwise, residual.role, s.tokens_local, s.h);
+  op.dropout = s.hidden_dropout;
+  op.bytes = residual_bytes_per_element(phase, s.hidden_dropout > 0) * s.tokens_local * s.h;
+  e.emit(op);
 }
 
 void emit_unit_forward(Emitter& e, std::span<const layer::Block> blocks, int layer, BlockOps ops) {
@@ -70,6 +86,7 @@ void Emitter::fill(Op& op) const {
   op.attention.flash = sh_.flash;
   const bool attention = op.kind == OpKind::attention_forward || op.kind == OpKind::attention_backward;
   op.attention.dropout = sh_.attention_dropout && attention;
+  if (attention) op.dropout = sh_.attention_dropout_probability;
   op.attention.cudnn = sh_.cudnn_attention && attention;
   op.activation = sh_.activation;
   const bool loss = op.kind == OpKind::loss_forward || op.kind == OpKind::loss_backward;

@@ -51,6 +51,9 @@ struct RankShapes {
   bool softcapped_logits = false;  // the model's final_logit_softcap: the loss ops say it
   Normalization normalization = Normalization::rmsnorm;  // the model's: every norm op says it
   bool attention_dropout = false;  // unfused attention with a dropout kernel over the scores
+  // The model's dropout probabilities, which the ops applying them state (Op::dropout): hidden dropout on the
+  // residual adds' branches and the embedding's output; attention dropout on the attention ops.
+  float hidden_dropout = 0, attention_dropout_probability = 0;
   bool cudnn_attention = false;    // the fused backend: cuDNN's kernel
   // MoE (per rank): experts held, expert widths (each expert's FC1 columns and FC2 rows over expert TP).
   std::int64_t experts_total = 0, experts_local = 0, moe_ffn = 0, moe_fc1_width = 0;

@@ -135,11 +135,21 @@ void core_attention(Emitter& e, bool backward) {
   e.chain = ring_exchange(e, s.cp, bytes(s.cp), gradient_ready(s.cp, previous_send));
 }
 
+// The embedding's lookup (or its backward) over all tokens of the micro-batch; with hidden dropout (Megatron's
+// embedding_dropout) the op says its probability: the dropout runs on the lookup's rows before the TP reduction,
+// with a mask that is the same on every TP rank (a function of each element's place in the batch), which is the
+// dropout of the reduced sum.
+Op embedding_op(OpKind kind, const RankShapes& s) {
+  Op op = Emitter::rows_cols(kind, OpRole::embedding, s.tokens, s.h);
+  op.dropout = s.hidden_dropout;
+  return op;
+}
+
 // Vocab-parallel embedding: every TP rank looks up its vocabulary shard for all tokens, then the
 // partial rows are summed (all-reduce) or summed and scattered by sequence (SP).
 void embedding_forward(Emitter& e) {
   const RankShapes& s = e.shapes();
-  e.emit(Emitter::rows_cols(OpKind::embedding_forward, OpRole::embedding, s.tokens, s.h));
+  e.emit(embedding_op(OpKind::embedding_forward, s));
   if (tp_active(s))
     e.emit(s.sp ? tp_op(OpKind::reduce_scatter, OpRole::tp_scatter, s, activation_bytes(s), OpRole::embedding,
                         LinearTensor::output)
@@ -152,7 +162,7 @@ void embedding_backward(Emitter& e) {
   if (tp_active(s) && s.sp)
     e.emit(tp_op(OpKind::all_gather, OpRole::tp_gather, s, activation_bytes(s), OpRole::embedding,
                  LinearTensor::output_gradient));
-  e.emit(Emitter::rows_cols(OpKind::embedding_backward, OpRole::embedding, s.tokens, s.h));
+  e.emit(embedding_op(OpKind::embedding_backward, s));
 }
 
 // Vocab-parallel cross-entropy: the max and the sum of exponentials are all-reduced over TP

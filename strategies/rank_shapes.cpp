@@ -78,6 +78,8 @@ RankShapes rank_shapes(const Scenario& scenario, const Strategy& st) {
   s.rope = m.position_embedding_rope;
   s.flash = is_fused_attention(m.attention_backend);
   s.attention_dropout = !s.flash && m.attention_dropout > 0;
+  s.hidden_dropout = static_cast<float>(m.hidden_dropout);
+  s.attention_dropout_probability = static_cast<float>(m.attention_dropout);
   s.cudnn_attention = m.attention_backend == AttentionBackend::fused;
   s.ffn = m.ffn_hidden_size / s.tp;
   s.fc1_width = (s.gated() ? 2 : 1) * s.ffn;

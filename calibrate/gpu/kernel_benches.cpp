@@ -87,6 +87,28 @@ KernelBench bench_of(Builder& x, const Call& call, std::shared_ptr<void> keep = 
   return std::move(x.bench);
 }
 
+// A residual's bias-dropout-add as the executor runs it (executor/gpu/dense_block_residual.cpp), of the op's rows
+// and columns: forward the add through a drawn mask; backward the add, then the branch's gradient through the mask
+// (drawn once before timing).
+std::optional<KernelBench> dropout_bench(Builder& x, const Op& op, std::string& why_not) {
+  const std::int64_t rows = op.rows, cols = op.cols, n = rows * cols;
+  if (rows <= 0 || cols <= 0 || cols % 8 != 0) {
+    why_not = "a dropout's rows x cols (cols a multiple of 8) not stated";
+    return std::nullopt;
+  }
+  B *a = x.b(x.bf16(n)), *b = x.b(x.bf16(n)), *out = x.b(x.raw(n * 2));
+  auto* mask = static_cast<std::uint8_t*>(x.v(x.raw(static_cast<std::size_t>(n))));
+  const auto runs = std::make_shared<std::vector<k::DropoutRun>>(1, k::DropoutRun{0, rows, 0});
+  Elementwise call{a, b, out, n, {{op.dropout, x.seed, 0}, mask, runs->data(), 1}, cols};
+  if (op.phase == Phase::backward) {
+    launch(call, x.stream);  // the mask the backward reads
+    call.a = out;
+    call.out = out;
+    call.dropped = x.b(x.raw(n * 2));
+  }
+  return bench_of(x, call, runs);
+}
+
 int head_dim_for(std::int64_t cols) { return cols % 128 == 0 ? 128 : cols % 64 == 0 ? 64 : 0; }
 
 }  // namespace
@@ -151,6 +173,7 @@ std::optional<KernelBench> make_kernel_bench(const Op& op, const KernelModelFact
       return bench_of(x, ActivationBackward{activation, in, dout, out, rows, cols});
     }
     case OpKind::elementwise: {
+      if (op.dropout > 0) return dropout_bench(x, op, why_not);  // a residual's bias-dropout-add, rows x cols
       const std::int64_t count = op.bytes / 6;  // residual add: 2 reads and 1 write of bf16
       if (count <= 0) { why_not = "bytes too small"; return std::nullopt; }
       B *a = x.b(x.bf16(count)), *b = x.b(x.bf16(count)), *out = x.b(x.raw(count * 2));
@@ -160,16 +183,25 @@ std::optional<KernelBench> make_kernel_bench(const Op& op, const KernelModelFact
     case OpKind::embedding_backward: {
       if (!shaped) break;
       std::int32_t* tokens = x.idx(x.indices(rows, kVocabShardRows));
+      // Hidden dropout (the op's): over every row, its mask drawn forward and read backward.
+      const auto runs = std::make_shared<std::vector<k::DropoutRun>>(1, k::DropoutRun{0, rows, 0});
+      auto* mask = op.dropout > 0 ? static_cast<std::uint8_t*>(x.v(x.raw(static_cast<std::size_t>(n)))) : nullptr;
+      const HiddenDropout dropout{{op.dropout, seed, 0}, mask, runs->data(), 1};
       if (op.kind == OpKind::embedding_forward) {
         B *table = x.b(x.bf16(kVocabShardRows * cols)), *out = x.b(x.raw(n * 2));
-        return bench_of(x, EmbeddingForward{tokens, table, out, rows, cols, 0, kVocabShardRows});
+        EmbeddingForward call{tokens, table, out, rows, cols, 0, kVocabShardRows};
+        call.dropout = dropout;
+        return bench_of(x, call, runs);
       }
       {
         B* dy = x.b(x.bf16(n));
         B* grad = x.b(x.bf16(kVocabShardRows * cols));
         const std::size_t ws_bytes = k::embedding_backward_workspace_bytes(rows);
         void* ws = x.v(x.raw(ws_bytes));
-        return bench_of(x, EmbeddingBackward{tokens, dy, grad, ws, ws_bytes, false, rows, cols, 0, kVocabShardRows});
+        EmbeddingBackward call{tokens, dy, grad, ws, ws_bytes, false, rows, cols, 0, kVocabShardRows};
+        call.dropout = dropout;
+        if (mask) call.dropped_dy = x.b(x.raw(n * 2));  // not dy: repeated launches would scale it up without end
+        return bench_of(x, call, runs);
       }
     }
     case OpKind::loss_forward:

@@ -85,7 +85,8 @@ DenseBlock::DenseBlock(const DenseStage& stage, cudaStream_t stream)
     }
 }
 
-void DenseBlock::start_iteration(const std::vector<std::int32_t>& tokens, cudaStream_t stream) {
+void DenseBlock::start_iteration(int iteration, const std::vector<std::int32_t>& tokens, cudaStream_t stream) {
+  iteration_ = iteration;
   const auto expected = static_cast<std::size_t>(stage_.layout.strategy().num_micro_batches *
                                                  (stage_.layout.input_tokens() + stage_.layout.target_tokens()));
   if (tokens.size() != expected)
@@ -119,7 +120,7 @@ LinearWeight DenseBlock::linear_weight(OpRole subject, int unit) {
 }
 
 void DenseBlock::linear_forward(const OpPass& p) {
-  const LinearTensors t = linear_tensors(p.binding.subject, post_norms());
+  const LinearTensors t = linear_tensors(p.binding.subject, branch_has_own_gradient());
   const LinearWeight w = linear_weight(p.binding.subject, p.unit);
   const std::int64_t m = p.op.gemm.m, n = p.op.gemm.n, k = p.op.gemm.k;
   if (k != w.in || n != w.out) throw std::logic_error("linear forward: GEMM shape differs from the weight's");
@@ -129,7 +130,8 @@ void DenseBlock::linear_forward(const OpPass& p) {
   bf16* fused_bias = fusable(bias) ? bias : nullptr;  // added in the GEMM's epilogue
   const MatmulEpilogue epilogue = fused_bias != nullptr ? MatmulEpilogue::add_bias : MatmulEpilogue::none;
   if (p.op.fuses_residual) {  // the epilogue adds the residual stream: the product goes straight into the sum
-    if (post_norms()) throw std::logic_error("linear forward: a residual fused into a GEMM whose output is normalised");
+    if (branch_has_own_gradient())
+      throw std::logic_error("linear forward: a residual fused into a GEMM whose output is normalised or dropped out");
     const layer::Block& residual = layer::residual_adding(t.output.tensor);
     auto* sum = static_cast<bf16*>(tensors.make(p.mb, p.unit, {residual.output}, m * n * kBf16, p.stream));
     p.scratch.matmul->run({m, n, k, false, false, true, 1, epilogue}, input_full, w.params, sum, p.stream,
@@ -148,7 +150,7 @@ void DenseBlock::linear_forward(const OpPass& p) {
 }
 
 void DenseBlock::linear_input_grad(const OpPass& p) {
-  const LinearTensors t = linear_tensors(p.binding.subject, post_norms());
+  const LinearTensors t = linear_tensors(p.binding.subject, branch_has_own_gradient());
   const LinearWeight w = linear_weight(p.binding.subject, p.unit);
   const std::int64_t m = p.op.gemm.m, n = p.op.gemm.n, k = p.op.gemm.k;
   if (n != w.in || k != w.out) throw std::logic_error("linear input gradient: GEMM shape differs from the weight's");
@@ -161,7 +163,7 @@ void DenseBlock::linear_input_grad(const OpPass& p) {
 }
 
 void DenseBlock::linear_weight_grad(const OpPass& p) {
-  const LinearTensors t = linear_tensors(p.binding.subject, post_norms());
+  const LinearTensors t = linear_tensors(p.binding.subject, branch_has_own_gradient());
   const LinearWeight w = linear_weight(p.binding.subject, p.unit);
   const std::int64_t m = p.op.gemm.m, n = p.op.gemm.n, k = p.op.gemm.k;
   if (m != w.in || n != w.out) throw std::logic_error("linear weight gradient: GEMM shape differs from the weight's");
@@ -186,25 +188,25 @@ void DenseBlock::linear_weight_grad(const OpPass& p) {
 
 // The embedding's rows reduce into the unit's output, and its output's gradient comes back gathered.
 void DenseBlock::gather_input(const OpPass& p) {
-  const LinearTensors t = linear_tensors(p.binding.subject, post_norms());
+  const LinearTensors t = linear_tensors(p.binding.subject, branch_has_own_gradient());
   gather(p, t.input, t.input_full);
 }
 
 void DenseBlock::reduce_output(const OpPass& p) {
   if (p.binding.subject == OpRole::embedding) return reduce(p, {Tensor::embedded}, {Tensor::output});
-  const LinearTensors t = linear_tensors(p.binding.subject, post_norms());
+  const LinearTensors t = linear_tensors(p.binding.subject, branch_has_own_gradient());
   reduce(p, t.output, {t.output.tensor, Form::reduced});
 }
 
 void DenseBlock::gather_output_grad(const OpPass& p) {
   if (p.binding.subject == OpRole::embedding)
     return gather(p, {Tensor::output, Form::next_norm_gradient}, {Tensor::output, Form::gradient_gathered});
-  const LinearTensors t = linear_tensors(p.binding.subject, post_norms());
+  const LinearTensors t = linear_tensors(p.binding.subject, branch_has_own_gradient());
   gather(p, t.d_output, t.d_output_full);
 }
 
 void DenseBlock::reduce_input_grad(const OpPass& p) {
-  const LinearTensors t = linear_tensors(p.binding.subject, post_norms());
+  const LinearTensors t = linear_tensors(p.binding.subject, branch_has_own_gradient());
   reduce(p, t.d_input_full, t.d_input);
 }
 

@@ -35,6 +35,10 @@ struct DenseStage {
   // The embedding's first row among the rows of its shapes' sequences (StepPart::input_first_row).
   std::int64_t input_first_row = 0;
   AttentionImplementation attention = kDefaultAttentionImplementation;
+  // Hidden dropout's key (executor/dropout_key.hpp): the run's seed, and the step's sequence that micro-batch m's
+  // first row belongs to, first_sequence + m * micro_batch_stride (StepPart's).
+  std::uint64_t seed = 0;
+  std::int64_t first_sequence = 0, micro_batch_stride = 0;
 };
 
 // A linear's weight: [in, out] in its unit, or, for a tied output projection, the embedding table (or its copy)
@@ -58,7 +62,8 @@ struct LinearTensors {
   Act d_output, d_output_full;    // backward: d_input_full = d_output_full W^T
   Act d_input_full, d_input;      // d_input: after the TP reduction (or the same tensor without one)
 };
-// With `post_norms` a row-parallel linear's output gradient is its own output's, which the post norm's backward
+// With `post_norms` (or hidden dropout: DenseBlock::branch_has_own_gradient) a row-parallel linear's output gradient is
+// its own output's, which the post norm's backward (the residual's backward, the gradient through the dropout mask)
 // writes; without, the residual's output gradient (the branch's).
 LinearTensors linear_tensors(OpRole subject, bool post_norms = false);
 
@@ -69,7 +74,8 @@ class DenseBlock {
 
   gpu::Attention& attention() { return *attention_; }  // shared with context parallelism's ring
   // The iteration's micro-batches (each its inputs then its targets) onto the device, the loss sum zeroed.
-  void start_iteration(const std::vector<std::int32_t>& tokens, cudaStream_t stream);
+  // `iteration` keys the step's dropout masks.
+  void start_iteration(int iteration, const std::vector<std::int32_t>& tokens, cudaStream_t stream);
   // After the iteration: the sum of this rank's per-token losses (waits for the device).
   double loss_sum() const;
   LinearWeight linear_weight(OpRole subject, int unit);
@@ -112,6 +118,15 @@ class DenseBlock {
   const __nv_bfloat16* norm_input(const OpPass& p, const layer::Block& norm);
   void residual_forward_done(const OpPass& p, const layer::Block& residual);
   std::int64_t residual_elements(const OpPass& p) const;  // this GPU's rows x hidden of the op's unit
+  // Hidden dropout (dense_block_dropout.cpp): the op's draw (its probability, the run's seed, the step's and site's
+  // subsequence), and the rows of micro-batch `mb`'s tensor of unit `unit` as runs of the batch's tokens: the unit's
+  // residual stream rows here (`sequence_sharded`: the TP rank's slice under SP) or all of them (the embedding's
+  // lookup, before its TP reduction).
+  kernels::DropoutDraw dropout_draw(const Op& op) const;
+  std::vector<kernels::DropoutRun> dropout_runs(int mb, int unit, bool sequence_sharded) const;
+  // The row-parallel linear's output gradient is its own output's, not the residual's (post norms, or hidden dropout
+  // between it and the residual add): linear_tensors' `post_norms`.
+  bool branch_has_own_gradient() const;
   // RoPE's runs of rows (under context parallelism: a rank's two chunks of each sequence).
   struct RopeRun {
     std::int64_t first_token, tokens, period, first_position;
@@ -139,6 +154,7 @@ class DenseBlock {
   std::unique_ptr<gpu::Attention> attention_;  // one cuDNN handle; the stream is set per call
   float2* rope_table_ = nullptr;
   std::int32_t* tokens_ = nullptr;  // [micro_batches][inputs + targets]
+  int iteration_ = 0;
   float* loss_sum_ = nullptr;       // device scalar
   void* embedding_workspace_ = nullptr;
   std::size_t embedding_workspace_bytes_ = 0;

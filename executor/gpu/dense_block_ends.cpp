@@ -30,11 +30,19 @@ void DenseBlock::embedding_forward(const OpPass& p) {
   const bool adds_positions = positions && layout.tp_rank == 0;
   const std::vector<kernels::PositionRun> runs =
       adds_positions ? position_runs(p.mb, layout.shapes, 0, tokens) : std::vector<kernels::PositionRun>();
-  launch_op(p.op, p.binding,
-            gpu::EmbeddingForward{inputs(p.mb), unit.params + table.offset, out, tokens, h, layout.tp_rank * vocab_l,
-                                  vocab_l, adds_positions ? unit.params + positions->offset : nullptr, runs.data(),
-                                  static_cast<int>(runs.size())},
-            p.stream);
+  gpu::EmbeddingForward call{inputs(p.mb), unit.params + table.offset, out, tokens, h, layout.tp_rank * vocab_l,
+                             vocab_l, adds_positions ? unit.params + positions->offset : nullptr, runs.data(),
+                             static_cast<int>(runs.size())};
+  // Hidden dropout on every row of the lookup, before the TP reduction: each TP rank draws the same mask (the rows'
+  // places in the batch), so the reduced sum is dropped out as Megatron drops out the embedding's output.
+  std::vector<kernels::DropoutRun> dropout_rows;
+  if (p.op.dropout > 0) {
+    dropout_rows = dropout_runs(p.mb, kEmbeddingUnit, /*sequence_sharded=*/false);
+    auto* mask = static_cast<std::uint8_t*>(stage_.tensors.make(
+        p.mb, kEmbeddingUnit, {Tensor::embedded, Form::dropout_mask}, static_cast<std::size_t>(tokens * h), p.stream));
+    call.dropout = {dropout_draw(p.op), mask, dropout_rows.data(), static_cast<int>(dropout_rows.size())};
+  }
+  launch_op(p.op, p.binding, call, p.stream);
   if (layout.shapes.tp == 1)
     stage_.tensors.alias(p.mb, kEmbeddingUnit, {Tensor::output}, kEmbeddingUnit, {Tensor::embedded});
 }
@@ -46,9 +54,8 @@ void DenseBlock::embedding_backward(const OpPass& p) {
   const WeightTensor& table = unit.tensor(OpRole::embedding);
   TensorStore& tensors = stage_.tensors;
   const Act gathered{Tensor::output, Form::gradient_gathered}, from_norm{Tensor::output, Form::next_norm_gradient};
-  const auto* dy = static_cast<const bf16*>(tensors.has(p.mb, kEmbeddingUnit, gathered)
-                                                ? tensors.get(p.mb, kEmbeddingUnit, gathered)
-                                                : tensors.get(p.mb, kEmbeddingUnit, from_norm));
+  auto* dy = static_cast<bf16*>(tensors.has(p.mb, kEmbeddingUnit, gathered) ? tensors.get(p.mb, kEmbeddingUnit, gathered)
+                                                                             : tensors.get(p.mb, kEmbeddingUnit, from_norm));
   // The step's first embedding backward starts the table's gradient from zeros: rows no token of the step names
   // keep them. Later micro-batches add to it, as the other weights' gradients do. Learned positions take the rows
   // this rank holds outside TP regions (under SP its slice of the gathered gradient).
@@ -60,10 +67,17 @@ void DenseBlock::embedding_backward(const OpPass& p) {
     const std::int64_t first = layout.shapes.sp ? layout.tp_rank * layout.shapes.tokens_local : 0;
     runs = position_runs(p.mb, layout.shapes, first, layout.shapes.sp ? first + layout.shapes.tokens_local : tokens);
     call.position_grad = unit.grads + positions->offset;
+    call.starts_position_gradient = p.binding.first_position_gradient;
     call.position_dy = dy;
     call.position_rows = positions->rows;
     call.position_runs = runs.data();
     call.position_run_count = static_cast<int>(runs.size());
+  }
+  if (p.op.dropout > 0) {  // the gradient through the mask, in place: nothing else reads dy
+    call.dropout.draw.probability = p.op.dropout;
+    call.dropout.mask =
+        static_cast<std::uint8_t*>(tensors.get(p.mb, kEmbeddingUnit, {Tensor::embedded, Form::dropout_mask}));
+    call.dropped_dy = dy;
   }
   launch_op(p.op, p.binding, call, p.stream);
   tensors.release_slot(p.mb, kEmbeddingUnit, p.stream);

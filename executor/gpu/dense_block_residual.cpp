@@ -6,6 +6,7 @@
 #include "executor/gpu/dense_block.hpp"
 
 #include <stdexcept>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -124,20 +125,21 @@ void DenseBlock::residual_forward_done(const OpPass& p, const layer::Block& resi
     stage_.tensors.release_slot(p.mb, p.unit, p.stream, {Tensor::output});
 }
 
-// The residual stream's rows on this GPU are its unit's layout's (a per-layer plan's layer, or the embedding or
-// output layer beside it): the part strategy's shapes count whole samples per GPU, which a Ulysses or TP block
-// holding part of a sample does not (2026-11-29: they read past the rows beside a half-sample Ulysses edge).
+// The residual op states its rows and columns (the lowering's tokens_local x h of its unit's shapes); they must be
+// the residual stream's rows here, its unit's layout's (a per-layer plan's layer, or the embedding or output layer
+// beside it: the part strategy's shapes count whole samples per GPU, which a Ulysses or TP block holding part of a
+// sample does not; 2026-11-29: they read past the rows beside a half-sample Ulysses edge).
 std::int64_t DenseBlock::residual_elements(const OpPass& p) const {
   const lowering::RankShapes& shapes = stage_.layout.layout(p.unit).shapes;
-  const std::int64_t elements = shapes.tokens_local * shapes.h;
-  // The graph prices the add as reading two and writing one bf16 tensor of these elements (emit_residual).
-  if (p.op.bytes != 3 * elements * static_cast<std::int64_t>(kBf16))
-    throw std::logic_error(fmt::format("executor: a residual add of {} bytes in the graph moves {} here", p.op.bytes,
-                                       3 * elements * static_cast<std::int64_t>(kBf16)));
-  return elements;
+  if (p.op.rows != shapes.tokens_local || p.op.cols != shapes.h)
+    throw std::logic_error(fmt::format("executor: the residual op {} states {} x {} elements, its unit's buffers hold "
+                                       "{} x {} (rows x hidden)",
+                                       op_name(p.op), p.op.rows, p.op.cols, shapes.tokens_local, shapes.h));
+  return p.op.rows * p.op.cols;
 }
 
-// output = input + branch (the branch after its TP reduction).
+// output = input + branch (the branch after its TP reduction); with hidden dropout output = input + mask * branch /
+// (1 - p), the mask drawn at the rows' places in the batch and kept for the backward.
 void DenseBlock::residual_forward(const OpPass& p) {
   TensorStore& tensors = stage_.tensors;
   const std::int64_t count = residual_elements(p);
@@ -145,16 +147,25 @@ void DenseBlock::residual_forward(const OpPass& p) {
   const Act reduced{block.branch, Form::reduced}, branch_out{block.branch};
   const Act branch = tensors.has(p.mb, p.unit, reduced) ? reduced : branch_out;
   auto* y = static_cast<bf16*>(tensors.make(p.mb, p.unit, {block.output}, count * kBf16, p.stream));
-  launch_op(p.op, p.binding,
-            gpu::Elementwise{residual_stream(p, block), static_cast<const bf16*>(tensors.get(p.mb, p.unit, branch)),
-                             y, count},
-            p.stream);
+  gpu::Elementwise call{residual_stream(p, block), static_cast<const bf16*>(tensors.get(p.mb, p.unit, branch)), y,
+                        count};
+  std::vector<kernels::DropoutRun> runs;
+  if (p.op.dropout > 0) {
+    runs = dropout_runs(p.mb, p.unit, /*sequence_sharded=*/true);
+    auto* mask = static_cast<std::uint8_t*>(
+        tensors.make(p.mb, p.unit, {block.output, Form::dropout_mask}, static_cast<std::size_t>(count), p.stream));
+    call.dropout = {dropout_draw(p.op), mask, runs.data(), static_cast<int>(runs.size())};
+    call.cols = p.op.cols;
+  }
+  launch_op(p.op, p.binding, call, p.stream);
   tensors.release(p.mb, p.unit, reduced, p.stream);
   tensors.release(p.mb, p.unit, branch_out, p.stream);
   residual_forward_done(p, block);
 }
 
-// The output's gradient is the branch's (linear_tensors reads it there); the skip path adds it to the input's.
+// The output's gradient is the branch's (linear_tensors reads it there); the skip path adds it to the input's. With
+// hidden dropout the branch's gradient is the output's through the mask, a tensor of its own (the branch's gradient),
+// and the output's stays for the skip path.
 void DenseBlock::residual_backward(const OpPass& p) {
   TensorStore& tensors = stage_.tensors;
   const std::int64_t count = residual_elements(p);
@@ -166,12 +177,21 @@ void DenseBlock::residual_backward(const OpPass& p) {
   if (unit_output) tensors.move(p.mb, p.unit, {Tensor::output, Form::next_norm_gradient}, p.unit, d_output);
   const Act stream_part = unit_output ? Act{Tensor::output, Form::next_residual_gradient}
                                       : Act{layer::residual_reading(block.output).output, Form::gradient};
-  if (unit_output && !tensors.has(p.mb, p.unit, stream_part)) return;
+  const bool adds = !unit_output || tensors.has(p.mb, p.unit, stream_part);
+  if (!adds && p.op.dropout == 0) return;
   auto* dy = static_cast<bf16*>(tensors.get(p.mb, p.unit, d_output));
-  launch_op(p.op, p.binding,
-            gpu::Elementwise{dy, static_cast<const bf16*>(tensors.get(p.mb, p.unit, stream_part)), dy, count},
-            p.stream);
-  tensors.release(p.mb, p.unit, stream_part, p.stream);
+  gpu::Elementwise call{dy, adds ? static_cast<const bf16*>(tensors.get(p.mb, p.unit, stream_part)) : nullptr, dy,
+                        count};
+  const Act mask{block.output, Form::dropout_mask};
+  if (p.op.dropout > 0) {
+    call.dropout.draw.probability = p.op.dropout;
+    call.dropout.mask = static_cast<std::uint8_t*>(tensors.get(p.mb, p.unit, mask));
+    call.cols = p.op.cols;
+    call.dropped = static_cast<bf16*>(tensors.make(p.mb, p.unit, {block.branch, Form::gradient}, count * kBf16, p.stream));
+  }
+  launch_op(p.op, p.binding, call, p.stream);
+  if (adds) tensors.release(p.mb, p.unit, stream_part, p.stream);
+  if (p.op.dropout > 0) tensors.release(p.mb, p.unit, mask, p.stream);
 }
 
 }  // namespace twin::exec

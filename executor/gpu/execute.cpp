@@ -144,6 +144,8 @@ void make_runtimes(RankParts& rank, const Plan& plan, const gpu::RankIdentity& i
     share.loss_tokens = lowered.tokens_per_step();
     share.micro_batches = step_micro_batches;
     share.input_first_row = rank.shares[p].inputs.first_row(rank.here[p].scenario.training.seq_length);
+    share.first_sequence = rank.shares[p].first_sequence + rank.shares[p].inputs.first;
+    share.micro_batch_stride = rank.shares[p].micro_batch_stride;
     share.pipeline_reductions = rank.pipeline_reductions;
     share.optimizer_sharded_over_pipelines = optimizer_sharded_over_pipelines;
     if (part_count > 1) {

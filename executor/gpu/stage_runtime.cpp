@@ -56,7 +56,7 @@ StageRuntime::StageRuntime(const PlanPart& plan_part, const IterationGraph& grap
   const Scenario& scenario = plan_part.scenario;
   // A later part of the step adds to the gradients the parts before it stored.
   if (!part.first())
-    for (OpBinding& b : bindings_) b.first_gradient = false;
+    for (OpBinding& b : bindings_) b.first_gradient = b.first_position_gradient = false;
   if (!plan_part.packs.empty() &&
       static_cast<std::int64_t>(plan_part.packs.size()) != scenario.training.global_batch_size)
     throw std::invalid_argument(fmt::format("executor: {} packs given for a batch of {} rows", plan_part.packs.size(),
@@ -93,7 +93,9 @@ void StageRuntime::make_handlers(const IterationGraph& graph, Communicators& com
                                        ? part.loss_tokens
                                        : scenario.training.global_batch_size * scenario.training.seq_length;
   dense_ = std::make_unique<DenseBlock>(
-      DenseStage{layout_, *params_, tensors_, loss_tokens, part.input_first_row, options.attention}, compute);
+      DenseStage{layout_, *params_, tensors_, loss_tokens, part.input_first_row, options.attention, options.seed,
+                 part.first_sequence, part.micro_batch_stride},
+      compute);
   if (scenario.training.fp8)
     fp8_ = std::make_unique<Fp8Linears>(*scenario.training.fp8, tensors_, *dense_, layout_, rc_, bindings_, compute,
                                         comms.amax());
@@ -174,7 +176,7 @@ void StageRuntime::run_iteration(int iteration, const std::vector<std::int32_t>&
     return where;
   });
   cudaStream_t compute = compute_stream();
-  dense_->start_iteration(tokens, compute);
+  dense_->start_iteration(iteration, tokens, compute);
   optimizer_->start_iteration(compute);
   if (moe_) moe_->start_iteration(iteration, compute);
   tensors_.fail_next_allocation(fault_.kind == InjectedFault::out_of_memory && fault_.hits(rank_, iteration));

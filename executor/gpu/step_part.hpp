@@ -26,6 +26,9 @@ struct StepPart {
   // inputs.first_row: an embedding beside a Ulysses layer holds a shard of its group's samples), where its learned
   // positions start. 0: whole sequences.
   std::int64_t input_first_row = 0;
+  // The step's sequence of micro-batch m's first row: first_sequence + m * micro_batch_stride (TokenShare's, with its
+  // inputs' first), where hidden dropout's masks are keyed (executor/dropout_key.hpp).
+  std::int64_t first_sequence = 0, micro_batch_stride = 0;
   // The switch into the part, run at the start of its iteration (timed with it): from the parameters of the part
   // before (the step's last part for the first), by `switch_blocks` (executor/resharding.hpp) over
   // `switch_comm` when they are another layout's. Null: no switch (a step of one part).

@@ -44,6 +44,9 @@ enum class Form : std::uint8_t {
   // (executor/gpu/mla_block.cpp); its saved tensors are its statistics tensor's value.
   between_steps,
   gradient_between_steps,
+  // The 1-byte mask a hidden dropout kept for its backward (executor/gpu/dense_block_dropout.cpp): a residual's under
+  // its output's name, the embedding's under its lookup's (Tensor::embedded).
+  dropout_mask,
   count
 };
 

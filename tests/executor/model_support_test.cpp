@@ -64,7 +64,18 @@ TEST(ModelSupport, EachFeatureIsNamedAtItsOwnKey) {
          m.mla.kv_lora_rank = 512;
        }},
       {"mtp_num_layers", [](ModelConfig& m) { m.mtp_num_layers = 1; }},
-      {"hidden_dropout", [](ModelConfig& m) { m.hidden_dropout = 0.1; }},
+      {"hidden_dropout", [](ModelConfig& m) {  // hidden dropout runs in dense pre-norm layers only
+         m.hidden_dropout = 0.1;
+         m.moe = model_preset("mixtral-8x7b")->moe;
+       }},
+      {"hidden_dropout", [](ModelConfig& m) {
+         m.hidden_dropout = 0.1;
+         m.post_norms = true;
+       }},
+      {"hidden_dropout", [](ModelConfig& m) {
+         m.hidden_dropout = 0.1;
+         m.mla.kv_lora_rank = 512;
+       }},
       {"attention_dropout", [](ModelConfig& m) { m.attention_dropout = 0.1; }},
       {"attention_backend", [](ModelConfig& m) { m.attention_backend = AttentionBackend::unfused; }},
   };
@@ -76,6 +87,16 @@ TEST(ModelSupport, EachFeatureIsNamedAtItsOwnKey) {
     EXPECT_EQ(unsupported->path, path);
     EXPECT_FALSE(unsupported->feature.empty());
   }
+}
+
+// GPT's hidden dropout (Megatron's bias-dropout-add and embedding dropout) runs in dense pre-norm layers, Llama's
+// and GPT's (since 2026-11-30; before, refused at its key); attention dropout stays refused.
+TEST(ModelSupport, HiddenDropoutRunsInDenseLayers) {
+  ModelConfig m = llama();
+  m.hidden_dropout = 0.1;
+  EXPECT_FALSE(first_unsupported_feature(m).has_value());
+  m.attention_dropout = 0.1;
+  EXPECT_EQ(first_unsupported_feature(m)->path, "attention_dropout");
 }
 
 // Gemma-2 and 3 (GeGLU, post norms, soft-capped final logits, QK-norm in Gemma-3) and Nemotron-4 (squared ReLU,

@@ -182,7 +182,9 @@ TEST(OpBinding, RefusesAGemmThatDoesNotSayItsPass) {
 }
 
 // Tied embeddings on one stage: the output projection's weight gradient (first in the backward) stores the
-// table's gradient and the embedding backward adds to it; untied, each stores its own.
+// table's gradient and the embedding backward adds to it; untied, each stores its own. Either way the first embedding
+// backward starts the learned positions' gradient, which only it writes (2026-11-30: with a tied table nothing zeroed
+// it, and GPT's position gradient summed over every step; over two GPUs, its reduction doubled it every step).
 TEST(OpBinding, TiedEmbeddingsStoreTheTablesGradientOnce) {
   Strategy s = testing::make_strategy(1, 1, 1, false);
   Scenario scenario = testing::make_scenario(testing::llama_shaped(2), 1, 1024, 16);
@@ -191,13 +193,17 @@ TEST(OpBinding, TiedEmbeddingsStoreTheTablesGradientOnce) {
   const IterationGraph graph = lower(s, scenario);
   for (bool tied : {true, false}) {
     const std::vector<OpBinding> bindings = bind_ops(graph.classes[0], tied);
-    int output_first = 0, embedding_first = 0;
+    int output_first = 0, embedding_first = 0, positions_first = 0, embedding_backwards = 0;
     for (const OpBinding& b : bindings) {
       output_first += b.first_gradient && b.subject == OpRole::output_projection;
       embedding_first += b.first_gradient && b.action == Action::embedding_backward;
+      positions_first += b.first_position_gradient;
+      embedding_backwards += b.action == Action::embedding_backward;
     }
     EXPECT_EQ(output_first, 1) << tied;
     EXPECT_EQ(embedding_first, tied ? 0 : 1) << tied;
+    EXPECT_EQ(positions_first, 1) << tied;
+    EXPECT_GT(embedding_backwards, 1) << tied;  // several micro-batches: the later ones add
   }
 }
 

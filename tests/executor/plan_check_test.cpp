@@ -81,9 +81,11 @@ TEST(PlanCheck, RefusesFamilyPlansAndModelsTheExecutorDoesNotRun) {
   EXPECT_EQ(refusal_path(family), "/family_plan");
   family.document["family_plan"] = {{"family", "per-layer"}};  // read back, but this one has no detail
   EXPECT_EQ(refusal_path(family), "/family_plan");
-  Plan dropout = executed_plan();  // no dropout kernel
+  Plan dropout = executed_plan();  // hidden dropout runs (since 2026-11-30); attention dropout has no kernel
   dropout.scenario.model.hidden_dropout = 0.1;
-  EXPECT_EQ(refusal_path(dropout), "/scenario/model/hidden_dropout");
+  EXPECT_EQ(refusal_path(dropout), "");
+  dropout.scenario.model.attention_dropout = 0.1;
+  EXPECT_EQ(refusal_path(dropout), "/scenario/model/attention_dropout");
   Plan capped_attention = executed_plan();
   capped_attention.scenario.model.attention_softcap = 50;
   EXPECT_EQ(refusal_path(capped_attention), "/scenario/model/attention_softcap");

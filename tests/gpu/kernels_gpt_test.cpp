@@ -87,7 +87,8 @@ TEST(KernelPositions, ForwardAddAndBackwardSumPerPosition) {
 }
 
 // The embedding entry with positions adds them after the gather; its backward zeroes the positions' gradient first
-// (`starts_gradient`) and sums only the rows of its runs.
+// (`starts_position_gradient`, apart from the table's `starts_gradient`: with a tied table the output projection
+// starts the table's gradient, never the positions') and sums only the rows of its runs.
 TEST(KernelPositions, EmbeddingEntryAddsPositionsAndStartsTheirGradient) {
   REQUIRE_GPU();
   const std::int64_t count = 24, hidden = 64, vocab = 100, positions = 16;
@@ -103,6 +104,7 @@ TEST(KernelPositions, EmbeddingEntryAddsPositionsAndStartsTheirGradient) {
   gpu::DeviceBuffer workspace(ws_bytes);
   gpu::EmbeddingBackward back{i32(dtokens), bf(dy), bf(grad), workspace.data(), ws_bytes, true, count, hidden, 0, vocab};
   back.position_grad = bf(pos_grad);
+  back.starts_position_gradient = true;
   back.position_dy = bf(dy);
   back.position_rows = positions;
   back.position_runs = runs.data();

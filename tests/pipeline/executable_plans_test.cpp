@@ -67,8 +67,9 @@ const std::map<std::string, std::string>& uniform_refusals() {
   static const std::map<std::string, std::string> paths = {
       {"llama3-70b-gb200-nvl72-fp8.json", "/scenario/training/fp8/recipe"},  // MXFP8
       {"llama3-8b-8xB200-fp8.json", "/scenario/training/fp8/recipe"},
-      // Dropout 0.1 (its LayerNorm, learned positions and biases run since 2026-11-29, issue 42)
-      {"megatron-gpt-18.4b-256xA100.json", "/scenario/model/hidden_dropout"},
+      // Attention dropout 0.1 inside fused attention (its LayerNorm, learned positions and biases run since
+      // 2026-11-29, its hidden dropout since 2026-11-30, issue 42)
+      {"megatron-gpt-18.4b-256xA100.json", "/scenario/model/attention_dropout"},
       {"nemotron4-340b-256xH100.json", "/scenario/framework/tp_comm_overlap"},  // its LayerNorm runs
   };
   return paths;

@@ -92,15 +92,21 @@ TEST(PublishedTable, BadRowsNameTheirPath) {
 // row, its BF16_Optimizer on the production run; 2026-11-29 22:46-22:50 UTC, docs/VALIDATION.md "DeepSpeed's
 // BF16_Optimizer") improved them, left where those moved a figure up within the half point (the Ampere factor, refitted
 // without BLOOM-176B's 5% of over-priced communication, 1.2891 -> 1.2937 in-sample: Narayanan's, Korthikanti's,
-// torchtitan's A100 and NeMo's A100 rows 0.2-0.4 point worse). A change that makes any of them worse by more than half a
-// point fails here. A group the guard does not know fails with the line to add.
+// torchtitan's A100 and NeMo's A100 rows 0.2-0.4 point worse). Raised on 2026-11-30 (02:35-02:41 UTC, branch
+// `dropout`, this test's own run) for the three groups of Megatron-LM's GPT rows, which train with hidden dropout 0.1:
+// their residual adds now move the 1-byte dropout mask as Megatron's bias-dropout-add does (7 bytes per element
+// forward, 11 backward, were 6 and 6) and their embedding's dropout is priced (docs/EXECUTOR.md "Dropout"); those rows
+// were already predicted slow (+2% to +16%, Narayanan's Table 1), so describing what ran moved them 0.5-1.0 point up:
+// Narayanan Table 1 7.7/15.9/6.9/15.0% -> 8.7/16.5/7.9/15.5%, Korthikanti Table 5 10.5/14.5/9.7/13.6% ->
+// 11.1/15.1/10.3/14.2%, Korthikanti's abstract 7.2/8.8/7.1/8.6% -> 7.6/9.5/7.5/9.3%. A change that makes any of them
+// worse by more than half a point fails here. A group the guard does not know fails with the line to add.
 struct Reached {
   double cross_validated_mean, cross_validated_max, in_sample_mean, in_sample_max;
 };
 const std::map<std::string, Reached> kReached = {
-    {"narayanan2021-table1", {0.077, 0.159, 0.069, 0.150}},
-    {"korthikanti2022-table5", {0.105, 0.145, 0.097, 0.136}},
-    {"korthikanti2022-abstract", {0.072, 0.088, 0.071, 0.086}},
+    {"narayanan2021-table1", {0.087, 0.165, 0.079, 0.155}},
+    {"korthikanti2022-table5", {0.111, 0.151, 0.103, 0.142}},
+    {"korthikanti2022-abstract", {0.076, 0.095, 0.075, 0.093}},
     {"dubey2024-llama3-table4", {0.055, 0.073, 0.055, 0.072}},
     {"megatron-readme-h100-2024", {0.078, 0.118, 0.074, 0.112}},
     {"llmfoundry-mpt-h100-2024", {0.083, 0.145, 0.068, 0.132}},

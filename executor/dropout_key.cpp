@@ -1,0 +1,64 @@
+#include "executor/dropout_key.hpp"
+
+#include <algorithm>
+#include <array>
+#include <stdexcept>
+
+#include <fmt/format.h>
+
+#include "strategies/rank_layout.hpp"
+
+namespace twin::exec {
+
+std::uint64_t dropout_subsequence(int step, int layer, OpRole role) {
+  if (step < 0) throw std::logic_error(fmt::format("dropout: step {} is negative", step));
+  const auto site = [&](std::uint64_t within_layer) {
+    if (layer < 0 || layer >= (1 << 30))
+      throw std::logic_error(fmt::format("dropout: layer {} of a residual is outside the model", layer));
+    return 1 + 2 * static_cast<std::uint64_t>(layer) + within_layer;
+  };
+  std::uint64_t low = 0;
+  if (role == OpRole::attention_residual) {
+    low = site(0);
+  } else if (role == OpRole::mlp_residual) {
+    low = site(1);
+  } else if (role != OpRole::embedding) {
+    throw std::logic_error("dropout: op role " + to_string(role) + " applies no hidden dropout");
+  }
+  return static_cast<std::uint64_t>(step) << 32 | low;
+}
+
+namespace {
+// The runs of all the micro-batch's rows here, before the window.
+std::vector<BatchRowRun> all_runs(const MicroBatchRows& m) {
+  const std::int64_t first_token = m.first_sequence * m.seq_length;
+  if (m.context_parallel_size == 1) return {{0, m.sequences * m.local_length - m.first_row, first_token + m.first_row}};
+  if (m.first_row != 0 || m.local_length % 2 != 0)
+    throw std::invalid_argument("dropout rows: a context-parallel micro-batch's rows are two whole chunks a sequence");
+  const std::int64_t chunk = m.local_length / 2;
+  const std::array<int, 2> chunks = context_chunks_of(m.context_parallel_rank, m.context_parallel_size);
+  std::vector<BatchRowRun> runs;
+  for (std::int64_t sequence = 0; sequence < m.sequences; ++sequence)
+    for (std::size_t half = 0; half < chunks.size(); ++half)
+      runs.push_back({sequence * m.local_length + static_cast<std::int64_t>(half) * chunk, chunk,
+                      first_token + sequence * m.seq_length + chunks[half] * chunk});
+  return runs;
+}
+}  // namespace
+
+std::vector<BatchRowRun> batch_row_runs(const MicroBatchRows& m) {
+  const std::vector<BatchRowRun> runs = all_runs(m);
+  const std::int64_t total = runs.empty() ? 0 : runs.back().first_row + runs.back().rows;
+  if (m.window_first < 0 || m.window_rows <= 0 || m.window_first + m.window_rows > total)
+    throw std::invalid_argument(fmt::format("dropout rows: rows [{}, {}) are not among the micro-batch's {} rows",
+                                            m.window_first, m.window_first + m.window_rows, total));
+  const std::int64_t lo = m.window_first, hi = m.window_first + m.window_rows;
+  std::vector<BatchRowRun> out;
+  for (const BatchRowRun& run : runs) {
+    const std::int64_t begin = std::max(run.first_row, lo), end = std::min(run.first_row + run.rows, hi);
+    if (end > begin) out.push_back({begin - lo, end - begin, run.first_token + (begin - run.first_row)});
+  }
+  return out;
+}
+
+}  // namespace twin::exec
