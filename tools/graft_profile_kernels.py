@@ -20,8 +20,9 @@ time ~ clock^-e, GEMMs e = 1, attention forward 0.43 and backward 0.60, every ot
 import argparse
 import copy
 import json
-import os
 import sys
+
+from profile_file import write_profile
 
 # cost/sm_clock.hpp: kAttentionForwardClockExponent, kAttentionBackwardClockExponent; GEMMs follow the cycle law.
 EXPONENTS = {"gemm": 1.0, "attention_forward": 0.43, "attention_backward": 0.60}
@@ -119,11 +120,7 @@ def main():
         "command": "python3 tools/graft_profile_kernels.py --part {} --source {} --into {}".format(
             args.part, args.source, args.into),
     }
-    temporary = args.out + ".tmp"
-    with open(temporary, "w") as f:
-        json.dump(target, f, indent=2, sort_keys=True)
-        f.write("\n")
-    os.replace(temporary, args.out)
+    write_profile(target, args.out)
     print(f"{args.out}: {what}")
 
 
