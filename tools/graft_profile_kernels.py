@@ -6,13 +6,15 @@ time ~ clock^-e, GEMMs e = 1, attention forward 0.43 and backward 0.60, every ot
 --part attention: the target keeps everything but its micro-benchmarked attention (entries without a `source`, and the
   fitted attention curves): those become the source's, moved from the source's reference clock to the target's, and
   the target says `attention_at_reference_clock`; the source's sustained-clock curve comes with them (the training
-  clock that pricing moves attention to). Entries a traced run measured (`source`) are kept: they are in-training
-  times, priced as measured.
+  clock pricing moves attention and GEMMs to, where no traced shape is in `measured`: a folded profile's traces keep
+  the curve off, and attention is priced at the reference clock, as its GEMMs). Entries a traced run measured
+  (`source`) are kept: they are in-training times, priced as measured. Shipped for h200-x2 and h200-x4 (2026-11-30).
 --part kernels: the target's whole per-GPU section becomes the source's (kernels, reference clock, curve, attention at
   its reference clock); the target keeps its collectives, interference and memory (outside the section), its rank
   drift, and the entries of its own increments (provenance.increments_kept.kinds) that the source lacks, moved from
   the target's reference clock to the source's. The target's folded traces are dropped: they were in-situ ratios
-  against the old kernels' prices.
+  against the old kernels' prices. Tried for h200-x2 and h200-x4 on 2026-11-30, not shipped (docs/ACCURACY.md,
+  "Clock-probed kernels for `h200-x2` and `h200-x4`").
 
   python3 tools/graft_profile_kernels.py --part attention --source cost/profiles/h200-x1.json \
       --into cost/profiles/h200-x2.json --out /tmp/x2-attention.json --why "..."

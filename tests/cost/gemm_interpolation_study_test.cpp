@@ -19,7 +19,6 @@
 #include "cost/gemm_interpolation_error.hpp"
 #include "cost/profile.hpp"
 #include "cost/shipped_profiles.hpp"
-#include "cost/sm_clock.hpp"
 
 namespace twin {
 namespace {
@@ -56,12 +55,9 @@ std::vector<GemmPredictionError> only(const std::vector<GemmPredictionError>& er
 }
 
 // check.csv's rows: kind, shape "m=.. n=.. k=.. ta=.. tb=..", origin (quoted), ranks, size_B, measured_us
-// (at the checked profile's reference clock), predicted_us, ..., raw_us (as timed), clock_MHz (the SM clock probed
-// beside it), ... `printed_ns`, when given, receives the predicted_us column: what the check printed.
-// `reference_MHz` > 0: each time raw_us moved from its clock to that one by the GEMMs' cycle law (cost/sm_clock.hpp)
-// in place of measured_us, for a profile of another reference clock than the one the check ran against.
-std::vector<MeasuredGemm> check_shapes(const std::string& fixture, std::vector<double>* printed_ns = nullptr,
-                                       double reference_MHz = 0) {
+// (at the profile's reference clock), predicted_us, ... `printed_ns`, when given, receives the predicted_us
+// column: what the check printed.
+std::vector<MeasuredGemm> check_shapes(const std::string& fixture, std::vector<double>* printed_ns = nullptr) {
   std::ifstream in(std::string(TWIN_SOURCE_DIR) + "/tests/cost/fixtures/" + fixture);
   std::vector<MeasuredGemm> shapes;
   std::string line;
@@ -80,10 +76,7 @@ std::vector<MeasuredGemm> check_shapes(const std::string& fixture, std::vector<d
     if (fields.size() < 7) continue;
     if (std::sscanf(fields[1].c_str(), "m=%lld n=%lld k=%lld ta=%d tb=%d", &m, &n, &k, &ta, &tb) != 5) continue;
     g.m = m, g.n = n, g.k = k, g.transpose_a = ta == 1, g.transpose_b = tb == 1;
-    const double measured_us = reference_MHz > 0 && fields.size() > 11
-                                   ? time_at_sm_clock_ns(std::stod(fields[10]), std::stod(fields[11]), reference_MHz)
-                                   : std::stod(fields[5]);
-    shapes.push_back({g, measured_us * 1e3});
+    shapes.push_back({g, std::stod(fields[5]) * 1e3});
     if (printed_ns) printed_ns->push_back(std::stod(fields[6]) * 1e3);
   }
   return shapes;
@@ -119,28 +112,24 @@ struct CheckSet {
   const char* profile;
   const char* fixture;
   std::size_t shapes;
-  double mean_limit_pct, max_limit_pct;  // the figures in the comments
-  bool at_profile_clock = false;         // the check ran against another calibration: its raw times moved there
+  double mean_limit_pct, max_limit_pct;  // 2026-11-28 in the comments
 };
 
 TEST(GemmInterpolationStudy, ShapesTheChecksMeasuredApart) {
   const CheckSet sets[] = {
       {"h100-x1", "check-h100-x1-2026-11-28.csv", 16, 1.6, 4.0},        // one H100, 08:14 UTC: 1.36%, 3.6%
-      // Checked against h200-x1 of 2026-11-25 (one H200, 09:56 UTC: 1.30%, 3.8%; the shapes of
-      // tests/gpu/gemm_sweep.json on the same H200: 1.61%, 12.5%). No shipped profile carries those kernels since
-      // 2026-11-30 (h200-x4 and h200-x2 took h200-x1's of 2026-11-29): the same times, moved to its reference clock,
-      // against the grid of another H200 (2026-11-30: 1.55%, 3.2% and 1.47%, 9.3%).
-      {"h200-x1", "check-h200-x1-2026-11-28.csv", 15, 1.8, 3.6, true},
-      {"h200-x1", "check-sweep-h200-x1-2026-11-28.csv", 58, 1.7, 10.0, true},
+      // Checked against h200-x1 of 2026-11-25, whose kernels h200-x4 keeps (the times are at its reference clock).
+      {"h200-x4", "check-h200-x1-2026-11-28.csv", 15, 1.5, 4.2},        // one H200, 09:56 UTC: 1.30%, 3.8%
+      // The same H200, the shapes of tests/gpu/gemm_sweep.json: 1.61%, 12.5%.
+      {"h200-x4", "check-sweep-h200-x1-2026-11-28.csv", 58, 1.8, 13.0},
       // The calibration shipped as h200-x1 since 2026-11-29, checked in the same call (02:47 UTC): 1.89%, 4.0%.
       {"h200-x1", "check-h200-x1-2026-11-29.csv", 17, 2.1, 4.4},
   };
   for (const CheckSet& set : sets) {
+    const std::vector<MeasuredGemm> checked = check_shapes(set.fixture);
+    ASSERT_EQ(checked.size(), set.shapes) << set.fixture;
     const Profile profile = load_profile(set.profile);
     const GpuKernelProfile& kernels = profile.gpus.front();
-    const std::vector<MeasuredGemm> checked =
-        check_shapes(set.fixture, nullptr, set.at_profile_clock ? kernels.reference_sm_clock_MHz : 0);
-    ASSERT_EQ(checked.size(), set.shapes) << set.fixture;
     const auto errors = held_out_gemm_errors(kernels, *gpu_preset(kernels.gpu), checked);
     std::printf("%s from %s\n| shape | measured us | predicted us | error |\n|---|---|---|---|\n", set.fixture,
                 set.profile);
