@@ -15,9 +15,10 @@ duty points (four since 2026-11-28); the median duty is kept.
 """
 import argparse
 import json
-import os
 import statistics
 import sys
+
+from profile_file import write_profile
 
 
 def curves_of(path, gpu_name):
@@ -63,11 +64,7 @@ def main():
         sources += [path] * len(found)
     gpu["sustained_clock"] = median_curve(curves)
     target["provenance"]["sustained_clock_replaced"] = {"measurements": sources, "why": args.why}
-    temporary = args.into + ".tmp"
-    with open(temporary, "w") as f:
-        json.dump(target, f, indent=2, sort_keys=True)
-        f.write("\n")
-    os.replace(temporary, args.into)
+    write_profile(target, args.into)
     print(f"{args.into}: the median of {len(curves)} sustained-clock curves:",
           ", ".join(f"{p['gemm_duty']:.2f}: {p['sm_clock_MHz']:.0f} MHz" for p in gpu["sustained_clock"]["points"]))
 

@@ -8,8 +8,9 @@ For when the kernels were re-measured on one GPU and no machine of several GPUs 
 """
 import argparse
 import json
-import os
 import sys
+
+from profile_file import write_profile
 
 
 def main():
@@ -44,11 +45,7 @@ def main():
             target["provenance"][key] = provenance[key]
         else:
             target["provenance"].pop(key, None)
-    temporary = args.into + ".tmp"
-    with open(temporary, "w") as f:
-        json.dump(target, f, indent=2, sort_keys=True)
-        f.write("\n")
-    os.replace(temporary, args.into)
+    write_profile(target, args.into)
     print(f"{args.into}: kernels of {args.kernels} ({provenance['date_utc']})")
 
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Re-predict archived twin execute runs (each run folder: metrics.json, scenario.json) with one or more profiles:
 each run's plan simulated with `--plan-key`, its measured step time beside each prediction, then mean and max
-|error| per profile. Usage: python3 tools/repredict_runs.py TWIN RUNS_DIR PROFILE..."""
+|error| (predicted / measured - 1), the signed mean and Kendall's tau-b of predicted against measured per profile.
+Usage: python3 tools/repredict_runs.py TWIN RUNS_DIR PROFILE..."""
 import csv
 import glob
 import json
@@ -9,9 +10,34 @@ import os
 import subprocess
 import sys
 import tempfile
+
+
+def tau_b(xs, ys):
+    """Kendall's tau-b: concordant minus discordant pairs over the pairs not tied in each variable."""
+    concordant = discordant = tied_x = tied_y = 0
+    for i in range(len(xs)):
+        for j in range(i + 1, len(xs)):
+            dx, dy = xs[i] - xs[j], ys[i] - ys[j]
+            if dx == 0 and dy == 0:
+                continue
+            if dx == 0:
+                tied_x += 1
+            elif dy == 0:
+                tied_y += 1
+            elif (dx > 0) == (dy > 0):
+                concordant += 1
+            else:
+                discordant += 1
+    denominator = ((concordant + discordant + tied_x) * (concordant + discordant + tied_y)) ** 0.5
+    return (concordant - discordant) / denominator if denominator else float('nan')
+
+
 twin, runs_dir, profiles = sys.argv[1], sys.argv[2], sys.argv[3:]
 rows=[]
 for run in sorted(glob.glob(os.path.join(runs_dir, '*'))):
+    if not os.path.exists(os.path.join(run, 'metrics.json')):
+        print(f"{os.path.basename(run)}: no metrics.json (the run did not finish), left out", file=sys.stderr)
+        continue
     m=json.load(open(os.path.join(run,'metrics.json'))); meas=m['measured']['iteration_s']; key=m['plan']
     preds=[]
     for p in profiles:
@@ -25,5 +51,7 @@ for run in sorted(glob.glob(os.path.join(runs_dir, '*'))):
 for name, meas, preds in rows:
     print(f"{name[:60]:60s} {meas:.4f} " + " ".join(f"{p:.4f} ({(p/meas-1)*100:+.1f}%)" for p in preds))
 for i,p in enumerate(profiles):
-    errs=[abs(r[2][i]/r[1]-1) for r in rows]
-    print(p, f"mean |error| {100*sum(errs)/len(errs):.2f}% max {100*max(errs):.2f}%")
+    signed=[r[2][i]/r[1]-1 for r in rows]
+    errs=[abs(e) for e in signed]
+    tau=tau_b([r[1] for r in rows], [r[2][i] for r in rows])
+    print(p, f"mean |error| {100*sum(errs)/len(errs):.2f}% max {100*max(errs):.2f}% signed {100*sum(signed)/len(signed):+.2f}% tau-b {tau:.3f}")

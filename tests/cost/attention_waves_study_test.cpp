@@ -5,8 +5,10 @@
 // shapes timed 14 minutes earlier in call 1; `new-*` six shapes of the Qwen3-MoE-shaped scenario with 32 to 128
 // (batch x head) pairs at seq 2,048 that `twin calibrate --scenario` timed on 2026-11-29 07:25 UTC (docs/ACCURACY.md,
 // "QK-norm as fast as priced"), as timed at ~1,965 MHz and scaled to call 2's reference clock by the attention clock
-// exponents of cost/sm_clock.hpp). Each figure twice: the tile-and-wave carrier (cost/attention_waves.hpp,
-// what twin prices with) and the efficiency curve it replaced, both interpolated in the same shape space. Run
+// exponents of cost/sm_clock.hpp; `grid-2026-11-25` the 16 micro-benchmarked attention shapes of the h200-x1 of
+// 2026-11-25, as timed, which h200-x2 and h200-x4 carried until 2026-11-30). Each figure twice: the tile-and-wave
+// carrier (cost/attention_waves.hpp, what twin prices with) and the efficiency curve it replaced, both interpolated
+// in the same shape space. Run
 // `build/tests/test_cost --gtest_filter='AttentionWaves*'` to print the tables. The limits sit a little above the
 // figures of 2026-11-29 so that a change that makes them worse fails here.
 #include <gtest/gtest.h>
@@ -23,7 +25,6 @@
 #include "cost/kernel_predictor.hpp"
 #include "cost/profile.hpp"
 #include "cost/shape_space.hpp"
-#include "cost/shipped_profiles.hpp"
 
 namespace twin {
 namespace {
@@ -169,22 +170,18 @@ TEST(AttentionWavesStudy, TheShippedTilingLeavesTheLeastErrorOnTheGrid) {
 }
 
 // The same two carriers from the attention grid of h200-x1 of 2026-11-25 (its 16 micro-benchmarked shapes, timed as
-// they ran, ~1,950 MHz; h200-x4 keeps those kernels since h200-x1 was re-shipped on 2026-11-29): each left out in
-// turn, then the six newer shapes as timed. Printed, not held (another calibration's grid, not the one the tiling
-// was chosen on): 2026-11-29, left out 10.1% / 21.8% against the curve's 15.4% / 45.9%; the six 4.05% / 7.1%
-// against 3.87% / 7.4%.
+// they ran, ~1,950 MHz; h200-x4 and h200-x2 kept those kernels until 2026-11-30, and the fixture's set
+// `grid-2026-11-25` holds them, with that profile's fitted curves below): each left out in turn, then the six newer
+// shapes as timed. Printed, not held (another calibration's grid, not the one the tiling was chosen on): 2026-11-29,
+// left out 10.1% / 21.8% against the curve's 15.4% / 45.9%; the six 4.05% / 7.1% against 3.87% / 7.4%.
 TEST(AttentionWavesStudy, TheShippedH200GridAndTheNewerShapes) {
   const GpuSpec gpu = *gpu_preset("H200-141GB");
-  GpuKernelProfile shipped = load_profile("h200-x4").gpus.front();
-  GpuKernelProfile bare = shipped;
-  std::erase_if(bare.measured, [](const auto& entry) { return entry.first.starts_with("attention_"); });
-  index_measured_shapes(bare);
+  GpuKernelProfile bare = profile_of({});
+  bare.attention_forward = {0.5322174336651627, 5435278961.889412};
+  bare.attention_backward = {0.430760573024278, 14959933773.633696};
   const auto curve = [&](const Op& o) { return benchmark_kernel_time_ns(bare, gpu, o); };
-  std::vector<Row> grid;
-  for (const MeasuredKernelShape& m : shipped.measured_kernels)
-    if (m.op.kind == OpKind::attention_forward || m.op.kind == OpKind::attention_backward)
-      grid.push_back({"grid", m.op, m.time_ns});
-  ASSERT_EQ(grid.size(), 16u);  // its 16 micro-benchmarked shapes: the trace entries are no benchmark
+  const std::vector<Row> grid = of_set(fixture(), "grid-2026-11-25");
+  ASSERT_EQ(grid.size(), 16u);
   const auto errors = [&](const std::vector<Row>& from, const Row& r, Priced& out) {
     std::vector<MeasuredKernelShape> measured;
     for (const Row& g : from) measured.push_back({g.op, g.time_ns});

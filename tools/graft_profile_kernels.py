@@ -1,0 +1,130 @@
+#!/usr/bin/env python3
+"""Build a multi-GPU profile candidate from measurements of a clock-probed calibration of the same GPU kind (issue 37):
+nothing fitted, every time moved between reference clocks by the project's own clock law (cost/sm_clock.hpp:
+time ~ clock^-e, GEMMs e = 1, attention forward 0.43 and backward 0.60, every other kind 0).
+
+--part attention: the target keeps everything but its micro-benchmarked attention (entries without a `source`, and the
+  fitted attention curves): those become the source's, moved from the source's reference clock to the target's, and
+  the target says `attention_at_reference_clock`; the source's sustained-clock curve comes with them (the training
+  clock pricing moves attention and GEMMs to, where no traced shape is in `measured`: a folded profile's traces keep
+  the curve off, and attention is priced at the reference clock, as its GEMMs). Entries a traced run measured
+  (`source`) are kept: they are in-training times, priced as measured. Shipped for h200-x2 and h200-x4 (2026-11-30).
+--part kernels: the target's whole per-GPU section becomes the source's (kernels, reference clock, curve, attention at
+  its reference clock); the target keeps its collectives, interference and memory (outside the section), its rank
+  drift, and the entries of its own increments (provenance.increments_kept.kinds) that the source lacks, moved from
+  the target's reference clock to the source's. The target's folded traces are dropped: they were in-situ ratios
+  against the old kernels' prices. Tried for h200-x2 and h200-x4 on 2026-11-30, not shipped (docs/ACCURACY.md,
+  "Clock-probed kernels for `h200-x2` and `h200-x4`").
+
+  python3 tools/graft_profile_kernels.py --part attention --source cost/profiles/h200-x1.json \
+      --into cost/profiles/h200-x2.json --out /tmp/x2-attention.json --why "..."
+"""
+import argparse
+import copy
+import json
+import sys
+
+from profile_file import write_profile
+
+# cost/sm_clock.hpp: kAttentionForwardClockExponent, kAttentionBackwardClockExponent; GEMMs follow the cycle law.
+EXPONENTS = {"gemm": 1.0, "attention_forward": 0.43, "attention_backward": 0.60}
+ATTENTION_KINDS = ("attention_forward", "attention_backward")
+
+
+def kind_of(key):
+    return key.split(":", 1)[0]
+
+
+def moved(entry, from_MHz, to_MHz, exponent):
+    """The measurement at from_MHz as it would run at to_MHz (time_at_sm_clock_ns: t * (from / to)^e)."""
+    out = dict(entry)
+    factor = (from_MHz / to_MHz) ** exponent
+    for field in ("median_ns", "p10_ns", "p90_ns"):
+        if field in out:
+            out[field] = entry[field] * factor
+    return out
+
+
+def only_gpu(profile, path):
+    if len(profile["gpus"]) != 1:
+        sys.exit(f"{path}: one GPU kind expected, found {len(profile['gpus'])}")
+    return profile["gpus"][0]
+
+
+def graft_attention(source, target):
+    src, dst = source["gpus"][0], target["gpus"][0]
+    if not src.get("attention_at_reference_clock"):
+        sys.exit("the source's attention was not timed at its reference clock (attention_at_reference_clock)")
+    src_MHz, dst_MHz = src["reference_sm_clock_MHz"], dst["reference_sm_clock_MHz"]
+    measured = {k: v for k, v in dst["measured"].items() if kind_of(k) not in ATTENTION_KINDS or v.get("source")}
+    replaced = len(dst["measured"]) - len(measured)
+    added = 0
+    for key, entry in src["measured"].items():
+        kind = kind_of(key)
+        if kind in ATTENTION_KINDS and not entry.get("source") and key not in measured:
+            measured[key] = moved(entry, src_MHz, dst_MHz, EXPONENTS[kind])
+            added += 1
+    dst["measured"] = measured
+    for kind in ATTENTION_KINDS:  # the curve's peak fraction: time ~ 1 / peak
+        curve = dict(src[kind])
+        curve["peak"] = curve["peak"] * (dst_MHz / src_MHz) ** EXPONENTS[kind]
+        dst[kind] = curve
+    dst["attention_at_reference_clock"] = True
+    dst["sustained_clock"] = src["sustained_clock"]
+    return f"{replaced} attention entries replaced by {added} of the source's, moved {src_MHz:.0f} -> {dst_MHz:.0f} MHz"
+
+
+def graft_kernels(source, target):
+    src, dst = source["gpus"][0], target["gpus"][0]
+    src_MHz, dst_MHz = src["reference_sm_clock_MHz"], dst["reference_sm_clock_MHz"]
+    section = copy.deepcopy(src)
+    if "rank_drift" in dst:
+        section["rank_drift"] = dst["rank_drift"]
+    kinds = target["provenance"].get("increments_kept", {}).get("kinds", [])
+    added = 0
+    for key, entry in dst["measured"].items():
+        if entry.get("source") or key in section["measured"]:
+            continue
+        if not any(k in key for k in kinds):
+            continue
+        section["measured"][key] = moved(entry, dst_MHz, src_MHz, EXPONENTS.get(kind_of(key), 0.0))
+        added += 1
+    target["gpus"] = [section]
+    provenance = source["provenance"]
+    for key in ("kernels", "attention", "kernel_revisions", "gemm_reference_sm_clock_MHz", "sustained_clock_replaced"):
+        if key in provenance:
+            target["provenance"][key] = provenance[key]
+    target["provenance"]["kernels_replaced"] = {
+        key: provenance[key] for key in ("command", "date_utc", "gemm_best_tflops", "gemm_shapes_measured")}
+    target["provenance"]["kernels_replaced"]["from"] = "the per-GPU section below (provenance.grafted)"
+    return (f"the source's per-GPU section, the target's rank drift and {added} entries of its increments "
+            f"({', '.join(kinds) or 'none'}) moved {dst_MHz:.0f} -> {src_MHz:.0f} MHz")
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--part", required=True, choices=["attention", "kernels"])
+    parser.add_argument("--source", required=True, help="clock-probed profile of the same GPU kind")
+    parser.add_argument("--into", required=True, help="the multi-GPU profile the candidate starts from")
+    parser.add_argument("--out", required=True, help="the candidate (written atomically; may be --into)")
+    parser.add_argument("--why", required=True, help="recorded in provenance.grafted")
+    args = parser.parse_args()
+    with open(args.source) as f:
+        source = json.load(f)
+    with open(args.into) as f:
+        target = json.load(f)
+    if only_gpu(source, args.source)["gpu"] != only_gpu(target, args.into)["gpu"]:
+        sys.exit(f"{args.source} and {args.into} measure different GPUs")
+    what = graft_attention(source, target) if args.part == "attention" else graft_kernels(source, target)
+    target["provenance"]["grafted"] = {
+        "part": args.part, "from": args.source, "from_command": source["provenance"]["command"],
+        "from_date_utc": source["provenance"]["date_utc"], "what": what, "why": args.why,
+        "command": "python3 tools/graft_profile_kernels.py --part {} --source {} --into {}".format(
+            args.part, args.source, args.into),
+    }
+    write_profile(target, args.out)
+    print(f"{args.out}: {what}")
+
+
+if __name__ == "__main__":
+    main()
