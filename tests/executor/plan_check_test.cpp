@@ -214,6 +214,18 @@ TEST(PlanCheck, RunsPerLayerPlansOfTheirOwnLayouts) {
             "/family_plan/detail/layers/3");
 }
 
+// Hidden dropout under a per-layer plan: its Ulysses layers failed on two H200s (2026-11-30 03:44 UTC), so the plan
+// check refuses a Ulysses layer with it, at the layer's layout; Megatron layouts pass.
+TEST(PlanCheck, RefusesUlyssesLayersWithHiddenDropout) {
+  const LayerStrategy tp2{{2, false}, 0, Recompute::none}, ulysses2{{2, true}, 0, Recompute::none};
+  Plan megatron = parse_plan(pinned_plan_json({tp2, tp2, tp2, tp2}), kFile);
+  megatron.scenario.model.hidden_dropout = 0.1;
+  EXPECT_EQ(refusal_path(megatron), "");
+  Plan ulysses = parse_plan(pinned_plan_json({tp2, ulysses2, tp2, tp2}), kFile);
+  ulysses.scenario.model.hidden_dropout = 0.1;
+  EXPECT_EQ(refusal_path(ulysses), "/family_plan/detail/layers/1/layout");
+}
+
 // An asymmetric plan as twin simulate writes it for a scenario pinning it (strategy.pipelines).
 Plan asymmetric_plan_file(const Scenario& scenario) {
   IterationGraph graph;
