@@ -15,8 +15,7 @@ void Fp8Linears::reduce_gathered_amax(const OpPass& p) {
   const Op& op = p.op;
   if (fp8_.recipe != Fp8Recipe::tensorwise)
     throw std::logic_error("executor: an amax all-reduce over TP under " + to_string(fp8_.recipe) + " scaling");
-  const LinearTensors t = linear_tensors(p.binding.subject);
-  const Act source = op.linear_tensor == LinearTensor::output_gradient ? t.d_output : t.input;
+  const Act source = fp8_source_name(p.binding.subject, op.linear_tensor);
   // The copies the cast after this op fills (made here: the record holds the maxima until then).
   const Fp8Copies copies = activation(p, op.linear_tensor, op.rows, op.cols, true);
   kernels::fp8_amax_partials(static_cast<const bf16*>(tensors_.get(p.mb, p.unit, source)), op.rows, op.cols,

@@ -34,6 +34,11 @@ Act fp8_name(OpRole linear, LinearTensor tensor) {
   throw std::logic_error("executor: an FP8 activation that is neither a linear's input nor its output gradient");
 }
 
+Act fp8_source_name(OpRole linear, LinearTensor tensor) {
+  const LinearTensors t = linear_tensors(linear);
+  return tensor == LinearTensor::output_gradient ? t.d_output : t.input;
+}
+
 Act fp8_gathered_name(OpRole linear, LinearTensor tensor) {
   const Act cast = fp8_name(linear, tensor);
   return {cast.tensor, tensor == LinearTensor::input ? Form::fp8_gathered : Form::fp8_gradient_gathered};
@@ -213,9 +218,8 @@ void Fp8Linears::cast(const OpPass& p) {
     if (op.kind != OpKind::fp8_cast) throw std::logic_error("executor: an FP8 weight cast that is no fp8_cast op");
     return cast_weights(op.fp8_recipe, p.stream);
   }
-  const LinearTensors t = linear_tensors(p.binding.subject);
   const bool gradient = op.linear_tensor == LinearTensor::output_gradient;
-  const Act source = gradient ? t.d_output : t.input;
+  const Act source = fp8_source_name(p.binding.subject, op.linear_tensor);
   const Fp8Copies copies = activation(p, op.linear_tensor, op.rows, op.cols, true);
   gpu::Fp8Cast call{static_cast<const bf16*>(tensors_.get(p.mb, p.unit, source)), op.rows, op.cols,
                     gradient ? gradient_type() : kernels::Fp8Type::e4m3, copies.rowwise,

@@ -70,8 +70,10 @@ struct Fp8Layout {
 };
 // The layout of `tensor`'s FP8 copies under `recipe` (its blocks: gpu::fp8_cast_blocks).
 Fp8Layout fp8_layout(Fp8Recipe recipe, LinearTensor tensor, std::int64_t rows, std::int64_t cols);
-// The store's names of a linear's FP8 input or output gradient: as cast, and as gathered over TP.
+// The store's names of a linear's FP8 input or output gradient: as cast, and as gathered over TP; and the bf16
+// tensor the cast (and, under SP, the amax before it) reads.
 Act fp8_name(OpRole linear, LinearTensor tensor);
+Act fp8_source_name(OpRole linear, LinearTensor tensor);
 Act fp8_gathered_name(OpRole linear, LinearTensor tensor);
 
 // One FP8 GEMM of a linear: the problem (m, n, k, E5M2 from the op's GemmShape; each operand's blocks from the
