@@ -21,10 +21,6 @@ RUNS = [("one-gpu-a", 1, {}, ()), ("one-gpu-b", 1, {}, ()), ("tp2-a", 2, TP2, ()
         ("tp2-deterministic", 2, TP2, ec.DETERMINISTIC_ATTENTION)]
 
 
-def largest_difference(losses, baseline, steps):
-    return max(abs(a / b - 1) for a, b in list(zip(losses, baseline))[:steps])
-
-
 def main():
     ec.PROFILE = "h200-x1"
     args, log = ec.family_check_arguments(__doc__, "gpt_spike_check", gpus=2)
@@ -41,7 +37,8 @@ def main():
             continue
         losses = [s["loss"] for s in metrics["steps"]]
         baseline = baseline or losses
-        early, whole = largest_difference(losses, baseline, 28), largest_difference(losses, baseline, len(losses))
+        early = ec.curve_differences(losses[:28], baseline[:28])[1]  # the steps before the spike
+        whole = ec.curve_differences(losses, baseline)[1]
         results[name] = {"losses": losses, "early": early, "whole": whole}
         attention = "deterministic" if execute_args else "default"
         lines.append(f"| {name} | {gpus} | {attention} | {losses[-1]:.4f} | {early:.2e} | {whole:.2e} |")
