@@ -107,11 +107,6 @@ class UnitMaker {
 
   // Layer `l`'s unit, and after it its experts unit when the layer is an MoE layer.
   std::vector<ParameterUnitLayout> layer(int l) const {
-    // Megatron-Core divides the key-value groups over TP (num_query_groups_per_partition); the search offers no
-    // other split (strategies/validity.cpp), but a pinned one reaches here.
-    if (m_.num_query_groups % tp_ != 0)
-      throw std::invalid_argument("num_query_groups " + std::to_string(m_.num_query_groups) +
-                                  " not divisible by tensor_model_parallel_size " + std::to_string(tp_));
     const std::int64_t h = shapes_.h, d = shapes_.d, heads_l = shapes_.heads, groups_l = shapes_.groups;
     const std::int64_t heads = heads_l * tp_, groups = groups_l * tp_, ffn_l = shapes_.ffn, ffn = ffn_l * tp_;
     const int t = t_;
