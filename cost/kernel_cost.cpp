@@ -145,6 +145,7 @@ double memory_bound_bytes(const Op& op) {
     case OpKind::moe_permute:
     case OpKind::moe_unpermute:
     case OpKind::fp8_cast:
+    case OpKind::fp8_transpose:  // the gathered rows read and their transpose written, a byte an element each
       return op.bytes;
     case OpKind::norm_forward:
     case OpKind::norm_backward:
@@ -191,6 +192,7 @@ double memory_bound_bytes(const Op& op) {
     case OpKind::moe_permute:
     case OpKind::moe_unpermute:
     case OpKind::fp8_cast:
+    case OpKind::fp8_transpose:
     case OpKind::all_reduce:
     case OpKind::all_gather:
     case OpKind::reduce_scatter:
