@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "core/input_file.hpp"
+#include "core/splitmix.hpp"
 #include "core/model.hpp"
 #include "core/model_limits.hpp"
 
@@ -28,10 +29,9 @@ class SplitMix64 {
  public:
   explicit SplitMix64(std::uint64_t seed) : state_(seed) {}
   std::uint64_t next() {
-    std::uint64_t z = (state_ += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return z ^ (z >> 31);
+    const std::uint64_t out = splitmix64(state_);
+    state_ += kSplitMixIncrement;
+    return out;
   }
   double uniform() { return static_cast<double>(next() >> 11) * 0x1.0p-53; }  // [0, 1)
   double normal() {  // Box-Muller

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "core/op_kinds.hpp"
+#include "cost/attention_dropout.hpp"
 #include "cost/attention_waves.hpp"
 #include "cost/gemm_predictor.hpp"
 #include "cost/in_situ.hpp"
@@ -199,6 +200,12 @@ double benchmark_kernel_time_ns(const GpuKernelProfile& kernels, const GpuSpec& 
   }
   if (auto found = kernels.measured.find(kernel_shape_key(op)); found != kernels.measured.end())
     if (const double benchmark_ns = benchmark_time_ns(found->second); benchmark_ns > 0) return benchmark_ns;
+  if (fused_attention_dropout(op)) {  // unmeasured with its draws: the same attention without them, plus the draws
+    Op plain = op;
+    plain.attention.dropout = false;
+    plain.dropout = 0;
+    return benchmark_kernel_time_ns(kernels, gpu, plain) + fused_attention_dropout_ns(op, gpu, kernels);
+  }
   return model_time_ns(kernels, gpu, op);
 }
 

@@ -6,6 +6,7 @@
 
 #include <fmt/format.h>
 
+#include "cost/attention_dropout.hpp"
 #include "cost/profile.hpp"
 
 namespace twin {
@@ -30,7 +31,7 @@ std::string kernel_shape_key(const Op& op) {
       const AttentionShape& a = op.attention;
       return fmt::format("{}:b={},h={},kvh={},sq={},skv={},d={},causal={},flash={}{}{}{}{}", kind, a.batch, a.heads,
                          a.kv_heads, a.seq_q, a.seq_kv, a.head_dim, int(a.causal), int(a.flash),
-                         a.dropout ? ",dropout=1" : "", a.cudnn ? ",cudnn=1" : "",
+                         drops_attention_probabilities(op) ? ",dropout=1" : "", a.cudnn ? ",cudnn=1" : "",
                          a.window > 0 ? fmt::format(",window={}", a.window) : std::string(),
                          a.v_head_dim > 0 && a.v_head_dim != a.head_dim ? fmt::format(",dv={}", a.v_head_dim)
                                                                        : std::string());

@@ -6,6 +6,7 @@
 #include <charconv>
 #include <cmath>
 
+#include "cost/attention_dropout.hpp"
 #include "cost/profile.hpp"
 
 namespace twin {
@@ -19,13 +20,13 @@ std::optional<OpKind> compute_kind_named(std::string_view name) {
   return std::nullopt;
 }
 
-// A key's `dropout=1`: unfused attention's dropout kernel over the scores, or an elementwise or embedding op's hidden
-// dropout, whose probability the key does not state (any above 0 names the kernel; 0.1, Megatron's default, here).
+// A key's `dropout=1`: attention that drops its probabilities (unfused: a dropout kernel over the scores; fused: the
+// kernel's own draws), or an elementwise or embedding op's hidden dropout, whose probability the key does not state
+// (any above 0 names the kernel; 0.1, Megatron's default, here).
 void set_dropout(Op& op, bool dropout) {
-  if (op.kind == OpKind::attention_forward || op.kind == OpKind::attention_backward)
-    op.attention.dropout = dropout;
-  else
-    op.dropout = dropout ? 0.1f : 0.f;
+  const bool attention = op.kind == OpKind::attention_forward || op.kind == OpKind::attention_backward;
+  if (attention && !op.attention.flash) op.attention.dropout = dropout;
+  op.dropout = dropout ? 0.1f : 0.f;
 }
 
 // Sets the field `name` of `op` to `value`; false for a name no key uses.
@@ -94,8 +95,8 @@ bool set_dtype_field(Op& op, std::string_view name, std::string_view value) {
 }
 
 bool is_gemm(const Op& op) { return op.kind == OpKind::gemm || op.kind == OpKind::moe_router; }
-// Attention's dropout probability (Op::dropout) picks no kernel of its own in flash attention's keys and variants:
-// only the unfused kernel's `dropout` flag does.
+// Attention that drops its probabilities is a kernel of its own, fused or not (cost/attention_dropout.hpp: fused, the
+// draws cost up to twice the forward); the probability itself picks none.
 bool is_attention(const Op& op) {
   return op.kind == OpKind::attention_forward || op.kind == OpKind::attention_backward;
 }
@@ -110,7 +111,7 @@ int variant(const Op& op) {
   // each is, as capped losses do among plain ones: their keys tell them apart where a calibration timed them
   // (kernel_shape_key), and a shape measured for one function still carries the other's neighbourhood.
   return int(is_gated(op.activation)) | int(op.attention.causal) << 1 | int(op.attention.flash) << 2 |
-         int(op.attention.dropout) << 3 | int(op.attention.cudnn) << 4 | int(op.fuses_residual) << 5 |
+         int(drops_attention_probabilities(op)) << 3 | int(op.attention.cudnn) << 4 | int(op.fuses_residual) << 5 |
          int(op.attention.window > 0) << 6 |  // a windowed kernel skips whole tiles: another variant
          int(op.normalization == Normalization::layernorm) << 7 |  // LayerNorm's kernels are not RMSNorm's
          int(op.fp8_recipe) << 8 |  // each FP8 recipe's cast is its own kernel (1 or 2 passes, per tensor or block)

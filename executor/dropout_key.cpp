@@ -5,7 +5,9 @@
 
 #include <fmt/format.h>
 
+#include "core/splitmix.hpp"
 #include "executor/context_rows.hpp"
+#include "strategies/rank_layout.hpp"
 
 namespace twin::exec {
 
@@ -25,6 +27,16 @@ std::uint64_t dropout_subsequence(int step, int layer, OpRole role) {
     throw std::logic_error("dropout: op role " + to_string(role) + " applies no hidden dropout");
   }
   return static_cast<std::uint64_t>(step) << 32 | low;
+}
+
+std::int64_t attention_dropout_seed(std::uint64_t seed, int step, int layer, int micro_batch, std::int64_t first_row,
+                                    const RankCoordinates& at, int unit_tp_rank) {
+  std::uint64_t h = splitmix64(seed);
+  for (const std::int64_t field : {std::int64_t{step}, std::int64_t{layer}, std::int64_t{micro_batch}, first_row,
+                                   std::int64_t{at.tp}, std::int64_t{at.cp}, std::int64_t{at.dp}, std::int64_t{at.pp},
+                                   std::int64_t{unit_tp_rank}})
+    h = splitmix64(h ^ static_cast<std::uint64_t>(field));
+  return static_cast<std::int64_t>(h >> 1);  // non-negative: cuDNN reads an int64
 }
 
 namespace {

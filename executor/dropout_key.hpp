@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/op.hpp"
+#include "strategies/rank_layout.hpp"
 
 namespace twin::exec {
 
@@ -39,5 +40,14 @@ struct MicroBatchRows {
 // The tensor's rows as runs of consecutive batch tokens, in row order, covering [0, window_rows). Throws
 // std::invalid_argument where the window is not inside the micro-batch's rows or a CP split is not in two chunks.
 std::vector<BatchRowRun> batch_row_runs(const MicroBatchRows& rows);
+
+// The Philox seed of one fused-attention call's dropout (cuDNN's RNG node, gpu/attention.hpp): a hash of the run's
+// seed, the step, the layer, the micro-batch, the call's first row among the micro-batch's rows here and the GPU's
+// coordinates in its part (`at`, with `unit_tp_rank`, its rank among the GPUs of the unit's own layout). A forward,
+// its recompute and its backward draw one mask; every other call, GPU and step its own. Unlike hidden dropout's, the
+// mask does not follow an element across layouts: cuDNN keys it by the element's place in the call's scores, as
+// Megatron draws attention dropout from a generator of each TP rank's own.
+std::int64_t attention_dropout_seed(std::uint64_t seed, int step, int layer, int micro_batch, std::int64_t first_row,
+                                    const RankCoordinates& at, int unit_tp_rank);
 
 }  // namespace twin::exec

@@ -32,9 +32,12 @@ std::optional<UnsupportedModelFeature> first_unsupported_feature(const ModelConf
   if (m.hidden_dropout > 0 && m.post_norms) return unsupported("hidden_dropout", "hidden dropout with post norms");
   if (m.hidden_dropout > 0 && m.hidden_size % 8 != 0)  // the kernels draw and move eight elements at a time
     return unsupported("hidden_dropout", "hidden dropout over a hidden size that is no multiple of 8");
-  // Attention dropout inside the fused kernels (cuDNN's SDPA with its Philox RNG node) is not built: docs/EXECUTOR.md
-  // "Dropout".
-  if (m.attention_dropout > 0) return unsupported("attention_dropout", "attention dropout in fused attention");
+  // Attention dropout runs inside cuDNN's fused attention (its SDPA dropout: a Philox RNG node, gpu/attention.hpp);
+  // MLA's attention calls take none, and cuDNN fuses no dropout with a sliding window.
+  if (m.attention_dropout > 0 && m.mla.enabled())
+    return unsupported("attention_dropout", "attention dropout with multi-latent attention");
+  if (m.attention_dropout > 0 && m.window_size > 0)
+    return unsupported("attention_dropout", "attention dropout with sliding-window attention");
   if (!is_fused_attention(m.attention_backend)) return unsupported("attention_backend", "unfused attention");
   return std::nullopt;
 }

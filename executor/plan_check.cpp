@@ -52,6 +52,16 @@ void check_window(const ModelConfig& m, const Strategy& s, const std::string& fi
                                s.context_parallel_size));
 }
 
+// Attention dropout runs in whole-sequence attention: context parallelism's ring calls attention per block of keys,
+// which draws no dropout (executor/gpu/context_ring_run.cpp).
+void check_attention_dropout(const ModelConfig& m, const Strategy& s, const std::string& file) {
+  if (m.attention_dropout == 0 || s.context_parallel_size == 1) return;
+  throw InputError(file, "/scenario/model/attention_dropout",
+                   fmt::format("0 with context_parallel_size {} (twin execute drops attention probabilities in "
+                               "whole-sequence attention only; the simulator prices the ring with dropout)",
+                               s.context_parallel_size));
+}
+
 // Post norms run at TP 1: under TP the post norm reads its branch after the row-parallel linear's reduction, a
 // path no run on two or more GPUs has checked yet (docs/EXECUTOR.md "Gemma and Nemotron shapes").
 void check_post_norms(const ModelConfig& m, const Strategy& s, const std::string& file) {
@@ -66,6 +76,7 @@ void check_post_norms(const ModelConfig& m, const Strategy& s, const std::string
 void check_model_under(const ModelConfig& m, const Strategy& s, const std::string& file) {
   check_mla(m, s, file);
   check_window(m, s, file);
+  check_attention_dropout(m, s, file);
   check_post_norms(m, s, file);
 }
 

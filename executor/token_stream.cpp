@@ -6,29 +6,21 @@
 #include <stdexcept>
 #include <string>
 
+#include "core/splitmix.hpp"
 #include "strategies/rank_layout.hpp"
 
 namespace twin::exec {
-namespace {
-
-std::uint64_t mix(std::uint64_t z) {
-  z += 0x9E3779B97F4A7C15ull;
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
-}  // namespace
 
 std::vector<std::int32_t> TokenStream::sequence(std::int64_t index, std::int64_t length) const {
   const std::uint64_t vocab = static_cast<std::uint64_t>(data_vocab());
   std::vector<std::int32_t> tokens(static_cast<std::size_t>(length + 1));
   // The length enters the state: sequences of two lengths with one index are unrelated.
-  std::uint64_t state = mix(seed ^ mix(static_cast<std::uint64_t>(index)) ^ mix(~static_cast<std::uint64_t>(length)));
+  std::uint64_t state = splitmix64(seed ^ splitmix64(static_cast<std::uint64_t>(index)) ^
+                                   splitmix64(~static_cast<std::uint64_t>(length)));
   std::uint64_t token = state % vocab;
   for (std::size_t i = 0; i < tokens.size(); ++i) {
     tokens[i] = static_cast<std::int32_t>(token);
-    state = mix(state);
+    state = splitmix64(state);
     const bool follows_rule = (state >> 32) % 10 != 0;
     token = follows_rule ? (1103 * token + 12345) % vocab : (state & 0xFFFFFFFFull) % vocab;
   }

@@ -17,6 +17,10 @@
 // Every backend runs a sliding window (AttentionDims::window, causal self-attention): cuDNN through the frontend's
 // left-bound band mask (gpu/attention.cpp), the kernels by skipping the key tiles left of the band. A window of at
 // least seq keys is the causal mask, and runs as it (the same plan).
+// The cuDNN backends also drop attention probabilities (AttentionDropout): the frontend's SDPA dropout, a Philox
+// Bernoulli RNG node over the [b, h, s, s_kv] probabilities keyed by a seed, the kept ones scaled by 1 / (1 - p);
+// the backward draws the same mask from the same seed. cuDNN takes no dropout with a sliding window, and the
+// kernels backend none at all: both throw std::invalid_argument.
 #pragma once
 #include <cstdint>
 #include <map>
@@ -30,6 +34,13 @@
 
 namespace twin::gpu {
 
+// Dropout of the attention probabilities: each dropped with `probability`, the mask Philox's under `seed` (offset 0),
+// so a forward, its recompute and its backward given the same seed use one mask. 0: none.
+struct AttentionDropout {
+  float probability = 0;
+  std::int64_t seed = 0;
+};
+
 class Attention {
  public:
   explicit Attention(AttentionImplementation backend);
@@ -40,18 +51,18 @@ class Attention {
   AttentionImplementation backend() const { return backend_; }
   // Enqueues on `stream`. The first call of a shape builds its cuDNN plan (host work, tens of ms).
   void forward(const kernels::bf16* q, const kernels::bf16* k, const kernels::bf16* v, kernels::bf16* o, float* lse,
-               const kernels::AttentionDims& dims, cudaStream_t stream);
+               const kernels::AttentionDims& dims, cudaStream_t stream, const AttentionDropout& dropout = {});
   // dq has q's layout (row stride q_row_stride), dk and dv k's. Scratch (rowsum(dO * O), cuDNN's fp32 dQ
   // and workspace) is allocated and freed stream-ordered on `stream`.
   void backward(const kernels::bf16* q, const kernels::bf16* k, const kernels::bf16* v, const kernels::bf16* o,
                 const kernels::bf16* dout, const float* lse, kernels::bf16* dq, kernels::bf16* dk, kernels::bf16* dv,
-                const kernels::AttentionDims& dims, cudaStream_t stream);
+                const kernels::AttentionDims& dims, cudaStream_t stream, const AttentionDropout& dropout = {});
 
  private:
   struct Plans;
   using ShapeKey = std::tuple<std::int64_t, std::int64_t, std::int64_t, int, int, int, std::int64_t, std::int64_t,
-                              std::int64_t, std::int64_t, bool, std::int64_t, std::int64_t, std::int64_t>;
-  Plans& plans_for(const kernels::AttentionDims& dims);
+                              std::int64_t, std::int64_t, bool, std::int64_t, std::int64_t, std::int64_t, float>;
+  Plans& plans_for(const kernels::AttentionDims& dims, float dropout);
 
   AttentionImplementation backend_;
   cudnnHandle_t handle_ = nullptr;

@@ -114,6 +114,22 @@ void GraphBuilder::reshape(std::int64_t x, std::int64_t y) {
   operations_.push_back(std::move(op));
 }
 
+void GraphBuilder::bernoulli(double keep_probability, std::int64_t seed, std::int64_t offset, std::int64_t y) {
+  Descriptor desc(CUDNN_BACKEND_RNG_DESCRIPTOR);
+  const cudnnRngDistribution_t distribution = CUDNN_RNG_DISTRIBUTION_BERNOULLI;
+  desc.set(CUDNN_ATTR_RNG_DISTRIBUTION, CUDNN_TYPE_RNG_DISTRIBUTION, 1, &distribution)
+      .set(CUDNN_ATTR_RNG_BERNOULLI_DIST_PROBABILITY, CUDNN_TYPE_DOUBLE, 1, &keep_probability)
+      .finalize();
+  Descriptor op(CUDNN_BACKEND_OPERATION_RNG_DESCRIPTOR);
+  op.set_descriptor(CUDNN_ATTR_OPERATION_RNG_YDESC, at(y))
+      .set_descriptor(CUDNN_ATTR_OPERATION_RNG_DESC, desc)
+      .set_descriptor(CUDNN_ATTR_OPERATION_RNG_SEED, at(seed))
+      .set_descriptor(CUDNN_ATTR_OPERATION_RNG_OFFSET_DESC, at(offset))
+      .finalize();
+  attributes_.push_back(std::move(desc));
+  operations_.push_back(std::move(op));
+}
+
 Descriptor GraphBuilder::finalize(cudnnHandle_t handle) {
   std::vector<cudnnBackendDescriptor_t> ops;
   for (const Descriptor& op : operations_) ops.push_back(op.raw());

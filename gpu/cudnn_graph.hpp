@@ -1,7 +1,7 @@
 // A small layer over cuDNN's backend (graph) API: tensors and operations declared by unique id, an
 // operation graph finalized into the first execution plan cuDNN's heuristics offer, and execution with
 // a variant pack. Only what the fused-attention graphs (gpu/attention.cpp) need: matmul, pointwise,
-// reduction and reshape operations. Every backend call is checked (TWIN_CUDNN_CHECK).
+// reduction, reshape and Bernoulli RNG operations. Every backend call is checked (TWIN_CUDNN_CHECK).
 #pragma once
 #include <cstdint>
 #include <map>
@@ -54,6 +54,9 @@ class GraphBuilder {
   void reduction(cudnnReduceTensorOp_t op, std::int64_t x, std::int64_t y);
   // y is x viewed with other dimensions and strides (a transpose of the last two here).
   void reshape(std::int64_t x, std::int64_t y);
+  // y = 1 with probability `keep_probability`, else 0, elementwise: cuDNN's Philox generator keyed by the int64
+  // tensors `seed` and `offset` (the frontend's RNG node, as its SDPA dropout lowers it).
+  void bernoulli(double keep_probability, std::int64_t seed, std::int64_t offset, std::int64_t y);
 
   // The operation graph, finalized on `handle`.
   Descriptor finalize(cudnnHandle_t handle);

@@ -184,10 +184,10 @@ kernels::AttentionDims attention_dims(const AttentionShape& shape) {
 }
 
 void launch(const AttentionForward& c, cudaStream_t stream) {
-  c.attention->forward(c.q, c.k, c.v, c.o, c.lse, c.dims, stream);
+  c.attention->forward(c.q, c.k, c.v, c.o, c.lse, c.dims, stream, c.dropout);
 }
 void launch(const AttentionBackward& c, cudaStream_t stream) {
-  c.attention->backward(c.q, c.k, c.v, c.o, c.d_o, c.lse, c.dq, c.dk, c.dv, c.dims, stream);
+  c.attention->backward(c.q, c.k, c.v, c.o, c.d_o, c.lse, c.dq, c.dk, c.dv, c.dims, stream, c.dropout);
 }
 
 }  // namespace twin::gpu

@@ -14,13 +14,13 @@
 #include <cuda_runtime.h>
 
 #include "core/op_kinds.hpp"
+#include "gpu/attention.hpp"
 #include "gpu/fp8_block_cast.hpp"
 #include "gpu/fp8_cast.hpp"
 #include "gpu/kernels.hpp"
 
 namespace twin::gpu {
 
-class Attention;
 using kernels::bf16;
 
 // rows x cols, RMSNorm (mean and bias unused) or LayerNorm; rstd (and mean) per row, kept for the backward. An
@@ -288,6 +288,7 @@ struct AttentionForward {
   bf16* o = nullptr;
   float* lse = nullptr;
   kernels::AttentionDims dims;
+  AttentionDropout dropout;  // the op's attention dropout and its call's key; calibration times none
 };
 struct AttentionBackward {
   static constexpr OpKind kind = OpKind::attention_backward;
@@ -302,6 +303,7 @@ struct AttentionBackward {
   bf16* dk = nullptr;
   bf16* dv = nullptr;
   kernels::AttentionDims dims;
+  AttentionDropout dropout;  // the forward's
 };
 
 void launch(const NormForward& call, cudaStream_t stream);

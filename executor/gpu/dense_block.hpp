@@ -119,11 +119,14 @@ class DenseBlock {
   void residual_forward_done(const OpPass& p, const layer::Block& residual);
   std::int64_t residual_elements(const OpPass& p) const;  // this GPU's rows x hidden of the op's unit
   // Hidden dropout (dense_block_dropout.cpp): the op's draw (its probability, the run's seed, the step's and site's
-  // subsequence), and the rows of micro-batch `mb`'s tensor of unit `unit` as runs of the batch's tokens: the unit's
-  // residual stream rows here (`sequence_sharded`: the TP rank's slice under SP) or all of them (the embedding's
-  // lookup, before its TP reduction).
+  // subsequence), and the rows of micro-batch `mb`'s tensor as runs of the batch's tokens: the stage's residual
+  // stream rows here (`sequence_sharded`: the TP rank's slice under SP, the GPU's shard beside a Ulysses layer), the
+  // same under every unit's layout, or all the embedding's rows (its lookup, before its TP reduction).
   kernels::DropoutDraw dropout_draw(const Op& op) const;
-  std::vector<kernels::DropoutRun> dropout_runs(int mb, int unit, bool sequence_sharded) const;
+  std::vector<kernels::DropoutRun> dropout_runs(int mb, bool sequence_sharded) const;
+  // Attention dropout of the fused-attention call of `op` (unit `unit`, micro-batch `mb`) whose queries start at row
+  // `first_row` here: the op's probability and the call's Philox seed (executor/dropout_key.hpp); none at 0.
+  gpu::AttentionDropout attention_dropout(const Op& op, int mb, int unit, std::int64_t first_row) const;
   // The row-parallel linear's output gradient is its own output's, not the residual's (post norms, or hidden dropout
   // between it and the residual add): linear_tensors' `post_norms`.
   bool branch_has_own_gradient() const;

@@ -96,7 +96,8 @@ void DenseBlock::attention_forward(const OpPass& p) {
     launch_op(p.op, p.binding,
               gpu::AttentionForward{attention_.get(), q, q + q_width, q + q_width + kv_width,
                                     o + run.first_token * q_width, lse + s.heads * run.first_token,
-                                    run_attention_dims(p.op, s, run)},
+                                    run_attention_dims(p.op, s, run),
+                                    attention_dropout(p.op, p.mb, p.unit, run.first_token)},
               p.stream);
   }
 }
@@ -120,7 +121,8 @@ void DenseBlock::attention_backward(const OpPass& p) {
               gpu::AttentionBackward{attention_.get(), q, q + q_width, q + q_width + kv_width,
                                      o + run.first_token * q_width, d_o + run.first_token * q_width,
                                      lse + s.heads * run.first_token, dq, dq + q_width, dq + q_width + kv_width,
-                                     run_attention_dims(p.op, s, run)},
+                                     run_attention_dims(p.op, s, run),
+                                     attention_dropout(p.op, p.mb, p.unit, run.first_token)},
               p.stream);
   }
   for (Act done : {t.qkv, t.out, t.stats, t.d_out}) tensors.release(p.mb, p.unit, done, p.stream);

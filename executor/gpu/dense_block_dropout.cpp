@@ -1,4 +1,4 @@
-// Hidden dropout's keys on this GPU: the draw of a residual's or the embedding's op (its probability, the run's seed,
+// Attention dropout's key of each fused-attention call, and hidden dropout's keys on this GPU: the draw of a residual's or the embedding's op (its probability, the run's seed,
 // the step's and site's Philox subsequence) and the rows of its tensor as runs of the batch's tokens
 // (executor/dropout_key.hpp), so that each element's mask bit is the one-GPU run's whatever the layout.
 #include "executor/gpu/dense_block.hpp"
@@ -15,8 +15,20 @@ kernels::DropoutDraw DenseBlock::dropout_draw(const Op& op) const {
   return {op.dropout, stage_.seed, dropout_subsequence(iteration_, op.layer, op.role)};
 }
 
-std::vector<kernels::DropoutRun> DenseBlock::dropout_runs(int mb, int unit, bool sequence_sharded) const {
-  const UnitLayout& layout = stage_.layout.layout(unit);
+// The rows are read off the embedding's layout whatever unit draws: a stage's residual stream holds the same rows
+// under every unit's layout (a uniform plan has one; a per-layer plan's layouts each hold rows [g T, (g + 1) T) of
+// the stage's micro-batch on its GPU g, strategies/per_layer/per_layer.hpp), and the embedding's layout is the one
+// the part's TokenShare (first_sequence, input_first_row) describes. A layer's own layout would not do: a
+// data-parallel layer's samples start where its block does, not where the embedding's do, and a TP layer beside a
+// Ulysses embedding would count the Ulysses shard's first row twice.
+gpu::AttentionDropout DenseBlock::attention_dropout(const Op& op, int mb, int unit, std::int64_t first_row) const {
+  if (op.dropout == 0) return {};
+  return {op.dropout, attention_dropout_seed(stage_.seed, iteration_, op.layer, mb, first_row, stage_.layout.me(),
+                                             stage_.layout.layout(unit).tp_rank)};
+}
+
+std::vector<kernels::DropoutRun> DenseBlock::dropout_runs(int mb, bool sequence_sharded) const {
+  const UnitLayout& layout = stage_.layout.layout(kEmbeddingUnit);
   const lowering::RankShapes& s = layout.shapes;
   const bool sliced = sequence_sharded && s.sp;  // this TP rank's slice of the rows
   MicroBatchRows rows;

@@ -37,7 +37,7 @@ void DenseBlock::embedding_forward(const OpPass& p) {
   // places in the batch), so the reduced sum is dropped out as Megatron drops out the embedding's output.
   std::vector<kernels::DropoutRun> dropout_rows;
   if (p.op.dropout > 0) {
-    dropout_rows = dropout_runs(p.mb, kEmbeddingUnit, /*sequence_sharded=*/false);
+    dropout_rows = dropout_runs(p.mb, /*sequence_sharded=*/false);
     auto* mask = static_cast<std::uint8_t*>(stage_.tensors.make(
         p.mb, kEmbeddingUnit, {Tensor::embedded, Form::dropout_mask}, static_cast<std::size_t>(tokens * h), p.stream));
     call.dropout = {dropout_draw(p.op), mask, dropout_rows.data(), static_cast<int>(dropout_rows.size())};

@@ -151,7 +151,7 @@ void DenseBlock::residual_forward(const OpPass& p) {
                         count};
   std::vector<kernels::DropoutRun> runs;
   if (p.op.dropout > 0) {
-    runs = dropout_runs(p.mb, p.unit, /*sequence_sharded=*/true);
+    runs = dropout_runs(p.mb, /*sequence_sharded=*/true);
     auto* mask = static_cast<std::uint8_t*>(
         tensors.make(p.mb, p.unit, {block.output, Form::dropout_mask}, static_cast<std::size_t>(count), p.stream));
     call.dropout = {dropout_draw(p.op), mask, runs.data(), static_cast<int>(runs.size())};

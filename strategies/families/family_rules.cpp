@@ -39,12 +39,6 @@ void check_per_layer(const Plan& plan, const PerLayerPlan& layers, const std::st
       throw InputError(file, fmt::format("/family_plan/detail/layers/{}/layout", i),
                        "a Megatron layout in a model with QK-norm (a Ulysses layer's lowering emits no QK-norm op "
                        "yet: it would run and price another model)");
-    // Hidden dropout beside Ulysses layers: both per-layer plans tried failed on two H200s (2026-11-30 03:44 UTC,
-    // tests/gpu/per_layer_layouts_check.py, a rank's exit 1), refused before launch until one runs.
-    if (plan.scenario.model.hidden_dropout > 0 && layer.layout.ulysses)
-      throw InputError(file, fmt::format("/family_plan/detail/layers/{}/layout", i),
-                       "a Megatron layout in a model with hidden dropout (per-layer plans with Ulysses layers and "
-                       "dropout have not run on GPUs yet)");
     if (plan.scenario.framework.tp_comm_overlap && layer.layout.group > 1)
       throw InputError(file, "/scenario/framework/tp_comm_overlap", kNoUserbuffers);
   }

@@ -82,6 +82,26 @@ TEST(DropoutKey, AUlyssesShardStartsWhereItsRowsDo) {
   EXPECT_EQ(tokens.back(), 96 + 15);
 }
 
+// One attention call's seed is the same each time it is asked (forward, recompute, backward) and differs from the
+// seed of every call that differs in one field: the run's seed, step, layer, micro-batch, first row, any coordinate
+// of the GPU or its rank in the unit's layout.
+TEST(DropoutKey, AttentionSeedsAreOnePerCall) {
+  const RankCoordinates at{1, 0, 2, 0};
+  const std::int64_t base = attention_dropout_seed(1234, 7, 3, 2, 4096, at, 1);
+  EXPECT_EQ(attention_dropout_seed(1234, 7, 3, 2, 4096, at, 1), base);
+  EXPECT_GE(base, 0);
+  const std::vector<std::int64_t> others = {
+      attention_dropout_seed(1235, 7, 3, 2, 4096, at, 1), attention_dropout_seed(1234, 8, 3, 2, 4096, at, 1),
+      attention_dropout_seed(1234, 7, 4, 2, 4096, at, 1), attention_dropout_seed(1234, 7, 3, 3, 4096, at, 1),
+      attention_dropout_seed(1234, 7, 3, 2, 4097, at, 1), attention_dropout_seed(1234, 7, 3, 2, 4096, {0, 0, 2, 0}, 1),
+      attention_dropout_seed(1234, 7, 3, 2, 4096, {1, 1, 2, 0}, 1),
+      attention_dropout_seed(1234, 7, 3, 2, 4096, {1, 0, 3, 0}, 1),
+      attention_dropout_seed(1234, 7, 3, 2, 4096, {1, 0, 2, 1}, 1), attention_dropout_seed(1234, 7, 3, 2, 4096, at, 0)};
+  std::set<std::int64_t> distinct(others.begin(), others.end());
+  distinct.insert(base);
+  EXPECT_EQ(distinct.size(), others.size() + 1);
+}
+
 TEST(DropoutKey, RefusesAWindowOutsideTheRows) {
   EXPECT_THROW(batch_row_runs({6, 16, 0, 2, 16, 1, 0, 24, 16}), std::invalid_argument);
   EXPECT_THROW(batch_row_runs({6, 16, 0, 2, 16, 1, 0, 0, 0}), std::invalid_argument);

@@ -76,7 +76,14 @@ TEST(ModelSupport, EachFeatureIsNamedAtItsOwnKey) {
          m.hidden_dropout = 0.1;
          m.mla.kv_lora_rank = 512;
        }},
-      {"attention_dropout", [](ModelConfig& m) { m.attention_dropout = 0.1; }},
+      {"attention_dropout", [](ModelConfig& m) {
+         m.attention_dropout = 0.1;
+         m.mla.kv_lora_rank = 512;
+       }},
+      {"attention_dropout", [](ModelConfig& m) {
+         m.attention_dropout = 0.1;
+         m.window_size = 4096;
+       }},
       {"attention_backend", [](ModelConfig& m) { m.attention_backend = AttentionBackend::unfused; }},
   };
   for (const auto& [path, change] : cases) {
@@ -90,13 +97,14 @@ TEST(ModelSupport, EachFeatureIsNamedAtItsOwnKey) {
 }
 
 // GPT's hidden dropout (Megatron's bias-dropout-add and embedding dropout) runs in dense pre-norm layers, Llama's
-// and GPT's (since 2026-11-30; before, refused at its key); attention dropout stays refused.
-TEST(ModelSupport, HiddenDropoutRunsInDenseLayers) {
+// and GPT's (since 2026-11-30; before, refused at its key), and attention dropout inside cuDNN's fused attention
+// (since 2026-11-30, later; before, refused at its key).
+TEST(ModelSupport, HiddenAndAttentionDropoutRunInDenseLayers) {
   ModelConfig m = llama();
   m.hidden_dropout = 0.1;
   EXPECT_FALSE(first_unsupported_feature(m).has_value());
   m.attention_dropout = 0.1;
-  EXPECT_EQ(first_unsupported_feature(m)->path, "attention_dropout");
+  EXPECT_FALSE(first_unsupported_feature(m).has_value());
 }
 
 // Gemma-2 and 3 (GeGLU, post norms, soft-capped final logits, QK-norm in Gemma-3) and Nemotron-4 (squared ReLU,

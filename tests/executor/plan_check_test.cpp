@@ -81,11 +81,11 @@ TEST(PlanCheck, RefusesFamilyPlansAndModelsTheExecutorDoesNotRun) {
   EXPECT_EQ(refusal_path(family), "/family_plan");
   family.document["family_plan"] = {{"family", "per-layer"}};  // read back, but this one has no detail
   EXPECT_EQ(refusal_path(family), "/family_plan");
-  Plan dropout = executed_plan();  // hidden dropout runs (since 2026-11-30); attention dropout has no kernel
+  Plan dropout = executed_plan();  // hidden and attention dropout run (since 2026-11-30)
   dropout.scenario.model.hidden_dropout = 0.1;
   EXPECT_EQ(refusal_path(dropout), "");
   dropout.scenario.model.attention_dropout = 0.1;
-  EXPECT_EQ(refusal_path(dropout), "/scenario/model/attention_dropout");
+  EXPECT_EQ(refusal_path(dropout), "");
   Plan capped_attention = executed_plan();
   capped_attention.scenario.model.attention_softcap = 50;
   EXPECT_EQ(refusal_path(capped_attention), "/scenario/model/attention_softcap");
@@ -216,14 +216,15 @@ TEST(PlanCheck, RunsPerLayerPlansOfTheirOwnLayouts) {
 
 // Hidden dropout under a per-layer plan: its Ulysses layers failed on two H200s (2026-11-30 03:44 UTC), so the plan
 // check refuses a Ulysses layer with it, at the layer's layout; Megatron layouts pass.
-TEST(PlanCheck, RefusesUlyssesLayersWithHiddenDropout) {
+TEST(PlanCheck, RunsUlyssesAndMegatronLayersWithHiddenDropout) {
   const LayerStrategy tp2{{2, false}, 0, Recompute::none}, ulysses2{{2, true}, 0, Recompute::none};
-  Plan megatron = parse_plan(pinned_plan_json({tp2, tp2, tp2, tp2}), kFile);
-  megatron.scenario.model.hidden_dropout = 0.1;
-  EXPECT_EQ(refusal_path(megatron), "");
-  Plan ulysses = parse_plan(pinned_plan_json({tp2, ulysses2, tp2, tp2}), kFile);
-  ulysses.scenario.model.hidden_dropout = 0.1;
-  EXPECT_EQ(refusal_path(ulysses), "/family_plan/detail/layers/1/layout");
+  const LayerStrategy data{{1, false}, 1, Recompute::none};
+  for (const auto& layers : {std::vector<LayerStrategy>{tp2, data, tp2, tp2},
+                             std::vector<LayerStrategy>{ulysses2, tp2, data, ulysses2}}) {
+    Plan plan = parse_plan(pinned_plan_json(layers), kFile);
+    plan.scenario.model.hidden_dropout = 0.1;
+    EXPECT_EQ(refusal_path(plan), "");
+  }
 }
 
 // An asymmetric plan as twin simulate writes it for a scenario pinning it (strategy.pipelines).
@@ -348,6 +349,17 @@ TEST(PlanCheck, SlidingWindowsRunAtCpOne) {
   Plan ring = plan;
   ring.strategy.context_parallel_size = 2;
   EXPECT_EQ(refusal_path(ring), "/scenario/model/window_size");
+}
+
+// Attention dropout runs in whole-sequence attention; under context parallelism (whose ring blocks draw none) it is
+// refused at its key.
+TEST(PlanCheck, AttentionDropoutRunsAtCpOne) {
+  Plan plan = executed_plan();
+  plan.scenario.model.attention_dropout = 0.1;
+  EXPECT_EQ(refusal_path(plan), "");
+  Plan ring = plan;
+  ring.strategy.context_parallel_size = 2;
+  EXPECT_EQ(refusal_path(ring), "/scenario/model/attention_dropout");
 }
 
 }  // namespace

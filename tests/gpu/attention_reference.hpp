@@ -20,11 +20,18 @@ struct AttentionReference {
   std::vector<double> o, lse, dq, dk, dv;
 };
 
+// Attention dropout as the kernel drew it: keep[((b * heads + h) * seq + i) * seq + j] is 1 where probability
+// (i, j) of sequence b, head h was kept, each kept one scaled by 1 / (1 - probability).
+struct DropoutMask {
+  std::vector<std::uint8_t> keep;
+  double probability = 0;
+};
+
 // qh: [tokens, heads*D] (row stride q_stride), kh: [tokens, kv*D] (kv_stride), vh: [tokens, kv*Dv] (v_stride, 0:
 // kv_stride); outputs contiguous (o, dO and dv Dv wide).
 inline AttentionReference attention_reference(const AttentionCase& c, const std::vector<double>& qh, const std::vector<double>& kh,
                     const std::vector<double>& vh, const std::vector<double>& doh, std::int64_t q_stride,
-                    std::int64_t kv_stride, std::int64_t v_stride = 0) {
+                    std::int64_t kv_stride, std::int64_t v_stride = 0, const DropoutMask* dropout = nullptr) {
   const int D = c.head_dim, Dv = c.v_head_dim ? c.v_head_dim : D, group = c.heads / c.kv_heads;
   if (v_stride == 0) v_stride = kv_stride;
   const std::int64_t S = c.seq, tokens = c.batch * S;
@@ -35,7 +42,7 @@ inline AttentionReference attention_reference(const AttentionCase& c, const std:
   r.dv.assign(tokens * c.kv_heads * Dv, 0);
   r.lse.assign(c.batch * c.heads * S, 0);
   const double scale = 1 / std::sqrt(double(D));
-  std::vector<double> p(S * S), dp(S * S);
+  std::vector<double> p(S * S), dp(S * S), used(S * S);  // used: p as it multiplies V (dropped and scaled)
   for (std::int64_t b = 0; b < c.batch; ++b)
     for (int h = 0; h < c.heads; ++h) {
       const int g = h / group;
@@ -43,6 +50,11 @@ inline AttentionReference attention_reference(const AttentionCase& c, const std:
       auto K = [&](std::int64_t j, int d) { return kh[(b * S + j) * kv_stride + g * D + d]; };
       auto V = [&](std::int64_t j, int d) { return vh[(b * S + j) * v_stride + g * Dv + d]; };
       auto dO = [&](std::int64_t i, int d) { return doh[((b * S + i) * c.heads + h) * Dv + d]; };
+      // 1 / (1 - p) where (i, j) is kept, 0 where dropped; 1 without dropout.
+      auto kept = [&](std::int64_t i, std::int64_t j) {
+        if (!dropout) return 1.0;
+        return dropout->keep[((b * c.heads + h) * S + i) * S + j] ? 1 / (1 - dropout->probability) : 0.0;
+      };
       for (std::int64_t i = 0; i < S; ++i) {
         const std::int64_t last = c.causal ? i : S - 1;
         const std::int64_t first = c.causal && c.window > 0 ? std::max<std::int64_t>(0, i - c.window + 1) : 0;
@@ -56,26 +68,29 @@ inline AttentionReference attention_reference(const AttentionCase& c, const std:
         }
         double sum = 0;
         for (std::int64_t j = first; j <= last; ++j) sum += (p[i * S + j] = std::exp(p[i * S + j] - m));
-        for (std::int64_t j = first; j <= last; ++j) p[i * S + j] /= sum;
+        for (std::int64_t j = first; j <= last; ++j) {
+          p[i * S + j] /= sum;
+          used[i * S + j] = p[i * S + j] * kept(i, j);
+        }
         r.lse[(b * c.heads + h) * S + i] = m + std::log(sum);
         double delta = 0;
         for (int d = 0; d < Dv; ++d) {
           double o = 0;
-          for (std::int64_t j = first; j <= last; ++j) o += p[i * S + j] * V(j, d);
+          for (std::int64_t j = first; j <= last; ++j) o += used[i * S + j] * V(j, d);
           r.o[((b * S + i) * c.heads + h) * Dv + d] = o;
           delta += o * dO(i, d);
         }
         for (std::int64_t j = first; j <= last; ++j) {
           double x = 0;
           for (int d = 0; d < Dv; ++d) x += dO(i, d) * V(j, d);
-          dp[i * S + j] = p[i * S + j] * (x - delta);  // dS
+          dp[i * S + j] = p[i * S + j] * (x * kept(i, j) - delta);  // dS
         }
         for (std::int64_t j = first; j <= last; ++j) {
           for (int d = 0; d < D; ++d) {
             r.dq[((b * S + i) * c.heads + h) * D + d] += dp[i * S + j] * K(j, d) * scale;
             r.dk[((b * S + j) * c.kv_heads + g) * D + d] += dp[i * S + j] * Q(i, d) * scale;
           }
-          for (int d = 0; d < Dv; ++d) r.dv[((b * S + j) * c.kv_heads + g) * Dv + d] += p[i * S + j] * dO(i, d);
+          for (int d = 0; d < Dv; ++d) r.dv[((b * S + j) * c.kv_heads + g) * Dv + d] += used[i * S + j] * dO(i, d);
         }
       }
     }

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-"""twin execute of a GPT-style model with hidden dropout (issue 42): scenarios/gpt-small-1xH200.json's model (GPT-2-
-medium widths, 4 layers, LayerNorm, biases, learned positions, GeLU, tied embeddings) with hidden_dropout 0.1
-(Megatron's bias-dropout-add after attention and MLP, and the embedding's dropout; attention dropout stays 0: twin
-execute refuses it, docs/EXECUTOR.md "Dropout").
+"""twin execute of a GPT-style model with hidden and attention dropout (issue 42): scenarios/gpt-small-1xH200.json's
+model (GPT-2-medium widths, 4 layers, LayerNorm, biases, learned positions, GeLU, tied embeddings) with hidden_dropout
+0.1 (Megatron's bias-dropout-add after attention and MLP, and the embedding's dropout) and attention_dropout 0.1
+(inside cuDNN's fused attention, docs/EXECUTOR.md "Dropout").
 
 Cases, each a pinned plan (micro-batch 4, global batch 16 of sequence 1024, --iters steps):
   no-dropout        hidden_dropout 0: the reference curve without dropout
@@ -13,6 +13,13 @@ Cases, each a pinned plan (micro-batch 4, global batch 16 of sequence 1024, --it
   dropout-tp2-sp    (--gpus 2) TP 2 with SP: each element's mask is a function of its place in the batch, so the
   dropout-dp2       (--gpus 2) DP 2    curves are the one-GPU dropout curve within --tolerance over the first half
                     (the whole curve's difference reported: a curve falling from 11 to 1 amplifies a last bit late)
+  attention-dropout          attention_dropout 0.1 as well, one GPU: within --early-tolerance of dropout over the
+                             first 5 steps, falling
+  attention-dropout-full     full recompute: the recomputed attention draws its mask again from the same seed, so the
+                             curve is attention-dropout's within --tolerance
+  attention-dropout-tp2-sp   (--gpus 2) TP 2 with SP: each GPU draws its heads' masks from a seed of its own (as
+                             Megatron's per-TP-rank generator), not the one-GPU run's, so it is held to
+                             attention-dropout within --early-tolerance over the first 5 steps only
 Every case runs cuDNN's deterministic attention (--attention cudnn-deterministic).
 Measured iteration time against twin simulate's prediction for each. Results: OUT/dropout_check/dropout_check.md, .json.
 Usage: dropout_check.py --twin build/twin [--gpus 2] [--iters 40] [--tolerance 0.02] [--early-tolerance 0.05]
@@ -24,13 +31,18 @@ import execute_check as ec  # noqa: E402
 
 SCENARIO = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scenarios", "gpt-small-1xH200.json")
 
-# (name, GPUs, hidden dropout, strategy fields, the curve it is held to)
+# (name, GPUs, hidden dropout, attention dropout, strategy fields, the curve it is held to, held over the first 5
+# steps at --early-tolerance (else over the first half at --tolerance))
+TP2_SP = {"tensor_model_parallel_size": 2, "sequence_parallel": True}
 CASES = [
-    ("no-dropout", 1, 0.0, {}, None),
-    ("dropout", 1, 0.1, {}, None),
-    ("dropout-full", 1, 0.1, {"recompute": "full"}, "dropout"),
-    ("dropout-tp2-sp", 2, 0.1, {"tensor_model_parallel_size": 2, "sequence_parallel": True}, "dropout"),
-    ("dropout-dp2", 2, 0.1, {}, "dropout"),
+    ("no-dropout", 1, 0.0, 0.0, {}, None, False),
+    ("dropout", 1, 0.1, 0.0, {}, "no-dropout", True),
+    ("dropout-full", 1, 0.1, 0.0, {"recompute": "full"}, "dropout", False),
+    ("dropout-tp2-sp", 2, 0.1, 0.0, TP2_SP, "dropout", False),
+    ("dropout-dp2", 2, 0.1, 0.0, {}, "dropout", False),
+    ("attention-dropout", 1, 0.1, 0.1, {}, "dropout", True),
+    ("attention-dropout-full", 1, 0.1, 0.1, {"recompute": "full"}, "attention-dropout", False),
+    ("attention-dropout-tp2-sp", 2, 0.1, 0.1, TP2_SP, "attention-dropout", True),
 ]
 
 
@@ -55,14 +67,15 @@ def main():
     args.iters = 40 if args.iters == 12 else args.iters
     with open(SCENARIO) as f:
         model = json.load(f)["model"]
-    lines = ["## GPT-style model with hidden dropout 0.1: loss curves", "",
+    lines = ["## GPT-style model with hidden and attention dropout 0.1: loss curves", "",
              "| case | GPUs | loss step 1 | loss last | second-half mean | against | max relative difference "
              "(first 5 / first half / all) | iteration s (predicted) | result |", "|---|---|---|---|---|---|---|---|---|"]
     report, curves, failed = {"cases": {}}, {}, False
-    for name, gpus, dropout, fields, against in CASES:
-        if gpus > args.gpus:
+    for name, gpus, dropout, attention_dropout, fields, against, early in CASES:
+        if gpus > args.gpus or not ec.selected(args, name):
             continue
-        doc = ec.scenario(name, dict(model, hidden_dropout=dropout, attention_dropout=0.0), gpus, 1024, 16, 4, fields)
+        doc = ec.scenario(name, dict(model, hidden_dropout=dropout, attention_dropout=attention_dropout), gpus, 1024,
+                          16, 4, fields)
         metrics = ec.run_case(args.twin, args.out, name, doc, args.iters, 2, log, ec.DETERMINISTIC_ATTENTION)
         if metrics is None:
             failed = True
@@ -72,17 +85,15 @@ def main():
         curves[name] = losses
         measured, predicted = metrics["measured"]["iteration_s"], metrics["predicted"]["iteration_time_s"]
         falls = losses[-1] < 0.8 * losses[0]
-        if against is None and name == "dropout" and "no-dropout" in curves:
-            against, tolerance, early = "no-dropout", early_tolerance, True
-        else:
-            tolerance, early = args.tolerance, False
+        tolerance = early_tolerance if early else args.tolerance
         first, half, whole = 0.0, 0.0, 0.0
         ok = falls
         if against is not None and against in curves:
             first = early_difference(losses, curves[against])
             half, whole = ec.curve_differences(losses, curves[against])
             ok = ok and (first <= tolerance if early else half <= tolerance)
-        report["cases"][name] = {"gpus": gpus, "hidden_dropout": dropout, "losses": losses, "against": against,
+        report["cases"][name] = {"gpus": gpus, "hidden_dropout": dropout, "attention_dropout": attention_dropout,
+                                 "losses": losses, "against": against,
                                  "max_relative_difference_first_5": first,
                                  "max_relative_difference_first_half": half, "max_relative_difference": whole,
                                  "second_half_mean": second_half_mean(losses), "iteration_s": measured,

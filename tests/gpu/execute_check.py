@@ -34,7 +34,7 @@ def scenario(name, model, gpus, seq, global_batch, micro_batch, fields, training
 
 
 def family_check_arguments(doc, stem, gpus=1):
-    """The command line the family checks share (--twin, --out, --gpus, --iters, --tolerance, --profile, --gpu):
+    """The command line the family checks share (--twin, --out, --gpus, --iters, --tolerance, --profile, --gpu, --only):
     the parsed arguments, with this module's GPU and PROFILE set from them, the output folder made, and the log
     (OUT/STEM.log) open."""
     global GPU, PROFILE
@@ -46,11 +46,17 @@ def family_check_arguments(doc, stem, gpus=1):
     parser.add_argument("--tolerance", type=float, default=0.02)
     parser.add_argument("--profile", default=PROFILE)
     parser.add_argument("--gpu", default=GPU)
+    parser.add_argument("--only", default="", help="comma-separated case names to run (default: every case)")
     args = parser.parse_args()
     GPU = args.gpu
     PROFILE = os.path.abspath(args.profile) if os.path.exists(args.profile) else args.profile
     os.makedirs(args.out, exist_ok=True)
     return args, open(os.path.join(args.out, stem + ".log"), "w")
+
+
+def selected(args, name):
+    """Whether case `name` runs under --only (every case without it)."""
+    return not args.only or name in args.only.split(",")
 
 
 def run_logged(command, log):

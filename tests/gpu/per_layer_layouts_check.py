@@ -31,7 +31,9 @@ def plan(stages, stage_micro_batch, micro_batches, split, layers):
 # (name, GPUs, per-layer plan or None for the uniform single-GPU baseline, tied embeddings[, hidden dropout]). Global
 # batch 8, seq 1024. With hidden dropout each element's mask is keyed by its place in the batch (executor/dropout_key.hpp),
 # so a per-layer plan draws the masks of the one-GPU run and is held to that run's curve. (Ulysses layers with dropout
-# failed on two H200s, 2026-11-30 03:44 UTC, and are refused by the plan check; tp2-tp1-mixed-dropout has not run.)
+# failed on two H200s on 2026-11-30 03:44 UTC: the rows were read off each layer's own layout, which counted a Ulysses
+# shard's first row twice beside a TP layer and put a data-parallel layer's samples at the embedding block's start;
+# read off the embedding's layout since, executor/gpu/dense_block_dropout.cpp, all three pass: 05:01 UTC.)
 CORRECTNESS = [
     ("single", 1, None, False),
     ("tp2-tp1-mixed", 2, plan(1, 4, 2, [4], [layer(2), layer(1, 1, "selective"), layer(2, 0, "full"), layer(1)]),
@@ -50,6 +52,10 @@ CORRECTNESS = [
     ("pp2-ulysses-tied", 4, plan(2, 2, 4, [1, 3], [ulysses(2), layer(1), ulysses(2, 1, "full"), ulysses(2)]), True),
     ("single-dropout", 1, None, False, 0.1),
     ("tp2-tp1-mixed-dropout", 2, plan(1, 4, 2, [4], [layer(2), layer(1, 1, "selective"), layer(2, 0, "full"), layer(1)]),
+     False, 0.1),
+    ("ulysses2-mixed-dropout", 2, plan(1, 4, 2, [4], [ulysses(2), layer(1, 1), ulysses(2, 3, "full"), layer(2)]),
+     False, 0.1),
+    ("ulysses2-half-sample-edges-dropout", 2, plan(1, 1, 8, [4], [ulysses(2), layer(2), ulysses(2, 1), ulysses(2)]),
      False, 0.1),
 ]
 # Llama-2-7B widths, 4 layers, seq 4096, global batch 4 on 2 GPUs: the first and last layers TP 2, the middle two
@@ -74,7 +80,7 @@ def main():
              "|---|---|---|---|---|---|---|"]
     baselines = {}
     for name, gpus, per_layer, tied, *rest in CORRECTNESS:
-        if gpus > args.gpus:
+        if gpus > args.gpus or not ec.selected(args, name):
             continue
         dropout = rest[0] if rest else 0.0
         model = dict(ec.SMALL, untie_embeddings_and_output_weights=not tied, hidden_dropout=dropout)
@@ -99,7 +105,7 @@ def main():
     lines += ["", f"## Llama-2-7B widths, 4 layers, seq {SPEED_SEQ}, global batch {SPEED_BATCH}: per-layer plans measured "
               "against predicted, traced, reported and folded (`twin calibrate --from-trace`)", "", *ec.SPEED_TABLE]
     for name, gpus, per_layer in SPEED:
-        if gpus > args.gpus:
+        if gpus > args.gpus or not ec.selected(args, name):
             continue
         doc = pinned(ec.scenario(name, ec.LLAMA7B_4L, gpus, SPEED_SEQ, SPEED_BATCH, 1, {}), per_layer)
         row, numbers, ok = ec.speed_case(args.twin, args.out, name, gpus, doc, args.iters, 3, log)

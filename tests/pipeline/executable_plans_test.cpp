@@ -63,13 +63,12 @@ std::string refusal_path(const Scenario& scenario, const Candidate& candidate) {
 }
 
 // Where twin execute refuses each scenario's leading uniform candidates (every one of them); the others run.
+// megatron-gpt-18.4b-256xA100 runs since 2026-11-30 (its LayerNorm, learned positions and biases since 2026-11-29,
+// its hidden dropout and then its attention dropout inside cuDNN's fused attention on 2026-11-30, issue 42).
 const std::map<std::string, std::string>& uniform_refusals() {
   static const std::map<std::string, std::string> paths = {
       {"llama3-70b-gb200-nvl72-fp8.json", "/scenario/training/fp8/recipe"},  // MXFP8
       {"llama3-8b-8xB200-fp8.json", "/scenario/training/fp8/recipe"},
-      // Attention dropout 0.1 inside fused attention (its LayerNorm, learned positions and biases run since
-      // 2026-11-29, its hidden dropout since 2026-11-30, issue 42)
-      {"megatron-gpt-18.4b-256xA100.json", "/scenario/model/attention_dropout"},
       {"nemotron4-340b-256xH100.json", "/scenario/framework/tp_comm_overlap"},  // its LayerNorm runs
   };
   return paths;
