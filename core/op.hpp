@@ -34,6 +34,9 @@ enum class OpKind : std::uint8_t {
   fp8_cast,             // Transformer Engine's cast of a bf16 tensor (rows x cols) of the linear `linear` to FP8,
                         // recording its amax and scales; with `fp8_columnwise` also the columnwise copy the
                         // transposed GEMMs read (Hopper: the transpose): `bytes` moved
+  fp8_transpose,        // Transformer Engine's transpose of a linear's FP8 tensor (rows x cols, its gathered rows:
+                        // `linear`, `linear_tensor`) from its rowwise copy into the columnwise one a GEMM reads,
+                        // where SP gathered the rowwise copy alone (per-tensor scales on Hopper): `bytes` moved
   // communication (bytes per nccl-tests: the buffer size of the collective, see sim/collectives.hpp)
   all_reduce,
   all_gather,
@@ -233,9 +236,8 @@ struct Op {
   // to its product (one more m x n read); a norm_backward adds the skip path's gradient to its input gradient
   // (one more rows x cols read). Either way the layer has no residual op of its own there.
   bool fuses_residual = false;
-  // fp8_cast: also writes the columnwise copy (see OpKind::fp8_cast). all_gather with fp8_payload: the gathered rows
-  // are transposed into the columnwise copy after the gather (Transformer Engine's _all_gather_fp8 on Hopper, which
-  // cannot gather a transpose), since a GEMM reads that copy.
+  // fp8_cast: also writes the columnwise copy (see OpKind::fp8_cast). Where SP gathers the rowwise copy alone, an
+  // fp8_transpose op after the gather writes the gathered rows' columnwise copy.
   bool fp8_columnwise : 1 = false;
   // Sequence parallelism with per-tensor FP8 (Transformer Engine's _Linear): an all_gather of a linear's input or
   // output gradient moves its rowwise FP8 copy, 1 byte an element (else bf16); a tensorwise fp8_cast of such a

@@ -74,6 +74,7 @@ constexpr OpKindTraits op_kind_traits(OpKind kind) {
     case OpKind::moe_unpermute: return {"moe_unpermute", P::memory_bound, M::kernel_bench, true, 2};
     case OpKind::optimizer_step: return {"optimizer_step", P::memory_bound, M::kernel_bench, true, 1};
     case OpKind::fp8_cast: return {"fp8_cast", P::memory_bound, M::kernel_bench, true, 1};
+    case OpKind::fp8_transpose: return {"fp8_transpose", P::memory_bound, M::kernel_bench, true, 1};
     case OpKind::all_reduce: return {"all_reduce", P::collective, M::nccl_collective, true, 1};
     case OpKind::all_gather: return {"all_gather", P::collective, M::nccl_collective, true, 1};
     case OpKind::reduce_scatter: return {"reduce_scatter", P::collective, M::nccl_collective, true, 1};

@@ -32,7 +32,11 @@ inline constexpr int kPlanFormatVersion = 1;
 // in its bytes (7 per element forward, 11 backward: the add, then the branch's gradient through the mask), the
 // embedding's ops theirs (priced with the mask), attention ops their attention dropout; a residual add states its
 // rows and columns (tokens_local x hidden). Without dropout every op is priced as before.
-inline constexpr int kLoweringVersion = 7;
+// 8 (2026-11-30): under SP with one FP8 scale per tensor (tensorwise, delayed), the transpose of a gathered tensor's
+// rows into the columnwise copy wgrad reads is an op of its own (OpKind::fp8_transpose, on the compute stream after
+// the data gradient, before wgrad), no longer a flag of the gather (Op::fp8_columnwise). Plans without FP8 under SP
+// lower as before.
+inline constexpr int kLoweringVersion = 8;
 
 // Columns of each entry of rank_classes[].ops, in order.
 inline constexpr const char* kPlanOpColumns[] = {"op_id",  "kind",   "role",               "layer",

@@ -37,7 +37,8 @@ std::optional<int> ring_steps(OpKind collective, int ranks) {
     case OpKind::moe_permute:
     case OpKind::moe_unpermute:
     case OpKind::optimizer_step:
-    case OpKind::fp8_cast: return std::nullopt;
+    case OpKind::fp8_cast:
+    case OpKind::fp8_transpose: return std::nullopt;
   }
 }
 

@@ -2,7 +2,7 @@
 // memory floor), everything else by bytes at a saturating fraction of HBM bandwidth; measured exact
 // shapes win, and the measured shapes of a kind correct the model for shapes near them
 // (gemm_predictor.hpp, kernel_predictor.hpp); shapes traced runs measured scale the result (in_situ.hpp).
-// Byte counts assume bf16 activations (2 bytes) and fp32 optimizer state.
+// The bytes each op moves are cost/memory_bound_bytes.cpp's.
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
@@ -16,20 +16,12 @@
 #include "cost/in_situ.hpp"
 #include "cost/sm_clock.hpp"
 #include "cost/kernel_predictor.hpp"
+#include "cost/memory_bound_bytes.hpp"
 #include "cost/profile.hpp"
 
 namespace twin {
 
 namespace {
-
-constexpr double kActivationBytes = 2;  // bf16
-// Unfused attention: the b*h*sq*skv score matrix goes through memory 4 times forward (QK^T writes S,
-// softmax reads S and writes P, PV reads P) and twice that in backward (dP, dS written and read).
-// Attention dropout adds a kernel: forward reads P and writes the dropped P and a 1-byte mask (2.5 passes
-// of 2-byte elements), backward reads the gradient and the mask and writes the gradient again (2.5).
-constexpr double kUnfusedScorePassesForward = 4;
-constexpr double kUnfusedScorePassesBackward = 8;
-constexpr double kDropoutScorePasses = 2.5;
 
 void require_compute(const Op& op, const char* function) {
   if (op.is_communication())
@@ -41,16 +33,6 @@ double gemm_flops(const GemmShape& g) { return 2.0 * g.m * g.n * g.k * g.count; 
 double gemm_peak_tflops(const GemmShape& g, const GpuSpec& gpu) {
   return is_fp8(g) ? gpu.peak_fp8_tflops : gpu.peak_bf16_tflops;
 }
-// FP8 operands are 1 byte each; the product is written in bf16.
-double gemm_bytes(const GemmShape& g) {
-  const double operand_bytes = is_fp8(g) ? 1 : kActivationBytes;
-  return (operand_bytes * (double(g.m) * g.k + double(g.k) * g.n) + kActivationBytes * double(g.m) * g.n) * g.count;
-}
-// A GEMM whose epilogue adds the residual stream reads one more m x n tensor.
-double epilogue_addend_bytes(const Op& op) {
-  const GemmShape& g = op.gemm;
-  return op.fuses_residual ? kActivationBytes * double(g.m) * g.n * g.count : 0;
-}
 
 // Forward attention FLOPs as the kernel executes them: QK^T (over head_dim) and PV (values value_head_dim wide: MLA's
 // differ), 2 FLOPs per multiply-add each.
@@ -60,7 +42,6 @@ double attention_forward_flops(const AttentionShape& a) {
   if (a.flash) flops *= attention_score_fraction(a);
   return flops;
 }
-double score_elements(const AttentionShape& a) { return double(a.batch) * a.heads * a.seq_q * a.seq_kv; }
 
 double seconds_to_ns(double flops, double tflops) { return flops / (tflops * 1e3); }  // 1 TFLOP/s = 1e3 FLOP/ns
 
@@ -117,90 +98,6 @@ double attention_time_ns(const Op& op, const GpuSpec& gpu, const GpuKernelProfil
 
 }  // namespace
 
-// AdamW per parameter: the master weight, m and v read and written (24 in fp32; optimizer_precision can store
-// them narrower, and without a master copy the bf16 parameter is read instead), the fp32 main grad read (4),
-// the bf16 parameter written (2), and the grad-norm / clip pass reading the grad once more in bf16 (2).
-double optimizer_bytes_per_parameter(const OptimizerPrecision& p) {
-  const double master = master_bytes(p) > 0 ? 2.0 * master_bytes(p) : 2;  // no master: the bf16 parameter read
-  return master + 2.0 * bytes_of(p.exp_avg) + 2.0 * bytes_of(p.exp_avg_sq) + 4 + 2 + 2;
-}
-
-double memory_bound_bytes(const Op& op) {
-  require_compute(op, "memory_bound_bytes");
-  const double elements = double(op.rows) * op.cols;
-  switch (op.kind) {
-    case OpKind::gemm:
-    case OpKind::moe_router:
-      return gemm_bytes(op.gemm) + epilogue_addend_bytes(op);
-    case OpKind::attention_forward:
-    case OpKind::attention_backward: {
-      if (op.attention.flash) return 0;
-      const double passes =
-          (op.kind == OpKind::attention_forward ? kUnfusedScorePassesForward : kUnfusedScorePassesBackward) +
-          (op.attention.dropout ? kDropoutScorePasses : 0);
-      return passes * kActivationBytes * score_elements(op.attention);
-    }
-    case OpKind::optimizer_step:
-      return optimizer_bytes_per_parameter(op.optimizer_precision) * op.elements;
-    case OpKind::elementwise:
-    case OpKind::moe_permute:
-    case OpKind::moe_unpermute:
-    case OpKind::fp8_cast:
-      return op.bytes;
-    case OpKind::norm_forward:
-    case OpKind::norm_backward:
-    case OpKind::rope_forward:
-    case OpKind::rope_backward:
-    case OpKind::activation_forward:
-    case OpKind::activation_backward:
-    case OpKind::embedding_forward:
-    case OpKind::embedding_backward:
-    case OpKind::loss_forward:
-    case OpKind::loss_backward:
-    case OpKind::all_reduce:
-    case OpKind::all_gather:
-    case OpKind::reduce_scatter:
-    case OpKind::all_to_all:
-    case OpKind::send:
-    case OpKind::recv:
-      break;  // by the shape rule below (require_compute has refused communication)
-  }
-  if (op.bytes > 0) return op.bytes;  // the lowering knows better than the shape rule
-  switch (op.kind) {
-    case OpKind::norm_forward: return 2 * kActivationBytes * elements;      // read x, write y
-    case OpKind::norm_backward:                                             // read x, dy (+ skip); write dx
-      return (op.fuses_residual ? 4 : 3) * kActivationBytes * elements;
-    case OpKind::rope_forward:
-    case OpKind::rope_backward: return 2 * kActivationBytes * elements;     // read and write q, k (cols spans both)
-    case OpKind::activation_forward:                                        // SwiGLU: read gate and up, write one
-      return (is_gated(op.activation) ? 3 : 2) * kActivationBytes * elements;
-    case OpKind::activation_backward:                                       // SwiGLU: read 2 + dy, write 2
-      return (is_gated(op.activation) ? 5 : 3) * kActivationBytes * elements;
-    case OpKind::embedding_forward:  // gather rows, write them; hidden dropout: read and write them, write the mask
-      return (2 * kActivationBytes + (op.dropout > 0 ? 2 * kActivationBytes + 1 : 0)) * elements;
-    case OpKind::embedding_backward:  // read dy, add into the fp32 grad; hidden dropout: read dy, the mask, write dy
-      return (kActivationBytes + 2 * 4 + (op.dropout > 0 ? 2 * kActivationBytes + 1 : 0)) * elements;
-    case OpKind::loss_forward: return kActivationBytes * elements;          // read the logits once
-    case OpKind::loss_backward: return 2 * kActivationBytes * elements;     // read logits, write their grad
-    // Priced by their own fields above; communication never gets here (require_compute).
-    case OpKind::gemm:
-    case OpKind::moe_router:
-    case OpKind::attention_forward:
-    case OpKind::attention_backward:
-    case OpKind::optimizer_step:
-    case OpKind::elementwise:
-    case OpKind::moe_permute:
-    case OpKind::moe_unpermute:
-    case OpKind::fp8_cast:
-    case OpKind::all_reduce:
-    case OpKind::all_gather:
-    case OpKind::reduce_scatter:
-    case OpKind::all_to_all:
-    case OpKind::send:
-    case OpKind::recv: break;
-  }
-  return 0;
-}
 
 namespace {
 

@@ -45,6 +45,7 @@ std::string kernel_shape_key(const Op& op) {
       return fmt::format("{}:bytes={}{}", kind, op.bytes, op.dropout > 0 ? ",dropout=1" : "");
     case OpKind::moe_permute:
     case OpKind::moe_unpermute:
+    case OpKind::fp8_transpose:  // a byte per element each way, whatever the recipe that scaled it
       return fmt::format("{}:bytes={}", kind, op.bytes);
     case OpKind::fp8_cast:  // the recipe names the kernel; tensorwise keys as before the recipe was in the key
       return fmt::format("{}:bytes={}{}", kind, op.bytes,

@@ -168,7 +168,8 @@ std::vector<double> shape_octaves(const Op& op) {
     case OpKind::elementwise:
     case OpKind::moe_permute:
     case OpKind::moe_unpermute:
-    case OpKind::fp8_cast: return {log2(op.bytes)};
+    case OpKind::fp8_cast:
+    case OpKind::fp8_transpose: return {log2(op.bytes)};
     case OpKind::gemm:  // taken above
     case OpKind::moe_router:
     case OpKind::norm_forward:

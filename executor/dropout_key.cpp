@@ -1,12 +1,12 @@
 #include "executor/dropout_key.hpp"
 
 #include <algorithm>
-#include <array>
 #include <stdexcept>
 
 #include <fmt/format.h>
 
 #include "core/splitmix.hpp"
+#include "executor/context_rows.hpp"
 #include "strategies/rank_layout.hpp"
 
 namespace twin::exec {
@@ -44,15 +44,12 @@ namespace {
 std::vector<BatchRowRun> all_runs(const MicroBatchRows& m) {
   const std::int64_t first_token = m.first_sequence * m.seq_length;
   if (m.context_parallel_size == 1) return {{0, m.sequences * m.local_length - m.first_row, first_token + m.first_row}};
-  if (m.first_row != 0 || m.local_length % 2 != 0)
+  if (m.first_row != 0)
     throw std::invalid_argument("dropout rows: a context-parallel micro-batch's rows are two whole chunks a sequence");
-  const std::int64_t chunk = m.local_length / 2;
-  const std::array<int, 2> chunks = context_chunks_of(m.context_parallel_rank, m.context_parallel_size);
   std::vector<BatchRowRun> runs;
-  for (std::int64_t sequence = 0; sequence < m.sequences; ++sequence)
-    for (std::size_t half = 0; half < chunks.size(); ++half)
-      runs.push_back({sequence * m.local_length + static_cast<std::int64_t>(half) * chunk, chunk,
-                      first_token + sequence * m.seq_length + chunks[half] * chunk});
+  for (const ContextRowRun& run :
+       context_row_runs(m.sequences, m.local_length, m.context_parallel_rank, m.context_parallel_size))
+    runs.push_back({run.first_row, run.rows, first_token + run.sequence * m.seq_length + run.first_position});
   return runs;
 }
 }  // namespace

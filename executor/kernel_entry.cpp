@@ -23,6 +23,7 @@ std::optional<OpKind> kernel_entry(Action action) {
     case Action::loss_backward: return OpKind::loss_backward;
     case Action::optimizer_step: return OpKind::optimizer_step;
     case Action::fp8_cast: return OpKind::fp8_cast;
+    case Action::fp8_transpose: return OpKind::fp8_transpose;
     case Action::expert_dispatch:
     case Action::expert_dispatch_backward: return OpKind::moe_permute;
     case Action::expert_combine:

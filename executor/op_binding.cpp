@@ -122,7 +122,7 @@ std::string to_string(Action action) {
       "ring_attention_forward", "ring_attention_backward", "ring_exchange", "ring_exchange_backward", "ring_merge",
       "ring_gradient_add", "ulysses_to_heads", "ulysses_to_sequence", "phase_handoff",
       "switch_transfer", "pipelines_reduce", "pipelines_gather", "pipelines_ring_step", "fp8_cast", "fp8_amax_reduce",
-      "fp8_gathered_amax", "mla_step"};
+      "fp8_gathered_amax", "fp8_transpose", "mla_step"};
   static_assert(std::size(names) == static_cast<std::size_t>(Action::mla_step) + 1, "a name per action");
   return names[static_cast<int>(action)];
 }
@@ -164,6 +164,14 @@ void bind_fp8_cast(const RankClass& rc, OpIndex i, OpBinding& b) {
       op.linear_tensor != LinearTensor::weight)
     unsupported(rc, i, "an FP8 cast that does not say which tensor of its linear it casts");
   b.action = Action::fp8_cast;
+  b.subject = op.linear;
+}
+
+void bind_fp8_transpose(const RankClass& rc, OpIndex i, OpBinding& b) {
+  const Op& op = rc.op(i);
+  if (op.linear_tensor != LinearTensor::input && op.linear_tensor != LinearTensor::output_gradient)
+    unsupported(rc, i, "an FP8 transpose of neither a linear's gathered input nor its gathered output gradient");
+  b.action = Action::fp8_transpose;
   b.subject = op.linear;
 }
 
@@ -280,6 +288,7 @@ void bind_op(const RankClass& rc, OpIndex i, OpBinding& b) {
     case OpKind::loss_backward: b.action = Action::loss_backward; break;
     case OpKind::optimizer_step: b.action = Action::optimizer_step; break;
     case OpKind::fp8_cast: bind_fp8_cast(rc, i, b); break;
+    case OpKind::fp8_transpose: bind_fp8_transpose(rc, i, b); break;
     case OpKind::moe_router:
       if (backward) unsupported(rc, i, "a router op in a backward pass");
       b.action = Action::router_forward;

@@ -71,6 +71,9 @@ enum class Action : std::uint8_t {
   // (executor/gpu/fp8_linears.hpp). The gathers themselves keep their actions (gather_input, gather_output_grad);
   // Op::fp8_payload says they move FP8.
   fp8_gathered_amax,
+  // The transpose of an FP8 tensor's gathered rows into the columnwise copy wgrad reads (an fp8_transpose op: Op::linear
+  // and Op::linear_tensor say which), after the SP gather that moved its rowwise copy (executor/gpu/fp8_gathers.cpp).
+  fp8_transpose,
   // A step of a multi-latent attention layer's block (executor/gpu/mla_block.hpp; OpBinding::mla_step says which):
   // its projections' products, its latents' norms and copy, its RoPE, expansion and attention.
   mla_step,

@@ -3,7 +3,8 @@
 // embedding vocab-parallel by rows and the output projection by columns. Norm weights and biases, row-parallel
 // linears' biases and learned positions are replicated. Each linear's bias follows its weight in the unit, each
 // LayerNorm's bias its weight (Megatron's order).
-// The layout only; executor/gpu/stage_parameters.cpp allocates and initialises the buffers.
+// The layout only; executor/gpu/stage_parameters.cpp allocates and initialises the buffers, and
+// executor/parameter_units.cpp answers the layout's plain queries (a tensor by role, placement, the norm's ranges).
 #include "executor/parameters.hpp"
 
 #include <algorithm>
@@ -58,16 +59,6 @@ void require_supported(const ModelConfig& m) {
 
 }  // namespace
 
-const WeightTensor& ParameterUnitLayout::tensor(OpRole role) const {
-  if (const WeightTensor* t = find(role, WeightPart::weight)) return *t;
-  throw std::logic_error(fmt::format("parameter unit {} has no {} weight", id, to_string(role)));
-}
-
-const WeightTensor* ParameterUnitLayout::find(OpRole role, WeightPart part) const {
-  for (const WeightTensor& t : tensors)
-    if (t.role == role && t.part == part) return &t;
-  return nullptr;
-}
 
 bool stage_holds_embedding(const Strategy& strategy, int stage) {
   for (int chunk = 0; chunk < chunks_per_stage(strategy); ++chunk)
@@ -107,11 +98,6 @@ class UnitMaker {
 
   // Layer `l`'s unit, and after it its experts unit when the layer is an MoE layer.
   std::vector<ParameterUnitLayout> layer(int l) const {
-    // Megatron-Core divides the key-value groups over TP (num_query_groups_per_partition); the search offers no
-    // other split (strategies/validity.cpp), but a pinned one reaches here.
-    if (m_.num_query_groups % tp_ != 0)
-      throw std::invalid_argument("num_query_groups " + std::to_string(m_.num_query_groups) +
-                                  " not divisible by tensor_model_parallel_size " + std::to_string(tp_));
     const std::int64_t h = shapes_.h, d = shapes_.d, heads_l = shapes_.heads, groups_l = shapes_.groups;
     const std::int64_t heads = heads_l * tp_, groups = groups_l * tp_, ffn_l = shapes_.ffn, ffn = ffn_l * tp_;
     const int t = t_;
@@ -382,42 +368,5 @@ std::vector<ParameterUnitLayout> plan_parameter_units(const PlanPart& part, int 
   return units;
 }
 
-std::array<ColumnBlock, 3> qkv_column_blocks(std::int64_t heads_local, std::int64_t groups_local, std::int64_t d,
-                                             int tp, int rank) {
-  const std::int64_t heads = heads_local * tp, groups = groups_local * tp;
-  return {{{rank * heads_local * d, heads_local * d},
-           {heads * d + rank * groups_local * d, groups_local * d},
-           {(heads + groups) * d + rank * groups_local * d, groups_local * d}}};
-}
-
-RankPlacement placement_of(const Strategy& strategy, int rank) {
-  const RankCoordinates c = coordinates_of(strategy, rank);
-  RankPlacement placement{c.tp, group_slot(strategy, GroupKind::data, rank)->position, c.pp};
-  placement.ep_rank = group_slot(strategy, GroupKind::expert, rank)->position;
-  placement.expert_data_rank = group_slot(strategy, GroupKind::expert_data, rank)->position;
-  return placement;
-}
-
-std::vector<ElementRange> gradient_norm_ranges(const ParameterUnitLayout& unit, bool count_replicated) {
-  const std::int64_t part_begin = unit.shard_begin, part_end = unit.shard_begin + unit.shard_elements;
-  std::vector<ElementRange> ranges;
-  const auto add = [&](std::int64_t begin, std::int64_t end) {  // [begin, end) clipped to this rank's part
-    begin = std::max(begin, part_begin);
-    end = std::min(end, part_end);
-    if (end > begin) ranges.push_back({begin, end - begin});
-  };
-  std::vector<const WeightTensor*> left_out;
-  for (const WeightTensor& w : unit.tensors)
-    if ((w.tp_replicated && !count_replicated) || w.embedding_copy) left_out.push_back(&w);
-  std::sort(left_out.begin(), left_out.end(),
-            [](const WeightTensor* a, const WeightTensor* b) { return a->offset < b->offset; });
-  std::int64_t from = 0;
-  for (const WeightTensor* w : left_out) {
-    add(from, w->offset);
-    from = w->offset + w->elements();
-  }
-  add(from, unit.padded);
-  return ranges;
-}
 
 }  // namespace twin::exec

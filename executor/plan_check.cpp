@@ -1,9 +1,11 @@
 // The model, the framework switches and the precision recipe; per part whose strategy the plan states (a uniform
-// or per-layer plan's, or each hot-switching phase's) memory, strategy and the switch into it; the rules the plan's
+// or per-layer plan's, or each hot-switching phase's) the search's validity rules, memory, strategy and the switch
+// into it; the rules the plan's
 // family adds (strategies/families/rank_plan.hpp); the parameter layout of every part a GPU runs; and last the op
 // bindings of every rank class, which refuse what they do not run.
 #include "executor/plan_check.hpp"
 
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -21,6 +23,7 @@
 #include "strategies/layout_switch.hpp"
 #include "strategies/memory.hpp"
 #include "strategies/sharded_parameters.hpp"
+#include "strategies/validity.hpp"
 
 namespace twin::exec {
 
@@ -119,14 +122,18 @@ void check_strategy(const Plan& plan, const Scenario& scenario, const Strategy& 
                      "megatron (DeepSpeed's ZeRO-3 is priced by the simulator only)");
 }
 
-// Each part whose strategy the plan file states (a uniform or per-layer plan's, each hot-switching phase's): the
-// strategy, and the switch into it from the part before.
+// Each part whose strategy the plan file states (a uniform or per-layer plan's, each hot-switching phase's): what
+// the executor refuses of the strategy (at the key it refuses), the search's rules (strategies/validity.hpp, their
+// one statement, the key-value groups TP must divide among them: a plan file may pin a strategy the search never
+// offers), and the switch into it from the part before.
 void check_parts(const Plan& plan, const PlanGraphs& lowered, const std::string& file) {
   for (std::size_t p = 0; p < lowered.parts.size(); ++p) {
     const PlanPart& part = lowered.parts[p];
     const std::string at = part_strategy_path(lowered, p);
     if (at.empty()) continue;  // the family checks it (check_family_rules)
     check_strategy(plan, part.scenario, part.strategy, part.memory, file, at);
+    if (const std::optional<std::string> invalid = invalid_reason(part.scenario, part.strategy))
+      throw InputError(file, at, "a strategy the search could offer, not one that breaks its rule: " + *invalid);
     if (part.strategy.context_parallel_size > 1 && !part.packs.empty())
       throw InputError(file, at + "/context_parallel_size",
                        "1 in a phase whose rows pack several sequences (twin execute shards whole sequences over "

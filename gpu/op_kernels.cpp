@@ -161,6 +161,10 @@ void launch(const Fp8Cast& c, cudaStream_t stream) {
   throw std::logic_error("gpu::Fp8Cast: no cast kernel of recipe " + to_string(c.recipe));
 }
 
+void launch(const Fp8Transpose& c, cudaStream_t stream) {
+  k::fp8_transpose(c.rowwise, c.rows, c.cols, c.columnwise, stream);
+}
+
 kernels::Fp8Scaling fp8_cast_blocks(Fp8Recipe recipe, LinearTensor tensor) {
   if (recipe != Fp8Recipe::blockwise) return kernels::Fp8Scaling::per_tensor;
   return tensor == LinearTensor::weight ? kernels::Fp8Scaling::blocks_128x128 : kernels::Fp8Scaling::blocks_1x128;

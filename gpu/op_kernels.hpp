@@ -258,6 +258,16 @@ struct Fp8Cast {
   bool amax_reduced = false;
 };
 
+// The columnwise copy of an FP8 tensor [rows, cols] from its rowwise copy (gathered rows of an SP gather under one
+// scale per tensor: Transformer Engine cannot gather the transpose on Hopper), one byte an element each way; the
+// scale record is the rowwise copy's, which the caller keeps (kernels::fp8_transpose, gpu/fp8_cast.hpp).
+struct Fp8Transpose {
+  static constexpr OpKind kind = OpKind::fp8_transpose;
+  const std::uint8_t* rowwise = nullptr;
+  std::int64_t rows = 0, cols = 0;
+  std::uint8_t* columnwise = nullptr;
+};
+
 // The blocks a cast of `tensor` takes under `recipe`: blockwise, 128 x 128 for a weight and 1x128 for an input or
 // output gradient (DeepSeek-V3's recipe); per tensor under the other recipes. Calibration's bench and the executor
 // both ask it.
@@ -311,14 +321,15 @@ void launch(const MoePermute& call, cudaStream_t stream);
 void launch(const MoeUnpermute& call, cudaStream_t stream);
 void launch(const OptimizerStep& call, cudaStream_t stream);
 void launch(const Fp8Cast& call, cudaStream_t stream);
+void launch(const Fp8Transpose& call, cudaStream_t stream);
 void launch(const AttentionForward& call, cudaStream_t stream);
 void launch(const AttentionBackward& call, cudaStream_t stream);
 
 // Every entry, once.
 using OpKernelCalls = std::tuple<NormForward, NormBackward, RopeForward, RopeBackward, ActivationForward,
                                  ActivationBackward, Elementwise, EmbeddingForward, EmbeddingBackward, LossForward,
-                                 LossBackward, MoePermute, MoeUnpermute, OptimizerStep, Fp8Cast, AttentionForward,
-                                 AttentionBackward>;
+                                 LossBackward, MoePermute, MoeUnpermute, OptimizerStep, Fp8Cast, Fp8Transpose,
+                                 AttentionForward, AttentionBackward>;
 
 // Entries for `kind` in OpKernelCalls.
 constexpr int op_kernel_entries(OpKind kind) {

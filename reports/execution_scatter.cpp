@@ -29,7 +29,7 @@ constexpr std::array<const char*, kOpKindCount> kKindColors = {
     "#b07aa1", "#d4a6c8",             // loss
     "#a0cbe8", "#bab0ac", "#8c6d31",  // moe router, permute, unpermute
     "#f28e2b",                        // optimizer step
-    "#bcbd22",                        // fp8 cast
+    "#bcbd22", "#dbdb8d",             // fp8 cast, fp8 transpose
     "#e15759", "#ff9d9a", "#ffbe7d", "#9c2f45",  // all-reduce, all-gather, reduce-scatter, all-to-all
     "#17becf", "#9edae5",             // send, recv
 };

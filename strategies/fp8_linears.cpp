@@ -71,6 +71,8 @@ std::int64_t fp8_cast_bytes(Fp8Recipe recipe, std::int64_t elements, bool column
   return std::llround(source_bytes * n + amax_pass + copy * (columnwise ? 2 : 1));
 }
 
+std::int64_t fp8_transpose_bytes(std::int64_t elements) { return 2 * elements; }
+
 double fp8_state_bytes(const Scenario& scenario, const Strategy& s, int stage) {
   if (!scenario.training.fp8) return 0;
   const Fp8Config& fp8 = *scenario.training.fp8;

@@ -37,6 +37,11 @@ std::int64_t fp8_amax_reduction_bytes(const Scenario& scenario, const Strategy& 
 // amax before casting. A cast of `source_bytes` per element (4: the fp32 main weights) reads that instead.
 std::int64_t fp8_cast_bytes(Fp8Recipe recipe, std::int64_t elements, bool columnwise, double source_bytes = 2);
 
+// Bytes a transpose of an FP8 copy of `elements` elements moves (an fp8_transpose op: Transformer Engine's
+// _create_transpose of gathered rows): the rowwise copy read and the columnwise one written, a byte an element each.
+// The scale record is shared, not moved.
+std::int64_t fp8_transpose_bytes(std::int64_t elements);
+
 // Bytes the FP8 copies and scaling state of the stage's FP8 weights hold per GPU beyond the 16-bit weights the
 // memory model counts: both copies (rowwise and columnwise, the transposed or column-scaled one the data and
 // weight gradients read) with their scales, less the 16-bit weight itself under param_gather (the FP8 copy is the

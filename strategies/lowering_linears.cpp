@@ -9,7 +9,7 @@
 // weight gradient is added into the fp32 main gradient by a kernel of its own.
 // A layer in FP8 (training.fp8) runs them as Transformer Engine's Linear does: the input cast to FP8 (on the
 // local rows, before the SP gather, which then moves FP8) with its columnwise copy kept for wgrad (under SP with
-// per-tensor scales: the rowwise copy gathered and transposed after the gather), the output gradient likewise in
+// per-tensor scales: the rowwise copy gathered, and an fp8_transpose op before wgrad), the output gradient likewise in
 // backward, the GEMMs on FP8 operands (E5M2 gradients in the hybrid format; wgrad in 16
 // bits when fp8.wgrad is off); the weights' casts come after the optimizer step (strategies/lowering_pipeline.cpp).
 #include <vector>
@@ -120,13 +120,30 @@ void cast_before_gather(Emitter& e, OpRole role, LinearTensor tensor, std::int64
   e.emit(op);
 }
 
-// The SP all-gather of `tensor` of the linear `role`, `width` wide, in FP8 where `fp8` (its rowwise copy, then
-// transposed for a wgrad that reads the columnwise copy, under per-tensor scales), else bf16.
-Op sp_gather(const Emitter& e, OpRole role, LinearTensor tensor, std::int64_t width, bool fp8, bool wgrad_reads) {
+// The SP all-gather of `tensor` of the linear `role`, `width` wide, in FP8 where `fp8` (its rowwise copy alone
+// under per-tensor scales: transpose_gathered then writes the columnwise copy wgrad reads), else bf16.
+Op sp_gather(const Emitter& e, OpRole role, LinearTensor tensor, std::int64_t width, bool fp8) {
   Op op = tp_op(OpKind::all_gather, OpRole::tp_gather, e.shapes(), gathered_bytes(e, fp8, width), role, tensor);
   op.fp8_payload = fp8;
-  op.fp8_columnwise = fp8 && wgrad_reads && gathers_rowwise_fp8(e);
   return op;
+}
+
+// Where SP `gather`ed a per-tensor FP8 tensor's rowwise copy alone (gathers_rowwise_fp8) and wgrad reads it in FP8:
+// the transpose of the gathered rows (tokens x width) into the columnwise copy, a memory-bound kernel on the compute
+// stream after `after` (the data gradient) and the gather, before wgrad. Transformer Engine's _Linear runs it there:
+// update_usage(columnwise_usage=True) after the gather's wait, just before the wgrad GEMM (module/linear.py at
+// NVIDIA/TransformerEngine d0067d0da6). Returns the transpose, or `after` where none runs.
+OpIndex transpose_gathered(Emitter& e, OpRole role, LinearTensor tensor, std::int64_t width, OpIndex gather,
+                           OpIndex after) {
+  if (gather == kNoOp || !fp8_wgrad(e) || !gathers_rowwise_fp8(e)) return after;
+  const std::int64_t rows = e.shapes().tokens;
+  Op op = Emitter::rows_cols(OpKind::fp8_transpose, role, rows, width);
+  op.linear = role;
+  op.linear_tensor = tensor;
+  op.bytes = fp8_transpose_bytes(rows * width);
+  const OpIndex transpose = e.emit_after(op, after);
+  e.depend(gather, transpose);
+  return transpose;
 }
 
 // A TP collective Transformer Engine's userbuffers run beside a GEMM ("bulk": on a few SMs).
@@ -212,7 +229,7 @@ void column_parallel_forward(Emitter& e, OpRole role, std::int64_t n_out, std::i
   }
   reduce_gathered_amax(e, role, LinearTensor::input, s.tokens_local, k_in);
   cast_before_gather(e, role, LinearTensor::input, s.tokens_local, k_in);
-  if (tp_active(s) && s.sp) e.emit(sp_gather(e, role, LinearTensor::input, k_in, e.fp8_linears(), false));
+  if (tp_active(s) && s.sp) e.emit(sp_gather(e, role, LinearTensor::input, k_in, e.fp8_linears()));
   e.emit(linear_gemm(e, role, GemmPass::forward, s.tokens, n_out, k_in));
 }
 
@@ -239,7 +256,7 @@ void column_parallel_backward(Emitter& e, OpRole role, std::int64_t n_out, std::
   const auto collective = s.tp_comm_overlap ? userbuffers_op : tp_op;
   OpIndex gathered_input = kNoOp;
   if (tp_active(s) && s.sp) {  // the input again for wgrad: in FP8 where wgrad reads FP8
-    Op gather = sp_gather(e, role, LinearTensor::input, k_in, fp8_wgrad(e), true);
+    Op gather = sp_gather(e, role, LinearTensor::input, k_in, fp8_wgrad(e));
     if (s.tp_comm_overlap) gather.comm_kernel = CommKernel::userbuffers_sm;
     gathered_input = e.emit_after(gather, e.chain);
   }
@@ -251,7 +268,9 @@ void column_parallel_backward(Emitter& e, OpRole role, std::int64_t n_out, std::
                              LinearTensor::input_gradient)
                 : tp_op(OpKind::all_reduce, OpRole::tp_reduce, s, input_gradient_bytes, role,
                         LinearTensor::input_gradient));
-  const OpIndex wgrad = e.emit_after(linear_gemm(e, role, GemmPass::weight_gradient, k_in, n_out, s.tokens), dgrad);
+  const OpIndex before_wgrad = transpose_gathered(e, role, LinearTensor::input, k_in, gathered_input, dgrad);
+  const OpIndex wgrad =
+      e.emit_after(linear_gemm(e, role, GemmPass::weight_gradient, k_in, n_out, s.tokens), before_wgrad);
   if (gathered_input != kNoOp) e.depend(gathered_input, wgrad);
   accumulate_gradient(e, wgrad, k_in * n_out);
 }
@@ -279,9 +298,11 @@ void row_parallel_backward(Emitter& e, OpRole role, std::int64_t n_out, std::int
   } else {
     reduce_gathered_amax(e, role, LinearTensor::output_gradient, s.tokens_local, n_out);
     cast_before_gather(e, role, LinearTensor::output_gradient, s.tokens_local, n_out);
+    OpIndex sp_gathered = kNoOp;
     if (tp_active(s) && s.sp)
-      e.emit(sp_gather(e, role, LinearTensor::output_gradient, n_out, e.fp8_linears(), fp8_wgrad(e)));
+      sp_gathered = e.emit(sp_gather(e, role, LinearTensor::output_gradient, n_out, e.fp8_linears()));
     dgrad = e.emit(linear_gemm(e, role, GemmPass::input_gradient, s.tokens, k_in, n_out));
+    e.chain = transpose_gathered(e, role, LinearTensor::output_gradient, n_out, sp_gathered, dgrad);
   }
   const OpIndex wgrad = e.emit(linear_gemm(e, role, GemmPass::weight_gradient, k_in, n_out, s.tokens));
   e.depend(gathered, wgrad);

@@ -19,7 +19,8 @@ std::int64_t eager_extra_bytes_per_element(OpKind kind) {
     case OpKind::gemm: case OpKind::attention_forward: case OpKind::attention_backward: case OpKind::elementwise:
     case OpKind::embedding_forward: case OpKind::embedding_backward: case OpKind::loss_forward:
     case OpKind::loss_backward: case OpKind::moe_router: case OpKind::moe_permute: case OpKind::moe_unpermute:
-    case OpKind::optimizer_step: case OpKind::fp8_cast: case OpKind::all_reduce: case OpKind::all_gather:
+    case OpKind::optimizer_step: case OpKind::fp8_cast: case OpKind::fp8_transpose:
+    case OpKind::all_reduce: case OpKind::all_gather:
     case OpKind::reduce_scatter: case OpKind::all_to_all: case OpKind::send: case OpKind::recv:
       return 0;
   }

@@ -292,6 +292,12 @@ std::optional<KernelBench> make_kernel_bench(const Op& op, const KernelModelFact
       if (!call) return std::nullopt;
       return bench_of(x, *call);
     }
+    case OpKind::fp8_transpose: {  // gathered rows [rows, cols] of one byte each, read once and written transposed
+      if (!shaped) break;
+      auto* rowwise = static_cast<std::uint8_t*>(x.v(x.bf16((n + 1) / 2)));  // random bytes
+      auto* columnwise = static_cast<std::uint8_t*>(x.v(x.raw(n)));
+      return bench_of(x, Fp8Transpose{rowwise, rows, cols, columnwise});
+    }
     case OpKind::attention_forward:
     case OpKind::attention_backward: {
       const AttentionShape& a = op.attention;

@@ -154,6 +154,9 @@ KernelOps default_kernel_ops(bool quick) {
         cast.bytes = fp8_cast_bytes(recipe, t * h, true);
         add(ops, cast);
       }
+      Op transpose = rows_cols(OpKind::fp8_transpose, t, h);  // SP's gathered rows, per-tensor scales
+      transpose.bytes = fp8_transpose_bytes(t * h);
+      add(ops, transpose);
       add(ops, rows_cols(OpKind::rope_forward, t, h + h / 4));  // GQA with 8 KV heads of 32: q + k widths
       add(ops, rows_cols(OpKind::rope_backward, t, h + h / 4));
     }

@@ -90,7 +90,7 @@ void CollectiveBench::launch(ncclComm_t comm, OpKind collective, Bytes size_byte
     case OpKind::activation_forward: case OpKind::activation_backward: case OpKind::elementwise:
     case OpKind::embedding_forward: case OpKind::embedding_backward: case OpKind::loss_forward:
     case OpKind::loss_backward: case OpKind::moe_router: case OpKind::moe_permute: case OpKind::moe_unpermute:
-    case OpKind::optimizer_step: case OpKind::fp8_cast:
+    case OpKind::optimizer_step: case OpKind::fp8_cast: case OpKind::fp8_transpose:
       throw std::invalid_argument("CollectiveBench: not a collective: " + to_string(collective));
   }
 }

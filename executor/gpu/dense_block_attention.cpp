@@ -1,15 +1,14 @@
 // The ops between the linears of a layer: RoPE, attention and the MLP activation. RoPE and attention run per run
 // of equal sequences of a micro-batch's rows (one run unless rows pack several sequences: hot switching). A Ulysses
 // layer's attention works on its tensors' heads layout (executor/gpu/ulysses_exchange.hpp): their gathered forms.
-#include <array>
 #include <stdexcept>
 
+#include "executor/context_rows.hpp"
 #include "executor/gpu/dense_block.hpp"
 #include "executor/gpu/kernel_launch.hpp"
 #include "gpu/checks.hpp"
 #include "gpu/kernels.hpp"
 #include "gpu/op_kernels.hpp"
-#include "strategies/rank_layout.hpp"
 
 namespace twin::exec {
 namespace {
@@ -41,7 +40,8 @@ kernels::AttentionDims run_attention_dims(const Op& op, const lowering::RankShap
 }
 
 // Rows rotated as positions first_position + (row % period). Under context parallelism a rank's rows of a sequence
-// are two chunks, r and 2cp-1-r of 2cp, each at its place in the whole sequence.
+// are two chunks, r and 2cp-1-r of 2cp, each at its place in the whole sequence (executor/context_rows.hpp, the walk
+// hidden dropout's batch tokens take too).
 std::vector<DenseBlock::RopeRun> DenseBlock::rope_runs(int mb, const lowering::RankShapes& s) const {
   std::vector<RopeRun> runs;
   if (s.cp == 1) {
@@ -49,11 +49,8 @@ std::vector<DenseBlock::RopeRun> DenseBlock::rope_runs(int mb, const lowering::R
       runs.push_back({run.first_token, run.sequences * run.length, run.length, 0});
     return runs;
   }
-  const std::int64_t chunk = s.s / 2;
-  const std::array<int, 2> chunks = context_chunks_of(stage_.layout.me().cp, s.cp);
-  for (std::int64_t row = 0; row < s.b; ++row)
-    for (std::size_t half = 0; half < chunks.size(); ++half)
-      runs.push_back({row * s.s + static_cast<std::int64_t>(half) * chunk, chunk, chunk, chunks[half] * chunk});
+  for (const ContextRowRun& run : context_row_runs(s.b, s.s, stage_.layout.me().cp, s.cp))
+    runs.push_back({run.first_row, run.rows, run.rows, run.first_position});
   return runs;
 }
 

@@ -20,6 +20,9 @@ Handler& present(const std::unique_ptr<Handler>& handler, const char* op) {
 
 }  // namespace
 
+// Three actions only mark their place: phase_handoff (the process issues its parts in order), switch_transfer (the
+// switch ran before the part's first op, LayoutSwitch::run) and pipelines_ring_step (the segment's reduction ran at
+// its ring's first step).
 void StageRuntime::run_op(OpIndex index) {
   const Op& op = rc_.op(index);
   const OpBinding& b = bindings_[index];
@@ -38,6 +41,7 @@ void StageRuntime::run_op(OpIndex index) {
     case Action::fp8_cast: return fp8().cast(p);
     case Action::fp8_amax_reduce: return fp8().reduce_amaxes(p);
     case Action::fp8_gathered_amax: return fp8().reduce_gathered_amax(p);
+    case Action::fp8_transpose: return fp8().transpose(p);
     case Action::gather_input: return op.fp8_payload ? fp8().gather(p) : dense.gather_input(p);
     case Action::reduce_output: return dense.reduce_output(p);
     case Action::gather_output_grad: return op.fp8_payload ? fp8().gather(p) : dense.gather_output_grad(p);
@@ -94,9 +98,7 @@ void StageRuntime::run_op(OpIndex index) {
       return ulysses_exchange(p, layout_.layout(p.unit), tensors_);
     case Action::pipelines_reduce: return pipelines().reduce(op.ring_segment, *params_, p.stream);
     case Action::pipelines_gather: return pipelines().gather(op.ring_segment, *params_, p.stream);
-    case Action::phase_handoff:        // the process issues its parts in order
-    case Action::switch_transfer:      // the switch ran before the part's first op (LayoutSwitch::run)
-    case Action::pipelines_ring_step: return;  // the segment's reduction ran at its ring's first step
+    case Action::phase_handoff: case Action::switch_transfer: case Action::pipelines_ring_step: return;  // marks
     case Action::mla_step: return mla().run(p);
   }
 }

@@ -3,10 +3,13 @@
 // tensor SP gathers is cast on this GPU's rows into its rowwise copy only, the rowwise bytes are all-gathered over
 // TP (rank-major rows, as the bf16 gather lays them out), the scale record is this GPU's (every rank has the same
 // scale: current scaling all-reduces the amax over TP before the cast, delayed scaling reduces its amax history over
-// a group that holds TP), and where wgrad reads the columnwise copy the gathered rows are transposed into it.
+// a group that holds TP), and where wgrad reads the columnwise copy an fp8_transpose op after the gather transposes
+// the gathered rows into it (_create_transpose, which TE's _Linear runs before wgrad on the compute stream).
 #include <stdexcept>
+#include <string>
 
 #include "executor/gpu/fp8_linears.hpp"
+#include "executor/gpu/kernel_launch.hpp"
 #include "gpu/checks.hpp"
 
 namespace twin::exec {
@@ -47,10 +50,25 @@ void Fp8Linears::gather(const OpPass& p) {
   TWIN_NCCL_CHECK(ncclAllGather(local.rowwise, gathered.rowwise, rows * cols, ncclUint8, layout.tensor, p.stream));
   TWIN_CUDA_CHECK(cudaMemcpyAsync(gathered.rowwise_scaling, local.rowwise_scaling, kernels::kFp8ScalingFloats *
                                   sizeof(float), cudaMemcpyDeviceToDevice, p.stream));
-  if (op.fp8_columnwise)
-    kernels::fp8_transpose(gathered.rowwise, rows * layout.shapes.tp, cols, gathered.columnwise, p.stream);
   // In backward this is the copies' last reader; forward, the backward gathers them again where wgrad runs in FP8.
   if (op.phase == Phase::backward) tensors_.release(p.mb, p.unit, fp8_name(linear, tensor), p.stream);
+}
+
+void Fp8Linears::transpose(const OpPass& p) {
+  const Op& op = p.op;
+  const OpRole linear = p.binding.subject;
+  const LinearTensor tensor = op.linear_tensor;
+  const UnitLayout& layout = layout_.layout(p.unit);
+  const LinearWeight& w = weights_.at({p.unit, linear}).first;
+  const std::int64_t rows = layout.shapes.tokens_local * layout.shapes.tp;
+  const std::int64_t cols = tensor == LinearTensor::input ? w.in : w.out;
+  if (op.rows != rows || op.cols != cols)
+    throw std::logic_error("executor: an FP8 transpose of " + std::to_string(op.rows) + " x " + std::to_string(op.cols) +
+                           " where the linear's gathered " + to_string(tensor) + " is " + std::to_string(rows) + " x " +
+                           std::to_string(cols));
+  const Fp8Copies gathered = fp8_layout(fp8_.recipe, tensor, rows, cols)
+                                 .copies_in(tensors_.get(p.mb, p.unit, fp8_gathered_name(linear, tensor)));
+  launch_op(op, p.binding, gpu::Fp8Transpose{gathered.rowwise, rows, cols, gathered.columnwise}, p.stream);
 }
 
 }  // namespace twin::exec

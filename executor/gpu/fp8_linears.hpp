@@ -26,7 +26,7 @@
 // Under sequence parallelism with per-tensor scales (executor/gpu/fp8_gathers.cpp) a tensor SP gathers is cast on
 // this GPU's rows into its rowwise copy, gathered over TP (Op::fp8_payload) into its gathered form
 // (Form::fp8_gathered, Form::fp8_gradient_gathered) and, where wgrad reads it, transposed there into the columnwise
-// copy, as Transformer Engine's _all_gather_fp8 does on Hopper; under current scaling its amax is all-reduced over
+// copy by an fp8_transpose op, as Transformer Engine's _Linear does on Hopper before wgrad; under current scaling its amax is all-reduced over
 // TP first (Action::fp8_gathered_amax), so every shard takes the scale of the whole. A GEMM reads a tensor's
 // gathered form where the store holds it.
 #pragma once
@@ -134,9 +134,11 @@ class Fp8Linears {
   void input_grad(const OpPass& p);
   void weight_grad(const OpPass& p);
   // Sequence parallelism (executor/gpu/fp8_gathers.cpp): an fp8_amax op over TP (current scaling: the amax of this
-  // GPU's rows of the tensor, all-reduced into the record its cast then scales by), and an all_gather of FP8.
+  // GPU's rows of the tensor, all-reduced into the record its cast then scales by), an all_gather of FP8, and the
+  // fp8_transpose of the gathered rows into their columnwise copy.
   void reduce_gathered_amax(const OpPass& p);
   void gather(const OpPass& p);
+  void transpose(const OpPass& p);
 
  private:
   // The copies of `tensor` (rows x cols, as stored in bf16) in the unit's slot (made when `make`).

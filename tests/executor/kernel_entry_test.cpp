@@ -39,7 +39,8 @@ TEST(KernelEntry, EveryLaunchedEntryIsAKindCalibrationTimes) {
       EXPECT_TRUE(timed_as_own_kernel(*kind)) << to_string(static_cast<Action>(a)) << " launches " << to_string(*kind);
 }
 
-// Dense with TP, SP and PP; context parallelism's ring; MoE with and without expert parallelism.
+// Dense with TP, SP and PP; context parallelism's ring; MoE with and without expert parallelism; FP8 on one GPU and at
+// TP 2 with SP (its gathered rows' transposes).
 TEST(KernelEntry, LoweredOpsRunTheEntryOfTheirOwnKind) {
   using testing_binding::lower;
   using testing_binding::moe_on;
@@ -48,7 +49,8 @@ TEST(KernelEntry, LoweredOpsRunTheEntryOfTheirOwnKind) {
   const std::vector<IterationGraph> graphs = {
       lower(testing::make_strategy(2, 2, 1, true)), lower(testing::make_strategy(1, 1, 2, false)),
       lower(testing::make_strategy(1, 2, 1, false), moe_on(2)), lower(expert_parallel, moe_on(2)),
-      lower(testing::make_strategy(1, 1, 1, false), testing_binding::fp8_scenario(Fp8Recipe::tensorwise))};
+      lower(testing::make_strategy(1, 1, 1, false), testing_binding::fp8_scenario(Fp8Recipe::tensorwise)),
+      lower(testing::make_strategy(2, 1, 1, true), testing_binding::fp8_scenario(Fp8Recipe::tensorwise))};
   int launches = 0;
   for (const IterationGraph& graph : graphs)
     for (const RankClass& rc : graph.classes) {

@@ -269,10 +269,14 @@ TEST(OpBinding, RunsExactlyTheKindsTheTableSaysItRuns) {
       bind_ops(rc);
       for (OpIndex i = 0; i < rc.size(); ++i) bound.insert(rc.op(i).kind);
     }
-  for (const RankClass& rc : lower(testing::make_strategy(1, 1, 1, false), fp8_scenario(Fp8Recipe::tensorwise)).classes) {
-    bind_ops(rc);
-    for (OpIndex i = 0; i < rc.size(); ++i) bound.insert(rc.op(i).kind);
-  }
+  // FP8 on one GPU, and at TP 2 with SP (the gathered rows' transposes).
+  for (const bool sequence_parallel : {false, true})
+    for (const RankClass& rc : lower(testing::make_strategy(sequence_parallel ? 2 : 1, 1, 1, sequence_parallel),
+                                     fp8_scenario(Fp8Recipe::tensorwise))
+                                   .classes) {
+      bind_ops(rc);
+      for (OpIndex i = 0; i < rc.size(); ++i) bound.insert(rc.op(i).kind);
+    }
   for (OpKind kind : all_op_kinds()) {
     if (op_kind_traits(kind).executor_runs) {
       EXPECT_EQ(bound.count(kind), 1u) << to_string(kind) << " runs but no lowering here binds it";

@@ -310,6 +310,27 @@ TEST(PlanCheck, RefusesDispatchersOtherThanTheAllToAllUnderExpertParallelism) {
   }
 }
 
+// A pinned strategy is held to the search's rules (strategies/validity.hpp), refused at the plan's strategy with the
+// rule it breaks: here the key-value groups TP must divide (Megatron-Core's num_query_groups_per_partition), which
+// the parameter layout no longer states a second time.
+TEST(PlanCheck, RefusesAStrategyTheSearchWouldNotOffer) {
+  Plan plan = executed_plan();
+  plan.scenario.cluster.node_groups.front().gpus_per_node = 4;
+  plan.strategy.tensor_model_parallel_size = 4;
+  plan.strategy.sequence_parallel = true;
+  ASSERT_EQ(plan.scenario.model.num_query_groups, 4);
+  EXPECT_EQ(refusal_path(plan), "");
+  plan.scenario.model.num_query_groups = 2;  // 16 heads over TP 4, but two key-value groups
+  EXPECT_EQ(refusal_path(plan), "/strategy");
+  try {
+    check_executable_plan(plan, kFile);
+  } catch (const InputError& error) {
+    EXPECT_NE(std::string(error.what()).find("num_query_groups 2 not divisible by tensor_model_parallel_size 4"),
+              std::string::npos)
+        << error.what();
+  }
+}
+
 // Expert TP is priced by the simulator only: twin execute refuses it at its key, whole experts run.
 TEST(PlanCheck, RefusesExpertTensorParallelism) {
   Plan plan = executed_plan();

@@ -2,7 +2,7 @@
 // the whole tensor (tests/gpu/fp8_test_util.hpp, the float64 reference the one-call cast is held to): two shards of
 // rows, each cast after its amax maxima were reduced (max) with the other's, as the NCCL all-reduce over TP reduces
 // them, give together every byte and the scale of the whole tensor's cast; the byte transpose that makes a gathered
-// tensor's columnwise copy is the host's transpose.
+// tensor's columnwise copy (the fp8_transpose op's entry, gpu::Fp8Transpose) is the host's transpose.
 #include <algorithm>
 #include <cstdint>
 #include <utility>
@@ -61,8 +61,11 @@ TEST(Fp8SequenceParallelCast, TransposeOfGatheredRowsIsTheHostsTranspose) {
     for (std::size_t i = 0; i < host.size(); ++i) host[i] = static_cast<std::uint8_t>((i * 2654435761u) >> 13);
     gpu::DeviceBuffer in(host.size()), out(host.size());
     TWIN_CUDA_CHECK(cudaMemcpy(in.data(), host.data(), host.size(), cudaMemcpyHostToDevice));
-    kernels::fp8_transpose(static_cast<const std::uint8_t*>(in.data()), rows, cols,
-                           static_cast<std::uint8_t*>(out.data()), nullptr);
+    // Through the fp8_transpose kind's one entry, which the executor's action and calibration's bench launch.
+    gpu::launch(gpu::Fp8Transpose{static_cast<const std::uint8_t*>(in.data()), rows, cols,
+                                  static_cast<std::uint8_t*>(out.data())},
+                nullptr);
+    TWIN_CUDA_CHECK(cudaDeviceSynchronize());
     EXPECT_EQ(bytes_to_host(out, host.size()), transposed(host, rows, cols)) << rows << " x " << cols;
   }
 }

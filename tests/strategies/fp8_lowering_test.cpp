@@ -30,7 +30,7 @@ Fp8Config tensorwise_with_bf16_edges() {
 
 struct Counts {
   int casts_per_layer[4] = {0, 0, 0, 0};
-  int weight_casts = 0, fp8_gemms = 0, bf16_linear_gemms = 0, fp8_gathers = 0, gathers = 0;
+  int weight_casts = 0, fp8_gemms = 0, bf16_linear_gemms = 0, fp8_gathers = 0, gathers = 0, transposes = 0;
 };
 
 Counts count(const Scenario& scenario, const Strategy& strategy) {
@@ -52,6 +52,7 @@ Counts count(const Scenario& scenario, const Strategy& strategy) {
       EXPECT_EQ(is_fp8(op.gemm), fp8_layer) << op_name(op);
       if (is_fp8(op.gemm)) EXPECT_EQ(op.gemm.e5m2, op.gemm_pass != GemmPass::forward) << op_name(op);
     }
+    c.transposes += op.kind == OpKind::fp8_transpose;
     if (op.kind == OpKind::all_gather && op.group == GroupKind::tensor) {
       ++c.gathers;
       if (op.bytes == shapes.tokens * shapes.h) ++c.fp8_gathers;
@@ -78,6 +79,8 @@ TEST(Fp8Lowering, CastsAndOperandsInTheFp8LayersOnly) {
   // output gradient stay 16-bit.
   EXPECT_EQ(c.fp8_gathers, 2 * 6);
   EXPECT_EQ(c.gathers, 4 * 6 + 3);
+  // The backward gathers' rows transposed for wgrad (one scale per tensor: TE gathers the rowwise copy alone).
+  EXPECT_EQ(c.transposes, 2 * 4);
 }
 
 std::string describe(const Op& op) {
