@@ -8,7 +8,7 @@
 # its own shards' blocks), and TP 2 with sequence parallelism (bf16-tp2-sp, fp8-tp2-sp, delayed-tp2-sp: FP8 gathers of
 # each rank's rows, one scale per tensor). OUT/summary.md: each plan's measured and predicted step, the FP8 speed-ups measured beside
 # predicted, and the loss checks (tests/gpu/fp8_tp_summary.py); exits non-zero when a run fails or a check does.
-#   bash tests/gpu/fp8_tp_device.sh BIN OUT [ITERS]
+#   [FP8_PLANS="bf16-tp2-sp fp8-tp2-sp"] bash tests/gpu/fp8_tp_device.sh BIN OUT [ITERS]
 # BIN: a folder made by tests/gpu/make_carry.sh; ITERS default 80 (5 warm-up): the loss checks need the steps after the
 # noisy first phase (at 25-30 steps every pair, BF16 at TP 2 against DP 2 too, parts by several percent).
 set -uo pipefail
@@ -20,7 +20,9 @@ step test_gpu "$bin/test_gpu" \
   --gtest_filter="${GTEST_FILTER:-*Fp8AmaxReduction*:*Fp8Delayed*:*Fp8Linear*:*Fp8Cast*:*Fp8Matmul*}"
 grep -hE "^\[  (PASSED|FAILED|SKIPPED)|^\[       OK \] .*Amax" "$out/test_gpu.log"
 base=$repo/scenarios/exec-llama2-7b-4layers-fp8-tp2-2xH200.json
-plans=(fp8-tp1 bf16-tp2 fp8-tp2 delayed-tp2 bf16-dp2 delayed-dp2 blockwise-tp2 bf16-tp2-sp fp8-tp2-sp delayed-tp2-sp)
+# FP8_PLANS: a space-separated subset to run (the summary checks those and the pairs among them).
+read -ra plans <<< "${FP8_PLANS:-fp8-tp1 bf16-tp2 fp8-tp2 delayed-tp2 bf16-dp2 delayed-dp2 blockwise-tp2 bf16-tp2-sp fp8-tp2-sp delayed-tp2-sp}"
+export FP8_PLANS="${plans[*]}"
 for name in "${plans[@]}"; do
   python3 - "$base" "$name" "$out/scenario-$name.json" <<'PY' || status=1
 import json, sys

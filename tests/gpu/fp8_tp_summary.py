@@ -13,8 +13,10 @@ import os
 import sys
 
 TOLERANCE = 0.01
-PLANS = ["fp8-tp1", "bf16-tp2", "fp8-tp2", "delayed-tp2", "bf16-dp2", "delayed-dp2", "blockwise-tp2",
-         "bf16-tp2-sp", "fp8-tp2-sp", "delayed-tp2-sp"]
+# The plans the device script ran (its FP8_PLANS; every plan without it).
+PLANS = os.environ.get("FP8_PLANS", "").split() or [
+    "fp8-tp1", "bf16-tp2", "fp8-tp2", "delayed-tp2", "bf16-dp2", "delayed-dp2", "blockwise-tp2", "bf16-tp2-sp",
+    "fp8-tp2-sp", "delayed-tp2-sp"]
 PAIRS = [("fp8-tp2", "fp8-tp1"), ("fp8-tp2", "bf16-tp2"), ("delayed-tp2", "bf16-tp2"),
          ("delayed-dp2", "bf16-dp2"), ("blockwise-tp2", "bf16-tp2"), ("fp8-tp2-sp", "bf16-tp2-sp"),
          ("delayed-tp2-sp", "bf16-tp2-sp"), ("fp8-tp2-sp", "fp8-tp2"), ("delayed-tp2-sp", "delayed-tp2")]

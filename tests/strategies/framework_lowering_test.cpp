@@ -228,14 +228,18 @@ TEST(FrameworkLowering, AttentionRunsAsTheBackendSays) {
   const auto attention = [](const Op& op) {
     return op.kind == OpKind::attention_forward || op.kind == OpKind::attention_backward;
   };
-  const auto check = [&](const FrameworkLowered& l, bool flash, bool dropout, bool cudnn) {
+  // `dropout_kernel`: unfused attention's separate dropout kernel over the scores. Every backend's attention drops its
+  // probabilities here (dropout 0.1), so every key names the dropout variant (fused: the kernel's own draws, priced by
+  // cost/attention_dropout.hpp since 2026-11-30).
+  const auto check = [&](const FrameworkLowered& l, bool flash, bool dropout_kernel, bool cudnn) {
     for (const RankClass& rc : l.graph.classes)
       for (OpIndex i = 0; i < rc.size(); ++i)
         if (attention(rc.op(i))) {
           EXPECT_EQ(rc.op(i).attention.flash, flash);
-          EXPECT_EQ(rc.op(i).attention.dropout, dropout);
+          EXPECT_EQ(rc.op(i).attention.dropout, dropout_kernel);
           EXPECT_EQ(rc.op(i).attention.cudnn, cudnn);
-          EXPECT_EQ(kernel_shape_key(rc.op(i)).find(",dropout=1") != std::string::npos, dropout);
+          EXPECT_FLOAT_EQ(rc.op(i).dropout, 0.1f);
+          EXPECT_NE(kernel_shape_key(rc.op(i)).find(",dropout=1"), std::string::npos);
         }
   };
   check(lower_with_framework(scenario, tp2), false, true, false);
