@@ -384,7 +384,7 @@ def split_pipeline_tensors(rows, megatron, bloom, mtnlg):
 FP32_GRADIENT_REDUCTION = {
     "megatron-readme-h100-2024": "Megatron-LM reduces bf16 training's gradients in fp32 (arguments.py: 'bfloat16 requires "
                                  "gradient accumulation and all-reduce to be done in fp32', accumulate_allreduce_grads_in_fp32 "
-                                 "forced on; no --grad-reduce-in-bf16 in the README's runs)",
+                                 "forced on; the README lists its runs' overlap flags, no --grad-reduce-in-bf16)",
     "llmfoundry-mpt-h100-2024": "Composer's FSDP mixed_precision DEFAULT (the table's MP Mode) reduces in fp32 since "
                                 "mosaicml/composer d745fcb1b ('patch default', 2023-10-10, v0.16.4; reduce_dtype = "
                                 "torch.float32 in get_mixed_precision), and the table's commit 5e85bd6 pins mosaicml>=0.17.2",
