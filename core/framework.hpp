@@ -94,12 +94,23 @@ struct FrameworkConfig {
   std::optional<FrameworkName> name;
   // PyTorch FSDP2's own settings, with name pytorch-fsdp2 only (strategies/pytorch_fsdp2.hpp): torch.compile of
   // each block; whether a block's gathered weights are freed after its forward and gathered again for its backward
-  // (fully_shard's reshard_after_forward); the dtype gradients are reduce-scattered in (MixedPrecisionPolicy's
-  // reduce_dtype: float32, torchtitan's default, 4 bytes; bfloat16, 2).
+  // (fully_shard's reshard_after_forward).
   bool compile = false;
   bool reshard_after_forward = true;
-  int reduce_dtype_bytes = 4;
+  // The bytes per element the data-parallel gradient reduction moves (framework.reduce_dtype: float32 4, bfloat16
+  // 2), when the scenario states it. Absent: the framework's default, gradient_reduce_bytes() below.
+  std::optional<int> reduce_dtype_bytes;
   bool operator==(const FrameworkConfig&) const = default;
 };
+
+// The bytes per element of the data-parallel gradient reduction: what the scenario states, else the framework's own
+// default. pytorch-fsdp2: float32 (torchtitan's MixedPrecisionPolicy reduce_dtype). Otherwise 16-bit, as twin
+// execute reduces (executor/gpu/optimizer_run.cpp) and NeMo's performance recipes run (grad_reduce_in_fp32 False);
+// Megatron-LM itself reduces bf16 training's gradients in fp32 unless --grad-reduce-in-bf16 (arguments.py: "bfloat16
+// requires gradient accumulation and all-reduce to be done in fp32"), which a scenario describing such a run states.
+inline int gradient_reduce_bytes(const FrameworkConfig& f) {
+  if (f.reduce_dtype_bytes) return *f.reduce_dtype_bytes;
+  return f.name == FrameworkName::pytorch_fsdp2 ? 4 : 2;
+}
 
 }  // namespace twin

@@ -45,13 +45,15 @@ FrameworkConfig parse_framework(const Reader& r, ModelConfig& model, const std::
   }
   if (auto x = r.find("scatter_gather_tensors_in_pipeline")) f.scatter_gather_tensors_in_pipeline = x->boolean();
   if (auto x = r.find("deepspeed_bf16_optimizer")) f.deepspeed_bf16_optimizer = x->boolean();
-  for (const char* key : {"compile", "reshard_after_forward", "reduce_dtype"})
+  for (const char* key : {"compile", "reshard_after_forward"})
     if (auto x = r.find(key); x && f.name != FrameworkName::pytorch_fsdp2)
       x->fail("expected framework.name \"pytorch-fsdp2\" beside it (a setting of PyTorch FSDP2)");
   if (auto x = r.find("compile")) f.compile = x->boolean();
   if (auto x = r.find("reshard_after_forward")) f.reshard_after_forward = x->boolean();
   if (auto x = r.find("reduce_dtype"))
     f.reduce_dtype_bytes = x->one_of({"float32", "bfloat16"}, "gradient reduction dtype") == "float32" ? 4 : 2;
+  else if (f.name == FrameworkName::pytorch_fsdp2)  // stated as its default, which to_json writes
+    f.reduce_dtype_bytes = gradient_reduce_bytes(f);
   if (auto x = r.find("attention_backend")) {
     const AttentionBackend backend =
         *attention_backend_from_string(x->one_of({"flash", "fused", "unfused"}, "attention backend"));

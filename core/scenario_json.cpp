@@ -127,8 +127,9 @@ json framework_json(const FrameworkConfig& f) {
   if (f.name == FrameworkName::pytorch_fsdp2) {
     out["compile"] = f.compile;
     out["reshard_after_forward"] = f.reshard_after_forward;
-    out["reduce_dtype"] = f.reduce_dtype_bytes == 4 ? "float32" : "bfloat16";
   }
+  // Written where stated (a pytorch-fsdp2 scenario always states it), so that other plans keep their bytes.
+  if (f.reduce_dtype_bytes) out["reduce_dtype"] = *f.reduce_dtype_bytes == 4 ? "float32" : "bfloat16";
   return out;
 }
 

@@ -193,6 +193,9 @@ void check_training(const Plan& plan, const std::string& file) {
   if (plan.scenario.framework.deepspeed_bf16_optimizer)
     throw InputError(file, "/scenario/framework/deepspeed_bf16_optimizer",
                      "false (twin execute runs Megatron's optimizers, not DeepSpeed's BF16_Optimizer)");
+  if (gradient_reduce_bytes(plan.scenario.framework) != 2)
+    throw InputError(file, "/scenario/framework/reduce_dtype",
+                     "\"bfloat16\" or absent (twin execute reduces gradients over data parallelism in bf16)");
   if (!plan.scenario.framework.gradient_accumulation_fusion)
     throw InputError(file, "/scenario/framework/gradient_accumulation_fusion",
                      "true (twin execute accumulates weight gradients inside the GEMM)");

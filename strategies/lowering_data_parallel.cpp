@@ -148,7 +148,7 @@ void StageLowering::emit_gradient_reduction(const Unit& u, OpIndex after) {
                                          parameter_unit(u)), after);
   if (s_.expert_data_group > 1 && p.expert > 0)
     e_.emit_after(parameter_collective(kind, OpRole::grad_reduce, GroupKind::expert_data, s_.expert_data_group,
-                                       p.expert * 2, parameter_unit(u)), after);
+                                       p.expert * s_.reduce_bytes, parameter_unit(u)), after);
 }
 
 // DeepSpeed's BF16_Optimizer (microsoft/DeepSpeed 56c522386, unchanged through July 2022): the pipeline engine's

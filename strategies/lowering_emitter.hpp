@@ -92,7 +92,7 @@ struct RankShapes {
   bool pytorch_fsdp2 = false;
   bool torch_compile = false;
   bool reshard_after_forward = true;
-  int reduce_bytes = 2;  // per gradient element in the data-parallel reduction (bf16, as Megatron reduces)
+  int reduce_bytes = 2;  // bytes per gradient element reduced over data parallelism (core/framework.hpp)
   // training.fp8 (core/fp8.hpp): the layers layer_runs_fp8 names (of num_layers) run their linears in FP8.
   std::optional<Fp8Config> fp8;
   int num_layers = 0;

@@ -114,8 +114,8 @@ RankShapes rank_shapes(const Scenario& scenario, const Strategy& st) {
   if (s.pytorch_fsdp2) {
     s.torch_compile = scenario.framework.compile;
     s.reshard_after_forward = scenario.framework.reshard_after_forward;
-    s.reduce_bytes = scenario.framework.reduce_dtype_bytes;
   }
+  s.reduce_bytes = gradient_reduce_bytes(scenario.framework);
   s.fp8 = scenario.training.fp8;
   s.num_layers = m.num_layers;
   return s;

@@ -33,7 +33,9 @@ BLOOM-176B's production row and the runs of 2022-02-28 state framework.deepspeed
 (docs/VALIDATION.md "DeepSpeed's BF16_Optimizer"); --without-bf16-optimizer leaves it out. The topology search of
 2022-02-25 ran before that optimizer existed and does not state it. The runs of 2022-02-28 are transcribed but held back
 (a100_more_rows.json `held_back`); --with-bloom-bf16-optimizer-runs adds them, an experiment only. Both --without-bloom-pipe-partition and --without-bf16-optimizer: the table
-before 2026-11-29 23:30 UTC. --out writes the table elsewhere.
+before 2026-11-29 23:30 UTC. The groups whose framework reduced bf16 gradients in fp32 state framework.reduce_dtype
+float32 (FP32_GRADIENT_REDUCTION below, each with its source; docs/VALIDATION.md "Gradients reduced in fp32");
+--without-fp32-gradient-reduction leaves it out (the table before 2026-11-30). --out writes the table elsewhere.
 """
 import argparse
 import json
@@ -374,6 +376,32 @@ def split_pipeline_tensors(rows, megatron, bloom, mtnlg):
             r["notes"] += " Pipeline tensors scattered over TP and gathered on arrival (scatter/gather)."
 
 
+# Groups whose framework reduced bf16 training's data-parallel gradients in fp32 (framework.reduce_dtype float32), each
+# as its source states it. The other bf16 groups reduce in 16 bits: NeMo's performance recipes (DGX Cloud) set
+# plugins.grad_reduce_in_fp32 False; LLM Foundry's A100 tables (May 2023, mosaicml 0.14) ran Composer's FSDP 'DEFAULT'
+# before it reduced in fp32 (reduce_dtype None: FSDP reduces in the bf16 param_dtype); BLOOM's BF16_Optimizer all-reduces
+# in bf16; torchtitan states float32 itself (pytorch-fsdp2's default).
+FP32_GRADIENT_REDUCTION = {
+    "megatron-readme-h100-2024": "Megatron-LM reduces bf16 training's gradients in fp32 (arguments.py: 'bfloat16 requires "
+                                 "gradient accumulation and all-reduce to be done in fp32', accumulate_allreduce_grads_in_fp32 "
+                                 "forced on; the README lists its runs' overlap flags, no --grad-reduce-in-bf16)",
+    "llmfoundry-mpt-h100-2024": "Composer's FSDP mixed_precision DEFAULT (the table's MP Mode) reduces in fp32 since "
+                                "mosaicml/composer d745fcb1b ('patch default', 2023-10-10, v0.16.4; reduce_dtype = "
+                                "torch.float32 in get_mixed_precision), and the table's commit 5e85bd6 pins mosaicml>=0.17.2",
+    "dubey2024-llama3-table4": "Dubey et al. 2024, section 3.3.4: gradients reduce-scattered in FP32 across data-parallel "
+                               "workers in FSDP",
+}
+
+
+def state_gradient_reduction(rows):
+    """framework.reduce_dtype float32 on the groups of FP32_GRADIENT_REDUCTION (docs/VALIDATION.md "Gradients reduced in
+    fp32")."""
+    for r in rows:
+        if r["group"] in FP32_GRADIENT_REDUCTION:
+            r["scenario"]["framework"]["reduce_dtype"] = "float32"
+            r["notes"] += " Gradients reduced over data parallelism in fp32: " + FP32_GRADIENT_REDUCTION[r["group"]] + "."
+
+
 BF16_OPTIMIZER_ROWS = ("bloom_176b_384gpu",)
 BF16_OPTIMIZER_GROUPS = ("bloom2022-bf16-optimizer-search",)
 
@@ -398,6 +426,7 @@ def main():
     parser.add_argument("--without-bf16-optimizer", action="store_true")
     parser.add_argument("--without-bloom-pipe-partition", action="store_true")
     parser.add_argument("--with-bloom-bf16-optimizer-runs", action="store_true")
+    parser.add_argument("--without-fp32-gradient-reduction", action="store_true")
     parser.add_argument("--out", default=os.path.join(HERE, "published.json"))
     args = parser.parse_args()
     rows = (a100_rows() + h100_rows() + stated_rows("a100_more_rows.json", args.with_bloom_bf16_optimizer_runs) + hopper_more_rows() + zero3_rows() +
@@ -406,6 +435,8 @@ def main():
                            args.deepspeed_pipe_partition)
     if not args.without_bf16_optimizer:
         state_bf16_optimizer(rows)
+    if not args.without_fp32_gradient_reduction:
+        state_gradient_reduction(rows)
     table = {"format": "twin-validation", "version": 1,
              "about": "Published end-to-end training results, each a twin scenario and the published figure; built by "
                       "tools/build_validation_table.py from a100_rows.json, h100_rows.json, a100_more_rows.json, "

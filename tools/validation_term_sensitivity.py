@@ -2,13 +2,16 @@
 """Which part of the predicted step, made longer or shorter, would lower the held-out error of the published table?
 
     python3 tools/validation_term_sensitivity.py --csv VAL/validation.csv [--table tests/validation/published.json]
+        [--residuals RES/residuals.csv]
 
 Reads the cross-validated run of `twin validate ... --cross-validate` (validation.csv: each row's predicted time split
 into compute, exposed communication, pipeline bubble and optimizer, and the in-training factor of its fold) and, for
 each trial, scales one term of every row, refits each GPU family's in-training factor on the other groups' rows
 (the zero of the mean signed error, as the cross-validation does) and reports the leave-one-group-out mean and
 largest |error|. Trials: exposed communication and the bubble scaled by 0 to 3, and a wait for the slowest of the
-job's GPUs (compute x (1 + spread x E[largest of n normals]), Blom's approximation) at spreads of 0.5 to 3%.
+job's GPUs (compute x (1 + spread x E[largest of n normals]), Blom's approximation) at spreads of 0.5 to 3%; with
+--residuals RES/residuals.csv (tools/validation_residuals.py), the attention or the memory-bound share of every row's
+compute scaled (the shares of its first stage's compute stream).
 
 The refit is linearised: a row's time is taken to move with the factor as its compute and bubble do (x f / f0),
 which reproduces the run's own held-out figure within 0.05 point at the identity trial (the first line printed). A trial that lowers the figure is a candidate mechanism to lower and cross-validate in full, not a change.
@@ -28,7 +31,7 @@ def load(csv_path, table_path):
         nodes = table[r["id"]]["scenario"]["cluster"]["nodes"]
         family = "ampere" if any(k in nodes[0]["gpu"] for k in ("A100", "A800")) else "hopper"
         fold = dict(kv.split("=") for kv in r["fold"].split(";"))
-        rows.append(dict(group=r["group"], family=family, published=float(r["published_iteration_s"]),
+        rows.append(dict(id=r["id"], group=r["group"], family=family, published=float(r["published_iteration_s"]),
                          time=float(r["predicted_iteration_s"]), compute=float(r["compute_s"]),
                          exposed=float(r["exposed_communication_s"]), bubble=float(r["pipeline_bubble_s"]),
                          f0=float(fold[family + "_in_training"]),
@@ -40,14 +43,16 @@ def largest_of(n):  # E[largest of n standard normals], Blom's approximation
     return NormalDist().inv_cdf((n - 0.375) / (n + 0.25)) if n > 1 else 0.0
 
 
-def predicted(row, factor, exposed_scale, bubble_scale, spread):
+def predicted(row, factor, exposed_scale, bubble_scale, spread, attention_scale=1.0, memory_scale=1.0):
     s = factor / row["f0"]
-    compute = row["compute"] * s * (1 + spread * largest_of(row["gpus"]))
+    kinds = 1 + row.get("attention_share", 0) * (attention_scale - 1) + row.get("memory_share", 0) * (memory_scale - 1)
+    compute = row["compute"] * kinds * s * (1 + spread * largest_of(row["gpus"]))
     rest = row["time"] - row["compute"] - row["exposed"] - row["bubble"]
     return compute + exposed_scale * row["exposed"] + bubble_scale * row["bubble"] * s + rest
 
 
-def held_out(rows, exposed_scale=1.0, bubble_scale=1.0, spread=0.0):
+def held_out(rows, exposed_scale=1.0, bubble_scale=1.0, spread=0.0, attention_scale=1.0, memory_scale=1.0):
+    kinds = {"attention_scale": attention_scale, "memory_scale": memory_scale}
     errors = []
     for group in sorted({r["group"] for r in rows}):
         for family in ("ampere", "hopper"):
@@ -58,10 +63,10 @@ def held_out(rows, exposed_scale=1.0, bubble_scale=1.0, spread=0.0):
             lo, hi = 0.3, 3.0  # bisection on the mean signed error over the training rows
             for _ in range(60):
                 mid = (lo + hi) / 2
-                mean = sum(predicted(r, mid, exposed_scale, bubble_scale, spread) / r["published"] - 1
+                mean = sum(predicted(r, mid, exposed_scale, bubble_scale, spread, **kinds) / r["published"] - 1
                            for r in train) / len(train)
                 lo, hi = (mid, hi) if mean < 0 else (lo, mid)
-            errors += [abs(predicted(r, (lo + hi) / 2, exposed_scale, bubble_scale, spread) / r["published"] - 1)
+            errors += [abs(predicted(r, (lo + hi) / 2, exposed_scale, bubble_scale, spread, **kinds) / r["published"] - 1)
                        for r in test]
     return sum(errors) / len(errors), max(errors)
 
@@ -70,12 +75,23 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--csv", required=True)
     parser.add_argument("--table", default="tests/validation/published.json")
+    parser.add_argument("--residuals", help="residuals.csv of tools/validation_residuals.py: adds trials that scale "
+                                            "the attention or memory-bound share of every row's compute")
     args = parser.parse_args()
     rows = load(args.csv, args.table)
+    if args.residuals:
+        shares = {r["id"]: r for r in csv.DictReader(open(args.residuals))}
+        for row in rows:
+            row["attention_share"] = float(shares[row["id"]]["attention_share"])
+            row["memory_share"] = float(shares[row["id"]]["memory_bound_share"])
     trials = [("as predicted", {})]
     trials += [(f"exposed communication x{k}", {"exposed_scale": k}) for k in (0, 0.5, 1.5, 2, 3)]
     trials += [(f"pipeline bubble x{k}", {"bubble_scale": k}) for k in (0.5, 1.5, 2)]
     trials += [(f"slowest GPU, spread {s:.1%}", {"spread": s}) for s in (0.005, 0.01, 0.02, 0.03)]
+    if args.residuals:
+        trials += [(f"attention x{k}", {"attention_scale": k}) for k in (0.7, 0.85, 1.15, 1.3)]
+        trials += [(f"memory-bound x{k}", {"memory_scale": k}) for k in (0.7, 1.3, 1.6, 2.0)]
+        trials += [("attention x0.7, memory-bound x1.6", {"attention_scale": 0.7, "memory_scale": 1.6})]
     print(f"{len(rows)} rows; held out (leave one group out), mean / largest |error|:")
     for name, kw in trials:
         mean, largest = held_out(rows, **kw)

@@ -158,6 +158,23 @@ TEST(Framework, BadValuesNameTheirPath) {
   EXPECT_TRUE(fsdp2.framework.compile);
   EXPECT_FALSE(fsdp2.framework.reshard_after_forward);
   EXPECT_EQ(fsdp2.framework.reduce_dtype_bytes, 2);
+  EXPECT_EQ(gradient_reduce_bytes(fsdp2.framework), 2);
+}
+
+TEST(Framework, GradientReductionDtypeIsTheFrameworksUnlessStated) {
+  json d = framework_scenario();  // no framework section: 16 bits, as twin execute reduces
+  EXPECT_EQ(gradient_reduce_bytes(parse_scenario(d, "s.json").framework), 2);
+  d["framework"] = {{"name", "pytorch-fsdp2"}};  // torchtitan's MixedPrecisionPolicy: float32
+  EXPECT_EQ(gradient_reduce_bytes(parse_scenario(d, "s.json").framework), 4);
+  d["framework"] = {{"name", "megatron-core"}, {"reduce_dtype", "float32"}};  // Megatron-LM's own bf16 default
+  const Scenario megatron = parse_scenario(d, "s.json");
+  EXPECT_EQ(gradient_reduce_bytes(megatron.framework), 4);
+  EXPECT_EQ(to_json(megatron)["framework"]["reduce_dtype"], "float32");  // written where stated
+  EXPECT_EQ(parse_scenario(to_json(megatron), "s.json").framework, megatron.framework);
+  d["framework"] = {{"overlap_grad_reduce", true}};
+  EXPECT_FALSE(to_json(parse_scenario(d, "s.json"))["framework"].contains("reduce_dtype"));
+  d["framework"] = {{"reduce_dtype", "float16"}};
+  EXPECT_EQ(error_path(d).rfind("/framework/reduce_dtype | ", 0), 0u) << error_path(d);
   d = framework_scenario();
   d["profile_scaling"] = "on";
   EXPECT_EQ(error_path(d).rfind("/profile_scaling | ", 0), 0u) << error_path(d);

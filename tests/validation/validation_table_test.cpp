@@ -98,8 +98,12 @@ TEST(PublishedTable, BadRowsNameTheirPath) {
 // forward, 11 backward, were 6 and 6) and their embedding's dropout is priced (docs/EXECUTOR.md "Dropout"); those rows
 // were already predicted slow (+2% to +16%, Narayanan's Table 1), so describing what ran moved them 0.5-1.0 point up:
 // Narayanan Table 1 7.7/15.9/6.9/15.0% -> 8.7/16.5/7.9/15.5%, Korthikanti Table 5 10.5/14.5/9.7/13.6% ->
-// 11.1/15.1/10.3/14.2%, Korthikanti's abstract 7.2/8.8/7.1/8.6% -> 7.6/9.5/7.5/9.3%. A change that makes any of them
-// worse by more than half a point fails here. A group the guard does not know fails with the line to add.
+// 11.1/15.1/10.3/14.2%, Korthikanti's abstract 7.2/8.8/7.1/8.6% -> 7.6/9.5/7.5/9.3%. Lowered on 2026-11-30 (05:05-05:07
+// UTC, branch `pub37`) where the groups whose framework reduced bf16 gradients in fp32 state framework.reduce_dtype
+// float32 (docs/VALIDATION.md "Gradients reduced in fp32"): Llama 3, the Megatron-LM README's H100 rows, LLM Foundry's
+// H100 rows, and the DGX Cloud rows through the Hopper factor refitted beside them; torchtitan's H100 rows moved up
+// within the half point (13.8% -> 14.0%) and are left. A change that makes any of them worse by more than half a point
+// fails here. A group the guard does not know fails with the line to add.
 struct Reached {
   double cross_validated_mean, cross_validated_max, in_sample_mean, in_sample_max;
 };
@@ -107,20 +111,20 @@ const std::map<std::string, Reached> kReached = {
     {"narayanan2021-table1", {0.087, 0.165, 0.079, 0.155}},
     {"korthikanti2022-table5", {0.111, 0.151, 0.103, 0.142}},
     {"korthikanti2022-abstract", {0.076, 0.095, 0.075, 0.093}},
-    {"dubey2024-llama3-table4", {0.055, 0.073, 0.055, 0.072}},
-    {"megatron-readme-h100-2024", {0.078, 0.118, 0.074, 0.112}},
-    {"llmfoundry-mpt-h100-2024", {0.083, 0.145, 0.068, 0.132}},
+    {"dubey2024-llama3-table4", {0.049, 0.064, 0.048, 0.063}},
+    {"megatron-readme-h100-2024", {0.067, 0.111, 0.063, 0.106}},
+    {"llmfoundry-mpt-h100-2024", {0.081, 0.137, 0.067, 0.124}},
     {"llmfoundry-mpt-a100-2023", {0.064, 0.225, 0.064, 0.223}},
     {"nemo-megatron-a100-2023", {0.121, 0.206, 0.122, 0.204}},
     {"bloom2022-176b", {0.001, 0.001, 0.001, 0.001}},
     {"bloom2022-topology-search", {0.083, 0.240, 0.082, 0.235}},
     {"smith2022-mtnlg-530b", {0.088, 0.109, 0.086, 0.107}},
-    {"dgxc-nemo-h100-24.11", {0.065, 0.168, 0.053, 0.145}},
-    {"dgxc-nemo-h100-25.02", {0.044, 0.096, 0.036, 0.083}},
+    {"dgxc-nemo-h100-24.11", {0.061, 0.162, 0.051, 0.141}},
+    {"dgxc-nemo-h100-25.02", {0.041, 0.090, 0.035, 0.078}},
     {"narayanan2021-table2-zero3", {0.130, 0.334, 0.131, 0.332}},
     {"torchtitan-h100-2025", {0.138, 0.138, 0.137, 0.137}},
     {"torchtitan-perf-2024", {0.137, 0.163, 0.134, 0.158}},
-    {"all", {0.077, 0.334, 0.072, 0.332}},
+    {"all", {0.076, 0.334, 0.071, 0.332}},
 };
 
 // The same for the published MoE rows (issue 40), a table of their own: `twin validate tests/validation/moe_rows.json
