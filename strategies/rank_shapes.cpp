@@ -37,6 +37,29 @@ std::vector<MoeLayerShapes> moe_layer_shapes(const ModelConfig& m, const RankSha
   return shapes;
 }
 
+// What the framework's switches make of the shapes (docs/FRAMEWORK.md), given the model's and the strategy's.
+void set_framework_shapes(const Scenario& scenario, RankShapes& s) {
+  const ModelConfig& m = scenario.model;
+  // Megatron's TELinear.__init__ (megatron/core/extensions/transformer_engine.py at NVIDIA/Megatron-LM d98e8a64dd)
+  // sets the shared config's tp_comm_overlap to False on meeting a buffer name other than qkv, proj, fc1 and fc2:
+  // MLA's first down projection ('q_down_proj' or 'kv_down_proj') turns userbuffers off for every linear after it.
+  s.tp_comm_overlap = scenario.framework.tp_comm_overlap && s.sp && !m.mla.enabled();
+  s.cp_all_gather = scenario.framework.cp_comm_type == CpCommType::all_gather;
+  s.gradient_accumulation_fusion = scenario.framework.gradient_accumulation_fusion;
+  s.cross_entropy_loss_fusion = scenario.framework.cross_entropy_loss_fusion;
+  // Post norms sit between the branch's product and the residual add: nothing to fuse there.
+  s.residual_fusion = scenario.framework.residual_fusion && m.hidden_dropout == 0 && !m.post_norms;
+  s.scatter_gather_p2p = scenario.framework.scatter_gather_tensors_in_pipeline && s.tp > 1 && !s.sp;
+  s.deepspeed_bf16_optimizer = scenario.framework.deepspeed_bf16_optimizer && s.zero_stage == 1;
+  s.deepspeed_zero3 = s.zero_stage == 3 && scenario.framework.zero_implementation == ZeroImplementation::deepspeed;
+  s.pytorch_fsdp2 = scenario.framework.name == FrameworkName::pytorch_fsdp2;
+  if (s.pytorch_fsdp2) {
+    s.torch_compile = scenario.framework.compile;
+    s.reshard_after_forward = scenario.framework.reshard_after_forward;
+  }
+  s.reduce_bytes = gradient_reduce_bytes(scenario.framework);
+}
+
 }  // namespace
 
 RankShapes rank_shapes(const Scenario& scenario, const Strategy& st) {
@@ -97,25 +120,8 @@ RankShapes rank_shapes(const Scenario& scenario, const Strategy& st) {
     s.dispatcher = scenario.framework.moe_token_dispatcher_type;
   }
   s.layers_per_chunk = max_layers_in_virtual_stage(m, st);
-  // Megatron's TELinear.__init__ (megatron/core/extensions/transformer_engine.py at NVIDIA/Megatron-LM d98e8a64dd)
-  // sets the shared config's tp_comm_overlap to False on meeting a buffer name other than qkv, proj, fc1 and fc2:
-  // MLA's first down projection ('q_down_proj' or 'kv_down_proj') turns userbuffers off for every linear after it.
-  s.tp_comm_overlap = scenario.framework.tp_comm_overlap && s.sp && !m.mla.enabled();
-  s.cp_all_gather = scenario.framework.cp_comm_type == CpCommType::all_gather;
   s.normalization = m.normalization;
-  s.gradient_accumulation_fusion = scenario.framework.gradient_accumulation_fusion;
-  s.cross_entropy_loss_fusion = scenario.framework.cross_entropy_loss_fusion;
-  // Post norms sit between the branch's product and the residual add: nothing to fuse there.
-  s.residual_fusion = scenario.framework.residual_fusion && m.hidden_dropout == 0 && !m.post_norms;
-  s.scatter_gather_p2p = scenario.framework.scatter_gather_tensors_in_pipeline && s.tp > 1 && !s.sp;
-  s.deepspeed_bf16_optimizer = scenario.framework.deepspeed_bf16_optimizer && s.zero_stage == 1;
-  s.deepspeed_zero3 = s.zero_stage == 3 && scenario.framework.zero_implementation == ZeroImplementation::deepspeed;
-  s.pytorch_fsdp2 = scenario.framework.name == FrameworkName::pytorch_fsdp2;
-  if (s.pytorch_fsdp2) {
-    s.torch_compile = scenario.framework.compile;
-    s.reshard_after_forward = scenario.framework.reshard_after_forward;
-  }
-  s.reduce_bytes = gradient_reduce_bytes(scenario.framework);
+  set_framework_shapes(scenario, s);
   s.fp8 = scenario.training.fp8;
   s.num_layers = m.num_layers;
   return s;
