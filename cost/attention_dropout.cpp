@@ -1,15 +1,11 @@
 #include "cost/attention_dropout.hpp"
 
+#include "core/op_kinds.hpp"
+
 namespace twin {
 
-namespace {
-bool is_attention(const Op& op) {
-  return op.kind == OpKind::attention_forward || op.kind == OpKind::attention_backward;
-}
-}  // namespace
-
 bool drops_attention_probabilities(const Op& op) {
-  return is_attention(op) && (op.attention.dropout || op.dropout > 0);
+  return op_kind_traits(op.kind).pricing == OpPricing::attention && (op.attention.dropout || op.dropout > 0);
 }
 
 bool fused_attention_dropout(const Op& op) { return drops_attention_probabilities(op) && op.attention.flash; }

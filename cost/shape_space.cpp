@@ -6,6 +6,7 @@
 #include <charconv>
 #include <cmath>
 
+#include "core/op_kinds.hpp"
 #include "cost/attention_dropout.hpp"
 #include "cost/profile.hpp"
 
@@ -24,8 +25,7 @@ std::optional<OpKind> compute_kind_named(std::string_view name) {
 // kernel's own draws), or an elementwise or embedding op's hidden dropout, whose probability the key does not state
 // (any above 0 names the kernel; 0.1, Megatron's default, here).
 void set_dropout(Op& op, bool dropout) {
-  const bool attention = op.kind == OpKind::attention_forward || op.kind == OpKind::attention_backward;
-  if (attention && !op.attention.flash) op.attention.dropout = dropout;
+  if (op_kind_traits(op.kind).pricing == OpPricing::attention && !op.attention.flash) op.attention.dropout = dropout;
   op.dropout = dropout ? 0.1f : 0.f;
 }
 
@@ -95,11 +95,6 @@ bool set_dtype_field(Op& op, std::string_view name, std::string_view value) {
 }
 
 bool is_gemm(const Op& op) { return op.kind == OpKind::gemm || op.kind == OpKind::moe_router; }
-// Attention that drops its probabilities is a kernel of its own, fused or not (cost/attention_dropout.hpp: fused, the
-// draws cost up to twice the forward); the probability itself picks none.
-bool is_attention(const Op& op) {
-  return op.kind == OpKind::attention_forward || op.kind == OpKind::attention_backward;
-}
 
 // Shapes are comparable only with the same kernel variant. A GEMM whose epilogue adds a residual stays
 // comparable with plain GEMMs (the same main loop; its price adds the read of the residual); a norm backward
@@ -115,7 +110,8 @@ int variant(const Op& op) {
          int(op.attention.window > 0) << 6 |  // a windowed kernel skips whole tiles: another variant
          int(op.normalization == Normalization::layernorm) << 7 |  // LayerNorm's kernels are not RMSNorm's
          int(op.fp8_recipe) << 8 |  // each FP8 recipe's cast is its own kernel (1 or 2 passes, per tensor or block)
-         int(op.dropout > 0 && !is_attention(op)) << 10;  // hidden dropout draws or reads a mask: another kernel
+         // hidden dropout draws or reads a mask: another kernel (attention's dropout is bit 3's, fused or not)
+         int(op.dropout > 0 && op_kind_traits(op.kind).pricing != OpPricing::attention) << 10;
 }
 
 }  // namespace

@@ -16,12 +16,18 @@ namespace {
 
 using namespace attention_graphs;
 
-// The dropout's seed and offset in device memory (`seed_offset`, two int64 the call has written) and its scale by
-// value, bound at execution where the graph has them.
+// Device bytes a call with dropout sets aside for the RNG's seed and offset (two int64, 256-byte aligned).
+constexpr std::int64_t kRngStateBytes = 256;
+
+// The dropout's seed (offset 0), written on `stream` into `rng_state` (kRngStateBytes of the call's scratch), and its
+// scale by value, bound at execution where the graph has them.
 struct DropoutBindings {
   float scale = 1;
-  void bind(const Shape& x, std::int64_t* seed_offset, std::vector<std::pair<std::int64_t, void*>>& pointers) {
+  void bind(const Shape& x, const AttentionDropout& dropout, void* rng_state, cudaStream_t stream,
+            std::vector<std::pair<std::int64_t, void*>>& pointers) {
     if (x.dropout == 0) return;
+    auto* seed_offset = static_cast<std::int64_t*>(rng_state);
+    write_rng_state(seed_offset, dropout.seed, 0, stream);
     scale = 1.0f / (1.0f - x.dropout);
     pointers.push_back({kSeed, seed_offset});
     pointers.push_back({kOffset, seed_offset + 1});
@@ -63,9 +69,11 @@ void require_kernels_shape(const kernels::AttentionDims& dims, const AttentionDr
 
 }  // namespace
 
+// A shape's plans and the shape they were built for (its strides, mask and dropout bind the tensors at execution).
 struct Attention::Plans {
   cudnn::Plan forward, backward;
   std::int64_t dq_accumulator_bytes;
+  Shape shape;
 };
 
 Attention::Attention(AttentionImplementation backend) : backend_(backend) {
@@ -89,7 +97,8 @@ Attention::Plans& Attention::plans_for(const kernels::AttentionDims& dims, float
   cudnn::Descriptor forward = forward_graph(handle_, x), backward = backward_graph(handle_, x, deterministic);
   auto plans = std::make_unique<Plans>(Plans{cudnn::Plan(handle_, forward, describe(x, "forward")),
                                              cudnn::Plan(handle_, backward, describe(x, "backward")),
-                                             deterministic ? 0 : x.b * x.h * x.s * x.d * std::int64_t(sizeof(float))});
+                                             deterministic ? 0 : x.b * x.h * x.s * x.d * std::int64_t(sizeof(float)),
+                                             x});
   return *plans_.emplace(key, std::move(plans)).first->second;
 }
 
@@ -101,7 +110,7 @@ void Attention::forward(const kernels::bf16* q, const kernels::bf16* k, const ke
     return kernels::attention_forward(q, k, v, o, lse, dims, stream);
   }
   const Plans& p = plans_for(dims, dropout.probability);
-  const Shape x = shape_of(dims, dropout.probability);
+  const Shape& x = p.shape;
   TWIN_CUDNN_CHECK(cudnnSetStream(handle_, stream));
   float scale = 1.0f / std::sqrt(float(dims.head_dim));
   MaskScalars mask;
@@ -112,15 +121,11 @@ void Attention::forward(const kernels::bf16* q, const kernels::bf16* k, const ke
   mask.bind(x, pointers);
   // One allocation: cuDNN's workspace, then (dropout) the RNG's seed and offset.
   const std::int64_t workspace_bytes = aligned_256(p.forward.workspace_bytes());
-  const std::int64_t rng_bytes = x.dropout > 0 ? 2 * std::int64_t(sizeof(std::int64_t)) : 0;
+  const std::int64_t rng_bytes = x.dropout > 0 ? kRngStateBytes : 0;
   char* scratch = nullptr;
   if (workspace_bytes + rng_bytes > 0)
     TWIN_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&scratch), workspace_bytes + rng_bytes, stream));
-  if (rng_bytes > 0) {
-    auto* seed_offset = reinterpret_cast<std::int64_t*>(scratch + workspace_bytes);
-    write_rng_state(seed_offset, dropout.seed, 0, stream);
-    dropped.bind(x, seed_offset, pointers);
-  }
+  dropped.bind(x, dropout, scratch + workspace_bytes, stream, pointers);
   p.forward.execute(handle_, pointers, p.forward.workspace_bytes() > 0 ? scratch : nullptr);
   if (scratch) TWIN_CUDA_CHECK(cudaFreeAsync(scratch, stream));
 }
@@ -139,18 +144,18 @@ void Attention::backward(const kernels::bf16* q, const kernels::bf16* k, const k
     return;
   }
   const Plans& p = plans_for(dims, dropout.probability);
-  const Shape x = shape_of(dims, dropout.probability);
+  const Shape& x = p.shape;
   TWIN_CUDNN_CHECK(cudnnSetStream(handle_, stream));
   // One allocation: cuDNN's workspace, then rowsum(dO * O), then (dropout) the RNG's seed and offset, then the fp32
   // dQ (256-byte aligned each).
   const std::int64_t workspace_bytes = aligned_256(p.backward.workspace_bytes());
-  const std::int64_t rng_bytes = x.dropout > 0 ? 256 : 0;
+  const std::int64_t rng_bytes = x.dropout > 0 ? kRngStateBytes : 0;
   char* scratch = nullptr;
   TWIN_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&scratch),
                                   workspace_bytes + aligned_256(row_bytes) + rng_bytes + p.dq_accumulator_bytes,
                                   stream));
   void* softmax_sum = scratch + workspace_bytes;
-  auto* seed_offset = reinterpret_cast<std::int64_t*>(scratch + workspace_bytes + aligned_256(row_bytes));
+  void* rng_state = scratch + workspace_bytes + aligned_256(row_bytes);
   void* dq_accumulator = scratch + workspace_bytes + aligned_256(row_bytes) + rng_bytes;
   // Before cuDNN 9.6 the fp32 dQ had to arrive zeroed (cudnn-frontend, CompositeSDPABackwardNode).
   if (p.dq_accumulator_bytes > 0 && cudnnGetVersion() < 90600)
@@ -165,10 +170,7 @@ void Attention::backward(const kernels::bf16* q, const kernels::bf16* k, const k
       {kDout, const_cast<kernels::bf16*>(dout)}, {kStats, const_cast<float*>(lse)},
       {kDq, dq}, {kDk, dk}, {kDv, dv}, {kSoftmaxSum, softmax_sum}, {kScale, &scale}, {kOne, &one}};
   mask.bind(x, pointers);
-  if (x.dropout > 0) {
-    write_rng_state(seed_offset, dropout.seed, 0, stream);
-    dropped.bind(x, seed_offset, pointers);
-  }
+  dropped.bind(x, dropout, rng_state, stream, pointers);
   if (p.dq_accumulator_bytes > 0) pointers.push_back({kDqAccumulator, dq_accumulator});
   p.backward.execute(handle_, pointers, p.backward.workspace_bytes() > 0 ? scratch : nullptr);
   TWIN_CUDA_CHECK(cudaFreeAsync(scratch, stream));

@@ -7,6 +7,7 @@
 #include "cost/attention_dropout.hpp"
 #include "cost/profile.hpp"
 #include "cost/shape_space.hpp"
+#include "tests/cost/curve_kernels.hpp"
 
 namespace twin {
 namespace {
@@ -16,15 +17,7 @@ const GpuSpec& dropout_test_h200() {
   return gpu;
 }
 
-GpuKernelProfile dropout_test_curves() {
-  GpuKernelProfile k;
-  k.gpu = "H200-141GB";
-  k.gemm = {0.80, 1.5e9};
-  k.attention_forward = k.fused_attention_forward = {0.60, 1.5e9};
-  k.attention_backward = k.fused_attention_backward = {0.45, 1.5e9};
-  k.memory_bound = {0.85, 4.0 * 1024 * 1024};
-  return k;
-}
+GpuKernelProfile dropout_test_curves() { return testing::curve_kernels("H200-141GB"); }
 
 Op dropout_test_attention(OpKind kind, float dropout) {
   Op op;

@@ -6,6 +6,7 @@
 #include "cost/gemm_predictor.hpp"
 #include "cost/profile.hpp"
 #include "cost/shape_space.hpp"
+#include "tests/cost/curve_kernels.hpp"
 
 namespace twin {
 namespace {
@@ -15,13 +16,7 @@ const GpuSpec& h100_spec() {
   return gpu;
 }
 
-GpuKernelProfile curves() {
-  GpuKernelProfile k;
-  k.gpu = "H100-SXM-80GB";
-  k.gemm = {0.80, 1.5e9};
-  k.memory_bound = {0.85, 4.0 * 1024 * 1024};
-  return k;
-}
+GpuKernelProfile curves() { return testing::curve_kernels("H100-SXM-80GB"); }
 
 Op fp8_gemm_op(std::int64_t m, std::int64_t n, std::int64_t k, GemmInputs inputs = GemmInputs::bf16) {
   Op op;

@@ -7,6 +7,7 @@
 
 #include "cost/profile.hpp"
 #include "cost/sm_clock.hpp"
+#include "tests/cost/curve_kernels.hpp"
 
 namespace twin {
 namespace {
@@ -20,12 +21,7 @@ const Profile& estimates() {
   static const Profile profile = [] {
     Profile p;
     p.name = "estimates";
-    GpuKernelProfile k;
-    k.gpu = "H100-SXM-80GB";
-    k.gemm = {0.80, 1.5e9};
-    k.attention_forward = k.fused_attention_forward = {0.60, 1.5e9};
-    k.attention_backward = k.fused_attention_backward = {0.45, 1.5e9};
-    k.memory_bound = {0.85, 4.0 * 1024 * 1024};
+    GpuKernelProfile k = testing::curve_kernels("H100-SXM-80GB");
     k.launch_overhead_ns = 2000;
     p.gpus = {k};
     return p;
