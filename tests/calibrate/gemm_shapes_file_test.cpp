@@ -6,6 +6,7 @@
 
 #include "calibrate/gemm_shapes_file.hpp"
 #include "core/error.hpp"
+#include "tests/scratch_path.hpp"
 
 namespace twin {
 namespace {
@@ -13,7 +14,7 @@ namespace {
 namespace fs = std::filesystem;
 
 fs::path write_shapes(const std::string& name, const std::string& text) {
-  const fs::path path = fs::temp_directory_path() / ("twin_test_gemm_shapes_" + name + ".json");
+  const fs::path path = test::scratch_path(name + ".json");
   std::ofstream(path) << text;
   return path;
 }

@@ -10,6 +10,7 @@
 #include "core/error.hpp"
 #include "core/scenario.hpp"
 #include "core/scenario_histogram.hpp"
+#include "tests/scratch_path.hpp"
 
 namespace twin {
 namespace {
@@ -25,7 +26,7 @@ json histogram_scenario() {
 }
 
 std::filesystem::path temp_folder() {
-  const auto folder = std::filesystem::temp_directory_path() / "twin_histogram_test";
+  const auto folder = test::scratch_path("histogram");
   std::filesystem::create_directories(folder);
   return folder;
 }

@@ -7,6 +7,7 @@
 
 #include "core/error.hpp"
 #include "cost/profile.hpp"
+#include "tests/scratch_path.hpp"
 
 namespace twin {
 namespace {
@@ -25,7 +26,7 @@ Profile small_profile() {
 }
 
 std::string load_error(const nlohmann::json& document, const std::string& json_path) {
-  const fs::path path = fs::temp_directory_path() / "twin_test_rank_drift.json";
+  const fs::path path = test::scratch_path("profile.json");
   std::ofstream(path) << document.dump();
   try {
     load_profile(path.string());
@@ -42,7 +43,7 @@ TEST(RankDriftKey, RoundTripsAndIsAbsentWhereNotMeasured) {
   p.gpus[0].rank_drift = {101456, 0.004078, "runs of a study"};
   const nlohmann::json document = to_json(p);
   EXPECT_EQ(document["gpus"][0]["rank_drift"]["rate"], 0.004078);
-  const fs::path path = fs::temp_directory_path() / "twin_test_rank_drift_roundtrip.json";
+  const fs::path path = test::scratch_path("roundtrip.json");
   save_profile(p, path);
   const Profile loaded = load_profile(path.string());
   EXPECT_EQ(loaded.gpus[0].rank_drift, p.gpus[0].rank_drift);

@@ -8,6 +8,7 @@
 #include "core/error.hpp"
 #include "cost/profile.hpp"
 #include "cost/sustained_clock.hpp"
+#include "tests/scratch_path.hpp"
 
 namespace twin {
 namespace {
@@ -55,7 +56,7 @@ namespace fs = std::filesystem;
 // Writes `document` and expects load_profile to fail at `json_path` with `expected` in its message.
 void expect_clock_load_error(const nlohmann::json& document, const std::string& json_path,
                              const std::string& expected) {
-  const fs::path path = fs::temp_directory_path() / "twin_test_sustained_clock.json";
+  const fs::path path = test::scratch_path("profile.json");
   std::ofstream(path) << document.dump();
   try {
     load_profile(path.string());

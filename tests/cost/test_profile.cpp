@@ -7,6 +7,7 @@
 
 #include "cost/profile.hpp"
 #include "core/error.hpp"
+#include "tests/scratch_path.hpp"
 
 namespace twin {
 namespace {
@@ -14,7 +15,7 @@ namespace {
 namespace fs = std::filesystem;
 
 fs::path fresh_dir(const std::string& name) {
-  const fs::path dir = fs::temp_directory_path() / ("twin_test_profile_" + name);
+  const fs::path dir = test::scratch_path(name);
   fs::remove_all(dir);
   fs::create_directories(dir);
   return dir;

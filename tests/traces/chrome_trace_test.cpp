@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include "tests/traces/two_stage_graph.hpp"
+#include "tests/scratch_path.hpp"
 
 namespace twin {
 namespace {
@@ -168,7 +169,7 @@ TEST(ChromeTrace, RefusesResultsWithoutOpTimings) {
 }
 
 TEST(ChromeTrace, WriterLeavesOnlyTheFinishedFile) {
-  const auto directory = std::filesystem::temp_directory_path() / "twin_chrome_trace_test";
+  const auto directory = test::scratch_path("chrome");
   std::filesystem::create_directories(directory);
   const auto path = directory / "trace.json";
   write_chrome_trace(path, two_stage_graph(), two_stage_result(), "t");

@@ -9,6 +9,7 @@
 
 #include "core/error.hpp"
 #include "traces/gpu_clocks.hpp"
+#include "tests/scratch_path.hpp"
 
 namespace twin {
 namespace {
@@ -16,7 +17,7 @@ namespace {
 namespace fs = std::filesystem;
 
 fs::path written(const std::string& name, const std::string& text) {
-  const fs::path path = fs::temp_directory_path() / ("twin_gpu_clocks_" + name + ".csv");
+  const fs::path path = test::scratch_path(name + ".csv");
   std::ofstream(path, std::ios::binary) << text;
   return path;
 }

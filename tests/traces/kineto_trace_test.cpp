@@ -14,6 +14,7 @@
 #include "traces/kineto_classes.hpp"
 #include "traces/kineto_fold.hpp"
 #include "traces/kineto_trace.hpp"
+#include "tests/scratch_path.hpp"
 
 namespace twin {
 namespace {
@@ -22,7 +23,7 @@ namespace fs = std::filesystem;
 const fs::path kFixture = fs::path(TWIN_SOURCE_DIR) / "tests/traces/fixtures/kineto_L4_mb1_step.json.gz";
 
 fs::path written_kineto(const std::string& name, const std::string& text) {
-  const fs::path folder = fs::temp_directory_path() / "twin_kineto_test";
+  const fs::path folder = test::scratch_path("kineto");
   fs::create_directories(folder);
   const fs::path path = folder / name;
   std::ofstream(path, std::ios::binary) << text;
@@ -159,7 +160,7 @@ TEST(KinetoTrace, MalformedFilesAreNamedWithWhere) {
   }
   const std::string cut = error_of(written_kineto("cut.json.gz", gz.substr(0, gz.size() / 2)));
   EXPECT_NE(cut.find("cut.json.gz"), std::string::npos);
-  EXPECT_EQ(error_of(fs::temp_directory_path() / "twin_kineto_test/missing.json").find("no error"), std::string::npos);
+  EXPECT_EQ(error_of(test::scratch_path("kineto") / "missing.json").find("no error"), std::string::npos);
 }
 
 // The fixture folded into the built-in profile, written to FOLDER/NAME (a fresh folder), with `scenario` if given.
@@ -173,7 +174,7 @@ KinetoFoldOutcome fold_fixture(const fs::path& folder, const std::string& name, 
 }
 
 TEST(KinetoFold, FoldsShapesNamesTheFrameworkAndIsDeterministic) {
-  const fs::path folder = fs::temp_directory_path() / "twin_kineto_fold";
+  const fs::path folder = test::scratch_path("fold");
   fs::remove_all(folder);
   const KinetoFoldOutcome first = fold_fixture(folder, "a.json");
   fold_fixture(folder, "b.json");
@@ -191,7 +192,7 @@ TEST(KinetoFold, FoldsShapesNamesTheFrameworkAndIsDeterministic) {
 }
 
 TEST(KinetoFold, TheScenarioOfTheTracedRunSetsTheMemoryBoundPrior) {
-  const fs::path folder = fs::temp_directory_path() / "twin_kineto_fold_scenario";
+  const fs::path folder = test::scratch_path("fold_scenario");
   fs::remove_all(folder);
   const KinetoFoldOutcome outcome = fold_fixture(
       folder, "p.json", (fs::path(TWIN_SOURCE_DIR) / "docs/accuracy/pytorch-fsdp2-1xH200/scenarios/L4_mb1_none.json").string());
