@@ -219,6 +219,14 @@ double clock_exponent(const GpuKernelProfile& kernels, OpKind kind) {
   return sm_clock_exponent(kind);
 }
 
+// How much longer `op` runs at the step's clock than at the profile's own: 1 where the profile states a sustained
+// clock (it wins, as in training_clock_time_ns), the step holds none, or the kind does not follow the SM clock.
+double step_clock_ratio(const GpuKernelProfile& kernels, const Op& op, StepClock step_clock) {
+  const double exponent = clock_exponent(kernels, op.kind);
+  if (exponent == 0 || kernels.sustained_sm_clock_MHz > 0) return 1;
+  return time_at_sm_clock_ns(1.0, kernels.reference_sm_clock_MHz, step_clock.sm_MHz, exponent);
+}
+
 }  // namespace
 
 double training_clock_time_ns(const GpuKernelProfile& kernels, const GpuSpec& gpu, const Op& op,
@@ -278,9 +286,17 @@ TimeNs profile_time_ns(const Profile& profile, const GpuSpec& gpu, const Op& op,
       kernel_sum_ns += double(compute_time_ns(profile, gpu, part, step_clock)) - kernels.launch_overhead_ns;
     return std::llround(kernel_sum_ns + kernels.launch_overhead_ns);
   }
-  double kernel_ns = training_clock_time_ns(kernels, gpu, op, step_clock);
   const double prior = in_situ_prior_of(kernels.in_situ_prior, op);
-  if (!kernels.trace_shapes.empty() || prior != 1.0) kernel_ns *= in_situ_ratio(kernels.trace_shapes, op, prior);
+  if (kernels.trace_shapes.empty()) {
+    double kernel_ns = training_clock_time_ns(kernels, gpu, op, step_clock);
+    if (prior != 1.0) kernel_ns *= in_situ_ratio(kernels.trace_shapes, op, prior);
+    return std::llround(kernel_ns + kernels.launch_overhead_ns);
+  }
+  // Traced ratios were measured against prices at the profile's own clock (calibrate/recalibration.hpp), so they hold
+  // the training clock already; the step's clock joins the prior, which traced shapes near the op outweigh and which
+  // rules alone far from them (another model's attention, GEMMs of another width).
+  const double kernel_ns = training_clock_time_ns(kernels, gpu, op) *
+                           in_situ_ratio(kernels.trace_shapes, op, prior * step_clock_ratio(kernels, op, step_clock));
   return std::llround(kernel_ns + kernels.launch_overhead_ns);
 }
 

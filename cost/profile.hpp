@@ -270,7 +270,9 @@ Profile profile_from_json(const nlohmann::json& document, const std::string& sou
 // in a traced run takes that time; any other its price at the training clock (training_clock_time_ns) times
 // the in-situ ratio of the traced shapes near it (cost/in_situ.hpp; 1 where none is near). Throws
 // std::logic_error for communication ops. `step_clock`: the clocks the step holds where the profile states
-// no sustained_sm_clock_MHz (sim/step_clock.hpp reads them off the sustained-clock curves); 0: none.
+// no sustained_sm_clock_MHz (sim/step_clock.hpp reads them off the sustained-clock curves); 0: none. With traced
+// shapes the price is taken at the profile's own clock (the one their ratios were measured against) and the step's
+// clock moves it as part of the prior: in full far from every traced shape, not at all at one.
 TimeNs compute_time_ns(const Profile& profile, const GpuSpec& gpu, const Op& op, StepClock step_clock = {});
 // The benchmark price of `op`: the micro-benchmark of its exact shape (for a trace entry, the benchmark it
 // replaced), else the model interpolated among the measured shapes of its kind (cost/gemm_predictor.hpp,

@@ -5,6 +5,9 @@
 // replayed at two shorter counts (strategies/steady_state.hpp) is priced at the whole iteration's clock.
 #include "sim/step_clock.hpp"
 
+#include <algorithm>
+#include <array>
+
 #include <spdlog/spdlog.h>
 
 #include "core/op_kinds.hpp"
@@ -36,6 +39,43 @@ double clocked_share(const GpuKernelProfile& kernels, const Op& op) {
   return sm_clock_exponent(op.kind);
 }
 
+// The FLOP rate of the load the sustained-clock curves were measured under (8192^3 GEMMs, calibrate/gpu/
+// sustained_clock.hpp), as the profile prices such a GEMM of `inputs` at the reference clock; per inputs, priced once.
+class CurveLoadRate {
+ public:
+  CurveLoadRate(const Profile& profile, const GpuSpec& gpu) : kernels_(profile.kernels_for(gpu)), gpu_(gpu) {}
+  double flops_per_ns(GemmInputs inputs) {
+    double& rate = rates_[static_cast<std::size_t>(inputs)];
+    if (rate < 0) {
+      Op curve_gemm;
+      curve_gemm.kind = OpKind::gemm;
+      curve_gemm.stream = Stream::compute;
+      curve_gemm.gemm = {kCurveGemmSize, kCurveGemmSize, kCurveGemmSize, 1};
+      curve_gemm.gemm.inputs = inputs;
+      curve_gemm.flops = 2.0 * double(kCurveGemmSize) * double(kCurveGemmSize) * double(kCurveGemmSize);
+      const double ns = benchmark_kernel_time_ns(kernels_, gpu_, curve_gemm);
+      rate = ns > 0 ? curve_gemm.flops / ns : 0;
+    }
+    return rate;
+  }
+
+ private:
+  static constexpr std::int64_t kCurveGemmSize = 8192;
+  const GpuKernelProfile& kernels_;
+  const GpuSpec& gpu_;
+  std::array<double, 4> rates_{-1, -1, -1, -1};  // by GemmInputs; -1: not priced yet
+};
+
+// A compute-bound op's time as the curve's load would count it: its FLOPs at that load's rate (GEMMs of its inputs;
+// attention at BF16's), at most its own time. Power follows the FLOPs done (calibrate's power model put nine held-out
+// steps within 5.2% per FLOP), so a step of small GEMMs, finishing fewer FLOPs per second than 8192^3 ones, draws
+// less at the same share of time in them and holds a higher clock (docs/ACCURACY.md "The curve's duty in FLOPs").
+TimeNs curve_load_ns(const Op& op, TimeNs ns, CurveLoadRate& curve_rate) {
+  const double rate = curve_rate.flops_per_ns(op.kind == OpKind::gemm ? op.gemm.inputs : GemmInputs::bf16);
+  if (!(rate > 0) || !(op.flops > 0)) return ns;
+  return std::min<TimeNs>(ns, std::llround(op.flops / rate));
+}
+
 }  // namespace
 
 StepWork step_work(const RankClass& rank_class, const Profile& profile, const GpuSpec& gpu, PriceCache* prices) {
@@ -58,6 +98,7 @@ StepWork step_work(const RankClass& rank_class, const Profile& profile, const Gp
 
 StepDuty step_duty(const RankClass& rank_class, const Profile& profile, const GpuSpec& gpu, PriceCache* prices) {
   ComputeTimes at_reference(profile, gpu, prices);
+  CurveLoadRate curve_rate(profile, gpu);
   // integers: the same passes summed N times give exactly the same ratios
   TimeNs busy_ns = 0, compute_bound_ns = 0, fp8_ns = 0;
   for (OpIndex i = 0; i < rank_class.size(); ++i) {
@@ -66,8 +107,9 @@ StepDuty step_duty(const RankClass& rank_class, const Profile& profile, const Gp
     const TimeNs ns = at_reference(op);
     busy_ns += ns;
     if (!compute_bound(op)) continue;
-    compute_bound_ns += ns;
-    if (op.kind == OpKind::gemm && is_fp8(op.gemm)) fp8_ns += ns;
+    const TimeNs load_ns = curve_load_ns(op, ns, curve_rate);
+    compute_bound_ns += load_ns;
+    if (op.kind == OpKind::gemm && is_fp8(op.gemm)) fp8_ns += load_ns;
   }
   StepDuty duty;
   if (busy_ns > 0) duty.duty = static_cast<double>(compute_bound_ns) / static_cast<double>(busy_ns);
@@ -77,10 +119,10 @@ StepDuty step_duty(const RankClass& rank_class, const Profile& profile, const Gp
 
 StepClock step_clock(const RankClass& rank_class, const Profile& profile, const GpuSpec& gpu, PriceCache* prices) {
   const GpuKernelProfile& kernels = profile.kernels_for(gpu);
-  // Traced shapes' in-situ ratios were taken against prices at the profile's own clock (calibrate/recalibration.hpp),
-  // so they hold the training clock already: the curve on top would count it twice.
+  // A profile with traced shapes gets the clock too: compute_time_ns applies it only as far as no traced shape near
+  // an op prices it (their in-situ ratios hold the training clock already).
   const bool measured_clock = !kernels.sustained_clock.points.empty() || kernels.power_model.present();
-  if (kernels.sustained_sm_clock_MHz > 0 || !measured_clock || !kernels.trace_shapes.empty()) return {};
+  if (kernels.sustained_sm_clock_MHz > 0 || !measured_clock) return {};
   const StepDuty duty = step_duty(rank_class, profile, gpu, prices);
   // The power model prices a step without FP8 GEMMs (calibration fits it on BF16 loads); it needs the reference
   // clock the GEMM prices are at.

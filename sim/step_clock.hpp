@@ -1,7 +1,9 @@
 // The SM clocks a rank class's GPUs hold through its step, read off the profile's sustained-clock curves
 // (cost/sustained_clock.hpp: one measured under BF16 GEMMs, one under FP8 GEMMs) at the step's GEMM duty: the share of
 // the class's compute busy time that compute-bound kernels (GEMMs and attention, what loads the tensor cores and
-// draws the power) take, each compute op of its passes priced at the profile's reference clock, and at the share of
+// draws the power) take, each compute op of its passes priced at the profile's reference clock and each compute-bound
+// one counted as the time the curve's own load (8192^3 GEMMs) would take for its FLOPs, at most its own (a step of
+// small GEMMs draws less than the curve's load at the same share of time in them), and at the share of
 // that compute-bound time in FP8 GEMMs (step_clock_at states how the two curves combine). Each GPU's power limiter
 // sets its own clock from its own load, so each class gets its own. One pass over the class's ops before it is
 // flattened: no second simulation, and the same graph always gives the same clocks.
@@ -14,8 +16,9 @@
 namespace twin::sim {
 
 // Of `rank_class`'s compute busy time in its forward and backward passes (the optimizer step left out): `duty`, the
-// share compute-bound kernels take, in [0, 1] (0 for a class without such ops), and `fp8_share`, the share of that
-// compute-bound time in FP8 GEMMs. Prices through `prices` (may be null) at the reference clock.
+// share compute-bound kernels take counted at the curve's load's FLOP rate, in [0, 1] (0 for a class without such
+// ops), and `fp8_share`, the share of that compute-bound time in FP8 GEMMs. Prices through `prices` (may be null) at
+// the reference clock.
 struct StepDuty {
   double duty = 0;
   double fp8_share = 0;
@@ -28,8 +31,9 @@ StepDuty step_duty(const RankClass& rank_class, const Profile& profile, const Gp
 StepWork step_work(const RankClass& rank_class, const Profile& profile, const GpuSpec& gpu, PriceCache* prices);
 
 // The clocks to price the class's compute-bound kernels at: {0, 0} (the profile's own pricing, unchanged) where the
-// GPU's kernel profile states sustained_sm_clock_MHz (a run's clock folded in wins), holds neither curve nor power
-// model, or holds traced shapes (their in-situ ratios hold the training clock already); else, where the profile has
+// GPU's kernel profile states sustained_sm_clock_MHz (a run's clock folded in wins) or holds neither curve nor power
+// model (a profile with traced shapes gets a clock: compute_time_ns weighs it against their in-situ ratios, which
+// hold the training clock already, by how near they lie to each op); else, where the profile has
 // a power model and the class no FP8 GEMM, the clock where the class's power meets the cap (power_limited_clock_MHz
 // over its passes: their compute priced at the reference clock, their FLOPs and memory-bound bytes), else
 // step_clock_at of its curves at the class's duty and FP8 share.

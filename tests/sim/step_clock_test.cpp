@@ -1,5 +1,7 @@
 // sim/step_clock.hpp: a class's GEMM duty from its priced ops, the clock the profile's curve gives for it, and the
 // replay pricing the class's GEMMs at that clock; an explicit sustained clock wins, and no curve changes nothing.
+#include <cmath>
+
 #include <gtest/gtest.h>
 
 #include "sim/flat_graph.hpp"
@@ -39,6 +41,19 @@ Profile clocked_profile() {
   return profile;
 }
 
+// The clocked profile with the 4000^3 GEMM traced in a run: `measured_ns` in training against `priced_ns`.
+Profile traced_profile(double measured_ns, double priced_ns) {
+  Profile traced = clocked_profile();
+  Measurement in_training;
+  in_training.median_ns = in_training.p10_ns = in_training.p90_ns = measured_ns;
+  in_training.samples = 1;
+  in_training.source = "trace:run";
+  in_training.priced_ns = priced_ns;
+  traced.gpus[0].measured[kernel_shape_key(gemm_op())] = in_training;
+  index_measured_shapes(traced.gpus[0]);
+  return traced;
+}
+
 TEST(StepClock, DutyIsTheComputeBoundShareOfTheClassBusyTime) {
   const IterationGraph graph = half_gemm_step();
   EXPECT_DOUBLE_EQ(sim::step_duty(graph.classes[0], test_profile(), test_gpu(), nullptr).duty, 0.5);
@@ -55,16 +70,58 @@ TEST(StepClock, TheCurveAtTheDutyUnlessTheProfileStatesAClock) {
   EXPECT_EQ(sim::step_clock(graph.classes[0], test_profile(), test_gpu(), nullptr).sm_MHz, 0);  // no curve
   profile.gpus[0].sustained_sm_clock_MHz = 1500;  // folded from a run: wins
   EXPECT_EQ(sim::step_clock(graph.classes[0], profile, test_gpu(), nullptr).sm_MHz, 0);
-  Profile traced = clocked_profile();  // a shape folded from a run: its in-situ ratio holds the clock already
-  Measurement in_training;
-  in_training.median_ns = in_training.p10_ns = in_training.p90_ns = 3000;
-  in_training.samples = 1;
-  in_training.source = "trace:run";
-  in_training.priced_ns = 2000;
-  traced.gpus[0].measured[kernel_shape_key(gemm_op())] = in_training;
-  index_measured_shapes(traced.gpus[0]);
+  // A profile with a shape folded from a run gets the step's clock too (compute_time_ns weighs it against the traced
+  // ratios): here the traced GEMM is priced at its 256 us, as long as the elementwise op twice, duty 1/3 (below).
+  const Profile traced = traced_profile(256'000, 128'000);
+  EXPECT_NEAR(sim::step_clock(graph.classes[0], traced, test_gpu(), nullptr).sm_MHz,
+              sustained_clock_MHz_at(traced.gpus[0].sustained_clock, 1.0 / 3), 1e-9);
+}
+
+// A GEMM that finishes its FLOPs at half the rate of the curve's own load (8192^3 GEMMs: the test GPU's peak) draws
+// about half the power per unit of time: its 256 us count as the 128 us the curve's load takes for its FLOPs.
+TEST(StepClock, TheDutyCountsComputeBoundTimeAtTheRateOfTheCurvesLoad) {
+  const IterationGraph graph = half_gemm_step();
+  Profile profile = test_profile();
+  Op curve_gemm = gemm_op();  // the curve's load, measured at the peak
+  curve_gemm.gemm = {8192, 8192, 8192, 1};
+  Measurement at_peak;
+  at_peak.median_ns = at_peak.p10_ns = at_peak.p90_ns = 2.0 * 8192 * 8192 * 8192 / 1e6;
+  at_peak.samples = 1;
+  profile.gpus[0].measured[kernel_shape_key(curve_gemm)] = at_peak;
+  Measurement slow = at_peak;
+  slow.median_ns = slow.p10_ns = slow.p90_ns = 256'000;
+  profile.gpus[0].measured[kernel_shape_key(gemm_op())] = slow;
+  index_measured_shapes(profile.gpus[0]);
+  EXPECT_EQ(duration_of(profile, gemm_op()), 256'000);
+  EXPECT_DOUBLE_EQ(sim::step_duty(graph.classes[0], profile, test_gpu(), nullptr).duty, 128.0 / (256 + 128));
+}
+
+// Traced ratios were measured against prices at the profile's own clock, so they hold the training clock: the
+// step's clock joins the prior, in full far from every traced shape and by its weight near one. The traced 4000^3
+// GEMM ran 1.5x its price; a GEMM one octave from it (k doubled) weighs the two alike, one six octaves away 1/36.
+TEST(StepClock, ATracedProfileTakesTheStepsClockWhereNoTracedShapeIsNear) {
+  const Profile traced = traced_profile(192'000, 128'000);
   ASSERT_FALSE(traced.gpus[0].trace_shapes.empty());
-  EXPECT_EQ(sim::step_clock(graph.classes[0], traced, test_gpu(), nullptr).sm_MHz, 0);
+  const StepClock clock{1500};
+  const double slower = 1800 / 1500.0;  // GEMM time at 1,500 MHz against the 1,800 MHz reference
+  const auto with_k = [](std::int64_t k) {
+    Op op = gemm_op();
+    op.gemm.k = k;
+    op.flops = 2.0 * 4000 * 4000 * double(k);
+    return op;
+  };
+  const Op near = with_k(8000), far = with_k(4000 * 64);
+  const auto priced = [&](const Op& op, StepClock step) { return double(compute_time_ns(traced, test_gpu(), op, step)); };
+  const auto at_reference = [&](const Op& op) { return training_clock_time_ns(traced.gpus[0], test_gpu(), op); };
+  EXPECT_EQ(priced(gemm_op(), clock), 192'000);  // traced itself: as measured
+  EXPECT_NEAR(priced(near, clock), at_reference(near) * std::sqrt(1.5 * slower), 1);
+  EXPECT_NEAR(priced(far, clock), at_reference(far) * std::exp((std::log(slower) + std::log(1.5) / 36) / (1 + 1.0 / 36)),
+              1);
+  EXPECT_NEAR(priced(near, {}), at_reference(near) * std::sqrt(1.5), 1);  // no step clock: the ratios alone
+  Profile stated = traced;  // a sustained clock folded from a run wins, as without traced shapes
+  stated.gpus[0].sustained_sm_clock_MHz = 1800;
+  EXPECT_NEAR(double(compute_time_ns(stated, test_gpu(), far, clock)),
+              at_reference(far) * std::exp((std::log(1.5) / 36) / (1 + 1.0 / 36)), 1);
 }
 
 // An FP8 4000^3 GEMM (64,000 ns at an FP8 peak of 2000 TFLOP/s), a BF16 one (128,000 ns) and the elementwise op
