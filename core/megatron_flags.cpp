@@ -122,6 +122,7 @@ const std::vector<MegatronFlag>& megatron_flags() {
        "megatron/core/transformer/transformer_config.py:921"},
       {"--bf16", K::switch_on, {}, false, "megatron/core/model_parallel_config.py:180"},
       {"--fp16", K::switch_on, {}, false, "megatron/core/model_parallel_config.py:177"},
+      {"--grad-reduce-in-bf16", K::switch_on, {}, false, "megatron/training/arguments.py:3053"},
       {"--fp8-format", K::choice, {"e4m3", "hybrid"}, false, "megatron/core/transformer/transformer_config.py:587"},
       {"--fp8-recipe",
        K::choice,

@@ -256,6 +256,9 @@ void read_training(Reading& r) {
   r.doc.set("/training/global_batch_size", a.integer("--global-batch-size", micro * data_parallel),
             "--global-batch-size");
   r.doc.set("/training/precision", a.has("--bf16") ? "bf16" : a.has("--fp16") ? "fp16" : "fp32", "--bf16");
+  // bf16 training reduces its gradients in fp32 unless --grad-reduce-in-bf16 (arguments.py:1207-1216).
+  if (a.has("--bf16"))
+    r.doc.set("/framework/reduce_dtype", a.has("--grad-reduce-in-bf16") ? "bfloat16" : "float32", "--grad-reduce-in-bf16");
   read_fp8(r);
   const std::string optimizer = a.text("--optimizer", "adam");
   if (optimizer != "adam" && optimizer != "sgd")

@@ -219,8 +219,10 @@ void learning_rate_and_clipping(ArgsText& out, const TrainingRecipe& recipe) {
   out.arg("--clip-grad", recipe.clip_grad);
 }
 
-void precision_and_optimizer(ArgsText& out, const TrainingConfig& training) {
+void precision_and_optimizer(ArgsText& out, const TrainingConfig& training, const FrameworkConfig& framework) {
   if (training.precision == "bf16") out.arg("--bf16");
+  // Megatron reduces bf16 training's gradients in fp32 unless told (arguments.py:1207-1216); twin's plan states its own.
+  if (training.precision == "bf16" && gradient_reduce_bytes(framework) == 2) out.arg("--grad-reduce-in-bf16");
   if (training.precision == "fp16") out.arg("--fp16");
   if (training.fp8) fp8_arguments(out, *training.fp8);
   out.arg("--optimizer", training.optimizer);
@@ -324,7 +326,7 @@ std::string uniform_args(const Scenario& scenario, const Strategy& strategy, con
   parallelism(out, scenario, strategy);
   batch(out, scenario, strategy);
   model(out, scenario.model, scenario.training.seq_length, scenario.framework.moe_token_dispatcher_type);
-  precision_and_optimizer(out, scenario.training);
+  precision_and_optimizer(out, scenario.training, scenario.framework);
   recompute(out, strategy);
   framework(out, scenario, strategy);
   return out.text();

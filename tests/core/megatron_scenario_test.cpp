@@ -95,6 +95,11 @@ TEST(MegatronScenario, LlamaStyleRunWithInterleavingFsdpAndTheRestListed) {
                                       "scenario's cluster",
 }));
   EXPECT_DOUBLE_EQ(r.scenario.training.recipe.lr, 3e-4);
+  // bf16 training reduces its gradients in fp32 unless --grad-reduce-in-bf16 (Megatron's arguments.py:1207-1216).
+  EXPECT_EQ(r.scenario.framework.reduce_dtype_bytes, std::optional<int>(4));
+  EXPECT_EQ(read_command_line(kRequired + "--bf16 --grad-reduce-in-bf16").scenario.framework.reduce_dtype_bytes,
+            std::optional<int>(2));
+  EXPECT_EQ(read_command_line(kRequired).scenario.framework.reduce_dtype_bytes, std::nullopt);  // fp32: as trained
 }
 
 // A layout sets the virtual stages as validate_args derives them (its stages over PP) and is the strategy's layout;

@@ -50,6 +50,7 @@ TEST(MegatronArgs, LlamaLikeInterleavedPlan) {
       "--attention-dropout 0",
       "--attention-backend flash",
       "--bf16",
+      "--grad-reduce-in-bf16",
       "--optimizer adam",
       "--lr 0.0003",
       "--min-lr 0",
