@@ -16,6 +16,14 @@ time ~ clock^-e, GEMMs e = 1, attention forward 0.43 and backward 0.60, every ot
   against the old kernels' prices. Tried for h200-x2 and h200-x4 on 2026-11-30, not shipped (docs/ACCURACY.md,
   "Clock-probed kernels for `h200-x2` and `h200-x4`").
 
+--part revised: the target's micro-benchmarked entries (no `source`) of every kind whose kernel the source timed at
+  another revision than the target (provenance.kernel_revisions; a kind a profile records none of ran revision 1,
+  core/kernel_revisions.hpp) become the source's, and the target's record of those kinds the source's: the target
+  priced a kernel `twin execute` no longer runs. Memory-bound kinds only (they do not follow the SM clock, so no
+  clock law moves them); a revised compute-bound kind is refused. Entries a traced run measured are dropped with them
+  (they timed the old kernel). Shipped for h200-x2 and h200-x4 (2026-11-30: moe_permute and moe_unpermute, revision
+  1 -> 2; docs/ACCURACY.md "The MoE permutes of h200-x2 and h200-x4").
+
   python3 tools/graft_profile_kernels.py --part attention --source cost/profiles/h200-x1.json \
       --into cost/profiles/h200-x2.json --out /tmp/x2-attention.json --why "..."
 """
@@ -101,9 +109,34 @@ def graft_kernels(source, target):
             f"({', '.join(kinds) or 'none'}) moved {dst_MHz:.0f} -> {src_MHz:.0f} MHz")
 
 
+def revision(provenance, kind):
+    return provenance.get("kernel_revisions", {}).get(kind, 1)
+
+
+def graft_revised(source, target):
+    src, dst = source["gpus"][0], target["gpus"][0]
+    kinds = sorted({kind_of(k) for k in list(src["measured"]) + list(dst["measured"])
+                    if revision(source["provenance"], kind_of(k)) != revision(target["provenance"], kind_of(k))})
+    clocked = [k for k in kinds if k in EXPONENTS or k.startswith("gemm")]
+    if clocked:
+        sys.exit(f"revised kinds that follow the SM clock ({', '.join(clocked)}): graft them with their clock law")
+    measured = {k: v for k, v in dst["measured"].items() if kind_of(k) not in kinds}
+    replaced = len(dst["measured"]) - len(measured)
+    added = 0
+    for key, entry in src["measured"].items():
+        if kind_of(key) in kinds and not entry.get("source"):
+            measured[key] = dict(entry)
+            added += 1
+    dst["measured"] = measured
+    revisions = target["provenance"].setdefault("kernel_revisions", {})
+    for kind in kinds:
+        revisions[kind] = revision(source["provenance"], kind)
+    return f"{replaced} entries of {', '.join(kinds) or 'no kind'} replaced by {added} of the source's revisions"
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--part", required=True, choices=["attention", "kernels"])
+    parser.add_argument("--part", required=True, choices=["attention", "kernels", "revised"])
     parser.add_argument("--source", required=True, help="clock-probed profile of the same GPU kind")
     parser.add_argument("--into", required=True, help="the multi-GPU profile the candidate starts from")
     parser.add_argument("--out", required=True, help="the candidate (written atomically; may be --into)")
@@ -115,13 +148,17 @@ def main():
         target = json.load(f)
     if only_gpu(source, args.source)["gpu"] != only_gpu(target, args.into)["gpu"]:
         sys.exit(f"{args.source} and {args.into} measure different GPUs")
-    what = graft_attention(source, target) if args.part == "attention" else graft_kernels(source, target)
-    target["provenance"]["grafted"] = {
+    graft = {"attention": graft_attention, "kernels": graft_kernels, "revised": graft_revised}[args.part]
+    what = graft(source, target)
+    record = {
         "part": args.part, "from": args.source, "from_command": source["provenance"]["command"],
         "from_date_utc": source["provenance"]["date_utc"], "what": what, "why": args.why,
         "command": "python3 tools/graft_profile_kernels.py --part {} --source {} --into {}".format(
             args.part, args.source, args.into),
     }
+    earlier = target["provenance"].get("grafted")  # one record per graft, in order
+    earlier = [] if earlier is None else earlier if isinstance(earlier, list) else [earlier]
+    target["provenance"]["grafted"] = [g for g in earlier if g.get("part") != args.part] + [record]
     write_profile(target, args.out)
     print(f"{args.out}: {what}")
 
