@@ -1,0 +1,72 @@
+#!/usr/bin/env python3
+"""tools/graft_profile_kernels.py --part revised: a memory-bound kind whose kernel revision differs takes the source's
+entries and revision (its traced entries dropped with it), every other entry stays, a revised kind that follows the
+SM clock is refused, and provenance.grafted keeps one record per part in order. Usage: graft_profile_kernels_test.py"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+TOOLS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "tools")
+sys.path.insert(0, TOOLS)
+from graft_profile_kernels import graft_revised  # noqa: E402
+
+PERMUTE = "moe_permute:bytes=33554432"
+GEMM = "gemm:m=4096,n=4096,k=4096,count=1,ta=0,tb=0"
+
+
+def profile(revisions, measured):
+    return {"gpus": [{"gpu": "H200-141GB", "reference_sm_clock_MHz": 1700.0, "measured": measured}],
+            "provenance": {"kernel_revisions": revisions, "command": "twin calibrate", "date_utc": "2026-11-30"}}
+
+
+def entry(ns, source=None):
+    e = {"median_ns": ns, "p10_ns": ns, "p90_ns": ns, "samples": 5}
+    if source:
+        e["source"] = source
+        e["priced_ns"] = ns
+    return e
+
+
+def check(condition, what):
+    if not condition:
+        sys.exit("FAILED: " + what)
+
+
+def main():
+    source = profile({"moe_permute": 2, "gemm": 1}, {PERMUTE: entry(8000.0), GEMM: entry(100000.0)})
+    target = profile({"gemm": 1}, {PERMUTE: entry(46000.0), "moe_permute:bytes=1024": entry(900.0, "trace:run"),
+                                   GEMM: entry(120000.0)})
+    what = graft_revised(source, target)
+    measured = target["gpus"][0]["measured"]
+    check(measured[PERMUTE]["median_ns"] == 8000.0, "the permute entry is the source's")
+    check("moe_permute:bytes=1024" not in measured, "the traced entry of the old kernel is dropped")
+    check(measured[GEMM]["median_ns"] == 120000.0, "a kind of the same revision keeps the target's entry")
+    check(target["provenance"]["kernel_revisions"]["moe_permute"] == 2, "the target records the source's revision")
+    check("moe_permute" in what, what)
+
+    clocked = profile({"gemm": 2}, {GEMM: entry(90000.0)})
+    try:
+        graft_revised(clocked, profile({}, {GEMM: entry(120000.0)}))
+        sys.exit("FAILED: a revised GEMM was grafted without its clock law")
+    except SystemExit as e:
+        check("follow the SM clock" in str(e), str(e))
+
+    with tempfile.TemporaryDirectory() as folder:
+        paths = {name: os.path.join(folder, name + ".json") for name in ("source", "target")}
+        json.dump(profile({"moe_permute": 2}, {PERMUTE: entry(8000.0)}), open(paths["source"], "w"))
+        earlier = profile({}, {PERMUTE: entry(46000.0)})
+        earlier["provenance"]["grafted"] = {"part": "attention", "what": "an earlier graft"}
+        json.dump(earlier, open(paths["target"], "w"))
+        for _ in range(2):  # the same part twice: one record for it
+            subprocess.run([sys.executable, os.path.join(TOOLS, "graft_profile_kernels.py"), "--part", "revised",
+                            "--source", paths["source"], "--into", paths["target"], "--out", paths["target"],
+                            "--why", "test"], check=True, capture_output=True)
+        grafted = json.load(open(paths["target"]))["provenance"]["grafted"]
+        check([g["part"] for g in grafted] == ["attention", "revised"], json.dumps(grafted))
+    print("graft_profile_kernels: revised kinds grafted, clocked kinds refused, one record per part")
+
+
+if __name__ == "__main__":
+    main()
