@@ -45,7 +45,7 @@ class CurveLoadRate {
  public:
   CurveLoadRate(const Profile& profile, const GpuSpec& gpu) : kernels_(profile.kernels_for(gpu)), gpu_(gpu) {}
   double flops_per_ns(GemmInputs inputs) {
-    double& rate = rates_[static_cast<std::size_t>(inputs)];
+    double& rate = rates_[slot(inputs)];
     if (rate < 0) {
       Op curve_gemm;
       curve_gemm.kind = OpKind::gemm;
@@ -63,7 +63,17 @@ class CurveLoadRate {
   static constexpr std::int64_t kCurveGemmSize = 8192;
   const GpuKernelProfile& kernels_;
   const GpuSpec& gpu_;
-  std::array<double, 4> rates_{-1, -1, -1, -1};  // by GemmInputs; -1: not priced yet
+  // One slot per GemmInputs (a new kind of inputs is a missing case in slot(), which the compiler names).
+  static std::size_t slot(GemmInputs inputs) {
+    switch (inputs) {
+      case GemmInputs::bf16: return 0;
+      case GemmInputs::fp8_per_tensor: return 1;
+      case GemmInputs::fp8_blockwise: return 2;
+      case GemmInputs::mxfp8: return 3;
+    }
+    return 0;
+  }
+  std::array<double, 4> rates_{-1, -1, -1, -1};  // -1: not priced yet
 };
 
 // A compute-bound op's time as the curve's load would count it: its FLOPs at that load's rate (GEMMs of its inputs;
