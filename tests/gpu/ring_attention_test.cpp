@@ -2,7 +2,10 @@
 // are host copies of the packed key-value blocks), each rank's blocks merged (forward) and its gradients summed
 // (dQ per rank, dK and dV per owner of the keys), against a float64 reference of whole causal attention at the
 // rank's rows, for CP 2 and 4, GQA and head_dim 64 and 128, with cuDNN's backward and its deterministic one.
+#include <algorithm>
 #include <cstdio>
+#include <ostream>
+#include <string>
 #include <tuple>
 
 #include "gpu/ring_attention.hpp"
@@ -21,6 +24,12 @@ struct RingCase {
   std::int64_t batch, chunk;  // each sequence is 2 * cp chunks
   int heads, kv_heads, head_dim;
 };
+
+// How gtest (and ctest's discovered names) print a case: its fields, not its bytes (which include padding).
+void PrintTo(const RingCase& c, std::ostream* out) {
+  *out << "cp" << c.cp << " b" << c.batch << " chunk" << c.chunk << " h" << c.heads << " kv" << c.kv_heads << " d"
+       << c.head_dim;
+}
 
 // The rows of rank r in a sequence of 2cp chunks: its load-balanced chunks (strategies/rank_layout.hpp).
 std::vector<std::int64_t> rank_rows(const RingCase& c, int r) {
@@ -138,7 +147,16 @@ INSTANTIATE_TEST_SUITE_P(Shapes, RingAttention,
                          ::testing::Combine(::testing::Values(RingCase{2, 1, 64, 4, 2, 64}, RingCase{2, 2, 128, 4, 4, 128},
                                                               RingCase{4, 1, 64, 8, 2, 128}, RingCase{4, 2, 32, 4, 1, 64}),
                                             ::testing::Values(AttentionImplementation::cudnn,
-                                                              AttentionImplementation::cudnn_deterministic)));
+                                                              AttentionImplementation::cudnn_deterministic)),
+                         [](const ::testing::TestParamInfo<std::tuple<RingCase, AttentionImplementation>>& info) {
+                           // A readable name (gtest would print the case's bytes, its padding among them).
+                           const RingCase& c = std::get<0>(info.param);
+                           std::string backend = to_string(std::get<1>(info.param));
+                           std::replace(backend.begin(), backend.end(), '-', '_');
+                           return "cp" + std::to_string(c.cp) + "_b" + std::to_string(c.batch) + "_chunk" +
+                                  std::to_string(c.chunk) + "_h" + std::to_string(c.heads) + "_kv" +
+                                  std::to_string(c.kv_heads) + "_d" + std::to_string(c.head_dim) + "_" + backend;
+                         });
 
 // The kernels backend runs whole self-attention only: a ring block is refused, not run wrong.
 TEST(RingAttention, KernelsBackendRefusesARingBlock) {
