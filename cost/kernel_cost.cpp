@@ -286,17 +286,13 @@ TimeNs profile_time_ns(const Profile& profile, const GpuSpec& gpu, const Op& op,
       kernel_sum_ns += double(compute_time_ns(profile, gpu, part, step_clock)) - kernels.launch_overhead_ns;
     return std::llround(kernel_sum_ns + kernels.launch_overhead_ns);
   }
-  const double prior = in_situ_prior_of(kernels.in_situ_prior, op);
-  if (kernels.trace_shapes.empty()) {
-    double kernel_ns = training_clock_time_ns(kernels, gpu, op, step_clock);
-    if (prior != 1.0) kernel_ns *= in_situ_ratio(kernels.trace_shapes, op, prior);
-    return std::llround(kernel_ns + kernels.launch_overhead_ns);
-  }
-  // Traced ratios were measured against prices at the profile's own clock (calibrate/recalibration.hpp), so they hold
-  // the training clock already; the step's clock joins the prior, which traced shapes near the op outweigh and which
-  // rules alone far from them (another model's attention, GEMMs of another width).
-  const double kernel_ns = training_clock_time_ns(kernels, gpu, op) *
-                           in_situ_ratio(kernels.trace_shapes, op, prior * step_clock_ratio(kernels, op, step_clock));
+  // Priced at the profile's own clock, the basis traced ratios were measured against (calibrate/recalibration.hpp):
+  // they hold the training clock already, so the step's clock joins the prior, which rules alone where no traced
+  // shape is near (another model's attention, GEMMs of another width, a profile without traces) and which traced
+  // shapes near the op outweigh.
+  const double prior = in_situ_prior_of(kernels.in_situ_prior, op) * step_clock_ratio(kernels, op, step_clock);
+  double kernel_ns = training_clock_time_ns(kernels, gpu, op);
+  if (!kernels.trace_shapes.empty() || prior != 1.0) kernel_ns *= in_situ_ratio(kernels.trace_shapes, op, prior);
   return std::llround(kernel_ns + kernels.launch_overhead_ns);
 }
 

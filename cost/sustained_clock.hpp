@@ -10,8 +10,15 @@
 #include <nlohmann/json.hpp>
 
 #include "core/json_reader.hpp"
+#include "core/op.hpp"
 
 namespace twin {
+
+// The GEMM the sustained-clock curves are measured under (calibrate/gpu/sustained_clock.cpp runs it back to back
+// beside memory-bound adds) and the simulator counts a step's compute-bound time in (sim/step_clock.hpp): 8192^3,
+// no transposes, of the curve's inputs (BF16; FP8 for sustained_clock_fp8). Chosen, not fitted: as large as
+// training's large GEMMs, ~1.5 ms each on an H200.
+GemmShape sustained_clock_load_gemm(GemmInputs inputs);
 
 struct SustainedClockPoint {
   double gemm_duty = 0;      // share of the busy time in GEMMs under the measured load, (0, 1]

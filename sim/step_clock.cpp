@@ -39,8 +39,8 @@ double clocked_share(const GpuKernelProfile& kernels, const Op& op) {
   return sm_clock_exponent(op.kind);
 }
 
-// The FLOP rate of the load the sustained-clock curves were measured under (8192^3 GEMMs, calibrate/gpu/
-// sustained_clock.hpp), as the profile prices such a GEMM of `inputs` at the reference clock; per inputs, priced once.
+// The FLOP rate of the load the sustained-clock curves were measured under (sustained_clock_load_gemm), as the profile
+// prices that GEMM of `inputs` at the reference clock; per inputs, priced once.
 class CurveLoadRate {
  public:
   CurveLoadRate(const Profile& profile, const GpuSpec& gpu) : kernels_(profile.kernels_for(gpu)), gpu_(gpu) {}
@@ -50,9 +50,9 @@ class CurveLoadRate {
       Op curve_gemm;
       curve_gemm.kind = OpKind::gemm;
       curve_gemm.stream = Stream::compute;
-      curve_gemm.gemm = {kCurveGemmSize, kCurveGemmSize, kCurveGemmSize, 1};
-      curve_gemm.gemm.inputs = inputs;
-      curve_gemm.flops = 2.0 * double(kCurveGemmSize) * double(kCurveGemmSize) * double(kCurveGemmSize);
+      curve_gemm.gemm = sustained_clock_load_gemm(inputs);
+      const GemmShape& g = curve_gemm.gemm;
+      curve_gemm.flops = 2.0 * double(g.m) * double(g.n) * double(g.k) * g.count;
       const double ns = benchmark_kernel_time_ns(kernels_, gpu_, curve_gemm);
       rate = ns > 0 ? curve_gemm.flops / ns : 0;
     }
@@ -60,7 +60,6 @@ class CurveLoadRate {
   }
 
  private:
-  static constexpr std::int64_t kCurveGemmSize = 8192;
   const GpuKernelProfile& kernels_;
   const GpuSpec& gpu_;
   // One slot per GemmInputs (a new kind of inputs is a missing case in slot(), which the compiler names).

@@ -117,7 +117,7 @@ def graft_revised(source, target):
     src, dst = source["gpus"][0], target["gpus"][0]
     kinds = sorted({kind_of(k) for k in list(src["measured"]) + list(dst["measured"])
                     if revision(source["provenance"], kind_of(k)) != revision(target["provenance"], kind_of(k))})
-    clocked = [k for k in kinds if k in EXPONENTS or k.startswith("gemm")]
+    clocked = [k for k in kinds if k in EXPONENTS]
     if clocked:
         sys.exit(f"revised kinds that follow the SM clock ({', '.join(clocked)}): graft them with their clock law")
     measured = {k: v for k, v in dst["measured"].items() if kind_of(k) not in kinds}

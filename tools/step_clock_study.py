@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """The step clock twin predicts for archived twin execute runs against the clock their GPUs held. For each run folder
-(metrics.json, scenario.json, gpu_clocks.csv) of RUNS_DIR: the median SM clock over the nvidia-smi samples of busy GPUs
-(utilization above 50%) and the mean over rank classes of the clock `SPDLOG_LEVEL=debug twin simulate --plan-key`
-logs for the run's plan with each PROFILE; then per profile the mean and max |error| (predicted / measured - 1).
+(metrics.json, scenario.json, gpu_clocks.csv) of RUNS_DIR: the median SM clock over the nvidia-smi samples of busy
+GPUs (traces/gpu_clocks.hpp's rule: utilisation at least 90%) and the mean over rank classes of the clock
+`SPDLOG_LEVEL=debug twin simulate --plan-key` logs for the run's plan with each PROFILE; then per profile the mean and max |error| (predicted / measured - 1).
 A run without a logged clock (a profile with no curve and no power model) prints '-'.
 Usage: python3 tools/step_clock_study.py TWIN RUNS_DIR PROFILE..."""
 import glob
@@ -15,20 +15,24 @@ import sys
 import tempfile
 
 
+# traces/gpu_clocks.hpp's rule, which `twin calibrate --from-trace` folds: a sample counts when its GPU's utilisation
+# is at least kBusyUtilizationPercent; the clock is the median over every GPU's counted samples.
+BUSY_UTILIZATION_PERCENT = 90
+
+
 def measured_clock_MHz(run):
-    """nvidia-smi's CSV as tests/gpu/ writes it: 'gpu, clock, power, utilization' or with a timestamp after the gpu."""
+    """The run's gpu_clocks.csv (index, clocks.sm, power.draw, utilization.gpu, as tests/gpu/accuracy_study.py samples
+    it), read as traces/gpu_clocks.cpp reads it; None when no sample is busy."""
     samples = []
     with open(os.path.join(run, 'gpu_clocks.csv')) as lines:
         for line in lines:
             fields = [f.strip() for f in line.split(',')]
-            if not fields[0].isdigit():
-                continue
-            clock, utilization = (fields[1], fields[3]) if len(fields) == 4 else (fields[2], fields[4])
             try:
-                if float(utilization) > 50:
-                    samples.append(float(clock))
-            except ValueError:
+                clock, utilization = float(fields[1]), float(fields[3])
+            except (IndexError, ValueError):  # a line cut short, or a field nvidia-smi could not read
                 continue
+            if utilization >= BUSY_UTILIZATION_PERCENT and clock > 0:
+                samples.append(clock)
     return statistics.median(samples) if samples else None
 
 

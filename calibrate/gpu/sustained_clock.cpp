@@ -27,18 +27,11 @@
 namespace twin::gpu {
 namespace {
 
-constexpr std::int64_t kGemmSize = 8192;
 constexpr std::int64_t kAddElements = 256ll << 20;  // bf16: 512 MiB per operand
 constexpr int kGemmsPerPeriod = 4;
 constexpr int kBurstGemms = 5;  // as many as calibration times a shape with
 constexpr double kAddBytes = 3.0 * 2 * kAddElements;  // reads x and y, writes x: bf16
 constexpr int kAddsPerMemoryPeriod = 8;  // the memory-only load: adds and a probe, no GEMM
-
-GemmShape load_gemm(GemmInputs inputs) {
-  GemmShape shape{kGemmSize, kGemmSize, kGemmSize, 1, false, false};
-  shape.inputs = inputs;
-  return shape;
-}
 
 // gemm: one unit of the load's compute (ComputeUnit: a GEMM, a grouped GEMM, attention); idle: the one-thread probe
 // as filler between units (the power model's GEMM loads under the cap), its span also a clock reading.
@@ -310,7 +303,7 @@ std::vector<SustainedClockReading> measure_sustained_clock(const SustainedClockL
   TWIN_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   std::vector<SustainedClockReading> readings;
   {
-    Load load(stream, gemm_unit(load_gemm(load_plan.gemm_inputs), stream));
+    Load load(stream, gemm_unit(sustained_clock_load_gemm(load_plan.gemm_inputs), stream));
     CuptiKernelTimer timer;
     const std::unique_ptr<NvmlPower> nvml = open_nvml();
     const std::size_t points = load_plan.gemm_duties.size();
