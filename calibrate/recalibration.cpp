@@ -124,15 +124,16 @@ void fold_sm_clock(Profile& after, const RunMeasurements& run, std::vector<Profi
   }
 }
 
-using CollectiveKey = std::tuple<std::string, int, int, int, int, Bytes>;  // gpu, kind, size, rpn, nodes, bytes
+// gpu, kind, size, rpn, nodes, an all-to-all's blocks per peer, bytes
+using CollectiveKey = std::tuple<std::string, int, int, int, int, int, Bytes>;
 
 void fold_table_rows(Profile& after, const std::map<CollectiveKey, std::vector<TimeNs>>& rows,
                      std::vector<ProfileChange>& changes) {
   for (const auto& [key, times_ns] : rows) {
-    const auto& [gpu, kind_index, size, ranks_per_node, nodes, bytes] = key;
+    const auto& [gpu, kind_index, size, ranks_per_node, nodes, blocks, bytes] = key;
     const auto kind = static_cast<OpKind>(kind_index);
     const std::size_t table_index =
-        find_collective_table(after.collectives, gpu, kind, size, ranks_per_node, nodes) - after.collectives.data();
+        find_collective_table(after.collectives, gpu, kind, size, ranks_per_node, nodes, blocks) - after.collectives.data();
     CollectiveTable* table = &after.collectives[table_index];
     std::vector<double> times(times_ns.begin(), times_ns.end());
     std::sort(times.begin(), times.end());
@@ -233,9 +234,12 @@ Recalibration recalibrate(const Profile& profile, const RunMeasurements& run) {
       continue;
     }
     if (!is_table_collective(s.op.kind) || s.span.size < 2) continue;
+    // An all-to-all in blocks joins the table of its blocks per peer; without one it is corrected as unmeasured.
+    const int blocks = s.op.kind == OpKind::all_to_all ? s.op.blocks_per_peer : 1;
     if (find_collective_table(profile.collectives, s.gpu.name, s.op.kind, s.span.size, s.span.ranks_per_node,
-                              s.span.nodes)) {
-      rows[{s.gpu.name, static_cast<int>(s.op.kind), s.span.size, s.span.ranks_per_node, s.span.nodes, s.op.bytes}]
+                              s.span.nodes, blocks)) {
+      rows[{s.gpu.name, static_cast<int>(s.op.kind), s.span.size, s.span.ranks_per_node, s.span.nodes, blocks,
+            s.op.bytes}]
           .push_back(s.measured_ns);
       continue;
     }

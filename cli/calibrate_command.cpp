@@ -180,6 +180,10 @@ CalibrateOptions& add_calibrate_command(CLI::App& app) {
                         "with --profile: measure only the SM clock each GPU sustains at its power limit under loads of\n"
                         "several GEMM duties (~20 s, every GPU at once; 7 s with --quick) and write the curve into the\n"
                         "profile's section of this GPU (--out, default: the profile in place), every other entry as it was");
+  CLI::Option* collectives = calibrate->add_flag("--collectives", options.request.collectives_only,
+                        "with --profile: measure only the collective tables (every group size; the all-to-all also in\n"
+                        "4, 16 and 64 blocks per peer, as expert parallelism's dispatch sends it) and add those the\n"
+                        "profile lacks (--out, default: the profile in place), every other entry as it was");
   CLI::Option* from_trace = calibrate->add_option("--from-trace", options.from_trace,
                         "recalibrate from the run folder of `twin execute` (best.json, ops.csv, metrics.json): exact\n"
                         "shapes it measured become profile entries, other shapes of each op kind get a fitted\n"
@@ -217,7 +221,9 @@ CalibrateOptions& add_calibrate_command(CLI::App& app) {
                         "with --from-trace: the profile to update (default: the plan's \"profile\");\n"
                         "with --from-nccl-tests: the profile to add the tables to (default: builtin)");
   sustained_clock->excludes(scenario)->excludes(check);
-  for (CLI::Option* gpu_only : {scenario, gpus, quick, quiet, max_message, check, check_out, check_gemms, sustained_clock}) {
+  collectives->excludes(scenario)->excludes(check)->excludes(sustained_clock);
+  for (CLI::Option* gpu_only :
+       {scenario, gpus, quick, quiet, max_message, check, check_out, check_gemms, sustained_clock, collectives}) {
     if (gpu_only != scenario) from_trace->excludes(gpu_only);  // a framework trace's fold reads the scenario
     from_nccl->excludes(gpu_only);
   }
@@ -229,6 +235,7 @@ CalibrateOptions& add_calibrate_command(CLI::App& app) {
       "  twin calibrate --scenario scenarios/llama2-7b-8xH100.json --profile my.json\n"
       "  twin calibrate --check my.json --check-out check/\n"
       "  twin calibrate --sustained-clock --profile my.json\n"
+      "  twin calibrate --collectives --profile my.json\n"
       "  twin calibrate --check my.json --check-gemms my-gemms.json\n"
       "  twin calibrate --from-trace run/ --profile my.json\n"
       "  twin calibrate --from-trace traces/ --scenario my-run.json --profile builtin --out pytorch.json\n"
@@ -249,9 +256,15 @@ int run_calibrate(const CLI::App&) {
     spdlog::error("--sustained-clock needs --profile (the profile to write the curve into)");
     return 2;
   }
+  if (request.collectives_only && options.profile.empty()) {
+    spdlog::error("--collectives needs --profile (the profile to add the tables to)");
+    return 2;
+  }
   if (!options.profile.empty()) {
-    if ((request.scenario.empty() && !request.sustained_clock_only) || !request.check_profile.empty()) {
-      spdlog::error("--profile needs --scenario (the shapes to add), --sustained-clock, --from-trace or --from-nccl-tests");
+    const bool one_part = request.sustained_clock_only || request.collectives_only;
+    if ((request.scenario.empty() && !one_part) || !request.check_profile.empty()) {
+      spdlog::error("--profile needs --scenario (the shapes to add), --sustained-clock, --collectives, --from-trace or "
+                    "--from-nccl-tests");
       return 2;
     }
     request.profile = options.profile;

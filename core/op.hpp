@@ -243,7 +243,7 @@ struct Op {
   // output gradient moves its rowwise FP8 copy, 1 byte an element (else bf16); a tensorwise fp8_cast of such a
   // tensor scales by the amax that the fp8_amax all-reduce before it took over the TP group (that op's rows x cols:
   // the tensor it took it of), so that every rank's shard has the one scale the gathered tensor keeps. The three
-  // FP8 flags share a byte: Op keeps its 232 bytes.
+  // FP8 flags share a byte.
   bool fp8_payload : 1 = false;
   bool fp8_amax_reduced : 1 = false;
   // Context parallelism's ring (p2p): which step of the ring an attention block or a KV exchange is. Step k's
@@ -303,6 +303,11 @@ struct Op {
   // 1-byte mask forward that its backward reads; an attention op's attention dropout over the probabilities (the
   // unfused kernel's or the fused one's). 0: none.
   float dropout = 0;
+  // all_to_all: each rank's bytes for one peer go as this many blocks, one NCCL send and receive each in one group
+  // (the alltoall dispatcher's exchange, one block per local expert: gpu/row_exchange.hpp). A calibrated profile
+  // prices it from its tables by blocks per peer (sim/measured_collectives.hpp). Sits in the tail padding: Op
+  // keeps its 240 bytes.
+  std::uint16_t blocks_per_peer = 1;
 
   bool is_communication() const { return kind >= OpKind::all_reduce; }
 };

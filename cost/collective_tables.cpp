@@ -31,15 +31,17 @@ std::string normalised_table_gpu(std::string_view name) {
 json table_json(const CollectiveTable& t) {
   json rows = json::array();
   for (const CollectivePoint& p : t.points) rows.push_back({p.size_bytes, p.time_us, p.algbw_GBps, p.busbw_GBps});
-  return {{"gpu", t.gpu},
-          {"collective", to_string(t.collective)},
-          {"group_size", t.group_size},
-          {"ranks_per_node", t.ranks_per_node},
-          {"nodes", t.nodes},
-          {"nominal_bandwidth_GBps", t.nominal_bandwidth_GBps},
-          {"fit", {{"latency_us", t.fit.latency_us},
-                   {"bandwidth", {{"peak", t.fit.bandwidth.peak}, {"half_work", t.fit.bandwidth.half_work}}}}},
-          {"rows", rows}};
+  json out = {{"gpu", t.gpu},
+              {"collective", to_string(t.collective)},
+              {"group_size", t.group_size},
+              {"ranks_per_node", t.ranks_per_node},
+              {"nodes", t.nodes},
+              {"nominal_bandwidth_GBps", t.nominal_bandwidth_GBps},
+              {"fit", {{"latency_us", t.fit.latency_us},
+                       {"bandwidth", {{"peak", t.fit.bandwidth.peak}, {"half_work", t.fit.bandwidth.half_work}}}}},
+              {"rows", rows}};
+  if (t.blocks_per_peer != 1) out["blocks_per_peer"] = t.blocks_per_peer;  // profiles of one block read as before
+  return out;
 }
 
 void check_columns(const JsonReader& columns) {
@@ -52,7 +54,8 @@ CollectiveTable read_table(const JsonReader& r, const std::string& legacy_gpu) {
     r.only_keys({"collective", "group_size", "ranks_per_node", "nodes", "nominal_bandwidth_GBps", "fit", "columns", "rows"});
     if (auto columns = r.find("columns")) check_columns(*columns);
   } else {
-    r.only_keys({"gpu", "collective", "group_size", "ranks_per_node", "nodes", "nominal_bandwidth_GBps", "fit", "rows"});
+    r.only_keys({"gpu", "collective", "group_size", "ranks_per_node", "nodes", "blocks_per_peer",
+                 "nominal_bandwidth_GBps", "fit", "rows"});
   }
   CollectiveTable t;
   t.gpu = legacy ? legacy_gpu : r.required("gpu").string();
@@ -68,6 +71,11 @@ CollectiveTable read_table(const JsonReader& r, const std::string& legacy_gpu) {
   if (static_cast<std::int64_t>(t.ranks_per_node) * t.nodes < t.group_size)
     nodes.fail_plain(fmt::format("{} node(s) of {} rank(s) cannot hold a group of {}", t.nodes, t.ranks_per_node,
                                  t.group_size));
+  if (auto blocks = r.find("blocks_per_peer")) {
+    t.blocks_per_peer = static_cast<int>(blocks->integer(1, 1 << 16));
+    if (t.collective != OpKind::all_to_all && t.blocks_per_peer != 1)
+      blocks->fail_plain("blocks per peer other than 1 describe an all_to_all only");
+  }
   t.nominal_bandwidth_GBps =
       r.required("nominal_bandwidth_GBps").number(0.1, 1e6, "expected a bandwidth in GB/s in [0.1, 1e6]");
   const JsonReader fit = r.required("fit");
@@ -99,9 +107,10 @@ std::vector<CollectiveTable> read_tables(const std::vector<JsonReader>& entries,
   std::vector<CollectiveTable> tables;
   for (const JsonReader& entry : entries) {
     CollectiveTable t = read_table(entry, legacy_gpu);
-    if (find_collective_table(tables, t.gpu, t.collective, t.group_size, t.ranks_per_node, t.nodes))
-      entry.fail_plain(fmt::format("a second {} table for {} GPUs ({} per node, {} node(s)) on {}",
-                                   to_string(t.collective), t.group_size, t.ranks_per_node, t.nodes, t.gpu));
+    if (find_collective_table(tables, t.gpu, t.collective, t.group_size, t.ranks_per_node, t.nodes, t.blocks_per_peer))
+      entry.fail_plain(fmt::format("a second {} table for {} GPUs ({} per node, {} node(s), {} block(s) per peer) on {}",
+                                   to_string(t.collective), t.group_size, t.ranks_per_node, t.nodes,
+                                   t.blocks_per_peer, t.gpu));
     tables.push_back(std::move(t));
   }
   return tables;
@@ -130,11 +139,12 @@ std::vector<CollectiveTable> legacy_collective_tables_from_json(const JsonReader
 }
 
 const CollectiveTable* find_collective_table(const std::vector<CollectiveTable>& tables, std::string_view gpu,
-                                             OpKind collective, int group_size, int ranks_per_node, int nodes) {
+                                             OpKind collective, int group_size, int ranks_per_node, int nodes,
+                                             int blocks_per_peer) {
   const std::string wanted = normalised_table_gpu(gpu);
   for (const CollectiveTable& t : tables)
     if (t.collective == collective && t.group_size == group_size && t.ranks_per_node == ranks_per_node &&
-        t.nodes == nodes && normalised_table_gpu(t.gpu) == wanted)
+        t.nodes == nodes && t.blocks_per_peer == blocks_per_peer && normalised_table_gpu(t.gpu) == wanted)
       return &t;
   return nullptr;
 }

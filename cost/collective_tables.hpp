@@ -26,9 +26,11 @@ std::vector<CollectiveTable> collective_tables_from_json(const JsonReader& colle
 std::vector<CollectiveTable> legacy_collective_tables_from_json(const JsonReader& tables, const std::string& gpu);
 
 // The table of `collective` on GPUs named `gpu` (compared ignoring case and punctuation) over exactly this
-// placement; nullptr when none was measured.
+// placement, of `blocks_per_peer` blocks (all_to_all; 1 for every table of another collective); nullptr when none
+// was measured.
 const CollectiveTable* find_collective_table(const std::vector<CollectiveTable>& tables, std::string_view gpu,
-                                             OpKind collective, int group_size, int ranks_per_node, int nodes);
+                                             OpKind collective, int group_size, int ranks_per_node, int nodes,
+                                             int blocks_per_peer = 1);
 
 // The table's fitted link model at nccl-tests' size S: steps * latency + factor * S / (nominal * eff(S)).
 double collective_fit_time_us(const CollectiveTable& table, double size_bytes);

@@ -188,6 +188,10 @@ struct CollectiveTable {
   int group_size = 2;
   int ranks_per_node = 2;                  // span, as GroupSpan
   int nodes = 1;
+  // all_to_all: each rank's data for each peer sent as this many equal blocks in one NCCL group (the executor's
+  // expert dispatch sends one block per local expert, gpu/row_exchange.hpp); 1: one block per peer, nccl-tests'
+  // alltoall. Every other collective: 1.
+  int blocks_per_peer = 1;
   double nominal_bandwidth_GBps = 0;       // the link bandwidth `fit` is a fraction of
   LinkProfile fit;                         // fitted on `points` with ring steps and the busbw factor
   std::vector<CollectivePoint> points;     // ascending size

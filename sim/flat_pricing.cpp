@@ -50,10 +50,14 @@ void require_links(const CollectivePlan& plan, const LinkParams& links, const Op
 
 std::uint32_t PlanTable::collective(const Op& op, const GroupSpan& span, const OpRef& what) {
   const int routing = op.dispatch_experts << 16 | op.dispatch_top_k;
-  return find_or_add({static_cast<int>(op.kind), op.bytes, span.size, span.ranks_per_node, span.nodes, routing}, [&] {
+  const int blocks = op.kind == OpKind::all_to_all ? op.blocks_per_peer : 1;
+  const Key key{static_cast<int>(op.kind), op.bytes, span.size, span.ranks_per_node, span.nodes, routing, blocks};
+  return find_or_add(key, [&] {
     // The profile's tables and corrections describe NCCL's kernels, not the flex dispatcher's (routing != 0).
     if (routing != 0) return collective_plan(op, span, flat_.links);
     const CollectiveTable* table = span.size > 1 ? measured_collective(profile_, gpu_.name, op.kind, span) : nullptr;
+    if (table && blocks > 1)
+      return measured_blocks_plan(profile_, *table, blocks, op.bytes, flat_.links);
     if (table) return measured_collective_plan(*table, op.bytes, flat_.links);
     CollectivePlan plan = collective_plan(op, span, flat_.links);
     apply_correction(plan, profile_, gpu_, op.kind);
@@ -62,7 +66,7 @@ std::uint32_t PlanTable::collective(const Op& op, const GroupSpan& span, const O
 }
 
 std::uint32_t PlanTable::point_to_point(Bytes bytes, LinkKind link, const OpRef& what) {
-  return find_or_add({-1 - link_index(link), bytes, 0, 0, 0, 0}, [&] {
+  return find_or_add({-1 - link_index(link), bytes, 0, 0, 0, 0, 1}, [&] {
     const CollectiveTable* table = measured_point_to_point(profile_, gpu_.name, link);
     return table ? measured_collective_plan(*table, bytes, flat_.links) : point_to_point_plan(bytes, link, flat_.links);
   }, what);

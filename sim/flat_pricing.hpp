@@ -68,7 +68,8 @@ class PlanTable {
   std::uint32_t point_to_point(Bytes bytes, LinkKind link, const OpRef& what);
 
  private:
-  using Key = std::tuple<int, Bytes, int, int, int, int>;  // kind, bytes, span, the flex dispatcher's routing
+  // kind, bytes, span, the flex dispatcher's routing, an all-to-all's blocks per peer
+  using Key = std::tuple<int, Bytes, int, int, int, int, int>;
   template <class MakePlan>
   std::uint32_t find_or_add(const Key& key, MakePlan make_plan, const OpRef& what);
   FlatClass& flat_;

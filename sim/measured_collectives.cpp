@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <utility>
+#include <vector>
 
 #include "cost/collective_tables.hpp"
 #include "cost/collective_steps.hpp"
@@ -12,12 +14,15 @@
 
 namespace twin::sim {
 
-CollectivePlan measured_collective_plan(const CollectiveTable& table, Bytes bytes, const LinkParams& links) {
+namespace {
+
+// The plan of a measured time: the table's fitted latency (at most the time) and one flow over the links its
+// placement spans whose bytes take the rest at their capacity for a message of `bytes`.
+CollectivePlan plan_of_time(const CollectiveTable& table, double time_ns, Bytes bytes, const LinkParams& links) {
   CollectivePlan plan;
   plan.algorithm = "measured";
   if (bytes <= 0) return plan;
   const double message_bytes = static_cast<double>(bytes);
-  const double time_ns = collective_table_time_us(table, message_bytes) * kNsPerUs;
   const double fitted_latency_ns =
       algorithm_steps(table.collective, table.group_size) * table.fit.latency_us * kNsPerUs;
   const auto latency_ns = static_cast<TimeNs>(std::llround(std::min(fitted_latency_ns, time_ns)));
@@ -34,6 +39,42 @@ CollectivePlan measured_collective_plan(const CollectiveTable& table, Bytes byte
   phase.flows[0] = {capacity_GBps > 0 ? transfer_ns * capacity_GBps : 0.0, mask};
   phase.flow_count = 1;
   return plan;
+}
+
+// Time in blocks from the measured (blocks, time) points, ascending in blocks, the first of one block.
+double time_in_blocks_us(const std::vector<std::pair<int, double>>& points, int blocks) {
+  for (std::size_t i = 1; i < points.size(); ++i) {
+    if (blocks > points[i].first && i + 1 < points.size()) continue;
+    const auto [b0, t0] = points[i - 1];
+    const auto [b1, t1] = points[i];
+    if (blocks > b1)  // beyond the most measured: linear in blocks through the last two
+      return t1 + (t1 - t0) * (blocks - b1) / static_cast<double>(b1 - b0);
+    const double w = std::log(static_cast<double>(blocks) / b0) / std::log(static_cast<double>(b1) / b0);
+    return t0 + w * (t1 - t0);
+  }
+  return points.front().second;
+}
+
+}  // namespace
+
+CollectivePlan measured_collective_plan(const CollectiveTable& table, Bytes bytes, const LinkParams& links) {
+  if (bytes <= 0) return plan_of_time(table, 0, bytes, links);
+  return plan_of_time(table, collective_table_time_us(table, static_cast<double>(bytes)) * kNsPerUs, bytes, links);
+}
+
+CollectivePlan measured_blocks_plan(const Profile& profile, const CollectiveTable& one_block, int blocks_per_peer,
+                                    Bytes bytes, const LinkParams& links) {
+  if (bytes <= 0) return plan_of_time(one_block, 0, bytes, links);
+  const double size = static_cast<double>(bytes);
+  std::vector<std::pair<int, double>> points{{1, collective_table_time_us(one_block, size)}};
+  for (const CollectiveTable& t : profile.collectives)
+    if (t.blocks_per_peer > 1 && &t != &one_block &&
+        find_collective_table(profile.collectives, one_block.gpu, OpKind::all_to_all, one_block.group_size,
+                              one_block.ranks_per_node, one_block.nodes, t.blocks_per_peer) == &t)
+      points.emplace_back(t.blocks_per_peer, collective_table_time_us(t, size));
+  std::sort(points.begin(), points.end());
+  if (points.size() == 1 || blocks_per_peer <= 1) return plan_of_time(one_block, points.front().second * kNsPerUs, bytes, links);
+  return plan_of_time(one_block, time_in_blocks_us(points, blocks_per_peer) * kNsPerUs, bytes, links);
 }
 
 const CollectiveTable* measured_collective(const Profile& profile, std::string_view gpu, OpKind kind,

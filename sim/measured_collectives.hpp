@@ -17,6 +17,14 @@ namespace twin::sim {
 // GPUs with `links`; algorithm "measured". Zero bytes: a plan with no phases.
 CollectivePlan measured_collective_plan(const CollectiveTable& table, Bytes bytes, const LinkParams& links);
 
+// An all-to-all sent in `blocks_per_peer` blocks per peer (Op::blocks_per_peer) over the placement of `one_block`,
+// the profile's table of one block: its time at S read from the profile's tables of that placement in blocks,
+// log-linear in the blocks between the two measured around it (one block: `one_block`), and beyond the most
+// measured linear in the blocks through the last two (each block's send and receive cost NCCL a step of its own);
+// split into latency and flow as measured_collective_plan does. Without tables in blocks: `one_block`'s plan.
+CollectivePlan measured_blocks_plan(const Profile& profile, const CollectiveTable& one_block, int blocks_per_peer,
+                                    Bytes bytes, const LinkParams& links);
+
 // The profile's table for a collective of `kind` over `span` on GPUs named `gpu`; nullptr when not measured.
 const CollectiveTable* measured_collective(const Profile& profile, std::string_view gpu, OpKind kind,
                                            const GroupSpan& span);

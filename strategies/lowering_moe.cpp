@@ -70,6 +70,15 @@ Op deduplicated_exchange(const RankShapes& s, const MoeLayerShapes& x, OpRole ro
   return op;
 }
 
+// The alltoall dispatcher's exchange of the busiest rank's copies: one block per (peer, local expert), each a send
+// and a receive of its own in one NCCL group, so that they arrive grouped by local expert (twin execute's dispatch,
+// executor/gpu/moe_block.cpp).
+Op expert_exchange(const RankShapes& s, const MoeLayerShapes& x, OpRole role) {
+  Op op = ep_collective(s, OpKind::all_to_all, role, x.dispatch_bytes);
+  op.blocks_per_peer = static_cast<std::uint16_t>(s.experts_local);
+  return op;
+}
+
 // Expert TP around the alltoall dispatcher's exchange (MoEAlltoAllTokenDispatcher.dispatch_postprocess and
 // combine_preprocess, megatron/core/transformer/moe/token_dispatcher.py at NVIDIA/Megatron-LM d98e8a64dd): towards
 // the experts the copies received from EP, and their probabilities, are all-gathered over the expert-TP group (each
@@ -114,8 +123,7 @@ void exchange(Emitter& e, const MoeLayerShapes& x, OpRole role, bool backward) {
       if (towards_experts) e.emit(local);
       if (!towards_experts) expert_tensor_exchange(e, x, role, false);
       if (s.ep > 1) e.emit(s.dispatcher == MoeTokenDispatcher::flex ? deduplicated_exchange(s, x, role)
-                                                                    : ep_collective(s, OpKind::all_to_all, role,
-                                                                                    x.dispatch_bytes));
+                                                                    : expert_exchange(s, x, role));
       if (towards_experts) expert_tensor_exchange(e, x, role, true);
       if (!towards_experts) e.emit(local);
       return;

@@ -20,6 +20,7 @@
 #include "calibrate/gpu/profile_check.hpp"
 #include "calibrate/gpu/profile_increment.hpp"
 #include "calibrate/gpu/sustained_clock.hpp"
+#include "cost/collective_tables.hpp"
 #include "cost/profile.hpp"
 #include "gpu/checks.hpp"
 #include "gpu/device_buffer.hpp"
@@ -139,6 +140,30 @@ void add_sustained_clock(const CalibrationRequest& request, const RankIdentity& 
                        clocks.power.present() ? "the power model" : "no power model"));
 }
 
+// --collectives: the tables measured on every rank; rank 0 adds those the profile lacks (same GPU, collective,
+// placement and blocks per peer) and writes it. A table the profile holds stays as it was: its predictions too.
+void add_collective_tables(const CalibrationRequest& request, const RankIdentity& identity, ncclComm_t world,
+                           const cudaDeviceProp& props, const GpuSpec& spec, const std::string& preset_name,
+                           const std::function<void(const std::string&)>& progress) {
+  const MachineFacts facts = measure_machine(world, identity, props, spec, request, true, progress);
+  if (identity.rank != 0) return;
+  Profile profile = load_profile(request.profile);
+  int added = 0;
+  for (CollectiveTable table : facts.tables) {
+    table.gpu = preset_name;
+    if (find_collective_table(profile.collectives, table.gpu, table.collective, table.group_size,
+                              table.ranks_per_node, table.nodes, table.blocks_per_peer))
+      continue;
+    profile.collectives.push_back(std::move(table));
+    ++added;
+  }
+  profile.provenance["collectives_added"].push_back(
+      {{"date", utc_now()}, {"tables", added}, {"ranks", identity.world_size}, {"versions", versions()}});
+  save_profile(profile, request.out);
+  progress(fmt::format("wrote {}: {} of {} collective tables measured were missing and added", request.out, added,
+                       facts.tables.size()));
+}
+
 int run_rank(const CalibrationRequest& request, const RankIdentity& identity) {
   const auto started = std::chrono::steady_clock::now();
   if (identity.rank != 0 || request.quiet) spdlog::set_level(spdlog::level::warn);
@@ -153,7 +178,7 @@ int run_rank(const CalibrationRequest& request, const RankIdentity& identity) {
   progress(fmt::format("{} ranks ({}), {} = preset {}", identity.world_size, identity.launcher, props.name, preset_name));
   // --profile: only the scenario's shapes the profile lacks (every rank reads it, to know the same list).
   std::optional<ProfileIncrement> increment;
-  if (!request.profile.empty() && !request.sustained_clock_only)
+  if (!request.profile.empty() && !request.sustained_clock_only && !request.collectives_only)
     increment = profile_increment(request.profile, request.scenario, preset_name);
 
   ncclComm_t world = nullptr;
@@ -162,6 +187,12 @@ int run_rank(const CalibrationRequest& request, const RankIdentity& identity) {
   TWIN_NCCL_CHECK(ncclCommInitRank(&world, identity.world_size, id, identity.rank));
   if (request.sustained_clock_only) {
     add_sustained_clock(request, identity, world, *spec, progress);
+    barrier(world);
+    TWIN_NCCL_CHECK(ncclCommDestroy(world));
+    return 0;
+  }
+  if (request.collectives_only) {
+    add_collective_tables(request, identity, world, props, *spec, preset_name, progress);
     barrier(world);
     TWIN_NCCL_CHECK(ncclCommDestroy(world));
     return 0;

@@ -24,6 +24,9 @@ struct CalibrationRequest {
   // With `profile`: measure only the sustained-clock curve (calibrate/gpu/sustained_clock.hpp) on every GPU and
   // write it into that profile's kernel section of this GPU (`out`), every other entry as it was.
   bool sustained_clock_only = false;
+  // With `profile`: measure only the collective tables (every group size, the all-to-all in blocks per peer too)
+  // and add to that profile the tables it lacks for this GPU (`out`), every other entry as it was.
+  bool collectives_only = false;
 };
 
 // Returns the process exit code; prints progress and errors on stderr.

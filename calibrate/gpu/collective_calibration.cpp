@@ -23,6 +23,38 @@ void fit_collective_table(CollectiveTable& table) {
                                     busbw_factor(table.collective, table.group_size), table.nominal_bandwidth_GBps);
 }
 
+namespace {
+
+// One table over `group`: `placement`'s span and nominal bandwidth, every size of the sweep.
+CollectiveTable measure_table(CollectiveBench& bench, ncclComm_t group, const CollectiveTable& placement,
+                              OpKind collective, int blocks_per_peer, int world_rank,
+                              const CollectiveCalibrationOptions& options) {
+  CollectiveTable table = placement;
+  table.collective = collective;
+  table.blocks_per_peer = blocks_per_peer;
+  for (Bytes requested : collective_sizes(options.max_bytes, options.quick)) {
+    if (blocks_per_peer == 1) {
+      table.points.push_back(bench.measure(group, collective, collective_size_bytes(collective, requested, table.group_size)));
+      continue;
+    }
+    const Bytes size = all_to_all_blocks_size_bytes(requested, table.group_size, blocks_per_peer);
+    if (size > 0) table.points.push_back(bench.measure_blocks(group, size, blocks_per_peer));
+  }
+  fit_collective_table(table);
+  if (world_rank == 0 && options.progress) {
+    const CollectivePoint& last = table.points.back();
+    options.progress(fmt::format("{}{} over {} GPUs ({} node{}): {} sizes, {:.1f} us at {} KiB, busbw {:.1f} GB/s at {} MiB",
+                                 to_string(collective),
+                                 blocks_per_peer > 1 ? fmt::format(" in {} blocks per peer", blocks_per_peer) : "",
+                                 table.group_size, table.nodes, table.nodes > 1 ? "s" : "", table.points.size(),
+                                 table.points.front().time_us, table.points.front().size_bytes >> 10,
+                                 last.busbw_GBps, last.size_bytes >> 20));
+  }
+  return table;
+}
+
+}  // namespace
+
 std::vector<CollectiveTable> calibrate_collectives(ncclComm_t world, int world_rank,
                                                    const std::vector<std::uint64_t>& node_of_rank,
                                                    const CollectiveCalibrationOptions& options) {
@@ -39,26 +71,18 @@ std::vector<CollectiveTable> calibrate_collectives(ncclComm_t world, int world_r
       if (group == nullptr) continue;
       const std::set<std::uint64_t> nodes(node_of_rank.begin(), node_of_rank.begin() + group_size);
       const int span_nodes = static_cast<int>(nodes.size());
+      CollectiveTable placement;
+      placement.group_size = group_size;
+      placement.nodes = span_nodes;
+      placement.ranks_per_node = (group_size + span_nodes - 1) / span_nodes;
+      placement.nominal_bandwidth_GBps = span_nodes > 1 && options.nominal_inter_node_GBps > 0
+                                             ? options.nominal_inter_node_GBps
+                                             : options.nominal_intra_node_GBps;
       for (OpKind collective : kCalibratedCollectives) {
-        CollectiveTable table;
-        table.collective = collective;
-        table.group_size = group_size;
-        table.nodes = span_nodes;
-        table.ranks_per_node = (group_size + span_nodes - 1) / span_nodes;
-        table.nominal_bandwidth_GBps =
-            span_nodes > 1 && options.nominal_inter_node_GBps > 0 ? options.nominal_inter_node_GBps
-                                                                  : options.nominal_intra_node_GBps;
-        for (Bytes requested : collective_sizes(options.max_bytes, options.quick))
-          table.points.push_back(bench.measure(group, collective, collective_size_bytes(collective, requested, group_size)));
-        fit_collective_table(table);
-        if (world_rank == 0 && options.progress) {
-          const CollectivePoint& last = table.points.back();
-          options.progress(fmt::format("{} over {} GPUs ({} node{}): {} sizes, {:.1f} us at 4 KiB, busbw {:.1f} GB/s at {} MiB",
-                                       to_string(collective), group_size, span_nodes, span_nodes > 1 ? "s" : "",
-                                       table.points.size(), table.points.front().time_us, last.busbw_GBps,
-                                       last.size_bytes >> 20));
-        }
-        tables.push_back(std::move(table));
+        tables.push_back(measure_table(bench, group, placement, collective, 1, world_rank, options));
+        if (collective == OpKind::all_to_all)
+          for (int blocks : kAllToAllBlocksPerPeer)
+            tables.push_back(measure_table(bench, group, placement, collective, blocks, world_rank, options));
       }
       TWIN_NCCL_CHECK(ncclCommDestroy(group));
     }

@@ -1,5 +1,6 @@
 // The collective tables of a profile: every calibrated collective at every message size over each group
-// of the first g ranks (g = 2..world), with its span and a fitted link model. Every rank calls these
+// of the first g ranks (g = 2..world), with its span and a fitted link model; the all-to-all also as expert
+// parallelism's dispatch sends it, in kAllToAllBlocksPerPeer blocks per peer. Every rank calls these
 // together; the returned tables are complete on rank 0.
 #pragma once
 #include <cstdint>
@@ -12,6 +13,11 @@
 #include "cost/profile.hpp"
 
 namespace twin::gpu {
+
+// The blocks per peer of the extra all-to-all tables (the one-block table is nccl-tests' alltoall): a dispatch
+// of 8 to 256 experts over 2 to 64 EP ranks sends 1 to 128 blocks per peer, each power of two of which is
+// measured (NCCL splits a group of many sends into several kernel launches, a step no coarser grid would see).
+inline constexpr int kAllToAllBlocksPerPeer[] = {2, 4, 8, 16, 32, 64, 128};
 
 struct CollectiveCalibrationOptions {
   Bytes max_bytes = 1ll << 30;

@@ -7,6 +7,7 @@
 
 #include "gpu/checks.hpp"
 #include "calibrate/gpu/fit.hpp"
+#include "gpu/row_exchange.hpp"
 
 namespace twin::gpu {
 namespace {
@@ -32,6 +33,11 @@ Bytes collective_size_bytes(OpKind collective, Bytes requested_bytes, int ranks)
   if (collective == OpKind::all_gather || collective == OpKind::reduce_scatter || collective == OpKind::all_to_all)
     count = count / ranks * ranks;
   return count * kElementBytes;
+}
+
+Bytes all_to_all_blocks_size_bytes(Bytes requested_bytes, int ranks, int blocks_per_peer) {
+  const Bytes unit = static_cast<Bytes>(ranks) * blocks_per_peer * kElementBytes;
+  return requested_bytes / unit * unit;
 }
 
 int collective_iterations(Bytes size_bytes) {
@@ -95,25 +101,27 @@ void CollectiveBench::launch(ncclComm_t comm, OpKind collective, Bytes size_byte
   }
 }
 
-double CollectiveBench::time_us(ncclComm_t comm, OpKind collective, Bytes size_bytes, int warmup, int iterations) {
-  for (int i = 0; i < warmup; ++i) launch(comm, collective, size_bytes);
+double CollectiveBench::time_launches_us(const std::function<void()>& launch, int warmup, int iterations) {
+  for (int i = 0; i < warmup; ++i) launch();
   cudaEvent_t start = nullptr, stop = nullptr;
   TWIN_CUDA_CHECK(cudaEventCreate(&start));
   TWIN_CUDA_CHECK(cudaEventCreate(&stop));
   TWIN_CUDA_CHECK(cudaEventRecord(start, stream_));
-  for (int i = 0; i < iterations; ++i) launch(comm, collective, size_bytes);
+  for (int i = 0; i < iterations; ++i) launch();
   TWIN_CUDA_CHECK(cudaEventRecord(stop, stream_));
   TWIN_CUDA_CHECK(cudaEventSynchronize(stop));
   float elapsed_ms = 0;
   TWIN_CUDA_CHECK(cudaEventElapsedTime(&elapsed_ms, start, stop));
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
+  TWIN_CUDA_CHECK(cudaEventDestroy(start));
+  TWIN_CUDA_CHECK(cudaEventDestroy(stop));
   return 1e3 * elapsed_ms / iterations;
 }
 
-CollectivePoint CollectiveBench::measure(ncclComm_t comm, OpKind collective, Bytes size_bytes) {
-  const int iterations = collective_iterations(size_bytes);
-  const double mine_us = time_us(comm, collective, size_bytes, std::max(2, iterations / 5), iterations);
+double CollectiveBench::time_us(ncclComm_t comm, OpKind collective, Bytes size_bytes, int warmup, int iterations) {
+  return time_launches_us([&] { launch(comm, collective, size_bytes); }, warmup, iterations);
+}
+
+CollectivePoint CollectiveBench::point_over_ranks(ncclComm_t comm, OpKind collective, Bytes size_bytes, double mine_us) {
   // nccl-tests reports the time averaged over ranks.
   const float mine = static_cast<float>(mine_us);
   TWIN_CUDA_CHECK(cudaMemcpyAsync(scalar_.data(), &mine, sizeof(float), cudaMemcpyHostToDevice, stream_));
@@ -128,6 +136,26 @@ CollectivePoint CollectiveBench::measure(ncclComm_t comm, OpKind collective, Byt
   point.algbw_GBps = static_cast<double>(size_bytes) / (point.time_us * 1e3);
   point.busbw_GBps = point.algbw_GBps * busbw_factor(collective, n);
   return point;
+}
+
+CollectivePoint CollectiveBench::measure(ncclComm_t comm, OpKind collective, Bytes size_bytes) {
+  const int iterations = collective_iterations(size_bytes);
+  return point_over_ranks(comm, collective, size_bytes,
+                          time_us(comm, collective, size_bytes, std::max(2, iterations / 5), iterations));
+}
+
+void CollectiveBench::launch_blocks(ncclComm_t comm, Bytes size_bytes, int blocks_per_peer) {
+  if (size_bytes > max_bytes_) throw std::invalid_argument("CollectiveBench: message larger than its buffers");
+  const int n = comm_size(comm);
+  const AllToAllBlocks blocks = all_to_all_blocks(n, size_bytes / n, blocks_per_peer);  // rows of one byte
+  exchange_row_blocks(blocks.sends, blocks.receives, send_.data(), recv_.data(), 1, comm, stream_);
+}
+
+CollectivePoint CollectiveBench::measure_blocks(ncclComm_t comm, Bytes size_bytes, int blocks_per_peer) {
+  const int iterations = collective_iterations(size_bytes);
+  const double mine_us = time_launches_us([&] { launch_blocks(comm, size_bytes, blocks_per_peer); },
+                                          std::max(2, iterations / 5), iterations);
+  return point_over_ranks(comm, OpKind::all_to_all, size_bytes, mine_us);
 }
 
 }  // namespace twin::gpu

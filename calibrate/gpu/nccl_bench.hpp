@@ -2,6 +2,7 @@
 // iterations between two CUDA events, the mean per iteration averaged over the group's ranks;
 // algbw = S / t and busbw = algbw * factor with nccl-tests' S and factor for each collective.
 #pragma once
+#include <functional>
 #include <vector>
 
 #include <cuda_runtime.h>
@@ -22,6 +23,8 @@ inline constexpr OpKind kCalibratedCollectives[] = {OpKind::all_reduce, OpKind::
 Bytes collective_size_bytes(OpKind collective, Bytes requested_bytes, int ranks);
 // Iterations for one size: about 4 GiB of traffic, between 5 and 100; warm-up is a fifth of it, at least 2.
 int collective_iterations(Bytes size_bytes);
+// S rounded down so that every block of an all-to-all of `blocks_per_peer` blocks per rank is whole (bytes).
+Bytes all_to_all_blocks_size_bytes(Bytes requested_bytes, int ranks, int blocks_per_peer);
 // 4 KiB .. max_bytes: every power of two, or every power of four when `quick`.
 std::vector<Bytes> collective_sizes(Bytes max_bytes, bool quick);
 
@@ -35,9 +38,16 @@ class CollectiveBench {
   double time_us(ncclComm_t comm, OpKind collective, Bytes size_bytes, int warmup, int iterations);
   // The table row, time averaged over the communicator's ranks (a collective call on `comm`).
   CollectivePoint measure(ncclComm_t comm, OpKind collective, Bytes size_bytes);
+  // An all-to-all of S = `size_bytes` as expert parallelism's dispatch issues it (gpu/row_exchange.hpp): S / n to
+  // each rank in `blocks_per_peer` equal blocks, one grouped send and receive per block. Rounded as
+  // all_to_all_blocks_size_bytes.
+  void launch_blocks(ncclComm_t comm, Bytes size_bytes, int blocks_per_peer);
+  CollectivePoint measure_blocks(ncclComm_t comm, Bytes size_bytes, int blocks_per_peer);
   cudaStream_t stream() const { return stream_; }
 
  private:
+  double time_launches_us(const std::function<void()>& launch, int warmup, int iterations);
+  CollectivePoint point_over_ranks(ncclComm_t comm, OpKind collective, Bytes size_bytes, double mine_us);
   cudaStream_t stream_;
   DeviceBuffer send_, recv_, scalar_;
   Bytes max_bytes_;

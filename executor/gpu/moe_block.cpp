@@ -7,6 +7,7 @@
 #include "executor/parameters.hpp"
 #include "gpu/checks.hpp"
 #include "gpu/kernels.hpp"
+#include "gpu/row_exchange.hpp"
 
 namespace twin::exec {
 namespace {
@@ -101,17 +102,16 @@ std::vector<std::int64_t> MoeBlock::counts_on_host(const std::int32_t* device, s
 
 void MoeBlock::exchange_rows(const ExpertExchange& x, bool to_experts, const bf16* from, bf16* to, std::int64_t width,
                              cudaStream_t stream) {
-  // Between one pair, NCCL matches sends and receives in the order issued: both ends list a pair's chunks by
-  // local expert.
+  // Both ends list a pair's chunks by local expert: the order NCCL matches them in.
+  auto blocks = [](const std::vector<ExchangeChunk>& chunks) {
+    std::vector<gpu::RowBlock> out;
+    out.reserve(chunks.size());
+    for (const ExchangeChunk& c : chunks) out.push_back({c.peer, c.row, c.rows});
+    return out;
+  };
   const std::vector<ExchangeChunk>& sends = to_experts ? x.from_tokens : x.at_experts;
   const std::vector<ExchangeChunk>& receives = to_experts ? x.at_experts : x.from_tokens;
-  ncclComm_t expert = stage_.comms.expert();
-  TWIN_NCCL_CHECK(ncclGroupStart());
-  for (const ExchangeChunk& c : sends)
-    TWIN_NCCL_CHECK(ncclSend(from + c.row * width, c.rows * width, ncclBfloat16, c.peer, expert, stream));
-  for (const ExchangeChunk& c : receives)
-    TWIN_NCCL_CHECK(ncclRecv(to + c.row * width, c.rows * width, ncclBfloat16, c.peer, expert, stream));
-  TWIN_NCCL_CHECK(ncclGroupEnd());
+  gpu::exchange_row_blocks(blocks(sends), blocks(receives), from, to, width * static_cast<std::int64_t>(kBf16), stage_.comms.expert(), stream);
 }
 
 }  // namespace twin::exec

@@ -55,8 +55,8 @@ TEST(CalibrateNcclTests, OptionMistakesAreUsageErrors) {
   EXPECT_EQ(run_twin("calibrate --collective all_reduce").exit_code, 2);
   Outcome profile_alone = run_twin("calibrate --profile builtin");
   EXPECT_EQ(profile_alone.exit_code, 2);
-  EXPECT_NE(profile_alone.output.find("--profile needs --scenario (the shapes to add), --sustained-clock, --from-trace "
-                                     "or --from-nccl-tests"),
+  EXPECT_NE(profile_alone.output.find("--profile needs --scenario (the shapes to add), --sustained-clock, --collectives, "
+                                     "--from-trace or --from-nccl-tests"),
             std::string::npos)
       << profile_alone.output;
   // --sustained-clock writes its curve into a profile: it needs one, and measures nothing else.
@@ -64,13 +64,19 @@ TEST(CalibrateNcclTests, OptionMistakesAreUsageErrors) {
   EXPECT_EQ(clock_alone.exit_code, 2);
   EXPECT_NE(clock_alone.output.find("--sustained-clock needs --profile"), std::string::npos) << clock_alone.output;
   EXPECT_EQ(run_twin("calibrate --sustained-clock --profile builtin --scenario s.json").exit_code, 2);
+  // --collectives adds tables to a profile the same way: it needs one, and excludes the other single parts.
+  const Outcome tables_alone = run_twin("calibrate --collectives");
+  EXPECT_EQ(tables_alone.exit_code, 2);
+  EXPECT_NE(tables_alone.output.find("--collectives needs --profile"), std::string::npos) << tables_alone.output;
+  EXPECT_EQ(run_twin("calibrate --collectives --sustained-clock --profile p.json").exit_code, 2);
+  EXPECT_EQ(run_twin("calibrate --collectives --profile p.json --scenario s.json").exit_code, 2);
   // Shapes added to a shipped profile need somewhere to go: the shipped file is not rewritten.
   Outcome shipped = run_twin("calibrate --scenario " + std::string(TWIN_SOURCE_DIR) +
                              "/scenarios/llama3-8b-4xH200.json --profile h200-x1");
   EXPECT_EQ(shipped.exit_code, 2);
   EXPECT_NE(shipped.output.find("names a shipped profile: give --out"), std::string::npos) << shipped.output;
   Outcome help = run_twin("calibrate --help");
-  for (const char* option : {"--from-nccl-tests", "--collective", "--gpu"})
+  for (const char* option : {"--from-nccl-tests", "--collective", "--gpu", "--collectives"})
     EXPECT_NE(help.output.find(option), std::string::npos) << option;
 }
 

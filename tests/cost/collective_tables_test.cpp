@@ -127,6 +127,36 @@ TEST(CollectiveTables, LookupMatchesGpuKindAndPlacementExactly) {
   EXPECT_EQ(find_collective_table(tables, "H200-141GB", OpKind::reduce_scatter, 4, 2, 2), nullptr);
 }
 
+TEST(CollectiveTables, AllToAllsInBlocksRoundTripApartFromTheOneBlockTable) {
+  Profile p = profile_with_tables();
+  CollectiveTable one = table();
+  one.collective = OpKind::all_to_all;
+  CollectiveTable blocks = one;
+  blocks.blocks_per_peer = 16;
+  p.collectives = {one, blocks};
+  const json document = to_json(p);
+  EXPECT_FALSE(document["collectives"]["tables"][0].contains("blocks_per_peer"));  // one block: as before them
+  EXPECT_EQ(document["collectives"]["tables"][1]["blocks_per_peer"], 16);
+  const Profile back = profile_from_json(document, "p.json");
+  ASSERT_EQ(back.collectives.size(), 2u);
+  EXPECT_EQ(back.collectives[0].blocks_per_peer, 1);
+  EXPECT_EQ(back.collectives[1].blocks_per_peer, 16);
+  EXPECT_EQ(find_collective_table(back.collectives, "H200-141GB", OpKind::all_to_all, 4, 4, 1), &back.collectives[0]);
+  EXPECT_EQ(find_collective_table(back.collectives, "H200-141GB", OpKind::all_to_all, 4, 4, 1, 16), &back.collectives[1]);
+  EXPECT_EQ(find_collective_table(back.collectives, "H200-141GB", OpKind::all_to_all, 4, 4, 1, 4), nullptr);
+
+  json bad = document;
+  bad["collectives"]["tables"][1]["blocks_per_peer"] = 0;
+  expect_error(bad, "/collectives/tables/1/blocks_per_peer", "integer");
+  bad = document;
+  bad["collectives"]["tables"][0]["collective"] = "reduce_scatter";
+  bad["collectives"]["tables"][0]["blocks_per_peer"] = 4;
+  expect_error(bad, "/collectives/tables/0/blocks_per_peer", "all_to_all only");
+  bad = document;
+  bad["collectives"]["tables"][0]["blocks_per_peer"] = 16;
+  expect_error(bad, "/collectives/tables/1", "16 block(s) per peer");
+}
+
 TEST(CollectiveTableTime, InterpolatesInsideAndFollowsTheScaledFitOutside) {
   CollectiveTable t = table();
   t.collective = OpKind::all_reduce;

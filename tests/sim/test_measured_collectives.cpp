@@ -110,5 +110,46 @@ TEST(MeasuredCollectives, PipelineTransfersUseTheSendRecvTable) {
   EXPECT_EQ(simulate(graph, test_cluster(1), profile).iteration_ns, 20'000);  // model: 2 MB at 100 GB/s
 }
 
+
+// all_to_all over 2 GPUs of one node, one block per peer and in blocks: 100 us at 64 MB in one block, 160 us in 4,
+// 400 us in 16 (log-log flat in size between the two rows, so these hold at every size between them).
+CollectiveTable all_to_all_table(int blocks_per_peer, double time_us) {
+  CollectiveTable t = send_table();
+  t.collective = OpKind::all_to_all;
+  t.blocks_per_peer = blocks_per_peer;
+  t.points = {{32'000'000, time_us / 2, 0, 0}, {64'000'000, time_us, 0, 0}};
+  return t;
+}
+
+double blocks_time_us(const Profile& profile, int blocks) {
+  const sim::CollectivePlan plan =
+      sim::measured_blocks_plan(profile, profile.collectives.front(), blocks, 64'000'000, unit_links());
+  return sim::isolated_time_ns(plan, 64e6, unit_links()) / 1e3;
+}
+
+TEST(MeasuredCollectives, AnAllToAllInBlocksTakesItsTablesTimeBetweenAndBeyondThem) {
+  Profile profile = test_profile();
+  profile.collectives = {all_to_all_table(1, 100), all_to_all_table(4, 160), all_to_all_table(16, 400)};
+  EXPECT_NEAR(blocks_time_us(profile, 1), 100, 1e-6);
+  EXPECT_NEAR(blocks_time_us(profile, 4), 160, 1e-6);
+  EXPECT_NEAR(blocks_time_us(profile, 16), 400, 1e-6);
+  EXPECT_NEAR(blocks_time_us(profile, 2), 130, 1e-6);  // halfway in log(blocks) between 1 and 4
+  EXPECT_NEAR(blocks_time_us(profile, 8), 280, 1e-6);  // halfway between 4 and 16
+  EXPECT_NEAR(blocks_time_us(profile, 32), 720, 1e-6);  // linear in blocks through 4 and 16: 20 us a block
+  // Tables of another placement or GPU do not apply; without tables in blocks, the one-block table's time.
+  Profile other = profile;
+  other.collectives[1].group_size = other.collectives[1].ranks_per_node = 4;
+  other.collectives[2].gpu = "Other-GPU";
+  EXPECT_NEAR(blocks_time_us(other, 8), 100, 1e-6);
+  // The simulator prices an all_to_all op by its blocks per peer.
+  IterationGraph graph;
+  RankClass& rank_class = add_class(graph, 0);
+  set_span(rank_class, GroupKind::expert, 2, 2, 1);
+  Op exchange = collective_op(OpKind::all_to_all, GroupKind::expert, 2, 64'000'000, Stream::ep_comm);
+  exchange.blocks_per_peer = 8;
+  rank_class.add(exchange);
+  EXPECT_NEAR(simulate(graph, test_cluster(1), profile).iteration_ns, 280'000, 1.0);
+}
+
 }  // namespace
 }  // namespace twin

@@ -129,6 +129,10 @@ TEST(LoweringMoe, FlexDispatcherExchangesTokensWithTheirRouting) {
     EXPECT_EQ(op.dispatch_top_k, sc.model.moe.top_k);
     EXPECT_EQ(op.dispatch_experts, sc.model.moe.num_experts);
     EXPECT_EQ(plain.dispatch_experts, 0);
+    // The alltoall dispatcher sends one block per (peer, local expert); the flex dispatcher's kernels are its own.
+    EXPECT_EQ(plain.blocks_per_peer, s.experts_local);
+    EXPECT_GT(s.experts_local, 1);
+    EXPECT_EQ(op.blocks_per_peer, 1);
   }
   EXPECT_EQ(exchanges, 4 * 4 * st.num_micro_batches);  // dispatch and combine, forward and backward, per layer
 }
