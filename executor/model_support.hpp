@@ -20,7 +20,8 @@ struct UnsupportedModelFeature {
 // logits; Gemma-2 and 3's post norms in dense layers; GPT-style dense: LayerNorm, learned positions, linear biases;
 // hidden dropout in dense pre-norm layers, fused attention without attention dropout). Windows run at context_parallel_size 1, post norms at tensor_model_parallel_size 1
 // and without FP8 (executor/plan_check.cpp, executor/fp8_plan_check.cpp).
-// QK-norm and shared experts run at TP 1 (executor/parameters.cpp refuses them under TP).
+// Shared experts run at TP 1 (executor/plan_check.cpp refuses them under TP at their key, executor/parameters.cpp
+// too for callers that skip the check).
 std::optional<UnsupportedModelFeature> first_unsupported_feature(const ModelConfig& model);
 
 }  // namespace twin::exec

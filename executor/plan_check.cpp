@@ -72,12 +72,24 @@ void check_post_norms(const ModelConfig& m, const Strategy& s, const std::string
                                s.tensor_model_parallel_size));
 }
 
+// Shared experts run at TP 1: their FC1's input gradient is added to the routed experts' in place, before any TP
+// reduction (executor/parameters.cpp refuses to lay them out under TP; this names it before any layout is tried).
+void check_shared_experts(const ModelConfig& m, const Strategy& s, const std::string& file) {
+  if (!m.is_moe() || m.moe.shared_expert_ffn_hidden_size == 0 || s.tensor_model_parallel_size == 1) return;
+  throw InputError(file, "/scenario/model/moe/shared_expert_ffn_hidden_size",
+                   fmt::format("a plan of tensor_model_parallel_size 1 with shared experts, got {} (twin execute adds "
+                               "their input gradient to the routed experts' before any TP reduction; the simulator "
+                               "prices them under TP)",
+                               s.tensor_model_parallel_size));
+}
+
 // The model's variants twin execute runs under some layouts only, under `s`.
 void check_model_under(const ModelConfig& m, const Strategy& s, const std::string& file) {
   check_mla(m, s, file);
   check_window(m, s, file);
   check_attention_dropout(m, s, file);
   check_post_norms(m, s, file);
+  check_shared_experts(m, s, file);
 }
 
 // What the executor refuses of one strategy (a uniform or per-layer plan's, or a hot-switching phase's)

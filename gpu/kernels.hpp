@@ -216,6 +216,12 @@ inline constexpr int kMoeMaxTopK = 8;
 // chosen k: expert_index, expert_weight [tokens, top_k].
 void moe_router_topk(const bf16* logits, float* probs, std::int32_t* expert_index, float* expert_weight,
                      std::int64_t tokens, int experts, int top_k, cudaStream_t stream);
+// Forced balance (Megatron's --moe-router-force-load-balancing: moe_utils.apply_random_logits draws the router's
+// logits from a standard normal): logits [count] = N(0, 1) in bf16, element g from cuRAND's Philox4x32-10 stream
+// of (seed, subsequence) at offset g, so that the same key draws the same logits. The top-k of such logits spreads
+// every token's copies uniformly over the experts.
+void moe_random_logits(bf16* logits, std::int64_t count, std::uint64_t seed, std::uint64_t subsequence,
+                       cudaStream_t stream);
 // Expert order of the routed copies: order[r] = the copy in row r of expert order (sorted by expert, stable:
 // increasing f within an expert), routed_row[f] = r (the inverse), counts[e] = copies routed to expert e.
 // expert_index [routed] holds values in [0, experts). Deterministic (CUB's stable radix sort, no atomics).

@@ -33,6 +33,8 @@ void MoeBlock::router_forward(const OpPass& p) {
   bf16* logits = new_bf16(p, Tensor::router_logits, Form::value, tokens * experts);
   p.scratch.matmul->run({tokens, experts, h, false, false, false}, bf(p, Tensor::mlp_norm_out), weight(p).params,
                         logits, p.stream);
+  if (stage_.forced_balance)  // the router's product is computed, then replaced, as Megatron's apply_random_logits does
+    kernels::moe_random_logits(logits, tokens * experts, forced_logits_seed(), forced_logits_subsequence(p), p.stream);
   auto* probs = static_cast<float*>(t.make(p.mb, p.unit, {Tensor::router_probs}, tokens * experts * 4, p.stream));
   auto* choice = static_cast<std::int32_t*>(t.make(p.mb, p.unit, {Tensor::expert_choice}, routed * 4, p.stream));
   auto* combine = static_cast<float*>(t.make(p.mb, p.unit, {Tensor::combine_weight}, routed * 4, p.stream));
@@ -163,6 +165,8 @@ void MoeBlock::combine_backward(const OpPass& p) {
   kernels::moe_router_backward(probs, static_cast<const std::int32_t*>(tensor(p, Tensor::expert_choice)), combine,
                                d_weight, sequence_counts, coeff, d_logits, tokens, static_cast<int>(experts),
                                stage_.top_k, p.stream);
+  if (stage_.forced_balance)  // drawn logits: the router's weights get no gradient through them
+    TWIN_CUDA_CHECK(cudaMemsetAsync(d_logits, 0, static_cast<std::size_t>(tokens * experts) * sizeof(bf16), p.stream));
   done(p, {{copies_out()}, {Tensor::router_probs}, {Tensor::combine_weight}, {Tensor::combine_weight, Form::gradient},
            {Tensor::expert_choice}});
 }

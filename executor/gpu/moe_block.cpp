@@ -92,6 +92,16 @@ float MoeBlock::aux_loss_coeff(int sequence_shards) const {
                                                      stage_.data_parallel_size * sequence_shards * sequence_shards));
 }
 
+std::uint64_t MoeBlock::forced_logits_seed() const {
+  constexpr std::uint64_t kForcedRouting = 0x4d6f45466f726365ull;  // "MoEForce": apart from dropout's seeds
+  return kForcedRouting ^ (static_cast<std::uint64_t>(stage_.rank) << 40);
+}
+
+std::uint64_t MoeBlock::forced_logits_subsequence(const OpPass& p) const {
+  return static_cast<std::uint64_t>(iteration_) << 32 | static_cast<std::uint64_t>(p.unit & 0xffff) << 16 |
+         static_cast<std::uint64_t>(p.mb & 0xffff);
+}
+
 std::vector<std::int64_t> MoeBlock::counts_on_host(const std::int32_t* device, std::int64_t count,
                                                    cudaStream_t stream) {
   TWIN_CUDA_CHECK(cudaMemcpyAsync(counts_host_, device, count * sizeof(std::int32_t), cudaMemcpyDeviceToHost, stream));

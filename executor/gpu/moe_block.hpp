@@ -41,6 +41,11 @@ struct MoeStage {
   double aux_loss_coeff = 0;
   std::int64_t micro_batches = 1;
   int data_parallel_size = 1;
+  // model.moe.routing forced (Megatron's --moe-router-force-load-balancing, how NVIDIA's MoE tables are timed): the
+  // router's logits are replaced by standard normal draws, keyed by this rank, the iteration, layer and micro-batch
+  // (a recomputed forward draws the same), and carry no gradient back to the router. Otherwise the router's own.
+  bool forced_balance = false;
+  int rank = 0;  // this GPU's global rank: each draws its own tokens' logits
 };
 
 class MoeBlock {
@@ -100,6 +105,9 @@ class MoeBlock {
   // `count` routing counts from the device, once the stream has reached this point (the host waits: the grouped
   // GEMMs' rows and the all-to-all's chunks are sized by them, as Megatron's are).
   std::vector<std::int64_t> counts_on_host(const std::int32_t* device, std::int64_t count, cudaStream_t stream);
+  // Forced balance's key of one router pass: the rank's seed, and (iteration, layer unit, micro-batch).
+  std::uint64_t forced_logits_seed() const;
+  std::uint64_t forced_logits_subsequence(const OpPass& p) const;
   // Rows of `width` from `from` to `to` over the expert group: the dispatch's direction (to the experts' ranks)
   // or the combine's (back), as `x` plans them.
   void exchange_rows(const ExpertExchange& x, bool to_experts, const __nv_bfloat16* from, __nv_bfloat16* to,

@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include "core/moe_routing.hpp"
 #include "gpu/checks.hpp"
 #include "gpu/cupti_timer.hpp"
 #include "gpu/kernels.hpp"
@@ -112,7 +113,8 @@ void StageRuntime::make_handlers(const IterationGraph& graph, Communicators& com
     moe_ = std::make_unique<MoeBlock>(MoeStage{
         layout_.shapes(), scenario.model.moe.top_k, placement_of(strategy, rank_).ep_rank, comms, *params_, tensors_,
         options.moe_aux_loss_coeff, part.micro_batches > 0 ? part.micro_batches : strategy.num_micro_batches,
-        strategy.data_parallel_size});
+        strategy.data_parallel_size,
+        effective_routing(scenario.model.moe).distribution == RoutingDistribution::forced, rank_});
 }
 
 // Each stream that runs compute ops gets its own GEMM workspace and norm partials (and the experts' GEMMs and sort).

@@ -1,6 +1,8 @@
 // Mixture-of-experts router: the softmax and top-k of the router's logits, its backward (through the chosen
 // weights and through the load-balancing loss), and that loss's value. One warp per token; experts <= 1024,
 // so a lane owns at most 32 experts (l, l + 32, ...). Routed-row movement is in moe_dispatch.cu.
+#include <curand_kernel.h>
+
 #include "gpu/kernels/common.cuh"
 
 namespace twin::kernels {
@@ -12,6 +14,18 @@ using detail::warp_max;
 using detail::warp_sum;
 
 constexpr int kWarpsPerBlock = 8;
+
+// Four logits per thread: element g of cuRAND's Philox4x32-10 stream of (seed, subsequence) at offset g, the four
+// normals curand_normal4 makes of one curand_init there.
+__global__ void random_logits_kernel(bf16* logits, std::int64_t count, std::uint64_t seed, std::uint64_t subsequence) {
+  const std::int64_t first = (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) * 4;
+  if (first >= count) return;
+  curandStatePhilox4_32_10_t state;
+  curand_init(seed, subsequence, static_cast<unsigned long long>(first), &state);
+  const float4 v = curand_normal4(&state);
+  const float values[4] = {v.x, v.y, v.z, v.w};
+  for (int i = 0; i < 4 && first + i < count; ++i) logits[first + i] = to_bf16(values[i]);
+}
 
 __global__ void router_topk_kernel(const bf16* logits, float* probs, std::int32_t* expert_index, float* expert_weight,
                                    std::int64_t tokens, int experts, int top_k) {
@@ -132,6 +146,16 @@ void moe_router_topk(const bf16* logits, float* probs, std::int32_t* expert_inde
                        "moe_router_topk: need tokens > 0, 1 <= top_k <= min(8, experts), experts <= 1024");
   router_topk_kernel<<<token_blocks(tokens), kWarpsPerBlock * 32, 0, stream>>>(logits, probs, expert_index,
                                                                                expert_weight, tokens, experts, top_k);
+  TWIN_CUDA_CHECK_LAUNCH();
+}
+
+void moe_random_logits(bf16* logits, std::int64_t count, std::uint64_t seed, std::uint64_t subsequence,
+                       cudaStream_t stream) {
+  detail::require(count > 0, "moe_random_logits: need count > 0");
+  constexpr int kThreads = 256;
+  const std::int64_t threads = (count + 3) / 4;
+  random_logits_kernel<<<static_cast<unsigned>((threads + kThreads - 1) / kThreads), kThreads, 0, stream>>>(
+      logits, count, seed, subsequence);
   TWIN_CUDA_CHECK_LAUNCH();
 }
 

@@ -315,6 +315,23 @@ TEST(PlanCheck, RefusesDispatchersOtherThanTheAllToAllUnderExpertParallelism) {
   }
 }
 
+// Shared experts run at TP 1 only (their input gradient joins the routed experts' before any TP reduction): a plan
+// with them under TP is refused at their key by the plan check, which the simulator's executable verdict runs, not
+// first by the parameter layout at the start of twin execute (a DeepSeekMoE-shaped study's TP 2 plans, 2026-11-30).
+TEST(PlanCheck, RefusesSharedExpertsUnderTensorParallelism) {
+  Plan plan = executed_plan();
+  MoeConfig& moe = plan.scenario.model.moe;
+  moe.num_experts = 4;
+  moe.top_k = 2;
+  moe.ffn_hidden_size = plan.scenario.model.ffn_hidden_size;
+  moe.shared_expert_ffn_hidden_size = 2 * moe.ffn_hidden_size;
+  ASSERT_TRUE(plan.scenario.model.is_moe());
+  EXPECT_EQ(refusal_path(plan), "");
+  plan.strategy.tensor_model_parallel_size = 2;
+  plan.strategy.sequence_parallel = true;
+  EXPECT_EQ(refusal_path(plan), "/scenario/model/moe/shared_expert_ffn_hidden_size");
+}
+
 // A pinned strategy is held to the search's rules (strategies/validity.hpp), refused at the plan's strategy with the
 // rule it breaks: here the key-value groups TP must divide (Megatron-Core's num_query_groups_per_partition), which
 // the parameter layout no longer states a second time.

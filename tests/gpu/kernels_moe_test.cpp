@@ -306,3 +306,45 @@ TEST(KernelMoe, RouterTopKPermuteUnpermute) {
 
 }  // namespace
 }  // namespace twin::test
+
+namespace twin::test {
+namespace {
+
+// Forced balance's logits (kernels::moe_random_logits): standard normal in float64 moments (mean within 5 sigma of 0,
+// variance within 2% of 1), the same bits for the same key and others for another subsequence or seed, a count
+// not a multiple of 4 written to its end and no further; and their top-k, as the router takes it, puts every
+// expert's copies within 5 sigma of the uniform share (what Megatron's --moe-router-force-load-balancing is for).
+TEST(KernelMoe, RandomLogitsAreStandardNormalKeyedAndSpreadTheTopKEvenly) {
+  REQUIRE_GPU();
+  const std::int64_t tokens = 8191, count = tokens * 64;
+  const int experts = 64, top_k = 8;
+  auto logits = poisoned(count * 2), again = poisoned(count * 2), other = poisoned(count * 2), edge = poisoned(count * 2);
+  k::moe_random_logits(bf(logits), count, 7, 11, nullptr);
+  k::moe_random_logits(bf(again), count, 7, 11, nullptr);
+  k::moe_random_logits(bf(other), count, 7, 12, nullptr);
+  k::moe_random_logits(bf(edge), count - 1, 7, 11, nullptr);  // not a multiple of 4: its last thread writes 3
+  const std::vector<double> v = bf16_to_host(logits.data(), count);
+  double sum = 0, squares = 0;
+  for (std::int64_t i = 0; i < count; ++i) {
+    sum += v[i];
+    squares += v[i] * v[i];
+  }
+  const double mean = sum / count, variance = squares / count - mean * mean;
+  EXPECT_LT(std::abs(mean), 5.0 / std::sqrt(static_cast<double>(count)));
+  EXPECT_NEAR(variance, 1.0, 0.02);
+  const std::vector<double> e = bf16_to_host(edge.data(), count);
+  EXPECT_TRUE(std::isnan(e[count - 1])) << "wrote past the end";  // the poison, a bf16 NaN, left alone
+  EXPECT_EQ(std::vector<double>(e.begin(), e.end() - 1), std::vector<double>(v.begin(), v.end() - 1));
+  EXPECT_EQ(bf16_to_host(again.data(), count), v);
+  EXPECT_NE(bf16_to_host(other.data(), count), v);
+
+  auto probs = poisoned(count * 4), index = poisoned(tokens * top_k * 4), weight = poisoned(tokens * top_k * 4);
+  k::moe_router_topk(bf(logits), f32(probs), i32(index), f32(weight), tokens, experts, top_k, nullptr);
+  std::vector<double> copies(experts, 0.0);
+  for (std::int32_t e : i32_to_host(index, tokens * top_k)) copies.at(e) += 1;
+  const double share = static_cast<double>(tokens * top_k) / experts, sigma = std::sqrt(share);
+  for (int e = 0; e < experts; ++e) EXPECT_NEAR(copies[e], share, 5 * sigma) << "expert " << e;
+}
+
+}  // namespace
+}  // namespace twin::test
