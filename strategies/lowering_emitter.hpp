@@ -70,6 +70,9 @@ struct RankShapes {
   bool mla() const { return kv_lora_rank > 0; }
   std::int64_t permute_bytes = 0;   // read + write of this rank's routed token copies
   MoeTokenDispatcher dispatcher = MoeTokenDispatcher::alltoall;  // framework.moe_token_dispatcher_type
+  // The alltoall dispatcher's blocks per peer (Op::blocks_per_peer): the local experts for twin execute's exchange
+  // (and a scenario that names no framework), 1 for Megatron-Core's and PyTorch FSDP2's all_to_all_single.
+  int exchange_blocks_per_peer = 1;
   int layers_per_chunk = 0;   // the most layers any virtual stage holds (uneven splits differ by one)
   // framework (core/framework.hpp): TE userbuffers overlap (only with SP), and whether the weight-gradient
   // GEMM accumulates into the fp32 main gradient itself.

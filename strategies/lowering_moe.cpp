@@ -70,12 +70,12 @@ Op deduplicated_exchange(const RankShapes& s, const MoeLayerShapes& x, OpRole ro
   return op;
 }
 
-// The alltoall dispatcher's exchange of the busiest rank's copies: one block per (peer, local expert), each a send
-// and a receive of its own in one NCCL group, so that they arrive grouped by local expert (twin execute's dispatch,
-// executor/gpu/moe_block.cpp).
+// The alltoall dispatcher's exchange of the busiest rank's copies: under twin execute one block per (peer, local
+// expert), each a send and a receive of its own in one NCCL group, so that they arrive grouped by local expert
+// (executor/gpu/moe_block.cpp); under Megatron-Core one block per peer (RankShapes::exchange_blocks_per_peer).
 Op expert_exchange(const RankShapes& s, const MoeLayerShapes& x, OpRole role) {
   Op op = ep_collective(s, OpKind::all_to_all, role, x.dispatch_bytes);
-  op.blocks_per_peer = static_cast<std::uint16_t>(s.experts_local);
+  op.blocks_per_peer = static_cast<std::uint16_t>(s.exchange_blocks_per_peer);
   return op;
 }
 

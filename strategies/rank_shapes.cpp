@@ -118,6 +118,11 @@ RankShapes rank_shapes(const Scenario& scenario, const Strategy& st) {
     s.moe_layers = moe_layer_shapes(m, s);
     s.permute_bytes = 2 * s.tokens_local * m.moe.top_k * s.h * 2;
     s.dispatcher = scenario.framework.moe_token_dispatcher_type;
+    // twin execute sends one block per (peer, local expert) so that copies arrive grouped by expert; Megatron-LM's
+    // and torchtitan's all-to-all (torch's all_to_all_single with splits) one block per peer.
+    const bool torch_all_to_all = scenario.framework.name == FrameworkName::megatron_core ||
+                                  scenario.framework.name == FrameworkName::pytorch_fsdp2;
+    s.exchange_blocks_per_peer = torch_all_to_all ? 1 : static_cast<int>(s.experts_local);
   }
   s.layers_per_chunk = max_layers_in_virtual_stage(m, st);
   s.normalization = m.normalization;

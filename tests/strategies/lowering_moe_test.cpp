@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <functional>
+#include <set>
 
 #include "strategies/lowering.hpp"
 #include "strategies/lowering_emitter.hpp"
@@ -135,6 +136,28 @@ TEST(LoweringMoe, FlexDispatcherExchangesTokensWithTheirRouting) {
     EXPECT_EQ(op.blocks_per_peer, 1);
   }
   EXPECT_EQ(exchanges, 4 * 4 * st.num_micro_batches);  // dispatch and combine, forward and backward, per layer
+}
+
+// twin execute's exchange sends one block per (peer, local expert); Megatron-Core's and PyTorch's all_to_all_single
+// one per peer, which the op says (the simulator prices blocks from the profile's all-to-all tables in blocks).
+TEST(LoweringMoe, TheExchangeSaysItsBlocksPerPeerByFramework) {
+  Scenario sc = make_scenario(testing::moe_shaped(), 1, 1024, 16);
+  const auto blocks = [](const Scenario& scenario) {
+    std::set<int> seen;
+    const IterationGraph g = lower_to_op_graphs(scenario, expert_parallel(scenario, kDispatcherEp));
+    for (const Op* op : ops_of(g.classes[0], [](const Op& o) { return o.kind == OpKind::all_to_all; }))
+      seen.insert(op->blocks_per_peer);
+    return seen;
+  };
+  const int local = sc.model.moe.num_experts / kDispatcherEp;
+  ASSERT_GT(local, 1);
+  EXPECT_EQ(blocks(sc), std::set<int>{local});  // no framework named: twin execute's
+  sc.framework.name = FrameworkName::twin;
+  EXPECT_EQ(blocks(sc), std::set<int>{local});
+  for (const FrameworkName torch : {FrameworkName::megatron_core, FrameworkName::pytorch_fsdp2}) {
+    sc.framework.name = torch;
+    EXPECT_EQ(blocks(sc), std::set<int>{1}) << to_string(torch);
+  }
 }
 
 // Forced balance draws each micro-batch's busiest rank above the mean; a balanced routing does not.
