@@ -40,6 +40,7 @@ CollectiveTable measure_table(CollectiveBench& bench, ncclComm_t group, const Co
     const Bytes size = all_to_all_blocks_size_bytes(requested, table.group_size, blocks_per_peer);
     if (size > 0) table.points.push_back(bench.measure_blocks(group, size, blocks_per_peer));
   }
+  if (table.points.empty()) return table;  // no size of the sweep holds a whole block for every rank: no table
   fit_collective_table(table);
   if (world_rank == 0 && options.progress) {
     const CollectivePoint& last = table.points.back();
@@ -80,9 +81,11 @@ std::vector<CollectiveTable> calibrate_collectives(ncclComm_t world, int world_r
                                              : options.nominal_intra_node_GBps;
       for (OpKind collective : kCalibratedCollectives) {
         tables.push_back(measure_table(bench, group, placement, collective, 1, world_rank, options));
-        if (collective == OpKind::all_to_all)
-          for (int blocks : kAllToAllBlocksPerPeer)
-            tables.push_back(measure_table(bench, group, placement, collective, blocks, world_rank, options));
+        if (collective != OpKind::all_to_all) continue;
+        for (int blocks : kAllToAllBlocksPerPeer)
+          if (CollectiveTable t = measure_table(bench, group, placement, collective, blocks, world_rank, options);
+              !t.points.empty())
+            tables.push_back(std::move(t));
       }
       TWIN_NCCL_CHECK(ncclCommDestroy(group));
     }
