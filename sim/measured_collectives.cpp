@@ -73,8 +73,9 @@ CollectivePlan measured_blocks_plan(const Profile& profile, const CollectiveTabl
                               one_block.ranks_per_node, one_block.nodes, t.blocks_per_peer) == &t)
       points.emplace_back(t.blocks_per_peer, collective_table_time_us(t, size));
   std::sort(points.begin(), points.end());
-  if (points.size() == 1 || blocks_per_peer <= 1) return plan_of_time(one_block, points.front().second * kNsPerUs, bytes, links);
-  return plan_of_time(one_block, time_in_blocks_us(points, blocks_per_peer) * kNsPerUs, bytes, links);
+  const double time_us = points.size() == 1 || blocks_per_peer <= 1 ? points.front().second
+                                                                    : time_in_blocks_us(points, blocks_per_peer);
+  return plan_of_time(one_block, time_us * kNsPerUs, bytes, links);
 }
 
 const CollectiveTable* measured_collective(const Profile& profile, std::string_view gpu, OpKind kind,

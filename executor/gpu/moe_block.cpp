@@ -121,7 +121,8 @@ void MoeBlock::exchange_rows(const ExpertExchange& x, bool to_experts, const bf1
   };
   const std::vector<ExchangeChunk>& sends = to_experts ? x.from_tokens : x.at_experts;
   const std::vector<ExchangeChunk>& receives = to_experts ? x.at_experts : x.from_tokens;
-  gpu::exchange_row_blocks(blocks(sends), blocks(receives), from, to, width * static_cast<std::int64_t>(kBf16), stage_.comms.expert(), stream);
+  const auto row_bytes = width * static_cast<std::int64_t>(kBf16);
+  gpu::exchange_row_blocks(blocks(sends), blocks(receives), from, to, row_bytes, stage_.comms.expert(), stream);
 }
 
 }  // namespace twin::exec
