@@ -131,8 +131,12 @@ void Matmul::run_ragged(const MatmulProblem& problem, const __nv_bfloat16* a, co
     throw std::logic_error("Matmul::run_ragged: no epilogue (an expert's GEMMs have no bias)");
   auto exact = plans_.find(problem);
   if (exact == plans_.end() || exact->second == nullptr) {
+    // Eight buckets per octave: a size takes the algorithm of at most 1/8 above it (a power-of-two bucket gave a
+    // 1,055-row expert the algorithm of 2,048 rows).
     const auto bucket_of = [](std::int64_t size) {
-      return std::max<std::int64_t>(64, static_cast<std::int64_t>(std::bit_ceil(static_cast<std::uint64_t>(size))));
+      const auto step = std::max<std::int64_t>(
+          8, static_cast<std::int64_t>(std::bit_floor(static_cast<std::uint64_t>(std::max<std::int64_t>(size, 1)))) / 8);
+      return std::max<std::int64_t>(64, (size + step - 1) / step * step);
     };
     MatmulProblem bucket = problem;
     bucket.m = bucket_of(problem.m);

@@ -52,7 +52,8 @@ class Matmul {
   // Whether cuBLASLt has an algorithm for the problem within the workspace (asked once per problem).
   bool supports(const MatmulProblem& problem);
   // The same product for a problem whose m and k vary between calls: the algorithm is the heuristic's for the
-  // problem with m and k rounded up to powers of two (at least 64), chosen once per such bucket, and used for the
+  // problem with m and k rounded up to the next of eight steps per octave (a multiple of 2^(floor(log2 x) - 3); at
+  // least 64), chosen once per such bucket, and used for the
   // exact problem when cuBLASLt confirms it supports it (cublasLtMatmulAlgoCheck; else the exact problem's own
   // heuristic). Each exact problem's descriptors are kept, as run's are: as many as the sizes seen.
   void run_ragged(const MatmulProblem& problem, const __nv_bfloat16* a, const __nv_bfloat16* b, __nv_bfloat16* c,
