@@ -36,7 +36,7 @@ class GroupedMatmul {
   int heuristic_queries() const { return matmul_.heuristic_queries(); }
 
  private:
-  Matmul matmul_;  // ragged: one algorithm per power-of-two bucket of m and k (gpu/matmul.hpp)
+  Matmul matmul_;  // ragged: one algorithm per bucket of m and k, eight per octave (gpu/matmul.hpp)
 };
 
 }  // namespace twin::exec
