@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <functional>
 #include <span>
 
 #include "gpu/grouped_matmul.hpp"
@@ -206,6 +207,79 @@ TEST(GroupedMatmul, HostIssueTimePerCallAfterAWaitPrinted) {
   TWIN_CUDA_CHECK(cudaEventDestroy(start));
   TWIN_CUDA_CHECK(cudaEventDestroy(stop));
   TWIN_CUDA_CHECK(cudaStreamDestroy(stream));
+}
+
+}  // namespace
+}  // namespace twin::test
+
+namespace twin::test {
+namespace {
+
+// Per call, the time of 64 back-to-back expert GEMMs of an OLMoE-shaped FC2 forward (n 2,048, k 1,024; experts of
+// ~512 and ~1,024 rows): as the grouped path runs them (each size its bucket's algorithm) and through Matmul::run
+// (each exact size its own heuristic algorithm), each timed two ways: issued right after the host waited for the
+// device (as after the MoE router's counts: the host's issue sets the pace if slower), and issued while a long GEMM
+// runs first (the GPU's time alone). Printed, not asserted (docs/ACCURACY.md "One H200, no communication"): whether
+// small experts' GEMMs lose to their algorithm or to the host. Asserted: the two paths' products agree within bf16
+// tolerance.
+TEST(GroupedMatmul, SmallExpertsPerCallAfterAWaitAndAlonePrinted) {
+  REQUIRE_GPU();
+  const std::int64_t experts = 64, n = 2048, k = 1024, big = 8192;
+  auto big_a = random_bf16(big * big), big_b = random_bf16(big * big), big_c = poisoned(big * big * 2);
+  exec::Matmul blocker;
+  const auto block = [&] { blocker.run({big, big, big, false, false, false}, bf(big_a), bf(big_b), bf(big_c), nullptr); };
+  const auto per_call_us = [&](const std::function<void()>& calls, bool behind_a_long_gemm) {
+    cudaEvent_t start = nullptr, stop = nullptr;
+    TWIN_CUDA_CHECK(cudaEventCreate(&start));
+    TWIN_CUDA_CHECK(cudaEventCreate(&stop));
+    std::vector<double> us;
+    for (int repeat = 0; repeat < 5; ++repeat) {
+      TWIN_CUDA_CHECK(cudaDeviceSynchronize());
+      if (behind_a_long_gemm) block();  // ~1.5 ms: the host issues the 64 calls before the GPU reaches them
+      TWIN_CUDA_CHECK(cudaEventRecord(start, nullptr));
+      calls();
+      TWIN_CUDA_CHECK(cudaEventRecord(stop, nullptr));
+      TWIN_CUDA_CHECK(cudaEventSynchronize(stop));
+      float ms = 0;
+      TWIN_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+      us.push_back(1e3 * ms / experts);
+    }
+    TWIN_CUDA_CHECK(cudaEventDestroy(start));
+    TWIN_CUDA_CHECK(cudaEventDestroy(stop));
+    std::sort(us.begin(), us.end());
+    return us[2];
+  };
+  block();
+  for (const std::int64_t base : {std::int64_t{480}, std::int64_t{992}}) {
+    std::vector<std::int64_t> rows(experts), first(experts + 1, 0);
+    for (std::int64_t e = 0; e < experts; ++e) {
+      rows[e] = base + (e * 37) % 64;
+      first[e + 1] = first[e] + rows[e];
+    }
+    auto x = random_bf16(first[experts] * k), w = random_bf16(experts * k * n);
+    auto grouped_y = poisoned(first[experts] * n * 2), exact_y = poisoned(first[experts] * n * 2);
+    std::vector<exec::GemmGroup> groups;
+    for (std::int64_t e = 0; e < experts; ++e)
+      groups.push_back({rows[e], n, k, bf(x) + first[e] * k, bf(w) + e * k * n, bf(grouped_y) + first[e] * n});
+    exec::GroupedMatmul grouped;
+    exec::Matmul exact;
+    const std::function<void()> run_grouped = [&] { grouped.run(groups, false, false, false, nullptr); };
+    const std::function<void()> run_exact = [&] {
+      for (std::int64_t e = 0; e < experts; ++e)
+        exact.run({rows[e], n, k, false, false, false}, bf(x) + first[e] * k, bf(w) + e * k * n,
+                  bf(exact_y) + first[e] * n, nullptr);
+    };
+    run_grouped();  // plans warm
+    run_exact();
+    std::printf("64 experts of %lld..%lld rows (n %lld, k %lld), us per call: bucket algorithms %.1f after a wait, "
+                "%.1f alone; exact algorithms %.1f after a wait, %.1f alone\n",
+                static_cast<long long>(base), static_cast<long long>(base + 63), static_cast<long long>(n),
+                static_cast<long long>(k), per_call_us(run_grouped, false), per_call_us(run_grouped, true),
+                per_call_us(run_exact, false), per_call_us(run_exact, true));
+    const std::int64_t count = first[experts] * n;
+    EXPECT_LT(relative_error(bf16_to_host(grouped_y.data(), count), bf16_to_host(exact_y.data(), count)),
+              kBf16Tolerance);
+  }
 }
 
 }  // namespace
