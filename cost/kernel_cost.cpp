@@ -175,6 +175,9 @@ bool is_skewed_group(const Op& op) {
 }
 
 // A skewed group is priced by its parts unless the profile holds its own shape (a run traced it).
+// The kernels an op launches: a grouped GEMM one per problem, every other op one.
+double kernel_launches(const Op& op) { return op.kind == OpKind::gemm ? std::max(1, op.gemm.count) : 1; }
+
 bool priced_by_parts(const GpuKernelProfile& kernels, const Op& op) {
   return is_skewed_group(op) && !kernels.measured.count(kernel_shape_key(op));
 }
@@ -280,11 +283,14 @@ TimeNs profile_time_ns(const Profile& profile, const GpuSpec& gpu, const Op& op,
   if (auto found = kernels.measured.find(kernel_shape_key(op));
       found != kernels.measured.end() && !found->second.source.empty())
     return std::llround(found->second.median_ns + kernels.launch_overhead_ns);  // measured in a training step
-  if (priced_by_parts(kernels, op)) {  // each part at its own price, one launch overhead as for any grouped GEMM
+  // A grouped GEMM launches one kernel per problem (gpu/grouped_matmul.hpp), and the launch overhead is the gap
+  // every kernel leaves: paid once per call, not once per op.
+  const double launches_ns = kernels.launch_overhead_ns * kernel_launches(op);
+  if (priced_by_parts(kernels, op)) {  // each part at its own price
     double kernel_sum_ns = 0;
     for (const Op& part : gemm_group_parts(op))
-      kernel_sum_ns += double(compute_time_ns(profile, gpu, part, step_clock)) - kernels.launch_overhead_ns;
-    return std::llround(kernel_sum_ns + kernels.launch_overhead_ns);
+      kernel_sum_ns += double(compute_time_ns(profile, gpu, part, step_clock)) - kernels.launch_overhead_ns * kernel_launches(part);
+    return std::llround(kernel_sum_ns + launches_ns);
   }
   // Priced at the profile's own clock, the basis traced ratios were measured against (calibrate/recalibration.hpp):
   // they hold the training clock already, so the step's clock joins the prior, which rules alone where no traced
@@ -293,7 +299,7 @@ TimeNs profile_time_ns(const Profile& profile, const GpuSpec& gpu, const Op& op,
   const double prior = in_situ_prior_of(kernels.in_situ_prior, op) * step_clock_ratio(kernels, op, step_clock);
   double kernel_ns = training_clock_time_ns(kernels, gpu, op);
   if (!kernels.trace_shapes.empty() || prior != 1.0) kernel_ns *= in_situ_ratio(kernels.trace_shapes, op, prior);
-  return std::llround(kernel_ns + kernels.launch_overhead_ns);
+  return std::llround(kernel_ns + launches_ns);
 }
 
 }  // namespace
