@@ -174,10 +174,10 @@ bool is_skewed_group(const Op& op) {
   return op.kind == OpKind::gemm && op.gemm.count > 1 && op.gemm.busiest > 0;
 }
 
-// A skewed group is priced by its parts unless the profile holds its own shape (a run traced it).
 // The kernels an op launches: a grouped GEMM one per problem, every other op one.
 double kernel_launches(const Op& op) { return op.kind == OpKind::gemm ? std::max(1, op.gemm.count) : 1; }
 
+// A skewed group is priced by its parts unless the profile holds its own shape (a run traced it).
 bool priced_by_parts(const GpuKernelProfile& kernels, const Op& op) {
   return is_skewed_group(op) && !kernels.measured.count(kernel_shape_key(op));
 }
@@ -288,8 +288,10 @@ TimeNs profile_time_ns(const Profile& profile, const GpuSpec& gpu, const Op& op,
   const double launches_ns = kernels.launch_overhead_ns * kernel_launches(op);
   if (priced_by_parts(kernels, op)) {  // each part at its own price
     double kernel_sum_ns = 0;
-    for (const Op& part : gemm_group_parts(op))
-      kernel_sum_ns += double(compute_time_ns(profile, gpu, part, step_clock)) - kernels.launch_overhead_ns * kernel_launches(part);
+    for (const Op& part : gemm_group_parts(op)) {
+      const double part_launches_ns = kernels.launch_overhead_ns * kernel_launches(part);
+      kernel_sum_ns += double(compute_time_ns(profile, gpu, part, step_clock)) - part_launches_ns;
+    }
     return std::llround(kernel_sum_ns + launches_ns);
   }
   // Priced at the profile's own clock, the basis traced ratios were measured against (calibrate/recalibration.hpp):
