@@ -235,6 +235,24 @@ void check_training(const Plan& plan, const std::string& file) {
                      "false (twin execute keeps a whole fp32 master copy; the remainders are priced by the simulator only)");
 }
 
+// The executor's exchange sends one block per (peer, local expert) (executor/gpu/moe_block.cpp, gpu/row_exchange.hpp):
+// an all-to-all the lowering says goes in other blocks (Megatron-Core's or PyTorch's all_to_all_single, one per peer)
+// would run as the executor's and be measured against the wrong prediction. The op says it; this reads it.
+void check_exchange_blocks(const Plan& plan, const PlanGraphs& lowered, const std::string& file) {
+  for (const RankClass& rc : lowered.graph.classes)
+    for (OpIndex i = 0; i < rc.size(); ++i) {
+      const Op& op = rc.op(i);
+      if (op.kind != OpKind::all_to_all || op.group != GroupKind::expert) continue;
+      const int local_experts = plan.scenario.model.moe.num_experts / op.group_size;
+      if (op.blocks_per_peer == local_experts) continue;
+      throw InputError(file, "/scenario/framework/name",
+                       fmt::format("a framework whose expert exchange sends one block per local expert, as twin "
+                                   "execute does ({} per peer; the plan's sends {}: the simulator prices that "
+                                   "framework's all_to_all_single, twin execute does not run it)",
+                                   local_experts, op.blocks_per_peer));
+    }
+}
+
 }  // namespace
 
 void check_executable_plan(const Plan& plan, const std::string& file) {
@@ -247,6 +265,7 @@ void check_executable_plan(const Plan& plan, const std::string& file) {
   check_parts(plan, lowered, file);
   check_family_rules(plan, lowered, file);
   check_layouts(lowered, file);
+  check_exchange_blocks(plan, lowered, file);
   try {
     for (const RankClass& rc : lowered.graph.classes)
       bind_ops(rc, !plan.scenario.model.untie_embeddings_and_output_weights, plan.scenario.model.mla.enabled());

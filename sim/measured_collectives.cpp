@@ -68,7 +68,7 @@ CollectivePlan measured_blocks_plan(const Profile& profile, const CollectiveTabl
   const double size = static_cast<double>(bytes);
   std::vector<std::pair<int, double>> points{{1, collective_table_time_us(one_block, size)}};
   for (const CollectiveTable& t : profile.collectives)
-    if (t.blocks_per_peer > 1 && &t != &one_block &&
+    if (t.blocks_per_peer > 1 &&  // a table in blocks of this placement and GPU (the first of its block count)
         find_collective_table(profile.collectives, one_block.gpu, OpKind::all_to_all, one_block.group_size,
                               one_block.ranks_per_node, one_block.nodes, t.blocks_per_peer) == &t)
       points.emplace_back(t.blocks_per_peer, collective_table_time_us(t, size));

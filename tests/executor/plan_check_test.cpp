@@ -315,21 +315,42 @@ TEST(PlanCheck, RefusesDispatchersOtherThanTheAllToAllUnderExpertParallelism) {
   }
 }
 
-// Shared experts run at TP 1 only (their input gradient joins the routed experts' before any TP reduction): a plan
-// with them under TP is refused at their key by the plan check, which the simulator's executable verdict runs, not
-// first by the parameter layout at the start of twin execute (a DeepSeekMoE-shaped study's TP 2 plans, 2026-11-30).
-TEST(PlanCheck, RefusesSharedExpertsUnderTensorParallelism) {
+// The executed plan's model with 4 experts of its FFN width, top-2, in every layer.
+Plan executed_moe_plan() {
   Plan plan = executed_plan();
   MoeConfig& moe = plan.scenario.model.moe;
   moe.num_experts = 4;
   moe.top_k = 2;
   moe.ffn_hidden_size = plan.scenario.model.ffn_hidden_size;
-  moe.shared_expert_ffn_hidden_size = 2 * moe.ffn_hidden_size;
-  ASSERT_TRUE(plan.scenario.model.is_moe());
+  EXPECT_TRUE(plan.scenario.model.is_moe());
+  return plan;
+}
+
+// Shared experts run at TP 1 only (their input gradient joins the routed experts' before any TP reduction): a plan
+// with them under TP is refused at their key by the plan check, which the simulator's executable verdict runs, not
+// first by the parameter layout at the start of twin execute (a DeepSeekMoE-shaped study's TP 2 plans, 2026-11-30).
+TEST(PlanCheck, RefusesSharedExpertsUnderTensorParallelism) {
+  Plan plan = executed_moe_plan();
+  plan.scenario.model.moe.shared_expert_ffn_hidden_size = 2 * plan.scenario.model.moe.ffn_hidden_size;
   EXPECT_EQ(refusal_path(plan), "");
   plan.strategy.tensor_model_parallel_size = 2;
   plan.strategy.sequence_parallel = true;
   EXPECT_EQ(refusal_path(plan), "/scenario/model/moe/shared_expert_ffn_hidden_size");
+}
+
+// The executor sends one block per (peer, local expert): a plan whose framework's exchange the lowering says goes in
+// one block per peer (Megatron-Core's all_to_all_single) is refused at the framework's name under EP, and runs at EP 1,
+// where nothing is exchanged.
+TEST(PlanCheck, RefusesAnExchangeInOtherBlocksThanTheExecutors) {
+  Plan plan = executed_moe_plan();
+  plan.scenario.cluster.node_groups.front().gpus_per_node = 2;
+  plan.strategy.data_parallel_size = 2;
+  plan.strategy.expert_model_parallel_size = 2;
+  EXPECT_EQ(refusal_path(plan), "");
+  plan.scenario.framework.name = FrameworkName::megatron_core;
+  EXPECT_EQ(refusal_path(plan), "/scenario/framework/name");
+  plan.strategy.expert_model_parallel_size = 1;
+  EXPECT_EQ(refusal_path(plan), "");
 }
 
 // A pinned strategy is held to the search's rules (strategies/validity.hpp), refused at the plan's strategy with the
