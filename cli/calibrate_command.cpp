@@ -148,7 +148,8 @@ CalibrateOptions& add_calibrate_command(CLI::App& app) {
   CLI::App* calibrate = app.add_subcommand(
       "calibrate",
       "Measure this machine's GPUs and write a profile: cuBLASLt GEMMs timed with CUPTI, NCCL all-reduce, all-gather,\n"
-      "reduce-scatter, all-to-all and send/recv over every group size (nccl-tests' busbw), overlap interference and\n"
+      "reduce-scatter, all-to-all and send/recv over every group size (nccl-tests' busbw), overlap interference (pair by\n"
+      "pair: each collective beside GEMMs of several waves and a memory-bound kernel) and\n"
       "usable memory. One process per GPU (started here, or by mpirun/srun with NCCL_COMM_ID set).\n"
       "With --from-trace, no GPU: fold the measured op times of a `twin execute` run into a profile.\n"
       "With --from-nccl-tests, no GPU: fold nccl-tests logs (all_reduce_perf, ...) into a profile's collective tables.");
@@ -182,8 +183,9 @@ CalibrateOptions& add_calibrate_command(CLI::App& app) {
                         "profile's section of this GPU (--out, default: the profile in place), every other entry as it was");
   CLI::Option* collectives = calibrate->add_flag("--collectives", options.request.collectives_only,
                         "with --profile: measure only the collective tables (every group size; the all-to-all also in\n"
-                        "4, 16 and 64 blocks per peer, as expert parallelism's dispatch sends it) and add those the\n"
-                        "profile lacks (--out, default: the profile in place), every other entry as it was");
+                        "2 to 128 blocks per peer, as expert parallelism's dispatch sends it) and the interference of\n"
+                        "each collective with the GEMMs and memory-bound kernels beside it, and add the tables and\n"
+                        "points the profile lacks (--out, default: the profile in place), every other entry as it was");
   CLI::Option* from_trace = calibrate->add_option("--from-trace", options.from_trace,
                         "recalibrate from the run folder of `twin execute` (best.json, ops.csv, metrics.json): exact\n"
                         "shapes it measured become profile entries, other shapes of each op kind get a fitted\n"

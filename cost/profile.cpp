@@ -269,6 +269,7 @@ json to_json(const Profile& profile) {
               {"overlap",
                {{"compute_slowdown", profile.overlap.compute_slowdown},
                 {"communication_slowdown", profile.overlap.communication_slowdown}}}};
+  if (!profile.overlap.points.empty()) out["overlap"]["points"] = interference_points_json(profile.overlap.points);
   if (!profile.collectives.empty()) out["collectives"] = collective_tables_to_json(profile.collectives);
   if (!profile.step_facts.is_null()) out["step_facts"] = profile.step_facts;
   if (!profile.moe_routing.empty()) {
@@ -332,10 +333,11 @@ Profile profile_from_json(const json& document, const std::string& source) {
   p.inter_node = read_link(root.required("inter_node"));
   p.intra_node_pcie = read_link(root.required("intra_node_pcie"));
   const JsonReader overlap = root.required("overlap");
-  overlap.only_keys({"compute_slowdown", "communication_slowdown"});
+  overlap.only_keys({"compute_slowdown", "communication_slowdown", "points"});
   p.overlap.compute_slowdown = overlap.required("compute_slowdown").number(1.0, 100.0, "expected a slowdown >= 1");
   p.overlap.communication_slowdown =
       overlap.required("communication_slowdown").number(1.0, 100.0, "expected a slowdown >= 1");
+  if (auto points = overlap.find("points")) p.overlap.points = read_interference_points(*points);
   if (auto routing = root.find("moe_routing"))
     for (const JsonReader& r : routing->elements()) {
       r.only_keys({"num_experts", "top_k", "routing_imbalance", "runs"});

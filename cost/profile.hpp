@@ -12,6 +12,7 @@
 
 #include "core/cluster.hpp"
 #include "core/op.hpp"
+#include "cost/interference.hpp"
 #include "cost/power_model.hpp"
 #include "cost/sustained_clock.hpp"
 #include "core/units.hpp"
@@ -168,10 +169,12 @@ struct LinkProfile {
 
 // How concurrency slows work: compute runs `compute_slowdown` times slower while communication is
 // active on the same GPU (SM and memory contention); communication runs `communication_slowdown` slower
-// while compute is active.
+// while compute is active. Where `points` measure a collective kind beside a compute class, they price that pair
+// instead (cost/interference.hpp); the two scalars price the rest.
 struct OverlapProfile {
   double compute_slowdown = 1.0;
   double communication_slowdown = 1.0;
+  std::vector<InterferencePoint> points;
 };
 
 // Measured by `twin calibrate` (built-in profiles have none): one collective over one communicator

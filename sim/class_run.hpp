@@ -20,6 +20,8 @@ struct ClassRun {
   std::vector<OpTiming> timings;
   ClassClock clock;
   std::array<int, 3> active_by_kernel{};  // active communication ops by CommKernel (how they slow compute)
+  // The interference rows of its active NCCL ops and the bands of its active compute ops (sim/interference_grid.hpp).
+  std::vector<std::uint8_t> active_rows, active_bands;
   // Per group kind, the class's compute time (its breakdown's) when a collective of that group last aligned its
   // ranks: what they have drifted apart over since (sim/rank_drift.hpp). 0: the iteration's start.
   std::array<TimeNs, kGroupKindCount> aligned_compute_ns{};

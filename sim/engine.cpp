@@ -33,6 +33,12 @@ TimeNs ceil_ns(double ns) {
   return truncated + (static_cast<double>(truncated) < exact ? 1 : 0);
 }
 
+// Removes one element equal to `value`, which is there (its op put it there when it began).
+void erase_one(std::vector<std::uint8_t>& values, std::uint8_t value) {
+  *std::find(values.begin(), values.end(), value) = values.back();
+  values.pop_back();
+}
+
 // A communication op in progress: a collective or context send on one class, or a pipeline transfer
 // (side 0 the send, side 1 the recv) whose two ends finish together.
 struct CommRun {
@@ -45,6 +51,7 @@ struct CommRun {
   int flows_left = 0;
   bool latency_done = false;
   bool nccl = false;  // its op's CommKernel is NCCL's (rating its flows reads it, not the op)
+  std::uint8_t interference_row = 0;  // its op's row of FlatIteration::interference
   TimeNs arrival_wait_ns = 0;  // for the group's last rank, before the first phase (sim/rank_drift.hpp)
 };
 
@@ -158,13 +165,18 @@ class Engine {
     if (communication) {
       run.clock.begin_communication(optimizer);
       const CommKernel kernel = flat_.classes[c].ops[i].comm_kernel;
-      if (++run.active_by_kernel[static_cast<int>(kernel)] == 1 && kernel != CommKernel::userbuffers_copy_engine)
+      if (kernel == CommKernel::nccl) run.active_rows.push_back(flat_.classes[c].ops[i].interference);
+      // A second NCCL op of another kind or size may slow the compute beside it more than the first.
+      const int active = ++run.active_by_kernel[static_cast<int>(kernel)];
+      if ((active == 1 || (kernel == CommKernel::nccl && flat_.interference.several_rows)) &&
+          kernel != CommKernel::userbuffers_copy_engine)
         mark_dirty(c);
     } else {
       run.clock.begin_compute(optimizer);
+      run.active_bands.push_back(flat_.classes[c].ops[i].interference);
       // A second concurrent compute op (double strand) halves the first one's rate: re-rate the class.
       const int computing = run.clock.compute_active();
-      if (computing >= 2 || (computing == 1 && flat_.overlap.communication_slowdown != 1.0)) mark_dirty(c);
+      if (computing >= 2 || (computing == 1 && flat_.interference.any_communication_slowdown)) mark_dirty(c);
     }
     run.state[i] = OpState::running;
     if (record_) run.timings[i].start_ns = now_;
@@ -189,11 +201,14 @@ class Engine {
     run.clock.advance(now_);
     if (op.kind == OpClass::compute) {
       run.clock.end_compute(op.optimizer);
+      erase_one(run.active_bands, op.interference);
       const int computing = run.clock.compute_active();
-      if (computing >= 1 || flat_.overlap.communication_slowdown != 1.0) mark_dirty(c);
+      if (computing >= 1 || flat_.interference.any_communication_slowdown) mark_dirty(c);
     } else {
       run.clock.end_communication(op.optimizer);
-      if (--run.active_by_kernel[static_cast<int>(op.comm_kernel)] == 0 &&
+      if (op.comm_kernel == CommKernel::nccl) erase_one(run.active_rows, op.interference);
+      const int active = --run.active_by_kernel[static_cast<int>(op.comm_kernel)];
+      if ((active == 0 || (op.comm_kernel == CommKernel::nccl && flat_.interference.several_rows)) &&
           op.comm_kernel != CommKernel::userbuffers_copy_engine)
         mark_dirty(c);
     }
@@ -226,7 +241,8 @@ class Engine {
       runs_.emplace_back();
     }
     const bool nccl = flat_.classes[rank_class[0]].ops[op[0]].comm_kernel == CommKernel::nccl;
-    runs_[r] = CommRun{rank_class, op, &plan, message_bytes, receive_scale, 0, 0, false, nccl, arrival_wait_ns};
+    runs_[r] = CommRun{rank_class, op, &plan, message_bytes, receive_scale, 0, 0, false, nccl,
+                       flat_.classes[rank_class[0]].ops[op[0]].interference, arrival_wait_ns};
     continue_run(r, /*may_finish_now=*/false);
   }
 
@@ -346,12 +362,12 @@ class Engine {
     dirty_.push_back(c);
   }
 
-  // The slowest of what the communication running beside the class's compute does to it.
-  double compute_slowdown(int c) const {
-    const auto& active = classes_[c].active_by_kernel;
+  // The slowest of what the communication running beside the class's compute (of interference band `band`) does to it.
+  double compute_slowdown(int c, std::uint8_t band) const {
+    const ClassRun& run = classes_[c];
     double slowdown = 1.0;
-    if (active[static_cast<int>(CommKernel::nccl)] > 0) slowdown = flat_.overlap.compute_slowdown;
-    if (active[static_cast<int>(CommKernel::userbuffers_sm)] > 0)
+    for (std::uint8_t row : run.active_rows) slowdown = std::max(slowdown, flat_.interference.compute(row, band));
+    if (run.active_by_kernel[static_cast<int>(CommKernel::userbuffers_sm)] > 0)
       slowdown = std::max(slowdown, flat_.classes[c].userbuffers_slowdown);
     return slowdown;
   }
@@ -361,16 +377,19 @@ class Engine {
       // Concurrent compute ops (the two strands of double-strand) share the SMs equally.
       const ClassRun& run = classes_[act.rank_class];
       const double sharing = static_cast<double>(run.clock.compute_active());
-      return compute_slowdown(act.rank_class) * sharing;
+      const std::uint8_t band = flat_.classes[act.rank_class].ops[act.target].interference;
+      return compute_slowdown(act.rank_class, band) * sharing;
     }
-    // NCCL's kernels share the SMs with the compute beside them; userbuffers keep SMs of their own or the
-    // copy engines, which a GEMM does not slow.
+    // NCCL's kernels share the SMs with the compute beside them (the slowest that a compute op of its classes does
+    // to it); userbuffers keep SMs of their own or the copy engines, which a GEMM does not slow.
     const CommRun& comm = runs_[act.target];
-    bool compute_busy = false;
+    double slowdown = 1.0;
     if (comm.nccl)
       for (int c : act.listed_in)
-        if (c >= 0 && classes_[c].clock.compute_active() > 0) compute_busy = true;
-    return loads_.ns_per_byte(act.route) * (compute_busy ? flat_.overlap.communication_slowdown : 1.0);
+        if (c >= 0)
+          for (std::uint8_t band : classes_[c].active_bands)
+            slowdown = std::max(slowdown, flat_.interference.communication(comm.interference_row, band));
+    return loads_.ns_per_byte(act.route) * slowdown;
   }
 
   void refresh_dirty() {

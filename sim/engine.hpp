@@ -3,14 +3,16 @@
 // plan's phases (step latency, then fluid flows on the class's links); a pipeline send and its recv
 // start together when both are ready and end together. Whenever what a class is running changes, every
 // activity whose rate depends on it is brought up to date and its completion rescheduled:
-//   compute rate   1/slowdown while communication of its class is in progress, else 1: the profile's
-//                  overlap.compute_slowdown beside NCCL kernels, sm_count / (sm_count - 16) beside a
-//                  userbuffers kernel on 16 SMs, none beside copy-engine copies (the largest that applies);
-//                  divided by the number of compute ops of its class in progress (two compute streams
-//                  share the SMs: co-running two kernels takes as long as running them one after another);
-//   flow rate      its smallest link share (links.hpp), / communication_slowdown while a class it
-//                  belongs to has compute running and NCCL moves it (userbuffers run on SMs of their own
-//                  or the copy engines).
+//   compute rate   1/slowdown while communication of its class is in progress, else 1: beside NCCL kernels the
+//                  profile's compute slowdown for the op's band and each NCCL op's row (sim/interference_grid.hpp:
+//                  measured per collective kind and size and per compute class and size, else the scalar
+//                  overlap.compute_slowdown), sm_count / (sm_count - 16) beside a userbuffers kernel on 16 SMs,
+//                  none beside copy-engine copies (the largest that applies); divided by the number of compute ops
+//                  of its class in progress (two compute streams share the SMs: co-running two kernels takes as
+//                  long as running them one after another);
+//   flow rate      its smallest link share (links.hpp), / the communication slowdown of its op's row beside the
+//                  compute running in a class it belongs to (the largest over those ops' bands) when NCCL moves
+//                  it (userbuffers run on SMs of their own or the copy engines).
 // An op with host time (Op::host_ns) waits for its class's host first (sim/host_timeline.hpp).
 // An op with dispatch time (Op::dispatch_ns) is ready no earlier than its class's host has issued it: the host
 // issues the class's ops in order, each after the dispatch times of those before it and its own, without waiting

@@ -35,7 +35,7 @@ using PipelineTransfers = std::vector<PipelineEnd>;
 
 // What op i is: a compute op's price, a collective's plan, a pipeline transfer's end.
 void classify_op(const IterationGraph& graph, int c, std::uint32_t i, FlatOp& flat_op, PlanTable& plans,
-                 ComputeTimes& compute_times, PipelineTransfers& pipeline) {
+                 ComputeTimes& compute_times, InterferenceIndex& interference, PipelineTransfers& pipeline) {
   const RankClass& rank_class = graph.classes[c];
   const int classes = static_cast<int>(graph.classes.size());
   const Op& op = rank_class.op(i);
@@ -44,9 +44,11 @@ void classify_op(const IterationGraph& graph, int c, std::uint32_t i, FlatOp& fl
   if (!op.is_communication()) {
     flat_op.kind = OpClass::compute;
     flat_op.nominal_ns = compute_times(op);
+    flat_op.interference = interference.band_of(op);
     return;
   }
   flat_op.comm_kernel = op.comm_kernel;
+  if (op.comm_kernel == CommKernel::nccl) flat_op.interference = interference.row_of(op);
   if (is_ring_send(op)) {
     flat_op.kind = OpClass::ring_send;
     flat_op.plan = communication_plan(graph, c, i, plans);
@@ -80,6 +82,7 @@ bool copy_class(const FlatOp& original, FlatOp& flat_op) {
   flat_op.optimizer = original.optimizer;
   flat_op.comm_kernel = original.comm_kernel;
   flat_op.group = original.group;
+  flat_op.interference = original.interference;
   return true;
 }
 
@@ -87,7 +90,7 @@ bool copy_class(const FlatOp& original, FlatOp& flat_op) {
 // CSR order (its graph out-edges), the next op of its stream, its dependency count, and what it is (a repeated
 // op as its original is).
 void flatten_class(const IterationGraph& graph, int c, FlatClass& flat, PlanTable& plans, ComputeTimes& compute_times,
-                   PipelineTransfers& pipeline) {
+                   InterferenceIndex& interference, PipelineTransfers& pipeline) {
   const RankClass& rank_class = graph.classes[c];
   const auto n = static_cast<std::uint32_t>(rank_class.size());
   std::array<std::uint32_t, kStreamCount> last_of_stream;
@@ -114,7 +117,7 @@ void flatten_class(const IterationGraph& graph, int c, FlatClass& flat, PlanTabl
     while (repeat != rank_class.repeats.end() && i >= repeat->first + repeat->count) ++repeat;
     const bool repeated = repeat != rank_class.repeats.end() && i >= repeat->first &&
                           copy_class(flat.ops[repeat->original + (i - repeat->first)], op);
-    if (!repeated) classify_op(graph, c, i, op, plans, compute_times, pipeline);
+    if (!repeated) classify_op(graph, c, i, op, plans, compute_times, interference, pipeline);
     if (const TimeNs host_ns = rank_class.op(i).host_ns; host_ns > 0) {
       op.host_work = true;
       flat.host_work.push_back({i, host_ns});
@@ -223,6 +226,7 @@ struct Flattener::State {
   FlatIteration flat;
   std::vector<std::optional<PlanTable>> plans;  // per class, from when it is added
   PipelineTransfers pipeline;
+  std::optional<InterferenceIndex> interference;  // from when the first class is added
 };
 
 Flattener::Flattener(const Cluster& cluster, const Profile& profile, PriceCache* prices, FlatIteration storage)
@@ -243,7 +247,7 @@ Flattener::~Flattener() = default;
 void Flattener::add(const IterationGraph& graph, int c) {
   FlatIteration& flat = state_->flat;
   if (state_->plans.empty()) {  // the first class added: every class's slot, so that none moves
-    flat.overlap = profile_.overlap;
+    state_->interference.emplace(profile_.overlap);
     flat.classes.resize(graph.classes.size());
     state_->plans.resize(graph.classes.size());
   }
@@ -257,11 +261,13 @@ void Flattener::add(const IterationGraph& graph, int c) {
   set_rank_drift(graph.classes[c], profile_.kernels_for(group.gpu).rank_drift, flat_class);
   flat_class.ops.reserve(graph.classes[c].size());
   ComputeTimes compute_times(profile_, group.gpu, prices_, step_clock(graph.classes[c], profile_, group.gpu, prices_));
-  flatten_class(graph, c, flat_class, plans, compute_times, state_->pipeline);
+  state_->interference->set_sm_count(group.gpu.sm_count);
+  flatten_class(graph, c, flat_class, plans, compute_times, *state_->interference, state_->pipeline);
 }
 
 FlatIteration Flattener::finish(const IterationGraph& graph) {
   pair_pipeline_transfers(graph, cluster_, state_->pipeline, state_->flat.classes, state_->plans);
+  if (state_->interference) state_->flat.interference = state_->interference->grid();
   return std::move(state_->flat);
 }
 

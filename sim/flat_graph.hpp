@@ -15,6 +15,7 @@
 #include "core/cluster.hpp"
 #include "core/op_graph.hpp"
 #include "sim/collectives.hpp"
+#include "sim/interference_grid.hpp"
 
 namespace twin::sim {
 class PriceCache;
@@ -45,6 +46,8 @@ struct FlatOp {
   CommKernel comm_kernel = CommKernel::nccl;
   bool host_work = false;                // Op::host_ns > 0: its time is in FlatClass::host_work
   GroupKind group = GroupKind::none;     // collective: its communicator (sim/rank_drift.hpp aligns per kind)
+  // Compute: its band of FlatIteration::interference; NCCL communication: its row (sim/interference_grid.hpp).
+  std::uint8_t interference = 0;
 };
 
 // An op's host time (Op::host_ns), kept beside the ops: few ops have one (a FlatOp field would add 8 bytes to
@@ -78,7 +81,7 @@ struct FlatClass {
 
 struct FlatIteration {
   std::vector<FlatClass> classes;
-  OverlapProfile overlap;
+  InterferenceGrid interference;  // how a class's NCCL communication and compute slow each other
 };
 
 // `prices`, when given, is shared with the other simulations of a search (sim/price_cache.hpp).

@@ -141,7 +141,8 @@ void add_sustained_clock(const CalibrationRequest& request, const RankIdentity& 
 }
 
 // --collectives: the tables measured on every rank; rank 0 adds those the profile lacks (same GPU, collective,
-// placement and blocks per peer) and writes it. A table the profile holds stays as it was: its predictions too.
+// placement and blocks per peer), and the interference points where it has none, and writes it. A table or point
+// set the profile holds stays as it was: its predictions too.
 void add_collective_tables(const CalibrationRequest& request, const RankIdentity& identity, ncclComm_t world,
                            const cudaDeviceProp& props, const GpuSpec& spec, const std::string& preset_name,
                            const std::function<void(const std::string&)>& progress) {
@@ -157,11 +158,17 @@ void add_collective_tables(const CalibrationRequest& request, const RankIdentity
     profile.collectives.push_back(std::move(table));
     ++added;
   }
-  profile.provenance["collectives_added"].push_back(
-      {{"date", utc_now()}, {"tables", added}, {"ranks", identity.world_size}, {"versions", versions()}});
+  const bool points_added = profile.overlap.points.empty() && !facts.interference_points.empty();
+  if (points_added) {
+    profile.overlap.points = profile_points(facts.interference_points);
+    profile.provenance["interference_points"] = interference_timings_json(facts.interference_points);
+  }
+  profile.provenance["collectives_added"].push_back({{"date", utc_now()}, {"tables", added},
+                                                     {"interference_points", points_added ? profile.overlap.points.size() : 0},
+                                                     {"ranks", identity.world_size}, {"versions", versions()}});
   save_profile(profile, request.out);
-  progress(fmt::format("wrote {}: {} of {} collective tables measured were missing and added", request.out, added,
-                       facts.tables.size()));
+  progress(fmt::format("wrote {}: {} of {} collective tables measured were missing and added{}", request.out, added,
+                       facts.tables.size(), points_added ? ", and the interference points" : ""));
 }
 
 int run_rank(const CalibrationRequest& request, const RankIdentity& identity) {

@@ -129,6 +129,8 @@ MachineFacts measure_machine(ncclComm_t world, const RankIdentity& identity, con
       facts.interference = measure_interference(world, request.quick);
       progress(fmt::format("overlap: GEMM {:.3f}x slower beside all-reduce, all-reduce {:.3f}x slower beside GEMM",
                            facts.interference->overlap.compute_slowdown, facts.interference->overlap.communication_slowdown));
+      facts.interference_points = measure_interference_points(world, identity.world_size, request.quick);
+      progress(fmt::format("overlap: {} pairs of a collective and a compute kernel measured", facts.interference_points.size()));
     }
   }
   TWIN_CUDA_CHECK(cudaStreamDestroy(stream));

@@ -24,6 +24,7 @@ struct MachineFacts {
   std::set<std::string> hosts;
   std::vector<CollectiveTable> tables;  // with several ranks and measure_links
   std::optional<InterferenceMeasurement> interference;
+  std::vector<InterferencePairTiming> interference_points;  // with `interference`
 };
 
 // Every rank calls it (the exchanges are collective over `world`). Without `measure_links` (a profile's shapes

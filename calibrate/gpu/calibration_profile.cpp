@@ -34,6 +34,7 @@ std::pair<json, json> place_links(Profile& profile, const CalibrationRun& run) {
     // The profile format holds slowdowns >= 1; the raw ratios stay in provenance.
     profile.overlap.compute_slowdown = std::max(1.0, interference->overlap.compute_slowdown);
     profile.overlap.communication_slowdown = std::max(1.0, interference->overlap.communication_slowdown);
+    profile.overlap.points = profile_points(run.facts.interference_points);
     measured_parts.push_back("overlap");
   }
   json estimated_parts = {"launch_overhead_ns", "intra_node_pcie"};
@@ -111,6 +112,8 @@ Profile calibrated_profile(const CalibrationRun& run, const GpuKernelProfile& ke
         {"all_reduce_overlapped_ns", interference->all_reduce_overlapped_ns},
         {"compute_slowdown_raw", interference->overlap.compute_slowdown},
         {"communication_slowdown_raw", interference->overlap.communication_slowdown}};
+  if (!run.facts.interference_points.empty())
+    profile.provenance["interference_points"] = interference_timings_json(run.facts.interference_points);
   return profile;
 }
 
