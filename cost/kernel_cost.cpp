@@ -177,6 +177,14 @@ bool is_skewed_group(const Op& op) {
 // The kernels an op launches: a grouped GEMM one per problem, every other op one.
 double kernel_launches(const Op& op) { return op.kind == OpKind::gemm ? std::max(1, op.gemm.count) : 1; }
 
+// A grouped GEMM's calls are issued one by one by the host (gpu/grouped_matmul.hpp); once the host has no lead over
+// the device (after the MoE dispatch's host read), no call starts before the host has issued it, so the op takes at
+// least its calls times the measured issue time. (With a lead, as in a backward, the floor overstates it.)
+TimeNs host_issue_floor_ns(const GpuKernelProfile& kernels, const Op& op) {
+  if (op.kind != OpKind::gemm || op.gemm.count <= 1) return 0;
+  return std::llround(kernels.grouped_gemm_issue_ns * op.gemm.count);
+}
+
 // A skewed group is priced by its parts unless the profile holds its own shape (a run traced it).
 bool priced_by_parts(const GpuKernelProfile& kernels, const Op& op) {
   return is_skewed_group(op) && !kernels.measured.count(kernel_shape_key(op));
@@ -265,10 +273,11 @@ TimeNs profile_time_ns(const Profile& profile, const GpuSpec& gpu, const Op& op,
 
 }  // namespace
 
-// No price beats the stated peak, whatever the profile says.
+// No price beats the stated peak, whatever the profile says, nor the host's pace of issuing a grouped GEMM's calls.
 TimeNs compute_time_ns(const Profile& profile, const GpuSpec& gpu, const Op& op, StepClock step_clock) {
   require_compute(op, "compute_time_ns");
-  return std::max(profile_time_ns(profile, gpu, op, step_clock), peak_flops_floor_ns(gpu, op));
+  return std::max({profile_time_ns(profile, gpu, op, step_clock), peak_flops_floor_ns(gpu, op),
+                   host_issue_floor_ns(profile.kernels_for(gpu), op)});
 }
 
 namespace {

@@ -137,7 +137,7 @@ std::map<std::string, KindCorrection> read_corrections(const JsonReader& r) {
 
 GpuKernelProfile read_gpu(const JsonReader& r) {
   r.only_keys({"gpu", "gemm", "attention_forward", "attention_backward", "memory_bound", "launch_overhead_ns",
-               "fused_attention_forward", "fused_attention_backward", "reference_sm_clock_MHz",
+               "grouped_gemm_issue_ns", "fused_attention_forward", "fused_attention_backward", "reference_sm_clock_MHz",
                "attention_at_reference_clock", "sustained_sm_clock_MHz", "sustained_clock", "sustained_clock_fp8", "power_model", "in_situ_prior", "rank_drift",
                "measured", "corrections"});
   GpuKernelProfile g;
@@ -151,6 +151,7 @@ GpuKernelProfile read_gpu(const JsonReader& r) {
   if (auto f = r.find("fused_attention_backward")) g.fused_attention_backward = read_efficiency(*f);
   g.memory_bound = read_efficiency(r.required("memory_bound"));
   g.launch_overhead_ns = r.required("launch_overhead_ns").number(0, 1e9, "expected a time in ns >= 0");
+  if (auto issue = r.find("grouped_gemm_issue_ns")) g.grouped_gemm_issue_ns = issue->number(0, 1e9, "expected a time in ns >= 0");
   if (auto clock = r.find("reference_sm_clock_MHz"))
     g.reference_sm_clock_MHz = clock->number(1, 1e5, "expected an SM clock in MHz");
   if (auto at_reference = r.find("attention_at_reference_clock")) {
@@ -238,6 +239,7 @@ json to_json(const Profile& profile) {
                     {"memory_bound", efficiency_json(g.memory_bound)},
                     {"launch_overhead_ns", g.launch_overhead_ns},
                     {"measured", measured}};
+    if (g.grouped_gemm_issue_ns > 0) gpu["grouped_gemm_issue_ns"] = g.grouped_gemm_issue_ns;
     if (g.reference_sm_clock_MHz > 0) gpu["reference_sm_clock_MHz"] = g.reference_sm_clock_MHz;
     if (g.attention_at_reference_clock) gpu["attention_at_reference_clock"] = true;
     if (g.sustained_sm_clock_MHz > 0) gpu["sustained_sm_clock_MHz"] = g.sustained_sm_clock_MHz;

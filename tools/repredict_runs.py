@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Re-predict archived twin execute runs (each run folder: metrics.json, scenario.json) with one or more profiles:
+"""Re-predict archived twin execute runs (each run folder: metrics.json, scenario.json; the step of untraced/metrics.json
+where the study ran the plan a second time without CUPTI's records) with one or more profiles:
 each run's plan simulated with `--plan-key`, its measured step time beside each prediction, then mean and max
 |error| (predicted / measured - 1), the signed mean and Kendall's tau-b of predicted against measured per profile.
 Usage: python3 tools/repredict_runs.py TWIN RUNS_DIR PROFILE..."""
@@ -38,7 +39,10 @@ for run in sorted(glob.glob(os.path.join(runs_dir, '*'))):
     if not os.path.exists(os.path.join(run, 'metrics.json')):
         print(f"{os.path.basename(run)}: no metrics.json (the run did not finish), left out", file=sys.stderr)
         continue
-    m=json.load(open(os.path.join(run,'metrics.json'))); meas=m['measured']['iteration_s']; key=m['plan']
+    # The untraced run's step where the study ran one (tests/gpu/accuracy_study.py); its plan is the traced run's.
+    untraced=os.path.join(run,'untraced','metrics.json')
+    m=json.load(open(os.path.join(run,'metrics.json'))); key=m['plan']
+    meas=json.load(open(untraced if os.path.exists(untraced) else os.path.join(run,'metrics.json')))['measured']['iteration_s']
     preds=[]
     for p in profiles:
         out=tempfile.mkdtemp()

@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 
 #include "calibrate/gpu/collective_calibration.hpp"
+#include "calibrate/gpu/host_issue.hpp"
 #include "calibrate/gpu/rank_exchange.hpp"
 #include "core/device_names.hpp"
 #include "gpu/checks.hpp"
@@ -118,6 +119,9 @@ MachineFacts measure_machine(ncclComm_t world, const RankIdentity& identity, con
     }
     progress(fmt::format("usable memory on rank 0: {:.2f} GiB of {:.2f} GiB", usable_bytes / kGiB,
                          static_cast<double>(props.totalGlobalMem) / kGiB));
+    const std::vector<double> issue_ns = all_gather_values(world, identity.world_size, measure_grouped_gemm_issue_ns());
+    for (double ns : issue_ns) facts.grouped_gemm_issue_ns += ns / identity.world_size;
+    progress(fmt::format("the host issues a grouped GEMM's call in {:.1f} us (mean over ranks)", facts.grouped_gemm_issue_ns / 1e3));
 
     if (measure_links && identity.world_size > 1) {
       CollectiveCalibrationOptions options;

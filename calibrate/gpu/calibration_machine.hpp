@@ -1,4 +1,5 @@
-// What `twin calibrate` measures of the machine around the kernels: each rank's usable memory and host, and
+// What `twin calibrate` measures of the machine around the kernels: each rank's usable memory and host, its host's
+// pace of issuing grouped GEMM calls, and
 // with several ranks the NCCL collectives over every group size and placement and the interference between a
 // GEMM and an all-reduce; and the facts a profile's provenance records (versions, date, preset).
 #pragma once
@@ -25,6 +26,7 @@ struct MachineFacts {
   std::vector<CollectiveTable> tables;  // with several ranks and measure_links
   std::optional<InterferenceMeasurement> interference;
   std::vector<InterferencePairTiming> interference_points;  // with `interference`
+  double grouped_gemm_issue_ns = 0;  // the mean over ranks (calibrate/gpu/host_issue.hpp)
 };
 
 // Every rank calls it (the exchanges are collective over `world`). Without `measure_links` (a profile's shapes

@@ -64,6 +64,7 @@ Profile calibrated_profile(const CalibrationRun& run, const GpuKernelProfile& ke
   const GpuSpec* spec = &run.spec;
   Profile profile = builtin_profile();
   profile.gpus = {kernels};
+  profile.gpus.front().grouped_gemm_issue_ns = run.facts.grouped_gemm_issue_ns;
   profile.builtin = false;
   profile.name = fmt::format("calibrated {}x {} ({})", identity.world_size, preset_name, *hosts.begin());
   const auto [measured_parts, estimated_parts] = place_links(profile, run);

@@ -52,7 +52,7 @@ std::map<std::uint64_t, Interval> region_intervals(const std::vector<KernelRecor
   return out;
 }
 
-// Median span of the regions of `ids` lying inside `window` (all of them when `window` is empty).
+// Median span of the regions of `ids` lying inside `window` (all of them when `window` is empty); NaN when none does.
 double median_inside(const std::map<std::uint64_t, Interval>& intervals, const std::vector<std::uint64_t>& ids,
                      Interval window) {
   std::vector<double> spans;
@@ -60,8 +60,8 @@ double median_inside(const std::map<std::uint64_t, Interval>& intervals, const s
     if (auto it = intervals.find(id); it != intervals.end())
       if (window.end == 0 || (it->second.start >= window.start && it->second.end <= window.end))
         spans.push_back(static_cast<double>(it->second.end - it->second.start));
-  if (spans.empty()) throw std::runtime_error("interference: no kernel ran inside the overlap window");
-  return percentile(spans, 0.5);
+  if (spans.empty() && window.end == 0) throw std::runtime_error("interference: no kernel was recorded");
+  return spans.empty() ? std::nan("") : percentile(spans, 0.5);
 }
 
 Interval hull(const std::map<std::uint64_t, Interval>& intervals, const std::vector<std::uint64_t>& ids) {
@@ -82,6 +82,8 @@ class PairTimer {
   PairTimer(ncclComm_t world, int world_size, int repetitions)
       : world_(world), world_size_(world_size), repetitions_(repetitions) {}
 
+  // The pair's times; the overlapped ones NaN where, on some rank, no kernel ran inside the other stream's window in
+  // three attempts (every rank sees the same outcome: they retry together).
   PairTimes time(const std::function<void()>& compute, const std::function<void()>& communicate) {
     for (int i = 0; i < 2; ++i) {  // warm-up: cuBLASLt's choice, NCCL's first call
       compute();
@@ -95,7 +97,20 @@ class PairTimer {
     PairTimes t;
     t.compute_alone_ns = median_inside(alone, compute_alone, {});
     t.comm_alone_ns = median_inside(alone, comm_alone, {});
-    // The slowest rank's times set the collective count every rank issues.
+    for (int attempt = 0; attempt < 3; ++attempt) {
+      together(t, compute, communicate);
+      const double mine = std::isnan(t.compute_overlapped_ns) || std::isnan(t.comm_overlapped_ns) ? 0.0 : 1.0;
+      const std::vector<double> ok = all_gather_values(world_, world_size_, mine);
+      if (std::all_of(ok.begin(), ok.end(), [](double v) { return v == 1.0; })) return t;
+    }
+    t.compute_overlapped_ns = t.comm_overlapped_ns = std::nan("");
+    return t;
+  }
+
+ private:
+  // Collectives and compute kernels enqueued together, interleaved by their expected finish; the count of
+  // collectives from the slowest rank's times alone, so that every rank issues the same.
+  void together(PairTimes& t, const std::function<void()>& compute, const std::function<void()>& communicate) {
     const double slowest[2] = {t.compute_alone_ns, t.comm_alone_ns};
     const std::vector<double> all = all_gather_values(world_, world_size_, slowest, 2);
     double compute_ns = 0, comm_ns = 0;
@@ -118,17 +133,15 @@ class PairTimer {
       timer_.end_region();
       (comm_next ? comm_clock : compute_clock) += comm_next ? comm_ns : t.compute_alone_ns;
     }
-    const auto together = region_intervals(timer_.collect());
-    const Interval comm_window = hull(together, comm_ids), compute_window = hull(together, compute_ids);
-    t.compute_overlapped_ns = median_inside(together, compute_ids, comm_window);
-    t.comm_overlapped_ns = median_inside(together, comm_ids, compute_window);
+    const auto measured = region_intervals(timer_.collect());
+    const Interval comm_window = hull(measured, comm_ids), compute_window = hull(measured, compute_ids);
+    t.compute_overlapped_ns = median_inside(measured, compute_ids, comm_window);
+    t.comm_overlapped_ns = median_inside(measured, comm_ids, compute_window);
     // How busy each stream kept its own window (a host that cannot feed a stream leaves gaps in it).
-    t.comm_busy_share = busy_share(together, comm_ids, comm_window);
-    t.compute_busy_share = busy_share(together, compute_ids, compute_window);
-    return t;
+    t.comm_busy_share = busy_share(measured, comm_ids, comm_window);
+    t.compute_busy_share = busy_share(measured, compute_ids, compute_window);
   }
 
- private:
   std::vector<std::uint64_t> regions(int count, const std::function<void()>& launch) {
     std::vector<std::uint64_t> ids;
     for (int i = 0; i < count; ++i) {
@@ -201,6 +214,8 @@ InterferenceMeasurement measure_interference(ncclComm_t world, bool quick) {
     result.all_reduce_alone_ns = t.comm_alone_ns;
     result.all_reduce_overlapped_ns = t.comm_overlapped_ns;
   }
+  if (std::isnan(result.gemm_overlapped_ns) || std::isnan(result.all_reduce_overlapped_ns))
+    throw std::runtime_error("interference: in three attempts no GEMM ran inside the all-reduces' window, or the reverse");
   result.overlap.compute_slowdown = result.gemm_overlapped_ns / result.gemm_alone_ns;
   result.overlap.communication_slowdown = result.all_reduce_overlapped_ns / result.all_reduce_alone_ns;
   return result;
@@ -267,6 +282,10 @@ std::vector<InterferencePairTiming> measure_interference_points(ncclComm_t world
     p.point.compute_slowdown = std::max(1.0, p.times.compute_overlapped_ns / p.times.compute_alone_ns);
     p.point.communication_slowdown = std::max(1.0, p.times.comm_overlapped_ns / p.times.comm_alone_ns);
   }
+  // A pair no rank could time overlapped (NaN on some rank, so in the mean) is left out: the points around it price it.
+  std::erase_if(pairs, [](const InterferencePairTiming& p) {
+    return std::isnan(p.times.compute_overlapped_ns) || std::isnan(p.times.comm_overlapped_ns);
+  });
   return pairs;
 }
 

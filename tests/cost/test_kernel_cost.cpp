@@ -70,6 +70,20 @@ TEST(KernelCost, GroupedGemmScalesWithCount) {
   EXPECT_NEAR(double(eight), 8.0 * double(one), 8.0);
 }
 
+// The host issues a grouped GEMM's calls one by one (cost/profile.hpp grouped_gemm_issue_ns): calls shorter than
+// the issue time run at the host's pace, longer ones at their own; a single GEMM has no such floor.
+TEST(KernelCost, AGroupedGemmRunsNoFasterThanTheHostIssuesItsCalls) {
+  Profile issued = estimates();
+  issued.gpus[0].grouped_gemm_issue_ns = 20'000;
+  const Op small = gemm(256, 1536, 2048, 128);  // ~2 us a call
+  EXPECT_LT(compute_time_ns(estimates(), h100(), small), 128 * 20'000);
+  EXPECT_EQ(compute_time_ns(issued, h100(), small), 128 * 20'000);
+  const Op large = gemm(4096, 4096, 4096, 8);  // ~150 us a call
+  EXPECT_EQ(compute_time_ns(issued, h100(), large), compute_time_ns(estimates(), h100(), large));
+  const Op single = gemm(256, 1536, 2048);
+  EXPECT_EQ(compute_time_ns(issued, h100(), single), compute_time_ns(estimates(), h100(), single));
+}
+
 TEST(KernelCost, FlashAttentionClosedForm) {
   Op op;
   op.kind = OpKind::attention_forward;

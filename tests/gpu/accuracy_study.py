@@ -198,7 +198,7 @@ def run_phase(args, log, started):
         if executed(folder) is not None and (executed(folder) == 0 or not args.retry_failed):
             continue
         elapsed = time.time() - started
-        if elapsed + 1.5 * s["estimate_s"] > args.budget_s:
+        if elapsed + (3.0 if args.untraced_step else 1.5) * s["estimate_s"] > args.budget_s:
             left = [x for x in study["strategies"][:args.only]
                     if executed(os.path.join(args.work, "runs", x["name"])) is None]
             print(f"budget: {elapsed:.0f} s spent of {args.budget_s} s; {len(left)} runs left for the next call")
@@ -208,8 +208,16 @@ def run_phase(args, log, started):
             rc = call(args.twin, ["execute", "--plan", os.path.join(folder, "best.json"), "--run", folder, "--iters",
                                   str(study["iters"]), "--warmup", str(study["warmup"]), "--nccl-timeout", "60"],
                       log, timeout_s=max(60, int(args.budget_s - (time.time() - started))))
+        if rc == 0 and args.untraced_step:
+            # The step as training runs it: CUPTI's records of every kernel and API call cost the host several us a
+            # call, which a plan of many small kernels issued after a host wait pays in full (a Qwen3-30B-A3B-shaped
+            # plan on one H200: 0.345 s traced, 0.256 s not; docs/ACCURACY.md). ops.csv keeps the traced run.
+            rc = call(args.twin, ["execute", "--plan", os.path.join(folder, "best.json"), "--run",
+                                  os.path.join(folder, "untraced"), "--iters", str(study["iters"]), "--warmup",
+                                  str(study["warmup"]), "--nccl-timeout", "60", "--no-trace"],
+                      log, timeout_s=max(60, int(args.budget_s - (time.time() - started))))
         record = dict(this_machine, rc=rc, wall_s=round(time.time() - run_started, 1), iters=study["iters"],
-                      warmup=study["warmup"], **clocks.summary())
+                      warmup=study["warmup"], untraced_step=args.untraced_step, **clocks.summary())
         save(os.path.join(folder, "execution.json"), record)
         print(f"{s['name']}: exit {rc}, {record['wall_s']} s (estimated {s['estimate_s']:.0f} s)", flush=True)
         pack(args.work, args.pack)
@@ -222,7 +230,9 @@ def measured_runs(args, study):
         folder = os.path.join(args.work, "runs", s["name"])
         if executed(folder) != 0:
             continue
-        metrics, best = load(os.path.join(folder, "metrics.json")), load(os.path.join(folder, "best.json"))
+        untraced = os.path.join(folder, "untraced", "metrics.json")
+        metrics = load(untraced if os.path.exists(untraced) else os.path.join(folder, "metrics.json"))
+        best = load(os.path.join(folder, "best.json"))
         comparison = os.path.join(folder, "predicted_vs_measured.json")
         span = load(comparison) if os.path.exists(comparison) else metrics.get("kernel_span") or {}
         steps = sorted(step["iteration_s"] for step in metrics["steps"] if step["measured"])
@@ -485,6 +495,9 @@ def main():
     parser.add_argument("--budget-s", type=int, default=510, help="start no run that would end after this (run phase)")
     parser.add_argument("--only", type=int, help="execute and analyse only the first N planned strategies (smoke)")
     parser.add_argument("--retry-failed", action="store_true")
+    parser.add_argument("--traced-step", dest="untraced_step", action="store_false",
+                        help="take the measured step from the traced run (before 2026-11-30 14:00 UTC every study did); "
+                             "by default each plan runs a second time with --no-trace and its step is the measured one")
     parser.add_argument("--pack", help="write the work folder (no traces) to this tar.gz after every step")
     parser.add_argument("--prior", nargs="+", metavar="WORK", help="analyze: also fold every executed run of these "
                         "earlier studies' work folders into the profile and predict this study again")

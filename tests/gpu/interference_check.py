@@ -13,6 +13,8 @@ References (each an assertion with its tolerance; exit 1 on any failure):
     residual add (3 x 128 MiB moved) between 40% and 100% of its HBM bandwidth (4.8 TB/s);
   - every raw ratio lies in [0.9, 8] (a kernel slowed by what runs beside it, never sped up by more than noise; 8:
     a bound on broken timing, not on physics: a 4 MiB all-reduce beside a memory-bound add ran 4.6x);
+  - the host's time to issue one grouped GEMM call (gpus[].grouped_gemm_issue_ns), where present, lies between 1 and
+    100 us (a cuBLASLt call's host work; 10-11 us measured apart by GroupedMatmul.HostIssueTimePerCallAfterAWaitPrinted);
   - the grid's all-reduce of 256 MiB beside 8192^3 GEMMs agrees with the profile's scalar pair, measured separately
     by the same method, within 10%.
 """
@@ -62,10 +64,14 @@ def main():
     sizes = sorted({p["size_bytes"] for p in pairs if p["collective"] == "all_reduce"})
     gemms = sorted({p["gemm"] for p in pairs if p["beside"] == "gemm"}, key=lambda g: (gemm_dims(g)[0] * gemm_dims(g)[1], g))
     distinct_waves = len({round(p["gemm_waves"], 9) for p in pairs if p["beside"] == "gemm"})
-    check(len(pairs) == len(KINDS) * len(sizes) * (len(gemms) + 1) and len(sizes) >= 2,
-          f"{len(pairs)} pairs: expected {len(KINDS)} kinds x {len(sizes)} sizes x {len(gemms) + 1}")
-    check(len(points) == len(KINDS) * len(sizes) * (distinct_waves + 1),
-          f"{len(points)} points: expected one per kind, size and distinct waves ({distinct_waves}) or the add")
+    # A pair that no rank could time overlapped in three attempts is left out (calibrate/gpu/interference.cpp).
+    expected = len(KINDS) * len(sizes) * (len(gemms) + 1)
+    if len(pairs) < expected:
+        print(f"{expected - len(pairs)} of {expected} pairs left out (not timed overlapped in three attempts)")
+    check(expected - 3 <= len(pairs) <= expected and len(sizes) >= 2,
+          f"{len(pairs)} pairs: expected {len(KINDS)} kinds x {len(sizes)} sizes x {len(gemms) + 1}, at most 3 left out")
+    check(len(points) <= len(KINDS) * len(sizes) * (distinct_waves + 1),
+          f"{len(points)} points: expected at most one per kind, size and distinct waves ({distinct_waves}) or the add")
     for p in pairs:
         key = f"{p['collective']} {p['size_bytes'] >> 20} MiB beside {p.get('gemm', p['beside'])}"
         reference = table_time_us(profile, p["collective"], p["size_bytes"], ranks)
@@ -81,6 +87,11 @@ def main():
             check(0.4 * HBM_BYTES_PER_S <= rate <= HBM_BYTES_PER_S, f"{key}: add alone at {rate / 1e12:.2f} TB/s")
         for raw in ("compute_slowdown_raw", "communication_slowdown_raw"):
             check(0.9 <= p[raw] <= 8, f"{key}: {raw} {p[raw]:.3f}")
+    for gpu in profile["gpus"]:
+        if "grouped_gemm_issue_ns" in gpu:
+            issue = gpu["grouped_gemm_issue_ns"]
+            print(f"{gpu['gpu']}: the host issues a grouped GEMM's call in {issue / 1e3:.2f} us")
+            check(1e3 <= issue <= 1e5, f"{gpu['gpu']}: grouped_gemm_issue_ns {issue:.0f}")
     scalar = profile["provenance"].get("interference", {})
     grid_pair = [p for p in pairs if p["collective"] == "all_reduce" and p["size_bytes"] == max(sizes)
                  and p.get("gemm", "").startswith("gemm:m=8192,n=8192,k=8192,")]
