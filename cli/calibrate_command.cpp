@@ -183,9 +183,10 @@ CalibrateOptions& add_calibrate_command(CLI::App& app) {
                         "profile's section of this GPU (--out, default: the profile in place), every other entry as it was");
   CLI::Option* collectives = calibrate->add_flag("--collectives", options.request.collectives_only,
                         "with --profile: measure only the collective tables (every group size; the all-to-all also in\n"
-                        "2 to 128 blocks per peer, as expert parallelism's dispatch sends it) and the interference of\n"
-                        "each collective with the GEMMs and memory-bound kernels beside it, and add the tables and\n"
-                        "points the profile lacks (--out, default: the profile in place), every other entry as it was");
+                        "2 to 128 blocks per peer, as expert parallelism's dispatch sends it), the interference of each\n"
+                        "collective with the GEMMs and memory-bound kernels beside it (recorded in provenance) and the\n"
+                        "host's time to issue a grouped GEMM call, and add those the profile lacks (--out, default:\n"
+                        "the profile in place), every other entry as it was");
   CLI::Option* from_trace = calibrate->add_option("--from-trace", options.from_trace,
                         "recalibrate from the run folder of `twin execute` (best.json, ops.csv, metrics.json): exact\n"
                         "shapes it measured become profile entries, other shapes of each op kind get a fitted\n"

@@ -150,26 +150,6 @@ std::optional<InterferenceFactors> measured_interference(const std::vector<Inter
                              log_lerp(size_bytes, x0, a.communication_slowdown, x1, b.communication_slowdown)};
 }
 
-std::vector<InterferencePoint> merge_interference_points(const std::vector<InterferencePoint>& points) {
-  std::vector<InterferencePoint> merged;
-  std::vector<int> counts;
-  for (const InterferencePoint& p : points) {
-    const auto same = std::find_if(merged.begin(), merged.end(), [&](const InterferencePoint& m) {
-      return m.collective == p.collective && m.size_bytes == p.size_bytes && m.beside == p.beside &&
-             m.gemm_waves == p.gemm_waves;
-    });
-    if (same == merged.end()) {
-      merged.push_back(p);
-      counts.push_back(1);
-      continue;
-    }
-    const int n = ++counts[same - merged.begin()];
-    same->compute_slowdown += (p.compute_slowdown - same->compute_slowdown) / n;
-    same->communication_slowdown += (p.communication_slowdown - same->communication_slowdown) / n;
-  }
-  return merged;
-}
-
 nlohmann::json interference_points_json(const std::vector<InterferencePoint>& points) {
   nlohmann::json out = nlohmann::json::array();
   for (const InterferencePoint& p : points) {

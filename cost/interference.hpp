@@ -1,14 +1,15 @@
-// How much a collective and the compute beside it slow each other, measured pair by pair by `twin calibrate`
-// (calibrate/gpu/interference.hpp): an NCCL collective of one kind and size on one stream, GEMMs of one size or a
-// memory-bound kernel on another; the compute kernel's time inside the collective's busy window over its time alone,
-// and the reverse. The model: an NCCL kernel holds some SMs and moves bytes through HBM and L2, so what it takes
-// from the kernel beside it depends on the collective (how many channels NCCL opens grows with the size) and on the
-// kernel — measured, not assumed. A GEMM is keyed by its waves, its 128 x 256 tiles over the GPU's SMs
-// (gemm_waves, cost/gemm_interpolation_error.hpp): the SMs NCCL holds cost a GEMM that just fills one wave a second
-// wave, one of many waves their share of the SMs, and one of a fraction of a wave none (it leaves bandwidth and L2);
-// attention is keyed likewise by its tiles over its slots (interference_waves below).
+// How much a collective and the compute beside it slow each other, pair by pair: an NCCL collective of one kind and
+// size on one stream, GEMMs of one size or a memory-bound kernel on another; the compute kernel's time inside the
+// collective's busy window over its time alone, and the reverse (calibrate/gpu/interference.hpp measures them into a
+// profile's provenance; tools/interference_points.py makes a profile's `overlap.points` of them). An NCCL kernel holds
+// SMs and moves bytes through HBM and L2, so what it takes from the kernel beside it depends on the collective and
+// on the kernel. A GEMM is keyed by its waves, its 128 x 256 tiles over the GPU's SMs (gemm_waves,
+// cost/gemm_interpolation_error.hpp): on two H200s a GEMM of up to two waves ran 1.8-2.1x slower beside a collective
+// (the SMs NCCL holds cost it a wave; cuBLASLt spreads a GEMM of few tiles over every SM), one of 15 waves
+// 1.03-1.15x; attention is keyed likewise by its tiles over its slots (interference_waves below).
 // A pair between measured points is read log-linearly in the collective's bytes and the kernel's waves, clamped to
-// the measured range; a collective kind without points takes the profile's scalar slowdowns.
+// the measured range; a collective kind without points takes the profile's scalar slowdowns. No shipped profile
+// states points: on the studies of 2026-11-30 they predicted worse than the scalar pair (docs/ACCURACY.md).
 #pragma once
 #include <optional>
 #include <vector>
@@ -54,10 +55,6 @@ double interference_waves(const Op& op, int sm_count);
 std::optional<InterferenceFactors> measured_interference(const std::vector<InterferencePoint>& points,
                                                          OpKind collective, double size_bytes,
                                                          InterferenceCompute beside, double gemm_waves);
-
-// One point per key (collective, size, compute class, waves): points of one key, such as two GEMMs of equal waves,
-// become their mean, in order of first appearance.
-std::vector<InterferencePoint> merge_interference_points(const std::vector<InterferencePoint>& points);
 
 nlohmann::json interference_points_json(const std::vector<InterferencePoint>& points);
 // Reads an array of points (an InputError at the failing path: unknown collective or compute, a non-positive size

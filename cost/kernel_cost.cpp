@@ -180,8 +180,9 @@ double kernel_launches(const Op& op) { return op.kind == OpKind::gemm ? std::max
 // A grouped GEMM's calls are issued one by one by the host (gpu/grouped_matmul.hpp); once the host has no lead over
 // the device (after the MoE dispatch's host read), no call starts before the host has issued it, so the op takes at
 // least its calls times the measured issue time. (With a lead, as in a backward, the floor overstates it.)
+bool is_grouped_gemm(const Op& op) { return op.kind == OpKind::gemm && op.gemm.count > 1; }
+
 TimeNs host_issue_floor_ns(const GpuKernelProfile& kernels, const Op& op) {
-  if (op.kind != OpKind::gemm || op.gemm.count <= 1) return 0;
   return std::llround(kernels.grouped_gemm_issue_ns * op.gemm.count);
 }
 
@@ -276,8 +277,8 @@ TimeNs profile_time_ns(const Profile& profile, const GpuSpec& gpu, const Op& op,
 // No price beats the stated peak, whatever the profile says, nor the host's pace of issuing a grouped GEMM's calls.
 TimeNs compute_time_ns(const Profile& profile, const GpuSpec& gpu, const Op& op, StepClock step_clock) {
   require_compute(op, "compute_time_ns");
-  return std::max({profile_time_ns(profile, gpu, op, step_clock), peak_flops_floor_ns(gpu, op),
-                   host_issue_floor_ns(profile.kernels_for(gpu), op)});
+  const TimeNs price_ns = std::max(profile_time_ns(profile, gpu, op, step_clock), peak_flops_floor_ns(gpu, op));
+  return is_grouped_gemm(op) ? std::max(price_ns, host_issue_floor_ns(profile.kernels_for(gpu), op)) : price_ns;
 }
 
 namespace {

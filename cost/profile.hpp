@@ -110,7 +110,7 @@ struct GpuKernelProfile {
   double launch_overhead_ns = 0;          // added to every kernel
   // The host's time to issue one call of a grouped GEMM (the experts' GEMMs, one cuBLASLt call each) right after it
   // waited for the device, as after the MoE dispatch's host read: measured by `twin calibrate` (0: not measured).
-  // Calls whose kernels are shorter than this run at the host's pace (cost/kernel_cost.hpp).
+  // Calls whose kernels are shorter than this run at the host's pace (compute_time_ns below, cost/kernel_cost.cpp).
   double grouped_gemm_issue_ns = 0;
   // GEMM times are at this SM clock: the median clock of calibration's GEMM timings on a GPU held at its
   // power limit, where the clock swings by tens of percent and a GEMM's time with it

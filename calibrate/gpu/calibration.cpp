@@ -141,8 +141,8 @@ void add_sustained_clock(const CalibrationRequest& request, const RankIdentity& 
 }
 
 // --collectives: the tables measured on every rank; rank 0 adds those the profile lacks (same GPU, collective,
-// placement and blocks per peer), the interference points and the host's grouped GEMM issue time where it has none,
-// and writes it. What the profile holds stays as it was: its predictions too.
+// placement and blocks per peer), the interference pairs (in provenance) and the host's grouped GEMM issue time where
+// it has none, and writes it. What the profile holds stays as it was: its predictions too.
 void add_collective_tables(const CalibrationRequest& request, const RankIdentity& identity, ncclComm_t world,
                            const cudaDeviceProp& props, const GpuSpec& spec, const std::string& preset_name,
                            const std::function<void(const std::string&)>& progress) {
@@ -161,13 +161,12 @@ void add_collective_tables(const CalibrationRequest& request, const RankIdentity
   GpuKernelProfile& kernels = profile.gpus[static_cast<std::size_t>(&profile.kernels_for(spec) - profile.gpus.data())];
   const bool issue_added = kernels.grouped_gemm_issue_ns == 0 && facts.grouped_gemm_issue_ns > 0;
   if (issue_added) kernels.grouped_gemm_issue_ns = facts.grouped_gemm_issue_ns;
-  const bool points_added = profile.overlap.points.empty() && !facts.interference_points.empty();
-  if (points_added) {
-    profile.overlap.points = profile_points(facts.interference_points);
-    profile.provenance["interference_points"] = interference_timings_json(facts.interference_points);
-  }
+  // The pairs are recorded, not priced: on the studies of 2026-11-30 they predicted worse than the scalar pair
+  // (docs/ACCURACY.md, "Interference measured pair by pair"); a profile may still state overlap.points.
+  const bool points_added = !profile.provenance.contains("interference_points") && !facts.interference_points.empty();
+  if (points_added) profile.provenance["interference_points"] = interference_timings_json(facts.interference_points);
   profile.provenance["collectives_added"].push_back({{"date", utc_now()}, {"tables", added},
-                                                     {"interference_points", points_added ? profile.overlap.points.size() : 0},
+                                                     {"interference_points", points_added ? facts.interference_points.size() : 0},
                                                      {"grouped_gemm_issue_ns", issue_added ? facts.grouped_gemm_issue_ns : 0},
                                                      {"ranks", identity.world_size}, {"versions", versions()}});
   save_profile(profile, request.out);

@@ -34,7 +34,6 @@ std::pair<json, json> place_links(Profile& profile, const CalibrationRun& run) {
     // The profile format holds slowdowns >= 1; the raw ratios stay in provenance.
     profile.overlap.compute_slowdown = std::max(1.0, interference->overlap.compute_slowdown);
     profile.overlap.communication_slowdown = std::max(1.0, interference->overlap.communication_slowdown);
-    profile.overlap.points = profile_points(run.facts.interference_points);
     measured_parts.push_back("overlap");
   }
   json estimated_parts = {"launch_overhead_ns", "intra_node_pcie"};

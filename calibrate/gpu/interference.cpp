@@ -289,12 +289,6 @@ std::vector<InterferencePairTiming> measure_interference_points(ncclComm_t world
   return pairs;
 }
 
-std::vector<InterferencePoint> profile_points(const std::vector<InterferencePairTiming>& pairs) {
-  std::vector<InterferencePoint> points;
-  for (const InterferencePairTiming& p : pairs) points.push_back(p.point);
-  return merge_interference_points(points);
-}
-
 nlohmann::json interference_timings_json(const std::vector<InterferencePairTiming>& pairs) {
   nlohmann::json out = nlohmann::json::array();
   for (const InterferencePairTiming& p : pairs) {

@@ -2,8 +2,10 @@
 // while NCCL collectives run back to back on another stream, and a collective timed alone and while the compute
 // kernels run; CUPTI kernel spans, medians over the kernels that ran entirely inside the other stream's busy window,
 // averaged over the ranks. measure_interference is the profile's scalar pair (8192^3 GEMMs beside 256 MiB
-// all-reduces); measure_interference_points the grid of cost/interference.hpp (every calibrated collective kind at
-// several sizes beside GEMMs of several sizes and a memory-bound kernel). Every rank calls them together.
+// all-reduces), which the simulator prices; measure_interference_points the grid of cost/interference.hpp (every
+// calibrated collective kind at several sizes beside GEMMs of several waves and a memory-bound kernel), which a
+// calibration records in its provenance (tools/interference_points.py makes overlap.points of it). Every rank calls
+// them together.
 #pragma once
 #include <array>
 #include <vector>
@@ -47,9 +49,6 @@ struct InterferencePairTiming {
 // Collectives of 4, 32 and 256 MiB (quick: 32 and 256) beside six GEMMs from 0.24 to 15.5 waves (quick: three) and a
 // residual add of 64 Mi elements, over `world`'s ranks.
 std::vector<InterferencePairTiming> measure_interference_points(ncclComm_t world, int world_size, bool quick);
-
-// The points a profile holds: one per key, pairs of one key (GEMMs of equal waves) merged by their mean.
-std::vector<InterferencePoint> profile_points(const std::vector<InterferencePairTiming>& pairs);
 
 // The points' provenance: each pair's times and raw ratios.
 nlohmann::json interference_timings_json(const std::vector<InterferencePairTiming>& pairs);
