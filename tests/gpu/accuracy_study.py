@@ -153,6 +153,13 @@ def plan(args, log):
         if call(args.twin, ["simulate", os.path.join(folder, "scenario.json"), "--profile", profile, "--out", folder,
                             "--quiet", "--top", "0"], log):
             sys.exit(f"twin simulate of the pinned {name} failed: see {log.name}")
+        with open(os.path.join(folder, "ranking.csv")) as pinned:
+            executable = next(csv.DictReader(pinned)).get("executable", "yes")
+        if executable not in ("yes", ""):
+            # The executor's plan check refuses it (issue 42 item 4): running it would spend a start-up to learn so.
+            print(f"{name}: left out, twin execute would refuse it ({executable})", file=log, flush=True)
+            shutil.rmtree(folder)
+            continue
         predicted_s = load(os.path.join(folder, "best.json"))["predicted"]["iteration_time_s"]
         strategies.append({"name": name, "key": row["strategy"], "predicted_rank": int(row["place"]), "why": why,
                            "predicted_s": predicted_s, "search_predicted_s": float(row["iteration_time_s"]),
