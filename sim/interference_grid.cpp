@@ -33,6 +33,7 @@ std::array<double, 2> size_range(const std::vector<InterferencePoint>& points, O
 }  // namespace
 
 InterferenceIndex::InterferenceIndex(const OverlapProfile& overlap) : overlap_(overlap), measured_(!overlap.points.empty()) {
+  if (!measured_) return;  // every op row 0 and band 0: nothing to index (a search flattens thousands of iterations)
   for (const InterferencePoint& p : overlap.points) {
     if (p.beside != InterferenceCompute::gemm) continue;
     waves_range_ = waves_range_[1] == 0 ? std::array<double, 2>{p.gemm_waves, p.gemm_waves}

@@ -171,7 +171,7 @@ void add_collective_tables(const CalibrationRequest& request, const RankIdentity
                                                      {"ranks", identity.world_size}, {"versions", versions()}});
   save_profile(profile, request.out);
   progress(fmt::format("wrote {}: {} of {} collective tables measured were missing and added{}{}", request.out, added,
-                       facts.tables.size(), points_added ? ", and the interference points" : "",
+                       facts.tables.size(), points_added ? ", and the interference pairs (provenance)" : "",
                        issue_added ? ", and the host's grouped GEMM issue time" : ""));
 }
 
