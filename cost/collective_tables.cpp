@@ -18,8 +18,6 @@ namespace {
 using nlohmann::json;
 
 const std::vector<std::string> kColumns = {"size_B", "time_us", "algbw_GBps", "busbw_GBps"};
-const std::vector<OpKind> kTableCollectives = {OpKind::all_reduce, OpKind::all_gather, OpKind::reduce_scatter,
-                                               OpKind::all_to_all, OpKind::send};
 
 std::string normalised_table_gpu(std::string_view name) {
   std::string out;
@@ -60,9 +58,9 @@ CollectiveTable read_table(const JsonReader& r, const std::string& legacy_gpu) {
   CollectiveTable t;
   t.gpu = legacy ? legacy_gpu : r.required("gpu").string();
   std::vector<std::string> names;
-  for (OpKind kind : kTableCollectives) names.push_back(to_string(kind));
+  for (OpKind kind : kMeasuredCollectives) names.push_back(to_string(kind));
   const std::string name = r.required("collective").one_of(names, "collective");
-  t.collective = kTableCollectives[std::find(names.begin(), names.end(), name) - names.begin()];
+  t.collective = kMeasuredCollectives[std::find(names.begin(), names.end(), name) - names.begin()];
   const JsonReader group_size = r.required("group_size");
   t.group_size = static_cast<int>(group_size.integer(2, 1 << 20));
   t.ranks_per_node = static_cast<int>(r.required("ranks_per_node").integer(1, t.group_size));

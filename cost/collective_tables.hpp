@@ -15,6 +15,10 @@ namespace twin {
 
 // The format of the profile's top-level "collectives" object; bumped when its fields change meaning.
 inline constexpr int kCollectiveTablesVersion = 1;
+// The collectives calibration measures, in tables and interference pairs (send stands for nccl-tests' sendrecv: each
+// rank sends S to the next rank of the ring and receives S from the previous one).
+inline constexpr OpKind kMeasuredCollectives[] = {OpKind::all_reduce, OpKind::all_gather, OpKind::reduce_scatter,
+                                                  OpKind::all_to_all, OpKind::send};
 
 // {"version", "columns": [size_B, time_us, algbw_GBps, busbw_GBps], "tables": [...]}: one entry per table
 // with its GPU, collective, placement, nominal bandwidth, fitted link model and rows in those columns.

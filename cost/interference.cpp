@@ -9,14 +9,13 @@
 #include <string>
 #include <tuple>
 
+#include "core/op_kinds.hpp"
 #include "cost/attention_waves.hpp"
+#include "cost/collective_tables.hpp"
 #include "cost/gemm_interpolation_error.hpp"
 
 namespace twin {
 namespace {
-
-const std::vector<OpKind> kInterferenceCollectives = {OpKind::all_reduce, OpKind::all_gather, OpKind::reduce_scatter,
-                                                      OpKind::all_to_all, OpKind::send};
 
 const char* compute_name(InterferenceCompute c) {
   switch (c) {
@@ -49,91 +48,55 @@ InterferenceFactors at_waves(const std::vector<const InterferencePoint*>& points
 
 }  // namespace
 
+// Both read the kind's pricing (core/op_kinds.hpp), the one place that says what an op kind is.
 std::optional<OpKind> interference_collective(OpKind kind) {
-  switch (kind) {
-    case OpKind::all_reduce:
-    case OpKind::all_gather:
-    case OpKind::reduce_scatter:
-    case OpKind::all_to_all:
-    case OpKind::send: return kind;
-    case OpKind::recv: return OpKind::send;
-    case OpKind::gemm:
-    case OpKind::attention_forward:
-    case OpKind::attention_backward:
-    case OpKind::norm_forward:
-    case OpKind::norm_backward:
-    case OpKind::rope_forward:
-    case OpKind::rope_backward:
-    case OpKind::activation_forward:
-    case OpKind::activation_backward:
-    case OpKind::elementwise:
-    case OpKind::embedding_forward:
-    case OpKind::embedding_backward:
-    case OpKind::loss_forward:
-    case OpKind::loss_backward:
-    case OpKind::moe_router:
-    case OpKind::moe_permute:
-    case OpKind::moe_unpermute:
-    case OpKind::optimizer_step:
-    case OpKind::fp8_cast:
-    case OpKind::fp8_transpose: return std::nullopt;
+  switch (op_kind_traits(kind).pricing) {
+    case OpPricing::collective: return kind;
+    case OpPricing::point_to_point: return OpKind::send;  // a send/recv pair, as calibration times it
+    case OpPricing::gemm:
+    case OpPricing::attention:
+    case OpPricing::memory_bound: return std::nullopt;
   }
   return std::nullopt;
 }
 
 InterferenceCompute interference_compute(OpKind kind) {
-  switch (kind) {
-    case OpKind::gemm:
-    case OpKind::attention_forward:
-    case OpKind::attention_backward:
-    case OpKind::moe_router: return InterferenceCompute::gemm;
-    case OpKind::norm_forward:
-    case OpKind::norm_backward:
-    case OpKind::rope_forward:
-    case OpKind::rope_backward:
-    case OpKind::activation_forward:
-    case OpKind::activation_backward:
-    case OpKind::elementwise:
-    case OpKind::embedding_forward:
-    case OpKind::embedding_backward:
-    case OpKind::loss_forward:
-    case OpKind::loss_backward:
-    case OpKind::moe_permute:
-    case OpKind::moe_unpermute:
-    case OpKind::optimizer_step:
-    case OpKind::fp8_cast:
-    case OpKind::fp8_transpose:
-    case OpKind::all_reduce:
-    case OpKind::all_gather:
-    case OpKind::reduce_scatter:
-    case OpKind::all_to_all:
-    case OpKind::send:
-    case OpKind::recv: return InterferenceCompute::memory_bound;
+  switch (op_kind_traits(kind).pricing) {
+    case OpPricing::gemm:
+    case OpPricing::attention: return InterferenceCompute::gemm;
+    case OpPricing::memory_bound:
+    case OpPricing::collective:
+    case OpPricing::point_to_point: return InterferenceCompute::memory_bound;
   }
   return InterferenceCompute::memory_bound;
 }
 
 double interference_waves(const Op& op, int sm_count) {
   if (sm_count <= 0) return 0;
-  switch (interference_compute(op.kind)) {
-    case InterferenceCompute::memory_bound: return 0;
-    case InterferenceCompute::gemm: break;
+  switch (op_kind_traits(op.kind).pricing) {
+    case OpPricing::attention: {
+      const AttentionShape& a = op.attention;
+      const std::int64_t rows = op.kind == OpKind::attention_forward ? a.seq_q : a.seq_kv;
+      const double tiles =
+          double(a.batch * a.heads) * double((rows + kAttentionTiling.tile_rows - 1) / kAttentionTiling.tile_rows);
+      return tiles / (double(sm_count) * kAttentionTiling.tiles_per_sm);
+    }
+    case OpPricing::gemm: {
+      GemmShape one = op.gemm;  // a grouped GEMM runs a kernel per group: each as large as one group
+      one.count = 1;
+      return gemm_waves(one, sm_count);
+    }
+    case OpPricing::memory_bound:
+    case OpPricing::collective:
+    case OpPricing::point_to_point: return 0;
   }
-  if (op.kind == OpKind::attention_forward || op.kind == OpKind::attention_backward) {
-    const AttentionShape& a = op.attention;
-    const std::int64_t rows = op.kind == OpKind::attention_forward ? a.seq_q : a.seq_kv;
-    const double tiles = double(a.batch * a.heads) * double((rows + kAttentionTiling.tile_rows - 1) / kAttentionTiling.tile_rows);
-    return tiles / (double(sm_count) * kAttentionTiling.tiles_per_sm);
-  }
-  GemmShape one = op.gemm;  // a grouped GEMM runs a kernel per group: each as large as one group
-  one.count = 1;
-  return gemm_waves(one, sm_count);
+  return 0;
 }
 
 std::optional<InterferenceFactors> measured_interference(const std::vector<InterferencePoint>& points,
                                                          OpKind collective, double size_bytes,
                                                          InterferenceCompute beside, double waves) {
-  std::map<Bytes, std::vector<const InterferencePoint*>> by_size;  // ascending size, then ascending FLOPs
+  std::map<Bytes, std::vector<const InterferencePoint*>> by_size;  // ascending size, then ascending waves
   for (const InterferencePoint& p : points)
     if (p.collective == collective && p.beside == beside) by_size[p.size_bytes].push_back(&p);
   if (by_size.empty()) return std::nullopt;
@@ -165,7 +128,7 @@ nlohmann::json interference_points_json(const std::vector<InterferencePoint>& po
 
 std::vector<InterferencePoint> read_interference_points(const JsonReader& array) {
   std::vector<std::string> collectives;
-  for (OpKind kind : kInterferenceCollectives) collectives.push_back(to_string(kind));
+  for (OpKind kind : kMeasuredCollectives) collectives.push_back(to_string(kind));
   const std::vector<std::string> computes = {compute_name(InterferenceCompute::gemm),
                                              compute_name(InterferenceCompute::memory_bound)};
   std::vector<InterferencePoint> points;
@@ -174,7 +137,7 @@ std::vector<InterferencePoint> read_interference_points(const JsonReader& array)
     r.only_keys({"collective", "size_bytes", "beside", "gemm_waves", "compute_slowdown", "communication_slowdown"});
     InterferencePoint p;
     const std::string collective = r.required("collective").one_of(collectives, "collective");
-    p.collective = kInterferenceCollectives[std::find(collectives.begin(), collectives.end(), collective) - collectives.begin()];
+    p.collective = kMeasuredCollectives[std::find(collectives.begin(), collectives.end(), collective) - collectives.begin()];
     p.size_bytes = r.required("size_bytes").positive_int64();
     const JsonReader beside = r.required("beside");
     p.beside = beside.one_of(computes, "compute class") == computes[0] ? InterferenceCompute::gemm

@@ -58,7 +58,7 @@ std::optional<InterferenceFactors> measured_interference(const std::vector<Inter
 
 nlohmann::json interference_points_json(const std::vector<InterferencePoint>& points);
 // Reads an array of points (an InputError at the failing path: unknown collective or compute, a non-positive size
-// or a GEMM without FLOPs, a slowdown below 1, two points of one key).
+// or a GEMM without waves, a slowdown below 1, two points of one key).
 std::vector<InterferencePoint> read_interference_points(const JsonReader& array);
 
 }  // namespace twin

@@ -55,6 +55,11 @@ std::vector<GemmShape> calibration_gemm_shapes(const CalibrationRequest& request
 }
 
 // Waits until every rank is here (rank 0 has written the profile), so that no rank drops its partial file before.
+// The kernel profile of `spec` in `profile`, to write into (Profile::kernels_for reads).
+GpuKernelProfile& kernels_of(Profile& profile, const GpuSpec& spec) {
+  return profile.gpus[static_cast<std::size_t>(&profile.kernels_for(spec) - profile.gpus.data())];
+}
+
 void barrier(ncclComm_t world) {
   cudaStream_t stream = nullptr;
   TWIN_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
@@ -132,8 +137,7 @@ void add_sustained_clock(const CalibrationRequest& request, const RankIdentity& 
   const SustainedClocks clocks = measure_sustained_clocks(request, identity, world, progress);
   if (identity.rank != 0) return;
   Profile profile = load_profile(request.profile);
-  const std::size_t gpu = static_cast<std::size_t>(&profile.kernels_for(spec) - profile.gpus.data());
-  set_sustained_clocks(profile.gpus[gpu], clocks);
+  set_sustained_clocks(kernels_of(profile, spec), clocks);
   save_profile(profile, request.out);
   progress(fmt::format("wrote {}: the sustained-clock curves of {} (BF16 GEMMs {} points, FP8 GEMMs {}), {}", request.out,
                        spec.name, clocks.bf16.points.size(), clocks.fp8.points.size(),
@@ -158,7 +162,7 @@ void add_collective_tables(const CalibrationRequest& request, const RankIdentity
     profile.collectives.push_back(std::move(table));
     ++added;
   }
-  GpuKernelProfile& kernels = profile.gpus[static_cast<std::size_t>(&profile.kernels_for(spec) - profile.gpus.data())];
+  GpuKernelProfile& kernels = kernels_of(profile, spec);
   const bool issue_added = kernels.grouped_gemm_issue_ns == 0 && facts.grouped_gemm_issue_ns > 0;
   if (issue_added) kernels.grouped_gemm_issue_ns = facts.grouped_gemm_issue_ns;
   // The pairs are recorded, not priced: on the studies of 2026-11-30 they predicted worse than the scalar pair

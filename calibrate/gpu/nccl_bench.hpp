@@ -9,15 +9,14 @@
 #include <nccl.h>
 
 #include "gpu/device_buffer.hpp"
+#include "cost/collective_tables.hpp"
 #include "cost/profile.hpp"
 #include "core/op.hpp"
 
 namespace twin::gpu {
 
-// The collectives calibration measures (send stands for nccl-tests' sendrecv: each rank sends S to the
-// next rank of the ring and receives S from the previous one).
-inline constexpr OpKind kCalibratedCollectives[] = {OpKind::all_reduce, OpKind::all_gather, OpKind::reduce_scatter,
-                                                    OpKind::all_to_all, OpKind::send};
+// The collectives calibration measures: the profile's (cost/collective_tables.hpp).
+inline constexpr const auto& kCalibratedCollectives = kMeasuredCollectives;
 
 // nccl-tests' S for a requested size: element counts are rounded down so that each rank's share is whole.
 Bytes collective_size_bytes(OpKind collective, Bytes requested_bytes, int ranks);
