@@ -219,8 +219,9 @@ CalibrateOptions& add_calibrate_command(CLI::App& app) {
           "GPU preset"))
       ->needs(from_nccl);
   calibrate->add_option("--profile", options.profile,
-                        "with --scenario: a profile this machine's calibration wrote, to which only the scenario's\n"
-                        "shapes it lacks are added (default --out: the profile in place);\n"
+                        "a profile this machine's calibration wrote, to which only the shapes it lacks are added: the\n"
+                        "kernel grid's (a profile of an older grid) and, with --scenario, the scenario's (default\n"
+                        "--out: the profile in place);\n"
                         "with --from-trace: the profile to update (default: the plan's \"profile\");\n"
                         "with --from-nccl-tests: the profile to add the tables to (default: builtin)");
   sustained_clock->excludes(scenario)->excludes(check);
@@ -264,10 +265,8 @@ int run_calibrate(const CLI::App&) {
     return 2;
   }
   if (!options.profile.empty()) {
-    const bool one_part = request.sustained_clock_only || request.collectives_only;
-    if ((request.scenario.empty() && !one_part) || !request.check_profile.empty()) {
-      spdlog::error("--profile needs --scenario (the shapes to add), --sustained-clock, --collectives, --from-trace or "
-                    "--from-nccl-tests");
+    if (!request.check_profile.empty()) {
+      spdlog::error("--profile does not go with --check (--check names the profile it checks)");
       return 2;
     }
     request.profile = options.profile;

@@ -30,6 +30,11 @@ double predict_kernel_time_ns(const std::vector<MeasuredKernelShape>& measured, 
     const double model = model_ns(measured[i].op);
     return model > 0 ? std::log(measured[i].time_ns / model) : 0.0;
   });
+  if (!ratio && op.softcapped_logits) {  // no capped loss measured: the plain loss's passes, the tanh unpriced
+    Op plain = op;
+    plain.softcapped_logits = false;
+    return predict_kernel_time_ns(measured, plain, model_ns);
+  }
   if (!ratio) return model_ns(op);
   if (ratio->exact) return measured[*ratio->exact].time_ns;
   return model_ns(op) * std::exp(ratio->log_ratio);

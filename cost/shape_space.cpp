@@ -103,15 +103,18 @@ int variant(const Op& op) {
   if (is_gemm(op))
     return int(op.gemm.transpose_a) | int(op.gemm.transpose_b) << 1 | int(op.gemm.inputs) << 2 | int(op.gemm.e5m2) << 4;
   // Activations interpolate among their form's measurements (gated or not: the bytes they move), whichever function
-  // each is, as capped losses do among plain ones: their keys tell them apart where a calibration timed them
-  // (kernel_shape_key), and a shape measured for one function still carries the other's neighbourhood.
+  // each is: their keys tell them apart where a calibration timed them (kernel_shape_key), and a shape measured for
+  // one function still carries the other's neighbourhood. A capped loss is another kernel (a tanh per logit in each
+  // pass makes it compute-bound: 2.1-2.8x the plain loss on an H200, docs/ACCURACY.md "Head dims off the grid");
+  // without capped measurements it is priced as the plain one (kernel_predictor.cpp).
   return int(is_gated(op.activation)) | int(op.attention.causal) << 1 | int(op.attention.flash) << 2 |
          int(drops_attention_probabilities(op)) << 3 | int(op.attention.cudnn) << 4 | int(op.fuses_residual) << 5 |
          int(op.attention.window > 0) << 6 |  // a windowed kernel skips whole tiles: another variant
          int(op.normalization == Normalization::layernorm) << 7 |  // LayerNorm's kernels are not RMSNorm's
          int(op.fp8_recipe) << 8 |  // each FP8 recipe's cast is its own kernel (1 or 2 passes, per tensor or block)
          // hidden dropout draws or reads a mask: another kernel (attention's dropout is bit 3's, fused or not)
-         int(op.dropout > 0 && op_kind_traits(op.kind).pricing != OpPricing::attention) << 10;
+         int(op.dropout > 0 && op_kind_traits(op.kind).pricing != OpPricing::attention) << 10 |
+         int(op.softcapped_logits) << 11;
 }
 
 }  // namespace

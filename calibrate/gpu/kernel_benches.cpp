@@ -302,12 +302,17 @@ std::optional<KernelBench> make_kernel_bench(const Op& op, const KernelModelFact
     case OpKind::attention_backward: {
       const AttentionShape& a = op.attention;
       if (!a.flash) { why_not = "unfused attention is not a kernel of the executor"; return std::nullopt; }
-      const bool mla = a.v_head_dim > 0;  // d_qk != d_v: cuDNN's kernels (gpu/attention.hpp), d_qk up to 256
-      const bool head_dim_ok = mla ? a.head_dim % 8 == 0 && a.head_dim <= 256 && a.v_head_dim % 8 == 0
-                                   : a.head_dim == 64 || a.head_dim == 128;
-      if (a.seq_q != a.seq_kv || !head_dim_ok || a.kv_heads <= 0 || a.heads % a.kv_heads) {
-        why_not = "attention kernels need seq_q == seq_kv, head_dim 64 or 128 (MLA: d_qk and d_v multiples of 8, "
-                  "d_qk up to 256) and kv_heads dividing heads";
+      // The head dims the executor's attention runs (gpu/attention.hpp): cuDNN's, multiples of 8 up to 256 (Gemma's
+      // 256, Phi-3's 96, MLA's d_qk 192 with d_v 128); twin's own kernels, 64 and 128.
+      const bool cudnn = kDefaultAttentionImplementation != AttentionImplementation::kernels;
+      const auto head_dim_ok = [cudnn](std::int64_t d) {
+        return cudnn ? d > 0 && d % 8 == 0 && d <= 256 : d == 64 || d == 128;
+      };
+      if (a.seq_q != a.seq_kv || !head_dim_ok(a.head_dim) || !head_dim_ok(value_head_dim(a)) || a.kv_heads <= 0 ||
+          a.heads % a.kv_heads) {
+        why_not = cudnn ? "attention kernels need seq_q == seq_kv, head dims that are multiples of 8 up to 256 and "
+                          "kv_heads dividing heads"
+                        : "attention kernels need seq_q == seq_kv, head_dim 64 or 128 and kv_heads dividing heads";
         return std::nullopt;
       }
       const k::AttentionDims dims = attention_dims(a);  // the executor's too (executor/gpu/dense_block.hpp)

@@ -170,6 +170,13 @@ KernelOps default_kernel_ops(bool quick) {
       add(ops, rows_cols(OpKind::loss_forward, t, vocab));
       add(ops, rows_cols(OpKind::loss_backward, t, vocab));
     }
+    // Soft-capped logits (Gemma-2's): a tanh per logit in each pass makes the loss compute-bound, 2-3x the plain
+    // one's time (docs/ACCURACY.md, "Gemma-2- and Nemotron-4-shaped runs"); keyed apart, so measured apart.
+    for (OpKind kind : {OpKind::loss_forward, OpKind::loss_backward}) {
+      Op capped = rows_cols(kind, t, 64128);
+      capped.softcapped_logits = true;
+      add(ops, capped);
+    }
     for (OpKind kind : {OpKind::moe_permute, OpKind::moe_unpermute}) {
       Op moved;
       moved.kind = kind;
@@ -195,7 +202,9 @@ KernelOps default_kernel_ops(bool quick) {
   }
   // Attention over its three axes (cost/shape_space.cpp): head dims 64 and 128, each at two head counts (the
   // tiles of one sequence: 16 and 32), GQA and MHA, sequences 1024 to 16384 (since 2026-11-29: before, two
-  // configurations to 8192, and shapes off them were priced up to 26% off; docs/ACCURACY.md).
+  // configurations to 8192, and shapes off them were priced up to 26% off; docs/ACCURACY.md). Since 2026-11-30 also
+  // head dims 96 (Phi-3's) and 256 (Gemma's), whose backward runs well below the rate of 128's (measured: a
+  // head-dim-256 backward 34% over a price carried from 128 and 192; docs/ACCURACY.md "Head dims off the grid").
   const std::vector<std::int64_t> seqs = quick ? std::vector<std::int64_t>{1024, 4096} : std::vector<std::int64_t>{1024, 2048, 4096, 8192};
   for (std::int64_t seq : seqs)
     for (OpKind kind : {OpKind::attention_forward, OpKind::attention_backward}) {
@@ -204,6 +213,8 @@ KernelOps default_kernel_ops(bool quick) {
       add(ops, attention(kind, seq, 16, 16, 64));
       add(ops, attention(kind, seq, 16, 16, 128));
       add(ops, attention(kind, seq, 32, 32, 64));
+      add(ops, attention(kind, seq, 16, 8, 256));
+      add(ops, attention(kind, seq, 32, 32, 96));
     }
   if (!quick)
     for (OpKind kind : {OpKind::attention_forward, OpKind::attention_backward}) {
@@ -211,7 +222,9 @@ KernelOps default_kernel_ops(bool quick) {
       add(ops, attention(kind, 16384, 16, 16, 128));
       add(ops, attention(kind, 16384, 32, 32, 64));
     }
-  return to_ops(ops, KernelModelFacts{});
+  KernelModelFacts facts;
+  facts.final_logit_softcap = 30;  // Gemma-2's cap; the time of a tanh does not depend on it
+  return to_ops(ops, facts);
 }
 
 KernelOps scenario_kernel_ops(const std::string& path) {

@@ -2,6 +2,8 @@
 // new ones interpolate among them anyway (docs/PROFILES.md).
 #include "calibrate/gpu/profile_increment.hpp"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 
 #include "calibrate/gpu/gemm_calibration.hpp"
@@ -31,12 +33,25 @@ ProfileIncrement profile_increment(const std::string& profile, const std::string
   if (kernels.reference_sm_clock_MHz <= 0)
     throw InputError(profile, "/gpus", "a profile twin calibrate measured (with reference_sm_clock_MHz), got one "
                                        "without a reference clock");
-  for (const GemmShape& shape : scenario_gemm_shapes(scenario))
-    if (!kernels.measured.count(gemm_key(shape))) increment.gemms.push_back(shape);
-  const KernelOps needed = scenario_kernel_ops(scenario);
-  increment.kernels.facts = needed.facts;
-  for (const Op& op : needed.ops)
-    if (!kernels.measured.count(kernel_shape_key(op))) increment.kernels.ops.push_back(op);
+  const auto lacking = [&kernels](const KernelOps& ops) {
+    KernelOps out;
+    out.facts = ops.facts;
+    for (const Op& op : ops.ops)
+      if (!kernels.measured.count(kernel_shape_key(op))) out.ops.push_back(op);
+    return out;
+  };
+  if (!scenario.empty()) {
+    for (const GemmShape& shape : scenario_gemm_shapes(scenario))
+      if (!kernels.measured.count(gemm_key(shape))) increment.gemms.push_back(shape);
+    increment.kernels = lacking(scenario_kernel_ops(scenario));
+  }
+  // Timed apart from the scenario's: the grid's shapes run with the grid's facts (activation, cap), its own ones
+  // with the model's. A scenario shape the grid also holds is timed once, as the scenario's.
+  increment.grid = lacking(default_kernel_ops(/*quick=*/false));
+  std::erase_if(increment.grid.ops, [&](const Op& op) {
+    return std::any_of(increment.kernels.ops.begin(), increment.kernels.ops.end(),
+                       [&](const Op& own) { return kernel_shape_key(own) == kernel_shape_key(op); });
+  });
   increment.reference_sm_clock_MHz = kernels.reference_sm_clock_MHz;
   return increment;
 }
@@ -46,12 +61,15 @@ Profile profile_with_scenario_shapes(const ProfileIncrement& increment, const Ca
   Profile profile = increment.base;
   GpuKernelProfile& kernels = kernels_of(profile, increment.path, run.preset_name);
   for (const auto& [shape, m] : run.gemms.measured) kernels.measured[gemm_key(shape)] = m;
-  std::size_t kernel_shapes = 0;
-  if (!increment.kernels.ops.empty()) {
-    const KernelCalibration timed = calibrate_kernels(increment.kernels, run.spec, kernels, run.request.quick, progress);
+  std::size_t kernel_shapes = 0, grid_shapes = 0;
+  const auto time_into = [&](const KernelOps& ops, std::size_t& count) {
+    if (ops.ops.empty()) return;
+    const KernelCalibration timed = calibrate_kernels(ops, run.spec, kernels, run.request.quick, progress);
     for (const auto& [key, m] : timed.measured) kernels.measured[key] = m;
-    kernel_shapes = timed.measured.size();
-  }
+    count = timed.measured.size();
+  };
+  time_into(increment.kernels, kernel_shapes);
+  time_into(increment.grid, grid_shapes);
   index_measured_shapes(kernels);
   std::string command;
   for (const std::string& a : own_command_line()) command += (command.empty() ? "" : " ") + a;
@@ -61,12 +79,14 @@ Profile profile_with_scenario_shapes(const ProfileIncrement& increment, const Ca
                            {"gpu_count", run.identity.world_size},
                            {"gemm_shapes_added", run.gemms.measured.size()},
                            {"kernel_shapes_added", kernel_shapes},
+                           {"grid_kernel_shapes_added", grid_shapes},
                            {"reference_sm_clock_MHz", increment.reference_sm_clock_MHz}};
   if (!run.gemms.gpu_agreement.is_null()) record["gemm_gpu_agreement"] = run.gemms.gpu_agreement;
   if (!profile.provenance.contains("increments")) profile.provenance["increments"] = nlohmann::json::array();
   profile.provenance["increments"].push_back(record);
-  progress(fmt::format("{}: {} GEMM and {} other kernel shapes of {} added", increment.path,
-                       run.gemms.measured.size(), kernel_shapes, run.request.scenario));
+  progress(fmt::format("{}: {} GEMM and {} other kernel shapes of {} and {} of the calibration grid added",
+                       increment.path, run.gemms.measured.size(), kernel_shapes,
+                       run.request.scenario.empty() ? "no scenario" : run.request.scenario, grid_shapes));
   return profile;
 }
 

@@ -1,6 +1,7 @@
-// `twin calibrate --scenario S --profile P`: a profile this machine's calibration wrote, completed with the exact
-// shapes of a scenario that it lacks (GEMMs and the other kernels), timed as a full calibration times them and
-// scaled to the profile's reference clock; its collectives, fits and every other entry are kept.
+// `twin calibrate [--scenario S] --profile P`: a profile this machine's calibration wrote, completed with the exact
+// shapes of a scenario that it lacks (GEMMs and the other kernels) and with the kernel grid's shapes it lacks (a
+// profile of an older grid: head dims 96 and 256, capped losses), timed as a full calibration times them and scaled
+// to the profile's reference clock; its collectives, fits, GEMM grid and every other entry are kept.
 #pragma once
 #include <functional>
 #include <string>
@@ -19,11 +20,12 @@ struct ProfileIncrement {
   Profile base;
   std::vector<GemmShape> gemms;   // the scenario's GEMM shapes without an entry, in the scenario's order
   KernelOps kernels;              // likewise, its other kernels
+  KernelOps grid;                 // the default kernel grid's shapes without an entry (not among `kernels`)
   double reference_sm_clock_MHz = 0;
 };
 
-// Throws InputError when `profile` has no kernels of `preset_name` (another GPU's calibration) or no reference
-// clock (not a profile `twin calibrate` measured).
+// `scenario` may be empty (the grid's shapes only). Throws InputError when `profile` has no kernels of
+// `preset_name` (another GPU's calibration) or no reference clock (not a profile `twin calibrate` measured).
 ProfileIncrement profile_increment(const std::string& profile, const std::string& scenario,
                                    const std::string& preset_name);
 

@@ -53,12 +53,15 @@ TEST(CalibrateNcclTests, OptionMistakesAreUsageErrors) {
   EXPECT_EQ(run_twin("calibrate --from-nccl-tests " + kFixtures + "allgather-2x4xA100.txt --collective allgather").exit_code, 2);
   EXPECT_EQ(run_twin("calibrate --from-nccl-tests " + kFixtures + "allgather-2x4xA100.txt --gpu V100").exit_code, 2);
   EXPECT_EQ(run_twin("calibrate --collective all_reduce").exit_code, 2);
+  // --profile alone adds the kernel grid's shapes it lacks, in place: a shipped profile needs --out.
   Outcome profile_alone = run_twin("calibrate --profile builtin");
   EXPECT_EQ(profile_alone.exit_code, 2);
-  EXPECT_NE(profile_alone.output.find("--profile needs --scenario (the shapes to add), --sustained-clock, --collectives, "
-                                     "--from-trace or --from-nccl-tests"),
-            std::string::npos)
+  EXPECT_NE(profile_alone.output.find("--profile builtin names a shipped profile: give --out"), std::string::npos)
       << profile_alone.output;
+  const Outcome profile_and_check = run_twin("calibrate --profile my.json --check my.json");
+  EXPECT_EQ(profile_and_check.exit_code, 2);
+  EXPECT_NE(profile_and_check.output.find("--profile does not go with --check"), std::string::npos)
+      << profile_and_check.output;
   // --sustained-clock writes its curve into a profile: it needs one, and measures nothing else.
   const Outcome clock_alone = run_twin("calibrate --sustained-clock");
   EXPECT_EQ(clock_alone.exit_code, 2);

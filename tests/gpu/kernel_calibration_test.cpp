@@ -2,6 +2,7 @@
 // models fitted, and an unrunnable shape skipped with its reason. Prints the timings it saw.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 #include <set>
 
@@ -78,6 +79,35 @@ TEST(KernelCalibration, AttentionCarriesItsClockAndScalesToTheReference) {
   EXPECT_NEAR(scaled_invariant / raw_invariant, 1.0, 0.10);
   std::printf("[calibrate] attention %.1f us at %.0f MHz as timed; %.1f us at 1000 MHz (ran at %.0f MHz)\n",
               raw.median_ns * 1e-3, raw.sm_clock_MHz, m.median_ns * 1e-3, m.sm_clock_MHz);
+}
+
+// The attention head dims the executor's cuDNN attention runs are benched (Gemma's 256 with GQA, Phi-3's 96, MLA's
+// 192 / 128), and timed: each bench runs and its kernels take time; a head dim cuDNN cannot run is refused by name.
+TEST(KernelCalibration, BenchesEveryHeadDimTheExecutorRuns) {
+  REQUIRE_GPU();
+  KernelOps ops;
+  for (OpKind kind : {OpKind::attention_forward, OpKind::attention_backward}) {
+    for (auto [heads, kv_heads, head_dim, v_head_dim] :
+         {std::array<int, 4>{16, 8, 256, 0}, {32, 32, 96, 0}, {16, 16, 192, 128}}) {
+      Op op;
+      op.kind = kind;
+      op.attention = AttentionShape{1, heads, kv_heads, 2048, 2048, head_dim, true, true};
+      op.attention.v_head_dim = static_cast<std::int16_t>(v_head_dim);
+      ops.ops.push_back(op);
+    }
+  }
+  Op odd = ops.ops.front();
+  odd.attention.head_dim = 100;  // not a multiple of 8
+  ops.ops.push_back(odd);
+  GpuKernelProfile fallback;
+  const KernelCalibration result = calibrate_kernels(ops, *gpu_preset("H200-141GB"), fallback, true, nullptr);
+  ASSERT_EQ(result.measured.size(), 6u);
+  for (const auto& [key, m] : result.measured) {
+    EXPECT_GT(m.median_ns, 1000) << key;  // at least a microsecond: the kernels ran
+    std::printf("[calibrate] %s: %.1f us\n", key.c_str(), m.median_ns * 1e-3);
+  }
+  ASSERT_EQ(result.skipped.size(), 1u);
+  EXPECT_NE(result.skipped.front().find("multiples of 8 up to 256"), std::string::npos) << result.skipped.front();
 }
 
 // Needs no GPU: the op list is plain data. Every kind the op-kind table says the kernel calibration measures
