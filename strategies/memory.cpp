@@ -45,14 +45,29 @@ StateBytes state_bytes_per_parameter(const TrainingConfig& training) {
 
 namespace {
 // Per chunk of a stage, the saved bytes of each unit in forward order (embedding, layers, output layer), their sum
-// for one pass, and what a backward pass adds on top while it runs.
+// for one pass, and what each unit's backward holds beside the saved tensors while it runs.
 struct StageUnits {
   std::vector<std::vector<double>> unit_bytes;
   std::vector<double> pass_bytes;
-  // Full recompute: the largest of the chunk's recomputed_layer_bytes; selective: of its recomputed_modules_bytes.
-  std::vector<double> recompute_bytes;
+  // A layer's: its gradients (layer_backward_gradient_bytes), and under full recompute its forward made again
+  // (recomputed_layer_bytes), under selective the largest recomputed module; the embedding's and the output layer's
+  // nothing (the loss writes the logits' gradient over them).
+  std::vector<std::vector<double>> unit_backward_bytes;
+  // The most a backward pass of the chunk holds over what was live when it began: it frees its units last to first
+  // (the output layer's logits before any layer runs again), each holding its backward bytes until freed.
+  std::vector<double> backward_over_live;
   std::int64_t largest_layer_parameters = 0;
 };
+
+// max over units k of backward[k] - (the bytes of the units after k, freed before k's backward runs); 0 at least.
+double backward_peak_over_live(const std::vector<double>& unit_bytes, const std::vector<double>& backward) {
+  double over = 0, freed = 0;
+  for (std::size_t k = unit_bytes.size(); k-- > 0;) {
+    over = std::max(over, backward[k] - freed);
+    freed += unit_bytes[k];
+  }
+  return over;
+}
 
 // ZeRO-3's gathered weights at their peak. Megatron's (and FSDP's): the layer in use and the one prefetched, 2 x 2 B x
 // the largest layer. DeepSpeed's: what its hooks hold at once under the live-parameter cap (strategies/
@@ -78,30 +93,38 @@ StageUnits stage_units(const Scenario& scenario, const Strategy& st, int stage) 
   const double rows = static_cast<double>(st.micro_batch_size) * static_cast<double>(seq / cp);
   const int chunks = chunks_per_stage(st);
   const RecomputeModuleMask modules = recomputed_modules(st);
-  StageUnits out{std::vector<std::vector<double>>(static_cast<std::size_t>(chunks)),
-                 std::vector<double>(static_cast<std::size_t>(chunks), 0.0),
-                 std::vector<double>(static_cast<std::size_t>(chunks), 0.0), 0};
+  const auto n = static_cast<std::size_t>(chunks);
+  StageUnits out{std::vector<std::vector<double>>(n), std::vector<double>(n, 0.0), std::vector<std::vector<double>>(n),
+                 std::vector<double>(n, 0.0), 0};
   for (int chunk = 0; chunk < chunks; ++chunk) {
     const int vs = virtual_stage_of(st, stage, chunk);
     std::vector<double>& units = out.unit_bytes[chunk];
-    if (vs == 0) units.push_back(static_cast<double>(embedding_activation_bytes(scenario, rows, tp, sp)));
+    std::vector<double>& backward = out.unit_backward_bytes[chunk];
+    const auto add_unit = [&](Bytes saved, double held_in_backward) {
+      units.push_back(static_cast<double>(saved));
+      backward.push_back(held_in_backward);
+    };
+    if (vs == 0) add_unit(embedding_activation_bytes(scenario, rows, tp, sp), 0);
     for (int layer : chunk_layers(m, st, stage, chunk)) {
       // An MTP depth keeps, beside its layer's, what its entry blocks and its own head (output layer) keep.
-      if (m.is_mtp_layer(layer))
-        units.push_back(static_cast<double>(mtp_edge_activation_bytes(scenario, rows, tp, sp)));
+      if (m.is_mtp_layer(layer)) add_unit(mtp_edge_activation_bytes(scenario, rows, tp, sp), 0);
+      const bool moe = m.is_moe_layer(layer);
       const bool fp8 = scenario.training.fp8 && layer_runs_fp8(*scenario.training.fp8, layer, m.num_layers);
-      units.push_back(static_cast<double>(activation_bytes_per_layer(
-          m, seq, st.micro_batch_size, tp, sp, cp, st.recompute, m.is_moe_layer(layer), ep, fp8, modules, etp)));
+      double held = static_cast<double>(
+          layer_backward_gradient_bytes(m, seq, st.micro_batch_size, tp, sp, cp, moe, ep, etp));
       if (st.recompute == Recompute::selective)
-        out.recompute_bytes[chunk] = std::max(out.recompute_bytes[chunk], static_cast<double>(recomputed_modules_bytes(
-            m, seq, st.micro_batch_size, tp, sp, cp, modules, m.is_moe_layer(layer), ep, fp8, etp)));
+        held += static_cast<double>(
+            recomputed_modules_bytes(m, seq, st.micro_batch_size, tp, sp, cp, modules, moe, ep, fp8, etp));
       if (st.recompute == Recompute::full)
-        out.recompute_bytes[chunk] = std::max(out.recompute_bytes[chunk], static_cast<double>(recomputed_layer_bytes(
-            m, seq, st.micro_batch_size, tp, sp, cp, m.is_moe_layer(layer), ep, etp)));
+        held += static_cast<double>(recomputed_layer_bytes(m, seq, st.micro_batch_size, tp, sp, cp, moe, ep, etp));
+      add_unit(activation_bytes_per_layer(m, seq, st.micro_batch_size, tp, sp, cp, st.recompute, moe, ep, fp8, modules,
+                                          etp),
+               held);
       out.largest_layer_parameters = std::max(out.largest_layer_parameters, layer_parameters_per_rank(m, layer, tp, ep).dense);
     }
-    if (vs == pp * chunks - 1) units.push_back(static_cast<double>(output_layer_activation_bytes(scenario, rows, tp, sp)));
+    if (vs == pp * chunks - 1) add_unit(output_layer_activation_bytes(scenario, rows, tp, sp), 0);
     for (double bytes : units) out.pass_bytes[chunk] += bytes;
+    out.backward_over_live[chunk] = backward_peak_over_live(units, backward);
   }
   return out;
 }
@@ -117,11 +140,12 @@ double replayed_activation_peak(const StageUnits& units, const Strategy& st, int
     for (const StrandStep& step : strand_orders[stage]) {
       const std::vector<double>& saved = units.unit_bytes[step.forward_chunk()];
       const std::vector<double>& freed = units.unit_bytes[step.backward_chunk()];
-      const double recomputed = step.backward_micro_batch >= 0 ? units.recompute_bytes[step.backward_chunk()] : 0;
+      const std::vector<double>& held = units.unit_backward_bytes[step.backward_chunk()];
       for (std::size_t k = 0; k < std::max(saved.size(), freed.size()); ++k) {
         if (step.forward_micro_batch >= 0 && k < saved.size()) live += saved[k];
-        peak = std::max(peak, live + recomputed);
-        if (step.backward_micro_batch >= 0 && k < freed.size()) live -= freed[freed.size() - 1 - k];
+        const bool freeing = step.backward_micro_batch >= 0 && k < freed.size();
+        peak = std::max(peak, live + (freeing ? held[freed.size() - 1 - k] : 0.0));
+        if (freeing) live -= freed[freed.size() - 1 - k];
       }
     }
     return peak;
@@ -131,7 +155,7 @@ double replayed_activation_peak(const StageUnits& units, const Strategy& st, int
       live += units.pass_bytes[step.chunk];
       peak = std::max(peak, live);
     } else {
-      peak = std::max(peak, live + units.recompute_bytes[step.chunk]);
+      peak = std::max(peak, live + units.backward_over_live[step.chunk]);
       live -= units.pass_bytes[step.chunk];
     }
   }

@@ -76,6 +76,13 @@ Bytes recomputed_layer_bytes(const ModelConfig& model, std::int64_t seq_length, 
                              int tensor_parallel, bool sequence_parallel, int context_parallel, bool moe_layer = false,
                              int expert_parallel = 1, int expert_tensor_parallel = 1);
 
+// Bytes of gradients a layer's backward holds at once beside its saved tensors, at its largest step (the MLP's
+// activation backward, an MoE layer's in its experts): the layer output's gradient, the activation output's and fc1's
+// output's, bf16. twin execute's tensor store holds them until the step that consumes them (Megatron's autograd too).
+Bytes layer_backward_gradient_bytes(const ModelConfig& model, std::int64_t seq_length, int micro_batch_size,
+                                    int tensor_parallel, bool sequence_parallel, int context_parallel,
+                                    bool moe_layer = false, int expert_parallel = 1, int expert_tensor_parallel = 1);
+
 // Bytes the embedding and the output layer keep for their backward, for `rows` tokens (micro-batch times local
 // sequence) of a TP group of `tensor_parallel`: the embedding's dropout mask; the final norm's and the output
 // projection's inputs and the loss's logits of the vocabulary shard (bf16 under the fused loss, fp32 without).

@@ -185,6 +185,25 @@ Bytes recomputed_modules_bytes(const ModelConfig& model, std::int64_t seq_length
       terms.largest_recomputed_module(layer::layer_blocks(moe_layer, model.mla.enabled(), model.post_norms)));
 }
 
+Bytes layer_backward_gradient_bytes(const ModelConfig& model, std::int64_t seq_length, int micro_batch_size,
+                                    int tensor_parallel, bool sequence_parallel, int context_parallel, bool moe_layer,
+                                    int expert_parallel, int expert_tensor_parallel) {
+  const SavedTerms terms = layer_terms(model, seq_length, micro_batch_size, tensor_parallel, sequence_parallel,
+                                       context_parallel, {}, expert_parallel, false, expert_tensor_parallel);
+  using layer::Region;
+  using layer::Width;
+  const bool routed = moe_layer && model.is_moe();
+  const Region region = routed ? Region::routed : Region::tensor_sharded;
+  const layer::SavedTensor gradients[] = {
+      {"the layer output's gradient", Width::hidden, Region::sequence_sharded, 2},
+      {"the activation output's gradient", routed ? Width::expert_ffn : Width::ffn, region, 2},
+      {"fc1's output gradient", routed ? Width::expert_fc1 : Width::fc1, region, 2},
+  };
+  double total = 0;
+  for (const layer::SavedTensor& gradient : gradients) total += terms.bytes(gradient);
+  return std::llround(total);
+}
+
 Bytes embedding_activation_bytes(const Scenario& scenario, double rows, int tensor_parallel, bool sequence_parallel) {
   return std::llround(edge_terms(scenario, rows, tensor_parallel, sequence_parallel).bytes(layer::embedding_blocks()));
 }

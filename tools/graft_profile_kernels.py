@@ -24,6 +24,10 @@ time ~ clock^-e, GEMMs e = 1, attention forward 0.43 and backward 0.60, every ot
   (they timed the old kernel). Shipped for h200-x2 and h200-x4 (2026-11-30: moe_permute and moe_unpermute, revision
   1 -> 2; docs/ACCURACY.md "The MoE permutes of h200-x2 and h200-x4").
 
+--part capped: the source's soft-capped loss entries (`softcap=1`, twin calibrate's grid since 2026-11-30) the target
+  lacks, as timed (the loss follows no SM clock). Shipped for h200-x2 and h200-x4 (2026-11-30: docs/ACCURACY.md "Head
+  dims off the grid, and the capped loss").
+
   python3 tools/graft_profile_kernels.py --part attention --source cost/profiles/h200-x1.json \
       --into cost/profiles/h200-x2.json --out /tmp/x2-attention.json --why "..."
 """
@@ -134,9 +138,19 @@ def graft_revised(source, target):
     return f"{replaced} entries of {', '.join(kinds) or 'no kind'} replaced by {added} of the source's revisions"
 
 
+def graft_capped(source, target):
+    """The source's soft-capped losses the target lacks (a memory-bound kind: no clock law moves them)."""
+    src, dst = source["gpus"][0], target["gpus"][0]
+    added = [k for k, v in src["measured"].items()
+             if "softcap=1" in k and k not in dst["measured"] and not v.get("source")]
+    for key in added:
+        dst["measured"][key] = dict(src["measured"][key])
+    return f"{len(added)} soft-capped loss entries added"
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--part", required=True, choices=["attention", "kernels", "revised"])
+    parser.add_argument("--part", required=True, choices=["attention", "kernels", "revised", "capped"])
     parser.add_argument("--source", required=True, help="clock-probed profile of the same GPU kind")
     parser.add_argument("--into", required=True, help="the multi-GPU profile the candidate starts from")
     parser.add_argument("--out", required=True, help="the candidate (written atomically; may be --into)")
@@ -148,7 +162,8 @@ def main():
         target = json.load(f)
     if only_gpu(source, args.source)["gpu"] != only_gpu(target, args.into)["gpu"]:
         sys.exit(f"{args.source} and {args.into} measure different GPUs")
-    graft = {"attention": graft_attention, "kernels": graft_kernels, "revised": graft_revised}[args.part]
+    graft = {"attention": graft_attention, "kernels": graft_kernels, "revised": graft_revised,
+             "capped": graft_capped}[args.part]
     what = graft(source, target)
     record = {
         "part": args.part, "from": args.source, "from_command": source["provenance"]["command"],

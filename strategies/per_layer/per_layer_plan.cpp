@@ -179,6 +179,28 @@ double stage_fixed_bytes_bound(const Scenario& scenario, const std::vector<Layer
   return edges + communicators * kNcclBytesPerCommunicator + 2.0 * 2 * gathered + kWorkspaceBytes;
 }
 
+// What a backward pass of `stage` holds over what was live when it began, as the uniform model counts it
+// (strategies/memory.cpp): its units are freed last to first, the output layer's logits before any layer runs
+// again, each layer holding its gradients and, under full recompute, its forward made again.
+double backward_over_live(const Scenario& scenario, const PerLayerPlan& plan, int stage, int gpus) {
+  const int first = plan.first_layer(stage), last = first + plan.stage_layers[stage] - 1;
+  const std::int64_t seq = scenario.training.seq_length;
+  double over = 0, freed = 0;
+  if (stage == plan.pipeline_stages - 1)
+    freed = edge_memory(scenario, plan.layers[last], false, true, plan.pipeline_stages, gpus, plan.stage_micro_batch)
+                .activations_per_pass;
+  for (int layer = last; layer >= first; --layer) {
+    const LayerStrategy& s = plan.layers[layer];
+    const int samples = plan.stage_micro_batch * s.layout.group / gpus, tp = s.layout.group;
+    double held = static_cast<double>(layer_backward_gradient_bytes(scenario.model, seq, samples, tp, tp > 1, 1));
+    if (s.recompute == Recompute::full)
+      held += static_cast<double>(recomputed_layer_bytes(scenario.model, seq, samples, tp, tp > 1, 1));
+    over = std::max(over, held - freed);
+    freed += layer_memory(scenario, s, layer, gpus, plan.stage_micro_batch).activations_per_pass;
+  }
+  return over;
+}
+
 MemoryEstimate estimate_per_layer_memory(const Scenario& scenario, const PerLayerPlan& plan) {
   const int gpus = stage_gpus(scenario, plan), pp = plan.pipeline_stages;
   const auto orders = pipeline_schedule(plan.schedule, pp, plan.num_micro_batches, 1);
@@ -187,7 +209,6 @@ MemoryEstimate estimate_per_layer_memory(const Scenario& scenario, const PerLaye
     const int first = plan.first_layer(stage), count = plan.stage_layers[stage];
     std::set<int> tensor_groups, data_groups;
     std::int64_t largest_gathered = 0;
-    Bytes recomputed = 0;  // the largest fully recomputed layer's forward, run again in its backward
     // The embedding and the output layer take the strategy of the layer beside them.
     LayerMemory total = edge_memory(scenario, plan.layers[first], stage == 0, false, pp, gpus, plan.stage_micro_batch);
     total.add(edge_memory(scenario, plan.layers[first + count - 1], false, stage == pp - 1, pp, gpus,
@@ -195,10 +216,6 @@ MemoryEstimate estimate_per_layer_memory(const Scenario& scenario, const PerLaye
     for (int layer = first; layer < first + count; ++layer) {
       const LayerStrategy& s = plan.layers[layer];
       total.add(layer_memory(scenario, s, layer, gpus, plan.stage_micro_batch));
-      if (s.recompute == Recompute::full)
-        recomputed = std::max(recomputed, recomputed_layer_bytes(scenario.model, scenario.training.seq_length,
-                                                                 plan.stage_micro_batch * s.layout.group / gpus,
-                                                                 s.layout.group, s.layout.group > 1, 1));
       const int dg = data_group_of(s.layout, gpus);
       if (s.layout.group > 1) tensor_groups.insert(s.layout.group);
       if (dg > 1) data_groups.insert(dg);
@@ -209,7 +226,8 @@ MemoryEstimate estimate_per_layer_memory(const Scenario& scenario, const PerLaye
     mem.parameters = std::llround(total.parameters);
     mem.gradients = std::llround(total.gradients);
     mem.optimizer_states = std::llround(total.optimizer_states);
-    mem.activations = std::llround(total.activations_per_pass * peak_in_flight_passes(orders[stage])) + recomputed;
+    mem.activations = std::llround(total.activations_per_pass * peak_in_flight_passes(orders[stage]) +
+                                   backward_over_live(scenario, plan, stage, gpus));
     const int communicators = static_cast<int>(tensor_groups.size() + data_groups.size()) + (pp > 1 ? 1 : 0);
     mem.communication_buffers = std::llround(communicators * kNcclBytesPerCommunicator + 2.0 * 2 * largest_gathered);
     mem.workspace = std::llround(kWorkspaceBytes);

@@ -49,9 +49,19 @@ TEST(FullRecompute, TheLayerInItsBackwardHoldsItsForwardAgain) {
   EXPECT_EQ(recomputed_layer_bytes(m, kSeq, 1, 2, true, 1), none - full);
 }
 
+// A layer's backward holds, beside its saved tensors, the gradients of its MLP's activation step: the layer output's
+// (the rank's tokens under SP), the activation output's and fc1's output's (SwiGLU: two ffn wide), each 1/tp wide.
+TEST(LayerBackward, HoldsTheOutputActivationAndFc1Gradients) {
+  const ModelConfig m = testing::llama_shaped(8);
+  const std::int64_t tokens = 2 * kSeq;  // micro-batch 2
+  EXPECT_EQ(layer_backward_gradient_bytes(m, kSeq, 2, 2, true, 1),
+            2 * (tokens / 2 * 1024 + tokens * 2816 / 2 + tokens * 2 * 2816 / 2));
+  EXPECT_EQ(layer_backward_gradient_bytes(m, kSeq, 2, 1, false, 1), 2 * (tokens * 1024 + tokens * 3 * 2816));
+}
+
 TEST(FullRecompute, TheEstimateAddsOneRecomputedLayerToTheInFlightInputs) {
   // A middle stage of 1F1B (no embedding, no logits): p - s passes of two stored layer inputs, then one layer
-  // recomputed during the first backward.
+  // recomputed during the first backward, with its gradients.
   Scenario sc = testing::make_scenario(testing::llama_shaped(8), 4, kSeq, 32);
   Strategy st = testing::make_strategy(2, 4);
   st.data_parallel_size = 4;
@@ -59,10 +69,31 @@ TEST(FullRecompute, TheEstimateAddsOneRecomputedLayerToTheInFlightInputs) {
   st.recompute = Recompute::full;
   const Bytes stored = activation_bytes_per_layer(sc.model, kSeq, 1, 2, true, 1, Recompute::full);
   const Bytes recomputed = recomputed_layer_bytes(sc.model, kSeq, 1, 2, true, 1);
-  EXPECT_EQ(estimate_memory(sc, st).per_stage[1].activations, (4 - 1) * 2 * stored + recomputed);
+  const Bytes gradients = layer_backward_gradient_bytes(sc.model, kSeq, 1, 2, true, 1);
+  EXPECT_EQ(estimate_memory(sc, st).per_stage[1].activations, (4 - 1) * 2 * stored + recomputed + gradients);
   st.recompute = Recompute::selective;  // nothing is run again beyond core attention, which keeps no more
   EXPECT_EQ(estimate_memory(sc, st).per_stage[1].activations,
-            (4 - 1) * 2 * activation_bytes_per_layer(sc.model, kSeq, 1, 2, true, 1, Recompute::selective));
+            (4 - 1) * 2 * activation_bytes_per_layer(sc.model, kSeq, 1, 2, true, 1, Recompute::selective) +
+                gradients);
+}
+
+// On the last stage the output layer's backward runs first and its logits are gone (the loss wrote their gradient
+// over them, the projection's backward consumed it) before any layer runs again: a fully recomputed layer's forward
+// and gradients stand in for the logits, not beside them (twin execute and Megatron alike).
+TEST(FullRecompute, TheLogitsAreFreedBeforeTheFirstLayerRunsAgain) {
+  Scenario sc = testing::make_scenario(testing::llama_shaped(2), 1, kSeq, 1);
+  sc.model.vocab_size = 256000;  // logits far larger than a layer
+  Strategy st = testing::make_strategy(1, 1);
+  st.num_micro_batches = 1;
+  st.recompute = Recompute::full;
+  const double rows = kSeq;
+  const Bytes stored = activation_bytes_per_layer(sc.model, kSeq, 1, 1, false, 1, Recompute::full);
+  const Bytes in_flight = embedding_activation_bytes(sc, rows, 1, false) + 2 * stored +
+                          output_layer_activation_bytes(sc, rows, 1, false);
+  const Bytes held = recomputed_layer_bytes(sc.model, kSeq, 1, 1, false, 1) +
+                     layer_backward_gradient_bytes(sc.model, kSeq, 1, 1, false, 1);
+  ASSERT_GT(output_layer_activation_bytes(sc, rows, 1, false), held);
+  EXPECT_EQ(estimate_memory(sc, st).per_stage[0].activations, in_flight);  // the forward's end is the peak
 }
 
 // Nemotron-4 340B (NeMo's recommended bf16 configuration: 256 H100s, TP 8, PP 8, VP 12, micro-batch 1, global
@@ -94,8 +125,10 @@ TEST(Nemotron4_340B, NvidiasBf16ConfigurationFitsIn80GB) {
               4.0);
   const Bytes layer = activation_bytes_per_layer(sc.model, 4096, 1, 8, true, 1, Recompute::selective);
   const Bytes embedding = embedding_activation_bytes(sc, 4096, 8, true);
-  // Stage 0 runs chunk 0 (embedding and layer 0) in 16 of its first 103 forwards.
-  EXPECT_EQ(first.activations, 103 * layer + 16 * embedding);
+  // Stage 0 runs chunk 0 (embedding and layer 0) in 16 of its first 103 forwards; the first backward then holds its
+  // layer's gradients beside them.
+  EXPECT_EQ(first.activations,
+            103 * layer + 16 * embedding + layer_backward_gradient_bytes(sc.model, 4096, 1, 8, true, 1));
 }
 
 // The same on 128 H100s (global batch 32: the NeMo 24.07 performance summary's row, which ran in FP8): in bf16 its

@@ -155,13 +155,15 @@ TEST(InFlight, ActivationsFollowTheSchedule) {
   st.num_micro_batches = 8;
   const Bytes layer = activation_bytes_per_layer(sc.model, 2048, 1, 2, true, 1, Recompute::none);
   const Bytes per_pass = 2 * layer;  // 8 layers over 4 stages
-  EXPECT_EQ(estimate_memory(sc, st).per_stage[1].activations, (4 - 1) * per_pass);  // 1F1B: p - s
+  // and, at the first backward after the peak of passes, the last layer's gradients (LayerBackward)
+  const Bytes gradients = layer_backward_gradient_bytes(sc.model, 2048, 1, 2, true, 1);
+  EXPECT_EQ(estimate_memory(sc, st).per_stage[1].activations, (4 - 1) * per_pass + gradients);  // 1F1B: p - s
   st.schedule = Schedule::gpipe;
-  EXPECT_EQ(estimate_memory(sc, st).per_stage[1].activations, 8 * per_pass);  // GPipe: m
+  EXPECT_EQ(estimate_memory(sc, st).per_stage[1].activations, 8 * per_pass + gradients);  // GPipe: m
   st.num_micro_batches = 1 << 20;  // extrapolated (LongRunsPeakAsTheirScheduleRepeats): the same closed forms
-  EXPECT_EQ(estimate_memory(sc, st).per_stage[1].activations, (1 << 20) * per_pass);
+  EXPECT_EQ(estimate_memory(sc, st).per_stage[1].activations, (1 << 20) * per_pass + gradients);
   st.schedule = Schedule::one_f_one_b;
-  EXPECT_EQ(estimate_memory(sc, st).per_stage[1].activations, (4 - 1) * per_pass);
+  EXPECT_EQ(estimate_memory(sc, st).per_stage[1].activations, (4 - 1) * per_pass + gradients);
 }
 
 // A long run's activation peak is extrapolated from two replays past the fill (strategies/memory.cpp): it must be

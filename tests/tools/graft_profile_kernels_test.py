@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """tools/graft_profile_kernels.py --part revised: a memory-bound kind whose kernel revision differs takes the source's
 entries and revision (its traced entries dropped with it), every other entry stays, a revised kind that follows the
-SM clock is refused, and provenance.grafted keeps one record per part in order. Usage: graft_profile_kernels_test.py"""
+SM clock is refused, --part capped adds the source's capped losses the target lacks, and provenance.grafted keeps one
+record per part in order. Usage: graft_profile_kernels_test.py"""
 import json
 import os
 import subprocess
@@ -10,7 +11,7 @@ import tempfile
 
 TOOLS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "tools")
 sys.path.insert(0, TOOLS)
-from graft_profile_kernels import graft_revised  # noqa: E402
+from graft_profile_kernels import graft_capped, graft_revised  # noqa: E402
 
 PERMUTE = "moe_permute:bytes=33554432"
 GEMM = "gemm:m=4096,n=4096,k=4096,count=1,ta=0,tb=0"
@@ -53,6 +54,17 @@ def main():
     except SystemExit as e:
         check("follow the SM clock" in str(e), str(e))
 
+    capped, plain = "loss_forward:rows=4096,cols=64128,softcap=1", "loss_forward:rows=4096,cols=64128"
+    source = profile({}, {capped: entry(420000.0), plain: entry(157000.0),
+                          "loss_forward:rows=8,cols=64,softcap=1": entry(5.0, "trace:run")})
+    target = profile({}, {plain: entry(160000.0)})
+    what = graft_capped(source, target)
+    measured = target["gpus"][0]["measured"]
+    check(measured[capped]["median_ns"] == 420000.0, "the capped loss is the source's, as timed")
+    check(measured[plain]["median_ns"] == 160000.0, "the target's plain loss stays")
+    check("loss_forward:rows=8,cols=64,softcap=1" not in measured, "a traced capped entry is not grafted")
+    check(what == "1 soft-capped loss entries added", what)
+
     with tempfile.TemporaryDirectory() as folder:
         paths = {name: os.path.join(folder, name + ".json") for name in ("source", "target")}
         json.dump(profile({"moe_permute": 2}, {PERMUTE: entry(8000.0)}), open(paths["source"], "w"))
@@ -65,7 +77,7 @@ def main():
                             "--why", "test"], check=True, capture_output=True)
         grafted = json.load(open(paths["target"]))["provenance"]["grafted"]
         check([g["part"] for g in grafted] == ["attention", "revised"], json.dumps(grafted))
-    print("graft_profile_kernels: revised kinds grafted, clocked kinds refused, one record per part")
+    print("graft_profile_kernels: revised kinds grafted, clocked kinds refused, capped losses added, one record per part")
 
 
 if __name__ == "__main__":
