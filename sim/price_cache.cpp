@@ -4,15 +4,15 @@
 
 namespace twin::sim {
 
-// No price depends on what a send or receive moves (transfer, strands), on ring_segment, context_form, on the norm
-// variant (memory-bound kinds are priced by the bytes they move) or on host_ns and dispatch_ns (the host's time before
-// the op, not its kernel's): price_key() leaves them out.
+// No price depends on what a send or receive moves (transfer, strands), on ring_segment, context_form or on host_ns
+// and dispatch_ns (the host's time before the op, not its kernel's): price_key() leaves them out. The norm variant
+// is in it: a profile measures LayerNorm's kernels apart from RMSNorm's (cost/shape_space.cpp).
 static_assert(sizeof(Op) == 240, "Op changed: make price_key() cover any new field that can affect a price");
 
 namespace {
 
 // An op's enums (8 bits each; the optimizer state's dtypes 4, the GEMM's inputs and the FP8 recipe 2) and flags (1 bit
-// each) in one word: 55 bits.
+// each) in one word: 56 bits.
 std::int64_t kind_and_flags(const Op& op) {
   const GemmShape& g = op.gemm;
   const AttentionShape& a = op.attention;
@@ -34,7 +34,7 @@ std::int64_t kind_and_flags(const Op& op) {
   put(static_cast<std::uint8_t>(op.activation), 2);   // four values
   for (bool flag : {op.recomputed, g.transpose_a, g.transpose_b, a.causal, a.flash, a.dropout, a.cudnn, a.packed,
                     op.softcapped_logits, op.fuses_residual, g.e5m2, op.fp8_columnwise,
-                    precision.store_param_remainders})
+                    precision.store_param_remainders, op.normalization == Normalization::layernorm})
     put(flag, 1);
   return static_cast<std::int64_t>(word);
 }

@@ -11,7 +11,7 @@ time ~ clock^-e, GEMMs e = 1, attention forward 0.43 and backward 0.60, every ot
   (`source`) are kept: they are in-training times, priced as measured. Shipped for h200-x2 and h200-x4 (2026-11-30).
 --part kernels: the target's whole per-GPU section becomes the source's (kernels, reference clock, curve, attention at
   its reference clock); the target keeps its collectives, interference and memory (outside the section), its rank
-  drift, and the entries of its own increments (provenance.increments_kept.kinds) that the source lacks, moved from
+  drift, and the entries of its own increments (the kinds of provenance.increments_kept's records) that the source lacks, moved from
   the target's reference clock to the source's. The target's folded traces are dropped: they were in-situ ratios
   against the old kernels' prices. Tried for h200-x2 and h200-x4 on 2026-11-30, not shipped (docs/ACCURACY.md,
   "Clock-probed kernels for `h200-x2` and `h200-x4`").
@@ -92,7 +92,8 @@ def graft_kernels(source, target):
     section = copy.deepcopy(src)
     if "rank_drift" in dst:
         section["rank_drift"] = dst["rank_drift"]
-    kinds = target["provenance"].get("increments_kept", {}).get("kinds", [])
+    kept = target["provenance"].get("increments_kept", [])
+    kinds = [kind for record in (kept if isinstance(kept, list) else [kept]) for kind in record.get("kinds", [])]
     added = 0
     for key, entry in dst["measured"].items():
         if entry.get("source") or key in section["measured"]:

@@ -140,6 +140,11 @@ KernelOps default_kernel_ops(bool quick) {
     for (std::int64_t h : widths) {
       for (OpKind kind : {OpKind::norm_forward, OpKind::norm_backward, OpKind::embedding_forward, OpKind::embedding_backward})
         add(ops, rows_cols(kind, t, h));
+      for (OpKind kind : {OpKind::norm_forward, OpKind::norm_backward}) {  // GPT-style models' LayerNorm (since 2026-11-30)
+        Op layernorm = rows_cols(kind, t, h);
+        layernorm.normalization = Normalization::layernorm;
+        add(ops, layernorm);
+      }
       Op fused_norm = rows_cols(OpKind::norm_backward, t, h);  // framework.residual_fusion's norm backward
       fused_norm.fuses_residual = true;
       add(ops, fused_norm);

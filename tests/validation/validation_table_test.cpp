@@ -103,7 +103,12 @@ TEST(PublishedTable, BadRowsNameTheirPath) {
 // float32 (docs/VALIDATION.md "Gradients reduced in fp32"): Llama 3, the Megatron-LM README's H100 rows, LLM Foundry's
 // H100 rows, and the DGX Cloud rows through the Hopper factor refitted beside them; torchtitan's H100 rows moved up
 // within the half point (13.8% -> 14.0%) and are left. A change that makes any of them worse by more than half a point
-// fails here. A group the guard does not know fails with the line to add.
+// fails here. A group the guard does not know fails with the line to add. Raised on 2026-11-30 (17:20 UTC, main) for
+// the Megatron-LM README's H100 rows (GPT-style, GeLU): the shape space compared a norm, loss or attention op with
+// the measured shapes by the model's activation and attention backend too, which their keys do not name, so every
+// non-activation kernel of a GeLU model was priced by the curves alone; priced by the measured shapes now, its largest
+// row moved 11.1% -> 11.8% held out (in-sample 10.6% -> 11.4%), its mean 6.7% -> 6.8%; the table 7.60% -> 7.65%
+// (docs/VALIDATION.md "The variant bug of GeLU models").
 struct Reached {
   double cross_validated_mean, cross_validated_max, in_sample_mean, in_sample_max;
 };
@@ -112,7 +117,7 @@ const std::map<std::string, Reached> kReached = {
     {"korthikanti2022-table5", {0.111, 0.151, 0.103, 0.142}},
     {"korthikanti2022-abstract", {0.076, 0.095, 0.075, 0.093}},
     {"dubey2024-llama3-table4", {0.049, 0.064, 0.048, 0.063}},
-    {"megatron-readme-h100-2024", {0.067, 0.111, 0.063, 0.106}},
+    {"megatron-readme-h100-2024", {0.068, 0.118, 0.064, 0.114}},
     {"llmfoundry-mpt-h100-2024", {0.081, 0.137, 0.067, 0.124}},
     {"llmfoundry-mpt-a100-2023", {0.064, 0.225, 0.064, 0.223}},
     {"nemo-megatron-a100-2023", {0.121, 0.206, 0.122, 0.204}},
