@@ -92,6 +92,11 @@ bool comparable_measured(const std::vector<MeasuredKernelShape>& measured, const
 
 }  // namespace
 
+std::int64_t kernel_head_dim(std::int64_t head_dim) {
+  if (head_dim > 192 && head_dim <= 256) return 256;
+  return (head_dim + kHeadDimStep - 1) / kHeadDimStep * kHeadDimStep;
+}
+
 double attention_wave_steps(const AttentionShape& a, bool backward, int sm_count, const AttentionTiling& tiling) {
   if (sm_count <= 0 || tiling.tile_rows <= 0 || tiling.tiles_per_sm <= 0)
     throw std::invalid_argument("attention_wave_steps: an SM count and a tiling of positive sizes");
@@ -106,7 +111,7 @@ double attention_wave_steps(const AttentionShape& a, bool backward, int sm_count
     run.seq_q = a.seq_kv;
     run.causal = true;
   }
-  return makespan(pair_tiles(run, backward, tiling), pairs, slots) * double(a.head_dim);
+  return makespan(pair_tiles(run, backward, tiling), pairs, slots) * double(kernel_head_dim(a.head_dim));
 }
 
 double predict_attention_time_ns(const std::vector<MeasuredKernelShape>& measured, const Op& op, int sm_count,

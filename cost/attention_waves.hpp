@@ -28,7 +28,15 @@ struct AttentionTiling {
 };
 inline constexpr AttentionTiling kAttentionTiling{};
 
-// The time the slowest SM takes, in steps of one block of keys times head_dim (a unit whose cost interpolation
+// The head dim a flash attention kernel runs: FlashAttention-2 rounds it up to a multiple of 32 up to 192 and to 256
+// above (Dao-AILab/flash-attention, csrc/flash_attn/flash_api.cpp `head_size_rounded`; its kernels are instantiated
+// for head dims 32, 64, ..., 256), and on an H200 cuDNN's ran head dim 80 (GPT-3 2.7B's) at about head dim 96's time
+// per (batch x head) pair, 1.3-1.8x the price of a kernel as wide as 80 (docs/ACCURACY.md "A GPT-style model,
+// blind"). The head dims calibration measures (64, 96, 128, 192, 256) run as they are.
+inline constexpr std::int64_t kHeadDimStep = 32;
+std::int64_t kernel_head_dim(std::int64_t head_dim);
+
+// The time the slowest SM takes, in steps of one block of keys times kernel_head_dim(head_dim) (a unit whose cost interpolation
 // learns from the measured shapes): forward, each (batch x head) pair's query tiles; backward, its key tiles; in
 // launch order (tile index fastest, then head, then batch), each to the first free of sm_count x tiles_per_sm
 // slots; packed rows (AttentionShape::packed) as seq_q / seq_kv sequences of seq_kv. sm_count > 0.

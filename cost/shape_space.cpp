@@ -110,12 +110,14 @@ int variant(const Op& op) {
   // The fields a variant reads are the op's own kind's: the lowering stamps the model's activation and attention
   // backend on every op, and a key names them only for its kind, so a GeLU or unfused-attention model's norms, losses
   // and embeddings must not differ from the measured shapes by them (until 2026-11-30 they did: every such op of a
-  // GPT-style model fell back to the curves).
+  // GPT-style model fell back to the curves). A fused (cuDNN) and a flash attention op interpolate together: twin
+  // calibrate times the executor's attention, cuDNN's, for both (its keys say flash), and a profile without measured
+  // attention still prices each by its own curve (kernel_cost.cpp).
   const bool activation = op.kind == OpKind::activation_forward || op.kind == OpKind::activation_backward;
   const bool attention = op_kind_traits(op.kind).pricing == OpPricing::attention;
   return int(activation && is_gated(op.activation)) | int(attention && op.attention.causal) << 1 |
          int(attention && op.attention.flash) << 2 | int(attention && drops_attention_probabilities(op)) << 3 |
-         int(attention && op.attention.cudnn) << 4 | int(op.fuses_residual) << 5 |
+         int(op.fuses_residual) << 5 |
          int(attention && op.attention.window > 0) << 6 |  // a windowed kernel skips whole tiles: another variant
          int(op.normalization == Normalization::layernorm) << 7 |  // LayerNorm's kernels are not RMSNorm's
          int(op.fp8_recipe) << 8 |  // each FP8 recipe's cast is its own kernel (1 or 2 passes, per tensor or block)

@@ -24,8 +24,8 @@ time ~ clock^-e, GEMMs e = 1, attention forward 0.43 and backward 0.60, every ot
   (they timed the old kernel). Shipped for h200-x2 and h200-x4 (2026-11-30: moe_permute and moe_unpermute, revision
   1 -> 2; docs/ACCURACY.md "The MoE permutes of h200-x2 and h200-x4").
 
---part capped: the source's soft-capped loss entries (`softcap=1`, twin calibrate's grid since 2026-11-30) the target
-  lacks, as timed (the loss follows no SM clock). Shipped for h200-x2 and h200-x4 (2026-11-30: docs/ACCURACY.md "Head
+--part capped, --part layernorm: the source's soft-capped loss (`softcap=1`) or LayerNorm (`ln=1`) entries, twin
+  calibrate's grid since 2026-11-30, that the target lacks, as timed (memory-bound kinds follow no SM clock). Shipped for h200-x2 and h200-x4 (2026-11-30: docs/ACCURACY.md "Head
   dims off the grid, and the capped loss").
 
   python3 tools/graft_profile_kernels.py --part attention --source cost/profiles/h200-x1.json \
@@ -139,19 +139,33 @@ def graft_revised(source, target):
     return f"{replaced} entries of {', '.join(kinds) or 'no kind'} replaced by {added} of the source's revisions"
 
 
-def graft_capped(source, target):
-    """The source's soft-capped losses the target lacks (a memory-bound kind: no clock law moves them)."""
+def graft_added(source, target, kinds):
+    """The source's micro-benchmarked entries whose key contains one of `kinds` and that the target lacks, as timed:
+    memory-bound kinds only (no clock law moves them); a kind that follows the SM clock is refused."""
     src, dst = source["gpus"][0], target["gpus"][0]
     added = [k for k, v in src["measured"].items()
-             if "softcap=1" in k and k not in dst["measured"] and not v.get("source")]
+             if any(kind in k for kind in kinds) and k not in dst["measured"] and not v.get("source")]
+    clocked = sorted({kind_of(k) for k in added if kind_of(k) in EXPONENTS})
+    if clocked:
+        sys.exit(f"entries of kinds that follow the SM clock ({', '.join(clocked)}): graft them with their clock law")
     for key in added:
         dst["measured"][key] = dict(src["measured"][key])
-    return f"{len(added)} soft-capped loss entries added"
+    return f"{len(added)} entries of {', '.join(kinds)} added"
+
+
+def graft_capped(source, target):
+    """The source's soft-capped losses the target lacks."""
+    return graft_added(source, target, ["softcap=1"])
+
+
+def graft_layernorm(source, target):
+    """The source's LayerNorm entries the target lacks."""
+    return graft_added(source, target, ["ln=1"])
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--part", required=True, choices=["attention", "kernels", "revised", "capped"])
+    parser.add_argument("--part", required=True, choices=["attention", "kernels", "revised", "capped", "layernorm"])
     parser.add_argument("--source", required=True, help="clock-probed profile of the same GPU kind")
     parser.add_argument("--into", required=True, help="the multi-GPU profile the candidate starts from")
     parser.add_argument("--out", required=True, help="the candidate (written atomically; may be --into)")
@@ -164,7 +178,7 @@ def main():
     if only_gpu(source, args.source)["gpu"] != only_gpu(target, args.into)["gpu"]:
         sys.exit(f"{args.source} and {args.into} measure different GPUs")
     graft = {"attention": graft_attention, "kernels": graft_kernels, "revised": graft_revised,
-             "capped": graft_capped}[args.part]
+             "capped": graft_capped, "layernorm": graft_layernorm}[args.part]
     what = graft(source, target)
     record = {
         "part": args.part, "from": args.source, "from_command": source["provenance"]["command"],

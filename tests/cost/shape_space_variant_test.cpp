@@ -37,6 +37,9 @@ TEST(ShapeSpaceVariant, AnActivationStillKeysItsFormAndAttentionItsBackend) {
   Op gelu_model = *flash;
   gelu_model.activation = Activation::gelu;
   EXPECT_TRUE(squared_octave_distance(*flash, gelu_model).has_value());
+  Op fused = *flash;  // Megatron's "fused" backend: calibration's attention, cuDNN's, keyed as flash, prices it
+  fused.attention.cudnn = true;
+  EXPECT_TRUE(squared_octave_distance(*flash, fused).has_value());
 }
 
 }  // namespace

@@ -11,7 +11,7 @@ import tempfile
 
 TOOLS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "tools")
 sys.path.insert(0, TOOLS)
-from graft_profile_kernels import graft_capped, graft_revised  # noqa: E402
+from graft_profile_kernels import graft_added, graft_capped, graft_revised  # noqa: E402
 
 PERMUTE = "moe_permute:bytes=33554432"
 GEMM = "gemm:m=4096,n=4096,k=4096,count=1,ta=0,tb=0"
@@ -63,7 +63,13 @@ def main():
     check(measured[capped]["median_ns"] == 420000.0, "the capped loss is the source's, as timed")
     check(measured[plain]["median_ns"] == 160000.0, "the target's plain loss stays")
     check("loss_forward:rows=8,cols=64,softcap=1" not in measured, "a traced capped entry is not grafted")
-    check(what == "1 soft-capped loss entries added", what)
+    check(what == "1 entries of softcap=1 added", what)
+
+    try:
+        graft_added(profile({}, {GEMM: entry(90000.0)}), profile({}, {}), ["gemm:"])
+        sys.exit("FAILED: a GEMM was added without its clock law")
+    except SystemExit as e:
+        check("follow the SM clock" in str(e), str(e))
 
     with tempfile.TemporaryDirectory() as folder:
         paths = {name: os.path.join(folder, name + ".json") for name in ("source", "target")}
