@@ -49,25 +49,12 @@ namespace {
 struct StageUnits {
   std::vector<std::vector<double>> unit_bytes;
   std::vector<double> pass_bytes;
-  // A layer's: its gradients (layer_backward_gradient_bytes), and under full recompute its forward made again
-  // (recomputed_layer_bytes), under selective the largest recomputed module; the embedding's and the output layer's
-  // nothing (the loss writes the logits' gradient over them).
+  // A layer's layer_backward_held_bytes; the embedding's and the output layer's nothing (the loss writes the logits'
+  // gradient over them).
   std::vector<std::vector<double>> unit_backward_bytes;
-  // The most a backward pass of the chunk holds over what was live when it began: it frees its units last to first
-  // (the output layer's logits before any layer runs again), each holding its backward bytes until freed.
-  std::vector<double> backward_over_live;
+  std::vector<double> backward_over_live;  // backward_peak_over_live of the chunk's units
   std::int64_t largest_layer_parameters = 0;
 };
-
-// max over units k of backward[k] - (the bytes of the units after k, freed before k's backward runs); 0 at least.
-double backward_peak_over_live(const std::vector<double>& unit_bytes, const std::vector<double>& backward) {
-  double over = 0, freed = 0;
-  for (std::size_t k = unit_bytes.size(); k-- > 0;) {
-    over = std::max(over, backward[k] - freed);
-    freed += unit_bytes[k];
-  }
-  return over;
-}
 
 // ZeRO-3's gathered weights at their peak. Megatron's (and FSDP's): the layer in use and the one prefetched, 2 x 2 B x
 // the largest layer. DeepSpeed's: what its hooks hold at once under the live-parameter cap (strategies/
@@ -110,16 +97,10 @@ StageUnits stage_units(const Scenario& scenario, const Strategy& st, int stage) 
       if (m.is_mtp_layer(layer)) add_unit(mtp_edge_activation_bytes(scenario, rows, tp, sp), 0);
       const bool moe = m.is_moe_layer(layer);
       const bool fp8 = scenario.training.fp8 && layer_runs_fp8(*scenario.training.fp8, layer, m.num_layers);
-      double held = static_cast<double>(
-          layer_backward_gradient_bytes(m, seq, st.micro_batch_size, tp, sp, cp, moe, ep, etp));
-      if (st.recompute == Recompute::selective)
-        held += static_cast<double>(
-            recomputed_modules_bytes(m, seq, st.micro_batch_size, tp, sp, cp, modules, moe, ep, fp8, etp));
-      if (st.recompute == Recompute::full)
-        held += static_cast<double>(recomputed_layer_bytes(m, seq, st.micro_batch_size, tp, sp, cp, moe, ep, etp));
       add_unit(activation_bytes_per_layer(m, seq, st.micro_batch_size, tp, sp, cp, st.recompute, moe, ep, fp8, modules,
                                           etp),
-               held);
+               static_cast<double>(layer_backward_held_bytes(m, seq, st.micro_batch_size, tp, sp, cp, st.recompute,
+                                                             moe, ep, fp8, modules, etp)));
       out.largest_layer_parameters = std::max(out.largest_layer_parameters, layer_parameters_per_rank(m, layer, tp, ep).dense);
     }
     if (vs == pp * chunks - 1) add_unit(output_layer_activation_bytes(scenario, rows, tp, sp), 0);

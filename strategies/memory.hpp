@@ -83,6 +83,19 @@ Bytes layer_backward_gradient_bytes(const ModelConfig& model, std::int64_t seq_l
                                     int tensor_parallel, bool sequence_parallel, int context_parallel,
                                     bool moe_layer = false, int expert_parallel = 1, int expert_tensor_parallel = 1);
 
+// What a layer's backward holds beside its saved tensors: its gradients (above) and what `recompute` makes again
+// (recomputed_modules_bytes of `modules` under selective, recomputed_layer_bytes under full).
+Bytes layer_backward_held_bytes(const ModelConfig& model, std::int64_t seq_length, int micro_batch_size,
+                                int tensor_parallel, bool sequence_parallel, int context_parallel, Recompute recompute,
+                                bool moe_layer = false, int expert_parallel = 1, bool fp8_layer = false,
+                                RecomputeModuleMask modules = module_bit(RecomputeModule::core_attn),
+                                int expert_tensor_parallel = 1);
+
+// The most a backward pass holds over what was live when it began: it frees its units (saved bytes `unit_bytes`, in
+// forward order) last to first, the output layer's logits before any layer runs again, each holding `held_bytes` until
+// freed: max over k of held_bytes[k] less the bytes of the units after k; 0 at least.
+double backward_peak_over_live(const std::vector<double>& unit_bytes, const std::vector<double>& held_bytes);
+
 // Bytes the embedding and the output layer keep for their backward, for `rows` tokens (micro-batch times local
 // sequence) of a TP group of `tensor_parallel`: the embedding's dropout mask; the final norm's and the output
 // projection's inputs and the loss's logits of the vocabulary shard (bf16 under the fused loss, fp32 without).

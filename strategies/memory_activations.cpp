@@ -204,6 +204,36 @@ Bytes layer_backward_gradient_bytes(const ModelConfig& model, std::int64_t seq_l
   return std::llround(total);
 }
 
+Bytes layer_backward_held_bytes(const ModelConfig& model, std::int64_t seq_length, int micro_batch_size,
+                                int tensor_parallel, bool sequence_parallel, int context_parallel, Recompute recompute,
+                                bool moe_layer, int expert_parallel, bool fp8_layer, RecomputeModuleMask modules,
+                                int expert_tensor_parallel) {
+  const Bytes gradients = layer_backward_gradient_bytes(model, seq_length, micro_batch_size, tensor_parallel,
+                                                        sequence_parallel, context_parallel, moe_layer,
+                                                        expert_parallel, expert_tensor_parallel);
+  switch (recompute) {
+    case Recompute::none: return gradients;
+    case Recompute::selective:
+      return gradients + recomputed_modules_bytes(model, seq_length, micro_batch_size, tensor_parallel,
+                                                  sequence_parallel, context_parallel, modules, moe_layer,
+                                                  expert_parallel, fp8_layer, expert_tensor_parallel);
+    case Recompute::full:
+      return gradients + recomputed_layer_bytes(model, seq_length, micro_batch_size, tensor_parallel,
+                                                sequence_parallel, context_parallel, moe_layer, expert_parallel,
+                                                expert_tensor_parallel);
+  }
+  return gradients;
+}
+
+double backward_peak_over_live(const std::vector<double>& unit_bytes, const std::vector<double>& held_bytes) {
+  double over = 0, freed = 0;
+  for (std::size_t k = unit_bytes.size(); k-- > 0;) {
+    over = std::max(over, held_bytes[k] - freed);
+    freed += unit_bytes[k];
+  }
+  return over;
+}
+
 Bytes embedding_activation_bytes(const Scenario& scenario, double rows, int tensor_parallel, bool sequence_parallel) {
   return std::llround(edge_terms(scenario, rows, tensor_parallel, sequence_parallel).bytes(layer::embedding_blocks()));
 }

@@ -2,7 +2,8 @@
 // new ones interpolate among them anyway (docs/PROFILES.md).
 #include "calibrate/gpu/profile_increment.hpp"
 
-#include <algorithm>
+#include <set>
+#include <string>
 
 #include <fmt/format.h>
 
@@ -33,11 +34,15 @@ ProfileIncrement profile_increment(const std::string& profile, const std::string
   if (kernels.reference_sm_clock_MHz <= 0)
     throw InputError(profile, "/gpus", "a profile twin calibrate measured (with reference_sm_clock_MHz), got one "
                                        "without a reference clock");
-  const auto lacking = [&kernels](const KernelOps& ops) {
+  // The keys timed already: the profile's, then the scenario's own shapes (timed with the model's facts), so that a
+  // grid shape the scenario also needs is timed once, as the scenario's.
+  std::set<std::string> known;
+  for (const auto& [key, m] : kernels.measured) known.insert(key);
+  const auto lacking = [&known](const KernelOps& ops) {
     KernelOps out;
     out.facts = ops.facts;
     for (const Op& op : ops.ops)
-      if (!kernels.measured.count(kernel_shape_key(op))) out.ops.push_back(op);
+      if (known.insert(kernel_shape_key(op)).second) out.ops.push_back(op);
     return out;
   };
   if (!scenario.empty()) {
@@ -45,13 +50,7 @@ ProfileIncrement profile_increment(const std::string& profile, const std::string
       if (!kernels.measured.count(gemm_key(shape))) increment.gemms.push_back(shape);
     increment.kernels = lacking(scenario_kernel_ops(scenario));
   }
-  // Timed apart from the scenario's: the grid's shapes run with the grid's facts (activation, cap), its own ones
-  // with the model's. A scenario shape the grid also holds is timed once, as the scenario's.
-  increment.grid = lacking(default_kernel_ops(/*quick=*/false));
-  std::erase_if(increment.grid.ops, [&](const Op& op) {
-    return std::any_of(increment.kernels.ops.begin(), increment.kernels.ops.end(),
-                       [&](const Op& own) { return kernel_shape_key(own) == kernel_shape_key(op); });
-  });
+  increment.grid = lacking(default_kernel_ops(/*quick=*/false));  // with the grid's facts (activation, cap)
   increment.reference_sm_clock_MHz = kernels.reference_sm_clock_MHz;
   return increment;
 }

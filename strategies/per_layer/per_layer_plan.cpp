@@ -179,26 +179,24 @@ double stage_fixed_bytes_bound(const Scenario& scenario, const std::vector<Layer
   return edges + communicators * kNcclBytesPerCommunicator + 2.0 * 2 * gathered + kWorkspaceBytes;
 }
 
-// What a backward pass of `stage` holds over what was live when it began, as the uniform model counts it
-// (strategies/memory.cpp): its units are freed last to first, the output layer's logits before any layer runs
-// again, each layer holding its gradients and, under full recompute, its forward made again.
+// What a backward pass of `stage` holds over what was live when it began (backward_peak_over_live, as the uniform
+// model counts it): its layers in forward order, then on the last stage the output layer, which holds nothing more.
 double backward_over_live(const Scenario& scenario, const PerLayerPlan& plan, int stage, int gpus) {
   const int first = plan.first_layer(stage), last = first + plan.stage_layers[stage] - 1;
-  const std::int64_t seq = scenario.training.seq_length;
-  double over = 0, freed = 0;
-  if (stage == plan.pipeline_stages - 1)
-    freed = edge_memory(scenario, plan.layers[last], false, true, plan.pipeline_stages, gpus, plan.stage_micro_batch)
-                .activations_per_pass;
-  for (int layer = last; layer >= first; --layer) {
+  std::vector<double> units, held;
+  for (int layer = first; layer <= last; ++layer) {
     const LayerStrategy& s = plan.layers[layer];
     const int samples = plan.stage_micro_batch * s.layout.group / gpus, tp = s.layout.group;
-    double held = static_cast<double>(layer_backward_gradient_bytes(scenario.model, seq, samples, tp, tp > 1, 1));
-    if (s.recompute == Recompute::full)
-      held += static_cast<double>(recomputed_layer_bytes(scenario.model, seq, samples, tp, tp > 1, 1));
-    over = std::max(over, held - freed);
-    freed += layer_memory(scenario, s, layer, gpus, plan.stage_micro_batch).activations_per_pass;
+    units.push_back(layer_memory(scenario, s, layer, gpus, plan.stage_micro_batch).activations_per_pass);
+    held.push_back(static_cast<double>(layer_backward_held_bytes(scenario.model, scenario.training.seq_length,
+                                                                 samples, tp, tp > 1, 1, s.recompute)));
   }
-  return over;
+  if (stage == plan.pipeline_stages - 1) {
+    units.push_back(edge_memory(scenario, plan.layers[last], false, true, plan.pipeline_stages, gpus,
+                                plan.stage_micro_batch).activations_per_pass);
+    held.push_back(0);
+  }
+  return backward_peak_over_live(units, held);
 }
 
 MemoryEstimate estimate_per_layer_memory(const Scenario& scenario, const PerLayerPlan& plan) {
