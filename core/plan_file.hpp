@@ -36,7 +36,10 @@ inline constexpr int kPlanFormatVersion = 1;
 // rows into the columnwise copy wgrad reads is an op of its own (OpKind::fp8_transpose, on the compute stream after
 // the data gradient, before wgrad), no longer a flag of the gather (Op::fp8_columnwise). Plans without FP8 under SP
 // lower as before.
-inline constexpr int kLoweringVersion = 8;
+// 9 (2026-11-30): ZeRO-2 and 3 reduce-scatter each unit's gradients in every micro-batch's backward (Megatron-FSDP's
+// grad_reduce_every_bprop; lowering_emitter.hpp reduces_every_micro_batch), and twin execute keeps only their shard
+// between micro-batches; before, once in a chunk's last micro-batch. Plans below ZeRO-2 lower as before.
+inline constexpr int kLoweringVersion = 9;
 
 // Columns of each entry of rank_classes[].ops, in order.
 inline constexpr const char* kPlanOpColumns[] = {"op_id",  "kind",   "role",               "layer",

@@ -106,10 +106,13 @@ void check_fp8_plan(const Plan& plan, const std::string& file) {
     throw InputError(file, "/scenario/framework/residual_fusion",
                      "false with training.fp8 (the FP8 GEMM adds no residual stream in its epilogue)");
   check_shapes(plan, file);
-  if (plan.strategy.zero_stage >= 1 && plan.strategy.data_parallel_size > 1)
+  // ZeRO shards over the data group, its context-parallel ranks included (executor/parameters.hpp's replicas).
+  const int data_group = plan.strategy.data_parallel_size * plan.strategy.context_parallel_size;
+  if (plan.strategy.zero_stage >= 1 && data_group > 1)
     throw InputError(file, "/strategy/zero_stage",
-                     "0 with training.fp8 under data parallelism (the weights' FP8 casts follow the update, before "
-                     "the ZeRO all-gather of the other shards' weights)");
+                     "0 with training.fp8 under data or context parallelism (the weights' FP8 casts follow the "
+                     "update, before the ZeRO all-gather of the other shards' weights, and read whole weights, which "
+                     "ZeRO-3 keeps only between its gathers)");
 }
 
 }  // namespace twin::exec

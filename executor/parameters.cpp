@@ -301,6 +301,7 @@ class UnitMaker {
     unit.shard_elements = unit.padded / replicas;
     unit.shard_begin = unit.shard_elements * (experts ? placement_.expert_data_rank : placement_.dp_rank);
     unit.sharded_optimizer = strategy_.zero_stage >= 1 && replicas > 1;
+    unit.zero_stage = strategy_.zero_stage;
     return unit;
   }
 

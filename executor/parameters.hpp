@@ -57,9 +57,14 @@ struct ParameterUnitLayout {
   std::int64_t padded = 0;             // rounded up to a multiple of the replicas group (ZeRO shards)
   std::int64_t shard_begin = 0, shard_elements = 0;  // this rank's 1/replicas of `padded`
   bool sharded_optimizer = false;      // ZeRO >= 1: master and moments only for the shard
+  int zero_stage = 0;                  // the unit's strategy's (a per-layer plan's layers each have their own)
   // The elements this rank updates (holds fp32 master weights and AdamW moments for).
   std::int64_t update_begin() const { return sharded_optimizer ? shard_begin : 0; }
   std::int64_t update_elements() const { return sharded_optimizer ? shard_elements : padded; }
+  // Whether the rank keeps only its shard of the unit's gradients (ZeRO >= 2) or weights (ZeRO-3) between the ops
+  // that need them whole (executor/weight_residency.hpp): sharded over more than one GPU, and not empty.
+  bool shards_gradients() const { return sharded_optimizer && zero_stage >= 2 && padded > 0; }
+  bool shards_weights() const { return sharded_optimizer && zero_stage >= 3 && padded > 0; }
   const WeightTensor& tensor(OpRole role) const;  // the weight of `role`
   // The `part` of `role` the unit holds, or nullptr (a model without biases or learned positions).
   const WeightTensor* find(OpRole role, WeightPart part) const;

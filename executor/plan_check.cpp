@@ -1,8 +1,8 @@
 // The model, the framework switches and the precision recipe; per part whose strategy the plan states (a uniform
 // or per-layer plan's, or each hot-switching phase's) the search's validity rules, memory, strategy and the switch
 // into it; the rules the plan's
-// family adds (strategies/families/rank_plan.hpp); the parameter layout of every part a GPU runs; and last the op
-// bindings of every rank class, which refuse what they do not run.
+// family adds (strategies/families/rank_plan.hpp); the parameter layout of every part a GPU runs; the op
+// bindings of every rank class, which refuse what they do not run; and last where ZeRO's whole buffers live.
 #include "executor/plan_check.hpp"
 
 #include <optional>
@@ -19,9 +19,11 @@
 #include "executor/parameters.hpp"
 #include "executor/pipeline_reduction.hpp"
 #include "executor/resharding.hpp"
+#include "executor/weight_residency.hpp"
 #include "strategies/families/rank_plan.hpp"
 #include "strategies/layout_switch.hpp"
 #include "strategies/memory.hpp"
+#include "strategies/rank_layout.hpp"
 #include "strategies/sharded_parameters.hpp"
 #include "strategies/validity.hpp"
 
@@ -253,6 +255,33 @@ void check_exchange_blocks(const Plan& plan, const PlanGraphs& lowered, const st
     }
 }
 
+// ZeRO >= 2 keeps whole gradients and ZeRO-3 whole weights only between the ops that need them
+// (executor/weight_residency.hpp), read off each rank class's ops: a graph that would read a unit's weights before
+// its gather or write its gradients after its last reduction is refused here rather than failing on the GPU.
+void check_weight_residency(const Plan& plan, const PlanGraphs& lowered, const std::string& file) {
+  const bool tied = !plan.scenario.model.untie_embeddings_and_output_weights;
+  const LayoutCheck check = layout_check(lowered);
+  for (int rank : check.ranks)
+    for (const PlanPart& part : rank_parts(lowered, rank)) {
+      ShardedUnits sharded;
+      for (const ParameterUnitLayout& unit : plan_parameter_units(part, rank, 0)) {
+        if (unit.shards_weights()) sharded.weights.insert(unit.id);
+        if (unit.shards_gradients()) sharded.gradients.insert(unit.id);
+      }
+      if (sharded.weights.empty() && sharded.gradients.empty()) continue;
+      const RankClass& rc = lowered.graph.classes.at(static_cast<std::size_t>(part.class_of_rank.at(rank)));
+      const int stage = coordinates_of(part.strategy, part.layout_rank(rank)).pp;
+      try {
+        WeightResidency(rc, bind_ops(rc, tied, plan.scenario.model.mla.enabled()), sharded,
+                        StageWeights{tied, stage_holds_embedding(part.strategy, stage)});
+      } catch (const std::logic_error& error) {
+        throw InputError(file, "/strategy/zero_stage",
+                         std::string("a plan whose ZeRO-sharded buffers twin execute holds whole where its ops "
+                                     "use them: ") + error.what());
+      }
+    }
+}
+
 }  // namespace
 
 void check_executable_plan(const Plan& plan, const std::string& file) {
@@ -272,6 +301,7 @@ void check_executable_plan(const Plan& plan, const std::string& file) {
   } catch (const std::invalid_argument& error) {
     throw InputError(file, "/scenario/model", std::string("a model and strategy twin execute runs: ") + error.what());
   }
+  check_weight_residency(plan, lowered, file);
 }
 
 }  // namespace twin::exec

@@ -50,6 +50,7 @@ void StageLowering::combined_pass(const ScheduleStep& forward, const ScheduleSte
   const std::vector<Unit> forward_units = units(forward.chunk);
   std::vector<Unit> backward_units = units(backward.chunk);
   std::reverse(backward_units.begin(), backward_units.end());
+  const bool reduces = last_of_chunk || s_.reduces_every_micro_batch;
   // An MTP depth (its entry and head around its layer) runs unpaired.
   const auto moe_layer = [&](const Unit& u) {
     return u.kind == Unit::layer_unit && model_.is_moe_layer(u.layer) && !model_.is_mtp_layer(u.layer);
@@ -62,7 +63,7 @@ void StageLowering::combined_pass(const ScheduleStep& forward, const ScheduleSte
       const StrandUnit b = record_unit(backward_units[k], false, backward.micro_batch, backward.chunk, Stream::compute);
       if (const auto order = combined_layer_order(f.ops, b.ops, delay_wgrad)) {
         emit_combined(f, b, *order, forward_chain, backward_chain);
-        if (last_of_chunk) reduce_gradients(backward_units[k], backward_chain);
+        if (reduces) reduce_gradients(backward_units[k], backward_chain);
         continue;
       }
     }
@@ -77,7 +78,7 @@ void StageLowering::combined_pass(const ScheduleStep& forward, const ScheduleSte
       e_.chain = backward_chain;
       emit_unit(e_, model_, backward_units[k], false);
       backward_chain = e_.chain;
-      if (last_of_chunk) reduce_gradients(backward_units[k], backward_chain);
+      if (reduces) reduce_gradients(backward_units[k], backward_chain);
     }
   }
 
@@ -98,6 +99,7 @@ void StageLowering::combined_pass(const ScheduleStep& forward, const ScheduleSte
   e_.begin_pass(Phase::backward, backward.micro_batch, backward.chunk);
   e_.chain = backward_chain;
   reduce_fp8_amaxes(backward.chunk, false);
+  if (s_.reduces_every_micro_batch) emit_deferred_reductions();
 }
 
 }  // namespace twin::lowering

@@ -84,6 +84,12 @@ struct RankShapes {
   bool residual_fusion = false;
   // ZeRO-3 as DeepSpeed's stage 3 of 2021 drives it (framework.zero_implementation deepspeed; core/framework.hpp).
   bool deepspeed_zero3 = false;
+  // ZeRO-2 and 3 keep only their shard of the gradients, so every micro-batch's backward reduce-scatters each unit's
+  // gradients into it: Megatron-FSDP's optim_grads and optim_grads_params, which megatron_args.txt launches for them
+  // (grad_reduce_every_bprop, megatron/core/distributed/fsdp/src/megatron_fsdp/megatron_fsdp.py at NVIDIA/Megatron-LM
+  // d98e8a64dd), DeepSpeed's stages 2 and 3 and PyTorch FSDP alike. ZeRO-0 and 1 keep whole gradients and reduce
+  // them once, in the chunk's last micro-batch.
+  bool reduces_every_micro_batch = false;
   // framework.scatter_gather_tensors_in_pipeline where it acts (TP > 1, no SP): a pipeline send carries 1/tp of the
   // tensor, and the receiver all-gathers it over TP before using it (Megatron-LM's schedules only).
   bool scatter_gather_p2p = false;

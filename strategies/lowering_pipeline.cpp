@@ -131,9 +131,10 @@ void StageLowering::backward_pass(const ScheduleStep& step, bool last_of_chunk) 
     receive(OpRole::pipeline_gradient, (vs + 1) % s_.pp, p2p_tag(step.micro_batch, vs, true));
   std::vector<Unit> list = units(step.chunk);
   std::reverse(list.begin(), list.end());
-  // DeepSpeed reduces the gradients in every micro-batch's backward (reduce_ready_partitions_and_remove_grads).
-  run_units(list, false, last_of_chunk || s_.deepspeed_zero3);
+  run_units(list, false, last_of_chunk || s_.reduces_every_micro_batch);
   e_.set_layer(-1);
+  // ZeRO-2/3 without overlap_grad_reduce: the pass's reductions after the pass, not the whole backward's at its end.
+  if (s_.reduces_every_micro_batch) emit_deferred_reductions();
   reduce_fp8_amaxes(step.chunk, false);
   if (vs > 0)
     e_.emit(p2p(OpKind::send, OpRole::pipeline_gradient, (vs - 1) % s_.pp, p2p_tag(step.micro_batch, vs - 1, true), 1,
@@ -141,6 +142,19 @@ void StageLowering::backward_pass(const ScheduleStep& step, bool last_of_chunk) 
 }
 
 OpIndex StageLowering::last_on(Stream stream) { return e_.rank_class().last_on(stream); }
+
+// The reductions overlap_grad_reduce off left for later, last unit first as the backward produced them, each after
+// the last compute op so far (under double strand the second compute stream's too).
+void StageLowering::emit_deferred_reductions() {
+  const OpIndex last_compute = last_on(Stream::compute);
+  const OpIndex last_compute2 = last_on(Stream::compute2);
+  for (const Unit& u : deferred_reductions_) {
+    const OpIndex before = last_on(Stream::dp_comm);
+    emit_gradient_reduction(u, last_compute);
+    if (const OpIndex reduction = last_on(Stream::dp_comm); reduction != before) e_.depend(last_compute2, reduction);
+  }
+  deferred_reductions_.clear();
+}
 
 // Megatron wraps a model chunk's forward in one fp8_autocast under delayed scaling (TransformerBlock.forward's outer
 // quantization context, megatron/core/transformer/transformer_block.py at NVIDIA/Megatron-LM d98e8a64dd), whose exit
@@ -175,12 +189,7 @@ void StageLowering::optimizer_phase() {
       e_.depend(last_compute2, reduction);
     deferred_reductions_.clear();
   }
-  for (const Unit& u : deferred_reductions_) {
-    const OpIndex before = last_on(Stream::dp_comm);
-    emit_gradient_reduction(u, last_compute);
-    if (const OpIndex reduction = last_on(Stream::dp_comm); reduction != before) e_.depend(last_compute2, reduction);
-  }
-  deferred_reductions_.clear();
+  emit_deferred_reductions();
   e_.begin_pass(Phase::optimizer, -1, 0);
   bool holds_output = false;
   for (int chunk = 0; chunk < chunks_per_stage(strategy_); ++chunk)

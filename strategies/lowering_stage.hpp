@@ -81,6 +81,7 @@ class StageLowering {
   OpIndex last_on(Stream stream);
   bool fsdp2_reshards(const Unit& u) const;  // pytorch-fsdp2: whether the backward gathers u's weights again
   void optimizer_phase();
+  void emit_deferred_reductions();
   // FP8 delayed scaling: the amax all-reduce and scale update after a forward or backward of `chunk`
   // (strategies/fp8_linears.hpp); every later op of the stage's passes waits for it, as Transformer Engine's
   // blocking all-reduce holds the compute stream.

@@ -43,6 +43,12 @@ StateBytes state_bytes_per_parameter(const TrainingConfig& training) {
   return {2, 2, master_bytes(p) + moments};
 }
 
+double zero_gradients_in_flight_bytes(int zero_stage, int data_group, const StateBytes& per_param,
+                                      double largest_unit_parameters) {
+  if (zero_stage < 2 || data_group <= 1) return 0;
+  return per_param.gradients * largest_unit_parameters;
+}
+
 namespace {
 // Per chunk of a stage, the saved bytes of each unit in forward order (embedding, layers, output layer), their sum
 // for one pass, and what each unit's backward holds beside the saved tensors while it runs.
@@ -236,6 +242,9 @@ MemoryEstimate estimate_memory(const Scenario& scenario, const Strategy& st) {
 
     double buffers = communicators * kNcclBytesPerCommunicator;
     if (st.zero_stage >= 3 && data_group > 1) buffers += zero3_gather_bytes(scenario, st, largest_unit);
+    // DeepSpeed's stage 3 counts its whole gradient in zero3_gather_bytes.
+    if (!(st.zero_stage >= 3 && scenario.framework.zero_implementation == ZeroImplementation::deepspeed))
+      buffers += zero_gradients_in_flight_bytes(st.zero_stage, data_group, per_param, static_cast<double>(largest_unit));
     // Transformer Engine's userbuffers: the gathered input of a column-parallel GEMM and the partial sums of a
     // row-parallel one, registered once per TP group (bf16 T x h each), and the ring's receive buffer.
     if (scenario.framework.tp_comm_overlap && sp) buffers += 3.0 * 2 * tokens * m.hidden_size;

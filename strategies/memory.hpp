@@ -53,6 +53,14 @@ struct StateBytes {
 };
 StateBytes state_bytes_per_parameter(const TrainingConfig& training);
 
+// ZeRO-2/3's whole gradients in flight: each micro-batch's backward writes a unit's whole gradients, reduce-scatters
+// them into the shard and frees them (lowering_emitter.hpp reduces_every_micro_batch). The activations peak as a
+// backward starts, where the unit whose backward runs holds them (the one before it, if any, reduce-scatters beside
+// it as activations are freed): 1 x the largest layer's. Nothing under ZeRO-0/1 (whole gradients counted as state) or
+// over a data group of one.
+double zero_gradients_in_flight_bytes(int zero_stage, int data_group, const StateBytes& per_param,
+                                      double largest_unit_parameters);
+
 // `modules`: what selective recompute repeats (recomputed_modules of the strategy; ignored under none and full).
 Bytes activation_bytes_per_layer(const ModelConfig& model, std::int64_t seq_length, int micro_batch_size,
                                  int tensor_parallel, bool sequence_parallel, int context_parallel,

@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include "executor/gpu/kernel_launch.hpp"
+#include "executor/weight_residency.hpp"
 #include "gpu/checks.hpp"
 #include "gpu/kernels.hpp"
 #include "strategies/sharded_parameters.hpp"
@@ -103,20 +104,17 @@ double DenseBlock::loss_sum() const {
   return loss_sum;
 }
 
+// Read per op, not kept: under ZeRO-3 (weights) and ZeRO >= 2 (gradients) the whole buffers exist only inside their
+// windows (executor/weight_residency.hpp), each window a buffer of its own.
 LinearWeight DenseBlock::linear_weight(OpRole subject, int unit) {
-  StageParameters& parameters = stage_.parameters;
-  if (subject == OpRole::output_projection && !stage_.layout.scenario().model.untie_embeddings_and_output_weights) {
-    // Tied: the embedding table [vocab, hidden] where this stage holds it, else the table's copy.
-    const bool table_here = stage_holds_embedding(stage_.layout.strategy(), stage_.layout.me().pp);
-    const int holder_unit = table_here ? kEmbeddingUnit : kHeadUnit;
-    const OpRole role = table_here ? OpRole::embedding : OpRole::output_projection;
-    ParameterUnit& holder = parameters.unit(holder_unit);
-    const WeightTensor& w = holder.tensor(role);
-    return {holder.params + w.offset, holder.grads + w.offset, w.cols, w.rows, true, holder_unit, role};
-  }
-  ParameterUnit& holder = parameters.unit(unit);
-  const WeightTensor& w = holder.tensor(subject);
-  return {holder.params + w.offset, holder.grads + w.offset, w.rows, w.cols, false, unit, subject};
+  const LinearHolder holder = linear_holder(
+      subject, unit, !stage_.layout.scenario().model.untie_embeddings_and_output_weights,
+      stage_holds_embedding(stage_.layout.strategy(), stage_.layout.me().pp));
+  ParameterUnit& held = stage_.parameters.unit(holder.unit);
+  const WeightTensor& w = held.tensor(holder.role);
+  // Tied: the embedding table [vocab, hidden] where this stage holds it, else the table's copy.
+  const std::int64_t in = holder.stored_out_by_in ? w.cols : w.rows, out = holder.stored_out_by_in ? w.rows : w.cols;
+  return {held.params + w.offset, held.grads + w.offset, in, out, holder.stored_out_by_in, holder.unit, holder.role};
 }
 
 void DenseBlock::linear_forward(const OpPass& p) {

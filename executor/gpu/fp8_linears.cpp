@@ -105,6 +105,10 @@ Fp8Linears::Fp8Linears(const Fp8Config& fp8, TensorStore& tensors, DenseBlock& d
     if (weights_.count(key)) continue;
     const LinearWeight w = dense_.linear_weight(bindings[i].subject, unit);
     if (w.stored_out_by_in) throw std::logic_error("executor: an FP8 linear whose weight is stored [out, in]");
+    // Kept below for every cast and GEMM: ZeRO >= 2's whole buffers, which come and go, would not be the ones kept
+    // (the plan check refuses FP8 with ZeRO over more than one GPU, executor/fp8_plan_check.cpp).
+    if (!w.params || !w.grads)
+      throw std::logic_error("executor: an FP8 linear of a unit that keeps only its ZeRO shard of weights or gradients");
     const Fp8Layout layout = fp8_layout(fp8_.recipe, LinearTensor::weight, w.in, w.out);
     weights_.emplace(key, std::pair{w, layout.copies_in(tensors_.static_buffer(layout.bytes()))});
     if (fp8_.recipe != Fp8Recipe::delayed) continue;

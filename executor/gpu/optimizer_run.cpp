@@ -47,14 +47,21 @@ ncclComm_t OptimizerRun::data_of(const Op& op, std::int32_t unit) const {
   return op.group == GroupKind::expert_data ? stage_.comms.expert_data() : stage_.layout.layout(unit).data;
 }
 
+// Under ZeRO >= 2 the whole gradients are this window's only (executor/weight_residency.hpp): reduce-scattered in
+// place, then added into the shard the rank keeps, which the step's other reductions add to (zeroed at the step's
+// start, so a step of one reduction per unit gets its sum's bits).
 void OptimizerRun::grad_reduce(const OpPass& p) {
   ParameterUnit& unit = unit_named(p.op, p.op.parameter_unit);
   ncclComm_t data = data_of(p.op, p.op.parameter_unit);
-  if (p.op.kind == OpKind::all_reduce)
+  if (p.op.kind == OpKind::all_reduce) {
     TWIN_NCCL_CHECK(ncclAllReduce(unit.grads, unit.grads, unit.padded, ncclBfloat16, ncclSum, data, p.stream));
-  else
-    TWIN_NCCL_CHECK(ncclReduceScatter(unit.grads, unit.grads + unit.shard_begin, unit.shard_elements, ncclBfloat16,
-                                      ncclSum, data, p.stream));
+    return;
+  }
+  bf16* reduced = unit.grads + unit.shard_begin;
+  TWIN_NCCL_CHECK(
+      ncclReduceScatter(unit.grads, reduced, unit.shard_elements, ncclBfloat16, ncclSum, data, p.stream));
+  if (unit.shards_gradients())
+    kernels::residual_add(unit.gradient_shard, reduced, unit.gradient_shard, unit.shard_elements, p.stream);
 }
 
 void OptimizerRun::param_gather(const OpPass& p) {
@@ -72,10 +79,11 @@ void OptimizerRun::param_gather(const OpPass& p) {
         units.push_back(unit);
     }
   }
+  // In place, or under ZeRO-3 from the kept shard into the whole buffer this gather's window made.
   TWIN_NCCL_CHECK(ncclGroupStart());
   for (ParameterUnit* unit : units)
-    TWIN_NCCL_CHECK(ncclAllGather(unit->params + unit->shard_begin, unit->params, unit->shard_elements, ncclBfloat16,
-                                  data_of(op, unit->id), p.stream));
+    TWIN_NCCL_CHECK(ncclAllGather(unit->weights_at(unit->shard_begin), unit->params, unit->shard_elements,
+                                  ncclBfloat16, data_of(op, unit->id), p.stream));
   TWIN_NCCL_CHECK(ncclGroupEnd());
 }
 
@@ -90,7 +98,7 @@ void OptimizerRun::embedding_grad_sync(const OpPass& p) {
       unit.tensor(p.op.parameter_unit == kEmbeddingUnit ? OpRole::embedding : OpRole::output_projection);
   const auto [begin, count] = held(unit, table);
   if (count > 0)
-    TWIN_NCCL_CHECK(ncclAllReduce(unit.grads + begin, unit.grads + begin, count, ncclBfloat16, ncclSum,
+    TWIN_NCCL_CHECK(ncclAllReduce(unit.gradients_at(begin), unit.gradients_at(begin), count, ncclBfloat16, ncclSum,
                                   stage_.comms.embedding(), p.stream));
 }
 
@@ -105,8 +113,8 @@ void OptimizerRun::sum_replicated_norm_gradients(cudaStream_t stream) {
       if (!w.tp_replicated || !(layout.shapes.sp || w.tp_partial_gradient)) continue;
       const auto [begin, count] = held(*unit, w);
       if (count > 0)
-        TWIN_NCCL_CHECK(ncclAllReduce(unit->grads + begin, unit->grads + begin, count, ncclBfloat16, ncclSum,
-                                      layout.tensor_optimizer, stream));
+        TWIN_NCCL_CHECK(ncclAllReduce(unit->gradients_at(begin), unit->gradients_at(begin), count, ncclBfloat16,
+                                      ncclSum, layout.tensor_optimizer, stream));
     }
   }
   TWIN_NCCL_CHECK(ncclGroupEnd());
@@ -125,7 +133,8 @@ void OptimizerRun::model_parallel_gradient_fixups(cudaStream_t stream) {
   else
     for (ParameterUnit* unit : stage_.parameters.units())
       for (const ElementRange& range : gradient_norm_ranges(*unit, stage_.layout.layout(unit->id).tp_rank == 0))
-        kernels::grad_sum_squares(unit->grads + range.begin, range.count, grad_partials_, grad_sum_squares_, stream);
+        kernels::grad_sum_squares(unit->gradients_at(range.begin), range.count, grad_partials_, grad_sum_squares_,
+                                  stream);
   const auto sum_over = [&](ncclComm_t group) {
     TWIN_NCCL_CHECK(ncclAllReduce(grad_sum_squares_, grad_sum_squares_, 1, ncclFloat32, ncclSum, group, stream));
   };
@@ -163,8 +172,8 @@ void OptimizerRun::optimizer_step(const OpPass& p) {
   for (ParameterUnit* unit : stage_.parameters.units()) {
     const std::int64_t begin = unit->update_begin();
     launch_op(p.op, p.binding,
-              gpu::OptimizerStep{unit->adam, unit->grads + begin, unit->params + begin, unit->update_elements(), adam,
-                                 clip_scale},
+              gpu::OptimizerStep{unit->adam, unit->gradients_at(begin), unit->weights_at(begin),
+                                 unit->update_elements(), adam, clip_scale},
               p.stream);
   }
 }

@@ -1,5 +1,6 @@
 // The interpreter's handler of the data-parallel and optimizer ops: per-unit gradient reduction (all-reduce, or
-// reduce-scatter into the ZeRO shard), parameter gathers, the tied embedding's gradient sum, the global gradient
+// reduce-scatter into the ZeRO shard; under ZeRO >= 2 added into the shard the rank keeps), parameter gathers (under
+// ZeRO-3 from the kept shard into the window's whole buffer), the tied embedding's gradient sum, the global gradient
 // norm, clipping and AdamW (its state as training.optimizer_precision stores it). It owns the norm's partial sums,
 // the clip factor and the step count. Megatron also sums sequence-parallel norm-weight gradients over TP and
 // reduces the norm over TP and PP; the graph has no op for those, so they run inside the first optimizer-phase op of
@@ -39,9 +40,15 @@ class OptimizerRun {
   // Whether every step starts its gradients from zero (false: every weight's gradient is stored by its first op
   // of a step, OpBinding::first_gradient, and padding and gaps stay the zeros they were allocated as).
   void zero_gradients_each_step(bool zero) { zero_gradients_ = zero; }
+  // Whether this part starts the step (StepPart::first): the gradient shards of the units that keep only those
+  // (ZeRO >= 2), which every reduction adds to, start from zero then, whatever first_gradient stores.
+  void starts_step(bool first) { starts_step_ = first; }
   // Zeroes the gradients on `compute` where the step starts them from zero.
   void start_iteration(cudaStream_t compute) {
-    if (zero_gradients_) stage_.parameters.zero_grads(compute);
+    if (zero_gradients_)
+      stage_.parameters.zero_grads(compute);
+    else if (starts_step_)
+      stage_.parameters.zero_gradient_shards(compute);
     fixups_done_ = false;
   }
   void grad_reduce(const OpPass& p);
@@ -69,6 +76,7 @@ class OptimizerRun {
   float* clip_scale_ = nullptr;        // device scalar
   bool fixups_done_ = false;
   bool zero_gradients_ = true;
+  bool starts_step_ = true;
   int step_ = 0;
   double learning_rate_ = 0;
 };

@@ -1,6 +1,7 @@
 #include "executor/gpu/pipeline_reduction_run.hpp"
 
 #include <algorithm>
+#include <stdexcept>
 #include <utility>
 
 #include <cuda_bf16.h>
@@ -21,6 +22,11 @@ PipelineReductionRun::PipelineReductionRun(const std::vector<PipelineReduction>&
                                            const Communicators& comms, StageParameters& params,
                                            const OptimizerPrecision* sharded, cudaStream_t stream)
     : sharded_(sharded != nullptr) {
+  // The pieces are cut from whole buffers, kept for the run: an asymmetric plan's stages hold their weights at ZeRO 0
+  // (its ZeRO-1 shards over the pipelines, here), so no unit keeps only a ZeRO shard.
+  for (const ParameterUnit* unit : params.units())
+    if (unit->shards_weights() || unit->shards_gradients())
+      throw std::logic_error("executor: reductions across pipelines of a unit that keeps only its ZeRO shard");
   const auto allocate = [&](std::size_t bytes) {
     void* p = nullptr;
     TWIN_CUDA_CHECK(cudaMalloc(&p, std::max<std::size_t>(bytes, 1)));

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "executor/weight_residency.hpp"
 #include "strategies/sharded_parameters.hpp"
 
 namespace twin::exec {
@@ -50,11 +51,7 @@ std::int64_t StageLayout::most_tokens() const {
   return tokens;
 }
 
-int StageLayout::unit_of(const Op& op, const OpBinding& b) {
-  if (op.layer >= 0) return op.layer;
-  if (b.subject == OpRole::embedding || op.role == OpRole::embedding) return kEmbeddingUnit;
-  return kHeadUnit;
-}
+int StageLayout::unit_of(const Op& op, const OpBinding& b) { return op_unit(op, b); }
 
 int StageLayout::previous_unit(int unit, int chunk) const {
   const auto [first, end] = chunk_layers_.at(chunk);

@@ -2,6 +2,7 @@
 // TP/PP/DP split holds the single-GPU model; fp32 master weights (where kept) start as the bf16 values.
 #include "executor/gpu/stage_parameters.hpp"
 
+#include <algorithm>
 #include <stdexcept>
 #include <utility>
 
@@ -12,51 +13,107 @@
 
 namespace twin::exec {
 
+namespace {
+
+kernels::StateType state_type(StateDtype dtype) {
+  if (!executor_stores(dtype))
+    throw std::invalid_argument("twin execute stores optimizer state in fp32 or bf16, not " + to_string(dtype));
+  return dtype == StateDtype::bf16 ? kernels::StateType::bf16 : kernels::StateType::f32;
+}
+
+// Where `e` lies in a shard starting at `begin` of `count` elements; throws outside it (an op would read another
+// rank's elements, which this rank does not keep).
+std::int64_t in_shard(std::int64_t e, std::int64_t begin, std::int64_t count, std::int32_t unit) {
+  if (e < begin || e > begin + count)
+    throw std::logic_error(fmt::format("parameter unit {}: element {} outside this rank's shard [{}, {})", unit, e,
+                                       begin, begin + count));
+  return e - begin;
+}
+
+}  // namespace
+
+bf16* ParameterUnit::weights_at(std::int64_t e) const {
+  return shards_weights() ? weight_shard + in_shard(e, shard_begin, shard_elements, id) : params + e;
+}
+
+bf16* ParameterUnit::gradients_at(std::int64_t e) const {
+  return shards_gradients() ? gradient_shard + in_shard(e, shard_begin, shard_elements, id) : grads + e;
+}
+
+void* StageParameters::allocate(std::size_t bytes) {
+  void* p = nullptr;
+  TWIN_CUDA_CHECK(cudaMalloc(&p, bytes));
+  allocations_.push_back(p);
+  allocated_bytes_ += bytes;
+  return p;
+}
+
 StageParameters::StageParameters(const Scenario& scenario, std::vector<ParameterUnitLayout> layouts,
                                  cudaStream_t stream, bool optimizer_state) {
-  const auto allocate = [&](std::size_t bytes) {
-    void* p = nullptr;
-    TWIN_CUDA_CHECK(cudaMalloc(&p, bytes));
-    allocations_.push_back(p);
-    allocated_bytes_ += bytes;
-    return p;
-  };
+  // ZeRO-3's units are initialised whole in one scratch buffer (the largest), then keep their shard.
+  std::int64_t scratch_elements = 0;
+  for (const ParameterUnitLayout& layout : layouts)
+    if (layout.shards_weights()) scratch_elements = std::max(scratch_elements, layout.padded);
+  bf16* scratch = nullptr;
+  if (scratch_elements > 0) TWIN_CUDA_CHECK(cudaMalloc(&scratch, scratch_elements * sizeof(bf16)));
   for (ParameterUnitLayout& layout : layouts) {
     ParameterUnit unit(std::move(layout));
-    unit.params = static_cast<bf16*>(allocate(unit.padded * sizeof(bf16)));
-    unit.grads = static_cast<bf16*>(allocate(unit.padded * sizeof(bf16)));
-    const std::int64_t updated = optimizer_state ? unit.update_elements() : 0;
-    const OptimizerPrecision& precision = scenario.training.optimizer_precision;
-    const auto type_of = [](StateDtype dtype) {
-      if (!executor_stores(dtype))
-        throw std::invalid_argument("twin execute stores optimizer state in fp32 or bf16, not " + to_string(dtype));
-      return dtype == StateDtype::bf16 ? kernels::StateType::bf16 : kernels::StateType::f32;
-    };
-    const auto moment = [&](StateDtype dtype) {
-      void* p = allocate(updated * bytes_of(dtype));
-      TWIN_CUDA_CHECK(cudaMemsetAsync(p, 0, updated * bytes_of(dtype), stream));  // zero in fp32 and bf16 alike
-      return p;
-    };
-    unit.adam.m_type = type_of(precision.exp_avg);
-    unit.adam.v_type = type_of(precision.exp_avg_sq);
-    unit.adam.m = optimizer_state ? moment(precision.exp_avg) : nullptr;
-    unit.adam.v = optimizer_state ? moment(precision.exp_avg_sq) : nullptr;
-    if (optimizer_state && type_of(precision.main_params) == kernels::StateType::f32)
-      unit.adam.master = static_cast<float*>(allocate(updated * sizeof(float)));
-    TWIN_CUDA_CHECK(cudaMemsetAsync(unit.params, 0, unit.padded * sizeof(bf16), stream));
-    for (const WeightTensor& w : unit.tensors) {
-      if (w.part == WeightPart::bias)  // zeros, as Megatron starts biases (the buffer was zeroed above)
-        continue;
-      if (w.init_stddev == 0)
-        kernels::fill_bf16(unit.params + w.offset, w.elements(), 1.0f, stream);
-      else
-        kernels::init_normal_shard(unit.params + w.offset, w.shard, w.seed, w.init_stddev, stream);
-    }
-    if (unit.adam.master) kernels::bf16_to_f32(unit.params + unit.update_begin(), unit.adam.master, updated, stream);
-    TWIN_CUDA_CHECK(cudaMemsetAsync(unit.grads, 0, unit.padded * sizeof(bf16), stream));
+    const std::size_t shard_bytes = unit.shard_elements * sizeof(bf16), whole_bytes = unit.padded * sizeof(bf16);
+    if (unit.shards_weights())
+      unit.weight_shard = static_cast<bf16*>(allocate(shard_bytes));
+    else
+      unit.params = static_cast<bf16*>(allocate(whole_bytes));
+    if (unit.shards_gradients())
+      unit.gradient_shard = static_cast<bf16*>(allocate(shard_bytes));
+    else
+      unit.grads = static_cast<bf16*>(allocate(whole_bytes));
+    allocate_optimizer_state(unit, scenario.training.optimizer_precision, optimizer_state, stream);
+    initialise_weights(unit, unit.shards_weights() ? scratch : unit.params, stream);
+    if (unit.shards_weights())
+      TWIN_CUDA_CHECK(cudaMemcpyAsync(unit.weight_shard, scratch + unit.shard_begin, shard_bytes,
+                                      cudaMemcpyDeviceToDevice, stream));
+    if (unit.shards_gradients())
+      TWIN_CUDA_CHECK(cudaMemsetAsync(unit.gradient_shard, 0, shard_bytes, stream));
+    else
+      TWIN_CUDA_CHECK(cudaMemsetAsync(unit.grads, 0, whole_bytes, stream));
     const std::int32_t id = unit.id;
     units_.emplace(id, std::move(unit));
   }
+  if (scratch) {  // the copies out of it are done before it goes
+    TWIN_CUDA_CHECK(cudaStreamSynchronize(stream));
+    TWIN_CUDA_CHECK(cudaFree(scratch));
+  }
+}
+
+void StageParameters::allocate_optimizer_state(ParameterUnit& unit, const OptimizerPrecision& precision,
+                                               bool optimizer_state, cudaStream_t stream) {
+  unit.adam.m_type = state_type(precision.exp_avg);
+  unit.adam.v_type = state_type(precision.exp_avg_sq);
+  if (!optimizer_state) return;
+  const std::int64_t updated = unit.update_elements();
+  const auto moment = [&](StateDtype dtype) {
+    void* p = allocate(updated * bytes_of(dtype));
+    TWIN_CUDA_CHECK(cudaMemsetAsync(p, 0, updated * bytes_of(dtype), stream));  // zero in fp32 and bf16 alike
+    return p;
+  };
+  unit.adam.m = moment(precision.exp_avg);
+  unit.adam.v = moment(precision.exp_avg_sq);
+  if (state_type(precision.main_params) == kernels::StateType::f32)
+    unit.adam.master = static_cast<float*>(allocate(updated * sizeof(float)));
+}
+
+void StageParameters::initialise_weights(ParameterUnit& unit, bf16* whole, cudaStream_t stream) {
+  TWIN_CUDA_CHECK(cudaMemsetAsync(whole, 0, unit.padded * sizeof(bf16), stream));
+  for (const WeightTensor& w : unit.tensors) {
+    if (w.part == WeightPart::bias)  // zeros, as Megatron starts biases (the buffer was zeroed above)
+      continue;
+    if (w.init_stddev == 0)
+      kernels::fill_bf16(whole + w.offset, w.elements(), 1.0f, stream);
+    else
+      kernels::init_normal_shard(whole + w.offset, w.shard, w.seed, w.init_stddev, stream);
+  }
+  if (unit.adam.master)
+    kernels::bf16_to_f32(whole + unit.update_begin(), unit.adam.master, unit.update_elements(), stream);
 }
 
 StageParameters::~StageParameters() {
@@ -82,7 +139,15 @@ std::int64_t StageParameters::total_elements() const {
 }
 
 void StageParameters::zero_grads(cudaStream_t stream) {
-  for (auto& [id, unit] : units_) TWIN_CUDA_CHECK(cudaMemsetAsync(unit.grads, 0, unit.padded * sizeof(bf16), stream));
+  for (auto& [id, unit] : units_)
+    if (!unit.shards_gradients()) TWIN_CUDA_CHECK(cudaMemsetAsync(unit.grads, 0, unit.padded * sizeof(bf16), stream));
+  zero_gradient_shards(stream);
+}
+
+void StageParameters::zero_gradient_shards(cudaStream_t stream) {
+  for (auto& [id, unit] : units_)
+    if (unit.shards_gradients())
+      TWIN_CUDA_CHECK(cudaMemsetAsync(unit.gradient_shard, 0, unit.shard_elements * sizeof(bf16), stream));
 }
 
 }  // namespace twin::exec

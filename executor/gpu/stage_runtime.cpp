@@ -76,6 +76,12 @@ StageRuntime::StageRuntime(const PlanPart& plan_part, const IterationGraph& grap
   make_handlers(graph, comms, options, part);
   make_scratch();
   optimizer_->zero_gradients_each_step(gradients_need_zeroing(part));
+  optimizer_->starts_step(part.first());
+  residency_ = std::make_unique<WeightResidencyRun>(
+      WeightResidency(rc_, bindings_, sharded_units(*params_),
+                      StageWeights{!scenario.model.untie_embeddings_and_output_weights,
+                                   stage_holds_embedding(layout_.strategy(), layout_.me().pp)}),
+      *params_);
   fault_ = injected_fault_from_environment();
   TWIN_CUDA_CHECK(cudaStreamSynchronize(compute_stream()));
 }
@@ -220,15 +226,24 @@ void StageRuntime::issue(OpIndex i, int iteration, gpu::CuptiKernelTimer* timer)
     spdlog::warn("rank {}: injected fault: hanging before op {} ({})", rank_, op_id(rc_.index, i), op_name(op));
     std::this_thread::sleep_for(std::chrono::hours(1));
   }
-  if (timer) timer->begin_region(region_id(iteration, i));
+  bool in_region = false;  // the whole buffers' allocations and zeroing stay outside the op's CUPTI region
   try {
+    residency_->before(i, stream, events_);
+    if (timer) {
+      timer->begin_region(region_id(iteration, i));
+      in_region = true;
+    }
     run_op(i);
+    if (in_region) {
+      timer->end_region();
+      in_region = false;
+    }
+    residency_->after(i, stream);
   } catch (const std::exception& error) {
-    if (timer) timer->end_region();
+    if (in_region) timer->end_region();
     throw std::runtime_error(fmt::format("rank {} op {} ({}): {}", rank_, op_id(rc_.index, i), op_name(op),
                                          error.what()));
   }
-  if (timer) timer->end_region();
   TWIN_CUDA_CHECK(cudaEventRecord(events_.op_done(i), stream));
 }
 

@@ -4,7 +4,8 @@
 // action family, each owning its state: the dense block, MoE's experts blocks, context parallelism's ring, Ulysses'
 // all-to-alls, pipeline boundaries, the reductions across pipelines, the layout switch and the optimizer.
 // Activations live per (micro-batch, parameter unit) and are freed where Megatron frees them (after the unit's
-// backward; after the forward under full recompute; gathered SP inputs right after their GEMM).
+// backward; after the forward under full recompute; gathered SP inputs right after their GEMM); so do the whole
+// weights and gradients of units that ZeRO shards beyond its optimizer state (executor/weight_residency.hpp).
 #pragma once
 #include <array>
 #include <atomic>
@@ -33,6 +34,7 @@
 #include "executor/gpu/step_part.hpp"
 #include "executor/gpu/stream_scratch.hpp"
 #include "executor/gpu/tensor_store.hpp"
+#include "executor/gpu/weight_residency_run.hpp"
 #include "executor/op_binding.hpp"
 #include "executor/run_report.hpp"
 #include "executor/watchdog.hpp"
@@ -133,6 +135,8 @@ class StageRuntime {
   std::unique_ptr<PipelineReductionRun> pipeline_reduction_;  // an asymmetric plan's; null without one
   std::unique_ptr<LayoutSwitch> switch_;
   std::unique_ptr<OptimizerRun> optimizer_;
+  // ZeRO >= 2's whole gradients and ZeRO-3's whole weights, made and freed around the ops that need them.
+  std::unique_ptr<WeightResidencyRun> residency_;
   InjectedFault fault_;
   std::atomic<std::int64_t> issuing_op_{-1};  // the op the host is issuing (read by the watchdog thread)
   IterationResult last_;

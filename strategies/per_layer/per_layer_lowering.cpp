@@ -8,6 +8,7 @@
 #include <map>
 #include <set>
 #include <string>
+#include <utility>
 
 #include "strategies/per_layer/per_layer_lowering.hpp"
 #include "strategies/rank_layout.hpp"
@@ -167,7 +168,24 @@ void PerLayerStage::reduce_gradients(const UnitPlan& u, OpIndex after) {
              after);
 }
 
-void PerLayerStage::run_units(bool forward, bool reduce_after) {
+// The reductions overlap_grad_reduce off left for later, after the last compute op so far: those of layers that
+// reduce in every micro-batch (after each backward pass), or all of them (after the whole backward).
+void PerLayerStage::emit_deferred_reductions(bool every_micro_batch_only) {
+  const OpIndex last_compute = last_on(Stream::compute);
+  std::vector<const UnitPlan*> later;
+  for (const UnitPlan* u : deferred_reductions_) {
+    if (every_micro_batch_only && !u->shapes.reduces_every_micro_batch) {
+      later.push_back(u);
+      continue;
+    }
+    emit_after(parameter_collective(u->strategy.zero_stage == 0 ? OpKind::all_reduce : OpKind::reduce_scatter,
+                                    OpRole::grad_reduce, u->data_group, u->parameters * 2, parameter_unit_of(u->unit)),
+               last_compute);
+  }
+  deferred_reductions_ = std::move(later);
+}
+
+void PerLayerStage::run_units(bool forward, bool reduce, bool last_of_stage) {
   std::vector<const UnitPlan*> list;
   for (const UnitPlan& u : units_) list.push_back(&u);
   if (!forward) std::reverse(list.begin(), list.end());
@@ -189,7 +207,8 @@ void PerLayerStage::run_units(bool forward, bool reduce_after) {
       lowering::emit_unit(e, scenario_.model, u.unit, forward);
     take(e);
     layer_ = u.unit.kind == Unit::layer_unit ? u.unit.layer : -1;
-    if (reduce_after) reduce_gradients(u, chain_);
+    // ZeRO-2/3 layers reduce in every micro-batch's backward (lowering_emitter.hpp reduces_every_micro_batch).
+    if (reduce && (last_of_stage || u.shapes.reduces_every_micro_batch)) reduce_gradients(u, chain_);
   }
 }
 
@@ -200,12 +219,12 @@ void PerLayerStage::forward_pass(const ScheduleStep& step) {
   chain_ = kNoOp;
   const auto tag = [&](int boundary) { return (static_cast<std::int64_t>(step.micro_batch) * (last_stage_ + 1) + boundary) * 2; };
   if (stage_ > 0) emit(p2p(OpKind::recv, OpRole::pipeline_activation, stage_ - 1, tag(stage_ - 1)), -1);
-  run_units(true, false);
+  run_units(true, false, false);
   layer_ = -1;
   if (stage_ < last_stage_) emit(p2p(OpKind::send, OpRole::pipeline_activation, stage_ + 1, tag(stage_)), -1);
 }
 
-void PerLayerStage::backward_pass(const ScheduleStep& step, bool reduce_after) {
+void PerLayerStage::backward_pass(const ScheduleStep& step, bool reduce, bool last_of_stage) {
   phase_ = Phase::backward;
   micro_batch_ = step.micro_batch;
   layer_ = -1;
@@ -214,8 +233,9 @@ void PerLayerStage::backward_pass(const ScheduleStep& step, bool reduce_after) {
     return (static_cast<std::int64_t>(step.micro_batch) * (last_stage_ + 1) + boundary) * 2 + 1;
   };
   if (stage_ < last_stage_) emit(p2p(OpKind::recv, OpRole::pipeline_gradient, stage_ + 1, tag(stage_)), -1);
-  run_units(false, reduce_after);
+  run_units(false, reduce, last_of_stage);
   layer_ = -1;
+  emit_deferred_reductions(true);
   if (stage_ > 0) emit(p2p(OpKind::send, OpRole::pipeline_gradient, stage_ - 1, tag(stage_ - 1)), -1);
 }
 
@@ -225,7 +245,7 @@ void PerLayerStage::run(const std::vector<ScheduleStep>& order, bool reduce, boo
     if (!order[i].forward) last_backward = i;
   if (optimizer && !order.empty()) gather_updated_weights_ahead(order.front().micro_batch);
   for (int i = 0; i < static_cast<int>(order.size()); ++i)
-    order[i].forward ? forward_pass(order[i]) : backward_pass(order[i], reduce && i == last_backward);
+    order[i].forward ? forward_pass(order[i]) : backward_pass(order[i], reduce, i == last_backward);
   if (optimizer) optimizer_phase();
 }
 
@@ -238,11 +258,7 @@ void PerLayerStage::optimizer_phase() {
   phase_ = Phase::backward;  // deferred reductions (overlap_grad_reduce off): after the whole backward
   micro_batch_ = -1;
   layer_ = -1;
-  for (const UnitPlan* u : deferred_reductions_)
-    emit_after(parameter_collective(u->strategy.zero_stage == 0 ? OpKind::all_reduce : OpKind::reduce_scatter,
-                                    OpRole::grad_reduce, u->data_group, u->parameters * 2, parameter_unit_of(u->unit)),
-               last_compute);
-  deferred_reductions_.clear();
+  emit_deferred_reductions(false);
   phase_ = Phase::optimizer;
   const ModelConfig& m = scenario_.model;
   const bool holds_embedding = stage_ == 0, holds_output = stage_ == last_stage_;

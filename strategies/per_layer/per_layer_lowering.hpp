@@ -54,9 +54,11 @@ class PerLayerStage {
   Op p2p(OpKind kind, OpRole role, int peer_stage, std::int64_t tag) const;
   OpIndex gather_weights(const UnitPlan& u, OpIndex after);
   void reduce_gradients(const UnitPlan& u, OpIndex after);
-  void run_units(bool forward, bool reduce_after);
+  // `reduce`: this piece reduces gradients at all; `last_of_stage`: the stage's last backward (where ZeRO-0/1 reduce).
+  void run_units(bool forward, bool reduce, bool last_of_stage);
   void forward_pass(const ScheduleStep& step);
-  void backward_pass(const ScheduleStep& step, bool reduce_after);
+  void backward_pass(const ScheduleStep& step, bool reduce, bool last_of_stage);
+  void emit_deferred_reductions(bool every_micro_batch_only);
   OpIndex last_on(Stream stream) const;
   void optimizer_phase();
   // As StageLowering: overlap_param_gather's gathers at the iteration's start, overlap_grad_reduce off.

@@ -162,21 +162,23 @@ LayerMemory edge_memory(const Scenario& scenario, const LayerStrategy& s, bool e
 double stage_fixed_bytes_bound(const Scenario& scenario, const std::vector<LayerStrategy>& options, int stage, int pp,
                                int gpus, int stage_micro_batch, int passes_in_flight) {
   std::set<int> tensor_groups, data_groups;
-  double edges = 0, gathered = 0;
+  const StateBytes per_param = state_bytes_per_parameter(scenario.training);
+  double edges = 0, gathered = 0, gradients_in_flight = 0;
   for (const LayerStrategy& s : options) {
     const LayerMemory e = edge_memory(scenario, s, stage == 0, stage == pp - 1, pp, gpus, stage_micro_batch);
     edges = std::max(edges, e.states() + e.activations_per_pass * passes_in_flight);
     if (s.layout.group > 1) tensor_groups.insert(s.layout.group);
     const int dg = data_group_of(s.layout, gpus);
     if (dg > 1) data_groups.insert(dg);
-    if (s.zero_stage >= 3 && dg > 1)
-      gathered = std::max(gathered, static_cast<double>(layer_parameters_per_rank(scenario.model, 0, weight_tp(s.layout), 1).dense));
+    const double n = static_cast<double>(layer_parameters_per_rank(scenario.model, 0, weight_tp(s.layout), 1).dense);
+    if (s.zero_stage >= 3 && dg > 1) gathered = std::max(gathered, n);
+    gradients_in_flight = std::max(gradients_in_flight, zero_gradients_in_flight_bytes(s.zero_stage, dg, per_param, n));
   }
   // NCCL buffers for at most two layouts (a TP and a data group each): plans using more are checked
   // exactly after the DP and dropped when they do not fit.
   const double communicators = static_cast<double>(std::min<std::size_t>(tensor_groups.size(), 2) +
                                                    std::min<std::size_t>(data_groups.size(), 2)) + (pp > 1 ? 1 : 0);
-  return edges + communicators * kNcclBytesPerCommunicator + 2.0 * 2 * gathered + kWorkspaceBytes;
+  return edges + communicators * kNcclBytesPerCommunicator + 2.0 * 2 * gathered + gradients_in_flight + kWorkspaceBytes;
 }
 
 // What a backward pass of `stage` holds over what was live when it began (backward_peak_over_live, as the uniform
@@ -202,11 +204,13 @@ double backward_over_live(const Scenario& scenario, const PerLayerPlan& plan, in
 MemoryEstimate estimate_per_layer_memory(const Scenario& scenario, const PerLayerPlan& plan) {
   const int gpus = stage_gpus(scenario, plan), pp = plan.pipeline_stages;
   const auto orders = pipeline_schedule(plan.schedule, pp, plan.num_micro_batches, 1);
+  const StateBytes per_param = state_bytes_per_parameter(scenario.training);
   MemoryEstimate estimate;
   for (int stage = 0; stage < pp; ++stage) {
     const int first = plan.first_layer(stage), count = plan.stage_layers[stage];
     std::set<int> tensor_groups, data_groups;
     std::int64_t largest_gathered = 0;
+    double gradients_in_flight = 0;
     // The embedding and the output layer take the strategy of the layer beside them.
     LayerMemory total = edge_memory(scenario, plan.layers[first], stage == 0, false, pp, gpus, plan.stage_micro_batch);
     total.add(edge_memory(scenario, plan.layers[first + count - 1], false, stage == pp - 1, pp, gpus,
@@ -217,8 +221,10 @@ MemoryEstimate estimate_per_layer_memory(const Scenario& scenario, const PerLaye
       const int dg = data_group_of(s.layout, gpus);
       if (s.layout.group > 1) tensor_groups.insert(s.layout.group);
       if (dg > 1) data_groups.insert(dg);
-      if (s.zero_stage >= 3 && dg > 1)  // the gathered layer and the prefetched one
-        largest_gathered = std::max(largest_gathered, layer_parameters_per_rank(scenario.model, layer, weight_tp(s.layout), 1).dense);
+      const std::int64_t n = layer_parameters_per_rank(scenario.model, layer, weight_tp(s.layout), 1).dense;
+      if (s.zero_stage >= 3 && dg > 1) largest_gathered = std::max(largest_gathered, n);  // in use and prefetched
+      gradients_in_flight = std::max(gradients_in_flight, zero_gradients_in_flight_bytes(s.zero_stage, dg, per_param,
+                                                                                         static_cast<double>(n)));
     }
     MemoryBreakdown mem;
     mem.parameters = std::llround(total.parameters);
@@ -227,7 +233,8 @@ MemoryEstimate estimate_per_layer_memory(const Scenario& scenario, const PerLaye
     mem.activations = std::llround(total.activations_per_pass * peak_in_flight_passes(orders[stage]) +
                                    backward_over_live(scenario, plan, stage, gpus));
     const int communicators = static_cast<int>(tensor_groups.size() + data_groups.size()) + (pp > 1 ? 1 : 0);
-    mem.communication_buffers = std::llround(communicators * kNcclBytesPerCommunicator + 2.0 * 2 * largest_gathered);
+    mem.communication_buffers =
+        std::llround(communicators * kNcclBytesPerCommunicator + 2.0 * 2 * largest_gathered + gradients_in_flight);
     mem.workspace = std::llround(kWorkspaceBytes);
     mem.outside_allocations = std::llround(communicators * kNcclBytesPerCommunicator + kCudaContextBytes);
     estimate.per_stage.push_back(mem);

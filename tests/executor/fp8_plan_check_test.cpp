@@ -26,6 +26,13 @@ TEST(PlanCheck, RunsFp8RecipesAndRefusesWhatItDoesNotRun) {
   context_parallel.strategy.data_parallel_size = 1;
   context_parallel.strategy.context_parallel_size = 2;
   EXPECT_EQ(refusal_path(context_parallel), "");
+  // ZeRO shards over the context-parallel ranks too: the casts would read weights other ranks updated (and, under
+  // ZeRO-3, whole weights the rank keeps only between gathers).
+  for (int zero : {1, 3}) {
+    Plan sharded = context_parallel;
+    sharded.strategy.zero_stage = zero;
+    EXPECT_EQ(refusal_path(sharded), "/strategy/zero_stage") << "ZeRO-" << zero;
+  }
   Plan tensor_parallel = delayed;  // TP without SP: bf16 collectives, the amaxes reduced over TP too
   tensor_parallel.strategy.data_parallel_size = 1;
   tensor_parallel.strategy.tensor_model_parallel_size = 2;

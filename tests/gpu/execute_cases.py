@@ -32,6 +32,15 @@ CORRECTNESS = [
     ("dp2-zero1", 2, {"zero_stage": 1}),
     ("dp2-zero2", 2, {"zero_stage": 2}),
     ("dp2-zero3", 2, {"zero_stage": 3}),
+    # ZeRO-2/3 over four micro-batches: each unit's whole gradients reduce-scattered after every micro-batch's
+    # backward into the shard the GPU keeps, ZeRO-3's whole weights gathered before each pass and freed after their
+    # last reader (executor/weight_residency.hpp); with full recompute, and with the reductions after each backward
+    # pass (overlap_grad_reduce off) instead of after each unit
+    ("dp2-zero2-mbs1", 2, {"zero_stage": 2, "micro_batch_size": 1}),
+    ("dp2-zero3-mbs1", 2, {"zero_stage": 3, "micro_batch_size": 1}),
+    ("dp2-zero3-mbs1-recompute-full", 2, {"zero_stage": 3, "micro_batch_size": 1, "recompute": "full"}),
+    ("dp2-zero3-mbs1-reduce-after-pass", 2, {"zero_stage": 3, "micro_batch_size": 1,
+                                             "framework": {"overlap_grad_reduce": False}}),
     ("tp2", 2, {"tensor_model_parallel_size": 2, "sequence_parallel": False}),
     ("tp2-sp", 2, {"tensor_model_parallel_size": 2, "sequence_parallel": True}),
     ("pp2-gpipe", 2, {"pipeline_model_parallel_size": 2, "schedule": "gpipe"}),
@@ -67,6 +76,8 @@ TIED = [
     # table's unit, so that both hold the same shard and the embedding group sums shards (executor/parameters.cpp).
     ("tied-dp2-pp2-zero1", 4, {"pipeline_model_parallel_size": 2, "zero_stage": 1}),
     ("tied-dp2-pp2-zero3", 4, {"pipeline_model_parallel_size": 2, "zero_stage": 3}),
+    # One stage under ZeRO-3: the output layer reads the table, whose gathered copy stays until that read
+    ("tied-dp2-zero3-mbs1", 2, {"zero_stage": 3, "micro_batch_size": 1}),
     ("tied-cp2-pp2-zero1", 4, {"pipeline_model_parallel_size": 2, "context_parallel_size": 2, "zero_stage": 1}),
 ]
 

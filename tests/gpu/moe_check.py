@@ -30,6 +30,13 @@ CORRECTNESS = [
     ("moe-dp2", 2, {}),
     ("moe-ep2", 2, {"expert_model_parallel_size": 2}),
     ("moe-ep2-zero1", 2, {"expert_model_parallel_size": 2, "zero_stage": 1}),
+    # ZeRO-2/3 with the experts replicated over both GPUs: each layer's unit and its experts' unit keep their
+    # shards, the whole gradients reduce-scattered over the data and expert-data groups after each backward, ZeRO-3's
+    # weights gathered over each before each pass (executor/weight_residency.hpp); with EP 2 the experts' unit is
+    # not sharded (expert-data group of one) while the layer's is.
+    ("moe-dp2-zero2", 2, {"zero_stage": 2}),
+    ("moe-dp2-zero3", 2, {"zero_stage": 3}),
+    ("moe-ep2-zero3", 2, {"expert_model_parallel_size": 2, "zero_stage": 3}),
     ("moe-tp2-sp", 2, {"tensor_model_parallel_size": 2, "sequence_parallel": True}),
     ("moe-tp2-sp-ep2", 2, {"tensor_model_parallel_size": 2, "sequence_parallel": True,
                            "expert_model_parallel_size": 2}),

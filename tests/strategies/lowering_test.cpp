@@ -188,22 +188,26 @@ TEST(Lowering, InterleavedLastStageFeedsTheFirst) {
   }
 }
 
-TEST(Lowering, GradientsReduceOncePerLayer) {
+// ZeRO-0/1 reduce each unit once, in its last micro-batch; ZeRO-2/3 keep only their gradient shard and reduce-scatter
+// each unit in every micro-batch's backward.
+TEST(Lowering, GradientsReduceOncePerLayerBelowZero2AndEveryMicroBatchFromIt) {
   const Scenario sc = make_scenario(testing::llama_shaped(8), 1, 1024, 16);  // 8 GPUs
-  for (int zero : {0, 1, 3}) {
+  for (int zero : {0, 1, 2, 3}) {
     Strategy st = make_strategy(2, 2);  // dp 2
     st.zero_stage = zero;
     const IterationGraph g = lower(sc, st);
     const OpKind kind = zero == 0 ? OpKind::all_reduce : OpKind::reduce_scatter;
+    const int reductions_per_unit = zero >= 2 ? st.num_micro_batches : 1;
+    ASSERT_GT(st.num_micro_batches, 1);
     // 4 layers per stage, plus the embedding (stage 0) or the output layer (stage 1).
     for (const RankClass& rc : g.classes) {
-      EXPECT_EQ(count(rc, [kind](const Op& op) { return op.role == OpRole::grad_reduce && op.kind == kind && op.group == GroupKind::data; }), 5);
+      EXPECT_EQ(count(rc, [kind](const Op& op) { return op.role == OpRole::grad_reduce && op.kind == kind && op.group == GroupKind::data; }), 5 * reductions_per_unit);
       EXPECT_EQ(count(rc, [](const Op& op) { return op.kind == OpKind::optimizer_step && op.phase == Phase::optimizer; }), 1);
       const int final_gathers = count(rc, [](const Op& op) { return op.role == OpRole::param_gather && op.phase == Phase::optimizer; });
       EXPECT_EQ(final_gathers, 0);  // overlap_param_gather (the default): none after the step
       const int gathers = count(rc, [](const Op& op) { return op.role == OpRole::param_gather && op.phase != Phase::optimizer; });
-      // ZeRO-3 before every use; ZeRO-1 once per unit at the iteration's start (the previous step's weights).
-      EXPECT_EQ(gathers, zero == 3 ? 2 * 5 * st.num_micro_batches : zero == 1 ? 5 : 0);
+      // ZeRO-3 before every use; ZeRO-1/2 once per unit at the iteration's start (the previous step's weights).
+      EXPECT_EQ(gathers, zero == 3 ? 2 * 5 * st.num_micro_batches : zero >= 1 ? 5 : 0);
     }
   }
   // Without the overlaps: ZeRO-1 gathers everything after the step, and the reductions wait for the backward.

@@ -108,28 +108,36 @@ TEST(PublishedTable, BadRowsNameTheirPath) {
 // the measured shapes by the model's activation and attention backend too, which their keys do not name, so every
 // non-activation kernel of a GeLU model was priced by the curves alone; priced by the measured shapes now, its largest
 // row moved 11.1% -> 11.8% held out (in-sample 10.6% -> 11.4%), its mean 6.7% -> 6.8%; the table 7.60% -> 7.65%
-// (docs/VALIDATION.md "The variant bug of GeLU models").
+// (docs/VALIDATION.md "The variant bug of GeLU models"). Set on 2026-11-30 (19:55 UTC, main) to the figures of the
+// graph in which ZeRO-2/3 reduce-scatter every micro-batch's gradients, as Megatron-FSDP, DeepSpeed, PyTorch FSDP and
+// LLM Foundry's Composer (which sets no no_sync under FSDP) run them and as twin execute now keeps only their shards:
+// Llama 3's rows (ZeRO-2, as the paper states FSDP sharding gradients) 4.9% -> 20.5% held out, LLM Foundry's H100 rows
+// 8.1% -> 9.2%, the Megatron-LM README's H100 rows 6.8% -> 7.3% and torchtitan's H100 row 13.8% -> 14.6% through the
+// Hopper factor refitted beside them; the DGX Cloud and 2021-22 Megatron rows moved down; the table 7.65% -> 7.8%.
+// The 4.9% priced Llama 3 with one reduction a step (ZeRO-1's graph) and ZeRO-2's memory, a run no framework makes;
+// its rows reduced once a step as PyTorch's pipelining drives FSDP (docs/VALIDATION.md "ZeRO-2/3 in every
+// micro-batch"), which twin describes as ZeRO-1, out of memory there (84.1 GiB > 79.6): left open.
 struct Reached {
   double cross_validated_mean, cross_validated_max, in_sample_mean, in_sample_max;
 };
 const std::map<std::string, Reached> kReached = {
-    {"narayanan2021-table1", {0.087, 0.165, 0.079, 0.155}},
-    {"korthikanti2022-table5", {0.111, 0.151, 0.103, 0.142}},
-    {"korthikanti2022-abstract", {0.076, 0.095, 0.075, 0.093}},
-    {"dubey2024-llama3-table4", {0.049, 0.064, 0.048, 0.063}},
-    {"megatron-readme-h100-2024", {0.068, 0.118, 0.064, 0.114}},
-    {"llmfoundry-mpt-h100-2024", {0.081, 0.137, 0.067, 0.124}},
-    {"llmfoundry-mpt-a100-2023", {0.064, 0.225, 0.064, 0.223}},
-    {"nemo-megatron-a100-2023", {0.121, 0.206, 0.122, 0.204}},
+    {"narayanan2021-table1", {0.086, 0.164, 0.078, 0.154}},
+    {"korthikanti2022-table5", {0.110, 0.150, 0.102, 0.141}},
+    {"korthikanti2022-abstract", {0.075, 0.094, 0.074, 0.092}},
+    {"dubey2024-llama3-table4", {0.205, 0.279, 0.201, 0.275}},
+    {"megatron-readme-h100-2024", {0.073, 0.126, 0.070, 0.121}},
+    {"llmfoundry-mpt-h100-2024", {0.092, 0.147, 0.076, 0.132}},
+    {"llmfoundry-mpt-a100-2023", {0.064, 0.229, 0.064, 0.226}},
+    {"nemo-megatron-a100-2023", {0.122, 0.208, 0.123, 0.206}},
     {"bloom2022-176b", {0.001, 0.001, 0.001, 0.001}},
-    {"bloom2022-topology-search", {0.083, 0.240, 0.082, 0.235}},
-    {"smith2022-mtnlg-530b", {0.088, 0.109, 0.086, 0.107}},
-    {"dgxc-nemo-h100-24.11", {0.061, 0.162, 0.051, 0.141}},
-    {"dgxc-nemo-h100-25.02", {0.041, 0.090, 0.035, 0.078}},
-    {"narayanan2021-table2-zero3", {0.130, 0.334, 0.131, 0.332}},
-    {"torchtitan-h100-2025", {0.138, 0.138, 0.137, 0.137}},
-    {"torchtitan-perf-2024", {0.137, 0.163, 0.134, 0.158}},
-    {"all", {0.076, 0.334, 0.071, 0.332}},
+    {"bloom2022-topology-search", {0.080, 0.238, 0.080, 0.232}},
+    {"smith2022-mtnlg-530b", {0.085, 0.106, 0.084, 0.105}},
+    {"dgxc-nemo-h100-24.11", {0.055, 0.149, 0.048, 0.132}},
+    {"dgxc-nemo-h100-25.02", {0.036, 0.079, 0.032, 0.070}},
+    {"narayanan2021-table2-zero3", {0.133, 0.335, 0.134, 0.333}},
+    {"torchtitan-h100-2025", {0.146, 0.146, 0.145, 0.145}},
+    {"torchtitan-perf-2024", {0.138, 0.161, 0.134, 0.156}},
+    {"all", {0.078, 0.335, 0.073, 0.333}},
 };
 
 // The same for the published MoE rows (issue 40), a table of their own: `twin validate tests/validation/moe_rows.json

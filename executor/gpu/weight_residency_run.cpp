@@ -1,0 +1,60 @@
+// The windows' buffers made and freed around the ops that open and close them (executor/gpu/weight_residency_run.hpp).
+#include "executor/gpu/weight_residency_run.hpp"
+
+#include <stdexcept>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "gpu/checks.hpp"
+
+namespace twin::exec {
+
+WeightResidencyRun::WeightResidencyRun(WeightResidency plan, StageParameters& parameters)
+    : plan_(std::move(plan)), parameters_(parameters) {}
+
+bf16*& WeightResidencyRun::buffer_of(const ResidencyChange& change) {
+  ParameterUnit& unit = parameters_.unit(change.unit);
+  const bool gradients = change.buffer == Residency::gradients;
+  if (!(gradients ? unit.shards_gradients() : unit.shards_weights()))
+    throw std::logic_error(fmt::format("executor: a residency window of parameter unit {}, which keeps its whole {}",
+                                       change.unit, gradients ? "gradients" : "weights"));
+  return gradients ? unit.grads : unit.params;
+}
+
+void WeightResidencyRun::before(OpIndex op, cudaStream_t stream, const IssueEvents& events) {
+  if (plan_.empty()) return;
+  const OpResidency& at = plan_.at(op);
+  for (OpIndex from : at.waits) TWIN_CUDA_CHECK(cudaStreamWaitEvent(stream, events.op_done(from)));
+  for (const ResidencyChange& release : at.release)
+    for (OpIndex from : release.after) TWIN_CUDA_CHECK(cudaStreamWaitEvent(stream, events.op_done(from)));
+  for (const ResidencyChange& acquire : at.acquire) {
+    bf16*& buffer = buffer_of(acquire);
+    if (buffer)
+      throw std::logic_error(fmt::format("executor: parameter unit {}'s whole {} made twice", acquire.unit,
+                                         acquire.buffer == Residency::gradients ? "gradients" : "weights"));
+    const std::size_t bytes = parameters_.unit(acquire.unit).padded * sizeof(bf16);
+    TWIN_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&buffer), bytes, stream));
+    if (acquire.buffer == Residency::gradients) TWIN_CUDA_CHECK(cudaMemsetAsync(buffer, 0, bytes, stream));
+  }
+}
+
+void WeightResidencyRun::after(OpIndex op, cudaStream_t stream) {
+  if (plan_.empty()) return;
+  for (const ResidencyChange& release : plan_.at(op).release) {
+    bf16*& buffer = buffer_of(release);
+    TWIN_CUDA_CHECK(cudaFreeAsync(buffer, stream));
+    buffer = nullptr;
+  }
+}
+
+ShardedUnits sharded_units(StageParameters& parameters) {
+  ShardedUnits units;
+  for (const ParameterUnit* unit : parameters.units()) {
+    if (unit->shards_weights()) units.weights.insert(unit->id);
+    if (unit->shards_gradients()) units.gradients.insert(unit->id);
+  }
+  return units;
+}
+
+}  // namespace twin::exec
