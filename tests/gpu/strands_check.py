@@ -11,10 +11,11 @@ on one CUDA stream beside the backward strand of another on a second, the paired
 4. With --gpus 2 or more: double strand under TP 2 with sequence parallelism (DHeLlam's case: one strand's TP
    collectives beside the other's compute) against 1F1B under the same TP, and over two pipeline stages (the folded
    pipeline) against 1F1B over two stages: the loss on the small model and, at Llama-2-7B widths, each iteration
-   and the ratio of the two, measured and predicted.
+   and the ratio of the two, measured and predicted; and over two data-parallel GPUs under ZeRO-2 (each strand's
+   gradient windows on its own stream) against 1F1B under the same ZeRO (--zero-only: this alone).
 
 Usage: strands_check.py --twin build/twin [--out DIR] [--iters N] [--profile NAME|FILE] [--gpu NAME] [--gpus N]
-                        [--two-gpu-only]
+                        [--two-gpu-only | --zero-only]
 Results: $OUT/strands_check.md and $OUT/strands_check.json; exit 1 when a check fails.
 """
 import argparse, json, os, sys
@@ -43,6 +44,13 @@ CORRECTNESS_TP = [
     ("tp2-sp-1f1b", TP2),
     ("tp2-sp-double-strand", {**TP2, **STRANDS}),
     ("tp2-sp-double-strand-recompute-full", {**TP2, **STRANDS, "recompute": "full"}),
+]
+# Data parallel over two GPUs with ZeRO-2 (two GPUs): each strand's gradient windows on its own compute stream, each
+# micro-batch's reduce-scatter into the shard (executor/weight_residency.hpp), against 1F1B under the same ZeRO.
+DP2_ZERO2 = {"zero_stage": 2, "micro_batch_size": 1}
+CORRECTNESS_DP = [
+    ("dp2-zero2-1f1b", DP2_ZERO2),
+    ("dp2-zero2-double-strand", {**DP2_ZERO2, **STRANDS}),
 ]
 PP2 = {"pipeline_model_parallel_size": 2}
 # Over two stages (DHeLlam's folded W-shaped pipeline: each stage holds a layer chunk and its mirror, each pass's
@@ -81,6 +89,7 @@ def main():
     parser.add_argument("--gpus", type=int, default=1,
                         help="GPUs on this machine: 2 or more adds the TP 2 and two-stage checks")
     parser.add_argument("--two-gpu-only", action="store_true", help="only the checks on two GPUs (part 4)")
+    parser.add_argument("--zero-only", action="store_true", help="only part 4's data-parallel ZeRO-2 loss check")
     args = parser.parse_args()
     ec.GPU = args.gpu
     ec.PROFILE = os.path.abspath(args.profile) if os.path.exists(args.profile) else args.profile
@@ -89,6 +98,11 @@ def main():
     report = {"correctness": {}, "speed": {}, "fold": {}}
     failed = False
 
+    if args.zero_only:
+        lines = []
+        failed = zero_cases(args, log, lines, report)
+        ec.write_results(args.out, "strands_check", lines, report)
+        return 1 if failed else 0
     if args.two_gpu_only:
         lines = []
         failed = check_on_two_gpus(args, log, lines, report)
@@ -115,11 +129,19 @@ def main():
     return 1 if failed else 0
 
 
+def zero_cases(args, log, lines, report):
+    """Double strand over two data-parallel GPUs under ZeRO-2 against 1F1B under the same ZeRO (four micro-batches).
+    Returns whether a check failed."""
+    lines += ["", "## Double strand, DP 2 with ZeRO-2 (two GPUs): loss against 1F1B under the same ZeRO"]
+    return loss_cases(args, log, lines, report, ec.SMALL, 2, CORRECTNESS_DP, 1)
+
+
 def check_on_two_gpus(args, log, lines, report):
-    """Double strand under TP 2 with SP against 1F1B under the same TP, and over two pipeline stages against 1F1B
-    over two stages, on two GPUs. Returns whether a check failed."""
+    """Double strand under TP 2 with SP against 1F1B under the same TP, over two pipeline stages against 1F1B
+    over two stages, and over two data-parallel GPUs under ZeRO-2, on two GPUs. Returns whether a check failed."""
+    failed = zero_cases(args, log, lines, report)
     lines += ["", "## Double strand under TP 2 with sequence parallelism (two GPUs): loss against 1F1B under TP 2"]
-    failed = loss_cases(args, log, lines, report, ec.SMALL, 2, CORRECTNESS_TP, 1)
+    failed |= loss_cases(args, log, lines, report, ec.SMALL, 2, CORRECTNESS_TP, 1)
     lines += ["", f"## Llama-2-7B widths, 4 layers, seq 4096, TP 2 with SP on two GPUs ({args.profile})"]
     failed |= speed_cases(args, log, lines, report, 2, SPEED_TP)
     ratio_lines(lines, report, [(SPEED_TP[0][0], SPEED_TP[1][0])])
