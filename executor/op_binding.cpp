@@ -326,21 +326,27 @@ bool bind_mla(const RankClass& rc, OpIndex i, OpBinding& b) {
 
 // Which weight-gradient ops store (rather than add to) their gradient: the first of each (layer, weight) in op order.
 void mark_first_gradients(const RankClass& rc, bool tied_embeddings, std::vector<OpBinding>& bindings) {
-  std::set<std::pair<std::int32_t, OpRole>> written;
+  std::set<GradientKey> written;
   for (OpIndex i = 0; i < rc.size(); ++i) {
     OpBinding& b = bindings[i];
-    const bool tied_output = tied_embeddings && b.subject == OpRole::output_projection;
-    if (b.action == Action::linear_weight_grad || b.action == Action::norm_backward ||
-        b.action == Action::embedding_backward || b.action == Action::router_weight_grad ||
-        b.action == Action::expert_weight_grad ||
-        (b.action == Action::mla_step && writes_weight_gradient(b.mla_step)))
-      b.first_gradient = written.insert({rc.op(i).layer, tied_output ? OpRole::embedding : b.subject}).second;
+    if (const std::optional<GradientKey> key = gradient_key(rc.op(i), b, tied_embeddings))
+      b.first_gradient = written.insert(*key).second;
     if (b.action == Action::embedding_backward)  // the positions' gradient: only the embedding backward writes it
       b.first_position_gradient = written.insert({rc.op(i).layer, OpRole::none}).second;
   }
 }
 
 }  // namespace
+
+std::optional<GradientKey> gradient_key(const Op& op, const OpBinding& b, bool tied_embeddings) {
+  const bool writes = b.action == Action::linear_weight_grad || b.action == Action::norm_backward ||
+                      b.action == Action::embedding_backward || b.action == Action::router_weight_grad ||
+                      b.action == Action::expert_weight_grad ||
+                      (b.action == Action::mla_step && writes_weight_gradient(b.mla_step));
+  if (!writes) return std::nullopt;
+  const bool tied_output = tied_embeddings && b.subject == OpRole::output_projection;
+  return GradientKey{op.layer, tied_output ? OpRole::embedding : b.subject};
+}
 
 std::vector<OpBinding> bind_ops(const RankClass& rc, bool tied_embeddings, bool mla) {
   std::vector<OpBinding> bindings(rc.size());

@@ -3,7 +3,9 @@
 // executor's contract with the lowering.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/op_graph.hpp"
@@ -109,5 +111,11 @@ std::string to_string(Action action);
 // With tied embeddings the output projection's weight gradient goes into the embedding table's (or, on a stage
 // without the embedding, the table's copy): it and the embedding backward share one first_gradient.
 std::vector<OpBinding> bind_ops(const RankClass& rank_class, bool tied_embeddings = false, bool mla = false);
+
+// The weight whose gradient a bound op writes, as first_gradient counts its writers: (layer, subject), the tied output
+// projection's under the embedding's role (it writes the table's); none for an op that writes no weight gradient.
+// The embedding backward's learned positions are (layer, OpRole::none), first_position_gradient's.
+using GradientKey = std::pair<std::int32_t, OpRole>;
+std::optional<GradientKey> gradient_key(const Op& op, const OpBinding& b, bool tied_embeddings);
 
 }  // namespace twin::exec

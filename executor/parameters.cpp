@@ -369,5 +369,19 @@ std::vector<ParameterUnitLayout> plan_parameter_units(const PlanPart& part, int 
   return units;
 }
 
+std::vector<ElementRange> uncovered_ranges(const ParameterUnitLayout& unit) {
+  std::vector<ElementRange> covered;
+  for (const WeightTensor& w : unit.tensors) covered.push_back({w.offset, w.elements()});
+  std::sort(covered.begin(), covered.end(),
+            [](const ElementRange& a, const ElementRange& b) { return a.begin < b.begin; });
+  std::vector<ElementRange> gaps;
+  std::int64_t at = 0;
+  for (const ElementRange& c : covered) {
+    if (c.begin > at) gaps.push_back({at, c.begin - at});
+    at = std::max(at, c.begin + c.count);
+  }
+  if (unit.padded > at) gaps.push_back({at, unit.padded - at});
+  return gaps;
+}
 
 }  // namespace twin::exec

@@ -103,6 +103,10 @@ std::array<ColumnBlock, 3> qkv_column_blocks(std::int64_t heads_local, std::int6
 // tensors and the padding hold zero gradients.
 std::vector<ElementRange> gradient_norm_ranges(const ParameterUnitLayout& unit, bool count_replicated);
 
+// The elements of a unit's flat buffer no tensor covers (the gaps between tensors, the padding), in order: what a
+// gradient buffer must hold as zeros where every tensor's first writer stores (executor/weight_residency.hpp).
+std::vector<ElementRange> uncovered_ranges(const ParameterUnitLayout& unit);
+
 // The units a rank of `placement.stage` holds, their tensors and shard maps: Llama-style models (RMSNorm, SwiGLU or
 // GeLU, RoPE; an MoE layer's unit holds its router, replicated over TP as the norms are, and its experts unit the
 // rank's experts' fc1 and fc2 stacked) and GPT-style dense ones (LayerNorm weight and bias, linear biases: a

@@ -213,4 +213,24 @@ WeightResidency::WeightResidency(const RankClass& rc, const std::vector<OpBindin
   windows_ = walk.opened();
 }
 
+void mark_window_first_gradients(const RankClass& rc, std::vector<OpBinding>& bindings, const ShardedUnits& units,
+                                 const StageWeights& stage) {
+  // Each weight written so far and the unit that holds it (a linear's holder comes first in writes_gradients: the
+  // tied output projection's table is the embedding's, whatever the output layer's own unit reduces).
+  std::map<GradientKey, std::int32_t> written;
+  for (OpIndex i = 0; i < rc.size(); ++i) {
+    OpBinding& b = bindings[static_cast<std::size_t>(i)];
+    const ParameterAccess a = parameter_access(rc.op(i), b, stage);
+    if (units.gradients.count(a.reduces))  // the unit's weights start again from the next window's fresh buffer
+      std::erase_if(written, [&](const auto& entry) { return entry.second == a.reduces; });
+    if (a.writes_gradients.empty()) continue;
+    const std::int32_t holder = a.writes_gradients.front();
+    if (const std::optional<GradientKey> key = gradient_key(rc.op(i), b, stage.tied_embeddings))
+      b.first_gradient = written.emplace(*key, holder).second || b.first_gradient;
+    if (b.action == Action::embedding_backward)
+      b.first_position_gradient =
+          written.emplace(GradientKey{rc.op(i).layer, OpRole::none}, holder).second || b.first_position_gradient;
+  }
+}
+
 }  // namespace twin::exec

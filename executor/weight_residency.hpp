@@ -84,4 +84,11 @@ class WeightResidency {
   int windows_ = 0;
 };
 
+// A gradient window starts from a fresh buffer: after a reduction of a unit `units` shards the gradients of, the next
+// writer of each of the unit's weights stores rather than adds (OpBinding::first_gradient, first_position_gradient),
+// as the step's first writer does. Only adds first writers: those of the step, and every writer of a unit with whole
+// buffers, keep their flags. Call on the bindings of a step's first part (a later part adds to what earlier parts left).
+void mark_window_first_gradients(const RankClass& rc, std::vector<OpBinding>& bindings, const ShardedUnits& units,
+                                 const StageWeights& stage);
+
 }  // namespace twin::exec

@@ -77,11 +77,15 @@ StageRuntime::StageRuntime(const PlanPart& plan_part, const IterationGraph& grap
   make_scratch();
   optimizer_->zero_gradients_each_step(gradients_need_zeroing(part));
   optimizer_->starts_step(part.first());
+  const ShardedUnits sharded = sharded_units(*params_);
+  const StageWeights stage{!scenario.model.untie_embeddings_and_output_weights,
+                           stage_holds_embedding(layout_.strategy(), layout_.me().pp)};
+  // Each gradient window's first writers store into its fresh buffer, so a unit whose weights all have one is
+  // zeroed in its padding and gaps only (after the step's zeroing verdict above, which these flags do not change).
+  if (part.first()) mark_window_first_gradients(rc_, bindings_, sharded, stage);
   residency_ = std::make_unique<WeightResidencyRun>(
-      WeightResidency(rc_, bindings_, sharded_units(*params_),
-                      StageWeights{!scenario.model.untie_embeddings_and_output_weights,
-                                   stage_holds_embedding(layout_.strategy(), layout_.me().pp)}),
-      *params_);
+      WeightResidency(rc_, bindings_, sharded, stage), *params_,
+      part.first() ? units_stored_by_first_writers() : std::set<std::int32_t>{});
   fault_ = injected_fault_from_environment();
   TWIN_CUDA_CHECK(cudaStreamSynchronize(compute_stream()));
 }
@@ -145,9 +149,9 @@ void StageRuntime::make_scratch() {
   }
 }
 
-// Every weight's gradient stored by a first op of the step? Then no per-step zeroing: padding and gaps stay the
-// zeros they were allocated as.
-bool StageRuntime::gradients_need_zeroing(const StepPart& part) {
+// The units each of whose weights' gradients a first op of the step stores: their buffers need no zeroing but their
+// padding and gaps.
+std::set<std::int32_t> StageRuntime::units_stored_by_first_writers() {
   std::set<std::pair<int, OpRole>> stored;
   for (OpIndex i = 0; i < rc_.size(); ++i) {
     const OpBinding& b = bindings_[i];
@@ -160,10 +164,19 @@ bool StageRuntime::gradients_need_zeroing(const StepPart& part) {
       stored.insert({unit, b.subject});
     }
   }
-  bool zeroing = false;
-  for (ParameterUnit* unit : params_->units())
-    for (const WeightTensor& w : unit->tensors) zeroing |= part.first() && !stored.count({unit->id, w.role});
-  return zeroing;
+  std::set<std::int32_t> units;
+  for (ParameterUnit* unit : params_->units()) {
+    const bool all = std::all_of(unit->tensors.begin(), unit->tensors.end(),
+                                 [&](const WeightTensor& w) { return stored.count({unit->id, w.role}) > 0; });
+    if (all) units.insert(unit->id);
+  }
+  return units;
+}
+
+// Every weight's gradient stored by a first op of the step? Then no per-step zeroing: padding and gaps stay the
+// zeros they were allocated as. A later part of the step adds to what the parts before it left.
+bool StageRuntime::gradients_need_zeroing(const StepPart& part) {
+  return part.first() && units_stored_by_first_writers().size() != params_->units().size();
 }
 
 StageRuntime::~StageRuntime() {

@@ -11,6 +11,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -108,6 +109,7 @@ class StageRuntime {
   void make_handlers(const IterationGraph& graph, Communicators& comms, const TrainingOptions& options,
                      const StepPart& part);
   void make_scratch();
+  std::set<std::int32_t> units_stored_by_first_writers();
   bool gradients_need_zeroing(const StepPart& part);
   // Issues op `index` of the iteration: its waits, its injected fault, its CUPTI region, its dispatch.
   void issue(OpIndex index, int iteration, gpu::CuptiKernelTimer* timer);

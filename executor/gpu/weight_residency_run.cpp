@@ -10,8 +10,9 @@
 
 namespace twin::exec {
 
-WeightResidencyRun::WeightResidencyRun(WeightResidency plan, StageParameters& parameters)
-    : plan_(std::move(plan)), parameters_(parameters) {}
+WeightResidencyRun::WeightResidencyRun(WeightResidency plan, StageParameters& parameters,
+                                       std::set<std::int32_t> stored)
+    : plan_(std::move(plan)), parameters_(parameters), stored_(std::move(stored)) {}
 
 bf16*& WeightResidencyRun::buffer_of(const ResidencyChange& change) {
   ParameterUnit& unit = parameters_.unit(change.unit);
@@ -33,9 +34,16 @@ void WeightResidencyRun::before(OpIndex op, cudaStream_t stream, const IssueEven
     if (buffer)
       throw std::logic_error(fmt::format("executor: parameter unit {}'s whole {} made twice", acquire.unit,
                                          acquire.buffer == Residency::gradients ? "gradients" : "weights"));
-    const std::size_t bytes = parameters_.unit(acquire.unit).padded * sizeof(bf16);
+    const ParameterUnit& unit = parameters_.unit(acquire.unit);
+    const std::size_t bytes = unit.padded * sizeof(bf16);
     TWIN_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&buffer), bytes, stream));
-    if (acquire.buffer == Residency::gradients) TWIN_CUDA_CHECK(cudaMemsetAsync(buffer, 0, bytes, stream));
+    if (acquire.buffer == Residency::weights) continue;
+    if (!stored_.count(acquire.unit)) {
+      TWIN_CUDA_CHECK(cudaMemsetAsync(buffer, 0, bytes, stream));
+      continue;
+    }
+    for (const ElementRange& gap : uncovered_ranges(unit))
+      TWIN_CUDA_CHECK(cudaMemsetAsync(buffer + gap.begin, 0, gap.count * sizeof(bf16), stream));
   }
 }
 

@@ -2,6 +2,8 @@
 // real lowerings without a GPU: replaying the windows op by op, every weight an op reads and every gradient it writes
 // of such a unit is held whole at that op, every buffer made is freed once, and the units ZeRO-1 keeps whole have none.
 #include <algorithm>
+#include <map>
+#include <optional>
 #include <set>
 #include <stdexcept>
 #include <utility>
@@ -215,6 +217,50 @@ TEST(WeightResidency, OpsOnAnotherStreamWaitForTheBufferAndTheFreeWaitsForThem) 
   EXPECT_EQ(residency.at(wgrad).acquire, (std::vector<ResidencyChange>{{Residency::gradients, 0, {}}}));
   EXPECT_EQ(residency.at(reduce).waits, std::vector<OpIndex>{wgrad});
   EXPECT_EQ(residency.at(reduce).release, (std::vector<ResidencyChange>{{Residency::gradients, 0, {wgrad}}}));
+}
+
+// Each gradient window's first writer of each weight stores into its fresh buffer: under ZeRO-2 over four
+// micro-batches every weight has one storing writer per window (per micro-batch), each the first of its window, the
+// tied table's too (the output projection stores, the embedding backward adds, though the output layer's own unit is
+// reduced between them); under ZeRO-1 (whole buffers) the marks are bind_ops' own, one per weight and step.
+TEST(WeightResidency, EachGradientWindowsFirstWriterOfEachWeightStores) {
+  for (const auto& [zero, tied] : {std::pair{1, false}, std::pair{2, false}, std::pair{2, true}, std::pair{3, true}}) {
+    const LoweredResidency lowered = residency_lowering(ResidencyPlan{1, 1, 2, zero, tied});
+    ASSERT_GT(lowered.strategy.num_micro_batches, 1);
+    const RankClass& rc = lowered.graph.classes.front();
+    const RankPlacement placement = placement_of(lowered.strategy, rc.first_rank);
+    const ShardedUnits units = sharded_units_of(plan_parameter_units(lowered.scenario, lowered.strategy, placement, 7));
+    std::vector<OpBinding> bindings = bind_ops(rc, tied);
+    const std::vector<OpBinding> step_marks = bindings;
+    mark_window_first_gradients(rc, bindings, units, StageWeights{tied, true});
+    std::map<GradientKey, int> stores, writers;
+    std::map<std::pair<GradientKey, int>, bool> seen;  // (weight, micro-batch): a writer met
+    for (OpIndex i = 0; i < rc.size(); ++i) {
+      const std::optional<GradientKey> key = gradient_key(rc.op(i), bindings[i], tied);
+      if (!key) continue;
+      ++writers[*key];
+      stores[*key] += bindings[i].first_gradient ? 1 : 0;
+      // A store is the first writer of its weight in its micro-batch's backward; an add never is.
+      const bool first_in_pass = seen.emplace(std::pair{*key, rc.op(i).micro_batch}, true).second;
+      if (zero >= 2) EXPECT_EQ(bindings[i].first_gradient, first_in_pass) << op_id(rc.index, i);
+      if (zero == 1) EXPECT_EQ(bindings[i].first_gradient, step_marks[i].first_gradient) << op_id(rc.index, i);
+    }
+    ASSERT_FALSE(stores.empty());
+    for (const auto& [key, n] : stores)
+      EXPECT_EQ(n, zero >= 2 ? lowered.strategy.num_micro_batches : 1) << "layer " << key.first << " of " << writers[key];
+  }
+}
+
+TEST(WeightResidency, UncoveredRangesAreTheGapsBetweenTensorsAndThePadding) {
+  ParameterUnitLayout unit;
+  unit.padded = 40;
+  WeightTensor a, b;
+  a.offset = 0, a.rows = 2, a.cols = 5;   // [0, 10)
+  b.offset = 16, b.rows = 3, b.cols = 4;  // [16, 28)
+  unit.tensors = {b, a};                  // in any order
+  EXPECT_EQ(uncovered_ranges(unit), (std::vector<ElementRange>{{10, 6}, {28, 12}}));
+  unit.padded = 28;
+  EXPECT_EQ(uncovered_ranges(unit), (std::vector<ElementRange>{{10, 6}}));
 }
 
 // The plan check walks every rank class's windows (executor/plan_check.cpp): a recorded run's plan over two GPUs

@@ -78,6 +78,7 @@ TIED = [
     ("tied-dp2-pp2-zero3", 4, {"pipeline_model_parallel_size": 2, "zero_stage": 3}),
     # One stage under ZeRO-3: the output layer reads the table, whose gathered copy stays until that read
     ("tied-dp2-zero3-mbs1", 2, {"zero_stage": 3, "micro_batch_size": 1}),
+    ("tied-dp2-zero2-mbs1", 2, {"zero_stage": 2, "micro_batch_size": 1}),
     ("tied-cp2-pp2-zero1", 4, {"pipeline_model_parallel_size": 2, "context_parallel_size": 2, "zero_stage": 1}),
 ]
 
