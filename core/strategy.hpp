@@ -89,4 +89,11 @@ std::vector<std::string> recompute_module_names();
 RecomputeModuleMask recomputed_modules(const Strategy& strategy);
 inline bool recomputes(RecomputeModuleMask mask, RecomputeModule m) { return mask.contains_any_of(module_bit(m)); }
 
+// What a ZeRO stage keeps only its shard of over the data group, beside the optimizer state (every stage from 1):
+// the gradients from stage 2, which is why those stages reduce-scatter every micro-batch's gradients
+// (strategies/lowering_emitter.hpp reduces_every_micro_batch), and the weights at stage 3. The lowering, the memory
+// model and twin execute's shards read these.
+constexpr bool zero_shards_gradients(int zero_stage) { return zero_stage >= 2; }
+constexpr bool zero_shards_weights(int zero_stage) { return zero_stage >= 3; }
+
 }  // namespace twin

@@ -63,8 +63,8 @@ struct ParameterUnitLayout {
   std::int64_t update_elements() const { return sharded_optimizer ? shard_elements : padded; }
   // Whether the rank keeps only its shard of the unit's gradients (ZeRO >= 2) or weights (ZeRO-3) between the ops
   // that need them whole (executor/weight_residency.hpp): sharded over more than one GPU, and not empty.
-  bool shards_gradients() const { return sharded_optimizer && zero_stage >= 2 && padded > 0; }
-  bool shards_weights() const { return sharded_optimizer && zero_stage >= 3 && padded > 0; }
+  bool shards_gradients() const { return sharded_optimizer && zero_shards_gradients(zero_stage) && padded > 0; }
+  bool shards_weights() const { return sharded_optimizer && zero_shards_weights(zero_stage) && padded > 0; }
   const WeightTensor& tensor(OpRole role) const;  // the weight of `role`
   // The `part` of `role` the unit holds, or nullptr (a model without biases or learned positions).
   const WeightTensor* find(OpRole role, WeightPart part) const;

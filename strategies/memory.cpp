@@ -45,7 +45,7 @@ StateBytes state_bytes_per_parameter(const TrainingConfig& training) {
 
 double zero_gradients_in_flight_bytes(int zero_stage, int data_group, const StateBytes& per_param,
                                       double largest_unit_parameters) {
-  if (zero_stage < 2 || data_group <= 1) return 0;
+  if (!zero_shards_gradients(zero_stage) || data_group <= 1) return 0;
   return per_param.gradients * largest_unit_parameters;
 }
 
@@ -199,7 +199,7 @@ double model_state_bytes_per_parameter(int zero_stage, int data_parallel, const 
   adam.precision = precision;
   const StateBytes b = state_bytes_per_parameter(adam);
   const double dp = data_parallel;
-  return b.weights / (zero_stage >= 3 ? dp : 1) + b.gradients / (zero_stage >= 2 ? dp : 1) +
+  return b.weights / (zero_shards_weights(zero_stage) ? dp : 1) + b.gradients / (zero_shards_gradients(zero_stage) ? dp : 1) +
          b.optimizer / (zero_stage >= 1 ? dp : 1);
 }
 
@@ -228,9 +228,9 @@ MemoryEstimate estimate_memory(const Scenario& scenario, const Strategy& st) {
       const double expert = p.expert * bytes_per_param / (shard ? expert_data_group : 1);
       return static_cast<Bytes>(std::llround(dense + expert));
     };
-    mem.parameters = sharded(per_param.weights, st.zero_stage >= 3) +
+    mem.parameters = sharded(per_param.weights, zero_shards_weights(st.zero_stage)) +
                      std::llround(fp8_state_bytes(scenario, st, stage));
-    mem.gradients = sharded(per_param.gradients, st.zero_stage >= 2);
+    mem.gradients = sharded(per_param.gradients, zero_shards_gradients(st.zero_stage));
     // DeepSpeed's BF16_Optimizer keeps an fp32 copy of every gradient beside the bf16 ones, unsharded ("4 bytes *
     // params of additional memory", bigscience train/tr11-176B-ml/README.md).
     if (scenario.framework.deepspeed_bf16_optimizer && st.zero_stage == 1) mem.gradients += sharded(4, false);

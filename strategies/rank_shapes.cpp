@@ -52,7 +52,7 @@ void set_framework_shapes(const Scenario& scenario, RankShapes& s) {
   s.scatter_gather_p2p = scenario.framework.scatter_gather_tensors_in_pipeline && s.tp > 1 && !s.sp;
   s.deepspeed_bf16_optimizer = scenario.framework.deepspeed_bf16_optimizer && s.zero_stage == 1;
   s.deepspeed_zero3 = s.zero_stage == 3 && scenario.framework.zero_implementation == ZeroImplementation::deepspeed;
-  s.reduces_every_micro_batch = s.zero_stage >= 2;
+  s.reduces_every_micro_batch = zero_shards_gradients(s.zero_stage);
   s.pytorch_fsdp2 = scenario.framework.name == FrameworkName::pytorch_fsdp2;
   if (s.pytorch_fsdp2) {
     s.torch_compile = scenario.framework.compile;

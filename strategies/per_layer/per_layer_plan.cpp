@@ -126,8 +126,8 @@ LayerMemory layer_memory(const Scenario& scenario, const LayerStrategy& s, int l
   const int dg = data_group_of(s.layout, gpus);
   const double n = static_cast<double>(layer_parameters_per_rank(scenario.model, layer, weight_tp(s.layout), 1).dense);
   LayerMemory mem;
-  mem.parameters = n * per_param.weights / (s.zero_stage >= 3 ? dg : 1);
-  mem.gradients = n * per_param.gradients / (s.zero_stage >= 2 ? dg : 1);
+  mem.parameters = n * per_param.weights / (zero_shards_weights(s.zero_stage) ? dg : 1);
+  mem.gradients = n * per_param.gradients / (zero_shards_gradients(s.zero_stage) ? dg : 1);
   mem.optimizer_states = n * per_param.optimizer / (s.zero_stage >= 1 ? dg : 1);
   const int samples = stage_micro_batch * s.layout.group / gpus;
   mem.activations_per_pass = static_cast<double>(activation_bytes_per_layer(
@@ -153,8 +153,8 @@ LayerMemory edge_memory(const Scenario& scenario, const LayerStrategy& s, bool e
     n += static_cast<double>(output_parameters_per_rank(m, tp, pp == 1));
     mem.activations_per_pass += static_cast<double>(output_layer_activation_bytes(scenario, rows, tp, tp > 1));
   }
-  mem.parameters = n * per_param.weights / (s.zero_stage >= 3 ? dg : 1);
-  mem.gradients = n * per_param.gradients / (s.zero_stage >= 2 ? dg : 1);
+  mem.parameters = n * per_param.weights / (zero_shards_weights(s.zero_stage) ? dg : 1);
+  mem.gradients = n * per_param.gradients / (zero_shards_gradients(s.zero_stage) ? dg : 1);
   mem.optimizer_states = n * per_param.optimizer / (s.zero_stage >= 1 ? dg : 1);
   return mem;
 }

@@ -13,14 +13,15 @@ Usage: zero_memory_check.py --twin BIN --out DIR SCENARIO:KEY_WITHOUT_ZERO ... [
 KEY_WITHOUT_ZERO is a plan key with `z{}` where the stage goes, e.g. tp1.pp1.cp1.ep1.dp2.vpp1.nosp.mbs1.z{}.rc-none.1f1b
 Exits 1 when a run fails, a peak is off by more than the tolerance, or a stage does not save over the one below.
 """
-import argparse, json, os, subprocess, sys
+import argparse, json, os, sys
+
+import execute_check as ec
 
 
 def run(command, log):
+    """The command's exit status, its output appended to the file `log` (execute_check's run_logged)."""
     with open(log, "a") as out:
-        out.write("$ " + " ".join(command) + "\n")
-        out.flush()
-        return subprocess.run(command, stdout=out, stderr=subprocess.STDOUT, timeout=900).returncode
+        return ec.run_logged(command, out).returncode
 
 
 def one_plan(args, scenario, key, folder):
