@@ -264,11 +264,8 @@ void check_weight_residency(const Plan& plan, const PlanGraphs& lowered, const s
   for (int rank : check.ranks)
     for (const PlanPart& part : rank_parts(lowered, rank)) {
       ShardedUnits sharded;
-      for (const ParameterUnitLayout& unit : plan_parameter_units(part, rank, 0)) {
-        if (unit.shards_weights()) sharded.weights.insert(unit.id);
-        if (unit.shards_gradients()) sharded.gradients.insert(unit.id);
-      }
-      if (sharded.weights.empty() && sharded.gradients.empty()) continue;
+      for (const ParameterUnitLayout& unit : plan_parameter_units(part, rank, 0)) sharded.add(unit);
+      if (sharded.empty()) continue;
       const RankClass& rc = lowered.graph.classes.at(static_cast<std::size_t>(part.class_of_rank.at(rank)));
       const int stage = coordinates_of(part.strategy, part.layout_rank(rank)).pp;
       try {

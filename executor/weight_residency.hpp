@@ -12,6 +12,7 @@
 
 #include "core/op_graph.hpp"
 #include "executor/op_binding.hpp"
+#include "executor/parameters.hpp"
 
 namespace twin::exec {
 
@@ -65,6 +66,12 @@ struct OpResidency {
 // unit keeps its full buffers for the run and has no window.
 struct ShardedUnits {
   std::set<std::int32_t> weights, gradients;
+  // Adds `unit` where it keeps only a shard of its weights or gradients.
+  void add(const ParameterUnitLayout& unit) {
+    if (unit.shards_weights()) weights.insert(unit.id);
+    if (unit.shards_gradients()) gradients.insert(unit.id);
+  }
+  bool empty() const { return weights.empty() && gradients.empty(); }
 };
 
 class WeightResidency {

@@ -58,10 +58,7 @@ void WeightResidencyRun::after(OpIndex op, cudaStream_t stream) {
 
 ShardedUnits sharded_units(StageParameters& parameters) {
   ShardedUnits units;
-  for (const ParameterUnit* unit : parameters.units()) {
-    if (unit->shards_weights()) units.weights.insert(unit->id);
-    if (unit->shards_gradients()) units.gradients.insert(unit->id);
-  }
+  for (const ParameterUnit* unit : parameters.units()) units.add(*unit);
   return units;
 }
 

@@ -50,10 +50,7 @@ LoweredResidency residency_lowering(const ResidencyPlan& plan) {
 
 ShardedUnits sharded_units_of(const std::vector<ParameterUnitLayout>& units) {
   ShardedUnits sharded;
-  for (const ParameterUnitLayout& unit : units) {
-    if (unit.shards_weights()) sharded.weights.insert(unit.id);
-    if (unit.shards_gradients()) sharded.gradients.insert(unit.id);
-  }
+  for (const ParameterUnitLayout& unit : units) sharded.add(unit);
   return sharded;
 }
 
