@@ -36,10 +36,10 @@ import copy
 import json
 import sys
 
+import clock_law
 from profile_file import write_profile
 
-# cost/sm_clock.hpp: kAttentionForwardClockExponent, kAttentionBackwardClockExponent; GEMMs follow the cycle law.
-EXPONENTS = {"gemm": 1.0, "attention_forward": 0.43, "attention_backward": 0.60}
+EXPONENTS = clock_law.exponents()
 ATTENTION_KINDS = ("attention_forward", "attention_backward")
 
 

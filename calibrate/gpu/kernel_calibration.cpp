@@ -36,10 +36,11 @@ Op rows_cols(OpKind kind, std::int64_t rows, std::int64_t cols, bool gated = tru
   return op;
 }
 
-Op attention(OpKind kind, std::int64_t seq, std::int64_t heads, std::int64_t kv_heads, std::int64_t head_dim) {
+Op attention(OpKind kind, std::int64_t seq, std::int64_t heads, std::int64_t kv_heads, std::int64_t head_dim,
+             std::int64_t batch = 1) {
   Op op;
   op.kind = kind;
-  op.attention = AttentionShape{1, heads, kv_heads, seq, seq, head_dim, true, true};
+  op.attention = AttentionShape{batch, heads, kv_heads, seq, seq, head_dim, true, true};
   return op;
 }
 
@@ -130,6 +131,41 @@ nlohmann::json apply(GpuKernelProfile& kernels, const KernelCalibration& calibra
           {"gpu_preset_peaks", {{"hbm_bandwidth_GBps", gpu.hbm_bandwidth_GBps}, {"peak_bf16_tflops", gpu.peak_bf16_tflops}}}};
 }
 
+// Attention over its axes (cost/shape_space.cpp: batch x heads, sequence, head dim): head dims 64 and 128, each at two
+// head counts, GQA and MHA, sequences 1024 to 16384 (since 2026-11-29: before, two configurations to 8192, and shapes
+// off them were priced up to 26% off; docs/ACCURACY.md). Since 2026-11-30 also head dims 96 (Phi-3's) and 256
+// (Gemma's), whose backward runs well below the rate of 128's (docs/ACCURACY.md "Head dims off the grid"), and every
+// head dim at two and four sequences a batch (32 to 128 pairs) and head dim 256 at 8 pairs: a flash kernel's time per
+// (batch x head) pair falls as the pairs fill the GPU (by 11% from 32 to 128 pairs of head dim 96 on an H200), and with
+// one head count per head dim a micro-batch of 2 or 4 took its rate from other head dims' shapes, off by up to 10%
+// (docs/ACCURACY.md "Attention over batch and heads").
+void add_attention_grid(std::map<std::string, Op>& ops, bool quick) {
+  struct Heads {
+    std::int64_t heads, kv_heads, head_dim;
+  };
+  static const Heads kHeads[] = {{32, 8, 128}, {16, 16, 64}, {16, 16, 128}, {32, 32, 64}, {16, 8, 256}, {32, 32, 96}};
+  const std::vector<std::int64_t> seqs = quick ? std::vector<std::int64_t>{1024, 4096} : std::vector<std::int64_t>{1024, 2048, 4096, 8192};
+  for (std::int64_t seq : seqs)
+    for (OpKind kind : {OpKind::attention_forward, OpKind::attention_backward}) {
+      if (quick) {
+        add(ops, attention(kind, seq, 32, 8, 128));
+        continue;
+      }
+      for (const Heads& h : kHeads) add(ops, attention(kind, seq, h.heads, h.kv_heads, h.head_dim));
+    }
+  if (quick) return;
+  for (OpKind kind : {OpKind::attention_forward, OpKind::attention_backward}) {
+    add(ops, attention(kind, 16384, 16, 16, 64));
+    add(ops, attention(kind, 16384, 16, 16, 128));
+    add(ops, attention(kind, 16384, 32, 32, 64));
+    for (std::int64_t seq : {2048, 4096, 8192}) {
+      for (const Heads& h : kHeads)
+        for (std::int64_t batch : {2, 4}) add(ops, attention(kind, seq, h.heads, h.kv_heads, h.head_dim, batch));
+      add(ops, attention(kind, seq, 8, 4, 256));
+    }
+  }
+}
+
 }  // namespace
 
 KernelOps default_kernel_ops(bool quick) {
@@ -205,28 +241,7 @@ KernelOps default_kernel_ops(bool quick) {
     step.optimizer_precision = precision;
     add(ops, step);
   }
-  // Attention over its three axes (cost/shape_space.cpp): head dims 64 and 128, each at two head counts (the
-  // tiles of one sequence: 16 and 32), GQA and MHA, sequences 1024 to 16384 (since 2026-11-29: before, two
-  // configurations to 8192, and shapes off them were priced up to 26% off; docs/ACCURACY.md). Since 2026-11-30 also
-  // head dims 96 (Phi-3's) and 256 (Gemma's), whose backward runs well below the rate of 128's (measured: a
-  // head-dim-256 backward 34% over a price carried from 128 and 192; docs/ACCURACY.md "Head dims off the grid").
-  const std::vector<std::int64_t> seqs = quick ? std::vector<std::int64_t>{1024, 4096} : std::vector<std::int64_t>{1024, 2048, 4096, 8192};
-  for (std::int64_t seq : seqs)
-    for (OpKind kind : {OpKind::attention_forward, OpKind::attention_backward}) {
-      add(ops, attention(kind, seq, 32, 8, 128));
-      if (quick) continue;
-      add(ops, attention(kind, seq, 16, 16, 64));
-      add(ops, attention(kind, seq, 16, 16, 128));
-      add(ops, attention(kind, seq, 32, 32, 64));
-      add(ops, attention(kind, seq, 16, 8, 256));
-      add(ops, attention(kind, seq, 32, 32, 96));
-    }
-  if (!quick)
-    for (OpKind kind : {OpKind::attention_forward, OpKind::attention_backward}) {
-      add(ops, attention(kind, 16384, 16, 16, 64));
-      add(ops, attention(kind, 16384, 16, 16, 128));
-      add(ops, attention(kind, 16384, 32, 32, 64));
-    }
+  add_attention_grid(ops, quick);
   KernelModelFacts facts;
   facts.final_logit_softcap = 30;  // Gemma-2's cap; the time of a tanh does not depend on it
   return to_ops(ops, facts);

@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
 """Two variants of a calibrated profile for judging attention's clock (issue 37), no GPU needed:
   at-reference.json  attention timings at reference_sm_clock_MHz by attention's clock law, time ~ clock^-e
-                     (cost/sm_clock.hpp: e = 0.43 forward, 0.60 backward; --exponents to try others; a twin built with
+                     (cost/sm_clock.hpp's, read by tools/clock_law.py; --exponents to try others; a twin built with
                      the same law must price it), attention_at_reference_clock set: priced at the training clock;
   as-timed.json      the same timings at the clock each ran at (its sm_clock_MHz), attention_at_reference_clock
                      dropped: attention priced as calibrations before 2026-11-29 did.
---stored-exponents F B: the law the profile's timings were scaled with (calibrations of 2026-11-29 01:33 and 01:47
-UTC, before the law was fitted: 1 1).
+--stored-exponents F B: the law the profile's timings were scaled with (default the law now; calibrations of
+2026-11-29 01:33 and 01:47 UTC, before the law was fitted: 1 1; from then until 2026-11-30 22:30 UTC: 0.43 0.60).
 The fitted attention curves are left as they are in both: an unmeasured attention shape is interpolated among the
 measured ones on the ratio to the curve, so the measured entries carry the difference.
 --network-from Q takes Q's network sections (collectives, intra_node, inter_node, overlap) and each GPU's
@@ -14,6 +14,12 @@ rank_drift, so that a one-GPU calibration can price runs on the GPUs Q was measu
 Usage: attention_clock_variants.py --profile P --out DIR [--network-from h200-x4.json]
 """
 import argparse, copy, json, os, sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "tools"))
+import clock_law  # noqa: E402
+
+LAW = clock_law.exponents()
+LAW_NOW = [LAW["attention_forward"], LAW["attention_backward"]]
 
 
 def load(path):
@@ -58,8 +64,8 @@ def main():
     parser.add_argument("--profile", required=True)
     parser.add_argument("--out", required=True)
     parser.add_argument("--network-from")
-    parser.add_argument("--stored-exponents", nargs=2, type=float, default=[0.43, 0.60], metavar=("F", "B"))
-    parser.add_argument("--exponents", nargs=2, type=float, default=[0.43, 0.60], metavar=("F", "B"))
+    parser.add_argument("--stored-exponents", nargs=2, type=float, default=LAW_NOW, metavar=("F", "B"))
+    parser.add_argument("--exponents", nargs=2, type=float, default=LAW_NOW, metavar=("F", "B"))
     args = parser.parse_args()
     profile = load(args.profile)
     if not any(g.get("attention_at_reference_clock") for g in profile["gpus"]):

@@ -44,7 +44,7 @@ TEST(KernelCalibration, MeasuresEveryKindAndFitsTheModels) {
 }
 
 // Attention's timings carry the SM clock probed beside them; with a profile whose attention is at its reference
-// clock they are scaled to it by attention's clock law (time x (clock / reference)^0.43 forward), and memory-bound
+// clock they are scaled to it by attention's clock law (time x (clock / reference)^e, cost/sm_clock.hpp), and memory-bound
 // kinds carry no clock.
 TEST(KernelCalibration, AttentionCarriesItsClockAndScalesToTheReference) {
   REQUIRE_GPU();
