@@ -17,6 +17,7 @@ import argparse, copy, json, os, sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), "tools"))
 import clock_law  # noqa: E402
+from rescale_attention_clock import rescale  # noqa: E402
 
 LAW = clock_law.exponents()
 LAW_NOW = [LAW["attention_forward"], LAW["attention_backward"]]
@@ -28,22 +29,16 @@ def load(path):
 
 
 def rescaled(profile, stored, wanted):
-    """Attention timings scaled with exponents `stored` (forward, backward) rescaled to `wanted` (None: as timed,
-    the flag dropped): time_ref = time_timed x (clock / reference)^e."""
+    """Attention timings scaled with exponents `stored` (forward, backward) moved to `wanted` (None: as timed, the
+    flag dropped) by tools/rescale_attention_clock.py's rule: time_ref = time_timed x (clock / reference)^e."""
     out = copy.deepcopy(profile)
-    for gpu in out["gpus"]:
-        reference = gpu.get("reference_sm_clock_MHz", 0)
-        if not gpu.get("attention_at_reference_clock", False) or reference <= 0:
-            continue
-        if wanted is None:
+    before = {"attention_forward": stored[0], "attention_backward": stored[1]}
+    after = {"attention_forward": 0.0, "attention_backward": 0.0} if wanted is None else \
+        {"attention_forward": wanted[0], "attention_backward": wanted[1]}
+    rescale(out, before, after)
+    if wanted is None:
+        for gpu in out["gpus"]:
             gpu.pop("attention_at_reference_clock")
-        for key, m in gpu["measured"].items():
-            if key.startswith("attention_") and m.get("sm_clock_MHz", 0) > 0 and "source" not in m:
-                backward = key.startswith("attention_backward")
-                ratio = m["sm_clock_MHz"] / reference
-                factor = ratio ** ((0 if wanted is None else wanted[backward]) - stored[backward])
-                for field in ("median_ns", "p10_ns", "p90_ns"):
-                    m[field] = m[field] * factor
     return out
 
 
