@@ -2,8 +2,8 @@
 # Kernel shapes off a shipped profile's grid (issue 37 item 1, issue 40 item 1), on one GPU: the kernel calibration's
 # GPU tests (every head dim the executor's cuDNN attention runs is benched; skipped by a pack without test_gpu), the
 # grid's shapes the profile lacks added by `twin calibrate --profile` (head dims 96 and 256 and soft-capped losses
-# since 2026-11-30 16:00 UTC, LayerNorm since 17:00), then blind studies of scenarios that need them, planned with the
-# shipped profile before anything was added.
+# since 2026-11-30 16:00 UTC, LayerNorm since 17:00, attention at two and four sequences a batch since 22:00), then blind
+# studies of scenarios that need them, planned with the shipped profile before anything was added.
 # Usage (device): OUT=DIR bash tests/gpu/head_dims_device.sh BIN PROFILE SCENARIO...
 #   -> OUT/tests.log, OUT/grid.log, OUT/profile-grid.json, OUT/<scenario>-work.tar.gz and logs (blind_study.sh)
 set -uo pipefail
