@@ -16,7 +16,7 @@ std::vector<ModelAttention> off_grid_model_attention() {
   // Heads per TP rank: query heads / TP, key-value groups / TP (at least one).
   static const Layer layers[] = {
       {1, 32, 32, 4096, 128, "llama2-7b, TP 1, seq 4096"},
-      {2, 16, 4, 4096, 128, "mistral-7b, TP 2, micro-batch 2, seq 4096"},
+      {3, 16, 4, 4096, 128, "mistral-7b, TP 2, micro-batch 3, seq 4096"},
       {1, 20, 4, 4096, 128, "qwen2.5-14b, TP 2, seq 4096"},
       {1, 8, 1, 8192, 128, "llama3-70b, TP 8, seq 8192"},
       {1, 32, 8, 16384, 128, "llama3-8b, TP 1, seq 16384"},
