@@ -23,7 +23,7 @@ double time_at_sm_clock_ns(double time_ns, double clock_MHz, double reference_MH
 // attention's softmax and its loads of K and V do not all run at the SM clock. Fitted on twelve one-H200 blind
 // studies' attention kernels (runs at 1,500-1,700 MHz against calibration's timings at ~1,960 MHz, priced from a grid
 // with one, two and four sequences a batch at every head dim), each study held out in turn: held out, attention's
-// time per study within 2.2% (forward) and 3.4% (backward) on average, 4.6% / 11.6% at most (docs/ACCURACY.md
+// time per study within 2.2% (forward) and 3.3% (backward) on average, 4.6% / 11.6% at most (docs/ACCURACY.md
 // "Attention over batch and heads, and its clock law", 2026-11-30). The first fit (0.43 forward, 0.60 backward, one
 // study, 2026-11-29) took its shapes' rate at two and four sequences from a grid of one, and so absorbed the grid's
 // error into the law.

@@ -14,28 +14,22 @@ import argparse
 import json
 import math
 import os
-import subprocess
 import sys
 import tempfile
 
 import clock_law
 from rescale_attention_clock import rescale
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests", "gpu"))
+from attention_kinds import attention_totals  # noqa: E402
+
 KINDS = ("attention_forward", "attention_backward")
-ATTENTION_KINDS_PY = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests", "gpu",
-                                  "attention_kinds.py")
 
 
 def log_ratios(twin, profile, work):
-    """{kind: log(measured / priced)} of one study, from attention_kinds.py's lines."""
-    out = subprocess.run([sys.executable, ATTENTION_KINDS_PY, twin, profile, work], check=True, capture_output=True,
-                         text=True).stdout
-    ratios = {}
-    for line in out.splitlines():
-        kind, rest = line.split(":", 1)
-        if kind in KINDS:
-            ratios[kind] = math.log(float(rest.rsplit(" ", 1)[1]))
-    return ratios
+    """{kind: log(measured / priced)} of one study's attention (tests/gpu/attention_kinds.py's totals)."""
+    return {kind: math.log(measured / priced)
+            for kind, (measured, priced) in attention_totals(twin, profile, work).items() if kind in KINDS}
 
 
 def at(points, e):

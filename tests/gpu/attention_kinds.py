@@ -7,8 +7,8 @@ Usage: attention_kinds.py TWIN PROFILE STUDY_WORK   (STUDY_WORK: an accuracy stu
 import csv, glob, json, os, subprocess, sys, tempfile
 
 
-def main():
-    twin, profile, work = sys.argv[1:4]
+def attention_totals(twin, profile, work):
+    """{kind: [measured ns, predicted ns]} of rank 0's attention ops over the study's runs."""
     totals = {}
     scratch = tempfile.mkdtemp(prefix="attention-kinds-")
     for run in sorted(glob.glob(os.path.join(work, "runs", "*", ""))):
@@ -28,7 +28,12 @@ def main():
                 t = totals.setdefault(row["kind"], [0.0, 0.0])
                 t[0] += float(row["measured_median_ns"])
                 t[1] += predicted[row["name"]]
-    for kind, (measured, priced) in sorted(totals.items()):
+    return totals
+
+
+def main():
+    twin, profile, work = sys.argv[1:4]
+    for kind, (measured, priced) in sorted(attention_totals(twin, profile, work).items()):
         print(f"{kind}: measured {measured / 1e6:.1f} ms, predicted {priced / 1e6:.1f} ms, measured/predicted {measured / priced:.3f}")
 
 
