@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "core/attention_flops.hpp"
 #include "core/op_kinds.hpp"
 #include "cost/attention_dropout.hpp"
 #include "cost/attention_waves.hpp"
@@ -18,6 +19,7 @@
 #include "cost/kernel_predictor.hpp"
 #include "cost/memory_bound_bytes.hpp"
 #include "cost/profile.hpp"
+#include "cost/unfused_attention.hpp"
 
 namespace twin {
 
@@ -32,15 +34,6 @@ double gemm_flops(const GemmShape& g) { return 2.0 * g.m * g.n * g.k * g.count; 
 // The tensor-core peak a GEMM's operands run at: FP8's for FP8 operands (whatever their scaling), else bf16's.
 double gemm_peak_tflops(const GemmShape& g, const GpuSpec& gpu) {
   return is_fp8(g) ? gpu.peak_fp8_tflops : gpu.peak_bf16_tflops;
-}
-
-// Forward attention FLOPs as the kernel executes them: QK^T (over head_dim) and PV (values value_head_dim wide: MLA's
-// differ), 2 FLOPs per multiply-add each.
-// Flash kernels skip the masked scores (half of a causal square); unfused ones compute them all and mask.
-double attention_forward_flops(const AttentionShape& a) {
-  double flops = 2.0 * a.batch * a.heads * a.seq_q * a.seq_kv * static_cast<double>(a.head_dim + value_head_dim(a));
-  if (a.flash) flops *= attention_score_fraction(a);
-  return flops;
 }
 
 double seconds_to_ns(double flops, double tflops) { return flops / (tflops * 1e3); }  // 1 TFLOP/s = 1e3 FLOP/ns
@@ -78,22 +71,27 @@ double gemm_model_ns(const GemmShape& g, const GpuSpec& gpu, const GpuKernelProf
   return grouped_calls_ns(g, gpu, k, true);
 }
 
-// Backward attention recomputes the scores and takes two more products than forward: 2.5x its FLOPs.
-double attention_flops(const Op& op) {
-  return attention_forward_flops(op.attention) * (op.kind == OpKind::attention_backward ? 2.5 : 1.0);
+// Unfused attention kernel by kernel (cost/unfused_attention.hpp): a batched GEMM at the longer of its FLOPs at the
+// GEMM curve and its pass over the scores, as gemm_time_ns prices any GEMM; softmax and dropout by their bytes.
+double unfused_attention_time_ns(const Op& op, const GpuSpec& gpu, const GpuKernelProfile& k) {
+  double ns = 0;
+  for (const UnfusedAttentionKernel& kernel : unfused_attention_kernels(op)) {
+    const double traffic_ns = bandwidth_time_ns(kernel.score_bytes, gpu, k.memory_bound);
+    const double compute_ns =
+        kernel.flops > 0 ? seconds_to_ns(kernel.flops, gpu.peak_bf16_tflops * k.gemm.at(kernel.flops)) : 0;
+    ns += std::max(compute_ns, traffic_ns);
+  }
+  return ns;
 }
 
 double attention_time_ns(const Op& op, const GpuSpec& gpu, const GpuKernelProfile& k) {
   const bool backward = op.kind == OpKind::attention_backward;
-  const double flops = attention_flops(op);
+  const double flops = attention_flops(op.attention, backward);
   if (flops <= 0) return 0;
-  if (op.attention.flash) {
-    const SaturatingEfficiency& eff = op.attention.cudnn ? (backward ? k.fused_attention_backward : k.fused_attention_forward)
-                                                         : (backward ? k.attention_backward : k.attention_forward);
-    return seconds_to_ns(flops, gpu.peak_bf16_tflops * eff.at(flops));
-  }
-  const double matmul_ns = seconds_to_ns(flops, gpu.peak_bf16_tflops * k.gemm.at(flops));
-  return matmul_ns + bandwidth_time_ns(memory_bound_bytes(op), gpu, k.memory_bound);
+  if (!op.attention.flash) return unfused_attention_time_ns(op, gpu, k);
+  const SaturatingEfficiency& eff = op.attention.cudnn ? (backward ? k.fused_attention_backward : k.fused_attention_forward)
+                                                       : (backward ? k.attention_backward : k.attention_forward);
+  return seconds_to_ns(flops, gpu.peak_bf16_tflops * eff.at(flops));
 }
 
 }  // namespace
@@ -174,8 +172,14 @@ bool is_skewed_group(const Op& op) {
   return op.kind == OpKind::gemm && op.gemm.count > 1 && op.gemm.busiest > 0;
 }
 
-// The kernels an op launches: a grouped GEMM one per problem, every other op one.
-double kernel_launches(const Op& op) { return op.kind == OpKind::gemm ? std::max(1, op.gemm.count) : 1; }
+// The kernels an op launches: a grouped GEMM one per problem, unfused attention one per kernel of
+// cost/unfused_attention.hpp, every other op one.
+double kernel_launches(const Op& op) {
+  if (op.kind == OpKind::gemm) return std::max(1, op.gemm.count);
+  const bool attention = op.kind == OpKind::attention_forward || op.kind == OpKind::attention_backward;
+  if (attention && !op.attention.flash) return static_cast<double>(unfused_attention_kernels(op).size());
+  return 1;
+}
 
 // A grouped GEMM's calls are issued one by one by the host (gpu/grouped_matmul.hpp); once the host has no lead over
 // the device (after the MoE dispatch's host read), no call starts before the host has issued it, so the op takes at
@@ -262,7 +266,7 @@ TimeNs peak_flops_floor_ns(const GpuSpec& gpu, const Op& op) {
     case OpPricing::gemm:
       if (!(gemm_peak_tflops(op.gemm, gpu) > 0)) return 0;
       return std::llround(std::ceil(seconds_to_ns(gemm_flops(op.gemm), gemm_peak_tflops(op.gemm, gpu))));
-    case OpPricing::attention: return std::llround(std::ceil(seconds_to_ns(attention_flops(op), gpu.peak_bf16_tflops)));
+    case OpPricing::attention: return std::llround(std::ceil(seconds_to_ns(attention_flops(op.attention, op.kind == OpKind::attention_backward), gpu.peak_bf16_tflops)));
     case OpPricing::memory_bound:
     case OpPricing::collective:
     case OpPricing::point_to_point: break;

@@ -1,6 +1,6 @@
 // The bytes each kind priced by bandwidth moves (memory_bound_bytes, cost/profile.hpp): the rule per kind that
 // docs/PROFILES.md "memory-bound ops" lists, a GEMM's operands and product (its memory floor), the unfused attention's
-// score passes and AdamW's bytes per parameter. cost/kernel_cost.cpp prices them over the HBM curve. Byte counts
+// score passes (cost/unfused_attention.hpp) and AdamW's bytes per parameter. cost/kernel_cost.cpp prices them over the HBM curve. Byte counts
 // assume bf16 activations (2 bytes) and fp32 optimizer state.
 #include "cost/memory_bound_bytes.hpp"
 
@@ -9,21 +9,13 @@
 #include <fmt/format.h>
 
 #include "cost/profile.hpp"
+#include "cost/unfused_attention.hpp"
 
 namespace twin {
 
 namespace {
 
 constexpr double kActivationBytes = 2;  // bf16
-// Unfused attention: the b*h*sq*skv score matrix goes through memory 4 times forward (QK^T writes S,
-// softmax reads S and writes P, PV reads P) and twice that in backward (dP, dS written and read).
-// Attention dropout adds a kernel: forward reads P and writes the dropped P and a 1-byte mask (2.5 passes
-// of 2-byte elements), backward reads the gradient and the mask and writes the gradient again (2.5).
-constexpr double kUnfusedScorePassesForward = 4;
-constexpr double kUnfusedScorePassesBackward = 8;
-constexpr double kDropoutScorePasses = 2.5;
-
-double score_elements(const AttentionShape& a) { return double(a.batch) * a.heads * a.seq_q * a.seq_kv; }
 
 }  // namespace
 
@@ -55,13 +47,8 @@ double memory_bound_bytes(const Op& op) {
     case OpKind::moe_router:
       return gemm_bytes(op.gemm) + epilogue_addend_bytes(op);
     case OpKind::attention_forward:
-    case OpKind::attention_backward: {
-      if (op.attention.flash) return 0;
-      const double passes =
-          (op.kind == OpKind::attention_forward ? kUnfusedScorePassesForward : kUnfusedScorePassesBackward) +
-          (op.attention.dropout ? kDropoutScorePasses : 0);
-      return passes * kActivationBytes * score_elements(op.attention);
-    }
+    case OpKind::attention_backward:
+      return op.attention.flash ? 0 : unfused_attention_score_bytes(op);  // its kernels' passes over the scores
     case OpKind::optimizer_step:
       return optimizer_bytes_per_parameter(op.optimizer_precision) * op.elements;
     case OpKind::elementwise:

@@ -13,6 +13,7 @@
 #include "calibrate/gpu/kernel_benches.hpp"
 #include "calibrate/kernel_fit.hpp"
 #include "calibrate/model_fit.hpp"
+#include "core/attention_flops.hpp"
 #include "core/scenario.hpp"
 #include "cost/sm_clock.hpp"
 #include "strategies/fp8_linears.hpp"
@@ -51,15 +52,6 @@ KernelOps to_ops(const std::map<std::string, Op>& by_key, const KernelModelFacts
   out.facts = facts;
   for (const auto& [key, op] : by_key) out.ops.push_back(op);
   return out;
-}
-
-// FLOPs as the cost model counts them (cost/kernel_cost.cpp): forward QK^T and PV, less the causal
-// skip, backward 2.5 times the forward.
-double attention_flops(const Op& op) {
-  const AttentionShape& a = op.attention;
-  double flops = 2.0 * a.batch * a.heads * a.seq_q * a.seq_kv * static_cast<double>(a.head_dim + value_head_dim(a));
-  if (a.flash) flops *= attention_score_fraction(a);
-  return op.kind == OpKind::attention_backward ? 2.5 * flops : flops;
 }
 
 // One op's kernel time: warm-up, then `repetitions` CUPTI regions over the rotating buffer sets. A kind that follows
@@ -313,7 +305,7 @@ KernelCalibration calibrate_kernels(const KernelOps& ops, const GpuSpec& gpu, co
       const double seconds = m.median_ns * 1e-9;
       std::string rate;
       if (op.kind == OpKind::attention_forward || op.kind == OpKind::attention_backward) {
-        const double flops = attention_flops(op);
+        const double flops = attention_flops(op.attention, op.kind == OpKind::attention_backward);
         (op.kind == OpKind::attention_forward ? fwd_flops : bwd_flops).push_back(flops);
         (op.kind == OpKind::attention_forward ? fwd_seconds : bwd_seconds).push_back(seconds);
         rate = fmt::format("{:.1f} TFLOP/s", flops / seconds * 1e-12);
