@@ -71,15 +71,13 @@ double gemm_model_ns(const GemmShape& g, const GpuSpec& gpu, const GpuKernelProf
   return grouped_calls_ns(g, gpu, k, true);
 }
 
-// Unfused attention kernel by kernel (cost/unfused_attention.hpp): a batched GEMM at the longer of its FLOPs at the
-// GEMM curve and its pass over the scores, as gemm_time_ns prices any GEMM; softmax and dropout by their bytes.
+// Unfused attention kernel by kernel (cost/unfused_attention.hpp): a batched GEMM's FLOPs at the GEMM curve plus its
+// pass over the scores (its header says why not the longer of the two), softmax and dropout by their bytes.
 double unfused_attention_time_ns(const Op& op, const GpuSpec& gpu, const GpuKernelProfile& k) {
   double ns = 0;
   for (const UnfusedAttentionKernel& kernel : unfused_attention_kernels(op)) {
-    const double traffic_ns = bandwidth_time_ns(kernel.score_bytes, gpu, k.memory_bound);
-    const double compute_ns =
-        kernel.flops > 0 ? seconds_to_ns(kernel.flops, gpu.peak_bf16_tflops * k.gemm.at(kernel.flops)) : 0;
-    ns += std::max(compute_ns, traffic_ns);
+    ns += bandwidth_time_ns(kernel.score_bytes, gpu, k.memory_bound);
+    if (kernel.flops > 0) ns += seconds_to_ns(kernel.flops, gpu.peak_bf16_tflops * k.gemm.at(kernel.flops));
   }
   return ns;
 }

@@ -1,9 +1,7 @@
-// Unfused attention priced as the kernels it launches (cost/unfused_attention.hpp): the batched GEMMs at the longer of
-// their FLOPs and their pass over the scores, softmax and dropout by their bytes; checked against a float64 reference
-// written out kernel by kernel, and against the FLOPs the op vocabulary counts (core/attention_flops.hpp).
+// Unfused attention priced as the kernels it launches (cost/unfused_attention.hpp): the batched GEMMs at their FLOPs
+// plus their pass over the scores, softmax and dropout by their bytes; checked against a float64 reference written
+// out kernel by kernel, and against the FLOPs the op vocabulary counts (core/attention_flops.hpp).
 #include <gtest/gtest.h>
-
-#include <algorithm>
 
 #include "core/attention_flops.hpp"
 #include "cost/memory_bound_bytes.hpp"
@@ -52,37 +50,35 @@ TEST(UnfusedAttention, KernelsFlopsAndPassesAsLaunched) {
   EXPECT_THROW(unfused_attention_kernels(flash), std::logic_error);
 }
 
-// The reference, in float64: each kernel's time at the curves' efficiencies, a batched GEMM the longer of its two.
+// The reference, in float64: each kernel's time at the curves' efficiencies, a batched GEMM its FLOPs and its pass.
 double reference_ns(const Op& op, const GpuKernelProfile& k, const GpuSpec& gpu) {
   double ns = 0;
   for (const UnfusedAttentionKernel& kernel : unfused_attention_kernels(op)) {
-    const double traffic_ns =
-        kernel.score_bytes / (gpu.hbm_bandwidth_GBps * k.memory_bound.at(kernel.score_bytes));  // 1 GB/s = 1 byte/ns
-    const double compute_ns =
-        kernel.flops > 0 ? kernel.flops / (gpu.peak_bf16_tflops * 1e3 * k.gemm.at(kernel.flops)) : 0;
-    ns += std::max(traffic_ns, compute_ns);
+    ns += kernel.score_bytes / (gpu.hbm_bandwidth_GBps * k.memory_bound.at(kernel.score_bytes));  // 1 GB/s = 1 B/ns
+    if (kernel.flops > 0) ns += kernel.flops / (gpu.peak_bf16_tflops * 1e3 * k.gemm.at(kernel.flops));
   }
   return ns;
 }
 
-TEST(UnfusedAttention, PricedAsTheLongerOfEachGemmsTwoNotTheirSum) {
+TEST(UnfusedAttention, PricedKernelByKernelWithEachGemmsFlopsAndPass) {
   const GpuKernelProfile k = testing::curve_kernels("A100-SXM-80GB");
   for (const OpKind kind : {OpKind::attention_forward, OpKind::attention_backward})
     for (const bool dropout : {false, true}) {
       const Op op = unfused_test_attention(kind, dropout);
       const double priced = benchmark_kernel_time_ns(k, unfused_test_a100(), op);
       EXPECT_NEAR(priced, reference_ns(op, k, unfused_test_a100()), 1e-9 * priced);
-      // Head dim 96 on an A100: each product's pass over the scores outlasts its FLOPs, so the products cost their
-      // traffic alone and the attention is the passes' time: below the FLOPs and passes added.
-      double passes_ns = 0, all_flops_ns = 0;
-      for (const UnfusedAttentionKernel& kernel : unfused_attention_kernels(op)) {
-        passes_ns += kernel.score_bytes / (unfused_test_a100().hbm_bandwidth_GBps * k.memory_bound.at(kernel.score_bytes));
-        if (kernel.flops > 0)
-          all_flops_ns += kernel.flops / (unfused_test_a100().peak_bf16_tflops * 1e3 * k.gemm.at(kernel.flops));
-      }
-      EXPECT_NEAR(priced, passes_ns, 1e-9 * priced);
-      EXPECT_LT(priced, passes_ns + all_flops_ns);
     }
+  // The backward's four products cost twice the forward's two (the flash count's 2.5 gone), and its softmax's 3 passes
+  // stand against two forward softmaxes' 2: backward - 2 x forward = t(3 passes) - 2 t(2 passes).
+  const Op forward = unfused_test_attention(OpKind::attention_forward, false);
+  const Op backward = unfused_test_attention(OpKind::attention_backward, false);
+  const auto passes_ns = [&](double passes) {
+    const double bytes = passes * 2 * 8.0 * 24 * 2048 * 2048;
+    return bytes / (unfused_test_a100().hbm_bandwidth_GBps * k.memory_bound.at(bytes));
+  };
+  EXPECT_NEAR(benchmark_kernel_time_ns(k, unfused_test_a100(), backward) -
+                  2 * benchmark_kernel_time_ns(k, unfused_test_a100(), forward),
+              passes_ns(3) - 2 * passes_ns(2), 1e-6 * passes_ns(1));
 }
 
 }  // namespace

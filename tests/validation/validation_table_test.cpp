@@ -117,34 +117,31 @@ TEST(PublishedTable, BadRowsNameTheirPath) {
 // The 4.9% priced Llama 3 with one reduction a step (ZeRO-1's graph) and ZeRO-2's memory, a run no framework makes;
 // its rows reduced once a step as PyTorch's pipelining drives FSDP (docs/VALIDATION.md "ZeRO-2/3 in every
 // micro-batch"), which twin describes as ZeRO-1, out of memory there (84.1 GiB > 79.6): left open.
-// Set on 2026-12-01 (00:20 UTC, main) where unfused attention is priced as its kernels (cost/unfused_attention.hpp: each
-// batched GEMM at the longer of its FLOPs and its pass over the scores, not their sum; the backward's four products and
-// seven passes, not 2.5 times the forward's FLOPs and eight): the 71 unfused rows' attention 15-25% cheaper, the
-// Ampere factor refitted 1.2876 -> 1.3121 in-sample; Narayanan Table 1 8.6% -> 5.8%, Korthikanti Table 5 11.0% -> 9.9%,
-// NeMo's A100 rows 12.2% -> 10.3%; torchtitan's A100 rows (flash) 13.8% -> 15.4% and NeMo 22.08's 175B rows (max
-// 20.8% -> 22.7%) the wrong way through the factor; the table 7.77% -> 7.52% (docs/VALIDATION.md "Unfused attention
-// as its kernels").
+// Set on 2026-12-01 (00:48 UTC, main) where unfused attention is priced as its kernels (cost/unfused_attention.hpp:
+// the backward's four products, twice the forward's FLOPs, and seven passes, not 2.5 times the forward's FLOPs and
+// eight): Narayanan Table 1 8.6% -> 8.1%, NeMo's A100 rows 12.2% -> 11.7%, Korthikanti's rows 0.1-0.2 point up through
+// the Ampere factor; the table 7.77% -> 7.72% (docs/VALIDATION.md "Unfused attention as its kernels").
 struct Reached {
   double cross_validated_mean, cross_validated_max, in_sample_mean, in_sample_max;
 };
 const std::map<std::string, Reached> kReached = {
-    {"narayanan2021-table1", {0.058, 0.103, 0.053, 0.098}},
-    {"korthikanti2022-table5", {0.099, 0.156, 0.092, 0.148}},
-    {"korthikanti2022-abstract", {0.077, 0.098, 0.075, 0.096}},
+    {"narayanan2021-table1", {0.081, 0.142, 0.073, 0.133}},
+    {"korthikanti2022-table5", {0.112, 0.152, 0.103, 0.143}},
+    {"korthikanti2022-abstract", {0.077, 0.096, 0.076, 0.094}},
     {"dubey2024-llama3-table4", {0.205, 0.279, 0.201, 0.275}},
     {"megatron-readme-h100-2024", {0.073, 0.126, 0.070, 0.121}},
     {"llmfoundry-mpt-h100-2024", {0.092, 0.147, 0.076, 0.132}},
-    {"llmfoundry-mpt-a100-2023", {0.066, 0.229, 0.065, 0.226}},
-    {"nemo-megatron-a100-2023", {0.104, 0.227, 0.106, 0.222}},
-    {"bloom2022-176b", {0.004, 0.004, 0.004, 0.004}},
-    {"bloom2022-topology-search", {0.081, 0.238, 0.081, 0.232}},
-    {"smith2022-mtnlg-530b", {0.083, 0.104, 0.081, 0.102}},
+    {"llmfoundry-mpt-a100-2023", {0.064, 0.226, 0.064, 0.224}},
+    {"nemo-megatron-a100-2023", {0.117, 0.209, 0.117, 0.207}},
+    {"bloom2022-176b", {0.000, 0.000, 0.000, 0.000}},
+    {"bloom2022-topology-search", {0.080, 0.235, 0.080, 0.229}},
+    {"smith2022-mtnlg-530b", {0.084, 0.105, 0.082, 0.103}},
     {"dgxc-nemo-h100-24.11", {0.055, 0.149, 0.048, 0.132}},
     {"dgxc-nemo-h100-25.02", {0.036, 0.079, 0.032, 0.070}},
-    {"narayanan2021-table2-zero3", {0.134, 0.335, 0.135, 0.333}},
+    {"narayanan2021-table2-zero3", {0.135, 0.335, 0.136, 0.333}},
     {"torchtitan-h100-2025", {0.146, 0.146, 0.145, 0.145}},
-    {"torchtitan-perf-2024", {0.155, 0.184, 0.151, 0.178}},
-    {"all", {0.076, 0.335, 0.071, 0.333}},
+    {"torchtitan-perf-2024", {0.140, 0.164, 0.137, 0.159}},
+    {"all", {0.077, 0.335, 0.073, 0.333}},
 };
 
 // The same for the published MoE rows (issue 40), a table of their own: `twin validate tests/validation/moe_rows.json
