@@ -225,28 +225,27 @@ double benchmark_kernel_time_ns(const GpuKernelProfile& kernels, const GpuSpec& 
 
 namespace {
 
-// The exponent of clock^-e a kind's benchmark time at the reference clock moves by (sm_clock_exponent); 0 for a kind
-// calibration did not scale to that clock: GEMMs always are (calibrate/gpu/gemm_calibration.cpp), attention where the
-// profile says so (its clock probed beside each timing).
-double clock_exponent(const GpuKernelProfile& kernels, OpKind kind) {
-  if (kind != OpKind::gemm && !kernels.attention_at_reference_clock) return 0;
-  return sm_clock_exponent(kind);
-}
-
 // How much longer `op` runs at the step's clock than at the profile's own: 1 where the profile states a sustained
 // clock (it wins, as in training_clock_time_ns), the step holds none, or the kind does not follow the SM clock.
 double step_clock_ratio(const GpuKernelProfile& kernels, const Op& op, StepClock step_clock) {
-  const double exponent = clock_exponent(kernels, op.kind);
+  const double exponent = priced_sm_clock_exponent(kernels, op);
   if (exponent == 0 || kernels.sustained_sm_clock_MHz > 0) return 1;
   return time_at_sm_clock_ns(1.0, kernels.reference_sm_clock_MHz, step_clock.sm_MHz, exponent);
 }
 
 }  // namespace
 
+// GEMMs are always timed at the reference clock (calibrate/gpu/gemm_calibration.cpp); the other kinds that follow the
+// SM clock where the profile says its calibration probed and scaled them.
+double priced_sm_clock_exponent(const GpuKernelProfile& kernels, const Op& op) {
+  if (op.kind != OpKind::gemm && !kernels.attention_at_reference_clock) return 0;
+  return sm_clock_exponent(op);
+}
+
 double training_clock_time_ns(const GpuKernelProfile& kernels, const GpuSpec& gpu, const Op& op,
                               StepClock step_clock) {
   const double benchmark_ns = benchmark_kernel_time_ns(kernels, gpu, op);
-  const double exponent = clock_exponent(kernels, op.kind);
+  const double exponent = priced_sm_clock_exponent(kernels, op);
   if (exponent == 0) return benchmark_ns;
   const double sustained_MHz =
       kernels.sustained_sm_clock_MHz > 0 ? kernels.sustained_sm_clock_MHz : step_clock.sm_MHz;

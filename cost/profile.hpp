@@ -116,12 +116,13 @@ struct GpuKernelProfile {
   // power limit, where the clock swings by tens of percent and a GEMM's time with it
   // (calibrate/gpu/clock_probe.hpp). 0: GEMM times as measured (profiles calibrated before 2026-11-23 20:00 UTC).
   double reference_sm_clock_MHz = 0;
-  // Whether the attention timings (measured shapes and the fitted attention curves) are at
-  // reference_sm_clock_MHz too: calibration probes the clock beside each attention timing and scales it as it
-  // does the GEMMs' (calibrate/gpu/kernel_calibration.cpp, since 2026-11-29), and the simulator then prices
-  // attention at the training clock as it does GEMMs. Optional in files ("attention_at_reference_clock"); false:
-  // attention as timed, at whatever clock the calibrating GPU held (earlier profiles: ~1,950 MHz on an H200
-  // timing sparse kernels, against ~1,500 in training).
+  // Whether the attention timings (measured shapes and the fitted attention curves), and the soft-capped losses',
+  // are at reference_sm_clock_MHz too: calibration probes the clock beside each timing of a kernel that follows the
+  // SM clock (cost/sm_clock.hpp) and scales it as it does the GEMMs' (calibrate/gpu/kernel_calibration.cpp,
+  // attention since 2026-11-29, the soft-capped loss since 2026-12-01), and the simulator then prices them at the
+  // training clock as it does GEMMs. Optional in files ("attention_at_reference_clock"); false: as timed, at
+  // whatever clock the calibrating GPU held (earlier profiles: ~1,950 MHz on an H200 timing sparse kernels,
+  // against ~1,500 in training).
   bool attention_at_reference_clock = false;
   // The SM clock this kind of GPU holds through training steps: at its power limit under a training mix it
   // runs slower than across calibration's GEMM timings (H100: about 1,500 against 1,711 MHz; docs/PROFILES.md,
@@ -297,6 +298,11 @@ double benchmark_kernel_time_ns(const GpuKernelProfile& kernels, const GpuSpec& 
 // SM clock). The basis a traced shape's ratio is measured against.
 double training_clock_time_ns(const GpuKernelProfile& kernels, const GpuSpec& gpu, const Op& op,
                               StepClock step_clock = {});
+// The exponent of clock^-e by which `op`'s benchmark price moves from the reference clock to a step's clock:
+// sm_clock_exponent (cost/sm_clock.hpp) for a GEMM, and for the other kinds that follow the SM clock (attention, the
+// soft-capped loss) where the profile's timings of them are at its reference clock (attention_at_reference_clock);
+// else 0. The rule of training_clock_time_ns and of a step's clocked share (sim/step_clock.hpp).
+double priced_sm_clock_exponent(const GpuKernelProfile& kernels, const Op& op);
 // The shape key under which calibration stores an op: "gemm:m=4096,n=4096,k=4096,count=1,ta=0,tb=0"
 // (",busiest=B" for a skewed grouped GEMM).
 std::string kernel_shape_key(const Op& op);

@@ -27,10 +27,12 @@ double time_at_sm_clock_ns(double time_ns, double clock_MHz, double reference_MH
   return time_ns * std::pow(clock_MHz / reference_MHz, exponent);
 }
 
-double sm_clock_exponent(OpKind kind) {
-  if (kind == OpKind::gemm) return 1;
-  if (kind == OpKind::attention_forward) return kAttentionForwardClockExponent;
-  if (kind == OpKind::attention_backward) return kAttentionBackwardClockExponent;
+double sm_clock_exponent(const Op& op) {
+  if (op.kind == OpKind::gemm) return 1;
+  if (op.kind == OpKind::attention_forward) return kAttentionForwardClockExponent;
+  if (op.kind == OpKind::attention_backward) return kAttentionBackwardClockExponent;
+  const bool loss = op.kind == OpKind::loss_forward || op.kind == OpKind::loss_backward;
+  if (loss && op.softcapped_logits) return kSoftcappedLossClockExponent;
   return 0;
 }
 

@@ -30,10 +30,18 @@ double time_at_sm_clock_ns(double time_ns, double clock_MHz, double reference_MH
 inline constexpr double kAttentionForwardClockExponent = 0.76;
 inline constexpr double kAttentionBackwardClockExponent = 0.84;
 
-// The exponent e of time ~ clock^-e by which a kind's kernel time follows the SM clock: GEMMs 1 (the cycle law
-// above), attention the fitted exponents, every other kind 0 (memory-bound: they follow HBM, whose clock the
-// power limiter leaves alone). The one statement of the law calibration scales timings by and pricing moves them by.
-double sm_clock_exponent(OpKind kind);
+// A soft-capped loss (Gemma-2's final_logit_softcapping: a tanh per logit in each pass) is compute-bound: timed alone
+// on one H200 it moved 1,270-1,920 GB/s where the plain loss of the same shape moved 3,360-4,190 (2026-12-01), so its
+// whole time follows the SM clock, as a GEMM's. Measured, not fitted: Gemma-2-2B-width steps on one H200 at
+// 1,540-1,600 MHz ran their capped losses 1.20-1.33x the times calibration took at ~1,965 MHz, the ratio of the clocks
+// (docs/ACCURACY.md "The soft-capped loss follows the SM clock").
+inline constexpr double kSoftcappedLossClockExponent = 1;
+
+// The exponent e of time ~ clock^-e by which an op's kernel time follows the SM clock: GEMMs 1 (the cycle law above),
+// attention the fitted exponents, a soft-capped loss 1, every other op 0 (memory-bound: they follow HBM, whose clock
+// the power limiter leaves alone). The one statement of the law calibration scales timings by and pricing moves
+// them by.
+double sm_clock_exponent(const Op& op);
 
 // The measurement with median and percentiles scaled to `reference_MHz` (time ~ clock^-exponent); sm_clock_MHz
 // keeps the clock it ran at.

@@ -30,14 +30,10 @@ bool compute_bound(const Op& op) {
   return false;
 }
 
-// The share of an op's time at the reference clock that follows the SM clock: its clock exponent where pricing
-// scales it to the step's clock (GEMMs always, attention where the profile times it at its reference clock: the
-// rule of training_clock_time_ns, cost/kernel_cost.cpp), else 0. An exponent below 1 (attention) is taken as that
+// The share of an op's time at the reference clock that follows the SM clock: the exponent pricing moves it to the
+// step's clock by (priced_sm_clock_exponent, cost/profile.hpp). An exponent below 1 (attention) is taken as that
 // share of its time scaling as 1/f and the rest fixed: within 1% of f^-e over the clocks a limiter moves (+-25%).
-double clocked_share(const GpuKernelProfile& kernels, const Op& op) {
-  if (op.kind != OpKind::gemm && !kernels.attention_at_reference_clock) return 0;
-  return sm_clock_exponent(op.kind);
-}
+double clocked_share(const GpuKernelProfile& kernels, const Op& op) { return priced_sm_clock_exponent(kernels, op); }
 
 // The FLOP rate of the load the sustained-clock curves were measured under (sustained_clock_load_gemm), as the profile
 // prices that GEMM of `inputs` at the reference clock; per inputs, priced once.

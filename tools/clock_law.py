@@ -1,6 +1,6 @@
-"""The SM-clock law of each kernel kind as twin prices it, read from its one statement in cost/sm_clock.hpp (time ~
-clock^-e: GEMMs 1, attention its fitted exponents, every other kind 0), so that the profile tools move timings between
-clocks as the simulator and `twin calibrate` do."""
+"""The SM-clock law of each kernel as twin prices it, read from its one statement in cost/sm_clock.hpp (time ~
+clock^-e: GEMMs 1, attention its fitted exponents, a soft-capped loss 1, every other kernel 0), so that the profile
+tools move timings between clocks as the simulator and `twin calibrate` do."""
 import os
 import re
 
@@ -20,4 +20,14 @@ def exponents(header=HEADER):
         return float(match.group(1))
 
     return {"gemm": 1.0, "attention_forward": constant("kAttentionForwardClockExponent"),
-            "attention_backward": constant("kAttentionBackwardClockExponent")}
+            "attention_backward": constant("kAttentionBackwardClockExponent"),
+            "softcapped_loss": constant("kSoftcappedLossClockExponent")}
+
+
+def exponent_of_key(key, law):
+    """The exponent of a profile entry's shape key under `law` (exponents()): its kind's, a soft-capped loss's
+    (`loss_*:...,softcap=1`), or 0."""
+    kind = key.split(":", 1)[0]
+    if kind in ("loss_forward", "loss_backward") and "softcap=1" in key.split(":", 1)[-1].split(","):
+        return law["softcapped_loss"]
+    return law.get(kind, 0.0)

@@ -24,9 +24,14 @@ time ~ clock^-e, GEMMs e = 1, attention forward 0.43 and backward 0.60, every ot
   (they timed the old kernel). Shipped for h200-x2 and h200-x4 (2026-11-30: moe_permute and moe_unpermute, revision
   1 -> 2; docs/ACCURACY.md "The MoE permutes of h200-x2 and h200-x4").
 
---part capped, --part layernorm: the source's soft-capped loss (`softcap=1`) or LayerNorm (`ln=1`) entries, twin
-  calibrate's grid since 2026-11-30, that the target lacks, as timed (memory-bound kinds follow no SM clock). Shipped for h200-x2 and h200-x4 (2026-11-30: docs/ACCURACY.md "Head
-  dims off the grid, and the capped loss").
+--part layernorm: the source's LayerNorm (`ln=1`) entries, twin calibrate's grid since 2026-11-30, that the target
+  lacks, as timed (memory-bound kinds follow no SM clock). Shipped for h200-x2 and h200-x4 (2026-11-30).
+
+--part capped: the source's soft-capped loss (`softcap=1`) entries, which follow the SM clock since 2026-12-01
+  (cost/sm_clock.hpp), moved from the source's reference clock to the target's by that law, in place of the target's
+  micro-benchmarked ones (before 2026-12-01 grafted as timed, at no stated clock); both profiles' timings of such
+  kernels at their reference clocks (attention_at_reference_clock). Shipped for h200-x2 and h200-x4 (2026-11-30 as
+  timed; 2026-12-01 by the law: docs/ACCURACY.md "The soft-capped loss follows the SM clock").
 
   python3 tools/graft_profile_kernels.py --part attention --source cost/profiles/h200-x1.json \
       --into cost/profiles/h200-x2.json --out /tmp/x2-attention.json --why "..."
@@ -145,7 +150,7 @@ def graft_added(source, target, kinds):
     src, dst = source["gpus"][0], target["gpus"][0]
     added = [k for k, v in src["measured"].items()
              if any(kind in k for kind in kinds) and k not in dst["measured"] and not v.get("source")]
-    clocked = sorted({kind_of(k) for k in added if kind_of(k) in EXPONENTS})
+    clocked = sorted({kind_of(k) for k in added if clock_law.exponent_of_key(k, EXPONENTS) > 0})
     if clocked:
         sys.exit(f"entries of kinds that follow the SM clock ({', '.join(clocked)}): graft them with their clock law")
     for key in added:
@@ -154,8 +159,23 @@ def graft_added(source, target, kinds):
 
 
 def graft_capped(source, target):
-    """The source's soft-capped losses the target lacks."""
-    return graft_added(source, target, ["softcap=1"])
+    """The source's soft-capped losses in place of the target's micro-benchmarked ones, moved between the profiles'
+    reference clocks by their clock law."""
+    src, dst = source["gpus"][0], target["gpus"][0]
+    for name, gpu in (("source", src), ("target", dst)):
+        if not gpu.get("attention_at_reference_clock"):
+            sys.exit(f"the {name}'s clock-probed kernels are not at its reference clock (attention_at_reference_clock)")
+    capped = lambda key: "softcap=1" in key.split(":", 1)[-1].split(",")
+    measured = {k: v for k, v in dst["measured"].items() if not capped(k) or v.get("source")}
+    replaced = len(dst["measured"]) - len(measured)
+    added = 0
+    for key, entry in src["measured"].items():
+        if capped(key) and not entry.get("source") and key not in measured:
+            measured[key] = moved(entry, src["reference_sm_clock_MHz"], dst["reference_sm_clock_MHz"],
+                                  clock_law.exponent_of_key(key, EXPONENTS))
+            added += 1
+    dst["measured"] = measured
+    return f"{replaced} soft-capped loss entries replaced by {added} of the source's, moved by their clock law"
 
 
 def graft_layernorm(source, target):

@@ -40,7 +40,7 @@ std::vector<CheckRow> check_attention(const Profile& profile, const GpuSpec& gpu
     row.sm_clock_MHz = m.sm_clock_MHz;
     const bool scaled = kernels.attention_at_reference_clock && kernels.reference_sm_clock_MHz > 0 && m.sm_clock_MHz > 0;
     row.measured_raw_us =  // back from the reference clock to the one it ran at, by the law calibration scaled it with
-        scaled ? time_at_sm_clock_ns(row.measured_us, kernels.reference_sm_clock_MHz, m.sm_clock_MHz, sm_clock_exponent(a.op.kind))
+        scaled ? time_at_sm_clock_ns(row.measured_us, kernels.reference_sm_clock_MHz, m.sm_clock_MHz, sm_clock_exponent(a.op))
                : row.measured_us;
     row.spread_pct = 100 * (m.p90_ns - m.p10_ns) / m.median_ns;
     rows.push_back(row);

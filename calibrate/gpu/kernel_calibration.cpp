@@ -54,16 +54,16 @@ KernelOps to_ops(const std::map<std::string, Op>& by_key, const KernelModelFacts
   return out;
 }
 
-// One op's kernel time: warm-up, then `repetitions` CUPTI regions over the rotating buffer sets. A kind that follows
-// the SM clock is bracketed by two clock probes and, where the profile's attention timings are at its reference
-// clock (GpuKernelProfile::attention_at_reference_clock), scaled to that clock by its kind's clock law
-// (cost/sm_clock.hpp, sm_clock_exponent).
+// One op's kernel time: warm-up, then `repetitions` CUPTI regions over the rotating buffer sets. An op that follows
+// the SM clock (attention, a soft-capped loss) is bracketed by two clock probes and, where the profile's timings of
+// such ops are at its reference clock (GpuKernelProfile::attention_at_reference_clock), scaled to that clock by its
+// clock law (cost/sm_clock.hpp, sm_clock_exponent).
 Measurement time_op(const Op& op, const std::string& key, std::vector<KernelBench>& sets, cudaStream_t stream,
                     int warmup, int repetitions, const GpuKernelProfile& profile, CuptiKernelTimer& timer,
                     std::uint64_t& next_region) {
   for (int w = 0; w < warmup; ++w) sets[w % sets.size()].run(stream);
   timer.collect();  // drop fills and warm-up
-  const double exponent = sm_clock_exponent(op.kind);  // of the kinds timed here, attention's is not 0
+  const double exponent = sm_clock_exponent(op);  // of the ops timed here, attention's and a capped loss's are not 0
   const bool probed = exponent > 0;
   const auto probe = [&] {
     const std::uint64_t region = next_region++;
@@ -199,17 +199,20 @@ KernelOps default_kernel_ops(bool quick) {
     }
     add(ops, rows_cols(OpKind::activation_forward, t, 16384, false));
     add(ops, rows_cols(OpKind::activation_backward, t, 16384, false));
-    for (std::int64_t vocab : {32000, 64128}) {
+    // Vocabularies to 262,144 (Gemma's 256,000 and 262,144; Llama 3's 128,256 and Qwen's 152,064 lie between).
+    for (std::int64_t vocab : {32000, 64128, 262144}) {
       add(ops, rows_cols(OpKind::loss_forward, t, vocab));
       add(ops, rows_cols(OpKind::loss_backward, t, vocab));
     }
     // Soft-capped logits (Gemma-2's): a tanh per logit in each pass makes the loss compute-bound, 2-3x the plain
-    // one's time (docs/ACCURACY.md, "Gemma-2- and Nemotron-4-shaped runs"); keyed apart, so measured apart.
-    for (OpKind kind : {OpKind::loss_forward, OpKind::loss_backward}) {
-      Op capped = rows_cols(kind, t, 64128);
-      capped.softcapped_logits = true;
-      add(ops, capped);
-    }
+    // one's time (docs/ACCURACY.md, "Gemma-2- and Nemotron-4-shaped runs"); keyed apart, so measured apart, at
+    // Gemma-2's vocabulary too (extrapolated from 64,128 columns its loss ran 1.22-1.27x its price, 2026-12-01).
+    for (OpKind kind : {OpKind::loss_forward, OpKind::loss_backward})
+      for (std::int64_t vocab : {64128, 262144}) {
+        Op capped = rows_cols(kind, t, vocab);
+        capped.softcapped_logits = true;
+        add(ops, capped);
+      }
     for (OpKind kind : {OpKind::moe_permute, OpKind::moe_unpermute}) {
       Op moved;
       moved.kind = kind;

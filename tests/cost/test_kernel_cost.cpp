@@ -154,6 +154,32 @@ TEST(KernelCost, AttentionAtTheReferenceClockRunsAtTheSustainedClock) {
                    benchmark_kernel_time_ns(clocked.gpus[0], h100(), norm));
 }
 
+// A soft-capped loss is compute-bound (a tanh per logit): its time follows the SM clock as a GEMM's (cost/sm_clock.hpp)
+// where the profile's clock-probed timings are at its reference clock; the plain loss follows HBM, and a profile whose
+// clock-probed kernels stand at no stated clock prices the capped one as timed.
+TEST(KernelCost, SoftcappedLossFollowsTheSmClock) {
+  Profile clocked = estimates();
+  clocked.gpus[0].reference_sm_clock_MHz = 1800;
+  clocked.gpus[0].attention_at_reference_clock = true;
+  Op loss;
+  loss.kind = OpKind::loss_forward;
+  loss.rows = 16384;
+  loss.cols = 256000;
+  const double plain_ns = benchmark_kernel_time_ns(clocked.gpus[0], h100(), loss);
+  EXPECT_DOUBLE_EQ(training_clock_time_ns(clocked.gpus[0], h100(), loss, {1500}), plain_ns);
+  EXPECT_EQ(priced_sm_clock_exponent(clocked.gpus[0], loss), 0);
+  for (const OpKind kind : {OpKind::loss_forward, OpKind::loss_backward}) {
+    loss.kind = kind;
+    loss.softcapped_logits = true;
+    EXPECT_EQ(sm_clock_exponent(loss), kSoftcappedLossClockExponent);
+    const double capped_ns = benchmark_kernel_time_ns(clocked.gpus[0], h100(), loss);
+    EXPECT_DOUBLE_EQ(training_clock_time_ns(clocked.gpus[0], h100(), loss, {1500}), capped_ns * 1800 / 1500);
+    clocked.gpus[0].attention_at_reference_clock = false;
+    EXPECT_DOUBLE_EQ(training_clock_time_ns(clocked.gpus[0], h100(), loss, {1500}), capped_ns);
+    clocked.gpus[0].attention_at_reference_clock = true;
+  }
+}
+
 TEST(KernelCost, UnfusedAttentionPaysForTheScores) {
   Op op;
   op.kind = OpKind::attention_forward;

@@ -57,13 +57,29 @@ def main():
     capped, plain = "loss_forward:rows=4096,cols=64128,softcap=1", "loss_forward:rows=4096,cols=64128"
     source = profile({}, {capped: entry(420000.0), plain: entry(157000.0),
                           "loss_forward:rows=8,cols=64,softcap=1": entry(5.0, "trace:run")})
-    target = profile({}, {plain: entry(160000.0)})
+    target = profile({}, {plain: entry(160000.0), capped: entry(400000.0),
+                          "loss_backward:rows=8,cols=64,softcap=1": entry(7.0, "trace:run")})
+    for p, clock in ((source, 1800.0), (target, 1600.0)):
+        p["gpus"][0]["reference_sm_clock_MHz"] = clock
+        p["gpus"][0]["attention_at_reference_clock"] = True
     what = graft_capped(source, target)
     measured = target["gpus"][0]["measured"]
-    check(measured[capped]["median_ns"] == 420000.0, "the capped loss is the source's, as timed")
+    check(abs(measured[capped]["median_ns"] - 420000.0 * 1800 / 1600) < 1e-6,
+          "the capped loss is the source's, moved to the target's reference clock by exponent 1")
     check(measured[plain]["median_ns"] == 160000.0, "the target's plain loss stays")
     check("loss_forward:rows=8,cols=64,softcap=1" not in measured, "a traced capped entry is not grafted")
-    check(what == "1 entries of softcap=1 added", what)
+    check(measured["loss_backward:rows=8,cols=64,softcap=1"]["median_ns"] == 7.0, "the target's traced entry stays")
+    check(what == "1 soft-capped loss entries replaced by 1 of the source's, moved by their clock law", what)
+    try:
+        graft_capped(profile({}, {capped: entry(1.0)}), profile({}, {}))
+        sys.exit("FAILED: capped losses grafted from a profile whose clocked kernels are at no stated clock")
+    except SystemExit as e:
+        check("reference clock" in str(e), str(e))
+    try:
+        graft_added(source, profile({}, {}), ["softcap=1"])
+        sys.exit("FAILED: a capped loss was added as timed")
+    except SystemExit as e:
+        check("follow the SM clock" in str(e), str(e))
 
     try:
         graft_added(profile({}, {GEMM: entry(90000.0)}), profile({}, {}), ["gemm:"])
