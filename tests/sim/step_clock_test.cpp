@@ -155,10 +155,15 @@ TEST(StepClock, AStepMixingFp8AndBf16GemmsHoldsTheMixOfTheTwoCurves) {
 // The half-GEMM step under a power model: 1.28e11 FLOPs and 1.28e8 bytes over 128 us of GEMM at 1,800 MHz and
 // 128 us of the elementwise op. At 2,000 MHz the GEMM takes 115.2 us of 243.2: 100 W + (1.0 pJ x 1.28e11 + 100 pJ x
 // 1.28e8) / 243.2 us = 678.9 W, under a 700 W cap (the maximum clock) and over a 600 W one (the clock in between).
+// It prices a profile without a BF16 curve only: where both are measured, the curve prices (sim/step_clock.cpp).
 TEST(StepClock, ThePowerModelGivesTheMaximumClockUnderTheCapAndMeetsItAbove) {
   const IterationGraph graph = half_gemm_step();
   Profile profile = clocked_profile();
   profile.gpus[0].power_model = {100, 1.0, 100, 2.0, 2000, 700};
+  const double curve_MHz = sim::step_clock(graph.classes[0], profile, test_gpu(), nullptr).sm_MHz;
+  EXPECT_NEAR(curve_MHz, 1600 - 200.0 / 6, 1e-9);  // the curve at duty 0.5, the power model aside
+  const SustainedClockCurve curve = profile.gpus[0].sustained_clock;
+  profile.gpus[0].sustained_clock = {};
   const StepWork work = sim::step_work(graph.classes[0], profile, test_gpu(), nullptr);
   EXPECT_DOUBLE_EQ(work.flops, 1.28e11);
   EXPECT_DOUBLE_EQ(work.bytes, 1.28e8);
@@ -169,6 +174,7 @@ TEST(StepClock, ThePowerModelGivesTheMaximumClockUnderTheCapAndMeetsItAbove) {
   EXPECT_LT(clock_MHz, 2000);
   EXPECT_NEAR(step_power_W(profile.gpus[0].power_model, work, clock_MHz), 600, 0.01);
   // A step with FP8 GEMMs keeps the curves (the power model is fitted on BF16 loads).
+  profile.gpus[0].sustained_clock = curve;
   Op fp8 = gemm_op();
   fp8.gemm.inputs = GemmInputs::fp8_per_tensor;
   GpuSpec gpu = test_gpu();
