@@ -108,6 +108,22 @@ void fold_exact_shapes(const Profile& before, Profile& after, const RunMeasureme
   for (GpuKernelProfile& kernels : after.gpus) index_measured_shapes(kernels);
 }
 
+// Rule 0 where the GPU's profile has a curve the run's plan was priced by: every point's clock (BF16 and FP8 curves)
+// times the measured over the predicted clock. The per-GPU clocks calibration recorded stay as measured.
+void scale_sustained_clocks(GpuKernelProfile& kernels, std::size_t index, const RunMeasurements& run,
+                            std::vector<ProfileChange>& changes) {
+  const double scale = run.sm_clock_MHz / run.predicted_sm_clock_MHz;
+  for (auto [curve, name] : {std::pair{&kernels.sustained_clock, "sustained_clock"},
+                             std::pair{&kernels.sustained_clock_fp8, "sustained_clock_fp8"}}) {
+    if (curve->points.empty()) continue;
+    const json old_value = sustained_clock_json(*curve);
+    for (SustainedClockPoint& point : curve->points) point.sm_clock_MHz *= scale;
+    changes.push_back({fmt::format("/gpus/{}/{}", index, name), old_value, sustained_clock_json(*curve), 0,
+                       fmt::format("the run's busy GPUs held {:.0f} MHz where the curve gave its plan {:.0f} MHz: every "
+                                   "point's clock x {:.4f}", run.sm_clock_MHz, run.predicted_sm_clock_MHz, scale)});
+  }
+}
+
 // Rule 0: the GPUs the run's samples ran on, each kernel profile once.
 void fold_sm_clock(Profile& after, const RunMeasurements& run, std::vector<ProfileChange>& changes) {
   std::set<std::size_t> folded;
@@ -115,6 +131,11 @@ void fold_sm_clock(Profile& after, const RunMeasurements& run, std::vector<Profi
     const std::size_t index = kernel_profile_index(after, s.gpu, changes);
     GpuKernelProfile& kernels = after.gpus[index];
     if (!folded.insert(index).second || kernels.reference_sm_clock_MHz <= 0) continue;
+    if (run.predicted_sm_clock_MHz > 0 && !kernels.sustained_clock.points.empty() &&
+        kernels.sustained_sm_clock_MHz <= 0) {
+      scale_sustained_clocks(kernels, index, run, changes);
+      continue;
+    }
     const json old_value = kernels.sustained_sm_clock_MHz > 0 ? json(kernels.sustained_sm_clock_MHz) : json(nullptr);
     kernels.sustained_sm_clock_MHz = run.sm_clock_MHz;
     changes.push_back({fmt::format("/gpus/{}/sustained_sm_clock_MHz", index), old_value, run.sm_clock_MHz, 0,

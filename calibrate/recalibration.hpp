@@ -49,6 +49,9 @@ struct RunMeasurements {
   // The median SM clock the run's GPUs held while busy (the run folder's gpu_clocks.csv,
   // traces/gpu_clocks.hpp); 0: not recorded.
   double sm_clock_MHz = 0;
+  // The step clock the profile before the fold gives the run's plan from its sustained-clock curve (sim/step_clock.hpp,
+  // the mean over the plan's rank classes); 0: none (a profile without a curve, or a stated sustained clock).
+  double predicted_sm_clock_MHz = 0;
 };
 
 // One entry of the profile that recalibration set, with why.
@@ -66,9 +69,12 @@ struct Recalibration {
 };
 
 // The rules, in order:
-//  0. the run's SM clock (when recorded) becomes the sustained_sm_clock_MHz of its GPUs' kernel profiles
-//     that have a reference clock: a property of the GPU in training, not of a shape, so it moves the
-//     price of every GEMM the run did not measure; the rules below price on the profile with it.
+//  0. the run's SM clock (when recorded), for its GPUs' kernel profiles that have a reference clock: where the profile
+//     has a sustained-clock curve and gave the run's plan a step clock, the curves' clocks scaled by the measured over
+//     that predicted clock (this GPU runs that much above or below the curve, at every duty: other plans and models
+//     keep the clock their own duty gives; since 2026-12-01); else it becomes the profile's sustained_sm_clock_MHz,
+//     one clock for every step. A property of the GPU in training, not of a shape, so it moves the price of every
+//     GEMM the run did not measure; the rules below price on the profile with it.
 //  1. compute ops, grouped by (GPU, kernel_shape_key): the entry becomes the median of the ops' medians
 //     (p10/p90 over them, samples = ops), replacing a micro-benchmark or earlier value; source = run;
 //     priced_ns = the shape's training_clock_time_ns after rule 0 (an earlier trace entry's priced_ns

@@ -21,6 +21,7 @@
 #include "sim/collectives.hpp"
 #include "sim/flat_graph.hpp"
 #include "sim/simulate.hpp"
+#include "sim/step_clock.hpp"
 #include "strategies/families/plan_graphs.hpp"
 #include "traces/ops_csv_reader.hpp"
 #include "traces/run_metrics.hpp"
@@ -118,6 +119,18 @@ RunMeasurements read_run_measurements(const fs::path& ops_csv, const IterationGr
   return result;
 }
 
+// The step clock the profile gives the plan's rank classes (sim/step_clock.hpp), their mean; 0 where it gives none.
+double predicted_step_clock_MHz(const IterationGraph& graph, const Cluster& cluster, const Profile& profile) {
+  double sum = 0;
+  int classes = 0;
+  for (const RankClass& rank_class : graph.classes) {
+    const GpuSpec& gpu = cluster.node_groups.at(static_cast<std::size_t>(rank_class.node_group)).gpu;
+    const double clock_MHz = sim::step_clock(rank_class, profile, gpu, nullptr).sm_MHz;
+    if (clock_MHz > 0) sum += clock_MHz, ++classes;
+  }
+  return classes > 0 ? sum / classes : 0;
+}
+
 fs::path previous_profile_path(const fs::path& path) {
   fs::path candidate = beside(path, ".previous.json");
   for (int n = 2; fs::exists(candidate); ++n) candidate = beside(path, fmt::format(".previous-{}.json", n));
@@ -174,6 +187,7 @@ RecalibrateOutcome recalibrate_from_run(const RecalibrateRequest& request) {
   }
   if (const fs::path clocks = run_dir / "gpu_clocks.csv"; fs::exists(clocks))
     if (const std::optional<GpuClockSummary> summary = read_gpu_clocks(clocks)) measured.sm_clock_MHz = summary->sm_clock_MHz;
+  measured.predicted_sm_clock_MHz = predicted_step_clock_MHz(graph, plan.scenario.cluster, before);
   const Recalibration result = recalibrate(before, measured);
 
   const Cluster& cluster = plan.scenario.cluster;

@@ -281,6 +281,31 @@ TEST(RecalibrationArithmetic, TheRunsClockBecomesTheSustainedClockAndTheBasisOfE
   EXPECT_DOUBLE_EQ(unclocked.profile.gpus.at(0).sustained_sm_clock_MHz, 0);
 }
 
+// A profile with a sustained-clock curve keeps pricing each step at the clock its own duty gives: the run's clock over
+// the clock the curve gave its plan scales every point (both curves), and no one clock is stated for every step.
+TEST(RecalibrationArithmetic, WithACurveTheRunsClockScalesItInsteadOfStatingOneClock) {
+  Profile profile = fixture().profile;
+  GpuKernelProfile& gpu = profile.gpus[0];
+  gpu.sustained_clock.points = {{0.4, 1700, {1690, 1710}, 0}, {1.0, 1500, {1490, 1510}, 0}};
+  gpu.sustained_clock_fp8.points = {{1.0, 1400, {}, 0}};
+  RunMeasurements run = fixture().run;
+  run.sm_clock_MHz = 1560;
+  run.predicted_sm_clock_MHz = 1500;
+  const Recalibration result = recalibrate(profile, run);
+  const GpuKernelProfile& kernels = result.profile.gpus.at(0);
+  EXPECT_DOUBLE_EQ(kernels.sustained_sm_clock_MHz, 0);
+  EXPECT_DOUBLE_EQ(kernels.sustained_clock.points[0].sm_clock_MHz, 1700 * 1.04);
+  EXPECT_DOUBLE_EQ(kernels.sustained_clock.points[1].sm_clock_MHz, 1500 * 1.04);
+  EXPECT_EQ(kernels.sustained_clock.points[0].gpu_sm_clock_MHz, (std::vector<double>{1690, 1710}));  // as measured
+  EXPECT_DOUBLE_EQ(kernels.sustained_clock_fp8.points[0].sm_clock_MHz, 1400 * 1.04);
+  ASSERT_GE(result.changes.size(), 2u);
+  EXPECT_EQ(result.changes[0].entry, "/gpus/0/sustained_clock");
+  EXPECT_EQ(result.changes[1].entry, "/gpus/0/sustained_clock_fp8");
+  // Without a predicted clock (the plan got none from the curve) the run's clock is stated, as before.
+  run.predicted_sm_clock_MHz = 0;
+  EXPECT_DOUBLE_EQ(recalibrate(profile, run).profile.gpus.at(0).sustained_sm_clock_MHz, 1560);
+}
+
 TEST(RecalibrationArithmetic, ARunWithNothingMeasuredIsRefused) {
   RunMeasurements empty;
   empty.run = "trace:empty";
