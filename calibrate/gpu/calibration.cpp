@@ -232,7 +232,10 @@ int run_rank(const CalibrationRequest& request, const RankIdentity& identity) {
   const MachineFacts facts = measure_machine(world, identity, props, *spec, request, !increment, progress);
   // Before the GEMM grid, which it would otherwise follow cold: a shapes increment measures no clock.
   SustainedClocks clocks;
-  if (!increment) clocks = measure_sustained_clocks(request, identity, world, progress);
+  if (!increment) {
+    clocks = measure_sustained_clocks(request, identity, world, progress);
+    gemm_request.heat_s = kHeatAfterLoadSeconds;  // the GPU comes from its power cap
+  }
   const GemmCalibration gemms = calibrate_gemms_on_ranks(gemm_request, plan);
 
   if (identity.rank == 0) {

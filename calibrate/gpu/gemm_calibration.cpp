@@ -104,7 +104,7 @@ std::vector<std::vector<GemmTiming>> time_gemm_rounds(const std::vector<GemmShap
     // Training keeps the GPU hot, and a GPU's clocks fall as it heats: measure it hot, and in a fixed
     // shuffled order per round, so that any drift left is spread over all sizes instead of landing on the
     // last ones.
-    heat_gpu(bench, timer, options.quick ? 2.0 : kHeatSeconds);
+    heat_gpu(bench, timer, options.quick ? 2.0 : options.heat_s);
     if (options.on_heated) options.on_heated();
     std::vector<bool> too_large(shapes.size(), false);
     for (int round = 0; round < runs.rounds; ++round) {

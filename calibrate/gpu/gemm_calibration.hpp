@@ -29,6 +29,9 @@ std::vector<GemmShape> distinct_gemm_shapes(const std::vector<GemmShape>& shapes
 // Seconds of large GEMMs run before GEMMs are measured, so that they are timed at the clocks a hot GPU
 // keeps during training.
 inline constexpr double kHeatSeconds = 10.0;
+// The same where the GPU comes from the sustained-clock loads (about 56 s at its power cap on one H200): enough to fill
+// the stream again, not to heat it (2026-12-01: the full heating was 14 s of a 131 s calibration).
+inline constexpr double kHeatAfterLoadSeconds = 2.0;
 void heat_gpu(GemmBench& bench, CuptiKernelTimer& timer, double seconds);
 // A short burst of large GEMMs before each batch (and, in the one-by-one protocol, before each shape): the host's
 // gap between batches would otherwise let the GPU cool and clock up.
@@ -44,6 +47,7 @@ struct GemmRoundsOptions {
   std::vector<double> cost_ns;       // per shape, what one round of it costs (batches are cut by it); empty: equal
   GemmPartialTimings done;           // (shape, round) timed before (a resumed run): not timed again
   std::function<void()> on_heated;   // once the GPU is hot, before the first batch
+  double heat_s = kHeatSeconds;      // the heating before the first round (`quick`: 2 s whatever this says)
   // After every batch: all timings so far, and the batch's share of cost_ns and of the timings; once more at the
   // end with `last` (and nothing new).
   std::function<void(const GemmPartialTimings& timings, double batch_cost_ns, std::size_t batch_timings, bool last)>

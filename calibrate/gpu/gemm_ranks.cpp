@@ -99,6 +99,7 @@ GemmCalibration calibrate_gemms_on_ranks(const GemmRanksRequest& request, const 
   const auto& shares = plan.shares;
   GemmRoundsOptions options;
   options.quick = request.quick;
+  options.heat_s = request.heat_s;
   options.seed = 20261121;
   options.cost_ns = plan.cost_ns;
   options.done = plan.done;

@@ -13,6 +13,7 @@
 
 #include "calibrate/gemm_merge.hpp"
 #include "calibrate/gemm_partial.hpp"
+#include "calibrate/gpu/gemm_calibration.hpp"
 #include "core/cluster.hpp"
 #include "core/op.hpp"
 
@@ -30,6 +31,7 @@ struct GemmRanksRequest {
   std::filesystem::path partial;       // this rank's partial file (gemm_partial_path)
   nlohmann::json arguments;            // the options that chose the work, for the partial file's identity
   std::string gpu_uuid;
+  double heat_s = kHeatSeconds;        // the heating before the GEMMs (kHeatAfterLoadSeconds after the clock loads)
 };
 
 // What this rank times: its share of the shapes, what its partial file already holds, and that file's identity.
