@@ -30,11 +30,6 @@ bool compute_bound(const Op& op) {
   return false;
 }
 
-// The share of an op's time at the reference clock that follows the SM clock: the exponent pricing moves it to the
-// step's clock by (priced_sm_clock_exponent, cost/profile.hpp). An exponent below 1 (attention) is taken as that
-// share of its time scaling as 1/f and the rest fixed: within 1% of f^-e over the clocks a limiter moves (+-25%).
-double clocked_share(const GpuKernelProfile& kernels, const Op& op) { return priced_sm_clock_exponent(kernels, op); }
-
 // The FLOP rate of the load the sustained-clock curves were measured under (sustained_clock_load_gemm), as the profile
 // prices that GEMM of `inputs` at the reference clock; per inputs, priced once.
 class CurveLoadRate {
@@ -92,7 +87,10 @@ StepWork step_work(const RankClass& rank_class, const Profile& profile, const Gp
     const Op& op = rank_class.op(i);
     if (op.is_communication() || op.phase == Phase::optimizer) continue;
     const double ns = static_cast<double>(at_reference(op));
-    const double clocked = clocked_share(kernels, op);
+    // The share of its time that follows the SM clock: the exponent pricing moves it to the step's clock by
+    // (cost/profile.hpp); one below 1 (attention) taken as that share scaling as 1/f and the rest fixed, within 1% of
+    // f^-e over the clocks a limiter moves (+-25%).
+    const double clocked = priced_sm_clock_exponent(kernels, op);
     work.clocked_ns += clocked * ns;
     work.unclocked_ns += (1 - clocked) * ns;
     if (compute_bound(op)) work.flops += op.flops;

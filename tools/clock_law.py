@@ -8,8 +8,8 @@ HEADER = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))
 
 
 def exponents(header=HEADER):
-    """{"gemm": 1, "attention_forward": e_f, "attention_backward": e_b}; exits naming the header when a constant is
-    missing."""
+    """{"gemm": 1, "attention_forward": e_f, "attention_backward": e_b, "softcapped_loss": e_c}; exits naming the header
+    when a constant is missing."""
     with open(header) as f:
         text = f.read()
 
@@ -24,10 +24,14 @@ def exponents(header=HEADER):
             "softcapped_loss": constant("kSoftcappedLossClockExponent")}
 
 
+def is_softcapped_loss(key):
+    """A loss entry whose logits are soft-capped (`loss_*:...,softcap=1`)."""
+    kind, _, fields = key.partition(":")
+    return kind in ("loss_forward", "loss_backward") and "softcap=1" in fields.split(",")
+
+
 def exponent_of_key(key, law):
-    """The exponent of a profile entry's shape key under `law` (exponents()): its kind's, a soft-capped loss's
-    (`loss_*:...,softcap=1`), or 0."""
-    kind = key.split(":", 1)[0]
-    if kind in ("loss_forward", "loss_backward") and "softcap=1" in key.split(":", 1)[-1].split(","):
+    """The exponent of a profile entry's shape key under `law` (exponents()): a soft-capped loss's, its kind's, or 0."""
+    if is_softcapped_loss(key):
         return law["softcapped_loss"]
-    return law.get(kind, 0.0)
+    return law.get(key.split(":", 1)[0], 0.0)

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Build a multi-GPU profile candidate from measurements of a clock-probed calibration of the same GPU kind (issue 37):
-nothing fitted, every time moved between reference clocks by the project's own clock law (cost/sm_clock.hpp:
-time ~ clock^-e, GEMMs e = 1, attention forward 0.43 and backward 0.60, every other kind 0).
+nothing fitted, every time moved between reference clocks by the project's own clock law (cost/sm_clock.hpp, read by
+tools/clock_law.py: time ~ clock^-e, GEMMs e = 1, attention its fitted exponents, a soft-capped loss 1, every other
+kernel 0).
 
 --part attention: the target keeps everything but its micro-benchmarked attention (entries without a `source`, and the
   fitted attention curves): those become the source's, moved from the source's reference clock to the target's, and
@@ -68,20 +69,27 @@ def only_gpu(profile, path):
     return profile["gpus"][0]
 
 
+def replace_by_clock_law(src, dst, selected):
+    """dst's micro-benchmarked entries whose key `selected` picks, replaced by src's, moved from src's reference clock to
+    dst's by their clock law; entries a traced run measured (`source`) stay on either side. (replaced, added)."""
+    src_MHz, dst_MHz = src["reference_sm_clock_MHz"], dst["reference_sm_clock_MHz"]
+    measured = {k: v for k, v in dst["measured"].items() if not selected(k) or v.get("source")}
+    replaced = len(dst["measured"]) - len(measured)
+    added = 0
+    for key, entry in src["measured"].items():
+        if selected(key) and not entry.get("source") and key not in measured:
+            measured[key] = moved(entry, src_MHz, dst_MHz, clock_law.exponent_of_key(key, EXPONENTS))
+            added += 1
+    dst["measured"] = measured
+    return replaced, added
+
+
 def graft_attention(source, target):
     src, dst = source["gpus"][0], target["gpus"][0]
     if not src.get("attention_at_reference_clock"):
         sys.exit("the source's attention was not timed at its reference clock (attention_at_reference_clock)")
     src_MHz, dst_MHz = src["reference_sm_clock_MHz"], dst["reference_sm_clock_MHz"]
-    measured = {k: v for k, v in dst["measured"].items() if kind_of(k) not in ATTENTION_KINDS or v.get("source")}
-    replaced = len(dst["measured"]) - len(measured)
-    added = 0
-    for key, entry in src["measured"].items():
-        kind = kind_of(key)
-        if kind in ATTENTION_KINDS and not entry.get("source") and key not in measured:
-            measured[key] = moved(entry, src_MHz, dst_MHz, EXPONENTS[kind])
-            added += 1
-    dst["measured"] = measured
+    replaced, added = replace_by_clock_law(src, dst, lambda key: kind_of(key) in ATTENTION_KINDS)
     for kind in ATTENTION_KINDS:  # the curve's peak fraction: time ~ 1 / peak
         curve = dict(src[kind])
         curve["peak"] = curve["peak"] * (dst_MHz / src_MHz) ** EXPONENTS[kind]
@@ -165,16 +173,7 @@ def graft_capped(source, target):
     for name, gpu in (("source", src), ("target", dst)):
         if not gpu.get("attention_at_reference_clock"):
             sys.exit(f"the {name}'s clock-probed kernels are not at its reference clock (attention_at_reference_clock)")
-    capped = lambda key: "softcap=1" in key.split(":", 1)[-1].split(",")
-    measured = {k: v for k, v in dst["measured"].items() if not capped(k) or v.get("source")}
-    replaced = len(dst["measured"]) - len(measured)
-    added = 0
-    for key, entry in src["measured"].items():
-        if capped(key) and not entry.get("source") and key not in measured:
-            measured[key] = moved(entry, src["reference_sm_clock_MHz"], dst["reference_sm_clock_MHz"],
-                                  clock_law.exponent_of_key(key, EXPONENTS))
-            added += 1
-    dst["measured"] = measured
+    replaced, added = replace_by_clock_law(src, dst, clock_law.is_softcapped_loss)
     return f"{replaced} soft-capped loss entries replaced by {added} of the source's, moved by their clock law"
 
 

@@ -7,28 +7,24 @@ after --warmup. The built-in profile's attention curves are fitted on these figu
 
   python3 tests/gpu/attention_backends.py --out DIR     # DIR/attention_backends.{json,md}
 """
-import argparse
 import json
 import os
 import sys
+
+from torch_timing import timing_arguments, torch_on_gpu
 
 SHAPES = [(1, 32, 32, 4096), (1, 32, 8, 4096), (2, 32, 32, 4096), (1, 32, 8, 8192), (4, 40, 40, 2048), (1, 64, 8, 4096)]
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--out", default="out/attention")
-    p.add_argument("--warmup", type=int, default=5)
-    p.add_argument("--iters", type=int, default=20)
-    args = p.parse_args()
-    try:
-        import torch
-        from torch.nn.attention import SDPBackend, sdpa_kernel
-    except ImportError as error:
-        print(f"skipped: PyTorch is not installed ({error})")
+    args = timing_arguments(__doc__, "out/attention")
+    torch = torch_on_gpu()
+    if torch is None:
         return 0
-    if not torch.cuda.is_available():
-        print("skipped: no GPU")
+    try:
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+    except ImportError as error:  # a PyTorch before 2.3
+        print(f"skipped: this PyTorch has no torch.nn.attention ({error})")
         return 0
     backends = {"cudnn": SDPBackend.CUDNN_ATTENTION, "flash": SDPBackend.FLASH_ATTENTION}
     device = torch.cuda.get_device_name()

@@ -10,10 +10,11 @@ over the scores (the longer of the two, the cost model's rule, or their sum, the
 
   python3 tests/gpu/unfused_attention_kernels.py --out DIR     # DIR/unfused_attention.{json,md}
 """
-import argparse
 import json
 import os
 import statistics
+
+from torch_timing import timing_arguments, torch_on_gpu
 
 # (batch, heads, seq, head_dim): GPT-1.7B of Narayanan et al. 2021 Table 1 (24 heads of 96 at micro-batch 8), a
 # GPT-3 layer under TP 8 (96 heads of 128 / 8, micro-batch 1), Korthikanti's 22B under TP 8 (64 / 8 heads of 96,
@@ -75,18 +76,9 @@ def time_shape(torch, b, h, s, d, warmup, iters):
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--out", default="out/unfused_attention")
-    p.add_argument("--warmup", type=int, default=5)
-    p.add_argument("--iters", type=int, default=20)
-    args = p.parse_args()
-    try:
-        import torch
-    except ImportError as error:
-        print(f"skipped: PyTorch is not installed ({error})")
-        return 0
-    if not torch.cuda.is_available():
-        print("skipped: no GPU")
+    args = timing_arguments(__doc__, "out/unfused_attention")
+    torch = torch_on_gpu()
+    if torch is None:
         return 0
     os.makedirs(args.out, exist_ok=True)
     rows = []
