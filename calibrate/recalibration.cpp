@@ -99,6 +99,11 @@ void fold_exact_shapes(const Profile& before, Profile& after, const RunMeasureme
     m.priced_ns = earlier_trace && earlier->second.priced_ns > 0 ? earlier->second.priced_ns
                                                                   : training_clock_time_ns(priced_by, first.gpu, first.op);
     if (earlier != priced_by.measured.end()) m.benchmark_ns = benchmark_time_ns(earlier->second);
+    // Priced at the reference clock by a profile whose curve gives each step its clock: the run's clock is stated, so
+    // that shapes near this one take the ratio without it (cost/in_situ.hpp) and apply their own step's clock.
+    if (run.sm_clock_MHz > 0 && priced_by.reference_sm_clock_MHz > 0 && priced_by.sustained_sm_clock_MHz <= 0 &&
+        !priced_by.sustained_clock.points.empty())
+      m.run_sm_clock_MHz = run.sm_clock_MHz;
     reason += fmt::format(" (profile priced it {} ns with launch overhead; in the run {:.3f} x the benchmark price {:.0f} ns)",
                           compute_time_ns(before, first.gpu, first.op), m.median_ns / m.priced_ns, m.priced_ns);
     kernels.measured[key] = m;
@@ -108,34 +113,19 @@ void fold_exact_shapes(const Profile& before, Profile& after, const RunMeasureme
   for (GpuKernelProfile& kernels : after.gpus) index_measured_shapes(kernels);
 }
 
-// Rule 0 where the GPU's profile has a curve the run's plan was priced by: every point's clock (BF16 and FP8 curves)
-// times the measured over the predicted clock. The per-GPU clocks calibration recorded stay as measured.
-void scale_sustained_clocks(GpuKernelProfile& kernels, std::size_t index, const RunMeasurements& run,
-                            std::vector<ProfileChange>& changes) {
-  const double scale = run.sm_clock_MHz / run.predicted_sm_clock_MHz;
-  for (auto [curve, name] : {std::pair{&kernels.sustained_clock, "sustained_clock"},
-                             std::pair{&kernels.sustained_clock_fp8, "sustained_clock_fp8"}}) {
-    if (curve->points.empty()) continue;
-    const json old_value = sustained_clock_json(*curve);
-    for (SustainedClockPoint& point : curve->points) point.sm_clock_MHz *= scale;
-    changes.push_back({fmt::format("/gpus/{}/{}", index, name), old_value, sustained_clock_json(*curve), 0,
-                       fmt::format("the run's busy GPUs held {:.0f} MHz where the curve gave its plan {:.0f} MHz: every "
-                                   "point's clock x {:.4f}", run.sm_clock_MHz, run.predicted_sm_clock_MHz, scale)});
-  }
-}
-
-// Rule 0: the GPUs the run's samples ran on, each kernel profile once.
-void fold_sm_clock(Profile& after, const RunMeasurements& run, std::vector<ProfileChange>& changes) {
+// Rule 0 for the GPUs the run's samples ran on, each kernel profile once: a profile without a curve that gives the
+// run's plan its clock states the run's clock (rule 1 prices on it). A curve is kept as measured: the run's clock goes
+// into its shapes' entries instead (rule 1), and what one run's clock says of its plan did not carry to other plans
+// and models (docs/ACCURACY.md "A fold that generalizes").
+void fold_sm_clock(const Profile& before, Profile& after, const RunMeasurements& run,
+                   std::vector<ProfileChange>& changes) {
   std::set<std::size_t> folded;
+  const bool curve_prices_plan = run.plan_sm_clock_MHz && run.plan_sm_clock_MHz(before) > 0;
   for (const MeasuredOpSample& s : run.samples) {
     const std::size_t index = kernel_profile_index(after, s.gpu, changes);
     GpuKernelProfile& kernels = after.gpus[index];
     if (!folded.insert(index).second || kernels.reference_sm_clock_MHz <= 0) continue;
-    if (run.predicted_sm_clock_MHz > 0 && !kernels.sustained_clock.points.empty() &&
-        kernels.sustained_sm_clock_MHz <= 0) {
-      scale_sustained_clocks(kernels, index, run, changes);
-      continue;
-    }
+    if (curve_prices_plan && !kernels.sustained_clock.points.empty() && kernels.sustained_sm_clock_MHz <= 0) continue;
     const json old_value = kernels.sustained_sm_clock_MHz > 0 ? json(kernels.sustained_sm_clock_MHz) : json(nullptr);
     kernels.sustained_sm_clock_MHz = run.sm_clock_MHz;
     changes.push_back({fmt::format("/gpus/{}/sustained_sm_clock_MHz", index), old_value, run.sm_clock_MHz, 0,
@@ -243,7 +233,7 @@ Recalibration recalibrate(const Profile& profile, const RunMeasurements& run) {
   Recalibration result{profile, {}};
   Profile& after = result.profile;
   after.builtin = false;
-  if (run.sm_clock_MHz > 0) fold_sm_clock(after, run, result.changes);
+  if (run.sm_clock_MHz > 0) fold_sm_clock(profile, after, run, result.changes);
   const Profile clocked = after;  // the basis of rule 1's prices
   std::map<std::pair<std::size_t, std::string>, std::vector<const MeasuredOpSample*>> shapes;
   std::map<CollectiveKey, std::vector<TimeNs>> rows;

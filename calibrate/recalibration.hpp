@@ -6,6 +6,7 @@
 // traces/recalibration_run.hpp.
 #pragma once
 #include <deque>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -49,9 +50,9 @@ struct RunMeasurements {
   // The median SM clock the run's GPUs held while busy (the run folder's gpu_clocks.csv,
   // traces/gpu_clocks.hpp); 0: not recorded.
   double sm_clock_MHz = 0;
-  // The step clock the profile before the fold gives the run's plan from its sustained-clock curve (sim/step_clock.hpp,
-  // the mean over the plan's rank classes); 0: none (a profile without a curve, or a stated sustained clock).
-  double predicted_sm_clock_MHz = 0;
+  // The step clock a profile gives the run's plan from its sustained-clock curve (sim/step_clock.hpp, the mean over
+  // the plan's rank classes); 0: none (a profile without a curve, or a stated sustained clock). Empty: not known.
+  std::function<double(const Profile&)> plan_sm_clock_MHz;
 };
 
 // One entry of the profile that recalibration set, with why.
@@ -70,15 +71,18 @@ struct Recalibration {
 
 // The rules, in order:
 //  0. the run's SM clock (when recorded), for its GPUs' kernel profiles that have a reference clock: where the profile
-//     has a sustained-clock curve and gave the run's plan a step clock, the curves' clocks scaled by the measured over
-//     that predicted clock (this GPU runs that much above or below the curve, at every duty: other plans and models
-//     keep the clock their own duty gives; since 2026-12-01); else it becomes the profile's sustained_sm_clock_MHz,
-//     one clock for every step. A property of the GPU in training, not of a shape, so it moves the price of every
-//     GEMM the run did not measure; the rules below price on the profile with it.
+//     has a sustained-clock curve that gives the run's plan a step clock, the curve stays as measured and the run's
+//     clock goes into rule 1's entries (run_sm_clock_MHz: their ratios are then taken without it, and each step near
+//     them applies its own clock, cost/in_situ.hpp; since 2026-12-01: scaling the curve by one run's clock made other
+//     models' predictions worse, docs/ACCURACY.md "A fold that generalizes"); else it becomes the profile's
+//     sustained_sm_clock_MHz, one clock for every step. A property of the GPU in training, not of a shape, so it
+//     moves the price of every GEMM the run did not measure; the rules below price on the profile with it.
 //  1. compute ops, grouped by (GPU, kernel_shape_key): the entry becomes the median of the ops' medians
 //     (p10/p90 over them, samples = ops), replacing a micro-benchmark or earlier value; source = run;
 //     priced_ns = the shape's training_clock_time_ns after rule 0 (an earlier trace entry's priced_ns
-//     when the shape was traced before), benchmark_ns = the micro-benchmark it replaced.
+//     when the shape was traced before), benchmark_ns = the micro-benchmark it replaced; run_sm_clock_MHz = the run's
+//     clock where it was recorded and the GPU's profile has a curve and no stated clock (its prices are at the
+//     reference clock: shapes near the entry then take its ratio without the run's clock, cost/in_situ.hpp).
 //  2. collectives (all_reduce .. all_to_all), grouped by (GPU, kind, placement, bytes): where the profile
 //     has that placement's table, the row at those bytes becomes the median (time, algbw, busbw).
 //  3. per GPU and collective kind, over the run's collectives not placed in a table: this run's (sum

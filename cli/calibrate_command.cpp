@@ -109,6 +109,13 @@ int run_from_trace(const CalibrateOptions& options) {
   if (!outcome.previous_path.empty()) fmt::print("previous profile kept as {}\n", outcome.previous_path.generic_string());
   fmt::print("what changed and why: {} and {}\n", outcome.changes_json.generic_string(),
              outcome.changes_md.generic_string());
+  if (effect.contains("curve_sm_clock_MHz")) {
+    const double run_MHz = effect.at("run_sm_clock_MHz").get<double>(), curve_MHz = effect.at("curve_sm_clock_MHz").get<double>();
+    fmt::print("the run's GPUs held {:.0f} MHz where the profile's clock curve gives its plan {:.0f} MHz ({:+.1f}%): the "
+               "curve is kept (one plan's offset does not carry to others); a curve measured on another GPU is "
+               "replaced by `twin calibrate --sustained-clock --profile P` on this one\n",
+               run_MHz, curve_MHz, 100 * (run_MHz / curve_MHz - 1));
+  }
   if (effect.contains("measured_iteration_ns"))
     fmt::print("the run's plan: predicted {:.3f} ms before, {:.3f} ms after; measured {:.3f} ms (error {:+.1f}% -> {:+.1f}%)\n",
                effect.at("predicted_before_ns").get<double>() / 1e6, effect.at("predicted_after_ns").get<double>() / 1e6,
@@ -179,8 +186,12 @@ CalibrateOptions& add_calibrate_command(CLI::App& app) {
       ->needs(check);
   CLI::Option* sustained_clock = calibrate->add_flag("--sustained-clock", options.request.sustained_clock_only,
                         "with --profile: measure only the SM clock each GPU sustains at its power limit under loads of\n"
-                        "several GEMM duties (~20 s, every GPU at once; 7 s with --quick) and write the curve into the\n"
-                        "profile's section of this GPU (--out, default: the profile in place), every other entry as it was");
+                        "several GEMM duties under BF16 and FP8 GEMMs (~30 s on one H200, every GPU at once) and write\n"
+                        "the curves into the profile's section of this GPU (--out, default: the profile in place), every\n"
+                        "other entry as it was");
+  CLI::Option* power_model = calibrate->add_flag("--power-model", options.request.power_model,
+                        "also measure the GPU's power model after the BF16 clock curve (six loads, ~18 s; written as\n"
+                        "power_model, which prices a step only where the profile has no curve: a research instrument)");
   CLI::Option* collectives = calibrate->add_flag("--collectives", options.request.collectives_only,
                         "with --profile: measure only the collective tables (every group size; the all-to-all also in\n"
                         "2 to 128 blocks per peer, as expert parallelism's dispatch sends it), the interference of each\n"
@@ -226,8 +237,9 @@ CalibrateOptions& add_calibrate_command(CLI::App& app) {
                         "with --from-nccl-tests: the profile to add the tables to (default: builtin)");
   sustained_clock->excludes(scenario)->excludes(check);
   collectives->excludes(scenario)->excludes(check)->excludes(sustained_clock);
-  for (CLI::Option* gpu_only :
-       {scenario, gpus, quick, quiet, max_message, check, check_out, check_gemms, sustained_clock, collectives}) {
+  power_model->excludes(check)->excludes(collectives);
+  for (CLI::Option* gpu_only : {scenario, gpus, quick, quiet, max_message, check, check_out, check_gemms,
+                                sustained_clock, collectives, power_model}) {
     if (gpu_only != scenario) from_trace->excludes(gpu_only);  // a framework trace's fold reads the scenario
     from_nccl->excludes(gpu_only);
   }
@@ -239,6 +251,7 @@ CalibrateOptions& add_calibrate_command(CLI::App& app) {
       "  twin calibrate --scenario scenarios/llama2-7b-8xH100.json --profile my.json\n"
       "  twin calibrate --check my.json --check-out check/\n"
       "  twin calibrate --sustained-clock --profile my.json\n"
+      "  twin calibrate --sustained-clock --power-model --profile my.json\n"
       "  twin calibrate --collectives --profile my.json\n"
       "  twin calibrate --check my.json --check-gemms my-gemms.json\n"
       "  twin calibrate --from-trace run/ --profile my.json\n"
@@ -262,6 +275,10 @@ int run_calibrate(const CLI::App&) {
   }
   if (request.collectives_only && options.profile.empty()) {
     spdlog::error("--collectives needs --profile (the profile to add the tables to)");
+    return 2;
+  }
+  if (request.power_model && !options.profile.empty() && !request.sustained_clock_only) {
+    spdlog::error("--power-model with --profile needs --sustained-clock (adding shapes to a profile measures no clock)");
     return 2;
   }
   if (!options.profile.empty()) {

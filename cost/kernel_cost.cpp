@@ -233,6 +233,19 @@ double step_clock_ratio(const GpuKernelProfile& kernels, const Op& op, StepClock
   return time_at_sm_clock_ns(1.0, kernels.reference_sm_clock_MHz, step_clock.sm_MHz, exponent);
 }
 
+// A shape a run traced, at the clock this step prices at: as measured where the entry does not state its run's
+// clock (Measurement::run_sm_clock_MHz), else moved from that clock to the step's (the profile's reference clock
+// for a step without one, as the profile's other prices are: a step's duty weighs them all at that clock).
+double traced_time_at_step_clock_ns(const GpuKernelProfile& kernels, const Op& op, const Measurement& traced,
+                                    StepClock step_clock) {
+  const double exponent = priced_sm_clock_exponent(kernels, op);
+  const double clock_MHz = kernels.sustained_sm_clock_MHz > 0 ? kernels.sustained_sm_clock_MHz
+                           : step_clock.sm_MHz > 0           ? step_clock.sm_MHz
+                                                             : kernels.reference_sm_clock_MHz;
+  if (exponent == 0 || traced.run_sm_clock_MHz <= 0 || clock_MHz <= 0) return traced.median_ns;
+  return time_at_sm_clock_ns(traced.median_ns, traced.run_sm_clock_MHz, clock_MHz, exponent);
+}
+
 }  // namespace
 
 // GEMMs are always timed at the reference clock (calibrate/gpu/gemm_calibration.cpp); the other kinds that follow the
@@ -292,8 +305,9 @@ TimeNs profile_time_ns(const Profile& profile, const GpuSpec& gpu, const Op& op,
     return std::llround(whole_kernel_ns / op.gemm.split + kernels.launch_overhead_ns);
   }
   if (auto found = kernels.measured.find(kernel_shape_key(op));
-      found != kernels.measured.end() && !found->second.source.empty())
-    return std::llround(found->second.median_ns + kernels.launch_overhead_ns);  // measured in a training step
+      found != kernels.measured.end() && !found->second.source.empty())  // measured in a training step
+    return std::llround(traced_time_at_step_clock_ns(kernels, op, found->second, step_clock) +
+                        kernels.launch_overhead_ns);
   // A grouped GEMM launches one kernel per problem (gpu/grouped_matmul.hpp), and the launch overhead is the gap
   // every kernel leaves: paid once per call, not once per op.
   const double launches_ns = kernels.launch_overhead_ns * kernel_launches(op);
@@ -306,12 +320,14 @@ TimeNs profile_time_ns(const Profile& profile, const GpuSpec& gpu, const Op& op,
     return std::llround(kernel_sum_ns + launches_ns);
   }
   // Priced at the profile's own clock, the basis traced ratios were measured against (calibrate/recalibration.hpp):
-  // they hold the training clock already, so the step's clock joins the prior, which rules alone where no traced
-  // shape is near (another model's attention, GEMMs of another width, a profile without traces) and which traced
-  // shapes near the op outweigh.
-  const double prior = in_situ_prior_of(kernels.in_situ_prior, op) * step_clock_ratio(kernels, op, step_clock);
+  // they hold the run's clock (or, stating it, leave it out and take the step's), so the step's clock joins the prior,
+  // which rules alone where no traced shape is near (another model's attention, GEMMs of another width, a profile
+  // without traces) and which traced shapes near the op outweigh.
+  const double clock_ratio = step_clock_ratio(kernels, op, step_clock);
+  const double prior = in_situ_prior_of(kernels.in_situ_prior, op) * clock_ratio;
   double kernel_ns = training_clock_time_ns(kernels, gpu, op);
-  if (!kernels.trace_shapes.empty() || prior != 1.0) kernel_ns *= in_situ_ratio(kernels.trace_shapes, op, prior);
+  if (!kernels.trace_shapes.empty() || prior != 1.0)
+    kernel_ns *= in_situ_ratio(kernels.trace_shapes, op, prior, clock_ratio);
   return std::llround(kernel_ns + launches_ns);
 }
 

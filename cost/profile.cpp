@@ -56,7 +56,8 @@ LinkProfile read_link(const JsonReader& r) {
 }
 
 Measurement read_measurement(const JsonReader& r) {
-  r.only_keys({"median_ns", "p10_ns", "p90_ns", "samples", "source", "priced_ns", "benchmark_ns", "sm_clock_MHz"});
+  r.only_keys({"median_ns", "p10_ns", "p90_ns", "samples", "source", "priced_ns", "benchmark_ns", "sm_clock_MHz",
+               "run_sm_clock_MHz"});
   const double max = std::numeric_limits<double>::max();
   Measurement m;
   m.median_ns = r.required("median_ns").number(0, max, "expected a time in ns >= 0");
@@ -69,6 +70,10 @@ Measurement read_measurement(const JsonReader& r) {
       if (m.source.empty()) value->fail(fmt::format("expected {} only on an entry with a source (a trace)", name));
       *field = value->number(0, max, "expected a time in ns >= 0");
     }
+  if (auto clock = r.find("run_sm_clock_MHz")) {
+    if (m.source.empty()) clock->fail("expected run_sm_clock_MHz only on an entry with a source (a trace)");
+    m.run_sm_clock_MHz = clock->number(1, 1e5, "expected an SM clock in MHz");
+  }
   if (auto clock = r.find("sm_clock_MHz")) m.sm_clock_MHz = clock->number(1, 1e5, "expected an SM clock in MHz");
   return m;
 }
@@ -79,6 +84,7 @@ json measurement_json(const Measurement& m) {
   if (m.priced_ns > 0) out["priced_ns"] = m.priced_ns;
   if (m.benchmark_ns > 0) out["benchmark_ns"] = m.benchmark_ns;
   if (m.sm_clock_MHz > 0) out["sm_clock_MHz"] = m.sm_clock_MHz;
+  if (m.run_sm_clock_MHz > 0) out["run_sm_clock_MHz"] = m.run_sm_clock_MHz;
   return out;
 }
 
@@ -189,7 +195,7 @@ void index_measured_shapes(GpuKernelProfile& kernels) {
   kernels.measured_gemms = index_measured_gemms(kernels.measured);
   kernels.measured_fp8_gemms = index_measured_gemms(kernels.measured, true);
   kernels.measured_kernels = index_measured_kernels(kernels.measured);
-  kernels.trace_shapes = index_trace_shapes(kernels.measured);
+  kernels.trace_shapes = index_trace_shapes(kernels);
 }
 
 std::string profile_workload(const Profile& profile) {

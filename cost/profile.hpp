@@ -39,6 +39,11 @@ struct Measurement {
   // GEMM micro-benchmarks: the SM clock (MHz) the timing ran at; median and percentiles are scaled to the
   // profile's reference clock (GpuKernelProfile::reference_sm_clock_MHz). 0: not recorded.
   double sm_clock_MHz = 0;
+  // Trace entries folded into a profile priced by its sustained-clock curve, from a run whose busy SM clock was
+  // recorded: that clock (MHz; median and percentiles as measured, at it). The entry's ratio is then split into
+  // the clock's part, (reference / run clock)^e, and the rest, which shapes near it carry to steps at their own
+  // clocks (cost/in_situ.hpp). 0: the ratio holds the run's clock, and carries it (entries folded before 2026-12-01).
+  double run_sm_clock_MHz = 0;
 };
 // The micro-benchmark time of an entry: its median, or for a trace entry the benchmark it replaced (0 if none).
 inline double benchmark_time_ns(const Measurement& m) { return m.source.empty() ? m.median_ns : m.benchmark_ns; }
@@ -83,6 +88,8 @@ struct MeasuredKernelShape {
 struct TraceShape {
   Op op;
   double log_ratio = 0;
+  // The ratio is the run's without its clock (Measurement::run_sm_clock_MHz): a step applies its own clock's part.
+  bool clock_free = false;
 };
 
 // How much slower (> 1) or faster a kernel runs inside a training step than its benchmark price says, by

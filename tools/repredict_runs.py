@@ -33,29 +33,55 @@ def tau_b(xs, ys):
     return (concordant - discordant) / denominator if denominator else float('nan')
 
 
-twin, runs_dir, profiles = sys.argv[1], sys.argv[2], sys.argv[3:]
-rows=[]
-for run in sorted(glob.glob(os.path.join(runs_dir, '*'))):
-    if not os.path.exists(os.path.join(run, 'metrics.json')):
-        print(f"{os.path.basename(run)}: no metrics.json (the run did not finish), left out", file=sys.stderr)
-        continue
-    # The untraced run's step where the study ran one (tests/gpu/accuracy_study.py); its plan is the traced run's.
-    untraced=os.path.join(run,'untraced','metrics.json')
-    m=json.load(open(os.path.join(run,'metrics.json'))); key=m['plan']
-    meas=json.load(open(untraced if os.path.exists(untraced) else os.path.join(run,'metrics.json')))['measured']['iteration_s']
-    preds=[]
-    for p in profiles:
-        out=tempfile.mkdtemp()
-        r=subprocess.run([twin,'simulate',os.path.join(run,'scenario.json'),'--profile',p,'--plan-key',key,'--out',out,'--quiet','--top','0'],capture_output=True,text=True)
-        t=None
-        for row in csv.DictReader(open(os.path.join(out,'ranking.csv'))):
-            if row['strategy']==key: t=float(row['iteration_time_s']); break
-        preds.append(t)
-    rows.append((os.path.basename(run), meas, preds))
-for name, meas, preds in rows:
-    print(f"{name[:60]:60s} {meas:.4f} " + " ".join(f"{p:.4f} ({(p/meas-1)*100:+.1f}%)" for p in preds))
-for i,p in enumerate(profiles):
-    signed=[r[2][i]/r[1]-1 for r in rows]
-    errs=[abs(e) for e in signed]
-    tau=tau_b([r[1] for r in rows], [r[2][i] for r in rows])
-    print(p, f"mean |error| {100*sum(errs)/len(errs):.2f}% max {100*max(errs):.2f}% signed {100*sum(signed)/len(signed):+.2f}% tau-b {tau:.3f}")
+def measured_step_s(run):
+    """The run's plan key and measured step: the untraced run's where the study ran one (tests/gpu/accuracy_study.py;
+    its plan is the traced run's), else the traced run's."""
+    plan = json.load(open(os.path.join(run, 'metrics.json')))['plan']
+    untraced = os.path.join(run, 'untraced', 'metrics.json')
+    metrics = untraced if os.path.exists(untraced) else os.path.join(run, 'metrics.json')
+    return plan, json.load(open(metrics))['measured']['iteration_s']
+
+
+def predicted_step_s(twin, run, plan, profile):
+    """`twin simulate --plan-key` of the run's scenario with `profile`: its predicted step, or None."""
+    with tempfile.TemporaryDirectory() as out:
+        subprocess.run([twin, 'simulate', os.path.join(run, 'scenario.json'), '--profile', profile, '--plan-key', plan,
+                        '--out', out, '--quiet', '--top', '0'], capture_output=True, text=True)
+        ranking = os.path.join(out, 'ranking.csv')
+        if not os.path.exists(ranking):
+            return None
+        for row in csv.DictReader(open(ranking)):
+            if row['strategy'] == plan:
+                return float(row['iteration_time_s'])
+    return None
+
+
+def finished_runs(runs_dir):
+    """The run folders with a metrics.json, in name order; the others named on stderr."""
+    runs = []
+    for run in sorted(glob.glob(os.path.join(runs_dir, '*'))):
+        if os.path.exists(os.path.join(run, 'metrics.json')):
+            runs.append(run)
+        else:
+            print(f"{os.path.basename(run)}: no metrics.json (the run did not finish), left out", file=sys.stderr)
+    return runs
+
+
+def main():
+    twin, runs_dir, profiles = sys.argv[1], sys.argv[2], sys.argv[3:]
+    rows = []
+    for run in finished_runs(runs_dir):
+        plan, meas = measured_step_s(run)
+        rows.append((os.path.basename(run), meas, [predicted_step_s(twin, run, plan, p) for p in profiles]))
+    for name, meas, preds in rows:
+        print(f"{name[:60]:60s} {meas:.4f} " + " ".join(f"{p:.4f} ({(p/meas-1)*100:+.1f}%)" for p in preds))
+    for i, p in enumerate(profiles):
+        signed = [r[2][i] / r[1] - 1 for r in rows]
+        errs = [abs(e) for e in signed]
+        tau = tau_b([r[1] for r in rows], [r[2][i] for r in rows])
+        print(p, f"mean |error| {100*sum(errs)/len(errs):.2f}% max {100*max(errs):.2f}% signed "
+                 f"{100*sum(signed)/len(signed):+.2f}% tau-b {tau:.3f}")
+
+
+if __name__ == '__main__':
+    main()

@@ -187,7 +187,9 @@ RecalibrateOutcome recalibrate_from_run(const RecalibrateRequest& request) {
   }
   if (const fs::path clocks = run_dir / "gpu_clocks.csv"; fs::exists(clocks))
     if (const std::optional<GpuClockSummary> summary = read_gpu_clocks(clocks)) measured.sm_clock_MHz = summary->sm_clock_MHz;
-  measured.predicted_sm_clock_MHz = predicted_step_clock_MHz(graph, plan.scenario.cluster, before);
+  measured.plan_sm_clock_MHz = [&](const Profile& profile) {
+    return predicted_step_clock_MHz(graph, plan.scenario.cluster, profile);
+  };
   const Recalibration result = recalibrate(before, measured);
 
   const Cluster& cluster = plan.scenario.cluster;
@@ -199,6 +201,11 @@ RecalibrateOutcome recalibrate_from_run(const RecalibrateRequest& request) {
                  {"ops_shared_gpu", measured.shared_gpu_ops},
                  {"ops_other_attention", measured.other_attention_ops},
                  {"ops_other_kernel_revision", measured.other_kernel_ops}};
+  // The run's busy clock beside the one the profile's curve gives its plan: said, not folded into the curve (rule 0).
+  if (const double curve_MHz = measured.plan_sm_clock_MHz(before); measured.sm_clock_MHz > 0 && curve_MHz > 0) {
+    effect["run_sm_clock_MHz"] = measured.sm_clock_MHz;
+    effect["curve_sm_clock_MHz"] = curve_MHz;
+  }
   if (measured_ns) {
     effect["measured_iteration_ns"] = *measured_ns;
     effect["error_before"] = static_cast<double>(*measured_ns) / static_cast<double>(predicted_before) - 1;

@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <string>
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -71,7 +72,7 @@ void barrier(ncclComm_t world) {
 
 // The two sustained-clock curves, one under BF16 GEMMs and one under FP8 GEMMs (cost/sustained_clock.hpp), measured
 // alike on every rank: the BF16 curve first, whose heating the FP8 load then starts from.
-// The power model is fitted on the BF16 load's readings and two loads after it (cost/power_model.hpp).
+// With --power-model, the power model is fitted on the BF16 load's readings and the loads after it (cost/power_model.hpp).
 struct SustainedClocks {
   SustainedClockCurve bf16, fp8;
   PowerModel power;
@@ -83,9 +84,29 @@ void set_sustained_clocks(GpuKernelProfile& kernels, const SustainedClocks& cloc
   kernels.power_model = clocks.power;
 }
 
+// The FP8 curve's heating: the BF16 curve's ~14 s at the power cap came just before (each point settles on its own).
+constexpr double kFp8HeatAfterBf16Seconds = 0.5;
+
+// Where a calibration's wall time went, phase by phase ("clock loads 38.2 s, GEMMs 39.0 s, ...").
+class PhaseTimes {
+ public:
+  using Clock = std::chrono::steady_clock;
+  explicit PhaseTimes(Clock::time_point started) : last_(started) {}
+  void end(const std::string& phase) {
+    const Clock::time_point now = Clock::now();
+    text_ += fmt::format("{}{} {:.1f} s", text_.empty() ? "" : ", ", phase, std::chrono::duration<double>(now - last_).count());
+    last_ = now;
+  }
+  const std::string& text() const { return text_; }
+
+ private:
+  Clock::time_point last_;
+  std::string text_;
+};
+
 // Rank 0's part once the GEMMs are merged: the other kernels timed, the profile assembled and written.
 void write_profile(CalibrationRun& run, const std::optional<ProfileIncrement>& increment,
-                   const SustainedClocks& clocks, std::chrono::steady_clock::time_point started,
+                   const SustainedClocks& clocks, std::chrono::steady_clock::time_point started, PhaseTimes& phases,
                    const std::function<void(const std::string&)>& progress) {
   const CalibrationRequest& request = run.request;
   const GemmCalibration& gemms = run.gemms;
@@ -103,12 +124,14 @@ void write_profile(CalibrationRun& run, const std::optional<ProfileIncrement>& i
     for (const auto& [shape, m] : gemms.measured) kernels.measured[gemm_key(shape)] = m;
     index_measured_shapes(kernels);
     const json kernel_summary = calibrate_kernels_into(kernels, request.scenario, run.spec, request.quick, progress);
+    phases.end("other kernels");
     run.seconds = seconds();
     profile = calibrated_profile(run, kernels, kernel_summary);
   }
   save_profile(profile, request.out);
-  progress(fmt::format("wrote {} ({} GEMM shapes timed, {} collective tables) in {:.1f} s", request.out,
-                       gemms.measured.size(), run.facts.tables.size(), seconds()));
+  phases.end("the profile written");
+  progress(fmt::format("wrote {} ({} GEMM shapes timed, {} collective tables) in {:.1f} s: {}", request.out,
+                       gemms.measured.size(), run.facts.tables.size(), seconds(), phases.text()));
   if (!gemms.gpu_agreement.is_null())
     progress(fmt::format("GPUs agree on {} shapes timed by each: spread at most {:.1f}% at one clock, {:.1f}% as "
                          "timed; each GPU's time over the median: {}", gemms.gpu_agreement["shapes"].size(),
@@ -120,6 +143,7 @@ void write_profile(CalibrationRun& run, const std::optional<ProfileIncrement>& i
 SustainedClocks measure_sustained_clocks(const CalibrationRequest& request, const RankIdentity& identity,
                                          ncclComm_t world, const std::function<void(const std::string&)>& progress) {
   SustainedClockLoad load = request.quick ? SustainedClockLoad::quick() : SustainedClockLoad{};
+  if (!request.power_model) load.power_load_s = 0;
   SustainedClocks clocks;
   const SustainedClockMeasurement bf16 =
       measure_sustained_clock_on_ranks(world, identity.rank, identity.world_size, load, progress);
@@ -127,6 +151,7 @@ SustainedClocks measure_sustained_clocks(const CalibrationRequest& request, cons
   clocks.power = bf16.power;
   load.gemm_inputs = GemmInputs::fp8_per_tensor;
   load.power_load_s = 0;  // the power model reads the BF16 load's
+  if (!request.quick) load.heat_s = kFp8HeatAfterBf16Seconds;  // the BF16 curve has just run at the cap
   clocks.fp8 = measure_sustained_clock_on_ranks(world, identity.rank, identity.world_size, load, progress).curve;
   return clocks;
 }
@@ -229,18 +254,23 @@ int run_rank(const CalibrationRequest& request, const RankIdentity& identity) {
   gemm_request.arguments = {{"quick", request.quick}, {"scenario", request.scenario}, {"profile", request.profile}};
   gemm_request.gpu_uuid = device_uuid(identity.local_rank);
   const GemmRankPlan plan = plan_gemm_rank(gemm_request);  // a partial file of another calibration fails here
+  PhaseTimes phases(started);
+  phases.end("start");
   const MachineFacts facts = measure_machine(world, identity, props, *spec, request, !increment, progress);
+  phases.end("collectives and host");
   // Before the GEMM grid, which it would otherwise follow cold: a shapes increment measures no clock.
   SustainedClocks clocks;
   if (!increment) {
     clocks = measure_sustained_clocks(request, identity, world, progress);
     gemm_request.heat_s = kHeatAfterLoadSeconds;  // the GPU comes from its power cap
+    phases.end("clock loads");
   }
   const GemmCalibration gemms = calibrate_gemms_on_ranks(gemm_request, plan);
+  phases.end("GEMMs");
 
   if (identity.rank == 0) {
     CalibrationRun run{request, identity, props, preset_name, *spec, facts, gemms, 0};
-    write_profile(run, increment, clocks, started, progress);
+    write_profile(run, increment, clocks, started, phases, progress);
   }
   barrier(world);
   std::error_code ignored;

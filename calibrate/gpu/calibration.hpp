@@ -27,6 +27,9 @@ struct CalibrationRequest {
   // With `profile`: measure only the collective tables (every group size, the all-to-all in blocks per peer too)
   // and add to that profile the tables it lacks for this GPU (`out`), every other entry as it was.
   bool collectives_only = false;
+  // Also measure the power model's loads after the BF16 curve (cost/power_model.hpp, ~18 s on one H200). Off by
+  // default since 2026-12-01: where a profile has the curve, which every calibration measures, the curve prices.
+  bool power_model = false;
 };
 
 // Returns the process exit code; prints progress and errors on stderr.

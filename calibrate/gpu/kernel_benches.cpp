@@ -113,6 +113,8 @@ int head_dim_for(std::int64_t cols) { return cols % 128 == 0 ? 128 : cols % 64 =
 
 }  // namespace
 
+std::shared_ptr<void> hold_shared_attention() { return shared_attention(); }
+
 std::size_t KernelBench::bytes() const {
   std::size_t total = 0;
   for (const DeviceBuffer& b : buffers) total += b.bytes();

@@ -2,6 +2,7 @@
 // executor kernels the op launches, enqueued by run(). Calibration builds several per op to rotate.
 #pragma once
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -19,6 +20,10 @@ struct KernelBench {
   std::function<void(cudaStream_t)> run;
   std::size_t bytes() const;
 };
+
+// Keeps the executor's attention that attention benches share (one cuDNN handle, one plan per shape) alive while
+// the returned handle lives, so that benches made and freed one after another do not each create their own.
+std::shared_ptr<void> hold_shared_attention();
 
 // std::nullopt with `why_not` set when the op's shape is one the kernels cannot run.
 std::optional<KernelBench> make_kernel_bench(const Op& op, const KernelModelFacts& facts, std::uint64_t seed,

@@ -3,6 +3,7 @@
 #include "calibrate/gpu/kernel_calibration.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <map>
 
 #include <fmt/format.h>
@@ -275,10 +276,14 @@ KernelCalibration calibrate_kernels(const KernelOps& ops, const GpuSpec& gpu, co
   std::vector<double>& bwd_seconds = result.backward_seconds;
   {
     CuptiKernelTimer timer;
+    const std::shared_ptr<void> attention_held = hold_shared_attention();  // one cuDNN handle for the phase
     std::uint64_t next_region = 1;
+    using Clock = std::chrono::steady_clock;
+    const auto seconds_since = [](Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); };
     for (std::size_t i = 0; i < ops.ops.size(); ++i) {
       const Op& op = ops.ops[i];
       const std::string key = kernel_shape_key(op);
+      const Clock::time_point set_up_from = Clock::now();
       std::size_t free_bytes = 0, total_bytes = 0;
       TWIN_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
       // Rotate over buffer sets until they span twice the L2 (at most 4 sets, within half the free memory).
@@ -303,7 +308,10 @@ KernelCalibration calibrate_kernels(const KernelOps& ops, const GpuSpec& gpu, co
         if (progress) progress(fmt::format("kernel {}/{} {}: skipped ({})", i + 1, ops.ops.size(), key, why_not));
         continue;
       }
+      const Clock::time_point timing_from = Clock::now();
+      result.set_up_s += std::chrono::duration<double>(timing_from - set_up_from).count();
       const Measurement m = time_op(op, key, sets, stream, warmup, repetitions, fallback, timer, next_region);
+      result.timing_s += seconds_since(timing_from);
       result.measured.emplace_back(key, m);
       const double seconds = m.median_ns * 1e-9;
       std::string rate;
@@ -322,6 +330,10 @@ KernelCalibration calibrate_kernels(const KernelOps& ops, const GpuSpec& gpu, co
       if (progress)
         progress(fmt::format("kernel {}/{} {}: {:.1f} us (p10 {:.1f}, p90 {:.1f}), {}", i + 1, ops.ops.size(), key,
                              m.median_ns * 1e-3, m.p10_ns * 1e-3, m.p90_ns * 1e-3, rate));
+      const Clock::time_point freeing_from = Clock::now();
+      sets.clear();
+      TWIN_CUDA_CHECK(cudaDeviceSynchronize());  // cudaFree's work lands here, not in the next op's set-up
+      result.freeing_s += seconds_since(freeing_from);
     }
     if (timer.dropped_records() > 0)
       throw std::runtime_error(fmt::format("CUPTI dropped {} activity records: kernel timings are incomplete",
@@ -329,6 +341,9 @@ KernelCalibration calibrate_kernels(const KernelOps& ops, const GpuSpec& gpu, co
   }
   TWIN_CUDA_CHECK(cudaStreamDestroy(stream));
   fit_kernel_models(result, gpu);
+  if (progress)
+    progress(fmt::format("{} kernel shapes: {:.1f} s setting up their buffers, {:.1f} s timing, {:.1f} s freeing",
+                         ops.ops.size(), result.set_up_s, result.timing_s, result.freeing_s));
   return result;
 }
 

@@ -45,6 +45,8 @@ struct KernelCalibration {
   bool memory_bound_fitted = false, attention_forward_fitted = false, attention_backward_fitted = false;
   // The fitted points: work (bytes moved, or FLOPs) and median seconds, per model.
   std::vector<double> memory_bytes, memory_seconds, forward_flops, forward_seconds, backward_flops, backward_seconds;
+  // Host wall time of the phase: making the buffer sets (allocations, random fills, plans), timing, freeing them.
+  double set_up_s = 0, timing_s = 0, freeing_s = 0;
 };
 
 // Refits the three models on `calibration`'s points (a model with fewer than 2 points is left as is).

@@ -4,6 +4,7 @@
 // failures write nothing; the previous profile is kept; same inputs give the same bytes.
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <set>
 
@@ -304,6 +305,35 @@ TEST(RecalibrateFromRun, ARunOfAnotherKernelRevisionLeavesThoseKindsAlone) {
   } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find("/kernel_revisions/gemm"), std::string::npos) << e.what();
   }
+}
+
+// A run whose clock was sampled, folded into a profile priced by a clock curve: the curve stays as measured, the run's
+// shapes state its clock, and the record says the run's clock beside the curve's for its plan.
+TEST(RecalibrateFromRun, ARunsClockBesideTheCurveIsSaidAndTheCurveKept) {
+  TempDir dir("recal-clock");
+  const fs::path run = copy_run("small-single-h200", dir.path);
+  std::ofstream(run / "gpu_clocks.csv") << "0, 1545, 690.0, 100\n0, 1545, 691.0, 100\n0, 1560, 689.0, 99\n";
+  Profile profile = load_profile(kStudyProfile.string());
+  for (GpuKernelProfile& gpu : profile.gpus) gpu.sustained_clock.points = {{0.4, 1700, {}, 0}, {1.0, 1480, {}, 0}};
+  const fs::path base = dir.path / "curve.json";
+  save_profile(profile, base);
+  const fs::path out = dir.path / "folded.json";
+  const RecalibrateOutcome outcome = recalibrate_from_run({run, base.string(), out.string()});
+  const nlohmann::json& effect = outcome.record["effect"];
+  EXPECT_DOUBLE_EQ(effect["run_sm_clock_MHz"].get<double>(), 1545);
+  EXPECT_GE(effect["curve_sm_clock_MHz"].get<double>(), 1480);  // on the curve, at the plan's duty
+  EXPECT_LE(effect["curve_sm_clock_MHz"].get<double>(), 1700);
+  const Profile folded = load_profile(out.string());
+  int traced = 0;
+  for (std::size_t g = 0; g < folded.gpus.size(); ++g) {
+    EXPECT_EQ(sustained_clock_json(folded.gpus[g].sustained_clock), sustained_clock_json(profile.gpus[g].sustained_clock));
+    for (const auto& [key, m] : folded.gpus[g].measured) {
+      if (m.source.find("small-single-h200") == std::string::npos) continue;
+      EXPECT_DOUBLE_EQ(m.run_sm_clock_MHz, 1545) << key;
+      ++traced;
+    }
+  }
+  EXPECT_GT(traced, 0);
 }
 
 TEST(RecalibrateFromRun, SameInputsGiveTheSameBytes) {

@@ -281,29 +281,36 @@ TEST(RecalibrationArithmetic, TheRunsClockBecomesTheSustainedClockAndTheBasisOfE
   EXPECT_DOUBLE_EQ(unclocked.profile.gpus.at(0).sustained_sm_clock_MHz, 0);
 }
 
-// A profile with a sustained-clock curve keeps pricing each step at the clock its own duty gives: the run's clock over
-// the clock the curve gave its plan scales every point (both curves), and no one clock is stated for every step.
-TEST(RecalibrationArithmetic, WithACurveTheRunsClockScalesItInsteadOfStatingOneClock) {
+// A profile with a sustained-clock curve keeps pricing each step at the clock its own duty gives: the curve stays as
+// measured, no one clock is stated for every step, and the run's clock goes into its shapes' entries, whose ratios
+// are then taken without it (cost/in_situ.hpp).
+TEST(RecalibrationArithmetic, WithACurveTheRunsClockGoesIntoItsShapesAndTheCurveStays) {
   Profile profile = fixture().profile;
   GpuKernelProfile& gpu = profile.gpus[0];
   gpu.sustained_clock.points = {{0.4, 1700, {1690, 1710}, 0}, {1.0, 1500, {1490, 1510}, 0}};
   gpu.sustained_clock_fp8.points = {{1.0, 1400, {}, 0}};
   RunMeasurements run = fixture().run;
   run.sm_clock_MHz = 1560;
-  run.predicted_sm_clock_MHz = 1500;
+  run.plan_sm_clock_MHz = [](const Profile&) { return 1500.0; };
   const Recalibration result = recalibrate(profile, run);
   const GpuKernelProfile& kernels = result.profile.gpus.at(0);
   EXPECT_DOUBLE_EQ(kernels.sustained_sm_clock_MHz, 0);
-  EXPECT_DOUBLE_EQ(kernels.sustained_clock.points[0].sm_clock_MHz, 1700 * 1.04);
-  EXPECT_DOUBLE_EQ(kernels.sustained_clock.points[1].sm_clock_MHz, 1500 * 1.04);
-  EXPECT_EQ(kernels.sustained_clock.points[0].gpu_sm_clock_MHz, (std::vector<double>{1690, 1710}));  // as measured
-  EXPECT_DOUBLE_EQ(kernels.sustained_clock_fp8.points[0].sm_clock_MHz, 1400 * 1.04);
-  ASSERT_GE(result.changes.size(), 2u);
-  EXPECT_EQ(result.changes[0].entry, "/gpus/0/sustained_clock");
-  EXPECT_EQ(result.changes[1].entry, "/gpus/0/sustained_clock_fp8");
-  // Without a predicted clock (the plan got none from the curve) the run's clock is stated, as before.
-  run.predicted_sm_clock_MHz = 0;
-  EXPECT_DOUBLE_EQ(recalibrate(profile, run).profile.gpus.at(0).sustained_sm_clock_MHz, 1560);
+  EXPECT_EQ(sustained_clock_json(kernels.sustained_clock), sustained_clock_json(gpu.sustained_clock));
+  EXPECT_EQ(sustained_clock_json(kernels.sustained_clock_fp8), sustained_clock_json(gpu.sustained_clock_fp8));
+  for (const ProfileChange& change : result.changes) EXPECT_EQ(change.entry.find("clock"), std::string::npos) << change.entry;
+  int traced = 0;
+  for (const auto& [key, m] : kernels.measured) {
+    if (m.source.empty()) continue;
+    EXPECT_DOUBLE_EQ(m.run_sm_clock_MHz, 1560) << key;
+    ++traced;
+  }
+  EXPECT_GT(traced, 0);
+  // Without a predicted clock (the plan got none from the curve) the run's clock is stated, as before, and the
+  // entries' ratios hold it.
+  run.plan_sm_clock_MHz = [](const Profile&) { return 0.0; };
+  const Recalibration stated = recalibrate(profile, run);
+  EXPECT_DOUBLE_EQ(stated.profile.gpus.at(0).sustained_sm_clock_MHz, 1560);
+  for (const auto& [key, m] : stated.profile.gpus.at(0).measured) EXPECT_DOUBLE_EQ(m.run_sm_clock_MHz, 0) << key;
 }
 
 TEST(RecalibrationArithmetic, ARunWithNothingMeasuredIsRefused) {

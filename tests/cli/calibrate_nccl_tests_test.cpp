@@ -73,13 +73,20 @@ TEST(CalibrateNcclTests, OptionMistakesAreUsageErrors) {
   EXPECT_NE(tables_alone.output.find("--collectives needs --profile"), std::string::npos) << tables_alone.output;
   EXPECT_EQ(run_twin("calibrate --collectives --sustained-clock --profile p.json").exit_code, 2);
   EXPECT_EQ(run_twin("calibrate --collectives --profile p.json --scenario s.json").exit_code, 2);
+  // --power-model rides on a clock measurement: a whole calibration or --sustained-clock, never an increment or a check.
+  const Outcome power_on_increment = run_twin("calibrate --power-model --profile p.json");
+  EXPECT_EQ(power_on_increment.exit_code, 2);
+  EXPECT_NE(power_on_increment.output.find("--power-model with --profile needs --sustained-clock"), std::string::npos)
+      << power_on_increment.output;
+  EXPECT_EQ(run_twin("calibrate --power-model --check p.json").exit_code, 2);
+  EXPECT_EQ(run_twin("calibrate --power-model --collectives --profile p.json").exit_code, 2);
   // Shapes added to a shipped profile need somewhere to go: the shipped file is not rewritten.
   Outcome shipped = run_twin("calibrate --scenario " + std::string(TWIN_SOURCE_DIR) +
                              "/scenarios/llama3-8b-4xH200.json --profile h200-x1");
   EXPECT_EQ(shipped.exit_code, 2);
   EXPECT_NE(shipped.output.find("names a shipped profile: give --out"), std::string::npos) << shipped.output;
   Outcome help = run_twin("calibrate --help");
-  for (const char* option : {"--from-nccl-tests", "--collective", "--gpu", "--collectives"})
+  for (const char* option : {"--from-nccl-tests", "--collective", "--gpu", "--collectives", "--power-model"})
     EXPECT_NE(help.output.find(option), std::string::npos) << option;
 }
 

@@ -121,13 +121,39 @@ TEST(InSituRatio, TraceEntriesNeedAPriceToLendARatio) {
   measured["norm_forward:rows=4096,cols=4096"] = benchmark;
   measured["norm_forward:rows=8192,cols=4096"] = traced;
   measured["norm_forward:rows=16384,cols=4096"] = unpriced;
-  const std::vector<TraceShape> shapes = index_trace_shapes(measured);
+  GpuKernelProfile profile;
+  profile.measured = measured;
+  const std::vector<TraceShape> shapes = index_trace_shapes(profile);
   ASSERT_EQ(shapes.size(), 1u);
+  EXPECT_FALSE(shapes[0].clock_free);  // a memory-bound kind follows no SM clock
   EXPECT_DOUBLE_EQ(shapes[0].log_ratio, std::log(1.2));
   // Interpolation keeps the benchmark basis: the traced entry counts with the benchmark it replaced.
   const std::vector<MeasuredKernelShape> kernels = index_measured_kernels(measured);
   ASSERT_EQ(kernels.size(), 2u);
   EXPECT_DOUBLE_EQ(kernels[1].time_ns, 100);
+}
+
+// A GEMM a run traced at 1,500 MHz, priced at the profile's 1,800 MHz reference: 1.2 x its price is the clock's
+// (1800 / 1500) and 1.0 the rest. Stating the run's clock, its ratio leaves the clock out, and a step at 1,600 MHz
+// near it is priced at its own clock; an entry without the clock lends its ratio, clock and all, as before.
+TEST(InSituRatio, ATracedRatioWithoutItsRunsClockTakesTheStepsClock) {
+  GpuKernelProfile profile;
+  profile.reference_sm_clock_MHz = 1800;
+  const std::string key = "gemm:m=4096,n=4096,k=4096,count=1,ta=0,tb=0";
+  Measurement traced{1200, 1190, 1210, 4, "trace:run", 1000, 1000};
+  traced.run_sm_clock_MHz = 1500;
+  profile.measured[key] = traced;
+  std::vector<TraceShape> shapes = index_trace_shapes(profile);
+  ASSERT_EQ(shapes.size(), 1u);
+  EXPECT_TRUE(shapes[0].clock_free);
+  EXPECT_NEAR(shapes[0].log_ratio, 0.0, 1e-12);
+  const Op gemm = *op_from_kernel_key(key);
+  const double step_clock_ratio = 1800.0 / 1600.0;
+  EXPECT_NEAR(in_situ_ratio(shapes, gemm, step_clock_ratio, step_clock_ratio), step_clock_ratio, 1e-12);
+  profile.measured[key].run_sm_clock_MHz = 0;
+  shapes = index_trace_shapes(profile);
+  EXPECT_FALSE(shapes[0].clock_free);
+  EXPECT_NEAR(in_situ_ratio(shapes, gemm, step_clock_ratio, step_clock_ratio), 1.2, 1e-12);
 }
 
 }  // namespace

@@ -122,6 +122,13 @@ TEST(KernelCost, GemmsRunAtTheSustainedClock) {
   traced.source = "trace:run";
   clocked.gpus[0].measured[kernel_shape_key(product)] = traced;
   EXPECT_EQ(compute_time_ns(clocked, h100(), product), 2000000 + 2000);
+  // One that states its run's clock moves from it to the step's, where the curve gives each step its own.
+  clocked.gpus[0].sustained_sm_clock_MHz = 0;
+  clocked.gpus[0].measured[kernel_shape_key(product)].run_sm_clock_MHz = 1500;
+  index_measured_shapes(clocked.gpus[0]);
+  EXPECT_EQ(compute_time_ns(clocked, h100(), product, StepClock{1600}), std::llround(2e6 * 1500 / 1600 + 2000));
+  // No step clock: at the reference clock, as the profile's other prices.
+  EXPECT_EQ(compute_time_ns(clocked, h100(), product), std::llround(2e6 * 1500 / 1800 + 2000));
 }
 
 // A profile whose attention timings were scaled to the reference clock (calibration probes the clock beside each)

@@ -188,6 +188,23 @@ TEST(ProfileFiles, SmClocksRoundTripAndAreChecked) {
   write(dir / "p.json", document.dump());
   expect_load_error(dir / "p.json", "/gpus/0/measured/gemm:m=1,n=2,k=3,count=1,ta=0,tb=0/sm_clock_MHz",
                     "expected an SM clock in MHz");
+  // A trace entry's run clock round-trips; on a micro-benchmark, or out of range, it is refused.
+  Measurement traced{1800, 1700, 1900, 4, "trace:run", 1500, 1500};
+  traced.run_sm_clock_MHz = 1545;
+  p.gpus[0].measured["gemm:m=2,n=2,k=3,count=1,ta=0,tb=0"] = traced;
+  save_profile(p, dir / "traced.json");
+  const Profile traced_back = load_profile((dir / "traced.json").string());
+  EXPECT_DOUBLE_EQ(traced_back.gpus[0].measured.at("gemm:m=2,n=2,k=3,count=1,ta=0,tb=0").run_sm_clock_MHz, 1545);
+  document = to_json(p);
+  document["gpus"][0]["measured"]["gemm:m=1,n=2,k=3,count=1,ta=0,tb=0"]["run_sm_clock_MHz"] = 1545;
+  write(dir / "p.json", document.dump());
+  expect_load_error(dir / "p.json", "/gpus/0/measured/gemm:m=1,n=2,k=3,count=1,ta=0,tb=0/run_sm_clock_MHz",
+                    "only on an entry with a source");
+  document = to_json(p);
+  document["gpus"][0]["measured"]["gemm:m=2,n=2,k=3,count=1,ta=0,tb=0"]["run_sm_clock_MHz"] = 0;
+  write(dir / "p.json", document.dump());
+  expect_load_error(dir / "p.json", "/gpus/0/measured/gemm:m=2,n=2,k=3,count=1,ta=0,tb=0/run_sm_clock_MHz",
+                    "expected an SM clock in MHz");
   fs::remove_all(dir);
 }
 

@@ -25,7 +25,7 @@ gpus=$(nvidia-smi -L | wc -l)
 for n in ${COUNTS:-1}; do
   [ "$gpus" -ge "$n" ] || continue
   date -u +"calibrate on $n GPU(s) %FT%TZ" >> "$OUT/run.log"
-  "$bin/twin-gpu" calibrate --sustained-clock --gpus "$n" --profile "cost/profiles/h200-x$n.json" \
+  "$bin/twin-gpu" calibrate --sustained-clock --power-model --gpus "$n" --profile "cost/profiles/h200-x$n.json" \
     --out "$OUT/h200-x$n-power.json" > "$OUT/calibrate-x$n.log" 2>&1 || status=1
   grep -E "power model|load|wrote" "$OUT/calibrate-x$n.log" >> "$OUT/run.log"
 done

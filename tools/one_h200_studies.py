@@ -1,0 +1,85 @@
+#!/usr/bin/env python3
+"""Unpack the archived blind one-H200 accuracy studies (docs/accuracy/) into OUT/<study>/runs/<run>/, one folder per
+study, so that tools/repredict_runs.py and tools/fold_transfer_study.py read them all from one place. The archives
+nest the studies' work folders as folders or as inner tarballs; both are unpacked. A study run again in a later
+archive is its own folder, <study>@<the archive's date>. Prints each study with its runs.
+Usage: python3 tools/one_h200_studies.py OUT"""
+import io
+import os
+import sys
+import tarfile
+
+ARCHIVES = [  # (archive under docs/accuracy, the work folders or inner tarballs in it that are one-H200 studies)
+    "2026-11-28-blind-1xH200.tar.gz",
+    "2026-11-29-attention-clock-1xH200.tar.gz",
+    "2026-11-30-attention-pairs-1xH200.tar.gz",
+    "2026-11-30-head-dims-1xH200.tar.gz",
+    "2026-11-30-blind-internlm2-20b-h200.tar.gz",
+    "2026-11-30-blind-nemo-stablelm-1xH200.tar.gz",
+    "2026-11-30-windowed-1xH200.tar.gz",
+    "2026-11-30-gpt3-2.7b-1xH200.tar.xz",
+    "2026-11-30-gpt3-6.7b-1xH200.tar.xz",
+    "2026-12-01-qwen3-4b-fresh-1xH200.tar.gz",
+    "2026-12-01-blind-stablelm-internlm2-fresh-1xH200.tar.gz",
+]
+SUFFIX = "-1xH200-work"
+
+
+def study_of(path):
+    """The study a member belongs to ('phi3-medium-widths') and its path inside the work folder, or None."""
+    parts = path.split("/")
+    for i, part in enumerate(parts):
+        name = part[:-len(".tar.gz")] if part.endswith(".tar.gz") else part
+        if name.startswith("accuracy-") and name.endswith(SUFFIX):
+            return name[len("accuracy-"):-len(SUFFIX)], "/".join(parts[i + 1:])
+    return None
+
+
+def unpack(archive, out, studies, earlier):
+    """Unpacks `archive`'s studies; a study named in `earlier` (those of the archives before) gets the archive's date."""
+    date = os.path.basename(archive)[:10]
+    with tarfile.open(archive) as outer:
+        for member in outer.getmembers():
+            found = study_of(member.name)
+            if not found or not member.isfile():
+                continue
+            study, inner = found
+            if study in earlier:
+                study = f"{study}@{date}"
+            data = outer.extractfile(member).read()
+            if member.name.endswith(SUFFIX + ".tar.gz"):  # a work folder kept as its own tarball
+                with tarfile.open(fileobj=io.BytesIO(data)) as nested:
+                    for m in nested.getmembers():
+                        found_inner = study_of(m.name)
+                        rel = found_inner[1] if found_inner else m.name
+                        if m.isfile() and rel.startswith("runs/"):
+                            write(out, study, rel, nested.extractfile(m).read(), studies)
+            elif inner.startswith("runs/"):
+                write(out, study, inner, data, studies)
+
+
+def write(out, study, rel, data, studies):
+    path = os.path.join(out, study, rel)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "wb") as f:
+        f.write(data)
+    parts = rel.split("/")
+    if len(parts) >= 3 and parts[2] == "metrics.json":
+        studies.setdefault(study, set()).add(parts[1])
+
+
+def main():
+    if len(sys.argv) != 2:
+        sys.exit(__doc__)
+    out = sys.argv[1]
+    here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "docs", "accuracy")
+    studies = {}
+    for archive in ARCHIVES:
+        earlier = set(studies)
+        unpack(os.path.join(here, archive), out, studies, earlier)
+    for study in sorted(studies):
+        print(f"{study}: {len(studies[study])} runs")
+
+
+if __name__ == "__main__":
+    main()
