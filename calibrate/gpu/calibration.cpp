@@ -81,7 +81,8 @@ struct SustainedClocks {
 void set_sustained_clocks(GpuKernelProfile& kernels, const SustainedClocks& clocks) {
   kernels.sustained_clock = clocks.bf16;
   kernels.sustained_clock_fp8 = clocks.fp8;
-  kernels.power_model = clocks.power;
+  // Measured only with --power-model: without it, a profile's own model (--sustained-clock) stays as it was.
+  if (clocks.power.present()) kernels.power_model = clocks.power;
 }
 
 // The FP8 curve's heating: the BF16 curve's ~14 s at the power cap came just before (each point settles on its own).
@@ -162,11 +163,15 @@ void add_sustained_clock(const CalibrationRequest& request, const RankIdentity& 
   const SustainedClocks clocks = measure_sustained_clocks(request, identity, world, progress);
   if (identity.rank != 0) return;
   Profile profile = load_profile(request.profile);
-  set_sustained_clocks(kernels_of(profile, spec), clocks);
+  GpuKernelProfile& kernels = kernels_of(profile, spec);
+  const bool had_power_model = kernels.power_model.present();
+  set_sustained_clocks(kernels, clocks);
   save_profile(profile, request.out);
   progress(fmt::format("wrote {}: the sustained-clock curves of {} (BF16 GEMMs {} points, FP8 GEMMs {}), {}", request.out,
                        spec.name, clocks.bf16.points.size(), clocks.fp8.points.size(),
-                       clocks.power.present() ? "the power model" : "no power model"));
+                       clocks.power.present() ? "the power model"
+                       : had_power_model      ? "its power model as it was (measured with --power-model)"
+                                              : "no power model (measured with --power-model)"));
 }
 
 // --collectives: the tables measured on every rank; rank 0 adds those the profile lacks (same GPU, collective,
