@@ -63,6 +63,13 @@ std::size_t kernel_profile_index(Profile& profile, const GpuSpec& gpu, std::vect
   return index;
 }
 
+// Whether `kernels` prices each step's clock-following kernels at the clock its curve gives the step's duty
+// (sim/step_clock.hpp), on prices at its reference clock: a curve and no stated sustained clock.
+bool curve_prices_steps(const GpuKernelProfile& kernels) {
+  return kernels.reference_sm_clock_MHz > 0 && kernels.sustained_sm_clock_MHz <= 0 &&
+         !kernels.sustained_clock.points.empty();
+}
+
 struct KindSums {
   double measured_ns = 0;
   double model_ns = 0;
@@ -101,9 +108,7 @@ void fold_exact_shapes(const Profile& before, Profile& after, const RunMeasureme
     if (earlier != priced_by.measured.end()) m.benchmark_ns = benchmark_time_ns(earlier->second);
     // Priced at the reference clock by a profile whose curve gives each step its clock: the run's clock is stated, so
     // that shapes near this one take the ratio without it (cost/in_situ.hpp) and apply their own step's clock.
-    if (run.sm_clock_MHz > 0 && priced_by.reference_sm_clock_MHz > 0 && priced_by.sustained_sm_clock_MHz <= 0 &&
-        !priced_by.sustained_clock.points.empty())
-      m.run_sm_clock_MHz = run.sm_clock_MHz;
+    if (run.sm_clock_MHz > 0 && curve_prices_steps(priced_by)) m.run_sm_clock_MHz = run.sm_clock_MHz;
     reason += fmt::format(" (profile priced it {} ns with launch overhead; in the run {:.3f} x the benchmark price {:.0f} ns)",
                           compute_time_ns(before, first.gpu, first.op), m.median_ns / m.priced_ns, m.priced_ns);
     kernels.measured[key] = m;
@@ -117,15 +122,13 @@ void fold_exact_shapes(const Profile& before, Profile& after, const RunMeasureme
 // run's plan its clock states the run's clock (rule 1 prices on it). A curve is kept as measured: the run's clock goes
 // into its shapes' entries instead (rule 1), and what one run's clock says of its plan did not carry to other plans
 // and models (docs/ACCURACY.md "A fold that generalizes").
-void fold_sm_clock(const Profile& before, Profile& after, const RunMeasurements& run,
-                   std::vector<ProfileChange>& changes) {
+void fold_sm_clock(Profile& after, const RunMeasurements& run, std::vector<ProfileChange>& changes) {
   std::set<std::size_t> folded;
-  const bool curve_prices_plan = run.plan_sm_clock_MHz && run.plan_sm_clock_MHz(before) > 0;
   for (const MeasuredOpSample& s : run.samples) {
     const std::size_t index = kernel_profile_index(after, s.gpu, changes);
     GpuKernelProfile& kernels = after.gpus[index];
     if (!folded.insert(index).second || kernels.reference_sm_clock_MHz <= 0) continue;
-    if (curve_prices_plan && !kernels.sustained_clock.points.empty() && kernels.sustained_sm_clock_MHz <= 0) continue;
+    if (run.predicted_sm_clock_MHz > 0 && curve_prices_steps(kernels)) continue;
     const json old_value = kernels.sustained_sm_clock_MHz > 0 ? json(kernels.sustained_sm_clock_MHz) : json(nullptr);
     kernels.sustained_sm_clock_MHz = run.sm_clock_MHz;
     changes.push_back({fmt::format("/gpus/{}/sustained_sm_clock_MHz", index), old_value, run.sm_clock_MHz, 0,
@@ -233,7 +236,7 @@ Recalibration recalibrate(const Profile& profile, const RunMeasurements& run) {
   Recalibration result{profile, {}};
   Profile& after = result.profile;
   after.builtin = false;
-  if (run.sm_clock_MHz > 0) fold_sm_clock(profile, after, run, result.changes);
+  if (run.sm_clock_MHz > 0) fold_sm_clock(after, run, result.changes);
   const Profile clocked = after;  // the basis of rule 1's prices
   std::map<std::pair<std::size_t, std::string>, std::vector<const MeasuredOpSample*>> shapes;
   std::map<CollectiveKey, std::vector<TimeNs>> rows;

@@ -6,7 +6,6 @@
 // traces/recalibration_run.hpp.
 #pragma once
 #include <deque>
-#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -50,9 +49,9 @@ struct RunMeasurements {
   // The median SM clock the run's GPUs held while busy (the run folder's gpu_clocks.csv,
   // traces/gpu_clocks.hpp); 0: not recorded.
   double sm_clock_MHz = 0;
-  // The step clock a profile gives the run's plan from its sustained-clock curve (sim/step_clock.hpp, the mean over
-  // the plan's rank classes); 0: none (a profile without a curve, or a stated sustained clock). Empty: not known.
-  std::function<double(const Profile&)> plan_sm_clock_MHz;
+  // The step clock the profile before the fold gives the run's plan from its sustained-clock curve (sim/step_clock.hpp,
+  // the mean over the plan's rank classes); 0: none (a profile without a curve, or a stated sustained clock).
+  double predicted_sm_clock_MHz = 0;
 };
 
 // One entry of the profile that recalibration set, with why.

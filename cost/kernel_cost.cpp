@@ -233,17 +233,21 @@ double step_clock_ratio(const GpuKernelProfile& kernels, const Op& op, StepClock
   return time_at_sm_clock_ns(1.0, kernels.reference_sm_clock_MHz, step_clock.sm_MHz, exponent);
 }
 
+// The clock a step's kernels that follow the SM clock are priced at: the profile's stated sustained clock (it wins),
+// else the step's, else (a step without one, as a duty is priced) the reference clock the benchmarks are at.
+double pricing_sm_clock_MHz(const GpuKernelProfile& kernels, StepClock step_clock) {
+  if (kernels.sustained_sm_clock_MHz > 0) return kernels.sustained_sm_clock_MHz;
+  return step_clock.sm_MHz > 0 ? step_clock.sm_MHz : kernels.reference_sm_clock_MHz;
+}
+
 // A shape a run traced, at the clock this step prices at: as measured where the entry does not state its run's
-// clock (Measurement::run_sm_clock_MHz), else moved from that clock to the step's (the profile's reference clock
-// for a step without one, as the profile's other prices are: a step's duty weighs them all at that clock).
+// clock (Measurement::run_sm_clock_MHz), else moved from that clock to the pricing clock.
 double traced_time_at_step_clock_ns(const GpuKernelProfile& kernels, const Op& op, const Measurement& traced,
                                     StepClock step_clock) {
   const double exponent = priced_sm_clock_exponent(kernels, op);
-  const double clock_MHz = kernels.sustained_sm_clock_MHz > 0 ? kernels.sustained_sm_clock_MHz
-                           : step_clock.sm_MHz > 0           ? step_clock.sm_MHz
-                                                             : kernels.reference_sm_clock_MHz;
-  if (exponent == 0 || traced.run_sm_clock_MHz <= 0 || clock_MHz <= 0) return traced.median_ns;
-  return time_at_sm_clock_ns(traced.median_ns, traced.run_sm_clock_MHz, clock_MHz, exponent);
+  if (exponent == 0 || traced.run_sm_clock_MHz <= 0) return traced.median_ns;
+  return time_at_sm_clock_ns(traced.median_ns, traced.run_sm_clock_MHz, pricing_sm_clock_MHz(kernels, step_clock),
+                             exponent);
 }
 
 }  // namespace
@@ -260,9 +264,8 @@ double training_clock_time_ns(const GpuKernelProfile& kernels, const GpuSpec& gp
   const double benchmark_ns = benchmark_kernel_time_ns(kernels, gpu, op);
   const double exponent = priced_sm_clock_exponent(kernels, op);
   if (exponent == 0) return benchmark_ns;
-  const double sustained_MHz =
-      kernels.sustained_sm_clock_MHz > 0 ? kernels.sustained_sm_clock_MHz : step_clock.sm_MHz;
-  return time_at_sm_clock_ns(benchmark_ns, kernels.reference_sm_clock_MHz, sustained_MHz, exponent);
+  return time_at_sm_clock_ns(benchmark_ns, kernels.reference_sm_clock_MHz, pricing_sm_clock_MHz(kernels, step_clock),
+                             exponent);
 }
 
 namespace {

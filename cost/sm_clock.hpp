@@ -31,8 +31,9 @@ inline constexpr double kAttentionForwardClockExponent = 0.76;
 inline constexpr double kAttentionBackwardClockExponent = 0.84;
 
 // A soft-capped loss (Gemma-2's final_logit_softcapping: a tanh per logit in each pass) is compute-bound: timed alone
-// on one H200 it moved 1,270-1,920 GB/s where the plain loss of the same shape moved 3,360-4,190 (2026-12-01), so its
-// whole time follows the SM clock, as a GEMM's. Measured, not fitted: Gemma-2-2B-width steps on one H200 at
+// on one H200 at 64,128 and 262,144 logits it moved 1,050-1,760 GB/s where the plain loss of the same shapes moved
+// 3,600-4,240 (2026-12-01, docs/PROFILES.md "The soft-capped loss follows the SM clock"), so its whole time follows the
+// SM clock, as a GEMM's. Measured, not fitted: Gemma-2-2B-width steps on one H200 at
 // 1,540-1,600 MHz ran their capped losses 1.20-1.33x the times calibration took at ~1,965 MHz, the ratio of the clocks
 // (docs/ACCURACY.md "The soft-capped loss follows the SM clock").
 inline constexpr double kSoftcappedLossClockExponent = 1;

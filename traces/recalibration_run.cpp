@@ -187,9 +187,7 @@ RecalibrateOutcome recalibrate_from_run(const RecalibrateRequest& request) {
   }
   if (const fs::path clocks = run_dir / "gpu_clocks.csv"; fs::exists(clocks))
     if (const std::optional<GpuClockSummary> summary = read_gpu_clocks(clocks)) measured.sm_clock_MHz = summary->sm_clock_MHz;
-  measured.plan_sm_clock_MHz = [&](const Profile& profile) {
-    return predicted_step_clock_MHz(graph, plan.scenario.cluster, profile);
-  };
+  measured.predicted_sm_clock_MHz = predicted_step_clock_MHz(graph, plan.scenario.cluster, before);
   const Recalibration result = recalibrate(before, measured);
 
   const Cluster& cluster = plan.scenario.cluster;
@@ -202,9 +200,9 @@ RecalibrateOutcome recalibrate_from_run(const RecalibrateRequest& request) {
                  {"ops_other_attention", measured.other_attention_ops},
                  {"ops_other_kernel_revision", measured.other_kernel_ops}};
   // The run's busy clock beside the one the profile's curve gives its plan: said, not folded into the curve (rule 0).
-  if (const double curve_MHz = measured.plan_sm_clock_MHz(before); measured.sm_clock_MHz > 0 && curve_MHz > 0) {
+  if (measured.sm_clock_MHz > 0 && measured.predicted_sm_clock_MHz > 0) {
     effect["run_sm_clock_MHz"] = measured.sm_clock_MHz;
-    effect["curve_sm_clock_MHz"] = curve_MHz;
+    effect["curve_sm_clock_MHz"] = measured.predicted_sm_clock_MHz;
   }
   if (measured_ns) {
     effect["measured_iteration_ns"] = *measured_ns;

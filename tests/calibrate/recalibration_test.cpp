@@ -291,7 +291,7 @@ TEST(RecalibrationArithmetic, WithACurveTheRunsClockGoesIntoItsShapesAndTheCurve
   gpu.sustained_clock_fp8.points = {{1.0, 1400, {}, 0}};
   RunMeasurements run = fixture().run;
   run.sm_clock_MHz = 1560;
-  run.plan_sm_clock_MHz = [](const Profile&) { return 1500.0; };
+  run.predicted_sm_clock_MHz = 1500;
   const Recalibration result = recalibrate(profile, run);
   const GpuKernelProfile& kernels = result.profile.gpus.at(0);
   EXPECT_DOUBLE_EQ(kernels.sustained_sm_clock_MHz, 0);
@@ -307,7 +307,7 @@ TEST(RecalibrationArithmetic, WithACurveTheRunsClockGoesIntoItsShapesAndTheCurve
   EXPECT_GT(traced, 0);
   // Without a predicted clock (the plan got none from the curve) the run's clock is stated, as before, and the
   // entries' ratios hold it.
-  run.plan_sm_clock_MHz = [](const Profile&) { return 0.0; };
+  run.predicted_sm_clock_MHz = 0;
   const Recalibration stated = recalibrate(profile, run);
   EXPECT_DOUBLE_EQ(stated.profile.gpus.at(0).sustained_sm_clock_MHz, 1560);
   for (const auto& [key, m] : stated.profile.gpus.at(0).measured) EXPECT_DOUBLE_EQ(m.run_sm_clock_MHz, 0) << key;

@@ -8,6 +8,7 @@ PyTorch is a reference here, never a part of twin. Prints one line per shape and
 agrees with the other within 2% in clock (exit 1 otherwise: the measurement is not stable enough to read).
 Usage (device): python3 tests/gpu/gemm_size_clock.py --out DIR [--seconds 6] [--settle 2]"""
 import argparse
+import datetime
 import json
 import os
 import statistics
@@ -15,7 +16,7 @@ import subprocess
 import sys
 import time
 
-import torch
+from torch_timing import torch_on_gpu
 
 # m x n x k: the curve's load, and Qwen3-4B's two largest GEMMs at micro-batch 1 and 4 (seq 4,096: m = 4,096 x mbs).
 SHAPES = [(8192, 8192, 8192), (4096, 9728, 2560), (16384, 9728, 2560), (4096, 2560, 9728), (16384, 2560, 9728)]
@@ -34,16 +35,16 @@ def read_samples(path, start, end):
         if len(parts) != 3:
             continue
         try:
-            at = time.mktime(time.strptime(parts[0].split('.')[0], '%Y/%m/%d %H:%M:%S')) + float('0.' + parts[0].split('.')[1])
+            at = datetime.datetime.strptime(parts[0], '%Y/%m/%d %H:%M:%S.%f').timestamp()
             clock, power = float(parts[1]), float(parts[2])
-        except (ValueError, IndexError):
+        except ValueError:
             continue
         if start <= at <= end:
             rows.append((clock, power))
     return rows
 
 
-def run_shape(m, n, k, seconds):
+def run_shape(torch, m, n, k, seconds):
     """Back-to-back matmuls for `seconds`; their TFLOP/s by CUDA events."""
     a = torch.randn(m, k, device='cuda', dtype=torch.bfloat16)
     b = torch.randn(k, n, device='cuda', dtype=torch.bfloat16)
@@ -71,16 +72,19 @@ def main():
     parser.add_argument('--seconds', type=float, default=6.0)
     parser.add_argument('--settle', type=float, default=2.0)
     args = parser.parse_args()
+    torch = torch_on_gpu()
+    if torch is None:
+        return
     os.makedirs(args.out, exist_ok=True)
     clocks_path = os.path.join(args.out, 'gpu_clocks.csv')
     sampler = sample_clocks(clocks_path)
-    run_shape(8192, 8192, 8192, 2.0)  # heat
+    run_shape(torch, 8192, 8192, 8192, 2.0)  # heat
     results = []
     try:
         for repeat in range(2):
             for m, n, k in SHAPES:
                 start = time.time()
-                tflops = run_shape(m, n, k, args.seconds)
+                tflops = run_shape(torch, m, n, k, args.seconds)
                 end = time.time()
                 time.sleep(0.3)  # the sampler's last line
                 samples = read_samples(clocks_path, start + args.settle, end)
