@@ -4,7 +4,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "executor/gpu/stage_runtime.hpp"
+#include "executor/gpu/action_handlers.hpp"
 #include "executor/gpu/ulysses_exchange.hpp"
 
 namespace twin::exec {
@@ -23,11 +23,9 @@ Handler& present(const std::unique_ptr<Handler>& handler, const char* op) {
 // Three actions only mark their place: phase_handoff (the process issues its parts in order), switch_transfer (the
 // switch ran before the part's first op, LayoutSwitch::run) and pipelines_ring_step (the segment's reduction ran at
 // its ring's first step).
-void StageRuntime::run_op(OpIndex index) {
-  const Op& op = rc_.op(index);
-  const OpBinding& b = bindings_[index];
-  const int stream = static_cast<int>(op.stream);
-  const OpPass p{op, b, op.micro_batch, StageLayout::unit_of(op, b), scratch_[stream], streams_[stream]};
+void ActionHandlers::run(const OpPass& p) {
+  const Op& op = p.op;
+  const OpBinding& b = p.binding;
   DenseBlock& dense = *dense_;
   const auto moe = [this]() -> MoeBlock& { return present(moe_, "an experts-block op in a dense model"); };
   const auto pipelines = [this]() -> PipelineReductionRun& { return present(pipeline_reduction_, "no reductions"); };
@@ -96,8 +94,8 @@ void StageRuntime::run_op(OpIndex index) {
     case Action::ring_gradient_add: return ring_->gradient_add(p);
     case Action::ulysses_to_heads: case Action::ulysses_to_sequence:
       return ulysses_exchange(p, layout_.layout(p.unit), tensors_);
-    case Action::pipelines_reduce: return pipelines().reduce(op.ring_segment, *params_, p.stream);
-    case Action::pipelines_gather: return pipelines().gather(op.ring_segment, *params_, p.stream);
+    case Action::pipelines_reduce: return pipelines().reduce(op.ring_segment, parameters_, p.stream);
+    case Action::pipelines_gather: return pipelines().gather(op.ring_segment, parameters_, p.stream);
     case Action::phase_handoff: case Action::switch_transfer: case Action::pipelines_ring_step: return;  // marks
     case Action::mla_step: return mla().run(p);
   }

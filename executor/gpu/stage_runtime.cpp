@@ -14,7 +14,6 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
-#include "core/moe_routing.hpp"
 #include "gpu/checks.hpp"
 #include "gpu/cupti_timer.hpp"
 #include "gpu/kernels.hpp"
@@ -73,10 +72,11 @@ StageRuntime::StageRuntime(const PlanPart& plan_part, const IterationGraph& grap
   params_ = part.parameters ? part.parameters
                              : std::make_shared<StageParameters>(
                                    scenario, plan_parameter_units(plan_part, rank, options.seed), compute_stream());
-  make_handlers(graph, comms, options, part);
+  handlers_ = std::make_unique<ActionHandlers>(
+      HandlerStage{layout_, graph, rc_, bindings_, params_, tensors_, comms, rank_, compute_stream()}, options, part);
   make_scratch();
-  optimizer_->zero_gradients_each_step(gradients_need_zeroing(part));
-  optimizer_->starts_step(part.first());
+  handlers_->optimizer().zero_gradients_each_step(gradients_need_zeroing(part));
+  handlers_->optimizer().starts_step(part.first());
   const ShardedUnits sharded = sharded_units(*params_);
   const StageWeights stage{!scenario.model.untie_embeddings_and_output_weights,
                            stage_holds_embedding(layout_.strategy(), layout_.me().pp)};
@@ -90,43 +90,6 @@ StageRuntime::StageRuntime(const PlanPart& plan_part, const IterationGraph& grap
   TWIN_CUDA_CHECK(cudaStreamSynchronize(compute_stream()));
 }
 
-void StageRuntime::make_handlers(const IterationGraph& graph, Communicators& comms, const TrainingOptions& options,
-                                 const StepPart& part) {
-  const Scenario& scenario = layout_.scenario();
-  const Strategy& strategy = layout_.strategy();
-  cudaStream_t compute = compute_stream();
-  if (part.pipeline_reductions && !part.pipeline_reductions->empty())
-    pipeline_reduction_ = std::make_unique<PipelineReductionRun>(
-        *part.pipeline_reductions, rank_, comms, *params_,
-        part.optimizer_sharded_over_pipelines ? &scenario.training.optimizer_precision : nullptr, compute);
-  switch_ = std::make_unique<LayoutSwitch>(part, rank_, params_);
-  const std::int64_t loss_tokens = part.loss_tokens > 0
-                                       ? part.loss_tokens
-                                       : scenario.training.global_batch_size * scenario.training.seq_length;
-  dense_ = std::make_unique<DenseBlock>(
-      DenseStage{layout_, *params_, tensors_, loss_tokens, part.input_first_row, options.attention, options.seed,
-                 part.first_sequence, part.micro_batch_stride},
-      compute);
-  if (scenario.training.fp8)
-    fp8_ = std::make_unique<Fp8Linears>(*scenario.training.fp8, tensors_, *dense_, layout_, rc_, bindings_, compute,
-                                        comms.amax());
-  ring_ = std::make_unique<ContextRingRun>(
-      RingStage{layout_.shapes(), layout_.me().cp, comms, tensors_, dense_->attention()});
-  boundary_ = std::make_unique<PipelineBoundary>(BoundaryStage{layout_, graph, comms, tensors_});
-  optimizer_ = std::make_unique<OptimizerRun>(
-      OptimizerStage{layout_, comms, *params_, pipeline_reduction_.get(), part.optimizer_sharded_over_pipelines,
-                     options.recipe, options.train_iters},
-      tensors_);
-  if (scenario.model.mla.enabled())
-    mla_ = std::make_unique<MlaBlock>(MlaStage{layout_, *params_, tensors_, dense_->attention()}, compute);
-  if (scenario.model.is_moe())
-    moe_ = std::make_unique<MoeBlock>(MoeStage{
-        layout_.shapes(), scenario.model.moe.top_k, placement_of(strategy, rank_).ep_rank, comms, *params_, tensors_,
-        options.moe_aux_loss_coeff, part.micro_batches > 0 ? part.micro_batches : strategy.num_micro_batches,
-        strategy.data_parallel_size,
-        effective_routing(scenario.model.moe).distribution == RoutingDistribution::forced, rank_});
-}
-
 // Each stream that runs compute ops gets its own GEMM workspace and norm partials (and the experts' GEMMs and sort).
 void StageRuntime::make_scratch() {
   std::array<bool, kStreamCount> computes{};
@@ -137,15 +100,15 @@ void StageRuntime::make_scratch() {
     if (!computes[s]) continue;
     StreamScratch& scratch = scratch_[s];
     scratch.matmul = std::make_unique<Matmul>();
-    if (fp8_) scratch.fp8_matmul = std::make_unique<Fp8Matmul>(Matmul::kWorkspaceBytes);
+    if (handlers_->fp8()) scratch.fp8_matmul = std::make_unique<Fp8Matmul>(Matmul::kWorkspaceBytes);
     scratch.norm_partials = static_cast<float*>(
         tensors_.static_buffer(kernels::norm_partial_floats(tokens, partial_columns(layout_)) * sizeof(float)));
     if (layout_.scenario().model.add_bias_linear)
       scratch.bias_grad = static_cast<__nv_bfloat16*>(
           tensors_.static_buffer(partial_columns(layout_) * sizeof(__nv_bfloat16)));
-    if (!moe_) continue;
+    if (!handlers_->moe()) continue;
     scratch.grouped = std::make_unique<GroupedMatmul>();
-    scratch.moe_sort_workspace = tensors_.static_buffer(moe_->sort_workspace_bytes());
+    scratch.moe_sort_workspace = tensors_.static_buffer(handlers_->moe()->sort_workspace_bytes());
   }
 }
 
@@ -158,7 +121,7 @@ std::set<std::int32_t> StageRuntime::units_stored_by_first_writers() {
     if (!b.first_gradient) continue;
     const int unit = StageLayout::unit_of(rc_.op(i), b);
     if (b.action == Action::linear_weight_grad) {  // where the linear's weight is (a tied output: the table)
-      const LinearWeight w = dense_->linear_weight(b.subject, unit);
+      const LinearWeight w = handlers_->dense().linear_weight(b.subject, unit);
       stored.insert({w.unit, w.role});
     } else {
       stored.insert({unit, b.subject});
@@ -197,30 +160,29 @@ void StageRuntime::run_iteration(int iteration, const std::vector<std::int32_t>&
     return where;
   });
   cudaStream_t compute = compute_stream();
-  dense_->start_iteration(iteration, tokens, compute);
-  optimizer_->start_iteration(compute);
-  if (moe_) moe_->start_iteration(iteration, compute);
+  handlers_->start_iteration(iteration, tokens, compute);
   tensors_.fail_next_allocation(fault_.kind == InjectedFault::out_of_memory && fault_.hits(rank_, iteration));
   TWIN_CUDA_CHECK(cudaEventRecord(events_.start(), compute));
-  switch_->run(events_.start(), compute);
-  for (cudaStream_t stream : streams_) TWIN_CUDA_CHECK(cudaStreamWaitEvent(stream, switch_->switched()));
+  LayoutSwitch& layout_switch = handlers_->layout_switch();
+  layout_switch.run(events_.start(), compute);
+  for (cudaStream_t stream : streams_) TWIN_CUDA_CHECK(cudaStreamWaitEvent(stream, layout_switch.switched()));
   for (OpIndex i = 0; i < rc_.size(); ++i) issue(i, iteration, timer);
   for (int s = 0; s < kStreamCount; ++s) {
     if (streams_[s] == compute) continue;
     TWIN_CUDA_CHECK(cudaEventRecord(events_.stream_done(s), streams_[s]));
     TWIN_CUDA_CHECK(cudaStreamWaitEvent(compute, events_.stream_done(s)));
   }
-  switch_->join(compute);
+  layout_switch.join(compute);
   issuing_op_ = -1;
   TWIN_CUDA_CHECK(cudaEventRecord(events_.end(), compute));
   TWIN_CUDA_CHECK(cudaEventSynchronize(events_.end()));
   watchdog.disarm();
   TWIN_CUDA_CHECK(cudaEventElapsedTime(&last_.iteration_ms, events_.start(), events_.end()));
-  if (switch_->switches()) last_.switch_s = switch_->seconds_since(events_.start());
-  last_.loss_sum = dense_->loss_sum();
-  last_.aux_loss = moe_ ? moe_->aux_loss() : 0;
-  last_.grad_norm = optimizer_->last_grad_norm();
-  last_.learning_rate = optimizer_->last_learning_rate();
+  if (layout_switch.switches()) last_.switch_s = layout_switch.seconds_since(events_.start());
+  last_.loss_sum = handlers_->dense().loss_sum();
+  last_.aux_loss = handlers_->moe() ? handlers_->moe()->aux_loss() : 0;
+  last_.grad_norm = handlers_->optimizer().last_grad_norm();
+  last_.learning_rate = handlers_->optimizer().last_learning_rate();
   tensors_.check_empty();
 }
 
@@ -229,7 +191,9 @@ void StageRuntime::issue(OpIndex i, int iteration, gpu::CuptiKernelTimer* timer)
   const Op& op = rc_.op(i);
   cudaStream_t stream = stream_of(op);
   for (OpIndex from : events_.waits(i)) TWIN_CUDA_CHECK(cudaStreamWaitEvent(stream, events_.op_done(from)));
-  switch_->wait_for_units(op, bindings_[i], StageLayout::unit_of(op, bindings_[i]), stream);
+  const OpBinding& binding = bindings_[i];
+  const int unit = StageLayout::unit_of(op, binding);
+  handlers_->layout_switch().wait_for_units(op, binding, unit, stream);
   if (fault_.kind == InjectedFault::stall && fault_.hits(rank_, iteration) && i == 0) {
     spdlog::warn("rank {}: injected fault: a kernel that does not finish before op {} ({})", rank_,
                  op_id(rc_.index, i), op_name(op));
@@ -246,7 +210,7 @@ void StageRuntime::issue(OpIndex i, int iteration, gpu::CuptiKernelTimer* timer)
       timer->begin_region(region_id(iteration, i));
       in_region = true;
     }
-    run_op(i);
+    handlers_->run(OpPass{op, binding, op.micro_batch, unit, scratch_[static_cast<int>(op.stream)], stream});
     if (in_region) {
       timer->end_region();
       in_region = false;
@@ -279,14 +243,14 @@ std::size_t StageRuntime::peak_memory_bytes() const {
 
 const std::vector<ExpertLoad>& StageRuntime::last_expert_loads() const {
   static const std::vector<ExpertLoad> kDense;
-  return moe_ ? moe_->loads() : kDense;
+  return handlers_->moe() ? handlers_->moe()->loads() : kDense;
 }
 
 std::size_t StageRuntime::own_bytes() const {
   std::size_t workspaces = 0;
   for (const StreamScratch& scratch : scratch_)
     workspaces += (scratch.matmul ? Matmul::kWorkspaceBytes : 0) + (scratch.fp8_matmul ? Matmul::kWorkspaceBytes : 0);
-  return tensors_.static_bytes() + workspaces + (pipeline_reduction_ ? pipeline_reduction_->allocated_bytes() : 0);
+  return tensors_.static_bytes() + workspaces + (handlers_->pipeline_reduction() ? handlers_->pipeline_reduction()->allocated_bytes() : 0);
 }
 
 }  // namespace twin::exec

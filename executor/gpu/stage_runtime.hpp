@@ -19,22 +19,15 @@
 
 #include "core/op_graph.hpp"
 #include "core/scenario.hpp"
+#include "executor/gpu/action_handlers.hpp"
 #include "executor/gpu/communicators.hpp"
-#include "executor/gpu/context_ring_run.hpp"
-#include "executor/gpu/dense_block.hpp"
-#include "executor/gpu/fp8_linears.hpp"
 #include "executor/gpu/issue_events.hpp"
-#include "executor/gpu/layout_switch.hpp"
-#include "executor/gpu/mla_block.hpp"
-#include "executor/gpu/moe_block.hpp"
-#include "executor/gpu/optimizer_run.hpp"
-#include "executor/gpu/pipeline_boundary.hpp"
-#include "executor/gpu/pipeline_reduction_run.hpp"
 #include "executor/gpu/stage_layout.hpp"
 #include "executor/gpu/stage_parameters.hpp"
 #include "executor/gpu/step_part.hpp"
 #include "executor/gpu/stream_scratch.hpp"
 #include "executor/gpu/tensor_store.hpp"
+#include "executor/gpu/training_options.hpp"
 #include "executor/gpu/weight_residency_run.hpp"
 #include "executor/op_binding.hpp"
 #include "executor/run_report.hpp"
@@ -45,17 +38,6 @@ class CuptiKernelTimer;
 }
 
 namespace twin::exec {
-
-struct TrainingOptions {
-  TrainingRecipe recipe;           // the learning-rate schedule and clipping (core/training_recipe.hpp)
-  std::int64_t train_iters = 1;    // the run's iterations: where a schedule without lr_decay_iters ends
-  std::uint64_t seed = 1234;
-  double nccl_timeout_s = 300;  // an iteration that does not finish by then is a hang
-  AttentionImplementation attention = kDefaultAttentionImplementation;
-  // Weight of the Switch load-balancing loss of each MoE layer (Megatron's --moe-aux-loss-coeff; 1e-2 as in
-  // Megatron-LM's Mixtral example).
-  double moe_aux_loss_coeff = 1e-2;
-};
 
 class StageRuntime {
  public:
@@ -79,7 +61,7 @@ class StageRuntime {
   float last_iteration_ms() const { return last_.iteration_ms; }
   // Whether the part switches into its layout, and how long the last iteration's switch took: from the part's
   // start to its last unit's transfers (the switch runs beside the first units' compute).
-  bool switches() const { return switch_->switches(); }
+  bool switches() const { return handlers_->layout_switch().switches(); }
   double last_switch_s() const { return last_.switch_s; }
   const RankClass& rank_class() const { return rc_; }
   // The last iteration's MoE routing: tokens per expert for each (micro-batch, MoE layer), and the load-balancing
@@ -105,15 +87,12 @@ class StageRuntime {
     std::optional<double> grad_norm;
     float iteration_ms = 0;
   };
-  // The handlers (constructor's second half), and whether gradients need zeroing each step.
-  void make_handlers(const IterationGraph& graph, Communicators& comms, const TrainingOptions& options,
-                     const StepPart& part);
+  // Each compute stream's workspaces, and whether gradients need zeroing each step.
   void make_scratch();
   std::set<std::int32_t> units_stored_by_first_writers();
   bool gradients_need_zeroing(const StepPart& part);
   // Issues op `index` of the iteration: its waits, its injected fault, its CUPTI region, its dispatch.
   void issue(OpIndex index, int iteration, gpu::CuptiKernelTimer* timer);
-  void run_op(OpIndex index);
   cudaStream_t stream_of(const Op& op) const { return streams_[static_cast<int>(op.stream)]; }
   cudaStream_t compute_stream() const { return streams_[static_cast<int>(Stream::compute)]; }
   // The first op whose completion event has not fired: where a stuck iteration is.
@@ -128,15 +107,7 @@ class StageRuntime {
   std::array<StreamScratch, kStreamCount> scratch_;
   IssueEvents events_;
   TensorStore tensors_;
-  std::unique_ptr<DenseBlock> dense_;
-  std::unique_ptr<Fp8Linears> fp8_;  // training.fp8 only
-  std::unique_ptr<MoeBlock> moe_;  // MoE models only
-  std::unique_ptr<MlaBlock> mla_;  // models with multi-latent attention only
-  std::unique_ptr<ContextRingRun> ring_;
-  std::unique_ptr<PipelineBoundary> boundary_;
-  std::unique_ptr<PipelineReductionRun> pipeline_reduction_;  // an asymmetric plan's; null without one
-  std::unique_ptr<LayoutSwitch> switch_;
-  std::unique_ptr<OptimizerRun> optimizer_;
+  std::unique_ptr<ActionHandlers> handlers_;
   // ZeRO >= 2's whole gradients and ZeRO-3's whole weights, made and freed around the ops that need them.
   std::unique_ptr<WeightResidencyRun> residency_;
   InjectedFault fault_;
