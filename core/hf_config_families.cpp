@@ -41,6 +41,32 @@ void qwen_experts(const JsonReader& config, ModelConfig& m) {
                "MoE on every decoder_sparse_step-th layer counted from 1 is not Megatron's moe_layer_freq");
   if (auto dense = config.find("mlp_only_layers"); dense && !dense->elements().empty())
     dense->fail_plain("mlp_only_layers is not modelled: dense layers among MoE layers at chosen indices");
+  // norm_topk_prob false (Qwen1.5/2-MoE): the softmax over every expert, the chosen ones' probabilities unrenormalised.
+  m.moe.router_pre_softmax = !optional_bool(config, "norm_topk_prob", false);
+}
+
+// DeepSeek's gate (DeepseekV3TopkRouter / DeepseekV2MoEGate): softmax or sigmoid scores, normalised over the chosen
+// or not, times routed_scaling_factor; topk_method noaux_tc is V3's expert bias (e_score_correction_bias). Its group
+// limit (n_group, topk_group) only narrows which experts a token may take, a choice twin's router makes over all.
+void deepseek_router(const JsonReader& config, ModelConfig& m) {
+  MoeConfig& moe = m.moe;
+  if (auto f = config.find("scoring_func"))
+    moe.router_score_function = *router_score_from_string(f->one_of({"softmax", "sigmoid"}, "DeepSeek scoring_func"));
+  const bool sigmoid = moe.router_score_function == RouterScore::sigmoid;
+  // Absent: the config classes' defaults, V3's (sigmoid) true and V2's (softmax) false.
+  const bool normalised = optional_bool(config, "norm_topk_prob", sigmoid);
+  if (sigmoid && !normalised && moe.top_k > 1)
+    config.required("norm_topk_prob").fail_plain("sigmoid scores not normalised over the chosen experts are not "
+                                                 "Megatron's router (it normalises them when top_k > 1)");
+  moe.router_pre_softmax = !sigmoid && !normalised;
+  if (auto f = config.find("routed_scaling_factor"))
+    moe.router_topk_scaling_factor = f->number(1e-3, 1e3, "expected a scaling factor in [0.001, 1000]");
+  if (auto f = config.find("topk_method")) {
+    const std::string method = f->one_of({"greedy", "group_limited_greedy", "noaux_tc"}, "DeepSeek topk_method");
+    moe.router_expert_bias = method == "noaux_tc";
+    if (moe.router_expert_bias && !sigmoid)
+      f->fail_plain("noaux_tc's expert bias with softmax scores is not Megatron's router (sigmoid only)");
+  }
 }
 
 }  // namespace
@@ -86,6 +112,7 @@ void deepseek(const JsonReader& config, ModelConfig& m) {
   if (auto f = config.find("first_k_dense_replace")) m.moe.first_dense_layers = static_cast<int>(f->integer(0, kMaxLayers));
   if (auto f = config.find("n_shared_experts"); f && !f->value().is_null())
     m.moe.shared_expert_ffn_hidden_size = f->integer(0, kMaxExperts) * m.moe.ffn_hidden_size;
+  deepseek_router(config, m);
 }
 
 void gpt_oss(const JsonReader& config, ModelConfig& m) {

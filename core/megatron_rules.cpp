@@ -70,6 +70,10 @@ Broken parallel_sizes(const MegatronArguments& a, const Sizes& s) {
   if (s.ep > 1 && (!a.has("--num-experts") || a.integer("--num-experts", 0) % s.ep != 0))
     return fmt::format("--expert-model-parallel-size: {} needs --num-experts, a multiple of it (arguments.py:1655)",
                        s.ep);
+  if (a.has("--moe-router-enable-expert-bias") && a.text("--moe-router-score-function", "softmax") == "softmax")
+    return std::string(
+        "--moe-router-enable-expert-bias: needs --moe-router-score-function sigmoid or sqrtsoftplus "
+        "(transformer_config.py:2617)");
   if (a.has("--tp-comm-overlap") && !s.sequence_parallel)
     return std::string(
         "--tp-comm-overlap: needs sequence parallelism, which Megatron turns off at TP 1 "

@@ -146,6 +146,25 @@ void read_model_variants(Reading& r) {
   }
 }
 
+// The router's flags as model.moe's router keys; Megatron's rules on them were checked (megatron_rules.cpp).
+void read_router(Reading& r) {
+  const MegatronArguments& a = r.a;
+  const std::string score = a.text("--moe-router-score-function", "softmax");
+  if (score == "sqrtsoftplus")
+    refuse(r.source, "--moe-router-score-function", "expected softmax or sigmoid, got sqrtsoftplus (not modelled)");
+  if (a.has("--moe-router-score-function"))
+    r.doc.set("/model/moe/router_score_function", score, "--moe-router-score-function");
+  if (a.has("--moe-router-pre-softmax")) r.doc.set("/model/moe/router_pre_softmax", true, "--moe-router-pre-softmax");
+  if (a.has("--moe-router-topk-scaling-factor"))
+    r.doc.set("/model/moe/router_topk_scaling_factor", a.real("--moe-router-topk-scaling-factor", 1.0),
+              "--moe-router-topk-scaling-factor");
+  if (a.has("--moe-router-enable-expert-bias"))
+    r.doc.set("/model/moe/router_expert_bias", true, "--moe-router-enable-expert-bias");
+  if (a.has("--moe-router-bias-update-rate"))
+    r.doc.set("/model/moe/router_bias_update_rate", a.real("--moe-router-bias-update-rate", 1e-3),
+              "--moe-router-bias-update-rate");
+}
+
 void read_moe(Reading& r) {
   const MegatronArguments& a = r.a;
   if (!a.has("--num-experts")) return;
@@ -193,6 +212,7 @@ void read_moe(Reading& r) {
     r.doc.set("/model/moe/routing", nlohmann::json{{"distribution", "forced"}}, "--moe-router-force-load-balancing");
   else if (a.has("--moe-router-enable-expert-bias"))
     r.doc.set("/model/moe/routing", nlohmann::json{{"distribution", "loss_free"}}, "--moe-router-enable-expert-bias");
+  read_router(r);
   if (!a.has("--moe-grouped-gemm"))
     r.note("no --moe-grouped-gemm: the experts are priced as grouped GEMMs, not Megatron's loop over experts");
   const std::string balancing = a.text("--moe-router-load-balancing-type", "aux_loss");

@@ -261,6 +261,8 @@ std::string to_string(AttentionBackend b) {
   return "unfused";
 }
 
+std::string to_string(RouterScore score) { return score == RouterScore::softmax ? "softmax" : "sigmoid"; }
+
 std::optional<Activation> activation_from_string(std::string_view s) {
   if (s == "swiglu") return Activation::swiglu;
   if (s == "gelu") return Activation::gelu;
@@ -279,6 +281,12 @@ std::optional<AttentionBackend> attention_backend_from_string(std::string_view s
   if (s == "flash") return AttentionBackend::flash;
   if (s == "fused") return AttentionBackend::fused;
   if (s == "unfused") return AttentionBackend::unfused;
+  return std::nullopt;
+}
+
+std::optional<RouterScore> router_score_from_string(std::string_view s) {
+  if (s == "softmax") return RouterScore::softmax;
+  if (s == "sigmoid") return RouterScore::sigmoid;
   return std::nullopt;
 }
 

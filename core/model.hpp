@@ -22,6 +22,9 @@ enum class Normalization : std::uint8_t { rmsnorm, layernorm };
 // Transformer Engine) are fused kernels that keep only O and the softmax statistics; unfused materialises
 // the s x s scores (Megatron's "unfused"/"local": batched GEMMs around a fused scale-mask-softmax).
 enum class AttentionBackend { flash, fused, unfused };
+// An MoE router's score of each expert (Megatron's --moe-router-score-function): the softmax over the experts, or
+// the sigmoid of each logit (DeepSeek-V3).
+enum class RouterScore : std::uint8_t { softmax, sigmoid };
 inline bool is_fused_attention(AttentionBackend b) { return b != AttentionBackend::unfused; }
 
 struct MoeConfig {
@@ -48,6 +51,19 @@ struct MoeConfig {
   // exactly its capacity (dropped above, padded below), so every EP rank's buffers and GEMMs are alike.
   std::optional<double> expert_capacity_factor;
   bool pad_expert_input_to_capacity = false;
+  // The router as it chooses and weighs (Megatron's --moe-router-* flags, megatron/core/transformer/moe/moe_utils.py
+  // topk_routing_with_score_function): what the executor runs. The simulator prices the loads of `routing` above and
+  // no time of these. softmax: the top-k of the logits, their weights the softmax over the chosen k, or with
+  // pre_softmax the softmax over every expert at the chosen ones, not renormalised (DeepSeek-V2, Qwen2-MoE: Hugging
+  // Face's norm_topk_prob false); sigmoid: the top-k of the scores, their weights normalised over the chosen when
+  // top_k > 1. The weights then times topk_scaling_factor (DeepSeek-V3's routed_scaling_factor 2.5). expert_bias
+  // (sigmoid only, Megatron's rule): aux-loss-free balancing (DeepSeek-V3), a per-expert bias added to the scores for
+  // the choice alone and moved by bias_update_rate after each step, up for an expert below the mean load, down above.
+  RouterScore router_score_function = RouterScore::softmax;
+  bool router_pre_softmax = false;
+  double router_topk_scaling_factor = 1.0;
+  bool router_expert_bias = false;
+  double router_bias_update_rate = 1e-3;
   double imbalance() const { return routing_imbalance.value_or(1.0); }
   // The busiest EP rank's routed copies over the mean rank's, each of `expert_parallel` ranks holding
   // num_experts / expert_parallel experts: the busiest expert's rank holds it (imbalance x the mean expert load)
@@ -192,8 +208,10 @@ std::vector<std::string> model_preset_names();
 std::string to_string(Activation a);
 std::string to_string(Normalization n);
 std::string to_string(AttentionBackend b);
+std::string to_string(RouterScore score);
 std::optional<Activation> activation_from_string(std::string_view s);
 std::optional<Normalization> normalization_from_string(std::string_view s);
 std::optional<AttentionBackend> attention_backend_from_string(std::string_view s);
+std::optional<RouterScore> router_score_from_string(std::string_view s);
 
 }  // namespace twin

@@ -24,6 +24,29 @@ double softcap(const JsonReader& f) {
   return f.number(0, 1e6, "expected a soft-capping value >= 0 (0: none)");
 }
 
+// The router's keys (core/model.hpp MoeConfig), with Megatron's rules on their combinations (TransformerConfig's
+// checks: expert bias only with sigmoid scores, pre-softmax only with softmax ones).
+void parse_router(const JsonReader& r, MoeConfig& moe) {
+  if (auto f = r.find("router_score_function"))
+    moe.router_score_function = *router_score_from_string(f->one_of({"softmax", "sigmoid"}, "router score function"));
+  if (auto f = r.find("router_pre_softmax")) moe.router_pre_softmax = f->boolean();
+  if (auto f = r.find("router_topk_scaling_factor"))
+    moe.router_topk_scaling_factor = f->number(1e-3, 1e3, "expected a scaling factor in [0.001, 1000]");
+  if (auto f = r.find("router_expert_bias")) moe.router_expert_bias = f->boolean();
+  if (auto f = r.find("router_bias_update_rate"))
+    moe.router_bias_update_rate = f->number(1e-9, 1, "expected a bias update rate in [1e-9, 1]");
+  // Checked on what the keys, a preset and a Hugging Face config left together, at the key that was given.
+  const auto at = [&r](std::string_view key) { return r.find(key).value_or(r.find("router_score_function").value_or(r)); };
+  const bool sigmoid = moe.router_score_function == RouterScore::sigmoid;
+  if (moe.router_expert_bias && !sigmoid)
+    at("router_expert_bias")
+        .fail_plain("expected router_score_function sigmoid with router_expert_bias (Megatron: expert bias for "
+                    "aux-loss-free routing only supports the sigmoid score function)");
+  if (moe.router_pre_softmax && sigmoid)
+    at("router_pre_softmax")
+        .fail_plain("expected router_score_function softmax with router_pre_softmax (a softmax before the top-k)");
+}
+
 }  // namespace
 
 void parse_model_variants(const JsonReader& r, ModelConfig& m) {
@@ -50,6 +73,7 @@ void parse_moe_variants(const JsonReader& r, MoeConfig& moe) {
     if (moe.pad_expert_input_to_capacity && !moe.expert_capacity_factor)
       f->fail("expert_capacity_factor beside it (Megatron's rule: the capacity it pads to)");
   }
+  parse_router(r, moe);
 }
 
 void check_model_variants(const JsonReader& where, const ModelConfig& m) {

@@ -11,6 +11,17 @@ namespace {
 
 using nlohmann::json;
 
+// The router's keys where they are not Megatron's defaults: a softmax router's scenario reads as before.
+void router_json(const MoeConfig& moe, json& out) {
+  const MoeConfig megatron;
+  if (moe.router_score_function != megatron.router_score_function)
+    out["router_score_function"] = to_string(moe.router_score_function);
+  if (moe.router_pre_softmax) out["router_pre_softmax"] = true;
+  if (moe.router_topk_scaling_factor != megatron.router_topk_scaling_factor) out["router_topk_scaling_factor"] = moe.router_topk_scaling_factor;
+  if (moe.router_expert_bias) out["router_expert_bias"] = true;
+  if (moe.router_bias_update_rate != megatron.router_bias_update_rate) out["router_bias_update_rate"] = moe.router_bias_update_rate;
+}
+
 json model_json(const ModelConfig& m) {
   json out = {
       {"name", m.name},
@@ -45,6 +56,7 @@ json model_json(const ModelConfig& m) {
     out["moe"]["shared_expert_ffn_hidden_size"] = m.moe.shared_expert_ffn_hidden_size;
   if (m.is_moe() && m.moe.expert_capacity_factor) out["moe"]["expert_capacity_factor"] = *m.moe.expert_capacity_factor;
   if (m.is_moe() && m.moe.pad_expert_input_to_capacity) out["moe"]["pad_expert_input_to_capacity"] = true;
+  if (m.is_moe()) router_json(m.moe, out["moe"]);
   if (m.mla.enabled())
     out["mla"] = {{"q_lora_rank", m.mla.q_lora_rank},
                   {"kv_lora_rank", m.mla.kv_lora_rank},

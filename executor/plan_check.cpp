@@ -141,6 +141,12 @@ void check_strategy(const Plan& plan, const Scenario& scenario, const Strategy& 
 // one statement, the key-value groups TP must divide among them: a plan file may pin a strategy the search never
 // offers), and the switch into it from the part before.
 void check_parts(const Plan& plan, const PlanGraphs& lowered, const std::string& file) {
+  // Each part's runtime routes with its own copy of the biases (executor/gpu/moe_block.hpp): one bias across
+  // phases is not built.
+  if (lowered.parts.size() > 1 && plan.scenario.model.is_moe() && plan.scenario.model.moe.router_expert_bias)
+    throw InputError(file, "/scenario/model/moe/router_expert_bias",
+                     "false in a plan of several phases (twin execute keeps aux-loss-free balancing's biases per "
+                     "phase, where Megatron keeps one per layer)");
   for (std::size_t p = 0; p < lowered.parts.size(); ++p) {
     const PlanPart& part = lowered.parts[p];
     const std::string at = part_strategy_path(lowered, p);

@@ -211,11 +211,21 @@ inline constexpr int kMoeMaxTopK = 8;
 
 // ---- mixture of experts (dropless: every token reaches its top_k experts). A token's routed copies:
 // routed = tokens * top_k, copy f = t * top_k + j is token t's j-th choice. ----
-// Router: per token the fp32 softmax over all experts into probs [tokens, experts] (kept for the load-balancing
-// loss's gradient), and the top_k experts (ties to the lower index) with their weights renormalised over the
-// chosen k: expert_index, expert_weight [tokens, top_k].
+// How a router scores, chooses and weighs (core/model.hpp MoeConfig's router keys; Megatron's
+// topk_routing_with_score_function). The default is the softmax router renormalised over the chosen k.
+struct RouterScoring {
+  bool sigmoid = false;      // scores sigmoid(logit) each (DeepSeek-V3); else the softmax over the experts
+  bool pre_softmax = false;  // softmax only: the weights are the chosen probabilities as they are, not renormalised
+  float topk_scale = 1.f;    // the weights times this (Megatron's --moe-router-topk-scaling-factor)
+  const float* expert_bias = nullptr;  // [experts] or null: added to the scores for the choice alone (sigmoid only)
+};
+// Router: per token the fp32 scores into probs [tokens, experts] (the softmax over all experts, or each logit's
+// sigmoid; kept for the backward and the load-balancing loss) and the top_k experts, ties to the lower index,
+// chosen by logit (the same order as either score's) or, with an expert bias, by score + bias; their weights
+// expert_weight [tokens, top_k]: softmax, the chosen probabilities over their sum (with pre_softmax as they are);
+// sigmoid, the chosen scores over their sum when top_k > 1 (as they are when 1); times topk_scale.
 void moe_router_topk(const bf16* logits, float* probs, std::int32_t* expert_index, float* expert_weight,
-                     std::int64_t tokens, int experts, int top_k, cudaStream_t stream);
+                     std::int64_t tokens, int experts, int top_k, const RouterScoring& scoring, cudaStream_t stream);
 // Forced balance (Megatron's --moe-router-force-load-balancing: moe_utils.apply_random_logits draws the router's
 // logits from a standard normal): logits [count] = N(0, 1) in bf16, element g from cuRAND's Philox4x32-10 stream
 // of (seed, subsequence) at offset g, so that the same key draws the same logits. The top-k of such logits spreads
@@ -243,19 +253,28 @@ void moe_unpermute_backward(const bf16* d_out, const bf16* in, const std::int32_
                             const std::int32_t* routed_row, const float* weight, bf16* d_in, float* d_weight,
                             std::int64_t tokens, int top_k, std::int64_t cols, cudaStream_t stream);
 // Router backward: the logits' gradient d_logits [tokens, experts] (bf16) from
-//  (1) the combine weights' gradient d_weight [tokens, top_k]: with w_j = p_{e_j} / sum_i p_{e_i} over the chosen
-//      (= a softmax over the chosen logits), d logit_{e_j} = w_j (g_j - sum_i w_i g_i); unchosen experts get 0;
+//  (1) the combine weights' gradient d_weight [tokens, top_k] (g), through the weights as moe_router_topk made them
+//      (c = topk_scale, wg = sum_i w_i g_i over the chosen): softmax renormalised (w_j = c p_j / sum_chosen p),
+//      d logit_{e_j} = w_j (g_j - wg / c), unchosen experts 0; pre_softmax (w_j = c p_j), through the full softmax,
+//      d logit_e = p_e (G_e - wg) with G_e = c g_j at a chosen e, 0 elsewhere; sigmoid (s = probs), d logit_{e_j} =
+//      s_j (1 - s_j) (c g_j - wg) / sum_chosen s when top_k > 1, s (1 - s) c g when 1, unchosen 0;
 //  (2) the load-balancing loss of Switch Transformer as Megatron-LM computes it (switch_load_balancing_loss_func):
-//      aux = aux_coeff * experts / (tokens * tokens * top_k) * sum_e counts[e] * sum_t probs[t, e]; its gradient
-//      through the full softmax: a_e = aux_coeff * experts * counts[e] / (tokens * tokens * top_k),
-//      d logit_{t,e} += p_{t,e} (a_e - sum_i p_{t,i} a_i). With aux_coeff == 0, counts may be null.
+//      aux = aux_coeff * experts / (tokens * tokens * top_k) * sum_e counts[e] * sum_t q[t, e], q the softmax
+//      probabilities or the sigmoid scores normalised over all experts (compute_routing_scores_for_aux_loss);
+//      a_e = aux_coeff * experts * counts[e] / (tokens * tokens * top_k): softmax, d logit_{t,e} += p_{t,e} (a_e -
+//      sum_i p_{t,i} a_i); sigmoid, d logit_{t,e} += s_{t,e} (1 - s_{t,e}) (a_e - sum_i q_{t,i} a_i) / sum_i s_{t,i}.
+//      With aux_coeff == 0, counts may be null.
 void moe_router_backward(const float* probs, const std::int32_t* expert_index, const float* expert_weight,
                          const float* d_weight, const std::int32_t* counts, float aux_coeff, bf16* d_logits,
-                         std::int64_t tokens, int experts, int top_k, cudaStream_t stream);
+                         std::int64_t tokens, int experts, int top_k, const RouterScoring& scoring,
+                         cudaStream_t stream);
 // The load-balancing loss's value added to *aux_sum (device fp32 scalar): deterministic (one block, a fixed-order
-// reduction).
+// reduction). Sigmoid scores are normalised over each token's experts first.
 void moe_aux_loss(const float* probs, const std::int32_t* counts, float aux_coeff, float* aux_sum,
-                  std::int64_t tokens, int experts, int top_k, cudaStream_t stream);
+                  std::int64_t tokens, int experts, int top_k, const RouterScoring& scoring, cudaStream_t stream);
+// Aux-loss-free balancing's step (Megatron's get_updated_expert_bias): bias[e] += rate * sign(mean - counts[e]),
+// the mean over the `experts` counts of the step (summed over every rank that routes the layer).
+void moe_update_expert_bias(const std::int64_t* counts, float rate, float* bias, int experts, cudaStream_t stream);
 
 // ---- causal self-attention, flash style (K/V tiles in shared memory, online softmax, no seq x seq
 // matrix in memory). q: [batch * seq, heads, head_dim] with q_row_stride elements between tokens;

@@ -142,6 +142,23 @@ void model_variants(ArgsText& out, const ModelConfig& m) {
                             kMegatronCommit, fmt::join(missing, ", ")));
 }
 
+// The router as Megatron's flags, its defaults left out. A routing priced as a loss-free router's loads
+// (model.moe.routing loss_free) asks for such a router: Megatron's expert bias, which needs sigmoid scores.
+void router_arguments(ArgsText& out, const MoeConfig& moe) {
+  const MoeConfig megatron;
+  const bool loss_free =
+      moe.router_expert_bias || effective_routing(moe).distribution == RoutingDistribution::loss_free;
+  if (moe.router_score_function == RouterScore::sigmoid || loss_free)
+    out.arg("--moe-router-score-function", to_string(RouterScore::sigmoid));
+  if (moe.router_pre_softmax && !loss_free) out.arg("--moe-router-pre-softmax");
+  if (moe.router_topk_scaling_factor != megatron.router_topk_scaling_factor)
+    out.arg("--moe-router-topk-scaling-factor", moe.router_topk_scaling_factor);
+  if (!loss_free) return;
+  out.arg("--moe-router-enable-expert-bias");
+  if (moe.router_bias_update_rate != megatron.router_bias_update_rate)
+    out.arg("--moe-router-bias-update-rate", moe.router_bias_update_rate);
+}
+
 void model(ArgsText& out, const ModelConfig& m, std::int64_t seq_length, MoeTokenDispatcher dispatcher) {
   out.arg("--num-layers", m.num_layers);
   out.arg("--hidden-size", m.hidden_size);
@@ -178,17 +195,17 @@ void model(ArgsText& out, const ModelConfig& m, std::int64_t seq_length, MoeToke
       out.arg("--moe-shared-expert-intermediate-size", m.moe.shared_expert_ffn_hidden_size);
     // What twin prices, as Megatron-LM's Mixtral recipe runs it (examples/mixtral/train_mixtral_8x7b_distributed.sh):
     // the framework's token dispatcher, the experts as grouped GEMMs, and the load-balancing loss whose routing
-    // counts are all-reduced over TP and CP (the coefficient, the recipe's, changes no time). A routing of a
-    // loss-free router asks for its expert bias; forced balance (how NVIDIA times its MoE tables) for random logits.
+    // counts are all-reduced over TP and CP (the coefficient, the recipe's, changes no time); the router's flags;
+    // forced balance (how NVIDIA times its MoE tables) asks for random logits.
     out.arg("--moe-token-dispatcher-type", dispatcher == MoeTokenDispatcher::allgather ? "allgather"
                                            : dispatcher == MoeTokenDispatcher::flex    ? "flex"
                                                                                        : "alltoall");
     out.arg("--moe-grouped-gemm");
     out.arg("--moe-router-load-balancing-type", "aux_loss");
     out.arg("--moe-aux-loss-coeff", "1e-2");
-    const RoutingDistribution routing = effective_routing(m.moe).distribution;
-    if (routing == RoutingDistribution::loss_free) out.arg("--moe-router-enable-expert-bias");
-    if (routing == RoutingDistribution::forced) out.arg("--moe-router-force-load-balancing");
+    router_arguments(out, m.moe);
+    if (effective_routing(m.moe).distribution == RoutingDistribution::forced)
+      out.arg("--moe-router-force-load-balancing");
     if (m.moe.expert_capacity_factor) out.arg("--moe-expert-capacity-factor", *m.moe.expert_capacity_factor);
     if (m.moe.pad_expert_input_to_capacity) out.arg("--moe-pad-expert-input-to-capacity");
   }

@@ -5,6 +5,14 @@
 #include "executor/parameters.hpp"
 
 namespace twin::exec {
+namespace {
+
+kernels::RouterScoring router_scoring(const MoeConfig& moe) {
+  return {moe.router_score_function == RouterScore::sigmoid, moe.router_pre_softmax,
+          static_cast<float>(moe.router_topk_scaling_factor), nullptr};
+}
+
+}  // namespace
 
 ActionHandlers::ActionHandlers(const HandlerStage& stage, const TrainingOptions& options, const StepPart& part)
     : layout_(stage.layout), tensors_(stage.tensors), parameters_(*stage.parameters) {
@@ -39,7 +47,9 @@ ActionHandlers::ActionHandlers(const HandlerStage& stage, const TrainingOptions&
         layout_.shapes(), scenario.model.moe.top_k, placement_of(strategy, stage.rank).ep_rank, stage.comms,
         parameters_, tensors_, options.moe_aux_loss_coeff,
         part.micro_batches > 0 ? part.micro_batches : strategy.num_micro_batches, strategy.data_parallel_size,
-        effective_routing(scenario.model.moe).distribution == RoutingDistribution::forced, stage.rank});
+        effective_routing(scenario.model.moe).distribution == RoutingDistribution::forced, stage.rank,
+        router_scoring(scenario.model.moe), scenario.model.moe.router_expert_bias,
+        scenario.model.moe.router_bias_update_rate, scenario.model.num_layers});
 }
 
 void ActionHandlers::start_iteration(int iteration, const std::vector<std::int32_t>& tokens, cudaStream_t compute) {

@@ -38,7 +38,8 @@ void MoeBlock::router_forward(const OpPass& p) {
   auto* probs = static_cast<float*>(t.make(p.mb, p.unit, {Tensor::router_probs}, tokens * experts * 4, p.stream));
   auto* choice = static_cast<std::int32_t*>(t.make(p.mb, p.unit, {Tensor::expert_choice}, routed * 4, p.stream));
   auto* combine = static_cast<float*>(t.make(p.mb, p.unit, {Tensor::combine_weight}, routed * 4, p.stream));
-  kernels::moe_router_topk(logits, probs, choice, combine, tokens, static_cast<int>(experts), stage_.top_k, p.stream);
+  kernels::moe_router_topk(logits, probs, choice, combine, tokens, static_cast<int>(experts), stage_.top_k,
+                           scoring(p.unit), p.stream);
   done(p, {{Tensor::router_logits}});
   auto* order = static_cast<std::int32_t*>(t.make(p.mb, p.unit, {Tensor::expert_order}, routed * 4, p.stream));
   auto* row = static_cast<std::int32_t*>(t.make(p.mb, p.unit, {Tensor::routed_row}, routed * 4, p.stream));
@@ -161,10 +162,10 @@ void MoeBlock::combine_backward(const OpPass& p) {
   const float coeff = aux_loss_coeff(sequence_shards);
   const auto* probs = static_cast<const float*>(tensor(p, Tensor::router_probs));
   kernels::moe_aux_loss(probs, sequence_counts, coeff, aux_loss_sum_, tokens, static_cast<int>(experts), stage_.top_k,
-                        p.stream);
+                        stage_.scoring, p.stream);
   kernels::moe_router_backward(probs, static_cast<const std::int32_t*>(tensor(p, Tensor::expert_choice)), combine,
                                d_weight, sequence_counts, coeff, d_logits, tokens, static_cast<int>(experts),
-                               stage_.top_k, p.stream);
+                               stage_.top_k, stage_.scoring, p.stream);
   if (stage_.forced_balance)  // drawn logits: the router's weights get no gradient through them
     TWIN_CUDA_CHECK(cudaMemsetAsync(d_logits, 0, static_cast<std::size_t>(tokens * experts) * sizeof(bf16), p.stream));
   done(p, {{copies_out()}, {Tensor::router_probs}, {Tensor::combine_weight}, {Tensor::combine_weight, Form::gradient},

@@ -3,6 +3,8 @@
 #include "executor/gpu/moe_block.hpp"
 
 #include <stdexcept>
+#include <string>
+#include <vector>
 
 #include "executor/parameters.hpp"
 #include "gpu/checks.hpp"
@@ -27,6 +29,11 @@ MoeBlock::MoeBlock(const MoeStage& stage) : stage_(stage) {
       static_cast<std::int32_t*>(stage_.tensors.static_buffer(s.ep * s.experts_total * sizeof(std::int32_t)));
   TWIN_CUDA_CHECK(cudaEventCreateWithFlags(&counts_copied_, cudaEventDisableTiming));
   aux_loss_sum_ = static_cast<float*>(stage_.tensors.static_buffer(sizeof(float)));
+  if (!stage_.expert_bias) return;
+  const std::size_t entries = static_cast<std::size_t>(stage_.num_layers) * s.experts_total;
+  expert_biases_ = static_cast<float*>(stage_.tensors.static_buffer(entries * sizeof(float)));
+  step_counts_ = static_cast<std::int64_t*>(stage_.tensors.static_buffer(entries * sizeof(std::int64_t)));
+  TWIN_CUDA_CHECK(cudaMemset(expert_biases_, 0, entries * sizeof(float)));
 }
 
 MoeBlock::~MoeBlock() {
@@ -36,8 +43,38 @@ MoeBlock::~MoeBlock() {
 
 void MoeBlock::start_iteration(int iteration, cudaStream_t stream) {
   TWIN_CUDA_CHECK(cudaMemsetAsync(aux_loss_sum_, 0, sizeof(float), stream));
+  if (stage_.expert_bias) update_expert_biases(stream);
   loads_.clear();
   iteration_ = iteration;
+}
+
+// Megatron's router counts each layer's routed copies over the step (local_tokens_per_expert), all-reduces them over
+// the ranks that share the router and steps the bias (get_updated_expert_bias). Here: over the world, each rank
+// adding the layers it routes (TP ranks that route the same tokens add them alike: a factor the sign ignores).
+// Every rank calls this once per iteration, with or without loads (the first iteration moves nothing).
+void MoeBlock::update_expert_biases(cudaStream_t stream) {
+  const std::int64_t experts = stage_.shapes.experts_total;
+  std::vector<std::int64_t> counts(static_cast<std::size_t>(stage_.num_layers * experts), 0);
+  for (const ExpertLoad& load : loads_)
+    for (std::int64_t e = 0; e < experts; ++e) counts.at(load.layer * experts + e) += load.tokens_per_expert.at(e);
+  TWIN_CUDA_CHECK(cudaMemcpyAsync(step_counts_, counts.data(), counts.size() * sizeof(std::int64_t),
+                                  cudaMemcpyHostToDevice, stream));
+  TWIN_NCCL_CHECK(ncclAllReduce(step_counts_, step_counts_, counts.size(), ncclInt64, ncclSum, stage_.comms.world(),
+                                stream));
+  for (int layer = 0; layer < stage_.num_layers; ++layer)
+    kernels::moe_update_expert_bias(step_counts_ + layer * experts, static_cast<float>(stage_.bias_update_rate),
+                                    expert_biases_ + layer * experts, static_cast<int>(experts), stream);
+  TWIN_CUDA_CHECK(cudaStreamSynchronize(stream));  // `counts` is pageable host memory the copy reads
+}
+
+kernels::RouterScoring MoeBlock::scoring(int layer) const {
+  kernels::RouterScoring scoring = stage_.scoring;
+  if (expert_biases_) {
+    if (layer < 0 || layer >= stage_.num_layers)
+      throw std::logic_error("executor: a router outside the model's layers " + std::to_string(layer));
+    scoring.expert_bias = expert_biases_ + layer * stage_.shapes.experts_total;
+  }
+  return scoring;
 }
 
 double MoeBlock::aux_loss() const {

@@ -1,5 +1,6 @@
 // The interpreter's handler of MoE layers' experts blocks, dropless (Megatron-LM's MoE layer with the all-to-all
-// token dispatcher and grouped GEMMs): the router's softmax and top-k, the routed copies sorted by expert, under
+// token dispatcher and grouped GEMMs): the router's scores (softmax or sigmoid, with aux-loss-free balancing's expert
+// bias where asked) and top-k, the routed copies sorted by expert, under
 // expert parallelism sent to the EP ranks that hold their experts (and back), the experts' MLPs as grouped GEMMs
 // over each local expert's rows, and the weighted combine; backward the same in reverse, with the Switch
 // load-balancing loss's gradient added to the router's. It owns the routing state between a layer's ops: each
@@ -24,6 +25,7 @@
 #include "executor/gpu/tensor_store.hpp"
 #include "executor/op_binding.hpp"
 #include "executor/run_report.hpp"
+#include "gpu/kernels.hpp"
 #include "strategies/lowering_emitter.hpp"
 
 namespace twin::exec {
@@ -46,6 +48,13 @@ struct MoeStage {
   // (a recomputed forward draws the same), and carry no gradient back to the router. Otherwise the router's own.
   bool forced_balance = false;
   int rank = 0;  // this GPU's global rank: each draws its own tokens' logits
+  // The router's scoring (model.moe's router keys; the expert bias pointer is set per layer), and aux-loss-free
+  // balancing: a bias per layer and expert, moved by bias_update_rate before each iteration from the last one's
+  // routed copies summed over every rank (layers indexed 0 .. num_layers - 1, as the router's unit is).
+  kernels::RouterScoring scoring;
+  bool expert_bias = false;
+  double bias_update_rate = 0;
+  int num_layers = 0;
 };
 
 class MoeBlock {
@@ -57,7 +66,8 @@ class MoeBlock {
 
   // The router's sort's scratch, per compute stream (StreamScratch::moe_sort_workspace).
   std::size_t sort_workspace_bytes() const { return sort_workspace_bytes_; }
-  // Zeroes the load-balancing loss on `stream` and forgets the last iteration's loads.
+  // Zeroes the load-balancing loss on `stream`, moves the expert biases by the last iteration's loads (a collective
+  // over every rank, outside the timed iteration) and forgets those loads.
   void start_iteration(int iteration, cudaStream_t stream);
   // After the iteration: its loads, and the load-balancing losses summed (waits for the device).
   const std::vector<ExpertLoad>& loads() const { return loads_; }
@@ -112,6 +122,10 @@ class MoeBlock {
   // or the combine's (back), as `x` plans them.
   void exchange_rows(const ExpertExchange& x, bool to_experts, const __nv_bfloat16* from, __nv_bfloat16* to,
                      std::int64_t width, cudaStream_t stream);
+  // The router's scoring for `layer`: its expert bias where aux-loss-free balancing is on.
+  kernels::RouterScoring scoring(int layer) const;
+  // Aux-loss-free balancing's step from loads_ (every rank calls it before each iteration).
+  void update_expert_biases(cudaStream_t stream);
 
   MoeStage stage_;
   std::size_t sort_workspace_bytes_ = 0;
@@ -119,6 +133,8 @@ class MoeBlock {
   cudaEvent_t counts_copied_ = nullptr;
   std::int32_t* gathered_counts_ = nullptr;  // device: every EP rank's copies per expert
   float* aux_loss_sum_ = nullptr;            // device scalar
+  float* expert_biases_ = nullptr;           // device [num_layers, experts]: aux-loss-free balancing only
+  std::int64_t* step_counts_ = nullptr;      // device [num_layers, experts]: the last iteration's, summed over ranks
   using Key = std::pair<int, int>;           // (micro-batch, unit)
   std::map<Key, std::vector<std::int64_t>> expert_counts_;  // rows per local expert, until the layer's backward
   // How many shards of the sequence (TP ranks under SP, times CP ranks) the routing counts were summed over, from

@@ -19,15 +19,6 @@ json scenario_with_fp8(const json& fp8, const char* gpu = "H100-SXM-80GB") {
   return s;
 }
 
-std::string error_of(const json& document) {
-  try {
-    parse_scenario(document, "scenario.json");
-  } catch (const InputError& e) {
-    return e.json_path() + ": " + e.what();
-  }
-  return "";
-}
-
 TEST(Fp8, AbsentMeansNoneAndDefaultsAreMegatrons) {
   EXPECT_FALSE(parse_scenario(scenario_with_fp8(nullptr), "s.json").training.fp8);
   const Scenario s = parse_scenario(scenario_with_fp8({{"format", "e4m3"}}), "s.json");
@@ -37,7 +28,7 @@ TEST(Fp8, AbsentMeansNoneAndDefaultsAreMegatrons) {
 
 TEST(Fp8, RefusalsNameTheirPath) {
   const auto refused_at = [](const json& document, const std::string& path) {
-    const std::string error = error_of(document);
+    const std::string error = testing::scenario_error(document);
     EXPECT_EQ(error.rfind(path + ":", 0), 0u) << error;
   };
   refused_at(scenario_with_fp8(json::object()), "/training/fp8");  // format is required
@@ -63,7 +54,7 @@ TEST(Fp8, RefusalsNameTheirPath) {
   json per_layer = scenario_with_fp8({{"format", "hybrid"}});
   per_layer["search"] = {{"per_layer", true}};
   refused_at(per_layer, "/training/fp8");
-  EXPECT_EQ(error_of(scenario_with_fp8({{"format", "hybrid"}, {"recipe", "mxfp8"}}, "B200")), "");
+  EXPECT_EQ(testing::scenario_error(scenario_with_fp8({{"format", "hybrid"}, {"recipe", "mxfp8"}}, "B200")), "");
 }
 
 TEST(Fp8, FirstAndLastLayersKeptInBf16) {

@@ -182,9 +182,27 @@ TEST(MegatronScenario, MoeRoutingAndDispatcherFlagsAreRead) {
   EXPECT_EQ(forced.scenario.framework.moe_token_dispatcher_type, MoeTokenDispatcher::alltoall);
   ASSERT_TRUE(forced.scenario.model.moe.routing.has_value());
   EXPECT_EQ(forced.scenario.model.moe.routing->distribution, RoutingDistribution::forced);
-  const MegatronScenario loss_free = read_command_line(kRequired + moe + "--moe-router-enable-expert-bias");
+  const MegatronScenario loss_free = read_command_line(
+      kRequired + moe +
+      "--moe-router-score-function sigmoid --moe-router-enable-expert-bias --moe-router-topk-scaling-factor 2.5 "
+      "--moe-router-bias-update-rate 1e-4");
   ASSERT_TRUE(loss_free.scenario.model.moe.routing.has_value());
   EXPECT_EQ(loss_free.scenario.model.moe.routing->distribution, RoutingDistribution::loss_free);
+  const MoeConfig& router = loss_free.scenario.model.moe;
+  EXPECT_EQ(router.router_score_function, RouterScore::sigmoid);
+  EXPECT_TRUE(router.router_expert_bias);
+  EXPECT_DOUBLE_EQ(router.router_topk_scaling_factor, 2.5);
+  EXPECT_DOUBLE_EQ(router.router_bias_update_rate, 1e-4);
+  EXPECT_FALSE(router.router_pre_softmax);
+  EXPECT_TRUE(read_command_line(kRequired + moe + "--moe-router-pre-softmax").scenario.model.moe.router_pre_softmax);
+  // Megatron's own rules (TransformerConfig.__post_init__): an expert bias needs sigmoid (or sqrtsoftplus) scores;
+  // sqrtsoftplus twin does not model.
+  EXPECT_NE(megatron_error_of(kRequired + moe + "--moe-router-enable-expert-bias")
+                .find("--moe-router-enable-expert-bias: needs --moe-router-score-function sigmoid"),
+            std::string::npos);
+  EXPECT_NE(megatron_error_of(kRequired + moe + "--moe-router-score-function sqrtsoftplus")
+                .find("--moe-router-score-function: expected softmax or sigmoid, got sqrtsoftplus"),
+            std::string::npos);
   const MegatronScenario flex = read_command_line(kRequired + moe + "--moe-token-dispatcher-type flex");
   EXPECT_EQ(flex.scenario.framework.moe_token_dispatcher_type, MoeTokenDispatcher::flex);
   const MegatronScenario overlapped =

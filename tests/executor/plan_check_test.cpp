@@ -179,6 +179,15 @@ TEST(PlanCheck, RunsHotSwitchingPhasesOfOneOrSeveralLayouts) {
           other.document["family_plan"]["detail"]["phases"][1]["strategy"].get<std::string>().find(".z0."), 4, ".z1.");
   other.document["family_plan"]["detail"]["home"] = other.document["family_plan"]["detail"]["phases"][1]["strategy"];
   EXPECT_EQ(refusal_path(other), "");
+  // Aux-loss-free balancing keeps its biases per runtime, one per phase: refused where the phases would need one.
+  Plan biased = plan;
+  MoeConfig& moe = biased.scenario.model.moe;
+  moe.num_experts = 4;
+  moe.top_k = 2;
+  moe.ffn_hidden_size = biased.scenario.model.ffn_hidden_size;
+  moe.router_score_function = RouterScore::sigmoid;
+  moe.router_expert_bias = true;
+  EXPECT_EQ(refusal_path(biased), "/scenario/model/moe/router_expert_bias");
 }
 
 // The plan of a per-layer plan pinned on the recorded run's model over 4 GPUs (by default 2 stages of 2, split

@@ -98,7 +98,7 @@ TEST_P(KernelMoeShapes, RouterSoftmaxAndTopK) {
   ASSERT_EQ(r.index[0], 1) << "token 0's tie goes to the lower expert";
   auto logits = upload(bf16s(r.logits));
   auto probs = poisoned(s.tokens * s.experts * 4), index = poisoned(r.routed * 4), weight = poisoned(r.routed * 4);
-  k::moe_router_topk(bf(logits), f32(probs), i32(index), f32(weight), s.tokens, s.experts, s.top_k, nullptr);
+  k::moe_router_topk(bf(logits), f32(probs), i32(index), f32(weight), s.tokens, s.experts, s.top_k, {}, nullptr);
   EXPECT_EQ(i32_to_host(index, r.routed), r.index);
   EXPECT_LT(report("moe_router_topk probs", relative_error(f32_to_host(probs.data(), r.probs.size()), r.probs)),
             kF32Tolerance);
@@ -229,7 +229,7 @@ TEST_P(KernelMoeShapes, RouterBackward) {
                         Case{"moe_router_backward aux term alone", 0.01f, &no_g}}) {
     auto d_logits = poisoned(n * 2);
     k::moe_router_backward(f32(probs), i32(index), f32(weight), f32(*c.g), i32(counts), c.aux_coeff, bf(d_logits),
-                           s.tokens, s.experts, s.top_k, nullptr);
+                           s.tokens, s.experts, s.top_k, {}, nullptr);
     const auto got = bf16_to_host(d_logits.data(), n);
     const auto ref = reference_router_backward(s, r, hp, hw, c.g == &g ? hg : std::vector<double>(r.routed, 0.0),
                                                c.aux_coeff);
@@ -250,9 +250,9 @@ TEST_P(KernelMoeShapes, LoadBalancingLossValue) {
   const Routing r = reference_routing(s, skewed_logits(s));
   const float aux_coeff = 0.01f;
   auto probs = upload(floats(r.probs)), counts = upload(r.counts), aux = upload(std::vector<float>{0.f});
-  k::moe_aux_loss(f32(probs), i32(counts), aux_coeff, f32(aux), s.tokens, s.experts, s.top_k, nullptr);
+  k::moe_aux_loss(f32(probs), i32(counts), aux_coeff, f32(aux), s.tokens, s.experts, s.top_k, {}, nullptr);
   const double first = f32_to_host(aux.data(), 1)[0];
-  k::moe_aux_loss(f32(probs), i32(counts), aux_coeff, f32(aux), s.tokens, s.experts, s.top_k, nullptr);
+  k::moe_aux_loss(f32(probs), i32(counts), aux_coeff, f32(aux), s.tokens, s.experts, s.top_k, {}, nullptr);
   const double second = f32_to_host(aux.data(), 1)[0];
   const auto hp = f32_to_host(probs.data(), s.tokens * s.experts);
   double sum = 0;
@@ -285,7 +285,7 @@ TEST(KernelMoe, RouterTopKPermuteUnpermute) {
   auto permuted = poisoned(routed * cols * 2), combined = poisoned(tokens * cols * 2);
   const std::size_t workspace_bytes = k::moe_sort_workspace_bytes(routed, experts);
   gpu::DeviceBuffer workspace(workspace_bytes);
-  k::moe_router_topk(bf(logits), f32(probs), i32(index), f32(weight), tokens, experts, top_k, nullptr);
+  k::moe_router_topk(bf(logits), f32(probs), i32(index), f32(weight), tokens, experts, top_k, {}, nullptr);
   k::moe_sort_by_expert(i32(index), routed, experts, i32(order), i32(routed_row), i32(counts), workspace.data(),
                         workspace_bytes, nullptr);
   k::moe_permute(bf(x), i32(order), top_k, bf(permuted), routed, cols, nullptr);
@@ -339,7 +339,7 @@ TEST(KernelMoe, RandomLogitsAreStandardNormalKeyedAndSpreadTheTopKEvenly) {
   EXPECT_NE(bf16_to_host(other.data(), count), v);
 
   auto probs = poisoned(count * 4), index = poisoned(tokens * top_k * 4), weight = poisoned(tokens * top_k * 4);
-  k::moe_router_topk(bf(logits), f32(probs), i32(index), f32(weight), tokens, experts, top_k, nullptr);
+  k::moe_router_topk(bf(logits), f32(probs), i32(index), f32(weight), tokens, experts, top_k, {}, nullptr);
   std::vector<double> copies(experts, 0.0);
   for (std::int32_t e : i32_to_host(index, tokens * top_k)) copies.at(e) += 1;
   const double share = static_cast<double>(tokens * top_k) / experts, sigma = std::sqrt(share);

@@ -197,8 +197,29 @@ TEST(MegatronArgs, MoeWithExpertAndContextParallelism) {
   EXPECT_TRUE(has_argument(text, "--moe-token-dispatcher-type allgather")) << text;
   scenario.model.moe.routing.emplace().distribution = RoutingDistribution::loss_free;
   text = megatron_args(scenario, testing::pinned(scenario));
+  // A loss-free router's loads ask for one: Megatron's expert bias, with the sigmoid scores it needs.
   EXPECT_TRUE(has_argument(text, "--moe-router-enable-expert-bias")) << text;
+  EXPECT_TRUE(has_argument(text, "--moe-router-score-function sigmoid")) << text;
+  EXPECT_FALSE(has_argument(text, "--moe-router-bias-update-rate")) << text;  // Megatron's default
   EXPECT_TRUE(has_comment_with(text, "routing loss_free")) << text;
+  scenario.model.moe.routing.reset();
+  scenario.model.moe.router_score_function = RouterScore::sigmoid;
+  scenario.model.moe.router_expert_bias = true;
+  scenario.model.moe.router_bias_update_rate = 1e-4;
+  scenario.model.moe.router_topk_scaling_factor = 2.5;
+  text = megatron_args(scenario, testing::pinned(scenario));
+  for (const char* argument : {"--moe-router-score-function sigmoid", "--moe-router-enable-expert-bias",
+                               "--moe-router-bias-update-rate 0.0001", "--moe-router-topk-scaling-factor 2.5"})
+    EXPECT_TRUE(has_argument(text, argument)) << argument << "\n" << text;
+  scenario.model.moe.router_score_function = RouterScore::softmax;
+  scenario.model.moe.router_expert_bias = false;
+  scenario.model.moe.router_pre_softmax = true;
+  text = megatron_args(scenario, testing::pinned(scenario));
+  EXPECT_TRUE(has_argument(text, "--moe-router-pre-softmax")) << text;
+  EXPECT_FALSE(has_argument(text, "--moe-router-score-function sigmoid")) << text;
+  EXPECT_FALSE(has_argument(text, "--moe-router-enable-expert-bias")) << text;
+  scenario.model.moe.router_pre_softmax = false;
+  scenario.model.moe.routing.emplace().distribution = RoutingDistribution::loss_free;
   // Capacity and padding, the overlapped EP schedule and its delayed weight gradients: Megatron's flags.
   // (The strategy as pinned above: the flags are written as the scenario says, validity.cpp holds them to it.)
   EXPECT_FALSE(has_argument(text, "--overlap-moe-expert-parallel-comm")) << text;

@@ -1,0 +1,108 @@
+// The router's keys of model.moe (core/model.hpp MoeConfig): Megatron's defaults, its rules on their combinations,
+// the keys written back only where they differ from the defaults, and the gates of the Hugging Face configs that
+// state them (DeepSeek-V2/V3, Qwen's MoE models).
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "core/error.hpp"
+#include "core/hf_config.hpp"
+#include "core/scenario.hpp"
+#include "tests/core/hf_fixtures.hpp"
+#include "tests/core/scenario_fixtures.hpp"
+
+namespace twin {
+namespace {
+
+using nlohmann::json;
+
+json mixtral_with(const json& moe_keys) {
+  json s = testing::scenario_with_training(json::object());
+  s["model"] = {{"preset", "mixtral-8x7b"}, {"moe", moe_keys}};
+  return s;
+}
+
+TEST(MoeRouter, AbsentKeysAreMegatronsDefaultsAndAreNotWrittenBack) {
+  const Scenario s = parse_scenario(mixtral_with(json::object()), "s.json");
+  const MoeConfig& moe = s.model.moe;
+  EXPECT_EQ(moe.router_score_function, RouterScore::softmax);
+  EXPECT_FALSE(moe.router_pre_softmax);
+  EXPECT_EQ(moe.router_topk_scaling_factor, 1.0);
+  EXPECT_FALSE(moe.router_expert_bias);
+  EXPECT_EQ(moe.router_bias_update_rate, 1e-3);
+  const json written = to_json(s)["model"]["moe"];
+  for (const char* key : {"router_score_function", "router_pre_softmax", "router_topk_scaling_factor",
+                          "router_expert_bias", "router_bias_update_rate"})
+    EXPECT_FALSE(written.contains(key)) << key;
+}
+
+TEST(MoeRouter, DeepSeekV3sRouterReadsAndWritesBackAsItself) {
+  const json keys = {{"router_score_function", "sigmoid"}, {"router_topk_scaling_factor", 2.5},
+                     {"router_expert_bias", true}, {"router_bias_update_rate", 1e-4}};
+  const Scenario s = parse_scenario(mixtral_with(keys), "s.json");
+  EXPECT_EQ(s.model.moe.router_score_function, RouterScore::sigmoid);
+  EXPECT_TRUE(s.model.moe.router_expert_bias);
+  EXPECT_EQ(s.model.moe.router_topk_scaling_factor, 2.5);
+  EXPECT_EQ(s.model.moe.router_bias_update_rate, 1e-4);
+  const json written = to_json(s);
+  for (const auto& [key, value] : keys.items()) EXPECT_EQ(written["model"]["moe"][key], value) << key;
+  EXPECT_EQ(parse_scenario(written, "again.json").model, s.model);
+}
+
+TEST(MoeRouter, RefusalsNameTheirPathAndMegatronsRule) {
+  const auto refused_at = [](const json& document, const std::string& path, const std::string& says) {
+    const std::string error = testing::scenario_error(document);
+    EXPECT_EQ(error.rfind(path + ":", 0), 0u) << error;
+    EXPECT_NE(error.find(says), std::string::npos) << error;
+  };
+  refused_at(mixtral_with({{"router_expert_bias", true}}), "/model/moe/router_expert_bias",
+             "expected router_score_function sigmoid with router_expert_bias (Megatron: expert bias for aux-loss-free "
+             "routing only supports the sigmoid score function)");
+  refused_at(mixtral_with({{"router_score_function", "sigmoid"}, {"router_pre_softmax", true}}),
+             "/model/moe/router_pre_softmax", "expected router_score_function softmax with router_pre_softmax");
+  refused_at(mixtral_with({{"router_score_function", "sqrtsoftplus"}}), "/model/moe/router_score_function",
+             "sigmoid");
+  refused_at(mixtral_with({{"router_topk_scaling_factor", 0}}), "/model/moe/router_topk_scaling_factor",
+             "expected a scaling factor");
+  refused_at(mixtral_with({{"router_bias_update_rate", -1e-3}}), "/model/moe/router_bias_update_rate",
+             "expected a bias update rate");
+  refused_at(mixtral_with({{"router_expert_bias", "yes"}}), "/model/moe/router_expert_bias", "\"yes\"");
+}
+
+struct HfRouter {
+  const char* file;
+  RouterScore score;
+  bool pre_softmax, expert_bias;
+  double scale;
+};
+
+// DeepSeek-V3: sigmoid, normalised, x2.5, noaux_tc's bias; V2: softmax not renormalised (norm_topk_prob false), x16;
+// V2-Lite: the same at x1; Qwen1.5/2-MoE norm_topk_prob false, Qwen3-MoE true; Mixtral states none (renormalised).
+TEST(MoeRouter, HuggingFaceGatesAreReadAsMegatronsRouter) {
+  const HfRouter routers[] = {
+      {"deepseek-v3-config.json", RouterScore::sigmoid, false, true, 2.5},
+      {"deepseek-v2-config.json", RouterScore::softmax, true, false, 16.0},
+      {"deepseek-v2-lite-config.json", RouterScore::softmax, true, false, 1.0},
+      {"qwen1.5-moe-a2.7b-config.json", RouterScore::softmax, true, false, 1.0},
+      {"qwen2-57b-a14b-config.json", RouterScore::softmax, true, false, 1.0},
+      {"qwen3-30b-a3b-config.json", RouterScore::softmax, false, false, 1.0},
+      {"mixtral-8x7b-config.json", RouterScore::softmax, false, false, 1.0},
+  };
+  for (const HfRouter& r : routers) {
+    const MoeConfig moe = model_from_hf_config(testing::hf_fixture(r.file), r.file).moe;
+    EXPECT_EQ(moe.router_score_function, r.score) << r.file;
+    EXPECT_EQ(moe.router_pre_softmax, r.pre_softmax) << r.file;
+    EXPECT_EQ(moe.router_expert_bias, r.expert_bias) << r.file;
+    EXPECT_EQ(moe.router_topk_scaling_factor, r.scale) << r.file;
+  }
+  json v3 = testing::hf_fixture("deepseek-v3-config.json");
+  v3["norm_topk_prob"] = false;
+  EXPECT_THROW(model_from_hf_config(v3, "v3.json"), InputError) << "sigmoid scores unnormalised: not Megatron's";
+  v3["norm_topk_prob"] = true;
+  v3["scoring_func"] = "softmax";
+  EXPECT_THROW(model_from_hf_config(v3, "v3.json"), InputError) << "noaux_tc's bias with softmax scores";
+  v3["topk_method"] = "greedy";
+  EXPECT_EQ(model_from_hf_config(v3, "v3.json").moe.router_score_function, RouterScore::softmax);
+}
+
+}  // namespace
+}  // namespace twin
