@@ -61,11 +61,22 @@ void deepseek_router(const JsonReader& config, ModelConfig& m) {
   moe.router_pre_softmax = !sigmoid && !normalised;
   if (auto f = config.find("routed_scaling_factor"))
     moe.router_topk_scaling_factor = f->number(1e-3, 1e3, "expected a scaling factor in [0.001, 1000]");
+  std::string method = "greedy";
   if (auto f = config.find("topk_method")) {
-    const std::string method = f->one_of({"greedy", "group_limited_greedy", "noaux_tc"}, "DeepSeek topk_method");
+    method = f->one_of({"greedy", "group_limited_greedy", "noaux_tc"}, "DeepSeek topk_method");
     moe.router_expert_bias = method == "noaux_tc";
     if (moe.router_expert_bias && !sigmoid)
       f->fail_plain("noaux_tc's expert bias with softmax scores is not Megatron's router (sigmoid only)");
+  }
+  // The group limit of group_limited_greedy (V2) and noaux_tc (V3), as Megatron's --moe-router-num-groups and
+  // --moe-router-group-topk run it (a group's score: the sum of its top top_k / topk_group values; V2's gate takes
+  // the group's largest score).
+  const auto group_field = [&](std::string_view key) {
+    return static_cast<int>(config.required(key).integer(1, moe.num_experts));
+  };
+  if (method != "greedy" && group_field("n_group") > 1) {
+    moe.router_num_groups = group_field("n_group");
+    moe.router_group_topk = group_field("topk_group");
   }
 }
 

@@ -11,8 +11,8 @@
 //     V2-Lite: the direct query projection; kv_lora_rank, qk_nope_head_dim, qk_rope_head_dim, v_head_dim),
 //     n_routed_experts, n_shared_experts of moe_intermediate_size, first_k_dense_replace, moe_layer_freq;
 //     num_nextn_predict_layers > 0 (V3's multi-token prediction) refused by name. The gate as the router's keys:
-//     scoring_func, norm_topk_prob, routed_scaling_factor, topk_method noaux_tc (V3's expert bias); the group
-//     limits (n_group, topk_group) narrow which experts a token takes, not any shape, and are not read.
+//     scoring_func, norm_topk_prob, routed_scaling_factor, topk_method noaux_tc (V3's expert bias), and the group
+//     limits of group_limited_greedy and noaux_tc (n_group, topk_group) as Megatron's group-limited routing.
 //   Qwen's MoE gates: norm_topk_prob false (Qwen1.5/2-MoE) is the router's pre-softmax.
 //   GptOssForCausalLM (gpt_oss): Llama's fields, num_local_experts, num_experts_per_tok, experts of
 //     intermediate_size, biases (attention_bias), attention sinks, sliding_window over layer_types.

@@ -123,6 +123,8 @@ const std::vector<MegatronFlag>& megatron_flags() {
       {"--moe-router-pre-softmax", K::switch_on, {}, false, "megatron/core/transformer/transformer_config.py:799"},
       {"--moe-router-topk-scaling-factor", K::real, {}, false, "megatron/core/transformer/transformer_config.py:804"},
       {"--moe-router-bias-update-rate", K::real, {}, false, "megatron/core/transformer/transformer_config.py:821"},
+      {"--moe-router-num-groups", K::integer, {}, false, "megatron/core/transformer/transformer_config.py:780"},
+      {"--moe-router-group-topk", K::integer, {}, false, "megatron/core/transformer/transformer_config.py:796"},
       {"--moe-router-force-load-balancing", K::switch_on, {}, false,
        "megatron/core/transformer/transformer_config.py:833"},
       {"--moe-expert-capacity-factor", K::real, {}, false, "megatron/core/transformer/transformer_config.py:917"},

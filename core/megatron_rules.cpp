@@ -74,6 +74,15 @@ Broken parallel_sizes(const MegatronArguments& a, const Sizes& s) {
     return std::string(
         "--moe-router-enable-expert-bias: needs --moe-router-score-function sigmoid or sqrtsoftplus "
         "(transformer_config.py:2617)");
+  if (a.has("--moe-router-group-topk")) {
+    const long long groups = a.integer("--moe-router-num-groups", 0), chosen = a.integer("--moe-router-group-topk", 0);
+    if (groups < 1)
+      return std::string("--moe-router-group-topk: needs --moe-router-num-groups (transformer_config.py:2677)");
+    if (a.integer("--num-experts", 0) % groups != 0 || chosen > groups)
+      return fmt::format("--moe-router-num-groups: {} must divide --num-experts and be at least --moe-router-group-topk "
+                         "{} (transformer_config.py:2683, 2687)",
+                         groups, chosen);
+  }
   if (a.has("--tp-comm-overlap") && !s.sequence_parallel)
     return std::string(
         "--tp-comm-overlap: needs sequence parallelism, which Megatron turns off at TP 1 "

@@ -163,6 +163,10 @@ void read_router(Reading& r) {
   if (a.has("--moe-router-bias-update-rate"))
     r.doc.set("/model/moe/router_bias_update_rate", a.real("--moe-router-bias-update-rate", 1e-3),
               "--moe-router-bias-update-rate");
+  if (a.has("--moe-router-num-groups"))
+    r.doc.set("/model/moe/router_num_groups", a.integer("--moe-router-num-groups", 0), "--moe-router-num-groups");
+  if (a.has("--moe-router-group-topk"))
+    r.doc.set("/model/moe/router_group_topk", a.integer("--moe-router-group-topk", 0), "--moe-router-group-topk");
 }
 
 void read_moe(Reading& r) {

@@ -64,6 +64,12 @@ struct MoeConfig {
   double router_topk_scaling_factor = 1.0;
   bool router_expert_bias = false;
   double router_bias_update_rate = 1e-3;
+  // Group-limited routing (Megatron's --moe-router-num-groups, --moe-router-group-topk; DeepSeek's n_group,
+  // topk_group): the experts in router_num_groups equal groups of consecutive indices, each token choosing among the
+  // router_group_topk groups whose top-(top_k / router_group_topk) values (what the top-k is taken of: logits,
+  // scores, scores + bias) sum highest. 0: over all experts.
+  int router_num_groups = 0;
+  int router_group_topk = 0;
   double imbalance() const { return routing_imbalance.value_or(1.0); }
   // The busiest EP rank's routed copies over the mean rank's, each of `expert_parallel` ranks holding
   // num_experts / expert_parallel experts: the busiest expert's rank holds it (imbalance x the mean expert load)

@@ -14,5 +14,8 @@ inline constexpr std::int64_t kMaxVocab = 1 << 22;
 inline constexpr std::int64_t kMaxSequence = 1 << 24;
 inline constexpr std::int64_t kMaxExperts = 1024;
 inline constexpr std::int64_t kMaxRotaryBase = 1'000'000'000'000;  // RoPE's theta: Llama 3's is 5e5
+// Group-limited routing's groups that twin execute's router holds for a token (one register each,
+// gpu/kernels/moe.cu); a scenario may state up to kMaxExperts.
+inline constexpr int kMaxExecutedRouterGroups = 32;
 
 }  // namespace twin

@@ -24,6 +24,23 @@ double softcap(const JsonReader& f) {
   return f.number(0, 1e6, "expected a soft-capping value >= 0 (0: none)");
 }
 
+// Megatron's rules on group-limited routing (TransformerConfig.__post_init__: groups divide the experts, at most as
+// many chosen as there are) and twin's (every chosen group adds at least one expert's value to its score, the chosen
+// groups hold top_k experts).
+void check_router_groups(const MoeConfig& moe, const JsonReader& at) {
+  if (moe.router_group_topk == 0) return;
+  const int groups = moe.router_num_groups;
+  if (groups == 0) at.fail_plain("expected router_num_groups beside router_group_topk (Megatron's rule)");
+  if (moe.num_experts % groups != 0 || moe.router_group_topk > groups)
+    at.fail_plain(fmt::format("expected router_num_groups {} to divide num_experts {} and router_group_topk {} at "
+                              "most it (Megatron's rule)",
+                              groups, moe.num_experts, moe.router_group_topk));
+  if (moe.router_group_topk > moe.top_k || moe.router_group_topk * (moe.num_experts / groups) < moe.top_k)
+    at.fail_plain(fmt::format("expected router_group_topk {} at most top_k {}, its groups holding at least top_k "
+                              "experts ({} each)",
+                              moe.router_group_topk, moe.top_k, moe.num_experts / groups));
+}
+
 // The router's keys (core/model.hpp MoeConfig), with Megatron's rules on their combinations (TransformerConfig's
 // checks: expert bias only with sigmoid scores, pre-softmax only with softmax ones).
 void parse_router(const JsonReader& r, MoeConfig& moe) {
@@ -35,6 +52,8 @@ void parse_router(const JsonReader& r, MoeConfig& moe) {
   if (auto f = r.find("router_expert_bias")) moe.router_expert_bias = f->boolean();
   if (auto f = r.find("router_bias_update_rate"))
     moe.router_bias_update_rate = f->number(1e-9, 1, "expected a bias update rate in [1e-9, 1]");
+  if (auto f = r.find("router_num_groups")) moe.router_num_groups = static_cast<int>(f->integer(0, kMaxExperts));
+  if (auto f = r.find("router_group_topk")) moe.router_group_topk = static_cast<int>(f->integer(0, kMaxExperts));
   // Checked on what the keys, a preset and a Hugging Face config left together, at the key that was given.
   const auto at = [&r](std::string_view key) { return r.find(key).value_or(r.find("router_score_function").value_or(r)); };
   const bool sigmoid = moe.router_score_function == RouterScore::sigmoid;
@@ -45,6 +64,7 @@ void parse_router(const JsonReader& r, MoeConfig& moe) {
   if (moe.router_pre_softmax && sigmoid)
     at("router_pre_softmax")
         .fail_plain("expected router_score_function softmax with router_pre_softmax (a softmax before the top-k)");
+  check_router_groups(moe, at("router_group_topk"));
 }
 
 }  // namespace

@@ -20,6 +20,8 @@ void router_json(const MoeConfig& moe, json& out) {
   if (moe.router_topk_scaling_factor != megatron.router_topk_scaling_factor) out["router_topk_scaling_factor"] = moe.router_topk_scaling_factor;
   if (moe.router_expert_bias) out["router_expert_bias"] = true;
   if (moe.router_bias_update_rate != megatron.router_bias_update_rate) out["router_bias_update_rate"] = moe.router_bias_update_rate;
+  if (moe.router_num_groups > 0) out["router_num_groups"] = moe.router_num_groups;
+  if (moe.router_group_topk > 0) out["router_group_topk"] = moe.router_group_topk;
 }
 
 json model_json(const ModelConfig& m) {

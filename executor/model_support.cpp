@@ -2,6 +2,8 @@
 // GPT-style features a Llama-style executor lacks.
 #include "executor/model_support.hpp"
 
+#include "core/model_limits.hpp"
+
 namespace twin::exec {
 
 std::optional<UnsupportedModelFeature> first_unsupported_feature(const ModelConfig& m) {
@@ -21,6 +23,8 @@ std::optional<UnsupportedModelFeature> first_unsupported_feature(const ModelConf
   if (m.post_norms && m.is_moe()) return unsupported("post_norms", "post norms in a mixture-of-experts model");
   if (m.post_norms && m.mla.enabled()) return unsupported("post_norms", "post norms with multi-latent attention");
   if (m.mtp_num_layers > 0) return unsupported("mtp_num_layers", "multi-token prediction layers");
+  if (m.is_moe() && m.moe.router_group_topk > 0 && m.moe.router_num_groups > kMaxExecutedRouterGroups)
+    return unsupported("moe/router_num_groups", "group-limited routing over more than 32 groups");
   // GPT's LayerNorm, learned positions and linear biases run (executor/parameters.hpp); experts' biases do not.
   if (m.add_bias_linear && m.is_moe()) return unsupported("add_bias_linear", "linear biases in expert layers");
   // Hidden dropout runs in dense layers with pre norms (Megatron's bias-dropout-add, executor/gpu/

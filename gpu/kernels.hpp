@@ -8,6 +8,7 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include "core/model_limits.hpp"
 #include "core/shard_map.hpp"
 
 namespace twin::kernels {
@@ -218,10 +219,15 @@ struct RouterScoring {
   bool pre_softmax = false;  // softmax only: the weights are the chosen probabilities as they are, not renormalised
   float topk_scale = 1.f;    // the weights times this (Megatron's --moe-router-topk-scaling-factor)
   const float* expert_bias = nullptr;  // [experts] or null: added to the scores for the choice alone (sigmoid only)
+  // Group-limited routing (0: none): the experts in num_groups groups of consecutive indices; a token chooses among
+  // the group_topk groups whose top-(top_k / group_topk) choice values sum highest (ties to the lower group).
+  int num_groups = 0, group_topk = 0;
 };
+inline constexpr int kMoeMaxRouterGroups = kMaxExecutedRouterGroups;
 // Router: per token the fp32 scores into probs [tokens, experts] (the softmax over all experts, or each logit's
 // sigmoid; kept for the backward and the load-balancing loss) and the top_k experts, ties to the lower index,
-// chosen by logit (the same order as either score's) or, with an expert bias, by score + bias; their weights
+// chosen by logit (the same order as either score's) or, with an expert bias, by score + bias (with groups, by the
+// score where it is not the logit's softmax over the chosen: the values Megatron's group sums add); their weights
 // expert_weight [tokens, top_k]: softmax, the chosen probabilities over their sum (with pre_softmax as they are);
 // sigmoid, the chosen scores over their sum when top_k > 1 (as they are when 1); times topk_scale.
 void moe_router_topk(const bf16* logits, float* probs, std::int32_t* expert_index, float* expert_weight,

@@ -153,6 +153,10 @@ void router_arguments(ArgsText& out, const MoeConfig& moe) {
   if (moe.router_pre_softmax && !loss_free) out.arg("--moe-router-pre-softmax");
   if (moe.router_topk_scaling_factor != megatron.router_topk_scaling_factor)
     out.arg("--moe-router-topk-scaling-factor", moe.router_topk_scaling_factor);
+  if (moe.router_group_topk > 0) {
+    out.arg("--moe-router-num-groups", moe.router_num_groups);
+    out.arg("--moe-router-group-topk", moe.router_group_topk);
+  }
   if (!loss_free) return;
   out.arg("--moe-router-enable-expert-bias");
   if (moe.router_bias_update_rate != megatron.router_bias_update_rate)

@@ -9,7 +9,7 @@ namespace {
 
 kernels::RouterScoring router_scoring(const MoeConfig& moe) {
   return {moe.router_score_function == RouterScore::sigmoid, moe.router_pre_softmax,
-          static_cast<float>(moe.router_topk_scaling_factor), nullptr};
+          static_cast<float>(moe.router_topk_scaling_factor), nullptr, moe.router_num_groups, moe.router_group_topk};
 }
 
 }  // namespace

@@ -34,6 +34,70 @@ __global__ void random_logits_kernel(bf16* logits, std::int64_t count, std::uint
 
 __device__ float sigmoid(float x) { return 1.f / (1.f + expf(-x)); }
 
+// One token's row as the top-k reads it: what the choice is made of, at the experts a lane owns (its own writes of
+// `scores`): score + bias with a bias; the score where groups are summed (pre-softmax, sigmoid); else the logit.
+struct ChoiceRow {
+  const bf16* logits;
+  const float* scores;
+  const float* bias;
+  bool by_score;
+  __device__ float value(int e) const {
+    return bias ? scores[e] + bias[e] : by_score ? scores[e] : to_float(logits[e]);
+  }
+};
+
+// The warp's best (value, index) of every lane's candidate, ties to the lower index; index `none`: no candidate.
+// Symmetric: every lane ends with the same winner.
+__device__ void warp_argmax(float& best, int& best_index, int none) {
+  for (int offset = 16; offset > 0; offset >>= 1) {
+    const float other = __shfl_xor_sync(0xffffffffu, best, offset);
+    const int other_index = __shfl_xor_sync(0xffffffffu, best_index, offset);
+    if (other_index < none && (best_index == none || other > best || (other == best && other_index < best_index))) {
+      best = other;
+      best_index = other_index;
+    }
+  }
+}
+
+// Group-limited routing (Megatron's group_limited_topk): each group's score the sum of its top `per_group` values,
+// the group_topk best groups (ties to the lower group) kept; returns this lane's experts outside them as `taken`
+// bits (bit i: expert lane + 32 i).
+__device__ unsigned outside_chosen_groups(const ChoiceRow& row, int experts, int top_k, const RouterScoring& scoring,
+                                          int lane) {
+  const int group_size = experts / scoring.num_groups, per_group = top_k / scoring.group_topk;
+  float group_score[kMoeMaxRouterGroups];
+  for (int g = 0; g < scoring.num_groups; ++g) {
+    unsigned used = 0;
+    group_score[g] = 0.f;
+    for (int r = 0; r < per_group; ++r) {
+      float best = -INFINITY;
+      int best_index = experts;
+      for (int e = lane, i = 0; e < experts; e += 32, ++i) {
+        if (e / group_size != g || ((used >> i) & 1u)) continue;
+        const float value = row.value(e);
+        if (best_index == experts || value > best) {
+          best = value;
+          best_index = e;
+        }
+      }
+      warp_argmax(best, best_index, experts);
+      if ((best_index & 31) == lane) used |= 1u << (best_index >> 5);
+      group_score[g] += best;
+    }
+  }
+  unsigned kept = 0;  // bit g: group g chosen
+  for (int k = 0; k < scoring.group_topk; ++k) {
+    int best = -1;
+    for (int g = 0; g < scoring.num_groups; ++g)
+      if (!((kept >> g) & 1u) && (best < 0 || group_score[g] > group_score[best])) best = g;
+    kept |= 1u << best;
+  }
+  unsigned outside = 0;
+  for (int e = lane, i = 0; e < experts; e += 32, ++i)
+    if (!((kept >> (e / group_size)) & 1u)) outside |= 1u << i;
+  return outside;
+}
+
 __global__ void router_topk_kernel(const bf16* logits, float* probs, std::int32_t* expert_index, float* expert_weight,
                                    std::int64_t tokens, int experts, int top_k, RouterScoring scoring) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -50,33 +114,27 @@ __global__ void router_topk_kernel(const bf16* logits, float* probs, std::int32_
   // The same expression wherever an expert's score is needed, so that probs and the weights agree bit for bit.
   const auto score = [&](int e) { return scoring.sigmoid ? sigmoid(to_float(row[e])) : expf(to_float(row[e]) - m) / s; };
   for (int e = lane; e < experts; e += 32) probs[t * experts + e] = score(e);
-  const float* bias = scoring.expert_bias;
-  const auto choice_value = [&](int e) { return bias ? score(e) + bias[e] : to_float(row[e]); };
+  const bool grouped = scoring.group_topk > 0;
+  const ChoiceRow choice{row, probs + t * experts, scoring.expert_bias,
+                         grouped && (scoring.sigmoid || scoring.pre_softmax)};
 
   // k rounds of a warp-wide argmax over the experts not yet taken; bit i of a lane's `taken` marks its expert
-  // lane + 32 i. Lane k keeps round k's choice, so the k choices are written in order at the end.
-  unsigned taken = 0;
+  // lane + 32 i (with groups, every expert outside the chosen ones from the start). Lane k keeps round k's choice,
+  // so the k choices are written in order at the end.
+  unsigned taken = grouped ? outside_chosen_groups(choice, experts, top_k, scoring, lane) : 0u;
   int my_index = 0;
   float my_prob = 0.f, chosen_sum = 0.f;
   for (int k = 0; k < top_k; ++k) {
     float best = -INFINITY;
     int best_index = experts;
     for (int e = lane, i = 0; e < experts; e += 32, ++i) {  // e increases: a tie keeps the lower index
-      const float value = choice_value(e);
+      const float value = choice.value(e);
       if (!((taken >> i) & 1u) && (best_index == experts || value > best)) {
         best = value;
         best_index = e;
       }
     }
-    for (int offset = 16; offset > 0; offset >>= 1) {  // symmetric: every lane ends with the same winner
-      const float other = __shfl_xor_sync(0xffffffffu, best, offset);
-      const int other_index = __shfl_xor_sync(0xffffffffu, best_index, offset);
-      if (other_index < experts && (best_index == experts || other > best ||
-                                    (other == best && other_index < best_index))) {
-        best = other;
-        best_index = other_index;
-      }
-    }
+    warp_argmax(best, best_index, experts);
     if ((best_index & 31) == lane) taken |= 1u << (best_index >> 5);
     const float p = score(best_index);  // the same expression as probs[t, best_index]
     chosen_sum += p;
@@ -215,6 +273,18 @@ void require_scoring(const RouterScoring& scoring, const char* what) {
                                 "and a positive finite scale");
 }
 
+void require_groups(const RouterScoring& scoring, int experts, int top_k) {
+  if (scoring.group_topk == 0) return;
+  const int groups = scoring.num_groups;
+  const bool fits = groups >= 1 && groups <= kMoeMaxRouterGroups && experts % groups == 0 &&
+                    scoring.group_topk <= groups && scoring.group_topk <= top_k &&
+                    scoring.group_topk * (experts / groups) >= top_k;
+  if (!fits)
+    throw std::invalid_argument(
+        "twin kernel: moe_router_topk: need 1 <= num_groups <= 32 dividing the experts, group_topk at most num_groups "
+        "and top_k, and the chosen groups holding top_k experts");
+}
+
 // aux_coeff * experts / (tokens^2 top_k), in double: tokens^2 overflows fp32's exact range long before int64's.
 float aux_scale(float aux_coeff, std::int64_t tokens, int experts, int top_k) {
   return static_cast<float>(static_cast<double>(aux_coeff) * experts /
@@ -228,6 +298,7 @@ void moe_router_topk(const bf16* logits, float* probs, std::int32_t* expert_inde
   require_router_shape(tokens, experts, top_k,
                        "moe_router_topk: need tokens > 0, 1 <= top_k <= min(8, experts), experts <= 1024");
   require_scoring(scoring, "moe_router_topk");
+  require_groups(scoring, experts, top_k);
   router_topk_kernel<<<token_blocks(tokens), kWarpsPerBlock * 32, 0, stream>>>(
       logits, probs, expert_index, expert_weight, tokens, experts, top_k, scoring);
   TWIN_CUDA_CHECK_LAUNCH();

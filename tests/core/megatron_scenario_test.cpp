@@ -195,6 +195,16 @@ TEST(MegatronScenario, MoeRoutingAndDispatcherFlagsAreRead) {
   EXPECT_DOUBLE_EQ(router.router_bias_update_rate, 1e-4);
   EXPECT_FALSE(router.router_pre_softmax);
   EXPECT_TRUE(read_command_line(kRequired + moe + "--moe-router-pre-softmax").scenario.model.moe.router_pre_softmax);
+  const MoeConfig grouped =
+      read_command_line(kRequired + moe + "--moe-router-num-groups 4 --moe-router-group-topk 2").scenario.model.moe;
+  EXPECT_EQ(grouped.router_num_groups, 4);
+  EXPECT_EQ(grouped.router_group_topk, 2);
+  EXPECT_NE(megatron_error_of(kRequired + moe + "--moe-router-group-topk 2")
+                .find("--moe-router-group-topk: needs --moe-router-num-groups"),
+            std::string::npos);
+  EXPECT_NE(megatron_error_of(kRequired + moe + "--moe-router-num-groups 3 --moe-router-group-topk 2")
+                .find("--moe-router-num-groups: 3 must divide --num-experts"),
+            std::string::npos);
   // Megatron's own rules (TransformerConfig.__post_init__): an expert bias needs sigmoid (or sqrtsoftplus) scores;
   // sqrtsoftplus twin does not model.
   EXPECT_NE(megatron_error_of(kRequired + moe + "--moe-router-enable-expert-bias")

@@ -66,6 +66,19 @@ TEST(MoeRouter, RefusalsNameTheirPathAndMegatronsRule) {
   refused_at(mixtral_with({{"router_bias_update_rate", -1e-3}}), "/model/moe/router_bias_update_rate",
              "expected a bias update rate");
   refused_at(mixtral_with({{"router_expert_bias", "yes"}}), "/model/moe/router_expert_bias", "\"yes\"");
+  // Group-limited routing, Mixtral's 8 experts and top-2: groups divide the experts, at most top_k of them chosen,
+  // holding top_k experts.
+  refused_at(mixtral_with({{"router_group_topk", 2}}), "/model/moe/router_group_topk",
+             "expected router_num_groups beside router_group_topk");
+  refused_at(mixtral_with({{"router_num_groups", 3}, {"router_group_topk", 1}}), "/model/moe/router_group_topk",
+             "to divide num_experts 8");
+  refused_at(mixtral_with({{"router_num_groups", 4}, {"router_group_topk", 3}}), "/model/moe/router_group_topk",
+             "at most top_k 2");
+  refused_at(mixtral_with({{"router_num_groups", 8}, {"router_group_topk", 1}}), "/model/moe/router_group_topk",
+             "holding at least top_k experts (1 each)");
+  const Scenario grouped = parse_scenario(mixtral_with({{"router_num_groups", 4}, {"router_group_topk", 2}}), "g.json");
+  EXPECT_EQ(grouped.model.moe.router_num_groups, 4);
+  EXPECT_EQ(parse_scenario(to_json(grouped), "again.json").model, grouped.model);
 }
 
 struct HfRouter {
@@ -73,14 +86,15 @@ struct HfRouter {
   RouterScore score;
   bool pre_softmax, expert_bias;
   double scale;
+  int groups = 0, group_topk = 0;
 };
 
-// DeepSeek-V3: sigmoid, normalised, x2.5, noaux_tc's bias; V2: softmax not renormalised (norm_topk_prob false), x16;
-// V2-Lite: the same at x1; Qwen1.5/2-MoE norm_topk_prob false, Qwen3-MoE true; Mixtral states none (renormalised).
+// DeepSeek-V3: sigmoid, normalised, x2.5, noaux_tc's bias, 4 of 8 groups; V2: softmax not renormalised
+// (norm_topk_prob false), x16, 3 of 8 groups; V2-Lite: the same at x1 without groups (greedy); Qwen1.5/2-MoE norm_topk_prob false, Qwen3-MoE true; Mixtral states none (renormalised).
 TEST(MoeRouter, HuggingFaceGatesAreReadAsMegatronsRouter) {
   const HfRouter routers[] = {
-      {"deepseek-v3-config.json", RouterScore::sigmoid, false, true, 2.5},
-      {"deepseek-v2-config.json", RouterScore::softmax, true, false, 16.0},
+      {"deepseek-v3-config.json", RouterScore::sigmoid, false, true, 2.5, 8, 4},
+      {"deepseek-v2-config.json", RouterScore::softmax, true, false, 16.0, 8, 3},
       {"deepseek-v2-lite-config.json", RouterScore::softmax, true, false, 1.0},
       {"qwen1.5-moe-a2.7b-config.json", RouterScore::softmax, true, false, 1.0},
       {"qwen2-57b-a14b-config.json", RouterScore::softmax, true, false, 1.0},
@@ -93,6 +107,8 @@ TEST(MoeRouter, HuggingFaceGatesAreReadAsMegatronsRouter) {
     EXPECT_EQ(moe.router_pre_softmax, r.pre_softmax) << r.file;
     EXPECT_EQ(moe.router_expert_bias, r.expert_bias) << r.file;
     EXPECT_EQ(moe.router_topk_scaling_factor, r.scale) << r.file;
+    EXPECT_EQ(moe.router_num_groups, r.groups) << r.file;
+    EXPECT_EQ(moe.router_group_topk, r.group_topk) << r.file;
   }
   json v3 = testing::hf_fixture("deepseek-v3-config.json");
   v3["norm_topk_prob"] = false;

@@ -141,6 +141,17 @@ TEST(ModelSupport, QwenThreeAndDeepSeekShapesRun) {
   deepseek.mla.kv_lora_rank = 512;
   ASSERT_TRUE(deepseek.mla.enabled());
   EXPECT_FALSE(first_unsupported_feature(deepseek).has_value());
+  // V3's router: sigmoid scores, the expert bias, groups (8 of 256 experts, 4 chosen); more groups than the router
+  // holds for a token are refused at their key.
+  deepseek.moe.num_experts = 256;
+  deepseek.moe.router_score_function = RouterScore::sigmoid;
+  deepseek.moe.router_expert_bias = true;
+  deepseek.moe.router_num_groups = 8;
+  deepseek.moe.router_group_topk = 4;
+  EXPECT_FALSE(first_unsupported_feature(deepseek).has_value());
+  deepseek.moe.router_num_groups = 64;
+  ASSERT_TRUE(first_unsupported_feature(deepseek).has_value());
+  EXPECT_EQ(first_unsupported_feature(deepseek)->path, "moe/router_num_groups");
 }
 
 // Sliding windows run (since 2026-11-29; before, refused at window_size): on every layer (Mistral) and on

@@ -4,6 +4,7 @@
 // The reference's gradient is itself checked against central differences of the loss it differentiates.
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <numeric>
 #include <string>
 
@@ -21,6 +22,7 @@ struct ScoringCase {
   int experts = 0, top_k = 0;
   bool sigmoid = false, pre_softmax = false, bias = false;
   double scale = 1;
+  int groups = 0, group_topk = 0;  // group-limited routing (0: none)
 };
 
 double sigmoid(double x) { return 1 / (1 + std::exp(-x)); }
@@ -38,6 +40,27 @@ std::vector<double> grid_logits(const ScoringCase& c) {
       std::swap(rank[e], rank[(z >> 33) % (e + 1)]);
     }
     for (int e = 0; e < c.experts; ++e) logits[t * c.experts + e] = (rank[e] - c.experts / 2) / 16.0;
+    if (c.groups == 0) continue;
+    // With groups: each group's experts on a grid within it, the groups a step apart in a shuffled order (half a
+    // unit with a bias, which then moves no group's score past another's), so that no two groups' scores are within
+    // rounding of each other; and the lowest group spiky, its first expert above every other and the rest far
+    // below, so that its top expert leads the choice over all experts but its group is not kept.
+    const int size = c.experts / c.groups;
+    const double spacing = c.bias ? 0.5 : 0.125;
+    std::vector<int> group_rank(c.groups);
+    std::iota(group_rank.begin(), group_rank.end(), 0);
+    for (int g = c.groups - 1; g > 0; --g) {
+      z = z * 6364136223846793005ull + 1442695040888963407ull;
+      std::swap(group_rank[g], group_rank[(z >> 33) % (g + 1)]);
+    }
+    double highest = -1e9;
+    for (int e = 0; e < c.experts; ++e) {
+      const double v = ((e * 7) % size - size / 2) / 16.0 + (group_rank[e / size] - c.groups / 2) * spacing;
+      logits[t * c.experts + e] = v;
+      if (group_rank[e / size] != 0) highest = std::max(highest, v);
+    }
+    const int spiky = static_cast<int>(std::find(group_rank.begin(), group_rank.end(), 0) - group_rank.begin());
+    for (int i = 0; i < size; ++i) logits[t * c.experts + spiky * size + i] = i == 0 ? highest + 0.25 : -4.0;
   }
   return logits;
 }
@@ -68,10 +91,32 @@ std::vector<double> scores_of(const ScoringCase& c, const std::vector<double>& l
   return p;
 }
 
-// What the choice is made on: score + bias, or the logit without a bias.
+// What the choice is made on: score + bias; the score where groups sum it (sigmoid, pre-softmax); else the logit.
 double choice_value(const ScoringCase& c, const std::vector<double>& logits, const std::vector<double>& p,
                     const std::vector<double>& bias, std::int64_t t, int e) {
-  return c.bias ? p[t * c.experts + e] + bias[e] : logits[t * c.experts + e];
+  if (c.bias) return p[t * c.experts + e] + bias[e];
+  if (c.groups > 0 && (c.sigmoid || c.pre_softmax)) return p[t * c.experts + e];
+  return logits[t * c.experts + e];
+}
+
+// Group-limited routing's kept groups of token t (Megatron's group_limited_topk): each group's score the sum of its
+// top top_k / group_topk values, the group_topk highest kept.
+std::vector<bool> kept_groups(const ScoringCase& c, const std::vector<double>& logits, const std::vector<double>& p,
+                              const std::vector<double>& bias, std::int64_t t) {
+  const int size = c.experts / c.groups, per_group = c.top_k / c.group_topk;
+  std::vector<double> score(c.groups, 0.0);
+  std::vector<double> values(size);
+  for (int g = 0; g < c.groups; ++g) {
+    for (int i = 0; i < size; ++i) values[i] = choice_value(c, logits, p, bias, t, g * size + i);
+    std::sort(values.begin(), values.end(), std::greater<>());
+    for (int i = 0; i < per_group; ++i) score[g] += values[i];
+  }
+  std::vector<int> order(c.groups);
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return score[a] > score[b]; });
+  std::vector<bool> kept(c.groups, false);
+  for (int k = 0; k < c.group_topk; ++k) kept[order[k]] = true;
+  return kept;
 }
 
 // The weights of the experts in `index` as the header states them.
@@ -97,10 +142,17 @@ std::vector<std::int32_t> choose(const ScoringCase& c, const std::vector<double>
   std::vector<int> order(c.experts);
   for (std::int64_t t = 0; t < c.tokens; ++t) {
     std::iota(order.begin(), order.end(), 0);
+    if (c.groups > 0) {  // only the kept groups' experts
+      const std::vector<bool> kept = kept_groups(c, logits, p, bias, t);
+      order.erase(std::remove_if(order.begin(), order.end(),
+                                 [&](int e) { return !kept[e / (c.experts / c.groups)]; }),
+                  order.end());
+    }
     std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
       return choice_value(c, logits, p, bias, t, a) > choice_value(c, logits, p, bias, t, b);
     });
     for (int j = 0; j < c.top_k; ++j) index[t * c.top_k + j] = order[j];
+    order.resize(c.experts);
   }
   return index;
 }
@@ -212,15 +264,22 @@ TEST_P(RouterScoringCases, ChoiceScoresAndWeights) {
   auto probs = poisoned(c.tokens * c.experts * 4), got_index = poisoned(index.size() * 4),
        weight = poisoned(index.size() * 4);
   const k::RouterScoring scoring{c.sigmoid, c.pre_softmax, static_cast<float>(c.scale),
-                                 c.bias ? f32(d_bias) : nullptr};
+                                 c.bias ? f32(d_bias) : nullptr, c.groups, c.group_topk};
   k::moe_router_topk(bf(d_logits), f32(probs), i32(got_index), f32(weight), c.tokens, c.experts, c.top_k, scoring,
                      nullptr);
   TWIN_CUDA_CHECK(cudaDeviceSynchronize());
   std::vector<std::int32_t> got(index.size());
   TWIN_CUDA_CHECK(cudaMemcpy(got.data(), got_index.data(), index.size() * 4, cudaMemcpyDeviceToHost));
   const std::vector<std::int32_t> unbiased =
-      choose(ScoringCase{c.name, c.tokens, c.experts, c.top_k, c.sigmoid, c.pre_softmax, false, c.scale}, logits, p,
+      choose(ScoringCase{c.name, c.tokens, c.experts, c.top_k, c.sigmoid, c.pre_softmax, false, c.scale, c.groups,
+                         c.group_topk},
+             logits, p, bias);
+  const std::vector<std::int32_t> ungrouped =
+      choose(ScoringCase{c.name, c.tokens, c.experts, c.top_k, c.sigmoid, c.pre_softmax, c.bias, c.scale}, logits, p,
              bias);
+  int moved_by_groups = 0;
+  for (std::size_t f = 0; f < index.size(); ++f) moved_by_groups += index[f] != ungrouped[f];
+  if (c.groups > 0) EXPECT_GT(moved_by_groups, 0) << "the group limit changes some choices";
   int moved_by_bias = 0;
   for (std::size_t f = 0; f < index.size(); ++f) {
     const std::int64_t t = static_cast<std::int64_t>(f) / c.top_k;
@@ -271,7 +330,8 @@ TEST_P(RouterScoringCases, LogitsGradientAndLossValue) {
 }
 
 // Softmax renormalised with a scale; pre-softmax at top-1 and top-2 (DeepSeek-V2's 16x); sigmoid at top-1, and at
-// top-8 of 64 and 128 with DeepSeek-V3's bias and 2.5x; 37 and 300 tokens (not multiples of a block's 8 warps).
+// top-8 of 64 and 128 with DeepSeek-V3's bias and 2.5x; group-limited routing as DeepSeek-V3 (4 of 8 groups, 256
+// experts) and V2 (3 of 8, 160 experts, top-6) run it; 37 to 300 tokens (not multiples of a block's 8 warps).
 INSTANTIATE_TEST_SUITE_P(
     Scorings, RouterScoringCases,
     ::testing::Values(ScoringCase{"softmax scaled", 37, 8, 2, false, false, false, 2.5},
@@ -280,7 +340,11 @@ INSTANTIATE_TEST_SUITE_P(
                       ScoringCase{"sigmoid top-1", 37, 8, 1, true, false, false, 1},
                       ScoringCase{"sigmoid top-8", 300, 64, 8, true, false, false, 1},
                       ScoringCase{"sigmoid top-8 bias x2.5", 300, 64, 8, true, false, true, 2.5},
-                      ScoringCase{"sigmoid top-8 of 128 bias", 97, 128, 8, true, false, true, 1}),
+                      ScoringCase{"sigmoid top-8 of 128 bias", 97, 128, 8, true, false, true, 1},
+                      ScoringCase{"sigmoid top-8 bias groups 4 of 8", 300, 64, 8, true, false, true, 2.5, 8, 4},
+                      ScoringCase{"softmax top-6 groups 3 of 8", 97, 160, 6, false, false, false, 1, 8, 3},
+                      ScoringCase{"pre-softmax top-6 groups 3 of 8", 97, 64, 6, false, true, false, 16, 8, 3},
+                      ScoringCase{"sigmoid top-8 of 256 groups 4 of 8", 45, 256, 8, true, false, false, 1, 8, 4}),
     [](const ::testing::TestParamInfo<ScoringCase>& info) { return "case" + std::to_string(info.index); });
 
 // The bias step: up by the rate below the mean, down above it, unchanged at it (Megatron's sign), on counts summed

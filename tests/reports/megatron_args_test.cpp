@@ -207,13 +207,17 @@ TEST(MegatronArgs, MoeWithExpertAndContextParallelism) {
   scenario.model.moe.router_expert_bias = true;
   scenario.model.moe.router_bias_update_rate = 1e-4;
   scenario.model.moe.router_topk_scaling_factor = 2.5;
+  scenario.model.moe.router_num_groups = 4;
+  scenario.model.moe.router_group_topk = 2;
   text = megatron_args(scenario, testing::pinned(scenario));
   for (const char* argument : {"--moe-router-score-function sigmoid", "--moe-router-enable-expert-bias",
-                               "--moe-router-bias-update-rate 0.0001", "--moe-router-topk-scaling-factor 2.5"})
+                               "--moe-router-bias-update-rate 0.0001", "--moe-router-topk-scaling-factor 2.5",
+                               "--moe-router-num-groups 4", "--moe-router-group-topk 2"})
     EXPECT_TRUE(has_argument(text, argument)) << argument << "\n" << text;
   scenario.model.moe.router_score_function = RouterScore::softmax;
   scenario.model.moe.router_expert_bias = false;
   scenario.model.moe.router_pre_softmax = true;
+  scenario.model.moe.router_num_groups = scenario.model.moe.router_group_topk = 0;
   text = megatron_args(scenario, testing::pinned(scenario));
   EXPECT_TRUE(has_argument(text, "--moe-router-pre-softmax")) << text;
   EXPECT_FALSE(has_argument(text, "--moe-router-score-function sigmoid")) << text;
