@@ -107,6 +107,7 @@ void check_model_variants(const JsonReader& where, const ModelConfig& m) {
   }
   if (m.window_attn_skip_freq > 0 && m.window_size == 0)
     where.fail_plain("expected window_size > 0 with window_attn_skip_freq (which layers attend fully among windowed ones)");
+  if (m.is_moe()) check_router_groups(m.moe, where);
   if (m.is_moe() && m.moe.first_dense_layers >= m.num_layers)
     where.fail_plain(fmt::format("expected moe.first_dense_layers below num_layers {}, got {} (no MoE layer left)",
                                  m.num_layers, m.moe.first_dense_layers));

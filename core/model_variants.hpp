@@ -11,10 +11,11 @@ namespace twin {
 // The model section's variant keys (qk_layernorm, window_size, window_attn_skip_freq, attention_sinks,
 // attention_softcap, final_logit_softcap, post_norms, mla), each absent key keeping `m`'s value.
 void parse_model_variants(const JsonReader& model_section, ModelConfig& m);
-// The moe section's first_dense_layers and shared_expert_ffn_hidden_size.
+// The moe section's first_dense_layers, shared_expert_ffn_hidden_size, capacity keys and router keys (with
+// Megatron's rules on the router's combinations, at the key given).
 void parse_moe_variants(const JsonReader& moe_section, MoeConfig& moe);
 // What no reader may accept, as one line at `where`: MLA with QK-norm, biases or learned positions; a first dense
-// layer count not below the layer count.
+// layer count not below the layer count; router groups that do not divide the experts or hold fewer than top_k.
 void check_model_variants(const JsonReader& where, const ModelConfig& m);
 
 }  // namespace twin

@@ -116,6 +116,11 @@ TEST(MoeRouter, HuggingFaceGatesAreReadAsMegatronsRouter) {
   v3["norm_topk_prob"] = true;
   v3["scoring_func"] = "softmax";
   EXPECT_THROW(model_from_hf_config(v3, "v3.json"), InputError) << "noaux_tc's bias with softmax scores";
+  v3["n_group"] = 7;  // 256 experts in 7 groups: refused as a scenario's groups are
+  v3["scoring_func"] = "sigmoid";
+  EXPECT_THROW(model_from_hf_config(v3, "v3.json"), InputError) << "groups that do not divide the experts";
+  v3["n_group"] = 8;
+  v3["scoring_func"] = "softmax";
   v3["topk_method"] = "greedy";
   EXPECT_EQ(model_from_hf_config(v3, "v3.json").moe.router_score_function, RouterScore::softmax);
 }
