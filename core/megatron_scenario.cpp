@@ -220,9 +220,15 @@ void read_moe(Reading& r) {
   if (!a.has("--moe-grouped-gemm"))
     r.note("no --moe-grouped-gemm: the experts are priced as grouped GEMMs, not Megatron's loop over experts");
   const std::string balancing = a.text("--moe-router-load-balancing-type", "aux_loss");
-  if (balancing != "aux_loss" && balancing != "seq_aux_loss" && balancing != "global_aux_loss")
+  if (balancing != "aux_loss" && balancing != "seq_aux_loss" && balancing != "global_aux_loss" && balancing != "none")
     r.note("--moe-router-load-balancing-type " + balancing +
            ": priced as an auxiliary loss (its routing counts all-reduced over TP and CP)");
+  // The loss's weight, Megatron's default 0 when absent or with no loss; several types' weights: the first's.
+  const double weight = balancing == "none" ? 0.0 : a.real("--moe-aux-loss-coeff", 0.0);
+  r.doc.set("/model/moe/aux_loss_coeff", weight, a.has("--moe-aux-loss-coeff") ? "--moe-aux-loss-coeff" : "--num-experts");
+  if (balancing == "seq_aux_loss" || balancing == "global_aux_loss")
+    r.note("--moe-router-load-balancing-type " + balancing + ": twin execute trains with the per-micro-batch aux_loss "
+           "of that weight");
 }
 
 // --fp8-format and its companions as training.fp8 (absent: no FP8; the custom recipe names a Python factory
@@ -394,7 +400,6 @@ void note_the_rest(Reading& r, const MegatronCommandLine& command) {
   }
   for (const MegatronArgument& argument : command.arguments)
     if (!find_megatron_flag(argument.flag)) r.note(given(argument) + ": not modelled");
-  if (r.a.has("--moe-aux-loss-coeff")) r.note(given(*r.a.find("--moe-aux-loss-coeff")) + ": changes no time or memory");
 }
 
 }  // namespace

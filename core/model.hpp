@@ -70,6 +70,10 @@ struct MoeConfig {
   // scores, scores + bias) sum highest. 0: over all experts.
   int router_num_groups = 0;
   int router_group_topk = 0;
+  // The load-balancing loss's weight (Megatron's --moe-aux-loss-coeff; 0: none, as with its load-balancing type
+  // none): what twin execute trains with, no time. Megatron's default is 0; twin's 1e-2, Megatron-LM's Mixtral
+  // example's, which every plan of twin ran with before the key.
+  double aux_loss_coeff = 1e-2;
   double imbalance() const { return routing_imbalance.value_or(1.0); }
   // The busiest EP rank's routed copies over the mean rank's, each of `expert_parallel` ranks holding
   // num_experts / expert_parallel experts: the busiest expert's rank holds it (imbalance x the mean expert load)

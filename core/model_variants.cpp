@@ -54,6 +54,7 @@ void parse_router(const JsonReader& r, MoeConfig& moe) {
     moe.router_bias_update_rate = f->number(1e-9, 1, "expected a bias update rate in [1e-9, 1]");
   if (auto f = r.find("router_num_groups")) moe.router_num_groups = static_cast<int>(f->integer(0, kMaxExperts));
   if (auto f = r.find("router_group_topk")) moe.router_group_topk = static_cast<int>(f->integer(0, kMaxExperts));
+  if (auto f = r.find("aux_loss_coeff")) moe.aux_loss_coeff = f->number(0, 1, "expected a loss weight in [0, 1]");
   // Checked on what the keys, a preset and a Hugging Face config left together, at the key that was given.
   const auto at = [&r](std::string_view key) { return r.find(key).value_or(r.find("router_score_function").value_or(r)); };
   const bool sigmoid = moe.router_score_function == RouterScore::sigmoid;

@@ -22,6 +22,7 @@ void router_json(const MoeConfig& moe, json& out) {
   if (moe.router_bias_update_rate != megatron.router_bias_update_rate) out["router_bias_update_rate"] = moe.router_bias_update_rate;
   if (moe.router_num_groups > 0) out["router_num_groups"] = moe.router_num_groups;
   if (moe.router_group_topk > 0) out["router_group_topk"] = moe.router_group_topk;
+  if (moe.aux_loss_coeff != megatron.aux_loss_coeff) out["aux_loss_coeff"] = moe.aux_loss_coeff;
 }
 
 json model_json(const ModelConfig& m) {

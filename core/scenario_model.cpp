@@ -23,7 +23,7 @@ MoeConfig parse_moe(const Reader& r, MoeConfig moe, std::int64_t dense_ffn) {
   r.only_keys({"num_experts", "top_k", "ffn_hidden_size", "layer_freq", "routing_imbalance", "routing", "first_dense_layers",
                "shared_expert_ffn_hidden_size", "expert_capacity_factor", "pad_expert_input_to_capacity",
                "router_score_function", "router_pre_softmax", "router_topk_scaling_factor", "router_expert_bias",
-               "router_bias_update_rate", "router_num_groups", "router_group_topk"});
+               "router_bias_update_rate", "router_num_groups", "router_group_topk", "aux_loss_coeff"});
   const bool has_base = moe.num_experts > 0;
   if (!has_base) moe.ffn_hidden_size = dense_ffn;
   if (auto f = preset_field(r, "num_experts", has_base)) moe.num_experts = static_cast<int>(f->integer(1, kMaxExperts));

@@ -199,14 +199,14 @@ void model(ArgsText& out, const ModelConfig& m, std::int64_t seq_length, MoeToke
       out.arg("--moe-shared-expert-intermediate-size", m.moe.shared_expert_ffn_hidden_size);
     // What twin prices, as Megatron-LM's Mixtral recipe runs it (examples/mixtral/train_mixtral_8x7b_distributed.sh):
     // the framework's token dispatcher, the experts as grouped GEMMs, and the load-balancing loss whose routing
-    // counts are all-reduced over TP and CP (the coefficient, the recipe's, changes no time); the router's flags;
+    // counts are all-reduced over TP and CP (model.moe.aux_loss_coeff; 0: none; no time); the router's flags;
     // forced balance (how NVIDIA times its MoE tables) asks for random logits.
     out.arg("--moe-token-dispatcher-type", dispatcher == MoeTokenDispatcher::allgather ? "allgather"
                                            : dispatcher == MoeTokenDispatcher::flex    ? "flex"
                                                                                        : "alltoall");
     out.arg("--moe-grouped-gemm");
-    out.arg("--moe-router-load-balancing-type", "aux_loss");
-    out.arg("--moe-aux-loss-coeff", "1e-2");
+    out.arg("--moe-router-load-balancing-type", m.moe.aux_loss_coeff > 0 ? "aux_loss" : "none");
+    if (m.moe.aux_loss_coeff > 0) out.arg("--moe-aux-loss-coeff", m.moe.aux_loss_coeff);
     router_arguments(out, m.moe);
     if (effective_routing(m.moe).distribution == RoutingDistribution::forced)
       out.arg("--moe-router-force-load-balancing");

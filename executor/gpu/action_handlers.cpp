@@ -45,7 +45,7 @@ ActionHandlers::ActionHandlers(const HandlerStage& stage, const TrainingOptions&
   if (scenario.model.is_moe())
     moe_ = std::make_unique<MoeBlock>(MoeStage{
         layout_.shapes(), scenario.model.moe.top_k, placement_of(strategy, stage.rank).ep_rank, stage.comms,
-        parameters_, tensors_, options.moe_aux_loss_coeff,
+        parameters_, tensors_, scenario.model.moe.aux_loss_coeff,
         part.micro_batches > 0 ? part.micro_batches : strategy.num_micro_batches, strategy.data_parallel_size,
         effective_routing(scenario.model.moe).distribution == RoutingDistribution::forced, stage.rank,
         router_scoring(scenario.model.moe), scenario.model.moe.router_expert_bias,

@@ -14,9 +14,6 @@ struct TrainingOptions {
   std::uint64_t seed = 1234;
   double nccl_timeout_s = 300;  // an iteration that does not finish by then is a hang
   AttentionImplementation attention = kDefaultAttentionImplementation;
-  // Weight of the Switch load-balancing loss of each MoE layer (Megatron's --moe-aux-loss-coeff; 1e-2 as in
-  // Megatron-LM's Mixtral example).
-  double moe_aux_loss_coeff = 1e-2;
 };
 
 }  // namespace twin::exec

@@ -159,6 +159,20 @@ TEST(MegatronScenario, MoeFlagsTwinPricesOtherwiseAreListed) {
   EXPECT_EQ(r.not_modelled[2],
             "--moe-router-load-balancing-type sinkhorn: priced as an auxiliary loss (its routing "
             "counts all-reduced over TP and CP)");
+  // The loss's weight: Megatron's default 0 when absent, the value given, 0 with no loss; a sequence-wise loss
+  // trains as the per-micro-batch one, said so.
+  EXPECT_EQ(r.scenario.model.moe.aux_loss_coeff, 0.0);
+  const std::string moe = "--num-experts 8 --moe-router-topk 2 ";
+  EXPECT_EQ(read_command_line(kRequired + moe + "--moe-aux-loss-coeff 1e-3").scenario.model.moe.aux_loss_coeff, 1e-3);
+  EXPECT_EQ(read_command_line(kRequired + moe + "--moe-router-load-balancing-type none --moe-aux-loss-coeff 1e-3")
+                .scenario.model.moe.aux_loss_coeff,
+            0.0);
+  const MegatronScenario sequence_wise =
+      read_command_line(kRequired + moe + "--moe-router-load-balancing-type seq_aux_loss --moe-aux-loss-coeff 1e-4");
+  EXPECT_EQ(sequence_wise.scenario.model.moe.aux_loss_coeff, 1e-4);
+  EXPECT_EQ(sequence_wise.not_modelled.back(),
+            "--moe-router-load-balancing-type seq_aux_loss: twin execute trains with the per-micro-batch aux_loss of "
+            "that weight");
 }
 
 // Expert TP is Megatron's default, the TP size, unless stated; the scenario states it only where it is not 1.

@@ -30,14 +30,15 @@ TEST(MoeRouter, AbsentKeysAreMegatronsDefaultsAndAreNotWrittenBack) {
   EXPECT_FALSE(moe.router_expert_bias);
   EXPECT_EQ(moe.router_bias_update_rate, 1e-3);
   const json written = to_json(s)["model"]["moe"];
+  EXPECT_EQ(moe.aux_loss_coeff, 1e-2);  // twin's default, the Mixtral example's (Megatron's is 0)
   for (const char* key : {"router_score_function", "router_pre_softmax", "router_topk_scaling_factor",
-                          "router_expert_bias", "router_bias_update_rate"})
+                          "router_expert_bias", "router_bias_update_rate", "aux_loss_coeff"})
     EXPECT_FALSE(written.contains(key)) << key;
 }
 
 TEST(MoeRouter, DeepSeekV3sRouterReadsAndWritesBackAsItself) {
   const json keys = {{"router_score_function", "sigmoid"}, {"router_topk_scaling_factor", 2.5},
-                     {"router_expert_bias", true}, {"router_bias_update_rate", 1e-4}};
+                     {"router_expert_bias", true}, {"router_bias_update_rate", 1e-4}, {"aux_loss_coeff", 1e-4}};
   const Scenario s = parse_scenario(mixtral_with(keys), "s.json");
   EXPECT_EQ(s.model.moe.router_score_function, RouterScore::sigmoid);
   EXPECT_TRUE(s.model.moe.router_expert_bias);
@@ -66,6 +67,7 @@ TEST(MoeRouter, RefusalsNameTheirPathAndMegatronsRule) {
   refused_at(mixtral_with({{"router_bias_update_rate", -1e-3}}), "/model/moe/router_bias_update_rate",
              "expected a bias update rate");
   refused_at(mixtral_with({{"router_expert_bias", "yes"}}), "/model/moe/router_expert_bias", "\"yes\"");
+  refused_at(mixtral_with({{"aux_loss_coeff", 2}}), "/model/moe/aux_loss_coeff", "expected a loss weight in [0, 1]");
   // Group-limited routing, Mixtral's 8 experts and top-2: groups divide the experts, at most top_k of them chosen,
   // holding top_k experts.
   refused_at(mixtral_with({{"router_group_topk", 2}}), "/model/moe/router_group_topk",

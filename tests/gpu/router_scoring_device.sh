@@ -2,11 +2,11 @@
 # DeepSeek-V3's router in twin execute (issue 40 item 1), from the repository root with the binaries in $1 (twin-gpu,
 # test_gpu and lib/ as tests/gpu/make_carry.sh packs them): the router kernels against their float64 references
 # (every scoring variant, the bias step), then the DeepSeek-V3-shaped model of
-# scenarios/exec-deepseek-v3-router-small-1xH200.json trained ITERS steps (default 40, 3 warm-up) three ways, the one
-# plan its search picks: softmax with the balancing loss (the scenario's router keys removed), V3's sigmoid scores
-# x2.5 among 4 of 8 groups without the expert bias, with it (aux-loss-free balancing at Megatron's rate, 1e-3), and with it at 1e-2 (every
-# run keeps the balancing loss's 1e-2); the check fails unless every loss falls and the fast bias's last 15 steps
-# hold less skew than the unbiased sigmoid router's, step by step on the mean.
+# scenarios/exec-deepseek-v3-router-small-1xH200.json trained ITERS steps (default 40, 3 warm-up) five ways, the one
+# plan its search picks: softmax with the balancing loss (the scenario's router keys removed); V3's sigmoid scores
+# x2.5 among 4 of 8 groups without the expert bias, with it at Megatron's rate (1e-3) and at 1e-2 (these keep the
+# balancing loss's weight, 1e-2), and with it at 1e-2 alone (aux_loss_coeff 0). The check fails unless every loss
+# falls and the fast bias's last 15 steps hold less skew than the unbiased sigmoid router's, step by step on the mean.
 # summary.md: per run the loss first and last, the step time beside the prediction, and the routing's skew (the
 # busiest expert's copies over the mean, per MoE layer and step, averaged over layers) in the first 5 steps and the
 # last 15, and the biased runs' skew over the unbiased sigmoid run's, step by step (each step's batch sets most of
@@ -32,14 +32,17 @@ router = ("router_score_function", "router_topk_scaling_factor", "router_expert_
           "router_num_groups", "router_group_topk")
 unbiased = ("router_score_function", "router_topk_scaling_factor", "router_num_groups", "router_group_topk")
 for name, keep, rate in (("softmax", (), None), ("sigmoid", unbiased, None),
-                         ("sigmoid-bias", router, None), ("sigmoid-bias-fast", router, 1e-2)):
+                         ("sigmoid-bias", router, None), ("sigmoid-bias-fast", router, 1e-2),
+                         ("sigmoid-bias-fast-alone", router, 1e-2)):
     s = json.loads(json.dumps(base))
     s["model"]["moe"] = {k: v for k, v in s["model"]["moe"].items() if k not in router or k in keep}
     if rate:
         s["model"]["moe"]["router_bias_update_rate"] = rate
+    if name.endswith("alone"):  # the bias alone, as aux-loss-free balancing means it: no load-balancing loss
+        s["model"]["moe"]["aux_loss_coeff"] = 0
     json.dump(s, open(os.path.join(sys.argv[2], name + ".json"), "w"), indent=1)
 PY
-for variant in softmax sigmoid sigmoid-bias sigmoid-bias-fast; do
+for variant in softmax sigmoid sigmoid-bias sigmoid-bias-fast sigmoid-bias-fast-alone; do
   run="/tmp/router-runs/$variant"
   rm -rf "$run"; mkdir -p "$run" "$OUT/$variant"
   { "$bin/twin-gpu" simulate "/tmp/router-scenarios/$variant.json" --out "$run" --quiet --top 0 &&
@@ -52,7 +55,7 @@ done
 python3 - "$OUT" > "$OUT/summary.md" <<'PY' || status=1
 import collections, json, os, sys
 out = sys.argv[1]
-variants = ("softmax", "sigmoid", "sigmoid-bias", "sigmoid-bias-fast")
+variants = ("softmax", "sigmoid", "sigmoid-bias", "sigmoid-bias-fast", "sigmoid-bias-fast-alone")
 
 
 def skew_per_step(variant):

@@ -182,7 +182,7 @@ TEST(MegatronArgs, MoeWithExpertAndContextParallelism) {
        {"--expert-model-parallel-size 4", "--expert-tensor-parallel-size 1", "--context-parallel-size 2",
         "--cp-comm-type allgather", "--sequence-parallel", "--tp-comm-overlap", "--num-experts 8",
         "--moe-router-topk 2", "--moe-ffn-hidden-size 14336", "--moe-token-dispatcher-type alltoall",
-        "--moe-grouped-gemm", "--moe-router-load-balancing-type aux_loss", "--moe-aux-loss-coeff 1e-2",
+        "--moe-grouped-gemm", "--moe-router-load-balancing-type aux_loss", "--moe-aux-loss-coeff 0.01",
         "--rotary-base 1000000",
         "--group-query-attention", "--num-query-groups 8", "--max-position-embeddings 32768"})
     EXPECT_TRUE(has_argument(text, argument)) << argument << "\n" << text;
@@ -223,6 +223,11 @@ TEST(MegatronArgs, MoeWithExpertAndContextParallelism) {
   EXPECT_FALSE(has_argument(text, "--moe-router-score-function sigmoid")) << text;
   EXPECT_FALSE(has_argument(text, "--moe-router-enable-expert-bias")) << text;
   scenario.model.moe.router_pre_softmax = false;
+  scenario.model.moe.aux_loss_coeff = 0;  // no load-balancing loss: Megatron's type none, no weight
+  text = megatron_args(scenario, testing::pinned(scenario));
+  EXPECT_TRUE(has_argument(text, "--moe-router-load-balancing-type none")) << text;
+  EXPECT_FALSE(has_argument(text, "--moe-aux-loss-coeff 0")) << text;
+  scenario.model.moe.aux_loss_coeff = 1e-2;
   scenario.model.moe.routing.emplace().distribution = RoutingDistribution::loss_free;
   // Capacity and padding, the overlapped EP schedule and its delayed weight gradients: Megatron's flags.
   // (The strategy as pinned above: the flags are written as the scenario says, validity.cpp holds them to it.)
