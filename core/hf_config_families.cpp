@@ -46,8 +46,8 @@ void qwen_experts(const JsonReader& config, ModelConfig& m) {
 }
 
 // DeepSeek's gate (DeepseekV3TopkRouter / DeepseekV2MoEGate): softmax or sigmoid scores, normalised over the chosen
-// or not, times routed_scaling_factor; topk_method noaux_tc is V3's expert bias (e_score_correction_bias). Its group
-// limit (n_group, topk_group) only narrows which experts a token may take, a choice twin's router makes over all.
+// or not, times routed_scaling_factor; topk_method noaux_tc is V3's expert bias (e_score_correction_bias); the group
+// limit (n_group, topk_group) of the group-limited methods. check_model_variants holds the result to Megatron's rules.
 void deepseek_router(const JsonReader& config, ModelConfig& m) {
   MoeConfig& moe = m.moe;
   if (auto f = config.find("scoring_func"))

@@ -2,6 +2,7 @@
 #include "core/model_variants.hpp"
 
 #include <cmath>
+#include <string_view>
 
 #include <fmt/format.h>
 
@@ -24,25 +25,35 @@ double softcap(const JsonReader& f) {
   return f.number(0, 1e6, "expected a soft-capping value >= 0 (0: none)");
 }
 
-// Megatron's rules on group-limited routing (TransformerConfig.__post_init__: groups divide the experts, at most as
-// many chosen as there are) and twin's (every chosen group adds at least one expert's value to its score, the chosen
-// groups hold top_k experts).
-void check_router_groups(const MoeConfig& moe, const JsonReader& at) {
+// Megatron's rules on the router (TransformerConfig.__post_init__: an expert bias only with sigmoid scores, pre-softmax
+// only with softmax ones, groups dividing the experts and at most as many chosen as there are) and twin's (every
+// chosen group adds at least one expert's value to its score, the chosen groups hold top_k experts), each refusal at
+// at(key): the key where it was given.
+template <class At>
+void check_router(const MoeConfig& moe, At&& at) {
+  const bool sigmoid = moe.router_score_function == RouterScore::sigmoid;
+  if (moe.router_expert_bias && !sigmoid)
+    at("router_expert_bias")
+        .fail_plain("expected router_score_function sigmoid with router_expert_bias (Megatron: expert bias for "
+                    "aux-loss-free routing only supports the sigmoid score function)");
+  if (moe.router_pre_softmax && sigmoid)
+    at("router_pre_softmax")
+        .fail_plain("expected router_score_function softmax with router_pre_softmax (a softmax before the top-k)");
   if (moe.router_group_topk == 0) return;
   const int groups = moe.router_num_groups;
-  if (groups == 0) at.fail_plain("expected router_num_groups beside router_group_topk (Megatron's rule)");
+  const JsonReader where = at("router_group_topk");
+  if (groups == 0) where.fail_plain("expected router_num_groups beside router_group_topk (Megatron's rule)");
   if (moe.num_experts % groups != 0 || moe.router_group_topk > groups)
-    at.fail_plain(fmt::format("expected router_num_groups {} to divide num_experts {} and router_group_topk {} at "
-                              "most it (Megatron's rule)",
-                              groups, moe.num_experts, moe.router_group_topk));
+    where.fail_plain(fmt::format("expected router_num_groups {} to divide num_experts {} and router_group_topk {} at "
+                                 "most it (Megatron's rule)",
+                                 groups, moe.num_experts, moe.router_group_topk));
   if (moe.router_group_topk > moe.top_k || moe.router_group_topk * (moe.num_experts / groups) < moe.top_k)
-    at.fail_plain(fmt::format("expected router_group_topk {} at most top_k {}, its groups holding at least top_k "
-                              "experts ({} each)",
-                              moe.router_group_topk, moe.top_k, moe.num_experts / groups));
+    where.fail_plain(fmt::format("expected router_group_topk {} at most top_k {}, its groups holding at least top_k "
+                                 "experts ({} each)",
+                                 moe.router_group_topk, moe.top_k, moe.num_experts / groups));
 }
 
-// The router's keys (core/model.hpp MoeConfig), with Megatron's rules on their combinations (TransformerConfig's
-// checks: expert bias only with sigmoid scores, pre-softmax only with softmax ones).
+// The router's keys (core/model.hpp MoeConfig), checked together.
 void parse_router(const JsonReader& r, MoeConfig& moe) {
   if (auto f = r.find("router_score_function"))
     moe.router_score_function = *router_score_from_string(f->one_of({"softmax", "sigmoid"}, "router score function"));
@@ -56,16 +67,9 @@ void parse_router(const JsonReader& r, MoeConfig& moe) {
   if (auto f = r.find("router_group_topk")) moe.router_group_topk = static_cast<int>(f->integer(0, kMaxExperts));
   if (auto f = r.find("aux_loss_coeff")) moe.aux_loss_coeff = f->number(0, 1, "expected a loss weight in [0, 1]");
   // Checked on what the keys, a preset and a Hugging Face config left together, at the key that was given.
-  const auto at = [&r](std::string_view key) { return r.find(key).value_or(r.find("router_score_function").value_or(r)); };
-  const bool sigmoid = moe.router_score_function == RouterScore::sigmoid;
-  if (moe.router_expert_bias && !sigmoid)
-    at("router_expert_bias")
-        .fail_plain("expected router_score_function sigmoid with router_expert_bias (Megatron: expert bias for "
-                    "aux-loss-free routing only supports the sigmoid score function)");
-  if (moe.router_pre_softmax && sigmoid)
-    at("router_pre_softmax")
-        .fail_plain("expected router_score_function softmax with router_pre_softmax (a softmax before the top-k)");
-  check_router_groups(moe, at("router_group_topk"));
+  check_router(moe, [&r](std::string_view key) {
+    return r.find(key).value_or(r.find("router_score_function").value_or(r));
+  });
 }
 
 }  // namespace
@@ -108,7 +112,7 @@ void check_model_variants(const JsonReader& where, const ModelConfig& m) {
   }
   if (m.window_attn_skip_freq > 0 && m.window_size == 0)
     where.fail_plain("expected window_size > 0 with window_attn_skip_freq (which layers attend fully among windowed ones)");
-  if (m.is_moe()) check_router_groups(m.moe, where);
+  if (m.is_moe()) check_router(m.moe, [&where](std::string_view) { return where; });
   if (m.is_moe() && m.moe.first_dense_layers >= m.num_layers)
     where.fail_plain(fmt::format("expected moe.first_dense_layers below num_layers {}, got {} (no MoE layer left)",
                                  m.num_layers, m.moe.first_dense_layers));

@@ -11,18 +11,18 @@ namespace {
 
 using nlohmann::json;
 
-// The router's keys where they are not Megatron's defaults: a softmax router's scenario reads as before.
+// The router's keys where they are not MoeConfig's defaults: a softmax router's scenario reads as before.
 void router_json(const MoeConfig& moe, json& out) {
-  const MoeConfig megatron;
-  if (moe.router_score_function != megatron.router_score_function)
+  const MoeConfig defaults;
+  if (moe.router_score_function != defaults.router_score_function)
     out["router_score_function"] = to_string(moe.router_score_function);
   if (moe.router_pre_softmax) out["router_pre_softmax"] = true;
-  if (moe.router_topk_scaling_factor != megatron.router_topk_scaling_factor) out["router_topk_scaling_factor"] = moe.router_topk_scaling_factor;
+  if (moe.router_topk_scaling_factor != defaults.router_topk_scaling_factor) out["router_topk_scaling_factor"] = moe.router_topk_scaling_factor;
   if (moe.router_expert_bias) out["router_expert_bias"] = true;
-  if (moe.router_bias_update_rate != megatron.router_bias_update_rate) out["router_bias_update_rate"] = moe.router_bias_update_rate;
+  if (moe.router_bias_update_rate != defaults.router_bias_update_rate) out["router_bias_update_rate"] = moe.router_bias_update_rate;
   if (moe.router_num_groups > 0) out["router_num_groups"] = moe.router_num_groups;
   if (moe.router_group_topk > 0) out["router_group_topk"] = moe.router_group_topk;
-  if (moe.aux_loss_coeff != megatron.aux_loss_coeff) out["aux_loss_coeff"] = moe.aux_loss_coeff;
+  if (moe.aux_loss_coeff != defaults.aux_loss_coeff) out["aux_loss_coeff"] = moe.aux_loss_coeff;
 }
 
 json model_json(const ModelConfig& m) {
