@@ -175,12 +175,19 @@ struct AttentionShape {
   // Rows are packs of several sequences, each attending only within itself (varlen attention, hot switching's
   // packs): seq_kv is then the packs' causal work expressed as keys per query, not a context-parallel split.
   bool packed = false;
+  // The scores soft-capped before the mask, cap x tanh(score / cap) after the 1/sqrt(d) scale (Gemma-2's
+  // attn_logit_softcapping; the cap is the model's attention_softcap): a tanh per score in each pass, another kernel.
+  bool softcapped = false;
+  // Learned sinks (gpt-oss): a logit per head joins each row's softmax as a key without a value; the layer's weights
+  // (model.attention_sinks). Fused attention, then a rescale of the output and, backward, the sinks' gradient.
+  bool sinks = false;
   // The values' head dim where it differs from the queries' and keys' (MLA: d_qk = nope + rope, d_v = v_head_dim);
   // 0: head_dim. 16 bits: it fits where the flags leave room, and Op keeps its size.
   std::int16_t v_head_dim = 0;
   // Sliding-window attention: each query attends to at most `window` keys, itself and those just before it
-  // (0: all keys before it). Packed rows are not windowed (hot switching's packs refuse windows).
-  std::int64_t window = 0;
+  // (0: all keys before it). Packed rows are not windowed (hot switching's packs refuse windows). 32 bits, as
+  // v_head_dim: a window is shorter than a sequence (core/model_limits.hpp), and Op keeps its size.
+  std::int32_t window = 0;
 };
 
 // What moves a communication op's bytes, for how much it slows the GEMMs beside it. NCCL's kernels occupy

@@ -35,6 +35,16 @@ double predict_kernel_time_ns(const std::vector<MeasuredKernelShape>& measured, 
     plain.softcapped_logits = false;
     return predict_kernel_time_ns(measured, plain, model_ns);
   }
+  if (!ratio && op.attention.softcapped) {  // no capped attention measured: the plain kernel's, the tanh unpriced
+    Op plain = op;
+    plain.attention.softcapped = false;
+    return predict_kernel_time_ns(measured, plain, model_ns);
+  }
+  if (!ratio && op.attention.sinks) {  // no attention with sinks measured: the plain kernel's, the sinks' pass unpriced
+    Op plain = op;
+    plain.attention.sinks = false;
+    return predict_kernel_time_ns(measured, plain, model_ns);
+  }
   if (!ratio) return model_ns(op);
   if (ratio->exact) return measured[*ratio->exact].time_ns;
   return model_ns(op) * std::exp(ratio->log_ratio);

@@ -29,10 +29,11 @@ std::string kernel_shape_key(const Op& op) {
     case OpKind::attention_forward:
     case OpKind::attention_backward: {
       const AttentionShape& a = op.attention;
-      return fmt::format("{}:b={},h={},kvh={},sq={},skv={},d={},causal={},flash={}{}{}{}{}", kind, a.batch, a.heads,
+      return fmt::format("{}:b={},h={},kvh={},sq={},skv={},d={},causal={},flash={}{}{}{}{}{}{}", kind, a.batch, a.heads,
                          a.kv_heads, a.seq_q, a.seq_kv, a.head_dim, int(a.causal), int(a.flash),
                          drops_attention_probabilities(op) ? ",dropout=1" : "", a.cudnn ? ",cudnn=1" : "",
                          a.window > 0 ? fmt::format(",window={}", a.window) : std::string(),
+                         a.softcapped ? ",softcap=1" : "", a.sinks ? ",sinks=1" : "",
                          a.v_head_dim > 0 && a.v_head_dim != a.head_dim ? fmt::format(",dv={}", a.v_head_dim)
                                                                        : std::string());
     }

@@ -36,7 +36,9 @@ bool set_field(Op& op, std::string_view name, std::int64_t value) {
   if (name == "rows") op.rows = value;
   else if (name == "cols") op.cols = value;
   else if (name == "gated") op.activation = value != 0 ? Activation::swiglu : Activation::gelu;  // unless named
-  else if (name == "softcap") op.softcapped_logits = value != 0;
+  else if (name == "softcap" && op_kind_traits(op.kind).pricing == OpPricing::attention) a.softcapped = value != 0;
+  else if (name == "softcap") op.softcapped_logits = value != 0;  // a loss's logits
+  else if (name == "sinks") a.sinks = value != 0;
   else if (name == "elements") op.elements = value;
   else if (name == "bytes") op.bytes = value;
   else if (name == "b") a.batch = value;
@@ -49,7 +51,7 @@ bool set_field(Op& op, std::string_view name, std::int64_t value) {
   else if (name == "flash") a.flash = value != 0;
   else if (name == "dropout") set_dropout(op, value != 0);
   else if (name == "cudnn") a.cudnn = value != 0;
-  else if (name == "window") a.window = value;
+  else if (name == "window" && value <= INT32_MAX) a.window = static_cast<std::int32_t>(value);
   else if (name == "dv" && value <= INT16_MAX) a.v_head_dim = static_cast<std::int16_t>(value);
   else if (name == "m") g.m = value;
   else if (name == "n") g.n = value;
@@ -123,7 +125,9 @@ int variant(const Op& op) {
          int(op.fp8_recipe) << 8 |  // each FP8 recipe's cast is its own kernel (1 or 2 passes, per tensor or block)
          // hidden dropout draws or reads a mask: another kernel (attention's dropout is bit 3's, fused or not)
          int(op.dropout > 0 && op_kind_traits(op.kind).pricing != OpPricing::attention) << 10 |
-         int(op.softcapped_logits) << 11;
+         int(op.softcapped_logits) << 11 |
+         int(attention && op.attention.softcapped) << 12 |  // a tanh per score: another kernel
+         int(attention && op.attention.sinks) << 13;  // the sinks' passes after the kernel
 }
 
 }  // namespace

@@ -16,8 +16,13 @@ std::optional<UnsupportedModelFeature> first_unsupported_feature(const ModelConf
   // Sliding windows run on a layer's own attention (each op says its window); MLA's attention takes none.
   if (m.window_size > 0 && m.mla.enabled())
     return unsupported("window_size", "sliding-window multi-latent attention");
-  if (m.attention_sinks) return unsupported("attention_sinks", "attention sinks");
-  if (m.attention_softcap > 0) return unsupported("attention_softcap", "soft-capped attention scores");
+  // Sinks rescale any backend's output and log-sum-exp after its attention (gpu/kernels.hpp); MLA's calls
+  // return no log-sum-exp that the executor keeps.
+  if (m.attention_sinks && m.mla.enabled())
+    return unsupported("attention_sinks", "attention sinks with multi-latent attention");
+  // Soft-capped scores run in every backend's attention of whole sequences (gpu/attention.hpp); MLA's calls take none.
+  if (m.attention_softcap > 0 && m.mla.enabled())
+    return unsupported("attention_softcap", "soft-capped multi-latent attention");
   // Post norms run in dense layers (Gemma-2 and 3's): an MoE layer's combine and MLA's blocks hand their branch on
   // as a pre-norm layer's.
   if (m.post_norms && m.is_moe()) return unsupported("post_norms", "post norms in a mixture-of-experts model");
@@ -42,6 +47,10 @@ std::optional<UnsupportedModelFeature> first_unsupported_feature(const ModelConf
     return unsupported("attention_dropout", "attention dropout with multi-latent attention");
   if (m.attention_dropout > 0 && m.window_size > 0)
     return unsupported("attention_dropout", "attention dropout with sliding-window attention");
+  if (m.attention_dropout > 0 && m.attention_softcap > 0)  // no cuDNN graph of the two was tried on a GPU
+    return unsupported("attention_dropout", "attention dropout with soft-capped attention scores");
+  if (m.attention_dropout > 0 && m.attention_sinks)  // no run of the two was checked on a GPU
+    return unsupported("attention_dropout", "attention dropout with attention sinks");
   if (!is_fused_attention(m.attention_backend)) return unsupported("attention_backend", "unfused attention");
   return std::nullopt;
 }

@@ -261,7 +261,13 @@ void bind_op(const RankClass& rc, OpIndex i, OpBinding& b) {
   switch (op.kind) {
     case OpKind::gemm: bind_gemm(rc, i, b); break;
     case OpKind::attention_forward:
-    case OpKind::attention_backward: b.action = attention_action(rc, i); break;
+    case OpKind::attention_backward:
+      b.action = attention_action(rc, i);
+      if (op.attention.sinks) {  // the layer's sinks: read forward, their gradient written backward
+        if (op.context_form != ContextForm::none) unsupported(rc, i, "attention sinks under context parallelism");
+        b.subject = OpRole::core_attention;
+      }
+      break;
     case OpKind::norm_forward:
     case OpKind::norm_backward:
       b.action = norm_action(rc, i);
@@ -342,6 +348,7 @@ std::optional<GradientKey> gradient_key(const Op& op, const OpBinding& b, bool t
   const bool writes = b.action == Action::linear_weight_grad || b.action == Action::norm_backward ||
                       b.action == Action::embedding_backward || b.action == Action::router_weight_grad ||
                       b.action == Action::expert_weight_grad ||
+                      (b.action == Action::attention_backward && op.attention.sinks) ||
                       (b.action == Action::mla_step && writes_weight_gradient(b.mla_step));
   if (!writes) return std::nullopt;
   const bool tied_output = tied_embeddings && b.subject == OpRole::output_projection;

@@ -85,12 +85,12 @@ struct OpBinding {
   Action action = Action::linear_forward;
   // The model part the op works on: the linear's role for GEMMs and TP collectives (qkv_projection,
   // attention_projection, fc1, fc2, output_projection, or embedding), the norm's role for norms, router,
-  // expert_fc1 or expert_fc2 for an experts block's GEMMs.
+  // expert_fc1 or expert_fc2 for an experts block's GEMMs, core_attention for attention with sinks (their weights).
   OpRole subject = OpRole::none;
-  // The class's first op of an iteration writing this weight's gradient (a weight-gradient GEMM, a norm
-  // backward or the embedding backward, per layer and subject): it stores the gradient (the embedding's
-  // zeroes its table first: a step names only some rows), the later ones add to it, so the gradient buffers
-  // need no zeroing per step.
+  // The class's first op of an iteration writing this weight's gradient (a weight-gradient GEMM, a norm backward,
+  // the embedding backward or an attention backward with sinks, per layer and subject): it stores the gradient
+  // (the embedding's zeroes its table first: a step names only some rows), the later ones add to it, so the
+  // gradient buffers need no zeroing per step.
   bool first_gradient = false;
   // The embedding backward that writes the learned positions' gradient first in an iteration: it zeroes it (the
   // tied output projection writes the table's gradient before it, and so holds first_gradient, but never the

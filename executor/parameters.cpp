@@ -114,6 +114,7 @@ class UnitMaker {
       add_linear(unit, p + "qkv", OpRole::qkv_projection, TensorParallel::column,
                  columns(h, (heads_l + 2 * groups_l) * d, (heads + 2 * groups) * d, qkv_blocks), kStddev);
       if (m_.qk_layernorm) add_qk_norm(unit, p + "qk_norm");
+      if (m_.attention_sinks) add_sinks(unit, p + "sinks");
     }
     const std::int64_t o_width = heads_l * (shapes_.mla() ? shapes_.v_d : d);  // attention's output per rank
     add_linear(unit, p + "proj", OpRole::attention_projection, TensorParallel::row, rows_from(o_width, h, t * o_width),
@@ -209,6 +210,15 @@ class UnitMaker {
     w.tp_replicated = true;
     w.tp_partial_gradient = true;
     w.shard = rows_from(2, shapes_.d, 0);
+    unit.tensors.push_back(std::move(w));
+  }
+  // Attention's sinks (gpt-oss), a logit per query head, sharded over TP as the heads are: a rank's heads' sinks are
+  // its own, their gradients whole on it. Zeros at the start (a sink of logit 0 weighs as one more key of score 0).
+  void add_sinks(ParameterUnitLayout& unit, const std::string& name) const {
+    const std::int64_t heads_l = shapes_.heads;
+    WeightTensor w{name, OpRole::core_attention, 1, heads_l};
+    w.part = WeightPart::sinks;
+    w.shard = columns(1, heads_l, heads_l * tp_, {{t_ * heads_l, heads_l}});
     unit.tensors.push_back(std::move(w));
   }
   // Multi-latent attention's weights in place of QKV (DeepSeek-V3's q_a_proj, q_a_layernorm, q_b_proj,

@@ -17,11 +17,12 @@
 namespace twin::exec {
 
 // Which part of its layer a tensor is: a weight (a linear's, a norm's, a table), a bias (a linear's or a LayerNorm's,
-// initialised to zeros) or learned absolute positions (the embedding's, GPT).
-enum class WeightPart : std::uint8_t { weight, bias, positions };
+// initialised to zeros), learned absolute positions (the embedding's, GPT) or attention's learned sinks (gpt-oss's, one
+// logit per query head, initialised to zeros; core attention's).
+enum class WeightPart : std::uint8_t { weight, bias, positions, sinks };
 
 struct WeightTensor {
-  std::string name;         // "L3.qkv", "embedding", "output", "L3.input_norm", "L3.qkv.bias", "positions"
+  std::string name;         // "L3.qkv", "embedding", "output", "L3.input_norm", "L3.qkv.bias", "positions", "L3.sinks"
   OpRole role = OpRole::none;
   std::int64_t rows = 0, cols = 0;  // this rank's shard; linears as [in, out] (y = x W)
   std::int64_t offset = 0;  // elements into the unit's flat buffers

@@ -44,24 +44,27 @@ void check_mla(const ModelConfig& m, const Strategy& s, const std::string& file)
                                s.tensor_model_parallel_size, s.context_parallel_size));
 }
 
-// Sliding windows run on whole sequences: context parallelism's ring passes blocks of keys whose window cut depends
-// on the step (gpu/ring_attention.hpp runs causal or full blocks only).
-void check_window(const ModelConfig& m, const Strategy& s, const std::string& file) {
-  if (m.window_size == 0 || s.context_parallel_size == 1) return;
-  throw InputError(file, "/scenario/model/window_size",
-                   fmt::format("a plan of context_parallel_size 1 with sliding-window attention, got {} (context "
-                               "parallelism's ring blocks do not carry the window; the simulator prices it)",
-                               s.context_parallel_size));
-}
-
-// Attention dropout runs in whole-sequence attention: context parallelism's ring calls attention per block of keys,
-// which draws no dropout (executor/gpu/context_ring_run.cpp).
-void check_attention_dropout(const ModelConfig& m, const Strategy& s, const std::string& file) {
-  if (m.attention_dropout == 0 || s.context_parallel_size == 1) return;
-  throw InputError(file, "/scenario/model/attention_dropout",
-                   fmt::format("0 with context_parallel_size {} (twin execute drops attention probabilities in "
-                               "whole-sequence attention only; the simulator prices the ring with dropout)",
-                               s.context_parallel_size));
+// The attention variants twin execute runs in whole-sequence attention only: context parallelism's ring builds its
+// blocks' calls itself (gpu/ring_attention.hpp, executor/gpu/context_ring_run.cpp) and passes causal or full blocks
+// of keys, whose window cut would depend on the step, with no cap, no sink in the log-sum-exp it merges, no dropout.
+void check_whole_sequence_attention(const ModelConfig& m, const Strategy& s, const std::string& file) {
+  if (s.context_parallel_size == 1) return;
+  struct Variant {
+    bool present;
+    const char* key;
+    const char* what;
+  };
+  const Variant variants[] = {{m.window_size > 0, "window_size", "sliding-window attention"},
+                              {m.attention_softcap > 0, "attention_softcap", "soft-capped attention scores"},
+                              {m.attention_sinks, "attention_sinks", "attention sinks"},
+                              {m.attention_dropout > 0, "attention_dropout", "attention dropout"}};
+  for (const Variant& v : variants)
+    if (v.present)
+      throw InputError(file, std::string("/scenario/model/") + v.key,
+                       fmt::format("a plan of context_parallel_size 1 with {}, got {} (twin execute runs it in "
+                                   "whole-sequence attention only, not in context parallelism's ring blocks; the "
+                                   "simulator prices the ring with it)",
+                                   v.what, s.context_parallel_size));
 }
 
 // Post norms run at TP 1: under TP the post norm reads its branch after the row-parallel linear's reduction, a
@@ -88,8 +91,7 @@ void check_shared_experts(const ModelConfig& m, const Strategy& s, const std::st
 // The model's variants twin execute runs under some layouts only, under `s`.
 void check_model_under(const ModelConfig& m, const Strategy& s, const std::string& file) {
   check_mla(m, s, file);
-  check_window(m, s, file);
-  check_attention_dropout(m, s, file);
+  check_whole_sequence_attention(m, s, file);
   check_post_norms(m, s, file);
   check_shared_experts(m, s, file);
 }

@@ -96,6 +96,11 @@ LinearHolder linear_holder(OpRole subject, std::int32_t unit, bool tied_embeddin
 
 ParameterAccess parameter_access(const Op& op, const OpBinding& b, const StageWeights& stage) {
   ParameterAccess access;
+  if (b.subject == OpRole::core_attention) {  // attention with sinks (op_binding.cpp): it reads them, backward writes
+    access.reads_weights = {op_unit(op, b)};  // their gradient too
+    if (b.action == Action::attention_backward) access.writes_gradients = access.reads_weights;
+    return access;
+  }
   switch (touch_of(b.action)) {
     case Touch::nothing: break;
     case Touch::reads: access.reads_weights = units_named(op, b, stage); break;

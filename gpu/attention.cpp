@@ -35,10 +35,12 @@ struct DropoutBindings {
   }
 };
 
-// The host scalars of the causal mask and its window, bound at execution where the graph has them.
+// The host scalars of the soft-cap, the causal mask and its window, bound at execution where the graph has them.
 struct MaskScalars {
-  float negative_infinity = -std::numeric_limits<float>::infinity(), window = 0;
+  float negative_infinity = -std::numeric_limits<float>::infinity(), window = 0, softcap = 0;
   void bind(const Shape& x, std::vector<std::pair<std::int64_t, void*>>& pointers) {
+    softcap = x.softcap;
+    if (x.softcap > 0) pointers.push_back({kSoftcap, &softcap});
     if (!x.causal) return;
     pointers.push_back({kNegativeInfinity, &negative_infinity});
     window = static_cast<float>(x.window);  // exact: a window below 2^24 keys
@@ -87,7 +89,7 @@ Attention::~Attention() {
 Attention::Plans& Attention::plans_for(const kernels::AttentionDims& dims, float dropout) {
   const Shape x = shape_of(dims, dropout);
   const ShapeKey key{x.b, x.s, x.skv, int(x.h), int(x.hk), int(x.d), x.q_stride, x.kv_stride, x.qs, x.kvs, x.causal,
-                     x.dv, x.v_stride, x.window, x.dropout};
+                     x.dv, x.v_stride, x.window, x.dropout, x.softcap};
   auto it = plans_.find(key);
   if (it != plans_.end()) return *it->second;
   if (x.h % x.hk != 0) throw std::invalid_argument("attention: heads must be a multiple of kv_heads");

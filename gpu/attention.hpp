@@ -17,6 +17,9 @@
 // Every backend runs a sliding window (AttentionDims::window, causal self-attention): cuDNN through the frontend's
 // left-bound band mask (gpu/attention.cpp), the kernels by skipping the key tiles left of the band. A window of at
 // least seq keys is the causal mask, and runs as it (the same plan).
+// Every backend soft-caps the scaled scores where AttentionDims::softcap > 0 (Gemma-2): cuDNN through the frontend's
+// Softcap score modifier (DIV, TANH_FWD, MUL before the mask; MUL, TANH_BWD, DIV on the scores' gradient), the
+// kernels by a tanh per score in both passes.
 // The cuDNN backends also drop attention probabilities (AttentionDropout): the frontend's SDPA dropout, a Philox
 // Bernoulli RNG node over the [b, h, s, s_kv] probabilities keyed by a seed, the kept ones scaled by 1 / (1 - p);
 // the backward draws the same mask from the same seed. cuDNN takes no dropout with a sliding window, and the
@@ -61,7 +64,8 @@ class Attention {
  private:
   struct Plans;
   using ShapeKey = std::tuple<std::int64_t, std::int64_t, std::int64_t, int, int, int, std::int64_t, std::int64_t,
-                              std::int64_t, std::int64_t, bool, std::int64_t, std::int64_t, std::int64_t, float>;
+                              std::int64_t, std::int64_t, bool, std::int64_t, std::int64_t, std::int64_t, float,
+                              float>;
   Plans& plans_for(const kernels::AttentionDims& dims, float dropout);
 
   AttentionImplementation backend_;

@@ -70,6 +70,31 @@ void intermediate(cudnn::GraphBuilder& g, std::int64_t uid, const Dims& dims, co
   g.tensor(uid, dims, strides, type, Binding::intermediate);
 }
 
+// out = softcap x tanh(in / softcap), as cudnn-frontend's Softcap score modifier builds it (DIV, TANH_FWD, MUL by the
+// cap as a host scalar), where the frontend applies a score modifier: after the scale, before the masks. `in` without a
+// cap. kBeforeTanh stays for the backward's TANH_BWD.
+std::int64_t soft_cap(cudnn::GraphBuilder& g, const Shape& x, std::int64_t in) {
+  if (x.softcap == 0) return in;
+  g.scalar(kSoftcap, CUDNN_DATA_FLOAT);
+  for (std::int64_t uid : {kBeforeTanh, kTanh, kCapped}) intermediate(g, uid, scores_dims(x), scores_strides(x));
+  g.pointwise(CUDNN_POINTWISE_DIV, kBeforeTanh, in, kSoftcap);
+  g.pointwise(CUDNN_POINTWISE_TANH_FWD, kTanh, kBeforeTanh);
+  g.pointwise(CUDNN_POINTWISE_MUL, kCapped, kTanh, kSoftcap);
+  return kCapped;
+}
+
+// The gradient of the capped scores taken through the cap, as the frontend's Softcap::backward: MUL by the cap,
+// TANH_BWD at kBeforeTanh, DIV by the cap (dS (1 - tanh^2)); `ds` without a cap.
+std::int64_t soft_cap_gradient(cudnn::GraphBuilder& g, const Shape& x, std::int64_t ds) {
+  if (x.softcap == 0) return ds;
+  for (std::int64_t uid : {kDsCapScaled, kDsThroughTanh, kDsUncapped})
+    intermediate(g, uid, scores_dims(x), scores_strides(x));
+  g.pointwise(CUDNN_POINTWISE_MUL, kDsCapScaled, ds, kSoftcap);
+  g.pointwise_backward(CUDNN_POINTWISE_TANH_BWD, kDsThroughTanh, kDsCapScaled, kBeforeTanh);
+  g.pointwise(CUDNN_POINTWISE_DIV, kDsUncapped, kDsThroughTanh, kSoftcap);
+  return kDsUncapped;
+}
+
 // The dropout's inputs (the Philox seed and offset in memory, the scale 1 / (1 - p) by value) and its mask, drawn
 // by the RNG node: 1 where a probability is kept, with probability 1 - p.
 void dropout_mask(cudnn::GraphBuilder& g, const Shape& x) {
@@ -103,7 +128,7 @@ std::int64_t used_probabilities(cudnn::GraphBuilder& g, const Shape& x) {
   return kDroppedScaled;
 }
 
-// kDs = P (dO V^T - rowsum(dO * O)) * scale; with dropout P (dO V^T M - (1 - p) rowsum(dO * O)) / (1 - p) * scale
+// kDs = P (dO V^T - rowsum(dO * O)) [through the cap] * scale; with dropout P (dO V^T M - (1 - p) rowsum(dO * O)) / (1 - p) * scale
 // (the (1 - p) of the row sums is kOne's value).
 void score_gradient(cudnn::GraphBuilder& g, const Shape& x) {
   for (std::int64_t uid : {kDp, kDpShifted, kDsUnscaled, kDs}) intermediate(g, uid, scores_dims(x), scores_strides(x));
@@ -121,7 +146,7 @@ void score_gradient(cudnn::GraphBuilder& g, const Shape& x) {
     g.pointwise(CUDNN_POINTWISE_MUL, kDsDropoutScaled, kDsUnscaled, kDropoutScale);
     ds = kDsDropoutScaled;
   }
-  g.pointwise(CUDNN_POINTWISE_MUL, kDs, ds, kScale);
+  g.pointwise(CUDNN_POINTWISE_MUL, kDs, soft_cap_gradient(g, x, ds), kScale);
 }
 
 }  // namespace
@@ -131,6 +156,7 @@ Shape shape_of(const kernels::AttentionDims& dims, float dropout) {
     throw std::invalid_argument("attention: a window needs the causal mask and at least one key");
   if (!(dropout >= 0 && dropout < 1))
     throw std::invalid_argument("attention: a dropout probability in [0, 1), got " + std::to_string(dropout));
+  if (!(dims.softcap >= 0)) throw std::invalid_argument("attention: a soft-cap must be positive (0: none)");
   const std::int64_t d = dims.head_dim, skv = dims.seq_kv ? dims.seq_kv : dims.seq;
   return {dims.batch, dims.seq, skv, dims.heads, dims.kv_heads, d,
           dims.q_row_stride ? dims.q_row_stride : dims.heads * d,
@@ -140,7 +166,7 @@ Shape shape_of(const kernels::AttentionDims& dims, float dropout) {
           dims.v_row_stride ? dims.v_row_stride
                             : (dims.kv_row_stride ? dims.kv_row_stride
                                                   : dims.kv_heads * (dims.v_head_dim ? dims.v_head_dim : d)),
-          dims.causal && dims.window > 0 && dims.window < skv ? dims.window : 0, dropout};
+          dims.causal && dims.window > 0 && dims.window < skv ? dims.window : 0, dropout, dims.softcap};
 }
 
 
@@ -154,7 +180,7 @@ cudnn::Descriptor forward_graph(cudnnHandle_t handle, const Shape& x) {
   intermediate(g, kScaled, scores_dims(x), scores_strides(x));
   g.matmul(kQ, kKT, kScores);
   g.pointwise(CUDNN_POINTWISE_MUL, kScaled, kScores, kScale);
-  const std::int64_t masked = causal_mask(g, x, kScaled);
+  const std::int64_t masked = causal_mask(g, x, soft_cap(g, x, kScaled));
   intermediate(g, kRowMax, row_dims(x), row_strides(x));
   intermediate(g, kShifted, scores_dims(x), scores_strides(x));
   intermediate(g, kExp, scores_dims(x), scores_strides(x));
@@ -209,13 +235,13 @@ cudnn::Descriptor backward_graph(cudnnHandle_t handle, const Shape& x, bool dete
   g.reduction(CUDNN_REDUCE_TENSOR_ADD, kDoutTimesO, kRowDot);
   g.pointwise(CUDNN_POINTWISE_MUL, kSoftmaxSum, kRowDot, kOne);
 
-  // P = exp(scale * Q K^T - Stats), masked.
+  // P = exp(cap(scale * Q K^T) - Stats), masked.
   intermediate(g, kScores, scores_dims(x), scores_strides(x));
   intermediate(g, kScaled, scores_dims(x), scores_strides(x));
   intermediate(g, kShifted, scores_dims(x), scores_strides(x));
   g.matmul(kQ, kKT, kScores);
   g.pointwise(CUDNN_POINTWISE_MUL, kScaled, kScores, kScale);
-  g.pointwise(CUDNN_POINTWISE_SUB, kShifted, kScaled, kStats);
+  g.pointwise(CUDNN_POINTWISE_SUB, kShifted, soft_cap(g, x, kScaled), kStats);
   const std::int64_t masked = causal_mask(g, x, kShifted);
   intermediate(g, kExp, scores_dims(x), scores_strides(x));
   g.pointwise(CUDNN_POINTWISE_EXP, kExp, masked);
@@ -244,7 +270,8 @@ std::string describe(const Shape& x, const char* pass) {
          " heads=" + std::to_string(x.h) + " kv_heads=" + std::to_string(x.hk) + " head_dim=" + std::to_string(x.d) +
          (x.dv != x.d ? " v_head_dim=" + std::to_string(x.dv) : std::string()) +
          (x.causal ? " causal" : "") + (x.window ? " window=" + std::to_string(x.window) : std::string()) +
-         (x.dropout > 0 ? " dropout=" + std::to_string(x.dropout) : std::string()) + ")";
+         (x.dropout > 0 ? " dropout=" + std::to_string(x.dropout) : std::string()) +
+         (x.softcap > 0 ? " softcap=" + std::to_string(x.softcap) : std::string()) + ")";
 }
 
 }  // namespace twin::gpu::attention_graphs

@@ -91,6 +91,22 @@ void GraphBuilder::pointwise(cudnnPointwiseMode_t mode, std::int64_t y, std::int
   operations_.push_back(std::move(op));
 }
 
+void GraphBuilder::pointwise_backward(cudnnPointwiseMode_t mode, std::int64_t dx, std::int64_t dy, std::int64_t x) {
+  Descriptor desc(CUDNN_BACKEND_POINTWISE_DESCRIPTOR);
+  const cudnnDataType_t compute = CUDNN_DATA_FLOAT;
+  desc.set(CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1, &mode)
+      .set(CUDNN_ATTR_POINTWISE_MATH_PREC, CUDNN_TYPE_DATA_TYPE, 1, &compute);
+  desc.finalize();
+  Descriptor op(CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR);
+  op.set_descriptor(CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, desc)
+      .set_descriptor(CUDNN_ATTR_OPERATION_POINTWISE_XDESC, at(x))
+      .set_descriptor(CUDNN_ATTR_OPERATION_POINTWISE_DYDESC, at(dy))
+      .set_descriptor(CUDNN_ATTR_OPERATION_POINTWISE_DXDESC, at(dx))
+      .finalize();
+  attributes_.push_back(std::move(desc));
+  operations_.push_back(std::move(op));
+}
+
 void GraphBuilder::reduction(cudnnReduceTensorOp_t reduce, std::int64_t x, std::int64_t y) {
   Descriptor desc(CUDNN_BACKEND_REDUCTION_DESCRIPTOR);
   const cudnnDataType_t compute = CUDNN_DATA_FLOAT;

@@ -50,6 +50,8 @@ class GraphBuilder {
   // y = mode(x[, b[, t]]) computed in `compute`; `axis` for GEN_INDEX.
   void pointwise(cudnnPointwiseMode_t mode, std::int64_t y, std::int64_t x, std::int64_t b = -1, std::int64_t t = -1,
                  cudnnDataType_t compute = CUDNN_DATA_FLOAT, std::int64_t axis = -1);
+  // dx = mode's derivative at the forward input x times dy (a *_BWD pointwise mode such as TANH_BWD), in fp32.
+  void pointwise_backward(cudnnPointwiseMode_t mode, std::int64_t dx, std::int64_t dy, std::int64_t x);
   // y = reduce(x) over the dimensions where y has extent 1; fp32.
   void reduction(cudnnReduceTensorOp_t op, std::int64_t x, std::int64_t y);
   // y is x viewed with other dimensions and strides (a transpose of the last two here).

@@ -303,6 +303,10 @@ struct AttentionDims {
   // Sliding window (causal only): each query sees at most `window` keys, itself and the window - 1 before it; 0:
   // the whole causal prefix (core/model.hpp's window_size, AttentionShape::window). Every backend runs it.
   std::int64_t window = 0;
+  // Soft-capped scores (Gemma-2's attn_logit_softcapping): each scaled score becomes softcap x tanh(score /
+  // softcap) before the mask and the softmax, and its gradient goes through the tanh; 0: as computed. Every backend
+  // runs it.
+  float softcap = 0;
 };
 // lse: [batch, heads, seq] fp32, the natural-log sum of exp of the scaled scores of each row (kept for
 // backward).
@@ -312,6 +316,25 @@ void attention_forward(const bf16* q, const bf16* k, const bf16* v, bf16* o, flo
 // Three kernels: delta, then dK/dV by key block, then dQ by query block (no atomics: deterministic).
 void attention_backward(const bf16* q, const bf16* k, const bf16* v, const bf16* o, const bf16* dout, const float* lse,
                         float* delta, bf16* dq, bf16* dk, bf16* dv, const AttentionDims& dims, cudaStream_t stream);
+
+// ---- attention sinks (gpu/kernels/attention_sinks.cu) ----
+// gpt-oss's learned sinks: one logit per head joins each row's softmax as a key with no value, so a row's
+// probabilities sum to 1 - exp(sink - lse'). Any backend's plain attention, then these, is attention with sinks:
+// with lse' = log(exp(lse) + exp(sink)) and O' = O exp(lse - lse'), the plain backward given (O', lse') is the sink
+// softmax's backward for q, k and v, and the sink's own gradient is -sum over rows of exp(sink - lse') rowsum(dO O').
+// o, dout [batch * seq, heads, v_head_dim] contiguous; lse [batch, heads, seq]; sinks [heads] (bf16, the weight).
+struct AttentionSinkShape {
+  std::int64_t batch = 0, seq = 0;
+  int heads = 0, v_head_dim = 0;
+};
+// In place: lse becomes lse', o becomes O'. Eight lanes per (token, head).
+void attention_sinks_forward(bf16* o, float* lse, const bf16* sinks, const AttentionSinkShape& shape,
+                             cudaStream_t stream);
+// d_sinks[h] = (accumulate ? d_sinks[h] : 0) + dsink_h, from the forward's O' and lse'. `partials` is scratch of
+// attention_sink_partial_floats(shape) floats; the sum over rows runs in a fixed order (deterministic).
+void attention_sinks_backward(const bf16* o, const bf16* dout, const float* lse, const bf16* sinks, float* partials,
+                              bf16* d_sinks, bool accumulate, const AttentionSinkShape& shape, cudaStream_t stream);
+std::size_t attention_sink_partial_floats(const AttentionSinkShape& shape);
 
 // ---- multi-latent attention's heads (gpu/kernels/mla.cu) ----
 // DeepSeek-V3's keys and values: the kv up-projection's output kv [tokens, heads, nope + v] holds each head's key

@@ -170,7 +170,7 @@ kernels::Fp8Scaling fp8_cast_blocks(Fp8Recipe recipe, LinearTensor tensor) {
   return tensor == LinearTensor::weight ? kernels::Fp8Scaling::blocks_128x128 : kernels::Fp8Scaling::blocks_1x128;
 }
 
-kernels::AttentionDims attention_dims(const AttentionShape& shape) {
+kernels::AttentionDims attention_dims(const AttentionShape& shape, double softcap) {
   kernels::AttentionDims dims{shape.batch, shape.seq_q, static_cast<int>(shape.heads),
                               static_cast<int>(shape.kv_heads), static_cast<int>(shape.head_dim), 0, 0, shape.causal};
   dims.v_head_dim = shape.v_head_dim;
@@ -180,13 +180,38 @@ kernels::AttentionDims attention_dims(const AttentionShape& shape) {
     throw std::logic_error("gpu::attention_dims: a window of " + std::to_string(shape.window) +
                            " keys on a mask that is not causal");
   dims.window = shape.window;
+  if (shape.softcapped && !(softcap > 0))
+    throw std::logic_error("gpu::attention_dims: a soft-capped attention op without a cap (the model's attention_softcap)");
+  dims.softcap = shape.softcapped ? static_cast<float>(softcap) : 0.f;
   return dims;
 }
 
+namespace {
+
+// The rows attention sinks fold into: a self-attention block's contiguous rows (a ring block's are strided).
+kernels::AttentionSinkShape sink_shape(const kernels::AttentionDims& d) {
+  if ((d.seq_kv != 0 && d.seq_kv != d.seq) || d.q_sequence_rows != 0)
+    throw std::logic_error("gpu: attention sinks on a block of context parallelism's ring");
+  return {d.batch, d.seq, d.heads, d.v_head_dim ? d.v_head_dim : d.head_dim};
+}
+
+}  // namespace
+
 void launch(const AttentionForward& c, cudaStream_t stream) {
   c.attention->forward(c.q, c.k, c.v, c.o, c.lse, c.dims, stream, c.dropout);
+  if (c.sinks) kernels::attention_sinks_forward(c.o, c.lse, c.sinks, sink_shape(c.dims), stream);
 }
 void launch(const AttentionBackward& c, cudaStream_t stream) {
+  if (c.sinks) {
+    if (!c.d_sinks) throw std::logic_error("gpu: an attention backward with sinks but no gradient for them");
+    const kernels::AttentionSinkShape shape = sink_shape(c.dims);
+    float* partials = nullptr;
+    TWIN_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&partials),
+                                    kernels::attention_sink_partial_floats(shape) * sizeof(float), stream));
+    kernels::attention_sinks_backward(c.o, c.d_o, c.lse, c.sinks, partials, c.d_sinks, c.accumulate_sinks, shape,
+                                      stream);
+    TWIN_CUDA_CHECK(cudaFreeAsync(partials, stream));
+  }
   c.attention->backward(c.q, c.k, c.v, c.o, c.d_o, c.lse, c.dq, c.dk, c.dv, c.dims, stream, c.dropout);
 }
 

@@ -274,9 +274,11 @@ struct Fp8Transpose {
 kernels::Fp8Scaling fp8_cast_blocks(Fp8Recipe recipe, LinearTensor tensor);
 
 // The kernel's dimensions of an attention op's shape (contiguous rows, whole sequences): heads, head dims, the
-// causal mask and its window as the op says them. Calibration's bench runs them as they are; the executor starts
-// from them and sets its rows' strides and its runs of sequences, so the window reaches the kernel one way.
-kernels::AttentionDims attention_dims(const AttentionShape& shape);
+// causal mask and its window as the op says them, and `softcap` (the model's attention_softcap) where the op says its
+// scores are soft-capped (a soft-capped op without a cap > 0 throws std::logic_error). Calibration's bench runs them
+// as they are; the executor starts from them and sets its rows' strides and its runs of sequences, so the window and
+// the cap reach the kernel one way.
+kernels::AttentionDims attention_dims(const AttentionShape& shape, double softcap);
 
 // Fused attention of one run of equal sequences, through the executor's attention implementation.
 struct AttentionForward {
@@ -289,6 +291,9 @@ struct AttentionForward {
   float* lse = nullptr;
   kernels::AttentionDims dims;
   AttentionDropout dropout;  // the op's attention dropout and its call's key; calibration times none
+  // The layer's sinks [heads] (an op whose AttentionShape::sinks is set; nullptr: none): the plain attention, then
+  // kernels::attention_sinks_forward folds them into o and lse (contiguous rows only: no ring block).
+  const bf16* sinks = nullptr;
 };
 struct AttentionBackward {
   static constexpr OpKind kind = OpKind::attention_backward;
@@ -304,6 +309,11 @@ struct AttentionBackward {
   bf16* dv = nullptr;
   kernels::AttentionDims dims;
   AttentionDropout dropout;  // the forward's
+  // With sinks (the forward's, which left o and lse with them folded in): their gradient into d_sinks [heads],
+  // stored, or added where `accumulate_sinks` (a later micro-batch or run of sequences).
+  const bf16* sinks = nullptr;
+  bf16* d_sinks = nullptr;
+  bool accumulate_sinks = false;
 };
 
 void launch(const NormForward& call, cudaStream_t stream);

@@ -12,7 +12,7 @@ static_assert(sizeof(Op) == 240, "Op changed: make price_key() cover any new fie
 namespace {
 
 // An op's enums (8 bits each; the optimizer state's dtypes 4, the GEMM's inputs and the FP8 recipe 2) and flags (1 bit
-// each) in one word: 56 bits.
+// each) in one word: 58 bits.
 std::int64_t kind_and_flags(const Op& op) {
   const GemmShape& g = op.gemm;
   const AttentionShape& a = op.attention;
@@ -33,7 +33,7 @@ std::int64_t kind_and_flags(const Op& op) {
   put(static_cast<std::uint8_t>(op.fp8_recipe), 2);   // four values
   put(static_cast<std::uint8_t>(op.activation), 2);   // four values
   for (bool flag : {op.recomputed, g.transpose_a, g.transpose_b, a.causal, a.flash, a.dropout, a.cudnn, a.packed,
-                    op.softcapped_logits, op.fuses_residual, g.e5m2, op.fp8_columnwise,
+                    a.softcapped, a.sinks, op.softcapped_logits, op.fuses_residual, g.e5m2, op.fp8_columnwise,
                     precision.store_param_remainders, op.normalization == Normalization::layernorm})
     put(flag, 1);
   return static_cast<std::int64_t>(word);

@@ -88,6 +88,8 @@ void Emitter::fill(Op& op) const {
   op.attention.dropout = sh_.attention_dropout && attention;
   if (attention) op.dropout = sh_.attention_dropout_probability;
   op.attention.cudnn = sh_.cudnn_attention && attention;
+  op.attention.softcapped = sh_.attention_softcap > 0 && attention;
+  op.attention.sinks = sh_.attention_sinks && attention;
   op.activation = sh_.activation;
   const bool loss = op.kind == OpKind::loss_forward || op.kind == OpKind::loss_backward;
   op.softcapped_logits = sh_.softcapped_logits && loss;
@@ -150,7 +152,7 @@ Op Emitter::attention(const RankShapes& s, std::int64_t window, bool backward, s
   op.role = OpRole::core_attention;
   op.attention = {s.b, s.heads, s.groups, seq_q, seq_kv, s.d, causal};
   if (s.mla()) op.attention.v_head_dim = static_cast<std::int16_t>(s.v_d);
-  if (causal && window < seq_kv) op.attention.window = window;
+  if (causal && window < seq_kv) op.attention.window = static_cast<std::int32_t>(window);  // < kMaxSequence
   op.flops = attention_flops(op.attention, backward);
   return op;
 }

@@ -89,6 +89,8 @@ RankShapes rank_shapes(const Scenario& scenario, const Strategy& st) {
   s.qkv_width = (s.heads + 2 * s.groups) * s.d;
   s.activation = m.activation;
   s.softcapped_logits = m.final_logit_softcap > 0;
+  s.attention_softcap = m.attention_softcap;
+  s.attention_sinks = m.attention_sinks;
   s.qk_norm = m.qk_layernorm;
   if (m.mla.enabled()) {  // each head its own key and value, d_qk = nope + rope wide, d_v = v_head_dim
     s.q_lora_rank = m.mla.q_lora_rank;

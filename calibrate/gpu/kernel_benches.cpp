@@ -317,17 +317,24 @@ std::optional<KernelBench> make_kernel_bench(const Op& op, const KernelModelFact
                         : "attention kernels need seq_q == seq_kv, head_dim 64 or 128 and kv_heads dividing heads";
         return std::nullopt;
       }
-      const k::AttentionDims dims = attention_dims(a);  // the executor's too (executor/gpu/dense_block.hpp)
+      if (a.softcapped && facts.attention_softcap <= 0) { why_not = "no cap for soft-capped scores"; return std::nullopt; }
+      // the executor's too (executor/gpu/dense_block.hpp)
+      const k::AttentionDims dims = attention_dims(a, facts.attention_softcap);
       const std::int64_t tokens = a.batch * a.seq_q, qn = tokens * a.heads * a.head_dim, kvn = tokens * a.kv_heads * a.head_dim;
       const std::int64_t vn = tokens * a.kv_heads * value_head_dim(a), on = tokens * a.heads * value_head_dim(a);
       B *q = x.b(x.bf16(qn)), *kp = x.b(x.bf16(kvn)), *v = x.b(x.bf16(vn)), *o = x.b(x.raw(on * 2));
       float* lse = x.f(x.raw(a.batch * a.heads * a.seq_q * 4));
+      // Sinks (gpt-oss's): one logit per head folded in after the plain attention, timed with it as the op runs.
+      const B* sinks = a.sinks ? x.b(x.bf16(a.heads)) : nullptr;
       std::shared_ptr<Attention> attention = shared_attention();
-      const AttentionForward forward{attention.get(), q, kp, v, o, lse, dims};
+      const AttentionForward forward{attention.get(), q, kp, v, o, lse, dims, {}, sinks};
       if (op.kind == OpKind::attention_forward) return bench_of(x, forward, attention);
       launch(forward, stream);  // O and the logsumexp the backward reads
       B *dout = x.b(x.bf16(on)), *dq = x.b(x.raw(qn * 2)), *dk = x.b(x.raw(kvn * 2)), *dv = x.b(x.raw(vn * 2));
-      return bench_of(x, AttentionBackward{attention.get(), q, kp, v, o, dout, lse, dq, dk, dv, dims}, attention);
+      B* d_sinks = a.sinks ? x.b(x.raw(a.heads * 2)) : nullptr;
+      return bench_of(x, AttentionBackward{attention.get(), q, kp, v, o, dout, lse, dq, dk, dv, dims, {}, sinks,
+                                           d_sinks},
+                      attention);
     }
     case OpKind::gemm:
     case OpKind::moe_router:

@@ -240,6 +240,7 @@ KernelOps default_kernel_ops(bool quick) {
   add_attention_grid(ops, quick);
   KernelModelFacts facts;
   facts.final_logit_softcap = 30;  // Gemma-2's cap; the time of a tanh does not depend on it
+  facts.attention_softcap = 50;    // Gemma-2's attention cap, likewise
   return to_ops(ops, facts);
 }
 
@@ -253,6 +254,7 @@ KernelOps scenario_kernel_ops(const std::string& path) {
   facts.hidden = scenario.model.hidden_size;
   if (scenario.model.moe.top_k > 0) facts.top_k = scenario.model.moe.top_k;
   facts.final_logit_softcap = scenario.model.final_logit_softcap;
+  facts.attention_softcap = scenario.model.attention_softcap;
   return to_ops(ops, facts);
 }
 

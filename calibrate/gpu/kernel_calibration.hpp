@@ -23,6 +23,8 @@ struct KernelModelFacts {
   // The cap of the final logits that a loss op with softcapped_logits runs with (the op says whether, the model at
   // what; 0: none): a scenario's model's.
   double final_logit_softcap = 0;
+  // The same for the attention scores of an attention op that says softcapped (Gemma-2's attn_logit_softcapping).
+  double attention_softcap = 0;
 };
 
 struct KernelOps {

@@ -27,10 +27,22 @@ AttentionTensors attention_tensors(const UnitLayout& layout) {
           {attention.output, gradient}};
 }
 
+// The layer's sinks where the op says it has them (else null): their offset in the unit's buffers. Their heads are
+// the rank's own (executor/parameters.cpp); a Ulysses layer's attention would take other heads of whole weights, and
+// the plan check refuses it.
+const WeightTensor* sinks_of(const OpPass& p, const ParameterUnit& unit, const UnitLayout& layout) {
+  if (!p.op.attention.sinks) return nullptr;
+  if (layout.ulysses) throw std::logic_error("executor: attention sinks in a Ulysses layer");
+  const WeightTensor* sinks = unit.find(OpRole::core_attention, WeightPart::sinks);
+  if (!sinks || sinks->elements() != layout.shapes.heads)
+    throw std::logic_error("attention op " + op_name(p.op) + ": with sinks, but its unit holds none for its heads");
+  return sinks;
+}
+
 }  // namespace
 
 kernels::AttentionDims run_attention_dims(const Op& op, const lowering::RankShapes& s, const EqualSequences& run) {
-  kernels::AttentionDims dims = gpu::attention_dims(op.attention);
+  kernels::AttentionDims dims = gpu::attention_dims(op.attention, s.attention_softcap);
   if (dims.heads != s.heads || dims.kv_heads != s.groups || dims.head_dim != s.d || !dims.causal)
     throw std::logic_error("attention op " + op_name(op) + ": its heads, head dim or mask are not the layer's");
   dims.batch = run.sequences;
@@ -91,13 +103,16 @@ void DenseBlock::attention_forward(const OpPass& p) {
   auto* o = static_cast<bf16*>(tensors.make(p.mb, p.unit, t.out, s.tokens * q_width * kBf16, p.stream));
   // lse is [sequences, heads, length] per run: a run's block starts at heads * its first token.
   auto* lse = static_cast<float*>(tensors.make(p.mb, p.unit, t.stats, s.b * s.heads * s.s * sizeof(float), p.stream));
+  const ParameterUnit& unit = stage_.parameters.unit(p.unit);
+  const WeightTensor* sinks = sinks_of(p, unit, layout);
   for (const EqualSequences& run : stage_.layout.sequence_runs(p.mb, s)) {
     const bf16* q = qkv + run.first_token * s.qkv_width;
     launch_op(p.op, p.binding,
               gpu::AttentionForward{attention_.get(), q, q + q_width, q + q_width + kv_width,
                                     o + run.first_token * q_width, lse + s.heads * run.first_token,
                                     run_attention_dims(p.op, s, run),
-                                    attention_dropout(p.op, p.mb, p.unit, run.first_token)},
+                                    attention_dropout(p.op, p.mb, p.unit, run.first_token),
+                                    sinks ? unit.params + sinks->offset : nullptr},
               p.stream);
   }
 }
@@ -113,17 +128,25 @@ void DenseBlock::attention_backward(const OpPass& p) {
   const auto* o = static_cast<const bf16*>(tensors.get(p.mb, p.unit, t.out));
   const auto* d_o = static_cast<const bf16*>(tensors.get(p.mb, p.unit, t.d_out));
   const auto* lse = static_cast<const float*>(tensors.get(p.mb, p.unit, t.stats));
+  const ParameterUnit& unit = stage_.parameters.unit(p.unit);
+  const WeightTensor* sinks = sinks_of(p, unit, layout);
+  bool accumulate_sinks = !p.binding.first_gradient;  // the first run stores, later runs add
   for (const EqualSequences& run : stage_.layout.sequence_runs(p.mb, s)) {
     const std::int64_t row = run.first_token * s.qkv_width;
     const bf16* q = qkv + row;
     bf16* dq = d_qkv + row;
-    launch_op(p.op, p.binding,
-              gpu::AttentionBackward{attention_.get(), q, q + q_width, q + q_width + kv_width,
-                                     o + run.first_token * q_width, d_o + run.first_token * q_width,
-                                     lse + s.heads * run.first_token, dq, dq + q_width, dq + q_width + kv_width,
-                                     run_attention_dims(p.op, s, run),
-                                     attention_dropout(p.op, p.mb, p.unit, run.first_token)},
-              p.stream);
+    gpu::AttentionBackward call{attention_.get(), q, q + q_width, q + q_width + kv_width,
+                                o + run.first_token * q_width, d_o + run.first_token * q_width,
+                                lse + s.heads * run.first_token, dq, dq + q_width, dq + q_width + kv_width,
+                                run_attention_dims(p.op, s, run),
+                                attention_dropout(p.op, p.mb, p.unit, run.first_token)};
+    if (sinks) {
+      call.sinks = unit.params + sinks->offset;
+      call.d_sinks = unit.grads + sinks->offset;
+      call.accumulate_sinks = accumulate_sinks;
+      accumulate_sinks = true;
+    }
+    launch_op(p.op, p.binding, call, p.stream);
   }
   for (Act done : {t.qkv, t.out, t.stats, t.d_out}) tensors.release(p.mb, p.unit, done, p.stream);
 }

@@ -66,7 +66,7 @@ __global__ void __launch_bounds__(kThreads) dkdv_kernel(const bf16* q, const bf1
   const std::int64_t warp_key0 = key0 + 16 * warp;
   const std::int64_t keys[2] = {warp_key0 + g, warp_key0 + g + 8};
   const float scale = rsqrtf(static_cast<float>(D));
-  const float scale_log2 = scale * kLog2e;
+  const ScoreMap score_map{scale, dims.softcap};
   const int group = dims.heads / dims.kv_heads;
   const std::int64_t out_stride = static_cast<std::int64_t>(dims.heads) * D;  // dout is contiguous
   const std::int64_t query_start = dims.causal ? key0 : 0;                   // key0 is a multiple of kTile
@@ -129,9 +129,10 @@ __global__ void __launch_bounds__(kThreads) dkdv_kernel(const bf16* q, const bf1
         for (int half = 0; half < 2; ++half) {
           const bool masked = !valid_query || keys[half] >= dims.seq || (dims.causal && keys[half] > query) ||
                               outside_window(keys[half], query, dims.window);
-          const float p = masked ? 0.f : exp2f(score[nb][2 * half + e] * scale_log2 - query_lse);
+          float slope = 1.f;
+          const float p = masked ? 0.f : exp2f(score_map.log2_score(score[nb][2 * half + e], &slope) - query_lse);
           score[nb][2 * half + e] = p;
-          dp[nb][2 * half + e] = p * (dp[nb][2 * half + e] - query_delta);
+          dp[nb][2 * half + e] = p * (dp[nb][2 * half + e] - query_delta) * slope;
         }
       }
 #pragma unroll
@@ -185,7 +186,7 @@ __global__ void __launch_bounds__(kThreads) dq_kernel(const bf16* q, const bf16*
   const std::int64_t warp_row0 = q0 + 16 * warp;
   const std::int64_t rows[2] = {warp_row0 + g, warp_row0 + g + 8};
   const float scale = rsqrtf(static_cast<float>(D));
-  const float scale_log2 = scale * kLog2e;
+  const ScoreMap score_map{scale, dims.softcap};
   const std::int64_t out_stride = static_cast<std::int64_t>(dims.heads) * D;
   const std::int64_t stats = (static_cast<std::int64_t>(batch) * dims.heads + head) * dims.seq;
   float row_lse[2], row_delta[2];
@@ -251,8 +252,9 @@ __global__ void __launch_bounds__(kThreads) dq_kernel(const bf16* q, const bf16*
         for (int half = 0; half < 2; ++half) {
           const bool masked = rows[half] >= dims.seq || key >= dims.seq || (dims.causal && key > rows[half]) ||
                               outside_window(key, rows[half], dims.window);
-          const float p = masked ? 0.f : exp2f(score[nb][2 * half + e] * scale_log2 - row_lse[half]);
-          dp[nb][2 * half + e] = p * (dp[nb][2 * half + e] - row_delta[half]);
+          float slope = 1.f;
+          const float p = masked ? 0.f : exp2f(score_map.log2_score(score[nb][2 * half + e], &slope) - row_lse[half]);
+          dp[nb][2 * half + e] = p * (dp[nb][2 * half + e] - row_delta[half]) * slope;
         }
       }
 #pragma unroll

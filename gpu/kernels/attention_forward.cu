@@ -32,7 +32,7 @@ __global__ void __launch_bounds__(kThreads) attention_forward_kernel(const bf16*
   const std::int64_t token0 = static_cast<std::int64_t>(batch) * dims.seq;
   const std::int64_t q0 = static_cast<std::int64_t>(q_block) * kRows;
   const std::int64_t warp_row0 = q0 + 16 * warp;
-  const float scale_log2 = kLog2e * rsqrtf(static_cast<float>(D));
+  const ScoreMap score_map{rsqrtf(static_cast<float>(D)), dims.softcap};
 
   // Q passes through v_tile once, into registers as A fragments for all of D.
   async_load_rows<kKeys, D>(v_tile, q + token0 * dims.q_row_stride, q0, dims.seq, dims.q_row_stride, head);
@@ -85,7 +85,7 @@ __global__ void __launch_bounds__(kThreads) attention_forward_kernel(const bf16*
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
           float& s = score[nb][2 * half + e];
-          s *= scale_log2;
+          s = score_map.log2_score(s);
           if (needs_mask) {
             const std::int64_t key = key0 + 8 * nb + 2 * t + e;
             if (key >= dims.seq || (dims.causal && key > rows[half]) || outside_window(key, rows[half], dims.window))
@@ -176,6 +176,7 @@ void detail::check_attention_dims(AttentionDims& dims, const void* q, const void
   detail::require(dims.head_dim == 64 || dims.head_dim == 128, "attention: head_dim must be 64 or 128");
   detail::require(dims.batch <= 65535 && dims.heads <= 65535, "attention: batch and heads must be below 65536");
   detail::require(dims.window >= 0 && (dims.window == 0 || dims.causal), "attention: a window needs the causal mask");
+  detail::require(dims.softcap >= 0, "attention: a soft-cap must be positive (0: none)");
   if (dims.q_row_stride == 0) dims.q_row_stride = static_cast<std::int64_t>(dims.heads) * dims.head_dim;
   if (dims.kv_row_stride == 0) dims.kv_row_stride = static_cast<std::int64_t>(dims.kv_heads) * dims.head_dim;
   const auto aligned16 = [](const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; };

@@ -19,6 +19,23 @@ __host__ __device__ inline std::int64_t first_key_tile(std::int64_t row, std::in
   return (row - window + 1) / tile * tile;
 }
 
+// A score as the softmax sees it, in the exp2 domain: the raw q.k times scale (1/sqrt(d)), soft-capped where softcap
+// > 0 (cap x tanh(scaled / cap), AttentionDims::softcap), times log2(e). `slope` gets d(capped) / d(scaled), the
+// factor a score's gradient takes through the cap: 1 - tanh^2 (1 without a cap).
+struct ScoreMap {
+  float scale = 1, softcap = 0;
+  __device__ float log2_score(float raw, float* slope = nullptr) const {
+    const float scaled = raw * scale;
+    if (softcap <= 0) {
+      if (slope) *slope = 1.f;
+      return scaled * kLog2e;
+    }
+    const float t = tanhf(scaled / softcap);
+    if (slope) *slope = 1.f - t * t;
+    return softcap * t * kLog2e;
+  }
+};
+
 // Fills in contiguous strides (a stride of 0) and rejects shapes and layouts the kernels cannot run.
 void check_attention_dims(AttentionDims& dims, const void* q, const void* k, const void* v);
 

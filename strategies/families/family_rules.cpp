@@ -39,6 +39,10 @@ void check_per_layer(const Plan& plan, const PerLayerPlan& layers, const std::st
       throw InputError(file, fmt::format("/family_plan/detail/layers/{}/layout", i),
                        "a Megatron layout in a model with QK-norm (a Ulysses layer's lowering emits no QK-norm op "
                        "yet: it would run and price another model)");
+    if (plan.scenario.model.attention_sinks && layer.layout.ulysses)
+      throw InputError(file, fmt::format("/family_plan/detail/layers/{}/layout", i),
+                       "a Megatron layout in a model with attention sinks (twin execute holds a layer's sinks by its "
+                       "TP shard of heads, not by a Ulysses group's)");
     if (plan.scenario.framework.tp_comm_overlap && layer.layout.group > 1)
       throw InputError(file, "/scenario/framework/tp_comm_overlap", kNoUserbuffers);
   }

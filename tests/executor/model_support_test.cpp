@@ -53,8 +53,22 @@ TEST(ModelSupport, EachFeatureIsNamedAtItsOwnKey) {
          m.window_size = 4096;
          m.mla.kv_lora_rank = 512;
        }},
-      {"attention_sinks", [](ModelConfig& m) { m.attention_sinks = true; }},
-      {"attention_softcap", [](ModelConfig& m) { m.attention_softcap = 50; }},
+      {"attention_sinks", [](ModelConfig& m) {  // sinks run on a layer's own attention, not on MLA's
+         m.attention_sinks = true;
+         m.mla.kv_lora_rank = 512;
+       }},
+      {"attention_dropout", [](ModelConfig& m) {
+         m.attention_sinks = true;
+         m.attention_dropout = 0.1;
+       }},
+      {"attention_softcap", [](ModelConfig& m) {  // capped scores run on a layer's own attention, not on MLA's
+         m.attention_softcap = 50;
+         m.mla.kv_lora_rank = 512;
+       }},
+      {"attention_dropout", [](ModelConfig& m) {
+         m.attention_softcap = 50;
+         m.attention_dropout = 0.1;
+       }},
       {"post_norms", [](ModelConfig& m) {  // post norms run in dense layers only
          m.post_norms = true;
          m.moe = model_preset("mixtral-8x7b")->moe;
@@ -108,7 +122,8 @@ TEST(ModelSupport, HiddenAndAttentionDropoutRunInDenseLayers) {
 }
 
 // Gemma-2 and 3 (GeGLU, post norms, soft-capped final logits, QK-norm in Gemma-3) and Nemotron-4 (squared ReLU,
-// LayerNorm) run (since 2026-11-29; before, each was refused at its key). Attention soft-capping stays refused.
+// LayerNorm) run (since 2026-11-29; before, each was refused at its key); so do Gemma-2's soft-capped attention
+// scores (since 2026-12-01).
 TEST(ModelSupport, GemmaAndNemotronShapesRun) {
   ModelConfig gemma = llama();
   gemma.activation = Activation::geglu;
@@ -117,7 +132,7 @@ TEST(ModelSupport, GemmaAndNemotronShapesRun) {
   gemma.qk_layernorm = true;
   EXPECT_FALSE(first_unsupported_feature(gemma).has_value());
   gemma.attention_softcap = 50;
-  EXPECT_EQ(first_unsupported_feature(gemma)->path, "attention_softcap");
+  EXPECT_FALSE(first_unsupported_feature(gemma).has_value());
   ModelConfig nemotron = llama();
   nemotron.activation = Activation::squared_relu;
   nemotron.normalization = Normalization::layernorm;
@@ -156,8 +171,8 @@ TEST(ModelSupport, QwenThreeAndDeepSeekShapesRun) {
 
 // Sliding windows run (since 2026-11-29; before, refused at window_size): on every layer (Mistral) and on
 // alternating ones (Gemma-2, gpt-oss: window_attn_skip_freq 2), each layer's attention op carrying its window.
-// Sinks and soft-capping stay refused by name.
-TEST(ModelSupport, SlidingWindowsRunSinksAndSoftCappingDoNot) {
+// Soft-capped scores (since 2026-12-01) and gpt-oss's attention sinks (since 2026-12-02) run beside them.
+TEST(ModelSupport, SlidingWindowsSoftCappingAndSinksRun) {
   ModelConfig mistral = llama();
   mistral.window_size = 4096;
   EXPECT_FALSE(first_unsupported_feature(mistral).has_value());
@@ -166,10 +181,10 @@ TEST(ModelSupport, SlidingWindowsRunSinksAndSoftCappingDoNot) {
   EXPECT_FALSE(first_unsupported_feature(alternating).has_value());
   ModelConfig sinks = alternating;
   sinks.attention_sinks = true;
-  EXPECT_EQ(first_unsupported_feature(sinks)->path, "attention_sinks");
+  EXPECT_FALSE(first_unsupported_feature(sinks).has_value());
   ModelConfig capped = alternating;
   capped.attention_softcap = 50;
-  EXPECT_EQ(first_unsupported_feature(capped)->path, "attention_softcap");
+  EXPECT_FALSE(first_unsupported_feature(capped).has_value());
 }
 
 }  // namespace

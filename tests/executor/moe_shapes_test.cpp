@@ -1,7 +1,10 @@
 // The 2025-26 shapes twin execute runs on the CPU side: Qwen3's QK-norm weights and DeepSeek-V3's shared experts and
 // dense first layer in the parameter layout, and their ops bound to the actions that run them (QK-norm's norm ops
-// to the norm actions, the shared experts' GEMMs and activation to the dense MLP's).
+// to the norm actions, the shared experts' GEMMs and activation to the dense MLP's), gpt-oss's attention sinks bound
+// to the layer's weight.
 #include <algorithm>
+#include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -121,6 +124,35 @@ TEST(MoeShapesBinding, QkNormAndSharedExpertOpsBindToDenseActions) {
     const bool shared = scenario.model.moe.shared_expert_ffn_hidden_size > 0;
     EXPECT_EQ(shared_linears, shared ? 6 * micro_batches * moe_layers : 0);  // two linears, three GEMMs each
     EXPECT_EQ(shared_activations, shared ? 2 * micro_batches * moe_layers : 0);
+  }
+}
+
+// gpt-oss's sinks: each attention op says it has them and binds to the layer's sinks (core_attention); the first
+// attention backward of each layer in an iteration stores their gradient, the later micro-batches' add to it.
+TEST(MoeShapesBinding, AttentionWithSinksWritesTheSinksGradientOncePerLayerFirst) {
+  ModelConfig m = testing::llama_shaped(4);
+  m.attention_sinks = true;
+  Scenario scenario = testing::make_scenario(m, 1, 1024, 4);
+  scenario.cluster.node_groups[0].gpus_per_node = 1;
+  const IterationGraph graph = lower_to_op_graphs(scenario, one_gpu(scenario));
+  const RankClass& rc = graph.classes.front();
+  const std::vector<OpBinding> bindings = bind_ops(rc, false);
+  std::map<std::int32_t, int> backwards, firsts;
+  for (OpIndex i = 0; i < rc.size(); ++i) {
+    const Op& op = rc.op(i);
+    if (op.kind != OpKind::attention_forward && op.kind != OpKind::attention_backward) continue;
+    EXPECT_TRUE(op.attention.sinks);
+    EXPECT_EQ(bindings[i].subject, OpRole::core_attention);
+    const std::optional<GradientKey> key = gradient_key(op, bindings[i], false);
+    EXPECT_EQ(key.has_value(), op.kind == OpKind::attention_backward);
+    if (op.kind != OpKind::attention_backward) continue;
+    ++backwards[op.layer];
+    if (bindings[i].first_gradient) ++firsts[op.layer];
+  }
+  ASSERT_EQ(backwards.size(), 4u);
+  for (const auto& [layer, count] : backwards) {
+    EXPECT_EQ(count, 4) << "layer " << layer;  // one per micro-batch
+    EXPECT_EQ(firsts[layer], 1) << "layer " << layer;
   }
 }
 

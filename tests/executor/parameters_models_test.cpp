@@ -118,5 +118,30 @@ TEST(ParametersModels, QkNormLaysOutUnderTpSharedExpertsAtTpOne) {
   }
 }
 
+// gpt-oss's attention sinks: each layer holds one logit per query head, sharded over TP as the heads are (each TP
+// rank its heads' sinks), and the layout counts them as the memory model does (plan_parameter_units checks).
+TEST(ParametersModels, SinksAreOnePerHeadShardedAsTheHeads) {
+  ModelConfig model = *model_preset("llama2-7b");
+  model.attention_sinks = true;
+  const Scenario scenario = testing::make_scenario(model, 1, 1024, 8);
+  for (const int tp : {1, 2, 4}) {
+    Strategy strategy = testing::make_strategy(tp, 1);
+    ASSERT_FALSE(complete_strategy(scenario, strategy).has_value()) << "tp " << tp;
+    ASSERT_EQ(layout_refusal(scenario, strategy, "sinks"), "") << "tp " << tp;
+    for (int rank = 0; rank < tp; ++rank) {
+      const auto units = plan_parameter_units(scenario, strategy, placement_of(strategy, rank), 0);
+      int sinks = 0;
+      for (const ParameterUnitLayout& unit : units)
+        for (const WeightTensor& w : unit.tensors) {
+          if (w.part != WeightPart::sinks) continue;
+          ++sinks;
+          EXPECT_EQ(w.rows * w.cols, model.num_attention_heads / tp) << w.name;
+          EXPECT_EQ(w.role, OpRole::core_attention) << w.name;
+        }
+      EXPECT_EQ(sinks, model.num_layers) << "tp " << tp << " rank " << rank;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace twin::exec

@@ -1,6 +1,9 @@
 // What twin execute refuses before launching, checked without a GPU: a plan it ran passes; each refusal
 // names the plan file and the JSON path at fault.
+#include <functional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -91,9 +94,6 @@ TEST(PlanCheck, RefusesFamilyPlansAndModelsTheExecutorDoesNotRun) {
   EXPECT_EQ(refusal_path(dropout), "");
   dropout.scenario.model.attention_dropout = 0.1;
   EXPECT_EQ(refusal_path(dropout), "");
-  Plan capped_attention = executed_plan();
-  capped_attention.scenario.model.attention_softcap = 50;
-  EXPECT_EQ(refusal_path(capped_attention), "/scenario/model/attention_softcap");
 }
 
 // Gemma's GeGLU, post norms and soft-capped logits and Nemotron's squared ReLU run (2026-11-29); post norms at TP 1
@@ -226,6 +226,19 @@ TEST(PlanCheck, RunsPerLayerPlansOfTheirOwnLayouts) {
   EXPECT_EQ(refusal_path(parse_plan(pinned_plan_json({tp2, tp1_zero1_full, tp2, tp2}, true), kFile)), "");
   EXPECT_EQ(refusal_path(parse_plan(pinned_plan_json({tp2, tp1_zero1_full, tp2, tp1_selective}, true), kFile)),
             "/family_plan/detail/layers/3");
+}
+
+// Sinks under a per-layer plan: the executor holds them by a layer's TP shard of heads, so a Ulysses layer of a
+// model with sinks is refused at its layout; Megatron layouts pass.
+TEST(PlanCheck, RefusesUlyssesLayersWithAttentionSinks) {
+  const LayerStrategy tp2{{2, false}, 0, Recompute::none}, ulysses2{{2, true}, 0, Recompute::none};
+  const LayerStrategy data{{1, false}, 1, Recompute::none};
+  Plan megatron = parse_plan(pinned_plan_json({tp2, data, tp2, tp2}), kFile);
+  megatron.scenario.model.attention_sinks = true;
+  EXPECT_EQ(refusal_path(megatron), "");
+  Plan ulysses = parse_plan(pinned_plan_json({tp2, data, ulysses2, tp2}), kFile);
+  ulysses.scenario.model.attention_sinks = true;
+  EXPECT_EQ(refusal_path(ulysses), "/family_plan/detail/layers/2/layout");
 }
 
 // Hidden dropout under a per-layer plan: its Ulysses layers failed on two H200s (2026-11-30 03:44 UTC), so the plan
@@ -401,6 +414,23 @@ TEST(PlanCheck, SlidingWindowsRunAtCpOne) {
   Plan ring = plan;
   ring.strategy.context_parallel_size = 2;
   EXPECT_EQ(refusal_path(ring), "/scenario/model/window_size");
+}
+
+// Soft-capped attention scores (since 2026-12-01) and gpt-oss's attention sinks (since 2026-12-02) run in
+// whole-sequence attention; under context parallelism (whose ring blocks cap none and merge with no sink) each is
+// refused at its key.
+TEST(PlanCheck, SoftCappedAttentionAndSinksRunAtCpOne) {
+  const std::vector<std::pair<std::string, std::function<void(ModelConfig&)>>> variants = {
+      {"/scenario/model/attention_softcap", [](ModelConfig& m) { m.attention_softcap = 50; }},
+      {"/scenario/model/attention_sinks", [](ModelConfig& m) { m.attention_sinks = true; }}};
+  for (const auto& [key, set] : variants) {
+    Plan plan = executed_plan();
+    set(plan.scenario.model);
+    EXPECT_EQ(refusal_path(plan), "") << key;
+    Plan ring = plan;
+    ring.strategy.context_parallel_size = 2;
+    EXPECT_EQ(refusal_path(ring), key);
+  }
 }
 
 // Attention dropout runs in whole-sequence attention; under context parallelism (whose ring blocks draw none) it is

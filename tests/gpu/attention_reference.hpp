@@ -14,10 +14,14 @@ struct AttentionCase {
   bool causal, fused_qkv;
   int v_head_dim = 0;  // 0: head_dim (MLA's values are narrower than its queries and keys)
   std::int64_t window = 0;  // causal only: each query sees itself and the window - 1 keys before it; 0: all before
+  double softcap = 0;       // > 0: each scaled score becomes softcap x tanh(score / softcap) before the softmax
 };
 
 struct AttentionReference {
   std::vector<double> o, lse, dq, dk, dv;
+  // With sinks only, [heads]: their gradient, and the sum of its terms' magnitudes (the scale its rounding errors
+  // take: the terms cancel, so the gradient itself can be far smaller).
+  std::vector<double> dsinks, dsinks_magnitude;
 };
 
 // Attention dropout as the kernel drew it: keep[((b * heads + h) * seq + i) * seq + j] is 1 where probability
@@ -28,10 +32,12 @@ struct DropoutMask {
 };
 
 // qh: [tokens, heads*D] (row stride q_stride), kh: [tokens, kv*D] (kv_stride), vh: [tokens, kv*Dv] (v_stride, 0:
-// kv_stride); outputs contiguous (o, dO and dv Dv wide).
+// kv_stride); outputs contiguous (o, dO and dv Dv wide). `sinks` [heads] (gpt-oss's): each head's logit joins every
+// row's softmax as a key with no value.
 inline AttentionReference attention_reference(const AttentionCase& c, const std::vector<double>& qh, const std::vector<double>& kh,
                     const std::vector<double>& vh, const std::vector<double>& doh, std::int64_t q_stride,
-                    std::int64_t kv_stride, std::int64_t v_stride = 0, const DropoutMask* dropout = nullptr) {
+                    std::int64_t kv_stride, std::int64_t v_stride = 0, const DropoutMask* dropout = nullptr,
+                    const std::vector<double>* sinks = nullptr) {
   const int D = c.head_dim, Dv = c.v_head_dim ? c.v_head_dim : D, group = c.heads / c.kv_heads;
   if (v_stride == 0) v_stride = kv_stride;
   const std::int64_t S = c.seq, tokens = c.batch * S;
@@ -41,8 +47,10 @@ inline AttentionReference attention_reference(const AttentionCase& c, const std:
   r.dk.assign(tokens * c.kv_heads * D, 0);
   r.dv.assign(tokens * c.kv_heads * Dv, 0);
   r.lse.assign(c.batch * c.heads * S, 0);
+  if (sinks) r.dsinks.assign(c.heads, 0), r.dsinks_magnitude.assign(c.heads, 0);
   const double scale = 1 / std::sqrt(double(D));
-  std::vector<double> p(S * S), dp(S * S), used(S * S);  // used: p as it multiplies V (dropped and scaled)
+  // used: p as it multiplies V (dropped and scaled); slope: d(capped score) / d(scaled score), 1 - tanh^2 (1 uncapped)
+  std::vector<double> p(S * S), dp(S * S), used(S * S), slope(S * S, 1.0);
   for (std::int64_t b = 0; b < c.batch; ++b)
     for (int h = 0; h < c.heads; ++h) {
       const int g = h / group;
@@ -59,14 +67,19 @@ inline AttentionReference attention_reference(const AttentionCase& c, const std:
         const std::int64_t last = c.causal ? i : S - 1;
         const std::int64_t first = c.causal && c.window > 0 ? std::max<std::int64_t>(0, i - c.window + 1) : 0;
         std::fill(p.begin() + i * S, p.begin() + (i + 1) * S, 0.0);
-        double m = -INFINITY;
+        double m = sinks ? (*sinks)[h] : -INFINITY;
         for (std::int64_t j = first; j <= last; ++j) {
           double s = 0;
           for (int d = 0; d < D; ++d) s += Q(i, d) * K(j, d);
           p[i * S + j] = s * scale;
+          if (c.softcap > 0) {
+            const double t = std::tanh(p[i * S + j] / c.softcap);
+            p[i * S + j] = c.softcap * t;
+            slope[i * S + j] = 1 - t * t;
+          }
           m = std::max(m, p[i * S + j]);
         }
-        double sum = 0;
+        double sum = sinks ? std::exp((*sinks)[h] - m) : 0;
         for (std::int64_t j = first; j <= last; ++j) sum += (p[i * S + j] = std::exp(p[i * S + j] - m));
         for (std::int64_t j = first; j <= last; ++j) {
           p[i * S + j] /= sum;
@@ -80,10 +93,15 @@ inline AttentionReference attention_reference(const AttentionCase& c, const std:
           r.o[((b * S + i) * c.heads + h) * Dv + d] = o;
           delta += o * dO(i, d);
         }
+        if (sinks) {
+          const double term = std::exp((*sinks)[h] - r.lse[(b * c.heads + h) * S + i]) * delta;
+          r.dsinks[h] -= term;
+          r.dsinks_magnitude[h] += std::abs(term);
+        }
         for (std::int64_t j = first; j <= last; ++j) {
           double x = 0;
           for (int d = 0; d < Dv; ++d) x += dO(i, d) * V(j, d);
-          dp[i * S + j] = p[i * S + j] * (x * kept(i, j) - delta);  // dS
+          dp[i * S + j] = p[i * S + j] * (x * kept(i, j) - delta) * slope[i * S + j];  // dS of the scaled score
         }
         for (std::int64_t j = first; j <= last; ++j) {
           for (int d = 0; d < D; ++d) {

@@ -1,10 +1,12 @@
 // Attention forward and backward of each implementation (cuDNN's fused flash attention, its
 // deterministic backward, twin's own kernels) against a float64 CPU reference that builds the full score
 // matrix: causal and not, GQA, head_dim 64 and 128, odd sequence lengths, a fused-QKV layout, sliding windows (shorter
-// than the sequence, not a multiple of any tile, of one key, and of at least the sequence); the deterministic ones
+// than the sequence, not a multiple of any tile, of one key, and of at least the sequence), soft-capped scores (head
+// dim 256 too on cuDNN, the reference's gradient against central differences); the deterministic ones
 // give the same bits twice; a window of the whole sequence gives the causal bits; and the throughput of each at one
 // large shape, printed.
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <tuple>
 
@@ -57,6 +59,7 @@ TEST_P(Attention, ForwardAndBackwardMatchFloat64) {
   B* dv = c.fused_qkv ? dk + kv_width : static_cast<B*>(dvb.data());
   k::AttentionDims dims{c.batch, c.seq, c.heads, c.kv_heads, D, q_stride, kv_stride, c.causal};
   dims.window = c.window;
+  dims.softcap = static_cast<float>(c.softcap);
   attention.forward(q, kp, v, static_cast<B*>(o.data()), static_cast<float*>(lse.data()), dims, nullptr);
   attention.backward(q, kp, v, static_cast<B*>(o.data()), static_cast<B*>(dout.data()),
                      static_cast<float*>(lse.data()), dq, dk, dv, dims, nullptr);
@@ -70,10 +73,10 @@ TEST_P(Attention, ForwardAndBackwardMatchFloat64) {
   const auto got_dq = compact_rows(bf16_to_host(dq, (tokens - 1) * q_stride + q_width), tokens, q_width, q_stride);
   const auto got_dk = compact_rows(bf16_to_host(dk, (tokens - 1) * kv_stride + kv_width), tokens, kv_width, kv_stride);
   const auto got_dv = compact_rows(bf16_to_host(dv, (tokens - 1) * kv_stride + kv_width), tokens, kv_width, kv_stride);
-  char name[128];
-  std::snprintf(name, sizeof name, "%s b=%lld s=%lld h=%d kvh=%d d=%d%s%s window=%lld", to_string(backend),
+  char name[160];
+  std::snprintf(name, sizeof name, "%s b=%lld s=%lld h=%d kvh=%d d=%d%s%s window=%lld softcap=%g", to_string(backend),
                 (long long)c.batch, (long long)c.seq, c.heads, c.kv_heads, D, c.causal ? " causal" : "",
-                c.fused_qkv ? " fused" : "", (long long)c.window);
+                c.fused_qkv ? " fused" : "", (long long)c.window, c.softcap);
   const double errors[5] = {relative_error(bf16_to_host(o.data(), tokens * q_width), r.o),
                             relative_error(f32_to_host(lse.data(), r.lse.size()), r.lse),
                             relative_error(got_dq, r.dq), relative_error(got_dk, r.dk), relative_error(got_dv, r.dv)};
@@ -84,6 +87,13 @@ TEST_P(Attention, ForwardAndBackwardMatchFloat64) {
   EXPECT_LT(errors[2], kBf16Tolerance) << name;
   EXPECT_LT(errors[3], kBf16Tolerance) << name;
   EXPECT_LT(errors[4], kBf16Tolerance) << name;
+  if (c.softcap > 0 && c.softcap <= 5) {  // the cap bends these scores: an uncapped kernel would miss by far more
+    AttentionCase uncapped = c;
+    uncapped.softcap = 0;
+    const AttentionReference plain = attention_reference(uncapped, hq, hk, hv, hdo, q_stride, kv_stride);
+    EXPECT_GT(relative_error(plain.o, r.o), 5 * kBf16Tolerance) << name;
+    EXPECT_GT(relative_error(plain.dq, r.dq), 5 * kBf16Tolerance) << name;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, Attention,
@@ -107,6 +117,50 @@ INSTANTIATE_TEST_SUITE_P(Windows, Attention,
                                                               AttentionCase{2, 256, 4, 4, 128, true, false, 0, 256},
                                                               AttentionCase{1, 200, 4, 1, 128, true, true, 0, 1000}),
                                             ::testing::ValuesIn(kBackends)));
+
+// Soft-capped scores (Gemma-2's attn_logit_softcapping): caps small enough that the tanh bends most scores (the
+// inputs' scores reach tens), with the causal mask, a window, GQA, a fused layout and no mask; Gemma-2's head dim 256
+// on the cuDNN backends (the kernels run 64 and 128).
+INSTANTIATE_TEST_SUITE_P(Softcaps, Attention,
+                         ::testing::Combine(::testing::Values(AttentionCase{1, 256, 4, 2, 64, true, false, 0, 0, 5},
+                                                              AttentionCase{2, 203, 6, 2, 128, true, true, 0, 64, 20},
+                                                              AttentionCase{1, 130, 2, 2, 128, false, false, 0, 0, 1},
+                                                              AttentionCase{1, 1024, 8, 2, 128, true, false, 0, 0, 50}),
+                                            ::testing::ValuesIn(kBackends)));
+INSTANTIATE_TEST_SUITE_P(SoftcapsHeadDim256, Attention,
+                         ::testing::Combine(::testing::Values(AttentionCase{1, 256, 4, 2, 256, true, false, 0, 0, 5},
+                                                              AttentionCase{2, 130, 4, 4, 256, true, true, 0, 0, 50}),
+                                            ::testing::Values(AttentionImplementation::cudnn,
+                                                              AttentionImplementation::cudnn_deterministic)));
+
+// The reference's soft-capped gradient against central differences of its own loss, sum(O * dO): the float64 the
+// kernels are held to is itself right.
+TEST(AttentionReferenceSoftcap, GradientMatchesCentralDifferences) {
+  const AttentionCase c{1, 9, 2, 1, 8, true, false, 0, 0, 0.7};
+  std::vector<double> q(9 * 16), kv(9 * 8), v(9 * 8), dout(9 * 16);
+  for (std::size_t i = 0; i < q.size(); ++i) q[i] = std::sin(0.37 * double(i) + 0.1) * 1.5;
+  for (std::size_t i = 0; i < kv.size(); ++i) kv[i] = std::cos(0.53 * double(i)) * 1.5;
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] = std::sin(0.71 * double(i) + 0.4);
+  for (std::size_t i = 0; i < dout.size(); ++i) dout[i] = std::cos(0.29 * double(i) + 0.2);
+  const auto loss = [&](const std::vector<double>& qq, const std::vector<double>& kk) {
+    const AttentionReference r = attention_reference(c, qq, kk, v, dout, 16, 8);
+    double sum = 0;
+    for (std::size_t i = 0; i < r.o.size(); ++i) sum += r.o[i] * dout[i];
+    return sum;
+  };
+  const AttentionReference r = attention_reference(c, q, kv, v, dout, 16, 8);
+  const double h = 1e-6;
+  for (std::size_t i : {0u, 17u, 63u, 100u, 143u}) {
+    auto up = q, down = q;
+    up[i] += h, down[i] -= h;
+    EXPECT_NEAR(r.dq[i], (loss(up, kv) - loss(down, kv)) / (2 * h), 1e-6) << "dq " << i;
+  }
+  for (std::size_t i : {0u, 9u, 40u, 71u}) {
+    auto up = kv, down = kv;
+    up[i] += h, down[i] -= h;
+    EXPECT_NEAR(r.dk[i], (loss(q, up) - loss(q, down)) / (2 * h), 1e-6) << "dk " << i;
+  }
+}
 
 // The deterministic implementations give the same bits for the same inputs (what keeps recompute and
 // pipelined runs bit-identical); the result of cuDNN's atomic backward is only printed.
