@@ -45,8 +45,9 @@ double attention_wave_steps(const AttentionShape& a, bool backward, int sm_count
 
 // A flash attention op's time from the measured shapes of its kind and variant: attention_wave_steps scaled by the
 // interpolated ratio of measured time to steps of the nearest (predict_kernel_time_ns, in the shape space of
-// cost/shape_space.hpp); an exactly measured shape returns its time; without a comparable measured shape (or
-// without an SM count) `curve_ns`, the profile's efficiency curve.
+// cost/shape_space.hpp); an exactly measured shape returns its time. Without a comparable measured shape of its own
+// variant: a capped or sinks op as the kernel without them, a windowed op as the kernel without the window scaled by
+// its steps over that kernel's; else (or without an SM count) `curve_ns`, the profile's efficiency curve.
 double predict_attention_time_ns(const std::vector<MeasuredKernelShape>& measured, const Op& op, int sm_count,
                                  const std::function<double(const Op&)>& curve_ns,
                                  const AttentionTiling& tiling = kAttentionTiling);
