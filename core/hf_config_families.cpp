@@ -1,6 +1,6 @@
 // Each family reads its own field names and refuses by name what twin does not model. Fields that change no
 // time and no memory (RoPE scaling, the router's scoring function and grouping, quantization of the published
-// checkpoint, gpt-oss's SwiGLU clamp, Gemma-2's query_pre_attn_scalar) are not read.
+// checkpoint, Gemma-2's query_pre_attn_scalar) are not read.
 #include "core/hf_config_families.hpp"
 
 #include <fmt/format.h>
@@ -128,7 +128,15 @@ void deepseek(const JsonReader& config, ModelConfig& m) {
 
 void gpt_oss(const JsonReader& config, ModelConfig& m) {
   decoder_basics(config, m);
-  expect_silu(config);  // the experts' SwiGLU, clamped (swiglu_limit): the same shapes and bytes
+  // GptOssExperts' GLU: gate.clamp(max=limit) * sigmoid(1.702 gate) * (up.clamp(-limit, limit) + 1) (transformers'
+  // modeling_gpt_oss.py, alpha 1.702, swiglu_limit 7.0): Megatron's quick GeGLU with offset 1 and that clamp. The
+  // config's hidden_act says silu for it.
+  expect_silu(config);
+  m.activation = Activation::quick_geglu;
+  m.glu_linear_offset = 1;
+  m.activation_func_clamp_value = 7;
+  if (auto f = config.find("swiglu_limit"); f && !f->value().is_null())
+    m.activation_func_clamp_value = f->number(0, 1e6, "expected a clamp in [0, 1e6]");
   experts(config, m, "num_local_experts", "intermediate_size");
   // GptOssAttention's q, k, v and o biases and GptOssExperts' biases (always there) are add_bias_linear's.
   m.add_bias_linear = true;

@@ -141,6 +141,8 @@ Broken optimizer_and_overlaps(const MegatronArguments& a) {
   if (a.has("--fp16") && a.has("--bf16")) return std::string("--fp16: not with --bf16 (arguments.py:1196)");
   if (a.has("--swiglu") && a.has("--squared-relu"))
     return std::string("--squared-relu: not with --swiglu (megatron/training/argument_utils.py:321)");
+  if (a.has("--swiglu") && a.has("--quick-geglu"))
+    return std::string("--quick-geglu: not with --swiglu (megatron/training/argument_utils.py:324)");
   const std::string granularity = a.text("--recompute-granularity", "");
   if (granularity == "selective" && a.has("--recompute-method"))
     return std::string("--recompute-method: not with --recompute-granularity selective (arguments.py:1425)");

@@ -97,7 +97,18 @@ void read_model(Reading& r) {
   r.doc.set("/model/rotary_base", a.integer("--rotary-base", 10000), "--rotary-base");
   r.doc.set("/model/normalization", a.text("--normalization", "LayerNorm") == "RMSNorm" ? "rmsnorm" : "layernorm",
             "--normalization");
-  r.doc.set("/model/activation", swiglu ? "swiglu" : a.has("--squared-relu") ? "squared_relu" : "gelu", "--swiglu");
+  // Megatron's order (argument_utils.py:321-326): squared ReLU before quick GeGLU.
+  const bool quick_geglu = !a.has("--squared-relu") && a.has("--quick-geglu");
+  const char* activation = swiglu                     ? "swiglu"
+                           : a.has("--squared-relu")  ? "squared_relu"
+                           : quick_geglu              ? "quick_geglu"
+                                                      : "gelu";
+  r.doc.set("/model/activation", activation, quick_geglu ? "--quick-geglu" : "--swiglu");
+  if (a.has("--glu-linear-offset"))
+    r.doc.set("/model/glu_linear_offset", a.real("--glu-linear-offset", 0.0), "--glu-linear-offset");
+  if (a.has("--activation-func-clamp-value"))
+    r.doc.set("/model/activation_func_clamp_value", a.real("--activation-func-clamp-value", 0.0),
+              "--activation-func-clamp-value");
   r.doc.set("/model/untie_embeddings_and_output_weights", a.has("--untie-embeddings-and-output-weights"),
             "--untie-embeddings-and-output-weights");
   r.doc.set("/model/add_bias_linear", !a.has("--disable-bias-linear"), "--disable-bias-linear");

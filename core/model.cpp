@@ -247,9 +247,10 @@ std::string to_string(Activation a) {
     case Activation::swiglu: return "swiglu";
     case Activation::gelu: return "gelu";
     case Activation::squared_relu: return "squared_relu";
-    case Activation::geglu: break;
+    case Activation::geglu: return "geglu";
+    case Activation::quick_geglu: break;
   }
-  return "geglu";
+  return "quick_geglu";
 }
 std::string to_string(Normalization n) { return n == Normalization::rmsnorm ? "rmsnorm" : "layernorm"; }
 std::string to_string(AttentionBackend b) {
@@ -268,6 +269,7 @@ std::optional<Activation> activation_from_string(std::string_view s) {
   if (s == "gelu") return Activation::gelu;
   if (s == "squared_relu") return Activation::squared_relu;
   if (s == "geglu") return Activation::geglu;
+  if (s == "quick_geglu") return Activation::quick_geglu;
   return std::nullopt;
 }
 

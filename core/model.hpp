@@ -14,9 +14,13 @@ namespace twin {
 // swiglu: gated (Llama); gelu: ungated (GPT); squared_relu: ungated relu(x)^2 (So et al. 2021, Primer; Nemotron-4,
 // Megatron's --squared-relu): to the simulator an element-wise kernel that moves the bytes GeLU's does.
 // geglu: gated GeLU (tanh approximation; Gemma, Megatron's --gated-linear-unit with GeLU): SwiGLU's shapes and bytes.
-enum class Activation : std::uint8_t { swiglu, gelu, squared_relu, geglu };
+// quick_geglu: gated quick GeLU, x sigmoid(1.702 x) on the gate, the up half plus glu_linear_offset, both clamped by
+// activation_func_clamp_value (gpt-oss's; Megatron's --quick-geglu): SwiGLU's shapes and bytes.
+enum class Activation : std::uint8_t { swiglu, gelu, squared_relu, geglu, quick_geglu };
 // Gated activations read two halves of FC1's output (gate and up): FC1 is twice the FFN width.
-inline bool is_gated(Activation a) { return a == Activation::swiglu || a == Activation::geglu; }
+inline bool is_gated(Activation a) {
+  return a == Activation::swiglu || a == Activation::geglu || a == Activation::quick_geglu;
+}
 enum class Normalization : std::uint8_t { rmsnorm, layernorm };
 // Megatron's --attention-backend. flash (FlashAttention) and fused (cuDNN fused attention through
 // Transformer Engine) are fused kernels that keep only O and the softmax statistics; unfused materialises
@@ -108,6 +112,10 @@ struct ModelConfig {
   std::int64_t vocab_size = 0;
   std::int64_t max_position_embeddings = 0;
   Activation activation = Activation::swiglu;
+  // quick_geglu's terms (Megatron's names): out = quick_gelu(min(gate, c)) (clamp(up, -c, c) + offset), c the clamp
+  // value (0: none). gpt-oss: offset 1, clamp 7 (its swiglu_limit).
+  double glu_linear_offset = 0;
+  double activation_func_clamp_value = 0;
   Normalization normalization = Normalization::rmsnorm;
   AttentionBackend attention_backend = AttentionBackend::flash;
   bool untie_embeddings_and_output_weights = true;

@@ -83,6 +83,15 @@ void parse_model_variants(const JsonReader& r, ModelConfig& m) {
   if (auto f = r.find("final_logit_softcap")) m.final_logit_softcap = softcap(*f);
   if (auto f = r.find("post_norms")) m.post_norms = f->boolean();
   if (auto f = r.find("mtp_num_layers")) m.mtp_num_layers = static_cast<int>(f->integer(0, kMaxLayers));
+  if (auto f = r.find("glu_linear_offset")) m.glu_linear_offset = f->number(-1e3, 1e3, "expected an offset in [-1000, 1000]");
+  if (auto f = r.find("activation_func_clamp_value"))
+    m.activation_func_clamp_value = f->number(0, 1e6, "expected a clamp value in [0, 1e6] (0: none)");
+  // Megatron reads both in the quick GeGLU alone (its --activation-func-clamp-value help: "Only used when
+  // activation_func is quick_gelu"): given with another activation they would be a model nothing runs.
+  for (const char* key : {"glu_linear_offset", "activation_func_clamp_value"})
+    if (auto f = r.find(key); f && f->value() != 0.0 && m.activation != Activation::quick_geglu)
+      f->fail_plain(fmt::format("expected 0 or no {} beside activation {} (it applies to quick_geglu only)", key,
+                                to_string(m.activation)));
   auto mla = r.value().find("mla");
   if (mla != r.value().end() && mla->is_null()) m.mla = MlaConfig{};  // "mla": null: back to QKV attention
   else if (auto f = r.find("mla")) m.mla = parse_mla(*f, m.mla);

@@ -9,7 +9,8 @@
 namespace twin {
 
 // The model section's variant keys (qk_layernorm, window_size, window_attn_skip_freq, attention_sinks,
-// attention_softcap, final_logit_softcap, post_norms, mla), each absent key keeping `m`'s value.
+// attention_softcap, final_logit_softcap, post_norms, mla, and quick_geglu's glu_linear_offset and
+// activation_func_clamp_value), each absent key keeping `m`'s value.
 void parse_model_variants(const JsonReader& model_section, ModelConfig& m);
 // The moe section's first_dense_layers, shared_expert_ffn_hidden_size, capacity keys and router keys (with
 // Megatron's rules on the router's combinations, at the key given).

@@ -74,6 +74,8 @@ json model_json(const ModelConfig& m) {
   if (m.final_logit_softcap > 0) out["final_logit_softcap"] = m.final_logit_softcap;
   if (m.post_norms) out["post_norms"] = true;
   if (m.mtp_num_layers > 0) out["mtp_num_layers"] = m.mtp_num_layers;
+  if (m.glu_linear_offset != 0) out["glu_linear_offset"] = m.glu_linear_offset;
+  if (m.activation_func_clamp_value > 0) out["activation_func_clamp_value"] = m.activation_func_clamp_value;
   return out;
 }
 

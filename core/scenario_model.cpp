@@ -54,7 +54,8 @@ ModelConfig parse_model(const Reader& r) {
                "normalization", "attention_backend", "untie_embeddings_and_output_weights",
                "position_embedding_rope", "rotary_base", "add_bias_linear", "hidden_dropout", "attention_dropout",
                "moe", "qk_layernorm", "window_size", "window_attn_skip_freq", "attention_sinks", "attention_softcap",
-               "final_logit_softcap", "post_norms", "mla", "mtp_num_layers"});
+               "final_logit_softcap", "post_norms", "mla", "mtp_num_layers", "glu_linear_offset",
+               "activation_func_clamp_value"});
   ModelConfig m;
   m.name = "custom";
   bool has_preset = false;
@@ -101,7 +102,7 @@ ModelConfig parse_model(const Reader& r) {
   if (auto f = r.find("max_position_embeddings")) m.max_position_embeddings = f->integer(1, kMaxSequence);
   else if (!has_preset) m.max_position_embeddings = 0;  // filled from training.seq_length
   if (auto f = r.find("activation"))
-    m.activation = *activation_from_string(f->one_of({"swiglu", "gelu", "squared_relu", "geglu"}, "activation"));
+    m.activation = *activation_from_string(f->one_of({"swiglu", "gelu", "squared_relu", "geglu", "quick_geglu"}, "activation"));
   if (auto f = r.find("normalization"))
     m.normalization = *normalization_from_string(f->one_of({"rmsnorm", "layernorm"}, "normalization"));
   if (auto f = r.find("attention_backend"))

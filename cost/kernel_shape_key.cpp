@@ -53,11 +53,12 @@ std::string kernel_shape_key(const Op& op) {
                          op.fp8_recipe == Fp8Recipe::tensorwise ? "" : ",recipe=" + to_string(op.fp8_recipe));
     case OpKind::activation_forward:
     case OpKind::activation_backward:
-      // SwiGLU and GeLU key as before the activation was in the key; GeGLU and squared ReLU name theirs.
+      // SwiGLU and GeLU key as before the activation was in the key; GeGLU, quick GeGLU and squared ReLU name
+      // theirs.
       return fmt::format("{}:rows={},cols={},gated={}{}", kind, op.rows, op.cols, int(is_gated(op.activation)),
-                         op.activation == Activation::geglu || op.activation == Activation::squared_relu
-                             ? ",activation=" + to_string(op.activation)
-                             : std::string());
+                         op.activation == Activation::swiglu || op.activation == Activation::gelu
+                             ? std::string()
+                             : ",activation=" + to_string(op.activation));
     case OpKind::loss_forward:
     case OpKind::loss_backward:  // soft-capped logits: a tanh per logit in the same passes
       return fmt::format("{}:rows={},cols={}{}", kind, op.rows, op.cols, op.softcapped_logits ? ",softcap=1" : "");

@@ -76,7 +76,7 @@ bool set_dtype_field(Op& op, std::string_view name, std::string_view value) {
       }
     return false;
   }
-  if (name == "activation") {  // GeGLU or squared ReLU ("activation=geglu"; absent: SwiGLU or GeLU by `gated`)
+  if (name == "activation") {  // GeGLU, quick GeGLU or squared ReLU ("activation=geglu"; absent: by `gated`)
     const auto activation = activation_from_string(value);
     if (activation) op.activation = *activation;
     return activation.has_value();

@@ -85,6 +85,15 @@ void swiglu_backward(const bf16* in, const bf16* dout, bf16* din, std::int64_t r
 void geglu_forward(const bf16* in, bf16* out, std::int64_t rows, std::int64_t cols, cudaStream_t stream);
 void geglu_backward(const bf16* in, const bf16* dout, bf16* din, std::int64_t rows, std::int64_t cols,
                     cudaStream_t stream);
+// gpt-oss's GLU (Megatron's quick GeGLU): out = quick_gelu(min(gate, clamp)) * (clamp(up, -clamp, clamp) + offset),
+// quick_gelu(x) = x sigmoid(1.702 x); clamp 0: none. A clamped element's input gets no gradient.
+struct GluTerms {
+  float offset = 0, clamp = 0;
+};
+void quick_geglu_forward(const bf16* in, bf16* out, std::int64_t rows, std::int64_t cols, const GluTerms& terms,
+                         cudaStream_t stream);
+void quick_geglu_backward(const bf16* in, const bf16* dout, bf16* din, std::int64_t rows, std::int64_t cols,
+                          const GluTerms& terms, cudaStream_t stream);
 // GeLU, tanh approximation, over `count` elements.
 void gelu_forward(const bf16* x, bf16* y, std::int64_t count, cudaStream_t stream);
 void gelu_backward(const bf16* x, const bf16* dy, bf16* dx, std::int64_t count, cudaStream_t stream);

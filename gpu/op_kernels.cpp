@@ -51,10 +51,15 @@ void launch(const NormBackward& c, cudaStream_t stream) {
 void launch(const RopeForward& c, cudaStream_t stream) { k::rope_forward(c.q, c.k, c.table, c.shape, stream); }
 void launch(const RopeBackward& c, cudaStream_t stream) { k::rope_backward(c.dq, c.dk, c.table, c.shape, stream); }
 
+kernels::GluTerms glu_terms(double glu_linear_offset, double activation_func_clamp_value) {
+  return {static_cast<float>(glu_linear_offset), static_cast<float>(activation_func_clamp_value)};
+}
+
 void launch(const ActivationForward& c, cudaStream_t stream) {
   switch (c.activation) {
     case Activation::swiglu: return k::swiglu_forward(c.fc1, c.out, c.rows, c.cols, stream);
     case Activation::geglu: return k::geglu_forward(c.fc1, c.out, c.rows, c.cols, stream);
+    case Activation::quick_geglu: return k::quick_geglu_forward(c.fc1, c.out, c.rows, c.cols, c.glu, stream);
     case Activation::gelu: return k::gelu_forward(c.fc1, c.out, c.rows * c.cols, stream);
     case Activation::squared_relu: return k::squared_relu_forward(c.fc1, c.out, c.rows * c.cols, stream);
   }
@@ -63,6 +68,8 @@ void launch(const ActivationBackward& c, cudaStream_t stream) {
   switch (c.activation) {
     case Activation::swiglu: return k::swiglu_backward(c.fc1, c.d_out, c.d_fc1, c.rows, c.cols, stream);
     case Activation::geglu: return k::geglu_backward(c.fc1, c.d_out, c.d_fc1, c.rows, c.cols, stream);
+    case Activation::quick_geglu:
+      return k::quick_geglu_backward(c.fc1, c.d_out, c.d_fc1, c.rows, c.cols, c.glu, stream);
     case Activation::gelu: return k::gelu_backward(c.fc1, c.d_out, c.d_fc1, c.rows * c.cols, stream);
     case Activation::squared_relu: return k::squared_relu_backward(c.fc1, c.d_out, c.d_fc1, c.rows * c.cols, stream);
   }

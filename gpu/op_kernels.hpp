@@ -80,14 +80,16 @@ struct RopeBackward {
   kernels::RopeShape shape;
 };
 
-// An MLP's activation of rows of fc1 output, 2 cols wide when gated (SwiGLU, GeGLU): the function is the op's
-// (Op::activation, the model's), for the executor and calibration's bench alike.
+// An MLP's activation of rows of fc1 output, 2 cols wide when gated (SwiGLU, GeGLU, quick GeGLU): the function is
+// the op's (Op::activation, the model's), and quick GeGLU's offset and clamp the model's (glu_terms), for the executor
+// and calibration's bench alike.
 struct ActivationForward {
   static constexpr OpKind kind = OpKind::activation_forward;
   Activation activation = Activation::swiglu;
   const bf16* fc1 = nullptr;
   bf16* out = nullptr;
   std::int64_t rows = 0, cols = 0;
+  kernels::GluTerms glu;
 };
 struct ActivationBackward {
   static constexpr OpKind kind = OpKind::activation_backward;
@@ -96,7 +98,10 @@ struct ActivationBackward {
   const bf16* d_out = nullptr;
   bf16* d_fc1 = nullptr;
   std::int64_t rows = 0, cols = 0;
+  kernels::GluTerms glu;
 };
+// The model's quick GeGLU terms (glu_linear_offset, activation_func_clamp_value) as its kernels take them.
+kernels::GluTerms glu_terms(double glu_linear_offset, double activation_func_clamp_value);
 
 // Hidden dropout inside an entry (the op's Op::dropout above 0, draw.probability): the 1-byte mask its forward
 // writes and its backward reads, and, forward, where the rows of `cols` elements lie in the batch (the runs), which

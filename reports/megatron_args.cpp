@@ -183,6 +183,11 @@ void model(ArgsText& out, const ModelConfig& m, std::int64_t seq_length, MoeToke
   out.arg("--normalization", m.normalization == Normalization::rmsnorm ? "RMSNorm" : "LayerNorm");
   if (m.activation == Activation::swiglu) out.arg("--swiglu");  // GeLU is Megatron's default
   if (m.activation == Activation::squared_relu) out.arg("--squared-relu");
+  if (m.activation == Activation::quick_geglu) {
+    out.arg("--quick-geglu");
+    if (m.glu_linear_offset != 0) out.arg("--glu-linear-offset", m.glu_linear_offset);
+    if (m.activation_func_clamp_value > 0) out.arg("--activation-func-clamp-value", m.activation_func_clamp_value);
+  }
   if (m.untie_embeddings_and_output_weights) out.arg("--untie-embeddings-and-output-weights");
   if (!m.add_bias_linear) out.arg("--disable-bias-linear");
   // Megatron's defaults are 0.1 each; Llama-style models train without dropout.

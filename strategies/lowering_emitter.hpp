@@ -51,6 +51,8 @@ struct RankShapes {
   bool softcapped_logits = false;  // the model's final_logit_softcap: the loss ops say it
   double attention_softcap = 0;    // the model's (0: none): the attention ops say whether, their kernels take it
   bool attention_sinks = false;    // the model's learned sinks: the attention ops say it
+  // quick GeGLU's terms, the model's: the activation ops say the function, their kernels take these
+  double glu_linear_offset = 0, activation_func_clamp_value = 0;
   Normalization normalization = Normalization::rmsnorm;  // the model's: every norm op says it
   bool attention_dropout = false;  // unfused attention with a dropout kernel over the scores
   // The model's dropout probabilities, which the ops applying them state (Op::dropout): hidden dropout on the

@@ -91,6 +91,8 @@ RankShapes rank_shapes(const Scenario& scenario, const Strategy& st) {
   s.softcapped_logits = m.final_logit_softcap > 0;
   s.attention_softcap = m.attention_softcap;
   s.attention_sinks = m.attention_sinks;
+  s.glu_linear_offset = m.glu_linear_offset;
+  s.activation_func_clamp_value = m.activation_func_clamp_value;
   s.qk_norm = m.qk_layernorm;
   if (m.mla.enabled()) {  // each head its own key and value, d_qk = nope + rope wide, d_v = v_head_dim
     s.q_lora_rank = m.mla.q_lora_rank;

@@ -171,8 +171,9 @@ std::optional<KernelBench> make_kernel_bench(const Op& op, const KernelModelFact
       const Activation activation = op.activation;  // the op says which function, and its key too
       const bool gated = is_gated(activation), forward = op.kind == OpKind::activation_forward;
       B *in = x.b(x.bf16(gated ? 2 * n : n)), *dout = x.b(x.bf16(n)), *out = x.b(x.raw((gated ? 4 : 2) * n));
-      if (forward) return bench_of(x, ActivationForward{activation, in, out, rows, cols});
-      return bench_of(x, ActivationBackward{activation, in, dout, out, rows, cols});
+      const k::GluTerms glu = glu_terms(facts.glu_linear_offset, facts.activation_func_clamp_value);
+      if (forward) return bench_of(x, ActivationForward{activation, in, out, rows, cols, glu});
+      return bench_of(x, ActivationBackward{activation, in, dout, out, rows, cols, glu});
     }
     case OpKind::elementwise: {
       if (op.dropout > 0) return dropout_bench(x, op, why_not);  // a residual's bias-dropout-add, rows x cols

@@ -255,6 +255,8 @@ KernelOps scenario_kernel_ops(const std::string& path) {
   if (scenario.model.moe.top_k > 0) facts.top_k = scenario.model.moe.top_k;
   facts.final_logit_softcap = scenario.model.final_logit_softcap;
   facts.attention_softcap = scenario.model.attention_softcap;
+  facts.glu_linear_offset = scenario.model.glu_linear_offset;
+  facts.activation_func_clamp_value = scenario.model.activation_func_clamp_value;
   return to_ops(ops, facts);
 }
 

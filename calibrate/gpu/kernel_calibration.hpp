@@ -25,6 +25,9 @@ struct KernelModelFacts {
   double final_logit_softcap = 0;
   // The same for the attention scores of an attention op that says softcapped (Gemma-2's attn_logit_softcapping).
   double attention_softcap = 0;
+  // The terms of a quick GeGLU activation op (the op says the function; gpt-oss's offset 1 and clamp 7 by default, a
+  // scenario's its model's): its kernel's time does not depend on them, its arithmetic does.
+  double glu_linear_offset = 1, activation_func_clamp_value = 7;
 };
 
 struct KernelOps {

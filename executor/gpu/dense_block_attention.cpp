@@ -157,9 +157,8 @@ void DenseBlock::activation_forward(const OpPass& p) {
   auto* act = static_cast<bf16*>(stage_.tensors.make(p.mb, p.unit, {activation.output},
                                                      op.rows * op.cols * kBf16, p.stream));
   const auto* fc1 = static_cast<const bf16*>(stage_.tensors.get(p.mb, p.unit, {activation.input}));
-  launch_op(op, p.binding,
-            gpu::ActivationForward{op.activation, fc1, act,
-                                   op.rows, op.cols},
+  const lowering::RankShapes& shapes = stage_.layout.layout(p.unit).shapes;
+  launch_op(op, p.binding, gpu::ActivationForward{op.activation, fc1, act, op.rows, op.cols, glu_terms(shapes)},
             p.stream);
 }
 
@@ -173,7 +172,9 @@ void DenseBlock::activation_backward(const OpPass& p) {
                                                        op.rows * width * kBf16, p.stream));
   const auto* fc1 = static_cast<const bf16*>(stage_.tensors.get(p.mb, p.unit, act_in));
   const auto* d_act = static_cast<const bf16*>(stage_.tensors.get(p.mb, p.unit, d_act_out));
-  launch_op(op, p.binding, gpu::ActivationBackward{function, fc1, d_act, d_fc1, op.rows, op.cols}, p.stream);
+  const lowering::RankShapes& shapes = stage_.layout.layout(p.unit).shapes;
+  launch_op(op, p.binding, gpu::ActivationBackward{function, fc1, d_act, d_fc1, op.rows, op.cols, glu_terms(shapes)},
+            p.stream);
   for (Act done : {act_in, d_act_out}) stage_.tensors.release(p.mb, p.unit, done, p.stream);
 }
 

@@ -8,6 +8,7 @@
 
 #include "executor/kernel_entry.hpp"
 #include "gpu/op_kernels.hpp"
+#include "strategies/lowering_emitter.hpp"
 
 namespace twin::exec {
 
@@ -17,6 +18,11 @@ void launch_op(const Op& op, const OpBinding& binding, const Call& call, cudaStr
     throw std::logic_error(fmt::format("executor: {} bound to {} launches the {} entry", to_string(op.kind),
                                        to_string(binding.action), to_string(Call::kind)));
   gpu::launch(call, stream);
+}
+
+// The model's quick GeGLU terms as the rank's shapes carry them, for an activation op's entry.
+inline kernels::GluTerms glu_terms(const lowering::RankShapes& s) {
+  return gpu::glu_terms(s.glu_linear_offset, s.activation_func_clamp_value);
 }
 
 }  // namespace twin::exec

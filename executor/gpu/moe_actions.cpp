@@ -110,8 +110,8 @@ void MoeBlock::activation_forward(const OpPass& p) {
   // Under EP a rank's experts may receive no rows at all (uneven routing): nothing to activate.
   if (rows > 0)
     launch_op(p.op, p.binding,
-              gpu::ActivationForward{p.op.activation, bf(p, Tensor::expert_fc1_out),
-                                     act, rows, ffn},
+              gpu::ActivationForward{p.op.activation, bf(p, Tensor::expert_fc1_out), act, rows, ffn,
+                                     glu_terms(stage_.shapes)},
               p.stream);
 }
 
@@ -215,8 +215,8 @@ void MoeBlock::activation_backward(const OpPass& p) {
   const bf16* d_act = bf(p, Tensor::expert_activation_out, Form::gradient);
   if (rows > 0)
     launch_op(p.op, p.binding,
-              gpu::ActivationBackward{p.op.activation, bf(p, Tensor::expert_fc1_out),
-                                      d_act, d_fc1, rows, ffn},
+              gpu::ActivationBackward{p.op.activation, bf(p, Tensor::expert_fc1_out), d_act, d_fc1, rows, ffn,
+                                      glu_terms(stage_.shapes)},
               p.stream);
   done(p, {{Tensor::expert_fc1_out}, {Tensor::expert_activation_out, Form::gradient}});
 }

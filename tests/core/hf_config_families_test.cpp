@@ -110,6 +110,9 @@ TEST(HfConfigFamilies, EachFamilyCarriesItsFeatures) {
   EXPECT_EQ(qwen_moe.num_moe_layers(), 48);
   const ModelConfig oss = model(fixture("gpt-oss-120b-config.json"));
   EXPECT_TRUE(oss.attention_sinks);
+  EXPECT_EQ(oss.activation, Activation::quick_geglu);  // GptOssExperts' clamped GLU: alpha 1.702, up + 1
+  EXPECT_EQ(oss.glu_linear_offset, 1);
+  EXPECT_EQ(oss.activation_func_clamp_value, 7);  // swiglu_limit
   EXPECT_TRUE(oss.add_bias_linear);
   EXPECT_EQ(oss.window_size, 128);
   EXPECT_EQ(oss.window_attn_skip_freq, 2);

@@ -84,6 +84,7 @@ TEST(MegatronFlags, EachRuleOfValidateArgs) {
             std::string::npos);
   EXPECT_NE(broken("--fp16 --bf16").find("(arguments.py:1196)"), std::string::npos);
   EXPECT_NE(broken("--swiglu --squared-relu").find("argument_utils.py:321"), std::string::npos);
+  EXPECT_NE(broken("--swiglu --quick-geglu").find("argument_utils.py:324"), std::string::npos);
   EXPECT_NE(broken("--recompute-granularity selective --recompute-method uniform").find("(arguments.py:1425)"),
             std::string::npos);
   EXPECT_NE(broken("--recompute-granularity full").find("transformer_config.py:1913"), std::string::npos);

@@ -241,4 +241,19 @@ TEST(ScenarioErrors, PipelineLayoutIsMegatronsString) {
 }
 
 }  // namespace
+// quick GeGLU's terms are read by that activation alone (Megatron's rule): beside another they are refused at their key.
+TEST(ScenarioErrors, GluTermsNeedQuickGeglu) {
+  json doc = valid();
+  doc["model"]["activation_func_clamp_value"] = 7;
+  expect_error(doc, "/model/activation_func_clamp_value", {"quick_geglu only", "swiglu"});
+  doc["model"]["activation"] = "quick_geglu";
+  doc["model"]["glu_linear_offset"] = 1;
+  const Scenario parsed = parse_scenario(doc, "scenario.json");
+  EXPECT_EQ(parsed.model.activation, Activation::quick_geglu);
+  EXPECT_EQ(parsed.model.glu_linear_offset, 1);
+  EXPECT_EQ(parsed.model.activation_func_clamp_value, 7);
+  doc["model"]["activation_func_clamp_value"] = -1;
+  expect_error(doc, "/model/activation_func_clamp_value", {"clamp value"});
+}
+
 }  // namespace twin

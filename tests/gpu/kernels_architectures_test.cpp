@@ -69,7 +69,7 @@ TEST(KernelArchitectures, SquaredReluForwardAndBackward) {
 }
 
 // The entry runs the kernel of the activation it names, bit for bit, in both directions: a wrong dispatch
-// (GeGLU run as SwiGLU, squared ReLU as GeLU) fails here.
+// (GeGLU run as SwiGLU, squared ReLU as GeLU, quick GeGLU without the model's terms) fails here.
 TEST(KernelArchitectures, ActivationEntryRunsTheNamedKernel) {
   REQUIRE_GPU();
   const std::int64_t rows = 64, cols = 1024, n = rows * cols;
@@ -89,6 +89,12 @@ TEST(KernelArchitectures, ActivationEntryRunsTheNamedKernel) {
          k::geglu_forward(bf(i), bf(o), 64, 1024, nullptr);
          k::geglu_backward(bf(i), bf(d), bf(g), 64, 1024, nullptr);
        }},
+      {Activation::quick_geglu,
+       [](const gpu::DeviceBuffer& i, const gpu::DeviceBuffer& d, const gpu::DeviceBuffer& o,
+          const gpu::DeviceBuffer& g) {
+         k::quick_geglu_forward(bf(i), bf(o), 64, 1024, {1, 7}, nullptr);
+         k::quick_geglu_backward(bf(i), bf(d), bf(g), 64, 1024, {1, 7}, nullptr);
+       }},
       {Activation::gelu,
        [](const gpu::DeviceBuffer& i, const gpu::DeviceBuffer& d, const gpu::DeviceBuffer& o,
           const gpu::DeviceBuffer& g) {
@@ -106,8 +112,9 @@ TEST(KernelArchitectures, ActivationEntryRunsTheNamedKernel) {
     SCOPED_TRACE(to_string(activation));
     const std::int64_t width = (is_gated(activation) ? 2 : 1) * n;
     auto out = poisoned(2 * n), din = poisoned(2 * width), want_out = poisoned(2 * n), want_din = poisoned(2 * width);
-    gpu::launch(gpu::ActivationForward{activation, bf(in), bf(out), rows, cols}, nullptr);
-    gpu::launch(gpu::ActivationBackward{activation, bf(in), bf(dout), bf(din), rows, cols}, nullptr);
+    const k::GluTerms glu = gpu::glu_terms(1, 7);  // gpt-oss's, which only quick GeGLU reads
+    gpu::launch(gpu::ActivationForward{activation, bf(in), bf(out), rows, cols, glu}, nullptr);
+    gpu::launch(gpu::ActivationBackward{activation, bf(in), bf(dout), bf(din), rows, cols, glu}, nullptr);
     direct(in, dout, want_out, want_din);
     EXPECT_EQ(bf16_to_host(out.data(), n), bf16_to_host(want_out.data(), n));
     EXPECT_EQ(bf16_to_host(din.data(), width), bf16_to_host(want_din.data(), width));

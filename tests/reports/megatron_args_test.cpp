@@ -122,6 +122,20 @@ TEST(MegatronArgs, SquaredReluIsNamed) {
   EXPECT_FALSE(has_argument(text, "--swiglu")) << text;
 }
 
+// gpt-oss's activation is Megatron's --quick-geglu with its offset and clamp (transformer_config.py's
+// glu_linear_offset and activation_func_clamp_value), and the file reads back as the same model.
+TEST(MegatronArgs, QuickGegluIsNamedWithItsTerms) {
+  Scenario scenario = parse_scenario_text(kGptScenario, "gpt.json");
+  scenario.model.activation = Activation::quick_geglu;
+  scenario.model.glu_linear_offset = 1;
+  scenario.model.activation_func_clamp_value = 7;
+  const std::string text = megatron_args(scenario, testing::pinned(scenario));
+  EXPECT_TRUE(has_argument(text, "--quick-geglu")) << text;
+  EXPECT_TRUE(has_argument(text, "--glu-linear-offset 1")) << text;
+  EXPECT_TRUE(has_argument(text, "--activation-func-clamp-value 7")) << text;
+  EXPECT_FALSE(has_argument(text, "--swiglu")) << text;
+}
+
 // 126 layers over 16 x 8 virtual stages: the first and last hold the embedding and the loss (Llama 3).
 TEST(MegatronArgs, UnevenSplitCountsEmbeddingAndLossAsLayersAndZero2IsNamed) {
   Scenario scenario = load_scenario(std::string(TWIN_SOURCE_DIR) + "/scenarios/llama3-405b-16384xH100.json");
