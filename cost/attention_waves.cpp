@@ -127,8 +127,8 @@ double predict_attention_time_ns(const std::vector<MeasuredKernelShape>& measure
   // 8,192 ran 0.155 of the causal kernel's time forward, 0.16 backward, its steps 0.153 of theirs, where the
   // efficiency curve over its kept scores priced 0.04 (docs/SIMULATOR.md "Sliding windows").
   Op plain = op;
-  if (plain.attention.softcapped || plain.attention.sinks) {
-    plain.attention.softcapped = plain.attention.sinks = false;
+  for (std::optional<Op> next = without_added_pass(plain); next; next = without_added_pass(plain)) {
+    plain = *next;
     if (comparable_measured(measured, plain)) return predict_kernel_time_ns(measured, plain, steps);
   }
   Op whole = plain;

@@ -30,21 +30,9 @@ double predict_kernel_time_ns(const std::vector<MeasuredKernelShape>& measured, 
     const double model = model_ns(measured[i].op);
     return model > 0 ? std::log(measured[i].time_ns / model) : 0.0;
   });
-  if (!ratio && op.softcapped_logits) {  // no capped loss measured: the plain loss's passes, the tanh unpriced
-    Op plain = op;
-    plain.softcapped_logits = false;
-    return predict_kernel_time_ns(measured, plain, model_ns);
-  }
-  if (!ratio && op.attention.softcapped) {  // no capped attention measured: the plain kernel's, the tanh unpriced
-    Op plain = op;
-    plain.attention.softcapped = false;
-    return predict_kernel_time_ns(measured, plain, model_ns);
-  }
-  if (!ratio && op.attention.sinks) {  // no attention with sinks measured: the plain kernel's, the sinks' pass unpriced
-    Op plain = op;
-    plain.attention.sinks = false;
-    return predict_kernel_time_ns(measured, plain, model_ns);
-  }
+  // None of a capped loss, capped attention or attention with sinks measured: the plain kernel's, the pass unpriced.
+  if (!ratio)
+    if (const std::optional<Op> plain = without_added_pass(op)) return predict_kernel_time_ns(measured, *plain, model_ns);
   if (!ratio) return model_ns(op);
   if (ratio->exact) return measured[*ratio->exact].time_ns;
   return model_ns(op) * std::exp(ratio->log_ratio);

@@ -132,6 +132,15 @@ int variant(const Op& op) {
 
 }  // namespace
 
+std::optional<Op> without_added_pass(const Op& op) {
+  Op plain = op;
+  if (op.softcapped_logits) plain.softcapped_logits = false;
+  else if (op.attention.softcapped) plain.attention.softcapped = false;
+  else if (op.attention.sinks) plain.attention.sinks = false;
+  else return std::nullopt;
+  return plain;
+}
+
 std::optional<Op> op_from_kernel_key(std::string_view key) {
   const auto colon = key.find(':');
   if (colon == std::string_view::npos) return std::nullopt;

@@ -26,6 +26,11 @@ std::vector<double> shape_octaves(const Op& op);
 // gated activation, causal and flash attention); nullopt when they are not comparable.
 std::optional<double> squared_octave_distance(const Op& a, const Op& b);
 
+// The kernel a variant adds a pass to, where a profile measured none of the variant: the op without the first of its
+// soft-capped logits, soft-capped attention scores and attention sinks (a tanh per element, the sinks' rescale), to
+// be priced as that kernel with the pass unpriced; nullopt when the op has none of them.
+std::optional<Op> without_added_pass(const Op& op);
+
 // Inverse-distance weighting in log space, which the predictors share. `by_distance` holds (squared
 // distance, index) of the candidates in key order; of the `neighbours` nearest (ties: the earlier index),
 // the result is sum_i w_i log_ratio(i) / (prior_weight + sum_i w_i) with w_i = 1 / d_i^2: prior_weight acts

@@ -1,9 +1,6 @@
 // What twin execute refuses before launching, checked without a GPU: a plan it ran passes; each refusal
 // names the plan file and the JSON path at fault.
-#include <functional>
 #include <string>
-#include <utility>
-#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -401,47 +398,6 @@ TEST(PlanCheck, RefusesExpertTensorParallelism) {
   Plan plan = executed_plan();
   plan.strategy.expert_tensor_parallel_size = 2;
   EXPECT_EQ(refusal_path(plan), "/strategy/expert_tensor_parallel_size");
-}
-
-// Sliding windows run on every layer and on alternating ones; under context parallelism (whose ring blocks do not
-// carry the window) they are refused at their key.
-TEST(PlanCheck, SlidingWindowsRunAtCpOne) {
-  Plan plan = executed_plan();
-  plan.scenario.model.window_size = plan.scenario.training.seq_length / 2;
-  EXPECT_EQ(refusal_path(plan), "");
-  plan.scenario.model.window_attn_skip_freq = 2;
-  EXPECT_EQ(refusal_path(plan), "");
-  Plan ring = plan;
-  ring.strategy.context_parallel_size = 2;
-  EXPECT_EQ(refusal_path(ring), "/scenario/model/window_size");
-}
-
-// Soft-capped attention scores (since 2026-12-01) and gpt-oss's attention sinks (since 2026-12-02) run in
-// whole-sequence attention; under context parallelism (whose ring blocks cap none and merge with no sink) each is
-// refused at its key.
-TEST(PlanCheck, SoftCappedAttentionAndSinksRunAtCpOne) {
-  const std::vector<std::pair<std::string, std::function<void(ModelConfig&)>>> variants = {
-      {"/scenario/model/attention_softcap", [](ModelConfig& m) { m.attention_softcap = 50; }},
-      {"/scenario/model/attention_sinks", [](ModelConfig& m) { m.attention_sinks = true; }}};
-  for (const auto& [key, set] : variants) {
-    Plan plan = executed_plan();
-    set(plan.scenario.model);
-    EXPECT_EQ(refusal_path(plan), "") << key;
-    Plan ring = plan;
-    ring.strategy.context_parallel_size = 2;
-    EXPECT_EQ(refusal_path(ring), key);
-  }
-}
-
-// Attention dropout runs in whole-sequence attention; under context parallelism (whose ring blocks draw none) it is
-// refused at its key.
-TEST(PlanCheck, AttentionDropoutRunsAtCpOne) {
-  Plan plan = executed_plan();
-  plan.scenario.model.attention_dropout = 0.1;
-  EXPECT_EQ(refusal_path(plan), "");
-  Plan ring = plan;
-  ring.strategy.context_parallel_size = 2;
-  EXPECT_EQ(refusal_path(ring), "/scenario/model/attention_dropout");
 }
 
 }  // namespace
