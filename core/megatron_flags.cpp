@@ -202,6 +202,7 @@ const std::vector<MegatronFlag>& megatron_flags() {
       {"--overlap-param-gather", K::switch_on, {}, false, "megatron/training/arguments.py:3148"},
       {"--tp-comm-overlap", K::switch_on, {}, false, "megatron/core/model_parallel_config.py:265"},
       {"--no-gradient-accumulation-fusion", K::switch_on, {}, false, "megatron/training/arguments.py:2944"},
+      {"--no-bias-dropout-fusion", K::switch_on, {}, false, "megatron/training/arguments.py:2899"},
       {"--cross-entropy-loss-fusion", K::switch_on, {}, false, "megatron/core/model_parallel_config.py:320"},
       {"--overlap-moe-expert-parallel-comm", K::switch_on, {}, false, "megatron/core/model_parallel_config.py:343"},
       {"--delay-wgrad-compute", K::switch_on, {}, false, "megatron/core/model_parallel_config.py:348"},

@@ -143,6 +143,11 @@ Broken optimizer_and_overlaps(const MegatronArguments& a) {
     return std::string("--squared-relu: not with --swiglu (megatron/training/argument_utils.py:321)");
   if (a.has("--swiglu") && a.has("--quick-geglu"))
     return std::string("--quick-geglu: not with --swiglu (megatron/training/argument_utils.py:324)");
+  if (a.has("--moe-grouped-gemm") && a.has("--num-experts") && !a.has("--disable-bias-linear") &&
+      !a.has("--no-bias-dropout-fusion"))
+    return std::string(
+        "--no-bias-dropout-fusion: needed by grouped experts with biases (no --disable-bias-linear; "
+        "megatron/core/transformer/moe/experts.py:205)");
   const std::string granularity = a.text("--recompute-granularity", "");
   if (granularity == "selective" && a.has("--recompute-method"))
     return std::string("--recompute-method: not with --recompute-granularity selective (arguments.py:1425)");

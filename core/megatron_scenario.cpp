@@ -166,6 +166,9 @@ void read_framework(Reading& r) {
             "--no-gradient-accumulation-fusion");
   r.doc.set("/framework/cross_entropy_loss_fusion", a.has("--cross-entropy-loss-fusion"),
             "--cross-entropy-loss-fusion");
+  if (a.has("--no-bias-dropout-fusion"))
+    r.note("--no-bias-dropout-fusion: the bias, dropout and residual add as separate kernels; priced as they run "
+           "fused (not modelled)");
   std::string cp_type = "p2p";
   if (const MegatronArgument* given_type = a.find("--cp-comm-type")) {
     for (const std::string& value : given_type->values)

@@ -194,10 +194,16 @@ LayerParameterGroups layer_parameter_groups(const ModelConfig& m, int layer) {
   if (m.add_bias_linear) g.replicated += h;  // the projection's (row-parallel) bias
   if (m.is_moe_layer(layer)) {
     const std::int64_t ffn = m.moe.ffn_hidden_size;
-    g.replicated += h * m.moe.num_experts;  // router, no bias
+    // The router, with a bias under add_bias_linear (Megatron's TopKRouter; gpt-oss's router has one).
+    g.replicated += h * m.moe.num_experts + (m.add_bias_linear ? m.moe.num_experts : 0);
     g.experts = m.moe.num_experts;
     g.per_expert = mlp_weights(m, ffn) + (m.add_bias_linear ? fc1_width(m, ffn) + h : 0);
-    g.mlp_weights_shared = m.moe.shared_expert_ffn_hidden_size > 0 ? mlp_weights(m, m.moe.shared_expert_ffn_hidden_size) : 0;
+    const std::int64_t shared_ffn = m.moe.shared_expert_ffn_hidden_size;
+    g.mlp_weights_shared = shared_ffn > 0 ? mlp_weights(m, shared_ffn) : 0;
+    if (shared_ffn > 0 && m.add_bias_linear) {  // the shared experts' MLP has a dense MLP's biases
+      g.mlp_biases = fc1_width(m, shared_ffn);
+      g.replicated += h;
+    }
   } else {
     g.mlp_weights = mlp_weights(m, m.ffn_hidden_size);
     if (m.add_bias_linear) {

@@ -180,7 +180,7 @@ struct LayerParameterGroups {
   std::int64_t attention_weights = 0;  // QKV (GQA-aware) and the output projection
   std::int64_t attention_biases = 0;   // QKV bias (column-parallel) and attention sinks (one per head)
   std::int64_t mlp_weights = 0;        // the dense MLP's two or three matrices; 0 in an MoE layer
-  std::int64_t mlp_biases = 0;         // the dense MLP's FC1 bias (column-parallel)
+  std::int64_t mlp_biases = 0;         // the dense MLP's (or the shared experts') FC1 bias (column-parallel)
   std::int64_t mlp_weights_shared = 0; // an MoE layer's shared experts (split over TP like a dense MLP)
   // Two norms (four with post_norms), QK-norm's, row-parallel biases (projection, FC2), the router, and MLA's down
   // projections and latent norms (every TP rank holds them whole, as Megatron's "duplicated" linears).

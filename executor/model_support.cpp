@@ -30,8 +30,6 @@ std::optional<UnsupportedModelFeature> first_unsupported_feature(const ModelConf
   if (m.mtp_num_layers > 0) return unsupported("mtp_num_layers", "multi-token prediction layers");
   if (m.is_moe() && m.moe.router_group_topk > 0 && m.moe.router_num_groups > kMaxExecutedRouterGroups)
     return unsupported("moe/router_num_groups", "group-limited routing over more than 32 groups");
-  // GPT's LayerNorm, learned positions and linear biases run (executor/parameters.hpp); experts' biases do not.
-  if (m.add_bias_linear && m.is_moe()) return unsupported("add_bias_linear", "linear biases in expert layers");
   // Hidden dropout runs in dense layers with pre norms (Megatron's bias-dropout-add, executor/gpu/
   // dense_block_residual.cpp): an MoE layer's combine, MLA's blocks and a post norm hand their branch's gradient on
   // where the residual's backward leaves the undropped one.

@@ -17,8 +17,10 @@ struct UnsupportedModelFeature {
 // The first feature of `model` that twin execute does not run, in a fixed order; nullopt for a model it runs
 // (Llama-style, dense or with experts: RMSNorm, RoPE, SwiGLU, GeGLU, GeLU or squared ReLU, QK-norm, fine-grained and
 // shared experts, dense first layers, sliding-window attention on every or alternating layers, soft-capped final
-// logits; Gemma-2 and 3's post norms in dense layers; GPT-style dense: LayerNorm, learned positions, linear biases;
-// hidden dropout in dense pre-norm layers, fused attention without attention dropout). Windows run at context_parallel_size 1, post norms at tensor_model_parallel_size 1
+// logits; Gemma-2 and 3's post norms in dense layers; GPT-style: LayerNorm, learned positions, linear biases (the
+// experts' and the router's too);
+// hidden dropout in dense pre-norm layers, fused attention without attention dropout). Windows run at
+// context_parallel_size 1, post norms at tensor_model_parallel_size 1
 // and without FP8 (executor/plan_check.cpp, executor/fp8_plan_check.cpp).
 // Shared experts run at TP 1 (executor/plan_check.cpp refuses them under TP at their key, executor/parameters.cpp
 // too for callers that skip the check).

@@ -132,6 +132,7 @@ class UnitMaker {
       WeightTensor router = weight(p + "router", OpRole::router, rows_from(h, shapes_.experts_total, 0), kStddev);
       router.tp_replicated = true;
       unit.tensors.push_back(std::move(router));
+      if (m_.add_bias_linear) add_router_bias(unit, p + "router.bias");
       if (shapes_.shared_ffn > 0) add_shared_experts(unit, p);
       const int layer_tensors = static_cast<int>(unit.tensors.size());
       out.push_back(finish(std::move(unit), counted.dense, l, 0));
@@ -142,8 +143,10 @@ class UnitMaker {
       ParameterUnitLayout expert_unit{expert_unit_of(l), GroupKind::expert_data};
       expert_unit.tensors.push_back(weight(p + "experts_fc1", OpRole::expert_fc1,
                                            rows_from(experts * h, fc1_e, first_expert * h), kStddev));
+      add_expert_biases(expert_unit, p + "experts_fc1.bias", OpRole::expert_fc1, fc1_e, first_expert);
       expert_unit.tensors.push_back(weight(p + "experts_fc2", OpRole::expert_fc2,
                                            rows_from(experts * ffn_e, h, first_expert * ffn_e), output_stddev_));
+      add_expert_biases(expert_unit, p + "experts_fc2.bias", OpRole::expert_fc2, h, first_expert);
       out.push_back(finish(std::move(expert_unit), counted.expert, l, layer_tensors));
       return out;
     }
@@ -261,6 +264,26 @@ class UnitMaker {
                kStddev);
     add_linear(unit, p + "shared_fc2", OpRole::shared_expert_fc2, TensorParallel::row, rows_from(ffn, h, 0),
                output_stddev_);
+  }
+  // The router's bias (add_bias_linear; gpt-oss's router has one), a logit per expert, replicated over TP as the
+  // router's weight and drawn as it is (Megatron's TopKRouter passes both to init_method).
+  void add_router_bias(ParameterUnitLayout& unit, const std::string& name) const {
+    WeightTensor bias{name, OpRole::router, 1, shapes_.experts_total};
+    bias.part = WeightPart::bias;
+    bias.tp_replicated = true;
+    bias.shard = rows_from(1, shapes_.experts_total, 0);
+    bias.init_stddev = kStddev;
+    unit.tensors.push_back(std::move(bias));
+  }
+  // The rank's experts' biases of one experts GEMM (add_bias_linear), stacked [experts, out] after its weights'
+  // stack as Megatron's grouped linear keeps bias0..N beside weight0..N; zeros. Whole on the rank (ETP 1).
+  void add_expert_biases(ParameterUnitLayout& unit, const std::string& name, OpRole role, std::int64_t out,
+                         std::int64_t first_expert) const {
+    if (!m_.add_bias_linear) return;
+    WeightTensor bias{name, role, shapes_.experts_local, out};
+    bias.part = WeightPart::bias;
+    bias.shard = rows_from(shapes_.experts_local, out, first_expert);
+    unit.tensors.push_back(std::move(bias));
   }
   // A linear's weight [in, out] and, with add_bias_linear, its bias (zeros) over the weight's output columns: a
   // column-parallel linear's sharded as they are, a row-parallel one's (rows split over TP, all columns here)

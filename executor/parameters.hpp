@@ -37,7 +37,7 @@ struct WeightTensor {
   bool embedding_copy = false;
   WeightPart part = WeightPart::weight;
   ShardMap shard;           // where the shard lies in the full weight
-  float init_stddev = 0;    // 0: ones (norm weights), zeros for a bias
+  float init_stddev = 0;    // 0: ones (norm weights), zeros for a bias; else drawn normal (the router's bias too)
   std::uint64_t seed = 0;
   std::int64_t elements() const { return rows * cols; }
 };

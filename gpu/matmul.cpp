@@ -125,34 +125,52 @@ void Matmul::run(const MatmulProblem& problem, const __nv_bfloat16* a, const __n
   launch(plan, plan.algo, a, b, c, addend, vector, stream);
 }
 
-void Matmul::run_ragged(const MatmulProblem& problem, const __nv_bfloat16* a, const __nv_bfloat16* b,
-                        __nv_bfloat16* c, cudaStream_t stream) {
-  if (problem.epilogue != MatmulEpilogue::none)
-    throw std::logic_error("Matmul::run_ragged: no epilogue (an expert's GEMMs have no bias)");
-  auto exact = plans_.find(problem);
-  if (exact == plans_.end() || exact->second == nullptr) {
-    // Eight buckets per octave: a size takes the algorithm of at most 1/8 above it (a power-of-two bucket gave a
-    // 1,055-row expert the algorithm of 2,048 rows).
-    const auto bucket_of = [](std::int64_t size) {
-      const auto step = std::max<std::int64_t>(
-          8, static_cast<std::int64_t>(std::bit_floor(static_cast<std::uint64_t>(std::max<std::int64_t>(size, 1)))) / 8);
-      return std::max<std::int64_t>(64, (size + step - 1) / step * step);
-    };
-    MatmulProblem bucket = problem;
-    bucket.m = bucket_of(problem.m);
-    bucket.k = bucket_of(problem.k);
-    auto chosen = bucket_algos_.find(bucket);
-    if (chosen == bucket_algos_.end())
-      chosen = bucket_algos_.emplace(bucket, heuristic_algo(*make_plan(bucket), bucket)).first;
-    std::unique_ptr<Plan> plan = make_plan(problem);
+const Matmul::Plan* Matmul::find_ragged_plan(const MatmulProblem& problem) {
+  if (auto exact = plans_.find(problem); exact != plans_.end()) return exact->second.get();
+  // Eight buckets per octave: a size takes the algorithm of at most 1/8 above it (a power-of-two bucket gave a
+  // 1,055-row expert the algorithm of 2,048 rows).
+  const auto bucket_of = [](std::int64_t size) {
+    const auto step = std::max<std::int64_t>(
+        8, static_cast<std::int64_t>(std::bit_floor(static_cast<std::uint64_t>(std::max<std::int64_t>(size, 1)))) / 8);
+    return std::max<std::int64_t>(64, (size + step - 1) / step * step);
+  };
+  MatmulProblem bucket = problem;
+  bucket.m = bucket_of(problem.m);
+  bucket.k = bucket_of(problem.k);
+  auto chosen = bucket_algos_.find(bucket);
+  if (chosen == bucket_algos_.end()) {
+    std::optional<cublasLtMatmulAlgo_t> algo(std::in_place);
+    ++heuristic_queries_;
+    if (!heuristic_algorithm(handle_, *make_plan(bucket), workspace_.bytes(), *algo)) algo.reset();
+    chosen = bucket_algos_.emplace(bucket, algo).first;
+  }
+  std::unique_ptr<Plan> plan = make_plan(problem);
+  bool fits = false;
+  if (chosen->second) {
     cublasLtMatmulHeuristicResult_t check{};
     const cublasStatus_t status = cublasLtMatmulAlgoCheck(handle_, plan->desc, plan->first, plan->second, plan->out,
-                                                          plan->out, &chosen->second, &check);
-    const bool fits = status == CUBLAS_STATUS_SUCCESS && check.workspaceSize <= workspace_.bytes();
-    plan->algo = fits ? chosen->second : heuristic_algo(*plan, problem);
-    exact = plans_.insert_or_assign(problem, std::move(plan)).first;
+                                                          plan->out, &*chosen->second, &check);
+    fits = status == CUBLAS_STATUS_SUCCESS && check.workspaceSize <= workspace_.bytes();
   }
-  launch(*exact->second, exact->second->algo, a, b, c, nullptr, nullptr, stream);
+  if (fits) {
+    plan->algo = *chosen->second;
+  } else {
+    ++heuristic_queries_;
+    if (!heuristic_algorithm(handle_, *plan, workspace_.bytes(), plan->algo)) plan.reset();
+  }
+  return plans_.emplace(problem, std::move(plan)).first->second.get();
+}
+
+void Matmul::run_ragged(const MatmulProblem& problem, const __nv_bfloat16* a, const __nv_bfloat16* b,
+                        __nv_bfloat16* c, cudaStream_t stream, __nv_bfloat16* vector) {
+  if ((vector != nullptr) != (problem.epilogue != MatmulEpilogue::none))
+    throw std::logic_error("Matmul::run_ragged: a vector exactly when the problem has an epilogue (bias or its gradient)");
+  const Plan* plan = find_ragged_plan(problem);
+  if (plan == nullptr)
+    throw std::runtime_error(fmt::format("cuBLASLt has no algorithm for GEMM m={} n={} k={} (transposes {}/{}, "
+                                         "epilogue {})", problem.m, problem.n, problem.k, problem.transpose_a,
+                                         problem.transpose_b, static_cast<int>(problem.epilogue)));
+  launch(*plan, plan->algo, a, b, c, nullptr, vector, stream);
 }
 
 }  // namespace twin::exec

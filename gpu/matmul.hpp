@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <tuple>
 
 #include <cublasLt.h>
@@ -55,9 +56,12 @@ class Matmul {
   // problem with m and k rounded up to the next of eight steps per octave (a multiple of 2^(floor(log2 x) - 3); at
   // least 64), chosen once per such bucket, and used for the
   // exact problem when cuBLASLt confirms it supports it (cublasLtMatmulAlgoCheck; else the exact problem's own
-  // heuristic). Each exact problem's descriptors are kept, as run's are: as many as the sizes seen.
+  // heuristic). Each exact problem's descriptors are kept, as run's are: as many as the sizes seen. `vector` as
+  // run's: exactly when the problem has an epilogue (an expert's bias, or its gradient).
   void run_ragged(const MatmulProblem& problem, const __nv_bfloat16* a, const __nv_bfloat16* b, __nv_bfloat16* c,
-                  cudaStream_t stream);
+                  cudaStream_t stream, __nv_bfloat16* vector = nullptr);
+  // Whether run_ragged has an algorithm for the problem (found as run_ragged finds it, and kept for it).
+  bool supports_ragged(const MatmulProblem& problem) { return find_ragged_plan(problem) != nullptr; }
   std::size_t workspace_bytes() const { return workspace_.bytes(); }
   // Heuristic queries made so far (tests: a ragged run's sizes share their bucket's).
   int heuristic_queries() const { return heuristic_queries_; }
@@ -68,12 +72,13 @@ class Matmul {
   cublasLtMatmulAlgo_t heuristic_algo(const Plan& plan, const MatmulProblem& problem);
   const Plan& plan_for(const MatmulProblem& problem);
   const Plan* find_plan(const MatmulProblem& problem);  // nullptr: no algorithm
+  const Plan* find_ragged_plan(const MatmulProblem& problem);  // nullptr: no algorithm
   void launch(const Plan& plan, const cublasLtMatmulAlgo_t& algo, const __nv_bfloat16* a, const __nv_bfloat16* b,
               __nv_bfloat16* c, const __nv_bfloat16* addend, __nv_bfloat16* vector, cudaStream_t stream);
   cublasLtHandle_t handle_ = nullptr;
   gpu::DeviceBuffer workspace_;
   std::map<MatmulProblem, std::unique_ptr<Plan>> plans_;  // nullptr: cuBLASLt has no algorithm
-  std::map<MatmulProblem, cublasLtMatmulAlgo_t> bucket_algos_;   // ragged: per bucket problem
+  std::map<MatmulProblem, std::optional<cublasLtMatmulAlgo_t>> bucket_algos_;  // ragged: per bucket problem
   int heuristic_queries_ = 0;
 };
 

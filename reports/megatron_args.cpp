@@ -190,6 +190,9 @@ void model(ArgsText& out, const ModelConfig& m, std::int64_t seq_length, MoeToke
   }
   if (m.untie_embeddings_and_output_weights) out.arg("--untie-embeddings-and-output-weights");
   if (!m.add_bias_linear) out.arg("--disable-bias-linear");
+  // Megatron's grouped experts (TEGroupedMLP, moe/experts.py:205) assert that biased experts run without its
+  // bias-dropout fusion.
+  if (m.add_bias_linear && m.is_moe()) out.arg("--no-bias-dropout-fusion");
   // Megatron's defaults are 0.1 each; Llama-style models train without dropout.
   out.arg("--hidden-dropout", m.hidden_dropout);
   out.arg("--attention-dropout", m.attention_dropout);

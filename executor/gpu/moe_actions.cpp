@@ -31,8 +31,7 @@ void MoeBlock::router_forward(const OpPass& p) {
   TensorStore& t = stage_.tensors;
   counts_sequence_shards_[{p.mb, p.unit}] = 1;  // this (or a recomputed) pass's counts, summed over nothing yet
   bf16* logits = new_bf16(p, Tensor::router_logits, Form::value, tokens * experts);
-  p.scratch.matmul->run({tokens, experts, h, false, false, false}, bf(p, Tensor::mlp_norm_out), weight(p).params,
-                        logits, p.stream);
+  router_logits(p, weight(p), bf(p, Tensor::mlp_norm_out), logits);
   if (stage_.forced_balance)  // the router's product is computed, then replaced, as Megatron's apply_random_logits does
     kernels::moe_random_logits(logits, tokens * experts, forced_logits_seed(), forced_logits_subsequence(p), p.stream);
   auto* probs = static_cast<float*>(t.make(p.mb, p.unit, {Tensor::router_probs}, tokens * experts * 4, p.stream));
@@ -90,18 +89,22 @@ void MoeBlock::dispatch_exchange(const OpPass& p) {
   done(p, {{copies_in()}});
 }
 
-void MoeBlock::experts_forward(const OpPass& p) {  // out_e [count, n] = in_e [count, k] W_e [k, n]
+// out_e [count, n] = in_e [count, k] W_e [k, n] (+ b_e: FC2's bias before the combine weighs the row, as Megatron's
+// experts add it, p (y + b))
+void MoeBlock::experts_forward(const OpPass& p) {
   const ExpertsGemm g = experts_gemm(p);
   bf16* x = bf(p, g.in);
   bf16* y = new_bf16(p, g.out, Form::value, held_rows(p) * g.out_width);
-  bf16* w = weight(p).params;
+  const Weight w = weight(p);
   const std::int64_t weight_size = g.in_width * g.out_width;
   p.scratch.grouped->run(per_expert(expert_counts_.at({p.mb, p.unit}),
                                     [&](std::int64_t e, std::int64_t first, std::int64_t count) {
                                       return GemmGroup{count, g.out_width, g.in_width, x + first * g.in_width,
-                                                       w + e * weight_size, y + first * g.out_width};
+                                                       w.params + e * weight_size, y + first * g.out_width,
+                                                       w.bias ? w.bias + e * g.out_width : nullptr};
                                     }),
-                         false, false, false, p.stream);
+                         false, false, false, p.stream,
+                         {w.bias ? MatmulEpilogue::add_bias : MatmulEpilogue::none, nullptr});
 }
 
 void MoeBlock::activation_forward(const OpPass& p) {
@@ -194,18 +197,23 @@ void MoeBlock::experts_input_grad(const OpPass& p) {  // d in_e [count, k] = d o
                          false, true, false, p.stream);
 }
 
-void MoeBlock::experts_weight_grad(const OpPass& p) {  // dW_e [k_in, n_out] (+)= in_e^T d out_e
+// dW_e [k_in, n_out] (+)= in_e^T d out_e, and with biases db_e (+)= the column sums of d out_e
+void MoeBlock::experts_weight_grad(const OpPass& p) {
   const ExpertsGemm g = experts_gemm(p);
   bf16* x = bf(p, g.in);
   bf16* dy = bf(p, g.out, Form::gradient);
-  bf16* grads = weight(p).grads;
+  const Weight w = weight(p);
+  bf16* bias_grads = bias_grad_target(p, w);
   const std::int64_t weight_size = g.in_width * g.out_width;
   p.scratch.grouped->run(per_expert(expert_counts_.at({p.mb, p.unit}),
                                     [&](std::int64_t e, std::int64_t first, std::int64_t count) {
                                       return GemmGroup{g.in_width, g.out_width, count, x + first * g.in_width,
-                                                       dy + first * g.out_width, grads + e * weight_size};
+                                                       dy + first * g.out_width, w.grads + e * weight_size,
+                                                       bias_grads ? bias_grads + e * g.out_width : nullptr};
                                     }),
-                         true, false, !p.binding.first_gradient, p.stream);
+                         true, false, !p.binding.first_gradient, p.stream,
+                         {bias_grads ? MatmulEpilogue::bias_grad_of_b : MatmulEpilogue::none, p.scratch.norm_partials});
+  finish_bias_grads(p, w, stage_.shapes.experts_local * g.out_width);
   done(p, {{g.in}, {g.out, Form::gradient}});
 }
 
@@ -246,11 +254,23 @@ void MoeBlock::router_input_grad(const OpPass& p) {  // the router's part of the
                         bf(p, Tensor::mlp_norm_out, Form::gradient), p.stream);
 }
 
-void MoeBlock::router_weight_grad(const OpPass& p) {
+void MoeBlock::router_weight_grad(const OpPass& p) {  // and its bias's: the column sums of the logits' gradient
   const lowering::RankShapes& s = stage_.shapes;
-  p.scratch.matmul->run({s.h, s.experts_total, s.tokens_local, true, false, !p.binding.first_gradient},
-                        bf(p, Tensor::mlp_norm_out), bf(p, Tensor::router_logits, Form::gradient), weight(p).grads,
-                        p.stream);
+  const Weight w = weight(p);
+  const bf16* d_logits = bf(p, Tensor::router_logits, Form::gradient);
+  MatmulProblem problem{s.h, s.experts_total, s.tokens_local, true, false, !p.binding.first_gradient};
+  MatmulProblem fused = problem;
+  fused.epilogue = MatmulEpilogue::bias_grad_of_b;
+  bf16* target = bias_grad_target(p, w);
+  if (target && reinterpret_cast<std::uintptr_t>(target) % 16 == 0 && p.scratch.matmul->supports(fused)) {
+    p.scratch.matmul->run(fused, bf(p, Tensor::mlp_norm_out), d_logits, w.grads, p.stream, nullptr, target);
+    finish_bias_grads(p, w, s.experts_total);
+  } else {
+    p.scratch.matmul->run(problem, bf(p, Tensor::mlp_norm_out), d_logits, w.grads, p.stream);
+    if (w.bias)
+      kernels::bias_grad(d_logits, p.scratch.norm_partials, w.bias_grads, !p.binding.first_gradient, s.tokens_local,
+                         s.experts_total, p.stream);
+  }
   done(p, {{Tensor::router_logits, Form::gradient}, {Tensor::expert_counts}, {Tensor::expert_counts, Form::reduced}});
   expert_counts_.erase({p.mb, p.unit});
 }

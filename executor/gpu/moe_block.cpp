@@ -2,6 +2,7 @@
 // integers), and under EP after the dispatch gathered every EP rank's counts.
 #include "executor/gpu/moe_block.hpp"
 
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -91,7 +92,35 @@ MoeBlock::Weight MoeBlock::weight(const OpPass& p) {
   const bool experts = subject == OpRole::expert_fc1 || subject == OpRole::expert_fc2;
   ParameterUnit& unit = stage_.parameters.unit(experts ? expert_unit_of(p.unit) : p.unit);
   const std::int64_t offset = unit.tensor(subject).offset;
-  return {unit.params + offset, unit.grads + offset};
+  Weight w{unit.params + offset, unit.grads + offset};
+  if (const WeightTensor* bias = unit.find(subject, WeightPart::bias)) {
+    w.bias = unit.params + bias->offset;
+    w.bias_grads = unit.grads + bias->offset;
+  }
+  return w;
+}
+
+void MoeBlock::router_logits(const OpPass& p, const Weight& w, const bf16* x, bf16* logits) {
+  const lowering::RankShapes& s = stage_.shapes;
+  MatmulProblem problem{s.tokens_local, s.experts_total, s.h, false, false, false};
+  MatmulProblem fused = problem;
+  fused.epilogue = MatmulEpilogue::add_bias;
+  // cuBLASLt reads the vector at 16-byte alignment.
+  if (w.bias && reinterpret_cast<std::uintptr_t>(w.bias) % 16 == 0 && p.scratch.matmul->supports(fused))
+    return p.scratch.matmul->run(fused, x, w.params, logits, p.stream, nullptr, w.bias);
+  p.scratch.matmul->run(problem, x, w.params, logits, p.stream);
+  if (w.bias) kernels::bias_add(logits, w.bias, s.tokens_local, s.experts_total, p.stream);
+}
+
+bf16* MoeBlock::bias_grad_target(const OpPass& p, const Weight& w) const {
+  if (!w.bias) return nullptr;
+  return p.binding.first_gradient ? w.bias_grads : p.scratch.bias_grad;
+}
+
+void MoeBlock::finish_bias_grads(const OpPass& p, const Weight& w, std::int64_t count) const {
+  // The scratch's sums added as one row (kernels::bias_grad over one row: bf16(grad + sum)).
+  if (w.bias && !p.binding.first_gradient)
+    kernels::bias_grad(p.scratch.bias_grad, p.scratch.norm_partials, w.bias_grads, true, 1, count, p.stream);
 }
 
 void* MoeBlock::tensor(const OpPass& p, Tensor t, Form form) { return stage_.tensors.get(p.mb, p.unit, {t, form}); }

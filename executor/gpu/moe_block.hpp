@@ -92,10 +92,19 @@ class MoeBlock {
   void router_weight_grad(const OpPass& p);
 
  private:
-  struct Weight {  // a GEMM's weight (the router's, or the experts' stacked [experts * in, out]) and its gradient
+  // A GEMM's weight (the router's, or the experts' stacked [experts * in, out]) and its gradient; with
+  // add_bias_linear its bias (the router's [experts], the experts' stacked [experts, out]) and the bias's gradient.
+  struct Weight {
     __nv_bfloat16 *params = nullptr, *grads = nullptr;
+    __nv_bfloat16 *bias = nullptr, *bias_grads = nullptr;
   };
   Weight weight(const OpPass& p);
+  // The router's logits [tokens, experts] = x W (+ b): the bias in cuBLASLt's epilogue where it can, else added after.
+  void router_logits(const OpPass& p, const Weight& w, const __nv_bfloat16* x, __nv_bfloat16* logits);
+  // Where a weight-gradient GEMM's epilogue writes `count` bias-gradient elements: the gradient itself for the
+  // step's first micro-batch, else the stream's scratch, which finish_bias_grads then adds (nullptr: no bias).
+  __nv_bfloat16* bias_grad_target(const OpPass& p, const Weight& w) const;
+  void finish_bias_grads(const OpPass& p, const Weight& w, std::int64_t count) const;
   void* tensor(const OpPass& p, layer::Tensor t, Form form = Form::value);
   __nv_bfloat16* bf(const OpPass& p, layer::Tensor t, Form form = Form::value);
   __nv_bfloat16* new_bf16(const OpPass& p, layer::Tensor t, Form form, std::int64_t elements);

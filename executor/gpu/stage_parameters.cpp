@@ -105,8 +105,8 @@ void StageParameters::allocate_optimizer_state(ParameterUnit& unit, const Optimi
 void StageParameters::initialise_weights(ParameterUnit& unit, bf16* whole, cudaStream_t stream) {
   TWIN_CUDA_CHECK(cudaMemsetAsync(whole, 0, unit.padded * sizeof(bf16), stream));
   for (const WeightTensor& w : unit.tensors) {
-    if (w.part == WeightPart::bias || w.part == WeightPart::sinks)  // zeros: Megatron's biases (the buffer was zeroed)
-      continue;
+    // Zeros: Megatron's biases (the buffer was zeroed), but the router's, drawn as its weight.
+    if ((w.part == WeightPart::bias || w.part == WeightPart::sinks) && w.init_stddev == 0) continue;
     if (w.init_stddev == 0)
       kernels::fill_bf16(whole + w.offset, w.elements(), 1.0f, stream);
     else

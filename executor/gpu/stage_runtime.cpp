@@ -38,7 +38,23 @@ std::int64_t partial_columns(const StageLayout& layout) {
   // block, so min(rows, blocks) x 2 head_dim <= this x min(tokens, blocks).
   if (m.qk_layernorm) cols = std::max(cols, 2 * (s.heads + s.groups) * s.d);
   if (s.mla()) cols = std::max({cols, s.q_lora_rank, s.kv_lora_rank});  // MLA's latents' norms
+  if (m.add_bias_linear && m.is_moe()) cols = std::max({cols, s.moe_fc1_width, s.experts_total});  // experts, router
   return cols;
+}
+
+// The rows a bias gradient's partials cover: a micro-batch's tokens, or under EP what one expert may receive (a
+// copy of each token of every EP rank).
+std::int64_t partial_rows(const StageLayout& layout) {
+  const ModelConfig& m = layout.scenario().model;
+  return layout.most_tokens() * (m.add_bias_linear && m.is_moe() ? layout.shapes().ep : 1);
+}
+
+// A bias gradient that a later micro-batch adds (written by a GEMM's epilogue first): a linear's, the router's, or
+// every local expert's of one experts GEMM ([experts, out], added in one pass).
+std::int64_t bias_grad_elements(const StageLayout& layout) {
+  const lowering::RankShapes& s = layout.shapes();
+  const bool experts = layout.scenario().model.is_moe();
+  return std::max(partial_columns(layout), experts ? s.experts_local * std::max(s.moe_fc1_width, s.h) : 0);
 }
 
 std::uint64_t region_id(int iteration, OpIndex op) {
@@ -95,17 +111,21 @@ void StageRuntime::make_scratch() {
   std::array<bool, kStreamCount> computes{};
   for (OpIndex i = 0; i < rc_.size(); ++i)
     computes[static_cast<int>(rc_.op(i).stream)] |= !rc_.op(i).is_communication();
-  const std::int64_t tokens = layout_.most_tokens();
   for (int s = 0; s < kStreamCount; ++s) {
     if (!computes[s]) continue;
     StreamScratch& scratch = scratch_[s];
     scratch.matmul = std::make_unique<Matmul>();
     if (handlers_->fp8()) scratch.fp8_matmul = std::make_unique<Fp8Matmul>(Matmul::kWorkspaceBytes);
-    scratch.norm_partials = static_cast<float*>(
-        tensors_.static_buffer(kernels::norm_partial_floats(tokens, partial_columns(layout_)) * sizeof(float)));
-    if (layout_.scenario().model.add_bias_linear)
-      scratch.bias_grad = static_cast<__nv_bfloat16*>(
-          tensors_.static_buffer(partial_columns(layout_) * sizeof(__nv_bfloat16)));
+    const std::size_t partials =
+        kernels::norm_partial_floats(partial_rows(layout_), partial_columns(layout_));
+    if (layout_.scenario().model.add_bias_linear) {
+      const std::int64_t bias_grads = bias_grad_elements(layout_);  // also summed as one row through the partials
+      scratch.norm_partials =
+          static_cast<float*>(tensors_.static_buffer(std::max<std::size_t>(partials, bias_grads) * sizeof(float)));
+      scratch.bias_grad = static_cast<__nv_bfloat16*>(tensors_.static_buffer(bias_grads * sizeof(__nv_bfloat16)));
+    } else {
+      scratch.norm_partials = static_cast<float*>(tensors_.static_buffer(partials * sizeof(float)));
+    }
     if (!handlers_->moe()) continue;
     scratch.grouped = std::make_unique<GroupedMatmul>();
     scratch.moe_sort_workspace = tensors_.static_buffer(handlers_->moe()->sort_workspace_bytes());

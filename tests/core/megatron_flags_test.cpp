@@ -85,6 +85,11 @@ TEST(MegatronFlags, EachRuleOfValidateArgs) {
   EXPECT_NE(broken("--fp16 --bf16").find("(arguments.py:1196)"), std::string::npos);
   EXPECT_NE(broken("--swiglu --squared-relu").find("argument_utils.py:321"), std::string::npos);
   EXPECT_NE(broken("--swiglu --quick-geglu").find("argument_utils.py:324"), std::string::npos);
+  // Biased grouped experts (gpt-oss) without --no-bias-dropout-fusion: TEGroupedMLP's assertion.
+  EXPECT_NE(broken("--num-experts 8 --moe-grouped-gemm").find("experts.py:205"), std::string::npos);
+  EXPECT_EQ(broken("--num-experts 8 --moe-grouped-gemm --no-bias-dropout-fusion"), "");
+  EXPECT_EQ(broken("--num-experts 8 --moe-grouped-gemm --disable-bias-linear"), "");
+  EXPECT_EQ(broken("--num-experts 8"), "");  // SequentialMLP has no such assertion
   EXPECT_NE(broken("--recompute-granularity selective --recompute-method uniform").find("(arguments.py:1425)"),
             std::string::npos);
   EXPECT_NE(broken("--recompute-granularity full").find("transformer_config.py:1913"), std::string::npos);

@@ -202,6 +202,11 @@ TEST(MegatronArgs, MoeWithExpertAndContextParallelism) {
     EXPECT_TRUE(has_argument(text, argument)) << argument << "\n" << text;
   EXPECT_TRUE(has_comment_with(text, "routing imbalance 1.25")) << text;
   EXPECT_FALSE(has_argument(text, "--moe-router-force-load-balancing")) << text;
+  EXPECT_FALSE(has_argument(text, "--no-bias-dropout-fusion")) << text;
+  // Biased experts (gpt-oss): Megatron's grouped experts assert that its bias-dropout fusion is off.
+  scenario.model.add_bias_linear = true;
+  EXPECT_TRUE(has_argument(megatron_args(scenario, testing::pinned(scenario)), "--no-bias-dropout-fusion"));
+  scenario.model.add_bias_linear = false;
   // Forced balance and loss-free bias are Megatron switches; the all-gather dispatcher its type.
   scenario.model.moe.routing_imbalance.reset();
   scenario.model.moe.routing.emplace().distribution = RoutingDistribution::forced;
