@@ -11,8 +11,8 @@ static_assert(sizeof(Op) == 240, "Op changed: make price_key() cover any new fie
 
 namespace {
 
-// An op's enums (8 bits each; the optimizer state's dtypes 4, the GEMM's inputs and the FP8 recipe 2) and flags (1 bit
-// each) in one word: 58 bits.
+// An op's enums (8 bits each; the optimizer state's dtypes 4, the activation 3, the GEMM's inputs and the FP8 recipe 2)
+// and flags (1 bit each) in one word: 59 bits.
 std::int64_t kind_and_flags(const Op& op) {
   const GemmShape& g = op.gemm;
   const AttentionShape& a = op.attention;
@@ -31,7 +31,8 @@ std::int64_t kind_and_flags(const Op& op) {
     put(static_cast<std::uint8_t>(dtype), 4);
   put(static_cast<std::uint8_t>(g.inputs), 2);        // four values
   put(static_cast<std::uint8_t>(op.fp8_recipe), 2);   // four values
-  put(static_cast<std::uint8_t>(op.activation), 2);   // four values
+  static_assert(static_cast<int>(Activation::quick_geglu) < 8, "an activation in 3 bits");
+  put(static_cast<std::uint8_t>(op.activation), 3);   // five values (2 bits until quick GeGLU, a fifth, overflowed)
   for (bool flag : {op.recomputed, g.transpose_a, g.transpose_b, a.causal, a.flash, a.dropout, a.cudnn, a.packed,
                     a.softcapped, a.sinks, op.softcapped_logits, op.fuses_residual, g.e5m2, op.fp8_columnwise,
                     precision.store_param_remainders, op.normalization == Normalization::layernorm})

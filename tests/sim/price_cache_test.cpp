@@ -85,3 +85,28 @@ TEST(PriceCache, ASearchWithAClockCurvePricesAsSeparateSimulationsDo) {
 
 }  // namespace
 }  // namespace twin
+
+namespace twin::sim {
+namespace {
+
+// Every activation is its own key, whatever the op's flags: quick GeGLU, the fifth, took a third bit, which until
+// 2026-12-02 spilled into the next field (a quick GeGLU op keyed as a recomputed SwiGLU one).
+TEST(PriceCache, EveryActivationKeysApartFromEveryFlag) {
+  Op quick;
+  quick.kind = OpKind::activation_forward;
+  quick.rows = 4096;
+  quick.cols = 2880;
+  quick.activation = Activation::quick_geglu;
+  Op swiglu_recomputed = quick;
+  swiglu_recomputed.activation = Activation::swiglu;
+  swiglu_recomputed.recomputed = true;
+  EXPECT_NE(price_key(quick), price_key(swiglu_recomputed));
+  for (Activation a : {Activation::swiglu, Activation::gelu, Activation::squared_relu, Activation::geglu}) {
+    Op other = quick;
+    other.activation = a;
+    EXPECT_NE(price_key(quick), price_key(other)) << to_string(a);
+  }
+}
+
+}  // namespace
+}  // namespace twin::sim
