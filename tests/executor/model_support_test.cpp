@@ -169,6 +169,16 @@ TEST(ModelSupport, QwenThreeAndDeepSeekShapesRun) {
   EXPECT_EQ(first_unsupported_feature(deepseek)->path, "moe/router_num_groups");
 }
 
+// A capacity (Megatron's --moe-expert-capacity-factor) drops copies; twin execute runs dropless, so it refuses the
+// capacity at its key rather than run another model than the one simulated (until 2026-12-02 it ran it dropless).
+TEST(ModelSupport, AnExpertCapacityIsRefusedAtItsKey) {
+  ModelConfig mixtral = *model_preset("mixtral-8x7b");
+  ASSERT_FALSE(first_unsupported_feature(mixtral).has_value());
+  mixtral.moe.expert_capacity_factor = 1.25;
+  ASSERT_TRUE(first_unsupported_feature(mixtral).has_value());
+  EXPECT_EQ(first_unsupported_feature(mixtral)->path, "moe/expert_capacity_factor");
+}
+
 // Sliding windows run (since 2026-11-29; before, refused at window_size): on every layer (Mistral) and on
 // alternating ones (Gemma-2, gpt-oss: window_attn_skip_freq 2), each layer's attention op carrying its window.
 // Soft-capped scores (since 2026-12-01) and gpt-oss's attention sinks (since 2026-12-02) run beside them.
