@@ -1,6 +1,6 @@
 // The parameter layout's plain queries (executor/parameters.hpp): a unit's tensor by role, the QKV columns a TP rank
-// holds, a rank's placement in its groups, and what of a unit the gradient norm counts. The layout itself, the units
-// and their tensors, is executor/parameters.cpp.
+// holds, a rank's placement in its groups, whether a stage holds the embedding, what of a unit the gradient norm counts
+// and what no tensor covers. The layout itself, the units and their tensors, is executor/parameters.cpp.
 #include "executor/parameters.hpp"
 
 #include <algorithm>
@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include "strategies/rank_layout.hpp"
+#include "strategies/sharded_parameters.hpp"
 
 namespace twin::exec {
 
@@ -59,6 +60,27 @@ std::vector<ElementRange> gradient_norm_ranges(const ParameterUnitLayout& unit, 
   }
   add(from, unit.padded);
   return ranges;
+}
+
+bool stage_holds_embedding(const Strategy& strategy, int stage) {
+  for (int chunk = 0; chunk < chunks_per_stage(strategy); ++chunk)
+    if (virtual_stage_of(strategy, stage, chunk) == 0) return true;
+  return false;
+}
+
+std::vector<ElementRange> uncovered_ranges(const ParameterUnitLayout& unit) {
+  std::vector<ElementRange> covered;
+  for (const WeightTensor& w : unit.tensors) covered.push_back({w.offset, w.elements()});
+  std::sort(covered.begin(), covered.end(),
+            [](const ElementRange& a, const ElementRange& b) { return a.begin < b.begin; });
+  std::vector<ElementRange> gaps;
+  std::int64_t at = 0;
+  for (const ElementRange& c : covered) {
+    if (c.begin > at) gaps.push_back({at, c.begin - at});
+    at = std::max(at, c.begin + c.count);
+  }
+  if (unit.padded > at) gaps.push_back({at, unit.padded - at});
+  return gaps;
 }
 
 }  // namespace twin::exec

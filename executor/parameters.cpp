@@ -2,7 +2,8 @@
 // columns, its slice of the gate and up halves), the attention projection and FC2 row-parallel, the
 // embedding vocab-parallel by rows and the output projection by columns. Norm weights and biases, row-parallel
 // linears' biases and learned positions are replicated. Each linear's bias follows its weight in the unit, each
-// LayerNorm's bias its weight (Megatron's order).
+// LayerNorm's bias its weight (Megatron's order); an experts unit's biases follow each weight stack, the router's bias
+// its weight.
 // The layout only; executor/gpu/stage_parameters.cpp allocates and initialises the buffers, and
 // executor/parameter_units.cpp answers the layout's plain queries (a tensor by role, placement, the norm's ranges).
 #include "executor/parameters.hpp"
@@ -58,13 +59,6 @@ void require_supported(const ModelConfig& m) {
 }
 
 }  // namespace
-
-
-bool stage_holds_embedding(const Strategy& strategy, int stage) {
-  for (int chunk = 0; chunk < chunks_per_stage(strategy); ++chunk)
-    if (virtual_stage_of(strategy, stage, chunk) == 0) return true;
-  return false;
-}
 
 namespace {
 
@@ -400,21 +394,6 @@ std::vector<ParameterUnitLayout> plan_parameter_units(const PlanPart& part, int 
   if (stage == stages - 1)
     units.push_back(maker(kHeadUnit).head(stage == 0, table_copied ? maker(kEmbeddingUnit).table_elements() : 0));
   return units;
-}
-
-std::vector<ElementRange> uncovered_ranges(const ParameterUnitLayout& unit) {
-  std::vector<ElementRange> covered;
-  for (const WeightTensor& w : unit.tensors) covered.push_back({w.offset, w.elements()});
-  std::sort(covered.begin(), covered.end(),
-            [](const ElementRange& a, const ElementRange& b) { return a.begin < b.begin; });
-  std::vector<ElementRange> gaps;
-  std::int64_t at = 0;
-  for (const ElementRange& c : covered) {
-    if (c.begin > at) gaps.push_back({at, c.begin - at});
-    at = std::max(at, c.begin + c.count);
-  }
-  if (unit.padded > at) gaps.push_back({at, unit.padded - at});
-  return gaps;
 }
 
 }  // namespace twin::exec
