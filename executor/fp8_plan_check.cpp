@@ -89,6 +89,10 @@ void check_fp8_plan(const Plan& plan, const std::string& file) {
                      "no FP8 linears in a model with post norms (twin execute's FP8 casts read a row-parallel "
                      "linear's output gradient where the residual hands it over, not where a post norm's backward "
                      "writes it)");
+  if (scenario.model.add_bias_linear)  // the FP8 GEMMs run without an epilogue and nothing adds the bias after them
+    throw InputError(file, "/scenario/training/fp8",
+                     "no FP8 linears in a model with linear biases (twin execute's FP8 linears add no bias and write "
+                     "no bias gradient)");
   if (scenario.model.hidden_dropout > 0)
     throw InputError(file, "/scenario/training/fp8",
                      "no FP8 linears in a model with hidden dropout (twin execute's FP8 casts read a row-parallel "

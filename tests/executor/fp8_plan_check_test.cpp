@@ -69,6 +69,9 @@ TEST(PlanCheck, RunsFp8RecipesAndRefusesWhatItDoesNotRun) {
   Plan narrow = fp8;
   narrow.scenario.model.ffn_hidden_size += 8;
   EXPECT_EQ(refusal_path(narrow), "/scenario/model/ffn_hidden_size");
+  Plan biased = fp8;  // the FP8 linears add no bias: a model with biases ran without them until 2026-12-02
+  biased.scenario.model.add_bias_linear = true;
+  EXPECT_EQ(refusal_path(biased), "/scenario/training/fp8");
   Plan bf16_wgrad = fp8;  // the weight gradient in BF16 (--no-fp8-wgrad) runs the BF16 GEMM beside FP8 ones
   bf16_wgrad.scenario.training.fp8->wgrad = false;
   EXPECT_EQ(refusal_path(bf16_wgrad), "");
