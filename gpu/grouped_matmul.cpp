@@ -50,9 +50,7 @@ void GroupedMatmul::run_group(const GemmGroup& group, bool transpose_a, bool tra
   if (epilogue.kind == MatmulEpilogue::none) return matmul_.run_ragged(plain, group.a, group.b, group.c, stream);
   MatmulProblem fused = plain;
   fused.epilogue = epilogue.kind;
-  // cuBLASLt reads and writes the vector at 16-byte alignment.
-  const bool aligned = reinterpret_cast<std::uintptr_t>(group.vector) % 16 == 0;
-  if (aligned && matmul_.supports_ragged(fused))
+  if (epilogue_vector_aligned(group.vector) && matmul_.supports_ragged(fused))
     return matmul_.run_ragged(fused, group.a, group.b, group.c, stream, group.vector);
   ++unfused_epilogues_;
   matmul_.run_ragged(plain, group.a, group.b, group.c, stream);

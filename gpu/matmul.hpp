@@ -28,6 +28,13 @@ namespace twin::exec {
 // bf16. Not every layout has an algorithm with every epilogue: supports() says.
 enum class MatmulEpilogue { none, add_bias, bias_grad_of_a, bias_grad_of_b };
 
+// Whether an epilogue can take `vector`: cuBLASLt reads and writes it at 16-byte alignment, and the parameter layout
+// packs tensors, so a bias after a tensor of a width that is no multiple of 8 may lie off it (the caller then runs
+// the plain product and the bias kernels, as the linears, the router and the experts do).
+inline bool epilogue_vector_aligned(const void* vector) {
+  return vector != nullptr && reinterpret_cast<std::uintptr_t>(vector) % 16 == 0;
+}
+
 struct MatmulProblem {
   std::int64_t m = 0, n = 0, k = 0;
   bool transpose_a = false, transpose_b = false, accumulate = false;

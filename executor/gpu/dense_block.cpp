@@ -125,7 +125,7 @@ void DenseBlock::linear_forward(const OpPass& p) {
   TensorStore& tensors = stage_.tensors;
   bf16* input_full = either(tensors, p, t.input_full, t.input);
   bf16* bias = forward_bias(p);
-  bf16* fused_bias = fusable(bias) ? bias : nullptr;  // added in the GEMM's epilogue
+  bf16* fused_bias = epilogue_vector_aligned(bias) ? bias : nullptr;  // added in the GEMM's epilogue
   const MatmulEpilogue epilogue = fused_bias != nullptr ? MatmulEpilogue::add_bias : MatmulEpilogue::none;
   if (p.op.fuses_residual) {  // the epilogue adds the residual stream: the product goes straight into the sum
     if (branch_has_own_gradient())

@@ -141,7 +141,6 @@ class DenseBlock {
   // GPT's additions (dense_block_gpt.cpp): a linear's bias added to its output [rows, cols] and its gradient from the
   // output's gradient (nothing without add_bias_linear), and the embedding's rows [first_row, end_row) as runs of
   // positions for learned position embeddings.
-  static bool fusable(const __nv_bfloat16* vector);
   const WeightTensor* linear_bias_tensor(const OpPass& p);
   __nv_bfloat16* forward_bias(const OpPass& p);
   __nv_bfloat16* fused_bias_grad(const OpPass& p, MatmulProblem& problem, bool output_grad_is_a);

@@ -16,12 +16,6 @@
 
 namespace twin::exec {
 
-// cuBLASLt reads and writes a bias vector in the epilogue at 16-byte alignment; the layout packs tensors, so a
-// bias after a tensor of a width that is not a multiple of 8 takes the separate kernels instead.
-bool DenseBlock::fusable(const bf16* vector) {
-  return vector != nullptr && reinterpret_cast<std::uintptr_t>(vector) % 16 == 0;
-}
-
 // The bias of the op's linear in its unit, or nullptr (a linear without one).
 const WeightTensor* DenseBlock::linear_bias_tensor(const OpPass& p) {
   return stage_.parameters.unit(p.unit).find(p.binding.subject, WeightPart::bias);
@@ -45,7 +39,7 @@ bf16* DenseBlock::fused_bias_grad(const OpPass& p, MatmulProblem& problem, bool 
   bf16* target = p.binding.first_gradient ? stage_.parameters.unit(p.unit).grads + bias->offset : p.scratch.bias_grad;
   MatmulProblem fused = problem;
   fused.epilogue = output_grad_is_a ? MatmulEpilogue::bias_grad_of_a : MatmulEpilogue::bias_grad_of_b;
-  if (!fusable(target) || !p.scratch.matmul->supports(fused)) return nullptr;
+  if (!epilogue_vector_aligned(target) || !p.scratch.matmul->supports(fused)) return nullptr;
   problem = fused;
   return target;
 }

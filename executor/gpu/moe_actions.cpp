@@ -262,7 +262,7 @@ void MoeBlock::router_weight_grad(const OpPass& p) {  // and its bias's: the col
   MatmulProblem fused = problem;
   fused.epilogue = MatmulEpilogue::bias_grad_of_b;
   bf16* target = bias_grad_target(p, w);
-  if (target && reinterpret_cast<std::uintptr_t>(target) % 16 == 0 && p.scratch.matmul->supports(fused)) {
+  if (epilogue_vector_aligned(target) && p.scratch.matmul->supports(fused)) {
     p.scratch.matmul->run(fused, bf(p, Tensor::mlp_norm_out), d_logits, w.grads, p.stream, nullptr, target);
     finish_bias_grads(p, w, s.experts_total);
   } else {

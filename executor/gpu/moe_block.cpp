@@ -105,8 +105,7 @@ void MoeBlock::router_logits(const OpPass& p, const Weight& w, const bf16* x, bf
   MatmulProblem problem{s.tokens_local, s.experts_total, s.h, false, false, false};
   MatmulProblem fused = problem;
   fused.epilogue = MatmulEpilogue::add_bias;
-  // cuBLASLt reads the vector at 16-byte alignment.
-  if (w.bias && reinterpret_cast<std::uintptr_t>(w.bias) % 16 == 0 && p.scratch.matmul->supports(fused))
+  if (epilogue_vector_aligned(w.bias) && p.scratch.matmul->supports(fused))
     return p.scratch.matmul->run(fused, x, w.params, logits, p.stream, nullptr, w.bias);
   p.scratch.matmul->run(problem, x, w.params, logits, p.stream);
   if (w.bias) kernels::bias_add(logits, w.bias, s.tokens_local, s.experts_total, p.stream);

@@ -20,12 +20,6 @@ OUT="${OUT:-out/attention-sinks}"
 mkdir -p "$OUT"
 sinks=scenarios/exec-gptoss-sinks-small-1xH200.json
 plain="$OUT/exec-gptoss-nosinks-small-1xH200.json"
-python3 - "$sinks" "$plain" <<'PY'
-import json, sys
-scenario = json.load(open(sys.argv[1]))
-scenario["model"]["attention_sinks"] = False
-scenario["name"] += "; the sinks off"
-json.dump(scenario, open(sys.argv[2], "w"), indent=2)
-PY
+python3 tests/gpu/scenario_variant.py "$sinks" "$plain" "; the sinks off" '{"attention_sinks": false}'
 TESTS="${TESTS:-*AttentionSinks*:*Attention.*:*AttentionOpDims*:AttentionDeterminism.*:AttentionWindow.*}" OUT="$OUT" \
   exec bash tests/gpu/attention_variant_device.sh "$bin" "$sinks" "$plain" sinks-profile.json

@@ -16,20 +16,12 @@ set -uo pipefail
 bin="$(cd "$1" && pwd)"
 OUT="${OUT:-out/expert-biases}"
 mkdir -p "$OUT"
-variant() {  # variant SOURCE DESTINATION BIASED: the scenario with add_bias_linear set
-  python3 - "$1" "$2" "$3" <<'PY'
-import json, sys
-scenario = json.load(open(sys.argv[1]))
-biased = sys.argv[3] == "1"
-scenario["model"]["add_bias_linear"] = biased
-scenario["name"] += "; with linear biases everywhere" if biased else "; without linear biases"
-json.dump(scenario, open(sys.argv[2], "w"), indent=2)
-PY
-}
 ds_biased="$OUT/exec-deepseek-v3-nomla-biased-small-1xH200.json"
 gpt_unbiased="$OUT/gpt-small-unbiased-1xH200.json"
-variant scenarios/exec-deepseek-v3-nomla-small-1xH200.json "$ds_biased" 1
-variant scenarios/gpt-small-1xH200.json "$gpt_unbiased" 0
+python3 tests/gpu/scenario_variant.py scenarios/exec-deepseek-v3-nomla-small-1xH200.json "$ds_biased" \
+  "; with linear biases everywhere" '{"add_bias_linear": true}'
+python3 tests/gpu/scenario_variant.py scenarios/gpt-small-1xH200.json "$gpt_unbiased" "; without linear biases" \
+  '{"add_bias_linear": false}'
 scenarios=(scenarios/exec-gptoss-moe-small-1xH200.json "$ds_biased" scenarios/exec-deepseek-v3-nomla-small-1xH200.json
            scenarios/gpt-small-1xH200.json "$gpt_unbiased")
 status=0

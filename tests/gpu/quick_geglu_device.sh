@@ -14,14 +14,9 @@ mkdir -p "$OUT"
 scenarios=()
 for base in exec-gptoss-sinks-small-1xH200 exec-qwen3-moe-small-1xH200; do
   path="$OUT/${base/-small/-quickgeglu-small}.json"
-  python3 - "scenarios/$base.json" "$path" <<'PY'
-import json, sys
-scenario = json.load(open(sys.argv[1]))
-model = scenario["model"]
-model.update({"activation": "quick_geglu", "glu_linear_offset": 1, "activation_func_clamp_value": 7})
-scenario["name"] += "; the MLP as gpt-oss's GLU (quick GeGLU, offset 1, clamp 7)"
-json.dump(scenario, open(sys.argv[2], "w"), indent=2)
-PY
+  python3 tests/gpu/scenario_variant.py "scenarios/$base.json" "$path" \
+    "; the MLP as gpt-oss's GLU (quick GeGLU, offset 1, clamp 7)" \
+    '{"activation": "quick_geglu", "glu_linear_offset": 1, "activation_func_clamp_value": 7}'
   scenarios+=("$path")
 done
 status=0

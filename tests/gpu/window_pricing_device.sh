@@ -13,14 +13,8 @@ mkdir -p "$OUT"
 scenarios=()
 for window in ${WINDOWS:-512 2048}; do
   path="$OUT/exec-gptoss-window$window-small-1xH200.json"
-  python3 - scenarios/exec-gptoss-sinks-small-1xH200.json "$path" "$window" <<'PY'
-import json, sys
-scenario = json.load(open(sys.argv[1]))
-scenario["model"]["window_size"] = int(sys.argv[3])
-scenario["model"]["window_attn_skip_freq"] = 0
-scenario["name"] += f"; every layer a window of {sys.argv[3]} keys"
-json.dump(scenario, open(sys.argv[2], "w"), indent=2)
-PY
+  python3 tests/gpu/scenario_variant.py scenarios/exec-gptoss-sinks-small-1xH200.json "$path" \
+    "; every layer a window of $window keys" "{\"window_size\": $window, \"window_attn_skip_freq\": 0}"
   scenarios+=("$path")
 done
 status=0
