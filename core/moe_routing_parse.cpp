@@ -11,25 +11,45 @@ namespace {
 
 constexpr std::int64_t kMaxTokenCount = std::int64_t{1} << 53;
 
-// The array of {"layer", "tokens_per_expert"} entries, summed per layer in the order layers first appear.
+// Adds one (micro-batch, layer) sample's tokens per expert to its layer's histogram.
+void add_layer_sample(std::vector<ExpertHistogram>& histograms, const JsonReader& layer_value,
+                      const JsonReader& counts, int num_experts) {
+  const int layer = static_cast<int>(layer_value.integer(0, kMaxLayers - 1));
+  const std::vector<JsonReader> experts = counts.elements();
+  if (static_cast<int>(experts.size()) != num_experts)
+    counts.fail_plain(fmt::format("expected {} counts (model.moe.num_experts), got {}", num_experts, experts.size()));
+  auto h = std::find_if(histograms.begin(), histograms.end(), [&](const auto& x) { return x.layer == layer; });
+  if (h == histograms.end())
+    h = histograms.insert(histograms.end(), {layer, std::vector<std::int64_t>(static_cast<std::size_t>(num_experts))});
+  for (int e = 0; e < num_experts; ++e) {
+    h->tokens_per_expert[e] += experts[e].integer(0, kMaxTokenCount);
+    if (h->tokens_per_expert[e] > kMaxTokenCount)
+      experts[e].fail_plain(fmt::format("expected a layer's tokens summed to at most {}", kMaxTokenCount));
+  }
+}
+
+// Expert loads, summed per layer: an array of {"layer", "tokens_per_expert"} entries (a scenario's inline
+// histogram), or the same as columns, {"layer": [...], "tokens_per_expert": [[...], ...]}, as `twin execute` writes
+// a rank's measured/rank<r>.json (executor/run_report.cpp); "iteration" and "micro_batch" may stand beside them.
 std::vector<ExpertHistogram> parse_expert_loads(const JsonReader& loads, int num_experts) {
   std::vector<ExpertHistogram> histograms;
-  for (const JsonReader& entry : loads.non_empty_elements()) {
-    entry.only_keys({"iteration", "micro_batch", "layer", "tokens_per_expert"});
-    if (auto f = entry.find("iteration")) f->integer(0, INT32_MAX);
-    if (auto f = entry.find("micro_batch")) f->integer(0, INT32_MAX);
-    const int layer = static_cast<int>(entry.required("layer").integer(0, kMaxLayers - 1));
-    const JsonReader counts = entry.required("tokens_per_expert");
-    const std::vector<JsonReader> experts = counts.elements();
-    if (static_cast<int>(experts.size()) != num_experts)
-      counts.fail_plain(fmt::format("expected {} counts (model.moe.num_experts), got {}", num_experts, experts.size()));
-    auto h = std::find_if(histograms.begin(), histograms.end(), [&](const auto& x) { return x.layer == layer; });
-    if (h == histograms.end())
-      h = histograms.insert(histograms.end(), {layer, std::vector<std::int64_t>(static_cast<std::size_t>(num_experts))});
-    for (int e = 0; e < num_experts; ++e) {
-      h->tokens_per_expert[e] += experts[e].integer(0, kMaxTokenCount);
-      if (h->tokens_per_expert[e] > kMaxTokenCount)
-        experts[e].fail_plain(fmt::format("expected a layer's tokens summed to at most {}", kMaxTokenCount));
+  if (loads.value().is_object()) {
+    loads.only_keys({"iteration", "micro_batch", "layer", "tokens_per_expert"});
+    const std::vector<JsonReader> layers = loads.required("layer").non_empty_elements();
+    const JsonReader counts = loads.required("tokens_per_expert");
+    const std::vector<JsonReader> samples = counts.elements();
+    if (samples.size() != layers.size())
+      counts.fail_plain(fmt::format("expected one entry per layer entry ({}), got {}", layers.size(), samples.size()));
+    for (const char* key : {"iteration", "micro_batch"})
+      if (auto f = loads.find(key))
+        for (const JsonReader& v : f->elements()) v.integer(0, INT32_MAX);
+    for (std::size_t i = 0; i < layers.size(); ++i) add_layer_sample(histograms, layers[i], samples[i], num_experts);
+  } else {
+    for (const JsonReader& entry : loads.non_empty_elements()) {
+      entry.only_keys({"iteration", "micro_batch", "layer", "tokens_per_expert"});
+      if (auto f = entry.find("iteration")) f->integer(0, INT32_MAX);
+      if (auto f = entry.find("micro_batch")) f->integer(0, INT32_MAX);
+      add_layer_sample(histograms, entry.required("layer"), entry.required("tokens_per_expert"), num_experts);
     }
   }
   for (const ExpertHistogram& h : histograms)
@@ -41,12 +61,12 @@ std::vector<ExpertHistogram> parse_expert_loads(const JsonReader& loads, int num
 
 std::vector<ExpertHistogram> parse_histogram(const JsonReader& r, int num_experts,
                                              const std::filesystem::path& scenario_folder) {
-  if (r.value().is_array()) return parse_expert_loads(r, num_experts);
-  if (!r.value().is_string()) r.fail("expected a file name or an array of expert loads");
+  if (r.value().is_array() || r.value().is_object()) return parse_expert_loads(r, num_experts);
+  if (!r.value().is_string()) r.fail("expected a file name, or expert loads (an array of entries or their columns)");
   const std::filesystem::path path = scenario_folder / r.string();
   std::string text;
   try {
-    text = read_input_file(path, "expert loads: a JSON object with an \"expert_loads\" array");
+    text = read_input_file(path, "expert loads: a JSON object with \"expert_loads\" (a run's measured/rank<r>.json)");
   } catch (const std::exception& error) {
     r.fail_plain(fmt::format("expected a readable histogram of expert loads: {}", error.what()));
   }

@@ -28,10 +28,11 @@ std::optional<UnsupportedModelFeature> first_unsupported_feature(const ModelConf
   if (m.post_norms && m.is_moe()) return unsupported("post_norms", "post norms in a mixture-of-experts model");
   if (m.post_norms && m.mla.enabled()) return unsupported("post_norms", "post norms with multi-latent attention");
   if (m.mtp_num_layers > 0) return unsupported("mtp_num_layers", "multi-token prediction layers");
-  // The experts run dropless (executor/gpu/moe_block.hpp): a capacity would drop copies the run would keep, and the
-  // simulator prices the dropping (core/moe_routing.cpp).
-  if (m.is_moe() && m.moe.expert_capacity_factor)
-    return unsupported("moe/expert_capacity_factor", "an expert capacity (token dropping): twin execute runs dropless");
+  // An expert capacity drops copies after the router (executor/gpu/moe_block.hpp); aux-loss-free balancing would
+  // step its biases by the kept copies (Megatron's _apply_expert_bias reads the map after the dropping), where the
+  // executor's loads are the routed ones.
+  if (m.is_moe() && m.moe.expert_capacity_factor && m.moe.router_expert_bias)
+    return unsupported("moe/expert_capacity_factor", "an expert capacity with aux-loss-free balancing");
   if (m.is_moe() && m.moe.router_group_topk > 0 && m.moe.router_num_groups > kMaxExecutedRouterGroups)
     return unsupported("moe/router_num_groups", "group-limited routing over more than 32 groups");
   // Hidden dropout runs in dense layers with pre norms (Megatron's bias-dropout-add, executor/gpu/

@@ -88,12 +88,23 @@ void check_shared_experts(const ModelConfig& m, const Strategy& s, const std::st
                                s.tensor_model_parallel_size));
 }
 
+// An expert capacity runs on one EP rank: each rank would drop its own copies before the dispatch as Megatron's
+// router does, but the exchange's counts under EP are the routed copies' (no run on two or more GPUs has checked it).
+void check_expert_capacity(const ModelConfig& m, const Strategy& s, const std::string& file) {
+  if (!m.is_moe() || !m.moe.expert_capacity_factor || s.expert_model_parallel_size == 1) return;
+  throw InputError(file, "/scenario/model/moe/expert_capacity_factor",
+                   fmt::format("a plan of expert_model_parallel_size 1 with an expert capacity, got {} (twin execute "
+                               "drops copies on one EP rank; the simulator prices the capacity under EP)",
+                               s.expert_model_parallel_size));
+}
+
 // The model's variants twin execute runs under some layouts only, under `s`.
 void check_model_under(const ModelConfig& m, const Strategy& s, const std::string& file) {
   check_mla(m, s, file);
   check_whole_sequence_attention(m, s, file);
   check_post_norms(m, s, file);
   check_shared_experts(m, s, file);
+  check_expert_capacity(m, s, file);
 }
 
 // What the executor refuses of one strategy (a uniform or per-layer plan's, or a hot-switching phase's)

@@ -254,19 +254,33 @@ std::size_t moe_sort_workspace_bytes(std::int64_t routed, int experts);
 void moe_sort_by_expert(const std::int32_t* expert_index, std::int64_t routed, int experts, std::int32_t* order,
                         std::int32_t* routed_row, std::int32_t* counts, void* workspace, std::size_t workspace_bytes,
                         cudaStream_t stream);
-// Dispatch: out[r] = in[order[r] / top_k] (routed rows of `cols`; an exact copy).
-void moe_permute(const bf16* in, const std::int32_t* order, int top_k, bf16* out, std::int64_t routed,
+// An expert capacity (Megatron's apply_router_token_dropping, drop policy "probs"): of the copies routed to each
+// expert at most `capacity` kept, those of the largest weight expert_weight [routed] (ties: the lower copy); with
+// `pad` every expert gets exactly `capacity` rows, the ones beyond its copies padding. Writes order [rows] (the copy
+// in expert-order row r; -1 for padding, and for the entries beyond the kept rows) and routed_row [routed] (the row
+// of copy f; -1 for a dropped copy); expert e's rows follow expert e - 1's, so the kept rows (the sum over experts
+// of min(copies, capacity), or experts x capacity when padded) come first. `rows` is at most `routed` (experts x
+// capacity when padded): the caller may size order so before it knows the counts. Deterministic.
+std::size_t moe_capacity_workspace_bytes(std::int64_t routed, int experts);
+void moe_capacity_layout(const std::int32_t* expert_index, const float* expert_weight, std::int64_t routed,
+                         int experts, std::int64_t capacity, bool pad, std::int32_t* order, std::int64_t rows,
+                         std::int32_t* routed_row, void* workspace, std::size_t workspace_bytes, cudaStream_t stream);
+// Dispatch: out[r] = in[order[r] / top_k] (`rows` expert-order rows of `cols`; an exact copy; zeros where order[r]
+// is -1).
+void moe_permute(const bf16* in, const std::int32_t* order, int top_k, bf16* out, std::int64_t rows,
                  std::int64_t cols, cudaStream_t stream);
 // Combine: out[t] = add[t] + sum_j weight[t * top_k + j] * in[routed_row[t * top_k + j]], summed in fp32 in j order
-// after add (the shared experts' output; nullptr: none; may be out, in place); weight == nullptr means 1 (then it is
-// the dispatch's backward: each token's gradient sums its copies').
+// after add (the shared experts' output; nullptr: none; may be out, in place), copies of routed_row -1 left out;
+// weight == nullptr means 1 (then it is the dispatch's backward: each token's gradient sums its copies').
 void moe_unpermute(const bf16* in, const std::int32_t* routed_row, const float* weight, const bf16* add, bf16* out,
                    std::int64_t tokens, int top_k, std::int64_t cols, cudaStream_t stream);
-// Combine backward: d_in[r] = weight[f] * d_out[f / top_k] with f = order[r]; d_weight[f] = dot(d_out[f / top_k],
-// in[routed_row[f]]) accumulated in fp32 (in: the expert outputs the forward combined). weight == nullptr means 1.
+// Combine backward over `rows` expert-order rows: d_in[r] = weight[f] * d_out[f / top_k] with f = order[r] (zeros
+// where order[r] is -1); d_weight[f] = dot(d_out[f / top_k], in[routed_row[f]]) accumulated in fp32 (in: the expert
+// outputs the forward combined), written for the copies in a row only (a dropped copy's is the caller's to zero).
+// weight == nullptr means 1.
 void moe_unpermute_backward(const bf16* d_out, const bf16* in, const std::int32_t* order,
                             const std::int32_t* routed_row, const float* weight, bf16* d_in, float* d_weight,
-                            std::int64_t tokens, int top_k, std::int64_t cols, cudaStream_t stream);
+                            std::int64_t rows, int top_k, std::int64_t cols, cudaStream_t stream);
 // Router backward: the logits' gradient d_logits [tokens, experts] (bf16) from
 //  (1) the combine weights' gradient d_weight [tokens, top_k] (g), through the weights as moe_router_topk made them
 //      (c = topk_scale, wg = sum_i w_i g_i over the chosen): softmax renormalised (w_j = c p_j / sum_chosen p),

@@ -136,12 +136,12 @@ void launch(const MoePermute& c, cudaStream_t stream) {
   if (c.backward)
     k::moe_unpermute(c.in, c.routed_row, nullptr, nullptr, c.out, c.tokens, c.top_k, c.cols, stream);
   else
-    k::moe_permute(c.in, c.order, c.top_k, c.out, c.tokens * c.top_k, c.cols, stream);
+    k::moe_permute(c.in, c.order, c.top_k, c.out, c.rows > 0 ? c.rows : c.tokens * c.top_k, c.cols, stream);
 }
 void launch(const MoeUnpermute& c, cudaStream_t stream) {
   if (c.backward)
-    k::moe_unpermute_backward(c.d_out, c.in, c.order, c.routed_row, c.weight, c.d_in, c.d_weight, c.tokens, c.top_k,
-                              c.cols, stream);
+    k::moe_unpermute_backward(c.d_out, c.in, c.order, c.routed_row, c.weight, c.d_in, c.d_weight,
+                              c.rows > 0 ? c.rows : c.tokens * c.top_k, c.top_k, c.cols, stream);
   else
     k::moe_unpermute(c.in, c.routed_row, c.weight, c.add, c.out, c.tokens, c.top_k, c.cols, stream);
 }

@@ -207,6 +207,7 @@ struct MoePermute {
   bf16* out = nullptr;
   int top_k = 1;
   std::int64_t tokens = 0, cols = 0;
+  std::int64_t rows = 0;  // forward: expert-order rows (0: tokens x top_k, dropless; under a capacity its layout's)
 };
 // An MoE combine: forward, each token the weighted sum of its copies; backward, the copies' gradients and the
 // combine weights' (`d_weight`, from the expert outputs `in`).
@@ -224,6 +225,7 @@ struct MoeUnpermute {
   int top_k = 1;
   std::int64_t tokens = 0, cols = 0;
   const bf16* add = nullptr;  // forward: added to the combined rows (the shared experts' output; may be out)
+  std::int64_t rows = 0;      // backward: expert-order rows (0: tokens x top_k, dropless; under a capacity its layout's)
 };
 
 // AdamW over one span of a weight buffer, the gradient scaled by the clip factor first.

@@ -49,7 +49,8 @@ ActionHandlers::ActionHandlers(const HandlerStage& stage, const TrainingOptions&
         part.micro_batches > 0 ? part.micro_batches : strategy.num_micro_batches, strategy.data_parallel_size,
         effective_routing(scenario.model.moe).distribution == RoutingDistribution::forced, stage.rank,
         router_scoring(scenario.model.moe), scenario.model.moe.router_expert_bias,
-        scenario.model.moe.router_bias_update_rate, scenario.model.num_layers});
+        scenario.model.moe.router_bias_update_rate, scenario.model.num_layers,
+        scenario.model.moe.expert_capacity_factor.value_or(0), scenario.model.moe.pad_expert_input_to_capacity});
 }
 
 void ActionHandlers::start_iteration(int iteration, const std::vector<std::int32_t>& tokens, cudaStream_t compute) {

@@ -45,8 +45,12 @@ void MoeBlock::router_forward(const OpPass& p) {
   auto* counts = static_cast<std::int32_t*>(t.make(p.mb, p.unit, {Tensor::expert_counts}, experts * 4, p.stream));
   kernels::moe_sort_by_expert(choice, routed, static_cast<int>(experts), order, row, counts,
                               p.scratch.moe_sort_workspace, sort_workspace_bytes_, p.stream);
+  if (stage_.capacity_factor > 0) drop_beyond_capacity(p);  // queued before the host waits for the counts
   const std::vector<std::int64_t> host = counts_on_host(counts, experts, p.stream);
-  if (s.ep == 1) expert_counts_[{p.mb, p.unit}] = host;  // under EP the dispatch learns the experts' rows
+  // Under EP the dispatch learns the experts' rows; a capacity (one EP rank) keeps each expert's first copies by
+  // weight. The load-balancing loss counts the routed copies, as Megatron's (compute_routing_scores_for_aux_loss).
+  if (stage_.capacity_factor > 0) expert_counts_[{p.mb, p.unit}] = kept_rows(host);
+  else if (s.ep == 1) expert_counts_[{p.mb, p.unit}] = host;
   // A recomputed forward routes the same tokens the same way. The load-balancing loss's value is added with
   // its gradient (the combine's backward), where the sequence's counts are known under SP.
   if (!p.op.recomputed) loads_.push_back({iteration_, p.mb, p.unit, host});
@@ -66,11 +70,11 @@ void MoeBlock::routing_counts_reduce(const OpPass& p) {
 }
 
 void MoeBlock::dispatch(const OpPass& p) {
-  const std::int64_t tokens = stage_.shapes.tokens_local, h = stage_.shapes.h;
-  bf16* rows = new_bf16(p, copies_in(), Form::value, tokens * stage_.top_k * h);
+  const std::int64_t tokens = stage_.shapes.tokens_local, h = stage_.shapes.h, rows = expert_order_rows(p);
+  bf16* copies = new_bf16(p, copies_in(), Form::value, rows * h);
   const auto* order = static_cast<const std::int32_t*>(tensor(p, Tensor::expert_order));
   launch_op(p.op, p.binding,
-            gpu::MoePermute{false, bf(p, Tensor::mlp_norm_out), order, nullptr, rows, stage_.top_k, tokens, h},
+            gpu::MoePermute{false, bf(p, Tensor::mlp_norm_out), order, nullptr, copies, stage_.top_k, tokens, h, rows},
             p.stream);
 }
 
@@ -147,12 +151,15 @@ void MoeBlock::combine_backward(const OpPass& p) {
   const auto* combine = static_cast<const float*>(tensor(p, Tensor::combine_weight));
   // The branch's gradient is the layer output's (the MLP residual adds the branch to the stream).
   const bf16* d_branch = bf(p, Tensor::output, Form::gradient);
-  bf16* d_rows = new_bf16(p, copies_out(), Form::gradient, routed * h);
+  const std::int64_t rows = expert_order_rows(p);
+  bf16* d_rows = new_bf16(p, copies_out(), Form::gradient, rows * h);
   auto* d_weight = static_cast<float*>(
       stage_.tensors.make(p.mb, p.unit, {Tensor::combine_weight, Form::gradient}, routed * 4, p.stream));
+  if (stage_.capacity_factor > 0)  // a dropped copy's weight took no part in the output: its gradient is zero
+    TWIN_CUDA_CHECK(cudaMemsetAsync(d_weight, 0, static_cast<std::size_t>(routed) * 4, p.stream));
   launch_op(p.op, p.binding,
             gpu::MoeUnpermute{true, bf(p, copies_out()), order, routed_row, combine, nullptr, d_branch, d_rows,
-                              d_weight, stage_.top_k, tokens, h},
+                              d_weight, stage_.top_k, tokens, h, nullptr, rows},
             p.stream);
   bf16* d_logits = new_bf16(p, Tensor::router_logits, Form::gradient, tokens * experts);
   // The load-balancing loss counts the sequence's copies: where the graph summed them over TP (under SP) and CP

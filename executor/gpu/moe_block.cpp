@@ -2,6 +2,8 @@
 // integers), and under EP after the dispatch gathered every EP rank's counts.
 #include "executor/gpu/moe_block.hpp"
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
@@ -22,8 +24,11 @@ using layer::Tensor;
 
 MoeBlock::MoeBlock(const MoeStage& stage) : stage_(stage) {
   const lowering::RankShapes& s = stage_.shapes;
-  sort_workspace_bytes_ =
-      kernels::moe_sort_workspace_bytes(s.tokens_local * stage_.top_k, static_cast<int>(s.experts_total));
+  const std::int64_t routed = s.tokens_local * stage_.top_k;
+  sort_workspace_bytes_ = kernels::moe_sort_workspace_bytes(routed, static_cast<int>(s.experts_total));
+  if (stage_.capacity_factor > 0)  // the capacity's sort runs after the router's, in the same scratch
+    sort_workspace_bytes_ = std::max(sort_workspace_bytes_, kernels::moe_capacity_workspace_bytes(
+                                                                routed, static_cast<int>(s.experts_total)));
   // Under EP the host reads every EP rank's counts.
   TWIN_CUDA_CHECK(cudaMallocHost(&counts_host_, s.ep * s.experts_total * sizeof(std::int32_t)));
   gathered_counts_ =
@@ -141,6 +146,42 @@ std::int64_t MoeBlock::held_rows(const OpPass& p) const {
   std::int64_t rows = 0;
   for (std::int64_t count : expert_counts_.at({p.mb, p.unit})) rows += count;
   return rows;
+}
+
+std::int64_t MoeBlock::expert_order_rows(const OpPass& p) const {
+  if (stage_.capacity_factor > 0) return held_rows(p);
+  return stage_.shapes.tokens_local * stage_.top_k;
+}
+
+std::int64_t MoeBlock::expert_capacity() const {
+  const lowering::RankShapes& s = stage_.shapes;
+  const double copies = static_cast<double>(s.tokens_local * stage_.top_k);
+  const auto capacity =
+      static_cast<std::int64_t>(std::ceil(copies / static_cast<double>(s.experts_total) * stage_.capacity_factor));
+  return std::clamp<std::int64_t>(capacity, 1, s.tokens_local);
+}
+
+std::vector<std::int64_t> MoeBlock::kept_rows(const std::vector<std::int64_t>& routed_counts) const {
+  const std::int64_t capacity = expert_capacity();
+  std::vector<std::int64_t> kept(routed_counts.size());
+  for (std::size_t e = 0; e < kept.size(); ++e)
+    kept[e] = stage_.pad_to_capacity ? capacity : std::min(routed_counts[e], capacity);
+  return kept;
+}
+
+void MoeBlock::drop_beyond_capacity(const OpPass& p) {
+  const lowering::RankShapes& s = stage_.shapes;
+  const std::int64_t capacity = expert_capacity(), routed = s.tokens_local * stage_.top_k;
+  // As many rows as can be kept (the kept ones come first; the rest stay -1 and are never read).
+  const std::int64_t rows = stage_.pad_to_capacity ? s.experts_total * capacity : routed;
+  TensorStore& t = stage_.tensors;
+  t.release(p.mb, p.unit, {Tensor::expert_order}, p.stream);  // the router's, of `routed` entries
+  auto* order = static_cast<std::int32_t*>(t.make(p.mb, p.unit, {Tensor::expert_order}, rows * 4, p.stream));
+  kernels::moe_capacity_layout(static_cast<const std::int32_t*>(tensor(p, Tensor::expert_choice)),
+                               static_cast<const float*>(tensor(p, Tensor::combine_weight)), routed,
+                               static_cast<int>(s.experts_total), capacity, stage_.pad_to_capacity, order, rows,
+                               static_cast<std::int32_t*>(tensor(p, Tensor::routed_row)), p.scratch.moe_sort_workspace,
+                               sort_workspace_bytes_, p.stream);
 }
 
 MoeBlock::ExpertsGemm MoeBlock::experts_gemm(const OpPass& p) const {

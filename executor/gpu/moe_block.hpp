@@ -1,6 +1,7 @@
-// The interpreter's handler of MoE layers' experts blocks, dropless (Megatron-LM's MoE layer with the all-to-all
-// token dispatcher and grouped GEMMs): the router's scores (softmax or sigmoid, with aux-loss-free balancing's expert
-// bias where asked) and top-k, the routed copies sorted by expert, under
+// The interpreter's handler of MoE layers' experts blocks, dropless or with an expert capacity (Megatron-LM's MoE
+// layer with the all-to-all token dispatcher and grouped GEMMs): the router's scores (softmax or sigmoid, with
+// aux-loss-free balancing's expert bias where asked) and top-k, the routed copies sorted by expert (each expert's
+// copies beyond its capacity dropped, its rows padded to it where asked), under
 // expert parallelism sent to the EP ranks that hold their experts (and back), the experts' MLPs as grouped GEMMs
 // over each local expert's rows, and the weighted combine; backward the same in reverse, with the Switch
 // load-balancing loss's gradient added to the router's. It owns the routing state between a layer's ops: each
@@ -55,6 +56,11 @@ struct MoeStage {
   bool expert_bias = false;
   double bias_update_rate = 0;
   int num_layers = 0;
+  // model.moe.expert_capacity_factor (0: dropless) and pad_expert_input_to_capacity, Megatron's token dropping: each
+  // expert keeps at most ceil(tokens x top_k / experts x factor) of a micro-batch's copies, those of the largest
+  // combine weight (its drop policy "probs"), padded with zero rows to exactly that where asked.
+  double capacity_factor = 0;
+  bool pad_to_capacity = false;
 };
 
 class MoeBlock {
@@ -113,6 +119,17 @@ class MoeBlock {
   layer::Tensor copies_in() const;
   layer::Tensor copies_out() const;
   std::int64_t held_rows(const OpPass& p) const;
+  // Rows in expert order before any exchange: the copies routed dropless, the kept (and padding) rows under a
+  // capacity (on one EP rank: the rows the experts hold).
+  std::int64_t expert_order_rows(const OpPass& p) const;
+  // An expert's capacity in copies (Megatron's get_capacity over the micro-batch's copies), at most the tokens: a
+  // capacity above them drops nothing (apply_router_token_dropping), and padded, every expert takes every token.
+  std::int64_t expert_capacity() const;
+  // Drops the copies beyond each expert's capacity from the sorted layout: the router's order and routed rows
+  // rewritten on the device, in the pass's stream (the host need not know the counts yet).
+  void drop_beyond_capacity(const OpPass& p);
+  // The rows each expert keeps of its routed copies under the capacity (all of it when padded).
+  std::vector<std::int64_t> kept_rows(const std::vector<std::int64_t>& routed_counts) const;
   // The load-balancing loss's weight for a micro-batch whose counts were summed over `sequence_shards` shards.
   float aux_loss_coeff(int sequence_shards) const;
   // An experts GEMM's widths: fc1's [h, fc1 width], fc2's [ffn, h].

@@ -163,6 +163,13 @@ TEST(MoeRouting, RefusesWhatItCannotPrice) {
   refused({{"distribution", "measured"}, {"histogram", {{{"layer", 0}, {"tokens_per_expert", std::vector<int>(8)}}}}},
           "expected some tokens routed in layer 0");
   refused({{"distribution", "measured"}, {"histogram", "missing.json"}}, "readable histogram");
+  // The columns of a run's rank file: one entry of counts per layer entry.
+  const std::vector<int> eight = {1, 1, 1, 1, 1, 1, 1, 9};
+  refused({{"distribution", "measured"},
+           {"histogram", {{"layer", {0, 1}}, {"tokens_per_expert", nlohmann::json::array({eight})}}}},
+          "expected one entry per layer entry (2), got 1");
+  refused({{"distribution", "measured"}, {"histogram", {{"layer", {0}}, {"tokens_per_expert", {eight}}, {"rank", 0}}}},
+          "rank");
 }
 
 }  // namespace

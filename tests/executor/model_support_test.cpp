@@ -169,12 +169,17 @@ TEST(ModelSupport, QwenThreeAndDeepSeekShapesRun) {
   EXPECT_EQ(first_unsupported_feature(deepseek)->path, "moe/router_num_groups");
 }
 
-// A capacity (Megatron's --moe-expert-capacity-factor) drops copies; twin execute runs dropless, so it refuses the
-// capacity at its key rather than run another model than the one simulated (until 2026-12-02 it ran it dropless).
-TEST(ModelSupport, AnExpertCapacityIsRefusedAtItsKey) {
+// A capacity (Megatron's --moe-expert-capacity-factor) drops copies, and twin execute drops them (since 2026-12-02;
+// refused at its key that morning, run dropless before); with aux-loss-free balancing, whose biases Megatron steps by
+// the kept copies where the executor keeps the routed ones, it is refused at its key.
+TEST(ModelSupport, AnExpertCapacityRunsButNotBesideLossFreeBalancing) {
   ModelConfig mixtral = *model_preset("mixtral-8x7b");
-  ASSERT_FALSE(first_unsupported_feature(mixtral).has_value());
   mixtral.moe.expert_capacity_factor = 1.25;
+  EXPECT_FALSE(first_unsupported_feature(mixtral).has_value());
+  mixtral.moe.pad_expert_input_to_capacity = true;
+  EXPECT_FALSE(first_unsupported_feature(mixtral).has_value());
+  mixtral.moe.router_score_function = RouterScore::sigmoid;
+  mixtral.moe.router_expert_bias = true;
   ASSERT_TRUE(first_unsupported_feature(mixtral).has_value());
   EXPECT_EQ(first_unsupported_feature(mixtral)->path, "moe/expert_capacity_factor");
 }

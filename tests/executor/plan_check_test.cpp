@@ -357,6 +357,20 @@ TEST(PlanCheck, RefusesSharedExpertsUnderTensorParallelism) {
   EXPECT_EQ(refusal_path(plan), "/scenario/model/moe/shared_expert_ffn_hidden_size");
 }
 
+// An expert capacity runs on one EP rank (its drop before the dispatch is not checked under EP on GPUs): refused
+// at its key under EP, run at EP 1, padded or not.
+TEST(PlanCheck, RunsAnExpertCapacityOnOneExpertParallelRank) {
+  Plan plan = executed_moe_plan();
+  plan.scenario.model.moe.expert_capacity_factor = 1.0;
+  EXPECT_EQ(refusal_path(plan), "");
+  plan.scenario.model.moe.pad_expert_input_to_capacity = true;
+  EXPECT_EQ(refusal_path(plan), "");
+  plan.scenario.cluster.node_groups.front().gpus_per_node = 2;
+  plan.strategy.expert_model_parallel_size = 2;
+  plan.strategy.data_parallel_size = 2;
+  EXPECT_EQ(refusal_path(plan), "/scenario/model/moe/expert_capacity_factor");
+}
+
 // The executor sends one block per (peer, local expert): a plan whose framework's exchange the lowering says goes in
 // one block per peer (Megatron-Core's all_to_all_single) is refused at the framework's name under EP, and runs at EP 1,
 // where nothing is exchanged.

@@ -11,6 +11,8 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.hpp"
+#include "core/json_reader.hpp"
+#include "core/moe_routing.hpp"
 #include "executor/run_report.hpp"
 #include "strategies/memory.hpp"
 #include "tests/cli/run_twin.hpp"
@@ -40,6 +42,33 @@ TEST(RunReport, ADivergedStepReadsBackAsNaN) {
   EXPECT_TRUE(std::isnan(back.losses[1]));
   ASSERT_EQ(back.grad_norms.size(), 2u);
   EXPECT_TRUE(std::isnan(back.grad_norms[1]));  // JSON has no infinity either
+}
+
+// A run's rank file is what a scenario's measured routing names (model.moe.routing {"distribution": "measured",
+// "histogram": "measured/rank0.json"}): the expert loads as twin execute writes them read back per layer, summed over
+// the micro-batches. Until 2026-12-02 the reader took only an array of entries, which twin execute never wrote: every
+// run's file was refused ("at /expert_loads: expected a non-empty array, got an object").
+TEST(RunReport, ARanksExpertLoadsAreAMeasuredRoutingHistogram) {
+  test::TempDir dir("run-report-routing");
+  RankRun run;
+  run.device = "NVIDIA H200";
+  run.losses = {9.5};
+  run.iteration_s = {0.125};
+  run.expert_loads = {{1, 0, 3, {5, 0, 7, 4}}, {1, 1, 3, {4, 4, 4, 4}}, {1, 0, 0, {1, 2, 3, 10}}};
+  write_rank_run(dir.path, run, RankClass{}, 0);
+  const nlohmann::json value = {{"distribution", "measured"}, {"histogram", "measured/rank0.json"}};
+  const RoutingModel routing = parse_routing(JsonReader(value, "s.json", "/model/moe/routing"), 4, dir.path);
+  ASSERT_EQ(routing.histograms.size(), 2u);
+  EXPECT_EQ(routing.histograms[0].layer, 0);
+  EXPECT_EQ(routing.histograms[0].tokens_per_expert, (std::vector<std::int64_t>{1, 2, 3, 10}));
+  EXPECT_EQ(routing.histograms[1].layer, 3);
+  EXPECT_EQ(routing.histograms[1].tokens_per_expert, (std::vector<std::int64_t>{9, 4, 11, 8}));
+  try {  // a model of another expert count: refused at the sample's path
+    parse_routing(JsonReader(value, "s.json", "/model/moe/routing"), 8, dir.path);
+    ADD_FAILURE() << "expected a refusal";
+  } catch (const InputError& error) {
+    EXPECT_NE(std::string(error.what()).find("expected 8 counts"), std::string::npos) << error.what();
+  }
 }
 
 TEST(RunReport, ARanksFileReadsBackAsWritten) {

@@ -171,9 +171,9 @@ TEST_P(KernelMoeShapes, CombineBackward) {
   auto order = upload(r.order), routed_row = upload(r.routed_row), weight = upload(floats(r.weight));
   auto d_in = poisoned(routed * cols * 2), d_weight = poisoned(routed * 4), d_weight_again = poisoned(routed * 4);
   k::moe_unpermute_backward(bf(d_out), bf(expert_out), i32(order), i32(routed_row), f32(weight), bf(d_in),
-                            f32(d_weight), s.tokens, s.top_k, cols, nullptr);
+                            f32(d_weight), routed, s.top_k, cols, nullptr);
   k::moe_unpermute_backward(bf(d_out), bf(expert_out), i32(order), i32(routed_row), f32(weight), bf(d_in),
-                            f32(d_weight_again), s.tokens, s.top_k, cols, nullptr);
+                            f32(d_weight_again), routed, s.top_k, cols, nullptr);
 
   const auto hg = bf16_to_host(d_out.data(), s.tokens * cols), hy = bf16_to_host(expert_out.data(), routed * cols);
   const auto hw = f32_to_host(weight.data(), routed);
