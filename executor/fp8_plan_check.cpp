@@ -89,10 +89,13 @@ void check_fp8_plan(const Plan& plan, const std::string& file) {
                      "no FP8 linears in a model with post norms (twin execute's FP8 casts read a row-parallel "
                      "linear's output gradient where the residual hands it over, not where a post norm's backward "
                      "writes it)");
-  if (scenario.model.add_bias_linear)  // the FP8 GEMMs run without an epilogue and nothing adds the bias after them
-    throw InputError(file, "/scenario/training/fp8",
-                     "no FP8 linears in a model with linear biases (twin execute's FP8 linears add no bias and write "
-                     "no bias gradient)");
+  // The FP8 linears add a bias in the forward GEMM's epilogue and take its gradient from the bf16 output gradient
+  // the cast read (executor/gpu/fp8_linears.hpp): under SP that is this rank's rows of a row-parallel linear's,
+  // whose bias gradient the bf16 linear takes from the gathered rows.
+  if (scenario.model.add_bias_linear && plan.strategy.tensor_model_parallel_size > 1 && plan.strategy.sequence_parallel)
+    throw InputError(file, "/strategy/sequence_parallel",
+                     "false with FP8 linears and linear biases at tensor_model_parallel_size above 1 (twin execute "
+                     "takes an FP8 linear's bias gradient from the whole output gradient, which SP gathers in FP8)");
   if (scenario.model.hidden_dropout > 0)
     throw InputError(file, "/scenario/training/fp8",
                      "no FP8 linears in a model with hidden dropout (twin execute's FP8 casts read a row-parallel "

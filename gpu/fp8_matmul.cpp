@@ -65,8 +65,8 @@ Fp8Matmul::~Fp8Matmul() {
   cublasLtDestroy(handle_);
 }
 
-Fp8Matmul::Plan& Fp8Matmul::plan_for(const Fp8MatmulProblem& p) {
-  if (auto found = plans_.find(p); found != plans_.end()) return *found->second;
+Fp8Matmul::Plan* Fp8Matmul::find_or_make(const Fp8MatmulProblem& p) {
+  if (auto found = plans_.find(p); found != plans_.end()) return found->second.get();
   if (p.m % 16 || p.n % 16 || p.k % 16)
     throw std::invalid_argument(fmt::format("FP8 GEMM m={} n={} k={}: cuBLASLt's FP8 kernels need multiples of 16",
                                             p.m, p.n, p.k));
@@ -82,6 +82,11 @@ Fp8Matmul::Plan& Fp8Matmul::plan_for(const Fp8MatmulProblem& p) {
     set(plan->desc, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, scale_mode(p.b_scaling));
     set(plan->desc, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, scale_mode(p.a_scaling));
   }
+  if (p.bias) {  // one value per row of cuBLASLt's column-major D (n x m): per column of ours
+    set(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, CUBLASLT_EPILOGUE_BIAS);
+    set(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, CUDA_R_16BF);
+    set(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, workspace_.data());  // the heuristic sees a pointer too
+  }
   TWIN_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->first, fp8_type(p.b_e5m2), p.k, p.n, p.k));
   TWIN_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->second, fp8_type(p.a_e5m2), p.k, p.m, p.k));
   TWIN_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->out, CUDA_R_16BF, p.n, p.m, p.n));
@@ -92,23 +97,38 @@ Fp8Matmul::Plan& Fp8Matmul::plan_for(const Fp8MatmulProblem& p) {
   const float* unit = static_cast<const float*>(unit_scales_.data());
   set(plan->desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, unit);
   set(plan->desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, unit);
-  if (!heuristic_algorithm(handle_, *plan, workspace_.bytes(), plan->algo))
-    throw std::runtime_error(fmt::format("cuBLASLt has no FP8 algorithm for GEMM m={} n={} k={} (E5M2 {}/{}, "
-                                         "scaling {}/{}: 0 tensor, 1 1x128, 2 128x128)", p.m, p.n, p.k, p.a_e5m2,
-                                         p.b_e5m2, int(p.a_scaling), int(p.b_scaling)));
-  return *plans_.emplace(p, std::move(plan)).first->second;
+  if (!heuristic_algorithm(handle_, *plan, workspace_.bytes(), plan->algo)) plan.reset();
+  return plans_.emplace(p, std::move(plan)).first->second.get();
+}
+
+Fp8Matmul::Plan& Fp8Matmul::plan_for(const Fp8MatmulProblem& p) {
+  if (Plan* plan = find_or_make(p)) return *plan;
+  throw std::runtime_error(fmt::format("cuBLASLt has no FP8 algorithm for GEMM m={} n={} k={} (E5M2 {}/{}, "
+                                       "scaling {}/{}: 0 tensor, 1 1x128, 2 128x128; bias {})", p.m, p.n, p.k,
+                                       p.a_e5m2, p.b_e5m2, int(p.a_scaling), int(p.b_scaling), p.bias));
+}
+
+bool Fp8Matmul::supports(const Fp8MatmulProblem& problem) {
+  try {
+    return find_or_make(problem) != nullptr;
+  } catch (const std::invalid_argument&) {  // dimensions or operand types cuBLASLt's FP8 kernels never take
+    return false;
+  }
 }
 
 void Fp8Matmul::run(const Fp8MatmulProblem& problem, const void* a, const float* a_scale_inv, const void* b,
-                    const float* b_scale_inv, __nv_bfloat16* c, cudaStream_t stream) {
+                    const float* b_scale_inv, __nv_bfloat16* c, cudaStream_t stream, const __nv_bfloat16* bias) {
+  if (problem.bias != (bias != nullptr))
+    throw std::invalid_argument("FP8 GEMM: a bias pointer exactly where the problem has a bias epilogue");
   for (const void* pointer : {a, b, static_cast<const void*>(c), static_cast<const void*>(a_scale_inv),
-                              static_cast<const void*>(b_scale_inv)})
+                              static_cast<const void*>(b_scale_inv), static_cast<const void*>(bias)})
     if (reinterpret_cast<std::uintptr_t>(pointer) % 16)
-      throw std::invalid_argument("FP8 GEMM: operands and scales must be 16-byte aligned");
+      throw std::invalid_argument("FP8 GEMM: operands, scales and bias must be 16-byte aligned");
   Plan& plan = plan_for(problem);
   // cuBLASLt's A is our B and its B our A: each scale goes with its operand.
   set(plan.desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, b_scale_inv);
   set(plan.desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, a_scale_inv);
+  if (bias) set(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias);
   const float alpha = 1.0f;
   const auto matmul = [&] {
     return cublasLtMatmul(handle_, plan.desc, &alpha, b, plan.first, a, plan.second, &plan.beta, c, plan.out, c,

@@ -34,7 +34,10 @@ struct Fp8MatmulProblem {
   std::int64_t m = 0, n = 0, k = 0;
   bool a_e5m2 = false, b_e5m2 = false, accumulate = false;
   kernels::Fp8Scaling a_scaling = kernels::Fp8Scaling::per_tensor, b_scaling = kernels::Fp8Scaling::per_tensor;
-  auto tie() const { return std::tie(m, n, k, a_e5m2, b_e5m2, accumulate, a_scaling, b_scaling); }
+  // The product plus a bf16 bias of n (one per output column) in the epilogue (CUBLASLT_EPILOGUE_BIAS), as
+  // Transformer Engine's FP8 GEMM adds a linear's bias; `supports` says where cuBLASLt has such a kernel.
+  bool bias = false;
+  auto tie() const { return std::tie(m, n, k, a_e5m2, b_e5m2, accumulate, a_scaling, b_scaling, bias); }
   bool operator<(const Fp8MatmulProblem& other) const { return tie() < other.tie(); }
 };
 
@@ -53,16 +56,20 @@ class Fp8Matmul {
   // Enqueues on `stream`. Throws when m, n or k is no multiple of 16 (cuBLASLt's FP8 alignment), an operand or a
   // scale pointer is not 16-byte aligned, the block scalings are not a pair cuBLASLt runs, or cuBLASLt has no
   // algorithm for the problem (std::runtime_error naming the problem).
+  // `bias` (16-byte aligned, n elements) where problem.bias, else nullptr.
   void run(const Fp8MatmulProblem& problem, const void* a, const float* a_scale_inv, const void* b,
-           const float* b_scale_inv, __nv_bfloat16* c, cudaStream_t stream);
+           const float* b_scale_inv, __nv_bfloat16* c, cudaStream_t stream, const __nv_bfloat16* bias = nullptr);
+  // Whether cuBLASLt has an algorithm for the problem (false for one it refuses: dimensions, operand types).
+  bool supports(const Fp8MatmulProblem& problem);
 
  private:
   struct Plan;
   Plan& plan_for(const Fp8MatmulProblem& problem);
+  Plan* find_or_make(const Fp8MatmulProblem& problem);  // nullptr: no algorithm
   cublasLtHandle_t handle_ = nullptr;
   gpu::DeviceBuffer workspace_;
   gpu::DeviceBuffer unit_scales_;  // a device float of 1: the scale pointers the heuristic sees
-  std::map<Fp8MatmulProblem, std::unique_ptr<Plan>> plans_;
+  std::map<Fp8MatmulProblem, std::unique_ptr<Plan>> plans_;  // nullptr: cuBLASLt has no algorithm
 };
 
 }  // namespace twin::exec

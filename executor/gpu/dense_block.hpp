@@ -102,6 +102,12 @@ class DenseBlock {
   void loss_forward(const OpPass& p);
   void loss_reduce(const OpPass& p);
   void loss_backward(const OpPass& p);
+  // A linear's bias around a product run elsewhere (the FP8 linears', executor/gpu/fp8_linears.hpp): the bias this
+  // rank adds to its output (nullptr: none, or a replicated one that TP rank 0 adds), and its gradient (added after
+  // the step's first micro-batch) from the output's gradient [rows, cols] as a bf16 product would take it; nothing
+  // for a linear without a bias.
+  __nv_bfloat16* forward_bias(const OpPass& p);
+  void linear_bias_grad(const OpPass& p, const __nv_bfloat16* d_output_full, std::int64_t rows, std::int64_t cols);
 
  private:
   // A TP collective of the unit's tensor `from` into `to`: an all-gather, or a reduce (reduce-scatter under SP,
@@ -142,10 +148,8 @@ class DenseBlock {
   // output's gradient (nothing without add_bias_linear), and the embedding's rows [first_row, end_row) as runs of
   // positions for learned position embeddings.
   const WeightTensor* linear_bias_tensor(const OpPass& p);
-  __nv_bfloat16* forward_bias(const OpPass& p);
   __nv_bfloat16* fused_bias_grad(const OpPass& p, MatmulProblem& problem, bool output_grad_is_a);
   void finish_fused_bias_grad(const OpPass& p, std::int64_t cols);
-  void linear_bias_grad(const OpPass& p, const __nv_bfloat16* d_output_full, std::int64_t rows, std::int64_t cols);
   std::vector<kernels::PositionRun> position_runs(int mb, const lowering::RankShapes& s, std::int64_t first_row,
                                                   std::int64_t end_row) const;
   float logit_softcap(const Op& op) const;

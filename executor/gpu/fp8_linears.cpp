@@ -8,6 +8,8 @@
 
 #include "executor/gpu/kernel_launch.hpp"
 #include "gpu/checks.hpp"
+#include "gpu/kernels.hpp"
+#include "gpu/matmul.hpp"
 
 namespace twin::exec {
 namespace {
@@ -63,8 +65,13 @@ Fp8Layout fp8_layout(Fp8Recipe recipe, LinearTensor tensor, std::int64_t rows, s
   return {rows, cols, blocks_of(recipe, tensor)};
 }
 
-void Fp8LinearGemm::run(Fp8Matmul& matmul, bf16* c, cudaStream_t stream) const {
+void Fp8LinearGemm::run(Fp8Matmul& matmul, bf16* c, cudaStream_t stream, const bf16* bias) const {
+  Fp8MatmulProblem fused = problem;
+  fused.bias = bias != nullptr;
+  if (!bias || (epilogue_vector_aligned(bias) && matmul.supports(fused)))
+    return matmul.run(fused, a, a_scale_inv, b, b_scale_inv, c, stream, bias);
   matmul.run(problem, a, a_scale_inv, b, b_scale_inv, c, stream);
+  kernels::bias_add(c, bias, problem.m, problem.n, stream);
 }
 
 Fp8LinearGemm fp8_forward_gemm(Fp8Recipe recipe, const GemmShape& g, const Fp8Copies& x, const Fp8Copies& w) {
@@ -242,7 +249,8 @@ void Fp8Linears::forward(const OpPass& p) {
   const Fp8Copies x = operand(p, LinearTensor::input, g.m, g.k);
   auto* out = static_cast<bf16*>(
       tensors_.make(p.mb, p.unit, linear_tensors(linear).output, g.m * g.n * sizeof(bf16), p.stream));
-  fp8_forward_gemm(fp8_.recipe, g, x, weight).run(*p.scratch.fp8_matmul, out, p.stream);
+  // The bias in the GEMM's epilogue, as Transformer Engine's FP8 GEMM adds it (the kernel after it where it cannot).
+  fp8_forward_gemm(fp8_.recipe, g, x, weight).run(*p.scratch.fp8_matmul, out, p.stream, dense_.forward_bias(p));
   // Under SP the backward gathers the copies as cast again (the graph says so): the gathered ones go now.
   tensors_.release(p.mb, p.unit, fp8_gathered_name(linear, LinearTensor::input), p.stream);
   if (!fp8_.wgrad) tensors_.release(p.mb, p.unit, fp8_name(linear, LinearTensor::input), p.stream);
@@ -270,6 +278,10 @@ void Fp8Linears::weight_grad(const OpPass& p) {
   const Fp8Copies x = operand(p, LinearTensor::input, g.k, g.m);
   const Fp8Copies dy = operand(p, LinearTensor::output_gradient, g.k, g.n);
   fp8_weight_grad_gemm(fp8_.recipe, g, x, dy, !p.binding.first_gradient).run(*p.scratch.fp8_matmul, w.grads, p.stream);
+  // The bias's gradient from the bf16 output gradient the cast read (its column sums), as the bf16 linear takes it.
+  const Act d_output = fp8_source_name(linear, LinearTensor::output_gradient);
+  if (tensors_.has(p.mb, p.unit, d_output))
+    dense_.linear_bias_grad(p, static_cast<const bf16*>(tensors_.get(p.mb, p.unit, d_output)), g.k, g.n);
   release_operand(p, LinearTensor::input);
   release_operand(p, LinearTensor::output_gradient);
 }

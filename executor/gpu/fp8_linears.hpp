@@ -84,7 +84,8 @@ struct Fp8LinearGemm {
   const float* a_scale_inv = nullptr;
   const std::uint8_t* b = nullptr;
   const float* b_scale_inv = nullptr;
-  void run(Fp8Matmul& matmul, bf16* c, cudaStream_t stream) const;
+  // `bias` (nullptr: none) in the GEMM's epilogue where cuBLASLt can and the vector is aligned, else added after it.
+  void run(Fp8Matmul& matmul, bf16* c, cudaStream_t stream, const bf16* bias = nullptr) const;
 };
 Fp8LinearGemm fp8_forward_gemm(Fp8Recipe recipe, const GemmShape& g, const Fp8Copies& x, const Fp8Copies& w);
 Fp8LinearGemm fp8_data_grad_gemm(Fp8Recipe recipe, const GemmShape& g, const Fp8Copies& dy, const Fp8Copies& w);

@@ -69,9 +69,17 @@ TEST(PlanCheck, RunsFp8RecipesAndRefusesWhatItDoesNotRun) {
   Plan narrow = fp8;
   narrow.scenario.model.ffn_hidden_size += 8;
   EXPECT_EQ(refusal_path(narrow), "/scenario/model/ffn_hidden_size");
-  Plan biased = fp8;  // the FP8 linears add no bias: a model with biases ran without them until 2026-12-02
+  // Linear biases run with FP8 linears (since 2026-12-02: a model with biases ran without them before, and was
+  // refused that morning), except under SP at TP > 1, where a row-parallel linear's whole output gradient is
+  // gathered in FP8 only.
+  Plan biased = fp8;
   biased.scenario.model.add_bias_linear = true;
-  EXPECT_EQ(refusal_path(biased), "/scenario/training/fp8");
+  EXPECT_EQ(refusal_path(biased), "");
+  Plan biased_tp = tensor_parallel;
+  biased_tp.scenario.model.add_bias_linear = true;
+  EXPECT_EQ(refusal_path(biased_tp), "/strategy/sequence_parallel");
+  biased_tp.strategy.sequence_parallel = false;
+  EXPECT_EQ(refusal_path(biased_tp), "");
   Plan bf16_wgrad = fp8;  // the weight gradient in BF16 (--no-fp8-wgrad) runs the BF16 GEMM beside FP8 ones
   bf16_wgrad.scenario.training.fp8->wgrad = false;
   EXPECT_EQ(refusal_path(bf16_wgrad), "");

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # FP8 recipes against BF16 on one Hopper GPU, in one device call (issue 41 item 3): the FP8 GPU tests, then for the
-# fp8_check.sh model (scenarios/llama2-7b-4layers-fp8-1xH200.json: Llama-2-7B widths, 4 layers) with each recipe
+# fp8_check.sh model (scenarios/llama2-7b-4layers-fp8-1xH200.json: Llama-2-7B widths, 4 layers; or BASE) with each recipe
 # asked, `twin simulate` with the shipped H200 profile as it is (OUT/sim-shipped-NAME), `twin calibrate` of its ops
 # into a copy of that profile, `twin simulate` with the copy and `twin execute` of the plan; then each recipe's step
 # and speed-up against BF16, measured beside predicted (both profiles), and its loss curve against BF16's
@@ -10,7 +10,9 @@
 # BIN: a folder made by tests/gpu/make_carry.sh; ITERS default 60 (5 warm-up); RECIPE tensorwise, delayed,
 # delayed:LEN (amax_history_len LEN; delayed alone is Megatron's default, 1) or blockwise (DeepSeek-V3's: E4M3
 # everywhere, format e4m3); default "tensorwise delayed".
-# GTEST_FILTER: the GPU tests run first (default: the FP8 ones and the quick kernel calibration).
+# GTEST_FILTER: the GPU tests run first (default: the FP8 ones and the quick kernel calibration). BASE and BF16: another
+# FP8 scenario and its BF16 twin (default the Llama-2-7B-width pair; scenarios/gpt-7.5b-4layers-*-1xH200.json is a GPT
+# pair, with linear biases).
 set -uo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 bin=$(realpath "$1"); out=$(realpath -m "$2"); iters=${3:-60}; shift $(( $# < 3 ? $# : 3 ))
@@ -22,9 +24,9 @@ step test_gpu "$bin/test_gpu" --gtest_filter="${GTEST_FILTER:-*Fp8*:KernelCalibr
 grep -hE "\[kernel-error\]|^\[  (PASSED|FAILED)" "$out/test_gpu.log"
 profile=$out/h200-fp8.json
 cp "$repo/cost/profiles/h200-x1.json" "$profile"
-base=$repo/scenarios/llama2-7b-4layers-fp8-1xH200.json
+base=$(realpath "${BASE:-$repo/scenarios/llama2-7b-4layers-fp8-1xH200.json}")
 plans=(bf16)
-cp "$repo/scenarios/llama2-7b-4layers-bf16-1xH200.json" "$out/scenario-bf16.json"
+cp "${BF16:-$repo/scenarios/llama2-7b-4layers-bf16-1xH200.json}" "$out/scenario-bf16.json"
 for recipe in "${recipes[@]}"; do
   name=${recipe/:/-}
   python3 - "$base" "$recipe" "$out/scenario-$name.json" <<'PY' || status=1
@@ -37,7 +39,7 @@ if recipe == "blockwise":
     fp8["format"] = "e4m3"
 if history:
     fp8["amax_history_len"] = int(history)
-scenario["name"] = f"llama2-7b widths, 4 layers, one H200, FP8 {fp8['format']} {sys.argv[2]} (tests/gpu/fp8_recipes_check.sh)"
+scenario["name"] += f"; FP8 {fp8['format']} {sys.argv[2]} (tests/gpu/fp8_recipes_check.sh)"
 json.dump(scenario, open(sys.argv[3], "w"), indent=1)
 PY
   plans+=("$name")

@@ -71,18 +71,22 @@ TEST(Fp8Scale, AnAmaxTooSmallForItsScaleTakesTheLargestFloat) {
   }
 }
 
-// C[m,n] = A[m,k] B[n,k]^T with each operand's type; `accumulate` adds to a random C.
-void check_product(Fp8Type a_type, Fp8Type b_type, bool accumulate) {
+// C[m,n] = A[m,k] B[n,k]^T with each operand's type; `accumulate` adds to a random C; `with_bias` adds a bf16 bias
+// of n in the epilogue (an FP8 linear's forward).
+void check_product(Fp8Type a_type, Fp8Type b_type, bool accumulate, bool with_bias = false) {
   const std::int64_t m = 192, n = 320, k = 448;
-  auto a = random_bf16(m * k, 2.0), b = random_bf16(n * k, 0.5), c = random_bf16(m * n);
+  auto a = random_bf16(m * k, 2.0), b = random_bf16(n * k, 0.5), c = random_bf16(m * n), bias = random_bf16(n);
   const std::vector<double> ha = bf16_to_host(a.data(), m * k), hb = bf16_to_host(b.data(), n * k);
-  const std::vector<double> start = bf16_to_host(c.data(), m * n);
+  const std::vector<double> start = bf16_to_host(c.data(), m * n), hbias = bf16_to_host(bias.data(), n);
   const HostFp8 qa = quantize_on_host(ha, a_type), qb = quantize_on_host(hb, b_type);
   auto da = upload(qa.bytes), db = upload(qb.bytes);
   auto scales = upload(std::vector<float>{qa.scale_inv, 0, 0, 0, qb.scale_inv});  // each 16-byte aligned
   exec::Fp8Matmul matmul;
-  matmul.run({m, n, k, a_type == Fp8Type::e5m2, b_type == Fp8Type::e5m2, accumulate}, da.data(), f32(scales),
-             db.data(), f32(scales) + 4, bf(c), nullptr);
+  exec::Fp8MatmulProblem problem{m, n, k, a_type == Fp8Type::e5m2, b_type == Fp8Type::e5m2, accumulate};
+  problem.bias = with_bias;
+  ASSERT_TRUE(matmul.supports(problem));
+  matmul.run(problem, da.data(), f32(scales), db.data(), f32(scales) + 4, bf(c), nullptr,
+             with_bias ? bf(bias) : nullptr);
   const std::vector<double> fa = qa.dequantized(), fb = qb.dequantized();
   std::vector<double> ref(m * n), exact(m * n);
   for (std::int64_t i = 0; i < m; ++i)
@@ -92,8 +96,9 @@ void check_product(Fp8Type a_type, Fp8Type b_type, bool accumulate) {
         sum += fa[i * k + p] * fb[j * k + p];
         sum_exact += ha[i * k + p] * hb[j * k + p];
       }
-      ref[i * n + j] = sum + (accumulate ? start[i * n + j] : 0);
-      exact[i * n + j] = sum_exact + (accumulate ? start[i * n + j] : 0);
+      const double added = (accumulate ? start[i * n + j] : 0) + (with_bias ? hbias[j] : 0);
+      ref[i * n + j] = sum + added;
+      exact[i * n + j] = sum_exact + added;
     }
   const std::vector<double> got = bf16_to_host(c.data(), m * n);
   // The GEMM itself: fp32 accumulation (fast where no operand is E5M2) and a bf16 product.
@@ -113,6 +118,13 @@ TEST(Fp8Matmul, E5m2GradientAsEitherOperandAccumulating) {
   check_product(Fp8Type::e4m3, Fp8Type::e5m2, true);   // a weight gradient: X^T dY added to the one before
 }
 
+// A linear's bias in the FP8 GEMM's epilogue, as Transformer Engine's FP8 GEMM adds it (twin execute's FP8 linears
+// with add_bias_linear, executor/gpu/fp8_linears.hpp).
+TEST(Fp8Matmul, BiasInTheEpilogue) {
+  REQUIRE_GPU();
+  check_product(Fp8Type::e4m3, Fp8Type::e4m3, false, true);
+}
+
 TEST(Fp8Matmul, RefusesDimensionsCublasLtCannotRunInFp8) {
   REQUIRE_GPU();
   auto buffer = poisoned(64 * 64 * 2);
@@ -127,6 +139,11 @@ TEST(Fp8Matmul, RefusesDimensionsCublasLtCannotRunInFp8) {
   EXPECT_THROW(matmul.run({64, 64, 64, false, false, false}, buffer.data(), f32(scales), buffer.data(), f32(scales) + 1,
                           bf(buffer), nullptr),
                std::invalid_argument);  // a scale pointer off 16 bytes
+  exec::Fp8MatmulProblem biased{64, 64, 64, false, false, false};
+  biased.bias = true;  // a bias epilogue without its pointer
+  EXPECT_THROW(matmul.run(biased, buffer.data(), f32(scales), buffer.data(), f32(scales), bf(buffer), nullptr),
+               std::invalid_argument);
+  EXPECT_FALSE(matmul.supports({64, 64, 40, false, false, false}));
 }
 
 }  // namespace
