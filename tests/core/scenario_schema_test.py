@@ -27,8 +27,11 @@ SECTIONS = {
     ("model", "moe"): [("core/scenario_model.cpp", "MoeConfig parse_moe(", "r")],
     ("model", "mla"): [("core/model_variants.cpp", "MlaConfig parse_mla(", "r")],
     ("model", "moe", "routing"): [("core/moe_routing_parse.cpp", "RoutingModel parse_routing(", "r")],
-    ("model", "moe", "routing", "histogram", "[]"): [("core/moe_routing_parse.cpp",
-                                                      "std::vector<ExpertHistogram> parse_expert_loads(", "entry")],
+    # The histogram's columns (a run's rank file) and its array's entries take the same keys.
+    ("model", "moe", "routing", "histogram"): [("core/moe_routing_parse.cpp",
+                                                "std::vector<ExpertHistogram> parse_expert_loads(", "loads"),
+                                               ("core/moe_routing_parse.cpp",
+                                                "std::vector<ExpertHistogram> parse_expert_loads(", "entry")],
     ("training",): [("core/scenario_parse.cpp", "TrainingConfig parse_training(", "r")],
     ("training", "fp8"): [("core/fp8.cpp", "Fp8Config parse_fp8(", "r")],
     ("training", "seq_length_buckets", "[]"): [("core/scenario_parse.cpp", "TrainingConfig parse_training(", "item")],
