@@ -152,6 +152,7 @@ std::string to_string(GemmInputs inputs) {
     case GemmInputs::fp8_per_tensor: return "fp8_per_tensor";
     case GemmInputs::fp8_blockwise: return "fp8_blockwise";
     case GemmInputs::mxfp8: return "mxfp8";
+    case GemmInputs::fp8_blockwise_1d: return "fp8_blockwise_1d";
   }
   return "unknown";
 }

@@ -144,9 +144,11 @@ struct Strands {
 enum class LinearTensor : std::uint8_t { none, input, output, output_gradient, input_gradient, weight };
 
 // What a GEMM's operands are: 16-bit (the training precision), or FP8 scaled per tensor (Transformer Engine's
-// delayed and current-scaling recipes), per block of 128 (the blockwise recipe: 1x128 activations and gradients,
-// 128x128 weights) or per 32 elements (MXFP8). Priced from the GPU's FP8 peak (cost/kernel_cost.cpp).
-enum class GemmInputs : std::uint8_t { bf16, fp8_per_tensor, fp8_blockwise, mxfp8 };
+// delayed and current-scaling recipes), per block of 128 (the blockwise recipe: fp8_blockwise, a 1x128 activation
+// or gradient by a 128x128 weight, the forward's and the data gradient's; fp8_blockwise_1d, 1x128 by 1x128, the
+// weight gradient's, which reads two activations: another cuBLASLt kernel) or per 32 elements (MXFP8). Priced from
+// the GPU's FP8 peak (cost/kernel_cost.cpp).
+enum class GemmInputs : std::uint8_t { bf16, fp8_per_tensor, fp8_blockwise, mxfp8, fp8_blockwise_1d };
 
 struct GemmShape {
   std::int64_t m = 0, n = 0, k = 0;

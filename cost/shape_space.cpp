@@ -69,7 +69,8 @@ bool set_field(Op& op, std::string_view name, std::int64_t value) {
 // Sets an optimizer state's storage ("main_params=bf16"); false for a name or dtype no key uses.
 bool set_dtype_field(Op& op, std::string_view name, std::string_view value) {
   if (name == "inputs") {  // a GEMM's operands ("inputs=fp8_per_tensor")
-    for (GemmInputs inputs : {GemmInputs::fp8_per_tensor, GemmInputs::fp8_blockwise, GemmInputs::mxfp8})
+    for (GemmInputs inputs : {GemmInputs::fp8_per_tensor, GemmInputs::fp8_blockwise, GemmInputs::fp8_blockwise_1d,
+                              GemmInputs::mxfp8})
       if (to_string(inputs) == value) {
         op.gemm.inputs = inputs;
         return true;
@@ -103,7 +104,7 @@ bool is_gemm(const Op& op) { return op.kind == OpKind::gemm || op.kind == OpKind
 // that adds one is another kernel.
 int variant(const Op& op) {
   if (is_gemm(op))
-    return int(op.gemm.transpose_a) | int(op.gemm.transpose_b) << 1 | int(op.gemm.inputs) << 2 | int(op.gemm.e5m2) << 4;
+    return int(op.gemm.transpose_a) | int(op.gemm.transpose_b) << 1 | int(op.gemm.inputs) << 2 | int(op.gemm.e5m2) << 5;
   // Activations interpolate among their form's measurements (gated or not: the bytes they move), whichever function
   // each is: their keys tell them apart where a calibration timed them (kernel_shape_key), and a shape measured for
   // one function still carries the other's neighbourhood. A capped loss is another kernel (a tanh per logit in each

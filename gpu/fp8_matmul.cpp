@@ -47,9 +47,10 @@ void set(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t attribute, co
 
 Fp8MatmulProblem fp8_problem_of(const GemmShape& shape) {
   Fp8MatmulProblem problem{shape.m, shape.n, shape.k, shape.e5m2, false, false};
-  if (shape.inputs == GemmInputs::fp8_blockwise) {
+  if (shape.inputs == GemmInputs::fp8_blockwise || shape.inputs == GemmInputs::fp8_blockwise_1d) {
     problem.a_scaling = Fp8Scaling::blocks_1x128;
-    problem.b_scaling = Fp8Scaling::blocks_128x128;
+    problem.b_scaling =
+        shape.inputs == GemmInputs::fp8_blockwise ? Fp8Scaling::blocks_128x128 : Fp8Scaling::blocks_1x128;
   }
   return problem;
 }

@@ -11,8 +11,8 @@ static_assert(sizeof(Op) == 240, "Op changed: make price_key() cover any new fie
 
 namespace {
 
-// An op's enums (8 bits each; the optimizer state's dtypes 4, the activation 3, the GEMM's inputs and the FP8 recipe 2)
-// and flags (1 bit each) in one word: 59 bits.
+// An op's enums (8 bits each; the optimizer state's dtypes 4, the activation and the GEMM's inputs 3, the FP8 recipe
+// 2) and flags (1 bit each) in one word: 60 bits.
 std::int64_t kind_and_flags(const Op& op) {
   const GemmShape& g = op.gemm;
   const AttentionShape& a = op.attention;
@@ -29,7 +29,8 @@ std::int64_t kind_and_flags(const Op& op) {
   static_assert(static_cast<int>(StateDtype::fp8) < 16, "a state dtype in 4 bits");
   for (StateDtype dtype : {precision.main_params, precision.exp_avg, precision.exp_avg_sq})
     put(static_cast<std::uint8_t>(dtype), 4);
-  put(static_cast<std::uint8_t>(g.inputs), 2);        // four values
+  static_assert(static_cast<int>(GemmInputs::fp8_blockwise_1d) < 8, "a GEMM's inputs in 3 bits");
+  put(static_cast<std::uint8_t>(g.inputs), 3);        // five values (2 bits until the weight gradient's block-wise)
   put(static_cast<std::uint8_t>(op.fp8_recipe), 2);   // four values
   static_assert(static_cast<int>(Activation::quick_geglu) < 8, "an activation in 3 bits");
   put(static_cast<std::uint8_t>(op.activation), 3);   // five values (2 bits until quick GeGLU, a fifth, overflowed)

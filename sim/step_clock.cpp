@@ -60,10 +60,11 @@ class CurveLoadRate {
       case GemmInputs::fp8_per_tensor: return 1;
       case GemmInputs::fp8_blockwise: return 2;
       case GemmInputs::mxfp8: return 3;
+      case GemmInputs::fp8_blockwise_1d: return 4;
     }
     return 0;
   }
-  std::array<double, 4> rates_{-1, -1, -1, -1};  // -1: not priced yet
+  std::array<double, 5> rates_{-1, -1, -1, -1, -1};  // -1: not priced yet
 };
 
 // A compute-bound op's time as the curve's load would count it: its FLOPs at that load's rate (GEMMs of its inputs;

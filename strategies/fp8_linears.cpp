@@ -5,11 +5,12 @@
 
 namespace twin {
 
-GemmInputs fp8_gemm_inputs(Fp8Recipe recipe) {
+GemmInputs fp8_gemm_inputs(Fp8Recipe recipe, GemmPass pass) {
   switch (recipe) {
     case Fp8Recipe::delayed:
     case Fp8Recipe::tensorwise: return GemmInputs::fp8_per_tensor;
-    case Fp8Recipe::blockwise: return GemmInputs::fp8_blockwise;
+    case Fp8Recipe::blockwise:
+      return pass == GemmPass::weight_gradient ? GemmInputs::fp8_blockwise_1d : GemmInputs::fp8_blockwise;
     case Fp8Recipe::mxfp8: return GemmInputs::mxfp8;
   }
   return GemmInputs::fp8_per_tensor;

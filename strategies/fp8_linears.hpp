@@ -12,8 +12,9 @@
 
 namespace twin {
 
-// The operands an FP8 GEMM of `recipe` reads (GemmShape::inputs).
-GemmInputs fp8_gemm_inputs(Fp8Recipe recipe);
+// The operands an FP8 GEMM of `recipe` reads (GemmShape::inputs) in the linear's product `pass`: block-wise, the
+// weight gradient's two activations are both scaled per 1x128 block.
+GemmInputs fp8_gemm_inputs(Fp8Recipe recipe, GemmPass pass);
 
 // The weights of pipeline stage `stage` per GPU that run in FP8: the linear weights (attention's QKV and
 // projection, the dense MLP's, the experts') of its layers that layer_runs_fp8 keeps in FP8. The router, the

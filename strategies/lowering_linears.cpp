@@ -35,7 +35,7 @@ Op linear_gemm(const Emitter& e, OpRole role, GemmPass pass, std::int64_t m, std
   Op op = Emitter::gemm(role, pass, m, n, k);
   if (e.fp8_linears() && (pass != GemmPass::weight_gradient || fp8_wgrad(e))) {
     const Fp8Config& fp8 = *e.shapes().fp8;
-    op.gemm.inputs = fp8_gemm_inputs(fp8.recipe);
+    op.gemm.inputs = fp8_gemm_inputs(fp8.recipe, pass);
     op.gemm.e5m2 = pass != GemmPass::forward && fp8.format == Fp8Format::hybrid;
   }
   return op;

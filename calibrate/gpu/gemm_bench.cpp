@@ -44,7 +44,7 @@ const float* GemmBench::block_scales(std::size_t floats) {
 
 void GemmBench::launch(const GemmShape& shape, const void* a, const void* b, void* c) {
   if (is_fp8(shape)) {
-    const bool blocks = shape.inputs == GemmInputs::fp8_blockwise;
+    const bool blocks = shape.inputs == GemmInputs::fp8_blockwise || shape.inputs == GemmInputs::fp8_blockwise_1d;
     if ((shape.inputs != GemmInputs::fp8_per_tensor && !blocks) || shape.count != 1)
       throw std::invalid_argument("GEMM calibration: " + gemm_key(shape) +
                                   ": FP8 GEMMs are timed per tensor or per block, one problem at a time");

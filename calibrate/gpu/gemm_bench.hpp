@@ -41,8 +41,9 @@ class GemmBench {
   // C = A * B on device pointers laid out as `shape` says: count == 1 through Matmul (throws when cuBLASLt has
   // no algorithm), count > 1 as `count` equal groups of one GroupedMatmul run; a shape of FP8 operands through
   // Fp8Matmul (scales of 1, per tensor or per block as the shape's inputs say: fp8_blockwise as the forward reads
-  // it, 1x128 by 128x128; both operands stored as Hopper's FP8 kernels read them: the executor's casts write them
-  // so) — fp8_per_tensor or fp8_blockwise, one problem (throws otherwise).
+  // it, 1x128 by 128x128, fp8_blockwise_1d as the weight gradient does, 1x128 by 1x128; both operands stored as
+  // Hopper's FP8 kernels read them: the executor's casts write them so) — per tensor or per block, one problem
+  // (throws otherwise).
   void launch(const GemmShape& shape, const void* a, const void* b, void* c);
   // Median/p10/p90 of `repetitions` CUPTI-timed runs on random data after `warmup` runs; std::nullopt when
   // the operands do not fit in `max_bytes` of device memory. Input sets rotate so that the L2 cache does not

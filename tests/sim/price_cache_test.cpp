@@ -89,6 +89,28 @@ TEST(PriceCache, ASearchWithAClockCurvePricesAsSeparateSimulationsDo) {
 namespace twin::sim {
 namespace {
 
+// Every GEMM operand kind is its own key, whatever the op's flags: the weight gradient's block-wise operands, the
+// fifth, took a third bit (two held four kinds; a fifth would have keyed as another kind with E5M2 operands).
+TEST(PriceCache, EveryGemmInputsKeysApartFromEveryFlag) {
+  Op gemm;
+  gemm.kind = OpKind::gemm;
+  gemm.gemm = {4096, 4096, 4096, 1, false, false};
+  gemm.gemm.inputs = GemmInputs::fp8_blockwise_1d;
+  std::vector<PriceKey> keys = {price_key(gemm)};
+  for (GemmInputs inputs :
+       {GemmInputs::bf16, GemmInputs::fp8_per_tensor, GemmInputs::fp8_blockwise, GemmInputs::mxfp8})
+    for (bool e5m2 : {false, true})
+      for (Fp8Recipe recipe : {Fp8Recipe::delayed, Fp8Recipe::tensorwise, Fp8Recipe::blockwise, Fp8Recipe::mxfp8}) {
+        Op other = gemm;  // the field after the inputs: a fifth kind in two bits would read as another recipe
+        other.gemm.inputs = inputs;
+        other.gemm.e5m2 = e5m2;
+        other.fp8_recipe = recipe;
+        keys.push_back(price_key(other));
+      }
+  for (std::size_t i = 0; i < keys.size(); ++i)
+    for (std::size_t j = 0; j < i; ++j) EXPECT_NE(keys[i], keys[j]) << i << " " << j;
+}
+
 // Every activation is its own key, whatever the op's flags: quick GeGLU, the fifth, took a third bit, which until
 // 2026-12-02 spilled into the next field (a quick GeGLU op keyed as a recomputed SwiGLU one).
 TEST(PriceCache, EveryActivationKeysApartFromEveryFlag) {

@@ -89,6 +89,29 @@ std::string describe(const Op& op) {
 }
 
 // Current scaling (its TP amax reductions under SP) and delayed scaling (a pass starting after the amax reduction).
+// Block-wise, a weight gradient reads two activations, each scaled per 1x128 block (another cuBLASLt kernel than
+// the forward's and the data gradient's 1x128 by a 128x128 weight): its GEMM says so, so that calibration times the
+// kernel the executor runs (until 2026-12-02 every block-wise GEMM was fp8_blockwise and timed as the forward's).
+TEST(Fp8Lowering, BlockwiseWeightGradientsReadTwoActivationsByTheirBlocks) {
+  Fp8Config fp8;
+  fp8.recipe = Fp8Recipe::blockwise;
+  fp8.format = Fp8Format::e4m3;
+  Strategy strategy = testing::make_strategy(1, 1);
+  Scenario scenario = fp8_scenario(fp8);
+  ASSERT_FALSE(complete_strategy(scenario, strategy).has_value());
+  const IterationGraph graph = lower_to_op_graphs(scenario, strategy);
+  int passes[3] = {0, 0, 0};
+  for (OpIndex i = 0; i < graph.classes.front().size(); ++i) {
+    const Op& op = graph.classes.front().op(i);
+    if (op.kind != OpKind::gemm || !is_fp8(op.gemm)) continue;
+    const bool weight_gradient = op.gemm_pass == GemmPass::weight_gradient;
+    EXPECT_EQ(op.gemm.inputs, weight_gradient ? GemmInputs::fp8_blockwise_1d : GemmInputs::fp8_blockwise)
+        << op_name(op);
+    ++passes[static_cast<int>(op.gemm_pass) - 1];
+  }
+  for (int count : passes) EXPECT_GT(count, 0);
+}
+
 TEST(Fp8Lowering, SameOpsWhetherPassesRepeatOrNot) {
   Fp8Config delayed;
   delayed.recipe = Fp8Recipe::delayed;
