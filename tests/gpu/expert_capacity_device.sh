@@ -8,7 +8,8 @@
 #      its dropless variant (written to $OUT), each simulated with the shipped profile (blind) and its best plan run ITERS steps
 #      (tests/gpu/moe_shapes_device.sh): summary.md; dropped.md, the share of routed copies each run dropped per
 #      layer and micro-batch (from rank 0's routed copies per expert, measured/*.json, and the capacity), and its
-#      experts' GEMMs by role.
+#      experts' GEMMs by role; repriced.md, each run priced again with its own routing
+#      (tests/gpu/reprice_measured_routing.py).
 # Usage (device): OUT=DIR bash tests/gpu/expert_capacity_device.sh BIN
 set -uo pipefail
 bin="$(cd "$1" && pwd)"
@@ -53,4 +54,7 @@ for scenario in "${scenarios[@]}"; do
   python3 tests/gpu/ops_by_role.py "$OUT/$name/ops.csv" expert_fc1 expert_fc2 router || status=1
   echo
 done >> "$OUT/dropped.md" 2>&1
+runs=()
+for scenario in "${scenarios[@]}"; do runs+=("/tmp/moe-shapes/$(basename "$scenario" .json)"); done  # their folders
+python3 tests/gpu/reprice_measured_routing.py "$bin/twin-gpu" "${runs[@]}" > "$OUT/repriced.md" || status=1
 exit $status
