@@ -42,11 +42,12 @@ def measured_step_s(run):
     return plan, json.load(open(metrics))['measured']['iteration_s']
 
 
-def predicted_step_s(twin, run, plan, profile):
-    """`twin simulate --plan-key` of the run's scenario with `profile`: its predicted step, or None."""
+def plan_step_s(twin, scenario, plan, profile=None):
+    """`twin simulate --plan-key` of `scenario` (with `profile`, else the scenario's own): the plan's predicted step,
+    or None."""
     with tempfile.TemporaryDirectory() as out:
-        subprocess.run([twin, 'simulate', os.path.join(run, 'scenario.json'), '--profile', profile, '--plan-key', plan,
-                        '--out', out, '--quiet', '--top', '0'], capture_output=True, text=True)
+        subprocess.run([twin, 'simulate', scenario, '--plan-key', plan, '--out', out, '--quiet', '--top', '0'] +
+                       (['--profile', profile] if profile else []), capture_output=True, text=True)
         ranking = os.path.join(out, 'ranking.csv')
         if not os.path.exists(ranking):
             return None
@@ -54,6 +55,11 @@ def predicted_step_s(twin, run, plan, profile):
             if row['strategy'] == plan:
                 return float(row['iteration_time_s'])
     return None
+
+
+def predicted_step_s(twin, run, plan, profile):
+    """The run's scenario with `profile`: its plan's predicted step, or None."""
+    return plan_step_s(twin, os.path.join(run, 'scenario.json'), plan, profile)
 
 
 def finished_runs(runs_dir):

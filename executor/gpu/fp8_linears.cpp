@@ -7,9 +7,8 @@
 #include <stdexcept>
 
 #include "executor/gpu/kernel_launch.hpp"
+#include "gpu/bias_epilogue.hpp"
 #include "gpu/checks.hpp"
-#include "gpu/kernels.hpp"
-#include "gpu/matmul.hpp"
 
 namespace twin::exec {
 namespace {
@@ -67,11 +66,15 @@ Fp8Layout fp8_layout(Fp8Recipe recipe, LinearTensor tensor, std::int64_t rows, s
 
 void Fp8LinearGemm::run(Fp8Matmul& matmul, bf16* c, cudaStream_t stream, const bf16* bias) const {
   Fp8MatmulProblem fused = problem;
-  fused.bias = bias != nullptr;
-  if (!bias || (epilogue_vector_aligned(bias) && matmul.supports(fused)))
-    return matmul.run(fused, a, a_scale_inv, b, b_scale_inv, c, stream, bias);
-  matmul.run(problem, a, a_scale_inv, b, b_scale_inv, c, stream);
-  kernels::bias_add(c, bias, problem.m, problem.n, stream);
+  fused.bias = true;
+  product_with_bias(
+      bias, [&] { return matmul.supports(fused); },
+      [&](const bf16* epilogue_bias) {
+        Fp8MatmulProblem call = problem;
+        call.bias = epilogue_bias != nullptr;
+        matmul.run(call, a, a_scale_inv, b, b_scale_inv, c, stream, epilogue_bias);
+      },
+      c, problem.m, problem.n, stream);
 }
 
 Fp8LinearGemm fp8_forward_gemm(Fp8Recipe recipe, const GemmShape& g, const Fp8Copies& x, const Fp8Copies& w) {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "executor/parameters.hpp"
+#include "gpu/bias_epilogue.hpp"
 #include "gpu/checks.hpp"
 #include "gpu/kernels.hpp"
 #include "gpu/row_exchange.hpp"
@@ -107,13 +108,16 @@ MoeBlock::Weight MoeBlock::weight(const OpPass& p) {
 
 void MoeBlock::router_logits(const OpPass& p, const Weight& w, const bf16* x, bf16* logits) {
   const lowering::RankShapes& s = stage_.shapes;
-  MatmulProblem problem{s.tokens_local, s.experts_total, s.h, false, false, false};
-  MatmulProblem fused = problem;
+  MatmulProblem fused{s.tokens_local, s.experts_total, s.h, false, false, false};
   fused.epilogue = MatmulEpilogue::add_bias;
-  if (epilogue_vector_aligned(w.bias) && p.scratch.matmul->supports(fused))
-    return p.scratch.matmul->run(fused, x, w.params, logits, p.stream, nullptr, w.bias);
-  p.scratch.matmul->run(problem, x, w.params, logits, p.stream);
-  if (w.bias) kernels::bias_add(logits, w.bias, s.tokens_local, s.experts_total, p.stream);
+  product_with_bias(
+      w.bias, [&] { return p.scratch.matmul->supports(fused); },
+      [&](bf16* bias) {
+        MatmulProblem problem = fused;
+        if (!bias) problem.epilogue = MatmulEpilogue::none;
+        p.scratch.matmul->run(problem, x, w.params, logits, p.stream, nullptr, bias);
+      },
+      logits, s.tokens_local, s.experts_total, p.stream);
 }
 
 bf16* MoeBlock::bias_grad_target(const OpPass& p, const Weight& w) const {

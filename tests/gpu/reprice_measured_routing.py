@@ -1,15 +1,16 @@
 #!/usr/bin/env python3
 """An MoE run priced again with its own routing: for each `twin execute` run folder (best.json, metrics.json and
 measured/rank0.json), its scenario with model.moe.routing set to {"distribution": "measured", "histogram": the run's
-rank file} simulated for the run's plan (`twin simulate --plan-key`), beside the blind prediction and the measured step.
-Prints a markdown table; exits 1 when a run cannot be priced.
+rank file} simulated for the run's plan (tools/repredict_runs.py's plan_step_s), beside the blind prediction and the
+measured step. Prints a markdown table; exits 1 when a run cannot be priced.
     python3 tests/gpu/reprice_measured_routing.py TWIN RUN...   (tests/gpu/expert_capacity_device.sh calls it)"""
-import csv
 import json
 import os
-import subprocess
 import sys
 import tempfile
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools"))
+from repredict_runs import plan_step_s  # noqa: E402
 
 
 def reprice(twin, run, work):
@@ -22,11 +23,9 @@ def reprice(twin, run, work):
     name = os.path.basename(os.path.normpath(run))
     path = os.path.join(work, name + ".json")
     json.dump(scenario, open(path, "w"))
-    out = os.path.join(work, name)
-    subprocess.run([twin, "simulate", path, "--plan-key", best["strategy_key"], "--quiet", "--top", "0", "--out", out],
-                   check=True, stdout=subprocess.DEVNULL)
-    rows = {r["strategy"]: r for r in csv.DictReader(open(os.path.join(out, "ranking.csv")))}
-    repriced = float(rows[best["strategy_key"]]["iteration_time_s"])
+    repriced = plan_step_s(twin, path, best["strategy_key"])
+    if repriced is None:
+        raise ValueError(f"twin simulate did not price {best['strategy_key']}")
     return name, metrics["measured"]["iteration_s"], metrics["predicted"]["iteration_time_s"], repriced
 
 
@@ -38,7 +37,7 @@ def main(twin, runs):
         for run in runs:
             try:
                 name, measured, blind, own = reprice(twin, run, work)
-            except (OSError, KeyError, ValueError, subprocess.CalledProcessError) as error:
+            except (OSError, KeyError, ValueError) as error:
                 print(f"| {run} | FAILED: {error} | | | | |")
                 status = 1
                 continue
