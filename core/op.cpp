@@ -157,4 +157,14 @@ std::string to_string(GemmInputs inputs) {
   return "unknown";
 }
 
+std::string to_string(GemmOutput output) {
+  switch (output) {
+    case GemmOutput::written: return "written";
+    case GemmOutput::written_fp32: return "written_fp32";
+    case GemmOutput::added: return "added";
+    case GemmOutput::added_fp32: return "added_fp32";
+  }
+  return "unknown";
+}
+
 }  // namespace twin

@@ -150,6 +150,15 @@ enum class LinearTensor : std::uint8_t { none, input, output, output_gradient, i
 // the GPU's FP8 peak (cost/kernel_cost.cpp).
 enum class GemmInputs : std::uint8_t { bf16, fp8_per_tensor, fp8_blockwise, mxfp8, fp8_blockwise_1d };
 
+// Where a GEMM's product goes. Every GEMM but a weight gradient's under gradient-accumulation fusion writes a 16-bit
+// tensor (`written`). With the fusion and a gradient buffer kept over the step's micro-batches (ZeRO 0 and 1; the
+// buffer's dtype framework.reduce_dtype's, as Megatron-Core's DDP allocates main_grad), the step's first micro-batch
+// writes its weight gradients into the buffer (`written_fp32` into an fp32 one) and every later one adds its product
+// to what the buffer holds (`added`, `added_fp32`: cuBLASLt's beta 1, the buffer read as C and written as D). Priced
+// as the product plus an fp32 write's 2 more bytes an element (cost/memory_bound_bytes.cpp says why the read of C is
+// not priced); the kernel key names it, so that a measured one (a folded trace) prices its own kind.
+enum class GemmOutput : std::uint8_t { written, written_fp32, added, added_fp32 };
+
 struct GemmShape {
   std::int64_t m = 0, n = 0, k = 0;
   std::int32_t count = 1;        // grouped GEMM: count independent problems of this shape
@@ -317,6 +326,8 @@ struct Op {
   // prices it from its tables by blocks per peer (sim/measured_collectives.hpp). Sits in the tail padding: Op
   // keeps its 240 bytes.
   std::uint16_t blocks_per_peer = 1;
+  // gemm: where its product goes (a weight gradient's may add to a gradient buffer: GemmOutput). Tail padding too.
+  GemmOutput gemm_output = GemmOutput::written;
 
   bool is_communication() const { return kind >= OpKind::all_reduce; }
 };
@@ -343,6 +354,7 @@ std::string to_string(GroupKind group);
 std::string to_string(GemmPass pass);
 std::string to_string(LinearTensor tensor);
 std::string to_string(GemmInputs inputs);
+std::string to_string(GemmOutput output);
 inline bool is_fp8(const GemmShape& g) { return g.inputs != GemmInputs::bf16; }
 // Stream names as the trace shows them (tid labels): "compute", "tp", ...
 inline constexpr int kStreamCount = static_cast<int>(Stream::count);

@@ -53,8 +53,10 @@ std::vector<std::pair<double, std::size_t>> by_distance_to(const std::vector<Mea
 
 std::optional<GemmShape> gemm_shape_from_key(std::string_view key) {
   const std::optional<Op> op = op_from_kernel_key(key);
-  // A GEMM with a residual in its epilogue is not a neighbour of plain ones: its time includes the read.
-  if (!op || op->kind != OpKind::gemm || op->fuses_residual) return std::nullopt;
+  // A GEMM with a residual in its epilogue, or one adding to (or writing) a gradient buffer, is not a neighbour of
+  // plain ones: its time includes the bytes beyond the product's.
+  if (!op || op->kind != OpKind::gemm || op->fuses_residual || op->gemm_output != GemmOutput::written)
+    return std::nullopt;
   const GemmShape& g = op->gemm;
   if (g.m < 1 || g.n < 1 || g.k < 1 || g.count < 1) return std::nullopt;
   return g;

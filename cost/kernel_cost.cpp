@@ -117,7 +117,8 @@ double fp8_product_from_bf16_ns(const GpuKernelProfile& kernels, const GpuSpec& 
   Op bf16 = op;
   bf16.gemm.inputs = GemmInputs::bf16;
   bf16.gemm.e5m2 = false;
-  bf16.fuses_residual = false;  // the epilogue's read is priced beside the product
+  bf16.fuses_residual = false;  // the epilogue's bytes are priced beside the product
+  bf16.gemm_output = GemmOutput::written;
   return benchmark_kernel_time_ns(kernels, gpu, bf16) * gpu.peak_bf16_tflops / gpu.peak_fp8_tflops;
 }
 
@@ -138,8 +139,9 @@ double model_time_ns(const GpuKernelProfile& kernels, const GpuSpec& gpu, const 
   const bool gemm = op.kind == OpKind::gemm || op.kind == OpKind::moe_router;
   if (gemm) {
     const double product_ns = gemm_product_ns(kernels, gpu, op);
-    // The residual an epilogue adds is priced as a read beside the product's time: an upper bound, since
-    // the epilogue's loads of C overlap part of the main loop; the runs' traces measure the fused GEMMs.
+    // The residual an epilogue adds, and a gradient buffer's read and wider write, are priced as bytes beside the
+    // product's time: an upper bound, since the epilogue's loads of C overlap part of the main loop; the runs'
+    // traces measure the fused GEMMs.
     return product_ns + bandwidth_time_ns(epilogue_addend_bytes(op), gpu, kernels.memory_bound);
   }
   const auto curve = [&](const Op& other) { return curve_time_ns(kernels, gpu, other); };
@@ -204,6 +206,23 @@ Op whole_gemm(const Op& chunk) {
 
 }  // namespace
 
+namespace {
+
+// A GEMM whose product goes into a gradient buffer (Op::gemm_output), where its own kind is not measured, is priced as
+// the same product written in bf16 (its twin: measured, traced or modelled as any GEMM) plus the bytes its epilogue
+// moves beyond it at the memory-bound curve (cost/memory_bound_bytes.cpp: an fp32 buffer's wider write).
+Op written_twin(const Op& op) {
+  Op written = op;
+  written.gemm_output = GemmOutput::written;
+  return written;
+}
+double beyond_written_ns(const GpuKernelProfile& kernels, const GpuSpec& gpu, const Op& op) {
+  const double beyond = epilogue_addend_bytes(op) - epilogue_addend_bytes(written_twin(op));
+  return bandwidth_time_ns(beyond, gpu, kernels.memory_bound);
+}
+
+}  // namespace
+
 double benchmark_kernel_time_ns(const GpuKernelProfile& kernels, const GpuSpec& gpu, const Op& op) {
   require_compute(op, "benchmark_kernel_time_ns");
   if (is_split_gemm(op)) return benchmark_kernel_time_ns(kernels, gpu, whole_gemm(op)) / op.gemm.split;
@@ -214,6 +233,8 @@ double benchmark_kernel_time_ns(const GpuKernelProfile& kernels, const GpuSpec& 
   }
   if (auto found = kernels.measured.find(kernel_shape_key(op)); found != kernels.measured.end())
     if (const double benchmark_ns = benchmark_time_ns(found->second); benchmark_ns > 0) return benchmark_ns;
+  if (op.gemm_output != GemmOutput::written)  // unmeasured so: the product written in bf16, plus the wider write
+    return benchmark_kernel_time_ns(kernels, gpu, written_twin(op)) + beyond_written_ns(kernels, gpu, op);
   if (fused_attention_dropout(op)) {  // unmeasured with its draws: the same attention without them, plus the draws
     Op plain = op;
     plain.attention.dropout = false;
@@ -303,6 +324,14 @@ namespace {
 // The profile's price: a time measured in a training step, the benchmark or model price scaled in situ.
 TimeNs profile_time_ns(const Profile& profile, const GpuSpec& gpu, const Op& op, StepClock step_clock) {
   const GpuKernelProfile& kernels = profile.kernels_for(gpu);
+  if (op.gemm_output != GemmOutput::written && !kernels.measured.count(kernel_shape_key(op))) {
+    // Its twin's price (traced, or scaled in situ as any GEMM's), the kernel part longer by the benchmark ratio.
+    const Op twin = written_twin(op);
+    const double twin_ns = benchmark_kernel_time_ns(kernels, gpu, twin);
+    const double ratio = twin_ns > 0 ? benchmark_kernel_time_ns(kernels, gpu, op) / twin_ns : 1.0;
+    const double launches_ns = kernels.launch_overhead_ns * kernel_launches(twin);
+    return std::llround(launches_ns + (double(compute_time_ns(profile, gpu, twin, step_clock)) - launches_ns) * ratio);
+  }
   if (is_split_gemm(op)) {
     const double whole_kernel_ns = double(compute_time_ns(profile, gpu, whole_gemm(op), step_clock)) - kernels.launch_overhead_ns;
     return std::llround(whole_kernel_ns / op.gemm.split + kernels.launch_overhead_ns);

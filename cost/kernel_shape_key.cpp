@@ -19,12 +19,13 @@ std::string kernel_shape_key(const Op& op) {
     case OpKind::gemm:
     case OpKind::moe_router: {
       const GemmShape& g = op.gemm;
-      return fmt::format("{}:m={},n={},k={},count={},ta={},tb={}{}{}{}{}", kind, g.m, g.n, g.k, g.count,
+      return fmt::format("{}:m={},n={},k={},count={},ta={},tb={}{}{}{}{}{}", kind, g.m, g.n, g.k, g.count,
                          int(g.transpose_a), int(g.transpose_b),
                          g.split > 1 ? fmt::format(",split={}", g.split) : std::string(),
                          op.fuses_residual ? ",residual=1" : "",
                          g.busiest > 0 && g.count > 1 ? fmt::format(",busiest={}", g.busiest) : std::string(),
-                         is_fp8(g) ? fmt::format(",inputs={},e5m2={}", to_string(g.inputs), int(g.e5m2)) : std::string());
+                         is_fp8(g) ? fmt::format(",inputs={},e5m2={}", to_string(g.inputs), int(g.e5m2)) : std::string(),
+                         op.gemm_output != GemmOutput::written ? ",output=" + to_string(op.gemm_output) : std::string());
     }
     case OpKind::attention_forward:
     case OpKind::attention_backward: {

@@ -24,10 +24,22 @@ double gemm_bytes(const GemmShape& g) {
   const double operand_bytes = is_fp8(g) ? 1 : kActivationBytes;
   return (operand_bytes * (double(g.m) * g.k + double(g.k) * g.n) + kActivationBytes * double(g.m) * g.n) * g.count;
 }
-// A GEMM whose epilogue adds the residual stream reads one more m x n tensor.
+// A GEMM whose epilogue adds the residual stream reads one more m x n tensor. A weight gradient written into, or added
+// to, an fp32 buffer writes 4 bytes an element where gemm_bytes counts 2. Its read of the buffer it adds to (C) is not
+// priced: cuBLASLt's epilogue loads C while the main loop runs, and on an H200 adding to a bf16 buffer cost 0.4% of the
+// product, the bytes' price 2.8% (twelve weight-gradient shapes, tests/gpu/accumulating_gemm_probe.py: docs/ACCURACY.md
+// "Weight gradients that accumulate"); the residual's read keeps its price from before that measurement.
 double epilogue_addend_bytes(const Op& op) {
   const GemmShape& g = op.gemm;
-  return op.fuses_residual ? kActivationBytes * double(g.m) * g.n * g.count : 0;
+  const double elements = double(g.m) * g.n * g.count;
+  const double residual = op.fuses_residual ? kActivationBytes * elements : 0;
+  switch (op.gemm_output) {
+    case GemmOutput::written:
+    case GemmOutput::added: return residual;
+    case GemmOutput::written_fp32:
+    case GemmOutput::added_fp32: return residual + (4 - kActivationBytes) * elements;
+  }
+  return residual;
 }
 
 // AdamW per parameter: the master weight, m and v read and written (24 in fp32; optimizer_precision can store

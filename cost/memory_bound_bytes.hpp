@@ -7,7 +7,8 @@ namespace twin {
 
 // Bytes a GEMM's operands and product move (FP8 operands 1 byte each, the product bf16): its memory floor.
 double gemm_bytes(const GemmShape& gemm);
-// The residual stream a GEMM's epilogue adds (Op::fuses_residual): one more m x n read; 0 otherwise.
+// The bytes a GEMM's epilogue moves beyond a 16-bit product's write: the residual stream it adds
+// (Op::fuses_residual, one more m x n read) and a gradient buffer it writes in fp32 or adds to (Op::gemm_output).
 double epilogue_addend_bytes(const Op& op);
 
 }  // namespace twin

@@ -82,6 +82,14 @@ bool set_dtype_field(Op& op, std::string_view name, std::string_view value) {
     if (activation) op.activation = *activation;
     return activation.has_value();
   }
+  if (name == "output") {  // where a weight gradient's product goes ("output=added"; absent: written)
+    for (GemmOutput output : {GemmOutput::written_fp32, GemmOutput::added, GemmOutput::added_fp32})
+      if (to_string(output) == value) {
+        op.gemm_output = output;
+        return true;
+      }
+    return false;
+  }
   if (name == "recipe") {  // an FP8 cast's recipe ("recipe=delayed"; absent: tensorwise)
     const auto recipe = fp8_recipe_from_string(value);
     if (recipe) op.fp8_recipe = *recipe;

@@ -93,6 +93,19 @@ void Emitter::fill(Op& op) const {
   op.activation = sh_.activation;
   const bool loss = op.kind == OpKind::loss_forward || op.kind == OpKind::loss_backward;
   op.softcapped_logits = sh_.softcapped_logits && loss;
+  if (op.kind == OpKind::gemm && op.gemm_pass == GemmPass::weight_gradient) op.gemm_output = weight_gradient_output();
+}
+
+GemmOutput Emitter::weight_gradient_output() const {
+  // The fusion into a buffer kept over the step's micro-batches: ZeRO 0 and 1 (ZeRO 2 and 3 reduce every micro-batch's
+  // gradients from a fresh buffer; PyTorch FSDP2's autograd writes each micro-batch's gradients itself).
+  const bool kept = sh_.gradient_accumulation_fusion && !sh_.reduces_every_micro_batch && !sh_.pytorch_fsdp2;
+  const bool fp32 = sh_.reduce_bytes == 4;
+  if (!kept) return GemmOutput::written;
+  // A rank's micro-batches run their backward in index order under every schedule, the first storing (as twin
+  // execute's first writer of each weight's gradient does; Megatron adds even the first into a zeroed main_grad).
+  if (micro_batch_ == 0) return fp32 ? GemmOutput::written_fp32 : GemmOutput::written;
+  return fp32 ? GemmOutput::added_fp32 : GemmOutput::added;
 }
 
 void Emitter::depend(OpIndex first, OpIndex then) {

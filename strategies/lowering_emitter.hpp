@@ -199,6 +199,9 @@ class Emitter {
 
  private:
   void fill(Op& op) const;
+  // Where the current micro-batch's weight-gradient GEMMs put their products (GemmOutput; docs/FRAMEWORK.md's
+  // gradient_accumulation_fusion and reduce_dtype).
+  GemmOutput weight_gradient_output() const;
   RankClass& rc_;
   const RankShapes& sh_;
   Phase phase_ = Phase::forward;
@@ -219,6 +222,7 @@ class Emitter {
     bool pending_is_chain = false;
     bool fp8 = false;  // the layer's linears in FP8: other ops than a 16-bit layer's
     std::int64_t attention_window = 0;
+    GemmOutput weight_gradients = GemmOutput::written;  // the first micro-batch's store, a later one's add
     MoeLayerShapes moe;  // an MoE layer's routed shapes (they differ by layer under a measured routing)
     bool operator==(const PassEntry&) const = default;
   };

@@ -27,6 +27,7 @@ Emitter::PassEntry Emitter::pass_entry(const void* blocks, bool backward) const 
   entry.recomputed = recomputed_;
   entry.fp8 = fp8_linears();
   entry.attention_window = attention_window_;
+  entry.weight_gradients = weight_gradient_output();
   if (layer_ >= 0 && static_cast<std::size_t>(layer_) < sh_.moe_layers.size()) entry.moe = sh_.moe_layer(layer_);
   if (chain != kNoOp) {
     const Op& op = rc_.op(chain);

@@ -324,5 +324,36 @@ TEST(OpBinding, AsymmetricPlansReduceEachSegmentAtItsRingsFirstSend) {
   }
 }
 
+// A weight gradient's GEMM says where its product goes (Op::gemm_output): twin execute stores the first writer's of
+// each weight in a step and adds the rest (OpBinding::first_gradient), and the two agree GEMM by GEMM under 1F1B,
+// interleaving, double strand, TP with SP and the experts' block, so the simulator prices the GEMMs that run.
+TEST(OpBinding, EveryWeightGradientGemmStoresExactlyWhereItsOpSaysItWrites) {
+  Scenario dense = testing::make_scenario(testing::llama_shaped(4), 1, 1024, 64);
+  dense.cluster.node_groups[0].gpus_per_node = 4;
+  Strategy single = testing::make_strategy(1, 1, 1, false);
+  single.micro_batch_size = 8;
+  Strategy strands = single;
+  strands.schedule = Schedule::double_strand;
+  Strategy interleaved = testing::make_strategy(2, 2, 1, true, 2, Schedule::interleaved_1f1b);
+  interleaved.micro_batch_size = 4;
+  Strategy moe = testing::make_strategy(1, 1, 1, false);
+  moe.micro_batch_size = 4;
+  int added = 0;
+  for (const auto& [strategy, scenario] : {std::pair{single, dense}, std::pair{strands, dense},
+                                           std::pair{interleaved, dense}, std::pair{moe, moe_on(1)}}) {
+    SCOPED_TRACE(strategy.key());
+    for (const RankClass& rc : lower(strategy, scenario).classes) {
+      const std::vector<OpBinding> bindings = bind_ops(rc);
+      for (OpIndex i = 0; i < rc.size(); ++i) {
+        const Op& op = rc.op(i);
+        if (op.kind != OpKind::gemm || op.gemm_pass != GemmPass::weight_gradient) continue;
+        EXPECT_EQ(bindings[i].first_gradient, op.gemm_output == GemmOutput::written) << op_name(op);
+        added += op.gemm_output == GemmOutput::added;
+      }
+    }
+  }
+  EXPECT_GT(added, 0);
+}
+
 }  // namespace
 }  // namespace twin::exec

@@ -2,6 +2,7 @@
 // the engine: Transformer Engine's TP overlap, unfused gradient accumulation and cross-entropy, the kernels
 // attention runs as (FlashAttention, cuDNN, unfused with dropout).
 #include <functional>
+#include <set>
 
 #include <gtest/gtest.h>
 
@@ -387,6 +388,47 @@ TEST(FrameworkLowering, TheRingCarriesKeyValueGradientsOneStepBehind) {
   }
   EXPECT_TRUE(depends(sends[cp], sends[cp] + 1)) << "the layer goes on once the gradient is home";
   EXPECT_GT(iteration_ns(l), 0);
+}
+
+// Gradient-accumulation fusion (docs/FRAMEWORK.md): where a buffer keeps the gradients over the step's micro-batches
+// (ZeRO 0 and 1), each weight gradient of the first micro-batch writes it and every later one adds to it, in the
+// buffer's dtype (reduce_dtype); ZeRO 2 and 3 reduce every micro-batch's gradients from a fresh buffer and, without
+// the fusion, a separate op adds them: their GEMMs write a 16-bit product. No other GEMM says anything but written.
+TEST(FrameworkLowering, WeightGradientsAddIntoTheGradientBufferAfterTheFirstMicroBatch) {
+  const Scenario base = testing::make_scenario(testing::llama_shaped(2), 1, 1024, 64);
+  struct Case {
+    int zero_stage;
+    bool fusion;
+    int reduce_bytes;
+    GemmOutput first, later;
+  };
+  for (const Case& c : {Case{1, true, 2, GemmOutput::written, GemmOutput::added},
+                        Case{0, true, 4, GemmOutput::written_fp32, GemmOutput::added_fp32},
+                        Case{2, true, 2, GemmOutput::written, GemmOutput::written},
+                        Case{1, false, 4, GemmOutput::written, GemmOutput::written}}) {
+    SCOPED_TRACE(::testing::Message() << "ZeRO " << c.zero_stage << " fusion " << c.fusion << " bytes " << c.reduce_bytes);
+    Scenario scenario = base;
+    scenario.framework.gradient_accumulation_fusion = c.fusion;
+    scenario.framework.reduce_dtype_bytes = c.reduce_bytes;
+    Strategy strategy = testing::make_strategy(1, 1, 1, false);
+    strategy.zero_stage = c.zero_stage;
+    strategy.micro_batch_size = 2;
+    const FrameworkLowered l = lower_with_framework(scenario, strategy);
+    ASSERT_GT(l.strategy.num_micro_batches, 1);
+    std::set<int> first_seen, later_seen;
+    for (const RankClass& rc : l.graph.classes)
+      for (OpIndex i = 0; i < rc.size(); ++i) {
+        const Op& op = rc.op(i);
+        if (op.kind != OpKind::gemm || op.gemm_pass != GemmPass::weight_gradient) {
+          EXPECT_EQ(op.gemm_output, GemmOutput::written) << op_name(op);
+          continue;
+        }
+        EXPECT_EQ(op.gemm_output, op.micro_batch == 0 ? c.first : c.later) << op_name(op) << " mb " << op.micro_batch;
+        (op.micro_batch == 0 ? first_seen : later_seen).insert(op.micro_batch);
+      }
+    EXPECT_FALSE(first_seen.empty());
+    EXPECT_FALSE(later_seen.empty());
+  }
 }
 
 }  // namespace

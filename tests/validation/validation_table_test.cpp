@@ -121,6 +121,10 @@ TEST(PublishedTable, BadRowsNameTheirPath) {
 // the backward's four products, twice the forward's FLOPs, and seven passes, not 2.5 times the forward's FLOPs and
 // eight): Narayanan Table 1 8.6% -> 8.1%, NeMo's A100 rows 12.2% -> 11.7%, Korthikanti's rows 0.1-0.2 point up through
 // the Ampere factor; the table 7.77% -> 7.72% (docs/VALIDATION.md "Unfused attention as its kernels").
+// Lowered on 2026-12-02 (10:55 UTC) where a weight gradient written into or added to an fp32 buffer prices its wider
+// write (Op::gemm_output; docs/ACCURACY.md "Weight gradients that accumulate"): the Megatron-LM README's H100 rows
+// (fp32 reduction, ZeRO-1) 7.3% -> 6.7% held out, in-sample 7.0% -> 6.3%; the others within 0.1 point; the table
+// 7.72% -> 7.68%.
 struct Reached {
   double cross_validated_mean, cross_validated_max, in_sample_mean, in_sample_max;
 };
@@ -129,7 +133,7 @@ const std::map<std::string, Reached> kReached = {
     {"korthikanti2022-table5", {0.112, 0.152, 0.103, 0.143}},
     {"korthikanti2022-abstract", {0.077, 0.096, 0.076, 0.094}},
     {"dubey2024-llama3-table4", {0.205, 0.279, 0.201, 0.275}},
-    {"megatron-readme-h100-2024", {0.073, 0.126, 0.070, 0.121}},
+    {"megatron-readme-h100-2024", {0.067, 0.123, 0.063, 0.118}},
     {"llmfoundry-mpt-h100-2024", {0.092, 0.147, 0.076, 0.132}},
     {"llmfoundry-mpt-a100-2023", {0.064, 0.226, 0.064, 0.224}},
     {"nemo-megatron-a100-2023", {0.117, 0.209, 0.117, 0.207}},
