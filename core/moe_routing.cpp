@@ -153,11 +153,20 @@ double hot_rank_load(const MoeConfig& moe, int expert_parallel, double busiest, 
   return (std::min(busiest, capacity) + (per_rank - 1) * others) / per_rank;
 }
 
+// The capacity (expert_capacity) in units of the mean expert's copies on a rank: each rank drops its own tokens'
+// copies, its tokens being `copies` over top_k and the EP group. Dropless: infinite.
+double capacity_in_means(const MoeConfig& moe, int expert_parallel, double copies) {
+  if (!moe.expert_capacity_factor) return std::numeric_limits<double>::infinity();
+  const std::int64_t tokens = std::llround(copies / moe.top_k / expert_parallel);
+  if (tokens <= 0) return *moe.expert_capacity_factor;
+  const double mean = static_cast<double>(tokens) * moe.top_k / moe.num_experts;
+  return static_cast<double>(*expert_capacity(moe, tokens)) / mean;
+}
+
 ExpertParallelLoad load_of(const RoutingModel& routing, const MoeConfig& moe, int layer, int expert_parallel,
                            double copies) {
-  // Megatron's capacity (get_capacity in megatron/core/transformer/moe/moe_utils.py): an expert takes at most the
-  // factor times its mean copies, the rest dropped (apply_router_token_dropping, router.py); padded, exactly that.
-  const double capacity = moe.expert_capacity_factor.value_or(std::numeric_limits<double>::infinity());
+  // An expert takes at most its capacity, the rest dropped (apply_router_token_dropping); padded, exactly that.
+  const double capacity = capacity_in_means(moe, expert_parallel, copies);
   if (moe.pad_expert_input_to_capacity) return {capacity, capacity};
   switch (routing.distribution) {
     case RoutingDistribution::balanced: return {std::min(1.0, capacity), std::min(1.0, capacity)};
@@ -185,6 +194,13 @@ constexpr std::size_t kLoadsRemembered = 8;
 thread_local std::vector<LoadsAsked> loads_asked;
 
 }  // namespace
+
+std::optional<std::int64_t> expert_capacity(const MoeConfig& moe, std::int64_t tokens) {
+  if (!moe.expert_capacity_factor) return std::nullopt;
+  const double mean = static_cast<double>(tokens) * moe.top_k / moe.num_experts;
+  const auto capacity = static_cast<std::int64_t>(std::ceil(mean * *moe.expert_capacity_factor));
+  return std::min(capacity, tokens);
+}
 
 ExpertParallelLoad expert_parallel_load(const MoeConfig& moe, int layer, int expert_parallel, double copies) {
   return load_of(effective_routing(moe), moe, layer, expert_parallel, copies);

@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 #include <filesystem>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -63,6 +64,13 @@ RoutingModel effective_routing(const MoeConfig& moe);
 // the ranks at random; measured ones where the run's experts were. The expectation over micro-batches and placements
 // is a fixed-seed Monte Carlo (the same inputs, the same loads), each expert's count normal around its share.
 ExpertParallelLoad expert_parallel_load(const MoeConfig& moe, int layer, int expert_parallel, double copies);
+
+// Megatron's expert capacity in copies (get_capacity and apply_router_token_dropping, megatron/core/transformer/moe/
+// moe_utils.py at NVIDIA/Megatron-LM d98e8a64dd): of a rank's `tokens`, routed top_k each over num_experts, each expert
+// keeps at most ceil(tokens x top_k / num_experts x expert_capacity_factor) copies. A capacity above the tokens drops
+// nothing (no expert receives a token twice) and, padded, every expert computes all the tokens: it is at most
+// `tokens`. Dropless (no factor): none. The simulator's loads and twin execute's drops both take it from here.
+std::optional<std::int64_t> expert_capacity(const MoeConfig& moe, std::int64_t tokens);
 
 // expert_parallel_load of every layer of `model` (index: the layer; a dense layer's is balanced).
 std::vector<ExpertParallelLoad> layer_loads(const ModelConfig& model, int expert_parallel, double copies);

@@ -1,18 +1,9 @@
 // Which handlers a rank has, and what each is built over.
 #include "executor/gpu/action_handlers.hpp"
 
-#include "core/moe_routing.hpp"
 #include "executor/parameters.hpp"
 
 namespace twin::exec {
-namespace {
-
-kernels::RouterScoring router_scoring(const MoeConfig& moe) {
-  return {moe.router_score_function == RouterScore::sigmoid, moe.router_pre_softmax,
-          static_cast<float>(moe.router_topk_scaling_factor), nullptr, moe.router_num_groups, moe.router_group_topk};
-}
-
-}  // namespace
 
 ActionHandlers::ActionHandlers(const HandlerStage& stage, const TrainingOptions& options, const StepPart& part)
     : layout_(stage.layout), tensors_(stage.tensors), parameters_(*stage.parameters) {
@@ -43,14 +34,11 @@ ActionHandlers::ActionHandlers(const HandlerStage& stage, const TrainingOptions&
   if (scenario.model.mla.enabled())
     mla_ = std::make_unique<MlaBlock>(MlaStage{layout_, parameters_, tensors_, dense_->attention()}, stage.compute);
   if (scenario.model.is_moe())
-    moe_ = std::make_unique<MoeBlock>(MoeStage{
-        layout_.shapes(), scenario.model.moe.top_k, placement_of(strategy, stage.rank).ep_rank, stage.comms,
-        parameters_, tensors_, scenario.model.moe.aux_loss_coeff,
-        part.micro_batches > 0 ? part.micro_batches : strategy.num_micro_batches, strategy.data_parallel_size,
-        effective_routing(scenario.model.moe).distribution == RoutingDistribution::forced, stage.rank,
-        router_scoring(scenario.model.moe), scenario.model.moe.router_expert_bias,
-        scenario.model.moe.router_bias_update_rate, scenario.model.num_layers,
-        scenario.model.moe.expert_capacity_factor.value_or(0), scenario.model.moe.pad_expert_input_to_capacity});
+    moe_ = std::make_unique<MoeBlock>(
+        MoeStage{layout_.shapes(), scenario.model.moe, placement_of(strategy, stage.rank).ep_rank,
+                 stage.comms, parameters_, tensors_,
+                 part.micro_batches > 0 ? part.micro_batches : strategy.num_micro_batches,
+                 strategy.data_parallel_size, stage.rank, scenario.model.num_layers});
 }
 
 void ActionHandlers::start_iteration(int iteration, const std::vector<std::int32_t>& tokens, cudaStream_t compute) {

@@ -27,17 +27,17 @@ std::vector<GemmGroup> per_expert(const std::vector<std::int64_t>& counts, Group
 
 void MoeBlock::router_forward(const OpPass& p) {
   const lowering::RankShapes& s = stage_.shapes;
-  const std::int64_t tokens = s.tokens_local, h = s.h, experts = s.experts_total, routed = tokens * stage_.top_k;
+  const std::int64_t tokens = s.tokens_local, h = s.h, experts = s.experts_total, routed = tokens * stage_.shapes.top_k;
   TensorStore& t = stage_.tensors;
   counts_sequence_shards_[{p.mb, p.unit}] = 1;  // this (or a recomputed) pass's counts, summed over nothing yet
   bf16* logits = new_bf16(p, Tensor::router_logits, Form::value, tokens * experts);
   router_logits(p, weight(p), bf(p, Tensor::mlp_norm_out), logits);
-  if (stage_.forced_balance)  // the router's product is computed, then replaced, as Megatron's apply_random_logits does
+  if (forced_balance_)  // the router's product is computed, then replaced, as Megatron's apply_random_logits does
     kernels::moe_random_logits(logits, tokens * experts, forced_logits_seed(), forced_logits_subsequence(p), p.stream);
   auto* probs = static_cast<float*>(t.make(p.mb, p.unit, {Tensor::router_probs}, tokens * experts * 4, p.stream));
   auto* choice = static_cast<std::int32_t*>(t.make(p.mb, p.unit, {Tensor::expert_choice}, routed * 4, p.stream));
   auto* combine = static_cast<float*>(t.make(p.mb, p.unit, {Tensor::combine_weight}, routed * 4, p.stream));
-  kernels::moe_router_topk(logits, probs, choice, combine, tokens, static_cast<int>(experts), stage_.top_k,
+  kernels::moe_router_topk(logits, probs, choice, combine, tokens, static_cast<int>(experts), stage_.shapes.top_k,
                            scoring(p.unit), p.stream);
   done(p, {{Tensor::router_logits}});
   auto* order = static_cast<std::int32_t*>(t.make(p.mb, p.unit, {Tensor::expert_order}, routed * 4, p.stream));
@@ -45,11 +45,11 @@ void MoeBlock::router_forward(const OpPass& p) {
   auto* counts = static_cast<std::int32_t*>(t.make(p.mb, p.unit, {Tensor::expert_counts}, experts * 4, p.stream));
   kernels::moe_sort_by_expert(choice, routed, static_cast<int>(experts), order, row, counts,
                               p.scratch.moe_sort_workspace, sort_workspace_bytes_, p.stream);
-  if (stage_.capacity_factor > 0) drop_beyond_capacity(p);  // queued before the host waits for the counts
+  if (capacity_) drop_beyond_capacity(p);  // queued before the host waits for the counts
   const std::vector<std::int64_t> host = counts_on_host(counts, experts, p.stream);
   // Under EP the dispatch learns the experts' rows; a capacity (one EP rank) keeps each expert's first copies by
   // weight. The load-balancing loss counts the routed copies, as Megatron's (compute_routing_scores_for_aux_loss).
-  if (stage_.capacity_factor > 0) expert_counts_[{p.mb, p.unit}] = kept_rows(host);
+  if (capacity_) expert_counts_[{p.mb, p.unit}] = kept_rows(host);
   else if (s.ep == 1) expert_counts_[{p.mb, p.unit}] = host;
   // A recomputed forward routes the same tokens the same way. The load-balancing loss's value is added with
   // its gradient (the combine's backward), where the sequence's counts are known under SP.
@@ -74,7 +74,7 @@ void MoeBlock::dispatch(const OpPass& p) {
   bf16* copies = new_bf16(p, copies_in(), Form::value, rows * h);
   const auto* order = static_cast<const std::int32_t*>(tensor(p, Tensor::expert_order));
   launch_op(p.op, p.binding,
-            gpu::MoePermute{false, bf(p, Tensor::mlp_norm_out), order, nullptr, copies, stage_.top_k, tokens, h, rows},
+            gpu::MoePermute{false, bf(p, Tensor::mlp_norm_out), order, nullptr, copies, stage_.shapes.top_k, tokens, h, rows},
             p.stream);
 }
 
@@ -123,7 +123,7 @@ void MoeBlock::activation_forward(const OpPass& p) {
 }
 
 void MoeBlock::combine_exchange(const OpPass& p) {
-  const std::int64_t routed = stage_.shapes.tokens_local * stage_.top_k, h = stage_.shapes.h;
+  const std::int64_t routed = stage_.shapes.tokens_local * stage_.shapes.top_k, h = stage_.shapes.h;
   exchange_rows(exchanges_.at({p.mb, p.unit}), false, bf(p, Tensor::expert_out),
                 new_bf16(p, copies_out(), Form::value, routed * h), h, p.stream);
   done(p, {{Tensor::expert_out}});
@@ -137,7 +137,7 @@ void MoeBlock::combine(const OpPass& p) {
   launch_op(p.op, p.binding,
             gpu::MoeUnpermute{false, bf(p, copies_out()), nullptr, static_cast<const std::int32_t*>(tensor(p, Tensor::routed_row)),
                               static_cast<const float*>(tensor(p, Tensor::combine_weight)), branch, nullptr, nullptr,
-                              nullptr, stage_.top_k, tokens, h, stage_.shapes.shared_ffn > 0 ? branch : nullptr},
+                              nullptr, stage_.shapes.top_k, tokens, h, stage_.shapes.shared_ffn > 0 ? branch : nullptr},
             p.stream);
 }
 
@@ -145,7 +145,7 @@ void MoeBlock::combine(const OpPass& p) {
 
 void MoeBlock::combine_backward(const OpPass& p) {
   const lowering::RankShapes& s = stage_.shapes;
-  const std::int64_t tokens = s.tokens_local, h = s.h, experts = s.experts_total, routed = tokens * stage_.top_k;
+  const std::int64_t tokens = s.tokens_local, h = s.h, experts = s.experts_total, routed = tokens * stage_.shapes.top_k;
   const auto* routed_row = static_cast<const std::int32_t*>(tensor(p, Tensor::routed_row));
   const auto* order = static_cast<const std::int32_t*>(tensor(p, Tensor::expert_order));
   const auto* combine = static_cast<const float*>(tensor(p, Tensor::combine_weight));
@@ -155,11 +155,11 @@ void MoeBlock::combine_backward(const OpPass& p) {
   bf16* d_rows = new_bf16(p, copies_out(), Form::gradient, rows * h);
   auto* d_weight = static_cast<float*>(
       stage_.tensors.make(p.mb, p.unit, {Tensor::combine_weight, Form::gradient}, routed * 4, p.stream));
-  if (stage_.capacity_factor > 0)  // a dropped copy's weight took no part in the output: its gradient is zero
+  if (capacity_)  // a dropped copy's weight took no part in the output: its gradient is zero
     TWIN_CUDA_CHECK(cudaMemsetAsync(d_weight, 0, static_cast<std::size_t>(routed) * 4, p.stream));
   launch_op(p.op, p.binding,
             gpu::MoeUnpermute{true, bf(p, copies_out()), order, routed_row, combine, nullptr, d_branch, d_rows,
-                              d_weight, stage_.top_k, tokens, h, nullptr, rows},
+                              d_weight, stage_.shapes.top_k, tokens, h, nullptr, rows},
             p.stream);
   bf16* d_logits = new_bf16(p, Tensor::router_logits, Form::gradient, tokens * experts);
   // The load-balancing loss counts the sequence's copies: where the graph summed them over TP (under SP) and CP
@@ -171,12 +171,12 @@ void MoeBlock::combine_backward(const OpPass& p) {
       tensor(p, Tensor::expert_counts, sequence_shards > 1 ? Form::reduced : Form::value));
   const float coeff = aux_loss_coeff(sequence_shards);
   const auto* probs = static_cast<const float*>(tensor(p, Tensor::router_probs));
-  kernels::moe_aux_loss(probs, sequence_counts, coeff, aux_loss_sum_, tokens, static_cast<int>(experts), stage_.top_k,
-                        stage_.scoring, p.stream);
+  kernels::moe_aux_loss(probs, sequence_counts, coeff, aux_loss_sum_, tokens, static_cast<int>(experts), stage_.shapes.top_k,
+                        scoring_, p.stream);
   kernels::moe_router_backward(probs, static_cast<const std::int32_t*>(tensor(p, Tensor::expert_choice)), combine,
                                d_weight, sequence_counts, coeff, d_logits, tokens, static_cast<int>(experts),
-                               stage_.top_k, stage_.scoring, p.stream);
-  if (stage_.forced_balance)  // drawn logits: the router's weights get no gradient through them
+                               stage_.shapes.top_k, scoring_, p.stream);
+  if (forced_balance_)  // drawn logits: the router's weights get no gradient through them
     TWIN_CUDA_CHECK(cudaMemsetAsync(d_logits, 0, static_cast<std::size_t>(tokens * experts) * sizeof(bf16), p.stream));
   done(p, {{copies_out()}, {Tensor::router_probs}, {Tensor::combine_weight}, {Tensor::combine_weight, Form::gradient},
            {Tensor::expert_choice}});
@@ -237,7 +237,7 @@ void MoeBlock::activation_backward(const OpPass& p) {
 }
 
 void MoeBlock::dispatch_exchange_backward(const OpPass& p) {  // the experts' input gradient back to the tokens' ranks
-  const std::int64_t routed = stage_.shapes.tokens_local * stage_.top_k, h = stage_.shapes.h;
+  const std::int64_t routed = stage_.shapes.tokens_local * stage_.shapes.top_k, h = stage_.shapes.h;
   exchange_rows(exchanges_.at({p.mb, p.unit}), false, bf(p, Tensor::expert_input, Form::gradient),
                 new_bf16(p, copies_in(), Form::gradient, routed * h), h, p.stream);
   done(p, {{Tensor::expert_input, Form::gradient}});
@@ -249,7 +249,7 @@ void MoeBlock::dispatch_backward(const OpPass& p) {  // each token's gradient su
   bf16* dx = new_bf16(p, Tensor::mlp_norm_out, Form::gradient, tokens * h);
   launch_op(p.op, p.binding,
             gpu::MoePermute{true, bf(p, copies_in(), Form::gradient), nullptr,
-                            static_cast<const std::int32_t*>(tensor(p, Tensor::routed_row)), dx, stage_.top_k, tokens, h},
+                            static_cast<const std::int32_t*>(tensor(p, Tensor::routed_row)), dx, stage_.shapes.top_k, tokens, h},
             p.stream);
   done(p, {{copies_in(), Form::gradient}, {Tensor::expert_order}, {Tensor::routed_row}});
 }

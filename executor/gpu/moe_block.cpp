@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "core/moe_routing.hpp"
 #include "executor/parameters.hpp"
 #include "gpu/bias_epilogue.hpp"
 #include "gpu/checks.hpp"
@@ -21,13 +22,22 @@ namespace {
 constexpr std::size_t kBf16 = sizeof(bf16);
 using layer::Tensor;
 
+kernels::RouterScoring router_scoring(const MoeConfig& moe) {
+  return {moe.router_score_function == RouterScore::sigmoid, moe.router_pre_softmax,
+          static_cast<float>(moe.router_topk_scaling_factor), nullptr, moe.router_num_groups, moe.router_group_topk};
+}
+
 }  // namespace
 
-MoeBlock::MoeBlock(const MoeStage& stage) : stage_(stage) {
+MoeBlock::MoeBlock(const MoeStage& stage)
+    : stage_(stage),
+      scoring_(router_scoring(stage.moe)),
+      forced_balance_(effective_routing(stage.moe).distribution == RoutingDistribution::forced),
+      capacity_(expert_capacity(stage.moe, stage.shapes.tokens_local)) {
   const lowering::RankShapes& s = stage_.shapes;
-  const std::int64_t routed = s.tokens_local * stage_.top_k;
+  const std::int64_t routed = s.tokens_local * s.top_k;
   sort_workspace_bytes_ = kernels::moe_sort_workspace_bytes(routed, static_cast<int>(s.experts_total));
-  if (stage_.capacity_factor > 0)  // the capacity's sort runs after the router's, in the same scratch
+  if (capacity_)  // the capacity's sort runs after the router's, in the same scratch
     sort_workspace_bytes_ = std::max(sort_workspace_bytes_, kernels::moe_capacity_workspace_bytes(
                                                                 routed, static_cast<int>(s.experts_total)));
   // Under EP the host reads every EP rank's counts.
@@ -36,7 +46,7 @@ MoeBlock::MoeBlock(const MoeStage& stage) : stage_(stage) {
       static_cast<std::int32_t*>(stage_.tensors.static_buffer(s.ep * s.experts_total * sizeof(std::int32_t)));
   TWIN_CUDA_CHECK(cudaEventCreateWithFlags(&counts_copied_, cudaEventDisableTiming));
   aux_loss_sum_ = static_cast<float*>(stage_.tensors.static_buffer(sizeof(float)));
-  if (!stage_.expert_bias) return;
+  if (!stage_.moe.router_expert_bias) return;
   const std::size_t entries = static_cast<std::size_t>(stage_.num_layers) * s.experts_total;
   expert_biases_ = static_cast<float*>(stage_.tensors.static_buffer(entries * sizeof(float)));
   step_counts_ = static_cast<std::int64_t*>(stage_.tensors.static_buffer(entries * sizeof(std::int64_t)));
@@ -50,7 +60,7 @@ MoeBlock::~MoeBlock() {
 
 void MoeBlock::start_iteration(int iteration, cudaStream_t stream) {
   TWIN_CUDA_CHECK(cudaMemsetAsync(aux_loss_sum_, 0, sizeof(float), stream));
-  if (stage_.expert_bias) update_expert_biases(stream);
+  if (stage_.moe.router_expert_bias) update_expert_biases(stream);
   loads_.clear();
   iteration_ = iteration;
 }
@@ -69,13 +79,13 @@ void MoeBlock::update_expert_biases(cudaStream_t stream) {
   TWIN_NCCL_CHECK(ncclAllReduce(step_counts_, step_counts_, counts.size(), ncclInt64, ncclSum, stage_.comms.world(),
                                 stream));
   for (int layer = 0; layer < stage_.num_layers; ++layer)
-    kernels::moe_update_expert_bias(step_counts_ + layer * experts, static_cast<float>(stage_.bias_update_rate),
+    kernels::moe_update_expert_bias(step_counts_ + layer * experts, static_cast<float>(stage_.moe.router_bias_update_rate),
                                     expert_biases_ + layer * experts, static_cast<int>(experts), stream);
   TWIN_CUDA_CHECK(cudaStreamSynchronize(stream));  // `counts` is pageable host memory the copy reads
 }
 
 kernels::RouterScoring MoeBlock::scoring(int layer) const {
-  kernels::RouterScoring scoring = stage_.scoring;
+  kernels::RouterScoring scoring = scoring_;
   if (expert_biases_) {
     if (layer < 0 || layer >= stage_.num_layers)
       throw std::logic_error("executor: a router outside the model's layers " + std::to_string(layer));
@@ -153,37 +163,30 @@ std::int64_t MoeBlock::held_rows(const OpPass& p) const {
 }
 
 std::int64_t MoeBlock::expert_order_rows(const OpPass& p) const {
-  if (stage_.capacity_factor > 0) return held_rows(p);
-  return stage_.shapes.tokens_local * stage_.top_k;
-}
-
-std::int64_t MoeBlock::expert_capacity() const {
-  const lowering::RankShapes& s = stage_.shapes;
-  const double copies = static_cast<double>(s.tokens_local * stage_.top_k);
-  const auto capacity =
-      static_cast<std::int64_t>(std::ceil(copies / static_cast<double>(s.experts_total) * stage_.capacity_factor));
-  return std::clamp<std::int64_t>(capacity, 1, s.tokens_local);
+  if (capacity_) return held_rows(p);
+  return stage_.shapes.tokens_local * stage_.shapes.top_k;
 }
 
 std::vector<std::int64_t> MoeBlock::kept_rows(const std::vector<std::int64_t>& routed_counts) const {
-  const std::int64_t capacity = expert_capacity();
+  const std::int64_t capacity = capacity_.value();
   std::vector<std::int64_t> kept(routed_counts.size());
   for (std::size_t e = 0; e < kept.size(); ++e)
-    kept[e] = stage_.pad_to_capacity ? capacity : std::min(routed_counts[e], capacity);
+    kept[e] = stage_.moe.pad_expert_input_to_capacity ? capacity : std::min(routed_counts[e], capacity);
   return kept;
 }
 
 void MoeBlock::drop_beyond_capacity(const OpPass& p) {
   const lowering::RankShapes& s = stage_.shapes;
-  const std::int64_t capacity = expert_capacity(), routed = s.tokens_local * stage_.top_k;
+  const std::int64_t capacity = capacity_.value(), routed = s.tokens_local * s.top_k;
+  const bool pad = stage_.moe.pad_expert_input_to_capacity;
   // As many rows as can be kept (the kept ones come first; the rest stay -1 and are never read).
-  const std::int64_t rows = stage_.pad_to_capacity ? s.experts_total * capacity : routed;
+  const std::int64_t rows = pad ? s.experts_total * capacity : routed;
   TensorStore& t = stage_.tensors;
   t.release(p.mb, p.unit, {Tensor::expert_order}, p.stream);  // the router's, of `routed` entries
   auto* order = static_cast<std::int32_t*>(t.make(p.mb, p.unit, {Tensor::expert_order}, rows * 4, p.stream));
   kernels::moe_capacity_layout(static_cast<const std::int32_t*>(tensor(p, Tensor::expert_choice)),
                                static_cast<const float*>(tensor(p, Tensor::combine_weight)), routed,
-                               static_cast<int>(s.experts_total), capacity, stage_.pad_to_capacity, order, rows,
+                               static_cast<int>(s.experts_total), capacity, pad, order, rows,
                                static_cast<std::int32_t*>(tensor(p, Tensor::routed_row)), p.scratch.moe_sort_workspace,
                                sort_workspace_bytes_, p.stream);
 }
@@ -198,7 +201,7 @@ float MoeBlock::aux_loss_coeff(int sequence_shards) const {
   // A rank holding 1/shards of the sequence's tokens but the sequence's counts: the kernels normalise by its own
   // tokens squared, so 1/shards^2 more makes the shards' parts add up to the sequence's loss (and the router's
   // gradient, summed over them, to the single GPU's).
-  return static_cast<float>(stage_.aux_loss_coeff / (static_cast<double>(stage_.micro_batches) *
+  return static_cast<float>(stage_.moe.aux_loss_coeff / (static_cast<double>(stage_.micro_batches) *
                                                      stage_.data_parallel_size * sequence_shards * sequence_shards));
 }
 

@@ -12,11 +12,13 @@
 #include <cstdint>
 #include <initializer_list>
 #include <map>
+#include <optional>
 #include <utility>
 #include <vector>
 
 #include <cuda_runtime.h>
 
+#include "core/model.hpp"
 #include "core/op_graph.hpp"
 #include "executor/expert_exchange.hpp"
 #include "executor/gpu/communicators.hpp"
@@ -33,34 +35,25 @@ namespace twin::exec {
 
 // What an experts block reads from the stage that runs it.
 struct MoeStage {
-  const lowering::RankShapes& shapes;  // the part strategy's
-  int top_k = 1;
+  const lowering::RankShapes& shapes;  // the part strategy's (top_k among them)
+  // The model's MoE settings, from which the block takes what it runs: the router's scoring (its score function,
+  // pre-softmax, top-k scaling and groups), the load-balancing loss's weight (--moe-aux-loss-coeff: the loss is the
+  // mean over the global batch, shared by the step's micro-batches on its data-parallel ranks), forced balance
+  // (routing "forced", --moe-router-force-load-balancing as NVIDIA's MoE tables are timed: the router's logits
+  // replaced by standard normal draws keyed by this rank, the iteration, layer and micro-batch, no gradient back),
+  // aux-loss-free balancing (a bias per layer and expert, moved by router_bias_update_rate before each iteration from
+  // the last one's routed copies summed over every rank) and the expert capacity (Megatron's token dropping: each
+  // expert keeps at most core/moe_routing.hpp's expert_capacity of a micro-batch's copies, those of the largest
+  // combine weight, its drop policy "probs"; padded with zero rows to exactly that where asked).
+  const MoeConfig& moe;
   int ep_rank = 0;  // this GPU's place in its expert group
   Communicators& comms;
   StageParameters& parameters;
   TensorStore& tensors;
-  // The load-balancing loss's weight (Megatron's --moe-aux-loss-coeff), shared by the step's micro-batches on its
-  // data-parallel ranks: the loss is the mean over the global batch.
-  double aux_loss_coeff = 0;
   std::int64_t micro_batches = 1;
   int data_parallel_size = 1;
-  // model.moe.routing forced (Megatron's --moe-router-force-load-balancing, how NVIDIA's MoE tables are timed): the
-  // router's logits are replaced by standard normal draws, keyed by this rank, the iteration, layer and micro-batch
-  // (a recomputed forward draws the same), and carry no gradient back to the router. Otherwise the router's own.
-  bool forced_balance = false;
-  int rank = 0;  // this GPU's global rank: each draws its own tokens' logits
-  // The router's scoring (model.moe's router keys; the expert bias pointer is set per layer), and aux-loss-free
-  // balancing: a bias per layer and expert, moved by bias_update_rate before each iteration from the last one's
-  // routed copies summed over every rank (layers indexed 0 .. num_layers - 1, as the router's unit is).
-  kernels::RouterScoring scoring;
-  bool expert_bias = false;
-  double bias_update_rate = 0;
-  int num_layers = 0;
-  // model.moe.expert_capacity_factor (0: dropless) and pad_expert_input_to_capacity, Megatron's token dropping: each
-  // expert keeps at most ceil(tokens x top_k / experts x factor) of a micro-batch's copies, those of the largest
-  // combine weight (its drop policy "probs"), padded with zero rows to exactly that where asked.
-  double capacity_factor = 0;
-  bool pad_to_capacity = false;
+  int rank = 0;        // this GPU's global rank: each draws its own tokens' forced logits
+  int num_layers = 0;  // the router's units are layers 0 .. num_layers - 1
 };
 
 class MoeBlock {
@@ -122,9 +115,6 @@ class MoeBlock {
   // Rows in expert order before any exchange: the copies routed dropless, the kept (and padding) rows under a
   // capacity (on one EP rank: the rows the experts hold).
   std::int64_t expert_order_rows(const OpPass& p) const;
-  // An expert's capacity in copies (Megatron's get_capacity over the micro-batch's copies), at most the tokens: a
-  // capacity above them drops nothing (apply_router_token_dropping), and padded, every expert takes every token.
-  std::int64_t expert_capacity() const;
   // Drops the copies beyond each expert's capacity from the sorted layout: the router's order and routed rows
   // rewritten on the device, in the pass's stream (the host need not know the counts yet).
   void drop_beyond_capacity(const OpPass& p);
@@ -154,6 +144,9 @@ class MoeBlock {
   void update_expert_biases(cudaStream_t stream);
 
   MoeStage stage_;
+  kernels::RouterScoring scoring_;            // the model's, without a layer's expert bias
+  bool forced_balance_ = false;               // model.moe.routing forced
+  std::optional<std::int64_t> capacity_;      // an expert's capacity in copies; none: dropless
   std::size_t sort_workspace_bytes_ = 0;
   std::int32_t* counts_host_ = nullptr;  // pinned: every EP rank's counts of one layer
   cudaEvent_t counts_copied_ = nullptr;

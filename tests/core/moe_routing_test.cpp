@@ -74,7 +74,7 @@ TEST(MoeRouting, CapacityClipsTheBusiestAndPaddingFillsEveryExpert) {
   const ExpertParallelLoad dropless = expert_parallel_load(zipf, 0, 4, 1e5);
   zipf.expert_capacity_factor = 1.5;
   const ExpertParallelLoad capped = expert_parallel_load(zipf, 0, 4, 1e5);
-  EXPECT_LE(capped.expert_load, 1.5 + 1e-9);
+  EXPECT_LE(capped.expert_load, 4688.0 / 3125);  // each rank's 12,500 tokens: ceil(3,125 x 1.5) copies an expert
   EXPECT_LT(capped.rank_load, dropless.rank_load);
   EXPECT_LT(capped.expert_load, dropless.expert_load);
   MoeConfig balanced = moe_with({});
@@ -83,6 +83,26 @@ TEST(MoeRouting, CapacityClipsTheBusiestAndPaddingFillsEveryExpert) {
   balanced.pad_expert_input_to_capacity = true;
   balanced.expert_capacity_factor = 1.25;
   EXPECT_EQ(expert_parallel_load(balanced, 0, 4, 4096), (ExpertParallelLoad{1.25, 1.25}));
+}
+
+// Megatron's capacity in copies (get_capacity, apply_router_token_dropping): the factor times the mean, rounded up, and
+// never above the tokens (no expert receives a token twice; padded, each computes them all). The simulator prices
+// the same capacity twin execute drops at: a padded expert above the tokens computes the tokens, not the factor.
+TEST(MoeRouting, TheCapacityIsMegatronsInCopiesAndAtMostTheTokens) {
+  MoeConfig moe = moe_with({});
+  EXPECT_EQ(expert_capacity(moe, 4096), std::nullopt);
+  moe.expert_capacity_factor = 1.0;
+  EXPECT_EQ(expert_capacity(moe, 4096), 1024);  // 4,096 tokens x top-2 over 8 experts
+  moe.expert_capacity_factor = 1.1;
+  EXPECT_EQ(expert_capacity(moe, 100), 28);     // ceil(25 x 1.1) = ceil(27.5)
+  moe.expert_capacity_factor = 8.0;
+  EXPECT_EQ(expert_capacity(moe, 100), 100);    // 200 above the tokens
+  EXPECT_EQ(expert_capacity(moe, 0), 0);
+  moe.pad_expert_input_to_capacity = true;
+  EXPECT_EQ(expert_parallel_load(moe, 0, 4, 4096), (ExpertParallelLoad{4, 4}));  // experts / top-k, not 8
+  moe.expert_capacity_factor = 1.1;
+  const double per_rank = 4096.0 / 2 / 4, mean = per_rank * 2 / 8;
+  EXPECT_DOUBLE_EQ(expert_parallel_load(moe, 0, 4, 4096).expert_load, std::ceil(mean * 1.1) / mean);
 }
 
 TEST(MoeRouting, SameInputsSameLoads) {
