@@ -27,7 +27,7 @@ std::vector<GemmGroup> per_expert(const std::vector<std::int64_t>& counts, Group
 
 void MoeBlock::router_forward(const OpPass& p) {
   const lowering::RankShapes& s = stage_.shapes;
-  const std::int64_t tokens = s.tokens_local, h = s.h, experts = s.experts_total, routed = tokens * stage_.shapes.top_k;
+  const std::int64_t tokens = s.tokens_local, h = s.h, experts = s.experts_total, routed = tokens * s.top_k;
   TensorStore& t = stage_.tensors;
   counts_sequence_shards_[{p.mb, p.unit}] = 1;  // this (or a recomputed) pass's counts, summed over nothing yet
   bf16* logits = new_bf16(p, Tensor::router_logits, Form::value, tokens * experts);
@@ -37,7 +37,7 @@ void MoeBlock::router_forward(const OpPass& p) {
   auto* probs = static_cast<float*>(t.make(p.mb, p.unit, {Tensor::router_probs}, tokens * experts * 4, p.stream));
   auto* choice = static_cast<std::int32_t*>(t.make(p.mb, p.unit, {Tensor::expert_choice}, routed * 4, p.stream));
   auto* combine = static_cast<float*>(t.make(p.mb, p.unit, {Tensor::combine_weight}, routed * 4, p.stream));
-  kernels::moe_router_topk(logits, probs, choice, combine, tokens, static_cast<int>(experts), stage_.shapes.top_k,
+  kernels::moe_router_topk(logits, probs, choice, combine, tokens, static_cast<int>(experts), s.top_k,
                            scoring(p.unit), p.stream);
   done(p, {{Tensor::router_logits}});
   auto* order = static_cast<std::int32_t*>(t.make(p.mb, p.unit, {Tensor::expert_order}, routed * 4, p.stream));
@@ -70,11 +70,12 @@ void MoeBlock::routing_counts_reduce(const OpPass& p) {
 }
 
 void MoeBlock::dispatch(const OpPass& p) {
-  const std::int64_t tokens = stage_.shapes.tokens_local, h = stage_.shapes.h, rows = expert_order_rows(p);
+  const lowering::RankShapes& s = stage_.shapes;
+  const std::int64_t tokens = s.tokens_local, h = s.h, rows = expert_order_rows(p);
   bf16* copies = new_bf16(p, copies_in(), Form::value, rows * h);
   const auto* order = static_cast<const std::int32_t*>(tensor(p, Tensor::expert_order));
   launch_op(p.op, p.binding,
-            gpu::MoePermute{false, bf(p, Tensor::mlp_norm_out), order, nullptr, copies, stage_.shapes.top_k, tokens, h, rows},
+            gpu::MoePermute{false, bf(p, Tensor::mlp_norm_out), order, nullptr, copies, s.top_k, tokens, h, rows},
             p.stream);
 }
 
@@ -145,7 +146,7 @@ void MoeBlock::combine(const OpPass& p) {
 
 void MoeBlock::combine_backward(const OpPass& p) {
   const lowering::RankShapes& s = stage_.shapes;
-  const std::int64_t tokens = s.tokens_local, h = s.h, experts = s.experts_total, routed = tokens * stage_.shapes.top_k;
+  const std::int64_t tokens = s.tokens_local, h = s.h, experts = s.experts_total, routed = tokens * s.top_k;
   const auto* routed_row = static_cast<const std::int32_t*>(tensor(p, Tensor::routed_row));
   const auto* order = static_cast<const std::int32_t*>(tensor(p, Tensor::expert_order));
   const auto* combine = static_cast<const float*>(tensor(p, Tensor::combine_weight));
@@ -171,7 +172,7 @@ void MoeBlock::combine_backward(const OpPass& p) {
       tensor(p, Tensor::expert_counts, sequence_shards > 1 ? Form::reduced : Form::value));
   const float coeff = aux_loss_coeff(sequence_shards);
   const auto* probs = static_cast<const float*>(tensor(p, Tensor::router_probs));
-  kernels::moe_aux_loss(probs, sequence_counts, coeff, aux_loss_sum_, tokens, static_cast<int>(experts), stage_.shapes.top_k,
+  kernels::moe_aux_loss(probs, sequence_counts, coeff, aux_loss_sum_, tokens, static_cast<int>(experts), s.top_k,
                         scoring_, p.stream);
   kernels::moe_router_backward(probs, static_cast<const std::int32_t*>(tensor(p, Tensor::expert_choice)), combine,
                                d_weight, sequence_counts, coeff, d_logits, tokens, static_cast<int>(experts),
