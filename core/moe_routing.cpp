@@ -153,14 +153,18 @@ double hot_rank_load(const MoeConfig& moe, int expert_parallel, double busiest, 
   return (std::min(busiest, capacity) + (per_rank - 1) * others) / per_rank;
 }
 
+// The mean expert's copies of a rank's `tokens`, routed top_k each over num_experts.
+double mean_expert_copies(const MoeConfig& moe, std::int64_t tokens) {
+  return static_cast<double>(tokens) * moe.top_k / moe.num_experts;
+}
+
 // The capacity (expert_capacity) in units of the mean expert's copies on a rank: each rank drops its own tokens'
 // copies, its tokens being `copies` over top_k and the EP group. Dropless: infinite.
 double capacity_in_means(const MoeConfig& moe, int expert_parallel, double copies) {
   if (!moe.expert_capacity_factor) return std::numeric_limits<double>::infinity();
   const std::int64_t tokens = std::llround(copies / moe.top_k / expert_parallel);
   if (tokens <= 0) return *moe.expert_capacity_factor;
-  const double mean = static_cast<double>(tokens) * moe.top_k / moe.num_experts;
-  return static_cast<double>(*expert_capacity(moe, tokens)) / mean;
+  return static_cast<double>(*expert_capacity(moe, tokens)) / mean_expert_copies(moe, tokens);
 }
 
 ExpertParallelLoad load_of(const RoutingModel& routing, const MoeConfig& moe, int layer, int expert_parallel,
@@ -197,8 +201,8 @@ thread_local std::vector<LoadsAsked> loads_asked;
 
 std::optional<std::int64_t> expert_capacity(const MoeConfig& moe, std::int64_t tokens) {
   if (!moe.expert_capacity_factor) return std::nullopt;
-  const double mean = static_cast<double>(tokens) * moe.top_k / moe.num_experts;
-  const auto capacity = static_cast<std::int64_t>(std::ceil(mean * *moe.expert_capacity_factor));
+  const auto capacity =
+      static_cast<std::int64_t>(std::ceil(mean_expert_copies(moe, tokens) * *moe.expert_capacity_factor));
   return std::min(capacity, tokens);
 }
 

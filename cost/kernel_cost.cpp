@@ -204,10 +204,6 @@ Op whole_gemm(const Op& chunk) {
   return whole;
 }
 
-}  // namespace
-
-namespace {
-
 // A GEMM whose product goes into a gradient buffer (Op::gemm_output), where its own kind is not measured, is priced as
 // the same product written in bf16 (its twin: measured, traced or modelled as any GEMM) plus the bytes its epilogue
 // moves beyond it at the memory-bound curve (cost/memory_bound_bytes.cpp: an fp32 buffer's wider write).
