@@ -67,7 +67,13 @@ constexpr auto kMlaSaved = joined(
         SavedTensor{"kv latent (its norm's input)", kv_latent, sequence_sharded, 2},
         SavedTensor{"normalised kv latent (kv up's input)", kv_latent, sequence_sharded, 2, KeptWhen::always, true}},
     kScoresSaved<kMlaUpProj>);
-constexpr std::array kProjectionSaved{SavedTensor{"attention output", query, tensor_sharded, 2}};
+// In an FP8 layer the projection keeps its input's FP8 copy for its weight gradient beside the bf16 attention output,
+// which attention's backward reads (Transformer Engine's _Linear saves its quantized input, columnwise only when the
+// input is not gathered; module/linear.py at NVIDIA/TransformerEngine d0067d0da6).
+constexpr std::array kProjectionSaved{
+    SavedTensor{"attention output", query, tensor_sharded, 2},
+    SavedTensor{"attention output's FP8 copy (the projection's weight-gradient input)", query, tensor_sharded, 1,
+                KeptWhen::fp8_layer}};
 constexpr std::array kResidualSaved{SavedTensor{"dropout mask", hidden, sequence_sharded, 1, KeptWhen::hidden_dropout}};
 // A dense MLP under `mlp` recompute keeps its input only (the norm's output, FC1's saved input): CheckpointFunction
 // over the MLP (transformer_layer.py:992).
@@ -253,6 +259,13 @@ const Block& block_of(OpRole role) {
     for (const Block& block : blocks)
       if (block.role == role) return block;
   throw std::logic_error("the layer description has no block for " + to_string(role));
+}
+
+bool input_kept_only_for_weight_gradient(const Block& block) {
+  if (block.kind != BlockKind::column_linear && block.kind != BlockKind::row_linear) return false;
+  for (const SavedTensor& saved : block.saved)
+    if (saved.fp8_in_fp8_layer) return true;
+  return false;
 }
 
 }  // namespace twin::layer

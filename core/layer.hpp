@@ -97,6 +97,7 @@ enum class KeptWhen : std::uint8_t {
   fused_loss,                     // the loss in one kernel (framework.cross_entropy_loss_fusion)
   unfused_loss,                   // the loss in separate passes on fp32 logits
   qk_layernorm,                   // the model has QK-norm (its norm keeps its input)
+  fp8_layer,                      // the layer's linears run in FP8 (training.fp8)
 };
 
 // A tensor a block keeps for its backward, `bytes_per_element` x rows(region) x width.
@@ -150,5 +151,9 @@ bool beside_skip_path(const Block& block);
 // The block that owns `role` (a linear, norm or residual) in the layer, embedding or head; throws when
 // no block has it.
 const Block& block_of(OpRole role);
+// Whether a linear block keeps its bf16 input for its weight gradient alone (a saved tensor with fp8_in_fp8_layer):
+// in an FP8 layer its FP8 copy stands in for it, so the memory model counts the copy alone and twin execute frees
+// the bf16 tensor once it is cast. False for every other block kind.
+bool input_kept_only_for_weight_gradient(const Block& block);
 
 }  // namespace twin::layer

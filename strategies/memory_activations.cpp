@@ -77,6 +77,7 @@ struct SavedTerms {
       case layer::KeptWhen::fused_loss: return fused_loss;
       case layer::KeptWhen::unfused_loss: return !fused_loss;
       case layer::KeptWhen::qk_layernorm: return model.qk_layernorm;
+      case layer::KeptWhen::fp8_layer: return fp8;
     }
     return false;
   }

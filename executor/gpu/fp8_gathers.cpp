@@ -20,7 +20,8 @@ void Fp8Linears::reduce_gathered_amax(const OpPass& p) {
     throw std::logic_error("executor: an amax all-reduce over TP under " + to_string(fp8_.recipe) + " scaling");
   const Act source = fp8_source_name(p.binding.subject, op.linear_tensor);
   // The copies the cast after this op fills (made here: the record holds the maxima until then).
-  const Fp8Copies copies = activation(p, op.linear_tensor, op.rows, op.cols, true);
+  const Fp8Copies copies =  // a gathered input's cast writes its rowwise copy alone
+      activation(p, op.linear_tensor, op.rows, op.cols, true, held_as_cast(op.linear_tensor, false));
   kernels::fp8_amax_partials(static_cast<const bf16*>(tensors_.get(p.mb, p.unit, source)), op.rows, op.cols,
                              copies.rowwise_scaling, p.stream);
   float* maxima = copies.rowwise_scaling + kernels::kFp8PartialsAt;
@@ -43,7 +44,7 @@ void Fp8Linears::gather(const OpPass& p) {
   if (op.bytes != rows * layout.shapes.tp * cols)
     throw std::logic_error("executor: an FP8 gather of " + std::to_string(op.bytes) + " bytes where the linear's " +
                            to_string(tensor) + " holds " + std::to_string(rows * cols) + " per GPU");
-  const Fp8Copies local = activation(p, tensor, rows, cols, false);
+  const Fp8Copies local = activation(p, tensor, rows, cols, false, held_as_cast(tensor, false));
   const Fp8Layout gathered_layout = fp8_layout(fp8_.recipe, tensor, rows * layout.shapes.tp, cols);
   const Fp8Copies gathered = gathered_layout.copies_in(
       tensors_.make(p.mb, p.unit, fp8_gathered_name(linear, tensor), gathered_layout.bytes(), p.stream));

@@ -47,21 +47,29 @@ Act fp8_gathered_name(OpRole linear, LinearTensor tensor) {
 
 std::size_t Fp8Layout::bytes() const {
   const bool per_tensor = blocks == kernels::Fp8Scaling::per_tensor;
-  return static_cast<std::size_t>(2 * padded(rows * cols) + record_bytes(blocks, rows, cols) +
+  const std::int64_t copies = held == Fp8Held::both ? 2 : 1;
+  return static_cast<std::size_t>(copies * padded(rows * cols) + record_bytes(blocks, rows, cols) +
                                   (per_tensor ? 0 : record_bytes(blocks, cols, rows)));
 }
 
-Fp8Copies Fp8Layout::copies_in(void* buffer) const {
+std::size_t Fp8Layout::rowwise_apart_bytes() const { return static_cast<std::size_t>(padded(rows * cols)); }
+
+Fp8Copies Fp8Layout::copies_in(void* buffer, void* rowwise_apart) const {
   auto* base = static_cast<std::uint8_t*>(buffer);
-  auto* rowwise_record = base + 2 * padded(rows * cols);
+  const std::int64_t copy = padded(rows * cols);
+  auto* rowwise_record = base + (held == Fp8Held::both ? 2 : 1) * copy;
   auto* columnwise_record =
       blocks == kernels::Fp8Scaling::per_tensor ? rowwise_record : rowwise_record + record_bytes(blocks, rows, cols);
-  return {base, base + padded(rows * cols), reinterpret_cast<float*>(rowwise_record),
-          reinterpret_cast<float*>(columnwise_record)};
+  Fp8Copies copies{base, base + copy, reinterpret_cast<float*>(rowwise_record),
+                   reinterpret_cast<float*>(columnwise_record)};
+  if (held == Fp8Held::rowwise) copies.columnwise = nullptr;
+  if (held == Fp8Held::columnwise) copies = {static_cast<std::uint8_t*>(rowwise_apart), base,
+                                             copies.rowwise_scaling, copies.columnwise_scaling};
+  return copies;
 }
 
-Fp8Layout fp8_layout(Fp8Recipe recipe, LinearTensor tensor, std::int64_t rows, std::int64_t cols) {
-  return {rows, cols, blocks_of(recipe, tensor)};
+Fp8Layout fp8_layout(Fp8Recipe recipe, LinearTensor tensor, std::int64_t rows, std::int64_t cols, Fp8Held held) {
+  return {rows, cols, blocks_of(recipe, tensor), held};
 }
 
 void Fp8LinearGemm::run(Fp8Matmul& matmul, bf16* c, cudaStream_t stream, const bf16* bias) const {
@@ -215,11 +223,22 @@ void Fp8Linears::cast_weights(Fp8Recipe recipe, cudaStream_t stream) {
 }
 
 Fp8Copies Fp8Linears::activation(const OpPass& p, LinearTensor tensor, std::int64_t rows, std::int64_t cols,
-                                 bool make) {
-  const Fp8Layout layout = fp8_layout(fp8_.recipe, tensor, rows, cols);
-  const Act name = fp8_name(p.binding.subject, tensor);
-  void* buffer = make ? tensors_.make(p.mb, p.unit, name, layout.bytes(), p.stream) : tensors_.get(p.mb, p.unit, name);
-  return layout.copies_in(buffer);
+                                 bool make, Fp8Held held) {
+  const Fp8Layout layout = fp8_layout(fp8_.recipe, tensor, rows, cols, held);
+  const Act name = fp8_name(p.binding.subject, tensor), apart{name.tensor, Form::fp8_rowwise};
+  if (!make) {
+    void* rowwise = tensors_.has(p.mb, p.unit, apart) ? tensors_.get(p.mb, p.unit, apart) : nullptr;
+    return layout.copies_in(tensors_.get(p.mb, p.unit, name), rowwise);
+  }
+  void* rowwise = held == Fp8Held::columnwise
+                      ? tensors_.make(p.mb, p.unit, apart, layout.rowwise_apart_bytes(), p.stream)
+                      : nullptr;
+  return layout.copies_in(tensors_.make(p.mb, p.unit, name, layout.bytes(), p.stream), rowwise);
+}
+
+Fp8Held held_as_cast(LinearTensor tensor, bool columnwise) {
+  if (tensor != LinearTensor::input) return Fp8Held::both;
+  return columnwise ? Fp8Held::columnwise : Fp8Held::rowwise;
 }
 
 void Fp8Linears::cast(const OpPass& p) {
@@ -234,7 +253,8 @@ void Fp8Linears::cast(const OpPass& p) {
   }
   const bool gradient = op.linear_tensor == LinearTensor::output_gradient;
   const Act source = fp8_source_name(p.binding.subject, op.linear_tensor);
-  const Fp8Copies copies = activation(p, op.linear_tensor, op.rows, op.cols, true);
+  const Fp8Copies copies =
+      activation(p, op.linear_tensor, op.rows, op.cols, true, held_as_cast(op.linear_tensor, op.fp8_columnwise));
   gpu::Fp8Cast call{static_cast<const bf16*>(tensors_.get(p.mb, p.unit, source)), op.rows, op.cols,
                     gradient ? gradient_type() : kernels::Fp8Type::e4m3, copies.rowwise,
                     op.fp8_columnwise ? copies.columnwise : nullptr, copies.rowwise_scaling};
@@ -242,6 +262,10 @@ void Fp8Linears::cast(const OpPass& p) {
   call.amax_reduced = op.fp8_amax_reduced;  // the copies were made by the fp8_amax op before, its maxima in the record
   launch_op(op, p.binding, scaled(call, op.fp8_recipe, p.unit, p.binding.subject, op.linear_tensor, p.stream),
             p.stream);
+  // A bf16 input kept for the weight gradient alone is the FP8 copy's from here on, as in Transformer Engine and
+  // the memory model (core/layer.hpp input_kept_only_for_weight_gradient): freed after its cast on the cast's stream.
+  if (!gradient && fp8_.wgrad && layer::input_kept_only_for_weight_gradient(layer::block_of(p.binding.subject)))
+    tensors_.release(p.mb, p.unit, source, p.stream);
 }
 
 void Fp8Linears::forward(const OpPass& p) {
@@ -249,13 +273,17 @@ void Fp8Linears::forward(const OpPass& p) {
   const auto& [w, weight] = weights_.at({p.unit, linear});
   const GemmShape& g = p.op.gemm;  // Y[T,out] = X[T,in] W: m tokens, k in
   if (g.k != w.in || g.n != w.out) throw std::logic_error("FP8 linear forward: GEMM shape differs from the weight's");
-  const Fp8Copies x = operand(p, LinearTensor::input, g.m, g.k);
+  const Act apart{fp8_name(linear, LinearTensor::input).tensor, Form::fp8_rowwise};
+  const bool rowwise_apart = tensors_.has(p.mb, p.unit, apart);
+  const Fp8Copies x =
+      operand(p, LinearTensor::input, g.m, g.k, rowwise_apart ? Fp8Held::columnwise : Fp8Held::rowwise);
   auto* out = static_cast<bf16*>(
       tensors_.make(p.mb, p.unit, linear_tensors(linear).output, g.m * g.n * sizeof(bf16), p.stream));
   // The bias in the GEMM's epilogue, as Transformer Engine's FP8 GEMM adds it (the kernel after it where it cannot).
   fp8_forward_gemm(fp8_.recipe, g, x, weight).run(*p.scratch.fp8_matmul, out, p.stream, dense_.forward_bias(p));
   // Under SP the backward gathers the copies as cast again (the graph says so): the gathered ones go now.
   tensors_.release(p.mb, p.unit, fp8_gathered_name(linear, LinearTensor::input), p.stream);
+  tensors_.release(p.mb, p.unit, apart, p.stream);  // the weight gradient reads the columnwise copy
   if (!fp8_.wgrad) tensors_.release(p.mb, p.unit, fp8_name(linear, LinearTensor::input), p.stream);
 }
 
@@ -265,7 +293,7 @@ void Fp8Linears::input_grad(const OpPass& p) {
   const GemmShape& g = p.op.gemm;  // dX[T,in] = dY[T,out] W^T: m tokens, k out
   if (g.n != w.in || g.k != w.out)
     throw std::logic_error("FP8 linear input gradient: GEMM shape differs from the weight's");
-  const Fp8Copies dy = operand(p, LinearTensor::output_gradient, g.m, g.k);
+  const Fp8Copies dy = operand(p, LinearTensor::output_gradient, g.m, g.k, Fp8Held::both);
   auto* d_in = static_cast<bf16*>(
       tensors_.make(p.mb, p.unit, linear_tensors(linear).d_input_full, g.m * g.n * sizeof(bf16), p.stream));
   fp8_data_grad_gemm(fp8_.recipe, g, dy, weight).run(*p.scratch.fp8_matmul, d_in, p.stream);
@@ -278,8 +306,8 @@ void Fp8Linears::weight_grad(const OpPass& p) {
   const GemmShape& g = p.op.gemm;  // dW[in,out] = X^T dY: k tokens
   if (g.m != w.in || g.n != w.out)
     throw std::logic_error("FP8 linear weight gradient: GEMM shape differs from the weight's");
-  const Fp8Copies x = operand(p, LinearTensor::input, g.k, g.m);
-  const Fp8Copies dy = operand(p, LinearTensor::output_gradient, g.k, g.n);
+  const Fp8Copies x = operand(p, LinearTensor::input, g.k, g.m, Fp8Held::columnwise);
+  const Fp8Copies dy = operand(p, LinearTensor::output_gradient, g.k, g.n, Fp8Held::both);
   fp8_weight_grad_gemm(fp8_.recipe, g, x, dy, !p.binding.first_gradient).run(*p.scratch.fp8_matmul, w.grads, p.stream);
   // The bias's gradient from the bf16 output gradient the cast read (its column sums), as the bf16 linear takes it.
   const Act d_output = fp8_source_name(linear, LinearTensor::output_gradient);
@@ -289,9 +317,10 @@ void Fp8Linears::weight_grad(const OpPass& p) {
   release_operand(p, LinearTensor::output_gradient);
 }
 
-Fp8Copies Fp8Linears::operand(const OpPass& p, LinearTensor tensor, std::int64_t rows, std::int64_t cols) {
+Fp8Copies Fp8Linears::operand(const OpPass& p, LinearTensor tensor, std::int64_t rows, std::int64_t cols,
+                              Fp8Held held) {
   const Act gathered = fp8_gathered_name(p.binding.subject, tensor);
-  if (!tensors_.has(p.mb, p.unit, gathered)) return activation(p, tensor, rows, cols, false);
+  if (!tensors_.has(p.mb, p.unit, gathered)) return activation(p, tensor, rows, cols, false, held);
   return fp8_layout(fp8_.recipe, tensor, rows, cols).copies_in(tensors_.get(p.mb, p.unit, gathered));
 }
 

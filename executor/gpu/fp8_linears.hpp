@@ -18,7 +18,10 @@
 // Blockwise runs E4M3 for gradients too (the plan check asks format e4m3): DeepSeek-V3 quantizes every tensor to
 // E4M3 (arXiv:2412.19437 section 3.3), and TE's Float8BlockScaling defaults to E4M3 in both passes.
 // The FP8 copies of activations live in the tensor store beside their bf16 tensor (Form::fp8, Form::fp8_gradient)
-// until their last GEMM, with their scale records in the same buffer; the weights' copies and records live as long
+// until their last GEMM, with their scale records in the same buffer; an input whose weight gradient reads its
+// columnwise copy keeps that one alone after the forward GEMM, and its bf16 tensor goes after the cast where
+// nothing else reads it (Fp8Held; core/layer.hpp input_kept_only_for_weight_gradient), as Transformer Engine keeps
+// them and the memory model counts them; the weights' copies and records live as long
 // as the runtime, made once before the first step and again by the cast after every optimizer step. Under delayed
 // scaling each linear holds three scaling states (its input, output gradient and weight: gpu/fp8_cast.hpp) for as
 // long as the runtime, each cast taking its scale from the casts of that tensor before it, in the order they run on
@@ -60,16 +63,30 @@ struct Fp8Copies {
   float* columnwise_scaling = nullptr;
 };
 
-// Where an FP8 tensor of rows x cols (as the bf16 tensor is stored) lies in its one buffer: both copies (each padded
-// to 256 bytes), then the scale records of the blocks `blocks`.
+// The copies an FP8 tensor's buffer holds: both; the rowwise one alone (a cast without a columnwise copy: an input
+// that SP gathers, or whose weight gradient is not FP8); or the columnwise one, the weight gradient's, whose rowwise
+// copy, read by the forward GEMM alone, has a buffer of its own (Form::fp8_rowwise) that goes after that GEMM, as
+// Transformer Engine keeps an ungathered input's columnwise copy alone for backward.
+enum class Fp8Held : std::uint8_t { both, rowwise, columnwise };
+
+// Where an FP8 tensor of rows x cols (as the bf16 tensor is stored) lies in its buffer: the copies it holds (each
+// padded to 256 bytes), then the scale records of the blocks `blocks` (both copies' records, whatever it holds).
 struct Fp8Layout {
   std::int64_t rows = 0, cols = 0;
   kernels::Fp8Scaling blocks = kernels::Fp8Scaling::per_tensor;
+  Fp8Held held = Fp8Held::both;
   std::size_t bytes() const;
-  Fp8Copies copies_in(void* buffer) const;
+  std::size_t rowwise_apart_bytes() const;  // the buffer of the rowwise copy apart (Fp8Held::columnwise)
+  // The copies in `buffer`; under Fp8Held::columnwise the rowwise copy is `rowwise_apart` (null once it went).
+  Fp8Copies copies_in(void* buffer, void* rowwise_apart = nullptr) const;
 };
-// The layout of `tensor`'s FP8 copies under `recipe` (its blocks: gpu::fp8_cast_blocks).
-Fp8Layout fp8_layout(Fp8Recipe recipe, LinearTensor tensor, std::int64_t rows, std::int64_t cols);
+// The layout of `tensor`'s FP8 copies under `recipe` (its blocks: gpu::fp8_cast_blocks) holding `held`.
+Fp8Layout fp8_layout(Fp8Recipe recipe, LinearTensor tensor, std::int64_t rows, std::int64_t cols,
+                     Fp8Held held = Fp8Held::both);
+// What the buffer of `tensor`'s copies holds as its cast leaves it (`columnwise`: the cast writes that copy,
+// Op::fp8_columnwise): an input keeps the columnwise copy with the rowwise one apart, or the rowwise one alone; an
+// output gradient both (its GEMMs follow one another in backward).
+Fp8Held held_as_cast(LinearTensor tensor, bool columnwise);
 // The store's names of a linear's FP8 input or output gradient: as cast, and as gathered over TP; and the bf16
 // tensor the cast (and, under SP, the amax before it) reads.
 Act fp8_name(OpRole linear, LinearTensor tensor);
@@ -142,11 +159,13 @@ class Fp8Linears {
   void transpose(const OpPass& p);
 
  private:
-  // The copies of `tensor` (rows x cols, as stored in bf16) in the unit's slot (made when `make`).
-  Fp8Copies activation(const OpPass& p, LinearTensor tensor, std::int64_t rows, std::int64_t cols, bool make);
+  // The copies of `tensor` (rows x cols, as stored in bf16) in the unit's slot, holding `held` (made when `make`;
+  // under Fp8Held::columnwise with the rowwise copy apart, while the store holds it).
+  Fp8Copies activation(const OpPass& p, LinearTensor tensor, std::int64_t rows, std::int64_t cols, bool make,
+                       Fp8Held held);
   // What a GEMM reads of `tensor` (rows x cols as the GEMM sees it): its gathered form where the store holds one,
-  // else its copies as cast; and, after the GEMM that reads it last, their release.
-  Fp8Copies operand(const OpPass& p, LinearTensor tensor, std::int64_t rows, std::int64_t cols);
+  // else its copies as cast (holding `held`); and, after the GEMM that reads it last, their release.
+  Fp8Copies operand(const OpPass& p, LinearTensor tensor, std::int64_t rows, std::int64_t cols, Fp8Held held);
   void release_operand(const OpPass& p, LinearTensor tensor);
   void cast_weights(Fp8Recipe recipe, cudaStream_t stream);
   kernels::Fp8Type gradient_type() const;

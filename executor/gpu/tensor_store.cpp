@@ -13,7 +13,7 @@ namespace twin::exec {
 std::string to_string(Act act) {
   static constexpr std::array<const char*, static_cast<int>(Form::count)> kForms{
       "", " (gathered)", " (reduced)", " (gradient)", " (partial gradient)", " (gathered gradient)",
-      " (gradient through the next norm)", " (gradient through the next residual)", " (FP8)", " (FP8 gradient)",
+      " (gradient through the next norm)", " (gradient through the next residual)", " (FP8)", " (FP8 rowwise copy)", " (FP8 gradient)",
       " (FP8, gathered)", " (FP8 gradient, gathered)",
       " (before QK-norm, and its statistics)", " (between the block's steps)",
       " (gradients between the block's steps)", " (dropout mask)"};

@@ -32,6 +32,7 @@ enum class Form : std::uint8_t {
   next_norm_gradient,      // the unit's output gradient through the next unit's norm
   next_residual_gradient,  // ... and through the next unit's residual stream
   fp8,                     // an FP8 linear's input cast to FP8: its copies and scaling (executor/gpu/fp8_linears.hpp)
+  fp8_rowwise,             // ... its rowwise copy apart, where the forward GEMM alone reads it (Fp8Held::columnwise)
   fp8_gradient,            // an FP8 linear's output gradient cast to FP8 (the tensor's gradient form's)
   fp8_gathered,            // ... its input's FP8 copies all-gathered over TP (SP with per-tensor scales)
   fp8_gradient_gathered,   // ... its output gradient's FP8 copies all-gathered over TP

@@ -87,6 +87,17 @@ TEST(LayerDescription, LinearsAreColumnThenRowParallel) {
   }
 }
 
+// In an FP8 layer a linear's FP8 copy stands in for its bf16 input only where nothing but its weight gradient reads
+// that input: QKV's and FC1's (the norms' outputs) and FC2's (the activation's output); the projection's input is
+// attention's output, which attention's backward reads.
+TEST(LayerDescription, OnlyInputsKeptForTheWeightGradientAloneGiveWayToFp8Copies) {
+  for (OpRole role : {OpRole::qkv_projection, OpRole::fc1, OpRole::fc2})
+    EXPECT_TRUE(input_kept_only_for_weight_gradient(block_of(role))) << to_string(role);
+  for (OpRole role : {OpRole::attention_projection, OpRole::input_norm, OpRole::core_attention, OpRole::activation,
+                      OpRole::attention_residual, OpRole::router})
+    EXPECT_FALSE(input_kept_only_for_weight_gradient(block_of(role))) << to_string(role);
+}
+
 // Bytes per token a GPT layer (GeLU, ffn = 4h, one query group per head, dropout, no TP) keeps, by the
 // description: eq. 1 of Korthikanti et al. 2022 is 34 h + 5 a s with unfused attention.
 double gpt_bytes_per_token(double h, double a, double s, bool unfused) {

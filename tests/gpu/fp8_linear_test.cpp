@@ -2,7 +2,8 @@
 // with a scale per tensor (tensorwise) and per block (blockwise, DeepSeek-V3's): X, W and dY cast by the calls the
 // linears make (fp8_cast_call) into the buffers they lay out (fp8_layout), then the GEMMs they hand cuBLASLt
 // (fp8_forward_gemm, fp8_data_grad_gemm, fp8_weight_grad_gemm: which copy of which tensor, which scale mode), each
-// against the float64 product of the operands as the host quantizes them under the recipe. The weight gradient
+// against the float64 product of the operands as the host quantizes them under the recipe; an input's rowwise copy
+// lies apart and is poisoned after the forward GEMM, as the executor frees it there. The weight gradient
 // accumulates onto a gradient already there, as every micro-batch after the first does. Inputs carry an outlier a
 // hundred times the rest in every 128 x 128 block; the error against the float64 product of the bf16 tensors is
 // reported beside, the recipe's own.
@@ -20,13 +21,18 @@ using kernels::Fp8Type;
 
 constexpr std::int64_t kTokens = 256, kIn = 384, kOut = 512;
 
-// A linear's tensor (rows x cols as stored in bf16) cast as Fp8Linears casts it, in a buffer of its layout.
+// A linear's tensor (rows x cols as stored in bf16) cast as Fp8Linears casts it where the weight gradient reads it in
+// FP8, in buffers of its layout: an input's columnwise copy and records in one, its rowwise copy apart (`apart`,
+// which the executor frees after the forward GEMM), an output gradient's or a weight's both copies in one.
 struct CastTensor {
-  gpu::DeviceBuffer buffer;
+  exec::Fp8Layout layout;
+  gpu::DeviceBuffer buffer, apart;
   exec::Fp8Copies copies;
   CastTensor(Fp8Recipe recipe, LinearTensor tensor, const gpu::DeviceBuffer& x, std::int64_t rows, std::int64_t cols)
-      : buffer(poisoned(exec::fp8_layout(recipe, tensor, rows, cols).bytes())),
-        copies(exec::fp8_layout(recipe, tensor, rows, cols).copies_in(buffer.data())) {
+      : layout(exec::fp8_layout(recipe, tensor, rows, cols, exec::held_as_cast(tensor, true))),
+        buffer(poisoned(layout.bytes())),
+        apart(poisoned(layout.held == exec::Fp8Held::columnwise ? layout.rowwise_apart_bytes() : 16)),
+        copies(layout.copies_in(buffer.data(), layout.held == exec::Fp8Held::columnwise ? apart.data() : nullptr)) {
     gpu::Fp8Cast call{bf(x), rows, cols, Fp8Type::e4m3, copies.rowwise, copies.columnwise, copies.rowwise_scaling};
     call.columnwise_scaling = copies.columnwise_scaling;
     gpu::launch(exec::fp8_cast_call(recipe, tensor, call, nullptr, 0, nullptr), nullptr);
@@ -84,6 +90,13 @@ TEST_P(Fp8LinearTest, ThreeGemmsMatchFloat64OfTheQuantizedOperands) {
   auto dw = random_bf16(kIn * kOut);  // the gradient of the micro-batches before
   const std::vector<double> dw_before = bf16_to_host(dw.data(), kIn * kOut);
   exec::fp8_forward_gemm(recipe, forward, cx.copies, cw.copies).run(matmul, bf(y), nullptr);
+  // The input's rowwise copy goes after the forward GEMM (its buffer apart, poisoned here): the backward reads none
+  // of it. Its buffer holds one copy, the weight's and the output gradient's two.
+  ASSERT_EQ(cx.layout.held, exec::Fp8Held::columnwise);
+  ASSERT_EQ(cdy.layout.held, exec::Fp8Held::both);
+  EXPECT_EQ(cx.layout.bytes() + cx.layout.rowwise_apart_bytes(),
+            exec::fp8_layout(recipe, LinearTensor::input, kTokens, kIn).bytes());
+  TWIN_CUDA_CHECK(cudaMemset(cx.apart.data(), 0xff, cx.layout.rowwise_apart_bytes()));
   exec::fp8_data_grad_gemm(recipe, data_grad, cdy.copies, cw.copies).run(matmul, bf(dx), nullptr);
   exec::fp8_weight_grad_gemm(recipe, weight_grad, cx.copies, cdy.copies, true).run(matmul, bf(dw), nullptr);
 

@@ -222,5 +222,23 @@ TEST(Fp8Memory, CopiesParamGatherAndActivations) {
   EXPECT_LT(fp8.activations, none.activations);  // the weight-gradient inputs kept in FP8
 }
 
+// An FP8 layer keeps 1 byte per element of the linears' inputs that only their weight gradients read (QKV's, FC1's,
+// FC2's) instead of 2, and beside the bf16 attention output the projection's FP8 copy of it, 1 byte per element.
+TEST(Fp8Memory, ALayerKeepsItsWeightGradientInputsAsFp8CopiesAndTheProjectionsBeside) {
+  const ModelConfig m = fp8_scenario(Fp8Config{}).model;
+  const std::int64_t seq = 2048;
+  for (const bool sp : {false, true}) {
+    const int tp = sp ? 2 : 1;
+    const double bf16 = static_cast<double>(activation_bytes_per_layer(m, seq, 2, tp, sp, 1, Recompute::none));
+    const double fp8 =
+        static_cast<double>(activation_bytes_per_layer(m, seq, 2, tp, sp, 1, Recompute::none, false, 1, true));
+    const double tokens = 2.0 * seq, h = m.hidden_size, ffn = m.ffn_hidden_size;
+    const double attention_out = static_cast<double>(m.num_attention_heads) * (h / m.num_attention_heads);
+    // QKV's and FC1's inputs are sequence-sharded under SP, FC2's input and the attention output tensor-sharded.
+    const double saved_per_token = (2 * h) / (sp ? tp : 1) + ffn / tp;
+    EXPECT_NEAR(fp8 - bf16, tokens * (attention_out / tp - saved_per_token), 1) << "sp " << sp;
+  }
+}
+
 }  // namespace
 }  // namespace twin
