@@ -144,7 +144,7 @@ std::map<std::string, KindCorrection> read_corrections(const JsonReader& r) {
 GpuKernelProfile read_gpu(const JsonReader& r) {
   r.only_keys({"gpu", "gemm", "attention_forward", "attention_backward", "memory_bound", "launch_overhead_ns",
                "grouped_gemm_issue_ns", "fused_attention_forward", "fused_attention_backward", "reference_sm_clock_MHz",
-               "attention_at_reference_clock", "sustained_sm_clock_MHz", "sustained_clock", "sustained_clock_fp8", "power_model", "in_situ_prior", "rank_drift",
+               "attention_at_reference_clock", "sustained_sm_clock_MHz", "sustained_clock", "sustained_clock_fp8", "power_model", "gemm_rows_clock", "in_situ_prior", "rank_drift",
                "measured", "corrections"});
   GpuKernelProfile g;
   g.gpu = r.required("gpu").string();
@@ -170,6 +170,7 @@ GpuKernelProfile read_gpu(const JsonReader& r) {
   if (auto curve = r.find("sustained_clock")) g.sustained_clock = read_sustained_clock(*curve);
   if (auto curve = r.find("sustained_clock_fp8")) g.sustained_clock_fp8 = read_sustained_clock(*curve);
   if (auto power = r.find("power_model")) g.power_model = read_power_model(*power);
+  if (auto rows = r.find("gemm_rows_clock")) g.gemm_rows_clock = read_gemm_rows_clock(*rows);
   if (auto prior = r.find("in_situ_prior")) {
     prior->only_keys({"gemm", "attention", "memory_bound"});
     for (auto [name, field] : {std::pair{"gemm", &g.in_situ_prior.gemm}, std::pair{"attention", &g.in_situ_prior.attention},
@@ -188,6 +189,39 @@ GpuKernelProfile read_gpu(const JsonReader& r) {
   if (auto corrections = r.find("corrections")) g.corrections = read_corrections(*corrections);
   return g;
 }
+
+// One GPU's kernel profile as its file holds it: the optional keys only where they differ from their absence.
+json gpu_json(const GpuKernelProfile& g) {
+  json measured = json::object();
+  for (const auto& [key, m] : g.measured) measured[key] = measurement_json(m);
+  json gpu = {{"gpu", g.gpu},
+              {"gemm", efficiency_json(g.gemm)},
+              {"attention_forward", efficiency_json(g.attention_forward)},
+              {"attention_backward", efficiency_json(g.attention_backward)},
+              {"memory_bound", efficiency_json(g.memory_bound)},
+              {"launch_overhead_ns", g.launch_overhead_ns},
+              {"measured", measured}};
+  if (g.grouped_gemm_issue_ns > 0) gpu["grouped_gemm_issue_ns"] = g.grouped_gemm_issue_ns;
+  if (g.reference_sm_clock_MHz > 0) gpu["reference_sm_clock_MHz"] = g.reference_sm_clock_MHz;
+  if (g.attention_at_reference_clock) gpu["attention_at_reference_clock"] = true;
+  if (g.sustained_sm_clock_MHz > 0) gpu["sustained_sm_clock_MHz"] = g.sustained_sm_clock_MHz;
+  if (!g.sustained_clock.points.empty()) gpu["sustained_clock"] = sustained_clock_json(g.sustained_clock);
+  if (!g.sustained_clock_fp8.points.empty()) gpu["sustained_clock_fp8"] = sustained_clock_json(g.sustained_clock_fp8);
+  if (g.power_model.present()) gpu["power_model"] = power_model_json(g.power_model);
+  if (g.gemm_rows_clock != GemmRowsClock{}) gpu["gemm_rows_clock"] = gemm_rows_clock_json(g.gemm_rows_clock);
+  if (!(g.fused_attention_forward == g.attention_forward && g.fused_attention_backward == g.attention_backward)) {
+    gpu["fused_attention_forward"] = efficiency_json(g.fused_attention_forward);
+    gpu["fused_attention_backward"] = efficiency_json(g.fused_attention_backward);
+  }
+  if (g.in_situ_prior != InSituPrior{})
+    gpu["in_situ_prior"] = {{"gemm", g.in_situ_prior.gemm},
+                            {"attention", g.in_situ_prior.attention},
+                            {"memory_bound", g.in_situ_prior.memory_bound}};
+  if (!g.corrections.empty()) gpu["corrections"] = corrections_json(g.corrections);
+  if (!g.rank_drift.source.empty()) gpu["rank_drift"] = rank_drift_json(g.rank_drift);
+  return gpu;
+}
+
 
 }  // namespace
 
@@ -235,35 +269,7 @@ const GpuKernelProfile& Profile::kernels_for(const GpuSpec& gpu) const {
 
 json to_json(const Profile& profile) {
   json gpus = json::array();
-  for (const GpuKernelProfile& g : profile.gpus) {
-    json measured = json::object();
-    for (const auto& [key, m] : g.measured) measured[key] = measurement_json(m);
-    json gpu = {{"gpu", g.gpu},
-                    {"gemm", efficiency_json(g.gemm)},
-                    {"attention_forward", efficiency_json(g.attention_forward)},
-                    {"attention_backward", efficiency_json(g.attention_backward)},
-                    {"memory_bound", efficiency_json(g.memory_bound)},
-                    {"launch_overhead_ns", g.launch_overhead_ns},
-                    {"measured", measured}};
-    if (g.grouped_gemm_issue_ns > 0) gpu["grouped_gemm_issue_ns"] = g.grouped_gemm_issue_ns;
-    if (g.reference_sm_clock_MHz > 0) gpu["reference_sm_clock_MHz"] = g.reference_sm_clock_MHz;
-    if (g.attention_at_reference_clock) gpu["attention_at_reference_clock"] = true;
-    if (g.sustained_sm_clock_MHz > 0) gpu["sustained_sm_clock_MHz"] = g.sustained_sm_clock_MHz;
-    if (!g.sustained_clock.points.empty()) gpu["sustained_clock"] = sustained_clock_json(g.sustained_clock);
-    if (!g.sustained_clock_fp8.points.empty()) gpu["sustained_clock_fp8"] = sustained_clock_json(g.sustained_clock_fp8);
-    if (g.power_model.present()) gpu["power_model"] = power_model_json(g.power_model);
-    if (!(g.fused_attention_forward == g.attention_forward && g.fused_attention_backward == g.attention_backward)) {
-      gpu["fused_attention_forward"] = efficiency_json(g.fused_attention_forward);
-      gpu["fused_attention_backward"] = efficiency_json(g.fused_attention_backward);
-    }
-    if (g.in_situ_prior != InSituPrior{})
-      gpu["in_situ_prior"] = {{"gemm", g.in_situ_prior.gemm},
-                              {"attention", g.in_situ_prior.attention},
-                              {"memory_bound", g.in_situ_prior.memory_bound}};
-    if (!g.corrections.empty()) gpu["corrections"] = corrections_json(g.corrections);
-    if (!g.rank_drift.source.empty()) gpu["rank_drift"] = rank_drift_json(g.rank_drift);
-    gpus.push_back(std::move(gpu));
-  }
+  for (const GpuKernelProfile& g : profile.gpus) gpus.push_back(gpu_json(g));
   json out = {{"format", "twin-profile"},
               {"version", profile.version},
               {"name", profile.name},

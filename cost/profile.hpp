@@ -13,6 +13,7 @@
 #include "core/cluster.hpp"
 #include "core/op.hpp"
 #include "cost/interference.hpp"
+#include "cost/gemm_rows_clock.hpp"
 #include "cost/power_model.hpp"
 #include "cost/sustained_clock.hpp"
 #include "core/units.hpp"
@@ -150,6 +151,10 @@ struct GpuKernelProfile {
   // simulator prices a step without FP8 GEMMs at the clock where its power meets the cap, or at the maximum clock
   // below it, in place of the curve's (sim/step_clock.hpp). Optional in files ("power_model"); absent: as before.
   PowerModel power_model;
+  // How the curve's clock moves with the rows of a step's GEMMs (cost/gemm_rows_clock.hpp): where the curve prices
+  // a step, its clock times gemm_rows_clock_factor (sim/step_clock.hpp). Optional in files ("gemm_rows_clock");
+  // absent: the curve's clock as it is.
+  GemmRowsClock gemm_rows_clock;
   // Optional in files ("in_situ_prior"); the built-in profile sets it per GPU.
   InSituPrior in_situ_prior;
   // Optional in files ("rank_drift"): how ranks of this kind of GPU drift apart between collectives

@@ -7,10 +7,12 @@
 
 #include <algorithm>
 #include <array>
+#include <map>
 
 #include <spdlog/spdlog.h>
 
 #include "core/op_kinds.hpp"
+#include "cost/gemm_rows_clock.hpp"
 #include "cost/power_model.hpp"
 #include "cost/sm_clock.hpp"
 #include "cost/sustained_clock.hpp"
@@ -105,19 +107,30 @@ StepDuty step_duty(const RankClass& rank_class, const Profile& profile, const Gp
   CurveLoadRate curve_rate(profile, gpu);
   // integers: the same passes summed N times give exactly the same ratios
   TimeNs busy_ns = 0, compute_bound_ns = 0, fp8_ns = 0;
+  std::map<std::int64_t, double> forward_flops_by_rows;
+  StepDuty duty;
   for (OpIndex i = 0; i < rank_class.size(); ++i) {
     const Op& op = rank_class.op(i);
     if (op.is_communication() || op.phase == Phase::optimizer) continue;
     const TimeNs ns = at_reference(op);
     busy_ns += ns;
+    if (op.kind == OpKind::gemm) {
+      duty.grouped_gemms |= op.gemm.count > 1;
+      if (op.phase == Phase::forward) forward_flops_by_rows[op.gemm.m] += op.flops;
+    }
     if (!compute_bound(op)) continue;
     const TimeNs load_ns = curve_load_ns(op, ns, curve_rate);
     compute_bound_ns += load_ns;
     if (op.kind == OpKind::gemm && is_fp8(op.gemm)) fp8_ns += load_ns;
   }
-  StepDuty duty;
   if (busy_ns > 0) duty.duty = static_cast<double>(compute_bound_ns) / static_cast<double>(busy_ns);
   if (compute_bound_ns > 0) duty.fp8_share = static_cast<double>(fp8_ns) / static_cast<double>(compute_bound_ns);
+  double most_flops = 0;  // the same passes N times: the same rows win (ties: the fewer rows, the first in the map)
+  for (const auto& [rows, flops] : forward_flops_by_rows)
+    if (flops > most_flops) {
+      most_flops = flops;
+      duty.gemm_rows = rows;
+    }
   return duty;
 }
 
@@ -145,9 +158,15 @@ StepClock step_clock(const RankClass& rank_class, const Profile& profile, const 
                   (work.clocked_ns + work.unclocked_ns) * 1e-6);
     return {clock_MHz};
   }
-  const StepClock clock = step_clock_at(kernels.sustained_clock, kernels.sustained_clock_fp8, duty.duty, duty.fp8_share);
-  spdlog::debug("step clock of rank class {}: {:.0f} MHz by the sustained-clock curve at GEMM duty {:.3f}",
-                rank_class.index, clock.sm_MHz, duty.duty);
+  StepClock clock = step_clock_at(kernels.sustained_clock, kernels.sustained_clock_fp8, duty.duty, duty.fp8_share);
+  // Fitted on dense BF16 steps (cost/gemm_rows_clock.hpp): a step with FP8 or grouped GEMMs keeps its curves' clock.
+  const bool fitted_kind = duty.fp8_share == 0 && !duty.grouped_gemms;
+  const double rows_factor =
+      fitted_kind ? gemm_rows_clock_factor(kernels.gemm_rows_clock, static_cast<double>(duty.gemm_rows)) : 1.0;
+  clock.sm_MHz *= rows_factor;
+  spdlog::debug("step clock of rank class {}: {:.0f} MHz by the sustained-clock curve at GEMM duty {:.3f}, x{:.4f} "
+                "for GEMM rows {}",
+                rank_class.index, clock.sm_MHz, duty.duty, rows_factor, duty.gemm_rows);
   return clock;
 }
 

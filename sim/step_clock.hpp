@@ -8,6 +8,8 @@
 // sets its own clock from its own load, so each class gets its own. One pass over the class's ops before it is
 // flattened: no second simulation, and the same graph always gives the same clocks.
 #pragma once
+#include <cstdint>
+
 #include "core/cluster.hpp"
 #include "core/op_graph.hpp"
 #include "cost/profile.hpp"
@@ -17,11 +19,14 @@ namespace twin::sim {
 
 // Of `rank_class`'s compute busy time in its forward and backward passes (the optimizer step left out): `duty`, the
 // share compute-bound kernels take counted at the curve's load's FLOP rate, in [0, 1] (0 for a class without such
-// ops), and `fp8_share`, the share of that compute-bound time in FP8 GEMMs. Prices through `prices` (may be null) at
+// ops), and `fp8_share`, the share of that compute-bound time in FP8 GEMMs, and its GEMMs' rows. Prices through `prices` (may be null) at
 // the reference clock.
 struct StepDuty {
   double duty = 0;
   double fp8_share = 0;
+  // The rows (m) that carry the most of its forward GEMMs' FLOPs: a dense model's tokens per micro-batch (0: no GEMM).
+  std::int64_t gemm_rows = 0;
+  bool grouped_gemms = false;  // whether any GEMM is a grouped one (an MoE layer's experts)
 };
 StepDuty step_duty(const RankClass& rank_class, const Profile& profile, const GpuSpec& gpu, PriceCache* prices);
 
@@ -36,7 +41,8 @@ StepWork step_work(const RankClass& rank_class, const Profile& profile, const Gp
 // hold the training clock already, by how near they lie to each op); else, where the profile has
 // a power model and the class no FP8 GEMM, the clock where the class's power meets the cap (power_limited_clock_MHz
 // over its passes: their compute priced at the reference clock, their FLOPs and memory-bound bytes), else
-// step_clock_at of its curves at the class's duty and FP8 share.
+// step_clock_at of its curves at the class's duty and FP8 share, times the profile's gemm_rows_clock factor at the
+// class's GEMM rows where it has no FP8 and no grouped GEMM (cost/gemm_rows_clock.hpp; 1 where the profile has none).
 StepClock step_clock(const RankClass& rank_class, const Profile& profile, const GpuSpec& gpu, PriceCache* prices);
 
 }  // namespace twin::sim

@@ -1,12 +1,11 @@
 // The optional "rank_drift" key of a GPU's kernel profile: read, written back, and refused at its JSON path.
 #include <filesystem>
-#include <fstream>
 #include <string>
 
 #include <gtest/gtest.h>
 
-#include "core/error.hpp"
 #include "cost/profile.hpp"
+#include "tests/cost/profile_key_test_util.hpp"
 #include "tests/scratch_path.hpp"
 
 namespace twin {
@@ -14,31 +13,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// `document` written to a file and loaded: the InputError's JSON path and message, or "" when it loads.
-// The built-in profile's first two GPUs without their measured shapes and tables: small, so quick to write and read.
-Profile small_profile() {
-  Profile p = builtin_profile();
-  p.builtin = false;
-  p.gpus.resize(2);
-  for (GpuKernelProfile& g : p.gpus) g.measured.clear();
-  p.collectives.clear();
-  return p;
-}
-
-std::string load_error(const nlohmann::json& document, const std::string& json_path) {
-  const fs::path path = test::scratch_path("profile.json");
-  std::ofstream(path) << document.dump();
-  try {
-    load_profile(path.string());
-    return "";
-  } catch (const InputError& e) {
-    EXPECT_EQ(e.json_path(), json_path) << e.what();
-    return e.what();
-  }
-}
-
 TEST(RankDriftKey, RoundTripsAndIsAbsentWhereNotMeasured) {
-  Profile p = small_profile();
+  Profile p = test::small_profile();
   EXPECT_FALSE(to_json(p)["gpus"][0].contains("rank_drift"));
   p.gpus[0].rank_drift = {101456, 0.004078, "runs of a study"};
   const nlohmann::json document = to_json(p);
@@ -53,20 +29,20 @@ TEST(RankDriftKey, RoundTripsAndIsAbsentWhereNotMeasured) {
 }
 
 TEST(RankDriftKey, BadValuesAreRefusedAtTheirPath) {
-  Profile p = small_profile();
+  Profile p = test::small_profile();
   p.gpus[0].rank_drift = {1000, 0.01, "runs"};
   nlohmann::json document = to_json(p);
   document["gpus"][0]["rank_drift"]["rate"] = 2;
-  EXPECT_NE(load_error(document, "/gpus/0/rank_drift/rate").find("expected a share in [0, 1]"), std::string::npos);
+  EXPECT_NE(test::profile_load_error(document, "/gpus/0/rank_drift/rate").find("expected a share in [0, 1]"), std::string::npos);
   document = to_json(p);
   document["gpus"][0]["rank_drift"]["fixed_ns"] = -5;
-  EXPECT_NE(load_error(document, "/gpus/0/rank_drift/fixed_ns").find("expected a time in ns"), std::string::npos);
+  EXPECT_NE(test::profile_load_error(document, "/gpus/0/rank_drift/fixed_ns").find("expected a time in ns"), std::string::npos);
   document = to_json(p);
   document["gpus"][0]["rank_drift"].erase("source");
-  EXPECT_NE(load_error(document, "/gpus/0/rank_drift").find("source"), std::string::npos);
+  EXPECT_NE(test::profile_load_error(document, "/gpus/0/rank_drift").find("source"), std::string::npos);
   document = to_json(p);
   document["gpus"][0]["rank_drift"]["spread"] = 0.1;
-  EXPECT_NE(load_error(document, "/gpus/0/rank_drift/spread").find("spread"), std::string::npos);
+  EXPECT_NE(test::profile_load_error(document, "/gpus/0/rank_drift/spread").find("spread"), std::string::npos);
 }
 
 }  // namespace

@@ -152,6 +152,33 @@ TEST(StepClock, AStepMixingFp8AndBf16GemmsHoldsTheMixOfTheTwoCurves) {
   EXPECT_NEAR(training_clock_time_ns(profile.gpus[0], gpu, gemm_op(), clock), 128'000 * 1800 / 1500.0, 1e-6);
 }
 
+// A profile's GEMM-rows model moves the curve's clock by the rows carrying most of the class's forward GEMM FLOPs
+// (cost/gemm_rows_clock.hpp): here the 4000-row GEMM against a reference of 16,000 rows, a quarter: 4^0.02 higher. A
+// step with FP8 GEMMs or with grouped ones keeps its curves' clock (the model was fitted on dense BF16 steps).
+TEST(StepClock, AStepOfFewerGemmRowsHoldsAHigherClockByTheProfilesRowsModel) {
+  const IterationGraph graph = half_gemm_step();
+  Profile profile = clocked_profile();
+  const sim::StepDuty duty = sim::step_duty(graph.classes[0], profile, test_gpu(), nullptr);
+  EXPECT_EQ(duty.gemm_rows, 4000);
+  EXPECT_FALSE(duty.grouped_gemms);
+  const double curve = sim::step_clock(graph.classes[0], profile, test_gpu(), nullptr).sm_MHz;
+  profile.gpus[0].gemm_rows_clock = {0.02, 16'000, "runs"};
+  EXPECT_NEAR(sim::step_clock(graph.classes[0], profile, test_gpu(), nullptr).sm_MHz, curve * std::pow(4.0, 0.02),
+              1e-9);
+
+  GpuSpec gpu = test_gpu();
+  gpu.peak_fp8_tflops = 2000;
+  Op fp8 = gemm_op();
+  fp8.gemm.inputs = GemmInputs::fp8_per_tensor;
+  Op grouped = gemm_op();
+  grouped.gemm = {1000, 4000, 4000, 4};
+  for (const Op& other : {fp8, grouped}) {
+    const IterationGraph step = half_gemm_step(other);
+    const double own_curve = sim::step_clock(step.classes[0], clocked_profile(), gpu, nullptr).sm_MHz;
+    EXPECT_DOUBLE_EQ(sim::step_clock(step.classes[0], profile, gpu, nullptr).sm_MHz, own_curve);
+  }
+}
+
 // The half-GEMM step under a power model: 1.28e11 FLOPs and 1.28e8 bytes over 128 us of GEMM at 1,800 MHz and
 // 128 us of the elementwise op. At 2,000 MHz the GEMM takes 115.2 us of 243.2: 100 W + (1.0 pJ x 1.28e11 + 100 pJ x
 // 1.28e8) / 243.2 us = 678.9 W, under a 700 W cap (the maximum clock) and over a 600 W one (the clock in between).
