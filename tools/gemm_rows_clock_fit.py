@@ -24,23 +24,18 @@ import math
 import os
 import re
 import statistics
-import subprocess
 import sys
 import tempfile
 
 from profile_file import write_profile
 from repredict_runs import finished_runs, measured_step_s, predicted_step_s
-from step_clock_study import measured_clock_MHz
+from step_clock_study import measured_clock_MHz, simulate_debug_log
 
 
 def curve_clock(twin, run, profile, plan):
     """The curve's clock (MHz) and the GEMM rows `twin simulate` logs for the plan's first rank class."""
-    with tempfile.TemporaryDirectory() as out:
-        result = subprocess.run([twin, 'simulate', os.path.join(run, 'scenario.json'), '--profile', profile,
-                                 '--plan-key', plan, '--out', out, '--quiet', '--top', '0'],
-                                capture_output=True, text=True, env=dict(os.environ, SPDLOG_LEVEL='debug'))
     found = re.search(r'step clock of rank class \d+: (\d+) MHz by the sustained-clock curve at GEMM duty [\d.]+, '
-                      r'x([\d.]+) for GEMM rows (\d+)', result.stdout + result.stderr)
+                      r'x([\d.]+) for GEMM rows (\d+)', simulate_debug_log(twin, run, profile, plan))
     if not found:
         return None
     return float(found.group(1)) / float(found.group(2)), float(found.group(3))

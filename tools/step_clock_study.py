@@ -36,12 +36,18 @@ def measured_clock_MHz(run):
     return statistics.median(samples) if samples else None
 
 
-def predicted_clock_MHz(twin, run, profile, plan):
+def simulate_debug_log(twin, run, profile, plan):
+    """What `SPDLOG_LEVEL=debug twin simulate --plan-key` of the run's scenario with `profile` prints."""
     with tempfile.TemporaryDirectory() as out:
         result = subprocess.run([twin, 'simulate', os.path.join(run, 'scenario.json'), '--profile', profile,
                                  '--plan-key', plan, '--out', out, '--quiet', '--top', '0'],
                                 capture_output=True, text=True, env=dict(os.environ, SPDLOG_LEVEL='debug'))
-    clocks = [float(c) for c in re.findall(r'step clock of rank class \d+: (\d+) MHz', result.stdout + result.stderr)]
+    return result.stdout + result.stderr
+
+
+def predicted_clock_MHz(twin, run, profile, plan):
+    clocks = [float(c) for c in re.findall(r'step clock of rank class \d+: (\d+) MHz',
+                                           simulate_debug_log(twin, run, profile, plan))]
     return statistics.mean(clocks) if clocks else None
 
 
