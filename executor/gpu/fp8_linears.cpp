@@ -274,9 +274,9 @@ void Fp8Linears::forward(const OpPass& p) {
   const GemmShape& g = p.op.gemm;  // Y[T,out] = X[T,in] W: m tokens, k in
   if (g.k != w.in || g.n != w.out) throw std::logic_error("FP8 linear forward: GEMM shape differs from the weight's");
   const Act apart{fp8_name(linear, LinearTensor::input).tensor, Form::fp8_rowwise};
-  const bool rowwise_apart = tensors_.has(p.mb, p.unit, apart);
-  const Fp8Copies x =
-      operand(p, LinearTensor::input, g.m, g.k, rowwise_apart ? Fp8Held::columnwise : Fp8Held::rowwise);
+  // An ungathered input is held as its cast left it: the cast writes the columnwise copy where the weight gradient
+  // reads FP8 (the lowering's Op::fp8_columnwise follows training.fp8.wgrad), so the plan says the layout.
+  const Fp8Copies x = operand(p, LinearTensor::input, g.m, g.k, held_as_cast(LinearTensor::input, fp8_.wgrad));
   auto* out = static_cast<bf16*>(
       tensors_.make(p.mb, p.unit, linear_tensors(linear).output, g.m * g.n * sizeof(bf16), p.stream));
   // The bias in the GEMM's epilogue, as Transformer Engine's FP8 GEMM adds it (the kernel after it where it cannot).
