@@ -251,9 +251,6 @@ void check_training(const Plan& plan, const std::string& file) {
       throw InputError(file, std::string("/scenario/training/") + key,
                        "fp32 or bf16 (twin execute stores optimizer state in these; " + to_string(dtype) +
                            " is priced by the simulator only)");
-  if (precision.store_param_remainders)
-    throw InputError(file, "/scenario/training/store_param_remainders",
-                     "false (twin execute keeps a whole fp32 master copy; the remainders are priced by the simulator only)");
 }
 
 // The executor's exchange sends one block per (peer, local expert) (executor/gpu/moe_block.cpp, gpu/row_exchange.hpp):

@@ -197,10 +197,15 @@ struct AdamWState {
   StateType m_type = StateType::f32;
   void* v = nullptr;
   StateType v_type = StateType::f32;
+  // Megatron's --store-param-remainders (training.store_param_remainders; master nullptr): the fp32 master is the
+  // bf16 parameter's bits over these 16 low bits, as Transformer Engine's FusedAdam keeps it. The parameter is the
+  // master rounded to bf16 half away from zero (its high half, one more where the remainder's top bit is set), so a
+  // negative remainder says the parameter was rounded up; the pair holds the master exactly.
+  std::int16_t* remainders = nullptr;
 };
 // Decoupled weight decay; grad is multiplied by *grad_scale first (the clip factor; nullptr = 1).
-// Updates the master (or, without one, the parameters), m and v in place with fp32 math and writes the bf16
-// parameters.
+// Updates the master (fp32, or the parameters with their remainders, or, without either, the parameters), m and v
+// in place with fp32 math and writes the bf16 parameters.
 void adamw_step(const AdamWState& state, const bf16* grad, bf16* param, std::int64_t count,
                 const AdamWParams& params, const float* grad_scale, cudaStream_t stream);
 // fp32 master weights and moments.

@@ -254,9 +254,10 @@ std::optional<KernelBench> make_kernel_bench(const Op& op, const KernelModelFact
       // Random state of each array's dtype: the timing does not depend on the values.
       const auto state = [&](StateDtype d) { return x.v(d == StateDtype::bf16 ? x.bf16(count) : x.f32(count)); };
       const auto type = [](StateDtype d) { return d == StateDtype::bf16 ? k::StateType::bf16 : k::StateType::f32; };
-      k::AdamWState adam{precision.main_params == StateDtype::fp32 ? x.f(x.f32(count)) : nullptr,
-                         state(precision.exp_avg), type(precision.exp_avg), state(precision.exp_avg_sq),
-                         type(precision.exp_avg_sq)};
+      const bool fp32_master = precision.main_params == StateDtype::fp32 && !precision.store_param_remainders;
+      k::AdamWState adam{fp32_master ? x.f(x.f32(count)) : nullptr, state(precision.exp_avg),
+                         type(precision.exp_avg), state(precision.exp_avg_sq), type(precision.exp_avg_sq)};
+      if (precision.store_param_remainders) adam.remainders = static_cast<std::int16_t*>(x.v(x.bf16(count)));
       B *grad = x.b(x.bf16(count)), *param = x.b(x.bf16(count));
       float *partials = x.f(x.raw(k::grad_norm_partial_count() * 4)), *sum_sq = x.f(x.f32(1)), *scale = x.f(x.raw(4));
       // The gradient-norm pass and the clip factor, then the entry's update: on one GPU the optimizer op runs all

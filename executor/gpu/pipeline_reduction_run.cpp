@@ -65,7 +65,10 @@ PipelineReductionRun::PipelineReductionRun(const std::vector<PipelineReduction>&
       TWIN_CUDA_CHECK(cudaMemcpyAsync(mine.part_params, packed + mine.holder * mine.part, part * sizeof(bf16),
                                       cudaMemcpyDeviceToDevice, stream));
       TWIN_CUDA_CHECK(cudaFreeAsync(packed, stream));
-      if (state_type(sharded->main_params) == kernels::StateType::f32) {
+      if (sharded->store_param_remainders) {  // zero: the master is the initial bf16 parameters exactly
+        mine.adam.remainders = static_cast<std::int16_t*>(allocate(part * sizeof(std::int16_t)));
+        TWIN_CUDA_CHECK(cudaMemsetAsync(mine.adam.remainders, 0, part * sizeof(std::int16_t), stream));
+      } else if (state_type(sharded->main_params) == kernels::StateType::f32) {
         mine.adam.master = static_cast<float*>(allocate(part * sizeof(float)));
         kernels::bf16_to_f32(mine.part_params, mine.adam.master, mine.part, stream);
       }

@@ -98,8 +98,12 @@ void StageParameters::allocate_optimizer_state(ParameterUnit& unit, const Optimi
   };
   unit.adam.m = moment(precision.exp_avg);
   unit.adam.v = moment(precision.exp_avg_sq);
-  if (state_type(precision.main_params) == kernels::StateType::f32)
+  if (precision.store_param_remainders) {  // zero: the master is the initial bf16 parameters exactly
+    unit.adam.remainders = static_cast<std::int16_t*>(allocate(updated * sizeof(std::int16_t)));
+    TWIN_CUDA_CHECK(cudaMemsetAsync(unit.adam.remainders, 0, updated * sizeof(std::int16_t), stream));
+  } else if (state_type(precision.main_params) == kernels::StateType::f32) {
     unit.adam.master = static_cast<float*>(allocate(updated * sizeof(float)));
+  }
 }
 
 void StageParameters::initialise_weights(ParameterUnit& unit, bf16* whole, cudaStream_t stream) {

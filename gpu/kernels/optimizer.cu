@@ -1,5 +1,6 @@
-// AdamW (bias-corrected, decoupled weight decay, as torch.optim.AdamW) over fp32 master weights or the bf16
-// parameters themselves, moments in fp32 or bf16 (the math fp32 either way), and
+// AdamW (bias-corrected, decoupled weight decay, as torch.optim.AdamW) over fp32 master weights, the bf16
+// parameters with 16-bit remainders, or the bf16 parameters themselves, moments in fp32 or bf16 (the math fp32
+// either way), and
 // the gradient-norm pieces of clipping: a fixed grid of per-block sums of squares reduced in a fixed
 // order, so the norm is the same bits every run.
 #include <cmath>
@@ -89,6 +90,66 @@ __global__ void adamw_vec4_kernel(Master* master, M* m, V* v, const bf16* grad, 
   }
 }
 
+// The fp32 master a parameter and its remainder hold, and the split back (AdamWState::remainders; Transformer
+// Engine's multi_tensor_adam_param_remainder, transformer_engine/common/multi_tensor/adam.cu: "undo rounding" where
+// the remainder is negative, "round up" where it is).
+__device__ __forceinline__ float joined_master(bf16 param, std::int16_t remainder) {
+  unsigned high = __bfloat16_as_ushort(param);
+  if (remainder < 0) high -= 1;
+  return __uint_as_float(((high & 0xffffu) << 16) | static_cast<std::uint16_t>(remainder));
+}
+__device__ __forceinline__ bf16 split_master(float master, std::int16_t& remainder) {
+  const unsigned bits = __float_as_uint(master);
+  remainder = static_cast<std::int16_t>(bits & 0xffffu);
+  unsigned high = bits >> 16;
+  if (remainder < 0) high += 1;
+  return __ushort_as_bfloat16(static_cast<unsigned short>(high & 0xffffu));
+}
+
+// The master as the parameters and their remainders: 2 + 2 bytes a parameter where fp32 master weights take 4 + 2.
+template <typename M, typename V>
+__global__ void adamw_remainder_kernel(std::int16_t* remainders, M* m, V* v, const bf16* grad, bf16* param,
+                                       std::int64_t count, AdamWConstants c, const float* grad_scale) {
+  const float scale = grad_scale ? *grad_scale : 1.f;
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < count;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    float mi = load1(m, i), vi = load1(v, i);
+    const float p = adamw_update(to_float(grad[i]) * scale, mi, vi, joined_master(param[i], remainders[i]), c);
+    store1(m, i, mi);
+    store1(v, i, vi);
+    std::int16_t remainder;
+    param[i] = split_master(p, remainder);
+    remainders[i] = remainder;
+  }
+}
+
+// Four parameters per thread: 8-byte loads of the parameters' and remainders' bits, 16-byte fp32 moments (the step
+// moves 26 bytes a parameter in fp32 moments, where the whole fp32 master's takes 28).
+template <typename M, typename V>
+__global__ void adamw_remainder_vec4_kernel(std::int16_t* remainders, M* m, V* v, const bf16* grad, bf16* param,
+                                            std::int64_t count4, AdamWConstants c, const float* grad_scale) {
+  const float scale = grad_scale ? *grad_scale : 1.f;
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < count4;
+       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
+    const float4 g = load4(grad, i);
+    float4 mi = load4(m, i), vi = load4(v, i);
+    ushort4 p = reinterpret_cast<const ushort4*>(param)[i];
+    short4 r = reinterpret_cast<const short4*>(remainders)[i];
+    const auto update = [&](float gradient, float& moment1, float& moment2, unsigned short& bits, short& remainder) {
+      const float master = joined_master(__ushort_as_bfloat16(bits), remainder);
+      bits = __bfloat16_as_ushort(split_master(adamw_update(gradient * scale, moment1, moment2, master, c), remainder));
+    };
+    update(g.x, mi.x, vi.x, p.x, r.x);
+    update(g.y, mi.y, vi.y, p.y, r.y);
+    update(g.z, mi.z, vi.z, p.z, r.z);
+    update(g.w, mi.w, vi.w, p.w, r.w);
+    store4(m, i, mi);
+    store4(v, i, vi);
+    reinterpret_cast<ushort4*>(param)[i] = p;
+    reinterpret_cast<short4*>(remainders)[i] = r;
+  }
+}
+
 bool aligned(const void* p, std::size_t bytes) { return reinterpret_cast<std::uintptr_t>(p) % bytes == 0; }
 
 // Eight bf16 per 16-byte load over the aligned body, one at a time over the unaligned head and the tail:
@@ -131,6 +192,20 @@ __global__ void clip_scale_kernel(const float* sum_squares, float max_norm, floa
 
 namespace {
 
+template <typename M, typename V>
+void launch_adamw(std::int16_t* remainders, M* m, V* v, const bf16* grad, bf16* param, std::int64_t count,
+                  const AdamWConstants& c, const float* grad_scale, cudaStream_t stream) {
+  const bool vectorizable = count % 4 == 0 && aligned(remainders, 8) && aligned(m, 4 * sizeof(M)) &&
+                            aligned(v, 4 * sizeof(V)) && aligned(grad, 8) && aligned(param, 8);
+  if (vectorizable)
+    adamw_remainder_vec4_kernel<<<detail::grid_for(count / 4, kThreads), kThreads, 0, stream>>>(
+        remainders, m, v, grad, param, count / 4, c, grad_scale);
+  else
+    adamw_remainder_kernel<<<detail::grid_for(count, kThreads), kThreads, 0, stream>>>(remainders, m, v, grad, param,
+                                                                                      count, c, grad_scale);
+  TWIN_CUDA_CHECK_LAUNCH();
+}
+
 template <typename Master, typename M, typename V>
 void launch_adamw(Master* master, M* m, V* v, const bf16* grad, bf16* param, std::int64_t count,
                   const AdamWConstants& c, const float* grad_scale, cudaStream_t stream) {
@@ -172,8 +247,11 @@ void adamw_step(const AdamWState& state, const bf16* grad, bf16* param, std::int
   const float bias_correction1 = 1.f - std::pow(p.beta1, static_cast<float>(p.step));
   const float bias_correction2 = 1.f - std::pow(p.beta2, static_cast<float>(p.step));
   const AdamWConstants c{p.lr, p.beta1, p.beta2, p.eps, p.weight_decay, bias_correction1, bias_correction2};
+  detail::require(!(state.master && state.remainders), "adamw: fp32 master weights and remainders both given");
   if (state.master)
     dispatch_m(state.master, state, grad, param, count, c, grad_scale, stream);
+  else if (state.remainders)
+    dispatch_m(state.remainders, state, grad, param, count, c, grad_scale, stream);
   else
     dispatch_m(param, state, grad, param, count, c, grad_scale, stream);
 }

@@ -41,6 +41,9 @@ TEST(PlanCheck, RunsFp32AndBf16OptimizerStateOnly) {
   Plan fp32 = executed_plan();
   fp32.scenario.training.precision = "fp32";
   EXPECT_EQ(refusal_path(fp32), "/scenario/training/precision");
+  Plan remainders = executed_plan();  // since 2026-12-02: the master as the parameters' 16-bit remainders
+  remainders.scenario.training.optimizer_precision.store_param_remainders = true;
+  EXPECT_EQ(refusal_path(remainders), "");
 }
 
 TEST(PlanCheck, RefusesFrameworkSwitchesTheExecutorDoesNotRun) {

@@ -2,8 +2,9 @@
 // over all of them): the uniform candidates that fit, ordered by their lower bound (the order a pruned search
 // simulates them in), the first ten of each; and the plans of the families (hot switching, per-layer,
 // heterogeneous), whose searches take under a second but one: for it, the plan its search ranks first (pinned,
-// tests/pipeline/fixtures/). The check must give a verdict (an internal error, such as Qwen3's parameter count
-// was, fails), and each is the one recorded here: a plan twin execute cannot run is never called executable.
+// tests/pipeline/fixtures/); and the first feasible candidate of every published configuration (tests/validation/).
+// The check must give a verdict (an internal error, such as Qwen3's parameter count was, fails), and each is the one
+// recorded here: a plan twin execute cannot run is never called executable.
 #include <algorithm>
 #include <filesystem>
 #include <map>
@@ -21,6 +22,7 @@
 #include "strategies/lower_bound.hpp"
 #include "strategies/search.hpp"
 #include "tests/cli/run_twin.hpp"
+#include "validation/published_table.hpp"
 
 namespace twin {
 namespace {
@@ -54,12 +56,14 @@ std::vector<Candidate> leading_candidates(const PreparedScenario& run, std::size
 }
 
 // The JSON path of the verdict: "" for "yes", the path of a refusal; fails for anything else.
-std::string refusal_path(const Scenario& scenario, const Candidate& candidate) {
-  const std::string verdict = executable_verdict(scenario, candidate);
+std::string refusal_path_of(const std::string& verdict, const Candidate& candidate) {
   if (verdict == "yes") return "";
   const std::string prefix = "no: at /";
   EXPECT_EQ(verdict.rfind(prefix, 0), 0u) << candidate.key() << ": " << verdict;
   return verdict.substr(prefix.size() - 1, verdict.find(": ", prefix.size()) - prefix.size() + 1);
+}
+std::string refusal_path(const Scenario& scenario, const Candidate& candidate) {
+  return refusal_path_of(executable_verdict(scenario, candidate), candidate);
 }
 
 // Where twin execute refuses each scenario's leading uniform candidates (every one of them); the others run.
@@ -128,6 +132,56 @@ TEST(ExecutablePlans, FamilyPlansOfEveryShippedScenario) {
   }
   EXPECT_EQ(refused, family_refusals());
   EXPECT_GT(checked, 30);
+}
+
+// Where twin execute refuses the published configurations (tests/validation/*.json: each row's first feasible candidate;
+// the rows' searches open little beside the micro-batch and SP), by the path of the refusal, with how many rows; "yes"
+// and "not checked" (beyond the op limit) counted apart. The check must give a verdict on every one of them.
+const std::map<std::string, int>& published_verdicts() {
+  static const std::map<std::string, int> counts = {
+      {"/scenario/framework/cross_entropy_loss_fusion", 75},  // the loss on fp32 logits in passes of its own
+      {"/scenario/framework/name", 5},                        // pytorch-fsdp2 (PyTorch's own kernels)
+      {"/scenario/framework/reduce_dtype", 3},                // gradients reduced in fp32
+      {"/scenario/framework/tp_comm_overlap", 40},            // Transformer Engine's userbuffers
+      {"/scenario/model/attention_backend", 70},              // unfused attention
+      {"/scenario/model/mtp_num_layers", 1},                  // multi-token prediction
+      {"/scenario/training/fp8/param_gather", 16},            // FP8 parameters
+      {"/scenario/training/fp8/recipe", 2},                   // MXFP8 (Blackwell)
+      {"/strategy/recompute_modules", 4},                     // selective recompute of modules other than attention's
+      {"not checked", 1},                                     // beyond the op limit
+      {"yes", 15},  // since 2026-12-02 (the master as parameter remainders); none before
+  };
+  return counts;
+}
+
+TEST(ExecutablePlans, FirstCandidateOfEveryPublishedConfiguration) {
+  std::map<std::string, int> verdicts;
+  std::map<std::string, std::string> checked;  // by configuration: its verdict
+  int rows = 0, counted = 0;
+  for (const char* table : {"published.json", "moe_rows.json", "fp8_blackwell.json"})
+    for (const PublishedRow& row : load_published_table(kSource / "tests/validation" / table).rows) {
+      SimulateSettings quiet;
+      quiet.quiet = true;
+      const PreparedScenario run = prepare_scenario(row.scenario, quiet);
+      ++rows;
+      for (const Candidate& candidate : enumerate_candidates(run.scenario)) {
+        if (!candidate.feasible) continue;
+        // Two releases of a benchmark table often state one configuration: its verdict once.
+        nlohmann::json described = to_json(run.scenario);
+        described.erase("name");
+        const auto [known, fresh] = checked.try_emplace(described.dump() + candidate.key());
+        if (fresh) known->second = executable_verdict(run.scenario, candidate);
+        const std::string& verdict = known->second;
+        if (verdict == "yes" || verdict.rfind("not checked", 0) == 0)
+          ++verdicts[verdict.substr(0, verdict.find(':'))];
+        else
+          ++verdicts[refusal_path_of(verdict, candidate)];
+        ++counted;
+        break;
+      }
+    }
+  EXPECT_EQ(counted, rows) << "a published configuration without a feasible candidate";
+  EXPECT_EQ(verdicts, published_verdicts());
 }
 
 // twin simulate writes the verdict in ranking.csv: of the ten fastest (here all); the pinned plan's best runs.
