@@ -54,7 +54,14 @@ std::optional<UnsupportedModelFeature> first_unsupported_feature(const ModelConf
     return unsupported("attention_dropout", "attention dropout with soft-capped attention scores");
   if (m.attention_dropout > 0 && m.attention_sinks)  // no run of the two was checked on a GPU
     return unsupported("attention_dropout", "attention dropout with attention sinks");
-  if (!is_fused_attention(m.attention_backend)) return unsupported("attention_backend", "unfused attention");
+  // Unfused attention runs Megatron-LM's kernels over whole causal scores (gpu/unfused_attention.hpp): none of the
+  // score variants above, and MLA's block calls the fused backends itself.
+  if (!is_fused_attention(m.attention_backend)) {
+    if (m.mla.enabled()) return unsupported("attention_backend", "unfused multi-latent attention");
+    if (m.window_size > 0) return unsupported("window_size", "sliding-window attention run unfused");
+    if (m.attention_softcap > 0) return unsupported("attention_softcap", "soft-capped attention run unfused");
+    if (m.attention_sinks) return unsupported("attention_sinks", "attention sinks run unfused");
+  }
   return std::nullopt;
 }
 

@@ -19,7 +19,8 @@ struct UnsupportedModelFeature {
 // shared experts, dense first layers, sliding-window attention on every or alternating layers, soft-capped final
 // logits; Gemma-2 and 3's post norms in dense layers; GPT-style: LayerNorm, learned positions, linear biases (the
 // experts' and the router's too);
-// hidden dropout in dense pre-norm layers, fused attention without attention dropout). Windows run at
+// hidden dropout in dense pre-norm layers, attention dropout; unfused attention as Megatron-LM's kernels, over
+// whole causal scores without windows, caps or sinks). Windows and unfused attention run at
 // context_parallel_size 1, post norms at tensor_model_parallel_size 1
 // and without FP8 (executor/plan_check.cpp, executor/fp8_plan_check.cpp).
 // Shared experts run at TP 1 (executor/plan_check.cpp refuses them under TP at their key, executor/parameters.cpp

@@ -57,7 +57,8 @@ void check_whole_sequence_attention(const ModelConfig& m, const Strategy& s, con
   const Variant variants[] = {{m.window_size > 0, "window_size", "sliding-window attention"},
                               {m.attention_softcap > 0, "attention_softcap", "soft-capped attention scores"},
                               {m.attention_sinks, "attention_sinks", "attention sinks"},
-                              {m.attention_dropout > 0, "attention_dropout", "attention dropout"}};
+                              {m.attention_dropout > 0, "attention_dropout", "attention dropout"},
+                              {!is_fused_attention(m.attention_backend), "attention_backend", "unfused attention"}};
   for (const Variant& v : variants)
     if (v.present)
       throw InputError(file, std::string("/scenario/model/") + v.key,
@@ -239,6 +240,10 @@ void check_training(const Plan& plan, const std::string& file) {
     throw InputError(file, "/scenario/training/seq_length",
                      fmt::format("at most max_position_embeddings ({}): the learned position table has a row per "
                                  "position, got {}", model.max_position_embeddings, training.seq_length));
+  // Unfused attention's kernels move eight scores at a time (gpu/kernels/causal_softmax.cu).
+  if (!is_fused_attention(model.attention_backend) && training.seq_length % 8 != 0)
+    throw InputError(file, "/scenario/training/seq_length",
+                     fmt::format("a multiple of 8 with unfused attention, got {}", training.seq_length));
   if (training.precision != "bf16")
     throw InputError(file, "/scenario/training/precision", "bf16 (twin execute trains in bf16 mixed precision)");
   if (training.optimizer != "adam")

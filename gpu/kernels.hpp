@@ -345,6 +345,15 @@ void attention_forward(const bf16* q, const bf16* k, const bf16* v, bf16* o, flo
 void attention_backward(const bf16* q, const bf16* k, const bf16* v, const bf16* o, const bf16* dout, const float* lse,
                         float* delta, bf16* dq, bf16* dk, bf16* dv, const AttentionDims& dims, cudaStream_t stream);
 
+// ---- unfused attention's softmax (gpu/kernels/causal_softmax.cu; gpu/unfused_attention.hpp runs the rest) ----
+// `matrices` square [seq, seq] score matrices back to back (seq a multiple of 8, 16-byte aligned); row i of each
+// keeps keys 0..i. In place: each row becomes the softmax of its kept scores in fp32, stored bf16, the keys after i
+// written 0 (Megatron-LM's scaled_upper_triang_masked_softmax, its scale already applied to the scores).
+void causal_softmax_forward(bf16* scores, std::int64_t matrices, std::int64_t seq, cudaStream_t stream);
+// In place over `grad` (dP on entry): dS = P (dP - sum_j P_j dP_j) per row, 0 after the row's query.
+void causal_softmax_backward(const bf16* probs, bf16* grad, std::int64_t matrices, std::int64_t seq,
+                             cudaStream_t stream);
+
 // ---- attention sinks (gpu/kernels/attention_sinks.cu) ----
 // gpt-oss's learned sinks: one logit per head joins each row's softmax as a key with no value, so a row's
 // probabilities sum to 1 - exp(sink - lse'). Any backend's plain attention, then these, is attention with sinks:

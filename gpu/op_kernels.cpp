@@ -205,10 +205,20 @@ kernels::AttentionSinkShape sink_shape(const kernels::AttentionDims& d) {
 }  // namespace
 
 void launch(const AttentionForward& c, cudaStream_t stream) {
+  if (c.unfused) {
+    if (c.sinks) throw std::logic_error("gpu: unfused attention with sinks");
+    c.unfused->forward(c.q, c.k, c.v, c.o, c.scores, c.dims, c.dropout, stream);
+    return;
+  }
   c.attention->forward(c.q, c.k, c.v, c.o, c.lse, c.dims, stream, c.dropout);
   if (c.sinks) kernels::attention_sinks_forward(c.o, c.lse, c.sinks, sink_shape(c.dims), stream);
 }
 void launch(const AttentionBackward& c, cudaStream_t stream) {
+  if (c.unfused) {
+    if (c.sinks) throw std::logic_error("gpu: unfused attention with sinks");
+    c.unfused->backward(c.q, c.k, c.v, c.d_o, c.scores, c.dq, c.dk, c.dv, c.dims, c.dropout, stream);
+    return;
+  }
   if (c.sinks) {
     if (!c.d_sinks) throw std::logic_error("gpu: an attention backward with sinks but no gradient for them");
     const kernels::AttentionSinkShape shape = sink_shape(c.dims);

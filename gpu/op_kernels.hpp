@@ -18,6 +18,7 @@
 #include "gpu/fp8_block_cast.hpp"
 #include "gpu/fp8_cast.hpp"
 #include "gpu/kernels.hpp"
+#include "gpu/unfused_attention.hpp"
 
 namespace twin::gpu {
 
@@ -287,7 +288,9 @@ kernels::Fp8Scaling fp8_cast_blocks(Fp8Recipe recipe, LinearTensor tensor);
 // the cap reach the kernel one way.
 kernels::AttentionDims attention_dims(const AttentionShape& shape, double softcap);
 
-// Fused attention of one run of equal sequences, through the executor's attention implementation.
+// Attention of one run of equal sequences: fused, through the executor's attention implementation; or, for an op
+// whose AttentionShape::flash is false, `unfused` set, Megatron-LM's unfused kernels (gpu/unfused_attention.hpp),
+// which keep `scores` for the backward and write no lse.
 struct AttentionForward {
   static constexpr OpKind kind = OpKind::attention_forward;
   Attention* attention = nullptr;
@@ -301,6 +304,8 @@ struct AttentionForward {
   // The layer's sinks [heads] (an op whose AttentionShape::sinks is set; nullptr: none): the plain attention, then
   // kernels::attention_sinks_forward folds them into o and lse (contiguous rows only: no ring block).
   const bf16* sinks = nullptr;
+  UnfusedAttention* unfused = nullptr;
+  UnfusedScores scores;
 };
 struct AttentionBackward {
   static constexpr OpKind kind = OpKind::attention_backward;
@@ -321,6 +326,9 @@ struct AttentionBackward {
   const bf16* sinks = nullptr;
   bf16* d_sinks = nullptr;
   bool accumulate_sinks = false;
+  // An unfused op's: its forward's kernels and kept scores (o and lse unread).
+  UnfusedAttention* unfused = nullptr;
+  UnfusedScores scores;
 };
 
 void launch(const NormForward& call, cudaStream_t stream);

@@ -67,6 +67,8 @@ bf16* either(TensorStore& tensors, const OpPass& p, Act name, Act otherwise) {
 
 DenseBlock::DenseBlock(const DenseStage& stage, cudaStream_t stream)
     : stage_(stage), attention_(std::make_unique<gpu::Attention>(stage.attention)) {
+  if (!is_fused_attention(stage_.layout.scenario().model.attention_backend))
+    unfused_ = std::make_unique<gpu::UnfusedAttention>();
   const lowering::RankShapes& shapes = stage_.layout.shapes();
   TensorStore& tensors = stage_.tensors;
   tokens_ = static_cast<std::int32_t*>(tensors.static_buffer(

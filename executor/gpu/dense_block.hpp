@@ -18,6 +18,7 @@
 #include "executor/gpu/tensor_store.hpp"
 #include "gpu/attention.hpp"
 #include "gpu/kernels.hpp"
+#include "gpu/unfused_attention.hpp"
 
 namespace twin::exec {
 
@@ -136,6 +137,10 @@ class DenseBlock {
   // The row-parallel linear's output gradient is its own output's, not the residual's (post norms, or hidden dropout
   // between it and the residual add): linear_tensors' `post_norms`.
   bool branch_has_own_gradient() const;
+  // Unfused attention (an op whose AttentionShape::flash is false, dense_block_attention.cpp): Megatron-LM's kernels,
+  // their scores kept in the block's statistics slot.
+  void unfused_attention_forward(const OpPass& p);
+  void unfused_attention_backward(const OpPass& p);
   // RoPE's runs of rows (under context parallelism: a rank's two chunks of each sequence).
   struct RopeRun {
     std::int64_t first_token, tokens, period, first_position;
@@ -158,6 +163,7 @@ class DenseBlock {
 
   DenseStage stage_;
   std::unique_ptr<gpu::Attention> attention_;  // one cuDNN handle; the stream is set per call
+  std::unique_ptr<gpu::UnfusedAttention> unfused_;  // a model of unfused attention only (its cuBLASLt handle)
   float2* rope_table_ = nullptr;
   std::int32_t* tokens_ = nullptr;  // [micro_batches][inputs + targets]
   int iteration_ = 0;

@@ -1,7 +1,9 @@
 // The ops between the linears of a layer: RoPE, attention and the MLP activation. RoPE and attention run per run
 // of equal sequences of a micro-batch's rows (one run unless rows pack several sequences: hot switching). A Ulysses
 // layer's attention works on its tensors' heads layout (executor/gpu/ulysses_exchange.hpp): their gathered forms.
+#include <cstddef>
 #include <stdexcept>
+#include <vector>
 
 #include "executor/context_rows.hpp"
 #include "executor/gpu/dense_block.hpp"
@@ -94,6 +96,7 @@ void DenseBlock::rope_backward(const OpPass& p) {
 }
 
 void DenseBlock::attention_forward(const OpPass& p) {
+  if (!p.op.attention.flash) return unfused_attention_forward(p);
   const UnitLayout& layout = stage_.layout.layout(p.unit);
   const lowering::RankShapes& s = layout.shapes;
   const AttentionTensors t = attention_tensors(layout);
@@ -118,6 +121,7 @@ void DenseBlock::attention_forward(const OpPass& p) {
 }
 
 void DenseBlock::attention_backward(const OpPass& p) {
+  if (!p.op.attention.flash) return unfused_attention_backward(p);
   const UnitLayout& layout = stage_.layout.layout(p.unit);
   const lowering::RankShapes& s = layout.shapes;
   const AttentionTensors t = attention_tensors(layout);
@@ -147,6 +151,66 @@ void DenseBlock::attention_backward(const OpPass& p) {
       accumulate_sinks = true;
     }
     launch_op(p.op, p.binding, call, p.stream);
+  }
+  for (Act done : {t.qkv, t.out, t.stats, t.d_out}) tensors.release(p.mb, p.unit, done, p.stream);
+}
+
+// Unfused attention keeps its scores in the block's statistics slot, each run of sequences' after the one before.
+// Under selective recompute the forward drops them and the recomputed forward, before the backward, makes them
+// again (the memory model keeps them only unrecomputed: core/layer.cpp).
+void DenseBlock::unfused_attention_forward(const OpPass& p) {
+  const UnitLayout& layout = stage_.layout.layout(p.unit);
+  const lowering::RankShapes& s = layout.shapes;
+  const AttentionTensors t = attention_tensors(layout);
+  const std::int64_t q_width = s.heads * s.d, kv_width = s.groups * s.d;
+  const bool dropout = p.op.dropout > 0;
+  TensorStore& tensors = stage_.tensors;
+  const std::vector<EqualSequences> runs = stage_.layout.sequence_runs(p.mb, s);
+  std::int64_t bytes = 0;
+  for (const EqualSequences& run : runs) bytes += gpu::unfused_scores_bytes(run_attention_dims(p.op, s, run), dropout);
+  auto* scores = static_cast<std::byte*>(tensors.make(p.mb, p.unit, t.stats, bytes, p.stream));
+  const auto* qkv = static_cast<const bf16*>(tensors.get(p.mb, p.unit, t.qkv));
+  auto* o = static_cast<bf16*>(tensors.make(p.mb, p.unit, t.out, s.tokens * q_width * kBf16, p.stream));
+  for (const EqualSequences& run : runs) {
+    const kernels::AttentionDims dims = run_attention_dims(p.op, s, run);
+    const bf16* q = qkv + run.first_token * s.qkv_width;
+    gpu::AttentionForward call;
+    call.q = q, call.k = q + q_width, call.v = q + q_width + kv_width, call.o = o + run.first_token * q_width;
+    call.dims = dims;
+    call.dropout = attention_dropout(p.op, p.mb, p.unit, run.first_token);
+    call.unfused = unfused_.get();
+    call.scores = gpu::unfused_scores_in(scores, dims, dropout);
+    launch_op(p.op, p.binding, call, p.stream);
+    scores += gpu::unfused_scores_bytes(dims, dropout);
+  }
+  if (!p.op.recomputed && stage_.layout.recompute_of(p.op.layer) == Recompute::selective)
+    tensors.release(p.mb, p.unit, t.stats, p.stream);
+}
+
+void DenseBlock::unfused_attention_backward(const OpPass& p) {
+  const UnitLayout& layout = stage_.layout.layout(p.unit);
+  const lowering::RankShapes& s = layout.shapes;
+  const AttentionTensors t = attention_tensors(layout);
+  const std::int64_t q_width = s.heads * s.d, kv_width = s.groups * s.d;
+  const bool dropout = p.op.dropout > 0;
+  TensorStore& tensors = stage_.tensors;
+  const auto* qkv = static_cast<const bf16*>(tensors.get(p.mb, p.unit, t.qkv));
+  auto* d_qkv = static_cast<bf16*>(tensors.make(p.mb, p.unit, t.d_qkv, s.tokens * s.qkv_width * kBf16, p.stream));
+  const auto* d_o = static_cast<const bf16*>(tensors.get(p.mb, p.unit, t.d_out));
+  auto* scores = static_cast<std::byte*>(tensors.get(p.mb, p.unit, t.stats));
+  for (const EqualSequences& run : stage_.layout.sequence_runs(p.mb, s)) {
+    const kernels::AttentionDims dims = run_attention_dims(p.op, s, run);
+    const std::int64_t row = run.first_token * s.qkv_width;
+    gpu::AttentionBackward call;
+    call.q = qkv + row, call.k = qkv + row + q_width, call.v = qkv + row + q_width + kv_width;
+    call.d_o = d_o + run.first_token * q_width;
+    call.dq = d_qkv + row, call.dk = d_qkv + row + q_width, call.dv = d_qkv + row + q_width + kv_width;
+    call.dims = dims;
+    call.dropout = attention_dropout(p.op, p.mb, p.unit, run.first_token);
+    call.unfused = unfused_.get();
+    call.scores = gpu::unfused_scores_in(scores, dims, dropout);
+    launch_op(p.op, p.binding, call, p.stream);
+    scores += gpu::unfused_scores_bytes(dims, dropout);
   }
   for (Act done : {t.qkv, t.out, t.stats, t.d_out}) tensors.release(p.mb, p.unit, done, p.stream);
 }

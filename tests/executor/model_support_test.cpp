@@ -98,7 +98,22 @@ TEST(ModelSupport, EachFeatureIsNamedAtItsOwnKey) {
          m.attention_dropout = 0.1;
          m.window_size = 4096;
        }},
-      {"attention_backend", [](ModelConfig& m) { m.attention_backend = AttentionBackend::unfused; }},
+      {"attention_backend", [](ModelConfig& m) {  // MLA's block calls the fused backends itself
+         m.attention_backend = AttentionBackend::unfused;
+         m.mla.kv_lora_rank = 512;
+       }},
+      {"window_size", [](ModelConfig& m) {  // unfused attention runs whole causal scores only
+         m.attention_backend = AttentionBackend::unfused;
+         m.window_size = 4096;
+       }},
+      {"attention_softcap", [](ModelConfig& m) {
+         m.attention_backend = AttentionBackend::unfused;
+         m.attention_softcap = 50;
+       }},
+      {"attention_sinks", [](ModelConfig& m) {
+         m.attention_backend = AttentionBackend::unfused;
+         m.attention_sinks = true;
+       }},
   };
   for (const auto& [path, change] : cases) {
     ModelConfig m = llama();
@@ -116,6 +131,16 @@ TEST(ModelSupport, EachFeatureIsNamedAtItsOwnKey) {
 TEST(ModelSupport, HiddenAndAttentionDropoutRunInDenseLayers) {
   ModelConfig m = llama();
   m.hidden_dropout = 0.1;
+  EXPECT_FALSE(first_unsupported_feature(m).has_value());
+  m.attention_dropout = 0.1;
+  EXPECT_FALSE(first_unsupported_feature(m).has_value());
+}
+
+// Unfused attention runs as Megatron-LM's kernels (since 2026-12-03; before, refused at its key), with attention
+// dropout too: Narayanan's and Korthikanti's GPT models as their runs configured them.
+TEST(ModelSupport, UnfusedAttentionRuns) {
+  ModelConfig m = llama();
+  m.attention_backend = AttentionBackend::unfused;
   EXPECT_FALSE(first_unsupported_feature(m).has_value());
   m.attention_dropout = 0.1;
   EXPECT_FALSE(first_unsupported_feature(m).has_value());

@@ -210,8 +210,11 @@ TEST(Parameters, GradientNormRangesCoverTheCountedTensorsInFewRuns) {
   }
 }
 
-TEST(Parameters, RefusesModelsTheExecutorDoesNotRun) {  // Korthikanti's GPT: dropout, unfused attention
-  Scenario gpt = testing::make_scenario(testing::gpt_shaped(), 1, 1024, 16);
+// Korthikanti's GPT runs (unfused attention since 2026-12-03); with sinks, which unfused attention does not run, not.
+TEST(Parameters, RefusesModelsTheExecutorDoesNotRun) {
+  ModelConfig model = testing::gpt_shaped();
+  model.attention_sinks = true;
+  Scenario gpt = testing::make_scenario(model, 1, 1024, 16);
   Strategy s = testing::make_strategy(1, 1);
   ASSERT_FALSE(complete_strategy(gpt, s).has_value());
   EXPECT_THROW(plan_parameter_units(gpt, s, RankPlacement{}, 1), std::invalid_argument);
