@@ -110,6 +110,43 @@ TEST(KernelCalibration, BenchesEveryHeadDimTheExecutorRuns) {
   EXPECT_NE(result.skipped.front().find("multiples of 8 up to 256"), std::string::npos) << result.skipped.front();
 }
 
+// Unfused attention (Megatron-LM's kernels, gpu/unfused_attention.hpp) is benched as the executor runs it since
+// 2026-12-03: forward and backward, with and without its dropout kernel, each slower than the fused kernel of its
+// shape (it moves the scores through memory); a window, which it does not run, is refused by name.
+TEST(KernelCalibration, BenchesUnfusedAttention) {
+  REQUIRE_GPU();
+  KernelOps ops;
+  for (OpKind kind : {OpKind::attention_forward, OpKind::attention_backward})
+    for (bool flash : {true, false})
+      for (bool dropout : {false, true}) {
+        if (flash && dropout) continue;  // fused attention is timed without dropout
+        Op op;
+        op.kind = kind;
+        op.attention = AttentionShape{2, 16, 16, 2048, 2048, 96, true, flash};
+        op.attention.dropout = dropout;
+        op.dropout = dropout ? 0.1f : 0.f;
+        ops.ops.push_back(op);
+      }
+  Op windowed = ops.ops[1];
+  windowed.attention.window = 512;
+  ops.ops.push_back(windowed);
+  GpuKernelProfile fallback;
+  const KernelCalibration result = calibrate_kernels(ops, *gpu_preset("H200-141GB"), fallback, true, nullptr);
+  ASSERT_EQ(result.measured.size(), 6u);
+  ASSERT_EQ(result.skipped.size(), 1u);
+  EXPECT_NE(result.skipped.front().find("without windows"), std::string::npos) << result.skipped.front();
+  // In the order listed: per pass, fused, unfused, unfused with dropout.
+  for (std::size_t pass = 0; pass < 2; ++pass) {
+    const double fused = result.measured[3 * pass].second.median_ns;
+    const double unfused = result.measured[3 * pass + 1].second.median_ns;
+    const double dropped = result.measured[3 * pass + 2].second.median_ns;
+    std::printf("[calibrate] attention %s b2 h16 s2048 d96: fused %.1f us, unfused %.1f us, with dropout %.1f us\n",
+                pass == 0 ? "forward" : "backward", fused * 1e-3, unfused * 1e-3, dropped * 1e-3);
+    EXPECT_GT(unfused, fused) << result.measured[3 * pass + 1].first;
+    EXPECT_GT(dropped, unfused) << result.measured[3 * pass + 2].first;
+  }
+}
+
 // Needs no GPU: the op list is plain data. Every kind the op-kind table says the kernel calibration measures
 // is in its default list, so a new kernel kind cannot ship unmeasured.
 TEST(KernelCalibration, DefaultOpsCoverEveryKindTheTableSaysIsBenched) {
