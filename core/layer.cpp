@@ -206,6 +206,7 @@ constexpr std::array<std::string_view, kTensorCount> kTensorNames{
     "input", "input_norm_out", "input_norm_stats", "qkv", "attention_out", "attention_stats", "projection_out",
     "attention_block_out", "mlp_norm_out", "mlp_norm_stats", "fc1_out", "activation_out", "fc2_out", "output",
     "embedded", "final_norm_out", "final_norm_stats", "logits", "row_max", "global_row_max", "sum_exp", "target_logit", "token_loss",
+    "fp32_logits",
     "router_logits", "router_probs", "expert_choice", "combine_weight", "expert_order", "routed_row", "expert_counts",
     "expert_input", "expert_fc1_out", "expert_activation_out", "expert_out", "routed_input", "routed_output",
     "post_attention_norm_out", "post_attention_norm_stats", "post_mlp_norm_out", "post_mlp_norm_stats",

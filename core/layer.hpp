@@ -33,6 +33,7 @@ enum class Tensor : std::uint8_t {
   embedded,              // the embedding's rows (partial sums over a vocab-parallel TP group)
   final_norm_out, final_norm_stats,
   logits, row_max, global_row_max, sum_exp, target_logit, token_loss,  // vocab-parallel cross-entropy
+  fp32_logits,  // the unfused cross-entropy's fp32 copy of the logits, left holding their softmax (core/unfused_loss.hpp)
   // An MoE layer's experts block (mlp_norm_out in, fc2_out out): the router's logits and fp32 softmax, each
   // token's top-k experts and combine weights, the routed copies in expert order (the copy of each row, the
   // row of each copy, the copies per expert), and the routed rows through the experts' MLPs.

@@ -328,6 +328,10 @@ struct Op {
   std::uint16_t blocks_per_peer = 1;
   // gemm: where its product goes (a weight gradient's may add to a gradient buffer: GemmOutput). Tail padding too.
   GemmOutput gemm_output = GemmOutput::written;
+  // loss_*: Megatron-LM's cross-entropy without fusion, its passes over an fp32 copy of the logits
+  // (core/unfused_loss.hpp; framework.cross_entropy_loss_fusion false). Another kernel variant, and its bytes. Tail
+  // padding too.
+  bool unfused_loss = false;
 
   bool is_communication() const { return kind >= OpKind::all_reduce; }
 };

@@ -39,7 +39,10 @@ inline constexpr int kPlanFormatVersion = 1;
 // 9 (2026-11-30): ZeRO-2 and 3 reduce-scatter each unit's gradients in every micro-batch's backward (Megatron-FSDP's
 // grad_reduce_every_bprop; lowering_emitter.hpp reduces_every_micro_batch), and twin execute keeps only their shard
 // between micro-batches; before, once in a chunk's last micro-batch. Plans below ZeRO-2 lower as before.
-inline constexpr int kLoweringVersion = 9;
+// 10 (2026-12-03): the loss ops of `framework.cross_entropy_loss_fusion` false say so (Op::unfused_loss) and carry
+// its passes' bytes (core/unfused_loss.hpp); the elementwise op of role loss after each is gone. Plans with the
+// fused loss lower as before.
+inline constexpr int kLoweringVersion = 10;
 
 // Columns of each entry of rank_classes[].ops, in order.
 inline constexpr const char* kPlanOpColumns[] = {"op_id",  "kind",   "role",               "layer",

@@ -10,6 +10,7 @@
 #include <fmt/format.h>
 
 #include "core/attention_flops.hpp"
+#include "core/unfused_loss.hpp"
 #include "core/op_kinds.hpp"
 #include "cost/attention_dropout.hpp"
 #include "cost/attention_waves.hpp"
@@ -173,11 +174,13 @@ bool is_skewed_group(const Op& op) {
 }
 
 // The kernels an op launches: a grouped GEMM one per problem, unfused attention one per kernel of
-// cost/unfused_attention.hpp, every other op one.
+// cost/unfused_attention.hpp, an unfused loss one per pass of core/unfused_loss.hpp, every other op one.
 double kernel_launches(const Op& op) {
   if (op.kind == OpKind::gemm) return std::max(1, op.gemm.count);
   const bool attention = op.kind == OpKind::attention_forward || op.kind == OpKind::attention_backward;
   if (attention && !op.attention.flash) return static_cast<double>(unfused_attention_kernels(op).size());
+  if (op.unfused_loss && op.kind == OpKind::loss_forward) return kUnfusedLossForwardBytesPerLogit.size();
+  if (op.unfused_loss && op.kind == OpKind::loss_backward) return kUnfusedLossBackwardBytesPerLogit.size();
   return 1;
 }
 

@@ -61,8 +61,9 @@ std::string kernel_shape_key(const Op& op) {
                              ? std::string()
                              : ",activation=" + to_string(op.activation));
     case OpKind::loss_forward:
-    case OpKind::loss_backward:  // soft-capped logits: a tanh per logit in the same passes
-      return fmt::format("{}:rows={},cols={}{}", kind, op.rows, op.cols, op.softcapped_logits ? ",softcap=1" : "");
+    case OpKind::loss_backward:  // soft-capped logits: a tanh per logit in the same passes; unfused: other kernels
+      return fmt::format("{}:rows={},cols={}{}{}", kind, op.rows, op.cols, op.softcapped_logits ? ",softcap=1" : "",
+                         op.unfused_loss ? ",unfused=1" : "");
     case OpKind::norm_forward:
     case OpKind::norm_backward:  // LayerNorm is another kernel (mean, bias); RMSNorm keys are as before it
       return fmt::format("{}:rows={},cols={}{}{}", kind, op.rows, op.cols, op.fuses_residual ? ",residual=1" : "",

@@ -8,6 +8,7 @@
 
 #include <fmt/format.h>
 
+#include "core/unfused_loss.hpp"
 #include "cost/profile.hpp"
 #include "cost/unfused_attention.hpp"
 
@@ -102,8 +103,10 @@ double memory_bound_bytes(const Op& op) {
       return (2 * kActivationBytes + (op.dropout > 0 ? 2 * kActivationBytes + 1 : 0)) * elements;
     case OpKind::embedding_backward:  // read dy, add into the fp32 grad; hidden dropout: read dy, the mask, write dy
       return (kActivationBytes + 2 * 4 + (op.dropout > 0 ? 2 * kActivationBytes + 1 : 0)) * elements;
-    case OpKind::loss_forward: return kActivationBytes * elements;          // read the logits once
-    case OpKind::loss_backward: return 2 * kActivationBytes * elements;     // read logits, write their grad
+    case OpKind::loss_forward:  // fused: read the logits once; unfused: its passes over fp32 logits
+      return (op.unfused_loss ? sum_of(kUnfusedLossForwardBytesPerLogit) : kActivationBytes) * elements;
+    case OpKind::loss_backward:  // fused: read logits, write their grad; unfused: its passes
+      return (op.unfused_loss ? sum_of(kUnfusedLossBackwardBytesPerLogit) : 2 * kActivationBytes) * elements;
     // Priced by their own fields above; communication never gets here (require_compute).
     case OpKind::gemm:
     case OpKind::moe_router:

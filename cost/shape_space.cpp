@@ -38,6 +38,7 @@ bool set_field(Op& op, std::string_view name, std::int64_t value) {
   else if (name == "gated") op.activation = value != 0 ? Activation::swiglu : Activation::gelu;  // unless named
   else if (name == "softcap" && op_kind_traits(op.kind).pricing == OpPricing::attention) a.softcapped = value != 0;
   else if (name == "softcap") op.softcapped_logits = value != 0;  // a loss's logits
+  else if (name == "unfused") op.unfused_loss = value != 0;       // a loss in passes over fp32 logits
   else if (name == "sinks") a.sinks = value != 0;
   else if (name == "elements") op.elements = value;
   else if (name == "bytes") op.bytes = value;
@@ -136,7 +137,8 @@ int variant(const Op& op) {
          int(op.dropout > 0 && op_kind_traits(op.kind).pricing != OpPricing::attention) << 10 |
          int(op.softcapped_logits) << 11 |
          int(attention && op.attention.softcapped) << 12 |  // a tanh per score: another kernel
-         int(attention && op.attention.sinks) << 13;  // the sinks' passes after the kernel
+         int(attention && op.attention.sinks) << 13 |  // the sinks' passes after the kernel
+         int(op.unfused_loss) << 14;  // Megatron's loss kernels over fp32 logits
 }
 
 }  // namespace

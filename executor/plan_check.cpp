@@ -138,6 +138,12 @@ void check_strategy(const Plan& plan, const Scenario& scenario, const Strategy& 
     throw InputError(file, "/scenario/framework/cp_comm_type",
                      "p2p with context_parallel_size > 1 (twin execute runs context parallelism as a ring; the "
                      "all-gathered form is priced by the simulator only)");
+  if (!scenario.framework.cross_entropy_loss_fusion && s.tensor_model_parallel_size > 1)
+    throw InputError(file, "/scenario/framework/cross_entropy_loss_fusion",
+                     fmt::format("true, or a plan of tensor_model_parallel_size 1, got {} (twin execute runs the "
+                                 "unfused loss over a whole vocabulary; under TP its all-reduces fall between its "
+                                 "passes, which no run on GPUs has checked yet)",
+                                 s.tensor_model_parallel_size));
   if (plan.scenario.framework.tp_comm_overlap && s.sequence_parallel && s.tensor_model_parallel_size > 1)
     throw InputError(file, "/scenario/framework/tp_comm_overlap",
                      "false (twin execute does not run Transformer Engine's userbuffers overlap yet)");
@@ -218,9 +224,10 @@ void check_training(const Plan& plan, const std::string& file) {
     throw InputError(file, "/scenario/framework/name",
                      "\"twin\" or \"megatron-core\" (a pytorch-fsdp2 plan prices PyTorch's own kernels and copies: "
                      "run it with PyTorch; twin execute runs twin's kernels in Megatron's layout)");
-  if (!plan.scenario.framework.cross_entropy_loss_fusion)
+  // The unfused loss runs as Megatron's passes over fp32 logits (core/unfused_loss.hpp), at TP 1 (check_strategy).
+  if (!plan.scenario.framework.cross_entropy_loss_fusion && plan.scenario.model.final_logit_softcap > 0)
     throw InputError(file, "/scenario/framework/cross_entropy_loss_fusion",
-                     "true (twin execute runs the fused vocabulary-parallel cross-entropy)");
+                     "true with soft-capped final logits (twin execute caps them inside the fused loss only)");
   if (plan.scenario.framework.scatter_gather_tensors_in_pipeline)
     throw InputError(file, "/scenario/framework/scatter_gather_tensors_in_pipeline",
                      "false (twin execute sends whole pipeline tensors, as Megatron-Core does)");

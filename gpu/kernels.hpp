@@ -184,6 +184,30 @@ void cross_entropy_backward(const bf16* logits, const float* global_max, const f
                             const std::int32_t* targets, bf16* dlogits, std::int64_t rows, std::int64_t vocab_shard,
                             std::int64_t vocab_start, float grad_scale, float softcap, cudaStream_t stream);
 
+// ---- softmax cross-entropy without fusion (gpu/kernels/cross_entropy_unfused.cu): Megatron-LM's passes over an
+// fp32 copy of the logits [rows, vocab_shard], one kernel each (core/unfused_loss.hpp lists them and their bytes).
+// Over the whole vocabulary (one shard): max, then subtract and gather, exp, sum, then divide and the loss. ----
+// row_max[r] = the row's largest logit.
+void rows_max_f32(const float* x, float* row_max, std::int64_t rows, std::int64_t cols, cudaStream_t stream);
+// In place: x[r, :] -= row_max[r]; target_logit[r] = the shifted logit of targets[r] if this shard (its first
+// vocabulary row vocab_start) holds it, else 0.
+void subtract_rows_gather_target_f32(float* x, const float* row_max, const std::int32_t* targets, float* target_logit,
+                                     std::int64_t rows, std::int64_t cols, std::int64_t vocab_start,
+                                     cudaStream_t stream);
+// In place: x = exp(x) over `count` elements.
+void exp_f32(float* x, std::int64_t count, cudaStream_t stream);
+// sum[r] = the sum of the row.
+void rows_sum_f32(const float* x, float* sum, std::int64_t rows, std::int64_t cols, cudaStream_t stream);
+// In place: x[r, :] /= sum[r] (the softmax, kept for the backward); loss[r] = log(sum[r]) - target_logit[r].
+void softmax_divide_loss_f32(float* x, const float* sum, const float* target_logit, float* loss, std::int64_t rows,
+                             std::int64_t cols, cudaStream_t stream);
+// In place: x = (x - onehot(targets)) * scale (the softmax becomes the logits' gradient; a target in another shard
+// subtracts nothing here).
+void softmax_minus_onehot_f32(float* x, const std::int32_t* targets, std::int64_t rows, std::int64_t cols,
+                              std::int64_t vocab_start, float scale, cudaStream_t stream);
+// out = bf16(in) over `count` elements.
+void f32_to_bf16(const float* in, bf16* out, std::int64_t count, cudaStream_t stream);
+
 // ---- optimizer ----
 struct AdamWParams {
   float lr = 3e-4f, beta1 = 0.9f, beta2 = 0.95f, eps = 1e-8f, weight_decay = 0.1f;

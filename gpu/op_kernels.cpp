@@ -120,7 +120,26 @@ void launch(const EmbeddingBackward& c, cudaStream_t stream) {
     k::position_embedding_backward(position_dy, c.position_grad, c.position_runs[r], c.cols, stream);
 }
 
+namespace {
+
+// Megatron-LM's cross-entropy without fusion over the whole vocabulary (core/unfused_loss.hpp's passes).
+void launch_unfused(const LossForward& c, cudaStream_t stream) {
+  if (c.softcap > 0 || !c.token_loss) throw std::logic_error("gpu: an unfused loss with capped logits or no loss");
+  const std::int64_t logits = c.rows * c.vocab_rows;
+  k::bf16_to_f32(c.logits, c.fp32_logits, logits, stream);
+  k::rows_max_f32(c.fp32_logits, c.row_max, c.rows, c.vocab_rows, stream);
+  k::subtract_rows_gather_target_f32(c.fp32_logits, c.row_max, c.targets, c.target_logit, c.rows, c.vocab_rows,
+                                     c.vocab_start, stream);
+  k::exp_f32(c.fp32_logits, logits, stream);
+  k::rows_sum_f32(c.fp32_logits, c.sum_exp, c.rows, c.vocab_rows, stream);
+  k::softmax_divide_loss_f32(c.fp32_logits, c.sum_exp, c.target_logit, c.token_loss, c.rows, c.vocab_rows, stream);
+  if (c.loss_sum) k::add_sum_f32(c.token_loss, c.rows, c.loss_sum, stream);
+}
+
+}  // namespace
+
 void launch(const LossForward& c, cudaStream_t stream) {
+  if (c.fp32_logits) return launch_unfused(c, stream);
   k::cross_entropy_local_stats(c.logits, c.targets, c.row_max, c.sum_exp, c.target_logit, c.rows, c.vocab_rows,
                                c.vocab_start, c.softcap, stream);
   if (!c.token_loss) return;
@@ -128,6 +147,12 @@ void launch(const LossForward& c, cudaStream_t stream) {
   if (c.loss_sum) k::add_sum_f32(c.token_loss, c.rows, c.loss_sum, stream);
 }
 void launch(const LossBackward& c, cudaStream_t stream) {
+  if (c.fp32_softmax) {
+    if (c.softcap > 0) throw std::logic_error("gpu: an unfused loss with capped logits");
+    k::softmax_minus_onehot_f32(c.fp32_softmax, c.targets, c.rows, c.vocab_rows, c.vocab_start, c.scale, stream);
+    k::f32_to_bf16(c.fp32_softmax, c.d_logits, c.rows * c.vocab_rows, stream);
+    return;
+  }
   k::cross_entropy_backward(c.logits, c.row_max, c.sum_exp, c.targets, c.d_logits, c.rows, c.vocab_rows,
                             c.vocab_start, c.scale, c.softcap, stream);
 }

@@ -183,6 +183,10 @@ struct LossForward {
   float* loss_sum = nullptr;
   std::int64_t rows = 0, vocab_rows = 0, vocab_start = 0;
   float softcap = 0;  // > 0: the logits soft-capped at it first (an op with softcapped_logits; the model's cap)
+  // An unfused op's (Op::unfused_loss, the whole vocabulary): Megatron-LM's passes over this fp32 copy of the logits
+  // [rows, vocab_rows] (core/unfused_loss.hpp), left holding their softmax; row_max, sum_exp and target_logit (the
+  // shifted target) are written on the way, and token_loss (required) is the loss. No cap.
+  float* fp32_logits = nullptr;
 };
 // d logits = (softmax - onehot(target)) * scale, written over the logits where d_logits aliases them.
 struct LossBackward {
@@ -195,6 +199,9 @@ struct LossBackward {
   float scale = 1;
   std::int64_t rows = 0, vocab_rows = 0, vocab_start = 0;
   float softcap = 0;  // as LossForward's: the gradient goes through the cap to the stored logits
+  // An unfused op's: the forward's fp32 softmax, turned into the gradient in place and cast to d_logits (`logits`,
+  // row_max and sum_exp unread).
+  float* fp32_softmax = nullptr;
 };
 
 // An MoE dispatch: forward, each token's rows copied into expert order (`order`); backward, each token's gradient

@@ -93,6 +93,7 @@ void Emitter::fill(Op& op) const {
   op.activation = sh_.activation;
   const bool loss = op.kind == OpKind::loss_forward || op.kind == OpKind::loss_backward;
   op.softcapped_logits = sh_.softcapped_logits && loss;
+  op.unfused_loss = !sh_.cross_entropy_loss_fusion && loss;
   if (op.kind == OpKind::gemm && op.gemm_pass == GemmPass::weight_gradient) op.gemm_output = weight_gradient_output();
 }
 

@@ -166,15 +166,11 @@ void embedding_backward(Emitter& e) {
 }
 
 // Vocab-parallel cross-entropy: the max and the sum of exponentials are all-reduced over TP
-// (2 fp32 values per token). Unfused, the passes over fp32 logits beyond one fused kernel's are an
-// elementwise op of their own (core/framework.hpp: 36 bytes per logit forward, 10 backward).
-constexpr std::int64_t kUnfusedLossForwardBytes = 36, kUnfusedLossBackwardBytes = 10;
-
+// (2 fp32 values per token). Unfused, the loss ops say so (Op::unfused_loss, set by the emitter): their kernels
+// pass over an fp32 copy of the logits (core/unfused_loss.hpp).
 void loss_forward(Emitter& e) {
   const RankShapes& s = e.shapes();
   e.emit(Emitter::rows_cols(OpKind::loss_forward, OpRole::loss, s.tokens, s.vocab));
-  if (!s.cross_entropy_loss_fusion)
-    e.emit(Emitter::moved(OpKind::elementwise, OpRole::loss, kUnfusedLossForwardBytes * s.tokens * s.vocab));
   if (tp_active(s))
     e.loss_complete[e.micro_batch()] =
         e.emit(Emitter::collective(OpKind::all_reduce, OpRole::loss, Stream::tp_comm, GroupKind::tensor, s.tp,
@@ -185,8 +181,6 @@ void loss_backward(Emitter& e) {
   const RankShapes& s = e.shapes();
   if (auto loss = e.loss_complete.find(e.micro_batch()); loss != e.loss_complete.end()) e.pending_wait = loss->second;
   e.emit(Emitter::rows_cols(OpKind::loss_backward, OpRole::loss, s.tokens, s.vocab));
-  if (!s.cross_entropy_loss_fusion)
-    e.emit(Emitter::moved(OpKind::elementwise, OpRole::loss, kUnfusedLossBackwardBytes * s.tokens * s.vocab));
 }
 
 void block_ops(Emitter& e, const layer::Block& block, Phase phase);

@@ -55,8 +55,8 @@ namespace {
 struct StageUnits {
   std::vector<std::vector<double>> unit_bytes;
   std::vector<double> pass_bytes;
-  // A layer's layer_backward_held_bytes; the embedding's and the output layer's nothing (the loss writes the logits'
-  // gradient over them).
+  // A layer's layer_backward_held_bytes; the embedding's nothing, the output layer's output_layer_held_bytes (the
+  // fused loss writes the logits' gradient over them: nothing).
   std::vector<std::vector<double>> unit_backward_bytes;
   std::vector<double> backward_over_live;  // backward_peak_over_live of the chunk's units
   std::int64_t largest_layer_parameters = 0;
@@ -109,7 +109,9 @@ StageUnits stage_units(const Scenario& scenario, const Strategy& st, int stage) 
                                                              moe, ep, fp8, modules, etp)));
       out.largest_layer_parameters = std::max(out.largest_layer_parameters, layer_parameters_per_rank(m, layer, tp, ep).dense);
     }
-    if (vs == pp * chunks - 1) add_unit(output_layer_activation_bytes(scenario, rows, tp, sp), 0);
+    if (vs == pp * chunks - 1)
+      add_unit(output_layer_activation_bytes(scenario, rows, tp, sp),
+               static_cast<double>(output_layer_held_bytes(scenario, rows, tp, sp)));
     for (double bytes : units) out.pass_bytes[chunk] += bytes;
     out.backward_over_live[chunk] = backward_peak_over_live(units, backward);
   }

@@ -109,6 +109,10 @@ double backward_peak_over_live(const std::vector<double>& unit_bytes, const std:
 // projection's inputs and the loss's logits of the vocabulary shard (bf16 under the fused loss, fp32 without).
 Bytes embedding_activation_bytes(const Scenario& scenario, double rows, int tensor_parallel, bool sequence_parallel);
 Bytes output_layer_activation_bytes(const Scenario& scenario, double rows, int tensor_parallel, bool sequence_parallel);
+// What the output layer's loss holds beside its saved tensors while it runs: the unfused loss's casts hold a bf16
+// tensor beside the fp32 copy of the logits (forward the logits until they go, backward their gradient;
+// core/unfused_loss.hpp), 2 B per logit of the shard; the fused loss nothing (it writes the gradient over the logits).
+Bytes output_layer_held_bytes(const Scenario& scenario, double rows, int tensor_parallel, bool sequence_parallel);
 // An MTP depth's beside its transformer layer: its entry's (the shifted tokens' embedding, the two norms' inputs,
 // eh_proj's 2h-wide input) and its own output layer's, as output_layer_activation_bytes.
 Bytes mtp_edge_activation_bytes(const Scenario& scenario, double rows, int tensor_parallel, bool sequence_parallel);

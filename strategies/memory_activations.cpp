@@ -244,6 +244,12 @@ Bytes output_layer_activation_bytes(const Scenario& scenario, double rows, int t
   return std::llround(edge_terms(scenario, rows, tensor_parallel, sequence_parallel).bytes(layer::head_blocks()));
 }
 
+Bytes output_layer_held_bytes(const Scenario& scenario, double rows, int tensor_parallel, bool sequence_parallel) {
+  constexpr layer::SavedTensor kBf16BesideFp32{"bf16 logits or their gradient beside the fp32 copy", layer::Width::vocab,
+                                               layer::Region::tensor_sharded, 2, layer::KeptWhen::unfused_loss};
+  return std::llround(edge_terms(scenario, rows, tensor_parallel, sequence_parallel).bytes(kBf16BesideFp32));
+}
+
 Bytes mtp_edge_activation_bytes(const Scenario& scenario, double rows, int tensor_parallel, bool sequence_parallel) {
   const SavedTerms terms = edge_terms(scenario, rows, tensor_parallel, sequence_parallel);
   return std::llround(terms.bytes(layer::mtp_entry_blocks()) + terms.bytes(layer::head_blocks()));

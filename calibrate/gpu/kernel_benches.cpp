@@ -141,16 +141,25 @@ std::optional<KernelBench> loss_bench(Builder& x, const Op& op, const KernelMode
     why_not = "no cap for capped logits";
     return std::nullopt;
   }
+  if (op.softcapped_logits && op.unfused_loss) {
+    why_not = "the unfused loss caps no logits";
+    return std::nullopt;
+  }
   B *logits = x.b(x.bf16(n)), *dlogits = x.b(x.raw(op.kind == OpKind::loss_backward ? n * 2 : 2));
   std::int32_t* targets = x.idx(x.indices(rows, cols));
   float *max = x.f(x.raw(rows * 4)), *sum = x.f(x.raw(rows * 4)), *target = x.f(x.raw(rows * 4));
   float *loss = x.f(x.raw(rows * 4)), *loss_sum = x.f(x.raw(4));
   const auto softcap = static_cast<float>(op.softcapped_logits ? facts.final_logit_softcap : 0);
-  const LossForward statistics{logits, targets, max, sum, target, loss, loss_sum, rows, cols, 0, softcap};
+  LossForward statistics{logits, targets, max, sum, target, loss, loss_sum, rows, cols, 0, softcap};
+  // Unfused (Op::unfused_loss): Megatron's passes over an fp32 copy of the logits, which the backward turns into
+  // the gradient in place (repeated launches keep transforming it; the passes' bytes stay the same).
+  if (op.unfused_loss) statistics.fp32_logits = x.f(x.raw(static_cast<std::size_t>(n) * 4));
   launch(statistics, x.stream);  // the backward reads real statistics
   // The vocabulary whole, as on one GPU: a split one's all-reduces run after the statistics, on the TP stream.
   if (op.kind == OpKind::loss_forward) return bench_of(x, statistics);
-  return bench_of(x, LossBackward{logits, max, sum, targets, dlogits, 1.f / rows, rows, cols, 0, softcap});
+  LossBackward backward{logits, max, sum, targets, dlogits, 1.f / rows, rows, cols, 0, softcap};
+  backward.fp32_softmax = statistics.fp32_logits;
+  return bench_of(x, backward);
 }
 
 std::optional<KernelBench> moe_bench(Builder& x, const Op& op, const KernelModelFacts& facts, std::string& why_not) {

@@ -102,12 +102,19 @@ void DenseBlock::loss_forward(const OpPass& p) {
   };
   // The vocabulary whole on this GPU: the loss follows the statistics at once (split over TP: after loss_reduce).
   const bool whole = layout.shapes.tp == 1;
-  launch_op(p.op, p.binding,
-            gpu::LossForward{static_cast<bf16*>(tensors.get(p.mb, kHeadUnit, {Tensor::logits})), targets(p.mb),
-                             floats(Tensor::row_max), floats(Tensor::sum_exp), floats(Tensor::target_logit),
-                             whole ? floats(Tensor::token_loss) : nullptr, whole ? loss_sum_ : nullptr, tokens,
-                             vocab_l, layout.tp_rank * vocab_l, logit_softcap(p.op)},
-            p.stream);
+  gpu::LossForward call{static_cast<bf16*>(tensors.get(p.mb, kHeadUnit, {Tensor::logits})), targets(p.mb),
+                        floats(Tensor::row_max), floats(Tensor::sum_exp), floats(Tensor::target_logit),
+                        whole ? floats(Tensor::token_loss) : nullptr, whole ? loss_sum_ : nullptr, tokens,
+                        vocab_l, layout.tp_rank * vocab_l, logit_softcap(p.op)};
+  // Unfused (Megatron's passes over an fp32 copy, core/unfused_loss.hpp): the copy keeps the softmax for the
+  // backward and the bf16 logits go, as the memory model counts (core/layer.cpp). The plan check runs it at TP 1.
+  if (p.op.unfused_loss) {
+    if (!whole) throw std::logic_error("executor: an unfused loss over a vocabulary split over TP");
+    call.fp32_logits = static_cast<float*>(
+        tensors.make(p.mb, kHeadUnit, {Tensor::fp32_logits}, tokens * vocab_l * sizeof(float), p.stream));
+  }
+  launch_op(p.op, p.binding, call, p.stream);
+  if (p.op.unfused_loss) tensors.release(p.mb, kHeadUnit, {Tensor::logits}, p.stream);
   if (whole) tensors.alias(p.mb, kHeadUnit, {Tensor::global_row_max}, kHeadUnit, {Tensor::row_max});
 }
 
@@ -141,11 +148,23 @@ void DenseBlock::loss_backward(const OpPass& p) {
   const std::int64_t tokens = layout.shapes.tokens, vocab_l = layout.shapes.vocab;
   TensorStore& tensors = stage_.tensors;
   const auto existing = [&](Tensor name) { return static_cast<float*>(tensors.get(p.mb, kHeadUnit, {name})); };
+  const float scale = static_cast<float>(1.0 / static_cast<double>(stage_.loss_tokens));
+  if (p.op.unfused_loss) {  // the fp32 softmax becomes the gradient, cast into a bf16 tensor of its own
+    auto* d_logits = static_cast<bf16*>(tensors.make(p.mb, kHeadUnit, {Tensor::logits, Form::gradient},
+                                                     tokens * vocab_l * sizeof(bf16), p.stream));
+    gpu::LossBackward call{nullptr, nullptr, nullptr, targets(p.mb), d_logits, scale, tokens, vocab_l,
+                           layout.tp_rank * vocab_l, logit_softcap(p.op)};
+    call.fp32_softmax = static_cast<float*>(tensors.get(p.mb, kHeadUnit, {Tensor::fp32_logits}));
+    launch_op(p.op, p.binding, call, p.stream);
+    for (Tensor done : {Tensor::fp32_logits, Tensor::global_row_max, Tensor::row_max, Tensor::sum_exp,
+                        Tensor::target_logit, Tensor::token_loss})
+      tensors.release(p.mb, kHeadUnit, {done}, p.stream);
+    return;
+  }
   auto* logits = static_cast<bf16*>(tensors.get(p.mb, kHeadUnit, {Tensor::logits}));
   launch_op(p.op, p.binding,
             gpu::LossBackward{logits, existing(Tensor::global_row_max), existing(Tensor::sum_exp), targets(p.mb),
-                              logits, static_cast<float>(1.0 / static_cast<double>(stage_.loss_tokens)), tokens,
-                              vocab_l, layout.tp_rank * vocab_l, logit_softcap(p.op)},
+                              logits, scale, tokens, vocab_l, layout.tp_rank * vocab_l, logit_softcap(p.op)},
             p.stream);
   for (Tensor done : {Tensor::global_row_max, Tensor::row_max, Tensor::sum_exp, Tensor::target_logit,
                       Tensor::token_loss})

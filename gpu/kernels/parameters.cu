@@ -53,10 +53,20 @@ __global__ void copy_rows_kernel(T* dst, std::int64_t dst_ld, const T* src, std:
   }
 }
 
-__global__ void bf16_to_f32_kernel(const bf16* in, float* out, std::int64_t count) {
-  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < count;
-       i += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
-    out[i] = to_float(in[i]);
+// Eight elements per thread (a 16-byte load, two 16-byte stores) where count and both pointers allow
+// (`wide`): the unfused loss's cast of the logits (core/unfused_loss.hpp) is a pass priced at full bandwidth.
+__global__ void bf16_to_f32_kernel(const bf16* in, float* out, std::int64_t count, bool wide) {
+  const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+  const std::int64_t first = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
+  if (wide) {
+    for (std::int64_t g = first; g < count / 8; g += stride) {
+      const detail::Float8 v = detail::load8(in, 8 * g);
+      reinterpret_cast<float4*>(out)[2 * g] = make_float4(v.v[0], v.v[1], v.v[2], v.v[3]);
+      reinterpret_cast<float4*>(out)[2 * g + 1] = make_float4(v.v[4], v.v[5], v.v[6], v.v[7]);
+    }
+    return;
+  }
+  for (std::int64_t i = first; i < count; i += stride) out[i] = to_float(in[i]);
 }
 
 __global__ void add_sum_f32_kernel(const float* values, std::int64_t count, float* total) {
@@ -108,7 +118,9 @@ void copy_bf16_rows(bf16* dst, std::int64_t dst_ld, const bf16* src, std::int64_
 
 void bf16_to_f32(const bf16* in, float* out, std::int64_t count, cudaStream_t stream) {
   if (count == 0) return;
-  bf16_to_f32_kernel<<<detail::grid_for(count, kThreads), kThreads, 0, stream>>>(in, out, count);
+  const bool wide = count % 8 == 0 && detail::aligned16(in) && detail::aligned16(out);
+  bf16_to_f32_kernel<<<detail::grid_for(wide ? count / 8 : count, kThreads), kThreads, 0, stream>>>(in, out, count,
+                                                                                                      wide);
   TWIN_CUDA_CHECK_LAUNCH();
 }
 

@@ -47,9 +47,20 @@ TEST(PlanCheck, RunsFp32AndBf16OptimizerStateOnly) {
 }
 
 TEST(PlanCheck, RefusesFrameworkSwitchesTheExecutorDoesNotRun) {
+  // The loss without fusion runs at TP 1 (since 2026-12-03; refused at its key before), not under TP or with capped
+  // logits.
   Plan unfused_loss = executed_plan();
   unfused_loss.scenario.framework.cross_entropy_loss_fusion = false;
-  EXPECT_EQ(refusal_path(unfused_loss), "/scenario/framework/cross_entropy_loss_fusion");
+  EXPECT_EQ(refusal_path(unfused_loss), "");
+  Plan unfused_capped = unfused_loss;
+  unfused_capped.scenario.model.final_logit_softcap = 30;
+  EXPECT_EQ(refusal_path(unfused_capped), "/scenario/framework/cross_entropy_loss_fusion");
+  Plan unfused_tp = unfused_loss;
+  unfused_tp.scenario.cluster.node_groups.front().gpus_per_node = 2;
+  unfused_tp.strategy.tensor_model_parallel_size = 2;
+  EXPECT_EQ(refusal_path(unfused_tp), "/scenario/framework/cross_entropy_loss_fusion");
+  unfused_tp.scenario.framework.cross_entropy_loss_fusion = true;
+  EXPECT_EQ(refusal_path(unfused_tp), "");
   Plan unfused_accumulation = executed_plan();
   unfused_accumulation.scenario.framework.gradient_accumulation_fusion = false;
   EXPECT_EQ(refusal_path(unfused_accumulation), "/scenario/framework/gradient_accumulation_fusion");

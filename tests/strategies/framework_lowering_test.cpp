@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include "cost/memory_bound_bytes.hpp"
 #include "cost/profile.hpp"
 #include "sim/simulate.hpp"
 #include "strategies/lowering.hpp"
@@ -185,16 +186,22 @@ TEST(FrameworkLowering, UnfusedCrossEntropyPassesOverFp32Logits) {
   const Strategy tp2 = testing::make_strategy(2, 1);
   scenario.framework.cross_entropy_loss_fusion = false;
   const FrameworkLowered unfused = lower_with_framework(scenario, tp2);
-  const auto loss_passes = [](const Op& op) { return op.kind == OpKind::elementwise && op.role == OpRole::loss; };
+  // The loss ops say they are unfused (since 2026-12-03; before, an elementwise op of role loss followed each):
+  // their passes are priced as core/unfused_loss.hpp lists them, 38 bytes a logit forward and 14 backward.
+  const auto losses = [](const Op& op) { return op.kind == OpKind::loss_forward || op.kind == OpKind::loss_backward; };
+  const auto unfused_losses = [&](const Op& op) { return losses(op) && op.unfused_loss; };
   const Strategy& st = unfused.strategy;
-  EXPECT_EQ(count(unfused.graph, loss_passes), 2 * st.num_micro_batches);  // forward and backward
+  EXPECT_EQ(count(unfused.graph, unfused_losses), 2 * st.num_micro_batches);  // forward and backward
+  EXPECT_EQ(count(unfused.graph, [](const Op& op) { return op.kind == OpKind::elementwise && op.role == OpRole::loss; }), 0);
   const RankClass& last = unfused.graph.classes.back();
   for (OpIndex i = 0; i < last.size(); ++i) {
-    const Op& op = last.op(i);
-    if (!loss_passes(op)) continue;
-    const Op& loss = last.op(i - 1);
-    ASSERT_TRUE(loss.kind == OpKind::loss_forward || loss.kind == OpKind::loss_backward) << op_name(loss);
-    EXPECT_EQ(op.bytes, (loss.kind == OpKind::loss_forward ? 36 : 10) * loss.rows * loss.cols);
+    const Op& loss = last.op(i);
+    if (!losses(loss)) continue;
+    const std::int64_t logits = loss.rows * loss.cols;
+    EXPECT_EQ(memory_bound_bytes(loss), (loss.kind == OpKind::loss_forward ? 38 : 14) * logits) << op_name(loss);
+    Op fused = loss;
+    fused.unfused_loss = false;
+    EXPECT_EQ(memory_bound_bytes(fused), (loss.kind == OpKind::loss_forward ? 2 : 4) * logits) << op_name(loss);
   }
 }
 
