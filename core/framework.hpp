@@ -100,6 +100,10 @@ struct FrameworkConfig {
   // The bytes per element the data-parallel gradient reduction moves (framework.reduce_dtype: float32 4, bfloat16
   // 2), when the scenario states it. Absent: the framework's default, gradient_reduce_bytes() below.
   std::optional<int> reduce_dtype_bytes;
+  // The bytes per element of the main gradient, the buffer weight gradients accumulate into over a step's
+  // micro-batches (framework.main_grad_dtype: float32 4, bfloat16 2, a 16-bit one in fp16 training too), when the
+  // scenario states it. Absent: main_gradient_bytes() below.
+  std::optional<int> main_grad_dtype_bytes;
   bool operator==(const FrameworkConfig&) const = default;
 };
 
@@ -111,6 +115,16 @@ struct FrameworkConfig {
 inline int gradient_reduce_bytes(const FrameworkConfig& f) {
   if (f.reduce_dtype_bytes) return *f.reduce_dtype_bytes;
   return f.name == FrameworkName::pytorch_fsdp2 ? 4 : 2;
+}
+
+// The bytes per element of the main gradient: what the scenario states, else the reduction's, as Megatron's DDP
+// allocates main_grad (fp32 exactly when it accumulates and all-reduces in fp32: accumulate_allreduce_grads_in_fp32,
+// since 2023 grad_reduce_in_fp32), except under DeepSpeed's BF16_Optimizer, which accumulates into fp32 gradients and
+// all-reduces them in bf16. Other frameworks that keep an fp32 buffer beside a 16-bit reduction (NeMo 22.08's Apex
+// DistributedFusedAdam) state it.
+inline int main_gradient_bytes(const FrameworkConfig& f) {
+  if (f.main_grad_dtype_bytes) return *f.main_grad_dtype_bytes;
+  return f.deepspeed_bf16_optimizer ? 4 : gradient_reduce_bytes(f);
 }
 
 }  // namespace twin

@@ -78,7 +78,7 @@ enum class OpRole : std::uint8_t {
   cp_exchange,                         // ring attention KV exchange
   pipeline_activation, pipeline_gradient,
   grad_reduce, param_gather, embedding_grad_sync, grad_norm, optimizer,
-  grad_accumulation,                   // a weight gradient added into the fp32 main gradient (no fusion)
+  grad_accumulation,                   // a weight gradient added into the main gradient (no fusion; Op::linear's)
   phase_handoff,                       // hot switching: a zero-byte message ordering a GPU's phase after the one before
   qk_norm,                             // QK-norm (Qwen3): each head's query and key normalised, inside core attention
   shared_expert_fc1, shared_expert_activation, shared_expert_fc2,  // an MoE layer's shared experts (one dense MLP)
@@ -282,7 +282,7 @@ struct Op {
 
   GroupKind group = GroupKind::none;
   CommKernel comm_kernel = CommKernel::nccl;       // communication: what moves the bytes
-  OpRole linear = OpRole::none;                    // TP collectives: the linear (or embedding) they serve
+  OpRole linear = OpRole::none;  // TP collectives, FP8 casts, grad_accumulation: the linear (or embedding) served
   LinearTensor linear_tensor = LinearTensor::none; // TP collectives: which of its tensors they move
   std::int32_t group_size = 1;
   std::int32_t parameter_unit = kNoParameterUnit;  // grad_reduce / param_gather: whose parameters

@@ -42,7 +42,10 @@ inline constexpr int kPlanFormatVersion = 1;
 // 10 (2026-12-03): the loss ops of `framework.cross_entropy_loss_fusion` false say so (Op::unfused_loss) and carry
 // its passes' bytes (core/unfused_loss.hpp); the elementwise op of role loss after each is gone. Plans with the
 // fused loss lower as before.
-inline constexpr int kLoweringVersion = 10;
+// 11 (2026-12-03): without gradient accumulation fusion each grad_accumulation op names its linear (Op::linear) and
+// moves 2 + 2 x the reduction's bytes per weight (the main gradient is in the reduction's dtype; 10 before, fp32
+// always); twin execute runs it. Plans with the fusion lower as before.
+inline constexpr int kLoweringVersion = 11;
 
 // Columns of each entry of rank_classes[].ops, in order.
 inline constexpr const char* kPlanOpColumns[] = {"op_id",  "kind",   "role",               "layer",

@@ -13,7 +13,7 @@ FrameworkConfig parse_framework(const Reader& r, ModelConfig& model, const std::
                "cross_entropy_loss_fusion", "residual_fusion", "use_distributed_optimizer", "attention_backend",
                "cp_comm_type", "zero_implementation", "moe_token_dispatcher_type",
                "overlap_moe_expert_parallel_comm", "delay_wgrad_compute", "scatter_gather_tensors_in_pipeline",
-               "deepspeed_bf16_optimizer", "compile", "reshard_after_forward", "reduce_dtype"});
+               "deepspeed_bf16_optimizer", "compile", "reshard_after_forward", "reduce_dtype", "main_grad_dtype"});
   FrameworkConfig f;
   if (auto x = r.find("name")) f.name = *framework_name(x->one_of({"twin", "megatron-core", "pytorch-fsdp2"}, "framework"));
   if (auto x = r.find("overlap_grad_reduce")) f.overlap_grad_reduce = x->boolean();
@@ -54,6 +54,8 @@ FrameworkConfig parse_framework(const Reader& r, ModelConfig& model, const std::
     f.reduce_dtype_bytes = x->one_of({"float32", "bfloat16"}, "gradient reduction dtype") == "float32" ? 4 : 2;
   else if (f.name == FrameworkName::pytorch_fsdp2)  // stated as its default, which to_json writes
     f.reduce_dtype_bytes = gradient_reduce_bytes(f);
+  if (auto x = r.find("main_grad_dtype"))
+    f.main_grad_dtype_bytes = x->one_of({"float32", "bfloat16"}, "main gradient dtype") == "float32" ? 4 : 2;
   if (auto x = r.find("attention_backend")) {
     const AttentionBackend backend =
         *attention_backend_from_string(x->one_of({"flash", "fused", "unfused"}, "attention backend"));

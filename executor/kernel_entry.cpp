@@ -18,7 +18,8 @@ std::optional<OpKind> kernel_entry(Action action) {
     case Action::expert_activation_backward: return OpKind::activation_backward;
     case Action::residual_forward:
     case Action::residual_backward:
-    case Action::ring_gradient_add: return OpKind::elementwise;
+    case Action::ring_gradient_add:
+    case Action::grad_accumulation: return OpKind::elementwise;
     case Action::loss_forward: return OpKind::loss_forward;
     case Action::loss_backward: return OpKind::loss_backward;
     case Action::optimizer_step: return OpKind::optimizer_step;

@@ -4,9 +4,11 @@
 #include "executor/op_binding.hpp"
 
 #include <iterator>
+#include <map>
 #include <optional>
 #include <set>
 #include <stdexcept>
+#include <tuple>
 #include <utility>
 
 #include <fmt/format.h>
@@ -122,8 +124,8 @@ std::string to_string(Action action) {
       "ring_attention_forward", "ring_attention_backward", "ring_exchange", "ring_exchange_backward", "ring_merge",
       "ring_gradient_add", "ulysses_to_heads", "ulysses_to_sequence", "phase_handoff",
       "switch_transfer", "pipelines_reduce", "pipelines_gather", "pipelines_ring_step", "fp8_cast", "fp8_amax_reduce",
-      "fp8_gathered_amax", "fp8_transpose", "mla_step"};
-  static_assert(std::size(names) == static_cast<std::size_t>(Action::mla_step) + 1, "a name per action");
+      "fp8_gathered_amax", "fp8_transpose", "mla_step", "grad_accumulation"};
+  static_assert(std::size(names) == static_cast<std::size_t>(Action::grad_accumulation) + 1, "a name per action");
   return names[static_cast<int>(action)];
 }
 
@@ -152,8 +154,13 @@ void bind_elementwise(const RankClass& rc, OpIndex i, OpBinding& b) {
     b.action = backward ? Action::ring_gradient_add : Action::ring_merge;
     return;
   }
+  if (op.role == OpRole::grad_accumulation) {  // its GEMM: bind_gradient_accumulations
+    b.action = Action::grad_accumulation;
+    b.subject = op.linear;
+    return;
+  }
   if (op.role != OpRole::attention_residual && op.role != OpRole::mlp_residual)
-    unsupported(rc, i, "an elementwise op other than a residual add (a separate gradient accumulation)");
+    unsupported(rc, i, "an elementwise op other than a residual add or a weight gradient's accumulation");
   b.action = backward ? Action::residual_backward : Action::residual_forward;
   b.subject = op.role;
 }
@@ -330,6 +337,31 @@ bool bind_mla(const RankClass& rc, OpIndex i, OpBinding& b) {
   return true;
 }
 
+// Each grad_accumulation op names its linear (Op::linear); the weight-gradient GEMM of that linear in the same layer,
+// micro-batch and chunk writes what it adds, apart from the gradient (OpBinding::gradient_apart). One GEMM each, run
+// as a linear's (the experts', the router's and MLA's weight gradients have no accumulation op of their own).
+void bind_gradient_accumulations(const RankClass& rc, std::vector<OpBinding>& bindings) {
+  using GemmKey = std::tuple<std::int32_t, OpRole, std::int32_t, std::int16_t>;  // layer, linear, micro-batch, chunk
+  std::map<GemmKey, OpIndex> weight_gradients;
+  for (OpIndex i = 0; i < rc.size(); ++i) {
+    const Op& op = rc.op(i);
+    if (op.kind == OpKind::gemm && op.gemm_pass == GemmPass::weight_gradient)
+      weight_gradients[{op.layer, op.role, op.micro_batch, op.chunk}] = i;
+  }
+  std::set<OpIndex> added;
+  for (OpIndex i = 0; i < rc.size(); ++i) {
+    const Op& op = rc.op(i);
+    if (bindings[i].action != Action::grad_accumulation) continue;
+    const auto gemm = weight_gradients.find({op.layer, op.linear, op.micro_batch, op.chunk});
+    if (gemm == weight_gradients.end() || gemm->second > i)
+      unsupported(rc, i, "a gradient accumulation with no weight-gradient GEMM of its linear before it");
+    if (bindings[gemm->second].action != Action::linear_weight_grad)
+      unsupported(rc, i, "a gradient accumulation of a weight that is not a dense linear's");
+    if (!added.insert(gemm->second).second) unsupported(rc, i, "a second gradient accumulation of one GEMM");
+    bindings[gemm->second].gradient_apart = true;
+  }
+}
+
 // Which weight-gradient ops store (rather than add to) their gradient: the first of each (layer, weight) in op order.
 void mark_first_gradients(const RankClass& rc, bool tied_embeddings, std::vector<OpBinding>& bindings) {
   std::set<GradientKey> written;
@@ -345,7 +377,9 @@ void mark_first_gradients(const RankClass& rc, bool tied_embeddings, std::vector
 }  // namespace
 
 std::optional<GradientKey> gradient_key(const Op& op, const OpBinding& b, bool tied_embeddings) {
-  const bool writes = b.action == Action::linear_weight_grad || b.action == Action::norm_backward ||
+  // A weight gradient added apart has no writer that stores: its op adds into gradients the step zeroed.
+  const bool writes = (b.action == Action::linear_weight_grad && !b.gradient_apart) ||
+                      b.action == Action::norm_backward ||
                       b.action == Action::embedding_backward || b.action == Action::router_weight_grad ||
                       b.action == Action::expert_weight_grad ||
                       (b.action == Action::attention_backward && op.attention.sinks) ||
@@ -359,6 +393,7 @@ std::vector<OpBinding> bind_ops(const RankClass& rc, bool tied_embeddings, bool 
   std::vector<OpBinding> bindings(rc.size());
   for (OpIndex i = 0; i < rc.size(); ++i)
     if (!mla || !bind_mla(rc, i, bindings[i])) bind_op(rc, i, bindings[i]);
+  bind_gradient_accumulations(rc, bindings);
   mark_first_gradients(rc, tied_embeddings, bindings);
   return bindings;
 }

@@ -79,6 +79,9 @@ enum class Action : std::uint8_t {
   // A step of a multi-latent attention layer's block (executor/gpu/mla_block.hpp; OpBinding::mla_step says which):
   // its projections' products, its latents' norms and copy, its RoPE, expansion and attention.
   mla_step,
+  // Without gradient accumulation fusion: a linear's weight gradient, which its GEMM wrote apart
+  // (OpBinding::gradient_apart), stored into the weight's gradient or added to it (Megatron's main_grad.add_ hook).
+  grad_accumulation,
 };
 
 struct OpBinding {
@@ -96,6 +99,10 @@ struct OpBinding {
   // tied output projection writes the table's gradient before it, and so holds first_gradient, but never the
   // positions'; until 2026-11-30 the positions' gradient was then never zeroed and summed over every step).
   bool first_position_gradient = false;
+  // linear_weight_grad: a grad_accumulation op of the same linear, layer, micro-batch and chunk adds what this GEMM
+  // writes, so it writes the weight's (and bias's) gradient to a tensor of its own. Neither is then a first_gradient:
+  // the accumulation op always adds (Megatron's main_grad.add_), into gradients the step zeroes at its start.
+  bool gradient_apart = false;
   // Action::mla_step's step (subject: the weight it reads or whose gradient it writes, else none).
   MlaStep mla_step = MlaStep::q_down;
 };

@@ -151,6 +151,12 @@ void check_strategy(const Plan& plan, const Scenario& scenario, const Strategy& 
     throw InputError(file, "/scenario/framework/overlap_moe_expert_parallel_comm",
                      "false (twin execute does not run Megatron's combined 1F1B with all-to-all overlap yet; the "
                      "simulator prices it)");
+  if (!scenario.framework.gradient_accumulation_fusion && s.zero_stage >= 2)
+    throw InputError(file, "/scenario/framework/gradient_accumulation_fusion",
+                     fmt::format("true under zero_stage {} (twin execute adds weight gradients written apart into "
+                                 "gradients kept over the step, ZeRO 0 and 1; not yet run on GPUs with sharded "
+                                 "gradients)",
+                                 s.zero_stage));
   if (s.zero_stage == 3 && scenario.framework.zero_implementation != ZeroImplementation::megatron)
     throw InputError(file, "/scenario/framework/zero_implementation",
                      "megatron (DeepSpeed's ZeRO-3 is priced by the simulator only)");
@@ -218,6 +224,22 @@ void check_architecture(const ModelConfig& m, const std::string& file) {
                                  "prices it)", unsupported->feature));
 }
 
+// Without gradient accumulation fusion a dense linear's bf16 GEMM writes its weight gradient apart and an op adds it
+// (executor/gpu/dense_block_accumulation.cpp); the experts' and MLA's weight gradients have no such op.
+void check_gradient_accumulation(const Plan& plan, const std::string& file) {
+  if (plan.scenario.framework.gradient_accumulation_fusion) return;
+  const ModelConfig& model = plan.scenario.model;
+  const char* without_op = model.is_moe()             ? "a model with experts"
+                           : model.mla.enabled()      ? "multi-latent attention"
+                           : plan.scenario.training.fp8 ? "FP8 linears"
+                                                        : nullptr;
+  if (without_op)
+    throw InputError(file, "/scenario/framework/gradient_accumulation_fusion",
+                     fmt::format("true with {} (twin execute adds a weight gradient written apart for the dense "
+                                 "linears' bf16 GEMMs only)",
+                                 without_op));
+}
+
 // What every plan trains with: the framework switches, the activation and the precision recipe twin execute runs.
 void check_training(const Plan& plan, const std::string& file) {
   if (plan.scenario.framework.name == FrameworkName::pytorch_fsdp2)
@@ -237,12 +259,13 @@ void check_training(const Plan& plan, const std::string& file) {
   if (gradient_reduce_bytes(plan.scenario.framework) != 2)
     throw InputError(file, "/scenario/framework/reduce_dtype",
                      "\"bfloat16\" or absent (twin execute reduces gradients over data parallelism in bf16)");
-  if (!plan.scenario.framework.gradient_accumulation_fusion)
-    throw InputError(file, "/scenario/framework/gradient_accumulation_fusion",
-                     "true (twin execute accumulates weight gradients inside the GEMM)");
+  if (main_gradient_bytes(plan.scenario.framework) != 2)
+    throw InputError(file, "/scenario/framework/main_grad_dtype",
+                     "\"bfloat16\" or absent (twin execute accumulates weight gradients in bf16 buffers)");
   const TrainingConfig& training = plan.scenario.training;
   check_fp8_plan(plan, file);
   const ModelConfig& model = plan.scenario.model;
+  check_gradient_accumulation(plan, file);
   if (!model.position_embedding_rope && training.seq_length > model.max_position_embeddings)
     throw InputError(file, "/scenario/training/seq_length",
                      fmt::format("at most max_position_embeddings ({}): the learned position table has a row per "

@@ -28,7 +28,7 @@ Touch touch_of(Action action) {
     case Action::expert_forward: case Action::expert_input_grad:
       return Touch::reads;
     case Action::embedding_backward: case Action::linear_weight_grad: case Action::router_weight_grad:
-    case Action::expert_weight_grad:
+    case Action::expert_weight_grad: case Action::grad_accumulation:
       return Touch::writes;
     case Action::norm_backward: return Touch::reads_and_writes;  // reads the norm's weight, writes its gradient
     case Action::param_gather: return Touch::gathers;
@@ -67,7 +67,7 @@ std::vector<std::int32_t> units_named(const Op& op, const OpBinding& b, const St
       b.action == Action::expert_weight_grad)
     return {expert_unit_of(unit)};
   if (b.action == Action::linear_forward || b.action == Action::linear_input_grad ||
-      b.action == Action::linear_weight_grad) {
+      b.action == Action::linear_weight_grad || b.action == Action::grad_accumulation) {
     const std::int32_t holder = linear_holder(b.subject, unit, stage.tied_embeddings, stage.table_here).unit;
     if (holder != unit) return {holder, unit};
   }

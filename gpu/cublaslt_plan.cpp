@@ -4,6 +4,15 @@
 
 namespace twin::exec {
 
+void describe_product(CublasLtPlan& plan, bool transpose_a, bool transpose_b) {
+  TWIN_CUBLAS_CHECK(cublasLtMatmulDescCreate(&plan.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  const cublasOperation_t op_first = transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N;   // our B
+  const cublasOperation_t op_second = transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N;  // our A
+  TWIN_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_first, sizeof(op_first)));
+  TWIN_CUBLAS_CHECK(
+      cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_second, sizeof(op_second)));
+}
+
 bool heuristic_algorithm(cublasLtHandle_t handle, const CublasLtPlan& plan, std::size_t workspace_bytes,
                          cublasLtMatmulAlgo_t& algo) {
   cublasLtMatmulPreference_t preference = nullptr;

@@ -24,6 +24,10 @@ struct CublasLtPlan {
   }
 };
 
+// The product's descriptor (fp32 compute and scale) for our row-major C = op(A) op(B): cuBLASLt's column-major D is our
+// C transposed, so its A is our B and its B our A, each transposed as ours is.
+void describe_product(CublasLtPlan& plan, bool transpose_a, bool transpose_b);
+
 // cublasLtMatmulAlgoGetHeuristic's first algorithm for `plan` (C and D alike) using at most `workspace_bytes`;
 // false when it has none or cuBLASLt does not support the plan at all (another failing call throws).
 bool heuristic_algorithm(cublasLtHandle_t handle, const CublasLtPlan& plan, std::size_t workspace_bytes,

@@ -74,9 +74,7 @@ Fp8Matmul::Plan* Fp8Matmul::find_or_make(const Fp8MatmulProblem& p) {
   if (p.a_e5m2 && p.b_e5m2) throw std::invalid_argument("FP8 GEMM: cuBLASLt has no E5M2 x E5M2 kernel");
   const bool blocks = block_scaled(p);
   auto plan = std::make_unique<Plan>();
-  TWIN_CUBLAS_CHECK(cublasLtMatmulDescCreate(&plan->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-  set(plan->desc, CUBLASLT_MATMUL_DESC_TRANSA, CUBLAS_OP_T);
-  set(plan->desc, CUBLASLT_MATMUL_DESC_TRANSB, CUBLAS_OP_N);
+  describe_product(*plan, /*transpose_a=*/false, /*transpose_b=*/true);  // the TN layout Hopper's FP8 kernels take
   const std::int8_t fast_accumulation = p.a_e5m2 || p.b_e5m2 || blocks ? 0 : 1;
   set(plan->desc, CUBLASLT_MATMUL_DESC_FAST_ACCUM, fast_accumulation);
   if (blocks) {  // cuBLASLt's A is our B and its B our A

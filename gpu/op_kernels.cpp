@@ -5,6 +5,7 @@
 
 #include "gpu/attention.hpp"
 #include "gpu/checks.hpp"
+#include "gpu/unfused_kernels.hpp"
 
 namespace twin::gpu {
 

@@ -40,11 +40,7 @@ const StridedMatmul::Plan& StridedMatmul::plan_for(const StridedProblem& p) {
     throw std::invalid_argument(fmt::format("StridedMatmul: an empty problem m={} n={} k={} count={}", p.m, p.n, p.k,
                                             p.count));
   auto plan = std::make_unique<Plan>();
-  TWIN_CUBLAS_CHECK(cublasLtMatmulDescCreate(&plan->desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-  const cublasOperation_t op_first = p.transpose_b ? CUBLAS_OP_T : CUBLAS_OP_N;   // our B
-  const cublasOperation_t op_second = p.transpose_a ? CUBLAS_OP_T : CUBLAS_OP_N;  // our A
-  TWIN_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_first, sizeof(op_first)));
-  TWIN_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_second, sizeof(op_second)));
+  describe_product(*plan, p.transpose_a, p.transpose_b);
   plan->first = layout(p.transpose_b ? p.k : p.n, p.transpose_b ? p.n : p.k, p.b, p.count);
   plan->second = layout(p.transpose_a ? p.m : p.k, p.transpose_a ? p.k : p.m, p.a, p.count);
   plan->out = layout(p.n, p.m, p.c, p.count);

@@ -8,6 +8,7 @@
 #include <stdexcept>
 
 #include "gpu/checks.hpp"
+#include "gpu/unfused_kernels.hpp"
 
 namespace twin::gpu {
 namespace {

@@ -106,6 +106,7 @@ struct RankShapes {
   bool torch_compile = false;
   bool reshard_after_forward = true;
   int reduce_bytes = 2;  // bytes per gradient element reduced over data parallelism (core/framework.hpp)
+  int main_grad_bytes = 2;  // bytes per element of the main gradient weight gradients accumulate into (the same)
   // training.fp8 (core/fp8.hpp): the layers layer_runs_fp8 names (of num_layers) run their linears in FP8.
   std::optional<Fp8Config> fp8;
   int num_layers = 0;

@@ -212,11 +212,17 @@ void scattered_gemm(Emitter& e, OpRole role, std::int64_t n, std::int64_t k) {
   e.pending_wait = last_scatter;
 }
 
-// Without gradient accumulation fusion the weight-gradient GEMM writes a 16-bit gradient and a kernel adds
-// it into the fp32 main gradient: read 2 bytes, read and write 4 (Megatron's main_grad.add_ hook).
-void accumulate_gradient(Emitter& e, OpIndex wgrad, std::int64_t parameters) {
+// Without gradient accumulation fusion the weight-gradient GEMM writes a 16-bit gradient and a kernel adds it into
+// the main gradient (Megatron's main_grad.add_ hook, every micro-batch, the first into the buffer zeroed at the
+// step's start): read 2 bytes, read and write the main gradient's (framework.main_grad_dtype: core/framework.hpp
+// main_gradient_bytes). The op names the linear whose weight gradient it adds (Op::linear; the GEMM of the same
+// layer, micro-batch and chunk wrote it).
+void accumulate_gradient(Emitter& e, OpIndex wgrad, OpRole role, std::int64_t parameters) {
   if (e.shapes().gradient_accumulation_fusion) return;
-  e.emit_after(Emitter::moved(OpKind::elementwise, OpRole::grad_accumulation, parameters * (2 + 2 * 4)), wgrad);
+  Op add = Emitter::moved(OpKind::elementwise, OpRole::grad_accumulation,
+                          parameters * (2 + 2 * static_cast<std::int64_t>(e.shapes().main_grad_bytes)));
+  add.linear = role;
+  e.emit_after(add, wgrad);
 }
 
 }  // namespace
@@ -272,7 +278,7 @@ void column_parallel_backward(Emitter& e, OpRole role, std::int64_t n_out, std::
   const OpIndex wgrad =
       e.emit_after(linear_gemm(e, role, GemmPass::weight_gradient, k_in, n_out, s.tokens), before_wgrad);
   if (gathered_input != kNoOp) e.depend(gathered_input, wgrad);
-  accumulate_gradient(e, wgrad, k_in * n_out);
+  accumulate_gradient(e, wgrad, role, k_in * n_out);
 }
 
 void duplicated_forward(Emitter& e, OpRole role, std::int64_t n_out, std::int64_t k_in) {
@@ -286,7 +292,7 @@ void duplicated_backward(Emitter& e, OpRole role, std::int64_t n_out, std::int64
   cast_to_fp8(e, role, LinearTensor::output_gradient, s.tokens_local, n_out);
   const OpIndex dgrad = e.emit(linear_gemm(e, role, GemmPass::input_gradient, s.tokens_local, k_in, n_out));
   const OpIndex wgrad = e.emit_after(linear_gemm(e, role, GemmPass::weight_gradient, k_in, n_out, s.tokens_local), dgrad);
-  accumulate_gradient(e, wgrad, k_in * n_out);
+  accumulate_gradient(e, wgrad, role, k_in * n_out);
 }
 
 void row_parallel_backward(Emitter& e, OpRole role, std::int64_t n_out, std::int64_t k_in) {
@@ -306,7 +312,7 @@ void row_parallel_backward(Emitter& e, OpRole role, std::int64_t n_out, std::int
   }
   const OpIndex wgrad = e.emit(linear_gemm(e, role, GemmPass::weight_gradient, k_in, n_out, s.tokens));
   e.depend(gathered, wgrad);
-  accumulate_gradient(e, wgrad, k_in * n_out);
+  accumulate_gradient(e, wgrad, role, k_in * n_out);
   e.chain = dgrad;
 }
 

@@ -23,6 +23,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <span>
 
 #include <fmt/format.h>
@@ -76,6 +77,21 @@ double zero3_gather_bytes(const Scenario& scenario, const Strategy& st, std::int
                    lowering::deepspeed_largest_weight_elements(shapes, moe));
 }
 
+// Without gradient accumulation fusion a linear's GEMM writes its weight gradient in bf16 apart from the main gradient
+// until an op adds it there (Megatron's param.grad before its main_grad.add_ hook; twin execute's
+// Form::weight_gradient_apart): a unit's backward holds its largest dense linear's, 2 B a weight of the rank's shard
+// (its bias's few columns not counted; the experts' and MLA's own products have no such op).
+double weight_gradient_apart_bytes(const std::optional<lowering::RankShapes>& shapes,
+                                   std::span<const layer::Block> blocks) {
+  if (!shapes) return 0;
+  std::int64_t largest = 0;
+  for (const layer::Block& b : blocks)
+    if (b.kind == layer::BlockKind::column_linear || b.kind == layer::BlockKind::row_linear)
+      largest = std::max(largest, lowering::width_per_rank(*shapes, b.out_width) *
+                                      lowering::width_per_rank(*shapes, b.in_width));
+  return 2.0 * static_cast<double>(largest);
+}
+
 StageUnits stage_units(const Scenario& scenario, const Strategy& st, int stage) {
   const ModelConfig& m = scenario.model;
   const int tp = st.tensor_model_parallel_size, pp = st.pipeline_model_parallel_size;
@@ -86,6 +102,8 @@ StageUnits stage_units(const Scenario& scenario, const Strategy& st, int stage) 
   const double rows = static_cast<double>(st.micro_batch_size) * static_cast<double>(seq / cp);
   const int chunks = chunks_per_stage(st);
   const RecomputeModuleMask modules = recomputed_modules(st);
+  std::optional<lowering::RankShapes> apart_shapes;  // set where weight gradients are written apart
+  if (!scenario.framework.gradient_accumulation_fusion) apart_shapes = lowering::rank_shapes(scenario, st);
   const auto n = static_cast<std::size_t>(chunks);
   StageUnits out{std::vector<std::vector<double>>(n), std::vector<double>(n, 0.0), std::vector<std::vector<double>>(n),
                  std::vector<double>(n, 0.0), 0};
@@ -103,15 +121,22 @@ StageUnits stage_units(const Scenario& scenario, const Strategy& st, int stage) 
       if (m.is_mtp_layer(layer)) add_unit(mtp_edge_activation_bytes(scenario, rows, tp, sp), 0);
       const bool moe = m.is_moe_layer(layer);
       const bool fp8 = scenario.training.fp8 && layer_runs_fp8(*scenario.training.fp8, layer, m.num_layers);
+      // A weight gradient apart lives beside a fully recomputed layer's tensors (made before the layer's first
+      // backward block), not beside selective recompute's attention (made after the MLP's and projection's).
+      const auto held = static_cast<double>(layer_backward_held_bytes(m, seq, st.micro_batch_size, tp, sp, cp,
+                                                                      st.recompute, moe, ep, fp8, modules, etp));
+      const double apart =
+          weight_gradient_apart_bytes(apart_shapes, layer::layer_blocks(moe, m.mla.enabled(), m.post_norms));
       add_unit(activation_bytes_per_layer(m, seq, st.micro_batch_size, tp, sp, cp, st.recompute, moe, ep, fp8, modules,
                                           etp),
-               static_cast<double>(layer_backward_held_bytes(m, seq, st.micro_batch_size, tp, sp, cp, st.recompute,
-                                                             moe, ep, fp8, modules, etp)));
+               st.recompute == Recompute::full ? held + apart : std::max(held, apart));
       out.largest_layer_parameters = std::max(out.largest_layer_parameters, layer_parameters_per_rank(m, layer, tp, ep).dense);
     }
     if (vs == pp * chunks - 1)
       add_unit(output_layer_activation_bytes(scenario, rows, tp, sp),
-               static_cast<double>(output_layer_held_bytes(scenario, rows, tp, sp)));
+               // The unfused loss's bf16 tensor goes before the output projection's backward writes its gradient apart.
+               std::max(static_cast<double>(output_layer_held_bytes(scenario, rows, tp, sp)),
+                        weight_gradient_apart_bytes(apart_shapes, layer::head_blocks())));
     for (double bytes : units) out.pass_bytes[chunk] += bytes;
     out.backward_over_live[chunk] = backward_peak_over_live(units, backward);
   }

@@ -59,6 +59,7 @@ void set_framework_shapes(const Scenario& scenario, RankShapes& s) {
     s.reshard_after_forward = scenario.framework.reshard_after_forward;
   }
   s.reduce_bytes = gradient_reduce_bytes(scenario.framework);
+  s.main_grad_bytes = main_gradient_bytes(scenario.framework);
 }
 
 }  // namespace

@@ -170,13 +170,20 @@ void DenseBlock::linear_weight_grad(const OpPass& p) {
   TensorStore& tensors = stage_.tensors;
   bf16* input_full = either(tensors, p, t.input_full, t.input);
   bf16* d_output_full = either(tensors, p, t.d_output_full, t.d_output);
-  const bool accumulate = !p.binding.first_gradient;
+  if (p.binding.gradient_apart) {  // weight then bias, stored or added by the grad_accumulation op after it
+    const WeightTensor* bias = linear_bias_tensor(p);
+    const std::int64_t elements = m * n + (bias ? bias->rows * bias->cols : 0);
+    tensors.make(p.mb, p.unit, gradient_apart_name(p.binding.subject), elements * kBf16, p.stream);
+  }
+  const GradientTarget gradients = gradient_target(p);
+  const bool accumulate = !gradients.store;
   // The gradient as stored: [out, in] = dY^T X, or [in, out] = X^T dY.
   MatmulProblem problem = w.stored_out_by_in ? MatmulProblem{n, m, k, true, false, accumulate}
                                              : MatmulProblem{m, n, k, true, false, accumulate};
   bf16* bias_grad = fused_bias_grad(p, problem, w.stored_out_by_in);
   p.scratch.matmul->run(problem, w.stored_out_by_in ? d_output_full : input_full,
-                        w.stored_out_by_in ? input_full : d_output_full, w.grads, p.stream, nullptr, bias_grad);
+                        w.stored_out_by_in ? input_full : d_output_full, gradients.weight, p.stream, nullptr,
+                        bias_grad);
   if (bias_grad != nullptr)
     finish_fused_bias_grad(p, n);
   else

@@ -103,6 +103,9 @@ class DenseBlock {
   void loss_forward(const OpPass& p);
   void loss_reduce(const OpPass& p);
   void loss_backward(const OpPass& p);
+  // Without gradient accumulation fusion (a grad_accumulation op): the linear's weight and bias gradients, which its
+  // GEMM wrote apart, stored into their gradients (the step's first writer) or added to them; the tensor freed.
+  void accumulate_weight_gradient(const OpPass& p);
   // A linear's bias around a product run elsewhere (the FP8 linears', executor/gpu/fp8_linears.hpp): the bias this
   // rank adds to its output (nullptr: none, or a replicated one that TP rank 0 adds), and its gradient (added after
   // the step's first micro-batch) from the output's gradient [rows, cols] as a bf16 product would take it; nothing
@@ -154,6 +157,16 @@ class DenseBlock {
   // positions for learned position embeddings.
   const WeightTensor* linear_bias_tensor(const OpPass& p);
   __nv_bfloat16* fused_bias_grad(const OpPass& p, MatmulProblem& problem, bool output_grad_is_a);
+  // Where a linear's weight-gradient op puts the weight's and the bias's gradients (dense_block_accumulation.cpp): the
+  // gradients themselves, stored by the step's first writer and added to by later ones, or apart
+  // (OpBinding::gradient_apart), a tensor of the weight's then the bias's elements, always stored.
+  struct GradientTarget {
+    __nv_bfloat16* weight = nullptr;
+    __nv_bfloat16* bias = nullptr;  // nullptr: the linear has none
+    bool store = true;              // else add
+  };
+  GradientTarget gradient_target(const OpPass& p);
+  Act gradient_apart_name(OpRole linear) const;
   void finish_fused_bias_grad(const OpPass& p, std::int64_t cols);
   std::vector<kernels::PositionRun> position_runs(int mb, const lowering::RankShapes& s, std::int64_t first_row,
                                                   std::int64_t end_row) const;

@@ -36,7 +36,8 @@ bf16* DenseBlock::forward_bias(const OpPass& p) {
 bf16* DenseBlock::fused_bias_grad(const OpPass& p, MatmulProblem& problem, bool output_grad_is_a) {
   const WeightTensor* bias = linear_bias_tensor(p);
   if (!bias || (bias->tp_replicated && stage_.layout.layout(p.unit).shapes.sp)) return nullptr;
-  bf16* target = p.binding.first_gradient ? stage_.parameters.unit(p.unit).grads + bias->offset : p.scratch.bias_grad;
+  const GradientTarget gradients = gradient_target(p);
+  bf16* target = gradients.store ? gradients.bias : p.scratch.bias_grad;
   MatmulProblem fused = problem;
   fused.epilogue = output_grad_is_a ? MatmulEpilogue::bias_grad_of_a : MatmulEpilogue::bias_grad_of_b;
   if (!epilogue_vector_aligned(target) || !p.scratch.matmul->supports(fused)) return nullptr;
@@ -47,9 +48,9 @@ bf16* DenseBlock::fused_bias_grad(const OpPass& p, MatmulProblem& problem, bool 
 // A later micro-batch's bias gradient, written to the scratch by the epilogue, added to the gradient: the column-sum
 // kernel over one row, so the sum is rounded as the unfused path rounds it (bf16(grad + fp32 sum)).
 void DenseBlock::finish_fused_bias_grad(const OpPass& p, std::int64_t cols) {
-  if (p.binding.first_gradient) return;
-  kernels::bias_grad(p.scratch.bias_grad, p.scratch.norm_partials,
-                     stage_.parameters.unit(p.unit).grads + linear_bias_tensor(p)->offset, true, 1, cols, p.stream);
+  const GradientTarget gradients = gradient_target(p);
+  if (gradients.store) return;
+  kernels::bias_grad(p.scratch.bias_grad, p.scratch.norm_partials, gradients.bias, true, 1, cols, p.stream);
 }
 
 void DenseBlock::linear_bias_grad(const OpPass& p, const bf16* d_output_full, std::int64_t rows, std::int64_t cols) {
@@ -61,8 +62,8 @@ void DenseBlock::linear_bias_grad(const OpPass& p, const bf16* d_output_full, st
     rows = layout.shapes.tokens_local;
     dy += layout.tp_rank * rows * cols;
   }
-  kernels::bias_grad(dy, p.scratch.norm_partials, stage_.parameters.unit(p.unit).grads + bias->offset,
-                     !p.binding.first_gradient, rows, cols, p.stream);
+  const GradientTarget gradients = gradient_target(p);
+  kernels::bias_grad(dy, p.scratch.norm_partials, gradients.bias, !gradients.store, rows, cols, p.stream);
 }
 
 // The embedding's rows [first_row, end_row) as runs of consecutive positions (RoPE's runs, cut to the window). Its

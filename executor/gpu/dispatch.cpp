@@ -36,6 +36,7 @@ void ActionHandlers::run(const OpPass& p) {
     case Action::linear_forward: return fp8_gemm ? fp8().forward(p) : dense.linear_forward(p);
     case Action::linear_input_grad: return fp8_gemm ? fp8().input_grad(p) : dense.linear_input_grad(p);
     case Action::linear_weight_grad: return fp8_gemm ? fp8().weight_grad(p) : dense.linear_weight_grad(p);
+    case Action::grad_accumulation: return dense.accumulate_weight_gradient(p);
     case Action::fp8_cast: return fp8().cast(p);
     case Action::fp8_amax_reduce: return fp8().reduce_amaxes(p);
     case Action::fp8_gathered_amax: return fp8().reduce_gathered_amax(p);

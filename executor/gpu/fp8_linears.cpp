@@ -302,6 +302,8 @@ void Fp8Linears::input_grad(const OpPass& p) {
 
 void Fp8Linears::weight_grad(const OpPass& p) {
   const OpRole linear = p.binding.subject;
+  if (p.binding.gradient_apart)  // executor/plan_check.cpp refuses FP8 without gradient accumulation fusion
+    throw std::logic_error("FP8 linear weight gradient: written apart for a gradient accumulation op");
   const LinearWeight& w = weights_.at({p.unit, linear}).first;
   const GemmShape& g = p.op.gemm;  // dW[in,out] = X^T dY: k tokens
   if (g.m != w.in || g.n != w.out)

@@ -16,7 +16,7 @@ std::string to_string(Act act) {
       " (gradient through the next norm)", " (gradient through the next residual)", " (FP8)", " (FP8 rowwise copy)", " (FP8 gradient)",
       " (FP8, gathered)", " (FP8 gradient, gathered)",
       " (before QK-norm, and its statistics)", " (between the block's steps)",
-      " (gradients between the block's steps)", " (dropout mask)"};
+      " (gradients between the block's steps)", " (dropout mask)", " (its linear's weight gradient, apart)"};
   return std::string(layer::to_string(act.tensor)) + kForms[static_cast<int>(act.form)];
 }
 

@@ -48,6 +48,9 @@ enum class Form : std::uint8_t {
   // The 1-byte mask a hidden dropout kept for its backward (executor/gpu/dense_block_dropout.cpp): a residual's under
   // its output's name, the embedding's under its lookup's (Tensor::embedded).
   dropout_mask,
+  // Without gradient accumulation fusion: the weight's gradient (then the bias's) of the linear that writes the tensor,
+  // as its GEMM wrote it, until the grad_accumulation op stores it into the gradient or adds it there.
+  weight_gradient_apart,
   count
 };
 

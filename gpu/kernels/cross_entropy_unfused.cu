@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "gpu/kernels/common.cuh"
+#include "gpu/unfused_kernels.hpp"
 
 namespace twin::kernels {
 namespace {

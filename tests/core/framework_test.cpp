@@ -180,5 +180,25 @@ TEST(Framework, GradientReductionDtypeIsTheFrameworksUnlessStated) {
   EXPECT_EQ(error_path(d).rfind("/profile_scaling | ", 0), 0u) << error_path(d);
 }
 
+// The main gradient (what weight gradients accumulate into) is the reduction's dtype, as Megatron's DDP allocates it,
+// fp32 under DeepSpeed's BF16_Optimizer, or what the scenario states (NeMo 22.08's fp32 buffer beside a bf16 reduction).
+TEST(Framework, MainGradientDtypeIsTheReductionsUnlessStated) {
+  json d = framework_scenario();
+  EXPECT_EQ(main_gradient_bytes(parse_scenario(d, "s.json").framework), 2);
+  d["framework"] = {{"reduce_dtype", "float32"}};
+  EXPECT_EQ(main_gradient_bytes(parse_scenario(d, "s.json").framework), 4);
+  d["framework"] = {{"deepspeed_bf16_optimizer", true}, {"overlap_grad_reduce", false}, {"overlap_param_gather", false}};
+  EXPECT_EQ(main_gradient_bytes(parse_scenario(d, "s.json").framework), 4);
+  d["framework"] = {{"main_grad_dtype", "float32"}};
+  const Scenario nemo = parse_scenario(d, "s.json");
+  EXPECT_EQ(main_gradient_bytes(nemo.framework), 4);
+  EXPECT_EQ(gradient_reduce_bytes(nemo.framework), 2);
+  EXPECT_EQ(to_json(nemo)["framework"]["main_grad_dtype"], "float32");  // written where stated, and read back
+  EXPECT_EQ(parse_scenario(to_json(nemo), "s.json").framework, nemo.framework);
+  EXPECT_FALSE(to_json(parse_scenario(framework_scenario(), "s.json"))["framework"].contains("main_grad_dtype"));
+  d["framework"] = {{"main_grad_dtype", "float16"}};
+  EXPECT_EQ(error_path(d).rfind("/framework/main_grad_dtype | ", 0), 0u) << error_path(d);
+}
+
 }  // namespace
 }  // namespace twin

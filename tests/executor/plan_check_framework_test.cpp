@@ -28,9 +28,20 @@ TEST(PlanCheck, RefusesFrameworkSwitchesTheExecutorDoesNotRun) {
   EXPECT_EQ(refusal_path(unfused_tp), "/scenario/framework/cross_entropy_loss_fusion");
   unfused_tp.scenario.framework.cross_entropy_loss_fusion = true;
   EXPECT_EQ(refusal_path(unfused_tp), "");
+  // Weight gradients written apart and added (since 2026-12-03; refused at its key before) for the dense linears'
+  // bf16 GEMMs; the experts' grouped GEMMs and FP8 linears have no such op.
   Plan unfused_accumulation = executed_plan();
   unfused_accumulation.scenario.framework.gradient_accumulation_fusion = false;
-  EXPECT_EQ(refusal_path(unfused_accumulation), "/scenario/framework/gradient_accumulation_fusion");
+  EXPECT_EQ(refusal_path(unfused_accumulation), "");
+  Plan unfused_fp8 = unfused_accumulation;
+  unfused_fp8.scenario.training.fp8 = Fp8Config{Fp8Format::hybrid, Fp8Recipe::tensorwise};
+  EXPECT_EQ(refusal_path(unfused_fp8), "/scenario/framework/gradient_accumulation_fusion");
+  unfused_fp8.scenario.framework.gradient_accumulation_fusion = true;
+  EXPECT_NE(refusal_path(unfused_fp8), "/scenario/framework/gradient_accumulation_fusion");
+  Plan unfused_moe = unfused_accumulation;
+  unfused_moe.scenario.model.moe.num_experts = 4;
+  unfused_moe.scenario.model.moe.top_k = 2;
+  EXPECT_EQ(refusal_path(unfused_moe), "/scenario/framework/gradient_accumulation_fusion");
   Plan scattered = executed_plan();  // Megatron-LM of 2021-22's pipeline sends: the executor sends whole tensors
   scattered.scenario.framework.scatter_gather_tensors_in_pipeline = true;
   EXPECT_EQ(refusal_path(scattered), "/scenario/framework/scatter_gather_tensors_in_pipeline");
@@ -39,6 +50,8 @@ TEST(PlanCheck, RefusesFrameworkSwitchesTheExecutorDoesNotRun) {
   EXPECT_EQ(refusal_path(fp32_reduction), "/scenario/framework/reduce_dtype");
   fp32_reduction.scenario.framework.reduce_dtype_bytes = 2;
   EXPECT_EQ(refusal_path(fp32_reduction), "");
+  fp32_reduction.scenario.framework.main_grad_dtype_bytes = 4;  // an fp32 main gradient beside a bf16 reduction
+  EXPECT_EQ(refusal_path(fp32_reduction), "/scenario/framework/main_grad_dtype");
   Plan bf16_optimizer = executed_plan();  // DeepSpeed's BF16_Optimizer: the executor runs Megatron's optimizers
   bf16_optimizer.scenario.framework.deepspeed_bf16_optimizer = true;
   EXPECT_EQ(refusal_path(bf16_optimizer), "/scenario/framework/deepspeed_bf16_optimizer");

@@ -33,17 +33,14 @@ def peaks(metrics):
             max(r["predicted_peak_memory_GiB"] for r in metrics["ranks"]))
 
 
-def main():
-    ec.PROFILE = "h200-x1"
-    args, log = ec.family_check_arguments(__doc__, "unfused_loss_check")
-    args.iters = 40 if args.iters == 12 else args.iters
-    with open(SCENARIO) as f:
-        model = json.load(f)["model"]
-    lines = ["## The loss without fusion against the fused loss, GPT-2-medium widths, one GPU", "",
-             "| case | loss step 1 | loss last | max relative difference (first half / all) | second half's mean "
-             "| iteration s | peak GiB (predicted) | result |", "|---|---|---|---|---|---|---|---|"]
-    report, baseline, ok_all = {"correctness": {}, "speed": {}}, None, True
-    for name, fields in CURVES:
+def curve_cases(args, log, model, cases, lines, report):
+    """Each (name, strategy fields) case on GPT-2-medium widths at sequence 1024, micro-batch 4 (four micro-batches),
+    held against the first: its first half step by step and its second half by its mean within --tolerance, and
+    falling. The table's rows appended to `lines`, the numbers to report["correctness"]; whether every case passed."""
+    lines += ["| case | loss step 1 | loss last | max relative difference (first half / all) | second half's mean "
+              "| iteration s | peak GiB (predicted) | result |", "|---|---|---|---|---|---|---|---|"]
+    baseline, ok_all = None, True
+    for name, fields in cases:
         metrics = ec.run_case(args.twin, args.out, name, ec.scenario(name, model, 1, 1024, 16, 4, fields),
                               args.iters, 2, log)
         if metrics is None:
@@ -65,9 +62,31 @@ def main():
                      f"{measured:.4f} (predicted {predicted:.4f}) | {peak:.3f} ({predicted_peak:.3f}) | "
                      f"{'pass' if ok else 'FAIL'} |")
         ok_all &= ok
-    ok_all &= speed_cases(args, log, SPEED, lines, report)
-    ec.write_results(args.out, "unfused_loss_check", lines, report)
+    return ok_all
+
+
+def gpt2_medium_model():
+    with open(SCENARIO) as f:
+        return json.load(f)["model"]
+
+
+def curve_and_speed_check(doc, stem, title, curves, speed):
+    """A one-GPU check of GPT-2-medium curves (curve_cases, under `title`) and GPT-3 1.7B speed cases (speed_cases):
+    the results written to OUT/STEM/STEM.{md,json}; the exit status."""
+    ec.PROFILE = "h200-x1"
+    args, log = ec.family_check_arguments(doc, stem)
+    args.iters = 40 if args.iters == 12 else args.iters
+    lines, report = [title, ""], {"correctness": {}, "speed": {}}
+    ok_all = curve_cases(args, log, gpt2_medium_model(), curves, lines, report)
+    ok_all &= speed_cases(args, log, speed, lines, report)
+    ec.write_results(args.out, stem, lines, report)
     return 0 if ok_all else 1
+
+
+def main():
+    return curve_and_speed_check(__doc__, "unfused_loss_check",
+                                 "## The loss without fusion against the fused loss, GPT-2-medium widths, one GPU",
+                                 CURVES, SPEED)
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 // the engine: Transformer Engine's TP overlap, unfused gradient accumulation and cross-entropy, the kernels
 // attention runs as (FlashAttention, cuDNN, unfused with dropout).
 #include <functional>
+#include <tuple>
 #include <set>
 
 #include <gtest/gtest.h>
@@ -100,21 +101,33 @@ TEST(FrameworkLowering, TpCommOverlapPipelinesTheSequenceParallelCollectivesWith
   EXPECT_LT(iteration_ns(overlapped), iteration_ns(plain));
 }
 
-TEST(FrameworkLowering, UnfusedGradientAccumulationAddsEachWeightGradientIntoFp32) {
+// Megatron's main_grad.add_ hook adds each weight gradient into the main gradient, kept in the reduction's dtype
+// (fp32 exactly when it accumulates and all-reduces in fp32): read 2 bytes, read and write 2 or 4.
+TEST(FrameworkLowering, UnfusedGradientAccumulationAddsEachWeightGradientIntoTheMainGradient) {
   Scenario scenario = testing::make_scenario(testing::gpt_shaped(), 1, 2048, 8);
   const Strategy tp8 = testing::make_strategy(8, 1);  // no data parallelism: compute is the whole iteration
   const FrameworkLowered fused = lower_with_framework(scenario, tp8);
-  scenario.framework.gradient_accumulation_fusion = false;
-  const FrameworkLowered unfused = lower_with_framework(scenario, tp8);
   const auto accumulations = [](const Op& op) { return op.role == OpRole::grad_accumulation; };
   EXPECT_EQ(count(fused.graph, accumulations), 0);
-  EXPECT_GT(count(unfused.graph, accumulations), 0);
-  // One per linear layer per micro-batch: 10 bytes per parameter (read 2, read and write 4).
-  for (const RankClass& rc : unfused.graph.classes)
-    for (OpIndex i = 0; i + 1 < rc.size(); ++i)
-      if (rc.op(i + 1).role == OpRole::grad_accumulation && rc.op(i).kind == OpKind::gemm)
-        EXPECT_EQ(rc.op(i + 1).bytes, 10 * rc.op(i).gemm.m * rc.op(i).gemm.n) << op_name(rc.op(i));
-  EXPECT_GT(iteration_ns(unfused), iteration_ns(fused));
+  scenario.framework.gradient_accumulation_fusion = false;
+  for (int reduce_bytes : {2, 4}) {
+    scenario.framework.reduce_dtype_bytes = reduce_bytes;
+    const FrameworkLowered unfused = lower_with_framework(scenario, tp8);
+    EXPECT_GT(count(unfused.graph, accumulations), 0);
+    // One per linear layer per micro-batch, right after its weight gradient, naming the linear.
+    for (const RankClass& rc : unfused.graph.classes)
+      for (OpIndex i = 0; i + 1 < rc.size(); ++i) {
+        const Op& gemm = rc.op(i);
+        const Op& add = rc.op(i + 1);
+        if (gemm.kind == OpKind::gemm && gemm.gemm_pass == GemmPass::weight_gradient) {
+          ASSERT_TRUE(accumulations(add)) << op_name(gemm);
+          EXPECT_EQ(add.linear, gemm.role) << op_name(gemm);
+          EXPECT_EQ(add.bytes, (2 + 2 * reduce_bytes) * gemm.gemm.m * gemm.gemm.n) << op_name(gemm);
+          EXPECT_EQ(std::tie(add.layer, add.micro_batch, add.chunk), std::tie(gemm.layer, gemm.micro_batch, gemm.chunk));
+        }
+      }
+    EXPECT_GT(iteration_ns(unfused), iteration_ns(fused));
+  }
 }
 
 TEST(FrameworkLowering, GradientsAreReducedInTheStatedDtype) {

@@ -214,6 +214,20 @@ TEST(InFlight, LastStageHoldsTheLogits) {
   EXPECT_EQ(estimate_memory(sc, st).per_stage[1].activations, 4 * layer + head);  // one pass in flight
 }
 
+// Without gradient accumulation fusion the output projection's backward writes its weight gradient apart (bf16, the
+// rank's vocabulary shard x hidden) beside the logits' gradient before adding it: the last stage's peak holds it.
+TEST(InFlight, AWeightGradientWrittenApartIsHeldByItsBackward) {
+  Scenario sc = testing::make_scenario(testing::llama_shaped(8), 1, 2048, 8);
+  Strategy st = testing::make_strategy(2, 2);
+  st.data_parallel_size = 2;
+  st.num_micro_batches = 4;
+  const Bytes fused = estimate_memory(sc, st).per_stage[1].activations;
+  sc.framework.gradient_accumulation_fusion = false;
+  const Bytes apart = estimate_memory(sc, st).per_stage[1].activations;
+  const std::int64_t vocab_shard = 32000 / 2, hidden = 1024;
+  EXPECT_EQ(apart - fused, 2 * vocab_shard * hidden);
+}
+
 TEST(OutOfMemory, MessageNamesSizesAndStage) {
   MemoryEstimate mem;
   mem.per_stage.resize(2);

@@ -125,27 +125,33 @@ TEST(PublishedTable, BadRowsNameTheirPath) {
 // write (Op::gemm_output; docs/ACCURACY.md "Weight gradients that accumulate"): the Megatron-LM README's H100 rows
 // (fp32 reduction, ZeRO-1) 7.3% -> 6.7% held out, in-sample 7.0% -> 6.3%; the others within 0.1 point; the table
 // 7.72% -> 7.68%.
+// Set on 2026-12-03 (10:09 UTC) where the main gradient has a dtype of its own (framework.main_grad_dtype: the
+// reduction's by default, as Megatron's DDP allocates main_grad; NeMo 22.06-22.08's fp32 buffer stated) and a weight
+// gradient added outside the GEMM moves 2 + 2 x its bytes (16-bit in fp16 training: 6, where 10 was priced): Narayanan
+// Table 1 8.1% -> 7.5%, its ZeRO-3 rows 13.5% -> 12.5%; the Ampere factor, refitted, rises and takes Korthikanti's
+// rows 0.7 point up, and MT-NLG's fp16 rows, cheaper too, 8.4% -> 10.5%; the table 7.663% -> 7.669% (docs/VALIDATION.md
+// "The main gradient's dtype").
 struct Reached {
   double cross_validated_mean, cross_validated_max, in_sample_mean, in_sample_max;
 };
 const std::map<std::string, Reached> kReached = {
-    {"narayanan2021-table1", {0.081, 0.142, 0.073, 0.133}},
-    {"korthikanti2022-table5", {0.112, 0.152, 0.103, 0.143}},
-    {"korthikanti2022-abstract", {0.077, 0.096, 0.076, 0.094}},
+    {"narayanan2021-table1", {0.075, 0.146, 0.068, 0.138}},
+    {"korthikanti2022-table5", {0.119, 0.160, 0.110, 0.150}},
+    {"korthikanti2022-abstract", {0.084, 0.103, 0.082, 0.101}},
     {"dubey2024-llama3-table4", {0.205, 0.279, 0.201, 0.275}},
-    {"megatron-readme-h100-2024", {0.067, 0.123, 0.063, 0.118}},
-    {"llmfoundry-mpt-h100-2024", {0.092, 0.147, 0.076, 0.132}},
-    {"llmfoundry-mpt-a100-2023", {0.064, 0.226, 0.064, 0.224}},
-    {"nemo-megatron-a100-2023", {0.117, 0.209, 0.117, 0.207}},
-    {"bloom2022-176b", {0.000, 0.000, 0.000, 0.000}},
-    {"bloom2022-topology-search", {0.080, 0.235, 0.080, 0.229}},
-    {"smith2022-mtnlg-530b", {0.084, 0.105, 0.082, 0.103}},
-    {"dgxc-nemo-h100-24.11", {0.055, 0.149, 0.048, 0.132}},
-    {"dgxc-nemo-h100-25.02", {0.036, 0.079, 0.032, 0.070}},
-    {"narayanan2021-table2-zero3", {0.135, 0.335, 0.136, 0.333}},
-    {"torchtitan-h100-2025", {0.146, 0.146, 0.145, 0.145}},
-    {"torchtitan-perf-2024", {0.140, 0.164, 0.137, 0.159}},
-    {"all", {0.077, 0.335, 0.073, 0.333}},
+    {"megatron-readme-h100-2024", {0.066, 0.116, 0.063, 0.112}},
+    {"llmfoundry-mpt-h100-2024", {0.093, 0.147, 0.076, 0.133}},
+    {"llmfoundry-mpt-a100-2023", {0.064, 0.219, 0.064, 0.220}},
+    {"nemo-megatron-a100-2023", {0.119, 0.196, 0.119, 0.195}},
+    {"bloom2022-176b", {0.006, 0.006, 0.006, 0.006}},
+    {"bloom2022-topology-search", {0.081, 0.253, 0.079, 0.246}},
+    {"smith2022-mtnlg-530b", {0.105, 0.126, 0.103, 0.123}},
+    {"dgxc-nemo-h100-24.11", {0.055, 0.147, 0.048, 0.131}},
+    {"dgxc-nemo-h100-25.02", {0.036, 0.078, 0.032, 0.069}},
+    {"narayanan2021-table2-zero3", {0.125, 0.343, 0.127, 0.340}},
+    {"torchtitan-h100-2025", {0.147, 0.147, 0.146, 0.146}},
+    {"torchtitan-perf-2024", {0.146, 0.172, 0.142, 0.167}},
+    {"all", {0.077, 0.343, 0.073, 0.340}},
 };
 
 // The same for the published MoE rows (issue 40), a table of their own: `twin validate tests/validation/moe_rows.json
