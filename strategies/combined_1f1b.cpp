@@ -16,7 +16,11 @@ std::optional<std::pair<int, int>> all_to_alls(std::span<const Op> ops, OpRole f
   return std::pair{found[0], found[1]};
 }
 
-bool is_weight_gradient(const Op& op) { return op.kind == OpKind::gemm && op.gemm_pass == GemmPass::weight_gradient; }
+// A weight-gradient GEMM, or the add of its product into the main gradient that follows it without gradient
+// accumulation fusion: delayed together.
+bool is_weight_gradient(const Op& op) {
+  return (op.kind == OpKind::gemm && op.gemm_pass == GemmPass::weight_gradient) || op.role == OpRole::grad_accumulation;
+}
 
 }  // namespace
 

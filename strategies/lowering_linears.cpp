@@ -212,6 +212,8 @@ void scattered_gemm(Emitter& e, OpRole role, std::int64_t n, std::int64_t k) {
   e.pending_wait = last_scatter;
 }
 
+}  // namespace
+
 // Without gradient accumulation fusion the weight-gradient GEMM writes a 16-bit gradient and a kernel adds it into
 // the main gradient (Megatron's main_grad.add_ hook, every micro-batch, the first into the buffer zeroed at the
 // step's start): read 2 bytes, read and write the main gradient's (framework.main_grad_dtype: core/framework.hpp
@@ -224,8 +226,6 @@ void accumulate_gradient(Emitter& e, OpIndex wgrad, OpRole role, std::int64_t pa
   add.linear = role;
   e.emit_after(add, wgrad);
 }
-
-}  // namespace
 
 void column_parallel_forward(Emitter& e, OpRole role, std::int64_t n_out, std::int64_t k_in) {
   const RankShapes& s = e.shapes();

@@ -20,6 +20,9 @@ Op linear_gemm(const Emitter& e, OpRole role, GemmPass pass, std::int64_t m, std
 void cast_to_fp8(Emitter& e, OpRole role, LinearTensor tensor, std::int64_t rows, std::int64_t cols);
 
 // The linear `role` with forward GEMM width n_out from k_in (per TP rank).
+// Without gradient accumulation fusion: after the weight-gradient GEMM `wgrad` of `role` (its `parameters` weights, a
+// grouped GEMM's over all its problems), the op that adds its 16-bit product into the main gradient; nothing with it.
+void accumulate_gradient(Emitter& e, OpIndex wgrad, OpRole role, std::int64_t parameters);
 void column_parallel_forward(Emitter& e, OpRole role, std::int64_t n_out, std::int64_t k_in);
 void row_parallel_forward(Emitter& e, OpRole role, std::int64_t n_out, std::int64_t k_in);
 void column_parallel_backward(Emitter& e, OpRole role, std::int64_t n_out, std::int64_t k_in);

@@ -174,18 +174,24 @@ void moe_backward(Emitter& e) {
   cast_to_fp8(e, OpRole::expert_fc2, LinearTensor::output_gradient, x.expert_tokens * count, s.h);
   const OpIndex fc2_dgrad =
       e.emit(expert_gemm(e, OpRole::expert_fc2, GemmPass::input_gradient, x.expert_tokens, s.moe_ffn, s.h, count));
-  e.emit(expert_gemm(e, OpRole::expert_fc2, GemmPass::weight_gradient, s.moe_ffn, s.h, x.expert_tokens, count));
+  const OpIndex fc2_wgrad =
+      e.emit(expert_gemm(e, OpRole::expert_fc2, GemmPass::weight_gradient, s.moe_ffn, s.h, x.expert_tokens, count));
+  accumulate_gradient(e, fc2_wgrad, OpRole::expert_fc2, count * s.moe_ffn * s.h);
   e.chain = fc2_dgrad;
   e.emit(Emitter::rows_cols(OpKind::activation_backward, OpRole::expert_activation, x.expert_tokens * count, s.moe_ffn));
   cast_to_fp8(e, OpRole::expert_fc1, LinearTensor::output_gradient, x.expert_tokens * count, s.moe_fc1_width);
   const OpIndex fc1_dgrad = e.emit(
       expert_gemm(e, OpRole::expert_fc1, GemmPass::input_gradient, x.expert_tokens, s.h, s.moe_fc1_width, count));
-  e.emit(expert_gemm(e, OpRole::expert_fc1, GemmPass::weight_gradient, s.h, s.moe_fc1_width, x.expert_tokens, count));
+  const OpIndex fc1_wgrad = e.emit(
+      expert_gemm(e, OpRole::expert_fc1, GemmPass::weight_gradient, s.h, s.moe_fc1_width, x.expert_tokens, count));
+  accumulate_gradient(e, fc1_wgrad, OpRole::expert_fc1, count * s.h * s.moe_fc1_width);
   e.chain = fc1_dgrad;
   exchange(e, x, OpRole::dispatch, true);
   const OpIndex router_dgrad =
       e.emit(Emitter::gemm(OpRole::router, GemmPass::input_gradient, s.tokens_local, s.h, s.experts_total));
-  e.emit(Emitter::gemm(OpRole::router, GemmPass::weight_gradient, s.h, s.experts_total, s.tokens_local));
+  const OpIndex router_wgrad =
+      e.emit(Emitter::gemm(OpRole::router, GemmPass::weight_gradient, s.h, s.experts_total, s.tokens_local));
+  accumulate_gradient(e, router_wgrad, OpRole::router, s.h * s.experts_total);
   e.chain = router_dgrad;
   if (s.recomputes(RecomputeModule::shared_experts) && !s.recomputes(RecomputeModule::moe))
     e.recompute([&] { shared_experts(e, false); });

@@ -80,15 +80,19 @@ double zero3_gather_bytes(const Scenario& scenario, const Strategy& st, std::int
 // Without gradient accumulation fusion a linear's GEMM writes its weight gradient in bf16 apart from the main gradient
 // until an op adds it there (Megatron's param.grad before its main_grad.add_ hook; twin execute's
 // Form::weight_gradient_apart): a unit's backward holds its largest dense linear's, 2 B a weight of the rank's shard
-// (its bias's few columns not counted; the experts' and MLA's own products have no such op).
+// (its bias's few columns not counted; an experts block's grouped GEMM holds every local expert's; MLA's own
+// projections, inside its attention block, are not counted).
 double weight_gradient_apart_bytes(const std::optional<lowering::RankShapes>& shapes,
                                    std::span<const layer::Block> blocks) {
   if (!shapes) return 0;
   std::int64_t largest = 0;
-  for (const layer::Block& b : blocks)
+  const lowering::RankShapes& s = *shapes;
+  for (const layer::Block& b : blocks) {
     if (b.kind == layer::BlockKind::column_linear || b.kind == layer::BlockKind::row_linear)
-      largest = std::max(largest, lowering::width_per_rank(*shapes, b.out_width) *
-                                      lowering::width_per_rank(*shapes, b.in_width));
+      largest = std::max(largest, lowering::width_per_rank(s, b.out_width) * lowering::width_per_rank(s, b.in_width));
+    if (b.kind == layer::BlockKind::experts)  // a grouped GEMM's: every local expert's FC1 or FC2
+      largest = std::max({largest, s.experts_local * s.h * s.moe_fc1_width, s.experts_local * s.moe_ffn * s.h});
+  }
   return 2.0 * static_cast<double>(largest);
 }
 

@@ -130,6 +130,29 @@ TEST(FrameworkLowering, UnfusedGradientAccumulationAddsEachWeightGradientIntoThe
   }
 }
 
+// The experts' grouped weight gradients and the router's add theirs apart too (TE's GroupedLinear without
+// fuse_wgrad_accumulation, Megatron's hook): every local expert's weights in one op after its grouped GEMM.
+TEST(FrameworkLowering, UnfusedGradientAccumulationAddsTheExpertsAndTheRoutersGradients) {
+  Scenario scenario = testing::make_scenario(testing::moe_shaped(), 1, 1024, 16);
+  scenario.framework.moe_token_dispatcher_type = MoeTokenDispatcher::alltoall;
+  scenario.framework.gradient_accumulation_fusion = false;
+  Strategy ep2 = testing::make_strategy(2, 1);
+  ep2.expert_model_parallel_size = 2;
+  const FrameworkLowered lowered = lower_with_framework(scenario, ep2);
+  std::set<OpRole> added;
+  for (const RankClass& rc : lowered.graph.classes)
+    for (OpIndex i = 0; i + 1 < rc.size(); ++i) {
+      const Op& gemm = rc.op(i);
+      if (gemm.kind != OpKind::gemm || gemm.gemm_pass != GemmPass::weight_gradient) continue;
+      const Op& add = rc.op(i + 1);
+      ASSERT_EQ(add.role, OpRole::grad_accumulation) << op_name(gemm);
+      EXPECT_EQ(add.linear, gemm.role) << op_name(gemm);
+      EXPECT_EQ(add.bytes, 6 * gemm.gemm.count * gemm.gemm.m * gemm.gemm.n) << op_name(gemm);
+      added.insert(gemm.role);
+    }
+  for (OpRole role : {OpRole::expert_fc1, OpRole::expert_fc2, OpRole::router}) EXPECT_EQ(added.count(role), 1u);
+}
+
 TEST(FrameworkLowering, GradientsAreReducedInTheStatedDtype) {
   // Megatron-LM reduces bf16 training's gradients in fp32 (framework.reduce_dtype float32); twin execute and NeMo's
   // performance recipes in bf16, the default beside any framework but pytorch-fsdp2.
