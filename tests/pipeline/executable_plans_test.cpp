@@ -145,10 +145,10 @@ const std::map<std::string, int>& published_verdicts() {
       // NeMo 22.06-22.08's fp32 main gradient beside a bf16 reduction (stated 2026-12-03; the 15 rows refused at
       // gradient_accumulation_fusion before, weight gradients added outside the GEMM, which run since, are here, at
       // fp16 training and at the loss under TP).
-      {"/scenario/framework/main_grad_dtype", 14},
+      {"/scenario/framework/main_grad_dtype", 11},
       {"/scenario/framework/scatter_gather_tensors_in_pipeline", 47},  // Megatron-LM 2021's pipeline sends
       {"/scenario/framework/name", 5},                        // pytorch-fsdp2 (PyTorch's own kernels)
-      {"/scenario/framework/reduce_dtype", 30},               // gradients reduced in fp32
+      {"/scenario/framework/reduce_dtype", 33},               // gradients reduced in fp32 (NeMo 22.06's since 12-03)
       {"/scenario/framework/tp_comm_overlap", 40},            // Transformer Engine's userbuffers
       {"/scenario/model/mtp_num_layers", 1},                  // multi-token prediction
       {"/scenario/training/fp8/param_gather", 16},            // FP8 parameters

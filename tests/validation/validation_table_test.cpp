@@ -130,7 +130,8 @@ TEST(PublishedTable, BadRowsNameTheirPath) {
 // gradient added outside the GEMM moves 2 + 2 x its bytes (16-bit in fp16 training: 6, where 10 was priced): Narayanan
 // Table 1 8.1% -> 7.5%, its ZeRO-3 rows 13.5% -> 12.5%; the Ampere factor, refitted, rises and takes Korthikanti's
 // rows 0.7 point up, and MT-NLG's fp16 rows, cheaper too, 8.4% -> 10.5%; the table 7.663% -> 7.669% (docs/VALIDATION.md
-// "The main gradient's dtype").
+// "The main gradient's dtype"). At 11:32 UTC NeMo 22.06's three rows state their fp32 reduction (the O2 wrapper's
+// GradBucket): that group 11.8% -> 12.0%.
 struct Reached {
   double cross_validated_mean, cross_validated_max, in_sample_mean, in_sample_max;
 };
@@ -142,8 +143,8 @@ const std::map<std::string, Reached> kReached = {
     {"megatron-readme-h100-2024", {0.066, 0.116, 0.063, 0.112}},
     {"llmfoundry-mpt-h100-2024", {0.093, 0.147, 0.076, 0.133}},
     {"llmfoundry-mpt-a100-2023", {0.064, 0.219, 0.064, 0.220}},
-    {"nemo-megatron-a100-2023", {0.119, 0.196, 0.119, 0.195}},
-    {"bloom2022-176b", {0.006, 0.006, 0.006, 0.006}},
+    {"nemo-megatron-a100-2023", {0.120, 0.196, 0.121, 0.195}},
+    {"bloom2022-176b", {0.005, 0.005, 0.006, 0.006}},
     {"bloom2022-topology-search", {0.081, 0.253, 0.079, 0.246}},
     {"smith2022-mtnlg-530b", {0.105, 0.126, 0.103, 0.123}},
     {"dgxc-nemo-h100-24.11", {0.055, 0.147, 0.048, 0.131}},
