@@ -367,8 +367,9 @@ void mark_first_gradients(const RankClass& rc, bool tied_embeddings, std::vector
   std::set<GradientKey> written;
   for (OpIndex i = 0; i < rc.size(); ++i) {
     OpBinding& b = bindings[i];
+    // An add apart writes the weight's gradient but never stores it (the step zeroed it): a writer after it adds.
     if (const std::optional<GradientKey> key = gradient_key(rc.op(i), b, tied_embeddings))
-      b.first_gradient = written.insert(*key).second;
+      b.first_gradient = written.insert(*key).second && b.action != Action::grad_accumulation;
     if (b.action == Action::embedding_backward)  // the positions' gradient: only the embedding backward writes it
       b.first_position_gradient = written.insert({rc.op(i).layer, OpRole::none}).second;
   }
@@ -377,9 +378,9 @@ void mark_first_gradients(const RankClass& rc, bool tied_embeddings, std::vector
 }  // namespace
 
 std::optional<GradientKey> gradient_key(const Op& op, const OpBinding& b, bool tied_embeddings) {
-  // A weight gradient added apart has no writer that stores: its op adds into gradients the step zeroed.
+  // A weight gradient added apart is written by its add, not its GEMM (the add never stores: mark_first_gradients).
   const bool writes = (b.action == Action::linear_weight_grad && !b.gradient_apart) ||
-                      b.action == Action::norm_backward ||
+                      b.action == Action::grad_accumulation || b.action == Action::norm_backward ||
                       b.action == Action::embedding_backward || b.action == Action::router_weight_grad ||
                       b.action == Action::expert_weight_grad ||
                       (b.action == Action::attention_backward && op.attention.sinks) ||

@@ -100,8 +100,9 @@ struct OpBinding {
   // positions'; until 2026-11-30 the positions' gradient was then never zeroed and summed over every step).
   bool first_position_gradient = false;
   // linear_weight_grad: a grad_accumulation op of the same linear, layer, micro-batch and chunk adds what this GEMM
-  // writes, so it writes the weight's (and bias's) gradient to a tensor of its own. Neither is then a first_gradient:
-  // the accumulation op always adds (Megatron's main_grad.add_), into gradients the step zeroes at its start.
+  // writes, so it writes the weight's (and bias's) gradient to a tensor of its own. The accumulation op, not the GEMM,
+  // is then the weight's writer, but never a first_gradient: it always adds (Megatron's main_grad.add_), into gradients
+  // the step zeroes at its start, and a later writer of the weight (a tied table's embedding backward) adds after it.
   bool gradient_apart = false;
   // Action::mla_step's step (subject: the weight it reads or whose gradient it writes, else none).
   MlaStep mla_step = MlaStep::q_down;

@@ -231,7 +231,8 @@ void mark_window_first_gradients(const RankClass& rc, std::vector<OpBinding>& bi
     if (a.writes_gradients.empty()) continue;
     const std::int32_t holder = a.writes_gradients.front();
     if (const std::optional<GradientKey> key = gradient_key(rc.op(i), b, stage.tied_embeddings))
-      b.first_gradient = written.emplace(*key, holder).second || b.first_gradient;
+      b.first_gradient = (written.emplace(*key, holder).second || b.first_gradient) &&
+                         b.action != Action::grad_accumulation;  // an add apart never stores
     if (b.action == Action::embedding_backward)
       b.first_position_gradient =
           written.emplace(GradientKey{rc.op(i).layer, OpRole::none}, holder).second || b.first_position_gradient;

@@ -42,12 +42,30 @@ TEST(GradientAccumulationBinding, EachLinearsGemmWritesApartAndItsAddAlwaysAdds)
       if (b.action != Action::grad_accumulation) continue;
       EXPECT_EQ(b.subject, op.linear) << op_name(op);
       EXPECT_FALSE(b.first_gradient) << op_name(op);
-      EXPECT_FALSE(gradient_key(op, b, false).has_value()) << op_name(op);
+      EXPECT_TRUE(gradient_key(op, b, false).has_value()) << op_name(op);  // it writes, but never stores
       ++adds[{op.layer, b.subject, op.micro_batch}];
     }
     ASSERT_FALSE(apart.empty());
     EXPECT_EQ(apart, adds);  // one add for each GEMM written apart, every micro-batch
     EXPECT_GT(norm_stores, 0);  // the norms' weights still store their first gradient
+  }
+}
+
+// Tied embeddings: the output projection's add apart comes first in the backward and adds into the table's gradient;
+// the embedding backward after it must add too, not store (a store zeroes the table and would drop the add).
+TEST(GradientAccumulationBinding, ATiedTablesEmbeddingBackwardAddsAfterTheOutputLayersAdd) {
+  Scenario scenario = unfused_accumulation();
+  scenario.cluster.node_groups[0].gpus_per_node = 1;
+  scenario.model.untie_embeddings_and_output_weights = false;
+  const IterationGraph graph = lower(testing::make_strategy(1, 1, 1, false), scenario);
+  for (bool tied : {true, false}) {
+    int embedding_stores = 0, embedding_backwards = 0;
+    for (const OpBinding& b : bind_ops(graph.classes[0], tied)) {
+      embedding_stores += b.action == Action::embedding_backward && b.first_gradient;
+      embedding_backwards += b.action == Action::embedding_backward;
+    }
+    EXPECT_GT(embedding_backwards, 1) << tied;
+    EXPECT_EQ(embedding_stores, tied ? 0 : 1) << tied;
   }
 }
 

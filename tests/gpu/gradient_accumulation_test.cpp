@@ -1,7 +1,7 @@
 // Weight gradients without gradient accumulation fusion (framework.gradient_accumulation_fusion false) on one GPU:
 // each linear's GEMM writes its gradient apart and a grad_accumulation op stores or adds it
 // (executor/gpu/dense_block_accumulation.cpp). One step of the recorded small plan (four micro-batches of 2; Llama
-// widths, then with GPT's biases) against the same step with the fusion, whose GEMMs add in place (cuBLASLt's
+// widths, then with GPT's biases and tied embeddings) against the same step with the fusion, whose GEMMs add in place (cuBLASLt's
 // beta 1): the reference. The forward is the same, so the losses are equal bit for bit; the gradients may differ by
 // the bf16 rounding of each micro-batch's product before its add.
 #include <gtest/gtest.h>
@@ -66,6 +66,7 @@ TEST(GradientAccumulationGpu, GradientsAddedApartMatchTheFusedOnes) {
   for (bool biases : {false, true}) {
     Plan fused = read_plan(testing::executed_fixture("small-single-h200") / "best.json");
     fused.scenario.model.add_bias_linear = biases;
+    fused.scenario.model.untie_embeddings_and_output_weights = !biases;  // GPT's: biases and a tied table
     ASSERT_GT(fused.strategy.num_micro_batches, 1);
     Plan apart = fused;
     apart.scenario.framework.gradient_accumulation_fusion = false;
