@@ -43,8 +43,9 @@ inline constexpr int kPlanFormatVersion = 1;
 // its passes' bytes (core/unfused_loss.hpp); the elementwise op of role loss after each is gone. Plans with the
 // fused loss lower as before.
 // 11 (2026-12-03): without gradient accumulation fusion each grad_accumulation op names its linear (Op::linear) and
-// moves 2 + 2 x the reduction's bytes per weight (the main gradient is in the reduction's dtype; 10 before, fp32
-// always); twin execute runs it. Plans with the fusion lower as before.
+// moves 2 + 2 x the main gradient's bytes per weight (framework.main_grad_dtype, by default the reduction's; 10
+// before, fp32 always); the experts' and the router's weight gradients have one too; twin execute runs the dense
+// linears'. Plans with the fusion lower as before.
 inline constexpr int kLoweringVersion = 11;
 
 // Columns of each entry of rank_classes[].ops, in order.

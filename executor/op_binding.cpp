@@ -339,7 +339,7 @@ bool bind_mla(const RankClass& rc, OpIndex i, OpBinding& b) {
 
 // Each grad_accumulation op names its linear (Op::linear); the weight-gradient GEMM of that linear in the same layer,
 // micro-batch and chunk writes what it adds, apart from the gradient (OpBinding::gradient_apart). One GEMM each, run
-// as a linear's (the experts', the router's and MLA's weight gradients have no accumulation op of their own).
+// as a dense linear's (the experts' grouped GEMMs and the router's, which the lowering adds apart too, are refused).
 void bind_gradient_accumulations(const RankClass& rc, std::vector<OpBinding>& bindings) {
   using GemmKey = std::tuple<std::int32_t, OpRole, std::int32_t, std::int16_t>;  // layer, linear, micro-batch, chunk
   std::map<GemmKey, OpIndex> weight_gradients;

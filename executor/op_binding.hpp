@@ -80,7 +80,7 @@ enum class Action : std::uint8_t {
   // its projections' products, its latents' norms and copy, its RoPE, expansion and attention.
   mla_step,
   // Without gradient accumulation fusion: a linear's weight gradient, which its GEMM wrote apart
-  // (OpBinding::gradient_apart), stored into the weight's gradient or added to it (Megatron's main_grad.add_ hook).
+  // (OpBinding::gradient_apart), added to the weight's gradient (Megatron's main_grad.add_ hook).
   grad_accumulation,
 };
 

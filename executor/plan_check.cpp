@@ -225,7 +225,8 @@ void check_architecture(const ModelConfig& m, const std::string& file) {
 }
 
 // Without gradient accumulation fusion a dense linear's bf16 GEMM writes its weight gradient apart and an op adds it
-// (executor/gpu/dense_block_accumulation.cpp); the experts' and MLA's weight gradients have no such op.
+// (executor/gpu/dense_block_accumulation.cpp); the experts block and MLA's steps write their weight gradients
+// themselves.
 void check_gradient_accumulation(const Plan& plan, const std::string& file) {
   if (plan.scenario.framework.gradient_accumulation_fusion) return;
   const ModelConfig& model = plan.scenario.model;

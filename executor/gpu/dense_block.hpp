@@ -104,7 +104,7 @@ class DenseBlock {
   void loss_reduce(const OpPass& p);
   void loss_backward(const OpPass& p);
   // Without gradient accumulation fusion (a grad_accumulation op): the linear's weight and bias gradients, which its
-  // GEMM wrote apart, stored into their gradients (the step's first writer) or added to them; the tensor freed.
+  // GEMM wrote apart, added to their gradients (zeroed at the step's start); the tensor freed.
   void accumulate_weight_gradient(const OpPass& p);
   // A linear's bias around a product run elsewhere (the FP8 linears', executor/gpu/fp8_linears.hpp): the bias this
   // rank adds to its output (nullptr: none, or a replicated one that TP rank 0 adds), and its gradient (added after

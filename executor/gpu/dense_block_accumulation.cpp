@@ -33,6 +33,7 @@ DenseBlock::GradientTarget DenseBlock::gradient_target(const OpPass& p) {
 void DenseBlock::accumulate_weight_gradient(const OpPass& p) {
   const LinearWeight w = linear_weight(p.binding.subject, p.unit);
   const WeightTensor* bias = linear_bias_tensor(p);
+  const GradientTarget gradients = gradient_target(p);  // the op's binding is not apart: the gradients themselves
   const std::int64_t weight_elements = w.in * w.out;
   const std::int64_t add_bytes = 3 * static_cast<std::int64_t>(sizeof(bf16)) * weight_elements;
   if (p.op.bytes != add_bytes)
@@ -41,12 +42,11 @@ void DenseBlock::accumulate_weight_gradient(const OpPass& p) {
                                        add_bytes));
   const Act name = gradient_apart_name(p.binding.subject);
   const auto* apart = static_cast<const bf16*>(stage_.tensors.get(p.mb, p.unit, name));
-  launch_op(p.op, p.binding, gpu::Elementwise{w.grads, apart, w.grads, weight_elements}, p.stream);
-  if (bias) {
-    bf16* bias_grads = stage_.parameters.unit(p.unit).grads + bias->offset;
-    launch_op(p.op, p.binding, gpu::Elementwise{bias_grads, apart + weight_elements, bias_grads,
-                                                bias->rows * bias->cols}, p.stream);
-  }
+  launch_op(p.op, p.binding, gpu::Elementwise{gradients.weight, apart, gradients.weight, weight_elements}, p.stream);
+  if (bias)
+    launch_op(p.op, p.binding,
+              gpu::Elementwise{gradients.bias, apart + weight_elements, gradients.bias, bias->rows * bias->cols},
+              p.stream);
   stage_.tensors.release(p.mb, p.unit, name, p.stream);
 }
 

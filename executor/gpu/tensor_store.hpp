@@ -49,7 +49,7 @@ enum class Form : std::uint8_t {
   // its output's name, the embedding's under its lookup's (Tensor::embedded).
   dropout_mask,
   // Without gradient accumulation fusion: the weight's gradient (then the bias's) of the linear that writes the tensor,
-  // as its GEMM wrote it, until the grad_accumulation op stores it into the gradient or adds it there.
+  // as its GEMM wrote it, until the grad_accumulation op adds it into the gradient.
   weight_gradient_apart,
   count
 };
