@@ -14,6 +14,7 @@
 
 #include "core/error.hpp"
 #include "executor/fp8_plan_check.hpp"
+#include "executor/main_gradient_check.hpp"
 #include "executor/model_support.hpp"
 #include "executor/op_binding.hpp"
 #include "executor/parameters.hpp"
@@ -257,12 +258,6 @@ void check_training(const Plan& plan, const std::string& file) {
   if (plan.scenario.framework.deepspeed_bf16_optimizer)
     throw InputError(file, "/scenario/framework/deepspeed_bf16_optimizer",
                      "false (twin execute runs Megatron's optimizers, not DeepSpeed's BF16_Optimizer)");
-  if (gradient_reduce_bytes(plan.scenario.framework) != 2)
-    throw InputError(file, "/scenario/framework/reduce_dtype",
-                     "\"bfloat16\" or absent (twin execute reduces gradients over data parallelism in bf16)");
-  if (main_gradient_bytes(plan.scenario.framework) != 2)
-    throw InputError(file, "/scenario/framework/main_grad_dtype",
-                     "\"bfloat16\" or absent (twin execute accumulates weight gradients in bf16 buffers)");
   const TrainingConfig& training = plan.scenario.training;
   check_fp8_plan(plan, file);
   const ModelConfig& model = plan.scenario.model;
@@ -342,6 +337,7 @@ void check_executable_plan(const Plan& plan, const std::string& file) {
   const PlanGraphs lowered = plan_graphs(plan, file);
   check_parts(plan, lowered, file);
   check_family_rules(plan, lowered, file);
+  check_main_gradient(plan, lowered, file);
   check_layouts(lowered, file);
   check_exchange_blocks(plan, lowered, file);
   try {

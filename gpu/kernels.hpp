@@ -15,6 +15,33 @@ namespace twin::kernels {
 
 using bf16 = __nv_bfloat16;
 
+// ---- weight gradients as the framework keeps them ----
+// A weight's gradient buffer is bf16, or fp32 where the framework keeps fp32 main gradients (framework.main_grad_dtype
+// float32: Megatron's main_grad under accumulate_allreduce_grads_in_fp32). The kernels that write or read weight
+// gradients take either: they sum in fp32 and round once to the buffer's type.
+enum class GradType : std::uint8_t { bf16, f32 };
+struct GradRef {
+  void* data = nullptr;
+  GradType type = GradType::bf16;
+  GradRef() = default;
+  GradRef(std::nullptr_t) {}
+  GradRef(void* p, GradType t) : data(p), type(t) {}
+  GradRef(bf16* p) : data(p), type(GradType::bf16) {}  // implicit: a bf16 buffer is the common case
+  GradRef(float* p) : data(p), type(GradType::f32) {}
+  // Kernels that only read a gradient (AdamW, the norm's sum of squares) take it from a const pointer too.
+  GradRef(const bf16* p) : GradRef(const_cast<bf16*>(p)) {}
+  GradRef(const float* p) : GradRef(const_cast<float*>(p)) {}
+  std::size_t element_bytes() const { return type == GradType::f32 ? sizeof(float) : sizeof(bf16); }
+  // Element `e` on (a view of the same buffer).
+  GradRef at(std::int64_t e) const {
+    GradRef out = *this;
+    if (data) out.data = static_cast<char*>(data) + e * static_cast<std::int64_t>(element_bytes());
+    return out;
+  }
+  explicit operator bool() const { return data != nullptr; }
+  bool operator==(const GradRef& other) const { return data == other.data && type == other.type; }
+};
+
 // ---- normalization (rows x cols; statistics per row kept in fp32 for backward) ----
 // Where an RMSNorm's rows lie: contiguous (the default), or in groups of `group_rows` contiguous rows whose first
 // rows are `group_stride` elements apart. QK-norm's rows are the query (or key) heads of each token inside the fused
@@ -41,7 +68,7 @@ void layernorm_forward(const bf16* x, const bf16* weight, const bf16* bias, bf16
 // Weight (and bias) gradients are reduced in two deterministic steps: the backward kernel writes one
 // fp32 partial per block of rows into `partials` (norm_partial_floats(rows, cols) floats; LayerNorm
 // writes weight partials then bias partials, so twice that), then norm_weight_grad_reduce sums the
-// partials in fp32 into the bf16 gradient.
+// partials in fp32 into the gradient (bf16 or fp32).
 std::size_t norm_partial_floats(std::int64_t rows, std::int64_t cols);
 // RMSNorm backward; with `skip` (may be null) dx also adds it: the residual stream's gradient that skips the norm's
 // branch, so that the residual add of a pre-norm layer's backward needs no kernel of its own. x is laid out by
@@ -51,11 +78,11 @@ void rmsnorm_backward(const bf16* dy, const bf16* x, const bf16* weight, const f
                       NormRowLayout grad_layout, NormWeightRows weights, cudaStream_t stream);
 void layernorm_backward(const bf16* dy, const bf16* x, const bf16* weight, const float* mean, const float* rstd,
                         bf16* dx, float* partials, std::int64_t rows, std::int64_t cols, cudaStream_t stream);
-// s[c] = sum over the partial blocks of partials[b * cols + c] (fp32); grad[c] = bf16(s[c]), or with
-// `accumulate` bf16(grad[c] + s[c]) (gradients accumulate over micro-batches). `partial_blocks` from
-// norm_partial_blocks.
+// s[c] = sum over the partial blocks of partials[b * cols + c] (fp32); grad[c] = s[c], or with `accumulate`
+// grad[c] + s[c] (gradients accumulate over micro-batches), rounded once to the gradient's type. `partial_blocks`
+// from norm_partial_blocks.
 std::int64_t norm_partial_blocks(std::int64_t rows);
-void norm_weight_grad_reduce(const float* partials, std::int64_t partial_blocks, std::int64_t cols, bf16* grad,
+void norm_weight_grad_reduce(const float* partials, std::int64_t partial_blocks, std::int64_t cols, GradRef grad,
                              bool accumulate, cudaStream_t stream);
 
 // ---- rotary position embedding (Llama's rotate-half: pairs (i, i + head_dim/2)) ----
@@ -102,6 +129,9 @@ void squared_relu_forward(const bf16* x, bf16* y, std::int64_t count, cudaStream
 void squared_relu_backward(const bf16* x, const bf16* dy, bf16* dx, std::int64_t count, cudaStream_t stream);
 // out = a + b (out may alias a or b).
 void residual_add(const bf16* a, const bf16* b, bf16* out, std::int64_t count, cudaStream_t stream);
+// grad += x over `count` elements, in fp32, rounded once to the gradient's type: a weight gradient written apart
+// added into the main gradient (Megatron's main_grad.add_).
+void add_to_gradient(const bf16* x, GradRef grad, std::int64_t count, cudaStream_t stream);
 
 // ---- hidden dropout (Megatron's bias-dropout-add over a branch, and its dropout of the embedding's output) ----
 // Which elements a dropout keeps is a function of their place in the step's batch, never of the GPUs' layout:
@@ -136,9 +166,9 @@ void embedding_forward(const std::int32_t* tokens, const bf16* table, bf16* out,
                        std::int64_t hidden, std::int64_t vocab_start, std::int64_t vocab_rows, cudaStream_t stream);
 // grad[tokens[t] - vocab_start] += dy[t], deterministically: token positions are sorted by token (CUB radix
 // sort, stable) and each distinct token's rows are summed in fp32 in position order by one block, then added to
-// the bf16 gradient row once. Rows no token names are left as they are.
+// the gradient row (bf16 or fp32) once. Rows no token names are left as they are.
 std::size_t embedding_backward_workspace_bytes(std::int64_t token_count);
-void embedding_backward(const std::int32_t* tokens, const bf16* dy, bf16* grad, void* workspace,
+void embedding_backward(const std::int32_t* tokens, const bf16* dy, GradRef grad, void* workspace,
                         std::size_t workspace_bytes, std::int64_t token_count, std::int64_t hidden,
                         std::int64_t vocab_start, std::int64_t vocab_rows, cudaStream_t stream);
 
@@ -151,15 +181,15 @@ struct PositionRun {
 void position_embedding_forward(bf16* x, const bf16* table, const PositionRun& run, std::int64_t cols,
                                 cudaStream_t stream);
 // grad[position] += the sum of dy's rows at that position (fp32, in row order; no atomics: deterministic).
-void position_embedding_backward(const bf16* dy, bf16* grad, const PositionRun& run, std::int64_t cols,
+void position_embedding_backward(const bf16* dy, GradRef grad, const PositionRun& run, std::int64_t cols,
                                  cudaStream_t stream);
 
 // ---- linear biases (y = x W + b) ----
 // y[r, c] += bias[c] over rows x cols, in place.
 void bias_add(bf16* y, const bf16* bias, std::int64_t rows, std::int64_t cols, cudaStream_t stream);
-// grad = bf16(column sums of dy [rows, cols]), or with `accumulate` grad + them: fp32 partials per block of rows
+// grad = column sums of dy [rows, cols], or with `accumulate` grad + them: fp32 partials per block of rows
 // (norm_partial_floats(rows, cols) floats) reduced by norm_weight_grad_reduce (deterministic).
-void bias_grad(const bf16* dy, float* partials, bf16* grad, bool accumulate, std::int64_t rows, std::int64_t cols,
+void bias_grad(const bf16* dy, float* partials, GradRef grad, bool accumulate, std::int64_t rows, std::int64_t cols,
                cudaStream_t stream);
 
 // ---- softmax cross-entropy over a vocabulary shard (logits [rows, vocab_shard], this shard starts at
@@ -203,10 +233,10 @@ struct AdamWState {
   // negative remainder says the parameter was rounded up; the pair holds the master exactly.
   std::int16_t* remainders = nullptr;
 };
-// Decoupled weight decay; grad is multiplied by *grad_scale first (the clip factor; nullptr = 1).
+// Decoupled weight decay; grad (bf16 or fp32) is multiplied by *grad_scale first (the clip factor; nullptr = 1).
 // Updates the master (fp32, or the parameters with their remainders, or, without either, the parameters), m and v
 // in place with fp32 math and writes the bf16 parameters.
-void adamw_step(const AdamWState& state, const bf16* grad, bf16* param, std::int64_t count,
+void adamw_step(const AdamWState& state, GradRef grad, bf16* param, std::int64_t count,
                 const AdamWParams& params, const float* grad_scale, cudaStream_t stream);
 // fp32 master weights and moments.
 inline void adamw_step(float* master, float* m, float* v, const bf16* grad, bf16* param, std::int64_t count,
@@ -216,7 +246,7 @@ inline void adamw_step(float* master, float* m, float* v, const bf16* grad, bf16
 // Sum of squares of grad, added to *sum_squares (fp32): per-block partials in `partials`
 // (grad_norm_partial_count() floats) then one reduction, so the result is deterministic.
 int grad_norm_partial_count();
-void grad_sum_squares(const bf16* grad, std::int64_t count, float* partials, float* sum_squares, cudaStream_t stream);
+void grad_sum_squares(GradRef grad, std::int64_t count, float* partials, float* sum_squares, cudaStream_t stream);
 // scale = min(1, max_norm / (sqrt(sum_squares) + 1e-6)).
 void grad_clip_scale(const float* sum_squares, float max_norm, float* scale, cudaStream_t stream);
 

@@ -19,9 +19,10 @@ struct Matmul::Plan : CublasLtPlan {};
 namespace {
 
 // A stored operand: `rows` x `cols` column-major with leading dimension `ld`, `count` of them back to back.
-cublasLtMatrixLayout_t layout(std::int64_t rows, std::int64_t cols, std::int64_t ld, int count) {
+cublasLtMatrixLayout_t layout(std::int64_t rows, std::int64_t cols, std::int64_t ld, int count,
+                              cudaDataType_t type = CUDA_R_16BF) {
   cublasLtMatrixLayout_t result = nullptr;
-  TWIN_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&result, CUDA_R_16BF, rows, cols, ld));
+  TWIN_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&result, type, rows, cols, ld));
   if (count > 1) {
     const std::int64_t stride = rows * cols;
     TWIN_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(result, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count)));
@@ -58,11 +59,12 @@ std::unique_ptr<Matmul::Plan> Matmul::make_plan(const MatmulProblem& p) {
   // Stored (column-major) shapes: B^T is n x k (ld n), or k x n (ld k) when B is stored [n,k].
   plan->first = layout(p.transpose_b ? p.k : p.n, p.transpose_b ? p.n : p.k, p.transpose_b ? p.k : p.n, p.count);
   plan->second = layout(p.transpose_a ? p.m : p.k, p.transpose_a ? p.k : p.m, p.transpose_a ? p.m : p.k, p.count);
-  plan->out = layout(p.n, p.m, p.n, p.count);
+  const cudaDataType_t out_type = p.f32_output ? CUDA_R_32F : CUDA_R_16BF;
+  plan->out = layout(p.n, p.m, p.n, p.count, out_type);
   plan->beta = p.accumulate ? 1.0f : 0.0f;
   if (p.epilogue != MatmulEpilogue::none) {
     const cublasLtEpilogue_t epilogue = cublaslt_epilogue(p.epilogue);
-    const cudaDataType_t vector_type = CUDA_R_16BF;
+    const cudaDataType_t vector_type = out_type;
     TWIN_CUBLAS_CHECK(
         cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue, sizeof(epilogue)));
     TWIN_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &vector_type,
@@ -98,27 +100,39 @@ const Matmul::Plan& Matmul::plan_for(const MatmulProblem& p) {
 bool Matmul::supports(const MatmulProblem& problem) { return find_plan(problem) != nullptr; }
 
 void Matmul::launch(const Plan& plan, const cublasLtMatmulAlgo_t& algo, const __nv_bfloat16* a,
-                    const __nv_bfloat16* b, __nv_bfloat16* c, const __nv_bfloat16* addend, __nv_bfloat16* vector,
-                    cudaStream_t stream) {
+                    const __nv_bfloat16* b, void* c, const void* addend, void* vector, cudaStream_t stream) {
   const float alpha = 1.0f;
   // The vector's address is the descriptor's, set for this call (a plan serves every call of its problem).
   if (vector != nullptr)
     TWIN_CUBLAS_CHECK(
         cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &vector, sizeof(vector)));
   // C and D share one layout, so the algorithm the heuristic chose for C == D serves C != D as well.
-  const __nv_bfloat16* source = addend != nullptr ? addend : c;
+  const void* source = addend != nullptr ? addend : c;
   TWIN_CUBLAS_CHECK(cublasLtMatmul(handle_, plan.desc, &alpha, b, plan.first, a, plan.second, &plan.beta, source,
                                    plan.out, c, plan.out, &algo, workspace_.data(), workspace_.bytes(), stream));
 }
 
+void Matmul::check_call(const MatmulProblem& problem, bool has_addend, bool has_vector, bool f32_output) const {
+  if (has_addend && !problem.accumulate)
+    throw std::logic_error("Matmul::run: an addend needs a problem that accumulates (beta 1)");
+  if (has_vector != (problem.epilogue != MatmulEpilogue::none))
+    throw std::logic_error("Matmul::run: a vector exactly when the problem has an epilogue (bias or its gradient)");
+  if (f32_output != problem.f32_output)
+    throw std::logic_error("Matmul::run: an fp32 output exactly when the problem says f32_output");
+}
+
 void Matmul::run(const MatmulProblem& problem, const __nv_bfloat16* a, const __nv_bfloat16* b, __nv_bfloat16* c,
                  cudaStream_t stream, const __nv_bfloat16* addend, __nv_bfloat16* vector) {
-  if (addend != nullptr && !problem.accumulate)
-    throw std::logic_error("Matmul::run: an addend needs a problem that accumulates (beta 1)");
-  if ((vector != nullptr) != (problem.epilogue != MatmulEpilogue::none))
-    throw std::logic_error("Matmul::run: a vector exactly when the problem has an epilogue (bias or its gradient)");
+  check_call(problem, addend != nullptr, vector != nullptr, false);
   const Plan& plan = plan_for(problem);
   launch(plan, plan.algo, a, b, c, addend, vector, stream);
+}
+
+void Matmul::run(const MatmulProblem& problem, const __nv_bfloat16* a, const __nv_bfloat16* b, float* c,
+                 cudaStream_t stream, float* vector) {
+  check_call(problem, false, vector != nullptr, true);
+  const Plan& plan = plan_for(problem);
+  launch(plan, plan.algo, a, b, c, nullptr, vector, stream);
 }
 
 const Matmul::Plan* Matmul::find_ragged_plan(const MatmulProblem& problem) {
@@ -161,6 +175,7 @@ void Matmul::run_ragged(const MatmulProblem& problem, const __nv_bfloat16* a, co
                         __nv_bfloat16* c, cudaStream_t stream, __nv_bfloat16* vector) {
   if ((vector != nullptr) != (problem.epilogue != MatmulEpilogue::none))
     throw std::logic_error("Matmul::run_ragged: a vector exactly when the problem has an epilogue (bias or its gradient)");
+  if (problem.f32_output) throw std::logic_error("Matmul::run_ragged: bf16 outputs only");
   const Plan* plan = find_ragged_plan(problem);
   if (plan == nullptr)
     throw std::runtime_error(fmt::format("cuBLASLt has no algorithm for GEMM m={} n={} k={} (transposes {}/{}, "

@@ -25,7 +25,9 @@ namespace twin::exec {
 // linear layer's bias); bias_grad_of_a writes vector[m] = the sums of op(A)'s rows over k, bias_grad_of_b vector[n]
 // = the sums of op(B)'s columns over k (a linear's bias gradient inside its weight-gradient GEMM, by which operand
 // holds the output's gradient). cuBLASLt's BIAS, BGRADB and BGRADA (its operands are ours swapped); the vector is
-// bf16. Not every layout has an algorithm with every epilogue: supports() says.
+// bf16 (fp32 with f32_output). Not every layout has an algorithm with every epilogue: supports() says.
+// f32_output: C (and the vector) fp32, A and B bf16: a weight gradient written into, or added to, fp32 main
+// gradients (framework.main_grad_dtype float32), as Megatron's fused wgrad_gemm_accum_fp32 does.
 enum class MatmulEpilogue { none, add_bias, bias_grad_of_a, bias_grad_of_b };
 
 // Whether an epilogue can take `vector`: cuBLASLt reads and writes it at 16-byte alignment, and the parameter layout
@@ -40,7 +42,8 @@ struct MatmulProblem {
   bool transpose_a = false, transpose_b = false, accumulate = false;
   int count = 1;
   MatmulEpilogue epilogue = MatmulEpilogue::none;
-  auto tie() const { return std::tie(m, n, k, transpose_a, transpose_b, accumulate, count, epilogue); }
+  bool f32_output = false;
+  auto tie() const { return std::tie(m, n, k, transpose_a, transpose_b, accumulate, count, epilogue, f32_output); }
   bool operator<(const MatmulProblem& other) const { return tie() < other.tie(); }
 };
 
@@ -57,6 +60,9 @@ class Matmul {
   // problem that does not accumulate, or when `vector` is given exactly when the problem has no epilogue.
   void run(const MatmulProblem& problem, const __nv_bfloat16* a, const __nv_bfloat16* b, __nv_bfloat16* c,
            cudaStream_t stream, const __nv_bfloat16* addend = nullptr, __nv_bfloat16* vector = nullptr);
+  // The product into fp32 C (problem.f32_output set; accumulating adds to C itself), the vector fp32 too.
+  void run(const MatmulProblem& problem, const __nv_bfloat16* a, const __nv_bfloat16* b, float* c,
+           cudaStream_t stream, float* vector = nullptr);
   // Whether cuBLASLt has an algorithm for the problem within the workspace (asked once per problem).
   bool supports(const MatmulProblem& problem);
   // The same product for a problem whose m and k vary between calls: the algorithm is the heuristic's for the
@@ -81,7 +87,8 @@ class Matmul {
   const Plan* find_plan(const MatmulProblem& problem);  // nullptr: no algorithm
   const Plan* find_ragged_plan(const MatmulProblem& problem);  // nullptr: no algorithm
   void launch(const Plan& plan, const cublasLtMatmulAlgo_t& algo, const __nv_bfloat16* a, const __nv_bfloat16* b,
-              __nv_bfloat16* c, const __nv_bfloat16* addend, __nv_bfloat16* vector, cudaStream_t stream);
+              void* c, const void* addend, void* vector, cudaStream_t stream);
+  void check_call(const MatmulProblem& problem, bool has_addend, bool has_vector, bool f32_output) const;
   cublasLtHandle_t handle_ = nullptr;
   gpu::DeviceBuffer workspace_;
   std::map<MatmulProblem, std::unique_ptr<Plan>> plans_;  // nullptr: cuBLASLt has no algorithm

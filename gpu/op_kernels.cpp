@@ -86,6 +86,10 @@ void dropout_forward(const HiddenDropout& d, const bf16* residual, const bf16* x
 }  // namespace
 
 void launch(const Elementwise& c, cudaStream_t stream) {
+  if (c.gradient) {
+    if (c.a || c.out || c.dropout.active()) throw std::logic_error("gpu::Elementwise: a gradient add with a, out or dropout");
+    return k::add_to_gradient(c.b, c.gradient, c.count, stream);
+  }
   if (!c.dropout.active()) return k::residual_add(c.a, c.b, c.out, c.count, stream);
   if (c.dropped == nullptr) return dropout_forward(c.dropout, c.a, c.b, c.out, c.cols, stream);
   if (c.b != nullptr) k::residual_add(c.a, c.b, c.out, c.count, stream);
@@ -109,13 +113,15 @@ void launch(const EmbeddingBackward& c, cudaStream_t stream) {
   }
   // Rows no token of the step names keep the zeros the step's first backward starts from.
   if (c.starts_gradient)
-    TWIN_CUDA_CHECK(cudaMemsetAsync(c.grad, 0, static_cast<std::size_t>(c.vocab_rows * c.cols) * sizeof(bf16), stream));
+    TWIN_CUDA_CHECK(cudaMemsetAsync(c.grad.data, 0, static_cast<std::size_t>(c.vocab_rows * c.cols) * c.grad.element_bytes(),
+                                    stream));
   k::embedding_backward(c.tokens, dy, c.grad, c.workspace, c.workspace_bytes, c.rows, c.cols, c.vocab_start,
                         c.vocab_rows, stream);
   if (!c.position_grad) return;
   if (c.starts_position_gradient)
-    TWIN_CUDA_CHECK(
-        cudaMemsetAsync(c.position_grad, 0, static_cast<std::size_t>(c.position_rows * c.cols) * sizeof(bf16), stream));
+    TWIN_CUDA_CHECK(cudaMemsetAsync(c.position_grad.data, 0,
+                                    static_cast<std::size_t>(c.position_rows * c.cols) * c.position_grad.element_bytes(),
+                                    stream));
   const bf16* position_dy = c.position_dy == c.dy ? dy : c.position_dy;
   for (int r = 0; r < c.position_run_count; ++r)
     k::position_embedding_backward(position_dy, c.position_grad, c.position_runs[r], c.cols, stream);

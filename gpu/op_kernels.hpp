@@ -57,8 +57,8 @@ struct NormBackward {
   const bf16* skip = nullptr;
   bf16* dx = nullptr;
   float* partials = nullptr;  // kernels::norm_partial_floats(rows, cols) floats, twice that for LayerNorm or 2 weights
-  bf16* weight_grad = nullptr;
-  bf16* bias_grad = nullptr;
+  kernels::GradRef weight_grad;  // bf16 or fp32 (the main gradient's dtype)
+  kernels::GradRef bias_grad;
   bool accumulate = false;
   std::int64_t rows = 0, cols = 0;
   kernels::NormRowLayout x_layout, grad_layout;  // x's rows; dy's, dx's and skip's (RMSNorm only)
@@ -118,7 +118,8 @@ struct HiddenDropout {
 // The element-wise op the graph has: out = a + b (a residual add, or a ring's gradient share; out may alias). With
 // hidden dropout (a residual's Megatron bias-dropout-add): forward out = a + mask * b / (1 - p), the mask drawn
 // (`dropout.runs` over rows of `cols`); backward (`dropped` set) out = a + b (b null: out is a, nothing added), then
-// dropped = out * mask / (1 - p), the branch's gradient.
+// dropped = out * mask / (1 - p), the branch's gradient. With `gradient` set (a weight gradient written apart added
+// into the main gradient, bf16 or fp32; a and out unset): gradient += b.
 struct Elementwise {
   static constexpr OpKind kind = OpKind::elementwise;
   const bf16* a = nullptr;
@@ -128,6 +129,7 @@ struct Elementwise {
   HiddenDropout dropout;
   std::int64_t cols = 0;
   bf16* dropped = nullptr;
+  kernels::GradRef gradient;
 };
 
 // The vocab-parallel embedding: this GPU holds table rows [vocab_start, vocab_start + vocab_rows). With learned
@@ -149,7 +151,7 @@ struct EmbeddingBackward {
   static constexpr OpKind kind = OpKind::embedding_backward;
   const std::int32_t* tokens = nullptr;
   const bf16* dy = nullptr;
-  bf16* grad = nullptr;
+  kernels::GradRef grad;      // bf16 or fp32 (the main gradient's dtype), as position_grad
   void* workspace = nullptr;  // kernels::embedding_backward_workspace_bytes(rows)
   std::size_t workspace_bytes = 0;
   bool starts_gradient = false;
@@ -158,7 +160,7 @@ struct EmbeddingBackward {
   // which with a tied table is not the table's first, the output projection's) adds the rows of `position_runs` of
   // `position_dy` (the rows whose sum over the TP group is the positions' whole gradient).
   bool starts_position_gradient = false;
-  bf16* position_grad = nullptr;
+  kernels::GradRef position_grad;
   const bf16* position_dy = nullptr;
   std::int64_t position_rows = 0;  // rows of the position table
   const kernels::PositionRun* position_runs = nullptr;
@@ -236,11 +238,11 @@ struct MoeUnpermute {
   std::int64_t rows = 0;      // backward: expert-order rows (0: tokens x top_k, dropless; under a capacity its layout's)
 };
 
-// AdamW over one span of a weight buffer, the gradient scaled by the clip factor first.
+// AdamW over one span of a weight buffer, the gradient (bf16 or fp32) scaled by the clip factor first.
 struct OptimizerStep {
   static constexpr OpKind kind = OpKind::optimizer_step;
   kernels::AdamWState state;
-  const bf16* grad = nullptr;
+  kernels::GradRef grad;
   bf16* param = nullptr;
   std::int64_t count = 0;
   kernels::AdamWParams params;

@@ -197,10 +197,12 @@ void StageLowering::optimizer_phase() {
   // Tied, or with MTP (its lookups beside the loss), the last stage holds a copy of the embedding's table.
   const bool tied_pair = (!model_.untie_embeddings_and_output_weights || model_.mtp_num_layers > 0) &&
                          holds_embedding_ != holds_output;
-  if (tied_pair) {  // DeepSpeed's BF16_Optimizer all-reduces the fp32 gradient (weight._hp_grad, pipe/engine.py)
+  // The main gradient in its dtype: Megatron all-reduces the table's main_grad, DeepSpeed's BF16_Optimizer the fp32
+  // gradient (weight._hp_grad, pipe/engine.py).
+  if (tied_pair) {
     const OpIndex sync = e_.emit_after(
         parameter_collective(OpKind::all_reduce, OpRole::embedding_grad_sync, GroupKind::embedding, 2,
-                             padded_vocab_size(model_, s_.tp) / s_.tp * s_.h * (s_.deepspeed_bf16_optimizer ? 4 : 2),
+                             padded_vocab_size(model_, s_.tp) / s_.tp * s_.h * s_.main_grad_bytes,
                              holds_embedding_ ? kEmbeddingUnit : kHeadUnit),
         last_compute);
     e_.depend(last_compute2, sync);
@@ -245,7 +247,7 @@ void StageLowering::optimizer_phase() {
 // Megatron marks a duplicated linear's weight sequence_parallel (TELinear.__init__, megatron/core/extensions/
 // transformer_engine.py at NVIDIA/Megatron-LM d98e8a64dd) and finalize_model_grads sums such gradients over TP after
 // the data-parallel reduction (finish_grad_sync, then _allreduce_non_tensor_model_parallel_grads: one coalesced
-// all-reduce). Without SP each rank ran them on all rows: nothing to sum. The layer norms' weights join that
+// all-reduce, of their main gradients). Without SP each rank ran them on all rows: nothing to sum. The layer norms' weights join that
 // all-reduce in Megatron too; twin prices it for MLA's duplicated weights only (docs/SIMULATOR.md).
 OpIndex StageLowering::sum_duplicated_gradients(OpIndex after) {
   if (!s_.sp) return kNoOp;
@@ -255,7 +257,7 @@ OpIndex StageLowering::sum_duplicated_gradients(OpIndex after) {
       parameters += layer_parameter_groups(model_, layer).duplicated_linears;
   if (parameters == 0) return kNoOp;
   const OpIndex sum = e_.emit_after(Emitter::collective(OpKind::all_reduce, OpRole::tp_reduce, Stream::tp_comm,
-                                                        GroupKind::tensor, s_.tp, parameters * s_.reduce_bytes),
+                                                        GroupKind::tensor, s_.tp, parameters * s_.main_grad_bytes),
                                     after);
   e_.depend(last_on(Stream::dp_comm), sum);
   return sum;

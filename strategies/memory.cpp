@@ -7,8 +7,8 @@
 // training.optimizer_precision stores the master weights and moments narrower (bf16 main parameters:
 // no master copy at all).
 // ZeRO-1 shards the optimizer states over the data group, ZeRO-2 the gradients too, ZeRO-3 the weights.
-// (Megatron keeps fp32 main gradients unless --grad-reduce-in-bf16, which its own recipe and NeMo's performance
-// recipes pass; twin execute keeps bf16 ones.)
+// The gradients are the main gradient, in its dtype (framework.main_grad_dtype: Megatron keeps fp32 main gradients
+// unless --grad-reduce-in-bf16, which NeMo's performance recipes pass; twin execute keeps what the scenario says).
 //
 // Activations per layer generalise Korthikanti et al. 2022 (arXiv 2205.05198) tensor by tensor: the sum of
 // the tensors the layer description's blocks save (core/layer.hpp), each 2 bytes per element (masks 1),
@@ -37,17 +37,19 @@
 
 namespace twin {
 
-StateBytes state_bytes_per_parameter(const TrainingConfig& training) {
+StateBytes state_bytes_per_parameter(const TrainingConfig& training, const FrameworkConfig& framework) {
   const OptimizerPrecision& p = training.optimizer_precision;
   const double moments = bytes_of(p.exp_avg) + (training.optimizer == "sgd" ? 0 : bytes_of(p.exp_avg_sq));
   if (training.precision == "fp32") return {4, 4, moments};  // the fp32 weights are the main parameters
-  return {2, 2, master_bytes(p) + moments};
+  // DeepSpeed's BF16_Optimizer keeps bf16 gradients and, beside them, the fp32 copy estimate_memory counts.
+  const double main_gradient = framework.deepspeed_bf16_optimizer ? 2 : main_gradient_bytes(framework);
+  return {2, main_gradient, master_bytes(p) + moments};
 }
 
 double zero_gradients_in_flight_bytes(int zero_stage, int data_group, const StateBytes& per_param,
                                       double largest_unit_parameters) {
   if (!zero_shards_gradients(zero_stage) || data_group <= 1) return 0;
-  return per_param.gradients * largest_unit_parameters;
+  return per_param.weights * largest_unit_parameters;  // autograd writes a whole gradient in the weights' dtype
 }
 
 namespace {
@@ -228,7 +230,7 @@ double peak_activation_bytes(const StageUnits& units, const Strategy& st, int st
 double model_state_bytes_per_parameter(int zero_stage, int data_parallel, const std::string& precision) {
   TrainingConfig adam;
   adam.precision = precision;
-  const StateBytes b = state_bytes_per_parameter(adam);
+  const StateBytes b = state_bytes_per_parameter(adam, FrameworkConfig{});
   const double dp = data_parallel;
   return b.weights / (zero_shards_weights(zero_stage) ? dp : 1) + b.gradients / (zero_shards_gradients(zero_stage) ? dp : 1) +
          b.optimizer / (zero_stage >= 1 ? dp : 1);
@@ -243,7 +245,7 @@ MemoryEstimate estimate_memory(const Scenario& scenario, const Strategy& st) {
   const int expert_data_group = expert_data_parallel_size(st);
   const std::int64_t seq = scenario.training.seq_length;
   const std::int64_t tokens = static_cast<std::int64_t>(st.micro_batch_size) * (seq / cp);
-  const StateBytes per_param = state_bytes_per_parameter(scenario.training);
+  const StateBytes per_param = state_bytes_per_parameter(scenario.training, scenario.framework);
   const ActivationReplay replay = activation_replay(st, runs_combined_1f1b(scenario.framework, st));
   int communicators = 0;
   for (int size : {tp, cp, data_group, pp, m.is_moe() ? ep : 1, m.is_moe() ? expert_data_group : 1,

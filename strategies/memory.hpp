@@ -47,13 +47,14 @@ inline constexpr double kCudaContextBytes = 0.5 * kGiB;
 inline constexpr double kWorkspaceBytes = 32.0 * 1024 * 1024 + kCudaContextBytes;
 
 // Bytes per parameter of weights, gradients and optimizer states before ZeRO sharding: mixed precision
-// keeps bf16 weights and gradients plus fp32 master weights and Adam moments (12 bytes).
+// keeps bf16 weights, the main gradient (bf16 or fp32: core/framework.hpp main_gradient_bytes) and fp32 master weights
+// and Adam moments (12 bytes).
 struct StateBytes {
   double weights, gradients, optimizer;
 };
-StateBytes state_bytes_per_parameter(const TrainingConfig& training);
+StateBytes state_bytes_per_parameter(const TrainingConfig& training, const FrameworkConfig& framework);
 
-// ZeRO-2/3's whole gradients in flight: each micro-batch's backward writes a unit's whole gradients, reduce-scatters
+// ZeRO-2/3's whole gradients in flight (in the weights' dtype): each micro-batch's backward writes a unit's whole gradients, reduce-scatters
 // them into the shard and frees them (lowering_emitter.hpp reduces_every_micro_batch). The activations peak as a
 // backward starts, where the unit whose backward runs holds them (the one before it, if any, reduce-scatters beside
 // it as activations are freed): 1 x the largest layer's. Nothing under ZeRO-0/1 (whole gradients counted as state) or

@@ -116,7 +116,7 @@ LinearWeight DenseBlock::linear_weight(OpRole subject, int unit) {
   const WeightTensor& w = held.tensor(holder.role);
   // Tied: the embedding table [vocab, hidden] where this stage holds it, else the table's copy.
   const std::int64_t in = holder.stored_out_by_in ? w.cols : w.rows, out = holder.stored_out_by_in ? w.rows : w.cols;
-  return {held.params + w.offset, held.grads + w.offset, in, out, holder.stored_out_by_in, holder.unit, holder.role};
+  return {held.params + w.offset, held.grads.at(w.offset), in, out, holder.stored_out_by_in, holder.unit, holder.role};
 }
 
 void DenseBlock::linear_forward(const OpPass& p) {
@@ -180,11 +180,11 @@ void DenseBlock::linear_weight_grad(const OpPass& p) {
   // The gradient as stored: [out, in] = dY^T X, or [in, out] = X^T dY.
   MatmulProblem problem = w.stored_out_by_in ? MatmulProblem{n, m, k, true, false, accumulate}
                                              : MatmulProblem{m, n, k, true, false, accumulate};
-  bf16* bias_grad = fused_bias_grad(p, problem, w.stored_out_by_in);
-  p.scratch.matmul->run(problem, w.stored_out_by_in ? d_output_full : input_full,
-                        w.stored_out_by_in ? input_full : d_output_full, gradients.weight, p.stream, nullptr,
-                        bias_grad);
-  if (bias_grad != nullptr)
+  problem.f32_output = gradients.weight.type == kernels::GradType::f32;
+  const kernels::GradRef bias_grad = fused_bias_grad(p, problem, w.stored_out_by_in);
+  run_into(*p.scratch.matmul, problem, w.stored_out_by_in ? d_output_full : input_full,
+           w.stored_out_by_in ? input_full : d_output_full, gradients.weight, bias_grad, p.stream);
+  if (bias_grad)
     finish_fused_bias_grad(p, n);
   else
     linear_bias_grad(p, d_output_full, k, n);

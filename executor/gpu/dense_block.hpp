@@ -44,9 +44,13 @@ struct DenseStage {
 
 // A linear's weight: [in, out] in its unit, or, for a tied output projection, the embedding table (or its copy)
 // stored [out, in] = [vocab, hidden].
+// A weight-gradient GEMM into `out`, bf16 or fp32 (problem.f32_output says which; the epilogue's vector the same).
+void run_into(Matmul& matmul, const MatmulProblem& problem, const __nv_bfloat16* a, const __nv_bfloat16* b,
+              kernels::GradRef out, kernels::GradRef vector, cudaStream_t stream);
+
 struct LinearWeight {
   __nv_bfloat16* params = nullptr;
-  __nv_bfloat16* grads = nullptr;
+  kernels::GradRef grads;  // bf16 or fp32: the main gradient's dtype
   std::int64_t in = 0, out = 0;
   bool stored_out_by_in = false;
   int unit = 0;  // the parameter unit and tensor that hold it (and its gradient)
@@ -156,14 +160,14 @@ class DenseBlock {
   // output's gradient (nothing without add_bias_linear), and the embedding's rows [first_row, end_row) as runs of
   // positions for learned position embeddings.
   const WeightTensor* linear_bias_tensor(const OpPass& p);
-  __nv_bfloat16* fused_bias_grad(const OpPass& p, MatmulProblem& problem, bool output_grad_is_a);
+  kernels::GradRef fused_bias_grad(const OpPass& p, MatmulProblem& problem, bool output_grad_is_a);
   // Where a linear's weight-gradient op puts the weight's and the bias's gradients (dense_block_accumulation.cpp): the
   // gradients themselves, stored by the step's first writer and added to by later ones, or apart
   // (OpBinding::gradient_apart), a tensor of the weight's then the bias's elements, always stored.
   struct GradientTarget {
-    __nv_bfloat16* weight = nullptr;
-    __nv_bfloat16* bias = nullptr;  // nullptr: the linear has none
-    bool store = true;              // else add
+    kernels::GradRef weight;  // the main gradient (bf16 or fp32), or the bf16 tensor a gradient apart goes to
+    kernels::GradRef bias;    // unset: the linear has none
+    bool store = true;        // else add
   };
   GradientTarget gradient_target(const OpPass& p);
   Act gradient_apart_name(OpRole linear) const;

@@ -25,9 +25,23 @@ DenseBlock::GradientTarget DenseBlock::gradient_target(const OpPass& p) {
   const LinearWeight w = linear_weight(p.binding.subject, p.unit);
   const WeightTensor* bias = linear_bias_tensor(p);
   if (!p.binding.gradient_apart)
-    return {w.grads, bias ? stage_.parameters.unit(p.unit).grads + bias->offset : nullptr, p.binding.first_gradient};
+    return {w.grads, bias ? stage_.parameters.unit(p.unit).grads.at(bias->offset) : kernels::GradRef{},
+            p.binding.first_gradient};
+  // Apart, the gradient is bf16 whatever the main gradient's type (Megatron's param.grad is the weight's dtype).
   auto* apart = static_cast<bf16*>(stage_.tensors.get(p.mb, p.unit, gradient_apart_name(p.binding.subject)));
-  return {apart, bias ? apart + w.in * w.out : nullptr, true};
+  return {apart, bias ? kernels::GradRef{apart + w.in * w.out} : kernels::GradRef{}, true};
+}
+
+void run_into(Matmul& matmul, const MatmulProblem& problem, const bf16* a, const bf16* b, kernels::GradRef out,
+              kernels::GradRef vector, cudaStream_t stream) {
+  if (vector && vector.type != out.type) throw std::logic_error("run_into: the epilogue's vector and C differ in type");
+  switch (out.type) {
+    case kernels::GradType::bf16:
+      return matmul.run(problem, a, b, static_cast<bf16*>(out.data), stream, nullptr,
+                        static_cast<bf16*>(vector.data));
+    case kernels::GradType::f32:
+      return matmul.run(problem, a, b, static_cast<float*>(out.data), stream, static_cast<float*>(vector.data));
+  }
 }
 
 void DenseBlock::accumulate_weight_gradient(const OpPass& p) {
@@ -35,18 +49,24 @@ void DenseBlock::accumulate_weight_gradient(const OpPass& p) {
   const WeightTensor* bias = linear_bias_tensor(p);
   const GradientTarget gradients = gradient_target(p);  // the op's binding is not apart: the gradients themselves
   const std::int64_t weight_elements = w.in * w.out;
-  const std::int64_t add_bytes = 3 * static_cast<std::int64_t>(sizeof(bf16)) * weight_elements;
+  // Reads the bf16 gradient apart, reads and writes the main gradient.
+  const auto add_bytes =
+      static_cast<std::int64_t>(sizeof(bf16) + 2 * gradients.weight.element_bytes()) * weight_elements;
   if (p.op.bytes != add_bytes)
-    throw std::logic_error(fmt::format("gradient accumulation of {}: {} bytes priced, the bf16 add of {} elements "
+    throw std::logic_error(fmt::format("gradient accumulation of {}: {} bytes priced, the add of {} elements "
                                        "moves {}", to_string(p.binding.subject), p.op.bytes, weight_elements,
                                        add_bytes));
   const Act name = gradient_apart_name(p.binding.subject);
   const auto* apart = static_cast<const bf16*>(stage_.tensors.get(p.mb, p.unit, name));
-  launch_op(p.op, p.binding, gpu::Elementwise{gradients.weight, apart, gradients.weight, weight_elements}, p.stream);
-  if (bias)
-    launch_op(p.op, p.binding,
-              gpu::Elementwise{gradients.bias, apart + weight_elements, gradients.bias, bias->rows * bias->cols},
-              p.stream);
+  gpu::Elementwise add{.b = apart, .count = weight_elements};
+  add.gradient = gradients.weight;
+  launch_op(p.op, p.binding, add, p.stream);
+  if (bias) {
+    add.b = apart + weight_elements;
+    add.count = bias->rows * bias->cols;
+    add.gradient = gradients.bias;
+    launch_op(p.op, p.binding, add, p.stream);
+  }
   stage_.tensors.release(p.mb, p.unit, name, p.stream);
 }
 

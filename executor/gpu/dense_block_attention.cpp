@@ -146,7 +146,7 @@ void DenseBlock::attention_backward(const OpPass& p) {
                                 attention_dropout(p.op, p.mb, p.unit, run.first_token)};
     if (sinks) {
       call.sinks = unit.params + sinks->offset;
-      call.d_sinks = unit.grads + sinks->offset;
+      call.d_sinks = unit.bf16_grads() + sinks->offset;
       call.accumulate_sinks = accumulate_sinks;
       accumulate_sinks = true;
     }

@@ -59,14 +59,14 @@ void DenseBlock::embedding_backward(const OpPass& p) {
   // The step's first embedding backward starts the table's gradient from zeros: rows no token of the step names
   // keep them. Later micro-batches add to it, as the other weights' gradients do. Learned positions take the rows
   // this rank holds outside TP regions (under SP its slice of the gathered gradient).
-  gpu::EmbeddingBackward call{inputs(p.mb), dy, unit.grads + table.offset, embedding_workspace_,
+  gpu::EmbeddingBackward call{inputs(p.mb), dy, unit.grads.at(table.offset), embedding_workspace_,
                               embedding_workspace_bytes_, p.binding.first_gradient, tokens, h,
                               layout.tp_rank * vocab_l, vocab_l};
   std::vector<kernels::PositionRun> runs;
   if (const WeightTensor* positions = unit.find(OpRole::embedding, WeightPart::positions)) {
     const std::int64_t first = layout.shapes.sp ? layout.tp_rank * layout.shapes.tokens_local : 0;
     runs = position_runs(p.mb, layout.shapes, first, layout.shapes.sp ? first + layout.shapes.tokens_local : tokens);
-    call.position_grad = unit.grads + positions->offset;
+    call.position_grad = unit.grads.at(positions->offset);
     call.starts_position_gradient = p.binding.first_position_gradient;
     call.position_dy = dy;
     call.position_rows = positions->rows;

@@ -30,27 +30,37 @@ bf16* DenseBlock::forward_bias(const OpPass& p) {
 }
 
 // Where the weight-gradient GEMM's epilogue writes the bias's gradient (the gradient itself, or the stream's scratch
-// when a later micro-batch adds to it), setting the problem's epilogue; nullptr, problem unchanged, where the GEMM
-// cannot: no bias; a replicated bias under SP, whose gradient sums only this rank's rows of the gathered gradient
-// the GEMM reduces whole; or a layout cuBLASLt has no such algorithm for (then the column-sum kernel runs).
-bf16* DenseBlock::fused_bias_grad(const OpPass& p, MatmulProblem& problem, bool output_grad_is_a) {
+// when a later micro-batch adds to it; in the weight's gradient type, as the GEMM's output), setting the problem's
+// epilogue; unset, problem unchanged, where the GEMM cannot: no bias; a replicated bias under SP, whose gradient sums
+// only this rank's rows of the gathered gradient the GEMM reduces whole; or a layout cuBLASLt has no such algorithm
+// for (then the column-sum kernel runs).
+kernels::GradRef DenseBlock::fused_bias_grad(const OpPass& p, MatmulProblem& problem, bool output_grad_is_a) {
   const WeightTensor* bias = linear_bias_tensor(p);
-  if (!bias || (bias->tp_replicated && stage_.layout.layout(p.unit).shapes.sp)) return nullptr;
+  if (!bias || (bias->tp_replicated && stage_.layout.layout(p.unit).shapes.sp)) return {};
   const GradientTarget gradients = gradient_target(p);
-  bf16* target = gradients.store ? gradients.bias : p.scratch.bias_grad;
+  const kernels::GradRef target =
+      gradients.store ? gradients.bias : kernels::GradRef{p.scratch.bias_grad, gradients.weight.type};
   MatmulProblem fused = problem;
   fused.epilogue = output_grad_is_a ? MatmulEpilogue::bias_grad_of_a : MatmulEpilogue::bias_grad_of_b;
-  if (!epilogue_vector_aligned(target) || !p.scratch.matmul->supports(fused)) return nullptr;
+  if (!epilogue_vector_aligned(target.data) || !p.scratch.matmul->supports(fused)) return {};
   problem = fused;
   return target;
 }
 
-// A later micro-batch's bias gradient, written to the scratch by the epilogue, added to the gradient: the column-sum
-// kernel over one row, so the sum is rounded as the unfused path rounds it (bf16(grad + fp32 sum)).
+// A later micro-batch's bias gradient, written to the scratch by the epilogue, added to the gradient: bf16, the
+// column-sum kernel over one row, so the sum is rounded as the unfused path rounds it (bf16(grad + fp32 sum)); fp32,
+// the scratch's one row of fp32 sums reduced into it.
 void DenseBlock::finish_fused_bias_grad(const OpPass& p, std::int64_t cols) {
   const GradientTarget gradients = gradient_target(p);
   if (gradients.store) return;
-  kernels::bias_grad(p.scratch.bias_grad, p.scratch.norm_partials, gradients.bias, true, 1, cols, p.stream);
+  switch (gradients.weight.type) {
+    case kernels::GradType::bf16:
+      return kernels::bias_grad(static_cast<const bf16*>(p.scratch.bias_grad), p.scratch.norm_partials,
+                                gradients.bias, true, 1, cols, p.stream);
+    case kernels::GradType::f32:
+      return kernels::norm_weight_grad_reduce(static_cast<const float*>(p.scratch.bias_grad), 1, cols,
+                                              gradients.bias, true, p.stream);
+  }
 }
 
 void DenseBlock::linear_bias_grad(const OpPass& p, const bf16* d_output_full, std::int64_t rows, std::int64_t cols) {

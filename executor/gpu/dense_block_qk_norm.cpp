@@ -58,7 +58,7 @@ void DenseBlock::qk_norm_backward(const OpPass& p) {
   const WeightTensor& w = parameters.tensor(OpRole::qk_norm);
   launch_op(p.op, p.binding,
             qk_norm_backward_call(d_qkv, saved, parameters.params + w.offset, rstd, p.scratch.norm_partials,
-                                  parameters.grads + w.offset, !p.binding.first_gradient, shape),
+                                  parameters.grads.at(w.offset), !p.binding.first_gradient, shape),
             p.stream);
   tensors.release(p.mb, p.unit, kSaved, p.stream);
 }

@@ -81,8 +81,8 @@ void DenseBlock::norm_backward(const OpPass& p) {
             gpu::NormBackward{p.op.normalization, dy, norm_input(p, block), parameters.params + w.offset,
                               p.op.normalization == Normalization::layernorm ? stats + rows : nullptr, stats,
                               p.op.fuses_residual ? static_cast<const bf16*>(tensors.get(mb, unit, skip)) : nullptr,
-                              dx, p.scratch.norm_partials, parameters.grads + w.offset,
-                              bias ? parameters.grads + bias->offset : nullptr,
+                              dx, p.scratch.norm_partials, parameters.grads.at(w.offset),
+                              bias ? parameters.grads.at(bias->offset) : kernels::GradRef{},
                               /*accumulate=*/!p.binding.first_gradient, rows, cols},
             p.stream);
   if (p.op.fuses_residual) tensors.release(mb, unit, skip, p.stream);

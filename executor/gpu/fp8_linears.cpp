@@ -310,7 +310,8 @@ void Fp8Linears::weight_grad(const OpPass& p) {
     throw std::logic_error("FP8 linear weight gradient: GEMM shape differs from the weight's");
   const Fp8Copies x = operand(p, LinearTensor::input, g.k, g.m, Fp8Held::columnwise);
   const Fp8Copies dy = operand(p, LinearTensor::output_gradient, g.k, g.n, Fp8Held::both);
-  fp8_weight_grad_gemm(fp8_.recipe, g, x, dy, !p.binding.first_gradient).run(*p.scratch.fp8_matmul, w.grads, p.stream);
+  fp8_weight_grad_gemm(fp8_.recipe, g, x, dy, !p.binding.first_gradient)
+      .run(*p.scratch.fp8_matmul, bf16_gradient(w.grads), p.stream);
   // The bias's gradient from the bf16 output gradient the cast read (its column sums), as the bf16 linear takes it.
   const Act d_output = fp8_source_name(linear, LinearTensor::output_gradient);
   if (tensors_.has(p.mb, p.unit, d_output))

@@ -65,7 +65,7 @@ MlaStepTensors MlaBlock::tensors_of(const OpPass& p, MlaStep step) {
                             std::tuple{&t.w.kv_norm, &t.g.kv_norm, OpRole::mla_kv_norm},
                             std::tuple{&t.w.kv_up, &t.g.kv_up, OpRole::mla_kv_up}}) {
     *w = at<const bf16>(unit, unit.params, role);
-    *g = at(unit, unit.grads, role);
+    *g = at(unit, unit.bf16_grads(), role);
   }
   return t;
 }

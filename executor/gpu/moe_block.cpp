@@ -108,10 +108,10 @@ MoeBlock::Weight MoeBlock::weight(const OpPass& p) {
   const bool experts = subject == OpRole::expert_fc1 || subject == OpRole::expert_fc2;
   ParameterUnit& unit = stage_.parameters.unit(experts ? expert_unit_of(p.unit) : p.unit);
   const std::int64_t offset = unit.tensor(subject).offset;
-  Weight w{unit.params + offset, unit.grads + offset};
+  Weight w{unit.params + offset, unit.bf16_grads() + offset};
   if (const WeightTensor* bias = unit.find(subject, WeightPart::bias)) {
     w.bias = unit.params + bias->offset;
-    w.bias_grads = unit.grads + bias->offset;
+    w.bias_grads = unit.bf16_grads() + bias->offset;
   }
   return w;
 }
@@ -132,13 +132,14 @@ void MoeBlock::router_logits(const OpPass& p, const Weight& w, const bf16* x, bf
 
 bf16* MoeBlock::bias_grad_target(const OpPass& p, const Weight& w) const {
   if (!w.bias) return nullptr;
-  return p.binding.first_gradient ? w.bias_grads : p.scratch.bias_grad;
+  return p.binding.first_gradient ? w.bias_grads : static_cast<bf16*>(p.scratch.bias_grad);
 }
 
 void MoeBlock::finish_bias_grads(const OpPass& p, const Weight& w, std::int64_t count) const {
   // The scratch's sums added as one row (kernels::bias_grad over one row: bf16(grad + sum)).
   if (w.bias && !p.binding.first_gradient)
-    kernels::bias_grad(p.scratch.bias_grad, p.scratch.norm_partials, w.bias_grads, true, 1, count, p.stream);
+    kernels::bias_grad(static_cast<bf16*>(p.scratch.bias_grad), p.scratch.norm_partials, w.bias_grads, true, 1, count,
+                       p.stream);
 }
 
 void* MoeBlock::tensor(const OpPass& p, Tensor t, Form form) { return stage_.tensors.get(p.mb, p.unit, {t, form}); }

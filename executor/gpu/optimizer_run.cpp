@@ -29,6 +29,16 @@ std::pair<std::int64_t, std::int64_t> held(const ParameterUnit& unit, const Weig
                                 : std::pair<std::int64_t, std::int64_t>{w.offset, w.elements()};
 }
 
+// NCCL's type of a gradient buffer: the reduction moves the main gradient as it is kept (Megatron all-reduces or
+// reduce-scatters its main_grad buffer in its own dtype).
+ncclDataType_t nccl_type(const kernels::GradRef& gradient) {
+  switch (gradient.type) {
+    case kernels::GradType::bf16: return ncclBfloat16;
+    case kernels::GradType::f32: return ncclFloat32;
+  }
+  throw std::logic_error("nccl_type: unknown gradient type");
+}
+
 }  // namespace
 
 OptimizerRun::OptimizerRun(const OptimizerStage& stage, TensorStore& tensors) : stage_(stage) {
@@ -53,15 +63,17 @@ ncclComm_t OptimizerRun::data_of(const Op& op, std::int32_t unit) const {
 void OptimizerRun::grad_reduce(const OpPass& p) {
   ParameterUnit& unit = unit_named(p.op, p.op.parameter_unit);
   ncclComm_t data = data_of(p.op, p.op.parameter_unit);
+  const ncclDataType_t type = nccl_type(unit.grads);
   if (p.op.kind == OpKind::all_reduce) {
-    TWIN_NCCL_CHECK(ncclAllReduce(unit.grads, unit.grads, unit.padded, ncclBfloat16, ncclSum, data, p.stream));
+    TWIN_NCCL_CHECK(ncclAllReduce(unit.grads.data, unit.grads.data, unit.padded, type, ncclSum, data, p.stream));
     return;
   }
-  bf16* reduced = unit.grads + unit.shard_begin;
-  TWIN_NCCL_CHECK(
-      ncclReduceScatter(unit.grads, reduced, unit.shard_elements, ncclBfloat16, ncclSum, data, p.stream));
-  if (unit.shards_gradients())
-    kernels::residual_add(unit.gradient_shard, reduced, unit.gradient_shard, unit.shard_elements, p.stream);
+  const kernels::GradRef reduced = unit.grads.at(unit.shard_begin);
+  TWIN_NCCL_CHECK(ncclReduceScatter(unit.grads.data, reduced.data, unit.shard_elements, type, ncclSum, data, p.stream));
+  if (unit.shards_gradients()) {  // bf16 only (the plan check refuses fp32 main gradients under ZeRO >= 2)
+    bf16* shard = bf16_gradient(unit.gradient_shard);
+    kernels::residual_add(shard, bf16_gradient(reduced), shard, unit.shard_elements, p.stream);
+  }
 }
 
 void OptimizerRun::param_gather(const OpPass& p) {
@@ -98,8 +110,8 @@ void OptimizerRun::embedding_grad_sync(const OpPass& p) {
       unit.tensor(p.op.parameter_unit == kEmbeddingUnit ? OpRole::embedding : OpRole::output_projection);
   const auto [begin, count] = held(unit, table);
   if (count > 0)
-    TWIN_NCCL_CHECK(ncclAllReduce(unit.gradients_at(begin), unit.gradients_at(begin), count, ncclBfloat16, ncclSum,
-                                  stage_.comms.embedding(), p.stream));
+    TWIN_NCCL_CHECK(ncclAllReduce(unit.gradients_at(begin).data, unit.gradients_at(begin).data, count,
+                                  nccl_type(unit.grads), ncclSum, stage_.comms.embedding(), p.stream));
 }
 
 void OptimizerRun::sum_replicated_norm_gradients(cudaStream_t stream) {
@@ -113,8 +125,8 @@ void OptimizerRun::sum_replicated_norm_gradients(cudaStream_t stream) {
       if (!w.tp_replicated || !(layout.shapes.sp || w.tp_partial_gradient)) continue;
       const auto [begin, count] = held(*unit, w);
       if (count > 0)
-        TWIN_NCCL_CHECK(ncclAllReduce(unit->gradients_at(begin), unit->gradients_at(begin), count, ncclBfloat16,
-                                      ncclSum, layout.tensor_optimizer, stream));
+        TWIN_NCCL_CHECK(ncclAllReduce(unit->gradients_at(begin).data, unit->gradients_at(begin).data, count,
+                                      nccl_type(unit->grads), ncclSum, layout.tensor_optimizer, stream));
     }
   }
   TWIN_NCCL_CHECK(ncclGroupEnd());

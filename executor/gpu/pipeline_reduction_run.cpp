@@ -98,7 +98,7 @@ void PipelineReductionRun::pack(const std::vector<const Mine*>& mine, StageParam
     std::int64_t piece_at = at;
     for (const ReductionPiece& p : m->pieces) {
       ParameterUnit& unit = params.unit(p.unit);
-      bf16* buffer = (gradients ? unit.grads : unit.params) + p.first;
+      bf16* buffer = (gradients ? unit.bf16_grads() : unit.params) + p.first;
       if (into_packed)
         kernels::copy_bf16_rows(packed + piece_at, p.cols, buffer, p.ld, p.rows, p.cols, stream);
       else

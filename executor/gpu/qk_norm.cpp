@@ -36,7 +36,7 @@ gpu::NormForward qk_norm_forward_call(gpu::bf16* qkv, const gpu::bf16* weights, 
 }
 
 gpu::NormBackward qk_norm_backward_call(gpu::bf16* d_qkv, const gpu::bf16* saved, const gpu::bf16* weights,
-                                        const float* rstd, float* partials, gpu::bf16* weight_grads, bool accumulate,
+                                        const float* rstd, float* partials, kernels::GradRef weight_grads, bool accumulate,
                                         const QkNormShape& s) {
   check(s);
   gpu::NormBackward c;

@@ -31,7 +31,7 @@ gpu::NormForward qk_norm_forward_call(gpu::bf16* qkv, const gpu::bf16* weights, 
 // gradient, after RoPE's backward), from the saved pre-norm heads; the weights' gradients into `weight_grads`
 // [2, head_dim], stored or (`accumulate`) added. `partials`: qk_norm_partial_floats(shape).
 gpu::NormBackward qk_norm_backward_call(gpu::bf16* d_qkv, const gpu::bf16* saved, const gpu::bf16* weights,
-                                        const float* rstd, float* partials, gpu::bf16* weight_grads, bool accumulate,
+                                        const float* rstd, float* partials, kernels::GradRef weight_grads, bool accumulate,
                                         const QkNormShape& shape);
 std::size_t qk_norm_partial_floats(const QkNormShape& shape);
 // Copies each token's query and key heads out of `qkv` into `saved` [tokens, saved_width()] (what the backward

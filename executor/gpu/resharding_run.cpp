@@ -15,7 +15,7 @@ namespace {
 // (executor/resharding.cpp's valid_range): the rectangle's end is checked to lie in it too.
 bf16* block_start(StageParameters& params, const ReshardBlock& b, std::int64_t first, std::int64_t ld) {
   const ParameterUnit& unit = params.unit(b.unit);
-  const auto at = [&](std::int64_t e) { return b.gradient ? unit.gradients_at(e) : unit.weights_at(e); };
+  const auto at = [&](std::int64_t e) { return b.gradient ? unit.bf16_gradients_at(e) : unit.weights_at(e); };
   at(first + (b.rows - 1) * ld + b.cols);  // throws where the rectangle leaves the shard
   return at(first);
 }
@@ -69,9 +69,9 @@ void keep_gradient_start(StageParameters& params, cudaStream_t stream) {
   for (ParameterUnit* unit : params.units()) {
     if (unit->shards_gradients()) continue;  // it keeps its shard only, which is the range it starts with
     const auto [begin, end] = gradient_start_range(*unit);
-    if (begin > 0) TWIN_CUDA_CHECK(cudaMemsetAsync(unit->grads, 0, begin * kElement, stream));
+    if (begin > 0) TWIN_CUDA_CHECK(cudaMemsetAsync(unit->bf16_grads(), 0, begin * kElement, stream));
     if (end < unit->padded)
-      TWIN_CUDA_CHECK(cudaMemsetAsync(unit->grads + end, 0, (unit->padded - end) * kElement, stream));
+      TWIN_CUDA_CHECK(cudaMemsetAsync(unit->bf16_grads() + end, 0, (unit->padded - end) * kElement, stream));
   }
 }
 

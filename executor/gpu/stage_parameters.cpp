@@ -32,13 +32,27 @@ std::int64_t in_shard(std::int64_t e, std::int64_t begin, std::int64_t count, st
 
 }  // namespace
 
+kernels::GradType main_gradient_type(const Scenario& scenario) {
+  return main_gradient_bytes(scenario.framework) == 4 ? kernels::GradType::f32 : kernels::GradType::bf16;
+}
+
 bf16* ParameterUnit::weights_at(std::int64_t e) const {
   return shards_weights() ? weight_shard + in_shard(e, shard_begin, shard_elements, id) : params + e;
 }
 
-bf16* ParameterUnit::gradients_at(std::int64_t e) const {
-  return shards_gradients() ? gradient_shard + in_shard(e, shard_begin, shard_elements, id) : grads + e;
+kernels::GradRef ParameterUnit::gradients_at(std::int64_t e) const {
+  return shards_gradients() ? gradient_shard.at(in_shard(e, shard_begin, shard_elements, id)) : grads.at(e);
 }
+
+bf16* bf16_gradient(const kernels::GradRef& gradient) {
+  if (gradient.type != kernels::GradType::bf16)
+    throw std::logic_error("executor: a path that keeps bf16 gradients only, over fp32 main gradients (the plan check "
+                           "refuses such plans: executor/plan_check.cpp)");
+  return static_cast<bf16*>(gradient.data);
+}
+
+bf16* ParameterUnit::bf16_grads() const { return bf16_gradient(grads); }
+bf16* ParameterUnit::bf16_gradients_at(std::int64_t e) const { return bf16_gradient(gradients_at(e)); }
 
 void* StageParameters::allocate(std::size_t bytes) {
   void* p = nullptr;
@@ -56,6 +70,8 @@ StageParameters::StageParameters(const Scenario& scenario, std::vector<Parameter
     if (layout.shards_weights()) scratch_elements = std::max(scratch_elements, layout.padded);
   bf16* scratch = nullptr;
   if (scratch_elements > 0) TWIN_CUDA_CHECK(cudaMalloc(&scratch, scratch_elements * sizeof(bf16)));
+  const kernels::GradType grad_type = main_gradient_type(scenario);
+  const std::size_t grad_bytes = grad_type == kernels::GradType::f32 ? sizeof(float) : sizeof(bf16);
   for (ParameterUnitLayout& layout : layouts) {
     ParameterUnit unit(std::move(layout));
     const std::size_t shard_bytes = unit.shard_elements * sizeof(bf16), whole_bytes = unit.padded * sizeof(bf16);
@@ -64,18 +80,18 @@ StageParameters::StageParameters(const Scenario& scenario, std::vector<Parameter
     else
       unit.params = static_cast<bf16*>(allocate(whole_bytes));
     if (unit.shards_gradients())
-      unit.gradient_shard = static_cast<bf16*>(allocate(shard_bytes));
+      unit.gradient_shard = {allocate(unit.shard_elements * grad_bytes), grad_type};
     else
-      unit.grads = static_cast<bf16*>(allocate(whole_bytes));
+      unit.grads = {allocate(unit.padded * grad_bytes), grad_type};
     allocate_optimizer_state(unit, scenario.training.optimizer_precision, optimizer_state, stream);
     initialise_weights(unit, unit.shards_weights() ? scratch : unit.params, stream);
     if (unit.shards_weights())
       TWIN_CUDA_CHECK(cudaMemcpyAsync(unit.weight_shard, scratch + unit.shard_begin, shard_bytes,
                                       cudaMemcpyDeviceToDevice, stream));
     if (unit.shards_gradients())
-      TWIN_CUDA_CHECK(cudaMemsetAsync(unit.gradient_shard, 0, shard_bytes, stream));
+      TWIN_CUDA_CHECK(cudaMemsetAsync(unit.gradient_shard.data, 0, unit.shard_elements * grad_bytes, stream));
     else
-      TWIN_CUDA_CHECK(cudaMemsetAsync(unit.grads, 0, whole_bytes, stream));
+      TWIN_CUDA_CHECK(cudaMemsetAsync(unit.grads.data, 0, unit.padded * grad_bytes, stream));
     const std::int32_t id = unit.id;
     units_.emplace(id, std::move(unit));
   }
@@ -144,14 +160,16 @@ std::int64_t StageParameters::total_elements() const {
 
 void StageParameters::zero_grads(cudaStream_t stream) {
   for (auto& [id, unit] : units_)
-    if (!unit.shards_gradients()) TWIN_CUDA_CHECK(cudaMemsetAsync(unit.grads, 0, unit.padded * sizeof(bf16), stream));
+    if (!unit.shards_gradients())
+      TWIN_CUDA_CHECK(cudaMemsetAsync(unit.grads.data, 0, unit.padded * unit.grads.element_bytes(), stream));
   zero_gradient_shards(stream);
 }
 
 void StageParameters::zero_gradient_shards(cudaStream_t stream) {
   for (auto& [id, unit] : units_)
     if (unit.shards_gradients())
-      TWIN_CUDA_CHECK(cudaMemsetAsync(unit.gradient_shard, 0, unit.shard_elements * sizeof(bf16), stream));
+      TWIN_CUDA_CHECK(cudaMemsetAsync(unit.gradient_shard.data, 0,
+                                      unit.shard_elements * unit.gradient_shard.element_bytes(), stream));
 }
 
 }  // namespace twin::exec

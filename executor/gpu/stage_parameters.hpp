@@ -1,5 +1,6 @@
 // The weights one rank holds on its GPU: per parameter unit (executor/parameters.hpp's layout) one flat bf16
-// parameter buffer, one flat bf16 gradient buffer, and AdamW's master weights and moments (fp32 or bf16,
+// parameter buffer, one flat gradient buffer (the main gradient: bf16, or fp32 where framework.main_grad_dtype says
+// float32, as Megatron's main_grad), and AdamW's master weights and moments (fp32 or bf16,
 // training.optimizer_precision) for the part this rank updates (all of it, or its ZeRO shard). Under ZeRO >= 2 (the
 // gradients) and ZeRO-3 (the weights) over more than one GPU the rank keeps only its shard of them; the whole buffer
 // exists while the op graph needs it (executor/weight_residency.hpp).
@@ -27,21 +28,30 @@ struct ParameterUnit : ParameterUnitLayout {
   // shards_gradients): then they exist only inside the windows executor/weight_residency.hpp finds, from CUDA's
   // stream-ordered pool (executor/gpu/weight_residency_run.hpp), and are nullptr outside them.
   bf16* params = nullptr;
-  bf16* grads = nullptr;
+  kernels::GradRef grads;
   // This rank's shard [shard_begin, shard_begin + shard_elements), kept for the run where the unit shards it: the
   // weights AdamW updates and the gathers read (ZeRO-3), the reduced gradients each grad_reduce adds into (ZeRO >= 2).
   bf16* weight_shard = nullptr;
-  bf16* gradient_shard = nullptr;
+  kernels::GradRef gradient_shard;
   // Element `e` of the weights and of the gradients as the rank keeps them between the windows: in the shard
   // buffer where the unit keeps only its shard (throws unless `e` lies in it), else in the whole buffer. What the
   // optimizer's ops and the layout switch read and write (the part AdamW updates, the gradients held after the
   // reduction).
   bf16* weights_at(std::int64_t e) const;
-  bf16* gradients_at(std::int64_t e) const;
+  kernels::GradRef gradients_at(std::int64_t e) const;
+  // The gradients where a path keeps bf16 ones only (the experts, MLA, FP8 linears, ZeRO-2/3 shards, layout
+  // switches: refused with fp32 main gradients by executor/plan_check.cpp); throws on an fp32 buffer.
+  bf16* bf16_grads() const;
+  bf16* bf16_gradients_at(std::int64_t e) const;
   // AdamW's state for [update_begin, update_begin + update_elements), stored as the scenario's
   // optimizer_precision says (no master array when the bf16 parameters are the main ones).
   kernels::AdamWState adam;
 };
+
+// The main gradient's type (framework.main_grad_dtype; core/framework.hpp main_gradient_bytes).
+kernels::GradType main_gradient_type(const Scenario& scenario);
+// A gradient where a path keeps bf16 ones only (as ParameterUnit::bf16_grads); throws on fp32.
+bf16* bf16_gradient(const kernels::GradRef& gradient);
 
 class StageParameters {
  public:

@@ -122,7 +122,7 @@ void StageRuntime::make_scratch() {
       const std::int64_t bias_grads = bias_grad_elements(layout_);  // also summed as one row through the partials
       scratch.norm_partials =
           static_cast<float*>(tensors_.static_buffer(std::max<std::size_t>(partials, bias_grads) * sizeof(float)));
-      scratch.bias_grad = static_cast<__nv_bfloat16*>(tensors_.static_buffer(bias_grads * sizeof(__nv_bfloat16)));
+      scratch.bias_grad = tensors_.static_buffer(bias_grads * sizeof(float));
     } else {
       scratch.norm_partials = static_cast<float*>(tensors_.static_buffer(partials * sizeof(float)));
     }

@@ -15,7 +15,9 @@ struct StreamScratch {
   std::unique_ptr<GroupedMatmul> grouped;  // the experts' GEMMs (MoE models only)
   std::unique_ptr<Fp8Matmul> fp8_matmul;   // FP8 linears' GEMMs (training.fp8 only)
   float* norm_partials = nullptr;          // a norm backward's per-block weight-gradient sums
-  __nv_bfloat16* bias_grad = nullptr;      // a linear's bias gradient from the GEMM epilogue (biased models only)
+  // A linear's bias gradient from the GEMM epilogue (biased models only): bf16, or fp32 where the main gradients are;
+  // room for fp32.
+  void* bias_grad = nullptr;
   void* moe_sort_workspace = nullptr;      // the router's sort by expert (MoE models only)
 };
 

@@ -14,13 +14,22 @@ WeightResidencyRun::WeightResidencyRun(WeightResidency plan, StageParameters& pa
                                        std::set<std::int32_t> stored)
     : plan_(std::move(plan)), parameters_(parameters), stored_(std::move(stored)) {}
 
-bf16*& WeightResidencyRun::buffer_of(const ResidencyChange& change) {
+void* WeightResidencyRun::buffer_of(const ResidencyChange& change) {
   ParameterUnit& unit = parameters_.unit(change.unit);
   const bool gradients = change.buffer == Residency::gradients;
   if (!(gradients ? unit.shards_gradients() : unit.shards_weights()))
     throw std::logic_error(fmt::format("executor: a residency window of parameter unit {}, which keeps its whole {}",
                                        change.unit, gradients ? "gradients" : "weights"));
-  return gradients ? unit.grads : unit.params;
+  return gradients ? unit.grads.data : static_cast<void*>(unit.params);
+}
+
+void WeightResidencyRun::set_buffer(const ResidencyChange& change, void* buffer) {
+  buffer_of(change);  // throws for a unit that keeps the buffer whole
+  ParameterUnit& unit = parameters_.unit(change.unit);
+  if (change.buffer == Residency::gradients)
+    unit.grads.data = buffer;
+  else
+    unit.params = static_cast<bf16*>(buffer);
 }
 
 void WeightResidencyRun::before(OpIndex op, cudaStream_t stream, const IssueEvents& events) {
@@ -30,29 +39,31 @@ void WeightResidencyRun::before(OpIndex op, cudaStream_t stream, const IssueEven
   for (const ResidencyChange& release : at.release)
     for (OpIndex from : release.after) TWIN_CUDA_CHECK(cudaStreamWaitEvent(stream, events.op_done(from)));
   for (const ResidencyChange& acquire : at.acquire) {
-    bf16*& buffer = buffer_of(acquire);
-    if (buffer)
+    if (buffer_of(acquire))
       throw std::logic_error(fmt::format("executor: parameter unit {}'s whole {} made twice", acquire.unit,
                                          acquire.buffer == Residency::gradients ? "gradients" : "weights"));
     const ParameterUnit& unit = parameters_.unit(acquire.unit);
-    const std::size_t bytes = unit.padded * sizeof(bf16);
-    TWIN_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&buffer), bytes, stream));
-    if (acquire.buffer == Residency::weights) continue;
+    const bool gradients = acquire.buffer == Residency::gradients;
+    const std::size_t element = gradients ? unit.grads.element_bytes() : sizeof(bf16);
+    const std::size_t bytes = unit.padded * element;
+    void* buffer = nullptr;
+    TWIN_CUDA_CHECK(cudaMallocAsync(&buffer, bytes, stream));
+    set_buffer(acquire, buffer);
+    if (!gradients) continue;
     if (!stored_.count(acquire.unit)) {
       TWIN_CUDA_CHECK(cudaMemsetAsync(buffer, 0, bytes, stream));
       continue;
     }
     for (const ElementRange& gap : uncovered_ranges(unit))
-      TWIN_CUDA_CHECK(cudaMemsetAsync(buffer + gap.begin, 0, gap.count * sizeof(bf16), stream));
+      TWIN_CUDA_CHECK(cudaMemsetAsync(static_cast<char*>(buffer) + gap.begin * element, 0, gap.count * element, stream));
   }
 }
 
 void WeightResidencyRun::after(OpIndex op, cudaStream_t stream) {
   if (plan_.empty()) return;
   for (const ResidencyChange& release : plan_.at(op).release) {
-    bf16*& buffer = buffer_of(release);
-    TWIN_CUDA_CHECK(cudaFreeAsync(buffer, stream));
-    buffer = nullptr;
+    TWIN_CUDA_CHECK(cudaFreeAsync(buffer_of(release), stream));
+    set_buffer(release, nullptr);
   }
 }
 

@@ -29,7 +29,9 @@ class WeightResidencyRun {
   void after(OpIndex op, cudaStream_t stream);
 
  private:
-  bf16*& buffer_of(const ResidencyChange& change);
+  // The unit's whole buffer a change makes or frees (throws for a unit that keeps it whole), and setting it.
+  void* buffer_of(const ResidencyChange& change);
+  void set_buffer(const ResidencyChange& change, void* buffer);
 
   WeightResidency plan_;
   StageParameters& parameters_;

@@ -37,7 +37,7 @@ void bias_add(bf16* y, const bf16* bias, std::int64_t rows, std::int64_t cols, c
   TWIN_CUDA_CHECK_LAUNCH();
 }
 
-void bias_grad(const bf16* dy, float* partials, bf16* grad, bool accumulate, std::int64_t rows, std::int64_t cols,
+void bias_grad(const bf16* dy, float* partials, GradRef grad, bool accumulate, std::int64_t rows, std::int64_t cols,
                cudaStream_t stream) {
   detail::require(rows > 0 && cols > 0, "bias_grad needs rows > 0 and cols > 0");
   const std::int64_t blocks = norm_partial_blocks(rows);

@@ -56,6 +56,15 @@ __device__ __forceinline__ float block_max(float v, float* scratch) {
 
 __device__ __forceinline__ float to_float(bf16 x) { return __bfloat162float(x); }
 __device__ __forceinline__ bf16 to_bf16(float x) { return __float2bfloat16(x); }
+// A gradient element (bf16 or fp32: GradRef's types) as fp32, and an fp32 sum stored as one.
+__device__ __forceinline__ float as_float(bf16 x) { return __bfloat162float(x); }
+__device__ __forceinline__ float as_float(float x) { return x; }
+template <typename G>
+__device__ __forceinline__ G from_float(float x);
+template <>
+__device__ __forceinline__ bf16 from_float<bf16>(float x) { return __float2bfloat16(x); }
+template <>
+__device__ __forceinline__ float from_float<float>(float x) { return x; }
 
 // Eight bf16 as one 16-byte access, as floats: vector kernels move memory in wider pieces where shapes and
 // pointers allow (aligned16), doing each element's arithmetic as the scalar ones do.

@@ -3,6 +3,8 @@
 // run of equal tokens sums that run in position order.
 #include <cub/device/device_radix_sort.cuh>
 
+#include <type_traits>
+
 #include "gpu/kernels/common.cuh"
 
 namespace twin::kernels {
@@ -13,6 +15,8 @@ using detail::load8;
 using detail::store8;
 using detail::to_bf16;
 using detail::to_float;
+using detail::as_float;
+using detail::from_float;
 
 constexpr int kThreads = 256;
 constexpr std::size_t kAlign = 256;
@@ -41,11 +45,11 @@ __global__ void iota_kernel(std::int32_t* values, std::int64_t count) {
 }
 
 // The block at the start of each run of equal (sorted) tokens sums the run's dy rows in position order; with
-// kVector each thread takes eight columns (16-byte loads and stores). The run's fp32 sum is added to the bf16
-// gradient row once: grad = bf16(grad + sum).
-template <bool kVector>
+// kVector each thread takes eight columns (16-byte loads and stores; bf16 gradients only). The run's fp32 sum is
+// added to the gradient row once: grad = G(grad + sum).
+template <bool kVector, typename G>
 __global__ void embedding_backward_kernel(const std::int32_t* sorted_tokens, const std::int32_t* sorted_positions,
-                                          const bf16* dy, bf16* grad, std::int64_t token_count, std::int64_t hidden,
+                                          const bf16* dy, G* grad, std::int64_t token_count, std::int64_t hidden,
                                           std::int64_t vocab_start, std::int64_t vocab_rows) {
   const std::int64_t first = blockIdx.x;
   const std::int32_t token = sorted_tokens[first];
@@ -55,6 +59,7 @@ __global__ void embedding_backward_kernel(const std::int32_t* sorted_tokens, con
   std::int64_t end = first + 1;
   while (end < token_count && sorted_tokens[end] == token) ++end;
   if constexpr (kVector) {
+    static_assert(std::is_same_v<G, bf16>, "the vector path stores eight bf16");
     for (std::int64_t c = 8 * threadIdx.x; c < hidden; c += 8 * blockDim.x) {
       float sum[8] = {};
       for (std::int64_t j = first; j < end; ++j) {
@@ -70,7 +75,7 @@ __global__ void embedding_backward_kernel(const std::int32_t* sorted_tokens, con
       float sum = 0.f;
       for (std::int64_t j = first; j < end; ++j)
         sum += to_float(dy[static_cast<std::int64_t>(sorted_positions[j]) * hidden + c]);
-      grad[row * hidden + c] = to_bf16(to_float(grad[row * hidden + c]) + sum);
+      grad[row * hidden + c] = from_float<G>(as_float(grad[row * hidden + c]) + sum);
     }
   }
 }
@@ -102,7 +107,7 @@ std::size_t embedding_backward_workspace_bytes(std::int64_t token_count) {
   return 3 * array + aligned(sort_temp_bytes(token_count));
 }
 
-void embedding_backward(const std::int32_t* tokens, const bf16* dy, bf16* grad, void* workspace,
+void embedding_backward(const std::int32_t* tokens, const bf16* dy, GradRef grad, void* workspace,
                         std::size_t workspace_bytes, std::int64_t token_count, std::int64_t hidden,
                         std::int64_t vocab_start, std::int64_t vocab_rows, cudaStream_t stream) {
   detail::require(token_count > 0 && token_count <= 0x7fffffff && hidden > 0, "embedding: bad shape");
@@ -121,12 +126,23 @@ void embedding_backward(const std::int32_t* tokens, const bf16* dy, bf16* grad, 
   TWIN_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp, temp_bytes, tokens, sorted_tokens, positions, sorted_positions,
                                                   static_cast<int>(token_count), 0, 32, stream));
   const auto grid = static_cast<unsigned>(token_count);
-  if (hidden % 8 == 0 && detail::aligned16(dy) && detail::aligned16(grad))
-    embedding_backward_kernel<true><<<grid, kThreads, 0, stream>>>(sorted_tokens, sorted_positions, dy, grad,
-                                                                   token_count, hidden, vocab_start, vocab_rows);
-  else
-    embedding_backward_kernel<false><<<grid, kThreads, 0, stream>>>(sorted_tokens, sorted_positions, dy, grad,
-                                                                    token_count, hidden, vocab_start, vocab_rows);
+  switch (grad.type) {
+    case GradType::bf16: {
+      auto* g = static_cast<bf16*>(grad.data);
+      if (hidden % 8 == 0 && detail::aligned16(dy) && detail::aligned16(g))
+        embedding_backward_kernel<true><<<grid, kThreads, 0, stream>>>(sorted_tokens, sorted_positions, dy, g,
+                                                                       token_count, hidden, vocab_start, vocab_rows);
+      else
+        embedding_backward_kernel<false><<<grid, kThreads, 0, stream>>>(sorted_tokens, sorted_positions, dy, g,
+                                                                        token_count, hidden, vocab_start, vocab_rows);
+      break;
+    }
+    case GradType::f32:
+      embedding_backward_kernel<false><<<grid, kThreads, 0, stream>>>(sorted_tokens, sorted_positions, dy,
+                                                                      static_cast<float*>(grad.data), token_count,
+                                                                      hidden, vocab_start, vocab_rows);
+      break;
+  }
   TWIN_CUDA_CHECK_LAUNCH();
 }
 

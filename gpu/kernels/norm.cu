@@ -14,6 +14,8 @@ namespace {
 using detail::block_sum;
 using detail::to_bf16;
 using detail::to_float;
+using detail::as_float;
+using detail::from_float;
 using detail::Float8;
 using detail::load8;
 using detail::store8;
@@ -235,7 +237,8 @@ __global__ void layernorm_backward_kernel(const bf16* dy, const bf16* x, const b
 // A block sums 32 columns: warp w adds the partial rows w, w + 8, ... of its lane's column in order, then the
 // eight warp sums are added in warp order: a fixed order, so the same bits every run.
 constexpr int kReduceWarps = 8;
-__global__ void reduce_partials_kernel(const float* partials, std::int64_t blocks, std::int64_t cols, bf16* grad,
+template <typename G>
+__global__ void reduce_partials_kernel(const float* partials, std::int64_t blocks, std::int64_t cols, G* grad,
                                        bool accumulate) {
   __shared__ float warp_sums[kReduceWarps][32];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -248,7 +251,7 @@ __global__ void reduce_partials_kernel(const float* partials, std::int64_t block
   if (warp != 0 || c >= cols) return;
   float total = 0.f;
   for (int w = 0; w < kReduceWarps; ++w) total += warp_sums[w][lane];
-  grad[c] = to_bf16(accumulate ? to_float(grad[c]) + total : total);
+  grad[c] = from_float<G>(accumulate ? as_float(grad[c]) + total : total);
 }
 
 void check_shape(std::int64_t rows, std::int64_t cols) {
@@ -358,11 +361,20 @@ void layernorm_backward(const bf16* dy, const bf16* x, const bf16* weight, const
   TWIN_CUDA_CHECK_LAUNCH();
 }
 
-void norm_weight_grad_reduce(const float* partials, std::int64_t partial_blocks, std::int64_t cols, bf16* grad,
+void norm_weight_grad_reduce(const float* partials, std::int64_t partial_blocks, std::int64_t cols, GradRef grad,
                              bool accumulate, cudaStream_t stream) {
   check_shape(partial_blocks, cols);
-  reduce_partials_kernel<<<static_cast<unsigned>((cols + 31) / 32), 32 * kReduceWarps, 0, stream>>>(
-      partials, partial_blocks, cols, grad, accumulate);
+  const auto grid = static_cast<unsigned>((cols + 31) / 32);
+  switch (grad.type) {
+    case GradType::bf16:
+      reduce_partials_kernel<<<grid, 32 * kReduceWarps, 0, stream>>>(partials, partial_blocks, cols,
+                                                                     static_cast<bf16*>(grad.data), accumulate);
+      break;
+    case GradType::f32:
+      reduce_partials_kernel<<<grid, 32 * kReduceWarps, 0, stream>>>(partials, partial_blocks, cols,
+                                                                     static_cast<float*>(grad.data), accumulate);
+      break;
+  }
   TWIN_CUDA_CHECK_LAUNCH();
 }
 

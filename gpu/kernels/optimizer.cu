@@ -54,14 +54,14 @@ __device__ __forceinline__ void store4(bf16* p, std::int64_t i, float4 x) {
 
 // Master is float (fp32 master weights) or bf16 (none: `master` is the parameter array itself, updated in
 // place); M and V store the moments. The math is fp32 in every variant.
-template <typename Master, typename M, typename V>
-__global__ void adamw_kernel(Master* master, M* m, V* v, const bf16* grad, bf16* param, std::int64_t count,
+template <typename Master, typename M, typename V, typename G>
+__global__ void adamw_kernel(Master* master, M* m, V* v, const G* grad, bf16* param, std::int64_t count,
                              AdamWConstants c, const float* grad_scale) {
   const float scale = grad_scale ? *grad_scale : 1.f;
   for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < count;
        i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
     float mi = load1(m, i), vi = load1(v, i);
-    const float p = adamw_update(to_float(grad[i]) * scale, mi, vi, load1(master, i), c);
+    const float p = adamw_update(load1(grad, i) * scale, mi, vi, load1(master, i), c);
     store1(m, i, mi);
     store1(v, i, vi);
     if constexpr (std::is_same_v<Master, float>) store1(master, i, p);
@@ -71,8 +71,8 @@ __global__ void adamw_kernel(Master* master, M* m, V* v, const bf16* grad, bf16*
 
 // Four parameters per thread with 16-byte fp32 and 8-byte bf16 accesses: the step is bandwidth-bound
 // (28 bytes per parameter in fp32), and wide accesses keep more of them in flight.
-template <typename Master, typename M, typename V>
-__global__ void adamw_vec4_kernel(Master* master, M* m, V* v, const bf16* grad, bf16* param, std::int64_t count4,
+template <typename Master, typename M, typename V, typename G>
+__global__ void adamw_vec4_kernel(Master* master, M* m, V* v, const G* grad, bf16* param, std::int64_t count4,
                                   AdamWConstants c, const float* grad_scale) {
   const float scale = grad_scale ? *grad_scale : 1.f;
   for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < count4;
@@ -107,14 +107,14 @@ __device__ __forceinline__ bf16 split_master(float master, std::int16_t& remaind
 }
 
 // The master as the parameters and their remainders: 2 + 2 bytes a parameter where fp32 master weights take 4 + 2.
-template <typename M, typename V>
-__global__ void adamw_remainder_kernel(std::int16_t* remainders, M* m, V* v, const bf16* grad, bf16* param,
+template <typename M, typename V, typename G>
+__global__ void adamw_remainder_kernel(std::int16_t* remainders, M* m, V* v, const G* grad, bf16* param,
                                        std::int64_t count, AdamWConstants c, const float* grad_scale) {
   const float scale = grad_scale ? *grad_scale : 1.f;
   for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < count;
        i += static_cast<std::int64_t>(gridDim.x) * blockDim.x) {
     float mi = load1(m, i), vi = load1(v, i);
-    const float p = adamw_update(to_float(grad[i]) * scale, mi, vi, joined_master(param[i], remainders[i]), c);
+    const float p = adamw_update(load1(grad, i) * scale, mi, vi, joined_master(param[i], remainders[i]), c);
     store1(m, i, mi);
     store1(v, i, vi);
     std::int16_t remainder;
@@ -125,8 +125,8 @@ __global__ void adamw_remainder_kernel(std::int16_t* remainders, M* m, V* v, con
 
 // Four parameters per thread: 8-byte loads of the parameters' and remainders' bits, 16-byte fp32 moments (the step
 // moves 26 bytes a parameter in fp32 moments, where the whole fp32 master's takes 28).
-template <typename M, typename V>
-__global__ void adamw_remainder_vec4_kernel(std::int16_t* remainders, M* m, V* v, const bf16* grad, bf16* param,
+template <typename M, typename V, typename G>
+__global__ void adamw_remainder_vec4_kernel(std::int16_t* remainders, M* m, V* v, const G* grad, bf16* param,
                                             std::int64_t count4, AdamWConstants c, const float* grad_scale) {
   const float scale = grad_scale ? *grad_scale : 1.f;
   for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < count4;
@@ -152,24 +152,34 @@ __global__ void adamw_remainder_vec4_kernel(std::int16_t* remainders, M* m, V* v
 
 bool aligned(const void* p, std::size_t bytes) { return reinterpret_cast<std::uintptr_t>(p) % bytes == 0; }
 
-// Eight bf16 per 16-byte load over the aligned body, one at a time over the unaligned head and the tail:
-// the pass reads the gradients once, at close to the HBM rate. Each thread's share is fixed by the grid, so
-// the sum is the same bits every run.
-__global__ void sum_squares_kernel(const bf16* grad, std::int64_t count, float* partials) {
+// One 16-byte load of gradients, their squares added to s: eight bf16 in pairs (the order the bits were first measured
+// in), or four fp32.
+__device__ __forceinline__ void add_squares(float& s, const bf16* body, std::int64_t i) {
+  const detail::Float8 x = detail::load8(body, 8 * i);
+  for (int k = 0; k < 8; k += 2) s += x.v[k] * x.v[k] + x.v[k + 1] * x.v[k + 1];
+}
+__device__ __forceinline__ void add_squares(float& s, const float* body, std::int64_t i) {
+  const float4 x = reinterpret_cast<const float4*>(body)[i];
+  s += x.x * x.x + x.y * x.y + (x.z * x.z + x.w * x.w);
+}
+
+// 16-byte loads over the aligned body, one element at a time over the unaligned head and the tail: the pass reads the
+// gradients once, at close to the HBM rate. Each thread's share is fixed by the grid, so the sum is the same bits
+// every run.
+template <typename G>
+__global__ void sum_squares_kernel(const G* grad, std::int64_t count, float* partials) {
+  constexpr std::int64_t kWidth = 16 / sizeof(G);
   __shared__ float scratch[32];
   const std::int64_t thread = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
   const std::int64_t threads = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
   const auto address = reinterpret_cast<std::uintptr_t>(grad);
-  const std::int64_t aligned_from = static_cast<std::int64_t>((16 - address % 16) % 16 / 2);
+  const std::int64_t aligned_from = static_cast<std::int64_t>((16 - address % 16) % 16 / sizeof(G));
   const std::int64_t head = aligned_from < count ? aligned_from : count;
-  const std::int64_t body = (count - head) / 8, tail = head + body * 8;
+  const std::int64_t body = (count - head) / kWidth, tail = head + body * kWidth;
   float s = 0.f;
-  for (std::int64_t i = thread; i < body; i += threads) {
-    const detail::Float8 x = detail::load8(grad + head, 8 * i);
-    for (int k = 0; k < 8; k += 2) s += x.v[k] * x.v[k] + x.v[k + 1] * x.v[k + 1];  // pairs, as before: same bits
-  }
+  for (std::int64_t i = thread; i < body; i += threads) add_squares(s, grad + head, i);
   for (std::int64_t i = thread; i < head + (count - tail); i += threads) {
-    const float g = to_float(grad[i < head ? i : tail + (i - head)]);
+    const float g = detail::as_float(grad[i < head ? i : tail + (i - head)]);
     s += g * g;
   }
   s = block_sum(s, scratch);
@@ -192,11 +202,11 @@ __global__ void clip_scale_kernel(const float* sum_squares, float max_norm, floa
 
 namespace {
 
-template <typename M, typename V>
-void launch_adamw(std::int16_t* remainders, M* m, V* v, const bf16* grad, bf16* param, std::int64_t count,
+template <typename M, typename V, typename G>
+void launch_adamw(std::int16_t* remainders, M* m, V* v, const G* grad, bf16* param, std::int64_t count,
                   const AdamWConstants& c, const float* grad_scale, cudaStream_t stream) {
   const bool vectorizable = count % 4 == 0 && aligned(remainders, 8) && aligned(m, 4 * sizeof(M)) &&
-                            aligned(v, 4 * sizeof(V)) && aligned(grad, 8) && aligned(param, 8);
+                            aligned(v, 4 * sizeof(V)) && aligned(grad, 4 * sizeof(G)) && aligned(param, 8);
   if (vectorizable)
     adamw_remainder_vec4_kernel<<<detail::grid_for(count / 4, kThreads), kThreads, 0, stream>>>(
         remainders, m, v, grad, param, count / 4, c, grad_scale);
@@ -206,11 +216,11 @@ void launch_adamw(std::int16_t* remainders, M* m, V* v, const bf16* grad, bf16* 
   TWIN_CUDA_CHECK_LAUNCH();
 }
 
-template <typename Master, typename M, typename V>
-void launch_adamw(Master* master, M* m, V* v, const bf16* grad, bf16* param, std::int64_t count,
+template <typename Master, typename M, typename V, typename G>
+void launch_adamw(Master* master, M* m, V* v, const G* grad, bf16* param, std::int64_t count,
                   const AdamWConstants& c, const float* grad_scale, cudaStream_t stream) {
   const bool vectorizable = count % 4 == 0 && aligned(master, 4 * sizeof(Master)) && aligned(m, 4 * sizeof(M)) &&
-                            aligned(v, 4 * sizeof(V)) && aligned(grad, 8) && aligned(param, 8);
+                            aligned(v, 4 * sizeof(V)) && aligned(grad, 4 * sizeof(G)) && aligned(param, 8);
   if (vectorizable)
     adamw_vec4_kernel<<<detail::grid_for(count / 4, kThreads), kThreads, 0, stream>>>(master, m, v, grad, param,
                                                                                      count / 4, c, grad_scale);
@@ -220,8 +230,8 @@ void launch_adamw(Master* master, M* m, V* v, const bf16* grad, bf16* param, std
   TWIN_CUDA_CHECK_LAUNCH();
 }
 
-template <typename Master, typename M>
-void dispatch_v(Master* master, M* m, const AdamWState& s, const bf16* grad, bf16* param, std::int64_t count,
+template <typename Master, typename M, typename G>
+void dispatch_v(Master* master, M* m, const AdamWState& s, const G* grad, bf16* param, std::int64_t count,
                 const AdamWConstants& c, const float* grad_scale, cudaStream_t stream) {
   if (s.v_type == StateType::bf16)
     launch_adamw(master, m, static_cast<bf16*>(s.v), grad, param, count, c, grad_scale, stream);
@@ -229,8 +239,8 @@ void dispatch_v(Master* master, M* m, const AdamWState& s, const bf16* grad, bf1
     launch_adamw(master, m, static_cast<float*>(s.v), grad, param, count, c, grad_scale, stream);
 }
 
-template <typename Master>
-void dispatch_m(Master* master, const AdamWState& s, const bf16* grad, bf16* param, std::int64_t count,
+template <typename Master, typename G>
+void dispatch_m(Master* master, const AdamWState& s, const G* grad, bf16* param, std::int64_t count,
                 const AdamWConstants& c, const float* grad_scale, cudaStream_t stream) {
   if (s.m_type == StateType::bf16)
     dispatch_v(master, static_cast<bf16*>(s.m), s, grad, param, count, c, grad_scale, stream);
@@ -238,9 +248,21 @@ void dispatch_m(Master* master, const AdamWState& s, const bf16* grad, bf16* par
     dispatch_v(master, static_cast<float*>(s.m), s, grad, param, count, c, grad_scale, stream);
 }
 
+// The gradient's type, the last of the dispatch's template arguments.
+template <typename Master>
+void dispatch_grad(Master* master, const AdamWState& s, GradRef grad, bf16* param, std::int64_t count,
+                   const AdamWConstants& c, const float* grad_scale, cudaStream_t stream) {
+  switch (grad.type) {
+    case GradType::bf16:
+      return dispatch_m(master, s, static_cast<const bf16*>(grad.data), param, count, c, grad_scale, stream);
+    case GradType::f32:
+      return dispatch_m(master, s, static_cast<const float*>(grad.data), param, count, c, grad_scale, stream);
+  }
+}
+
 }  // namespace
 
-void adamw_step(const AdamWState& state, const bf16* grad, bf16* param, std::int64_t count, const AdamWParams& p,
+void adamw_step(const AdamWState& state, GradRef grad, bf16* param, std::int64_t count, const AdamWParams& p,
                 const float* grad_scale, cudaStream_t stream) {
   detail::require(count > 0 && p.step >= 1, "adamw: empty tensor or step < 1");
   detail::require(state.m && state.v, "adamw: no moment arrays");
@@ -248,19 +270,27 @@ void adamw_step(const AdamWState& state, const bf16* grad, bf16* param, std::int
   const float bias_correction2 = 1.f - std::pow(p.beta2, static_cast<float>(p.step));
   const AdamWConstants c{p.lr, p.beta1, p.beta2, p.eps, p.weight_decay, bias_correction1, bias_correction2};
   detail::require(!(state.master && state.remainders), "adamw: fp32 master weights and remainders both given");
+  detail::require(grad.data != nullptr, "adamw: no gradient");
   if (state.master)
-    dispatch_m(state.master, state, grad, param, count, c, grad_scale, stream);
+    dispatch_grad(state.master, state, grad, param, count, c, grad_scale, stream);
   else if (state.remainders)
-    dispatch_m(state.remainders, state, grad, param, count, c, grad_scale, stream);
+    dispatch_grad(state.remainders, state, grad, param, count, c, grad_scale, stream);
   else
-    dispatch_m(param, state, grad, param, count, c, grad_scale, stream);
+    dispatch_grad(param, state, grad, param, count, c, grad_scale, stream);
 }
 
 int grad_norm_partial_count() { return kNormBlocks; }
 
-void grad_sum_squares(const bf16* grad, std::int64_t count, float* partials, float* sum_squares, cudaStream_t stream) {
-  detail::require(count > 0, "grad_sum_squares: empty tensor");
-  sum_squares_kernel<<<kNormBlocks, kThreads, 0, stream>>>(grad, count, partials);
+void grad_sum_squares(GradRef grad, std::int64_t count, float* partials, float* sum_squares, cudaStream_t stream) {
+  detail::require(count > 0 && grad.data != nullptr, "grad_sum_squares: empty tensor");
+  switch (grad.type) {
+    case GradType::bf16:
+      sum_squares_kernel<<<kNormBlocks, kThreads, 0, stream>>>(static_cast<const bf16*>(grad.data), count, partials);
+      break;
+    case GradType::f32:
+      sum_squares_kernel<<<kNormBlocks, kThreads, 0, stream>>>(static_cast<const float*>(grad.data), count, partials);
+      break;
+  }
   TWIN_CUDA_CHECK_LAUNCH();
   sum_partials_kernel<<<1, 1024, 0, stream>>>(partials, kNormBlocks, sum_squares);
   TWIN_CUDA_CHECK_LAUNCH();

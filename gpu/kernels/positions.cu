@@ -8,6 +8,8 @@ namespace {
 
 using detail::to_bf16;
 using detail::to_float;
+using detail::as_float;
+using detail::from_float;
 
 constexpr int kThreads = 256;
 
@@ -26,15 +28,16 @@ __global__ void position_forward_kernel(bf16* x, const bf16* table, PositionRun 
 
 // Block (x, y): columns [x * blockDim, ...) of the run's k-th distinct position, k = y, y + gridDim.y, ...: the rows
 // i = k, k + period, ... all sit at that position.
-__global__ void position_backward_kernel(const bf16* dy, bf16* grad, PositionRun run, std::int64_t positions,
+template <typename G>
+__global__ void position_backward_kernel(const bf16* dy, G* grad, PositionRun run, std::int64_t positions,
                                          std::int64_t cols) {
   const std::int64_t c = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
   if (c >= cols) return;
   for (std::int64_t k = blockIdx.y; k < positions; k += gridDim.y) {
     float sum = 0.f;
     for (std::int64_t i = k; i < run.rows; i += run.period) sum += to_float(dy[(run.first_row + i) * cols + c]);
-    bf16& g = grad[position_of(run, k) * cols + c];
-    g = to_bf16(to_float(g) + sum);
+    G& g = grad[position_of(run, k) * cols + c];
+    g = from_float<G>(as_float(g) + sum);
   }
 }
 
@@ -53,13 +56,21 @@ void position_embedding_forward(bf16* x, const bf16* table, const PositionRun& r
   TWIN_CUDA_CHECK_LAUNCH();
 }
 
-void position_embedding_backward(const bf16* dy, bf16* grad, const PositionRun& run, std::int64_t cols,
+void position_embedding_backward(const bf16* dy, GradRef grad, const PositionRun& run, std::int64_t cols,
                                  cudaStream_t stream) {
   check(run, cols);
   const std::int64_t positions = run.rows < run.period ? run.rows : run.period;
   const dim3 grid(static_cast<unsigned>((cols + kThreads - 1) / kThreads),
                   static_cast<unsigned>(positions < 65535 ? positions : 65535));
-  position_backward_kernel<<<grid, kThreads, 0, stream>>>(dy, grad, run, positions, cols);
+  switch (grad.type) {
+    case GradType::bf16:
+      position_backward_kernel<<<grid, kThreads, 0, stream>>>(dy, static_cast<bf16*>(grad.data), run, positions, cols);
+      break;
+    case GradType::f32:
+      position_backward_kernel<<<grid, kThreads, 0, stream>>>(dy, static_cast<float*>(grad.data), run, positions,
+                                                              cols);
+      break;
+  }
   TWIN_CUDA_CHECK_LAUNCH();
 }
 

@@ -122,7 +122,7 @@ EdgeRows edge_rows(const LayerLayout& beside, int gpus, int stage_micro_batch, i
 int data_group_of(const LayerLayout& layout, int gpus) { return layout.ulysses ? gpus : gpus / layout.group; }
 
 LayerMemory layer_memory(const Scenario& scenario, const LayerStrategy& s, int layer, int gpus, int stage_micro_batch) {
-  const StateBytes per_param = state_bytes_per_parameter(scenario.training);
+  const StateBytes per_param = state_bytes_per_parameter(scenario.training, scenario.framework);
   const int dg = data_group_of(s.layout, gpus);
   const double n = static_cast<double>(layer_parameters_per_rank(scenario.model, layer, weight_tp(s.layout), 1).dense);
   LayerMemory mem;
@@ -138,7 +138,7 @@ LayerMemory layer_memory(const Scenario& scenario, const LayerStrategy& s, int l
 LayerMemory edge_memory(const Scenario& scenario, const LayerStrategy& s, bool embedding, bool output, int pp,
                         int gpus, int stage_micro_batch) {
   const ModelConfig& m = scenario.model;
-  const StateBytes per_param = state_bytes_per_parameter(scenario.training);
+  const StateBytes per_param = state_bytes_per_parameter(scenario.training, scenario.framework);
   const int dg = data_group_of(s.layout, gpus), tp = weight_tp(s.layout);
   const double tokens = static_cast<double>(stage_micro_batch) * scenario.training.seq_length / gpus;
   double n = 0;
@@ -162,7 +162,7 @@ LayerMemory edge_memory(const Scenario& scenario, const LayerStrategy& s, bool e
 double stage_fixed_bytes_bound(const Scenario& scenario, const std::vector<LayerStrategy>& options, int stage, int pp,
                                int gpus, int stage_micro_batch, int passes_in_flight) {
   std::set<int> tensor_groups, data_groups;
-  const StateBytes per_param = state_bytes_per_parameter(scenario.training);
+  const StateBytes per_param = state_bytes_per_parameter(scenario.training, scenario.framework);
   double edges = 0, gathered = 0, gradients_in_flight = 0;
   for (const LayerStrategy& s : options) {
     const LayerMemory e = edge_memory(scenario, s, stage == 0, stage == pp - 1, pp, gpus, stage_micro_batch);
@@ -204,7 +204,7 @@ double backward_over_live(const Scenario& scenario, const PerLayerPlan& plan, in
 MemoryEstimate estimate_per_layer_memory(const Scenario& scenario, const PerLayerPlan& plan) {
   const int gpus = stage_gpus(scenario, plan), pp = plan.pipeline_stages;
   const auto orders = pipeline_schedule(plan.schedule, pp, plan.num_micro_batches, 1);
-  const StateBytes per_param = state_bytes_per_parameter(scenario.training);
+  const StateBytes per_param = state_bytes_per_parameter(scenario.training, scenario.framework);
   MemoryEstimate estimate;
   for (int stage = 0; stage < pp; ++stage) {
     const int first = plan.first_layer(stage), count = plan.stage_layers[stage];

@@ -45,13 +45,7 @@ TEST(PlanCheck, RefusesFrameworkSwitchesTheExecutorDoesNotRun) {
   Plan scattered = executed_plan();  // Megatron-LM of 2021-22's pipeline sends: the executor sends whole tensors
   scattered.scenario.framework.scatter_gather_tensors_in_pipeline = true;
   EXPECT_EQ(refusal_path(scattered), "/scenario/framework/scatter_gather_tensors_in_pipeline");
-  Plan fp32_reduction = executed_plan();  // Megatron-LM's fp32 gradient reduction: the executor reduces in bf16
-  fp32_reduction.scenario.framework.reduce_dtype_bytes = 4;
-  EXPECT_EQ(refusal_path(fp32_reduction), "/scenario/framework/reduce_dtype");
-  fp32_reduction.scenario.framework.reduce_dtype_bytes = 2;
-  EXPECT_EQ(refusal_path(fp32_reduction), "");
-  fp32_reduction.scenario.framework.main_grad_dtype_bytes = 4;  // an fp32 main gradient beside a bf16 reduction
-  EXPECT_EQ(refusal_path(fp32_reduction), "/scenario/framework/main_grad_dtype");
+  // The main gradient's and the reduction's dtypes: plan_check_main_gradient_test.cpp.
   Plan bf16_optimizer = executed_plan();  // DeepSpeed's BF16_Optimizer: the executor runs Megatron's optimizers
   bf16_optimizer.scenario.framework.deepspeed_bf16_optimizer = true;
   EXPECT_EQ(refusal_path(bf16_optimizer), "/scenario/framework/deepspeed_bf16_optimizer");

@@ -3,7 +3,7 @@
 // (executor/gpu/dense_block_accumulation.cpp). One step of the recorded small plan (four micro-batches of 2; Llama
 // widths, then with GPT's biases and tied embeddings) against the same step with the fusion, whose GEMMs add in place (cuBLASLt's
 // beta 1): the reference. The forward is the same, so the losses are equal bit for bit; the gradients may differ by
-// the bf16 rounding of each micro-batch's product before its add.
+// the bf16 rounding of each micro-batch's product before its add. And the same step with fp32 main gradients.
 #include <gtest/gtest.h>
 
 #include <cuda_runtime.h>
@@ -29,6 +29,7 @@ namespace {
 struct StepGradients {
   double loss_sum = 0;
   std::vector<std::vector<double>> units;  // each parameter unit's gradients, in the runtime's unit order
+  bool fp32 = false;                       // the main gradients were fp32
 };
 
 // The plan's first step as twin execute runs it on one GPU, gradient clipping off so that the gradients stay as the
@@ -52,8 +53,12 @@ StepGradients one_step(const Plan& plan) {
   runtime.run_iteration(0, share_tokens(stream, 0, share), nullptr, watchdog);
   StepGradients out;
   out.loss_sum = runtime.last_loss_sum();
-  for (const ParameterUnit* unit : runtime.parameters()->units())
-    out.units.push_back(test::bf16_to_host(unit->grads, static_cast<std::size_t>(unit->elements)));
+  for (const ParameterUnit* unit : runtime.parameters()->units()) {
+    const auto count = static_cast<std::size_t>(unit->elements);
+    out.fp32 = unit->grads.type == kernels::GradType::f32;
+    out.units.push_back(out.fp32 ? test::f32_to_host(unit->grads.data, count)
+                                 : test::bf16_to_host(unit->grads.data, count));
+  }
   return out;
 }
 
@@ -83,6 +88,37 @@ TEST(GradientAccumulationGpu, GradientsAddedApartMatchTheFusedOnes) {
                   test::relative_error(again.units[u], reference.units[u]));
       EXPECT_GT(norm2, 0) << "biases " << biases << ", unit " << u;
       EXPECT_LT(error, 1e-2) << "biases " << biases << ", unit " << u;
+    }
+  }
+}
+
+// fp32 main gradients (framework.main_grad_dtype float32): the weight-gradient GEMMs store and add fp32 C, the norms',
+// biases' and embeddings' kernels add into fp32, a gradient apart is added in fp32. Against the bf16 step (each
+// micro-batch's sum rounded to bf16 four times): within 1e-2, as above; fused against apart in fp32 (the apart
+// products rounded to bf16 once each, then summed in fp32) the same. The losses are the same bits: the forward is.
+TEST(GradientAccumulationGpu, Fp32MainGradientsMatchTheBf16Ones) {
+  REQUIRE_GPU();
+  for (bool biases : {false, true}) {
+    Plan bf16 = read_plan(testing::executed_fixture("small-single-h200") / "best.json");
+    bf16.scenario.model.add_bias_linear = biases;
+    bf16.scenario.model.untie_embeddings_and_output_weights = !biases;
+    Plan fp32 = bf16;
+    fp32.scenario.framework.main_grad_dtype_bytes = 4;
+    Plan fp32_apart = fp32;
+    fp32_apart.scenario.framework.gradient_accumulation_fusion = false;
+    const StepGradients reference = one_step(bf16), fused = one_step(fp32), apart = one_step(fp32_apart);
+    EXPECT_FALSE(reference.fp32);
+    EXPECT_TRUE(fused.fp32 && apart.fp32) << "the plan's main gradients were not fp32";
+    EXPECT_EQ(fused.loss_sum, reference.loss_sum) << "biases " << biases;
+    EXPECT_EQ(apart.loss_sum, reference.loss_sum) << "biases " << biases;
+    ASSERT_EQ(fused.units.size(), reference.units.size());
+    for (std::size_t u = 0; u < fused.units.size(); ++u) {
+      const double against_bf16 = test::relative_error(fused.units[u], reference.units[u]);
+      const double apart_against_fused = test::relative_error(apart.units[u], fused.units[u]);
+      std::printf("biases %d, unit %zu: fp32 against bf16 %.3g, fp32 apart against fp32 fused %.3g\n", biases, u,
+                  against_bf16, apart_against_fused);
+      EXPECT_LT(against_bf16, 1e-2) << "biases " << biases << ", unit " << u;
+      EXPECT_LT(apart_against_fused, 1e-2) << "biases " << biases << ", unit " << u;
     }
   }
 }

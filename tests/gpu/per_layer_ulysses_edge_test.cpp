@@ -61,7 +61,7 @@ void edge_test_rank(const Plan& plan, const PlanGraphs& lowered, int rank, ncclU
   if (rank != 0) return;
   for (auto [unit, grads] : {std::pair{kEmbeddingUnit, &out.embedding}, std::pair{kHeadUnit, &out.head}}) {
     const ParameterUnit& held = runtime.parameters()->unit(unit);
-    *grads = test::bf16_to_host(held.grads, static_cast<std::size_t>(held.elements));
+    *grads = test::bf16_to_host(held.bf16_grads(), static_cast<std::size_t>(held.elements));
   }
 }
 

@@ -98,7 +98,7 @@ void check_reduction(const char* pipelines, bool sequence_parallel) {
                   sums[at] = to_bf16(sum);
                 }
           }
-          TWIN_CUDA_CHECK(cudaMemcpy(unit->grads, grads.data(), grads.size() * 2, cudaMemcpyHostToDevice));
+          TWIN_CUDA_CHECK(cudaMemcpy(unit->bf16_grads(), grads.data(), grads.size() * 2, cudaMemcpyHostToDevice));
         }
       };
       PipelineReductionRun run(reductions, rank, comms, params, nullptr, stream);
@@ -109,7 +109,7 @@ void check_reduction(const char* pipelines, bool sequence_parallel) {
       mismatches[rank] = 0;
       for (ParameterUnit* unit : params.units()) {
         std::vector<std::uint16_t> got(static_cast<std::size_t>(unit->padded));
-        TWIN_CUDA_CHECK(cudaMemcpy(got.data(), unit->grads, got.size() * 2, cudaMemcpyDeviceToHost));
+        TWIN_CUDA_CHECK(cudaMemcpy(got.data(), unit->bf16_grads(), got.size() * 2, cudaMemcpyDeviceToHost));
         for (const WeightTensor& w : unit->tensors)
           for (std::int64_t i = w.offset; i < w.offset + w.elements(); ++i) {
             mismatches[rank] += got[i] != expected[unit->id][i];

@@ -105,13 +105,13 @@ TEST(ReshardingGpu, APaddedVocabularyArrivesAndItsNewPaddingIsLeftAlone) {
       StageParameters before(from.scenario, plan_parameter_units(from, rank, 7), stream, false);
       StageParameters after(to.scenario, plan_parameter_units(to, rank, 7), stream, false);
       for (ParameterUnit* unit : before.units())  // each gradient element: its weight's bits
-        TWIN_CUDA_CHECK(cudaMemcpyAsync(unit->grads, unit->params, unit->padded * 2, cudaMemcpyDeviceToDevice, stream));
+        TWIN_CUDA_CHECK(cudaMemcpyAsync(unit->bf16_grads(), unit->params, unit->padded * 2, cudaMemcpyDeviceToDevice, stream));
       TWIN_CUDA_CHECK(cudaStreamSynchronize(stream));
       std::vector<std::vector<std::uint16_t>> initial;
       for (ParameterUnit* unit : after.units()) {
         initial.push_back(unit_to_host(unit->params, unit->padded));
         TWIN_CUDA_CHECK(cudaMemsetAsync(unit->params, 0xff, unit->padded * 2, stream));
-        TWIN_CUDA_CHECK(cudaMemsetAsync(unit->grads, 0, unit->padded * 2, stream));  // as the caller zeroes them
+        TWIN_CUDA_CHECK(cudaMemsetAsync(unit->bf16_grads(), 0, unit->padded * 2, stream));  // as the caller zeroes them
       }
       run_resharding(blocks, rank, before, after, comms[rank], stream);
       TWIN_CUDA_CHECK(cudaStreamSynchronize(stream));
@@ -121,7 +121,7 @@ TEST(ReshardingGpu, APaddedVocabularyArrivesAndItsNewPaddingIsLeftAlone) {
       for (ParameterUnit* unit : after.units()) {
         const std::vector<bool> padding = padding_mask(*unit);
         const std::vector<std::uint16_t> weights = unit_to_host(unit->params, unit->padded);
-        const std::vector<std::uint16_t> grads = unit_to_host(unit->grads, unit->padded);
+        const std::vector<std::uint16_t> grads = unit_to_host(unit->bf16_grads(), unit->padded);
         const auto [grad_begin, grad_end] = gradient_start_range(*unit);
         for (std::size_t i = 0; i < weights.size(); ++i) {
           const bool in_tensor = static_cast<std::int64_t>(i) < unit->elements;

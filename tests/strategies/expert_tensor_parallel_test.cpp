@@ -219,7 +219,7 @@ TEST(ExpertTensorParallel, ParametersAndStatesPerTerm) {
   const LayerParameterGroups g = layer_parameter_groups(sc.model, 0);
   EXPECT_EQ(2 * layer_parameters_per_rank(sc.model, 0, 2, 2, 2).expert, g.experts / 2 * g.per_expert);
   one.zero_stage = two.zero_stage = 1;
-  const StateBytes bytes = state_bytes_per_parameter(sc.training);
+  const StateBytes bytes = state_bytes_per_parameter(sc.training, sc.framework);
   const MemoryBreakdown m1 = estimate_memory(sc, one).per_stage.front();
   const MemoryBreakdown m2 = estimate_memory(sc, two).per_stage.front();
   EXPECT_EQ(m2.parameters, std::llround((p2.dense + p2.expert) * bytes.weights));

@@ -97,24 +97,40 @@ TEST(ModelStates, SixteenBytesPerParameterAndZeroSharding) {
 
 TEST(ModelStates, OptimizerPrecisionStoresTheStateNarrower) {
   TrainingConfig t;  // bf16 mixed precision, Adam
-  EXPECT_DOUBLE_EQ(state_bytes_per_parameter(t).optimizer, 12);
+  EXPECT_DOUBLE_EQ(state_bytes_per_parameter(t, FrameworkConfig{}).optimizer, 12);
   t.optimizer_precision = {StateDtype::fp32, StateDtype::bf16, StateDtype::bf16};
-  EXPECT_DOUBLE_EQ(state_bytes_per_parameter(t).optimizer, 4 + 2 + 2);
+  EXPECT_DOUBLE_EQ(state_bytes_per_parameter(t, FrameworkConfig{}).optimizer, 4 + 2 + 2);
   t.optimizer_precision = {StateDtype::bf16, StateDtype::bf16, StateDtype::bf16};  // no master copy
-  EXPECT_DOUBLE_EQ(state_bytes_per_parameter(t).optimizer, 4);
+  EXPECT_DOUBLE_EQ(state_bytes_per_parameter(t, FrameworkConfig{}).optimizer, 4);
   t.optimizer_precision = {StateDtype::fp16, StateDtype::fp8, StateDtype::fp8};
-  EXPECT_DOUBLE_EQ(state_bytes_per_parameter(t).optimizer, 2 + 1 + 1);
+  EXPECT_DOUBLE_EQ(state_bytes_per_parameter(t, FrameworkConfig{}).optimizer, 2 + 1 + 1);
   t.precision = "fp32";
   t.optimizer_precision = {StateDtype::fp32, StateDtype::bf16, StateDtype::fp32};
-  EXPECT_DOUBLE_EQ(state_bytes_per_parameter(t).optimizer, 2 + 4);
+  EXPECT_DOUBLE_EQ(state_bytes_per_parameter(t, FrameworkConfig{}).optimizer, 2 + 4);
   t.optimizer = "sgd";
-  EXPECT_DOUBLE_EQ(state_bytes_per_parameter(t).optimizer, 2);
+  EXPECT_DOUBLE_EQ(state_bytes_per_parameter(t, FrameworkConfig{}).optimizer, 2);
   // The estimate holds less: 16 - 8 bytes per parameter with bf16 moments and no master copy, unsharded.
   Scenario sc = testing::make_scenario(testing::llama_shaped(), 1, 2048, 64);
   const Strategy st = testing::make_strategy(1, 1);
   const Bytes fp32_states = estimate_memory(sc, st).per_stage[0].optimizer_states;
   sc.training.optimizer_precision = {StateDtype::bf16, StateDtype::bf16, StateDtype::bf16};
   EXPECT_NEAR(double(estimate_memory(sc, st).per_stage[0].optimizer_states), fp32_states / 3.0, 2.0);
+}
+
+// The main gradient is held in its own dtype (Megatron's fp32 main_grad unless --grad-reduce-in-bf16), sharded by
+// ZeRO-2 as a bf16 one is; DeepSpeed's BF16_Optimizer keeps bf16 gradients with an fp32 copy counted beside them.
+TEST(ModelStates, TheMainGradientIsHeldInItsDtype) {
+  Scenario sc = testing::make_scenario(testing::llama_shaped(), 2, 2048, 64);
+  const Strategy st = testing::make_strategy(1, 1);
+  const double bf16_gradients = double(estimate_memory(sc, st).per_stage[0].gradients);
+  sc.framework.main_grad_dtype_bytes = 4;
+  EXPECT_DOUBLE_EQ(state_bytes_per_parameter(sc.training, sc.framework).gradients, 4);
+  EXPECT_NEAR(double(estimate_memory(sc, st).per_stage[0].gradients), 2 * bf16_gradients, 1.0);
+  sc.framework.main_grad_dtype_bytes.reset();
+  sc.framework.reduce_dtype_bytes = 4;  // the main gradient follows the reduction's dtype unless stated
+  EXPECT_DOUBLE_EQ(state_bytes_per_parameter(sc.training, sc.framework).gradients, 4);
+  sc.framework.deepspeed_bf16_optimizer = true;
+  EXPECT_DOUBLE_EQ(state_bytes_per_parameter(sc.training, sc.framework).gradients, 2);
 }
 
 TEST(ModelStates, WholeModelOnOneStageMatchesTheParameterCount) {
