@@ -87,7 +87,8 @@ void dropout_forward(const HiddenDropout& d, const bf16* residual, const bf16* x
 
 void launch(const Elementwise& c, cudaStream_t stream) {
   if (c.gradient) {
-    if (c.a || c.out || c.dropout.active()) throw std::logic_error("gpu::Elementwise: a gradient add with a, out or dropout");
+    if (c.a || c.out || c.dropout.active())
+      throw std::logic_error("gpu::Elementwise: a gradient add with a, out or dropout");
     return k::add_to_gradient(c.b, c.gradient, c.count, stream);
   }
   if (!c.dropout.active()) return k::residual_add(c.a, c.b, c.out, c.count, stream);
@@ -113,8 +114,8 @@ void launch(const EmbeddingBackward& c, cudaStream_t stream) {
   }
   // Rows no token of the step names keep the zeros the step's first backward starts from.
   if (c.starts_gradient)
-    TWIN_CUDA_CHECK(cudaMemsetAsync(c.grad.data, 0, static_cast<std::size_t>(c.vocab_rows * c.cols) * c.grad.element_bytes(),
-                                    stream));
+    TWIN_CUDA_CHECK(cudaMemsetAsync(
+        c.grad.data, 0, static_cast<std::size_t>(c.vocab_rows * c.cols) * c.grad.element_bytes(), stream));
   k::embedding_backward(c.tokens, dy, c.grad, c.workspace, c.workspace_bytes, c.rows, c.cols, c.vocab_start,
                         c.vocab_rows, stream);
   if (!c.position_grad) return;

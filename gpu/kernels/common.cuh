@@ -82,6 +82,15 @@ __device__ __forceinline__ Float8 unpack8(uint4 bits) {
   }
   return out;
 }
+// Eight fp32 as two 16-byte accesses (a gradient kept in fp32; `i` a multiple of 8, the pointer 16-byte aligned).
+__device__ __forceinline__ Float8 load8(const float* p, std::int64_t i) {
+  const float4 lo = *reinterpret_cast<const float4*>(p + i), hi = *reinterpret_cast<const float4*>(p + i + 4);
+  return Float8{{lo.x, lo.y, lo.z, lo.w, hi.x, hi.y, hi.z, hi.w}};
+}
+__device__ __forceinline__ void store8(float* p, std::int64_t i, const Float8& x) {
+  *reinterpret_cast<float4*>(p + i) = make_float4(x.v[0], x.v[1], x.v[2], x.v[3]);
+  *reinterpret_cast<float4*>(p + i + 4) = make_float4(x.v[4], x.v[5], x.v[6], x.v[7]);
+}
 __device__ __forceinline__ Float8 load8(const bf16* p, std::int64_t i) {
   return unpack8(*reinterpret_cast<const uint4*>(p + i));
 }

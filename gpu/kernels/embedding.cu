@@ -3,8 +3,6 @@
 // run of equal tokens sums that run in position order.
 #include <cub/device/device_radix_sort.cuh>
 
-#include <type_traits>
-
 #include "gpu/kernels/common.cuh"
 
 namespace twin::kernels {
@@ -45,8 +43,8 @@ __global__ void iota_kernel(std::int32_t* values, std::int64_t count) {
 }
 
 // The block at the start of each run of equal (sorted) tokens sums the run's dy rows in position order; with
-// kVector each thread takes eight columns (16-byte loads and stores; bf16 gradients only). The run's fp32 sum is
-// added to the gradient row once: grad = G(grad + sum).
+// kVector each thread takes eight columns (16-byte loads and stores, two of them for an fp32 gradient). The run's
+// fp32 sum is added to the gradient row once: grad = G(grad + sum).
 template <bool kVector, typename G>
 __global__ void embedding_backward_kernel(const std::int32_t* sorted_tokens, const std::int32_t* sorted_positions,
                                           const bf16* dy, G* grad, std::int64_t token_count, std::int64_t hidden,
@@ -59,7 +57,6 @@ __global__ void embedding_backward_kernel(const std::int32_t* sorted_tokens, con
   std::int64_t end = first + 1;
   while (end < token_count && sorted_tokens[end] == token) ++end;
   if constexpr (kVector) {
-    static_assert(std::is_same_v<G, bf16>, "the vector path stores eight bf16");
     for (std::int64_t c = 8 * threadIdx.x; c < hidden; c += 8 * blockDim.x) {
       float sum[8] = {};
       for (std::int64_t j = first; j < end; ++j) {
@@ -137,11 +134,16 @@ void embedding_backward(const std::int32_t* tokens, const bf16* dy, GradRef grad
                                                                         token_count, hidden, vocab_start, vocab_rows);
       break;
     }
-    case GradType::f32:
-      embedding_backward_kernel<false><<<grid, kThreads, 0, stream>>>(sorted_tokens, sorted_positions, dy,
-                                                                      static_cast<float*>(grad.data), token_count,
-                                                                      hidden, vocab_start, vocab_rows);
+    case GradType::f32: {
+      auto* g = static_cast<float*>(grad.data);
+      if (hidden % 8 == 0 && detail::aligned16(dy) && detail::aligned16(g))
+        embedding_backward_kernel<true><<<grid, kThreads, 0, stream>>>(sorted_tokens, sorted_positions, dy, g,
+                                                                       token_count, hidden, vocab_start, vocab_rows);
+      else
+        embedding_backward_kernel<false><<<grid, kThreads, 0, stream>>>(sorted_tokens, sorted_positions, dy, g,
+                                                                        token_count, hidden, vocab_start, vocab_rows);
       break;
+    }
   }
   TWIN_CUDA_CHECK_LAUNCH();
 }

@@ -71,33 +71,38 @@ TEST(MainGradientFp32, NormAndBiasReductionsStoreAndAdd) {
 
 TEST(MainGradientFp32, EmbeddingAndPositionsScatterAddIntoFp32) {
   REQUIRE_GPU();
-  const std::int64_t vocab_rows = 400, start = 300, hidden = 1024, count = 517, positions = 64;
-  std::vector<std::int32_t> tokens(count);
-  for (std::int64_t i = 0; i < count; ++i) tokens[i] = static_cast<std::int32_t>((i * 7919 + next_seed()) % 1000);
-  tokens[5] = tokens[9] = tokens[100] = 301;  // repeats inside the shard
-  auto dtokens = upload(tokens);
-  auto dy = random_bf16(count * hidden), grad = random_f32(vocab_rows * hidden), position_grad = random_f32(positions * hidden);
-  const auto hdy = bf16_to_host(dy.data(), count * hidden);
-  std::vector<double> rgrad = f32_to_host(grad.data(), vocab_rows * hidden);
-  std::vector<double> rpos = f32_to_host(position_grad.data(), positions * hidden);
-  const std::size_t ws_bytes = k::embedding_backward_workspace_bytes(count);
-  gpu::DeviceBuffer workspace(ws_bytes);
-  k::embedding_backward(i32(dtokens), bf(dy), f32(grad), workspace.data(), ws_bytes, count, hidden, start, vocab_rows,
-                        nullptr);
-  const k::PositionRun run{0, count, positions, 3, 0};  // rows at positions (3 + i) % 64
-  k::position_embedding_backward(bf(dy), f32(position_grad), run, hidden, nullptr);
-  for (std::int64_t t = 0; t < count; ++t) {
-    const std::int64_t row = tokens[t] - start;
-    for (std::int64_t c = 0; c < hidden; ++c) {
-      if (row >= 0 && row < vocab_rows) rgrad[row * hidden + c] += hdy[t * hidden + c];
-      rpos[((3 + t) % positions) * hidden + c] += hdy[t * hidden + c];
+  for (const std::int64_t hidden : {65, 1024}) {  // the scalar and the eight-wide embedding kernels
+    SCOPED_TRACE(hidden);
+    const std::int64_t vocab_rows = 400, start = 300, count = 517, positions = 64;
+    std::vector<std::int32_t> tokens(count);
+    for (std::int64_t i = 0; i < count; ++i) tokens[i] = static_cast<std::int32_t>((i * 7919 + next_seed()) % 1000);
+    tokens[5] = tokens[9] = tokens[100] = 301;  // repeats inside the shard
+    auto dtokens = upload(tokens);
+    auto dy = random_bf16(count * hidden), grad = random_f32(vocab_rows * hidden);
+    auto position_grad = random_f32(positions * hidden);
+    const auto hdy = bf16_to_host(dy.data(), count * hidden);
+    std::vector<double> rgrad = f32_to_host(grad.data(), vocab_rows * hidden);
+    std::vector<double> rpos = f32_to_host(position_grad.data(), positions * hidden);
+    const std::size_t ws_bytes = k::embedding_backward_workspace_bytes(count);
+    gpu::DeviceBuffer workspace(ws_bytes);
+    k::embedding_backward(i32(dtokens), bf(dy), f32(grad), workspace.data(), ws_bytes, count, hidden, start, vocab_rows,
+                          nullptr);
+    const k::PositionRun run{0, count, positions, 3, 0};  // rows at positions (3 + i) % 64
+    k::position_embedding_backward(bf(dy), f32(position_grad), run, hidden, nullptr);
+    for (std::int64_t t = 0; t < count; ++t) {
+      const std::int64_t row = tokens[t] - start;
+      for (std::int64_t c = 0; c < hidden; ++c) {
+        if (row >= 0 && row < vocab_rows) rgrad[row * hidden + c] += hdy[t * hidden + c];
+        rpos[((3 + t) % positions) * hidden + c] += hdy[t * hidden + c];
+      }
     }
+    EXPECT_LT(report("fp32 embedding_backward (+=)",
+                     relative_error(f32_to_host(grad.data(), vocab_rows * hidden), rgrad)),
+              kF32Tolerance);
+    EXPECT_LT(report("fp32 position_backward (+=)",
+                     relative_error(f32_to_host(position_grad.data(), positions * hidden), rpos)),
+              kF32Tolerance);
   }
-  EXPECT_LT(report("fp32 embedding_backward (+=)", relative_error(f32_to_host(grad.data(), vocab_rows * hidden), rgrad)),
-            kF32Tolerance);
-  EXPECT_LT(report("fp32 position_backward (+=)",
-                   relative_error(f32_to_host(position_grad.data(), positions * hidden), rpos)),
-            kF32Tolerance);
 }
 
 TEST(MainGradientFp32, GradientApartAddedIn) {
