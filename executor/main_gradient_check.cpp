@@ -26,7 +26,6 @@ bool reduces_over_data(const PlanGraphs& lowered) {
 // The model and training features whose kernels write bf16 weight gradients only.
 const char* bf16_only_feature(const Plan& plan) {
   const ModelConfig& model = plan.scenario.model;
-  if (model.is_moe()) return "a model with experts";
   if (model.mla.enabled()) return "multi-latent attention";
   if (plan.scenario.training.fp8) return "FP8 linears";
   if (model.attention_sinks) return "attention sinks";

@@ -17,13 +17,14 @@ namespace twin::exec {
 
 // One product of a group: C [m,n] = op(A) op(B), A stored [m,k] ([k,m] when transpose_a), B [k,n] ([n,k] when
 // transpose_b), C [m,n], row-major and contiguous. The C of different groups must not overlap. `vector`: the
-// group's [n] for the run's epilogue (an expert's bias, or where its gradient goes), else nullptr.
+// group's [n] for the run's epilogue (an expert's bias, or where its gradient goes), else nullptr. C and the vector
+// are bf16, or fp32 in a run with an fp32 output (the experts' weight gradients into fp32 main gradients).
 struct GemmGroup {
   std::int64_t m = 0, n = 0, k = 0;
   const __nv_bfloat16* a = nullptr;
   const __nv_bfloat16* b = nullptr;
-  __nv_bfloat16* c = nullptr;
-  __nv_bfloat16* vector = nullptr;
+  void* c = nullptr;
+  void* vector = nullptr;
 };
 
 // What every group's epilogue does with its vector (gpt-oss's experts have biases, Megatron's add_bias_linear):
@@ -45,8 +46,9 @@ class GroupedMatmul {
   // leaves it when accumulating. Throws std::invalid_argument on negative sizes, null pointers of a non-empty
   // group (C when m, n > 0; A and B too when k > 0; its vector with an epilogue), or an epilogue the groups cannot
   // take (bias_grad_of_a; bias_grad_of_b with transpose_b).
+  // `output`: the type of every group's C and vector (fp32 with no add_bias epilogue).
   void run(std::span<const GemmGroup> groups, bool transpose_a, bool transpose_b, bool accumulate,
-           cudaStream_t stream, GroupEpilogue epilogue = {});
+           cudaStream_t stream, GroupEpilogue epilogue = {}, kernels::GradType output = kernels::GradType::bf16);
   // Heuristic queries so far (tests).
   int heuristic_queries() const { return matmul_.heuristic_queries(); }
   // Groups whose epilogue ran as separate kernels so far (tests).
@@ -55,7 +57,7 @@ class GroupedMatmul {
  private:
   void check(std::span<const GemmGroup> groups, bool transpose_b, const GroupEpilogue& epilogue) const;
   void run_group(const GemmGroup& group, bool transpose_a, bool transpose_b, bool accumulate, cudaStream_t stream,
-                 const GroupEpilogue& epilogue);
+                 const GroupEpilogue& epilogue, kernels::GradType output);
   Matmul matmul_;  // ragged: one algorithm per bucket of m and k, eight per octave (gpu/matmul.hpp)
   int unfused_epilogues_ = 0;
 };

@@ -171,17 +171,44 @@ const Matmul::Plan* Matmul::find_ragged_plan(const MatmulProblem& problem) {
   return plans_.emplace(problem, std::move(plan)).first->second.get();
 }
 
-void Matmul::run_ragged(const MatmulProblem& problem, const __nv_bfloat16* a, const __nv_bfloat16* b,
-                        __nv_bfloat16* c, cudaStream_t stream, __nv_bfloat16* vector) {
-  if ((vector != nullptr) != (problem.epilogue != MatmulEpilogue::none))
-    throw std::logic_error("Matmul::run_ragged: a vector exactly when the problem has an epilogue (bias or its gradient)");
-  if (problem.f32_output) throw std::logic_error("Matmul::run_ragged: bf16 outputs only");
+const Matmul::Plan& Matmul::ragged_plan_for(const MatmulProblem& problem) {
   const Plan* plan = find_ragged_plan(problem);
   if (plan == nullptr)
     throw std::runtime_error(fmt::format("cuBLASLt has no algorithm for GEMM m={} n={} k={} (transposes {}/{}, "
                                          "epilogue {})", problem.m, problem.n, problem.k, problem.transpose_a,
                                          problem.transpose_b, static_cast<int>(problem.epilogue)));
-  launch(*plan, plan->algo, a, b, c, nullptr, vector, stream);
+  return *plan;
+}
+
+void Matmul::run_ragged(const MatmulProblem& problem, const __nv_bfloat16* a, const __nv_bfloat16* b,
+                        __nv_bfloat16* c, cudaStream_t stream, __nv_bfloat16* vector) {
+  check_call(problem, false, vector != nullptr, false);
+  const Plan& plan = ragged_plan_for(problem);
+  launch(plan, plan.algo, a, b, c, nullptr, vector, stream);
+}
+
+void Matmul::run_ragged(const MatmulProblem& problem, const __nv_bfloat16* a, const __nv_bfloat16* b, float* c,
+                        cudaStream_t stream, float* vector) {
+  check_call(problem, false, vector != nullptr, true);
+  const Plan& plan = ragged_plan_for(problem);
+  launch(plan, plan.algo, a, b, c, nullptr, vector, stream);
+}
+
+void Matmul::run_into_gradient(const MatmulProblem& problem, const __nv_bfloat16* a, const __nv_bfloat16* b,
+                               kernels::GradRef c, cudaStream_t stream, kernels::GradRef vector, bool ragged) {
+  if (vector && vector.type != c.type) throw std::logic_error("Matmul: an epilogue vector of another type than C");
+  switch (c.type) {
+    case kernels::GradType::bf16: {
+      auto* out = static_cast<__nv_bfloat16*>(c.data);
+      auto* v = static_cast<__nv_bfloat16*>(vector.data);
+      return ragged ? run_ragged(problem, a, b, out, stream, v) : run(problem, a, b, out, stream, nullptr, v);
+    }
+    case kernels::GradType::f32: {
+      auto* out = static_cast<float*>(c.data);
+      auto* v = static_cast<float*>(vector.data);
+      return ragged ? run_ragged(problem, a, b, out, stream, v) : run(problem, a, b, out, stream, v);
+    }
+  }
 }
 
 }  // namespace twin::exec

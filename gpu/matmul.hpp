@@ -15,6 +15,7 @@
 #include <cuda_runtime.h>
 
 #include "gpu/device_buffer.hpp"
+#include "gpu/kernels.hpp"
 
 namespace twin::exec {
 
@@ -63,6 +64,10 @@ class Matmul {
   // The product into fp32 C (problem.f32_output set; accumulating adds to C itself), the vector fp32 too.
   void run(const MatmulProblem& problem, const __nv_bfloat16* a, const __nv_bfloat16* b, float* c,
            cudaStream_t stream, float* vector = nullptr);
+  // A weight gradient into its buffer, bf16 or fp32 as `c` is (problem.f32_output must agree), the epilogue's
+  // vector of the same type (unset: none); `ragged` as run_ragged (an expert's, whose m and k vary).
+  void run_into_gradient(const MatmulProblem& problem, const __nv_bfloat16* a, const __nv_bfloat16* b,
+                         kernels::GradRef c, cudaStream_t stream, kernels::GradRef vector = {}, bool ragged = false);
   // Whether cuBLASLt has an algorithm for the problem within the workspace (asked once per problem).
   bool supports(const MatmulProblem& problem);
   // The same product for a problem whose m and k vary between calls: the algorithm is the heuristic's for the
@@ -73,6 +78,8 @@ class Matmul {
   // run's: exactly when the problem has an epilogue (an expert's bias, or its gradient).
   void run_ragged(const MatmulProblem& problem, const __nv_bfloat16* a, const __nv_bfloat16* b, __nv_bfloat16* c,
                   cudaStream_t stream, __nv_bfloat16* vector = nullptr);
+  void run_ragged(const MatmulProblem& problem, const __nv_bfloat16* a, const __nv_bfloat16* b, float* c,
+                  cudaStream_t stream, float* vector = nullptr);
   // Whether run_ragged has an algorithm for the problem (found as run_ragged finds it, and kept for it).
   bool supports_ragged(const MatmulProblem& problem) { return find_ragged_plan(problem) != nullptr; }
   std::size_t workspace_bytes() const { return workspace_.bytes(); }
@@ -89,6 +96,7 @@ class Matmul {
   void launch(const Plan& plan, const cublasLtMatmulAlgo_t& algo, const __nv_bfloat16* a, const __nv_bfloat16* b,
               void* c, const void* addend, void* vector, cudaStream_t stream);
   void check_call(const MatmulProblem& problem, bool has_addend, bool has_vector, bool f32_output) const;
+  const Plan& ragged_plan_for(const MatmulProblem& problem);
   cublasLtHandle_t handle_ = nullptr;
   gpu::DeviceBuffer workspace_;
   std::map<MatmulProblem, std::unique_ptr<Plan>> plans_;  // nullptr: cuBLASLt has no algorithm

@@ -182,8 +182,9 @@ void DenseBlock::linear_weight_grad(const OpPass& p) {
                                              : MatmulProblem{m, n, k, true, false, accumulate};
   problem.f32_output = gradients.weight.type == kernels::GradType::f32;
   const kernels::GradRef bias_grad = fused_bias_grad(p, problem, w.stored_out_by_in);
-  run_into(*p.scratch.matmul, problem, w.stored_out_by_in ? d_output_full : input_full,
-           w.stored_out_by_in ? input_full : d_output_full, gradients.weight, bias_grad, p.stream);
+  p.scratch.matmul->run_into_gradient(problem, w.stored_out_by_in ? d_output_full : input_full,
+                                      w.stored_out_by_in ? input_full : d_output_full, gradients.weight, p.stream,
+                                      bias_grad);
   if (bias_grad)
     finish_fused_bias_grad(p, n);
   else

@@ -44,10 +44,6 @@ struct DenseStage {
 
 // A linear's weight: [in, out] in its unit, or, for a tied output projection, the embedding table (or its copy)
 // stored [out, in] = [vocab, hidden].
-// A weight-gradient GEMM into `out`, bf16 or fp32 (problem.f32_output says which; the epilogue's vector the same).
-void run_into(Matmul& matmul, const MatmulProblem& problem, const __nv_bfloat16* a, const __nv_bfloat16* b,
-              kernels::GradRef out, kernels::GradRef vector, cudaStream_t stream);
-
 struct LinearWeight {
   __nv_bfloat16* params = nullptr;
   kernels::GradRef grads;  // bf16 or fp32: the main gradient's dtype

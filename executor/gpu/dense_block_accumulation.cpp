@@ -32,17 +32,6 @@ DenseBlock::GradientTarget DenseBlock::gradient_target(const OpPass& p) {
   return {apart, bias ? kernels::GradRef{apart + w.in * w.out} : kernels::GradRef{}, true};
 }
 
-void run_into(Matmul& matmul, const MatmulProblem& problem, const bf16* a, const bf16* b, kernels::GradRef out,
-              kernels::GradRef vector, cudaStream_t stream) {
-  if (vector && vector.type != out.type) throw std::logic_error("run_into: the epilogue's vector and C differ in type");
-  switch (out.type) {
-    case kernels::GradType::bf16:
-      return matmul.run(problem, a, b, static_cast<bf16*>(out.data), stream, nullptr,
-                        static_cast<bf16*>(vector.data));
-    case kernels::GradType::f32:
-      return matmul.run(problem, a, b, static_cast<float*>(out.data), stream, static_cast<float*>(vector.data));
-  }
-}
 
 void DenseBlock::accumulate_weight_gradient(const OpPass& p) {
   const LinearWeight w = linear_weight(p.binding.subject, p.unit);

@@ -211,16 +211,17 @@ void MoeBlock::experts_weight_grad(const OpPass& p) {
   bf16* x = bf(p, g.in);
   bf16* dy = bf(p, g.out, Form::gradient);
   const Weight w = weight(p);
-  bf16* bias_grads = bias_grad_target(p, w);
+  const kernels::GradRef bias_grads = bias_grad_target(p, w);
   const std::int64_t weight_size = g.in_width * g.out_width;
   p.scratch.grouped->run(per_expert(expert_counts_.at({p.mb, p.unit}),
                                     [&](std::int64_t e, std::int64_t first, std::int64_t count) {
                                       return GemmGroup{g.in_width, g.out_width, count, x + first * g.in_width,
-                                                       dy + first * g.out_width, w.grads + e * weight_size,
-                                                       bias_grads ? bias_grads + e * g.out_width : nullptr};
+                                                       dy + first * g.out_width, w.grads.at(e * weight_size).data,
+                                                       bias_grads ? bias_grads.at(e * g.out_width).data : nullptr};
                                     }),
                          true, false, !p.binding.first_gradient, p.stream,
-                         {bias_grads ? MatmulEpilogue::bias_grad_of_b : MatmulEpilogue::none, p.scratch.norm_partials});
+                         {bias_grads ? MatmulEpilogue::bias_grad_of_b : MatmulEpilogue::none, p.scratch.norm_partials},
+                         w.grads.type);
   finish_bias_grads(p, w, stage_.shapes.experts_local * g.out_width);
   done(p, {{g.in}, {g.out, Form::gradient}});
 }
@@ -267,14 +268,15 @@ void MoeBlock::router_weight_grad(const OpPass& p) {  // and its bias's: the col
   const Weight w = weight(p);
   const bf16* d_logits = bf(p, Tensor::router_logits, Form::gradient);
   MatmulProblem problem{s.h, s.experts_total, s.tokens_local, true, false, !p.binding.first_gradient};
+  problem.f32_output = w.grads.type == kernels::GradType::f32;
   MatmulProblem fused = problem;
   fused.epilogue = MatmulEpilogue::bias_grad_of_b;
-  bf16* target = bias_grad_target(p, w);
-  if (epilogue_vector_aligned(target) && p.scratch.matmul->supports(fused)) {
-    p.scratch.matmul->run(fused, bf(p, Tensor::mlp_norm_out), d_logits, w.grads, p.stream, nullptr, target);
+  const kernels::GradRef target = bias_grad_target(p, w);
+  if (epilogue_vector_aligned(target.data) && p.scratch.matmul->supports(fused)) {
+    p.scratch.matmul->run_into_gradient(fused, bf(p, Tensor::mlp_norm_out), d_logits, w.grads, p.stream, target);
     finish_bias_grads(p, w, s.experts_total);
   } else {
-    p.scratch.matmul->run(problem, bf(p, Tensor::mlp_norm_out), d_logits, w.grads, p.stream);
+    p.scratch.matmul->run_into_gradient(problem, bf(p, Tensor::mlp_norm_out), d_logits, w.grads, p.stream);
     if (w.bias)
       kernels::bias_grad(d_logits, p.scratch.norm_partials, w.bias_grads, !p.binding.first_gradient, s.tokens_local,
                          s.experts_total, p.stream);

@@ -108,10 +108,10 @@ MoeBlock::Weight MoeBlock::weight(const OpPass& p) {
   const bool experts = subject == OpRole::expert_fc1 || subject == OpRole::expert_fc2;
   ParameterUnit& unit = stage_.parameters.unit(experts ? expert_unit_of(p.unit) : p.unit);
   const std::int64_t offset = unit.tensor(subject).offset;
-  Weight w{unit.params + offset, unit.bf16_grads() + offset};
+  Weight w{unit.params + offset, unit.grads.at(offset)};
   if (const WeightTensor* bias = unit.find(subject, WeightPart::bias)) {
     w.bias = unit.params + bias->offset;
-    w.bias_grads = unit.bf16_grads() + bias->offset;
+    w.bias_grads = unit.grads.at(bias->offset);
   }
   return w;
 }
@@ -130,16 +130,23 @@ void MoeBlock::router_logits(const OpPass& p, const Weight& w, const bf16* x, bf
       logits, s.tokens_local, s.experts_total, p.stream);
 }
 
-bf16* MoeBlock::bias_grad_target(const OpPass& p, const Weight& w) const {
-  if (!w.bias) return nullptr;
-  return p.binding.first_gradient ? w.bias_grads : static_cast<bf16*>(p.scratch.bias_grad);
+kernels::GradRef MoeBlock::bias_grad_target(const OpPass& p, const Weight& w) const {
+  if (!w.bias) return {};
+  return p.binding.first_gradient ? w.bias_grads : kernels::GradRef(p.scratch.bias_grad, w.grads.type);
 }
 
 void MoeBlock::finish_bias_grads(const OpPass& p, const Weight& w, std::int64_t count) const {
-  // The scratch's sums added as one row (kernels::bias_grad over one row: bf16(grad + sum)).
-  if (w.bias && !p.binding.first_gradient)
-    kernels::bias_grad(static_cast<bf16*>(p.scratch.bias_grad), p.scratch.norm_partials, w.bias_grads, true, 1, count,
-                       p.stream);
+  if (!w.bias || p.binding.first_gradient) return;
+  // The scratch's sums added as one row: bf16 through the column-sum kernel (bf16(grad + sum)), fp32 through the
+  // reduction of one row of partials, as the dense linears' (executor/gpu/dense_block_gpt.cpp).
+  switch (w.grads.type) {
+    case kernels::GradType::bf16:
+      return kernels::bias_grad(static_cast<const bf16*>(p.scratch.bias_grad), p.scratch.norm_partials, w.bias_grads,
+                                true, 1, count, p.stream);
+    case kernels::GradType::f32:
+      return kernels::norm_weight_grad_reduce(static_cast<const float*>(p.scratch.bias_grad), 1, count, w.bias_grads,
+                                              true, p.stream);
+  }
 }
 
 void* MoeBlock::tensor(const OpPass& p, Tensor t, Form form) { return stage_.tensors.get(p.mb, p.unit, {t, form}); }

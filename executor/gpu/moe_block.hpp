@@ -91,18 +91,21 @@ class MoeBlock {
   void router_weight_grad(const OpPass& p);
 
  private:
-  // A GEMM's weight (the router's, or the experts' stacked [experts * in, out]) and its gradient; with
-  // add_bias_linear its bias (the router's [experts], the experts' stacked [experts, out]) and the bias's gradient.
+  // A GEMM's weight (the router's, or the experts' stacked [experts * in, out]) and its gradient (the main
+  // gradient: bf16 or fp32); with add_bias_linear its bias (the router's [experts], the experts' stacked [experts,
+  // out]) and the bias's gradient.
   struct Weight {
-    __nv_bfloat16 *params = nullptr, *grads = nullptr;
-    __nv_bfloat16 *bias = nullptr, *bias_grads = nullptr;
+    __nv_bfloat16* params = nullptr;
+    kernels::GradRef grads;
+    __nv_bfloat16* bias = nullptr;
+    kernels::GradRef bias_grads;
   };
   Weight weight(const OpPass& p);
   // The router's logits [tokens, experts] = x W (+ b): the bias in cuBLASLt's epilogue where it can, else added after.
   void router_logits(const OpPass& p, const Weight& w, const __nv_bfloat16* x, __nv_bfloat16* logits);
   // Where a weight-gradient GEMM's epilogue writes `count` bias-gradient elements: the gradient itself for the
   // step's first micro-batch, else the stream's scratch, which finish_bias_grads then adds (nullptr: no bias).
-  __nv_bfloat16* bias_grad_target(const OpPass& p, const Weight& w) const;
+  kernels::GradRef bias_grad_target(const OpPass& p, const Weight& w) const;
   void finish_bias_grads(const OpPass& p, const Weight& w, std::int64_t count) const;
   void* tensor(const OpPass& p, layer::Tensor t, Form form = Form::value);
   __nv_bfloat16* bf(const OpPass& p, layer::Tensor t, Form form = Form::value);

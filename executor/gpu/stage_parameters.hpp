@@ -39,8 +39,8 @@ struct ParameterUnit : ParameterUnitLayout {
   // reduction).
   bf16* weights_at(std::int64_t e) const;
   kernels::GradRef gradients_at(std::int64_t e) const;
-  // The gradients where a path keeps bf16 ones only (the experts, MLA, FP8 linears, ZeRO-2/3 shards, layout
-  // switches: refused with fp32 main gradients by executor/plan_check.cpp); throws on an fp32 buffer.
+  // The gradients where a path keeps bf16 ones only (MLA, FP8 linears, sinks, ZeRO-2/3 shards, layout switches:
+  // refused with fp32 main gradients by executor/main_gradient_check.hpp); throws on an fp32 buffer.
   bf16* bf16_grads() const;
   bf16* bf16_gradients_at(std::int64_t e) const;
   // AdamW's state for [update_begin, update_begin + update_elements), stored as the scenario's

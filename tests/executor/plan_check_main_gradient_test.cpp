@@ -32,6 +32,12 @@ TEST(PlanCheckMainGradient, Fp32MainGradientsRunForDenseModels) {
   EXPECT_EQ(refusal_path(megatron), "");
   megatron.scenario.framework.gradient_accumulation_fusion = false;  // added apart into fp32
   EXPECT_EQ(refusal_path(megatron), "");
+  Plan moe = executed_plan();  // the experts' grouped weight gradients and the router's into fp32
+  moe.scenario.model.moe.num_experts = 4;
+  moe.scenario.model.moe.top_k = 2;
+  moe.scenario.model.moe.ffn_hidden_size = moe.scenario.model.ffn_hidden_size / 2;
+  moe.scenario.framework.main_grad_dtype_bytes = 4;
+  EXPECT_EQ(refusal_path(moe), "");
   for (int zero : {0, 1}) {
     Plan replicated = data_parallel(zero);
     replicated.scenario.framework.reduce_dtype_bytes = 4;
@@ -59,11 +65,6 @@ TEST(PlanCheckMainGradient, RefusesFp32BesideBf16OnlyPaths) {
   EXPECT_EQ(refusal_path(sharded), "/strategy/zero_stage");
   sharded.scenario.framework.reduce_dtype_bytes = 2;
   EXPECT_EQ(refusal_path(sharded), "");
-  Plan moe = executed_plan();
-  moe.scenario.model.moe.num_experts = 4;
-  moe.scenario.model.moe.top_k = 2;
-  moe.scenario.framework.main_grad_dtype_bytes = 4;
-  EXPECT_EQ(refusal_path(moe), "/scenario/framework/main_grad_dtype");
   Plan fp8 = executed_plan();
   fp8.scenario.training.fp8 = Fp8Config{Fp8Format::hybrid, Fp8Recipe::tensorwise};
   fp8.scenario.framework.main_grad_dtype_bytes = 4;

@@ -96,29 +96,36 @@ TEST(GradientAccumulationGpu, GradientsAddedApartMatchTheFusedOnes) {
 // biases' and embeddings' kernels add into fp32, a gradient apart is added in fp32. Against the bf16 step (each
 // micro-batch's sum rounded to bf16 four times): within 1e-2, as above; fused against apart in fp32 (the apart
 // products rounded to bf16 once each, then summed in fp32) the same. The losses are the same bits: the forward is.
+// With experts (4, top-2; no adds apart for them) the grouped weight gradients and the router's, against bf16 alike.
 TEST(GradientAccumulationGpu, Fp32MainGradientsMatchTheBf16Ones) {
   REQUIRE_GPU();
-  for (bool biases : {false, true}) {
+  for (int variant : {0, 1, 2}) {  // Llama widths; GPT's biases and tied table; experts
+    const bool biases = variant == 1, experts = variant == 2;
     Plan bf16 = read_plan(testing::executed_fixture("small-single-h200") / "best.json");
     bf16.scenario.model.add_bias_linear = biases;
     bf16.scenario.model.untie_embeddings_and_output_weights = !biases;
+    if (experts) {  // as a scenario's moe section reads (core/scenario_model.cpp), each expert half the dense MLP
+      bf16.scenario.model.moe.num_experts = 4;
+      bf16.scenario.model.moe.top_k = 2;
+      bf16.scenario.model.moe.ffn_hidden_size = bf16.scenario.model.ffn_hidden_size / 2;
+    }
     Plan fp32 = bf16;
     fp32.scenario.framework.main_grad_dtype_bytes = 4;
     Plan fp32_apart = fp32;
-    fp32_apart.scenario.framework.gradient_accumulation_fusion = false;
+    fp32_apart.scenario.framework.gradient_accumulation_fusion = experts;  // experts add in their GEMMs only
     const StepGradients reference = one_step(bf16), fused = one_step(fp32), apart = one_step(fp32_apart);
     EXPECT_FALSE(reference.fp32);
     EXPECT_TRUE(fused.fp32 && apart.fp32) << "the plan's main gradients were not fp32";
-    EXPECT_EQ(fused.loss_sum, reference.loss_sum) << "biases " << biases;
-    EXPECT_EQ(apart.loss_sum, reference.loss_sum) << "biases " << biases;
+    EXPECT_EQ(fused.loss_sum, reference.loss_sum) << "variant " << variant;
+    EXPECT_EQ(apart.loss_sum, reference.loss_sum) << "variant " << variant;
     ASSERT_EQ(fused.units.size(), reference.units.size());
     for (std::size_t u = 0; u < fused.units.size(); ++u) {
       const double against_bf16 = test::relative_error(fused.units[u], reference.units[u]);
       const double apart_against_fused = test::relative_error(apart.units[u], fused.units[u]);
-      std::printf("biases %d, unit %zu: fp32 against bf16 %.3g, fp32 apart against fp32 fused %.3g\n", biases, u,
+      std::printf("variant %d, unit %zu: fp32 against bf16 %.3g, fp32 apart against fp32 fused %.3g\n", variant, u,
                   against_bf16, apart_against_fused);
-      EXPECT_LT(against_bf16, 1e-2) << "biases " << biases << ", unit " << u;
-      EXPECT_LT(apart_against_fused, 1e-2) << "biases " << biases << ", unit " << u;
+      EXPECT_LT(against_bf16, 1e-2) << "variant " << variant << ", unit " << u;
+      EXPECT_LT(apart_against_fused, 1e-2) << "variant " << variant << ", unit " << u;
     }
   }
 }

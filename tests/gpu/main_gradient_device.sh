@@ -10,7 +10,7 @@ export LD_LIBRARY_PATH="$bin/lib:${LD_LIBRARY_PATH:-}" NCCL_NVLS_ENABLE="${NCCL_
 status=0
 date -u +"start %FT%TZ" > "$OUT/run.log"
 nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader >> "$OUT/run.log"
-"$bin/test_gpu" --gtest_filter='*MainGradientFp32.*:*KernelOptimizer.*:*KernelBias*:*KernelEmbedding*:*KernelPositions*:*MatmulProducts*:*MatmulEpilogues*:*GradientAccumulationGpu.*' \
+"$bin/test_gpu" --gtest_filter='*MainGradientFp32.*:*KernelOptimizer.*:*KernelBias*:*KernelEmbedding*:*KernelPositions*:*MatmulProducts*:*MatmulEpilogues*:*GradientAccumulationGpu.*:*GroupedMatmul.*' \
   > "$OUT/main_gradient_test.log" 2>&1 || status=1
 date -u +"tests done %FT%TZ" >> "$OUT/run.log"
 python3 tests/gpu/main_gradient_check.py --twin "$bin/twin-gpu" --out /tmp/main-gradient-check \

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "gpu/kernels.hpp"
+#include "gpu/grouped_matmul.hpp"
 #include "gpu/matmul.hpp"
 #include "tests/gpu/kernel_test_util.hpp"
 
@@ -51,6 +52,49 @@ TEST(MainGradientFp32, WeightGradientGemmStoresAndAddsFp32) {
   EXPECT_LT(report("fp32 C = A^T B, bias gradient", relative_error(f32_to_host(bias.data(), m), row_sums)),
             kF32Tolerance);
   EXPECT_LT(relative_error(f32_to_host(with_bias.data(), m * n), product), kF32Tolerance);
+}
+
+// The experts' weight gradients into fp32 (gpu/grouped_matmul.hpp with an fp32 output): dW_e [in, out] = x_e^T dy_e
+// and db_e = the column sums of dy_e, stored then added, an expert without tokens and one with a single row among
+// them; through cuBLASLt's epilogue where it has one, else the bias kernels.
+TEST(MainGradientFp32, ExpertsWeightGradientsIntoFp32) {
+  REQUIRE_GPU();
+  const std::int64_t in = 64, out = 96;
+  const std::vector<std::int64_t> counts = {5, 0, 1, 37};
+  std::int64_t rows = 0;
+  for (std::int64_t c : counts) rows += c;
+  const auto experts = static_cast<std::int64_t>(counts.size());
+  auto x = random_bf16(rows * in), dy = random_bf16(rows * out);
+  auto grads = random_f32(experts * in * out), bias = random_f32(experts * out);
+  auto partials = poisoned(k::norm_partial_floats(rows, out) * 4);
+  const auto hx = bf16_to_host(x.data(), rows * in), hdy = bf16_to_host(dy.data(), rows * out);
+  std::vector<double> rgrads(experts * in * out, 0.0), rbias(experts * out, 0.0);
+  std::vector<exec::GemmGroup> groups;
+  std::int64_t first = 0;
+  for (std::int64_t e = 0; e < experts; ++e) {
+    groups.push_back({in, out, counts[e], bf(x) + first * in, bf(dy) + first * out, f32(grads) + e * in * out,
+                      f32(bias) + e * out});
+    for (std::int64_t r = first; r < first + counts[e]; ++r)
+      for (std::int64_t j = 0; j < out; ++j) {
+        rbias[e * out + j] += hdy[r * out + j];
+        for (std::int64_t i = 0; i < in; ++i) rgrads[(e * in + i) * out + j] += hx[r * in + i] * hdy[r * out + j];
+      }
+    first += counts[e];
+  }
+  exec::GroupedMatmul grouped;
+  const exec::GroupEpilogue epilogue{exec::MatmulEpilogue::bias_grad_of_b, f32(partials)};
+  grouped.run(groups, true, false, false, nullptr, epilogue, k::GradType::f32);  // stored
+  EXPECT_LT(report("fp32 experts' dW", relative_error(f32_to_host(grads.data(), experts * in * out), rgrads)),
+            kF32Tolerance);
+  EXPECT_LT(report("fp32 experts' db", relative_error(f32_to_host(bias.data(), experts * out), rbias)), kF32Tolerance);
+  std::vector<double> twice(rgrads);
+  for (double& g : twice) g *= 2;
+  grouped.run(groups, true, false, true, nullptr, {}, k::GradType::f32);  // added (no epilogue: the bias stays)
+  EXPECT_LT(report("fp32 experts' dW (+=)", relative_error(f32_to_host(grads.data(), experts * in * out), twice)),
+            kF32Tolerance);
+  EXPECT_THROW(grouped.run(groups, false, false, false, nullptr, {exec::MatmulEpilogue::add_bias, nullptr},
+                           k::GradType::f32),
+               std::invalid_argument);
 }
 
 TEST(MainGradientFp32, NormAndBiasReductionsStoreAndAdd) {
