@@ -123,16 +123,19 @@ void Matmul::check_call(const MatmulProblem& problem, bool has_addend, bool has_
 
 void Matmul::run(const MatmulProblem& problem, const __nv_bfloat16* a, const __nv_bfloat16* b, __nv_bfloat16* c,
                  cudaStream_t stream, const __nv_bfloat16* addend, __nv_bfloat16* vector) {
-  check_call(problem, addend != nullptr, vector != nullptr, false);
-  const Plan& plan = plan_for(problem);
-  launch(plan, plan.algo, a, b, c, addend, vector, stream);
+  run_checked(problem, false, a, b, {c, addend, vector, false}, stream);
 }
 
 void Matmul::run(const MatmulProblem& problem, const __nv_bfloat16* a, const __nv_bfloat16* b, float* c,
                  cudaStream_t stream, float* vector) {
-  check_call(problem, false, vector != nullptr, true);
-  const Plan& plan = plan_for(problem);
-  launch(plan, plan.algo, a, b, c, nullptr, vector, stream);
+  run_checked(problem, false, a, b, {c, nullptr, vector, true}, stream);
+}
+
+void Matmul::run_checked(const MatmulProblem& problem, bool ragged, const __nv_bfloat16* a, const __nv_bfloat16* b,
+                         const Output& out, cudaStream_t stream) {
+  check_call(problem, out.addend != nullptr, out.vector != nullptr, out.f32);
+  const Plan& plan = ragged ? ragged_plan_for(problem) : plan_for(problem);
+  launch(plan, plan.algo, a, b, out.c, out.addend, out.vector, stream);
 }
 
 const Matmul::Plan* Matmul::find_ragged_plan(const MatmulProblem& problem) {
@@ -182,33 +185,18 @@ const Matmul::Plan& Matmul::ragged_plan_for(const MatmulProblem& problem) {
 
 void Matmul::run_ragged(const MatmulProblem& problem, const __nv_bfloat16* a, const __nv_bfloat16* b,
                         __nv_bfloat16* c, cudaStream_t stream, __nv_bfloat16* vector) {
-  check_call(problem, false, vector != nullptr, false);
-  const Plan& plan = ragged_plan_for(problem);
-  launch(plan, plan.algo, a, b, c, nullptr, vector, stream);
+  run_checked(problem, true, a, b, {c, nullptr, vector, false}, stream);
 }
 
 void Matmul::run_ragged(const MatmulProblem& problem, const __nv_bfloat16* a, const __nv_bfloat16* b, float* c,
                         cudaStream_t stream, float* vector) {
-  check_call(problem, false, vector != nullptr, true);
-  const Plan& plan = ragged_plan_for(problem);
-  launch(plan, plan.algo, a, b, c, nullptr, vector, stream);
+  run_checked(problem, true, a, b, {c, nullptr, vector, true}, stream);
 }
 
 void Matmul::run_into_gradient(const MatmulProblem& problem, const __nv_bfloat16* a, const __nv_bfloat16* b,
                                kernels::GradRef c, cudaStream_t stream, kernels::GradRef vector, bool ragged) {
   if (vector && vector.type != c.type) throw std::logic_error("Matmul: an epilogue vector of another type than C");
-  switch (c.type) {
-    case kernels::GradType::bf16: {
-      auto* out = static_cast<__nv_bfloat16*>(c.data);
-      auto* v = static_cast<__nv_bfloat16*>(vector.data);
-      return ragged ? run_ragged(problem, a, b, out, stream, v) : run(problem, a, b, out, stream, nullptr, v);
-    }
-    case kernels::GradType::f32: {
-      auto* out = static_cast<float*>(c.data);
-      auto* v = static_cast<float*>(vector.data);
-      return ragged ? run_ragged(problem, a, b, out, stream, v) : run(problem, a, b, out, stream, v);
-    }
-  }
+  run_checked(problem, ragged, a, b, {c.data, nullptr, vector.data, c.type == kernels::GradType::f32}, stream);
 }
 
 }  // namespace twin::exec

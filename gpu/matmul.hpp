@@ -97,6 +97,15 @@ class Matmul {
               void* c, const void* addend, void* vector, cudaStream_t stream);
   void check_call(const MatmulProblem& problem, bool has_addend, bool has_vector, bool f32_output) const;
   const Plan& ragged_plan_for(const MatmulProblem& problem);
+  // C (bf16, or fp32 with f32), the addend and the epilogue's vector of one call, checked against its problem.
+  struct Output {
+    void* c;
+    const void* addend;
+    void* vector;
+    bool f32;
+  };
+  void run_checked(const MatmulProblem& problem, bool ragged, const __nv_bfloat16* a, const __nv_bfloat16* b,
+                   const Output& out, cudaStream_t stream);
   cublasLtHandle_t handle_ = nullptr;
   gpu::DeviceBuffer workspace_;
   std::map<MatmulProblem, std::unique_ptr<Plan>> plans_;  // nullptr: cuBLASLt has no algorithm
