@@ -47,7 +47,7 @@ kernels::GradRef ParameterUnit::gradients_at(std::int64_t e) const {
 bf16* bf16_gradient(const kernels::GradRef& gradient) {
   if (gradient.type != kernels::GradType::bf16)
     throw std::logic_error("executor: a path that keeps bf16 gradients only, over fp32 main gradients (the plan check "
-                           "refuses such plans: executor/plan_check.cpp)");
+                           "refuses such plans: executor/main_gradient_check.hpp)");
   return static_cast<bf16*>(gradient.data);
 }
 
@@ -71,7 +71,7 @@ StageParameters::StageParameters(const Scenario& scenario, std::vector<Parameter
   bf16* scratch = nullptr;
   if (scratch_elements > 0) TWIN_CUDA_CHECK(cudaMalloc(&scratch, scratch_elements * sizeof(bf16)));
   const kernels::GradType grad_type = main_gradient_type(scenario);
-  const std::size_t grad_bytes = grad_type == kernels::GradType::f32 ? sizeof(float) : sizeof(bf16);
+  const std::size_t grad_bytes = kernels::GradRef(nullptr, grad_type).element_bytes();
   for (ParameterUnitLayout& layout : layouts) {
     ParameterUnit unit(std::move(layout));
     const std::size_t shard_bytes = unit.shard_elements * sizeof(bf16), whole_bytes = unit.padded * sizeof(bf16);
