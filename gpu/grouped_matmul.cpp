@@ -33,7 +33,7 @@ void GroupedMatmul::run(std::span<const GemmGroup> groups, bool transpose_a, boo
   check(groups, transpose_b, epilogue);
   if (output == kernels::GradType::f32 && epilogue.kind == MatmulEpilogue::add_bias)
     throw std::invalid_argument("grouped matmul: an fp32 output takes no bias (a weight gradient's run)");
-  const std::size_t element = kernels::GradRef(nullptr, output).element_bytes();
+  const std::size_t element = kernels::element_bytes(output);
   for (const GemmGroup& group : groups) {
     if (group.m == 0 || group.n == 0) continue;
     if (group.k == 0) {

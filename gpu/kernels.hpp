@@ -10,37 +10,11 @@
 
 #include "core/model_limits.hpp"
 #include "core/shard_map.hpp"
+#include "gpu/gradient_ref.hpp"
 
 namespace twin::kernels {
 
 using bf16 = __nv_bfloat16;
-
-// ---- weight gradients as the framework keeps them ----
-// A weight's gradient buffer is bf16, or fp32 where the framework keeps fp32 main gradients (framework.main_grad_dtype
-// float32: Megatron's main_grad under accumulate_allreduce_grads_in_fp32). The kernels that write or read weight
-// gradients take either: they sum in fp32 and round once to the buffer's type.
-enum class GradType : std::uint8_t { bf16, f32 };
-struct GradRef {
-  void* data = nullptr;
-  GradType type = GradType::bf16;
-  GradRef() = default;
-  GradRef(std::nullptr_t) {}
-  GradRef(void* p, GradType t) : data(p), type(t) {}
-  GradRef(bf16* p) : data(p), type(GradType::bf16) {}  // implicit: a bf16 buffer is the common case
-  GradRef(float* p) : data(p), type(GradType::f32) {}
-  // Kernels that only read a gradient (AdamW, the norm's sum of squares) take it from a const pointer too.
-  GradRef(const bf16* p) : GradRef(const_cast<bf16*>(p)) {}
-  GradRef(const float* p) : GradRef(const_cast<float*>(p)) {}
-  std::size_t element_bytes() const { return type == GradType::f32 ? sizeof(float) : sizeof(bf16); }
-  // Element `e` on (a view of the same buffer).
-  GradRef at(std::int64_t e) const {
-    GradRef out = *this;
-    if (data) out.data = static_cast<char*>(data) + e * static_cast<std::int64_t>(element_bytes());
-    return out;
-  }
-  explicit operator bool() const { return data != nullptr; }
-  bool operator==(const GradRef& other) const { return data == other.data && type == other.type; }
-};
 
 // ---- normalization (rows x cols; statistics per row kept in fp32 for backward) ----
 // Where an RMSNorm's rows lie: contiguous (the default), or in groups of `group_rows` contiguous rows whose first
@@ -191,6 +165,10 @@ void bias_add(bf16* y, const bf16* bias, std::int64_t rows, std::int64_t cols, c
 // (norm_partial_floats(rows, cols) floats) reduced by norm_weight_grad_reduce (deterministic).
 void bias_grad(const bf16* dy, float* partials, GradRef grad, bool accumulate, std::int64_t rows, std::int64_t cols,
                cudaStream_t stream);
+// grad += sums [cols], the column sums a GEMM's bias-gradient epilogue wrote in the gradient's own type (a later
+// micro-batch's, into scratch): bf16 through bias_grad over one row (bf16(grad + sum)), fp32 through the reduction
+// of one row of partials (no rounding). `partials`: cols floats of scratch (bf16 only).
+void add_bias_grad_sums(const void* sums, float* partials, GradRef grad, std::int64_t cols, cudaStream_t stream);
 
 // ---- softmax cross-entropy over a vocabulary shard (logits [rows, vocab_shard], this shard starts at
 // vocab_start). Vocab-parallel use: local_stats -> all-reduce(max) of row_max into a global max ->

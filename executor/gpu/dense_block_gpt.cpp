@@ -47,20 +47,12 @@ kernels::GradRef DenseBlock::fused_bias_grad(const OpPass& p, MatmulProblem& pro
   return target;
 }
 
-// A later micro-batch's bias gradient, written to the scratch by the epilogue, added to the gradient: bf16, the
-// column-sum kernel over one row, so the sum is rounded as the unfused path rounds it (bf16(grad + fp32 sum)); fp32,
-// the scratch's one row of fp32 sums reduced into it.
+// A later micro-batch's bias gradient, written to the scratch by the epilogue, added to the gradient (rounded as the
+// unfused path rounds it).
 void DenseBlock::finish_fused_bias_grad(const OpPass& p, std::int64_t cols) {
   const GradientTarget gradients = gradient_target(p);
   if (gradients.store) return;
-  switch (gradients.weight.type) {
-    case kernels::GradType::bf16:
-      return kernels::bias_grad(static_cast<const bf16*>(p.scratch.bias_grad), p.scratch.norm_partials,
-                                gradients.bias, true, 1, cols, p.stream);
-    case kernels::GradType::f32:
-      return kernels::norm_weight_grad_reduce(static_cast<const float*>(p.scratch.bias_grad), 1, cols,
-                                              gradients.bias, true, p.stream);
-  }
+  kernels::add_bias_grad_sums(p.scratch.bias_grad, p.scratch.norm_partials, gradients.bias, cols, p.stream);
 }
 
 void DenseBlock::linear_bias_grad(const OpPass& p, const bf16* d_output_full, std::int64_t rows, std::int64_t cols) {

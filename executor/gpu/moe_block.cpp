@@ -137,16 +137,7 @@ kernels::GradRef MoeBlock::bias_grad_target(const OpPass& p, const Weight& w) co
 
 void MoeBlock::finish_bias_grads(const OpPass& p, const Weight& w, std::int64_t count) const {
   if (!w.bias || p.binding.first_gradient) return;
-  // The scratch's sums added as one row: bf16 through the column-sum kernel (bf16(grad + sum)), fp32 through the
-  // reduction of one row of partials, as the dense linears' (executor/gpu/dense_block_gpt.cpp).
-  switch (w.grads.type) {
-    case kernels::GradType::bf16:
-      return kernels::bias_grad(static_cast<const bf16*>(p.scratch.bias_grad), p.scratch.norm_partials, w.bias_grads,
-                                true, 1, count, p.stream);
-    case kernels::GradType::f32:
-      return kernels::norm_weight_grad_reduce(static_cast<const float*>(p.scratch.bias_grad), 1, count, w.bias_grads,
-                                              true, p.stream);
-  }
+  kernels::add_bias_grad_sums(p.scratch.bias_grad, p.scratch.norm_partials, w.bias_grads, count, p.stream);
 }
 
 void* MoeBlock::tensor(const OpPass& p, Tensor t, Form form) { return stage_.tensors.get(p.mb, p.unit, {t, form}); }

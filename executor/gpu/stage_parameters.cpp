@@ -71,7 +71,7 @@ StageParameters::StageParameters(const Scenario& scenario, std::vector<Parameter
   bf16* scratch = nullptr;
   if (scratch_elements > 0) TWIN_CUDA_CHECK(cudaMalloc(&scratch, scratch_elements * sizeof(bf16)));
   const kernels::GradType grad_type = main_gradient_type(scenario);
-  const std::size_t grad_bytes = kernels::GradRef(nullptr, grad_type).element_bytes();
+  const std::size_t grad_bytes = kernels::element_bytes(grad_type);
   for (ParameterUnitLayout& layout : layouts) {
     ParameterUnit unit(std::move(layout));
     const std::size_t shard_bytes = unit.shard_elements * sizeof(bf16), whole_bytes = unit.padded * sizeof(bf16);

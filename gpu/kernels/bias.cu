@@ -47,4 +47,11 @@ void bias_grad(const bf16* dy, float* partials, GradRef grad, bool accumulate, s
   norm_weight_grad_reduce(partials, blocks, cols, grad, accumulate, stream);
 }
 
+void add_bias_grad_sums(const void* sums, float* partials, GradRef grad, std::int64_t cols, cudaStream_t stream) {
+  switch (grad.type) {
+    case GradType::bf16: return bias_grad(static_cast<const bf16*>(sums), partials, grad, true, 1, cols, stream);
+    case GradType::f32: return norm_weight_grad_reduce(static_cast<const float*>(sums), 1, cols, grad, true, stream);
+  }
+}
+
 }  // namespace twin::kernels

@@ -77,6 +77,20 @@ __global__ void embedding_backward_kernel(const std::int32_t* sorted_tokens, con
   }
 }
 
+// The eight-wide kernel where the width and both pointers allow, else the scalar one.
+template <typename G>
+void launch_backward(const std::int32_t* sorted_tokens, const std::int32_t* sorted_positions, const bf16* dy, G* grad,
+                     std::int64_t token_count, std::int64_t hidden, std::int64_t vocab_start, std::int64_t vocab_rows,
+                     cudaStream_t stream) {
+  const auto grid = static_cast<unsigned>(token_count);
+  if (hidden % 8 == 0 && detail::aligned16(dy) && detail::aligned16(grad))
+    embedding_backward_kernel<true><<<grid, kThreads, 0, stream>>>(sorted_tokens, sorted_positions, dy, grad,
+                                                                   token_count, hidden, vocab_start, vocab_rows);
+  else
+    embedding_backward_kernel<false><<<grid, kThreads, 0, stream>>>(sorted_tokens, sorted_positions, dy, grad,
+                                                                    token_count, hidden, vocab_start, vocab_rows);
+}
+
 std::size_t sort_temp_bytes(std::int64_t token_count) {
   std::size_t bytes = 0;
   TWIN_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, bytes, static_cast<const std::int32_t*>(nullptr),
@@ -122,28 +136,15 @@ void embedding_backward(const std::int32_t* tokens, const bf16* dy, GradRef grad
   TWIN_CUDA_CHECK_LAUNCH();
   TWIN_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp, temp_bytes, tokens, sorted_tokens, positions, sorted_positions,
                                                   static_cast<int>(token_count), 0, 32, stream));
-  const auto grid = static_cast<unsigned>(token_count);
   switch (grad.type) {
-    case GradType::bf16: {
-      auto* g = static_cast<bf16*>(grad.data);
-      if (hidden % 8 == 0 && detail::aligned16(dy) && detail::aligned16(g))
-        embedding_backward_kernel<true><<<grid, kThreads, 0, stream>>>(sorted_tokens, sorted_positions, dy, g,
-                                                                       token_count, hidden, vocab_start, vocab_rows);
-      else
-        embedding_backward_kernel<false><<<grid, kThreads, 0, stream>>>(sorted_tokens, sorted_positions, dy, g,
-                                                                        token_count, hidden, vocab_start, vocab_rows);
+    case GradType::bf16:
+      launch_backward(sorted_tokens, sorted_positions, dy, static_cast<bf16*>(grad.data), token_count, hidden,
+                      vocab_start, vocab_rows, stream);
       break;
-    }
-    case GradType::f32: {
-      auto* g = static_cast<float*>(grad.data);
-      if (hidden % 8 == 0 && detail::aligned16(dy) && detail::aligned16(g))
-        embedding_backward_kernel<true><<<grid, kThreads, 0, stream>>>(sorted_tokens, sorted_positions, dy, g,
-                                                                       token_count, hidden, vocab_start, vocab_rows);
-      else
-        embedding_backward_kernel<false><<<grid, kThreads, 0, stream>>>(sorted_tokens, sorted_positions, dy, g,
-                                                                        token_count, hidden, vocab_start, vocab_rows);
+    case GradType::f32:
+      launch_backward(sorted_tokens, sorted_positions, dy, static_cast<float*>(grad.data), token_count, hidden,
+                      vocab_start, vocab_rows, stream);
       break;
-    }
   }
   TWIN_CUDA_CHECK_LAUNCH();
 }
