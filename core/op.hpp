@@ -273,6 +273,10 @@ struct Op {
   std::int16_t ring_segment = -1;
   ContextForm context_form = ContextForm::none;  // attention and its exchanges under context parallelism
   OptimizerPrecision optimizer_precision;  // optimizer_step: how the master weights and moments are stored
+  // optimizer_step: the bytes of one element of the main gradient it reads (framework.main_grad_dtype, core/framework.hpp
+  // main_gradient_bytes: 2 for bf16 or fp16, 4 for fp32), in AdamW and in the gradient norm's pass; part of the kernel
+  // key, since calibration times the kernel on a gradient of that type.
+  std::int8_t main_gradient_bytes = 2;
   // fp8_cast: the recipe whose cast this is (training.fp8.recipe where the lowering emits it), which names the kernel
   // that calibration benches and the executor runs (gpu::Fp8Cast) and is part of the kernel key; other ops: unused.
   Fp8Recipe fp8_recipe = Fp8Recipe::tensorwise;

@@ -38,11 +38,14 @@ std::string kernel_shape_key(const Op& op) {
                          a.v_head_dim > 0 && a.v_head_dim != a.head_dim ? fmt::format(",dv={}", a.v_head_dim)
                                                                        : std::string());
     }
-    case OpKind::optimizer_step:
-      if (op.optimizer_precision.is_default()) return fmt::format("{}:elements={}", kind, op.elements);
-      return fmt::format("{}:elements={},main_params={},exp_avg={},exp_avg_sq={}", kind, op.elements,
-                         to_string(op.optimizer_precision.main_params), to_string(op.optimizer_precision.exp_avg),
-                         to_string(op.optimizer_precision.exp_avg_sq));
+    case OpKind::optimizer_step: {  // a 16-bit gradient and fp32 state key as before either was in the key
+      const OptimizerPrecision& p = op.optimizer_precision;
+      const std::string state = p.is_default() ? std::string()
+                                               : fmt::format(",main_params={},exp_avg={},exp_avg_sq={}",
+                                                             to_string(p.main_params), to_string(p.exp_avg),
+                                                             to_string(p.exp_avg_sq));
+      return fmt::format("{}:elements={}{}{}", kind, op.elements, state, op.main_gradient_bytes == 4 ? ",grad=fp32" : "");
+    }
     case OpKind::elementwise:  // hidden dropout is another kernel (the mask drawn, or read): its ops key as before it
       return fmt::format("{}:bytes={}{}", kind, op.bytes, op.dropout > 0 ? ",dropout=1" : "");
     case OpKind::moe_permute:

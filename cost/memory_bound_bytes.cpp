@@ -44,11 +44,12 @@ double epilogue_addend_bytes(const Op& op) {
 }
 
 // AdamW per parameter: the master weight, m and v read and written (24 in fp32; optimizer_precision can store
-// them narrower, and without a master copy the bf16 parameter is read instead), the fp32 main grad read (4),
-// the bf16 parameter written (2), and the grad-norm / clip pass reading the grad once more in bf16 (2).
-double optimizer_bytes_per_parameter(const OptimizerPrecision& p) {
+// them narrower, and without a master copy the bf16 parameter is read instead), the main gradient read in its own
+// type (2 or 4: framework.main_grad_dtype), the bf16 parameter written (2), and the grad-norm pass reading the
+// gradient once more (2 or 4). Until 2026-12-03 the gradient read was counted 4 and the norm's 2 whatever the type.
+double optimizer_bytes_per_parameter(const OptimizerPrecision& p, int main_gradient_bytes) {
   const double master = master_bytes(p) > 0 ? 2.0 * master_bytes(p) : 2;  // no master: the bf16 parameter read
-  return master + 2.0 * bytes_of(p.exp_avg) + 2.0 * bytes_of(p.exp_avg_sq) + 4 + 2 + 2;
+  return master + 2.0 * bytes_of(p.exp_avg) + 2.0 * bytes_of(p.exp_avg_sq) + 2.0 * main_gradient_bytes + 2;
 }
 
 double memory_bound_bytes(const Op& op) {
@@ -63,7 +64,7 @@ double memory_bound_bytes(const Op& op) {
     case OpKind::attention_backward:
       return op.attention.flash ? 0 : unfused_attention_score_bytes(op);  // its kernels' passes over the scores
     case OpKind::optimizer_step:
-      return optimizer_bytes_per_parameter(op.optimizer_precision) * op.elements;
+      return optimizer_bytes_per_parameter(op.optimizer_precision, op.main_gradient_bytes) * op.elements;
     case OpKind::elementwise:
     case OpKind::moe_permute:
     case OpKind::moe_unpermute:

@@ -325,7 +325,8 @@ std::vector<Op> gemm_group_parts(const Op& op);
 // Bytes a memory-bound op moves (reads + writes), for ops priced by bandwidth (docs/PROFILES.md lists
 // the rule per kind; an op's own `bytes`, when set, wins). Throws std::logic_error for communication ops.
 double memory_bound_bytes(const Op& op);
-// Bytes one AdamW update moves per parameter under `precision` (32 with fp32 master weights and moments).
-double optimizer_bytes_per_parameter(const OptimizerPrecision& precision);
+// Bytes one AdamW update moves per parameter under `precision`, reading a main gradient of `main_gradient_bytes` per
+// element (30 with fp32 master weights and moments and a bf16 gradient, 34 with an fp32 one).
+double optimizer_bytes_per_parameter(const OptimizerPrecision& precision, int main_gradient_bytes);
 
 }  // namespace twin

@@ -67,7 +67,8 @@ bool set_field(Op& op, std::string_view name, std::int64_t value) {
   return true;
 }
 
-// Sets an optimizer state's storage ("main_params=bf16"); false for a name or dtype no key uses.
+// Sets a dtype field: an optimizer state's storage ("main_params=bf16") or gradient ("grad=fp32"), a GEMM's inputs,
+// an activation, a GEMM's output or an FP8 cast's recipe; false for a name or dtype no key uses.
 bool set_dtype_field(Op& op, std::string_view name, std::string_view value) {
   if (name == "inputs") {  // a GEMM's operands ("inputs=fp8_per_tensor")
     for (GemmInputs inputs : {GemmInputs::fp8_per_tensor, GemmInputs::fp8_blockwise, GemmInputs::fp8_blockwise_1d,
@@ -98,6 +99,10 @@ bool set_dtype_field(Op& op, std::string_view name, std::string_view value) {
   }
   const auto dtype = state_dtype_from_string(value);
   if (!dtype) return false;
+  if (name == "grad") {  // an optimizer step's main gradient ("grad=fp32"; absent: 16-bit)
+    op.main_gradient_bytes = static_cast<std::int8_t>(bytes_of(*dtype));
+    return true;
+  }
   OptimizerPrecision& p = op.optimizer_precision;
   if (name == "main_params") p.main_params = *dtype;
   else if (name == "exp_avg") p.exp_avg = *dtype;
@@ -195,8 +200,10 @@ std::vector<double> shape_octaves(const Op& op) {
       return {log2(double(a.batch) * a.heads), log2(a.seq_q), log2(a.seq_kv),
               log2(a.head_dim) + log2(value_head_dim(a))};
     }
-    // The state's storage is a second axis: a narrower recipe is priced from the fp32 measurements by bytes.
-    case OpKind::optimizer_step: return {log2(op.elements), log2(optimizer_bytes_per_parameter(op.optimizer_precision))};
+    // The state's storage and the gradient's type are a second axis: another recipe is priced from the measured ones
+    // by its bytes.
+    case OpKind::optimizer_step:
+      return {log2(op.elements), log2(optimizer_bytes_per_parameter(op.optimizer_precision, op.main_gradient_bytes))};
     case OpKind::elementwise:
     case OpKind::moe_permute:
     case OpKind::moe_unpermute:

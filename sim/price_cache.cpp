@@ -7,7 +7,7 @@ namespace twin::sim {
 // No price depends on what a send or receive moves (transfer, strands), on ring_segment, context_form or on host_ns
 // and dispatch_ns (the host's time before the op, not its kernel's): price_key() leaves them out. The norm variant
 // is in it: a profile measures LayerNorm's kernels apart from RMSNorm's (cost/shape_space.cpp).
-static_assert(sizeof(Op) == 240, "Op changed: make price_key() cover any new field that can affect a price");
+static_assert(sizeof(Op) == 248, "Op changed: make price_key() cover any new field that can affect a price");
 
 namespace {
 
@@ -50,8 +50,8 @@ std::int64_t pair_of(std::int32_t high, std::int32_t low) {
 }
 
 // The dropout probability's bits (a kernel variant: the elementwise and embedding keys name it).
-std::int64_t dropout_bits(float dropout) {
-  std::uint32_t bits = 0;
+std::int32_t dropout_bits(float dropout) {
+  std::int32_t bits = 0;
   std::memcpy(&bits, &dropout, sizeof bits);
   return bits;
 }
@@ -66,7 +66,7 @@ PriceKey price_key(const Op& op) {
   return {kind_and_flags(op), g.m, g.n, g.k, pair_of(g.count, g.split), g.busiest,
           a.batch, a.heads, a.kv_heads, a.seq_q, a.seq_kv,
           pair_of(static_cast<std::int32_t>(a.head_dim), a.v_head_dim), a.window,
-          op.rows, op.cols, op.elements, op.bytes, flops_bits, dropout_bits(op.dropout)};
+          op.rows, op.cols, op.elements, op.bytes, flops_bits, pair_of(op.main_gradient_bytes, dropout_bits(op.dropout))};
 }
 
 std::size_t PriceKeyHash::operator()(const PriceKey& key) const {

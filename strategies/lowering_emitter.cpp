@@ -182,12 +182,13 @@ Op Emitter::collective(OpKind kind, OpRole role, Stream stream, GroupKind group,
   return op;
 }
 
-Op Emitter::optimizer_step(std::int64_t elements, const OptimizerPrecision& precision) {
+Op Emitter::optimizer_step(std::int64_t elements, const OptimizerPrecision& precision, int main_gradient_bytes) {
   Op op;
   op.kind = OpKind::optimizer_step;
   op.role = OpRole::optimizer;
   op.elements = elements;
   op.optimizer_precision = precision;
+  op.main_gradient_bytes = static_cast<std::int8_t>(main_gradient_bytes);
   return op;
 }
 

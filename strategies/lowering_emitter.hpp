@@ -193,8 +193,9 @@ class Emitter {
   // priced as it: what gpu::Attention runs); FLOPs as Q K^T over d and P V over the values' head dim.
   static Op attention(const RankShapes& s, std::int64_t window, bool backward, std::int64_t seq_q, std::int64_t seq_kv,
                       bool causal, ContextForm form = ContextForm::none);
-  // The optimizer's update of `elements` parameters, its state stored as `precision` says.
-  static Op optimizer_step(std::int64_t elements, const OptimizerPrecision& precision);
+  // The optimizer's update of `elements` parameters, its state stored as `precision` says, reading main gradients of
+  // `main_gradient_bytes` per element (core/framework.hpp main_gradient_bytes).
+  static Op optimizer_step(std::int64_t elements, const OptimizerPrecision& precision, int main_gradient_bytes);
   // `op` (a TP collective) marked as moving `tensor` of the linear `linear`.
   static Op serving(Op op, OpRole linear, LinearTensor tensor);
 

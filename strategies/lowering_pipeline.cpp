@@ -221,7 +221,7 @@ void StageLowering::optimizer_phase() {
     return s_.zero_stage >= 1 ? (n + group - 1) / group : n;
   };
   const Op step = Emitter::optimizer_step(shard(p.dense, s_.data_group) + shard(p.expert, s_.expert_data_group),
-                                          scenario_.training.optimizer_precision);
+                                          scenario_.training.optimizer_precision, s_.main_grad_bytes);
   const OpIndex gradients_ready = last_on(Stream::dp_comm);
   e_.chain = last_compute;
   if (s_.deepspeed_bf16_optimizer) {  // get_global_norm_of_tensors reads the whole fp32 buffer, not the rank's shard

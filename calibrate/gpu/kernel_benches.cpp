@@ -202,7 +202,9 @@ std::optional<KernelBench> optimizer_bench(Builder& x, const Op& op, std::string
   k::AdamWState adam{fp32_master ? x.f(x.f32(count)) : nullptr, state(precision.exp_avg), type(precision.exp_avg),
                      state(precision.exp_avg_sq), type(precision.exp_avg_sq)};
   if (precision.store_param_remainders) adam.remainders = static_cast<std::int16_t*>(x.v(x.bf16(count)));
-  B *grad = x.b(x.bf16(count)), *param = x.b(x.bf16(count));
+  // The main gradient in the op's type (framework.main_grad_dtype), as twin execute's step reads it.
+  const k::GradRef grad = op.main_gradient_bytes == 4 ? k::GradRef(x.f(x.f32(count))) : k::GradRef(x.b(x.bf16(count)));
+  B* param = x.b(x.bf16(count));
   float *partials = x.f(x.raw(k::grad_norm_partial_count() * 4)), *sum_sq = x.f(x.f32(1)), *scale = x.f(x.raw(4));
   // The gradient-norm pass and the clip factor, then the entry's update: on one GPU the optimizer op runs all
   // three (under data parallelism the pass runs in the grad_norm op before it, beside the norm's all-reduce).

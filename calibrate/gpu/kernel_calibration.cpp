@@ -221,12 +221,16 @@ KernelOps default_kernel_ops(bool quick) {
       add(ops, moved);
     }
   }
-  for (std::int64_t elements : quick ? std::vector<std::int64_t>{1 << 24, 1 << 27} : std::vector<std::int64_t>{1 << 20, 1 << 24, 1 << 27, 1 << 29}) {
-    Op step;
-    step.kind = OpKind::optimizer_step;
-    step.elements = elements;
-    add(ops, step);
-  }
+  // AdamW on a 16-bit main gradient and on an fp32 one (framework.main_grad_dtype float32: Megatron's default for bf16
+  // training), each its own kernel.
+  for (std::int64_t elements : quick ? std::vector<std::int64_t>{1 << 24, 1 << 27} : std::vector<std::int64_t>{1 << 20, 1 << 24, 1 << 27, 1 << 29})
+    for (const int main_gradient_bytes : {2, 4}) {
+      Op step;
+      step.kind = OpKind::optimizer_step;
+      step.elements = elements;
+      step.main_gradient_bytes = static_cast<std::int8_t>(main_gradient_bytes);
+      add(ops, step);
+    }
   // Narrower optimizer state (training.optimizer_precision): bf16 moments, and bf16 parameters without a master
   // copy; other recipes are priced from these and the fp32 ones by bytes per parameter.
   for (const OptimizerPrecision precision : {OptimizerPrecision{StateDtype::fp32, StateDtype::bf16, StateDtype::bf16},

@@ -183,6 +183,10 @@ void OptimizerRun::optimizer_step(const OpPass& p) {
   }
   for (ParameterUnit* unit : stage_.parameters.units()) {
     const std::int64_t begin = unit->update_begin();
+    // The op's price and its calibration read a gradient of the op's type: the buffer must be of it.
+    if (unit->grads.element_bytes() != static_cast<std::size_t>(p.op.main_gradient_bytes))
+      throw std::logic_error(fmt::format("executor: optimizer_step reads a {}-byte main gradient, its op says {}",
+                                         unit->grads.element_bytes(), int(p.op.main_gradient_bytes)));
     launch_op(p.op, p.binding,
               gpu::OptimizerStep{unit->adam, unit->gradients_at(begin), unit->weights_at(begin),
                                  unit->update_elements(), adam, clip_scale},

@@ -151,7 +151,7 @@ class AsymmetricStageLowering {
     const std::int64_t parameters = stage_parameters(scenario_.model, pipeline_, stage_);
     const Op step = Emitter::optimizer_step(
         shared_.zero_stage >= 1 ? (parameters + pipelines_ - 1) / pipelines_ : parameters,
-        scenario_.training.optimizer_precision);
+        scenario_.training.optimizer_precision, main_gradient_bytes(scenario_.framework));
     e_.chain = last_compute;
     const OpIndex update = e_.emit(step);
     e_.depend(sent, update);

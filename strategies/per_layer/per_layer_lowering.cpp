@@ -286,7 +286,8 @@ void PerLayerStage::optimizer_phase() {
       gathered[u.data_group] += u.parameters;
   }
   for (const auto& [group, n] : held) elements += (n + group - 1) / group;
-  const Op step = lowering::Emitter::optimizer_step(elements, scenario_.training.optimizer_precision);
+  const Op step = lowering::Emitter::optimizer_step(elements, scenario_.training.optimizer_precision,
+                                                    main_gradient_bytes(scenario_.framework));
   const OpIndex gradients_ready = last_on(Stream::dp_comm);
   chain_ = last_compute;
   pending_wait_ = kNoOp;

@@ -8,50 +8,72 @@
 namespace twin {
 namespace {
 
-Op optimizer_step(std::int64_t elements, OptimizerPrecision precision = {}) {
+Op optimizer_step(std::int64_t elements, OptimizerPrecision precision = {}, int main_gradient_bytes = 2) {
   Op op;
   op.kind = OpKind::optimizer_step;
   op.elements = elements;
   op.optimizer_precision = precision;
+  op.main_gradient_bytes = static_cast<std::int8_t>(main_gradient_bytes);
   return op;
 }
 
 constexpr OptimizerPrecision kBf16Moments{StateDtype::fp32, StateDtype::bf16, StateDtype::bf16};
 constexpr OptimizerPrecision kNoMaster{StateDtype::bf16, StateDtype::bf16, StateDtype::bf16};
 
-TEST(OptimizerPricing, BytesPerParameterFollowTheStorage) {
-  EXPECT_EQ(optimizer_bytes_per_parameter({}), 32);          // fp32 master, m, v read and written + 8
-  EXPECT_EQ(optimizer_bytes_per_parameter(kBf16Moments), 24);  // m, v: 4 bytes each instead of 8
-  EXPECT_EQ(optimizer_bytes_per_parameter(kNoMaster), 18);     // the bf16 parameter read instead of the master
-  EXPECT_EQ(optimizer_bytes_per_parameter({StateDtype::fp16, StateDtype::fp8, StateDtype::fp8}), 4 + 2 + 2 + 8);
-  EXPECT_EQ(memory_bound_bytes(optimizer_step(1000, kBf16Moments)), 24000);
+TEST(OptimizerPricing, BytesPerParameterFollowTheStorageAndTheGradient) {
+  EXPECT_EQ(optimizer_bytes_per_parameter({}, 2), 30);          // fp32 master, m, v read and written + 2 + 2 + 2
+  EXPECT_EQ(optimizer_bytes_per_parameter({}, 4), 34);          // an fp32 gradient read twice (AdamW, the norm)
+  EXPECT_EQ(optimizer_bytes_per_parameter(kBf16Moments, 2), 22);  // m, v: 4 bytes each instead of 8
+  EXPECT_EQ(optimizer_bytes_per_parameter(kNoMaster, 2), 16);     // the bf16 parameter read instead of the master
+  EXPECT_EQ(optimizer_bytes_per_parameter({StateDtype::fp16, StateDtype::fp8, StateDtype::fp8}, 2), 4 + 2 + 2 + 6);
+  EXPECT_EQ(memory_bound_bytes(optimizer_step(1000, kBf16Moments)), 22000);
+  EXPECT_EQ(memory_bound_bytes(optimizer_step(1000, kBf16Moments, 4)), 26000);
 }
 
-TEST(OptimizerPricing, KeysNameANarrowerStorageAndReadBack) {
+TEST(OptimizerPricing, KeysNameANarrowerStorageAndAnFp32GradientAndReadBack) {
   EXPECT_EQ(kernel_shape_key(optimizer_step(1 << 20)), "optimizer_step:elements=1048576");
   const std::string key = kernel_shape_key(optimizer_step(1 << 20, kNoMaster));
   EXPECT_EQ(key, "optimizer_step:elements=1048576,main_params=bf16,exp_avg=bf16,exp_avg_sq=bf16");
   const auto op = op_from_kernel_key(key);
   ASSERT_TRUE(op.has_value());
   EXPECT_EQ(op->optimizer_precision, kNoMaster);
+  EXPECT_EQ(op->main_gradient_bytes, 2);
   EXPECT_FALSE(op_from_kernel_key("optimizer_step:elements=1048576,exp_avg=fp7").has_value());
+  // An fp32 main gradient is another kernel: named in the key, read back; a 16-bit one is the unnamed default.
+  EXPECT_EQ(kernel_shape_key(optimizer_step(1 << 20, {}, 4)), "optimizer_step:elements=1048576,grad=fp32");
+  const std::string both = kernel_shape_key(optimizer_step(1 << 20, kBf16Moments, 4));
+  EXPECT_EQ(both, "optimizer_step:elements=1048576,main_params=fp32,exp_avg=bf16,exp_avg_sq=bf16,grad=fp32");
+  const auto fp32 = op_from_kernel_key(both);
+  ASSERT_TRUE(fp32.has_value());
+  EXPECT_EQ(fp32->main_gradient_bytes, 4);
+  EXPECT_EQ(fp32->optimizer_precision, kBf16Moments);
+  EXPECT_FALSE(op_from_kernel_key("optimizer_step:elements=1048576,grad=bf16").has_value());  // not as written
+  EXPECT_FALSE(op_from_kernel_key("optimizer_step:elements=1048576,grad=fp8").has_value());
 }
 
-TEST(OptimizerPricing, ANarrowerStateIsPricedFromTheFp32MeasurementByItsBytes) {
+TEST(OptimizerPricing, AnotherStateOrGradientIsPricedFromTheMeasurementByItsBytes) {
   Profile profile = builtin_profile();
   const GpuSpec& gpu = *gpu_preset("H100-SXM-80GB");
   auto& kernels = const_cast<GpuKernelProfile&>(profile.kernels_for(gpu));
-  const Op fp32 = optimizer_step(std::int64_t{1} << 27);
-  kernels.measured.clear();  // one fp32 measurement: the narrower steps are priced from it alone
-  kernels.measured[kernel_shape_key(fp32)] = {5.0e6, 4.9e6, 5.1e6, 20};
+  const Op measured = optimizer_step(std::int64_t{1} << 27);
+  kernels.measured.clear();  // one measurement (fp32 state, bf16 gradient): the others are priced from it alone
+  kernels.measured[kernel_shape_key(measured)] = {5.0e6, 4.9e6, 5.1e6, 20};
   index_measured_shapes(kernels);
-  const double fp32_ns = double(compute_time_ns(profile, gpu, fp32));
+  const double measured_ns = double(compute_time_ns(profile, gpu, measured));
   const double bf16_ns = double(compute_time_ns(profile, gpu, optimizer_step(std::int64_t{1} << 27, kBf16Moments)));
   const double bare_ns = double(compute_time_ns(profile, gpu, optimizer_step(std::int64_t{1} << 27, kNoMaster)));
-  // Bandwidth-bound: the time follows the bytes (24 / 32 and 18 / 32 of the measured step), within the
-  // bandwidth curve's bend.
-  EXPECT_NEAR(bf16_ns / fp32_ns, 24.0 / 32, 0.05);
-  EXPECT_NEAR(bare_ns / fp32_ns, 18.0 / 32, 0.05);
+  const double fp32_grad_ns = double(compute_time_ns(profile, gpu, optimizer_step(std::int64_t{1} << 27, {}, 4)));
+  // Bandwidth-bound: the time follows the bytes (22, 16 and 34 of the measured step's 30), within the bandwidth
+  // curve's bend.
+  EXPECT_NEAR(bf16_ns / measured_ns, 22.0 / 30, 0.05);
+  EXPECT_NEAR(bare_ns / measured_ns, 16.0 / 30, 0.05);
+  EXPECT_NEAR(fp32_grad_ns / measured_ns, 34.0 / 30, 0.05);
+  // Measured with an fp32 gradient too, that step is priced by its own measurement (both times carry the built-in
+  // profile's in-training factor: their ratio is the measurements').
+  kernels.measured[kernel_shape_key(optimizer_step(std::int64_t{1} << 27, {}, 4))] = {6.2e6, 6.1e6, 6.3e6, 20};
+  index_measured_shapes(kernels);
+  const double fp32_measured_ns = double(compute_time_ns(profile, gpu, optimizer_step(std::int64_t{1} << 27, {}, 4)));
+  EXPECT_NEAR(fp32_measured_ns / double(compute_time_ns(profile, gpu, measured)), 6.2 / 5.0, 1e-3);
 }
 
 }  // namespace

@@ -2,8 +2,10 @@
 // models fitted, and an unrunnable shape skipped with its reason. Prints the timings it saw.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
+#include <map>
 #include <set>
 
 #include "calibrate/attention_check_shapes.hpp"
@@ -144,6 +146,36 @@ TEST(KernelCalibration, BenchesUnfusedAttention) {
                 pass == 0 ? "forward" : "backward", fused * 1e-3, unfused * 1e-3, dropped * 1e-3);
     EXPECT_GT(unfused, fused) << result.measured[3 * pass + 1].first;
     EXPECT_GT(dropped, unfused) << result.measured[3 * pass + 2].first;
+  }
+}
+
+// The optimizer step's bench reads the main gradient in the op's dtype, as twin execute's step does: AdamW and the
+// norm's pass are bound by HBM, so an fp32 gradient's step takes about its bytes' share longer (34 / 30 a parameter,
+// cost/memory_bound_bytes.cpp); a bench that ignored the dtype would time both alike. Both sizes are in the grid.
+TEST(KernelCalibration, OptimizerStepOnAnFp32GradientMovesItsBytes) {
+  REQUIRE_GPU();
+  KernelOps ops;
+  for (const std::int64_t elements : {std::int64_t{1} << 24, std::int64_t{1} << 27})
+    for (const int main_gradient_bytes : {2, 4}) {
+      Op step;
+      step.kind = OpKind::optimizer_step;
+      step.elements = elements;
+      step.main_gradient_bytes = static_cast<std::int8_t>(main_gradient_bytes);
+      ops.ops.push_back(step);
+    }
+  std::sort(ops.ops.begin(), ops.ops.end(),
+            [](const Op& a, const Op& b) { return kernel_shape_key(a) < kernel_shape_key(b); });  // key order
+  GpuKernelProfile fallback;
+  const KernelCalibration result =
+      calibrate_kernels(ops, *gpu_preset("H200-141GB"), fallback, true, [](const std::string&) {});
+  ASSERT_EQ(result.measured.size(), 4u);
+  const std::map<std::string, Measurement> measured(result.measured.begin(), result.measured.end());
+  for (const std::int64_t elements : {std::int64_t{1} << 24, std::int64_t{1} << 27}) {
+    const std::string bf16 = "optimizer_step:elements=" + std::to_string(elements);
+    const double ratio = measured.at(bf16 + ",grad=fp32").median_ns / measured.at(bf16).median_ns;
+    std::printf("[calibrate] optimizer step of %lld parameters: fp32 / bf16 gradient %.3f (bytes 34 / 30 = 1.133)\n",
+                static_cast<long long>(elements), ratio);
+    EXPECT_NEAR(ratio, 34.0 / 30, 0.08) << elements << " parameters";
   }
 }
 

@@ -4,6 +4,7 @@
 // router's alike. Split from framework_lowering_test.cpp (2026-12-03).
 #include <set>
 #include <tuple>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -108,6 +109,36 @@ TEST(FrameworkLowering, WeightGradientsAddIntoTheGradientBufferAfterTheFirstMicr
     EXPECT_FALSE(first_seen.empty());
     EXPECT_FALSE(later_seen.empty());
   }
+}
+
+// The optimizer step reads the main gradient in its dtype (AdamW and the norm's pass): its op says so, and is priced so.
+TEST(FrameworkLowering, TheOptimizerStepReadsTheMainGradientInItsDtype) {
+  Scenario scenario = testing::make_scenario(testing::llama_shaped(2), 1, 1024, 8);
+  const Strategy dp1 = testing::make_strategy(1, 1, 1, false);
+  const auto steps = [](const FrameworkLowered& l) {
+    std::vector<const Op*> out;
+    for (const RankClass& rc : l.graph.classes)
+      for (OpIndex i = 0; i < rc.size(); ++i)
+        if (rc.op(i).kind == OpKind::optimizer_step) out.push_back(&rc.op(i));
+    return out;
+  };
+  std::vector<double> iteration;
+  for (int main_bytes : {2, 4}) {
+    scenario.framework.main_grad_dtype_bytes = main_bytes;
+    const FrameworkLowered l = lower_with_framework(scenario, dp1);
+    ASSERT_FALSE(steps(l).empty());
+    for (const Op* step : steps(l)) EXPECT_EQ(step->main_gradient_bytes, main_bytes) << op_name(*step);
+    iteration.push_back(iteration_ns(l));
+  }
+  EXPECT_GT(iteration[1], iteration[0]);
+  // Unstated, the framework's: Megatron's reduction dtype, DeepSpeed's BF16_Optimizer's fp32 gradients.
+  scenario.framework.main_grad_dtype_bytes.reset();
+  scenario.framework.reduce_dtype_bytes = 4;
+  for (const Op* step : steps(lower_with_framework(scenario, dp1))) EXPECT_EQ(step->main_gradient_bytes, 4);
+  scenario.framework.reduce_dtype_bytes = 2;
+  for (const Op* step : steps(lower_with_framework(scenario, dp1))) EXPECT_EQ(step->main_gradient_bytes, 2);
+  scenario.framework.deepspeed_bf16_optimizer = true;
+  for (const Op* step : steps(lower_with_framework(scenario, dp1))) EXPECT_EQ(step->main_gradient_bytes, 4);
 }
 
 }  // namespace

@@ -115,6 +115,17 @@ TEST(HeterogeneousLowering, StagesRunOnTheirOwnKindAndRingsMoveEachSidesBytes) {
   // The simulation runs end to end (every transfer matched, no deadlock).
   const IterationResult result = simulate_iteration(graph, sc.cluster, builtin_profile());
   EXPECT_GT(result.iteration_ns, 0);
+  // Each stage's optimizer step reads the main gradient in the framework's dtype.
+  Scenario fp32 = sc;
+  fp32.framework.main_grad_dtype_bytes = 4;
+  int steps = 0;
+  for (const RankClass& rc : lower_asymmetric_plan(fp32, *fp32.strategy, fp32.pipelines).classes)
+    for (OpIndex i = 0; i < rc.size(); ++i)
+      if (rc.op(i).kind == OpKind::optimizer_step) {
+        EXPECT_EQ(rc.op(i).main_gradient_bytes, 4);
+        ++steps;
+      }
+  EXPECT_EQ(steps, 3);
 }
 
 // A transfer between classes of different sizes: the receiver's side moves its own (larger) bytes per

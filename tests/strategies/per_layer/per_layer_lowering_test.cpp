@@ -64,7 +64,8 @@ TEST(PerLayerBlocks, EdgesBesideEachLayoutCutTheLayersRows) {
 }
 
 TEST(PerLayerLowering, OneStrategyPlanEmitsTheUniformOps) {
-  const Scenario sc = make_scenario(llama_shaped(8), 1, 1024, 16);
+  Scenario sc = make_scenario(llama_shaped(8), 1, 1024, 16);
+  sc.framework.main_grad_dtype_bytes = 4;  // fp32 main gradients: the optimizer step reads them so in both
   Strategy st = testing::make_strategy(2, 2);
   st.zero_stage = 1;
   st.recompute = Recompute::full;
@@ -95,6 +96,8 @@ TEST(PerLayerLowering, OneStrategyPlanEmitsTheUniformOps) {
       EXPECT_EQ(x.gemm.k, y.gemm.k);
       EXPECT_EQ(x.rows, y.rows);
       EXPECT_EQ(x.elements, y.elements);
+      EXPECT_EQ(x.main_gradient_bytes, y.main_gradient_bytes) << op_name(x);
+      if (x.kind == OpKind::optimizer_step) EXPECT_EQ(y.main_gradient_bytes, 4);
       EXPECT_EQ(x.p2p_tag, y.p2p_tag);
     }
   }

@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# The device call of the optimizer step's main-gradient dtype (Op::main_gradient_bytes, framework.main_grad_dtype),
+# from the repository root with the binaries in $1 (twin-gpu, test_gpu and lib/ as tests/gpu/make_carry.sh packs
+# them): the GPU tests of the optimizer's kernels and bench; the kernel grid's shapes the shipped h200-x1 profile lacks
+# (the fp32-gradient optimizer steps among them) timed into a copy of it (`twin calibrate --profile`); then
+# tests/gpu/main_gradient_check.py, whose GPT-3 1.7B cases are priced with that copy. Logs and tables under $OUT.
+set -uo pipefail
+bin="$(cd "$1" && pwd)"
+OUT="${OUT:-out/optimizer-gradient-device}"
+mkdir -p "$OUT"
+export LD_LIBRARY_PATH="$bin/lib:${LD_LIBRARY_PATH:-}" NCCL_NVLS_ENABLE="${NCCL_NVLS_ENABLE:-0}"
+status=0
+date -u +"start %FT%TZ" > "$OUT/run.log"
+nvidia-smi --query-gpu=name,driver_version,clocks.max.sm --format=csv,noheader >> "$OUT/run.log"
+"$bin/test_gpu" --gtest_filter='KernelCalibration.OptimizerStep*:KernelOptimizer.*:MainGradientFp32.*:GradientAccumulationGpu.*' \
+  > "$OUT/tests.log" 2>&1 || status=1
+date -u +"tests done %FT%TZ" >> "$OUT/run.log"
+"$bin/twin-gpu" calibrate --profile cost/profiles/h200-x1.json --out "$OUT/h200-x1.json" > "$OUT/calibrate.log" 2>&1 \
+  || status=1
+date -u +"calibrated %FT%TZ" >> "$OUT/run.log"
+python3 tests/gpu/main_gradient_check.py --twin "$bin/twin-gpu" --profile "$OUT/h200-x1.json" \
+  --out /tmp/optimizer-gradient-check --iters "${MAIN_GRADIENT_ITERS:-40}" > "$OUT/main_gradient_check.log" 2>&1 || status=1
+cp /tmp/optimizer-gradient-check/main_gradient_check.{md,json,log} "$OUT/" 2>/dev/null
+date -u +"end %FT%TZ status $status" >> "$OUT/run.log"
+exit $status
