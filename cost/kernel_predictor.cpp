@@ -33,6 +33,11 @@ double predict_kernel_time_ns(const std::vector<MeasuredKernelShape>& measured, 
   // None of a capped loss, capped attention or attention with sinks measured: the plain kernel's, the pass unpriced.
   if (!ratio)
     if (const std::optional<Op> plain = without_added_pass(op)) return predict_kernel_time_ns(measured, *plain, model_ns);
+  // No fp32-gradient optimizer step measured: the 16-bit one's price, scaled by the bytes each moves.
+  if (!ratio)
+    if (const std::optional<Op> narrower = with_16_bit_gradient(op))
+      if (const double narrower_model_ns = model_ns(*narrower); narrower_model_ns > 0)
+        return predict_kernel_time_ns(measured, *narrower, model_ns) * model_ns(op) / narrower_model_ns;
   if (!ratio) return model_ns(op);
   if (ratio->exact) return measured[*ratio->exact].time_ns;
   return model_ns(op) * std::exp(ratio->log_ratio);

@@ -24,7 +24,8 @@ inline constexpr int kKernelNeighbours = 4;
 // model_ns(op) * exp(weighted mean of log(measured_ns / model_ns) over the kKernelNeighbours nearest
 // measured shapes of op's kind and variant), weights 1 / distance^2, the distance in octaves over the key's
 // numbers (cost/shape_space.hpp). An exactly measured shape returns its time; no measured shape of
-// the kind returns model_ns(op); a soft-capped loss with no capped shape measured is priced as the plain loss.
+// the kind returns model_ns(op); a soft-capped loss with no capped shape measured is priced as the plain loss, and an
+// optimizer step on an fp32 gradient with none measured as the 16-bit one times the ratio of their model times.
 double predict_kernel_time_ns(const std::vector<MeasuredKernelShape>& measured, const Op& op,
                               const std::function<double(const Op&)>& model_ns);
 

@@ -31,6 +31,10 @@ std::optional<double> squared_octave_distance(const Op& a, const Op& b);
 // be priced as that kernel with the pass unpriced; nullopt when the op has none of them.
 std::optional<Op> without_added_pass(const Op& op);
 
+// The same kernel on a 16-bit main gradient, for an optimizer step that reads an fp32 one (its own variant: a profile
+// may have measured only 16-bit steps, every calibration before 2026-12-03); nullopt for any other op.
+std::optional<Op> with_16_bit_gradient(const Op& op);
+
 // Inverse-distance weighting in log space, which the predictors share. `by_distance` holds (squared
 // distance, index) of the candidates in key order; of the `neighbours` nearest (ties: the earlier index),
 // the result is sum_i w_i log_ratio(i) / (prior_weight + sum_i w_i) with w_i = 1 / d_i^2: prior_weight acts

@@ -2,8 +2,10 @@
 # The device call of the optimizer step's main-gradient dtype (Op::main_gradient_bytes, framework.main_grad_dtype),
 # from the repository root with the binaries in $1 (twin-gpu, test_gpu and lib/ as tests/gpu/make_carry.sh packs
 # them): the GPU tests of the optimizer's kernels and bench; the kernel grid's shapes the shipped h200-x1 profile lacks
-# (the fp32-gradient optimizer steps among them) timed into a copy of it (`twin calibrate --profile`); then
-# tests/gpu/main_gradient_check.py, whose GPT-3 1.7B cases are priced with that copy. Logs and tables under $OUT.
+# timed into a copy of it (`twin calibrate --profile`: none since the fp32-gradient optimizer steps were shipped,
+# 2026-12-03); then tests/gpu/main_gradient_check.py, priced with the shipped profile by name, so that each case's fold
+# goes to its own run folder (a profile file given by path would take every case's fold in turn, and the later cases
+# would be priced with the earlier ones' runs). Logs and tables under $OUT.
 set -uo pipefail
 bin="$(cd "$1" && pwd)"
 OUT="${OUT:-out/optimizer-gradient-device}"
@@ -18,7 +20,7 @@ date -u +"tests done %FT%TZ" >> "$OUT/run.log"
 "$bin/twin-gpu" calibrate --profile cost/profiles/h200-x1.json --out "$OUT/h200-x1.json" > "$OUT/calibrate.log" 2>&1 \
   || status=1
 date -u +"calibrated %FT%TZ" >> "$OUT/run.log"
-python3 tests/gpu/main_gradient_check.py --twin "$bin/twin-gpu" --profile "$OUT/h200-x1.json" \
+python3 tests/gpu/main_gradient_check.py --twin "$bin/twin-gpu" --profile h200-x1 \
   --out /tmp/optimizer-gradient-check --iters "${MAIN_GRADIENT_ITERS:-40}" > "$OUT/main_gradient_check.log" 2>&1 || status=1
 cp /tmp/optimizer-gradient-check/main_gradient_check.{md,json,log} "$OUT/" 2>/dev/null
 date -u +"end %FT%TZ status $status" >> "$OUT/run.log"
