@@ -94,6 +94,8 @@ class DenseBlock {
   void residual_backward(const OpPass& p);
   void rope_forward(const OpPass& p);
   void rope_backward(const OpPass& p);
+  // Flash (cuDNN) or unfused attention (an op whose AttentionShape::flash is false: Megatron-LM's kernels, their
+  // scores kept in the block's statistics slot), per run of equal sequences.
   void attention_forward(const OpPass& p);
   void attention_backward(const OpPass& p);
   void activation_forward(const OpPass& p);
@@ -140,10 +142,6 @@ class DenseBlock {
   // The row-parallel linear's output gradient is its own output's, not the residual's (post norms, or hidden dropout
   // between it and the residual add): linear_tensors' `post_norms`.
   bool branch_has_own_gradient() const;
-  // Unfused attention (an op whose AttentionShape::flash is false, dense_block_attention.cpp): Megatron-LM's kernels,
-  // their scores kept in the block's statistics slot.
-  void unfused_attention_forward(const OpPass& p);
-  void unfused_attention_backward(const OpPass& p);
   // RoPE's runs of rows (under context parallelism: a rank's two chunks of each sequence).
   struct RopeRun {
     std::int64_t first_token, tokens, period, first_position;

@@ -95,122 +95,96 @@ void DenseBlock::rope_backward(const OpPass& p) {
   }
 }
 
+// A run's Q, K and V (or their gradients) in a [tokens, qkv_width] buffer: the run's rows, then each tensor's columns.
+template <class T>
+struct QkvOfRun {
+  T *q, *k, *v;
+};
+template <class T>
+QkvOfRun<T> qkv_of_run(T* qkv, const lowering::RankShapes& s, const EqualSequences& run) {
+  T* q = qkv + run.first_token * s.qkv_width;
+  return {q, q + s.heads * s.d, q + (s.heads + s.groups) * s.d};
+}
+
+// The statistics slot holds a flash op's log-sum-exp, [sequences, heads, length] per run (a run's block at heads x its
+// first token), or an unfused op's kept scores, each run's after the one before. Under selective recompute an unfused
+// forward drops its scores and the recomputed forward, before the backward, makes them again (the memory model keeps
+// them only unrecomputed: core/layer.cpp).
 void DenseBlock::attention_forward(const OpPass& p) {
-  if (!p.op.attention.flash) return unfused_attention_forward(p);
   const UnitLayout& layout = stage_.layout.layout(p.unit);
   const lowering::RankShapes& s = layout.shapes;
   const AttentionTensors t = attention_tensors(layout);
-  const std::int64_t q_width = s.heads * s.d, kv_width = s.groups * s.d;
+  const std::int64_t q_width = s.heads * s.d;
+  const bool unfused = !p.op.attention.flash, dropout = p.op.dropout > 0;
   TensorStore& tensors = stage_.tensors;
+  const std::vector<EqualSequences> runs = stage_.layout.sequence_runs(p.mb, s);
+  std::int64_t stats_bytes = s.b * s.heads * s.s * static_cast<std::int64_t>(sizeof(float));
+  if (unfused) {
+    stats_bytes = 0;
+    for (const EqualSequences& run : runs) stats_bytes += gpu::unfused_scores_bytes(run_attention_dims(p.op, s, run), dropout);
+  }
+  auto* stats = static_cast<std::byte*>(tensors.make(p.mb, p.unit, t.stats, stats_bytes, p.stream));
   const auto* qkv = static_cast<const bf16*>(tensors.get(p.mb, p.unit, t.qkv));
   auto* o = static_cast<bf16*>(tensors.make(p.mb, p.unit, t.out, s.tokens * q_width * kBf16, p.stream));
-  // lse is [sequences, heads, length] per run: a run's block starts at heads * its first token.
-  auto* lse = static_cast<float*>(tensors.make(p.mb, p.unit, t.stats, s.b * s.heads * s.s * sizeof(float), p.stream));
   const ParameterUnit& unit = stage_.parameters.unit(p.unit);
   const WeightTensor* sinks = sinks_of(p, unit, layout);
-  for (const EqualSequences& run : stage_.layout.sequence_runs(p.mb, s)) {
-    const bf16* q = qkv + run.first_token * s.qkv_width;
-    launch_op(p.op, p.binding,
-              gpu::AttentionForward{attention_.get(), q, q + q_width, q + q_width + kv_width,
-                                    o + run.first_token * q_width, lse + s.heads * run.first_token,
-                                    run_attention_dims(p.op, s, run),
-                                    attention_dropout(p.op, p.mb, p.unit, run.first_token),
-                                    sinks ? unit.params + sinks->offset : nullptr},
-              p.stream);
+  for (const EqualSequences& run : runs) {
+    const QkvOfRun<const bf16> in = qkv_of_run(qkv, s, run);
+    gpu::AttentionForward call{attention_.get(), in.q, in.k, in.v, o + run.first_token * q_width};
+    call.dims = run_attention_dims(p.op, s, run);
+    call.dropout = attention_dropout(p.op, p.mb, p.unit, run.first_token);
+    call.sinks = sinks ? unit.params + sinks->offset : nullptr;
+    if (unfused) {
+      call.unfused = unfused_.get();
+      call.scores = gpu::unfused_scores_in(stats, call.dims, dropout);
+      stats += gpu::unfused_scores_bytes(call.dims, dropout);
+    } else {
+      call.lse = reinterpret_cast<float*>(stats) + s.heads * run.first_token;
+    }
+    launch_op(p.op, p.binding, call, p.stream);
   }
+  if (unfused && !p.op.recomputed && stage_.layout.recompute_of(p.op.layer) == Recompute::selective)
+    tensors.release(p.mb, p.unit, t.stats, p.stream);
 }
 
 void DenseBlock::attention_backward(const OpPass& p) {
-  if (!p.op.attention.flash) return unfused_attention_backward(p);
   const UnitLayout& layout = stage_.layout.layout(p.unit);
   const lowering::RankShapes& s = layout.shapes;
   const AttentionTensors t = attention_tensors(layout);
-  const std::int64_t q_width = s.heads * s.d, kv_width = s.groups * s.d;
+  const std::int64_t q_width = s.heads * s.d;
+  const bool unfused = !p.op.attention.flash, dropout = p.op.dropout > 0;
   TensorStore& tensors = stage_.tensors;
   const auto* qkv = static_cast<const bf16*>(tensors.get(p.mb, p.unit, t.qkv));
   auto* d_qkv = static_cast<bf16*>(tensors.make(p.mb, p.unit, t.d_qkv, s.tokens * s.qkv_width * kBf16, p.stream));
-  const auto* o = static_cast<const bf16*>(tensors.get(p.mb, p.unit, t.out));
   const auto* d_o = static_cast<const bf16*>(tensors.get(p.mb, p.unit, t.d_out));
-  const auto* lse = static_cast<const float*>(tensors.get(p.mb, p.unit, t.stats));
+  // An unfused op reads its forward's kept scores, not o and the log-sum-exp.
+  const auto* o = unfused ? nullptr : static_cast<const bf16*>(tensors.get(p.mb, p.unit, t.out));
+  auto* stats = static_cast<std::byte*>(tensors.get(p.mb, p.unit, t.stats));
   const ParameterUnit& unit = stage_.parameters.unit(p.unit);
   const WeightTensor* sinks = sinks_of(p, unit, layout);
   bool accumulate_sinks = !p.binding.first_gradient;  // the first run stores, later runs add
   for (const EqualSequences& run : stage_.layout.sequence_runs(p.mb, s)) {
-    const std::int64_t row = run.first_token * s.qkv_width;
-    const bf16* q = qkv + row;
-    bf16* dq = d_qkv + row;
-    gpu::AttentionBackward call{attention_.get(), q, q + q_width, q + q_width + kv_width,
-                                o + run.first_token * q_width, d_o + run.first_token * q_width,
-                                lse + s.heads * run.first_token, dq, dq + q_width, dq + q_width + kv_width,
-                                run_attention_dims(p.op, s, run),
-                                attention_dropout(p.op, p.mb, p.unit, run.first_token)};
+    const QkvOfRun<const bf16> in = qkv_of_run(qkv, s, run);
+    const QkvOfRun<bf16> d_in = qkv_of_run(d_qkv, s, run);
+    gpu::AttentionBackward call{attention_.get(), in.q, in.k, in.v, o ? o + run.first_token * q_width : nullptr,
+                                d_o + run.first_token * q_width};
+    call.dq = d_in.q, call.dk = d_in.k, call.dv = d_in.v;
+    call.dims = run_attention_dims(p.op, s, run);
+    call.dropout = attention_dropout(p.op, p.mb, p.unit, run.first_token);
     if (sinks) {
       call.sinks = unit.params + sinks->offset;
       call.d_sinks = unit.bf16_grads() + sinks->offset;
       call.accumulate_sinks = accumulate_sinks;
       accumulate_sinks = true;
     }
+    if (unfused) {
+      call.unfused = unfused_.get();
+      call.scores = gpu::unfused_scores_in(stats, call.dims, dropout);
+      stats += gpu::unfused_scores_bytes(call.dims, dropout);
+    } else {
+      call.lse = reinterpret_cast<const float*>(stats) + s.heads * run.first_token;
+    }
     launch_op(p.op, p.binding, call, p.stream);
-  }
-  for (Act done : {t.qkv, t.out, t.stats, t.d_out}) tensors.release(p.mb, p.unit, done, p.stream);
-}
-
-// Unfused attention keeps its scores in the block's statistics slot, each run of sequences' after the one before.
-// Under selective recompute the forward drops them and the recomputed forward, before the backward, makes them
-// again (the memory model keeps them only unrecomputed: core/layer.cpp).
-void DenseBlock::unfused_attention_forward(const OpPass& p) {
-  const UnitLayout& layout = stage_.layout.layout(p.unit);
-  const lowering::RankShapes& s = layout.shapes;
-  const AttentionTensors t = attention_tensors(layout);
-  const std::int64_t q_width = s.heads * s.d, kv_width = s.groups * s.d;
-  const bool dropout = p.op.dropout > 0;
-  TensorStore& tensors = stage_.tensors;
-  const std::vector<EqualSequences> runs = stage_.layout.sequence_runs(p.mb, s);
-  std::int64_t bytes = 0;
-  for (const EqualSequences& run : runs) bytes += gpu::unfused_scores_bytes(run_attention_dims(p.op, s, run), dropout);
-  auto* scores = static_cast<std::byte*>(tensors.make(p.mb, p.unit, t.stats, bytes, p.stream));
-  const auto* qkv = static_cast<const bf16*>(tensors.get(p.mb, p.unit, t.qkv));
-  auto* o = static_cast<bf16*>(tensors.make(p.mb, p.unit, t.out, s.tokens * q_width * kBf16, p.stream));
-  for (const EqualSequences& run : runs) {
-    const kernels::AttentionDims dims = run_attention_dims(p.op, s, run);
-    const bf16* q = qkv + run.first_token * s.qkv_width;
-    gpu::AttentionForward call;
-    call.q = q, call.k = q + q_width, call.v = q + q_width + kv_width, call.o = o + run.first_token * q_width;
-    call.dims = dims;
-    call.dropout = attention_dropout(p.op, p.mb, p.unit, run.first_token);
-    call.unfused = unfused_.get();
-    call.scores = gpu::unfused_scores_in(scores, dims, dropout);
-    launch_op(p.op, p.binding, call, p.stream);
-    scores += gpu::unfused_scores_bytes(dims, dropout);
-  }
-  if (!p.op.recomputed && stage_.layout.recompute_of(p.op.layer) == Recompute::selective)
-    tensors.release(p.mb, p.unit, t.stats, p.stream);
-}
-
-void DenseBlock::unfused_attention_backward(const OpPass& p) {
-  const UnitLayout& layout = stage_.layout.layout(p.unit);
-  const lowering::RankShapes& s = layout.shapes;
-  const AttentionTensors t = attention_tensors(layout);
-  const std::int64_t q_width = s.heads * s.d, kv_width = s.groups * s.d;
-  const bool dropout = p.op.dropout > 0;
-  TensorStore& tensors = stage_.tensors;
-  const auto* qkv = static_cast<const bf16*>(tensors.get(p.mb, p.unit, t.qkv));
-  auto* d_qkv = static_cast<bf16*>(tensors.make(p.mb, p.unit, t.d_qkv, s.tokens * s.qkv_width * kBf16, p.stream));
-  const auto* d_o = static_cast<const bf16*>(tensors.get(p.mb, p.unit, t.d_out));
-  auto* scores = static_cast<std::byte*>(tensors.get(p.mb, p.unit, t.stats));
-  for (const EqualSequences& run : stage_.layout.sequence_runs(p.mb, s)) {
-    const kernels::AttentionDims dims = run_attention_dims(p.op, s, run);
-    const std::int64_t row = run.first_token * s.qkv_width;
-    gpu::AttentionBackward call;
-    call.q = qkv + row, call.k = qkv + row + q_width, call.v = qkv + row + q_width + kv_width;
-    call.d_o = d_o + run.first_token * q_width;
-    call.dq = d_qkv + row, call.dk = d_qkv + row + q_width, call.dv = d_qkv + row + q_width + kv_width;
-    call.dims = dims;
-    call.dropout = attention_dropout(p.op, p.mb, p.unit, run.first_token);
-    call.unfused = unfused_.get();
-    call.scores = gpu::unfused_scores_in(scores, dims, dropout);
-    launch_op(p.op, p.binding, call, p.stream);
-    scores += gpu::unfused_scores_bytes(dims, dropout);
   }
   for (Act done : {t.qkv, t.out, t.stats, t.d_out}) tensors.release(p.mb, p.unit, done, p.stream);
 }
