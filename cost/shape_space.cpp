@@ -146,13 +146,13 @@ int variant(const Op& op) {
          int(op.unfused_loss) << 14 |  // Megatron's loss kernels over fp32 logits
          // AdamW and the norm's pass over an fp32 gradient: measured at 1.10-1.11x the 16-bit one's time where its
          // bytes say 1.13 (one H200, 2026-12-03), so its efficiency is its own
-         int(op.kind == OpKind::optimizer_step && op.main_gradient_bytes != 2) << 15;
+         int(op.kind == OpKind::optimizer_step && op.main_gradient_bytes == 4) << 15;
 }
 
 }  // namespace
 
 std::optional<Op> with_16_bit_gradient(const Op& op) {
-  if (op.kind != OpKind::optimizer_step || op.main_gradient_bytes == 2) return std::nullopt;
+  if (op.kind != OpKind::optimizer_step || op.main_gradient_bytes != 4) return std::nullopt;
   Op narrower = op;
   narrower.main_gradient_bytes = 2;
   return narrower;
