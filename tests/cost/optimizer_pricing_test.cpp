@@ -51,18 +51,27 @@ TEST(OptimizerPricing, KeysNameANarrowerStorageAndAnFp32GradientAndReadBack) {
   EXPECT_FALSE(op_from_kernel_key("optimizer_step:elements=1048576,grad=fp8").has_value());
 }
 
-TEST(OptimizerPricing, AnotherStateOrGradientIsPricedFromTheMeasurementByItsBytes) {
+// The built-in profile's H100 with only the optimizer steps a test measures: each price is compute_time_ns's.
+struct MeasuredSteps {
   Profile profile = builtin_profile();
-  const GpuSpec& gpu = *gpu_preset("H100-SXM-80GB");
-  auto& kernels = const_cast<GpuKernelProfile&>(profile.kernels_for(gpu));
+  const GpuSpec gpu = *gpu_preset("H100-SXM-80GB");
+  GpuKernelProfile& kernels = const_cast<GpuKernelProfile&>(profile.kernels_for(gpu));
+  MeasuredSteps() { kernels.measured.clear(); }
+  void measure(const Op& step, double median_ns) {
+    kernels.measured[kernel_shape_key(step)] = {median_ns, 0.98 * median_ns, 1.02 * median_ns, 20};
+    index_measured_shapes(kernels);
+  }
+  double price_ns(const Op& step) const { return double(compute_time_ns(profile, gpu, step)); }
+};
+
+TEST(OptimizerPricing, AnotherStateOrGradientIsPricedFromTheMeasurementByItsBytes) {
+  MeasuredSteps steps;
   const Op measured = optimizer_step(std::int64_t{1} << 27);
-  kernels.measured.clear();  // one measurement (fp32 state, bf16 gradient): the others are priced from it alone
-  kernels.measured[kernel_shape_key(measured)] = {5.0e6, 4.9e6, 5.1e6, 20};
-  index_measured_shapes(kernels);
-  const double measured_ns = double(compute_time_ns(profile, gpu, measured));
-  const double bf16_ns = double(compute_time_ns(profile, gpu, optimizer_step(std::int64_t{1} << 27, kBf16Moments)));
-  const double bare_ns = double(compute_time_ns(profile, gpu, optimizer_step(std::int64_t{1} << 27, kNoMaster)));
-  const double fp32_grad_ns = double(compute_time_ns(profile, gpu, optimizer_step(std::int64_t{1} << 27, {}, 4)));
+  steps.measure(measured, 5.0e6);  // one measurement (fp32 state, bf16 gradient): the others are priced from it alone
+  const double measured_ns = steps.price_ns(measured);
+  const double bf16_ns = steps.price_ns(optimizer_step(std::int64_t{1} << 27, kBf16Moments));
+  const double bare_ns = steps.price_ns(optimizer_step(std::int64_t{1} << 27, kNoMaster));
+  const double fp32_grad_ns = steps.price_ns(optimizer_step(std::int64_t{1} << 27, {}, 4));
   // Bandwidth-bound: the time follows the bytes (22, 16 and 34 of the measured step's 30), within the bandwidth
   // curve's bend.
   EXPECT_NEAR(bf16_ns / measured_ns, 22.0 / 30, 0.05);
@@ -70,32 +79,25 @@ TEST(OptimizerPricing, AnotherStateOrGradientIsPricedFromTheMeasurementByItsByte
   EXPECT_NEAR(fp32_grad_ns / measured_ns, 34.0 / 30, 0.05);
   // Measured with an fp32 gradient too, that step is priced by its own measurement (both times carry the built-in
   // profile's in-training factor: their ratio is the measurements').
-  kernels.measured[kernel_shape_key(optimizer_step(std::int64_t{1} << 27, {}, 4))] = {6.2e6, 6.1e6, 6.3e6, 20};
-  index_measured_shapes(kernels);
-  const double fp32_measured_ns = double(compute_time_ns(profile, gpu, optimizer_step(std::int64_t{1} << 27, {}, 4)));
-  EXPECT_NEAR(fp32_measured_ns / double(compute_time_ns(profile, gpu, measured)), 6.2 / 5.0, 1e-3);
+  steps.measure(optimizer_step(std::int64_t{1} << 27, {}, 4), 6.2e6);
+  EXPECT_NEAR(steps.price_ns(optimizer_step(std::int64_t{1} << 27, {}, 4)) / steps.price_ns(measured), 6.2 / 5.0, 1e-3);
 }
 
 // An fp32 gradient's step is its own kernel variant: where both are measured, a 16-bit step is priced from 16-bit
 // measurements alone (the fp32 ones ran at another efficiency: 1.10x the time for 1.13x the bytes on an H200).
 TEST(OptimizerPricing, EachGradientDtypeInterpolatesAmongItsOwnMeasurements) {
-  Profile profile = builtin_profile();
-  const GpuSpec& gpu = *gpu_preset("H100-SXM-80GB");
-  auto& kernels = const_cast<GpuKernelProfile&>(profile.kernels_for(gpu));
-  kernels.measured.clear();
-  kernels.measured[kernel_shape_key(optimizer_step(std::int64_t{1} << 27))] = {5.0e6, 4.9e6, 5.1e6, 20};
-  kernels.measured[kernel_shape_key(optimizer_step(std::int64_t{1} << 29))] = {21.0e6, 20.9e6, 21.1e6, 20};
-  index_measured_shapes(kernels);
+  MeasuredSteps steps;
+  steps.measure(optimizer_step(std::int64_t{1} << 27), 5.0e6);
+  steps.measure(optimizer_step(std::int64_t{1} << 29), 21.0e6);
   const Op bf16 = optimizer_step(std::int64_t{3} << 27), fp32 = optimizer_step(std::int64_t{3} << 27, {}, 4);
-  const double bf16_alone_ns = double(compute_time_ns(profile, gpu, bf16));
-  const double fp32_from_bf16_ns = double(compute_time_ns(profile, gpu, fp32));
-  kernels.measured[kernel_shape_key(optimizer_step(std::int64_t{1} << 27, {}, 4))] = {4.0e6, 3.9e6, 4.1e6, 20};
-  kernels.measured[kernel_shape_key(optimizer_step(std::int64_t{1} << 29, {}, 4))] = {16.0e6, 15.9e6, 16.1e6, 20};
-  index_measured_shapes(kernels);
-  EXPECT_DOUBLE_EQ(double(compute_time_ns(profile, gpu, bf16)), bf16_alone_ns);
+  const double bf16_alone_ns = steps.price_ns(bf16);
+  const double fp32_from_bf16_ns = steps.price_ns(fp32);
+  steps.measure(optimizer_step(std::int64_t{1} << 27, {}, 4), 4.0e6);
+  steps.measure(optimizer_step(std::int64_t{1} << 29, {}, 4), 16.0e6);
+  EXPECT_DOUBLE_EQ(steps.price_ns(bf16), bf16_alone_ns);
   // The fp32 step now follows its own measurements (0.80x and 0.76x the 16-bit ones' at the two sizes), no longer
   // the 16-bit ones by bytes.
-  const double own = double(compute_time_ns(profile, gpu, fp32)) / bf16_alone_ns;
+  const double own = steps.price_ns(fp32) / bf16_alone_ns;
   EXPECT_GT(own, 0.75);
   EXPECT_LT(own, 0.81);
   EXPECT_NEAR(fp32_from_bf16_ns / bf16_alone_ns, 34.0 / 30, 0.05);

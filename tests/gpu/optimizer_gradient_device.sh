@@ -2,8 +2,8 @@
 # The device call of the optimizer step's main-gradient dtype (Op::main_gradient_bytes, framework.main_grad_dtype),
 # from the repository root with the binaries in $1 (twin-gpu, test_gpu and lib/ as tests/gpu/make_carry.sh packs
 # them): the GPU tests of the optimizer's kernels and bench; the kernel grid's shapes the shipped h200-x1 profile lacks
-# timed into a copy of it (`twin calibrate --profile`: none since the fp32-gradient optimizer steps were shipped,
-# 2026-12-03); then tests/gpu/main_gradient_check.py, priced with the shipped profile by name, so that each case's fold
+# timed into a copy of it (`twin calibrate --profile`: since the fp32-gradient optimizer steps were shipped on
+# 2026-12-03, the 12 FP8 delayed-cast and transpose sizes the profile leaves out; a check that the grid runs); then tests/gpu/main_gradient_check.py, priced with the shipped profile by name, so that each case's fold
 # goes to its own run folder (a profile file given by path would take every case's fold in turn, and the later cases
 # would be priced with the earlier ones' runs). Logs and tables under $OUT.
 set -uo pipefail
