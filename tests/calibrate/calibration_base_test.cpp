@@ -10,7 +10,7 @@ namespace {
 
 TEST(CalibrationBase, KeepsNoInTrainingPriorNorMeasurements) {
   for (const char* name : {"H100-SXM-80GB", "H200-141GB", "A100-SXM-80GB"}) {
-    const GpuSpec& gpu = *gpu_preset(name);
+    const GpuSpec gpu = *gpu_preset(name);
     ASSERT_NE(builtin_profile().kernels_for(gpu).in_situ_prior, InSituPrior{}) << name << ": the test needs a prior";
     const GpuKernelProfile base = calibration_base(gpu, name);
     EXPECT_EQ(base.gpu, name);

@@ -24,7 +24,7 @@ TEST(LossPricing, CappedAndPlainLossesAreOtherKernels) {
 
 TEST(LossPricing, ACappedLossFollowsCappedMeasurementsElseThePlainLoss) {
   Profile profile = builtin_profile();
-  const GpuSpec& gpu = *gpu_preset("H200-141GB");
+  const GpuSpec gpu = *gpu_preset("H200-141GB");
   auto& kernels = const_cast<GpuKernelProfile&>(profile.kernels_for(gpu));
   kernels.measured.clear();
   // Measured plain losses at 1.0 ms per 2^30 logits, capped ones 2.5x that, on two sizes each.

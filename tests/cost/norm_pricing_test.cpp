@@ -36,7 +36,7 @@ TEST(NormPricing, AMeasuredShapeOfOneNormDoesNotPriceTheOther) {
   EXPECT_FALSE(squared_octave_distance(rms, ln).has_value());
   EXPECT_TRUE(squared_octave_distance(ln, norm(OpKind::norm_forward, Normalization::layernorm, 4096)).has_value());
   Profile profile = builtin_profile();
-  const GpuSpec& gpu = *gpu_preset("H100-SXM-80GB");
+  const GpuSpec gpu = *gpu_preset("H100-SXM-80GB");
   auto& kernels = const_cast<GpuKernelProfile&>(profile.kernels_for(gpu));
   kernels.measured.clear();
   const double ln_curve_ns = double(compute_time_ns(profile, gpu, ln));

@@ -288,7 +288,7 @@ TEST(KernelCost, ShapeKeysDistinguishShapes) {
 // GEMM of its rows alone (whose last wave of tiles would idle SMs the next chunk fills).
 TEST(KernelCost, SplitGemmChunkCostsItsShareOfTheWholeGemm) {
   const Profile profile = builtin_profile();
-  const GpuSpec& gpu = *gpu_preset("H100-SXM-80GB");
+  const GpuSpec gpu = *gpu_preset("H100-SXM-80GB");
   const double launch_ns = profile.kernels_for(gpu).launch_overhead_ns;
   Op chunk = gemm(2048, 2688, 7168);
   chunk.gemm.split = 8;
@@ -305,7 +305,7 @@ TEST(KernelCost, SplitGemmChunkCostsItsShareOfTheWholeGemm) {
 // the busiest group; a weight gradient's routed rows are its k.
 TEST(KernelCost, SkewedGroupedGemmIsPricedAsItsBusiestAndOtherGroups) {
   const Profile profile = builtin_profile();
-  const GpuSpec& gpu = *gpu_preset("H100-SXM-80GB");
+  const GpuSpec gpu = *gpu_preset("H100-SXM-80GB");
   const double launch_ns = profile.kernels_for(gpu).launch_overhead_ns;
   Op even = gemm(1024, 28672, 4096, 8);
   even.gemm_pass = GemmPass::forward;
