@@ -68,7 +68,7 @@ void check_main_gradient(const Plan& plan, const PlanGraphs& lowered, const std:
   if (const char* feature = bf16_only_feature(plan))
     throw InputError(file, "/scenario/framework/main_grad_dtype",
                      fmt::format("\"bfloat16\" or absent with {} (its kernels write bf16 weight gradients only; "
-                                 "fp32 main gradients run for dense models)", feature));
+                                 "fp32 main gradients run for dense and MoE models)", feature));
   check_plan_shape(lowered, file);
 }
 

@@ -130,7 +130,9 @@ void DenseBlock::attention_forward(const OpPass& p) {
   const WeightTensor* sinks = sinks_of(p, unit, layout);
   for (const EqualSequences& run : runs) {
     const QkvOfRun<const bf16> in = qkv_of_run(qkv, s, run);
-    gpu::AttentionForward call{attention_.get(), in.q, in.k, in.v, o + run.first_token * q_width};
+    gpu::AttentionForward call;
+    call.attention = attention_.get();
+    call.q = in.q, call.k = in.k, call.v = in.v, call.o = o + run.first_token * q_width;
     call.dims = run_attention_dims(p.op, s, run);
     call.dropout = attention_dropout(p.op, p.mb, p.unit, run.first_token);
     call.sinks = sinks ? unit.params + sinks->offset : nullptr;
@@ -166,8 +168,10 @@ void DenseBlock::attention_backward(const OpPass& p) {
   for (const EqualSequences& run : stage_.layout.sequence_runs(p.mb, s)) {
     const QkvOfRun<const bf16> in = qkv_of_run(qkv, s, run);
     const QkvOfRun<bf16> d_in = qkv_of_run(d_qkv, s, run);
-    gpu::AttentionBackward call{attention_.get(), in.q, in.k, in.v, o ? o + run.first_token * q_width : nullptr,
-                                d_o + run.first_token * q_width};
+    gpu::AttentionBackward call;
+    call.attention = attention_.get();
+    call.q = in.q, call.k = in.k, call.v = in.v, call.o = o ? o + run.first_token * q_width : nullptr;
+    call.d_o = d_o + run.first_token * q_width;
     call.dq = d_in.q, call.dk = d_in.k, call.dv = d_in.v;
     call.dims = run_attention_dims(p.op, s, run);
     call.dropout = attention_dropout(p.op, p.mb, p.unit, run.first_token);

@@ -55,10 +55,9 @@ __device__ __forceinline__ float block_max(float v, float* scratch) {
 }
 
 __device__ __forceinline__ float to_float(bf16 x) { return __bfloat162float(x); }
+__device__ __forceinline__ float to_float(float x) { return x; }  // a gradient kept in fp32 (GradRef's f32)
 __device__ __forceinline__ bf16 to_bf16(float x) { return __float2bfloat16(x); }
-// A gradient element (bf16 or fp32: GradRef's types) as fp32, and an fp32 sum stored as one.
-__device__ __forceinline__ float as_float(bf16 x) { return __bfloat162float(x); }
-__device__ __forceinline__ float as_float(float x) { return x; }
+// An fp32 sum stored as a gradient element of type G (bf16 or fp32: GradRef's types).
 template <typename G>
 __device__ __forceinline__ G from_float(float x);
 template <>

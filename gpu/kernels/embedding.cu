@@ -13,7 +13,6 @@ using detail::load8;
 using detail::store8;
 using detail::to_bf16;
 using detail::to_float;
-using detail::as_float;
 using detail::from_float;
 
 constexpr int kThreads = 256;
@@ -72,7 +71,7 @@ __global__ void embedding_backward_kernel(const std::int32_t* sorted_tokens, con
       float sum = 0.f;
       for (std::int64_t j = first; j < end; ++j)
         sum += to_float(dy[static_cast<std::int64_t>(sorted_positions[j]) * hidden + c]);
-      grad[row * hidden + c] = from_float<G>(as_float(grad[row * hidden + c]) + sum);
+      grad[row * hidden + c] = from_float<G>(to_float(grad[row * hidden + c]) + sum);
     }
   }
 }

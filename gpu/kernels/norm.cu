@@ -14,7 +14,6 @@ namespace {
 using detail::block_sum;
 using detail::to_bf16;
 using detail::to_float;
-using detail::as_float;
 using detail::from_float;
 using detail::Float8;
 using detail::load8;
@@ -251,7 +250,7 @@ __global__ void reduce_partials_kernel(const float* partials, std::int64_t block
   if (warp != 0 || c >= cols) return;
   float total = 0.f;
   for (int w = 0; w < kReduceWarps; ++w) total += warp_sums[w][lane];
-  grad[c] = from_float<G>(accumulate ? as_float(grad[c]) + total : total);
+  grad[c] = from_float<G>(accumulate ? to_float(grad[c]) + total : total);
 }
 
 void check_shape(std::int64_t rows, std::int64_t cols) {

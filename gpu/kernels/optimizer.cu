@@ -179,7 +179,7 @@ __global__ void sum_squares_kernel(const G* grad, std::int64_t count, float* par
   float s = 0.f;
   for (std::int64_t i = thread; i < body; i += threads) add_squares(s, grad + head, i);
   for (std::int64_t i = thread; i < head + (count - tail); i += threads) {
-    const float g = detail::as_float(grad[i < head ? i : tail + (i - head)]);
+    const float g = to_float(grad[i < head ? i : tail + (i - head)]);
     s += g * g;
   }
   s = block_sum(s, scratch);

@@ -8,7 +8,6 @@ namespace {
 
 using detail::to_bf16;
 using detail::to_float;
-using detail::as_float;
 using detail::from_float;
 
 constexpr int kThreads = 256;
@@ -37,7 +36,7 @@ __global__ void position_backward_kernel(const bf16* dy, G* grad, PositionRun ru
     float sum = 0.f;
     for (std::int64_t i = k; i < run.rows; i += run.period) sum += to_float(dy[(run.first_row + i) * cols + c]);
     G& g = grad[position_of(run, k) * cols + c];
-    g = from_float<G>(as_float(g) + sum);
+    g = from_float<G>(to_float(g) + sum);
   }
 }
 
