@@ -7,6 +7,7 @@
 // before 2023) says so. The recipe's --attention-backend fused is not the model's default (flash): docs/FRAMEWORK.md
 // "Defaults" says why, and how the lowering and the memory model follow each field.
 #pragma once
+#include <algorithm>
 #include <optional>
 
 #include "core/workload.hpp"
@@ -80,6 +81,14 @@ struct FrameworkConfig {
   // group the same way (is_pipe_partitioned, is_grad_partitioned at microsoft/DeepSpeed 56c522386), which this switch
   // states for BLOOM's published rows.
   bool scatter_gather_tensors_in_pipeline = false;
+  // Megatron-Core's --defer-embedding-wgrad-compute (ModelParallelConfig, NVIDIA/Megatron-LM d98e8a64dd): on the last
+  // pipeline stage the output layer keeps each micro-batch's input and output gradient instead of running its
+  // weight-gradient GEMM, and runs those GEMMs after the stage's last backward (finish_embedding_wgrad_compute, before
+  // finalize_model_grads), inside the pipeline's cooldown. --wgrad-deferral-limit: the first that many micro-batches
+  // are deferred, the later ones computed at once (0: every one). Megatron refuses it without pipeline parallelism and
+  // without gradient accumulation fusion; docs/FRAMEWORK.md says where twin applies it.
+  bool defer_embedding_wgrad_compute = false;
+  int wgrad_deferral_limit = 0;
   // DeepSpeed's BF16_Optimizer under its pipeline engine (microsoft/DeepSpeed 56c522386, April 2022, the optimizer
   // BLOOM-176B trained with; docs/FRAMEWORK.md): bf16 training whose fp32 gradient buffer is neither sharded nor
   // reduce-scattered. Once the backward has finished, _bf16_reduce_grads all-reduces the whole buffer over the data
@@ -125,6 +134,14 @@ inline int gradient_reduce_bytes(const FrameworkConfig& f) {
 inline int main_gradient_bytes(const FrameworkConfig& f) {
   if (f.main_grad_dtype_bytes) return *f.main_grad_dtype_bytes;
   return f.deepspeed_bf16_optimizer ? 4 : gradient_reduce_bytes(f);
+}
+
+// How many of a step's `micro_batches` have their output-layer weight gradients deferred on the last stage of a
+// pipeline of `pipeline_stages` (framework.defer_embedding_wgrad_compute): the first wgrad_deferral_limit of them,
+// every one when the limit is 0; none without the switch or without pipeline parallelism.
+inline int deferred_output_wgrad_micro_batches(const FrameworkConfig& f, int pipeline_stages, int micro_batches) {
+  if (!f.defer_embedding_wgrad_compute || pipeline_stages < 2) return 0;
+  return f.wgrad_deferral_limit == 0 ? micro_batches : std::min(f.wgrad_deferral_limit, micro_batches);
 }
 
 }  // namespace twin

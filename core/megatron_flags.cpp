@@ -206,6 +206,8 @@ const std::vector<MegatronFlag>& megatron_flags() {
       {"--cross-entropy-loss-fusion", K::switch_on, {}, false, "megatron/core/model_parallel_config.py:320"},
       {"--overlap-moe-expert-parallel-comm", K::switch_on, {}, false, "megatron/core/model_parallel_config.py:343"},
       {"--delay-wgrad-compute", K::switch_on, {}, false, "megatron/core/model_parallel_config.py:348"},
+      {"--defer-embedding-wgrad-compute", K::switch_on, {}, false, "megatron/core/model_parallel_config.py:410"},
+      {"--wgrad-deferral-limit", K::integer, {}, false, "megatron/core/model_parallel_config.py:415"},
   };
   return table;
 }

@@ -185,6 +185,14 @@ void read_framework(Reading& r) {
            "gradients only in the overlapped EP schedule)");
   else if (a.has("--delay-wgrad-compute"))
     r.doc.set("/framework/delay_wgrad_compute", true, "--delay-wgrad-compute");
+  if (a.has("--defer-embedding-wgrad-compute")) {
+    r.doc.set("/framework/defer_embedding_wgrad_compute", true, "--defer-embedding-wgrad-compute");
+    if (a.has("--wgrad-deferral-limit"))
+      r.doc.set("/framework/wgrad_deferral_limit", a.integer("--wgrad-deferral-limit", 0), "--wgrad-deferral-limit");
+  } else if (a.has("--wgrad-deferral-limit")) {
+    r.note(given(*a.find("--wgrad-deferral-limit")) + ": ignored without --defer-embedding-wgrad-compute "
+           "(model_parallel_config.py:415)");
+  }
 }
 
 // What the table does not hold, and the words around the arguments.

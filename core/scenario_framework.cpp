@@ -8,12 +8,36 @@ namespace twin {
 
 using Reader = JsonReader;
 
+namespace {
+
+// defer_embedding_wgrad_compute and its limit, with what Megatron-Core's ModelParallelConfig.__post_init__ refuses
+// beside them (gradient accumulation fusion off, a negative limit) and what twin does not model: a PyTorch FSDP2 run,
+// and multi-token prediction, whose depths call the same output layer (each call would join the deferred ones).
+void parse_deferred_embedding_wgrad(const Reader& r, const ModelConfig& model, FrameworkConfig& f) {
+  if (auto x = r.find("defer_embedding_wgrad_compute")) {
+    f.defer_embedding_wgrad_compute = x->boolean();
+    if (f.defer_embedding_wgrad_compute && !f.gradient_accumulation_fusion)
+      x->fail("gradient_accumulation_fusion true beside it (Megatron-Core refuses to defer without it)");
+    if (f.defer_embedding_wgrad_compute && f.name == FrameworkName::pytorch_fsdp2)
+      x->fail("a framework other than pytorch-fsdp2 (a setting of Megatron-Core)");
+    if (f.defer_embedding_wgrad_compute && model.mtp_num_layers > 0)
+      x->fail("a model without multi-token prediction (twin defers the main output layer's weight gradients only)");
+  }
+  if (auto x = r.find("wgrad_deferral_limit")) {
+    if (!f.defer_embedding_wgrad_compute)
+      x->fail("defer_embedding_wgrad_compute true beside it (the limit counts deferred micro-batches)");
+    f.wgrad_deferral_limit = static_cast<int>(x->integer(0, 1 << 30));
+  }
+}
+
+}  // namespace
+
 FrameworkConfig parse_framework(const Reader& r, ModelConfig& model, const std::optional<Reader>& model_backend) {
   r.only_keys({"name", "overlap_grad_reduce", "overlap_param_gather", "tp_comm_overlap", "gradient_accumulation_fusion",
                "cross_entropy_loss_fusion", "residual_fusion", "use_distributed_optimizer", "attention_backend",
                "cp_comm_type", "zero_implementation", "moe_token_dispatcher_type",
                "overlap_moe_expert_parallel_comm", "delay_wgrad_compute", "scatter_gather_tensors_in_pipeline",
-               "deepspeed_bf16_optimizer", "compile", "reshard_after_forward", "reduce_dtype", "main_grad_dtype"});
+               "defer_embedding_wgrad_compute", "wgrad_deferral_limit", "deepspeed_bf16_optimizer", "compile", "reshard_after_forward", "reduce_dtype", "main_grad_dtype"});
   FrameworkConfig f;
   if (auto x = r.find("name")) f.name = *framework_name(x->one_of({"twin", "megatron-core", "pytorch-fsdp2"}, "framework"));
   if (auto x = r.find("overlap_grad_reduce")) f.overlap_grad_reduce = x->boolean();
@@ -44,6 +68,7 @@ FrameworkConfig parse_framework(const Reader& r, ModelConfig& model, const std::
               "Megatron's overlapped EP schedule)");
   }
   if (auto x = r.find("scatter_gather_tensors_in_pipeline")) f.scatter_gather_tensors_in_pipeline = x->boolean();
+  parse_deferred_embedding_wgrad(r, model, f);
   if (auto x = r.find("deepspeed_bf16_optimizer")) f.deepspeed_bf16_optimizer = x->boolean();
   for (const char* key : {"compile", "reshard_after_forward"})
     if (auto x = r.find(key); x && f.name != FrameworkName::pytorch_fsdp2)
@@ -106,6 +131,27 @@ void check_deepspeed_bf16_optimizer(Scenario& s, const Reader& root) {
   if (std::find(s.search.zero_stage.begin(), s.search.zero_stage.end(), 1) == s.search.zero_stage.end())
     flag.fail("search.zero_stage listing 1 beside it (the optimizer shards its states as ZeRO-1)");
   s.search.zero_stage = {1};
+}
+
+// Where twin defers the output layer's weight gradients: the stages that Megatron's own schedules lower
+// (strategies/lowering_pipeline.cpp), so not double strand, per-layer, hot-switching or asymmetric plans; and, as
+// Megatron-Core refuses it without pipeline parallelism, not a pinned strategy of one stage (a search's one-stage
+// candidates run without it, as their Megatron launch would).
+void check_deferred_embedding_wgrad(const Scenario& s, const Reader& root) {
+  if (!s.framework.defer_embedding_wgrad_compute) return;
+  const Reader flag = root.required("framework").required("defer_embedding_wgrad_compute");
+  if (s.pins_family_plan() || !s.pipelines.empty() || s.search.per_layer || s.search.hot_switch)
+    flag.fail("uniform strategies beside it (twin defers them in Megatron's schedules only, not in a per-layer, "
+              "hot-switching or asymmetric plan)");
+  if (s.strategy && s.strategy->pipeline_model_parallel_size < 2)
+    flag.fail_plain("defer_embedding_wgrad_compute needs pipeline parallelism (Megatron-Core refuses it without): "
+                    "expected strategy.pipeline_model_parallel_size > 1, or false here");
+  const bool double_strand =
+      s.strategy ? s.strategy->schedule == Schedule::double_strand
+                 : std::find(s.search.schedule.begin(), s.search.schedule.end(), Schedule::double_strand) !=
+                       s.search.schedule.end();
+  if (double_strand)
+    flag.fail("Megatron's schedules beside it (twin defers them in 1F1B, interleaved and GPipe, not in double strand)");
 }
 
 }  // namespace twin

@@ -22,4 +22,8 @@ void apply_distributed_optimizer(Scenario& s, const JsonReader& root);
 // only zero_stage 1 in a search. Throws InputError at /framework/deepspeed_bf16_optimizer.
 void check_deepspeed_bf16_optimizer(Scenario& s, const JsonReader& root);
 
+// defer_embedding_wgrad_compute true: checks where twin applies it (Megatron's schedules of uniform strategies, a pinned
+// strategy with pipeline parallelism). Throws InputError at /framework/defer_embedding_wgrad_compute.
+void check_deferred_embedding_wgrad(const Scenario& s, const JsonReader& root);
+
 }  // namespace twin

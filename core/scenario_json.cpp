@@ -140,6 +140,10 @@ json framework_json(const FrameworkConfig& f) {
   if (f.overlap_moe_expert_parallel_comm) out["overlap_moe_expert_parallel_comm"] = true;
   if (f.delay_wgrad_compute) out["delay_wgrad_compute"] = true;
   if (f.scatter_gather_tensors_in_pipeline) out["scatter_gather_tensors_in_pipeline"] = true;
+  if (f.defer_embedding_wgrad_compute) {
+    out["defer_embedding_wgrad_compute"] = true;
+    out["wgrad_deferral_limit"] = f.wgrad_deferral_limit;
+  }
   if (f.deepspeed_bf16_optimizer) out["deepspeed_bf16_optimizer"] = true;
   if (f.name == FrameworkName::pytorch_fsdp2) {
     out["compile"] = f.compile;

@@ -312,6 +312,7 @@ Scenario parse_scenario(const nlohmann::json& document, const std::string& sourc
   }
   apply_distributed_optimizer(s, root);
   check_deepspeed_bf16_optimizer(s, root);
+  check_deferred_embedding_wgrad(s, root);
   if (s.training.fp8) check_fp8_scenario(s, root);
   if (auto f = root.find("profile")) s.profile = f->string();
   if (auto f = root.find("profile_scaling")) s.profile_scaling = f->boolean();

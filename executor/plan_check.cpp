@@ -161,6 +161,10 @@ void check_strategy(const Plan& plan, const Scenario& scenario, const Strategy& 
   if (s.zero_stage == 3 && scenario.framework.zero_implementation != ZeroImplementation::megatron)
     throw InputError(file, "/scenario/framework/zero_implementation",
                      "megatron (DeepSpeed's ZeRO-3 is priced by the simulator only)");
+  if (scenario.framework.defer_embedding_wgrad_compute && s.pipeline_model_parallel_size > 1)
+    throw InputError(file, "/scenario/framework/defer_embedding_wgrad_compute",
+                     "false with pipeline parallelism (twin execute runs the output layer's weight gradient in each "
+                     "micro-batch's backward; the deferral to the pipeline's drain is priced by the simulator only)");
 }
 
 // Each part whose strategy the plan file states (a uniform or per-layer plan's, each hot-switching phase's): what

@@ -301,6 +301,11 @@ void framework(ArgsText& out, const Scenario& scenario, const Strategy& s) {
   if (f.cross_entropy_loss_fusion) out.arg("--cross-entropy-loss-fusion");
   if (f.overlap_moe_expert_parallel_comm) out.arg("--overlap-moe-expert-parallel-comm");
   if (f.delay_wgrad_compute) out.arg("--delay-wgrad-compute");
+  // Megatron-Core refuses the deferral without pipeline parallelism; a one-stage candidate runs without it.
+  if (f.defer_embedding_wgrad_compute && s.pipeline_model_parallel_size > 1) {
+    out.arg("--defer-embedding-wgrad-compute");
+    if (f.wgrad_deferral_limit > 0) out.arg("--wgrad-deferral-limit", f.wgrad_deferral_limit);
+  }
 }
 
 // '#' lines: what Megatron derives, and every part of the plan it cannot express (left out above).

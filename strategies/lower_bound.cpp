@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <optional>
 #include <vector>
 
 #include "sim/flat_graph.hpp"
@@ -62,13 +63,36 @@ TimeNs busiest(const std::vector<sim::ComputeBusy>& busy, int lowered, int total
   return bound;
 }
 
+// Where the last stage defers its output-layer weight gradients to after its last backward
+// (framework.defer_embedding_wgrad_compute), the passes no longer compute alike, and the stage's last backward is
+// not its last compute: the bound is the same strategy's without the deferral (the same compute; the gathers it
+// waits through in the drain only add), the busiest class alone, without the pipeline's chain.
+struct BoundInput {
+  const Scenario& scenario;
+  std::optional<Scenario> without_deferral;
+  bool follows_pipeline;
+  const Scenario& lowered() const { return without_deferral ? *without_deferral : scenario; }
+};
+
+BoundInput bound_input(const Scenario& scenario, const Strategy& strategy) {
+  BoundInput input{scenario, std::nullopt, runs_separate_passes(strategy.schedule)};
+  if (deferred_output_wgrad_micro_batches(scenario.framework, strategy.pipeline_model_parallel_size,
+                                          strategy.num_micro_batches) == 0)
+    return input;
+  input.without_deferral = scenario;
+  input.without_deferral->framework.defer_embedding_wgrad_compute = false;
+  input.without_deferral->framework.wgrad_deferral_limit = 0;
+  input.follows_pipeline = false;
+  return input;
+}
+
 }  // namespace
 
 TimeNs compute_lower_bound_full_ns(const Scenario& scenario, const Strategy& strategy, const Profile& profile,
                                    sim::PriceCache* prices) {
   const int total = strategy.num_micro_batches;
-  const bool separate_passes = runs_separate_passes(strategy.schedule);
-  return busiest(busy_at(scenario, strategy, total, profile, prices), total, total, separate_passes);
+  const BoundInput input = bound_input(scenario, strategy);
+  return busiest(busy_at(input.lowered(), strategy, total, profile, prices), total, total, input.follows_pipeline);
 }
 
 TimeNs compute_lower_bound_ns(const Scenario& scenario, const Strategy& strategy, const Profile& profile,
@@ -79,8 +103,9 @@ TimeNs compute_lower_bound_ns(const Scenario& scenario, const Strategy& strategy
   // Double strand keeps its own schedule, whose units pair a forward and a backward pass.
   const int total = strategy.num_micro_batches;
   if (total <= 1) return compute_lower_bound_full_ns(scenario, strategy, profile, prices);
-  const bool separate_passes = runs_separate_passes(strategy.schedule);
-  return busiest(busy_at(scenario, lower_bound_strategy(strategy), 1, profile, prices), 1, total, separate_passes);
+  const BoundInput input = bound_input(scenario, strategy);
+  return busiest(busy_at(input.lowered(), lower_bound_strategy(strategy), 1, profile, prices), 1, total,
+                 input.follows_pipeline);
 }
 
 Strategy lower_bound_strategy(const Strategy& strategy) {

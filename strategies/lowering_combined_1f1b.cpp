@@ -70,15 +70,15 @@ void StageLowering::combined_pass(const ScheduleStep& forward, const ScheduleSte
     if (has_forward) {
       e_.begin_pass(Phase::forward, forward.micro_batch, forward.chunk);
       e_.chain = forward_chain;
-      emit_unit(e_, model_, forward_units[k], true);
+      emit_stage_unit(forward_units[k], true);
       forward_chain = e_.chain;
     }
     if (has_backward) {
       e_.begin_pass(Phase::backward, backward.micro_batch, backward.chunk);
       e_.chain = backward_chain;
-      emit_unit(e_, model_, backward_units[k], false);
+      emit_stage_unit(backward_units[k], false);
       backward_chain = e_.chain;
-      if (reduces) reduce_gradients(backward_units[k], backward_chain);
+      if (reduces) reduce_unit_gradients(backward_units[k], backward_chain);
     }
   }
 

@@ -223,8 +223,8 @@ void StageLowering::run_units(const std::vector<Unit>& list, bool forward, bool 
       e_.emit(fsdp2_copy(OpRole::param_gather, Stream::compute, fsdp2_copy_out_bytes(unit_parameters(list[i]).dense),
                          parameter_unit(list[i])));
     }
-    emit_unit(e_, model_, list[i], forward);
-    if (reduce_after) reduce_gradients(list[i], e_.chain);
+    emit_stage_unit(list[i], forward);
+    if (reduce_after) reduce_unit_gradients(list[i], e_.chain);
   }
 }
 }  // namespace lowering

@@ -105,7 +105,7 @@ GemmOutput Emitter::weight_gradient_output() const {
   if (!kept) return GemmOutput::written;
   // A rank's micro-batches run their backward in index order under every schedule, the first storing (as twin
   // execute's first writer of each weight's gradient does; Megatron adds even the first into a zeroed main_grad).
-  if (micro_batch_ == 0) return fp32 ? GemmOutput::written_fp32 : GemmOutput::written;
+  if (micro_batch_ == first_weight_gradient_micro_batch) return fp32 ? GemmOutput::written_fp32 : GemmOutput::written;
   return fp32 ? GemmOutput::added_fp32 : GemmOutput::added;
 }
 

@@ -159,6 +159,12 @@ class Emitter {
   OpIndex chain = kNoOp;
   // One more op the next emitted op must wait for (a prefetched weight gather), consumed by it.
   OpIndex pending_wait = kNoOp;
+  // Set around the output layer's backward of a micro-batch whose weight gradient the last stage defers
+  // (framework.defer_embedding_wgrad_compute): column_parallel_backward leaves the weight-gradient GEMM out.
+  bool defers_weight_gradient = false;
+  // The micro-batch whose weight-gradient GEMMs of the unit being emitted run first, storing into the main gradient
+  // where later ones add (0, but for the output layer when deferral runs a later micro-batch's first).
+  int first_weight_gradient_micro_batch = 0;
   // Per micro-batch, the op after which its loss is complete (the TP all-reduce of vocab-parallel
   // cross-entropy): the loss backward must wait for it.
   std::map<int, OpIndex> loss_complete;
@@ -287,5 +293,8 @@ void emit_embedding_forward(Emitter& e);
 void emit_embedding_backward(Emitter& e);
 void emit_head_forward(Emitter& e);
 void emit_head_backward(Emitter& e);
+// The output layer's weight gradient its backward left out (Emitter::defers_weight_gradient), for the emitter's
+// micro-batch; its input's gather (SP) after `gather_after`.
+void emit_head_deferred_weight_gradient(Emitter& e, OpIndex gather_after);
 
 }  // namespace twin::lowering

@@ -312,4 +312,12 @@ void emit_embedding_backward(Emitter& e) { emit_unit_backward(e, layer::embeddin
 void emit_head_forward(Emitter& e) { emit_unit_forward(e, layer::head_blocks(), -1, block_ops); }
 void emit_head_backward(Emitter& e) { emit_unit_backward(e, layer::head_blocks(), -1, block_ops, false); }
 
+void emit_head_deferred_weight_gradient(Emitter& e, OpIndex gather_after) {
+  e.set_layer(-1);
+  for (const layer::Block& block : layer::head_blocks())
+    if (block.kind == layer::BlockKind::column_linear)
+      column_parallel_deferred_weight_gradient(e, block.role, width_per_rank(e.shapes(), block.out_width),
+                                               width_per_rank(e.shapes(), block.in_width), gather_after);
+}
+
 }  // namespace twin::lowering

@@ -261,7 +261,7 @@ void column_parallel_backward(Emitter& e, OpRole role, std::int64_t n_out, std::
   // With userbuffers both collectives are "bulk": the gather beside dgrad, the reduce-scatter beside wgrad.
   const auto collective = s.tp_comm_overlap ? userbuffers_op : tp_op;
   OpIndex gathered_input = kNoOp;
-  if (tp_active(s) && s.sp) {  // the input again for wgrad: in FP8 where wgrad reads FP8
+  if (tp_active(s) && s.sp && !e.defers_weight_gradient) {  // the input again for wgrad: in FP8 where wgrad reads FP8
     Op gather = sp_gather(e, role, LinearTensor::input, k_in, fp8_wgrad(e));
     if (s.tp_comm_overlap) gather.comm_kernel = CommKernel::userbuffers_sm;
     gathered_input = e.emit_after(gather, e.chain);
@@ -274,10 +274,22 @@ void column_parallel_backward(Emitter& e, OpRole role, std::int64_t n_out, std::
                              LinearTensor::input_gradient)
                 : tp_op(OpKind::all_reduce, OpRole::tp_reduce, s, input_gradient_bytes, role,
                         LinearTensor::input_gradient));
+  if (e.defers_weight_gradient) return;
   const OpIndex before_wgrad = transpose_gathered(e, role, LinearTensor::input, k_in, gathered_input, dgrad);
   const OpIndex wgrad =
       e.emit_after(linear_gemm(e, role, GemmPass::weight_gradient, k_in, n_out, s.tokens), before_wgrad);
   if (gathered_input != kNoOp) e.depend(gathered_input, wgrad);
+  accumulate_gradient(e, wgrad, role, k_in * n_out);
+}
+
+void column_parallel_deferred_weight_gradient(Emitter& e, OpRole role, std::int64_t n_out, std::int64_t k_in,
+                                              OpIndex gather_after) {
+  const RankShapes& s = e.shapes();
+  OpIndex gathered_input = kNoOp;
+  if (tp_active(s) && s.sp)  // dist_all_gather_func: NCCL, not userbuffers, whatever tp_comm_overlap says
+    gathered_input = e.emit_after(sp_gather(e, role, LinearTensor::input, k_in, false), gather_after);
+  const OpIndex wgrad = e.emit(linear_gemm(e, role, GemmPass::weight_gradient, k_in, n_out, s.tokens));
+  e.depend(gathered_input, wgrad);
   accumulate_gradient(e, wgrad, role, k_in * n_out);
 }
 

@@ -25,7 +25,13 @@ void cast_to_fp8(Emitter& e, OpRole role, LinearTensor tensor, std::int64_t rows
 void accumulate_gradient(Emitter& e, OpIndex wgrad, OpRole role, std::int64_t parameters);
 void column_parallel_forward(Emitter& e, OpRole role, std::int64_t n_out, std::int64_t k_in);
 void row_parallel_forward(Emitter& e, OpRole role, std::int64_t n_out, std::int64_t k_in);
+// With Emitter::defers_weight_gradient set, the data gradient alone: the weight gradient is left to
+// column_parallel_deferred_weight_gradient.
 void column_parallel_backward(Emitter& e, OpRole role, std::int64_t n_out, std::int64_t k_in);
+// A weight gradient column_parallel_backward left behind, run later (Megatron-Core's drain_embedding_wgrad_compute):
+// under SP its input gathered again by NCCL after `gather_after`, then the GEMM after the chain, which it becomes.
+void column_parallel_deferred_weight_gradient(Emitter& e, OpRole role, std::int64_t n_out, std::int64_t k_in,
+                                              OpIndex gather_after);
 void row_parallel_backward(Emitter& e, OpRole role, std::int64_t n_out, std::int64_t k_in);
 // A linear whole on every TP rank (Transformer Engine's parallel_mode "duplicated", MLA's down projections), run on
 // the rank's own rows (tokens / tp under SP): no TP collective; its weight gradient is summed over TP once a step

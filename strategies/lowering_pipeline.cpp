@@ -43,7 +43,19 @@ void StageLowering::begin_stage(int stage) {
   last_virtual_stage_ = s_.pp * chunks - 1;
   holds_embedding_ = false;
   fp8_amax_ = kNoOp;
-  for (int chunk = 0; chunk < chunks; ++chunk) holds_embedding_ |= virtual_stage(chunk) == 0;
+  bool holds_head = false;
+  for (int chunk = 0; chunk < chunks; ++chunk) {
+    holds_embedding_ |= virtual_stage(chunk) == 0;
+    holds_head |= virtual_stage(chunk) == last_virtual_stage_;
+  }
+  // The first micro-batches' backward passes defer (Megatron's buffer grows until the limit); micro-batches run their
+  // backward in index order, so the first not deferred stores the output layer's gradient first, or the drain's first.
+  const int deferred =
+      holds_head ? deferred_output_wgrad_micro_batches(scenario_.framework, s_.pp, strategy_.num_micro_batches) : 0;
+  deferrals_left_ = deferred;
+  first_head_weight_gradient_ = deferred < strategy_.num_micro_batches ? deferred : 0;
+  deferred_output_wgrads_.clear();
+  head_reduction_after_drain_ = false;
 }
 
 void StageLowering::run(int stage, const std::vector<ScheduleStep>& order) {
@@ -66,6 +78,7 @@ void StageLowering::run(int stage, const std::vector<ScheduleStep>& order) {
     else
       backward_pass(step, last_backward[step.chunk] == i);
   }
+  drain_deferred_output_weight_gradients();
   optimizer_phase();
   if (s_.pytorch_fsdp2) assign_pytorch_dispatch(e_.rank_class(), s_);
 }
@@ -142,6 +155,50 @@ void StageLowering::backward_pass(const ScheduleStep& step, bool last_of_chunk) 
 }
 
 OpIndex StageLowering::last_on(Stream stream) { return e_.rank_class().last_on(stream); }
+
+void StageLowering::emit_stage_unit(const Unit& u, bool forward) {
+  const bool head = u.kind == Unit::head_unit;
+  const bool defers = head && !forward && deferrals_left_ > 0;
+  e_.defers_weight_gradient = defers;
+  e_.first_weight_gradient_micro_batch = head ? first_head_weight_gradient_ : 0;
+  emit_unit(e_, model_, u, forward);
+  e_.defers_weight_gradient = false;
+  e_.first_weight_gradient_micro_batch = 0;
+  if (!defers) return;
+  --deferrals_left_;
+  deferred_output_wgrads_.push_back({e_.micro_batch(), e_.chunk(), false});
+}
+
+void StageLowering::reduce_unit_gradients(const Unit& u, OpIndex after) {
+  if (u.kind != Unit::head_unit || deferred_output_wgrads_.empty()) return reduce_gradients(u, after);
+  DeferredWeightGradient& last = deferred_output_wgrads_.back();
+  const bool deferred_now = last.micro_batch == e_.micro_batch() && last.chunk == e_.chunk();
+  if (!s_.reduces_every_micro_batch)
+    head_reduction_after_drain_ = true;
+  else if (deferred_now)
+    last.reduces = true;
+  else
+    reduce_gradients(u, after);  // a micro-batch not deferred, reducing its own gradient at once
+}
+
+void StageLowering::drain_deferred_output_weight_gradients() {
+  if (deferred_output_wgrads_.empty()) return;
+  const OpIndex start = last_on(Stream::compute);
+  e_.chain = start;
+  std::vector<OpIndex> wgrads;
+  for (const DeferredWeightGradient& deferred : deferred_output_wgrads_) {
+    e_.begin_pass(Phase::backward, deferred.micro_batch, deferred.chunk);
+    e_.first_weight_gradient_micro_batch = first_head_weight_gradient_;
+    // Two gather buffers: a gather waits for the GEMM that read its buffer last, two before it.
+    emit_head_deferred_weight_gradient(e_, wgrads.size() >= 2 ? wgrads[wgrads.size() - 2] : start);
+    wgrads.push_back(e_.chain);
+    if (deferred.reduces) reduce_gradients({Unit::head_unit}, e_.chain);
+  }
+  e_.first_weight_gradient_micro_batch = 0;
+  if (head_reduction_after_drain_) reduce_gradients({Unit::head_unit}, e_.chain);
+  deferred_output_wgrads_.clear();
+  head_reduction_after_drain_ = false;
+}
 
 // The reductions overlap_grad_reduce off left for later, last unit first as the backward produced them, each after
 // the last compute op so far (under double strand the second compute stream's too).

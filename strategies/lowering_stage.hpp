@@ -69,6 +69,15 @@ class StageLowering {
   // training.fp8: the casts of the stage's FP8 weights after the optimizer step (strategies/fp8_linears.hpp).
   void cast_weights_to_fp8(std::int64_t shard_elements);
   void emit_gradient_reduction(const Unit& u, OpIndex after);
+  // A unit's pass in a Megatron schedule (forward_pass, backward_pass, combined_pass): the output layer's backward
+  // leaves its weight gradient to the drain while the stage has deferrals left (framework.defer_embedding_wgrad_compute).
+  void emit_stage_unit(const Unit& u, bool forward);
+  // reduce_gradients, but for the output layer while deferred weight gradients are pending: its reduction waits for
+  // the drain (after its own deferred GEMM in a step that reduces every micro-batch, else after the last).
+  void reduce_unit_gradients(const Unit& u, OpIndex after);
+  // Megatron-Core's finish_embedding_wgrad_compute: after the stage's last backward, the deferred weight-gradient
+  // GEMMs in micro-batch order, each input's gather (SP) double-buffered ahead of them; then the held reductions.
+  void drain_deferred_output_weight_gradients();
   // DeepSpeed's BF16_Optimizer: the stage's whole gradient buffer reduced after `after`; the last op, or kNoOp.
   OpIndex reduce_bf16_optimizer_gradients(OpIndex after);
   // overlap_param_gather under ZeRO 1/2: the previous step's updated weights gathered per unit at the
@@ -135,6 +144,17 @@ class StageLowering {
   std::map<std::int32_t, OpIndex> weights_gathered_ahead_;
   std::map<std::pair<int, int>, StrandPairing> pairings_;
   OpIndex fp8_amax_ = kNoOp;  // the last amax reduction: the next pass starts after it
+  // framework.defer_embedding_wgrad_compute on the stage holding the output layer: the backward passes still to defer,
+  // the micro-batch whose output-layer weight gradient runs first, the deferred ones (in backward order) and whether
+  // the output layer's kept gradients are reduced after the drain.
+  struct DeferredWeightGradient {
+    int micro_batch = 0, chunk = 0;
+    bool reduces = false;  // its own reduction follows it (a step that reduces every micro-batch)
+  };
+  int deferrals_left_ = 0;
+  int first_head_weight_gradient_ = 0;
+  std::vector<DeferredWeightGradient> deferred_output_wgrads_;
+  bool head_reduction_after_drain_ = false;
 };
 
 }  // namespace twin::lowering

@@ -225,6 +225,17 @@ double peak_activation_bytes(const StageUnits& units, const Strategy& st, int st
   return second + per_micro_batch * (st.num_micro_batches - replay.second_micro_batches);
 }
 
+// The output layer's weight gradients deferred to the drain (framework.defer_embedding_wgrad_compute): what the last
+// stage keeps for them, added to its peak whole, an upper bound (the last is kept once the stage's passes in flight
+// are few; with a limit well below the micro-batches, during the steady state, where the bound is met).
+double drain_held_bytes(const Scenario& scenario, const Strategy& st, int stage, std::int64_t rows) {
+  const int pp = st.pipeline_model_parallel_size, tp = st.tensor_model_parallel_size;
+  if (stage != pp - 1) return 0;
+  return deferred_output_wgrad_micro_batches(scenario.framework, pp, st.num_micro_batches) *
+         static_cast<double>(deferred_output_wgrad_bytes(scenario, static_cast<double>(rows), tp,
+                                                         st.sequence_parallel && tp > 1));
+}
+
 }  // namespace
 
 double model_state_bytes_per_parameter(int zero_stage, int data_parallel, const std::string& precision) {
@@ -270,7 +281,8 @@ MemoryEstimate estimate_memory(const Scenario& scenario, const Strategy& st) {
     mem.optimizer_states = sharded(per_param.optimizer, st.zero_stage >= 1);
 
     const StageUnits units = stage_units(scenario, st, stage);
-    mem.activations = std::llround(peak_activation_bytes(units, st, stage, replay));
+    mem.activations =
+        std::llround(peak_activation_bytes(units, st, stage, replay) + drain_held_bytes(scenario, st, stage, tokens));
     const std::int64_t largest_unit = units.largest_layer_parameters;
 
     double buffers = communicators * kNcclBytesPerCommunicator;

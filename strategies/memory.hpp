@@ -114,6 +114,10 @@ Bytes output_layer_activation_bytes(const Scenario& scenario, double rows, int t
 // tensor beside the fp32 copy of the logits (forward the logits until they go, backward their gradient;
 // core/unfused_loss.hpp), 2 B per logit of the shard; the fused loss nothing (it writes the gradient over the logits).
 Bytes output_layer_held_bytes(const Scenario& scenario, double rows, int tensor_parallel, bool sequence_parallel);
+// What the last stage keeps per micro-batch whose output-layer weight gradient is deferred to the drain
+// (framework.defer_embedding_wgrad_compute): the output projection's input and the logits' gradient (bf16), kept from
+// that micro-batch's backward until the stage's last.
+Bytes deferred_output_wgrad_bytes(const Scenario& scenario, double rows, int tensor_parallel, bool sequence_parallel);
 // An MTP depth's beside its transformer layer: its entry's (the shifted tokens' embedding, the two norms' inputs,
 // eh_proj's 2h-wide input) and its own output layer's, as output_layer_activation_bytes.
 Bytes mtp_edge_activation_bytes(const Scenario& scenario, double rows, int tensor_parallel, bool sequence_parallel);

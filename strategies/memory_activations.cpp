@@ -250,6 +250,16 @@ Bytes output_layer_held_bytes(const Scenario& scenario, double rows, int tensor_
   return std::llround(edge_terms(scenario, rows, tensor_parallel, sequence_parallel).bytes(kBf16BesideFp32));
 }
 
+// Megatron-Core's embedding_activation_buffer holds the output layer's input as the layer received it (the rank's
+// rows under SP, gathered again in the drain) and grad_output_buffer the logits' gradient, bf16, of the vocabulary
+// shard (megatron/core/tensor_parallel/layers.py at NVIDIA/Megatron-LM d98e8a64dd).
+Bytes deferred_output_wgrad_bytes(const Scenario& scenario, double rows, int tensor_parallel, bool sequence_parallel) {
+  constexpr layer::SavedTensor kInput{"output projection input", layer::Width::hidden, layer::Region::sequence_sharded, 2};
+  constexpr layer::SavedTensor kLogitsGradient{"logits gradient", layer::Width::vocab, layer::Region::tensor_sharded, 2};
+  const SavedTerms terms = edge_terms(scenario, rows, tensor_parallel, sequence_parallel);
+  return std::llround(terms.bytes(kInput) + terms.bytes(kLogitsGradient));
+}
+
 Bytes mtp_edge_activation_bytes(const Scenario& scenario, double rows, int tensor_parallel, bool sequence_parallel) {
   const SavedTerms terms = edge_terms(scenario, rows, tensor_parallel, sequence_parallel);
   return std::llround(terms.bytes(layer::mtp_entry_blocks()) + terms.bytes(layer::head_blocks()));

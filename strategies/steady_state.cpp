@@ -59,9 +59,19 @@ std::optional<SteadyStateReplay> steady_state_counts(const Scenario& scenario, c
     for (const NodeGroup& group : scenario.cluster.node_groups)
       if (group.nics.count > 0 && group.nics.count < group.gpus_per_node) return std::nullopt;
   const int width = std::max(2, strategy.pipeline_model_parallel_size);
-  const SteadyStateReplay replay = strategy.schedule == Schedule::interleaved_1f1b
-                                       ? SteadyStateReplay{2 * width, 3 * width}
-                                       : SteadyStateReplay{width, 4 * width};
+  SteadyStateReplay replay = strategy.schedule == Schedule::interleaved_1f1b ? SteadyStateReplay{2 * width, 3 * width}
+                                                                             : SteadyStateReplay{width, 4 * width};
+  // The output layer's deferred weight gradients (framework.defer_embedding_wgrad_compute) run after the last stage's
+  // last backward: the replays must defer as many as the whole run, so both start at or past the deferral limit
+  // (whole pipeline rounds further on); with every micro-batch deferred the drain grows with the count, replayed whole.
+  if (const int deferred = deferred_output_wgrad_micro_batches(scenario.framework, strategy.pipeline_model_parallel_size,
+                                                               strategy.num_micro_batches);
+      deferred > 0) {
+    if (deferred == strategy.num_micro_batches) return std::nullopt;
+    const int shift = std::max(0, (deferred - replay.first_micro_batches + width - 1) / width * width);
+    replay.first_micro_batches += shift;
+    replay.second_micro_batches += shift;
+  }
   // Worth it only where the two replays hold at most 2/3 of the micro-batches.
   if (3 * (replay.first_micro_batches + replay.second_micro_batches) > 2 * strategy.num_micro_batches)
     return std::nullopt;

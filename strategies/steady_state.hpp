@@ -8,7 +8,9 @@
 //
 // Where it applies: a uniform strategy (no family plan), schedule GPipe, 1F1B or interleaved 1F1B (not double
 // strand), ZeRO below 3 (or ZeRO-3 as DeepSpeed drives it, framework.zero_implementation), on nodes with a NIC per
-// GPU (or none), whose two replays together hold at most 2/3 of its micro-batches (m >= 7.5 W);
+// GPU (or none), whose two replays together hold at most 2/3 of its micro-batches (m >= 7.5 W); where the output
+// layer's weight gradients are deferred (framework.defer_embedding_wgrad_compute), both replays start a pipeline
+// round past the deferral limit, and with every micro-batch deferred it does not apply;
 // elsewhere the whole iteration is replayed. Op timings (traces, best.json) always come from a full replay. A
 // strategy whose whole graph would exceed the op limit (strategies/validity.hpp) is valid where it applies: its
 // graph is never held whole.

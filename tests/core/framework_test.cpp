@@ -125,6 +125,56 @@ TEST(Framework, DeepSpeedBf16OptimizerNeedsWhatItRanUnder) {
   refused(bad, "a dense model");
 }
 
+TEST(Framework, DeferredEmbeddingWgradIsRefusedWhereMegatronOrTwinDoesNotDeferIt) {
+  json d = framework_scenario();
+  d["framework"] = {{"defer_embedding_wgrad_compute", true}, {"wgrad_deferral_limit", 22}};
+  const Scenario s = parse_scenario(d, "s.json");
+  EXPECT_TRUE(s.framework.defer_embedding_wgrad_compute);
+  EXPECT_EQ(s.framework.wgrad_deferral_limit, 22);
+  EXPECT_EQ(to_json(s)["framework"]["wgrad_deferral_limit"], 22);
+  EXPECT_EQ(parse_scenario(to_json(s), "again.json").framework, s.framework);
+  EXPECT_FALSE(to_json(parse_scenario(framework_scenario(), "s.json"))["framework"].contains("wgrad_deferral_limit"));
+  // Deferred: the first `limit` micro-batches, every one under 0, none without pipeline parallelism.
+  EXPECT_EQ(deferred_output_wgrad_micro_batches(s.framework, 4, 64), 22);
+  EXPECT_EQ(deferred_output_wgrad_micro_batches(s.framework, 4, 8), 8);
+  EXPECT_EQ(deferred_output_wgrad_micro_batches(s.framework, 1, 64), 0);
+  FrameworkConfig every = s.framework;
+  every.wgrad_deferral_limit = 0;
+  EXPECT_EQ(deferred_output_wgrad_micro_batches(every, 2, 64), 64);
+  EXPECT_EQ(deferred_output_wgrad_micro_batches(FrameworkConfig{}, 2, 64), 0);
+
+  const auto refused = [](const json& doc, const std::string& at, const std::string& says) {
+    const std::string error = error_path(doc);
+    EXPECT_EQ(error.rfind(at + " | ", 0), 0u) << error;
+    EXPECT_NE(error.find(says), std::string::npos) << error;
+  };
+  json bad = d;
+  bad["framework"]["wgrad_deferral_limit"] = -1;
+  refused(bad, "/framework/wgrad_deferral_limit", "got -1");
+  bad["framework"] = {{"wgrad_deferral_limit", 4}};
+  refused(bad, "/framework/wgrad_deferral_limit", "defer_embedding_wgrad_compute true beside it");
+  bad["framework"] = {{"defer_embedding_wgrad_compute", true}, {"gradient_accumulation_fusion", false}};
+  refused(bad, "/framework/defer_embedding_wgrad_compute", "gradient_accumulation_fusion true");
+  bad["framework"] = {{"defer_embedding_wgrad_compute", true}, {"name", "pytorch-fsdp2"}};
+  refused(bad, "/framework/defer_embedding_wgrad_compute", "other than pytorch-fsdp2");
+  bad = d;
+  bad["model"]["mtp_num_layers"] = 1;
+  refused(bad, "/framework/defer_embedding_wgrad_compute", "without multi-token prediction");
+  bad = d;
+  bad["strategy"] = {{"tensor_model_parallel_size", 8}};
+  refused(bad, "/framework/defer_embedding_wgrad_compute", "needs pipeline parallelism");
+  bad["strategy"] = {{"tensor_model_parallel_size", 4}, {"pipeline_model_parallel_size", 2}, {"schedule", "double-strand"}};
+  refused(bad, "/framework/defer_embedding_wgrad_compute", "Megatron's schedules");
+  bad.erase("strategy");
+  bad["search"] = {{"schedule", {"1f1b", "double-strand"}}};
+  refused(bad, "/framework/defer_embedding_wgrad_compute", "Megatron's schedules");
+  bad["search"] = {{"per_layer", true}};
+  refused(bad, "/framework/defer_embedding_wgrad_compute", "uniform strategies");
+  bad = d;
+  bad["strategy"] = {{"tensor_model_parallel_size", 4}, {"pipeline_model_parallel_size", 2}};
+  EXPECT_EQ(error_path(bad), "no error");
+}
+
 TEST(Framework, BadValuesNameTheirPath) {
   json d = framework_scenario();
   d["framework"] = {{"overlap_grad_reduce", "yes"}};

@@ -242,6 +242,26 @@ TEST(MegatronScenario, MoeRoutingAndDispatcherFlagsAreRead) {
       read_command_line(kRequired + moe + "--moe-expert-capacity-factor -1").scenario.model.moe.expert_capacity_factor);
 }
 
+// --defer-embedding-wgrad-compute and its limit are read; the limit alone is listed as ignored, and the flag without
+// pipeline parallelism refused, as Megatron-Core refuses it.
+TEST(MegatronScenario, DeferredEmbeddingWgradFlagsAreRead) {
+  const std::string pipelined = kRequired + "--pipeline-model-parallel-size 2 ";
+  const MegatronScenario deferred =
+      read_command_line(pipelined + "--defer-embedding-wgrad-compute --wgrad-deferral-limit 22");
+  EXPECT_TRUE(deferred.scenario.framework.defer_embedding_wgrad_compute);
+  EXPECT_EQ(deferred.scenario.framework.wgrad_deferral_limit, 22);
+  EXPECT_EQ(read_command_line(pipelined + "--defer-embedding-wgrad-compute").scenario.framework.wgrad_deferral_limit, 0);
+  const MegatronScenario limit_alone = read_command_line(pipelined + "--wgrad-deferral-limit 22");
+  EXPECT_FALSE(limit_alone.scenario.framework.defer_embedding_wgrad_compute);
+  bool listed = false;
+  for (const std::string& line : limit_alone.not_modelled)
+    listed |= line.find("--wgrad-deferral-limit 22: ignored without --defer-embedding-wgrad-compute") == 0;
+  EXPECT_TRUE(listed);
+  EXPECT_NE(megatron_error_of(kRequired + "--defer-embedding-wgrad-compute").find("needs pipeline parallelism"),
+            std::string::npos)
+      << megatron_error_of(kRequired + "--defer-embedding-wgrad-compute");
+}
+
 TEST(MegatronScenario, ContradictionsAndWhatTwinCannotModelAreRefusedNamingTheFlag) {
   EXPECT_EQ(megatron_error_of(kRequired + "--seq-length 4096"),
             "run.sh: --max-position-embeddings: 2048 must be at least --seq-length 4096 (arguments.py:1354) "

@@ -64,6 +64,14 @@ TEST(PlanCheck, RefusesFrameworkSwitchesTheExecutorDoesNotRun) {
   Plan overlapped = executed_plan();
   overlapped.scenario.framework.overlap_moe_expert_parallel_comm = true;
   EXPECT_EQ(refusal_path(overlapped), "/scenario/framework/overlap_moe_expert_parallel_comm");
+  // The output layer's weight gradients deferred to the pipeline's drain are priced only; one stage defers nothing.
+  Plan deferred = executed_plan();
+  deferred.scenario.framework.defer_embedding_wgrad_compute = true;
+  EXPECT_EQ(refusal_path(deferred), "");
+  deferred.scenario.cluster.node_groups.front().gpus_per_node = 2;
+  deferred.strategy.pipeline_model_parallel_size = 2;
+  deferred.scenario.strategy = deferred.strategy;
+  EXPECT_EQ(refusal_path(deferred), "/scenario/framework/defer_embedding_wgrad_compute");
 }
 
 }  // namespace

@@ -74,6 +74,32 @@ TEST(MegatronArgs, LlamaLikeInterleavedPlan) {
   EXPECT_EQ(text, megatron_args(scenario, testing::pinned(scenario)));  // deterministic
 }
 
+// The output layer's deferred weight gradients: both flags where the plan has pipeline parallelism (Megatron-Core
+// refuses them without), the limit only where one is set (0, every micro-batch, is Megatron's default); read back.
+TEST(MegatronArgs, DeferredEmbeddingWgradIsWrittenForPipelinesAndReadBack) {
+  Scenario scenario = parse_scenario_text(kLlamaScenario, "llama.json");
+  scenario.framework.defer_embedding_wgrad_compute = true;
+  scenario.framework.wgrad_deferral_limit = 22;
+  Strategy strategy = testing::pinned(scenario);
+  std::string text = megatron_args(scenario, strategy);
+  EXPECT_TRUE(has_argument(text, "--defer-embedding-wgrad-compute")) << text;
+  EXPECT_TRUE(has_argument(text, "--wgrad-deferral-limit 22")) << text;
+  const MegatronScenario back = scenario_from_megatron_command_line(
+      scenario, parse_megatron_command_line(text, "megatron_args.txt"), "megatron_args.txt");
+  EXPECT_TRUE(back.scenario.framework.defer_embedding_wgrad_compute);
+  EXPECT_EQ(back.scenario.framework.wgrad_deferral_limit, 22);
+  scenario.framework.wgrad_deferral_limit = 0;
+  text = megatron_args(scenario, strategy);
+  EXPECT_TRUE(has_argument(text, "--defer-embedding-wgrad-compute")) << text;
+  EXPECT_EQ(text.find("--wgrad-deferral-limit"), std::string::npos) << text;
+  strategy.pipeline_model_parallel_size = 1;
+  strategy.virtual_pipeline_model_parallel_size = 1;
+  strategy.schedule = Schedule::one_f_one_b;
+  strategy.data_parallel_size *= 2;
+  text = megatron_args(scenario, strategy);
+  EXPECT_EQ(text.find("--defer-embedding-wgrad-compute"), std::string::npos) << text;
+}
+
 TEST(MegatronArgs, GptLikePlan) {
   Scenario scenario = parse_scenario_text(kGptScenario, "gpt.json");
   std::string text = megatron_args(scenario, testing::pinned(scenario));

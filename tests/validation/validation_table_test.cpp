@@ -132,6 +132,12 @@ TEST(PublishedTable, BadRowsNameTheirPath) {
 // rows 0.7 point up, and MT-NLG's fp16 rows, cheaper too, 8.4% -> 10.5%; the table 7.663% -> 7.669% (docs/VALIDATION.md
 // "The main gradient's dtype"). At 11:32 UTC NeMo 22.06's three rows state their fp32 reduction (the O2 wrapper's
 // GradBucket): that group 11.8% -> 12.0%.
+// Lowered on 2026-12-03 (18:3x UTC) where the DGX Cloud rows of Llama 3.1 70B and 405B and Nemotron-4 340B state
+// their recipes' deferred output-layer weight gradients (framework.defer_embedding_wgrad_compute, wgrad_deferral_limit
+// 22, 50, 22): the 24.11 group 5.4% -> 4.9% held out (max 14.7% -> 12.1%), and through the Hopper factor refitted
+// beside it the Megatron-LM README's, LLM Foundry's and torchtitan's H100 rows 0.2-0.3 point; Llama 3's rows moved up
+// 20.4% -> 20.6%, within the half point, and are left; the table 7.667% -> 7.541% (docs/VALIDATION.md "The output
+// layer's deferred weight gradients").
 struct Reached {
   double cross_validated_mean, cross_validated_max, in_sample_mean, in_sample_max;
 };
@@ -140,19 +146,19 @@ const std::map<std::string, Reached> kReached = {
     {"korthikanti2022-table5", {0.118, 0.161, 0.109, 0.151}},
     {"korthikanti2022-abstract", {0.084, 0.103, 0.082, 0.101}},
     {"dubey2024-llama3-table4", {0.205, 0.279, 0.201, 0.275}},
-    {"megatron-readme-h100-2024", {0.066, 0.116, 0.063, 0.112}},
-    {"llmfoundry-mpt-h100-2024", {0.093, 0.147, 0.076, 0.133}},
+    {"megatron-readme-h100-2024", {0.062, 0.113, 0.059, 0.109}},
+    {"llmfoundry-mpt-h100-2024", {0.090, 0.145, 0.074, 0.131}},
     {"llmfoundry-mpt-a100-2023", {0.064, 0.219, 0.064, 0.220}},
     {"nemo-megatron-a100-2023", {0.120, 0.196, 0.121, 0.195}},
     {"bloom2022-176b", {0.005, 0.005, 0.006, 0.006}},
     {"bloom2022-topology-search", {0.081, 0.253, 0.079, 0.246}},
     {"smith2022-mtnlg-530b", {0.105, 0.126, 0.103, 0.123}},
-    {"dgxc-nemo-h100-24.11", {0.055, 0.147, 0.048, 0.131}},
-    {"dgxc-nemo-h100-25.02", {0.036, 0.078, 0.032, 0.069}},
+    {"dgxc-nemo-h100-24.11", {0.050, 0.122, 0.043, 0.107}},
+    {"dgxc-nemo-h100-25.02", {0.035, 0.077, 0.031, 0.069}},
     {"narayanan2021-table2-zero3", {0.125, 0.343, 0.127, 0.340}},
-    {"torchtitan-h100-2025", {0.147, 0.147, 0.146, 0.146}},
+    {"torchtitan-h100-2025", {0.145, 0.145, 0.144, 0.144}},
     {"torchtitan-perf-2024", {0.146, 0.172, 0.142, 0.167}},
-    {"all", {0.077, 0.343, 0.073, 0.340}},
+    {"all", {0.076, 0.343, 0.072, 0.340}},
 };
 
 // The same for the published MoE rows (issue 40), a table of their own: `twin validate tests/validation/moe_rows.json
