@@ -62,6 +62,30 @@ TEST(DeferredOutputWgrad, TheFirstMicroBatchesRunTheirOutputWeightGradientsAfter
   EXPECT_EQ(gathers, 8);
 }
 
+// Interleaved, the output layer sits in the last stage's last chunk; a limit above the micro-batches defers them all,
+// and the drain's first GEMM (micro-batch 0) stores.
+TEST(DeferredOutputWgrad, InterleavedTheLastChunksGemmsAllDeferUnderALimitAboveTheMicroBatches) {
+  const Strategy interleaved = testing::make_strategy(2, 2, 1, true, 2, Schedule::interleaved_1f1b);
+  const FrameworkLowered lowered = lower_with_framework(deferring_scenario(50), interleaved);
+  ASSERT_EQ(lowered.strategy.num_micro_batches, 8);
+  const RankClass& rc = last_stage(lowered.graph);
+  OpIndex last_other_backward = 0, first_gemm = rc.size();
+  std::vector<int> micro_batches;
+  for (OpIndex i = 0; i < rc.size(); ++i) {
+    const Op& op = rc.op(i);
+    if (!output_wgrad(op)) {
+      if (op.phase == Phase::backward && op.stream == Stream::compute) last_other_backward = i;
+      continue;
+    }
+    first_gemm = std::min(first_gemm, i);
+    micro_batches.push_back(op.micro_batch);
+    EXPECT_EQ(op.chunk, 1) << op_name(op);
+    EXPECT_EQ(op.gemm_output, op.micro_batch == 0 ? GemmOutput::written : GemmOutput::added) << op_name(op);
+  }
+  EXPECT_EQ(micro_batches, (std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7}));
+  EXPECT_GT(first_gemm, last_other_backward);
+}
+
 TEST(DeferredOutputWgrad, OnlyTheLastStageChangesAndNothingWithoutTheSwitch) {
   const Strategy pp2 = testing::make_strategy(2, 2);
   Scenario plain = deferring_scenario(3);
