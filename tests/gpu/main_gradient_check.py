@@ -41,6 +41,11 @@ SPEED = [("gpt3-1.7b-bf16-main-gradients", {}, {}),
 # fp32 and bf16 main gradients round each step's update differently: the curves part, slowly. A broken fp32 path
 # (a gradient dropped, stored where it adds, or read as bf16) parts them by far more from step 2 on.
 FIRST_HALF_TOLERANCE = 1e-2
+# The MoE curves: a router's choice flips on a gradient's last bit, and how far the flips carry the two curves apart
+# varies from lease to lease (the second half's mean 1.2%, 0.46%, 2.12% and 0.40% from the bf16 one's in four calls on
+# one H200, 2026-12-03, with the same kernels; the first half within 3.7e-3): the first half is held step by step at
+# --tolerance, the second half's mean at 5%, a bound the drift leaves room under and a broken path does not meet.
+MOE_SECOND_HALF_TOLERANCE = 5e-2
 
 
 def main():
@@ -53,8 +58,8 @@ def main():
     with open(MOE_SCENARIO) as f:
         moe_model = json.load(f)["model"]
     lines += ["", "## The same on Qwen3-30B-A3B's shape, 4 layers (128 experts, top-8)", ""]
-    # A router's choices can flip on a gradient's last bit, so the MoE curves are held at --tolerance throughout.
-    ok_all &= curve_cases(args, log, moe_model, MOE_CURVES, lines, report)
+    ok_all &= curve_cases(args, log, moe_model, MOE_CURVES, lines, report,
+                          second_half_tolerance=MOE_SECOND_HALF_TOLERANCE)
     ok_all &= speed_cases(args, log, SPEED, lines, report)
     ec.write_results(args.out, "main_gradient_check", lines, report)
     return 0 if ok_all else 1
