@@ -37,7 +37,10 @@ std::vector<sim::ComputeBusy> busy_at(const Scenario& scenario, Strategy strateg
 //   iteration >= sum_{j<s} F_j + (busy_s - B_s) + (B_0 - R_0) + optimizer_0,
 // with F_j, B_j, R_j one micro-batch's forward, backward and recomputed compute of stage j's chunk 0 (the least
 // over its classes).
-TimeNs busiest(const std::vector<sim::ComputeBusy>& busy, int lowered, int total, bool follows_pipeline) {
+// `last_stage_off_chain`: the last stage runs compute after its last backward (deferred output-layer weight
+// gradients), so its chain is not followed; the other stages' are.
+TimeNs busiest(const std::vector<sim::ComputeBusy>& busy, int lowered, int total, bool follows_pipeline,
+               bool last_stage_off_chain) {
   const std::int64_t scale = total / lowered;
   TimeNs bound = 0;
   for (const sim::ComputeBusy& b : busy) bound = std::max(bound, b.optimizer_ns + b.other_ns() * scale);
@@ -55,6 +58,7 @@ TimeNs busiest(const std::vector<sim::ComputeBusy>& busy, int lowered, int total
     for (int s = 0; s < stages; ++s)
       if (per_stage[s] == kUnset) return bound;  // a stage without a class: no chain to follow
   for (const sim::ComputeBusy& b : busy) {
+    if (last_stage_off_chain && b.stage == stages - 1) continue;
     TimeNs fill = 0;
     for (int j = 0; j < b.stage; ++j) fill += forward[j];
     const TimeNs before_last_backward = b.other_ns() * scale - b.first_chunk.backward_ns / lowered;
@@ -64,14 +68,15 @@ TimeNs busiest(const std::vector<sim::ComputeBusy>& busy, int lowered, int total
 }
 
 // Where the last stage defers its output-layer weight gradients to after its last backward
-// (framework.defer_embedding_wgrad_compute), the passes no longer compute alike, and the stage's last backward is
-// not its last compute: the bound is the same strategy's without the deferral (the same compute; the gathers it
-// waits through in the drain only add), the busiest class alone, without the pipeline's chain.
+// (framework.defer_embedding_wgrad_compute), its passes no longer compute alike and its last backward is not its last
+// compute: the bound lowers the same strategy without the deferral (the same compute, every other stage's alike; the
+// gathers the drain waits through only add) and follows every stage's chain but the last's.
 struct BoundInput {
   const Scenario& scenario;
   std::optional<Scenario> without_deferral;
   bool follows_pipeline;
   const Scenario& lowered() const { return without_deferral ? *without_deferral : scenario; }
+  bool last_stage_off_chain() const { return without_deferral.has_value(); }
 };
 
 BoundInput bound_input(const Scenario& scenario, const Strategy& strategy) {
@@ -82,7 +87,6 @@ BoundInput bound_input(const Scenario& scenario, const Strategy& strategy) {
   input.without_deferral = scenario;
   input.without_deferral->framework.defer_embedding_wgrad_compute = false;
   input.without_deferral->framework.wgrad_deferral_limit = 0;
-  input.follows_pipeline = false;
   return input;
 }
 
@@ -92,7 +96,8 @@ TimeNs compute_lower_bound_full_ns(const Scenario& scenario, const Strategy& str
                                    sim::PriceCache* prices) {
   const int total = strategy.num_micro_batches;
   const BoundInput input = bound_input(scenario, strategy);
-  return busiest(busy_at(input.lowered(), strategy, total, profile, prices), total, total, input.follows_pipeline);
+  return busiest(busy_at(input.lowered(), strategy, total, profile, prices), total, total, input.follows_pipeline,
+                 input.last_stage_off_chain());
 }
 
 TimeNs compute_lower_bound_ns(const Scenario& scenario, const Strategy& strategy, const Profile& profile,
@@ -105,7 +110,7 @@ TimeNs compute_lower_bound_ns(const Scenario& scenario, const Strategy& strategy
   if (total <= 1) return compute_lower_bound_full_ns(scenario, strategy, profile, prices);
   const BoundInput input = bound_input(scenario, strategy);
   return busiest(busy_at(input.lowered(), lower_bound_strategy(strategy), 1, profile, prices), 1, total,
-                 input.follows_pipeline);
+                 input.follows_pipeline, input.last_stage_off_chain());
 }
 
 Strategy lower_bound_strategy(const Strategy& strategy) {

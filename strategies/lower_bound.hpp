@@ -4,8 +4,9 @@
 // micro-batch and the sums do not depend on the passes' order, so it is lowered at one micro-batch (in GPipe's
 // order, which takes any count of micro-batches and chunks) and scaled to the strategy's count; the optimizer phase runs once. Under
 // GPipe, 1F1B and interleaved 1F1B the bound also counts the pipeline's fill and drain through chunk 0 along its
-// compute (lower_bound.cpp), but where the output layer's weight gradients are deferred to the drain
-// (framework.defer_embedding_wgrad_compute): that bound is the strategy's without the deferral, busiest class alone.
+// compute (lower_bound.cpp); where the output layer's weight gradients are deferred to the drain
+// (framework.defer_embedding_wgrad_compute), the strategy is bounded as without the deferral, every stage's chain
+// followed but the last's.
 // Tests check that this equals the bound from the whole graph, and that no simulation beats it, on every shipped
 // scenario and published configuration.
 #pragma once

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include "framework_lowering_fixture.hpp"
+#include "strategies/lower_bound.hpp"
 #include "strategies/memory.hpp"
 #include "strategies/steady_state.hpp"
 
@@ -139,6 +140,19 @@ TEST(DeferredOutputWgrad, TheLastStageHoldsEachDeferredMicroBatchsInputAndLogits
   EXPECT_EQ(deferred_output_wgrad_bytes(scenario, 1024, 2, true), per_micro_batch);
   EXPECT_EQ(with.per_stage[0].activations, without.per_stage[0].activations);
   EXPECT_EQ(with.per_stage[1].activations, without.per_stage[1].activations + 3 * per_micro_batch);
+}
+
+// The search's bound of a deferring strategy: lowered without the deferral, every stage's chain but the last's; the
+// scaled one equals the whole graph's, and the replay does not beat it.
+TEST(DeferredOutputWgrad, TheLowerBoundHoldsAndScales) {
+  for (const Strategy& strategy : {testing::make_strategy(2, 2), testing::make_strategy(2, 4),
+                                   testing::make_strategy(2, 2, 1, true, 2, Schedule::interleaved_1f1b)}) {
+    const FrameworkLowered lowered = lower_with_framework(deferring_scenario(3), strategy);
+    const Profile& profile = builtin_profile();
+    const TimeNs bound = compute_lower_bound_ns(lowered.scenario, lowered.strategy, profile);
+    EXPECT_EQ(bound, compute_lower_bound_full_ns(lowered.scenario, lowered.strategy, profile)) << strategy.key();
+    EXPECT_LE(bound, testing_framework::iteration_ns(lowered)) << strategy.key();
+  }
 }
 
 TEST(DeferredOutputWgrad, TheSteadyStateReplaysDeferAsManyAsTheWholeRun) {
