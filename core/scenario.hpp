@@ -137,6 +137,11 @@ struct Scenario {
   };
   std::optional<PinnedPlan> per_layer_plan, hot_switch_plan;
   bool pins_family_plan() const { return per_layer_plan || hot_switch_plan; }
+  // A per-layer, hot-switching or asymmetric plan, pinned or searched for: the families with lowerings of their own,
+  // which a switch modelled in Megatron's schedules only refuses.
+  bool plans_families() const {
+    return pins_family_plan() || !pipelines.empty() || search.per_layer || search.hot_switch;
+  }
   std::string profile = "builtin";
   // GPUs the profile does not describe are priced from another GPU's measurements scaled by datasheet ratios
   // (cost/profile.hpp profile_for_cluster); false: they are an error. `twin simulate --scale-profile`.

@@ -21,7 +21,7 @@ void check_fp8_scenario(const Scenario& s, const JsonReader& root) {
           gpu.name));
   }
   const JsonReader fp8_at = root.required("training").required("fp8");
-  if (s.search.per_layer || s.search.hot_switch || s.pins_family_plan() || !s.pipelines.empty())
+  if (s.plans_families())
     fp8_at.fail_plain("expected no fp8 with per-layer, hot-switching or asymmetric plans (their lowering and "
                       "memory model price 16-bit linears only)");
   const Fp8Config& fp8 = *s.training.fp8;

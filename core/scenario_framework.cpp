@@ -121,7 +121,7 @@ void check_deepspeed_bf16_optimizer(Scenario& s, const Reader& root) {
     flag.fail("overlap_grad_reduce and overlap_param_gather false beside it (the optimizer reduces its gradient buffer "
               "after the backward and gathers the weights inside its step)");
   if (s.framework.name == FrameworkName::pytorch_fsdp2) flag.fail("a framework other than pytorch-fsdp2");
-  if (s.pins_family_plan() || !s.pipelines.empty() || s.search.per_layer || s.search.hot_switch)
+  if (s.plans_families())
     flag.fail("uniform strategies beside it (no per-layer, hot-switching or asymmetric plan)");
   if (s.strategy) {
     if (s.strategy->zero_stage != 1)
@@ -140,7 +140,7 @@ void check_deepspeed_bf16_optimizer(Scenario& s, const Reader& root) {
 void check_deferred_embedding_wgrad(const Scenario& s, const Reader& root) {
   if (!s.framework.defer_embedding_wgrad_compute) return;
   const Reader flag = root.required("framework").required("defer_embedding_wgrad_compute");
-  if (s.pins_family_plan() || !s.pipelines.empty() || s.search.per_layer || s.search.hot_switch)
+  if (s.plans_families())
     flag.fail("uniform strategies beside it (twin defers them in Megatron's schedules only, not in a per-layer, "
               "hot-switching or asymmetric plan)");
   if (s.strategy && s.strategy->pipeline_model_parallel_size < 2)

@@ -41,19 +41,15 @@ void StageLowering::begin_stage(int stage) {
   stage_ = stage;
   const int chunks = chunks_per_stage(strategy_);
   last_virtual_stage_ = s_.pp * chunks - 1;
-  holds_embedding_ = false;
+  holds_embedding_ = holds_head_ = false;
   fp8_amax_ = kNoOp;
-  bool holds_head = false;
   for (int chunk = 0; chunk < chunks; ++chunk) {
     holds_embedding_ |= virtual_stage(chunk) == 0;
-    holds_head |= virtual_stage(chunk) == last_virtual_stage_;
+    holds_head_ |= virtual_stage(chunk) == last_virtual_stage_;
   }
-  // The first micro-batches' backward passes defer (Megatron's buffer grows until the limit); micro-batches run their
-  // backward in index order, so the first not deferred stores the output layer's gradient first, or the drain's first.
-  const int deferred =
-      holds_head ? deferred_output_wgrad_micro_batches(scenario_.framework, s_.pp, strategy_.num_micro_batches) : 0;
-  deferrals_left_ = deferred;
-  first_head_weight_gradient_ = deferred < strategy_.num_micro_batches ? deferred : 0;
+  // The first micro-batches' backward passes defer (Megatron's buffer grows until the limit).
+  deferred_head_passes_ =
+      holds_head_ ? deferred_output_wgrad_micro_batches(scenario_.framework, s_.pp, strategy_.num_micro_batches) : 0;
   deferred_output_wgrads_.clear();
   head_reduction_after_drain_ = false;
 }
@@ -158,15 +154,14 @@ OpIndex StageLowering::last_on(Stream stream) { return e_.rank_class().last_on(s
 
 void StageLowering::emit_stage_unit(const Unit& u, bool forward) {
   const bool head = u.kind == Unit::head_unit;
-  const bool defers = head && !forward && deferrals_left_ > 0;
+  const bool defers =
+      head && !forward && static_cast<int>(deferred_output_wgrads_.size()) < deferred_head_passes_;
   e_.defers_weight_gradient = defers;
-  e_.first_weight_gradient_micro_batch = head ? first_head_weight_gradient_ : 0;
+  e_.first_weight_gradient_micro_batch = head ? first_head_weight_gradient() : 0;
   emit_unit(e_, model_, u, forward);
   e_.defers_weight_gradient = false;
   e_.first_weight_gradient_micro_batch = 0;
-  if (!defers) return;
-  --deferrals_left_;
-  deferred_output_wgrads_.push_back({e_.micro_batch(), e_.chunk(), false});
+  if (defers) deferred_output_wgrads_.push_back({e_.micro_batch(), e_.chunk(), false});
 }
 
 void StageLowering::reduce_unit_gradients(const Unit& u, OpIndex after) {
@@ -188,7 +183,7 @@ void StageLowering::drain_deferred_output_weight_gradients() {
   std::vector<OpIndex> wgrads;
   for (const DeferredWeightGradient& deferred : deferred_output_wgrads_) {
     e_.begin_pass(Phase::backward, deferred.micro_batch, deferred.chunk);
-    e_.first_weight_gradient_micro_batch = first_head_weight_gradient_;
+    e_.first_weight_gradient_micro_batch = first_head_weight_gradient();
     // Two gather buffers: a gather waits for the GEMM that read its buffer last, two before it.
     emit_head_deferred_weight_gradient(e_, wgrads.size() >= 2 ? wgrads[wgrads.size() - 2] : start);
     wgrads.push_back(e_.chain);
@@ -248,12 +243,9 @@ void StageLowering::optimizer_phase() {
   }
   emit_deferred_reductions();
   e_.begin_pass(Phase::optimizer, -1, 0);
-  bool holds_output = false;
-  for (int chunk = 0; chunk < chunks_per_stage(strategy_); ++chunk)
-    holds_output |= virtual_stage(chunk) == last_virtual_stage_;
   // Tied, or with MTP (its lookups beside the loss), the last stage holds a copy of the embedding's table.
   const bool tied_pair = (!model_.untie_embeddings_and_output_weights || model_.mtp_num_layers > 0) &&
-                         holds_embedding_ != holds_output;
+                         holds_embedding_ != holds_head_;
   // The main gradient in its dtype: Megatron all-reduces the table's main_grad, DeepSpeed's BF16_Optimizer the fp32
   // gradient (weight._hp_grad, pipe/engine.py).
   if (tied_pair) {

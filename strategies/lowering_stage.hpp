@@ -136,6 +136,7 @@ class StageLowering {
   int stage_ = 0;
   int last_virtual_stage_ = 0;
   bool holds_embedding_ = false;
+  bool holds_head_ = false;  // the output layer: the last virtual stage is one of this stage's chunks
   // Double strand: the last op of each micro-batch on this stage; pairings by (forward, backward) unit kind.
   std::vector<OpIndex> last_of_micro_batch_;
   // Units whose gradient reduction waits for the end of the backward (overlap_grad_reduce off).
@@ -144,17 +145,21 @@ class StageLowering {
   std::map<std::int32_t, OpIndex> weights_gathered_ahead_;
   std::map<std::pair<int, int>, StrandPairing> pairings_;
   OpIndex fp8_amax_ = kNoOp;  // the last amax reduction: the next pass starts after it
-  // framework.defer_embedding_wgrad_compute on the stage holding the output layer: the backward passes still to defer,
-  // the micro-batch whose output-layer weight gradient runs first, the deferred ones (in backward order) and whether
-  // the output layer's kept gradients are reduced after the drain.
+  // framework.defer_embedding_wgrad_compute on the stage holding the output layer: how many of its backward passes
+  // defer (the first ones), those deferred so far (in backward order) and whether the output layer's kept gradients
+  // are reduced after the drain.
   struct DeferredWeightGradient {
     int micro_batch = 0, chunk = 0;
     bool reduces = false;  // its own reduction follows it (a step that reduces every micro-batch)
   };
-  int deferrals_left_ = 0;
-  int first_head_weight_gradient_ = 0;
+  int deferred_head_passes_ = 0;
   std::vector<DeferredWeightGradient> deferred_output_wgrads_;
   bool head_reduction_after_drain_ = false;
+  // Micro-batches run their backward in index order, so the first not deferred stores the output layer's gradient
+  // first, or, all deferred, the drain's first.
+  int first_head_weight_gradient() const {
+    return deferred_head_passes_ < strategy_.num_micro_batches ? deferred_head_passes_ : 0;
+  }
 };
 
 }  // namespace twin::lowering
