@@ -66,13 +66,6 @@ footer { margin-top: 36px; color: #59636e; font-size: 13px; }
 </style>
 )";
 
-double total_peak_tflops(const Cluster& cluster) {
-  double total = 0;
-  for (const NodeGroup& group : cluster.node_groups)
-    total += static_cast<double>(group.count) * group.gpus_per_node * group.gpu.peak_bf16_tflops;
-  return total;
-}
-
 std::string cluster_text(const Cluster& cluster) {
   std::string text;
   for (const NodeGroup& group : cluster.node_groups) {
@@ -96,7 +89,7 @@ std::string model_text(const ModelConfig& model) {
 }
 
 std::string header_html(const Scenario& scenario) {
-  const double peak_tflops = total_peak_tflops(scenario.cluster);
+  const double peak_tflops = peak_flops_of_first_gpus(scenario, scenario.cluster.total_gpus()) / 1e12;
   std::string html = "<header>\n<h1>" + escape_html(scenario.name.empty() ? "twin report" : scenario.name) + "</h1>\n";
   html += "<dl class=\"facts\">\n";
   const auto fact = [&](const char* name, const std::string& value) {
@@ -114,7 +107,8 @@ std::string header_html(const Scenario& scenario) {
                                                          : std::string("the scenario names no framework:"),
                                  scenario.profile_workload));
   fact("MFU formula", kFlopFormula);
-  fact("peak used", fmt::format("{} TFLOP/s: the sum of every GPU's dense bf16 datasheet peak", fixed(peak_tflops, 0)));
+  fact("peak used", fmt::format("{} TFLOP/s: the sum of every GPU's {} datasheet peak", fixed(peak_tflops, 0),
+                                    peak_precision_text(scenario)));
   html += "</dl>\n";
   if (scenario.profile == "builtin")
     html += "<p class=\"warning\"><b>Not this cluster's measurements.</b> These times come from the built-in profile "

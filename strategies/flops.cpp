@@ -85,22 +85,35 @@ double hardware_flops_per_iteration(const Scenario& scenario, Recompute recomput
   return model_flops_per_iteration(scenario) + repeated * tokens_per_iteration(scenario);
 }
 
+double gpu_peak_flops(const Scenario& scenario, const GpuSpec& gpu) {
+  const bool fp8 = scenario.training.fp8 && gpu.peak_fp8_tflops > 0;
+  return (fp8 ? gpu.peak_fp8_tflops : gpu.peak_bf16_tflops) * 1e12;
+}
+
+double peak_flops_of_first_gpus(const Scenario& scenario, int gpus) {
+  double peak_flops = 0;
+  int remaining = gpus;
+  for (const NodeGroup& group : scenario.cluster.node_groups) {
+    const int used = std::min(remaining, group.count * group.gpus_per_node);
+    peak_flops += used * gpu_peak_flops(scenario, group.gpu);
+    remaining -= used;
+  }
+  return peak_flops;
+}
+
+std::string peak_precision_text(const Scenario& scenario) {
+  bool fp8 = false, bf16 = false;
+  for (const NodeGroup& group : scenario.cluster.node_groups)
+    (scenario.training.fp8 && group.gpu.peak_fp8_tflops > 0 ? fp8 : bf16) = true;
+  if (fp8 && bf16) return "dense FP8 (bf16 where a GPU has no FP8 peak)";
+  return fp8 ? "dense FP8" : "dense bf16";
+}
+
 Throughput throughput(const Scenario& scenario, const Strategy& strategy, double iteration_s) {
   Throughput t;
   t.iteration_s = iteration_s;
   if (iteration_s <= 0) return t;
-  // Sum of the peaks of the GPUs the strategy occupies (ranks fill node groups in order), at the precision the
-  // linears run in: FP8's where the scenario trains them in FP8, so that MFU and HFU never pass 100% (nothing
-  // above the physically possible; FP8 validation rows publish TFLOP/s per GPU, not MFU).
-  double peak_flops = 0;
-  int remaining = strategy.world_size();
-  for (const NodeGroup& group : scenario.cluster.node_groups) {
-    const int used = std::min(remaining, group.count * group.gpus_per_node);
-    const double peak_tflops = scenario.training.fp8 && group.gpu.peak_fp8_tflops > 0 ? group.gpu.peak_fp8_tflops
-                                                                                        : group.gpu.peak_bf16_tflops;
-    peak_flops += used * peak_tflops * 1e12;
-    remaining -= used;
-  }
+  const double peak_flops = peak_flops_of_first_gpus(scenario, strategy.world_size());
   t.tokens_per_s = tokens_per_iteration(scenario) / iteration_s;
   if (peak_flops > 0) {
     t.mfu = model_flops_per_iteration(scenario) / (iteration_s * peak_flops);

@@ -236,7 +236,7 @@ Throughput asymmetric_throughput(const Scenario& scenario, const Strategy& share
   for (const AsymmetricPipeline& p : plan)
     for (const AsymmetricStage& s : p.stages)
       peak_flops += static_cast<double>(s.devices.size()) *
-                    scenario.cluster.group_of_rank(s.devices.front()).gpu.peak_bf16_tflops * 1e12;
+                    gpu_peak_flops(scenario, scenario.cluster.group_of_rank(s.devices.front()).gpu);
   Throughput t;
   t.iteration_s = iteration_s;
   if (iteration_s > 0) {

@@ -192,13 +192,7 @@ Throughput phases_throughput(const Scenario& scenario, const std::vector<SeqLeng
       hardware_flops += static_cast<double>(bar.count) * hardware_flops_per_iteration(one, strategies[p].recompute);
     }
   }
-  double peak_flops = 0;
-  int remaining = scenario.cluster.total_gpus();
-  for (const NodeGroup& group : scenario.cluster.node_groups) {
-    const int used = std::min(remaining, group.count * group.gpus_per_node);
-    peak_flops += used * group.gpu.peak_bf16_tflops * 1e12;
-    remaining -= used;
-  }
+  const double peak_flops = peak_flops_of_first_gpus(scenario, scenario.cluster.total_gpus());
   t.tokens_per_s = tokens / iteration_s;
   if (peak_flops > 0) {
     t.mfu = model_flops / (iteration_s * peak_flops);

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
@@ -102,8 +103,18 @@ TEST(HtmlReport, WarnsThatBuiltinTimesAreNotThisClustersMeasurements) {
 TEST(HtmlReport, HeaderStatesFormulaAndPeak) {
   const std::string html = report(testing::small_scenario());
   EXPECT_NE(html.find("Megatron-LM num_floating_point_operations"), std::string::npos);
-  EXPECT_NE(html.find("7912 TFLOP/s"), std::string::npos);  // 8 GPUs x 989
+  EXPECT_NE(html.find("7912 TFLOP/s: the sum of every GPU&#39;s dense bf16 datasheet peak"), std::string::npos);  // 8 x 989
   EXPECT_NE(html.find("H100-SXM-80GB"), std::string::npos);
+}
+
+TEST(HtmlReport, AnFp8ScenarioStatesTheFp8PeakItsMfuIsMeasuredAgainst) {
+  Scenario scenario = testing::small_scenario();
+  scenario.training.fp8 = Fp8Config{};
+  GpuSpec& gpu = scenario.cluster.node_groups[0].gpu;
+  gpu.peak_fp8_tflops = 1979;  // the H100 SXM's datasheet FP8 peak
+  const std::string expected = fmt::format("{:.0f} TFLOP/s: the sum of every GPU&#39;s dense FP8 datasheet peak",
+                                           8 * gpu.peak_fp8_tflops);
+  EXPECT_NE(report(scenario).find(expected), std::string::npos) << expected;
 }
 
 TEST(HtmlReport, WhyParagraphComesFromTheNumbers) {

@@ -54,5 +54,22 @@ TEST(Flops, MoeCountsTopKExperts) {
                    3 * 2 * (mlp_per_token + router_per_token) * 8192);
 }
 
+TEST(Flops, Fp8TrainingIsMeasuredAgainstTheFp8PeakWhereTheGpuHasOne) {
+  Scenario sc = tiny();
+  sc.cluster.node_groups[0].gpu.peak_fp8_tflops = 2000;
+  EXPECT_DOUBLE_EQ(gpu_peak_flops(sc, sc.cluster.node_groups[0].gpu), 1000e12);
+  EXPECT_EQ(peak_precision_text(sc), "dense bf16");
+  sc.training.fp8 = Fp8Config{};
+  EXPECT_DOUBLE_EQ(gpu_peak_flops(sc, sc.cluster.node_groups[0].gpu), 2000e12);
+  EXPECT_DOUBLE_EQ(peak_flops_of_first_gpus(sc, 8), 8 * 2000e12);
+  EXPECT_EQ(peak_precision_text(sc), "dense FP8");
+  Strategy st = testing::make_strategy(2, 1);
+  st.data_parallel_size = 4;
+  EXPECT_NEAR(throughput(sc, st, 1e-3).mfu, 0.173795180544 / 2, 1e-12);
+  sc.cluster.node_groups[0].gpu.peak_fp8_tflops = 0;  // a GPU without FP8 tensor cores: its bf16 peak
+  EXPECT_DOUBLE_EQ(gpu_peak_flops(sc, sc.cluster.node_groups[0].gpu), 1000e12);
+  EXPECT_EQ(peak_precision_text(sc), "dense bf16");
+}
+
 }  // namespace
 }  // namespace twin
