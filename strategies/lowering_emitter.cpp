@@ -32,13 +32,13 @@ std::int64_t width_per_rank(const RankShapes& s, layer::Width width) {
   return 0;
 }
 
-void emit_norm(Emitter& e, const layer::Block& norm, Phase phase) {
+OpIndex emit_norm(Emitter& e, const layer::Block& norm, Phase phase) {
   const RankShapes& s = e.shapes();
   const bool backward = phase == Phase::backward;
   Op op = Emitter::rows_cols(backward ? OpKind::norm_backward : OpKind::norm_forward, norm.role, s.tokens_local, s.h);
   op.fuses_residual = backward && s.residual_fusion && layer::beside_skip_path(norm);
   op.normalization = s.normalization;
-  e.emit(op);
+  return e.emit(op);
 }
 
 // Bytes per element of a residual add: two bf16 tensors read and one written; with hidden dropout (Megatron's

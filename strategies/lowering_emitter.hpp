@@ -275,7 +275,7 @@ using BlockOps = void (*)(Emitter& e, const layer::Block& block, Phase phase);
 // fusion there is no residual op where a kernel that runs anyway does the add: backward, a layer's norm
 // backward adds the skip path's gradient; forward, a GEMM that the add directly follows adds the stream in its
 // epilogue (the GEMM says so: Op::fuses_residual).
-void emit_norm(Emitter& e, const layer::Block& norm, Phase phase);
+OpIndex emit_norm(Emitter& e, const layer::Block& norm, Phase phase);
 void emit_residual(Emitter& e, const layer::Block& residual, Phase phase);
 
 // A unit's blocks (a layer's, the embedding's, the output layer's; `layer` -1 for the edges): forward in order;

@@ -208,8 +208,7 @@ void block_ops(Emitter& e, const layer::Block& block, Phase phase) {
   const std::int64_t n_out = width_per_rank(s, block.out_width), k_in = width_per_rank(s, block.in_width);
   switch (block.kind) {
     case layer::BlockKind::norm:
-      lowering::emit_norm(e, block, phase);
-      emit_eager_passes(e, backward ? OpKind::norm_backward : OpKind::norm_forward, block.role, s.tokens_local, s.h);
+      emit_eager_passes(e, e.rank_class().op(lowering::emit_norm(e, block, phase)));
       return;
     case layer::BlockKind::column_linear:
       backward ? column_parallel_backward(e, block.role, n_out, k_in) : column_parallel_forward(e, block.role, n_out, k_in);
@@ -224,21 +223,19 @@ void block_ops(Emitter& e, const layer::Block& block, Phase phase) {
       // QK-norm: one norm over the rows of each head's query and key (head_dim wide), before RoPE.
       Op qk_norm = Emitter::rows_cols(backward ? OpKind::norm_backward : OpKind::norm_forward, OpRole::qk_norm,
                                       s.tokens * (s.heads + s.groups), s.d);
-      if (s.qk_norm && !backward) e.emit(qk_norm);
-      if (s.rope && !backward) e.emit(rope);
-      if (s.rope && !backward) emit_eager_passes(e, rope.kind, OpRole::rope, rope.rows, rope.cols);
+      if (s.qk_norm && !backward) emit_eager_passes(e, e.rank_class().op(e.emit(qk_norm)));
+      if (s.rope && !backward) emit_eager_passes(e, e.rank_class().op(e.emit(rope)));
       if (backward && s.recomputes(RecomputeModule::core_attn)) e.recompute([&] { core_attention(e, false); });
       core_attention(e, backward);
       if (s.rope && backward) e.emit(rope);
-      if (s.qk_norm && backward) e.emit(qk_norm);
-      if (s.rope && backward) emit_eager_passes(e, rope.kind, OpRole::rope, rope.rows, rope.cols);
+      if (s.qk_norm && backward) emit_eager_passes(e, e.rank_class().op(e.emit(qk_norm)));
+      if (s.rope && backward) emit_eager_passes(e, rope);
       return;
     }
     case layer::BlockKind::mla_attention: emit_mla_attention(e, backward, core_attention); return;
     case layer::BlockKind::activation: {
       const OpKind kind = backward ? OpKind::activation_backward : OpKind::activation_forward;
-      e.emit(Emitter::rows_cols(kind, block.role, s.tokens, s.ffn));
-      emit_eager_passes(e, kind, block.role, s.tokens, s.ffn);
+      emit_eager_passes(e, e.rank_class().op(e.emit(Emitter::rows_cols(kind, block.role, s.tokens, s.ffn))));
       return;
     }
     case layer::BlockKind::residual:

@@ -8,14 +8,42 @@
 
 namespace twin::lowering {
 
-std::int64_t eager_extra_bytes_per_element(OpKind kind) {
-  switch (kind) {
-    case OpKind::norm_forward: return 36 - 4;
-    case OpKind::norm_backward: return 64 - 6;
+namespace {
+
+// Per element, forward and backward (see the header for the count).
+struct EagerBytes {
+  std::int64_t forward = 0, backward = 0;
+};
+
+EagerBytes eager_norm_bytes(Normalization normalization) {
+  switch (normalization) {
+    case Normalization::rmsnorm: return {36 - 4, 64 - 6};
+    case Normalization::layernorm: return {0, 4};
+  }
+  return {};
+}
+
+EagerBytes eager_activation_bytes(Activation activation) {
+  switch (activation) {
+    case Activation::swiglu:
+    case Activation::geglu: return {10 - 6, 18 - 10};
+    case Activation::gelu: return {0, 0};
+    case Activation::squared_relu: return {8 - 4, 16 - 6};
+    case Activation::quick_geglu: return {32 - 6, 52 - 10};
+  }
+  return {};
+}
+
+}  // namespace
+
+std::int64_t eager_extra_bytes_per_element(const Op& fused) {
+  switch (fused.kind) {
+    case OpKind::norm_forward: return eager_norm_bytes(fused.normalization).forward;
+    case OpKind::norm_backward: return eager_norm_bytes(fused.normalization).backward;
     case OpKind::rope_forward: return 20 - 4;
     case OpKind::rope_backward: return 18 - 4;
-    case OpKind::activation_forward: return 10 - 6;
-    case OpKind::activation_backward: return 18 - 10;
+    case OpKind::activation_forward: return eager_activation_bytes(fused.activation).forward;
+    case OpKind::activation_backward: return eager_activation_bytes(fused.activation).backward;
     case OpKind::gemm: case OpKind::attention_forward: case OpKind::attention_backward: case OpKind::elementwise:
     case OpKind::embedding_forward: case OpKind::embedding_backward: case OpKind::loss_forward:
     case OpKind::loss_backward: case OpKind::moe_router: case OpKind::moe_permute: case OpKind::moe_unpermute:
@@ -27,11 +55,11 @@ std::int64_t eager_extra_bytes_per_element(OpKind kind) {
   return 0;
 }
 
-void emit_eager_passes(Emitter& e, OpKind kind, OpRole role, std::int64_t rows, std::int64_t cols) {
+void emit_eager_passes(Emitter& e, Op fused) {
   const RankShapes& s = e.shapes();
   if (!s.pytorch_fsdp2 || s.torch_compile) return;
-  if (const std::int64_t bytes = eager_extra_bytes_per_element(kind) * rows * cols; bytes > 0)
-    e.emit(Emitter::moved(OpKind::elementwise, role, bytes));
+  if (const std::int64_t bytes = eager_extra_bytes_per_element(fused) * fused.rows * fused.cols; bytes > 0)
+    e.emit(Emitter::moved(OpKind::elementwise, fused.role, bytes));
 }
 
 Op fsdp2_copy(OpRole role, Stream stream, std::int64_t bytes, std::int32_t parameter_unit) {

@@ -26,18 +26,28 @@
 
 namespace twin::lowering {
 
-// Bytes eager PyTorch moves per element of a norm, RoPE or activation op beyond what one fused kernel moves (the
-// op's own price); 0 for every other kind. Counted from the reference model's code, kernel by kernel
-// (tests/gpu/pytorch_baseline.py, the Llama reference's layout; bf16 activations, fp32 inside the norm):
-//   RMSNorm forward: x.float() 2+4, pow 4+4, mean 4, x * rsqrt 4+4, cast back 4+2, * weight 2+2 = 36, less 4;
-//   RMSNorm backward (autograd of those): 64, less 6;  RoPE forward (per q, k element): x * cos 2+2, -x2 1+1,
-//   cat 2+2, * sin 2+2, add 2+2+2 = 20, less 4; backward 18, less 4;  SwiGLU forward (per ffn element): silu 2+2,
-//   * up 2+2+2 = 10, less 6; backward 18, less 10.
-std::int64_t eager_extra_bytes_per_element(OpKind kind);
+// Bytes eager PyTorch moves per element of `fused`, a norm, RoPE or activation op as the lowering emitted it (its
+// kind, normalization and activation), beyond what the one fused kernel twin prices moves; 0 for every other op.
+// Counted kernel by kernel (bf16 activations, fp32 inside the norm):
+//   RMSNorm (the Llama reference's, tests/gpu/pytorch_baseline.py, and Hugging Face's Qwen3 QK-norm alike) forward:
+//   x.float() 2+4, pow 4+4, mean 4, x * rsqrt 4+4, cast back 4+2, * weight 2+2 = 36, less 4; backward (autograd of
+//   those): 64, less 6.
+//   LayerNorm (torch.nn.functional.layer_norm: ATen's native_layer_norm, one kernel) forward: none; backward: the
+//   input gradient in one kernel and the weight's and bias's in a second that reads dy and x again, 4.
+//   RoPE forward (per q, k element): x * cos 2+2, -x2 1+1, cat 2+2, * sin 2+2, add 2+2+2 = 20, less 4; backward 18,
+//   less 4.
+//   SwiGLU and GeGLU (act(gate) * up, the reference's and Hugging Face's Gemma's) forward per ffn element: act 2+2,
+//   * up 2+2+2 = 10, less 6; backward: the product's two gradients 6+6, act's 2+2+2 = 18, less 10.
+//   GeLU (F.gelu, one kernel each way): none.  Squared ReLU (relu, then square: Hugging Face's Nemotron) forward
+//   2+2 + 2+2 = 8, less 4; backward: square's 2 * grad * x 2+2 + 2+2+2, relu's 2+2+2 = 16, less 6.
+//   gpt-oss's clamped GLU (Hugging Face's GptOssExperts: two clamps, gate * alpha, sigmoid, a product, up + 1, a
+//   product) forward 4+4+4+4+6+4+6 = 32, less 6; backward: two products 12+12, sigmoid 6, * alpha 4, the gate's two
+//   gradients summed 6, two clamps 12 = 52, less 10.
+std::int64_t eager_extra_bytes_per_element(const Op& fused);
 
-// Emits, after an op of `kind` over rows x cols, the eager kernels beyond the fused one (an elementwise op of
-// `role`), under pytorch-fsdp2 without torch.compile; nothing otherwise.
-void emit_eager_passes(Emitter& e, OpKind kind, OpRole role, std::int64_t rows, std::int64_t cols);
+// Emits, after `fused` (rows x cols), the eager kernels beyond the fused one (an elementwise op of its role), under
+// pytorch-fsdp2 without torch.compile; nothing otherwise.
+void emit_eager_passes(Emitter& e, Op fused);  // a copy: it emits into the graph that held `fused`
 
 // FSDP2's copies of `elements` parameters of a block (this rank's TP shard, all data-parallel ranks' parts):
 // all_gather_copy_in reads this rank's fp32 part and writes it as bf16; split_with_sizes_copy reads and writes the

@@ -27,7 +27,7 @@ std::vector<GemmGroup> per_expert(const std::vector<std::int64_t>& counts, Group
 
 void MoeBlock::router_forward(const OpPass& p) {
   const lowering::RankShapes& s = stage_.shapes;
-  const std::int64_t tokens = s.tokens_local, h = s.h, experts = s.experts_total, routed = tokens * s.top_k;
+  const std::int64_t tokens = s.tokens_local, experts = s.experts_total, routed = tokens * s.top_k;
   TensorStore& t = stage_.tensors;
   counts_sequence_shards_[{p.mb, p.unit}] = 1;  // this (or a recomputed) pass's counts, summed over nothing yet
   bf16* logits = new_bf16(p, Tensor::router_logits, Form::value, tokens * experts);

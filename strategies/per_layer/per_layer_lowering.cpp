@@ -72,7 +72,7 @@ void set_spans(RankClass& rc, const Scenario& scenario, const PerLayerPlan& plan
 
 PerLayerStage::PerLayerStage(const Scenario& scenario, const PerLayerPlan& plan, int stage, int gpus, RankClass& rc,
                              bool with_edges)
-    : scenario_(scenario), plan_(plan), stage_(stage), gpus_(gpus), last_stage_(plan.pipeline_stages - 1),
+    : scenario_(scenario), plan_(plan), stage_(stage), last_stage_(plan.pipeline_stages - 1),
       tokens_(static_cast<std::int64_t>(plan.stage_micro_batch) * scenario.training.seq_length / gpus), rc_(rc) {
   const ModelConfig& m = scenario.model;
   const int first = plan.first_layer(stage), count = plan.stage_layers[stage];

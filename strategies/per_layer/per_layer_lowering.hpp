@@ -67,7 +67,7 @@ class PerLayerStage {
 
   const Scenario& scenario_;
   const PerLayerPlan& plan_;
-  int stage_, gpus_, last_stage_;
+  int stage_, last_stage_;
   std::int64_t tokens_;
   RankClass& rc_;
   std::vector<UnitPlan> units_;  // forward order

@@ -24,8 +24,9 @@ struct Fsdp2Lowered {
 };
 
 // Llama-shaped, 4 layers, on the 8 GPUs of one node: FSDP over 8 / tp, one micro-batch of 1 per data rank.
-Fsdp2Lowered lower_fsdp2(bool pytorch, int tp = 1, bool compile = false, bool reshard = true, int reduce_bytes = 4) {
-  Scenario scenario = testing::make_scenario(testing::llama_shaped(kLayers), 1, 2048, 8 / tp);
+Fsdp2Lowered lower_fsdp2(bool pytorch, int tp = 1, bool compile = false, bool reshard = true, int reduce_bytes = 4,
+                         const ModelConfig& model = testing::llama_shaped(kLayers)) {
+  Scenario scenario = testing::make_scenario(model, 1, 2048, 8 / tp);
   if (pytorch) {
     scenario.framework.name = FrameworkName::pytorch_fsdp2;
     scenario.framework.compile = compile;
@@ -98,6 +99,40 @@ TEST(PytorchFsdp2, EagerAddsMemoryPassesAfterNormRopeAndActivationThatCompileRem
   const lowering::RankShapes s = lowering::rank_shapes(eager.scenario, eager.strategy);
   for (const Op& op : passes(eager, OpRole::activation))
     EXPECT_EQ(op.bytes, (op.phase == Phase::forward ? 4 : 8) * s.tokens * s.ffn);
+}
+
+// The passes follow what each op says it is: PyTorch runs a LayerNorm and a GeLU as one kernel each way (a LayerNorm's
+// backward reads dy and x again for its weight and bias), and a QK-norm's RMSNorm as the reference's RMSNorm.
+TEST(PytorchFsdp2, EagerPassesFollowTheNormAndActivationEachOpCarries) {
+  ModelConfig gpt = testing::llama_shaped(kLayers);
+  gpt.normalization = Normalization::layernorm;
+  gpt.activation = Activation::gelu;
+  gpt.ffn_hidden_size = 4096;
+  gpt.add_bias_linear = true;
+  gpt.position_embedding_rope = false;
+  const Fsdp2Lowered lowered = lower_fsdp2(true, 1, false, true, 4, gpt);
+  const lowering::RankShapes s = lowering::rank_shapes(lowered.scenario, lowered.strategy);
+  const auto passes = [&](OpRole role) {
+    return ops_where(lowered.graph, [&](const Op& op) { return op.kind == OpKind::elementwise && op.role == role; });
+  };
+  EXPECT_TRUE(passes(OpRole::activation).empty());
+  EXPECT_TRUE(passes(OpRole::rope).empty());
+  for (OpRole role : {OpRole::input_norm, OpRole::mlp_norm}) {
+    ASSERT_EQ(passes(role).size(), 1u * kLayers) << to_string(role);  // the backward's weight-gradient pass only
+    for (const Op& op : passes(role)) {
+      EXPECT_EQ(op.phase, Phase::backward);
+      EXPECT_EQ(op.bytes, 4 * s.tokens_local * s.h);
+    }
+  }
+  ModelConfig qwen = testing::llama_shaped(kLayers);
+  qwen.qk_layernorm = true;
+  const Fsdp2Lowered qk = lower_fsdp2(true, 1, false, true, 4, qwen);
+  const lowering::RankShapes q = lowering::rank_shapes(qk.scenario, qk.strategy);
+  const auto qk_passes =
+      ops_where(qk.graph, [](const Op& op) { return op.kind == OpKind::elementwise && op.role == OpRole::qk_norm; });
+  ASSERT_EQ(qk_passes.size(), 2u * kLayers);
+  for (const Op& op : qk_passes)
+    EXPECT_EQ(op.bytes, (op.phase == Phase::forward ? 32 : 58) * q.tokens * (q.heads + q.groups) * q.d);
 }
 
 TEST(PytorchFsdp2, EachLayerPassCarriesItsMeasuredHostTimeSpreadOverItsOps) {
