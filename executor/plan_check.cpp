@@ -100,6 +100,41 @@ void check_expert_capacity(const ModelConfig& m, const Strategy& s, const std::s
                                s.expert_model_parallel_size));
 }
 
+// Selective recompute's modules: core attention everywhere; a dense layer's `layernorm` and `mlp` at TP 1, without FP8
+// or residual fusion (executor/gpu/dense_block_recompute.cpp), whose runs on one GPU checked them; the others
+// (MLA's up projections, the experts' activation, the MoE layer, the shared experts) are priced only.
+void check_recompute_modules(const Scenario& scenario, const Strategy& s, const std::string& file,
+                             const std::string& at) {
+  const ModelConfig& m = scenario.model;
+  bool dense_modules = false;
+  for (RecomputeModule module : s.recompute_modules) {
+    switch (module) {
+      case RecomputeModule::core_attn: continue;
+      case RecomputeModule::layernorm:
+      case RecomputeModule::mlp: dense_modules = true; continue;
+      case RecomputeModule::moe_act:
+      case RecomputeModule::mla_up_proj:
+      case RecomputeModule::moe:
+      case RecomputeModule::shared_experts: break;
+    }
+    throw InputError(file, at + "/recompute_modules",
+                     fmt::format("modules among core_attn, layernorm and mlp, got {} (twin execute repeats those; the "
+                                 "others are priced by the simulator only)",
+                                 to_string(module)));
+  }
+  if (!dense_modules) return;
+  const auto refuse = [&](const std::string& what) {
+    throw InputError(file, at + "/recompute_modules",
+                     "no layernorm or mlp module " + what + " (twin execute repeats them in dense layers at TP 1, "
+                     "without FP8 or residual fusion; the simulator prices the rest)");
+  };
+  if (s.tensor_model_parallel_size != 1)
+    refuse(fmt::format("at tensor_model_parallel_size {}", s.tensor_model_parallel_size));
+  if (m.is_moe() || m.mla.enabled()) refuse("in an MoE or MLA model");
+  if (scenario.training.fp8) refuse("with training.fp8");
+  if (scenario.framework.residual_fusion) refuse("with framework.residual_fusion");
+}
+
 // The model's variants twin execute runs under some layouts only, under `s`.
 void check_model_under(const ModelConfig& m, const Strategy& s, const std::string& file) {
   check_mla(m, s, file);
@@ -129,10 +164,7 @@ void check_strategy(const Plan& plan, const Scenario& scenario, const Strategy& 
     throw InputError(file, at + "/pipeline_model_parallel_layout",
                      "a plan without a pipeline layout (twin execute runs the even split of layers; a stated "
                      "layout's virtual stages are priced by the simulator only, not yet run on GPUs)");
-  if (!s.recompute_modules.empty())
-    throw InputError(file, at + "/recompute_modules",
-                     "a plan without recompute_modules (twin execute recomputes nothing, core attention under "
-                     "selective, or whole layers under full; the other modules are priced by the simulator only)");
+  check_recompute_modules(scenario, s, file, at);
   const std::string oom = out_of_memory_reason(memory, scenario.cluster.node_groups.front().gpu.memory_GiB);
   if (!oom.empty()) throw InputError(file, at, "a plan that fits; the simulator says it does not: " + oom);
   if (s.context_parallel_size > 1 && scenario.framework.cp_comm_type != CpCommType::p2p)

@@ -107,9 +107,9 @@ QkvOfRun<T> qkv_of_run(T* qkv, const lowering::RankShapes& s, const EqualSequenc
 }
 
 // The statistics slot holds a flash op's log-sum-exp, [sequences, heads, length] per run (a run's block at heads x its
-// first token), or an unfused op's kept scores, each run's after the one before. Under selective recompute an unfused
-// forward drops its scores and the recomputed forward, before the backward, makes them again (the memory model keeps
-// them only unrecomputed: core/layer.cpp).
+// first token), or an unfused op's kept scores, each run's after the one before. Where selective recompute repeats
+// core attention (its `core_attn` module) an unfused forward drops its scores and the recomputed forward, before the
+// backward, makes them again (the memory model keeps them only unrecomputed: core/layer.cpp).
 void DenseBlock::attention_forward(const OpPass& p) {
   const UnitLayout& layout = stage_.layout.layout(p.unit);
   const lowering::RankShapes& s = layout.shapes;
@@ -145,7 +145,7 @@ void DenseBlock::attention_forward(const OpPass& p) {
     }
     launch_op(p.op, p.binding, call, p.stream);
   }
-  if (unfused && !p.op.recomputed && stage_.layout.recompute_of(p.op.layer) == Recompute::selective)
+  if (unfused && !p.op.recomputed && s.recomputes(RecomputeModule::core_attn))
     tensors.release(p.mb, p.unit, t.stats, p.stream);
 }
 
@@ -202,6 +202,7 @@ void DenseBlock::activation_forward(const OpPass& p) {
   const lowering::RankShapes& shapes = stage_.layout.layout(p.unit).shapes;
   launch_op(op, p.binding, gpu::ActivationForward{op.activation, fc1, act, op.rows, op.cols, glu_terms(shapes)},
             p.stream);
+  release_activation_input_for_mlp_recompute(p);
 }
 
 void DenseBlock::activation_backward(const OpPass& p) {

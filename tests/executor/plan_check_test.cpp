@@ -405,13 +405,27 @@ TEST(PlanCheck, RefusesAStatedPipelineLayout) {
 namespace twin::exec {
 namespace {
 
-// Selective recompute's modules beyond core attention are priced by the simulator only: refused at their key.
-TEST(PlanCheck, RefusesRecomputeModules) {
-  Plan plan = executed_plan();
-  plan.strategy.recompute = Recompute::selective;
-  plan.strategy.recompute_modules = {RecomputeModule::layernorm};
-  if (plan.scenario.strategy) plan.scenario.strategy->recompute_modules = plan.strategy.recompute_modules;
-  EXPECT_EQ(refusal_path(plan), "/strategy/recompute_modules");
+// Selective recompute's modules: a dense layer's layernorm and mlp run at TP 1 (executor/gpu/dense_block_recompute.cpp),
+// the others are priced by the simulator only and refused at their key, as are layernorm and mlp beside residual fusion.
+TEST(PlanCheck, RunsTheDenseRecomputeModulesAndRefusesTheOthers) {
+  const auto with = [](std::vector<RecomputeModule> modules, bool residual_fusion = false) {
+    Plan plan = executed_plan();
+    plan.strategy.recompute = Recompute::selective;
+    plan.strategy.recompute_modules = std::move(modules);
+    if (plan.scenario.strategy) {
+      plan.scenario.strategy->recompute = Recompute::selective;
+      plan.scenario.strategy->recompute_modules = plan.strategy.recompute_modules;
+    }
+    plan.scenario.framework.residual_fusion = residual_fusion;
+    return refusal_path(plan);
+  };
+  ASSERT_EQ(executed_plan().strategy.tensor_model_parallel_size, 1);
+  EXPECT_EQ(with({RecomputeModule::layernorm}), "");
+  EXPECT_EQ(with({RecomputeModule::core_attn, RecomputeModule::layernorm, RecomputeModule::mlp}), "");
+  EXPECT_EQ(with({RecomputeModule::moe_act}), "/strategy/recompute_modules");
+  EXPECT_EQ(with({RecomputeModule::mla_up_proj}), "/strategy/recompute_modules");
+  EXPECT_EQ(with({RecomputeModule::mlp}, true), "/strategy/recompute_modules");
+  EXPECT_EQ(with({RecomputeModule::core_attn}, true), "");
 }
 
 }  // namespace
