@@ -12,11 +12,10 @@
 
 namespace twin::exec {
 
-void DenseBlock::release_for_module_recompute(const OpPass& p) {
+void DenseBlock::release_for_module_recompute(const OpPass& p, const layer::Block& done) {
   const lowering::RankShapes& shapes = stage_.layout.layout(p.unit).shapes;
   constexpr RecomputeModuleMask kDenseModules = module_bit(RecomputeModule::layernorm) | module_bit(RecomputeModule::mlp);
   if (!shapes.recompute_modules.contains_any_of(kDenseModules)) return;
-  const layer::Block& done = block(p.binding.subject);
   TensorStore& tensors = stage_.tensors;
   if (p.op.recomputed) {
     if (done.role == OpRole::fc2 && shapes.recomputes(RecomputeModule::mlp))
