@@ -27,7 +27,8 @@ constexpr RecomputeModuleMask kMlaUpProj = module_bit(RecomputeModule::mla_up_pr
 // (transformer_layer.py:475; under FP8 the linear then keeps that bf16 output instead of its FP8 copy:
 // set_save_original_input, :530).
 constexpr std::array kColumnLinearSaved{
-    SavedTensor{"linear input (the norm's output)", hidden, sequence_sharded, 2, KeptWhen::always, true, kLayernorm}};
+    SavedTensor{"linear input (the norm's output)", hidden, sequence_sharded, 2, KeptWhen::always, true, kLayernorm,
+                true}};
 // Two lists of saved tensors as one (a block's span is one array).
 template <std::size_t N, std::size_t M>
 constexpr std::array<SavedTensor, N + M> joined(const std::array<SavedTensor, N>& a,
@@ -78,8 +79,8 @@ constexpr std::array kResidualSaved{SavedTensor{"dropout mask", hidden, sequence
 // A dense MLP under `mlp` recompute keeps its input only (the norm's output, FC1's saved input): CheckpointFunction
 // over the MLP (transformer_layer.py:992).
 constexpr std::array kActivationSaved{
-    SavedTensor{"activation input (fc1 output)", fc1, tensor_sharded, 2, KeptWhen::always, false, kMlp}};
-constexpr std::array kFc2Saved{SavedTensor{"fc2 input", ffn, tensor_sharded, 2, KeptWhen::always, true, kMlp}};
+    SavedTensor{"activation input (fc1 output)", fc1, tensor_sharded, 2, KeptWhen::always, false, kMlp, true}};
+constexpr std::array kFc2Saved{SavedTensor{"fc2 input", ffn, tensor_sharded, 2, KeptWhen::always, true, kMlp, true}};
 // Under `moe` recompute the MoE layer keeps its input only (moe_layer.py:701: a checkpoint over the layer); `moe_act`
 // discards the experts' activation output, FC2's input (experts.py:1019; under FP8 FC2 keeps it in bf16 then,
 // set_save_original_input); `shared_experts` checkpoints the shared experts over their input (moe_layer.py:517).

@@ -114,6 +114,10 @@ struct SavedTensor {
   // The modules of selective recompute that drop it (Megatron's --recompute-modules: core/strategy.hpp); 0 for core
   // attention's own tensors, which `kept` says.
   RecomputeModuleMask dropped_by{};
+  // It is the block's own input (Block::input), of which the block is the last forward reader in a dense layer: what
+  // twin execute lets go of after the block's forward where a module in `dropped_by` is recomputed
+  // (executor/gpu/dense_block_recompute.cpp).
+  bool is_block_input = false;
 };
 
 struct Block {

@@ -129,11 +129,10 @@ class DenseBlock {
   const layer::Block& block(OpRole role) const { return dense_block_of(role, post_norms()); }
   const __nv_bfloat16* norm_input(const OpPass& p, const layer::Block& norm);
   void residual_forward_done(const OpPass& p, const layer::Block& residual);
-  // Selective recompute of Megatron's `layernorm` and `mlp` modules (dense_block_recompute.cpp): what a linear's or
-  // the activation's forward leaves that the layer description says the module discards, released after its last
-  // forward reader; and a recomputed FC2's output, which nothing reads.
-  void release_for_module_recompute(const OpPass& p, const LinearTensors& t);
-  void release_activation_input_for_mlp_recompute(const OpPass& p);
+  // Selective recompute of Megatron's `layernorm` and `mlp` modules (dense_block_recompute.cpp), after a block's
+  // forward (`done`, the block the op ran): its input where the layer description says a recomputed module discards
+  // it; a recomputed FC2's output.
+  void release_for_module_recompute(const OpPass& p, const layer::Block& done);
   std::int64_t residual_elements(const OpPass& p) const;  // this GPU's rows x hidden of the op's unit
   // Hidden dropout (dense_block_dropout.cpp): the op's draw (its probability, the run's seed, the step's and site's
   // subsequence), and the rows of micro-batch `mb`'s tensor as runs of the batch's tokens: the stage's residual

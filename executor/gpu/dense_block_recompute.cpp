@@ -1,34 +1,32 @@
 // Selective recompute of Megatron's `layernorm` and `mlp` modules in a dense layer (Megatron-Core's
-// --recompute-modules; core/layer.cpp's saved tensors say what each discards). The lowering repeats the module's
-// forward where the backward first needs what it discarded (strategies/lowering_layer.cpp recompute_before_backward),
-// and the repeated ops write where the first ones did; here the first forward lets go of those tensors once their
-// last forward reader has run, so that the step holds what the memory model counts:
-//   layernorm: a pre-norm's output (QKV's and FC1's input), after QKV's and FC1's forward GEMM;
-//   mlp: FC1's output after the activation, the activation's output after FC2's forward GEMM, and the repeated
-//        FC2's output at once (the residual add that read the first one does not run again).
+// --recompute-modules). The layer description says what each module discards (core/layer.cpp: a saved tensor's
+// `dropped_by`, and whether it is its block's input), the memory model reads the same entries, and the lowering
+// repeats the module's forward where the backward first needs what it discarded (strategies/lowering_layer.cpp
+// recompute_before_backward); the repeated ops write where the first ones did. Here the first forward lets go of a
+// discarded block input once its block, in a dense layer that input's last forward reader, has run: under `layernorm`
+// a pre-norm's output after QKV and FC1, under `mlp` FC1's output after the activation and the activation's output
+// after FC2. The repeated FC2's output, which no repeated residual add reads, goes at once.
 // twin execute runs these at TP 1 (executor/plan_check.cpp): under TP the repeated forward's collectives and a linear's
 // gathered input are not handled here.
 #include "executor/gpu/dense_block.hpp"
 
 namespace twin::exec {
 
-void DenseBlock::release_for_module_recompute(const OpPass& p, const LinearTensors& t) {
+void DenseBlock::release_for_module_recompute(const OpPass& p, const layer::Block& done) {
   const lowering::RankShapes& shapes = stage_.layout.layout(p.unit).shapes;
-  const OpRole subject = p.binding.subject;
+  constexpr RecomputeModuleMask kDenseModules = module_bit(RecomputeModule::layernorm) | module_bit(RecomputeModule::mlp);
+  if (!shapes.recompute_modules.contains_any_of(kDenseModules)) return;
   TensorStore& tensors = stage_.tensors;
   if (p.op.recomputed) {
-    if (subject == OpRole::fc2 && shapes.recomputes(RecomputeModule::mlp))
-      tensors.release(p.mb, p.unit, t.output, p.stream);
+    if (done.role == OpRole::fc2 && shapes.recomputes(RecomputeModule::mlp))
+      tensors.release(p.mb, p.unit, {done.output}, p.stream);
     return;
   }
-  const bool norm_output_read = subject == OpRole::qkv_projection || subject == OpRole::fc1;
-  if (norm_output_read && shapes.recomputes(RecomputeModule::layernorm)) tensors.release(p.mb, p.unit, t.input, p.stream);
-  if (subject == OpRole::fc2 && shapes.recomputes(RecomputeModule::mlp)) tensors.release(p.mb, p.unit, t.input, p.stream);
-}
-
-void DenseBlock::release_activation_input_for_mlp_recompute(const OpPass& p) {
-  if (p.op.recomputed || !stage_.layout.layout(p.unit).shapes.recomputes(RecomputeModule::mlp)) return;
-  stage_.tensors.release(p.mb, p.unit, {layer::block_of(OpRole::activation).input}, p.stream);
+  for (const layer::SavedTensor& saved : done.saved)
+    if (saved.is_block_input && shapes.recompute_modules.contains_any_of(saved.dropped_by)) {
+      tensors.release(p.mb, p.unit, {done.input}, p.stream);
+      return;
+    }
 }
 
 }  // namespace twin::exec

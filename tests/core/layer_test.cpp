@@ -32,6 +32,27 @@ TEST(LayerDescription, EveryBlockReadsWhatAnEarlierBlockWrote) {
   EXPECT_EQ(layer_blocks(true).back().output, Tensor::output);
 }
 
+// A saved tensor marked as its block's input is read by no later block of a dense layer (with or without post norms):
+// twin execute lets go of it after that block's forward where a recomputed module discards it
+// (executor/gpu/dense_block_recompute.cpp), and the memory model no longer counts it. Those are the pre-norms'
+// outputs under `layernorm` (QKV's and FC1's input) and FC1's and the activation's outputs under `mlp`.
+TEST(LayerDescription, ADiscardedBlockInputHasNoLaterReaderInADenseLayer) {
+  for (bool post_norms : {false, true}) {
+    const std::span<const Block> blocks = layer_blocks(false, false, post_norms);
+    std::set<OpRole> marked;
+    for (std::size_t i = 0; i < blocks.size(); ++i)
+      for (const SavedTensor& saved : blocks[i].saved) {
+        if (!saved.is_block_input) continue;
+        EXPECT_FALSE(saved.dropped_by.empty()) << to_string(blocks[i].role);
+        marked.insert(blocks[i].role);
+        for (std::size_t later = i + 1; later < blocks.size(); ++later)
+          EXPECT_TRUE(blocks[later].input != blocks[i].input && blocks[later].branch != blocks[i].input)
+              << to_string(blocks[later].role) << " reads " << to_string(blocks[i].role) << "'s discarded input";
+      }
+    EXPECT_EQ(marked, (std::set<OpRole>{OpRole::qkv_projection, OpRole::fc1, OpRole::activation, OpRole::fc2}));
+  }
+}
+
 // Post norms (Gemma-2 and 3): each branch normalised before its residual adds it, in every layer variant.
 TEST(LayerDescription, PostNormsNormaliseEachBranchBeforeItsResidual) {
   for (bool moe : {false, true})
