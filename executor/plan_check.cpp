@@ -23,6 +23,7 @@
 #include "executor/weight_residency.hpp"
 #include "strategies/families/rank_plan.hpp"
 #include "strategies/layout_switch.hpp"
+#include "strategies/lowering_emitter.hpp"
 #include "strategies/memory.hpp"
 #include "strategies/rank_layout.hpp"
 #include "strategies/sharded_parameters.hpp"
@@ -338,6 +339,16 @@ void check_exchange_blocks(const Plan& plan, const PlanGraphs& lowered, const st
     }
 }
 
+// Megatron-Core's experts run a clamped GLU's clamp and their FC2 bias as eager kernels, which the simulator prices
+// for that framework (strategies/megatron_expert_passes.hpp); twin execute fuses both into its own kernels.
+void check_expert_eager_passes(const Plan& plan, const std::string& file) {
+  const lowering::RankShapes shapes = lowering::rank_shapes(plan.scenario, plan.strategy);
+  if (shapes.megatron_expert_clamp || shapes.megatron_expert_bias)
+    throw InputError(file, "/scenario/framework/name",
+                     "\"twin\" for experts with biases or a clamped GLU (the plan prices Megatron-Core's eager clamp "
+                     "and FC2 bias; twin execute fuses them into its own kernels)");
+}
+
 // ZeRO >= 2 keeps whole gradients and ZeRO-3 whole weights only between the ops that need them
 // (executor/weight_residency.hpp), read off each rank class's ops: a graph that would read a unit's weights before
 // its gather or write its gradients after its last reduction is refused here rather than failing on the GPU.
@@ -376,6 +387,7 @@ void check_executable_plan(const Plan& plan, const std::string& file) {
   check_main_gradient(plan, lowered, file);
   check_layouts(lowered, file);
   check_exchange_blocks(plan, lowered, file);
+  check_expert_eager_passes(plan, file);
   try {
     for (const RankClass& rc : lowered.graph.classes)
       bind_ops(rc, !plan.scenario.model.untie_embeddings_and_output_weights, plan.scenario.model.mla.enabled());

@@ -77,6 +77,9 @@ struct RankShapes {
   // The alltoall dispatcher's blocks per peer (Op::blocks_per_peer): the local experts for twin execute's exchange
   // (and a scenario that names no framework), 1 for Megatron-Core's and PyTorch FSDP2's all_to_all_single.
   int exchange_blocks_per_peer = 1;
+  // Megatron-Core's experts (framework.name megatron-core; strategies/megatron_expert_passes.hpp): the eager clamp
+  // of a clamped GLU (the model's activation_func_clamp_value) and the eager FC2 bias (its add_bias_linear).
+  bool megatron_expert_clamp = false, megatron_expert_bias = false;
   int layers_per_chunk = 0;   // the most layers any virtual stage holds (uneven splits differ by one)
   // framework (core/framework.hpp): TE userbuffers overlap (only with SP), and whether the weight-gradient
   // GEMM accumulates into the fp32 main gradient itself.

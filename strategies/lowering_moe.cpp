@@ -6,6 +6,7 @@
 // The routed shapes are the emitter's layer's (RankShapes::moe_layer, from the routing model).
 #include "strategies/lowering_linears.hpp"
 #include "strategies/lowering_moe.hpp"
+#include "strategies/megatron_expert_passes.hpp"
 
 namespace twin::lowering {
 namespace {
@@ -19,6 +20,21 @@ Op expert_gemm(const Emitter& e, OpRole role, GemmPass pass, std::int64_t m, std
   op.flops *= count;
   op.gemm.busiest = static_cast<std::int32_t>(e.shapes().moe_layer(e.layer()).busiest_expert_tokens);
   return op;
+}
+
+// Megatron-Core's eager kernels around the experts' fused ones (strategies/megatron_expert_passes.hpp), an elementwise
+// op each where the shapes say the framework runs them: the clamp before the activation (its gradient after the
+// activation's), the FC2 bias after FC2's forward GEMM (its gradients before FC2's).
+void megatron_glu_clamp(Emitter& e, std::int64_t elements, bool backward) {
+  if (!e.shapes().megatron_expert_clamp) return;
+  const EagerPassBytes b = kMegatronGluClampBytes;
+  e.emit(Emitter::moved(OpKind::elementwise, OpRole::expert_activation, (backward ? b.backward : b.forward) * elements));
+}
+
+void megatron_fc2_bias(Emitter& e, std::int64_t elements, bool backward) {
+  if (!e.shapes().megatron_expert_bias) return;
+  const EagerPassBytes b = kMegatronExpertBiasBytes;
+  e.emit(Emitter::moved(OpKind::elementwise, OpRole::expert_fc2, (backward ? b.backward : b.forward) * elements));
 }
 
 // The shared experts (Megatron's SharedExpertMLP): a dense MLP split over TP on the experts block's input, its
@@ -150,9 +166,11 @@ void moe_forward(Emitter& e) {
   const int count = static_cast<int>(s.experts_local);
   cast_to_fp8(e, OpRole::expert_fc1, LinearTensor::input, x.expert_tokens * count, s.h);
   e.emit(expert_gemm(e, OpRole::expert_fc1, GemmPass::forward, x.expert_tokens, s.moe_fc1_width, s.h, count));
+  megatron_glu_clamp(e, x.expert_tokens * count * s.moe_ffn, false);
   e.emit(Emitter::rows_cols(OpKind::activation_forward, OpRole::expert_activation, x.expert_tokens * count, s.moe_ffn));
   cast_to_fp8(e, OpRole::expert_fc2, LinearTensor::input, x.expert_tokens * count, s.moe_ffn);
   e.emit(expert_gemm(e, OpRole::expert_fc2, GemmPass::forward, x.expert_tokens, s.h, s.moe_ffn, count));
+  megatron_fc2_bias(e, x.expert_tokens * count * s.h, false);
   exchange(e, x, OpRole::combine, false);
 }
 
@@ -166,8 +184,10 @@ void moe_backward(Emitter& e) {
   const int count = static_cast<int>(s.experts_local);
   if (s.recomputes(RecomputeModule::moe)) e.recompute([&] { moe_forward(e); });
   exchange(e, x, OpRole::combine, true);
+  megatron_fc2_bias(e, x.expert_tokens * count * s.h, true);
   if (s.recomputes(RecomputeModule::moe_act) && !s.recomputes(RecomputeModule::moe))
     e.recompute([&] {
+      megatron_glu_clamp(e, x.expert_tokens * count * s.moe_ffn, false);
       e.emit(Emitter::rows_cols(OpKind::activation_forward, OpRole::expert_activation, x.expert_tokens * count,
                                 s.moe_ffn));
     });
@@ -179,6 +199,7 @@ void moe_backward(Emitter& e) {
   accumulate_gradient(e, fc2_wgrad, OpRole::expert_fc2, count * s.moe_ffn * s.h);
   e.chain = fc2_dgrad;
   e.emit(Emitter::rows_cols(OpKind::activation_backward, OpRole::expert_activation, x.expert_tokens * count, s.moe_ffn));
+  megatron_glu_clamp(e, x.expert_tokens * count * s.moe_ffn, true);
   cast_to_fp8(e, OpRole::expert_fc1, LinearTensor::output_gradient, x.expert_tokens * count, s.moe_fc1_width);
   const OpIndex fc1_dgrad = e.emit(
       expert_gemm(e, OpRole::expert_fc1, GemmPass::input_gradient, x.expert_tokens, s.h, s.moe_fc1_width, count));

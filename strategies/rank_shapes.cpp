@@ -62,6 +62,32 @@ void set_framework_shapes(const Scenario& scenario, RankShapes& s) {
   s.main_grad_bytes = main_gradient_bytes(scenario.framework);
 }
 
+// An MoE model's expert shapes, routed layers and what its framework runs around the experts.
+void set_moe_shapes(const Scenario& scenario, RankShapes& s) {
+  const ModelConfig& m = scenario.model;
+  s.experts_total = m.moe.num_experts;
+  s.experts_local = m.moe.num_experts / s.ep;
+  s.top_k = m.moe.top_k;
+  s.moe_ffn = m.moe.ffn_hidden_size / s.etp;  // FC1 column-parallel, FC2 row-parallel over expert TP
+  s.moe_fc1_width = (s.gated() ? 2 : 1) * s.moe_ffn;
+  s.shared_ffn = m.moe.shared_expert_ffn_hidden_size / s.tp;
+  s.shared_fc1_width = (s.gated() ? 2 : 1) * s.shared_ffn;
+  s.moe_layers = moe_layer_shapes(m, s);
+  s.permute_bytes = 2 * s.tokens_local * m.moe.top_k * s.h * 2;
+  s.dispatcher = scenario.framework.moe_token_dispatcher_type;
+  // twin execute sends one block per (peer, local expert) so that copies arrive grouped by expert; Megatron-LM's
+  // and torchtitan's all-to-all (torch's all_to_all_single with splits) one block per peer.
+  const bool torch_all_to_all = scenario.framework.name == FrameworkName::megatron_core ||
+                                scenario.framework.name == FrameworkName::pytorch_fsdp2;
+  s.exchange_blocks_per_peer = torch_all_to_all ? 1 : static_cast<int>(s.experts_local);
+  // Megatron-Core's experts run a clamped GLU's clamp and their FC2 bias as eager kernels
+  // (strategies/megatron_expert_passes.hpp).
+  const bool megatron = scenario.framework.name == FrameworkName::megatron_core;
+  s.megatron_expert_clamp =
+      megatron && s.activation == Activation::quick_geglu && m.activation_func_clamp_value > 0;
+  s.megatron_expert_bias = megatron && m.add_bias_linear;
+}
+
 }  // namespace
 
 RankShapes rank_shapes(const Scenario& scenario, const Strategy& st) {
@@ -113,23 +139,7 @@ RankShapes rank_shapes(const Scenario& scenario, const Strategy& st) {
   s.ffn = m.ffn_hidden_size / s.tp;
   s.fc1_width = (s.gated() ? 2 : 1) * s.ffn;
   s.vocab = padded_vocab_size(m, s.tp) / s.tp;
-  if (m.is_moe()) {
-    s.experts_total = m.moe.num_experts;
-    s.experts_local = m.moe.num_experts / s.ep;
-    s.top_k = m.moe.top_k;
-    s.moe_ffn = m.moe.ffn_hidden_size / s.etp;  // FC1 column-parallel, FC2 row-parallel over expert TP
-    s.moe_fc1_width = (s.gated() ? 2 : 1) * s.moe_ffn;
-    s.shared_ffn = m.moe.shared_expert_ffn_hidden_size / s.tp;
-    s.shared_fc1_width = (s.gated() ? 2 : 1) * s.shared_ffn;
-    s.moe_layers = moe_layer_shapes(m, s);
-    s.permute_bytes = 2 * s.tokens_local * m.moe.top_k * s.h * 2;
-    s.dispatcher = scenario.framework.moe_token_dispatcher_type;
-    // twin execute sends one block per (peer, local expert) so that copies arrive grouped by expert; Megatron-LM's
-    // and torchtitan's all-to-all (torch's all_to_all_single with splits) one block per peer.
-    const bool torch_all_to_all = scenario.framework.name == FrameworkName::megatron_core ||
-                                  scenario.framework.name == FrameworkName::pytorch_fsdp2;
-    s.exchange_blocks_per_peer = torch_all_to_all ? 1 : static_cast<int>(s.experts_local);
-  }
+  if (m.is_moe()) set_moe_shapes(scenario, s);
   s.layers_per_chunk = max_layers_in_virtual_stage(m, st);
   s.normalization = m.normalization;
   set_framework_shapes(scenario, s);

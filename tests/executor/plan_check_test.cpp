@@ -325,6 +325,17 @@ TEST(PlanCheck, RefusesSharedExpertsUnderTensorParallelism) {
   EXPECT_EQ(refusal_path(plan), "/scenario/model/moe/shared_expert_ffn_hidden_size");
 }
 
+// Megatron-Core's experts' eager clamp and FC2 bias are priced for that framework only (strategies/
+// megatron_expert_passes.hpp): such a plan is refused at the framework's name, and runs under twin's own.
+TEST(PlanCheck, RefusesMegatronsEagerExpertPasses) {
+  Plan plan = executed_moe_plan();
+  plan.scenario.model.add_bias_linear = true;
+  plan.scenario.framework.name = FrameworkName::megatron_core;
+  EXPECT_EQ(refusal_path(plan), "/scenario/framework/name");
+  plan.scenario.framework.name = FrameworkName::twin;
+  EXPECT_EQ(refusal_path(plan), "");
+}
+
 // An expert capacity runs on one EP rank (its drop before the dispatch is not checked under EP on GPUs): refused
 // at its key under EP, run at EP 1, padded or not.
 TEST(PlanCheck, RunsAnExpertCapacityOnOneExpertParallelRank) {

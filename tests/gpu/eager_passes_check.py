@@ -155,12 +155,17 @@ def main():
             expected = KERNELS[name][0 if phase == "forward" else 1]
             if n != expected:
                 failures.append(f"{name} {phase}: {n} kernels launched, {expected} in the decomposition counted")
-    if args.out:
-        with open(args.out, "w") as f:
+    return finish("eager_passes_check", lines, failures, args.out)
+
+
+def finish(check, lines, failures, out):
+    """Writes the lines as JSON lines to `out` (if given), prints the failures and the verdict; the exit status."""
+    if out:
+        with open(out, "w") as f:
             f.writelines(json.dumps(line) + "\n" for line in lines)
     for failure in failures:
         print("FAIL", failure)
-    print("eager_passes_check:", "failed" if failures else "passed")
+    print(f"{check}:", "failed" if failures else "passed")
     return 1 if failures else 0
 
 

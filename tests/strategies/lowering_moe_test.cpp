@@ -195,5 +195,43 @@ TEST(LoweringMoe, CapacityClipsAndPaddingFillsTheExperts) {
             estimate_memory(dropless, st).per_stage.front().activations);
 }
 
+// Megatron-Core's experts run a clamped GLU's clamp and their FC2 bias as eager kernels (gpt-oss's experts;
+// strategies/megatron_expert_passes.hpp): an elementwise op each way for each, of the bytes priced there per element
+// (a plain pass's bytes in the time the kernels took on an H200), the clamp again where moe_act is recomputed; none
+// under twin's own framework, without the clamp or without biases.
+TEST(LoweringMoe, MegatronsExpertsRunTheirClampAndBiasEager) {
+  Scenario sc = make_scenario(testing::moe_shaped(), 1, 1024, 16);
+  sc.model.activation = Activation::quick_geglu;
+  sc.model.activation_func_clamp_value = 7;
+  sc.model.glu_linear_offset = 1;
+  sc.model.add_bias_linear = true;
+  Strategy st = expert_parallel(sc, kDispatcherEp);
+  st.recompute = Recompute::selective;
+  st.recompute_modules = {RecomputeModule::moe_act};
+  const auto eager = [&](const Scenario& scenario, OpRole role) {
+    std::vector<std::int64_t> bytes;
+    const IterationGraph g = lower_to_op_graphs(scenario, st);
+    for (const Op* op : ops_of(g.classes[0], [&](const Op& o) {
+           return o.kind == OpKind::elementwise && o.role == role && o.layer == 0 && o.micro_batch == 0;
+         }))
+      bytes.push_back(op->bytes);
+    return bytes;
+  };
+  EXPECT_TRUE(eager(sc, OpRole::expert_activation).empty());  // no framework named: twin execute's kernels
+  EXPECT_TRUE(eager(sc, OpRole::expert_fc2).empty());
+  sc.framework.name = FrameworkName::megatron_core;
+  const lowering::RankShapes s = lowering::rank_shapes(sc, st);
+  const std::int64_t activation_elements = s.moe_layer(0).expert_tokens * s.experts_local * s.moe_ffn;
+  const std::int64_t fc2_elements = s.moe_layer(0).expert_tokens * s.experts_local * s.h;
+  // forward, recomputed forward, backward
+  EXPECT_EQ(eager(sc, OpRole::expert_activation),
+            (std::vector<std::int64_t>{32 * activation_elements, 32 * activation_elements, 66 * activation_elements}));
+  EXPECT_EQ(eager(sc, OpRole::expert_fc2), (std::vector<std::int64_t>{21 * fc2_elements, 47 * fc2_elements}));
+  sc.model.activation_func_clamp_value = 0;
+  EXPECT_TRUE(eager(sc, OpRole::expert_activation).empty());
+  sc.model.add_bias_linear = false;
+  EXPECT_TRUE(eager(sc, OpRole::expert_fc2).empty());
+}
+
 }  // namespace
 }  // namespace twin
