@@ -132,6 +132,14 @@ void Attention::forward(const kernels::bf16* q, const kernels::bf16* k, const ke
   if (scratch) TWIN_CUDA_CHECK(cudaFreeAsync(scratch, stream));
 }
 
+std::int64_t Attention::backward_scratch_bytes(const kernels::AttentionDims& dims, float dropout) {
+  const std::int64_t row_bytes = dims.batch * dims.heads * dims.seq * std::int64_t(sizeof(float));
+  if (backend_ == AttentionImplementation::kernels) return row_bytes;
+  const Plans& p = plans_for(dims, dropout);
+  const std::int64_t rng_bytes = p.shape.dropout > 0 ? kRngStateBytes : 0;
+  return aligned_256(p.backward.workspace_bytes()) + aligned_256(row_bytes) + rng_bytes + p.dq_accumulator_bytes;
+}
+
 void Attention::backward(const kernels::bf16* q, const kernels::bf16* k, const kernels::bf16* v,
                          const kernels::bf16* o, const kernels::bf16* dout, const float* lse, kernels::bf16* dq,
                          kernels::bf16* dk, kernels::bf16* dv, const kernels::AttentionDims& dims,
@@ -153,8 +161,7 @@ void Attention::backward(const kernels::bf16* q, const kernels::bf16* k, const k
   const std::int64_t workspace_bytes = aligned_256(p.backward.workspace_bytes());
   const std::int64_t rng_bytes = x.dropout > 0 ? kRngStateBytes : 0;
   char* scratch = nullptr;
-  TWIN_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&scratch),
-                                  workspace_bytes + aligned_256(row_bytes) + rng_bytes + p.dq_accumulator_bytes,
+  TWIN_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&scratch), backward_scratch_bytes(dims, dropout.probability),
                                   stream));
   void* softmax_sum = scratch + workspace_bytes;
   void* rng_state = scratch + workspace_bytes + aligned_256(row_bytes);

@@ -60,6 +60,9 @@ class Attention {
   void backward(const kernels::bf16* q, const kernels::bf16* k, const kernels::bf16* v, const kernels::bf16* o,
                 const kernels::bf16* dout, const float* lse, kernels::bf16* dq, kernels::bf16* dk, kernels::bf16* dv,
                 const kernels::AttentionDims& dims, cudaStream_t stream, const AttentionDropout& dropout = {});
+  // The bytes backward() allocates as its scratch for `dims` (building the shape's plans if needed): the kernels'
+  // row sums; cuDNN's workspace, the row sums, the RNG state and, but for the deterministic engine, the fp32 dQ.
+  std::int64_t backward_scratch_bytes(const kernels::AttentionDims& dims, float dropout = 0);
 
  private:
   struct Plans;

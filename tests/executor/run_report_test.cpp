@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "core/attention_scratch.hpp"
 #include "core/error.hpp"
 #include "core/json_reader.hpp"
 #include "core/moe_routing.hpp"
@@ -167,6 +168,40 @@ TEST(RunReport, TheSummaryOfARecordedRunComesBackFromItsStepTimes) {
   const json& rank = written.at("ranks").at(0);
   EXPECT_DOUBLE_EQ(rank.at("predicted_peak_memory_GiB").get<double>() - rank.at("predicted_allocated_peak_GiB").get<double>(),
                    kCudaContextBytes / kGiB);
+}
+
+// The memory model's peak stands for the default attention engine's scratch; a run of cuDNN's deterministic engine
+// is compared with it plus that engine's larger scratch (core/attention_scratch.hpp: the bf16 scores' gradient of
+// the plan's largest fused attention backward), and a run of the kernels, which need less, with the model's alone.
+TEST(RunReport, ThePredictedPeakCountsTheDeterministicAttentionsScratch) {
+  test::TempDir dir("run-report-attention-scratch");
+  const std::filesystem::path fixture = testing::executed_fixture("small-single-h200");
+  const Plan plan = read_plan(fixture / "best.json");
+  const PlanGraphs lowered = plan_graphs(plan, "best.json");
+  RankRun run;
+  run.device = "H200";
+  run.losses = {2.0, 1.0};
+  run.iteration_s = {0.1, 0.1};
+  write_rank_run(dir.path, run, RankClass{}, 1);
+  const auto rank_after = [&](const std::string& attention) {
+    write_run_summary(dir.path, plan, lowered, 1, 1, attention);
+    return read_json(dir.path / "metrics.json").at("ranks").at(0);
+  };
+  const json kernels = rank_after("kernels"), deterministic = rank_after("cudnn-deterministic");
+  Bytes expected = 0;
+  for (const RankClass& rc : lowered.graph.classes)
+    for (OpIndex i = 0; i < rc.size(); ++i)
+      if (rc.op(i).kind == OpKind::attention_backward)
+        expected = std::max(expected, attention_backward_scratch_bytes(AttentionImplementation::cudnn_deterministic,
+                                                                       rc.op(i).attention) -
+                                          attention_backward_scratch_bytes(AttentionImplementation::cudnn,
+                                                                           rc.op(i).attention));
+  ASSERT_GT(expected, 0);
+  EXPECT_DOUBLE_EQ(kernels.at("attention_engine_scratch_GiB").get<double>(), 0.0);
+  EXPECT_DOUBLE_EQ(deterministic.at("attention_engine_scratch_GiB").get<double>(), double(expected) / kGiB);
+  EXPECT_NEAR(deterministic.at("predicted_allocated_peak_GiB").get<double>() -
+                  kernels.at("predicted_allocated_peak_GiB").get<double>(),
+              double(expected) / kGiB, 1e-12);
 }
 
 TEST(RunReport, AStepLastsAsLongAsItsSlowestRank) {

@@ -9,10 +9,11 @@
 # the peak each run saves against that run within SAVING_TOLERANCE of the saving the memory model predicts (its
 # allocated peak, the part twin execute's peak counts). The tolerance, 25%, was widened from a first 15% after the
 # GPT model's first run saved 80% of the prediction (Llama's 92%; docs/EXECUTOR.md "Recompute modules": the
-# shortfall is not explained yet). Each peak against the model's is reported, not asserted: the
-# deterministic backward's dP workspace, an executor flag the model does not count (seq^2 x heads x micro-batch x
-# about 1.8 B; docs/ACCURACY.md "The survey"), sits in every run's peak alike. Under $OUT: run.log (losses, peaks and
-# their differences from the unrecomputed run, step times beside the predictions) and steps.tgz.
+# shortfall is not explained yet). Each peak within PEAK_TOLERANCE (3%, issue 37's aim) of the prediction, which
+# since 2026-12-04 counts the deterministic backward's dP workspace (metrics.json attention_engine_scratch_GiB;
+# docs/EXECUTOR.md "The attention engine's scratch in the predicted peak"; before, it sat 1.8 GiB above Llama's
+# prediction and the peaks were reported, not asserted). Under $OUT: run.log (losses, peaks and their differences
+# from the unrecomputed run, step times beside the predictions) and steps.tgz.
 # Usage (device): OUT=DIR bash tests/gpu/recompute_modules_device.sh BIN
 set -uo pipefail
 bin="$(cd "$1" && pwd)"
@@ -47,10 +48,11 @@ for name in $runs; do
       --attention cudnn-deterministic; } > "$work/$name.log" 2>&1 || status=1
   tail -3 "$work/$name.log" >> "$OUT/run.log"
 done
-SAVING_TOLERANCE="${SAVING_TOLERANCE:-0.25}" python3 - "$work" $runs >> "$OUT/run.log" <<'PY' || status=1
+SAVING_TOLERANCE="${SAVING_TOLERANCE:-0.25}" PEAK_TOLERANCE="${PEAK_TOLERANCE:-0.03}" \
+  python3 - "$work" $runs >> "$OUT/run.log" <<'PY' || status=1
 import csv, json, os, sys
 work, names = sys.argv[1], sys.argv[2:]
-tolerance = float(os.environ["SAVING_TOLERANCE"])
+tolerance, peak_tolerance = float(os.environ["SAVING_TOLERANCE"]), float(os.environ["PEAK_TOLERANCE"])
 ok = len(names) > 0
 for n in names:
     model = n.split("-")[0]
@@ -71,6 +73,7 @@ for n in names:
           f"({measured / predicted - 1:+.2%}); saved against {model}-none {saved:.3f} measured, {predicted_saving:.3f} "
           f"predicted; step {rank['median_iteration_s']:.4f} s")
     ok &= same == len(steps) > 0
+    ok &= abs(measured / predicted - 1) <= peak_tolerance
     if predicted_saving > 0.25:  # the modules that discard tensors (core attention's flash statistics are small)
         ok &= abs(saved / predicted_saving - 1) <= tolerance
 print("recompute_modules_device:", "passed" if ok else "failed")
