@@ -299,6 +299,19 @@ json ranks_json(const Plan& plan, const PlanGraphs& lowered, const std::vector<R
   return ranks;
 }
 
+// Op by op, where the kernels were traced: ops.csv and predicted_vs_measured.json; the comparison's summary.
+json write_op_tables(const std::filesystem::path& run_dir, const Plan& plan, const IterationGraph& graph,
+                     const std::vector<RankRun>& runs) {
+  std::vector<MeasuredRank> joined;
+  for (const RankRun& run : runs)
+    joined.push_back(join_measured_ops(graph.classes.at(run.rank_class), run.kernels, run.rank));
+  const PlanPrediction prediction = read_plan_prediction(plan.document, graph, plan.scenario.source);
+  write_file_atomically(run_dir / "ops.csv", ops_csv(graph, joined, prediction));
+  const PredictedVsMeasured comparison = predicted_vs_measured(graph, joined, prediction);
+  write_file_atomically(run_dir / "predicted_vs_measured.json", to_json(comparison).dump(1));
+  return to_json(comparison);
+}
+
 }  // namespace
 
 void write_run_summary(const std::filesystem::path& run_dir, const Plan& plan, const PlanGraphs& lowered,
@@ -345,17 +358,7 @@ void write_run_summary(const std::filesystem::path& run_dir, const Plan& plan, c
                   {"steps", steps_json}};
   if (scenario.model.is_moe()) metrics["moe_routing"] = moe_routing_json(scenario, strategy, runs);
 
-  // Op by op, where the kernels were traced.
-  if (!runs.front().kernels.empty()) {
-    std::vector<MeasuredRank> joined;
-    for (const RankRun& run : runs)
-      joined.push_back(join_measured_ops(graph.classes.at(run.rank_class), run.kernels, run.rank));
-    const PlanPrediction prediction = read_plan_prediction(plan.document, graph, scenario.source);
-    write_file_atomically(run_dir / "ops.csv", ops_csv(graph, joined, prediction));
-    const PredictedVsMeasured comparison = predicted_vs_measured(graph, joined, prediction);
-    write_file_atomically(run_dir / "predicted_vs_measured.json", to_json(comparison).dump(1));
-    metrics["kernel_span"] = to_json(comparison);
-  }
+  if (!runs.front().kernels.empty()) metrics["kernel_span"] = write_op_tables(run_dir, plan, graph, runs);
   write_file_atomically(run_dir / "metrics.json", metrics.dump(1));
 
   const double predicted_s = predicted.at("iteration_time_s").get<double>();
