@@ -13,7 +13,6 @@
 #include <nlohmann/json.hpp>
 
 #include "core/atomic_file.hpp"
-#include "core/attention_scratch.hpp"
 #include "core/error.hpp"
 #include "core/kernel_revisions.hpp"
 #include "strategies/families/rank_plan.hpp"
@@ -254,33 +253,19 @@ json write_steps(const std::filesystem::path& run_dir, const std::vector<RankRun
   return steps_json;
 }
 
-// The scratch the run's attention backward allocates beyond the default engine's, which the memory model's peak
-// stands for (core/attention_scratch.hpp: cuDNN's deterministic engine holds the bf16 scores' gradient): the largest
-// over the rank class's fused attention backward ops; 0 for an engine that needs less.
-Bytes attention_scratch_beyond_default(const RankClass& rc, const std::string& attention) {
-  const AttentionImplementation run = attention_implementation_from_string(attention).value_or(
-      kDefaultAttentionImplementation);
-  Bytes extra = 0;
-  for (OpIndex i = 0; i < rc.size(); ++i) {
-    const Op& op = rc.op(i);
-    if (op.kind != OpKind::attention_backward || !op.attention.flash) continue;
-    extra = std::max(extra, attention_backward_scratch_bytes(run, op.attention) -
-                                attention_backward_scratch_bytes(kDefaultAttentionImplementation, op.attention));
-  }
-  return extra;
-}
-
 // Per rank (and part): its peak memory against the memory model's (with the attention engine's scratch beyond the
 // default's), its median step, a hot-switching part's switch.
 json ranks_json(const Plan& plan, const PlanGraphs& lowered, const std::vector<RankRun>& runs, int warmup,
                 const std::string& attention) {
+  const AttentionImplementation engine =
+      attention_implementation_from_string(attention).value_or(kDefaultAttentionImplementation);
   json ranks = json::array();
   for (const RankRun& run : runs) {
     const MemoryEstimate& memory = lowered.parts.at(static_cast<std::size_t>(run.part)).memory;
     const MemoryBreakdown& stage_memory =
         memory.per_stage.at(predicted_memory_entry(lowered, run.rank_class, run.coordinates[3]));
     const Bytes engine_scratch =
-        attention_scratch_beyond_default(lowered.graph.classes.at(static_cast<std::size_t>(run.rank_class)), attention);
+        attention_scratch_beyond_default(lowered.graph.classes.at(static_cast<std::size_t>(run.rank_class)), engine);
     ranks.push_back({{"rank", run.rank}, {"part", run.part}, {"rank_class", run.rank_class}, {"device", run.device},
                      {"peak_memory_GiB", static_cast<double>(run.peak_memory_bytes) / kGiB},
                      {"predicted_peak_memory_GiB", static_cast<double>(stage_memory.total() + engine_scratch) / kGiB},

@@ -117,6 +117,14 @@ struct RankShapes {
 
 RankShapes rank_shapes(const Scenario& scenario, const Strategy& strategy);
 
+// Bytes per element that a framework's eager kernels move beyond the fused kernel twin prices, forward and backward
+// (pytorch-fsdp2's norms and activations: strategies/pytorch_fsdp2.hpp; Megatron-Core's experts:
+// strategies/megatron_expert_passes.hpp).
+struct EagerPassBytes {
+  std::int64_t forward = 0, backward = 0;
+  std::int64_t of(bool backward_pass) const { return backward_pass ? backward : forward; }
+};
+
 // A width of the layer description (core/layer.hpp) on one TP rank: the forward GEMM's n or k of a
 // linear, a tensor's columns.
 std::int64_t width_per_rank(const RankShapes& shapes, layer::Width width);

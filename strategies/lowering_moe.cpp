@@ -25,16 +25,19 @@ Op expert_gemm(const Emitter& e, OpRole role, GemmPass pass, std::int64_t m, std
 // Megatron-Core's eager kernels around the experts' fused ones (strategies/megatron_expert_passes.hpp), an elementwise
 // op each where the shapes say the framework runs them: the clamp before the activation (its gradient after the
 // activation's), the FC2 bias after FC2's forward GEMM (its gradients before FC2's).
+void megatron_eager_pass(Emitter& e, bool runs, OpRole role, EagerPassBytes bytes, std::int64_t elements,
+                         bool backward) {
+  if (runs) e.emit(Emitter::moved(OpKind::elementwise, role, bytes.of(backward) * elements));
+}
+
 void megatron_glu_clamp(Emitter& e, std::int64_t elements, bool backward) {
-  if (!e.shapes().megatron_expert_clamp) return;
-  const EagerPassBytes b = kMegatronGluClampBytes;
-  e.emit(Emitter::moved(OpKind::elementwise, OpRole::expert_activation, (backward ? b.backward : b.forward) * elements));
+  megatron_eager_pass(e, e.shapes().megatron_expert_clamp, OpRole::expert_activation, kMegatronGluClampBytes, elements,
+                      backward);
 }
 
 void megatron_fc2_bias(Emitter& e, std::int64_t elements, bool backward) {
-  if (!e.shapes().megatron_expert_bias) return;
-  const EagerPassBytes b = kMegatronExpertBiasBytes;
-  e.emit(Emitter::moved(OpKind::elementwise, OpRole::expert_fc2, (backward ? b.backward : b.forward) * elements));
+  megatron_eager_pass(e, e.shapes().megatron_expert_bias, OpRole::expert_fc2, kMegatronExpertBiasBytes, elements,
+                      backward);
 }
 
 // The shared experts (Megatron's SharedExpertMLP): a dense MLP split over TP on the experts block's input, its

@@ -11,13 +11,9 @@
 // twin execute runs neither (its activation kernel clamps, its GEMMs add the biases), nor does a scenario that names
 // no framework; pytorch-fsdp2 prices its own eager passes (strategies/pytorch_fsdp2.hpp).
 #pragma once
-#include <cstdint>
+#include "strategies/lowering_emitter.hpp"
 
 namespace twin::lowering {
-
-struct EagerPassBytes {
-  std::int64_t forward = 0, backward = 0;
-};
 
 // Their kernels, per element of the activation's output (each of FC1's halves has as many), bf16:
 //   forward: gate.clamp(max) 2+2, linear.clamp(min, max) 2+2, cat of the halves 4+4: 16 bytes, 3 kernels;

@@ -28,6 +28,7 @@
 
 #include <fmt/format.h>
 
+#include "core/attention_scratch.hpp"
 #include "core/layer.hpp"
 #include "strategies/deepspeed_zero3.hpp"
 #include "strategies/fp8_linears.hpp"
@@ -327,6 +328,17 @@ std::string uniform_out_of_memory_reason(const Scenario& scenario, const Strateg
       return fmt::format("out of memory: {:.1f} GiB > {:.1f} GiB on stage {}", used_GiB, capacity_GiB, stage);
   }
   return {};
+}
+
+Bytes attention_scratch_beyond_default(const RankClass& rc, AttentionImplementation implementation) {
+  Bytes extra = 0;
+  for (OpIndex i = 0; i < rc.size(); ++i) {
+    const Op& op = rc.op(i);
+    if (op.kind != OpKind::attention_backward || !op.attention.flash) continue;
+    extra = std::max(extra, attention_backward_scratch_bytes(implementation, op.attention) -
+                                attention_backward_scratch_bytes(kDefaultAttentionImplementation, op.attention));
+  }
+  return extra;
 }
 
 }  // namespace twin

@@ -6,7 +6,9 @@
 #include <string>
 #include <vector>
 
+#include "core/attention_implementation.hpp"
 #include "core/model.hpp"
+#include "core/op_graph.hpp"
 #include "core/scenario.hpp"
 #include "core/strategy.hpp"
 #include "core/units.hpp"
@@ -135,5 +137,10 @@ std::string out_of_memory_reason(const MemoryEstimate& memory, double capacity_G
 // memory among its ranks (the message of out_of_memory_reason for one node group).
 std::string uniform_out_of_memory_reason(const Scenario& scenario, const Strategy& strategy,
                                          const MemoryEstimate& memory);
+
+// The scratch `implementation`'s attention backward allocates beyond the default engine's, which the estimate above
+// stands for (the scenario names no engine; twin execute's --attention does): the largest over `rc`'s fused attention
+// backward ops (core/attention_scratch.hpp); 0 for an engine that needs less.
+Bytes attention_scratch_beyond_default(const RankClass& rc, AttentionImplementation implementation);
 
 }  // namespace twin

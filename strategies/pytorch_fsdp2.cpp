@@ -11,11 +11,7 @@ namespace twin::lowering {
 namespace {
 
 // Per element, forward and backward (see the header for the count).
-struct EagerBytes {
-  std::int64_t forward = 0, backward = 0;
-};
-
-EagerBytes eager_norm_bytes(Normalization normalization) {
+EagerPassBytes eager_norm_bytes(Normalization normalization) {
   switch (normalization) {
     case Normalization::rmsnorm: return {36 - 4, 64 - 6};
     case Normalization::layernorm: return {0, 4};
@@ -23,7 +19,7 @@ EagerBytes eager_norm_bytes(Normalization normalization) {
   return {};
 }
 
-EagerBytes eager_activation_bytes(Activation activation) {
+EagerPassBytes eager_activation_bytes(Activation activation) {
   switch (activation) {
     case Activation::swiglu:
     case Activation::geglu: return {10 - 6, 18 - 10};
