@@ -113,6 +113,9 @@ struct FrameworkConfig {
   // micro-batches (framework.main_grad_dtype: float32 4, bfloat16 2, a 16-bit one in fp16 training too), when the
   // scenario states it. Absent: main_gradient_bytes() below.
   std::optional<int> main_grad_dtype_bytes;
+  // Whether full recompute runs a layer's forward again only up to the last tensor its backward keeps
+  // (framework.checkpoint_early_stop), when the scenario states it. Absent: recompute_stops_early() below.
+  std::optional<bool> checkpoint_early_stop;
   bool operator==(const FrameworkConfig&) const = default;
 };
 
@@ -134,6 +137,17 @@ inline int gradient_reduce_bytes(const FrameworkConfig& f) {
 inline int main_gradient_bytes(const FrameworkConfig& f) {
   if (f.main_grad_dtype_bytes) return *f.main_grad_dtype_bytes;
   return f.deepspeed_bf16_optimizer ? 4 : gradient_reduce_bytes(f);
+}
+
+// Whether full recompute stops early: PyTorch's non-reentrant torch.utils.checkpoint (its default early stop, since
+// PyTorch 2.1) stops running a checkpointed block again once every tensor the block's backward keeps has been made
+// again, so a layer's trailing ops (fc2 and the residual add after the MLP's activation) do not run twice; Megatron's
+// full recompute, DeepSpeed's and reentrant checkpoints run the whole forward again. Measured on one H200
+// (tests/gpu/recompute_cost_pytorch.py: the recompute cost 0.75-0.84 of a forward with it, 0.97-1.14 without;
+// docs/VALIDATION.md "PyTorch's checkpoint stops early"). What the scenario states, else the framework's: true under
+// pytorch-fsdp2 (torchtitan wraps each block in PyTorch's non-reentrant checkpoint), false otherwise.
+inline bool recompute_stops_early(const FrameworkConfig& f) {
+  return f.checkpoint_early_stop.value_or(f.name == FrameworkName::pytorch_fsdp2);
 }
 
 // How many of a step's `micro_batches` have their output-layer weight gradients deferred on the last stage of a

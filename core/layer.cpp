@@ -270,4 +270,22 @@ bool input_kept_only_for_weight_gradient(const Block& block) {
   return false;
 }
 
+std::size_t blocks_recomputed_by_early_stop(std::span<const Block> blocks, bool hidden_dropout) {
+  std::size_t runs_again = 0;
+  for (std::size_t i = 0; i < blocks.size(); ++i)
+    for (const SavedTensor& saved : blocks[i].saved) {
+      if (saved.kept == KeptWhen::hidden_dropout && !hidden_dropout) continue;
+      if (!saved.is_block_input) {
+        runs_again = i + 1;
+        continue;
+      }
+      for (std::size_t maker = i; maker-- > 0;)  // none: the unit's own input, made before it
+        if (blocks[maker].output == blocks[i].input) {
+          runs_again = std::max(runs_again, maker + 1);
+          break;
+        }
+    }
+  return runs_again;
+}
+
 }  // namespace twin::layer

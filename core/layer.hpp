@@ -10,6 +10,7 @@
 // Sizes are symbolic (a Width times the rows of a Region): each user evaluates them in its own terms
 // (the memory model over the whole model divided by tp, the executor per TP rank).
 #pragma once
+#include <cstddef>
 #include <cstdint>
 #include <span>
 #include <string_view>
@@ -160,5 +161,12 @@ const Block& block_of(OpRole role);
 // in an FP8 layer its FP8 copy stands in for it, so the memory model counts the copy alone and twin execute frees
 // the bf16 tensor once it is cast. False for every other block kind.
 bool input_kept_only_for_weight_gradient(const Block& block);
+
+// How many of `blocks`, from the first, a recompute that stops early runs again (PyTorch's non-reentrant checkpoint,
+// core/framework.hpp recompute_stops_early): up to the block that makes the last tensor any block keeps for its
+// backward. A block that keeps only its own input is not run again (PyTorch keeps an op's inputs before it runs the op),
+// its input's maker is; the residual's dropout mask counts only with `hidden_dropout`. A dense layer: all but fc2 and
+// the MLP's residual add.
+std::size_t blocks_recomputed_by_early_stop(std::span<const Block> blocks, bool hidden_dropout);
 
 }  // namespace twin::layer

@@ -37,7 +37,8 @@ FrameworkConfig parse_framework(const Reader& r, ModelConfig& model, const std::
                "cross_entropy_loss_fusion", "residual_fusion", "use_distributed_optimizer", "attention_backend",
                "cp_comm_type", "zero_implementation", "moe_token_dispatcher_type",
                "overlap_moe_expert_parallel_comm", "delay_wgrad_compute", "scatter_gather_tensors_in_pipeline",
-               "defer_embedding_wgrad_compute", "wgrad_deferral_limit", "deepspeed_bf16_optimizer", "compile", "reshard_after_forward", "reduce_dtype", "main_grad_dtype"});
+               "defer_embedding_wgrad_compute", "wgrad_deferral_limit", "deepspeed_bf16_optimizer", "compile", "reshard_after_forward", "reduce_dtype", "main_grad_dtype",
+               "checkpoint_early_stop"});
   FrameworkConfig f;
   if (auto x = r.find("name")) f.name = *framework_name(x->one_of({"twin", "megatron-core", "pytorch-fsdp2"}, "framework"));
   if (auto x = r.find("overlap_grad_reduce")) f.overlap_grad_reduce = x->boolean();
@@ -81,6 +82,7 @@ FrameworkConfig parse_framework(const Reader& r, ModelConfig& model, const std::
     f.reduce_dtype_bytes = gradient_reduce_bytes(f);
   if (auto x = r.find("main_grad_dtype"))
     f.main_grad_dtype_bytes = x->one_of({"float32", "bfloat16"}, "main gradient dtype") == "float32" ? 4 : 2;
+  if (auto x = r.find("checkpoint_early_stop")) f.checkpoint_early_stop = x->boolean();
   if (auto x = r.find("attention_backend")) {
     const AttentionBackend backend =
         *attention_backend_from_string(x->one_of({"flash", "fused", "unfused"}, "attention backend"));

@@ -152,6 +152,7 @@ json framework_json(const FrameworkConfig& f) {
   // Written where stated (a pytorch-fsdp2 scenario always states it), so that other plans keep their bytes.
   if (f.reduce_dtype_bytes) out["reduce_dtype"] = *f.reduce_dtype_bytes == 4 ? "float32" : "bfloat16";
   if (f.main_grad_dtype_bytes) out["main_grad_dtype"] = *f.main_grad_dtype_bytes == 4 ? "float32" : "bfloat16";
+  if (f.checkpoint_early_stop) out["checkpoint_early_stop"] = *f.checkpoint_early_stop;
   return out;
 }
 

@@ -71,7 +71,12 @@ void emit_unit_forward(Emitter& e, std::span<const layer::Block> blocks, int lay
 
 void emit_unit_backward(Emitter& e, std::span<const layer::Block> blocks, int layer, BlockOps ops,
                         bool recompute_forward) {
-  if (recompute_forward) e.recompute([&] { emit_unit_forward(e, blocks, layer, ops); });  // collectives included
+  if (recompute_forward) {
+    const RankShapes& s = e.shapes();
+    const std::size_t again =
+        s.checkpoint_early_stop ? layer::blocks_recomputed_by_early_stop(blocks, s.hidden_dropout > 0) : blocks.size();
+    e.recompute([&] { emit_unit_forward(e, blocks.first(again), layer, ops); });  // collectives included
+  }
   e.set_layer(layer);
   for (auto block = blocks.rbegin(); block != blocks.rend(); ++block) ops(e, *block, Phase::backward);
 }

@@ -108,6 +108,9 @@ struct RankShapes {
   bool pytorch_fsdp2 = false;
   bool torch_compile = false;
   bool reshard_after_forward = true;
+  // Full recompute runs a layer's forward again only up to the last tensor its backward keeps (PyTorch's
+  // non-reentrant checkpoint: core/framework.hpp recompute_stops_early).
+  bool checkpoint_early_stop = false;
   int reduce_bytes = 2;  // bytes per gradient element reduced over data parallelism (core/framework.hpp)
   int main_grad_bytes = 2;  // bytes per element of the main gradient weight gradients accumulate into (the same)
   // training.fp8 (core/fp8.hpp): the layers layer_runs_fp8 names (of num_layers) run their linears in FP8.
@@ -290,7 +293,8 @@ OpIndex emit_norm(Emitter& e, const layer::Block& norm, Phase phase);
 void emit_residual(Emitter& e, const layer::Block& residual, Phase phase);
 
 // A unit's blocks (a layer's, the embedding's, the output layer's; `layer` -1 for the edges): forward in order;
-// backward in reverse, after the whole forward again (marked recomputed) when `recompute_forward`.
+// backward in reverse, after the forward again (marked recomputed) when `recompute_forward`: the whole forward, or
+// under checkpoint_early_stop the blocks layer::blocks_recomputed_by_early_stop names.
 void emit_unit_forward(Emitter& e, std::span<const layer::Block> blocks, int layer, BlockOps ops);
 void emit_unit_backward(Emitter& e, std::span<const layer::Block> blocks, int layer, BlockOps ops,
                         bool recompute_forward);

@@ -58,6 +58,7 @@ void set_framework_shapes(const Scenario& scenario, RankShapes& s) {
     s.torch_compile = scenario.framework.compile;
     s.reshard_after_forward = scenario.framework.reshard_after_forward;
   }
+  s.checkpoint_early_stop = recompute_stops_early(scenario.framework);
   s.reduce_bytes = gradient_reduce_bytes(scenario.framework);
   s.main_grad_bytes = main_gradient_bytes(scenario.framework);
 }

@@ -35,7 +35,9 @@ BLOOM-176B's production row and the runs of 2022-02-28 state framework.deepspeed
 (a100_more_rows.json `held_back`); --with-bloom-bf16-optimizer-runs adds them, an experiment only. Both --without-bloom-pipe-partition and --without-bf16-optimizer: the table
 before 2026-11-29 23:30 UTC. The groups whose framework reduced bf16 gradients in fp32 state framework.reduce_dtype
 float32 (FP32_GRADIENT_REDUCTION below, each with its source; docs/VALIDATION.md "Gradients reduced in fp32");
---without-fp32-gradient-reduction leaves it out (the table before 2026-11-30). --out writes the table elsewhere.
+--without-fp32-gradient-reduction leaves it out (the table before 2026-11-30). LLM Foundry's H100 rows state
+framework.checkpoint_early_stop (CHECKPOINT_EARLY_STOP below; docs/VALIDATION.md "PyTorch's checkpoint stops early");
+--without-checkpoint-early-stop leaves it out (the table before 2026-12-04). --out writes the table elsewhere.
 """
 import argparse
 import json
@@ -402,6 +404,24 @@ def state_gradient_reduction(rows):
             r["notes"] += " Gradients reduced over data parallelism in fp32: " + FP32_GRADIENT_REDUCTION[r["group"]] + "."
 
 
+CHECKPOINT_EARLY_STOP = {
+    "llmfoundry-mpt-h100-2024": "the table's commit 5e85bd6 pins torch>=2.1,<2.1.1 (setup.py) and its model yamls set "
+                                "fsdp_config.activation_checkpointing_reentrant false (scripts/train/yamls/pretrain/"
+                                "mpt-*.yaml): PyTorch's non-reentrant checkpoint, which stops recomputing a block once the "
+                                "tensors its backward keeps are made again (fc2 and the residual add after it do not run twice)",
+}
+
+
+def state_checkpoint_early_stop(rows):
+    """framework.checkpoint_early_stop on the groups of CHECKPOINT_EARLY_STOP (docs/VALIDATION.md "PyTorch's checkpoint
+    stops early"); torchtitan's rows (pytorch-fsdp2) stop early by default. LLM Foundry's A100 table (5f43bf1) pinned
+    torch==1.13.1, whose non-reentrant checkpoint ran the whole block again: not stated."""
+    for r in rows:
+        if r["group"] in CHECKPOINT_EARLY_STOP:
+            r["scenario"]["framework"]["checkpoint_early_stop"] = True
+            r["notes"] += " Full recompute stops early: " + CHECKPOINT_EARLY_STOP[r["group"]] + "."
+
+
 BF16_OPTIMIZER_ROWS = ("bloom_176b_384gpu",)
 BF16_OPTIMIZER_GROUPS = ("bloom2022-bf16-optimizer-search",)
 
@@ -427,6 +447,7 @@ def main():
     parser.add_argument("--without-bloom-pipe-partition", action="store_true")
     parser.add_argument("--with-bloom-bf16-optimizer-runs", action="store_true")
     parser.add_argument("--without-fp32-gradient-reduction", action="store_true")
+    parser.add_argument("--without-checkpoint-early-stop", action="store_true")
     parser.add_argument("--out", default=os.path.join(HERE, "published.json"))
     args = parser.parse_args()
     rows = (a100_rows() + h100_rows() + stated_rows("a100_more_rows.json", args.with_bloom_bf16_optimizer_runs) + hopper_more_rows() + zero3_rows() +
@@ -437,6 +458,8 @@ def main():
         state_bf16_optimizer(rows)
     if not args.without_fp32_gradient_reduction:
         state_gradient_reduction(rows)
+    if not args.without_checkpoint_early_stop:
+        state_checkpoint_early_stop(rows)
     table = {"format": "twin-validation", "version": 1,
              "about": "Published end-to-end training results, each a twin scenario and the published figure; built by "
                       "tools/build_validation_table.py from a100_rows.json, h100_rows.json, a100_more_rows.json, "

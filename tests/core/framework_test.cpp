@@ -250,5 +250,23 @@ TEST(Framework, MainGradientDtypeIsTheReductionsUnlessStated) {
   EXPECT_EQ(error_path(d).rfind("/framework/main_grad_dtype | ", 0), 0u) << error_path(d);
 }
 
+// Full recompute stops early where PyTorch's non-reentrant checkpoint runs it: pytorch-fsdp2's default, or as stated.
+TEST(Framework, CheckpointEarlyStopIsPytorchFsdp2sUnlessStated) {
+  json d = framework_scenario();
+  EXPECT_FALSE(recompute_stops_early(parse_scenario(d, "s.json").framework));
+  EXPECT_FALSE(to_json(parse_scenario(d, "s.json"))["framework"].contains("checkpoint_early_stop"));
+  d["framework"] = {{"checkpoint_early_stop", true}};
+  const Scenario stated = parse_scenario(d, "s.json");
+  EXPECT_TRUE(recompute_stops_early(stated.framework));
+  EXPECT_EQ(to_json(stated)["framework"]["checkpoint_early_stop"], true);  // written where stated, and read back
+  EXPECT_EQ(parse_scenario(to_json(stated), "s.json").framework, stated.framework);
+  d["framework"] = {{"name", "pytorch-fsdp2"}};
+  EXPECT_TRUE(recompute_stops_early(parse_scenario(d, "s.json").framework));
+  d["framework"] = {{"name", "pytorch-fsdp2"}, {"checkpoint_early_stop", false}};
+  EXPECT_FALSE(recompute_stops_early(parse_scenario(d, "s.json").framework));
+  d["framework"] = {{"checkpoint_early_stop", "yes"}};
+  EXPECT_EQ(error_path(d).rfind("/framework/checkpoint_early_stop | ", 0), 0u) << error_path(d);
+}
+
 }  // namespace
 }  // namespace twin

@@ -154,6 +154,22 @@ TEST(LayerDescription, SavedTensorsAreKorthikantisEquationOne) {
   EXPECT_EQ(kFullyRecomputedLayer.bytes_per_element, 2);
 }
 
+TEST(LayerDescription, AnEarlyStopRecomputesUpToTheLastTensorTheBackwardKeeps) {
+  // Dense: fc2 keeps only its input (the activation's output) and the residual nothing without hidden dropout.
+  const std::span<const Block> dense = layer_blocks(false);
+  const std::size_t dense_again = blocks_recomputed_by_early_stop(dense, false);
+  ASSERT_EQ(dense_again, dense.size() - 2);
+  EXPECT_EQ(dense[dense_again - 1].role, OpRole::activation);
+  EXPECT_EQ(dense[dense_again].role, OpRole::fc2);
+  // With hidden dropout the residual's mask is drawn after fc2: everything runs again.
+  EXPECT_EQ(blocks_recomputed_by_early_stop(dense, true), dense.size());
+  // MoE: the experts keep their own tensors; only the residual after them is left.
+  EXPECT_EQ(blocks_recomputed_by_early_stop(layer_blocks(true), false), layer_blocks(true).size() - 1);
+  // Post norms: the MLP's post norm keeps its input, fc2's output, so fc2 runs again; the residual does not.
+  const std::span<const Block> post = layer_blocks(false, false, true);
+  EXPECT_EQ(blocks_recomputed_by_early_stop(post, false), post.size() - 1);
+}
+
 TEST(LayerDescription, EveryTensorHasItsOwnName) {
   std::set<std::string_view> names;
   for (int t = 0; t < kTensorCount; ++t) {

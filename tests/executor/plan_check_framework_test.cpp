@@ -49,6 +49,11 @@ TEST(PlanCheck, RefusesFrameworkSwitchesTheExecutorDoesNotRun) {
   Plan bf16_optimizer = executed_plan();  // DeepSpeed's BF16_Optimizer: the executor runs Megatron's optimizers
   bf16_optimizer.scenario.framework.deepspeed_bf16_optimizer = true;
   EXPECT_EQ(refusal_path(bf16_optimizer), "/scenario/framework/deepspeed_bf16_optimizer");
+  Plan early_stop = executed_plan();  // PyTorch's early-stopping checkpoint: the executor recomputes whole layers
+  early_stop.scenario.framework.checkpoint_early_stop = true;
+  EXPECT_EQ(refusal_path(early_stop), "/scenario/framework/checkpoint_early_stop");
+  early_stop.scenario.framework.checkpoint_early_stop = false;
+  EXPECT_EQ(refusal_path(early_stop), "");
   // DeepSpeed's ZeRO-3 is priced only; below ZeRO-3 the switch changes nothing and the plan runs.
   Plan deepspeed = executed_plan();
   deepspeed.scenario.framework.zero_implementation = ZeroImplementation::deepspeed;

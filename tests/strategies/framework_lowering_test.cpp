@@ -104,6 +104,33 @@ TEST(FrameworkLowering, GradientsAreReducedInTheStatedDtype) {
   EXPECT_GT(iteration_ns(fp32), iteration_ns(bf16));  // the reduce-scatters outlast the backward they overlap
 }
 
+TEST(FrameworkLowering, AnEarlyStoppingCheckpointRecomputesNeitherFc2NorTheResidualAfterIt) {
+  // PyTorch's non-reentrant checkpoint (framework.checkpoint_early_stop; pytorch-fsdp2's default) stops once fc2's
+  // input is made again; Megatron's full recompute runs the whole layer again, its TP collectives included.
+  Scenario scenario = testing::make_scenario(testing::llama_shaped(4), 1, 2048, 8);
+  Strategy tp2 = testing::make_strategy(2, 1);
+  tp2.recompute = Recompute::full;
+  const auto recomputed = [](OpRole role) {
+    return [role](const Op& op) { return op.recomputed && op.role == role; };
+  };
+  const FrameworkLowered whole = lower_with_framework(scenario, tp2);
+  scenario.framework.checkpoint_early_stop = true;
+  const FrameworkLowered early = lower_with_framework(scenario, tp2);
+  for (OpRole role : {OpRole::fc2, OpRole::mlp_residual}) {
+    EXPECT_GT(count(whole.graph, recomputed(role)), 0) << to_string(role);
+    EXPECT_EQ(count(early.graph, recomputed(role)), 0) << to_string(role);
+  }
+  for (OpRole role : {OpRole::qkv_projection, OpRole::core_attention, OpRole::fc1, OpRole::activation})
+    EXPECT_EQ(count(early.graph, recomputed(role)), count(whole.graph, recomputed(role))) << to_string(role);
+  EXPECT_LT(iteration_ns(early), iteration_ns(whole));
+  // pytorch-fsdp2 stops early unless the scenario says otherwise.
+  scenario.framework.checkpoint_early_stop.reset();
+  scenario.framework.name = FrameworkName::pytorch_fsdp2;
+  EXPECT_TRUE(recompute_stops_early(scenario.framework));
+  scenario.framework.checkpoint_early_stop = false;
+  EXPECT_FALSE(recompute_stops_early(scenario.framework));
+}
+
 TEST(FrameworkLowering, ScatterGatherSendsEachTpRanksShareOfAPipelineTensor) {
   // Megatron-LM of 2021-22 (Narayanan et al. 2021, section 4.1): without SP each TP rank sends 1/tp of the
   // activation or gradient, and the receiver all-gathers the shares over TP before its compute reads them.

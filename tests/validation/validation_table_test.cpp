@@ -138,27 +138,35 @@ TEST(PublishedTable, BadRowsNameTheirPath) {
 // beside it the Megatron-LM README's, LLM Foundry's and torchtitan's H100 rows 0.2-0.3 point; Llama 3's rows moved up
 // 20.4% -> 20.6%, within the half point, and are left; the table 7.667% -> 7.541% (docs/VALIDATION.md "The output
 // layer's deferred weight gradients").
+// Raised on 2026-12-04 (18:4x UTC) where full recompute stops early under PyTorch's non-reentrant checkpoint
+// (framework.checkpoint_early_stop: pytorch-fsdp2's default, stated on LLM Foundry's H100 rows, which pinned torch 2.1;
+// measured on one H200 at 0.75-0.84 of a forward against 0.97-1.14 without, tests/gpu/recompute_cost_pytorch.py):
+// LLM Foundry's H100 rows with checkpointing fall 6-7 points and now sit with the rows without it (-9.7..-14.5% against
+// -10.5..-14.3% held out, where the split was 7 points), the group 9.0% -> 12.1%; torchtitan's H100 row 14.5% -> 19.1%
+// and its A100 rows with checkpointing +16/+17% -> +10/+11%; through the Hopper factor refitted beside them the DGX
+// Cloud groups 0.6-0.8 point; the table 7.5% -> 8.0% held out. A measured mechanism whose removal of a cancelling error
+// shows what PyTorch-native H100 runs still lack (docs/VALIDATION.md "PyTorch's checkpoint stops early").
 struct Reached {
   double cross_validated_mean, cross_validated_max, in_sample_mean, in_sample_max;
 };
 const std::map<std::string, Reached> kReached = {
-    {"narayanan2021-table1", {0.075, 0.146, 0.068, 0.138}},
-    {"korthikanti2022-table5", {0.118, 0.161, 0.109, 0.151}},
-    {"korthikanti2022-abstract", {0.084, 0.103, 0.082, 0.101}},
-    {"dubey2024-llama3-table4", {0.205, 0.279, 0.201, 0.275}},
-    {"megatron-readme-h100-2024", {0.062, 0.113, 0.059, 0.109}},
-    {"llmfoundry-mpt-h100-2024", {0.090, 0.145, 0.074, 0.131}},
-    {"llmfoundry-mpt-a100-2023", {0.064, 0.219, 0.064, 0.220}},
-    {"nemo-megatron-a100-2023", {0.120, 0.196, 0.121, 0.195}},
-    {"bloom2022-176b", {0.005, 0.005, 0.006, 0.006}},
-    {"bloom2022-topology-search", {0.081, 0.253, 0.079, 0.246}},
-    {"smith2022-mtnlg-530b", {0.105, 0.126, 0.103, 0.123}},
-    {"dgxc-nemo-h100-24.11", {0.050, 0.122, 0.043, 0.107}},
-    {"dgxc-nemo-h100-25.02", {0.035, 0.077, 0.031, 0.069}},
-    {"narayanan2021-table2-zero3", {0.125, 0.343, 0.127, 0.340}},
-    {"torchtitan-h100-2025", {0.145, 0.145, 0.144, 0.144}},
-    {"torchtitan-perf-2024", {0.146, 0.172, 0.142, 0.167}},
-    {"all", {0.076, 0.343, 0.072, 0.340}},
+    {"narayanan2021-table1", {0.076, 0.147, 0.069, 0.139}},
+    {"korthikanti2022-table5", {0.120, 0.162, 0.110, 0.152}},
+    {"korthikanti2022-abstract", {0.085, 0.104, 0.084, 0.103}},
+    {"dubey2024-llama3-table4", {0.211, 0.284, 0.207, 0.280}},
+    {"megatron-readme-h100-2024", {0.056, 0.105, 0.053, 0.102}},
+    {"llmfoundry-mpt-h100-2024", {0.121, 0.145, 0.100, 0.124}},
+    {"llmfoundry-mpt-a100-2023", {0.064, 0.217, 0.064, 0.218}},
+    {"nemo-megatron-a100-2023", {0.123, 0.194, 0.124, 0.193}},
+    {"bloom2022-176b", {0.007, 0.007, 0.007, 0.007}},
+    {"bloom2022-topology-search", {0.080, 0.251, 0.078, 0.244}},
+    {"smith2022-mtnlg-530b", {0.103, 0.124, 0.101, 0.121}},
+    {"dgxc-nemo-h100-24.11", {0.057, 0.133, 0.046, 0.114}},
+    {"dgxc-nemo-h100-25.02", {0.041, 0.089, 0.035, 0.076}},
+    {"narayanan2021-table2-zero3", {0.125, 0.342, 0.127, 0.339}},
+    {"torchtitan-h100-2025", {0.191, 0.191, 0.190, 0.190}},
+    {"torchtitan-perf-2024", {0.125, 0.160, 0.122, 0.159}},
+    {"all", {0.080, 0.342, 0.074, 0.339}},
 };
 
 // The same for the published MoE rows (issue 40), a table of their own: `twin validate tests/validation/moe_rows.json
