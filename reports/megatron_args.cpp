@@ -330,6 +330,9 @@ void notes(ArgsText& out, const Scenario& scenario, const Strategy& s) {
                 "buffer in bf16; Megatron-DeepSpeed runs it with --bf16 --deepspeed --zero-stage 0 and a ds_config of "
                 "\"bf16\": {\"enabled\": true}, \"zero_optimization\": {\"stage\": 0}); the distributed optimizer "
                 "below reduce-scatters instead.");
+  if (s.recompute == Recompute::full && recompute_stops_early(scenario.framework))
+    out.comment("Not expressible: checkpoint_early_stop (PyTorch's non-reentrant checkpoint does not run a layer's fc2 "
+                "and the residual after it again); Megatron's full recompute below runs the whole forward again.");
   if (s.schedule == Schedule::gpipe && s.pipeline_model_parallel_size > 1)
     out.comment("Not expressible: the GPipe schedule. Megatron-LM runs these arguments as 1F1B (same stages, fewer "
                 "micro-batches in flight, so less activation memory and the same bubble).");

@@ -57,6 +57,18 @@ TEST(MegatronArgs, DeepSpeedBf16OptimizerIsNamedAtZeroStageOne) {
   EXPECT_TRUE(has_argument(text, "--use-distributed-optimizer")) << text;  // the closest Megatron-LM has
 }
 
+TEST(MegatronArgs, AnEarlyStoppingCheckpointIsNamedUnderFullRecompute) {
+  Scenario scenario = parse_scenario_text(kLlamaScenario, "llama.json");
+  scenario.framework.checkpoint_early_stop = true;
+  Strategy s = testing::pinned(scenario);
+  s.recompute = Recompute::full;
+  const std::string text = megatron_args(scenario, s);
+  EXPECT_TRUE(has_comment_with(text, "Not expressible: checkpoint_early_stop")) << text;
+  EXPECT_NE(text.find("--recompute-granularity full"), std::string::npos) << text;  // the full recompute Megatron has
+  s.recompute = Recompute::none;  // nothing recomputed: nothing to say
+  EXPECT_FALSE(has_comment_with(megatron_args(scenario, s), "checkpoint_early_stop")) << megatron_args(scenario, s);
+}
+
 TEST(MegatronArgs, ScheduleMegatronLacksIsNamedAndTheRestGiven) {
   Scenario scenario = parse_scenario_text(kLlamaScenario, "llama.json");
   Strategy s = testing::pinned(scenario);
