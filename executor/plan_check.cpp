@@ -292,7 +292,7 @@ void check_training(const Plan& plan, const std::string& file) {
   if (plan.scenario.framework.scatter_gather_tensors_in_pipeline)
     throw InputError(file, "/scenario/framework/scatter_gather_tensors_in_pipeline",
                      "false (twin execute sends whole pipeline tensors, as Megatron-Core does)");
-  if (plan.scenario.framework.checkpoint_early_stop.value_or(false))
+  if (recompute_stops_early(plan.scenario.framework))  // pytorch-fsdp2, which stops early, is refused above
     throw InputError(file, "/scenario/framework/checkpoint_early_stop",
                      "false (twin execute recomputes a layer's whole forward, as Megatron does)");
   if (plan.scenario.framework.deepspeed_bf16_optimizer)

@@ -10,8 +10,7 @@ a forward would be the mechanism. This script measures it.
 The block is LLM Foundry's MPT benchmark block as its published parameter counts describe it (biased linears, LayerNorm
 with bias, GeLU MLP of 4x, causal attention through SDPA's flash kernel, residual adds; dropout 0), bf16 parameters
 (FSDP's PURE mode). For each micro-batch, each run back to back (CUDA events around the repetitions, no
-synchronisation between them: timed one by one after a synchronisation, a forward ran at the clock the GPU ramps up
-from, slower than the same kernels inside a backward): a forward recording autograd (F), a plain step (forward and
+synchronisation between them, as in a training loop): a forward recording autograd (F), a plain step (forward and
 backward) and a checkpointed step (the forward under checkpoint, which keeps nothing, then the backward, which
 recomputes the block first). Recompute share = (checkpointed step - plain step) / F.
 
