@@ -19,6 +19,7 @@
 #include "executor/op_binding.hpp"
 #include "executor/parameters.hpp"
 #include "executor/pipeline_reduction.hpp"
+#include "executor/recompute_check.hpp"
 #include "executor/resharding.hpp"
 #include "executor/weight_residency.hpp"
 #include "strategies/families/rank_plan.hpp"
@@ -99,41 +100,6 @@ void check_expert_capacity(const ModelConfig& m, const Strategy& s, const std::s
                    fmt::format("a plan of expert_model_parallel_size 1 with an expert capacity, got {} (twin execute "
                                "drops copies on one EP rank; the simulator prices the capacity under EP)",
                                s.expert_model_parallel_size));
-}
-
-// Selective recompute's modules: core attention everywhere; a dense layer's `layernorm` and `mlp` at TP 1, without FP8
-// or residual fusion (executor/gpu/dense_block_recompute.cpp), whose runs on one GPU checked them; the others
-// (MLA's up projections, the experts' activation, the MoE layer, the shared experts) are priced only.
-void check_recompute_modules(const Scenario& scenario, const Strategy& s, const std::string& file,
-                             const std::string& at) {
-  const ModelConfig& m = scenario.model;
-  bool dense_modules = false;
-  for (RecomputeModule module : s.recompute_modules) {
-    switch (module) {
-      case RecomputeModule::core_attn: continue;
-      case RecomputeModule::layernorm:
-      case RecomputeModule::mlp: dense_modules = true; continue;
-      case RecomputeModule::moe_act:
-      case RecomputeModule::mla_up_proj:
-      case RecomputeModule::moe:
-      case RecomputeModule::shared_experts: break;
-    }
-    throw InputError(file, at + "/recompute_modules",
-                     fmt::format("modules among core_attn, layernorm and mlp, got {} (twin execute repeats those; the "
-                                 "others are priced by the simulator only)",
-                                 to_string(module)));
-  }
-  if (!dense_modules) return;
-  const auto refuse = [&](const std::string& what) {
-    throw InputError(file, at + "/recompute_modules",
-                     "no layernorm or mlp module " + what + " (twin execute repeats them in dense layers at TP 1, "
-                     "without FP8 or residual fusion; the simulator prices the rest)");
-  };
-  if (s.tensor_model_parallel_size != 1)
-    refuse(fmt::format("at tensor_model_parallel_size {}", s.tensor_model_parallel_size));
-  if (m.is_moe() || m.mla.enabled()) refuse("in an MoE or MLA model");
-  if (scenario.training.fp8) refuse("with training.fp8");
-  if (scenario.framework.residual_fusion) refuse("with framework.residual_fusion");
 }
 
 // The model's variants twin execute runs under some layouts only, under `s`.
@@ -292,9 +258,6 @@ void check_training(const Plan& plan, const std::string& file) {
   if (plan.scenario.framework.scatter_gather_tensors_in_pipeline)
     throw InputError(file, "/scenario/framework/scatter_gather_tensors_in_pipeline",
                      "false (twin execute sends whole pipeline tensors, as Megatron-Core does)");
-  if (recompute_stops_early(plan.scenario.framework))  // pytorch-fsdp2, which stops early, is refused above
-    throw InputError(file, "/scenario/framework/checkpoint_early_stop",
-                     "false (twin execute recomputes a layer's whole forward, as Megatron does)");
   if (plan.scenario.framework.deepspeed_bf16_optimizer)
     throw InputError(file, "/scenario/framework/deepspeed_bf16_optimizer",
                      "false (twin execute runs Megatron's optimizers, not DeepSpeed's BF16_Optimizer)");
@@ -388,6 +351,7 @@ void check_executable_plan(const Plan& plan, const std::string& file) {
   check_parts(plan, lowered, file);
   check_family_rules(plan, lowered, file);
   check_main_gradient(plan, lowered, file);
+  check_early_stop(plan, lowered, file);
   check_layouts(lowered, file);
   check_exchange_blocks(plan, lowered, file);
   check_expert_eager_passes(plan, file);

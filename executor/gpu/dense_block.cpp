@@ -147,7 +147,7 @@ void DenseBlock::linear_forward(const OpPass& p) {
   // Under SP the gathered input is gathered again for the weight gradient (the graph says so): drop it.
   if (t.input_full != t.input && stage_.layout.layout(p.unit).shapes.sp)
     tensors.release(p.mb, p.unit, t.input_full, p.stream);
-  release_for_module_recompute(p, block(p.binding.subject));
+  release_for_module_recompute(p, p.binding.subject);
 }
 
 void DenseBlock::linear_input_grad(const OpPass& p) {

@@ -130,9 +130,9 @@ class DenseBlock {
   const __nv_bfloat16* norm_input(const OpPass& p, const layer::Block& norm);
   void residual_forward_done(const OpPass& p, const layer::Block& residual);
   // Selective recompute of Megatron's `layernorm` and `mlp` modules (dense_block_recompute.cpp), after a block's
-  // forward (`done`, the block the op ran): its input where the layer description says a recomputed module discards
-  // it; a recomputed FC2's output.
-  void release_for_module_recompute(const OpPass& p, const layer::Block& done);
+  // forward (`done_role`, the role of the block the op ran): its input where the layer description says a recomputed
+  // module discards it; a recomputed FC2's output.
+  void release_for_module_recompute(const OpPass& p, OpRole done_role);
   std::int64_t residual_elements(const OpPass& p) const;  // this GPU's rows x hidden of the op's unit
   // Hidden dropout (dense_block_dropout.cpp): the op's draw (its probability, the run's seed, the step's and site's
   // subsequence), and the rows of micro-batch `mb`'s tensor as runs of the batch's tokens: the stage's residual

@@ -202,7 +202,7 @@ void DenseBlock::activation_forward(const OpPass& p) {
   const lowering::RankShapes& shapes = stage_.layout.layout(p.unit).shapes;
   launch_op(op, p.binding, gpu::ActivationForward{op.activation, fc1, act, op.rows, op.cols, glu_terms(shapes)},
             p.stream);
-  release_for_module_recompute(p, activation);
+  release_for_module_recompute(p, activation.role);
 }
 
 void DenseBlock::activation_backward(const OpPass& p) {

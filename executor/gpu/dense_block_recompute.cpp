@@ -12,10 +12,14 @@
 
 namespace twin::exec {
 
-void DenseBlock::release_for_module_recompute(const OpPass& p, const layer::Block& done) {
+void DenseBlock::release_for_module_recompute(const OpPass& p, OpRole done_role) {
   const lowering::RankShapes& shapes = stage_.layout.layout(p.unit).shapes;
   constexpr RecomputeModuleMask kDenseModules = module_bit(RecomputeModule::layernorm) | module_bit(RecomputeModule::mlp);
   if (!shapes.recompute_modules.contains_any_of(kDenseModules)) return;
+  // Looked up after the return above: an MoE layer's shared experts have no block in the dense layer's description
+  // (2026-12-04 to 12-05 the lookup came first and every shared-expert forward threw), and plans that recompute
+  // these modules have none (executor/recompute_check.hpp).
+  const layer::Block& done = block(done_role);
   TensorStore& tensors = stage_.tensors;
   if (p.op.recomputed) {
     if (done.role == OpRole::fc2 && shapes.recomputes(RecomputeModule::mlp))

@@ -49,11 +49,26 @@ TEST(PlanCheck, RefusesFrameworkSwitchesTheExecutorDoesNotRun) {
   Plan bf16_optimizer = executed_plan();  // DeepSpeed's BF16_Optimizer: the executor runs Megatron's optimizers
   bf16_optimizer.scenario.framework.deepspeed_bf16_optimizer = true;
   EXPECT_EQ(refusal_path(bf16_optimizer), "/scenario/framework/deepspeed_bf16_optimizer");
-  Plan early_stop = executed_plan();  // PyTorch's early-stopping checkpoint: the executor recomputes whole layers
+  // PyTorch's early-stopping checkpoint runs at TP 1 in BF16 layers (tests/gpu/checkpoint_early_stop_device.sh);
+  // under TP and with FP8 linears it is priced only.
+  Plan early_stop = executed_plan();
   early_stop.scenario.framework.checkpoint_early_stop = true;
-  EXPECT_EQ(refusal_path(early_stop), "/scenario/framework/checkpoint_early_stop");
-  early_stop.scenario.framework.checkpoint_early_stop = false;
+  early_stop.strategy.recompute = Recompute::full;
+  early_stop.scenario.strategy = early_stop.strategy;
   EXPECT_EQ(refusal_path(early_stop), "");
+  Plan early_stop_fp8 = early_stop;
+  early_stop_fp8.scenario.training.fp8 = Fp8Config{Fp8Format::hybrid, Fp8Recipe::tensorwise};
+  EXPECT_EQ(refusal_path(early_stop_fp8), "/scenario/framework/checkpoint_early_stop");
+  early_stop_fp8.strategy.recompute = Recompute::selective;  // nothing recomputes whole layers: nothing stops early
+  early_stop_fp8.scenario.strategy = early_stop_fp8.strategy;
+  EXPECT_NE(refusal_path(early_stop_fp8), "/scenario/framework/checkpoint_early_stop");
+  Plan early_stop_tp = early_stop;  // the recomputed forward's TP all-reduces
+  early_stop_tp.scenario.cluster.node_groups.front().gpus_per_node = 2;
+  early_stop_tp.strategy.tensor_model_parallel_size = 2;
+  early_stop_tp.scenario.strategy = early_stop_tp.strategy;
+  EXPECT_EQ(refusal_path(early_stop_tp), "/scenario/framework/checkpoint_early_stop");
+  early_stop_tp.scenario.framework.checkpoint_early_stop = false;
+  EXPECT_EQ(refusal_path(early_stop_tp), "");
   // DeepSpeed's ZeRO-3 is priced only; below ZeRO-3 the switch changes nothing and the plan runs.
   Plan deepspeed = executed_plan();
   deepspeed.scenario.framework.zero_implementation = ZeroImplementation::deepspeed;
