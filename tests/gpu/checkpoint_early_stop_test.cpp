@@ -3,11 +3,9 @@
 // the whole recompute's bit for bit (the values the backward reads are the same). Holds two things at once: the early
 // stop (executor/recompute_check.hpp) and the shared experts' forward, which threw from 2026-12-04 until 2026-12-05
 // (executor/gpu/dense_block_recompute.cpp) with no test of test_gpu running a shared-expert stack.
-#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <string>
 #include <vector>
 
@@ -25,26 +23,17 @@ namespace {
 
 const std::filesystem::path kSource = TWIN_SOURCE_DIR;
 
-// The losses `twin execute` wrote in steps.csv (its column named "loss").
-std::vector<std::string> losses(const std::filesystem::path& steps_csv) {
-  std::ifstream in(steps_csv);
-  std::string line;
-  std::getline(in, line);
-  std::vector<std::string> header;
-  for (std::stringstream s(line); std::getline(s, line, ',');) header.push_back(line);
-  const auto column = std::find(header.begin(), header.end(), "loss") - header.begin();
-  std::vector<std::string> out;
-  while (std::getline(in, line)) {
-    std::stringstream s(line);
-    std::string field;
-    for (long i = 0; i <= column && std::getline(s, field, ','); ++i) {}
-    out.push_back(field);
-  }
+// The losses `twin execute` wrote in metrics.json's steps (doubles as the run computed them, not a rounded CSV).
+std::vector<double> losses(const std::filesystem::path& metrics_json) {
+  nlohmann::json metrics;
+  std::ifstream(metrics_json) >> metrics;
+  std::vector<double> out;
+  for (const nlohmann::json& step : metrics.at("steps")) out.push_back(step.at("loss").get<double>());
   return out;
 }
 
 // Simulates the scenario pinned to full recompute and micro-batch 4, runs its best plan four steps; its losses.
-std::vector<std::string> run_full_recompute(bool early_stop) {
+std::vector<double> run_full_recompute(bool early_stop) {
   nlohmann::json scenario;
   std::ifstream(kSource / "scenarios/exec-deepseek-v3-mla-small-1xH200.json") >> scenario;
   scenario["search"]["recompute"] = {"full"};
@@ -67,15 +56,15 @@ std::vector<std::string> run_full_recompute(bool early_stop) {
   request.trace = false;
   request.attention = AttentionImplementation::cudnn_deterministic;
   EXPECT_EQ(exec::execute_main(request), 0);
-  return losses(settings.out / "steps.csv");
+  return losses(settings.out / "metrics.json");
 }
 
 TEST(CheckpointEarlyStop, ASharedExpertStackRunsAndStopsEarlyWithTheWholeRecomputesLosses) {
   REQUIRE_GPU();
-  const std::vector<std::string> whole = run_full_recompute(false), early = run_full_recompute(true);
+  const std::vector<double> whole = run_full_recompute(false), early = run_full_recompute(true);
   ASSERT_EQ(whole.size(), 4u);
   EXPECT_EQ(early, whole);
-  for (const std::string& loss : whole) EXPECT_TRUE(std::isfinite(std::stod(loss))) << loss;
+  for (double loss : whole) EXPECT_TRUE(std::isfinite(loss)) << loss;
 }
 
 }  // namespace
