@@ -5,49 +5,13 @@
 #include <string>
 
 #include "core/fp8.hpp"    // Fp8Recipe
+#include "core/op_kinds.hpp"  // OpKind
 #include "core/model.hpp"  // Normalization
 #include "core/optimizer_precision.hpp"
 #include "core/units.hpp"
 
 namespace twin {
 
-enum class OpKind : std::uint8_t {
-  // compute
-  gemm,                 // gemm: C[m,n] = A[m,k] * B[k,n], `count` independent problems (grouped expert GEMMs)
-  attention_forward,    // attention: causal self-attention, flash-style unless the model says unfused
-  attention_backward,
-  norm_forward,         // rows x cols, RMSNorm or LayerNorm as the op's `normalization` says
-  norm_backward,
-  rope_forward,         // rows x cols applied to q and k
-  rope_backward,
-  activation_forward,   // SwiGLU / GeLU over rows x cols (cols = ffn width)
-  activation_backward,
-  elementwise,          // residual add, dropout, bias: `bytes` moved
-  embedding_forward,    // gather rows of the (vocab-parallel) table
-  embedding_backward,   // scatter-add into the table's gradient
-  loss_forward,         // softmax cross-entropy over rows x vocab-shard
-  loss_backward,
-  moe_router,           // router logits GEMM + top-k over rows x num_experts
-  moe_permute,          // gather tokens by expert: `bytes` moved
-  moe_unpermute,
-  optimizer_step,       // AdamW over `elements` params, state as optimizer_precision says (+ grad clip scaling)
-  fp8_cast,             // Transformer Engine's cast of a bf16 tensor (rows x cols) of the linear `linear` to FP8,
-                        // recording its amax and scales; with `fp8_columnwise` also the columnwise copy the
-                        // transposed GEMMs read (Hopper: the transpose): `bytes` moved
-  fp8_transpose,        // Transformer Engine's transpose of a linear's FP8 tensor (rows x cols, its gathered rows:
-                        // `linear`, `linear_tensor`) from its rowwise copy into the columnwise one a GEMM reads,
-                        // where SP gathered the rowwise copy alone (per-tensor scales on Hopper): `bytes` moved
-  // communication (bytes per nccl-tests: the buffer size of the collective, see sim/collectives.hpp)
-  all_reduce,
-  all_gather,
-  reduce_scatter,
-  all_to_all,
-  send,                 // pipeline: matched with the recv of equal p2p_tag on `peer`'s class;
-  recv,                 // group context (ring attention): every CP rank sends `bytes` to its ring
-                        // neighbour at once, so a context send stands alone, with no recv op
-};
-// The last kind: a kind added after it must move this too (core/op_kinds.hpp counts kinds up to it).
-inline constexpr OpKind kLastOpKind = OpKind::recv;
 
 enum class Phase : std::uint8_t { forward, backward, optimizer };
 

@@ -8,53 +8,35 @@
 namespace twin {
 namespace {
 
-bool is_point_to_point(OpKind kind) { return kind == OpKind::send || kind == OpKind::recv; }
+// Ring steps of S/n each for the four collectives; one step of all of S for a send or receive.
+struct Steps {
+  int count;
+  bool point_to_point;
+};
 
-// Ring steps of S/n each; nullopt for anything but the four collectives.
-std::optional<int> ring_steps(OpKind collective, int ranks) {
-  switch (collective) {
-    case OpKind::all_reduce: return 2 * (ranks - 1);
-    case OpKind::all_gather:
-    case OpKind::reduce_scatter:
-    case OpKind::all_to_all: return ranks - 1;
-    case OpKind::send:
-    case OpKind::recv:
-    case OpKind::gemm:
-    case OpKind::attention_forward:
-    case OpKind::attention_backward:
-    case OpKind::norm_forward:
-    case OpKind::norm_backward:
-    case OpKind::rope_forward:
-    case OpKind::rope_backward:
-    case OpKind::activation_forward:
-    case OpKind::activation_backward:
-    case OpKind::elementwise:
-    case OpKind::embedding_forward:
-    case OpKind::embedding_backward:
-    case OpKind::loss_forward:
-    case OpKind::loss_backward:
-    case OpKind::moe_router:
-    case OpKind::moe_permute:
-    case OpKind::moe_unpermute:
-    case OpKind::optimizer_step:
-    case OpKind::fp8_cast:
-    case OpKind::fp8_transpose: return std::nullopt;
+Steps ring_steps(OpKind kind, int ranks, const char* caller) {
+  const std::optional<Collective> collective = collective_of(kind);
+  if (!collective) throw std::invalid_argument(std::string(caller) + ": not a collective: " + to_string(kind));
+  switch (*collective) {
+    case Collective::all_reduce: return {2 * (ranks - 1), false};
+    case Collective::all_gather:
+    case Collective::reduce_scatter:
+    case Collective::all_to_all: return {ranks - 1, false};
+    case Collective::send:
+    case Collective::recv: return {1, true};
   }
+  throw std::logic_error("ring_steps: unknown collective");
 }
 
 }  // namespace
 
-int algorithm_steps(OpKind collective, int ranks) {
-  if (is_point_to_point(collective)) return 1;
-  if (const std::optional<int> steps = ring_steps(collective, ranks)) return *steps;
-  throw std::invalid_argument("algorithm_steps: not a collective: " + to_string(collective));
-}
+int algorithm_steps(OpKind collective, int ranks) { return ring_steps(collective, ranks, "algorithm_steps").count; }
 
 double busbw_factor(OpKind collective, int ranks) {
-  if (is_point_to_point(collective)) return 1.0;
+  const Steps steps = ring_steps(collective, ranks, "busbw_factor");
+  if (steps.point_to_point) return 1.0;
   // steps / n: the same double as nccl-tests' 2.0 * (n - 1) / n, both operands of the one rounding division exact.
-  if (const std::optional<int> steps = ring_steps(collective, ranks)) return *steps / static_cast<double>(ranks);
-  throw std::invalid_argument("busbw_factor: not a collective: " + to_string(collective));
+  return steps.count / static_cast<double>(ranks);
 }
 
 }  // namespace twin

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <stdexcept>
 
 #include "core/op_kinds.hpp"
 #include "cost/attention_dropout.hpp"
@@ -111,13 +112,11 @@ bool set_dtype_field(Op& op, std::string_view name, std::string_view value) {
   return true;
 }
 
-bool is_gemm(const Op& op) { return op.kind == OpKind::gemm || op.kind == OpKind::moe_router; }
-
 // Shapes are comparable only with the same kernel variant. A GEMM whose epilogue adds a residual stays
 // comparable with plain GEMMs (the same main loop; its price adds the read of the residual); a norm backward
 // that adds one is another kernel.
 int variant(const Op& op) {
-  if (is_gemm(op))
+  if (shape_form(op.kind) == ShapeForm::gemm)
     return int(op.gemm.transpose_a) | int(op.gemm.transpose_b) << 1 | int(op.gemm.inputs) << 2 | int(op.gemm.e5m2) << 5;
   // Activations interpolate among their form's measurements (gated or not: the bytes they move), whichever function
   // each is: their keys tell them apart where a calibration timed them (kernel_shape_key), and a shape measured for
@@ -197,10 +196,9 @@ std::optional<Op> op_from_kernel_key(std::string_view key) {
 
 std::vector<double> shape_octaves(const Op& op) {
   auto log2 = [](double v) { return std::log2(std::max(v, 1.0)); };
-  if (is_gemm(op)) return {log2(op.gemm.m), log2(op.gemm.n), log2(op.gemm.k), log2(op.gemm.count)};
-  switch (op.kind) {
-    case OpKind::attention_forward:
-    case OpKind::attention_backward: {
+  switch (shape_form(op.kind)) {
+    case ShapeForm::gemm: return {log2(op.gemm.m), log2(op.gemm.n), log2(op.gemm.k), log2(op.gemm.count)};
+    case ShapeForm::attention: {
       // A flash kernel's work is its (batch x head) tiles over the sequences, each tile's speed set by the head
       // dim, which picks another tile shape (counted twice, MLA's d_qk and d_v once each: one octave of it moves
       // the efficiency like two of the rest); the key-value groups only share K and V loads. Chosen by
@@ -212,32 +210,12 @@ std::vector<double> shape_octaves(const Op& op) {
     }
     // The state's storage and the gradient's type are a second axis: another recipe is priced from the measured ones
     // by its bytes.
-    case OpKind::optimizer_step:
+    case ShapeForm::elements:
       return {log2(op.elements), log2(optimizer_bytes_per_parameter(op.optimizer_precision, op.main_gradient_bytes))};
-    case OpKind::elementwise:
-    case OpKind::moe_permute:
-    case OpKind::moe_unpermute:
-    case OpKind::fp8_cast:
-    case OpKind::fp8_transpose: return {log2(op.bytes)};
-    case OpKind::gemm:  // taken above
-    case OpKind::moe_router:
-    case OpKind::norm_forward:
-    case OpKind::norm_backward:
-    case OpKind::rope_forward:
-    case OpKind::rope_backward:
-    case OpKind::activation_forward:
-    case OpKind::activation_backward:
-    case OpKind::embedding_forward:
-    case OpKind::embedding_backward:
-    case OpKind::loss_forward:
-    case OpKind::loss_backward:
-    case OpKind::all_reduce:
-    case OpKind::all_gather:
-    case OpKind::reduce_scatter:
-    case OpKind::all_to_all:
-    case OpKind::send:
-    case OpKind::recv: return {log2(op.rows), log2(op.cols)};
+    case ShapeForm::bytes: return {log2(op.bytes)};
+    case ShapeForm::rows_cols: return {log2(op.rows), log2(op.cols)};
   }
+  throw std::logic_error("shape_octaves: unknown shape form");
 }
 
 std::optional<double> squared_octave_distance(const Op& a, const Op& b) {

@@ -18,47 +18,6 @@
 namespace twin::exec {
 namespace {
 
-// What an action does to the parameter buffers of its unit.
-enum class Touch : std::uint8_t { nothing, reads, writes, reads_and_writes, gathers, reduces, mla };
-
-Touch touch_of(Action action) {
-  switch (action) {
-    case Action::embedding_forward: case Action::linear_forward: case Action::linear_input_grad:
-    case Action::norm_forward: case Action::router_forward: case Action::router_input_grad:
-    case Action::expert_forward: case Action::expert_input_grad:
-      return Touch::reads;
-    case Action::embedding_backward: case Action::linear_weight_grad: case Action::router_weight_grad:
-    case Action::expert_weight_grad: case Action::grad_accumulation:
-      return Touch::writes;
-    case Action::norm_backward: return Touch::reads_and_writes;  // reads the norm's weight, writes its gradient
-    case Action::param_gather: return Touch::gathers;
-    case Action::grad_reduce: return Touch::reduces;
-    case Action::mla_step: return Touch::mla;
-    // No parameter buffer: activations, collectives of activations, transfers. The optimizer's ops read the shards
-    // (embedding_grad_sync, grad_norm, optimizer_step); an FP8 plan keeps its buffers whole (executor/fp8_plan_check.cpp)
-    // and the reductions across pipelines run at ZeRO 0 and 1 only (strategies/heterogeneous).
-    case Action::rope_forward: case Action::rope_backward: case Action::attention_forward:
-    case Action::attention_backward: case Action::activation_forward: case Action::activation_backward:
-    case Action::residual_forward: case Action::residual_backward: case Action::loss_forward:
-    case Action::loss_reduce: case Action::loss_backward: case Action::gather_input: case Action::reduce_output:
-    case Action::gather_output_grad: case Action::reduce_input_grad: case Action::send_activation:
-    case Action::recv_activation: case Action::send_gradient: case Action::recv_gradient: case Action::send_strands:
-    case Action::recv_strands: case Action::embedding_grad_sync: case Action::grad_norm:
-    case Action::optimizer_step: case Action::routing_counts_reduce: case Action::expert_dispatch:
-    case Action::expert_dispatch_backward: case Action::expert_activation_forward:
-    case Action::expert_activation_backward: case Action::expert_combine: case Action::expert_combine_backward:
-    case Action::dispatch_exchange: case Action::combine_exchange: case Action::dispatch_exchange_backward:
-    case Action::combine_exchange_backward: case Action::ring_attention_forward:
-    case Action::ring_attention_backward: case Action::ring_exchange: case Action::ring_exchange_backward:
-    case Action::ring_merge: case Action::ring_gradient_add: case Action::ulysses_to_heads:
-    case Action::ulysses_to_sequence: case Action::phase_handoff: case Action::switch_transfer:
-    case Action::pipelines_reduce: case Action::pipelines_gather: case Action::pipelines_ring_step:
-    case Action::fp8_cast: case Action::fp8_amax_reduce: case Action::fp8_gathered_amax: case Action::fp8_transpose:
-      return Touch::nothing;
-  }
-  return Touch::nothing;
-}
-
 // The units an action of `touch` names: an experts block's GEMMs their layer's experts unit, a linear its weight's
 // holder and its own unit (its bias), anything else its own unit.
 std::vector<std::int32_t> units_named(const Op& op, const OpBinding& b, const StageWeights& stage) {
@@ -101,14 +60,14 @@ ParameterAccess parameter_access(const Op& op, const OpBinding& b, const StageWe
     if (b.action == Action::attention_backward) access.writes_gradients = access.reads_weights;
     return access;
   }
-  switch (touch_of(b.action)) {
-    case Touch::nothing: break;
-    case Touch::reads: access.reads_weights = units_named(op, b, stage); break;
-    case Touch::writes: access.writes_gradients = units_named(op, b, stage); break;
-    case Touch::reads_and_writes: access.reads_weights = access.writes_gradients = units_named(op, b, stage); break;
-    case Touch::gathers: access.gathers = collective_unit(op); break;
-    case Touch::reduces: access.reduces = collective_unit(op); break;
-    case Touch::mla:  // every step reads the layer's weights; a weight-gradient step writes one's gradient
+  switch (action_traits(b.action).parameters) {
+    case ParameterTouch::nothing: break;
+    case ParameterTouch::reads: access.reads_weights = units_named(op, b, stage); break;
+    case ParameterTouch::writes: access.writes_gradients = units_named(op, b, stage); break;
+    case ParameterTouch::reads_and_writes: access.reads_weights = access.writes_gradients = units_named(op, b, stage); break;
+    case ParameterTouch::gathers: access.gathers = collective_unit(op); break;
+    case ParameterTouch::reduces: access.reduces = collective_unit(op); break;
+    case ParameterTouch::mla:  // every step reads the layer's weights; a weight-gradient step writes one's gradient
       access.reads_weights = {op_unit(op, b)};
       if (writes_weight_gradient(b.mla_step)) access.writes_gradients = {op_unit(op, b)};
       break;

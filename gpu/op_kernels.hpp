@@ -13,6 +13,7 @@
 
 #include <cuda_runtime.h>
 
+#include "core/op.hpp"
 #include "core/op_kinds.hpp"
 #include "gpu/attention.hpp"
 #include "gpu/fp8_block_cast.hpp"

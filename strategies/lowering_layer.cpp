@@ -207,9 +207,11 @@ void block_ops(Emitter& e, const layer::Block& block, Phase phase) {
   const bool backward = phase == Phase::backward;
   const std::int64_t n_out = width_per_rank(s, block.out_width), k_in = width_per_rank(s, block.in_width);
   switch (block.kind) {
-    case layer::BlockKind::norm:
-      emit_eager_passes(e, e.rank_class().op(lowering::emit_norm(e, block, phase)));
+    case layer::BlockKind::norm: {
+      const Op norm = e.rank_class().op(lowering::emit_norm(e, block, phase));
+      emit_eager_passes(e, norm, eager_norm_bytes(norm.normalization).of(backward));
       return;
+    }
     case layer::BlockKind::column_linear:
       backward ? column_parallel_backward(e, block.role, n_out, k_in) : column_parallel_forward(e, block.role, n_out, k_in);
       return;
@@ -223,19 +225,24 @@ void block_ops(Emitter& e, const layer::Block& block, Phase phase) {
       // QK-norm: one norm over the rows of each head's query and key (head_dim wide), before RoPE.
       Op qk_norm = Emitter::rows_cols(backward ? OpKind::norm_backward : OpKind::norm_forward, OpRole::qk_norm,
                                       s.tokens * (s.heads + s.groups), s.d);
-      if (s.qk_norm && !backward) emit_eager_passes(e, e.rank_class().op(e.emit(qk_norm)));
-      if (s.rope && !backward) emit_eager_passes(e, e.rank_class().op(e.emit(rope)));
+      const auto eager_qk_norm = [&] {
+        const Op emitted = e.rank_class().op(e.emit(qk_norm));
+        emit_eager_passes(e, emitted, eager_norm_bytes(emitted.normalization).of(backward));
+      };
+      if (s.qk_norm && !backward) eager_qk_norm();
+      if (s.rope && !backward) emit_eager_passes(e, e.rank_class().op(e.emit(rope)), kEagerRopeBytes.forward);
       if (backward && s.recomputes(RecomputeModule::core_attn)) e.recompute([&] { core_attention(e, false); });
       core_attention(e, backward);
       if (s.rope && backward) e.emit(rope);
-      if (s.qk_norm && backward) emit_eager_passes(e, e.rank_class().op(e.emit(qk_norm)));
-      if (s.rope && backward) emit_eager_passes(e, rope);
+      if (s.qk_norm && backward) eager_qk_norm();
+      if (s.rope && backward) emit_eager_passes(e, rope, kEagerRopeBytes.backward);
       return;
     }
     case layer::BlockKind::mla_attention: emit_mla_attention(e, backward, core_attention); return;
     case layer::BlockKind::activation: {
       const OpKind kind = backward ? OpKind::activation_backward : OpKind::activation_forward;
-      emit_eager_passes(e, e.rank_class().op(e.emit(Emitter::rows_cols(kind, block.role, s.tokens, s.ffn))));
+      const Op activation = e.rank_class().op(e.emit(Emitter::rows_cols(kind, block.role, s.tokens, s.ffn)));
+      emit_eager_passes(e, activation, eager_activation_bytes(activation.activation).of(backward));
       return;
     }
     case layer::BlockKind::residual:

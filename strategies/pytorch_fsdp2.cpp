@@ -8,8 +8,6 @@
 
 namespace twin::lowering {
 
-namespace {
-
 // Per element, forward and backward (see the header for the count).
 EagerPassBytes eager_norm_bytes(Normalization normalization) {
   switch (normalization) {
@@ -30,31 +28,10 @@ EagerPassBytes eager_activation_bytes(Activation activation) {
   return {};
 }
 
-}  // namespace
-
-std::int64_t eager_extra_bytes_per_element(const Op& fused) {
-  switch (fused.kind) {
-    case OpKind::norm_forward: return eager_norm_bytes(fused.normalization).forward;
-    case OpKind::norm_backward: return eager_norm_bytes(fused.normalization).backward;
-    case OpKind::rope_forward: return 20 - 4;
-    case OpKind::rope_backward: return 18 - 4;
-    case OpKind::activation_forward: return eager_activation_bytes(fused.activation).forward;
-    case OpKind::activation_backward: return eager_activation_bytes(fused.activation).backward;
-    case OpKind::gemm: case OpKind::attention_forward: case OpKind::attention_backward: case OpKind::elementwise:
-    case OpKind::embedding_forward: case OpKind::embedding_backward: case OpKind::loss_forward:
-    case OpKind::loss_backward: case OpKind::moe_router: case OpKind::moe_permute: case OpKind::moe_unpermute:
-    case OpKind::optimizer_step: case OpKind::fp8_cast: case OpKind::fp8_transpose:
-    case OpKind::all_reduce: case OpKind::all_gather:
-    case OpKind::reduce_scatter: case OpKind::all_to_all: case OpKind::send: case OpKind::recv:
-      return 0;
-  }
-  return 0;
-}
-
-void emit_eager_passes(Emitter& e, Op fused) {
+void emit_eager_passes(Emitter& e, Op fused, std::int64_t extra_bytes_per_element) {
   const RankShapes& s = e.shapes();
   if (!s.pytorch_fsdp2 || s.torch_compile) return;
-  if (const std::int64_t bytes = eager_extra_bytes_per_element(fused) * fused.rows * fused.cols; bytes > 0)
+  if (const std::int64_t bytes = extra_bytes_per_element * fused.rows * fused.cols; bytes > 0)
     e.emit(Emitter::moved(OpKind::elementwise, fused.role, bytes));
 }
 

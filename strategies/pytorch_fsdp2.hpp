@@ -26,9 +26,9 @@
 
 namespace twin::lowering {
 
-// Bytes eager PyTorch moves per element of `fused`, a norm, RoPE or activation op as the lowering emitted it (its
-// kind, normalization and activation), beyond what the one fused kernel twin prices moves; 0 for every other op.
-// Counted kernel by kernel (bf16 activations, fp32 inside the norm):
+// Bytes eager PyTorch moves per element of a norm, RoPE or activation op, forward and backward, beyond what the one
+// fused kernel twin prices moves; the lowering that emits the op names which (no kind is inferred here). Counted
+// kernel by kernel (bf16 activations, fp32 inside the norm):
 //   RMSNorm (the Llama reference's, tests/gpu/pytorch_baseline.py, and Hugging Face's Qwen3 QK-norm alike) forward:
 //   x.float() 2+4, pow 4+4, mean 4, x * rsqrt 4+4, cast back 4+2, * weight 2+2 = 36, less 4; backward (autograd of
 //   those): 64, less 6.
@@ -43,11 +43,14 @@ namespace twin::lowering {
 //   gpt-oss's clamped GLU (Hugging Face's GptOssExperts: two clamps, gate * alpha, sigmoid, a product, up + 1, a
 //   product) forward 4+4+4+4+6+4+6 = 32, less 6; backward: two products 12+12, sigmoid 6, * alpha 4, the gate's two
 //   gradients summed 6, two clamps 12 = 52, less 10.
-std::int64_t eager_extra_bytes_per_element(const Op& fused);
+EagerPassBytes eager_norm_bytes(Normalization normalization);
+inline constexpr EagerPassBytes kEagerRopeBytes{20 - 4, 18 - 4};
+EagerPassBytes eager_activation_bytes(Activation activation);
 
-// Emits, after `fused` (rows x cols), the eager kernels beyond the fused one (an elementwise op of its role), under
-// pytorch-fsdp2 without torch.compile; nothing otherwise.
-void emit_eager_passes(Emitter& e, Op fused);  // a copy: it emits into the graph that held `fused`
+// Emits, after `fused` (rows x cols), the eager kernels beyond the fused one (an elementwise op of its role moving
+// `extra_bytes_per_element` of fused's rows x cols), under pytorch-fsdp2 without torch.compile; nothing otherwise.
+void emit_eager_passes(Emitter& e, Op fused, std::int64_t extra_bytes_per_element);  // a copy: it emits into the
+                                                                                     // graph that held `fused`
 
 // FSDP2's copies of `elements` parameters of a block (this rank's TP shard, all data-parallel ranks' parts):
 // all_gather_copy_in reads this rank's fp32 part and writes it as bf16; split_with_sizes_copy reads and writes the

@@ -11,10 +11,10 @@
 
 #include <fmt/format.h>
 
+#include "core/op_kinds.hpp"
+
 namespace twin {
 namespace {
-
-constexpr int kOpKindCount = static_cast<int>(OpKind::recv) + 1;
 
 void check_rank(const IterationGraph& graph, const MeasuredRank& rank, const PlanPrediction& prediction) {
   const auto rank_class = static_cast<std::size_t>(rank.rank_class);

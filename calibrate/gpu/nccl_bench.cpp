@@ -3,6 +3,7 @@
 #include "calibrate/gpu/nccl_bench.hpp"
 
 #include <algorithm>
+#include <optional>
 #include <stdexcept>
 
 #include "gpu/checks.hpp"
@@ -64,17 +65,19 @@ void CollectiveBench::launch(ncclComm_t comm, OpKind collective, Bytes size_byte
   const auto count = static_cast<std::size_t>(size_bytes / kElementBytes);
   auto* send = static_cast<char*>(send_.data());
   auto* recv = static_cast<char*>(recv_.data());
-  switch (collective) {
-    case OpKind::all_reduce:
+  const std::optional<Collective> nccl_call = collective_of(collective);
+  if (!nccl_call) throw std::invalid_argument("CollectiveBench: not a collective: " + to_string(collective));
+  switch (*nccl_call) {
+    case Collective::all_reduce:
       TWIN_NCCL_CHECK(ncclAllReduce(send, recv, count, ncclFloat32, ncclSum, comm, stream_));
       break;
-    case OpKind::all_gather:
+    case Collective::all_gather:
       TWIN_NCCL_CHECK(ncclAllGather(send, recv, count / n, ncclFloat32, comm, stream_));
       break;
-    case OpKind::reduce_scatter:
+    case Collective::reduce_scatter:
       TWIN_NCCL_CHECK(ncclReduceScatter(send, recv, count / n, ncclFloat32, ncclSum, comm, stream_));
       break;
-    case OpKind::all_to_all: {
+    case Collective::all_to_all: {
       const std::size_t chunk = count / n;
       TWIN_NCCL_CHECK(ncclGroupStart());
       for (int peer = 0; peer < n; ++peer) {
@@ -84,20 +87,13 @@ void CollectiveBench::launch(ncclComm_t comm, OpKind collective, Bytes size_byte
       TWIN_NCCL_CHECK(ncclGroupEnd());
       break;
     }
-    case OpKind::send:
-    case OpKind::recv:
+    case Collective::send:
+    case Collective::recv:
       TWIN_NCCL_CHECK(ncclGroupStart());
       TWIN_NCCL_CHECK(ncclSend(send, count, ncclFloat32, (rank + 1) % n, comm, stream_));
       TWIN_NCCL_CHECK(ncclRecv(recv, count, ncclFloat32, (rank + n - 1) % n, comm, stream_));
       TWIN_NCCL_CHECK(ncclGroupEnd());
       break;
-    case OpKind::gemm: case OpKind::attention_forward: case OpKind::attention_backward: case OpKind::norm_forward:
-    case OpKind::norm_backward: case OpKind::rope_forward: case OpKind::rope_backward:
-    case OpKind::activation_forward: case OpKind::activation_backward: case OpKind::elementwise:
-    case OpKind::embedding_forward: case OpKind::embedding_backward: case OpKind::loss_forward:
-    case OpKind::loss_backward: case OpKind::moe_router: case OpKind::moe_permute: case OpKind::moe_unpermute:
-    case OpKind::optimizer_step: case OpKind::fp8_cast: case OpKind::fp8_transpose:
-      throw std::invalid_argument("CollectiveBench: not a collective: " + to_string(collective));
   }
 }
 

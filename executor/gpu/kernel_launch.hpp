@@ -1,12 +1,13 @@
 // An op's kernels through its kind's entry (gpu/op_kernels.hpp), the entry calibration times for the kind: the
-// op must be of the entry's kind and bound to an action that runs it (kernel_entry, executor/op_binding.hpp), so
+// op must be of the entry's kind and bound to an action that runs it (kernel_entry, executor/action.hpp), so
 // that an op's CUPTI region holds the kernels its kind's calibration measured.
 #pragma once
 #include <stdexcept>
 
 #include <fmt/format.h>
 
-#include "executor/kernel_entry.hpp"
+#include "executor/action.hpp"
+#include "executor/op_binding.hpp"
 #include "gpu/op_kernels.hpp"
 #include "strategies/lowering_emitter.hpp"
 

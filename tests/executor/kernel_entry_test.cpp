@@ -7,7 +7,7 @@
 #include <gtest/gtest.h>
 
 #include "core/op_kinds.hpp"
-#include "executor/kernel_entry.hpp"
+#include "executor/action.hpp"
 #include "executor/op_binding.hpp"
 #include "../strategies/strategy_fixtures.hpp"
 #include "op_binding_fixtures.hpp"
