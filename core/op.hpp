@@ -119,7 +119,7 @@ enum class GemmInputs : std::uint8_t { bf16, fp8_per_tensor, fp8_blockwise, mxfp
 // buffer's dtype framework.reduce_dtype's, as Megatron-Core's DDP allocates main_grad), the step's first micro-batch
 // writes its weight gradients into the buffer (`written_fp32` into an fp32 one) and every later one adds its product
 // to what the buffer holds (`added`, `added_fp32`: cuBLASLt's beta 1, the buffer read as C and written as D). Priced
-// as the product plus an fp32 write's 2 more bytes an element (cost/memory_bound_bytes.cpp says why the read of C is
+// as the product plus an fp32 write's 2 more bytes an element (cost/compute_kinds.cpp says why the read of C is
 // not priced); the kernel key names it, so that a measured one (a folded trace) prices its own kind.
 enum class GemmOutput : std::uint8_t { written, written_fp32, added, added_fp32 };
 

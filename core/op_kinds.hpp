@@ -2,8 +2,7 @@
 // simulator prices it, how calibration measures it, whether the executor runs it, which fields state its size and,
 // for communication, which NCCL collective it is. Adding a kind starts here: the switch below has no default and the
 // build treats a missing enumerator as an error (-Werror=switch), and so do the switches that act on a compute kind
-// (cost/memory_bound_bytes.cpp, cost/kernel_shape_key.cpp, calibrate/gpu/kernel_benches.cpp,
-// executor/op_binding.cpp, executor/action.hpp); the switches over communication alone (cost/collective_steps.cpp,
+// (cost/compute_kinds.cpp, calibrate/gpu/kernel_benches.cpp, executor/op_binding.cpp); the switches over communication alone (cost/collective_steps.cpp,
 // calibrate/gpu/nccl_bench.cpp) and over a size form (cost/shape_space.cpp) take the row's `collective` and `shape`,
 // so a compute kind never reaches them. tests/cost/op_kind_pricing_test.cpp, tests/gpu/kernel_calibration_test.cpp,
 // tests/executor/op_binding_test.cpp and tests/tools/op_kind_places_test.py check that each layer does what the row

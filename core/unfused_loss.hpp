@@ -2,7 +2,7 @@
 // megatron/core/tensor_parallel/cross_entropy.py `_VocabParallelCrossEntropy` on `logits.float()`), as the passes
 // over the logits each of its kernels makes, in bytes per logit of the rank's vocabulary shard. Twin's executor
 // launches these kernels (executor/gpu/dense_block_ends.cpp, gpu/kernels/cross_entropy_unfused.cu) and the cost
-// model prices them (cost/memory_bound_bytes.cpp, cost/kernel_cost.cpp); the memory model keeps the fp32 softmax
+// model prices them (cost/compute_kinds.cpp, cost/kernel_cost.cpp); the memory model keeps the fp32 softmax
 // (core/layer.cpp). Until 2026-12-03 the same bytes were priced as the fused loss kernel plus an elementwise op
 // beside it (2 + 36 forward, 4 + 10 backward) with two launches.
 //

@@ -2,7 +2,7 @@
 // memory floor), everything else by bytes at a saturating fraction of HBM bandwidth; measured exact
 // shapes win, and the measured shapes of a kind correct the model for shapes near them
 // (gemm_predictor.hpp, kernel_predictor.hpp); shapes traced runs measured scale the result (in_situ.hpp).
-// The bytes each op moves are cost/memory_bound_bytes.cpp's.
+// The bytes each op moves are cost/compute_kinds.cpp's.
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
@@ -209,7 +209,7 @@ Op whole_gemm(const Op& chunk) {
 
 // A GEMM whose product goes into a gradient buffer (Op::gemm_output), where its own kind is not measured, is priced as
 // the same product written in bf16 (its twin: measured, traced or modelled as any GEMM) plus the bytes its epilogue
-// moves beyond it at the memory-bound curve (cost/memory_bound_bytes.cpp: an fp32 buffer's wider write).
+// moves beyond it at the memory-bound curve (cost/compute_kinds.cpp: an fp32 buffer's wider write).
 Op written_twin(const Op& op) {
   Op written = op;
   written.gemm_output = GemmOutput::written;

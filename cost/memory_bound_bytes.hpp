@@ -1,4 +1,4 @@
-// What cost/memory_bound_bytes.cpp computes beside memory_bound_bytes and optimizer_bytes_per_parameter
+// What cost/compute_kinds.cpp computes beside memory_bound_bytes and optimizer_bytes_per_parameter
 // (cost/profile.hpp), for the GEMM pricing of cost/kernel_cost.cpp.
 #pragma once
 #include "core/op.hpp"

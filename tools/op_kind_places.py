@@ -13,8 +13,7 @@ import sys
 # Each file allowed to switch over every OpKind, and what it decides for a kind.
 PLACES = {
     "core/op_kinds.hpp": "the row: name, pricing, measurement, executor, size form, collective",
-    "cost/memory_bound_bytes.cpp": "the bytes a kind moves",
-    "cost/kernel_shape_key.cpp": "the key its kernel is measured and looked up under",
+    "cost/compute_kinds.cpp": "the bytes a kind moves and the key its kernel is measured and looked up under",
     "calibrate/gpu/kernel_benches.cpp": "the CUPTI bench launching the kind's kernel entry",
     "executor/op_binding.cpp": "the executor's action for an op of the kind, or a refusal",
 }

@@ -6,7 +6,7 @@ For each shape dW[m, n] = dY^T[m, k] X[k, n] it times, interleaved over rounds a
 to its loaded level: the product written in bf16 (beta 0, what calibration times), added to a bf16 buffer (beta 1:
 twin execute's later micro-batches), written into an fp32 buffer and added to one (Megatron-Core's main_grad with
 gradient-accumulation fusion). Buffers and operands rotate over sets larger than L2, as a step's gradient buffer was
-last touched a micro-batch before. Beside each, the price twin gives the extra bytes (cost/memory_bound_bytes.cpp:
+last touched a micro-batch before. Beside each, the price twin gives the extra bytes (cost/compute_kinds.cpp:
 2, 2 and 6 bytes an element) at this GPU's measured copy bandwidth, so that the rule can be compared with the
 measurement shape by shape.
 

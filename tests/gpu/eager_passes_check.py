@@ -22,7 +22,7 @@ import torch.nn.functional as F
 from torch.profiler import ProfilerActivity, profile
 
 # bytes per element: (fused forward, eager extra forward, fused backward, eager extra backward), from
-# strategies/pytorch_fsdp2.hpp and the fused ops' prices (cost/memory_bound_bytes.cpp: a norm 4 / 6, an activation
+# strategies/pytorch_fsdp2.hpp and the fused ops' prices (cost/compute_kinds.cpp: a norm 4 / 6, an activation
 # over its ffn elements 6 / 10 gated and 4 / 6 plain, RoPE 4 / 4). Gated ones count per output element.
 COUNTED = {
     "rmsnorm": (4, 32, 6, 58),

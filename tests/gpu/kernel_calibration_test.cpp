@@ -151,7 +151,7 @@ TEST(KernelCalibration, BenchesUnfusedAttention) {
 
 // The optimizer step's bench reads the main gradient in the op's dtype, as twin execute's step does: AdamW and the
 // norm's pass are bound by HBM, so an fp32 gradient's step takes about its bytes' share longer (34 / 30 a parameter,
-// cost/memory_bound_bytes.cpp); a bench that ignored the dtype would time both alike. Held at the grid's 134 M
+// cost/compute_kinds.cpp); a bench that ignored the dtype would time both alike. Held at the grid's 134 M
 // parameters (1.105 and 1.104 on one H200, 2026-12-03); the 16.8 M step (~0.15 ms) is printed only: under the quick
 // protocol it read 1.106 on one lease and 1.000 on the next.
 TEST(KernelCalibration, OptimizerStepOnAnFp32GradientMovesItsBytes) {

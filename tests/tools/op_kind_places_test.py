@@ -33,7 +33,7 @@ def run(folder):
 def main():
     failures = []
     cases = [("the allowed places", {}, 0, None),
-             ("a sixth switch over OpKind", {"sim/new_rule.cpp": SWITCH}, 1, "sim/new_rule.cpp: switches over OpKind"),
+             ("one more switch over OpKind", {"sim/new_rule.cpp": SWITCH}, 1, "sim/new_rule.cpp: switches over OpKind"),
              ("a switch over Collective", {"sim/new_rule.cpp": COLLECTIVE_SWITCH}, 0, None)]
     for name, extra, expected, line in cases:
         with tempfile.TemporaryDirectory() as folder:
