@@ -65,38 +65,16 @@ double memory_bound_bytes(const Op& op) {
   if (op.is_communication())
     throw std::logic_error(fmt::format("memory_bound_bytes called for communication op {}", op_name(op)));
   const double elements = double(op.rows) * op.cols;
-  switch (op.kind) {
-    case OpKind::gemm:
-    case OpKind::moe_router:
-      return gemm_bytes(op.gemm) + epilogue_addend_bytes(op);
-    case OpKind::attention_forward:
-    case OpKind::attention_backward:
+  // By the fields that state the op's size (core/op_kinds.hpp ShapeForm); rows x cols kinds by the rule below.
+  switch (shape_form(op.kind)) {
+    case ShapeForm::gemm: return gemm_bytes(op.gemm) + epilogue_addend_bytes(op);
+    case ShapeForm::attention:
       return op.attention.flash ? 0 : unfused_attention_score_bytes(op);  // its kernels' passes over the scores
-    case OpKind::optimizer_step:
+    case ShapeForm::elements:
       return optimizer_bytes_per_parameter(op.optimizer_precision, op.main_gradient_bytes) * op.elements;
-    case OpKind::elementwise:
-    case OpKind::moe_permute:
-    case OpKind::moe_unpermute:
-    case OpKind::fp8_cast:
-    case OpKind::fp8_transpose:  // the gathered rows read and their transpose written, a byte an element each
+    case ShapeForm::bytes:  // an FP8 transpose: the gathered rows read and their transpose written, a byte each
       return op.bytes;
-    case OpKind::norm_forward:
-    case OpKind::norm_backward:
-    case OpKind::rope_forward:
-    case OpKind::rope_backward:
-    case OpKind::activation_forward:
-    case OpKind::activation_backward:
-    case OpKind::embedding_forward:
-    case OpKind::embedding_backward:
-    case OpKind::loss_forward:
-    case OpKind::loss_backward:
-    case OpKind::all_reduce:
-    case OpKind::all_gather:
-    case OpKind::reduce_scatter:
-    case OpKind::all_to_all:
-    case OpKind::send:
-    case OpKind::recv:
-      break;  // by the shape rule below (communication was refused above)
+    case ShapeForm::rows_cols: break;
   }
   if (op.bytes > 0) return op.bytes;  // the lowering knows better than the shape rule
   switch (op.kind) {
