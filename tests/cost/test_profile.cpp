@@ -63,7 +63,7 @@ TEST(BuiltinProfile, CoversEveryGpuPresetFromItsSources) {
     EXPECT_GT(hopper.fused_attention_forward.peak, 2 * hopper.attention_forward.peak) << name;
     EXPECT_GT(hopper.in_situ_prior.gemm, 1.1) << name;
   }
-  EXPECT_DOUBLE_EQ(p.kernels_for(*gpu_preset("H100-SXM-80GB")).in_situ_prior.gemm, 1.2676);
+  EXPECT_DOUBLE_EQ(p.kernels_for(*gpu_preset("H100-SXM-80GB")).in_situ_prior.gemm, 1.2723);
   // Ampere: published peaks and the in-training factor fitted on every A100 group of the published table.
   const GpuKernelProfile& a800 = p.kernels_for(*gpu_preset("A800-80GB"));
   EXPECT_DOUBLE_EQ(a800.gemm.peak, 0.869);
