@@ -3,7 +3,11 @@
 // profiles on real GPUs, priced from the profile they were checked against (fixtures/check-*-2026-11-28.csv are
 // the check.csv files of docs/accuracy/2026-11-28-check-h100-x1.tar.gz and -check-h200-x1.tar.gz, times at the
 // profile's reference clock; check-h200-x1-2026-11-29.csv the GEMM rows of check-all.md in
-// docs/accuracy/2026-11-29-final-tree-calibrate-1xH200.tar.gz, the check of the calibration h200-x1 ships). Run
+// docs/accuracy/2026-11-29-final-tree-calibrate-1xH200.tar.gz, the check of the calibration h200-x1 ships;
+// check-h100-x1-2026-12-05.csv the GEMM rows of calibrate/check.csv in
+// docs/accuracy/2026-12-05-blind-h100-calibrate-1xH100.tar.xz, the check of the calibration h100-x1 ships since
+// then). A check is priced from the profile it checked: the h100-x1 of 2026-11-28's check is no longer shipped and
+// stays as fixtures/h100-x1-shipped-2026-11-25.json (git show fd719e9:cost/profiles/h100-x1.json). Run
 // `build-cpu/tests/test_cost --gtest_filter='GemmInterpolation*'` to print the tables. The limits sit a little above the figures of 2026-11-28 so that a predictor change that makes
 // them worse fails here.
 #include <gtest/gtest.h>
@@ -108,8 +112,12 @@ TEST(GemmInterpolationStudy, LeaveOneShapeOutOnEveryShippedProfile) {
   }
 }
 
+// The h100-x1 that `twin calibrate --check` of 2026-11-28 checked (shipped 2026-11-25 to 2026-12-05).
+const std::string kH100ShippedOn2026_11_25 =
+    std::string(TWIN_SOURCE_DIR) + "/tests/cost/fixtures/h100-x1-shipped-2026-11-25.json";
+
 struct CheckSet {
-  const char* profile;
+  std::string profile;
   const char* fixture;
   std::size_t shapes;
   double mean_limit_pct, max_limit_pct;  // 2026-11-28 in the comments
@@ -117,7 +125,9 @@ struct CheckSet {
 
 TEST(GemmInterpolationStudy, ShapesTheChecksMeasuredApart) {
   const CheckSet sets[] = {
-      {"h100-x1", "check-h100-x1-2026-11-28.csv", 16, 1.6, 4.0},        // one H100, 08:14 UTC: 1.36%, 3.6%
+      {kH100ShippedOn2026_11_25, "check-h100-x1-2026-11-28.csv", 16, 1.6, 4.0},  // one H100, 08:14 UTC: 1.36%, 3.6%
+      // The calibration shipped as h100-x1 since 2026-12-05, checked in the same call (17:09 UTC): 1.62%, 3.6%.
+      {"h100-x1", "check-h100-x1-2026-12-05.csv", 17, 1.8, 4.0},
       // Checked against h200-x1 of 2026-11-25, whose kernels h200-x4 keeps (the times are at its reference clock).
       {"h200-x4", "check-h200-x1-2026-11-28.csv", 15, 1.5, 4.2},        // one H200, 09:56 UTC: 1.30%, 3.8%
       // The same H200, the shapes of tests/gpu/gemm_sweep.json: 1.61%, 12.5%.
@@ -132,7 +142,7 @@ TEST(GemmInterpolationStudy, ShapesTheChecksMeasuredApart) {
     const GpuKernelProfile& kernels = profile.gpus.front();
     const auto errors = held_out_gemm_errors(kernels, *gpu_preset(kernels.gpu), checked);
     std::printf("%s from %s\n| shape | measured us | predicted us | error |\n|---|---|---|---|\n", set.fixture,
-                set.profile);
+                set.profile.c_str());
     for (const GemmPredictionError& e : errors)
       std::printf("| m=%lld n=%lld k=%lld | %.1f | %.1f | %+.2f%% |\n", (long long)e.shape.m, (long long)e.shape.n,
                   (long long)e.shape.k, e.measured_ns * 1e-3, e.predicted_ns * 1e-3, e.error_pct());
@@ -149,7 +159,7 @@ TEST(GemmInterpolationStudy, ShapesTheChecksMeasuredApart) {
 TEST(GemmInterpolationStudy, TheCheckOf2026_11_28PricedTrainingStepsNotBenchmarks) {
   std::vector<double> printed_ns;
   const std::vector<MeasuredGemm> checked = check_shapes("check-h100-x1-2026-11-28.csv", &printed_ns);
-  const Profile profile = load_profile("h100-x1");
+  const Profile profile = load_profile(kH100ShippedOn2026_11_25);
   const GpuKernelProfile& kernels = profile.gpus.front();
   const GpuSpec gpu = *gpu_preset(kernels.gpu);
   ASSERT_FALSE(kernels.trace_shapes.empty());
