@@ -122,8 +122,9 @@ SustainedClockReading median_reading(const std::vector<std::vector<SustainedCloc
   for (double SustainedClockReading::*field :
        {&SustainedClockReading::gemm_duty, &SustainedClockReading::sm_clock_MHz,
         &SustainedClockReading::sm_clock_after_memory_MHz, &SustainedClockReading::gemm_tflops,
-        &SustainedClockReading::gemm_clock_MHz, &SustainedClockReading::power_W, &SustainedClockReading::flops_per_s,
-        &SustainedClockReading::bytes_per_s, &SustainedClockReading::power_cap_W, &SustainedClockReading::idle_share})
+        &SustainedClockReading::gemm_clock_MHz, &SustainedClockReading::nvml_sm_clock_MHz,
+        &SustainedClockReading::power_W, &SustainedClockReading::flops_per_s, &SustainedClockReading::bytes_per_s,
+        &SustainedClockReading::power_cap_W, &SustainedClockReading::idle_share})
     m.*field = median(field);
   return m;
 }

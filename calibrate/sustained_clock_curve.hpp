@@ -14,6 +14,9 @@ struct SustainedClockReading {
   double sm_clock_after_memory_MHz = 0;  // median of the probes after the memory-bound kernels (0 at full duty)
   double gemm_tflops = 0;                // the median GEMM's throughput
   double gemm_clock_MHz = 0;             // gemm_tflops over the GEMM's TFLOP/s per MHz in a short burst (0: none)
+  // The median of the SM clock NVML reported at evenly spaced points of the counted part
+  // (calibrate/gpu/stream_marks.hpp; 0: no NVML): the driver's reading beside the probe's, recorded, pricing nothing.
+  double nvml_sm_clock_MHz = 0;
   // The power model's inputs (cost/power_model.hpp), over the same counted part: the mean power by NVML's energy
   // counter read where the stream reaches the part's start and end (0: no NVML on this machine), the work per second
   // of busy time (GEMM FLOPs, the adds' HBM bytes), and the enforced power limit.

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cmath>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 
@@ -17,6 +18,7 @@
 #include "calibrate/gpu/gemm_bench.hpp"
 #include "calibrate/gpu/power_load_units.hpp"
 #include "calibrate/gpu/rank_exchange.hpp"
+#include "calibrate/gpu/stream_marks.hpp"
 #include "calibrate/power_model_fit.hpp"
 #include "gpu/checks.hpp"
 #include "gpu/cupti_timer.hpp"
@@ -32,6 +34,7 @@ constexpr int kGemmsPerPeriod = 4;
 constexpr int kBurstGemms = 5;  // as many as calibration times a shape with
 constexpr double kAddBytes = 3.0 * 2 * kAddElements;  // reads x and y, writes x: bf16
 constexpr int kAddsPerMemoryPeriod = 8;  // the memory-only load: adds and a probe, no GEMM
+constexpr std::size_t kNvmlClockSamples = 32;  // per point's counted part (calibrate/gpu/stream_marks.hpp: a few us each)
 
 // gemm: one unit of the load's compute (ComputeUnit: a GEMM, a grouped GEMM, attention); idle: the one-thread probe
 // as filler between units (the power model's GEMM loads under the cap), its span also a clock reading.
@@ -158,35 +161,6 @@ Burst burst_of(Load& load, CuptiKernelTimer& timer, std::uint64_t region) {
   return burst;
 }
 
-// The energy counter where the GPU's stream reaches a point of a load: a host function enqueued there reads it, so
-// the mean power between two marks is that of the kernels between them (the host runs ahead of the GPU).
-struct EnergyMark {
-  const NvmlPower* nvml = nullptr;
-  double energy_J = 0, at_s = 0;
-  bool failed = false;  // NVML's call failed inside the host function (no exception may leave it)
-};
-
-void CUDART_CB read_energy_mark(void* data) {
-  auto* mark = static_cast<EnergyMark*>(data);
-  try {
-    mark->energy_J = mark->nvml->energy_J();
-    mark->at_s = std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-  } catch (...) {
-    mark->failed = true;
-  }
-}
-
-// The two marks of a point's counted part (its first `settle_s` left out, as reading_of leaves its records out).
-struct EnergyWindow {
-  EnergyMark start, end;
-  double settle_s = 0;
-  double power_W() const {
-    if (start.failed || end.failed || !(end.at_s > start.at_s))
-      throw std::runtime_error("sustained clock: NVML's energy counter could not be read around a load");
-    return (end.energy_J - start.energy_J) / (end.at_s - start.at_s);
-  }
-};
-
 // What one period of a load runs: GEMMs then a probe, adds then a probe; neither: one probe (the one-thread load).
 struct PeriodMix {
   int gemms = kGemmsPerPeriod, adds = 0;
@@ -203,17 +177,21 @@ PeriodMix idle_mix_at(double duty, const Burst& burst) {
           static_cast<int>(std::lround(kGemmsPerPeriod * burst.gemm_ns * (1 - duty) / (duty * burst.probe_ns)))};
 }
 
-// Enqueues `seconds` of periods of `mix` under `point`'s regions; with `window`, its marks at the end of the settling
-// part and at the end.
+// Enqueues `seconds` of periods of `mix` under `point`'s regions; with `window`, its energy marks at the end of the
+// settling part and at the end, and its clock samples spread evenly between them.
 void run_point(Load& load, CuptiKernelTimer& timer, std::size_t point, PeriodMix mix, double seconds, double gemm_ns,
-               double add_ns, EnergyWindow* window = nullptr) {
+               double add_ns, StreamWindow* window = nullptr) {
   const double probe_ns = kClockProbeCycles / 2.0;  // ~100 us at the clocks a Hopper GPU runs
   const double work_ns = mix.gemms * gemm_ns + mix.adds * add_ns + mix.idles * probe_ns;
   const double period_ns = work_ns > 0 ? work_ns : probe_ns;
   const long periods = std::max(1l, std::lround(seconds * 1e9 / period_ns));
-  const long settled = window ? std::min(periods - 1, std::lround(std::ceil(window->settle_s * 1e9 / period_ns))) : -1;
+  const long settled =
+      window ? std::min(periods - 1, std::lround(std::ceil(window->settle_s() * 1e9 / period_ns))) : -1;
+  const long sample_every =
+      window ? std::max(1l, (periods - settled) / static_cast<long>(window->clock_samples_wanted())) : 0;
   for (long p = 0; p < periods; ++p) {
-    if (p == settled) TWIN_CUDA_CHECK(cudaLaunchHostFunc(load.stream, read_energy_mark, &window->start));
+    if (p == settled) window->mark_start(load.stream);
+    if (window && p >= settled && (p - settled) % sample_every == 0) window->sample_clock(load.stream);
     for (int g = 0; g < mix.gemms; ++g) load.launch(Launch::gemm, timer, region_of(point, Launch::gemm));
     if (mix.gemms > 0) load.launch(Launch::probe_after_gemms, timer, region_of(point, Launch::probe_after_gemms));
     for (int i = 0; i < mix.adds; ++i) load.launch(Launch::add, timer, region_of(point, Launch::add));
@@ -221,7 +199,7 @@ void run_point(Load& load, CuptiKernelTimer& timer, std::size_t point, PeriodMix
     if (mix.adds > 0 || mix.gemms == 0)
       load.launch(Launch::probe_after_adds, timer, region_of(point, Launch::probe_after_adds));
   }
-  if (window) TWIN_CUDA_CHECK(cudaLaunchHostFunc(load.stream, read_energy_mark, &window->end));
+  if (window) window->mark_end(load.stream);
 }
 
 // NVML on this GPU, or none (a machine without the driver's library: the curve is measured, the power left out).
@@ -238,14 +216,14 @@ std::unique_ptr<NvmlPower> open_nvml() {
 // One point of `mix` under `point`'s regions, read with its power where NVML is there.
 SustainedClockReading measure_point(Load& load, CuptiKernelTimer& timer, const NvmlPower* nvml, std::size_t point,
                                     PeriodMix mix, double seconds, double settle_s, const Burst& burst) {
-  EnergyWindow window;
-  window.settle_s = settle_s;
-  window.start.nvml = window.end.nvml = nvml;
-  run_point(load, timer, point, mix, seconds, burst.gemm_ns, burst.add_ns, nvml ? &window : nullptr);
+  std::optional<StreamWindow> window;
+  if (nvml) window.emplace(*nvml, settle_s, kNvmlClockSamples);
+  run_point(load, timer, point, mix, seconds, burst.gemm_ns, burst.add_ns, window ? &*window : nullptr);
   TWIN_CUDA_CHECK(cudaStreamSynchronize(load.stream));
   SustainedClockReading reading = reading_of(timer.collect(), *load.unit, point, settle_s * 1e9, burst);
-  if (nvml) {
-    reading.power_W = window.power_W();
+  if (window) {
+    reading.power_W = window->power_W();
+    reading.nvml_sm_clock_MHz = window->median_sm_clock_MHz();
     reading.power_cap_W = nvml->power_limit_W();
   }
   return reading;
@@ -360,11 +338,11 @@ std::string describe_reading(const SustainedClockReading& reading) {
                                        ? fmt::format("{:.0f} MHz", reading.sm_clock_after_memory_MHz)
                                        : std::string("none (no memory-bound kernels at this duty)");
   return fmt::format("GEMM duty {:.3f}, {:.0f} MHz after the GEMMs, {} after the memory-bound kernels, GEMM {:.0f} "
-                     "TFLOP/s, {:.0f} MHz by the GEMMs' cycles; {:.1f} W (cap {:.0f} W), {:.1f} TFLOP/s and {:.0f} GB/s "
-                     "of busy time, {:.3f} of it idle SMs",
+                     "TFLOP/s, {:.0f} MHz by the GEMMs' cycles, {:.0f} MHz by NVML; {:.1f} W (cap {:.0f} W), {:.1f} "
+                     "TFLOP/s and {:.0f} GB/s of busy time, {:.3f} of it idle SMs",
                      reading.gemm_duty, reading.sm_clock_MHz, after_memory, reading.gemm_tflops, reading.gemm_clock_MHz,
-                     reading.power_W, reading.power_cap_W, reading.flops_per_s * 1e-12, reading.bytes_per_s * 1e-9,
-                     reading.idle_share);
+                     reading.nvml_sm_clock_MHz, reading.power_W, reading.power_cap_W, reading.flops_per_s * 1e-12,
+                     reading.bytes_per_s * 1e-9, reading.idle_share);
 }
 
 }  // namespace
