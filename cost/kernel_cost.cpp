@@ -245,19 +245,25 @@ double benchmark_kernel_time_ns(const GpuKernelProfile& kernels, const GpuSpec& 
 
 namespace {
 
+// The step's clock for `op`: a GEMM's where the step holds one (StepClock::gemm_MHz), else the SM clock's (0: none).
+double step_clock_MHz(const Op& op, StepClock step_clock) {
+  return op.kind == OpKind::gemm && step_clock.gemm_MHz > 0 ? step_clock.gemm_MHz : step_clock.sm_MHz;
+}
+
 // How much longer `op` runs at the step's clock than at the profile's own: 1 where the profile states a sustained
 // clock (it wins, as in training_clock_time_ns), the step holds none, or the kind does not follow the SM clock.
 double step_clock_ratio(const GpuKernelProfile& kernels, const Op& op, StepClock step_clock) {
   const double exponent = priced_sm_clock_exponent(kernels, op);
   if (exponent == 0 || kernels.sustained_sm_clock_MHz > 0) return 1;
-  return time_at_sm_clock_ns(1.0, kernels.reference_sm_clock_MHz, step_clock.sm_MHz, exponent);
+  return time_at_sm_clock_ns(1.0, kernels.reference_sm_clock_MHz, step_clock_MHz(op, step_clock), exponent);
 }
 
 // The clock a step's kernels that follow the SM clock are priced at: the profile's stated sustained clock (it wins),
-// else the step's, else (a step without one, as a duty is priced) the reference clock the benchmarks are at.
-double pricing_sm_clock_MHz(const GpuKernelProfile& kernels, StepClock step_clock) {
+// else the step's for `op`, else (a step without one, as a duty is priced) the reference clock the benchmarks are at.
+double pricing_sm_clock_MHz(const GpuKernelProfile& kernels, const Op& op, StepClock step_clock) {
   if (kernels.sustained_sm_clock_MHz > 0) return kernels.sustained_sm_clock_MHz;
-  return step_clock.sm_MHz > 0 ? step_clock.sm_MHz : kernels.reference_sm_clock_MHz;
+  const double step_MHz = step_clock_MHz(op, step_clock);
+  return step_MHz > 0 ? step_MHz : kernels.reference_sm_clock_MHz;
 }
 
 // A shape a run traced, at the clock this step prices at: as measured where the entry does not state its run's
@@ -266,7 +272,7 @@ double traced_time_at_step_clock_ns(const GpuKernelProfile& kernels, const Op& o
                                     StepClock step_clock) {
   const double exponent = priced_sm_clock_exponent(kernels, op);
   if (exponent == 0 || traced.run_sm_clock_MHz <= 0) return traced.median_ns;
-  return time_at_sm_clock_ns(traced.median_ns, traced.run_sm_clock_MHz, pricing_sm_clock_MHz(kernels, step_clock),
+  return time_at_sm_clock_ns(traced.median_ns, traced.run_sm_clock_MHz, pricing_sm_clock_MHz(kernels, op, step_clock),
                              exponent);
 }
 
@@ -284,7 +290,7 @@ double training_clock_time_ns(const GpuKernelProfile& kernels, const GpuSpec& gp
   const double benchmark_ns = benchmark_kernel_time_ns(kernels, gpu, op);
   const double exponent = priced_sm_clock_exponent(kernels, op);
   if (exponent == 0) return benchmark_ns;
-  return time_at_sm_clock_ns(benchmark_ns, kernels.reference_sm_clock_MHz, pricing_sm_clock_MHz(kernels, step_clock),
+  return time_at_sm_clock_ns(benchmark_ns, kernels.reference_sm_clock_MHz, pricing_sm_clock_MHz(kernels, op, step_clock),
                              exponent);
 }
 

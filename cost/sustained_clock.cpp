@@ -1,5 +1,6 @@
 #include "cost/sustained_clock.hpp"
 
+#include <algorithm>
 #include <limits>
 
 namespace twin {
@@ -42,6 +43,12 @@ double sustained_clock_MHz_at(const SustainedClockCurve& curve, double gemm_duty
 
 double gemm_clock_MHz_at(const SustainedClockCurve& curve, double gemm_duty) {
   return curve_at(curve, gemm_duty, gemm_clock);
+}
+
+double loaded_gemm_tflops_at(const SustainedClockCurve& curve, double gemm_duty) {
+  const bool recorded = std::all_of(curve.points.begin(), curve.points.end(),
+                                    [](const SustainedClockPoint& p) { return p.gemm_tflops > 0; });
+  return recorded ? curve_at(curve, gemm_duty, [](const SustainedClockPoint& p) { return p.gemm_tflops; }) : 0;
 }
 
 StepClock step_clock_at(const SustainedClockCurve& bf16, const SustainedClockCurve& fp8, double gemm_duty,

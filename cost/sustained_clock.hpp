@@ -45,12 +45,18 @@ struct SustainedClockCurve {
 double sustained_clock_MHz_at(const SustainedClockCurve& curve, double gemm_duty);
 // The same for the clock the load's GEMMs ran at by their cycles (gemm_clock_MHz where recorded, else sm_clock_MHz).
 double gemm_clock_MHz_at(const SustainedClockCurve& curve, double gemm_duty);  // recorded, not priced: PROFILES.md
+// The same for the throughput the load's GEMM ran at (gemm_tflops); 0 where a point lacks it or the curve is empty.
+double loaded_gemm_tflops_at(const SustainedClockCurve& curve, double gemm_duty);
 
 // The clock a training step's kernels run at (sim/step_clock.hpp): one SM clock for every kernel that follows it
-// (BF16 and FP8 GEMMs, attention), as step_clock_at's model below states. 0: the profile's own pricing (its
-// reference clock, or its sustained_sm_clock_MHz).
+// (BF16 and FP8 GEMMs, attention), as step_clock_at's model below states, and where the curves recorded their load's
+// GEMM throughput, a clock of the GEMMs' own from it. 0: the profile's own pricing (its reference clock, or its
+// sustained_sm_clock_MHz).
 struct StepClock {
   double sm_MHz = 0;
+  // The clock GEMMs are priced at where the curves recorded their load's GEMM throughput (sim/step_clock.hpp,
+  // loaded GEMM clock); 0: sm_MHz, as for every other kernel.
+  double gemm_MHz = 0;
   auto operator<=>(const StepClock&) const = default;
   bool operator==(const StepClock&) const = default;
 };

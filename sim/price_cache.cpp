@@ -99,7 +99,8 @@ void PriceMemo::insert(const PriceKey& key, std::size_t hash, TimeNs price) {
 }
 
 std::size_t PriceCache::GpuPriceKeyHash::operator()(const std::pair<PricedOn, PriceKey>& key) const {
-  const std::size_t on = std::hash<const GpuSpec*>{}(key.first.gpu) ^ std::hash<double>{}(key.first.step_clock.sm_MHz);
+  const std::size_t on = std::hash<const GpuSpec*>{}(key.first.gpu) ^ std::hash<double>{}(key.first.step_clock.sm_MHz) ^
+                         (std::hash<double>{}(key.first.step_clock.gemm_MHz) << 1);
   return PriceKeyHash{}(key.second) ^ (on * 0x9e3779b97f4a7c15ULL);
 }
 

@@ -43,6 +43,11 @@ StepWork step_work(const RankClass& rank_class, const Profile& profile, const Gp
 // over its passes: their compute priced at the reference clock, their FLOPs and memory-bound bytes), else
 // step_clock_at of its curves at the class's duty and FP8 share, times the profile's gemm_rows_clock factor at the
 // class's GEMM rows where it has no FP8 and no grouped GEMM (cost/gemm_rows_clock.hpp; 1 where the profile has none).
+// With the curve, where every point records its load's GEMM throughput (gemm_tflops), GEMMs get a clock of their own
+// (StepClock::gemm_MHz, times the same factor): the clock at which the load's GEMM, priced from its micro-benchmark at
+// the reference clock by the GEMM clock law, takes the time the load measured at the class's duty. Why: on an H100
+// the GEMMs under the load did not follow the probe's clock at low duty (docs/ACCURACY.md "GEMMs at the throughput
+// the load measured").
 StepClock step_clock(const RankClass& rank_class, const Profile& profile, const GpuSpec& gpu, PriceCache* prices);
 
 }  // namespace twin::sim

@@ -229,5 +229,43 @@ TEST(StepClock, TheReplayPricesTheGemmsAtTheStepClock) {
   EXPECT_GT(sim::compute_busy(graph, cluster, clocked_profile()).at(0).passes.forward_ns, 256'000);
 }
 
+// Where the curve records the throughput its load's GEMM ran at, GEMMs are priced at the clock that gives the load's
+// own micro-benchmark that throughput (the H100 ran its GEMMs 3% slower than their benchmark at duty 0.4 where the
+// probe read 7% above the reference clock: docs/ACCURACY.md "GEMMs at the throughput the load measured"); the other
+// kernels keep the probe's clock, and a curve without throughputs changes nothing.
+TEST(StepClock, GemmsTakeTheThroughputTheCurvesLoadMeasured) {
+  const IterationGraph graph = half_gemm_step();
+  const Cluster cluster = test_cluster(1);
+  Profile profile = clocked_profile();
+  Op load = gemm_op();
+  load.gemm = {8192, 8192, 8192, 1};
+  Measurement at_peak;  // 1000 TFLOP/s at the reference clock, 1,800 MHz
+  at_peak.median_ns = at_peak.p10_ns = at_peak.p90_ns = 2.0 * 8192 * 8192 * 8192 / 1e6;
+  at_peak.samples = 1;
+  profile.gpus[0].measured[kernel_shape_key(load)] = at_peak;
+  index_measured_shapes(profile.gpus[0]);
+  const StepClock without = sim::step_clock(graph.classes[0], profile, test_gpu(), nullptr);
+  EXPECT_EQ(without.gemm_MHz, 0);  // no throughput recorded
+  profile.gpus[0].sustained_clock.points[0].gemm_tflops = 900;
+  profile.gpus[0].sustained_clock.points[1].gemm_tflops = 800;
+  const StepClock with = sim::step_clock(graph.classes[0], profile, test_gpu(), nullptr);
+  EXPECT_EQ(with.sm_MHz, without.sm_MHz);
+  const double duty = sim::step_duty(graph.classes[0], profile, test_gpu(), nullptr).duty;
+  const double loaded_tflops = loaded_gemm_tflops_at(profile.gpus[0].sustained_clock, duty);
+  EXPECT_NEAR(loaded_tflops, 900 - 100 * (duty - 0.4) / 0.6, 1e-9);
+  const double benchmark_ns = benchmark_kernel_time_ns(profile.gpus[0], test_gpu(), load);
+  const double benchmark_tflops = 2.0 * 8192 * 8192 * 8192 / benchmark_ns * 1e-3;
+  EXPECT_NEAR(with.gemm_MHz, 1800 * loaded_tflops / benchmark_tflops, 1e-6);
+  // The replay: the GEMM's time (launch aside) at the GEMM clock where it was at the probe's.
+  const double rest_ns = 128'000 + 1'000'000 + profile.gpus[0].launch_overhead_ns;
+  Profile no_throughput = profile;
+  no_throughput.gpus[0].sustained_clock.points[0].gemm_tflops = 0;
+  const double probe_priced_ns = double(simulate_iteration(graph, cluster, no_throughput).iteration_ns) - rest_ns;
+  const double throughput_priced_ns = double(simulate_iteration(graph, cluster, profile).iteration_ns) - rest_ns;
+  EXPECT_NEAR(throughput_priced_ns / probe_priced_ns, without.sm_MHz / with.gemm_MHz, 1e-4);
+  profile.gpus[0].sustained_clock.points[1].gemm_tflops = 0;  // one point without: the probe's clock for GEMMs too
+  EXPECT_EQ(sim::step_clock(graph.classes[0], profile, test_gpu(), nullptr).gemm_MHz, 0);
+}
+
 }  // namespace
 }  // namespace twin::test
