@@ -157,7 +157,7 @@ double loaded_gemm_clock_MHz(const GpuKernelProfile& kernels, const GpuSpec& gpu
 
 // The GEMMs' clock of a step of this duty and FP8 share, the two curves' loaded GEMM clocks mixed as step_clock_at
 // mixes their probes' clocks; 0 where a curve the step needs recorded no throughput.
-double loaded_gemm_clock_MHz(const GpuKernelProfile& kernels, const GpuSpec& gpu, const StepDuty& duty) {
+double step_gemm_clock_MHz(const GpuKernelProfile& kernels, const GpuSpec& gpu, const StepDuty& duty) {
   const double bf16 = loaded_gemm_clock_MHz(kernels, gpu, kernels.sustained_clock, GemmInputs::bf16, duty.duty);
   if (kernels.sustained_clock_fp8.points.empty() || duty.fp8_share == 0 || bf16 == 0) return bf16;
   const double fp8 =
@@ -197,7 +197,7 @@ StepClock step_clock(const RankClass& rank_class, const Profile& profile, const 
   const double rows_factor =
       fitted_kind ? gemm_rows_clock_factor(kernels.gemm_rows_clock, static_cast<double>(duty.gemm_rows)) : 1.0;
   clock.sm_MHz *= rows_factor;
-  clock.gemm_MHz = loaded_gemm_clock_MHz(kernels, gpu, duty) * rows_factor;
+  clock.gemm_MHz = step_gemm_clock_MHz(kernels, gpu, duty) * rows_factor;
   spdlog::debug("step clock of rank class {}: {:.0f} MHz by the sustained-clock curve at GEMM duty {:.3f}, GEMMs at "
                 "{:.0f} MHz by the load's throughput (0: at the curve's), x{:.4f} for GEMM rows {}",
                 rank_class.index, clock.sm_MHz, duty.duty, clock.gemm_MHz, rows_factor, duty.gemm_rows);
