@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Re-predict archived twin execute runs (each run folder: metrics.json, scenario.json; the step of untraced/metrics.json
+"""Re-predict archived twin execute runs (each run folder: metrics.json with its plan key, scenario.json; the step of untraced/metrics.json
 where the study ran the plan a second time without CUPTI's records) with one or more profiles:
 each run's plan simulated with `--plan-key`, its measured step time beside each prediction, then mean and max
 |error| (predicted / measured - 1), the signed mean and Kendall's tau-b of predicted against measured per profile.
@@ -36,7 +36,10 @@ def tau_b(xs, ys):
 def measured_step_s(run):
     """The run's plan key and measured step: the untraced run's where the study ran one (tests/gpu/accuracy_study.py;
     its plan is the traced run's), else the traced run's."""
-    plan = json.load(open(os.path.join(run, 'metrics.json')))['plan']
+    metrics_of_run = json.load(open(os.path.join(run, 'metrics.json')))
+    plan = metrics_of_run.get('plan', metrics_of_run.get('strategy'))  # 'strategy' in runs before 2026-11-25
+    if not isinstance(plan, str):
+        raise SystemExit(f"{run}/metrics.json: expected a plan key at /plan (or /strategy in older runs)")
     untraced = os.path.join(run, 'untraced', 'metrics.json')
     metrics = untraced if os.path.exists(untraced) else os.path.join(run, 'metrics.json')
     return plan, json.load(open(metrics))['measured']['iteration_s']
@@ -80,8 +83,14 @@ def main():
         plan, meas = measured_step_s(run)
         rows.append((os.path.basename(run), meas, [predicted_step_s(twin, run, plan, p) for p in profiles]))
     for name, meas, preds in rows:
-        print(f"{name[:60]:60s} {meas:.4f} " + " ".join(f"{p:.4f} ({(p/meas-1)*100:+.1f}%)" for p in preds))
+        print(f"{name[:60]:60s} {meas:.4f} " +
+              " ".join(f"{p:.4f} ({(p/meas-1)*100:+.1f}%)" if p is not None else "not simulated" for p in preds))
     for i, p in enumerate(profiles):
+        missing = [r[0] for r in rows if r[2][i] is None]
+        if missing:  # e.g. a profile without the runs' GPU: `twin simulate` refused the scenario
+            print(p, f"could not price {len(missing)} of {len(rows)} runs ({missing[0]} first): "
+                     "run `twin simulate --plan-key` on one to see why")
+            continue
         signed = [r[2][i] / r[1] - 1 for r in rows]
         errs = [abs(e) for e in signed]
         tau = tau_b([r[1] for r in rows], [r[2][i] for r in rows])
