@@ -266,14 +266,19 @@ double pricing_sm_clock_MHz(const GpuKernelProfile& kernels, const Op& op, StepC
   return step_MHz > 0 ? step_MHz : kernels.reference_sm_clock_MHz;
 }
 
+// The step's SM clock alone: what a traced shape, timed in a run at that run's SM clock, moves by. The GEMMs' clock
+// (StepClock::gemm_MHz) is the throughput of the curve's load against its micro-benchmark, no clock a run reads: a
+// traced GEMM holds its run's throughput already, and at its run's clock it is priced as measured.
+StepClock sm_clock_only(StepClock step_clock) { return {step_clock.sm_MHz, 0}; }
+
 // A shape a run traced, at the clock this step prices at: as measured where the entry does not state its run's
-// clock (Measurement::run_sm_clock_MHz), else moved from that clock to the pricing clock.
+// clock (Measurement::run_sm_clock_MHz), else moved from that clock to the step's SM clock.
 double traced_time_at_step_clock_ns(const GpuKernelProfile& kernels, const Op& op, const Measurement& traced,
                                     StepClock step_clock) {
   const double exponent = priced_sm_clock_exponent(kernels, op);
   if (exponent == 0 || traced.run_sm_clock_MHz <= 0) return traced.median_ns;
-  return time_at_sm_clock_ns(traced.median_ns, traced.run_sm_clock_MHz, pricing_sm_clock_MHz(kernels, op, step_clock),
-                             exponent);
+  return time_at_sm_clock_ns(traced.median_ns, traced.run_sm_clock_MHz,
+                             pricing_sm_clock_MHz(kernels, op, sm_clock_only(step_clock)), exponent);
 }
 
 }  // namespace
@@ -361,11 +366,12 @@ TimeNs profile_time_ns(const Profile& profile, const GpuSpec& gpu, const Op& op,
   // they hold the run's clock (or, stating it, leave it out and take the step's), so the step's clock joins the prior,
   // which rules alone where no traced shape is near (another model's attention, GEMMs of another width, a profile
   // without traces) and which traced shapes near the op outweigh.
-  const double clock_ratio = step_clock_ratio(kernels, op, step_clock);
-  const double prior = in_situ_prior_of(kernels.in_situ_prior, op) * clock_ratio;
+  // Traced ratios that leave their run's clock out take the step's SM clock back (sm_clock_only says why).
+  const double prior = in_situ_prior_of(kernels.in_situ_prior, op) * step_clock_ratio(kernels, op, step_clock);
+  const double traced_clock_ratio = step_clock_ratio(kernels, op, sm_clock_only(step_clock));
   double kernel_ns = training_clock_time_ns(kernels, gpu, op);
   if (!kernels.trace_shapes.empty() || prior != 1.0)
-    kernel_ns *= in_situ_ratio(kernels.trace_shapes, op, prior, clock_ratio);
+    kernel_ns *= in_situ_ratio(kernels.trace_shapes, op, prior, traced_clock_ratio);
   return std::llround(kernel_ns + launches_ns);
 }
 

@@ -127,6 +127,8 @@ TEST(KernelCost, GemmsRunAtTheSustainedClock) {
   clocked.gpus[0].measured[kernel_shape_key(product)].run_sm_clock_MHz = 1500;
   index_measured_shapes(clocked.gpus[0]);
   EXPECT_EQ(compute_time_ns(clocked, h100(), product, StepClock{1600}), std::llround(2e6 * 1500 / 1600 + 2000));
+  // A GEMM clock from the curve's throughput does not move it: the run's time holds its throughput already.
+  EXPECT_EQ(compute_time_ns(clocked, h100(), product, StepClock{1600, 1400}), std::llround(2e6 * 1500 / 1600 + 2000));
   // No step clock: at the reference clock, as the profile's other prices.
   EXPECT_EQ(compute_time_ns(clocked, h100(), product), std::llround(2e6 * 1500 / 1800 + 2000));
 }
