@@ -66,6 +66,7 @@ json sustained_clock_json(const SustainedClockCurve& curve) {
     if (!point.gpu_sm_clock_MHz.empty()) entry["gpu_sm_clock_MHz"] = point.gpu_sm_clock_MHz;
     if (point.gemm_tflops > 0) entry["gemm_tflops"] = point.gemm_tflops;
     if (point.gemm_clock_MHz > 0) entry["gemm_clock_MHz"] = point.gemm_clock_MHz;
+    if (point.nvml_sm_clock_MHz > 0) entry["nvml_sm_clock_MHz"] = point.nvml_sm_clock_MHz;
     points.push_back(std::move(entry));
   }
   return {{"points", points}};
@@ -76,7 +77,7 @@ namespace {
 double read_clock_MHz(const JsonReader& r) { return r.number(1, 1e5, "expected an SM clock in MHz"); }
 
 SustainedClockPoint read_point(const JsonReader& r) {
-  r.only_keys({"gemm_duty", "sm_clock_MHz", "gpu_sm_clock_MHz", "gemm_tflops", "gemm_clock_MHz"});
+  r.only_keys({"gemm_duty", "sm_clock_MHz", "gpu_sm_clock_MHz", "gemm_tflops", "gemm_clock_MHz", "nvml_sm_clock_MHz"});
   SustainedClockPoint point;
   const double tiny = std::numeric_limits<double>::min();
   point.gemm_duty = r.required("gemm_duty").number(tiny, 1, "expected a GEMM duty in (0, 1]");
@@ -85,6 +86,7 @@ SustainedClockPoint read_point(const JsonReader& r) {
     for (const JsonReader& clock : clocks->non_empty_elements()) point.gpu_sm_clock_MHz.push_back(read_clock_MHz(clock));
   if (auto tflops = r.find("gemm_tflops")) point.gemm_tflops = tflops->number(tiny, 1e5, "expected TFLOP/s in (0, 1e5]");
   if (auto clock = r.find("gemm_clock_MHz")) point.gemm_clock_MHz = read_clock_MHz(*clock);
+  if (auto clock = r.find("nvml_sm_clock_MHz")) point.nvml_sm_clock_MHz = read_clock_MHz(*clock);
   return point;
 }
 

@@ -30,6 +30,11 @@ struct SustainedClockPoint {
   // median over the GPUs. Recorded, not priced (step_clock_at says why). 0: not recorded (curves measured before
   // 2026-11-29 07:45 UTC).
   double gemm_clock_MHz = 0;
+  // The median over the GPUs of the SM clock NVML reported over the point (calibrate/gpu/stream_marks.hpp): the scale
+  // a run's clock is read on (the executor samples NVML), beside the probe's. On an H200 the two agree within 1.5%; on
+  // an H100 at its cap NVML read 4-7% off the probe (docs/ACCURACY.md). Recorded, not priced. 0: not recorded (curves
+  // measured before 2026-12-06).
+  double nvml_sm_clock_MHz = 0;
   bool operator==(const SustainedClockPoint&) const = default;
 };
 

@@ -26,6 +26,20 @@ TEST(SustainedClockCurve, MediansOverTheGpusInAscendingDuty) {
   EXPECT_DOUBLE_EQ(curve.points[1].gemm_clock_MHz, 1400);
   EXPECT_EQ(describe_sustained_clock(curve).front(),
             "GEMM duty 0.50: 1560 MHz (1540-1580 over 3 GPUs), GEMM 650 TFLOP/s, 1530 MHz by the GEMMs' cycles");
+  EXPECT_EQ(curve.points[0].nvml_sm_clock_MHz, 0);  // no NVML reading: none recorded
+}
+
+TEST(SustainedClockCurve, NvmlsClockIsTheMedianOverTheGpus) {
+  std::vector<std::vector<SustainedClockReading>> per_gpu = {{{0.5, 1560, 1600, 650, 1530}},
+                                                             {{0.5, 1540, 1590, 640, 1520}},
+                                                             {{0.5, 1580, 1610, 660, 1550}}};
+  per_gpu[0][0].nvml_sm_clock_MHz = 1500;
+  per_gpu[1][0].nvml_sm_clock_MHz = 1470;
+  per_gpu[2][0].nvml_sm_clock_MHz = 1530;
+  const SustainedClockCurve curve = sustained_clock_curve(per_gpu);
+  EXPECT_DOUBLE_EQ(curve.points[0].nvml_sm_clock_MHz, 1500);
+  EXPECT_EQ(describe_sustained_clock(curve).front(), "GEMM duty 0.50: 1560 MHz (1540-1580 over 3 GPUs), GEMM 650 "
+                                                      "TFLOP/s, 1530 MHz by the GEMMs' cycles, 1500 MHz by NVML");
 }
 
 TEST(SustainedClockCurve, ADutyNotAboveThePreviousIsDroppedAndMismatchesAreRefused) {

@@ -95,11 +95,14 @@ TEST(SustainedClock, TheFp8CurveAndGemmClocksRoundTripAndAreRefusedAtTheirPath) 
   Profile profile = builtin_profile();
   SustainedClockCurve fp8 = measured_curve();
   fp8.points[1].gemm_clock_MHz = 1400;
+  fp8.points[2].nvml_sm_clock_MHz = 1395;
   profile.gpus[0].sustained_clock = measured_curve();
   profile.gpus[0].sustained_clock_fp8 = fp8;
   const nlohmann::json document = to_json(profile);
   EXPECT_EQ(document["gpus"][0]["sustained_clock_fp8"]["points"][1]["gemm_clock_MHz"], 1400);
   EXPECT_FALSE(document["gpus"][0]["sustained_clock_fp8"]["points"][0].contains("gemm_clock_MHz"));
+  EXPECT_EQ(document["gpus"][0]["sustained_clock_fp8"]["points"][2]["nvml_sm_clock_MHz"], 1395);
+  EXPECT_FALSE(document["gpus"][0]["sustained_clock_fp8"]["points"][0].contains("nvml_sm_clock_MHz"));
   const Profile read = profile_from_json(document, "p.json");
   EXPECT_EQ(read.gpus[0].sustained_clock_fp8, fp8);
   EXPECT_EQ(read.gpus[0].sustained_clock, measured_curve());
@@ -110,6 +113,9 @@ TEST(SustainedClock, TheFp8CurveAndGemmClocksRoundTripAndAreRefusedAtTheirPath) 
   nlohmann::json bad = document;
   bad["gpus"][0]["sustained_clock_fp8"]["points"][1]["gemm_clock_MHz"] = 0;
   expect_clock_load_error(bad, "/gpus/0/sustained_clock_fp8/points/1/gemm_clock_MHz", "expected an SM clock in MHz");
+  bad = document;
+  bad["gpus"][0]["sustained_clock_fp8"]["points"][2]["nvml_sm_clock_MHz"] = -3;
+  expect_clock_load_error(bad, "/gpus/0/sustained_clock_fp8/points/2/nvml_sm_clock_MHz", "expected an SM clock in MHz");
   bad = document;
   bad["gpus"][0]["sustained_clock_fp8"]["points"][2]["gemm_duty"] = 0.5;
   expect_clock_load_error(bad, "/gpus/0/sustained_clock_fp8/points/2/gemm_duty", "expected duties in ascending order");
