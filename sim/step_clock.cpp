@@ -140,28 +140,28 @@ namespace {
 // The clock at which the curve's own load GEMM, priced from its micro-benchmark at the reference clock by the GEMM
 // clock law (cost/sm_clock.hpp), takes the time the load measured for it at `duty` (gemm_tflops); 0 where the curve
 // recorded no throughput or the profile prices no such GEMM.
-double loaded_gemm_clock_MHz(const GpuKernelProfile& kernels, const GpuSpec& gpu, const SustainedClockCurve& curve,
-                             GemmInputs inputs, double duty) {
+double loaded_gemm_clock_MHz(const GpuKernelProfile& kernels, const SustainedClockCurve& curve, GemmInputs inputs,
+                             double duty, CurveLoadRate& curve_rate) {
   const double loaded_tflops = loaded_gemm_tflops_at(curve, duty);
-  if (!(loaded_tflops > 0) || !(kernels.reference_sm_clock_MHz > 0)) return 0;
+  const double benchmark_tflops = curve_rate.flops_per_ns(inputs) * 1e-3;
   Op load;
   load.kind = OpKind::gemm;
   load.gemm = sustained_clock_load_gemm(inputs);
-  const double benchmark_ns = benchmark_kernel_time_ns(kernels, gpu, load);
   const double exponent = sm_clock_exponent(load);
-  if (!(benchmark_ns > 0) || !(exponent > 0)) return 0;
-  const GemmShape& g = load.gemm;
-  const double benchmark_tflops = 2.0 * g.m * g.n * g.k * g.count / benchmark_ns * 1e-3;
+  if (!(loaded_tflops > 0) || !(benchmark_tflops > 0) || !(exponent > 0) || !(kernels.reference_sm_clock_MHz > 0))
+    return 0;
   return kernels.reference_sm_clock_MHz * std::pow(loaded_tflops / benchmark_tflops, 1 / exponent);
 }
 
 // The GEMMs' clock of a step of this duty and FP8 share, the two curves' loaded GEMM clocks mixed as step_clock_at
 // mixes their probes' clocks; 0 where a curve the step needs recorded no throughput.
-double step_gemm_clock_MHz(const GpuKernelProfile& kernels, const GpuSpec& gpu, const StepDuty& duty) {
-  const double bf16 = loaded_gemm_clock_MHz(kernels, gpu, kernels.sustained_clock, GemmInputs::bf16, duty.duty);
+double step_gemm_clock_MHz(const Profile& profile, const GpuSpec& gpu, const StepDuty& duty) {
+  const GpuKernelProfile& kernels = profile.kernels_for(gpu);
+  CurveLoadRate curve_rate(profile, gpu);
+  const double bf16 = loaded_gemm_clock_MHz(kernels, kernels.sustained_clock, GemmInputs::bf16, duty.duty, curve_rate);
   if (kernels.sustained_clock_fp8.points.empty() || duty.fp8_share == 0 || bf16 == 0) return bf16;
   const double fp8 =
-      loaded_gemm_clock_MHz(kernels, gpu, kernels.sustained_clock_fp8, GemmInputs::fp8_per_tensor, duty.duty);
+      loaded_gemm_clock_MHz(kernels, kernels.sustained_clock_fp8, GemmInputs::fp8_per_tensor, duty.duty, curve_rate);
   return fp8 > 0 ? (1 - duty.fp8_share) * bf16 + duty.fp8_share * fp8 : 0;
 }
 
@@ -197,7 +197,7 @@ StepClock step_clock(const RankClass& rank_class, const Profile& profile, const 
   const double rows_factor =
       fitted_kind ? gemm_rows_clock_factor(kernels.gemm_rows_clock, static_cast<double>(duty.gemm_rows)) : 1.0;
   clock.sm_MHz *= rows_factor;
-  clock.gemm_MHz = step_gemm_clock_MHz(kernels, gpu, duty) * rows_factor;
+  clock.gemm_MHz = step_gemm_clock_MHz(profile, gpu, duty) * rows_factor;
   spdlog::debug("step clock of rank class {}: {:.0f} MHz by the sustained-clock curve at GEMM duty {:.3f}, GEMMs at "
                 "{:.0f} MHz by the load's throughput (0: at the curve's), x{:.4f} for GEMM rows {}",
                 rank_class.index, clock.sm_MHz, duty.duty, clock.gemm_MHz, rows_factor, duty.gemm_rows);
