@@ -108,7 +108,7 @@ void fold_exact_shapes(const Profile& before, Profile& after, const RunMeasureme
     if (earlier != priced_by.measured.end()) m.benchmark_ns = benchmark_time_ns(earlier->second);
     // Priced at the reference clock by a profile whose curve gives each step its clock: the run's clock is stated, so
     // that shapes near this one take the ratio without it (cost/in_situ.hpp) and apply their own step's clock.
-    if (run.sm_clock_MHz > 0 && curve_prices_steps(priced_by)) m.run_sm_clock_MHz = run.sm_clock_MHz;
+    if (curve_prices_steps(priced_by)) m.run_sm_clock_MHz = run_clock_on_curve_scale_MHz(run);
     reason += fmt::format(" (profile priced it {} ns with launch overhead; in the run {:.3f} x the benchmark price {:.0f} ns)",
                           compute_time_ns(before, first.gpu, first.op), m.median_ns / m.priced_ns, m.priced_ns);
     kernels.measured[key] = m;
@@ -230,6 +230,13 @@ void fold_routing(Profile& after, const MoeRouting& measured, std::vector<Profil
 }
 
 }  // namespace
+
+// Where NVML reads off the probe (an H100 at its cap, 4-9% below): docs/ACCURACY.md "A fold on one H100 makes its
+// predictions worse".
+double run_clock_on_curve_scale_MHz(const RunMeasurements& run) {
+  if (run.sm_clock_MHz <= 0) return 0;
+  return run.probe_per_nvml_clock > 0 ? run.sm_clock_MHz * run.probe_per_nvml_clock : run.predicted_sm_clock_MHz;
+}
 
 Recalibration recalibrate(const Profile& profile, const RunMeasurements& run) {
   if (run.samples.empty()) throw std::invalid_argument("recalibration: " + run.run + " measured no op to fold in");
