@@ -231,11 +231,8 @@ void fold_routing(Profile& after, const MoeRouting& measured, std::vector<Profil
 
 }  // namespace
 
-// Where NVML reads off the probe (an H100 at its cap, 4-9% below): docs/ACCURACY.md "A fold on one H100 makes its
-// predictions worse".
 double run_clock_on_curve_scale_MHz(const RunMeasurements& run) {
-  if (run.sm_clock_MHz <= 0) return 0;
-  return run.probe_per_nvml_clock > 0 ? run.sm_clock_MHz * run.probe_per_nvml_clock : run.predicted_sm_clock_MHz;
+  return run.sm_clock_MHz > 0 ? run.predicted_sm_clock_MHz : 0;
 }
 
 Recalibration recalibrate(const Profile& profile, const RunMeasurements& run) {

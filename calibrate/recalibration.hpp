@@ -52,10 +52,6 @@ struct RunMeasurements {
   // The step clock the profile before the fold gives the run's plan from its sustained-clock curve (sim/step_clock.hpp,
   // the mean over the plan's rank classes); 0: none (a profile without a curve, or a stated sustained clock).
   double predicted_sm_clock_MHz = 0;
-  // The probe's clock per NVML's at the plan's GEMM duty, as the profile's calibration read both beside its curve
-  // (cost/sustained_clock.hpp probe_per_nvml_clock_at, the mean over the plan's rank classes): sm_clock_MHz times it is
-  // the run's clock on the curve's scale. 0: the curve did not record NVML's clock (calibrations before 2026-12-06).
-  double probe_per_nvml_clock = 0;
 };
 
 // One entry of the profile that recalibration set, with why.
@@ -85,8 +81,8 @@ struct Recalibration {
 //     priced_ns = the shape's training_clock_time_ns after rule 0 (an earlier trace entry's priced_ns
 //     when the shape was traced before), benchmark_ns = the micro-benchmark it replaced; run_sm_clock_MHz, where the
 //     GPU's profile has a curve and no stated clock (its prices are at the reference clock: shapes near the entry then
-//     take its ratio without the run's clock, cost/in_situ.hpp) = the run's clock on the curve's scale,
-//     run_clock_on_curve_scale_MHz (since 2026-12-06; before, NVML's clock as read).
+//     take its ratio without the run's clock, cost/in_situ.hpp) = run_clock_on_curve_scale_MHz (since 2026-12-06, the
+//     clock the curve gives the plan; before, the run's NVML clock as read).
 //  2. collectives (all_reduce .. all_to_all), grouped by (GPU, kind, placement, bytes): where the profile
 //     has that placement's table, the row at those bytes becomes the median (time, algbw, busbw).
 //  3. per GPU and collective kind, over the run's collectives not placed in a table: this run's (sum
@@ -98,10 +94,11 @@ struct Recalibration {
 // Throws std::invalid_argument for a run with no samples or a fitted factor outside [0.001, 1000].
 Recalibration recalibrate(const Profile& profile, const RunMeasurements& run);
 
-// The clock rule 1's entries state for a run whose profile prices steps by its curve: the run's NVML busy clock mapped
-// onto the probe's scale, sm_clock_MHz x probe_per_nvml_clock, where both were recorded; else the clock the curve gives
-// the run's plan, predicted_sm_clock_MHz (the run's offset from it then stays in the entries' ratios); 0 where the run's
-// clock was not recorded (the ratios hold it, as before 2026-12-01).
+// The clock rule 1's entries state for a run whose profile prices steps by its curve: the clock the curve gives the
+// run's plan, predicted_sm_clock_MHz, the scale every step is priced on (the run's offset from it stays in the
+// entries' ratios), where the run's clock was recorded; 0 where it was not (the ratios hold it, as before 2026-12-01).
+// Not the run's NVML clock: on an H100 at its cap NVML reads 8-9% below the probe the curve is measured with, and
+// traced shapes stated at it were re-priced that much fast (docs/ACCURACY.md "A fold on one H100").
 double run_clock_on_curve_scale_MHz(const RunMeasurements& run);
 
 // changes.json: {"format": "twin-profile-changes", "source_run", "profile", "previous", "changes": [...]}.

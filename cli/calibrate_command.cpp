@@ -111,18 +111,12 @@ int run_from_trace(const CalibrateOptions& options) {
              outcome.changes_md.generic_string());
   if (effect.contains("curve_sm_clock_MHz")) {
     const double run_MHz = effect.at("run_sm_clock_MHz").get<double>(), curve_MHz = effect.at("curve_sm_clock_MHz").get<double>();
-    const double traced_MHz = effect.at("traced_sm_clock_MHz").get<double>();
-    const std::string scale =
-        effect.contains("probe_per_nvml_clock")
-            ? fmt::format("NVML's clock on the curve's scale: its calibration read the probe {:.3f} x NVML at the plan's "
-                          "duty", effect.at("probe_per_nvml_clock").get<double>())
-            : std::string("the curve's clock for the plan: its calibration recorded no NVML clock to map the run's onto "
-                          "the probe's scale");
-    fmt::print("the run's GPUs held {:.0f} MHz by NVML where the profile's clock curve gives its plan {:.0f} MHz; its "
-               "traced shapes state {:.0f} MHz ({:+.1f}% off the curve), {}. The curve is kept (one plan's offset does "
-               "not carry to others); a curve measured on another GPU is replaced by `twin calibrate --sustained-clock "
-               "--profile P` on this one\n",
-               run_MHz, curve_MHz, traced_MHz, 100 * (traced_MHz / curve_MHz - 1), scale);
+    fmt::print("the run's GPUs held {:.0f} MHz by NVML where the profile's clock curve gives its plan {:.0f} MHz "
+               "({:+.1f}%); its traced shapes state the curve's clock (NVML's scale is not the probe's: on an H100 at "
+               "its cap NVML read 8-9% below it) and the curve is kept (one plan's offset does not carry to others); "
+               "a curve measured on another GPU is replaced by `twin calibrate --sustained-clock --profile P` on this "
+               "one\n",
+               run_MHz, curve_MHz, 100 * (run_MHz / curve_MHz - 1));
   }
   if (effect.contains("measured_iteration_ns"))
     fmt::print("the run's plan: predicted {:.3f} ms before, {:.3f} ms after; measured {:.3f} ms (error {:+.1f}% -> {:+.1f}%)\n",

@@ -51,23 +51,6 @@ double loaded_gemm_tflops_at(const SustainedClockCurve& curve, double gemm_duty)
   return recorded ? curve_at(curve, gemm_duty, [](const SustainedClockPoint& p) { return p.gemm_tflops; }) : 0;
 }
 
-double nvml_sm_clock_MHz_at(const SustainedClockCurve& curve, double gemm_duty) {
-  const bool recorded = std::all_of(curve.points.begin(), curve.points.end(),
-                                    [](const SustainedClockPoint& p) { return p.nvml_sm_clock_MHz > 0; });
-  return recorded ? curve_at(curve, gemm_duty, [](const SustainedClockPoint& p) { return p.nvml_sm_clock_MHz; }) : 0;
-}
-
-double probe_per_nvml_clock_at(const SustainedClockCurve& bf16, const SustainedClockCurve& fp8, double gemm_duty,
-                               double fp8_share) {
-  const double bf16_nvml_MHz = nvml_sm_clock_MHz_at(bf16, gemm_duty);
-  if (bf16_nvml_MHz <= 0) return 0;
-  const double probe_MHz = step_clock_at(bf16, fp8, gemm_duty, fp8_share).sm_MHz;
-  if (fp8.points.empty()) return probe_MHz / bf16_nvml_MHz;
-  const double fp8_nvml_MHz = nvml_sm_clock_MHz_at(fp8, gemm_duty);
-  if (fp8_nvml_MHz <= 0) return 0;
-  return probe_MHz / ((1 - fp8_share) * bf16_nvml_MHz + fp8_share * fp8_nvml_MHz);
-}
-
 StepClock step_clock_at(const SustainedClockCurve& bf16, const SustainedClockCurve& fp8, double gemm_duty,
                         double fp8_share) {
   if (bf16.points.empty()) return {};

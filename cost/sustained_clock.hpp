@@ -52,8 +52,6 @@ double sustained_clock_MHz_at(const SustainedClockCurve& curve, double gemm_duty
 double gemm_clock_MHz_at(const SustainedClockCurve& curve, double gemm_duty);  // recorded, not priced: PROFILES.md
 // The same for the throughput the load's GEMM ran at (gemm_tflops); 0 where a point lacks it or the curve is empty.
 double loaded_gemm_tflops_at(const SustainedClockCurve& curve, double gemm_duty);
-// The same for the clock NVML read beside the probe (nvml_sm_clock_MHz); 0 where a point lacks it or the curve is empty.
-double nvml_sm_clock_MHz_at(const SustainedClockCurve& curve, double gemm_duty);
 
 // The clock a training step's kernels run at (sim/step_clock.hpp): one SM clock for every kernel that follows it
 // (BF16 and FP8 GEMMs, attention), as step_clock_at's model below states, and where the curves recorded their load's
@@ -79,12 +77,6 @@ struct StepClock {
 // clock, as before 2026-11-29. An empty BF16 curve: {0}.
 StepClock step_clock_at(const SustainedClockCurve& bf16, const SustainedClockCurve& fp8, double gemm_duty,
                         double fp8_share);
-
-// The probe's clock per NVML's clock at a step of this duty and FP8 share, the two curves mixed as step_clock_at mixes
-// them: what maps a clock NVML read in a run (the executor's samples) onto the probe's scale, which the curves price
-// on. 0 where a curve the step needs did not record NVML's clock at every point.
-double probe_per_nvml_clock_at(const SustainedClockCurve& bf16, const SustainedClockCurve& fp8, double gemm_duty,
-                               double fp8_share);
 
 nlohmann::json sustained_clock_json(const SustainedClockCurve& curve);
 // Throws InputError at the offending path: duties outside (0, 1] or not ascending, clocks outside [1, 1e5] MHz.

@@ -3,7 +3,10 @@
 study, so that tools/repredict_runs.py and tools/fold_transfer_study.py read them all from one place. The archives
 nest the studies' work folders as folders or as inner tarballs; both are unpacked. A study run again in a later
 archive is its own folder, <study>@<the archive's date>. Prints each study with its runs.
-Usage: python3 tools/one_h200_studies.py OUT"""
+SET: one-h200 (the default: the seventeen one-H200 studies of 2026-11-28..12-01), or the study sets of the fold-clock
+study of 2026-12-06 (docs/ACCURACY.md "A fold on one H100 no longer makes its predictions worse"): fold-clock-h100
+(four one-H100 studies) and fold-clock-h200 (four one-H200 studies at the current lowering).
+Usage: python3 tools/one_h200_studies.py OUT [SET]"""
 import io
 import os
 import sys
@@ -22,7 +25,14 @@ ARCHIVES = [  # (archive under docs/accuracy, the work folders or inner tarballs
     "2026-12-01-qwen3-4b-fresh-1xH200.tar.gz",
     "2026-12-01-blind-stablelm-internlm2-fresh-1xH200.tar.gz",
 ]
-SUFFIX = "-1xH200-work"
+SETS = {  # SET: (its archives, the suffix of its studies' work folders)
+    "one-h200": (ARCHIVES, "-1xH200-work"),
+    "fold-clock-h100": (["2026-12-05-blind-h100-calibrate-1xH100.tar.xz", "2026-12-06-fold-clock-1xH100-1xH200.tar.xz"],
+                        "-1xH100-work"),
+    "fold-clock-h200": (["2026-12-06-probe-nvml-blind-1xH200.tar.xz", "2026-12-06-fold-clock-1xH100-1xH200.tar.xz"],
+                        "-1xH200-work"),
+}
+SUFFIX = "-1xH200-work"  # the chosen set's (main)
 
 
 def study_of(path):
@@ -69,12 +79,14 @@ def write(out, study, rel, data, studies):
 
 
 def main():
-    if len(sys.argv) != 2:
+    global SUFFIX
+    if len(sys.argv) not in (2, 3) or (len(sys.argv) == 3 and sys.argv[2] not in SETS):
         sys.exit(__doc__)
     out = sys.argv[1]
+    archives, SUFFIX = SETS[sys.argv[2] if len(sys.argv) == 3 else "one-h200"]
     here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "docs", "accuracy")
     studies = {}
-    for archive in ARCHIVES:
+    for archive in archives:
         earlier = set(studies)
         unpack(os.path.join(here, archive), out, studies, earlier)
     for study in sorted(studies):

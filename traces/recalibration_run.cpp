@@ -131,30 +131,13 @@ double predicted_step_clock_MHz(const IterationGraph& graph, const Cluster& clus
   return classes > 0 ? sum / classes : 0;
 }
 
-// The probe's clock per NVML's the profile's curves give the plan's rank classes at their GEMM duties, their mean; 0
-// where a class's curve did not record NVML's clock or the profile prices no step by its curve.
-double probe_per_nvml_clock(const IterationGraph& graph, const Cluster& cluster, const Profile& profile) {
-  double sum = 0;
-  for (const RankClass& rank_class : graph.classes) {
-    const GpuSpec& gpu = cluster.node_groups.at(static_cast<std::size_t>(rank_class.node_group)).gpu;
-    const GpuKernelProfile& kernels = profile.kernels_for(gpu);
-    const sim::StepDuty duty = sim::step_duty(rank_class, profile, gpu, nullptr);
-    const double ratio =
-        probe_per_nvml_clock_at(kernels.sustained_clock, kernels.sustained_clock_fp8, duty.duty, duty.fp8_share);
-    if (ratio <= 0) return 0;
-    sum += ratio;
-  }
-  return graph.classes.empty() ? 0 : sum / static_cast<double>(graph.classes.size());
-}
-
-// The run's busy clock (its gpu_clocks.csv, where recorded), the clock the profile's curve gives its plan, and the
-// calibration's probe-per-NVML ratio at the plan's duty: what rules 0 and 1 state the run's clock from.
+// The run's busy clock (its gpu_clocks.csv, where recorded) and the clock the profile's curve gives its plan: what
+// rules 0 and 1 state the run's clock from.
 void measure_run_clocks(const fs::path& run_dir, const IterationGraph& graph, const Cluster& cluster,
                         const Profile& before, RunMeasurements& measured) {
   if (const fs::path clocks = run_dir / "gpu_clocks.csv"; fs::exists(clocks))
     if (const std::optional<GpuClockSummary> summary = read_gpu_clocks(clocks)) measured.sm_clock_MHz = summary->sm_clock_MHz;
   measured.predicted_sm_clock_MHz = predicted_step_clock_MHz(graph, cluster, before);
-  if (measured.predicted_sm_clock_MHz > 0) measured.probe_per_nvml_clock = probe_per_nvml_clock(graph, cluster, before);
 }
 
 // The record's "effect": the plan predicted before and after the fold, what was folded and left out, the clocks, and
@@ -174,7 +157,6 @@ json fold_effect(const IterationGraph& graph, const Cluster& cluster, const Prof
     effect["run_sm_clock_MHz"] = measured.sm_clock_MHz;
     effect["curve_sm_clock_MHz"] = measured.predicted_sm_clock_MHz;
     effect["traced_sm_clock_MHz"] = run_clock_on_curve_scale_MHz(measured);  // what the run's shapes state (rule 1)
-    if (measured.probe_per_nvml_clock > 0) effect["probe_per_nvml_clock"] = measured.probe_per_nvml_clock;
   }
   if (measured_ns) {
     effect["measured_iteration_ns"] = *measured_ns;

@@ -308,7 +308,7 @@ TEST(RecalibrateFromRun, ARunOfAnotherKernelRevisionLeavesThoseKindsAlone) {
 }
 
 // A run whose clock was sampled, folded into a profile priced by a clock curve: the curve stays as measured, the run's
-// shapes state its clock, and the record says the run's clock beside the curve's for its plan.
+// shapes state the curve's clock for its plan, and the record says the run's clock beside it.
 TEST(RecalibrateFromRun, ARunsClockBesideTheCurveIsSaidAndTheCurveKept) {
   TempDir dir("recal-clock");
   const fs::path run = copy_run("small-single-h200", dir.path);
@@ -323,38 +323,20 @@ TEST(RecalibrateFromRun, ARunsClockBesideTheCurveIsSaidAndTheCurveKept) {
   EXPECT_DOUBLE_EQ(effect["run_sm_clock_MHz"].get<double>(), 1545);
   EXPECT_GE(effect["curve_sm_clock_MHz"].get<double>(), 1480);  // on the curve, at the plan's duty
   EXPECT_LE(effect["curve_sm_clock_MHz"].get<double>(), 1700);
-  // The curve recorded no NVML clock: the run's shapes state the curve's clock for the plan.
+  // The run's shapes state the curve's clock for the plan, not the run's NVML clock.
   const double curve_MHz = effect["curve_sm_clock_MHz"].get<double>();
   EXPECT_DOUBLE_EQ(effect["traced_sm_clock_MHz"].get<double>(), curve_MHz);
-  EXPECT_FALSE(effect.contains("probe_per_nvml_clock"));
-  const auto expect_traced_clock = [&](const fs::path& folded_path, double clock_MHz) {
-    const Profile folded = load_profile(folded_path.string());
-    int traced = 0;
-    for (std::size_t g = 0; g < folded.gpus.size(); ++g) {
-      EXPECT_EQ(sustained_clock_json(folded.gpus[g].sustained_clock), sustained_clock_json(profile.gpus[g].sustained_clock));
-      for (const auto& [key, m] : folded.gpus[g].measured) {
-        if (m.source.find("small-single-h200") == std::string::npos) continue;
-        EXPECT_DOUBLE_EQ(m.run_sm_clock_MHz, clock_MHz) << key;
-        ++traced;
-      }
+  const Profile folded = load_profile(out.string());
+  int traced = 0;
+  for (std::size_t g = 0; g < folded.gpus.size(); ++g) {
+    EXPECT_EQ(sustained_clock_json(folded.gpus[g].sustained_clock), sustained_clock_json(profile.gpus[g].sustained_clock));
+    for (const auto& [key, m] : folded.gpus[g].measured) {
+      if (m.source.find("small-single-h200") == std::string::npos) continue;
+      EXPECT_DOUBLE_EQ(m.run_sm_clock_MHz, curve_MHz) << key;
+      ++traced;
     }
-    EXPECT_GT(traced, 0);
-  };
-  expect_traced_clock(out, curve_MHz);
-  // With NVML's clock beside the probe's at each point (NVML reading below the probe at the cap, as on an H100), the
-  // run's 1545 MHz by NVML is mapped onto the probe's scale by their ratio at the plan's duty.
-  for (GpuKernelProfile& gpu : profile.gpus) {
-    gpu.sustained_clock.points[0].nvml_sm_clock_MHz = 1650;
-    gpu.sustained_clock.points[1].nvml_sm_clock_MHz = 1380;
   }
-  save_profile(profile, base);
-  const RecalibrateOutcome mapped = recalibrate_from_run({run, base.string(), (dir.path / "mapped.json").string()});
-  const nlohmann::json& mapped_effect = mapped.record["effect"];
-  const double ratio = mapped_effect["probe_per_nvml_clock"].get<double>();
-  EXPECT_GE(ratio, 1700.0 / 1650 - 1e-12);  // between the two points' ratios
-  EXPECT_LE(ratio, 1480.0 / 1380 + 1e-12);
-  EXPECT_DOUBLE_EQ(mapped_effect["traced_sm_clock_MHz"].get<double>(), 1545 * ratio);
-  expect_traced_clock(dir.path / "mapped.json", 1545 * ratio);
+  EXPECT_GT(traced, 0);
 }
 
 TEST(RecalibrateFromRun, SameInputsGiveTheSameBytes) {

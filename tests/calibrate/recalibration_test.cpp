@@ -285,7 +285,7 @@ TEST(RecalibrationArithmetic, TheRunsClockBecomesTheSustainedClockAndTheBasisOfE
 // A profile with a sustained-clock curve keeps pricing each step at the clock its own duty gives: the curve stays as
 // measured, no one clock is stated for every step, and the run's clock goes into its shapes' entries, whose ratios
 // are then taken without it (cost/in_situ.hpp).
-TEST(RecalibrationArithmetic, WithACurveTheRunsClockOnTheCurvesScaleGoesIntoItsShapesAndTheCurveStays) {
+TEST(RecalibrationArithmetic, WithACurveItsClockForThePlanGoesIntoTheRunsShapesAndTheCurveStays) {
   Profile profile = fixture().profile;
   GpuKernelProfile& gpu = profile.gpus[0];
   gpu.sustained_clock.points = {{0.4, 1700, {1690, 1710}, 0}, {1.0, 1500, {1490, 1510}, 0}};
@@ -299,8 +299,8 @@ TEST(RecalibrationArithmetic, WithACurveTheRunsClockOnTheCurvesScaleGoesIntoItsS
   EXPECT_EQ(sustained_clock_json(kernels.sustained_clock), sustained_clock_json(gpu.sustained_clock));
   EXPECT_EQ(sustained_clock_json(kernels.sustained_clock_fp8), sustained_clock_json(gpu.sustained_clock_fp8));
   for (const ProfileChange& change : result.changes) EXPECT_EQ(change.entry.find("clock"), std::string::npos) << change.entry;
-  // The curve did not record NVML's clock: the entries state the clock the curve gave the plan, the scale every
-  // step is priced on, and the run's offset from it stays in their ratios.
+  // The entries state the clock the curve gave the plan, the scale every step is priced on, not the run's NVML clock
+  // (on an H100 at its cap NVML reads 8-9% below the probe); the run's offset from it stays in their ratios.
   const auto traced_clocks = [](const GpuKernelProfile& folded) {
     std::set<double> clocks;
     for (const auto& [key, m] : folded.measured)
@@ -308,14 +308,10 @@ TEST(RecalibrationArithmetic, WithACurveTheRunsClockOnTheCurvesScaleGoesIntoItsS
     return clocks;
   };
   EXPECT_EQ(traced_clocks(kernels), std::set<double>{1500});
-  // Where it did, the run's NVML clock is mapped onto the probe's scale by the ratio at the plan's duty.
-  run.probe_per_nvml_clock = 1500.0 / 1400;
-  EXPECT_EQ(traced_clocks(recalibrate(profile, run).profile.gpus.at(0)), std::set<double>{1560 * (1500.0 / 1400)});
   // A run whose clock was not recorded states none: its ratios hold it.
   RunMeasurements unclocked = run;
   unclocked.sm_clock_MHz = 0;
   EXPECT_EQ(traced_clocks(recalibrate(profile, unclocked).profile.gpus.at(0)), std::set<double>{0});
-  run.probe_per_nvml_clock = 0;
   // Without a predicted clock (the plan got none from the curve) the run's clock is stated, as before, and the
   // entries' ratios hold it.
   run.predicted_sm_clock_MHz = 0;

@@ -41,26 +41,6 @@ TEST(SustainedClock, TheGemmClockIsReadLikeTheProbesAndFallsBackToThem) {
 
 // Two curves whose probes read 1,600 (BF16) and 1,500 MHz (FP8) at duty 0.5; the FP8 GEMMs' cycles told 1,350, which
 // is recorded and not priced.
-// NVML's clock beside the probe's maps a run's NVML reading onto the curve's scale; a curve that lacks it at any
-// point (calibrated before 2026-12-06) maps nothing.
-TEST(SustainedClock, TheProbePerNvmlRatioIsReadAtTheStepsDutyAndNeedsEveryPoint) {
-  SustainedClockCurve bf16 = measured_curve();
-  EXPECT_DOUBLE_EQ(nvml_sm_clock_MHz_at(bf16, 0.5), 0);
-  EXPECT_DOUBLE_EQ(probe_per_nvml_clock_at(bf16, {}, 0.5, 0), 0);
-  bf16.points[0].nvml_sm_clock_MHz = 1600;
-  bf16.points[1].nvml_sm_clock_MHz = 1500;
-  EXPECT_DOUBLE_EQ(probe_per_nvml_clock_at(bf16, {}, 0.5, 0), 0);  // the third point lacks it
-  bf16.points[2].nvml_sm_clock_MHz = 1340;
-  EXPECT_DOUBLE_EQ(nvml_sm_clock_MHz_at(bf16, 0.5), 1550);
-  EXPECT_DOUBLE_EQ(probe_per_nvml_clock_at(bf16, {}, 0.5, 0), 1590.0 / 1550);
-  EXPECT_DOUBLE_EQ(probe_per_nvml_clock_at(bf16, {}, 1.0, 0), 1460.0 / 1340);
-  // A step with FP8 GEMMs mixes the two curves' NVML clocks as it mixes their probes'.
-  SustainedClockCurve fp8{{{1.0, 1400, {}, 560}}};
-  EXPECT_DOUBLE_EQ(probe_per_nvml_clock_at(bf16, fp8, 1.0, 0.5), 0);  // the FP8 curve lacks it
-  fp8.points[0].nvml_sm_clock_MHz = 1300;
-  EXPECT_DOUBLE_EQ(probe_per_nvml_clock_at(bf16, fp8, 1.0, 0.5), (1460.0 + 1400) / (1340.0 + 1300));
-}
-
 TEST(SustainedClock, AStepMixingBf16AndFp8GemmsHoldsOneClockTheMixOfTheCurves) {
   const SustainedClockCurve bf16{{{0.5, 1600, {}, 700, 1750}}};
   const SustainedClockCurve fp8{{{0.5, 1500, {}, 1200, 1350}}};
