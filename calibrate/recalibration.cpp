@@ -106,9 +106,10 @@ void fold_exact_shapes(const Profile& before, Profile& after, const RunMeasureme
     m.priced_ns = earlier_trace && earlier->second.priced_ns > 0 ? earlier->second.priced_ns
                                                                   : training_clock_time_ns(priced_by, first.gpu, first.op);
     if (earlier != priced_by.measured.end()) m.benchmark_ns = benchmark_time_ns(earlier->second);
-    // Priced at the reference clock by a profile whose curve gives each step its clock: the run's clock is stated, so
-    // that shapes near this one take the ratio without it (cost/in_situ.hpp) and apply their own step's clock.
-    if (curve_prices_steps(priced_by)) m.run_sm_clock_MHz = run_clock_on_curve_scale_MHz(run);
+    // Priced at the reference clock by a profile whose curve gives each step its clock: the clock the curve gave the
+    // run's plan is stated, so that shapes near this one take the ratio without it (cost/in_situ.hpp) and apply their
+    // own step's clock.
+    if (curve_prices_steps(priced_by)) m.run_sm_clock_MHz = traced_sm_clock_MHz(run);
     reason += fmt::format(" (profile priced it {} ns with launch overhead; in the run {:.3f} x the benchmark price {:.0f} ns)",
                           compute_time_ns(before, first.gpu, first.op), m.median_ns / m.priced_ns, m.priced_ns);
     kernels.measured[key] = m;
@@ -231,7 +232,7 @@ void fold_routing(Profile& after, const MoeRouting& measured, std::vector<Profil
 
 }  // namespace
 
-double run_clock_on_curve_scale_MHz(const RunMeasurements& run) {
+double traced_sm_clock_MHz(const RunMeasurements& run) {
   return run.sm_clock_MHz > 0 ? run.predicted_sm_clock_MHz : 0;
 }
 

@@ -70,9 +70,9 @@ struct Recalibration {
 
 // The rules, in order:
 //  0. the run's SM clock (when recorded), for its GPUs' kernel profiles that have a reference clock: where the profile
-//     has a sustained-clock curve that gives the run's plan a step clock, the curve stays as measured and the run's
-//     clock goes into rule 1's entries (run_sm_clock_MHz: their ratios are then taken without it, and each step near
-//     them applies its own clock, cost/in_situ.hpp; since 2026-12-01: scaling the curve by one run's clock made other
+//     has a sustained-clock curve that gives the run's plan a step clock, the curve stays as measured and rule 1's
+//     entries state the curve's clock for the plan (run_sm_clock_MHz, traced_sm_clock_MHz below: their ratios are then
+//     taken without it, and each step near them applies its own clock, cost/in_situ.hpp; since 2026-12-01: scaling the curve by one run's clock made other
 //     models' predictions worse, docs/ACCURACY.md "A fold that generalizes"); else it becomes the profile's
 //     sustained_sm_clock_MHz, one clock for every step. A property of the GPU in training, not of a shape, so it
 //     moves the price of every GEMM the run did not measure; the rules below price on the profile with it.
@@ -81,7 +81,7 @@ struct Recalibration {
 //     priced_ns = the shape's training_clock_time_ns after rule 0 (an earlier trace entry's priced_ns
 //     when the shape was traced before), benchmark_ns = the micro-benchmark it replaced; run_sm_clock_MHz, where the
 //     GPU's profile has a curve and no stated clock (its prices are at the reference clock: shapes near the entry then
-//     take its ratio without the run's clock, cost/in_situ.hpp) = run_clock_on_curve_scale_MHz (since 2026-12-06, the
+//     take its ratio without the run's clock, cost/in_situ.hpp) = traced_sm_clock_MHz (since 2026-12-06, the
 //     clock the curve gives the plan; before, the run's NVML clock as read).
 //  2. collectives (all_reduce .. all_to_all), grouped by (GPU, kind, placement, bytes): where the profile
 //     has that placement's table, the row at those bytes becomes the median (time, algbw, busbw).
@@ -94,12 +94,12 @@ struct Recalibration {
 // Throws std::invalid_argument for a run with no samples or a fitted factor outside [0.001, 1000].
 Recalibration recalibrate(const Profile& profile, const RunMeasurements& run);
 
-// The clock rule 1's entries state for a run whose profile prices steps by its curve: the clock the curve gives the
+// The clock rule 1's entries state (run_sm_clock_MHz) for a run whose profile prices steps by its curve: the clock the curve gives the
 // run's plan, predicted_sm_clock_MHz, the scale every step is priced on (the run's offset from it stays in the
 // entries' ratios), where the run's clock was recorded; 0 where it was not (the ratios hold it, as before 2026-12-01).
 // Not the run's NVML clock: on an H100 at its cap NVML reads 8-9% below the probe the curve is measured with, and
-// traced shapes stated at it were re-priced that much fast (docs/ACCURACY.md "A fold on one H100").
-double run_clock_on_curve_scale_MHz(const RunMeasurements& run);
+// traced shapes stated at it were re-priced that much fast (docs/ACCURACY.md "A fold on one H100 no longer makes its predictions worse").
+double traced_sm_clock_MHz(const RunMeasurements& run);
 
 // changes.json: {"format": "twin-profile-changes", "source_run", "profile", "previous", "changes": [...]}.
 nlohmann::json changes_json(const Recalibration& result, const std::string& run, const std::string& profile_path,

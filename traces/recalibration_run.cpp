@@ -156,7 +156,7 @@ json fold_effect(const IterationGraph& graph, const Cluster& cluster, const Prof
   if (measured.sm_clock_MHz > 0 && measured.predicted_sm_clock_MHz > 0) {
     effect["run_sm_clock_MHz"] = measured.sm_clock_MHz;
     effect["curve_sm_clock_MHz"] = measured.predicted_sm_clock_MHz;
-    effect["traced_sm_clock_MHz"] = run_clock_on_curve_scale_MHz(measured);  // what the run's shapes state (rule 1)
+    effect["traced_sm_clock_MHz"] = traced_sm_clock_MHz(measured);  // what the run's shapes state (rule 1)
   }
   if (measured_ns) {
     effect["measured_iteration_ns"] = *measured_ns;

@@ -283,8 +283,8 @@ TEST(RecalibrationArithmetic, TheRunsClockBecomesTheSustainedClockAndTheBasisOfE
 }
 
 // A profile with a sustained-clock curve keeps pricing each step at the clock its own duty gives: the curve stays as
-// measured, no one clock is stated for every step, and the run's clock goes into its shapes' entries, whose ratios
-// are then taken without it (cost/in_situ.hpp).
+// measured, no one clock is stated for every step, and the curve's clock for the run's plan goes into its shapes'
+// entries, whose ratios are then taken without it (cost/in_situ.hpp).
 TEST(RecalibrationArithmetic, WithACurveItsClockForThePlanGoesIntoTheRunsShapesAndTheCurveStays) {
   Profile profile = fixture().profile;
   GpuKernelProfile& gpu = profile.gpus[0];
