@@ -172,6 +172,31 @@ fs::path previous_profile_path(const fs::path& path) {
   return candidate;
 }
 
+// Leaves out of `measured` the ops whose kernels are not the ones `before` prices: attention of another implementation
+// than the default, and kinds the run ran in another kernel revision than the profile's calibration timed.
+void leave_out_other_kernels(const RunMetrics& metrics, const Profile& before, RunMeasurements& measured) {
+  // Profiles price the attention `twin execute` runs by default (what calibration times): a run of another
+  // implementation (--attention) keeps its other ops, not its attention's. Runs from before the choice existed
+  // name none and ran twin's own kernels, which the profiles of then priced.
+  if (metrics.attention && *metrics.attention != to_string(kDefaultAttentionImplementation))
+    std::erase_if(measured.samples, [&](const MeasuredOpSample& s) {
+      const bool attention = s.op.kind == OpKind::attention_forward || s.op.kind == OpKind::attention_backward;
+      measured.other_attention_ops += attention;
+      return attention;
+    });
+  // A kind whose kernel the run ran in another revision than the profile's calibration timed
+  // (core/kernel_revisions.hpp) measured another kernel: its ops are left out.
+  const nlohmann::json& profile_revisions =
+      before.provenance.is_object() && before.provenance.contains("kernel_revisions")
+          ? before.provenance.at("kernel_revisions") : nlohmann::json();
+  std::erase_if(measured.samples, [&](const MeasuredOpSample& s) {
+    const bool other = recorded_kernel_revision(metrics.kernel_revisions, s.op.kind) !=
+                       recorded_kernel_revision(profile_revisions, s.op.kind);
+    measured.other_kernel_ops += other;
+    return other;
+  });
+}
+
 RecalibrateOutcome recalibrate_from_run(const RecalibrateRequest& request) {
   const fs::path run_dir = request.run_dir;
   if (!fs::is_directory(run_dir)) throw InputError(run_dir.string(), "", "a run folder of twin execute");
@@ -196,26 +221,7 @@ RecalibrateOutcome recalibrate_from_run(const RecalibrateRequest& request) {
                      fmt::format("\"{}\" (the strategy of best.json), got \"{}\": the run is of another plan",
                                  plan.strategy.key(), metrics.strategy));
   const std::optional<TimeNs> measured_ns = metrics.kernel_span_iteration_ns;
-  // Profiles price the attention `twin execute` runs by default (what calibration times): a run of another
-  // implementation (--attention) keeps its other ops, not its attention's. Runs from before the choice existed
-  // name none and ran twin's own kernels, which the profiles of then priced.
-  if (metrics.attention && *metrics.attention != to_string(kDefaultAttentionImplementation))
-    std::erase_if(measured.samples, [&](const MeasuredOpSample& s) {
-      const bool attention = s.op.kind == OpKind::attention_forward || s.op.kind == OpKind::attention_backward;
-      measured.other_attention_ops += attention;
-      return attention;
-    });
-  // A kind whose kernel the run ran in another revision than the profile's calibration timed
-  // (core/kernel_revisions.hpp) measured another kernel: its ops are left out.
-  const nlohmann::json& profile_revisions =
-      before.provenance.is_object() && before.provenance.contains("kernel_revisions")
-          ? before.provenance.at("kernel_revisions") : nlohmann::json();
-  std::erase_if(measured.samples, [&](const MeasuredOpSample& s) {
-    const bool other = recorded_kernel_revision(metrics.kernel_revisions, s.op.kind) !=
-                       recorded_kernel_revision(profile_revisions, s.op.kind);
-    measured.other_kernel_ops += other;
-    return other;
-  });
+  leave_out_other_kernels(metrics, before, measured);
   if (metrics.moe_routing && metrics.moe_routing->samples > 0) {
     const MeasuredRouting& r = *metrics.moe_routing;
     measured.routing = MoeRouting{r.num_experts, r.top_k, {{run, r.samples, r.tokens_per_micro_batch, r.imbalance_mean}}};
