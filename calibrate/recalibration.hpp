@@ -72,8 +72,9 @@ struct Recalibration {
 //  0. the run's SM clock (when recorded), for its GPUs' kernel profiles that have a reference clock: where the profile
 //     has a sustained-clock curve that gives the run's plan a step clock, the curve stays as measured and rule 1's
 //     entries state the curve's clock for the plan (run_sm_clock_MHz, traced_sm_clock_MHz below: their ratios are then
-//     taken without it, and each step near them applies its own clock, cost/in_situ.hpp; since 2026-12-01: scaling the curve by one run's clock made other
-//     models' predictions worse, docs/ACCURACY.md "A fold that generalizes"); else it becomes the profile's
+//     taken without it, and each step near them applies its own clock, cost/in_situ.hpp; since 2026-12-01: scaling
+//     the curve by one run's clock made other models' predictions worse, docs/ACCURACY.md "A fold that
+//     generalizes"); else it becomes the profile's
 //     sustained_sm_clock_MHz, one clock for every step. A property of the GPU in training, not of a shape, so it
 //     moves the price of every GEMM the run did not measure; the rules below price on the profile with it.
 //  1. compute ops, grouped by (GPU, kernel_shape_key): the entry becomes the median of the ops' medians
@@ -94,11 +95,12 @@ struct Recalibration {
 // Throws std::invalid_argument for a run with no samples or a fitted factor outside [0.001, 1000].
 Recalibration recalibrate(const Profile& profile, const RunMeasurements& run);
 
-// The clock rule 1's entries state (run_sm_clock_MHz) for a run whose profile prices steps by its curve: the clock the curve gives the
-// run's plan, predicted_sm_clock_MHz, the scale every step is priced on (the run's offset from it stays in the
-// entries' ratios), where the run's clock was recorded; 0 where it was not (the ratios hold it, as before 2026-12-01).
-// Not the run's NVML clock: on an H100 at its cap NVML reads 8-9% below the probe the curve is measured with, and
-// traced shapes stated at it were re-priced that much fast (docs/ACCURACY.md "A fold on one H100 no longer makes its predictions worse").
+// The clock rule 1's entries state (run_sm_clock_MHz) for a run whose profile prices steps by its curve: the clock the
+// curve gives the run's plan, predicted_sm_clock_MHz, the scale every step is priced on (the run's offset from it
+// stays in the entries' ratios), where the run's clock was recorded; 0 where it was not (the ratios hold it, as
+// before 2026-12-01). Not the run's NVML clock: on an H100 at its cap NVML reads 8-9% below the probe the curve is
+// measured with, and traced shapes stated at it were re-priced that much fast (docs/ACCURACY.md "A fold on one H100
+// no longer makes its predictions worse").
 double traced_sm_clock_MHz(const RunMeasurements& run);
 
 // changes.json: {"format": "twin-profile-changes", "source_run", "profile", "previous", "changes": [...]}.

@@ -9,18 +9,18 @@ import collections
 import csv
 import json
 import os
-import subprocess
 import sys
 import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from repredict_runs import measured_step_s, simulate_plan  # noqa: E402
 
 
 def predicted_ops(twin, run, profile):
     """{op id ('c0.12'): (kind, predicted duration ns)} of the run's plan priced with `profile`."""
-    with open(os.path.join(run, 'metrics.json')) as f:
-        plan = json.load(f)['strategy']
+    plan, _ = measured_step_s(run)
     with tempfile.TemporaryDirectory() as out:
-        result = subprocess.run([twin, 'simulate', os.path.join(run, 'scenario.json'), '--plan-key', plan, '--out', out,
-                                 '--quiet', '--top', '0', '--profile', profile], capture_output=True, text=True)
+        result = simulate_plan(twin, os.path.join(run, 'scenario.json'), plan, out, profile)
         if result.returncode != 0:
             sys.exit(f"{run}: twin simulate failed: {(result.stdout + result.stderr).strip().splitlines()[-1:]}")
         with open(os.path.join(out, 'best.json')) as f:

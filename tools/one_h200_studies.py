@@ -32,35 +32,34 @@ SETS = {  # SET: (its archives, the suffix of its studies' work folders)
     "fold-clock-h200": (["2026-12-06-probe-nvml-blind-1xH200.tar.xz", "2026-12-06-fold-clock-1xH100-1xH200.tar.xz"],
                         "-1xH200-work"),
 }
-SUFFIX = "-1xH200-work"  # the chosen set's (main)
 
 
-def study_of(path):
+def study_of(path, suffix):
     """The study a member belongs to ('phi3-medium-widths') and its path inside the work folder, or None."""
     parts = path.split("/")
     for i, part in enumerate(parts):
         name = part[:-len(".tar.gz")] if part.endswith(".tar.gz") else part
-        if name.startswith("accuracy-") and name.endswith(SUFFIX):
-            return name[len("accuracy-"):-len(SUFFIX)], "/".join(parts[i + 1:])
+        if name.startswith("accuracy-") and name.endswith(suffix):
+            return name[len("accuracy-"):-len(suffix)], "/".join(parts[i + 1:])
     return None
 
 
-def unpack(archive, out, studies, earlier):
-    """Unpacks `archive`'s studies; a study named in `earlier` (those of the archives before) gets the archive's date."""
+def unpack(archive, suffix, out, studies, earlier):
+    """Unpacks `archive`'s studies (work folders ending in `suffix`); a study named in `earlier` (those of the archives before) gets the archive's date."""
     date = os.path.basename(archive)[:10]
     with tarfile.open(archive) as outer:
         for member in outer.getmembers():
-            found = study_of(member.name)
+            found = study_of(member.name, suffix)
             if not found or not member.isfile():
                 continue
             study, inner = found
             if study in earlier:
                 study = f"{study}@{date}"
             data = outer.extractfile(member).read()
-            if member.name.endswith(SUFFIX + ".tar.gz"):  # a work folder kept as its own tarball
+            if member.name.endswith(suffix + ".tar.gz"):  # a work folder kept as its own tarball
                 with tarfile.open(fileobj=io.BytesIO(data)) as nested:
                     for m in nested.getmembers():
-                        found_inner = study_of(m.name)
+                        found_inner = study_of(m.name, suffix)
                         rel = found_inner[1] if found_inner else m.name
                         if m.isfile() and rel.startswith("runs/"):
                             write(out, study, rel, nested.extractfile(m).read(), studies)
@@ -79,16 +78,15 @@ def write(out, study, rel, data, studies):
 
 
 def main():
-    global SUFFIX
     if len(sys.argv) not in (2, 3) or (len(sys.argv) == 3 and sys.argv[2] not in SETS):
         sys.exit(__doc__)
     out = sys.argv[1]
-    archives, SUFFIX = SETS[sys.argv[2] if len(sys.argv) == 3 else "one-h200"]
+    archives, suffix = SETS[sys.argv[2] if len(sys.argv) == 3 else "one-h200"]
     here = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "docs", "accuracy")
     studies = {}
     for archive in archives:
         earlier = set(studies)
-        unpack(os.path.join(here, archive), out, studies, earlier)
+        unpack(os.path.join(here, archive), suffix, out, studies, earlier)
     for study in sorted(studies):
         print(f"{study}: {len(studies[study])} runs")
 

@@ -45,12 +45,17 @@ def measured_step_s(run):
     return plan, json.load(open(metrics))['measured']['iteration_s']
 
 
+def simulate_plan(twin, scenario, plan, out, profile=None):
+    """`twin simulate --plan-key` of `scenario` into `out` (with `profile`, else the scenario's own); its result."""
+    return subprocess.run([twin, 'simulate', scenario, '--plan-key', plan, '--out', out, '--quiet', '--top', '0'] +
+                          (['--profile', profile] if profile else []), capture_output=True, text=True)
+
+
 def plan_step_s(twin, scenario, plan, profile=None):
     """`twin simulate --plan-key` of `scenario` (with `profile`, else the scenario's own): the plan's predicted step,
     or None."""
     with tempfile.TemporaryDirectory() as out:
-        subprocess.run([twin, 'simulate', scenario, '--plan-key', plan, '--out', out, '--quiet', '--top', '0'] +
-                       (['--profile', profile] if profile else []), capture_output=True, text=True)
+        simulate_plan(twin, scenario, plan, out, profile)
         ranking = os.path.join(out, 'ranking.csv')
         if not os.path.exists(ranking):
             return None

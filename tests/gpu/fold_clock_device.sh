@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The device half of the fold-clock study (issue 37 item 3, docs/ACCURACY.md "A fold on one H100 no longer makes its
-# predictions worse"): a fresh calibration, whose sustained-clock curves record NVML's clock beside the probe's at each duty
-# (nvml_sm_clock_MHz), then blind studies of SCENARIO[:PROFILE[:RUNS]] (tests/gpu/blind_study.sh) whose runs a fold
+# predictions worse"): a fresh calibration, whose sustained-clock curves record NVML's clock beside the probe's at each
+# duty (nvml_sm_clock_MHz), then blind studies of SCENARIO[:PROFILE[:RUNS]] (tests/gpu/blind_study.sh) whose runs a fold
 # can be tried on. Everything lands in one archive, $OUT/fold-clock.tar.gz (a device call returns at most 8 files).
 # The host half: tools/one_h200_studies.py OUT fold-clock-h100, then tools/fold_transfer_study.py over the studies.
 # TWIN_CURVE_PROFILE=P first measures P's sustained-clock curve again (twin calibrate --sustained-clock), so that a
