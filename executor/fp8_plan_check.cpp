@@ -84,11 +84,6 @@ void check_fp8_plan(const Plan& plan, const std::string& file) {
   if (!scenario.training.fp8) return;
   const Fp8Config& fp8 = *scenario.training.fp8;
   check_recipe(fp8, file);
-  if (scenario.model.post_norms)
-    throw InputError(file, "/scenario/training/fp8",
-                     "no FP8 linears in a model with post norms (twin execute's FP8 casts read a row-parallel "
-                     "linear's output gradient where the residual hands it over, not where a post norm's backward "
-                     "writes it)");
   // The FP8 linears add a bias in the forward GEMM's epilogue and take its gradient from the bf16 output gradient
   // the cast read (executor/gpu/fp8_linears.hpp): under SP that is this rank's rows of a row-parallel linear's,
   // whose bias gradient the bf16 linear takes from the gathered rows.
@@ -96,11 +91,6 @@ void check_fp8_plan(const Plan& plan, const std::string& file) {
     throw InputError(file, "/strategy/sequence_parallel",
                      "false with FP8 linears and linear biases at tensor_model_parallel_size above 1 (twin execute "
                      "takes an FP8 linear's bias gradient from the whole output gradient, which SP gathers in FP8)");
-  if (scenario.model.hidden_dropout > 0)
-    throw InputError(file, "/scenario/training/fp8",
-                     "no FP8 linears in a model with hidden dropout (twin execute's FP8 casts read a row-parallel "
-                     "linear's output gradient where the residual hands it over, not where the dropout's backward "
-                     "writes it)");
   if (fp8.param_gather)
     throw InputError(file, "/scenario/training/fp8/param_gather",
                      "false (twin execute keeps bf16 weights and casts them after each step; FP8 parameters are "

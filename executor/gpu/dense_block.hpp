@@ -72,6 +72,9 @@ class DenseBlock {
  public:
   // Allocates its buffers from `stage.tensors` and builds the RoPE table on `stream`.
   DenseBlock(const DenseStage& stage, cudaStream_t stream);
+  // The row-parallel linear's output gradient is its own output's, not the residual's (post norms, or hidden dropout
+  // between it and the residual add): linear_tensors' `post_norms`.
+  bool branch_has_own_gradient() const;
 
   gpu::Attention& attention() { return *attention_; }  // shared with context parallelism's ring
   // The iteration's micro-batches (each its inputs then its targets) onto the device, the loss sum zeroed.
@@ -143,9 +146,6 @@ class DenseBlock {
   // Attention dropout of the fused-attention call of `op` (unit `unit`, micro-batch `mb`) whose queries start at row
   // `first_row` here: the op's probability and the call's Philox seed (executor/dropout_key.hpp); none at 0.
   gpu::AttentionDropout attention_dropout(const Op& op, int mb, int unit, std::int64_t first_row) const;
-  // The row-parallel linear's output gradient is its own output's, not the residual's (post norms, or hidden dropout
-  // between it and the residual add): linear_tensors' `post_norms`.
-  bool branch_has_own_gradient() const;
   // RoPE's runs of rows (under context parallelism: a rank's two chunks of each sequence).
   struct RopeRun {
     std::int64_t first_token, tokens, period, first_position;

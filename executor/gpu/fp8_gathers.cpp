@@ -18,7 +18,7 @@ void Fp8Linears::reduce_gathered_amax(const OpPass& p) {
   const Op& op = p.op;
   if (fp8_.recipe != Fp8Recipe::tensorwise)
     throw std::logic_error("executor: an amax all-reduce over TP under " + to_string(fp8_.recipe) + " scaling");
-  const Act source = fp8_source_name(p.binding.subject, op.linear_tensor);
+  const Act source = source_name(p.binding.subject, op.linear_tensor);
   // The copies the cast after this op fills (made here: the record holds the maxima until then).
   const Fp8Copies copies =  // a gathered input's cast writes its rowwise copy alone
       activation(p, op.linear_tensor, op.rows, op.cols, true, held_as_cast(op.linear_tensor, false));
@@ -47,12 +47,12 @@ void Fp8Linears::gather(const OpPass& p) {
   const Fp8Copies local = activation(p, tensor, rows, cols, false, held_as_cast(tensor, false));
   const Fp8Layout gathered_layout = fp8_layout(fp8_.recipe, tensor, rows * layout.shapes.tp, cols);
   const Fp8Copies gathered = gathered_layout.copies_in(
-      tensors_.make(p.mb, p.unit, fp8_gathered_name(linear, tensor), gathered_layout.bytes(), p.stream));
+      tensors_.make(p.mb, p.unit, gathered_name(linear, tensor), gathered_layout.bytes(), p.stream));
   TWIN_NCCL_CHECK(ncclAllGather(local.rowwise, gathered.rowwise, rows * cols, ncclUint8, layout.tensor, p.stream));
   TWIN_CUDA_CHECK(cudaMemcpyAsync(gathered.rowwise_scaling, local.rowwise_scaling, kernels::kFp8ScalingFloats *
                                   sizeof(float), cudaMemcpyDeviceToDevice, p.stream));
   // In backward this is the copies' last reader; forward, the backward gathers them again where wgrad runs in FP8.
-  if (op.phase == Phase::backward) tensors_.release(p.mb, p.unit, fp8_name(linear, tensor), p.stream);
+  if (op.phase == Phase::backward) tensors_.release(p.mb, p.unit, cast_name(linear, tensor), p.stream);
 }
 
 void Fp8Linears::transpose(const OpPass& p) {
@@ -68,7 +68,7 @@ void Fp8Linears::transpose(const OpPass& p) {
                            " where the linear's gathered " + to_string(tensor) + " is " + std::to_string(rows) + " x " +
                            std::to_string(cols));
   const Fp8Copies gathered = fp8_layout(fp8_.recipe, tensor, rows, cols)
-                                 .copies_in(tensors_.get(p.mb, p.unit, fp8_gathered_name(linear, tensor)));
+                                 .copies_in(tensors_.get(p.mb, p.unit, gathered_name(linear, tensor)));
   launch_op(op, p.binding, gpu::Fp8Transpose{gathered.rowwise, rows, cols, gathered.columnwise}, p.stream);
 }
 

@@ -28,20 +28,20 @@ kernels::Fp8Scaling blocks_of(Fp8Recipe recipe, LinearTensor tensor) { return gp
 
 }  // namespace
 
-Act fp8_name(OpRole linear, LinearTensor tensor) {
-  const LinearTensors t = linear_tensors(linear);
+Act fp8_name(OpRole linear, LinearTensor tensor, bool branch_has_own_gradient) {
+  const LinearTensors t = linear_tensors(linear, branch_has_own_gradient);
   if (tensor == LinearTensor::input) return {t.input.tensor, Form::fp8};
   if (tensor == LinearTensor::output_gradient) return {t.d_output.tensor, Form::fp8_gradient};
   throw std::logic_error("executor: an FP8 activation that is neither a linear's input nor its output gradient");
 }
 
-Act fp8_source_name(OpRole linear, LinearTensor tensor) {
-  const LinearTensors t = linear_tensors(linear);
+Act fp8_source_name(OpRole linear, LinearTensor tensor, bool branch_has_own_gradient) {
+  const LinearTensors t = linear_tensors(linear, branch_has_own_gradient);
   return tensor == LinearTensor::output_gradient ? t.d_output : t.input;
 }
 
-Act fp8_gathered_name(OpRole linear, LinearTensor tensor) {
-  const Act cast = fp8_name(linear, tensor);
+Act fp8_gathered_name(OpRole linear, LinearTensor tensor, bool branch_has_own_gradient) {
+  const Act cast = fp8_name(linear, tensor, branch_has_own_gradient);
   return {cast.tensor, tensor == LinearTensor::input ? Form::fp8_gathered : Form::fp8_gradient_gathered};
 }
 
@@ -225,7 +225,7 @@ void Fp8Linears::cast_weights(Fp8Recipe recipe, cudaStream_t stream) {
 Fp8Copies Fp8Linears::activation(const OpPass& p, LinearTensor tensor, std::int64_t rows, std::int64_t cols,
                                  bool make, Fp8Held held) {
   const Fp8Layout layout = fp8_layout(fp8_.recipe, tensor, rows, cols, held);
-  const Act name = fp8_name(p.binding.subject, tensor), apart{name.tensor, Form::fp8_rowwise};
+  const Act name = cast_name(p.binding.subject, tensor), apart{name.tensor, Form::fp8_rowwise};
   if (!make) {
     void* rowwise = tensors_.has(p.mb, p.unit, apart) ? tensors_.get(p.mb, p.unit, apart) : nullptr;
     return layout.copies_in(tensors_.get(p.mb, p.unit, name), rowwise);
@@ -252,7 +252,7 @@ void Fp8Linears::cast(const OpPass& p) {
     return cast_weights(op.fp8_recipe, p.stream);
   }
   const bool gradient = op.linear_tensor == LinearTensor::output_gradient;
-  const Act source = fp8_source_name(p.binding.subject, op.linear_tensor);
+  const Act source = source_name(p.binding.subject, op.linear_tensor);
   const Fp8Copies copies =
       activation(p, op.linear_tensor, op.rows, op.cols, true, held_as_cast(op.linear_tensor, op.fp8_columnwise));
   gpu::Fp8Cast call{static_cast<const bf16*>(tensors_.get(p.mb, p.unit, source)), op.rows, op.cols,
@@ -273,7 +273,7 @@ void Fp8Linears::forward(const OpPass& p) {
   const auto& [w, weight] = weights_.at({p.unit, linear});
   const GemmShape& g = p.op.gemm;  // Y[T,out] = X[T,in] W: m tokens, k in
   if (g.k != w.in || g.n != w.out) throw std::logic_error("FP8 linear forward: GEMM shape differs from the weight's");
-  const Act apart{fp8_name(linear, LinearTensor::input).tensor, Form::fp8_rowwise};
+  const Act apart{cast_name(linear, LinearTensor::input).tensor, Form::fp8_rowwise};
   // An ungathered input is held as its cast left it: the cast writes the columnwise copy where the weight gradient
   // reads FP8 (the lowering's Op::fp8_columnwise follows training.fp8.wgrad), so the plan says the layout.
   const Fp8Copies x = operand(p, LinearTensor::input, g.m, g.k, held_as_cast(LinearTensor::input, fp8_.wgrad));
@@ -282,9 +282,9 @@ void Fp8Linears::forward(const OpPass& p) {
   // The bias in the GEMM's epilogue, as Transformer Engine's FP8 GEMM adds it (the kernel after it where it cannot).
   fp8_forward_gemm(fp8_.recipe, g, x, weight).run(*p.scratch.fp8_matmul, out, p.stream, dense_.forward_bias(p));
   // Under SP the backward gathers the copies as cast again (the graph says so): the gathered ones go now.
-  tensors_.release(p.mb, p.unit, fp8_gathered_name(linear, LinearTensor::input), p.stream);
+  tensors_.release(p.mb, p.unit, gathered_name(linear, LinearTensor::input), p.stream);
   tensors_.release(p.mb, p.unit, apart, p.stream);  // the weight gradient reads the columnwise copy
-  if (!fp8_.wgrad) tensors_.release(p.mb, p.unit, fp8_name(linear, LinearTensor::input), p.stream);
+  if (!fp8_.wgrad) tensors_.release(p.mb, p.unit, cast_name(linear, LinearTensor::input), p.stream);
 }
 
 void Fp8Linears::input_grad(const OpPass& p) {
@@ -313,7 +313,7 @@ void Fp8Linears::weight_grad(const OpPass& p) {
   fp8_weight_grad_gemm(fp8_.recipe, g, x, dy, !p.binding.first_gradient)
       .run(*p.scratch.fp8_matmul, bf16_gradient(w.grads), p.stream);
   // The bias's gradient from the bf16 output gradient the cast read (its column sums), as the bf16 linear takes it.
-  const Act d_output = fp8_source_name(linear, LinearTensor::output_gradient);
+  const Act d_output = source_name(linear, LinearTensor::output_gradient);
   if (tensors_.has(p.mb, p.unit, d_output))
     dense_.linear_bias_grad(p, static_cast<const bf16*>(tensors_.get(p.mb, p.unit, d_output)), g.k, g.n);
   release_operand(p, LinearTensor::input);
@@ -322,14 +322,26 @@ void Fp8Linears::weight_grad(const OpPass& p) {
 
 Fp8Copies Fp8Linears::operand(const OpPass& p, LinearTensor tensor, std::int64_t rows, std::int64_t cols,
                               Fp8Held held) {
-  const Act gathered = fp8_gathered_name(p.binding.subject, tensor);
+  const Act gathered = gathered_name(p.binding.subject, tensor);
   if (!tensors_.has(p.mb, p.unit, gathered)) return activation(p, tensor, rows, cols, false, held);
   return fp8_layout(fp8_.recipe, tensor, rows, cols).copies_in(tensors_.get(p.mb, p.unit, gathered));
 }
 
+Act Fp8Linears::cast_name(OpRole linear, LinearTensor tensor) const {
+  return fp8_name(linear, tensor, dense_.branch_has_own_gradient());
+}
+
+Act Fp8Linears::source_name(OpRole linear, LinearTensor tensor) const {
+  return fp8_source_name(linear, tensor, dense_.branch_has_own_gradient());
+}
+
+Act Fp8Linears::gathered_name(OpRole linear, LinearTensor tensor) const {
+  return fp8_gathered_name(linear, tensor, dense_.branch_has_own_gradient());
+}
+
 void Fp8Linears::release_operand(const OpPass& p, LinearTensor tensor) {
-  tensors_.release(p.mb, p.unit, fp8_gathered_name(p.binding.subject, tensor), p.stream);
-  tensors_.release(p.mb, p.unit, fp8_name(p.binding.subject, tensor), p.stream);
+  tensors_.release(p.mb, p.unit, gathered_name(p.binding.subject, tensor), p.stream);
+  tensors_.release(p.mb, p.unit, cast_name(p.binding.subject, tensor), p.stream);
 }
 
 }  // namespace twin::exec

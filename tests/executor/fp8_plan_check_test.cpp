@@ -75,6 +75,14 @@ TEST(PlanCheck, RunsFp8RecipesAndRefusesWhatItDoesNotRun) {
   Plan biased = fp8;
   biased.scenario.model.add_bias_linear = true;
   EXPECT_EQ(refusal_path(biased), "");
+  // Post norms and hidden dropout run with FP8 linears (since 2026-12-06; refused at /scenario/training/fp8 before):
+  // the cast of a row-parallel linear's output gradient reads the branch's own gradient, as the bf16 linear does.
+  Plan post_norms = fp8;
+  post_norms.scenario.model.post_norms = true;
+  EXPECT_EQ(refusal_path(post_norms), "");
+  Plan dropout = biased;
+  dropout.scenario.model.hidden_dropout = 0.1;
+  EXPECT_EQ(refusal_path(dropout), "");
   Plan biased_tp = tensor_parallel;
   biased_tp.scenario.model.add_bias_linear = true;
   EXPECT_EQ(refusal_path(biased_tp), "/strategy/sequence_parallel");

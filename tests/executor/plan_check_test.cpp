@@ -62,7 +62,7 @@ TEST(PlanCheck, RefusesFamilyPlansAndModelsTheExecutorDoesNotRun) {
 }
 
 // Gemma's GeGLU, post norms and soft-capped logits and Nemotron's squared ReLU run (2026-11-29); post norms at TP 1
-// and without FP8 linears only.
+// only, with FP8 linears too since 2026-12-06.
 TEST(PlanCheck, RunsGemmaAndNemotronFeatures) {
   Plan gemma = executed_plan();
   gemma.scenario.model.activation = Activation::geglu;
@@ -74,7 +74,7 @@ TEST(PlanCheck, RunsGemmaAndNemotronFeatures) {
   EXPECT_EQ(refusal_path(squared_relu), "");
   Plan fp8 = gemma;
   fp8.scenario.training.fp8 = Fp8Config{Fp8Format::hybrid, Fp8Recipe::tensorwise};
-  EXPECT_EQ(refusal_path(fp8), "/scenario/training/fp8");
+  EXPECT_EQ(refusal_path(fp8), "");
   Plan tensor_parallel = gemma;
   tensor_parallel.strategy.tensor_model_parallel_size = 2;
   EXPECT_EQ(refusal_path(tensor_parallel), "/scenario/model/post_norms");

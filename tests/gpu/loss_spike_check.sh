@@ -8,8 +8,12 @@
 #   lr1e-4        the former recipe at a third of the learning rate;
 #   before        the former recipe with BEFORE's binaries (main before the recipe: the same bits as old-1?);
 #   blocking-1/2  when old-1 and old-2 differ: both again under CUDA_LAUNCH_BLOCKING=1 (no two kernels of a rank at
-#                 once), which a race between streams does not survive.
-# Usage: [TWIN_SPIKE_RUNS="old-1 old-2 ..."] bash tests/gpu/loss_spike_check.sh BIN OUT [STEPS] [BEFORE]
+#                 once), which a race between streams does not survive;
+#   warmup16-1e-4 a third of the peak rate reached over 16 iterations of warm-up, cosine to 1e-5;
+#   lr3e-5        the former recipe at a tenth of the learning rate.
+# With TWIN_SPIKE_GPUS=1 the same model, batch, tokens and seed run on one GPU (TP 1, no SP, eight micro-batches of
+# 2 accumulated, no ZeRO): a spike there is no parallel plan's doing.
+# Usage: [TWIN_SPIKE_RUNS="old-1 old-2 ..."] [TWIN_SPIKE_GPUS=1] bash tests/gpu/loss_spike_check.sh BIN OUT [STEPS] [BEFORE]
 #        (BIN, BEFORE: folders of tests/gpu/make_carry.sh; TWIN_SPIKE_RUNS defaults to all but before, which needs
 #        BEFORE). Prints the runs' losses, gradient norms and learning rates per step (tests/gpu/loss_spike_table.py).
 set -uo pipefail
@@ -18,7 +22,20 @@ runs=${TWIN_SPIKE_RUNS:-old-1 old-2 warmup4 warmup8 lr1e-4${before:+ before}}
 here=$(cd "$(dirname "$0")" && pwd)
 mkdir -p "$out"
 export NCCL_NVLS_ENABLE="${NCCL_NVLS_ENABLE:-0}" LD_LIBRARY_PATH="$bin/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-cat > "$out/scenario.json" <<'JSON'
+if [ "${TWIN_SPIKE_GPUS:-4}" = 1 ]; then
+  cat > "$out/scenario.json" <<'JSON'
+{
+  "name": "issue 42 loss spike on one GPU: llama2-13b widths, 8 layers, eight micro-batches of 2",
+  "model": { "preset": "llama2-13b", "num_layers": 8 },
+  "training": { "seq_length": 4096, "global_batch_size": 16 },
+  "cluster": { "nodes": [ { "count": 1, "gpu": "H200-141GB", "gpus_per_node": 1 } ] },
+  "strategy": { "tensor_model_parallel_size": 1, "pipeline_model_parallel_size": 1, "sequence_parallel": false,
+                "micro_batch_size": 2, "zero_stage": 0, "recompute": "none", "schedule": "1f1b" },
+  "profile": "h200-x1"
+}
+JSON
+else
+  cat > "$out/scenario.json" <<'JSON'
 {
   "name": "issue 42 loss spike: llama2-13b widths, 8 layers, TP 2 + SP, DP 2, ZeRO-1, 1F1B",
   "model": { "preset": "llama2-13b", "num_layers": 8 },
@@ -30,6 +47,7 @@ cat > "$out/scenario.json" <<'JSON'
   "profile": "h200-x4"
 }
 JSON
+fi
 "$bin/twin" simulate "$out/scenario.json" --out "$out/plan" > "$out/simulate.log" 2>&1 || { cat "$out/simulate.log"; exit 1; }
 execute() {  # execute NAME ARGS...   (TWIN_BIN: another build's folder)
   local name=$1 start=$SECONDS dir=${TWIN_BIN:-$bin}; shift
@@ -43,6 +61,8 @@ for run in $runs; do
     warmup4) execute $run --lr-warmup-iters 4 --lr-decay-style cosine --min-lr 3e-5 ;;
     warmup8) execute $run --lr-warmup-iters 8 --lr-decay-style cosine --min-lr 3e-5 ;;
     lr1e-4) execute $run --lr 1e-4 ;;
+    warmup16-1e-4) execute $run --lr 1e-4 --lr-warmup-iters 16 --lr-decay-style cosine --min-lr 1e-5 ;;
+    lr3e-5) execute $run --lr 3e-5 ;;
     before) TWIN_BIN=$before execute $run ;;
   esac
 done
@@ -50,5 +70,5 @@ if [ -d "$out/old-2" ] && ! python3 "$here/loss_spike_table.py" --same "$out/old
   CUDA_LAUNCH_BLOCKING=1 execute blocking-1
   CUDA_LAUNCH_BLOCKING=1 execute blocking-2
 fi
-python3 "$here/loss_spike_table.py" "$out"/{old-1,old-2,before,warmup4,warmup8,lr1e-4,blocking-1,blocking-2} |
+python3 "$here/loss_spike_table.py" "$out"/{old-1,old-2,before,warmup4,warmup8,lr1e-4,warmup16-1e-4,lr3e-5,blocking-1,blocking-2} |
   tee "$out/table.md"
