@@ -2,6 +2,7 @@
 """Each FP8 run of tests/gpu/fp8_branch_gradient_device.sh against its BF16 twin: the first step's gradient norm
 (before clipping) and the mean loss of the last ten steps, from measured/rank0.json. Exit 1 where an FP8 run's first
 gradient norm is more than GRAD_BOUND from its twin's, or its last-ten loss more than LOSS_BOUND, or a run is missing.
+A run OUT/NAME-fp8-full (full recompute), where present, must have NAME-fp8's losses bit for bit.
 Usage: fp8_branch_gradient_summary.py OUT NAME...   (runs OUT/NAME-bf16 and OUT/NAME-fp8)"""
 import json, os, sys
 
@@ -34,6 +35,12 @@ def main(out, names):
         status |= 0 if ok else 1
         print(f"| {name} | {bf16[1][0]:.4f} / {fp8[1][0]:.4f} ({ratio:.4f}) | {tail_b:.4f} / {tail_f:.4f} "
               f"({diff:+.2%}) | {'pass' if ok else 'fail'} |")
+        full = steps(out, f"{name}-fp8-full")
+        if full is not None:  # the same run under full recompute: its losses bit for bit
+            same = full[0] == fp8[0]
+            status |= 0 if same else 1
+            print(f"| {name}, FP8 under full recompute | | losses {'bit for bit' if same else 'differ'} "
+                  f"over {len(full[0])} steps | {'pass' if same else 'fail'} |")
     return status
 
 
