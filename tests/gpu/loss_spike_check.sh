@@ -13,7 +13,8 @@
 #   lr3e-5        the former recipe at a tenth of the learning rate.
 # With TWIN_SPIKE_GPUS=1 the same model, batch, tokens and seed run on one GPU (TP 1, no SP, eight micro-batches of
 # 2 accumulated, no ZeRO): a spike there is no parallel plan's doing.
-# Usage: [TWIN_SPIKE_RUNS="old-1 old-2 ..."] [TWIN_SPIKE_GPUS=1] bash tests/gpu/loss_spike_check.sh BIN OUT [STEPS] [BEFORE]
+# Usage: [TWIN_SPIKE_RUNS="old-1 old-2 ..."] [TWIN_SPIKE_GPUS=1] \
+#          bash tests/gpu/loss_spike_check.sh BIN OUT [STEPS] [BEFORE]
 #        (BIN, BEFORE: folders of tests/gpu/make_carry.sh; TWIN_SPIKE_RUNS defaults to all but before, which needs
 #        BEFORE). Prints the runs' losses, gradient norms and learning rates per step (tests/gpu/loss_spike_table.py).
 set -uo pipefail
@@ -70,5 +71,5 @@ if [ -d "$out/old-2" ] && ! python3 "$here/loss_spike_table.py" --same "$out/old
   CUDA_LAUNCH_BLOCKING=1 execute blocking-1
   CUDA_LAUNCH_BLOCKING=1 execute blocking-2
 fi
-python3 "$here/loss_spike_table.py" "$out"/{old-1,old-2,before,warmup4,warmup8,lr1e-4,warmup16-1e-4,lr3e-5,blocking-1,blocking-2} |
-  tee "$out/table.md"
+python3 "$here/loss_spike_table.py" \
+  "$out"/{old-1,old-2,before,warmup4,warmup8,lr1e-4,warmup16-1e-4,lr3e-5,blocking-1,blocking-2} | tee "$out/table.md"
