@@ -213,11 +213,14 @@ void StageLowering::emit_deferred_reductions() {
 // reduces the forward amaxes; the backward's are reduced when the first FP8 module's backward, the last to run,
 // ends (_Linear.backward, reduce_and_update_fp8_tensors(forward=False), transformer_engine/pytorch/module/linear.py
 // at NVIDIA/TransformerEngine d0067d0da6). Both are a blocking torch.distributed.all_reduce (MAX) followed by the
-// fused amax-and-scale update (quantization.py reduce_and_update_fp8_tensors).
+// fused amax-and-scale update (quantization.py reduce_and_update_fp8_tensors). The all-reduce runs on the compute
+// stream: the caller's stream waits for it (async_op=False), and it queues behind nothing but the amax group's own
+// reductions, since the gradient reductions and parameter gathers run on other communicators and streams; on the
+// data-parallel stream (before 2026-12-06) it waited behind them.
 void StageLowering::reduce_fp8_amaxes(int chunk, bool forward) {
   const std::int64_t bytes = fp8_amax_reduction_bytes(scenario_, strategy_, stage_, chunk, forward);
   if (bytes == 0) return;
-  fp8_amax_ = e_.emit(Emitter::collective(OpKind::all_reduce, OpRole::fp8_amax, Stream::dp_comm, GroupKind::amax,
+  fp8_amax_ = e_.emit(Emitter::collective(OpKind::all_reduce, OpRole::fp8_amax, Stream::compute, GroupKind::amax,
                                           s_.tp * s_.data_group, bytes));
 }
 

@@ -159,8 +159,9 @@ TEST(Fp8Lowering, CurrentScalingReducesTheAmaxOfWhatSpGathers) {
 
 // Delayed scaling's amax all-reduce (Transformer Engine's reduce_and_update_fp8_tensors at the forward's autocast exit
 // and at the end of the backward): one after every forward and every backward of a micro-batch, over the stage's TP x
-// CP x DP GPUs, TE's concatenated amaxes (3 floats a module forward, 2 backward), and the next pass starts after it.
-// None for current scaling, nor on one GPU.
+// CP x DP GPUs, TE's concatenated amaxes (3 floats a module forward, 2 backward), on the compute stream (TE's blocking
+// all-reduce holds it; since 2026-12-06, before on the data-parallel stream, where it queued behind the gradient
+// reductions), so the next pass starts after it. None for current scaling, nor on one GPU.
 TEST(Fp8Lowering, DelayedScalingReducesAmaxesAfterEachPass) {
   Strategy strategy = testing::make_strategy(2, 1, 1, true);
   Fp8Config delayed;
@@ -180,14 +181,13 @@ TEST(Fp8Lowering, DelayedScalingReducesAmaxesAfterEachPass) {
     EXPECT_EQ(op.group, GroupKind::amax);
     EXPECT_EQ(op.group_size, 8);
     EXPECT_EQ(op.bytes, 4 * 4 * (op.phase == Phase::forward ? 3 : 2) * 4);  // 4 layers x 4 linears x floats
+    EXPECT_EQ(op.stream, Stream::compute) << op_name(op);
     (op.phase == Phase::forward ? forward : backward) += 1;
-    // The next pass's first op waits for the reduction before it (the first pass's for nothing).
+    // The next pass's compute follows the reduction before it on its stream (the first pass's follows nothing).
     if (last_reduction != lowering::kNoOp) {
-      bool waits = false;
-      for (OpIndex j = last_reduction + 1; j < i && !waits; ++j)
-        for (auto [e, end] = boost::in_edges(j, rc.graph); e != end; ++e)
-          waits |= static_cast<OpIndex>(boost::source(*e, rc.graph)) == last_reduction;
-      EXPECT_TRUE(waits) << op_name(op);
+      bool follows = false;
+      for (OpIndex j = last_reduction + 1; j < i && !follows; ++j) follows = rc.op(j).stream == Stream::compute;
+      EXPECT_TRUE(follows) << op_name(op);
     }
     last_reduction = i;
   }

@@ -205,23 +205,28 @@ const std::map<std::string, Reached> kReachedMoe = {
 const std::map<std::string, Reached> kReachedFp8 = {
     // 2026-12-06 22:20 UTC: 59 rows more (68 of 15 groups), every Megatron-Bridge release of the archive at 067f987 its
     // own group (the GB300 rows of 26.06 join its Blackwell group, named 26.06-gb200 before), and NeMo 24.07's H100
-    // FP8 table (docs/VALIDATION.md "FP8 and Blackwell rows").
-    {"megatron-bridge-25.11-h100-fp8", {0.067, 0.130, 0.064, 0.123}},
-    {"megatron-bridge-26.06-h100-fp8", {0.049, 0.049, 0.047, 0.047}},
+    // FP8 table (docs/VALIDATION.md "FP8 and Blackwell rows"). 23:55 UTC: NeMo 25.02/25.04/25.07's Blackwell rows
+    // (81 rows of 18 groups), and delayed scaling's amax all-reduces on the compute stream instead of behind the
+    // data-parallel stream's reductions (NeMo 24.07 13.7% -> 11.6%, 25.02's Nemotron-4 340B +80.7% -> +5.8%).
+    {"megatron-bridge-25.11-h100-fp8", {0.064, 0.121, 0.062, 0.115}},
+    {"megatron-bridge-26.06-h100-fp8", {0.039, 0.039, 0.038, 0.038}},
     {"megatron-bridge-25.11-blackwell", {0.085, 0.173, 0.085, 0.173}},
     {"megatron-bridge-26.06-blackwell", {0.093, 0.160, 0.093, 0.160}},
     {"megatron-bridge-26.04.01-blackwell", {0.090, 0.182, 0.090, 0.182}},
-    {"megatron-bridge-26.04.01-h100-fp8", {0.043, 0.044, 0.040, 0.041}},
+    {"megatron-bridge-26.04.01-h100-fp8", {0.033, 0.035, 0.030, 0.032}},
     {"megatron-bridge-26.04-blackwell", {0.090, 0.157, 0.090, 0.157}},
-    {"megatron-bridge-26.04-h100-fp8", {0.059, 0.059, 0.057, 0.057}},
+    {"megatron-bridge-26.04-h100-fp8", {0.049, 0.049, 0.047, 0.047}},
     {"megatron-bridge-26.02.01-blackwell", {0.108, 0.169, 0.108, 0.169}},
-    {"megatron-bridge-26.02.01-h100-fp8", {0.056, 0.056, 0.053, 0.053}},
+    {"megatron-bridge-26.02.01-h100-fp8", {0.045, 0.045, 0.043, 0.043}},
     {"megatron-bridge-26.02-blackwell", {0.097, 0.204, 0.097, 0.204}},
-    {"megatron-bridge-26.02-h100-fp8", {0.084, 0.097, 0.077, 0.091}},
+    {"megatron-bridge-26.02-h100-fp8", {0.074, 0.087, 0.068, 0.082}},
     {"megatron-bridge-25.09-blackwell", {0.133, 0.331, 0.133, 0.331}},
-    {"megatron-bridge-25.09-h100-fp8", {0.062, 0.100, 0.054, 0.093}},
-    {"nemo-24.07-h100-fp8", {0.137, 0.265, 0.086, 0.202}},
-    {"all", {0.098, 0.331, 0.089, 0.331}},
+    {"megatron-bridge-25.09-h100-fp8", {0.051, 0.090, 0.045, 0.085}},
+    {"nemo-24.07-h100-fp8", {0.116, 0.208, 0.072, 0.159}},
+    {"nemo-25.02-blackwell", {0.102, 0.194, 0.102, 0.194}},
+    {"nemo-25.04-blackwell", {0.093, 0.186, 0.093, 0.186}},
+    {"nemo-25.07-blackwell", {0.053, 0.076, 0.053, 0.076}},
+    {"all", {0.093, 0.331, 0.086, 0.331}},
 };
 
 // 2026-12-05 19:03-19:10 UTC, all three maps: h100-x1 re-shipped from a calibration with its sustained-clock curve and
