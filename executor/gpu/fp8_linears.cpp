@@ -28,23 +28,6 @@ kernels::Fp8Scaling blocks_of(Fp8Recipe recipe, LinearTensor tensor) { return gp
 
 }  // namespace
 
-Act fp8_name(OpRole linear, LinearTensor tensor, bool branch_has_own_gradient) {
-  const LinearTensors t = linear_tensors(linear, branch_has_own_gradient);
-  if (tensor == LinearTensor::input) return {t.input.tensor, Form::fp8};
-  if (tensor == LinearTensor::output_gradient) return {t.d_output.tensor, Form::fp8_gradient};
-  throw std::logic_error("executor: an FP8 activation that is neither a linear's input nor its output gradient");
-}
-
-Act fp8_source_name(OpRole linear, LinearTensor tensor, bool branch_has_own_gradient) {
-  const LinearTensors t = linear_tensors(linear, branch_has_own_gradient);
-  return tensor == LinearTensor::output_gradient ? t.d_output : t.input;
-}
-
-Act fp8_gathered_name(OpRole linear, LinearTensor tensor, bool branch_has_own_gradient) {
-  const Act cast = fp8_name(linear, tensor, branch_has_own_gradient);
-  return {cast.tensor, tensor == LinearTensor::input ? Form::fp8_gathered : Form::fp8_gradient_gathered};
-}
-
 std::size_t Fp8Layout::bytes() const {
   const bool per_tensor = blocks == kernels::Fp8Scaling::per_tensor;
   const std::int64_t copies = held == Fp8Held::both ? 2 : 1;
@@ -327,16 +310,25 @@ Fp8Copies Fp8Linears::operand(const OpPass& p, LinearTensor tensor, std::int64_t
   return fp8_layout(fp8_.recipe, tensor, rows, cols).copies_in(tensors_.get(p.mb, p.unit, gathered));
 }
 
+LinearTensors Fp8Linears::tensors_of(OpRole linear) const {
+  return linear_tensors(linear, dense_.branch_has_own_gradient());
+}
+
 Act Fp8Linears::cast_name(OpRole linear, LinearTensor tensor) const {
-  return fp8_name(linear, tensor, dense_.branch_has_own_gradient());
+  const LinearTensors t = tensors_of(linear);
+  if (tensor == LinearTensor::input) return {t.input.tensor, Form::fp8};
+  if (tensor == LinearTensor::output_gradient) return {t.d_output.tensor, Form::fp8_gradient};
+  throw std::logic_error("executor: an FP8 activation that is neither a linear's input nor its output gradient");
 }
 
 Act Fp8Linears::source_name(OpRole linear, LinearTensor tensor) const {
-  return fp8_source_name(linear, tensor, dense_.branch_has_own_gradient());
+  const LinearTensors t = tensors_of(linear);
+  return tensor == LinearTensor::output_gradient ? t.d_output : t.input;
 }
 
 Act Fp8Linears::gathered_name(OpRole linear, LinearTensor tensor) const {
-  return fp8_gathered_name(linear, tensor, dense_.branch_has_own_gradient());
+  const Act cast = cast_name(linear, tensor);
+  return {cast.tensor, tensor == LinearTensor::input ? Form::fp8_gathered : Form::fp8_gradient_gathered};
 }
 
 void Fp8Linears::release_operand(const OpPass& p, LinearTensor tensor) {

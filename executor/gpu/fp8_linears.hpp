@@ -87,13 +87,6 @@ Fp8Layout fp8_layout(Fp8Recipe recipe, LinearTensor tensor, std::int64_t rows, s
 // Op::fp8_columnwise): an input keeps the columnwise copy with the rowwise one apart, or the rowwise one alone; an
 // output gradient both (its GEMMs follow one another in backward).
 Fp8Held held_as_cast(LinearTensor tensor, bool columnwise);
-// The store's names of a linear's FP8 input or output gradient: as cast, and as gathered over TP; and the bf16
-// tensor the cast (and, under SP, the amax before it) reads. `branch_has_own_gradient`: DenseBlock's (post norms or
-// hidden dropout), under which a row-parallel linear's output gradient is its branch's, through the norm's backward
-// or the dropout mask, as the bf16 linear reads it (linear_tensors).
-Act fp8_name(OpRole linear, LinearTensor tensor, bool branch_has_own_gradient);
-Act fp8_source_name(OpRole linear, LinearTensor tensor, bool branch_has_own_gradient);
-Act fp8_gathered_name(OpRole linear, LinearTensor tensor, bool branch_has_own_gradient);
 
 // One FP8 GEMM of a linear: the problem (m, n, k, E5M2 from the op's GemmShape; each operand's blocks from the
 // recipe) and the copies it reads, as the table above says.
@@ -169,7 +162,11 @@ class Fp8Linears {
   // else its copies as cast (holding `held`); and, after the GEMM that reads it last, their release.
   Fp8Copies operand(const OpPass& p, LinearTensor tensor, std::int64_t rows, std::int64_t cols, Fp8Held held);
   void release_operand(const OpPass& p, LinearTensor tensor);
-  // fp8_name, fp8_source_name and fp8_gathered_name of the dense block's branch gradient rule.
+  // A linear's tensors as the bf16 linear names them (linear_tensors with DenseBlock::branch_has_own_gradient: under
+  // post norms or hidden dropout a row-parallel linear's output gradient is its branch's, through the norm's backward
+  // or the dropout mask). From them, the store's names of its FP8 input or output gradient: as cast, the bf16 tensor
+  // the cast (and, under SP, the amax before it) reads, and as gathered over TP.
+  LinearTensors tensors_of(OpRole linear) const;
   Act cast_name(OpRole linear, LinearTensor tensor) const;
   Act source_name(OpRole linear, LinearTensor tensor) const;
   Act gathered_name(OpRole linear, LinearTensor tensor) const;

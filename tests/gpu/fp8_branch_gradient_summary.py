@@ -4,18 +4,19 @@
 gradient norm is more than GRAD_BOUND from its twin's, or its last-ten loss more than LOSS_BOUND, or a run is missing.
 A run OUT/NAME-fp8-full (full recompute), where present, must have NAME-fp8's losses bit for bit.
 Usage: fp8_branch_gradient_summary.py OUT NAME...   (runs OUT/NAME-bf16 and OUT/NAME-fp8)"""
-import json, os, sys
+import os, sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from loss_spike_table import steps_of  # noqa: E402  (a run's losses and gradient norms, measured/rank0.json)
 
 GRAD_BOUND = 0.03   # FP8 against BF16 without dropout or post norms moves the first norm well within this
 LOSS_BOUND = 0.01   # fp8_recipes_check.sh's bound on the last ten steps
 
 
 def steps(out, run):
-    path = os.path.join(out, run, "measured", "rank0.json")
-    if not os.path.exists(path):
-        return None
-    d = json.load(open(path))
-    return d["losses"], d.get("grad_norms") or []
+    """The run's losses and gradient norms (an empty list where none were recorded), or None."""
+    found = steps_of(os.path.join(out, run))
+    return None if found is None else (found["loss"], [g for g in found["grad_norm"] if g is not None])
 
 
 def main(out, names):

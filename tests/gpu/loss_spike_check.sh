@@ -23,20 +23,7 @@ runs=${TWIN_SPIKE_RUNS:-old-1 old-2 warmup4 warmup8 lr1e-4${before:+ before}}
 here=$(cd "$(dirname "$0")" && pwd)
 mkdir -p "$out"
 export NCCL_NVLS_ENABLE="${NCCL_NVLS_ENABLE:-0}" LD_LIBRARY_PATH="$bin/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-if [ "${TWIN_SPIKE_GPUS:-4}" = 1 ]; then
-  cat > "$out/scenario.json" <<'JSON'
-{
-  "name": "issue 42 loss spike on one GPU: llama2-13b widths, 8 layers, eight micro-batches of 2",
-  "model": { "preset": "llama2-13b", "num_layers": 8 },
-  "training": { "seq_length": 4096, "global_batch_size": 16 },
-  "cluster": { "nodes": [ { "count": 1, "gpu": "H200-141GB", "gpus_per_node": 1 } ] },
-  "strategy": { "tensor_model_parallel_size": 1, "pipeline_model_parallel_size": 1, "sequence_parallel": false,
-                "micro_batch_size": 2, "zero_stage": 0, "recompute": "none", "schedule": "1f1b" },
-  "profile": "h200-x1"
-}
-JSON
-else
-  cat > "$out/scenario.json" <<'JSON'
+cat > "$out/scenario.json" <<'JSON'
 {
   "name": "issue 42 loss spike: llama2-13b widths, 8 layers, TP 2 + SP, DP 2, ZeRO-1, 1F1B",
   "model": { "preset": "llama2-13b", "num_layers": 8 },
@@ -48,6 +35,16 @@ else
   "profile": "h200-x4"
 }
 JSON
+if [ "${TWIN_SPIKE_GPUS:-4}" = 1 ]; then  # the same model, batch and micro-batch on one GPU
+  python3 - "$out/scenario.json" <<'PY' || exit 1
+import json, sys
+scenario = json.load(open(sys.argv[1]))
+scenario["name"] = "issue 42 loss spike on one GPU: llama2-13b widths, 8 layers, eight micro-batches of 2"
+scenario["cluster"]["nodes"][0]["gpus_per_node"] = 1
+scenario["strategy"].update(tensor_model_parallel_size=1, sequence_parallel=False, zero_stage=0)
+scenario["profile"] = "h200-x1"
+json.dump(scenario, open(sys.argv[1], "w"), indent=2)
+PY
 fi
 "$bin/twin" simulate "$out/scenario.json" --out "$out/plan" > "$out/simulate.log" 2>&1 || { cat "$out/simulate.log"; exit 1; }
 execute() {  # execute NAME ARGS...   (TWIN_BIN: another build's folder)
