@@ -35,13 +35,13 @@ void StageLowering::emit_combined(const StrandUnit& forward, const StrandUnit& b
 void StageLowering::combined_pass(const ScheduleStep& forward, const ScheduleStep& backward, bool last_of_chunk) {
   const int forward_vs = virtual_stage(forward.chunk), backward_vs = virtual_stage(backward.chunk);
   e_.begin_pass(Phase::forward, forward.micro_batch, forward.chunk);
-  e_.chain = fp8_amax_;
+  e_.chain = kNoOp;  // receives posted ahead (StageLowering::receive)
   if (forward_vs > 0)
     e_.emit(p2p(OpKind::recv, OpRole::pipeline_activation, (forward_vs - 1) % s_.pp,
                 p2p_tag(forward.micro_batch, forward_vs - 1, false)));
   OpIndex forward_chain = e_.chain;
   e_.begin_pass(Phase::backward, backward.micro_batch, backward.chunk);
-  e_.chain = fp8_amax_;
+  e_.chain = kNoOp;
   if (backward_vs < last_virtual_stage_)
     e_.emit(p2p(OpKind::recv, OpRole::pipeline_gradient, (backward_vs + 1) % s_.pp,
                 p2p_tag(backward.micro_batch, backward_vs, true)));

@@ -42,7 +42,6 @@ void StageLowering::begin_stage(int stage) {
   const int chunks = chunks_per_stage(strategy_);
   last_virtual_stage_ = s_.pp * chunks - 1;
   holds_embedding_ = holds_head_ = false;
-  fp8_amax_ = kNoOp;
   for (int chunk = 0; chunk < chunks; ++chunk) {
     holds_embedding_ |= virtual_stage(chunk) == 0;
     holds_head_ |= virtual_stage(chunk) == last_virtual_stage_;
@@ -109,6 +108,12 @@ Op StageLowering::p2p(OpKind kind, OpRole role, int peer_stage, std::int64_t tag
   return op;
 }
 
+// A pass's receive depends on nothing but the receives before it on its stream: it is posted ahead, and its transfer
+// runs as soon as the peer's send is ready, beside whatever this stage computes meanwhile (Megatron-Core's interleaved
+// schedule posts the next forward's receive while the current pass runs, overlap_p2p_comm). The pass's compute waits
+// for it, and for the amax reduction of the pass before through the compute stream's order (reduce_fp8_amaxes). Until
+// 2026-12-07 the receive waited for that reduction too, so that under delayed FP8 scaling every hop's transfer was
+// exposed after the previous pass's compute.
 // Megatron-LM's p2p_communication._communicate of 2021-22 (NVIDIA/Megatron-LM f938e19a58, 7fccd6a17a): with
 // scatter_gather_tensors_in_pipeline and no SP, it sends split_tensor_into_1d_equal_chunks' share and, after the
 // exchange, gather_split_1d_tensor all-gathers the shares over the TP group, which the stage's compute then reads.
@@ -122,7 +127,7 @@ void StageLowering::receive(OpRole role, int peer_stage, std::int64_t tag) {
 void StageLowering::forward_pass(const ScheduleStep& step) {
   const int vs = virtual_stage(step.chunk);
   e_.begin_pass(Phase::forward, step.micro_batch, step.chunk);
-  e_.chain = fp8_amax_;
+  e_.chain = kNoOp;  // the receive is posted as early as its stream allows (see receive)
   if (vs > 0) receive(OpRole::pipeline_activation, (vs - 1) % s_.pp, p2p_tag(step.micro_batch, vs - 1, false));
   run_units(units(step.chunk), true, false);
   e_.set_layer(-1);
@@ -135,7 +140,7 @@ void StageLowering::forward_pass(const ScheduleStep& step) {
 void StageLowering::backward_pass(const ScheduleStep& step, bool last_of_chunk) {
   const int vs = virtual_stage(step.chunk);
   e_.begin_pass(Phase::backward, step.micro_batch, step.chunk);
-  e_.chain = fp8_amax_;
+  e_.chain = kNoOp;
   if (vs < last_virtual_stage_)
     receive(OpRole::pipeline_gradient, (vs + 1) % s_.pp, p2p_tag(step.micro_batch, vs, true));
   std::vector<Unit> list = units(step.chunk);
@@ -220,8 +225,8 @@ void StageLowering::emit_deferred_reductions() {
 void StageLowering::reduce_fp8_amaxes(int chunk, bool forward) {
   const std::int64_t bytes = fp8_amax_reduction_bytes(scenario_, strategy_, stage_, chunk, forward);
   if (bytes == 0) return;
-  fp8_amax_ = e_.emit(Emitter::collective(OpKind::all_reduce, OpRole::fp8_amax, Stream::compute, GroupKind::amax,
-                                          s_.tp * s_.data_group, bytes));
+  e_.emit(Emitter::collective(OpKind::all_reduce, OpRole::fp8_amax, Stream::compute, GroupKind::amax,
+                              s_.tp * s_.data_group, bytes));
 }
 
 // FSDP2 frees a block's gathered weights after its forward unless reshard_after_forward is off; torchtitan keeps

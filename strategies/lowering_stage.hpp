@@ -144,7 +144,6 @@ class StageLowering {
   // overlap_param_gather: a unit's gather (parameter_unit -> op) until its first forward consumes it.
   std::map<std::int32_t, OpIndex> weights_gathered_ahead_;
   std::map<std::pair<int, int>, StrandPairing> pairings_;
-  OpIndex fp8_amax_ = kNoOp;  // the last amax reduction: the next pass starts after it
   // framework.defer_embedding_wgrad_compute on the stage holding the output layer: how many of its backward passes
   // defer (the first ones), those deferred so far (in backward order) and whether the output layer's kept gradients
   // are reduced after the drain.
