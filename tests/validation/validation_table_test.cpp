@@ -208,7 +208,7 @@ const std::map<std::string, Reached> kReachedFp8 = {
     // FP8 table (docs/VALIDATION.md "FP8 and Blackwell rows"). 23:55 UTC: NeMo 25.02/25.04/25.07's Blackwell rows
     // (81 rows of 18 groups), and delayed scaling's amax all-reduces on the compute stream instead of behind the
     // data-parallel stream's reductions (NeMo 24.07 13.7% -> 11.6%, 25.02's Nemotron-4 340B +80.7% -> +5.8%).
-    // 2026-12-07 01:05 UTC: pipeline receives posted ahead under delayed scaling too (they waited for the amax reduction
+    // 2026-12-07 00:39 UTC: pipeline receives posted ahead under delayed scaling too (they waited for the amax reduction
     // of the pass before): NeMo 24.07 11.6% -> 8.4%, the H100 FP8 rows 8.2% -> 6.1%, all 9.3% -> 8.7%.
     {"megatron-bridge-25.11-h100-fp8", {0.060, 0.108, 0.059, 0.103}},
     {"megatron-bridge-26.06-h100-fp8", {0.026, 0.026, 0.025, 0.025}},
