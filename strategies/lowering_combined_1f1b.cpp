@@ -35,16 +35,14 @@ void StageLowering::emit_combined(const StrandUnit& forward, const StrandUnit& b
 void StageLowering::combined_pass(const ScheduleStep& forward, const ScheduleStep& backward, bool last_of_chunk) {
   const int forward_vs = virtual_stage(forward.chunk), backward_vs = virtual_stage(backward.chunk);
   e_.begin_pass(Phase::forward, forward.micro_batch, forward.chunk);
-  e_.chain = kNoOp;  // receives posted ahead (StageLowering::receive)
+  e_.chain = kNoOp;  // receives posted ahead, each as any pass receives (StageLowering::receive)
   if (forward_vs > 0)
-    e_.emit(p2p(OpKind::recv, OpRole::pipeline_activation, (forward_vs - 1) % s_.pp,
-                p2p_tag(forward.micro_batch, forward_vs - 1, false)));
+    receive(OpRole::pipeline_activation, (forward_vs - 1) % s_.pp, p2p_tag(forward.micro_batch, forward_vs - 1, false));
   OpIndex forward_chain = e_.chain;
   e_.begin_pass(Phase::backward, backward.micro_batch, backward.chunk);
   e_.chain = kNoOp;
   if (backward_vs < last_virtual_stage_)
-    e_.emit(p2p(OpKind::recv, OpRole::pipeline_gradient, (backward_vs + 1) % s_.pp,
-                p2p_tag(backward.micro_batch, backward_vs, true)));
+    receive(OpRole::pipeline_gradient, (backward_vs + 1) % s_.pp, p2p_tag(backward.micro_batch, backward_vs, true));
   OpIndex backward_chain = e_.chain;
 
   const std::vector<Unit> forward_units = units(forward.chunk);
@@ -85,12 +83,12 @@ void StageLowering::combined_pass(const ScheduleStep& forward, const ScheduleSte
   e_.begin_pass(Phase::forward, forward.micro_batch, forward.chunk);
   if (forward_vs < last_virtual_stage_)
     e_.emit_after(p2p(OpKind::send, OpRole::pipeline_activation, (forward_vs + 1) % s_.pp,
-                      p2p_tag(forward.micro_batch, forward_vs, false)),
+                      p2p_tag(forward.micro_batch, forward_vs, false), 1, s_.scatter_gather_p2p),
                   forward_chain);
   e_.begin_pass(Phase::backward, backward.micro_batch, backward.chunk);
   if (backward_vs > 0)
     e_.emit_after(p2p(OpKind::send, OpRole::pipeline_gradient, (backward_vs - 1) % s_.pp,
-                      p2p_tag(backward.micro_batch, backward_vs - 1, true)),
+                      p2p_tag(backward.micro_batch, backward_vs - 1, true), 1, s_.scatter_gather_p2p),
                   backward_chain);
   // FP8 delayed scaling's amax reductions of both passes (the forward's first: its autocast exits first).
   e_.begin_pass(Phase::forward, forward.micro_batch, forward.chunk);
