@@ -101,9 +101,9 @@ struct FrameworkConfig {
   // Which framework's training the scenario describes (core/workload.hpp): the prediction prices its ops with the
   // profile's times, and twin warns when the profile measured another framework. Absent: not said.
   std::optional<FrameworkName> name;
-  // PyTorch FSDP2's own settings, with name pytorch-fsdp2 only (strategies/pytorch_fsdp2.hpp): torch.compile of
-  // each block; whether a block's gathered weights are freed after its forward and gathered again for its backward
-  // (fully_shard's reshard_after_forward).
+  // PyTorch FSDP's own settings, with name pytorch-fsdp2 or pytorch-fsdp only (strategies/pytorch_fsdp2.hpp):
+  // torch.compile of each block; whether a block's gathered weights are freed after its forward and gathered again
+  // for its backward (FSDP2's reshard_after_forward, FSDP1's FULL_SHARD against SHARD_GRAD_OP).
   bool compile = false;
   bool reshard_after_forward = true;
   // The bytes per element the data-parallel gradient reduction moves (framework.reduce_dtype: float32 4, bfloat16
@@ -120,7 +120,8 @@ struct FrameworkConfig {
 };
 
 // The bytes per element of the data-parallel gradient reduction: what the scenario states, else the framework's own
-// default. pytorch-fsdp2: float32 (torchtitan's MixedPrecisionPolicy reduce_dtype). Otherwise 16-bit, as twin
+// default. pytorch-fsdp2: float32 (torchtitan's MixedPrecisionPolicy reduce_dtype); pytorch-fsdp: 16-bit (FSDP1's
+// MixedPrecision reduces in param_dtype unless told; Composer's DEFAULT says float32, which its rows state). Otherwise 16-bit, as twin
 // execute reduces (executor/gpu/optimizer_run.cpp) and NeMo's performance recipes run (grad_reduce_in_fp32 False);
 // Megatron-LM itself reduces bf16 training's gradients in fp32 unless --grad-reduce-in-bf16 (arguments.py: "bfloat16
 // requires gradient accumulation and all-reduce to be done in fp32"), which a scenario describing such a run states.
@@ -145,9 +146,10 @@ inline int main_gradient_bytes(const FrameworkConfig& f) {
 // full recompute, DeepSpeed's and reentrant checkpoints run the whole forward again. Measured on one H200
 // (tests/gpu/recompute_cost_pytorch.py: the recompute cost 0.75-0.84 of a forward with it, 0.97-1.14 without;
 // docs/VALIDATION.md "PyTorch's checkpoint stops early"). What the scenario states, else the framework's: true under
-// pytorch-fsdp2 (torchtitan wraps each block in PyTorch's non-reentrant checkpoint), false otherwise.
+// pytorch-fsdp2 and pytorch-fsdp (torchtitan wraps each block in PyTorch's non-reentrant checkpoint, the default of
+// torch's checkpoint_wrapper that FSDP1 users apply), false otherwise.
 inline bool recompute_stops_early(const FrameworkConfig& f) {
-  return f.checkpoint_early_stop.value_or(f.name == FrameworkName::pytorch_fsdp2);
+  return f.checkpoint_early_stop.value_or(pytorch_fsdp(f.name));
 }
 
 // How many of a step's `micro_batches` have their output-layer weight gradients deferred on the last stage of a

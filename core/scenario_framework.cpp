@@ -18,8 +18,8 @@ void parse_deferred_embedding_wgrad(const Reader& r, const ModelConfig& model, F
     f.defer_embedding_wgrad_compute = x->boolean();
     if (f.defer_embedding_wgrad_compute && !f.gradient_accumulation_fusion)
       x->fail("gradient_accumulation_fusion true beside it (Megatron-Core refuses to defer without it)");
-    if (f.defer_embedding_wgrad_compute && f.name == FrameworkName::pytorch_fsdp2)
-      x->fail("a framework other than pytorch-fsdp2 (a setting of Megatron-Core)");
+    if (f.defer_embedding_wgrad_compute && pytorch_fsdp(f.name))
+      x->fail("a framework other than pytorch-fsdp2 and pytorch-fsdp (a setting of Megatron-Core)");
     if (f.defer_embedding_wgrad_compute && model.mtp_num_layers > 0)
       x->fail("a model without multi-token prediction (twin defers the main output layer's weight gradients only)");
   }
@@ -40,7 +40,8 @@ FrameworkConfig parse_framework(const Reader& r, ModelConfig& model, const std::
                "defer_embedding_wgrad_compute", "wgrad_deferral_limit", "deepspeed_bf16_optimizer", "compile", "reshard_after_forward", "reduce_dtype", "main_grad_dtype",
                "checkpoint_early_stop"});
   FrameworkConfig f;
-  if (auto x = r.find("name")) f.name = *framework_name(x->one_of({"twin", "megatron-core", "pytorch-fsdp2"}, "framework"));
+  if (auto x = r.find("name"))
+    f.name = *framework_name(x->one_of({"twin", "megatron-core", "pytorch-fsdp2", "pytorch-fsdp"}, "framework"));
   if (auto x = r.find("overlap_grad_reduce")) f.overlap_grad_reduce = x->boolean();
   if (auto x = r.find("overlap_param_gather")) f.overlap_param_gather = x->boolean();
   if (auto x = r.find("tp_comm_overlap")) f.tp_comm_overlap = x->boolean();
@@ -72,8 +73,8 @@ FrameworkConfig parse_framework(const Reader& r, ModelConfig& model, const std::
   parse_deferred_embedding_wgrad(r, model, f);
   if (auto x = r.find("deepspeed_bf16_optimizer")) f.deepspeed_bf16_optimizer = x->boolean();
   for (const char* key : {"compile", "reshard_after_forward"})
-    if (auto x = r.find(key); x && f.name != FrameworkName::pytorch_fsdp2)
-      x->fail("expected framework.name \"pytorch-fsdp2\" beside it (a setting of PyTorch FSDP2)");
+    if (auto x = r.find(key); x && !pytorch_fsdp(f.name))
+      x->fail("expected framework.name \"pytorch-fsdp2\" or \"pytorch-fsdp\" beside it (a setting of PyTorch's FSDP)");
   if (auto x = r.find("compile")) f.compile = x->boolean();
   if (auto x = r.find("reshard_after_forward")) f.reshard_after_forward = x->boolean();
   if (auto x = r.find("reduce_dtype"))
@@ -122,7 +123,7 @@ void check_deepspeed_bf16_optimizer(Scenario& s, const Reader& root) {
   if (s.framework.overlap_grad_reduce || s.framework.overlap_param_gather)
     flag.fail("overlap_grad_reduce and overlap_param_gather false beside it (the optimizer reduces its gradient buffer "
               "after the backward and gathers the weights inside its step)");
-  if (s.framework.name == FrameworkName::pytorch_fsdp2) flag.fail("a framework other than pytorch-fsdp2");
+  if (pytorch_fsdp(s.framework.name)) flag.fail("a framework other than pytorch-fsdp2 and pytorch-fsdp");
   if (s.plans_families())
     flag.fail("uniform strategies beside it (no per-layer, hot-switching or asymmetric plan)");
   if (s.strategy) {

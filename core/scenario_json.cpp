@@ -145,7 +145,7 @@ json framework_json(const FrameworkConfig& f) {
     out["wgrad_deferral_limit"] = f.wgrad_deferral_limit;
   }
   if (f.deepspeed_bf16_optimizer) out["deepspeed_bf16_optimizer"] = true;
-  if (f.name == FrameworkName::pytorch_fsdp2) {
+  if (pytorch_fsdp(f.name)) {
     out["compile"] = f.compile;
     out["reshard_after_forward"] = f.reshard_after_forward;
   }

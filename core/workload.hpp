@@ -1,7 +1,8 @@
 // Which framework's training a prediction is for: the framework whose kernels and steps a profile measured
 // (profile "framework"), and the one a scenario describes (scenario framework.name). twin's own executor
 // ("twin"), Megatron-LM / NeMo ("megatron-core"), PyTorch FSDP2 with DTensor as torchtitan runs it
-// ("pytorch-fsdp2"). A prediction with a profile of another framework prices the scenario's ops at that
+// ("pytorch-fsdp2"), PyTorch's FullyShardedDataParallel of flat parameters (FSDP1) as Composer / LLM Foundry run it
+// ("pytorch-fsdp"). A prediction with a profile of another framework prices the scenario's ops at that
 // framework's speed: twin says so (cli/simulate_command.cpp).
 #pragma once
 #include <array>
@@ -11,9 +12,17 @@
 
 namespace twin {
 
-enum class FrameworkName { twin, megatron_core, pytorch_fsdp2 };
+enum class FrameworkName { twin, megatron_core, pytorch_fsdp2, pytorch_fsdp };
 
-inline constexpr std::array<std::string_view, 3> kFrameworkNames = {"twin", "megatron-core", "pytorch-fsdp2"};
+inline constexpr std::array<std::string_view, 4> kFrameworkNames = {"twin", "megatron-core", "pytorch-fsdp2",
+                                                                    "pytorch-fsdp"};
+
+// Eager PyTorch sharding its model with one of its FSDPs (strategies/pytorch_fsdp2.hpp): its own kernels, copies
+// and host time, not Megatron's.
+constexpr bool pytorch_fsdp(FrameworkName name) {
+  return name == FrameworkName::pytorch_fsdp2 || name == FrameworkName::pytorch_fsdp;
+}
+constexpr bool pytorch_fsdp(const std::optional<FrameworkName>& name) { return name && pytorch_fsdp(*name); }
 
 constexpr std::string_view to_string(FrameworkName name) { return kFrameworkNames[static_cast<std::size_t>(name)]; }
 
@@ -23,9 +32,9 @@ inline std::optional<FrameworkName> framework_name(std::string_view text) {
   return std::nullopt;
 }
 
-// "\"twin\", \"megatron-core\" or \"pytorch-fsdp2\"", for messages.
+// "\"twin\", \"megatron-core\", \"pytorch-fsdp2\" or \"pytorch-fsdp\"", for messages.
 inline std::string framework_name_list() {
-  return "\"twin\", \"megatron-core\" or \"pytorch-fsdp2\"";
+  return "\"twin\", \"megatron-core\", \"pytorch-fsdp2\" or \"pytorch-fsdp\"";
 }
 
 // The warning when a scenario describes one framework's training and its profile measured another's ("" when they

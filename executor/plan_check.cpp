@@ -247,10 +247,10 @@ void check_gradient_accumulation(const Plan& plan, const std::string& file) {
 
 // What every plan trains with: the framework switches, the activation and the precision recipe twin execute runs.
 void check_training(const Plan& plan, const std::string& file) {
-  if (plan.scenario.framework.name == FrameworkName::pytorch_fsdp2)
+  if (pytorch_fsdp(plan.scenario.framework.name))
     throw InputError(file, "/scenario/framework/name",
-                     "\"twin\" or \"megatron-core\" (a pytorch-fsdp2 plan prices PyTorch's own kernels and copies: "
-                     "run it with PyTorch; twin execute runs twin's kernels in Megatron's layout)");
+                     "\"twin\" or \"megatron-core\" (a pytorch-fsdp2 or pytorch-fsdp plan prices PyTorch's own kernels "
+                     "and copies: run it with PyTorch; twin execute runs twin's kernels in Megatron's layout)");
   // The unfused loss runs as Megatron's passes over fp32 logits (core/unfused_loss.hpp), at TP 1 (check_strategy).
   if (!plan.scenario.framework.cross_entropy_loss_fusion && plan.scenario.model.final_logit_softcap > 0)
     throw InputError(file, "/scenario/framework/cross_entropy_loss_fusion",

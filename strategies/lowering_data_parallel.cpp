@@ -59,7 +59,7 @@ OpIndex StageLowering::emit_param_gather(const Op& gather, OpIndex after) {
 // their backward; what its hooks fetch on demand is left to the unit's start (on_demand_elements).
 OpIndex StageLowering::gather_weights(const Unit& u, OpIndex after, bool forward) {
   if (s_.zero_stage < 3) return kNoOp;
-  if (!forward && s_.pytorch_fsdp2 && !fsdp2_reshards(u)) return kNoOp;  // still gathered from its forward
+  if (!forward && s_.pytorch_fsdp && !fsdp2_reshards(u)) return kNoOp;  // still gathered from its forward
   const std::int64_t on_demand = on_demand_elements(u, forward);
   const std::int64_t dense = unit_parameters(u).dense;
   // DeepSpeed's host loops for the pass's prefetched weights go with its first prefetching gather.
@@ -106,7 +106,7 @@ OpIndex StageLowering::emit_weight_gather(const Unit& u, OpIndex after, std::int
   const RankParameters p = unit_parameters(u);
   const std::int64_t dense = dense_elements < 0 ? p.dense : dense_elements;
   OpIndex last = kNoOp;
-  if (s_.pytorch_fsdp2 && s_.zero_stage == 3 && dense > 0)  // all_gather_copy_in, even over one GPU
+  if (s_.pytorch_fsdp && s_.zero_stage == 3 && dense > 0)  // all_gather_copy_in, even over one GPU
     after = last = e_.emit_after(fsdp2_copy(OpRole::param_gather, Stream::dp_comm,
                                             fsdp2_copy_in_bytes(dense, s_.data_group), parameter_unit(u)), after);
   if (s_.data_group > 1 && dense > 0) {
@@ -133,9 +133,15 @@ void StageLowering::reduce_gradients(const Unit& u, OpIndex after) {
 void StageLowering::emit_gradient_reduction(const Unit& u, OpIndex after) {
   const RankParameters p = unit_parameters(u);
   const OpKind kind = s_.zero_stage == 0 || s_.deepspeed_zero3 ? OpKind::all_reduce : OpKind::reduce_scatter;
-  if (s_.pytorch_fsdp2 && s_.zero_stage == 3 && p.dense > 0)  // _chunk_cat into the reduce dtype, even over one GPU
-    after = e_.emit_after(fsdp2_copy(OpRole::grad_reduce, Stream::dp_comm,
-                                     fsdp2_reduce_copy_bytes(p.dense, s_.reduce_bytes), parameter_unit(u)), after);
+  // FSDP2's _chunk_cat into the reduce dtype (even over one GPU); FSDP1's cast and predivide, FULL_SHARD's and
+  // SHARD_GRAD_OP's alike (both reduce through _reduce_grad).
+  const bool fsdp2_chunk_cat = s_.pytorch_fsdp && !s_.flat_parameters && s_.zero_stage == 3;
+  const bool fsdp1_passes = s_.flat_parameters && s_.zero_stage >= 2;
+  const std::int64_t bytes = fsdp2_chunk_cat ? fsdp2_reduce_copy_bytes(p.dense, s_.reduce_bytes)
+                             : fsdp1_passes  ? fsdp1_reduce_pass_bytes(p.dense, s_.reduce_bytes, s_.data_group)
+                                             : 0;
+  if (bytes > 0)
+    after = e_.emit_after(fsdp2_copy(OpRole::grad_reduce, Stream::dp_comm, bytes, parameter_unit(u)), after);
   const bool deepspeed_copies = s_.deepspeed_zero3 && s_.data_group > 1 && p.dense > 0;
   if (deepspeed_copies)  // flattened and divided before the all-reduce
     after = e_.emit_after(deepspeed_copy(OpRole::grad_reduce, p.dense * kDeepSpeedReduceCopyInBytesPerElement,
@@ -218,7 +224,8 @@ void StageLowering::run_units(const std::vector<Unit>& list, bool forward, bool 
       weights_gathered_ahead_.erase(ahead);
     }
     e_.pending_wait = this_gather;
-    if (s_.pytorch_fsdp2 && s_.zero_stage == 3 && this_gather != kNoOp) {  // split_with_sizes_copy
+    // FSDP2's split_with_sizes_copy; FSDP1 gathers into the flat parameter the weights are views of: no copy.
+    if (s_.pytorch_fsdp && !s_.flat_parameters && s_.zero_stage == 3 && this_gather != kNoOp) {
       e_.set_layer(list[i].kind == Unit::layer_unit ? list[i].layer : -1);
       e_.emit(fsdp2_copy(OpRole::param_gather, Stream::compute, fsdp2_copy_out_bytes(unit_parameters(list[i]).dense),
                          parameter_unit(list[i])));

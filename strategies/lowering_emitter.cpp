@@ -104,8 +104,8 @@ void Emitter::fill(Op& op) const {
 
 GemmOutput Emitter::weight_gradient_output() const {
   // The fusion into a buffer kept over the step's micro-batches: ZeRO 0 and 1 (ZeRO 2 and 3 reduce every micro-batch's
-  // gradients from a fresh buffer; PyTorch FSDP2's autograd writes each micro-batch's gradients itself).
-  const bool kept = sh_.gradient_accumulation_fusion && !sh_.reduces_every_micro_batch && !sh_.pytorch_fsdp2;
+  // gradients from a fresh buffer; PyTorch FSDP's autograd writes each micro-batch's gradients itself).
+  const bool kept = sh_.gradient_accumulation_fusion && !sh_.reduces_every_micro_batch && !sh_.pytorch_fsdp;
   const bool fp32 = sh_.main_grad_bytes == 4;
   if (!kept) return GemmOutput::written;
   // A rank's micro-batches run their backward in index order under every schedule, the first storing (as twin

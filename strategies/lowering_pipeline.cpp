@@ -75,7 +75,7 @@ void StageLowering::run(int stage, const std::vector<ScheduleStep>& order) {
   }
   drain_deferred_output_weight_gradients();
   optimizer_phase();
-  if (s_.pytorch_fsdp2) assign_pytorch_dispatch(e_.rank_class(), s_);
+  if (s_.pytorch_fsdp) assign_pytorch_dispatch(e_.rank_class(), s_);
 }
 
 std::vector<Unit> StageLowering::units(int chunk) const {
@@ -231,8 +231,10 @@ void StageLowering::reduce_fp8_amaxes(int chunk, bool forward) {
 
 // FSDP2 frees a block's gathered weights after its forward unless reshard_after_forward is off; torchtitan keeps
 // the last block's (its backward comes at once), and FSDP2 the root module's: the embedding and the output layer.
+// FSDP1 (FULL_SHARD) frees every block's and keeps the root's (_post_forward_reshard skips the root).
 bool StageLowering::fsdp2_reshards(const Unit& u) const {
-  return s_.reshard_after_forward && u.kind == Unit::layer_unit && u.layer != model_.num_layers - 1;
+  const bool kept_last = !s_.flat_parameters && u.layer == model_.num_layers - 1;
+  return s_.reshard_after_forward && u.kind == Unit::layer_unit && !kept_last;
 }
 
 // Tied embeddings held by two stages: they sum their copies' gradients; then the gradient norm, the

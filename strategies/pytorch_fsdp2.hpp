@@ -17,6 +17,10 @@
 //   - The host: eager PyTorch dispatches every kernel from Python through autograd and, under TP, DTensor's
 //     sharding propagation; it issues kernels ahead of the GPU but can fall behind it. Each op of a layer carries
 //     its share of the layer's host time per step (Op::dispatch_ns), measured by tests/gpu/pytorch_host_cost.py.
+// PyTorch's FullyShardedDataParallel of flat parameters (FSDP1: framework.name "pytorch-fsdp", as Composer and LLM
+// Foundry run it; docs/FRAMEWORK.md "PyTorch FSDP1") is lowered the same but for its flat parameters: no copy out
+// after a gather, its own passes before a reduce-scatter (fsdp1_reduce_pass_bytes below), and every block freed
+// after its forward under FULL_SHARD (only the root module kept). Its eager kernels and host time are FSDP2's.
 #pragma once
 #include <array>
 
@@ -48,19 +52,29 @@ inline constexpr EagerPassBytes kEagerRopeBytes{20 - 4, 18 - 4};
 EagerPassBytes eager_activation_bytes(Activation activation);
 
 // Emits, after `fused` (rows x cols), the eager kernels beyond the fused one (an elementwise op of its role moving
-// `extra_bytes_per_element` of fused's rows x cols), under pytorch-fsdp2 without torch.compile; nothing otherwise.
+// `extra_bytes_per_element` of fused's rows x cols), under pytorch-fsdp2 or pytorch-fsdp without torch.compile;
+// nothing otherwise.
 void emit_eager_passes(Emitter& e, Op fused, std::int64_t extra_bytes_per_element);  // a copy: it emits into the
                                                                                      // graph that held `fused`
 
 // FSDP2's copies of `elements` parameters of a block (this rank's TP shard, all data-parallel ranks' parts):
 // all_gather_copy_in reads this rank's fp32 part and writes it as bf16; split_with_sizes_copy reads and writes the
 // gathered bf16 weights; _chunk_cat casts the bf16 gradients to the reduce dtype and writes them interleaved.
+// FSDP1 (pytorch-fsdp; torch/distributed/fsdp/_runtime_utils.py, _flat_param.py) casts its fp32 flat shard to the
+// bf16 shard it gathers (_use_low_precision_shard: copy-in's bytes), gathers into the padded flat parameter the
+// weights are views of (no copy out), and before the reduce-scatter casts the whole gradient to the reduce dtype
+// where that differs from bf16 and divides it in place by the gradient predivide factor (_div_if_needed, a factor
+// above 1 over two GPUs or more): fsdp1_reduce_pass_bytes.
 inline std::int64_t fsdp2_copy_in_bytes(std::int64_t elements, int data_group) {
   return (elements + data_group - 1) / data_group * (4 + 2);
 }
 inline std::int64_t fsdp2_copy_out_bytes(std::int64_t elements) { return elements * (2 + 2); }
 inline std::int64_t fsdp2_reduce_copy_bytes(std::int64_t elements, int reduce_bytes) {
   return elements * (2 + reduce_bytes + reduce_bytes + reduce_bytes);
+}
+inline std::int64_t fsdp1_reduce_pass_bytes(std::int64_t elements, int reduce_bytes, int data_group) {
+  const std::int64_t cast = reduce_bytes != 2 ? 2 + reduce_bytes : 0, divide = data_group > 1 ? 2 * reduce_bytes : 0;
+  return elements * (cast + divide);
 }
 // One of those copies: an elementwise op of role param_gather or grad_reduce moving `bytes` of `parameter_unit`.
 Op fsdp2_copy(OpRole role, Stream stream, std::int64_t bytes, std::int32_t parameter_unit);

@@ -53,8 +53,9 @@ void set_framework_shapes(const Scenario& scenario, RankShapes& s) {
   s.deepspeed_bf16_optimizer = scenario.framework.deepspeed_bf16_optimizer && s.zero_stage == 1;
   s.deepspeed_zero3 = s.zero_stage == 3 && scenario.framework.zero_implementation == ZeroImplementation::deepspeed;
   s.reduces_every_micro_batch = zero_shards_gradients(s.zero_stage);
-  s.pytorch_fsdp2 = scenario.framework.name == FrameworkName::pytorch_fsdp2;
-  if (s.pytorch_fsdp2) {
+  s.pytorch_fsdp = pytorch_fsdp(scenario.framework.name);
+  s.flat_parameters = scenario.framework.name == FrameworkName::pytorch_fsdp;
+  if (s.pytorch_fsdp) {
     s.torch_compile = scenario.framework.compile;
     s.reshard_after_forward = scenario.framework.reshard_after_forward;
   }
@@ -79,7 +80,7 @@ void set_moe_shapes(const Scenario& scenario, RankShapes& s) {
   // twin execute sends one block per (peer, local expert) so that copies arrive grouped by expert; Megatron-LM's
   // and torchtitan's all-to-all (torch's all_to_all_single with splits) one block per peer.
   const bool torch_all_to_all = scenario.framework.name == FrameworkName::megatron_core ||
-                                scenario.framework.name == FrameworkName::pytorch_fsdp2;
+                                pytorch_fsdp(scenario.framework.name);
   s.exchange_blocks_per_peer = torch_all_to_all ? 1 : static_cast<int>(s.experts_local);
   // Megatron-Core's experts run a clamped GLU's clamp and their FC2 bias as eager kernels
   // (strategies/megatron_expert_passes.hpp).

@@ -37,9 +37,9 @@ std::optional<std::string> mla_reason(const Scenario& scenario, const Strategy& 
     return fmt::format("multi-latent attention at context_parallel_size {} is not lowered yet (expected 1: its "
                        "keys' and values' exchange under context parallelism is not modelled)",
                        s.context_parallel_size);
-  if (scenario.framework.name == FrameworkName::pytorch_fsdp2 ||
+  if (pytorch_fsdp(scenario.framework.name) ||
       (s.zero_stage == 3 && scenario.framework.zero_implementation == ZeroImplementation::deepspeed))
-    return std::string("multi-latent attention under PyTorch FSDP2 or DeepSpeed's ZeRO-3 is not lowered yet (their "
+    return std::string("multi-latent attention under PyTorch's FSDP or DeepSpeed's ZeRO-3 is not lowered yet (their "
                        "per-weight gathers know the QKV layer's linears)");
   return std::nullopt;
 }
@@ -86,7 +86,7 @@ std::optional<std::string> ep_overlap_reason(const Scenario& scenario, const Str
     return fmt::format("{} needs interleaved-1f1b, or 1f1b on one pipeline stage, not {} (Megatron's rule: virtual "
                        "pipeline stages when pipeline_model_parallel_size > 1)",
                        flag, to_string(s.schedule));
-  if (s.zero_stage > 2 || f.name == FrameworkName::pytorch_fsdp2 || f.zero_implementation == ZeroImplementation::deepspeed)
+  if (s.zero_stage > 2 || pytorch_fsdp(f.name) || f.zero_implementation == ZeroImplementation::deepspeed)
     return fmt::format("{} is lowered for Megatron's own training with zero_stage 0 to 2, not this one", flag);
   return std::nullopt;
 }
@@ -119,8 +119,8 @@ std::optional<std::string> expert_tensor_reason(const Scenario& scenario, const 
     return fmt::format("expert_tensor_parallel_size {} is lowered with the alltoall token dispatcher only (the "
                        "allgather and flex dispatchers' gathers over the expert-TP x EP group are not modelled)",
                        etp);
-  if (f.name == FrameworkName::pytorch_fsdp2 || (s.zero_stage == 3 && f.zero_implementation == ZeroImplementation::deepspeed))
-    return fmt::format("expert_tensor_parallel_size {} is Megatron's: neither PyTorch FSDP2 nor DeepSpeed's ZeRO-3 "
+  if (pytorch_fsdp(f.name) || (s.zero_stage == 3 && f.zero_implementation == ZeroImplementation::deepspeed))
+    return fmt::format("expert_tensor_parallel_size {} is Megatron's: neither PyTorch's FSDP nor DeepSpeed's ZeRO-3 "
                        "splits experts over tensor parallelism",
                        etp);
   return std::nullopt;

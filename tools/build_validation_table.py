@@ -37,7 +37,10 @@ before 2026-11-29 23:30 UTC. The groups whose framework reduced bf16 gradients i
 float32 (FP32_GRADIENT_REDUCTION below, each with its source; docs/VALIDATION.md "Gradients reduced in fp32");
 --without-fp32-gradient-reduction leaves it out (the table before 2026-11-30). LLM Foundry's H100 rows state
 framework.checkpoint_early_stop (CHECKPOINT_EARLY_STOP below; docs/VALIDATION.md "PyTorch's checkpoint stops early");
---without-checkpoint-early-stop leaves it out (the table before 2026-12-04). --out writes the table elsewhere.
+--without-checkpoint-early-stop leaves it out (the table before 2026-12-04). LLM Foundry's rows state framework.name
+pytorch-fsdp (PYTORCH_FSDP1 below: Composer's FSDP is PyTorch's FSDP1 in eager mode; docs/VALIDATION.md "LLM Foundry's
+rows as the framework they ran"); --without-pytorch-fsdp1 leaves it out (the table before 2026-12-07, priced with
+Megatron's kernels). --out writes the table elsewhere.
 """
 import argparse
 import json
@@ -422,6 +425,32 @@ def state_checkpoint_early_stop(rows):
             r["notes"] += " Full recompute stops early: " + CHECKPOINT_EARLY_STOP[r["group"]] + "."
 
 
+# Groups run by PyTorch's FullyShardedDataParallel (FSDP1, flat parameters) in eager mode: framework.name pytorch-fsdp.
+PYTORCH_FSDP1 = {
+    "llmfoundry-mpt-a100-2023": "Composer's FSDP wraps each MPT block in PyTorch's FullyShardedDataParallel (FSDP1: flat "
+                                "parameters, the weights views into them); no torch.compile (scripts/train/benchmarking/"
+                                "submit_benchmarks.py sets no compile config); eager LayerNorm (low_precision_layernorm) "
+                                "and GeLU",
+    "llmfoundry-mpt-h100-2024": "Composer's FSDP wraps each MPT block in PyTorch's FullyShardedDataParallel (FSDP1: flat "
+                                "parameters, the weights views into them); no torch.compile (neither sweep.py nor "
+                                "submit_benchmarks.py sets a compile config); eager LayerNorm (low_precision_layernorm) "
+                                "and GeLU",
+}
+
+
+def state_pytorch_fsdp1(rows):
+    """framework.name pytorch-fsdp on the groups of PYTORCH_FSDP1: eager PyTorch's kernels and host time, FSDP1's passes
+    around its collectives (strategies/pytorch_fsdp2.hpp), not Megatron's fused kernels."""
+    for r in rows:
+        if r["group"] in PYTORCH_FSDP1:
+            r["scenario"]["framework"]["name"] = "pytorch-fsdp"
+            r["notes"] += " PyTorch FSDP1 in eager mode stated: " + PYTORCH_FSDP1[r["group"]] + "."
+            if "checkpoint_early_stop" not in r["scenario"]["framework"]:  # pytorch-fsdp's default says PyTorch 2.1's
+                r["scenario"]["framework"]["checkpoint_early_stop"] = False
+                r["notes"] += (" Full recompute runs the whole block again: the table's commit 5f43bf1 pins "
+                               "torch==1.13.1, whose non-reentrant checkpoint had no early stop (PyTorch 2.1's).")
+
+
 BF16_OPTIMIZER_ROWS = ("bloom_176b_384gpu",)
 BF16_OPTIMIZER_GROUPS = ("bloom2022-bf16-optimizer-search",)
 
@@ -448,6 +477,7 @@ def main():
     parser.add_argument("--with-bloom-bf16-optimizer-runs", action="store_true")
     parser.add_argument("--without-fp32-gradient-reduction", action="store_true")
     parser.add_argument("--without-checkpoint-early-stop", action="store_true")
+    parser.add_argument("--without-pytorch-fsdp1", action="store_true")
     parser.add_argument("--out", default=os.path.join(HERE, "published.json"))
     args = parser.parse_args()
     rows = (a100_rows() + h100_rows() + stated_rows("a100_more_rows.json", args.with_bloom_bf16_optimizer_runs) + hopper_more_rows() + zero3_rows() +
@@ -460,6 +490,8 @@ def main():
         state_gradient_reduction(rows)
     if not args.without_checkpoint_early_stop:
         state_checkpoint_early_stop(rows)
+    if not args.without_pytorch_fsdp1:
+        state_pytorch_fsdp1(rows)
     table = {"format": "twin-validation", "version": 1,
              "about": "Published end-to-end training results, each a twin scenario and the published figure; built by "
                       "tools/build_validation_table.py from a100_rows.json, h100_rows.json, a100_more_rows.json, "

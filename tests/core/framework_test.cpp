@@ -250,6 +250,29 @@ TEST(Framework, MainGradientDtypeIsTheReductionsUnlessStated) {
   EXPECT_EQ(error_path(d).rfind("/framework/main_grad_dtype | ", 0), 0u) << error_path(d);
 }
 
+// PyTorch's FSDP1 (pytorch-fsdp): FSDP2's settings beside it, written back; its gradients reduced in bf16 unless
+// stated (FSDP1's MixedPrecision reduces in param_dtype), its checkpoint stopping early; Megatron's and DeepSpeed's
+// settings refused beside it as beside pytorch-fsdp2.
+TEST(Framework, PytorchFsdp1TakesFsdpSettingsAndReducesInBf16UnlessStated) {
+  json d = framework_scenario();
+  d["framework"] = {{"name", "pytorch-fsdp"}, {"compile", true}, {"reshard_after_forward", false}};
+  const Scenario fsdp1 = parse_scenario(d, "s.json");
+  EXPECT_EQ(fsdp1.framework.name, FrameworkName::pytorch_fsdp);
+  EXPECT_TRUE(pytorch_fsdp(fsdp1.framework.name));
+  EXPECT_TRUE(fsdp1.framework.compile);
+  EXPECT_FALSE(fsdp1.framework.reshard_after_forward);
+  EXPECT_EQ(gradient_reduce_bytes(fsdp1.framework), 2);
+  EXPECT_TRUE(recompute_stops_early(fsdp1.framework));
+  EXPECT_EQ(to_json(fsdp1)["framework"]["name"], "pytorch-fsdp");
+  EXPECT_EQ(parse_scenario(to_json(fsdp1), "s.json").framework, fsdp1.framework);
+  d["framework"] = {{"name", "pytorch-fsdp"}, {"reduce_dtype", "float32"}};
+  EXPECT_EQ(gradient_reduce_bytes(parse_scenario(d, "s.json").framework), 4);
+  d["framework"] = {{"name", "pytorch-fsdp"}, {"defer_embedding_wgrad_compute", true}};
+  EXPECT_EQ(error_path(d).rfind("/framework/defer_embedding_wgrad_compute | ", 0), 0u) << error_path(d);
+  d["framework"] = {{"name", "pytorch-fsdp1"}};
+  EXPECT_NE(error_path(d).find("pytorch-fsdp"), std::string::npos) << error_path(d);
+}
+
 // Full recompute stops early where PyTorch's non-reentrant checkpoint runs it: pytorch-fsdp2's default, or as stated.
 TEST(Framework, CheckpointEarlyStopIsPytorchFsdp2sUnlessStated) {
   json d = framework_scenario();

@@ -80,6 +80,8 @@ TEST(PlanCheck, RefusesFrameworkSwitchesTheExecutorDoesNotRun) {
   Plan pytorch = executed_plan();
   pytorch.scenario.framework.name = FrameworkName::pytorch_fsdp2;
   EXPECT_EQ(refusal_path(pytorch), "/scenario/framework/name");
+  pytorch.scenario.framework.name = FrameworkName::pytorch_fsdp;  // FSDP1 likewise
+  EXPECT_EQ(refusal_path(pytorch), "/scenario/framework/name");
   // Megatron's combined 1F1B with all-to-all overlap is priced by the simulator only.
   Plan overlapped = executed_plan();
   overlapped.scenario.framework.overlap_moe_expert_parallel_comm = true;

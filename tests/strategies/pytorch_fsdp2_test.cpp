@@ -1,6 +1,7 @@
 // PyTorch FSDP2 with DTensor (framework.name pytorch-fsdp2, strategies/pytorch_fsdp2.hpp): its copies around the
 // collectives, the reduce dtype, which weights the backward gathers again, eager PyTorch's extra memory passes that
-// torch.compile removes, and the host's dispatch time spread over a layer's ops.
+// torch.compile removes, and the host's dispatch time spread over a layer's ops. FSDP1 (pytorch-fsdp): the same but
+// for its flat parameters.
 #include <gtest/gtest.h>
 
 #include "cost/profile.hpp"
@@ -25,10 +26,11 @@ struct Fsdp2Lowered {
 
 // Llama-shaped, 4 layers, on the 8 GPUs of one node: FSDP over 8 / tp, one micro-batch of 1 per data rank.
 Fsdp2Lowered lower_fsdp2(bool pytorch, int tp = 1, bool compile = false, bool reshard = true, int reduce_bytes = 4,
-                         const ModelConfig& model = testing::llama_shaped(kLayers)) {
+                         const ModelConfig& model = testing::llama_shaped(kLayers),
+                         FrameworkName name = FrameworkName::pytorch_fsdp2) {
   Scenario scenario = testing::make_scenario(model, 1, 2048, 8 / tp);
   if (pytorch) {
-    scenario.framework.name = FrameworkName::pytorch_fsdp2;
+    scenario.framework.name = name;
     scenario.framework.compile = compile;
     scenario.framework.reshard_after_forward = reshard;
     scenario.framework.reduce_dtype_bytes = reduce_bytes;
@@ -84,6 +86,41 @@ TEST(PytorchFsdp2, TheBackwardGathersAgainAllBlocksButTheLastAndNothingWithoutRe
   for (const Op& op : regathered) EXPECT_LT(op.parameter_unit, kLayers - 1);
   EXPECT_TRUE(backward_gathers(lower_fsdp2(true, 1, false, false)).empty());
   EXPECT_EQ(backward_gathers(lower_fsdp2(false)).size(), kLayers + 2u);  // Megatron's ZeRO-3 regathers every unit
+}
+
+Fsdp2Lowered lower_fsdp1(int reduce_bytes = 4) {
+  return lower_fsdp2(true, 1, false, true, reduce_bytes, testing::llama_shaped(kLayers), FrameworkName::pytorch_fsdp);
+}
+
+// FSDP1 gathers into the flat parameter its module's weights are views of: the shard's cast to bf16 before each gather
+// (FSDP2's copy-in bytes) and no copy after it; before each reduce-scatter the whole gradient cast to the reduce dtype
+// and divided in place by the predivide factor; every block freed after its forward, the root kept.
+TEST(PytorchFsdp1, FlatParametersGatherInPlaceAndTheGradientIsCastAndDividedBeforeItsReduction) {
+  const Fsdp2Lowered fsdp1 = lower_fsdp1(), fsdp2 = lower_fsdp2(true);
+  const auto copies = [](const IterationGraph& g, OpRole role) {
+    return ops_where(g, [&](const Op& op) { return op.kind == OpKind::elementwise && op.role == role; });
+  };
+  const std::int64_t layer = layer_parameters_per_rank(fsdp1.scenario.model, 0, 1, 1).dense;
+  const auto gathers = ops_where(fsdp1.graph, [](const Op& op) { return op.kind == OpKind::all_gather; });
+  ASSERT_EQ(copies(fsdp1.graph, OpRole::param_gather).size(), gathers.size());
+  for (const Op& op : copies(fsdp1.graph, OpRole::param_gather)) {
+    EXPECT_EQ(op.stream, Stream::dp_comm);
+    if (op.parameter_unit == 1) EXPECT_EQ(op.bytes, (layer + 7) / 8 * 6);
+  }
+  ASSERT_EQ(copies(fsdp1.graph, OpRole::grad_reduce).size(), kLayers + 2u);
+  for (const Op& op : copies(fsdp1.graph, OpRole::grad_reduce))
+    if (op.parameter_unit == 1) EXPECT_EQ(op.bytes, layer * (2 + 4 + 4 + 4));
+  for (const Op& op : copies(lower_fsdp1(2).graph, OpRole::grad_reduce))
+    if (op.parameter_unit == 1) EXPECT_EQ(op.bytes, layer * (2 + 2));  // bf16: no cast, the division only
+  const auto backward_gathers = [](const Fsdp2Lowered& l) {
+    return ops_where(l.graph, [](const Op& op) { return op.kind == OpKind::all_gather && op.phase == Phase::backward; });
+  };
+  EXPECT_EQ(backward_gathers(fsdp1).size(), kLayers + 0u);
+  EXPECT_EQ(backward_gathers(fsdp2).size(), kLayers - 1u);
+  // Eager PyTorch's kernels and host time are FSDP2's.
+  for (OpRole role : {OpRole::input_norm, OpRole::mlp_norm, OpRole::rope, OpRole::activation})
+    EXPECT_EQ(copies(fsdp1.graph, role).size(), copies(fsdp2.graph, role).size()) << to_string(role);
+  EXPECT_FALSE(ops_where(fsdp1.graph, [](const Op& op) { return op.dispatch_ns > 0; }).empty());
 }
 
 TEST(PytorchFsdp2, EagerAddsMemoryPassesAfterNormRopeAndActivationThatCompileRemoves) {

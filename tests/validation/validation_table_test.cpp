@@ -146,27 +146,34 @@ TEST(PublishedTable, BadRowsNameTheirPath) {
 // and its A100 rows with checkpointing +16/+17% -> +10/+11%; through the Hopper factor refitted beside them the DGX
 // Cloud groups 0.6-0.8 point; the table 7.5% -> 8.0% held out. A measured mechanism whose removal of a cancelling error
 // shows what PyTorch-native H100 runs still lack (docs/VALIDATION.md "PyTorch's checkpoint stops early").
+// Set on 2026-12-07 (03:58 UTC) where LLM Foundry's rows state the framework they ran, PyTorch's FSDP1 in eager mode
+// (framework.name pytorch-fsdp: eager PyTorch's kernels and host time, FSDP1's passes around its collectives; before,
+// Megatron's fused kernels priced them; the A100 rows, on torch 1.13.1, without the checkpoint's early stop): LLM
+// Foundry's H100 rows 9.5% -> 7.1% held out, its A100 rows 6.4% -> 6.4% (max 21.7% -> 19.9%), the DGX Cloud groups
+// 0.5 point better, the Megatron-LM A100 groups 0.4-0.5 point better through the Ampere factor refitted beside them
+// (in-sample 1.3014 -> 1.2954), MT-NLG 10.3% -> 10.7%, torchtitan's H100 row 20.4% -> 20.7%; the table 7.3% -> 6.9%
+// held out, 6.8% -> 6.5% in-sample (docs/VALIDATION.md "LLM Foundry's rows as the framework they ran").
 struct Reached {
   double cross_validated_mean, cross_validated_max, in_sample_mean, in_sample_max;
 };
 const std::map<std::string, Reached> kReached = {
-    {"narayanan2021-table1", {0.076, 0.147, 0.069, 0.139}},
-    {"korthikanti2022-table5", {0.120, 0.162, 0.110, 0.152}},
-    {"korthikanti2022-abstract", {0.085, 0.104, 0.084, 0.103}},
-    {"dubey2024-llama3-table4", {0.199, 0.267, 0.195, 0.263}},
-    {"megatron-readme-h100-2024", {0.047, 0.082, 0.045, 0.080}},
-    {"llmfoundry-mpt-h100-2024", {0.095, 0.137, 0.078, 0.121}},
-    {"llmfoundry-mpt-a100-2023", {0.064, 0.217, 0.064, 0.218}},
-    {"nemo-megatron-a100-2023", {0.123, 0.194, 0.124, 0.193}},
-    {"bloom2022-176b", {0.007, 0.007, 0.007, 0.007}},
-    {"bloom2022-topology-search", {0.080, 0.251, 0.078, 0.244}},
-    {"smith2022-mtnlg-530b", {0.103, 0.124, 0.101, 0.121}},
-    {"dgxc-nemo-h100-24.11", {0.043, 0.122, 0.034, 0.107}},
-    {"dgxc-nemo-h100-25.02", {0.029, 0.064, 0.023, 0.055}},
-    {"narayanan2021-table2-zero3", {0.125, 0.342, 0.127, 0.339}},
-    {"torchtitan-h100-2025", {0.204, 0.204, 0.202, 0.202}},
-    {"torchtitan-perf-2024", {0.130, 0.182, 0.127, 0.180}},
-    {"all", {0.073, 0.342, 0.068, 0.339}},
+    {"narayanan2021-table1", {0.071, 0.141, 0.065, 0.133}},
+    {"korthikanti2022-table5", {0.115, 0.157, 0.106, 0.147}},
+    {"korthikanti2022-abstract", {0.081, 0.099, 0.079, 0.098}},
+    {"dubey2024-llama3-table4", {0.196, 0.264, 0.192, 0.261}},
+    {"megatron-readme-h100-2024", {0.051, 0.087, 0.049, 0.084}},
+    {"llmfoundry-mpt-h100-2024", {0.071, 0.113, 0.058, 0.100}},
+    {"llmfoundry-mpt-a100-2023", {0.064, 0.199, 0.062, 0.205}},
+    {"nemo-megatron-a100-2023", {0.122, 0.198, 0.122, 0.196}},
+    {"bloom2022-176b", {0.003, 0.003, 0.003, 0.003}},
+    {"bloom2022-topology-search", {0.082, 0.255, 0.079, 0.247}},
+    {"smith2022-mtnlg-530b", {0.107, 0.127, 0.104, 0.125}},
+    {"dgxc-nemo-h100-24.11", {0.038, 0.114, 0.031, 0.102}},
+    {"dgxc-nemo-h100-25.02", {0.024, 0.057, 0.020, 0.050}},
+    {"narayanan2021-table2-zero3", {0.124, 0.343, 0.126, 0.341}},
+    {"torchtitan-h100-2025", {0.207, 0.207, 0.205, 0.205}},
+    {"torchtitan-perf-2024", {0.127, 0.185, 0.124, 0.184}},
+    {"all", {0.069, 0.343, 0.065, 0.341}},
 };
 
 // The same for the published MoE rows (issue 40), a table of their own: `twin validate tests/validation/moe_rows.json
