@@ -182,8 +182,8 @@ TEST(Hardening, HostileValuesAndKeysAreNamedWhereTheyAre) {
       {"hot_switch_unknown_key", "at /strategy/hot_switch/phasess: unknown key 'phasess'"},
       {"fp8_mxfp8_on_hopper", "at /cluster/nodes/0/gpu: GPU 'H100-SXM-80GB' does not take MXFP8"},
       {"fp8_unknown_key", "at /training/fp8/recipie: unknown key 'recipie' (did you mean 'recipe'?)"},
-      {"framework_compile_not_pytorch", "at /framework/compile: expected framework.name \"pytorch-fsdp2\" beside it "
-                                        "(a setting of PyTorch FSDP2), got true"},
+      {"framework_compile_not_pytorch", "at /framework/compile: expected framework.name \"pytorch-fsdp2\" or "
+                                        "\"pytorch-fsdp\" beside it (a setting of PyTorch's FSDP), got true"},
       {"moe_pad_without_capacity_factor",
        "at /model/moe/pad_expert_input_to_capacity: expected expert_capacity_factor beside it (Megatron's rule: the "
        "capacity it pads to), got true"},

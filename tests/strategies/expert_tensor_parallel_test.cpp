@@ -294,7 +294,7 @@ TEST(ExpertTensorParallel, ValidityNamesMegatronsRules) {
   EXPECT_NE(reason(gathered, 2).find("alltoall token dispatcher only"), std::string::npos);
   Scenario fsdp = sc;
   fsdp.framework.name = FrameworkName::pytorch_fsdp2;
-  EXPECT_NE(reason(fsdp, 2).find("neither PyTorch FSDP2"), std::string::npos);
+  EXPECT_NE(reason(fsdp, 2).find("neither PyTorch's FSDP"), std::string::npos);
   EXPECT_EQ(reason(sc, 2), "");
   EXPECT_EQ(reason(sc, 4), "");
 }
