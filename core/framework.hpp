@@ -121,10 +121,11 @@ struct FrameworkConfig {
 
 // The bytes per element of the data-parallel gradient reduction: what the scenario states, else the framework's own
 // default. pytorch-fsdp2: float32 (torchtitan's MixedPrecisionPolicy reduce_dtype); pytorch-fsdp: 16-bit (FSDP1's
-// MixedPrecision reduces in param_dtype unless told; Composer's DEFAULT says float32, which its rows state). Otherwise 16-bit, as twin
-// execute reduces (executor/gpu/optimizer_run.cpp) and NeMo's performance recipes run (grad_reduce_in_fp32 False);
-// Megatron-LM itself reduces bf16 training's gradients in fp32 unless --grad-reduce-in-bf16 (arguments.py: "bfloat16
-// requires gradient accumulation and all-reduce to be done in fp32"), which a scenario describing such a run states.
+// MixedPrecision reduces in param_dtype unless told; Composer's DEFAULT says float32, which its rows state).
+// Otherwise 16-bit, as twin execute reduces (executor/gpu/optimizer_run.cpp) and NeMo's performance recipes run
+// (grad_reduce_in_fp32 False); Megatron-LM itself reduces bf16 training's gradients in fp32 unless
+// --grad-reduce-in-bf16 (arguments.py: "bfloat16 requires gradient accumulation and all-reduce to be done in fp32"),
+// which a scenario describing such a run states.
 inline int gradient_reduce_bytes(const FrameworkConfig& f) {
   if (f.reduce_dtype_bytes) return *f.reduce_dtype_bytes;
   return f.name == FrameworkName::pytorch_fsdp2 ? 4 : 2;
