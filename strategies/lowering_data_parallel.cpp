@@ -59,7 +59,7 @@ OpIndex StageLowering::emit_param_gather(const Op& gather, OpIndex after) {
 // their backward; what its hooks fetch on demand is left to the unit's start (on_demand_elements).
 OpIndex StageLowering::gather_weights(const Unit& u, OpIndex after, bool forward) {
   if (s_.zero_stage < 3) return kNoOp;
-  if (!forward && s_.pytorch_fsdp && !fsdp2_reshards(u)) return kNoOp;  // still gathered from its forward
+  if (!forward && s_.pytorch_fsdp && !fsdp_reshards(u)) return kNoOp;  // still gathered from its forward
   const std::int64_t on_demand = on_demand_elements(u, forward);
   const std::int64_t dense = unit_parameters(u).dense;
   // DeepSpeed's host loops for the pass's prefetched weights go with its first prefetching gather.
@@ -107,7 +107,7 @@ OpIndex StageLowering::emit_weight_gather(const Unit& u, OpIndex after, std::int
   const std::int64_t dense = dense_elements < 0 ? p.dense : dense_elements;
   OpIndex last = kNoOp;
   if (s_.pytorch_fsdp && s_.zero_stage == 3 && dense > 0)  // all_gather_copy_in, even over one GPU
-    after = last = e_.emit_after(fsdp2_copy(OpRole::param_gather, Stream::dp_comm,
+    after = last = e_.emit_after(fsdp_copy(OpRole::param_gather, Stream::dp_comm,
                                             fsdp2_copy_in_bytes(dense, s_.data_group), parameter_unit(u)), after);
   if (s_.data_group > 1 && dense > 0) {
     Op gather = parameter_collective(OpKind::all_gather, OpRole::param_gather, GroupKind::data, s_.data_group,
@@ -141,7 +141,7 @@ void StageLowering::emit_gradient_reduction(const Unit& u, OpIndex after) {
                              : fsdp1_passes  ? fsdp1_reduce_pass_bytes(p.dense, s_.reduce_bytes, s_.data_group)
                                              : 0;
   if (bytes > 0)
-    after = e_.emit_after(fsdp2_copy(OpRole::grad_reduce, Stream::dp_comm, bytes, parameter_unit(u)), after);
+    after = e_.emit_after(fsdp_copy(OpRole::grad_reduce, Stream::dp_comm, bytes, parameter_unit(u)), after);
   const bool deepspeed_copies = s_.deepspeed_zero3 && s_.data_group > 1 && p.dense > 0;
   if (deepspeed_copies)  // flattened and divided before the all-reduce
     after = e_.emit_after(deepspeed_copy(OpRole::grad_reduce, p.dense * kDeepSpeedReduceCopyInBytesPerElement,
@@ -227,7 +227,7 @@ void StageLowering::run_units(const std::vector<Unit>& list, bool forward, bool 
     // FSDP2's split_with_sizes_copy; FSDP1 gathers into the flat parameter the weights are views of: no copy.
     if (s_.pytorch_fsdp && !s_.flat_parameters && s_.zero_stage == 3 && this_gather != kNoOp) {
       e_.set_layer(list[i].kind == Unit::layer_unit ? list[i].layer : -1);
-      e_.emit(fsdp2_copy(OpRole::param_gather, Stream::compute, fsdp2_copy_out_bytes(unit_parameters(list[i]).dense),
+      e_.emit(fsdp_copy(OpRole::param_gather, Stream::compute, fsdp2_copy_out_bytes(unit_parameters(list[i]).dense),
                          parameter_unit(list[i])));
     }
     emit_stage_unit(list[i], forward);

@@ -232,7 +232,7 @@ void StageLowering::reduce_fp8_amaxes(int chunk, bool forward) {
 // FSDP2 frees a block's gathered weights after its forward unless reshard_after_forward is off; torchtitan keeps
 // the last block's (its backward comes at once), and FSDP2 the root module's: the embedding and the output layer.
 // FSDP1 (FULL_SHARD) frees every block's and keeps the root's (_post_forward_reshard skips the root).
-bool StageLowering::fsdp2_reshards(const Unit& u) const {
+bool StageLowering::fsdp_reshards(const Unit& u) const {
   const bool kept_last = !s_.flat_parameters && u.layer == model_.num_layers - 1;
   return s_.reshard_after_forward && u.kind == Unit::layer_unit && !kept_last;
 }

@@ -88,7 +88,7 @@ class StageLowering {
   void forward_pass(const ScheduleStep& step);
   void backward_pass(const ScheduleStep& step, bool last_of_chunk);
   OpIndex last_on(Stream stream);
-  bool fsdp2_reshards(const Unit& u) const;  // pytorch-fsdp2: whether the backward gathers u's weights again
+  bool fsdp_reshards(const Unit& u) const;  // PyTorch's FSDP: whether the backward gathers u's weights again
   void optimizer_phase();
   void emit_deferred_reductions();
   // FP8 delayed scaling: the amax all-reduce and scale update after a forward or backward of `chunk`

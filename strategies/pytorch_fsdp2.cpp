@@ -35,7 +35,7 @@ void emit_eager_passes(Emitter& e, Op fused, std::int64_t extra_bytes_per_elemen
     e.emit(Emitter::moved(OpKind::elementwise, fused.role, bytes));
 }
 
-Op fsdp2_copy(OpRole role, Stream stream, std::int64_t bytes, std::int32_t parameter_unit) {
+Op fsdp_copy(OpRole role, Stream stream, std::int64_t bytes, std::int32_t parameter_unit) {
   Op op = Emitter::moved(OpKind::elementwise, role, bytes);
   op.stream = stream;
   op.parameter_unit = parameter_unit;

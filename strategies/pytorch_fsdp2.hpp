@@ -76,8 +76,9 @@ inline std::int64_t fsdp1_reduce_pass_bytes(std::int64_t elements, int reduce_by
   const std::int64_t cast = reduce_bytes != 2 ? 2 + reduce_bytes : 0, divide = data_group > 1 ? 2 * reduce_bytes : 0;
   return elements * (cast + divide);
 }
-// One of those copies: an elementwise op of role param_gather or grad_reduce moving `bytes` of `parameter_unit`.
-Op fsdp2_copy(OpRole role, Stream stream, std::int64_t bytes, std::int32_t parameter_unit);
+// One of those copies or passes: an elementwise op of role param_gather or grad_reduce moving `bytes` of
+// `parameter_unit`.
+Op fsdp_copy(OpRole role, Stream stream, std::int64_t bytes, std::int32_t parameter_unit);
 
 // The host's time per transformer layer and step, and per step beside the layers, measured unprofiled at widths
 // where the host bounds the step (hidden 256, sequence 128: tests/gpu/pytorch_host_cost.py, 4 H200s with their
