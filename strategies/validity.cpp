@@ -126,39 +126,43 @@ std::optional<std::string> expert_tensor_reason(const Scenario& scenario, const 
   return std::nullopt;
 }
 
-}  // namespace
-
-std::optional<std::string> invalid_reason(const Scenario& scenario, const Strategy& s) {
-  const ModelConfig& m = scenario.model;
-  const Cluster& cluster = scenario.cluster;
-  const int tp = s.tensor_model_parallel_size, pp = s.pipeline_model_parallel_size;
-  const int cp = s.context_parallel_size, ep = s.expert_model_parallel_size;
-  const int vpp = s.virtual_pipeline_model_parallel_size, dp = s.data_parallel_size;
-  const std::initializer_list<std::pair<int, const char*>> sizes = {
-      {tp, "tensor_model_parallel_size"}, {pp, "pipeline_model_parallel_size"}, {cp, "context_parallel_size"},
-      {ep, "expert_model_parallel_size"}, {s.expert_tensor_parallel_size, "expert_tensor_parallel_size"},
-      {vpp, "virtual_pipeline_model_parallel_size"},
-      {dp, "data_parallel_size"}, {s.micro_batch_size, "micro_batch_size"}, {s.num_micro_batches, "num_micro_batches"}};
-  for (const auto& [value, name] : sizes)
-    if (value < 1) return fmt::format("{} {} must be at least 1", name, value);
-
-  if (s.world_size() != cluster.total_gpus())
-    return fmt::format("tensor*pipeline*context*data {} does not match the world size {}", s.world_size(),
-                       cluster.total_gpus());
-  // On a mixed cluster a TP group must fit in the smallest NVLink domain (the node, or a rack's NVLink switch
-  // system: nvlink_domain_gpus), since the uniform plan runs everywhere.
+// The smallest NVLink domain of the cluster (the node, or a rack's NVLink switch system: nvlink_domain_gpus): on a
+// mixed cluster a TP group must fit in it, since the uniform plan runs everywhere.
+int smallest_domain_gpus(const Cluster& cluster) {
   int domain_gpus = cluster.node_groups.front().domain_gpus();
   for (const NodeGroup& group : cluster.node_groups) domain_gpus = std::min(domain_gpus, group.domain_gpus());
-  if (tp > domain_gpus)
+  return domain_gpus;
+}
+
+// Every size at least 1, their product the cluster's GPUs, a TP group inside an NVLink domain.
+std::optional<std::string> size_reason(const Scenario& scenario, const Strategy& s) {
+  const int tp = s.tensor_model_parallel_size;
+  const std::initializer_list<std::pair<int, const char*>> sizes = {
+      {tp, "tensor_model_parallel_size"}, {s.pipeline_model_parallel_size, "pipeline_model_parallel_size"},
+      {s.context_parallel_size, "context_parallel_size"}, {s.expert_model_parallel_size, "expert_model_parallel_size"},
+      {s.expert_tensor_parallel_size, "expert_tensor_parallel_size"},
+      {s.virtual_pipeline_model_parallel_size, "virtual_pipeline_model_parallel_size"},
+      {s.data_parallel_size, "data_parallel_size"}, {s.micro_batch_size, "micro_batch_size"},
+      {s.num_micro_batches, "num_micro_batches"}};
+  for (const auto& [value, name] : sizes)
+    if (value < 1) return fmt::format("{} {} must be at least 1", name, value);
+  if (s.world_size() != scenario.cluster.total_gpus())
+    return fmt::format("tensor*pipeline*context*data {} does not match the world size {}", s.world_size(),
+                       scenario.cluster.total_gpus());
+  if (const int domain_gpus = smallest_domain_gpus(scenario.cluster); tp > domain_gpus)
     return fmt::format(
         "tensor_model_parallel_size {} exceeds the {} GPUs of an NVLink domain (gpus_per_node, or "
         "nvlink_domain_gpus): tensor-parallel collectives sit on the critical path of every layer and would cross "
         "the inter-node network (Megatron allows it; it never pays)",
         tp, domain_gpus);
-  if (auto r = fp8_reason(scenario, s)) return r;
-  if (auto r = mla_reason(scenario, s)) return r;
-  if (s.zero_stage < 0 || s.zero_stage > 3) return fmt::format("zero_stage {} is not one of 0, 1, 2, 3", s.zero_stage);
+  return std::nullopt;
+}
 
+// Heads, groups and the FFN over TP; the layers over the pipeline's virtual stages.
+std::optional<std::string> layer_split_reason(const Scenario& scenario, const Strategy& s) {
+  const ModelConfig& m = scenario.model;
+  const int tp = s.tensor_model_parallel_size, pp = s.pipeline_model_parallel_size;
+  const int vpp = s.virtual_pipeline_model_parallel_size;
   if (auto r = divisible(m.num_attention_heads, "num_attention_heads", tp, "tensor_model_parallel_size")) return r;
   if (auto r = divisible(m.num_query_groups, "num_query_groups", tp, "tensor_model_parallel_size")) return r;
   if (auto r = divisible(m.ffn_hidden_size, "ffn_hidden_size", tp, "tensor_model_parallel_size")) return r;
@@ -167,13 +171,19 @@ std::optional<std::string> invalid_reason(const Scenario& scenario, const Strate
   if (!s.pipeline_model_parallel_layout.empty()) {
     if (s.schedule == Schedule::double_strand)
       return std::string("double-strand folds the model over its stages: it takes no pipeline_model_parallel_layout");
-    if (auto r = pipeline_layout_reason(s.pipeline_model_parallel_layout, m.num_layers, m.mtp_num_layers, pp, vpp))
-      return r;
-  } else if (const int n = pp * vpp, per = (m.num_layers + n - 1) / n; per * n - m.num_layers > 2)
+    return pipeline_layout_reason(s.pipeline_model_parallel_layout, m.num_layers, m.mtp_num_layers, pp, vpp);
+  }
+  if (const int n = pp * vpp, per = (m.num_layers + n - 1) / n; per * n - m.num_layers > 2)
     return fmt::format("num_layers {} not divisible by pipeline_model_parallel_size*virtual_pipeline_model_parallel_size {}"
                        " (an uneven split may only shorten the first and last virtual stage by one layer each)",
                        m.num_layers, pp * vpp);
+  return std::nullopt;
+}
 
+// What each schedule needs of the pipeline, its micro-batches and the model.
+std::optional<std::string> schedule_reason(const Scenario& scenario, const Strategy& s) {
+  const ModelConfig& m = scenario.model;
+  const int pp = s.pipeline_model_parallel_size, vpp = s.virtual_pipeline_model_parallel_size;
   if (vpp > 1 && s.schedule != Schedule::interleaved_1f1b)
     return fmt::format("virtual_pipeline_model_parallel_size {} needs the interleaved-1f1b schedule, not {}", vpp,
                        to_string(s.schedule));
@@ -199,7 +209,13 @@ std::optional<std::string> invalid_reason(const Scenario& scenario, const Strate
   if (pp > 1 && s.num_micro_batches < pp)
     return fmt::format("num_micro_batches {} is fewer than pipeline_model_parallel_size {}: stages would sit idle",
                        s.num_micro_batches, pp);
+  return std::nullopt;
+}
 
+// Context parallelism against the sequence; expert parallelism against the model and the ranks that route.
+std::optional<std::string> context_expert_reason(const Scenario& scenario, const Strategy& s) {
+  const ModelConfig& m = scenario.model;
+  const int tp = s.tensor_model_parallel_size, cp = s.context_parallel_size, ep = s.expert_model_parallel_size;
   if (cp > 1) {
     if (auto r = divisible(scenario.training.seq_length, "seq_length", 2 * cp, "2*context_parallel_size")) return r;
   }
@@ -207,7 +223,7 @@ std::optional<std::string> invalid_reason(const Scenario& scenario, const Strate
     return fmt::format("expert_model_parallel_size {} needs a MoE model (num_experts > 0)", ep);
   if (m.is_moe()) {
     if (auto r = divisible(m.moe.num_experts, "num_experts", ep, "expert_model_parallel_size")) return r;
-    if (auto r = divisible(static_cast<std::int64_t>(tp) * cp * dp, "tensor*context*data", ep,
+    if (auto r = divisible(static_cast<std::int64_t>(tp) * cp * s.data_parallel_size, "tensor*context*data", ep,
                            "expert_model_parallel_size"))
       return r;
     if (tp > 1 && !s.sequence_parallel)
@@ -215,7 +231,20 @@ std::optional<std::string> invalid_reason(const Scenario& scenario, const Strate
           "MoE with tensor_model_parallel_size > 1 needs sequence_parallel: experts are not tensor-parallel, so "
           "each TP rank must route its own share of the tokens");
   }
-  if (auto r = expert_tensor_reason(scenario, s, domain_gpus)) return r;
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<std::string> invalid_reason(const Scenario& scenario, const Strategy& s) {
+  if (auto r = size_reason(scenario, s)) return r;
+  if (auto r = fp8_reason(scenario, s)) return r;
+  if (auto r = mla_reason(scenario, s)) return r;
+  if (s.zero_stage < 0 || s.zero_stage > 3) return fmt::format("zero_stage {} is not one of 0, 1, 2, 3", s.zero_stage);
+  if (auto r = layer_split_reason(scenario, s)) return r;
+  if (auto r = schedule_reason(scenario, s)) return r;
+  if (auto r = context_expert_reason(scenario, s)) return r;
+  if (auto r = expert_tensor_reason(scenario, s, smallest_domain_gpus(scenario.cluster))) return r;
   if (auto r = ep_overlap_reason(scenario, s)) return r;
   // The largest graph held at once: the steady state's longer replay where it stands for the whole iteration.
   Strategy replayed = s;
