@@ -330,6 +330,11 @@ void notes(ArgsText& out, const Scenario& scenario, const Strategy& s) {
                 "buffer in bf16; Megatron-DeepSpeed runs it with --bf16 --deepspeed --zero-stage 0 and a ds_config of "
                 "\"bf16\": {\"enabled\": true}, \"zero_optimization\": {\"stage\": 0}); the distributed optimizer "
                 "below reduce-scatters instead.");
+  if (pytorch_fsdp(scenario.framework.name))
+    out.comment(fmt::format("Not expressible: framework.name {} (the plan prices eager PyTorch's kernels, its host "
+                            "time and its FSDP's copies); the arguments lay out the same parallelism for "
+                            "Megatron-LM, whose fused kernels run it faster than priced.",
+                            to_string(*scenario.framework.name)));
   if (s.recompute == Recompute::full && recompute_stops_early(scenario.framework))
     out.comment("Not expressible: checkpoint_early_stop (PyTorch's non-reentrant checkpoint does not run a layer's fc2 "
                 "and the residual after it again); Megatron's full recompute below runs the whole forward again.");

@@ -69,6 +69,18 @@ TEST(MegatronArgs, AnEarlyStoppingCheckpointIsNamedUnderFullRecompute) {
   EXPECT_FALSE(has_comment_with(megatron_args(scenario, s), "checkpoint_early_stop")) << megatron_args(scenario, s);
 }
 
+// A plan priced as PyTorch's FSDP (either) says that its arguments run the layout in Megatron-LM's kernels.
+TEST(MegatronArgs, APytorchFsdpPlanSaysMegatronRunsItsLayoutWithOtherKernels) {
+  Scenario scenario = parse_scenario_text(kLlamaScenario, "llama.json");
+  const Strategy s = testing::pinned(scenario);
+  EXPECT_FALSE(has_comment_with(megatron_args(scenario, s), "framework.name")) << megatron_args(scenario, s);
+  for (FrameworkName name : {FrameworkName::pytorch_fsdp2, FrameworkName::pytorch_fsdp}) {
+    scenario.framework.name = name;
+    const std::string text = megatron_args(scenario, s);
+    EXPECT_TRUE(has_comment_with(text, "Not expressible: framework.name " + std::string(to_string(name)))) << text;
+  }
+}
+
 TEST(MegatronArgs, ScheduleMegatronLacksIsNamedAndTheRestGiven) {
   Scenario scenario = parse_scenario_text(kLlamaScenario, "llama.json");
   Strategy s = testing::pinned(scenario);
