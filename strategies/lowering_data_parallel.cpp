@@ -133,14 +133,7 @@ void StageLowering::reduce_gradients(const Unit& u, OpIndex after) {
 void StageLowering::emit_gradient_reduction(const Unit& u, OpIndex after) {
   const RankParameters p = unit_parameters(u);
   const OpKind kind = s_.zero_stage == 0 || s_.deepspeed_zero3 ? OpKind::all_reduce : OpKind::reduce_scatter;
-  // FSDP2's _chunk_cat into the reduce dtype (even over one GPU); FSDP1's cast and predivide, FULL_SHARD's and
-  // SHARD_GRAD_OP's alike (both reduce through _reduce_grad).
-  const bool fsdp2_chunk_cat = s_.pytorch_fsdp && !s_.flat_parameters && s_.zero_stage == 3;
-  const bool fsdp1_passes = s_.flat_parameters && s_.zero_stage >= 2;
-  const std::int64_t bytes = fsdp2_chunk_cat ? fsdp2_reduce_copy_bytes(p.dense, s_.reduce_bytes)
-                             : fsdp1_passes  ? fsdp1_reduce_pass_bytes(p.dense, s_.reduce_bytes, s_.data_group)
-                                             : 0;
-  if (bytes > 0)
+  if (const std::int64_t bytes = fsdp_reduce_pass_bytes(s_, p.dense); bytes > 0)
     after = e_.emit_after(fsdp_copy(OpRole::grad_reduce, Stream::dp_comm, bytes, parameter_unit(u)), after);
   const bool deepspeed_copies = s_.deepspeed_zero3 && s_.data_group > 1 && p.dense > 0;
   if (deepspeed_copies)  // flattened and divided before the all-reduce

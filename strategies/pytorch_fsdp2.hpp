@@ -76,6 +76,14 @@ inline std::int64_t fsdp1_reduce_pass_bytes(std::int64_t elements, int reduce_by
   const std::int64_t cast = reduce_bytes != 2 ? 2 + reduce_bytes : 0, divide = data_group > 1 ? 2 * reduce_bytes : 0;
   return elements * (cast + divide);
 }
+// The bytes PyTorch's FSDP moves over `elements` gradients before their reduction, 0 where it moves none: FSDP2's
+// _chunk_cat at ZeRO-3 (even over one GPU), FSDP1's cast and predivide at ZeRO-2 and 3 (FULL_SHARD and SHARD_GRAD_OP
+// both reduce through _reduce_grad); nothing under another framework.
+inline std::int64_t fsdp_reduce_pass_bytes(const RankShapes& s, std::int64_t elements) {
+  if (!s.pytorch_fsdp) return 0;
+  if (s.flat_parameters) return s.zero_stage >= 2 ? fsdp1_reduce_pass_bytes(elements, s.reduce_bytes, s.data_group) : 0;
+  return s.zero_stage == 3 ? fsdp2_reduce_copy_bytes(elements, s.reduce_bytes) : 0;
+}
 // One of those copies or passes: an elementwise op of role param_gather or grad_reduce moving `bytes` of
 // `parameter_unit`.
 Op fsdp_copy(OpRole role, Stream stream, std::int64_t bytes, std::int32_t parameter_unit);

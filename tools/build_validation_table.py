@@ -426,15 +426,15 @@ def state_checkpoint_early_stop(rows):
 
 
 # Groups run by PyTorch's FullyShardedDataParallel (FSDP1, flat parameters) in eager mode: framework.name pytorch-fsdp.
+def composer_fsdp1(no_compile_source):
+    return ("Composer's FSDP wraps each MPT block in PyTorch's FullyShardedDataParallel (FSDP1: flat parameters, the "
+            f"weights views into them); no torch.compile ({no_compile_source}); eager LayerNorm "
+            "(low_precision_layernorm) and GeLU")
+
+
 PYTORCH_FSDP1 = {
-    "llmfoundry-mpt-a100-2023": "Composer's FSDP wraps each MPT block in PyTorch's FullyShardedDataParallel (FSDP1: flat "
-                                "parameters, the weights views into them); no torch.compile (scripts/train/benchmarking/"
-                                "submit_benchmarks.py sets no compile config); eager LayerNorm (low_precision_layernorm) "
-                                "and GeLU",
-    "llmfoundry-mpt-h100-2024": "Composer's FSDP wraps each MPT block in PyTorch's FullyShardedDataParallel (FSDP1: flat "
-                                "parameters, the weights views into them); no torch.compile (neither sweep.py nor "
-                                "submit_benchmarks.py sets a compile config); eager LayerNorm (low_precision_layernorm) "
-                                "and GeLU",
+    "llmfoundry-mpt-a100-2023": composer_fsdp1("scripts/train/benchmarking/submit_benchmarks.py sets no compile config"),
+    "llmfoundry-mpt-h100-2024": composer_fsdp1("neither sweep.py nor submit_benchmarks.py sets a compile config"),
 }
 
 
