@@ -141,6 +141,122 @@ void replay_fastest_whole(const Scenario& scenario, const Profile& profile, std:
   }
 }
 
+// One search's simulation spread over threads and processes, and its progress line.
+class SharedSimulation {
+ public:
+  SharedSimulation(const Scenario& scenario, const Profile& profile, std::vector<Candidate>& candidates,
+                   const SearchOptions& options, Replay replay, std::size_t simulatable)
+      : scenario_(scenario), profile_(profile), candidates_(candidates), options_(options), replay_(replay),
+        simulatable_(simulatable),
+        // This process's share of what may be simulated.
+        planned_(static_cast<int>((simulatable + static_cast<std::size_t>(options.processes.count) - 1 -
+                                   static_cast<std::size_t>(options.processes.rank)) /
+                                  static_cast<std::size_t>(options.processes.count))) {}
+
+  sim::PriceCache prices;  // the candidates repeat each other's op shapes
+  const Scenario& scenario() const { return scenario_; }
+  const Profile& profile() const { return profile_; }
+
+  // Runs `work` on this process's share of `batch` (all of it with one process), then hands every process the
+  // others' results (all_gather of what `encode` wrote, read back by `decode`).
+  void share(const std::vector<std::size_t>& batch, const std::function<void(std::size_t)>& work,
+             const std::function<std::string(const std::vector<std::size_t>&)>& encode,
+             const std::function<void(const std::string&)>& decode, const std::function<void(int, int)>& progress) {
+    const SearchProcesses& processes = options_.processes;
+    std::vector<std::size_t> mine;
+    for (std::size_t k = static_cast<std::size_t>(processes.rank); k < batch.size();
+         k += static_cast<std::size_t>(processes.count))
+      mine.push_back(batch[k]);
+    parallel_for(mine.size(), options_.jobs, [&](std::size_t k) { work(mine[k]); }, progress);
+    if (processes.count > 1) {
+      const std::vector<std::string> shares = processes.all_gather(encode(mine));
+      for (int rank = 0; rank < processes.count; ++rank)
+        if (rank != processes.rank) decode(shares.at(rank));
+    }
+  }
+
+  void simulate(const std::vector<std::size_t>& batch) {
+    const auto progress = [&](int done, int total) {
+      if (!options_.progress) return;
+      options_.progress(std::min(planned_, done_before_ + pruned_share_ + done), planned_);
+      if (done == total) done_before_ += done;
+    };
+    share(
+        batch, [&](std::size_t i) { simulate_in_place(scenario_, profile_, candidates_[i], prices, replay_); },
+        [&](const std::vector<std::size_t>& mine) { return simulated_results_to_string(candidates_, mine); },
+        [&](const std::string& text) { read_simulated_results(text, candidates_); }, progress);
+  }
+
+  // Progress over every round counts candidates pruned for certain as done (their share of this process's), so that
+  // the line moves steadily to its end.
+  void count_pruned(std::size_t pruned) {
+    pruned_share_ = static_cast<int>(static_cast<double>(pruned) * planned_ / static_cast<double>(simulatable_));
+    if (options_.progress) options_.progress(std::min(planned_, done_before_ + pruned_share_), planned_);
+  }
+  void end_progress() {
+    if (options_.progress && done_before_ + pruned_share_ < planned_) options_.progress(planned_, planned_);
+  }
+
+ private:
+  const Scenario& scenario_;
+  const Profile& profile_;
+  std::vector<Candidate>& candidates_;
+  const SearchOptions& options_;
+  const Replay replay_;
+  const std::size_t simulatable_;
+  const int planned_;
+  int done_before_ = 0, pruned_share_ = 0;
+};
+
+// Bounds every candidate of `to_simulate` from below, simulates them in ascending bounds while a bound can still
+// reach the `keep` fastest, and marks the rest pruned.
+void simulate_unless_bounded_out(SharedSimulation& simulation, std::vector<Candidate>& candidates,
+                                 const std::vector<std::size_t>& to_simulate, std::size_t keep) {
+  // Candidates whose bounds are one (GPipe and 1F1B of otherwise equal strategies) are bounded once.
+  std::vector<std::size_t> to_bound;
+  std::vector<std::size_t> bounded_as(candidates.size());
+  std::map<std::string, std::size_t> first_of_bound;
+  for (std::size_t i : to_simulate) {
+    const Strategy bounded = lower_bound_strategy(candidates[i].strategy);
+    const auto [first, fresh] =
+        first_of_bound.try_emplace(fmt::format("{}.m{}", bounded.key(), bounded.num_micro_batches), i);
+    bounded_as[i] = first->second;
+    if (fresh) to_bound.push_back(i);
+  }
+  simulation.share(
+      to_bound,
+      [&](std::size_t i) {
+        candidates[i].lower_bound_ns =
+            compute_lower_bound_ns(simulation.scenario(), candidates[i].strategy, simulation.profile(),
+                                   &simulation.prices);
+      },
+      [&](const std::vector<std::size_t>& mine) { return lower_bounds_to_string(candidates, mine); },
+      [&](const std::string& text) { read_lower_bounds(text, candidates); }, {});
+  for (std::size_t i : to_simulate) candidates[i].lower_bound_ns = candidates[bounded_as[i]].lower_bound_ns;
+  std::vector<std::size_t> order = to_simulate;
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    return candidates[a].lower_bound_ns < candidates[b].lower_bound_ns;
+  });
+  std::size_t next = 0;
+  const TimeNs beat = simulate_in_bound_order(
+      candidates, order, keep, [&](const std::vector<std::size_t>& batch) { simulation.simulate(batch); },
+      [&](std::size_t pruned) { simulation.count_pruned(pruned); }, next);
+  simulation.end_progress();
+  for (; next < order.size(); ++next) mark_pruned(candidates[order[next]], keep, beat);
+}
+
+// Feasible (fastest first), then pruned (lowest bound first), then infeasible (in enumeration order).
+void rank_in_groups(std::vector<Candidate>& candidates) {
+  const auto group = [](const Candidate& c) { return c.feasible ? 0 : c.pruned ? 1 : 2; };
+  std::stable_sort(candidates.begin(), candidates.end(), [&](const Candidate& a, const Candidate& b) {
+    if (group(a) != group(b)) return group(a) < group(b);
+    if (group(a) == 0) return faster(a, b);
+    if (group(a) == 1)
+      return a.lower_bound_ns != b.lower_bound_ns ? a.lower_bound_ns < b.lower_bound_ns : a.key() < b.key();
+    return false;
+  });
+}
+
 }  // namespace
 
 std::vector<Candidate> enumerate_candidates(const Scenario& scenario) {
@@ -214,97 +330,21 @@ std::vector<Candidate> search(const Scenario& scenario, const Profile& profile,
   for (std::size_t i = 0; i < candidates.size(); ++i)
     if (candidates[i].feasible) to_simulate.push_back(i);
 
-  // Runs `work` on this process's share of `batch` (all of it with one process), then hands every process the
-  // others' results (all_gather of what `encode` wrote, read back by `decode`).
-  const SearchProcesses& processes = options.processes;
-  const auto share = [&](const std::vector<std::size_t>& batch, const std::function<void(std::size_t)>& work,
-                         const std::function<std::string(const std::vector<std::size_t>&)>& encode,
-                         const std::function<void(const std::string&)>& decode,
-                         const std::function<void(int, int)>& progress) {
-    std::vector<std::size_t> mine;
-    for (std::size_t k = static_cast<std::size_t>(processes.rank); k < batch.size();
-         k += static_cast<std::size_t>(processes.count))
-      mine.push_back(batch[k]);
-    parallel_for(mine.size(), options.jobs, [&](std::size_t k) { work(mine[k]); }, progress);
-    if (processes.count > 1) {
-      const std::vector<std::string> shares = processes.all_gather(encode(mine));
-      for (int rank = 0; rank < processes.count; ++rank)
-        if (rank != processes.rank) decode(shares.at(rank));
-    }
-  };
-  sim::PriceCache prices;  // the candidates repeat each other's op shapes
   // Extrapolating saves nothing where every candidate would be replayed whole at the end anyway.
   const std::size_t whole_top = static_cast<std::size_t>(std::max(0, options.whole_top));
   const Replay replay =
       options.full_replay || to_simulate.size() <= whole_top ? Replay::whole : Replay::steady_state;
-  // Progress over every round: done of this process's share of what may be simulated, candidates pruned for certain
-  // counted as done (their share of this process's), so that the line moves steadily to its end.
-  const int planned = static_cast<int>(
-      (to_simulate.size() + static_cast<std::size_t>(processes.count) - 1 - static_cast<std::size_t>(processes.rank)) /
-      static_cast<std::size_t>(processes.count));
-  int done_before = 0, pruned_share = 0;
-  const auto count_pruned = [&](std::size_t pruned) {
-    pruned_share = static_cast<int>(static_cast<double>(pruned) * planned / static_cast<double>(to_simulate.size()));
-    if (options.progress) options.progress(std::min(planned, done_before + pruned_share), planned);
-  };
-  const auto simulate = [&](const std::vector<std::size_t>& batch) {
-    const auto progress = [&](int done, int total) {
-      if (!options.progress) return;
-      options.progress(std::min(planned, done_before + pruned_share + done), planned);
-      if (done == total) done_before += done;
-    };
-    share(
-        batch,
-        [&](std::size_t i) { simulate_in_place(scenario, profile, candidates[i], prices, replay); },
-        [&](const std::vector<std::size_t>& mine) { return simulated_results_to_string(candidates, mine); },
-        [&](const std::string& text) { read_simulated_results(text, candidates); }, progress);
-  };
-
+  SharedSimulation simulation(scenario, profile, candidates, options, replay, to_simulate.size());
   const std::size_t keep = static_cast<std::size_t>(std::max(1, options.exact_top));
-  if (options.exhaustive || to_simulate.size() <= keep) {  // nothing to prune: no bounds to compute
-    simulate(to_simulate);
-  } else {
-    // Candidates whose bounds are one (GPipe and 1F1B of otherwise equal strategies) are bounded once.
-    std::vector<std::size_t> to_bound;
-    std::vector<std::size_t> bounded_as(candidates.size());
-    std::map<std::string, std::size_t> first_of_bound;
-    for (std::size_t i : to_simulate) {
-      const Strategy bounded = lower_bound_strategy(candidates[i].strategy);
-      const auto [first, fresh] = first_of_bound.try_emplace(
-          fmt::format("{}.m{}", bounded.key(), bounded.num_micro_batches), i);
-      bounded_as[i] = first->second;
-      if (fresh) to_bound.push_back(i);
-    }
-    share(
-        to_bound,
-        [&](std::size_t i) {
-          candidates[i].lower_bound_ns = compute_lower_bound_ns(scenario, candidates[i].strategy, profile, &prices);
-        },
-        [&](const std::vector<std::size_t>& mine) { return lower_bounds_to_string(candidates, mine); },
-        [&](const std::string& text) { read_lower_bounds(text, candidates); }, {});
-    for (std::size_t i : to_simulate) candidates[i].lower_bound_ns = candidates[bounded_as[i]].lower_bound_ns;
-    std::vector<std::size_t> order = to_simulate;
-    std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
-      return candidates[a].lower_bound_ns < candidates[b].lower_bound_ns;
-    });
-    std::size_t next = 0;
-    const TimeNs beat = simulate_in_bound_order(candidates, order, keep, simulate, count_pruned, next);
-    if (options.progress && done_before + pruned_share < planned) options.progress(planned, planned);  // ends the line
-    for (; next < order.size(); ++next) mark_pruned(candidates[order[next]], keep, beat);
-  }
+  if (options.exhaustive || to_simulate.size() <= keep)  // nothing to prune: no bounds to compute
+    simulation.simulate(to_simulate);
+  else
+    simulate_unless_bounded_out(simulation, candidates, to_simulate, keep);
   for (const FamilySearch& family : families)
     for (Candidate& c : family(scenario, profile, options.jobs)) candidates.push_back(std::move(c));
 
-  // Feasible (fastest first), then pruned (lowest bound first), then infeasible (in enumeration order).
-  const auto group = [](const Candidate& c) { return c.feasible ? 0 : c.pruned ? 1 : 2; };
-  std::stable_sort(candidates.begin(), candidates.end(), [&](const Candidate& a, const Candidate& b) {
-    if (group(a) != group(b)) return group(a) < group(b);
-    if (group(a) == 0) return faster(a, b);
-    if (group(a) == 1)
-      return a.lower_bound_ns != b.lower_bound_ns ? a.lower_bound_ns < b.lower_bound_ns : a.key() < b.key();
-    return false;
-  });
-  replay_fastest_whole(scenario, profile, candidates, whole_top, options.jobs, prices);
+  rank_in_groups(candidates);
+  replay_fastest_whole(scenario, profile, candidates, whole_top, options.jobs, simulation.prices);
   return candidates;
 }
 

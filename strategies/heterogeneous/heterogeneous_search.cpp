@@ -268,27 +268,15 @@ bool next_tp_choice(std::vector<std::size_t>& choice, const std::vector<std::vec
   return false;
 }
 
-}  // namespace
-
-std::vector<Candidate> heterogeneous_candidates(const Scenario& scenario, const Profile& profile, int jobs,
-                                                int simulate_top) {
+// TP sizes per GPU kind: the search space's, inside a node, dividing heads, query groups and FFN width. Refuses
+// more assignments of them to the kinds than kMaxTpAssignments.
+std::vector<std::vector<int>> tp_sizes_per_kind(const Scenario& scenario, const std::vector<int>& first_group_of_kind) {
   const Cluster& cluster = scenario.cluster;
   const ModelConfig& model = scenario.model;
-  // Models and recipes an asymmetric plan does not take: a pinned one is refused with experts, MTP, a table tied over
-  // stages (core/scenario_pipelines.cpp) and FP8 (core/scenario_fp8.cpp: its lowering prices 16-bit linears), so a
-  // searched one's plan file would not read back; and MLA.
-  if (model.is_moe() || model.mla.enabled() || model.mtp_num_layers > 0 || !model.untie_embeddings_and_output_weights ||
-      scenario.training.fp8)
-    return {};
-  const SearchSpace& space = scenario.search;
-  const int groups_count = static_cast<int>(cluster.node_groups.size());
-  std::vector<int> first_group_of_kind;
-  const std::vector<int> kind_of_group = kind_of_each_group(cluster, first_group_of_kind);
   const int kinds = static_cast<int>(first_group_of_kind.size());
-  // TP sizes per kind: the search space's, inside a node, dividing heads, query groups and FFN width.
   std::vector<std::vector<int>> tp_options(kinds);
   for (int k = 0; k < kinds; ++k)
-    for (int tp : space.tensor_model_parallel_size)
+    for (int tp : scenario.search.tensor_model_parallel_size)
       if (cluster.node_groups[first_group_of_kind[k]].gpus_per_node % tp == 0 && model.num_attention_heads % tp == 0 &&
           model.num_query_groups % tp == 0 && model.ffn_hidden_size % tp == 0)
         tp_options[k].push_back(tp);
@@ -299,25 +287,31 @@ std::vector<Candidate> heterogeneous_candidates(const Scenario& scenario, const 
                      fmt::format("at most {} assignments of TP sizes to the cluster's {} GPU kinds for heterogeneous "
                                  "plans, got {:.0f}: list fewer TP sizes",
                                  kMaxTpAssignments, kinds, assignments));
-  for (const auto& options : tp_options)
-    if (options.empty()) return {};
+  return tp_options;
+}
+
+// Every plan the search tries, estimated (deduplicated by key): each choice of TP size per kind, each layout of its
+// TP groups into pipelines, each micro-batch size, recompute and ZeRO stage (0 or 1; 0 with one pipeline).
+std::vector<Estimated> estimate_plans(const Scenario& scenario, const Profile& profile,
+                                      const std::vector<int>& kind_of_group,
+                                      const std::vector<std::vector<int>>& tp_options,
+                                      const std::vector<int>& micro_batch_sizes) {
+  const Cluster& cluster = scenario.cluster;
+  const SearchSpace& space = scenario.search;
+  const int groups_count = static_cast<int>(cluster.node_groups.size()), kinds = static_cast<int>(tp_options.size());
   std::vector<int> zero_stages;
   for (int z : space.zero_stage)
     if (z <= 1) zero_stages.push_back(z);
   if (zero_stages.empty()) zero_stages.push_back(0);
   const bool sp = std::find(space.sequence_parallel.begin(), space.sequence_parallel.end(), true) !=
                   space.sequence_parallel.end();
-
-  PlanBuilder builder(scenario, profile);
-  std::vector<Estimated> estimates;
-  std::set<std::string> seen;
-  // Checked before any layout is built: a cluster of many nodes has layouts of gigabytes.
-  const std::vector<int> micro_batch_sizes = graphable_micro_batch_sizes(scenario);
-  if (micro_batch_sizes.empty()) return {};
   LayoutBounds bounds;
   bounds.max_pipelines = most_pipelines(scenario, scenario.training.global_batch_size /
                                                       *std::min_element(micro_batch_sizes.begin(), micro_batch_sizes.end()));
-  bounds.max_stages = model.num_layers;
+  bounds.max_stages = scenario.model.num_layers;
+  PlanBuilder builder(scenario, profile);
+  std::vector<Estimated> estimates;
+  std::set<std::string> seen;
   std::vector<std::size_t> choice(kinds, 0);
   do {
     std::vector<int> tp_of_group(groups_count);
@@ -342,6 +336,29 @@ std::vector<Candidate> heterogeneous_candidates(const Scenario& scenario, const 
               estimates.push_back(std::move(*estimate));
           }
   } while (next_tp_choice(choice, tp_options));
+  return estimates;
+}
+
+}  // namespace
+
+std::vector<Candidate> heterogeneous_candidates(const Scenario& scenario, const Profile& profile, int jobs,
+                                                int simulate_top) {
+  const ModelConfig& model = scenario.model;
+  // Models and recipes an asymmetric plan does not take: a pinned one is refused with experts, MTP, a table tied over
+  // stages (core/scenario_pipelines.cpp) and FP8 (core/scenario_fp8.cpp: its lowering prices 16-bit linears), so a
+  // searched one's plan file would not read back; and MLA.
+  if (model.is_moe() || model.mla.enabled() || model.mtp_num_layers > 0 || !model.untie_embeddings_and_output_weights ||
+      scenario.training.fp8)
+    return {};
+  std::vector<int> first_group_of_kind;
+  const std::vector<int> kind_of_group = kind_of_each_group(scenario.cluster, first_group_of_kind);
+  const std::vector<std::vector<int>> tp_options = tp_sizes_per_kind(scenario, first_group_of_kind);
+  for (const auto& options : tp_options)
+    if (options.empty()) return {};
+  // Checked before any layout is built: a cluster of many nodes has layouts of gigabytes.
+  const std::vector<int> micro_batch_sizes = graphable_micro_batch_sizes(scenario);
+  if (micro_batch_sizes.empty()) return {};
+  std::vector<Estimated> estimates = estimate_plans(scenario, profile, kind_of_group, tp_options, micro_batch_sizes);
   std::sort(estimates.begin(), estimates.end(), [](const Estimated& a, const Estimated& b) {
     return a.iteration_ns != b.iteration_ns ? a.iteration_ns < b.iteration_ns : a.key < b.key;
   });

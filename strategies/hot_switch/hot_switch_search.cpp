@@ -121,6 +121,77 @@ Candidate pinned_candidate(const Scenario& scenario, const Profile& profile) {
   return c;
 }
 
+// Every (a, c, s) phase (sequences of lengths in (length a, length c] run by strategy s) in a fixed slot.
+struct PhaseTable {
+  int ends = 0, strategies = 0;
+  Bytes capacity = 0;
+  std::vector<PhaseSlot> slots;
+  const PhaseSlot& at(int a, int c, int s) const {
+    return slots[(static_cast<std::size_t>(a) * (ends + 1) + c) * strategies + s];
+  }
+  const PhaseSlot& whole_batch(int s) const { return at(0, ends, s); }  // every sequence in one phase
+};
+
+// Every phase prepared (validity, memory), then simulated when it can fit beside some home's optimizer states.
+PhaseTable price_phases(const Scenario& scenario, const Profile& profile, const std::vector<SeqLengthCount>& batch,
+                        const std::vector<std::int64_t>& boundaries, const std::vector<Strategy>& strategies,
+                        int jobs) {
+  PhaseTable table;
+  table.ends = static_cast<int>(boundaries.size());
+  table.strategies = static_cast<int>(strategies.size());
+  table.capacity = static_cast<Bytes>(scenario.cluster.node_groups.front().gpu.memory_GiB * kGiB);
+  const int m = table.ends, S = table.strategies;
+  const auto length_at = [&](int position) { return position == 0 ? std::int64_t{0} : boundaries[position - 1]; };
+  table.slots.resize(static_cast<std::size_t>(m + 1) * (m + 1) * S);
+  parallel_for(table.slots.size(), jobs, [&](std::size_t k) {
+    const int s = static_cast<int>(k % S), c = static_cast<int>(k / S % (m + 1)), a = static_cast<int>(k / S / (m + 1));
+    if (a < c) table.slots[k] = prepare_phase(scenario, batch, length_at(a), length_at(c), strategies[s]);
+  });
+  Bytes least_optimizer = table.capacity;
+  for (int s = 0; s < S; ++s)
+    if (table.whole_batch(s).valid) least_optimizer = std::min(least_optimizer, table.whole_batch(s).optimizer_bytes);
+  std::vector<std::size_t> to_simulate;
+  for (std::size_t k = 0; k < table.slots.size(); ++k)
+    if (table.slots[k].valid && table.slots[k].non_optimizer_bytes + least_optimizer <= table.capacity)
+      to_simulate.push_back(k);
+  parallel_for(to_simulate.size(), jobs, [&](std::size_t k) {
+    PhaseSlot& slot = table.slots[to_simulate[k]];
+    const IterationGraph graph = lower_phase(scenario, slot.phase, profile, false);
+    slot.time_ns = static_cast<double>(simulate_iteration(graph, scenario.cluster, profile).iteration_ns);
+  });
+  return table;
+}
+
+// What choose_boundaries prices over `table`: its phases, whether they fit beside a home's optimizer states, the
+// switches between strategies (simulated once each, kept in `switch_cache`) and each static baseline's optimizer step.
+BoundaryCosts boundary_costs(const Scenario& scenario, const Profile& profile, const PhaseTable& table,
+                             const std::vector<Strategy>& strategies, const std::vector<Candidate>& baselines,
+                             std::map<std::tuple<int, int, bool>, double>& switch_cache) {
+  BoundaryCosts costs;
+  costs.ends = table.ends;
+  costs.strategies = table.strategies;
+  costs.phase_ns = [&table](int a, int c, int s) { return table.at(a, c, s).time_ns; };
+  costs.fits = [&table](int a, int c, int s, int home) {
+    const PhaseSlot& slot = table.at(a, c, s);
+    return slot.valid && slot.time_ns != kNoPhase &&
+           slot.non_optimizer_bytes + table.whole_batch(home).optimizer_bytes <= table.capacity;
+  };
+  costs.switch_ns = [&scenario, &profile, &strategies, &switch_cache](int from, int to, bool gradients) {
+    auto [it, inserted] = switch_cache.try_emplace({from, to, gradients}, 0.0);
+    if (inserted) {
+      const SwitchPlan plan = plan_switch(scenario.model, scenario.cluster, strategies[from], strategies[to], gradients);
+      if (!plan.transfers.empty())
+        it->second = static_cast<double>(
+            simulate_iteration(switch_only_graph(scenario, plan, strategies[to]), scenario.cluster, profile).iteration_ns);
+    }
+    return it->second;
+  };
+  costs.optimizer_ns = [&baselines](int home) {
+    return static_cast<double>(baselines[home].result.breakdown.optimizer_ns);
+  };
+  return costs;
+}
+
 }  // namespace
 
 double hot_switch_search_ops(const Scenario& scenario, const std::vector<SeqLengthCount>& batch,
@@ -206,64 +277,24 @@ std::vector<Candidate> search_hot_switch(const Scenario& scenario, const Profile
   const std::vector<std::int64_t> boundaries = candidate_boundaries(scenario, batch);
   const std::vector<Strategy> strategies = phase_strategies(scenario);
   check_hot_switch_search_size(scenario, batch, boundaries, strategies);
-  const int m = static_cast<int>(boundaries.size()), S = static_cast<int>(strategies.size());
-  const auto length_at = [&](int position) { return position == 0 ? std::int64_t{0} : boundaries[position - 1]; };
-  const Bytes capacity = static_cast<Bytes>(scenario.cluster.node_groups.front().gpu.memory_GiB * kGiB);
-
-  // Every (a, c, s) phase: prepared (validity, memory), then simulated when it can fit beside some home.
-  const auto slot_index = [&](int a, int c, int s) { return (static_cast<std::size_t>(a) * (m + 1) + c) * S + s; };
-  std::vector<PhaseSlot> slots(static_cast<std::size_t>(m + 1) * (m + 1) * S);
-  parallel_for(slots.size(), jobs, [&](std::size_t k) {
-    const int s = static_cast<int>(k % S), c = static_cast<int>(k / S % (m + 1)), a = static_cast<int>(k / S / (m + 1));
-    if (a < c) slots[k] = prepare_phase(scenario, batch, length_at(a), length_at(c), strategies[s]);
-  });
-  Bytes least_optimizer = capacity;
-  for (int s = 0; s < S; ++s)
-    if (slots[slot_index(0, m, s)].valid) least_optimizer = std::min(least_optimizer, slots[slot_index(0, m, s)].optimizer_bytes);
-  std::vector<std::size_t> to_simulate;
-  for (std::size_t k = 0; k < slots.size(); ++k)
-    if (slots[k].valid && slots[k].non_optimizer_bytes + least_optimizer <= capacity) to_simulate.push_back(k);
-  parallel_for(to_simulate.size(), jobs, [&](std::size_t k) {
-    PhaseSlot& slot = slots[to_simulate[k]];
-    const IterationGraph graph = lower_phase(scenario, slot.phase, profile, false);
-    slot.time_ns = static_cast<double>(simulate_iteration(graph, scenario.cluster, profile).iteration_ns);
-  });
+  const PhaseTable table = price_phases(scenario, profile, batch, boundaries, strategies, jobs);
+  const int S = table.strategies;
 
   // The static baselines: every strategy that fits all sequences packed to the longest length.
   std::vector<Candidate> candidates(S);
   std::vector<bool> is_home(S, false);
   for (int s = 0; s < S; ++s) {
-    const PhaseSlot& slot = slots[slot_index(0, m, s)];
-    is_home[s] = slot.valid && slot.non_optimizer_bytes + slot.optimizer_bytes <= capacity;
+    const PhaseSlot& slot = table.whole_batch(s);
+    is_home[s] = slot.valid && slot.non_optimizer_bytes + slot.optimizer_bytes <= table.capacity;
   }
   parallel_for(S, jobs, [&](std::size_t s) {
     if (!is_home[s]) return;
-    const PhaseSlot& slot = slots[slot_index(0, m, static_cast<int>(s))];
+    const PhaseSlot& slot = table.whole_batch(static_cast<int>(s));
     candidates[s] = simulate_hot_switch_plan(scenario, batch, {slot.phase}, plan_memory({&slot}), profile, false, nullptr);
   });
 
-  BoundaryCosts costs;
-  costs.ends = m;
-  costs.strategies = S;
-  costs.phase_ns = [&](int a, int c, int s) { return slots[slot_index(a, c, s)].time_ns; };
-  costs.fits = [&](int a, int c, int s, int home) {
-    const PhaseSlot& slot = slots[slot_index(a, c, s)];
-    return slot.valid && slot.time_ns != kNoPhase &&
-           slot.non_optimizer_bytes + slots[slot_index(0, m, home)].optimizer_bytes <= capacity;
-  };
   std::map<std::tuple<int, int, bool>, double> switch_cache;
-  costs.switch_ns = [&](int from, int to, bool gradients) {
-    auto [it, inserted] = switch_cache.try_emplace({from, to, gradients}, 0.0);
-    if (inserted) {
-      const SwitchPlan plan = plan_switch(scenario.model, scenario.cluster, strategies[from], strategies[to], gradients);
-      if (!plan.transfers.empty())
-        it->second = static_cast<double>(
-            simulate_iteration(switch_only_graph(scenario, plan, strategies[to]), scenario.cluster, profile).iteration_ns);
-    }
-    return it->second;
-  };
-  costs.optimizer_ns = [&](int home) { return static_cast<double>(candidates[home].result.breakdown.optimizer_ns); };
-
+  const BoundaryCosts costs = boundary_costs(scenario, profile, table, strategies, candidates, switch_cache);
   std::vector<std::pair<BoundaryChoice, int>> choices;
   for (int home = 0; home < S; ++home) {
     if (!is_home[home]) continue;
@@ -279,7 +310,7 @@ std::vector<Candidate> search_hot_switch(const Scenario& scenario, const Profile
     std::vector<HotSwitchPhase> phases;
     std::vector<const PhaseSlot*> used;
     for (std::size_t p = 0; p < choice.ends.size(); ++p) {
-      const PhaseSlot& slot = slots[slot_index(p ? choice.ends[p - 1] : 0, choice.ends[p], choice.strategies[p])];
+      const PhaseSlot& slot = table.at(p ? choice.ends[p - 1] : 0, choice.ends[p], choice.strategies[p]);
       phases.push_back(slot.phase);
       used.push_back(&slot);
     }

@@ -126,101 +126,147 @@ Candidate PerLayerPlan::evaluate(const Scenario& scenario, const Profile& profil
   return evaluate_per_layer(scenario, profile, *this, record_op_timings, graph);
 }
 
-std::vector<Candidate> per_layer_candidates(const Scenario& scenario, const Profile& profile) {
-  if (scenario.per_layer_plan) {  // pinned: that plan alone, refused where it does not fit
-    const PerLayerPlan plan = pinned_per_layer_plan(scenario);
-    const MemoryEstimate memory = estimate_per_layer_memory(scenario, plan);
-    const std::string reason = too_many_ops(scenario, plan.num_micro_batches)
-                                   .value_or(out_of_memory_reason(memory, scenario.cluster.node_groups.front().gpu.memory_GiB));
-    if (reason.empty()) return {evaluate_per_layer(scenario, profile, plan, false)};
-    Candidate c;
-    c.strategy = home_strategy(scenario, plan);
-    c.memory = memory;
-    c.plan = std::make_shared<PerLayerPlan>(plan);
-    c.infeasible_reason = reason;
-    return {c};
-  }
-  std::vector<Candidate> out;
+namespace {
+
+// A pinned plan alone, refused where it does not fit.
+Candidate pinned_candidate(const Scenario& scenario, const Profile& profile) {
+  const PerLayerPlan plan = pinned_per_layer_plan(scenario);
+  const MemoryEstimate memory = estimate_per_layer_memory(scenario, plan);
+  const std::string reason =
+      too_many_ops(scenario, plan.num_micro_batches)
+          .value_or(out_of_memory_reason(memory, scenario.cluster.node_groups.front().gpu.memory_GiB));
+  if (reason.empty()) return evaluate_per_layer(scenario, profile, plan, false);
+  Candidate c;
+  c.strategy = home_strategy(scenario, plan);
+  c.memory = memory;
+  c.plan = std::make_shared<PerLayerPlan>(plan);
+  c.infeasible_reason = reason;
+  return c;
+}
+
+// Whether the search offers per-layer plans: asked for, nothing pinned, a dense model with standard attention on one
+// kind of node, and context parallelism 1 among the sizes searched.
+bool searches_per_layer(const Scenario& scenario) {
   const SearchSpace& space = scenario.search;
   const ModelConfig& m = scenario.model;
-  if (!space.per_layer || scenario.strategy || scenario.hot_switch_plan || m.is_moe() || m.mla.enabled() || m.mtp_num_layers > 0 ||
-      scenario.cluster.node_groups.size() != 1)
-    return out;
-  if (std::find(space.context_parallel_size.begin(), space.context_parallel_size.end(), 1) ==
-      space.context_parallel_size.end())
-    return out;
+  if (!space.per_layer || scenario.strategy || scenario.hot_switch_plan || m.is_moe() || m.mla.enabled() ||
+      m.mtp_num_layers > 0 || scenario.cluster.node_groups.size() != 1)
+    return false;
+  return std::find(space.context_parallel_size.begin(), space.context_parallel_size.end(), 1) !=
+         space.context_parallel_size.end();
+}
+
+// What a stage's layer choices are priced and bounded by: the layers' times, the bytes every stage holds whatever
+// its layers, and per stage the leanest layer's bytes at that stage's depth of micro-batches in flight.
+struct StageBounds {
+  std::vector<std::pair<double, double>> times;  // per option: Pricing::layer_times
+  std::vector<double> fixed, leanest_layer;
+  std::vector<int> in_flight;
+};
+
+StageBounds stage_bounds(const Scenario& scenario, const Profile& profile, const PerLayerPlan& plan, int gpus,
+                         const std::vector<LayerStrategy>& options) {
+  const int pp = plan.pipeline_stages, smb = plan.stage_micro_batch;
+  const auto orders = pipeline_schedule(plan.schedule, pp, plan.num_micro_batches, 1);
+  const Pricing pricing{scenario, profile, pp, gpus, smb};
+  StageBounds bounds;
+  for (const LayerStrategy& s : options) bounds.times.push_back(pricing.layer_times(s));
+  // Stages balanced by memory: the leanest layer strategy's bytes per layer at each stage's depth.
+  bounds.fixed.resize(pp);
+  bounds.leanest_layer.resize(pp);
+  bounds.in_flight.resize(pp);
+  for (int stage = 0; stage < pp; ++stage) {
+    bounds.in_flight[stage] = peak_in_flight_passes(orders[stage]);
+    bounds.fixed[stage] = stage_fixed_bytes_bound(scenario, options, stage, pp, gpus, smb, bounds.in_flight[stage]);
+    bounds.leanest_layer[stage] = scenario.cluster.node_groups.front().gpu.memory_GiB * kGiB;
+    for (const LayerStrategy& s : options) {
+      const LayerMemory lm = layer_memory(scenario, s, 0, gpus, smb);
+      bounds.leanest_layer[stage] =
+          std::min(bounds.leanest_layer[stage], lm.states() + lm.activations_per_pass * bounds.in_flight[stage]);
+    }
+  }
+  return bounds;
+}
+
+// The layers of `plan` over `split` as the dynamic programme chooses them per stage, and the slowest stage's time;
+// nullopt where a stage's layers do not fit.
+std::optional<std::pair<PerLayerPlan, double>> choose_layers(const Scenario& scenario, const PerLayerPlan& plan,
+                                                            int gpus, const std::vector<LayerStrategy>& options,
+                                                            const StageBounds& bounds, const std::vector<int>& split) {
+  const double capacity = scenario.cluster.node_groups.front().gpu.memory_GiB * kGiB;
+  PerLayerPlan chosen = plan;
+  chosen.stage_layers = split;
+  double slowest = 0;
+  for (int stage = 0; stage < plan.pipeline_stages; ++stage) {
+    DpProblem problem;
+    problem.layers = split[stage];
+    problem.budget_bytes = capacity - bounds.fixed[stage];
+    problem.memory_buckets = kMemoryBuckets;
+    for (std::size_t k = 0; k < options.size(); ++k) {
+      const LayerMemory lm = layer_memory(scenario, options[k], 0, gpus, plan.stage_micro_batch);
+      problem.options.push_back({(plan.num_micro_batches - 1) * bounds.times[k].first + bounds.times[k].second,
+                                 lm.states() + lm.activations_per_pass * bounds.in_flight[stage]});
+    }
+    const DpSolution solution = choose_layer_options(problem);
+    if (!solution.feasible) return std::nullopt;
+    for (int choice : solution.choice) chosen.layers.push_back(options[choice]);
+    slowest = std::max(slowest, solution.time);
+  }
+  return std::make_pair(std::move(chosen), slowest);
+}
+
+// The cheapest plan of `plan`'s stages, schedule and micro-batches over the memory-balanced and the even split of
+// the layers (nullopt where no layer strategy applies, the pipeline lacks micro-batches or none fits).
+std::optional<PerLayerPlan> cheapest_plan(const Scenario& scenario, const Profile& profile, const PerLayerPlan& plan,
+                                          int gpus) {
+  const int pp = plan.pipeline_stages, micro_batches = plan.num_micro_batches;
+  const std::vector<LayerStrategy> options = layer_strategy_space(scenario, pp, plan.stage_micro_batch);
+  if (options.empty() || (pp > 1 && micro_batches < pp) || too_many_ops(scenario, micro_batches)) return std::nullopt;
+  const StageBounds bounds = stage_bounds(scenario, profile, plan, gpus, options);
+  Strategy even;
+  even.pipeline_model_parallel_size = pp;
+  std::vector<int> even_split(pp);
+  for (int stage = 0; stage < pp; ++stage) even_split[stage] = layers_in_virtual_stage(scenario.model, even, stage);
+  std::vector<std::vector<int>> splits = {
+      memory_balanced_split(scenario.model.num_layers, bounds.fixed, bounds.leanest_layer)};
+  if (splits.front() != even_split) splits.push_back(even_split);
+
+  double best_time = 0;
+  std::optional<PerLayerPlan> best;
+  for (const std::vector<int>& split : splits) {
+    auto chosen = choose_layers(scenario, plan, gpus, options, bounds, split);
+    if (!chosen) continue;
+    // Pipeline estimate: the slowest stage's work plus (pp - 1) of its micro-batches of fill and drain.
+    const double estimate = chosen->second * (micro_batches + pp - 1) / micro_batches;
+    if (!best || estimate < best_time) best_time = estimate, best = std::move(chosen->first);
+  }
+  return best;
+}
+
+}  // namespace
+
+std::vector<Candidate> per_layer_candidates(const Scenario& scenario, const Profile& profile) {
+  if (scenario.per_layer_plan) return {pinned_candidate(scenario, profile)};
+  std::vector<Candidate> out;
+  if (!searches_per_layer(scenario)) return out;
+  const SearchSpace& space = scenario.search;
   const double capacity = scenario.cluster.node_groups.front().gpu.memory_GiB * kGiB;
   std::set<std::string> seen;
   for (int pp : space.pipeline_model_parallel_size) {
     const int world = scenario.cluster.total_gpus();
-    if (!divides(pp, world) || pp > m.num_layers) continue;
+    if (!divides(pp, world) || pp > scenario.model.num_layers) continue;
     const int gpus = world / pp;
     std::vector<Schedule> schedules;
     for (Schedule s : space.schedule)
       if ((s == Schedule::one_f_one_b || s == Schedule::gpipe) && (pp > 1 || schedules.empty())) schedules.push_back(s);
     for (Schedule schedule : schedules)
       for (int smb : stage_micro_batches(scenario, gpus)) {
-        const std::vector<LayerStrategy> options = layer_strategy_space(scenario, pp, smb);
-        if (options.empty()) continue;
         PerLayerPlan plan;
         plan.pipeline_stages = pp;
         plan.stage_micro_batch = smb;
         plan.num_micro_batches = static_cast<int>(scenario.training.global_batch_size / smb);
         plan.schedule = schedule;
-        const int micro_batches = plan.num_micro_batches;
-        if ((pp > 1 && micro_batches < pp) || too_many_ops(scenario, micro_batches)) continue;
-        const auto orders = pipeline_schedule(schedule, pp, micro_batches, 1);
-
-        const Pricing pricing{scenario, profile, pp, gpus, smb};
-        std::vector<std::pair<double, double>> times;
-        for (const LayerStrategy& s : options) times.push_back(pricing.layer_times(s));
-
-        // Stages balanced by memory: the leanest layer strategy's bytes per layer at each stage's depth.
-        std::vector<double> fixed(pp), per_layer(pp);
-        std::vector<int> in_flight(pp);
-        for (int stage = 0; stage < pp; ++stage) {
-          in_flight[stage] = peak_in_flight_passes(orders[stage]);
-          fixed[stage] = stage_fixed_bytes_bound(scenario, options, stage, pp, gpus, smb, in_flight[stage]);
-          per_layer[stage] = capacity;
-          for (const LayerStrategy& s : options) {
-            const LayerMemory lm = layer_memory(scenario, s, 0, gpus, smb);
-            per_layer[stage] = std::min(per_layer[stage], lm.states() + lm.activations_per_pass * in_flight[stage]);
-          }
-        }
-        Strategy even;
-        even.pipeline_model_parallel_size = pp;
-        std::vector<int> even_split(pp);
-        for (int stage = 0; stage < pp; ++stage) even_split[stage] = layers_in_virtual_stage(m, even, stage);
-        std::vector<std::vector<int>> splits = {memory_balanced_split(m.num_layers, fixed, per_layer)};
-        if (splits.front() != even_split) splits.push_back(even_split);
-
-        double best_time = 0;
-        std::optional<PerLayerPlan> best;
-        for (const std::vector<int>& split : splits) {
-          PerLayerPlan candidate = plan;
-          candidate.stage_layers = split;
-          double slowest = 0;
-          bool fits = true;
-          for (int stage = 0; stage < pp && fits; ++stage) {
-            DpProblem problem;
-            problem.layers = split[stage];
-            problem.budget_bytes = capacity - fixed[stage];
-            problem.memory_buckets = kMemoryBuckets;
-            for (std::size_t k = 0; k < options.size(); ++k) {
-              const LayerMemory lm = layer_memory(scenario, options[k], 0, gpus, smb);
-              problem.options.push_back({(micro_batches - 1) * times[k].first + times[k].second,
-                                         lm.states() + lm.activations_per_pass * in_flight[stage]});
-            }
-            const DpSolution solution = choose_layer_options(problem);
-            fits = solution.feasible;
-            for (int choice : solution.choice) candidate.layers.push_back(options[choice]);
-            slowest = std::max(slowest, solution.time);
-          }
-          if (!fits) continue;
-          // Pipeline estimate: the slowest stage's work plus (pp - 1) of its micro-batches of fill and drain.
-          const double estimate = slowest * (micro_batches + pp - 1) / micro_batches;
-          if (!best || estimate < best_time) best_time = estimate, best = candidate;
-        }
+        const std::optional<PerLayerPlan> best = cheapest_plan(scenario, profile, plan, gpus);
         if (!best || is_uniform_megatron(*best, scenario) || !seen.insert(best->key()).second) continue;
         const MemoryEstimate memory = estimate_per_layer_memory(scenario, *best);
         if (!out_of_memory_reason(memory, capacity / kGiB).empty()) continue;  // the DP's bound is conservative
