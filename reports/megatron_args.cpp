@@ -333,7 +333,8 @@ void notes(ArgsText& out, const Scenario& scenario, const Strategy& s) {
   if (pytorch_fsdp(scenario.framework.name))
     out.comment(fmt::format("Not expressible: framework.name {} (the plan prices eager PyTorch's kernels, its host "
                             "time and its FSDP's copies); the arguments lay out the same parallelism for "
-                            "Megatron-LM, whose fused kernels run it faster than priced.",
+                            "Megatron-LM, whose step the plan's prediction does not describe: simulate the scenario "
+                            "with framework.name megatron-core for that.",
                             to_string(*scenario.framework.name)));
   if (s.recompute == Recompute::full && recompute_stops_early(scenario.framework))
     out.comment("Not expressible: checkpoint_early_stop (PyTorch's non-reentrant checkpoint does not run a layer's fc2 "
