@@ -217,6 +217,9 @@ const std::map<std::string, Reached> kReachedFp8 = {
     // data-parallel stream's reductions (NeMo 24.07 13.7% -> 11.6%, 25.02's Nemotron-4 340B +80.7% -> +5.8%).
     // 2026-12-07 00:39 UTC: pipeline receives posted ahead under delayed scaling too (they waited for the amax reduction
     // of the pass before): NeMo 24.07 11.6% -> 8.4%, the H100 FP8 rows 8.2% -> 6.1%, all 9.3% -> 8.7%.
+    // 2026-12-07 06:40 UTC: MLPerf Training's H200 rows (84 of 20 groups), the table's first H200 GPUs; too fast at the
+    // factor the other groups fit, they pull the Hopper factor up in every fold, and NeMo 24.07's rows, too slow
+    // already, move 8.4% -> 9.0% held out (docs/VALIDATION.md "MLPerf Training's H200 rows").
     {"megatron-bridge-25.11-h100-fp8", {0.060, 0.108, 0.059, 0.103}},
     {"megatron-bridge-26.06-h100-fp8", {0.026, 0.026, 0.025, 0.025}},
     {"megatron-bridge-25.11-blackwell", {0.085, 0.173, 0.085, 0.173}},
@@ -231,11 +234,13 @@ const std::map<std::string, Reached> kReachedFp8 = {
     {"megatron-bridge-26.02-h100-fp8", {0.059, 0.074, 0.055, 0.070}},
     {"megatron-bridge-25.09-blackwell", {0.133, 0.331, 0.133, 0.331}},
     {"megatron-bridge-25.09-h100-fp8", {0.037, 0.076, 0.036, 0.073}},
-    {"nemo-24.07-h100-fp8", {0.084, 0.170, 0.058, 0.131}},
+    {"nemo-24.07-h100-fp8", {0.090, 0.177, 0.063, 0.140}},
     {"nemo-25.02-blackwell", {0.112, 0.194, 0.112, 0.194}},
     {"nemo-25.04-blackwell", {0.093, 0.186, 0.093, 0.186}},
     {"nemo-25.07-blackwell", {0.053, 0.076, 0.053, 0.076}},
-    {"all", {0.087, 0.331, 0.083, 0.331}},
+    {"mlperf-training-v5.0-h200-fp8", {0.086, 0.087, 0.080, 0.081}},
+    {"mlperf-training-v5.1-h200-fp8", {0.022, 0.022, 0.021, 0.021}},
+    {"all", {0.086, 0.331, 0.082, 0.331}},
 };
 
 // 2026-12-05 19:03-19:10 UTC, all three maps: h100-x1 re-shipped from a calibration with its sustained-clock curve and
