@@ -160,14 +160,15 @@ const std::map<std::string, int>& published_verdicts() {
       // An expert capacity under expert parallelism (Qwen3 235B-A22B's token-drop run of 25.09, since 2026-12-06).
       {"/scenario/model/moe/expert_capacity_factor", 1},
       {"/scenario/model/mtp_num_layers", 1},                  // multi-token prediction
-      // FP8 parameters (16 before the rows of 2026-12-06, 53 before MLPerf's H200 rows of 2026-12-07).
-      {"/scenario/training/fp8/param_gather", 56},
+      // FP8 parameters (16 before the rows of 2026-12-06, 53 before MLPerf's H200 rows of 2026-12-07, 56 before its
+      // H100 Llama 3.1 405B rows).
+      {"/scenario/training/fp8/param_gather", 61},
       {"/scenario/training/fp8/recipe", 25},                  // MXFP8 (Blackwell; 2 before the rows of 2026-12-06)
       {"/scenario/training/precision", 9},                    // fp16 training (Megatron-LM of 2021)
       {"/strategy/recompute_modules", 4},                     // selective recompute of modules other than attention's
       // FP8 linears with biases under TP with SP (NeMo 24.07's GPT-3 20B and 175B, since 2026-12-06; NeMo 25.02's and
-      // 25.04's GPT-3 175B the same night).
-      {"/strategy/sequence_parallel", 5},
+      // 25.04's GPT-3 175B the same night; MLPerf Training's 18 GPT-3 175B rows since 2026-12-07).
+      {"/strategy/sequence_parallel", 23},
       // fp32 main gradients under ZeRO 2-3: Llama 3's 2 and LLM Foundry's H100 18 (these reached PyTorch's
       // early-stopping checkpoint first from 2026-12-04 until the executor ran it at TP 1, 2026-12-05); since
       // 2026-12-06 NeMo 24.07's eight FP8 rows with a distributed optimizer under data parallelism (GPT-3 5B's reached
