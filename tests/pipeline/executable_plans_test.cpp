@@ -161,8 +161,8 @@ const std::map<std::string, int>& published_verdicts() {
       {"/scenario/model/moe/expert_capacity_factor", 1},
       {"/scenario/model/mtp_num_layers", 1},                  // multi-token prediction
       // FP8 parameters (16 before the rows of 2026-12-06, 53 before MLPerf's H200 rows of 2026-12-07, 56 before its
-      // H100 Llama 3.1 405B rows).
-      {"/scenario/training/fp8/param_gather", 61},
+      // H100 Llama 3.1 405B and 8B rows).
+      {"/scenario/training/fp8/param_gather", 63},
       {"/scenario/training/fp8/recipe", 25},                  // MXFP8 (Blackwell; 2 before the rows of 2026-12-06)
       {"/scenario/training/precision", 9},                    // fp16 training (Megatron-LM of 2021)
       {"/strategy/recompute_modules", 4},                     // selective recompute of modules other than attention's
