@@ -4,6 +4,7 @@
 // E4M3 delayed scaling over a history of 1 and FP8 parameters; every row an iteration time its log prints.
 #include <set>
 #include <string>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -19,6 +20,14 @@ const PublishedTable& fp8_table() {
 }
 
 bool is_mlperf(const PublishedRow& row) { return row.group.rfind("mlperf-training-", 0) == 0; }
+
+// The MLPerf rows of one benchmark (its name in the row ids: gpt3_175b, llama31_405b).
+std::vector<const PublishedRow*> mlperf_rows_of(const std::string& benchmark) {
+  std::vector<const PublishedRow*> rows;
+  for (const PublishedRow& row : fp8_table().rows)
+    if (is_mlperf(row) && row.id.find(benchmark) != std::string::npos) rows.push_back(&row);
+  return rows;
+}
 
 TEST(MlperfRows, EveryRowIsAPrintedStepTimeOfARoundGroupOfOneGpuKind) {
   std::set<std::string> groups;
@@ -39,10 +48,9 @@ TEST(MlperfRows, EveryRowIsAPrintedStepTimeOfARoundGroupOfOneGpuKind) {
 }
 
 TEST(MlperfRows, Gpt3RowsRunMlperfsModelUnderTp4Pp8WithDelayedScalingOverAHistoryOf1024) {
-  int rows = 0;
-  for (const PublishedRow& row : fp8_table().rows) {
-    if (!is_mlperf(row) || row.id.find("gpt3_175b") == std::string::npos) continue;
-    ++rows;
+  const std::vector<const PublishedRow*> rows = mlperf_rows_of("gpt3_175b");
+  for (const PublishedRow* r : rows) {
+    const PublishedRow& row = *r;
     const Scenario& s = row.scenario;
     EXPECT_EQ(s.model.num_layers, 96) << row.id;
     EXPECT_EQ(s.model.hidden_size, 12288) << row.id;
@@ -57,14 +65,13 @@ TEST(MlperfRows, Gpt3RowsRunMlperfsModelUnderTp4Pp8WithDelayedScalingOverAHistor
     EXPECT_EQ(s.training.fp8->amax_history_len, 1024) << row.id;
     EXPECT_TRUE(s.framework.tp_comm_overlap) << row.id;
   }
-  EXPECT_EQ(rows, 18);
+  EXPECT_EQ(rows.size(), 18u);
 }
 
 TEST(MlperfRows, Llama405bRowsPutTheEmbeddingAndTheLossInThePipelineSplit) {
-  int rows = 0;
-  for (const PublishedRow& row : fp8_table().rows) {
-    if (!is_mlperf(row) || row.id.find("llama31_405b") == std::string::npos) continue;
-    ++rows;
+  const std::vector<const PublishedRow*> rows = mlperf_rows_of("llama31_405b");
+  for (const PublishedRow* r : rows) {
+    const PublishedRow& row = *r;
     const Scenario& s = row.scenario;
     ASSERT_TRUE(s.strategy.has_value()) << row.id;
     const PipelineLayout& layout = s.strategy->pipeline_model_parallel_layout;
@@ -80,7 +87,7 @@ TEST(MlperfRows, Llama405bRowsPutTheEmbeddingAndTheLossInThePipelineSplit) {
     EXPECT_TRUE(s.framework.defer_embedding_wgrad_compute) << row.id;
     EXPECT_EQ(s.framework.wgrad_deferral_limit, 50) << row.id;
   }
-  EXPECT_EQ(rows, 7);  // Eos's five H100 rows, Nebius's two H200 rows
+  EXPECT_EQ(rows.size(), 7u);  // Eos's five H100 rows, Nebius's two H200 rows
 }
 
 }  // namespace
