@@ -150,6 +150,113 @@ int run_from_nccl_tests(const CalibrateOptions& options) {
   return 0;
 }
 
+// The options add_calibrate_command declares that others exclude or need.
+struct CalibrateFlags {
+  CLI::Option *scenario = nullptr, *gpus = nullptr, *quick = nullptr, *quiet = nullptr, *max_message = nullptr;
+  CLI::Option *check = nullptr, *check_out = nullptr, *check_gemms = nullptr;
+  CLI::Option *sustained_clock = nullptr, *power_model = nullptr, *collectives = nullptr;
+  CLI::Option *from_trace = nullptr, *from_nccl = nullptr;
+};
+
+// What a calibration on this machine's GPUs measures, where it writes and what it checks.
+void add_measurement_options(CLI::App* calibrate, CalibrateOptions& options, CalibrateFlags& flags) {
+  flags.scenario = calibrate->add_option("--scenario", options.request.scenario,
+                        "also measure the exact GEMM shapes of this scenario's feasible candidate strategies;\n"
+                        "with --from-trace of a PyTorch profiler trace: the scenario describing the traced run");
+  options.out = calibrate->add_option("--out", options.request.out,
+                                      "profile to write (atomically); with --from-trace, default: the --profile file in\n"
+                                      "place, or RUN_DIR/profile.json for a built-in or shipped profile")
+                    ->capture_default_str();
+  flags.gpus = calibrate->add_option("--gpus", options.request.gpus, "use the first N GPUs (default: all)")
+                          ->check(CLI::NonNegativeNumber);
+  flags.quick =
+      calibrate->add_flag("--quick", options.request.quick, "fewer shapes, sizes (powers of 4) and repetitions");
+  flags.quiet = calibrate->add_flag("--quiet", options.request.quiet, "no progress lines: warnings and errors only");
+  flags.max_message = calibrate->add_option("--max-message-bytes", options.request.max_message_bytes,
+                        "largest collective message (nccl-tests' S)")
+      ->capture_default_str()
+      ->check(CLI::Range(4096ll, 1ll << 33));
+  flags.check = calibrate->add_option("--check", options.request.check_profile,
+                        "instead of calibrating, check PROFILE against fresh measurements of collective sizes and GEMM\n"
+                        "shapes it did not measure (same harnesses); writes check.csv and check.md, exits 1 on a miss");
+  flags.check_out = calibrate->add_option("--check-out", options.request.check_out, "directory for the --check tables")
+      ->capture_default_str();
+  flags.check_gemms = calibrate->add_option("--check-gemms", options.request.check_gemms,
+                        "with --check: the GEMM shapes to check, a JSON array of {\"m\", \"n\", \"k\"[, \"count\",\n"
+                        "\"transpose_a\", \"transpose_b\", \"origin\"]} (default: 17 model GEMMs off the grid)")
+      ->needs(flags.check);
+  flags.sustained_clock = calibrate->add_flag("--sustained-clock", options.request.sustained_clock_only,
+                        "with --profile: measure only the SM clock each GPU sustains at its power limit under loads of\n"
+                        "several GEMM duties under BF16 and FP8 GEMMs (~30 s on one H200, every GPU at once) and write\n"
+                        "the curves into the profile's section of this GPU (--out, default: the profile in place), every\n"
+                        "other entry as it was");
+  flags.power_model = calibrate->add_flag("--power-model", options.request.power_model,
+                        "also measure the GPU's power model after the BF16 clock curve (six loads, ~18 s; written as\n"
+                        "power_model, which prices a step only where the profile has no curve: a research instrument)");
+  flags.collectives = calibrate->add_flag("--collectives", options.request.collectives_only,
+                        "with --profile: measure only the collective tables (every group size; the all-to-all also in\n"
+                        "2 to 128 blocks per peer, as expert parallelism's dispatch sends it), the interference of each\n"
+                        "collective with the GEMMs and memory-bound kernels beside it (recorded in provenance) and the\n"
+                        "host's time to issue a grouped GEMM call, and add those the profile lacks (--out, default:\n"
+                        "the profile in place), every other entry as it was");
+}
+
+// The folds that need no GPU: a run's trace or a framework's, nccl-tests logs; and the profile they start from.
+void add_fold_options(CLI::App* calibrate, CalibrateOptions& options, CalibrateFlags& flags) {
+  flags.from_trace = calibrate->add_option("--from-trace", options.from_trace,
+                        "recalibrate from the run folder of `twin execute` (best.json, ops.csv, metrics.json): exact\n"
+                        "shapes it measured become profile entries, other shapes of each op kind get a fitted\n"
+                        "correction; keeps the previous profile (P.previous.json) and writes P.changes.json/.md.\n"
+                        "Or from a PyTorch profiler trace (torch.profiler's Chrome JSON, .json or .json.gz, or a\n"
+                        "folder of one per rank; record_shapes=True): its GEMM and attention shapes, and with\n"
+                        "--scenario its other kernels' time per step (docs/BRIDGES.md)");
+  calibrate->add_option("--framework", options.framework,
+                        "with --from-trace of a PyTorch profiler trace: the framework that ran it (default\n"
+                        "pytorch-fsdp2; megatron-core for Megatron-LM/NeMo's --use-pytorch-profiler)")
+      ->check(CLI::IsMember({"pytorch-fsdp2", "megatron-core"}))
+      ->needs(flags.from_trace);
+  flags.from_nccl = calibrate->add_option(
+      "--from-nccl-tests", options.nccl_logs,
+      "fold the standard output of NVIDIA nccl-tests (all_reduce_perf, all_gather_perf, reduce_scatter_perf,\n"
+      "alltoall_perf, sendrecv_perf; one or more logs) into the profile's collective tables: the out-of-place\n"
+      "time of every size, over the GPUs and hosts the log's Rank lines name; a table over a placement the\n"
+      "profile holds is replaced");
+  calibrate->add_option("--collective", options.collective,
+                        "with --from-nccl-tests: the collective of logs that do not name it (nccl-tests before 2.13)\n"
+                        "and whose file name does not either")
+      ->check(CLI::IsMember({"all_reduce", "all_gather", "reduce_scatter", "alltoall", "sendrecv"}))
+      ->needs(flags.from_nccl);
+  calibrate->add_option("--gpu", options.gpu,
+                        "with --from-nccl-tests: the GPU preset of the log's GPUs, where their device name maps to none")
+      ->check(CLI::Validator(
+          [](const std::string& name) {
+            return gpu_preset(name) ? std::string() : "expected a GPU preset: " + join_names(gpu_preset_names());
+          },
+          "GPU preset"))
+      ->needs(flags.from_nccl);
+  calibrate->add_option("--profile", options.profile,
+                        "a profile this machine's calibration wrote, to which only the shapes it lacks are added: the\n"
+                        "kernel grid's (a profile of an older grid) and, with --scenario, the scenario's (default\n"
+                        "--out: the profile in place);\n"
+                        "with --from-trace: the profile to update (default: the plan's \"profile\");\n"
+                        "with --from-nccl-tests: the profile to add the tables to (default: builtin)");
+}
+
+// Which options cannot go together: the measurement modes with each other, the folds with every GPU option.
+void exclude_conflicting(const CalibrateFlags& flags) {
+  flags.sustained_clock->excludes(flags.scenario)->excludes(flags.check);
+  flags.collectives->excludes(flags.scenario)->excludes(flags.check)->excludes(flags.sustained_clock);
+  flags.power_model->excludes(flags.check)->excludes(flags.collectives);
+  for (CLI::Option* gpu_only : {flags.scenario, flags.gpus, flags.quick, flags.quiet, flags.max_message, flags.check,
+                                flags.check_out, flags.check_gemms, flags.sustained_clock, flags.collectives,
+                                flags.power_model}) {
+    // A framework trace's fold reads the scenario.
+    if (gpu_only != flags.scenario) flags.from_trace->excludes(gpu_only);
+    flags.from_nccl->excludes(gpu_only);
+  }
+  flags.from_nccl->excludes(flags.from_trace);
+}
+
 }  // namespace
 
 CalibrateOptions& add_calibrate_command(CLI::App& app) {
@@ -162,90 +269,10 @@ CalibrateOptions& add_calibrate_command(CLI::App& app) {
       "usable memory. One process per GPU (started here, or by mpirun/srun with NCCL_COMM_ID set).\n"
       "With --from-trace, no GPU: fold the measured op times of a `twin execute` run into a profile.\n"
       "With --from-nccl-tests, no GPU: fold nccl-tests logs (all_reduce_perf, ...) into a profile's collective tables.");
-  CLI::Option* scenario = calibrate->add_option("--scenario", options.request.scenario,
-                        "also measure the exact GEMM shapes of this scenario's feasible candidate strategies;\n"
-                        "with --from-trace of a PyTorch profiler trace: the scenario describing the traced run");
-  options.out = calibrate->add_option("--out", options.request.out,
-                                      "profile to write (atomically); with --from-trace, default: the --profile file in\n"
-                                      "place, or RUN_DIR/profile.json for a built-in or shipped profile")
-                    ->capture_default_str();
-  CLI::Option* gpus = calibrate->add_option("--gpus", options.request.gpus, "use the first N GPUs (default: all)")
-                          ->check(CLI::NonNegativeNumber);
-  CLI::Option* quick = calibrate->add_flag("--quick", options.request.quick, "fewer shapes, sizes (powers of 4) and repetitions");
-  CLI::Option* quiet = calibrate->add_flag("--quiet", options.request.quiet, "no progress lines: warnings and errors only");
-  CLI::Option* max_message = calibrate->add_option("--max-message-bytes", options.request.max_message_bytes,
-                        "largest collective message (nccl-tests' S)")
-      ->capture_default_str()
-      ->check(CLI::Range(4096ll, 1ll << 33));
-  CLI::Option* check = calibrate->add_option("--check", options.request.check_profile,
-                        "instead of calibrating, check PROFILE against fresh measurements of collective sizes and GEMM\n"
-                        "shapes it did not measure (same harnesses); writes check.csv and check.md, exits 1 on a miss");
-  CLI::Option* check_out = calibrate->add_option("--check-out", options.request.check_out, "directory for the --check tables")
-      ->capture_default_str();
-  CLI::Option* check_gemms = calibrate->add_option("--check-gemms", options.request.check_gemms,
-                        "with --check: the GEMM shapes to check, a JSON array of {\"m\", \"n\", \"k\"[, \"count\",\n"
-                        "\"transpose_a\", \"transpose_b\", \"origin\"]} (default: 17 model GEMMs off the grid)")
-      ->needs(check);
-  CLI::Option* sustained_clock = calibrate->add_flag("--sustained-clock", options.request.sustained_clock_only,
-                        "with --profile: measure only the SM clock each GPU sustains at its power limit under loads of\n"
-                        "several GEMM duties under BF16 and FP8 GEMMs (~30 s on one H200, every GPU at once) and write\n"
-                        "the curves into the profile's section of this GPU (--out, default: the profile in place), every\n"
-                        "other entry as it was");
-  CLI::Option* power_model = calibrate->add_flag("--power-model", options.request.power_model,
-                        "also measure the GPU's power model after the BF16 clock curve (six loads, ~18 s; written as\n"
-                        "power_model, which prices a step only where the profile has no curve: a research instrument)");
-  CLI::Option* collectives = calibrate->add_flag("--collectives", options.request.collectives_only,
-                        "with --profile: measure only the collective tables (every group size; the all-to-all also in\n"
-                        "2 to 128 blocks per peer, as expert parallelism's dispatch sends it), the interference of each\n"
-                        "collective with the GEMMs and memory-bound kernels beside it (recorded in provenance) and the\n"
-                        "host's time to issue a grouped GEMM call, and add those the profile lacks (--out, default:\n"
-                        "the profile in place), every other entry as it was");
-  CLI::Option* from_trace = calibrate->add_option("--from-trace", options.from_trace,
-                        "recalibrate from the run folder of `twin execute` (best.json, ops.csv, metrics.json): exact\n"
-                        "shapes it measured become profile entries, other shapes of each op kind get a fitted\n"
-                        "correction; keeps the previous profile (P.previous.json) and writes P.changes.json/.md.\n"
-                        "Or from a PyTorch profiler trace (torch.profiler's Chrome JSON, .json or .json.gz, or a\n"
-                        "folder of one per rank; record_shapes=True): its GEMM and attention shapes, and with\n"
-                        "--scenario its other kernels' time per step (docs/BRIDGES.md)");
-  calibrate->add_option("--framework", options.framework,
-                        "with --from-trace of a PyTorch profiler trace: the framework that ran it (default\n"
-                        "pytorch-fsdp2; megatron-core for Megatron-LM/NeMo's --use-pytorch-profiler)")
-      ->check(CLI::IsMember({"pytorch-fsdp2", "megatron-core"}))
-      ->needs(from_trace);
-  CLI::Option* from_nccl = calibrate->add_option(
-      "--from-nccl-tests", options.nccl_logs,
-      "fold the standard output of NVIDIA nccl-tests (all_reduce_perf, all_gather_perf, reduce_scatter_perf,\n"
-      "alltoall_perf, sendrecv_perf; one or more logs) into the profile's collective tables: the out-of-place\n"
-      "time of every size, over the GPUs and hosts the log's Rank lines name; a table over a placement the\n"
-      "profile holds is replaced");
-  calibrate->add_option("--collective", options.collective,
-                        "with --from-nccl-tests: the collective of logs that do not name it (nccl-tests before 2.13)\n"
-                        "and whose file name does not either")
-      ->check(CLI::IsMember({"all_reduce", "all_gather", "reduce_scatter", "alltoall", "sendrecv"}))
-      ->needs(from_nccl);
-  calibrate->add_option("--gpu", options.gpu,
-                        "with --from-nccl-tests: the GPU preset of the log's GPUs, where their device name maps to none")
-      ->check(CLI::Validator(
-          [](const std::string& name) {
-            return gpu_preset(name) ? std::string() : "expected a GPU preset: " + join_names(gpu_preset_names());
-          },
-          "GPU preset"))
-      ->needs(from_nccl);
-  calibrate->add_option("--profile", options.profile,
-                        "a profile this machine's calibration wrote, to which only the shapes it lacks are added: the\n"
-                        "kernel grid's (a profile of an older grid) and, with --scenario, the scenario's (default\n"
-                        "--out: the profile in place);\n"
-                        "with --from-trace: the profile to update (default: the plan's \"profile\");\n"
-                        "with --from-nccl-tests: the profile to add the tables to (default: builtin)");
-  sustained_clock->excludes(scenario)->excludes(check);
-  collectives->excludes(scenario)->excludes(check)->excludes(sustained_clock);
-  power_model->excludes(check)->excludes(collectives);
-  for (CLI::Option* gpu_only : {scenario, gpus, quick, quiet, max_message, check, check_out, check_gemms,
-                                sustained_clock, collectives, power_model}) {
-    if (gpu_only != scenario) from_trace->excludes(gpu_only);  // a framework trace's fold reads the scenario
-    from_nccl->excludes(gpu_only);
-  }
-  from_nccl->excludes(from_trace);
+  CalibrateFlags flags;
+  add_measurement_options(calibrate, options, flags);
+  add_fold_options(calibrate, options, flags);
+  exclude_conflicting(flags);
   calibrate->footer(
       "Examples:\n"
       "  twin calibrate --out my.json\n"
