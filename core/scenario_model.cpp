@@ -46,19 +46,10 @@ MoeConfig parse_moe(const Reader& r, MoeConfig moe, std::int64_t dense_ffn) {
   return moe;
 }
 
-}  // namespace
-
-ModelConfig parse_model(const Reader& r) {
-  r.only_keys({"preset", "hf_config", "name", "num_layers", "hidden_size", "ffn_hidden_size", "num_attention_heads",
-               "num_query_groups", "kv_channels", "vocab_size", "max_position_embeddings", "activation",
-               "normalization", "attention_backend", "untie_embeddings_and_output_weights",
-               "position_embedding_rope", "rotary_base", "add_bias_linear", "hidden_dropout", "attention_dropout",
-               "moe", "qk_layernorm", "window_size", "window_attn_skip_freq", "attention_sinks", "attention_softcap",
-               "final_logit_softcap", "post_norms", "mla", "mtp_num_layers", "glu_linear_offset",
-               "activation_func_clamp_value"});
+// The model a preset or a Hugging Face config describes (`has_preset` set), or an empty custom one.
+ModelConfig base_model(const Reader& r, bool& has_preset) {
   ModelConfig m;
   m.name = "custom";
-  bool has_preset = false;
   if (auto p = r.find("hf_config")) {  // a Hugging Face config.json fills the fields, as a preset does
     if (r.find("preset")) p->fail_plain("expected either \"preset\" or \"hf_config\", not both");
     m = load_hf_config(*p);
@@ -75,8 +66,13 @@ ModelConfig parse_model(const Reader& r) {
     m = *preset;
     has_preset = true;
   }
+  return m;
+}
+
+// The sizes: layers, widths, heads and their groups and channels, vocabulary and positions. A preset's MHA follows its
+// heads; a stated size overrides the preset's.
+void parse_sizes(const Reader& r, bool has_preset, ModelConfig& m) {
   const bool preset_is_mha = m.num_query_groups == m.num_attention_heads;
-  if (auto f = r.find("name")) m.name = f->string();
   if (auto f = preset_field(r, "num_layers", has_preset)) m.num_layers = static_cast<int>(f->integer(1, kMaxLayers));
   if (auto f = preset_field(r, "hidden_size", has_preset)) m.hidden_size = f->integer(1, kMaxHidden);
   if (auto f = preset_field(r, "ffn_hidden_size", has_preset)) m.ffn_hidden_size = f->integer(1, kMaxFfn);
@@ -101,6 +97,10 @@ ModelConfig parse_model(const Reader& r) {
   }
   if (auto f = r.find("max_position_embeddings")) m.max_position_embeddings = f->integer(1, kMaxSequence);
   else if (!has_preset) m.max_position_embeddings = 0;  // filled from training.seq_length
+}
+
+// The kinds of its parts: activation, norm, attention backend, embeddings, positions, biases, dropout.
+void parse_kinds(const Reader& r, ModelConfig& m) {
   if (auto f = r.find("activation"))
     m.activation = *activation_from_string(f->one_of({"swiglu", "gelu", "squared_relu", "geglu", "quick_geglu"}, "activation"));
   if (auto f = r.find("normalization"))
@@ -114,7 +114,23 @@ ModelConfig parse_model(const Reader& r) {
   const char* dropout = "expected a dropout probability in [0, 1)";
   if (auto f = r.find("hidden_dropout")) m.hidden_dropout = f->number(0, std::nextafter(1.0, 0.0), dropout);
   if (auto f = r.find("attention_dropout")) m.attention_dropout = f->number(0, std::nextafter(1.0, 0.0), dropout);
+}
 
+}  // namespace
+
+ModelConfig parse_model(const Reader& r) {
+  r.only_keys({"preset", "hf_config", "name", "num_layers", "hidden_size", "ffn_hidden_size", "num_attention_heads",
+               "num_query_groups", "kv_channels", "vocab_size", "max_position_embeddings", "activation",
+               "normalization", "attention_backend", "untie_embeddings_and_output_weights",
+               "position_embedding_rope", "rotary_base", "add_bias_linear", "hidden_dropout", "attention_dropout",
+               "moe", "qk_layernorm", "window_size", "window_attn_skip_freq", "attention_sinks", "attention_softcap",
+               "final_logit_softcap", "post_norms", "mla", "mtp_num_layers", "glu_linear_offset",
+               "activation_func_clamp_value"});
+  bool has_preset = false;
+  ModelConfig m = base_model(r, has_preset);
+  if (auto f = r.find("name")) m.name = f->string();
+  parse_sizes(r, has_preset, m);
+  parse_kinds(r, m);
   auto moe = r.value().find("moe");
   if (moe != r.value().end() && moe->is_null()) m.moe = MoeConfig{};  // "moe": null makes a MoE preset dense
   else if (auto f = r.find("moe")) m.moe = parse_moe(*f, m.moe, m.ffn_hidden_size);
