@@ -116,41 +116,52 @@ double memory_bound_bytes(const Op& op) {
   return 0;
 }
 
+namespace {
+
+std::string gemm_key(const std::string& kind, const Op& op) {
+  const GemmShape& g = op.gemm;
+  return fmt::format("{}:m={},n={},k={},count={},ta={},tb={}{}{}{}{}{}", kind, g.m, g.n, g.k, g.count,
+                     int(g.transpose_a), int(g.transpose_b),
+                     g.split > 1 ? fmt::format(",split={}", g.split) : std::string(),
+                     op.fuses_residual ? ",residual=1" : "",
+                     g.busiest > 0 && g.count > 1 ? fmt::format(",busiest={}", g.busiest) : std::string(),
+                     is_fp8(g) ? fmt::format(",inputs={},e5m2={}", to_string(g.inputs), int(g.e5m2)) : std::string(),
+                     op.gemm_output != GemmOutput::written ? ",output=" + to_string(op.gemm_output) : std::string());
+}
+
+std::string attention_key(const std::string& kind, const Op& op) {
+  const AttentionShape& a = op.attention;
+  return fmt::format("{}:b={},h={},kvh={},sq={},skv={},d={},causal={},flash={}{}{}{}{}{}{}", kind, a.batch, a.heads,
+                     a.kv_heads, a.seq_q, a.seq_kv, a.head_dim, int(a.causal), int(a.flash),
+                     drops_attention_probabilities(op) ? ",dropout=1" : "", a.cudnn ? ",cudnn=1" : "",
+                     a.window > 0 ? fmt::format(",window={}", a.window) : std::string(),
+                     a.softcapped ? ",softcap=1" : "", a.sinks ? ",sinks=1" : "",
+                     a.v_head_dim > 0 && a.v_head_dim != a.head_dim ? fmt::format(",dv={}", a.v_head_dim)
+                                                                   : std::string());
+}
+
+// A 16-bit gradient and fp32 state key as before either was in the key.
+std::string optimizer_key(const std::string& kind, const Op& op) {
+  const OptimizerPrecision& p = op.optimizer_precision;
+  const std::string state = p.is_default() ? std::string()
+                                           : fmt::format(",main_params={},exp_avg={},exp_avg_sq={}",
+                                                         to_string(p.main_params), to_string(p.exp_avg),
+                                                         to_string(p.exp_avg_sq));
+  return fmt::format("{}:elements={}{}{}", kind, op.elements, state, op.main_gradient_bytes == 4 ? ",grad=fp32" : "");
+}
+
+}  // namespace
+
 std::string kernel_shape_key(const Op& op) {
   if (op.is_communication())
     throw std::logic_error(fmt::format("kernel_shape_key called for communication op {}", op_name(op)));
   const std::string kind = to_string(op.kind);
   switch (op.kind) {
     case OpKind::gemm:
-    case OpKind::moe_router: {
-      const GemmShape& g = op.gemm;
-      return fmt::format("{}:m={},n={},k={},count={},ta={},tb={}{}{}{}{}{}", kind, g.m, g.n, g.k, g.count,
-                         int(g.transpose_a), int(g.transpose_b),
-                         g.split > 1 ? fmt::format(",split={}", g.split) : std::string(),
-                         op.fuses_residual ? ",residual=1" : "",
-                         g.busiest > 0 && g.count > 1 ? fmt::format(",busiest={}", g.busiest) : std::string(),
-                         is_fp8(g) ? fmt::format(",inputs={},e5m2={}", to_string(g.inputs), int(g.e5m2)) : std::string(),
-                         op.gemm_output != GemmOutput::written ? ",output=" + to_string(op.gemm_output) : std::string());
-    }
+    case OpKind::moe_router: return gemm_key(kind, op);
     case OpKind::attention_forward:
-    case OpKind::attention_backward: {
-      const AttentionShape& a = op.attention;
-      return fmt::format("{}:b={},h={},kvh={},sq={},skv={},d={},causal={},flash={}{}{}{}{}{}{}", kind, a.batch, a.heads,
-                         a.kv_heads, a.seq_q, a.seq_kv, a.head_dim, int(a.causal), int(a.flash),
-                         drops_attention_probabilities(op) ? ",dropout=1" : "", a.cudnn ? ",cudnn=1" : "",
-                         a.window > 0 ? fmt::format(",window={}", a.window) : std::string(),
-                         a.softcapped ? ",softcap=1" : "", a.sinks ? ",sinks=1" : "",
-                         a.v_head_dim > 0 && a.v_head_dim != a.head_dim ? fmt::format(",dv={}", a.v_head_dim)
-                                                                       : std::string());
-    }
-    case OpKind::optimizer_step: {  // a 16-bit gradient and fp32 state key as before either was in the key
-      const OptimizerPrecision& p = op.optimizer_precision;
-      const std::string state = p.is_default() ? std::string()
-                                               : fmt::format(",main_params={},exp_avg={},exp_avg_sq={}",
-                                                             to_string(p.main_params), to_string(p.exp_avg),
-                                                             to_string(p.exp_avg_sq));
-      return fmt::format("{}:elements={}{}{}", kind, op.elements, state, op.main_gradient_bytes == 4 ? ",grad=fp32" : "");
-    }
+    case OpKind::attention_backward: return attention_key(kind, op);
+    case OpKind::optimizer_step: return optimizer_key(kind, op);
     case OpKind::elementwise:  // hidden dropout is another kernel (the mask drawn, or read): its ops key as before it
       return fmt::format("{}:bytes={}{}", kind, op.bytes, op.dropout > 0 ? ",dropout=1" : "");
     case OpKind::moe_permute:
