@@ -54,6 +54,72 @@ struct Mark {
   double farthest = 0;  // the largest |log10(measured / predicted)| among its points
 };
 
+// Decades from below the fastest to above the slowest time, mapped onto the plot's side.
+struct LogScale {
+  int low = 0, high = 1;
+  double operator()(TimeNs ns) const { return (std::log10(static_cast<double>(ns)) - low) / (high - low) * kPlot; }
+};
+
+LogScale log_scale(const std::vector<OpPoint>& points) {
+  TimeNs low_ns = points.front().predicted_ns, high_ns = low_ns;
+  for (const OpPoint& p : points) {
+    low_ns = std::min({low_ns, p.predicted_ns, p.measured_ns});
+    high_ns = std::max({high_ns, p.predicted_ns, p.measured_ns});
+  }
+  LogScale scale;
+  scale.low = static_cast<int>(std::floor(std::log10(static_cast<double>(low_ns))));
+  scale.high = std::max(scale.low + 1, static_cast<int>(std::ceil(std::log10(static_cast<double>(high_ns)))));
+  return scale;
+}
+
+void draw_axes(Svg& svg, const LogScale& scale) {
+  const int low = scale.low, high = scale.high;
+  svg.rect(kScatterLeft, kScatterTop, kPlot, kPlot, "#fafbfc");
+  for (int decade = low; decade <= high; ++decade) {
+    const double offset = static_cast<double>(decade - low) / (high - low) * kPlot;
+    svg.line(kScatterLeft + offset, kScatterTop, kScatterLeft + offset, kScatterTop + kPlot, "#e3e6eb");
+    svg.line(kScatterLeft, kScatterTop + kPlot - offset, kScatterLeft + kPlot, kScatterTop + kPlot - offset, "#e3e6eb");
+    svg.text(kScatterLeft + offset, kScatterTop + kPlot + 16, decade_label(decade), "middle", 11);
+    svg.text(kScatterLeft - 6, kScatterTop + kPlot - offset + 4, decade_label(decade), "end", 11);
+  }
+  svg.line(kScatterLeft, kScatterTop + kPlot, kScatterLeft + kPlot, kScatterTop, "#6e7781", 1, true);
+  svg.text(kScatterLeft + kPlot / 2, kScatterTop + kPlot + 38, "predicted op time (best.json)", "middle", 12);
+  svg.text(kScatterLeft - 6, kScatterTop - 10, "measured op time (median over iterations)", "start", 12);
+}
+
+using MarkCells = std::map<std::tuple<int, int, int>, Mark>;
+
+// Points merged per (kind, cell): the mark count is bounded by kinds x cells, whatever the op count.
+MarkCells merged_marks(const std::vector<OpPoint>& points, const LogScale& position) {
+  MarkCells cells;
+  for (const OpPoint& p : points) {
+    const auto cell = std::make_tuple(static_cast<int>(p.kind), static_cast<int>(position(p.predicted_ns) / kCell),
+                                      static_cast<int>(position(p.measured_ns) / kCell));
+    Mark& mark = cells[cell];
+    if (!mark.first) mark.first = &p;
+    ++mark.count;
+    mark.farthest = std::max(mark.farthest, std::abs(std::log10(static_cast<double>(p.measured_ns) / p.predicted_ns)));
+  }
+  return cells;
+}
+
+// At most max_marks of the marks, those farthest from the diagonal, in cell order.
+std::vector<const Mark*> farthest_marks(const MarkCells& cells, std::size_t max_marks) {
+  std::vector<const Mark*> marks;
+  for (const auto& [cell, mark] : cells) marks.push_back(&mark);
+  if (marks.size() <= max_marks) return marks;
+  std::vector<std::size_t> order(marks.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](std::size_t a, std::size_t b) { return marks[a]->farthest > marks[b]->farthest; });
+  std::vector<bool> keep(marks.size(), false);
+  for (std::size_t i = 0; i < max_marks; ++i) keep[order[i]] = true;
+  std::vector<const Mark*> in_cell_order;
+  for (std::size_t i = 0; i < marks.size(); ++i)
+    if (keep[i]) in_cell_order.push_back(marks[i]);
+  return in_cell_order;
+}
+
 }  // namespace
 
 std::string kind_color(OpKind kind) { return kKindColors[static_cast<int>(kind)]; }
@@ -73,53 +139,11 @@ std::string op_scatter_svg(const IterationGraph& graph, const std::vector<OpPoin
              "middle", 13);
     return svg.str();
   }
-  TimeNs low_ns = points.front().predicted_ns, high_ns = low_ns;
-  for (const OpPoint& p : points) {
-    low_ns = std::min({low_ns, p.predicted_ns, p.measured_ns});
-    high_ns = std::max({high_ns, p.predicted_ns, p.measured_ns});
-  }
-  const int low = static_cast<int>(std::floor(std::log10(static_cast<double>(low_ns))));
-  const int high = std::max(low + 1, static_cast<int>(std::ceil(std::log10(static_cast<double>(high_ns)))));
-  const auto position = [&](TimeNs ns) { return (std::log10(static_cast<double>(ns)) - low) / (high - low) * kPlot; };
-
-  svg.rect(kScatterLeft, kScatterTop, kPlot, kPlot, "#fafbfc");
-  for (int decade = low; decade <= high; ++decade) {
-    const double offset = static_cast<double>(decade - low) / (high - low) * kPlot;
-    svg.line(kScatterLeft + offset, kScatterTop, kScatterLeft + offset, kScatterTop + kPlot, "#e3e6eb");
-    svg.line(kScatterLeft, kScatterTop + kPlot - offset, kScatterLeft + kPlot, kScatterTop + kPlot - offset, "#e3e6eb");
-    svg.text(kScatterLeft + offset, kScatterTop + kPlot + 16, decade_label(decade), "middle", 11);
-    svg.text(kScatterLeft - 6, kScatterTop + kPlot - offset + 4, decade_label(decade), "end", 11);
-  }
-  svg.line(kScatterLeft, kScatterTop + kPlot, kScatterLeft + kPlot, kScatterTop, "#6e7781", 1, true);
-  svg.text(kScatterLeft + kPlot / 2, kScatterTop + kPlot + 38, "predicted op time (best.json)", "middle", 12);
-  svg.text(kScatterLeft - 6, kScatterTop - 10, "measured op time (median over iterations)", "start", 12);
-
-  // Merge per (kind, cell): the mark count is bounded by kinds x cells, whatever the op count.
-  std::map<std::tuple<int, int, int>, Mark> cells;
-  for (const OpPoint& p : points) {
-    const auto cell = std::make_tuple(static_cast<int>(p.kind), static_cast<int>(position(p.predicted_ns) / kCell),
-                                      static_cast<int>(position(p.measured_ns) / kCell));
-    Mark& mark = cells[cell];
-    if (!mark.first) mark.first = &p;
-    ++mark.count;
-    mark.farthest = std::max(mark.farthest, std::abs(std::log10(static_cast<double>(p.measured_ns) / p.predicted_ns)));
-  }
-  std::vector<const Mark*> marks;
-  for (const auto& [cell, mark] : cells) marks.push_back(&mark);
-  std::size_t left_out = 0;
-  if (marks.size() > max_marks) {
-    std::vector<std::size_t> order(marks.size());
-    for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
-    std::stable_sort(order.begin(), order.end(),
-                     [&](std::size_t a, std::size_t b) { return marks[a]->farthest > marks[b]->farthest; });
-    std::vector<bool> keep(marks.size(), false);
-    for (std::size_t i = 0; i < max_marks; ++i) keep[order[i]] = true;
-    left_out = marks.size() - max_marks;
-    std::vector<const Mark*> in_cell_order;
-    for (std::size_t i = 0; i < marks.size(); ++i)
-      if (keep[i]) in_cell_order.push_back(marks[i]);
-    marks = std::move(in_cell_order);
-  }
+  const LogScale position = log_scale(points);
+  draw_axes(svg, position);
+  const auto cells = merged_marks(points, position);
+  const std::vector<const Mark*> marks = farthest_marks(cells, max_marks);
+  const std::size_t left_out = cells.size() - marks.size();
   for (const Mark* mark : marks) {
     const OpPoint& p = *mark->first;
     const std::string name = op_name(graph.classes.at(static_cast<std::size_t>(p.rank_class)).op(p.op));

@@ -49,21 +49,9 @@ std::vector<OpPoint> op_points(const IterationGraph& graph, const PlanPrediction
   return points;
 }
 
-ExecutionSummary summarize_execution(const IterationGraph& graph, const PlanPrediction& prediction,
-                                     const std::vector<MeasuredRank>& ranks, const RunMetrics& metrics,
-                                     std::size_t top) {
-  ExecutionSummary summary;
-  summary.predicted_iteration_ns = prediction.iteration_ns;
-  summary.measured_iteration_ns = metrics.measured_iteration_ns;
-  summary.error = relative_error(summary.measured_iteration_ns, summary.predicted_iteration_ns);
-  summary.measured_kernel_span_ns = metrics.kernel_span_iteration_ns;
+namespace {
 
-  for (const StepMetrics& step : metrics.steps)
-    summary.steps.push_back({step.step, step.loss, step.iteration_ns, prediction.iteration_ns, !step.measured,
-                             relative_error(step.iteration_ns, prediction.iteration_ns)});
-
-  summary.kinds = predicted_vs_measured(graph, ranks, prediction).kinds;
-
+void add_rank_rows(const PlanPrediction& prediction, const RunMetrics& metrics, ExecutionSummary& summary) {
   for (const RankMetrics& rank : metrics.ranks) {
     if (rank.rank_class < 0 || static_cast<std::size_t>(rank.rank_class) >= prediction.class_finish_ns.size())
       throw std::invalid_argument(
@@ -73,7 +61,11 @@ ExecutionSummary summarize_execution(const IterationGraph& graph, const PlanPred
                              relative_error(rank.kernel_span_ns, predicted_ns), rank.median_step_ns,
                              rank.peak_memory_GiB, rank.predicted_peak_memory_GiB});
   }
+}
 
+// Sums every measured op into its collective's row (communication only) and its contributor group.
+void add_op_sums(const IterationGraph& graph, const PlanPrediction& prediction, const std::vector<MeasuredRank>& ranks,
+                 std::size_t top, ExecutionSummary& summary) {
   std::map<std::pair<OpKind, GroupKind>, CollectiveComparison> collectives;
   std::map<std::tuple<OpKind, OpRole, Phase, int>, ContributorGroup> groups;
   for (const MeasuredRank& rank : ranks) {
@@ -115,6 +107,24 @@ ExecutionSummary summarize_execution(const IterationGraph& graph, const PlanPred
                      return std::llabs(a.difference_ns()) > std::llabs(b.difference_ns());
                    });
   if (summary.contributors.size() > top) summary.contributors.resize(top);
+}
+
+}  // namespace
+
+ExecutionSummary summarize_execution(const IterationGraph& graph, const PlanPrediction& prediction,
+                                     const std::vector<MeasuredRank>& ranks, const RunMetrics& metrics,
+                                     std::size_t top) {
+  ExecutionSummary summary;
+  summary.predicted_iteration_ns = prediction.iteration_ns;
+  summary.measured_iteration_ns = metrics.measured_iteration_ns;
+  summary.error = relative_error(summary.measured_iteration_ns, summary.predicted_iteration_ns);
+  summary.measured_kernel_span_ns = metrics.kernel_span_iteration_ns;
+  for (const StepMetrics& step : metrics.steps)
+    summary.steps.push_back({step.step, step.loss, step.iteration_ns, prediction.iteration_ns, !step.measured,
+                             relative_error(step.iteration_ns, prediction.iteration_ns)});
+  summary.kinds = predicted_vs_measured(graph, ranks, prediction).kinds;
+  add_rank_rows(prediction, metrics, summary);
+  add_op_sums(graph, prediction, ranks, top, summary);
   return summary;
 }
 

@@ -178,6 +178,64 @@ std::vector<double> stage_capacities_GiB(const Scenario& scenario, const Iterati
   return capacity;
 }
 
+namespace {
+
+// The runner-up against the winner: its time, the part of the step that differs most, and whether the two tie.
+std::string runner_up_text(const Candidate& best, const Candidate& runner_up) {
+  const auto best_parts = parts(best.result.breakdown);
+  const auto other_parts = parts(runner_up.result.breakdown);
+  std::size_t largest = 0;
+  for (std::size_t p = 1; p < other_parts.size(); ++p)
+    if (std::llabs(other_parts[p] - best_parts[p]) > std::llabs(other_parts[largest] - best_parts[largest])) largest = p;
+  const TimeNs difference_ns = runner_up.result.iteration_ns - best.result.iteration_ns;
+  const TimeNs part_difference_ns = other_parts[largest] - best_parts[largest];
+  std::string text =
+      fmt::format(" The runner-up, {}, takes {} ms ({} longer); the largest difference is in {} ({}{} ms).",
+                  runner_up.key(), milliseconds_text(runner_up.result.iteration_ns),
+                  percent_label(static_cast<double>(difference_ns) / std::max<double>(1.0, best.result.iteration_ns)),
+                  kPartNames[largest], part_difference_ns >= 0 ? "+" : "", milliseconds_text(part_difference_ns));
+  if (static_cast<double>(difference_ns) <= kTieFraction * static_cast<double>(best.result.iteration_ns))
+    text += fmt::format(" The two tie: {}% is within the model's mean error on published runs ({}%, "
+                        "docs/VALIDATION.md).",
+                        fixed(100.0 * difference_ns / std::max<double>(1.0, best.result.iteration_ns), 1),
+                        fixed(100 * kTieFraction, 1));
+  return text;
+}
+
+// The winner's step split into its parts, and its largest overhead.
+std::string step_text(const Candidate& best) {
+  const TimeBreakdown& b = best.result.breakdown;
+  const double total = std::max<double>(1.0, static_cast<double>(b.total_ns()));
+  const auto share = [&](TimeNs part) { return percent_label(static_cast<double>(part) / total); };
+  std::string text = fmt::format(
+      " One iteration takes {} ms ({} tokens/s, MFU {}): compute {}, exposed communication {}, "
+      "pipeline bubble {}, optimizer {}.",
+      milliseconds_text(best.result.iteration_ns), grouped(best.throughput.tokens_per_s),
+      percent_label(best.throughput.mfu), share(b.compute_ns), share(b.exposed_communication_ns), share(b.bubble_ns),
+      share(b.optimizer_ns));
+  const auto best_parts = parts(b);
+  std::size_t overhead = 1;
+  for (std::size_t p = 2; p < best_parts.size(); ++p)
+    if (best_parts[p] > best_parts[overhead]) overhead = p;
+  if (best_parts[overhead] > 0)
+    text += fmt::format(" Its largest overhead is the {} ({} of the iteration).", kPartNames[overhead],
+                        share(best_parts[overhead]));
+  return text;
+}
+
+std::string memory_text(const Candidate& best, const std::vector<double>& capacity_GiB) {
+  if (best.memory.per_stage.empty()) return "";
+  const int stage = best.memory.worst_stage;
+  const double peak = static_cast<double>(best.memory.peak_bytes()) / kGiB;
+  std::string text = fmt::format(" Peak memory is {} GiB per GPU on stage {}", fixed(peak, 1), stage);
+  if (static_cast<std::size_t>(stage) < capacity_GiB.size() && capacity_GiB[stage] > 0)
+    text += fmt::format(" of {} GiB ({} GiB headroom)", fixed(capacity_GiB[stage], 1),
+                        fixed(capacity_GiB[stage] - peak, 1));
+  return text + ".";
+}
+
+}  // namespace
+
 std::string why_this_one_html(const std::vector<Candidate>& ranked, const Candidate& best,
                               const std::vector<double>& capacity_GiB) {
   std::size_t feasible = 0, out_of_memory = 0, pruned = 0;
@@ -192,10 +250,6 @@ std::string why_this_one_html(const std::vector<Candidate>& ranked, const Candid
       ++out_of_memory;
     }
   }
-  const TimeBreakdown& b = best.result.breakdown;
-  const double total = std::max<double>(1.0, static_cast<double>(b.total_ns()));
-  const auto share = [&](TimeNs part) { return percent_label(static_cast<double>(part) / total); };
-
   std::string text = feasible <= 1
                          ? fmt::format("{} is the only feasible candidate of {}.", best.key(), ranked.size())
                          : fmt::format("{} is the fastest of {} feasible candidates ({} enumerated).",
@@ -204,46 +258,9 @@ std::string why_this_one_html(const std::vector<Candidate>& ranked, const Candid
     text += fmt::format(" {} of them were simulated; the other {} could not reach the top ten (K with --top K "
                         "above ten): their compute alone is slower (`twin simulate --exhaustive` simulates them).",
                         feasible, pruned);
-  text += fmt::format(
-      " One iteration takes {} ms ({} tokens/s, MFU {}): compute {}, exposed communication {}, "
-      "pipeline bubble {}, optimizer {}.",
-      milliseconds_text(best.result.iteration_ns), grouped(best.throughput.tokens_per_s),
-      percent_label(best.throughput.mfu), share(b.compute_ns), share(b.exposed_communication_ns), share(b.bubble_ns),
-      share(b.optimizer_ns));
-  const auto best_parts = parts(b);
-  std::size_t overhead = 1;
-  for (std::size_t p = 2; p < best_parts.size(); ++p)
-    if (best_parts[p] > best_parts[overhead]) overhead = p;
-  if (best_parts[overhead] > 0)
-    text += fmt::format(" Its largest overhead is the {} ({} of the iteration).", kPartNames[overhead],
-                        share(best_parts[overhead]));
-  if (runner_up) {
-    const auto other_parts = parts(runner_up->result.breakdown);
-    std::size_t largest = 0;
-    for (std::size_t p = 1; p < other_parts.size(); ++p)
-      if (std::llabs(other_parts[p] - best_parts[p]) > std::llabs(other_parts[largest] - best_parts[largest])) largest = p;
-    const TimeNs difference_ns = runner_up->result.iteration_ns - best.result.iteration_ns;
-    const TimeNs part_difference_ns = other_parts[largest] - best_parts[largest];
-    text +=
-        fmt::format(" The runner-up, {}, takes {} ms ({} longer); the largest difference is in {} ({}{} ms).",
-                    runner_up->key(), milliseconds_text(runner_up->result.iteration_ns),
-                    percent_label(static_cast<double>(difference_ns) / std::max<double>(1.0, best.result.iteration_ns)),
-                    kPartNames[largest], part_difference_ns >= 0 ? "+" : "", milliseconds_text(part_difference_ns));
-    if (static_cast<double>(difference_ns) <= kTieFraction * static_cast<double>(best.result.iteration_ns))
-      text += fmt::format(" The two tie: {}% is within the model's mean error on published runs ({}%, "
-                          "docs/VALIDATION.md).",
-                          fixed(100.0 * difference_ns / std::max<double>(1.0, best.result.iteration_ns), 1),
-                          fixed(100 * kTieFraction, 1));
-  }
-  if (!best.memory.per_stage.empty()) {
-    const int stage = best.memory.worst_stage;
-    const double peak = static_cast<double>(best.memory.peak_bytes()) / kGiB;
-    text += fmt::format(" Peak memory is {} GiB per GPU on stage {}", fixed(peak, 1), stage);
-    if (static_cast<std::size_t>(stage) < capacity_GiB.size() && capacity_GiB[stage] > 0)
-      text += fmt::format(" of {} GiB ({} GiB headroom)", fixed(capacity_GiB[stage], 1),
-                          fixed(capacity_GiB[stage] - peak, 1));
-    text += ".";
-  }
+  text += step_text(best);
+  if (runner_up) text += runner_up_text(best, *runner_up);
+  text += memory_text(best, capacity_GiB);
   const std::size_t excluded = ranked.size() - feasible - pruned;
   if (excluded > 0)
     text += fmt::format(" {} candidates were excluded: {} out of memory, {} invalid for this model or cluster.",
