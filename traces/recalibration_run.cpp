@@ -40,6 +40,47 @@ fs::path beside(const fs::path& path, const std::string& suffix) {
 }
 
 
+// The row's op in the plan, checked: its class and index exist, and its name and kind are the plan's.
+const Op& plan_op_of(const OpsCsvRow& row, const IterationGraph& graph, const std::string& file) {
+  const int line = row.line;
+  if (row.rank_class < 0 || row.rank_class >= static_cast<int>(graph.classes.size()))
+    throw InputError(file, fmt::format("line {}, column rank_class", line),
+                     fmt::format("a rank class of the plan (0 to {})", graph.classes.size() - 1));
+  const int c = row.rank_class;
+  const RankClass& rank_class = graph.classes[static_cast<std::size_t>(c)];
+  if (row.op_index >= rank_class.size())
+    throw InputError(file, fmt::format("line {}, column op_id", line),
+                     fmt::format("an op of class {} (0 to {})", c, rank_class.size() - 1));
+  const Op& op = rank_class.op(row.op_index);
+  if (row.name != op_name(op) || row.kind != to_string(op.kind))
+    throw InputError(file, fmt::format("line {}, columns name and kind", line),
+                     fmt::format("op {} of class {} of the plan: {} ({}), not {} ({}): ops.csv of another plan?",
+                                 row.op_index, c, op_name(op), to_string(op.kind), row.name, row.kind));
+  return op;
+}
+
+// A measured op as the fold takes it; a collective with the time its links alone would give it.
+MeasuredOpSample sample_of(const OpsCsvRow& row, const Op& op, const RankClass& rank_class, const Cluster& cluster,
+                           const Profile& profile, const std::string& file) {
+  MeasuredOpSample sample;
+  sample.op = op;
+  const NodeGroup& group = cluster.node_groups.at(static_cast<std::size_t>(rank_class.node_group));
+  sample.gpu = group.gpu;
+  sample.rank = row.rank;
+  sample.rank_class = row.rank_class;
+  sample.index = row.op_index;
+  sample.measured_ns = *row.measured_median_ns;
+  if (op.is_communication()) {
+    const GroupSpan* span = rank_class.span_of(op.group, op.group_size);
+    if (!span) throw std::logic_error(fmt::format("{}: the lowering gave {} no group span", file, op_name(op)));
+    sample.span = *span;
+    const sim::LinkParams links = sim::link_params(group, cluster.network, profile);
+    sample.model_ns =
+        sim::isolated_time_ns(sim::collective_plan(op, *span, links), static_cast<double>(op.bytes), links);
+  }
+  return sample;
+}
+
 }  // namespace
 
 RecalibrateOutcome fold_destination(const fs::path& folder, const std::string& profile, const std::string& out) {
@@ -62,28 +103,15 @@ RunMeasurements read_run_measurements(const fs::path& ops_csv, const IterationGr
   // switching's phases). Four bytes an op, where a map entry per row took twenty times that.
   std::map<std::pair<int, int>, std::vector<int>> seen;
   for_each_ops_csv_row(ops_csv, [&](const OpsCsvRow& row) {
-    const int line = row.line;
-    if (row.rank_class < 0 || row.rank_class >= static_cast<int>(graph.classes.size()))
-      throw InputError(file, fmt::format("line {}, column rank_class", line),
-                       fmt::format("a rank class of the plan (0 to {})", graph.classes.size() - 1));
-    const int c = row.rank_class;
-    const RankClass& rank_class = graph.classes[static_cast<std::size_t>(c)];
-    if (row.op_index >= rank_class.size())
-      throw InputError(file, fmt::format("line {}, column op_id", line),
-                       fmt::format("an op of class {} (0 to {})", c, rank_class.size() - 1));
-    const OpIndex index = row.op_index;
-    const Op& op = rank_class.op(index);
-    if (row.name != op_name(op) || row.kind != to_string(op.kind))
-      throw InputError(file, fmt::format("line {}, columns name and kind", line),
-                       fmt::format("op {} of class {} of the plan: {} ({}), not {} ({}): ops.csv of another plan?", index,
-                                   c, op_name(op), to_string(op.kind), row.name, row.kind));
-    std::vector<int>& lines = seen[{row.rank, c}];
+    const Op& op = plan_op_of(row, graph, file);
+    const RankClass& rank_class = graph.classes[static_cast<std::size_t>(row.rank_class)];
+    std::vector<int>& lines = seen[{row.rank, row.rank_class}];
     if (lines.empty()) lines.assign(rank_class.size(), 0);
-    if (lines[index] != 0)
-      throw InputError(file, fmt::format("line {}", line),
+    if (lines[row.op_index] != 0)
+      throw InputError(file, fmt::format("line {}", row.line),
                        fmt::format("one row per rank, class and op (rank {} class {} op {} is on line {} too)",
-                                   row.rank, c, index, lines[index]));
-    lines[index] = line;
+                                   row.rank, row.rank_class, row.op_index, lines[row.op_index]));
+    lines[row.op_index] = row.line;
     if (!row.measured_median_ns) {
       ++result.absent_ops;
       return;
@@ -98,23 +126,7 @@ RunMeasurements read_run_measurements(const fs::path& ops_csv, const IterationGr
       ++result.shared_gpu_ops;
       return;
     }
-    MeasuredOpSample sample;
-    sample.op = op;
-    const NodeGroup& group = cluster.node_groups.at(static_cast<std::size_t>(rank_class.node_group));
-    sample.gpu = group.gpu;
-    sample.rank = row.rank;
-    sample.rank_class = c;
-    sample.index = index;
-    sample.measured_ns = *row.measured_median_ns;
-    if (op.is_communication()) {
-      const GroupSpan* span = rank_class.span_of(op.group, op.group_size);
-      if (!span) throw std::logic_error(fmt::format("{}: the lowering gave {} no group span", file, op_name(op)));
-      sample.span = *span;
-      const sim::LinkParams links = sim::link_params(group, cluster.network, profile);
-      sample.model_ns = sim::isolated_time_ns(sim::collective_plan(op, *span, links),
-                                              static_cast<double>(op.bytes), links);
-    }
-    result.samples.push_back(std::move(sample));
+    result.samples.push_back(sample_of(row, op, rank_class, cluster, profile, file));
   });
   return result;
 }
