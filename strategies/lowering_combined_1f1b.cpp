@@ -32,23 +32,25 @@ void StageLowering::emit_combined(const StrandUnit& forward, const StrandUnit& b
   if (backward.chain_after >= 0) backward_chain = backward_index[backward.chain_after];
 }
 
-void StageLowering::combined_pass(const ScheduleStep& forward, const ScheduleStep& backward, bool last_of_chunk) {
+std::pair<OpIndex, OpIndex> StageLowering::combined_receives(const ScheduleStep& forward, const ScheduleStep& backward) {
   const int forward_vs = virtual_stage(forward.chunk), backward_vs = virtual_stage(backward.chunk);
   e_.begin_pass(Phase::forward, forward.micro_batch, forward.chunk);
   e_.chain = kNoOp;  // receives posted ahead, each as any pass receives (StageLowering::receive)
   if (forward_vs > 0)
     receive(OpRole::pipeline_activation, (forward_vs - 1) % s_.pp, p2p_tag(forward.micro_batch, forward_vs - 1, false));
-  OpIndex forward_chain = e_.chain;
+  const OpIndex forward_chain = e_.chain;
   e_.begin_pass(Phase::backward, backward.micro_batch, backward.chunk);
   e_.chain = kNoOp;
   if (backward_vs < last_virtual_stage_)
     receive(OpRole::pipeline_gradient, (backward_vs + 1) % s_.pp, p2p_tag(backward.micro_batch, backward_vs, true));
-  OpIndex backward_chain = e_.chain;
+  return {forward_chain, e_.chain};
+}
 
+void StageLowering::combined_units(const ScheduleStep& forward, const ScheduleStep& backward, bool reduces,
+                                   OpIndex& forward_chain, OpIndex& backward_chain) {
   const std::vector<Unit> forward_units = units(forward.chunk);
   std::vector<Unit> backward_units = units(backward.chunk);
   std::reverse(backward_units.begin(), backward_units.end());
-  const bool reduces = last_of_chunk || s_.reduces_every_micro_batch;
   // An MTP depth (its entry and head around its layer) runs unpaired.
   const auto moe_layer = [&](const Unit& u) {
     return u.kind == Unit::layer_unit && model_.is_moe_layer(u.layer) && !model_.is_mtp_layer(u.layer);
@@ -79,7 +81,11 @@ void StageLowering::combined_pass(const ScheduleStep& forward, const ScheduleSte
       if (reduces) reduce_unit_gradients(backward_units[k], backward_chain);
     }
   }
+}
 
+void StageLowering::combined_ends(const ScheduleStep& forward, const ScheduleStep& backward, OpIndex forward_chain,
+                                  OpIndex backward_chain) {
+  const int forward_vs = virtual_stage(forward.chunk), backward_vs = virtual_stage(backward.chunk);
   e_.begin_pass(Phase::forward, forward.micro_batch, forward.chunk);
   if (forward_vs < last_virtual_stage_)
     e_.emit_after(p2p(OpKind::send, OpRole::pipeline_activation, (forward_vs + 1) % s_.pp,
@@ -97,6 +103,12 @@ void StageLowering::combined_pass(const ScheduleStep& forward, const ScheduleSte
   e_.begin_pass(Phase::backward, backward.micro_batch, backward.chunk);
   e_.chain = backward_chain;
   reduce_fp8_amaxes(backward.chunk, false);
+}
+
+void StageLowering::combined_pass(const ScheduleStep& forward, const ScheduleStep& backward, bool last_of_chunk) {
+  auto [forward_chain, backward_chain] = combined_receives(forward, backward);
+  combined_units(forward, backward, last_of_chunk || s_.reduces_every_micro_batch, forward_chain, backward_chain);
+  combined_ends(forward, backward, forward_chain, backward_chain);
   if (s_.reduces_every_micro_batch) emit_deferred_reductions();
 }
 

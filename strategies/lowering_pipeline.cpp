@@ -253,6 +253,29 @@ void StageLowering::optimizer_phase() {
   }
   emit_deferred_reductions();
   e_.begin_pass(Phase::optimizer, -1, 0);
+  const OpIndex tp_sum = synchronise_gradients(last_compute, last_compute2);
+  const RankParameters p = stage_parameters_per_rank(model_, strategy_, stage_);
+  const auto shard = [&](std::int64_t n, int group) {
+    return s_.zero_stage >= 1 ? (n + group - 1) / group : n;
+  };
+  const Op step = Emitter::optimizer_step(shard(p.dense, s_.data_group) + shard(p.expert, s_.expert_data_group),
+                                          scenario_.training.optimizer_precision, s_.main_grad_bytes);
+  const OpIndex gradients_ready = last_on(Stream::dp_comm);
+  e_.chain = last_compute;
+  if (s_.deepspeed_bf16_optimizer) {  // get_global_norm_of_tensors reads the whole fp32 buffer, not the rank's shard
+    e_.pending_wait = gradients_ready;
+    e_.emit(Emitter::moved(OpKind::elementwise, OpRole::optimizer, p.dense * 4));
+  }
+  const OpIndex update = e_.emit(step);
+  e_.depend(gradients_ready, update);
+  e_.depend(tp_sum, update);
+  e_.depend(last_compute2, update);
+  cast_weights_to_fp8(shard(fp8_weights_per_rank(scenario_, strategy_, stage_).dense, s_.data_group) +
+                      shard(fp8_weights_per_rank(scenario_, strategy_, stage_).expert, s_.expert_data_group));
+  gather_updated_weights(update, p.dense, p.expert);
+}
+
+OpIndex StageLowering::synchronise_gradients(OpIndex last_compute, OpIndex last_compute2) {
   // Tied, or with MTP (its lookups beside the loss), the last stage holds a copy of the embedding's table.
   const bool tied_pair = (!model_.untie_embeddings_and_output_weights || model_.mtp_num_layers > 0) &&
                          holds_embedding_ != holds_head_;
@@ -275,31 +298,17 @@ void StageLowering::optimizer_phase() {
     e_.depend(last_compute2, norm);
     e_.depend(tp_sum, norm);
   }
-  const RankParameters p = stage_parameters_per_rank(model_, strategy_, stage_);
-  const auto shard = [&](std::int64_t n, int group) {
-    return s_.zero_stage >= 1 ? (n + group - 1) / group : n;
-  };
-  const Op step = Emitter::optimizer_step(shard(p.dense, s_.data_group) + shard(p.expert, s_.expert_data_group),
-                                          scenario_.training.optimizer_precision, s_.main_grad_bytes);
-  const OpIndex gradients_ready = last_on(Stream::dp_comm);
-  e_.chain = last_compute;
-  if (s_.deepspeed_bf16_optimizer) {  // get_global_norm_of_tensors reads the whole fp32 buffer, not the rank's shard
-    e_.pending_wait = gradients_ready;
-    e_.emit(Emitter::moved(OpKind::elementwise, OpRole::optimizer, p.dense * 4));
-  }
-  const OpIndex update = e_.emit(step);
-  e_.depend(gradients_ready, update);
-  e_.depend(tp_sum, update);
-  e_.depend(last_compute2, update);
-  cast_weights_to_fp8(shard(fp8_weights_per_rank(scenario_, strategy_, stage_).dense, s_.data_group) +
-                      shard(fp8_weights_per_rank(scenario_, strategy_, stage_).expert, s_.expert_data_group));
+  return tp_sum;
+}
+
+void StageLowering::gather_updated_weights(OpIndex update, std::int64_t dense, std::int64_t expert) {
   if ((s_.zero_stage == 1 || s_.zero_stage == 2) && !gathers_updated_weights_ahead()) {
-    if (s_.data_group > 1 && p.dense > 0)
+    if (s_.data_group > 1 && dense > 0)
       e_.emit_after(parameter_collective(OpKind::all_gather, OpRole::param_gather, GroupKind::data, s_.data_group,
-                                         p.dense * 2, kWholeStage), update);
-    if (s_.expert_data_group > 1 && p.expert > 0)
+                                         dense * 2, kWholeStage), update);
+    if (s_.expert_data_group > 1 && expert > 0)
       e_.emit_after(parameter_collective(OpKind::all_gather, OpRole::param_gather, GroupKind::expert_data,
-                                         s_.expert_data_group, p.expert * 2, kWholeStage), update);
+                                         s_.expert_data_group, expert * 2, kWholeStage), update);
   }
 }
 

@@ -90,6 +90,10 @@ class StageLowering {
   OpIndex last_on(Stream stream);
   bool fsdp_reshards(const Unit& u) const;  // PyTorch's FSDP: whether the backward gathers u's weights again
   void optimizer_phase();
+  // optimizer_phase's parts: the tied table's sum, the TP sum of duplicated weights' gradients (returned: the step
+  // waits for it) and the norm's all-reduce; the updated weights all-gathered (ZeRO-1/2).
+  OpIndex synchronise_gradients(OpIndex last_compute, OpIndex last_compute2);
+  void gather_updated_weights(OpIndex update, std::int64_t dense, std::int64_t expert);
   void emit_deferred_reductions();
   // FP8 delayed scaling: the amax all-reduce and scale update after a forward or backward of `chunk`
   // (strategies/fp8_linears.hpp); every later op of the stage's passes waits for it, as Transformer Engine's
@@ -118,6 +122,12 @@ class StageLowering {
   // Copies a layer pair's ops (recorded with record_unit) in `order`; updates the two chains.
   void emit_combined(const StrandUnit& forward, const StrandUnit& backward, const std::vector<IssuedOp>& order,
                      OpIndex& forward_chain, OpIndex& backward_chain);
+  // combined_pass's parts: the two passes' receives (their chains), the units pair by pair, the sends and amaxes.
+  std::pair<OpIndex, OpIndex> combined_receives(const ScheduleStep& forward, const ScheduleStep& backward);
+  void combined_units(const ScheduleStep& forward, const ScheduleStep& backward, bool reduces, OpIndex& forward_chain,
+                      OpIndex& backward_chain);
+  void combined_ends(const ScheduleStep& forward, const ScheduleStep& backward, OpIndex forward_chain,
+                     OpIndex backward_chain);
 
   const StrandPairing& pairing_for(const Unit& forward_unit, const StrandUnit& forward,
                                    const Unit& backward_unit, const StrandUnit& backward,

@@ -99,6 +99,58 @@ void first_of_each_stream_after(RankClass& rc, OpIndex from, OpIndex first) {
   }
 }
 
+// The ops of one unit's switch transfers that a rank receives: its weights, and the gradients accumulated before.
+struct SwitchArrivals {
+  std::vector<std::vector<OpIndex>> weights, gradients;  // by unit
+};
+
+// The switch into phase p, in the plan's global order: the sends and receives of `rank`.
+SwitchArrivals add_switch_transfers(RankClass& rc, const SwitchPlan& plan, const std::vector<SwitchUnit>& units, int p,
+                                    int world, int rank) {
+  SwitchArrivals arrivals{std::vector<std::vector<OpIndex>>(units.size()),
+                          std::vector<std::vector<OpIndex>>(units.size())};
+  for (std::size_t k = 0; k < plan.transfers.size(); ++k) {
+    const SwitchTransfer& t = plan.transfers[k];
+    const std::int64_t tag = kSwitchTagBase + static_cast<std::int64_t>(k);
+    if (t.from_rank == rank) rc.add(transfer_op(OpKind::send, t, units, p * world + t.to_rank, tag));
+    if (t.to_rank == rank) {
+      const OpIndex arrival = rc.add(transfer_op(OpKind::recv, t, units, p * world + t.from_rank, tag));
+      (t.gradient ? arrivals.gradients : arrivals.weights)[t.unit].push_back(arrival);
+    }
+  }
+  return arrivals;
+}
+
+// Each unit's first compute waits for that unit's weights only, and its first backward compute (the first to add to
+// its gradients) for the gradients accumulated before: they arrive as the value its gradients start from, at one GPU
+// of each reduction group, whose reduction at the phase's end adds them in once.
+void wait_for_arrivals(RankClass& rc, OpIndex phase_begin, const SwitchArrivals& arrivals, int num_layers) {
+  std::vector<bool> waited(arrivals.weights.size(), false), waited_backward(arrivals.weights.size(), false);
+  for (OpIndex i = phase_begin; i < rc.size(); ++i) {
+    const Op& op = rc.op(i);
+    const int unit = unit_of(op, num_layers);
+    if (op.is_communication() || unit < 0) continue;
+    if (!waited[unit]) {
+      waited[unit] = true;
+      for (OpIndex arrival : arrivals.weights[unit]) rc.add_dependency(arrival, i);
+    }
+    if (op.phase == Phase::backward && !waited_backward[unit]) {
+      waited_backward[unit] = true;
+      for (OpIndex arrival : arrivals.gradients[unit]) rc.add_dependency(arrival, i);
+    }
+  }
+}
+
+// The hand-off to the next phase's class of this rank, after the last op of every stream.
+void add_handoff_send(RankClass& rc, int to_class) {
+  std::array<OpIndex, kStreamCount> last;
+  last.fill(kDropped);
+  for (OpIndex i = 0; i < rc.size(); ++i) last[static_cast<int>(rc.op(i).stream)] = i;
+  const OpIndex send = rc.add(handoff_op(OpKind::send, to_class));
+  for (OpIndex i : last)
+    if (i != kDropped) rc.add_dependency(i, send);
+}
+
 }  // namespace
 
 IterationGraph lower_phase(const Scenario& scenario, const HotSwitchPhase& phase, const Profile& profile,
@@ -130,7 +182,6 @@ HotSwitchIteration build_hot_switch_iteration(const Scenario& scenario, const st
   const int world = scenario.cluster.total_gpus();
   const int count = static_cast<int>(phases.size());
   const std::vector<SwitchUnit> units = switch_units(scenario.model);
-  const int num_units = static_cast<int>(units.size());
   HotSwitchIteration out;
   out.graph.classes.resize(static_cast<std::size_t>(count * world));
   for (int p = 0; p < count; ++p) {
@@ -150,47 +201,14 @@ HotSwitchIteration build_hot_switch_iteration(const Scenario& scenario, const st
       rc.label = fmt::format("phase {} (<= {}) stage {}", p + 1, phases[p].workload.max_length, stage);
       OpIndex handoff = kDropped;
       if (p > 0) handoff = rc.add(handoff_op(OpKind::recv, (p - 1) * world + rank));
-      // The switch into this phase, in the plan's global order.
-      std::vector<std::vector<OpIndex>> weight_arrivals(num_units), gradient_arrivals(num_units);
-      for (std::size_t k = 0; k < plan.transfers.size(); ++k) {
-        const SwitchTransfer& t = plan.transfers[k];
-        const std::int64_t tag = kSwitchTagBase + static_cast<std::int64_t>(k);
-        if (t.from_rank == rank) rc.add(transfer_op(OpKind::send, t, units, p * world + t.to_rank, tag));
-        if (t.to_rank == rank) {
-          const OpIndex arrival = rc.add(transfer_op(OpKind::recv, t, units, p * world + t.from_rank, tag));
-          (t.gradient ? gradient_arrivals : weight_arrivals)[t.unit].push_back(arrival);
-        }
-      }
+      const SwitchArrivals arrivals = add_switch_transfers(rc, plan, units, p, world, rank);
       const auto peer_class = [&](int peer_stage) { return p * world + rank + (peer_stage - stage) * per_stage; };
       const OpIndex phase_begin = static_cast<OpIndex>(rc.size());
       copy_ops(stage_class, rc, [](const Op& op) { return !is_optimizer(op); }, peer_class);
-      // Each unit's first compute waits for that unit's weights only, and its first backward compute (the first
-      // to add to its gradients) for the gradients accumulated before: they arrive as the value its gradients
-      // start from, at one GPU of each reduction group, whose reduction at the phase's end adds them in once.
-      std::vector<bool> waited(num_units, false), waited_backward(num_units, false);
-      for (OpIndex i = phase_begin; i < rc.size(); ++i) {
-        const Op& op = rc.op(i);
-        const int unit = unit_of(op, scenario.model.num_layers);
-        if (op.is_communication() || unit < 0) continue;
-        if (!waited[unit]) {
-          waited[unit] = true;
-          for (OpIndex arrival : weight_arrivals[unit]) rc.add_dependency(arrival, i);
-        }
-        if (op.phase == Phase::backward && !waited_backward[unit]) {
-          waited_backward[unit] = true;
-          for (OpIndex arrival : gradient_arrivals[unit]) rc.add_dependency(arrival, i);
-        }
-      }
+      wait_for_arrivals(rc, phase_begin, arrivals, scenario.model.num_layers);
       if (home) copy_ops(stage_class, rc, is_optimizer, peer_class);
       if (handoff != kDropped) first_of_each_stream_after(rc, 1, handoff);
-      if (!home) {
-        std::array<OpIndex, kStreamCount> last;
-        last.fill(kDropped);
-        for (OpIndex i = 0; i < rc.size(); ++i) last[static_cast<int>(rc.op(i).stream)] = i;
-        const OpIndex send = rc.add(handoff_op(OpKind::send, (p + 1) * world + rank));
-        for (OpIndex i : last)
-          if (i != kDropped) rc.add_dependency(i, send);
-      }
+      if (!home) add_handoff_send(rc, (p + 1) * world + rank);
     }
   }
   return out;
