@@ -49,6 +49,40 @@ void require_divides(const JsonReader& at, int tp, std::int64_t value, const cha
     at.fail_plain(fmt::format("tensor_model_parallel_size {} does not divide {} {}", tp, name, value));
 }
 
+// One stage of an asymmetric pipeline: its devices (each used once over the plan, all on one node), its TP size
+// (the device count, which divides the heads, query groups and FFN) and its layers.
+AsymmetricStage parse_stage(const JsonReader& sr, const ModelConfig& model, const Cluster& cluster,
+                            std::map<int, std::string>& owner) {
+  sr.only_keys({"devices", "tensor_model_parallel_size", "num_layers"});
+  AsymmetricStage stage;
+  const JsonReader devices = sr.required("devices");
+  stage.devices = parse_devices(devices, cluster);
+  for (int device : stage.devices) {
+    auto [it, fresh] = owner.try_emplace(device, sr.path());
+    if (!fresh) devices.fail_plain(fmt::format("device {} is used twice (already by {})", device, it->second));
+  }
+  const int node = cluster.node_of_rank(stage.devices.front());
+  for (int device : stage.devices)
+    if (cluster.node_of_rank(device) != node)
+      devices.fail_plain(fmt::format("expected the stage's devices on one node (tensor-parallel groups stay "
+                                     "inside a node): device {} is on node {}, device {} on node {}",
+                                     stage.devices.front(), node, device, cluster.node_of_rank(device)));
+  const int count = static_cast<int>(stage.devices.size());
+  stage.tensor_model_parallel_size = count;
+  if (auto f = sr.find("tensor_model_parallel_size")) {
+    stage.tensor_model_parallel_size = static_cast<int>(f->integer(1, 1 << 16));
+    if (stage.tensor_model_parallel_size != count)
+      f->fail_plain(fmt::format("expected tensor_model_parallel_size equal to the stage's {} devices (a stage is "
+                                "one tensor-parallel group), got {}", count, stage.tensor_model_parallel_size));
+  }
+  const JsonReader at = sr.find("tensor_model_parallel_size") ? *sr.find("tensor_model_parallel_size") : sr;
+  require_divides(at, stage.tensor_model_parallel_size, model.num_attention_heads, "num_attention_heads");
+  require_divides(at, stage.tensor_model_parallel_size, model.num_query_groups, "num_query_groups");
+  require_divides(at, stage.tensor_model_parallel_size, model.ffn_hidden_size, "ffn_hidden_size");
+  stage.num_layers = static_cast<int>(sr.required("num_layers").integer(1, model.num_layers));
+  return stage;
+}
+
 }  // namespace
 
 std::vector<AsymmetricPipeline> parse_pipelines(const JsonReader& r, const Scenario& scenario) {
@@ -71,33 +105,7 @@ std::vector<AsymmetricPipeline> parse_pipelines(const JsonReader& r, const Scena
     const JsonReader stages = pr.required("stages");
     int layers = 0;
     for (const JsonReader& sr : stages.non_empty_elements()) {
-      sr.only_keys({"devices", "tensor_model_parallel_size", "num_layers"});
-      AsymmetricStage stage;
-      const JsonReader devices = sr.required("devices");
-      stage.devices = parse_devices(devices, cluster);
-      for (int device : stage.devices) {
-        auto [it, fresh] = owner.try_emplace(device, sr.path());
-        if (!fresh) devices.fail_plain(fmt::format("device {} is used twice (already by {})", device, it->second));
-      }
-      const int node = cluster.node_of_rank(stage.devices.front());
-      for (int device : stage.devices)
-        if (cluster.node_of_rank(device) != node)
-          devices.fail_plain(fmt::format("expected the stage's devices on one node (tensor-parallel groups stay "
-                                         "inside a node): device {} is on node {}, device {} on node {}",
-                                         stage.devices.front(), node, device, cluster.node_of_rank(device)));
-      const int count = static_cast<int>(stage.devices.size());
-      stage.tensor_model_parallel_size = count;
-      if (auto f = sr.find("tensor_model_parallel_size")) {
-        stage.tensor_model_parallel_size = static_cast<int>(f->integer(1, 1 << 16));
-        if (stage.tensor_model_parallel_size != count)
-          f->fail_plain(fmt::format("expected tensor_model_parallel_size equal to the stage's {} devices (a stage is "
-                                    "one tensor-parallel group), got {}", count, stage.tensor_model_parallel_size));
-      }
-      const JsonReader at = sr.find("tensor_model_parallel_size") ? *sr.find("tensor_model_parallel_size") : sr;
-      require_divides(at, stage.tensor_model_parallel_size, model.num_attention_heads, "num_attention_heads");
-      require_divides(at, stage.tensor_model_parallel_size, model.num_query_groups, "num_query_groups");
-      require_divides(at, stage.tensor_model_parallel_size, model.ffn_hidden_size, "ffn_hidden_size");
-      stage.num_layers = static_cast<int>(sr.required("num_layers").integer(1, model.num_layers));
+      AsymmetricStage stage = parse_stage(sr, model, cluster, owner);
       layers += stage.num_layers;
       pipeline.stages.push_back(std::move(stage));
     }

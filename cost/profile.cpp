@@ -316,6 +316,25 @@ json read_step_facts(const JsonReader& r) {
     facts[key] = r.required(key).number(0.0, 1e12, "expected a number >= 0");
   return facts;
 }
+
+// A routing entry and the runs it was measured in; its imbalance is derived from them.
+MoeRouting read_moe_routing(const JsonReader& r) {
+  r.only_keys({"num_experts", "top_k", "routing_imbalance", "runs"});
+  MoeRouting entry;
+  entry.num_experts = static_cast<int>(r.required("num_experts").integer(1, 1 << 20));
+  entry.top_k = static_cast<int>(r.required("top_k").integer(1, entry.num_experts));
+  for (const JsonReader& run : r.required("runs").non_empty_elements()) {
+    run.only_keys({"source", "samples", "tokens_per_micro_batch", "imbalance_mean"});
+    entry.runs.push_back({run.required("source").string(), run.required("samples").integer(1, std::int64_t{1} << 40),
+                          run.required("tokens_per_micro_batch").integer(1, std::int64_t{1} << 40),
+                          run.required("imbalance_mean").number(1.0, 1e6, "expected a load ratio >= 1")});
+  }
+  // Derived from the runs: a file whose figure disagrees was edited by hand or is corrupt.
+  const JsonReader value = r.required("routing_imbalance");
+  if (std::abs(value.number(1.0, 1e6, "expected a load ratio >= 1") - entry.routing_imbalance()) > 1e-6)
+    value.fail(fmt::format("expected {:.6f}, the runs' mean weighted by their samples", entry.routing_imbalance()));
+  return entry;
+}
 }  // namespace
 
 Profile profile_from_json(const json& document, const std::string& source) {
@@ -353,23 +372,7 @@ Profile profile_from_json(const json& document, const std::string& source) {
       overlap.required("communication_slowdown").number(1.0, 100.0, "expected a slowdown >= 1");
   if (auto points = overlap.find("points")) p.overlap.points = read_interference_points(*points);
   if (auto routing = root.find("moe_routing"))
-    for (const JsonReader& r : routing->elements()) {
-      r.only_keys({"num_experts", "top_k", "routing_imbalance", "runs"});
-      MoeRouting entry;
-      entry.num_experts = static_cast<int>(r.required("num_experts").integer(1, 1 << 20));
-      entry.top_k = static_cast<int>(r.required("top_k").integer(1, entry.num_experts));
-      for (const JsonReader& run : r.required("runs").non_empty_elements()) {
-        run.only_keys({"source", "samples", "tokens_per_micro_batch", "imbalance_mean"});
-        entry.runs.push_back({run.required("source").string(), run.required("samples").integer(1, std::int64_t{1} << 40),
-                              run.required("tokens_per_micro_batch").integer(1, std::int64_t{1} << 40),
-                              run.required("imbalance_mean").number(1.0, 1e6, "expected a load ratio >= 1")});
-      }
-      // Derived from the runs: a file whose figure disagrees was edited by hand or is corrupt.
-      const JsonReader value = r.required("routing_imbalance");
-      if (std::abs(value.number(1.0, 1e6, "expected a load ratio >= 1") - entry.routing_imbalance()) > 1e-6)
-        value.fail(fmt::format("expected {:.6f}, the runs' mean weighted by their samples", entry.routing_imbalance()));
-      p.moe_routing.push_back(std::move(entry));
-    }
+    for (const JsonReader& r : routing->elements()) p.moe_routing.push_back(read_moe_routing(r));
   if (auto collectives = root.find("collectives")) {
     p.collectives = collective_tables_from_json(*collectives);
   } else if (p.provenance.contains("collectives")) {
