@@ -5,6 +5,7 @@
 // graph, or class by class) in lowering_graphs.cpp.
 #include <algorithm>
 #include <cmath>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -59,13 +60,12 @@ void StageLowering::run(int stage, const std::vector<ScheduleStep>& order) {
   std::vector<int> last_backward(static_cast<std::size_t>(s_.vpp), -1);
   for (int i = 0; i < static_cast<int>(order.size()); ++i)
     if (!order[i].forward) last_backward[order[i].chunk] = i;
-  const bool combined = runs_combined_1f1b(scenario_.framework, strategy_);
   for (int i = 0; i < static_cast<int>(order.size()); ++i) {
     const ScheduleStep& step = order[i];
-    // The combined 1F1B runs each forward that a backward of another micro-batch follows beside it (its schedule's
-    // extra warm-up forward makes them so in the steady state).
-    if (combined && step.forward && i + 1 < static_cast<int>(order.size()) && !order[i + 1].forward &&
-        order[i + 1].micro_batch != step.micro_batch) {
+    if (step.beside_next) {  // the combined 1F1B's pair: this forward beside the next step's backward
+      if (i + 1 == static_cast<int>(order.size()) || order[i + 1].forward ||
+          order[i + 1].micro_batch == step.micro_batch)
+        throw std::logic_error("combined 1F1B: a paired forward not followed by another micro-batch's backward");
       combined_pass(step, order[i + 1], last_backward[order[i + 1].chunk] == i + 1);
       ++i;
     } else if (step.forward)

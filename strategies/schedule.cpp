@@ -21,15 +21,17 @@ std::vector<ScheduleStep> gpipe_order(int micro_batches, int virtual_stages) {
 
 // PipeDream-flush: stage s runs p-s-1 warm-up forwards, then alternates one forward and one
 // backward, then drains the backwards it still owes.
-// `extra_warmup`: forwards run before the first backward beyond those (Megatron's combined 1F1B runs one more).
-std::vector<ScheduleStep> one_f_one_b_order(int stages, int stage, int micro_batches, int extra_warmup = 0) {
+// Megatron's combined 1F1B runs one more warm-up forward.
+// `combined`: the combined 1F1B, whose steady-state forwards run beside the backward after them.
+std::vector<ScheduleStep> one_f_one_b_order(int stages, int stage, int micro_batches, bool combined = false) {
   std::vector<ScheduleStep> order;
   order.reserve(2 * static_cast<std::size_t>(micro_batches));
+  const int extra_warmup = combined ? 1 : 0;
   const int warmup = std::min(stages - stage - 1 + extra_warmup, micro_batches);
   int next_forward = 0, next_backward = 0;
   for (; next_forward < warmup; ++next_forward) order.push_back({true, next_forward, 0});
   while (next_forward < micro_batches) {
-    order.push_back({true, next_forward++, 0});
+    order.push_back({true, next_forward++, 0, combined});
     order.push_back({false, next_backward++, 0});
   }
   while (next_backward < micro_batches) order.push_back({false, next_backward++, 0});
@@ -45,9 +47,9 @@ ScheduleStep interleaved_step(bool forward, int k, int stages, int virtual_stage
 }
 
 std::vector<ScheduleStep> interleaved_order(int stages, int stage, int micro_batches, int virtual_stages,
-                                           int extra_warmup) {
+                                           bool combined) {
   const int total = micro_batches * virtual_stages;
-  int warmup = (stages - stage - 1) * 2 + (virtual_stages - 1) * stages + extra_warmup;
+  int warmup = (stages - stage - 1) * 2 + (virtual_stages - 1) * stages + (combined ? 1 : 0);
   warmup = std::min(warmup, total);
   std::vector<ScheduleStep> order;
   order.reserve(2 * static_cast<std::size_t>(total));
@@ -55,6 +57,7 @@ std::vector<ScheduleStep> interleaved_order(int stages, int stage, int micro_bat
   const int steady = total - warmup;
   for (int k = 0; k < steady; ++k) {
     order.push_back(interleaved_step(true, k + warmup, stages, virtual_stages));
+    order.back().beside_next = combined;
     order.push_back(interleaved_step(false, k, stages, virtual_stages));
   }
   for (int k = steady; k < total; ++k) order.push_back(interleaved_step(false, k, stages, virtual_stages));
@@ -101,7 +104,6 @@ std::vector<std::vector<ScheduleStep>> pipeline_schedule(Schedule schedule, int 
                                                          int virtual_stages, bool combined_1f1b) {
   // Megatron's get_pp_rank_microbatches (schedules.py): with overlap_moe_expert_parallel_comm one more warm-up
   // forward, "to ensure the forward and backward computations are independent in all 1f1b steps".
-  const int extra_warmup = combined_1f1b ? 1 : 0;
   const bool combined_order = schedule == Schedule::interleaved_1f1b || schedule == Schedule::gpipe ||
                               (schedule == Schedule::one_f_one_b && stages == 1);
   if (combined_1f1b && !combined_order)
@@ -119,12 +121,12 @@ std::vector<std::vector<ScheduleStep>> pipeline_schedule(Schedule schedule, int 
         break;
       case Schedule::one_f_one_b:
         if (virtual_stages != 1) throw std::invalid_argument("pipeline_schedule: 1f1b has one chunk per stage");
-        orders[stage] = one_f_one_b_order(stages, stage, micro_batches, extra_warmup);
+        orders[stage] = one_f_one_b_order(stages, stage, micro_batches, combined_1f1b);
         break;
       case Schedule::interleaved_1f1b:
         if (micro_batches % stages != 0)
           throw std::invalid_argument("pipeline_schedule: interleaved 1F1B needs micro-batches % stages == 0");
-        orders[stage] = interleaved_order(stages, stage, micro_batches, virtual_stages, extra_warmup);
+        orders[stage] = interleaved_order(stages, stage, micro_batches, virtual_stages, combined_1f1b);
         break;
       case Schedule::double_strand:
         if (virtual_stages != 1) throw std::invalid_argument("pipeline_schedule: double-strand has no virtual stages");

@@ -13,6 +13,9 @@ struct ScheduleStep {
   bool forward = true;
   int micro_batch = 0;
   int chunk = 0;     // model chunk on this stage (0..virtual_stages-1); global virtual stage = chunk*stages + stage
+  // Megatron's combined 1F1B: this forward runs beside the next step, another micro-batch's backward (a pair of its
+  // steady state; a warm-up forward followed by a cool-down backward runs alone, as in Megatron).
+  bool beside_next = false;
   bool operator==(const ScheduleStep&) const = default;
 };
 
@@ -50,7 +53,8 @@ bool runs_separate_passes(Schedule schedule);
 // `combined_1f1b`: Megatron's overlapped EP schedule (framework.overlap_moe_expert_parallel_comm), only with
 // interleaved 1F1B or 1F1B on one stage: each stage runs one more warm-up forward, so that every forward of the
 // steady state is followed by the backward of another micro-batch, which the lowering runs beside it
-// (strategies/lowering_combined_1f1b.cpp). GPipe's order is taken with it too, unchanged: every forward already
+// (ScheduleStep::beside_next, strategies/lowering_combined_1f1b.cpp); a stage whose warm-up takes every forward
+// has no such pair. GPipe's order is taken with it too, unchanged: every forward already
 // precedes every backward, and the compute lower bound (lower_bound.cpp) lowers any schedule in that order.
 std::vector<std::vector<ScheduleStep>> pipeline_schedule(Schedule schedule, int stages, int micro_batches,
                                                          int virtual_stages, bool combined_1f1b = false);

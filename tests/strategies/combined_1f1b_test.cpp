@@ -77,13 +77,31 @@ TEST(Combined1F1B, NothingToOverlapWithoutBothAllToAlls) {
 // forward i + 1 beside backward i.
 TEST(Combined1F1B, RunsOneMoreWarmUpForward) {
   const auto one_stage = pipeline_schedule(Schedule::one_f_one_b, 1, 3, 1, true)[0];
-  const std::vector<ScheduleStep> expected = {{true, 0, 0}, {true, 1, 0}, {false, 0, 0}, {true, 2, 0},
-                                              {false, 1, 0}, {false, 2, 0}};
+  // The steady state's forwards run beside the backward after them; the warm-up's first runs alone.
+  const std::vector<ScheduleStep> expected = {{true, 0, 0},       {true, 1, 0, true}, {false, 0, 0},
+                                              {true, 2, 0, true}, {false, 1, 0},      {false, 2, 0}};
   EXPECT_EQ(one_stage, expected);
   const auto plain = pipeline_schedule(Schedule::interleaved_1f1b, 2, 4, 2)[1];
   const auto combined = pipeline_schedule(Schedule::interleaved_1f1b, 2, 4, 2, true)[1];
   EXPECT_EQ(peak_in_flight_passes(combined), peak_in_flight_passes(plain) + 1);
   EXPECT_THROW(pipeline_schedule(Schedule::one_f_one_b, 2, 4, 1, true), std::invalid_argument);
+}
+
+// A stage whose warm-up takes every forward (as many micro-batches as stages) has no steady state and no pair:
+// Megatron runs its last forward and first backward apart. Paired, the forward's activation send waited for the
+// backward, whose gradient waited for that activation downstream: the replay deadlocked (Qwen3 235B-A22B's
+// layout at 8 micro-batches per pipeline, 2026-12-07).
+TEST(Combined1F1B, AStageWhoseWarmUpTakesEveryForwardRunsNoPair) {
+  const auto orders = pipeline_schedule(Schedule::interleaved_1f1b, 2, 2, 2, true);
+  EXPECT_TRUE(std::none_of(orders[0].begin(), orders[0].end(), [](const ScheduleStep& s) { return s.beside_next; }));
+  for (const auto& order : orders)
+    for (std::size_t i = 0; i < order.size(); ++i)
+      if (order[i].beside_next) {
+        ASSERT_LT(i + 1, order.size());
+        EXPECT_TRUE(order[i].forward);
+        EXPECT_FALSE(order[i + 1].forward);
+        EXPECT_NE(order[i + 1].micro_batch, order[i].micro_batch);
+      }
 }
 
 Scenario overlapped(bool delay_wgrad, std::int64_t global_batch = 32) {
@@ -159,6 +177,19 @@ TEST(Combined1F1B, InterleavedPipelinesComplete) {
     EXPECT_GT(r.classes[c].finish_ns, 0);
     EXPECT_LE(r.classes[c].finish_ns, r.iteration_ns);
   }
+}
+
+TEST(Combined1F1B, AsManyMicroBatchesAsStagesComplete) {
+  Strategy st = testing::make_strategy(1, 2, 1, false, 2, Schedule::interleaved_1f1b);
+  st.expert_model_parallel_size = 8;
+  const Strategy at_64 = completed(overlapped(true, 64), st);
+  const Scenario sc = overlapped(true, 64 * 2 / at_64.num_micro_batches);
+  st = completed(sc, st);
+  ASSERT_EQ(st.num_micro_batches, 2);
+  ASSERT_EQ(invalid_reason(sc, st), std::nullopt);
+  const IterationResult r = simulate_iteration(lower_to_op_graphs(sc, st), sc.cluster, builtin_profile());
+  ASSERT_EQ(r.classes.size(), 2u);
+  for (int c = 0; c < 2; ++c) EXPECT_GT(r.classes[c].finish_ns, 0);
 }
 
 // The search prunes by the compute lower bound, which lowers any schedule of separate passes in GPipe's order: a
