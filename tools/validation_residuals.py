@@ -35,8 +35,11 @@ def pinned(scenario, best):
     names = {"tp": "tensor_model_parallel_size", "pp": "pipeline_model_parallel_size",
              "cp": "context_parallel_size", "ep": "expert_model_parallel_size",
              "vpp": "virtual_pipeline_model_parallel_size", "mbs": "micro_batch_size", "z": "zero_stage"}
+    if "strategy" in scenario:  # pinned by the row itself (recompute modules, layouts): kept, only the batch shrinks
+        return {**scenario, "training": {**scenario["training"], "global_batch_size": few_micro_batches(best)}}
     search = dict(scenario.get("search", {}))
-    parts = best.split(".")
+    # A pipeline layout's suffix ("layout-1-2x62-1") is the scenario's own: its search states the layout.
+    parts = [part for part in best.split(".") if not part.startswith("layout-")]
     for part in parts[:-1]:
         match = re.fullmatch(r"([a-z]+)(\d+)", part)
         if match and match.group(1) in names:
@@ -46,10 +49,14 @@ def pinned(scenario, best):
         elif part.startswith("rc-"):
             search["recompute"] = [part[3:]]
     search["schedule"] = [parts[-1]]
-    # The features are those of a micro-batch's kernels: as many micro-batches as stages keep the replay small.
-    dp, pp = (int(re.search(rf"\.{k}(\d+)\.", "." + best).group(1)) for k in ("dp", "pp"))
-    training = {**scenario["training"], "global_batch_size": dp * search["micro_batch_size"][0] * pp}
+    training = {**scenario["training"], "global_batch_size": few_micro_batches(best)}
     return {**scenario, "search": search, "training": training}
+
+
+def few_micro_batches(best):
+    """The features are those of a micro-batch's kernels: as many micro-batches as stages keep the replay small."""
+    dp, pp, mbs = (int(re.search(rf"\.{k}(\d+)\.", "." + best).group(1)) for k in ("dp", "pp", "mbs"))
+    return dp * mbs * pp
 
 
 def step_features(trace_path):
@@ -76,9 +83,12 @@ def step_features(trace_path):
 
 
 def year(group):
-    """The year a group's name carries: "...-2023", or a NeMo release "...-24.11"."""
-    found = re.search(r"20\d\d", group) or re.search(r"-(\d\d)\.\d\d$", group)
-    return int(found.group(0)) if found.group(0).startswith("20") else 2000 + int(found.group(1))
+    """The year a group's name carries: "...-2023", or a NeMo release "...-24.11"; 0 where it carries none."""
+    found = re.search(r"20\d\d", group)
+    if found:
+        return int(found.group(0))
+    release = re.search(r"-(\d\d)\.\d\d", group)  # "...-24.11", "megatron-bridge-25.11-h100-fp8"
+    return 2000 + int(release.group(1)) if release else 0  # 0: none stated (MLPerf rounds)
 
 
 def row_features(row, val):
@@ -90,16 +100,27 @@ def row_features(row, val):
     num = lambda prefix: next(int(k[len(prefix):]) for k in key if k.startswith(prefix) and k[len(prefix):].isdigit())
     gpu = nodes["gpu"]
     family = "hopper" if gpu.startswith("H") else "ampere" if gpu.startswith("A") else "other"
-    params_b = 12 * m["num_layers"] * m["hidden_size"] ** 2 / 1e9
+    # A model read from a Hugging Face config (model.hf_config) states no sizes here: 0.
+    params_b = 12 * m.get("num_layers", 0) * m.get("hidden_size", 0) ** 2 / 1e9
     predicted = float(val["predicted_iteration_s"])
     return {"id": row["id"], "group": row["group"], "error": float(val["error"]), "gpus": gpus,
-            "log2_gpus": math.log2(gpus), "family": family, "params_b": params_b, "hidden": m["hidden_size"],
+            "log2_gpus": math.log2(gpus), "family": family, "params_b": params_b, "hidden": m.get("hidden_size", 0),
             "seq": tr["seq_length"], "tp": num("tp"), "pp": num("pp"), "dp": num("dp"), "cp": num("cp"),
             "mbs": num("mbs"), "zero": num("z"), "precision": tr.get("precision", "bf16"),
             "framework": s.get("framework", {}).get("name", "megatron-core"),
             "year": year(row["group"]),
             "exposed_comm_share": float(val["exposed_communication_s"]) / predicted,
             "bubble_share": float(val["pipeline_bubble_s"]) / predicted}
+
+
+def with_absolute_paths(row, table_folder):
+    """The row with its model's Hugging Face config path (relative to the table, as twin reads it) made absolute,
+    so that its scenario simulates from a temporary folder."""
+    model = row["scenario"].get("model", {})
+    if "hf_config" in model and not os.path.isabs(model["hf_config"]):
+        model = {**model, "hf_config": os.path.normpath(os.path.join(table_folder, model["hf_config"]))}
+        row = {**row, "scenario": {**row["scenario"], "model": model}}
+    return row
 
 
 def simulated_features(twin, row, val):
@@ -139,7 +160,8 @@ def main():
         with open(os.path.join(args.out, "residuals.csv")) as f:
             summarize([{k: numeric(v) for k, v in r.items()} for r in csv.DictReader(f)])
         return
-    rows = {r["id"]: r for r in json.load(open(args.table))["rows"]}
+    rows = {r["id"]: with_absolute_paths(r, os.path.dirname(os.path.abspath(args.table)))
+            for r in json.load(open(args.table))["rows"]}
     os.makedirs(args.out, exist_ok=True)
     with open(args.csv) as f:
         feasible = [v for v in csv.DictReader(f) if v["predicted_iteration_s"] and not v["infeasible_reason"]]
