@@ -46,7 +46,7 @@ SECTIONS = {
     ("strategy",): [("core/scenario_parse.cpp", "Strategy parse_strategy(", "r"),
                     ("core/scenario_parse.cpp", "Scenario parse_scenario(", "f")],
     ("strategy", "pipelines", "[]"): [("core/scenario_pipelines.cpp", "std::vector<AsymmetricPipeline> parse_pipelines(", "pr")],
-    ("strategy", "pipelines", "[]", "stages", "[]"): [("core/scenario_pipelines.cpp", "std::vector<AsymmetricPipeline> parse_pipelines(", "sr")],
+    ("strategy", "pipelines", "[]", "stages", "[]"): [("core/scenario_pipelines.cpp", "AsymmetricStage parse_stage(", "sr")],
     ("strategy", "pipelines", "[]", "stages", "[]", "devices"): [("core/scenario_pipelines.cpp", "std::vector<int> parse_devices(", "r")],
     ("strategy", "per_layer"): [("strategies/per_layer/per_layer_plan_file.cpp", "PerLayerPlan read_per_layer_detail(", "detail")],
     ("strategy", "per_layer", "layers", "[]"): [("strategies/per_layer/per_layer_plan_file.cpp",
