@@ -124,19 +124,9 @@ void read_model_variants(Reading& r) {
   }
 }
 
-void read_moe(Reading& r) {
+// --moe-layer-freq: an integer, or a list of 0 and 1 per layer (dense first layers and a frequency).
+void read_moe_layers(Reading& r) {
   const MegatronArguments& a = r.a;
-  if (!a.has("--num-experts")) return;
-  // Megatron's default expert TP is the TP size (validate_args, megatron/training/arguments.py at d98e8a64dd); the
-  // scenario states it only where it is not twin's default, 1.
-  const long long tp = a.integer("--tensor-model-parallel-size", 1);
-  if (const long long etp = a.integer("--expert-tensor-parallel-size", tp); etp != 1)
-    r.doc.set("/strategy/expert_tensor_parallel_size", etp, "--expert-tensor-parallel-size");
-  r.doc.set("/model/moe/num_experts", a.integer("--num-experts", 0), "--num-experts");
-  r.doc.set("/model/moe/top_k", a.integer("--moe-router-topk", 2), "--moe-router-topk");
-  r.doc.set("/model/moe/ffn_hidden_size", r.doc.root()["model"]["ffn_hidden_size"], "--ffn-hidden-size");
-  if (a.has("--moe-ffn-hidden-size"))
-    r.doc.set("/model/moe/ffn_hidden_size", a.integer("--moe-ffn-hidden-size", 0), "--moe-ffn-hidden-size");
   if (a.has("--moe-layer-freq") && !parse_integer_text(a.text("--moe-layer-freq", "1"))) {
     MoeLayerLayout layout;
     try {
@@ -150,15 +140,38 @@ void read_moe(Reading& r) {
   } else {
     r.doc.set("/model/moe/layer_freq", a.integer("--moe-layer-freq", 1), "--moe-layer-freq");
   }
+}
+
+// The routing's distribution: forced balance, loss-free bias, or the base model's measured skew otherwise.
+void read_routing(Reading& r) {
+  const MegatronArguments& a = r.a;
+  if (a.has("--moe-router-force-load-balancing"))
+    r.doc.set("/model/moe/routing", nlohmann::json{{"distribution", "forced"}}, "--moe-router-force-load-balancing");
+  else if (a.has("--moe-router-enable-expert-bias"))
+    r.doc.set("/model/moe/routing", nlohmann::json{{"distribution", "loss_free"}}, "--moe-router-enable-expert-bias");
+  else if (r.base.model.moe.routing_imbalance)
+    r.doc.set("/model/moe/routing_imbalance", *r.base.model.moe.routing_imbalance, "--num-experts");
+  else if (r.base.model.moe.routing)
+    r.doc.set("/model/moe/routing", routing_json(*r.base.model.moe.routing), "--num-experts");
+}
+
+void read_moe(Reading& r) {
+  const MegatronArguments& a = r.a;
+  if (!a.has("--num-experts")) return;
+  // Megatron's default expert TP is the TP size (validate_args, megatron/training/arguments.py at d98e8a64dd); the
+  // scenario states it only where it is not twin's default, 1.
+  const long long tp = a.integer("--tensor-model-parallel-size", 1);
+  if (const long long etp = a.integer("--expert-tensor-parallel-size", tp); etp != 1)
+    r.doc.set("/strategy/expert_tensor_parallel_size", etp, "--expert-tensor-parallel-size");
+  r.doc.set("/model/moe/num_experts", a.integer("--num-experts", 0), "--num-experts");
+  r.doc.set("/model/moe/top_k", a.integer("--moe-router-topk", 2), "--moe-router-topk");
+  r.doc.set("/model/moe/ffn_hidden_size", r.doc.root()["model"]["ffn_hidden_size"], "--ffn-hidden-size");
+  if (a.has("--moe-ffn-hidden-size"))
+    r.doc.set("/model/moe/ffn_hidden_size", a.integer("--moe-ffn-hidden-size", 0), "--moe-ffn-hidden-size");
+  read_moe_layers(r);
   if (a.has("--moe-shared-expert-intermediate-size"))
     r.doc.set("/model/moe/shared_expert_ffn_hidden_size", a.integer("--moe-shared-expert-intermediate-size", 0),
               "--moe-shared-expert-intermediate-size");
-  if (r.base.model.moe.routing_imbalance && !a.has("--moe-router-force-load-balancing") &&
-      !a.has("--moe-router-enable-expert-bias"))
-    r.doc.set("/model/moe/routing_imbalance", *r.base.model.moe.routing_imbalance, "--num-experts");
-  else if (r.base.model.moe.routing && !a.has("--moe-router-force-load-balancing") &&
-           !a.has("--moe-router-enable-expert-bias"))
-    r.doc.set("/model/moe/routing", routing_json(*r.base.model.moe.routing), "--num-experts");
   const std::string dispatcher = a.text("--moe-token-dispatcher-type", "allgather");
   r.doc.set("/framework/moe_token_dispatcher_type", dispatcher, "--moe-token-dispatcher-type");
   // A negative factor is Megatron's way to say dropless (TransformerConfig.__post_init__).
@@ -167,10 +180,7 @@ void read_moe(Reading& r) {
               "--moe-expert-capacity-factor");
   if (a.has("--moe-pad-expert-input-to-capacity"))
     r.doc.set("/model/moe/pad_expert_input_to_capacity", true, "--moe-pad-expert-input-to-capacity");
-  if (a.has("--moe-router-force-load-balancing"))
-    r.doc.set("/model/moe/routing", nlohmann::json{{"distribution", "forced"}}, "--moe-router-force-load-balancing");
-  else if (a.has("--moe-router-enable-expert-bias"))
-    r.doc.set("/model/moe/routing", nlohmann::json{{"distribution", "loss_free"}}, "--moe-router-enable-expert-bias");
+  read_routing(r);
   read_router(r);
   if (!a.has("--moe-grouped-gemm"))
     r.note("no --moe-grouped-gemm: the experts are priced as grouped GEMMs, not Megatron's loop over experts");

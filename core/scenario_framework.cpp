@@ -30,6 +30,38 @@ void parse_deferred_embedding_wgrad(const Reader& r, const ModelConfig& model, F
   }
 }
 
+// The MoE dispatcher and Megatron's overlapped EP schedule with its delayed weight gradients.
+void parse_expert_parallel(const Reader& r, FrameworkConfig& f) {
+  if (auto x = r.find("moe_token_dispatcher_type")) {
+    const std::string dispatcher = x->one_of({"alltoall", "allgather", "flex"}, "MoE token dispatcher");
+    f.moe_token_dispatcher_type = dispatcher == "alltoall"    ? MoeTokenDispatcher::alltoall
+                                  : dispatcher == "allgather" ? MoeTokenDispatcher::allgather
+                                                              : MoeTokenDispatcher::flex;
+  }
+  if (auto x = r.find("overlap_moe_expert_parallel_comm")) f.overlap_moe_expert_parallel_comm = x->boolean();
+  if (auto x = r.find("delay_wgrad_compute")) {
+    f.delay_wgrad_compute = x->boolean();
+    if (f.delay_wgrad_compute && !f.overlap_moe_expert_parallel_comm)
+      x->fail("overlap_moe_expert_parallel_comm true beside it (twin models the delayed weight gradients only in "
+              "Megatron's overlapped EP schedule)");
+  }
+}
+
+// PyTorch FSDP's own settings (refused beside another framework) and the gradients' reduction and main dtypes.
+void parse_pytorch_and_gradients(const Reader& r, FrameworkConfig& f) {
+  for (const char* key : {"compile", "reshard_after_forward"})
+    if (auto x = r.find(key); x && !pytorch_fsdp(f.name))
+      x->fail("expected framework.name \"pytorch-fsdp2\" or \"pytorch-fsdp\" beside it (a setting of PyTorch's FSDP)");
+  if (auto x = r.find("compile")) f.compile = x->boolean();
+  if (auto x = r.find("reshard_after_forward")) f.reshard_after_forward = x->boolean();
+  if (auto x = r.find("reduce_dtype"))
+    f.reduce_dtype_bytes = x->one_of({"float32", "bfloat16"}, "gradient reduction dtype") == "float32" ? 4 : 2;
+  else if (f.name == FrameworkName::pytorch_fsdp2)  // stated as its default, which to_json writes
+    f.reduce_dtype_bytes = gradient_reduce_bytes(f);
+  if (auto x = r.find("main_grad_dtype"))
+    f.main_grad_dtype_bytes = x->one_of({"float32", "bfloat16"}, "main gradient dtype") == "float32" ? 4 : 2;
+}
+
 }  // namespace
 
 FrameworkConfig parse_framework(const Reader& r, ModelConfig& model, const std::optional<Reader>& model_backend) {
@@ -56,33 +88,11 @@ FrameworkConfig parse_framework(const Reader& r, ModelConfig& model, const std::
     f.zero_implementation = x->one_of({"megatron", "deepspeed"}, "ZeRO-3 implementation") == "megatron"
                                 ? ZeroImplementation::megatron
                                 : ZeroImplementation::deepspeed;
-  if (auto x = r.find("moe_token_dispatcher_type")) {
-    const std::string dispatcher = x->one_of({"alltoall", "allgather", "flex"}, "MoE token dispatcher");
-    f.moe_token_dispatcher_type = dispatcher == "alltoall"    ? MoeTokenDispatcher::alltoall
-                                  : dispatcher == "allgather" ? MoeTokenDispatcher::allgather
-                                                              : MoeTokenDispatcher::flex;
-  }
-  if (auto x = r.find("overlap_moe_expert_parallel_comm")) f.overlap_moe_expert_parallel_comm = x->boolean();
-  if (auto x = r.find("delay_wgrad_compute")) {
-    f.delay_wgrad_compute = x->boolean();
-    if (f.delay_wgrad_compute && !f.overlap_moe_expert_parallel_comm)
-      x->fail("overlap_moe_expert_parallel_comm true beside it (twin models the delayed weight gradients only in "
-              "Megatron's overlapped EP schedule)");
-  }
+  parse_expert_parallel(r, f);
   if (auto x = r.find("scatter_gather_tensors_in_pipeline")) f.scatter_gather_tensors_in_pipeline = x->boolean();
   parse_deferred_embedding_wgrad(r, model, f);
   if (auto x = r.find("deepspeed_bf16_optimizer")) f.deepspeed_bf16_optimizer = x->boolean();
-  for (const char* key : {"compile", "reshard_after_forward"})
-    if (auto x = r.find(key); x && !pytorch_fsdp(f.name))
-      x->fail("expected framework.name \"pytorch-fsdp2\" or \"pytorch-fsdp\" beside it (a setting of PyTorch's FSDP)");
-  if (auto x = r.find("compile")) f.compile = x->boolean();
-  if (auto x = r.find("reshard_after_forward")) f.reshard_after_forward = x->boolean();
-  if (auto x = r.find("reduce_dtype"))
-    f.reduce_dtype_bytes = x->one_of({"float32", "bfloat16"}, "gradient reduction dtype") == "float32" ? 4 : 2;
-  else if (f.name == FrameworkName::pytorch_fsdp2)  // stated as its default, which to_json writes
-    f.reduce_dtype_bytes = gradient_reduce_bytes(f);
-  if (auto x = r.find("main_grad_dtype"))
-    f.main_grad_dtype_bytes = x->one_of({"float32", "bfloat16"}, "main gradient dtype") == "float32" ? 4 : 2;
+  parse_pytorch_and_gradients(r, f);
   if (auto x = r.find("checkpoint_early_stop")) f.checkpoint_early_stop = x->boolean();
   if (auto x = r.find("attention_backend")) {
     const AttentionBackend backend =
