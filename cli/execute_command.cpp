@@ -22,6 +22,31 @@ ExecuteOptions& execute_options() {
   static ExecuteOptions options;  // CLI11 keeps pointers to the option targets
   return options;
 }
+// Megatron's recipe flags, each over the plan's training recipe when given (core/training_recipe.hpp).
+void add_recipe_options(CLI::App& execute, TrainingRecipeFlags& recipe) {
+  execute.add_option_function<double>("--lr", [&recipe](const double& v) { recipe.lr = v; },
+                                      "peak learning rate (default: the plan's training.lr, else 3e-4)")
+      ->check(CLI::Range(0.0, 1.0));
+  execute.add_option_function<double>("--min-lr", [&recipe](const double& v) { recipe.min_lr = v; },
+                                      "the decay's floor (training.min_lr)")
+      ->check(CLI::Range(0.0, 1.0));
+  execute.add_option_function<std::int64_t>(
+            "--lr-warmup-iters", [&recipe](const std::int64_t& v) { recipe.lr_warmup_iters = v; },
+            "linear warm-up from 0 (training.lr_warmup_iters)")
+      ->check(CLI::NonNegativeNumber);
+  execute.add_option_function<std::int64_t>(
+            "--lr-decay-iters", [&recipe](const std::int64_t& v) { recipe.lr_decay_iters = v; },
+            "where the decay reaches --min-lr (training.lr_decay_iters; default: --iters)")
+      ->check(CLI::PositiveNumber);
+  execute.add_option_function<std::string>(
+            "--lr-decay-style",
+            [&recipe](const std::string& v) { recipe.lr_decay_style = lr_decay_style_from_string(v); },
+            "constant, linear or cosine (training.lr_decay_style)")
+      ->check(CLI::IsMember(lr_decay_style_names()));
+  execute.add_option_function<double>("--clip-grad", [&recipe](const double& v) { recipe.clip_grad = v; },
+                                      "global gradient norm to clip to, 0: none (training.clip_grad)")
+      ->check(CLI::NonNegativeNumber);
+}
 }  // namespace
 
 ExecuteOptions& add_execute_command(CLI::App& app) {
@@ -39,30 +64,7 @@ ExecuteOptions& add_execute_command(CLI::App& app) {
   execute->add_option("--warmup", o.request.warmup, "first iterations left out of the timing")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
-  // Megatron's recipe flags, each over the plan's training recipe when given (core/training_recipe.hpp).
-  TrainingRecipeFlags& recipe = o.request.recipe;
-  execute->add_option_function<double>("--lr", [&recipe](const double& v) { recipe.lr = v; },
-                                       "peak learning rate (default: the plan's training.lr, else 3e-4)")
-      ->check(CLI::Range(0.0, 1.0));
-  execute->add_option_function<double>("--min-lr", [&recipe](const double& v) { recipe.min_lr = v; },
-                                       "the decay's floor (training.min_lr)")
-      ->check(CLI::Range(0.0, 1.0));
-  execute->add_option_function<std::int64_t>(
-             "--lr-warmup-iters", [&recipe](const std::int64_t& v) { recipe.lr_warmup_iters = v; },
-             "linear warm-up from 0 (training.lr_warmup_iters)")
-      ->check(CLI::NonNegativeNumber);
-  execute->add_option_function<std::int64_t>(
-             "--lr-decay-iters", [&recipe](const std::int64_t& v) { recipe.lr_decay_iters = v; },
-             "where the decay reaches --min-lr (training.lr_decay_iters; default: --iters)")
-      ->check(CLI::PositiveNumber);
-  execute->add_option_function<std::string>(
-             "--lr-decay-style",
-             [&recipe](const std::string& v) { recipe.lr_decay_style = lr_decay_style_from_string(v); },
-             "constant, linear or cosine (training.lr_decay_style)")
-      ->check(CLI::IsMember(lr_decay_style_names()));
-  execute->add_option_function<double>("--clip-grad", [&recipe](const double& v) { recipe.clip_grad = v; },
-                                       "global gradient norm to clip to, 0: none (training.clip_grad)")
-      ->check(CLI::NonNegativeNumber);
+  add_recipe_options(*execute, o.request.recipe);
   execute->add_option("--seed", o.request.seed, "seed of the weights and the data")->capture_default_str();
   execute->add_option("--nccl-timeout", o.request.nccl_timeout_s,
                       "seconds after which an unfinished iteration counts as a NCCL hang: all ranks stop, naming "
