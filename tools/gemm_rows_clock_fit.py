@@ -34,8 +34,10 @@ from step_clock_study import measured_clock_MHz, simulate_debug_log
 
 def curve_clock(twin, run, profile, plan):
     """The curve's clock (MHz) and the GEMM rows `twin simulate` logs for the plan's first rank class."""
+    # Since 2026-12-06 the line names the GEMMs' clock by the load's throughput between the duty and the rows factor.
     found = re.search(r'step clock of rank class \d+: (\d+) MHz by the sustained-clock curve at GEMM duty [\d.]+, '
-                      r'x([\d.]+) for GEMM rows (\d+)', simulate_debug_log(twin, run, profile, plan))
+                      r'(?:[^,]*by the load\'s throughput[^,]*, )?x([\d.]+) for GEMM rows (\d+)',
+                      simulate_debug_log(twin, run, profile, plan))
     if not found:
         return None
     return float(found.group(1)) / float(found.group(2)), float(found.group(3))
