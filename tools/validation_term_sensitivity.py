@@ -29,14 +29,26 @@ def load(csv_path, table_path):
         if not r["predicted_iteration_s"]:
             continue
         nodes = table[r["id"]]["scenario"]["cluster"]["nodes"]
-        family = "ampere" if any(k in nodes[0]["gpu"] for k in ("A100", "A800")) else "hopper"
+        family = gpu_family(nodes[0]["gpu"])
         fold = dict(kv.split("=") for kv in r["fold"].split(";"))
+        if family + "_in_training" not in fold:  # no fitted parameter prices its GPUs: the row keeps its prediction
+            continue
         rows.append(dict(id=r["id"], group=r["group"], family=family, published=float(r["published_iteration_s"]),
                          time=float(r["predicted_iteration_s"]), compute=float(r["compute_s"]),
                          exposed=float(r["exposed_communication_s"]), bubble=float(r["pipeline_bubble_s"]),
                          f0=float(fold[family + "_in_training"]),
                          gpus=sum(n["count"] * n["gpus_per_node"] for n in nodes)))
     return rows
+
+
+def gpu_family(gpu):
+    """As cost/profile.cpp's gpu_family names the families the fitted parameters price (cost/fitted_parameters.cpp)."""
+    name = gpu.lower()
+    if any(k in name for k in ("b200", "gb200", "gb300", "b300")):
+        return "blackwell"
+    if any(k in name for k in ("h100", "h200", "h800", "h20")):
+        return "hopper"
+    return "ampere" if any(k in name for k in ("a100", "a800", "a40", "a30", "a10")) else "other"
 
 
 def largest_of(n):  # E[largest of n standard normals], Blom's approximation
