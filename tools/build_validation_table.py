@@ -13,6 +13,8 @@ published training results kept beside it:
   tests/validation/torchtitan_rows.json  torchtitan's published step measurements (docs/performance.md of 2024:
                                         FSDP2 on A100 and H100; benchmarks/ of 2025: FSDP2 + TP on H100), rows as
                                         a100_more_rows.json states them; the rows it cannot describe under `refused`
+  tests/validation/automodel_rows.json   NeMo AutoModel's pre-training step times (docs/performance-summary.mdx of
+                                        2026: FSDP2 with context parallelism on H100), stated the same way
 
 Every row becomes a twin scenario: the model, the batch, the cluster and the framework as the source states
 them; what the source leaves open is searched within the published constraints (the best predicted
@@ -481,7 +483,7 @@ def main():
     parser.add_argument("--out", default=os.path.join(HERE, "published.json"))
     args = parser.parse_args()
     rows = (a100_rows() + h100_rows() + stated_rows("a100_more_rows.json", args.with_bloom_bf16_optimizer_runs) + hopper_more_rows() + zero3_rows() +
-            stated_rows("torchtitan_rows.json"))
+            stated_rows("torchtitan_rows.json") + stated_rows("automodel_rows.json"))
     split_pipeline_tensors(rows, not args.without_megatron_scatter_gather, not args.without_bloom_pipe_partition,
                            args.deepspeed_pipe_partition)
     if not args.without_bf16_optimizer:
@@ -495,7 +497,8 @@ def main():
     table = {"format": "twin-validation", "version": 1,
              "about": "Published end-to-end training results, each a twin scenario and the published figure; built by "
                       "tools/build_validation_table.py from a100_rows.json, h100_rows.json, a100_more_rows.json, "
-                      "hopper_more_rows.json, zero3_rows.json and torchtitan_rows.json (the transcriptions, with their sources and quotes). "
+                      "hopper_more_rows.json, zero3_rows.json, torchtitan_rows.json and automodel_rows.json (the transcriptions, with their "
+                      "sources and quotes). "
                       "docs/VALIDATION.md describes the table and its results.",
              "rows": rows}
     path = args.out

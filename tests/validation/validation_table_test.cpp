@@ -152,27 +152,31 @@ TEST(PublishedTable, BadRowsNameTheirPath) {
 // Foundry's H100 rows 9.5% -> 7.1% held out, its A100 rows 6.4% -> 6.4% (max 21.7% -> 19.9%), the DGX Cloud groups
 // 0.5 point better, the Megatron-LM A100 groups 0.4-0.5 point better through the Ampere factor refitted beside them
 // (in-sample 1.3014 -> 1.2954), MT-NLG 10.3% -> 10.7%, torchtitan's H100 row 20.4% -> 20.7%; the table 7.3% -> 6.9%
-// held out, 6.8% -> 6.5% in-sample (docs/VALIDATION.md "LLM Foundry's rows as the framework they ran").
+// held out, 6.8% -> 6.5% in-sample (docs/VALIDATION.md "LLM Foundry's rows as the framework they ran"). 2026-12-07
+// 13:30 UTC (the same machine): NeMo AutoModel's Llama 3.1 70B row (FSDP2 with CP 2 on 64 H100s, its own group,
+// +15.9% held out); the Hopper factor refitted beside it moves the other Hopper groups by 0.1-0.2 point; the table
+// 6.9% / 34.3% held out over 209 rows (docs/VALIDATION.md "NeMo AutoModel's Llama 3.1 70B").
 struct Reached {
   double cross_validated_mean, cross_validated_max, in_sample_mean, in_sample_max;
 };
 const std::map<std::string, Reached> kReached = {
-    {"narayanan2021-table1", {0.071, 0.141, 0.065, 0.133}},
+    {"narayanan2021-table1", {0.071, 0.141, 0.065, 0.134}},
     {"korthikanti2022-table5", {0.115, 0.157, 0.106, 0.147}},
     {"korthikanti2022-abstract", {0.081, 0.099, 0.079, 0.098}},
-    {"dubey2024-llama3-table4", {0.196, 0.264, 0.192, 0.261}},
-    {"megatron-readme-h100-2024", {0.051, 0.087, 0.049, 0.084}},
-    {"llmfoundry-mpt-h100-2024", {0.071, 0.113, 0.058, 0.100}},
+    {"dubey2024-llama3-table4", {0.195, 0.263, 0.191, 0.260}},
+    {"megatron-readme-h100-2024", {0.052, 0.088, 0.050, 0.085}},
+    {"llmfoundry-mpt-h100-2024", {0.072, 0.115, 0.059, 0.102}},
     {"llmfoundry-mpt-a100-2023", {0.064, 0.199, 0.062, 0.205}},
     {"nemo-megatron-a100-2023", {0.122, 0.198, 0.122, 0.196}},
     {"bloom2022-176b", {0.003, 0.003, 0.003, 0.003}},
     {"bloom2022-topology-search", {0.082, 0.255, 0.079, 0.247}},
     {"smith2022-mtnlg-530b", {0.107, 0.127, 0.104, 0.125}},
-    {"dgxc-nemo-h100-24.11", {0.038, 0.114, 0.031, 0.102}},
-    {"dgxc-nemo-h100-25.02", {0.024, 0.057, 0.020, 0.050}},
+    {"dgxc-nemo-h100-24.11", {0.036, 0.111, 0.031, 0.100}},
+    {"dgxc-nemo-h100-25.02", {0.022, 0.054, 0.019, 0.048}},
     {"narayanan2021-table2-zero3", {0.124, 0.343, 0.126, 0.341}},
-    {"torchtitan-h100-2025", {0.207, 0.207, 0.205, 0.205}},
-    {"torchtitan-perf-2024", {0.127, 0.185, 0.124, 0.184}},
+    {"torchtitan-h100-2025", {0.208, 0.208, 0.206, 0.206}},
+    {"torchtitan-perf-2024", {0.127, 0.186, 0.124, 0.185}},
+    {"automodel-h100-2026", {0.159, 0.159, 0.157, 0.157}},
     {"all", {0.069, 0.343, 0.065, 0.341}},
 };
 
