@@ -153,7 +153,7 @@ TEST(PublishedTable, BadRowsNameTheirPath) {
 // 0.5 point better, the Megatron-LM A100 groups 0.4-0.5 point better through the Ampere factor refitted beside them
 // (in-sample 1.3014 -> 1.2954), MT-NLG 10.3% -> 10.7%, torchtitan's H100 row 20.4% -> 20.7%; the table 7.3% -> 6.9%
 // held out, 6.8% -> 6.5% in-sample (docs/VALIDATION.md "LLM Foundry's rows as the framework they ran"). 2026-12-07
-// 13:30 UTC (the same machine): NeMo AutoModel's Llama 3.1 70B row (FSDP2 with CP 2 on 64 H100s, its own group,
+// 13:20-13:21 UTC (the same machine): NeMo AutoModel's Llama 3.1 70B row (FSDP2 with CP 2 on 64 H100s, its own group,
 // +15.9% held out); the Hopper factor refitted beside it moves the other Hopper groups by 0.1-0.2 point; the table
 // 6.9% / 34.3% held out over 209 rows (docs/VALIDATION.md "NeMo AutoModel's Llama 3.1 70B").
 struct Reached {
