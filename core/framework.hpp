@@ -106,6 +106,10 @@ struct FrameworkConfig {
   // for its backward (FSDP2's reshard_after_forward, FSDP1's FULL_SHARD against SHARD_GRAD_OP).
   bool compile = false;
   bool reshard_after_forward = true;
+  // Transformer Engine's modules for the blocks' norms, RoPE and activations under PyTorch's FSDP (NeMo AutoModel's
+  // `backend: rms_norm te, linear te, attn te`): each one fused kernel, as compile gives them, the host's time per
+  // layer eager PyTorch's.
+  bool transformer_engine_kernels = false;
   // The bytes per element the data-parallel gradient reduction moves (framework.reduce_dtype: float32 4, bfloat16
   // 2), when the scenario states it. Absent: the framework's default, gradient_reduce_bytes() below.
   std::optional<int> reduce_dtype_bytes;

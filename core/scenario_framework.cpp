@@ -49,11 +49,12 @@ void parse_expert_parallel(const Reader& r, FrameworkConfig& f) {
 
 // PyTorch FSDP's own settings (refused beside another framework) and the gradients' reduction and main dtypes.
 void parse_pytorch_and_gradients(const Reader& r, FrameworkConfig& f) {
-  for (const char* key : {"compile", "reshard_after_forward"})
+  for (const char* key : {"compile", "reshard_after_forward", "transformer_engine_kernels"})
     if (auto x = r.find(key); x && !pytorch_fsdp(f.name))
       x->fail("expected framework.name \"pytorch-fsdp2\" or \"pytorch-fsdp\" beside it (a setting of PyTorch's FSDP)");
   if (auto x = r.find("compile")) f.compile = x->boolean();
   if (auto x = r.find("reshard_after_forward")) f.reshard_after_forward = x->boolean();
+  if (auto x = r.find("transformer_engine_kernels")) f.transformer_engine_kernels = x->boolean();
   if (auto x = r.find("reduce_dtype"))
     f.reduce_dtype_bytes = x->one_of({"float32", "bfloat16"}, "gradient reduction dtype") == "float32" ? 4 : 2;
   else if (f.name == FrameworkName::pytorch_fsdp2)  // stated as its default, which to_json writes
@@ -69,7 +70,8 @@ FrameworkConfig parse_framework(const Reader& r, ModelConfig& model, const std::
                "cross_entropy_loss_fusion", "residual_fusion", "use_distributed_optimizer", "attention_backend",
                "cp_comm_type", "zero_implementation", "moe_token_dispatcher_type",
                "overlap_moe_expert_parallel_comm", "delay_wgrad_compute", "scatter_gather_tensors_in_pipeline",
-               "defer_embedding_wgrad_compute", "wgrad_deferral_limit", "deepspeed_bf16_optimizer", "compile", "reshard_after_forward", "reduce_dtype", "main_grad_dtype",
+               "defer_embedding_wgrad_compute", "wgrad_deferral_limit", "deepspeed_bf16_optimizer", "compile", "reshard_after_forward",
+               "transformer_engine_kernels", "reduce_dtype", "main_grad_dtype",
                "checkpoint_early_stop"});
   FrameworkConfig f;
   if (auto x = r.find("name"))

@@ -148,6 +148,8 @@ json framework_json(const FrameworkConfig& f) {
   if (pytorch_fsdp(f.name)) {
     out["compile"] = f.compile;
     out["reshard_after_forward"] = f.reshard_after_forward;
+    // Written where true, so that the plans of before keep their bytes.
+    if (f.transformer_engine_kernels) out["transformer_engine_kernels"] = true;
   }
   // Written where stated (a pytorch-fsdp2 scenario always states it), so that other plans keep their bytes.
   if (f.reduce_dtype_bytes) out["reduce_dtype"] = *f.reduce_dtype_bytes == 4 ? "float32" : "bfloat16";

@@ -109,6 +109,7 @@ struct RankShapes {
   bool pytorch_fsdp = false;
   bool flat_parameters = false;
   bool torch_compile = false;
+  bool transformer_engine_kernels = false;  // fused norms, RoPE and activations, eager host time
   bool reshard_after_forward = true;
   // Full recompute runs a layer's forward again only up to the last tensor its backward keeps (PyTorch's
   // non-reentrant checkpoint: core/framework.hpp recompute_stops_early).

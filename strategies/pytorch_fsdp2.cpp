@@ -30,7 +30,7 @@ EagerPassBytes eager_activation_bytes(Activation activation) {
 
 void emit_eager_passes(Emitter& e, Op fused, std::int64_t extra_bytes_per_element) {
   const RankShapes& s = e.shapes();
-  if (!s.pytorch_fsdp || s.torch_compile) return;
+  if (!s.pytorch_fsdp || s.torch_compile || s.transformer_engine_kernels) return;
   if (const std::int64_t bytes = extra_bytes_per_element * fused.rows * fused.cols; bytes > 0)
     e.emit(Emitter::moved(OpKind::elementwise, fused.role, bytes));
 }

@@ -207,6 +207,15 @@ TEST(Framework, BadValuesNameTheirPath) {
   const Scenario fsdp2 = parse_scenario(d, "s.json");
   EXPECT_TRUE(fsdp2.framework.compile);
   EXPECT_FALSE(fsdp2.framework.reshard_after_forward);
+  EXPECT_FALSE(fsdp2.framework.transformer_engine_kernels);
+  EXPECT_FALSE(to_json(fsdp2)["framework"].contains("transformer_engine_kernels"));  // the plans of before, same bytes
+  d["framework"]["transformer_engine_kernels"] = true;
+  const Scenario te = parse_scenario(d, "s.json");
+  EXPECT_TRUE(te.framework.transformer_engine_kernels);
+  EXPECT_EQ(parse_scenario(to_json(te), "s.json").framework, te.framework);
+  d = framework_scenario();  // Transformer Engine's kernels as a setting of PyTorch's FSDP only
+  d["framework"] = {{"name", "megatron-core"}, {"transformer_engine_kernels", true}};
+  EXPECT_EQ(error_path(d).rfind("/framework/transformer_engine_kernels | ", 0), 0u) << error_path(d);
   EXPECT_EQ(fsdp2.framework.reduce_dtype_bytes, 2);
   EXPECT_EQ(gradient_reduce_bytes(fsdp2.framework), 2);
 }

@@ -138,6 +138,28 @@ TEST(PytorchFsdp2, EagerAddsMemoryPassesAfterNormRopeAndActivationThatCompileRem
     EXPECT_EQ(op.bytes, (op.phase == Phase::forward ? 4 : 8) * s.tokens * s.ffn);
 }
 
+// Transformer Engine's modules under FSDP2 (NeMo AutoModel's te backend): no eager passes, as compile, but the host's
+// time per layer stays eager PyTorch's, which compile's measured row would shorten.
+TEST(PytorchFsdp2, TransformerEngineKernelsRemoveThePassesAndKeepTheEagerHostTime) {
+  Fsdp2Lowered eager = lower_fsdp2(true);
+  Scenario te_scenario = eager.scenario;
+  te_scenario.framework.transformer_engine_kernels = true;
+  const IterationGraph te = lower_to_op_graphs(te_scenario, eager.strategy);
+  check_well_formed(te);
+  for (OpRole role : {OpRole::input_norm, OpRole::mlp_norm, OpRole::rope, OpRole::activation})
+    EXPECT_TRUE(ops_where(te, [&](const Op& op) { return op.kind == OpKind::elementwise && op.role == role; }).empty())
+        << to_string(role);
+  const auto dispatch_ns = [](const IterationGraph& g) {
+    TimeNs sum = 0;
+    for (const RankClass& rc : g.classes)
+      for (OpIndex i = 0; i < rc.size(); ++i) sum += rc.graph[i].dispatch_ns;
+    return sum;
+  };
+  // Each layer's time is spread over its ops: fewer ops, the same sum but for the integer division's remainders.
+  EXPECT_NEAR(static_cast<double>(dispatch_ns(te)), static_cast<double>(dispatch_ns(eager.graph)), 1000.0);
+  EXPECT_GT(dispatch_ns(te), dispatch_ns(lower_fsdp2(true, 1, true).graph));
+}
+
 // The passes follow what each op says it is: PyTorch runs a LayerNorm and a GeLU as one kernel each way (a LayerNorm's
 // backward reads dy and x again for its weight and bias), and a QK-norm's RMSNorm as the reference's RMSNorm.
 TEST(PytorchFsdp2, EagerPassesFollowTheNormAndActivationEachOpCarries) {
