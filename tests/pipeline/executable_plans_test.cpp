@@ -151,7 +151,7 @@ const std::map<std::string, int>& published_verdicts() {
       {"/scenario/framework/scatter_gather_tensors_in_pipeline", 47},  // Megatron-LM 2021's pipeline sends
       // pytorch-fsdp2 and, since 2026-12-07, pytorch-fsdp (PyTorch's own kernels): LLM Foundry's 56 rows state the
       // framework they ran; 38 of them passed, and 18 reached ZeRO-2/3, while they said Megatron's.
-      {"/scenario/framework/name", 62},  // 62 since NeMo AutoModel's Llama 3.1 70B row (2026-12-07)
+      {"/scenario/framework/name", 63},  // 62 and 63 since NeMo AutoModel's Llama 3.1 70B and Qwen3 MoE 30B rows (2026-12-07)
       // A reduction in a dtype other than the main gradient's (NeMo 22.08's 5B: its fp32 buffer beside a bf16
       // reduction; 33 rows refused at reduce_dtype float32 and 11 at main_grad_dtype float32 before fp32 main
       // gradients ran, 2026-12-03).
