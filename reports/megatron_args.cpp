@@ -330,12 +330,16 @@ void notes(ArgsText& out, const Scenario& scenario, const Strategy& s) {
                 "buffer in bf16; Megatron-DeepSpeed runs it with --bf16 --deepspeed --zero-stage 0 and a ds_config of "
                 "\"bf16\": {\"enabled\": true}, \"zero_optimization\": {\"stage\": 0}); the distributed optimizer "
                 "below reduce-scatters instead.");
-  if (pytorch_fsdp(scenario.framework.name))
-    out.comment(fmt::format("Not expressible: framework.name {} (the plan prices eager PyTorch's kernels, its host "
-                            "time and its FSDP's copies); the arguments lay out the same parallelism for "
-                            "Megatron-LM, whose step the plan's prediction does not describe: simulate the scenario "
-                            "with framework.name megatron-core for that.",
-                            to_string(*scenario.framework.name)));
+  if (pytorch_fsdp(scenario.framework.name)) {
+    const FrameworkConfig& f = scenario.framework;
+    const char* kernels = f.compile                      ? "torch.compile's kernels, PyTorch's host time"
+                          : f.transformer_engine_kernels ? "Transformer Engine's kernels, eager PyTorch's host time"
+                                                         : "eager PyTorch's kernels, its host time";
+    out.comment(fmt::format("Not expressible: framework.name {} (the plan prices {} and its FSDP's copies); the "
+                            "arguments lay out the same parallelism for Megatron-LM, whose step the plan's prediction "
+                            "does not describe: simulate the scenario with framework.name megatron-core for that.",
+                            to_string(*f.name), kernels));
+  }
   if (s.recompute == Recompute::full && recompute_stops_early(scenario.framework))
     out.comment("Not expressible: checkpoint_early_stop (PyTorch's non-reentrant checkpoint does not run a layer's fc2 "
                 "and the residual after it again); Megatron's full recompute below runs the whole forward again.");

@@ -78,7 +78,14 @@ TEST(MegatronArgs, APytorchFsdpPlanSaysMegatronRunsItsLayoutWithOtherKernels) {
     scenario.framework.name = name;
     const std::string text = megatron_args(scenario, s);
     EXPECT_TRUE(has_comment_with(text, "Not expressible: framework.name " + std::string(to_string(name)))) << text;
+    EXPECT_TRUE(has_comment_with(text, "eager PyTorch's kernels, its host time")) << text;
   }
+  // The kernels the plan priced: torch.compile's, or Transformer Engine's under FSDP (framework.transformer_engine_kernels).
+  scenario.framework.compile = true;
+  EXPECT_TRUE(has_comment_with(megatron_args(scenario, s), "torch.compile's kernels, PyTorch's host time"));
+  scenario.framework.compile = false;
+  scenario.framework.transformer_engine_kernels = true;
+  EXPECT_TRUE(has_comment_with(megatron_args(scenario, s), "Transformer Engine's kernels, eager PyTorch's host time"));
 }
 
 TEST(MegatronArgs, ScheduleMegatronLacksIsNamedAndTheRestGiven) {
