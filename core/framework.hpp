@@ -157,6 +157,16 @@ inline bool recompute_stops_early(const FrameworkConfig& f) {
   return f.checkpoint_early_stop.value_or(pytorch_fsdp(f.name));
 }
 
+// The kernels a PyTorch FSDP plan runs its norms, RoPE and activations with, and the host time it pays: PyTorch's
+// eager kernels; torch.compile's (framework.compile: one fused kernel each, compile's host time); Transformer Engine's
+// (framework.transformer_engine_kernels: one fused kernel each, eager PyTorch's host time). compile wins where both
+// are stated: Inductor compiles the blocks around whatever modules they hold.
+enum class PytorchKernels { eager, compiled, transformer_engine };
+inline PytorchKernels pytorch_kernels(const FrameworkConfig& f) {
+  if (f.compile) return PytorchKernels::compiled;
+  return f.transformer_engine_kernels ? PytorchKernels::transformer_engine : PytorchKernels::eager;
+}
+
 // How many of a step's `micro_batches` have their output-layer weight gradients deferred on the last stage of a
 // pipeline of `pipeline_stages` (framework.defer_embedding_wgrad_compute): the first wgrad_deferral_limit of them,
 // every one when the limit is 0; none without the switch or without pipeline parallelism.

@@ -332,9 +332,12 @@ void notes(ArgsText& out, const Scenario& scenario, const Strategy& s) {
                 "below reduce-scatters instead.");
   if (pytorch_fsdp(scenario.framework.name)) {
     const FrameworkConfig& f = scenario.framework;
-    const char* kernels = f.compile                      ? "torch.compile's kernels, PyTorch's host time"
-                          : f.transformer_engine_kernels ? "Transformer Engine's kernels, eager PyTorch's host time"
-                                                         : "eager PyTorch's kernels, its host time";
+    const char* kernels = "";
+    switch (pytorch_kernels(f)) {
+      case PytorchKernels::eager: kernels = "eager PyTorch's kernels, its host time"; break;
+      case PytorchKernels::compiled: kernels = "torch.compile's kernels, PyTorch's host time"; break;
+      case PytorchKernels::transformer_engine: kernels = "Transformer Engine's kernels, eager PyTorch's host time"; break;
+    }
     out.comment(fmt::format("Not expressible: framework.name {} (the plan prices {} and its FSDP's copies); the "
                             "arguments lay out the same parallelism for Megatron-LM, whose step the plan's prediction "
                             "does not describe: simulate the scenario with framework.name megatron-core for that.",

@@ -103,13 +103,12 @@ struct RankShapes {
   // framework.deepspeed_bf16_optimizer at ZeRO stage 1 (core/framework.hpp): the stage's fp32 gradient buffer
   // all-reduced in bf16 once after the backward, tied weights' gradients in fp32, the norm read from the whole buffer.
   bool deepspeed_bf16_optimizer = false;
-  // PyTorch's FSDP (framework.name pytorch-fsdp2 or pytorch-fsdp; strategies/pytorch_fsdp2.hpp): its copies, eager
-  // kernels and host time; torch.compile of each block; the weights freed after a block's forward; the gradients'
+  // PyTorch's FSDP (framework.name pytorch-fsdp2 or pytorch-fsdp; strategies/pytorch_fsdp2.hpp): its copies, the
+  // kernels and host time of its norms, RoPE and activations; the weights freed after a block's forward; the gradients'
   // reduction dtype. flat_parameters: FSDP1's, gathered into the flat parameter the module's weights are views of.
   bool pytorch_fsdp = false;
   bool flat_parameters = false;
-  bool torch_compile = false;
-  bool transformer_engine_kernels = false;  // fused norms, RoPE and activations, eager host time
+  PytorchKernels kernels = PytorchKernels::eager;  // core/framework.hpp pytorch_kernels
   bool reshard_after_forward = true;
   // Full recompute runs a layer's forward again only up to the last tensor its backward keeps (PyTorch's
   // non-reentrant checkpoint: core/framework.hpp recompute_stops_early).

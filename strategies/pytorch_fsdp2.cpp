@@ -30,7 +30,7 @@ EagerPassBytes eager_activation_bytes(Activation activation) {
 
 void emit_eager_passes(Emitter& e, Op fused, std::int64_t extra_bytes_per_element) {
   const RankShapes& s = e.shapes();
-  if (!s.pytorch_fsdp || s.torch_compile || s.transformer_engine_kernels) return;
+  if (!s.pytorch_fsdp || s.kernels != PytorchKernels::eager) return;
   if (const std::int64_t bytes = extra_bytes_per_element * fused.rows * fused.cols; bytes > 0)
     e.emit(Emitter::moved(OpKind::elementwise, fused.role, bytes));
 }
@@ -82,7 +82,8 @@ void assign_pytorch_dispatch(RankClass& rc, const RankShapes& shapes) {
     const bool in_first_layer = op.layer == layer && op.micro_batch == micro_batch;
     if (part == HostPart::optimizer || part == HostPart::fixed || in_first_layer) ++count[static_cast<int>(part)];
   }
-  const PytorchHostCost& cost = pytorch_host_cost(shapes.tp, shapes.recompute, shapes.torch_compile);
+  const PytorchHostCost& cost = pytorch_host_cost(shapes.tp, shapes.recompute,
+                                                          shapes.kernels == PytorchKernels::compiled);
   const auto layer_count = static_cast<TimeNs>(layers.size());
   const std::array<TimeNs, 4> part_ns = {cost.forward_ns, cost.backward_ns, cost.optimizer_ns * layer_count,
                                          cost.fixed_ns};

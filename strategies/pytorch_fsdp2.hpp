@@ -52,8 +52,8 @@ inline constexpr EagerPassBytes kEagerRopeBytes{20 - 4, 18 - 4};
 EagerPassBytes eager_activation_bytes(Activation activation);
 
 // Emits, after `fused` (rows x cols), the eager kernels beyond the fused one (an elementwise op of its role moving
-// `extra_bytes_per_element` of fused's rows x cols), under pytorch-fsdp2 or pytorch-fsdp without torch.compile or
-// Transformer Engine's kernels (framework.transformer_engine_kernels);
+// `extra_bytes_per_element` of fused's rows x cols), under pytorch-fsdp2 or pytorch-fsdp with PyTorch's eager kernels
+// (core/framework.hpp pytorch_kernels);
 // nothing otherwise.
 void emit_eager_passes(Emitter& e, Op fused, std::int64_t extra_bytes_per_element);  // a copy: it emits into the
                                                                                      // graph that held `fused`

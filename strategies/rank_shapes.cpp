@@ -56,8 +56,7 @@ void set_framework_shapes(const Scenario& scenario, RankShapes& s) {
   s.pytorch_fsdp = pytorch_fsdp(scenario.framework.name);
   s.flat_parameters = scenario.framework.name == FrameworkName::pytorch_fsdp;
   if (s.pytorch_fsdp) {
-    s.torch_compile = scenario.framework.compile;
-    s.transformer_engine_kernels = scenario.framework.transformer_engine_kernels;
+    s.kernels = pytorch_kernels(scenario.framework);
     s.reshard_after_forward = scenario.framework.reshard_after_forward;
   }
   s.checkpoint_early_stop = recompute_stops_early(scenario.framework);
