@@ -55,7 +55,7 @@ def largest_of(n):  # E[largest of n standard normals], Blom's approximation
     return NormalDist().inv_cdf((n - 0.375) / (n + 0.25)) if n > 1 else 0.0
 
 
-def predicted(row, factor, exposed_scale, bubble_scale, spread, attention_scale=1.0, memory_scale=1.0):
+def predicted(row, factor, exposed_scale=1.0, bubble_scale=1.0, spread=0.0, attention_scale=1.0, memory_scale=1.0):
     s = factor / row["f0"]
     kinds = 1 + row.get("attention_share", 0) * (attention_scale - 1) + row.get("memory_share", 0) * (memory_scale - 1)
     compute = row["compute"] * kinds * s * (1 + spread * largest_of(row["gpus"]))
@@ -73,29 +73,26 @@ def folds(rows):
                 yield group, family, test, train
 
 
-def held_out(rows, exposed_scale=1.0, bubble_scale=1.0, spread=0.0, attention_scale=1.0, memory_scale=1.0):
-    kinds = {"attention_scale": attention_scale, "memory_scale": memory_scale}
-    errors = []
-    for group, family, test, train in folds(rows):
-        lo, hi = 0.3, 3.0  # bisection on the mean signed error over the training rows
-        for _ in range(60):
-            mid = (lo + hi) / 2
-            mean = sum(predicted(r, mid, exposed_scale, bubble_scale, spread, **kinds) / r["published"] - 1
-                       for r in train) / len(train)
-            lo, hi = (mid, hi) if mean < 0 else (lo, mid)
-        errors += [abs(predicted(r, (lo + hi) / 2, exposed_scale, bubble_scale, spread, **kinds) / r["published"] - 1)
-                   for r in test]
-    return sum(errors) / len(errors), max(errors)
-
-
-def factor_for(train, memory_scale):
-    """The in-training factor at which the training rows' mean signed error is zero, at `memory_scale`."""
+def factor_for(train, **scales):
+    """The in-training factor at which the training rows' mean signed error is zero (bisection), at `scales`
+    (predicted()'s keyword arguments)."""
     lo, hi = 0.3, 3.0
-    for _ in range(50):
+    for _ in range(60):
         mid = (lo + hi) / 2
-        mean = sum(predicted(r, mid, 1, 1, 0, 1, memory_scale) / r["published"] - 1 for r in train) / len(train)
+        mean = sum(predicted(r, mid, **scales) / r["published"] - 1 for r in train) / len(train)
         lo, hi = (mid, hi) if mean < 0 else (lo, mid)
     return (lo + hi) / 2
+
+
+def abs_errors(rows, factor, **scales):
+    return [abs(predicted(r, factor, **scales) / r["published"] - 1) for r in rows]
+
+
+def held_out(rows, **scales):
+    errors = []
+    for group, family, test, train in folds(rows):
+        errors += abs_errors(test, factor_for(train, **scales), **scales)
+    return sum(errors) / len(errors), max(errors)
 
 
 def held_out_memory_ratio(rows, families):
@@ -108,12 +105,12 @@ def held_out_memory_ratio(rows, families):
     for group, family, test, train in folds(rows):
         best = None
         for m in (grid if family in families else [1.0]):
-            f = factor_for(train, m)
-            loss = sum(abs(predicted(r, f, 1, 1, 0, 1, m) / r["published"] - 1) for r in train) / len(train)
+            f = factor_for(train, memory_scale=m)
+            loss = sum(abs_errors(train, f, memory_scale=m)) / len(train)
             if best is None or loss < best[0]:
                 best = (loss, f, m)
         _, f, m = best
-        test_errors = [abs(predicted(r, f, 1, 1, 0, 1, m) / r["published"] - 1) for r in test]
+        test_errors = abs_errors(test, f, memory_scale=m)
         errors += test_errors
         per_group[(group, family)] = (sum(test_errors) / len(test_errors), f, m)
     return sum(errors) / len(errors), max(errors), per_group
