@@ -18,6 +18,7 @@ which reproduces the run's own held-out figure within 0.05 point at the identity
 """
 import argparse
 import csv
+import sys
 import json
 from statistics import NormalDist
 
@@ -126,6 +127,10 @@ def main():
     rows = load(args.csv, args.table)
     if args.residuals:
         shares = {r["id"]: r for r in csv.DictReader(open(args.residuals))}
+        missing = [row["id"] for row in rows if row["id"] not in shares]
+        if missing:  # residuals.csv of another table, or rows it could not simulate alone: their shares are unknown
+            sys.exit(f"{args.residuals} lacks {len(missing)} of the table's rows ({', '.join(missing[:3])}, ...): "
+                     "run tools/validation_residuals.py on this validation.csv")
         for row in rows:
             row["attention_share"] = float(shares[row["id"]]["attention_share"])
             row["memory_share"] = float(shares[row["id"]]["memory_bound_share"])
